@@ -1,0 +1,1 @@
+"""HTTP service that serves merged vLLM config files from the store."""

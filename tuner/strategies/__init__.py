@@ -1,0 +1,1 @@
+"""Search strategies behind one interface, and a registry from name to strategy."""
