@@ -1,0 +1,228 @@
+"""Engine factory, schema-version check and the one transaction scope of the store."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, make_url
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.orm import Session, sessionmaker
+
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+
+# How long open_store waits for another process that is creating the same empty store.
+_CREATE_WAIT_S = 30.0
+
+
+class SchemaError(RuntimeError):
+    """The store's schema revision is not the one this version of the tuner expects."""
+
+
+def default_db_url() -> str:
+    """The store URL used when none is given.
+
+    Returns:
+        `$TUNER_DB_URL` when set and non-empty, else `sqlite:///tuner.db` (a file in the
+        current working directory).
+    """
+    return os.environ.get("TUNER_DB_URL") or "sqlite:///tuner.db"
+
+
+def _set_sqlite_pragmas(dbapi_connection: Any, _connection_record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        # busy_timeout first, so that switching to WAL waits for other writers.
+        cursor.execute("PRAGMA busy_timeout=30000")
+        _enable_wal(cursor)
+        cursor.execute("PRAGMA foreign_keys=ON")
+    finally:
+        cursor.close()
+
+
+def _enable_wal(cursor: Any) -> None:
+    # Switching a file to WAL needs an exclusive lock and SQLite answers "database is locked" at
+    # once, without its busy handler, while another connection holds one (seen with two processes
+    # opening a new store together): retry for up to the busy timeout.
+    # An in-memory database stays in "memory" mode; that answer is final too.
+    deadline = time.monotonic() + 30.0
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def make_engine(url: str) -> Engine:
+    """Create an engine for a store URL.
+
+    SQLite files get WAL journaling, a 30 s busy timeout and foreign keys on every
+    connection, and the folder of the file is created. Any other SQLAlchemy URL (for example
+    `postgresql+psycopg://user:pw@host/db`) is passed through unchanged.
+
+    Args:
+        url: a SQLAlchemy URL.
+
+    Returns:
+        The engine; nothing is connected or created in the database yet.
+    """
+    parsed = make_url(url)
+    engine = create_engine(parsed)
+    if parsed.get_backend_name() == "sqlite":
+        database = parsed.database or ""
+        if database and database != ":memory:" and not database.startswith("file:"):
+            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        event.listen(engine, "connect", _set_sqlite_pragmas)
+    return engine
+
+
+def _alembic_config() -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR).replace("%", "%%"))
+    return config
+
+
+def head_revision() -> str:
+    """The schema revision this version of the tuner expects.
+
+    Returns:
+        The Alembic head revision id of the migrations shipped in `db/migrations`.
+    """
+    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
+    if head is None:
+        raise RuntimeError(f"no migrations found in {MIGRATIONS_DIR}")
+    return head
+
+
+def _revision_of(connection: Connection) -> str | None:
+    return MigrationContext.configure(connection).get_current_revision()
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The schema revision the store is at.
+
+    Args:
+        engine: the store's engine.
+
+    Returns:
+        The revision id in `alembic_version`, or None for a store never migrated.
+    """
+    with engine.connect() as connection:
+        return _revision_of(connection)
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Migrate the store's schema with Alembic (what `tuner db upgrade` runs).
+
+    Args:
+        engine: the store's engine.
+        revision: the target revision id; "head" is the newest shipped.
+    """
+    config = _alembic_config()
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)
+
+
+def dialect_insert(session: Session, entity: type[Any]) -> Any:
+    """The dialect's INSERT for the session's store, the one that has `on_conflict_do_nothing`.
+
+    Args:
+        session: the open session.
+        entity: the mapped table class to insert into.
+
+    Returns:
+        `sqlalchemy.dialects.sqlite.insert(entity)` or its PostgreSQL twin.
+
+    Raises:
+        NotImplementedError: the store is neither SQLite nor PostgreSQL.
+    """
+    dialect = session.get_bind().dialect.name
+    if dialect == "sqlite":
+        return sqlite.insert(entity)
+    if dialect == "postgresql":
+        return postgresql.insert(entity)
+    raise NotImplementedError(
+        f"store backend {dialect!r} is not supported: use SQLite or PostgreSQL"
+    )
+
+
+def _masked(engine: Engine) -> str:
+    return engine.url.render_as_string(hide_password=True)
+
+
+def _schema_error(engine: Engine, revision: str | None, head: str) -> SchemaError:
+    return SchemaError(
+        f"store {_masked(engine)} is at schema revision {revision or 'none'}, "
+        f"this tuner expects {head}: run `tuner db upgrade`"
+    )
+
+
+def _create_schema(engine: Engine, head: str) -> None:
+    try:
+        upgrade(engine)
+    except DBAPIError:
+        # Another process may be creating the same empty store: wait for it to finish.
+        deadline = time.monotonic() + _CREATE_WAIT_S
+        while time.monotonic() < deadline:
+            if current_revision(engine) == head:
+                return
+            time.sleep(0.1)
+        raise
+
+
+def open_store(url: str | None = None) -> Engine:
+    """Open a store, creating its schema when the database is empty.
+
+    Args:
+        url: a SQLAlchemy URL; None means `default_db_url()`.
+
+    Returns:
+        An engine on a store whose schema is at the head revision.
+
+    Raises:
+        SchemaError: the database has tables but is not at the head revision (older, newer,
+            or never stamped). The store is left unchanged.
+    """
+    engine = make_engine(url if url is not None else default_db_url())
+    try:
+        head = head_revision()
+        with engine.connect() as connection:
+            has_tables = bool(inspect(connection).get_table_names())
+            revision = _revision_of(connection) if has_tables else None
+        if not has_tables:
+            _create_schema(engine, head)
+        elif revision != head:
+            raise _schema_error(engine, revision, head)
+    except BaseException:
+        engine.dispose()
+        raise
+    return engine
+
+
+@contextmanager
+def session_scope(engine: Engine) -> Iterator[Session]:
+    """One transaction: commit when the block succeeds, roll back when it raises.
+
+    Args:
+        engine: the store's engine.
+
+    Yields:
+        A session whose objects stay readable after the commit (`expire_on_commit=False`).
+    """
+    factory = sessionmaker(engine, expire_on_commit=False)
+    with factory.begin() as session:
+        yield session

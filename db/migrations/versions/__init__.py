@@ -1,0 +1,1 @@
+"""Alembic revision scripts of the store, one file per schema revision."""

@@ -1,0 +1,220 @@
+"""The store's tables: devices, environments, sweeps, tasks and trials (SQLAlchemy 2 ORM)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    CheckConstraint,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# vLLM's config keys in the order vLLM writes them (vLLM 0.33.0, configs/*.json); the trial
+# columns carry exactly these names.
+CONFIG_COLUMNS: tuple[str, ...] = (
+    "BLOCK_SIZE_M",
+    "BLOCK_SIZE_N",
+    "BLOCK_SIZE_K",
+    "GROUP_SIZE_M",
+    "num_warps",
+    "num_stages",
+)
+
+TASK_STATES: tuple[str, ...] = ("pending", "running", "done", "failed")
+
+# Same values as tuner.trial.TrialStatus (db must not import tuner).
+TRIAL_STATUSES: tuple[str, ...] = (
+    "ok",
+    "invalid",
+    "compile_error",
+    "out_of_resources",
+    "wrong_result",
+    "timeout",
+    "crashed",
+)
+
+OUT_DTYPES: tuple[str, ...] = ("bfloat16", "float16")
+
+# Constraint names must be deterministic for Alembic's batch mode on SQLite.
+NAMING_CONVENTION: dict[str, str] = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    """The current time as a timezone-aware UTC datetime."""
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp that is always timezone-aware UTC in Python.
+
+    PostgreSQL stores `timestamp with time zone`. SQLite has no time zones: the value is
+    stored as naive UTC text and read back with `tzinfo=UTC`, so comparisons in SQL and in
+    Python agree on both. Naive datetimes are refused rather than guessed at.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise ValueError(f"naive datetime {value!r}: the store takes timezone-aware UTC")
+        value = value.astimezone(UTC)
+        if dialect.name == "sqlite":
+            return value.replace(tzinfo=None)
+        return value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every table; its metadata carries the naming convention."""
+
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Device(Base):
+    """A device_name key as vLLM spells it (`NVIDIA_L20`), or `TRITON_INTERPRETER`."""
+
+    __tablename__ = "devices"
+
+    device_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    device_name: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (UniqueConstraint("device_name"),)
+
+
+class Environment(Base):
+    """The software and hardware a trial ran on; "" stands for a value that does not apply."""
+
+    __tablename__ = "environments"
+
+    environment_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    device_id: Mapped[int] = mapped_column(ForeignKey("devices.device_id"))
+    gpu_name: Mapped[str] = mapped_column(String(128))
+    compute_capability: Mapped[str] = mapped_column(String(16))
+    driver: Mapped[str] = mapped_column(String(64))
+    cuda: Mapped[str] = mapped_column(String(64))
+    torch: Mapped[str] = mapped_column(String(64))
+    triton: Mapped[str] = mapped_column(String(64))
+    tuner: Mapped[str] = mapped_column(String(64))
+    kernel_hash: Mapped[str] = mapped_column(String(128))
+
+    __table_args__ = (
+        UniqueConstraint(
+            "device_id",
+            "gpu_name",
+            "compute_capability",
+            "driver",
+            "cuda",
+            "torch",
+            "triton",
+            "tuner",
+            "kernel_hash",
+        ),
+    )
+
+
+class Sweep(Base):
+    """One tuning command: a set of (N, K) shapes over an M grid on one device_name.
+
+    `sweep_key` is the sha256 of the canonical JSON of all parameters, so that re-running
+    the same command finds the same sweep.
+    """
+
+    __tablename__ = "sweeps"
+
+    sweep_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    sweep_key: Mapped[str] = mapped_column(String(64))
+    device_id: Mapped[int] = mapped_column(ForeignKey("devices.device_id"))
+    model: Mapped[str] = mapped_column(String(256))
+    tp: Mapped[int] = mapped_column(Integer)
+    strategy: Mapped[str] = mapped_column(String(64))
+    budget: Mapped[int] = mapped_column(Integer)
+    space: Mapped[str] = mapped_column(String(128))
+    seed: Mapped[int] = mapped_column(Integer)
+    m_values: Mapped[list[int]] = mapped_column(JSON)
+    out_dtype: Mapped[str] = mapped_column(String(16))
+    block_n: Mapped[int] = mapped_column(Integer)
+    block_k: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (UniqueConstraint("sweep_key"),)
+
+
+class Task(Base):
+    """One (N, K, M) of a sweep: the unit a worker claims with a lease."""
+
+    __tablename__ = "tasks"
+
+    task_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.sweep_id", ondelete="CASCADE"))
+    N: Mapped[int] = mapped_column(Integer)
+    K: Mapped[int] = mapped_column(Integer)
+    M: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(16), default="pending")
+    worker_id: Mapped[str | None] = mapped_column(String(256))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    error: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (
+        UniqueConstraint("sweep_id", "N", "K", "M"),
+        CheckConstraint("state IN ('pending', 'running', 'done', 'failed')", name="state"),
+        Index(None, "state", "lease_expires_at"),
+    )
+
+
+class Trial(Base):
+    """One config timed (or failed) for one task, on one environment."""
+
+    __tablename__ = "trials"
+
+    trial_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.task_id", ondelete="CASCADE"))
+    environment_id: Mapped[int] = mapped_column(ForeignKey("environments.environment_id"))
+    BLOCK_SIZE_M: Mapped[int] = mapped_column(Integer)
+    BLOCK_SIZE_N: Mapped[int] = mapped_column(Integer)
+    BLOCK_SIZE_K: Mapped[int] = mapped_column(Integer)
+    GROUP_SIZE_M: Mapped[int] = mapped_column(Integer)
+    num_warps: Mapped[int] = mapped_column(Integer)
+    num_stages: Mapped[int] = mapped_column(Integer)
+    is_default: Mapped[bool] = mapped_column(default=False)
+    status: Mapped[str] = mapped_column(String(32))
+    latency_us: Mapped[float | None] = mapped_column(Float)
+    p20_us: Mapped[float | None] = mapped_column(Float)
+    p80_us: Mapped[float | None] = mapped_column(Float)
+    rel_error: Mapped[float | None] = mapped_column(Float)
+    error: Mapped[str | None] = mapped_column(Text)
+    measure_s: Mapped[float | None] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (UniqueConstraint("task_id", *CONFIG_COLUMNS),)

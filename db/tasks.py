@@ -1,0 +1,214 @@
+"""The task queue of the store: claim a task with a lease, heartbeat, finish, release.
+
+Re-exported by `db.repo`. A claim is one `UPDATE ... RETURNING` statement, safe with several
+processes on one SQLite file (its single write lock) and on PostgreSQL (`FOR UPDATE SKIP
+LOCKED`); like the repository functions these take a Session and never commit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, or_, select, update
+from sqlalchemy.orm import Session, aliased
+
+from db.models import Device, Sweep, Task, utcnow
+
+# A claim that loses a race on PostgreSQL (all candidates locked by other claimers) retries.
+_CLAIM_TRIES = 5
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """A claimed task with what a worker needs from its sweep; `attempts` counts claims."""
+
+    task_id: int
+    sweep_id: int
+    device_name: str
+    N: int
+    K: int
+    M: int
+    block_shape: tuple[int, int]
+    out_dtype: str
+    strategy: str
+    budget: int
+    seed: int
+    space: str
+    attempts: int
+
+
+def _now(now: datetime | None) -> datetime:
+    if now is None:
+        return utcnow()
+    if now.tzinfo is None or now.utcoffset() is None:
+        raise ValueError(f"now={now!r} is naive: pass a timezone-aware UTC datetime")
+    return now
+
+
+def _claimable(task: Any, now: datetime) -> ColumnElement[bool]:
+    """Pending, or running under a lease that ended before `now`."""
+    expired = and_(task.state == "running", task.lease_expires_at < now)
+    return or_(task.state == "pending", expired)
+
+
+def _task_info(session: Session, *, task_id: int) -> TaskInfo:
+    task, sweep, device_name = session.execute(
+        select(Task, Sweep, Device.device_name)
+        .join(Sweep, Task.sweep_id == Sweep.sweep_id)
+        .join(Device, Sweep.device_id == Device.device_id)
+        .where(Task.task_id == task_id)
+    ).one()
+    return TaskInfo(
+        task_id=task.task_id,
+        sweep_id=task.sweep_id,
+        device_name=device_name,
+        N=task.N,
+        K=task.K,
+        M=task.M,
+        block_shape=(sweep.block_n, sweep.block_k),
+        out_dtype=sweep.out_dtype,
+        strategy=sweep.strategy,
+        budget=sweep.budget,
+        seed=sweep.seed,
+        space=sweep.space,
+        attempts=task.attempts,
+    )
+
+
+def claim_task(
+    session: Session,
+    *,
+    sweep_id: int | None,
+    worker_id: str,
+    lease_s: float,
+    now: datetime | None = None,
+    device_name: str | None = None,
+) -> TaskInfo | None:
+    """Claim the first claimable task (lowest task_id): pending, or running with an expired lease.
+
+    One `UPDATE tasks ... WHERE task_id = (SELECT ... LIMIT 1 [FOR UPDATE SKIP LOCKED]) AND
+    <claimable> RETURNING task_id`: SQLite runs it under its single write lock, PostgreSQL
+    skips rows other claimers hold, and the outer condition re-checks the row, so no two
+    workers get the same task.
+
+    Args:
+        session: the open session; commit it promptly to publish the claim.
+        sweep_id: only tasks of this sweep; None for any sweep.
+        worker_id: the claimer, e.g. "host:pid:gpu".
+        lease_s: seconds the claim holds without a heartbeat.
+        now: the current time (timezone-aware); None for the clock.
+        device_name: only tasks of sweeps on this device; None for any device.
+
+    Returns:
+        The claimed task (state running, attempts counted), or None when nothing is claimable.
+    """
+    now = _now(now)
+    candidate = aliased(Task)
+    candidates = select(candidate.task_id).where(_claimable(candidate, now))
+    if sweep_id is not None:
+        candidates = candidates.where(candidate.sweep_id == sweep_id)
+    if device_name is not None:
+        on_device = select(Sweep.sweep_id).join(Device, Sweep.device_id == Device.device_id)
+        candidates = candidates.where(
+            candidate.sweep_id.in_(on_device.where(Device.device_name == device_name))
+        )
+    pick = (
+        candidates.order_by(candidate.task_id).limit(1).with_for_update(skip_locked=True)
+    ).scalar_subquery()
+    claim = (
+        update(Task)
+        .where(Task.task_id == pick, _claimable(Task, now))
+        .values(
+            state="running",
+            worker_id=worker_id,
+            lease_expires_at=now + timedelta(seconds=lease_s),
+            attempts=Task.attempts + 1,
+            started_at=now,
+            finished_at=None,
+            error=None,
+        )
+        .returning(Task.task_id)
+        .execution_options(synchronize_session=False)
+    )
+    for _ in range(_CLAIM_TRIES):
+        task_id = session.execute(claim).scalar_one_or_none()
+        if task_id is not None:
+            return _task_info(session, task_id=task_id)
+        if session.scalar(candidates.limit(1)) is None:
+            return None
+    return None
+
+
+def heartbeat(
+    session: Session, *, task_id: int, worker_id: str, lease_s: float, now: datetime | None = None
+) -> bool:
+    """Extend the lease of a task this worker still holds.
+
+    Returns:
+        True when the task is running under this worker_id and its lease now ends at
+        now + lease_s; False when another worker re-claimed it or it is no longer running.
+    """
+    now = _now(now)
+    extended = session.execute(
+        update(Task)
+        .where(Task.task_id == task_id, Task.worker_id == worker_id, Task.state == "running")
+        .values(lease_expires_at=now + timedelta(seconds=lease_s))
+        .returning(Task.task_id)
+        .execution_options(synchronize_session=False)
+    ).all()
+    return len(extended) == 1
+
+
+def finish_task(
+    session: Session,
+    *,
+    task_id: int,
+    worker_id: str,
+    state: str = "done",
+    error: str | None = None,
+    now: datetime | None = None,
+) -> bool:
+    """Mark a task this worker holds as done or failed and drop its lease.
+
+    Args:
+        session: the open session.
+        task_id: the task.
+        worker_id: the worker that claimed it.
+        state: "done" or "failed".
+        error: why it failed, one line.
+        now: the finish time (timezone-aware); None for the clock.
+
+    Returns:
+        True when the task was running under this worker_id; False otherwise (unchanged).
+
+    Raises:
+        ValueError: state is neither "done" nor "failed".
+    """
+    if state not in ("done", "failed"):
+        raise ValueError(f"a task finishes as 'done' or 'failed', not {state!r}")
+    finished = session.execute(
+        update(Task)
+        .where(Task.task_id == task_id, Task.worker_id == worker_id, Task.state == "running")
+        .values(state=state, error=error, finished_at=_now(now), lease_expires_at=None)
+        .returning(Task.task_id)
+        .execution_options(synchronize_session=False)
+    ).all()
+    return len(finished) == 1
+
+
+def release_tasks(session: Session, *, worker_id: str) -> int:
+    """Hand every running task of a worker back to the queue (on a clean shutdown).
+
+    Returns:
+        How many tasks went back to pending; their attempts are kept.
+    """
+    released = session.execute(
+        update(Task)
+        .where(Task.worker_id == worker_id, Task.state == "running")
+        .values(state="pending", worker_id=None, lease_expires_at=None)
+        .returning(Task.task_id)
+        .execution_options(synchronize_session=False)
+    ).all()
+    return len(released)

@@ -1,0 +1,149 @@
+"""Schema of the store: the migration equals the models, open_store creates or refuses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import Engine, UniqueConstraint, inspect, select, text
+
+from db.engine import (
+    MIGRATIONS_DIR,
+    SchemaError,
+    current_revision,
+    default_db_url,
+    head_revision,
+    make_engine,
+    open_store,
+    session_scope,
+)
+from db.models import CONFIG_COLUMNS, Base, Device
+
+TABLES = {"devices", "environments", "sweeps", "tasks", "trials"}
+
+
+def test_migration_equals_models(engine: Engine) -> None:
+    with engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"compare_type": True})
+        assert compare_metadata(context, Base.metadata) == []
+        inspector = inspect(connection)
+        assert set(inspector.get_table_names()) == TABLES | {"alembic_version"}
+        for table in Base.metadata.sorted_tables:
+            reflected = {c["name"]: c["nullable"] for c in inspector.get_columns(table.name)}
+            assert reflected == {c.name: c.nullable for c in table.columns}
+            uniques = {
+                (u["name"], tuple(u["column_names"]))
+                for u in inspector.get_unique_constraints(table.name)
+            }
+            expected = {
+                (c.name, tuple(col.name for col in c.columns))
+                for c in table.constraints
+                if isinstance(c, UniqueConstraint)
+            }
+            assert uniques == expected
+        trial_uniques = inspector.get_unique_constraints("trials")
+        assert [tuple(u["column_names"]) for u in trial_uniques] == [("task_id", *CONFIG_COLUMNS)]
+        checks = inspector.get_check_constraints("tasks")
+        assert [c["name"] for c in checks] == ["ck_tasks_state"]
+
+
+def test_open_store_creates_schema_in_new_folder(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "b" / "tuner.db"
+    engine = open_store(f"sqlite:///{path}")
+    try:
+        assert path.is_file()
+        assert current_revision(engine) == head_revision() == "0001"
+        assert TABLES <= set(inspect(engine).get_table_names())
+        with engine.connect() as connection:
+            pragmas = {
+                name: connection.exec_driver_sql(f"PRAGMA {name}").scalar()
+                for name in ("journal_mode", "busy_timeout", "foreign_keys")
+            }
+        assert pragmas == {"journal_mode": "wal", "busy_timeout": 30000, "foreign_keys": 1}
+    finally:
+        engine.dispose()
+    open_store(f"sqlite:///{path}").dispose()  # a store at head opens again
+
+
+def _version(url: str) -> list[str]:
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            return list(connection.scalars(text("SELECT version_num FROM alembic_version")))
+    finally:
+        engine.dispose()
+
+
+def test_unknown_revision_raises_and_changes_nothing(store_url: str) -> None:
+    engine = open_store(store_url)
+    with session_scope(engine) as session:
+        session.execute(text("UPDATE alembic_version SET version_num = '0000old'"))
+        session.add(Device(device_name="NVIDIA_L20"))
+    engine.dispose()
+    with pytest.raises(SchemaError) as raised:
+        open_store(store_url)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert "run `tuner db upgrade`" in message
+    assert "0000old" in message and head_revision() in message
+    assert _version(store_url) == ["0000old"]
+    check = make_engine(store_url)
+    with session_scope(check) as session:
+        assert session.scalars(select(Device.device_name)).all() == ["NVIDIA_L20"]
+    check.dispose()
+
+
+def test_unstamped_tables_raise(store_url: str) -> None:
+    engine = make_engine(store_url)
+    Base.metadata.create_all(engine)
+    engine.dispose()
+    with pytest.raises(SchemaError, match=r"revision none, .*run `tuner db upgrade`"):
+        open_store(store_url)
+    check = make_engine(store_url)
+    assert "alembic_version" not in inspect(check).get_table_names()
+    check.dispose()
+
+
+def test_session_scope_commits_or_rolls_back(engine: Engine) -> None:
+    with pytest.raises(RuntimeError), session_scope(engine) as session:
+        session.add(Device(device_name="NVIDIA_L20"))
+        session.flush()
+        raise RuntimeError("boom")
+    with session_scope(engine) as session:
+        assert session.scalars(select(Device)).all() == []
+        session.add(Device(device_name="NVIDIA_H200"))
+    with session_scope(engine) as session:
+        device = session.scalars(select(Device)).one()
+    assert device.device_name == "NVIDIA_H200"
+    assert device.created_at.utcoffset() is not None  # read back timezone-aware (UTC)
+
+
+def test_default_db_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TUNER_DB_URL", raising=False)
+    assert default_db_url() == "sqlite:///tuner.db"
+    monkeypatch.setenv("TUNER_DB_URL", "sqlite:////tmp/x.db")
+    assert default_db_url() == "sqlite:////tmp/x.db"
+
+
+def test_alembic_with_a_url_up_down_and_offline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config.set_main_option("sqlalchemy.url", url)
+    command.upgrade(config, "head")
+    engine = make_engine(url)
+    try:
+        assert current_revision(engine) == head_revision()
+        command.downgrade(config, "base")
+        assert current_revision(engine) is None
+        assert set(inspect(engine).get_table_names()) == {"alembic_version"}
+    finally:
+        engine.dispose()
+    command.upgrade(config, "head", sql=True)
+    assert "CREATE TABLE trials" in capsys.readouterr().out
