@@ -1,0 +1,57 @@
+"""The FastAPI application factory."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError
+
+import tuner
+from api.deps import StoreHandle
+from api.routes import devices, health
+from api.settings import Settings
+from db.engine import SchemaError
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the service. Nothing connects to the store until the first request needs it.
+
+    Args:
+        settings: The settings; None reads them from the `TUNER_*` environment.
+
+    Returns:
+        The app, with `app.state.settings` and `app.state.store` set.
+    """
+    settings = settings if settings is not None else Settings()
+    store = StoreHandle(settings.db_url)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        store.dispose()
+
+    app = FastAPI(
+        title="blockfp8-tuner",
+        version=tuner.__version__,
+        summary="Tuned vLLM block-FP8 GEMM config files, merged from the store.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.store = store
+    app.include_router(health.router)
+    app.include_router(devices.router)
+
+    @app.exception_handler(SchemaError)
+    async def schema_error(_request: Request, exc: SchemaError) -> JSONResponse:
+        return JSONResponse(status_code=503, content={"detail": str(exc)})
+
+    @app.exception_handler(DBAPIError)
+    async def store_error(_request: Request, exc: DBAPIError) -> JSONResponse:
+        reason = type(exc.orig).__name__ if exc.orig is not None else type(exc).__name__
+        detail = f"store {settings.masked_db_url()} is unavailable ({reason})"
+        return JSONResponse(status_code=503, content={"detail": detail})
+
+    return app

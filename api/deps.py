@@ -1,0 +1,65 @@
+"""Dependencies of the routes: settings, the store's engine (opened on first use) and a session."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+from api.settings import Settings
+from db.engine import open_store, session_scope
+
+
+class StoreHandle:
+    """The app's engine, opened once on first use, so a store with an old schema fails a
+    request with 503 (and works again after `tuner db upgrade`) instead of failing start-up."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._engine: Engine | None = None
+        self._lock = threading.Lock()
+
+    def engine(self) -> Engine:
+        """The engine on a store at the expected schema revision.
+
+        Raises:
+            db.engine.SchemaError: The store's schema is not the one this tuner expects.
+        """
+        with self._lock:
+            if self._engine is None:
+                self._engine = open_store(self.url)
+            return self._engine
+
+    def dispose(self) -> None:
+        """Close the engine's connections, if it was opened."""
+        with self._lock:
+            if self._engine is not None:
+                self._engine.dispose()
+                self._engine = None
+
+
+def get_settings(request: Request) -> Settings:
+    """The settings the app was created with."""
+    return request.app.state.settings
+
+
+def get_engine(request: Request) -> Engine:
+    """The store's engine, kept on `app.state.store`."""
+    return request.app.state.store.engine()
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+EngineDep = Annotated[Engine, Depends(get_engine)]
+
+
+def get_session(engine: EngineDep) -> Iterator[Session]:
+    """One read transaction per request (db.engine.session_scope)."""
+    with session_scope(engine) as session:
+        yield session
+
+
+SessionDep = Annotated[Session, Depends(get_session)]

@@ -1,0 +1,237 @@
+"""Devices in the store, their coverage, and their merged vLLM config files."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Header, HTTPException, Path, Query, Response
+from sqlalchemy.orm import Session
+
+from api import schemas
+from api.archive import build_zip
+from api.deps import SessionDep, SettingsDep
+from db import repo
+from tuner.configfile import (
+    DeviceFiles,
+    build_device_files,
+    config_file_name,
+    parse_config_file_name,
+)
+
+router = APIRouter(prefix="/devices", tags=["devices"])
+
+DeviceName = Annotated[str, Path(
+    pattern=r"^[A-Za-z0-9_.\-]{1,128}$",
+    description="vLLM's device key: the GPU name with spaces as `_`, e.g. `NVIDIA_L20`.",
+)]
+OutDtype = Annotated[Literal["bfloat16", "float16"] | None, Query(
+    description="Only trials timed with this output dtype; needed when a device has both.",
+)]
+Partial = Annotated[bool | None, Query(
+    description="Also serve shapes whose M grid has M without a winner "
+    "(default: the service's TUNER_ALLOW_PARTIAL).",
+)]
+FILE_RESPONSES: dict[int | str, dict[str, object]] = {
+    304: {"description": "If-None-Match matched the ETag"},
+    404: {"description": "Unknown device or file"},
+}
+
+
+def _require_device(session: Session, device_name: str) -> None:
+    known = sorted(repo.list_device_names(session))
+    if device_name not in known:
+        names = ", ".join(known) or "(none)"
+        raise HTTPException(404, detail=f"unknown device {device_name!r}; known: {names}")
+
+
+def _device_files(
+    session: Session, device_name: str, *, partial: bool, out_dtype: str | None
+) -> DeviceFiles:
+    _require_device(session, device_name)
+    winners = repo.winners(session, device_name=device_name, out_dtype=out_dtype)
+    coverage = repo.shape_coverage(session, device_name=device_name, out_dtype=out_dtype)
+    try:
+        return build_device_files(winners, coverage, allow_partial=partial)
+    except ValueError as exc:  # e.g. winners of both output dtypes for one (shape, M)
+        hint = "; pick one with ?out_dtype=bfloat16 or float16" if out_dtype is None else ""
+        raise HTTPException(409, detail=f"cannot merge {device_name}: {exc}{hint}") from None
+
+
+def _shapes(
+    session: Session, device_name: str, *, out_dtype: str | None
+) -> list[schemas.ShapeCoverage]:
+    covered: dict[tuple[int, int, tuple[int, int]], set[int]] = {}
+    for row in repo.winners(session, device_name=device_name, out_dtype=out_dtype):
+        key = (row.N, row.K, (row.block_shape[0], row.block_shape[1]))
+        covered.setdefault(key, set()).add(row.M)
+    requested: dict[tuple[int, int, tuple[int, int]], list[int]] = {}
+    for row in repo.shape_coverage(session, device_name=device_name, out_dtype=out_dtype):
+        key = (row.N, row.K, (row.block_shape[0], row.block_shape[1]))
+        requested[key] = sorted(row.m_requested)
+    shapes = []
+    for key in sorted(set(covered) | set(requested)):
+        N, K, block_shape = key
+        m_covered = covered.get(key, set())
+        m_requested = requested.get(key, [])
+        shapes.append(schemas.ShapeCoverage(
+            N=N, K=K, block_shape=block_shape, m_requested=m_requested,
+            m_covered=sorted(m_covered), complete=set(m_requested) <= m_covered,
+            file_name=config_file_name(N, K, device_name, block_shape),
+        ))
+    return shapes
+
+
+def _etag_matches(if_none_match: str | None, etag: str) -> bool:
+    """RFC 9110 §13.1.2: weak comparison against each listed tag, or `*`."""
+    if if_none_match is None:
+        return False
+    tags = [tag.strip() for tag in if_none_match.split(",")]
+    return any(tag == "*" or tag.removeprefix("W/") == etag for tag in tags)
+
+
+def _download(body: bytes, *, media_type: str, filename: str, if_none_match: str | None,
+              sha256: str | None = None) -> Response:
+    etag = f'"{sha256 or hashlib.sha256(body).hexdigest()}"'
+    if _etag_matches(if_none_match, etag):
+        return Response(status_code=304, headers={"ETag": etag})
+    headers = {
+        "ETag": etag,
+        "Content-Disposition": f'attachment; filename="{filename}"',
+        "Cache-Control": "no-cache",  # the store changes: revalidate with If-None-Match
+    }
+    return Response(content=body, media_type=media_type, headers=headers)
+
+
+@router.get("", response_model=list[schemas.Device])
+def list_devices(session: SessionDep, out_dtype: OutDtype = None) -> list[schemas.Device]:
+    """Every device in the store with, per shape, its M grid and which M have a winner.
+
+    Args:
+        session: The store session.
+        out_dtype: Only trials of this output dtype.
+
+    Returns:
+        Devices sorted by name, shapes by (N, K, block_shape).
+    """
+    return [
+        schemas.Device(device_name=name, shapes=_shapes(session, name, out_dtype=out_dtype))
+        for name in sorted(repo.list_device_names(session))
+    ]
+
+
+@router.get("/{device_name}/configs", response_model=schemas.DeviceConfigs,
+            responses={404: {"description": "Unknown device"}})
+def list_configs(
+    device_name: DeviceName, session: SessionDep, settings: SettingsDep,
+    partial: Partial = None, out_dtype: OutDtype = None,
+) -> schemas.DeviceConfigs:
+    """The merged files of a device, with hashes and merge notes, and the shapes left out.
+
+    Args:
+        device_name: vLLM's device key.
+        session: The store session.
+        settings: The app's settings (default of `partial`).
+        partial: Include shapes with M that have no winner yet.
+        out_dtype: Only trials of this output dtype.
+
+    Returns:
+        Files sorted by (N, K, block_shape) and the skipped shapes with reasons.
+
+    Raises:
+        HTTPException: 404 for an unknown device, 409 if the winners cannot be merged.
+    """
+    allow = settings.allow_partial if partial is None else partial
+    device_files = _device_files(session, device_name, partial=allow, out_dtype=out_dtype)
+    files = [
+        schemas.ConfigFile(
+            file_name=f.file_name, N=f.N, K=f.K, block_shape=f.block_shape,
+            sha256=f.merged.sha256, m_keys=list(f.merged.configs), partial=f.merged.partial,
+            m_missing=f.merged.m_missing, notes=f.merged.notes, warnings=f.merged.warnings,
+        )
+        for f in device_files.files
+    ]
+    skipped = [
+        schemas.SkippedShape(N=s.N, K=s.K, block_shape=s.block_shape, reason=s.reason,
+                             m_missing=s.m_missing)
+        for s in device_files.skipped
+    ]
+    return schemas.DeviceConfigs(device_name=device_name, files=files, skipped=skipped)
+
+
+@router.get("/{device_name}/configs.zip", response_class=Response, response_model=None,
+            responses={200: {"content": {"application/zip": {}}}, **FILE_RESPONSES})
+def download_zip(
+    device_name: DeviceName, session: SessionDep, settings: SettingsDep,
+    partial: Partial = None, out_dtype: OutDtype = None,
+    if_none_match: Annotated[str | None, Header()] = None,
+) -> Response:
+    """All files of a device and a README.txt (where vLLM reads them) as one zip.
+
+    Args:
+        device_name: vLLM's device key.
+        session: The store session.
+        settings: The app's settings (default of `partial`).
+        partial: Include shapes with M that have no winner yet.
+        out_dtype: Only trials of this output dtype.
+        if_none_match: The client's cached ETag(s).
+
+    Returns:
+        The zip (deterministic bytes), or 304 if the client's copy is current.
+
+    Raises:
+        HTTPException: 404 for an unknown device, 409 if the winners cannot be merged.
+    """
+    allow = settings.allow_partial if partial is None else partial
+    device_files = _device_files(session, device_name, partial=allow, out_dtype=out_dtype)
+    return _download(build_zip(device_name, device_files), media_type="application/zip",
+                     filename=f"{device_name}-configs.zip", if_none_match=if_none_match)
+
+
+@router.get("/{device_name}/configs/{file_name}", response_class=Response, response_model=None,
+            responses={200: {"content": {"application/json": {}}}, **FILE_RESPONSES,
+                       422: {"description": "Not a config file name"}})
+def download_file(
+    device_name: DeviceName, file_name: str, session: SessionDep, settings: SettingsDep,
+    partial: Partial = None, out_dtype: OutDtype = None,
+    if_none_match: Annotated[str | None, Header()] = None,
+) -> Response:
+    """One merged file, byte for byte as vLLM expects it, generated from the store.
+
+    Args:
+        device_name: vLLM's device key.
+        file_name: vLLM's file name (SGLang's `block_shape=[128, 128]` spelling is accepted).
+        session: The store session.
+        settings: The app's settings (default of `partial`).
+        partial: Serve the file even if some M has no winner yet.
+        out_dtype: Only trials of this output dtype.
+        if_none_match: The client's cached ETag(s).
+
+    Returns:
+        The file (`application/json`, `ETag: "<sha256>"`), or 304 if the client's copy is current.
+
+    Raises:
+        HTTPException: 422 for a name that is not a config file name; 404 for an unknown device,
+            a file of another device, or a shape with no (complete) file; 409 if the winners
+            cannot be merged.
+    """
+    try:
+        wanted = parse_config_file_name(file_name)
+    except ValueError as exc:
+        raise HTTPException(422, detail=str(exc)) from None
+    allow = settings.allow_partial if partial is None else partial
+    device_files = _device_files(session, device_name, partial=allow, out_dtype=out_dtype)
+    if wanted.device_name != device_name:
+        raise HTTPException(404, detail=f"{file_name!r} names device {wanted.device_name!r}, "
+                                        f"not {device_name!r}")
+    for f in device_files.files:
+        if f.file_name == wanted.name:
+            return _download(f.merged.text.encode(), media_type="application/json",
+                             filename=f.file_name, if_none_match=if_none_match,
+                             sha256=f.merged.sha256)
+    for s in device_files.skipped:
+        if (s.N, s.K, s.block_shape) == (wanted.N, wanted.K, wanted.block_shape):
+            hint = "; ?partial=true serves what there is" if s.m_missing and not allow else ""
+            raise HTTPException(404, detail=f"no file {wanted.name!r} yet: {s.reason}{hint}")
+    names = ", ".join(f.file_name for f in device_files.files) or "(none)"
+    raise HTTPException(404, detail=f"no file {wanted.name!r} for {device_name}; files: {names}")

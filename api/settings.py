@@ -1,0 +1,35 @@
+"""Settings of the HTTP service, read from `TUNER_*` environment variables."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from sqlalchemy import make_url
+from sqlalchemy.exc import ArgumentError
+
+from db.engine import default_db_url
+
+
+class Settings(BaseSettings):
+    """What the service needs to know; each field is read from `TUNER_<FIELD>`.
+
+    Attributes:
+        db_url: The store's SQLAlchemy URL (`TUNER_DB_URL`, else `sqlite:///tuner.db`).
+        host: Address `tuner serve` binds to.
+        port: Port `tuner serve` binds to.
+        allow_partial: Serve files of shapes whose M grid is not finished yet, by default.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="TUNER_", extra="ignore")
+
+    db_url: str = Field(default_factory=default_db_url)
+    host: str = "127.0.0.1"
+    port: int = Field(default=8000, ge=1, le=65535)
+    allow_partial: bool = False
+
+    def masked_db_url(self) -> str:
+        """The store URL with any password shown as `***`, or `<invalid URL>` if it won't parse."""
+        try:
+            return make_url(self.db_url).render_as_string(hide_password=True)
+        except (ArgumentError, ValueError):
+            return "<invalid URL>"
