@@ -1,1 +1,24 @@
 """Search strategies behind one interface, and a registry from name to strategy."""
+
+from __future__ import annotations
+
+from tuner.strategies.base import Evaluate, History, Strategy, best
+from tuner.strategies.grid import GridStrategy
+from tuner.strategies.optuna_tpe import OptunaStrategy
+
+STRATEGIES: dict[str, type] = {"grid": GridStrategy, "optuna": OptunaStrategy}
+
+
+def get_strategy(name: str) -> Strategy:
+    """A new strategy by name.
+
+    Raises:
+        ValueError: unknown name (the message lists the known ones).
+    """
+    try:
+        return STRATEGIES[name]()
+    except KeyError:
+        raise ValueError(f"unknown strategy '{name}'; known: {', '.join(STRATEGIES)}") from None
+
+
+__all__ = ["Evaluate", "History", "Strategy", "STRATEGIES", "best", "get_strategy"]

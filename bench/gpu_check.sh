@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# GPU check for the main job (issue 2), run on a lent GPU machine through the device tool:
+#   installs the carried wheels (.whl/), sweeps the Qwen3.8-27B TP2 shapes, exports the files and
+#   prints the per-M speedup of the winners over vLLM's default config.
+# The machine has torch and triton preinstalled; the rest travels as wheels in .whl/ (see
+# /work/.library/device/README.md). Sized for ~10 minutes on one H200; override with env vars.
+set -euo pipefail
+M_VALUES=${M_VALUES:-1,16,32,2048,4096}
+TRIALS=${TRIALS:-40}
+MODEL=${MODEL:-qwen3.8-27b}
+TP=${TP:-2}
+OUT=${OUT:-out}
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site:$PWD
+fi
+export PYTHONUNBUFFERED=1 TUNER_DB_URL=${TUNER_DB_URL:-sqlite:///$OUT/gpu_check.db}
+mkdir -p "$OUT"
+DEVICE=$(python3 -c "import torch; from tuner.devices import vllm_device_name; print(vllm_device_name(torch.cuda.get_device_name()))")
+python3 -c "import torch, triton; print('gpu', torch.cuda.get_device_name(), 'torch', torch.__version__, 'triton', triton.__version__)"
+start=$(date +%s)
+python3 -m tuner.cli sweep --device "$DEVICE" --model "$MODEL" --tp "$TP" --m "$M_VALUES" \
+  --strategy optuna --trials "$TRIALS"
+echo "sweep wall time: $(( $(date +%s) - start )) s"
+python3 -m tuner.cli export --device "$DEVICE" --out "$OUT/configs"
+python3 -m tuner.cli winners --device "$DEVICE"

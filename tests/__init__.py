@@ -1,0 +1,1 @@
+"""Tests mirror the packages: tuner, db, api and the CLI."""

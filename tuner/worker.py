@@ -1,0 +1,211 @@
+"""Worker process: claims tasks of a sweep from the store, searches each, records every trial."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+import time
+import zlib
+from dataclasses import dataclass
+
+# torch, triton and the kernel are imported inside the worker process, after the environment
+# (CUDA_VISIBLE_DEVICES or TRITON_INTERPRET) is set: this module is imported by the parent too.
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What one worker process needs; picklable for the spawn start method.
+
+    Attributes:
+        db_url: SQLAlchemy URL of the store.
+        sweep_id: the sweep whose tasks to claim.
+        worker_id: unique name, stored on the tasks it claims.
+        backend: "cuda" or "interpreter".
+        visible_device: CUDA_VISIBLE_DEVICES value that pins the worker to one GPU (cuda only).
+        configs: explicit candidate list as vLLM dicts, or None for the sweep's named space.
+        lease_s: lease on a claimed task; renewed by a heartbeat every lease_s / 4.
+        interpreter_reps: timed calls per trial on the interpreter.
+    """
+
+    db_url: str
+    sweep_id: int
+    worker_id: str
+    backend: str
+    visible_device: str | None = None
+    configs: tuple[tuple[tuple[str, int], ...], ...] | None = None
+    lease_s: float = 120.0
+    interpreter_reps: int = 3
+
+
+def task_seed(sweep_seed: int, N: int, K: int, M: int) -> int:
+    """Seed of one task's search: stable for the same sweep seed and shape, whatever the store."""
+    return zlib.crc32(f"{sweep_seed}:{N}:{K}:{M}".encode())
+
+
+def collect_environment(backend: str) -> dict[str, str]:
+    """GPU, versions and kernel hash of this process, as `db.repo.get_or_create_environment` takes.
+
+    On the interpreter, gpu_name and device_name are TRITON_INTERPRETER and driver/CUDA are "".
+    """
+    import torch
+    import triton
+
+    import tuner
+    from tuner.devices import INTERPRETER_DEVICE_NAME, vllm_device_name
+    from tuner.kernel import kernel_source_hash
+
+    env = {
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "tuner": tuner.__version__,
+        "kernel_hash": kernel_source_hash(),
+        "driver": "",
+        "cuda": "",
+        "compute_capability": "",
+    }
+    if backend == "interpreter":
+        return {**env, "gpu_name": INTERPRETER_DEVICE_NAME, "device_name": INTERPRETER_DEVICE_NAME}
+    name = torch.cuda.get_device_name()
+    major, minor = torch.cuda.get_device_capability()
+    env.update(
+        gpu_name=name,
+        device_name=vllm_device_name(name),
+        compute_capability=f"{major}.{minor}",
+        cuda=torch.version.cuda or "",
+        driver=_driver_version(),
+    )
+    return env
+
+
+def _driver_version() -> str:
+    if shutil.which("nvidia-smi") is None:
+        return ""
+    query = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", "-i", "0"]
+    try:
+        return subprocess.run(query, capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+class _Heartbeat(threading.Thread):
+    """Renews a task's lease while the worker measures it."""
+
+    def __init__(self, engine, task_id: int, worker_id: str, lease_s: float) -> None:
+        super().__init__(daemon=True)
+        self.engine, self.task_id = engine, task_id
+        self.worker_id, self.lease_s = worker_id, lease_s
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        from db import repo
+        from db.engine import session_scope
+
+        while not self.stopped.wait(self.lease_s / 4):
+            try:
+                with session_scope(self.engine) as session:
+                    repo.heartbeat(session, task_id=self.task_id, worker_id=self.worker_id,
+                                   lease_s=self.lease_s)
+            except Exception:  # noqa: BLE001 - a missed beat is retried; the lease has slack
+                continue
+
+
+def run_task(engine, spec: WorkerSpec, task, environment_id: int, space) -> None:
+    """Search one claimed task: time vLLM's default config, then run the sweep's strategy.
+
+    Trials already in the store for this task (a resumed run) are answered from the store and
+    not measured again; new ones are recorded as they finish, so a kill loses at most one.
+    """
+    from db import repo
+    from db.engine import session_scope
+    from tuner.measure import KernelRunner, Problem
+    from tuner.space import KernelConfig, default_config
+    from tuner.strategies import get_strategy
+    from tuner.trial import TrialResult, TrialStatus
+
+    with session_scope(engine) as session:
+        done = {
+            KernelConfig.from_dict(t.config): TrialResult(
+                TrialStatus(t.status), t.latency_us, t.p20_us, t.p80_us, t.rel_error, t.error,
+                t.measure_s,
+            )
+            for t in repo.task_trials(session, task_id=task.task_id)
+        }
+    problem = Problem(task.M, task.N, task.K, tuple(task.block_shape), task.out_dtype)
+    runner = KernelRunner(problem, backend=spec.backend, seed=task_seed(task.seed, *_nkm(task)),
+                          interpreter_reps=spec.interpreter_reps)
+    default = default_config(problem.block_shape)
+
+    def evaluate(config: KernelConfig) -> TrialResult:
+        if config in done:
+            return done[config]
+        result = runner.evaluate(config)
+        with session_scope(engine) as session:
+            repo.record_trial(
+                session, task_id=task.task_id, environment_id=environment_id,
+                config=config.as_dict(), is_default=config == default, status=result.status.value,
+                latency_us=result.latency_us, p20_us=result.p20_us, p80_us=result.p80_us,
+                rel_error=result.rel_error, error=result.error, measure_s=result.measure_s,
+            )
+        done[config] = result
+        return result
+
+    evaluate(default)  # the baseline of every task, whatever the strategy
+    get_strategy(task.strategy).search(
+        evaluate, space=space, budget=task.budget,
+        seed=task_seed(task.seed, *_nkm(task)), warm_start=[default],
+    )
+
+
+def _nkm(task) -> tuple[int, int, int]:
+    return task.N, task.K, task.M
+
+
+def worker_main(spec: WorkerSpec) -> None:
+    """Entry point of a worker process: claim and run tasks until none is left.
+
+    Sets CUDA_VISIBLE_DEVICES (cuda) or TRITON_INTERPRET=1 (interpreter) before torch and triton
+    are imported, so a spawned process sees one GPU, or runs the kernel on the CPU interpreter.
+    """
+    if spec.backend == "interpreter":
+        os.environ["TRITON_INTERPRET"] = "1"
+    elif spec.visible_device is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = spec.visible_device
+
+    from db import repo
+    from db.engine import make_engine, session_scope
+    from tuner.space import KernelConfig, vllm_space
+
+    engine = make_engine(spec.db_url)
+    env = collect_environment(spec.backend)
+    with session_scope(engine) as session:
+        environment_id = repo.get_or_create_environment(session, **env)
+    if spec.configs is not None:
+        space = [KernelConfig.from_dict(dict(items)) for items in spec.configs]
+    else:
+        space = vllm_space()
+    while True:
+        with session_scope(engine) as session:
+            task = repo.claim_task(session, sweep_id=spec.sweep_id, worker_id=spec.worker_id,
+                                   lease_s=spec.lease_s)
+            progress = repo.sweep_progress(session, sweep_id=spec.sweep_id)
+        if task is None:
+            if progress.tasks_running == 0:
+                return
+            # Tasks leased by workers that may have died (a killed earlier run): wait for the
+            # lease to expire, then claim them.
+            time.sleep(min(5.0, spec.lease_s / 4))
+            continue
+        beat = _Heartbeat(engine, task.task_id, spec.worker_id, spec.lease_s)
+        beat.start()
+        try:
+            run_task(engine, spec, task, environment_id, space)
+            state, error = "done", None
+        except Exception as exc:  # noqa: BLE001 - the task is marked failed, the worker goes on
+            state, error = "failed", f"{type(exc).__name__}: {exc}"[:1000]
+        finally:
+            beat.stopped.set()
+        with session_scope(engine) as session:
+            repo.finish_task(session, task_id=task.task_id, worker_id=spec.worker_id,
+                             state=state, error=error)
