@@ -25,7 +25,6 @@ app.add_typer(shapes_app, name="shapes")
 app.add_typer(db_app, name="db")
 
 console = Console()
-err = Console(stderr=True)
 
 
 class StrategyName(StrEnum):
@@ -59,7 +58,7 @@ DEFAULT_M = "1,2,4,8,16,24,32,48,64,96,128,256,512,1024,1536,2048,3072,4096"
 
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print one line on stderr; return the Exit to raise."""
-    err.print(f"error: {message}", markup=False, highlight=False)
+    typer.echo(f"error: {message}", err=True)
     return typer.Exit(code)
 
 
@@ -78,6 +77,12 @@ def parse_m_values(text: str) -> tuple[int, ...]:
     return tuple(sorted(values))
 
 
+def _masked(url: str) -> str:
+    from sqlalchemy import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
 def _open_store(db: str | None):
     from db.engine import SchemaError, default_db_url, open_store
 
@@ -87,7 +92,7 @@ def _open_store(db: str | None):
     except SchemaError as exc:
         raise fail(str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - a bad URL or unreachable server: one line
-        raise fail(f"cannot open store {url}: {type(exc).__name__}: {exc}") from None
+        raise fail(f"cannot open store {_masked(url)}: {type(exc).__name__}: {exc}") from None
 
 
 def _load_configs(path: Path | None):
@@ -152,8 +157,8 @@ def sweep(
         visible = [gpu.visible_id for gpu in chosen]
     missing = [value for value in REQUIRED_M if value not in m_values]
     if missing:
-        err.print(f"warning: M grid lacks {missing}; vLLM will use the nearest tuned M there",
-                  markup=False)
+        typer.echo(f"warning: M grid lacks {missing}; vLLM will use the nearest tuned M there",
+                   err=True)
     url, engine = _open_store(db)
     request = SweepRequest(
         device_name=device_name, model=model_shapes.model, tp=model_shapes.tp,
@@ -165,7 +170,8 @@ def sweep(
     console.print(
         f"sweep {info.sweep_id} ({'new' if created else 'resumed'}): {device_name}, "
         f"{model_shapes.model} TP {model_shapes.tp}, {len(model_shapes.shapes)} shapes x "
-        f"{len(m_values)} M, {strategy.value}, {len(visible)} worker(s), store {url}"
+        f"{len(m_values)} M, {strategy.value}, {len(visible)} worker(s), store {_masked(url)}",
+        soft_wrap=True,
     )
     try:
         summary = run_workers(engine, url, request, info.sweep_id, backend=backend,
@@ -177,7 +183,8 @@ def sweep(
     console.print(
         f"sweep {summary.sweep_id}: {summary.tasks_done}/{summary.tasks_total} tasks done, "
         f"{summary.tasks_failed} failed; {summary.trials_run_now} trials run now "
-        f"({summary.trials_total} stored, {summary.trials_ok} ok); wall {summary.wall_s:.1f} s"
+        f"({summary.trials_total} stored, {summary.trials_ok} ok); wall {summary.wall_s:.1f} s",
+        soft_wrap=True,
     )
     if summary.tasks_done != summary.tasks_total:
         raise fail(f"{summary.tasks_total - summary.tasks_done} task(s) not done; "
@@ -229,9 +236,38 @@ def export(
                       "\n".join([*merged.notes, *merged.warnings]) or "-")
     console.print(table)
     for skipped in result.skipped:
-        err.print(f"skipped N={skipped.N},K={skipped.K}: {skipped.reason}", markup=False)
+        typer.echo(f"skipped N={skipped.N},K={skipped.K}: {skipped.reason}", err=True)
     if not result.files:
         raise fail("no file written", 1)
+
+
+@app.command()
+def winners(
+    device: DeviceOpt,
+    out_dtype: Annotated[OutDtype | None, typer.Option(help="Only trials with this output "
+                                                       "dtype [default: all].")] = None,
+    db: DbOpt = None,
+) -> None:
+    """Per (N, K, M): the fastest checked config in the store against vLLM's default config."""
+    from db import repo
+    from db.engine import session_scope
+    from tuner.space import KernelConfig
+
+    _, engine = _open_store(db)
+    with session_scope(engine) as session:
+        device_name = _device_in_store(session, device)
+        rows = repo.winners(session, device_name=device_name,
+                            out_dtype=out_dtype.value if out_dtype else None)
+    table = Table("N", "K", "M", "winner", "latency_us", "default_us", "speedup",
+                  title=device_name)
+    for row in rows:
+        default_us = row.default_latency_us
+        table.add_row(
+            str(row.N), str(row.K), str(row.M), KernelConfig.from_dict(row.config).short(),
+            f"{row.latency_us:.1f}", "-" if default_us is None else f"{default_us:.1f}",
+            "-" if default_us is None else f"{default_us / row.latency_us:.2f}x",
+        )
+    console.print(table)
 
 
 @app.command()
@@ -274,11 +310,14 @@ def shapes_show(
         entry = load_shapes(model, tp)
     except (UnknownModelError, ValueError) as exc:
         raise fail(str(exc).strip("'\"")) from None
-    table = Table("N", "K", title=f"{entry.model} TP {entry.tp}, block_shape "
-                  f"[{entry.block_shape[0]}, {entry.block_shape[1]}]", caption=entry.source)
+    group_n, group_k = entry.block_shape
+    console.print(f"{entry.model} TP {entry.tp}, block_shape [{group_n}, {group_k}]",
+                  soft_wrap=True)
+    table = Table("N", "K")
     for n, k in entry.shapes:
         table.add_row(str(n), str(k))
     console.print(table)
+    console.print(f"source: {entry.source}", soft_wrap=True, markup=False)
 
 
 @db_app.command("upgrade")
@@ -288,7 +327,7 @@ def db_upgrade(db: DbOpt = None) -> None:
 
     url = db or default_db_url()
     upgrade(make_engine(url))
-    console.print(f"store {url} is at the current schema")
+    console.print(f"store {_masked(url)} is at the current schema", soft_wrap=True)
 
 
 def main() -> None:

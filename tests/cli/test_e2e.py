@@ -1,0 +1,123 @@
+"""End to end: interpreter sweep on `tiny` -> rows in SQLite -> files over HTTP from uvicorn."""
+
+import io
+import json
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import zipfile
+
+import httpx
+import pytest
+
+SWEEP = ["sweep", "--device", "interpreter", "--model", "tiny", "--m", "1,16,32",
+         "--strategy", "optuna", "--trials", "3", "--interpreter-reps", "2"]
+KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
+
+
+def tuner(*args, cwd, env=None):
+    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("e2e")
+    run = tuner(*SWEEP, "--db", f"sqlite:///{folder}/tuner.db", cwd=folder)
+    assert run.returncode == 0, run.stderr
+    return folder, run
+
+
+def rows(folder, query):
+    with sqlite3.connect(folder / "tuner.db") as connection:
+        return connection.execute(query).fetchall()
+
+
+def expected_files(folder):
+    """Files computed straight from the trials table: per task the fastest ok trial, unless
+    vLLM's default config (measured in the same task) is at least as fast."""
+    tasks = rows(folder, "SELECT task_id, N, K, M FROM tasks")
+    files = {}
+    for task_id, n, k, m in tasks:
+        trials = rows(folder, f"SELECT {', '.join(KEYS)}, latency_us, is_default FROM trials "
+                      f"WHERE task_id = {task_id} AND status = 'ok' ORDER BY trial_id")
+        default = next(t for t in trials if t[7])
+        fastest = min(trials, key=lambda t: t[6])
+        chosen = fastest if fastest[6] < default[6] else default
+        name = (f"N={n},K={k},device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,"
+                f"block_shape=[128,128].json")
+        files.setdefault(name, {})[m] = dict(zip(KEYS, chosen[:6], strict=True))
+    return {name: json.dumps({str(m): configs[m] for m in sorted(configs)}, indent=4) + "\n"
+            for name, configs in files.items()}
+
+
+def test_every_trial_is_stored_checked_and_the_default_is_timed_in_every_task(swept):
+    folder, run = swept
+    assert rows(folder, "SELECT count(*), sum(state = 'done') FROM tasks") == [(6, 6)]
+    assert sorted(rows(folder, "SELECT N, K, M FROM tasks")) == [
+        (256, 384, 1), (256, 384, 16), (256, 384, 32), (576, 256, 1), (576, 256, 16),
+        (576, 256, 32)]
+    per_task = rows(folder, "SELECT task_id, count(*), sum(is_default), sum(status = 'ok'), "
+                    "max(rel_error) FROM trials GROUP BY task_id")
+    assert len(per_task) == 6
+    for _, trials, defaults, ok, max_error in per_task:
+        assert (trials, defaults, ok) == (3, 1, 3)
+        assert 0 < max_error < 1e-2
+    defaults = rows(folder, f"SELECT DISTINCT {', '.join(KEYS)} FROM trials WHERE is_default")
+    assert defaults == [(64, 128, 128, 32, 4, 2)]
+    assert rows(folder, "SELECT count(*) FROM trials WHERE latency_us IS NULL "
+                "OR p20_us > latency_us OR latency_us > p80_us") == [(0,)]
+    assert rows(folder, "SELECT device_name FROM devices") == [("TRITON_INTERPRETER",)]
+    assert "6/6 tasks done, 0 failed; 18 trials run now" in " ".join(run.stdout.split())
+
+
+def test_rerun_resumes_without_measuring_again(swept):
+    folder, _ = swept
+    before = rows(folder, "SELECT * FROM trials ORDER BY trial_id")
+    again = tuner(*SWEEP, "--db", f"sqlite:///{folder}/tuner.db", cwd=folder)
+    assert again.returncode == 0, again.stderr
+    assert "(resumed)" in again.stdout
+    assert "0 trials run now" in " ".join(again.stdout.split())
+    assert rows(folder, "SELECT * FROM trials ORDER BY trial_id") == before
+    assert rows(folder, "SELECT count(*) FROM sweeps") == [(1,)]
+
+
+def test_files_over_http_match_the_winners_in_the_store(swept):
+    folder, _ = swept
+    expected = expected_files(folder)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tuner.cli", "serve", "--db", f"sqlite:///{folder}/tuner.db",
+         "--port", str(port)], cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "server did not come up"
+            time.sleep(0.2)
+        archive = httpx.get(f"{base}/devices/TRITON_INTERPRETER/configs.zip")
+        assert archive.status_code == 200
+        with zipfile.ZipFile(io.BytesIO(archive.content)) as zipped:
+            got = {name: zipped.read(name).decode() for name in zipped.namelist()
+                   if name.endswith(".json")}
+        assert got == expected
+        name = sorted(expected)[1]
+        one = httpx.get(f"{base}/devices/TRITON_INTERPRETER/configs/{name}")
+        assert one.status_code == 200
+        assert one.text == expected[name]
+        assert one.headers["content-type"].startswith("application/json")
+        missing = httpx.get(f"{base}/devices/NVIDIA_L20/configs")
+        assert missing.status_code == 404
+        assert "TRITON_INTERPRETER" in missing.json()["detail"]
+    finally:
+        server.terminate()
+        server.wait(10)
