@@ -168,6 +168,13 @@ def worker_main(spec: WorkerSpec) -> None:
     Sets CUDA_VISIBLE_DEVICES (cuda) or TRITON_INTERPRET=1 (interpreter) before torch and triton
     are imported, so a spawned process sees one GPU, or runs the kernel on the CPU interpreter.
     """
+    try:
+        _work(spec)
+    except KeyboardInterrupt:  # Ctrl-C reaches the whole process group; the parent cleans up
+        raise SystemExit(130) from None
+
+
+def _work(spec: WorkerSpec) -> None:
     if spec.backend == "interpreter":
         os.environ["TRITON_INTERPRET"] = "1"
     elif spec.visible_device is not None:
