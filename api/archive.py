@@ -6,7 +6,7 @@ import io
 import zipfile
 
 import tuner
-from tuner.configfile import DeviceFiles
+from tuner.merge import DeviceFiles
 
 README_NAME = "README.txt"
 # 1980-01-01 is the earliest time a zip entry can carry; a fixed time keeps the bytes stable.

@@ -216,7 +216,7 @@ def export(
     """Write one vLLM config file per (N, K) of a device from the winners in the store."""
     from db import repo
     from db.engine import session_scope
-    from tuner.configfile import build_device_files, write_files_atomically
+    from tuner.merge import build_device_files, write_files_atomically
 
     _, engine = _open_store(db)
     dtype = out_dtype.value if out_dtype else None

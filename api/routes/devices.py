@@ -12,12 +12,8 @@ from api import schemas
 from api.archive import build_zip
 from api.deps import SessionDep, SettingsDep
 from db import repo
-from tuner.configfile import (
-    DeviceFiles,
-    build_device_files,
-    config_file_name,
-    parse_config_file_name,
-)
+from tuner.configfile import config_file_name, parse_config_file_name
+from tuner.merge import DeviceFiles, build_device_files
 
 router = APIRouter(prefix="/devices", tags=["devices"])
 

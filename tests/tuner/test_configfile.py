@@ -16,15 +16,17 @@ from tuner.configfile import (
     REQUIRED_M,
     VLLM_M_GRID,
     ConfigFileName,
-    DeviceFile,
-    PartialFileError,
-    build_device_files,
     config_file_name,
     dump_config_file,
-    merge_shape,
     parse_config_file,
     parse_config_file_name,
     vllm_pick_key,
+)
+from tuner.merge import (
+    DeviceFile,
+    PartialFileError,
+    build_device_files,
+    merge_shape,
     write_files_atomically,
 )
 from tuner.space import CONFIG_KEYS, KernelConfig, default_config
@@ -339,7 +341,7 @@ def test_kernel_config_round_trip() -> None:
 
 
 def test_import_is_pure() -> None:
-    code = ("import sys, tuner.configfile; "
+    code = ("import sys, tuner.configfile, tuner.merge; "
             "bad = {'torch', 'triton', 'sqlalchemy', 'fastapi'} & set(sys.modules); "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)

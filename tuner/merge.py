@@ -1,0 +1,242 @@
+"""Merge the store's winners into vLLM config files: no-regression rule, coverage, atomic writes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from tuner.configfile import REQUIRED_M, config_file_name, dump_config_file, vllm_pick_key
+from tuner.space import KernelConfig, default_config
+
+
+class PartialFileError(ValueError):
+    """A shape's M grid has M values without a winner, and a partial file was not asked for."""
+
+
+class WinnerLike(Protocol):
+    """The best trial of one (shape, M), as the merge needs it."""
+
+    M: int
+    config: Mapping[str, int]
+    latency_us: float
+    default_latency_us: float | None
+    is_default: bool
+
+
+class WinnerRowLike(WinnerLike, Protocol):
+    """A winner that also names its device and shape (db.repo.WinnerRow)."""
+
+    device_name: str
+    N: int
+    K: int
+    block_shape: Sequence[int]
+
+
+class ShapeCoverageLike(Protocol):
+    """The M grid requested for a shape (db.repo.ShapeCoverage)."""
+
+    N: int
+    K: int
+    block_shape: Sequence[int]
+    m_requested: Sequence[int]
+
+
+@dataclass(frozen=True)
+class MergedFile:
+    """One shape's merged file: its configs, exact text, hash and what the merge decided."""
+
+    configs: dict[int, dict[str, int]]
+    text: str
+    sha256: str
+    notes: list[str]
+    warnings: list[str]
+    m_missing: list[int]
+    partial: bool
+
+
+def _fmt_config(config: Mapping[str, int]) -> str:
+    try:
+        return KernelConfig.from_dict(config).short()
+    except ValueError:
+        return json.dumps(dict(config))
+
+
+def merge_shape(
+    winners: Sequence[WinnerLike], *, m_requested: Sequence[int], default: KernelConfig,
+    existing: Mapping[int, Mapping[str, int]] | None = None, allow_partial: bool = False,
+) -> MergedFile:
+    """Merge one shape's winners into a file (DESIGN §9).
+
+    A winner not faster than the default config for its M (equal median included: no measured
+    gain) is replaced by the default, with a note. `existing` entries fill M without a winner.
+
+    Args:
+        winners: At most one per M.
+        m_requested: The sweep's M grid for this shape.
+        default: vLLM's default config for this block_shape.
+        existing: Entries of a file to merge in (for example one shipped with vLLM).
+        allow_partial: Emit a file even if some requested M has no winner.
+
+    Raises:
+        PartialFileError: Some M of `m_requested` has no winner and `allow_partial` is false,
+            or there is nothing at all to write.
+        ValueError: Two winners for one M, or an entry vLLM could not read.
+    """
+    configs = {M: dict(entry) for M, entry in (existing or {}).items()}
+    notes: list[str] = []
+    by_m: dict[int, WinnerLike] = {}
+    for winner in winners:
+        if winner.M in by_m:
+            raise ValueError(f"two winners for M={winner.M}")
+        by_m[winner.M] = winner
+    for M in sorted(by_m):
+        winner = by_m[M]
+        if M in configs:
+            notes.append(f"M={M}: store result replaces the existing entry")
+        if winner.is_default:
+            configs[M] = default.as_dict()
+            notes.append(f"M={M}: the default config was fastest")
+        elif winner.default_latency_us is None:
+            configs[M] = dict(winner.config)
+            notes.append(f"M={M}: no default-config baseline measured; winner kept unchecked")
+        elif winner.latency_us >= winner.default_latency_us:
+            configs[M] = default.as_dict()
+            notes.append(
+                f"M={M}: best config {_fmt_config(winner.config)} ({winner.latency_us:.2f} us) "
+                f"is not faster than the default ({winner.default_latency_us:.2f} us); "
+                "emitting the default config"
+            )
+        else:
+            configs[M] = dict(winner.config)
+    notes.extend(f"M={M}: kept from the existing file" for M in sorted(configs) if M not in by_m)
+    m_missing = sorted({M for M in m_requested if M not in by_m})
+    if not configs:
+        raise PartialFileError("no M has a winner: nothing to write")
+    if m_missing and not allow_partial:
+        raise PartialFileError(f"no winner yet for M={', '.join(map(str, m_missing))}")
+    warnings = [
+        f"M={M} is not in the file: vLLM will use the M={vllm_pick_key(configs, M)} entry"
+        for M in REQUIRED_M if M not in configs
+    ]
+    text = dump_config_file(configs)
+    return MergedFile(
+        configs={M: configs[M] for M in sorted(configs)}, text=text,
+        sha256=hashlib.sha256(text.encode()).hexdigest(), notes=notes, warnings=warnings,
+        m_missing=m_missing, partial=bool(m_missing),
+    )
+
+
+@dataclass(frozen=True)
+class DeviceFile:
+    """One merged file of a device, named as vLLM looks it up."""
+
+    file_name: str
+    N: int
+    K: int
+    block_shape: tuple[int, int]
+    merged: MergedFile
+
+
+@dataclass(frozen=True)
+class SkippedShape:
+    """A shape with no file, and why."""
+
+    N: int
+    K: int
+    block_shape: tuple[int, int]
+    reason: str
+    m_missing: list[int]
+
+
+@dataclass(frozen=True)
+class DeviceFiles:
+    """All files of a device, and the shapes left out."""
+
+    files: list[DeviceFile]
+    skipped: list[SkippedShape]
+
+
+def _shape_key(row: WinnerRowLike | ShapeCoverageLike) -> tuple[int, int, tuple[int, int]]:
+    bn, bk = row.block_shape
+    return row.N, row.K, (int(bn), int(bk))
+
+
+def build_device_files(
+    winners: Sequence[WinnerRowLike], coverage: Sequence[ShapeCoverageLike], *,
+    allow_partial: bool = False,
+) -> DeviceFiles:
+    """Merge a device's winners into one file per (N, K, block_shape).
+
+    Args:
+        winners: The device's winners, one per (N, K, block_shape, M).
+        coverage: The requested M grid of each shape.
+        allow_partial: Emit files for shapes with missing M instead of skipping them.
+
+    Returns:
+        Files sorted by (N, K, block_shape), and the shapes skipped with their reasons.
+
+    Raises:
+        ValueError: Winners of more than one device, or two winners for one (shape, M).
+    """
+    devices = sorted({row.device_name for row in winners})
+    if len(devices) > 1:
+        raise ValueError(f"winners of several devices: {', '.join(devices)}")
+    grouped: dict[tuple[int, int, tuple[int, int]], list[WinnerRowLike]] = {}
+    for row in winners:
+        grouped.setdefault(_shape_key(row), []).append(row)
+    requested = {_shape_key(row): list(row.m_requested) for row in coverage}
+    files: list[DeviceFile] = []
+    skipped: list[SkippedShape] = []
+    for key in sorted(set(grouped) | set(requested)):
+        N, K, block_shape = key
+        m_requested = requested.get(key, [])
+        rows = grouped.get(key, [])
+        try:
+            merged = merge_shape(rows, m_requested=m_requested, default=default_config(block_shape),
+                                 allow_partial=allow_partial)
+        except PartialFileError as exc:
+            done = {row.M for row in rows}
+            missing = sorted({M for M in m_requested if M not in done})
+            skipped.append(SkippedShape(N, K, block_shape, str(exc), missing))
+            continue
+        name = config_file_name(N, K, devices[0], block_shape)
+        files.append(DeviceFile(name, N, K, block_shape, merged))
+    return DeviceFiles(files=files, skipped=skipped)
+
+
+def write_files_atomically(files: Iterable[DeviceFile], out_dir: Path) -> list[Path]:
+    """Write each file to a temporary file in `out_dir`, then rename it into place.
+
+    A reader (vLLM starting in a container) sees the old file or the new one, never half of one.
+    Files are made world-readable (0644), as a read-only mount into a container needs.
+
+    Args:
+        files: The files to write.
+        out_dir: The folder, created if absent.
+
+    Returns:
+        The written paths, in the order of `files`.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for device_file in files:
+        target = out_dir / device_file.file_name
+        fd, tmp_name = tempfile.mkstemp(dir=out_dir, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(device_file.merged.text.encode())
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp_name, 0o644)
+            os.replace(tmp_name, target)
+        except BaseException:
+            Path(tmp_name).unlink(missing_ok=True)
+            raise
+        written.append(target)
+    return written
