@@ -6,6 +6,7 @@ import hashlib
 import json
 import multiprocessing as mp
 import os
+import signal
 import socket
 import time
 import uuid
@@ -90,6 +91,10 @@ def plan(engine, request: SweepRequest):
         )
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 @dataclass(frozen=True)
 class SweepSummary:
     """Outcome of one `tuner sweep` run, counted from the store."""
@@ -140,11 +145,13 @@ def run_workers(
     specs = [
         WorkerSpec(db_url=db_url, sweep_id=sweep_id, backend=backend, visible_device=device,
                    worker_id=f"{host}:{os.getpid()}:{device or 'cpu'}:{uuid.uuid4().hex[:8]}",
-                   configs=configs, interpreter_reps=interpreter_reps)
+                   configs=configs, interpreter_reps=interpreter_reps, parent_pid=os.getpid())
         for device in visible_devices
     ]
     ctx = mp.get_context("spawn")
     start = time.perf_counter()
+    # SIGTERM (kill, docker stop) takes the same way out as Ctrl-C: stop workers, hand tasks back.
+    previous_sigterm = signal.signal(signal.SIGTERM, _interrupt)
 
     def progress_now():
         with session_scope(engine) as session:
@@ -193,6 +200,8 @@ def run_workers(
                 for spec in specs:
                     repo.release_tasks(session, worker_id=spec.worker_id)
             raise
+        finally:
+            signal.signal(signal.SIGTERM, previous_sigterm)
     return SweepSummary(
         sweep_id=sweep_id, tasks_done=now.tasks_done, tasks_failed=now.tasks_failed,
         tasks_total=now.tasks_total, trials_total=now.trials_total, trials_ok=now.trials_ok,

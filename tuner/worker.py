@@ -27,6 +27,8 @@ class WorkerSpec:
         configs: explicit candidate list as vLLM dicts, or None for the sweep's named space.
         lease_s: lease on a claimed task; renewed by a heartbeat every lease_s / 4.
         interpreter_reps: timed calls per trial on the interpreter.
+        parent_pid: the sweep process; when it is gone the worker hands its task back and
+            exits, so that no orphan keeps timing on a GPU that a new run also uses.
     """
 
     db_url: str
@@ -37,6 +39,7 @@ class WorkerSpec:
     configs: tuple[tuple[tuple[str, int], ...], ...] | None = None
     lease_s: float = 120.0
     interpreter_reps: int = 3
+    parent_pid: int | None = None
 
 
 def task_seed(sweep_seed: int, N: int, K: int, M: int) -> int:
@@ -109,6 +112,26 @@ class _Heartbeat(threading.Thread):
                                    lease_s=self.lease_s)
             except Exception:  # noqa: BLE001 - a missed beat is retried; the lease has slack
                 continue
+
+
+class _ParentWatch(threading.Thread):
+    """Ends the worker when the sweep process that started it dies (SIGKILL, SIGTERM, crash)."""
+
+    def __init__(self, engine, spec: WorkerSpec) -> None:
+        super().__init__(daemon=True)
+        self.engine, self.spec = engine, spec
+
+    def run(self) -> None:
+        from db import repo
+        from db.engine import session_scope
+
+        while os.getppid() == self.spec.parent_pid:
+            time.sleep(1.0)
+        try:
+            with session_scope(self.engine) as session:
+                repo.release_tasks(session, worker_id=self.spec.worker_id)
+        finally:
+            os._exit(3)  # at once: the trial in flight is lost, finished ones are stored
 
 
 def run_task(engine, spec: WorkerSpec, task, environment_id: int, space) -> None:
@@ -185,6 +208,8 @@ def _work(spec: WorkerSpec) -> None:
     from tuner.space import KernelConfig, vllm_space
 
     engine = make_engine(spec.db_url)
+    if spec.parent_pid is not None:
+        _ParentWatch(engine, spec).start()
     env = collect_environment(spec.backend)
     with session_scope(engine) as session:
         environment_id = repo.get_or_create_environment(session, **env)
