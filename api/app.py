@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import tuner
 from api.deps import StoreHandle
@@ -43,6 +44,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.store = store
     app.include_router(health.router)
     app.include_router(devices.router)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        detail = exc.detail
+        if exc.status_code == 404 and detail == "Not Found":  # no route matched the path
+            detail = f"no route for {request.method} {request.url.path}; the routes are at /docs"
+        return JSONResponse(status_code=exc.status_code, content={"detail": detail},
+                            headers=getattr(exc, "headers", None))
 
     @app.exception_handler(SchemaError)
     async def schema_error(_request: Request, exc: SchemaError) -> JSONResponse:

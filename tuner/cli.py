@@ -40,8 +40,8 @@ class OutDtype(StrEnum):
 DbOpt = Annotated[
     str | None,
     typer.Option("--db", envvar="TUNER_DB_URL", show_envvar=True,
-                 help="SQLAlchemy URL of the store [default: sqlite:///tuner.db in the current "
-                 "folder]; postgresql+psycopg://... to share one store between hosts."),
+                 help="SQLAlchemy URL of the store (default: sqlite:///tuner.db in the current "
+                 "folder); postgresql+psycopg://... to share one store between hosts."),
 ]
 DeviceOpt = Annotated[
     str,
@@ -114,7 +114,8 @@ def sweep(
     device: DeviceOpt,
     model: Annotated[str, typer.Option(help="Model key from `tuner shapes list`.")],
     tp: Annotated[int | None, typer.Option(help="Tensor-parallel size (which shapes).")] = None,
-    m: Annotated[str, typer.Option("--m", help="Batch sizes M, comma-separated.")] = DEFAULT_M,
+    m: Annotated[str, typer.Option("--m", show_default="vLLM's 18 batch sizes, 1 to 4096",
+                                   help="Batch sizes M, comma-separated.")] = DEFAULT_M,
     strategy: Annotated[
         StrategyName,
         typer.Option(help="grid: every config of the space; optuna: TPE, --trials per task."),
@@ -129,10 +130,10 @@ def sweep(
                                                   "interpreter.")] = 3,
     db: DbOpt = None,
 ) -> None:
-    """Tune every (N, K) of a model over the M grid: one worker per matching GPU.
+    """Tune every (N, K) of a model over the M grid, one worker per matching GPU.
 
-    Every trial is checked against a float64 reference and stored; re-running the same command
-    resumes where it stopped.
+    Every trial is checked against a float64 reference and stored.
+    Re-running the same command resumes where it stopped.
     """
     from tuner.configfile import REQUIRED_M
     from tuner.devices import INTERPRETER_DEVICE_NAME, is_interpreter, matches, visible_gpus
@@ -229,12 +230,12 @@ def export(
         paths = write_files_atomically(result.files, out)
     except OSError as exc:
         raise fail(f"cannot write to {out}: {exc}") from None
-    table = Table("file", "M keys", "notes")
     for file, path in zip(result.files, paths, strict=True):
         merged = file.merged
-        table.add_row(str(path), ",".join(map(str, merged.configs)),
-                      "\n".join([*merged.notes, *merged.warnings]) or "-")
-    console.print(table)
+        console.print(f"wrote {path}  (M = {','.join(map(str, merged.configs))})",
+                      soft_wrap=True, markup=False, highlight=False)
+        for line in [*merged.notes, *merged.warnings]:
+            console.print(f"    {line}", soft_wrap=True, markup=False, highlight=False)
     for skipped in result.skipped:
         typer.echo(f"skipped N={skipped.N},K={skipped.K}: {skipped.reason}", err=True)
     if not result.files:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Header, HTTPException, Path, Query, Response
+from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Response
 from sqlalchemy.orm import Session
 
 from api import schemas
@@ -13,13 +13,14 @@ from api.archive import build_zip
 from api.deps import SessionDep, SettingsDep
 from db import repo
 from tuner.configfile import config_file_name, parse_config_file_name
+from tuner.devices import resolve
 from tuner.merge import DeviceFiles, build_device_files
 
 router = APIRouter(prefix="/devices", tags=["devices"])
 
 DeviceName = Annotated[str, Path(
-    pattern=r"^[A-Za-z0-9_.\-]{1,128}$",
-    description="vLLM's device key: the GPU name with spaces as `_`, e.g. `NVIDIA_L20`.",
+    pattern=r"^[A-Za-z0-9_.\- ]{1,128}$",
+    description="vLLM's device key, e.g. `NVIDIA_L20`; `L20` and `NVIDIA L20` name it too.",
 )]
 OutDtype = Annotated[Literal["bfloat16", "float16"] | None, Query(
     description="Only trials timed with this output dtype; needed when a device has both.",
@@ -34,17 +35,26 @@ FILE_RESPONSES: dict[int | str, dict[str, object]] = {
 }
 
 
-def _require_device(session: Session, device_name: str) -> None:
+def known_device(device_name: DeviceName, session: SessionDep) -> str:
+    """The store's name for the device a path names, matched as `tuner --device` matches.
+
+    Raises:
+        HTTPException: 404 naming the known devices when none (or several) match.
+    """
     known = sorted(repo.list_device_names(session))
-    if device_name not in known:
-        names = ", ".join(known) or "(none)"
-        raise HTTPException(404, detail=f"unknown device {device_name!r}; known: {names}")
+    names = [device_name] if device_name in known else resolve(device_name, known)
+    if len(names) != 1:
+        listed = ", ".join(known) or "(none)"
+        raise HTTPException(404, detail=f"unknown device {device_name!r}; known: {listed}")
+    return names[0]
+
+
+KnownDevice = Annotated[str, Depends(known_device)]
 
 
 def _device_files(
     session: Session, device_name: str, *, partial: bool, out_dtype: str | None
 ) -> DeviceFiles:
-    _require_device(session, device_name)
     winners = repo.winners(session, device_name=device_name, out_dtype=out_dtype)
     coverage = repo.shape_coverage(session, device_name=device_name, out_dtype=out_dtype)
     try:
@@ -119,7 +129,7 @@ def list_devices(session: SessionDep, out_dtype: OutDtype = None) -> list[schema
 @router.get("/{device_name}/configs", response_model=schemas.DeviceConfigs,
             responses={404: {"description": "Unknown device"}})
 def list_configs(
-    device_name: DeviceName, session: SessionDep, settings: SettingsDep,
+    device_name: KnownDevice, session: SessionDep, settings: SettingsDep,
     partial: Partial = None, out_dtype: OutDtype = None,
 ) -> schemas.DeviceConfigs:
     """The merged files of a device, with hashes and merge notes, and the shapes left out.
@@ -158,7 +168,7 @@ def list_configs(
 @router.get("/{device_name}/configs.zip", response_class=Response, response_model=None,
             responses={200: {"content": {"application/zip": {}}}, **FILE_RESPONSES})
 def download_zip(
-    device_name: DeviceName, session: SessionDep, settings: SettingsDep,
+    device_name: KnownDevice, session: SessionDep, settings: SettingsDep,
     partial: Partial = None, out_dtype: OutDtype = None,
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
@@ -185,10 +195,9 @@ def download_zip(
 
 
 @router.get("/{device_name}/configs/{file_name}", response_class=Response, response_model=None,
-            responses={200: {"content": {"application/json": {}}}, **FILE_RESPONSES,
-                       422: {"description": "Not a config file name"}})
+            responses={200: {"content": {"application/json": {}}}, **FILE_RESPONSES})
 def download_file(
-    device_name: DeviceName, file_name: str, session: SessionDep, settings: SettingsDep,
+    device_name: KnownDevice, file_name: str, session: SessionDep, settings: SettingsDep,
     partial: Partial = None, out_dtype: OutDtype = None,
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
@@ -207,16 +216,17 @@ def download_file(
         The file (`application/json`, `ETag: "<sha256>"`), or 304 if the client's copy is current.
 
     Raises:
-        HTTPException: 422 for a name that is not a config file name; 404 for an unknown device,
-            a file of another device, or a shape with no (complete) file; 409 if the winners
-            cannot be merged.
+        HTTPException: 404 for an unknown device, a name that is not a config file name, a
+            file of another device, or a shape with no (complete) file (the detail lists the
+            device's files); 409 if the winners cannot be merged.
     """
+    allow = settings.allow_partial if partial is None else partial
+    device_files = _device_files(session, device_name, partial=allow, out_dtype=out_dtype)
+    names = ", ".join(f.file_name for f in device_files.files) or "(none)"
     try:
         wanted = parse_config_file_name(file_name)
     except ValueError as exc:
-        raise HTTPException(422, detail=str(exc)) from None
-    allow = settings.allow_partial if partial is None else partial
-    device_files = _device_files(session, device_name, partial=allow, out_dtype=out_dtype)
+        raise HTTPException(404, detail=f"{exc}; files: {names}") from None
     if wanted.device_name != device_name:
         raise HTTPException(404, detail=f"{file_name!r} names device {wanted.device_name!r}, "
                                         f"not {device_name!r}")
@@ -229,5 +239,4 @@ def download_file(
         if (s.N, s.K, s.block_shape) == (wanted.N, wanted.K, wanted.block_shape):
             hint = "; ?partial=true serves what there is" if s.m_missing and not allow else ""
             raise HTTPException(404, detail=f"no file {wanted.name!r} yet: {s.reason}{hint}")
-    names = ", ".join(f.file_name for f in device_files.files) or "(none)"
     raise HTTPException(404, detail=f"no file {wanted.name!r} for {device_name}; files: {names}")

@@ -274,12 +274,14 @@ def test_device_without_winners(client: TestClient) -> None:
 
 
 @pytest.mark.parametrize(("path", "status"), [
-    ("/devices/bad%20name/configs", 422),
+    ("/devices/bad%20name/configs", 404),  # unknown: "bad name" matches no device
+    ("/devices/bad%2Fname/configs", 404),  # no route
     ("/devices/" + "x" * 129 + "/configs", 422),
-    (f"/devices/{DEVICE}/configs/passwd", 422),
-    (f"/devices/{DEVICE}/configs/{FILE_A}.bak", 422),
+    ("/devices/bad%3Bname/configs", 422),
+    (f"/devices/{DEVICE}/configs/passwd", 404),
+    (f"/devices/{DEVICE}/configs/{FILE_A}.bak", 404),
     (f"/devices/{DEVICE}/configs/..%2F..%2Fetc%2Fpasswd", 404),
-    (f"/devices/{DEVICE}/configs/%2E%2E", 422),
+    (f"/devices/{DEVICE}/configs/%2E%2E", 404),
     ("/devices/%2E%2E/configs", 404),  # the client resolves it to /configs
 ])
 def test_bad_names_are_4xx(client: TestClient, path: str, status: int) -> None:
@@ -288,9 +290,26 @@ def test_bad_names_are_4xx(client: TestClient, path: str, status: int) -> None:
     assert response.json()["detail"]
 
 
-def test_bad_file_name_detail(client: TestClient) -> None:
+def test_bad_file_name_detail_lists_the_files(client: TestClient) -> None:
     response = client.get(f"/devices/{DEVICE}/configs/passwd")
-    assert response.json()["detail"].startswith("'passwd' is not a config file name like")
+    detail = response.json()["detail"]
+    assert detail.startswith("'passwd' is not a config file name like")
+    assert detail.endswith(f"; files: {FILE_A}")
+
+
+def test_unmatched_route_names_itself(client: TestClient) -> None:
+    response = client.get("/devices/bad%2Fname/configs")
+    assert response.json() == {
+        "detail": "no route for GET /devices/bad/name/configs; the routes are at /docs"
+    }
+
+
+@pytest.mark.parametrize("alias", ["L20", "NVIDIA%20L20", "nvidia_l20"])
+def test_device_aliases_resolve_like_the_cli(client: TestClient, alias: str) -> None:
+    listed = client.get(f"/devices/{alias}/configs")
+    assert listed.status_code == 200
+    assert listed.json()["device_name"] == DEVICE
+    assert client.get(f"/devices/{alias}/configs/{FILE_A}").status_code == 200
 
 
 def test_old_schema_is_503(tmp_path: Path) -> None:
