@@ -185,6 +185,10 @@ class Task(Base):
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     error: Mapped[str | None] = mapped_column(Text)
+    # The config a worker is measuring right now (vLLM keys), and since when: if the worker
+    # dies or hangs, the sweep records that config as crashed or timed out (revision 0002).
+    in_flight_config: Mapped[dict[str, int] | None] = mapped_column(JSON)
+    in_flight_since: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
     __table_args__ = (
         UniqueConstraint("sweep_id", "N", "K", "M"),

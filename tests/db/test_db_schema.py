@@ -20,6 +20,7 @@ from db.engine import (
     make_engine,
     open_store,
     session_scope,
+    upgrade,
 )
 from db.models import CONFIG_COLUMNS, Base, Device
 
@@ -56,7 +57,7 @@ def test_open_store_creates_schema_in_new_folder(tmp_path: Path) -> None:
     engine = open_store(f"sqlite:///{path}")
     try:
         assert path.is_file()
-        assert current_revision(engine) == head_revision() == "0001"
+        assert current_revision(engine) == head_revision() == "0002"
         assert TABLES <= set(inspect(engine).get_table_names())
         with engine.connect() as connection:
             pragmas = {
@@ -147,3 +148,26 @@ def test_alembic_with_a_url_up_down_and_offline(
         engine.dispose()
     command.upgrade(config, "head", sql=True)
     assert "CREATE TABLE trials" in capsys.readouterr().out
+
+
+def test_a_store_made_by_the_first_schema_upgrades_and_keeps_its_rows(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'first.db'}"
+    engine = make_engine(url)
+    upgrade(engine, "0001")
+    with engine.begin() as connection:
+        connection.execute(text("INSERT INTO devices (device_name, created_at) "
+                                "VALUES ('NVIDIA_L20', '2026-11-30 00:00:00')"))
+    engine.dispose()
+    with pytest.raises(SchemaError, match=r"revision 0001, this tuner expects 0002: run "
+                       r"`tuner db upgrade`"):
+        open_store(url)
+    assert _version(url) == ["0001"]  # refusing changed nothing
+    engine = make_engine(url)
+    upgrade(engine)
+    columns = {column["name"] for column in inspect(engine).get_columns("tasks")}
+    assert {"in_flight_config", "in_flight_since"} <= columns
+    with engine.connect() as connection:
+        assert list(connection.scalars(text("SELECT device_name FROM devices"))) == ["NVIDIA_L20"]
+    engine.dispose()
+    open_store(url).dispose()
+    assert _version(url) == ["0002"]
