@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import hmac
 import threading
 from collections.abc import Iterator
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, Header, HTTPException, Request
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
@@ -63,3 +64,26 @@ def get_session(engine: EngineDep) -> Iterator[Session]:
 
 
 SessionDep = Annotated[Session, Depends(get_session)]
+
+
+def require_token(
+    settings: SettingsDep,
+    authorization: Annotated[str | None, Header(description="`Bearer <TUNER_API_TOKEN>`")] = None,
+) -> None:
+    """Guard of every write endpoint: the request must carry the service's bearer token.
+
+    Raises:
+        HTTPException: 403 when the service has no token (writes disabled), 401 when the
+            header is missing or the token is wrong (compared in constant time).
+    """
+    if settings.api_token is None:
+        raise HTTPException(403, detail="writes are disabled: start the service with "
+                            "TUNER_API_TOKEN set")
+    scheme, _, token = (authorization or "").partition(" ")
+    expected = settings.api_token.get_secret_value().encode()
+    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), expected):
+        raise HTTPException(401, detail="a valid 'Authorization: Bearer <token>' header is "
+                            "required", headers={"WWW-Authenticate": "Bearer"})
+
+
+WriteAccess = Annotated[None, Depends(require_token)]

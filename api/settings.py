@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy import make_url
 from sqlalchemy.exc import ArgumentError
@@ -18,6 +18,8 @@ class Settings(BaseSettings):
         host: Address `tuner serve` binds to.
         port: Port `tuner serve` binds to.
         allow_partial: Serve files of shapes whose M grid is not finished yet, by default.
+        api_token: Bearer token that write endpoints require (`TUNER_API_TOKEN`); with none
+            set, write endpoints are refused.
     """
 
     model_config = SettingsConfigDict(env_prefix="TUNER_", extra="ignore")
@@ -26,6 +28,7 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     allow_partial: bool = False
+    api_token: SecretStr | None = None
 
     def masked_db_url(self) -> str:
         """The store URL with any password shown as `***`, or `<invalid URL>` if it won't parse."""

@@ -128,6 +128,9 @@ def sweep(
     out_dtype: OutDtypeOpt = OutDtype.bfloat16,
     interpreter_reps: Annotated[int, typer.Option(min=1, help="Timed calls per trial on the "
                                                   "interpreter.")] = 3,
+    replay: Annotated[Path | None, typer.Option(help="Answer every trial from this landscape "
+                                                "file (recorded timings) instead of a device: "
+                                                "for tests and search benchmarks.")] = None,
     db: DbOpt = None,
 ) -> None:
     """Tune every (N, K) of a model over the M grid, one worker per matching GPU.
@@ -146,7 +149,18 @@ def sweep(
     except (ValueError, UnknownModelError) as exc:
         raise fail(str(exc).strip("'\"")) from None
     candidates = _load_configs(configs)
-    if is_interpreter(device):
+    if replay is not None:
+        from tuner.replay import load_landscape
+
+        try:
+            landscape = load_landscape(replay)
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+        if not matches(device, landscape.device_name):
+            raise fail(f"--device {device} does not name the landscape's device "
+                       f"{landscape.device_name}")
+        backend, device_name, visible = "replay", landscape.device_name, [None]
+    elif is_interpreter(device):
         backend, device_name, visible = "interpreter", INTERPRETER_DEVICE_NAME, [None]
     else:
         gpus = visible_gpus()
@@ -165,7 +179,7 @@ def sweep(
         device_name=device_name, model=model_shapes.model, tp=model_shapes.tp,
         shapes=model_shapes.shapes, block_shape=model_shapes.block_shape, m_values=m_values,
         strategy=strategy.value, trials=trials, seed=seed, out_dtype=out_dtype.value,
-        configs=candidates,
+        configs=candidates, replay=str(replay) if replay is not None else None,
     )
     info, created = plan(engine, request)
     console.print(

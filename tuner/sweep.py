@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from tuner.space import KernelConfig, default_config, vllm_space
 from tuner.worker import WorkerSpec, worker_main
@@ -36,6 +37,7 @@ class SweepRequest:
         seed: seed of every task's search and inputs.
         out_dtype: "bfloat16" or "float16".
         configs: explicit candidates, or None for vLLM's 1,280-config space.
+        replay: a landscape file whose recorded timings answer instead of a device.
     """
 
     device_name: str
@@ -49,6 +51,7 @@ class SweepRequest:
     seed: int
     out_dtype: str
     configs: tuple[KernelConfig, ...] | None = None
+    replay: str | None = None
 
     @property
     def space(self) -> list[KernelConfig]:
@@ -57,11 +60,16 @@ class SweepRequest:
 
     @property
     def space_name(self) -> str:
-        """"vllm", or "custom:<sha256 prefix>" of an explicit list (part of the sweep's key)."""
-        if self.configs is None:
-            return "vllm"
-        text = json.dumps([config.as_dict() for config in self.configs])
-        return "custom:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+        """"vllm", or "custom:<sha256 prefix>" of an explicit list, with "@replay:<sha256
+        prefix>" of the landscape file when replaying (part of the sweep's key)."""
+        name = "vllm"
+        if self.configs is not None:
+            text = json.dumps([config.as_dict() for config in self.configs])
+            name = "custom:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+        if self.replay is not None:
+            digest = hashlib.sha256(Path(self.replay).read_bytes()).hexdigest()[:16]
+            name += f"@replay:{digest}"
+        return name
 
     def trials_per_task(self) -> int:
         """Distinct configs each task measures: the budget, plus the default if outside it."""
@@ -123,6 +131,7 @@ def run_workers(
 ) -> SweepSummary:
     """Start one spawned worker per visible device and wait, drawing a progress bar.
 
+    `backend` is "cuda", "interpreter" or "replay" (request.replay names the landscape).
     A worker that exits with an error is restarted (up to MAX_RESTARTS times per device) while
     tasks remain; Ctrl-C stops the workers and hands their tasks back for the next run.
     """
@@ -145,7 +154,8 @@ def run_workers(
     specs = [
         WorkerSpec(db_url=db_url, sweep_id=sweep_id, backend=backend, visible_device=device,
                    worker_id=f"{host}:{os.getpid()}:{device or 'cpu'}:{uuid.uuid4().hex[:8]}",
-                   configs=configs, interpreter_reps=interpreter_reps, parent_pid=os.getpid())
+                   configs=configs, interpreter_reps=interpreter_reps, parent_pid=os.getpid(),
+                   landscape_path=request.replay)
         for device in visible_devices
     ]
     ctx = mp.get_context("spawn")

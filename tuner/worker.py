@@ -22,7 +22,7 @@ class WorkerSpec:
         db_url: SQLAlchemy URL of the store.
         sweep_id: the sweep whose tasks to claim.
         worker_id: unique name, stored on the tasks it claims.
-        backend: "cuda" or "interpreter".
+        backend: "cuda", "interpreter", or "replay" (answers from `landscape_path`, no GPU).
         visible_device: CUDA_VISIBLE_DEVICES value that pins the worker to one GPU (cuda only).
         configs: explicit candidate list as vLLM dicts, or None for the sweep's named space.
         lease_s: lease on a claimed task; renewed by a heartbeat every lease_s / 4.
@@ -40,6 +40,7 @@ class WorkerSpec:
     lease_s: float = 120.0
     interpreter_reps: int = 3
     parent_pid: int | None = None
+    landscape_path: str | None = None
 
 
 def task_seed(sweep_seed: int, N: int, K: int, M: int) -> int:
@@ -143,6 +144,7 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space) -> None
     from db import repo
     from db.engine import session_scope
     from tuner.measure import KernelRunner, Problem
+    from tuner.replay import load_landscape
     from tuner.space import KernelConfig, default_config
     from tuner.strategies import get_strategy
     from tuner.trial import TrialResult, TrialStatus
@@ -156,8 +158,12 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space) -> None
             for t in repo.task_trials(session, task_id=task.task_id)
         }
     problem = Problem(task.M, task.N, task.K, tuple(task.block_shape), task.out_dtype)
-    runner = KernelRunner(problem, backend=spec.backend, seed=task_seed(task.seed, *_nkm(task)),
-                          interpreter_reps=spec.interpreter_reps)
+    if spec.backend == "replay":
+        runner = load_landscape(spec.landscape_path).runner(task.N, task.K, task.M)
+    else:
+        runner = KernelRunner(problem, backend=spec.backend,
+                              seed=task_seed(task.seed, *_nkm(task)),
+                              interpreter_reps=spec.interpreter_reps)
     default = default_config(problem.block_shape)
 
     def evaluate(config: KernelConfig) -> TrialResult:
@@ -210,7 +216,13 @@ def _work(spec: WorkerSpec) -> None:
     engine = make_engine(spec.db_url)
     if spec.parent_pid is not None:
         _ParentWatch(engine, spec).start()
-    env = collect_environment(spec.backend)
+    if spec.backend == "replay":
+        from tuner.replay import load_landscape
+
+        landscape = load_landscape(spec.landscape_path)
+        env = {**landscape.environment, "device_name": landscape.device_name}
+    else:
+        env = collect_environment(spec.backend)
     with session_scope(engine) as session:
         environment_id = repo.get_or_create_environment(session, **env)
     if spec.configs is not None:

@@ -1,0 +1,105 @@
+"""Landscapes and the replay runner: file round trip, answers, and a replayed sweep in the store."""
+
+import json
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from tuner.replay import FORMAT, NOT_RECORDED, landscape_from_results, load_landscape
+from tuner.space import default_config, vllm_space
+from tuner.trial import TrialResult, TrialStatus
+
+ENVIRONMENT = {"gpu_name": "NVIDIA L20", "compute_capability": "8.9", "driver": "580.1",
+               "cuda": "12.9", "torch": "2.11.0", "triton": "3.6.0", "tuner": "0.1.0",
+               "kernel_hash": "abc"}
+
+
+def synthetic(config, m):
+    """A made-up latency per (config, M); BLOCK_SIZE_M=256 with 5 stages does not fit."""
+    if config.BLOCK_SIZE_M == 256 and config.num_stages == 5:
+        return TrialResult(TrialStatus.OUT_OF_RESOURCES, error="shared memory")
+    latency = 10.0 + abs(config.BLOCK_SIZE_M - 4 * m) / 16 + 256 / config.BLOCK_SIZE_N
+    latency += config.num_stages * 0.1 + config.GROUP_SIZE_M / 64 + config.num_warps / 8
+    return TrialResult(TrialStatus.OK, latency, latency - 0.5, latency + 0.5)
+
+
+def make_landscape(shapes=((256, 384), (576, 256)), m_values=(1, 16)):
+    results = [(n, k, m, config, synthetic(config, m))
+               for n, k in shapes for m in m_values for config in vllm_space()]
+    return landscape_from_results(
+        device_name="NVIDIA_L20", environment=ENVIRONMENT, recorded_at="2026-11-30T00:00:00Z",
+        space="vllm", out_dtype="bfloat16", block_shape=(128, 128), results=results)
+
+
+def test_round_trip_and_answers(tmp_path):
+    landscape = make_landscape()
+    path = tmp_path / "l20.json"
+    path.write_text(landscape.to_json())
+    loaded = load_landscape(path)
+    assert loaded == landscape
+    assert json.loads(path.read_text())["format"] == FORMAT
+    runner = loaded.runner(576, 256, 16)
+    default = default_config()
+    expected = synthetic(default, 16)
+    assert runner.evaluate(default) == TrialResult(expected.status, expected.latency_us,
+                                                   expected.p20_us, expected.p80_us, measure_s=0.0)
+    missing = runner.evaluate(default.__class__(64, 128, 128, 32, 2, 2))
+    assert (missing.status, missing.error) == (TrialStatus.INVALID, NOT_RECORDED)
+    best, result = runner.optimum()
+    assert best.BLOCK_SIZE_M == 64 and best.BLOCK_SIZE_N == 256
+    assert result.latency_us == min(r.latency_us for r in runner.trials.values() if r.ok)
+    with pytest.raises(KeyError, match=r"no \(N, K, M\) = \(1, 2, 3\)"):
+        loaded.runner(1, 2, 3)
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    ("{", "Expecting property name"),
+    ('{"format": "other"}', "format is 'other'"),
+    (json.dumps({"format": FORMAT}), "missing field 'problems'"),
+])
+def test_malformed_files_give_one_line(tmp_path, text, reason):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=f"^{path}: not a landscape file: .*{reason}") as info:
+        load_landscape(path)
+    assert "\n" not in str(info.value)
+
+
+def test_replayed_sweep_stores_the_recorded_timings(tmp_path):
+    landscape = make_landscape()
+    path = tmp_path / "l20.json"
+    path.write_text(landscape.to_json())
+    db = tmp_path / "tuner.db"
+    run = subprocess.run(
+        [sys.executable, "-m", "tuner.cli", "sweep", "--device", "L20", "--model", "tiny",
+         "--m", "1,16", "--trials", "12", "--replay", str(path), "--db", f"sqlite:///{db}"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    with sqlite3.connect(db) as connection:
+        rows = connection.execute(
+            "SELECT t.N, t.K, t.M, r.BLOCK_SIZE_M, r.BLOCK_SIZE_N, r.BLOCK_SIZE_K, "
+            "r.GROUP_SIZE_M, r.num_warps, r.num_stages, r.status, r.latency_us "
+            "FROM trials r JOIN tasks t USING (task_id)").fetchall()
+        environment = connection.execute(
+            "SELECT gpu_name, triton, kernel_hash FROM environments").fetchall()
+        devices = connection.execute("SELECT device_name FROM devices").fetchall()
+    assert len(rows) == 4 * 12
+    for n, k, m, *config, status, latency_us in rows:
+        recorded = landscape.runner(n, k, m).evaluate(default_config().from_dict(
+            dict(zip(default_config().as_dict(), config, strict=True))))
+        assert (status, latency_us) == (recorded.status.value, recorded.latency_us)
+    assert environment == [("NVIDIA L20", "3.6.0", "abc")]
+    assert devices == [("NVIDIA_L20",)]
+
+
+def test_replay_device_must_match(tmp_path):
+    path = tmp_path / "l20.json"
+    path.write_text(make_landscape(m_values=(1,)).to_json())
+    run = subprocess.run(
+        [sys.executable, "-m", "tuner.cli", "sweep", "--device", "H200", "--model", "tiny",
+         "--replay", str(path), "--db", f"sqlite:///{tmp_path}/t.db"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert run.returncode == 2
+    assert run.stderr == "error: --device H200 does not name the landscape's device NVIDIA_L20\n"
