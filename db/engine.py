@@ -133,6 +133,11 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     """
     config = _alembic_config()
     with engine.begin() as connection:
+        if connection.dialect.name == "sqlite":
+            # pysqlite runs DDL outside any transaction, so other processes would see a half
+            # made schema (tables, no revision yet). One write transaction makes the whole
+            # upgrade appear at once; a second process opening the same new store waits for it.
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
         config.attributes["connection"] = connection
         command.upgrade(config, revision)
 

@@ -3,6 +3,12 @@
 Re-exported by `db.repo`. A claim is one `UPDATE ... RETURNING` statement, safe with several
 processes on one SQLite file (its single write lock) and on PostgreSQL (`FOR UPDATE SKIP
 LOCKED`); like the repository functions these take a Session and never commit.
+
+A worker marks the config it is about to measure (`start_trial`) and clears the mark when it
+records the trial (`end_trial`, in the same transaction as the record). Both only succeed while
+the worker still holds the task, so a worker whose task was taken from it (lease expired,
+released by its sweep) cannot store a trial that another worker is measuring too. When a worker
+dies or hangs, its supervisor reads the mark (`in_flight`) and records that config as failed.
 """
 
 from __future__ import annotations
@@ -11,10 +17,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, or_, select, update
+from sqlalchemy import ColumnElement, and_, func, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
-from db.models import Device, Sweep, Task, utcnow
+from db.models import CONFIG_COLUMNS, Device, Sweep, Task, utcnow
 
 # A claim that loses a race on PostgreSQL (all candidates locked by other claimers) retries.
 _CLAIM_TRIES = 5
@@ -53,6 +59,25 @@ def _claimable(task: Any, now: datetime) -> ColumnElement[bool]:
     return or_(task.state == "pending", expired)
 
 
+def _in_scope(
+    task: Any, *, sweep_id: int | None, device_name: str | None, space: str | None
+) -> list[ColumnElement[bool]]:
+    """Conditions that keep `task` to one sweep, to sweeps on one device, of one config space."""
+    conditions: list[ColumnElement[bool]] = []
+    if sweep_id is not None:
+        conditions.append(task.sweep_id == sweep_id)
+    if device_name is not None or space is not None:
+        sweeps = select(Sweep.sweep_id)
+        if device_name is not None:
+            sweeps = sweeps.join(Device, Sweep.device_id == Device.device_id).where(
+                Device.device_name == device_name
+            )
+        if space is not None:
+            sweeps = sweeps.where(Sweep.space == space)
+        conditions.append(task.sweep_id.in_(sweeps))
+    return conditions
+
+
 def _task_info(session: Session, *, task_id: int) -> TaskInfo:
     task, sweep, device_name = session.execute(
         select(Task, Sweep, Device.device_name)
@@ -85,6 +110,7 @@ def claim_task(
     lease_s: float,
     now: datetime | None = None,
     device_name: str | None = None,
+    space: str | None = None,
 ) -> TaskInfo | None:
     """Claim the first claimable task (lowest task_id): pending, or running with an expired lease.
 
@@ -100,20 +126,18 @@ def claim_task(
         lease_s: seconds the claim holds without a heartbeat.
         now: the current time (timezone-aware); None for the clock.
         device_name: only tasks of sweeps on this device; None for any device.
+        space: only tasks of sweeps over this config space (`Sweep.space`); None for any.
 
     Returns:
-        The claimed task (state running, attempts counted), or None when nothing is claimable.
+        The claimed task (state running, attempts counted, no config in flight), or None when
+        nothing is claimable.
     """
     now = _now(now)
     candidate = aliased(Task)
-    candidates = select(candidate.task_id).where(_claimable(candidate, now))
-    if sweep_id is not None:
-        candidates = candidates.where(candidate.sweep_id == sweep_id)
-    if device_name is not None:
-        on_device = select(Sweep.sweep_id).join(Device, Sweep.device_id == Device.device_id)
-        candidates = candidates.where(
-            candidate.sweep_id.in_(on_device.where(Device.device_name == device_name))
-        )
+    candidates = select(candidate.task_id).where(
+        _claimable(candidate, now),
+        *_in_scope(candidate, sweep_id=sweep_id, device_name=device_name, space=space),
+    )
     pick = (
         candidates.order_by(candidate.task_id).limit(1).with_for_update(skip_locked=True)
     ).scalar_subquery()
@@ -128,6 +152,8 @@ def claim_task(
             started_at=now,
             finished_at=None,
             error=None,
+            in_flight_config=None,
+            in_flight_since=None,
         )
         .returning(Task.task_id)
         .execution_options(synchronize_session=False)
@@ -191,7 +217,8 @@ def finish_task(
     finished = session.execute(
         update(Task)
         .where(Task.task_id == task_id, Task.worker_id == worker_id, Task.state == "running")
-        .values(state=state, error=error, finished_at=_now(now), lease_expires_at=None)
+        .values(state=state, error=error, finished_at=_now(now), lease_expires_at=None,
+                in_flight_config=None, in_flight_since=None)
         .returning(Task.task_id)
         .execution_options(synchronize_session=False)
     ).all()
@@ -207,8 +234,140 @@ def release_tasks(session: Session, *, worker_id: str) -> int:
     released = session.execute(
         update(Task)
         .where(Task.worker_id == worker_id, Task.state == "running")
-        .values(state="pending", worker_id=None, lease_expires_at=None)
+        .values(state="pending", worker_id=None, lease_expires_at=None, in_flight_config=None,
+                in_flight_since=None)
         .returning(Task.task_id)
         .execution_options(synchronize_session=False)
     ).all()
     return len(released)
+
+
+def _held(task_id: int, worker_id: str) -> ColumnElement[bool]:
+    return and_(Task.task_id == task_id, Task.worker_id == worker_id, Task.state == "running")
+
+
+def start_trial(
+    session: Session,
+    *,
+    task_id: int,
+    worker_id: str,
+    config: dict[str, int],
+    now: datetime | None = None,
+) -> bool:
+    """Mark the config a worker is about to measure, so that a crash or hang is pinned on it.
+
+    Args:
+        session: the open session; commit it before measuring.
+        task_id: the task.
+        worker_id: the worker that holds it.
+        config: vLLM's six keys.
+        now: when the measurement starts (timezone-aware); None for the clock.
+
+    Returns:
+        True when the worker still holds the task; False (nothing written) otherwise.
+
+    Raises:
+        ValueError: the config's keys are not exactly vLLM's six.
+    """
+    if set(config) != set(CONFIG_COLUMNS):
+        raise ValueError(f"config keys {sorted(config)} are not {', '.join(CONFIG_COLUMNS)}")
+    marked = session.execute(
+        update(Task)
+        .where(_held(task_id, worker_id))
+        .values(in_flight_config={name: int(config[name]) for name in CONFIG_COLUMNS},
+                in_flight_since=_now(now))
+        .returning(Task.task_id)
+        .execution_options(synchronize_session=False)
+    ).all()
+    return len(marked) == 1
+
+
+def end_trial(session: Session, *, task_id: int, worker_id: str) -> bool:
+    """Clear the config in flight; call it in the transaction that records the trial.
+
+    Args:
+        session: the open session.
+        task_id: the task.
+        worker_id: the worker that claimed it.
+
+    Returns:
+        True when the worker still holds the task. False means the task was taken from it
+        (its lease expired and another worker claimed it, or its sweep released it): roll
+        back instead of recording.
+    """
+    cleared = session.execute(
+        update(Task)
+        .where(_held(task_id, worker_id))
+        .values(in_flight_config=None, in_flight_since=None)
+        .returning(Task.task_id)
+        .execution_options(synchronize_session=False)
+    ).all()
+    return len(cleared) == 1
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """A config being measured: by which worker, since when, for which task (N, K, M and its
+    sweep's block_shape)."""
+
+    task_id: int
+    worker_id: str
+    config: dict[str, int]
+    since: datetime
+    N: int
+    K: int
+    M: int
+    block_shape: tuple[int, int]
+
+
+def in_flight(session: Session, *, worker_ids: list[str]) -> list[InFlight]:
+    """The configs these workers are measuring now (at most one per running task).
+
+    Args:
+        session: the open session.
+        worker_ids: the workers to look at.
+
+    Returns:
+        One entry per running task of these workers that has a config in flight, by task_id.
+    """
+    if not worker_ids:
+        return []
+    rows = session.execute(
+        select(Task.task_id, Task.worker_id, Task.in_flight_config, Task.in_flight_since,
+               Task.N, Task.K, Task.M, Sweep.block_n, Sweep.block_k)
+        .join(Sweep, Task.sweep_id == Sweep.sweep_id)
+        .where(Task.worker_id.in_(worker_ids), Task.state == "running",
+               Task.in_flight_config.is_not(None), Task.in_flight_since.is_not(None))
+        .order_by(Task.task_id)
+    ).all()
+    return [
+        InFlight(task_id=task_id, worker_id=worker_id, config=dict(config), since=since,
+                 N=n, K=k, M=m, block_shape=(block_n, block_k))
+        for task_id, worker_id, config, since, n, k, m, block_n, block_k in rows
+    ]
+
+
+def unfinished_tasks(
+    session: Session,
+    *,
+    sweep_id: int | None = None,
+    device_name: str | None = None,
+    space: str | None = None,
+) -> int:
+    """Pending and running tasks in the scope a worker claims from (see `claim_task`).
+
+    Args:
+        session: the open session.
+        sweep_id: only tasks of this sweep; None for any sweep.
+        device_name: only tasks of sweeps on this device; None for any device.
+        space: only tasks of sweeps over this config space; None for any.
+
+    Returns:
+        How many tasks are neither done nor failed.
+    """
+    return session.scalar(
+        select(func.count())
+        .select_from(Task)
+        .where(Task.state.in_(("pending", "running")),
+               *_in_scope(Task, sweep_id=sweep_id, device_name=device_name, space=space))
+    ) or 0

@@ -4,21 +4,40 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing as mp
-import os
-import signal
-import socket
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from tuner.space import KernelConfig, default_config, vllm_space
-from tuner.worker import WorkerSpec, worker_main
+from tuner.worker import WorkerSpec
 
-# Restarts of one worker slot before the sweep gives up on it (a crash kills only its process).
-MAX_RESTARTS = 3
+# Seconds a claimed task stays leased without a heartbeat (workers renew it every quarter).
+DEFAULT_LEASE_S = 120.0
+
+
+def space_name(configs: Sequence[KernelConfig] | None, replay: str | None) -> str:
+    """The name of a config space, part of a sweep's key; workers claim only sweeps of theirs.
+
+    Args:
+        configs: an explicit candidate list, or None for vLLM's space.
+        replay: the landscape file when replaying, else None.
+
+    Returns:
+        "vllm", or "custom:<sha256 prefix>" of an explicit list, with "@replay:<sha256 prefix>"
+        of the landscape file when replaying.
+
+    Raises:
+        OSError: the landscape file cannot be read.
+    """
+    name = "vllm"
+    if configs is not None:
+        text = json.dumps([config.as_dict() for config in configs])
+        name = "custom:" + hashlib.sha256(text.encode()).hexdigest()[:16]
+    if replay is not None:
+        digest = hashlib.sha256(Path(replay).read_bytes()).hexdigest()[:16]
+        name += f"@replay:{digest}"
+    return name
 
 
 @dataclass(frozen=True)
@@ -60,16 +79,23 @@ class SweepRequest:
 
     @property
     def space_name(self) -> str:
-        """"vllm", or "custom:<sha256 prefix>" of an explicit list, with "@replay:<sha256
-        prefix>" of the landscape file when replaying (part of the sweep's key)."""
-        name = "vllm"
-        if self.configs is not None:
-            text = json.dumps([config.as_dict() for config in self.configs])
-            name = "custom:" + hashlib.sha256(text.encode()).hexdigest()[:16]
-        if self.replay is not None:
-            digest = hashlib.sha256(Path(self.replay).read_bytes()).hexdigest()[:16]
-            name += f"@replay:{digest}"
-        return name
+        """The sweep's config space name (see `space_name`)."""
+        return space_name(self.configs, self.replay)
+
+    @property
+    def budget(self) -> int:
+        """Trials per task as stored on the sweep: the whole space plus the default for grid,
+        `trials` for optuna."""
+        return len(self.space) + 1 if self.strategy == "grid" else self.trials
+
+    def sweep_fields(self) -> dict:
+        """Keyword arguments of `db.repo.create_sweep` for this request."""
+        return {
+            "device_name": self.device_name, "model": self.model, "tp": self.tp,
+            "strategy": self.strategy, "budget": self.budget, "space": self.space_name,
+            "seed": self.seed, "m_values": list(self.m_values), "out_dtype": self.out_dtype,
+            "block_shape": self.block_shape, "shapes": list(self.shapes),
+        }
 
     def trials_per_task(self) -> int:
         """Distinct configs each task measures: the budget, plus the default if outside it."""
@@ -83,24 +109,60 @@ class SweepRequest:
 def plan(engine, request: SweepRequest):
     """Create the sweep and its tasks in the store, or find them when the same sweep exists.
 
+    Args:
+        engine: the store's engine.
+        request: what to tune.
+
     Returns:
         (SweepInfo, created): created is False when this resumes an earlier run.
     """
     from db import repo
     from db.engine import session_scope
 
-    budget = len(request.space) + 1 if request.strategy == "grid" else request.trials
     with session_scope(engine) as session:
-        return repo.create_sweep(
-            session, device_name=request.device_name, model=request.model, tp=request.tp,
-            strategy=request.strategy, budget=budget, space=request.space_name,
-            seed=request.seed, m_values=list(request.m_values), out_dtype=request.out_dtype,
-            block_shape=request.block_shape, shapes=list(request.shapes),
-        )
+        return repo.create_sweep(session, **request.sweep_fields())
 
 
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
+def worker_specs(
+    db_url: str,
+    *,
+    backend: str,
+    visible_devices: Sequence[str | None],
+    configs: Sequence[KernelConfig] | None,
+    replay: str | None,
+    sweep_id: int | None,
+    device_name: str | None = None,
+    space: str | None = None,
+    interpreter_reps: int = 3,
+    lease_s: float = DEFAULT_LEASE_S,
+) -> list[WorkerSpec]:
+    """One worker template per visible device (the supervisor names each process it starts).
+
+    Args:
+        db_url: the store's URL.
+        backend: "cuda", "interpreter" or "replay".
+        visible_devices: CUDA_VISIBLE_DEVICES values (None: one CPU worker).
+        configs: explicit candidates, or None for vLLM's space.
+        replay: the landscape file of the replay backend.
+        sweep_id: claim only this sweep's tasks; None for every sweep in scope.
+        device_name: claim only tasks of sweeps on this device; None for any.
+        space: claim only tasks of sweeps over this config space; None for any.
+        interpreter_reps: timed calls per trial on the interpreter.
+        lease_s: lease on a claimed task.
+
+    Returns:
+        The specs, in the order of `visible_devices`.
+    """
+    items = None
+    if configs is not None:
+        items = tuple(tuple(config.as_dict().items()) for config in configs)
+    return [
+        WorkerSpec(db_url=db_url, sweep_id=sweep_id, worker_id="", backend=backend,
+                   visible_device=device, configs=items, lease_s=lease_s,
+                   interpreter_reps=interpreter_reps, landscape_path=replay,
+                   device_name=device_name, space=space)
+        for device in visible_devices
+    ]
 
 
 @dataclass(frozen=True)
@@ -116,6 +178,8 @@ class SweepSummary:
     trials_run_now: int
     wall_s: float
     worker_failures: int
+    trials_crashed_now: int = 0
+    trials_timed_out_now: int = 0
 
 
 def run_workers(
@@ -128,12 +192,32 @@ def run_workers(
     visible_devices: Sequence[str | None],
     console=None,
     interpreter_reps: int = 3,
+    trial_timeout_s: float | None = None,
+    lease_s: float = DEFAULT_LEASE_S,
 ) -> SweepSummary:
     """Start one spawned worker per visible device and wait, drawing a progress bar.
 
-    `backend` is "cuda", "interpreter" or "replay" (request.replay names the landscape).
-    A worker that exits with an error is restarted (up to MAX_RESTARTS times per device) while
-    tasks remain; Ctrl-C stops the workers and hands their tasks back for the next run.
+    A worker that dies is restarted while tasks remain (tuner.supervisor: a crash or hang is
+    recorded against the config in flight); Ctrl-C or SIGTERM stops the workers and hands
+    their tasks back for the next run.
+
+    Args:
+        engine: the store's engine.
+        db_url: the store's URL, for the workers.
+        request: what to tune.
+        sweep_id: the planned sweep.
+        backend: "cuda", "interpreter" or "replay" (request.replay names the landscape).
+        visible_devices: one CUDA_VISIBLE_DEVICES value per worker (None: one CPU worker).
+        console: rich console of the progress bar.
+        interpreter_reps: timed calls per trial on the interpreter.
+        trial_timeout_s: seconds a config may take; None for the backend's default.
+        lease_s: lease on a claimed task.
+
+    Returns:
+        Counts from the store before and after.
+
+    Raises:
+        KeyboardInterrupt: Ctrl-C or SIGTERM; the tasks were handed back.
     """
     from rich.progress import (
         BarColumn,
@@ -146,22 +230,12 @@ def run_workers(
 
     from db import repo
     from db.engine import session_scope
+    from tuner.supervisor import Supervisor, default_trial_timeout_s
 
-    configs = None
-    if request.configs is not None:
-        configs = tuple(tuple(c.as_dict().items()) for c in request.configs)
-    host = socket.gethostname()
-    specs = [
-        WorkerSpec(db_url=db_url, sweep_id=sweep_id, backend=backend, visible_device=device,
-                   worker_id=f"{host}:{os.getpid()}:{device or 'cpu'}:{uuid.uuid4().hex[:8]}",
-                   configs=configs, interpreter_reps=interpreter_reps, parent_pid=os.getpid(),
-                   landscape_path=request.replay)
-        for device in visible_devices
-    ]
-    ctx = mp.get_context("spawn")
+    specs = worker_specs(db_url, backend=backend, visible_devices=visible_devices,
+                         configs=request.configs, replay=request.replay, sweep_id=sweep_id,
+                         interpreter_reps=interpreter_reps, lease_s=lease_s)
     start = time.perf_counter()
-    # SIGTERM (kill, docker stop) takes the same way out as Ctrl-C: stop workers, hand tasks back.
-    previous_sigterm = signal.signal(signal.SIGTERM, _interrupt)
 
     def progress_now():
         with session_scope(engine) as session:
@@ -169,52 +243,28 @@ def run_workers(
 
     before = progress_now()
     total = before.tasks_total * request.trials_per_task()
-    processes = {}
-    restarts = dict.fromkeys(range(len(specs)), 0)
-    failures = 0
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("trials"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=False) as bar:
         bar_id = bar.add_task(f"sweep {sweep_id}", total=total, completed=before.trials_total)
-        try:
-            for slot, spec in enumerate(specs):
-                processes[slot] = ctx.Process(target=worker_main, args=(spec,), daemon=False)
-                processes[slot].start()
-            while processes:
-                time.sleep(0.5)
-                now = progress_now()
-                label = f"sweep {sweep_id}: {now.tasks_done}/{now.tasks_total} tasks"
-                bar.update(bar_id, completed=min(now.trials_total, total), description=label)
-                for slot, process in list(processes.items()):
-                    if process.is_alive():
-                        continue
-                    del processes[slot]
-                    if process.exitcode == 0:
-                        continue
-                    with session_scope(engine) as session:  # it is dead: free its task now
-                        repo.release_tasks(session, worker_id=specs[slot].worker_id)
-                    failures += 1
-                    unfinished = now.tasks_pending + now.tasks_running
-                    if unfinished and restarts[slot] < MAX_RESTARTS:
-                        restarts[slot] += 1
-                        processes[slot] = ctx.Process(target=worker_main, args=(specs[slot],))
-                        processes[slot].start()
+
+        def tick() -> None:
             now = progress_now()
-            bar.update(bar_id, completed=min(now.trials_total, total))
-        except KeyboardInterrupt:
-            for process in processes.values():
-                process.terminate()
-            for process in processes.values():
-                process.join(10)
-            with session_scope(engine) as session:
-                for spec in specs:
-                    repo.release_tasks(session, worker_id=spec.worker_id)
-            raise
-        finally:
-            signal.signal(signal.SIGTERM, previous_sigterm)
+            label = f"sweep {sweep_id}: {now.tasks_done}/{now.tasks_total} tasks"
+            bar.update(bar_id, completed=min(now.trials_total, total), description=label)
+
+        def event(line: str) -> None:
+            bar.console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+        timeout_s = trial_timeout_s if trial_timeout_s is not None else (
+            default_trial_timeout_s(backend))
+        report = Supervisor(engine, specs, trial_timeout_s=timeout_s, on_event=event).run(tick)
+        tick()
+    now = progress_now()
     return SweepSummary(
         sweep_id=sweep_id, tasks_done=now.tasks_done, tasks_failed=now.tasks_failed,
         tasks_total=now.tasks_total, trials_total=now.trials_total, trials_ok=now.trials_ok,
         trials_run_now=now.trials_total - before.trials_total,
-        wall_s=time.perf_counter() - start, worker_failures=failures,
+        wall_s=time.perf_counter() - start, worker_failures=report.worker_failures,
+        trials_crashed_now=report.crashed, trials_timed_out_now=report.timeouts,
     )

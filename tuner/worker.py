@@ -1,4 +1,17 @@
-"""Worker process: claims tasks of a sweep from the store, searches each, records every trial."""
+"""Worker process: claims tasks of a sweep from the store, searches each, records every trial.
+
+Before measuring a config the worker marks it in flight on its task (`repo.start_trial`); it
+clears the mark in the transaction that records the trial. Its supervisor (tuner.supervisor)
+reads the mark when the worker dies or hangs and records that config as crashed or timed out.
+
+Test hooks (environment variables, read in the worker process):
+    TUNER_FAULT_CRASH: `os.abort()` instead of measuring a config whose `KernelConfig.short()`
+        label is listed (labels separated by ';'), like a kernel that kills its process.
+    TUNER_FAULT_HANG: sleep forever instead of measuring such a config, like a kernel that
+        never returns.
+    TUNER_TEST_MEASURE_LOG: append `pid, start|done, task_id, label` (tab-separated) to this
+        file when a measurement starts and when its trial is stored.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +26,21 @@ from dataclasses import dataclass
 # torch, triton and the kernel are imported inside the worker process, after the environment
 # (CUDA_VISIBLE_DEVICES or TRITON_INTERPRET) is set: this module is imported by the parent too.
 
+FAULT_CRASH_ENV = "TUNER_FAULT_CRASH"
+FAULT_HANG_ENV = "TUNER_FAULT_HANG"
+MEASURE_LOG_ENV = "TUNER_TEST_MEASURE_LOG"
+# Exit codes of a worker besides 0 (no task left) and 130 (Ctrl-C).
+EXIT_PARENT_GONE = 3  # its supervisor died; it handed its task back
+EXIT_RESTART = 4  # a crashed trial on CUDA: the context may be broken; start a fresh process
+
+
+class TaskLost(Exception):
+    """The task was taken from this worker (lease expired and re-claimed, or released)."""
+
+
+class ContextLost(Exception):
+    """A config crashed on CUDA: the context may be unusable, so the process must restart."""
+
 
 @dataclass(frozen=True)
 class WorkerSpec:
@@ -20,7 +48,7 @@ class WorkerSpec:
 
     Attributes:
         db_url: SQLAlchemy URL of the store.
-        sweep_id: the sweep whose tasks to claim.
+        sweep_id: the sweep whose tasks to claim; None for any sweep in scope.
         worker_id: unique name, stored on the tasks it claims.
         backend: "cuda", "interpreter", or "replay" (answers from `landscape_path`, no GPU).
         visible_device: CUDA_VISIBLE_DEVICES value that pins the worker to one GPU (cuda only).
@@ -29,10 +57,14 @@ class WorkerSpec:
         interpreter_reps: timed calls per trial on the interpreter.
         parent_pid: the sweep process; when it is gone the worker hands its task back and
             exits, so that no orphan keeps timing on a GPU that a new run also uses.
+        landscape_path: the landscape file of the replay backend.
+        device_name: only tasks of sweeps on this device; None for any.
+        space: only tasks of sweeps over this config space (`SweepRequest.space_name`); None
+            for any.
     """
 
     db_url: str
-    sweep_id: int
+    sweep_id: int | None
     worker_id: str
     backend: str
     visible_device: str | None = None
@@ -41,6 +73,22 @@ class WorkerSpec:
     interpreter_reps: int = 3
     parent_pid: int | None = None
     landscape_path: str | None = None
+    device_name: str | None = None
+    space: str | None = None
+
+
+class WorkerShared:
+    """What a worker process tells its supervisor: its environment_id (0 until known) and how
+    many trials it has stored. Create in the supervisor, pass to `worker_main` at start.
+
+    Args:
+        context: the multiprocessing context the worker is started with.
+    """
+
+    def __init__(self, context) -> None:
+        # No locks: one writer (the worker), and a lock would start a resource-tracker process.
+        self.environment_id = context.Value("q", 0, lock=False)
+        self.trials_stored = context.Value("q", 0, lock=False)
 
 
 def task_seed(sweep_seed: int, N: int, K: int, M: int) -> int:
@@ -116,30 +164,72 @@ class _Heartbeat(threading.Thread):
 
 
 class _ParentWatch(threading.Thread):
-    """Ends the worker when the sweep process that started it dies (SIGKILL, SIGTERM, crash)."""
+    """Ends the worker when the sweep process that started it dies (SIGKILL, SIGTERM, crash).
 
-    def __init__(self, engine, spec: WorkerSpec) -> None:
+    It holds `claim_lock` from handing the task back to the exit, so the worker's loop (which
+    claims under that lock) cannot take a new task in between and leave it leased to no one.
+    """
+
+    def __init__(self, engine, spec: WorkerSpec, claim_lock: threading.Lock) -> None:
         super().__init__(daemon=True)
-        self.engine, self.spec = engine, spec
+        self.engine, self.spec, self.claim_lock = engine, spec, claim_lock
 
     def run(self) -> None:
         from db import repo
         from db.engine import session_scope
 
         while os.getppid() == self.spec.parent_pid:
-            time.sleep(1.0)
+            time.sleep(0.25)
+        self.claim_lock.acquire()
         try:
             with session_scope(self.engine) as session:
                 repo.release_tasks(session, worker_id=self.spec.worker_id)
         finally:
-            os._exit(3)  # at once: the trial in flight is lost, finished ones are stored
+            os._exit(EXIT_PARENT_GONE)  # at once: the trial in flight is lost, the rest is stored
 
 
-def run_task(engine, spec: WorkerSpec, task, environment_id: int, space) -> None:
+def _labels(variable: str) -> set[str]:
+    return {label.strip() for label in os.environ.get(variable, "").split(";") if label.strip()}
+
+
+def _inject_fault(label: str) -> None:
+    """The TUNER_FAULT_* test hooks: crash or hang on the listed configs."""
+    if label in _labels(FAULT_CRASH_ENV):
+        os.abort()
+    if label in _labels(FAULT_HANG_ENV):
+        while True:
+            time.sleep(3600)
+
+
+def _log_measure(event: str, task_id: int, label: str) -> None:
+    path = os.environ.get(MEASURE_LOG_ENV)
+    if not path:
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:  # one write of one short line: appends from several processes do not interleave
+        os.write(fd, f"{os.getpid()}\t{event}\t{task_id}\t{label}\n".encode())
+    finally:
+        os.close(fd)
+
+
+def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
+             shared: WorkerShared | None = None) -> None:
     """Search one claimed task: time vLLM's default config, then run the sweep's strategy.
 
     Trials already in the store for this task (a resumed run) are answered from the store and
     not measured again; new ones are recorded as they finish, so a kill loses at most one.
+
+    Args:
+        engine: the store's engine.
+        spec: this worker.
+        task: the claimed task (`repo.TaskInfo`).
+        environment_id: the environment trials are recorded with.
+        space: the candidate configs.
+        shared: counters shared with the supervisor, if any.
+
+    Raises:
+        TaskLost: the task was taken from this worker; nothing more was recorded for it.
+        ContextLost: a config crashed on CUDA; its trial is recorded, the process must restart.
     """
     from db import repo
     from db.engine import session_scope
@@ -165,19 +255,33 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space) -> None
                               seed=task_seed(task.seed, *_nkm(task)),
                               interpreter_reps=spec.interpreter_reps)
     default = default_config(problem.block_shape)
+    held = {"task_id": task.task_id, "worker_id": spec.worker_id}
 
     def evaluate(config: KernelConfig) -> TrialResult:
         if config in done:
             return done[config]
+        with session_scope(engine) as session:
+            if not repo.start_trial(session, **held, config=config.as_dict()):
+                raise TaskLost(f"task {task.task_id} is no longer held by {spec.worker_id}")
+        label = config.short()
+        _log_measure("start", task.task_id, label)
+        _inject_fault(label)
         result = runner.evaluate(config)
         with session_scope(engine) as session:
+            if not repo.end_trial(session, **held):  # raising rolls the record back
+                raise TaskLost(f"task {task.task_id} was taken from {spec.worker_id}")
             repo.record_trial(
                 session, task_id=task.task_id, environment_id=environment_id,
                 config=config.as_dict(), is_default=config == default, status=result.status.value,
                 latency_us=result.latency_us, p20_us=result.p20_us, p80_us=result.p80_us,
                 rel_error=result.rel_error, error=result.error, measure_s=result.measure_s,
             )
+        _log_measure("done", task.task_id, label)
+        if shared is not None:
+            shared.trials_stored.value += 1
         done[config] = result
+        if spec.backend == "cuda" and result.status is TrialStatus.CRASHED:
+            raise ContextLost(result.error or "crashed")
         return result
 
     evaluate(default)  # the baseline of every task, whatever the strategy
@@ -191,19 +295,25 @@ def _nkm(task) -> tuple[int, int, int]:
     return task.N, task.K, task.M
 
 
-def worker_main(spec: WorkerSpec) -> None:
+def worker_main(spec: WorkerSpec, shared: WorkerShared | None = None) -> None:
     """Entry point of a worker process: claim and run tasks until none is left.
 
     Sets CUDA_VISIBLE_DEVICES (cuda) or TRITON_INTERPRET=1 (interpreter) before torch and triton
     are imported, so a spawned process sees one GPU, or runs the kernel on the CPU interpreter.
+    Exits with EXIT_RESTART after a crashed trial on CUDA, so that its supervisor starts a
+    fresh process (and CUDA context) for the rest of the task.
+
+    Args:
+        spec: what to claim and how to measure.
+        shared: counters shared with the supervisor, if any.
     """
     try:
-        _work(spec)
+        _work(spec, shared)
     except KeyboardInterrupt:  # Ctrl-C reaches the whole process group; the parent cleans up
         raise SystemExit(130) from None
 
 
-def _work(spec: WorkerSpec) -> None:
+def _work(spec: WorkerSpec, shared: WorkerShared | None) -> None:
     if spec.backend == "interpreter":
         os.environ["TRITON_INTERPRET"] = "1"
     elif spec.visible_device is not None:
@@ -214,8 +324,9 @@ def _work(spec: WorkerSpec) -> None:
     from tuner.space import KernelConfig, vllm_space
 
     engine = make_engine(spec.db_url)
+    claim_lock = threading.Lock()
     if spec.parent_pid is not None:
-        _ParentWatch(engine, spec).start()
+        _ParentWatch(engine, spec, claim_lock).start()
     if spec.backend == "replay":
         from tuner.replay import load_landscape
 
@@ -225,17 +336,20 @@ def _work(spec: WorkerSpec) -> None:
         env = collect_environment(spec.backend)
     with session_scope(engine) as session:
         environment_id = repo.get_or_create_environment(session, **env)
+    if shared is not None:
+        shared.environment_id.value = environment_id
     if spec.configs is not None:
         space = [KernelConfig.from_dict(dict(items)) for items in spec.configs]
     else:
         space = vllm_space()
+    scope = {"sweep_id": spec.sweep_id, "device_name": spec.device_name, "space": spec.space}
     while True:
-        with session_scope(engine) as session:
-            task = repo.claim_task(session, sweep_id=spec.sweep_id, worker_id=spec.worker_id,
-                                   lease_s=spec.lease_s)
-            progress = repo.sweep_progress(session, sweep_id=spec.sweep_id)
+        with claim_lock, session_scope(engine) as session:
+            task = repo.claim_task(session, worker_id=spec.worker_id, lease_s=spec.lease_s,
+                                   **scope)
+            unfinished = repo.unfinished_tasks(session, **scope)
         if task is None:
-            if progress.tasks_running == 0:
+            if unfinished == 0:
                 return
             # Tasks leased by workers that may have died (a killed earlier run): wait for the
             # lease to expire, then claim them.
@@ -244,8 +358,14 @@ def _work(spec: WorkerSpec) -> None:
         beat = _Heartbeat(engine, task.task_id, spec.worker_id, spec.lease_s)
         beat.start()
         try:
-            run_task(engine, spec, task, environment_id, space)
+            run_task(engine, spec, task, environment_id, space, shared)
             state, error = "done", None
+        except TaskLost:
+            continue  # another worker has it now
+        except ContextLost:
+            with session_scope(engine) as session:
+                repo.release_tasks(session, worker_id=spec.worker_id)
+            raise SystemExit(EXIT_RESTART) from None
         except Exception as exc:  # noqa: BLE001 - the task is marked failed, the worker goes on
             state, error = "failed", f"{type(exc).__name__}: {exc}"[:1000]
         finally:

@@ -29,8 +29,19 @@ def alive(pid):
 
 
 def count(db, query):
-    with sqlite3.connect(db) as connection:
-        return connection.execute(query).fetchone()[0]
+    try:
+        with sqlite3.connect(db) as connection:
+            return connection.execute(query).fetchone()[0]
+    except sqlite3.OperationalError:  # the sweep is still creating the tables
+        return 0
+
+
+def stored_trials(db):
+    """Trials in the store; 0 while the store or its schema is still being created."""
+    try:
+        return count(db, "SELECT count(*) FROM trials") if db.exists() else 0
+    except sqlite3.OperationalError:  # no such table yet, or locked by the schema's creation
+        return 0
 
 
 def wait_for(predicate, timeout_s, what):
@@ -46,8 +57,7 @@ def test_killed_sweep_leaves_no_worker_and_resumes(tmp_path, sig):
     command = [sys.executable, "-m", "tuner.cli", *SWEEP, "--db", f"sqlite:///{db}"]
     sweep = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True)
-    wait_for(lambda: db.exists() and count(db, "SELECT count(*) FROM sqlite_master") > 0
-             and count(db, "SELECT count(*) FROM trials") >= 2, 120, "no trial stored")
+    wait_for(lambda: stored_trials(db) >= 2, 120, "no trial stored")
     workers = children(sweep.pid)
     assert workers, "the sweep has no worker process"
     os.kill(sweep.pid, sig)

@@ -1,0 +1,104 @@
+"""Sweeps: create one for remote workers (token-protected), read its progress."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Path, Response
+from sqlalchemy.orm import Session
+
+from api import schemas
+from api.deps import EngineDep, SessionDep, WriteAccess
+from db import repo
+from db.engine import session_scope
+from tuner.shapes import UnknownModelError, load_shapes
+from tuner.strategies import STRATEGIES
+from tuner.sweep import SweepRequest
+
+router = APIRouter(prefix="/sweeps", tags=["sweeps"])
+
+SweepId = Annotated[int, Path(ge=1, le=schemas.MAX_INT32, description="The sweep's id.")]
+
+
+def _status(session: Session, sweep_id: int) -> schemas.SweepStatus | None:
+    info = repo.get_sweep(session, sweep_id=sweep_id)
+    if info is None:
+        return None
+    progress = repo.sweep_progress(session, sweep_id=sweep_id)
+    return schemas.SweepStatus(
+        sweep_id=info.sweep_id, device_name=info.device_name, model=info.model, tp=info.tp,
+        strategy=info.strategy, budget=info.budget, space=info.space, seed=info.seed,
+        m_values=list(info.m_values), out_dtype=info.out_dtype, block_shape=info.block_shape,
+        created_at=info.created_at, tasks_total=progress.tasks_total,
+        tasks_pending=progress.tasks_pending, tasks_running=progress.tasks_running,
+        tasks_done=progress.tasks_done, tasks_failed=progress.tasks_failed,
+        trials_total=progress.trials_total, trials_ok=progress.trials_ok,
+    )
+
+
+@router.post("", response_model=schemas.SweepStatus, status_code=201, responses={
+    200: {"model": schemas.SweepStatus, "description": "The same sweep existed already"},
+    401: {"description": "Missing or wrong bearer token"},
+    403: {"description": "Writes are disabled (no TUNER_API_TOKEN)"},
+    422: {"description": "Invalid body, unknown strategy, model or TP size"},
+})
+def create_sweep(
+    body: schemas.SweepCreate, _auth: WriteAccess, engine: EngineDep, response: Response
+) -> schemas.SweepStatus:
+    """Create a sweep over vLLM's config space and its pending tasks, for `tuner worker
+    --device <device_name>` on any host to run; the same body again returns the same sweep.
+
+    Args:
+        body: What to tune.
+        engine: The store's engine.
+        response: Set to 200 when the sweep existed.
+
+    Returns:
+        The sweep and its progress (201 when created).
+
+    Raises:
+        HTTPException: 422 for an unknown strategy or model, or a TP size the model does not
+            list.
+    """
+    if body.strategy not in STRATEGIES:
+        raise HTTPException(422, detail=f"unknown strategy '{body.strategy}'; known: "
+                            f"{', '.join(STRATEGIES)}")
+    try:
+        shapes = load_shapes(body.model, body.tp)
+    except (UnknownModelError, ValueError) as exc:
+        raise HTTPException(422, detail=str(exc).strip("'\"")) from None
+    request = SweepRequest(
+        device_name=body.device_name, model=shapes.model, tp=shapes.tp, shapes=shapes.shapes,
+        block_shape=shapes.block_shape, m_values=tuple(sorted(set(body.m_values))),
+        strategy=body.strategy, trials=body.trials, seed=body.seed, out_dtype=body.out_dtype,
+    )
+    try:
+        with session_scope(engine) as session:
+            info, created = repo.create_sweep(session, **request.sweep_fields())
+            status = _status(session, info.sweep_id)
+    except ValueError as exc:
+        raise HTTPException(422, detail=str(exc)) from None
+    response.status_code = 201 if created else 200
+    assert status is not None  # created or found in this transaction
+    return status
+
+
+@router.get("/{sweep_id}", response_model=schemas.SweepStatus,
+            responses={404: {"description": "No sweep with that id"}})
+def read_sweep(sweep_id: SweepId, session: SessionDep) -> schemas.SweepStatus:
+    """A sweep's parameters and progress: tasks by state, trials stored.
+
+    Args:
+        sweep_id: The sweep's id.
+        session: The store session.
+
+    Returns:
+        The sweep and its progress.
+
+    Raises:
+        HTTPException: 404 when there is no such sweep.
+    """
+    status = _status(session, sweep_id)
+    if status is None:
+        raise HTTPException(404, detail=f"no sweep with id {sweep_id}")
+    return status

@@ -1,0 +1,109 @@
+"""A worker's task loop when things go wrong: a crashed trial on CUDA ends the process (after
+recording it), a task taken from the worker stops it without recording anything."""
+
+import dataclasses
+
+import pytest
+
+from db import repo
+from db.engine import open_store, session_scope
+from tuner import measure
+from tuner.space import vllm_space
+from tuner.trial import TrialResult, TrialStatus
+from tuner.worker import ContextLost, TaskLost, WorkerSpec, run_task
+
+BUDGET = 6
+CRASHING_BLOCK_SIZE_N = 256
+
+
+class StubRunner:
+    """Deterministic latencies; configs with BLOCK_SIZE_N 256 crash like a broken kernel."""
+
+    measured: list = []
+
+    def __init__(self, problem, *, backend, seed, interpreter_reps):
+        self.problem = problem
+
+    def evaluate(self, config):
+        StubRunner.measured.append(config)
+        if config.BLOCK_SIZE_N == CRASHING_BLOCK_SIZE_N:
+            return TrialResult(TrialStatus.CRASHED, error="RuntimeError: illegal memory access")
+        latency = 100.0 - config.BLOCK_SIZE_M / 8 + config.num_stages
+        return TrialResult(TrialStatus.OK, latency, latency - 1, latency + 1, 1e-3, None, 0.01)
+
+
+@pytest.fixture(autouse=True)
+def stub_runner(monkeypatch):
+    monkeypatch.setattr(measure, "KernelRunner", StubRunner)
+    StubRunner.measured = []
+
+
+def make_store(folder, backend):
+    url = f"sqlite:///{folder}/tuner.db"
+    engine = open_store(url)
+    with session_scope(engine) as session:
+        sweep, _ = repo.create_sweep(
+            session, device_name="NVIDIA_L20", model="tiny", tp=1, strategy="grid",
+            budget=BUDGET, space="custom", seed=3, m_values=[16], out_dtype="bfloat16",
+            block_shape=(128, 128), shapes=[(256, 384)])
+        environment_id = repo.get_or_create_environment(
+            session, device_name="NVIDIA_L20", gpu_name="NVIDIA L20", compute_capability="8.9",
+            driver="", cuda="", torch="t", triton="t", tuner="t", kernel_hash="h")
+    spec = WorkerSpec(db_url=url, sweep_id=sweep.sweep_id, worker_id="w1", backend=backend)
+    return engine, spec, environment_id
+
+
+def claim(engine, spec):
+    with session_scope(engine) as session:
+        return repo.claim_task(session, sweep_id=spec.sweep_id, worker_id=spec.worker_id,
+                               lease_s=60)
+
+
+def stored(engine, task_id):
+    with session_scope(engine) as session:
+        return [(t.config["BLOCK_SIZE_N"], t.status) for t in
+                repo.task_trials(session, task_id=task_id)]
+
+
+# vLLM's default first (BLOCK_SIZE_N 128), then the grid in order: its 4th config crashes.
+SPACE = [c for c in vllm_space() if c.BLOCK_SIZE_K == 128 and c.GROUP_SIZE_M == 1
+         and c.num_warps == 4 and c.num_stages == 2 and c.BLOCK_SIZE_M in (16, 32)][:6]
+
+
+def test_a_crash_on_cuda_restarts_the_process_and_the_task_goes_on(tmp_path):
+    assert [c.BLOCK_SIZE_N for c in SPACE] == [32, 64, 128, 256, 32, 64]
+    (tmp_path / "interpreter").mkdir()
+    engine, spec, environment_id = make_store(tmp_path / "interpreter", "interpreter")
+    task = claim(engine, spec)
+    run_task(engine, spec, task, environment_id, SPACE)  # records the crash and goes on
+    uninterrupted = stored(engine, task.task_id)
+    assert uninterrupted[:5] == [(128, "ok"), (32, "ok"), (64, "ok"), (128, "ok"),
+                                 (256, "crashed")]
+    assert len(uninterrupted) > 5
+
+    engine, spec, environment_id = make_store(tmp_path, "cuda")
+    task = claim(engine, spec)
+    StubRunner.measured = []
+    with pytest.raises(ContextLost, match="illegal memory access"):
+        run_task(engine, spec, task, environment_id, SPACE)
+    assert stored(engine, task.task_id) == uninterrupted[:5]  # the crash is recorded first
+    # the next process: the crash is answered from the store, not measured again
+    with session_scope(engine) as session:
+        repo.release_tasks(session, worker_id="w1")
+    spec = dataclasses.replace(spec, worker_id="w2")
+    task = claim(engine, spec)
+    StubRunner.measured = []
+    run_task(engine, spec, task, environment_id, SPACE)
+    assert [c.BLOCK_SIZE_N for c in StubRunner.measured] == [n for n, _ in uninterrupted[5:]]
+    assert stored(engine, task.task_id) == uninterrupted
+
+
+def test_a_task_taken_from_the_worker_records_nothing(tmp_path):
+    engine, spec, environment_id = make_store(tmp_path, "cuda")
+    task = claim(engine, spec)
+    with session_scope(engine) as session:
+        repo.release_tasks(session, worker_id=spec.worker_id)
+    with pytest.raises(TaskLost, match=f"task {task.task_id} is no longer held by w1"):
+        run_task(engine, spec, task, environment_id, SPACE)
+    assert stored(engine, task.task_id) == []
+    assert StubRunner.measured == []  # not even the default config was measured
