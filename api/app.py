@@ -12,7 +12,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import tuner
 from api.deps import StoreHandle
-from api.routes import devices, health
+from api.metrics import Metrics
+from api.routes import devices, health, imports, metrics, mounts, report, sweeps
 from api.settings import Settings
 from db.engine import SchemaError
 
@@ -24,7 +25,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         settings: The settings; None reads them from the `TUNER_*` environment.
 
     Returns:
-        The app, with `app.state.settings` and `app.state.store` set.
+        The app, with `app.state.settings`, `app.state.store` and `app.state.metrics` set.
     """
     settings = settings if settings is not None else Settings()
     store = StoreHandle(settings.db_url)
@@ -42,8 +43,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.store = store
+    app.state.metrics = Metrics(store)
     app.include_router(health.router)
     app.include_router(devices.router)
+    app.include_router(sweeps.router)
+    app.include_router(imports.router)
+    app.include_router(report.router)
+    app.include_router(mounts.router)
+    app.include_router(metrics.router)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -6,6 +6,7 @@ import io
 import zipfile
 
 import tuner
+from tuner.configfile import ENGINE_CONFIG_DIRS, SGLANG_NOTE
 from tuner.merge import DeviceFiles
 
 README_NAME = "README.txt"
@@ -34,12 +35,27 @@ Which kernel vLLM runs
 """
 
 
-def readme_text(device_name: str, device_files: DeviceFiles) -> str:
+# Where SGLang reads them (get_w8a8_block_fp8_configs, sglang/srt/layers/quantization/
+# fp8_kernel.py: the `configs` folder beside that module).
+_SGLANG_HOW_TO = f"""\
+These files carry SGLang's spelling of the name (block_shape=[128, 128]).
+{SGLANG_NOTE}
+
+Where SGLang reads these files
+- Only from <site-packages>/{ENGINE_CONFIG_DIRS["sglang"]}/
+  (in the lmsysorg/sglang image: /sgl-workspace/sglang/python/{ENGINE_CONFIG_DIRS["sglang"]}/)
+- Mount each file read-only into that folder, one mount per file; restart the server after
+  changing them (SGLang reads a file once per process and picks the nearest M key).
+"""
+
+
+def readme_text(device_name: str, device_files: DeviceFiles, engine: str = "vllm") -> str:
     """The README put in a device's archive: how to install the files, and the merge report.
 
     Args:
         device_name: vLLM's device key.
         device_files: The device's merged files and skipped shapes.
+        engine: The file-name spelling of the archive, "vllm" or "sglang".
 
     Returns:
         The README's text.
@@ -48,7 +64,7 @@ def readme_text(device_name: str, device_files: DeviceFiles) -> str:
         f"Tuned configs of vLLM's W8A8 block-FP8 Triton GEMM for device_name {device_name}",
         f"Merged from the store by blockfp8-tuner {tuner.__version__}.",
         "",
-        _HOW_TO,
+        _SGLANG_HOW_TO if engine == "sglang" else _HOW_TO,
         "Files",
     ]
     if not device_files.files:
@@ -58,6 +74,8 @@ def readme_text(device_name: str, device_files: DeviceFiles) -> str:
         lines.append(f"- {device_file.file_name}")
         lines.append(f"  sha256 {merged.sha256}")
         lines.append(f"  M keys: {', '.join(map(str, merged.configs))}")
+        if merged.m_imported:
+            lines.append(f"  imported, not measured: M={', '.join(map(str, merged.m_imported))}")
         if merged.partial:
             lines.append(f"  PARTIAL: no winner yet for M={', '.join(map(str, merged.m_missing))}")
         lines.extend(f"  note: {note}" for note in merged.notes)
@@ -69,20 +87,21 @@ def readme_text(device_name: str, device_files: DeviceFiles) -> str:
     return "\n".join(lines) + "\n"
 
 
-def build_zip(device_name: str, device_files: DeviceFiles) -> bytes:
+def build_zip(device_name: str, device_files: DeviceFiles, engine: str = "vllm") -> bytes:
     """Zip a device's files and README, byte-identical for identical input.
 
     Entries are sorted by name, stamped 1980-01-01 00:00, mode 0644, deflated.
 
     Args:
         device_name: vLLM's device key.
-        device_files: The device's merged files and skipped shapes.
+        device_files: The device's merged files (named in `engine`'s spelling) and skipped shapes.
+        engine: "vllm" or "sglang", for the README.
 
     Returns:
         The archive's bytes.
     """
     entries = {f.file_name: f.merged.text for f in device_files.files}
-    entries[README_NAME] = readme_text(device_name, device_files)
+    entries[README_NAME] = readme_text(device_name, device_files, engine)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         for name in sorted(entries):

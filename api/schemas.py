@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from datetime import datetime
+from typing import Annotated, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 
 class Health(BaseModel):
@@ -47,6 +48,7 @@ class ConfigFile(BaseModel):
     m_missing: list[int]
     notes: list[str]
     warnings: list[str]
+    m_imported: list[int] = []
 
 
 class SkippedShape(BaseModel):
@@ -60,8 +62,101 @@ class SkippedShape(BaseModel):
 
 
 class DeviceConfigs(BaseModel):
-    """All files of a device, and the shapes left out."""
+    """All files of a device, and the shapes left out; `engine` is the file-name spelling."""
 
     device_name: str
     files: list[ConfigFile]
     skipped: list[SkippedShape]
+    engine: Literal["vllm", "sglang"] = "vllm"
+    engine_note: str | None = None
+
+
+class MCoverage(BaseModel):
+    """Which of vLLM's 18 tuning-grid M values a file has."""
+
+    grid_present: list[int]
+    grid_missing: list[int]
+    extra: list[int]
+    summary: str
+
+
+class ImportRequest(BaseModel):
+    """An existing config file to keep as a labelled source: its name and its text."""
+
+    file_name: str = Field(min_length=1, max_length=512,
+                           description="vLLM's (or SGLang's) file name, e.g. "
+                           "`N=576,K=7168,device_name=NVIDIA_L20,dtype=fp8_w8a8,"
+                           "block_shape=[128,128].json`")
+    content: str = Field(min_length=1, max_length=1_048_576, description="The file's JSON text.")
+    label: str = Field(default="imported", min_length=1, max_length=128,
+                       description="Where the file comes from, e.g. `vllm-0.33.0`.")
+
+
+class ImportedFile(BaseModel):
+    """An imported file of a device: its shape, label, hash, M keys and their coverage."""
+
+    device_name: str
+    N: int
+    K: int
+    block_shape: tuple[int, int]
+    label: str
+    file_name: str
+    sha256: str
+    m_keys: list[int]
+    coverage: MCoverage
+    note: str | None = None
+
+
+# Bounds keep every value inside the store's 32-bit integer columns.
+MAX_INT32 = 2**31 - 1
+MValue = Annotated[int, Field(ge=1, le=1_048_576)]
+
+
+class SweepCreate(BaseModel):
+    """A sweep to create for `tuner worker` processes to run: vLLM's config space."""
+
+    model_config = {"extra": "forbid", "json_schema_extra": {"examples": [
+        {"device_name": "NVIDIA_L20", "model": "qwen3.8-27b", "tp": 2,
+         "m_values": [1, 16, 32, 2048, 4096], "strategy": "optuna", "trials": 64},
+    ]}}
+
+    device_name: str = Field(pattern=r"^[A-Za-z0-9_.\-]{1,128}$", examples=["NVIDIA_L20"],
+                             description="vLLM's device key the workers will claim it with.")
+    model: str = Field(pattern=r"^[a-z0-9][a-z0-9._\-]{0,63}$", examples=["qwen3.8-27b"],
+                       description="Model key of `tuner shapes list`.")
+    tp: int | None = Field(default=None, ge=1, le=1024, examples=[2],
+                           description="Tensor-parallel size; omit when the model lists one.")
+    m_values: list[MValue] = Field(min_length=1, max_length=64,
+                                   examples=[[1, 16, 32, 2048, 4096]],
+                                   description="Batch sizes M to tune.")
+    strategy: str = Field(default="optuna", pattern=r"^[a-z][a-z0-9+_\-]{0,31}$",
+                          examples=["optuna"],
+                          description="A search strategy of tuner.strategies: grid, optuna, ...")
+    trials: int = Field(default=64, ge=1, le=100_000,
+                        description="Configs per (N, K, M) (not grid), vLLM's default included.")
+    seed: int = Field(default=0, ge=0, le=MAX_INT32)
+    out_dtype: Literal["bfloat16", "float16"] = "bfloat16"
+
+
+class SweepStatus(BaseModel):
+    """A sweep's parameters and progress: tasks by state, trials stored."""
+
+    sweep_id: int
+    device_name: str
+    model: str
+    tp: int
+    strategy: str
+    budget: int
+    space: str
+    seed: int
+    m_values: list[int]
+    out_dtype: str
+    block_shape: tuple[int, int]
+    created_at: datetime
+    tasks_total: int
+    tasks_pending: int
+    tasks_running: int
+    tasks_done: int
+    tasks_failed: int
+    trials_total: int
+    trials_ok: int

@@ -1,4 +1,4 @@
-"""The store's tables: devices, environments, sweeps, tasks and trials (SQLAlchemy 2 ORM)."""
+"""The store's tables: devices, environments, sweeps, tasks, trials, imports (SQLAlchemy 2 ORM)."""
 
 from __future__ import annotations
 
@@ -222,3 +222,26 @@ class Trial(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     __table_args__ = (UniqueConstraint("task_id", *CONFIG_COLUMNS),)
+
+
+class ImportedFile(Base):
+    """The configs of an existing file (for example one shipped with vLLM), kept as a labelled
+    source for one device and shape (revision 0003). Never measured here: a merge uses its
+    entries only for M without a measured winner."""
+
+    __tablename__ = "imports"
+
+    import_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    device_id: Mapped[int] = mapped_column(ForeignKey("devices.device_id"))
+    N: Mapped[int] = mapped_column(Integer)
+    K: Mapped[int] = mapped_column(Integer)
+    block_n: Mapped[int] = mapped_column(Integer)
+    block_k: Mapped[int] = mapped_column(Integer)
+    label: Mapped[str] = mapped_column(String(128))
+    file_name: Mapped[str] = mapped_column(String(512))
+    sha256: Mapped[str] = mapped_column(String(64))
+    # M (decimal string, as in the file) -> config with the file's keys (AMD keys kept).
+    configs: Mapped[dict[str, dict[str, int]]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (UniqueConstraint("device_id", "N", "K", "block_n", "block_k", "label"),)

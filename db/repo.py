@@ -18,6 +18,14 @@ from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from db.engine import dialect_insert
+from db.imports import (
+    ImportedShape,
+    ImportInfo,
+    imported_configs,
+    list_import_device_names,
+    list_imports,
+    record_import,
+)
 from db.models import (
     OUT_DTYPES,
     Device,
@@ -26,39 +34,87 @@ from db.models import (
     Task,
     utcnow,
 )
+from db.overview import (
+    EnvironmentRow,
+    StoreCounts,
+    SweepSummary,
+    TaskSummary,
+    device_environments,
+    list_sweeps,
+    store_counts,
+    sweep_tasks,
+)
 from db.reports import (
+    DeviceTrialRow,
     ShapeCoverage,
     SweepProgress,
+    TaskWinnerRow,
     WinnerRow,
+    device_trials,
     list_device_names,
     shape_coverage,
     sweep_progress,
+    task_winners,
     winners,
 )
-from db.tasks import TaskInfo, claim_task, finish_task, heartbeat, release_tasks
+from db.tasks import (
+    InFlight,
+    TaskInfo,
+    claim_task,
+    end_trial,
+    finish_task,
+    heartbeat,
+    in_flight,
+    release_tasks,
+    start_trial,
+    unfinished_tasks,
+)
 from db.trials import TrialInfo, record_trial, task_trials
 
 __all__ = [
+    "DeviceTrialRow",
+    "EnvironmentRow",
+    "ImportInfo",
+    "ImportedShape",
+    "InFlight",
     "ShapeCoverage",
+    "StoreCounts",
     "SweepInfo",
     "SweepProgress",
+    "SweepSummary",
     "TaskInfo",
+    "TaskSummary",
+    "TaskWinnerRow",
     "TrialInfo",
     "WinnerRow",
     "claim_task",
     "create_sweep",
+    "device_environments",
+    "device_trials",
+    "end_trial",
     "finish_task",
     "get_or_create_device",
     "get_or_create_environment",
     "get_sweep",
     "heartbeat",
+    "imported_configs",
+    "in_flight",
     "list_device_names",
+    "list_import_device_names",
+    "list_imports",
+    "list_sweeps",
+    "record_import",
     "record_trial",
     "release_tasks",
     "shape_coverage",
+    "start_trial",
+    "store_counts",
     "sweep_key",
     "sweep_progress",
+    "sweep_tasks",
     "task_trials",
+    "task_winners",
+    "unfinished_tasks",
     "winners",
 ]
 

@@ -1,6 +1,15 @@
-"""Shared test setup: Triton's CPU interpreter unless the caller chose otherwise."""
+"""Shared test setup: Triton's CPU interpreter unless the caller chose otherwise, and an empty
+user shapes folder per test (never the developer's own ~/.config)."""
 
 import os
 
+import pytest
+
 # Must happen before tuner.kernel is imported: triton.jit reads it when it decorates the kernel.
 os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+@pytest.fixture(autouse=True)
+def _user_shapes_dir(tmp_path_factory: pytest.TempPathFactory,
+                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TUNER_SHAPES_DIR", str(tmp_path_factory.mktemp("user-shapes")))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -78,6 +79,89 @@ def config_file_name(
     return f"N={N},K={K},device_name={device_name},dtype={dtype},block_shape=[{bn},{bk}].json"
 
 
+# The engines whose file-name spelling we can write. vLLM: `block_shape=[128,128]`
+# (get_w8a8_block_fp8_configs, vLLM 0.33.0 fp8_utils.py); SGLang: `block_shape=[128, 128]`
+# (get_w8a8_block_fp8_configs, python/sglang/srt/layers/quantization/fp8_kernel.py).
+ENGINES: tuple[str, ...] = ("vllm", "sglang")
+# Where each engine reads these files, relative to site-packages (same sources).
+ENGINE_CONFIG_DIRS: dict[str, str] = {
+    "vllm": "vllm/model_executor/layers/quantization/utils/configs",
+    "sglang": "sglang/srt/layers/quantization/configs",
+}
+# Said wherever files are handed out in SGLang's spelling: the configs were timed on vLLM's
+# kernel. SGLang's `_w8a8_block_fp8_matmul` skips the K mask when K % BLOCK_SIZE_K == 0 (its
+# EVEN_K heuristic) and its default config uses 3 stages, not vLLM's 2 (fp8_kernel.py).
+SGLANG_NOTE = (
+    "SGLang file names: these configs were tuned on vLLM's kernel; SGLang's block-FP8 kernel "
+    "differs (unmasked K loads when K divides BLOCK_SIZE_K, a 3-stage default), so a sweep "
+    "against SGLang's kernel is the exact answer."
+)
+
+
+def engine_file_name(name: str, engine: str) -> str:
+    """A vLLM config file name respelled for an engine.
+
+    Args:
+        name: a config file name in either spelling.
+        engine: one of `ENGINES`.
+
+    Returns:
+        The name with `block_shape=[a,b]` (vLLM) or `block_shape=[a, b]` (SGLang).
+
+    Raises:
+        ValueError: an unknown engine, or a name `parse_config_file_name` rejects.
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
+    vllm_name = parse_config_file_name(name).name
+    if engine == "vllm":
+        return vllm_name
+    head, _, tail = vllm_name.rpartition("block_shape=[")
+    return f"{head}block_shape=[{tail.replace(',', ', ', 1)}"
+
+
+def m_coverage(keys: Iterable[int]) -> tuple[list[int], list[int], list[int]]:
+    """How a file's M keys cover vLLM's tuning grid `VLLM_M_GRID`.
+
+    Args:
+        keys: the file's M keys.
+
+    Returns:
+        (grid M present, grid M absent, keys outside the grid), each ascending.
+    """
+    present = set(keys)
+    return (
+        [M for M in VLLM_M_GRID if M in present],
+        [M for M in VLLM_M_GRID if M not in present],
+        sorted(present - set(VLLM_M_GRID)),
+    )
+
+
+def coverage_summary(keys: Iterable[int]) -> str:
+    """One line on how a file's M keys cover vLLM's grid, and what vLLM runs at M=1 and 4096.
+
+    Args:
+        keys: the file's M keys (at least one).
+
+    Returns:
+        e.g. "3 of vLLM's 18 M values: 2048, 3072, 4096; missing 1, 2, ...; M=1 runs the M=2048
+        entry".
+    """
+    keys = list(keys)
+    present, missing, extra = m_coverage(keys)
+    text = f"{len(present)} of vLLM's {len(VLLM_M_GRID)} M values"
+    text += f": {', '.join(map(str, present))}" if present else ""
+    text += f"; missing {', '.join(map(str, missing))}" if missing else "; complete"
+    if extra:
+        shown = ", ".join(map(str, extra[:8])) + (f", ... ({len(extra)} in all)"
+                                                   if len(extra) > 8 else "")
+        text += f"; other keys {shown}"
+    for M in (1, VLLM_M_GRID[-1]):
+        if keys and M not in keys:
+            text += f"; M={M} runs the M={vllm_pick_key(keys, M)} entry"
+    return text
+
+
 def parse_config_file_name(name: str) -> ConfigFileName:
     """Parse a config file name; SGLang's `block_shape=[128, 128]` spelling is accepted too.
 
@@ -102,10 +186,11 @@ def parse_config_file_name(name: str) -> ConfigFileName:
 def _check_entry(entry: object, where: str) -> dict[str, int]:
     """One M's config, validated; NVIDIA keys in vLLM's order, other files' keys as given."""
     if not isinstance(entry, Mapping):
-        raise ValueError(f"{where}: expected an object of config keys, got {type(entry).__name__}")
+        raise ValueError(f"{where}: expected an object of config keys, got "
+                         f"{type(entry).__name__}")
     unknown = [key for key in entry if key not in CONFIG_KEYS and key not in AMD_KEYS]
     if unknown:
-        raise ValueError(f"{where}: unknown key(s) {', '.join(map(repr, unknown))}")
+        raise ValueError(f"{where}: unknown key(s) {', '.join(repr(k)[:40] for k in unknown[:5])}")
     is_amd = any(key in entry for key in AMD_KEYS)
     required = [key for key in CONFIG_KEYS if not (is_amd and key == "num_stages")]
     missing = [key for key in required if key not in entry]
@@ -113,9 +198,10 @@ def _check_entry(entry: object, where: str) -> dict[str, int]:
         raise ValueError(f"{where}: missing key(s) {', '.join(missing)}")
     for key, value in entry.items():
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"{where}: {key} must be an integer, got {value!r}")
+            raise ValueError(f"{where}: {key} must be an integer, got {value!r:.40}")
         if not 1 <= value <= MAX_VALUE:
-            raise ValueError(f"{where}: {key}={value} is outside 1..{MAX_VALUE}")
+            shown = value if value.bit_length() < 64 else f"a {len(str(value))}-digit number"
+            raise ValueError(f"{where}: {key}={shown} is outside 1..{MAX_VALUE}")
     keys = list(entry) if is_amd else list(CONFIG_KEYS)
     return {key: entry[key] for key in keys}
 
@@ -207,3 +293,82 @@ def vllm_pick_key(keys: Iterable[int], M: int) -> int:
     if not ordered:
         raise ValueError("no keys to pick from")
     return min(ordered, key=lambda key: abs(key - M))
+
+
+@dataclass(frozen=True)
+class ParsedFile:
+    """A config file read for import: its name's parts, entries and the sha256 of its bytes."""
+
+    name: ConfigFileName
+    configs: dict[int, dict[str, int]]
+    sha256: str
+
+
+MAX_FILE_BYTES = 1_048_576  # vLLM's largest shipped files are a few KiB
+
+
+def parse_file_for_import(file_name: str, data: bytes, source: str | None = None) -> ParsedFile:
+    """Check a whole config file, name and bytes, before anything is stored.
+
+    Args:
+        file_name: the bare file name (vLLM's or SGLang's spelling).
+        data: the file's bytes.
+        source: how errors name the file (default: `file_name`), e.g. its path.
+
+    Returns:
+        The parsed file; entries keep their keys (AMD files too).
+
+    Raises:
+        ValueError: one line naming the file: a name that is not a block-FP8 config file name,
+            another dtype than fp8_w8a8, too many bytes, not UTF-8, or a body that
+            `parse_config_file` rejects.
+    """
+    source = source or file_name
+    try:
+        name = parse_config_file_name(file_name)
+    except ValueError as exc:
+        raise ValueError(f"{source}: {exc}" if source != file_name else str(exc)) from None
+    if name.dtype != FP8_DTYPE:
+        raise ValueError(f"{source}: dtype {name.dtype} is not {FP8_DTYPE}: this tuner keeps "
+                         "configs of the FP8 kernel only")
+    if len(data) > MAX_FILE_BYTES:
+        raise ValueError(f"{source}: {len(data)} bytes, more than {MAX_FILE_BYTES}: not a "
+                         "config file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{source}: not UTF-8 text") from None
+    configs = parse_config_file(text, source=source)
+    return ParsedFile(name=name, configs=configs, sha256=hashlib.sha256(data).hexdigest())
+
+
+def parse_config_list(text: str, *, source: str = "<text>") -> list[dict[str, int]]:
+    """Parse a `--configs` file strictly: a JSON list of objects with exactly vLLM's six keys.
+
+    Args:
+        text: the file's text.
+        source: how errors name the file.
+
+    Returns:
+        The configs in file order (duplicates kept; callers drop them).
+
+    Raises:
+        ValueError: one line naming `source`: bad JSON, not a non-empty list, an entry that is
+            not an object, unknown or missing keys (AMD keys too: this kernel has no use for
+            them), or values that are not integers in 1..65536.
+    """
+    try:
+        data = json.loads(text, object_pairs_hook=_reject_duplicates)
+    except RecursionError:
+        raise ValueError(f"{source}: JSON nested too deeply") from None
+    except ValueError as exc:
+        raise ValueError(f"{source}: invalid JSON: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, list) or not data:
+        raise ValueError(f"{source}: expected a non-empty JSON list of config objects")
+    configs = []
+    for index, item in enumerate(data):
+        where = f"{source}: config #{index + 1}"
+        if isinstance(item, Mapping) and any(key in item for key in AMD_KEYS):
+            raise ValueError(f"{where}: AMD keys {', '.join(AMD_KEYS)} do not apply to this kernel")
+        configs.append(_check_entry(item, where))
+    return configs

@@ -7,11 +7,17 @@ import json
 import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from tuner.configfile import REQUIRED_M, config_file_name, dump_config_file, vllm_pick_key
+from tuner.configfile import (
+    REQUIRED_M,
+    config_file_name,
+    dump_config_file,
+    engine_file_name,
+    vllm_pick_key,
+)
 from tuner.space import KernelConfig, default_config
 
 
@@ -38,6 +44,13 @@ class WinnerRowLike(WinnerLike, Protocol):
     block_shape: Sequence[int]
 
 
+class ImportedShapeLike(Protocol):
+    """Imported entries of one shape (db.repo.ImportedShape): M -> config, M -> label."""
+
+    configs: Mapping[int, Mapping[str, int]]
+    labels: Mapping[int, str]
+
+
 class ShapeCoverageLike(Protocol):
     """The M grid requested for a shape (db.repo.ShapeCoverage)."""
 
@@ -58,6 +71,7 @@ class MergedFile:
     warnings: list[str]
     m_missing: list[int]
     partial: bool
+    m_imported: list[int] = field(default_factory=list)
 
 
 def _fmt_config(config: Mapping[str, int]) -> str:
@@ -70,11 +84,14 @@ def _fmt_config(config: Mapping[str, int]) -> str:
 def merge_shape(
     winners: Sequence[WinnerLike], *, m_requested: Sequence[int], default: KernelConfig,
     existing: Mapping[int, Mapping[str, int]] | None = None, allow_partial: bool = False,
+    existing_labels: Mapping[int, str] | None = None,
 ) -> MergedFile:
     """Merge one shape's winners into a file (DESIGN §9).
 
     A winner not faster than the default config for its M (equal median included: no measured
-    gain) is replaced by the default, with a note. `existing` entries fill M without a winner.
+    gain) is replaced by the default, with a note. `existing` entries fill M without a winner;
+    they were not measured here, so their notes say where they came from and claim nothing about
+    the default. They do not count as tuned: a grid M with only an existing entry is missing.
 
     Args:
         winners: At most one per M.
@@ -82,6 +99,7 @@ def merge_shape(
         default: vLLM's default config for this block_shape.
         existing: Entries of a file to merge in (for example one shipped with vLLM).
         allow_partial: Emit a file even if some requested M has no winner.
+        existing_labels: M -> the label of the import an existing entry came from.
 
     Raises:
         PartialFileError: Some M of `m_requested` has no winner and `allow_partial` is false,
@@ -89,6 +107,11 @@ def merge_shape(
         ValueError: Two winners for one M, or an entry vLLM could not read.
     """
     configs = {M: dict(entry) for M, entry in (existing or {}).items()}
+    labels = dict(existing_labels or {})
+
+    def origin(M: int) -> str:
+        return f"the entry imported from '{labels[M]}'" if M in labels else "the existing entry"
+
     notes: list[str] = []
     by_m: dict[int, WinnerLike] = {}
     for winner in winners:
@@ -98,7 +121,7 @@ def merge_shape(
     for M in sorted(by_m):
         winner = by_m[M]
         if M in configs:
-            notes.append(f"M={M}: store result replaces the existing entry")
+            notes.append(f"M={M}: measured winner replaces {origin(M)}")
         if winner.is_default:
             configs[M] = default.as_dict()
             notes.append(f"M={M}: the default config was fastest")
@@ -114,7 +137,12 @@ def merge_shape(
             )
         else:
             configs[M] = dict(winner.config)
-    notes.extend(f"M={M}: kept from the existing file" for M in sorted(configs) if M not in by_m)
+    m_imported = [M for M in sorted(configs) if M not in by_m]
+    notes.extend(
+        f"M={M}: imported from '{labels[M]}', not measured here (no comparison with the default)"
+        if M in labels else f"M={M}: kept from the existing file, not measured here"
+        for M in m_imported
+    )
     m_missing = sorted({M for M in m_requested if M not in by_m})
     if not configs:
         raise PartialFileError("no M has a winner: nothing to write")
@@ -128,7 +156,7 @@ def merge_shape(
     return MergedFile(
         configs={M: configs[M] for M in sorted(configs)}, text=text,
         sha256=hashlib.sha256(text.encode()).hexdigest(), notes=notes, warnings=warnings,
-        m_missing=m_missing, partial=bool(m_missing),
+        m_missing=m_missing, partial=bool(m_missing), m_imported=m_imported,
     )
 
 
@@ -170,42 +198,62 @@ def _shape_key(row: WinnerRowLike | ShapeCoverageLike) -> tuple[int, int, tuple[
 def build_device_files(
     winners: Sequence[WinnerRowLike], coverage: Sequence[ShapeCoverageLike], *,
     allow_partial: bool = False,
+    imported: Mapping[tuple[int, int, tuple[int, int]], ImportedShapeLike] | None = None,
+    device_name: str | None = None, engine: str = "vllm",
 ) -> DeviceFiles:
     """Merge a device's winners into one file per (N, K, block_shape).
+
+    Imported entries fill the M of a measured shape that have no winner (measured winners beat
+    them); a shape with imported entries only is left out, since nothing was measured for it.
 
     Args:
         winners: The device's winners, one per (N, K, block_shape, M).
         coverage: The requested M grid of each shape.
         allow_partial: Emit files for shapes with missing M instead of skipping them.
+        imported: (N, K, block_shape) -> imported entries and their labels (db.repo).
+        device_name: The device's key; needed only when `winners` is empty.
+        engine: File-name spelling, "vllm" or "sglang" (tuner.configfile.ENGINES).
 
     Returns:
         Files sorted by (N, K, block_shape), and the shapes skipped with their reasons.
 
     Raises:
-        ValueError: Winners of more than one device, or two winners for one (shape, M).
+        ValueError: Winners of more than one device (or of another than `device_name`), two
+            winners for one (shape, M), no device name at all, or an unknown engine.
     """
-    devices = sorted({row.device_name for row in winners})
-    if len(devices) > 1:
-        raise ValueError(f"winners of several devices: {', '.join(devices)}")
+    devices = sorted({row.device_name for row in winners} | {device_name} - {None})
+    if len(devices) != 1:
+        raise ValueError(f"winners of several devices: {', '.join(devices)}" if devices
+                         else "no winners and no device_name")
     grouped: dict[tuple[int, int, tuple[int, int]], list[WinnerRowLike]] = {}
     for row in winners:
         grouped.setdefault(_shape_key(row), []).append(row)
     requested = {_shape_key(row): list(row.m_requested) for row in coverage}
+    imports = dict(imported or {})
     files: list[DeviceFile] = []
     skipped: list[SkippedShape] = []
-    for key in sorted(set(grouped) | set(requested)):
+    for key in sorted(set(grouped) | set(requested) | set(imports)):
         N, K, block_shape = key
         m_requested = requested.get(key, [])
         rows = grouped.get(key, [])
+        extra = imports.get(key)
+        if not rows and not m_requested:
+            labels = ", ".join(sorted(set(extra.labels.values()))) if extra else ""
+            skipped.append(SkippedShape(N, K, block_shape, f"imported entries only ({labels}); "
+                                        "nothing measured for this shape", []))
+            continue
         try:
-            merged = merge_shape(rows, m_requested=m_requested, default=default_config(block_shape),
-                                 allow_partial=allow_partial)
+            merged = merge_shape(
+                rows, m_requested=m_requested, default=default_config(block_shape),
+                allow_partial=allow_partial, existing=extra.configs if extra else None,
+                existing_labels=extra.labels if extra else None,
+            )
         except PartialFileError as exc:
             done = {row.M for row in rows}
             missing = sorted({M for M in m_requested if M not in done})
             skipped.append(SkippedShape(N, K, block_shape, str(exc), missing))
             continue
-        name = config_file_name(N, K, devices[0], block_shape)
+        name = engine_file_name(config_file_name(N, K, devices[0], block_shape), engine)
         files.append(DeviceFile(name, N, K, block_shape, merged))
     return DeviceFiles(files=files, skipped=skipped)
 

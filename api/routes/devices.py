@@ -5,14 +5,14 @@ from __future__ import annotations
 import hashlib
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Response
+from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Request, Response
 from sqlalchemy.orm import Session
 
 from api import schemas
 from api.archive import build_zip
 from api.deps import SessionDep, SettingsDep
 from db import repo
-from tuner.configfile import config_file_name, parse_config_file_name
+from tuner.configfile import SGLANG_NOTE, config_file_name, parse_config_file_name
 from tuner.devices import resolve
 from tuner.merge import DeviceFiles, build_device_files
 
@@ -28,6 +28,10 @@ OutDtype = Annotated[Literal["bfloat16", "float16"] | None, Query(
 Partial = Annotated[bool | None, Query(
     description="Also serve shapes whose M grid has M without a winner "
     "(default: the service's TUNER_ALLOW_PARTIAL).",
+)]
+Engine = Annotated[Literal["vllm", "sglang"], Query(
+    description="File-name spelling: vLLM's `block_shape=[128,128]` or SGLang's "
+    "`block_shape=[128, 128]`. The configs are tuned on vLLM's kernel either way.",
 )]
 FILE_RESPONSES: dict[int | str, dict[str, object]] = {
     304: {"description": "If-None-Match matched the ETag"},
@@ -52,13 +56,21 @@ def known_device(device_name: DeviceName, session: SessionDep) -> str:
 KnownDevice = Annotated[str, Depends(known_device)]
 
 
-def _device_files(
-    session: Session, device_name: str, *, partial: bool, out_dtype: str | None
+def device_files(
+    session: Session, device_name: str, *, partial: bool, out_dtype: str | None,
+    engine: str = "vllm",
 ) -> DeviceFiles:
+    """A device's merged files: winners of the store, imported entries where no winner.
+
+    Raises:
+        HTTPException: 409 if the winners cannot be merged (e.g. two output dtypes).
+    """
     winners = repo.winners(session, device_name=device_name, out_dtype=out_dtype)
     coverage = repo.shape_coverage(session, device_name=device_name, out_dtype=out_dtype)
+    imported = repo.imported_configs(session, device_name=device_name)
     try:
-        return build_device_files(winners, coverage, allow_partial=partial)
+        return build_device_files(winners, coverage, allow_partial=partial, imported=imported,
+                                  device_name=device_name, engine=engine)
     except ValueError as exc:  # e.g. winners of both output dtypes for one (shape, M)
         hint = "; pick one with ?out_dtype=bfloat16 or float16" if out_dtype is None else ""
         raise HTTPException(409, detail=f"cannot merge {device_name}: {exc}{hint}") from None
@@ -97,10 +109,15 @@ def _etag_matches(if_none_match: str | None, etag: str) -> bool:
 
 
 def _download(body: bytes, *, media_type: str, filename: str, if_none_match: str | None,
-              sha256: str | None = None) -> Response:
+              request: Request, route: str, sha256: str | None = None) -> Response:
     etag = f'"{sha256 or hashlib.sha256(body).hexdigest()}"'
+    metrics = getattr(request.app.state, "metrics", None)
     if _etag_matches(if_none_match, etag):
+        if metrics is not None:
+            metrics.count_download(route, 304)
         return Response(status_code=304, headers={"ETag": etag})
+    if metrics is not None:
+        metrics.count_download(route, 200)
     headers = {
         "ETag": etag,
         "Content-Disposition": f'attachment; filename="{filename}"',
@@ -130,7 +147,7 @@ def list_devices(session: SessionDep, out_dtype: OutDtype = None) -> list[schema
             responses={404: {"description": "Unknown device"}})
 def list_configs(
     device_name: KnownDevice, session: SessionDep, settings: SettingsDep,
-    partial: Partial = None, out_dtype: OutDtype = None,
+    partial: Partial = None, out_dtype: OutDtype = None, engine: Engine = "vllm",
 ) -> schemas.DeviceConfigs:
     """The merged files of a device, with hashes and merge notes, and the shapes left out.
 
@@ -140,46 +157,53 @@ def list_configs(
         settings: The app's settings (default of `partial`).
         partial: Include shapes with M that have no winner yet.
         out_dtype: Only trials of this output dtype.
+        engine: File-name spelling, vllm or sglang.
 
     Returns:
-        Files sorted by (N, K, block_shape) and the skipped shapes with reasons.
+        Files sorted by (N, K, block_shape), the skipped shapes with reasons, and for SGLang
+        names a note that SGLang's kernel differs.
 
     Raises:
         HTTPException: 404 for an unknown device, 409 if the winners cannot be merged.
     """
     allow = settings.allow_partial if partial is None else partial
-    device_files = _device_files(session, device_name, partial=allow, out_dtype=out_dtype)
+    merged = device_files(session, device_name, partial=allow, out_dtype=out_dtype, engine=engine)
     files = [
         schemas.ConfigFile(
             file_name=f.file_name, N=f.N, K=f.K, block_shape=f.block_shape,
             sha256=f.merged.sha256, m_keys=list(f.merged.configs), partial=f.merged.partial,
             m_missing=f.merged.m_missing, notes=f.merged.notes, warnings=f.merged.warnings,
+            m_imported=f.merged.m_imported,
         )
-        for f in device_files.files
+        for f in merged.files
     ]
     skipped = [
         schemas.SkippedShape(N=s.N, K=s.K, block_shape=s.block_shape, reason=s.reason,
                              m_missing=s.m_missing)
-        for s in device_files.skipped
+        for s in merged.skipped
     ]
-    return schemas.DeviceConfigs(device_name=device_name, files=files, skipped=skipped)
+    return schemas.DeviceConfigs(device_name=device_name, files=files, skipped=skipped,
+                                 engine=engine,
+                                 engine_note=SGLANG_NOTE if engine == "sglang" else None)
 
 
 @router.get("/{device_name}/configs.zip", response_class=Response, response_model=None,
             responses={200: {"content": {"application/zip": {}}}, **FILE_RESPONSES})
 def download_zip(
-    device_name: KnownDevice, session: SessionDep, settings: SettingsDep,
-    partial: Partial = None, out_dtype: OutDtype = None,
+    device_name: KnownDevice, session: SessionDep, settings: SettingsDep, request: Request,
+    partial: Partial = None, out_dtype: OutDtype = None, engine: Engine = "vllm",
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
-    """All files of a device and a README.txt (where vLLM reads them) as one zip.
+    """All files of a device and a README.txt (where the engine reads them) as one zip.
 
     Args:
         device_name: vLLM's device key.
         session: The store session.
         settings: The app's settings (default of `partial`).
+        request: The request (download counter).
         partial: Include shapes with M that have no winner yet.
         out_dtype: Only trials of this output dtype.
+        engine: File-name spelling, vllm or sglang.
         if_none_match: The client's cached ETag(s).
 
     Returns:
@@ -189,27 +213,31 @@ def download_zip(
         HTTPException: 404 for an unknown device, 409 if the winners cannot be merged.
     """
     allow = settings.allow_partial if partial is None else partial
-    device_files = _device_files(session, device_name, partial=allow, out_dtype=out_dtype)
-    return _download(build_zip(device_name, device_files), media_type="application/zip",
-                     filename=f"{device_name}-configs.zip", if_none_match=if_none_match)
+    merged = device_files(session, device_name, partial=allow, out_dtype=out_dtype, engine=engine)
+    suffix = "" if engine == "vllm" else f"-{engine}"
+    return _download(build_zip(device_name, merged, engine=engine), media_type="application/zip",
+                     filename=f"{device_name}-configs{suffix}.zip", if_none_match=if_none_match,
+                     request=request, route="configs.zip")
 
 
 @router.get("/{device_name}/configs/{file_name}", response_class=Response, response_model=None,
             responses={200: {"content": {"application/json": {}}}, **FILE_RESPONSES})
 def download_file(
     device_name: KnownDevice, file_name: str, session: SessionDep, settings: SettingsDep,
-    partial: Partial = None, out_dtype: OutDtype = None,
-    if_none_match: Annotated[str | None, Header()] = None,
+    request: Request, partial: Partial = None, out_dtype: OutDtype = None,
+    engine: Engine = "vllm", if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """One merged file, byte for byte as vLLM expects it, generated from the store.
 
     Args:
         device_name: vLLM's device key.
-        file_name: vLLM's file name (SGLang's `block_shape=[128, 128]` spelling is accepted).
+        file_name: The file name in vLLM's or SGLang's spelling.
         session: The store session.
         settings: The app's settings (default of `partial`).
+        request: The request (download counter).
         partial: Serve the file even if some M has no winner yet.
         out_dtype: Only trials of this output dtype.
+        engine: Spelling of the name the download is saved under.
         if_none_match: The client's cached ETag(s).
 
     Returns:
@@ -221,8 +249,8 @@ def download_file(
             device's files); 409 if the winners cannot be merged.
     """
     allow = settings.allow_partial if partial is None else partial
-    device_files = _device_files(session, device_name, partial=allow, out_dtype=out_dtype)
-    names = ", ".join(f.file_name for f in device_files.files) or "(none)"
+    merged = device_files(session, device_name, partial=allow, out_dtype=out_dtype, engine=engine)
+    names = ", ".join(f.file_name for f in merged.files) or "(none)"
     try:
         wanted = parse_config_file_name(file_name)
     except ValueError as exc:
@@ -230,13 +258,14 @@ def download_file(
     if wanted.device_name != device_name:
         raise HTTPException(404, detail=f"{file_name!r} names device {wanted.device_name!r}, "
                                         f"not {device_name!r}")
-    for f in device_files.files:
-        if f.file_name == wanted.name:
+    key = (wanted.N, wanted.K, wanted.block_shape)
+    for f in merged.files:
+        if (f.N, f.K, f.block_shape) == key and wanted.dtype == "fp8_w8a8":
             return _download(f.merged.text.encode(), media_type="application/json",
                              filename=f.file_name, if_none_match=if_none_match,
-                             sha256=f.merged.sha256)
-    for s in device_files.skipped:
-        if (s.N, s.K, s.block_shape) == (wanted.N, wanted.K, wanted.block_shape):
+                             sha256=f.merged.sha256, request=request, route="configs/file")
+    for s in merged.skipped:
+        if (s.N, s.K, s.block_shape) == key:
             hint = "; ?partial=true serves what there is" if s.m_missing and not allow else ""
             raise HTTPException(404, detail=f"no file {wanted.name!r} yet: {s.reason}{hint}")
     raise HTTPException(404, detail=f"no file {wanted.name!r} for {device_name}; files: {names}")

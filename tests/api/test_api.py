@@ -149,10 +149,11 @@ def test_configs_skip_partial_shapes(client: TestClient) -> None:
             "partial": False, "m_missing": [],
             "notes": ["M=16: best config 128x256x128 g64 w8 s5 (10.00 us) is not faster than "
                       "the default (10.00 us); emitting the default config"],
-            "warnings": MISSING_WARNINGS,
+            "warnings": MISSING_WARNINGS, "m_imported": [],
         }],
         "skipped": [{"N": 7168, "K": 5120, "block_shape": [128, 128],
                      "reason": "no winner yet for M=32", "m_missing": [32]}],
+        "engine": "vllm", "engine_note": None,
     }
 
 

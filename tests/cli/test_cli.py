@@ -71,8 +71,8 @@ def test_bad_configs_file(tmp_path):
     bad.write_text('[{"BLOCK_SIZE_M": 16}]')
     result = invoke("sweep", "--device", "interpreter", "--model", "tiny", "--configs", str(bad),
                     "--db", f"sqlite:///{tmp_path}/t.db")
-    one_line_error(result, f"{bad}: config lacks BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, "
-                   "num_warps, num_stages")
+    one_line_error(result, f"{bad}: config #1: missing key(s) BLOCK_SIZE_N, BLOCK_SIZE_K, "
+                   "GROUP_SIZE_M, num_warps, num_stages")
 
 
 def test_export_unknown_device_lists_known(tmp_path):

@@ -24,7 +24,7 @@ from db.engine import (
 )
 from db.models import CONFIG_COLUMNS, Base, Device
 
-TABLES = {"devices", "environments", "sweeps", "tasks", "trials"}
+TABLES = {"devices", "environments", "sweeps", "tasks", "trials", "imports"}
 
 
 def test_migration_equals_models(engine: Engine) -> None:
@@ -57,7 +57,7 @@ def test_open_store_creates_schema_in_new_folder(tmp_path: Path) -> None:
     engine = open_store(f"sqlite:///{path}")
     try:
         assert path.is_file()
-        assert current_revision(engine) == head_revision() == "0002"
+        assert current_revision(engine) == head_revision() == "0003"
         assert TABLES <= set(inspect(engine).get_table_names())
         with engine.connect() as connection:
             pragmas = {
@@ -158,7 +158,7 @@ def test_a_store_made_by_the_first_schema_upgrades_and_keeps_its_rows(tmp_path: 
         connection.execute(text("INSERT INTO devices (device_name, created_at) "
                                 "VALUES ('NVIDIA_L20', '2026-11-30 00:00:00')"))
     engine.dispose()
-    with pytest.raises(SchemaError, match=r"revision 0001, this tuner expects 0002: run "
+    with pytest.raises(SchemaError, match=r"revision 0001, this tuner expects 0003: run "
                        r"`tuner db upgrade`"):
         open_store(url)
     assert _version(url) == ["0001"]  # refusing changed nothing
@@ -170,4 +170,4 @@ def test_a_store_made_by_the_first_schema_upgrades_and_keeps_its_rows(tmp_path: 
         assert list(connection.scalars(text("SELECT device_name FROM devices"))) == ["NVIDIA_L20"]
     engine.dispose()
     open_store(url).dispose()
-    assert _version(url) == ["0002"]
+    assert _version(url) == ["0003"]

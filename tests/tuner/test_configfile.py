@@ -288,8 +288,9 @@ def test_merge_with_existing_file_store_wins() -> None:
     merged = merge_shape([Winner(8, FAST, 1.0), Winner(1, FAST, 1.0)], m_requested=[1, 8],
                          default=DEFAULT, existing=existing)
     assert merged.configs == {1: FAST, 4: existing[4], 8: FAST}
-    assert merged.notes == ["M=8: store result replaces the existing entry",
-                            "M=4: kept from the existing file"]
+    assert merged.notes == ["M=8: measured winner replaces the existing entry",
+                            "M=4: kept from the existing file, not measured here"]
+    assert merged.m_imported == [4]
     assert merged.warnings[0] == "M=16 is not in the file: vLLM will use the M=8 entry"
 
 

@@ -1,0 +1,212 @@
+"""The HTML report of a device: per shape, winner and default latency over M, speedup, achieved
+bandwidth and throughput, coverage gaps, and the versions tuned with (pure; no store access)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from html import escape
+
+from api.svg import Series, line_chart
+from tuner.configfile import REQUIRED_M, VLLM_M_GRID
+from tuner.space import KernelConfig
+
+WINNER_COLOR, DEFAULT_COLOR, SPEEDUP_COLOR = "#1f6feb", "#cf222e", "#1a7f37"
+_X_TICKS = [1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0]
+_CSS = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 24px; color: #1f2328; background: #fff; }
+h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 17px; margin: 28px 0 6px; }
+.meta, .note { color: #59636e; } .gap { color: #9a6700; }
+.charts { display: flex; flex-wrap: wrap; gap: 12px; }
+table { border-collapse: collapse; margin-top: 8px; font-variant-numeric: tabular-nums; }
+th, td { border-bottom: 1px solid #d1d9e0; padding: 3px 9px; text-align: right; }
+th { background: #f6f8fa; } td.l, th.l { text-align: left; }
+svg .title { font: 600 13px system-ui, sans-serif; }
+svg .tick { font: 11px system-ui; fill: #59636e; }
+svg .label { font: 12px system-ui; fill: #1f2328; } svg .legend { font: 12px system-ui; }
+svg .grid { stroke: #eaeef2; } svg .frame { fill: none; stroke: #8c959f; }
+svg .reference { stroke: #59636e; stroke-dasharray: 3 3; }
+"""
+
+
+@dataclass(frozen=True)
+class ReportRow:
+    """One M of a shape: the winner and the default config's median latency (ok trials)."""
+
+    M: int
+    config: dict[str, int] | None
+    latency_us: float | None
+    default_latency_us: float | None
+    is_default: bool
+    imported_from: str | None = None
+
+
+@dataclass(frozen=True)
+class ShapeReport:
+    """One (N, K, block_shape) of the device."""
+
+    N: int
+    K: int
+    block_shape: tuple[int, int]
+    m_requested: tuple[int, ...]
+    rows: tuple[ReportRow, ...]
+    models: tuple[str, ...]
+
+
+def gemm_bytes(M: int, N: int, K: int, block_shape: tuple[int, int], out_bytes: int = 2) -> int:
+    """Bytes one GEMM call moves at least once (DESIGN §3 shapes).
+
+    A [M, K] fp8 + B [N, K] fp8 + As [M, ceil(K/group_k)] fp32 + Bs [ceil(N/group_n),
+    ceil(K/group_k)] fp32 + C [M, N] in the output dtype (bf16 or fp16: 2 bytes).
+
+    Args:
+        M: rows of A [M, K].
+        N: rows of B [N, K].
+        K: the reduction size.
+        block_shape: [group_n, group_k] of the scales.
+        out_bytes: bytes per element of C.
+
+    Returns:
+        The byte count; divided by latency_us and 1e3 it is GB/s.
+    """
+    group_n, group_k = block_shape
+    k_groups = math.ceil(K / group_k)
+    return M * K + N * K + 4 * M * k_groups + 4 * math.ceil(N / group_n) * k_groups + \
+        out_bytes * M * N
+
+
+def gemm_flops(M: int, N: int, K: int) -> int:
+    """Floating-point operations of C [M, N] = A [M, K] B [N, K]^T.
+
+    Args:
+        M: rows of A [M, K].
+        N: rows of B [N, K].
+        K: the reduction size.
+
+    Returns:
+        2 * M * N * K; divided by latency_us and 1e6 it is TFLOP/s.
+    """
+    return 2 * M * N * K
+
+
+def _emitted(row: ReportRow) -> str:
+    if row.latency_us is None:
+        return f"imported from '{row.imported_from}' (not measured)" if row.imported_from else "-"
+    if row.is_default:
+        return "default (fastest)"
+    if row.default_latency_us is None:
+        return "winner (no default baseline)"
+    if row.latency_us >= row.default_latency_us:
+        return "default (winner not faster)"
+    return "winner"
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _shape_section(shape: ShapeReport, out_bytes: int, cpu: bool) -> str:
+    N, K = shape.N, shape.K
+    measured = [r for r in shape.rows if r.latency_us is not None]
+    winner = Series("winner", WINNER_COLOR, tuple((r.M, r.latency_us) for r in measured))
+    default = Series("default config", DEFAULT_COLOR, tuple(
+        (r.M, r.default_latency_us) for r in measured if r.default_latency_us is not None
+    ), dashed=True)
+    speedups = tuple((r.M, r.default_latency_us / r.latency_us) for r in measured
+                     if r.default_latency_us is not None)
+    key = f"{N}x{K}"
+    charts = [
+        line_chart([winner, default], title=f"latency_us over M (log scales), N={N}, K={K}",
+                   x_label="M (rows of A)", y_label="latency_us", y_log=True, x_ticks=_X_TICKS,
+                   css_class=f"chart latency shape-{key}"),
+        line_chart([Series("speedup over default", SPEEDUP_COLOR, speedups)],
+                   title=f"speedup over vLLM's default config, N={N}, K={K}",
+                   x_label="M (rows of A)", y_label="default / winner", y_log=False,
+                   x_ticks=_X_TICKS, reference_y=1.0, css_class=f"chart speedup shape-{key}"),
+    ]
+    done = {r.M for r in measured}
+    gaps = [M for M in shape.m_requested if M not in done]
+    lacking = [M for M in REQUIRED_M if M not in done]
+    grid_missing = [M for M in VLLM_M_GRID if M not in done]
+    notes = [f"M grid requested: {', '.join(map(str, shape.m_requested)) or 'none'}; "
+             f"measured winners for {len(done)} M."]
+    if gaps:
+        notes.append(f'<span class="gap">Coverage gaps: no winner yet for M = '
+                     f'{", ".join(map(str, gaps))}.</span>')
+    if lacking:
+        notes.append(f'<span class="gap">No winner for M = {", ".join(map(str, lacking))} '
+                     "(decode, small batch or prefill): vLLM will use the nearest key there."
+                     "</span>")
+    if grid_missing and not gaps:
+        notes.append(f"Not tuned from vLLM's 18-value grid: {', '.join(map(str, grid_missing))}.")
+    unit = "GB/s (CPU)" if cpu else "GB/s"
+    rows = []
+    for r in shape.rows:
+        speedup = (r.default_latency_us / r.latency_us
+                   if r.latency_us and r.default_latency_us else None)
+        bandwidth = (gemm_bytes(r.M, N, K, shape.block_shape, out_bytes) / r.latency_us / 1e3
+                     if r.latency_us else None)
+        tflops = gemm_flops(r.M, N, K) / r.latency_us / 1e6 if r.latency_us else None
+        config = KernelConfig.from_dict(r.config).short() if r.config and all(
+            k in r.config for k in ("num_stages", "BLOCK_SIZE_M")) else "-"
+        rows.append(
+            f"<tr><td>{r.M}</td><td class=l>{escape(config)}</td><td>{_num(r.latency_us)}</td>"
+            f"<td>{_num(r.default_latency_us)}</td>"
+            f"<td>{'-' if speedup is None else f'{speedup:.2f}x'}</td>"
+            f"<td>{_num(bandwidth)}</td><td>{_num(tflops, 2)}</td>"
+            f"<td class=l>{escape(_emitted(r))}</td></tr>"
+        )
+    models = f" ({escape(', '.join(shape.models))})" if shape.models else ""
+    return (
+        f'<section class="shape" id="shape-{key}"><h2>N={N}, K={K}, block_shape '
+        f"[{shape.block_shape[0]}, {shape.block_shape[1]}]{models}</h2>"
+        + "".join(f'<p class="note">{n}</p>' for n in notes)
+        + f'<div class="charts">{"".join(charts)}</div>'
+        + f"<table><tr><th>M</th><th class=l>winner config</th><th>latency_us</th>"
+        f"<th>default_us</th><th>speedup</th><th>{unit}</th><th>TFLOP/s</th>"
+        f"<th class=l>in the file</th></tr>{''.join(rows)}</table></section>"
+    )
+
+
+def render_report(
+    device_name: str, shapes: Sequence[ShapeReport], environments: Sequence[Mapping[str, object]],
+    *, version: str, out_dtype: str | None,
+) -> str:
+    """The whole HTML page.
+
+    Args:
+        device_name: vLLM's device key.
+        shapes: per (N, K, block_shape): rows by M, requested grid, models.
+        environments: the versions trials ran with (db.repo.EnvironmentRow as dicts).
+        version: this tuner's version.
+        out_dtype: the output dtype the winners were filtered by, if any.
+
+    Returns:
+        A standalone HTML document (inline CSS and SVG, no script).
+    """
+    cpu = device_name == "TRITON_INTERPRETER"
+    out_bytes = 2  # bf16 and fp16 outputs are both 2 bytes
+    head = (f"<!doctype html><html lang=en><head><meta charset=utf-8>"
+            f"<title>{escape(device_name)}: block-FP8 GEMM tuning report</title>"
+            f"<style>{_CSS}</style></head><body>"
+            f"<h1>Block-FP8 GEMM tuning report: {escape(device_name)}</h1>"
+            f'<p class="meta">blockfp8-tuner {escape(version)}; output dtype '
+            f"{escape(out_dtype or 'all')}; {len(shapes)} shape(s). Bandwidth counts the bytes "
+            "of A, B, their scales and C once per call; throughput is 2·M·N·K per call.</p>")
+    if cpu:
+        head += ('<p class="note">TRITON_INTERPRETER: CPU timings of the Triton interpreter, '
+                 "not GPU timings.</p>")
+    nav = " · ".join(f'<a href="#shape-{s.N}x{s.K}">N={s.N}, K={s.K}</a>' for s in shapes)
+    body = [f"<nav>{nav}</nav>" if shapes else "<p>No shapes in the store for this device yet.</p>"]
+    body += [_shape_section(s, out_bytes, cpu) for s in shapes]
+    cols = ("gpu_name", "compute_capability", "driver", "cuda", "torch", "triton", "tuner",
+            "kernel_hash", "trials")
+    env_rows = "".join(
+        "<tr>" + "".join(f"<td class=l>{escape(str(env.get(c, '')) or '-')}</td>" for c in cols)
+        + "</tr>" for env in environments
+    )
+    body.append('<section id="environments"><h2>Versions tuned with</h2><table><tr>'
+                + "".join(f"<th class=l>{c}</th>" for c in cols) + f"</tr>{env_rows}</table>"
+                + ("" if environments else "<p>No trials yet.</p>") + "</section>")
+    return head + "".join(body) + "</body></html>\n"

@@ -1,0 +1,116 @@
+"""Imported config files of a device: list them, or import one (token-protected)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Path
+
+from api import schemas
+from api.deps import SessionDep, WriteAccess
+from api.routes.devices import DeviceName
+from db import repo
+from tuner.configfile import coverage_summary, m_coverage, parse_file_for_import
+from tuner.devices import resolve
+from tuner.importing import target_device
+
+router = APIRouter(prefix="/devices", tags=["imports"])
+
+
+def coverage(keys: list[int]) -> schemas.MCoverage:
+    """Which of vLLM's 18 grid M values a file has, with a one-line summary.
+
+    Args:
+        keys: the file's M keys.
+
+    Returns:
+        Present and missing grid M, keys outside the grid, and the summary line.
+    """
+    present, missing, extra = m_coverage(keys)
+    return schemas.MCoverage(grid_present=present, grid_missing=missing, extra=extra,
+                             summary=coverage_summary(keys))
+
+
+def _schema(item: repo.ImportInfo, note: str | None = None) -> schemas.ImportedFile:
+    return schemas.ImportedFile(
+        device_name=item.device_name, N=item.N, K=item.K, block_shape=item.block_shape,
+        label=item.label, file_name=item.file_name, sha256=item.sha256,
+        m_keys=list(item.m_keys), coverage=coverage(list(item.m_keys)), note=note,
+    )
+
+
+def _known(session: SessionDep) -> list[str]:
+    names = set(repo.list_device_names(session)) | set(repo.list_import_device_names(session))
+    return sorted(names)
+
+
+@router.get("/{device_name}/imports", response_model=list[schemas.ImportedFile],
+            responses={404: {"description": "No device with imports by that name"}})
+def list_imported(device_name: DeviceName, session: SessionDep) -> list[schemas.ImportedFile]:
+    """The files imported for a device, with each file's coverage of vLLM's M grid.
+
+    Args:
+        device_name: vLLM's device key (aliases as for `tuner --device`).
+        session: The store session.
+
+    Returns:
+        Imports sorted by (N, K, block_shape, label).
+
+    Raises:
+        HTTPException: 404 naming the devices that have imports.
+    """
+    known = repo.list_import_device_names(session)
+    names = [device_name] if device_name in known else resolve(device_name, known)
+    if len(names) != 1:
+        raise HTTPException(404, detail=f"no imports for {device_name!r}; devices with imports: "
+                                        f"{', '.join(known) or '(none)'}")
+    return [_schema(item) for item in repo.list_imports(session, device_name=names[0])]
+
+
+@router.post("/{device_name}/imports", response_model=schemas.ImportedFile, status_code=201,
+             responses={401: {"description": "Missing or wrong bearer token"},
+                        403: {"description": "Writes are disabled (no TUNER_API_TOKEN)"},
+                        404: {"description": "Unknown device"},
+                        422: {"description": "Not a valid config file"}})
+def import_file(
+    device_name: Annotated[str, Path(pattern=r"^[A-Za-z0-9_.\- ]{1,128}$")],
+    body: schemas.ImportRequest, session: SessionDep, _write: WriteAccess,
+    _known_devices: Annotated[list[str], Depends(_known)],
+) -> schemas.ImportedFile:
+    """Keep an existing file's configs (e.g. one shipped with vLLM) as a labelled source.
+
+    The file is checked whole before anything is stored. Its entries fill M that have no
+    measured winner when the device's files are merged; they are never measured and never
+    claimed to beat the default. Importing the same label again replaces the entries.
+
+    Args:
+        device_name: The device to store for: one in the store, or the file's own device.
+        body: The file name, its JSON text and a label.
+        session: The store session (one transaction).
+        _write: The bearer-token guard.
+        _known_devices: Devices with sweeps or imports.
+
+    Returns:
+        The stored import with its coverage of vLLM's 18 M values.
+
+    Raises:
+        HTTPException: 401/403 from the guard, 404 for a device that is neither known nor the
+            file's, 422 for a bad name or body (one line naming the file).
+    """
+    try:
+        parsed = parse_file_for_import(body.file_name, body.content.encode("utf-8"))
+    except ValueError as exc:
+        raise HTTPException(422, detail=str(exc)) from None
+    try:
+        target = target_device(device_name, parsed.name.device_name, _known_devices)
+    except LookupError as exc:
+        raise HTTPException(404, detail=str(exc)) from None
+    item = repo.record_import(
+        session, device_name=target, N=parsed.name.N, K=parsed.name.K,
+        block_shape=parsed.name.block_shape, label=body.label, file_name=body.file_name,
+        sha256=parsed.sha256, configs=parsed.configs,
+    )
+    note = None
+    if target != parsed.name.device_name:
+        note = f"stored for {target}; the file is named for {parsed.name.device_name}"
+    return _schema(item, note)

@@ -1,0 +1,66 @@
+"""Ready-to-paste read-only mounts of a device's files (docker, compose or Kubernetes)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, HTTPException, Query
+from fastapi.responses import PlainTextResponse
+
+from api.deps import SessionDep, SettingsDep
+from api.routes.devices import Engine, KnownDevice, OutDtype, Partial, device_files
+from tuner.mounts import DEFAULT_HOST_DIR, DEFAULT_SITE_PACKAGES, MountRequest, render_mounts
+
+router = APIRouter(prefix="/devices", tags=["mounts"])
+
+
+@router.get("/{device_name}/mounts", response_class=PlainTextResponse, response_model=None,
+            responses={200: {"content": {"text/plain": {}}},
+                       404: {"description": "Unknown device, or no files to mount"},
+                       422: {"description": "Bad site-packages path or format"}})
+def read_mounts(
+    device_name: KnownDevice, session: SessionDep, settings: SettingsDep,
+    engine: Engine = "vllm",
+    site_packages: Annotated[str | None, Query(
+        max_length=512, description="The engine's site-packages folder in the container "
+        "(default: the usual image's, as `tuner mounts` prints it).")] = None,
+    format: Annotated[Literal["docker", "compose", "k8s"], Query(
+        description="docker run flags, a compose volumes list, or a Kubernetes ConfigMap with "
+        "volume mounts.")] = "docker",
+    host_dir: Annotated[str, Query(max_length=512, description="Host folder holding the "
+                                   "exported files.")] = DEFAULT_HOST_DIR,
+    partial: Partial = None, out_dtype: OutDtype = None,
+) -> PlainTextResponse:
+    """The same text as `tuner mounts --device ...`: one read-only mount per file of the device.
+
+    Args:
+        device_name: vLLM's device key.
+        session: The store session.
+        settings: The app's settings (default of `partial`).
+        engine: vllm or sglang (folder and file-name spelling).
+        site_packages: The engine's site-packages folder in the container.
+        format: docker, compose or k8s.
+        host_dir: Where the files are on the host.
+        partial: Include shapes with M that have no winner yet.
+        out_dtype: Only trials of this output dtype.
+
+    Returns:
+        Commented text to paste.
+
+    Raises:
+        HTTPException: 404 for an unknown device or no files; 422 for a bad site-packages path.
+    """
+    allow = settings.allow_partial if partial is None else partial
+    merged = device_files(session, device_name, partial=allow, out_dtype=out_dtype, engine=engine)
+    if not merged.files:
+        raise HTTPException(404, detail=f"{device_name} has no complete file to mount yet; "
+                                        "?partial=true mounts what there is")
+    try:
+        text = render_mounts(MountRequest(
+            device_name=device_name, engine=engine,
+            file_names=tuple(f.file_name for f in merged.files), host_dir=host_dir,
+            site_packages=site_packages or DEFAULT_SITE_PACKAGES[engine], fmt=format,
+        ))
+    except ValueError as exc:
+        raise HTTPException(422, detail=str(exc)) from None
+    return PlainTextResponse(text)

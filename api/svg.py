@@ -1,0 +1,138 @@
+"""Small server-side SVG line charts for the HTML report (no JavaScript, no dependency)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from html import escape
+
+WIDTH, HEIGHT = 540, 310
+_LEFT, _RIGHT, _TOP, _BOTTOM = 64, 16, 46, 44
+
+
+@dataclass(frozen=True)
+class Series:
+    """One line of a chart: (x, y) points, drawn with a colour and an optional dash."""
+
+    name: str
+    color: str
+    points: tuple[tuple[float, float], ...]
+    dashed: bool = False
+
+
+def _fmt(value: float) -> str:
+    if value >= 100 or value == int(value):
+        return f"{value:,.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    return f"{value:.3g}"
+
+
+def _log_ticks(low: float, high: float) -> list[float]:
+    """1-2-5 ticks per decade when the range is short, decades when it is long."""
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    steps = (1,) if last - first > 3 else (1, 2, 5)
+    ticks = [m * 10.0**e for e in range(first, last + 1) for m in steps]
+    inside = [t for t in ticks if low <= t <= high]
+    return inside or [low, high]
+
+
+def _linear_ticks(low: float, high: float) -> list[float]:
+    raw = (high - low) / 5
+    magnitude = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1
+    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+    start = math.ceil(low / step) * step
+    return [round(start + i * step, 10) for i in range(int((high - start) / step) + 1)]
+
+
+def line_chart(
+    series: list[Series], *, title: str, x_label: str, y_label: str, y_log: bool,
+    x_ticks: list[float], reference_y: float | None = None, css_class: str = "chart",
+) -> str:
+    """An SVG chart with a log2 x axis (M) and a log10 or linear y axis.
+
+    Every point is a `<circle class="pt">` with `data-series`, `data-x` and `data-y`, and a
+    `<title>` tooltip, so a test (or a reader) can find each value in the DOM.
+
+    Args:
+        series: the lines; points with a non-positive y on a log axis are dropped.
+        title: drawn above the plot.
+        x_label: the x axis' label.
+        y_label: the y axis' label.
+        y_log: log10 y axis (else linear, starting at 0 or below the data).
+        x_ticks: x values to label (positive).
+        reference_y: draw a horizontal reference line at this y (e.g. speedup 1.0).
+        css_class: class of the `<svg>` element.
+
+    Returns:
+        The `<svg>` element's markup.
+    """
+    plot_w, plot_h = WIDTH - _LEFT - _RIGHT, HEIGHT - _TOP - _BOTTOM
+    points = [(s, x, y) for s in series for x, y in s.points if x > 0 and (y > 0 or not y_log)]
+    xs = [x for _, x, _ in points] + list(x_ticks)
+    ys = [y for _, _, y in points] + ([reference_y] if reference_y is not None else [])
+    x_lo, x_hi = min(xs or [1.0]), max(xs or [2.0])
+    if x_hi <= x_lo:
+        x_hi = x_lo * 2
+    if y_log:
+        y_lo, y_hi = min(ys or [1.0]) / 1.25, max(ys or [10.0]) * 1.25
+    else:
+        y_lo = min(0.0, min(ys or [0.0]))
+        y_hi = max(ys or [1.0])
+        y_hi += 0.1 * ((y_hi - y_lo) or 1.0)
+    fy = (lambda v: math.log10(v)) if y_log else (lambda v: v)
+
+    def px(x: float) -> float:
+        span = math.log2(x_hi) - math.log2(x_lo)
+        return _LEFT + (math.log2(x) - math.log2(x_lo)) / span * plot_w
+
+    def py(y: float) -> float:
+        return _TOP + plot_h - (fy(y) - fy(y_lo)) / (fy(y_hi) - fy(y_lo)) * plot_h
+
+    out = [f'<svg class="{escape(css_class)}" xmlns="http://www.w3.org/2000/svg" '
+           f'width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+           f'aria-label="{escape(title)}">',
+           f'<rect x="0" y="0" width="{WIDTH}" height="{HEIGHT}" fill="#fff"/>',
+           f'<text x="{_LEFT}" y="17" class="title">{escape(title)}</text>']
+    for tick in (_log_ticks(y_lo, y_hi) if y_log else _linear_ticks(y_lo, y_hi)):
+        y = py(tick)
+        out.append(f'<line x1="{_LEFT}" y1="{y:.1f}" x2="{WIDTH - _RIGHT}" y2="{y:.1f}" '
+                   'class="grid"/>')
+        out.append(f'<text x="{_LEFT - 6}" y="{y + 4:.1f}" class="tick" '
+                   f'text-anchor="end">{_fmt(tick)}</text>')
+    for tick in x_ticks:
+        x = px(tick)
+        out.append(f'<line x1="{x:.1f}" y1="{_TOP}" x2="{x:.1f}" y2="{_TOP + plot_h}" '
+                   'class="grid"/>')
+        out.append(f'<text x="{x:.1f}" y="{_TOP + plot_h + 16}" class="tick" '
+                   f'text-anchor="middle">{_fmt(tick)}</text>')
+    out.append(f'<rect x="{_LEFT}" y="{_TOP}" width="{plot_w}" height="{plot_h}" class="frame"/>')
+    if reference_y is not None and y_lo <= reference_y <= y_hi:
+        y = py(reference_y)
+        out.append(f'<line x1="{_LEFT}" y1="{y:.1f}" x2="{WIDTH - _RIGHT}" y2="{y:.1f}" '
+                   'class="reference"/>')
+    out.append(f'<text x="{_LEFT + plot_w / 2:.0f}" y="{HEIGHT - 8}" class="label" '
+               f'text-anchor="middle">{escape(x_label)}</text>')
+    out.append(f'<text x="14" y="{_TOP + plot_h / 2:.0f}" class="label" text-anchor="middle" '
+               f'transform="rotate(-90 14 {_TOP + plot_h / 2:.0f})">{escape(y_label)}</text>')
+    legend_x = _LEFT  # one row between the title and the plot, left to right
+    for line in series:
+        drawn = [(x, y) for s, x, y in points if s is line]
+        dash = ' stroke-dasharray="6 4"' if line.dashed else ""
+        if len(drawn) > 1:
+            path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in drawn)
+            out.append(f'<polyline points="{path}" fill="none" stroke="{line.color}" '
+                       f'stroke-width="2"{dash}/>')
+        for x, y in drawn:
+            out.append(
+                f'<circle class="pt" cx="{px(x):.1f}" cy="{py(y):.1f}" r="3.5" '
+                f'fill="{line.color}" data-series="{escape(line.name)}" data-x="{x:g}" '
+                f'data-y="{y:.6g}"><title>{escape(line.name)}: M={x:g}, {_fmt(y)}</title></circle>'
+            )
+        ly = _TOP - 12
+        out.append(f'<line x1="{legend_x}" y1="{ly - 4}" x2="{legend_x + 22}" y2="{ly - 4}" '
+                   f'stroke="{line.color}" stroke-width="2"{dash}/>')
+        out.append(f'<text x="{legend_x + 28}" y="{ly}" class="legend">{escape(line.name)}</text>')
+        legend_x += 40 + 7 * len(line.name)
+    out.append("</svg>")
+    return "\n".join(out)

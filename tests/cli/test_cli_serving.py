@@ -1,0 +1,325 @@
+"""CLI for serving engineers: shapes from a log or a config.json, import, export for SGLang,
+mounts and status; bad files are one line on stderr, exit code 2, store unchanged."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.storefill import DEFAULT, FAST, SLOW, fill, row_counts
+from tests.tuner.logfixtures import QWEN_TP2, sglang_log, vllm_log
+from tuner.cli import app
+from tuner.configfile import config_file_name, dump_config_file, engine_file_name
+
+runner = CliRunner()
+FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
+L20_FILES = sorted((FIXTURES / "vllm-0.33.0" / "NVIDIA_L20").glob("*.json"))
+needs_fixtures = pytest.mark.skipif(
+    not L20_FILES, reason=f"vLLM 0.33.0 NVIDIA_L20 fixture files not found under {FIXTURES}"
+)
+PLAN = {
+    (576, 7168, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 6.0)],
+    (576, 7168, 16): [(DEFAULT, True, "ok", 10.0), (SLOW, False, "ok", 12.0)],
+}
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def one_line_error(result, text: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().splitlines() == [f"error: {text}"]
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_from_log_names_a_packaged_model_that_covers_it(tmp_path: Path) -> None:
+    log = tmp_path / "serve.log"
+    log.write_bytes(vllm_log().encode())
+    result = invoke("shapes", "from-log", str(log))
+    assert result.exit_code == 0, result.output
+    out = flat(result.stdout)
+    assert ("20 warning(s) from vllm; device_name NVIDIA_L20; model Qwen/Qwen3.8-27B-FP8; TP 2"
+            in out)
+    assert "5 shape(s) without a config file, block_shape [128, 128]" in out
+    for n, k in QWEN_TP2:
+        assert re.search(rf"\b{n}\s*│\s*{k}\b", result.stdout)
+    assert "these are shapes of model 'qwen3.8-27b' TP 2" in out
+    assert out.endswith("tuner sweep --device NVIDIA_L20 --model qwen3.8-27b --tp 2")
+
+
+def test_from_log_save_then_show(tmp_path: Path) -> None:
+    log = tmp_path / "sglang.log"
+    log.write_text(sglang_log())
+    suggested = invoke("shapes", "from-log", str(log))
+    assert suggested.exit_code == 0
+    assert flat(suggested.stdout).endswith(
+        "tuner sweep --device NVIDIA_H20-3e --model deepseek-v3 --tp 8 "
+        "tuner export --device NVIDIA_H20-3e --out configs/ --engine sglang")
+    saved = invoke("shapes", "from-log", str(log), "--save", "dsv3-h20")
+    assert saved.exit_code == 0, saved.output
+    assert "tuner sweep --device NVIDIA_H20-3e --model dsv3-h20 --tp 8" in flat(saved.stdout)
+    shown = invoke("shapes", "show", "dsv3-h20")
+    assert shown.exit_code == 0
+    assert "dsv3-h20 TP 8, block_shape [128, 128]" in shown.stdout
+    assert "source: 'Config file not found' warnings in sglang.log" in flat(shown.stdout)
+    assert "dsv3-h20" in invoke("shapes", "list").stdout
+
+
+def test_from_log_save_needs_a_tp(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text("\n".join(vllm_log().splitlines()[4:]))  # without the start-up lines
+    one_line_error(invoke("shapes", "from-log", str(log), "--save", "x"),
+                   "the log does not state the tensor-parallel size: pass --tp with --save")
+    assert invoke("shapes", "from-log", str(log), "--save", "x", "--tp", "2").exit_code == 0
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    (b"", "empty file, not a server log"),
+    (b"\x00\x01\x02binary\x00", "binary file, not a text log"),
+])
+def test_from_log_bad_files(tmp_path: Path, content: bytes, problem: str) -> None:
+    log = tmp_path / "bad.log"
+    log.write_bytes(content)
+    one_line_error(invoke("shapes", "from-log", str(log)), f"{log}: {problem}")
+
+
+def test_from_log_without_warnings_exits_1(tmp_path: Path) -> None:
+    log = tmp_path / "clean.log"
+    log.write_text("INFO all good\n")
+    result = invoke("shapes", "from-log", str(log))
+    assert result.exit_code == 1
+    assert "no 'Config file not found' warning of the W8A8 block-FP8 kernel" in result.stderr
+
+
+def test_from_config_and_save(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({
+        "architectures": ["Qwen3ForCausalLM"], "hidden_size": 4096, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 12288}))
+    result = invoke("shapes", "from-config", str(config), "--tp", "2", "--save", "qwen3-8b")
+    assert result.exit_code == 0, result.output
+    assert "Qwen3ForCausalLM, TP 2, block_shape [128, 128]" in flat(result.stdout)
+    assert flat(result.stdout).endswith("tuner sweep --device <device> --model qwen3-8b --tp 2")
+    from tuner.shapes import load_shapes
+
+    assert load_shapes("qwen3-8b", 2).shapes == ((3072, 4096), (4096, 2048), (12288, 4096),
+                                                 (4096, 6144))
+
+
+def test_from_config_refuses_unknown_architectures(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"architectures": ["DeepseekV3ForCausalLM"]}))
+    result = invoke("shapes", "from-config", str(config), "--tp", "8")
+    one_line_error(result, f"{config}: architectures ['DeepseekV3ForCausalLM'] is not one of "
+                   "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM; "
+                   "other architectures are not derived (shapes from a log still work)")
+
+
+def test_malformed_user_shapes_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TUNER_SHAPES_DIR", str(tmp_path))
+    (tmp_path / "broken.toml").write_text("model = \n")
+    message = f"{tmp_path / 'broken.toml'}: invalid TOML: Invalid value (at line 1, column 9)"
+    one_line_error(invoke("shapes", "show", "broken"), message)
+    listed = invoke("shapes", "list")
+    one_line_error(listed, message)
+    assert "qwen3.8-27b" in listed.stdout  # the good ones are still listed
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    one_line_error(invoke("sweep", "--device", "interpreter", "--model", "broken", "--db", db),
+                   message)
+
+
+@needs_fixtures
+def test_import_vllm_l20_files_reports_coverage(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    result = invoke("import", *map(str, L20_FILES), "--label", "vllm-0.33.0", "--db", db)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == len(L20_FILES) == 14
+    coverage = {line.split()[1]: line.split(": ", 1)[1] for line in lines}
+    three = ("3 of vLLM's 18 M values: 2048, 3072, 4096; missing 1, 2, 4, 8, 16, 24, 32, 48, 64, "
+             "96, 128, 256, 512, 1024, 1536; M=1 runs the M=2048 entry")
+    n576 = config_file_name(576, 7168, "NVIDIA_L20")
+    assert coverage.pop(n576) == (
+        "2 of vLLM's 18 M values: 4, 8; missing 1, 2, 16, 24, 32, 48, 64, 96, 128, 256, 512, "
+        "1024, 1536, 2048, 3072, 4096; M=1 runs the M=4 entry; M=4096 runs the M=8 entry")
+    assert list(coverage.values()) == [three] * 13
+    assert all(" for NVIDIA_L20 as 'vllm-0.33.0'" in line for line in lines)
+    assert row_counts(db)["imports"] == 14
+
+
+@needs_fixtures
+def test_amd_file_is_accepted_and_kept(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    amd = FIXTURES / "vllm_configs" / config_file_name(1536, 7168, "AMD_Instinct_MI300X")
+    assert invoke("import", str(amd), "--db", db).exit_code == 0
+    from db import repo
+    from db.engine import open_store, session_scope
+
+    engine = open_store(db)
+    with session_scope(engine) as session:
+        (item,) = repo.list_imports(session)
+    engine.dispose()
+    assert item.device_name == "AMD_Instinct_MI300X"
+    assert item.configs[1] == json.loads(amd.read_text())["1"]
+    assert "kpack" in item.configs[1] and "num_stages" not in item.configs[1]
+
+
+GOOD = dump_config_file({1: FAST, 4096: SLOW})
+
+
+@pytest.mark.parametrize(("name", "content", "problem"), [
+    (config_file_name(576, 7168, "NVIDIA_L20"), GOOD[:-20], "invalid JSON"),
+    (config_file_name(576, 7168, "NVIDIA_L20"), '{"1": {"BLOCK_SIZE_M": "16"}}',
+     "M=1: missing key(s) BLOCK_SIZE_N"),
+    (config_file_name(576, 7168, "NVIDIA_L20"),
+     GOOD.replace('"num_warps": 4', '"num_warps": 4, "waves": 2'), "M=1: unknown key(s) 'waves'"),
+    (config_file_name(576, 7168, "NVIDIA_L20"), GOOD.replace(": 16,", ": 1" + "0" * 40 + ","),
+     "M=1: BLOCK_SIZE_M=a 41-digit number is outside 1..65536"),
+    (config_file_name(576, 7168, "NVIDIA_L20"), GOOD.replace(": 16,", ": 16.0,"),
+     "M=1: BLOCK_SIZE_M must be an integer, got 16.0"),
+    ("config.json", GOOD, "'config.json' is not a config file name"),
+    ("N=576,K=7168,device_name=NVIDIA_L20,dtype=int8_w8a8,block_shape=[128,128].json", GOOD,
+     "dtype int8_w8a8 is not fp8_w8a8"),
+])
+def test_bad_import_files_change_nothing(tmp_path: Path, name: str, content: str,
+                                         problem: str) -> None:
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    fill(db, PLAN)
+    good = tmp_path / "good" / config_file_name(5120, 3072, "NVIDIA_L20")
+    good.parent.mkdir()
+    good.write_text(GOOD)
+    bad = tmp_path / name
+    bad.write_text(content)
+    before = row_counts(db)
+    result = invoke("import", str(good), str(bad), "--db", db)
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: {bad}") or line.startswith(f"error: '{name}'")
+    assert problem in line
+    assert row_counts(db) == before
+
+
+def test_import_for_an_unknown_device_changes_nothing(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    fill(db, PLAN)
+    path = tmp_path / config_file_name(576, 7168, "NVIDIA_H200")
+    path.write_text(GOOD)
+    before = row_counts(db)
+    one_line_error(invoke("import", str(path), "--device", "L40S", "--db", db),
+                   f"{path}: device 'L40S' is neither in the store (known: NVIDIA_L20) nor the "
+                   "file's device 'NVIDIA_H200'")
+    assert row_counts(db) == before
+    moved = invoke("import", str(path), "--device", "L20", "--db", db)
+    assert moved.exit_code == 0
+    assert "for NVIDIA_L20 (file named for NVIDIA_H200) as 'imported'" in moved.stdout
+
+
+def test_export_merges_imports_and_spells_for_sglang(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    fill(db, PLAN, m_values=(1, 16))
+    shipped = tmp_path / config_file_name(576, 7168, "NVIDIA_L20")
+    shipped.write_text(dump_config_file({1: SLOW, 2048: SLOW}))
+    assert invoke("import", str(shipped), "--label", "vllm-0.33.0", "--db", db).exit_code == 0
+    out = tmp_path / "out"
+    result = invoke("export", "--device", "L20", "--out", str(out), "--engine", "sglang",
+                    "--db", db)
+    assert result.exit_code == 0, result.output
+    name = engine_file_name(shipped.name, "sglang")
+    assert [p.name for p in out.iterdir()] == [name]
+    written = json.loads((out / name).read_text())
+    # M=1: measured winner beats the import; M=16: the default (SLOW was slower); M=2048 imported.
+    assert written == {"1": FAST, "16": DEFAULT, "2048": SLOW}
+    out_text = flat(result.stdout)
+    assert "M=1: measured winner replaces the entry imported from 'vllm-0.33.0'" in out_text
+    assert ("M=2048: imported from 'vllm-0.33.0', not measured here (no comparison with the "
+            "default)") in out_text
+    assert "a sweep against SGLang's kernel is the exact answer" in result.stderr
+
+
+def test_mounts_from_store_and_folder(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    fill(db, PLAN, m_values=(1, 16))
+    name = config_file_name(576, 7168, "NVIDIA_L20")
+    result = invoke("mounts", "--device", "L20", "--db", db)
+    assert result.exit_code == 0, result.output
+    site = "/usr/local/lib/python3.12/dist-packages"
+    target = f"{site}/vllm/model_executor/layers/quantization/utils/configs/{name}"
+    assert f'  -v "$PWD/configs/{name}:{target}:ro" \\' in result.stdout.splitlines()
+    folder = tmp_path / "cfg"
+    folder.mkdir()
+    (folder / name).write_text(GOOD)
+    k8s = invoke("mounts", "--device", "L20", "--files", str(folder), "--engine", "sglang",
+                 "--format", "k8s", "--site-packages", "/opt/py")
+    assert k8s.exit_code == 0, k8s.output
+    spaced = engine_file_name(name, "sglang")
+    assert (f'    mountPath: "/opt/py/sglang/srt/layers/quantization/configs/{spaced}"'
+            in k8s.stdout.splitlines())
+    one_line_error(invoke("mounts", "--device", "H200", "--files", str(folder)),
+                   f"{folder}: no config files for --device H200; devices there: NVIDIA_L20")
+    one_line_error(invoke("mounts", "--device", "L20", "--db", db, "--site-packages", "rel"),
+                   "--site-packages must be an absolute path without quotes, '$', '\\\\' or "
+                   "'..', got 'rel'")
+
+
+def test_status(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tuner import cli
+
+    monkeypatch.setattr(cli.console, "_width", 220)  # one table row per line
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    assert "no sweeps in the store yet" in invoke("status", "--db", db).stdout
+    sweep_id = fill(db, PLAN, m_values=(1, 16, 32), fail_m=(32,))
+    table = invoke("status", "--db", db)
+    assert table.exit_code == 0
+    row = next(line for line in table.stdout.splitlines() if "NVIDIA_L20" in line)
+    cells = [cell.strip() for cell in row.strip("│ ").split("│")]
+    assert cells == [str(sweep_id), "NVIDIA_L20", "test-model", "2", "grid", "2/3", "0", "0",
+                     "1", "4/4"]
+    tasks = invoke("status", "--db", db, "--sweep", str(sweep_id))
+    assert tasks.exit_code == 0
+    rows = [[c.strip() for c in line.strip("│ ").split("│")]
+            for line in tasks.stdout.splitlines() if line.startswith("│ 576")]
+    assert [r[:9] for r in rows] == [
+        ["576", "7168", "1", "done", "1", "2/2", "6.0", "10.0", "1.67x"],
+        ["576", "7168", "16", "done", "1", "2/2", "10.0", "10.0", "1.00x"],
+        ["576", "7168", "32", "failed", "1", "0/0", "-", "-", "-"],
+    ]
+    one_line_error(invoke("status", "--db", db, "--sweep", "99"),
+                   f"no sweep with id 99; sweeps: {sweep_id}")
+
+
+CONFIG = json.dumps(FAST)
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    (f"[{CONFIG}"[:-5].encode(), "invalid JSON: Unterminated string"),
+    (f"[{CONFIG}]".replace(": 16,", ': "16",', 1).encode(),
+     "config #1: BLOCK_SIZE_M must be an integer, got '16'"),
+    (f"[{CONFIG}]".replace('"num_stages": 3', '"num_stages": 3, "num_ctas": 2').encode(),
+     "config #1: unknown key(s) 'num_ctas'"),
+    (f"[{CONFIG}]".replace(": 16,", ": 1" + "0" * 30 + ",", 1).encode(),
+     "config #1: BLOCK_SIZE_M=a 31-digit number is outside 1..65536"),
+    (f"[{CONFIG}, {CONFIG[:-1]}, \"kpack\": 1}}]".encode(),
+     "config #2: AMD keys kpack, matrix_instr_nonkdim do not apply to this kernel"),
+    (b"{}", "expected a non-empty JSON list of config objects"),
+    (b"\xff\xfe[]", "not UTF-8 text"),
+])
+def test_bad_configs_files_change_nothing(tmp_path: Path, content: bytes, problem: str) -> None:
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    fill(db, PLAN)
+    before = row_counts(db)
+    bad = tmp_path / "configs.json"
+    bad.write_bytes(content)
+    result = invoke("sweep", "--device", "interpreter", "--model", "tiny", "--m", "1",
+                    "--strategy", "grid", "--configs", str(bad), "--db", db)
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: {bad}: ") and problem in line
+    assert row_counts(db) == before

@@ -1,0 +1,96 @@
+"""Imports and overviews of the store: upsert per label, latest import wins per M, counts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, inspect, text
+
+from db import repo
+from db.engine import make_engine, open_store, session_scope, upgrade
+from tests.storefill import DEFAULT, FAST, SLOW, fill
+
+AMD = {"BLOCK_SIZE_K": 128, "BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "GROUP_SIZE_M": 1,
+       "kpack": 1, "matrix_instr_nonkdim": 16, "num_warps": 4}
+
+
+def record(session, label: str, configs: dict, device_name: str = "NVIDIA_L20"):
+    return repo.record_import(session, device_name=device_name, N=576, K=7168,
+                              block_shape=(128, 128), label=label, file_name="f.json",
+                              sha256=label * 2, configs=configs)
+
+
+def test_record_list_and_replace(engine: Engine) -> None:
+    with session_scope(engine) as session:
+        first = record(session, "vllm", {4: FAST, 8: AMD})
+    assert (first.device_name, first.m_keys, first.configs[8]) == ("NVIDIA_L20", (4, 8), AMD)
+    assert list(first.configs[8]) == list(AMD)  # AMD keys kept, in the file's order
+    with session_scope(engine) as session:
+        again = record(session, "vllm", {2048: SLOW})
+    assert again.import_id == first.import_id and again.m_keys == (2048,)
+    with session_scope(engine) as session:
+        record(session, "mine", {4: SLOW, 16: DEFAULT})
+        listed = repo.list_imports(session, device_name="NVIDIA_L20")
+        merged = repo.imported_configs(session, device_name="NVIDIA_L20")
+        assert repo.list_import_device_names(session) == ["NVIDIA_L20"]
+        assert repo.list_device_names(session) == []  # imports are not sweeps
+    assert [(i.label, i.m_keys) for i in listed] == [("mine", (4, 16)), ("vllm", (2048,))]
+    shape = merged[(576, 7168, (128, 128))]
+    assert shape.configs == {2048: SLOW, 4: SLOW, 16: DEFAULT}
+    assert shape.labels == {2048: "vllm", 4: "mine", 16: "mine"}
+
+
+def test_record_refuses(engine: Engine) -> None:
+    with session_scope(engine) as session, pytest.raises(ValueError, match="label must be"):
+        record(session, "", {1: FAST})
+    with session_scope(engine) as session, pytest.raises(ValueError, match="no M entries"):
+        record(session, "x", {})
+    with session_scope(engine) as session, pytest.raises(ValueError, match="vLLM's key"):
+        record(session, "x", {1: FAST}, device_name="NVIDIA L20")
+
+
+def test_overviews_and_counts(store_url: str) -> None:
+    plan = {(576, 7168, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 5.0),
+                             (SLOW, False, "wrong_result", None)]}
+    sweep_id = fill(store_url, plan, m_values=(1, 16))
+    engine = open_store(store_url)
+    try:
+        with session_scope(engine) as session:
+            (summary,) = repo.list_sweeps(session)
+            tasks = repo.sweep_tasks(session, sweep_id=sweep_id)
+            envs = repo.device_environments(session, device_name="NVIDIA_L20")
+            counts = repo.store_counts(session)
+            with pytest.raises(LookupError, match="no sweep with sweep_id 99"):
+                repo.sweep_tasks(session, sweep_id=99)
+    finally:
+        engine.dispose()
+    assert (summary.sweep_id, summary.model, summary.tasks, summary.trials_ok,
+            summary.trials_total) == (sweep_id, "test-model",
+                                      {"pending": 1, "running": 0, "done": 1, "failed": 0}, 2, 3)
+    assert [(t.M, t.state, t.trials_ok, t.trials_total, t.best_latency_us, t.default_latency_us)
+            for t in tasks] == [(1, "done", 2, 3, 5.0, 10.0), (16, "pending", 0, 0, None, None)]
+    assert [(e.gpu_name, e.torch, e.triton, e.trials) for e in envs] == [
+        ("NVIDIA L20", "2.11.0", "3.6.0", 3)]
+    assert counts.trials["ok"] == 2 and counts.trials["wrong_result"] == 1
+    assert counts.trials["crashed"] == 0
+    assert counts.tasks == {"pending": 1, "running": 0, "done": 1, "failed": 0}
+    assert (counts.sweeps, counts.imports) == (1, 0)
+
+
+def test_upgrade_from_0002_adds_imports_and_keeps_rows(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = make_engine(url)
+    upgrade(engine, "0002")
+    with engine.begin() as connection:
+        connection.execute(text("INSERT INTO devices (device_name, created_at) "
+                                "VALUES ('NVIDIA_L20', '2026-11-30 00:00:00')"))
+    assert "imports" not in inspect(engine).get_table_names()
+    upgrade(engine)
+    assert "imports" in inspect(engine).get_table_names()
+    engine.dispose()
+    engine = open_store(url)
+    with session_scope(engine) as session:
+        item = record(session, "vllm", {1: FAST})
+    assert item.device_name == "NVIDIA_L20"
+    engine.dispose()

@@ -1,0 +1,77 @@
+"""Fill a store through db.repo with a planned sweep: per (N, K, M), the trials to record."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from sqlalchemy import text
+
+import tuner
+from db import repo
+from db.engine import open_store, session_scope
+from tuner.space import default_config
+
+DEFAULT = default_config().as_dict()
+FAST = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
+        "num_warps": 4, "num_stages": 3}
+SLOW = {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 64,
+        "num_warps": 8, "num_stages": 5}
+# (N, K, M) -> [(config, is_default, status, latency_us)]
+Plan = Mapping[tuple[int, int, int], Sequence[tuple[dict, bool, str, float | None]]]
+TABLES = ("devices", "environments", "sweeps", "tasks", "trials", "imports")
+
+
+def fill(url: str, plan: Plan, *, device_name: str = "NVIDIA_L20", model: str = "test-model",
+         m_values: Sequence[int] = (1, 16, 32), fail_m: Sequence[int] = ()) -> int:
+    """Create one sweep over the plan's shapes; run its tasks; return the sweep_id.
+
+    Tasks whose (N, K, M) is not in the plan are left pending; M in `fail_m` end failed.
+    """
+    shapes = sorted({(n, k) for n, k, _ in plan})
+    engine = open_store(url)
+    try:
+        with session_scope(engine) as session:
+            sweep, _ = repo.create_sweep(
+                session, device_name=device_name, model=model, tp=2, strategy="grid",
+                budget=8, space="vllm", seed=0, m_values=list(m_values), out_dtype="bfloat16",
+                block_shape=(128, 128), shapes=shapes,
+            )
+            environment_id = repo.get_or_create_environment(
+                session, device_name=device_name, gpu_name=device_name.replace("_", " "),
+                compute_capability="8.9", driver="580.1", cuda="12.9", torch="2.11.0",
+                triton="3.6.0", tuner=tuner.__version__, kernel_hash="abc123",
+            )
+        claimed = []
+        while True:
+            with session_scope(engine) as session:
+                task = repo.claim_task(session, sweep_id=sweep.sweep_id, worker_id="w",
+                                       lease_s=600)
+                if task is None:
+                    break
+                claimed.append(task.task_id)
+                trials = plan.get((task.N, task.K, task.M))
+                for config, is_default, status, latency_us in trials or ():
+                    repo.record_trial(session, task_id=task.task_id,
+                                      environment_id=environment_id, config=config,
+                                      is_default=is_default, status=status,
+                                      latency_us=latency_us)
+                if trials is not None or task.M in fail_m:
+                    repo.finish_task(session, task_id=task.task_id, worker_id="w",
+                                     state="failed" if task.M in fail_m else "done")
+        with session_scope(engine) as session:  # hand unplanned tasks back: pending
+            session.execute(text("UPDATE tasks SET state = 'pending', worker_id = NULL, "
+                                 "lease_expires_at = NULL WHERE state = 'running'"))
+        return sweep.sweep_id
+    finally:
+        engine.dispose()
+
+
+def row_counts(url: str) -> dict[str, int]:
+    """Rows per table of the store, to show a refused write changed nothing."""
+    engine = open_store(url)
+    try:
+        with engine.connect() as connection:
+            return {name: connection.execute(text(f"SELECT count(*) FROM {name}")).scalar_one()
+                    for name in TABLES}
+    finally:
+        engine.dispose()

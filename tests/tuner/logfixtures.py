@@ -1,0 +1,67 @@
+"""Server logs written in vLLM's and SGLang's formats, with noise, for the log reader's tests."""
+
+from __future__ import annotations
+
+VLLM_DIR = ("/usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/quantization/"
+            "utils/configs")
+MOE_DIR = "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/fused_moe/configs"
+SGLANG_DIR = "/sgl-workspace/sglang/python/sglang/srt/layers/quantization/configs"
+# DESIGN §11: the five shapes vLLM logged as missing for Qwen3.8-27B-FP8 at TP 2 on 2x L20.
+QWEN_TP2 = [(7168, 5120), (5120, 3072), (17408, 5120), (5120, 8704), (8192, 5120)]
+BLOCK_WARNING = ("Using default W8A8 Block FP8 kernel config. Performance might be sub-optimal! "
+                 "Config file not found at {path}")
+
+
+def vllm_name(N: int, K: int, device: str = "NVIDIA_L20") -> str:
+    return f"N={N},K={K},device_name={device},dtype=fp8_w8a8,block_shape=[128,128].json"
+
+
+def vllm_log(shapes=QWEN_TP2, ranks=(0, 1), line_end: str = "\r\n") -> str:
+    """A vLLM 0.33-style log: start-up noise, per-rank warnings twice, MoE warnings, colours."""
+    lines = [
+        "INFO 12-01 10:00:00 [__init__.py:239] Automatically detected platform cuda.",
+        "INFO 12-01 10:00:01 [api_server.py:1043] vLLM API server version 0.33.0",
+        "INFO 12-01 10:00:01 [utils.py:326] non-default args: {'model_tag': "
+        "'Qwen/Qwen3.8-27B-FP8', 'model': 'Qwen/Qwen3.8-27B-FP8', 'tensor_parallel_size': 2}",
+        "INFO 12-01 10:00:02 [core.py:58] Initializing a V1 LLM engine (v0.33.0) with config: "
+        "model='Qwen/Qwen3.8-27B-FP8', speculative_config=None, tokenizer='Qwen/Qwen3.8-27B-FP8', "
+        "dtype=torch.bfloat16, max_seq_len=32768, tensor_parallel_size=2, "
+        "pipeline_parallel_size=1, quantization=fp8, served_model_name='qwen'",
+        "(VllmWorker rank=0 pid=4101) INFO 12-01 10:00:40 [gpu_model_runner.py:1595] Model "
+        "loading took 14.1 GiB and 30.2 seconds",
+        "(VllmWorker rank=1 pid=4102) WARNING 12-01 10:00:41 [fused_moe.py:1001] Using default "
+        "MoE config. Performance might be sub-optimal! Config file not found at "
+        f"{MOE_DIR}/E=128,N=768,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json",
+        "Traceback (most recent call last): nothing, just noise with N=1,K=2 in it",
+        "\x1b[1;36m(VllmWorker rank=0 pid=4101)\x1b[0;0m DEBUG 12-01 10:00:41 N=9,K=9 is noise",
+    ]
+    for _ in range(2):  # warnings repeat (e.g. profile run, then CUDA graph capture)
+        for rank in ranks:
+            for N, K in shapes:
+                path = f"{VLLM_DIR}/{vllm_name(N, K)}"
+                lines.append(f"(VllmWorker rank={rank} pid={4101 + rank}) WARNING 12-01 "
+                             f"10:01:0{rank} [fp8_utils.py:851] "
+                             + BLOCK_WARNING.format(path=path))
+    lines.append("\x1b[32mINFO\x1b[0m 12-01 10:02:00 [api_server.py:1800] Starting vLLM API "
+                 "server on http://0.0.0.0:8000")
+    return line_end.join(lines) + line_end
+
+
+def sglang_log() -> str:
+    """An SGLang-style log (server_args line, [date TPn] prefixes, spaced block_shape)."""
+    lines = [
+        "[2026-06-01 10:00:00] server_args=ServerArgs(model_path='deepseek-ai/DeepSeek-V3', "
+        "tokenizer_path='deepseek-ai/DeepSeek-V3', tp_size=8, dp_size=1, attn_tp_size=8)",
+        "[2026-06-01 10:00:05 TP0] Load weight end. type=DeepseekV3ForCausalLM",
+    ]
+    for tp_rank in range(8):
+        for N, K in ((24576, 1536), (576, 7168), (7168, 2048)):
+            path = (f"{SGLANG_DIR}/N={N},K={K},device_name=NVIDIA_H20-3e,dtype=fp8_w8a8,"
+                    "block_shape=[128, 128].json")
+            lines.append(f"[2026-06-01 10:00:30 TP{tp_rank}] " + BLOCK_WARNING.format(path=path))
+        lines.append(
+            f"[2026-06-01 10:00:31 TP{tp_rank}] Using default MoE config. Performance might be "
+            "sub-optimal! Config file not found at /sgl-workspace/sglang/python/sglang/srt/"
+            "layers/moe/fused_moe_triton/configs/triton_3_2_0/E=257,N=256,"
+            "device_name=NVIDIA_H20-3e,dtype=fp8_w8a8,block_shape=[128, 128].json")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,90 @@
+"""Server logs: the missing block-FP8 config files vLLM and SGLang warn about, nothing else."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from tests.tuner.logfixtures import (
+    QWEN_TP2,
+    SGLANG_DIR,
+    VLLM_DIR,
+    sglang_log,
+    vllm_log,
+    vllm_name,
+)
+from tuner.logs import read_log, scan_lines
+
+
+def test_vllm_log_with_ranks_moe_noise_and_crlf(tmp_path: Path) -> None:
+    path = tmp_path / "vllm.log"
+    path.write_bytes(vllm_log().encode())
+    scan = read_log(path)
+    assert scan.shapes() == [(N, K, (128, 128)) for N, K in QWEN_TP2]
+    assert scan.warnings == 2 * 2 * 5  # twice, two ranks, five shapes
+    assert scan.device_names == ["NVIDIA_L20"]
+    assert (scan.tp, scan.model) == (2, "Qwen/Qwen3.8-27B-FP8")
+    first = scan.missing[0]
+    assert first.engine == "vllm"
+    assert first.path == f"{VLLM_DIR}/{vllm_name(7168, 5120)}"
+    assert first.folder == VLLM_DIR
+    assert all(m.N != 768 for m in scan.missing)  # the MoE file is not picked up
+
+
+def test_sglang_log_spaced_block_shape(tmp_path: Path) -> None:
+    path = tmp_path / "sglang.log"
+    path.write_text(sglang_log())
+    scan = read_log(path)
+    assert scan.shapes() == [(24576, 1536, (128, 128)), (576, 7168, (128, 128)),
+                             (7168, 2048, (128, 128))]
+    assert scan.warnings == 24
+    assert scan.device_names == ["NVIDIA_H20-3e"]
+    assert (scan.tp, scan.model) == (8, "deepseek-ai/DeepSeek-V3")
+    assert {m.engine for m in scan.missing} == {"sglang"}
+    assert {m.folder for m in scan.missing} == {SGLANG_DIR}
+
+
+def test_gzip_log(tmp_path: Path) -> None:
+    path = tmp_path / "vllm.log.gz"
+    path.write_bytes(gzip.compress(vllm_log(line_end="\n").encode()))
+    assert len(read_log(path).shapes()) == 5
+
+
+def test_conflicting_tp_is_not_guessed() -> None:
+    lines = ["tensor_parallel_size=2", "tensor_parallel_size=4"]
+    assert scan_lines(lines).tp is None
+
+
+def test_int8_and_unparseable_names_are_skipped() -> None:
+    warning = ("WARNING Using default W8A8 Block FP8 kernel config. Performance might be "
+               "sub-optimal! Config file not found at /x/")
+    lines = [
+        warning + "N=1,K=2,device_name=A,dtype=int8_w8a8,block_shape=[128,128].json",
+        warning + "N=0,K=2,device_name=A,dtype=fp8_w8a8,block_shape=[128,128].json",
+        warning + "somewhere else entirely",
+        warning + vllm_name(256, 512, "NVIDIA_H200"),
+    ]
+    assert scan_lines(lines).shapes() == [(256, 512, (128, 128))]
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (b"", "empty file, not a server log"),
+    (b"  \r\n\n", "empty file, not a server log"),
+    (b"\x7fELF\x02\x01\x01\x00\x00\x00binary", "binary file, not a text log"),
+    (b"\x1f\x8b\x08\x00\x00\x00\x00\x00", "truncated gzip file"),
+])
+def test_bad_log_files_are_one_line(tmp_path: Path, content: bytes, message: str) -> None:
+    path = tmp_path / "bad.log"
+    path.write_bytes(content)
+    with pytest.raises(ValueError) as raised:
+        read_log(path)
+    assert str(raised.value) == f"{path}: {message}"
+
+
+def test_missing_and_folder(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"nope\.log: cannot read: No such file or directory"):
+        read_log(tmp_path / "nope.log")
+    with pytest.raises(ValueError, match="is a folder, not a log file"):
+        read_log(tmp_path)

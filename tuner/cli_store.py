@@ -1,0 +1,241 @@
+"""`tuner import`, `tuner status` and `tuner mounts`: bring files in, watch sweeps, mount files.
+
+Registered on `tuner.cli.app` when `tuner.cli` is imported.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from tuner.cli import (
+    DbOpt,
+    DeviceOpt,
+    EngineName,
+    _device_in_store,
+    _open_store,
+    app,
+    console,
+    fail,
+)
+
+
+class MountFormat(StrEnum):
+    docker = "docker"
+    compose = "compose"
+    k8s = "k8s"
+
+
+EngineOpt = Annotated[
+    EngineName, typer.Option("--engine", help="Serving engine: its config folder and its "
+                             "file-name spelling (SGLang: block_shape=[128, 128]).")
+]
+
+
+def _plain(text: str) -> None:
+    console.print(text, soft_wrap=True, markup=False, highlight=False)
+
+
+@app.command("import")
+def import_files(
+    files: Annotated[list[Path], typer.Argument(help="Config files, e.g. those shipped with "
+                                                "vLLM (NVIDIA or AMD).")],
+    label: Annotated[str, typer.Option(help="Where the files come from, e.g. vllm-0.33.0; "
+                                       "importing a label again replaces its entries.")
+                     ] = "imported",
+    device: Annotated[str | None, typer.Option(help="Store for this device (one in the store, "
+                                               "aliases allowed) [default: the file name's "
+                                               "device_name].")] = None,
+    db: DbOpt = None,
+) -> None:
+    """Keep existing config files as a labelled source per device and shape.
+
+    Their entries fill M without a measured winner at export (measured winners beat them);
+    they are never measured and never claimed to beat the default. Every file is checked
+    before anything is stored: one bad file stores none.
+    """
+    from db import repo
+    from db.engine import session_scope
+    from tuner.configfile import MAX_FILE_BYTES, coverage_summary, parse_file_for_import
+    from tuner.importing import target_device
+
+    if not 1 <= len(label) <= 128 or not label.strip():
+        raise fail("--label must be 1..128 characters")
+    parsed = []
+    for path in files:
+        try:
+            if path.is_dir():
+                raise ValueError(f"{path}: is a folder; pass the files (e.g. {path}/*.json)")
+            if path.stat().st_size > MAX_FILE_BYTES:
+                raise ValueError(f"{path}: more than {MAX_FILE_BYTES} bytes: not a config file")
+            parsed.append((path, parse_file_for_import(path.name, path.read_bytes(), str(path))))
+        except OSError as exc:
+            raise fail(f"{path}: cannot read: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+    _, engine = _open_store(db)
+    with session_scope(engine) as session:
+        known = sorted(set(repo.list_device_names(session))
+                       | set(repo.list_import_device_names(session)))
+    planned = {}
+    for path, item in parsed:
+        try:
+            target = target_device(device, item.name.device_name, known)
+        except LookupError as exc:
+            raise fail(f"{path}: {exc}") from None
+        key = (target, item.name.N, item.name.K, item.name.block_shape)
+        if key in planned:
+            raise fail(f"{path}: same device and shape as {planned[key][0]}; import one per "
+                       "shape and label")
+        planned[key] = (path, item, target)
+    with session_scope(engine) as session:
+        for path, item, target in planned.values():
+            repo.record_import(session, device_name=target, N=item.name.N, K=item.name.K,
+                               block_shape=item.name.block_shape, label=label,
+                               file_name=path.name, sha256=item.sha256, configs=item.configs)
+    for path, item, target in planned.values():
+        moved = "" if target == item.name.device_name else f" (file named for " \
+            f"{item.name.device_name})"
+        _plain(f"imported {path.name} for {target}{moved} as '{label}': "
+               f"{coverage_summary(item.configs)}")
+
+
+@app.command()
+def status(
+    sweep: Annotated[int | None, typer.Option("--sweep", help="Show this sweep's tasks.")] = None,
+    db: DbOpt = None,
+) -> None:
+    """Sweeps in the store with task and trial counts; with --sweep, that sweep's tasks."""
+    from db import repo
+    from db.engine import session_scope
+
+    _, engine = _open_store(db)
+    with session_scope(engine) as session:
+        sweeps = repo.list_sweeps(session)
+        tasks = repo.sweep_tasks(session, sweep_id=sweep) if sweep is not None and any(
+            s.sweep_id == sweep for s in sweeps) else None
+    if sweep is not None and tasks is None:
+        listed = ", ".join(str(s.sweep_id) for s in sweeps) or "none"
+        raise fail(f"no sweep with id {sweep}; sweeps: {listed}")
+    if tasks is None:
+        if not sweeps:
+            _plain("no sweeps in the store yet (tuner sweep ...)")
+            return
+        table = Table("sweep", "device", "model", "TP", "strategy", "tasks done", "running",
+                      "pending", "failed", "trials ok/total", title="sweeps")
+        for column in table.columns:
+            column.overflow = "fold"  # wrap long names rather than cut them
+        for s in sweeps:
+            total = sum(s.tasks.values())
+            table.add_row(str(s.sweep_id), s.device_name, s.model, str(s.tp), s.strategy,
+                          f"{s.tasks['done']}/{total}", str(s.tasks["running"]),
+                          str(s.tasks["pending"]), str(s.tasks["failed"]),
+                          f"{s.trials_ok}/{s.trials_total}")
+        console.print(table)
+        return
+    table = Table("N", "K", "M", "state", "attempts", "trials ok/total", "best_us", "default_us",
+                  "speedup", "worker", "error", title=f"sweep {sweep}")
+    for column in table.columns:
+        column.overflow = "fold"
+    for t in tasks:
+        speedup = (f"{t.default_latency_us / t.best_latency_us:.2f}x"
+                   if t.best_latency_us and t.default_latency_us else "-")
+        table.add_row(str(t.N), str(t.K), str(t.M), t.state, str(t.attempts),
+                      f"{t.trials_ok}/{t.trials_total}",
+                      "-" if t.best_latency_us is None else f"{t.best_latency_us:.1f}",
+                      "-" if t.default_latency_us is None else f"{t.default_latency_us:.1f}",
+                      speedup, t.worker_id or "-", (t.error or "")[:60])
+    console.print(table)
+
+
+@app.command()
+def mounts(
+    device: DeviceOpt,
+    engine_name: EngineOpt = EngineName.vllm,
+    site_packages: Annotated[str | None, typer.Option(
+        "--site-packages", help="The engine's site-packages folder in the container [default: "
+        "vLLM image /usr/local/lib/python3.12/dist-packages; SGLang image "
+        "/sgl-workspace/sglang/python].")] = None,
+    fmt: Annotated[MountFormat, typer.Option("--format", help="docker run flags, a compose "
+                                             "volumes list, or a Kubernetes ConfigMap and "
+                                             "mounts.")] = MountFormat.docker,
+    files: Annotated[Path | None, typer.Option(help="Folder of exported files to mount "
+                                               "[default: the device's files in the store]."
+                                               )] = None,
+    host_dir: Annotated[str | None, typer.Option(help="Host folder the files are in [default: "
+                                                 "--files, else $PWD/configs].")] = None,
+    allow_partial: Annotated[bool, typer.Option(help="From the store: also shapes whose M grid "
+                                                "is not fully tuned.")] = False,
+    db: DbOpt = None,
+) -> None:
+    """Print read-only mounts of each config file into the engine's config folder."""
+    from tuner.mounts import (
+        DEFAULT_HOST_DIR,
+        DEFAULT_SITE_PACKAGES,
+        MountRequest,
+        render_mounts,
+    )
+
+    if files is not None:
+        names, device_name = _folder_file_names(files, device)
+        folder = host_dir or str(files.resolve())
+    else:
+        names, device_name = _store_file_names(device, engine_name.value, allow_partial, db)
+        folder = host_dir or DEFAULT_HOST_DIR
+    try:
+        text = render_mounts(MountRequest(
+            device_name=device_name, engine=engine_name.value, file_names=tuple(names),
+            host_dir=folder, site_packages=site_packages or DEFAULT_SITE_PACKAGES[engine_name],
+            fmt=fmt.value,
+        ))
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    typer.echo(text, nl=False)
+
+
+def _folder_file_names(folder: Path, device: str) -> tuple[list[str], str]:
+    from tuner.configfile import parse_config_file_name
+    from tuner.devices import resolve
+    from tuner.mounts import config_files_in
+
+    try:
+        entries = [p.name for p in folder.iterdir() if p.is_file()]
+    except OSError as exc:
+        raise fail(f"{folder}: cannot list: {exc.strerror or exc}") from None
+    seen = set()
+    for name in entries:
+        try:
+            seen.add(parse_config_file_name(name).device_name)
+        except ValueError:
+            continue
+    chosen = resolve(device, seen)
+    if len(chosen) != 1:
+        raise fail(f"{folder}: no config files for --device {device}; devices there: "
+                   f"{', '.join(sorted(seen)) or 'none'}")
+    return config_files_in(entries, chosen[0]), chosen[0]
+
+
+def _store_file_names(device: str, engine: str, allow_partial: bool,
+                      db: str | None) -> tuple[list[str], str]:
+    from db import repo
+    from db.engine import session_scope
+    from tuner.merge import build_device_files
+
+    _, store = _open_store(db)
+    with session_scope(store) as session:
+        device_name = _device_in_store(session, device)
+        winners = repo.winners(session, device_name=device_name)
+        coverage = repo.shape_coverage(session, device_name=device_name)
+        imported = repo.imported_configs(session, device_name=device_name)
+    try:
+        result = build_device_files(winners, coverage, allow_partial=allow_partial,
+                                    imported=imported, device_name=device_name, engine=engine)
+    except ValueError as exc:
+        raise fail(f"cannot merge {device_name}: {exc}") from None
+    if not result.files:
+        raise fail(f"{device_name} has no complete file yet; --allow-partial mounts what there is")
+    return [f.file_name for f in result.files], device_name
