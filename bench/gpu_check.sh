@@ -25,7 +25,14 @@ TRITON_INTERPRET=0 timeout 300 python3 -m pytest -q -p no:cacheprovider tests/tu
   | tail -3
 start=$(date +%s)
 python3 -m tuner.cli sweep --device "$DEVICE" --model "$MODEL" --tp "$TP" --m "$M_VALUES" \
-  --strategy optuna --trials "$TRIALS"
+  --strategy "${STRATEGY:-local}" --trials "$TRIALS"
 echo "sweep wall time: $(( $(date +%s) - start )) s"
 python3 -m tuner.cli export --device "$DEVICE" --out "$OUT/configs"
 python3 -m tuner.cli winners --device "$DEVICE"
+# Compile-for-target pruning with this host's Triton (issue 3): configs of vLLM's space for this
+# GPU's architecture, compile seconds per config on this host's cores; result in bench/results/.
+if [ "${COMPILE_PRUNE:-1}" = 1 ]; then
+  ARCH=$(python3 -c "import torch; major, minor = torch.cuda.get_device_capability(); print(major * 10 + minor)")
+  TUNER_CACHE_DIR="$OUT/cache" timeout 300 python3 bench/compile_prune.py --arch "$ARCH" \
+    --limit "${PRUNE_LIMIT:-1280}" --out-dir "$OUT" || echo "compile_prune did not finish within 300 s"
+fi

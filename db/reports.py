@@ -1,4 +1,5 @@
-"""Read-only queries of the store: sweep progress, devices, winners and M-grid coverage.
+"""Read-only queries of the store: sweep progress, devices, winners, M-grid coverage, a
+device's trials (landscape files) and the winners of done tasks (warm starts).
 
 Re-exported by `db.repo`; like the repository functions they take a Session, are keyword-only
 and return frozen dataclasses. Each is a fixed number of SQL queries (no query per task) that
@@ -281,4 +282,131 @@ def shape_coverage(
             models=tuple(sorted(models[(n, k, block_n, block_k)])),
         )
         for n, k, block_n, block_k in sorted(requested)
+    ]
+
+
+# Environment columns a landscape file records (tuner.replay.Landscape.environment).
+ENVIRONMENT_FIELDS: tuple[str, ...] = (
+    "gpu_name", "compute_capability", "driver", "cuda", "torch", "triton", "tuner", "kernel_hash",
+)
+
+
+@dataclass(frozen=True)
+class DeviceTrialRow:
+    """One stored trial of a device with its problem, sweep and environment.
+
+    `environment` holds ENVIRONMENT_FIELDS; rows of one environment share one dict.
+    """
+
+    trial_id: int
+    N: int
+    K: int
+    M: int
+    block_shape: tuple[int, int]
+    out_dtype: str
+    space: str
+    config: dict[str, int]
+    status: str
+    latency_us: float | None
+    p20_us: float | None
+    p80_us: float | None
+    environment_id: int
+    environment: dict[str, str]
+
+
+def device_trials(
+    session: Session, *, device_name: str, out_dtype: str | None = None
+) -> list[DeviceTrialRow]:
+    """Every trial of a device over all its sweeps, e.g. to record a landscape file.
+
+    Args:
+        session: the open session.
+        device_name: vLLM's device key.
+        out_dtype: only sweeps with this output dtype; None for all.
+
+    Returns:
+        The trials, sorted by trial_id (the order they were recorded in).
+    """
+    query = (
+        select(Trial, Task.N, Task.K, Task.M, Sweep.block_n, Sweep.block_k, Sweep.out_dtype,
+               Sweep.space, Environment)
+        .join(Task, Trial.task_id == Task.task_id)
+        .join(Sweep, Task.sweep_id == Sweep.sweep_id)
+        .join(Device, Sweep.device_id == Device.device_id)
+        .join(Environment, Trial.environment_id == Environment.environment_id)
+        .where(Device.device_name == device_name)
+        .order_by(Trial.trial_id)
+    )
+    if out_dtype is not None:
+        query = query.where(Sweep.out_dtype == out_dtype)
+    environments: dict[int, dict[str, str]] = {}
+    rows = []
+    for trial, n, k, m, block_n, block_k, dtype, space, env in session.execute(query):
+        if env.environment_id not in environments:
+            environments[env.environment_id] = {
+                name: getattr(env, name) for name in ENVIRONMENT_FIELDS}
+        rows.append(DeviceTrialRow(
+            trial_id=trial.trial_id, N=n, K=k, M=m, block_shape=(block_n, block_k),
+            out_dtype=dtype, space=space,
+            config={name: getattr(trial, name) for name in CONFIG_COLUMNS},
+            status=trial.status, latency_us=trial.latency_us, p20_us=trial.p20_us,
+            p80_us=trial.p80_us, environment_id=env.environment_id,
+            environment=environments[env.environment_id],
+        ))
+    return rows
+
+
+@dataclass(frozen=True)
+class TaskWinnerRow:
+    """The fastest ok config of one (N, K, M) among finished tasks of a device."""
+
+    N: int
+    K: int
+    M: int
+    config: dict[str, int]
+    latency_us: float
+
+
+def task_winners(
+    session: Session,
+    *,
+    device_name: str,
+    block_shape: tuple[int, int],
+    out_dtype: str,
+    kernel_hash: str | None = None,
+) -> list[TaskWinnerRow]:
+    """Winners of the done tasks of a device: what a new task warm-starts from
+    (`tuner.strategies.warm_start_for_task`). One query with a `row_number()` ranking.
+
+    Args:
+        session: the open session.
+        device_name: vLLM's device key.
+        block_shape: [group_n, group_k] of the sweeps to read.
+        out_dtype: output dtype of the sweeps to read.
+        kernel_hash: only trials whose environment has this kernel hash; None for all.
+
+    Returns:
+        One row per (N, K, M) with a done task and an ok trial, sorted by (N, K, M); ties in
+        latency_us go to the lowest trial_id.
+    """
+    key = (Task.N, Task.K, Task.M)
+    ranked = (
+        _ok_trials(
+            [*key, *(getattr(Trial, name) for name in CONFIG_COLUMNS), Trial.latency_us,
+             func.row_number().over(partition_by=key, order_by=(Trial.latency_us,
+                                                                Trial.trial_id)).label("rank")],
+            device_name=device_name, out_dtype=out_dtype, kernel_hash=kernel_hash,
+        )
+        .where(Task.state == "done", Sweep.block_n == block_shape[0],
+               Sweep.block_k == block_shape[1])
+        .subquery("ranked")
+    )
+    rows = session.execute(
+        select(ranked).where(ranked.c.rank == 1).order_by(ranked.c.N, ranked.c.K, ranked.c.M)
+    ).mappings()
+    return [
+        TaskWinnerRow(N=row["N"], K=row["K"], M=row["M"],
+                      config={name: row[name] for name in CONFIG_COLUMNS},
+                      latency_us=row["latency_us"])
+        for row in rows
     ]

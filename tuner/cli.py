@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -18,7 +17,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-shapes_app = typer.Typer(help="List the models in shapes/ and their (N, K) per TP size.",
+shapes_app = typer.Typer(help="Models and their (N, K) per TP size: list, show, and read them "
+                         "from a server log or a config.json.",
                          no_args_is_help=True)
 db_app = typer.Typer(help="Manage the store's schema.", no_args_is_help=True)
 app.add_typer(shapes_app, name="shapes")
@@ -26,10 +26,20 @@ app.add_typer(db_app, name="db")
 
 console = Console()
 
+# Seconds a claimed task stays leased without a heartbeat (tuner.sweep.DEFAULT_LEASE_S).
+DEFAULT_LEASE_S = 120.0
+
 
 class StrategyName(StrEnum):
     grid = "grid"
     optuna = "optuna"
+    local = "local"
+    tpe_local = "tpe+local"
+
+
+class EngineName(StrEnum):
+    vllm = "vllm"
+    sglang = "sglang"
 
 
 class OutDtype(StrEnum):
@@ -50,6 +60,30 @@ DeviceOpt = Annotated[
 ]
 OutDtypeOpt = Annotated[
     OutDtype, typer.Option("--out-dtype", help="Output dtype of the GEMM (bf16 when serving).")
+]
+ConfigsOpt = Annotated[
+    Path | None, typer.Option("--configs", help="JSON list of configs to search instead of "
+                              "vLLM's 1,280-config space.")
+]
+ReplayOpt = Annotated[
+    Path | None, typer.Option("--replay", help="Answer every trial from this landscape file "
+                              "(recorded timings) instead of a device: for tests and search "
+                              "benchmarks.")
+]
+InterpreterRepsOpt = Annotated[
+    int, typer.Option("--interpreter-reps", min=1, help="Timed calls per trial on the "
+                      "interpreter.")
+]
+TrialTimeoutOpt = Annotated[
+    float | None, typer.Option("--trial-timeout", min=0.1, show_default="300 on a GPU, 1800 on "
+                               "the interpreter", help="Seconds one config may take (compile, "
+                               "check, timing); then its worker is killed, the config recorded "
+                               "as timeout, and the task goes on in a new worker.")
+]
+# Hidden: tests shorten the lease so that tasks of killed workers come back in seconds.
+LeaseOpt = Annotated[
+    float, typer.Option("--lease", envvar="TUNER_LEASE_S", min=1.0, hidden=True,
+                        help="Seconds a claimed task stays leased without a heartbeat.")
 ]
 
 # vLLM's default batch sizes (benchmarks/kernels/benchmark_w8a8_block_fp8.py).
@@ -96,17 +130,20 @@ def _open_store(db: str | None):
 
 
 def _load_configs(path: Path | None):
+    from tuner.configfile import parse_config_list
     from tuner.space import KernelConfig
 
     if path is None:
         return None
     try:
-        items = json.loads(path.read_text())
-        if not isinstance(items, list) or not items:
-            raise ValueError("expected a non-empty JSON list of config objects")
+        items = parse_config_list(path.read_bytes().decode("utf-8"), source=str(path))
         return tuple(dict.fromkeys(KernelConfig.from_dict(item) for item in items))
-    except (OSError, ValueError, TypeError, AttributeError) as exc:
-        raise fail(f"{path}: {exc}") from None
+    except OSError as exc:
+        raise fail(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise fail(f"{path}: not UTF-8 text") from None
+    except ValueError as exc:  # one line that names the file
+        raise fail(str(exc)) from None
 
 
 @app.command()
@@ -118,19 +155,23 @@ def sweep(
                                    help="Batch sizes M, comma-separated.")] = DEFAULT_M,
     strategy: Annotated[
         StrategyName,
-        typer.Option(help="grid: every config of the space; optuna: TPE, --trials per task."),
+        typer.Option(help="optuna: TPE; local: neighbourhood search from vLLM's default and "
+                     "known winners; tpe+local: TPE, then local; --trials per task. grid: every "
+                     "config of the space (bench/search_quality.py compares them)."),
     ] = StrategyName.optuna,
-    trials: Annotated[int, typer.Option(min=1, help="Configs per (N, K, M) for optuna, vLLM's "
-                                        "default config included.")] = 64,
-    configs: Annotated[Path | None, typer.Option(help="JSON list of configs to search instead of "
-                                                 "vLLM's 1,280-config space.")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the search and of the random inputs.")] = 0,
+    trials: Annotated[int, typer.Option(min=1, max=100_000, help="Configs per (N, K, M) for "
+                                        "local, optuna and tpe+local, vLLM's default config "
+                                        "included.")] = 64,
+    configs: ConfigsOpt = None,
+    seed: Annotated[int, typer.Option(min=0, max=2**31 - 1, help="Seed of the search and of the "
+                                      "random inputs.")] = 0,
     out_dtype: OutDtypeOpt = OutDtype.bfloat16,
-    interpreter_reps: Annotated[int, typer.Option(min=1, help="Timed calls per trial on the "
-                                                  "interpreter.")] = 3,
-    replay: Annotated[Path | None, typer.Option(help="Answer every trial from this landscape "
-                                                "file (recorded timings) instead of a device: "
-                                                "for tests and search benchmarks.")] = None,
+    interpreter_reps: InterpreterRepsOpt = 3,
+    replay: ReplayOpt = None,
+    trial_timeout: TrialTimeoutOpt = None,
+    no_run: Annotated[bool, typer.Option("--no-run", help="Only create the sweep and its "
+                                         "tasks, for `tuner worker` on other hosts.")] = False,
+    lease: LeaseOpt = DEFAULT_LEASE_S,
     db: DbOpt = None,
 ) -> None:
     """Tune every (N, K) of a model over the M grid, one worker per matching GPU.
@@ -139,7 +180,6 @@ def sweep(
     Re-running the same command resumes where it stopped.
     """
     from tuner.configfile import REQUIRED_M
-    from tuner.devices import INTERPRETER_DEVICE_NAME, is_interpreter, matches, visible_gpus
     from tuner.shapes import UnknownModelError, load_shapes
     from tuner.sweep import SweepRequest, plan, run_workers
 
@@ -149,27 +189,7 @@ def sweep(
     except (ValueError, UnknownModelError) as exc:
         raise fail(str(exc).strip("'\"")) from None
     candidates = _load_configs(configs)
-    if replay is not None:
-        from tuner.replay import load_landscape
-
-        try:
-            landscape = load_landscape(replay)
-        except ValueError as exc:
-            raise fail(str(exc)) from None
-        if not matches(device, landscape.device_name):
-            raise fail(f"--device {device} does not name the landscape's device "
-                       f"{landscape.device_name}")
-        backend, device_name, visible = "replay", landscape.device_name, [None]
-    elif is_interpreter(device):
-        backend, device_name, visible = "interpreter", INTERPRETER_DEVICE_NAME, [None]
-    else:
-        gpus = visible_gpus()
-        chosen = [gpu for gpu in gpus if matches(device, gpu.device_name)]
-        if not chosen:
-            seen = ", ".join(sorted({g.device_name for g in gpus})) or "no CUDA GPU"
-            raise fail(f"no visible GPU matches --device {device}; visible: {seen}")
-        backend, device_name = "cuda", chosen[0].device_name
-        visible = [gpu.visible_id for gpu in chosen]
+    backend, device_name, visible = _backend(device, replay, need_device=not no_run)
     missing = [value for value in REQUIRED_M if value not in m_values]
     if missing:
         typer.echo(f"warning: M grid lacks {missing}; vLLM will use the nearest tuned M there",
@@ -182,28 +202,149 @@ def sweep(
         configs=candidates, replay=str(replay) if replay is not None else None,
     )
     info, created = plan(engine, request)
+    workers = "no run" if no_run else f"{len(visible)} worker(s)"
     console.print(
         f"sweep {info.sweep_id} ({'new' if created else 'resumed'}): {device_name}, "
         f"{model_shapes.model} TP {model_shapes.tp}, {len(model_shapes.shapes)} shapes x "
-        f"{len(m_values)} M, {strategy.value}, {len(visible)} worker(s), store {_masked(url)}",
+        f"{len(m_values)} M, {strategy.value}, {workers}, store {_masked(url)}",
         soft_wrap=True,
     )
+    if no_run:
+        console.print(f"run `tuner worker --device {device_name} --sweep {info.sweep_id}` "
+                      "with the same --db (and --configs, --replay) on each host",
+                      soft_wrap=True, markup=False, highlight=False)
+        return
     try:
         summary = run_workers(engine, url, request, info.sweep_id, backend=backend,
                               visible_devices=visible, console=console,
-                              interpreter_reps=interpreter_reps)
+                              interpreter_reps=interpreter_reps, trial_timeout_s=trial_timeout,
+                              lease_s=lease)
     except KeyboardInterrupt:
         raise fail("interrupted; finished trials are stored: run the same command to resume",
                    130) from None
     console.print(
         f"sweep {summary.sweep_id}: {summary.tasks_done}/{summary.tasks_total} tasks done, "
         f"{summary.tasks_failed} failed; {summary.trials_run_now} trials run now "
-        f"({summary.trials_total} stored, {summary.trials_ok} ok); wall {summary.wall_s:.1f} s",
+        f"({summary.trials_total} stored, {summary.trials_ok} ok"
+        + "".join(f", {n} {what}" for n, what in ((summary.trials_crashed_now, "crashed"),
+                                                  (summary.trials_timed_out_now, "timed out"))
+                  if n)
+        + f"); wall {summary.wall_s:.1f} s",
         soft_wrap=True,
     )
     if summary.tasks_done != summary.tasks_total:
         raise fail(f"{summary.tasks_total - summary.tasks_done} task(s) not done; "
                    "see the store, then re-run to resume", 1)
+
+
+def _backend(device: str, replay: Path | None, *, need_device: bool = True):
+    """(backend, device_name, visible devices) for --device and --replay.
+
+    With need_device=False a GPU model that no visible GPU matches is still accepted (its vLLM
+    key, for creating a sweep that workers on other hosts run).
+    """
+    from tuner.devices import INTERPRETER_DEVICE_NAME, is_interpreter, matches, visible_gpus
+
+    if replay is not None:
+        from tuner.replay import load_landscape
+
+        try:
+            landscape = load_landscape(replay)
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+        if not matches(device, landscape.device_name):
+            raise fail(f"--device {device} does not name the landscape's device "
+                       f"{landscape.device_name}")
+        return "replay", landscape.device_name, [None]
+    if is_interpreter(device):
+        return "interpreter", INTERPRETER_DEVICE_NAME, [None]
+    gpus = visible_gpus() if need_device else []
+    chosen = [gpu for gpu in gpus if matches(device, gpu.device_name)]
+    if chosen:
+        return "cuda", chosen[0].device_name, [gpu.visible_id for gpu in chosen]
+    if not need_device:
+        return "cuda", _vllm_key(device), []
+    seen = ", ".join(sorted({g.device_name for g in gpus})) or "no CUDA GPU"
+    raise fail(f"no visible GPU matches --device {device}; visible: {seen}")
+
+
+def _vllm_key(device: str) -> str:
+    import re
+
+    from tuner.devices import DEVICE_NAME_PATTERN, vllm_device_name
+
+    name = vllm_device_name(device)
+    if not name.startswith(("NVIDIA_", "AMD_")):
+        name = f"NVIDIA_{name}"
+    if not re.fullmatch(DEVICE_NAME_PATTERN, name):
+        raise fail(f"--device {device!r} is not a GPU model name such as L20 or NVIDIA_H200")
+    return name
+
+
+@app.command()
+def worker(
+    device: DeviceOpt,
+    sweep_id: Annotated[int | None, typer.Option("--sweep", min=1, max=2**31 - 1,
+                                                 help="Only tasks of this sweep [default: "
+                                                 "every sweep on the device].")] = None,
+    configs: ConfigsOpt = None,
+    replay: ReplayOpt = None,
+    interpreter_reps: InterpreterRepsOpt = 3,
+    trial_timeout: TrialTimeoutOpt = None,
+    lease: LeaseOpt = DEFAULT_LEASE_S,
+    db: DbOpt = None,
+) -> None:
+    """Join sweeps created elsewhere (`tuner sweep --no-run`, POST /sweeps): one worker per
+    matching GPU claims their tasks from a shared store until none is left.
+
+    Pass the --configs file (or --replay landscape) the sweep was created with: workers only
+    take tasks of sweeps over their own config space.
+    """
+    from db import repo
+    from db.engine import session_scope
+    from tuner.supervisor import Supervisor, default_trial_timeout_s
+    from tuner.sweep import space_name, worker_specs
+
+    candidates = _load_configs(configs)
+    backend, device_name, visible = _backend(device, replay)
+    space = space_name(candidates, str(replay) if replay is not None else None)
+    url, engine = _open_store(db)
+    scope = {"sweep_id": sweep_id, "device_name": device_name, "space": space}
+    with session_scope(engine) as session:
+        if sweep_id is not None:
+            info = repo.get_sweep(session, sweep_id=sweep_id)
+            if info is None:
+                raise fail(f"no sweep {sweep_id} in store {_masked(url)}")
+            if info.device_name != device_name:
+                raise fail(f"sweep {sweep_id} is for {info.device_name}, not {device_name}")
+            if info.space != space:
+                raise fail(f"sweep {sweep_id} searches config space {info.space}, this worker "
+                           f"{space}: pass the --configs/--replay file the sweep was made with")
+        unfinished = repo.unfinished_tasks(session, **scope)
+    where = f"sweep {sweep_id}" if sweep_id is not None else f"sweeps on {device_name}"
+    if not unfinished:
+        console.print(f"nothing to do: no unfinished task in {where} (space {space})",
+                      soft_wrap=True, markup=False, highlight=False)
+        return
+    console.print(f"{len(visible)} worker(s) on {where}: {unfinished} unfinished task(s), "
+                  f"store {_masked(url)}", soft_wrap=True, markup=False, highlight=False)
+    specs = worker_specs(url, backend=backend, visible_devices=visible, configs=candidates,
+                         replay=str(replay) if replay is not None else None, lease_s=lease,
+                         interpreter_reps=interpreter_reps, **scope)
+    timeout_s = trial_timeout if trial_timeout is not None else default_trial_timeout_s(backend)
+    supervisor = Supervisor(engine, specs, trial_timeout_s=timeout_s, on_event=lambda line:
+                            console.print(line, soft_wrap=True, markup=False, highlight=False))
+    try:
+        report = supervisor.run()
+    except KeyboardInterrupt:
+        raise fail("interrupted; the tasks went back to the queue", 130) from None
+    with session_scope(engine) as session:
+        left = repo.unfinished_tasks(session, **scope)
+    console.print(f"worker done: {left} unfinished task(s) left in {where}; "
+                  f"{report.crashed} crashed, {report.timeouts} timed out, "
+                  f"{report.restarts} restart(s)", soft_wrap=True, markup=False, highlight=False)
+    if report.given_up:
+        raise fail(f"gave up on worker(s) {', '.join(report.given_up)}; see the lines above", 1)
 
 
 def _device_in_store(session, device: str) -> str:
@@ -226,11 +367,19 @@ def export(
                                                 "fully tuned yet.")] = False,
     out_dtype: Annotated[OutDtype | None, typer.Option(help="Only trials with this output "
                                                        "dtype [default: all].")] = None,
+    engine_name: Annotated[EngineName, typer.Option(
+        "--engine", help="File-name spelling: vllm, or sglang (block_shape=[128, 128]).",
+    )] = EngineName.vllm,
     db: DbOpt = None,
 ) -> None:
-    """Write one vLLM config file per (N, K) of a device from the winners in the store."""
+    """Write one vLLM config file per (N, K) of a device from the winners in the store.
+
+    Entries imported with `tuner import` fill M that have no measured winner; measured winners
+    beat them, and the notes say which M came from an import.
+    """
     from db import repo
     from db.engine import session_scope
+    from tuner.configfile import SGLANG_NOTE
     from tuner.merge import build_device_files, write_files_atomically
 
     _, engine = _open_store(db)
@@ -239,7 +388,15 @@ def export(
         device_name = _device_in_store(session, device)
         winners = repo.winners(session, device_name=device_name, out_dtype=dtype)
         coverage = repo.shape_coverage(session, device_name=device_name, out_dtype=dtype)
-    result = build_device_files(winners, coverage, allow_partial=allow_partial)
+        imported = repo.imported_configs(session, device_name=device_name)
+    try:
+        result = build_device_files(winners, coverage, allow_partial=allow_partial,
+                                    imported=imported, device_name=device_name,
+                                    engine=engine_name.value)
+    except ValueError as exc:
+        raise fail(f"cannot merge {device_name}: {exc}; pick one with --out-dtype") from None
+    if engine_name == "sglang":
+        typer.echo(f"note: {SGLANG_NOTE}", err=True)
     try:
         paths = write_files_atomically(result.files, out)
     except OSError as exc:
@@ -303,14 +460,23 @@ def serve(
 
 @shapes_app.command("list")
 def shapes_list() -> None:
-    """Models with shapes, their TP sizes and descriptions."""
-    from tuner.shapes import known_models, load_shapes, tp_sizes
+    """Models with shapes (packaged, then your shapes folder), TP sizes and descriptions."""
+    from tuner.shapes import ShapesFileError, known_models, load_shapes, tp_sizes
 
     table = Table("model", "TP sizes", "description")
+    broken = []
     for name in known_models():
-        sizes = tp_sizes(name)
-        table.add_row(name, ", ".join(map(str, sizes)), load_shapes(name, sizes[0]).description)
+        try:
+            sizes = tp_sizes(name)
+            description = load_shapes(name, sizes[0]).description
+        except ShapesFileError as exc:
+            broken.append(str(exc))
+            continue
+        table.add_row(name, ", ".join(map(str, sizes)), description)
     console.print(table)
+    if broken:
+        raise fail(broken[0] if len(broken) == 1 else f"{broken[0]} (and {len(broken) - 1} "
+                   "more malformed shapes file(s))")
 
 
 @shapes_app.command("show")
@@ -345,9 +511,16 @@ def db_upgrade(db: DbOpt = None) -> None:
     console.print(f"store {_masked(url)} is at the current schema", soft_wrap=True)
 
 
+# Commands kept in their own modules register themselves on `app` and `shapes_app`; imported
+# last because they use the helpers above.
+from tuner import cli_landscape, cli_shapes, cli_store  # noqa: E402, F401
+
+
 def main() -> None:
     """Console-script entry point."""
-    app()
+    from tuner.cli import app as registered  # under `python -m`, the module with the commands
+
+    registered()
 
 
 if __name__ == "__main__":

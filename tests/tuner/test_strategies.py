@@ -39,8 +39,9 @@ class Recorder:
 
 
 def test_registry():
-    assert set(STRATEGIES) == {"grid", "optuna"}
-    with pytest.raises(ValueError, match="unknown strategy 'random'; known: grid, optuna"):
+    assert set(STRATEGIES) == {"grid", "optuna", "local", "tpe+local"}
+    with pytest.raises(ValueError, match="unknown strategy 'random'; known: grid, optuna, "
+                       "local, tpe\\+local"):
         get_strategy("random")
 
 

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from tuner.strategies.base import Evaluate, History, Strategy, best
 from tuner.strategies.grid import GridStrategy
+from tuner.strategies.hybrid import TpeLocalStrategy
+from tuner.strategies.local import LocalStrategy
 from tuner.strategies.optuna_tpe import OptunaStrategy
+from tuner.strategies.warm_start import warm_start_configs, warm_start_for_task
 
-STRATEGIES: dict[str, type] = {"grid": GridStrategy, "optuna": OptunaStrategy}
+STRATEGIES: dict[str, type] = {
+    "grid": GridStrategy,
+    "optuna": OptunaStrategy,
+    "local": LocalStrategy,
+    "tpe+local": TpeLocalStrategy,
+}
 
 
 def get_strategy(name: str) -> Strategy:
@@ -21,4 +29,5 @@ def get_strategy(name: str) -> Strategy:
         raise ValueError(f"unknown strategy '{name}'; known: {', '.join(STRATEGIES)}") from None
 
 
-__all__ = ["Evaluate", "History", "Strategy", "STRATEGIES", "best", "get_strategy"]
+__all__ = ["Evaluate", "History", "Strategy", "STRATEGIES", "best", "get_strategy",
+           "warm_start_configs", "warm_start_for_task"]

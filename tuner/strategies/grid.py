@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from tuner.space import KernelConfig
 from tuner.strategies.base import Evaluate, History
+from tuner.strategies.budget import BudgetedEvaluate
 
 
 class GridStrategy:
@@ -25,6 +26,12 @@ class GridStrategy:
         seed: int,
         warm_start: Sequence[KernelConfig] = (),
     ) -> History:
-        """Evaluate warm-start configs, then the space in its order, up to `budget` distinct."""
-        ordered = list(dict.fromkeys([*warm_start, *space]))
-        return [(config, evaluate(config)) for config in ordered[:budget]]
+        """Evaluate the warm-start configs of the space, then the space in its order, up to
+        `budget` distinct configs. Warm-start configs outside the space are not evaluated."""
+        tracker = BudgetedEvaluate(evaluate, space, budget)
+        tracker.warm_start(warm_start)
+        for config in space:
+            if tracker.left <= 0:
+                break
+            tracker(config)
+        return tracker.history

@@ -1,0 +1,89 @@
+"""`tuner landscape record`: a replayed sweep's trials come back as the landscape they came from."""
+
+import json
+import re
+import subprocess
+import sys
+
+from tuner.cli_landscape import build_landscape
+from tuner.replay import landscape_from_results, load_landscape
+from tuner.space import KernelConfig, default_config, vllm_space
+from tuner.trial import TrialResult, TrialStatus
+
+ENVIRONMENT = {"gpu_name": "NVIDIA L20", "compute_capability": "8.9", "driver": "580.1",
+               "cuda": "12.9", "torch": "2.11.0", "triton": "3.6.0", "tuner": "0.1.0",
+               "kernel_hash": "abc"}
+CONFIGS = [default_config(), *vllm_space()[::160]]  # 9 configs, the default first
+
+
+def result(config: KernelConfig, m: int) -> TrialResult:
+    if config.num_stages == 5 and config.BLOCK_SIZE_M == 16:
+        return TrialResult(TrialStatus.OUT_OF_RESOURCES, error="shared memory")
+    latency = 5.0 + m / 4 + config.BLOCK_SIZE_N / 64 + config.num_stages / 10
+    return TrialResult(TrialStatus.OK, latency, latency - 0.25, latency + 0.25)
+
+
+def run(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], capture_output=True,
+                          text=True, timeout=300, cwd=cwd)
+
+
+def test_record_returns_the_replayed_landscape(tmp_path):
+    source = landscape_from_results(
+        device_name="NVIDIA_L20", environment=ENVIRONMENT, recorded_at="2026-11-30T00:00:00Z",
+        space="vllm", out_dtype="bfloat16", block_shape=(128, 128),
+        results=[(n, k, m, c, result(c, m)) for n, k in ((256, 384), (576, 256))
+                 for m in (1, 16) for c in vllm_space()])
+    (tmp_path / "l20.json").write_text(source.to_json())
+    (tmp_path / "configs.json").write_text(json.dumps([c.as_dict() for c in CONFIGS]))
+    db = f"sqlite:///{tmp_path}/t.db"
+    sweep = run("sweep", "--device", "L20", "--model", "tiny", "--m", "1,16", "--strategy",
+                "grid", "--configs", "configs.json", "--replay", "l20.json", "--db", db,
+                cwd=tmp_path)
+    assert sweep.returncode == 0, sweep.stderr
+    record = run("landscape", "record", "--device", "L20", "--out", "rec/l20.json", "--db", db,
+                 cwd=tmp_path)
+    assert record.returncode == 0, record.stderr
+    assert record.stdout.startswith("wrote rec/l20.json: NVIDIA_L20, 4 (N, K, M), 36 trials "
+                                    "(32 ok), triton 3.6.0")
+    recorded = load_landscape(tmp_path / "rec" / "l20.json")
+    assert recorded.device_name == "NVIDIA_L20"
+    assert dict(recorded.environment) == ENVIRONMENT
+    assert re.fullmatch(r"custom:[0-9a-f]{16}@replay:[0-9a-f]{16}", recorded.space)
+    assert (recorded.out_dtype, recorded.block_shape) == ("bfloat16", (128, 128))
+    assert set(recorded.problems) == set(source.problems)
+    for key, trials in recorded.problems.items():
+        assert set(trials) == set(CONFIGS)
+        for config, got in trials.items():
+            assert got == source.problems[key][config]
+
+
+def test_record_fails_in_one_line_for_an_unknown_device(tmp_path):
+    record = run("landscape", "record", "--device", "H200", "--out", "x.json", "--db",
+                 f"sqlite:///{tmp_path}/t.db", cwd=tmp_path)
+    assert record.returncode == 2
+    assert record.stderr.startswith("error: no device in the store matches 'H200'")
+    assert record.stderr.count("\n") == 1
+
+
+class Row:
+    def __init__(self, trial_id, environment_id, latency_us, config=None, out_dtype="bfloat16"):
+        self.trial_id, self.environment_id, self.latency_us = trial_id, environment_id, latency_us
+        self.N, self.K, self.M, self.block_shape = 256, 384, 1, (128, 128)
+        self.out_dtype = out_dtype
+        self.space, self.status = "vllm", "ok"
+        self.config = (config or default_config()).as_dict()
+        self.p20_us = self.p80_us = latency_us
+        self.environment = {**ENVIRONMENT, "triton": f"3.{environment_id}.0"}
+
+
+def test_build_keeps_the_largest_environment_and_the_latest_trial():
+    other = KernelConfig(16, 32, 64, 1, 4, 2)
+    rows = [Row(1, 6, 9.0), Row(2, 9, 7.0), Row(3, 9, 8.0, other), Row(4, 9, 5.0),
+            Row(5, 9, 1.0, out_dtype="float16")]
+    landscape, notes = build_landscape(rows, device_name="NVIDIA_L20", recorded_at="now")
+    assert landscape.environment["triton"] == "3.9.0"
+    trials = landscape.problems[(256, 384, 1)]
+    assert {c: r.latency_us for c, r in trials.items()} == {default_config(): 5.0, other: 8.0}
+    assert notes == ["kept the 4 trials of environment 9; left out 1 of 1 other environment(s)",
+                     "kept block_shape [128, 128] bfloat16; left out 1 trials of other kinds"]

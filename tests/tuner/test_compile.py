@@ -1,0 +1,204 @@
+"""Compile-for-target pruning and the precompiler: real compiles for sm89 and sm90, no GPU."""
+
+import pytest
+
+from tuner.compile import (
+    MAX_SHARED_BYTES,
+    CompileCache,
+    CompileInfo,
+    compile_infos,
+    compile_pool,
+    launch_problem,
+    prune,
+    specialization_key,
+)
+from tuner.precompile import (
+    CompileGate,
+    Precompiler,
+    SweepTimes,
+    format_sweep_times,
+    likely_next,
+)
+from tuner.space import KernelConfig, default_config, vllm_space
+from tuner.trial import TrialResult, TrialStatus
+
+triton = pytest.importorskip("triton")
+if "nvidia" not in triton.backends.backends:
+    pytest.skip("this Triton has no NVIDIA backend", allow_module_level=True)
+
+DEFAULT = default_config()
+BIG = KernelConfig(256, 256, 128, 1, 8, 5)  # 64 KiB of A and B tiles per stage
+MID = KernelConfig(128, 128, 128, 16, 8, 5)  # 32 KiB a stage: fits sm90's 227 KiB, not sm89's
+SMALL = KernelConfig(32, 64, 128, 1, 4, 3)
+SAMPLE = [DEFAULT, BIG, MID, SMALL]
+SHAPE = {"M": 4096, "N": 5120, "K": 3072, "block_shape": (128, 128), "out_dtype": "bfloat16"}
+
+
+def info(config=DEFAULT, arch=89, shared=50_000, regs=128, spills=0, error=None):
+    return CompileInfo(arch, config, "spec", "bfloat16", shared, regs, spills, 1.0, error)
+
+
+def test_limits_follow_the_cuda_programming_guide():
+    assert MAX_SHARED_BYTES[89] == 101376 and MAX_SHARED_BYTES[90] == 232448
+    assert MAX_SHARED_BYTES[80] == 166912 and MAX_SHARED_BYTES[120] == 101376
+
+
+def test_specializations_of_m():
+    assert specialization_key(1, 5120, 3072, (128, 128)) == "M=1,N=d16,K=d16,gn=d16,gk=d16,kg=any"
+    assert specialization_key(4096, 5120, 3072, (128, 128)).startswith("M=d16,")
+    assert specialization_key(33, 5120, 3072, (128, 128)).startswith("M=any,")
+    assert specialization_key(16, 5120, 4096, (128, 128)).endswith("kg=d16")
+    assert specialization_key(2**31, 16, 16, (128, 128)).startswith("M=d16:i64,")
+
+
+def test_launch_problem_reasons():
+    assert launch_problem(info(shared=101376)) is None
+    over = launch_problem(info(shared=101377))
+    assert over.status is TrialStatus.OUT_OF_RESOURCES
+    assert over.reason == ("pruned before launch: shared memory 101377 bytes > 101376 bytes per "
+                           "block on sm89")
+    assert launch_problem(info(arch=90, shared=101377)) is None
+    # 255 registers round up to 8,192 per warp: 8 warps just fit 65,536, 16 warps do not.
+    wide = KernelConfig(64, 128, 128, 32, 16, 2)
+    assert launch_problem(info(config=KernelConfig(64, 128, 128, 32, 8, 2), regs=255)) is None
+    assert launch_problem(info(config=wide, regs=255)).reason == (
+        "pruned before launch: 255 registers x 16 warps = 131072 > 65536 registers per block")
+    assert launch_problem(info(spills=4096)) is None  # spills are slow, not fatal
+    broken = launch_problem(info(shared=None, regs=None, error="compile error: boom"))
+    assert (broken.status, broken.reason) == (TrialStatus.COMPILE_ERROR, "compile error: boom")
+    recorded = over.as_result()
+    assert (recorded.status, recorded.latency_us, recorded.error, recorded.measure_s) == (
+        TrialStatus.OUT_OF_RESOURCES, None, over.reason, 0.0)
+
+
+def test_cache_round_trip_and_toolchain_key(tmp_path):
+    cache = CompileCache(tmp_path)
+    entry = CompileInfo(90, BIG, "spec-a", "bfloat16", 328704, 255, 2296, 3.5)
+    cache.put(entry)
+    got = cache.get_many([BIG, DEFAULT], arch=90, specialization="spec-a", out_dtype="bfloat16")
+    assert got == {BIG: CompileInfo(90, BIG, "spec-a", "bfloat16", 328704, 255, 2296, 0.0)}
+    assert cache.get_many([BIG], arch=89, specialization="spec-a", out_dtype="bfloat16") == {}
+    assert cache.get_many([BIG], arch=90, specialization="spec-b", out_dtype="bfloat16") == {}
+    other = CompileCache(tmp_path)
+    other.toolchain = "triton-0.0:kernel-0"
+    assert other.get_many([BIG], arch=90, specialization="spec-a", out_dtype="bfloat16") == {}
+    assert (tmp_path / "compile.sqlite").is_file()
+
+
+def test_unknown_arch_and_dtype(tmp_path):
+    with pytest.raises(ValueError, match="no resource limits known for sm75; known: sm80"):
+        prune([DEFAULT], arch=75, cache=CompileCache(tmp_path), **SHAPE)
+    with pytest.raises(ValueError, match="out_dtype must be bfloat16 or float16"):
+        prune([DEFAULT], arch=90, cache=CompileCache(tmp_path), **{**SHAPE, "out_dtype": "fp8"})
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    """Prune SAMPLE for sm89 and sm90 in a spawned pool (TRITON_INTERPRET=1 in this process)."""
+    cache_dir = tmp_path_factory.mktemp("compile-cache")
+    triton_cache = tmp_path_factory.mktemp("triton-cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TRITON_CACHE_DIR", str(triton_cache))  # inherited by the pool processes
+        out = {}
+        with compile_pool(2) as pool:
+            for arch in (89, 90):
+                out[arch] = prune(SAMPLE, arch=arch, cache=CompileCache(cache_dir), pool=pool,
+                                  **SHAPE)
+        out["infos"] = {arch: compile_infos(SAMPLE, arch=arch, cache=CompileCache(cache_dir),
+                                            **SHAPE) for arch in (89, 90)}
+    out["triton_cache"] = triton_cache
+    return out
+
+
+def test_prune_rejects_what_does_not_fit_and_keeps_the_default(compiled):
+    runnable, rejected = compiled[89]
+    assert runnable == [DEFAULT, SMALL]
+    assert [r.config for r in rejected] == [BIG, MID]
+    assert all(r.status is TrialStatus.OUT_OF_RESOURCES for r in rejected)
+    assert rejected[0].reason.startswith("pruned before launch: shared memory ")
+    assert rejected[0].reason.endswith(" > 101376 bytes per block on sm89")
+    runnable, rejected = compiled[90]
+    assert runnable == [DEFAULT, MID, SMALL]
+    assert [r.config for r in rejected] == [BIG]
+    assert rejected[0].reason.endswith(" > 232448 bytes per block on sm90")
+
+
+def test_compiler_numbers_are_cached(compiled):
+    for arch in (89, 90):
+        infos = compiled["infos"][arch]
+        assert all(i.compile_s == 0.0 for i in infos.values())  # second time: from the cache
+        assert all(i.error is None and 0 < i.n_regs <= 255 and i.spill_bytes >= 0
+                   for i in infos.values())
+        # One stage of A (64 x 128) and B (128 x 128) fp8 tiles is 24 KiB.
+        assert 24 * 1024 <= infos[DEFAULT].shared_bytes < 2 * 24 * 1024 + 2048
+        assert infos[BIG].shared_bytes > MAX_SHARED_BYTES[90]
+    assert any(compiled["triton_cache"].iterdir())  # the binaries are in Triton's cache
+
+
+SMALL_CONFIGS = [KernelConfig(16, 32, 64, 1, 4, 2), KernelConfig(16, 64, 64, 1, 4, 2),
+                 KernelConfig(32, 32, 64, 1, 4, 2), KernelConfig(32, 64, 64, 1, 4, 2)]
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """A task shape with M = 33 (its own specialization) and one cache for its tests."""
+    root = tmp_path_factory.mktemp("small")
+    return root, {"M": 33, "N": 512, "K": 256, "block_shape": (128, 128),
+                  "out_dtype": "float16", "cache": CompileCache(root / "cache")}
+
+
+def test_precompiler_serves_waits_first_and_counts(small, monkeypatch):
+    root, spec = small
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(root / "triton"))
+    configs = SMALL_CONFIGS
+    with Precompiler(arch=90, workers=1, **spec) as pre:
+        pre.submit(configs)  # two go to the pool at once, two wait in the queue
+        last = pre.wait(configs[3])  # jumps the queue
+        infos = [pre.wait(config) for config in configs]
+        stats = pre.stats()
+        assert pre.dispatched == [configs[0], configs[1], configs[3], configs[2]]
+    assert infos[3] == last and last.specialization.startswith("M=any,")
+    assert all(i.error is None and i.shared_bytes > 0 and i.n_regs > 0 for i in infos)
+    assert (stats.compiled, stats.cached) == (4, 0)
+    assert stats.compile_s > 0 and stats.wait_s > 0
+    with Precompiler(arch=90, workers=1, **spec) as again:
+        again.submit(configs)
+        assert [again.wait(c).shared_bytes for c in configs] == [i.shared_bytes for i in infos]
+        assert [again.wait(c).n_regs for c in configs] == [i.n_regs for i in infos]
+        assert again.stats().cached == 4
+    with pytest.raises(RuntimeError, match="closed"):
+        again.wait(configs[0])
+
+
+def test_compile_gate_rejects_before_launch_and_compiles_ahead(small, monkeypatch):
+    root, spec = small
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(root / "triton"))
+    space = vllm_space()
+    start = SMALL_CONFIGS[0]
+    gate = CompileGate(arch=89, space=space, warm_start=[start], workers=1, ahead=2, **spec)
+    assert gate.before(start) is None
+    rejected = gate.before(MID)  # 4 stages of 32 KiB in flight: over sm89's 99 KiB
+    assert rejected.status is TrialStatus.OUT_OF_RESOURCES and rejected.latency_us is None
+    assert rejected.error.endswith("bytes per block on sm89")
+    gate.after(start, TrialResult(TrialStatus.OK, 5.0))  # a new incumbent: compile ahead
+    gate.after(MID, rejected)  # not ok: nothing queued
+    ahead = likely_next(start, space)[:2]
+    assert gate.precompiler.dispatched == [start, MID, *ahead]
+    assert all(gate.precompiler.wait(config).error is None for config in ahead)
+    stats = gate.close()
+    assert (gate.pruned, stats.compiled, stats.cached) == (1, 4, 0)
+
+
+def test_likely_next_is_the_neighbourhood():
+    nearby = likely_next(DEFAULT, vllm_space())
+    assert nearby[:12] and all(c in set(vllm_space()) for c in nearby)
+    assert KernelConfig(32, 128, 128, 32, 4, 2) in nearby[:12]  # half the BLOCK_SIZE_M
+    assert KernelConfig(64, 128, 128, 32, 4, 3) in nearby[:12]  # one more stage
+    assert DEFAULT not in nearby and len(nearby) == len(set(nearby))
+
+
+def test_sweep_times_line():
+    times = SweepTimes(trials_run=120, trials_pruned=14, compile_s=80.04, compile_wait_s=4.1,
+                       measure_s=300.2, wall_s=320.5)
+    assert format_sweep_times(times) == ("120 trials run, 14 pruned before launch; compile "
+                                         "80.0 s (4.1 s waited), measure 300.2 s, wall 320.5 s")

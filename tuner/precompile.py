@@ -1,0 +1,304 @@
+"""Compile the next candidates on the CPU while the GPU measures, and account compile seconds
+against measure seconds for a sweep's summary."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
+
+from tuner.compile import (
+    CompileCache,
+    CompileInfo,
+    CompileJob,
+    compile_job,
+    compile_pool,
+    launch_problem,
+    specialization_key,
+)
+from tuner.space import KernelConfig
+from tuner.strategies.axes import neighbours, space_axes
+from tuner.trial import TrialResult
+
+
+@dataclass(frozen=True)
+class PrecompileStats:
+    """What a Precompiler did.
+
+    Attributes:
+        compiled: configs compiled in the pool.
+        cached: configs whose CompileInfo came from the on-disk cache without a compile
+            needing it (their binaries were still put in Triton's cache).
+        compile_s: seconds the pool processes spent compiling (overlapped with measuring).
+        wait_s: seconds the caller blocked in `wait`, the compile time measuring did not hide.
+    """
+
+    compiled: int
+    cached: int
+    compile_s: float
+    wait_s: float
+
+
+class Precompiler:
+    """Compiles configs of one (arch, M, N, K) specialization in a process pool ahead of use.
+
+    On a GPU host, each compile writes the binary to Triton's cache (TRITON_CACHE_DIR is
+    inherited) under the key the measuring process's JIT computes for the same launch
+    (`tuner.kernel.launch_specialization` mirrors Triton 3.9's launcher), so the first launch of
+    a precompiled config loads instead of compiling. M = 1, M % 16 == 0 and other M are
+    different specializations: a Precompiler serves one; tasks of the same shape and
+    specialization share binaries through Triton's cache.
+
+    Submitted configs wait in a queue and at most `2 x pool processes` are in the pool at once;
+    `wait` on a queued config moves it to the front. CompileInfo (shared memory, registers,
+    spills) goes to the on-disk cache.
+
+    Args:
+        arch: compute capability as an int (89, 90, ...).
+        M: rows of A; only its specialization matters.
+        N: rows of B.
+        K: the reduction dimension.
+        block_shape: [group_n, group_k].
+        out_dtype: "bfloat16" or "float16".
+        pool: a pool from `tuner.compile.compile_pool` to share between tasks; one is made (and
+            shut down by `close`) when None.
+        workers: processes of the pool (made here when `pool` is None, or the size of `pool`).
+        cache: the on-disk CompileInfo cache; default `CompileCache()`.
+    """
+
+    def __init__(self, *, arch: int, M: int, N: int, K: int, block_shape: tuple[int, int],
+                 out_dtype: str, pool: ProcessPoolExecutor | None = None,
+                 workers: int | None = None, cache: CompileCache | None = None) -> None:
+        self.arch, self.M, self.N, self.K = arch, M, N, K
+        self.block_shape, self.out_dtype = tuple(block_shape), out_dtype
+        self.specialization = specialization_key(M, N, K, self.block_shape)
+        self._owns_pool = pool is None
+        self._pool = pool if pool is not None else compile_pool(workers)
+        self._slots = 2 * (workers or max(1, (os.cpu_count() or 2) - 1))
+        self._cache = cache or CompileCache()
+        self._lock = threading.Lock()
+        self._queue: dict[KernelConfig, None] = {}  # ordered set, front first
+        self._running: dict[KernelConfig, Future[CompileInfo]] = {}
+        self._done: dict[KernelConfig, CompileInfo] = {}
+        self._finished_events: dict[KernelConfig, threading.Event] = {}
+        self._known: dict[KernelConfig, CompileInfo] = {}
+        self.dispatched: list[KernelConfig] = []  # order configs entered the pool
+        self._compile_s = 0.0
+        self._wait_s = 0.0
+        self._cached = 0
+        self._closed = False
+
+    def submit(self, configs: Iterable[KernelConfig]) -> None:
+        """Queue configs for compiling (ones queued, compiling or done already are skipped)."""
+        configs = list(configs)
+        fresh = [c for c in dict.fromkeys(configs)
+                 if c not in self._known and c not in self._done and c not in self._running]
+        if fresh:
+            self._known.update(self._cache.get_many(fresh, arch=self.arch, out_dtype=self.out_dtype,
+                                                    specialization=self.specialization))
+        with self._lock:
+            for config in configs:
+                if config not in self._queue and config not in self._running and (
+                        config not in self._done):
+                    self._queue[config] = None
+            self._fill()
+
+    def wait(self, config: KernelConfig) -> CompileInfo:
+        """The CompileInfo of a config, compiling it first (ahead of the queue) if needed.
+
+        Raises:
+            RuntimeError: the Precompiler is closed.
+        """
+        if self._closed:
+            raise RuntimeError("the Precompiler is closed")
+        start = time.perf_counter()
+        with self._lock:
+            if config not in self._done and config not in self._running:
+                self._queue.pop(config, None)
+                if config not in self._known:
+                    self._known.update(self._cache.get_many(
+                        [config], arch=self.arch, out_dtype=self.out_dtype,
+                        specialization=self.specialization))
+                self._dispatch(config)
+            finished = self._finished_events[config]
+        finished.wait()
+        self._wait_s += time.perf_counter() - start
+        return self._done[config]
+
+    def stats(self) -> PrecompileStats:
+        """Counts and seconds so far."""
+        with self._lock:
+            compiled = len(self._done) - self._cached
+            return PrecompileStats(compiled, self._cached, self._compile_s, self._wait_s)
+
+    def close(self) -> None:
+        """Drop the queue, and shut the pool down if this Precompiler made it."""
+        with self._lock:
+            self._closed = True
+            self._queue.clear()
+        if self._owns_pool:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> Precompiler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _fill(self) -> None:
+        """Move queued configs into the pool while it has free slots (lock held)."""
+        while self._queue and len(self._running) < self._slots and not self._closed:
+            config = next(iter(self._queue))
+            del self._queue[config]
+            self._dispatch(config)
+
+    def _dispatch(self, config: KernelConfig) -> None:
+        """Send one compile to the pool (lock held)."""
+        job = CompileJob(config, self.arch, self.M, self.N, self.K, self.block_shape,
+                         self.out_dtype, need_info=config not in self._known)
+        self._finished_events[config] = threading.Event()
+        self.dispatched.append(config)
+        future = self._pool.submit(compile_job, job)
+        self._running[config] = future
+        future.add_done_callback(lambda done, config=config: self._finished(config, done))
+
+    def _finished(self, config: KernelConfig, future: Future[CompileInfo]) -> None:
+        """Pool callback: keep the result, cache new info, refill the pool."""
+        try:
+            info = future.result()
+        except Exception as exc:  # noqa: BLE001 - a dead pool process: the config's result
+            info = CompileInfo(self.arch, config, self.specialization, self.out_dtype, None,
+                               None, None, 0.0, f"compile error: {type(exc).__name__}: {exc}")
+        known = self._known.get(config)
+        if known is not None and info.error is None and info.n_regs is None:
+            info = CompileInfo(**{**known.__dict__, "compile_s": info.compile_s})
+        elif info.error is None or known is None:
+            self._cache.put(info)
+        with self._lock:
+            self._compile_s += info.compile_s
+            self._cached += known is not None
+            self._running.pop(config, None)
+            self._done[config] = info
+            self._finished_events[config].set()
+            self._fill()
+
+
+class CompileGate:
+    """What a CUDA worker asks before it launches a config: compile it for the GPU's
+    architecture (ahead of time where the search is predictable), reject it without a launch
+    when it cannot run there, and precompile what the search will likely ask next.
+
+    Args:
+        arch: the GPU's compute capability as an int, e.g. 90 for (9, 0).
+        M: rows of A of the task.
+        N: rows of B of the task.
+        K: the task's reduction dimension.
+        block_shape: [group_n, group_k].
+        out_dtype: "bfloat16" or "float16".
+        space: the task's candidates (for `likely_next`).
+        warm_start: configs the search measures first; compiled first.
+        pool: a pool from `tuner.compile.compile_pool`, shared between tasks of the worker.
+        workers: the size of `pool` (or of the pool made when it is None).
+        cache: the on-disk CompileInfo cache; default `CompileCache()`.
+        ahead: how many likely-next configs to queue after each new incumbent.
+    """
+
+    def __init__(self, *, arch: int, M: int, N: int, K: int, block_shape: tuple[int, int],
+                 out_dtype: str, space: Sequence[KernelConfig],
+                 warm_start: Sequence[KernelConfig] = (), pool: ProcessPoolExecutor | None = None,
+                 workers: int | None = None, cache: CompileCache | None = None,
+                 ahead: int = 8) -> None:
+        self.precompiler = Precompiler(arch=arch, M=M, N=N, K=K, block_shape=block_shape,
+                                       out_dtype=out_dtype, pool=pool, workers=workers,
+                                       cache=cache)
+        self.space = list(space)
+        self.ahead = ahead
+        self.pruned = 0
+        self._best: float | None = None
+        self.precompiler.submit(warm_start)
+
+    def before(self, config: KernelConfig) -> TrialResult | None:
+        """Compile (or wait for) a config; its trial when it cannot launch, else None.
+
+        Returns:
+            An out_of_resources or compile_error TrialResult to record instead of launching,
+            or None when the config may be launched (its binary is in Triton's cache).
+        """
+        rejection = launch_problem(self.precompiler.wait(config))
+        if rejection is None:
+            return None
+        self.pruned += 1
+        return rejection.as_result()
+
+    def after(self, config: KernelConfig, result: TrialResult) -> None:
+        """Queue the neighbours of a new incumbent for compiling while the GPU measures."""
+        if result.ok and (self._best is None or result.latency_us < self._best):
+            self._best = result.latency_us
+            self.precompiler.submit(likely_next(config, self.space)[: self.ahead])
+
+    def close(self) -> PrecompileStats:
+        """Stop compiling for this task; what it compiled and how long measuring waited."""
+        stats = self.precompiler.stats()
+        self.precompiler.close()
+        return stats
+
+
+def likely_next(incumbent: KernelConfig, space: Sequence[KernelConfig]) -> list[KernelConfig]:
+    """Configs a search is likely to ask for after `incumbent`, to precompile while it measures.
+
+    Args:
+        incumbent: the fastest config so far.
+        space: the task's candidates.
+
+    Returns:
+        Its one-step neighbours on the ordered axes, then the two-axis diagonal ones, those of
+        the space only (what `tuner.strategies.local` measures next; TPE also samples near the
+        best configs).
+    """
+    allowed = set(space)
+    axes = space_axes(space)
+    singles = [c for c in neighbours(incumbent, axes) if c in allowed]
+    diagonals = [c for c in neighbours(incumbent, axes, pairs=True) if c in allowed]
+    return list(dict.fromkeys([*singles, *diagonals]))
+
+
+@dataclass(frozen=True)
+class SweepTimes:
+    """Where a sweep's time went, for the line `tuner sweep` prints at the end.
+
+    Attributes:
+        trials_run: trials measured on a device (or replayed) by this run.
+        trials_pruned: trials recorded as out_of_resources by compile-for-target pruning,
+            never launched.
+        compile_s: seconds spent compiling in precompile pools (overlapped with measuring).
+        compile_wait_s: seconds workers waited for a compile (not hidden by measuring).
+        measure_s: seconds spent measuring (sum of the trials' measure_s).
+        wall_s: wall-clock seconds of the sweep.
+    """
+
+    trials_run: int
+    trials_pruned: int
+    compile_s: float
+    compile_wait_s: float
+    measure_s: float
+    wall_s: float
+
+
+def format_sweep_times(times: SweepTimes) -> str:
+    """The summary line of a sweep's time.
+
+    Args:
+        times: the totals.
+
+    Returns:
+        One line, e.g. `120 trials run, 14 pruned before launch; compile 80.0 s (4.1 s waited),
+        measure 300.2 s, wall 320.5 s`.
+    """
+    return (
+        f"{times.trials_run} trials run, {times.trials_pruned} pruned before launch; "
+        f"compile {times.compile_s:.1f} s ({times.compile_wait_s:.1f} s waited), "
+        f"measure {times.measure_s:.1f} s, wall {times.wall_s:.1f} s"
+    )
