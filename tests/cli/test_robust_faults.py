@@ -108,8 +108,11 @@ def test_bad_trial_timeout_is_one_line(folder):
 def test_task_of_a_dead_worker_is_claimed_again_when_its_lease_expires(folder):
     """SIGKILL the sweep and its worker together: nobody hands the task back."""
     db = folder / "tuner.db"
+    # The worker hangs on the third config, so the first task is surely running when killed
+    # (replayed trials take microseconds: without the hang the sweep could be over by then).
     sweep = subprocess.Popen(tuner_command(*grid_sweep(folder, "16")), cwd=folder,
-                             env=tuner_env(TUNER_LEASE_S="4"), start_new_session=True,
+                             env=tuner_env(TUNER_LEASE_S="4", TUNER_FAULT_HANG=CRASHER.short()),
+                             start_new_session=True,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for(lambda: count(db, "SELECT count(*) FROM trials") >= 2, 60, "no trial stored")
     os.killpg(sweep.pid, signal.SIGKILL)
