@@ -79,7 +79,8 @@ class Precompiler:
         self._pool = pool if pool is not None else compile_pool(workers)
         self._slots = 2 * (workers or max(1, (os.cpu_count() or 2) - 1))
         self._cache = cache or CompileCache()
-        self._lock = threading.Lock()
+        # Re-entrant: a future that is already done runs its callback in the submitting thread.
+        self._lock = threading.RLock()
         self._queue: dict[KernelConfig, None] = {}  # ordered set, front first
         self._running: dict[KernelConfig, Future[CompileInfo]] = {}
         self._done: dict[KernelConfig, CompileInfo] = {}
@@ -92,7 +93,11 @@ class Precompiler:
         self._closed = False
 
     def submit(self, configs: Iterable[KernelConfig]) -> None:
-        """Queue configs for compiling (ones queued, compiling or done already are skipped)."""
+        """Queue configs for compiling, behind those queued before.
+
+        Args:
+            configs: configs to compile; ones queued, compiling or done already are skipped.
+        """
         configs = list(configs)
         fresh = [c for c in dict.fromkeys(configs)
                  if c not in self._known and c not in self._done and c not in self._running]
@@ -108,6 +113,12 @@ class Precompiler:
 
     def wait(self, config: KernelConfig) -> CompileInfo:
         """The CompileInfo of a config, compiling it first (ahead of the queue) if needed.
+
+        Args:
+            config: the config the caller is about to launch.
+
+        Returns:
+            What the compiler reported; a compiler failure is in its `error`.
 
         Raises:
             RuntimeError: the Precompiler is closed.
