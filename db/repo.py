@@ -268,7 +268,12 @@ def _positive(name: str, values: Sequence[int]) -> None:
         raise ValueError(f"{name} must be positive integers, got {list(values)!r}")
 
 
-def _sweep_info(session: Session, *, sweep_id: int) -> SweepInfo | None:
+def get_sweep(session: Session, *, sweep_id: int) -> SweepInfo | None:
+    """A sweep by id.
+
+    Returns:
+        The sweep, or None when there is none with that id.
+    """
     row = session.execute(
         select(Sweep, Device.device_name)
         .join(Device, Sweep.device_id == Device.device_id)
@@ -292,15 +297,6 @@ def _sweep_info(session: Session, *, sweep_id: int) -> SweepInfo | None:
         block_shape=(sweep.block_n, sweep.block_k),
         created_at=sweep.created_at,
     )
-
-
-def get_sweep(session: Session, *, sweep_id: int) -> SweepInfo | None:
-    """A sweep by id.
-
-    Returns:
-        The sweep, or None when there is none with that id.
-    """
-    return _sweep_info(session, sweep_id=sweep_id)
 
 
 def create_sweep(
@@ -399,6 +395,6 @@ def create_sweep(
                 for m in grid
             ]
             session.execute(insert(Task), rows)
-    info = _sweep_info(session, sweep_id=sweep_id)
+    info = get_sweep(session, sweep_id=sweep_id)
     assert info is not None  # the row was found or inserted above, in this transaction
     return info, created

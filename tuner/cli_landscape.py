@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Protocol
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -18,33 +18,17 @@ from tuner.replay import Landscape, landscape_from_results
 from tuner.space import KernelConfig
 from tuner.trial import TrialResult, TrialStatus
 
+if TYPE_CHECKING:
+    from db.repo import DeviceTrialRow
+
 landscape_app = typer.Typer(help="Landscapes: recorded timings of a device, replayed by "
                             "`tuner sweep --replay` and bench/search_quality.py.",
                             no_args_is_help=True)
 app.add_typer(landscape_app, name="landscape")
 
 
-class TrialRow(Protocol):
-    """What `build_landscape` reads of a stored trial (`db.repo.DeviceTrialRow`)."""
-
-    trial_id: int
-    N: int
-    K: int
-    M: int
-    block_shape: tuple[int, int]
-    out_dtype: str
-    space: str
-    config: dict[str, int]
-    status: str
-    latency_us: float | None
-    p20_us: float | None
-    p80_us: float | None
-    environment_id: int
-    environment: dict[str, str]
-
-
 def build_landscape(
-    rows: Sequence[TrialRow], *, device_name: str, recorded_at: str
+    rows: Sequence[DeviceTrialRow], *, device_name: str, recorded_at: str
 ) -> tuple[Landscape, list[str]]:
     """One landscape from a device's trials, and notes on what was left out.
 
