@@ -1,0 +1,146 @@
+"""Roofline figures: exact bytes and flops, ratios to the ceilings, and the ceiling measurements
+with a fake timer (plus one real CPU run of each, at small sizes)."""
+
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tuner.roofline import (
+    CPU_COPY_BYTES,
+    CPU_MM_SIZE,
+    fp8_mm_operands,
+    gemm_bytes,
+    gemm_flops,
+    measure_ceilings,
+    measure_copy_gbps,
+    measure_fp8_mm_tflops,
+    roofline,
+)
+
+CEILINGS = {"copy_gbps": 4000.0, "fp8_mm_tflops": 1000.0}  # ridge at 250 flops per byte
+
+
+def test_gemm_bytes_counts_each_operand_once():
+    # A 2048 + B 7168*2048 + As 4*1*16 + Bs 4*56*16 + C 2*1*7168
+    assert gemm_bytes(1, 7168, 2048) == 2048 + 14_680_064 + 64 + 3_584 + 14_336 == 14_700_096
+    # K and N not multiples of the groups: scales round up (K=200 -> 2 groups, N=130 -> 2).
+    assert gemm_bytes(3, 130, 200, (128, 128), "float16") == (
+        3 * 200 + 130 * 200 + 4 * 3 * 2 + 4 * 2 * 2 + 2 * 3 * 130)
+    assert gemm_flops(1, 7168, 2048) == 29_360_128
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: gemm_bytes(0, 1, 1), "M must be a positive integer, got 0"),
+    (lambda: gemm_bytes(1, 1, 1, out_dtype="float32"), "out_dtype must be one of"),
+    (lambda: gemm_flops(1, True, 1), "N must be a positive integer, got True"),
+    (lambda: roofline(1, 128, 128, 0.0), "latency_us must be a positive finite number"),
+    (lambda: roofline(1, 128, 128, math.nan), "latency_us must be a positive finite number"),
+    (lambda: roofline(1, 128, 128, 1.0, {"copy_gbps": -1.0}), "ceiling copy_gbps must be"),
+])
+def test_bad_input_raises_value_error(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_roofline_without_ceilings_has_figures_and_no_ratios():
+    r = roofline(1, 7168, 2048, 16.0)
+    assert (r.bytes, r.flops) == (14_700_096, 29_360_128)
+    assert r.gbps == pytest.approx(918.756)  # 14,700,096 bytes / 16 us
+    assert r.tflops == pytest.approx(1.835008)
+    assert r.intensity == pytest.approx(29_360_128 / 14_700_096)
+    assert (r.copy_ratio, r.fp8_mm_ratio, r.ridge_intensity, r.bound, r.roofline_ratio) == (
+        None, None, None, None, None)
+    only_copy = roofline(1, 7168, 2048, 16.0, {"copy_gbps": 4000.0, "other": 1.0})
+    assert only_copy.copy_ratio == pytest.approx(918.756 / 4000)
+    assert (only_copy.fp8_mm_ratio, only_copy.bound) == (None, None)
+
+
+def test_memory_bound_call():
+    # A 65536 + B 131072 + As 4*128*4 + Bs 4*2*4 + C 2*128*256 = 264,224 bytes
+    r = roofline(128, 256, 512, 2.0, CEILINGS)
+    assert r.bytes == 264_224 and r.flops == 33_554_432
+    assert r.gbps == pytest.approx(132.112)
+    assert r.tflops == pytest.approx(16.777216)
+    assert r.ridge_intensity == pytest.approx(250.0)
+    assert r.intensity == pytest.approx(33_554_432 / 264_224)  # 127.0 flops per byte
+    assert r.bound == "memory"
+    assert r.copy_ratio == pytest.approx(0.033028)
+    assert r.fp8_mm_ratio == pytest.approx(0.016777216)
+    assert r.roofline_ratio == pytest.approx(r.copy_ratio)  # below the ridge: the copy roof
+
+
+def test_compute_bound_call():
+    # 4 * 4096^2 (A, B, C at 2 bytes) + As 4*4096*32 + Bs 4*32*32 = 67,637,248 bytes
+    r = roofline(4096, 4096, 4096, 200.0, CEILINGS)
+    assert r.bytes == 67_637_248
+    assert r.tflops == pytest.approx(687.19476736)
+    assert r.gbps == pytest.approx(338.18624)
+    assert r.bound == "compute"
+    assert r.roofline_ratio == pytest.approx(0.68719476736)  # above the ridge: the FP8 roof
+    assert r.fp8_mm_ratio == pytest.approx(r.roofline_ratio)
+
+
+def test_pure_part_imports_neither_torch_nor_triton():
+    code = ("import sys, tuner.roofline as r; r.roofline(1, 128, 128, 1.0); "
+            "print('torch' in sys.modules, 'triton' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+class FakeTimer:
+    """Runs the timed callable once (so its work can be checked) and answers a fixed time."""
+
+    def __init__(self, ms):
+        self.ms = list(ms)
+        self.results = []
+
+    def __call__(self, fn):
+        self.results.append(fn())
+        return self.ms.pop(0)
+
+
+def test_copy_ceiling_counts_read_and_write():
+    timer = FakeTimer([0.5])
+    assert measure_copy_gbps(1000, "cpu", timer=timer) == pytest.approx(0.004)  # 2000 B / 0.5 ms
+    (copied,) = timer.results
+    assert copied.dtype == torch.uint8 and copied.numel() == 1000 and int(copied.sum()) > 0
+
+
+def test_fp8_ceiling_runs_torch_scaled_mm():
+    timer = FakeTimer([0.25])
+    tflops = measure_fp8_mm_tflops(32, 48, 64, "cpu", timer=timer)
+    assert tflops == pytest.approx(2 * 32 * 48 * 64 / 0.25e-3 / 1e12)
+    (out,) = timer.results
+    a, b, _, _ = fp8_mm_operands(32, 48, 64, "cpu")
+    assert b.stride() == (1, 64)  # [K, N] column-major, as _scaled_mm needs on CUDA
+    assert out.dtype == torch.bfloat16 and out.shape == (32, 48)
+    expected = a.double() @ b.double()
+    assert torch.allclose(out.double(), expected, rtol=1e-2, atol=1e-2)
+
+
+def test_fp8_operands_reject_sizes_scaled_mm_cannot_take():
+    with pytest.raises(ValueError, match="K and N must be divisible by 16"):
+        fp8_mm_operands(8, 24, 64, "cpu")
+    with pytest.raises(ValueError, match="device must be"):
+        measure_copy_gbps(16, "mps")
+
+
+def test_ceilings_use_the_cpu_sizes_on_the_cpu():
+    timer = FakeTimer([1.0, 1.0])
+    ceilings = measure_ceilings("cpu", timer=timer)
+    assert ceilings == pytest.approx({
+        "copy_gbps": 2 * CPU_COPY_BYTES / 1e-3 / 1e9,  # 33.554432
+        "fp8_mm_tflops": 2 * CPU_MM_SIZE**3 / 1e-3 / 1e12,  # 0.033554432
+    })
+    assert [tuple(r.shape) for r in timer.results] == [(CPU_COPY_BYTES,),
+                                                      (CPU_MM_SIZE, CPU_MM_SIZE)]
+
+
+def test_real_cpu_measurement_at_small_sizes():
+    gbps = measure_copy_gbps(1 << 16, "cpu")
+    tflops = measure_fp8_mm_tflops(64, 64, 64, "cpu")
+    assert math.isfinite(gbps) and gbps > 0
+    assert math.isfinite(tflops) and tflops > 0
