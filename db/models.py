@@ -1,4 +1,5 @@
-"""The store's tables: devices, environments, sweeps, tasks, trials, imports (SQLAlchemy 2 ORM)."""
+"""The store's tables: devices, environments, sweeps, tasks, trials, imports, retimes, decisions,
+ceilings (SQLAlchemy 2 ORM)."""
 
 from __future__ import annotations
 
@@ -47,6 +48,10 @@ TRIAL_STATUSES: tuple[str, ...] = (
 )
 
 OUT_DTYPES: tuple[str, ...] = ("bfloat16", "float16")
+
+# Why a decision kept its config (revision 0004): the fastest re-timed config beat the runner-up
+# by more than the spread; or it did not, and the default or a simpler config was kept.
+DECISION_KEPT: tuple[str, ...] = ("fastest", "default", "simpler")
 
 # Constraint names must be deterministic for Alembic's batch mode on SQLite.
 NAMING_CONVENTION: dict[str, str] = {
@@ -245,3 +250,77 @@ class ImportedFile(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
     __table_args__ = (UniqueConstraint("device_id", "N", "K", "block_n", "block_k", "label"),)
+
+
+class Retime(Base):
+    """One config of a task re-timed interleaved with the other finalists and the default config
+    (A B A B ...) before the task's winner is declared (revision 0004). Latencies in
+    microseconds over `rounds` interleaved rounds: median, 20th and 80th percentile."""
+
+    __tablename__ = "retimes"
+
+    retime_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.task_id", ondelete="CASCADE"))
+    environment_id: Mapped[int] = mapped_column(ForeignKey("environments.environment_id"))
+    BLOCK_SIZE_M: Mapped[int] = mapped_column(Integer)
+    BLOCK_SIZE_N: Mapped[int] = mapped_column(Integer)
+    BLOCK_SIZE_K: Mapped[int] = mapped_column(Integer)
+    GROUP_SIZE_M: Mapped[int] = mapped_column(Integer)
+    num_warps: Mapped[int] = mapped_column(Integer)
+    num_stages: Mapped[int] = mapped_column(Integer)
+    is_default: Mapped[bool] = mapped_column(default=False)
+    rounds: Mapped[int] = mapped_column(Integer)
+    latency_us: Mapped[float] = mapped_column(Float)
+    p20_us: Mapped[float] = mapped_column(Float)
+    p80_us: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (UniqueConstraint("task_id", *CONFIG_COLUMNS),)
+
+
+class Decision(Base):
+    """The config a task keeps after the re-timing, and why (revision 0004): at most one per task.
+
+    `latency_us` and `default_latency_us` are re-timed medians in microseconds; `spread_us` is
+    the measured noise the winner had to beat the runner-up by; `runner_up` holds vLLM's keys of
+    the second-fastest re-timed config (None when there was none).
+    """
+
+    __tablename__ = "decisions"
+
+    decision_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.task_id", ondelete="CASCADE"))
+    environment_id: Mapped[int] = mapped_column(ForeignKey("environments.environment_id"))
+    BLOCK_SIZE_M: Mapped[int] = mapped_column(Integer)
+    BLOCK_SIZE_N: Mapped[int] = mapped_column(Integer)
+    BLOCK_SIZE_K: Mapped[int] = mapped_column(Integer)
+    GROUP_SIZE_M: Mapped[int] = mapped_column(Integer)
+    num_warps: Mapped[int] = mapped_column(Integer)
+    num_stages: Mapped[int] = mapped_column(Integer)
+    latency_us: Mapped[float] = mapped_column(Float)
+    default_latency_us: Mapped[float | None] = mapped_column(Float)
+    runner_up: Mapped[dict[str, int] | None] = mapped_column(JSON)
+    spread_us: Mapped[float] = mapped_column(Float)
+    kept: Mapped[str] = mapped_column(String(16))
+    note: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (
+        UniqueConstraint("task_id"),
+        CheckConstraint("kept IN ('fastest', 'default', 'simpler')", name="kept"),
+    )
+
+
+class Ceiling(Base):
+    """A ceiling measured on one environment's GPU (revision 0004), e.g. `copy_gbps` (a large
+    device-to-device copy, GB/s) or `fp8_mm_tflops` (torch's FP8 matrix product, TFLOP/s); the
+    unit is the name's suffix. Every measurement is kept; readers take the latest per name."""
+
+    __tablename__ = "ceilings"
+
+    ceiling_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    environment_id: Mapped[int] = mapped_column(ForeignKey("environments.environment_id"))
+    name: Mapped[str] = mapped_column(String(64))
+    value: Mapped[float] = mapped_column(Float)
+    detail: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

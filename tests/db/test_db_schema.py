@@ -24,7 +24,8 @@ from db.engine import (
 )
 from db.models import CONFIG_COLUMNS, Base, Device
 
-TABLES = {"devices", "environments", "sweeps", "tasks", "trials", "imports"}
+TABLES = {"devices", "environments", "sweeps", "tasks", "trials", "imports", "retimes", "decisions",
+          "ceilings"}
 
 
 def test_migration_equals_models(engine: Engine) -> None:
@@ -50,6 +51,20 @@ def test_migration_equals_models(engine: Engine) -> None:
         assert [tuple(u["column_names"]) for u in trial_uniques] == [("task_id", *CONFIG_COLUMNS)]
         checks = inspector.get_check_constraints("tasks")
         assert [c["name"] for c in checks] == ["ck_tasks_state"]
+        checks = inspector.get_check_constraints("decisions")
+        assert [c["name"] for c in checks] == ["ck_decisions_kept"]
+        retime_uniques = inspector.get_unique_constraints("retimes")
+        assert [tuple(u["column_names"]) for u in retime_uniques] == [("task_id", *CONFIG_COLUMNS)]
+        cascades = {
+            table: {fk["referred_table"]: (fk["options"] or {}).get("ondelete")
+                    for fk in inspector.get_foreign_keys(table)}
+            for table in ("retimes", "decisions", "ceilings")
+        }
+        assert cascades == {
+            "retimes": {"tasks": "CASCADE", "environments": None},
+            "decisions": {"tasks": "CASCADE", "environments": None},
+            "ceilings": {"environments": None},
+        }
 
 
 def test_open_store_creates_schema_in_new_folder(tmp_path: Path) -> None:
@@ -57,7 +72,7 @@ def test_open_store_creates_schema_in_new_folder(tmp_path: Path) -> None:
     engine = open_store(f"sqlite:///{path}")
     try:
         assert path.is_file()
-        assert current_revision(engine) == head_revision() == "0003"
+        assert current_revision(engine) == head_revision() == "0004"
         assert TABLES <= set(inspect(engine).get_table_names())
         with engine.connect() as connection:
             pragmas = {
@@ -158,7 +173,7 @@ def test_a_store_made_by_the_first_schema_upgrades_and_keeps_its_rows(tmp_path: 
         connection.execute(text("INSERT INTO devices (device_name, created_at) "
                                 "VALUES ('NVIDIA_L20', '2026-11-30 00:00:00')"))
     engine.dispose()
-    with pytest.raises(SchemaError, match=r"revision 0001, this tuner expects 0003: run "
+    with pytest.raises(SchemaError, match=r"revision 0001, this tuner expects 0004: run "
                        r"`tuner db upgrade`"):
         open_store(url)
     assert _version(url) == ["0001"]  # refusing changed nothing
@@ -170,4 +185,62 @@ def test_a_store_made_by_the_first_schema_upgrades_and_keeps_its_rows(tmp_path: 
         assert list(connection.scalars(text("SELECT device_name FROM devices"))) == ["NVIDIA_L20"]
     engine.dispose()
     open_store(url).dispose()
+    assert _version(url) == ["0004"]
+
+
+def test_a_store_at_0003_with_data_upgrades_to_0004_and_back(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'third.db'}"
+    engine = make_engine(url)
+    upgrade(engine, "0003")
+    config = "64, 128, 128, 32, 4, 2"
+    statements = [
+        "INSERT INTO devices (device_id, device_name, created_at) "
+        "VALUES (1, 'NVIDIA_L20', '2026-12-01 00:00:00')",
+        "INSERT INTO environments VALUES (1, 1, 'NVIDIA L20', '8.9', '580', '12.9', '2.11.0', "
+        "'3.6.0', '0.1.0', 'k1')",
+        "INSERT INTO sweeps VALUES (1, 'key', 1, 'm', 2, 'grid', 8, 'vllm', 0, '[1]', "
+        "'bfloat16', 128, 128, '2026-12-01 00:00:00')",
+        "INSERT INTO tasks (task_id, sweep_id, N, K, M, state, attempts) "
+        "VALUES (1, 1, 256, 512, 1, 'done', 1)",
+        "INSERT INTO trials (trial_id, task_id, environment_id, BLOCK_SIZE_M, BLOCK_SIZE_N, "
+        "BLOCK_SIZE_K, GROUP_SIZE_M, num_warps, num_stages, is_default, status, latency_us, "
+        f"created_at) VALUES (7, 1, 1, {config}, 1, 'ok', 12.5, '2026-12-01 00:00:00')",
+        "INSERT INTO imports VALUES (1, 1, 256, 512, 128, 128, 'vllm', 'f.json', 'ab', '{}', "
+        "'2026-12-01 00:00:00')",
+    ]
+    with engine.begin() as connection:
+        for statement in statements:
+            connection.execute(text(statement))
+    engine.dispose()
+    with pytest.raises(SchemaError, match=r"revision 0003, this tuner expects 0004"):
+        open_store(url)
+    engine = make_engine(url)
+    upgrade(engine)
+    trial_sql = "SELECT trial_id, task_id, BLOCK_SIZE_M, status, latency_us FROM trials"
+    with engine.connect() as connection:
+        assert list(connection.execute(text(trial_sql))) == [(7, 1, 64, "ok", 12.5)]
+        assert list(connection.scalars(text("SELECT label FROM imports"))) == ["vllm"]
+        assert list(connection.scalars(text("SELECT triton FROM environments"))) == ["3.6.0"]
+        for table in ("retimes", "decisions", "ceilings"):
+            assert connection.execute(text(f"SELECT count(*) FROM {table}")).scalar_one() == 0
+    upgrade(engine, "head")  # at head already: nothing to do
+    engine.dispose()
+    assert _version(url) == ["0004"]
+    opened = open_store(url)
+    with session_scope(opened) as session:
+        session.execute(text("INSERT INTO ceilings (environment_id, name, value, created_at) "
+                             "VALUES (1, 'copy_gbps', 4300.0, '2026-12-02 00:00:00')"))
+    opened.dispose()
+    config_alembic = Config()
+    config_alembic.set_main_option("script_location", str(MIGRATIONS_DIR))
+    config_alembic.set_main_option("sqlalchemy.url", url)
+    command.downgrade(config_alembic, "0003")
+    engine = make_engine(url)
+    try:
+        tables = set(inspect(engine).get_table_names())
+        assert not tables & {"retimes", "decisions", "ceilings"}
+        with engine.connect() as connection:
+            assert list(connection.execute(text(trial_sql))) == [(7, 1, 64, "ok", 12.5)]
+    finally:
+        engine.dispose()
     assert _version(url) == ["0003"]
