@@ -1,5 +1,6 @@
 """The HTML report of a device: per shape, winner and default latency over M, speedup, achieved
-bandwidth and throughput, coverage gaps, and the versions tuned with (pure; no store access)."""
+bandwidth and throughput (and their share of the device's measured ceilings), coverage gaps, and
+the versions tuned with (pure; no store access)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from html import escape
 
 from api.svg import Series, line_chart
 from tuner.configfile import REQUIRED_M, VLLM_M_GRID
+from tuner.roofline import COPY_GBPS, FP8_MM_TFLOPS, OUT_BYTES, Roofline, roofline
 from tuner.space import KernelConfig
 
 WINNER_COLOR, DEFAULT_COLOR, SPEEDUP_COLOR = "#1f6feb", "#cf222e", "#1a7f37"
+COPY_COLOR, MM_COLOR = "#8250df", "#bc4c00"
 _X_TICKS = [1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0]
 _CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 24px; color: #1f2328; background: #fff; }
@@ -54,42 +57,6 @@ class ShapeReport:
     models: tuple[str, ...]
 
 
-def gemm_bytes(M: int, N: int, K: int, block_shape: tuple[int, int], out_bytes: int = 2) -> int:
-    """Bytes one GEMM call moves at least once (DESIGN §3 shapes).
-
-    A [M, K] fp8 + B [N, K] fp8 + As [M, ceil(K/group_k)] fp32 + Bs [ceil(N/group_n),
-    ceil(K/group_k)] fp32 + C [M, N] in the output dtype (bf16 or fp16: 2 bytes).
-
-    Args:
-        M: rows of A [M, K].
-        N: rows of B [N, K].
-        K: the reduction size.
-        block_shape: [group_n, group_k] of the scales.
-        out_bytes: bytes per element of C.
-
-    Returns:
-        The byte count; divided by latency_us and 1e3 it is GB/s.
-    """
-    group_n, group_k = block_shape
-    k_groups = math.ceil(K / group_k)
-    return M * K + N * K + 4 * M * k_groups + 4 * math.ceil(N / group_n) * k_groups + \
-        out_bytes * M * N
-
-
-def gemm_flops(M: int, N: int, K: int) -> int:
-    """Floating-point operations of C [M, N] = A [M, K] B [N, K]^T.
-
-    Args:
-        M: rows of A [M, K].
-        N: rows of B [N, K].
-        K: the reduction size.
-
-    Returns:
-        2 * M * N * K; divided by latency_us and 1e6 it is TFLOP/s.
-    """
-    return 2 * M * N * K
-
-
 def _emitted(row: ReportRow) -> str:
     if row.latency_us is None:
         return f"imported from '{row.imported_from}' (not measured)" if row.imported_from else "-"
@@ -106,9 +73,42 @@ def _num(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
-def _shape_section(shape: ShapeReport, out_bytes: int, cpu: bool) -> str:
+def usable_ceilings(ceilings: Mapping[str, object] | None) -> dict[str, float]:
+    """The ceilings a report can use: the known keys whose values are positive finite numbers.
+
+    Args:
+        ceilings: as the store returns them (db.repo.device_ceilings), or None.
+
+    Returns:
+        A subset of {"copy_gbps": GB/s, "fp8_mm_tflops": TFLOP/s}; other keys and bad values
+        are left out, so a bad row in the store never breaks the page.
+    """
+    usable: dict[str, float] = {}
+    for key in (COPY_GBPS, FP8_MM_TFLOPS):
+        value = (ceilings or {}).get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and \
+                math.isfinite(value) and value > 0:
+            usable[key] = float(value)
+    return usable
+
+
+def _figures(row: ReportRow, N: int, K: int, shape: ShapeReport, out_dtype: str,
+             ceilings: Mapping[str, float]) -> Roofline | None:
+    if row.latency_us is None or not (math.isfinite(row.latency_us) and row.latency_us > 0):
+        return None
+    return roofline(row.M, N, K, row.latency_us, ceilings, block_shape=shape.block_shape,
+                    out_dtype=out_dtype)
+
+
+def _pct(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{ratio * 100:.1f}%"
+
+
+def _shape_section(shape: ShapeReport, out_dtype: str, cpu: bool,
+                   ceilings: Mapping[str, float]) -> str:
     N, K = shape.N, shape.K
     measured = [r for r in shape.rows if r.latency_us is not None]
+    figures = {r.M: _figures(r, N, K, shape, out_dtype, ceilings) for r in shape.rows}
     winner = Series("winner", WINNER_COLOR, tuple((r.M, r.latency_us) for r in measured))
     default = Series("default config", DEFAULT_COLOR, tuple(
         (r.M, r.default_latency_us) for r in measured if r.default_latency_us is not None
@@ -125,6 +125,19 @@ def _shape_section(shape: ShapeReport, out_bytes: int, cpu: bool) -> str:
                    x_label="M (rows of A)", y_label="default / winner", y_log=False,
                    x_ticks=_X_TICKS, reference_y=1.0, css_class=f"chart speedup shape-{key}"),
     ]
+    if ceilings:
+        shares = [
+            Series(name, color, tuple((M, getattr(f, field) * 100) for M, f in figures.items()
+                                      if f is not None and getattr(f, field) is not None))
+            for name, color, field, ceiling in (
+                ("% of copy bandwidth", COPY_COLOR, "copy_ratio", COPY_GBPS),
+                ("% of FP8 mm throughput", MM_COLOR, "fp8_mm_ratio", FP8_MM_TFLOPS))
+            if ceiling in ceilings
+        ]
+        charts.append(line_chart(
+            shares, title=f"winner's share of the device's ceilings, N={N}, K={K}",
+            x_label="M (rows of A)", y_label="% of ceiling", y_log=False, x_ticks=_X_TICKS,
+            reference_y=100.0, css_class=f"chart roofline shape-{key}"))
     done = {r.M for r in measured}
     gaps = [M for M in shape.m_requested if M not in done]
     lacking = [M for M in REQUIRED_M if M not in done]
@@ -145,18 +158,21 @@ def _shape_section(shape: ShapeReport, out_bytes: int, cpu: bool) -> str:
     for r in shape.rows:
         speedup = (r.default_latency_us / r.latency_us
                    if r.latency_us and r.default_latency_us else None)
-        bandwidth = (gemm_bytes(r.M, N, K, shape.block_shape, out_bytes) / r.latency_us / 1e3
-                     if r.latency_us else None)
-        tflops = gemm_flops(r.M, N, K) / r.latency_us / 1e6 if r.latency_us else None
+        f = figures[r.M]
         config = KernelConfig.from_dict(r.config).short() if r.config and all(
             k in r.config for k in ("num_stages", "BLOCK_SIZE_M")) else "-"
+        shares_cells = "" if not ceilings else (
+            f"<td>{_pct(f and f.copy_ratio)}</td><td>{_pct(f and f.fp8_mm_ratio)}</td>"
+            f"<td class=l>{(f and f.bound) or '-'}</td>")
         rows.append(
             f"<tr><td>{r.M}</td><td class=l>{escape(config)}</td><td>{_num(r.latency_us)}</td>"
             f"<td>{_num(r.default_latency_us)}</td>"
             f"<td>{'-' if speedup is None else f'{speedup:.2f}x'}</td>"
-            f"<td>{_num(bandwidth)}</td><td>{_num(tflops, 2)}</td>"
+            f"<td>{_num(f and f.gbps)}</td><td>{_num(f and f.tflops, 2)}</td>{shares_cells}"
             f"<td class=l>{escape(_emitted(r))}</td></tr>"
         )
+    shares_head = ("<th>% copy BW</th><th>% FP8 mm</th><th class=l>bound</th>"
+                   if ceilings else "")
     models = f" ({escape(', '.join(shape.models))})" if shape.models else ""
     return (
         f'<section class="shape" id="shape-{key}"><h2>N={N}, K={K}, block_shape '
@@ -164,14 +180,34 @@ def _shape_section(shape: ShapeReport, out_bytes: int, cpu: bool) -> str:
         + "".join(f'<p class="note">{n}</p>' for n in notes)
         + f'<div class="charts">{"".join(charts)}</div>'
         + f"<table><tr><th>M</th><th class=l>winner config</th><th>latency_us</th>"
-        f"<th>default_us</th><th>speedup</th><th>{unit}</th><th>TFLOP/s</th>"
+        f"<th>default_us</th><th>speedup</th><th>{unit}</th><th>TFLOP/s</th>{shares_head}"
         f"<th class=l>in the file</th></tr>{''.join(rows)}</table></section>"
     )
 
 
+def _ceilings_note(ceilings: Mapping[str, float]) -> str:
+    if not ceilings:
+        return ('<p class="note">No ceilings measured for this device yet (copy bandwidth, FP8 '
+                "matrix-product throughput): no % columns.</p>")
+    parts = []
+    if COPY_GBPS in ceilings:
+        parts.append(f"device-to-device copy {ceilings[COPY_GBPS]:,.0f} GB/s (bytes read plus "
+                     "written)")
+    if FP8_MM_TFLOPS in ceilings:
+        parts.append(f"FP8 matrix product {ceilings[FP8_MM_TFLOPS]:,.1f} TFLOP/s "
+                     "(torch._scaled_mm, e4m3 inputs, per-tensor scales, bf16 output)")
+    ridge = ""
+    if len(ceilings) == 2:
+        ridge = (f" The ridge is at {ceilings[FP8_MM_TFLOPS] * 1e3 / ceilings[COPY_GBPS]:,.0f} "
+                 "flops per byte: below it a call is memory-bound, above it compute-bound.")
+    return (f'<p class="note" id="ceilings">Ceilings measured on this device: '
+            f"{'; '.join(parts)}. % columns are the winner's achieved bandwidth and throughput "
+            f"over them.{ridge}</p>")
+
+
 def render_report(
     device_name: str, shapes: Sequence[ShapeReport], environments: Sequence[Mapping[str, object]],
-    *, version: str, out_dtype: str | None,
+    *, version: str, out_dtype: str | None, ceilings: Mapping[str, object] | None = None,
 ) -> str:
     """The whole HTML page.
 
@@ -181,12 +217,16 @@ def render_report(
         environments: the versions trials ran with (db.repo.EnvironmentRow as dicts).
         version: this tuner's version.
         out_dtype: the output dtype the winners were filtered by, if any.
+        ceilings: the device's measured ceilings, {"copy_gbps": GB/s, "fp8_mm_tflops":
+            TFLOP/s} (db.repo.device_ceilings); with them the tables get % of each ceiling and
+            the bound, and each shape a chart of those % over M.
 
     Returns:
         A standalone HTML document (inline CSS and SVG, no script).
     """
     cpu = device_name == "TRITON_INTERPRETER"
-    out_bytes = 2  # bf16 and fp16 outputs are both 2 bytes
+    usable = usable_ceilings(ceilings)
+    bytes_dtype = out_dtype if out_dtype in OUT_BYTES else "bfloat16"  # both are 2 bytes
     head = (f"<!doctype html><html lang=en><head><meta charset=utf-8>"
             f"<title>{escape(device_name)}: block-FP8 GEMM tuning report</title>"
             f"<style>{_CSS}</style></head><body>"
@@ -197,9 +237,10 @@ def render_report(
     if cpu:
         head += ('<p class="note">TRITON_INTERPRETER: CPU timings of the Triton interpreter, '
                  "not GPU timings.</p>")
+    head += _ceilings_note(usable)
     nav = " · ".join(f'<a href="#shape-{s.N}x{s.K}">N={s.N}, K={s.K}</a>' for s in shapes)
     body = [f"<nav>{nav}</nav>" if shapes else "<p>No shapes in the store for this device yet.</p>"]
-    body += [_shape_section(s, out_bytes, cpu) for s in shapes]
+    body += [_shape_section(s, bytes_dtype, cpu, usable) for s in shapes]
     cols = ("gpu_name", "compute_capability", "driver", "cuda", "torch", "triton", "tuner",
             "kernel_hash", "trials")
     env_rows = "".join(
