@@ -5,6 +5,7 @@ import torch
 
 from tuner.measure import REL_TOL, KernelRunner, Problem, summarize_us
 from tuner.space import KernelConfig, default_config
+from tuner.timing import TimingPlan, WallTimer
 from tuner.trial import TrialStatus
 
 PROBLEM = Problem(M=5, N=192, K=256, block_shape=(128, 128), out_dtype="bfloat16")
@@ -94,3 +95,101 @@ def test_fp16_output_and_bad_arguments():
         KernelRunner(PROBLEM, backend="rocm")
     with pytest.raises(ValueError, match="out_dtype must be one of"):
         KernelRunner(Problem(1, 64, 128, out_dtype="float32"), backend="interpreter")
+
+
+TIMED = Problem(M=16, N=256, K=256)
+COPY_BYTES = 256 * 256 + 2 * 2 * 4  # B [256, 256] fp8 plus Bs [2, 2] fp32
+
+
+class DeviceClock:
+    """A fake clock moved only by launches: a launch reading weight copy c takes durations_s[c]."""
+
+    def __init__(self, durations_s):
+        self.now = 0.0
+        self.durations_s = durations_s
+        self.copies = []
+
+    def __call__(self):
+        return self.now
+
+    def launched(self, copy):
+        self.copies.append(copy)
+        self.now += self.durations_s[copy]
+
+
+def test_interpreter_timing_rotates_real_weight_copies(monkeypatch):
+    clock = DeviceClock([0.003, 0.005])
+    runner = KernelRunner(TIMED, backend="interpreter", interpreter_reps=3, clock=clock)
+    real_launch = runner._launch_copy
+    outputs = []
+
+    def launch_and_tick(config, copy):
+        real_launch(config, copy)
+        outputs.append(runner._timed_out.clone())
+        clock.launched(copy)
+
+    monkeypatch.setattr(runner, "_launch_copy", launch_and_tick)
+    result = runner.evaluate(default_config())
+    assert result.ok
+    assert clock.copies == [0, 1, 0]
+    # samples 3000, 5000, 3000 us: p80 interpolates 60% of the way from 3000 to 5000
+    assert (result.latency_us, result.p20_us, result.p80_us) == pytest.approx((3000, 3000, 4200))
+    (b0, bs0), (b1, bs1) = runner.weights
+    assert b1.data_ptr() != b0.data_ptr() and bs1.data_ptr() != bs0.data_ptr()
+    assert torch.equal(b1.view(torch.uint8), b0.view(torch.uint8)) and torch.equal(bs1, bs0)
+    for out in outputs:  # every copy gives the checked result
+        assert torch.equal(out, outputs[0])
+    # sample_us goes on with the rotation: copy 1, then copy 0
+    assert runner.sample_us(default_config()) == pytest.approx(5000)
+    assert runner.sample_us(default_config()) == pytest.approx(3000)
+    assert clock.copies == [0, 1, 0, 1, 0]
+
+
+class FakeGraph:
+    """Stands for a captured CUDA graph: replay runs the captured launches again."""
+
+    def __init__(self, launches):
+        self.launches = list(launches)
+
+    def replay(self):
+        for launch in self.launches:
+            launch()
+
+
+def test_cuda_path_plan_graphs_and_per_launch_time(monkeypatch):
+    """The CUDA orchestration on the CPU: the device, graphs and events are fakes."""
+    from types import SimpleNamespace
+
+    from tuner import measure
+
+    d = 2**-12  # 244.140625 us per launch of copies 0-4; copies 5-9 take twice as long
+    clock = DeviceClock([d] * 5 + [2 * d] * 5)
+    captured = []
+
+    def capture(launches):
+        clock.now += 1.0  # capturing takes long; it is never inside a timed region
+        captured.append(FakeGraph(launches))
+        return captured[-1]
+
+    monkeypatch.setattr(measure, "capture_graph", capture)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda device: SimpleNamespace(L2_cache_size=4 * COPY_BYTES))
+    runner = KernelRunner(TIMED, backend="interpreter", warmup_s=0.003, rep_s=0.01,
+                          timer=WallTimer(clock))
+    monkeypatch.setattr(runner, "_launch_copy", lambda config, copy: clock.launched(copy))
+    sampler = runner._build_cuda(default_config())
+    # 8 copies hold 2x L2; the estimate (one unmeasured launch, then 5 timed, all d) gives
+    # ceil(1 ms / d) = 5 launches per graph, so the copies round up to 10, in 2 graphs
+    assert clock.copies == [0, 0, 1, 2, 3, 4]
+    assert sampler.plan == TimingPlan(copies=10, launches=5, warmup=3, samples=10)
+    assert len(runner.weights) == 10
+    for graph, expected in zip(captured, ([0, 1, 2, 3, 4], [5, 6, 7, 8, 9]), strict=True):
+        del clock.copies[:]
+        graph.replay()
+        assert clock.copies == expected
+    runner._samplers[default_config()] = sampler
+    sampler.warm()  # graphs 0, 1, 0; the samples start with graph 1
+    median_us, p20_us, p80_us = runner.time_us(default_config())
+    # five samples of each graph: d and 2d per launch
+    assert (median_us, p20_us, p80_us) == (1.5 * d * 1e6, d * 1e6, 2 * d * 1e6)
+    assert runner.sample_us(default_config()) == 2 * d * 1e6
