@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,11 +141,38 @@ class ReplayRunner:
 
     def __init__(self, trials: Mapping[KernelConfig, TrialResult]) -> None:
         self.trials = trials
+        self._sampled: Counter[KernelConfig] = Counter()
 
     def evaluate(self, config: KernelConfig) -> TrialResult:
         """The recorded result of a config."""
         return self.trials.get(config) or TrialResult(TrialStatus.INVALID, error=NOT_RECORDED,
                                                       measure_s=0.0)
+
+    def sample_us(self, config: KernelConfig) -> float:
+        """One made-up timing sample of a recorded ok config, as `KernelRunner.sample_us` gives.
+
+        The n-th call for a config (n counted per config from 0) answers
+        p20_us + u * (p80_us - p20_us), where u in [0, 1) is read from the sha256 of the
+        config's six values and n: the same runner asked the same questions answers the same.
+
+        Returns:
+            A latency in microseconds within [p20_us, p80_us] of the recorded result.
+
+        Raises:
+            ValueError: the config is not recorded, or its recorded result is not ok.
+        """
+        result = self.trials.get(config)
+        if result is None or not result.ok:
+            why = NOT_RECORDED if result is None else f"recorded as {result.status.value}"
+            raise ValueError(f"cannot sample config {config.short()}: {why}, not ok")
+        call = self._sampled[config]
+        self._sampled[config] += 1
+        values = ",".join(str(v) for v in config.as_dict().values())
+        digest = hashlib.sha256(f"{values}#{call}".encode()).digest()
+        u = int.from_bytes(digest[:8], "big") / 2**64
+        p20_us = result.latency_us if result.p20_us is None else result.p20_us
+        p80_us = result.latency_us if result.p80_us is None else result.p80_us
+        return p20_us + u * (p80_us - p20_us)
 
     def optimum(self) -> tuple[KernelConfig, TrialResult] | None:
         """The fastest recorded ok config, the yardstick of search quality (None if none)."""

@@ -103,3 +103,28 @@ def test_replay_device_must_match(tmp_path):
         capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert run.returncode == 2
     assert run.stderr == "error: --device H200 does not name the landscape's device NVIDIA_L20\n"
+
+
+def test_replay_samples_are_reproducible_and_inside_the_recorded_spread():
+    from tuner.replay import ReplayRunner
+    from tuner.space import KernelConfig
+
+    default, other = default_config(), KernelConfig(32, 64, 128, 1, 4, 3)
+    trials = {default: TrialResult(TrialStatus.OK, 11.0, 10.0, 12.0),
+              other: TrialResult(TrialStatus.OK, 20.0, 20.0, 20.0),
+              KernelConfig(256, 64, 128, 1, 4, 5): TrialResult(TrialStatus.OUT_OF_RESOURCES)}
+    first = ReplayRunner(trials)
+    samples = [first.sample_us(default) for _ in range(4)]
+    # the first four draws of this config, fixed by sha256 of "64,128,128,32,4,2#<n>"
+    assert samples == pytest.approx([10.4952992, 10.9084409, 10.5508923, 11.3177098])
+    assert first.sample_us(other) == 20.0  # no spread recorded, no spread replayed
+    second = ReplayRunner(trials)  # a new runner starts the count again, per config
+    assert second.sample_us(other) == 20.0
+    assert [second.sample_us(default) for _ in range(4)] == samples
+    many = [second.sample_us(default) for _ in range(200)]
+    assert 10.0 <= min(many) < 10.1 and 11.9 < max(many) < 12.0
+    with pytest.raises(ValueError, match=r"^cannot sample config 256x64x128 g1 w4 s5: "
+                                         r"recorded as out_of_resources, not ok$"):
+        first.sample_us(KernelConfig(256, 64, 128, 1, 4, 5))
+    with pytest.raises(ValueError, match="not in the landscape, not ok"):
+        first.sample_us(KernelConfig(16, 64, 128, 1, 4, 2))
