@@ -514,6 +514,7 @@ def db_upgrade(db: DbOpt = None) -> None:
 # Commands kept in their own modules register themselves on `app` and `shapes_app`; imported
 # last because they use the helpers above.
 from tuner import cli_landscape, cli_shapes, cli_store  # noqa: E402, F401
+from tuner import cli_verify  # noqa: E402, F401
 
 
 def main() -> None:
