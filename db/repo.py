@@ -17,6 +17,14 @@ from datetime import datetime
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
+from db.decisions import (
+    DecisionInfo,
+    RetimeInfo,
+    device_ceilings,
+    record_ceilings,
+    record_decision,
+    task_decision,
+)
 from db.engine import dialect_insert
 from db.imports import (
     ImportedShape,
@@ -48,14 +56,10 @@ from db.reports import (
     DeviceTrialRow,
     ShapeCoverage,
     SweepProgress,
-    TaskWinnerRow,
-    WinnerRow,
     device_trials,
     list_device_names,
     shape_coverage,
     sweep_progress,
-    task_winners,
-    winners,
 )
 from db.tasks import (
     InFlight,
@@ -70,13 +74,16 @@ from db.tasks import (
     unfinished_tasks,
 )
 from db.trials import TrialInfo, record_trial, task_trials
+from db.winners import TaskWinnerRow, WinnerRow, stale_trials, task_winners, winners
 
 __all__ = [
+    "DecisionInfo",
     "DeviceTrialRow",
     "EnvironmentRow",
     "ImportInfo",
     "ImportedShape",
     "InFlight",
+    "RetimeInfo",
     "ShapeCoverage",
     "StoreCounts",
     "SweepInfo",
@@ -89,6 +96,7 @@ __all__ = [
     "WinnerRow",
     "claim_task",
     "create_sweep",
+    "device_ceilings",
     "device_environments",
     "device_trials",
     "end_trial",
@@ -103,15 +111,19 @@ __all__ = [
     "list_import_device_names",
     "list_imports",
     "list_sweeps",
+    "record_ceilings",
+    "record_decision",
     "record_import",
     "record_trial",
     "release_tasks",
     "shape_coverage",
+    "stale_trials",
     "start_trial",
     "store_counts",
     "sweep_key",
     "sweep_progress",
     "sweep_tasks",
+    "task_decision",
     "task_trials",
     "task_winners",
     "unfinished_tasks",

@@ -1,5 +1,5 @@
-"""Read-only queries of the store: sweep progress, devices, winners, M-grid coverage, a
-device's trials (landscape files) and the winners of done tasks (warm starts).
+"""Read-only queries of the store: sweep progress, devices, M-grid coverage and a device's
+trials (landscape files). Winners are in `db.winners`.
 
 Re-exported by `db.repo`; like the repository functions they take a Session, are keyword-only
 and return frozen dataclasses. Each is a fixed number of SQL queries (no query per task) that
@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from sqlalchemy import Select, and_, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from db.models import CONFIG_COLUMNS, Device, Environment, Sweep, Task, Trial
+from db.winners import decided_tasks, matching_environments, ok_trials
 
 
 @dataclass(frozen=True)
@@ -31,34 +32,13 @@ class SweepProgress:
 
 
 @dataclass(frozen=True)
-class WinnerRow:
-    """The fastest ok config for one (device_name, N, K, block_shape, M) over all sweeps.
-
-    `default_latency_us` and `default_config` come from the default-config trial of the same
-    task as the winner (None when that task has no ok default trial); `is_default` says the
-    winner is that default config itself.
-    """
-
-    device_name: str
-    N: int
-    K: int
-    block_shape: tuple[int, int]
-    M: int
-    config: dict[str, int]
-    latency_us: float
-    default_latency_us: float | None
-    default_config: dict[str, int] | None
-    is_default: bool
-    trial_id: int
-    task_id: int
-
-
-@dataclass(frozen=True)
 class ShapeCoverage:
     """How much of the M grid of one (N, K, block_shape) of a device is tuned.
 
     `m_requested` is the sorted union of the M of all its tasks, `m_done` the M whose task is
     done in at least one sweep, `models` the sorted names of the models of those sweeps.
+    `m_stale` (with a provenance filter only) the M whose ok trials and decisions all come from
+    other kernel or Triton versions.
     """
 
     N: int
@@ -67,6 +47,7 @@ class ShapeCoverage:
     m_requested: tuple[int, ...]
     m_done: tuple[int, ...]
     models: tuple[str, ...]
+    m_stale: tuple[int, ...] = ()
 
 
 def sweep_progress(session: Session, *, sweep_id: int) -> SweepProgress:
@@ -117,142 +98,34 @@ def list_device_names(session: Session) -> list[str]:
     return list(names)
 
 
-def _ok_trials(
-    columns: list, *, device_name: str, out_dtype: str | None, kernel_hash: str | None
-) -> Select:
-    """Trials with status ok and a latency, of tasks of sweeps on one device."""
-    query = (
-        select(*columns)
-        .select_from(Trial)
-        .join(Task, Trial.task_id == Task.task_id)
-        .join(Sweep, Task.sweep_id == Sweep.sweep_id)
-        .join(Device, Sweep.device_id == Device.device_id)
-        .where(
-            Device.device_name == device_name,
-            Trial.status == "ok",
-            Trial.latency_us.is_not(None),
-        )
-    )
-    if out_dtype is not None:
-        query = query.where(Sweep.out_dtype == out_dtype)
-    if kernel_hash is not None:
-        query = query.join(Environment, Trial.environment_id == Environment.environment_id).where(
-            Environment.kernel_hash == kernel_hash
-        )
-    return query
-
-
-def winners(
+def shape_coverage(
     session: Session,
     *,
     device_name: str,
     out_dtype: str | None = None,
     kernel_hash: str | None = None,
-) -> list[WinnerRow]:
-    """The fastest ok trial per (N, K, block_shape, M) of a device, over all its sweeps.
-
-    Ties in latency_us go to the lowest trial_id. One query: two `row_number()` rankings
-    (winners per key, default-config trials per task) joined on the winner's task.
-
-    Args:
-        session: the open session.
-        device_name: vLLM's device key.
-        out_dtype: only sweeps with this output dtype; None for all.
-        kernel_hash: only trials whose environment has this kernel hash; None for all.
-
-    Returns:
-        One row per key that has an ok trial, sorted by (N, K, block_shape, M).
-    """
-    scope = {"device_name": device_name, "out_dtype": out_dtype, "kernel_hash": kernel_hash}
-    config = [getattr(Trial, name) for name in CONFIG_COLUMNS]
-    key = (Task.N, Task.K, Sweep.block_n, Sweep.block_k, Task.M)
-    ranked = _ok_trials(
-        [
-            Trial.trial_id,
-            Trial.task_id,
-            *key,
-            *config,
-            Trial.latency_us,
-            Trial.is_default,
-            func.row_number()
-            .over(partition_by=key, order_by=(Trial.latency_us, Trial.trial_id))
-            .label("rank"),
-        ],
-        **scope,
-    ).subquery("ranked")
-    defaults = (
-        _ok_trials(
-            [
-                Trial.task_id,
-                *config,
-                Trial.latency_us,
-                func.row_number()
-                .over(partition_by=Trial.task_id, order_by=(Trial.latency_us, Trial.trial_id))
-                .label("rank"),
-            ],
-            **scope,
-        )
-        .where(Trial.is_default.is_(True))
-        .subquery("defaults")
-    )
-    rows = session.execute(
-        select(
-            ranked.c.trial_id,
-            ranked.c.task_id,
-            ranked.c.N,
-            ranked.c.K,
-            ranked.c.block_n,
-            ranked.c.block_k,
-            ranked.c.M,
-            ranked.c.latency_us,
-            ranked.c.is_default,
-            defaults.c.latency_us.label("default_latency_us"),
-            *(ranked.c[name] for name in CONFIG_COLUMNS),
-            *(defaults.c[name].label(f"default_{name}") for name in CONFIG_COLUMNS),
-        )
-        .select_from(ranked)
-        .outerjoin(defaults, and_(defaults.c.task_id == ranked.c.task_id, defaults.c.rank == 1))
-        .where(ranked.c.rank == 1)
-        .order_by(ranked.c.N, ranked.c.K, ranked.c.block_n, ranked.c.block_k, ranked.c.M)
-    ).mappings()
-    result = []
-    for row in rows:
-        has_default = row["default_latency_us"] is not None
-        result.append(
-            WinnerRow(
-                device_name=device_name,
-                N=row["N"],
-                K=row["K"],
-                block_shape=(row["block_n"], row["block_k"]),
-                M=row["M"],
-                config={name: row[name] for name in CONFIG_COLUMNS},
-                latency_us=row["latency_us"],
-                default_latency_us=row["default_latency_us"],
-                default_config=(
-                    {name: row[f"default_{name}"] for name in CONFIG_COLUMNS}
-                    if has_default
-                    else None
-                ),
-                is_default=bool(row["is_default"]),
-                trial_id=row["trial_id"],
-                task_id=row["task_id"],
-            )
-        )
-    return result
-
-
-def shape_coverage(
-    session: Session, *, device_name: str, out_dtype: str | None = None
+    triton_minor: str | None = None,
 ) -> list[ShapeCoverage]:
     """The requested and finished M per (N, K, block_shape) of a device, over all its sweeps.
 
+    With a provenance filter (kernel_hash, triton_minor; see `db.winners`) an M counts as done
+    only when its task is done and has an ok trial or a decision of a matching environment, and
+    `m_stale` lists the M that have ok trials or decisions, none of them matching: the M that
+    `winners` with the same filter leaves without a winner, which a file is partial for. The
+    requested grid does not depend on the filter.
+
     Args:
         session: the open session.
         device_name: vLLM's device key.
         out_dtype: only sweeps with this output dtype; None for all.
+        kernel_hash: only count trials and decisions of this kernel hash; None for all.
+        triton_minor: only count trials and decisions of this triton major.minor; None for all.
 
     Returns:
         One entry per (N, K, block_shape) with tasks, sorted by (N, K, block_shape).
+
+    Raises:
+        ValueError: triton_minor is not of the form "<major>.<minor>".
     """
     query = (
         select(Task.N, Task.K, Sweep.block_n, Sweep.block_k, Task.M, Task.state, Sweep.model)
@@ -263,15 +136,31 @@ def shape_coverage(
     )
     if out_dtype is not None:
         query = query.where(Sweep.out_dtype == out_dtype)
+    environments = matching_environments(session, kernel_hash=kernel_hash,
+                                         triton_minor=triton_minor)
+    current, measured = set(), set()
+    if environments is not None:
+        scope = {"device_name": device_name, "out_dtype": out_dtype}
+        key = [Task.N, Task.K, Sweep.block_n, Sweep.block_k, Task.M, Task.state]
+        for matching, found in ((environments, current), (None, measured)):
+            for select_from in (ok_trials, decided_tasks):
+                measured_query = select_from(key, environments=matching, **scope).distinct()
+                found.update(tuple(row) for row in session.execute(measured_query))
     requested: dict[tuple[int, int, int, int], set[int]] = defaultdict(set)
     done: dict[tuple[int, int, int, int], set[int]] = defaultdict(set)
+    stale: dict[tuple[int, int, int, int], set[int]] = defaultdict(set)
     models: dict[tuple[int, int, int, int], set[str]] = defaultdict(set)
     for n, k, block_n, block_k, m, state, model in session.execute(query):
         shape = (n, k, block_n, block_k)
         requested[shape].add(m)
         models[shape].add(model)
-        if state == "done":
+        if state == "done" and (environments is None or (*shape, m, state) in current):
             done[shape].add(m)
+    if environments is not None:
+        current_m = {row[:5] for row in current}
+        for *shape, m, _ in measured - current:
+            if (*shape, m) not in current_m:
+                stale[tuple(shape)].add(m)
     return [
         ShapeCoverage(
             N=n,
@@ -280,6 +169,7 @@ def shape_coverage(
             m_requested=tuple(sorted(requested[(n, k, block_n, block_k)])),
             m_done=tuple(sorted(done[(n, k, block_n, block_k)])),
             models=tuple(sorted(models[(n, k, block_n, block_k)])),
+            m_stale=tuple(sorted(stale[(n, k, block_n, block_k)])),
         )
         for n, k, block_n, block_k in sorted(requested)
     ]
@@ -354,59 +244,3 @@ def device_trials(
             environment=environments[env.environment_id],
         ))
     return rows
-
-
-@dataclass(frozen=True)
-class TaskWinnerRow:
-    """The fastest ok config of one (N, K, M) among finished tasks of a device."""
-
-    N: int
-    K: int
-    M: int
-    config: dict[str, int]
-    latency_us: float
-
-
-def task_winners(
-    session: Session,
-    *,
-    device_name: str,
-    block_shape: tuple[int, int],
-    out_dtype: str,
-    kernel_hash: str | None = None,
-) -> list[TaskWinnerRow]:
-    """Winners of the done tasks of a device: what a new task warm-starts from
-    (`tuner.strategies.warm_start_for_task`). One query with a `row_number()` ranking.
-
-    Args:
-        session: the open session.
-        device_name: vLLM's device key.
-        block_shape: [group_n, group_k] of the sweeps to read.
-        out_dtype: output dtype of the sweeps to read.
-        kernel_hash: only trials whose environment has this kernel hash; None for all.
-
-    Returns:
-        One row per (N, K, M) with a done task and an ok trial, sorted by (N, K, M); ties in
-        latency_us go to the lowest trial_id.
-    """
-    key = (Task.N, Task.K, Task.M)
-    ranked = (
-        _ok_trials(
-            [*key, *(getattr(Trial, name) for name in CONFIG_COLUMNS), Trial.latency_us,
-             func.row_number().over(partition_by=key, order_by=(Trial.latency_us,
-                                                                Trial.trial_id)).label("rank")],
-            device_name=device_name, out_dtype=out_dtype, kernel_hash=kernel_hash,
-        )
-        .where(Task.state == "done", Sweep.block_n == block_shape[0],
-               Sweep.block_k == block_shape[1])
-        .subquery("ranked")
-    )
-    rows = session.execute(
-        select(ranked).where(ranked.c.rank == 1).order_by(ranked.c.N, ranked.c.K, ranked.c.M)
-    ).mappings()
-    return [
-        TaskWinnerRow(N=row["N"], K=row["K"], M=row["M"],
-                      config={name: row[name] for name in CONFIG_COLUMNS},
-                      latency_us=row["latency_us"])
-        for row in rows
-    ]
