@@ -193,3 +193,18 @@ def test_cuda_path_plan_graphs_and_per_launch_time(monkeypatch):
     # five samples of each graph: d and 2d per launch
     assert (median_us, p20_us, p80_us) == (1.5 * d * 1e6, d * 1e6, 2 * d * 1e6)
     assert runner.sample_us(default_config()) == 2 * d * 1e6
+
+
+def test_samplers_are_kept_for_the_last_configs_only(monkeypatch):
+    from tuner.measure import KEPT_SAMPLERS
+
+    clock = DeviceClock([0.001, 0.002])
+    runner = KernelRunner(TIMED, backend="interpreter", clock=clock)
+    monkeypatch.setattr(runner, "_launch_copy", lambda config, copy: clock.launched(copy))
+    configs = [KernelConfig(16, 64, 64, group, 4, 2) for group in range(1, KEPT_SAMPLERS + 2)]
+    assert [runner.sample_us(config) for config in configs] == pytest.approx(
+        [1000.0] * len(configs))  # each new config starts at copy 0
+    assert list(runner._samplers) == configs[1:]
+    assert runner.sample_us(configs[1]) == pytest.approx(2000.0)  # kept: goes on with copy 1
+    assert runner.sample_us(configs[0]) == pytest.approx(1000.0)  # dropped: starts again
+    assert list(runner._samplers) == [*configs[3:], configs[1], configs[0]]  # 2 was oldest
