@@ -330,6 +330,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="interleaved rounds per M")
     parser.add_argument("--out", type=Path, help="JSON path (default: "
                         "bench/results/vs_shipped_<device_name>.json)")
+    parser.add_argument("--allow-stale", action="store_true", help="our winners from any "
+                        "kernel hash and Triton version (default: the current ones only)")
     parser.add_argument("--dry-run", action="store_true", help="list what would be timed")
     return parser
 
@@ -368,9 +370,26 @@ def _device_name(device: str | None, shipped_dir: Path, dry_run: bool) -> tuple[
     return (names[0] if names else device), None
 
 
-def _store_winners(url: str | None, device_name: str, out_dtype: str) -> list[Any]:
-    """The store's winners of the device; none (with a warning) when no --db was given and the
-    default SQLite file does not exist."""
+def _winner_filter(allow_stale: bool) -> dict[str, str | None]:
+    """db.repo.winners' provenance filter: this kernel's hash and the installed Triton's
+    major.minor (DESIGN §5), or no filter with --allow-stale."""
+    from tuner.provenance import current_kernel_hash, installed_triton_minor
+
+    if allow_stale:
+        return {"kernel_hash": None, "triton_minor": None}
+    return {"kernel_hash": current_kernel_hash(), "triton_minor": installed_triton_minor()}
+
+
+def _scope_text(scope: Mapping[str, str | None]) -> str:
+    if scope["kernel_hash"] is None:
+        return "any kernel and Triton: --allow-stale"
+    return f"kernel {scope['kernel_hash'][:12]}, Triton {scope['triton_minor'] or 'any'}"
+
+
+def _store_winners(url: str | None, device_name: str, out_dtype: str,
+                   scope: Mapping[str, str | None]) -> list[Any]:
+    """The store's winners of the device within `scope` (`_winner_filter`); none, with a
+    warning, when no --db was given and the default SQLite file does not exist."""
     from sqlalchemy.engine import make_url
 
     from db import repo
@@ -392,7 +411,7 @@ def _store_winners(url: str | None, device_name: str, out_dtype: str) -> list[An
         raise UsageError(str(exc)) from None
     try:
         with session_scope(engine) as session:
-            return repo.winners(session, device_name=device_name, out_dtype=out_dtype)
+            return repo.winners(session, device_name=device_name, out_dtype=out_dtype, **scope)
     finally:
         engine.dispose()
 
@@ -414,11 +433,12 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         raise UsageError(str(exc)) from None
     shapes = args.shapes or _model_shapes(args.model, args.tp)
     missing = [f"{N},{K}" for N, K in shapes if (N, K) not in shipped]
-    ours = our_files(_store_winners(args.db, device_name, args.out_dtype))
+    scope = _winner_filter(args.allow_stale)
+    ours = our_files(_store_winners(args.db, device_name, args.out_dtype, scope))
     entries = plan(shipped, ours, shapes, m_values=args.m)
     print(f"{device_name}: {len(entries)} (shape, M) in {len({(e.N, e.K) for e in entries})} "
           f"shape(s) with shipped files; no shipped file for {', '.join(missing) or 'none'}; "
-          f"our winners for {len(ours)} shape(s)", flush=True)
+          f"our winners for {len(ours)} shape(s) ({_scope_text(scope)})", flush=True)
     if args.dry_run:
         for entry in entries:
             print(_describe(entry))
@@ -449,6 +469,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         "shipped_files": args.shipped_dir.name, "model": args.model, "tp": args.tp,
         "shapes": [list(s) for s in shapes], "m": args.m, "out_dtype": args.out_dtype,
         "block_shape": list(BLOCK_SHAPE), "rounds": args.rounds, "ceilings": ceilings,
+        "winners_from": scope,
     }
     print(format_table(rows))
     doc = result_doc(rows, meta)

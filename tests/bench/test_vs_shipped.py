@@ -13,6 +13,7 @@ import pytest
 
 from tests.storefill import fill
 from tuner.configfile import config_file_name, dump_config_file
+from tuner.provenance import current_kernel_hash, installed_triton_minor
 from tuner.roofline import gemm_bytes, gemm_flops
 from tuner.space import KernelConfig, default_config
 from tuner.trial import TrialResult, TrialStatus
@@ -224,13 +225,21 @@ def _fill_store(tmp_path: Path) -> str:
 
 def test_dry_run_lists_what_would_be_timed(tmp_path, capsys):
     shipped = _write_shipped(tmp_path / "shipped")
-    code = vs.main(["--dry-run", "--device", "H200", "--db", _fill_store(tmp_path),
-                    "--shipped-dir", str(shipped), "--shapes", "7168,2048",
-                    "--shapes", "1024,512", "--m", "1,16"])
-    assert code == 0
+    args = ["--dry-run", "--device", "H200", "--db", _fill_store(tmp_path), "--shipped-dir",
+            str(shipped), "--shapes", "7168,2048", "--shapes", "1024,512", "--m", "1,16"]
+    # The store's trials ran kernel abc123 on Triton 3.6: not the current kernel, left out.
+    assert vs.main(args) == 0
     assert capsys.readouterr().out.splitlines() == [
         "NVIDIA_H200: 2 (shape, M) in 1 shape(s) with shipped files; no shipped file for "
-        "1024,512; our winners for 1 shape(s)",
+        f"1024,512; our winners for 0 shape(s) (kernel {current_kernel_hash()[:12]}, Triton "
+        f"{installed_triton_minor()})",
+        "N=7168 K=2048 M=1: ours -; shipped 16x32x128 g64 w4 s4; default 64x128x128 g32 w4 s2",
+        "N=7168 K=2048 M=16: ours -; shipped 16x64x128 g1 w4 s3; default 64x128x128 g32 w4 s2",
+    ]
+    assert vs.main([*args, "--allow-stale"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "NVIDIA_H200: 2 (shape, M) in 1 shape(s) with shipped files; no shipped file for "
+        "1024,512; our winners for 1 shape(s) (any kernel and Triton: --allow-stale)",
         "N=7168 K=2048 M=1: ours 16x64x128 g1 w4 s3 (key 1); shipped 16x32x128 g64 w4 s4; "
         "default 64x128x128 g32 w4 s2",
         "N=7168 K=2048 M=16: ours 16x64x128 g1 w4 s3 (key 1); shipped 16x64x128 g1 w4 s3; "
@@ -299,18 +308,21 @@ def test_gpu_run_wiring_with_fakes(tmp_path, capsys, monkeypatch):
                         lambda problem, backend: FakeRunner(problem, log))
     out = tmp_path / "out.json"
     args = ["--db", _fill_store(tmp_path), "--shipped-dir", str(_write_shipped(tmp_path / "s")),
-            "--shapes", "7168,2048", "--m", "1,64", "--rounds", "3", "--out", str(out)]
+            "--shapes", "7168,2048", "--m", "1,64", "--rounds", "3", "--out", str(out),
+            "--allow-stale"]
     assert vs.main(args) == 0
     assert log[0] == ("device", 0)
     doc = json.loads(out.read_text())
     assert doc["command"] == "python bench/vs_shipped.py " + " ".join(args)
     assert {k: doc[k] for k in ("benchmark", "device_name", "gpu_name", "compute_capability",
                                 "backend", "shipped_files", "model", "tp", "shapes", "m",
-                                "out_dtype", "block_shape", "rounds", "ceilings")} == {
+                                "out_dtype", "block_shape", "rounds", "ceilings",
+                                "winners_from")} == {
         "benchmark": "vs_shipped", "device_name": "NVIDIA_H200", "gpu_name": "NVIDIA H200",
         "compute_capability": "9.0", "backend": "cuda", "shipped_files": "s",
         "model": "deepseek-v3", "tp": None, "shapes": [[7168, 2048]], "m": [1, 64],
-        "out_dtype": "bfloat16", "block_shape": [128, 128], "rounds": 3, "ceilings": CEILINGS}
+        "out_dtype": "bfloat16", "block_shape": [128, 128], "rounds": 3, "ceilings": CEILINGS,
+        "winners_from": {"kernel_hash": None, "triton_minor": None}}
     assert doc["versions"] == {k: env[k] for k in ("torch", "triton", "tuner", "cuda", "driver",
                                                    "kernel_hash")}
     assert [(r["M"], r["ours"]["latency_us"], r["shipped"]["latency_us"],
