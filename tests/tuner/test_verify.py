@@ -8,7 +8,14 @@ import pytest
 from tuner.configfile import VLLM_M_GRID
 from tuner.space import KernelConfig, default_config
 from tuner.trial import TrialResult, TrialStatus
-from tuner.verify import PointResult, ShapeVerification, Verdict, check_points, judge
+from tuner.verify import (
+    PointResult,
+    ShapeVerification,
+    Verdict,
+    check_points,
+    judge,
+    verify_shape,
+)
 
 DEFAULT = default_config()
 BIG = KernelConfig(128, 128, 128, 1, 8, 3)
@@ -96,3 +103,88 @@ class FakeRunner:
     def sample_us(self, config: KernelConfig) -> float:
         self.sampled.append(config)
         return self.samples[config].pop(0)
+
+
+# Six rounds: p20 and p80 fall exactly on the 2nd and 5th of the six sorted samples.
+DEFAULT_SAMPLES = [100.0, 101.0, 99.0, 100.0, 102.0, 98.0]  # median 100, p20 99, p80 101
+
+
+def factory(samples_by_m, made, status=TrialStatus.OK):
+    """make_runner(N, K, M) that records (N, K, M) and answers BIG's samples for that M."""
+    def make(N, K, M):
+        made.append((N, K, M))
+        runner = FakeRunner({BIG: samples_by_m[M], DEFAULT: DEFAULT_SAMPLES}, status)
+        made.append(runner)
+        return runner
+    return make
+
+
+def test_slower_off_the_keys_is_flagged_within_noise_is_ok_and_default_is_not_timed():
+    made = []
+    samples = {1: [50.0] * 6,  # 2x faster
+               2: [101.5] * 6,  # 1.5 us slower, within the default's spread of 2 us
+               8: [104.0, 104.0, 103.0, 105.0, 104.0, 104.0]}  # 4 us slower: beyond the noise
+    seen = []
+    result = verify_shape(N=256, K=384, block_shape=(128, 128),
+                          configs={1: BIG.as_dict(), 16: DEFAULT.as_dict()},
+                          m_points=[1, 2, 8, 15, 16, 17], make_runner=factory(samples, made),
+                          rounds=6, on_point=seen.append)
+    assert result.points == (
+        PointResult(1, 1, BIG, Verdict.OK, True, 50.0, 100.0, 2.0),
+        PointResult(2, 1, BIG, Verdict.OK, True, 101.5, 100.0, 2.0),
+        PointResult(8, 1, BIG, Verdict.SLOWER, True, 104.0, 100.0, 2.0),
+        PointResult(15, 16, DEFAULT, Verdict.OK, False),
+        PointResult(16, 16, DEFAULT, Verdict.OK, False),
+        PointResult(17, 16, DEFAULT, Verdict.OK, False),
+    )
+    assert seen == list(result.points)
+    assert (result.keys, result.slower, result.offending) == ((1, 16), [8], [8])
+    assert [item for item in made if isinstance(item, tuple)] == [(256, 384, 1), (256, 384, 2),
+                                                                 (256, 384, 8)]
+    runner = made[1]
+    assert runner.checked == [BIG]
+    # interleaved, each round starting one config later: A B, B A, A B, ...
+    assert runner.sampled == [BIG, DEFAULT, DEFAULT, BIG] * 3
+    assert [point.speedup for point in result.points] == [2.0, 100 / 101.5, 100 / 104, 1, 1, 1]
+
+
+def test_a_wrong_result_fails_and_is_not_timed():
+    made = []
+    result = verify_shape(N=576, K=256, block_shape=(128, 128), configs={4: BIG.as_dict()},
+                          m_points=[4], make_runner=factory({4: [1.0] * 6}, made,
+                                                            TrialStatus.WRONG_RESULT),
+                          rounds=6)
+    assert result.points == (PointResult(4, 4, BIG, Verdict.FAILED, False,
+                                         error="wrong_result: relative error 0.5 >= 0.01"),)
+    assert made[1].sampled == []
+    assert result.failed == [4]
+
+
+def test_an_invalid_config_fails_without_a_runner_and_a_launch_error_is_a_failure():
+    odd = KernelConfig(64, 128, 256, 32, 4, 2)  # BLOCK_SIZE_K 256 does not divide group_k 128
+    made = []
+    result = verify_shape(N=256, K=384, block_shape=(128, 128), configs={1: odd.as_dict()},
+                          m_points=[1], make_runner=factory({}, made), rounds=6)
+    assert result.points[0].error == ("invalid config: BLOCK_SIZE_K=256 does not divide "
+                                      "group_k=128")
+    assert made == []
+
+    class Crashing(FakeRunner):
+        def check(self, config):
+            raise RuntimeError("CUDA error:  illegal\n address")
+
+    result = verify_shape(N=256, K=384, block_shape=(128, 128), configs={1: BIG.as_dict()},
+                          m_points=[3], make_runner=lambda N, K, M: Crashing({}), rounds=6)
+    assert result.points == (PointResult(3, 1, BIG, Verdict.FAILED, False,
+                                         error="crashed: RuntimeError: CUDA error: illegal "
+                                         "address"),)
+
+
+def test_default_rounds_come_from_the_noise_module():
+    from tuner.noise import RETIME_ROUNDS
+
+    made = []
+    verify_shape(N=256, K=384, block_shape=(128, 128), configs={1: BIG.as_dict()}, m_points=[1],
+                 make_runner=lambda N, K, M: made.append(FakeRunner(
+                     {BIG: [1.0] * 100, DEFAULT: [2.0] * 100})) or made[-1])
+    assert len(made[0].sampled) == 2 * RETIME_ROUNDS
