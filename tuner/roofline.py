@@ -341,3 +341,29 @@ def measure_ceilings(device: str = "cuda", *, timer: Timer | None = None) -> dic
         COPY_GBPS: measure_copy_gbps(device=device, timer=timer),
         FP8_MM_TFLOPS: measure_fp8_mm_tflops(device=device, timer=timer),
     }
+
+
+def ceiling_details(device: str = "cuda") -> dict[str, str]:
+    """How `measure_ceilings(device)` measures each ceiling, one line each, to store with the
+    values (db.repo.record_ceilings(details=...)).
+
+    Args:
+        device: "cuda", "cuda:N" or "cpu", as given to `measure_ceilings`.
+
+    Returns:
+        {"copy_gbps": ..., "fp8_mm_tflops": ...}.
+
+    Raises:
+        ValueError: a bad device.
+    """
+    _check_device(device)
+    cpu = device == "cpu"
+    nbytes, size = (CPU_COPY_BYTES, CPU_MM_SIZE) if cpu else (GPU_COPY_BYTES, GPU_MM_SIZE)
+    timing = f"median of {CPU_REPS} perf_counter calls" if cpu else \
+        "median of triton.testing.do_bench"
+    return {
+        COPY_GBPS: f"dst.copy_(src) of {nbytes} bytes on {device}, read plus write counted; "
+                   f"{timing}",
+        FP8_MM_TFLOPS: f"torch._scaled_mm {size}x{size}x{size} e4m3, per-tensor scales, bf16 "
+                       f"out, use_fast_accum=True on {device}; {timing}",
+    }

@@ -11,6 +11,7 @@ import torch
 from tuner.roofline import (
     CPU_COPY_BYTES,
     CPU_MM_SIZE,
+    ceiling_details,
     fp8_mm_operands,
     gemm_bytes,
     gemm_flops,
@@ -144,3 +145,15 @@ def test_real_cpu_measurement_at_small_sizes():
     tflops = measure_fp8_mm_tflops(64, 64, 64, "cpu")
     assert math.isfinite(gbps) and gbps > 0
     assert math.isfinite(tflops) and tflops > 0
+
+
+def test_ceiling_details_say_how_each_was_measured():
+    assert ceiling_details("cuda") == {
+        "copy_gbps": "dst.copy_(src) of 1073741824 bytes on cuda, read plus write counted; "
+                     "median of triton.testing.do_bench",
+        "fp8_mm_tflops": "torch._scaled_mm 8192x8192x8192 e4m3, per-tensor scales, bf16 out, "
+                         "use_fast_accum=True on cuda; median of triton.testing.do_bench",
+    }
+    assert ceiling_details("cpu")["copy_gbps"] == (
+        "dst.copy_(src) of 16777216 bytes on cpu, read plus write counted; median of 5 "
+        "perf_counter calls")
