@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 from collections.abc import Mapping, Sequence
 
 from sqlalchemy import text
@@ -9,7 +10,11 @@ from sqlalchemy import text
 import tuner
 from db import repo
 from db.engine import open_store, session_scope
+from tuner.provenance import current_kernel_hash
 from tuner.space import default_config
+
+# Trials as this machine records them: the current kernel and Triton (export keeps only those).
+TRITON = importlib.metadata.version("triton")
 
 DEFAULT = default_config().as_dict()
 FAST = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
@@ -39,7 +44,7 @@ def fill(url: str, plan: Plan, *, device_name: str = "NVIDIA_L20", model: str = 
             environment_id = repo.get_or_create_environment(
                 session, device_name=device_name, gpu_name=device_name.replace("_", " "),
                 compute_capability="8.9", driver="580.1", cuda="12.9", torch="2.11.0",
-                triton="3.6.0", tuner=tuner.__version__, kernel_hash="abc123",
+                triton=TRITON, tuner=tuner.__version__, kernel_hash=current_kernel_hash(),
             )
         claimed = []
         while True:

@@ -370,15 +370,20 @@ def export(
     engine_name: Annotated[EngineName, typer.Option(
         "--engine", help="File-name spelling: vllm, or sglang (block_shape=[128, 128]).",
     )] = EngineName.vllm,
+    allow_stale: Annotated[bool, typer.Option(
+        "--allow-stale", help="Also use trials timed with another kernel source or another "
+        "Triton major.minor than the current ones.")] = False,
     db: DbOpt = None,
 ) -> None:
     """Write one vLLM config file per (N, K) of a device from the winners in the store.
 
-    Entries imported with `tuner import` fill M that have no measured winner; measured winners
-    beat them, and the notes say which M came from an import.
+    Winners come from trials of the current kernel source and Triton major.minor only, unless
+    --allow-stale. Entries imported with `tuner import` fill M that have no measured winner;
+    measured winners beat them, and the notes say which M came from an import.
     """
     from db import repo
     from db.engine import session_scope
+    from tuner.cli_store import provenance_scope, stale_m, stale_reason
     from tuner.configfile import SGLANG_NOTE
     from tuner.merge import build_device_files, write_files_atomically
 
@@ -386,9 +391,13 @@ def export(
     dtype = out_dtype.value if out_dtype else None
     with session_scope(engine) as session:
         device_name = _device_in_store(session, device)
-        winners = repo.winners(session, device_name=device_name, out_dtype=dtype)
-        coverage = repo.shape_coverage(session, device_name=device_name, out_dtype=dtype)
+        scope, note = provenance_scope(session, device_name, allow_stale)
+        winners = repo.winners(session, device_name=device_name, out_dtype=dtype, **scope)
+        coverage = repo.shape_coverage(session, device_name=device_name, out_dtype=dtype,
+                                       **scope)
         imported = repo.imported_configs(session, device_name=device_name)
+    if note is not None:
+        typer.echo(note, err=True)
     try:
         result = build_device_files(winners, coverage, allow_partial=allow_partial,
                                     imported=imported, device_name=device_name,
@@ -407,10 +416,17 @@ def export(
                       soft_wrap=True, markup=False, highlight=False)
         for line in [*merged.notes, *merged.warnings]:
             console.print(f"    {line}", soft_wrap=True, markup=False, highlight=False)
+    stale = stale_m(coverage)
+    stale_skips = 0
     for skipped in result.skipped:
-        typer.echo(f"skipped N={skipped.N},K={skipped.K}: {skipped.reason}", err=True)
+        reason = stale_reason(skipped.m_missing,
+                              stale.get((skipped.N, skipped.K, skipped.block_shape), ()))
+        stale_skips += bool(reason)
+        typer.echo(f"skipped N={skipped.N},K={skipped.K}: {skipped.reason}{reason}", err=True)
     if not result.files:
-        raise fail("no file written", 1)
+        because = (f"; {stale_skips} shape(s) lack winners because their trials are stale: "
+                   "--allow-stale uses them" if stale_skips else "")
+        raise fail(f"no file written{because}", 1)
 
 
 @app.command()
@@ -418,19 +434,29 @@ def winners(
     device: DeviceOpt,
     out_dtype: Annotated[OutDtype | None, typer.Option(help="Only trials with this output "
                                                        "dtype [default: all].")] = None,
+    allow_stale: Annotated[bool, typer.Option(
+        "--allow-stale", help="Also use trials timed with another kernel source or another "
+        "Triton major.minor than the current ones.")] = False,
     db: DbOpt = None,
 ) -> None:
-    """Per (N, K, M): the fastest checked config in the store against vLLM's default config."""
+    """Per (N, K, M): the winning config in the store against vLLM's default config.
+
+    The winner is the config a re-timing decided on (spread_us: the noise it had to beat), else
+    the fastest checked config; from trials of the current kernel source and Triton
+    major.minor only, unless --allow-stale.
+    """
     from db import repo
     from db.engine import session_scope
+    from tuner.cli_store import provenance_scope
     from tuner.space import KernelConfig
 
     _, engine = _open_store(db)
     with session_scope(engine) as session:
         device_name = _device_in_store(session, device)
+        scope, note = provenance_scope(session, device_name, allow_stale)
         rows = repo.winners(session, device_name=device_name,
-                            out_dtype=out_dtype.value if out_dtype else None)
-    table = Table("N", "K", "M", "winner", "latency_us", "default_us", "speedup",
+                            out_dtype=out_dtype.value if out_dtype else None, **scope)
+    table = Table("N", "K", "M", "winner", "latency_us", "default_us", "speedup", "spread_us",
                   title=device_name)
     for row in rows:
         default_us = row.default_latency_us
@@ -438,8 +464,11 @@ def winners(
             str(row.N), str(row.K), str(row.M), KernelConfig.from_dict(row.config).short(),
             f"{row.latency_us:.1f}", "-" if default_us is None else f"{default_us:.1f}",
             "-" if default_us is None else f"{default_us / row.latency_us:.2f}x",
+            "-" if row.spread_us is None else f"{row.spread_us:.2f}",
         )
     console.print(table)
+    if note is not None:
+        typer.echo(note, err=True)
 
 
 @app.command()

@@ -30,6 +30,10 @@ class MountFormat(StrEnum):
     k8s = "k8s"
 
 
+AllowStaleOpt = Annotated[
+    bool, typer.Option("--allow-stale", help="Also use trials timed with another kernel source "
+                       "or another Triton major.minor than the current ones.")
+]
 EngineOpt = Annotated[
     EngineName, typer.Option("--engine", help="Serving engine: its config folder and its "
                              "file-name spelling (SGLang: block_shape=[128, 128]).")
@@ -38,6 +42,49 @@ EngineOpt = Annotated[
 
 def _plain(text: str) -> None:
     console.print(text, soft_wrap=True, markup=False, highlight=False)
+
+
+def provenance_scope(session, device_name: str,
+                     allow_stale: bool) -> tuple[dict[str, str | None], str | None]:
+    """The provenance filter of `repo.winners` and `repo.shape_coverage` for a device, and the
+    note to print about the trials it leaves out.
+
+    Current means this package's kernel hash and the installed Triton's major.minor (without
+    triton: the newest of the device's environments with the current kernel hash; see
+    `tuner.provenance.current_provenance`).
+
+    Returns:
+        ({"kernel_hash": ..., "triton_minor": ...}, a one-line note or None when nothing is left
+        out); ({}, None) with allow_stale.
+    """
+    from db import repo
+    from tuner.provenance import current_provenance, installed_triton_minor
+
+    if allow_stale:
+        return {}, None
+    current = current_provenance(repo.device_environments(session, device_name=device_name),
+                                 installed_triton=installed_triton_minor())
+    scope = {"kernel_hash": current.kernel_hash, "triton_minor": current.triton_minor}
+    stale = repo.stale_trials(session, device_name=device_name, **scope)
+    if not stale:
+        return scope, None
+    return scope, (f"note: left out {stale} ok trial(s) of {device_name} timed with another "
+                   f"kernel or Triton than the current (kernel {current.kernel_hash[:12]}, "
+                   f"triton {current.triton_minor or 'any'}); --allow-stale uses them")
+
+
+def stale_m(coverage) -> dict[tuple[int, int, tuple[int, int]], tuple[int, ...]]:
+    """(N, K, block_shape) -> the M whose trials are all stale (`ShapeCoverage.m_stale`)."""
+    return {(c.N, c.K, tuple(c.block_shape)): c.m_stale for c in coverage if c.m_stale}
+
+
+def stale_reason(m_missing, m_stale) -> str:
+    """What to add to a skipped shape's reason when stale trials made it partial; or ""."""
+    stale = sorted(set(m_missing) & set(m_stale))
+    if not stale:
+        return ""
+    return (f"; M={', '.join(map(str, stale))} only have trials of another kernel or Triton "
+            "(--allow-stale uses them)")
 
 
 @app.command("import")
@@ -170,6 +217,7 @@ def mounts(
                                                  "--files, else $PWD/configs].")] = None,
     allow_partial: Annotated[bool, typer.Option(help="From the store: also shapes whose M grid "
                                                 "is not fully tuned.")] = False,
+    allow_stale: AllowStaleOpt = False,
     db: DbOpt = None,
 ) -> None:
     """Print read-only mounts of each config file into the engine's config folder."""
@@ -184,7 +232,8 @@ def mounts(
         names, device_name = _folder_file_names(files, device)
         folder = host_dir or str(files.resolve())
     else:
-        names, device_name = _store_file_names(device, engine_name.value, allow_partial, db)
+        names, device_name = _store_file_names(device, engine_name.value, allow_partial, db,
+                                               allow_stale=allow_stale)
         folder = host_dir or DEFAULT_HOST_DIR
     try:
         text = render_mounts(MountRequest(
@@ -219,8 +268,8 @@ def _folder_file_names(folder: Path, device: str) -> tuple[list[str], str]:
     return config_files_in(entries, chosen[0]), chosen[0]
 
 
-def _store_file_names(device: str, engine: str, allow_partial: bool,
-                      db: str | None) -> tuple[list[str], str]:
+def _store_file_names(device: str, engine: str, allow_partial: bool, db: str | None, *,
+                      allow_stale: bool = False) -> tuple[list[str], str]:
     from db import repo
     from db.engine import session_scope
     from tuner.merge import build_device_files
@@ -228,14 +277,19 @@ def _store_file_names(device: str, engine: str, allow_partial: bool,
     _, store = _open_store(db)
     with session_scope(store) as session:
         device_name = _device_in_store(session, device)
-        winners = repo.winners(session, device_name=device_name)
-        coverage = repo.shape_coverage(session, device_name=device_name)
+        scope, note = provenance_scope(session, device_name, allow_stale)
+        winners = repo.winners(session, device_name=device_name, **scope)
+        coverage = repo.shape_coverage(session, device_name=device_name, **scope)
         imported = repo.imported_configs(session, device_name=device_name)
+    if note is not None:
+        typer.echo(note, err=True)
     try:
         result = build_device_files(winners, coverage, allow_partial=allow_partial,
                                     imported=imported, device_name=device_name, engine=engine)
     except ValueError as exc:
         raise fail(f"cannot merge {device_name}: {exc}") from None
     if not result.files:
-        raise fail(f"{device_name} has no complete file yet; --allow-partial mounts what there is")
+        stale = "; --allow-stale also uses stale trials" if note is not None else ""
+        raise fail(f"{device_name} has no complete file yet; --allow-partial mounts what there "
+                   f"is{stale}")
     return [f.file_name for f in result.files], device_name

@@ -100,3 +100,110 @@ def test_db_upgrade_creates_the_schema(tmp_path):
     with sqlite3.connect(tmp_path / "new.db") as connection:
         tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
     assert {"devices", "environments", "sweeps", "tasks", "trials"} <= tables
+
+
+def _stale_store(tmp_path):
+    """One shape over M = 1, 16 on NVIDIA_L20. M=1: current trials (default 10 us, FAST 8 us)
+    and a faster trial of an older kernel (SLOW, 5 us); M=16: trials of the older kernel only."""
+    import importlib.metadata
+
+    from db import repo
+    from db.engine import open_store, session_scope
+    from tests.storefill import DEFAULT, FAST, SLOW
+    from tuner.provenance import current_kernel_hash
+
+    url = f"sqlite:///{tmp_path / 'stale.db'}"
+    engine = open_store(url)
+    with session_scope(engine) as session:
+        sweep, _ = repo.create_sweep(
+            session, device_name="NVIDIA_L20", model="m", tp=1, strategy="grid", budget=4,
+            space="vllm", seed=0, m_values=[1, 16], out_dtype="bfloat16",
+            block_shape=(128, 128), shapes=[(5120, 3072)])
+        env = {
+            name: repo.get_or_create_environment(
+                session, device_name="NVIDIA_L20", gpu_name="NVIDIA L20",
+                compute_capability="8.9", driver="", cuda="", torch="2.11.0",
+                triton=importlib.metadata.version("triton"), tuner="0.1.0", kernel_hash=kernel)
+            for name, kernel in (("current", current_kernel_hash()), ("old", "0ld"))
+        }
+        plan = {1: [("current", DEFAULT, True, 10.0), ("current", FAST, False, 8.0),
+                    ("old", SLOW, False, 5.0)],
+                16: [("old", DEFAULT, True, 20.0), ("old", FAST, False, 15.0)]}
+        while (task := repo.claim_task(session, sweep_id=sweep.sweep_id, worker_id="w",
+                                       lease_s=60)) is not None:
+            for name, config, is_default, latency_us in plan[task.M]:
+                repo.record_trial(session, task_id=task.task_id, environment_id=env[name],
+                                  config=config, is_default=is_default, status="ok",
+                                  latency_us=latency_us)
+            repo.finish_task(session, task_id=task.task_id, worker_id="w")
+    engine.dispose()
+    return url
+
+
+STALE_NOTE = ("note: left out 3 ok trial(s) of NVIDIA_L20 timed with another kernel or Triton "
+              "than the current (kernel {kernel}, triton {triton}); --allow-stale uses them")
+
+
+def _stale_note():
+    from tuner.provenance import current_kernel_hash, installed_triton_minor
+
+    return STALE_NOTE.format(kernel=current_kernel_hash()[:12], triton=installed_triton_minor())
+
+
+def test_export_keeps_to_current_trials_unless_allow_stale(tmp_path):
+    import json
+
+    from tests.storefill import FAST, SLOW
+    from tuner.configfile import config_file_name
+
+    db = _stale_store(tmp_path)
+    name = config_file_name(5120, 3072, "NVIDIA_L20")
+    refused = invoke("export", "--device", "L20", "--out", str(tmp_path / "a"), "--db", db)
+    assert refused.exit_code == 1, refused.output
+    assert refused.stderr.splitlines() == [
+        _stale_note(),
+        "skipped N=5120,K=3072: no winner yet for M=16; M=16 only have trials of another kernel "
+        "or Triton (--allow-stale uses them)",
+        "error: no file written; 1 shape(s) lack winners because their trials are stale: "
+        "--allow-stale uses them",
+    ]
+    partial = invoke("export", "--device", "L20", "--out", str(tmp_path / "b"), "--db", db,
+                     "--allow-partial")
+    assert partial.exit_code == 0, partial.output
+    assert json.loads((tmp_path / "b" / name).read_text()) == {"1": FAST}
+    stale = invoke("export", "--device", "L20", "--out", str(tmp_path / "c"), "--db", db,
+                   "--allow-stale")
+    assert stale.exit_code == 0, stale.output
+    assert stale.stderr == ""
+    assert json.loads((tmp_path / "c" / name).read_text()) == {"1": SLOW, "16": FAST}
+
+
+def test_winners_keeps_to_current_trials_unless_allow_stale(tmp_path, monkeypatch):
+    from tuner import cli
+
+    monkeypatch.setattr(cli.console, "_width", 220)  # one table row per line
+    db = _stale_store(tmp_path)
+    current = invoke("winners", "--device", "L20", "--db", db)
+    assert current.exit_code == 0, current.output
+    rows = [line.split("│")[1:-1] for line in current.stdout.splitlines() if "│" in line]
+    assert [[cell.strip() for cell in row] for row in rows] == [
+        ["5120", "3072", "1", "16x64x128 g1 w4 s3", "8.0", "10.0", "1.25x", "-"]]
+    assert current.stderr.splitlines() == [_stale_note()]
+    stale = invoke("winners", "--device", "L20", "--db", db, "--allow-stale")
+    rows = [line.split("│")[1:-1] for line in stale.stdout.splitlines() if "│" in line]
+    assert [[cell.strip() for cell in row][2:6] for row in rows] == [
+        ["1", "128x256x128 g64 w8 s5", "5.0", "10.0"],
+        ["16", "16x64x128 g1 w4 s3", "15.0", "20.0"]]
+    assert stale.stderr == ""
+
+
+def test_mounts_from_the_store_allow_stale(tmp_path):
+    db = _stale_store(tmp_path)
+    refused = invoke("mounts", "--device", "L20", "--db", db)
+    assert refused.exit_code == 2
+    assert refused.stderr.splitlines() == [
+        _stale_note(), "error: NVIDIA_L20 has no complete file yet; --allow-partial mounts what "
+        "there is; --allow-stale also uses stale trials"]
+    mounted = invoke("mounts", "--device", "L20", "--db", db, "--allow-stale")
+    assert mounted.exit_code == 0, mounted.output
+    assert "N=5120,K=3072,device_name=NVIDIA_L20" in mounted.stdout
