@@ -52,14 +52,17 @@ def _shape_label(N: int, K: int) -> str:
     return f"N={N},K={K}"
 
 
-def _winner_filters(allow_stale: bool) -> dict[str, str]:
-    """Keyword filters of db.repo.winners: trials of the current kernel source unless stale ones
-    are allowed (DESIGN §5)."""
+def _provenance_filters(session, device_name: str, allow_stale: bool) -> dict[str, str | None]:
+    """Keyword filters of db.repo.winners and shape_coverage: trials of the current kernel
+    source and Triton major.minor, unless stale ones are allowed (DESIGN §5)."""
     if allow_stale:
         return {}
-    from tuner.kernel import kernel_source_hash
+    from db import repo
+    from tuner.provenance import current_provenance, installed_triton_minor
 
-    return {"kernel_hash": kernel_source_hash()}
+    current = current_provenance(repo.device_environments(session, device_name=device_name),
+                                 installed_triton=installed_triton_minor())
+    return {"kernel_hash": current.kernel_hash, "triton_minor": current.triton_minor}
 
 
 def read_files(
@@ -75,9 +78,10 @@ def read_files(
     from tuner.merge import build_device_files
 
     with session_scope(engine) as session:
-        winners = repo.winners(session, device_name=device_name, out_dtype=out_dtype,
-                               **_winner_filters(allow_stale))
-        coverage = repo.shape_coverage(session, device_name=device_name, out_dtype=out_dtype)
+        scope = {"device_name": device_name, "out_dtype": out_dtype,
+                 **_provenance_filters(session, device_name, allow_stale)}
+        winners = repo.winners(session, **scope)
+        coverage = repo.shape_coverage(session, **scope)
         imported = repo.imported_configs(session, device_name=device_name)
     try:
         files = build_device_files(winners, coverage, allow_partial=allow_partial,
@@ -301,13 +305,14 @@ def verify(
         help="Grid M values to check, comma-separated (keys, midpoints and neighbours of keys "
         "are always checked).")] = None,
     rounds: Annotated[int | None, typer.Option(
-        min=1, max=10_000, show_default="tuner.noise.RETIME_ROUNDS",
+        min=2, max=10_000, show_default="tuner.noise.RETIME_ROUNDS",
         help="Interleaved rounds (chosen, default, chosen, default, ...) per M.")] = None,
     fix: Annotated[bool, typer.Option("--fix", help="Tune the slower or failed M values (a "
                                       "sweep of those M, like `tuner sweep`), then check them "
                                       "again.")] = False,
     allow_stale: Annotated[bool, typer.Option("--allow-stale", help="Also use winners measured "
-                                              "with another kernel source.")] = False,
+                                              "with another kernel source or Triton "
+                                              "major.minor.")] = False,
     allow_partial: Annotated[bool, typer.Option("--allow-partial", help="Also check files "
                                                 "`tuner export` writes only with "
                                                 "--allow-partial.")] = False,
@@ -357,7 +362,7 @@ def verify(
     with session_scope(engine) as session:
         device_name = _device_in_store(session, device)
     backend, _, visible = _backend(device, None)
-    _use_backend(backend, visible)  # before tuner.kernel is imported (kernel hash, runners)
+    _use_backend(backend, visible)  # before anything imports tuner.kernel
     fixer = Fixer(engine, url, model_shapes, device_name=device_name, backend=backend,
                   visible=visible, strategy=strategy.value, trials=trials, configs=candidates,
                   seed=seed, out_dtype=out_dtype.value, interpreter_reps=interpreter_reps,
@@ -372,8 +377,10 @@ def verify(
         reasons = "; ".join(f"{_shape_label(item.N, item.K)}: {item.reason}"
                             for item in files.skipped if (item.N, item.K) in
                             set(model_shapes.shapes)) or "no trials of its shapes"
+        stale = "" if allow_stale else "; winners of another kernel source or Triton count "\
+            "only with --allow-stale"
         raise fail(f"no file of {model_shapes.model} TP {model_shapes.tp} on {device_name} "
-                   f"to check ({reasons})")
+                   f"to check ({reasons}){stale}")
     make_runner = _runner_factory(backend, block_shape=block_shape, out_dtype=out_dtype.value,
                                   seed=seed, interpreter_reps=interpreter_reps)
     if backend == "interpreter":

@@ -1,0 +1,255 @@
+"""`tuner verify`: bad input, verdicts from a fake runner on a filled store, `--fix` and its
+resume, and one end-to-end run on the interpreter after a real sweep of the `tiny` model."""
+
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.storefill import DEFAULT, FAST, fill
+from tuner import cli, cli_verify
+from tuner.space import KernelConfig
+from tuner.trial import TrialResult, TrialStatus
+
+runner = CliRunner()
+ROW_SPLIT = re.compile(r"\s*│\s*")
+SHAPE_LINE = re.compile(r"^(N=\d+,K=\d+): keys ([\d, ]+); checking (\d+) M values$")
+SMALL, BIG = (256, 384), (576, 256)  # the two shapes of `tiny`
+
+
+def sections(stdout: str) -> dict[str, list[list[str]]]:
+    """Table rows per shape line, in order; a shape verified twice (--fix) gets a second key."""
+    found: dict[str, list[list[str]]] = {}
+    current = None
+    for line in stdout.splitlines():
+        match = SHAPE_LINE.match(line)
+        if match:
+            current = match.group(1) if match.group(1) not in found else match.group(1) + " again"
+            found[current] = []
+        elif current and line.startswith("│"):
+            found[current].append(ROW_SPLIT.split(line.strip("│ ")))
+    return found
+
+
+def column(rows: list[list[str]], index: int) -> list[str]:
+    return [row[index] for row in rows]
+
+
+class FakeRunner:
+    """Timings that depend only on (config, M): FAST beats the default below M=8, loses from
+    M=8 on; the default config is 100 us with a spread; every other config 80 us."""
+
+    def __init__(self, M: int, log: list) -> None:
+        self.M = M
+        self.log = log
+        self.default_samples = iter([99.0, 100.0, 101.0] * 100)
+
+    def check(self, config: KernelConfig) -> TrialResult:
+        self.log.append(("check", self.M, config.short()))
+        return TrialResult(TrialStatus.OK, rel_error=1e-3)
+
+    def sample_us(self, config: KernelConfig) -> float:
+        if config == KernelConfig.from_dict(DEFAULT):
+            return next(self.default_samples)
+        if config == KernelConfig.from_dict(FAST):
+            return 50.0 if self.M < 8 else 150.0
+        return 80.0
+
+
+@pytest.fixture
+def fake_runner(monkeypatch):
+    log: list = []
+
+    def factory(backend, **_):
+        assert backend == "interpreter"
+        return lambda N, K, M: FakeRunner(M, log)
+
+    monkeypatch.setattr(cli_verify, "_runner_factory", factory)
+    monkeypatch.setattr(cli.console, "_width", 220)  # one table row per line
+    return log
+
+
+@pytest.fixture
+def store(tmp_path):
+    """TRITON_INTERPRETER with keys 1 and 16 for both tiny shapes: FAST won M=1 of (256, 384),
+    the default config everything else (kernel hash "abc123": stale)."""
+    url = f"sqlite:///{tmp_path}/tuner.db"
+    ok_default = [(DEFAULT, True, "ok", 100.0)]
+    fill(url, {(*SMALL, 1): [*ok_default, (FAST, False, "ok", 50.0)], (*SMALL, 16): ok_default,
+               (*BIG, 1): ok_default, (*BIG, 16): ok_default},
+         device_name="TRITON_INTERPRETER", model="tiny", m_values=(1, 16))
+    with sqlite3.connect(tmp_path / "tuner.db") as connection:  # timed by another kernel
+        connection.execute("UPDATE environments SET kernel_hash = 'abc123'")
+    return url, tmp_path
+
+
+def verify(url, *args):
+    return runner.invoke(cli.app, ["verify", "--device", "interpreter", "--model", "tiny",
+                                   "--m", "1,16", "--rounds", "3", "--db", url, *args])
+
+
+def test_bad_input_is_one_line_and_exit_2(store, fake_runner):
+    url, _ = store
+    cases = [
+        (["--model", "llama9"], "unknown model"),
+        (["--device", "L20"], "no device in the store matches 'L20'; known: TRITON_INTERPRETER"),
+        ([], "no file of tiny TP 1 on TRITON_INTERPRETER to check"),  # stale kernel hash
+        (["--m", "1,x", "--allow-stale"], "--m: 'x' is not a positive integer"),
+    ]
+    for args, text in cases:
+        result = verify(url, *args)
+        assert result.exit_code == 2, result.output
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and text in lines[0], lines
+    assert fake_runner == []
+
+
+def test_off_grid_loss_is_flagged_and_default_picks_are_not_timed(store, fake_runner):
+    url, _ = store
+    result = verify(url, "--allow-stale")
+    assert result.exit_code == 1, result.output
+    found = sections(result.stdout)
+    assert list(found) == ["N=256,K=384", "N=576,K=256"]
+    small = found["N=256,K=384"]
+    assert column(small, 0) == ["1", "2", "8", "15", "16", "17"]
+    assert column(small, 1) == ["1", "1", "1", "16", "16", "16"]
+    fast, default = KernelConfig.from_dict(FAST).short(), KernelConfig.from_dict(DEFAULT).short()
+    assert column(small, 2) == [fast, fast, fast, default, default, default]
+    # chosen_us, default_us, noise_us, speedup, verdict: 3 rounds, default samples 99 100 101
+    assert [row[3:] for row in small[:3]] == [
+        ["50.0", "100.0", "1.2", "2.00x", "ok"],
+        ["50.0", "100.0", "1.2", "2.00x", "ok"],
+        ["150.0", "100.0", "1.2", "0.67x", "slower"],
+    ]
+    assert {tuple(row[3:]) for row in small[3:]} == {("-", "-", "-", "1.00x", "ok (default)")}
+    assert column(found["N=576,K=256"], 7) == ["ok (default)"] * 6
+    assert "2 shape(s), 12 M values: 11 ok (9 run the default config), 1 slower, 0 failed" in (
+        result.stdout)
+    assert result.stderr.splitlines() == [
+        "N=256,K=384: slower than the default at M=8",
+        "error: vLLM's pick is slower than its default config or failed at 1 M value(s); "
+        "`--fix` tunes these M values",
+    ]
+    assert sorted(entry[1] for entry in fake_runner) == [1, 2, 8]  # checked, then timed
+
+
+def test_wrong_result_is_a_failure(store, fake_runner, monkeypatch):
+    url, _ = store
+    monkeypatch.setattr(FakeRunner, "check", lambda self, config: TrialResult(
+        TrialStatus.WRONG_RESULT, error="relative error 0.5 >= 0.01"))
+    result = verify(url, "--allow-stale")
+    assert result.exit_code == 1
+    rows = sections(result.stdout)["N=256,K=384"]
+    assert [row[7] for row in rows[:3]] == ["failed: wrong_result: relative error 0.5 >= 0.01"] * 3
+    assert [row[6] for row in rows[:3]] == ["-"] * 3
+    assert result.stderr.splitlines()[0] == "N=256,K=384: failed at M=1, 2, 8"
+
+
+def _default_only(tmp_path):
+    path = tmp_path / "default.json"
+    path.write_text(json.dumps([DEFAULT]))
+    return str(path)
+
+
+def _tasks(tmp_path):
+    with sqlite3.connect(tmp_path / "tuner.db") as connection:
+        return connection.execute(
+            "SELECT s.sweep_id, s.model, s.tp, t.N, t.K, t.M, t.state FROM tasks t "
+            "JOIN sweeps s USING (sweep_id) WHERE s.model = 'tiny' AND s.tp = 1 "
+            "ORDER BY s.sweep_id, t.N, t.M").fetchall()
+
+
+def test_fix_tunes_the_offending_m_and_checks_it_again(store, fake_runner):
+    url, tmp_path = store
+    result = verify(url, "--allow-stale", "--fix", "--configs", _default_only(tmp_path),
+                    "--strategy", "grid", "--interpreter-reps", "1")
+    assert result.exit_code == 0, result.output
+    # one sweep for the one shape with a slower M, at that M only
+    assert _tasks(tmp_path) == [(2, "tiny", 1, 256, 384, 8, "done")]
+    found = sections(result.stdout)
+    assert "--fix: sweep 2 (new): N=256,K=384 at M=8, grid, 1 worker(s)" in result.stdout
+    again = found["N=256,K=384 again"]
+    assert again == [["8", "8", KernelConfig.from_dict(DEFAULT).short(), "-", "-", "-", "1.00x",
+                      "ok (default)"]]
+    assert "after --fix: 1 shape(s), 1 M values: 1 ok (1 run the default config)" in (
+        result.stdout)
+    # the next check sees the new key: keys 1, 8, 16
+    after = verify(url, "--allow-stale")
+    assert after.exit_code == 0, after.output
+    assert column(sections(after.stdout)["N=256,K=384"], 0) == [
+        "1", "2", "4", "7", "8", "9", "12", "15", "16", "17"]
+
+
+def test_fix_first_finishes_unfinished_sweeps_so_an_interrupted_fix_resumes(store, fake_runner):
+    url, tmp_path = store
+    configs = _default_only(tmp_path)
+    planned = runner.invoke(cli.app, [
+        "sweep", "--device", "interpreter", "--model", "tiny", "--m", "8", "--configs", configs,
+        "--strategy", "grid", "--no-run", "--db", url])
+    assert planned.exit_code == 0, planned.output
+    partial = verify(url, "--allow-stale")
+    assert partial.exit_code == 2
+    assert "no winner yet for M=8" in partial.stderr
+    resumed = verify(url, "--allow-stale", "--fix", "--configs", configs, "--strategy", "grid",
+                     "--interpreter-reps", "1")
+    assert resumed.exit_code == 0, resumed.output
+    assert "resuming sweep 2 (M=8)" in resumed.stdout
+    assert [row[-1] for row in _tasks(tmp_path)] == ["done", "done"]
+    assert "--fix:" not in resumed.stdout  # nothing left to fix
+    assert column(sections(resumed.stdout)["N=256,K=384"], 1) == [
+        "1", "1", "1", "8", "8", "8", "8", "16", "16", "16"]
+
+
+# End to end: a real sweep, then a real check on the interpreter (timings are the CPU's).
+CANDIDATE = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
+             "num_warps": 4, "num_stages": 2}
+
+
+def tuner(*args, cwd):
+    env = {**os.environ, "COLUMNS": "220"}
+    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_end_to_end_on_the_interpreter(tmp_path):
+    url = f"sqlite:///{tmp_path}/tuner.db"
+    configs = tmp_path / "configs.json"
+    configs.write_text(json.dumps([CANDIDATE]))
+    swept = tuner("sweep", "--device", "interpreter", "--model", "tiny", "--m", "1,16",
+                  "--configs", str(configs), "--strategy", "grid", "--interpreter-reps", "1",
+                  "--db", url, cwd=tmp_path)
+    assert swept.returncode == 0, swept.stderr
+    exported = tuner("export", "--device", "interpreter", "--out", str(tmp_path / "out"),
+                     "--db", url, cwd=tmp_path)
+    assert exported.returncode == 0, exported.stderr
+    checked = tuner("verify", "--device", "interpreter", "--model", "tiny", "--m", "1,16",
+                    "--rounds", "3", "--db", url, cwd=tmp_path)
+    assert checked.returncode in (0, 1), checked.stderr
+    found = sections(checked.stdout)
+    assert list(found) == ["N=256,K=384", "N=576,K=256"]
+    bad = []
+    for (n, k), rows in zip((SMALL, BIG), found.values(), strict=True):
+        name = (f"N={n},K={k},device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,"
+                "block_shape=[128,128].json")
+        file = json.loads((tmp_path / "out" / name).read_text())
+        assert column(rows, 0) == ["1", "2", "8", "15", "16", "17"]
+        assert column(rows, 1) == ["1", "1", "1", "16", "16", "16"]
+        assert column(rows, 2) == [KernelConfig.from_dict(file[key]).short()
+                                   for key in column(rows, 1)]
+        for row in rows:
+            is_default = file[row[1]] == DEFAULT
+            assert (row[3] == "-") == is_default and (row[7] == "ok (default)") == is_default
+            if not is_default:
+                chosen_us, default_us, noise_us = map(float, row[3:6])  # rounded to 0.1 us
+                assert abs(float(row[6].rstrip("x")) - default_us / chosen_us) < 0.01
+                if abs(chosen_us - default_us - noise_us) > 0.2:
+                    assert row[7] == ("slower" if chosen_us - default_us > noise_us else "ok")
+                if row[7] == "slower":
+                    bad.append((f"N={n},K={k}", row[0]))
+    assert checked.returncode == (1 if bad else 0)
+    assert "note: the interpreter's timings are CPU timings" in checked.stdout
