@@ -179,13 +179,15 @@ def verify_point(
         return PointResult(M=M, key=key, config=config, verdict=Verdict.FAILED, timed=False,
                            error=f"invalid config: {reason}")
     runner = make_runner(N, K, M)
-    try:
-        checked = runner.check(config)
-    except Exception as exc:  # noqa: BLE001 - a config that cannot run is a failure, not a crash
-        checked = TrialResult(TrialStatus.CRASHED, error=_one_line(exc))
-    if checked.status is not TrialStatus.OK:
-        return PointResult(M=M, key=key, config=config, verdict=Verdict.FAILED, timed=False,
-                           error=f"{checked.status.value}: {checked.error}")
+    for checked_config, label in ((config, ""), (default, "default config ")):
+        try:
+            checked = runner.check(checked_config)
+        except Exception as exc:  # noqa: BLE001 - a config that cannot run fails, not crashes
+            checked = TrialResult(TrialStatus.CRASHED, error=_one_line(exc))
+        if checked.status is not TrialStatus.OK:
+            return PointResult(M=M, key=key, config=config, verdict=Verdict.FAILED,
+                               timed=False,
+                               error=f"{label}{checked.status.value}: {checked.error}")
     try:
         timings = {result.config: result
                    for result in retime(runner.sample_us, [config, default], rounds=rounds)}
@@ -214,9 +216,9 @@ def verify_shape(
 
     For each M: the key vLLM picks (`tuner.configfile.vllm_pick_key`) and its config. If that
     is the default config, the speedup is 1 and nothing runs. Otherwise a runner for (N, K, M)
-    checks the config against the float64 reference (a wrong result or a launch failure is
-    verdict FAILED), then `retime` samples the config and the default interleaved (A B A B ...)
-    and `judge` decides between SLOWER and OK.
+    checks the config, then the default, against the float64 reference (a wrong result or a
+    launch failure of either is verdict FAILED), then `retime` samples the two interleaved
+    (A B B A A B ...) and `judge` decides between SLOWER and OK.
 
     Args:
         N: rows of the weight B [N, K].

@@ -142,7 +142,7 @@ def test_slower_off_the_keys_is_flagged_within_noise_is_ok_and_default_is_not_ti
     assert [item for item in made if isinstance(item, tuple)] == [(256, 384, 1), (256, 384, 2),
                                                                  (256, 384, 8)]
     runner = made[1]
-    assert runner.checked == [BIG]
+    assert runner.checked == [BIG, DEFAULT]
     # interleaved, each round starting one config later: A B, B A, A B, ...
     assert runner.sampled == [BIG, DEFAULT, DEFAULT, BIG] * 3
     assert [point.speedup for point in result.points] == [2.0, 100 / 101.5, 100 / 104, 1, 1, 1]
@@ -188,3 +188,19 @@ def test_default_rounds_come_from_the_noise_module():
                  make_runner=lambda N, K, M: made.append(FakeRunner(
                      {BIG: [1.0] * 100, DEFAULT: [2.0] * 100})) or made[-1])
     assert len(made[0].sampled) == 2 * RETIME_ROUNDS
+
+
+def test_a_default_config_that_fails_its_check_fails_the_point():
+    class DefaultWrong(FakeRunner):
+        def check(self, config):
+            self.checked.append(config)
+            if config == DEFAULT:
+                return TrialResult(TrialStatus.WRONG_RESULT, error="5 output elements not written")
+            return TrialResult(TrialStatus.OK, rel_error=1e-3)
+
+    runner = DefaultWrong({})
+    result = verify_shape(N=256, K=384, block_shape=(128, 128), configs={1: BIG.as_dict()},
+                          m_points=[1], make_runner=lambda N, K, M: runner, rounds=6)
+    assert result.points == (PointResult(1, 1, BIG, Verdict.FAILED, False, error=(
+        "default config wrong_result: 5 output elements not written")),)
+    assert (runner.checked, runner.sampled) == ([BIG, DEFAULT], [])
