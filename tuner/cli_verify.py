@@ -309,7 +309,9 @@ def verify(
         help="Interleaved rounds (chosen, default, chosen, default, ...) per M.")] = None,
     fix: Annotated[bool, typer.Option("--fix", help="Tune the slower or failed M values (a "
                                       "sweep of those M, like `tuner sweep`), then check them "
-                                      "again.")] = False,
+                                      "again. It first finishes unfinished sweeps of this "
+                                      "device, model and TP, so an interrupted --fix resumes "
+                                      "when run again.")] = False,
     allow_stale: Annotated[bool, typer.Option("--allow-stale", help="Also use winners measured "
                                               "with another kernel source or Triton "
                                               "major.minor.")] = False,
@@ -377,8 +379,8 @@ def verify(
         reasons = "; ".join(f"{_shape_label(item.N, item.K)}: {item.reason}"
                             for item in files.skipped if (item.N, item.K) in
                             set(model_shapes.shapes)) or "no trials of its shapes"
-        stale = "" if allow_stale else "; winners of another kernel source or Triton count "\
-            "only with --allow-stale"
+        stale = "" if allow_stale else ("; winners of another kernel source or Triton count "
+                                        "only with --allow-stale")
         raise fail(f"no file of {model_shapes.model} TP {model_shapes.tp} on {device_name} "
                    f"to check ({reasons}){stale}")
     make_runner = _runner_factory(backend, block_shape=block_shape, out_dtype=out_dtype.value,
