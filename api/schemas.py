@@ -17,7 +17,8 @@ class Health(BaseModel):
 
 
 class ShapeCoverage(BaseModel):
-    """One (N, K, block_shape) of a device: its M grid and which M have a winner."""
+    """One (N, K, block_shape) of a device: its M grid, which M have a winner, and which M have
+    only stale trials (another kernel source or Triton major.minor; empty with allow_stale)."""
 
     N: int
     K: int
@@ -26,13 +27,43 @@ class ShapeCoverage(BaseModel):
     m_covered: list[int]
     complete: bool
     file_name: str
+    m_stale: list[int] = []
+
+
+class Provenance(BaseModel):
+    """What current trials match: this service's kernel source hash and Triton major.minor
+    (the installed triton; without one, the newest tuned with the current kernel; None: any)."""
+
+    kernel_hash: str
+    triton_minor: str | None
+
+
+class TunedWith(BaseModel):
+    """An environment a device's trials ran in: GPU, driver and versions, kernel source hash;
+    how many trials ran in it and how many of the served winners (one per N, K, block_shape, M)
+    come from it; `current` when its kernel hash and Triton major.minor are the current ones."""
+
+    gpu_name: str
+    compute_capability: str
+    driver: str
+    cuda: str
+    torch: str
+    triton: str
+    tuner: str
+    kernel_hash: str
+    trials: int
+    winners: int
+    current: bool
 
 
 class Device(BaseModel):
-    """A device_name key in the store, with the coverage of each of its shapes."""
+    """A device_name key in the store, with the coverage of each of its shapes and the versions
+    its files were tuned with (most trials first)."""
 
     device_name: str
     shapes: list[ShapeCoverage]
+    current: Provenance
+    tuned_with: list[TunedWith]
 
 
 class ConfigFile(BaseModel):

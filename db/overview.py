@@ -62,7 +62,8 @@ class TaskSummary:
 
 @dataclass(frozen=True)
 class EnvironmentRow:
-    """An environment that trials of a device ran in, and how many trials."""
+    """An environment that trials of a device ran in, and how many trials; `environment_id`
+    is what `WinnerRow.environment_id` refers to."""
 
     gpu_name: str
     compute_capability: str
@@ -73,6 +74,7 @@ class EnvironmentRow:
     tuner: str
     kernel_hash: str
     trials: int
+    environment_id: int
 
 
 @dataclass(frozen=True)
@@ -186,7 +188,7 @@ def device_environments(session: Session, *, device_name: str) -> list[Environme
         select(
             Environment.gpu_name, Environment.compute_capability, Environment.driver,
             Environment.cuda, Environment.torch, Environment.triton, Environment.tuner,
-            Environment.kernel_hash, func.count(Trial.trial_id),
+            Environment.kernel_hash, func.count(Trial.trial_id), Environment.environment_id,
         )
         .join(Trial, Trial.environment_id == Environment.environment_id)
         .join(Device, Environment.device_id == Device.device_id)

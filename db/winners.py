@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import Select, and_, func, select
 from sqlalchemy.orm import Session
@@ -35,7 +36,8 @@ class WinnerRow:
     fastest ok trial, with `default_latency_us` and `default_config` from the default-config
     trial of the same task (None when that task has none) and `spread_us` None. `is_default`
     says the winner is the default config itself; `trial_id` is the winner's trial (None for a
-    decided config with no trial in its task). Latencies in microseconds.
+    decided config with no trial in its task); `environment_id` the environment of the winning
+    trial or decision. Latencies in microseconds.
     """
 
     device_name: str
@@ -52,6 +54,7 @@ class WinnerRow:
     task_id: int
     spread_us: float | None = None
     decided: bool = False
+    environment_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -158,7 +161,8 @@ def _trial_winners(session: Session, device_name: str, scope: dict) -> dict[tupl
     config = [getattr(Trial, name) for name in CONFIG_COLUMNS]
     key = (Task.N, Task.K, Sweep.block_n, Sweep.block_k, Task.M)
     ranked = ok_trials(
-        [Trial.trial_id, Trial.task_id, *key, *config, Trial.latency_us, Trial.is_default,
+        [Trial.trial_id, Trial.task_id, Trial.environment_id, *key, *config, Trial.latency_us,
+         Trial.is_default,
          func.row_number().over(partition_by=key, order_by=(Trial.latency_us, Trial.trial_id))
          .label("rank")],
         **scope,
@@ -175,7 +179,8 @@ def _trial_winners(session: Session, device_name: str, scope: dict) -> dict[tupl
     )
     rows = session.execute(
         select(
-            ranked.c.trial_id, ranked.c.task_id, ranked.c.N, ranked.c.K, ranked.c.block_n,
+            ranked.c.trial_id, ranked.c.task_id, ranked.c.environment_id, ranked.c.N, ranked.c.K,
+            ranked.c.block_n,
             ranked.c.block_k, ranked.c.M, ranked.c.latency_us, ranked.c.is_default,
             defaults.c.latency_us.label("default_latency_us"),
             *(ranked.c[name] for name in CONFIG_COLUMNS),
@@ -193,7 +198,7 @@ def _trial_winners(session: Session, device_name: str, scope: dict) -> dict[tupl
             default_config=(_config(row, "default_")
                             if row["default_latency_us"] is not None else None),
             is_default=bool(row["is_default"]), trial_id=row["trial_id"],
-            task_id=row["task_id"],
+            task_id=row["task_id"], environment_id=row["environment_id"],
         )
         for row in rows
     }
@@ -207,7 +212,8 @@ def _decision_winners(session: Session, device_name: str, scope: dict) -> dict[t
     """The decision with the lowest latency per key (ties: lowest task_id), one query."""
     key = (Task.N, Task.K, Sweep.block_n, Sweep.block_k, Task.M)
     ranked = decided_tasks(
-        [Decision.task_id, *key, *(getattr(Decision, name) for name in CONFIG_COLUMNS),
+        [Decision.task_id, Decision.environment_id, *key,
+         *(getattr(Decision, name) for name in CONFIG_COLUMNS),
          Decision.latency_us, Decision.default_latency_us, Decision.spread_us,
          func.row_number().over(partition_by=key, order_by=(Decision.latency_us,
                                                             Decision.task_id)).label("rank")],
@@ -240,6 +246,7 @@ def _decision_winners(session: Session, device_name: str, scope: dict) -> dict[t
                             if row["default_retime_id"] is not None else None),
             is_default=bool(row["is_default"]), trial_id=row["trial_id"],
             task_id=row["task_id"], spread_us=row["spread_us"], decided=True,
+            environment_id=row["environment_id"],
         )
         for row in rows
     }
@@ -293,6 +300,7 @@ def task_winners(
     out_dtype: str,
     kernel_hash: str | None = None,
     triton_minor: str | None = None,
+    finished_before: datetime | None = None,
 ) -> list[TaskWinnerRow]:
     """Winners of the done tasks of a device: what a new task warm-starts from
     (`tuner.strategies.warm_start_for_task`). One query with a `row_number()` ranking of ok
@@ -305,6 +313,9 @@ def task_winners(
         out_dtype: output dtype of the sweeps to read.
         kernel_hash: only trials whose environment has this kernel hash; None for all.
         triton_minor: only trials whose environment's triton is this major.minor; None for all.
+        finished_before: only tasks finished before this time (UTC); None for all. A resumed
+            task passes the time of its first trial, so it gets the warm starts its first run
+            got, and a killed sweep resumes into the trials of an uninterrupted one.
 
     Returns:
         One row per (N, K, M) with a done task and an ok trial, sorted by (N, K, M); ties in
@@ -324,7 +335,8 @@ def task_winners(
             device_name=device_name, out_dtype=out_dtype, environments=environments,
         )
         .where(Task.state == "done", Sweep.block_n == block_shape[0],
-               Sweep.block_k == block_shape[1])
+               Sweep.block_k == block_shape[1],
+               *([Task.finished_at < finished_before] if finished_before is not None else []))
         .subquery("ranked")
     )
     rows = session.execute(

@@ -8,6 +8,7 @@ have neither triton nor torch) and the CLI agree with the hash the workers store
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import importlib.metadata
 import inspect
@@ -63,11 +64,12 @@ def kernel_source(text: str, name: str = KERNEL_FUNCTION) -> str:
     raise LookupError(f"no top-level function {name} in the kernel source")
 
 
-def current_kernel_hash(path: Path = KERNEL_FILE) -> str:
+def current_kernel_hash(path: Path | None = None) -> str:
     """sha256 hex digest of the kernel's source, equal to `tuner.kernel.kernel_source_hash()`.
 
     Args:
-        path: the kernel module (default: this package's `kernel.py`).
+        path: a kernel module to hash; None for this package's `kernel.py` (read once per
+            process: the service asks on every request).
 
     Returns:
         64 lowercase hex digits.
@@ -76,8 +78,15 @@ def current_kernel_hash(path: Path = KERNEL_FILE) -> str:
         OSError: the file cannot be read.
         LookupError: it has no kernel function.
     """
+    if path is None:
+        return _package_kernel_hash()
     source = kernel_source(path.read_text(encoding="utf-8"))
     return hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+@functools.cache
+def _package_kernel_hash() -> str:
+    return current_kernel_hash(KERNEL_FILE)
 
 
 def triton_minor(version: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Request, Response
@@ -15,6 +16,7 @@ from db import repo
 from tuner.configfile import SGLANG_NOTE, config_file_name, parse_config_file_name
 from tuner.devices import resolve
 from tuner.merge import DeviceFiles, build_device_files
+from tuner.provenance import Provenance, current_provenance, installed_triton_minor, triton_minor
 
 router = APIRouter(prefix="/devices", tags=["devices"])
 
@@ -28,6 +30,10 @@ OutDtype = Annotated[Literal["bfloat16", "float16"] | None, Query(
 Partial = Annotated[bool | None, Query(
     description="Also serve shapes whose M grid has M without a winner "
     "(default: the service's TUNER_ALLOW_PARTIAL).",
+)]
+AllowStale = Annotated[bool, Query(
+    description="Also use trials timed with another kernel source or another Triton "
+    "major.minor than the current ones (see `current` in GET /devices).",
 )]
 Engine = Annotated[Literal["vllm", "sglang"], Query(
     description="File-name spelling: vLLM's `block_shape=[128,128]` or SGLang's "
@@ -56,37 +62,84 @@ def known_device(device_name: DeviceName, session: SessionDep) -> str:
 KnownDevice = Annotated[str, Depends(known_device)]
 
 
+def _provenance(session: Session, device_name: str) -> Provenance:
+    """The current kernel hash and Triton major.minor (tuner.provenance.current_provenance)."""
+    return current_provenance(repo.device_environments(session, device_name=device_name),
+                              installed_triton=installed_triton_minor())
+
+
+def provenance_filters(
+    session: Session, device_name: str, allow_stale: bool
+) -> dict[str, str | None]:
+    """Keyword filters of `repo.winners` and `repo.shape_coverage`: trials of the current kernel
+    source and Triton major.minor, unless stale ones are allowed (as `tuner export`)."""
+    if allow_stale:
+        return {}
+    current = _provenance(session, device_name)
+    return {"kernel_hash": current.kernel_hash, "triton_minor": current.triton_minor}
+
+
+StaleM = dict[tuple[int, int, tuple[int, int]], tuple[int, ...]]
+
+
+def _merge(
+    session: Session, device_name: str, *, partial: bool, out_dtype: str | None, engine: str,
+    allow_stale: bool,
+) -> tuple[DeviceFiles, StaleM]:
+    scope = provenance_filters(session, device_name, allow_stale)
+    winners = repo.winners(session, device_name=device_name, out_dtype=out_dtype, **scope)
+    coverage = repo.shape_coverage(session, device_name=device_name, out_dtype=out_dtype,
+                                   **scope)
+    imported = repo.imported_configs(session, device_name=device_name)
+    stale = {(c.N, c.K, (c.block_shape[0], c.block_shape[1])): c.m_stale for c in coverage}
+    try:
+        merged = build_device_files(winners, coverage, allow_partial=partial, imported=imported,
+                                    device_name=device_name, engine=engine)
+    except ValueError as exc:  # e.g. winners of both output dtypes for one (shape, M)
+        hint = "; pick one with ?out_dtype=bfloat16 or float16" if out_dtype is None else ""
+        raise HTTPException(409, detail=f"cannot merge {device_name}: {exc}{hint}") from None
+    return merged, stale
+
+
 def device_files(
     session: Session, device_name: str, *, partial: bool, out_dtype: str | None,
-    engine: str = "vllm",
+    engine: str = "vllm", allow_stale: bool = False,
 ) -> DeviceFiles:
     """A device's merged files: winners of the store, imported entries where no winner.
+
+    Winners come from trials of the current kernel source and Triton major.minor only, unless
+    allow_stale.
 
     Raises:
         HTTPException: 409 if the winners cannot be merged (e.g. two output dtypes).
     """
-    winners = repo.winners(session, device_name=device_name, out_dtype=out_dtype)
-    coverage = repo.shape_coverage(session, device_name=device_name, out_dtype=out_dtype)
-    imported = repo.imported_configs(session, device_name=device_name)
-    try:
-        return build_device_files(winners, coverage, allow_partial=partial, imported=imported,
-                                  device_name=device_name, engine=engine)
-    except ValueError as exc:  # e.g. winners of both output dtypes for one (shape, M)
-        hint = "; pick one with ?out_dtype=bfloat16 or float16" if out_dtype is None else ""
-        raise HTTPException(409, detail=f"cannot merge {device_name}: {exc}{hint}") from None
+    return _merge(session, device_name, partial=partial, out_dtype=out_dtype, engine=engine,
+                  allow_stale=allow_stale)[0]
+
+
+def _stale_note(m_missing: list[int], m_stale: tuple[int, ...]) -> str:
+    stale = sorted(set(m_missing) & set(m_stale))
+    if not stale:
+        return ""
+    return (f"; M={', '.join(map(str, stale))} only have trials of another kernel or Triton "
+            "(?allow_stale=true uses them)")
 
 
 def _shapes(
-    session: Session, device_name: str, *, out_dtype: str | None
+    session: Session, device_name: str, *, out_dtype: str | None, scope: dict[str, str | None],
+    winners: list[repo.WinnerRow],
 ) -> list[schemas.ShapeCoverage]:
     covered: dict[tuple[int, int, tuple[int, int]], set[int]] = {}
-    for row in repo.winners(session, device_name=device_name, out_dtype=out_dtype):
+    for row in winners:
         key = (row.N, row.K, (row.block_shape[0], row.block_shape[1]))
         covered.setdefault(key, set()).add(row.M)
     requested: dict[tuple[int, int, tuple[int, int]], list[int]] = {}
-    for row in repo.shape_coverage(session, device_name=device_name, out_dtype=out_dtype):
+    stale: StaleM = {}
+    for row in repo.shape_coverage(session, device_name=device_name, out_dtype=out_dtype,
+                                   **scope):
         key = (row.N, row.K, (row.block_shape[0], row.block_shape[1]))
         requested[key] = sorted(row.m_requested)
+        stale[key] = row.m_stale
     shapes = []
     for key in sorted(set(covered) | set(requested)):
         N, K, block_shape = key
@@ -96,8 +149,46 @@ def _shapes(
             N=N, K=K, block_shape=block_shape, m_requested=m_requested,
             m_covered=sorted(m_covered), complete=set(m_requested) <= m_covered,
             file_name=config_file_name(N, K, device_name, block_shape),
+            m_stale=list(stale.get(key, ())),
         ))
     return shapes
+
+
+def _is_current(environment: repo.EnvironmentRow, current: Provenance) -> bool:
+    if environment.kernel_hash != current.kernel_hash:
+        return False
+    if current.triton_minor is None:
+        return True
+    try:
+        return triton_minor(environment.triton) == current.triton_minor
+    except ValueError:
+        return False
+
+
+def _device(session: Session, device_name: str, *, out_dtype: str | None,
+            allow_stale: bool) -> schemas.Device:
+    environments = repo.device_environments(session, device_name=device_name)
+    current = current_provenance(environments, installed_triton=installed_triton_minor())
+    scope = ({} if allow_stale else
+             {"kernel_hash": current.kernel_hash, "triton_minor": current.triton_minor})
+    winners = repo.winners(session, device_name=device_name, out_dtype=out_dtype, **scope)
+    per_environment = Counter(row.environment_id for row in winners)
+    tuned_with = [
+        schemas.TunedWith(
+            gpu_name=e.gpu_name, compute_capability=e.compute_capability, driver=e.driver,
+            cuda=e.cuda, torch=e.torch, triton=e.triton, tuner=e.tuner,
+            kernel_hash=e.kernel_hash, trials=e.trials,
+            winners=per_environment.get(e.environment_id, 0), current=_is_current(e, current),
+        )
+        for e in environments
+    ]
+    return schemas.Device(
+        device_name=device_name,
+        shapes=_shapes(session, device_name, out_dtype=out_dtype, scope=scope, winners=winners),
+        current=schemas.Provenance(kernel_hash=current.kernel_hash,
+                                   triton_minor=current.triton_minor),
+        tuned_with=tuned_with,
+    )
 
 
 def _etag_matches(if_none_match: str | None, etag: str) -> bool:
@@ -127,18 +218,21 @@ def _download(body: bytes, *, media_type: str, filename: str, if_none_match: str
 
 
 @router.get("", response_model=list[schemas.Device])
-def list_devices(session: SessionDep, out_dtype: OutDtype = None) -> list[schemas.Device]:
-    """Every device in the store with, per shape, its M grid and which M have a winner.
+def list_devices(session: SessionDep, out_dtype: OutDtype = None,
+                 allow_stale: AllowStale = False) -> list[schemas.Device]:
+    """Every device in the store with, per shape, its M grid and which M have a winner, and the
+    versions (GPU, driver, CUDA, torch, Triton, tuner, kernel hash) its files were tuned with.
 
     Args:
         session: The store session.
         out_dtype: Only trials of this output dtype.
+        allow_stale: Count winners of trials of other kernel sources and Triton versions too.
 
     Returns:
-        Devices sorted by name, shapes by (N, K, block_shape).
+        Devices sorted by name, shapes by (N, K, block_shape), versions by trials (most first).
     """
     return [
-        schemas.Device(device_name=name, shapes=_shapes(session, name, out_dtype=out_dtype))
+        _device(session, name, out_dtype=out_dtype, allow_stale=allow_stale)
         for name in sorted(repo.list_device_names(session))
     ]
 
@@ -148,6 +242,7 @@ def list_devices(session: SessionDep, out_dtype: OutDtype = None) -> list[schema
 def list_configs(
     device_name: KnownDevice, session: SessionDep, settings: SettingsDep,
     partial: Partial = None, out_dtype: OutDtype = None, engine: Engine = "vllm",
+    allow_stale: AllowStale = False,
 ) -> schemas.DeviceConfigs:
     """The merged files of a device, with hashes and merge notes, and the shapes left out.
 
@@ -158,16 +253,18 @@ def list_configs(
         partial: Include shapes with M that have no winner yet.
         out_dtype: Only trials of this output dtype.
         engine: File-name spelling, vllm or sglang.
+        allow_stale: Also use trials of other kernel sources and Triton versions.
 
     Returns:
-        Files sorted by (N, K, block_shape), the skipped shapes with reasons, and for SGLang
-        names a note that SGLang's kernel differs.
+        Files sorted by (N, K, block_shape), the skipped shapes with reasons (saying which M
+        have only stale trials), and for SGLang names a note that SGLang's kernel differs.
 
     Raises:
         HTTPException: 404 for an unknown device, 409 if the winners cannot be merged.
     """
     allow = settings.allow_partial if partial is None else partial
-    merged = device_files(session, device_name, partial=allow, out_dtype=out_dtype, engine=engine)
+    merged, stale = _merge(session, device_name, partial=allow, out_dtype=out_dtype,
+                           engine=engine, allow_stale=allow_stale)
     files = [
         schemas.ConfigFile(
             file_name=f.file_name, N=f.N, K=f.K, block_shape=f.block_shape,
@@ -178,8 +275,10 @@ def list_configs(
         for f in merged.files
     ]
     skipped = [
-        schemas.SkippedShape(N=s.N, K=s.K, block_shape=s.block_shape, reason=s.reason,
-                             m_missing=s.m_missing)
+        schemas.SkippedShape(
+            N=s.N, K=s.K, block_shape=s.block_shape, m_missing=s.m_missing,
+            reason=s.reason + _stale_note(s.m_missing, stale.get((s.N, s.K, s.block_shape), ())),
+        )
         for s in merged.skipped
     ]
     return schemas.DeviceConfigs(device_name=device_name, files=files, skipped=skipped,
@@ -192,7 +291,7 @@ def list_configs(
 def download_zip(
     device_name: KnownDevice, session: SessionDep, settings: SettingsDep, request: Request,
     partial: Partial = None, out_dtype: OutDtype = None, engine: Engine = "vllm",
-    if_none_match: Annotated[str | None, Header()] = None,
+    allow_stale: AllowStale = False, if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """All files of a device and a README.txt (where the engine reads them) as one zip.
 
@@ -204,6 +303,7 @@ def download_zip(
         partial: Include shapes with M that have no winner yet.
         out_dtype: Only trials of this output dtype.
         engine: File-name spelling, vllm or sglang.
+        allow_stale: Also use trials of other kernel sources and Triton versions.
         if_none_match: The client's cached ETag(s).
 
     Returns:
@@ -213,7 +313,8 @@ def download_zip(
         HTTPException: 404 for an unknown device, 409 if the winners cannot be merged.
     """
     allow = settings.allow_partial if partial is None else partial
-    merged = device_files(session, device_name, partial=allow, out_dtype=out_dtype, engine=engine)
+    merged = device_files(session, device_name, partial=allow, out_dtype=out_dtype, engine=engine,
+                          allow_stale=allow_stale)
     suffix = "" if engine == "vllm" else f"-{engine}"
     return _download(build_zip(device_name, merged, engine=engine), media_type="application/zip",
                      filename=f"{device_name}-configs{suffix}.zip", if_none_match=if_none_match,
@@ -225,7 +326,8 @@ def download_zip(
 def download_file(
     device_name: KnownDevice, file_name: str, session: SessionDep, settings: SettingsDep,
     request: Request, partial: Partial = None, out_dtype: OutDtype = None,
-    engine: Engine = "vllm", if_none_match: Annotated[str | None, Header()] = None,
+    engine: Engine = "vllm", allow_stale: AllowStale = False,
+    if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """One merged file, byte for byte as vLLM expects it, generated from the store.
 
@@ -238,6 +340,7 @@ def download_file(
         partial: Serve the file even if some M has no winner yet.
         out_dtype: Only trials of this output dtype.
         engine: Spelling of the name the download is saved under.
+        allow_stale: Also use trials of other kernel sources and Triton versions.
         if_none_match: The client's cached ETag(s).
 
     Returns:
@@ -249,7 +352,8 @@ def download_file(
             device's files); 409 if the winners cannot be merged.
     """
     allow = settings.allow_partial if partial is None else partial
-    merged = device_files(session, device_name, partial=allow, out_dtype=out_dtype, engine=engine)
+    merged, stale = _merge(session, device_name, partial=allow, out_dtype=out_dtype,
+                           engine=engine, allow_stale=allow_stale)
     names = ", ".join(f.file_name for f in merged.files) or "(none)"
     try:
         wanted = parse_config_file_name(file_name)
@@ -267,5 +371,6 @@ def download_file(
     for s in merged.skipped:
         if (s.N, s.K, s.block_shape) == key:
             hint = "; ?partial=true serves what there is" if s.m_missing and not allow else ""
+            hint += _stale_note(s.m_missing, stale.get(key, ()))
             raise HTTPException(404, detail=f"no file {wanted.name!r} yet: {s.reason}{hint}")
     raise HTTPException(404, detail=f"no file {wanted.name!r} for {device_name}; files: {names}")

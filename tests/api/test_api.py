@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import io
 import sqlite3
 import subprocess
@@ -23,9 +24,12 @@ from api.settings import Settings
 from db import repo
 from db.engine import open_store, session_scope
 from tuner.configfile import config_file_name, dump_config_file
+from tuner.provenance import current_kernel_hash, installed_triton_minor
 from tuner.space import default_config
 
 DEVICE = "NVIDIA_L20"
+# Trials as this machine would time them: the current kernel source and Triton.
+TRITON = importlib.metadata.version("triton")
 DEFAULT = default_config().as_dict()
 FAST = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
         "num_warps": 4, "num_stages": 3}
@@ -66,8 +70,8 @@ def _fill(url: str) -> None:
             )
             environment_id = repo.get_or_create_environment(
                 session, device_name=DEVICE, gpu_name="NVIDIA L20", compute_capability="8.9",
-                driver="", cuda="", torch="", triton="", tuner=tuner.__version__,
-                kernel_hash="test",
+                driver="", cuda="", torch="", triton=TRITON, tuner=tuner.__version__,
+                kernel_hash=current_kernel_hash(),
             )
         while True:
             with session_scope(engine) as session:
@@ -113,19 +117,24 @@ def test_health_masks_the_password() -> None:
 
 
 def test_devices(client: TestClient) -> None:
-    shape = {"block_shape": [128, 128], "m_requested": [1, 16, 32]}
+    shape = {"block_shape": [128, 128], "m_requested": [1, 16, 32], "m_stale": []}
+    current = {"kernel_hash": current_kernel_hash(), "triton_minor": installed_triton_minor()}
     assert client.get("/devices").json() == [
         {"device_name": DEVICE, "shapes": [
             {"N": 5120, "K": 3072, **shape, "m_covered": [1, 16, 32], "complete": True,
              "file_name": FILE_A},
             {"N": 7168, "K": 5120, **shape, "m_covered": [1, 16], "complete": False,
              "file_name": FILE_B},
+        ], "current": current, "tuned_with": [
+            {"gpu_name": "NVIDIA L20", "compute_capability": "8.9", "driver": "", "cuda": "",
+             "torch": "", "triton": TRITON, "tuner": tuner.__version__,
+             "kernel_hash": current_kernel_hash(), "trials": 12, "winners": 5, "current": True},
         ]},
         {"device_name": "TRITON_INTERPRETER", "shapes": [
             {"N": 256, "K": 512, "block_shape": [128, 128], "m_requested": [1],
-             "m_covered": [], "complete": False,
+             "m_covered": [], "complete": False, "m_stale": [],
              "file_name": config_file_name(256, 512, "TRITON_INTERPRETER")},
-        ]},
+        ], "current": current, "tuned_with": []},
     ]
 
 

@@ -9,7 +9,7 @@ from sqlalchemy import Engine, inspect, text
 
 from db import repo
 from db.engine import make_engine, open_store, session_scope, upgrade
-from tests.storefill import DEFAULT, FAST, SLOW, fill
+from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill
 
 AMD = {"BLOCK_SIZE_K": 128, "BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "GROUP_SIZE_M": 1,
        "kpack": 1, "matrix_instr_nonkdim": 16, "num_warps": 4}
@@ -71,7 +71,7 @@ def test_overviews_and_counts(store_url: str) -> None:
     assert [(t.M, t.state, t.trials_ok, t.trials_total, t.best_latency_us, t.default_latency_us)
             for t in tasks] == [(1, "done", 2, 3, 5.0, 10.0), (16, "pending", 0, 0, None, None)]
     assert [(e.gpu_name, e.torch, e.triton, e.trials) for e in envs] == [
-        ("NVIDIA L20", "2.11.0", "3.6.0", 3)]
+        ("NVIDIA L20", "2.11.0", TRITON, 3)]
     assert counts.trials["ok"] == 2 and counts.trials["wrong_result"] == 1
     assert counts.trials["crashed"] == 0
     assert counts.tasks == {"pending": 1, "running": 0, "done": 1, "failed": 0}

@@ -91,6 +91,10 @@ def test_only_current_trials_win(engine: Engine, store: dict[str, int]) -> None:
     assert _summary(current) == [(1, C1, 8.0, False), (32, C3, 25.0, False),
                                  (64, C4, 40.0, False)]
     assert [r.default_latency_us for r in current] == [10.0, 30.0, None]
+    assert [r.environment_id for r in current] == [store["current"], store["plain"],
+                                                   store["current"]]
+    assert [r.environment_id for r in stale] == [store["old_kernel"], store["sixty"],
+                                                 store["plain"], store["old_kernel"]]
     assert _summary(stale) == [(1, C2, 5.0, False), (16, C1, 9.0, False), (32, C3, 25.0, False),
                                (64, C1, 35.0, True)]
 
