@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -30,6 +31,7 @@ class TrialInfo:
     rel_error: float | None
     error: str | None
     measure_s: float | None
+    created_at: datetime | None = None
 
 
 def record_trial(
@@ -121,6 +123,7 @@ def task_trials(session: Session, *, task_id: int) -> list[TrialInfo]:
             rel_error=trial.rel_error,
             error=trial.error,
             measure_s=trial.measure_s,
+            created_at=trial.created_at,
         )
         for trial in trials
     ]

@@ -155,13 +155,15 @@ def sweep(
                                    help="Batch sizes M, comma-separated.")] = DEFAULT_M,
     strategy: Annotated[
         StrategyName,
-        typer.Option(help="optuna: TPE; local: neighbourhood search from vLLM's default and "
-                     "known winners; tpe+local: TPE, then local; --trials per task. grid: every "
-                     "config of the space (bench/search_quality.py compares them)."),
-    ] = StrategyName.optuna,
+        typer.Option(help="local (default: the best of bench/search_quality.py): "
+                     "neighbourhood search from vLLM's default and the winners the store knows "
+                     "for the device; optuna: TPE; tpe+local: TPE, then local; --trials per "
+                     "task. grid: every config of the space."),
+    ] = StrategyName.local,
     trials: Annotated[int, typer.Option(min=1, max=100_000, help="Configs per (N, K, M) for "
                                         "local, optuna and tpe+local, vLLM's default config "
-                                        "included.")] = 64,
+                                        "included (128: where local reached 0.99 of the "
+                                        "optimum in bench/search_quality.py).")] = 128,
     configs: ConfigsOpt = None,
     seed: Annotated[int, typer.Option(min=0, max=2**31 - 1, help="Seed of the search and of the "
                                       "random inputs.")] = 0,
@@ -232,6 +234,11 @@ def sweep(
         + f"); wall {summary.wall_s:.1f} s",
         soft_wrap=True,
     )
+    if summary.times is not None:
+        from tuner.precompile import format_sweep_times
+
+        console.print(format_sweep_times(summary.times), soft_wrap=True, markup=False,
+                      highlight=False)
     if summary.tasks_done != summary.tasks_total:
         raise fail(f"{summary.tasks_total - summary.tasks_done} task(s) not done; "
                    "see the store, then re-run to resume", 1)

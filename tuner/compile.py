@@ -12,6 +12,7 @@ import multiprocessing as mp
 import os
 import re
 import sqlite3
+import threading
 import time
 import warnings
 from collections.abc import Iterable, Sequence
@@ -246,6 +247,18 @@ class CompileJob:
     need_info: bool = True
 
 
+def _exit_with_parent(parent_pid: int) -> None:
+    """End this pool process when its parent is gone (a worker killed with SIGKILL cannot shut
+    its pool down, and an orphan compiler would keep a CPU busy)."""
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(1.0)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def _child_init() -> None:
     """Runs first in every pool process: no interpreter, quiet Triton, ptxas's log when safe.
 
@@ -256,6 +269,7 @@ def _child_init() -> None:
     the key the measuring process computes.
     """
     os.environ.pop("TRITON_INTERPRET", None)
+    _exit_with_parent(os.getppid())
     warnings.filterwarnings("ignore", message="TRITON_DEFAULT_FP_FUSION is unset")
     for name in _LOG_VARIABLES:
         os.environ[name] = "1"

@@ -131,6 +131,10 @@ class SupervisorReport:
     crashed: int
     timeouts: int
     given_up: tuple[str, ...]
+    trials_pruned: int = 0
+    measure_s: float = 0.0
+    compile_s: float = 0.0
+    compile_wait_s: float = 0.0
 
 
 class Supervisor:
@@ -159,6 +163,7 @@ class Supervisor:
         self.on_event = on_event
         self.context = context or mp.get_context("spawn")
         self.worker_ids: list[str] = []
+        self.shared: list[WorkerShared] = []  # of every process started, for the totals
         self.failures = self.restarts = self.crashed = self.timeouts = 0
         self.given_up: list[str] = []
 
@@ -195,13 +200,19 @@ class Supervisor:
             raise
         finally:
             signal.signal(signal.SIGTERM, previous)
-        return SupervisorReport(self.failures, self.restarts, self.crashed, self.timeouts,
-                                tuple(self.given_up))
+        return SupervisorReport(
+            self.failures, self.restarts, self.crashed, self.timeouts, tuple(self.given_up),
+            trials_pruned=sum(shared.trials_pruned.value for shared in self.shared),
+            measure_s=sum(shared.measure_s.value for shared in self.shared),
+            compile_s=sum(shared.compile_s.value for shared in self.shared),
+            compile_wait_s=sum(shared.compile_wait_s.value for shared in self.shared),
+        )
 
     def _start(self, slot: _Slot) -> None:
         worker_id = new_worker_id(slot.template.visible_device)
         spec = dataclasses.replace(slot.template, worker_id=worker_id, parent_pid=os.getpid())
         slot.spec, slot.shared, slot.overdue_config = spec, WorkerShared(self.context), None
+        self.shared.append(slot.shared)
         slot.process = self.context.Process(target=worker_main, args=(spec, slot.shared),
                                             daemon=False)
         self.worker_ids.append(spec.worker_id)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tuner.precompile import SweepTimes
 from tuner.space import KernelConfig, default_config, vllm_space
 from tuner.worker import WorkerSpec
 
@@ -135,6 +137,7 @@ def worker_specs(
     space: str | None = None,
     interpreter_reps: int = 3,
     lease_s: float = DEFAULT_LEASE_S,
+    compile_workers: int | None = None,
 ) -> list[WorkerSpec]:
     """One worker template per visible device (the supervisor names each process it starts).
 
@@ -149,10 +152,18 @@ def worker_specs(
         space: claim only tasks of sweeps over this config space; None for any.
         interpreter_reps: timed calls per trial on the interpreter.
         lease_s: lease on a claimed task.
+        compile_workers: CUDA only: compile processes per worker that compile candidates for
+            the GPU while it measures, and prune those that cannot launch; None for the CPU
+            count minus one per GPU, shared between the GPUs (at least one each); 0 for none.
 
     Returns:
         The specs, in the order of `visible_devices`.
     """
+    if backend != "cuda":
+        compile_workers = 0
+    elif compile_workers is None:
+        compile_workers = max(1, ((os.cpu_count() or 2) - len(visible_devices))
+                              // max(1, len(visible_devices)))
     items = None
     if configs is not None:
         items = tuple(tuple(config.as_dict().items()) for config in configs)
@@ -160,7 +171,7 @@ def worker_specs(
         WorkerSpec(db_url=db_url, sweep_id=sweep_id, worker_id="", backend=backend,
                    visible_device=device, configs=items, lease_s=lease_s,
                    interpreter_reps=interpreter_reps, landscape_path=replay,
-                   device_name=device_name, space=space)
+                   device_name=device_name, space=space, compile_workers=compile_workers)
         for device in visible_devices
     ]
 
@@ -180,6 +191,7 @@ class SweepSummary:
     worker_failures: int
     trials_crashed_now: int = 0
     trials_timed_out_now: int = 0
+    times: SweepTimes | None = None
 
 
 def run_workers(
@@ -261,10 +273,16 @@ def run_workers(
         report = Supervisor(engine, specs, trial_timeout_s=timeout_s, on_event=event).run(tick)
         tick()
     now = progress_now()
+    wall_s = time.perf_counter() - start
+    times = SweepTimes(
+        trials_run=now.trials_total - before.trials_total, trials_pruned=report.trials_pruned,
+        compile_s=report.compile_s, compile_wait_s=report.compile_wait_s,
+        measure_s=report.measure_s, wall_s=wall_s,
+    )
     return SweepSummary(
         sweep_id=sweep_id, tasks_done=now.tasks_done, tasks_failed=now.tasks_failed,
         tasks_total=now.tasks_total, trials_total=now.trials_total, trials_ok=now.trials_ok,
         trials_run_now=now.trials_total - before.trials_total,
-        wall_s=time.perf_counter() - start, worker_failures=report.worker_failures,
-        trials_crashed_now=report.crashed, trials_timed_out_now=report.timeouts,
+        wall_s=wall_s, worker_failures=report.worker_failures,
+        trials_crashed_now=report.crashed, trials_timed_out_now=report.timeouts, times=times,
     )

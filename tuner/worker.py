@@ -61,6 +61,9 @@ class WorkerSpec:
         device_name: only tasks of sweeps on this device; None for any.
         space: only tasks of sweeps over this config space (`SweepRequest.space_name`); None
             for any.
+        compile_workers: CUDA only: processes of the pool that compiles candidates for the
+            GPU's architecture while it measures (`tuner.precompile`); 0 compiles nothing ahead
+            and prunes nothing (Triton compiles at first launch).
     """
 
     db_url: str
@@ -75,11 +78,21 @@ class WorkerSpec:
     landscape_path: str | None = None
     device_name: str | None = None
     space: str | None = None
+    compile_workers: int = 0
 
 
 class WorkerShared:
-    """What a worker process tells its supervisor: its environment_id (0 until known) and how
-    many trials it has stored. Create in the supervisor, pass to `worker_main` at start.
+    """What a worker process tells its supervisor: its environment_id (0 until known), how
+    many trials it has stored, and where its time went (for the sweep's closing line).
+    Create in the supervisor, pass to `worker_main` at start.
+
+    Attributes (multiprocessing Values; read `.value`):
+        environment_id: the store's id of the worker's environment.
+        trials_stored: trials recorded by this process.
+        trials_pruned: of those, rejected by compile-for-target pruning, never launched.
+        measure_s: seconds spent in the runner (check and timing), summed over trials.
+        compile_s: seconds its precompile pool spent compiling (overlapped with measuring).
+        compile_wait_s: seconds measuring waited for a compile.
 
     Args:
         context: the multiprocessing context the worker is started with.
@@ -89,6 +102,10 @@ class WorkerShared:
         # No locks: one writer (the worker), and a lock would start a resource-tracker process.
         self.environment_id = context.Value("q", 0, lock=False)
         self.trials_stored = context.Value("q", 0, lock=False)
+        self.trials_pruned = context.Value("q", 0, lock=False)
+        self.measure_s = context.Value("d", 0.0, lock=False)
+        self.compile_s = context.Value("d", 0.0, lock=False)
+        self.compile_wait_s = context.Value("d", 0.0, lock=False)
 
 
 def task_seed(sweep_seed: int, N: int, K: int, M: int) -> int:
@@ -213,11 +230,16 @@ def _log_measure(event: str, task_id: int, label: str) -> None:
 
 
 def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
-             shared: WorkerShared | None = None) -> None:
-    """Search one claimed task: time vLLM's default config, then run the sweep's strategy.
+             shared: WorkerShared | None = None, compiler: _Compiler | None = None) -> None:
+    """Search one claimed task: time vLLM's default config, then run the sweep's strategy,
+    warm-started from vLLM's default and the winners the store knows for the device
+    (`tuner.strategies.warm_start_for_task`: neighbouring M of the same shape, same M of
+    other shapes).
 
     Trials already in the store for this task (a resumed run) are answered from the store and
     not measured again; new ones are recorded as they finish, so a kill loses at most one.
+    A resumed task takes its warm starts from the tasks finished before its first trial, as
+    its first run did, so a killed sweep resumes into the trials of an uninterrupted one.
 
     Args:
         engine: the store's engine.
@@ -226,6 +248,8 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
         environment_id: the environment trials are recorded with.
         space: the candidate configs.
         shared: counters shared with the supervisor, if any.
+        compiler: CUDA only: compiles candidates for the GPU ahead of time and prunes those
+            that cannot launch (None: no pruning).
 
     Raises:
         TaskLost: the task was taken from this worker; nothing more was recorded for it.
@@ -236,17 +260,22 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
     from tuner.measure import KernelRunner, Problem
     from tuner.replay import load_landscape
     from tuner.space import KernelConfig, default_config
-    from tuner.strategies import get_strategy
+    from tuner.strategies import get_strategy, warm_start_for_task
     from tuner.trial import TrialResult, TrialStatus
 
     with session_scope(engine) as session:
+        stored = repo.task_trials(session, task_id=task.task_id)
         done = {
             KernelConfig.from_dict(t.config): TrialResult(
                 TrialStatus(t.status), t.latency_us, t.p20_us, t.p80_us, t.rel_error, t.error,
                 t.measure_s,
             )
-            for t in repo.task_trials(session, task_id=task.task_id)
+            for t in stored
         }
+        first_trial_at = min((t.created_at for t in stored if t.created_at), default=None)
+        known = repo.task_winners(session, device_name=task.device_name,
+                                  block_shape=tuple(task.block_shape), out_dtype=task.out_dtype,
+                                  finished_before=first_trial_at)
     problem = Problem(task.M, task.N, task.K, tuple(task.block_shape), task.out_dtype)
     if spec.backend == "replay":
         runner = load_landscape(spec.landscape_path).runner(task.N, task.K, task.M)
@@ -255,6 +284,11 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
                               seed=task_seed(task.seed, *_nkm(task)),
                               interpreter_reps=spec.interpreter_reps)
     default = default_config(problem.block_shape)
+    warm = warm_start_for_task(
+        [(w.N, w.K, w.M, KernelConfig.from_dict(w.config)) for w in known],
+        N=task.N, K=task.K, M=task.M, default=default,
+    )
+    gate = compiler.gate(problem, space, warm) if compiler is not None else None
     held = {"task_id": task.task_id, "worker_id": spec.worker_id}
 
     def evaluate(config: KernelConfig) -> TrialResult:
@@ -266,7 +300,12 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
         label = config.short()
         _log_measure("start", task.task_id, label)
         _inject_fault(label)
-        result = runner.evaluate(config)
+        result = gate.before(config) if gate is not None else None
+        pruned = result is not None
+        if result is None:
+            result = runner.evaluate(config)
+        if gate is not None:
+            gate.after(config, result)
         with session_scope(engine) as session:
             if not repo.end_trial(session, **held):  # raising rolls the record back
                 raise TaskLost(f"task {task.task_id} was taken from {spec.worker_id}")
@@ -279,16 +318,117 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
         _log_measure("done", task.task_id, label)
         if shared is not None:
             shared.trials_stored.value += 1
+            shared.trials_pruned.value += pruned
+            shared.measure_s.value += result.measure_s or 0.0
         done[config] = result
         if spec.backend == "cuda" and result.status is TrialStatus.CRASHED:
             raise ContextLost(result.error or "crashed")
         return result
 
-    evaluate(default)  # the baseline of every task, whatever the strategy
-    get_strategy(task.strategy).search(
-        evaluate, space=space, budget=task.budget,
-        seed=task_seed(task.seed, *_nkm(task)), warm_start=[default],
+    try:
+        evaluate(default)  # the baseline of every task, whatever the strategy
+        get_strategy(task.strategy).search(
+            evaluate, space=space, budget=task.budget,
+            seed=task_seed(task.seed, *_nkm(task)), warm_start=warm,
+        )
+    finally:
+        if gate is not None:
+            compiler.closed(gate, shared)
+    _retime_and_decide(engine, spec, task, environment_id, runner, done, default)
+
+
+def _retime_and_decide(engine, spec: WorkerSpec, task, environment_id: int, runner,
+                       done: dict, default) -> None:
+    """Re-time the fastest configs and the default interleaved, and store the config kept
+    (`tuner.noise.decide_winner`: the fastest only if it beats the runner-up by more than the
+    measured spread). A task that already has a decision (resumed after its re-timing was
+    stored) is not re-timed. Nothing is stored for a task without an ok trial.
+
+    Raises:
+        TaskLost: the task was taken from this worker; its decision was not stored.
+    """
+    from db import repo
+    from db.engine import session_scope
+    from tuner.noise import (
+        RETIME_ROUNDS,
+        decide_winner,
+        retime_interleaved,
+        select_for_retime,
     )
+
+    with session_scope(engine) as session:
+        if repo.task_decision(session, task_id=task.task_id) is not None:
+            return
+    finalists = select_for_retime(done, default)
+    if not finalists:
+        return
+    # The interpreter's timings are CPU timings of a development backend: as many rounds as
+    # its timed calls per trial, not a GPU's count.
+    rounds = max(2, spec.interpreter_reps) if spec.backend == "interpreter" else RETIME_ROUNDS
+    retimes = retime_interleaved(runner.sample_us, finalists, rounds=rounds)
+    decision = decide_winner(retimes, default)
+    rows = [
+        {"config": r.config.as_dict(), "is_default": r.config == default, "rounds": r.rounds,
+         "latency_us": r.latency_us, "p20_us": r.p20_us, "p80_us": r.p80_us}
+        for r in retimes
+    ]
+    kept = {
+        "config": decision.config.as_dict(), "latency_us": decision.latency_us,
+        "default_latency_us": decision.default_latency_us,
+        "runner_up": None if decision.runner_up is None else decision.runner_up.as_dict(),
+        "spread_us": decision.spread_us, "kept": decision.kept, "note": decision.note,
+    }
+    with session_scope(engine) as session:
+        if not repo.record_decision(session, task_id=task.task_id, worker_id=spec.worker_id,
+                                    environment_id=environment_id, retimes=rows,
+                                    decision=kept):
+            raise TaskLost(f"task {task.task_id} was taken from {spec.worker_id}")
+
+
+class _Compiler:
+    """A CUDA worker's precompile pool, shared by its tasks: one `CompileGate` per task."""
+
+    def __init__(self, workers: int) -> None:
+        import torch
+
+        from tuner.compile import compile_pool
+
+        major, minor = torch.cuda.get_device_capability()
+        self.arch = 10 * major + minor
+        self.workers = workers
+        self.pool = compile_pool(workers)
+
+    def gate(self, problem, space, warm):
+        from tuner.precompile import CompileGate
+
+        return CompileGate(arch=self.arch, M=problem.M, N=problem.N, K=problem.K,
+                           block_shape=problem.block_shape, out_dtype=problem.out_dtype,
+                           space=space, warm_start=warm, pool=self.pool, workers=self.workers)
+
+    @staticmethod
+    def closed(gate, shared: WorkerShared | None) -> None:
+        stats = gate.close()
+        if shared is not None:
+            shared.compile_s.value += stats.compile_s
+            shared.compile_wait_s.value += stats.wait_s
+
+
+def _record_ceilings(engine, environment_id: int) -> None:
+    """Measure this GPU's copy bandwidth and FP8-mm throughput (`tuner.roofline`) and store
+    them with the environment, for the roofline ratios of its winners. A failure is reported
+    and the worker goes on: the ratios are then left out."""
+    from db import repo
+    from db.engine import session_scope
+    from tuner.roofline import ceiling_details, measure_ceilings
+
+    try:
+        ceilings = measure_ceilings("cuda")
+    except Exception as exc:  # noqa: BLE001 - ceilings are a report's extra, not the job
+        print(f"ceilings not measured: {type(exc).__name__}: {exc}", flush=True)
+        return
+    with session_scope(engine) as session:
+        repo.record_ceilings(session, environment_id=environment_id, ceilings=ceilings,
+                             details=ceiling_details("cuda"))
 
 
 def _nkm(task) -> tuple[int, int, int]:
@@ -336,6 +476,8 @@ def _work(spec: WorkerSpec, shared: WorkerShared | None) -> None:
         env = collect_environment(spec.backend)
     with session_scope(engine) as session:
         environment_id = repo.get_or_create_environment(session, **env)
+    if spec.backend == "cuda":
+        _record_ceilings(engine, environment_id)
     if shared is not None:
         shared.environment_id.value = environment_id
     if spec.configs is not None:
@@ -343,6 +485,9 @@ def _work(spec: WorkerSpec, shared: WorkerShared | None) -> None:
     else:
         space = vllm_space()
     scope = {"sweep_id": spec.sweep_id, "device_name": spec.device_name, "space": spec.space}
+    compiler = None
+    if spec.backend == "cuda" and spec.compile_workers > 0:
+        compiler = _Compiler(spec.compile_workers)
     while True:
         with claim_lock, session_scope(engine) as session:
             task = repo.claim_task(session, worker_id=spec.worker_id, lease_s=spec.lease_s,
@@ -358,7 +503,7 @@ def _work(spec: WorkerSpec, shared: WorkerShared | None) -> None:
         beat = _Heartbeat(engine, task.task_id, spec.worker_id, spec.lease_s)
         beat.start()
         try:
-            run_task(engine, spec, task, environment_id, space, shared)
+            run_task(engine, spec, task, environment_id, space, shared, compiler)
             state, error = "done", None
         except TaskLost:
             continue  # another worker has it now

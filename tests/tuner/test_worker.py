@@ -5,7 +5,7 @@ import pytest
 from db import repo
 from db.engine import open_store, session_scope
 from tuner import measure
-from tuner.space import default_config, vllm_space
+from tuner.space import KernelConfig, default_config, vllm_space
 from tuner.trial import TrialResult, TrialStatus
 from tuner.worker import WorkerSpec, run_task
 
@@ -20,6 +20,7 @@ class StubRunner:
     """Deterministic latencies; raises Killed at the `kill_at`-th measurement."""
 
     measured: list = []
+    sampled: list = []
     kill_at: int | None = None
 
     def __init__(self, problem, *, backend, seed, interpreter_reps):
@@ -29,10 +30,19 @@ class StubRunner:
         if StubRunner.kill_at is not None and len(StubRunner.measured) == StubRunner.kill_at:
             raise Killed
         StubRunner.measured.append(config)
-        latency = 100.0 - config.BLOCK_SIZE_N / 8 + config.num_stages
         if config.BLOCK_SIZE_M == 256:
             return TrialResult(TrialStatus.OUT_OF_RESOURCES, error="shared memory 300 KiB")
+        latency = stub_latency_us(config)
         return TrialResult(TrialStatus.OK, latency, latency - 1, latency + 1, 1e-3, None, 0.01)
+
+    def sample_us(self, config):
+        """Re-timing: the trial's latency, the same in every round (spread 0)."""
+        StubRunner.sampled.append(config)
+        return stub_latency_us(config)
+
+
+def stub_latency_us(config) -> float:
+    return 100.0 - config.BLOCK_SIZE_N / 8 + config.num_stages
 
 
 def make_store(folder):
@@ -54,7 +64,7 @@ def make_store(folder):
 @pytest.fixture(autouse=True)
 def stub_runner(monkeypatch):
     monkeypatch.setattr(measure, "KernelRunner", StubRunner)
-    StubRunner.measured, StubRunner.kill_at = [], None
+    StubRunner.measured, StubRunner.sampled, StubRunner.kill_at = [], [], None
 
 
 @pytest.fixture
@@ -109,3 +119,29 @@ def test_killed_task_resumes_without_losing_or_repeating_a_trial(tmp_path, kill_
     assert not set(resumed) & set(first_run)  # nothing measured twice
     final = [(t.config, t.status, t.latency_us) for t in stored(engine, task.task_id)]
     assert final == uninterrupted  # same trials, same order, same winner as without the kill
+
+
+def test_finalists_are_retimed_interleaved_and_the_decision_stored_once(store):
+    engine, spec, environment_id = store
+    task = claim(engine, spec)
+    run_task(engine, spec, task, environment_id, vllm_space())
+    # The stub's 6 trials: default 86 us, 32x256x128 g64 w8 s2 70 us, 128x256x64 g16 w8 s4
+    # 72 us, two slower ones and one out of resources. Finalists: the default, then the 3
+    # fastest, the default being one of them.
+    default = default_config()
+    fast, second = KernelConfig(32, 256, 128, 64, 8, 2), KernelConfig(128, 256, 64, 16, 8, 4)
+    # Three rounds (the interpreter's timed calls per trial), the start moving by one each round.
+    assert StubRunner.sampled == [default, fast, second, fast, second, default,
+                                  second, default, fast]
+    with session_scope(engine) as session:
+        decision = repo.task_decision(session, task_id=task.task_id)
+    assert sorted((r.latency_us, r.is_default, r.rounds) for r in decision.retimes) == [
+        (70.0, False, 3), (72.0, False, 3), (86.0, True, 3)]
+    assert KernelConfig.from_dict(decision.config) == fast and decision.kept == "fastest"
+    assert KernelConfig.from_dict(decision.runner_up) == second
+    assert (decision.latency_us, decision.default_latency_us, decision.spread_us) == (
+        70.0, 86.0, 0.0)
+
+    StubRunner.measured, StubRunner.sampled = [], []
+    run_task(engine, spec, task, environment_id, vllm_space())  # resumed after its decision
+    assert StubRunner.measured == [] and StubRunner.sampled == []
