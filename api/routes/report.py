@@ -58,6 +58,7 @@ def read_report(device_name: KnownDevice, session: SessionDep,
             m_requested=cov.m_requested if cov else (), models=cov.models if cov else (),
         ))
     environments = [asdict(e) for e in repo.device_environments(session, device_name=device_name)]
+    ceilings = repo.device_ceilings(session, device_name=device_name)
     html = render_report(device_name, shapes, environments, version=tuner.__version__,
-                         out_dtype=out_dtype)
+                         out_dtype=out_dtype, ceilings=ceilings)
     return HTMLResponse(html)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import text
 
 from api.app import create_app
 from api.settings import Settings
@@ -200,3 +201,22 @@ def test_report_has_a_chart_per_shape(client: TestClient) -> None:
     # (7168, 2048), M=1, 16 us: A 2048 + B 7168*2048 + As 4*16 + Bs 4*56*16 + C 2*7168 bytes.
     assert "<td>918.8</td><td>1.84</td>" in html  # 14,700,096 bytes, 29,360,128 flops
     assert client.get("/devices/nope/report").status_code == 404
+
+
+def test_report_shows_roofline_ratios_from_the_stored_ceilings(store: str) -> None:
+    from db import repo
+    from db.engine import open_store, session_scope
+
+    engine = open_store(store)
+    with session_scope(engine) as session:
+        [environment_id] = [row[0] for row in session.execute(
+            text("SELECT environment_id FROM environments"))]
+        repo.record_ceilings(session, environment_id=environment_id,
+                             ceilings={"copy_gbps": 4000.0, "fp8_mm_tflops": 1000.0})
+    engine.dispose()
+    with TestClient(create_app(Settings(db_url=store, api_token=TOKEN))) as client:
+        html = client.get("/devices/L20/report").text
+    assert "<th>TFLOP/s</th><th>% copy BW</th><th>% FP8 mm</th>" in html
+    # (7168, 2048), M=1, 16 us: 918.8 GB/s of 4000 is 23.0%; 1.84 TFLOP/s of 1000 is 0.2%.
+    assert ("<td>918.8</td><td>1.84</td><td>23.0%</td><td>0.2%</td><td class=l>memory</td>"
+            in html)
