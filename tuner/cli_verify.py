@@ -52,44 +52,42 @@ def _shape_label(N: int, K: int) -> str:
     return f"N={N},K={K}"
 
 
-def _provenance_filters(session, device_name: str, allow_stale: bool) -> dict[str, str | None]:
-    """Keyword filters of db.repo.winners and shape_coverage: trials of the current kernel
-    source and Triton major.minor, unless stale ones are allowed (DESIGN §5)."""
-    if allow_stale:
-        return {}
-    from db import repo
-    from tuner.provenance import current_provenance, installed_triton_minor
-
-    current = current_provenance(repo.device_environments(session, device_name=device_name),
-                                 installed_triton=installed_triton_minor())
-    return {"kernel_hash": current.kernel_hash, "triton_minor": current.triton_minor}
-
-
 def read_files(
     engine, device_name: str, *, out_dtype: str, allow_stale: bool, allow_partial: bool
 ) -> tuple[DeviceFiles, dict[tuple[int, int, tuple[int, int]], tuple[int, ...]]]:
-    """The files `tuner export` writes for a device, and each shape's requested M grid.
+    """The files `tuner export` writes for a device (trials of the current kernel and Triton
+    unless allow_stale), and each shape's requested M grid; prints export's note on stale
+    trials left out, and adds its reason to shapes skipped because of them.
 
     Returns:
         (files, (N, K, block_shape) -> the M grid of the shape's sweeps).
     """
+    from dataclasses import replace
+
     from db import repo
     from db.engine import session_scope
+    from tuner.cli_store import provenance_scope, stale_m, stale_reason
     from tuner.merge import build_device_files
 
     with session_scope(engine) as session:
-        scope = {"device_name": device_name, "out_dtype": out_dtype,
-                 **_provenance_filters(session, device_name, allow_stale)}
-        winners = repo.winners(session, **scope)
-        coverage = repo.shape_coverage(session, **scope)
+        scope, note = provenance_scope(session, device_name, allow_stale)
+        winners = repo.winners(session, device_name=device_name, out_dtype=out_dtype, **scope)
+        coverage = repo.shape_coverage(session, device_name=device_name, out_dtype=out_dtype,
+                                       **scope)
         imported = repo.imported_configs(session, device_name=device_name)
+    if note is not None:
+        typer.echo(note, err=True)
     try:
         files = build_device_files(winners, coverage, allow_partial=allow_partial,
                                    imported=imported, device_name=device_name)
     except ValueError as exc:
         raise fail(f"cannot merge {device_name}: {exc}") from None
+    stale = stale_m(coverage)
+    skipped = [replace(item, reason=item.reason + stale_reason(
+        item.m_missing, stale.get((item.N, item.K, item.block_shape), ())))
+        for item in files.skipped]
     grids = {(row.N, row.K, tuple(row.block_shape)): tuple(row.m_requested) for row in coverage}
-    return files, grids
+    return DeviceFiles(files=files.files, skipped=skipped), grids
 
 
 def _runner_factory(backend: str, *, block_shape: tuple[int, int], out_dtype: str, seed: int,
@@ -379,10 +377,8 @@ def verify(
         reasons = "; ".join(f"{_shape_label(item.N, item.K)}: {item.reason}"
                             for item in files.skipped if (item.N, item.K) in
                             set(model_shapes.shapes)) or "no trials of its shapes"
-        stale = "" if allow_stale else ("; winners of another kernel source or Triton count "
-                                        "only with --allow-stale")
         raise fail(f"no file of {model_shapes.model} TP {model_shapes.tp} on {device_name} "
-                   f"to check ({reasons}){stale}")
+                   f"to check ({reasons})")
     make_runner = _runner_factory(backend, block_shape=block_shape, out_dtype=out_dtype.value,
                                   seed=seed, interpreter_reps=interpreter_reps)
     if backend == "interpreter":

@@ -98,7 +98,6 @@ def test_bad_input_is_one_line_and_exit_2(store, fake_runner):
     cases = [
         (["--model", "llama9"], "unknown model"),
         (["--device", "L20"], "no device in the store matches 'L20'; known: TRITON_INTERPRETER"),
-        ([], "no file of tiny TP 1 on TRITON_INTERPRETER to check"),  # stale kernel hash
         (["--m", "1,x", "--allow-stale"], "--m: 'x' is not a positive integer"),
     ]
     for args, text in cases:
@@ -106,6 +105,17 @@ def test_bad_input_is_one_line_and_exit_2(store, fake_runner):
         assert result.exit_code == 2, result.output
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and text in lines[0], lines
+    # every trial is of another kernel: export's note, then one error line with the reasons
+    stale = verify(url)
+    assert stale.exit_code == 2
+    note, error = stale.stderr.strip().splitlines()
+    assert note.startswith("note: left out 5 ok trial(s) of TRITON_INTERPRETER timed with "
+                           "another kernel or Triton than the current")
+    assert error == (
+        "error: no file of tiny TP 1 on TRITON_INTERPRETER to check (N=256,K=384: no M has a "
+        "winner: nothing to write; M=1, 16 only have trials of another kernel or Triton "
+        "(--allow-stale uses them); N=576,K=256: no M has a winner: nothing to write; M=1, 16 "
+        "only have trials of another kernel or Triton (--allow-stale uses them))")
     assert fake_runner == []
 
 
