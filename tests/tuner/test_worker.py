@@ -145,3 +145,66 @@ def test_finalists_are_retimed_interleaved_and_the_decision_stored_once(store):
     StubRunner.measured, StubRunner.sampled = [], []
     run_task(engine, spec, task, environment_id, vllm_space())  # resumed after its decision
     assert StubRunner.measured == [] and StubRunner.sampled == []
+
+
+class RejectingGate:
+    """Stands for CompileGate: configs with 8 warps 'need' more shared memory than the GPU has."""
+
+    def __init__(self):
+        self.before_calls, self.after_calls = [], []
+
+    def before(self, config):
+        self.before_calls.append(config)
+        if config.num_warps == 8:
+            return TrialResult(TrialStatus.OUT_OF_RESOURCES, error="shared memory 300000 B > "
+                               "232448 B (compiled for sm90)", measure_s=0.0)
+        return None
+
+    def after(self, config, result):
+        self.after_calls.append((config, result.status))
+
+
+class FakeCompiler:
+    def __init__(self):
+        self.gates, self.closed_gates = [], []
+
+    def gate(self, problem, space, warm):
+        self.gates.append((problem.M, tuple(warm)))
+        return RejectingGate()
+
+    def closed(self, gate, shared):
+        self.closed_gates.append(gate)
+
+
+def test_pruned_configs_are_recorded_without_a_launch(store):
+    engine, spec, environment_id = store
+    task = claim(engine, spec)
+    compiler = FakeCompiler()
+    run_task(engine, spec, task, environment_id, vllm_space(), compiler=compiler)
+    [gate] = compiler.closed_gates
+    assert compiler.gates == [(16, (default_config(),))]  # nothing known yet: the default only
+    trials = stored(engine, task.task_id)
+    pruned = [t for t in trials if t.config["num_warps"] == 8]
+    assert pruned and all(t.status == "out_of_resources" and t.measure_s == 0.0 for t in pruned)
+    assert all(config.num_warps == 4 for config in StubRunner.measured)  # never launched
+    assert len(gate.before_calls) == len(trials) == BUDGET
+    assert [config for config, _ in gate.after_calls] == gate.before_calls
+
+
+def test_a_task_warm_starts_from_the_winner_of_a_neighbouring_m(store):
+    engine, spec, environment_id = store
+    task = claim(engine, spec)
+    run_task(engine, spec, task, environment_id, vllm_space())
+    with session_scope(engine) as session:
+        repo.finish_task(session, task_id=task.task_id, worker_id=spec.worker_id, state="done")
+        sweep, _ = repo.create_sweep(
+            session, device_name="TRITON_INTERPRETER", model="tiny", tp=1, strategy="optuna",
+            budget=BUDGET, space="vllm", seed=3, m_values=[32], out_dtype="bfloat16",
+            block_shape=(128, 128), shapes=[(256, 384)])
+    later = WorkerSpec(db_url=spec.db_url, sweep_id=sweep.sweep_id, worker_id="w1",
+                       backend="interpreter")
+    compiler = FakeCompiler()
+    run_task(engine, later, claim(engine, later), environment_id, vllm_space(),
+             compiler=compiler)
+    # M=16's fastest trial (70 us) is the neighbour M=32 starts from, after the default.
+    assert compiler.gates == [(32, (default_config(), KernelConfig(32, 256, 128, 64, 8, 2)))]
