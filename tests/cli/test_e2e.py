@@ -2,6 +2,7 @@
 
 import io
 import json
+import re
 import socket
 import sqlite3
 import subprocess
@@ -71,6 +72,14 @@ def test_every_trial_is_stored_checked_and_the_default_is_timed_in_every_task(sw
                 "OR p20_us > latency_us OR latency_us > p80_us") == [(0,)]
     assert rows(folder, "SELECT device_name FROM devices") == [("TRITON_INTERPRETER",)]
     assert "6/6 tasks done, 0 failed; 18 trials run now" in " ".join(run.stdout.split())
+    # The time line: no pruning and no compile pool on the interpreter; measure seconds are the
+    # sum of the trials' measure_s, which the wall time covers.
+    times = re.search(r"18 trials run, 0 pruned before launch; compile 0\.0 s \(0\.0 s waited\), "
+                      r"measure ([\d.]+) s, wall ([\d.]+) s", " ".join(run.stdout.split()))
+    assert times, run.stdout
+    [(measure_s,)] = rows(folder, "SELECT sum(measure_s) FROM trials")
+    assert float(times[1]) == pytest.approx(measure_s, abs=0.06)
+    assert 0 < float(times[1]) < float(times[2])
 
 
 def test_rerun_resumes_without_measuring_again(swept):
