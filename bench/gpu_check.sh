@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# GPU check for the main job (issue 2), run on a lent GPU machine through the device tool:
-#   installs the carried wheels (.whl/), sweeps the Qwen3.8-27B TP2 shapes, exports the files and
-#   prints the per-M speedup of the winners over vLLM's default config.
+# GPU check of issues 2-4, run on a lent GPU machine through the device tool:
+#   kernel tests on CUDA; a sweep of the Qwen3.8-27B TP2 shapes with the default strategy (the
+#   closing line gives trials run/pruned, compile vs measure seconds, wall); export and the
+#   per-M speedup table; `tuner verify` (vLLM's pick vs the default, on and off the grid); a
+#   DeepSeek-V3 sweep at a few M and `bench/vs_shipped.py` (ours vs vLLM 0.33.0's shipped file vs
+#   the default, interleaved), with roofline ratios.
 # The machine has torch and triton preinstalled; the rest travels as wheels in .whl/, made here by
-# bench/fetch_wheels.sh (then call the device tool with carry [".whl"]). Sized for ~10 minutes on
-# one H200; override with env vars.
-set -euo pipefail
-M_VALUES=${M_VALUES:-1,16,32,2048,4096}
-TRIALS=${TRIALS:-40}
-MODEL=${MODEL:-qwen3.8-27b}
-TP=${TP:-2}
+# bench/fetch_wheels.sh (then call the device tool with carry [".whl"]). vs_shipped reads the
+# shipped files from shared/fixtures/vllm-0.33.0 (copy them into an ignored folder that travels,
+# and pass SHIPPED_DIR). Every step has its own time limit, so one slow step cannot eat the rest;
+# sized for about 9 minutes on one H200. Results land in $OUT (the device tool's output folder).
+set -uo pipefail
+M_VALUES=${M_VALUES:-1,16,32,256,2048,4096}
+TRIALS=${TRIALS:-128}
 OUT=${OUT:-out}
+SWEEP_S=${SWEEP_S:-240}
+SHIPPED_DIR=${SHIPPED_DIR:-../shared/fixtures/vllm-0.33.0}
 if [ -d .whl ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl
@@ -18,21 +23,24 @@ if [ -d .whl ]; then
 fi
 export PYTHONUNBUFFERED=1 TUNER_DB_URL=${TUNER_DB_URL:-sqlite:///$OUT/gpu_check.db}
 mkdir -p "$OUT"
+step() { echo; echo "== $1 (limit $2 s)"; shift 2; timeout "$@" || echo "step exited $?"; }
 DEVICE=$(python3 -c "import torch; from tuner.devices import vllm_device_name; print(vllm_device_name(torch.cuda.get_device_name()))")
 python3 -c "import torch, triton; print('gpu', torch.cuda.get_device_name(), 'torch', torch.__version__, 'triton', triton.__version__)"
-# The kernel on the real GPU against the float64 reference (the same cases as under the interpreter).
-TRITON_INTERPRET=0 timeout 300 python3 -m pytest -q -p no:cacheprovider tests/tuner/test_kernel.py \
-  | tail -3
-start=$(date +%s)
-python3 -m tuner.cli sweep --device "$DEVICE" --model "$MODEL" --tp "$TP" --m "$M_VALUES" \
-  --strategy "${STRATEGY:-local}" --trials "$TRIALS"
-echo "sweep wall time: $(( $(date +%s) - start )) s"
-python3 -m tuner.cli export --device "$DEVICE" --out "$OUT/configs"
-python3 -m tuner.cli winners --device "$DEVICE"
-# Compile-for-target pruning with this host's Triton (issue 3): configs of vLLM's space for this
-# GPU's architecture, compile seconds per config on this host's cores; result in bench/results/.
-if [ "${COMPILE_PRUNE:-1}" = 1 ]; then
-  ARCH=$(python3 -c "import torch; major, minor = torch.cuda.get_device_capability(); print(major * 10 + minor)")
-  TUNER_CACHE_DIR="$OUT/cache" timeout 300 python3 bench/compile_prune.py --arch "$ARCH" \
-    --limit "${PRUNE_LIMIT:-1280}" --out-dir "$OUT" || echo "compile_prune did not finish within 300 s"
+# The kernel on the real GPU against the float64 reference (the same cases as under the interpreter),
+# and the timing method's tests.
+step "kernel and timing tests on CUDA" 150 150 env TRITON_INTERPRET=0 python3 -m pytest -q -x \
+  -p no:cacheprovider tests/tuner/test_kernel.py tests/tuner/test_timing.py
+step "sweep qwen3.8-27b TP2, M=$M_VALUES, $TRIALS trials" "$SWEEP_S" "$SWEEP_S" \
+  python3 -m tuner.cli sweep --device "$DEVICE" --model qwen3.8-27b --tp 2 --m "$M_VALUES" \
+  --trials "$TRIALS"
+step "export and winners" 60 60 bash -c "python3 -m tuner.cli export --device '$DEVICE' \
+  --out '$OUT/configs' --allow-partial && python3 -m tuner.cli winners --device '$DEVICE'"
+step "verify qwen3.8-27b TP2" 90 90 python3 -m tuner.cli verify --device "$DEVICE" \
+  --model qwen3.8-27b --tp 2 --m "$M_VALUES" --allow-partial
+if [ "${DEEPSEEK:-1}" = 1 ]; then
+  step "sweep deepseek-v3 TP8 at M=${DS_M:-1,64,4096}" 120 120 python3 -m tuner.cli sweep \
+    --device "$DEVICE" --model deepseek-v3 --tp 8 --m "${DS_M:-1,64,4096}" --trials "${DS_TRIALS:-48}"
+  step "vs_shipped deepseek-v3 TP8" 120 120 python3 bench/vs_shipped.py --device "$DEVICE" \
+    --tp 8 --m "${DS_M:-1,64,4096}" --shipped-dir "$SHIPPED_DIR" --out "$OUT/vs_shipped_$DEVICE.json"
 fi
+cp -f "${TUNER_DB_URL#sqlite:///}" "$OUT/" 2>/dev/null || true
