@@ -26,7 +26,12 @@ class PartialFileError(ValueError):
 
 
 class WinnerLike(Protocol):
-    """The best trial of one (shape, M), as the merge needs it."""
+    """The best trial of one (shape, M), as the merge needs it.
+
+    A winner may also carry `decided` (bool: kept by a decision after interleaved re-timing)
+    and `spread_us` (float | None: the noise the decision had to beat, microseconds), as
+    db.repo.WinnerRow does; a winner without them counts as undecided (`decided_spread`).
+    """
 
     M: int
     config: Mapping[str, int]
@@ -81,6 +86,33 @@ def _fmt_config(config: Mapping[str, int]) -> str:
         return json.dumps(dict(config))
 
 
+def decided_spread(winner: WinnerLike) -> tuple[bool, float | None]:
+    """Whether a winner was kept by a decision after interleaved re-timing, and its spread.
+
+    Args:
+        winner: db.repo.WinnerRow or alike; `decided` and `spread_us` are optional attributes.
+
+    Returns:
+        (decided, spread_us in microseconds or None); (False, None) for a winner without them.
+    """
+    decided = bool(getattr(winner, "decided", False))
+    spread_us = getattr(winner, "spread_us", None) if decided else None
+    return decided, None if spread_us is None else float(spread_us)
+
+
+def _default_note(winner: WinnerLike) -> str:
+    """Why the default config is in the file when it is the winner itself."""
+    decided, spread_us = decided_spread(winner)
+    if not decided:
+        return f"M={winner.M}: the default config was fastest"
+    # A decision keeps the default when it is fastest by more than the spread, or when the
+    # fastest leads it by no more than the spread (tuner.noise.decide_winner): either way no
+    # config beat it by more than the noise, which is all a winner row can tell.
+    noise = "" if spread_us is None else f" (spread {spread_us:.2f} us)"
+    return (f"M={winner.M}: default config kept after interleaved re-timing: no config beat it "
+            f"by more than the noise{noise}")
+
+
 def merge_shape(
     winners: Sequence[WinnerLike], *, m_requested: Sequence[int], default: KernelConfig,
     existing: Mapping[int, Mapping[str, int]] | None = None, allow_partial: bool = False,
@@ -89,7 +121,9 @@ def merge_shape(
     """Merge one shape's winners into a file (DESIGN §9).
 
     A winner not faster than the default config for its M (equal median included: no measured
-    gain) is replaced by the default, with a note. `existing` entries fill M without a winner;
+    gain) is replaced by the default, with a note. A winner that is the default config gets a
+    note too: "was fastest" for a trial, or, for a decided winner (`decided_spread`), that no
+    config beat it by more than the re-timing's spread. `existing` entries fill M without a winner;
     they were not measured here, so their notes say where they came from and claim nothing about
     the default. They do not count as tuned: a grid M with only an existing entry is missing.
 
@@ -124,7 +158,7 @@ def merge_shape(
             notes.append(f"M={M}: measured winner replaces {origin(M)}")
         if winner.is_default:
             configs[M] = default.as_dict()
-            notes.append(f"M={M}: the default config was fastest")
+            notes.append(_default_note(winner))
         elif winner.default_latency_us is None:
             configs[M] = dict(winner.config)
             notes.append(f"M={M}: no default-config baseline measured; winner kept unchecked")

@@ -26,6 +26,7 @@ from tuner.merge import (
     DeviceFile,
     PartialFileError,
     build_device_files,
+    decided_spread,
     merge_shape,
     write_files_atomically,
 )
@@ -68,6 +69,8 @@ class Winner:
     N: int = 5120
     K: int = 3072
     block_shape: tuple[int, int] = (128, 128)
+    spread_us: float | None = None
+    decided: bool = False
 
 
 @dataclass
@@ -255,6 +258,46 @@ def test_merge_emits_default_where_winner_is_not_faster() -> None:
     assert merged.text == dump_config_file(merged.configs)
     assert merged.sha256 == hashlib.sha256(merged.text.encode()).hexdigest()
     assert not merged.partial and merged.m_missing == []
+
+
+def test_merge_notes_say_a_decided_default_was_kept_within_the_noise() -> None:
+    default = dict(DEFAULT.as_dict())
+    winners = [
+        # a decision kept the default: no config beat it by more than the spread
+        Winner(1, default, 9.9, 9.9, True, spread_us=0.8, decided=True),
+        Winner(16, default, 9.0, 9.0, True),                      # an undecided default trial
+        Winner(32, FAST, 7.0, 9.0, spread_us=0.5, decided=True),  # decided, faster: no note
+        Winner(64, default, 9.0, 9.0, True, spread_us=None, decided=True),
+        Winner(128, default, 9.0, 9.0, True, spread_us=0.3),      # spread without a decision
+    ]
+    merged = merge_shape(winners, m_requested=[1, 16, 32, 64, 128], default=DEFAULT)
+    assert merged.configs == {1: default, 16: default, 32: FAST, 64: default, 128: default}
+    assert merged.notes == [
+        "M=1: default config kept after interleaved re-timing: no config beat it by more than "
+        "the noise (spread 0.80 us)",
+        "M=16: the default config was fastest",
+        "M=64: default config kept after interleaved re-timing: no config beat it by more than "
+        "the noise",
+        "M=128: the default config was fastest",
+    ]
+    assert merged.text == dump_config_file(merged.configs)
+
+
+def test_decided_spread_of_rows_with_and_without_the_fields() -> None:
+    assert decided_spread(Winner(1, FAST, 1.0, spread_us=1.25, decided=True)) == (True, 1.25)
+    assert decided_spread(Winner(1, FAST, 1.0, spread_us=1.25)) == (False, None)
+
+    @dataclass
+    class Bare:  # a duck-typed winner without the decision fields (e.g. tuner.shipped's)
+        M: int = 1
+        config: dict = field(default_factory=dict)
+        latency_us: float = 1.0
+        default_latency_us: float | None = 2.0
+        is_default: bool = True
+
+    assert decided_spread(Bare()) == (False, None)
+    merged = merge_shape([Bare()], m_requested=[1], default=DEFAULT)
+    assert merged.notes == ["M=1: the default config was fastest"]
 
 
 def test_merge_refuses_a_partial_file_unless_asked() -> None:
