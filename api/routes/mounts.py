@@ -8,7 +8,16 @@ from fastapi import APIRouter, HTTPException, Query
 from fastapi.responses import PlainTextResponse
 
 from api.deps import SessionDep, SettingsDep
-from api.routes.devices import Engine, KnownDevice, OutDtype, Partial, device_files
+from api.routes.devices import (
+    AllowStale,
+    Engine,
+    KnownDevice,
+    OutDtype,
+    Partial,
+    device_files,
+    provenance_filters,
+)
+from db import repo
 from tuner.mounts import DEFAULT_HOST_DIR, DEFAULT_SITE_PACKAGES, MountRequest, render_mounts
 
 router = APIRouter(prefix="/devices", tags=["mounts"])
@@ -29,7 +38,7 @@ def read_mounts(
         "volume mounts.")] = "docker",
     host_dir: Annotated[str, Query(max_length=512, description="Host folder holding the "
                                    "exported files.")] = DEFAULT_HOST_DIR,
-    partial: Partial = None, out_dtype: OutDtype = None,
+    partial: Partial = None, out_dtype: OutDtype = None, allow_stale: AllowStale = False,
 ) -> PlainTextResponse:
     """The same text as `tuner mounts --device ...`: one read-only mount per file of the device.
 
@@ -43,18 +52,28 @@ def read_mounts(
         host_dir: Where the files are on the host.
         partial: Include shapes with M that have no winner yet.
         out_dtype: Only trials of this output dtype.
+        allow_stale: Also use trials of other kernel sources and Triton versions (default: the
+            current kernel hash and Triton major.minor only, as the file routes).
 
     Returns:
         Commented text to paste.
 
     Raises:
-        HTTPException: 404 for an unknown device or no files; 422 for a bad site-packages path.
+        HTTPException: 404 for an unknown device or no files (saying how many stale trials
+            were left out); 409 if the winners cannot be merged; 422 for a bad site-packages
+            path or a bad allow_stale.
     """
     allow = settings.allow_partial if partial is None else partial
-    merged = device_files(session, device_name, partial=allow, out_dtype=out_dtype, engine=engine)
+    merged = device_files(session, device_name, partial=allow, out_dtype=out_dtype, engine=engine,
+                          allow_stale=allow_stale)
     if not merged.files:
+        stale = 0 if allow_stale else repo.stale_trials(
+            session, device_name=device_name,
+            **provenance_filters(session, device_name, allow_stale))
+        hint = (f"; {stale} ok trial(s) of another kernel or Triton left out "
+                "(?allow_stale=true uses them)" if stale else "")
         raise HTTPException(404, detail=f"{device_name} has no complete file to mount yet; "
-                                        "?partial=true mounts what there is")
+                                        f"?partial=true mounts what there is{hint}")
     try:
         text = render_mounts(MountRequest(
             device_name=device_name, engine=engine,
