@@ -43,11 +43,17 @@ class ReportRow:
     default_latency_us: float | None
     is_default: bool
     imported_from: str | None = None
+    # A winner kept by a decision after interleaved re-timing: the spread (microseconds) it had
+    # to beat, and why it was kept ("fastest", "default" or "simpler") with the decision's note.
+    decided: bool = False
+    spread_us: float | None = None
+    kept: str | None = None
+    kept_note: str | None = None
 
 
 @dataclass(frozen=True)
 class ShapeReport:
-    """One (N, K, block_shape) of the device."""
+    """One (N, K, block_shape) of the device; `m_stale`: M whose trials are all stale."""
 
     N: int
     K: int
@@ -55,11 +61,26 @@ class ShapeReport:
     m_requested: tuple[int, ...]
     rows: tuple[ReportRow, ...]
     models: tuple[str, ...]
+    m_stale: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReportScope:
+    """Which trials the winners come from: those of `kernel_hash` and Triton `triton_minor`
+    (None: any), `stale_trials` ok trials of other versions left out; or every trial
+    (`allow_stale`)."""
+
+    allow_stale: bool
+    kernel_hash: str | None = None
+    triton_minor: str | None = None
+    stale_trials: int = 0
 
 
 def _emitted(row: ReportRow) -> str:
     if row.latency_us is None:
         return f"imported from '{row.imported_from}' (not measured)" if row.imported_from else "-"
+    if row.is_default and row.decided and row.kept != "fastest":
+        return "default (no config beat it beyond the noise)"
     if row.is_default:
         return "default (fastest)"
     if row.default_latency_us is None:
@@ -67,6 +88,14 @@ def _emitted(row: ReportRow) -> str:
     if row.latency_us >= row.default_latency_us:
         return "default (winner not faster)"
     return "winner"
+
+
+def _decision(row: ReportRow) -> str:
+    if not row.decided:
+        return "-"
+    if row.kept is None:
+        return "re-timed"
+    return f"kept {row.kept}: {row.kept_note}" if row.kept_note else f"kept {row.kept}"
 
 
 def _num(value: float | None, digits: int = 1) -> str:
@@ -151,6 +180,10 @@ def _shape_section(shape: ShapeReport, out_dtype: str, cpu: bool,
         notes.append(f'<span class="gap">No winner for M = {", ".join(map(str, lacking))} '
                      "(decode, small batch or prefill): vLLM will use the nearest key there."
                      "</span>")
+    stale = [M for M in gaps if M in shape.m_stale]
+    if stale:
+        notes.append(f'<span class="gap">M = {", ".join(map(str, stale))} only have trials of '
+                     "another kernel or Triton (?allow_stale=true shows them).</span>")
     if grid_missing and not gaps:
         notes.append(f"Not tuned from vLLM's 18-value grid: {', '.join(map(str, grid_missing))}.")
     unit = "GB/s (CPU)" if cpu else "GB/s"
@@ -169,7 +202,8 @@ def _shape_section(shape: ShapeReport, out_dtype: str, cpu: bool,
             f"<td>{_num(r.default_latency_us)}</td>"
             f"<td>{'-' if speedup is None else f'{speedup:.2f}x'}</td>"
             f"<td>{_num(f and f.gbps)}</td><td>{_num(f and f.tflops, 2)}</td>{shares_cells}"
-            f"<td class=l>{escape(_emitted(r))}</td></tr>"
+            f"<td class=l>{escape(_emitted(r))}</td><td>{_num(r.spread_us, 2)}</td>"
+            f"<td class=l>{escape(_decision(r))}</td></tr>"
         )
     shares_head = ("<th>% copy BW</th><th>% FP8 mm</th><th class=l>bound</th>"
                    if ceilings else "")
@@ -181,7 +215,8 @@ def _shape_section(shape: ShapeReport, out_dtype: str, cpu: bool,
         + f'<div class="charts">{"".join(charts)}</div>'
         + f"<table><tr><th>M</th><th class=l>winner config</th><th>latency_us</th>"
         f"<th>default_us</th><th>speedup</th><th>{unit}</th><th>TFLOP/s</th>{shares_head}"
-        f"<th class=l>in the file</th></tr>{''.join(rows)}</table></section>"
+        f"<th class=l>in the file</th><th>spread_us</th><th class=l>decision</th></tr>"
+        f"{''.join(rows)}</table></section>"
     )
 
 
@@ -205,9 +240,23 @@ def _ceilings_note(ceilings: Mapping[str, float]) -> str:
             f"over them.{ridge}</p>")
 
 
+def _scope_note(scope: ReportScope) -> str:
+    if scope.allow_stale:
+        return ('<p class="note" id="scope">Winners from the trials of every kernel source and '
+                "Triton version (?allow_stale=true).</p>")
+    kernel = escape((scope.kernel_hash or "any")[:12])
+    triton = escape(scope.triton_minor or "any")
+    left_out = (f"{scope.stale_trials} ok trial(s) of another kernel or Triton left out "
+                "(?allow_stale=true includes them)." if scope.stale_trials else
+                "no ok trials of other versions were left out.")
+    return (f'<p class="note" id="scope">Winners from the trials of the current kernel source '
+            f"(kernel {kernel}) and Triton {triton} only; {left_out}</p>")
+
+
 def render_report(
     device_name: str, shapes: Sequence[ShapeReport], environments: Sequence[Mapping[str, object]],
     *, version: str, out_dtype: str | None, ceilings: Mapping[str, object] | None = None,
+    scope: ReportScope | None = None,
 ) -> str:
     """The whole HTML page.
 
@@ -220,6 +269,8 @@ def render_report(
         ceilings: the device's measured ceilings, {"copy_gbps": GB/s, "fp8_mm_tflops":
             TFLOP/s} (db.repo.device_ceilings); with them the tables get % of each ceiling and
             the bound, and each shape a chart of those % over M.
+        scope: which trials the winners come from (kernel hash, Triton major.minor, stale
+            trials left out); None leaves that note out.
 
     Returns:
         A standalone HTML document (inline CSS and SVG, no script).
@@ -237,6 +288,8 @@ def render_report(
     if cpu:
         head += ('<p class="note">TRITON_INTERPRETER: CPU timings of the Triton interpreter, '
                  "not GPU timings.</p>")
+    if scope is not None:
+        head += _scope_note(scope)
     head += _ceilings_note(usable)
     nav = " · ".join(f'<a href="#shape-{s.N}x{s.K}">N={s.N}, K={s.K}</a>' for s in shapes)
     body = [f"<nav>{nav}</nav>" if shapes else "<p>No shapes in the store for this device yet.</p>"]

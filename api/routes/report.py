@@ -6,27 +6,46 @@ from dataclasses import asdict
 
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
+from sqlalchemy.orm import Session
 
 import tuner
 from api.deps import SessionDep
-from api.report import ReportRow, ShapeReport, render_report
-from api.routes.devices import KnownDevice, OutDtype
+from api.report import ReportRow, ReportScope, ShapeReport, render_report
+from api.routes.devices import AllowStale, KnownDevice, OutDtype, provenance_filters
 from db import repo
 
 router = APIRouter(prefix="/devices", tags=["report"])
 
 
+def _row(session: Session, winner: repo.WinnerRow) -> ReportRow:
+    """A winner as a report row; a decided one with its spread and why it was kept (one query
+    per decided winner: a report is read rarely)."""
+    decision = repo.task_decision(session, task_id=winner.task_id) if winner.decided else None
+    return ReportRow(
+        M=winner.M, config=winner.config, latency_us=winner.latency_us,
+        default_latency_us=winner.default_latency_us, is_default=winner.is_default,
+        decided=winner.decided, spread_us=winner.spread_us if winner.decided else None,
+        kept=decision.kept if decision else None, kept_note=decision.note if decision else None,
+    )
+
+
 @router.get("/{device_name}/report", response_class=HTMLResponse, response_model=None,
             responses={404: {"description": "Unknown device"}})
 def read_report(device_name: KnownDevice, session: SessionDep,
-                out_dtype: OutDtype = None) -> HTMLResponse:
+                out_dtype: OutDtype = None, allow_stale: AllowStale = False) -> HTMLResponse:
     """An HTML page with, per shape, winner and default latency over M (log scales), speedup
-    over the default, achieved bandwidth and throughput, coverage gaps, and the environments.
+    over the default, achieved bandwidth and throughput, the re-timing's spread and why a
+    decided winner was kept, coverage gaps, and the environments.
+
+    Winners come from trials of the current kernel source and Triton major.minor only (as the
+    file routes serve them), unless allow_stale; the page says which, and how many ok trials
+    of other versions it left out.
 
     Args:
         device_name: vLLM's device key.
         session: The store session.
         out_dtype: Only trials of this output dtype.
+        allow_stale: Also use trials of other kernel sources and Triton versions.
 
     Returns:
         The page (inline SVG charts rendered on the server, no script).
@@ -34,16 +53,15 @@ def read_report(device_name: KnownDevice, session: SessionDep,
     Raises:
         HTTPException: 404 for an unknown device.
     """
-    winners = repo.winners(session, device_name=device_name, out_dtype=out_dtype)
+    filters = provenance_filters(session, device_name, allow_stale)
+    winners = repo.winners(session, device_name=device_name, out_dtype=out_dtype, **filters)
     coverage = {(c.N, c.K, c.block_shape): c
-                for c in repo.shape_coverage(session, device_name=device_name, out_dtype=out_dtype)}
+                for c in repo.shape_coverage(session, device_name=device_name,
+                                             out_dtype=out_dtype, **filters)}
     imported = repo.imported_configs(session, device_name=device_name)
     by_shape: dict[tuple[int, int, tuple[int, int]], dict[int, ReportRow]] = {}
     for w in winners:
-        by_shape.setdefault((w.N, w.K, w.block_shape), {})[w.M] = ReportRow(
-            M=w.M, config=w.config, latency_us=w.latency_us,
-            default_latency_us=w.default_latency_us, is_default=w.is_default,
-        )
+        by_shape.setdefault((w.N, w.K, w.block_shape), {})[w.M] = _row(session, w)
     shapes = []
     for key in sorted(set(by_shape) | set(coverage)):
         rows = by_shape.get(key, {})
@@ -56,9 +74,15 @@ def read_report(device_name: KnownDevice, session: SessionDep,
         shapes.append(ShapeReport(
             N=key[0], K=key[1], block_shape=key[2], rows=tuple(rows[M] for M in sorted(rows)),
             m_requested=cov.m_requested if cov else (), models=cov.models if cov else (),
+            m_stale=tuple(cov.m_stale) if cov else (),
         ))
+    scope = ReportScope(allow_stale=True) if allow_stale else ReportScope(
+        allow_stale=False, kernel_hash=filters["kernel_hash"],
+        triton_minor=filters["triton_minor"],
+        stale_trials=repo.stale_trials(session, device_name=device_name, **filters),
+    )
     environments = [asdict(e) for e in repo.device_environments(session, device_name=device_name)]
     ceilings = repo.device_ceilings(session, device_name=device_name)
     html = render_report(device_name, shapes, environments, version=tuner.__version__,
-                         out_dtype=out_dtype, ceilings=ceilings)
+                         out_dtype=out_dtype, ceilings=ceilings, scope=scope)
     return HTMLResponse(html)
