@@ -7,6 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
+from tuner.strategies import DEFAULT_STRATEGY, DEFAULT_TRIALS
+
 
 class Health(BaseModel):
     """The service is up; which version and which store (password masked)."""
@@ -148,7 +150,8 @@ class SweepCreate(BaseModel):
 
     model_config = {"extra": "forbid", "json_schema_extra": {"examples": [
         {"device_name": "NVIDIA_L20", "model": "qwen3.8-27b", "tp": 2,
-         "m_values": [1, 16, 32, 2048, 4096], "strategy": "optuna", "trials": 64},
+         "m_values": [1, 16, 32, 2048, 4096], "strategy": DEFAULT_STRATEGY,
+         "trials": DEFAULT_TRIALS},
     ]}}
 
     device_name: str = Field(pattern=r"^[A-Za-z0-9_.\-]{1,128}$", examples=["NVIDIA_L20"],
@@ -160,10 +163,11 @@ class SweepCreate(BaseModel):
     m_values: list[MValue] = Field(min_length=1, max_length=64,
                                    examples=[[1, 16, 32, 2048, 4096]],
                                    description="Batch sizes M to tune.")
-    strategy: str = Field(default="optuna", pattern=r"^[a-z][a-z0-9+_\-]{0,31}$",
-                          examples=["optuna"],
-                          description="A search strategy of tuner.strategies: grid, optuna, ...")
-    trials: int = Field(default=64, ge=1, le=100_000,
+    strategy: str = Field(default=DEFAULT_STRATEGY, pattern=r"^[a-z][a-z0-9+_\-]{0,31}$",
+                          examples=[DEFAULT_STRATEGY],
+                          description="A search strategy of tuner.strategies: local, optuna, "
+                                      "tpe+local, grid.")
+    trials: int = Field(default=DEFAULT_TRIALS, ge=1, le=100_000,
                         description="Configs per (N, K, M) (not grid), vLLM's default included.")
     seed: int = Field(default=0, ge=0, le=MAX_INT32)
     out_dtype: Literal["bfloat16", "float16"] = "bfloat16"

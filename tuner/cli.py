@@ -1,4 +1,5 @@
-"""The `tuner` command line: sweep, export, serve, shapes, db."""
+"""The `tuner` command line: sweep, worker, serve, db, and the shared options; the other commands
+live in tuner/cli_*.py and register themselves on `app` when this module is imported."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
+
+from tuner.strategies.defaults import DEFAULT_STRATEGY, DEFAULT_TRIALS
 
 app = typer.Typer(
     help="Autotune vLLM's W8A8 block-FP8 Triton GEMM over the full M grid, keep every timing, "
@@ -35,6 +37,9 @@ class StrategyName(StrEnum):
     optuna = "optuna"
     local = "local"
     tpe_local = "tpe+local"
+
+
+DEFAULT_STRATEGY_NAME = StrategyName(DEFAULT_STRATEGY)
 
 
 class EngineName(StrEnum):
@@ -86,6 +91,9 @@ LeaseOpt = Annotated[
                         help="Seconds a claimed task stays leased without a heartbeat.")
 ]
 
+# The largest M the store keeps (a 32-bit INTEGER column on PostgreSQL).
+MAX_M = 2**31 - 1
+
 # vLLM's default batch sizes (benchmarks/kernels/benchmark_w8a8_block_fp8.py).
 DEFAULT_M = "1,2,4,8,16,24,32,48,64,96,128,256,512,1024,1536,2048,3072,4096"
 
@@ -107,6 +115,9 @@ def parse_m_values(text: str) -> tuple[int, ...]:
         part = part.strip()
         if not part.isdigit() or int(part) < 1:
             raise ValueError(f"--m: '{part}' is not a positive integer (expected e.g. 1,16,32)")
+        if int(part) > MAX_M:
+            raise ValueError(f"--m: {part} is larger than {MAX_M} (the store keeps M as a "
+                             "32-bit integer)")
         values.add(int(part))
     return tuple(sorted(values))
 
@@ -159,11 +170,12 @@ def sweep(
                      "neighbourhood search from vLLM's default and the winners the store knows "
                      "for the device; optuna: TPE; tpe+local: TPE, then local; --trials per "
                      "task. grid: every config of the space."),
-    ] = StrategyName.local,
+    ] = DEFAULT_STRATEGY_NAME,
     trials: Annotated[int, typer.Option(min=1, max=100_000, help="Configs per (N, K, M) for "
                                         "local, optuna and tpe+local, vLLM's default config "
                                         "included (128: where local reached 0.99 of the "
-                                        "optimum in bench/search_quality.py).")] = 128,
+                                        "optimum in bench/search_quality.py).")
+                       ] = DEFAULT_TRIALS,
     configs: ConfigsOpt = None,
     seed: Annotated[int, typer.Option(min=0, max=2**31 - 1, help="Seed of the search and of the "
                                       "random inputs.")] = 0,
@@ -366,191 +378,9 @@ def _device_in_store(session, device: str) -> str:
     return names[0]
 
 
-@app.command()
-def export(
-    device: DeviceOpt,
-    out: Annotated[Path, typer.Option(help="Folder to write the vLLM config files to.")],
-    allow_partial: Annotated[bool, typer.Option(help="Also write files whose M grid is not "
-                                                "fully tuned yet.")] = False,
-    out_dtype: Annotated[OutDtype | None, typer.Option(help="Only trials with this output "
-                                                       "dtype [default: all].")] = None,
-    engine_name: Annotated[EngineName, typer.Option(
-        "--engine", help="File-name spelling: vllm, or sglang (block_shape=[128, 128]).",
-    )] = EngineName.vllm,
-    allow_stale: Annotated[bool, typer.Option(
-        "--allow-stale", help="Also use trials timed with another kernel source or another "
-        "Triton major.minor than the current ones.")] = False,
-    db: DbOpt = None,
-) -> None:
-    """Write one vLLM config file per (N, K) of a device from the winners in the store.
-
-    Winners come from trials of the current kernel source and Triton major.minor only, unless
-    --allow-stale. Entries imported with `tuner import` fill M that have no measured winner;
-    measured winners beat them, and the notes say which M came from an import.
-    """
-    from db import repo
-    from db.engine import session_scope
-    from tuner.cli_store import provenance_scope, stale_m, stale_reason
-    from tuner.configfile import SGLANG_NOTE
-    from tuner.merge import build_device_files, write_files_atomically
-
-    _, engine = _open_store(db)
-    dtype = out_dtype.value if out_dtype else None
-    with session_scope(engine) as session:
-        device_name = _device_in_store(session, device)
-        scope, note = provenance_scope(session, device_name, allow_stale)
-        winners = repo.winners(session, device_name=device_name, out_dtype=dtype, **scope)
-        coverage = repo.shape_coverage(session, device_name=device_name, out_dtype=dtype,
-                                       **scope)
-        imported = repo.imported_configs(session, device_name=device_name)
-    if note is not None:
-        typer.echo(note, err=True)
-    try:
-        result = build_device_files(winners, coverage, allow_partial=allow_partial,
-                                    imported=imported, device_name=device_name,
-                                    engine=engine_name.value)
-    except ValueError as exc:
-        raise fail(f"cannot merge {device_name}: {exc}; pick one with --out-dtype") from None
-    if engine_name == "sglang":
-        typer.echo(f"note: {SGLANG_NOTE}", err=True)
-    try:
-        paths = write_files_atomically(result.files, out)
-    except OSError as exc:
-        raise fail(f"cannot write to {out}: {exc}") from None
-    for file, path in zip(result.files, paths, strict=True):
-        merged = file.merged
-        console.print(f"wrote {path}  (M = {','.join(map(str, merged.configs))})",
-                      soft_wrap=True, markup=False, highlight=False)
-        for line in [*merged.notes, *merged.warnings]:
-            console.print(f"    {line}", soft_wrap=True, markup=False, highlight=False)
-    stale = stale_m(coverage)
-    stale_skips = 0
-    for skipped in result.skipped:
-        reason = stale_reason(skipped.m_missing,
-                              stale.get((skipped.N, skipped.K, skipped.block_shape), ()))
-        stale_skips += bool(reason)
-        typer.echo(f"skipped N={skipped.N},K={skipped.K}: {skipped.reason}{reason}", err=True)
-    if not result.files:
-        because = (f"; {stale_skips} shape(s) lack winners because their trials are stale: "
-                   "--allow-stale uses them" if stale_skips else "")
-        raise fail(f"no file written{because}", 1)
-
-
-@app.command()
-def winners(
-    device: DeviceOpt,
-    out_dtype: Annotated[OutDtype | None, typer.Option(help="Only trials with this output "
-                                                       "dtype [default: all].")] = None,
-    allow_stale: Annotated[bool, typer.Option(
-        "--allow-stale", help="Also use trials timed with another kernel source or another "
-        "Triton major.minor than the current ones.")] = False,
-    db: DbOpt = None,
-) -> None:
-    """Per (N, K, M): the winning config in the store against vLLM's default config.
-
-    The winner is the config a re-timing decided on (spread_us: the noise it had to beat), else
-    the fastest checked config; from trials of the current kernel source and Triton
-    major.minor only, unless --allow-stale.
-    """
-    from db import repo
-    from db.engine import session_scope
-    from tuner.cli_store import provenance_scope
-    from tuner.space import KernelConfig
-
-    _, engine = _open_store(db)
-    with session_scope(engine) as session:
-        device_name = _device_in_store(session, device)
-        scope, note = provenance_scope(session, device_name, allow_stale)
-        rows = repo.winners(session, device_name=device_name,
-                            out_dtype=out_dtype.value if out_dtype else None, **scope)
-    table = Table("N", "K", "M", "winner", "latency_us", "default_us", "speedup", "spread_us",
-                  title=device_name)
-    for row in rows:
-        default_us = row.default_latency_us
-        table.add_row(
-            str(row.N), str(row.K), str(row.M), KernelConfig.from_dict(row.config).short(),
-            f"{row.latency_us:.1f}", "-" if default_us is None else f"{default_us:.1f}",
-            "-" if default_us is None else f"{default_us / row.latency_us:.2f}x",
-            "-" if row.spread_us is None else f"{row.spread_us:.2f}",
-        )
-    console.print(table)
-    if note is not None:
-        typer.echo(note, err=True)
-
-
-@app.command()
-def serve(
-    db: DbOpt = None,
-    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to bind.")] = 8000,
-) -> None:
-    """Serve the merged config files over HTTP (FastAPI under uvicorn)."""
-    import uvicorn
-
-    from api.app import create_app
-    from api.settings import Settings
-
-    url, _ = _open_store(db)
-    uvicorn.run(create_app(Settings(db_url=url, host=host, port=port)), host=host, port=port)
-
-
-@shapes_app.command("list")
-def shapes_list() -> None:
-    """Models with shapes (packaged, then your shapes folder), TP sizes and descriptions."""
-    from tuner.shapes import ShapesFileError, known_models, load_shapes, tp_sizes
-
-    table = Table("model", "TP sizes", "description")
-    broken = []
-    for name in known_models():
-        try:
-            sizes = tp_sizes(name)
-            description = load_shapes(name, sizes[0]).description
-        except ShapesFileError as exc:
-            broken.append(str(exc))
-            continue
-        table.add_row(name, ", ".join(map(str, sizes)), description)
-    console.print(table)
-    if broken:
-        raise fail(broken[0] if len(broken) == 1 else f"{broken[0]} (and {len(broken) - 1} "
-                   "more malformed shapes file(s))")
-
-
-@shapes_app.command("show")
-def shapes_show(
-    model: Annotated[str, typer.Argument(help="Model key from `tuner shapes list`.")],
-    tp: Annotated[int | None, typer.Option(help="Tensor-parallel size.")] = None,
-) -> None:
-    """The (N, K) of a model at one TP size, with their source."""
-    from tuner.shapes import UnknownModelError, load_shapes
-
-    try:
-        entry = load_shapes(model, tp)
-    except (UnknownModelError, ValueError) as exc:
-        raise fail(str(exc).strip("'\"")) from None
-    group_n, group_k = entry.block_shape
-    console.print(f"{entry.model} TP {entry.tp}, block_shape [{group_n}, {group_k}]",
-                  soft_wrap=True)
-    table = Table("N", "K")
-    for n, k in entry.shapes:
-        table.add_row(str(n), str(k))
-    console.print(table)
-    console.print(f"source: {entry.source}", soft_wrap=True, markup=False)
-
-
-@db_app.command("upgrade")
-def db_upgrade(db: DbOpt = None) -> None:
-    """Upgrade the store's schema to this version of the tuner (Alembic)."""
-    from db.engine import default_db_url, make_engine, upgrade
-
-    url = db or default_db_url()
-    upgrade(make_engine(url))
-    console.print(f"store {_masked(url)} is at the current schema", soft_wrap=True)
-
-
 # Commands kept in their own modules register themselves on `app` and `shapes_app`; imported
 # last because they use the helpers above.
-from tuner import cli_landscape, cli_shapes, cli_store  # noqa: E402, F401
-from tuner import cli_verify  # noqa: E402, F401
+from tuner import cli_files, cli_landscape, cli_shapes, cli_store, cli_verify  # noqa: E402, F401
 
 
 def main() -> None:

@@ -1,4 +1,5 @@
-"""`tuner shapes from-log` and `tuner shapes from-config`: shapes from how a model is served.
+"""`tuner shapes list|show|from-log|from-config`: the packaged models, and shapes from how a model
+is served.
 
 Registered on `tuner.cli.shapes_app` when `tuner.cli` is imported.
 """
@@ -20,6 +21,49 @@ SaveOpt = Annotated[
                  "folder ($TUNER_SHAPES_DIR, else ~/.config/blockfp8-tuner/shapes/), so that "
                  "`tuner sweep --model NAME` finds them."),
 ]
+
+
+@shapes_app.command("list")
+def shapes_list() -> None:
+    """Models with shapes (packaged, then your shapes folder), TP sizes and descriptions."""
+    from tuner.shapes import ShapesFileError, known_models, load_shapes, tp_sizes
+
+    table = Table("model", "TP sizes", "description")
+    broken = []
+    for name in known_models():
+        try:
+            sizes = tp_sizes(name)
+            description = load_shapes(name, sizes[0]).description
+        except ShapesFileError as exc:
+            broken.append(str(exc))
+            continue
+        table.add_row(name, ", ".join(map(str, sizes)), description)
+    console.print(table)
+    if broken:
+        raise fail(broken[0] if len(broken) == 1 else f"{broken[0]} (and {len(broken) - 1} "
+                   "more malformed shapes file(s))")
+
+
+@shapes_app.command("show")
+def shapes_show(
+    model: Annotated[str, typer.Argument(help="Model key from `tuner shapes list`.")],
+    tp: Annotated[int | None, typer.Option(help="Tensor-parallel size.")] = None,
+) -> None:
+    """The (N, K) of a model at one TP size, with their source."""
+    from tuner.shapes import UnknownModelError, load_shapes
+
+    try:
+        entry = load_shapes(model, tp)
+    except (UnknownModelError, ValueError) as exc:
+        raise fail(str(exc).strip("'\"")) from None
+    group_n, group_k = entry.block_shape
+    console.print(f"{entry.model} TP {entry.tp}, block_shape [{group_n}, {group_k}]",
+                  soft_wrap=True)
+    table = Table("N", "K")
+    for n, k in entry.shapes:
+        table.add_row(str(n), str(k))
+    console.print(table)
+    console.print(f"source: {entry.source}", soft_wrap=True, markup=False)
 
 
 def _print_shapes(shapes: Sequence[tuple[int, int]], layers: Sequence[str] | None = None) -> None:

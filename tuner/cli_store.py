@@ -1,4 +1,5 @@
-"""`tuner import`, `tuner status` and `tuner mounts`: bring files in, watch sweeps, mount files.
+"""`tuner import`, `status`, `mounts`, `serve` and `db upgrade`: bring files in, watch sweeps,
+mount and serve files, migrate the store.
 
 Registered on `tuner.cli.app` when `tuner.cli` is imported.
 """
@@ -17,9 +18,11 @@ from tuner.cli import (
     DeviceOpt,
     EngineName,
     _device_in_store,
+    _masked,
     _open_store,
     app,
     console,
+    db_app,
     fail,
 )
 
@@ -293,3 +296,29 @@ def _store_file_names(device: str, engine: str, allow_partial: bool, db: str | N
         raise fail(f"{device_name} has no complete file yet; --allow-partial mounts what there "
                    f"is{stale}")
     return [f.file_name for f in result.files], device_name
+
+
+@app.command()
+def serve(
+    db: DbOpt = None,
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to bind.")] = 8000,
+) -> None:
+    """Serve the merged config files over HTTP (FastAPI under uvicorn)."""
+    import uvicorn
+
+    from api.app import create_app
+    from api.settings import Settings
+
+    url, _ = _open_store(db)
+    uvicorn.run(create_app(Settings(db_url=url, host=host, port=port)), host=host, port=port)
+
+
+@db_app.command("upgrade")
+def db_upgrade(db: DbOpt = None) -> None:
+    """Upgrade the store's schema to this version of the tuner (Alembic)."""
+    from db.engine import default_db_url, make_engine, upgrade
+
+    url = db or default_db_url()
+    upgrade(make_engine(url))
+    console.print(f"store {_masked(url)} is at the current schema", soft_wrap=True)

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from tuner.cli import (
     DEFAULT_LEASE_S,
+    DEFAULT_STRATEGY_NAME,
     ConfigsOpt,
     DbOpt,
     DeviceOpt,
@@ -37,11 +38,12 @@ from tuner.cli import (
 from tuner.merge import DeviceFiles
 from tuner.shapes import ModelShapes
 from tuner.space import KernelConfig
+from tuner.strategies.defaults import DEFAULT_TRIALS
 from tuner.verify import PointResult, RunnerFactory, ShapeVerification, Verdict, verify_shape
 
 # Search of the `--fix` trials: `tuner sweep`'s defaults.
-FIX_STRATEGY = StrategyName.local
-FIX_TRIALS = 128
+FIX_STRATEGY = DEFAULT_STRATEGY_NAME  # what `tuner sweep` runs by default
+FIX_TRIALS = DEFAULT_TRIALS
 
 
 def _plain(text: str) -> None:

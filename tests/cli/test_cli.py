@@ -24,7 +24,8 @@ def one_line_error(result, text):
 def test_help_lists_the_commands():
     result = invoke("--help")
     assert result.exit_code == 0
-    for command in ("sweep", "export", "serve", "shapes", "db"):
+    for command in ("sweep", "worker", "export", "winners", "verify", "serve", "shapes", "db",
+                    "import", "status", "mounts", "landscape"):
         assert command in result.stdout
     sweep_help = " ".join(invoke("sweep", "--help").stdout.split())
     assert "--strategy" in sweep_help and "--trials" in sweep_help and "TUNER_DB_URL" in sweep_help
@@ -34,6 +35,9 @@ def test_parse_m_values():
     assert parse_m_values("32, 1,16,1") == (1, 16, 32)
     with pytest.raises(ValueError, match="'0' is not a positive integer"):
         parse_m_values("1,0")
+    assert parse_m_values("2147483647") == (2**31 - 1,)
+    with pytest.raises(ValueError, match="2147483648 is larger than 2147483647"):
+        parse_m_values("1,2147483648")
 
 
 def test_shapes_list_and_show():
@@ -186,8 +190,11 @@ def test_winners_keeps_to_current_trials_unless_allow_stale(tmp_path, monkeypatc
     current = invoke("winners", "--device", "L20", "--db", db)
     assert current.exit_code == 0, current.output
     rows = [line.split("│")[1:-1] for line in current.stdout.splitlines() if "│" in line]
+    # M=1, 8 us: A 3072 + B 5120*3072 + As 4*24 + Bs 4*40*24 + C 2*5120 = 15,745,888 bytes
+    # (1968.2 GB/s); 2*1*5120*3072 = 31,457,280 flops (3.93 TFLOP/s).
     assert [[cell.strip() for cell in row] for row in rows] == [
-        ["5120", "3072", "1", "16x64x128 g1 w4 s3", "8.0", "10.0", "1.25x", "-"]]
+        ["5120", "3072", "1", "16x64x128 g1 w4 s3", "8.0", "10.0", "1.25x", "-", "1968.2",
+         "3.93"]]
     assert current.stderr.splitlines() == [_stale_note()]
     stale = invoke("winners", "--device", "L20", "--db", db, "--allow-stale")
     rows = [line.split("│")[1:-1] for line in stale.stdout.splitlines() if "│" in line]
@@ -195,6 +202,29 @@ def test_winners_keeps_to_current_trials_unless_allow_stale(tmp_path, monkeypatc
         ["1", "128x256x128 g64 w8 s5", "5.0", "10.0"],
         ["16", "16x64x128 g1 w4 s3", "15.0", "20.0"]]
     assert stale.stderr == ""
+
+
+def test_winners_shows_the_percent_of_the_measured_ceilings(tmp_path, monkeypatch):
+    from db import repo
+    from db.engine import open_store, session_scope
+    from tuner import cli
+
+    monkeypatch.setattr(cli.console, "_width", 220)
+    db = _stale_store(tmp_path)
+    engine = open_store(db)
+    with session_scope(engine) as session:
+        environment_id = max(e.environment_id for e in repo.device_environments(
+            session, device_name="NVIDIA_L20"))
+        repo.record_ceilings(session, environment_id=environment_id,
+                             ceilings={"copy_gbps": 4000.0, "fp8_mm_tflops": 1000.0})
+    engine.dispose()
+    shown = invoke("winners", "--device", "L20", "--db", db)
+    assert shown.exit_code == 0, shown.output
+    assert "% copy BW" in shown.stdout and "% FP8 mm" in shown.stdout
+    rows = [line.split("│")[1:-1] for line in shown.stdout.splitlines() if "│" in line]
+    # 1968.2 GB/s of 4000 and 3.93 TFLOP/s of 1000.
+    assert [[cell.strip() for cell in row][8:] for row in rows] == [
+        ["1968.2", "3.93", "49.2", "0.4"]]
 
 
 def test_mounts_from_the_store_allow_stale(tmp_path):

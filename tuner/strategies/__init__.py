@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tuner.strategies.base import Evaluate, History, Strategy, best
+from tuner.strategies.defaults import DEFAULT_STRATEGY, DEFAULT_TRIALS
 from tuner.strategies.grid import GridStrategy
 from tuner.strategies.hybrid import TpeLocalStrategy
 from tuner.strategies.local import LocalStrategy
@@ -29,5 +30,5 @@ def get_strategy(name: str) -> Strategy:
         raise ValueError(f"unknown strategy '{name}'; known: {', '.join(STRATEGIES)}") from None
 
 
-__all__ = ["Evaluate", "History", "Strategy", "STRATEGIES", "best", "get_strategy",
-           "warm_start_configs", "warm_start_for_task"]
+__all__ = ["DEFAULT_STRATEGY", "DEFAULT_TRIALS", "Evaluate", "History", "Strategy", "STRATEGIES",
+           "best", "get_strategy", "warm_start_configs", "warm_start_for_task"]

@@ -1,0 +1,151 @@
+"""`tuner export` and `tuner winners`: the store's winners as vLLM files, and as a table.
+
+Registered on `tuner.cli.app` when `tuner.cli` is imported.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from tuner.cli import (
+    DbOpt,
+    DeviceOpt,
+    EngineName,
+    OutDtype,
+    _device_in_store,
+    _open_store,
+    app,
+    console,
+    fail,
+)
+
+
+@app.command()
+def export(
+    device: DeviceOpt,
+    out: Annotated[Path, typer.Option(help="Folder to write the vLLM config files to.")],
+    allow_partial: Annotated[bool, typer.Option(help="Also write files whose M grid is not "
+                                                "fully tuned yet.")] = False,
+    out_dtype: Annotated[OutDtype | None, typer.Option(help="Only trials with this output "
+                                                       "dtype [default: all].")] = None,
+    engine_name: Annotated[EngineName, typer.Option(
+        "--engine", help="File-name spelling: vllm, or sglang (block_shape=[128, 128]).",
+    )] = EngineName.vllm,
+    allow_stale: Annotated[bool, typer.Option(
+        "--allow-stale", help="Also use trials timed with another kernel source or another "
+        "Triton major.minor than the current ones.")] = False,
+    db: DbOpt = None,
+) -> None:
+    """Write one vLLM config file per (N, K) of a device from the winners in the store.
+
+    Winners come from trials of the current kernel source and Triton major.minor only, unless
+    --allow-stale. Entries imported with `tuner import` fill M that have no measured winner;
+    measured winners beat them, and the notes say which M came from an import.
+    """
+    from db import repo
+    from db.engine import session_scope
+    from tuner.cli_store import provenance_scope, stale_m, stale_reason
+    from tuner.configfile import SGLANG_NOTE
+    from tuner.merge import build_device_files, write_files_atomically
+
+    _, engine = _open_store(db)
+    dtype = out_dtype.value if out_dtype else None
+    with session_scope(engine) as session:
+        device_name = _device_in_store(session, device)
+        scope, note = provenance_scope(session, device_name, allow_stale)
+        winners = repo.winners(session, device_name=device_name, out_dtype=dtype, **scope)
+        coverage = repo.shape_coverage(session, device_name=device_name, out_dtype=dtype,
+                                       **scope)
+        imported = repo.imported_configs(session, device_name=device_name)
+    if note is not None:
+        typer.echo(note, err=True)
+    try:
+        result = build_device_files(winners, coverage, allow_partial=allow_partial,
+                                    imported=imported, device_name=device_name,
+                                    engine=engine_name.value)
+    except ValueError as exc:
+        raise fail(f"cannot merge {device_name}: {exc}; pick one with --out-dtype") from None
+    if engine_name == "sglang":
+        typer.echo(f"note: {SGLANG_NOTE}", err=True)
+    try:
+        paths = write_files_atomically(result.files, out)
+    except OSError as exc:
+        raise fail(f"cannot write to {out}: {exc}") from None
+    for file, path in zip(result.files, paths, strict=True):
+        merged = file.merged
+        console.print(f"wrote {path}  (M = {','.join(map(str, merged.configs))})",
+                      soft_wrap=True, markup=False, highlight=False)
+        for line in [*merged.notes, *merged.warnings]:
+            console.print(f"    {line}", soft_wrap=True, markup=False, highlight=False)
+    stale = stale_m(coverage)
+    stale_skips = 0
+    for skipped in result.skipped:
+        reason = stale_reason(skipped.m_missing,
+                              stale.get((skipped.N, skipped.K, skipped.block_shape), ()))
+        stale_skips += bool(reason)
+        typer.echo(f"skipped N={skipped.N},K={skipped.K}: {skipped.reason}{reason}", err=True)
+    if not result.files:
+        because = (f"; {stale_skips} shape(s) lack winners because their trials are stale: "
+                   "--allow-stale uses them" if stale_skips else "")
+        raise fail(f"no file written{because}", 1)
+
+
+@app.command()
+def winners(
+    device: DeviceOpt,
+    out_dtype: Annotated[OutDtype | None, typer.Option(help="Only trials with this output "
+                                                       "dtype [default: all].")] = None,
+    allow_stale: Annotated[bool, typer.Option(
+        "--allow-stale", help="Also use trials timed with another kernel source or another "
+        "Triton major.minor than the current ones.")] = False,
+    db: DbOpt = None,
+) -> None:
+    """Per (N, K, M): the winning config in the store against vLLM's default config.
+
+    The winner is the config a re-timing decided on (spread_us: the noise it had to beat), else
+    the fastest checked config; from trials of the current kernel source and Triton
+    major.minor only, unless --allow-stale. GB/s counts the compulsory bytes of A, B, the
+    scales and C over the latency, TFLOP/s 2*M*N*K over it; with ceilings measured on the GPU
+    (each CUDA worker measures them at start), their % of a device-to-device copy and of
+    torch's FP8 matrix product.
+    """
+    from db import repo
+    from db.engine import session_scope
+    from tuner.cli_store import provenance_scope
+    from tuner.roofline import roofline
+    from tuner.space import KernelConfig
+
+    _, engine = _open_store(db)
+    with session_scope(engine) as session:
+        device_name = _device_in_store(session, device)
+        scope, note = provenance_scope(session, device_name, allow_stale)
+        rows = repo.winners(session, device_name=device_name,
+                            out_dtype=out_dtype.value if out_dtype else None, **scope)
+        ceilings = repo.device_ceilings(session, device_name=device_name)
+    columns = ["N", "K", "M", "winner", "latency_us", "default_us", "speedup", "spread_us",
+               "GB/s", "TFLOP/s"]
+    if ceilings:
+        columns += ["% copy BW", "% FP8 mm"]
+    table = Table(*columns, title=device_name)
+    for row in rows:
+        default_us = row.default_latency_us
+        figures = roofline(row.M, row.N, row.K, row.latency_us, ceilings,
+                           block_shape=row.block_shape)
+        cells = [
+            str(row.N), str(row.K), str(row.M), KernelConfig.from_dict(row.config).short(),
+            f"{row.latency_us:.1f}", "-" if default_us is None else f"{default_us:.1f}",
+            "-" if default_us is None else f"{default_us / row.latency_us:.2f}x",
+            "-" if row.spread_us is None else f"{row.spread_us:.2f}",
+            f"{figures.gbps:.1f}", f"{figures.tflops:.2f}",
+        ]
+        if ceilings:
+            cells += ["-" if ratio is None else f"{100 * ratio:.1f}"
+                      for ratio in (figures.copy_ratio, figures.fp8_mm_ratio)]
+        table.add_row(*cells)
+    console.print(table)
+    if note is not None:
+        typer.echo(note, err=True)
