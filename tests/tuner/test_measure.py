@@ -1,5 +1,7 @@
 """The live runner on the interpreter: correctness gate, failure statuses, timing summary."""
 
+import os
+
 import pytest
 import torch
 
@@ -208,3 +210,29 @@ def test_samplers_are_kept_for_the_last_configs_only(monkeypatch):
     assert runner.sample_us(configs[1]) == pytest.approx(2000.0)  # kept: goes on with copy 1
     assert runner.sample_us(configs[0]) == pytest.approx(1000.0)  # dropped: starts again
     assert list(runner._samplers) == [*configs[3:], configs[1], configs[0]]  # 2 was oldest
+
+
+ON_GPU = pytest.mark.skipif(
+    os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available(),
+    reason="needs a CUDA GPU and TRITON_INTERPRET=0 (bench/gpu_check.sh runs it)")
+
+
+@ON_GPU
+@pytest.mark.parametrize("M", [1, 16, 100])
+def test_graph_replays_on_a_gpu_write_the_right_result_into_every_copy(M):
+    """The CUDA path for real: captured graphs over rotated weight copies compute the GEMM."""
+    from tuner.reference import relative_error
+
+    runner = KernelRunner(Problem(M=M, N=512, K=384), backend="cuda", seed=2,
+                          warmup_s=0.002, rep_s=0.01)
+    result = runner.evaluate(default_config())
+    assert result.status is TrialStatus.OK, result.error
+    assert 0 < result.p20_us <= result.latency_us <= result.p80_us
+    assert len(runner.weights) >= 2
+    for B, Bs in runner.weights:  # the copies equal the weight they were cloned from
+        assert torch.equal(B, runner.inputs.B) and torch.equal(Bs, runner.inputs.Bs)
+    runner._timed_out.fill_(float("nan"))
+    torch.cuda.synchronize()  # the replays run on the runner's own stream
+    assert runner.sample_us(default_config()) > 0  # one more replay of a kept graph
+    torch.cuda.synchronize()
+    assert relative_error(runner._timed_out, runner.reference) < REL_TOL
