@@ -5,12 +5,14 @@ Registered on `tuner.cli.app` when `tuner.cli` is imported.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
+from db.engine import session_scope as session_scope_for
 from tuner.cli import (
     DbOpt,
     DeviceOpt,
@@ -22,6 +24,7 @@ from tuner.cli import (
     console,
     fail,
 )
+from tuner.merge import DeviceFiles
 
 
 @app.command()
@@ -46,29 +49,16 @@ def export(
     --allow-stale. Entries imported with `tuner import` fill M that have no measured winner;
     measured winners beat them, and the notes say which M came from an import.
     """
-    from db import repo
-    from db.engine import session_scope
-    from tuner.cli_store import provenance_scope, stale_m, stale_reason
     from tuner.configfile import SGLANG_NOTE
-    from tuner.merge import build_device_files, write_files_atomically
+    from tuner.merge import write_files_atomically
 
     _, engine = _open_store(db)
-    dtype = out_dtype.value if out_dtype else None
-    with session_scope(engine) as session:
+    with session_scope_for(engine) as session:
         device_name = _device_in_store(session, device)
-        scope, note = provenance_scope(session, device_name, allow_stale)
-        winners = repo.winners(session, device_name=device_name, out_dtype=dtype, **scope)
-        coverage = repo.shape_coverage(session, device_name=device_name, out_dtype=dtype,
-                                       **scope)
-        imported = repo.imported_configs(session, device_name=device_name)
-    if note is not None:
-        typer.echo(note, err=True)
-    try:
-        result = build_device_files(winners, coverage, allow_partial=allow_partial,
-                                    imported=imported, device_name=device_name,
-                                    engine=engine_name.value)
-    except ValueError as exc:
-        raise fail(f"cannot merge {device_name}: {exc}; pick one with --out-dtype") from None
+    read = read_files(engine, device_name, out_dtype=out_dtype.value if out_dtype else None,
+                      allow_stale=allow_stale, allow_partial=allow_partial,
+                      engine_name=engine_name.value, hint="; pick one with --out-dtype")
+    result = read.files
     if engine_name == "sglang":
         typer.echo(f"note: {SGLANG_NOTE}", err=True)
     try:
@@ -81,17 +71,75 @@ def export(
                       soft_wrap=True, markup=False, highlight=False)
         for line in [*merged.notes, *merged.warnings]:
             console.print(f"    {line}", soft_wrap=True, markup=False, highlight=False)
-    stale = stale_m(coverage)
-    stale_skips = 0
     for skipped in result.skipped:
-        reason = stale_reason(skipped.m_missing,
-                              stale.get((skipped.N, skipped.K, skipped.block_shape), ()))
-        stale_skips += bool(reason)
-        typer.echo(f"skipped N={skipped.N},K={skipped.K}: {skipped.reason}{reason}", err=True)
+        typer.echo(f"skipped N={skipped.N},K={skipped.K}: {skipped.reason}", err=True)
     if not result.files:
-        because = (f"; {stale_skips} shape(s) lack winners because their trials are stale: "
-                   "--allow-stale uses them" if stale_skips else "")
+        because = (f"; {read.stale_skips} shape(s) lack winners because their trials are stale: "
+                   "--allow-stale uses them" if read.stale_skips else "")
         raise fail(f"no file written{because}", 1)
+
+
+@dataclass(frozen=True)
+class StoreFiles:
+    """The files a device's store gives, as `tuner export` writes them.
+
+    Attributes:
+        files: the merged files, and the shapes skipped with their reasons (a reason names the
+            M that only have stale trials, if any).
+        grids: (N, K, block_shape) -> the M grid of the shape's sweeps.
+        stale_skips: shapes skipped because their trials are stale.
+    """
+
+    files: DeviceFiles
+    grids: dict[tuple[int, int, tuple[int, int]], tuple[int, ...]]
+    stale_skips: int
+
+
+def read_files(engine, device_name: str, *, out_dtype: str | None, allow_stale: bool,
+               allow_partial: bool, engine_name: str = "vllm", hint: str = "") -> StoreFiles:
+    """Merge the winners of a device into vLLM files, as `tuner export` and `tuner verify` read
+    them: trials of the current kernel source and Triton major.minor unless allow_stale (the
+    note on stale trials left out is printed on stderr), imported entries filling M without a
+    winner.
+
+    Args:
+        engine: the store's engine.
+        device_name: vLLM's device key, present in the store.
+        out_dtype: only sweeps with this output dtype; None for all.
+        allow_stale: also trials of another kernel source or Triton major.minor.
+        allow_partial: also files of shapes whose M grid is not fully tuned.
+        engine_name: file-name spelling, "vllm" or "sglang".
+        hint: appended to the error line when the winners cannot be merged.
+
+    Raises:
+        typer.Exit: the winners cannot be merged (one line, exit 2).
+    """
+    from db import repo
+    from tuner.cli_store import provenance_scope, stale_m, stale_reason
+    from tuner.merge import build_device_files
+
+    with session_scope_for(engine) as session:
+        scope, note = provenance_scope(session, device_name, allow_stale)
+        winners = repo.winners(session, device_name=device_name, out_dtype=out_dtype, **scope)
+        coverage = repo.shape_coverage(session, device_name=device_name, out_dtype=out_dtype,
+                                       **scope)
+        imported = repo.imported_configs(session, device_name=device_name)
+    if note is not None:
+        typer.echo(note, err=True)
+    try:
+        files = build_device_files(winners, coverage, allow_partial=allow_partial,
+                                   imported=imported, device_name=device_name,
+                                   engine=engine_name)
+    except ValueError as exc:
+        raise fail(f"cannot merge {device_name}: {exc}{hint}") from None
+    stale = stale_m(coverage)
+    reasons = [stale_reason(item.m_missing, stale.get((item.N, item.K, item.block_shape), ()))
+               for item in files.skipped]
+    skipped = [replace(item, reason=item.reason + reason)
+               for item, reason in zip(files.skipped, reasons, strict=True)]
+    grids = {(row.N, row.K, tuple(row.block_shape)): tuple(row.m_requested) for row in coverage}
+    return StoreFiles(DeviceFiles(files=files.files, skipped=skipped), grids,
+                      sum(map(bool, reasons)))
 
 
 @app.command()

@@ -54,44 +54,6 @@ def _shape_label(N: int, K: int) -> str:
     return f"N={N},K={K}"
 
 
-def read_files(
-    engine, device_name: str, *, out_dtype: str, allow_stale: bool, allow_partial: bool
-) -> tuple[DeviceFiles, dict[tuple[int, int, tuple[int, int]], tuple[int, ...]]]:
-    """The files `tuner export` writes for a device (trials of the current kernel and Triton
-    unless allow_stale), and each shape's requested M grid; prints export's note on stale
-    trials left out, and adds its reason to shapes skipped because of them.
-
-    Returns:
-        (files, (N, K, block_shape) -> the M grid of the shape's sweeps).
-    """
-    from dataclasses import replace
-
-    from db import repo
-    from db.engine import session_scope
-    from tuner.cli_store import provenance_scope, stale_m, stale_reason
-    from tuner.merge import build_device_files
-
-    with session_scope(engine) as session:
-        scope, note = provenance_scope(session, device_name, allow_stale)
-        winners = repo.winners(session, device_name=device_name, out_dtype=out_dtype, **scope)
-        coverage = repo.shape_coverage(session, device_name=device_name, out_dtype=out_dtype,
-                                       **scope)
-        imported = repo.imported_configs(session, device_name=device_name)
-    if note is not None:
-        typer.echo(note, err=True)
-    try:
-        files = build_device_files(winners, coverage, allow_partial=allow_partial,
-                                   imported=imported, device_name=device_name)
-    except ValueError as exc:
-        raise fail(f"cannot merge {device_name}: {exc}") from None
-    stale = stale_m(coverage)
-    skipped = [replace(item, reason=item.reason + stale_reason(
-        item.m_missing, stale.get((item.N, item.K, item.block_shape), ())))
-        for item in files.skipped]
-    grids = {(row.N, row.K, tuple(row.block_shape)): tuple(row.m_requested) for row in coverage}
-    return DeviceFiles(files=files.files, skipped=skipped), grids
-
-
 def _runner_factory(backend: str, *, block_shape: tuple[int, int], out_dtype: str, seed: int,
                     interpreter_reps: int) -> RunnerFactory:
     """(N, K, M) -> tuner.measure.KernelRunner on this process's device (tests replace this)."""
@@ -360,6 +322,8 @@ def verify(
     except (UnknownModelError, ValueError) as exc:
         raise fail(str(exc).strip("'\"")) from None
     candidates = _load_configs(configs)
+    from tuner.cli_files import read_files  # here: cli_files and this module load with tuner.cli
+
     url, engine = _open_store(db)
     with session_scope(engine) as session:
         device_name = _device_in_store(session, device)
@@ -371,8 +335,9 @@ def verify(
                   trial_timeout=trial_timeout, lease=lease)
     if fix:
         fixer.finish_unfinished()
-    files, grids = read_files(engine, device_name, out_dtype=out_dtype.value,
-                              allow_stale=allow_stale, allow_partial=allow_partial)
+    read = read_files(engine, device_name, out_dtype=out_dtype.value, allow_stale=allow_stale,
+                      allow_partial=allow_partial)
+    files, grids = read.files, read.grids
     block_shape = tuple(model_shapes.block_shape)
     have = {(file.N, file.K) for file in files.files if file.block_shape == block_shape}
     if not have & set(model_shapes.shapes):
@@ -399,7 +364,7 @@ def verify(
     if offending and fix:
         fixer.tune(offending)
         files = read_files(engine, device_name, out_dtype=out_dtype.value,
-                           allow_stale=allow_stale, allow_partial=allow_partial)[0]
+                           allow_stale=allow_stale, allow_partial=allow_partial).files
         try:
             results, missing = _verify_files(model_shapes, files, {}, grid=None,
                                              only_m=offending, make_runner=make_runner,
