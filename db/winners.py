@@ -190,18 +190,21 @@ def _trial_winners(session: Session, device_name: str, scope: dict) -> dict[tupl
         .outerjoin(defaults, and_(defaults.c.task_id == ranked.c.task_id, defaults.c.rank == 1))
         .where(ranked.c.rank == 1)
     ).mappings()
-    return {
-        (row["N"], row["K"], row["block_n"], row["block_k"], row["M"]): WinnerRow(
-            device_name=device_name, N=row["N"], K=row["K"],
-            block_shape=(row["block_n"], row["block_k"]), M=row["M"], config=_config(row),
-            latency_us=row["latency_us"], default_latency_us=row["default_latency_us"],
-            default_config=(_config(row, "default_")
-                            if row["default_latency_us"] is not None else None),
-            is_default=bool(row["is_default"]), trial_id=row["trial_id"],
-            task_id=row["task_id"], environment_id=row["environment_id"],
-        )
-        for row in rows
-    }
+    return dict(_winner_row(device_name, row, has_default=row["default_latency_us"] is not None)
+                for row in rows)
+
+
+def _winner_row(device_name: str, row, *, has_default: bool, **decided) -> tuple[tuple, WinnerRow]:
+    """(key, WinnerRow) of one result row of the trial or the decision query."""
+    key = (row["N"], row["K"], row["block_n"], row["block_k"], row["M"])
+    return key, WinnerRow(
+        device_name=device_name, N=row["N"], K=row["K"],
+        block_shape=(row["block_n"], row["block_k"]), M=row["M"], config=_config(row),
+        latency_us=row["latency_us"], default_latency_us=row["default_latency_us"],
+        default_config=_config(row, "default_") if has_default else None,
+        is_default=bool(row["is_default"]), trial_id=row["trial_id"], task_id=row["task_id"],
+        environment_id=row["environment_id"], **decided,
+    )
 
 
 def _same_config(table, other) -> list:
@@ -237,19 +240,9 @@ def _decision_winners(session: Session, device_name: str, scope: dict) -> dict[t
         .outerjoin(default, default.c.task_id == ranked.c.task_id)
         .where(ranked.c.rank == 1)
     ).mappings()
-    return {
-        (row["N"], row["K"], row["block_n"], row["block_k"], row["M"]): WinnerRow(
-            device_name=device_name, N=row["N"], K=row["K"],
-            block_shape=(row["block_n"], row["block_k"]), M=row["M"], config=_config(row),
-            latency_us=row["latency_us"], default_latency_us=row["default_latency_us"],
-            default_config=(_config(row, "default_")
-                            if row["default_retime_id"] is not None else None),
-            is_default=bool(row["is_default"]), trial_id=row["trial_id"],
-            task_id=row["task_id"], spread_us=row["spread_us"], decided=True,
-            environment_id=row["environment_id"],
-        )
-        for row in rows
-    }
+    return dict(_winner_row(device_name, row, has_default=row["default_retime_id"] is not None,
+                            spread_us=row["spread_us"], decided=True)
+                for row in rows)
 
 
 def winners(
