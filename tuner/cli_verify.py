@@ -36,6 +36,7 @@ from tuner.cli import (
     parse_m_values,
 )
 from tuner.merge import DeviceFiles
+from tuner.noise import RETIME_ROUNDS
 from tuner.shapes import ModelShapes
 from tuner.space import KernelConfig
 from tuner.strategies.defaults import DEFAULT_TRIALS
@@ -44,6 +45,8 @@ from tuner.verify import PointResult, RunnerFactory, ShapeVerification, Verdict,
 # Search of the `--fix` trials: `tuner sweep`'s defaults.
 FIX_STRATEGY = DEFAULT_STRATEGY_NAME  # what `tuner sweep` runs by default
 FIX_TRIALS = DEFAULT_TRIALS
+# Tune-and-check passes of `--fix`: each new key adds midpoints and neighbours to check.
+MAX_FIX_PASSES = 3
 
 
 def _plain(text: str) -> None:
@@ -138,10 +141,11 @@ def offending_lines(results: Sequence[ShapeVerification]) -> list[str]:
 
 def _verify_files(
     model_shapes: ModelShapes, files: DeviceFiles, grids, *, grid: Sequence[int] | None,
-    only_m: dict[tuple[int, int], list[int]] | None, make_runner: RunnerFactory,
+    only_shapes: set[tuple[int, int]] | None, make_runner: RunnerFactory,
     rounds: int | None, title: str,
 ) -> tuple[list[ShapeVerification], list[str]]:
-    """Verify each model shape's file; returns the results and one line per shape without one."""
+    """Verify each model shape's file (or those of `only_shapes`); returns the results and one
+    line per shape without a file."""
     from tuner.configfile import VLLM_M_GRID
     from tuner.verify import check_points
 
@@ -151,7 +155,7 @@ def _verify_files(
     results: list[ShapeVerification] = []
     missing: list[str] = []
     for N, K in model_shapes.shapes:
-        if only_m is not None and (N, K) not in only_m:
+        if only_shapes is not None and (N, K) not in only_shapes:
             continue
         key = (N, K, block_shape)
         file = by_shape.get(key)
@@ -161,12 +165,9 @@ def _verify_files(
                            "config there")
             continue
         configs = file.merged.configs
-        if only_m is not None:
-            m_points = only_m[(N, K)]
-        else:
-            shape_grid = grid if grid is not None else sorted(set(grids.get(key, ()))
-                                                               | set(VLLM_M_GRID))
-            m_points = check_points(configs, shape_grid)
+        shape_grid = grid if grid is not None else sorted(set(grids.get(key, ()))
+                                                           | set(VLLM_M_GRID))
+        m_points = check_points(configs, shape_grid)
         _plain(f"{_shape_label(N, K)}: keys {', '.join(map(str, configs))}; checking "
                f"{len(m_points)} M values")
         result = verify_shape(N=N, K=K, block_shape=block_shape, configs=configs,
@@ -212,6 +213,10 @@ class Fixer:
                        "resume", 130) from None
         _plain(f"sweep {sweep_id}: {summary.tasks_done}/{summary.tasks_total} tasks done, "
                f"{summary.tasks_failed} failed; {summary.trials_run_now} trials run now")
+        if summary.times is not None:
+            from tuner.precompile import format_sweep_times
+
+            _plain(format_sweep_times(summary.times))
 
     def finish_unfinished(self) -> None:
         """Run the unfinished tasks of this device's sweeps of the model and TP over the same
@@ -257,6 +262,41 @@ class Fixer:
             self._run(request, info.sweep_id)
 
 
+def _fix(fixer: Fixer, results: list[ShapeVerification], model_shapes: ModelShapes, *,
+         grid: Sequence[int] | None, make_runner: RunnerFactory, rounds: int | None,
+         read) -> list[ShapeVerification]:
+    """`--fix`: tune the offending M of each shape, then check the shapes it touched again in
+    full (new keys make new midpoints and neighbours), up to MAX_FIX_PASSES times.
+
+    Returns:
+        The latest result of every shape.
+
+    Raises:
+        typer.Exit: interrupted (130), or a touched shape has no file afterwards (1).
+    """
+    latest = {(result.N, result.K): result for result in results}
+    for fix_pass in range(1, MAX_FIX_PASSES + 1):
+        offending = {shape: result.offending for shape, result in latest.items()
+                     if result.offending}
+        if not offending:
+            break
+        fixer.tune(offending)
+        files = read()
+        try:
+            again, missing = _verify_files(
+                model_shapes, files.files, files.grids, grid=grid, only_shapes=set(offending),
+                make_runner=make_runner, rounds=rounds, title=f"after --fix pass {fix_pass}")
+        except KeyboardInterrupt:
+            raise fail("interrupted", 130) from None
+        for line in missing:
+            _plain(line)
+        if missing:
+            raise fail(f"{len(missing)} shape(s) have no file after --fix; see above", 1)
+        latest.update({(result.N, result.K): result for result in again})
+        _plain(f"after --fix pass {fix_pass}: " + summary_line(again))
+    return list(latest.values())
+
+
 @app.command("verify")
 def verify(
     device: DeviceOpt,
@@ -267,7 +307,7 @@ def verify(
         help="Grid M values to check, comma-separated (keys, midpoints and neighbours of keys "
         "are always checked).")] = None,
     rounds: Annotated[int | None, typer.Option(
-        min=2, max=10_000, show_default="tuner.noise.RETIME_ROUNDS",
+        min=2, max=10_000, show_default=str(RETIME_ROUNDS),
         help="Interleaved rounds (chosen, default, chosen, default, ...) per M.")] = None,
     fix: Annotated[bool, typer.Option("--fix", help="Tune the slower or failed M values (a "
                                       "sweep of those M, like `tuner sweep`), then check them "
@@ -351,7 +391,7 @@ def verify(
     if backend == "interpreter":
         _plain("note: the interpreter's timings are CPU timings, not a GPU's")
     try:
-        results, missing = _verify_files(model_shapes, files, grids, grid=grid, only_m=None,
+        results, missing = _verify_files(model_shapes, files, grids, grid=grid, only_shapes=None,
                                          make_runner=make_runner, rounds=rounds,
                                          title=f"on {device_name}")
     except KeyboardInterrupt:
@@ -359,23 +399,11 @@ def verify(
     for line in missing:
         _plain(line)
     _plain(summary_line(results))
-    offending = {(result.N, result.K): result.offending for result in results
-                 if result.offending}
-    if offending and fix:
-        fixer.tune(offending)
-        files = read_files(engine, device_name, out_dtype=out_dtype.value,
-                           allow_stale=allow_stale, allow_partial=allow_partial).files
-        try:
-            results, missing = _verify_files(model_shapes, files, {}, grid=None,
-                                             only_m=offending, make_runner=make_runner,
-                                             rounds=rounds, title="after --fix")
-        except KeyboardInterrupt:
-            raise fail("interrupted", 130) from None
-        for line in missing:
-            _plain(line)
-        _plain("after --fix: " + summary_line(results))
-        if missing:
-            raise fail(f"{len(missing)} shape(s) have no file after --fix; see above", 1)
+    if fix:
+        results = _fix(fixer, results, model_shapes, grid=grid, make_runner=make_runner,
+                       rounds=rounds, read=lambda: read_files(
+                           engine, device_name, out_dtype=out_dtype.value,
+                           allow_stale=allow_stale, allow_partial=allow_partial))
     lines = offending_lines(results)
     if lines:
         for line in lines:

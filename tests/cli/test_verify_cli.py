@@ -183,16 +183,18 @@ def test_fix_tunes_the_offending_m_and_checks_it_again(store, fake_runner):
     assert _tasks(tmp_path) == [(2, "tiny", 1, 256, 384, 8, "done")]
     found = sections(result.stdout)
     assert "--fix: sweep 2 (new): N=256,K=384 at M=8, grid, 1 worker(s)" in result.stdout
+    # The shape is checked again in full: key 8 brings midpoints 4 and 12 and neighbours 7, 9.
     again = found["N=256,K=384 again"]
-    assert again == [["8", "8", KernelConfig.from_dict(DEFAULT).short(), "-", "-", "-", "1.00x",
-                      "ok (default)"]]
-    assert "after --fix: 1 shape(s), 1 M values: 1 ok (1 run the default config)" in (
-        result.stdout)
-    # the next check sees the new key: keys 1, 8, 16
+    assert column(again, 0) == ["1", "2", "4", "7", "8", "9", "12", "15", "16", "17"]
+    assert column(again, 1) == ["1", "1", "1", "8", "8", "8", "8", "16", "16", "16"]
+    assert again[4] == ["8", "8", KernelConfig.from_dict(DEFAULT).short(), "-", "-", "-",
+                        "1.00x", "ok (default)"]
+    assert "after --fix pass 1: 1 shape(s), 10 M values: 10 ok" in result.stdout
+    assert "--fix: sweep 3" not in result.stdout  # nothing left for a second pass
+    # the next check sees the same keys 1, 8, 16 and the same verdicts
     after = verify(url, "--allow-stale")
     assert after.exit_code == 0, after.output
-    assert column(sections(after.stdout)["N=256,K=384"], 0) == [
-        "1", "2", "4", "7", "8", "9", "12", "15", "16", "17"]
+    assert sections(after.stdout)["N=256,K=384"] == again
 
 
 def test_fix_first_finishes_unfinished_sweeps_so_an_interrupted_fix_resumes(store, fake_runner):
