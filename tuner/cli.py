@@ -128,10 +128,32 @@ def _masked(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
-def _open_store(db: str | None):
+def _open_store(db: str | None, *, must_exist: bool = False):
+    """(url, engine) of the store, its schema checked (and created for a new store).
+
+    Args:
+        db: --db, or None for $TUNER_DB_URL / sqlite:///tuner.db.
+        must_exist: for commands that only read: refuse a SQLite file that does not exist (a
+            mistyped --db would otherwise be created empty and read as "nothing yet").
+
+    Raises:
+        typer.Exit: one line, exit 2, when the store cannot be opened.
+    """
+    from sqlalchemy import make_url
+
     from db.engine import SchemaError, default_db_url, open_store
 
     url = db or default_db_url()
+    if must_exist:
+        try:
+            parsed = make_url(url)
+        except Exception:  # noqa: BLE001 - open_store below says what is wrong with it
+            parsed = None
+        if (parsed is not None and parsed.get_backend_name() == "sqlite"
+                and parsed.database not in (None, "", ":memory:")
+                and not Path(parsed.database).exists()):
+            raise fail(f"no store at {_masked(url)}: run `tuner sweep` first, or point --db "
+                       "(or TUNER_DB_URL) at the store")
     try:
         return url, open_store(url)
     except SchemaError as exc:
@@ -173,8 +195,8 @@ def sweep(
     ] = DEFAULT_STRATEGY_NAME,
     trials: Annotated[int, typer.Option(min=1, max=100_000, help="Configs per (N, K, M) for "
                                         "local, optuna and tpe+local, vLLM's default config "
-                                        "included (128: where local reached 0.99 of the "
-                                        "optimum in bench/search_quality.py).")
+                                        "included (128: where local reached 0.999 of the "
+                                        "optimum, geomean, in bench/search_quality.py).")
                        ] = DEFAULT_TRIALS,
     configs: ConfigsOpt = None,
     seed: Annotated[int, typer.Option(min=0, max=2**31 - 1, help="Seed of the search and of the "
@@ -327,7 +349,7 @@ def worker(
     candidates = _load_configs(configs)
     backend, device_name, visible = _backend(device, replay)
     space = space_name(candidates, str(replay) if replay is not None else None)
-    url, engine = _open_store(db)
+    url, engine = _open_store(db, must_exist=True)
     scope = {"sweep_id": sweep_id, "device_name": device_name, "space": space}
     with session_scope(engine) as session:
         if sweep_id is not None:

@@ -52,7 +52,7 @@ def export(
     from tuner.configfile import SGLANG_NOTE
     from tuner.merge import write_files_atomically
 
-    _, engine = _open_store(db)
+    _, engine = _open_store(db, must_exist=True)
     with session_scope_for(engine) as session:
         device_name = _device_in_store(session, device)
     read = read_files(engine, device_name, out_dtype=out_dtype.value if out_dtype else None,
@@ -167,7 +167,7 @@ def winners(
     from tuner.roofline import roofline
     from tuner.space import KernelConfig
 
-    _, engine = _open_store(db)
+    _, engine = _open_store(db, must_exist=True)
     with session_scope(engine) as session:
         device_name = _device_in_store(session, device)
         scope, note = provenance_scope(session, device_name, allow_stale)
@@ -179,6 +179,8 @@ def winners(
     if ceilings:
         columns += ["% copy BW", "% FP8 mm"]
     table = Table(*columns, title=device_name)
+    for column in table.columns:  # a narrow terminal or a pipe wraps cells, never cuts them
+        column.overflow = "fold"
     for row in rows:
         default_us = row.default_latency_us
         figures = roofline(row.M, row.N, row.K, row.latency_us, ceilings,
@@ -188,7 +190,7 @@ def winners(
             f"{row.latency_us:.1f}", "-" if default_us is None else f"{default_us:.1f}",
             "-" if default_us is None else f"{default_us / row.latency_us:.2f}x",
             "-" if row.spread_us is None else f"{row.spread_us:.2f}",
-            f"{figures.gbps:.1f}", f"{figures.tflops:.2f}",
+            _figure(figures.gbps, 1), _figure(figures.tflops, 2),
         ]
         if ceilings:
             cells += ["-" if ratio is None else f"{100 * ratio:.1f}"
@@ -197,3 +199,10 @@ def winners(
     console.print(table)
     if note is not None:
         typer.echo(note, err=True)
+
+
+def _figure(value: float, decimals: int) -> str:
+    """A rate with `decimals` decimals, or 3 significant digits when that would show 0 (the
+    interpreter's rates are tiny)."""
+    text = f"{value:.{decimals}f}"
+    return text if float(text) != 0 or value == 0 else f"{value:.3g}"

@@ -86,7 +86,7 @@ def landscape_record(
     from db import repo
     from db.engine import session_scope
 
-    _, engine = _open_store(db)
+    _, engine = _open_store(db, must_exist=True)
     with session_scope(engine) as session:
         device_name = _device_in_store(session, device)
         rows = repo.device_trials(session, device_name=device_name,

@@ -163,7 +163,7 @@ def status(
     from db import repo
     from db.engine import session_scope
 
-    _, engine = _open_store(db)
+    _, engine = _open_store(db, must_exist=True)
     with session_scope(engine) as session:
         sweeps = repo.list_sweeps(session)
         tasks = repo.sweep_tasks(session, sweep_id=sweep) if sweep is not None and any(
@@ -188,7 +188,8 @@ def status(
         console.print(table)
         return
     table = Table("N", "K", "M", "state", "attempts", "trials ok/total", "best_us", "default_us",
-                  "speedup", "worker", "error", title=f"sweep {sweep}")
+                  "speedup", "worker", "error", title=f"sweep {sweep}",
+                  caption="timings of the search; `tuner winners` shows the re-timed winners")
     for column in table.columns:
         column.overflow = "fold"
     for t in tasks:
@@ -277,7 +278,7 @@ def _store_file_names(device: str, engine: str, allow_partial: bool, db: str | N
     from db.engine import session_scope
     from tuner.merge import build_device_files
 
-    _, store = _open_store(db)
+    _, store = _open_store(db, must_exist=True)
     with session_scope(store) as session:
         device_name = _device_in_store(session, device)
         scope, note = provenance_scope(session, device_name, allow_stale)

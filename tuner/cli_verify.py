@@ -364,7 +364,7 @@ def verify(
     candidates = _load_configs(configs)
     from tuner.cli_files import read_files  # here: cli_files and this module load with tuner.cli
 
-    url, engine = _open_store(db)
+    url, engine = _open_store(db, must_exist=True)
     with session_scope(engine) as session:
         device_name = _device_in_store(session, device)
     backend, _, visible = _backend(device, None)

@@ -45,7 +45,7 @@ def _known(session: SessionDep) -> list[str]:
 
 
 @router.get("/{device_name}/imports", response_model=list[schemas.ImportedFile],
-            responses={404: {"description": "No device with imports by that name"}})
+            responses={404: {"description": "No device by that name (sweeps or imports)"}})
 def list_imported(device_name: DeviceName, session: SessionDep) -> list[schemas.ImportedFile]:
     """The files imported for a device, with each file's coverage of vLLM's M grid.
 
@@ -54,15 +54,16 @@ def list_imported(device_name: DeviceName, session: SessionDep) -> list[schemas.
         session: The store session.
 
     Returns:
-        Imports sorted by (N, K, block_shape, label).
+        Imports sorted by (N, K, block_shape, label); empty for a device with sweeps and no
+        imports.
 
     Raises:
-        HTTPException: 404 naming the devices that have imports.
+        HTTPException: 404 naming the known devices, for a device with neither.
     """
-    known = repo.list_import_device_names(session)
+    known = _known(session)
     names = [device_name] if device_name in known else resolve(device_name, known)
     if len(names) != 1:
-        raise HTTPException(404, detail=f"no imports for {device_name!r}; devices with imports: "
+        raise HTTPException(404, detail=f"unknown device {device_name!r}; known: "
                                         f"{', '.join(known) or '(none)'}")
     return [_schema(item) for item in repo.list_imports(session, device_name=names[0])]
 

@@ -119,7 +119,14 @@ def test_import_of_the_files_own_new_device(client: TestClient) -> None:
     assert response.status_code == 201 and response.json()["device_name"] == "NVIDIA_H200"
     moved = post(client, {"file_name": name, "content": SHIPPED}, device="NVIDIA_L20")
     assert moved.json()["note"] == "stored for NVIDIA_L20; the file is named for NVIDIA_H200"
-    assert client.get("/devices/nope/imports").status_code == 404
+    missing = client.get("/devices/nope/imports")
+    assert missing.status_code == 404
+    assert missing.json() == {"detail": "unknown device 'nope'; known: NVIDIA_H200, NVIDIA_L20"}
+
+
+def test_a_device_with_sweeps_and_no_imports_lists_none(client: TestClient) -> None:
+    listed = client.get("/devices/L20/imports")
+    assert listed.status_code == 200 and listed.json() == []
 
 
 def test_sglang_spelling_on_list_file_and_zip(client: TestClient) -> None:

@@ -80,10 +80,26 @@ def test_bad_configs_file(tmp_path):
 
 
 def test_export_unknown_device_lists_known(tmp_path):
+    from db.engine import open_store
+
+    open_store(f"sqlite:///{tmp_path}/t.db").dispose()  # an empty store
     result = invoke("export", "--device", "L20", "--out", str(tmp_path / "out"),
                     "--db", f"sqlite:///{tmp_path}/t.db")
     one_line_error(result, "no device in the store matches 'L20'; known: none (run tuner sweep "
                    "first)")
+
+
+@pytest.mark.parametrize("command", [
+    ["export", "--device", "L20", "--out", "out"], ["winners", "--device", "L20"], ["status"],
+    ["verify", "--device", "interpreter", "--model", "tiny"],
+    ["mounts", "--device", "L20"], ["landscape", "record", "--device", "L20", "--out", "x.json"],
+])
+def test_reading_commands_refuse_a_store_that_does_not_exist(tmp_path, command):
+    url = f"sqlite:///{tmp_path}/typo/t.db"
+    result = invoke(*command, "--db", url)
+    one_line_error(result, f"no store at {url}: run `tuner sweep` first, or point --db (or "
+                   "TUNER_DB_URL) at the store")
+    assert not (tmp_path / "typo").exists()  # nothing created
 
 
 def test_old_schema_asks_for_upgrade(tmp_path):

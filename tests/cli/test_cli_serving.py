@@ -274,6 +274,9 @@ def test_status(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(cli.console, "_width", 220)  # one table row per line
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    from db.engine import open_store
+
+    open_store(db).dispose()  # an empty store
     assert "no sweeps in the store yet" in invoke("status", "--db", db).stdout
     sweep_id = fill(db, PLAN, m_values=(1, 16, 32), fail_m=(32,))
     table = invoke("status", "--db", db)
