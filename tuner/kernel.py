@@ -277,6 +277,22 @@ Specialization = tuple[
 ]
 
 
+def _launcher_lists_constexpr_attrs() -> bool:
+    """Whether the installed Triton's launcher gives constexpr arguments an (empty) entry in the
+    attributes it compiles with.
+
+    The attributes enter the compile cache key (`ASTSource.hash` hashes `str(self.attrs)`,
+    triton/compiler/compiler.py, 3.6 and 3.9 alike), so they must match the launcher's exactly
+    or a precompiled binary is never found and the first launch compiles again. Triton 3.6's
+    `JITFunction._pack_args` (triton/runtime/jit.py: `attrvals = [x[1] for x in
+    specialization]`, then only string values kept) leaves constexprs out, their value being
+    the constant itself; 3.8 and 3.9 (`'' if x[0] == 'constexpr' else x[1]`) list them with no
+    attribute. 3.7 is not verified and is taken as 3.6.
+    """
+    major, minor = (int(part) for part in triton.__version__.split(".")[:2])
+    return (major, minor) >= (3, 8)
+
+
 def launch_specialization(
     config: KernelConfig, M: int, N: int, K: int, group_n: int, group_k: int,
     out_dtype: torch.dtype,
@@ -285,7 +301,8 @@ def launch_specialization(
 
     Mirrors Triton 3.x's launcher (`native_specialize_impl`, `JITFunction._pack_args`): an int
     equal to 1 becomes a constant, an int divisible by 16 gets `tt.divisibility` 16, pointers are
-    taken as 16-byte aligned; every other argument gets no attribute. So M = 1, M % 16 == 0 and
+    taken as 16-byte aligned; every other argument gets no attribute (constexprs get no entry at
+    all on Triton before 3.8, see `_launcher_lists_constexpr_attrs`). So M = 1, M % 16 == 0 and
     other M compile to different binaries, as on the GPU.
     """
     k_groups = triton.cdiv(K, group_k)
@@ -308,6 +325,7 @@ def launch_specialization(
     signature: dict[str, str] = {}
     constexprs: dict[tuple[int, ...], int] = {}
     attrs: dict[tuple[int, ...], list[list[object]]] = {}
+    constexpr_attrs = _launcher_lists_constexpr_attrs()
     for index, name in enumerate(arg_names):
         path = (index,)
         attrs[path] = []
@@ -317,6 +335,8 @@ def launch_specialization(
         elif name in meta or ints[name] == 1:
             signature[name] = "constexpr"
             constexprs[path] = meta[name] if name in meta else 1
+            if not constexpr_attrs:
+                del attrs[path]
         else:
             value = ints[name]
             signature[name] = "i32" if -(2**31) <= value < 2**31 else "i64"

@@ -341,6 +341,21 @@ if binder is not None:
         ours = launch_specialization(config, M, N, K, 128, 128, dtype)
         result["parity"].append([ours == (theirs_sig, theirs_const, theirs_attrs),
                                  repr(ours), repr((theirs_sig, theirs_const, theirs_attrs))])
+        # The whole compile cache key: the launch's options are num_warps, num_stages and what
+        # JITFunction.run adds (debug, and the compilation knobs this Triton has).
+        from triton import knobs
+        from triton.compiler import ASTSource
+        from triton.runtime.cache import get_cache_key
+        launch = dict(meta, num_warps=4, num_stages=2, debug=knobs.runtime.debug)
+        for knob in ("instrumentation_mode", "fpsan_homomorphic_casts"):
+            if hasattr(knobs.compilation, knob):
+                launch[knob] = getattr(knobs.compilation, knob)
+        theirs_opts = backend.parse_options(launch)
+        ours_opts = backend.parse_options({"num_warps": 4, "num_stages": 2})
+        keys = [get_cache_key(ASTSource(fn, *spec3), backend, opts, env_vars={})
+                for spec3, opts in ((ours, ours_opts),
+                                    ((theirs_sig, theirs_const, theirs_attrs), theirs_opts))]
+        result.setdefault("keys", []).append(keys[0] == keys[1])
 print(json.dumps(result))
 """
 
@@ -384,3 +399,5 @@ def test_specialization_matches_tritons_launcher(compiled: dict[str, object]) ->
     assert isinstance(parity, list) and len(parity) == 4
     for same, ours, theirs in parity:
         assert same, f"ours {ours}\ntheirs {theirs}"
+    # Same specialization and options: a precompiled binary is found by the launch.
+    assert compiled["keys"] == [True] * 4
