@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 from tuner.compile import (
@@ -29,7 +30,8 @@ class PrecompileStats:
     """What a Precompiler did.
 
     Attributes:
-        compiled: configs compiled in the pool.
+        compiled: configs compiled in the pool (not those answered without a compile because
+            the pool broke or was shut down).
         cached: configs whose CompileInfo came from the on-disk cache without a compile
             needing it (their binaries were still put in Triton's cache).
         compile_s: seconds the pool processes spent compiling (overlapped with measuring).
@@ -55,6 +57,16 @@ class Precompiler:
     Submitted configs wait in a queue and at most `2 x pool processes` are in the pool at once;
     `wait` on a queued config moves it to the front. CompileInfo (shared memory, registers,
     spills) goes to the on-disk cache.
+
+    A pool whose process died (`BrokenProcessPool`: killed, out of memory, a crash in the
+    compiler) takes no more work, and fails every compile it held, whichever config killed it.
+    Such configs, and every config this Precompiler has not yet sent when it happens, are
+    answered from the on-disk cache, else with a CompileInfo that knows nothing and rejects
+    nothing (`unknown_info`), and nothing is cached for them: the config is launched and
+    Triton compiles it in the measuring process,
+    where a config that crashes the compiler is recorded as crashed by the worker's supervisor.
+    `broken` says so; the owner of a shared pool replaces it. A compile cancelled by a pool
+    shutdown is answered the same way.
 
     Args:
         arch: compute capability as an int (89, 90, ...).
@@ -91,6 +103,8 @@ class Precompiler:
         self._wait_s = 0.0
         self._cached = 0
         self._closed = False
+        self._unknown = 0  # configs answered by `unknown_info`
+        self.broken = False  # the pool lost a process; nothing more is sent to it
 
     def submit(self, configs: Iterable[KernelConfig]) -> None:
         """Queue configs for compiling, behind those queued before.
@@ -142,7 +156,7 @@ class Precompiler:
     def stats(self) -> PrecompileStats:
         """Counts and seconds so far."""
         with self._lock:
-            compiled = len(self._done) - self._cached
+            compiled = len(self._done) - self._cached - self._unknown
             return PrecompileStats(compiled, self._cached, self._compile_s, self._wait_s)
 
     def close(self) -> None:
@@ -166,13 +180,39 @@ class Precompiler:
             del self._queue[config]
             self._dispatch(config)
 
+    def unknown_info(self, config: KernelConfig) -> CompileInfo:
+        """What a config nobody compiled is answered with: no numbers, no error, so
+        `launch_problem` lets it launch."""
+        return CompileInfo(self.arch, config, self.specialization, self.out_dtype, None, None,
+                           None, 0.0)
+
+    def _answer_without_compile(self, config: KernelConfig) -> None:
+        """Finish a config the pool did not compile (lock held): its info from the on-disk
+        cache when there is one (only the binary is missing, which the launch compiles), else
+        `unknown_info`; nothing is cached."""
+        known = self._known.get(config)
+        self._done[config] = known if known is not None else self.unknown_info(config)
+        if known is not None:
+            self._cached += 1
+        else:
+            self._unknown += 1
+        self._finished_events[config].set()
+
     def _dispatch(self, config: KernelConfig) -> None:
-        """Send one compile to the pool (lock held)."""
+        """Send one compile to the pool (lock held); answer it at once if the pool is broken."""
         job = CompileJob(config, self.arch, self.M, self.N, self.K, self.block_shape,
                          self.out_dtype, need_info=config not in self._known)
         self._finished_events[config] = threading.Event()
+        future = None
+        if not self.broken:
+            try:
+                future = self._pool.submit(compile_job, job)
+            except RuntimeError:  # BrokenProcessPool, or a pool already shut down
+                self.broken = True
+        if future is None:
+            self._answer_without_compile(config)
+            return
         self.dispatched.append(config)
-        future = self._pool.submit(compile_job, job)
         self._running[config] = future
         future.add_done_callback(lambda done, config=config: self._finished(config, done))
 
@@ -180,9 +220,17 @@ class Precompiler:
         """Pool callback: keep the result, cache new info, refill the pool."""
         try:
             info = future.result()
-        except Exception as exc:  # noqa: BLE001 - a dead pool process: the config's result
-            info = CompileInfo(self.arch, config, self.specialization, self.out_dtype, None,
-                               None, None, 0.0, f"compile error: {type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - the job did not finish: nothing is known
+            # compile_job returns the compiler's own errors; an exception here is the pool's
+            # (a dead process fails every compile it held, a shutdown cancels the queued ones),
+            # not the config's: launch it (see the class docstring), and cache nothing, or the
+            # config would be rejected in every later task.
+            with self._lock:
+                self.broken = self.broken or isinstance(exc, BrokenProcessPool)
+                self._running.pop(config, None)
+                self._answer_without_compile(config)
+                self._fill()
+            return
         known = self._known.get(config)
         if known is not None and info.error is None and info.n_regs is None:
             info = CompileInfo(**{**known.__dict__, "compile_s": info.compile_s})

@@ -386,17 +386,35 @@ def _retime_and_decide(engine, spec: WorkerSpec, task, environment_id: int, runn
 
 
 class _Compiler:
-    """A CUDA worker's precompile pool, shared by its tasks: one `CompileGate` per task."""
+    """A CUDA worker's precompile pool, shared by its tasks: one `CompileGate` per task.
 
-    def __init__(self, workers: int) -> None:
-        import torch
+    A pool that lost a process (`Precompiler.broken`) takes no more work; it is replaced when
+    the task that saw it ends, so one dead compile process does not leave every later task
+    without precompiling and pruning.
+    """
 
+    def __init__(self, workers: int, arch: int) -> None:
         from tuner.compile import compile_pool
 
-        major, minor = torch.cuda.get_device_capability()
-        self.arch = 10 * major + minor
+        self.arch = arch
         self.workers = workers
         self.pool = compile_pool(workers)
+
+    @classmethod
+    def for_this_gpu(cls, workers: int) -> _Compiler | None:
+        """The compiler for the visible GPU, or None (with a line saying so) when its
+        architecture has no known resource limits (`tuner.compile.MAX_SHARED_BYTES`): pruning
+        would then fail every task, so Triton compiles at first launch instead."""
+        import torch
+
+        from tuner.compile import MAX_SHARED_BYTES
+
+        major, minor = torch.cuda.get_device_capability()
+        arch = 10 * major + minor
+        if arch not in MAX_SHARED_BYTES:
+            print(f"no precompiling for sm{arch}: its resource limits are not known", flush=True)
+            return None
+        return cls(workers, arch)
 
     def gate(self, problem, space, warm):
         from tuner.precompile import CompileGate
@@ -405,12 +423,16 @@ class _Compiler:
                            block_shape=problem.block_shape, out_dtype=problem.out_dtype,
                            space=space, warm_start=warm, pool=self.pool, workers=self.workers)
 
-    @staticmethod
-    def closed(gate, shared: WorkerShared | None) -> None:
+    def closed(self, gate, shared: WorkerShared | None) -> None:
+        from tuner.compile import compile_pool
+
         stats = gate.close()
         if shared is not None:
             shared.compile_s.value += stats.compile_s
             shared.compile_wait_s.value += stats.wait_s
+        if gate.precompiler.broken:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = compile_pool(self.workers)
 
 
 def _record_ceilings(engine, environment_id: int) -> None:
@@ -487,7 +509,7 @@ def _work(spec: WorkerSpec, shared: WorkerShared | None) -> None:
     scope = {"sweep_id": spec.sweep_id, "device_name": spec.device_name, "space": spec.space}
     compiler = None
     if spec.backend == "cuda" and spec.compile_workers > 0:
-        compiler = _Compiler(spec.compile_workers)
+        compiler = _Compiler.for_this_gpu(spec.compile_workers)
     while True:
         with claim_lock, session_scope(engine) as session:
             task = repo.claim_task(session, worker_id=spec.worker_id, lease_s=spec.lease_s,

@@ -1,0 +1,133 @@
+"""The precompiler when its pool fails: a dead compile process or a shutdown never hangs a wait,
+rejects a config or poisons the cache; the worker replaces a broken pool. Fake pools, no Triton."""
+
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import replace
+
+import pytest
+import torch
+
+from tuner import compile as compile_module
+from tuner.compile import CompileCache, CompileInfo, launch_problem
+from tuner.measure import Problem
+from tuner.precompile import CompileGate, Precompiler
+from tuner.space import KernelConfig, vllm_space
+from tuner.trial import TrialStatus
+from tuner.worker import _Compiler
+
+SPEC = {"arch": 90, "M": 33, "N": 512, "K": 256, "block_shape": (128, 128),
+        "out_dtype": "float16"}
+CONFIGS = [KernelConfig(16, 32, 64, 1, 4, 2), KernelConfig(16, 64, 64, 1, 4, 2),
+           KernelConfig(32, 32, 64, 1, 4, 2), KernelConfig(32, 64, 64, 1, 4, 2)]
+
+
+class FakePool:
+    """Stands for a ProcessPoolExecutor: submit returns a pending future the test settles; after
+    `die`, submit raises as a broken ProcessPoolExecutor does."""
+
+    def __init__(self):
+        self.jobs, self.futures, self.dead = [], [], False
+        self.shut_down = False
+
+    def submit(self, fn, job):
+        if self.dead:
+            raise BrokenProcessPool("A child process terminated abruptly, the process pool is "
+                                    "not usable anymore")
+        self.jobs.append(job.config)
+        self.futures.append(Future())
+        return self.futures[-1]
+
+    def die(self):
+        """A compile process is killed: every compile the pool held fails."""
+        self.dead = True
+        for future in self.futures:
+            if not future.done():
+                future.set_exception(BrokenProcessPool("A process in the process pool was "
+                                                       "terminated abruptly"))
+
+    def shutdown(self, wait=True, cancel_futures=False):
+        self.shut_down = True
+
+
+def unknown(config):
+    return CompileInfo(90, config, "M=any,N=d16,K=d16,gn=d16,gk=d16,kg=any", "float16", None,
+                       None, None, 0.0)
+
+
+def test_a_dead_compile_process_answers_every_wait_without_rejecting(tmp_path):
+    cache = CompileCache(tmp_path)
+    too_big = CompileInfo(90, CONFIGS[3], "M=any,N=d16,K=d16,gn=d16,gk=d16,kg=any", "float16",
+                          300_000, 128, 0, 2.0)
+    cache.put(too_big)  # known from an earlier run: its numbers still count
+    pool = FakePool()
+    pre = Precompiler(pool=pool, workers=1, cache=cache, **SPEC)
+    pre.submit(CONFIGS)  # 2 slots: configs 0 and 1 go to the pool, 2 and 3 wait
+    assert pool.jobs == CONFIGS[:2]
+    pool.die()
+    assert pre.broken
+    infos = [pre.wait(config) for config in CONFIGS]  # returns at once, nothing hangs
+    # the cached numbers for the config the cache knows, a blank for the others
+    assert infos == [*map(unknown, CONFIGS[:3]), replace(too_big, compile_s=0.0)]
+    assert [launch_problem(info) for info in infos[:3]] == [None] * 3  # launched, not rejected
+    assert launch_problem(infos[3]).status is TrialStatus.OUT_OF_RESOURCES
+    assert pool.jobs == CONFIGS[:2] and pre.dispatched == CONFIGS[:2]
+    # nothing was cached for the configs the pool failed
+    got = cache.get_many(CONFIGS, arch=90, specialization=pre.specialization,
+                         out_dtype="float16")
+    assert list(got) == [CONFIGS[3]]
+    stats = pre.stats()
+    assert (stats.compiled, stats.cached) == (0, 1)
+    pre.close()
+
+
+def test_a_cancelled_compile_is_not_cached_as_a_compile_error(tmp_path):
+    cache = CompileCache(tmp_path)
+    pool = FakePool()
+    pre = Precompiler(pool=pool, workers=1, cache=cache, **SPEC)
+    pre.submit(CONFIGS[:1])
+    pool.futures[0].cancel()  # what shutdown(cancel_futures=True) does to a queued compile
+    assert pre.wait(CONFIGS[0]) == unknown(CONFIGS[0])
+    assert not pre.broken
+    assert cache.get_many(CONFIGS[:1], arch=90, specialization=pre.specialization,
+                          out_dtype="float16") == {}
+
+
+def test_the_gate_launches_what_a_broken_pool_could_not_compile(tmp_path):
+    pool = FakePool()
+    gate = CompileGate(space=vllm_space(), warm_start=CONFIGS[:1], pool=pool, workers=1,
+                       cache=CompileCache(tmp_path), **SPEC)
+    pool.die()
+    assert gate.before(CONFIGS[0]) is None and gate.before(CONFIGS[1]) is None
+    assert gate.pruned == 0
+
+
+def test_the_worker_replaces_a_broken_pool_after_the_task(tmp_path, monkeypatch):
+    pools = []
+
+    def make_pool(workers=None):
+        pools.append(FakePool())
+        return pools[-1]
+
+    monkeypatch.setattr(compile_module, "compile_pool", make_pool)
+    monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (10, 3))
+    assert _Compiler.for_this_gpu(2) is None  # sm103: no known limits, no pruning
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
+    compiler = _Compiler.for_this_gpu(2)
+    assert compiler.arch == 90 and compiler.pool is pools[0]
+    problem = Problem(33, 512, 256, (128, 128), "float16")
+    gate = compiler.gate(problem, vllm_space(), CONFIGS[:1])
+    compiler.closed(gate, None)
+    assert compiler.pool is pools[0] and len(pools) == 1  # a healthy pool is kept
+    gate = compiler.gate(problem, vllm_space(), CONFIGS[:1])
+    pools[0].die()
+    compiler.closed(gate, None)
+    assert pools[0].shut_down and compiler.pool is pools[1]  # the next task gets a new one
+
+
+@pytest.fixture(autouse=True)
+def _no_real_pool(monkeypatch):
+    """Fail loudly if a test would start real compile processes."""
+    monkeypatch.setattr(compile_module.ProcessPoolExecutor, "__init__",
+                        lambda *a, **k: pytest.fail("a real pool was made"))
