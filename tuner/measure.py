@@ -68,13 +68,19 @@ def summarize_us(samples_s: Sequence[float]) -> tuple[float, float, float]:
 
 
 def classify_error(exc: BaseException) -> TrialStatus:
-    """Map an exception raised by compiling or launching the kernel to a trial status."""
-    from triton.compiler.errors import CompilationError
-    from triton.runtime.errors import OutOfResources
+    """Map an exception raised by compiling or launching the kernel to a trial status.
 
-    if isinstance(exc, OutOfResources):
+    ptxas failing on the kernel's PTX is a compile error too (`PTXASError`, raised by the NVIDIA
+    backend's `make_cubin` in Triton 3.6 and 3.9, triton/runtime/errors.py): not a crash, which
+    on CUDA would restart the worker for a config that never ran.
+    """
+    from triton.compiler.errors import CompilationError
+    from triton.runtime import errors
+
+    if isinstance(exc, errors.OutOfResources):
         return TrialStatus.OUT_OF_RESOURCES
-    if isinstance(exc, CompilationError):
+    ptxas_error = getattr(errors, "PTXASError", CompilationError)
+    if isinstance(exc, CompilationError | ptxas_error):
         return TrialStatus.COMPILE_ERROR
     return TrialStatus.CRASHED
 

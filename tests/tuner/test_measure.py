@@ -89,6 +89,20 @@ def test_a_launch_that_raises_is_recorded_not_raised(monkeypatch):
     assert result.error == "RuntimeError: CUDA error: an illegal memory access was encountered"
 
 
+def test_launch_failures_are_classified():
+    from triton.compiler.errors import CompilationError
+    from triton.runtime.errors import OutOfResources, PTXASError
+
+    from tuner.measure import classify_error
+
+    assert classify_error(OutOfResources(300_000, 232_448, "shared memory")) is \
+        TrialStatus.OUT_OF_RESOURCES
+    assert classify_error(PTXASError("`ptxas` raised SIGSEGV")) is TrialStatus.COMPILE_ERROR
+    assert classify_error(CompilationError("src", None, "bad")) is TrialStatus.COMPILE_ERROR
+    assert classify_error(RuntimeError("CUDA error: an illegal memory access")) is \
+        TrialStatus.CRASHED
+
+
 def test_fp16_output_and_bad_arguments():
     runner = KernelRunner(Problem(1, 64, 128, out_dtype="float16"), backend="interpreter")
     assert runner.evaluate(SMALL).ok
