@@ -126,12 +126,24 @@ CASES = FIXED_CASES + random_cases(SEED, RANDOM_CASES)
 
 
 def run_case(inputs: BlockFp8Inputs, case: Case, out_shape: tuple[int, ...]) -> torch.Tensor:
-    """Launch with C pre-filled with NaN, so unwritten elements stay NaN."""
+    """Launch with C pre-filled with NaN, so unwritten elements stay NaN.
+
+    On a GPU, a config whose shared memory the device cannot give (Triton's OutOfResources,
+    e.g. 256 x 256 x 128 tiles with 4-5 stages: over sm90's 227 KiB) is skipped: the
+    interpreter has no such limit, so random cases drawn from vLLM's grid may ask for it.
+    """
+    from triton.runtime.errors import OutOfResources
+
     out = torch.full(out_shape, math.nan, dtype=case.out_dtype, device=DEVICE)
-    result = w8a8_block_fp8_matmul(
-        inputs.A, inputs.B, inputs.As, inputs.Bs, BLOCK_SHAPE, case.config.as_dict(),
-        out_dtype=case.out_dtype, out=out,
-    )
+    try:
+        result = w8a8_block_fp8_matmul(
+            inputs.A, inputs.B, inputs.As, inputs.Bs, BLOCK_SHAPE, case.config.as_dict(),
+            out_dtype=case.out_dtype, out=out,
+        )
+    except OutOfResources as exc:
+        if INTERPRETED:
+            raise
+        pytest.skip(f"the GPU cannot run {case.label()}: {exc}")
     assert result is out
     return out
 
