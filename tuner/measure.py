@@ -307,11 +307,20 @@ class KernelRunner:
         first = copies_for(copy_bytes, l2_bytes)
         self._ensure_copies(first)
         timer = self.timer or CudaEventTimer()
-        self._launch_copy(config, 0)  # loads the kernel on this stream before anything is timed
+        self._launch_copy(config, 0)  # loads the kernel before anything is captured or timed
+        # The launch time the plan is sized with, from a small graph rather than eager launches:
+        # an eager launch through Triton's Python launcher costs tens of microseconds of CPU,
+        # more than a decode-size kernel runs, so eager timing measures the CPU and the plan
+        # would put a few dozen launches in a graph; each replay's own start-up (the CPU
+        # submitting the graph after the start event) would then weigh several percent.
+        order = [i % first for i in range(ESTIMATE_LAUNCHES)]
+        probe = capture_graph([lambda copy=copy: self._launch_copy(config, copy)
+                               for copy in order])
+        probe.replay()  # the first replay uploads the graph
         timer.start()
-        for i in range(ESTIMATE_LAUNCHES):
-            self._launch_copy(config, i % first)
+        probe.replay()
         launch_s = max(timer.stop(), 1e-9) / ESTIMATE_LAUNCHES
+        del probe
         plan = cuda_plan(copy_bytes=copy_bytes, l2_bytes=l2_bytes, launch_s=launch_s,
                          warmup_s=self.warmup_s, rep_s=self.rep_s)
         self._ensure_copies(plan.copies)

@@ -20,7 +20,8 @@ SAMPLE_S = 0.001
 MIN_SAMPLES = 10  # p20 and p80 need a handful of samples on each side of the median
 MAX_SAMPLES = 1000
 MAX_LAUNCHES = 1000  # launches captured in one graph
-# Eager launches that estimate a launch's duration before the plan is made (do_bench uses 5).
+# Launches (one small graph) that estimate a launch's duration before the plan is made
+# (do_bench estimates from 5 eager calls).
 ESTIMATE_LAUNCHES = 5
 MIN_COPIES = 2
 
@@ -169,8 +170,8 @@ def cuda_plan(
     Args:
         copy_bytes: bytes of one copy of B and Bs.
         l2_bytes: the device's L2 size in bytes.
-        launch_s: estimated seconds of one launch (positive; an eager launch overestimates a
-            small kernel, which only makes samples shorter).
+        launch_s: estimated seconds of one launch (positive; an overestimate only makes
+            samples shorter).
         warmup_s: seconds of untimed replays before timing.
         rep_s: seconds of timed replays.
 

@@ -192,14 +192,32 @@ def test_cuda_path_plan_graphs_and_per_launch_time(monkeypatch):
                         lambda device: SimpleNamespace(L2_cache_size=4 * COPY_BYTES))
     runner = KernelRunner(TIMED, backend="interpreter", warmup_s=0.003, rep_s=0.01,
                           timer=WallTimer(clock))
-    monkeypatch.setattr(runner, "_launch_copy", lambda config, copy: clock.launched(copy))
+    replaying = []
+
+    def launch(config, copy):
+        if not replaying:
+            clock.now += 10 * d  # an eager launch: the CPU's launch cost, far above the kernel
+        clock.launched(copy)
+
+    plain_replay = FakeGraph.replay
+
+    def replay(graph):
+        replaying.append(graph)
+        plain_replay(graph)
+        replaying.pop()
+
+    monkeypatch.setattr(runner, "_launch_copy", launch)
+    monkeypatch.setattr(FakeGraph, "replay", replay)
     sampler = runner._build_cuda(default_config())
-    # 8 copies hold 2x L2; the estimate (one unmeasured launch, then 5 timed, all d) gives
+    # 8 copies hold 2x L2; the estimate (one eager launch, then a graph of 5 launches replayed
+    # once untimed and once timed, all d: the eager launches' CPU cost is not in it) gives
     # ceil(1 ms / d) = 5 launches per graph, so the copies round up to 10, in 2 graphs
-    assert clock.copies == [0, 0, 1, 2, 3, 4]
+    assert clock.copies == [0, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4]
     assert sampler.plan == TimingPlan(copies=10, launches=5, warmup=3, samples=10)
     assert len(runner.weights) == 10
-    for graph, expected in zip(captured, ([0, 1, 2, 3, 4], [5, 6, 7, 8, 9]), strict=True):
+    probe, *graphs = captured
+    assert len(probe.launches) == 5
+    for graph, expected in zip(graphs, ([0, 1, 2, 3, 4], [5, 6, 7, 8, 9]), strict=True):
         del clock.copies[:]
         graph.replay()
         assert clock.copies == expected
