@@ -265,8 +265,8 @@ def _child_init() -> None:
     TRITON_DUMP_PTXAS_LOG makes Triton print ptxas's `-v` log (registers, spills) and
     TRITON_ALWAYS_COMPILE makes it compile (and log) even when its cache has the binary. Each is
     used only when it is not part of the installed Triton's cache key
-    (`get_cache_invalidating_env_vars`; neither is on Triton 3.9), so the binaries land under
-    the key the measuring process computes.
+    (`get_cache_invalidating_env_vars`; neither is on Triton 3.6 or 3.9), so the binaries land
+    under the key the measuring process computes.
     """
     os.environ.pop("TRITON_INTERPRET", None)
     _exit_with_parent(os.getppid())
