@@ -540,3 +540,20 @@ def _work(spec: WorkerSpec, shared: WorkerShared | None) -> None:
         with session_scope(engine) as session:
             repo.finish_task(session, task_id=task.task_id, worker_id=spec.worker_id,
                              state=state, error=error)
+        if state == "failed" and spec.backend == "cuda" and not _cuda_usable():
+            # A sticky CUDA error raised outside a trial (re-timing, inputs): every later task
+            # of this process would fail at once. The failed task stays failed; a fresh process
+            # takes the others.
+            raise SystemExit(EXIT_RESTART)
+
+
+def _cuda_usable() -> bool:
+    """Whether this process's CUDA context still runs work (a sticky error such as an illegal
+    memory access makes every later call raise)."""
+    import torch
+
+    try:
+        torch.cuda.synchronize()
+    except RuntimeError:
+        return False
+    return True

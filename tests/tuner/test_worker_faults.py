@@ -111,3 +111,38 @@ def test_a_task_taken_from_the_worker_records_nothing(tmp_path):
         run_task(engine, spec, task, environment_id, SPACE)
     assert stored(engine, task.task_id) == []
     assert StubRunner.measured == []  # not even the default config was measured
+
+
+@pytest.mark.parametrize("usable", [True, False])
+def test_a_task_that_fails_on_a_broken_cuda_context_restarts_the_process(tmp_path, monkeypatch,
+                                                                        usable):
+    """An error outside a trial (here: in re-timing) fails its task; if it left the CUDA context
+    unusable, the process exits for a fresh one instead of failing every later task at once."""
+    from sqlalchemy import select
+
+    from db.models import Task
+    from tuner import worker
+
+    engine, spec, _ = make_store(tmp_path, "cuda")
+    env = {"device_name": "NVIDIA_L20", "gpu_name": "NVIDIA L20", "compute_capability": "8.9",
+           "driver": "", "cuda": "", "torch": "t", "triton": "t", "tuner": "t",
+           "kernel_hash": "h"}
+    calls = []
+
+    def failing_task(*args, **kwargs):
+        calls.append(args[2].task_id)
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(worker, "collect_environment", lambda backend: env)
+    monkeypatch.setattr(worker, "_record_ceilings", lambda engine, environment_id: None)
+    monkeypatch.setattr(worker, "run_task", failing_task)
+    monkeypatch.setattr(worker, "_cuda_usable", lambda: usable)
+    if usable:
+        worker._work(spec, None)  # the task fails; nothing else to claim, the worker returns
+    else:
+        with pytest.raises(SystemExit) as exit_:
+            worker._work(spec, None)
+        assert exit_.value.code == worker.EXIT_RESTART
+    with session_scope(engine) as session:
+        assert session.scalars(select(Task.state)).all() == ["failed"]
+    assert len(calls) == 1
