@@ -354,10 +354,15 @@ def format_sweep_times(times: SweepTimes) -> str:
 
     Returns:
         One line, e.g. `120 trials run, 14 pruned before launch; compile 80.0 s (4.1 s waited),
-        measure 300.2 s, wall 320.5 s`.
+        measure 300.2 s; per trial run: compile 0.667 s, measure 2.502 s; wall 320.5 s`
+        (per-trial figures only when trials ran).
     """
+    per_trial = ""
+    if times.trials_run:
+        per_trial = (f"; per trial run: compile {times.compile_s / times.trials_run:.3f} s, "
+                     f"measure {times.measure_s / times.trials_run:.3f} s")
     return (
         f"{times.trials_run} trials run, {times.trials_pruned} pruned before launch; "
         f"compile {times.compile_s:.1f} s ({times.compile_wait_s:.1f} s waited), "
-        f"measure {times.measure_s:.1f} s, wall {times.wall_s:.1f} s"
+        f"measure {times.measure_s:.1f} s{per_trial}; wall {times.wall_s:.1f} s"
     )

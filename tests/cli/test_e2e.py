@@ -75,7 +75,8 @@ def test_every_trial_is_stored_checked_and_the_default_is_timed_in_every_task(sw
     # The time line: no pruning and no compile pool on the interpreter; measure seconds are the
     # sum of the trials' measure_s, which the wall time covers.
     times = re.search(r"18 trials run, 0 pruned before launch; compile 0\.0 s \(0\.0 s waited\), "
-                      r"measure ([\d.]+) s, wall ([\d.]+) s", " ".join(run.stdout.split()))
+                      r"measure ([\d.]+) s; per trial run: compile 0\.000 s, measure [\d.]+ s; "
+                      r"wall ([\d.]+) s", " ".join(run.stdout.split()))
     assert times, run.stdout
     [(measure_s,)] = rows(folder, "SELECT sum(measure_s) FROM trials")
     assert float(times[1]) == pytest.approx(measure_s, abs=0.06)

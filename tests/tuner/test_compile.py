@@ -200,5 +200,10 @@ def test_likely_next_is_the_neighbourhood():
 def test_sweep_times_line():
     times = SweepTimes(trials_run=120, trials_pruned=14, compile_s=80.04, compile_wait_s=4.1,
                        measure_s=300.2, wall_s=320.5)
-    assert format_sweep_times(times) == ("120 trials run, 14 pruned before launch; compile "
-                                         "80.0 s (4.1 s waited), measure 300.2 s, wall 320.5 s")
+    assert format_sweep_times(times) == (
+        "120 trials run, 14 pruned before launch; compile 80.0 s (4.1 s waited), measure 300.2 s;"
+        " per trial run: compile 0.667 s, measure 2.502 s; wall 320.5 s")
+    resumed = SweepTimes(trials_run=0, trials_pruned=0, compile_s=0.0, compile_wait_s=0.0,
+                         measure_s=0.0, wall_s=1.25)
+    assert format_sweep_times(resumed) == ("0 trials run, 0 pruned before launch; compile 0.0 s "
+                                           "(0.0 s waited), measure 0.0 s; wall 1.2 s")

@@ -23,8 +23,9 @@ class StubRunner:
     sampled: list = []
     kill_at: int | None = None
 
-    def __init__(self, problem, *, backend, seed, interpreter_reps):
+    def __init__(self, problem, *, backend, seed, interpreter_reps, warmup_s, rep_s):
         self.problem = problem
+        StubRunner.budgets = (warmup_s, rep_s)
 
     def evaluate(self, config):
         if StubRunner.kill_at is not None and len(StubRunner.measured) == StubRunner.kill_at:
@@ -94,6 +95,8 @@ def test_default_first_then_budget_distinct_configs(store):
     assert trials[0].config == default_config().as_dict() and trials[0].is_default
     assert sum(t.is_default for t in trials) == 1
     assert [t.config for t in trials] == [c.as_dict() for c in StubRunner.measured]
+    # The search's short timing (the first rung of successive halving): 5 ms warmup, 20 ms.
+    assert StubRunner.budgets == (0.005, 0.020)
 
 
 @pytest.mark.parametrize("kill_at", [0, 1, 3, 5])

@@ -21,8 +21,9 @@ class StubRunner:
 
     measured: list = []
 
-    def __init__(self, problem, *, backend, seed, interpreter_reps):
+    def __init__(self, problem, *, backend, seed, interpreter_reps, warmup_s, rep_s):
         self.problem = problem
+        StubRunner.budgets = (warmup_s, rep_s)
 
     def evaluate(self, config):
         StubRunner.measured.append(config)
