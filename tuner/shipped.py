@@ -26,7 +26,8 @@ from tuner.measure import Problem
 from tuner.merge import merge_shape
 from tuner.noise import RETIME_ROUNDS, retime_interleaved
 from tuner.roofline import roofline
-from tuner.space import KernelConfig, default_config
+from tuner.space import KernelConfig, default_config, why_invalid
+from tuner.trial import TrialResult, TrialStatus
 
 OUT_DTYPE = "bfloat16"  # what serving uses
 BLOCK_SHAPE = (128, 128)  # [group_n, group_k]; vLLM's shipped block-FP8 files are all 128x128
@@ -151,6 +152,15 @@ def _ratio(numerator: dict | None, denominator: dict | None) -> float | None:
     return round(numerator["latency_us"] / denominator["latency_us"], 4)
 
 
+def _check(runner: Any, config: KernelConfig, block_shape: tuple[int, int]) -> TrialResult:
+    """The runner's correctness check, or `invalid` without a launch for a config our kernel's
+    constraints refuse (a shipped file may hold one)."""
+    reason = why_invalid(config, block_shape)
+    if reason is not None:
+        return TrialResult(TrialStatus.INVALID, error=reason)
+    return runner.check(config)
+
+
 def compare_entry(entry: Entry, runner: Any, retime: Retime, *, rounds: int,
                   ceilings: Mapping[str, float] | None, out_dtype: str = OUT_DTYPE,
                   block_shape: tuple[int, int] = BLOCK_SHAPE) -> dict:
@@ -175,7 +185,7 @@ def compare_entry(entry: Entry, runner: Any, retime: Retime, *, rounds: int,
     """
     roles = _roles(entry)
     distinct = list(dict.fromkeys(roles.values()))
-    checked = {config: runner.check(config) for config in distinct}
+    checked = {config: _check(runner, config, block_shape) for config in distinct}
     passing = [c for c in distinct if str(checked[c].status) == "ok"]
     timed, failure = {}, None
     try:

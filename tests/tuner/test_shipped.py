@@ -143,3 +143,27 @@ def test_a_timing_failure_is_recorded_and_the_run_goes_on(tmp_path):
                                "latency_us": None,
                                "error": "timing failed: RuntimeError: CUDA graph capture failed"}
     assert rows[0]["speedup_vs_default"] is None and rows[0]["noise_us"] is None
+
+
+def test_a_shipped_config_our_kernel_refuses_is_invalid_and_never_launched():
+    from tuner.space import KernelConfig, default_config
+
+    refused = KernelConfig(64, 128, 256, 32, 4, 2)  # BLOCK_SIZE_K 256 does not divide 128
+    entry = core.Entry(N=256, K=384, M=16, shipped=refused, default=default_config(),
+                       ours=None, ours_key=None)
+    log = []
+
+    class Runner:
+        def check(self, config):
+            log.append(("check", config))
+            return core.TrialResult(core.TrialStatus.OK, rel_error=1e-3)
+
+        def sample_us(self, config):
+            log.append(("sample", config))
+            return 10.0
+
+    [row] = core.compare([entry], lambda problem: Runner(), rounds=2)
+    assert row["shipped"]["status"] == "invalid" and row["shipped"]["latency_us"] is None
+    assert "BLOCK_SIZE_K" in row["shipped"]["error"]
+    assert [config for _, config in log] == [default_config()] * 3  # checked, 2 samples
+    assert row["default"]["latency_us"] == 10.0 and row["shipped_vs_default"] is None
