@@ -202,12 +202,10 @@ class Task(Base):
     )
 
 
-class Trial(Base):
-    """One config timed (or failed) for one task, on one environment."""
+class TaskConfig:
+    """Columns of every row that is about one config of one task (trials, retimes, decisions):
+    the task, the environment it was timed in, and vLLM's six config keys."""
 
-    __tablename__ = "trials"
-
-    trial_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     task_id: Mapped[int] = mapped_column(ForeignKey("tasks.task_id", ondelete="CASCADE"))
     environment_id: Mapped[int] = mapped_column(ForeignKey("environments.environment_id"))
     BLOCK_SIZE_M: Mapped[int] = mapped_column(Integer)
@@ -216,6 +214,14 @@ class Trial(Base):
     GROUP_SIZE_M: Mapped[int] = mapped_column(Integer)
     num_warps: Mapped[int] = mapped_column(Integer)
     num_stages: Mapped[int] = mapped_column(Integer)
+
+
+class Trial(TaskConfig, Base):
+    """One config timed (or failed) for one task, on one environment."""
+
+    __tablename__ = "trials"
+
+    trial_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     is_default: Mapped[bool] = mapped_column(default=False)
     status: Mapped[str] = mapped_column(String(32))
     latency_us: Mapped[float | None] = mapped_column(Float)
@@ -252,7 +258,7 @@ class ImportedFile(Base):
     __table_args__ = (UniqueConstraint("device_id", "N", "K", "block_n", "block_k", "label"),)
 
 
-class Retime(Base):
+class Retime(TaskConfig, Base):
     """One config of a task re-timed interleaved with the other finalists and the default config
     (A B A B ...) before the task's winner is declared (revision 0004). Latencies in
     microseconds over `rounds` interleaved rounds: median, 20th and 80th percentile."""
@@ -260,14 +266,6 @@ class Retime(Base):
     __tablename__ = "retimes"
 
     retime_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.task_id", ondelete="CASCADE"))
-    environment_id: Mapped[int] = mapped_column(ForeignKey("environments.environment_id"))
-    BLOCK_SIZE_M: Mapped[int] = mapped_column(Integer)
-    BLOCK_SIZE_N: Mapped[int] = mapped_column(Integer)
-    BLOCK_SIZE_K: Mapped[int] = mapped_column(Integer)
-    GROUP_SIZE_M: Mapped[int] = mapped_column(Integer)
-    num_warps: Mapped[int] = mapped_column(Integer)
-    num_stages: Mapped[int] = mapped_column(Integer)
     is_default: Mapped[bool] = mapped_column(default=False)
     rounds: Mapped[int] = mapped_column(Integer)
     latency_us: Mapped[float] = mapped_column(Float)
@@ -278,7 +276,7 @@ class Retime(Base):
     __table_args__ = (UniqueConstraint("task_id", *CONFIG_COLUMNS),)
 
 
-class Decision(Base):
+class Decision(TaskConfig, Base):
     """The config a task keeps after the re-timing, and why (revision 0004): at most one per task.
 
     `latency_us` and `default_latency_us` are re-timed medians in microseconds; `spread_us` is
@@ -289,14 +287,6 @@ class Decision(Base):
     __tablename__ = "decisions"
 
     decision_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.task_id", ondelete="CASCADE"))
-    environment_id: Mapped[int] = mapped_column(ForeignKey("environments.environment_id"))
-    BLOCK_SIZE_M: Mapped[int] = mapped_column(Integer)
-    BLOCK_SIZE_N: Mapped[int] = mapped_column(Integer)
-    BLOCK_SIZE_K: Mapped[int] = mapped_column(Integer)
-    GROUP_SIZE_M: Mapped[int] = mapped_column(Integer)
-    num_warps: Mapped[int] = mapped_column(Integer)
-    num_stages: Mapped[int] = mapped_column(Integer)
     latency_us: Mapped[float] = mapped_column(Float)
     default_latency_us: Mapped[float | None] = mapped_column(Float)
     runner_up: Mapped[dict[str, int] | None] = mapped_column(JSON)
