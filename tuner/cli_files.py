@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from db.engine import session_scope as session_scope_for
+from db.engine import session_scope
 from tuner.cli import (
     DbOpt,
     DeviceOpt,
@@ -53,7 +53,7 @@ def export(
     from tuner.merge import write_files_atomically
 
     _, engine = _open_store(db, must_exist=True)
-    with session_scope_for(engine) as session:
+    with session_scope(engine) as session:
         device_name = _device_in_store(session, device)
     read = read_files(engine, device_name, out_dtype=out_dtype.value if out_dtype else None,
                       allow_stale=allow_stale, allow_partial=allow_partial,
@@ -88,11 +88,13 @@ class StoreFiles:
             M that only have stale trials, if any).
         grids: (N, K, block_shape) -> the M grid of the shape's sweeps.
         stale_skips: shapes skipped because their trials are stale.
+        stale_note: the line printed about stale trials left out, or None when none were.
     """
 
     files: DeviceFiles
     grids: dict[tuple[int, int, tuple[int, int]], tuple[int, ...]]
     stale_skips: int
+    stale_note: str | None = None
 
 
 def read_files(engine, device_name: str, *, out_dtype: str | None, allow_stale: bool,
@@ -118,7 +120,7 @@ def read_files(engine, device_name: str, *, out_dtype: str | None, allow_stale: 
     from tuner.cli_store import provenance_scope, stale_m, stale_reason
     from tuner.merge import build_device_files
 
-    with session_scope_for(engine) as session:
+    with session_scope(engine) as session:
         scope, note = provenance_scope(session, device_name, allow_stale)
         winners = repo.winners(session, device_name=device_name, out_dtype=out_dtype, **scope)
         coverage = repo.shape_coverage(session, device_name=device_name, out_dtype=out_dtype,
@@ -139,7 +141,7 @@ def read_files(engine, device_name: str, *, out_dtype: str | None, allow_stale: 
                for item, reason in zip(files.skipped, reasons, strict=True)]
     grids = {(row.N, row.K, tuple(row.block_shape)): tuple(row.m_requested) for row in coverage}
     return StoreFiles(DeviceFiles(files=files.files, skipped=skipped), grids,
-                      sum(map(bool, reasons)))
+                      sum(map(bool, reasons)), note)
 
 
 @app.command()
@@ -162,7 +164,6 @@ def winners(
     torch's FP8 matrix product.
     """
     from db import repo
-    from db.engine import session_scope
     from tuner.cli_store import provenance_scope
     from tuner.roofline import roofline
     from tuner.space import KernelConfig

@@ -274,29 +274,19 @@ def _folder_file_names(folder: Path, device: str) -> tuple[list[str], str]:
 
 def _store_file_names(device: str, engine: str, allow_partial: bool, db: str | None, *,
                       allow_stale: bool = False) -> tuple[list[str], str]:
-    from db import repo
     from db.engine import session_scope
-    from tuner.merge import build_device_files
+    from tuner.cli_files import read_files  # here: both modules load with tuner.cli
 
     _, store = _open_store(db, must_exist=True)
     with session_scope(store) as session:
         device_name = _device_in_store(session, device)
-        scope, note = provenance_scope(session, device_name, allow_stale)
-        winners = repo.winners(session, device_name=device_name, **scope)
-        coverage = repo.shape_coverage(session, device_name=device_name, **scope)
-        imported = repo.imported_configs(session, device_name=device_name)
-    if note is not None:
-        typer.echo(note, err=True)
-    try:
-        result = build_device_files(winners, coverage, allow_partial=allow_partial,
-                                    imported=imported, device_name=device_name, engine=engine)
-    except ValueError as exc:
-        raise fail(f"cannot merge {device_name}: {exc}") from None
-    if not result.files:
-        stale = "; --allow-stale also uses stale trials" if note is not None else ""
+    read = read_files(store, device_name, out_dtype=None, allow_stale=allow_stale,
+                      allow_partial=allow_partial, engine_name=engine)
+    if not read.files.files:
+        stale = "; --allow-stale also uses stale trials" if read.stale_note is not None else ""
         raise fail(f"{device_name} has no complete file yet; --allow-partial mounts what there "
                    f"is{stale}")
-    return [f.file_name for f in result.files], device_name
+    return [f.file_name for f in read.files.files], device_name
 
 
 @app.command()
