@@ -258,24 +258,18 @@ def sweep(
     except KeyboardInterrupt:
         raise fail("interrupted; finished trials are stored: run the same command to resume",
                    130) from None
-    console.print(
-        f"sweep {summary.sweep_id}: {summary.tasks_done}/{summary.tasks_total} tasks done, "
-        f"{summary.tasks_failed} failed; {summary.trials_run_now} trials run now "
-        f"({summary.trials_total} stored, {summary.trials_ok} ok"
-        + "".join(f", {n} {what}" for n, what in ((summary.trials_crashed_now, "crashed"),
-                                                  (summary.trials_timed_out_now, "timed out"))
-                  if n)
-        + f"); wall {summary.wall_s:.1f} s",
-        soft_wrap=True,
-    )
-    if summary.times is not None:
-        from tuner.precompile import format_sweep_times
-
-        console.print(format_sweep_times(summary.times), soft_wrap=True, markup=False,
-                      highlight=False)
+    print_sweep_summary(summary)
     if summary.tasks_done != summary.tasks_total:
         raise fail(f"{summary.tasks_total - summary.tasks_done} task(s) not done; "
                    "see the store, then re-run to resume", 1)
+
+
+def print_sweep_summary(summary) -> None:
+    """The closing lines of a sweep run (`tuner.sweep.summary_lines`)."""
+    from tuner.sweep import summary_lines
+
+    for line in summary_lines(summary):
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
 
 
 def _backend(device: str, replay: Path | None, *, need_device: bool = True):

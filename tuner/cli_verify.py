@@ -34,6 +34,7 @@ from tuner.cli import (
     console,
     fail,
     parse_m_values,
+    print_sweep_summary,
 )
 from tuner.merge import DeviceFiles
 from tuner.noise import RETIME_ROUNDS
@@ -211,12 +212,7 @@ class Fixer:
         except KeyboardInterrupt:
             raise fail("interrupted; finished trials are stored: run the same command to "
                        "resume", 130) from None
-        _plain(f"sweep {sweep_id}: {summary.tasks_done}/{summary.tasks_total} tasks done, "
-               f"{summary.tasks_failed} failed; {summary.trials_run_now} trials run now")
-        if summary.times is not None:
-            from tuner.precompile import format_sweep_times
-
-            _plain(format_sweep_times(summary.times))
+        print_sweep_summary(summary)
 
     def finish_unfinished(self) -> None:
         """Run the unfinished tasks of this device's sweeps of the model and TP over the same

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuner.precompile import SweepTimes
+from tuner.precompile import SweepTimes, format_sweep_times
 from tuner.space import KernelConfig, default_config, vllm_space
 from tuner.worker import WorkerSpec
 
@@ -286,3 +286,18 @@ def run_workers(
         wall_s=wall_s, worker_failures=report.worker_failures,
         trials_crashed_now=report.crashed, trials_timed_out_now=report.timeouts, times=times,
     )
+
+
+def summary_lines(summary: SweepSummary) -> list[str]:
+    """The closing lines of a sweep run: tasks and trials, then where the time went
+    (`tuner.precompile.format_sweep_times`) when it is known."""
+    counts = "".join(f", {n} {what}" for n, what in ((summary.trials_crashed_now, "crashed"),
+                                                     (summary.trials_timed_out_now, "timed out"))
+                     if n)
+    lines = [f"sweep {summary.sweep_id}: {summary.tasks_done}/{summary.tasks_total} tasks done, "
+             f"{summary.tasks_failed} failed; {summary.trials_run_now} trials run now "
+             f"({summary.trials_total} stored, {summary.trials_ok} ok{counts}); "
+             f"wall {summary.wall_s:.1f} s"]
+    if summary.times is not None:
+        lines.append(format_sweep_times(summary.times))
+    return lines
