@@ -6,8 +6,8 @@ import io
 import zipfile
 
 import tuner
-from tuner.configfile import ENGINE_CONFIG_DIRS, SGLANG_NOTE
-from tuner.merge import DeviceFiles
+from tuner.files.merge import DeviceFiles
+from tuner.kernels.dense.naming import ENGINE_CONFIG_DIRS, SGLANG_NOTE
 
 README_NAME = "README.txt"
 # 1980-01-01 is the earliest time a zip entry can carry; a fixed time keeps the bytes stable.

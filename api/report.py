@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from html import escape
 
 from api.svg import Series, line_chart
-from tuner.configfile import REQUIRED_M, VLLM_M_GRID
-from tuner.roofline import COPY_GBPS, FP8_MM_TFLOPS, OUT_BYTES, Roofline, roofline
-from tuner.space import KernelConfig
+from tuner.files.format import REQUIRED_M, VLLM_M_GRID
+from tuner.kernels.config import KernelConfig
+from tuner.measure.roofline import COPY_GBPS, FP8_MM_TFLOPS, OUT_BYTES, Roofline, roofline
 
 WINNER_COLOR, DEFAULT_COLOR, SPEEDUP_COLOR = "#1f6feb", "#cf222e", "#1a7f37"
 COPY_COLOR, MM_COLOR = "#8250df", "#bc4c00"

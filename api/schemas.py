@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from tuner.strategies import DEFAULT_STRATEGY, DEFAULT_TRIALS
+from tuner.search import DEFAULT_STRATEGY, DEFAULT_TRIALS
 
 
 class Health(BaseModel):
@@ -165,7 +165,7 @@ class SweepCreate(BaseModel):
                                    description="Batch sizes M to tune.")
     strategy: str = Field(default=DEFAULT_STRATEGY, pattern=r"^[a-z][a-z0-9+_\-]{0,31}$",
                           examples=[DEFAULT_STRATEGY],
-                          description="A search strategy of tuner.strategies: local, optuna, "
+                          description="A search strategy of tuner.search: local, optuna, "
                                       "tpe+local, grid.")
     trials: int = Field(default=DEFAULT_TRIALS, ge=1, le=100_000,
                         description="Configs per (N, K, M) (not grid), vLLM's default included.")

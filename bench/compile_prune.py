@@ -2,7 +2,7 @@
 
     python bench/compile_prune.py                  # defaults below; writes bench/results/*.json
 
-No GPU needed: Triton compiles for the target on the CPU (tuner.compile). A second run is
+No GPU needed: Triton compiles for the target on the CPU (tuner.measure.compile). A second run is
 answered from the compile cache; pass a fresh --cache-dir to time compiles again.
 """
 
@@ -22,12 +22,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tuner.compile import MAX_SHARED_BYTES, CompileCache, compile_infos, launch_problem  # noqa: E402
-from tuner.space import default_config, vllm_space  # noqa: E402
+from tuner.kernels.dense.space import default_config, vllm_space  # noqa: E402
+from tuner.measure.compile import (  # noqa: E402
+    MAX_SHARED_BYTES,
+    CompileCache,
+    compile_infos,
+    launch_problem,
+)
 
 ARCHS = (89, 90)  # compute capabilities to compile for: Ada (L20, L40S), Hopper (H100, H200)
 N, K = 5120, 3072  # a Qwen3.8-27B TP2 shape (DESIGN §11)
-M = 4096  # any M divisible by 16 gives the same binary (tuner.compile.specialization_key)
+M = 4096  # any M divisible by 16 gives the same binary (tuner.measure.compile.specialization_key)
 BLOCK_SHAPE = (128, 128)  # [group_n, group_k] of the weight scales
 OUT_DTYPE = "bfloat16"  # what serving uses
 WORKERS = None  # compile processes; None: CPU count minus one

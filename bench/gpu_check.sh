@@ -34,7 +34,7 @@ step() {
   [ "$left" -lt "$limit" ] && limit=$left
   echo; echo "== $name (limit $limit s)"; timeout "$limit" "$@" || echo "step exited $?"
 }
-DEVICE=$(python3 -c "import torch; from tuner.devices import vllm_device_name; print(vllm_device_name(torch.cuda.get_device_name()))")
+DEVICE=$(python3 -c "import torch; from tuner.inputs.devices import vllm_device_name; print(vllm_device_name(torch.cuda.get_device_name()))")
 python3 -c "import torch, triton; print('gpu', torch.cuda.get_device_name(), 'torch', torch.__version__, 'triton', triton.__version__)"
 # The kernel on the real GPU against the float64 reference (the same cases as under the interpreter),
 # and the timing method's tests.

@@ -29,8 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tuner.replay import Landscape, load_landscape  # noqa: E402
-from tuner.space import KernelConfig, default_config  # noqa: E402
+from tuner.kernels.config import KernelConfig  # noqa: E402
+from tuner.kernels.dense.space import default_config  # noqa: E402
+from tuner.search.replay import Landscape, load_landscape  # noqa: E402
 
 LANDSCAPE = ROOT / "bench" / "landscapes" / "synthetic_sm90.json"
 MODEL, TP = "qwen3.8-27b", 2  # the five shapes of the recorded landscapes
@@ -79,7 +80,7 @@ def picks(url: str, landscape: Landscape) -> tuple[Picked, Picked, Picked, dict]
     """(fastest trial, decided winner, shipped file entry) per (N, K, M), and the sweep row."""
     from db import repo
     from db.engine import open_store, session_scope
-    from tuner.merge import merge_shape
+    from tuner.files.merge import merge_shape
 
     engine = open_store(url)
     try:

@@ -9,9 +9,10 @@ real landscape: DRAM traffic with tile re-reads moderated by GROUP_SIZE_M's L2 r
 bound bandwidth (bytes in flight from num_stages and occupancy), tensor-core time with padding
 waste and per-tile efficiency, the per-K-tile scale epilogue, wave quantization over the SMs,
 occupancy from shared memory and registers, spills, and seeded multiplicative noise.
-Shared memory, registers and spills come from the compiler (tuner.compile's cache, sm90) when
-present, else from the formula num_stages * (BLOCK_SIZE_M * BLOCK_SIZE_K + BLOCK_SIZE_K *
-BLOCK_SIZE_N) bytes (what Triton 3.9 allocates on sm90) and an accumulator-size estimate.
+Shared memory, registers and spills come from the compiler (tuner.measure.compile's cache,
+sm90) when present, else from the formula num_stages * (BLOCK_SIZE_M * BLOCK_SIZE_K +
+BLOCK_SIZE_K * BLOCK_SIZE_N) bytes (what Triton 3.9 allocates on sm90) and an accumulator-size
+estimate.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tuner.replay import Landscape, landscape_from_results  # noqa: E402
-from tuner.space import KernelConfig, vllm_space  # noqa: E402
-from tuner.trial import TrialResult, TrialStatus  # noqa: E402
+from tuner.kernels.config import KernelConfig  # noqa: E402
+from tuner.kernels.dense.space import vllm_space  # noqa: E402
+from tuner.measure.trial import TrialResult, TrialStatus  # noqa: E402
+from tuner.search.replay import Landscape, landscape_from_results  # noqa: E402
 
 DEVICE_NAME = "SYNTHETIC_SM90"  # never a real GPU's key, so it cannot mix with measurements
 MODEL = "qwen3.8-27b"  # shapes/ key: the five Qwen3.8-27B-FP8 TP2 shapes (DESIGN §11)
@@ -142,12 +144,13 @@ def trial(config: KernelConfig, M: int, N: int, K: int, res: Resources, seed: in
 
 
 def compiler_resources(arch: int = 90) -> dict[KernelConfig, Resources]:
-    """sm90 resources from tuner.compile's cache for M % 16 == 0 at N, K = 5120, 3072; {} if absent.
+    """sm90 resources from tuner.measure.compile's cache for M % 16 == 0 at N, K = 5120, 3072; {}
+    if absent.
 
     Shared memory, registers and spills depend little on N, K and M's specialization; one
     shape's numbers stand in for all.
     """
-    from tuner.compile import CompileCache, specialization_key
+    from tuner.measure.compile import CompileCache, specialization_key
 
     try:
         cache = CompileCache()
@@ -167,8 +170,8 @@ def build(shapes: tuple[tuple[int, int], ...], m_values: tuple[int, ...], seed: 
     space = vllm_space()
     measured = compiler_resources()
     resources = {config: measured.get(config) or estimate_resources(config) for config in space}
-    source = (f"compiler (tuner.compile cache, sm90) for {len(measured)} of {len(space)} configs"
-              if measured else "formula")
+    source = (f"compiler (tuner.measure.compile cache, sm90) for {len(measured)} of "
+              f"{len(space)} configs" if measured else "formula")
     model_hash = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
     results = [(n, k, m, config, trial(config, m, n, k, resources[config], seed))
                for n, k in shapes for m in m_values for config in space]
@@ -185,7 +188,7 @@ def build(shapes: tuple[tuple[int, int], ...], m_values: tuple[int, ...], seed: 
 
 
 def main() -> None:
-    from tuner.shapes import load_shapes
+    from tuner.inputs.shapes import load_shapes
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=OUT)

@@ -6,11 +6,13 @@
 
 For each shape of the model (every TP size it lists) that vLLM ships a file for on the device,
 and each M key of that file, three configs: ours (what our merged file would make vLLM run at
-M: the store's winners with the no-regression rule of tuner.merge, looked up by vLLM's
+M: the store's winners with the no-regression rule of tuner.files.merge, looked up by vLLM's
 nearest-key rule), the shipped file's entry for M, and vLLM's default config. Each distinct
 config is checked against the float64 reference, then the ones that pass are re-timed
-interleaved (A B C A B C ...) in one run (tuner.noise.retime_interleaved), so drift hits them
-alike. The copy and FP8-mm ceilings are measured once in the same run (tuner.roofline) and our
+interleaved (A B C A B C ...) in one run (tuner.measure.noise.retime_interleaved), so drift hits
+them
+alike. The copy and FP8-mm ceilings are measured once in the same run (tuner.measure.roofline) and
+our
 latency is put against them. Writes results/vs_shipped_<device_name>.json with device,
 versions, date and command.
 """
@@ -28,7 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tuner.shipped import (  # noqa: E402
+from tuner.compare.shipped import (
     BLOCK_SHAPE,
     OUT_DTYPE,
     ROUNDS,
@@ -91,7 +93,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _model_shapes(model: str, tps: Sequence[int] | None) -> list[tuple[int, int]]:
-    from tuner.shapes import ShapesFileError, UnknownModelError, load_shapes, tp_sizes
+    from tuner.inputs.shapes import ShapesFileError, UnknownModelError, load_shapes, tp_sizes
 
     try:
         seen = {}
@@ -105,7 +107,7 @@ def _model_shapes(model: str, tps: Sequence[int] | None) -> list[tuple[int, int]
 
 def _device_name(device: str | None, shipped_dir: Path, dry_run: bool) -> tuple[str, Any]:
     """(device_name, GpuInfo or None); a real run needs a visible GPU of that name."""
-    from tuner.devices import matches, resolve, visible_gpus
+    from tuner.inputs.devices import matches, resolve, visible_gpus
 
     gpus = visible_gpus()
     if device is None:
@@ -127,7 +129,7 @@ def _device_name(device: str | None, shipped_dir: Path, dry_run: bool) -> tuple[
 def _winner_filter(allow_stale: bool) -> dict[str, str | None]:
     """db.repo.winners' provenance filter: this kernel's hash and the installed Triton's
     major.minor (DESIGN §5), or no filter with --allow-stale."""
-    from tuner.provenance import current_kernel_hash, installed_triton_minor
+    from tuner.files.provenance import current_kernel_hash, installed_triton_minor
 
     if allow_stale:
         return {"kernel_hash": None, "triton_minor": None}
@@ -201,9 +203,9 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         raise UsageError("nothing to time")
     import torch
 
-    from tuner.measure import KernelRunner
-    from tuner.roofline import measure_ceilings
-    from tuner.worker import collect_environment
+    from tuner.measure.roofline import measure_ceilings
+    from tuner.measure.runner import KernelRunner
+    from tuner.run.worker import collect_environment
 
     torch.cuda.set_device(gpu.index)
     env = collect_environment("cuda")

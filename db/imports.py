@@ -86,7 +86,7 @@ def record_import(
         label: where the file comes from, e.g. "vllm-0.33.0".
         file_name: the file's name as given.
         sha256: hex sha256 of the file's bytes.
-        configs: M -> config, already checked (tuner.configfile.parse_config_file).
+        configs: M -> config, already checked (tuner.files.format.parse_config_file).
 
     Returns:
         The stored import.

@@ -36,7 +36,7 @@ CONFIG_COLUMNS: tuple[str, ...] = (
 
 TASK_STATES: tuple[str, ...] = ("pending", "running", "done", "failed")
 
-# Same values as tuner.trial.TrialStatus (db must not import tuner).
+# Same values as tuner.measure.trial.TrialStatus (db must not import tuner).
 TRIAL_STATUSES: tuple[str, ...] = (
     "ok",
     "invalid",

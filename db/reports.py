@@ -175,7 +175,7 @@ def shape_coverage(
     ]
 
 
-# Environment columns a landscape file records (tuner.replay.Landscape.environment).
+# Environment columns a landscape file records (tuner.search.replay.Landscape.environment).
 ENVIRONMENT_FIELDS: tuple[str, ...] = (
     "gpu_name", "compute_capability", "driver", "cuda", "torch", "triton", "tuner", "kernel_hash",
 )

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from db.models import CONFIG_COLUMNS, Decision, Device, Environment, Retime, Sweep, Task, Trial
 
 # major.minor at the start of a version string, not followed by another digit (same rule as
-# tuner.provenance.triton_minor; db imports nothing of tuner).
+# tuner.files.provenance.triton_minor; db imports nothing of tuner).
 _MINOR = re.compile(r"(\d+)\.(\d+)(?!\d)")
 
 
@@ -296,7 +296,7 @@ def task_winners(
     finished_before: datetime | None = None,
 ) -> list[TaskWinnerRow]:
     """Winners of the done tasks of a device: what a new task warm-starts from
-    (`tuner.strategies.warm_start_for_task`). One query with a `row_number()` ranking of ok
+    (`tuner.search.warm_start_for_task`). One query with a `row_number()` ranking of ok
     trials (decisions are not consulted: a warm start wants fast configs, not the kept one).
 
     Args:

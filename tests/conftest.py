@@ -5,7 +5,8 @@ import os
 
 import pytest
 
-# Must happen before tuner.kernel is imported: triton.jit reads it when it decorates the kernel.
+# Must happen before tuner.kernels.dense.kernel is imported: triton.jit reads it when it decorates
+# the kernel.
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 

@@ -10,8 +10,8 @@ from sqlalchemy import text
 import tuner
 from db import repo
 from db.engine import open_store, session_scope
-from tuner.provenance import current_kernel_hash
-from tuner.space import default_config
+from tuner.files.provenance import current_kernel_hash
+from tuner.kernels.dense.space import default_config
 
 # Trials as this machine records them: the current kernel and Triton (export keeps only those).
 TRITON = importlib.metadata.version("triton")

@@ -13,10 +13,19 @@ from api import schemas
 from api.archive import build_zip
 from api.deps import SessionDep, SettingsDep
 from db import repo
-from tuner.configfile import SGLANG_NOTE, config_file_name, parse_config_file_name
-from tuner.devices import resolve
-from tuner.merge import DeviceFiles, build_device_files
-from tuner.provenance import Provenance, current_provenance, installed_triton_minor, triton_minor
+from tuner.files.merge import DeviceFiles, build_device_files
+from tuner.files.provenance import (
+    Provenance,
+    current_provenance,
+    installed_triton_minor,
+    triton_minor,
+)
+from tuner.inputs.devices import resolve
+from tuner.kernels.dense.naming import (
+    SGLANG_NOTE,
+    config_file_name,
+    parse_config_file_name,
+)
 
 router = APIRouter(prefix="/devices", tags=["devices"])
 
@@ -63,7 +72,8 @@ KnownDevice = Annotated[str, Depends(known_device)]
 
 
 def _provenance(session: Session, device_name: str) -> Provenance:
-    """The current kernel hash and Triton major.minor (tuner.provenance.current_provenance)."""
+    """The current kernel hash and Triton major.minor
+    (tuner.files.provenance.current_provenance)."""
     return current_provenance(repo.device_environments(session, device_name=device_name),
                               installed_triton=installed_triton_minor())
 

@@ -10,9 +10,9 @@ from api import schemas
 from api.deps import SessionDep, WriteAccess
 from api.routes.devices import DeviceName
 from db import repo
-from tuner.configfile import coverage_summary, m_coverage, parse_file_for_import
-from tuner.devices import resolve
-from tuner.importing import target_device
+from tuner.files.format import coverage_summary, m_coverage, parse_file_for_import
+from tuner.files.imports import target_device
+from tuner.inputs.devices import resolve
 
 router = APIRouter(prefix="/devices", tags=["imports"])
 

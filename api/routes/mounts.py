@@ -18,7 +18,12 @@ from api.routes.devices import (
     provenance_filters,
 )
 from db import repo
-from tuner.mounts import DEFAULT_HOST_DIR, DEFAULT_SITE_PACKAGES, MountRequest, render_mounts
+from tuner.files.mounts import (
+    DEFAULT_HOST_DIR,
+    DEFAULT_SITE_PACKAGES,
+    MountRequest,
+    render_mounts,
+)
 
 router = APIRouter(prefix="/devices", tags=["mounts"])
 

@@ -11,9 +11,9 @@ from api import schemas
 from api.deps import EngineDep, SessionDep, WriteAccess
 from db import repo
 from db.engine import session_scope
-from tuner.shapes import UnknownModelError, load_shapes
-from tuner.strategies import STRATEGIES
-from tuner.sweep import SweepRequest
+from tuner.inputs.shapes import UnknownModelError, load_shapes
+from tuner.run.plan import SweepRequest
+from tuner.search import STRATEGIES
 
 router = APIRouter(prefix="/sweeps", tags=["sweeps"])
 

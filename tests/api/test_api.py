@@ -23,9 +23,10 @@ from api.routes import devices, health
 from api.settings import Settings
 from db import repo
 from db.engine import open_store, session_scope
-from tuner.configfile import config_file_name, dump_config_file
-from tuner.provenance import current_kernel_hash, installed_triton_minor
-from tuner.space import default_config
+from tuner.files.format import dump_config_file
+from tuner.files.provenance import current_kernel_hash, installed_triton_minor
+from tuner.kernels.dense.naming import config_file_name
+from tuner.kernels.dense.space import default_config
 
 DEVICE = "NVIDIA_L20"
 # Trials as this machine would time them: the current kernel source and Triton.

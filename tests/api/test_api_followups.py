@@ -15,9 +15,9 @@ from api.report import ReportRow, ShapeReport, render_report
 from api.settings import Settings
 from db import repo
 from db.engine import open_store, session_scope
-from tuner.configfile import config_file_name
-from tuner.provenance import current_kernel_hash, installed_triton_minor
-from tuner.space import default_config
+from tuner.files.provenance import current_kernel_hash, installed_triton_minor
+from tuner.kernels.dense.naming import config_file_name
+from tuner.kernels.dense.space import default_config
 
 DEVICE = "NVIDIA_L20"
 DEFAULT = default_config().as_dict()

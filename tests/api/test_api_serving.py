@@ -17,7 +17,8 @@ from sqlalchemy import text
 from api.app import create_app
 from api.settings import Settings
 from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill, row_counts
-from tuner.configfile import SGLANG_NOTE, config_file_name, dump_config_file, engine_file_name
+from tuner.files.format import dump_config_file
+from tuner.kernels.dense.naming import SGLANG_NOTE, config_file_name, engine_file_name
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -16,7 +16,7 @@ from api.app import create_app
 from api.settings import Settings
 from db import repo
 from db.engine import open_store, session_scope
-from tuner.space import default_config
+from tuner.kernels.dense.space import default_config
 
 TOKEN = "fuzz-token"
 EXAMPLES = 36  # per operation, token mode and generation mode

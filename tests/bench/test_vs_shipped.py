@@ -15,7 +15,7 @@ from sqlalchemy import text
 from db.engine import open_store, session_scope
 from tests.storefill import fill
 from tests.tuner.shippedfakes import CEILINGS, FAST, SLOW, A, D, FakeRunner, write_shipped
-from tuner.provenance import current_kernel_hash, installed_triton_minor
+from tuner.files.provenance import current_kernel_hash, installed_triton_minor
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = importlib.util.spec_from_file_location("vs_shipped", REPO / "bench" / "vs_shipped.py")
@@ -111,22 +111,22 @@ def test_gpu_run_wiring_with_fakes(tmp_path, capsys, monkeypatch):
     """The CUDA path of main() with the GPU parts replaced: what it writes, and where."""
     import torch
 
-    import tuner.devices
-    import tuner.measure
-    import tuner.roofline
-    import tuner.worker
-    from tuner.devices import GpuInfo
+    import tuner.inputs.devices
+    import tuner.measure.roofline
+    import tuner.measure.runner
+    import tuner.run.worker
+    from tuner.inputs.devices import GpuInfo
 
     log = []
     env = {"gpu_name": "NVIDIA H200", "compute_capability": "9.0", "torch": "2.11.0",
            "triton": "3.6.0", "tuner": "0.1.0", "cuda": "12.8", "driver": "570.1",
            "kernel_hash": "abc"}
-    monkeypatch.setattr(tuner.devices, "visible_gpus",
+    monkeypatch.setattr(tuner.inputs.devices, "visible_gpus",
                         lambda: [GpuInfo(0, "0", "NVIDIA H200", "NVIDIA_H200", "9.0")])
     monkeypatch.setattr(torch.cuda, "set_device", lambda index: log.append(("device", index)))
-    monkeypatch.setattr(tuner.worker, "collect_environment", lambda backend: env)
-    monkeypatch.setattr(tuner.roofline, "measure_ceilings", lambda device: CEILINGS)
-    monkeypatch.setattr(tuner.measure, "KernelRunner",
+    monkeypatch.setattr(tuner.run.worker, "collect_environment", lambda backend: env)
+    monkeypatch.setattr(tuner.measure.roofline, "measure_ceilings", lambda device: CEILINGS)
+    monkeypatch.setattr(tuner.measure.runner, "KernelRunner",
                         lambda problem, backend: FakeRunner(problem, log))
     out = tmp_path / "out.json"
     args = ["--db", _fill_store(tmp_path), "--shipped-dir", str(write_shipped(tmp_path / "s")),

@@ -6,7 +6,8 @@ import sqlite3
 import pytest
 from typer.testing import CliRunner
 
-from tuner.cli import app, parse_m_values
+from tuner.cli.app import app
+from tuner.cli.options import parse_m_values
 
 runner = CliRunner()
 
@@ -130,7 +131,7 @@ def _stale_store(tmp_path):
     from db import repo
     from db.engine import open_store, session_scope
     from tests.storefill import DEFAULT, FAST, SLOW
-    from tuner.provenance import current_kernel_hash
+    from tuner.files.provenance import current_kernel_hash
 
     url = f"sqlite:///{tmp_path / 'stale.db'}"
     engine = open_store(url)
@@ -165,7 +166,7 @@ STALE_NOTE = ("note: left out 3 ok trial(s) of NVIDIA_L20 timed with another ker
 
 
 def _stale_note():
-    from tuner.provenance import current_kernel_hash, installed_triton_minor
+    from tuner.files.provenance import current_kernel_hash, installed_triton_minor
 
     return STALE_NOTE.format(kernel=current_kernel_hash()[:12], triton=installed_triton_minor())
 
@@ -174,7 +175,7 @@ def test_export_keeps_to_current_trials_unless_allow_stale(tmp_path):
     import json
 
     from tests.storefill import FAST, SLOW
-    from tuner.configfile import config_file_name
+    from tuner.kernels.dense.naming import config_file_name
 
     db = _stale_store(tmp_path)
     name = config_file_name(5120, 3072, "NVIDIA_L20")
@@ -199,9 +200,9 @@ def test_export_keeps_to_current_trials_unless_allow_stale(tmp_path):
 
 
 def test_winners_keeps_to_current_trials_unless_allow_stale(tmp_path, monkeypatch):
-    from tuner import cli
+    from tuner.cli import options
 
-    monkeypatch.setattr(cli.console, "_width", 220)  # one table row per line
+    monkeypatch.setattr(options.console, "_width", 220)  # one table row per line
     db = _stale_store(tmp_path)
     current = invoke("winners", "--device", "L20", "--db", db)
     assert current.exit_code == 0, current.output
@@ -223,9 +224,9 @@ def test_winners_keeps_to_current_trials_unless_allow_stale(tmp_path, monkeypatc
 def test_winners_shows_the_percent_of_the_measured_ceilings(tmp_path, monkeypatch):
     from db import repo
     from db.engine import open_store, session_scope
-    from tuner import cli
+    from tuner.cli import options
 
-    monkeypatch.setattr(cli.console, "_width", 220)
+    monkeypatch.setattr(options.console, "_width", 220)
     db = _stale_store(tmp_path)
     engine = open_store(db)
     with session_scope(engine) as session:

@@ -12,8 +12,9 @@ from typer.testing import CliRunner
 
 from tests.storefill import DEFAULT, FAST, SLOW, fill, row_counts
 from tests.tuner.logfixtures import QWEN_TP2, sglang_log, vllm_log
-from tuner.cli import app
-from tuner.configfile import config_file_name, dump_config_file, engine_file_name
+from tuner.cli.app import app
+from tuner.files.format import dump_config_file
+from tuner.kernels.dense.naming import config_file_name, engine_file_name
 
 runner = CliRunner()
 FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
@@ -108,7 +109,7 @@ def test_from_config_and_save(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "Qwen3ForCausalLM, TP 2, block_shape [128, 128]" in flat(result.stdout)
     assert flat(result.stdout).endswith("tuner sweep --device <device> --model qwen3-8b --tp 2")
-    from tuner.shapes import load_shapes
+    from tuner.inputs.shapes import load_shapes
 
     assert load_shapes("qwen3-8b", 2).shapes == ((3072, 4096), (4096, 2048), (12288, 4096),
                                                  (4096, 6144))
@@ -270,9 +271,9 @@ def test_mounts_from_store_and_folder(tmp_path: Path) -> None:
 
 
 def test_status(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tuner import cli
+    from tuner.cli import options
 
-    monkeypatch.setattr(cli.console, "_width", 220)  # one table row per line
+    monkeypatch.setattr(options.console, "_width", 220)  # one table row per line
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     from db.engine import open_store
 

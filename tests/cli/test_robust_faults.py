@@ -22,8 +22,13 @@ from tests.cli.robust import (
     wait_for,
     write_landscape,
 )
-from tuner.space import default_config
-from tuner.supervisor import EXIT_PARENT_GONE, EXIT_RESTART, blames_config, describe_exit
+from tuner.kernels.dense.space import default_config
+from tuner.run.supervisor import (
+    EXIT_PARENT_GONE,
+    EXIT_RESTART,
+    blames_config,
+    describe_exit,
+)
 
 DEFAULT = default_config()
 SMALL = [DEFAULT, *[c for c in CONFIGS if c != DEFAULT][:5]]  # 6 configs, grid searches all

@@ -6,7 +6,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.cli.robust import write_landscape
-from tuner.cli import app
+from tuner.cli.app import app
 
 runner = CliRunner()
 

@@ -23,7 +23,7 @@ from tests.cli.robust import (
     winners,
     write_landscape,
 )
-from tuner.space import default_config
+from tuner.kernels.dense.space import default_config
 
 M_VALUES = (1, 2, 3, 4, 8, 12, 16, 24, 32, 48, 64, 128)
 TASKS = 2 * len(M_VALUES)

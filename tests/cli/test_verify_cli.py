@@ -12,9 +12,11 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.storefill import DEFAULT, FAST, fill
-from tuner import cli, cli_verify
-from tuner.space import KernelConfig
-from tuner.trial import TrialResult, TrialStatus
+from tuner.cli import app as cli
+from tuner.cli import options
+from tuner.cli import verify as cli_verify
+from tuner.kernels.config import KernelConfig
+from tuner.measure.trial import TrialResult, TrialStatus
 
 runner = CliRunner()
 ROW_SPLIT = re.compile(r"\s*│\s*")
@@ -70,7 +72,7 @@ def fake_runner(monkeypatch):
         return lambda N, K, M: FakeRunner(M, log)
 
     monkeypatch.setattr(cli_verify, "_runner_factory", factory)
-    monkeypatch.setattr(cli.console, "_width", 220)  # one table row per line
+    monkeypatch.setattr(options.console, "_width", 220)  # one table row per line
     return log
 
 

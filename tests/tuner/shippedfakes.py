@@ -1,4 +1,4 @@
-"""Stand-ins for tuner.shipped and bench/vs_shipped.py tests: shipped files, winners and a
+"""Stand-ins for tuner.compare.shipped and bench/vs_shipped.py tests: shipped files, winners and a
 runner whose checks and timings are known."""
 
 from __future__ import annotations
@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuner.configfile import config_file_name, dump_config_file
-from tuner.space import KernelConfig, default_config
-from tuner.trial import TrialResult, TrialStatus
+from tuner.files.format import dump_config_file
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.dense.naming import config_file_name
+from tuner.kernels.dense.space import default_config
+from tuner.measure.trial import TrialResult, TrialStatus
 
 D = default_config()  # 64x128x128 g32 w4 s2
 FAST = KernelConfig(16, 64, 128, 1, 4, 3)

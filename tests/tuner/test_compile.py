@@ -2,7 +2,9 @@
 
 import pytest
 
-from tuner.compile import (
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.dense.space import default_config, vllm_space
+from tuner.measure.compile import (
     MAX_SHARED_BYTES,
     CompileCache,
     CompileInfo,
@@ -12,15 +14,10 @@ from tuner.compile import (
     prune,
     specialization_key,
 )
-from tuner.precompile import (
-    CompileGate,
-    Precompiler,
-    SweepTimes,
-    format_sweep_times,
-    likely_next,
-)
-from tuner.space import KernelConfig, default_config, vllm_space
-from tuner.trial import TrialResult, TrialStatus
+from tuner.measure.precompile import Precompiler
+from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.run.compile_gate import CompileGate, likely_next
+from tuner.run.sweep import SweepTimes, format_sweep_times
 
 triton = pytest.importorskip("triton")
 if "nvidia" not in triton.backends.backends:

@@ -12,17 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from tuner.configfile import (
+from tuner.files.format import (
     REQUIRED_M,
     VLLM_M_GRID,
-    ConfigFileName,
-    config_file_name,
     dump_config_file,
     parse_config_file,
-    parse_config_file_name,
     vllm_pick_key,
 )
-from tuner.merge import (
+from tuner.files.merge import (
     DeviceFile,
     PartialFileError,
     build_device_files,
@@ -30,7 +27,13 @@ from tuner.merge import (
     merge_shape,
     write_files_atomically,
 )
-from tuner.space import CONFIG_KEYS, KernelConfig, default_config
+from tuner.kernels.config import CONFIG_KEYS, KernelConfig
+from tuner.kernels.dense.naming import (
+    ConfigFileName,
+    config_file_name,
+    parse_config_file_name,
+)
+from tuner.kernels.dense.space import default_config
 
 FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
 needs_fixtures = pytest.mark.skipif(
@@ -288,7 +291,7 @@ def test_decided_spread_of_rows_with_and_without_the_fields() -> None:
     assert decided_spread(Winner(1, FAST, 1.0, spread_us=1.25)) == (False, None)
 
     @dataclass
-    class Bare:  # a duck-typed winner without the decision fields (e.g. tuner.shipped's)
+    class Bare:  # a duck-typed winner without the decision fields (e.g. tuner.compare.shipped's)
         M: int = 1
         config: dict = field(default_factory=dict)
         latency_us: float = 1.0
@@ -385,7 +388,7 @@ def test_kernel_config_round_trip() -> None:
 
 
 def test_import_is_pure() -> None:
-    code = ("import sys, tuner.configfile, tuner.merge; "
+    code = ("import sys, tuner.files.format, tuner.files.merge; "
             "bad = {'torch', 'triton', 'sqlalchemy', 'fastapi'} & set(sys.modules); "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)

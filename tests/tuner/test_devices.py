@@ -2,7 +2,7 @@
 
 import pytest
 
-from tuner.devices import matches, resolve, vllm_device_name
+from tuner.inputs.devices import matches, resolve, vllm_device_name
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.hfconfig import KNOWN_ARCHITECTURES, derive_shapes, read_config
+from tuner.inputs.hfconfig import KNOWN_ARCHITECTURES, derive_shapes, read_config
 
 FP8 = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
 # Llama-3-8B-like: no head_dim (hidden / heads = 128), GQA 32 / 8.

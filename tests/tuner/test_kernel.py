@@ -16,18 +16,19 @@ import pytest
 import torch
 from triton.runtime.jit import JITFunction
 
-from tuner.kernel import (
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.dense.kernel import (
     kernel_source_hash,
     w8a8_block_fp8_matmul,
     w8a8_block_fp8_matmul_kernel,
 )
-from tuner.reference import (
+from tuner.kernels.dense.reference import (
     BlockFp8Inputs,
     make_inputs,
     reference_matmul,
     relative_error,
 )
-from tuner.space import VLLM_AXES, KernelConfig, default_config
+from tuner.kernels.dense.space import VLLM_AXES, default_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BLOCK_SHAPE = (128, 128)
@@ -310,9 +311,10 @@ def test_kernel_source_hash_is_sha256_hex() -> None:
 # language module stays patched in that process and code generation fails.
 COMPILE_SCRIPT = """
 import json, torch, triton
-from tuner.kernel import (compile_for_target, kernel_source_hash, launch_specialization,
-                          w8a8_block_fp8_matmul_kernel as fn)
-from tuner.space import KernelConfig, default_config
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.dense.kernel import kernel_source_hash, w8a8_block_fp8_matmul_kernel as fn
+from tuner.kernels.dense.space import default_config
+from tuner.kernels.dense.target import compile_for_target, launch_specialization
 
 if "nvidia" not in triton.backends.backends:
     print(json.dumps({"skip": "this Triton has no NVIDIA backend"}))

@@ -15,7 +15,7 @@ from tests.tuner.logfixtures import (
     vllm_log,
     vllm_name,
 )
-from tuner.logs import read_log, scan_lines
+from tuner.inputs.logs import read_log, scan_lines
 
 
 def test_vllm_log_with_ranks_moe_noise_and_crlf(tmp_path: Path) -> None:

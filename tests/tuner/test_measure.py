@@ -5,10 +5,11 @@ import os
 import pytest
 import torch
 
-from tuner.measure import REL_TOL, KernelRunner, Problem, summarize_us
-from tuner.space import KernelConfig, default_config
-from tuner.timing import TimingPlan, WallTimer
-from tuner.trial import TrialStatus
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.dense.space import default_config
+from tuner.measure.runner import REL_TOL, KernelRunner, Problem, summarize_us
+from tuner.measure.timing import TimingPlan, WallTimer
+from tuner.measure.trial import TrialStatus
 
 PROBLEM = Problem(M=5, N=192, K=256, block_shape=(128, 128), out_dtype="bfloat16")
 SMALL = KernelConfig(16, 64, 64, 1, 4, 2)
@@ -93,7 +94,7 @@ def test_launch_failures_are_classified():
     from triton.compiler.errors import CompilationError
     from triton.runtime.errors import OutOfResources, PTXASError
 
-    from tuner.measure import classify_error
+    from tuner.measure.runner import classify_error
 
     assert classify_error(OutOfResources(300_000, 232_448, "shared memory")) is \
         TrialStatus.OUT_OF_RESOURCES
@@ -176,7 +177,7 @@ def test_cuda_path_plan_graphs_and_per_launch_time(monkeypatch):
     """The CUDA orchestration on the CPU: the device, graphs and events are fakes."""
     from types import SimpleNamespace
 
-    from tuner import measure
+    from tuner.measure import runner as measure
 
     d = 2**-12  # 244.140625 us per launch of copies 0-4; copies 5-9 take twice as long
     clock = DeviceClock([d] * 5 + [2 * d] * 5)
@@ -230,7 +231,7 @@ def test_cuda_path_plan_graphs_and_per_launch_time(monkeypatch):
 
 
 def test_samplers_are_kept_for_the_last_configs_only(monkeypatch):
-    from tuner.measure import KEPT_SAMPLERS
+    from tuner.measure.runner import KEPT_SAMPLERS
 
     clock = DeviceClock([0.001, 0.002])
     runner = KernelRunner(TIMED, backend="interpreter", clock=clock)
@@ -253,7 +254,7 @@ ON_GPU = pytest.mark.skipif(
 @pytest.mark.parametrize("M", [1, 16, 100])
 def test_graph_replays_on_a_gpu_write_the_right_result_into_every_copy(M):
     """The CUDA path for real: captured graphs over rotated weight copies compute the GEMM."""
-    from tuner.reference import relative_error
+    from tuner.kernels.dense.reference import relative_error
 
     runner = KernelRunner(Problem(M=M, N=512, K=384), backend="cuda", seed=2,
                           warmup_s=0.002, rep_s=0.01)

@@ -2,7 +2,9 @@
 
 import pytest
 
-from tuner.noise import (
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.dense.space import default_config
+from tuner.measure.noise import (
     RETIME_ROUNDS,
     RETIME_TOP,
     Decision,
@@ -12,9 +14,8 @@ from tuner.noise import (
     select_for_retime,
     simplicity,
 )
-from tuner.replay import ReplayRunner
-from tuner.space import KernelConfig, default_config
-from tuner.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.search.replay import ReplayRunner
 
 DEFAULT = default_config()  # 64x128x128 g32 w4 s2
 FAST = KernelConfig(128, 128, 128, 1, 8, 4)

@@ -8,13 +8,15 @@ from dataclasses import replace
 import pytest
 import torch
 
-from tuner import compile as compile_module
-from tuner.compile import CompileCache, CompileInfo, launch_problem
-from tuner.measure import Problem
-from tuner.precompile import CompileGate, Precompiler
-from tuner.space import KernelConfig, vllm_space
-from tuner.trial import TrialStatus
-from tuner.worker import _Compiler
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.dense.space import vllm_space
+from tuner.measure import compile as compile_module
+from tuner.measure.compile import CompileCache, CompileInfo, launch_problem
+from tuner.measure.precompile import Precompiler
+from tuner.measure.runner import Problem
+from tuner.measure.trial import TrialStatus
+from tuner.run.compile_gate import CompileGate
+from tuner.run.worker import _Compiler
 
 SPEC = {"arch": 90, "M": 33, "N": 512, "K": 256, "block_shape": (128, 128),
         "out_dtype": "float16"}

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tuner import provenance
-from tuner.provenance import (
+from tuner.files import provenance
+from tuner.files.provenance import (
     Provenance,
     current_kernel_hash,
     current_provenance,
@@ -57,7 +57,7 @@ def other():
 
 
 def test_kernel_hash_from_the_text_equals_the_kernel_modules() -> None:
-    from tuner.kernel import kernel_source_hash
+    from tuner.kernels.dense.kernel import kernel_source_hash
 
     assert current_kernel_hash() == kernel_source_hash()
     assert len(current_kernel_hash()) == 64
@@ -89,7 +89,7 @@ def test_a_changed_kernel_changes_the_hash(tmp_path: Path) -> None:
 
 
 def test_importing_provenance_imports_neither_triton_nor_torch() -> None:
-    code = ("import sys, tuner.provenance as p; p.current_kernel_hash(); "
+    code = ("import sys, tuner.files.provenance as p; p.current_kernel_hash(); "
             "p.installed_triton_minor(); "
             "print(sorted(m for m in ('triton', 'torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

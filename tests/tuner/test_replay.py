@@ -7,9 +7,14 @@ import sys
 
 import pytest
 
-from tuner.replay import FORMAT, NOT_RECORDED, landscape_from_results, load_landscape
-from tuner.space import default_config, vllm_space
-from tuner.trial import TrialResult, TrialStatus
+from tuner.kernels.dense.space import default_config, vllm_space
+from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.search.replay import (
+    FORMAT,
+    NOT_RECORDED,
+    landscape_from_results,
+    load_landscape,
+)
 
 ENVIRONMENT = {"gpu_name": "NVIDIA L20", "compute_capability": "8.9", "driver": "580.1",
                "cuda": "12.9", "torch": "2.11.0", "triton": "3.6.0", "tuner": "0.1.0",
@@ -106,8 +111,8 @@ def test_replay_device_must_match(tmp_path):
 
 
 def test_replay_samples_are_reproducible_and_inside_the_recorded_spread():
-    from tuner.replay import ReplayRunner
-    from tuner.space import KernelConfig
+    from tuner.kernels.config import KernelConfig
+    from tuner.search.replay import ReplayRunner
 
     default, other = default_config(), KernelConfig(32, 64, 128, 1, 4, 3)
     trials = {default: TrialResult(TrialStatus.OK, 11.0, 10.0, 12.0),

@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from tuner.roofline import (
+from tuner.measure.roofline import (
     CPU_COPY_BYTES,
     CPU_MM_SIZE,
     ceiling_details,
@@ -85,7 +85,7 @@ def test_compute_bound_call():
 
 
 def test_pure_part_imports_neither_torch_nor_triton():
-    code = ("import sys, tuner.roofline as r; r.roofline(1, 128, 128, 1.0); "
+    code = ("import sys, tuner.measure.roofline as r; r.roofline(1, 128, 128, 1.0); "
             "print('torch' in sys.modules, 'triton' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]

@@ -2,12 +2,13 @@
 
 import pytest
 
-from tuner.space import KernelConfig, default_config, vllm_space
-from tuner.strategies import get_strategy, warm_start_configs, warm_start_for_task
-from tuner.strategies.axes import neighbours, space_axes
-from tuner.strategies.budget import BudgetedEvaluate
-from tuner.strategies.hybrid import TpeLocalStrategy
-from tuner.trial import TrialResult, TrialStatus
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.dense.space import default_config, vllm_space
+from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.search import get_strategy, warm_start_configs, warm_start_for_task
+from tuner.search.axes import neighbours, space_axes
+from tuner.search.budget import BudgetedEvaluate
+from tuner.search.hybrid import TpeLocalStrategy
 
 SPACE = vllm_space()
 DEFAULT = default_config()

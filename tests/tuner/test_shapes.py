@@ -2,7 +2,7 @@
 
 import pytest
 
-from tuner.shapes import UnknownModelError, known_models, load_shapes, tp_sizes
+from tuner.inputs.shapes import UnknownModelError, known_models, load_shapes, tp_sizes
 
 
 def test_known_models():

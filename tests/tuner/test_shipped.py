@@ -1,4 +1,4 @@
-"""tuner.shipped: shipped files read, our merged configs picked as vLLM would, every config
+"""tuner.compare.shipped: shipped files read, our merged configs picked as vLLM would, every config
 checked then re-timed interleaved with fake timings, and the result document checked exactly."""
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from tests.tuner.shippedfakes import (
     FakeRunner,
     write_shipped,
 )
-from tuner import shipped as core
-from tuner.roofline import gemm_bytes, gemm_flops
+from tuner.compare import shipped as core
+from tuner.measure.roofline import gemm_bytes, gemm_flops
 
 
 def _entries(tmp_path: Path):
@@ -146,7 +146,8 @@ def test_a_timing_failure_is_recorded_and_the_run_goes_on(tmp_path):
 
 
 def test_a_shipped_config_our_kernel_refuses_is_invalid_and_never_launched():
-    from tuner.space import KernelConfig, default_config
+    from tuner.kernels.config import KernelConfig
+    from tuner.kernels.dense.space import default_config
 
     refused = KernelConfig(64, 128, 256, 32, 4, 2)  # BLOCK_SIZE_K 256 does not divide 128
     entry = core.Entry(N=256, K=384, M=16, shipped=refused, default=default_config(),

@@ -4,7 +4,8 @@ from collections import Counter
 
 import pytest
 
-from tuner.space import CONFIG_KEYS, KernelConfig, default_config, vllm_space, why_invalid
+from tuner.kernels.config import CONFIG_KEYS, KernelConfig
+from tuner.kernels.dense.space import default_config, vllm_space, why_invalid
 
 
 def test_vllm_space_is_the_1280_config_grid_in_script_order():

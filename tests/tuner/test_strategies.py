@@ -4,9 +4,10 @@ import math
 
 import pytest
 
-from tuner.space import KernelConfig, default_config, vllm_space
-from tuner.strategies import STRATEGIES, best, get_strategy
-from tuner.trial import TrialResult, TrialStatus
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.dense.space import default_config, vllm_space
+from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.search import STRATEGIES, best, get_strategy
 
 SPACE = vllm_space()
 DEFAULT = default_config()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tuner.timing import (
+from tuner.measure.timing import (
     MAX_LAUNCHES,
     MAX_SAMPLES,
     Sampler,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.shapes import (
+from tuner.inputs.shapes import (
     ShapesFileError,
     UnknownModelError,
     find_covering,

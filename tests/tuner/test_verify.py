@@ -1,14 +1,11 @@
-"""tuner.verify: the M values checked, and vLLM's pick judged against the default with fake
+"""tuner.compare.verify: the M values checked, and vLLM's pick judged against the default with fake
 samplers (exact timings, no kernel)."""
 
 from dataclasses import dataclass
 
 import pytest
 
-from tuner.configfile import VLLM_M_GRID
-from tuner.space import KernelConfig, default_config
-from tuner.trial import TrialResult, TrialStatus
-from tuner.verify import (
+from tuner.compare.verify import (
     PointResult,
     ShapeVerification,
     Verdict,
@@ -16,6 +13,10 @@ from tuner.verify import (
     judge,
     verify_shape,
 )
+from tuner.files.format import VLLM_M_GRID
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.dense.space import default_config
+from tuner.measure.trial import TrialResult, TrialStatus
 
 DEFAULT = default_config()
 BIG = KernelConfig(128, 128, 128, 1, 8, 3)
@@ -181,7 +182,7 @@ def test_an_invalid_config_fails_without_a_runner_and_a_launch_error_is_a_failur
 
 
 def test_default_rounds_come_from_the_noise_module():
-    from tuner.noise import RETIME_ROUNDS
+    from tuner.measure.noise import RETIME_ROUNDS
 
     made = []
     verify_shape(N=256, K=384, block_shape=(128, 128), configs={1: BIG.as_dict()}, m_points=[1],

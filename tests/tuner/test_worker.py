@@ -4,10 +4,11 @@ import pytest
 
 from db import repo
 from db.engine import open_store, session_scope
-from tuner import measure
-from tuner.space import KernelConfig, default_config, vllm_space
-from tuner.trial import TrialResult, TrialStatus
-from tuner.worker import WorkerSpec, run_task
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.dense.space import default_config, vllm_space
+from tuner.measure import runner as measure
+from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.run.worker import WorkerSpec, run_task
 
 BUDGET = 6
 

@@ -7,10 +7,10 @@ import pytest
 
 from db import repo
 from db.engine import open_store, session_scope
-from tuner import measure
-from tuner.space import vllm_space
-from tuner.trial import TrialResult, TrialStatus
-from tuner.worker import ContextLost, TaskLost, WorkerSpec, run_task
+from tuner.kernels.dense.space import vllm_space
+from tuner.measure import runner as measure
+from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.run.worker import ContextLost, TaskLost, WorkerSpec, run_task
 
 BUDGET = 6
 CRASHING_BLOCK_SIZE_N = 256
@@ -122,7 +122,7 @@ def test_a_task_that_fails_on_a_broken_cuda_context_restarts_the_process(tmp_pat
     from sqlalchemy import select
 
     from db.models import Task
-    from tuner import worker
+    from tuner.run import worker
 
     engine, spec, _ = make_store(tmp_path, "cuda")
     env = {"device_name": "NVIDIA_L20", "gpu_name": "NVIDIA L20", "compute_capability": "8.9",

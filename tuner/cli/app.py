@@ -1,0 +1,53 @@
+"""The `tuner` command line: the Typer app and the one place every command is registered.
+
+Commands live in their own modules (sweep, files, store, verify, shapes, landscape), which share
+`tuner.cli.options`; this module imports them and nothing imports it back.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from tuner.cli import files, landscape, shapes, store, sweep, verify
+
+app = typer.Typer(
+    help="Autotune vLLM's W8A8 block-FP8 Triton GEMM over the full M grid, keep every timing, "
+    "and serve merged vLLM config files.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+shapes_app = typer.Typer(help="Models and their (N, K) per TP size: list, show, and read them "
+                         "from a server log or a config.json.",
+                         no_args_is_help=True)
+db_app = typer.Typer(help="Manage the store's schema.", no_args_is_help=True)
+landscape_app = typer.Typer(help="Landscapes: recorded timings of a device, replayed by "
+                            "`tuner sweep --replay` and bench/search_quality.py.",
+                            no_args_is_help=True)
+app.add_typer(shapes_app, name="shapes")
+app.add_typer(db_app, name="db")
+
+app.command()(sweep.sweep)
+app.command()(sweep.worker)
+app.command("import")(store.import_files)
+app.command()(store.status)
+app.command()(store.mounts)
+app.command()(store.serve)
+app.command("verify")(verify.verify)
+app.command()(files.export)
+app.command()(files.winners)
+app.add_typer(landscape_app, name="landscape")
+landscape_app.command("record")(landscape.landscape_record)
+shapes_app.command("list")(shapes.shapes_list)
+shapes_app.command("show")(shapes.shapes_show)
+shapes_app.command("from-log")(shapes.from_log)
+shapes_app.command("from-config")(shapes.from_config)
+db_app.command("upgrade")(store.db_upgrade)
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,204 @@
+"""`tuner export` and `tuner winners`: the store's winners as vLLM files, and as a table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from db.engine import session_scope
+from tuner.cli.options import (
+    DbOpt,
+    DeviceOpt,
+    EngineName,
+    OutDtype,
+    console,
+    device_in_store,
+    fail,
+    open_db,
+)
+from tuner.files.merge import DeviceFiles
+
+
+def export(
+    device: DeviceOpt,
+    out: Annotated[Path, typer.Option(help="Folder to write the vLLM config files to.")],
+    allow_partial: Annotated[bool, typer.Option(help="Also write files whose M grid is not "
+                                                "fully tuned yet.")] = False,
+    out_dtype: Annotated[OutDtype | None, typer.Option(help="Only trials with this output "
+                                                       "dtype [default: all].")] = None,
+    engine_name: Annotated[EngineName, typer.Option(
+        "--engine", help="File-name spelling: vllm, or sglang (block_shape=[128, 128]).",
+    )] = EngineName.vllm,
+    allow_stale: Annotated[bool, typer.Option(
+        "--allow-stale", help="Also use trials timed with another kernel source or another "
+        "Triton major.minor than the current ones.")] = False,
+    db: DbOpt = None,
+) -> None:
+    """Write one vLLM config file per (N, K) of a device from the winners in the store.
+
+    Winners come from trials of the current kernel source and Triton major.minor only, unless
+    --allow-stale. Entries imported with `tuner import` fill M that have no measured winner;
+    measured winners beat them, and the notes say which M came from an import.
+    """
+    from tuner.files.merge import write_files_atomically
+    from tuner.kernels.dense.naming import SGLANG_NOTE
+
+    _, engine = open_db(db, must_exist=True)
+    with session_scope(engine) as session:
+        device_name = device_in_store(session, device)
+    read = read_files(engine, device_name, out_dtype=out_dtype.value if out_dtype else None,
+                      allow_stale=allow_stale, allow_partial=allow_partial,
+                      engine_name=engine_name.value, hint="; pick one with --out-dtype")
+    result = read.files
+    if engine_name == "sglang":
+        typer.echo(f"note: {SGLANG_NOTE}", err=True)
+    try:
+        paths = write_files_atomically(result.files, out)
+    except OSError as exc:
+        raise fail(f"cannot write to {out}: {exc}") from None
+    for file, path in zip(result.files, paths, strict=True):
+        merged = file.merged
+        console.print(f"wrote {path}  (M = {','.join(map(str, merged.configs))})",
+                      soft_wrap=True, markup=False, highlight=False)
+        for line in [*merged.notes, *merged.warnings]:
+            console.print(f"    {line}", soft_wrap=True, markup=False, highlight=False)
+    for skipped in result.skipped:
+        typer.echo(f"skipped N={skipped.N},K={skipped.K}: {skipped.reason}", err=True)
+    if not result.files:
+        because = (f"; {read.stale_skips} shape(s) lack winners because their trials are stale: "
+                   "--allow-stale uses them" if read.stale_skips else "")
+        raise fail(f"no file written{because}", 1)
+
+
+@dataclass(frozen=True)
+class StoreFiles:
+    """The files a device's store gives, as `tuner export` writes them.
+
+    Attributes:
+        files: the merged files, and the shapes skipped with their reasons (a reason names the
+            M that only have stale trials, if any).
+        grids: (N, K, block_shape) -> the M grid of the shape's sweeps.
+        stale_skips: shapes skipped because their trials are stale.
+        stale_note: the line printed about stale trials left out, or None when none were.
+    """
+
+    files: DeviceFiles
+    grids: dict[tuple[int, int, tuple[int, int]], tuple[int, ...]]
+    stale_skips: int
+    stale_note: str | None = None
+
+
+def read_files(engine, device_name: str, *, out_dtype: str | None, allow_stale: bool,
+               allow_partial: bool, engine_name: str = "vllm", hint: str = "") -> StoreFiles:
+    """Merge the winners of a device into vLLM files, as `tuner export` and `tuner verify` read
+    them: trials of the current kernel source and Triton major.minor unless allow_stale (the
+    note on stale trials left out is printed on stderr), imported entries filling M without a
+    winner.
+
+    Args:
+        engine: the store's engine.
+        device_name: vLLM's device key, present in the store.
+        out_dtype: only sweeps with this output dtype; None for all.
+        allow_stale: also trials of another kernel source or Triton major.minor.
+        allow_partial: also files of shapes whose M grid is not fully tuned.
+        engine_name: file-name spelling, "vllm" or "sglang".
+        hint: appended to the error line when the winners cannot be merged.
+
+    Raises:
+        typer.Exit: the winners cannot be merged (one line, exit 2).
+    """
+    from db import repo
+    from tuner.cli.store import provenance_scope, stale_m, stale_reason
+    from tuner.files.merge import build_device_files
+
+    with session_scope(engine) as session:
+        scope, note = provenance_scope(session, device_name, allow_stale)
+        winners = repo.winners(session, device_name=device_name, out_dtype=out_dtype, **scope)
+        coverage = repo.shape_coverage(session, device_name=device_name, out_dtype=out_dtype,
+                                       **scope)
+        imported = repo.imported_configs(session, device_name=device_name)
+    if note is not None:
+        typer.echo(note, err=True)
+    try:
+        files = build_device_files(winners, coverage, allow_partial=allow_partial,
+                                   imported=imported, device_name=device_name,
+                                   engine=engine_name)
+    except ValueError as exc:
+        raise fail(f"cannot merge {device_name}: {exc}{hint}") from None
+    stale = stale_m(coverage)
+    reasons = [stale_reason(item.m_missing, stale.get((item.N, item.K, item.block_shape), ()))
+               for item in files.skipped]
+    skipped = [replace(item, reason=item.reason + reason)
+               for item, reason in zip(files.skipped, reasons, strict=True)]
+    grids = {(row.N, row.K, tuple(row.block_shape)): tuple(row.m_requested) for row in coverage}
+    return StoreFiles(DeviceFiles(files=files.files, skipped=skipped), grids,
+                      sum(map(bool, reasons)), note)
+
+
+def winners(
+    device: DeviceOpt,
+    out_dtype: Annotated[OutDtype | None, typer.Option(help="Only trials with this output "
+                                                       "dtype [default: all].")] = None,
+    allow_stale: Annotated[bool, typer.Option(
+        "--allow-stale", help="Also use trials timed with another kernel source or another "
+        "Triton major.minor than the current ones.")] = False,
+    db: DbOpt = None,
+) -> None:
+    """Per (N, K, M): the winning config in the store against vLLM's default config.
+
+    The winner is the config a re-timing decided on (spread_us: the noise it had to beat), else
+    the fastest checked config; from trials of the current kernel source and Triton
+    major.minor only, unless --allow-stale. GB/s counts the compulsory bytes of A, B, the
+    scales and C over the latency, TFLOP/s 2*M*N*K over it; with ceilings measured on the GPU
+    (each CUDA worker measures them at start), their % of a device-to-device copy and of
+    torch's FP8 matrix product.
+    """
+    from db import repo
+    from tuner.cli.store import provenance_scope
+    from tuner.kernels.config import KernelConfig
+    from tuner.measure.roofline import roofline
+
+    _, engine = open_db(db, must_exist=True)
+    with session_scope(engine) as session:
+        device_name = device_in_store(session, device)
+        scope, note = provenance_scope(session, device_name, allow_stale)
+        rows = repo.winners(session, device_name=device_name,
+                            out_dtype=out_dtype.value if out_dtype else None, **scope)
+        ceilings = repo.device_ceilings(session, device_name=device_name)
+    columns = ["N", "K", "M", "winner", "latency_us", "default_us", "speedup", "spread_us",
+               "GB/s", "TFLOP/s"]
+    if ceilings:
+        columns += ["% copy BW", "% FP8 mm"]
+    table = Table(*columns, title=device_name)
+    for column in table.columns:  # a narrow terminal or a pipe wraps cells, never cuts them
+        column.overflow = "fold"
+    for row in rows:
+        default_us = row.default_latency_us
+        figures = roofline(row.M, row.N, row.K, row.latency_us, ceilings,
+                           block_shape=row.block_shape)
+        cells = [
+            str(row.N), str(row.K), str(row.M), KernelConfig.from_dict(row.config).short(),
+            f"{row.latency_us:.1f}", "-" if default_us is None else f"{default_us:.1f}",
+            "-" if default_us is None else f"{default_us / row.latency_us:.2f}x",
+            "-" if row.spread_us is None else f"{row.spread_us:.2f}",
+            _figure(figures.gbps, 1), _figure(figures.tflops, 2),
+        ]
+        if ceilings:
+            cells += ["-" if ratio is None else f"{100 * ratio:.1f}"
+                      for ratio in (figures.copy_ratio, figures.fp8_mm_ratio)]
+        table.add_row(*cells)
+    console.print(table)
+    if note is not None:
+        typer.echo(note, err=True)
+
+
+def _figure(value: float, decimals: int) -> str:
+    """A rate with `decimals` decimals, or 3 significant digits when that would show 0 (the
+    interpreter's rates are tiny)."""
+    text = f"{value:.{decimals}f}"
+    return text if float(text) != 0 or value == 0 else f"{value:.3g}"

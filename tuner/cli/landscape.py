@@ -1,0 +1,110 @@
+"""`tuner landscape record`: write a device's stored trials as a landscape file for replay.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from tuner.cli.options import (
+    DbOpt,
+    DeviceOpt,
+    OutDtype,
+    console,
+    device_in_store,
+    fail,
+    open_db,
+)
+from tuner.kernels.config import KernelConfig
+from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.search.replay import Landscape, landscape_from_results
+
+if TYPE_CHECKING:
+    from db.repo import DeviceTrialRow
+
+def build_landscape(
+    rows: Sequence[DeviceTrialRow], *, device_name: str, recorded_at: str
+) -> tuple[Landscape, list[str]]:
+    """One landscape from a device's trials, and notes on what was left out.
+
+    A landscape has one environment, block_shape and out_dtype: the trials of the environment
+    with the most trials are kept (ties: the newest environment), and of its block_shape and
+    out_dtype with the most trials; a config tried again for the same (N, K, M) keeps its
+    latest trial.
+
+    Raises:
+        ValueError: no trials.
+    """
+    if not rows:
+        raise ValueError(f"no trials of {device_name} in the store")
+    counts = Counter(row.environment_id for row in rows)
+    environment_id = max(counts, key=lambda env: (counts[env], env))
+    kept = [row for row in rows if row.environment_id == environment_id]
+    kinds = Counter((row.block_shape, row.out_dtype) for row in kept)
+    block_shape, out_dtype = max(kinds, key=lambda kind: (kinds[kind], kind))
+    notes = []
+    if len(counts) > 1:
+        notes.append(f"kept the {counts[environment_id]} trials of environment "
+                     f"{environment_id}; left out {len(rows) - len(kept)} of "
+                     f"{len(counts) - 1} other environment(s)")
+    if len(kinds) > 1:
+        notes.append(f"kept block_shape {list(block_shape)} {out_dtype}; left out "
+                     f"{len(kept) - kinds[(block_shape, out_dtype)]} trials of other kinds")
+    kept = [row for row in kept if (row.block_shape, row.out_dtype) == (block_shape, out_dtype)]
+    latest = {(row.N, row.K, row.M, tuple(row.config.values())): row
+              for row in sorted(kept, key=lambda row: row.trial_id)}
+    results = [
+        (row.N, row.K, row.M, KernelConfig.from_dict(row.config),
+         TrialResult(TrialStatus(row.status), row.latency_us, row.p20_us, row.p80_us))
+        for row in latest.values()
+    ]
+    spaces = sorted({row.space for row in kept})
+    landscape = landscape_from_results(
+        device_name=device_name, environment=kept[0].environment, recorded_at=recorded_at,
+        space="+".join(spaces), out_dtype=out_dtype, block_shape=block_shape, results=results)
+    return landscape, notes
+
+
+def landscape_record(
+    device: DeviceOpt,
+    out: Annotated[Path, typer.Option(help="Landscape file to write (JSON).")],
+    out_dtype: Annotated[OutDtype | None, typer.Option(help="Only sweeps with this output "
+                                                       "dtype [default: all].")] = None,
+    db: DbOpt = None,
+) -> None:
+    """Write every stored trial of a device (all its sweeps) as a landscape file.
+
+    Record one after a full-grid sweep (--strategy grid); then
+    bench/search_quality.py --landscape FILE measures search strategies against it.
+    """
+    from db import repo
+    from db.engine import session_scope
+
+    _, engine = open_db(db, must_exist=True)
+    with session_scope(engine) as session:
+        device_name = device_in_store(session, device)
+        rows = repo.device_trials(session, device_name=device_name,
+                                  out_dtype=out_dtype.value if out_dtype else None)
+    try:
+        landscape, notes = build_landscape(
+            rows, device_name=device_name,
+            recorded_at=datetime.now(UTC).isoformat(timespec="seconds"))
+    except ValueError as exc:
+        raise fail(str(exc), 1) from None
+    for note in notes:
+        typer.echo(f"note: {note}", err=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(landscape.to_json(), encoding="utf-8")
+    except OSError as exc:
+        raise fail(f"cannot write {out}: {exc.strerror or exc}") from None
+    trials = sum(len(problem) for problem in landscape.problems.values())
+    ok = sum(result.ok for problem in landscape.problems.values() for result in problem.values())
+    console.print(f"wrote {out}: {device_name}, {len(landscape.problems)} (N, K, M), {trials} "
+                  f"trials ({ok} ok), triton {landscape.environment.get('triton', '?')}",
+                  soft_wrap=True, markup=False, highlight=False)

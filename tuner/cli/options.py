@@ -1,0 +1,238 @@
+"""What every `tuner` command shares: the console, one-line errors, the option types, opening
+the store and resolving --device. Command modules import this; it imports no command module."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from tuner.search.defaults import DEFAULT_STRATEGY
+
+console = Console()
+
+# Seconds a claimed task stays leased without a heartbeat (tuner.run.plan.DEFAULT_LEASE_S).
+DEFAULT_LEASE_S = 120.0
+
+
+class StrategyName(StrEnum):
+    grid = "grid"
+    optuna = "optuna"
+    local = "local"
+    tpe_local = "tpe+local"
+
+
+DEFAULT_STRATEGY_NAME = StrategyName(DEFAULT_STRATEGY)
+
+
+class EngineName(StrEnum):
+    vllm = "vllm"
+    sglang = "sglang"
+
+
+class OutDtype(StrEnum):
+    bfloat16 = "bfloat16"
+    float16 = "float16"
+
+
+DbOpt = Annotated[
+    str | None,
+    typer.Option("--db", envvar="TUNER_DB_URL", show_envvar=True,
+                 help="SQLAlchemy URL of the store (default: sqlite:///tuner.db in the current "
+                 "folder); postgresql+psycopg://... to share one store between hosts."),
+]
+DeviceOpt = Annotated[
+    str,
+    typer.Option("--device", help="GPU model as vLLM names it (L20, NVIDIA_L20, H200, ...), or "
+                 "'interpreter' for the CPU interpreter (device_name TRITON_INTERPRETER)."),
+]
+OutDtypeOpt = Annotated[
+    OutDtype, typer.Option("--out-dtype", help="Output dtype of the GEMM (bf16 when serving).")
+]
+ConfigsOpt = Annotated[
+    Path | None, typer.Option("--configs", help="JSON list of configs to search instead of "
+                              "vLLM's 1,280-config space.")
+]
+ReplayOpt = Annotated[
+    Path | None, typer.Option("--replay", help="Answer every trial from this landscape file "
+                              "(recorded timings) instead of a device: for tests and search "
+                              "benchmarks.")
+]
+InterpreterRepsOpt = Annotated[
+    int, typer.Option("--interpreter-reps", min=1, help="Timed calls per trial on the "
+                      "interpreter.")
+]
+TrialTimeoutOpt = Annotated[
+    float | None, typer.Option("--trial-timeout", min=0.1, show_default="300 on a GPU, 1800 on "
+                               "the interpreter", help="Seconds one config may take (compile, "
+                               "check, timing); then its worker is killed, the config recorded "
+                               "as timeout, and the task goes on in a new worker.")
+]
+# Hidden: tests shorten the lease so that tasks of killed workers come back in seconds.
+LeaseOpt = Annotated[
+    float, typer.Option("--lease", envvar="TUNER_LEASE_S", min=1.0, hidden=True,
+                        help="Seconds a claimed task stays leased without a heartbeat.")
+]
+
+# The largest M the store keeps (a 32-bit INTEGER column on PostgreSQL).
+MAX_M = 2**31 - 1
+
+# vLLM's default batch sizes (benchmarks/kernels/benchmark_w8a8_block_fp8.py).
+DEFAULT_M = "1,2,4,8,16,24,32,48,64,96,128,256,512,1024,1536,2048,3072,4096"
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print one line on stderr; return the Exit to raise."""
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def parse_m_values(text: str) -> tuple[int, ...]:
+    """`"1,16,32"` -> (1, 16, 32), sorted and unique.
+
+    Raises:
+        ValueError: an entry is not a positive integer.
+    """
+    values = set()
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) < 1:
+            raise ValueError(f"--m: '{part}' is not a positive integer (expected e.g. 1,16,32)")
+        if int(part) > MAX_M:
+            raise ValueError(f"--m: {part} is larger than {MAX_M} (the store keeps M as a "
+                             "32-bit integer)")
+        values.add(int(part))
+    return tuple(sorted(values))
+
+
+def masked(url: str) -> str:
+    from sqlalchemy import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def open_db(db: str | None, *, must_exist: bool = False):
+    """(url, engine) of the store, its schema checked (and created for a new store).
+
+    Args:
+        db: --db, or None for $TUNER_DB_URL / sqlite:///tuner.db.
+        must_exist: for commands that only read: refuse a SQLite file that does not exist (a
+            mistyped --db would otherwise be created empty and read as "nothing yet").
+
+    Raises:
+        typer.Exit: one line, exit 2, when the store cannot be opened.
+    """
+    from sqlalchemy import make_url
+
+    from db.engine import SchemaError, default_db_url, open_store
+
+    url = db or default_db_url()
+    if must_exist:
+        try:
+            parsed = make_url(url)
+        except Exception:  # noqa: BLE001 - open_store below says what is wrong with it
+            parsed = None
+        if (parsed is not None and parsed.get_backend_name() == "sqlite"
+                and parsed.database not in (None, "", ":memory:")
+                and not Path(parsed.database).exists()):
+            raise fail(f"no store at {masked(url)}: run `tuner sweep` first, or point --db "
+                       "(or TUNER_DB_URL) at the store")
+    try:
+        return url, open_store(url)
+    except SchemaError as exc:
+        raise fail(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - a bad URL or unreachable server: one line
+        raise fail(f"cannot open store {masked(url)}: {type(exc).__name__}: {exc}") from None
+
+
+def load_configs(path: Path | None):
+    from tuner.files.format import parse_config_list
+    from tuner.kernels.config import KernelConfig
+
+    if path is None:
+        return None
+    try:
+        items = parse_config_list(path.read_bytes().decode("utf-8"), source=str(path))
+        return tuple(dict.fromkeys(KernelConfig.from_dict(item) for item in items))
+    except OSError as exc:
+        raise fail(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise fail(f"{path}: not UTF-8 text") from None
+    except ValueError as exc:  # one line that names the file
+        raise fail(str(exc)) from None
+
+
+
+
+def device_in_store(session, device: str) -> str:
+    from db import repo
+    from tuner.inputs.devices import resolve
+
+    known = repo.list_device_names(session)
+    names = resolve(device, known)
+    if len(names) != 1:
+        raise fail(f"no device in the store matches '{device}'; known: "
+                   f"{', '.join(known) or 'none (run tuner sweep first)'}")
+    return names[0]
+
+
+
+
+def print_sweep_summary(summary) -> None:
+    """The closing lines of a sweep run (`tuner.run.sweep.summary_lines`)."""
+    from tuner.run.sweep import summary_lines
+
+    for line in summary_lines(summary):
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
+
+
+def resolve_backend(device: str, replay: Path | None, *, need_device: bool = True):
+    """(backend, device_name, visible devices) for --device and --replay.
+
+    With need_device=False a GPU model that no visible GPU matches is still accepted (its vLLM
+    key, for creating a sweep that workers on other hosts run).
+    """
+    from tuner.inputs.devices import (
+        INTERPRETER_DEVICE_NAME,
+        is_interpreter,
+        matches,
+        visible_gpus,
+    )
+
+    if replay is not None:
+        from tuner.search.replay import load_landscape
+
+        try:
+            landscape = load_landscape(replay)
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+        if not matches(device, landscape.device_name):
+            raise fail(f"--device {device} does not name the landscape's device "
+                       f"{landscape.device_name}")
+        return "replay", landscape.device_name, [None]
+    if is_interpreter(device):
+        return "interpreter", INTERPRETER_DEVICE_NAME, [None]
+    gpus = visible_gpus() if need_device else []
+    chosen = [gpu for gpu in gpus if matches(device, gpu.device_name)]
+    if chosen:
+        return "cuda", chosen[0].device_name, [gpu.visible_id for gpu in chosen]
+    if not need_device:
+        return "cuda", vllm_key(device), []
+    seen = ", ".join(sorted({g.device_name for g in gpus})) or "no CUDA GPU"
+    raise fail(f"no visible GPU matches --device {device}; visible: {seen}")
+
+
+def vllm_key(device: str) -> str:
+    import re
+
+    from tuner.inputs.devices import DEVICE_NAME_PATTERN, vllm_device_name
+
+    name = vllm_device_name(device)
+    if not name.startswith(("NVIDIA_", "AMD_")):
+        name = f"NVIDIA_{name}"
+    if not re.fullmatch(DEVICE_NAME_PATTERN, name):
+        raise fail(f"--device {device!r} is not a GPU model name such as L20 or NVIDIA_H200")
+    return name

@@ -1,0 +1,194 @@
+"""`tuner shapes list|show|from-log|from-config`: the packaged models, and shapes from how a model
+is served.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from tuner.cli.options import console, fail
+
+SaveOpt = Annotated[
+    str | None,
+    typer.Option("--save", metavar="NAME", help="Save the shapes as model NAME in your shapes "
+                 "folder ($TUNER_SHAPES_DIR, else ~/.config/blockfp8-tuner/shapes/), so that "
+                 "`tuner sweep --model NAME` finds them."),
+]
+
+
+def shapes_list() -> None:
+    """Models with shapes (packaged, then your shapes folder), TP sizes and descriptions."""
+    from tuner.inputs.shapes import ShapesFileError, known_models, load_shapes, tp_sizes
+
+    table = Table("model", "TP sizes", "description")
+    broken = []
+    for name in known_models():
+        try:
+            sizes = tp_sizes(name)
+            description = load_shapes(name, sizes[0]).description
+        except ShapesFileError as exc:
+            broken.append(str(exc))
+            continue
+        table.add_row(name, ", ".join(map(str, sizes)), description)
+    console.print(table)
+    if broken:
+        raise fail(broken[0] if len(broken) == 1 else f"{broken[0]} (and {len(broken) - 1} "
+                   "more malformed shapes file(s))")
+
+
+def shapes_show(
+    model: Annotated[str, typer.Argument(help="Model key from `tuner shapes list`.")],
+    tp: Annotated[int | None, typer.Option(help="Tensor-parallel size.")] = None,
+) -> None:
+    """The (N, K) of a model at one TP size, with their source."""
+    from tuner.inputs.shapes import UnknownModelError, load_shapes
+
+    try:
+        entry = load_shapes(model, tp)
+    except (UnknownModelError, ValueError) as exc:
+        raise fail(str(exc).strip("'\"")) from None
+    group_n, group_k = entry.block_shape
+    console.print(f"{entry.model} TP {entry.tp}, block_shape [{group_n}, {group_k}]",
+                  soft_wrap=True)
+    table = Table("N", "K")
+    for n, k in entry.shapes:
+        table.add_row(str(n), str(k))
+    console.print(table)
+    console.print(f"source: {entry.source}", soft_wrap=True, markup=False)
+
+
+def _print_shapes(shapes: Sequence[tuple[int, int]], layers: Sequence[str] | None = None) -> None:
+    table = Table("N", "K", *(["layer"] if layers else []))
+    for index, (n, k) in enumerate(shapes):
+        table.add_row(str(n), str(k), *([layers[index]] if layers else []))
+    console.print(table)
+
+
+def _save(name: str, *, tp: int, shapes: Sequence[tuple[int, int]],
+          block_shape: tuple[int, int], source: str, description: str) -> None:
+    from tuner.inputs.shapes import ShapesFileError, save_shapes
+
+    try:
+        path = save_shapes(name, tp=tp, shapes=shapes, block_shape=block_shape, source=source,
+                           description=description)
+    except (ShapesFileError, ValueError) as exc:
+        raise fail(str(exc)) from None
+    except OSError as exc:
+        raise fail(f"cannot write the shapes file: {exc.strerror or exc}") from None
+    console.print(f"saved as model '{name}', TP {tp}: {path}", soft_wrap=True, markup=False,
+                  highlight=False)
+
+
+def _next_step(device_names: Sequence[str], model: str, tp: int | None,
+               sglang: bool = False) -> None:
+    tp_text = f" --tp {tp}" if tp is not None else " --tp <TP>"
+    for device_name in device_names or ["<device>"]:
+        console.print(f"tuner sweep --device {device_name} --model {model}{tp_text}",
+                      soft_wrap=True, markup=False, highlight=False)
+        if sglang:
+            console.print(f"tuner export --device {device_name} --out configs/ --engine sglang",
+                          soft_wrap=True, markup=False, highlight=False)
+
+
+def from_log(
+    log: Annotated[Path, typer.Argument(help="A vLLM or SGLang server log (plain or .gz).")],
+    tp: Annotated[int | None, typer.Option(min=1, max=1024, help="Tensor-parallel size the log "
+                                           "was served with [default: read from the log].")] = None,
+    save: SaveOpt = None,
+) -> None:
+    """Shapes whose block-FP8 config file the engine did not find, from its log.
+
+    Reads every "Using default W8A8 Block FP8 kernel config ... Config file not found at <path>"
+    warning (vLLM's and SGLang's), and prints the device_name, the distinct (N, K, block_shape)
+    and the `tuner sweep` command that covers them. MoE config warnings are ignored.
+    """
+    from tuner.inputs.logs import read_log
+    from tuner.inputs.shapes import find_covering, suggest_model_key
+
+    try:
+        scan = read_log(log)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    if not scan.missing:
+        raise fail(f"{log}: no 'Config file not found' warning of the W8A8 block-FP8 kernel in "
+                   f"{scan.lines} lines: every shape had a file, or this is not a vLLM/SGLang "
+                   "server log", 1)
+    tp = tp if tp is not None else scan.tp
+    shapes = scan.shapes()
+    block_shapes = sorted({b for _, _, b in shapes})
+    engines = sorted({m.engine for m in scan.missing})
+    console.print(
+        f"{log}: {scan.warnings} warning(s) from {', '.join(engines)}; device_name "
+        f"{', '.join(scan.device_names)}; model {scan.model or 'not stated'}; "
+        f"TP {tp if tp is not None else 'not stated'}", soft_wrap=True, markup=False,
+        highlight=False)
+    console.print(f"{len(shapes)} shape(s) without a config file, block_shape "
+                  f"{' and '.join(f'[{b[0]}, {b[1]}]' for b in block_shapes)}:",
+                  soft_wrap=True, highlight=False)
+    _print_shapes([(n, k) for n, k, _ in shapes])
+    for folder in sorted({m.folder for m in scan.missing if m.folder}):
+        console.print(f"the engine looks for them in {folder}/", soft_wrap=True, markup=False,
+                      highlight=False)
+    pairs = [(n, k) for n, k, _ in shapes]
+    if save is not None:
+        if tp is None:
+            raise fail("the log does not state the tensor-parallel size: pass --tp with --save")
+        if len(block_shapes) != 1:
+            raise fail("the log has shapes of several block_shapes; a shapes entry has one")
+        _save(save, tp=tp, shapes=pairs, block_shape=block_shapes[0],
+              source=f"'Config file not found' warnings in {log.name}",
+              description=f"{scan.model or save}: shapes read from a server log")
+        console.print("next:", highlight=False)
+        _next_step(scan.device_names, save, tp, "sglang" in engines)
+        return
+    covering = find_covering(pairs, block_shapes[0], tp) if len(block_shapes) == 1 else []
+    if covering:
+        model, size = covering[0]
+        console.print(f"these are shapes of model '{model}' TP {size}; next:", highlight=False)
+        _next_step(scan.device_names, model, size, "sglang" in engines)
+        return
+    name = suggest_model_key(scan.model or log.stem)
+    tp_flag = "" if scan.tp else f" --tp {tp if tp is not None else '<TP>'}"
+    console.print(f"save them first (tuner shapes from-log {log} --save {name}{tp_flag}), then:",
+                  soft_wrap=True, markup=False, highlight=False)
+    _next_step(scan.device_names, name, tp, "sglang" in engines)
+
+
+def from_config(
+    config: Annotated[Path, typer.Argument(help="The model's Hugging Face config.json.")],
+    tp: Annotated[int, typer.Option(min=1, max=1024, help="Tensor-parallel size.")],
+    save: SaveOpt = None,
+) -> None:
+    """The dense block-FP8 GEMM shapes of a standard decoder at one TP size.
+
+    qkv_proj N = (heads/tp + 2 * max(1, kv_heads/tp)) * head_dim, K = hidden; o_proj N = hidden,
+    K = heads * head_dim / tp; gate_up_proj N = 2 * intermediate / tp, K = hidden; down_proj
+    N = hidden, K = intermediate / tp (vLLM's QKV/MergedColumn/RowParallelLinear). Llama,
+    Mistral, Qwen2 and Qwen3 architectures; others and splits that do not divide are refused.
+    """
+    from tuner.inputs.hfconfig import derive_shapes, read_config
+
+    try:
+        derived = derive_shapes(read_config(config), tp, where=str(config))
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    bn, bk = derived.block_shape
+    console.print(f"{config}: {derived.architecture}"
+                  f"{f' ({derived.model})' if derived.model else ''}, TP {tp}, "
+                  f"block_shape [{bn}, {bk}]", soft_wrap=True, markup=False, highlight=False)
+    _print_shapes([(layer.N, layer.K) for layer in derived.layers],
+                  [layer.layer for layer in derived.layers])
+    if save is None:
+        console.print(f"save them with --save NAME, then: tuner sweep --device <device> "
+                      f"--model NAME --tp {tp}", soft_wrap=True, markup=False, highlight=False)
+        return
+    _save(save, tp=tp, shapes=derived.shapes, block_shape=derived.block_shape,
+          source=f"{config.name} ({derived.architecture}), derived by tuner.inputs.hfconfig's rule",
+          description=f"{derived.model or save}: dense layers derived from config.json")
+    console.print("next:", highlight=False)
+    _next_step([], save, tp)

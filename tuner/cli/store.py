@@ -1,0 +1,306 @@
+"""`tuner import`, `status`, `mounts`, `serve` and `db upgrade`: bring files in, watch sweeps,
+mount and serve files, migrate the store.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from tuner.cli.options import (
+    DbOpt,
+    DeviceOpt,
+    EngineName,
+    console,
+    device_in_store,
+    fail,
+    masked,
+    open_db,
+)
+
+
+class MountFormat(StrEnum):
+    docker = "docker"
+    compose = "compose"
+    k8s = "k8s"
+
+
+AllowStaleOpt = Annotated[
+    bool, typer.Option("--allow-stale", help="Also use trials timed with another kernel source "
+                       "or another Triton major.minor than the current ones.")
+]
+EngineOpt = Annotated[
+    EngineName, typer.Option("--engine", help="Serving engine: its config folder and its "
+                             "file-name spelling (SGLang: block_shape=[128, 128]).")
+]
+
+
+def _plain(text: str) -> None:
+    console.print(text, soft_wrap=True, markup=False, highlight=False)
+
+
+def provenance_scope(session, device_name: str,
+                     allow_stale: bool) -> tuple[dict[str, str | None], str | None]:
+    """The provenance filter of `repo.winners` and `repo.shape_coverage` for a device, and the
+    note to print about the trials it leaves out.
+
+    Current means this package's kernel hash and the installed Triton's major.minor (without
+    triton: the newest of the device's environments with the current kernel hash; see
+    `tuner.files.provenance.current_provenance`).
+
+    Returns:
+        ({"kernel_hash": ..., "triton_minor": ...}, a one-line note or None when nothing is left
+        out); ({}, None) with allow_stale.
+    """
+    from db import repo
+    from tuner.files.provenance import current_provenance, installed_triton_minor
+
+    if allow_stale:
+        return {}, None
+    current = current_provenance(repo.device_environments(session, device_name=device_name),
+                                 installed_triton=installed_triton_minor())
+    scope = {"kernel_hash": current.kernel_hash, "triton_minor": current.triton_minor}
+    stale = repo.stale_trials(session, device_name=device_name, **scope)
+    if not stale:
+        return scope, None
+    return scope, (f"note: left out {stale} ok trial(s) of {device_name} timed with another "
+                   f"kernel or Triton than the current (kernel {current.kernel_hash[:12]}, "
+                   f"triton {current.triton_minor or 'any'}); --allow-stale uses them")
+
+
+def stale_m(coverage) -> dict[tuple[int, int, tuple[int, int]], tuple[int, ...]]:
+    """(N, K, block_shape) -> the M whose trials are all stale (`ShapeCoverage.m_stale`)."""
+    return {(c.N, c.K, tuple(c.block_shape)): c.m_stale for c in coverage if c.m_stale}
+
+
+def stale_reason(m_missing, m_stale) -> str:
+    """What to add to a skipped shape's reason when stale trials made it partial; or ""."""
+    stale = sorted(set(m_missing) & set(m_stale))
+    if not stale:
+        return ""
+    return (f"; M={', '.join(map(str, stale))} only have trials of another kernel or Triton "
+            "(--allow-stale uses them)")
+
+
+def import_files(
+    files: Annotated[list[Path], typer.Argument(help="Config files, e.g. those shipped with "
+                                                "vLLM (NVIDIA or AMD).")],
+    label: Annotated[str, typer.Option(help="Where the files come from, e.g. vllm-0.33.0; "
+                                       "importing a label again replaces its entries.")
+                     ] = "imported",
+    device: Annotated[str | None, typer.Option(help="Store for this device (one in the store, "
+                                               "aliases allowed) [default: the file name's "
+                                               "device_name].")] = None,
+    db: DbOpt = None,
+) -> None:
+    """Keep existing config files as a labelled source per device and shape.
+
+    Their entries fill M without a measured winner at export (measured winners beat them);
+    they are never measured and never claimed to beat the default. Every file is checked
+    before anything is stored: one bad file stores none.
+    """
+    from db import repo
+    from db.engine import session_scope
+    from tuner.files.format import MAX_FILE_BYTES, coverage_summary, parse_file_for_import
+    from tuner.files.imports import target_device
+
+    if not 1 <= len(label) <= 128 or not label.strip():
+        raise fail("--label must be 1..128 characters")
+    parsed = []
+    for path in files:
+        try:
+            if path.is_dir():
+                raise ValueError(f"{path}: is a folder; pass the files (e.g. {path}/*.json)")
+            if path.stat().st_size > MAX_FILE_BYTES:
+                raise ValueError(f"{path}: more than {MAX_FILE_BYTES} bytes: not a config file")
+            parsed.append((path, parse_file_for_import(path.name, path.read_bytes(), str(path))))
+        except OSError as exc:
+            raise fail(f"{path}: cannot read: {exc.strerror or exc}") from None
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+    _, engine = open_db(db)
+    with session_scope(engine) as session:
+        known = sorted(set(repo.list_device_names(session))
+                       | set(repo.list_import_device_names(session)))
+    planned = {}
+    for path, item in parsed:
+        try:
+            target = target_device(device, item.name.device_name, known)
+        except LookupError as exc:
+            raise fail(f"{path}: {exc}") from None
+        key = (target, item.name.N, item.name.K, item.name.block_shape)
+        if key in planned:
+            raise fail(f"{path}: same device and shape as {planned[key][0]}; import one per "
+                       "shape and label")
+        planned[key] = (path, item, target)
+    with session_scope(engine) as session:
+        for path, item, target in planned.values():
+            repo.record_import(session, device_name=target, N=item.name.N, K=item.name.K,
+                               block_shape=item.name.block_shape, label=label,
+                               file_name=path.name, sha256=item.sha256, configs=item.configs)
+    for path, item, target in planned.values():
+        moved = "" if target == item.name.device_name else f" (file named for " \
+            f"{item.name.device_name})"
+        _plain(f"imported {path.name} for {target}{moved} as '{label}': "
+               f"{coverage_summary(item.configs)}")
+
+
+def status(
+    sweep: Annotated[int | None, typer.Option("--sweep", help="Show this sweep's tasks.")] = None,
+    db: DbOpt = None,
+) -> None:
+    """Sweeps in the store with task and trial counts; with --sweep, that sweep's tasks."""
+    from db import repo
+    from db.engine import session_scope
+
+    _, engine = open_db(db, must_exist=True)
+    with session_scope(engine) as session:
+        sweeps = repo.list_sweeps(session)
+        tasks = repo.sweep_tasks(session, sweep_id=sweep) if sweep is not None and any(
+            s.sweep_id == sweep for s in sweeps) else None
+    if sweep is not None and tasks is None:
+        listed = ", ".join(str(s.sweep_id) for s in sweeps) or "none"
+        raise fail(f"no sweep with id {sweep}; sweeps: {listed}")
+    if tasks is None:
+        if not sweeps:
+            _plain("no sweeps in the store yet (tuner sweep ...)")
+            return
+        table = Table("sweep", "device", "model", "TP", "strategy", "tasks done", "running",
+                      "pending", "failed", "trials ok/total", title="sweeps")
+        for column in table.columns:
+            column.overflow = "fold"  # wrap long names rather than cut them
+        for s in sweeps:
+            total = sum(s.tasks.values())
+            table.add_row(str(s.sweep_id), s.device_name, s.model, str(s.tp), s.strategy,
+                          f"{s.tasks['done']}/{total}", str(s.tasks["running"]),
+                          str(s.tasks["pending"]), str(s.tasks["failed"]),
+                          f"{s.trials_ok}/{s.trials_total}")
+        console.print(table)
+        return
+    table = Table("N", "K", "M", "state", "attempts", "trials ok/total", "best_us", "default_us",
+                  "speedup", "worker", "error", title=f"sweep {sweep}",
+                  caption="timings of the search; `tuner winners` shows the re-timed winners")
+    for column in table.columns:
+        column.overflow = "fold"
+    for t in tasks:
+        speedup = (f"{t.default_latency_us / t.best_latency_us:.2f}x"
+                   if t.best_latency_us and t.default_latency_us else "-")
+        table.add_row(str(t.N), str(t.K), str(t.M), t.state, str(t.attempts),
+                      f"{t.trials_ok}/{t.trials_total}",
+                      "-" if t.best_latency_us is None else f"{t.best_latency_us:.1f}",
+                      "-" if t.default_latency_us is None else f"{t.default_latency_us:.1f}",
+                      speedup, t.worker_id or "-", (t.error or "")[:60])
+    console.print(table)
+
+
+def mounts(
+    device: DeviceOpt,
+    engine_name: EngineOpt = EngineName.vllm,
+    site_packages: Annotated[str | None, typer.Option(
+        "--site-packages", help="The engine's site-packages folder in the container [default: "
+        "vLLM image /usr/local/lib/python3.12/dist-packages; SGLang image "
+        "/sgl-workspace/sglang/python].")] = None,
+    fmt: Annotated[MountFormat, typer.Option("--format", help="docker run flags, a compose "
+                                             "volumes list, or a Kubernetes ConfigMap and "
+                                             "mounts.")] = MountFormat.docker,
+    files: Annotated[Path | None, typer.Option(help="Folder of exported files to mount "
+                                               "[default: the device's files in the store]."
+                                               )] = None,
+    host_dir: Annotated[str | None, typer.Option(help="Host folder the files are in [default: "
+                                                 "--files, else $PWD/configs].")] = None,
+    allow_partial: Annotated[bool, typer.Option(help="From the store: also shapes whose M grid "
+                                                "is not fully tuned.")] = False,
+    allow_stale: AllowStaleOpt = False,
+    db: DbOpt = None,
+) -> None:
+    """Print read-only mounts of each config file into the engine's config folder."""
+    from tuner.files.mounts import (
+        DEFAULT_HOST_DIR,
+        DEFAULT_SITE_PACKAGES,
+        MountRequest,
+        render_mounts,
+    )
+
+    if files is not None:
+        names, device_name = _folder_file_names(files, device)
+        folder = host_dir or str(files.resolve())
+    else:
+        names, device_name = _store_file_names(device, engine_name.value, allow_partial, db,
+                                               allow_stale=allow_stale)
+        folder = host_dir or DEFAULT_HOST_DIR
+    try:
+        text = render_mounts(MountRequest(
+            device_name=device_name, engine=engine_name.value, file_names=tuple(names),
+            host_dir=folder, site_packages=site_packages or DEFAULT_SITE_PACKAGES[engine_name],
+            fmt=fmt.value,
+        ))
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    typer.echo(text, nl=False)
+
+
+def _folder_file_names(folder: Path, device: str) -> tuple[list[str], str]:
+    from tuner.files.mounts import config_files_in
+    from tuner.inputs.devices import resolve
+    from tuner.kernels.dense.naming import parse_config_file_name
+
+    try:
+        entries = [p.name for p in folder.iterdir() if p.is_file()]
+    except OSError as exc:
+        raise fail(f"{folder}: cannot list: {exc.strerror or exc}") from None
+    seen = set()
+    for name in entries:
+        try:
+            seen.add(parse_config_file_name(name).device_name)
+        except ValueError:
+            continue
+    chosen = resolve(device, seen)
+    if len(chosen) != 1:
+        raise fail(f"{folder}: no config files for --device {device}; devices there: "
+                   f"{', '.join(sorted(seen)) or 'none'}")
+    return config_files_in(entries, chosen[0]), chosen[0]
+
+
+def _store_file_names(device: str, engine: str, allow_partial: bool, db: str | None, *,
+                      allow_stale: bool = False) -> tuple[list[str], str]:
+    from db.engine import session_scope
+    from tuner.cli.files import read_files  # here: both modules load with tuner.cli.app
+
+    _, store = open_db(db, must_exist=True)
+    with session_scope(store) as session:
+        device_name = device_in_store(session, device)
+    read = read_files(store, device_name, out_dtype=None, allow_stale=allow_stale,
+                      allow_partial=allow_partial, engine_name=engine)
+    if not read.files.files:
+        stale = "; --allow-stale also uses stale trials" if read.stale_note is not None else ""
+        raise fail(f"{device_name} has no complete file yet; --allow-partial mounts what there "
+                   f"is{stale}")
+    return [f.file_name for f in read.files.files], device_name
+
+
+def serve(
+    db: DbOpt = None,
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to bind.")] = 8000,
+) -> None:
+    """Serve the merged config files over HTTP (FastAPI under uvicorn)."""
+    import uvicorn
+
+    from api.app import create_app
+    from api.settings import Settings
+
+    url, _ = open_db(db)
+    uvicorn.run(create_app(Settings(db_url=url, host=host, port=port)), host=host, port=port)
+
+
+def db_upgrade(db: DbOpt = None) -> None:
+    """Upgrade the store's schema to this version of the tuner (Alembic)."""
+    from db.engine import default_db_url, make_engine, upgrade
+
+    url = db or default_db_url()
+    upgrade(make_engine(url))
+    console.print(f"store {masked(url)} is at the current schema", soft_wrap=True)

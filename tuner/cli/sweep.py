@@ -1,0 +1,184 @@
+"""`tuner sweep` and `tuner worker`: tune a model's shapes on the matching GPUs, or join sweeps
+created elsewhere."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from tuner.cli.options import (
+    DEFAULT_LEASE_S,
+    DEFAULT_M,
+    DEFAULT_STRATEGY_NAME,
+    ConfigsOpt,
+    DbOpt,
+    DeviceOpt,
+    InterpreterRepsOpt,
+    LeaseOpt,
+    OutDtype,
+    OutDtypeOpt,
+    ReplayOpt,
+    StrategyName,
+    TrialTimeoutOpt,
+    console,
+    fail,
+    load_configs,
+    masked,
+    open_db,
+    parse_m_values,
+    print_sweep_summary,
+    resolve_backend,
+)
+from tuner.search.defaults import DEFAULT_TRIALS
+
+
+def sweep(
+    device: DeviceOpt,
+    model: Annotated[str, typer.Option(help="Model key from `tuner shapes list`.")],
+    tp: Annotated[int | None, typer.Option(help="Tensor-parallel size (which shapes).")] = None,
+    m: Annotated[str, typer.Option("--m", show_default="vLLM's 18 batch sizes, 1 to 4096",
+                                   help="Batch sizes M, comma-separated.")] = DEFAULT_M,
+    strategy: Annotated[
+        StrategyName,
+        typer.Option(help="local (default: the best of bench/search_quality.py): "
+                     "neighbourhood search from vLLM's default and the winners the store knows "
+                     "for the device; optuna: TPE; tpe+local: TPE, then local; --trials per "
+                     "task. grid: every config of the space."),
+    ] = DEFAULT_STRATEGY_NAME,
+    trials: Annotated[int, typer.Option(min=1, max=100_000, help="Configs per (N, K, M) for "
+                                        "local, optuna and tpe+local, vLLM's default config "
+                                        "included (128: where local reached 0.999 of the "
+                                        "optimum, geomean, in bench/search_quality.py).")
+                       ] = DEFAULT_TRIALS,
+    configs: ConfigsOpt = None,
+    seed: Annotated[int, typer.Option(min=0, max=2**31 - 1, help="Seed of the search and of the "
+                                      "random inputs.")] = 0,
+    out_dtype: OutDtypeOpt = OutDtype.bfloat16,
+    interpreter_reps: InterpreterRepsOpt = 3,
+    replay: ReplayOpt = None,
+    trial_timeout: TrialTimeoutOpt = None,
+    no_run: Annotated[bool, typer.Option("--no-run", help="Only create the sweep and its "
+                                         "tasks, for `tuner worker` on other hosts.")] = False,
+    lease: LeaseOpt = DEFAULT_LEASE_S,
+    db: DbOpt = None,
+) -> None:
+    """Tune every (N, K) of a model over the M grid, one worker per matching GPU.
+
+    Every trial is checked against a float64 reference and stored.
+    Re-running the same command resumes where it stopped.
+    """
+    from tuner.files.format import REQUIRED_M
+    from tuner.inputs.shapes import UnknownModelError, load_shapes
+    from tuner.run.plan import SweepRequest, plan
+    from tuner.run.sweep import run_workers
+
+    try:
+        m_values = parse_m_values(m)
+        model_shapes = load_shapes(model, tp)
+    except (ValueError, UnknownModelError) as exc:
+        raise fail(str(exc).strip("'\"")) from None
+    candidates = load_configs(configs)
+    backend, device_name, visible = resolve_backend(device, replay, need_device=not no_run)
+    missing = [value for value in REQUIRED_M if value not in m_values]
+    if missing:
+        typer.echo(f"warning: M grid lacks {missing}; vLLM will use the nearest tuned M there",
+                   err=True)
+    url, engine = open_db(db)
+    request = SweepRequest(
+        device_name=device_name, model=model_shapes.model, tp=model_shapes.tp,
+        shapes=model_shapes.shapes, block_shape=model_shapes.block_shape, m_values=m_values,
+        strategy=strategy.value, trials=trials, seed=seed, out_dtype=out_dtype.value,
+        configs=candidates, replay=str(replay) if replay is not None else None,
+    )
+    info, created = plan(engine, request)
+    workers = "no run" if no_run else f"{len(visible)} worker(s)"
+    console.print(
+        f"sweep {info.sweep_id} ({'new' if created else 'resumed'}): {device_name}, "
+        f"{model_shapes.model} TP {model_shapes.tp}, {len(model_shapes.shapes)} shapes x "
+        f"{len(m_values)} M, {strategy.value}, {workers}, store {masked(url)}",
+        soft_wrap=True,
+    )
+    if no_run:
+        console.print(f"run `tuner worker --device {device_name} --sweep {info.sweep_id}` "
+                      "with the same --db (and --configs, --replay) on each host",
+                      soft_wrap=True, markup=False, highlight=False)
+        return
+    try:
+        summary = run_workers(engine, url, request, info.sweep_id, backend=backend,
+                              visible_devices=visible, console=console,
+                              interpreter_reps=interpreter_reps, trial_timeout_s=trial_timeout,
+                              lease_s=lease)
+    except KeyboardInterrupt:
+        raise fail("interrupted; finished trials are stored: run the same command to resume",
+                   130) from None
+    print_sweep_summary(summary)
+    if summary.tasks_done != summary.tasks_total:
+        raise fail(f"{summary.tasks_total - summary.tasks_done} task(s) not done; "
+                   "see the store, then re-run to resume", 1)
+
+
+def worker(
+    device: DeviceOpt,
+    sweep_id: Annotated[int | None, typer.Option("--sweep", min=1, max=2**31 - 1,
+                                                 help="Only tasks of this sweep [default: "
+                                                 "every sweep on the device].")] = None,
+    configs: ConfigsOpt = None,
+    replay: ReplayOpt = None,
+    interpreter_reps: InterpreterRepsOpt = 3,
+    trial_timeout: TrialTimeoutOpt = None,
+    lease: LeaseOpt = DEFAULT_LEASE_S,
+    db: DbOpt = None,
+) -> None:
+    """Join sweeps created elsewhere (`tuner sweep --no-run`, POST /sweeps): one worker per
+    matching GPU claims their tasks from a shared store until none is left.
+
+    Pass the --configs file (or --replay landscape) the sweep was created with: workers only
+    take tasks of sweeps over their own config space.
+    """
+    from db import repo
+    from db.engine import session_scope
+    from tuner.run.plan import space_name
+    from tuner.run.supervisor import Supervisor, default_trial_timeout_s
+    from tuner.run.sweep import worker_specs
+
+    candidates = load_configs(configs)
+    backend, device_name, visible = resolve_backend(device, replay)
+    space = space_name(candidates, str(replay) if replay is not None else None)
+    url, engine = open_db(db, must_exist=True)
+    scope = {"sweep_id": sweep_id, "device_name": device_name, "space": space}
+    with session_scope(engine) as session:
+        if sweep_id is not None:
+            info = repo.get_sweep(session, sweep_id=sweep_id)
+            if info is None:
+                raise fail(f"no sweep {sweep_id} in store {masked(url)}")
+            if info.device_name != device_name:
+                raise fail(f"sweep {sweep_id} is for {info.device_name}, not {device_name}")
+            if info.space != space:
+                raise fail(f"sweep {sweep_id} searches config space {info.space}, this worker "
+                           f"{space}: pass the --configs/--replay file the sweep was made with")
+        unfinished = repo.unfinished_tasks(session, **scope)
+    where = f"sweep {sweep_id}" if sweep_id is not None else f"sweeps on {device_name}"
+    if not unfinished:
+        console.print(f"nothing to do: no unfinished task in {where} (space {space})",
+                      soft_wrap=True, markup=False, highlight=False)
+        return
+    console.print(f"{len(visible)} worker(s) on {where}: {unfinished} unfinished task(s), "
+                  f"store {masked(url)}", soft_wrap=True, markup=False, highlight=False)
+    specs = worker_specs(url, backend=backend, visible_devices=visible, configs=candidates,
+                         replay=str(replay) if replay is not None else None, lease_s=lease,
+                         interpreter_reps=interpreter_reps, **scope)
+    timeout_s = trial_timeout if trial_timeout is not None else default_trial_timeout_s(backend)
+    supervisor = Supervisor(engine, specs, trial_timeout_s=timeout_s, on_event=lambda line:
+                            console.print(line, soft_wrap=True, markup=False, highlight=False))
+    try:
+        report = supervisor.run()
+    except KeyboardInterrupt:
+        raise fail("interrupted; the tasks went back to the queue", 130) from None
+    with session_scope(engine) as session:
+        left = repo.unfinished_tasks(session, **scope)
+    console.print(f"worker done: {left} unfinished task(s) left in {where}; "
+                  f"{report.crashed} crashed, {report.timeouts} timed out, "
+                  f"{report.restarts} restart(s)", soft_wrap=True, markup=False, highlight=False)
+    if report.given_up:
+        raise fail(f"gave up on worker(s) {', '.join(report.given_up)}; see the lines above", 1)

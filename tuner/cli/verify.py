@@ -1,0 +1,415 @@
+"""`tuner verify`: time the config vLLM runs from a device's files against its default, on and
+off the keys; `--fix` tunes the M values where it loses. The store is read here; the
+timing logic is tuner.compare.verify's.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from tuner.cli.options import (
+    DEFAULT_LEASE_S,
+    DEFAULT_STRATEGY_NAME,
+    ConfigsOpt,
+    DbOpt,
+    DeviceOpt,
+    InterpreterRepsOpt,
+    LeaseOpt,
+    OutDtype,
+    StrategyName,
+    TrialTimeoutOpt,
+    console,
+    device_in_store,
+    fail,
+    load_configs,
+    open_db,
+    parse_m_values,
+    print_sweep_summary,
+    resolve_backend,
+)
+from tuner.compare.verify import (
+    PointResult,
+    RunnerFactory,
+    ShapeVerification,
+    Verdict,
+    verify_shape,
+)
+from tuner.files.merge import DeviceFiles
+from tuner.inputs.shapes import ModelShapes
+from tuner.kernels.config import KernelConfig
+from tuner.measure.noise import RETIME_ROUNDS
+from tuner.search.defaults import DEFAULT_TRIALS
+
+# Search of the `--fix` trials: `tuner sweep`'s defaults.
+FIX_STRATEGY = DEFAULT_STRATEGY_NAME  # what `tuner sweep` runs by default
+FIX_TRIALS = DEFAULT_TRIALS
+# Tune-and-check passes of `--fix`: each new key adds midpoints and neighbours to check.
+MAX_FIX_PASSES = 3
+
+
+def _plain(text: str) -> None:
+    console.print(text, soft_wrap=True, markup=False, highlight=False)
+
+
+def _shape_label(N: int, K: int) -> str:
+    return f"N={N},K={K}"
+
+
+def _runner_factory(backend: str, *, block_shape: tuple[int, int], out_dtype: str, seed: int,
+                    interpreter_reps: int) -> RunnerFactory:
+    """(N, K, M) -> tuner.measure.runner.KernelRunner on this process's device (tests replace
+    this)."""
+    from tuner.measure.runner import KernelRunner, Problem
+
+    def make(N: int, K: int, M: int) -> KernelRunner:
+        problem = Problem(M=M, N=N, K=K, block_shape=block_shape, out_dtype=out_dtype)
+        return KernelRunner(problem, backend=backend, seed=seed,
+                            interpreter_reps=interpreter_reps)
+
+    return make
+
+
+def _use_backend(backend: str, visible: Sequence[str | None]) -> None:
+    """Make this process run the kernel on the interpreter, or on the first matching GPU.
+
+    TRITON_INTERPRET must be set before tuner.kernels.dense.kernel is imported (triton.jit reads it
+    then).
+    """
+    interpreted = os.environ.get("TRITON_INTERPRET") == "1"
+    if backend == "interpreter":
+        if "tuner.kernels.dense.kernel" in sys.modules and not interpreted:
+            raise fail("the kernel was already loaded for a GPU in this process; run "
+                       "`tuner verify --device interpreter` in a fresh process")
+        os.environ["TRITON_INTERPRET"] = "1"
+        return
+    if interpreted:
+        raise fail("TRITON_INTERPRET=1 is set: unset it to verify on a GPU")
+    import torch
+
+    from tuner.inputs.devices import visible_gpus
+
+    index = next(gpu.index for gpu in visible_gpus() if gpu.visible_id == visible[0])
+    torch.cuda.set_device(index)
+
+
+def _fmt_us(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def _verdict_text(point: PointResult) -> str:
+    if point.verdict is Verdict.FAILED:
+        return f"[red]failed[/red]: {point.error}"
+    if point.verdict is Verdict.SLOWER:
+        return "[red]slower[/red]"
+    return "ok" if point.timed else "ok (default)"
+
+
+def print_table(result: ShapeVerification, *, title: str) -> None:
+    """One row per checked M: vLLM's key and config there, both medians, speedup, verdict."""
+    table = Table("M", "key", "config", "chosen_us", "default_us", "noise_us", "speedup",
+                  "verdict", title=title)
+    for point in result.points:
+        speedup = point.speedup
+        table.add_row(str(point.M), str(point.key), point.config.short(),
+                      _fmt_us(point.chosen_us), _fmt_us(point.default_us),
+                      _fmt_us(point.noise_us), "-" if speedup is None else f"{speedup:.2f}x",
+                      _verdict_text(point))
+    console.print(table)
+
+
+def summary_line(results: Sequence[ShapeVerification]) -> str:
+    """e.g. "2 shapes, 12 M values: 10 ok (7 run the default config), 2 slower, 0 failed"."""
+    points = [point for result in results for point in result.points]
+    counts = {verdict: sum(point.verdict is verdict for point in points) for verdict in Verdict}
+    untimed = sum(point.verdict is Verdict.OK and not point.timed for point in points)
+    return (f"{len(results)} shape(s), {len(points)} M values: {counts[Verdict.OK]} ok "
+            f"({untimed} run the default config), {counts[Verdict.SLOWER]} slower, "
+            f"{counts[Verdict.FAILED]} failed")
+
+
+def offending_lines(results: Sequence[ShapeVerification]) -> list[str]:
+    """One line per shape with slower or failed M, naming them."""
+    lines = []
+    for result in results:
+        for what, values in (("slower than the default", result.slower),
+                             ("failed", result.failed)):
+            if values:
+                lines.append(f"{_shape_label(result.N, result.K)}: {what} at "
+                             f"M={', '.join(map(str, values))}")
+    return lines
+
+
+def _verify_files(
+    model_shapes: ModelShapes, files: DeviceFiles, grids, *, grid: Sequence[int] | None,
+    only_shapes: set[tuple[int, int]] | None, make_runner: RunnerFactory,
+    rounds: int | None, title: str,
+) -> tuple[list[ShapeVerification], list[str]]:
+    """Verify each model shape's file (or those of `only_shapes`); returns the results and one
+    line per shape without a file."""
+    from tuner.compare.verify import check_points
+    from tuner.files.format import VLLM_M_GRID
+
+    block_shape = tuple(model_shapes.block_shape)
+    by_shape = {(file.N, file.K, file.block_shape): file for file in files.files}
+    skipped = {(item.N, item.K, item.block_shape): item.reason for item in files.skipped}
+    results: list[ShapeVerification] = []
+    missing: list[str] = []
+    for N, K in model_shapes.shapes:
+        if only_shapes is not None and (N, K) not in only_shapes:
+            continue
+        key = (N, K, block_shape)
+        file = by_shape.get(key)
+        if file is None:
+            reason = skipped.get(key, "no trials in the store")
+            missing.append(f"{_shape_label(N, K)}: no file ({reason}); vLLM runs its default "
+                           "config there")
+            continue
+        configs = file.merged.configs
+        shape_grid = grid if grid is not None else sorted(set(grids.get(key, ()))
+                                                           | set(VLLM_M_GRID))
+        m_points = check_points(configs, shape_grid)
+        _plain(f"{_shape_label(N, K)}: keys {', '.join(map(str, configs))}; checking "
+               f"{len(m_points)} M values")
+        result = verify_shape(N=N, K=K, block_shape=block_shape, configs=configs,
+                              m_points=m_points, make_runner=make_runner, rounds=rounds)
+        print_table(result, title=f"{_shape_label(N, K)} {title}")
+        results.append(result)
+    return results, missing
+
+
+class Fixer:
+    """Runs `--fix` trials: sweeps planned and run as `tuner sweep` does, so they resume alike."""
+
+    def __init__(self, engine, url: str, model_shapes: ModelShapes, *, device_name: str,
+                 backend: str, visible: Sequence[str | None], strategy: str, trials: int,
+                 configs: Sequence[KernelConfig] | None, seed: int, out_dtype: str,
+                 interpreter_reps: int, trial_timeout: float | None, lease: float) -> None:
+        self.engine, self.url, self.model_shapes = engine, url, model_shapes
+        self.device_name, self.backend, self.visible = device_name, backend, visible
+        self.strategy, self.trials, self.configs, self.seed = strategy, trials, configs, seed
+        self.out_dtype, self.interpreter_reps = out_dtype, interpreter_reps
+        self.trial_timeout, self.lease = trial_timeout, lease
+
+    def _request(self, shapes, m_values, *, strategy: str, trials: int, seed: int):
+        from tuner.run.plan import SweepRequest
+
+        return SweepRequest(
+            device_name=self.device_name, model=self.model_shapes.model, tp=self.model_shapes.tp,
+            shapes=tuple(shapes), block_shape=tuple(self.model_shapes.block_shape),
+            m_values=tuple(m_values), strategy=strategy, trials=trials, seed=seed,
+            out_dtype=self.out_dtype, configs=self.configs,
+        )
+
+    def _run(self, request, sweep_id: int) -> None:
+        from tuner.run.sweep import run_workers
+
+        try:
+            summary = run_workers(self.engine, self.url, request, sweep_id, backend=self.backend,
+                                  visible_devices=self.visible, console=console,
+                                  interpreter_reps=self.interpreter_reps,
+                                  trial_timeout_s=self.trial_timeout, lease_s=self.lease)
+        except KeyboardInterrupt:
+            raise fail("interrupted; finished trials are stored: run the same command to "
+                       "resume", 130) from None
+        print_sweep_summary(summary)
+
+    def finish_unfinished(self) -> None:
+        """Run the unfinished tasks of this device's sweeps of the model and TP over the same
+        config space first: an interrupted `--fix` (or sweep) resumes, and its files are whole."""
+        from db import repo
+        from db.engine import session_scope
+        from tuner.run.plan import space_name
+
+        space = space_name(self.configs, None)
+        shapes = self.model_shapes
+        with session_scope(self.engine) as session:
+            infos = [repo.get_sweep(session, sweep_id=row.sweep_id)
+                     for row in repo.list_sweeps(session)
+                     if (row.device_name, row.model, row.tp) == (self.device_name, shapes.model,
+                                                                 shapes.tp)
+                     and row.tasks.get("pending", 0) + row.tasks.get("running", 0)]
+        for info in infos:
+            if info.space != space:
+                _plain(f"sweep {info.sweep_id} has unfinished tasks over config space "
+                       f"{info.space}: `tuner worker --sweep {info.sweep_id}` with its "
+                       "--configs finishes them")
+                continue
+            _plain(f"resuming sweep {info.sweep_id} (M={','.join(map(str, info.m_values))})")
+            request = self._request(shapes.shapes, info.m_values, strategy=info.strategy,
+                                    trials=info.budget, seed=info.seed)
+            self._run(request, info.sweep_id)
+
+    def tune(self, offending: dict[tuple[int, int], list[int]]) -> None:
+        """One sweep per set of offending M, over the shapes that share it."""
+        from tuner.run.plan import plan
+
+        groups: dict[tuple[int, ...], list[tuple[int, int]]] = {}
+        for shape, m_values in sorted(offending.items()):
+            groups.setdefault(tuple(m_values), []).append(shape)
+        for m_values, shapes in sorted(groups.items()):
+            request = self._request(shapes, m_values, strategy=self.strategy,
+                                    trials=self.trials, seed=self.seed)
+            info, created = plan(self.engine, request)
+            _plain(f"--fix: sweep {info.sweep_id} ({'new' if created else 'resumed'}): "
+                   f"{' '.join(_shape_label(N, K) for N, K in shapes)} at "
+                   f"M={','.join(map(str, m_values))}, {self.strategy}, "
+                   f"{len(self.visible)} worker(s)")
+            self._run(request, info.sweep_id)
+
+
+def _fix(fixer: Fixer, results: list[ShapeVerification], model_shapes: ModelShapes, *,
+         grid: Sequence[int] | None, make_runner: RunnerFactory, rounds: int | None,
+         read) -> list[ShapeVerification]:
+    """`--fix`: tune the offending M of each shape, then check the shapes it touched again in
+    full (new keys make new midpoints and neighbours), up to MAX_FIX_PASSES times.
+
+    Returns:
+        The latest result of every shape.
+
+    Raises:
+        typer.Exit: interrupted (130), or a touched shape has no file afterwards (1).
+    """
+    latest = {(result.N, result.K): result for result in results}
+    for fix_pass in range(1, MAX_FIX_PASSES + 1):
+        offending = {shape: result.offending for shape, result in latest.items()
+                     if result.offending}
+        if not offending:
+            break
+        fixer.tune(offending)
+        files = read()
+        try:
+            again, missing = _verify_files(
+                model_shapes, files.files, files.grids, grid=grid, only_shapes=set(offending),
+                make_runner=make_runner, rounds=rounds, title=f"after --fix pass {fix_pass}")
+        except KeyboardInterrupt:
+            raise fail("interrupted", 130) from None
+        for line in missing:
+            _plain(line)
+        if missing:
+            raise fail(f"{len(missing)} shape(s) have no file after --fix; see above", 1)
+        latest.update({(result.N, result.K): result for result in again})
+        _plain(f"after --fix pass {fix_pass}: " + summary_line(again))
+    return list(latest.values())
+
+
+def verify(
+    device: DeviceOpt,
+    model: Annotated[str, typer.Option(help="Model key from `tuner shapes list`.")],
+    tp: Annotated[int | None, typer.Option(help="Tensor-parallel size (which shapes).")] = None,
+    m: Annotated[str | None, typer.Option(
+        "--m", show_default="the M grid of the shape's sweeps and vLLM's 18 batch sizes",
+        help="Grid M values to check, comma-separated (keys, midpoints and neighbours of keys "
+        "are always checked).")] = None,
+    rounds: Annotated[int | None, typer.Option(
+        min=2, max=10_000, show_default=str(RETIME_ROUNDS),
+        help="Interleaved rounds (chosen, default, chosen, default, ...) per M.")] = None,
+    fix: Annotated[bool, typer.Option("--fix", help="Tune the slower or failed M values (a "
+                                      "sweep of those M, like `tuner sweep`), then check them "
+                                      "again. It first finishes unfinished sweeps of this "
+                                      "device, model and TP, so an interrupted --fix resumes "
+                                      "when run again.")] = False,
+    allow_stale: Annotated[bool, typer.Option("--allow-stale", help="Also use winners measured "
+                                              "with another kernel source or Triton "
+                                              "major.minor.")] = False,
+    allow_partial: Annotated[bool, typer.Option("--allow-partial", help="Also check files "
+                                                "`tuner export` writes only with "
+                                                "--allow-partial.")] = False,
+    out_dtype: Annotated[OutDtype, typer.Option("--out-dtype", help="Output dtype of the "
+                                                "trials and of the timed GEMM.")
+                         ] = OutDtype.bfloat16,
+    strategy: Annotated[StrategyName, typer.Option(help="Search of the --fix trials.")
+                        ] = FIX_STRATEGY,
+    trials: Annotated[int, typer.Option(min=1, max=100_000, help="Configs per (N, K, M) of "
+                                        "the --fix trials.")] = FIX_TRIALS,
+    configs: ConfigsOpt = None,
+    seed: Annotated[int, typer.Option(min=0, max=2**31 - 1, help="Seed of the random inputs "
+                                      "and of the --fix search.")] = 0,
+    interpreter_reps: InterpreterRepsOpt = 3,
+    trial_timeout: TrialTimeoutOpt = None,
+    lease: LeaseOpt = DEFAULT_LEASE_S,
+    db: DbOpt = None,
+) -> None:
+    """Check that the config vLLM runs from this device's files is never slower
+    than vLLM's default config, on the keys and between them.
+
+    For each (N, K) of the model the file is the one `tuner export` writes. The
+    M values checked: every key, every grid M, the midpoint of each pair of
+    neighbouring keys, and key - 1 and key + 1. At each M the config of the
+    nearest key (ties to the smaller key, as vLLM picks it) is checked against
+    the float64 reference, then timed against the default config interleaved
+    (A B A B ...). It is slower when its median exceeds the default's by more
+    than the larger p80 - p20 spread of the two. Where vLLM's pick is the
+    default config itself nothing is timed.
+
+    Runs on this machine's GPU matching --device, or on the CPU interpreter
+    (--device interpreter: CPU timings).
+
+    Exit codes: 0 every M ok; 1 some M slower or failed (named on stderr);
+    2 bad input (unknown model or device, no file to check); 130 interrupted.
+    """
+    from db.engine import session_scope
+    from tuner.inputs.shapes import UnknownModelError, load_shapes
+
+    try:
+        model_shapes = load_shapes(model, tp)
+        grid = parse_m_values(m) if m is not None else None
+    except (UnknownModelError, ValueError) as exc:
+        raise fail(str(exc).strip("'\"")) from None
+    candidates = load_configs(configs)
+    from tuner.cli.files import (
+        read_files,  # here: cli_files and this module load with tuner.cli.app
+    )
+
+    url, engine = open_db(db, must_exist=True)
+    with session_scope(engine) as session:
+        device_name = device_in_store(session, device)
+    backend, _, visible = resolve_backend(device, None)
+    _use_backend(backend, visible)  # before anything imports tuner.kernels.dense.kernel
+    fixer = Fixer(engine, url, model_shapes, device_name=device_name, backend=backend,
+                  visible=visible, strategy=strategy.value, trials=trials, configs=candidates,
+                  seed=seed, out_dtype=out_dtype.value, interpreter_reps=interpreter_reps,
+                  trial_timeout=trial_timeout, lease=lease)
+    if fix:
+        fixer.finish_unfinished()
+    read = read_files(engine, device_name, out_dtype=out_dtype.value, allow_stale=allow_stale,
+                      allow_partial=allow_partial)
+    files, grids = read.files, read.grids
+    block_shape = tuple(model_shapes.block_shape)
+    have = {(file.N, file.K) for file in files.files if file.block_shape == block_shape}
+    if not have & set(model_shapes.shapes):
+        reasons = "; ".join(f"{_shape_label(item.N, item.K)}: {item.reason}"
+                            for item in files.skipped if (item.N, item.K) in
+                            set(model_shapes.shapes)) or "no trials of its shapes"
+        raise fail(f"no file of {model_shapes.model} TP {model_shapes.tp} on {device_name} "
+                   f"to check ({reasons})")
+    make_runner = _runner_factory(backend, block_shape=block_shape, out_dtype=out_dtype.value,
+                                  seed=seed, interpreter_reps=interpreter_reps)
+    if backend == "interpreter":
+        _plain("note: the interpreter's timings are CPU timings, not a GPU's")
+    try:
+        results, missing = _verify_files(model_shapes, files, grids, grid=grid, only_shapes=None,
+                                         make_runner=make_runner, rounds=rounds,
+                                         title=f"on {device_name}")
+    except KeyboardInterrupt:
+        raise fail("interrupted", 130) from None
+    for line in missing:
+        _plain(line)
+    _plain(summary_line(results))
+    if fix:
+        results = _fix(fixer, results, model_shapes, grid=grid, make_runner=make_runner,
+                       rounds=rounds, read=lambda: read_files(
+                           engine, device_name, out_dtype=out_dtype.value,
+                           allow_stale=allow_stale, allow_partial=allow_partial))
+    lines = offending_lines(results)
+    if lines:
+        for line in lines:
+            typer.echo(line, err=True)
+        hint = "" if fix else "; `--fix` tunes these M values"
+        raise fail(f"vLLM's pick is slower than its default config or failed at "
+                   f"{sum(len(result.offending) for result in results)} M value(s){hint}", 1)

@@ -1,0 +1,262 @@
+"""`tuner verify`'s core: the M values to check, and vLLM's pick timed against the default (pure).
+
+vLLM runs, for any M, the config of the file key nearest to M (ties to the smaller key; DESIGN
+§9), so a file is only as good as its configs away from the keys. Nothing here reads the store
+or touches a device: the caller passes the file's configs and a factory of runners.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from tuner.files.format import vllm_pick_key
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.dense.space import default_config, why_invalid
+from tuner.measure.trial import TrialResult, TrialStatus
+
+
+def check_points(keys: Iterable[int], grid: Iterable[int]) -> list[int]:
+    """The M values at which `tuner verify` times vLLM's pick against the default config.
+
+    The union of:
+    - every key of the file;
+    - every grid M (the sweeps' M grid and vLLM's batch sizes, as the caller chooses);
+    - the midpoint `(a + b) // 2` of each pair of consecutive keys a < b: the largest M that
+      still runs key a's config (when a + b is even it is the tie, which vLLM gives to a);
+    - key - 1 and key + 1 of every key, the M values next to it; 0 is left out.
+
+    Args:
+        keys: the file's M keys (at least one).
+        grid: grid M values, each >= 1.
+
+    Returns:
+        The M values, ascending, without duplicates; e.g. keys (1, 16), grid (1, 16, 32) ->
+        [1, 2, 8, 15, 16, 17, 32].
+
+    Raises:
+        ValueError: no keys, or a key or grid M below 1.
+    """
+    ordered = sorted(set(keys))
+    grid = set(grid)
+    if not ordered:
+        raise ValueError("no keys to check")
+    if ordered[0] < 1 or (grid and min(grid) < 1):
+        raise ValueError("M values must be >= 1")
+    points = set(ordered) | grid
+    points.update((a + b) // 2 for a, b in zip(ordered, ordered[1:], strict=False))
+    points.update(key + 1 for key in ordered)
+    points.update(key - 1 for key in ordered if key > 1)
+    return sorted(points)
+
+
+class Verdict(StrEnum):
+    """How vLLM's pick fared at one M."""
+
+    OK = "ok"  # not slower than the default by more than the noise, or the default itself
+    SLOWER = "slower"  # slower than the default by more than the noise
+    FAILED = "failed"  # the chosen config cannot run here or gave a wrong result
+
+
+class RetimeLike(Protocol):
+    """One config re-timed interleaved with others (tuner.measure.noise.Retime)."""
+
+    config: KernelConfig
+    latency_us: float
+    p20_us: float
+    p80_us: float
+
+
+class SamplingRunner(Protocol):
+    """Runs one (N, K, M) problem (tuner.measure.runner.KernelRunner on a device or the
+    interpreter)."""
+
+    def check(self, config: KernelConfig) -> TrialResult:
+        """Run once and compare with the float64 reference."""
+        ...
+
+    def sample_us(self, config: KernelConfig) -> float:
+        """One timing sample of a config, microseconds per launch."""
+        ...
+
+
+RunnerFactory = Callable[[int, int, int], SamplingRunner]  # (N, K, M) -> runner
+RetimeFn = Callable[..., Sequence[RetimeLike]]  # tuner.measure.noise.retime_interleaved's signature
+
+
+@dataclass(frozen=True)
+class PointResult:
+    """vLLM's pick at one M and how it compared with the default config.
+
+    Attributes:
+        M: rows of A [M, K].
+        key: the file key vLLM picks for M.
+        config: that key's config.
+        verdict: ok, slower or failed.
+        timed: False when the pick is the default config itself (nothing to compare) or failed
+            before timing.
+        chosen_us: median of the pick's interleaved samples, microseconds; None if not timed.
+        default_us: median of the default config's samples, microseconds; None if not timed.
+        noise_us: the larger p80 - p20 spread of the two, microseconds; None if not timed.
+        error: why the pick failed; None otherwise.
+    """
+
+    M: int
+    key: int
+    config: KernelConfig
+    verdict: Verdict
+    timed: bool
+    chosen_us: float | None = None
+    default_us: float | None = None
+    noise_us: float | None = None
+    error: str | None = None
+
+    @property
+    def speedup(self) -> float | None:
+        """Default time over the pick's time: 1.0 for the default itself, None when failed."""
+        if self.verdict is Verdict.FAILED:
+            return None
+        if not self.timed:
+            return 1.0
+        return self.default_us / self.chosen_us
+
+
+@dataclass(frozen=True)
+class ShapeVerification:
+    """Every checked M of one (N, K, block_shape) file."""
+
+    N: int
+    K: int
+    block_shape: tuple[int, int]
+    keys: tuple[int, ...]
+    points: tuple[PointResult, ...]
+
+    @property
+    def slower(self) -> list[int]:
+        """The M where the pick is slower than the default by more than the noise."""
+        return [point.M for point in self.points if point.verdict is Verdict.SLOWER]
+
+    @property
+    def failed(self) -> list[int]:
+        """The M where the pick failed its check or could not run."""
+        return [point.M for point in self.points if point.verdict is Verdict.FAILED]
+
+    @property
+    def offending(self) -> list[int]:
+        """The M that `--fix` adds keys for: slower or failed, ascending."""
+        return sorted(self.slower + self.failed)
+
+
+def judge(chosen: RetimeLike, default: RetimeLike) -> tuple[Verdict, float]:
+    """Slower or ok, from the interleaved re-timings of the pick and the default config.
+
+    The noise is the larger p80 - p20 spread of the two; the pick is slower when its median
+    exceeds the default's by more than that.
+
+    Returns:
+        (verdict, noise_us).
+    """
+    noise_us = max(chosen.p80_us - chosen.p20_us, default.p80_us - default.p20_us)
+    slower = chosen.latency_us - default.latency_us > noise_us
+    return (Verdict.SLOWER if slower else Verdict.OK), noise_us
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+
+
+def verify_point(
+    M: int, *, N: int, K: int, configs: Mapping[int, KernelConfig], default: KernelConfig,
+    block_shape: tuple[int, int], make_runner: RunnerFactory, rounds: int, retime: RetimeFn,
+) -> PointResult:
+    """Time vLLM's pick for one M against the default config (see `verify_shape`)."""
+    key = vllm_pick_key(configs, M)
+    config = configs[key]
+    if config == default:
+        return PointResult(M=M, key=key, config=config, verdict=Verdict.OK, timed=False)
+    reason = why_invalid(config, block_shape)
+    if reason is not None:
+        return PointResult(M=M, key=key, config=config, verdict=Verdict.FAILED, timed=False,
+                           error=f"invalid config: {reason}")
+    runner = make_runner(N, K, M)
+    for checked_config, label in ((config, ""), (default, "default config ")):
+        try:
+            checked = runner.check(checked_config)
+        except Exception as exc:  # noqa: BLE001 - a config that cannot run fails, not crashes
+            checked = TrialResult(TrialStatus.CRASHED, error=_one_line(exc))
+        if checked.status is not TrialStatus.OK:
+            return PointResult(M=M, key=key, config=config, verdict=Verdict.FAILED,
+                               timed=False,
+                               error=f"{label}{checked.status.value}: {checked.error}")
+    try:
+        timings = {result.config: result
+                   for result in retime(runner.sample_us, [config, default], rounds=rounds)}
+    except Exception as exc:  # noqa: BLE001
+        return PointResult(M=M, key=key, config=config, verdict=Verdict.FAILED, timed=False,
+                           error=f"timing failed: {_one_line(exc)}")
+    verdict, noise_us = judge(timings[config], timings[default])
+    return PointResult(M=M, key=key, config=config, verdict=verdict, timed=True,
+                       chosen_us=timings[config].latency_us,
+                       default_us=timings[default].latency_us, noise_us=noise_us)
+
+
+def verify_shape(
+    *,
+    N: int,
+    K: int,
+    block_shape: tuple[int, int],
+    configs: Mapping[int, Mapping[str, int]],
+    m_points: Sequence[int],
+    make_runner: RunnerFactory,
+    rounds: int | None = None,
+    retime: RetimeFn | None = None,
+    on_point: Callable[[PointResult], None] | None = None,
+) -> ShapeVerification:
+    """Time, at each M, the config vLLM would run from this file against vLLM's default config.
+
+    For each M: the key vLLM picks (`tuner.files.format.vllm_pick_key`) and its config. If that
+    is the default config, the speedup is 1 and nothing runs. Otherwise a runner for (N, K, M)
+    checks the config, then the default, against the float64 reference (a wrong result or a
+    launch failure of either is verdict FAILED), then `retime` samples the two interleaved
+    (A B B A A B ...) and `judge` decides between SLOWER and OK.
+
+    Args:
+        N: rows of the weight B [N, K].
+        K: reduction dimension.
+        block_shape: [group_n, group_k] of the weight scales.
+        configs: the file: M key -> config with vLLM's six keys (extra keys are ignored).
+        m_points: the M values to check (`check_points`), each >= 1.
+        make_runner: (N, K, M) -> a runner with `check` and `sample_us`; called once per M
+            that is timed.
+        rounds: interleaved rounds per M; None for tuner.measure.noise.RETIME_ROUNDS.
+        retime: `retime(sample_us, configs, rounds=...)` returning one re-timing per config;
+            None for tuner.measure.noise.retime_interleaved.
+        on_point: called with each result as soon as it is known (progress output).
+
+    Returns:
+        The results in the order of `m_points`.
+
+    Raises:
+        ValueError: no configs, or an entry without vLLM's six keys.
+    """
+    if retime is None or rounds is None:
+        from tuner.measure.noise import RETIME_ROUNDS, retime_interleaved
+
+        retime = retime if retime is not None else retime_interleaved
+        rounds = rounds if rounds is not None else RETIME_ROUNDS
+    if not configs:
+        raise ValueError(f"N={N},K={K}: the file has no keys")
+    parsed = {M: KernelConfig.from_dict(entry) for M, entry in configs.items()}
+    default = default_config(block_shape)
+    results = []
+    for M in m_points:
+        result = verify_point(M, N=N, K=K, configs=parsed, default=default,
+                              block_shape=block_shape, make_runner=make_runner, rounds=rounds,
+                              retime=retime)
+        if on_point is not None:
+            on_point(result)
+        results.append(result)
+    return ShapeVerification(N=N, K=K, block_shape=tuple(block_shape), keys=tuple(sorted(parsed)),
+                             points=tuple(results))

@@ -1,0 +1,258 @@
+"""vLLM's block-FP8 config files: names, exact format and vLLM's lookup rule (pure)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from tuner.kernels.config import CONFIG_KEYS
+from tuner.kernels.dense.naming import FP8_DTYPE, ConfigFileName, parse_config_file_name
+
+# vLLM's tuning script default batch sizes (benchmarks/kernels/benchmark_w8a8_block_fp8.py, main).
+VLLM_M_GRID: tuple[int, ...] = (
+    1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096,
+)
+# M values every file should carry: decode (1), small batches (16, 32), prefill (2048, 4096).
+REQUIRED_M: tuple[int, ...] = (1, 16, 32, 2048, 4096)
+
+# Extra keys of AMD (ROCm) files; such entries may lack num_stages (vLLM's MI300X files).
+AMD_KEYS: tuple[str, ...] = ("kpack", "matrix_instr_nonkdim")
+_M_KEY_RE = re.compile(r"[1-9][0-9]{0,9}")
+MAX_M = 2**31 - 1  # Triton passes M as int32
+MAX_VALUE = 2**16  # far above any block size, group size, warp or stage count
+
+
+def m_coverage(keys: Iterable[int]) -> tuple[list[int], list[int], list[int]]:
+    """How a file's M keys cover vLLM's tuning grid `VLLM_M_GRID`.
+
+    Args:
+        keys: the file's M keys.
+
+    Returns:
+        (grid M present, grid M absent, keys outside the grid), each ascending.
+    """
+    present = set(keys)
+    return (
+        [M for M in VLLM_M_GRID if M in present],
+        [M for M in VLLM_M_GRID if M not in present],
+        sorted(present - set(VLLM_M_GRID)),
+    )
+
+
+def coverage_summary(keys: Iterable[int]) -> str:
+    """One line on how a file's M keys cover vLLM's grid, and what vLLM runs at M=1 and 4096.
+
+    Args:
+        keys: the file's M keys (at least one).
+
+    Returns:
+        e.g. "3 of vLLM's 18 M values: 2048, 3072, 4096; missing 1, 2, ...; M=1 runs the M=2048
+        entry".
+    """
+    keys = list(keys)
+    present, missing, extra = m_coverage(keys)
+    text = f"{len(present)} of vLLM's {len(VLLM_M_GRID)} M values"
+    text += f": {', '.join(map(str, present))}" if present else ""
+    text += f"; missing {', '.join(map(str, missing))}" if missing else "; complete"
+    if extra:
+        shown = ", ".join(map(str, extra[:8])) + (f", ... ({len(extra)} in all)"
+                                                   if len(extra) > 8 else "")
+        text += f"; other keys {shown}"
+    for M in (1, VLLM_M_GRID[-1]):
+        if keys and M not in keys:
+            text += f"; M={M} runs the M={vllm_pick_key(keys, M)} entry"
+    return text
+
+
+def _check_entry(entry: object, where: str) -> dict[str, int]:
+    """One M's config, validated; NVIDIA keys in vLLM's order, other files' keys as given."""
+    if not isinstance(entry, Mapping):
+        raise ValueError(f"{where}: expected an object of config keys, got "
+                         f"{type(entry).__name__}")
+    unknown = [key for key in entry if key not in CONFIG_KEYS and key not in AMD_KEYS]
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {', '.join(repr(k)[:40] for k in unknown[:5])}")
+    is_amd = any(key in entry for key in AMD_KEYS)
+    required = [key for key in CONFIG_KEYS if not (is_amd and key == "num_stages")]
+    missing = [key for key in required if key not in entry]
+    if missing:
+        raise ValueError(f"{where}: missing key(s) {', '.join(missing)}")
+    for key, value in entry.items():
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{where}: {key} must be an integer, got {value!r:.40}")
+        if not 1 <= value <= MAX_VALUE:
+            shown = value if value.bit_length() < 64 else f"a {len(str(value))}-digit number"
+            raise ValueError(f"{where}: {key}={shown} is outside 1..{MAX_VALUE}")
+    keys = list(entry) if is_amd else list(CONFIG_KEYS)
+    return {key: entry[key] for key in keys}
+
+
+def _reject_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """json object hook: a key given twice is an error (json keeps the last one silently)."""
+    result: dict[str, object] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def parse_config_file(text: str, *, source: str = "<text>") -> dict[int, dict[str, int]]:
+    """Parse and check a config file body strictly.
+
+    Accepts vLLM's NVIDIA files (the six keys of `CONFIG_KEYS`) and its AMD files (`kpack`,
+    `matrix_instr_nonkdim`, no `num_stages`), keeping each entry's keys.
+
+    Args:
+        text: The file's text.
+        source: Where the text came from, named in errors.
+
+    Returns:
+        M -> config, in the file's order; each config's keys in the file's order.
+
+    Raises:
+        ValueError: One line naming `source` and the problem: bad JSON, duplicate or non-decimal
+            M keys, M outside 1..2**31-1, unknown or missing keys, non-integer, boolean or
+            out-of-range values, or an empty object.
+    """
+    try:
+        data = json.loads(text, object_pairs_hook=_reject_duplicates)
+    except RecursionError:
+        raise ValueError(f"{source}: JSON nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, duplicate keys, ints over Python's digit limit
+        raise ValueError(f"{source}: invalid JSON: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{source}: expected a JSON object keyed by M, got {type(data).__name__}")
+    if not data:
+        raise ValueError(f"{source}: no M entries")
+    configs: dict[int, dict[str, int]] = {}
+    for key, entry in data.items():
+        if not _M_KEY_RE.fullmatch(key) or int(key) > MAX_M:
+            raise ValueError(f"{source}: M key {key[:40]!r} is not a decimal integer in 1..{MAX_M}")
+        configs[int(key)] = _check_entry(entry, f"{source}: M={key}")
+    return configs
+
+
+def dump_config_file(configs: Mapping[int, Mapping[str, int]]) -> str:
+    """Serialize configs exactly as vLLM's tuning script writes them.
+
+    Keys ascending by M; NVIDIA entries in `CONFIG_KEYS` order, AMD entries in their own order;
+    `json.dumps(indent=4)` plus a newline (`save_configs` in vLLM's
+    benchmarks/kernels/benchmark_w8a8_block_fp8.py writes `json.dump(..., indent=4)` then "\\n").
+
+    Args:
+        configs: M -> config.
+
+    Raises:
+        ValueError: An M or an entry that `parse_config_file` would reject.
+    """
+    if not configs:
+        raise ValueError("no M entries: vLLM treats an empty file as no file")
+    body: dict[str, dict[str, int]] = {}
+    for M in sorted(configs):
+        if isinstance(M, bool) or not isinstance(M, int) or not 1 <= M <= MAX_M:
+            raise ValueError(f"M={M!r} is not an integer in 1..{MAX_M}")
+        body[str(M)] = _check_entry(configs[M], f"M={M}")
+    return json.dumps(body, indent=4) + "\n"
+
+
+def vllm_pick_key(keys: Iterable[int], M: int) -> int:
+    """The file key whose config vLLM runs for M.
+
+    vLLM: `configs[min(configs.keys(), key=lambda x: abs(x - M))]` (w8a8_triton_block_scaled_mm,
+    fp8_utils.py): the nearest key; on a tie `min` keeps the first, which is the smaller key in
+    an ascending file. Here ties go to the smaller key whatever the order of `keys`.
+
+    Args:
+        keys: The file's M keys.
+        M: Rows of A [M, K] at run time (vLLM: `A.numel() // K`).
+
+    Raises:
+        ValueError: `keys` is empty.
+    """
+    ordered = sorted(set(keys))
+    if not ordered:
+        raise ValueError("no keys to pick from")
+    return min(ordered, key=lambda key: abs(key - M))
+
+
+@dataclass(frozen=True)
+class ParsedFile:
+    """A config file read for import: its name's parts, entries and the sha256 of its bytes."""
+
+    name: ConfigFileName
+    configs: dict[int, dict[str, int]]
+    sha256: str
+
+
+MAX_FILE_BYTES = 1_048_576  # vLLM's largest shipped files are a few KiB
+
+
+def parse_file_for_import(file_name: str, data: bytes, source: str | None = None) -> ParsedFile:
+    """Check a whole config file, name and bytes, before anything is stored.
+
+    Args:
+        file_name: the bare file name (vLLM's or SGLang's spelling).
+        data: the file's bytes.
+        source: how errors name the file (default: `file_name`), e.g. its path.
+
+    Returns:
+        The parsed file; entries keep their keys (AMD files too).
+
+    Raises:
+        ValueError: one line naming the file: a name that is not a block-FP8 config file name,
+            another dtype than fp8_w8a8, too many bytes, not UTF-8, or a body that
+            `parse_config_file` rejects.
+    """
+    source = source or file_name
+    try:
+        name = parse_config_file_name(file_name)
+    except ValueError as exc:
+        raise ValueError(f"{source}: {exc}" if source != file_name else str(exc)) from None
+    if name.dtype != FP8_DTYPE:
+        raise ValueError(f"{source}: dtype {name.dtype} is not {FP8_DTYPE}: this tuner keeps "
+                         "configs of the FP8 kernel only")
+    if len(data) > MAX_FILE_BYTES:
+        raise ValueError(f"{source}: {len(data)} bytes, more than {MAX_FILE_BYTES}: not a "
+                         "config file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{source}: not UTF-8 text") from None
+    configs = parse_config_file(text, source=source)
+    return ParsedFile(name=name, configs=configs, sha256=hashlib.sha256(data).hexdigest())
+
+
+def parse_config_list(text: str, *, source: str = "<text>") -> list[dict[str, int]]:
+    """Parse a `--configs` file strictly: a JSON list of objects with exactly vLLM's six keys.
+
+    Args:
+        text: the file's text.
+        source: how errors name the file.
+
+    Returns:
+        The configs in file order (duplicates kept; callers drop them).
+
+    Raises:
+        ValueError: one line naming `source`: bad JSON, not a non-empty list, an entry that is
+            not an object, unknown or missing keys (AMD keys too: this kernel has no use for
+            them), or values that are not integers in 1..65536.
+    """
+    try:
+        data = json.loads(text, object_pairs_hook=_reject_duplicates)
+    except RecursionError:
+        raise ValueError(f"{source}: JSON nested too deeply") from None
+    except ValueError as exc:
+        raise ValueError(f"{source}: invalid JSON: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, list) or not data:
+        raise ValueError(f"{source}: expected a non-empty JSON list of config objects")
+    configs = []
+    for index, item in enumerate(data):
+        where = f"{source}: config #{index + 1}"
+        if isinstance(item, Mapping) and any(key in item for key in AMD_KEYS):
+            raise ValueError(f"{where}: AMD keys {', '.join(AMD_KEYS)} do not apply to this kernel")
+        configs.append(_check_entry(item, where))
+    return configs

@@ -1,0 +1,320 @@
+"""Merge the store's winners into vLLM config files: no-regression rule, coverage, atomic writes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from tuner.files.format import REQUIRED_M, dump_config_file, vllm_pick_key
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.dense.naming import config_file_name, engine_file_name
+from tuner.kernels.dense.space import default_config
+
+
+class PartialFileError(ValueError):
+    """A shape's M grid has M values without a winner, and a partial file was not asked for."""
+
+
+class WinnerLike(Protocol):
+    """The best trial of one (shape, M), as the merge needs it.
+
+    A winner may also carry `decided` (bool: kept by a decision after interleaved re-timing)
+    and `spread_us` (float | None: the noise the decision had to beat, microseconds), as
+    db.repo.WinnerRow does; a winner without them counts as undecided (`decided_spread`).
+    """
+
+    M: int
+    config: Mapping[str, int]
+    latency_us: float
+    default_latency_us: float | None
+    is_default: bool
+
+
+class WinnerRowLike(WinnerLike, Protocol):
+    """A winner that also names its device and shape (db.repo.WinnerRow)."""
+
+    device_name: str
+    N: int
+    K: int
+    block_shape: Sequence[int]
+
+
+class ImportedShapeLike(Protocol):
+    """Imported entries of one shape (db.repo.ImportedShape): M -> config, M -> label."""
+
+    configs: Mapping[int, Mapping[str, int]]
+    labels: Mapping[int, str]
+
+
+class ShapeCoverageLike(Protocol):
+    """The M grid requested for a shape (db.repo.ShapeCoverage)."""
+
+    N: int
+    K: int
+    block_shape: Sequence[int]
+    m_requested: Sequence[int]
+
+
+@dataclass(frozen=True)
+class MergedFile:
+    """One shape's merged file: its configs, exact text, hash and what the merge decided."""
+
+    configs: dict[int, dict[str, int]]
+    text: str
+    sha256: str
+    notes: list[str]
+    warnings: list[str]
+    m_missing: list[int]
+    partial: bool
+    m_imported: list[int] = field(default_factory=list)
+
+
+def _fmt_config(config: Mapping[str, int]) -> str:
+    try:
+        return KernelConfig.from_dict(config).short()
+    except ValueError:
+        return json.dumps(dict(config))
+
+
+def decided_spread(winner: WinnerLike) -> tuple[bool, float | None]:
+    """Whether a winner was kept by a decision after interleaved re-timing, and its spread.
+
+    Args:
+        winner: db.repo.WinnerRow or alike; `decided` and `spread_us` are optional attributes.
+
+    Returns:
+        (decided, spread_us in microseconds or None); (False, None) for a winner without them.
+    """
+    decided = bool(getattr(winner, "decided", False))
+    spread_us = getattr(winner, "spread_us", None) if decided else None
+    return decided, None if spread_us is None else float(spread_us)
+
+
+def _default_note(winner: WinnerLike) -> str:
+    """Why the default config is in the file when it is the winner itself."""
+    decided, spread_us = decided_spread(winner)
+    if not decided:
+        return f"M={winner.M}: the default config was fastest"
+    # A decision keeps the default when it is fastest by more than the spread, or when the
+    # fastest leads it by no more than the spread (tuner.measure.noise.decide_winner): either way no
+    # config beat it by more than the noise, which is all a winner row can tell.
+    noise = "" if spread_us is None else f" (spread {spread_us:.2f} us)"
+    return (f"M={winner.M}: default config kept after interleaved re-timing: no config beat it "
+            f"by more than the noise{noise}")
+
+
+def merge_shape(
+    winners: Sequence[WinnerLike], *, m_requested: Sequence[int], default: KernelConfig,
+    existing: Mapping[int, Mapping[str, int]] | None = None, allow_partial: bool = False,
+    existing_labels: Mapping[int, str] | None = None,
+) -> MergedFile:
+    """Merge one shape's winners into a file (DESIGN §9).
+
+    A winner not faster than the default config for its M (equal median included: no measured
+    gain) is replaced by the default, with a note. A winner that is the default config gets a
+    note too: "was fastest" for a trial, or, for a decided winner (`decided_spread`), that no
+    config beat it by more than the re-timing's spread. `existing` entries fill M without a winner;
+    they were not measured here, so their notes say where they came from and claim nothing about
+    the default. They do not count as tuned: a grid M with only an existing entry is missing.
+
+    Args:
+        winners: At most one per M.
+        m_requested: The sweep's M grid for this shape.
+        default: vLLM's default config for this block_shape.
+        existing: Entries of a file to merge in (for example one shipped with vLLM).
+        allow_partial: Emit a file even if some requested M has no winner.
+        existing_labels: M -> the label of the import an existing entry came from.
+
+    Raises:
+        PartialFileError: Some M of `m_requested` has no winner and `allow_partial` is false,
+            or there is nothing at all to write.
+        ValueError: Two winners for one M, or an entry vLLM could not read.
+    """
+    configs = {M: dict(entry) for M, entry in (existing or {}).items()}
+    labels = dict(existing_labels or {})
+
+    def origin(M: int) -> str:
+        return f"the entry imported from '{labels[M]}'" if M in labels else "the existing entry"
+
+    notes: list[str] = []
+    by_m: dict[int, WinnerLike] = {}
+    for winner in winners:
+        if winner.M in by_m:
+            raise ValueError(f"two winners for M={winner.M}")
+        by_m[winner.M] = winner
+    for M in sorted(by_m):
+        winner = by_m[M]
+        if M in configs:
+            notes.append(f"M={M}: measured winner replaces {origin(M)}")
+        if winner.is_default:
+            configs[M] = default.as_dict()
+            notes.append(_default_note(winner))
+        elif winner.default_latency_us is None:
+            configs[M] = dict(winner.config)
+            notes.append(f"M={M}: no default-config baseline measured; winner kept unchecked")
+        elif winner.latency_us >= winner.default_latency_us:
+            configs[M] = default.as_dict()
+            notes.append(
+                f"M={M}: best config {_fmt_config(winner.config)} ({winner.latency_us:.2f} us) "
+                f"is not faster than the default ({winner.default_latency_us:.2f} us); "
+                "emitting the default config"
+            )
+        else:
+            configs[M] = dict(winner.config)
+    m_imported = [M for M in sorted(configs) if M not in by_m]
+    notes.extend(
+        f"M={M}: imported from '{labels[M]}', not measured here (no comparison with the default)"
+        if M in labels else f"M={M}: kept from the existing file, not measured here"
+        for M in m_imported
+    )
+    m_missing = sorted({M for M in m_requested if M not in by_m})
+    if not configs:
+        raise PartialFileError("no M has a winner: nothing to write")
+    if m_missing and not allow_partial:
+        raise PartialFileError(f"no winner yet for M={', '.join(map(str, m_missing))}")
+    warnings = [
+        f"M={M} is not in the file: vLLM will use the M={vllm_pick_key(configs, M)} entry"
+        for M in REQUIRED_M if M not in configs
+    ]
+    text = dump_config_file(configs)
+    return MergedFile(
+        configs={M: configs[M] for M in sorted(configs)}, text=text,
+        sha256=hashlib.sha256(text.encode()).hexdigest(), notes=notes, warnings=warnings,
+        m_missing=m_missing, partial=bool(m_missing), m_imported=m_imported,
+    )
+
+
+@dataclass(frozen=True)
+class DeviceFile:
+    """One merged file of a device, named as vLLM looks it up."""
+
+    file_name: str
+    N: int
+    K: int
+    block_shape: tuple[int, int]
+    merged: MergedFile
+
+
+@dataclass(frozen=True)
+class SkippedShape:
+    """A shape with no file, and why."""
+
+    N: int
+    K: int
+    block_shape: tuple[int, int]
+    reason: str
+    m_missing: list[int]
+
+
+@dataclass(frozen=True)
+class DeviceFiles:
+    """All files of a device, and the shapes left out."""
+
+    files: list[DeviceFile]
+    skipped: list[SkippedShape]
+
+
+def _shape_key(row: WinnerRowLike | ShapeCoverageLike) -> tuple[int, int, tuple[int, int]]:
+    bn, bk = row.block_shape
+    return row.N, row.K, (int(bn), int(bk))
+
+
+def build_device_files(
+    winners: Sequence[WinnerRowLike], coverage: Sequence[ShapeCoverageLike], *,
+    allow_partial: bool = False,
+    imported: Mapping[tuple[int, int, tuple[int, int]], ImportedShapeLike] | None = None,
+    device_name: str | None = None, engine: str = "vllm",
+) -> DeviceFiles:
+    """Merge a device's winners into one file per (N, K, block_shape).
+
+    Imported entries fill the M of a measured shape that have no winner (measured winners beat
+    them); a shape with imported entries only is left out, since nothing was measured for it.
+
+    Args:
+        winners: The device's winners, one per (N, K, block_shape, M).
+        coverage: The requested M grid of each shape.
+        allow_partial: Emit files for shapes with missing M instead of skipping them.
+        imported: (N, K, block_shape) -> imported entries and their labels (db.repo).
+        device_name: The device's key; needed only when `winners` is empty.
+        engine: File-name spelling, "vllm" or "sglang" (tuner.kernels.dense.naming.ENGINES).
+
+    Returns:
+        Files sorted by (N, K, block_shape), and the shapes skipped with their reasons.
+
+    Raises:
+        ValueError: Winners of more than one device (or of another than `device_name`), two
+            winners for one (shape, M), no device name at all, or an unknown engine.
+    """
+    devices = sorted({row.device_name for row in winners} | {device_name} - {None})
+    if len(devices) != 1:
+        raise ValueError(f"winners of several devices: {', '.join(devices)}" if devices
+                         else "no winners and no device_name")
+    grouped: dict[tuple[int, int, tuple[int, int]], list[WinnerRowLike]] = {}
+    for row in winners:
+        grouped.setdefault(_shape_key(row), []).append(row)
+    requested = {_shape_key(row): list(row.m_requested) for row in coverage}
+    imports = dict(imported or {})
+    files: list[DeviceFile] = []
+    skipped: list[SkippedShape] = []
+    for key in sorted(set(grouped) | set(requested) | set(imports)):
+        N, K, block_shape = key
+        m_requested = requested.get(key, [])
+        rows = grouped.get(key, [])
+        extra = imports.get(key)
+        if not rows and not m_requested:
+            labels = ", ".join(sorted(set(extra.labels.values()))) if extra else ""
+            skipped.append(SkippedShape(N, K, block_shape, f"imported entries only ({labels}); "
+                                        "nothing measured for this shape", []))
+            continue
+        try:
+            merged = merge_shape(
+                rows, m_requested=m_requested, default=default_config(block_shape),
+                allow_partial=allow_partial, existing=extra.configs if extra else None,
+                existing_labels=extra.labels if extra else None,
+            )
+        except PartialFileError as exc:
+            done = {row.M for row in rows}
+            missing = sorted({M for M in m_requested if M not in done})
+            skipped.append(SkippedShape(N, K, block_shape, str(exc), missing))
+            continue
+        name = engine_file_name(config_file_name(N, K, devices[0], block_shape), engine)
+        files.append(DeviceFile(name, N, K, block_shape, merged))
+    return DeviceFiles(files=files, skipped=skipped)
+
+
+def write_files_atomically(files: Iterable[DeviceFile], out_dir: Path) -> list[Path]:
+    """Write each file to a temporary file in `out_dir`, then rename it into place.
+
+    A reader (vLLM starting in a container) sees the old file or the new one, never half of one.
+    Files are made world-readable (0644), as a read-only mount into a container needs.
+
+    Args:
+        files: The files to write.
+        out_dir: The folder, created if absent.
+
+    Returns:
+        The written paths, in the order of `files`.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for device_file in files:
+        target = out_dir / device_file.file_name
+        fd, tmp_name = tempfile.mkstemp(dir=out_dir, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(device_file.merged.text.encode())
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(tmp_name, 0o644)
+            os.replace(tmp_name, target)
+        except BaseException:
+            Path(tmp_name).unlink(missing_ok=True)
+            raise
+        written.append(target)
+    return written

@@ -1,0 +1,160 @@
+"""Which kernel and Triton the current winners must come from, without importing triton or torch.
+
+The kernel hash is computed from the text of `tuner/kernels/dense/kernel.py`, so the HTTP service
+(which may
+have neither triton nor torch) and the CLI agree with the hash the workers store
+(`tuner.kernels.dense.kernel.kernel_source_hash`).
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import hashlib
+import importlib.metadata
+import inspect
+import re
+import textwrap
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+KERNEL_FILE = Path(__file__).parents[1] / "kernels" / "dense" / "kernel.py"
+KERNEL_FUNCTION = "w8a8_block_fp8_matmul_kernel"
+
+# major.minor at the start, not followed by another digit: "3.6.1+git" -> 3.6, "3.60" -> 3.60.
+_MINOR = re.compile(r"(\d+)\.(\d+)(?!\d)")
+
+
+class EnvironmentLike(Protocol):
+    """An environment trials ran in, as `db.repo.device_environments` lists them."""
+
+    triton: str
+    kernel_hash: str
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What current trials must match: the kernel hash, and Triton's major.minor (None: any)."""
+
+    kernel_hash: str
+    triton_minor: str | None
+
+
+def kernel_source(text: str, name: str = KERNEL_FUNCTION) -> str:
+    """The dedented source of a top-level function of a module's text, decorators included,
+    cut as `inspect.getsource` cuts it (its first decorator line to the end of its block).
+
+    Args:
+        text: the module's source text.
+        name: the function's name.
+
+    Returns:
+        The function's source, ending with a newline.
+
+    Raises:
+        LookupError: the module has no top-level function of that name.
+    """
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            lines = text.splitlines(keepends=True)[first - 1:]
+            # inspect.getsource ends the block with inspect.getblock; use it for the same cut.
+            return textwrap.dedent("".join(inspect.getblock(lines)))
+    raise LookupError(f"no top-level function {name} in the kernel source")
+
+
+def current_kernel_hash(path: Path | None = None) -> str:
+    """sha256 hex digest of the kernel's source, equal to
+    `tuner.kernels.dense.kernel.kernel_source_hash()`.
+
+    Args:
+        path: a kernel module to hash; None for this package's `kernel.py` (read once per
+            process: the service asks on every request).
+
+    Returns:
+        64 lowercase hex digits.
+
+    Raises:
+        OSError: the file cannot be read.
+        LookupError: it has no kernel function.
+    """
+    if path is None:
+        return _package_kernel_hash()
+    source = kernel_source(path.read_text(encoding="utf-8"))
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+@functools.cache
+def _package_kernel_hash() -> str:
+    return current_kernel_hash(KERNEL_FILE)
+
+
+def triton_minor(version: str) -> str:
+    """Triton's major.minor of a version string.
+
+    Args:
+        version: e.g. "3.6.0", "3.6.1+git3f2a", "3.6".
+
+    Returns:
+        e.g. "3.6" (leading zeros dropped).
+
+    Raises:
+        ValueError: the string does not start with <major>.<minor>.
+    """
+    found = _MINOR.match(version.strip()) if isinstance(version, str) else None
+    if found is None:
+        raise ValueError(f"{version!r} is not a version such as 3.6.0")
+    return f"{int(found[1])}.{int(found[2])}"
+
+
+def installed_triton_minor() -> str | None:
+    """Major.minor of the installed triton package, read from its metadata (not imported).
+
+    Returns:
+        e.g. "3.6"; None when triton is not installed or its version is not readable.
+    """
+    try:
+        return triton_minor(importlib.metadata.version("triton"))
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return None
+
+
+def _minor_key(minor: str) -> tuple[int, int]:
+    major, _, rest = minor.partition(".")
+    return int(major), int(rest)
+
+
+def current_provenance(
+    environments: Iterable[EnvironmentLike], *, installed_triton: str | None,
+    kernel_hash: str | None = None,
+) -> Provenance:
+    """The provenance current trials must have, on this machine, for one device.
+
+    Rule: the kernel hash is this package's (`current_kernel_hash`). Triton's major.minor is
+    the installed one; where triton is not installed (an HTTP service without the kernel
+    extra), it is the newest major.minor among the device's environments that have the current
+    kernel hash, and None (any Triton) when there is none: then no trial matches the kernel
+    hash anyway.
+
+    Args:
+        environments: the device's environments (`db.repo.device_environments`).
+        installed_triton: `installed_triton_minor()`, or None when triton is not installed.
+        kernel_hash: the current kernel hash; None computes it (`current_kernel_hash`).
+
+    Returns:
+        The kernel hash and Triton major.minor to filter winners with.
+    """
+    current = kernel_hash if kernel_hash is not None else current_kernel_hash()
+    if installed_triton is not None:
+        return Provenance(kernel_hash=current, triton_minor=triton_minor(installed_triton))
+    minors = set()
+    for environment in environments:
+        if environment.kernel_hash == current:
+            try:
+                minors.add(triton_minor(environment.triton))
+            except ValueError:
+                continue
+    newest = max(minors, key=_minor_key) if minors else None
+    return Provenance(kernel_hash=current, triton_minor=newest)

@@ -1,0 +1,207 @@
+"""Block-FP8 GEMM shapes of a standard decoder from its Hugging Face `config.json` and a TP size.
+
+The rule (one decoder layer; vLLM's tensor-parallel linears, vllm/model_executor/layers/linear.py,
+and its models llama.py, qwen2.py, qwen3.py; Mistral runs as Llama):
+
+- head_dim = config `head_dim` if set, else hidden_size // num_attention_heads;
+  kv = num_key_value_heads (default num_attention_heads).
+- qkv_proj, QKVParallelLinear: heads per rank = num_attention_heads / tp; kv heads per rank =
+  kv / tp, or 1 when tp >= kv (each kv head is then replicated on tp / kv ranks).
+  N = (heads per rank + 2 * kv heads per rank) * head_dim, K = hidden_size.
+- o_proj, RowParallelLinear: N = hidden_size, K = num_attention_heads * head_dim / tp.
+- gate_up_proj, MergedColumnParallelLinear: N = 2 * intermediate_size / tp, K = hidden_size.
+- down_proj, RowParallelLinear: N = hidden_size, K = intermediate_size / tp.
+
+vLLM refuses to load a block-FP8 checkpoint when a split does not divide
+(`validate_fp8_block_shape`, quantization/utils/fp8_utils.py): with tp > 1 a row-parallel K per
+rank must be a multiple of group_k; each part of a merged or split column-parallel N per rank (q,
+k, v; gate, up) a multiple of group_n. So does this module, rather than guessing. The embedding,
+lm_head, norms and MoE experts are not dense block-FP8 GEMMs of this kernel and are left out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from tuner.kernels.dense.space import DEFAULT_BLOCK_SHAPE
+
+# Architectures whose layers follow the rule above, with the vLLM model file that builds them.
+KNOWN_ARCHITECTURES: dict[str, str] = {
+    "LlamaForCausalLM": "llama.py",
+    "MistralForCausalLM": "llama.py",
+    "Qwen2ForCausalLM": "qwen2.py",
+    "Qwen3ForCausalLM": "qwen3.py",
+}
+MAX_SIZE = 2**24  # far above any real hidden or intermediate size; keeps N and K in range
+_MAX_CONFIG_BYTES = 4 * 2**20
+
+
+@dataclass(frozen=True)
+class LayerShape:
+    """One linear layer's weight B [N, K] on one rank."""
+
+    layer: str
+    N: int
+    K: int
+
+
+@dataclass(frozen=True)
+class DerivedShapes:
+    """The dense block-FP8 GEMMs of a model at one TP size.
+
+    Attributes:
+        architecture: the config's architecture, e.g. "Qwen3ForCausalLM".
+        tp: tensor-parallel size.
+        block_shape: [group_n, group_k] (the config's `weight_block_size`, else [128, 128]).
+        layers: qkv_proj, o_proj, gate_up_proj, down_proj in that order.
+        model: `_name_or_path` of the config, when it has one.
+    """
+
+    architecture: str
+    tp: int
+    block_shape: tuple[int, int]
+    layers: tuple[LayerShape, ...]
+    model: str | None
+
+    @property
+    def shapes(self) -> tuple[tuple[int, int], ...]:
+        """Distinct (N, K), in layer order."""
+        return tuple(dict.fromkeys((layer.N, layer.K) for layer in self.layers))
+
+
+def _size(config: Mapping, key: str, where: str) -> int:
+    value = config.get(key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{where}: {key} = {value!r:.40} is not an integer")
+    if not 1 <= value <= MAX_SIZE:
+        shown = value if value.bit_length() < 64 else f"a {len(str(value))}-digit number"
+        raise ValueError(f"{where}: {key}={shown} is outside 1..{MAX_SIZE}")
+    return value
+
+
+def _divide(numerator: int, denominator: int, what: str, where: str) -> int:
+    """numerator / denominator, or one line saying vLLM's `divide` would refuse it."""
+    if numerator % denominator:
+        raise ValueError(f"{where}: {what}: {numerator} is not divisible by {denominator}")
+    return numerator // denominator
+
+
+def _block_shape(config: Mapping, where: str) -> tuple[int, int]:
+    quant = config.get("quantization_config")
+    if quant is None:
+        return DEFAULT_BLOCK_SHAPE
+    if not isinstance(quant, Mapping):
+        raise ValueError(f"{where}: quantization_config must be an object")
+    block = quant.get("weight_block_size")
+    if block is None:
+        return DEFAULT_BLOCK_SHAPE
+    if (not isinstance(block, list) or len(block) != 2
+            or any(isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 4096
+                   for v in block)):
+        raise ValueError(f"{where}: quantization_config.weight_block_size must be two "
+                         f"integers, got {block!r}"[:200])
+    return block[0], block[1]
+
+
+def derive_shapes(config: Mapping, tp: int, *, where: str = "config.json") -> DerivedShapes:
+    """The (N, K) per rank of a standard decoder's dense linear layers (rule in the module doc).
+
+    Args:
+        config: the parsed `config.json`.
+        tp: tensor-parallel size.
+        where: the config's name in error messages.
+
+    Returns:
+        The four layers' shapes and the block_shape.
+
+    Raises:
+        ValueError: one line: an architecture not in `KNOWN_ARCHITECTURES` (listing them), a
+            missing or non-integer size, a split that does not divide, or a per-rank size that
+            is not a multiple of the block_shape (vLLM refuses those too).
+    """
+    if isinstance(tp, bool) or not isinstance(tp, int) or not 1 <= tp <= 1024:
+        raise ValueError(f"--tp must be an integer in 1..1024, got {tp!r}")
+    architectures = config.get("architectures")
+    if (not isinstance(architectures, list) or len(architectures) != 1
+            or architectures[0] not in KNOWN_ARCHITECTURES):
+        known = ", ".join(KNOWN_ARCHITECTURES)
+        raise ValueError(f"{where}: architectures {architectures!r} is not one of {known}; "
+                         "other architectures are not derived (shapes from a log still work)"[:400])
+    architecture = architectures[0]
+    hidden = _size(config, "hidden_size", where)
+    heads = _size(config, "num_attention_heads", where)
+    kv = _size(config, "num_key_value_heads", where) if config.get(
+        "num_key_value_heads") is not None else heads
+    intermediate = _size(config, "intermediate_size", where)
+    if config.get("head_dim") is not None:
+        head_dim = _size(config, "head_dim", where)
+    else:
+        head_dim = _divide(hidden, heads, "head_dim = hidden_size / num_attention_heads", where)
+    group_n, group_k = _block_shape(config, where)
+    heads_per_rank = _divide(heads, tp, "num_attention_heads over tp", where)
+    if tp >= kv:
+        _divide(tp, kv, "tp over num_key_value_heads (kv head replicas)", where)
+        kv_per_rank = 1
+    else:
+        kv_per_rank = _divide(kv, tp, "num_key_value_heads over tp", where)
+    inter_per_rank = _divide(intermediate, tp, "intermediate_size over tp", where)
+    q_size, kv_size = heads_per_rank * head_dim, kv_per_rank * head_dim
+    # validate_fp8_block_shape: merged column-parallel parts (always) and row-parallel K (tp > 1).
+    for what, size in (("q part of qkv_proj", q_size), ("k/v part of qkv_proj", kv_size),
+                       ("gate/up part of gate_up_proj", inter_per_rank)):
+        if size % group_n:
+            raise ValueError(f"{where}: at TP {tp} the {what} has {size} rows per rank, not a "
+                             f"multiple of group_n {group_n}: vLLM refuses this checkpoint")
+    if tp > 1:
+        for what, size in (("o_proj", q_size), ("down_proj", inter_per_rank)):
+            if size % group_k:
+                raise ValueError(f"{where}: at TP {tp} {what} has K = {size} per rank, not a "
+                                 f"multiple of group_k {group_k}: vLLM refuses this checkpoint")
+    layers = (
+        LayerShape("qkv_proj", q_size + 2 * kv_size, hidden),
+        LayerShape("o_proj", hidden, q_size),
+        LayerShape("gate_up_proj", 2 * inter_per_rank, hidden),
+        LayerShape("down_proj", hidden, inter_per_rank),
+    )
+    name = config.get("_name_or_path")
+    return DerivedShapes(architecture=architecture, tp=tp, block_shape=(group_n, group_k),
+                         layers=layers, model=name if isinstance(name, str) and name else None)
+
+
+def read_config(path: Path) -> dict:
+    """Read a `config.json`.
+
+    Args:
+        path: the file.
+
+    Returns:
+        The parsed JSON object.
+
+    Raises:
+        ValueError: one line naming the file: unreadable, too large, not UTF-8, not JSON, or
+            not a JSON object.
+    """
+    try:
+        if path.is_dir():
+            raise ValueError(f"{path}: is a folder; pass the model's config.json")
+        if path.stat().st_size > _MAX_CONFIG_BYTES:
+            raise ValueError(f"{path}: larger than {_MAX_CONFIG_BYTES} bytes: not a config.json")
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8 text") from None
+    if not text.strip():
+        raise ValueError(f"{path}: empty file")
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"{path}: JSON nested too deeply") from None
+    except ValueError as exc:
+        raise ValueError(f"{path}: invalid JSON: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data

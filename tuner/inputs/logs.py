@@ -1,0 +1,202 @@
+"""Read a vLLM or SGLang server log: the block-FP8 GEMM shapes that ran without a config file.
+
+Both engines warn once per missing file and process (so once per rank):
+
+- vLLM (`get_w8a8_block_fp8_configs`, model_executor/layers/quantization/utils/fp8_utils.py):
+  `Using default W8A8 Block FP8 kernel config. Performance might be sub-optimal! Config file not
+  found at <site-packages>/vllm/model_executor/layers/quantization/utils/configs/N=..,K=..,
+  device_name=..,dtype=fp8_w8a8,block_shape=[128,128].json`
+- SGLang (`get_w8a8_block_fp8_configs`, python/sglang/srt/layers/quantization/fp8_kernel.py): the
+  same sentence, the folder `sglang/srt/layers/quantization/configs/` and
+  `block_shape=[128, 128]` with a space.
+
+The fused-MoE warnings ("Using default MoE config ... E=..,N=..") are a different kernel and are
+ignored. TP size and model name are taken from the engine's start-up line when the log has it
+(vLLM: `tensor_parallel_size=2`, `model='...'`; SGLang: `tp_size=2`, `model_path='...'`).
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tuner.kernels.dense.naming import FP8_DTYPE, parse_config_file_name
+
+MARKER = "Using default W8A8 Block FP8 kernel config"
+_NOT_FOUND_RE = re.compile(r"Config file not found at\s+(?P<rest>.*)$")
+# The file name at the end of a path; SGLang puts a space inside block_shape.
+_FILE_RE = re.compile(
+    r"(?:^|[/\\'\"\s\[])(?P<name>N=\d+,K=\d+,device_name=[^,/\\\s]+,dtype=[a-z0-9_]+,"
+    r"block_shape=\[\d+, ?\d+\]\.json)"
+)
+_ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+# `tensor_parallel_size=2` (config line) or `'tensor_parallel_size': 2` (vLLM's non-default args).
+_TP_RE = re.compile(r"\b(?:tensor_parallel_size|tp_size)'?\s*[=:]\s*(\d+)")
+_MODEL_RE = re.compile(r"\b(?:model|model_path)'?\s*[=:]\s*'([^']+)'")
+_BINARY_PROBE_BYTES = 8192
+
+
+@dataclass(frozen=True)
+class MissingConfig:
+    """One config file an engine looked for and did not find.
+
+    Attributes:
+        engine: "vllm" or "sglang" (from the path, else from the block_shape spelling).
+        path: the full path the engine looked at.
+        device_name: the engine's device key in the file name, e.g. `NVIDIA_L20`.
+        N: rows of the weight B [N, K].
+        K: columns of B [N, K].
+        block_shape: [group_n, group_k].
+    """
+
+    engine: str
+    path: str
+    device_name: str
+    N: int
+    K: int
+    block_shape: tuple[int, int]
+
+    @property
+    def folder(self) -> str:
+        """The folder the engine reads its config files from (the path without the name)."""
+        cut = max(self.path.rfind("/"), self.path.rfind("\\"))
+        return self.path[:cut] if cut > 0 else ""
+
+
+@dataclass(frozen=True)
+class LogScan:
+    """What a log says about missing block-FP8 config files.
+
+    Attributes:
+        missing: distinct missing files, in order of first appearance.
+        warnings: how many such warnings the log has (one per rank and file).
+        tp: tensor-parallel size from the engine's start-up line; None if absent or ambiguous.
+        model: the served model's name or path from that line; None if absent or ambiguous.
+        lines: lines read.
+    """
+
+    missing: tuple[MissingConfig, ...]
+    warnings: int
+    tp: int | None
+    model: str | None
+    lines: int
+
+    @property
+    def device_names(self) -> list[str]:
+        """The distinct device_name keys, sorted."""
+        return sorted({m.device_name for m in self.missing})
+
+    def shapes(self, device_name: str | None = None) -> list[tuple[int, int, tuple[int, int]]]:
+        """Distinct (N, K, block_shape), in order of first appearance.
+
+        Args:
+            device_name: only files of this device; None for all.
+        """
+        keys = (
+            (m.N, m.K, m.block_shape) for m in self.missing
+            if device_name is None or m.device_name == device_name
+        )
+        return list(dict.fromkeys(keys))
+
+
+def _engine_of(path: str, name: str) -> str:
+    parts = re.split(r"[/\\]", path)
+    if "sglang" in parts:
+        return "sglang"
+    if "vllm" in parts:
+        return "vllm"
+    return "sglang" if ", " in name else "vllm"
+
+
+def _one(values: set) -> object | None:
+    return next(iter(values)) if len(values) == 1 else None
+
+
+def scan_lines(lines: Iterable[str]) -> LogScan:
+    """Find the missing-config warnings of the block-FP8 GEMM in log lines.
+
+    Args:
+        lines: the log's lines (line endings and ANSI colour codes are tolerated).
+
+    Returns:
+        The distinct missing files and what the start-up line says about TP and model.
+    """
+    found: dict[str, MissingConfig] = {}
+    warnings = 0
+    count = 0
+    tps: set[int] = set()
+    models: set[str] = set()
+    for raw in lines:
+        count += 1
+        line = _ANSI_RE.sub("", raw).rstrip("\r\n")
+        if MARKER not in line:
+            if "tensor_parallel_size=" in line or "tp_size=" in line:
+                tps.update(int(v) for v in _TP_RE.findall(line) if 0 < int(v) <= 1024)
+                models.update(_MODEL_RE.findall(line)[:1])
+            continue
+        hit = _NOT_FOUND_RE.search(line)
+        name_match = _FILE_RE.search(hit["rest"]) if hit else None
+        if name_match is None:
+            continue
+        try:
+            parsed = parse_config_file_name(name_match["name"])
+        except ValueError:
+            continue
+        if parsed.dtype != FP8_DTYPE:
+            continue
+        warnings += 1
+        path = hit["rest"][: name_match.end("name")].strip().strip("'\"[")
+        key = f"{parsed.device_name}|{parsed.N}|{parsed.K}|{parsed.block_shape}|{path}"
+        if key not in found:
+            found[key] = MissingConfig(
+                engine=_engine_of(path, name_match["name"]), path=path,
+                device_name=parsed.device_name, N=parsed.N, K=parsed.K,
+                block_shape=parsed.block_shape,
+            )
+    return LogScan(missing=tuple(found.values()), warnings=warnings, tp=_one(tps),
+                   model=_one(models), lines=count)
+
+
+def _open_lines(path: Path) -> Iterable[str]:
+    raw = path.open("rb")
+    if raw.read(2) == b"\x1f\x8b":
+        raw.close()
+        raw = gzip.open(path, "rb")
+    else:
+        raw.seek(0)
+    with raw:
+        head = raw.read(_BINARY_PROBE_BYTES)
+        if not head.strip():
+            raise ValueError(f"{path}: empty file, not a server log")
+        if b"\x00" in head:
+            raise ValueError(f"{path}: binary file, not a text log")
+        raw.seek(0)
+        for line in raw:
+            yield line.decode("utf-8", errors="replace")
+
+
+def read_log(path: Path) -> LogScan:
+    """Scan a log file (plain or gzip) line by line.
+
+    Args:
+        path: the log file.
+
+    Returns:
+        What `scan_lines` finds.
+
+    Raises:
+        ValueError: one line naming the file: it cannot be read, is a folder, is empty, or is
+            binary (NUL bytes near the start).
+    """
+    if path.is_dir():
+        raise ValueError(f"{path}: is a folder, not a log file")
+    try:
+        return scan_lines(_open_lines(path))
+    except OSError as exc:  # missing, unreadable, a corrupt gzip stream
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise ValueError(f"{path}: cannot read: {reason}") from None
+    except EOFError:
+        raise ValueError(f"{path}: truncated gzip file") from None

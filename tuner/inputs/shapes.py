@@ -1,0 +1,350 @@
+"""Typed loader for the GEMM shapes of each model: TOML files in the `shapes` package, then in the
+user's shapes folder (`tuner shapes from-log/from-config --save` writes there)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+# A model key is a file name: lower case, digits, '.', '_' and '-'.
+MODEL_KEY_RE = re.compile(r"[a-z0-9][a-z0-9._\-]{0,63}")
+MAX_DIM = 999_999_999  # the largest N or K a config file name can carry (tuner.files.format)
+MAX_GROUP = 999_999
+MAX_TP = 1024
+_TOP_KEYS = ("model", "description", "block_shape", "tp")
+_TP_KEYS = ("source", "shapes")
+
+
+class UnknownModelError(LookupError):
+    """A model or tensor-parallel size that no shapes file lists."""
+
+
+class ShapesFileError(ValueError):
+    """A shapes file that cannot be read or does not follow the format; the message is one line
+    that names the file."""
+
+
+@dataclass(frozen=True)
+class ModelShapes:
+    """The (N, K) of a model's block-FP8 linear layers at one tensor-parallel size.
+
+    Attributes:
+        model: the model's key, e.g. "qwen3.8-27b".
+        description: one line about the model.
+        tp: tensor-parallel size.
+        block_shape: [group_n, group_k] of the weight scales.
+        shapes: (N, K) pairs; weights are [N, K].
+        source: where the shapes come from.
+    """
+
+    model: str
+    description: str
+    tp: int
+    block_shape: tuple[int, int]
+    shapes: tuple[tuple[int, int], ...]
+    source: str
+
+
+@dataclass(frozen=True)
+class _ShapesDoc:
+    model: str
+    description: str
+    block_shape: tuple[int, int]
+    entries: dict[int, tuple[str, tuple[tuple[int, int], ...]]]  # tp -> (source, shapes)
+
+
+def user_shapes_dir() -> Path:
+    """The folder of the user's own shapes files.
+
+    Returns:
+        `$TUNER_SHAPES_DIR` when set and non-empty, else
+        `$XDG_CONFIG_HOME/blockfp8-tuner/shapes` (`~/.config/blockfp8-tuner/shapes` by default).
+    """
+    explicit = os.environ.get("TUNER_SHAPES_DIR")
+    if explicit:
+        return Path(explicit).expanduser()
+    config_home = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(config_home) / "blockfp8-tuner" / "shapes"
+
+
+def _packaged_names() -> list[str]:
+    names = (entry.name for entry in resources.files("shapes").iterdir())
+    return sorted(name.removesuffix(".toml") for name in names if name.endswith(".toml"))
+
+
+def _user_names() -> list[str]:
+    folder = user_shapes_dir()
+    try:
+        paths = list(folder.glob("*.toml"))
+    except OSError:
+        return []
+    return sorted(p.stem for p in paths if MODEL_KEY_RE.fullmatch(p.stem))
+
+
+def known_models() -> list[str]:
+    """Model keys with a shapes file, packaged or in `user_shapes_dir()`, sorted and unique."""
+    return sorted(set(_packaged_names()) | set(_user_names()))
+
+
+def _positive(value: object, where: str, limit: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ShapesFileError(f"{where} = {value!r:.40} is not an integer")
+    if value > limit:  # not printed: a huge integer may not even convert to text
+        raise ShapesFileError(f"{where} is larger than {limit}")
+    if value < 1:
+        raise ShapesFileError(f"{where} = {value} is not positive")
+    return value
+
+
+def _parse(data: dict, label: str, key: str) -> _ShapesDoc:
+    """Check a parsed shapes document strictly; errors name `label`."""
+    unknown = [k for k in data if k not in _TOP_KEYS]
+    if unknown:
+        raise ShapesFileError(f"{label}: unknown key(s) {', '.join(map(repr, unknown))}; "
+                              f"allowed: {', '.join(_TOP_KEYS)}")
+    model = data.get("model")
+    if model != key:
+        raise ShapesFileError(f"{label}: model = {model!r:.70} differs from the file name "
+                              f"({key}.toml)")
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        raise ShapesFileError(f"{label}: description must be a string")
+    block = data.get("block_shape")
+    if not isinstance(block, list) or len(block) != 2:
+        raise ShapesFileError(f"{label}: block_shape = {block!r:.40} is not [group_n, group_k]")
+    block_shape = (_positive(block[0], f"{label}: group_n", MAX_GROUP),
+                   _positive(block[1], f"{label}: group_k", MAX_GROUP))
+    tables = data.get("tp")
+    if not isinstance(tables, dict) or not tables:
+        raise ShapesFileError(f"{label}: needs at least one [tp.<size>] table")
+    entries: dict[int, tuple[str, tuple[tuple[int, int], ...]]] = {}
+    for size, table in tables.items():
+        if not size.isdigit() or not 1 <= int(size) <= MAX_TP:
+            raise ShapesFileError(f"{label}: [tp.{size}] is not a TP size in 1..{MAX_TP}")
+        where = f"{label}, TP {size}"
+        if not isinstance(table, dict):
+            raise ShapesFileError(f"{where}: expected a table with source and shapes")
+        extra = [k for k in table if k not in _TP_KEYS]
+        if extra:
+            raise ShapesFileError(f"{where}: unknown key(s) {', '.join(map(repr, extra))}; "
+                                  f"allowed: {', '.join(_TP_KEYS)}")
+        source, pairs = table.get("source"), table.get("shapes")
+        if not isinstance(source, str) or not source.strip():
+            raise ShapesFileError(f"{where}: source must be a non-empty string")
+        if not isinstance(pairs, list) or not pairs:
+            raise ShapesFileError(f"{where}: shapes must be a non-empty list of [N, K]")
+        shapes = []
+        for pair in pairs:
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise ShapesFileError(f"{where}: shape {pair!r:.60} is not [N, K]")
+            shapes.append((_positive(pair[0], f"{where}: N", MAX_DIM),
+                           _positive(pair[1], f"{where}: K", MAX_DIM)))
+        entries[int(size)] = (source, tuple(shapes))
+    return _ShapesDoc(model, description, block_shape, entries)
+
+
+def _load_text(text: str, label: str, key: str) -> _ShapesDoc:
+    try:
+        data = tomllib.loads(text)
+    except ValueError as exc:  # TOMLDecodeError, or an integer too long to convert
+        raise ShapesFileError(f"{label}: invalid TOML: {str(exc).splitlines()[0]}") from None
+    except RecursionError:
+        raise ShapesFileError(f"{label}: invalid TOML: nested too deeply") from None
+    return _parse(data, label, key)
+
+
+def _read(model: str) -> _ShapesDoc:
+    packaged = resources.files("shapes") / f"{model}.toml"
+    if MODEL_KEY_RE.fullmatch(model) and packaged.is_file():
+        return _load_text(packaged.read_text(encoding="utf-8"), f"shapes/{model}.toml", model)
+    path = user_shapes_dir() / f"{model}.toml"
+    if not MODEL_KEY_RE.fullmatch(model) or not path.is_file():
+        raise UnknownModelError(f"unknown model '{model}'; known: {', '.join(known_models())}")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise ShapesFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ShapesFileError(f"{path}: not UTF-8 text") from None
+    return _load_text(text, str(path), model)
+
+
+def tp_sizes(model: str) -> list[int]:
+    """Tensor-parallel sizes listed for a model, ascending.
+
+    Raises:
+        UnknownModelError: no such model.
+        ShapesFileError: its file is malformed.
+    """
+    return sorted(_read(model).entries)
+
+
+def load_shapes(model: str, tp: int | None = None) -> ModelShapes:
+    """The shapes of a model at a tensor-parallel size.
+
+    Packaged files (`shapes/`) are looked up first, then `user_shapes_dir()`.
+
+    Args:
+        model: a key from `known_models()`.
+        tp: tensor-parallel size; None picks the only one listed, or fails if several are.
+
+    Raises:
+        UnknownModelError: unknown model, or a TP size it does not list (the message names those
+            it does).
+        ShapesFileError: the shapes file is unreadable or malformed (one line naming the file).
+    """
+    doc = _read(model)
+    sizes = sorted(doc.entries)
+    if tp is None:
+        if len(sizes) != 1:
+            raise UnknownModelError(
+                f"model '{model}' lists TP sizes {sizes}; choose one with --tp"
+            )
+        tp = sizes[0]
+    if tp not in doc.entries:
+        raise UnknownModelError(
+            f"model '{model}' has no shapes for TP {tp}; listed: {', '.join(map(str, sizes))}"
+        )
+    source, shapes = doc.entries[tp]
+    return ModelShapes(model=doc.model, description=doc.description, tp=tp,
+                       block_shape=doc.block_shape, shapes=shapes, source=source)
+
+
+def _toml_string(text: str) -> str:
+    # A JSON string without \u escapes of non-ASCII text is a valid TOML basic string.
+    return json.dumps(text, ensure_ascii=False)
+
+
+def render_shapes_file(
+    model: str, description: str, block_shape: tuple[int, int],
+    entries: dict[int, tuple[str, Sequence[tuple[int, int]]]],
+) -> str:
+    """A shapes file in the packaged files' layout.
+
+    Args:
+        model: the model key (also the file name without `.toml`).
+        description: one line about the model.
+        block_shape: [group_n, group_k].
+        entries: TP size -> (source, (N, K) pairs).
+
+    Returns:
+        TOML text that `load_shapes` reads back to the same values.
+    """
+    lines = [
+        f"model = {_toml_string(model)}",
+        f"description = {_toml_string(description)}",
+        f"block_shape = [{int(block_shape[0])}, {int(block_shape[1])}]",
+    ]
+    for tp in sorted(entries):
+        source, shapes = entries[tp]
+        lines += ["", f"[tp.{int(tp)}]", f"source = {_toml_string(source)}", "shapes = ["]
+        lines += [f"    [{int(n)}, {int(k)}]," for n, k in shapes]
+        lines.append("]")
+    return "\n".join(lines) + "\n"
+
+
+def save_shapes(
+    model: str, *, tp: int, shapes: Sequence[tuple[int, int]], block_shape: tuple[int, int],
+    source: str, description: str = "",
+) -> Path:
+    """Write (or add a TP size to) a shapes file in `user_shapes_dir()`.
+
+    An existing user file keeps its other TP sizes; the given TP size is replaced. The file is
+    written to a temporary file and renamed into place.
+
+    Args:
+        model: the key to save under (`MODEL_KEY_RE`); not a packaged model's.
+        tp: tensor-parallel size of the shapes.
+        shapes: (N, K) pairs, in order; duplicates are dropped.
+        block_shape: [group_n, group_k].
+        source: where the shapes come from (a log file, a config.json and rule).
+        description: one line about the model (kept from an existing file when empty).
+
+    Returns:
+        The file's path.
+
+    Raises:
+        ValueError: a bad key, a packaged model's key, a block_shape that differs from the
+            existing file's, an empty or out-of-range shape list, or an existing file that is
+            malformed (ShapesFileError).
+    """
+    if not MODEL_KEY_RE.fullmatch(model):
+        raise ValueError(f"--save: {model!r} is not a model key (lower case letters, digits, "
+                         "'.', '_', '-'; at most 64)")
+    if model in _packaged_names():
+        raise ValueError(f"--save: '{model}' is a packaged model; choose another name")
+    unique = tuple(dict.fromkeys((int(n), int(k)) for n, k in shapes))
+    entries: dict[int, tuple[str, Sequence[tuple[int, int]]]] = {}
+    folder = user_shapes_dir()
+    path = folder / f"{model}.toml"
+    if path.is_file():
+        existing = _read(model)
+        if existing.block_shape != tuple(block_shape):
+            raise ValueError(f"{path}: has block_shape {list(existing.block_shape)}, the new "
+                             f"shapes {list(block_shape)}; save them under another name")
+        entries.update(existing.entries)
+        description = description or existing.description
+    entries[int(tp)] = (source, unique)
+    text = render_shapes_file(model, description, block_shape, entries)
+    _parse(tomllib.loads(text), str(path), model)  # what we write must load back
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".toml")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def suggest_model_key(name: str) -> str:
+    """A model key made from a model name or path, e.g. "Qwen/Qwen3-8B-FP8" -> "qwen3-8b-fp8".
+
+    Args:
+        name: a Hugging Face repo id or a local model folder.
+
+    Returns:
+        A key matching `MODEL_KEY_RE` ("model" when nothing usable is left).
+    """
+    last = name.rstrip("/\\").replace("\\", "/").split("/")[-1].lower()
+    key = re.sub(r"[^a-z0-9._\-]+", "-", last).strip("-._")[:64]
+    return key if key and MODEL_KEY_RE.fullmatch(key) else "model"
+
+
+def find_covering(
+    shapes: Sequence[tuple[int, int]], block_shape: tuple[int, int], tp: int | None
+) -> list[tuple[str, int]]:
+    """Known (model, TP) entries whose shapes include all of `shapes` with this block_shape.
+
+    Malformed files are skipped (they fail loudly where they are loaded by name).
+
+    Args:
+        shapes: (N, K) pairs.
+        block_shape: [group_n, group_k].
+        tp: only this TP size; None for any.
+
+    Returns:
+        (model key, TP size) pairs, sorted.
+    """
+    wanted = set(shapes)
+    found = []
+    for name in known_models():
+        try:
+            doc = _read(name)
+        except (UnknownModelError, ShapesFileError):
+            continue
+        if doc.block_shape != tuple(block_shape):
+            continue
+        for size, (_, listed) in doc.entries.items():
+            if (tp is None or size == tp) and wanted <= set(listed):
+                found.append((name, size))
+    return sorted(found)

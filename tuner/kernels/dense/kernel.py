@@ -1,0 +1,272 @@
+"""Block-scaled W8A8 FP8 GEMM in Triton with vLLM's loop structure, its launcher and compiler."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import textwrap
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import torch
+import triton
+import triton.language as tl
+
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.dense.space import why_invalid
+
+if TYPE_CHECKING:
+    pass
+
+OUT_DTYPES: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float16)
+FP8_DTYPE = torch.float8_e4m3fn
+
+
+@triton.jit
+def w8a8_block_fp8_matmul_kernel(
+    # Pointers to the matrices and their scales
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    a_s_ptr,
+    b_s_ptr,
+    # Matrix dimensions
+    M,
+    N,
+    K,
+    # Quantization group sizes: block_shape = [group_n, group_k]
+    group_n,
+    group_k,
+    # Strides: how far a pointer moves for one step along a dimension
+    stride_am,
+    stride_ak,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    stride_as_m,
+    stride_as_k,
+    stride_bs_k,
+    stride_bs_n,
+    # Meta-parameters
+    BLOCK_SIZE_M: tl.constexpr,
+    BLOCK_SIZE_N: tl.constexpr,
+    BLOCK_SIZE_K: tl.constexpr,
+    GROUP_SIZE_M: tl.constexpr,
+):
+    """C = (A * As) @ (B * Bs)^T with block-wise FP8 scales, one [BLOCK_SIZE_M, BLOCK_SIZE_N] tile
+    of C per program.
+
+    Shapes:
+        A (a_ptr): [M, K] fp8 e4m3, one activation row per token.
+        B (b_ptr): [N, K] fp8 e4m3, the weight; read as [BLOCK_SIZE_K, BLOCK_SIZE_N] tiles of B^T,
+            so the launcher passes stride_bk = B.stride(1) and stride_bn = B.stride(0).
+        As (a_s_ptr): [M, ceil(K / group_k)] fp32, one scale per row and K-group.
+        Bs (b_s_ptr): [ceil(N / group_n), ceil(K / group_k)] fp32, one scale per
+            group_n x group_k block of B; stride_bs_k = Bs.stride(1), stride_bs_n = Bs.stride(0).
+        C (c_ptr): [M, N] bf16 or fp16; the fp32 accumulator is cast to C's element type.
+
+    BLOCK_SIZE_K must divide group_k: each K-tile reads one column of As and Bs.
+
+    Argument names here -> vLLM 0.33.0 `_w8a8_triton_block_scaled_mm`:
+        a_ptr, b_ptr, c_ptr, a_s_ptr, b_s_ptr -> A, B, C, As, Bs
+        M, N, K, group_n, group_k -> same names
+        stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn -> same names
+        stride_as_m, stride_as_k, stride_bs_k, stride_bs_n
+            -> stride_As_m, stride_As_k, stride_Bs_k, stride_Bs_n
+        BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M -> same names
+    The arguments come in vLLM's order, so integer specialization matches too.
+    """
+    # Map the 1-D program id to a tile of C. Programs are ordered in groups of GROUP_SIZE_M
+    # tile-rows so that neighbouring programs share B tiles in L2 (Triton's matmul tutorial).
+    pid = tl.program_id(axis=0)
+    num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
+    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
+    num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_SIZE_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
+    pid_m = first_pid_m + (pid % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+
+    # Row and column offsets wrap around M and N, so loads need no M or N mask; the rows and
+    # columns that wrapped are computed twice and dropped by the masked store.
+    offs_am = (pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)) % M
+    offs_bn = (pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)) % N
+    offs_k = tl.arange(0, BLOCK_SIZE_K)
+    a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
+    b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
+
+    # Scales: a row of As per row of A; a row of Bs per group_n columns of C.
+    a_s_ptrs = a_s_ptr + offs_am * stride_as_m
+    offs_bs_n = offs_bn // group_n
+    b_s_ptrs = b_s_ptr + offs_bs_n * stride_bs_n
+
+    accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
+        # Mask the K tail only; elements past K read as 0 and add nothing.
+        k_left = K - k * BLOCK_SIZE_K
+        a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+        # The K-group this tile lies in; one scale pair covers the whole tile.
+        offs_ks = (k * BLOCK_SIZE_K) // group_k
+        a_s = tl.load(a_s_ptrs + offs_ks * stride_as_k)
+        b_s = tl.load(b_s_ptrs + offs_ks * stride_bs_k)
+        accumulator += tl.dot(a, b) * a_s[:, None] * b_s[None, :]
+        a_ptrs += BLOCK_SIZE_K * stride_ak
+        b_ptrs += BLOCK_SIZE_K * stride_bk
+
+    c = accumulator.to(c_ptr.dtype.element_ty)
+
+    # Write back without wrapping; rows >= M and columns >= N are masked out.
+    offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
+    offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
+    c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
+    c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
+    tl.store(c_ptrs, c, mask=c_mask)
+
+
+def kernel_source_hash() -> str:
+    """sha256 hex digest of the kernel's Python source, the provenance stored with every trial.
+
+    The text is read from the undecorated function, so the digest is the same whether Triton's
+    interpreter (TRITON_INTERPRET=1) or its compiler wrapped the kernel.
+    """
+    source = textwrap.dedent(inspect.getsource(w8a8_block_fp8_matmul_kernel.fn))
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+def _check_config(config: Mapping[str, int], block_shape: tuple[int, int]) -> KernelConfig:
+    """Parse config into a KernelConfig; ValueError if any constraint of tuner.kernels.dense.space
+    fails."""
+    parsed = KernelConfig.from_dict(config)
+    reason = why_invalid(parsed, block_shape)
+    if reason is not None:
+        raise ValueError(f"config {parsed.short()} cannot run: {reason}")
+    return parsed
+
+
+def _check_block_shape(block_shape: tuple[int, int] | list[int]) -> tuple[int, int]:
+    if len(block_shape) != 2 or any(
+        isinstance(size, bool) or not isinstance(size, int) or size <= 0 for size in block_shape
+    ):
+        raise ValueError(
+            f"block_shape must be two positive ints [group_n, group_k], got {block_shape!r}"
+        )
+    return int(block_shape[0]), int(block_shape[1])
+
+
+def _check_inputs(
+    A: torch.Tensor, B: torch.Tensor, As: torch.Tensor, Bs: torch.Tensor, group_n: int, group_k: int
+) -> None:
+    """ValueError unless A, B, As, Bs have the dtypes, shapes and layout the kernel assumes."""
+    for name, tensor, dtype in (("A", A, FP8_DTYPE), ("B", B, FP8_DTYPE),
+                                ("As", As, torch.float32), ("Bs", Bs, torch.float32)):
+        if tensor.dtype != dtype:
+            raise ValueError(f"{name} must be {dtype}, got {tensor.dtype}")
+        if not tensor.is_contiguous():
+            raise ValueError(f"{name} must be contiguous (row-major)")
+        if tensor.device != A.device:
+            raise ValueError(f"{name} is on {tensor.device} but A is on {A.device}")
+    if A.dim() < 1 or B.dim() != 2 or Bs.dim() != 2:
+        raise ValueError(
+            f"expected A [..., K], B [N, K], Bs 2-D; got A {list(A.shape)}, B {list(B.shape)}, "
+            f"Bs {list(Bs.shape)}"
+        )
+    N, K = B.shape
+    if N == 0 or K == 0:
+        raise ValueError(f"B must be non-empty, got {list(B.shape)}")
+    if A.shape[-1] != K:
+        raise ValueError(f"A has K={A.shape[-1]} but B [N, K] has K={K}")
+    k_groups = triton.cdiv(K, group_k)
+    as_shape = (*A.shape[:-1], k_groups)
+    if tuple(As.shape) != as_shape:
+        raise ValueError(
+            f"As must be [..., ceil(K/group_k)] = {list(as_shape)} for A {list(A.shape)} and "
+            f"group_k={group_k}, got {list(As.shape)}"
+        )
+    bs_shape = (triton.cdiv(N, group_n), k_groups)
+    if tuple(Bs.shape) != bs_shape:
+        raise ValueError(
+            f"Bs must be [ceil(N/group_n), ceil(K/group_k)] = {list(bs_shape)} for B "
+            f"{list(B.shape)} and block_shape [{group_n}, {group_k}], got {list(Bs.shape)}"
+        )
+
+
+def w8a8_block_fp8_matmul(
+    A: torch.Tensor,
+    B: torch.Tensor,
+    As: torch.Tensor,
+    Bs: torch.Tensor,
+    block_shape: tuple[int, int] | list[int],
+    config: Mapping[str, int],
+    out_dtype: torch.dtype = torch.bfloat16,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Run the block-FP8 GEMM C = (A * As) @ (B * Bs)^T with one launch config.
+
+    Launch as vLLM 0.33.0 does (`w8a8_triton_block_scaled_mm`): M = A.numel() // K, a 1-D grid of
+    cdiv(M, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N) programs, num_warps and num_stages as launch
+    options.
+
+    Args:
+        A: [..., K] float8_e4m3fn activations, contiguous.
+        B: [N, K] float8_e4m3fn weight, contiguous.
+        As: [..., ceil(K / group_k)] float32 activation scales (leading dims as A's), contiguous.
+        Bs: [ceil(N / group_n), ceil(K / group_k)] float32 weight scales, contiguous.
+        block_shape: [group_n, group_k] of the weight scales, e.g. [128, 128].
+        config: vLLM's keys BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, num_warps,
+            num_stages (a `KernelConfig.as_dict()`); other keys are ignored.
+        out_dtype: torch.bfloat16 (what serving uses) or torch.float16.
+        out: optional [..., N] tensor of out_dtype to write into (e.g. pre-filled with NaN to
+            detect elements the kernel did not write); allocated if None.
+
+    Returns:
+        C: [..., N] of out_dtype (`out` itself if given).
+
+    Raises:
+        ValueError: a dtype, shape, layout, block_shape, config or out does not fit.
+    """
+    group_n, group_k = _check_block_shape(block_shape)
+    parsed = _check_config(config, (group_n, group_k))
+    if out_dtype not in OUT_DTYPES:
+        raise ValueError(f"out_dtype must be torch.bfloat16 or torch.float16, got {out_dtype}")
+    _check_inputs(A, B, As, Bs, group_n, group_k)
+    N, K = B.shape
+    M = A.numel() // K
+    c_shape = (*A.shape[:-1], N)
+    if out is None:
+        out = torch.empty(c_shape, dtype=out_dtype, device=A.device)
+    elif tuple(out.shape) != c_shape or out.dtype != out_dtype or out.device != A.device:
+        raise ValueError(
+            f"out must be {list(c_shape)} {out_dtype} on {A.device}, got {list(out.shape)} "
+            f"{out.dtype} on {out.device}"
+        )
+    elif not out.is_contiguous():
+        raise ValueError("out must be contiguous")
+    if M == 0:
+        return out
+
+    A2 = A.view(M, K)
+    As2 = As.view(M, As.shape[-1])
+    C2 = out.view(M, N)
+    grid = (triton.cdiv(M, parsed.BLOCK_SIZE_M) * triton.cdiv(N, parsed.BLOCK_SIZE_N),)
+    w8a8_block_fp8_matmul_kernel[grid](
+        A2, B, C2, As2, Bs,
+        M, N, K,
+        group_n, group_k,
+        A2.stride(0), A2.stride(1),
+        B.stride(1), B.stride(0),
+        C2.stride(0), C2.stride(1),
+        As2.stride(0), As2.stride(1),
+        Bs.stride(1), Bs.stride(0),
+        BLOCK_SIZE_M=parsed.BLOCK_SIZE_M,
+        BLOCK_SIZE_N=parsed.BLOCK_SIZE_N,
+        BLOCK_SIZE_K=parsed.BLOCK_SIZE_K,
+        GROUP_SIZE_M=parsed.GROUP_SIZE_M,
+        num_warps=parsed.num_warps,
+        num_stages=parsed.num_stages,
+    )
+    return out
+
+

@@ -1,0 +1,136 @@
+"""File names of the dense block-FP8 GEMM's config files, as vLLM and SGLang spell and read them."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from tuner.kernels.dense.space import DEFAULT_BLOCK_SHAPE
+
+FP8_DTYPE = "fp8_w8a8"
+
+
+# The dtype labels vLLM puts in block-scaled W8A8 file names (get_w8a8_block_configs, fp8_utils).
+DTYPES: tuple[str, ...] = (FP8_DTYPE, "int8_w8a8")
+
+
+DEVICE_NAME_RE = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
+
+
+_FILE_NAME_RE = re.compile(
+    r"N=(?P<N>[1-9][0-9]{0,8}),K=(?P<K>[1-9][0-9]{0,8}),"
+    r"device_name=(?P<device>[A-Za-z0-9_.\-]{1,128}),dtype=(?P<dtype>[a-z0-9_]+),"
+    r"block_shape=\[(?P<bn>[1-9][0-9]{0,5}), ?(?P<bk>[1-9][0-9]{0,5})\]\.json"
+)
+
+
+@dataclass(frozen=True)
+class ConfigFileName:
+    """The parts of a config file name; `name` spells it as vLLM does."""
+
+    N: int
+    K: int
+    device_name: str
+    dtype: str
+    block_shape: tuple[int, int]
+
+    @property
+    def name(self) -> str:
+        """The file name in vLLM's spelling (no space in block_shape)."""
+        return config_file_name(self.N, self.K, self.device_name, self.block_shape, self.dtype)
+
+
+def config_file_name(
+    N: int, K: int, device_name: str, block_shape: tuple[int, int] = DEFAULT_BLOCK_SHAPE,
+    dtype: str = FP8_DTYPE,
+) -> str:
+    """The name vLLM looks up for weight B [N, K] on a device.
+
+    Source: `get_w8a8_block_configs` in vLLM 0.33.0 fp8_utils.py:
+    `N={N},K={K},device_name={device_name},dtype={dtype},block_shape=[{bn},{bk}].json`.
+
+    Args:
+        N: Rows of the weight B [N, K].
+        K: Columns of B [N, K] and of A [M, K].
+        device_name: vLLM's device key, e.g. `NVIDIA_L20`.
+        block_shape: [group_n, group_k] of the weight scales.
+        dtype: The dtype label, one of `DTYPES`.
+
+    Raises:
+        ValueError: A part that would make a name vLLM never reads or we cannot parse back.
+    """
+    bn, bk = block_shape
+    for label, value in (("N", N), ("K", K), ("group_n", bn), ("group_k", bk)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{label} must be a positive integer, got {value!r}")
+    if not DEVICE_NAME_RE.fullmatch(device_name):
+        raise ValueError(f"device_name {device_name!r} must match {DEVICE_NAME_RE.pattern}")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+    return f"N={N},K={K},device_name={device_name},dtype={dtype},block_shape=[{bn},{bk}].json"
+
+
+# The engines whose file-name spelling we can write. vLLM: `block_shape=[128,128]`
+# (get_w8a8_block_fp8_configs, vLLM 0.33.0 fp8_utils.py); SGLang: `block_shape=[128, 128]`
+# (get_w8a8_block_fp8_configs, python/sglang/srt/layers/quantization/fp8_kernel.py).
+ENGINES: tuple[str, ...] = ("vllm", "sglang")
+
+
+# Where each engine reads these files, relative to site-packages (same sources).
+ENGINE_CONFIG_DIRS: dict[str, str] = {
+    "vllm": "vllm/model_executor/layers/quantization/utils/configs",
+    "sglang": "sglang/srt/layers/quantization/configs",
+}
+
+
+# Said wherever files are handed out in SGLang's spelling: the configs were timed on vLLM's
+# kernel. SGLang's `_w8a8_block_fp8_matmul` skips the K mask when K % BLOCK_SIZE_K == 0 (its
+# EVEN_K heuristic) and its default config uses 3 stages, not vLLM's 2 (fp8_kernel.py).
+SGLANG_NOTE = (
+    "SGLang file names: these configs were tuned on vLLM's kernel; SGLang's block-FP8 kernel "
+    "differs (unmasked K loads when K divides BLOCK_SIZE_K, a 3-stage default), so a sweep "
+    "against SGLang's kernel is the exact answer."
+)
+
+
+def engine_file_name(name: str, engine: str) -> str:
+    """A vLLM config file name respelled for an engine.
+
+    Args:
+        name: a config file name in either spelling.
+        engine: one of `ENGINES`.
+
+    Returns:
+        The name with `block_shape=[a,b]` (vLLM) or `block_shape=[a, b]` (SGLang).
+
+    Raises:
+        ValueError: an unknown engine, or a name `parse_config_file_name` rejects.
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
+    vllm_name = parse_config_file_name(name).name
+    if engine == "vllm":
+        return vllm_name
+    head, _, tail = vllm_name.rpartition("block_shape=[")
+    return f"{head}block_shape=[{tail.replace(',', ', ', 1)}"
+
+
+def parse_config_file_name(name: str) -> ConfigFileName:
+    """Parse a config file name; SGLang's `block_shape=[128, 128]` spelling is accepted too.
+
+    Args:
+        name: A bare file name (no folder).
+
+    Raises:
+        ValueError: The name is not a block-scaled W8A8 GEMM config file name.
+    """
+    match = _FILE_NAME_RE.fullmatch(name)
+    if match is None or match["dtype"] not in DTYPES:
+        raise ValueError(
+            f"{name!r} is not a config file name like "
+            f"'{config_file_name(1024, 512, 'NVIDIA_L20')}'"
+        )
+    return ConfigFileName(
+        N=int(match["N"]), K=int(match["K"]), device_name=match["device"],
+        dtype=match["dtype"], block_shape=(int(match["bn"]), int(match["bk"])),
+    )

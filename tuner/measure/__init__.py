@@ -1,0 +1,3 @@
+"""Measuring one config on one device: the live runner (correctness gate, then timing),
+serving-like timing, noise control, roofline ceilings, compile-for-target pruning and the
+precompile pool. Imports only tuner.kernels; knows nothing of the store, the search or HTTP."""

@@ -1,0 +1,92 @@
+"""The compile gate of a CUDA worker: compile each config for the GPU's architecture before it
+is launched, reject what cannot launch, and precompile what the search will likely ask next."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+
+from tuner.kernels.config import KernelConfig
+from tuner.measure.compile import CompileCache, launch_problem
+from tuner.measure.precompile import Precompiler, PrecompileStats
+from tuner.measure.trial import TrialResult
+from tuner.search.axes import neighbours, space_axes
+
+
+class CompileGate:
+    """What a CUDA worker asks before it launches a config: compile it for the GPU's
+    architecture (ahead of time where the search is predictable), reject it without a launch
+    when it cannot run there, and precompile what the search will likely ask next.
+
+    Args:
+        arch: the GPU's compute capability as an int, e.g. 90 for (9, 0).
+        M: rows of A of the task.
+        N: rows of B of the task.
+        K: the task's reduction dimension.
+        block_shape: [group_n, group_k].
+        out_dtype: "bfloat16" or "float16".
+        space: the task's candidates (for `likely_next`).
+        warm_start: configs the search measures first; compiled first.
+        pool: a pool from `tuner.measure.compile.compile_pool`, shared between tasks of the worker.
+        workers: the size of `pool` (or of the pool made when it is None).
+        cache: the on-disk CompileInfo cache; default `CompileCache()`.
+        ahead: how many likely-next configs to queue after each new incumbent.
+    """
+
+    def __init__(self, *, arch: int, M: int, N: int, K: int, block_shape: tuple[int, int],
+                 out_dtype: str, space: Sequence[KernelConfig],
+                 warm_start: Sequence[KernelConfig] = (), pool: ProcessPoolExecutor | None = None,
+                 workers: int | None = None, cache: CompileCache | None = None,
+                 ahead: int = 8) -> None:
+        self.precompiler = Precompiler(arch=arch, M=M, N=N, K=K, block_shape=block_shape,
+                                       out_dtype=out_dtype, pool=pool, workers=workers,
+                                       cache=cache)
+        self.space = list(space)
+        self.ahead = ahead
+        self.pruned = 0
+        self._best: float | None = None
+        self.precompiler.submit(warm_start)
+
+    def before(self, config: KernelConfig) -> TrialResult | None:
+        """Compile (or wait for) a config; its trial when it cannot launch, else None.
+
+        Returns:
+            An out_of_resources or compile_error TrialResult to record instead of launching,
+            or None when the config may be launched (its binary is in Triton's cache).
+        """
+        rejection = launch_problem(self.precompiler.wait(config))
+        if rejection is None:
+            return None
+        self.pruned += 1
+        return rejection.as_result()
+
+    def after(self, config: KernelConfig, result: TrialResult) -> None:
+        """Queue the neighbours of a new incumbent for compiling while the GPU measures."""
+        if result.ok and (self._best is None or result.latency_us < self._best):
+            self._best = result.latency_us
+            self.precompiler.submit(likely_next(config, self.space)[: self.ahead])
+
+    def close(self) -> PrecompileStats:
+        """Stop compiling for this task; what it compiled and how long measuring waited."""
+        stats = self.precompiler.stats()
+        self.precompiler.close()
+        return stats
+
+
+def likely_next(incumbent: KernelConfig, space: Sequence[KernelConfig]) -> list[KernelConfig]:
+    """Configs a search is likely to ask for after `incumbent`, to precompile while it measures.
+
+    Args:
+        incumbent: the fastest config so far.
+        space: the task's candidates.
+
+    Returns:
+        Its one-step neighbours on the ordered axes, then the two-axis diagonal ones, those of
+        the space only (what `tuner.search.local` measures next; TPE also samples near the
+        best configs).
+    """
+    allowed = set(space)
+    axes = space_axes(space)
+    singles = [c for c in neighbours(incumbent, axes) if c in allowed]
+    diagonals = [c for c in neighbours(incumbent, axes, pairs=True) if c in allowed]
+    return list(dict.fromkeys([*singles, *diagonals]))

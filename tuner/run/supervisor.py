@@ -1,0 +1,312 @@
+"""Worker supervision: start one process per slot, pin crashes and hangs on their config, restart.
+
+A worker that dies while measuring a config had that config marked in flight on its task
+(`repo.start_trial`). The supervisor, which saw it die, records the config as `crashed` (error:
+the signal or exit code) and hands the task back; a config in flight for longer than the trial
+timeout gets its worker killed and is recorded as `timeout`. Either way the slot gets a fresh
+worker process that continues the task. A worker killed from outside (SIGKILL, SIGTERM, SIGINT,
+SIGHUP: a person, the OOM killer, a container stop) is not the config's fault: its trial in
+flight is lost and measured again. Only deaths this supervisor observes count: when the
+supervisor itself is killed its workers hand their tasks back and exit (worker `_ParentWatch`),
+and nothing is recorded against their configs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing as mp
+import os
+import signal
+import socket
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy.exc import DBAPIError
+
+from tuner.run.worker import (
+    EXIT_PARENT_GONE,
+    EXIT_RESTART,
+    WorkerShared,
+    WorkerSpec,
+    worker_main,
+)
+
+# Deaths in a row with no trial stored before a slot is given up (a worker that cannot start).
+MAX_IDLE_RESTARTS = 3
+POLL_S = 0.5
+# Signals that come from outside the worker, not from the config it was measuring.
+EXTERNAL_SIGNALS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+# Seconds a config may take (compile, check, timing) before its worker is killed, per backend.
+DEFAULT_TRIAL_TIMEOUT_S = {"cuda": 300.0, "interpreter": 1800.0, "replay": 60.0}
+
+
+def default_trial_timeout_s(backend: str) -> float:
+    """The per-trial timeout when none is given.
+
+    Args:
+        backend: "cuda", "interpreter" or "replay".
+
+    Returns:
+        300 s on CUDA, 1800 s on the (slow) CPU interpreter, 60 s when replaying.
+
+    Raises:
+        ValueError: unknown backend.
+    """
+    try:
+        return DEFAULT_TRIAL_TIMEOUT_S[backend]
+    except KeyError:
+        raise ValueError(f"unknown backend {backend!r}") from None
+
+
+def new_worker_id(visible_device: str | None) -> str:
+    """A unique worker name, stored on the tasks the worker claims.
+
+    Args:
+        visible_device: the worker's CUDA_VISIBLE_DEVICES value; None for a CPU worker.
+
+    Returns:
+        `host:supervisor pid:device:random suffix`, e.g. `gpu7:4242:0:1f2e3d4c`.
+    """
+    return f"{socket.gethostname()}:{os.getpid()}:{visible_device or 'cpu'}:{uuid.uuid4().hex[:8]}"
+
+
+def describe_exit(exitcode: int) -> str:
+    """How a worker ended, for the console and for a crashed trial's error.
+
+    Args:
+        exitcode: `Process.exitcode`: negative for a signal.
+
+    Returns:
+        e.g. `killed by SIGABRT`, `exited with code 1`.
+    """
+    if exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    if exitcode == EXIT_RESTART:
+        return "exited after a crashed trial, for a fresh CUDA context"
+    return f"exited with code {exitcode}"
+
+
+def blames_config(exitcode: int) -> bool:
+    """Whether a worker's death is pinned on the config it was measuring.
+
+    Args:
+        exitcode: `Process.exitcode`: negative for a signal.
+
+    Returns:
+        False for a clean exit, a kill from outside (EXTERNAL_SIGNALS), Ctrl-C (130), a worker
+        that left because its supervisor was gone, or one that asked for a restart after
+        recording its crash itself; True for every other signal (SIGSEGV, SIGABRT, ...) and
+        non-zero exit code.
+    """
+    if exitcode < 0:
+        return -exitcode not in EXTERNAL_SIGNALS
+    return exitcode not in (0, 130, EXIT_PARENT_GONE, EXIT_RESTART)
+
+
+@dataclass
+class _Slot:
+    """One worker position (one GPU); its process is replaced after each death."""
+
+    label: str
+    template: WorkerSpec
+    process: mp.process.BaseProcess | None = None
+    spec: WorkerSpec | None = None
+    shared: WorkerShared | None = None
+    idle_deaths: int = 0
+    overdue_config: dict[str, int] | None = None
+
+
+@dataclass(frozen=True)
+class SupervisorReport:
+    """What happened to the workers of one run."""
+
+    worker_failures: int
+    restarts: int
+    crashed: int
+    timeouts: int
+    given_up: tuple[str, ...]
+    trials_pruned: int = 0
+    measure_s: float = 0.0
+    compile_s: float = 0.0
+    compile_wait_s: float = 0.0
+
+
+class Supervisor:
+    """Runs worker processes (spawn) and keeps them going until no task in their scope is left.
+
+    Args:
+        engine: the store's engine.
+        specs: one template per slot; each start gets a fresh worker_id and parent_pid.
+        trial_timeout_s: seconds one config may stay in flight before its worker is killed.
+        on_event: called with one line per crash, timeout, restart or abandoned slot.
+        context: multiprocessing context (spawn by default).
+    """
+
+    def __init__(
+        self,
+        engine,
+        specs: Sequence[WorkerSpec],
+        *,
+        trial_timeout_s: float,
+        on_event: Callable[[str], None] = lambda line: None,
+        context=None,
+    ) -> None:
+        self.engine = engine
+        self.slots = [_Slot(label=spec.visible_device or "cpu", template=spec) for spec in specs]
+        self.trial_timeout_s = trial_timeout_s
+        self.on_event = on_event
+        self.context = context or mp.get_context("spawn")
+        self.worker_ids: list[str] = []
+        self.shared: list[WorkerShared] = []  # of every process started, for the totals
+        self.failures = self.restarts = self.crashed = self.timeouts = 0
+        self.given_up: list[str] = []
+
+    def run(self, on_tick: Callable[[], None] = lambda: None) -> SupervisorReport:
+        """Start every slot and wait until all workers have exited for good.
+
+        SIGTERM is handled as Ctrl-C while this runs: the workers are stopped and their tasks
+        handed back, then KeyboardInterrupt propagates.
+
+        Args:
+            on_tick: called about every POLL_S seconds (progress display).
+
+        Returns:
+            Counts of failures, restarts, crashed and timed-out trials, and given-up slots.
+        """
+        previous = signal.signal(signal.SIGTERM, _interrupt)
+        try:
+            for slot in self.slots:
+                self._start(slot)
+            live = list(self.slots)
+            while live:
+                time.sleep(POLL_S)
+                try:
+                    on_tick()
+                    self._kill_overdue(live)
+                    for slot in list(live):
+                        if slot.process is not None and not slot.process.is_alive():
+                            if not self._handle_exit(slot):
+                                live.remove(slot)
+                except DBAPIError as exc:  # the store is down or busy: try again next tick
+                    self.on_event(f"store unavailable ({type(exc.orig).__name__}); retrying")
+        except KeyboardInterrupt:
+            self._stop_all()
+            raise
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        return SupervisorReport(
+            self.failures, self.restarts, self.crashed, self.timeouts, tuple(self.given_up),
+            trials_pruned=sum(shared.trials_pruned.value for shared in self.shared),
+            measure_s=sum(shared.measure_s.value for shared in self.shared),
+            compile_s=sum(shared.compile_s.value for shared in self.shared),
+            compile_wait_s=sum(shared.compile_wait_s.value for shared in self.shared),
+        )
+
+    def _start(self, slot: _Slot) -> None:
+        worker_id = new_worker_id(slot.template.visible_device)
+        spec = dataclasses.replace(slot.template, worker_id=worker_id, parent_pid=os.getpid())
+        slot.spec, slot.shared, slot.overdue_config = spec, WorkerShared(self.context), None
+        self.shared.append(slot.shared)
+        slot.process = self.context.Process(target=worker_main, args=(spec, slot.shared),
+                                            daemon=False)
+        self.worker_ids.append(spec.worker_id)
+        slot.process.start()
+
+    def _kill_overdue(self, live: list[_Slot]) -> None:
+        from db import repo
+        from db.engine import session_scope
+        from db.models import utcnow
+
+        by_worker = {slot.spec.worker_id: slot for slot in live if slot.spec is not None}
+        with session_scope(self.engine) as session:
+            entries = repo.in_flight(session, worker_ids=list(by_worker))
+        deadline = utcnow() - timedelta(seconds=self.trial_timeout_s)
+        for entry in entries:
+            slot = by_worker[entry.worker_id]
+            if entry.since < deadline and slot.process is not None and slot.process.is_alive():
+                slot.overdue_config = entry.config
+                slot.process.kill()
+                slot.process.join()
+
+    def _handle_exit(self, slot: _Slot) -> bool:
+        """Account for a worker that exited; restart it if work is left. True if restarted."""
+        from db import repo
+        from db.engine import session_scope
+        from tuner.kernels.config import KernelConfig
+        from tuner.kernels.dense.space import default_config
+
+        assert slot.process is not None and slot.spec is not None and slot.shared is not None
+        exitcode = slot.process.exitcode
+        if exitcode == 0:
+            return False
+        spec, stored = slot.spec, slot.shared.trials_stored.value
+        how = describe_exit(exitcode)
+        status, error = None, None
+        if slot.overdue_config is not None:
+            status = "timeout"
+            error = f"no result after {self.trial_timeout_s:g} s (trial timeout); worker killed"
+        elif blames_config(exitcode):
+            status, error = "crashed", f"worker {how} while measuring this config"
+        with session_scope(self.engine) as session:
+            entries = repo.in_flight(session, worker_ids=[spec.worker_id])
+            if status == "timeout":  # it may have finished that config just before the kill
+                entries = [e for e in entries if e.config == slot.overdue_config]
+            environment_id = slot.shared.environment_id.value
+            blamed = []
+            if status is not None and environment_id:
+                for entry in entries:
+                    config = KernelConfig.from_dict(entry.config)
+                    repo.record_trial(
+                        session, task_id=entry.task_id, environment_id=environment_id,
+                        config=entry.config, status=status, error=error,
+                        is_default=config == default_config(entry.block_shape),
+                    )
+                    repo.end_trial(session, task_id=entry.task_id, worker_id=spec.worker_id)
+                    blamed.append((entry, config))
+            repo.release_tasks(session, worker_id=spec.worker_id)
+            unfinished = repo.unfinished_tasks(session, sweep_id=spec.sweep_id,
+                                               device_name=spec.device_name, space=spec.space)
+        self.failures += 1  # counted once the store has it: a failed transaction is retried
+        for entry, config in blamed:
+            self.crashed += status == "crashed"
+            self.timeouts += status == "timeout"
+            self.on_event(f"worker {slot.label} {how} while measuring {config.short()} for "
+                          f"N={entry.N}, K={entry.K}, M={entry.M}: recorded as {status}")
+        if not blamed:
+            self.on_event(f"worker {slot.label} {how}; its task goes back to the queue")
+        progressed = bool(blamed) or stored > 0 or exitcode == EXIT_RESTART
+        slot.idle_deaths = 0 if progressed else slot.idle_deaths + 1
+        if not unfinished:
+            return False
+        if slot.idle_deaths >= MAX_IDLE_RESTARTS:
+            self.given_up.append(slot.label)
+            self.on_event(f"worker {slot.label} died {slot.idle_deaths} times in a row without "
+                          "storing a trial; giving up on it")
+            return False
+        self.restarts += 1
+        self._start(slot)
+        return True
+
+    def _stop_all(self) -> None:
+        from db import repo
+        from db.engine import session_scope
+
+        running = [slot.process for slot in self.slots if slot.process is not None]
+        for process in running:
+            if process.is_alive():
+                process.terminate()
+        for process in running:
+            process.join(10)
+        with session_scope(self.engine) as session:
+            for worker_id in self.worker_ids:
+                repo.release_tasks(session, worker_id=worker_id)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt

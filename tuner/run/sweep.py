@@ -1,0 +1,234 @@
+"""Sweep orchestration: plan tasks in the store, start one worker per device, show progress."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tuner.kernels.config import KernelConfig
+from tuner.run.plan import DEFAULT_LEASE_S, SweepRequest
+from tuner.run.worker import WorkerSpec
+
+
+def worker_specs(
+    db_url: str,
+    *,
+    backend: str,
+    visible_devices: Sequence[str | None],
+    configs: Sequence[KernelConfig] | None,
+    replay: str | None,
+    sweep_id: int | None,
+    device_name: str | None = None,
+    space: str | None = None,
+    interpreter_reps: int = 3,
+    lease_s: float = DEFAULT_LEASE_S,
+    compile_workers: int | None = None,
+) -> list[WorkerSpec]:
+    """One worker template per visible device (the supervisor names each process it starts).
+
+    Args:
+        db_url: the store's URL.
+        backend: "cuda", "interpreter" or "replay".
+        visible_devices: CUDA_VISIBLE_DEVICES values (None: one CPU worker).
+        configs: explicit candidates, or None for vLLM's space.
+        replay: the landscape file of the replay backend.
+        sweep_id: claim only this sweep's tasks; None for every sweep in scope.
+        device_name: claim only tasks of sweeps on this device; None for any.
+        space: claim only tasks of sweeps over this config space; None for any.
+        interpreter_reps: timed calls per trial on the interpreter.
+        lease_s: lease on a claimed task.
+        compile_workers: CUDA only: compile processes per worker that compile candidates for
+            the GPU while it measures, and prune those that cannot launch; None for the CPU
+            count minus one per GPU, shared between the GPUs (at least one each); 0 for none.
+
+    Returns:
+        The specs, in the order of `visible_devices`.
+    """
+    if backend != "cuda":
+        compile_workers = 0
+    elif compile_workers is None:
+        compile_workers = max(1, ((os.cpu_count() or 2) - len(visible_devices))
+                              // max(1, len(visible_devices)))
+    items = None
+    if configs is not None:
+        items = tuple(tuple(config.as_dict().items()) for config in configs)
+    return [
+        WorkerSpec(db_url=db_url, sweep_id=sweep_id, worker_id="", backend=backend,
+                   visible_device=device, configs=items, lease_s=lease_s,
+                   interpreter_reps=interpreter_reps, landscape_path=replay,
+                   device_name=device_name, space=space, compile_workers=compile_workers)
+        for device in visible_devices
+    ]
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """Outcome of one `tuner sweep` run, counted from the store."""
+
+    sweep_id: int
+    tasks_done: int
+    tasks_failed: int
+    tasks_total: int
+    trials_total: int
+    trials_ok: int
+    trials_run_now: int
+    wall_s: float
+    worker_failures: int
+    trials_crashed_now: int = 0
+    trials_timed_out_now: int = 0
+    times: SweepTimes | None = None
+
+
+def run_workers(
+    engine,
+    db_url: str,
+    request: SweepRequest,
+    sweep_id: int,
+    *,
+    backend: str,
+    visible_devices: Sequence[str | None],
+    console=None,
+    interpreter_reps: int = 3,
+    trial_timeout_s: float | None = None,
+    lease_s: float = DEFAULT_LEASE_S,
+) -> SweepSummary:
+    """Start one spawned worker per visible device and wait, drawing a progress bar.
+
+    A worker that dies is restarted while tasks remain (tuner.run.supervisor: a crash or hang is
+    recorded against the config in flight); Ctrl-C or SIGTERM stops the workers and hands
+    their tasks back for the next run.
+
+    Args:
+        engine: the store's engine.
+        db_url: the store's URL, for the workers.
+        request: what to tune.
+        sweep_id: the planned sweep.
+        backend: "cuda", "interpreter" or "replay" (request.replay names the landscape).
+        visible_devices: one CUDA_VISIBLE_DEVICES value per worker (None: one CPU worker).
+        console: rich console of the progress bar.
+        interpreter_reps: timed calls per trial on the interpreter.
+        trial_timeout_s: seconds a config may take; None for the backend's default.
+        lease_s: lease on a claimed task.
+
+    Returns:
+        Counts from the store before and after.
+
+    Raises:
+        KeyboardInterrupt: Ctrl-C or SIGTERM; the tasks were handed back.
+    """
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from db import repo
+    from db.engine import session_scope
+    from tuner.run.supervisor import Supervisor, default_trial_timeout_s
+
+    specs = worker_specs(db_url, backend=backend, visible_devices=visible_devices,
+                         configs=request.configs, replay=request.replay, sweep_id=sweep_id,
+                         interpreter_reps=interpreter_reps, lease_s=lease_s)
+    start = time.perf_counter()
+
+    def progress_now():
+        with session_scope(engine) as session:
+            return repo.sweep_progress(session, sweep_id=sweep_id)
+
+    before = progress_now()
+    total = before.tasks_total * request.trials_per_task()
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("trials"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=False) as bar:
+        bar_id = bar.add_task(f"sweep {sweep_id}", total=total, completed=before.trials_total)
+
+        def tick() -> None:
+            now = progress_now()
+            label = f"sweep {sweep_id}: {now.tasks_done}/{now.tasks_total} tasks"
+            bar.update(bar_id, completed=min(now.trials_total, total), description=label)
+
+        def event(line: str) -> None:
+            bar.console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+        timeout_s = trial_timeout_s if trial_timeout_s is not None else (
+            default_trial_timeout_s(backend))
+        report = Supervisor(engine, specs, trial_timeout_s=timeout_s, on_event=event).run(tick)
+        tick()
+    now = progress_now()
+    wall_s = time.perf_counter() - start
+    times = SweepTimes(
+        trials_run=now.trials_total - before.trials_total, trials_pruned=report.trials_pruned,
+        compile_s=report.compile_s, compile_wait_s=report.compile_wait_s,
+        measure_s=report.measure_s, wall_s=wall_s,
+    )
+    return SweepSummary(
+        sweep_id=sweep_id, tasks_done=now.tasks_done, tasks_failed=now.tasks_failed,
+        tasks_total=now.tasks_total, trials_total=now.trials_total, trials_ok=now.trials_ok,
+        trials_run_now=now.trials_total - before.trials_total,
+        wall_s=wall_s, worker_failures=report.worker_failures,
+        trials_crashed_now=report.crashed, trials_timed_out_now=report.timeouts, times=times,
+    )
+
+
+def summary_lines(summary: SweepSummary) -> list[str]:
+    """The closing lines of a sweep run: tasks and trials, then where the time went
+    (`tuner.run.sweep.format_sweep_times`) when it is known."""
+    counts = "".join(f", {n} {what}" for n, what in ((summary.trials_crashed_now, "crashed"),
+                                                     (summary.trials_timed_out_now, "timed out"))
+                     if n)
+    lines = [f"sweep {summary.sweep_id}: {summary.tasks_done}/{summary.tasks_total} tasks done, "
+             f"{summary.tasks_failed} failed; {summary.trials_run_now} trials run now "
+             f"({summary.trials_total} stored, {summary.trials_ok} ok{counts}); "
+             f"wall {summary.wall_s:.1f} s"]
+    if summary.times is not None:
+        lines.append(format_sweep_times(summary.times))
+    return lines
+
+
+@dataclass(frozen=True)
+class SweepTimes:
+    """Where a sweep's time went, for the line `tuner sweep` prints at the end.
+
+    Attributes:
+        trials_run: trials measured on a device (or replayed) by this run.
+        trials_pruned: trials recorded as out_of_resources by compile-for-target pruning,
+            never launched.
+        compile_s: seconds spent compiling in precompile pools (overlapped with measuring).
+        compile_wait_s: seconds workers waited for a compile (not hidden by measuring).
+        measure_s: seconds spent measuring (sum of the trials' measure_s).
+        wall_s: wall-clock seconds of the sweep.
+    """
+
+    trials_run: int
+    trials_pruned: int
+    compile_s: float
+    compile_wait_s: float
+    measure_s: float
+    wall_s: float
+
+
+def format_sweep_times(times: SweepTimes) -> str:
+    """The summary line of a sweep's time.
+
+    Args:
+        times: the totals.
+
+    Returns:
+        One line, e.g. `120 trials run, 14 pruned before launch; compile 80.0 s (4.1 s waited),
+        measure 300.2 s; per trial run: compile 0.667 s, measure 2.502 s; wall 320.5 s`
+        (per-trial figures only when trials ran).
+    """
+    per_trial = ""
+    if times.trials_run:
+        per_trial = (f"; per trial run: compile {times.compile_s / times.trials_run:.3f} s, "
+                     f"measure {times.measure_s / times.trials_run:.3f} s")
+    return (
+        f"{times.trials_run} trials run, {times.trials_pruned} pruned before launch; "
+        f"compile {times.compile_s:.1f} s ({times.compile_wait_s:.1f} s waited), "
+        f"measure {times.measure_s:.1f} s{per_trial}; wall {times.wall_s:.1f} s"
+    )

@@ -1,0 +1,37 @@
+"""Exhaustive search: every config of the space, warm-start configs first."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tuner.kernels.config import KernelConfig
+from tuner.search.base import Evaluate, History
+from tuner.search.budget import BudgetedEvaluate
+
+
+class GridStrategy:
+    """Evaluates the whole space in order (vLLM's tuning script does this with 1,280 configs).
+
+    `budget` caps the number of configs; pass `len(space)` or more for an exhaustive run.
+    """
+
+    name = "grid"
+
+    def search(
+        self,
+        evaluate: Evaluate,
+        *,
+        space: Sequence[KernelConfig],
+        budget: int,
+        seed: int,
+        warm_start: Sequence[KernelConfig] = (),
+    ) -> History:
+        """Evaluate the warm-start configs of the space, then the space in its order, up to
+        `budget` distinct configs. Warm-start configs outside the space are not evaluated."""
+        tracker = BudgetedEvaluate(evaluate, space, budget)
+        tracker.warm_start(warm_start)
+        for config in space:
+            if tracker.left <= 0:
+                break
+            tracker(config)
+        return tracker.history

@@ -1,0 +1,111 @@
+"""Best-first neighbourhood search over the ordered axes of a config space, from warm starts."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from tuner.kernels.config import KernelConfig
+from tuner.search.axes import Axis, neighbours, space_axes
+from tuner.search.base import Evaluate, History
+from tuner.search.budget import BudgetedEvaluate
+
+
+def run_local(tracker: BudgetedEvaluate, axes: Sequence[Axis], *, seed: int,
+              stop_at: int) -> None:
+    """Measure neighbours of the best configs so far until `stop_at` distinct configs ran.
+
+    Each step takes the fastest ok config that still has an unmeasured neighbour in the space
+    and measures one of them: first the one-step neighbours (one axis one value up or down; on
+    a log2 axis, half or double), then the two-axis diagonal ones. So the search climbs from the
+    incumbent, and when the incumbent's neighbourhood is spent it widens around the runners-up.
+    A config reached by a move is tried with the same move again first (a pattern move, as in
+    Hooke and Jeeves' pattern search); the other neighbours follow in a seeded random order.
+    With no ok config yet, it measures a random unmeasured config of the space.
+
+    Args:
+        tracker: the shared, budgeted evaluate (warm starts already measured in it).
+        axes: the axes of the space.
+        seed: seed of the order among neighbours and of random picks.
+        stop_at: distinct configs measured when the search stops (at most the budget).
+    """
+    rng = random.Random(seed)
+    ordered_space = sorted(tracker.allowed)
+    stop_at = min(stop_at, tracker.budget)
+    # Unmeasured neighbours per centre, in the order they will be tried (built on first use),
+    # and the move (axis index deltas) that first reached a config from its centre.
+    queues: dict[KernelConfig, list[KernelConfig]] = {}
+    moves: dict[KernelConfig, tuple[int, ...]] = {}
+    while len(tracker.history) < stop_at:
+        ranked = sorted((result.latency_us, index, config)
+                        for index, (config, result) in enumerate(tracker.history) if result.ok)
+        candidate = None
+        for _, _, centre in ranked:
+            queue = queues.get(centre)
+            if queue is None:
+                queue = queues[centre] = _neighbourhood(centre, axes, tracker, rng, moves)
+            while queue and queue[0] in tracker.results:
+                queue.pop(0)
+            if queue:
+                candidate = queue.pop(0)
+                moves.setdefault(candidate, _move(centre, candidate, axes))
+                break
+        if candidate is None:
+            unmeasured = [c for c in ordered_space if c not in tracker.results]
+            if not unmeasured:
+                return
+            candidate = rng.choice(unmeasured)
+        tracker(candidate)
+
+
+def _neighbourhood(centre: KernelConfig, axes: Sequence[Axis], tracker: BudgetedEvaluate,
+                   rng: random.Random, moves: dict[KernelConfig, tuple[int, ...]]
+                   ) -> list[KernelConfig]:
+    """The order in which a centre's neighbours of the space are tried."""
+    singles = [c for c in neighbours(centre, axes) if c in tracker.allowed]
+    diagonals = [c for c in neighbours(centre, axes, pairs=True)
+                 if c in tracker.allowed and c not in singles]
+    rng.shuffle(singles)
+    rng.shuffle(diagonals)
+    ahead = _apply(centre, moves[centre], axes) if centre in moves else None
+    first = [ahead] if ahead is not None and ahead in tracker.allowed else []
+    return first + [c for c in singles + diagonals if c != ahead]
+
+
+def _move(centre: KernelConfig, config: KernelConfig, axes: Sequence[Axis]) -> tuple[int, ...]:
+    """Index steps along each axis from centre to config."""
+    return tuple(axis.values.index(getattr(config, axis.key))
+                 - axis.values.index(getattr(centre, axis.key)) for axis in axes)
+
+
+def _apply(config: KernelConfig, move: tuple[int, ...], axes: Sequence[Axis]
+           ) -> KernelConfig | None:
+    """The config one move further on, or None past the end of an axis."""
+    values = config.as_dict()
+    for axis, step in zip(axes, move, strict=True):
+        index = axis.values.index(values[axis.key]) + step
+        if not 0 <= index < len(axis.values):
+            return None
+        values[axis.key] = axis.values[index]
+    return KernelConfig(**values)
+
+
+class LocalStrategy:
+    """Best-first neighbourhood search (hill climbing that widens when it is stuck)."""
+
+    name = "local"
+
+    def search(
+        self,
+        evaluate: Evaluate,
+        *,
+        space: Sequence[KernelConfig],
+        budget: int,
+        seed: int,
+        warm_start: Sequence[KernelConfig] = (),
+    ) -> History:
+        """Measure `warm_start` in order, then climb from the best of them."""
+        tracker = BudgetedEvaluate(evaluate, space, budget)
+        tracker.warm_start(warm_start)
+        run_local(tracker, space_axes(space), seed=seed, stop_at=tracker.budget)
+        return tracker.history

@@ -1,0 +1,28 @@
+"""The registry of search strategies: name -> strategy class."""
+
+from __future__ import annotations
+
+from tuner.search.base import Strategy
+from tuner.search.grid import GridStrategy
+from tuner.search.hybrid import TpeLocalStrategy
+from tuner.search.local import LocalStrategy
+from tuner.search.optuna_tpe import OptunaStrategy
+
+STRATEGIES: dict[str, type] = {
+    "grid": GridStrategy,
+    "optuna": OptunaStrategy,
+    "local": LocalStrategy,
+    "tpe+local": TpeLocalStrategy,
+}
+
+
+def get_strategy(name: str) -> Strategy:
+    """A new strategy by name.
+
+    Raises:
+        ValueError: unknown name (the message lists the known ones).
+    """
+    try:
+        return STRATEGIES[name]()
+    except KeyError:
+        raise ValueError(f"unknown strategy '{name}'; known: {', '.join(STRATEGIES)}") from None
