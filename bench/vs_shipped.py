@@ -107,7 +107,8 @@ def _model_shapes(model: str, tps: Sequence[int] | None) -> list[tuple[int, int]
 
 def _device_name(device: str | None, shipped_dir: Path, dry_run: bool) -> tuple[str, Any]:
     """(device_name, GpuInfo or None); a real run needs a visible GPU of that name."""
-    from tuner.inputs.devices import matches, resolve, visible_gpus
+    from tuner.inputs.devices import matches, resolve
+    from tuner.run.gpus import visible_gpus
 
     gpus = visible_gpus()
     if device is None:

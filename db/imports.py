@@ -14,6 +14,7 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from db.devices import get_or_create_device
 from db.engine import dialect_insert
 from db.models import Device, ImportedFile, utcnow
 
@@ -94,8 +95,6 @@ def record_import(
     Raises:
         ValueError: an empty or over-long label, no entries, or a bad device_name.
     """
-    from db.repo import get_or_create_device  # db.repo re-exports this module
-
     if not label.strip() or len(label) > MAX_LABEL:
         raise ValueError(f"label must be 1..{MAX_LABEL} characters, got {len(label)}")
     if not configs:

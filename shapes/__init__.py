@@ -1,1 +1,2 @@
-"""GEMM shapes (N, K) per model and tensor-parallel size, as data files; loaded by tuner.shapes."""
+"""GEMM shapes (N, K) per model and tensor-parallel size, as data files; loaded by
+tuner.inputs.shapes."""

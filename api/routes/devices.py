@@ -13,13 +13,15 @@ from api import schemas
 from api.archive import build_zip
 from api.deps import SessionDep, SettingsDep
 from db import repo
-from tuner.files.merge import DeviceFiles, build_device_files
-from tuner.files.provenance import (
-    Provenance,
-    current_provenance,
-    installed_triton_minor,
-    triton_minor,
+from tuner.files.device import (
+    HTTP_STALE_HINT,
+    DeviceView,
+    MergeError,
+    StoreFiles,
+    device_files,
+    read_device,
 )
+from tuner.files.provenance import Provenance, triton_minor
 from tuner.inputs.devices import resolve
 from tuner.kernels.dense.naming import (
     SGLANG_NOTE,
@@ -71,51 +73,12 @@ def known_device(device_name: DeviceName, session: SessionDep) -> str:
 KnownDevice = Annotated[str, Depends(known_device)]
 
 
-def _provenance(session: Session, device_name: str) -> Provenance:
-    """The current kernel hash and Triton major.minor
-    (tuner.files.provenance.current_provenance)."""
-    return current_provenance(repo.device_environments(session, device_name=device_name),
-                              installed_triton=installed_triton_minor())
-
-
-def provenance_filters(
-    session: Session, device_name: str, allow_stale: bool
-) -> dict[str, str | None]:
-    """Keyword filters of `repo.winners` and `repo.shape_coverage`: trials of the current kernel
-    source and Triton major.minor, unless stale ones are allowed (as `tuner export`)."""
-    if allow_stale:
-        return {}
-    current = _provenance(session, device_name)
-    return {"kernel_hash": current.kernel_hash, "triton_minor": current.triton_minor}
-
-
-StaleM = dict[tuple[int, int, tuple[int, int]], tuple[int, ...]]
-
-
-def _merge(
-    session: Session, device_name: str, *, partial: bool, out_dtype: str | None, engine: str,
-    allow_stale: bool,
-) -> tuple[DeviceFiles, StaleM]:
-    scope = provenance_filters(session, device_name, allow_stale)
-    winners = repo.winners(session, device_name=device_name, out_dtype=out_dtype, **scope)
-    coverage = repo.shape_coverage(session, device_name=device_name, out_dtype=out_dtype,
-                                   **scope)
-    imported = repo.imported_configs(session, device_name=device_name)
-    stale = {(c.N, c.K, (c.block_shape[0], c.block_shape[1])): c.m_stale for c in coverage}
-    try:
-        merged = build_device_files(winners, coverage, allow_partial=partial, imported=imported,
-                                    device_name=device_name, engine=engine)
-    except ValueError as exc:  # e.g. winners of both output dtypes for one (shape, M)
-        hint = "; pick one with ?out_dtype=bfloat16 or float16" if out_dtype is None else ""
-        raise HTTPException(409, detail=f"cannot merge {device_name}: {exc}{hint}") from None
-    return merged, stale
-
-
-def device_files(
+def store_files(
     session: Session, device_name: str, *, partial: bool, out_dtype: str | None,
     engine: str = "vllm", allow_stale: bool = False,
-) -> DeviceFiles:
-    """A device's merged files: winners of the store, imported entries where no winner.
+) -> StoreFiles:
+    """A device's merged files (`tuner.files.device.device_files`): winners of the store,
+    imported entries where no winner.
 
     Winners come from trials of the current kernel source and Triton major.minor only, unless
     allow_stale.
@@ -123,33 +86,21 @@ def device_files(
     Raises:
         HTTPException: 409 if the winners cannot be merged (e.g. two output dtypes).
     """
-    return _merge(session, device_name, partial=partial, out_dtype=out_dtype, engine=engine,
-                  allow_stale=allow_stale)[0]
+    try:
+        return device_files(session, device_name, out_dtype=out_dtype, allow_stale=allow_stale,
+                            allow_partial=partial, engine=engine)
+    except MergeError as exc:  # e.g. winners of both output dtypes for one (shape, M)
+        hint = "; pick one with ?out_dtype=bfloat16 or float16" if out_dtype is None else ""
+        raise HTTPException(409, detail=f"{exc}{hint}") from None
 
 
-def _stale_note(m_missing: list[int], m_stale: tuple[int, ...]) -> str:
-    stale = sorted(set(m_missing) & set(m_stale))
-    if not stale:
-        return ""
-    return (f"; M={', '.join(map(str, stale))} only have trials of another kernel or Triton "
-            "(?allow_stale=true uses them)")
-
-
-def _shapes(
-    session: Session, device_name: str, *, out_dtype: str | None, scope: dict[str, str | None],
-    winners: list[repo.WinnerRow],
-) -> list[schemas.ShapeCoverage]:
+def _shapes(view: DeviceView) -> list[schemas.ShapeCoverage]:
     covered: dict[tuple[int, int, tuple[int, int]], set[int]] = {}
-    for row in winners:
+    for row in view.winners:
         key = (row.N, row.K, (row.block_shape[0], row.block_shape[1]))
         covered.setdefault(key, set()).add(row.M)
-    requested: dict[tuple[int, int, tuple[int, int]], list[int]] = {}
-    stale: StaleM = {}
-    for row in repo.shape_coverage(session, device_name=device_name, out_dtype=out_dtype,
-                                   **scope):
-        key = (row.N, row.K, (row.block_shape[0], row.block_shape[1]))
-        requested[key] = sorted(row.m_requested)
-        stale[key] = row.m_stale
+    requested = {key: sorted(grid) for key, grid in view.grids.items()}
+    stale = view.stale
     shapes = []
     for key in sorted(set(covered) | set(requested)):
         N, K, block_shape = key
@@ -158,7 +109,7 @@ def _shapes(
         shapes.append(schemas.ShapeCoverage(
             N=N, K=K, block_shape=block_shape, m_requested=m_requested,
             m_covered=sorted(m_covered), complete=set(m_requested) <= m_covered,
-            file_name=config_file_name(N, K, device_name, block_shape),
+            file_name=config_file_name(N, K, view.device_name, block_shape),
             m_stale=list(stale.get(key, ())),
         ))
     return shapes
@@ -177,12 +128,9 @@ def _is_current(environment: repo.EnvironmentRow, current: Provenance) -> bool:
 
 def _device(session: Session, device_name: str, *, out_dtype: str | None,
             allow_stale: bool) -> schemas.Device:
-    environments = repo.device_environments(session, device_name=device_name)
-    current = current_provenance(environments, installed_triton=installed_triton_minor())
-    scope = ({} if allow_stale else
-             {"kernel_hash": current.kernel_hash, "triton_minor": current.triton_minor})
-    winners = repo.winners(session, device_name=device_name, out_dtype=out_dtype, **scope)
-    per_environment = Counter(row.environment_id for row in winners)
+    view = read_device(session, device_name, out_dtype=out_dtype, allow_stale=allow_stale)
+    current = view.scope.current
+    per_environment = Counter(row.environment_id for row in view.winners)
     tuned_with = [
         schemas.TunedWith(
             gpu_name=e.gpu_name, compute_capability=e.compute_capability, driver=e.driver,
@@ -190,11 +138,11 @@ def _device(session: Session, device_name: str, *, out_dtype: str | None,
             kernel_hash=e.kernel_hash, trials=e.trials,
             winners=per_environment.get(e.environment_id, 0), current=_is_current(e, current),
         )
-        for e in environments
+        for e in view.environments
     ]
     return schemas.Device(
         device_name=device_name,
-        shapes=_shapes(session, device_name, out_dtype=out_dtype, scope=scope, winners=winners),
+        shapes=_shapes(view),
         current=schemas.Provenance(kernel_hash=current.kernel_hash,
                                    triton_minor=current.triton_minor),
         tuned_with=tuned_with,
@@ -273,8 +221,9 @@ def list_configs(
         HTTPException: 404 for an unknown device, 409 if the winners cannot be merged.
     """
     allow = settings.allow_partial if partial is None else partial
-    merged, stale = _merge(session, device_name, partial=allow, out_dtype=out_dtype,
-                           engine=engine, allow_stale=allow_stale)
+    read = store_files(session, device_name, partial=allow, out_dtype=out_dtype, engine=engine,
+                       allow_stale=allow_stale)
+    merged = read.files
     files = [
         schemas.ConfigFile(
             file_name=f.file_name, N=f.N, K=f.K, block_shape=f.block_shape,
@@ -286,10 +235,9 @@ def list_configs(
     ]
     skipped = [
         schemas.SkippedShape(
-            N=s.N, K=s.K, block_shape=s.block_shape, m_missing=s.m_missing,
-            reason=s.reason + _stale_note(s.m_missing, stale.get((s.N, s.K, s.block_shape), ())),
+            N=s.N, K=s.K, block_shape=s.block_shape, m_missing=s.m_missing, reason=s.reason,
         )
-        for s in merged.skipped
+        for s in read.explained(HTTP_STALE_HINT).skipped
     ]
     return schemas.DeviceConfigs(device_name=device_name, files=files, skipped=skipped,
                                  engine=engine,
@@ -323,8 +271,8 @@ def download_zip(
         HTTPException: 404 for an unknown device, 409 if the winners cannot be merged.
     """
     allow = settings.allow_partial if partial is None else partial
-    merged = device_files(session, device_name, partial=allow, out_dtype=out_dtype, engine=engine,
-                          allow_stale=allow_stale)
+    merged = store_files(session, device_name, partial=allow, out_dtype=out_dtype, engine=engine,
+                         allow_stale=allow_stale).files
     suffix = "" if engine == "vllm" else f"-{engine}"
     return _download(build_zip(device_name, merged, engine=engine), media_type="application/zip",
                      filename=f"{device_name}-configs{suffix}.zip", if_none_match=if_none_match,
@@ -362,8 +310,9 @@ def download_file(
             device's files); 409 if the winners cannot be merged.
     """
     allow = settings.allow_partial if partial is None else partial
-    merged, stale = _merge(session, device_name, partial=allow, out_dtype=out_dtype,
-                           engine=engine, allow_stale=allow_stale)
+    read = store_files(session, device_name, partial=allow, out_dtype=out_dtype, engine=engine,
+                       allow_stale=allow_stale)
+    merged = read.files
     names = ", ".join(f.file_name for f in merged.files) or "(none)"
     try:
         wanted = parse_config_file_name(file_name)
@@ -381,6 +330,6 @@ def download_file(
     for s in merged.skipped:
         if (s.N, s.K, s.block_shape) == key:
             hint = "; ?partial=true serves what there is" if s.m_missing and not allow else ""
-            hint += _stale_note(s.m_missing, stale.get(key, ()))
+            hint += read.stale_reason(s, HTTP_STALE_HINT)
             raise HTTPException(404, detail=f"no file {wanted.name!r} yet: {s.reason}{hint}")
     raise HTTPException(404, detail=f"no file {wanted.name!r} for {device_name}; files: {names}")

@@ -14,10 +14,8 @@ from api.routes.devices import (
     KnownDevice,
     OutDtype,
     Partial,
-    device_files,
-    provenance_filters,
+    store_files,
 )
-from db import repo
 from tuner.files.mounts import (
     DEFAULT_HOST_DIR,
     DEFAULT_SITE_PACKAGES,
@@ -69,12 +67,11 @@ def read_mounts(
             path or a bad allow_stale.
     """
     allow = settings.allow_partial if partial is None else partial
-    merged = device_files(session, device_name, partial=allow, out_dtype=out_dtype, engine=engine,
-                          allow_stale=allow_stale)
+    read = store_files(session, device_name, partial=allow, out_dtype=out_dtype, engine=engine,
+                       allow_stale=allow_stale)
+    merged = read.files
     if not merged.files:
-        stale = 0 if allow_stale else repo.stale_trials(
-            session, device_name=device_name,
-            **provenance_filters(session, device_name, allow_stale))
+        stale = read.view.scope.stale_trials
         hint = (f"; {stale} ok trial(s) of another kernel or Triton left out "
                 "(?allow_stale=true uses them)" if stale else "")
         raise HTTPException(404, detail=f"{device_name} has no complete file to mount yet; "

@@ -11,8 +11,9 @@ from sqlalchemy.orm import Session
 import tuner
 from api.deps import SessionDep
 from api.report import ReportRow, ReportScope, ShapeReport, render_report
-from api.routes.devices import AllowStale, KnownDevice, OutDtype, provenance_filters
+from api.routes.devices import AllowStale, KnownDevice, OutDtype
 from db import repo
+from tuner.files.device import read_device
 
 router = APIRouter(prefix="/devices", tags=["report"])
 
@@ -53,14 +54,11 @@ def read_report(device_name: KnownDevice, session: SessionDep,
     Raises:
         HTTPException: 404 for an unknown device.
     """
-    filters = provenance_filters(session, device_name, allow_stale)
-    winners = repo.winners(session, device_name=device_name, out_dtype=out_dtype, **filters)
-    coverage = {(c.N, c.K, c.block_shape): c
-                for c in repo.shape_coverage(session, device_name=device_name,
-                                             out_dtype=out_dtype, **filters)}
-    imported = repo.imported_configs(session, device_name=device_name)
+    view = read_device(session, device_name, out_dtype=out_dtype, allow_stale=allow_stale)
+    coverage = {(c.N, c.K, c.block_shape): c for c in view.coverage}
+    imported = view.imported
     by_shape: dict[tuple[int, int, tuple[int, int]], dict[int, ReportRow]] = {}
-    for w in winners:
+    for w in view.winners:
         by_shape.setdefault((w.N, w.K, w.block_shape), {})[w.M] = _row(session, w)
     shapes = []
     for key in sorted(set(by_shape) | set(coverage)):
@@ -76,12 +74,12 @@ def read_report(device_name: KnownDevice, session: SessionDep,
             m_requested=cov.m_requested if cov else (), models=cov.models if cov else (),
             m_stale=tuple(cov.m_stale) if cov else (),
         ))
+    current = view.scope.current
     scope = ReportScope(allow_stale=True) if allow_stale else ReportScope(
-        allow_stale=False, kernel_hash=filters["kernel_hash"],
-        triton_minor=filters["triton_minor"],
-        stale_trials=repo.stale_trials(session, device_name=device_name, **filters),
+        allow_stale=False, kernel_hash=current.kernel_hash, triton_minor=current.triton_minor,
+        stale_trials=view.scope.stale_trials,
     )
-    environments = [asdict(e) for e in repo.device_environments(session, device_name=device_name)]
+    environments = [asdict(e) for e in view.environments]
     ceilings = repo.device_ceilings(session, device_name=device_name)
     html = render_report(device_name, shapes, environments, version=tuner.__version__,
                          out_dtype=out_dtype, ceilings=ceilings, scope=scope)

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
+import tuner.files.device
 from api.app import create_app
-from api.routes import devices
 from api.settings import Settings
 from db import repo
 from db.engine import open_store, session_scope
@@ -175,7 +175,7 @@ def test_zip_allow_stale(client: TestClient) -> None:
 def test_without_triton_the_newest_tuned_triton_is_current(
     client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(devices, "installed_triton_minor", lambda: None)
+    monkeypatch.setattr(tuner.files.device, "installed_triton_minor", lambda: None)
     (device,) = client.get("/devices").json()
     newest = max(("3.5", installed_triton_minor()), key=lambda v: tuple(map(int, v.split("."))))
     assert device["current"]["triton_minor"] == newest

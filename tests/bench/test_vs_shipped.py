@@ -111,17 +111,17 @@ def test_gpu_run_wiring_with_fakes(tmp_path, capsys, monkeypatch):
     """The CUDA path of main() with the GPU parts replaced: what it writes, and where."""
     import torch
 
-    import tuner.inputs.devices
     import tuner.measure.roofline
     import tuner.measure.runner
+    import tuner.run.gpus
     import tuner.run.worker
-    from tuner.inputs.devices import GpuInfo
+    from tuner.run.gpus import GpuInfo
 
     log = []
     env = {"gpu_name": "NVIDIA H200", "compute_capability": "9.0", "torch": "2.11.0",
            "triton": "3.6.0", "tuner": "0.1.0", "cuda": "12.8", "driver": "570.1",
            "kernel_hash": "abc"}
-    monkeypatch.setattr(tuner.inputs.devices, "visible_gpus",
+    monkeypatch.setattr(tuner.run.gpus, "visible_gpus",
                         lambda: [GpuInfo(0, "0", "NVIDIA H200", "NVIDIA_H200", "9.0")])
     monkeypatch.setattr(torch.cuda, "set_device", lambda index: log.append(("device", index)))
     monkeypatch.setattr(tuner.run.worker, "collect_environment", lambda backend: env)

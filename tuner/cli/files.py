@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated
 
@@ -20,8 +19,8 @@ from tuner.cli.options import (
     device_in_store,
     fail,
     open_db,
+    store_files,
 )
-from tuner.files.merge import DeviceFiles
 
 
 def export(
@@ -51,10 +50,10 @@ def export(
     _, engine = open_db(db, must_exist=True)
     with session_scope(engine) as session:
         device_name = device_in_store(session, device)
-    read = read_files(engine, device_name, out_dtype=out_dtype.value if out_dtype else None,
-                      allow_stale=allow_stale, allow_partial=allow_partial,
-                      engine_name=engine_name.value, hint="; pick one with --out-dtype")
-    result = read.files
+    read = store_files(engine, device_name, out_dtype=out_dtype.value if out_dtype else None,
+                       allow_stale=allow_stale, allow_partial=allow_partial,
+                       engine_name=engine_name.value, hint="; pick one with --out-dtype")
+    result = read.explained()
     if engine_name == "sglang":
         typer.echo(f"note: {SGLANG_NOTE}", err=True)
     try:
@@ -73,71 +72,6 @@ def export(
         because = (f"; {read.stale_skips} shape(s) lack winners because their trials are stale: "
                    "--allow-stale uses them" if read.stale_skips else "")
         raise fail(f"no file written{because}", 1)
-
-
-@dataclass(frozen=True)
-class StoreFiles:
-    """The files a device's store gives, as `tuner export` writes them.
-
-    Attributes:
-        files: the merged files, and the shapes skipped with their reasons (a reason names the
-            M that only have stale trials, if any).
-        grids: (N, K, block_shape) -> the M grid of the shape's sweeps.
-        stale_skips: shapes skipped because their trials are stale.
-        stale_note: the line printed about stale trials left out, or None when none were.
-    """
-
-    files: DeviceFiles
-    grids: dict[tuple[int, int, tuple[int, int]], tuple[int, ...]]
-    stale_skips: int
-    stale_note: str | None = None
-
-
-def read_files(engine, device_name: str, *, out_dtype: str | None, allow_stale: bool,
-               allow_partial: bool, engine_name: str = "vllm", hint: str = "") -> StoreFiles:
-    """Merge the winners of a device into vLLM files, as `tuner export` and `tuner verify` read
-    them: trials of the current kernel source and Triton major.minor unless allow_stale (the
-    note on stale trials left out is printed on stderr), imported entries filling M without a
-    winner.
-
-    Args:
-        engine: the store's engine.
-        device_name: vLLM's device key, present in the store.
-        out_dtype: only sweeps with this output dtype; None for all.
-        allow_stale: also trials of another kernel source or Triton major.minor.
-        allow_partial: also files of shapes whose M grid is not fully tuned.
-        engine_name: file-name spelling, "vllm" or "sglang".
-        hint: appended to the error line when the winners cannot be merged.
-
-    Raises:
-        typer.Exit: the winners cannot be merged (one line, exit 2).
-    """
-    from db import repo
-    from tuner.cli.store import provenance_scope, stale_m, stale_reason
-    from tuner.files.merge import build_device_files
-
-    with session_scope(engine) as session:
-        scope, note = provenance_scope(session, device_name, allow_stale)
-        winners = repo.winners(session, device_name=device_name, out_dtype=out_dtype, **scope)
-        coverage = repo.shape_coverage(session, device_name=device_name, out_dtype=out_dtype,
-                                       **scope)
-        imported = repo.imported_configs(session, device_name=device_name)
-    if note is not None:
-        typer.echo(note, err=True)
-    try:
-        files = build_device_files(winners, coverage, allow_partial=allow_partial,
-                                   imported=imported, device_name=device_name,
-                                   engine=engine_name)
-    except ValueError as exc:
-        raise fail(f"cannot merge {device_name}: {exc}{hint}") from None
-    stale = stale_m(coverage)
-    reasons = [stale_reason(item.m_missing, stale.get((item.N, item.K, item.block_shape), ()))
-               for item in files.skipped]
-    skipped = [replace(item, reason=item.reason + reason)
-               for item, reason in zip(files.skipped, reasons, strict=True)]
-    grids = {(row.N, row.K, tuple(row.block_shape)): tuple(row.m_requested) for row in coverage}
-    return StoreFiles(DeviceFiles(files=files.files, skipped=skipped), grids,
-                      sum(map(bool, reasons)), note)
 
 
 def winners(
@@ -159,17 +93,17 @@ def winners(
     torch's FP8 matrix product.
     """
     from db import repo
-    from tuner.cli.store import provenance_scope
+    from tuner.files.device import read_device
     from tuner.kernels.config import KernelConfig
     from tuner.measure.roofline import roofline
 
     _, engine = open_db(db, must_exist=True)
     with session_scope(engine) as session:
         device_name = device_in_store(session, device)
-        scope, note = provenance_scope(session, device_name, allow_stale)
-        rows = repo.winners(session, device_name=device_name,
-                            out_dtype=out_dtype.value if out_dtype else None, **scope)
+        view = read_device(session, device_name, allow_stale=allow_stale,
+                           out_dtype=out_dtype.value if out_dtype else None)
         ceilings = repo.device_ceilings(session, device_name=device_name)
+    rows, note = view.winners, view.scope.note(device_name)
     columns = ["N", "K", "M", "winner", "latency_us", "default_us", "speedup", "spread_us",
                "GB/s", "TFLOP/s"]
     if ceilings:

@@ -195,12 +195,8 @@ def resolve_backend(device: str, replay: Path | None, *, need_device: bool = Tru
     With need_device=False a GPU model that no visible GPU matches is still accepted (its vLLM
     key, for creating a sweep that workers on other hosts run).
     """
-    from tuner.inputs.devices import (
-        INTERPRETER_DEVICE_NAME,
-        is_interpreter,
-        matches,
-        visible_gpus,
-    )
+    from tuner.inputs.devices import INTERPRETER_DEVICE_NAME, is_interpreter, matches
+    from tuner.run.gpus import visible_gpus
 
     if replay is not None:
         from tuner.search.replay import load_landscape
@@ -236,3 +232,39 @@ def vllm_key(device: str) -> str:
     if not re.fullmatch(DEVICE_NAME_PATTERN, name):
         raise fail(f"--device {device!r} is not a GPU model name such as L20 or NVIDIA_H200")
     return name
+
+
+def store_files(engine, device_name: str, *, out_dtype: str | None, allow_stale: bool,
+                allow_partial: bool, engine_name: str = "vllm", hint: str = ""):
+    """A device's files from the store (`tuner.files.device.device_files`), for `tuner export`,
+    `verify` and `mounts`; the note on stale trials left out goes to stderr.
+
+    Args:
+        engine: the store's engine.
+        device_name: vLLM's device key, present in the store.
+        out_dtype: only sweeps with this output dtype; None for all.
+        allow_stale: also trials of another kernel source or Triton major.minor.
+        allow_partial: also files of shapes whose M grid is not fully tuned.
+        engine_name: file-name spelling, "vllm" or "sglang".
+        hint: appended to the error line when the winners cannot be merged.
+
+    Returns:
+        `tuner.files.device.StoreFiles`.
+
+    Raises:
+        typer.Exit: the winners cannot be merged (one line, exit 2).
+    """
+    from db.engine import session_scope
+    from tuner.files.device import MergeError, device_files
+
+    try:
+        with session_scope(engine) as session:
+            read = device_files(session, device_name, out_dtype=out_dtype,
+                                allow_stale=allow_stale, allow_partial=allow_partial,
+                                engine=engine_name)
+    except MergeError as exc:
+        raise fail(f"{exc}{hint}") from None
+    note = read.view.scope.note(device_name)
+    if note is not None:
+        typer.echo(note, err=True)
+    return read

@@ -20,6 +20,7 @@ from tuner.cli.options import (
     fail,
     masked,
     open_db,
+    store_files,
 )
 
 
@@ -41,49 +42,6 @@ EngineOpt = Annotated[
 
 def _plain(text: str) -> None:
     console.print(text, soft_wrap=True, markup=False, highlight=False)
-
-
-def provenance_scope(session, device_name: str,
-                     allow_stale: bool) -> tuple[dict[str, str | None], str | None]:
-    """The provenance filter of `repo.winners` and `repo.shape_coverage` for a device, and the
-    note to print about the trials it leaves out.
-
-    Current means this package's kernel hash and the installed Triton's major.minor (without
-    triton: the newest of the device's environments with the current kernel hash; see
-    `tuner.files.provenance.current_provenance`).
-
-    Returns:
-        ({"kernel_hash": ..., "triton_minor": ...}, a one-line note or None when nothing is left
-        out); ({}, None) with allow_stale.
-    """
-    from db import repo
-    from tuner.files.provenance import current_provenance, installed_triton_minor
-
-    if allow_stale:
-        return {}, None
-    current = current_provenance(repo.device_environments(session, device_name=device_name),
-                                 installed_triton=installed_triton_minor())
-    scope = {"kernel_hash": current.kernel_hash, "triton_minor": current.triton_minor}
-    stale = repo.stale_trials(session, device_name=device_name, **scope)
-    if not stale:
-        return scope, None
-    return scope, (f"note: left out {stale} ok trial(s) of {device_name} timed with another "
-                   f"kernel or Triton than the current (kernel {current.kernel_hash[:12]}, "
-                   f"triton {current.triton_minor or 'any'}); --allow-stale uses them")
-
-
-def stale_m(coverage) -> dict[tuple[int, int, tuple[int, int]], tuple[int, ...]]:
-    """(N, K, block_shape) -> the M whose trials are all stale (`ShapeCoverage.m_stale`)."""
-    return {(c.N, c.K, tuple(c.block_shape)): c.m_stale for c in coverage if c.m_stale}
-
-
-def stale_reason(m_missing, m_stale) -> str:
-    """What to add to a skipped shape's reason when stale trials made it partial; or ""."""
-    stale = sorted(set(m_missing) & set(m_stale))
-    if not stale:
-        return ""
-    return (f"; M={', '.join(map(str, stale))} only have trials of another kernel or Triton "
-            "(--allow-stale uses them)")
 
 
 def import_files(
@@ -268,15 +226,14 @@ def _folder_file_names(folder: Path, device: str) -> tuple[list[str], str]:
 def _store_file_names(device: str, engine: str, allow_partial: bool, db: str | None, *,
                       allow_stale: bool = False) -> tuple[list[str], str]:
     from db.engine import session_scope
-    from tuner.cli.files import read_files  # here: both modules load with tuner.cli.app
 
     _, store = open_db(db, must_exist=True)
     with session_scope(store) as session:
         device_name = device_in_store(session, device)
-    read = read_files(store, device_name, out_dtype=None, allow_stale=allow_stale,
-                      allow_partial=allow_partial, engine_name=engine)
+    read = store_files(store, device_name, out_dtype=None, allow_stale=allow_stale,
+                       allow_partial=allow_partial, engine_name=engine)
     if not read.files.files:
-        stale = "; --allow-stale also uses stale trials" if read.stale_note is not None else ""
+        stale = "; --allow-stale also uses stale trials" if read.view.scope.stale_trials else ""
         raise fail(f"{device_name} has no complete file yet; --allow-partial mounts what there "
                    f"is{stale}")
     return [f.file_name for f in read.files.files], device_name

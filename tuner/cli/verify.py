@@ -32,6 +32,7 @@ from tuner.cli.options import (
     parse_m_values,
     print_sweep_summary,
     resolve_backend,
+    store_files,
 )
 from tuner.compare.verify import (
     PointResult,
@@ -92,7 +93,7 @@ def _use_backend(backend: str, visible: Sequence[str | None]) -> None:
         raise fail("TRITON_INTERPRET=1 is set: unset it to verify on a GPU")
     import torch
 
-    from tuner.inputs.devices import visible_gpus
+    from tuner.run.gpus import visible_gpus
 
     index = next(gpu.index for gpu in visible_gpus() if gpu.visible_id == visible[0])
     torch.cuda.set_device(index)
@@ -285,8 +286,9 @@ def _fix(fixer: Fixer, results: list[ShapeVerification], model_shapes: ModelShap
         files = read()
         try:
             again, missing = _verify_files(
-                model_shapes, files.files, files.grids, grid=grid, only_shapes=set(offending),
-                make_runner=make_runner, rounds=rounds, title=f"after --fix pass {fix_pass}")
+                model_shapes, files.explained(), files.view.grids, grid=grid,
+                only_shapes=set(offending), make_runner=make_runner, rounds=rounds,
+                title=f"after --fix pass {fix_pass}")
         except KeyboardInterrupt:
             raise fail("interrupted", 130) from None
         for line in missing:
@@ -362,9 +364,6 @@ def verify(
     except (UnknownModelError, ValueError) as exc:
         raise fail(str(exc).strip("'\"")) from None
     candidates = load_configs(configs)
-    from tuner.cli.files import (
-        read_files,  # here: cli_files and this module load with tuner.cli.app
-    )
 
     url, engine = open_db(db, must_exist=True)
     with session_scope(engine) as session:
@@ -377,9 +376,9 @@ def verify(
                   trial_timeout=trial_timeout, lease=lease)
     if fix:
         fixer.finish_unfinished()
-    read = read_files(engine, device_name, out_dtype=out_dtype.value, allow_stale=allow_stale,
-                      allow_partial=allow_partial)
-    files, grids = read.files, read.grids
+    read = store_files(engine, device_name, out_dtype=out_dtype.value, allow_stale=allow_stale,
+                       allow_partial=allow_partial)
+    files, grids = read.explained(), read.view.grids
     block_shape = tuple(model_shapes.block_shape)
     have = {(file.N, file.K) for file in files.files if file.block_shape == block_shape}
     if not have & set(model_shapes.shapes):
@@ -403,7 +402,7 @@ def verify(
     _plain(summary_line(results))
     if fix:
         results = _fix(fixer, results, model_shapes, grid=grid, make_runner=make_runner,
-                       rounds=rounds, read=lambda: read_files(
+                       rounds=rounds, read=lambda: store_files(
                            engine, device_name, out_dtype=out_dtype.value,
                            allow_stale=allow_stale, allow_partial=allow_partial))
     lines = offending_lines(results)

@@ -1,11 +1,9 @@
-"""Device names as vLLM spells them, and the visible GPUs that match a `--device` argument."""
+"""Device names as vLLM spells them, and which of them a `--device` argument names."""
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 # Key of the CPU interpreter backend in the store and in file names; never a GPU's (DESIGN §5).
 INTERPRETER_DEVICE_NAME = "TRITON_INTERPRETER"
@@ -53,36 +51,3 @@ def resolve(device: str, known: Iterable[str]) -> list[str]:
     return sorted(name for name in set(known) if matches(device, name))
 
 
-@dataclass(frozen=True)
-class GpuInfo:
-    """One visible CUDA GPU.
-
-    Attributes:
-        index: torch's device index in this process.
-        visible_id: what to put in CUDA_VISIBLE_DEVICES to pin a child process to it.
-        gpu_name: torch.cuda.get_device_name(), e.g. "NVIDIA L20".
-        device_name: vLLM's key, e.g. "NVIDIA_L20".
-        compute_capability: e.g. "8.9".
-    """
-
-    index: int
-    visible_id: str
-    gpu_name: str
-    device_name: str
-    compute_capability: str
-
-
-def visible_gpus() -> list[GpuInfo]:
-    """The CUDA GPUs this process can see, honouring CUDA_VISIBLE_DEVICES; empty without CUDA."""
-    import torch  # deferred: the API and `tuner --help` never load torch
-
-    if not torch.cuda.is_available():
-        return []
-    listed = [part.strip() for part in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
-    gpus = []
-    for index in range(torch.cuda.device_count()):
-        name = torch.cuda.get_device_name(index)
-        major, minor = torch.cuda.get_device_capability(index)
-        visible_id = listed[index] if index < len(listed) and listed[index] else str(index)
-        gpus.append(GpuInfo(index, visible_id, name, vllm_device_name(name), f"{major}.{minor}"))
-    return gpus

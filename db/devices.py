@@ -1,0 +1,99 @@
+"""Devices and the environments trials ran in: found or added by one race-safe statement each.
+
+Re-exported by `db.repo`; like the repository functions these take a Session, are keyword-only,
+and do not commit."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from db.engine import dialect_insert
+from db.models import Device, Environment, utcnow
+
+
+def _check_device_name(device_name: str) -> None:
+    # vLLM's key replaces whitespace and '/' by '_' (DESIGN §7); it ends up in file names.
+    if not device_name or any(c.isspace() or c == "/" for c in device_name):
+        raise ValueError(f"device_name {device_name!r} must be vLLM's key, e.g. NVIDIA_L20")
+
+
+def get_or_create_device(session: Session, *, device_name: str) -> int:
+    """Find or add a device by its device_name key.
+
+    Args:
+        session: the open session.
+        device_name: vLLM's key, e.g. `NVIDIA_L20`, or `TRITON_INTERPRETER`.
+
+    Returns:
+        The device_id.
+
+    Raises:
+        ValueError: the name is empty or contains whitespace or '/'.
+    """
+    _check_device_name(device_name)
+    find = select(Device.device_id).where(Device.device_name == device_name)
+    device_id = session.scalar(find)
+    if device_id is None:
+        session.execute(
+            dialect_insert(session, Device)
+            .values(device_name=device_name, created_at=utcnow())
+            .on_conflict_do_nothing(index_elements=["device_name"])
+        )
+        device_id = session.scalars(find).one()
+    return device_id
+
+
+def get_or_create_environment(
+    session: Session,
+    *,
+    device_name: str,
+    gpu_name: str,
+    compute_capability: str,
+    driver: str,
+    cuda: str,
+    torch: str,
+    triton: str,
+    tuner: str,
+    kernel_hash: str,
+) -> int:
+    """Find or add the environment trials ran in; pass "" for a value that does not apply.
+
+    Args:
+        session: the open session.
+        device_name: vLLM's device key.
+        gpu_name: the GPU's name as the driver reports it, e.g. "NVIDIA L20".
+        compute_capability: e.g. "8.9"; "" on the interpreter.
+        driver: driver version.
+        cuda: CUDA version torch was built with.
+        torch: torch version.
+        triton: triton version.
+        tuner: this package's version.
+        kernel_hash: hash of the kernel source.
+
+    Returns:
+        The environment_id.
+    """
+    values = {
+        "device_id": get_or_create_device(session, device_name=device_name),
+        "gpu_name": gpu_name,
+        "compute_capability": compute_capability,
+        "driver": driver,
+        "cuda": cuda,
+        "torch": torch,
+        "triton": triton,
+        "tuner": tuner,
+        "kernel_hash": kernel_hash,
+    }
+    find = select(Environment.environment_id).where(
+        *(getattr(Environment, name) == value for name, value in values.items())
+    )
+    environment_id = session.scalar(find)
+    if environment_id is None:
+        session.execute(
+            dialect_insert(session, Environment)
+            .values(**values)
+            .on_conflict_do_nothing(index_elements=list(values))
+        )
+        environment_id = session.scalars(find).one()
+    return environment_id

@@ -1,0 +1,209 @@
+"""The one path from the store to a device's files: which trials count (provenance scope),
+winners, coverage and imports read in one session, then the merge and its notes.
+
+`tuner export`, `verify`, `mounts`, the HTML report and every HTTP route read a device through
+`read_device` (the store's view) or `device_files` (that view merged into files); none of them
+re-assembles the pieces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from sqlalchemy.orm import Session
+
+from db import repo
+from tuner.files.merge import DeviceFiles, SkippedShape, build_device_files
+from tuner.files.provenance import Provenance, current_provenance, installed_triton_minor
+
+ShapeKey = tuple[int, int, tuple[int, int]]  # (N, K, block_shape)
+
+# How each front end tells a user to take stale trials too.
+CLI_STALE_HINT = "--allow-stale"
+HTTP_STALE_HINT = "?allow_stale=true"
+
+
+class MergeError(ValueError):
+    """A device's winners cannot be merged into files (e.g. winners of two output dtypes for
+    one (shape, M)); the message starts with `cannot merge <device_name>:`."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which trials count for a device: those of the current kernel source and Triton
+    major.minor (`current`), unless stale ones are allowed.
+
+    Attributes:
+        allow_stale: every trial counts.
+        current: the current provenance (`tuner.files.provenance.current_provenance`).
+        stale_trials: ok trials the scope leaves out (0 with allow_stale).
+    """
+
+    allow_stale: bool
+    current: Provenance
+    stale_trials: int
+
+    @property
+    def filters(self) -> dict[str, str | None]:
+        """Keyword filters of `repo.winners`, `repo.shape_coverage` and `repo.stale_trials`."""
+        if self.allow_stale:
+            return {}
+        return {"kernel_hash": self.current.kernel_hash, "triton_minor": self.current.triton_minor}
+
+    def note(self, device_name: str) -> str | None:
+        """The line the CLI prints about stale trials left out, or None when none were."""
+        if not self.stale_trials:
+            return None
+        return (f"note: left out {self.stale_trials} ok trial(s) of {device_name} timed with "
+                f"another kernel or Triton than the current (kernel "
+                f"{self.current.kernel_hash[:12]}, triton {self.current.triton_minor or 'any'}); "
+                f"{CLI_STALE_HINT} uses them")
+
+
+@dataclass(frozen=True)
+class DeviceView:
+    """What the store holds for a device, within a scope: read in one session.
+
+    Attributes:
+        device_name: vLLM's device key.
+        out_dtype: the output dtype read, or None for all.
+        scope: which trials count.
+        environments: the device's environments (`repo.device_environments`).
+        winners: one per (shape, M, out_dtype) (`repo.winners`).
+        coverage: one per shape (`repo.shape_coverage`).
+        imported: imported entries per shape (`repo.imported_configs`).
+    """
+
+    device_name: str
+    out_dtype: str | None
+    scope: Scope
+    environments: list[repo.EnvironmentRow]
+    winners: list[repo.WinnerRow]
+    coverage: list[repo.ShapeCoverage]
+    imported: dict[ShapeKey, repo.ImportedShape] = field(default_factory=dict)
+
+    @property
+    def grids(self) -> dict[ShapeKey, tuple[int, ...]]:
+        """(N, K, block_shape) -> the M grid of the shape's sweeps."""
+        return {_key(row): tuple(row.m_requested) for row in self.coverage}
+
+    @property
+    def stale(self) -> dict[ShapeKey, tuple[int, ...]]:
+        """(N, K, block_shape) -> the M whose ok trials are all stale."""
+        return {_key(row): tuple(row.m_stale) for row in self.coverage}
+
+    def merge(self, *, allow_partial: bool, engine: str = "vllm") -> DeviceFiles:
+        """The device's files: winners merged with the no-regression rule, imported entries
+        filling M without a winner (`tuner.files.merge.build_device_files`).
+
+        Raises:
+            MergeError: the winners cannot be merged.
+        """
+        try:
+            return build_device_files(self.winners, self.coverage, allow_partial=allow_partial,
+                                      imported=self.imported, device_name=self.device_name,
+                                      engine=engine)
+        except ValueError as exc:
+            raise MergeError(f"cannot merge {self.device_name}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class StoreFiles:
+    """A device's files as the store gives them, with what the store said on the way.
+
+    Attributes:
+        view: what was read.
+        files: the merged files and the shapes left out (raw reasons).
+    """
+
+    view: DeviceView
+    files: DeviceFiles
+
+    def stale_reason(self, skipped: SkippedShape, hint: str = CLI_STALE_HINT) -> str:
+        """What to add to a skipped shape's reason when stale trials made it partial, or ""."""
+        stale = sorted(set(skipped.m_missing) & set(self.view.stale.get(_key(skipped), ())))
+        if not stale:
+            return ""
+        return (f"; M={', '.join(map(str, stale))} only have trials of another kernel or Triton "
+                f"({hint} uses them)")
+
+    def explained(self, hint: str = CLI_STALE_HINT) -> DeviceFiles:
+        """The files, with each skipped shape's reason naming the M that have only stale
+        trials (and `hint`, how to use them)."""
+        skipped = [replace(item, reason=item.reason + self.stale_reason(item, hint))
+                   for item in self.files.skipped]
+        return DeviceFiles(files=self.files.files, skipped=skipped)
+
+    @property
+    def stale_skips(self) -> int:
+        """Shapes left out because some of their M have only stale trials."""
+        return sum(bool(self.stale_reason(item)) for item in self.files.skipped)
+
+
+def _key(row) -> ShapeKey:
+    return (row.N, row.K, (row.block_shape[0], row.block_shape[1]))
+
+
+def read_scope(session: Session, device_name: str, allow_stale: bool, *,
+               environments: list[repo.EnvironmentRow] | None = None) -> Scope:
+    """Which of a device's trials count (see `Scope`); counts the ok trials it leaves out.
+
+    Args:
+        session: an open session.
+        device_name: vLLM's device key, as stored.
+        allow_stale: every trial counts.
+        environments: the device's environments when already read.
+    """
+    if environments is None:
+        environments = repo.device_environments(session, device_name=device_name)
+    current = current_provenance(environments, installed_triton=installed_triton_minor())
+    if allow_stale:
+        return Scope(True, current, 0)
+    stale = repo.stale_trials(session, device_name=device_name, kernel_hash=current.kernel_hash,
+                              triton_minor=current.triton_minor)
+    return Scope(False, current, stale)
+
+
+def read_device(session: Session, device_name: str, *, out_dtype: str | None,
+                allow_stale: bool) -> DeviceView:
+    """Read what the store holds for a device: its scope, environments, winners, coverage and
+    imported entries.
+
+    Args:
+        session: an open session.
+        device_name: vLLM's device key, as stored.
+        out_dtype: only sweeps with this output dtype; None for all.
+        allow_stale: also trials of another kernel source or Triton major.minor.
+    """
+    environments = repo.device_environments(session, device_name=device_name)
+    scope = read_scope(session, device_name, allow_stale, environments=environments)
+    filters = scope.filters
+    return DeviceView(
+        device_name=device_name, out_dtype=out_dtype, scope=scope, environments=environments,
+        winners=repo.winners(session, device_name=device_name, out_dtype=out_dtype, **filters),
+        coverage=repo.shape_coverage(session, device_name=device_name, out_dtype=out_dtype,
+                                     **filters),
+        imported=repo.imported_configs(session, device_name=device_name),
+    )
+
+
+def device_files(session: Session, device_name: str, *, out_dtype: str | None,
+                 allow_stale: bool, allow_partial: bool, engine: str = "vllm") -> StoreFiles:
+    """Turn the store into a device's files: `read_device`, then the merge.
+
+    Winners come from trials of the current kernel source and Triton major.minor unless
+    allow_stale; measured winners beat imported entries, which fill M without a winner.
+
+    Args:
+        session: an open session.
+        device_name: vLLM's device key, as stored.
+        out_dtype: only sweeps with this output dtype; None for all.
+        allow_stale: also trials of another kernel source or Triton major.minor.
+        allow_partial: also files of shapes whose M grid is not fully tuned.
+        engine: file-name spelling, "vllm" or "sglang".
+
+    Raises:
+        MergeError: the winners cannot be merged (e.g. two output dtypes for one (shape, M)).
+    """
+    view = read_device(session, device_name, out_dtype=out_dtype, allow_stale=allow_stale)
+    return StoreFiles(view, view.merge(allow_partial=allow_partial, engine=engine))
