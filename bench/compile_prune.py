@@ -23,16 +23,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tuner.kernels.dense.space import default_config, vllm_space  # noqa: E402
-from tuner.measure.compile import (  # noqa: E402
-    MAX_SHARED_BYTES,
-    CompileCache,
-    compile_infos,
-    launch_problem,
-)
+from tuner.measure.compile import compile_infos
+from tuner.measure.compile_cache import CompileCache
+from tuner.measure.resources import MAX_SHARED_BYTES, launch_problem  # noqa: E402
 
 ARCHS = (89, 90)  # compute capabilities to compile for: Ada (L20, L40S), Hopper (H100, H200)
 N, K = 5120, 3072  # a Qwen3.8-27B TP2 shape (DESIGN §11)
-M = 4096  # any M divisible by 16 gives the same binary (tuner.measure.compile.specialization_key)
+M = 4096  # any M divisible by 16 gives the same binary (tuner.measure.resources.specialization_key)
 BLOCK_SHAPE = (128, 128)  # [group_n, group_k] of the weight scales
 OUT_DTYPE = "bfloat16"  # what serving uses
 WORKERS = None  # compile processes; None: CPU count minus one

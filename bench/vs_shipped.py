@@ -9,12 +9,10 @@ and each M key of that file, three configs: ours (what our merged file would mak
 M: the store's winners with the no-regression rule of tuner.files.merge, looked up by vLLM's
 nearest-key rule), the shipped file's entry for M, and vLLM's default config. Each distinct
 config is checked against the float64 reference, then the ones that pass are re-timed
-interleaved (A B C A B C ...) in one run (tuner.measure.noise.retime_interleaved), so drift hits
-them
-alike. The copy and FP8-mm ceilings are measured once in the same run (tuner.measure.roofline) and
-our
-latency is put against them. Writes results/vs_shipped_<device_name>.json with device,
-versions, date and command.
+interleaved (A B C A B C ...) in one run (tuner.measure.noise.retime_interleaved), so drift
+hits them alike. The copy and FP8-mm ceilings are measured once in the same run
+(tuner.measure.roofline) and our latency is put against them. Writes
+results/vs_shipped_<device_name>.json with device, versions, date and command.
 """
 
 from __future__ import annotations

@@ -4,17 +4,15 @@ import pytest
 
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
-from tuner.measure.compile import (
+from tuner.measure.compile import compile_infos, compile_pool, prune
+from tuner.measure.compile_cache import CompileCache
+from tuner.measure.precompile import Precompiler
+from tuner.measure.resources import (
     MAX_SHARED_BYTES,
-    CompileCache,
     CompileInfo,
-    compile_infos,
-    compile_pool,
     launch_problem,
-    prune,
     specialization_key,
 )
-from tuner.measure.precompile import Precompiler
 from tuner.measure.trial import TrialResult, TrialStatus
 from tuner.run.compile_gate import CompileGate, likely_next
 from tuner.run.sweep import SweepTimes, format_sweep_times

@@ -11,12 +11,12 @@ import torch
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import vllm_space
 from tuner.measure import compile as compile_module
-from tuner.measure.compile import CompileCache, CompileInfo, launch_problem
+from tuner.measure.compile_cache import CompileCache
 from tuner.measure.precompile import Precompiler
+from tuner.measure.resources import CompileInfo, launch_problem
 from tuner.measure.runner import Problem
 from tuner.measure.trial import TrialStatus
-from tuner.run.compile_gate import CompileGate
-from tuner.run.worker import _Compiler
+from tuner.run.compile_gate import CompileGate, WorkerCompiler
 
 SPEC = {"arch": 90, "M": 33, "N": 512, "K": 256, "block_shape": (128, 128),
         "out_dtype": "float16"}
@@ -114,9 +114,9 @@ def test_the_worker_replaces_a_broken_pool_after_the_task(tmp_path, monkeypatch)
     monkeypatch.setattr(compile_module, "compile_pool", make_pool)
     monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (10, 3))
-    assert _Compiler.for_this_gpu(2) is None  # sm103: no known limits, no pruning
+    assert WorkerCompiler.for_this_gpu(2) is None  # sm103: no known limits, no pruning
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
-    compiler = _Compiler.for_this_gpu(2)
+    compiler = WorkerCompiler.for_this_gpu(2)
     assert compiler.arch == 90 and compiler.pool is pools[0]
     problem = Problem(33, 512, 256, (128, 128), "float16")
     gate = compiler.gate(problem, vllm_space(), CONFIGS[:1])

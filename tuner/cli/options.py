@@ -84,6 +84,11 @@ MAX_M = 2**31 - 1
 DEFAULT_M = "1,2,4,8,16,24,32,48,64,96,128,256,512,1024,1536,2048,3072,4096"
 
 
+def plain(text: str) -> None:
+    """Print a line as it is: no markup, no highlighting, wrapped only at the terminal's edge."""
+    console.print(text, soft_wrap=True, markup=False, highlight=False)
+
+
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print one line on stderr; return the Exit to raise."""
     typer.echo(f"error: {message}", err=True)

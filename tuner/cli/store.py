@@ -20,6 +20,7 @@ from tuner.cli.options import (
     fail,
     masked,
     open_db,
+    plain,
     store_files,
 )
 
@@ -38,10 +39,6 @@ EngineOpt = Annotated[
     EngineName, typer.Option("--engine", help="Serving engine: its config folder and its "
                              "file-name spelling (SGLang: block_shape=[128, 128]).")
 ]
-
-
-def _plain(text: str) -> None:
-    console.print(text, soft_wrap=True, markup=False, highlight=False)
 
 
 def import_files(
@@ -103,7 +100,7 @@ def import_files(
     for path, item, target in planned.values():
         moved = "" if target == item.name.device_name else f" (file named for " \
             f"{item.name.device_name})"
-        _plain(f"imported {path.name} for {target}{moved} as '{label}': "
+        plain(f"imported {path.name} for {target}{moved} as '{label}': "
                f"{coverage_summary(item.configs)}")
 
 
@@ -125,7 +122,7 @@ def status(
         raise fail(f"no sweep with id {sweep}; sweeps: {listed}")
     if tasks is None:
         if not sweeps:
-            _plain("no sweeps in the store yet (tuner sweep ...)")
+            plain("no sweeps in the store yet (tuner sweep ...)")
             return
         table = Table("sweep", "device", "model", "TP", "strategy", "tasks done", "running",
                       "pending", "failed", "trials ok/total", title="sweeps")

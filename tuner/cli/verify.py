@@ -30,10 +30,11 @@ from tuner.cli.options import (
     load_configs,
     open_db,
     parse_m_values,
-    print_sweep_summary,
+    plain,
     resolve_backend,
     store_files,
 )
+from tuner.cli.verify_fix import Fixer, shape_label
 from tuner.compare.verify import (
     PointResult,
     RunnerFactory,
@@ -43,7 +44,6 @@ from tuner.compare.verify import (
 )
 from tuner.files.merge import DeviceFiles
 from tuner.inputs.shapes import ModelShapes
-from tuner.kernels.config import KernelConfig
 from tuner.measure.noise import RETIME_ROUNDS
 from tuner.search.defaults import DEFAULT_TRIALS
 
@@ -52,14 +52,6 @@ FIX_STRATEGY = DEFAULT_STRATEGY_NAME  # what `tuner sweep` runs by default
 FIX_TRIALS = DEFAULT_TRIALS
 # Tune-and-check passes of `--fix`: each new key adds midpoints and neighbours to check.
 MAX_FIX_PASSES = 3
-
-
-def _plain(text: str) -> None:
-    console.print(text, soft_wrap=True, markup=False, highlight=False)
-
-
-def _shape_label(N: int, K: int) -> str:
-    return f"N={N},K={K}"
 
 
 def _runner_factory(backend: str, *, block_shape: tuple[int, int], out_dtype: str, seed: int,
@@ -79,8 +71,8 @@ def _runner_factory(backend: str, *, block_shape: tuple[int, int], out_dtype: st
 def _use_backend(backend: str, visible: Sequence[str | None]) -> None:
     """Make this process run the kernel on the interpreter, or on the first matching GPU.
 
-    TRITON_INTERPRET must be set before tuner.kernels.dense.kernel is imported (triton.jit reads it
-    then).
+    TRITON_INTERPRET must be set before tuner.kernels.dense.kernel is imported (triton.jit
+    reads it then).
     """
     interpreted = os.environ.get("TRITON_INTERPRET") == "1"
     if backend == "interpreter":
@@ -141,7 +133,7 @@ def offending_lines(results: Sequence[ShapeVerification]) -> list[str]:
         for what, values in (("slower than the default", result.slower),
                              ("failed", result.failed)):
             if values:
-                lines.append(f"{_shape_label(result.N, result.K)}: {what} at "
+                lines.append(f"{shape_label(result.N, result.K)}: {what} at "
                              f"M={', '.join(map(str, values))}")
     return lines
 
@@ -168,100 +160,20 @@ def _verify_files(
         file = by_shape.get(key)
         if file is None:
             reason = skipped.get(key, "no trials in the store")
-            missing.append(f"{_shape_label(N, K)}: no file ({reason}); vLLM runs its default "
+            missing.append(f"{shape_label(N, K)}: no file ({reason}); vLLM runs its default "
                            "config there")
             continue
         configs = file.merged.configs
         shape_grid = grid if grid is not None else sorted(set(grids.get(key, ()))
                                                            | set(VLLM_M_GRID))
         m_points = check_points(configs, shape_grid)
-        _plain(f"{_shape_label(N, K)}: keys {', '.join(map(str, configs))}; checking "
+        plain(f"{shape_label(N, K)}: keys {', '.join(map(str, configs))}; checking "
                f"{len(m_points)} M values")
         result = verify_shape(N=N, K=K, block_shape=block_shape, configs=configs,
                               m_points=m_points, make_runner=make_runner, rounds=rounds)
-        print_table(result, title=f"{_shape_label(N, K)} {title}")
+        print_table(result, title=f"{shape_label(N, K)} {title}")
         results.append(result)
     return results, missing
-
-
-class Fixer:
-    """Runs `--fix` trials: sweeps planned and run as `tuner sweep` does, so they resume alike."""
-
-    def __init__(self, engine, url: str, model_shapes: ModelShapes, *, device_name: str,
-                 backend: str, visible: Sequence[str | None], strategy: str, trials: int,
-                 configs: Sequence[KernelConfig] | None, seed: int, out_dtype: str,
-                 interpreter_reps: int, trial_timeout: float | None, lease: float) -> None:
-        self.engine, self.url, self.model_shapes = engine, url, model_shapes
-        self.device_name, self.backend, self.visible = device_name, backend, visible
-        self.strategy, self.trials, self.configs, self.seed = strategy, trials, configs, seed
-        self.out_dtype, self.interpreter_reps = out_dtype, interpreter_reps
-        self.trial_timeout, self.lease = trial_timeout, lease
-
-    def _request(self, shapes, m_values, *, strategy: str, trials: int, seed: int):
-        from tuner.run.plan import SweepRequest
-
-        return SweepRequest(
-            device_name=self.device_name, model=self.model_shapes.model, tp=self.model_shapes.tp,
-            shapes=tuple(shapes), block_shape=tuple(self.model_shapes.block_shape),
-            m_values=tuple(m_values), strategy=strategy, trials=trials, seed=seed,
-            out_dtype=self.out_dtype, configs=self.configs,
-        )
-
-    def _run(self, request, sweep_id: int) -> None:
-        from tuner.run.sweep import run_workers
-
-        try:
-            summary = run_workers(self.engine, self.url, request, sweep_id, backend=self.backend,
-                                  visible_devices=self.visible, console=console,
-                                  interpreter_reps=self.interpreter_reps,
-                                  trial_timeout_s=self.trial_timeout, lease_s=self.lease)
-        except KeyboardInterrupt:
-            raise fail("interrupted; finished trials are stored: run the same command to "
-                       "resume", 130) from None
-        print_sweep_summary(summary)
-
-    def finish_unfinished(self) -> None:
-        """Run the unfinished tasks of this device's sweeps of the model and TP over the same
-        config space first: an interrupted `--fix` (or sweep) resumes, and its files are whole."""
-        from db import repo
-        from db.engine import session_scope
-        from tuner.run.plan import space_name
-
-        space = space_name(self.configs, None)
-        shapes = self.model_shapes
-        with session_scope(self.engine) as session:
-            infos = [repo.get_sweep(session, sweep_id=row.sweep_id)
-                     for row in repo.list_sweeps(session)
-                     if (row.device_name, row.model, row.tp) == (self.device_name, shapes.model,
-                                                                 shapes.tp)
-                     and row.tasks.get("pending", 0) + row.tasks.get("running", 0)]
-        for info in infos:
-            if info.space != space:
-                _plain(f"sweep {info.sweep_id} has unfinished tasks over config space "
-                       f"{info.space}: `tuner worker --sweep {info.sweep_id}` with its "
-                       "--configs finishes them")
-                continue
-            _plain(f"resuming sweep {info.sweep_id} (M={','.join(map(str, info.m_values))})")
-            request = self._request(shapes.shapes, info.m_values, strategy=info.strategy,
-                                    trials=info.budget, seed=info.seed)
-            self._run(request, info.sweep_id)
-
-    def tune(self, offending: dict[tuple[int, int], list[int]]) -> None:
-        """One sweep per set of offending M, over the shapes that share it."""
-        from tuner.run.plan import plan
-
-        groups: dict[tuple[int, ...], list[tuple[int, int]]] = {}
-        for shape, m_values in sorted(offending.items()):
-            groups.setdefault(tuple(m_values), []).append(shape)
-        for m_values, shapes in sorted(groups.items()):
-            request = self._request(shapes, m_values, strategy=self.strategy,
-                                    trials=self.trials, seed=self.seed)
-            info, created = plan(self.engine, request)
-            _plain(f"--fix: sweep {info.sweep_id} ({'new' if created else 'resumed'}): "
-                   f"{' '.join(_shape_label(N, K) for N, K in shapes)} at "
-                   f"M={','.join(map(str, m_values))}, {self.strategy}, "
-                   f"{len(self.visible)} worker(s)")
-            self._run(request, info.sweep_id)
 
 
 def _fix(fixer: Fixer, results: list[ShapeVerification], model_shapes: ModelShapes, *,
@@ -292,11 +204,11 @@ def _fix(fixer: Fixer, results: list[ShapeVerification], model_shapes: ModelShap
         except KeyboardInterrupt:
             raise fail("interrupted", 130) from None
         for line in missing:
-            _plain(line)
+            plain(line)
         if missing:
             raise fail(f"{len(missing)} shape(s) have no file after --fix; see above", 1)
         latest.update({(result.N, result.K): result for result in again})
-        _plain(f"after --fix pass {fix_pass}: " + summary_line(again))
+        plain(f"after --fix pass {fix_pass}: " + summary_line(again))
     return list(latest.values())
 
 
@@ -382,7 +294,7 @@ def verify(
     block_shape = tuple(model_shapes.block_shape)
     have = {(file.N, file.K) for file in files.files if file.block_shape == block_shape}
     if not have & set(model_shapes.shapes):
-        reasons = "; ".join(f"{_shape_label(item.N, item.K)}: {item.reason}"
+        reasons = "; ".join(f"{shape_label(item.N, item.K)}: {item.reason}"
                             for item in files.skipped if (item.N, item.K) in
                             set(model_shapes.shapes)) or "no trials of its shapes"
         raise fail(f"no file of {model_shapes.model} TP {model_shapes.tp} on {device_name} "
@@ -390,7 +302,7 @@ def verify(
     make_runner = _runner_factory(backend, block_shape=block_shape, out_dtype=out_dtype.value,
                                   seed=seed, interpreter_reps=interpreter_reps)
     if backend == "interpreter":
-        _plain("note: the interpreter's timings are CPU timings, not a GPU's")
+        plain("note: the interpreter's timings are CPU timings, not a GPU's")
     try:
         results, missing = _verify_files(model_shapes, files, grids, grid=grid, only_shapes=None,
                                          make_runner=make_runner, rounds=rounds,
@@ -398,8 +310,8 @@ def verify(
     except KeyboardInterrupt:
         raise fail("interrupted", 130) from None
     for line in missing:
-        _plain(line)
-    _plain(summary_line(results))
+        plain(line)
+    plain(summary_line(results))
     if fix:
         results = _fix(fixer, results, model_shapes, grid=grid, make_runner=make_runner,
                        rounds=rounds, read=lambda: store_files(

@@ -1,8 +1,7 @@
 """Which kernel and Triton the current winners must come from, without importing triton or torch.
 
-The kernel hash is computed from the text of `tuner/kernels/dense/kernel.py`, so the HTTP service
-(which may
-have neither triton nor torch) and the CLI agree with the hash the workers store
+The kernel hash is computed from the text of `tuner/kernels/dense/kernel.py`, so the HTTP
+service (which may have neither triton nor torch) and the CLI agree with the hash the workers store
 (`tuner.kernels.dense.kernel.kernel_source_hash`).
 """
 

@@ -12,14 +12,9 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 from tuner.kernels.config import KernelConfig
-from tuner.measure.compile import (
-    CompileCache,
-    CompileInfo,
-    CompileJob,
-    compile_job,
-    compile_pool,
-    specialization_key,
-)
+from tuner.measure.compile import CompileJob, compile_job, compile_pool
+from tuner.measure.compile_cache import CompileCache
+from tuner.measure.resources import CompileInfo, specialization_key
 
 
 @dataclass(frozen=True)
@@ -47,10 +42,9 @@ class Precompiler:
     On a GPU host, each compile writes the binary to Triton's cache (TRITON_CACHE_DIR is
     inherited) under the key the measuring process's JIT computes for the same launch
     (`tuner.kernels.dense.target.launch_specialization` mirrors the launcher of Triton 3.6 and
-    3.9), so the
-    first launch of a precompiled config loads instead of compiling. M = 1, M % 16 == 0 and other
-    M are different specializations: a Precompiler serves one; tasks of the same shape and
-    specialization share binaries through Triton's cache.
+    3.9), so the first launch of a precompiled config loads instead of compiling. M = 1,
+    M % 16 == 0 and other M are different specializations: a Precompiler serves one; tasks of
+    the same shape and specialization share binaries through Triton's cache.
 
     Submitted configs wait in a queue and at most `2 x pool processes` are in the pool at once;
     `wait` on a queued config moves it to the front. CompileInfo (shared memory, registers,
@@ -73,9 +67,8 @@ class Precompiler:
         K: the reduction dimension.
         block_shape: [group_n, group_k].
         out_dtype: "bfloat16" or "float16".
-        pool: a pool from `tuner.measure.compile.compile_pool` to share between tasks; one is made
-        (and
-            shut down by `close`) when None.
+        pool: a pool from `tuner.measure.compile.compile_pool` to share between tasks; one is
+            made (and shut down by `close`) when None.
         workers: processes of the pool (made here when `pool` is None, or the size of `pool`).
         cache: the on-disk CompileInfo cache; default `CompileCache()`.
     """

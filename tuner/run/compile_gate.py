@@ -7,9 +7,11 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 
 from tuner.kernels.config import KernelConfig
-from tuner.measure.compile import CompileCache, launch_problem
+from tuner.measure.compile_cache import CompileCache
 from tuner.measure.precompile import Precompiler, PrecompileStats
+from tuner.measure.resources import launch_problem
 from tuner.measure.trial import TrialResult
+from tuner.run.spec import WorkerShared
 from tuner.search.axes import neighbours, space_axes
 
 
@@ -90,3 +92,52 @@ def likely_next(incumbent: KernelConfig, space: Sequence[KernelConfig]) -> list[
     singles = [c for c in neighbours(incumbent, axes) if c in allowed]
     diagonals = [c for c in neighbours(incumbent, axes, pairs=True) if c in allowed]
     return list(dict.fromkeys([*singles, *diagonals]))
+
+
+class WorkerCompiler:
+    """A CUDA worker's precompile pool, shared by its tasks: one `CompileGate` per task.
+
+    A pool that lost a process (`Precompiler.broken`) takes no more work; it is replaced when
+    the task that saw it ends, so one dead compile process does not leave every later task
+    without precompiling and pruning.
+    """
+
+    def __init__(self, workers: int, arch: int) -> None:
+        from tuner.measure.compile import compile_pool
+
+        self.arch = arch
+        self.workers = workers
+        self.pool = compile_pool(workers)
+
+    @classmethod
+    def for_this_gpu(cls, workers: int) -> WorkerCompiler | None:
+        """The compiler for the visible GPU, or None (with a line saying so) when its
+        architecture has no known resource limits (`tuner.measure.resources.MAX_SHARED_BYTES`):
+        pruning would then fail every task, so Triton compiles at first launch instead."""
+        import torch
+
+        from tuner.measure.resources import MAX_SHARED_BYTES
+
+        major, minor = torch.cuda.get_device_capability()
+        arch = 10 * major + minor
+        if arch not in MAX_SHARED_BYTES:
+            print(f"no precompiling for sm{arch}: its resource limits are not known", flush=True)
+            return None
+        return cls(workers, arch)
+
+    def gate(self, problem, space, warm) -> CompileGate:
+        """A gate for one task (a `tuner.measure.runner.Problem`) over its candidates."""
+        return CompileGate(arch=self.arch, M=problem.M, N=problem.N, K=problem.K,
+                           block_shape=problem.block_shape, out_dtype=problem.out_dtype,
+                           space=space, warm_start=warm, pool=self.pool, workers=self.workers)
+
+    def closed(self, gate, shared: WorkerShared | None) -> None:
+        from tuner.measure.compile import compile_pool
+
+        stats = gate.close()
+        if shared is not None:
+            shared.compile_s.value += stats.compile_s
+            shared.compile_wait_s.value += stats.wait_s
+        if gate.precompiler.broken:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = compile_pool(self.workers)

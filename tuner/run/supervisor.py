@@ -26,13 +26,8 @@ from datetime import timedelta
 
 from sqlalchemy.exc import DBAPIError
 
-from tuner.run.worker import (
-    EXIT_PARENT_GONE,
-    EXIT_RESTART,
-    WorkerShared,
-    WorkerSpec,
-    worker_main,
-)
+from tuner.run.spec import EXIT_PARENT_GONE, EXIT_RESTART, WorkerShared, WorkerSpec
+from tuner.run.worker import worker_main
 
 # Deaths in a row with no trial stored before a slot is given up (a worker that cannot start).
 MAX_IDLE_RESTARTS = 3

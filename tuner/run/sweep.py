@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from tuner.kernels.config import KernelConfig
 from tuner.run.plan import DEFAULT_LEASE_S, SweepRequest
-from tuner.run.worker import WorkerSpec
+from tuner.run.spec import WorkerSpec
 
 
 def worker_specs(

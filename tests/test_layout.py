@@ -1,0 +1,183 @@
+"""The layout is the architecture: imports run one way between packages, no module is in an
+import circle, no source file is over 400 lines, and each package says what lives in it."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("tuner", "db", "api")
+
+# Layers, lowest first: a package may import its own modules and those of lower layers only
+# (so two packages of one layer never import each other). `tuner` itself (the version) is
+# below all. db stands apart: it imports no tuner or api module.
+LAYERS: dict[str, int] = {
+    "tuner": -1,
+    "tuner.kernels": 0,
+    "tuner.measure": 1,
+    "tuner.inputs": 1,
+    "tuner.search": 2,
+    "tuner.files": 3,
+    "tuner.compare": 4,
+    "tuner.run": 4,
+    "api": 5,
+    "tuner.cli": 6,
+}
+# Who may touch the store, and who may speak HTTP or SQL: the kernel, measurement, search,
+# inputs and comparisons know nothing of either (DESIGN §2).
+MAY_IMPORT_DB = ("tuner.files", "tuner.run", "tuner.cli", "api", "db")
+STORE_AND_WEB = ("db", "api", "sqlalchemy", "alembic", "fastapi", "starlette", "uvicorn")
+# The HTTP service and what it imports never load torch or triton, not even lazily.
+NO_TORCH = ("tuner.files", "tuner.inputs", "tuner.kernels.family", "tuner.kernels.config",
+            "tuner.kernels.registry", "api", "db")
+MAX_LINES = 400
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if "migrations" in path.parts:
+                continue
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            found[name] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """Every module this one imports, at the top or inside a function (a lazy import still
+    makes a dependency): our modules resolved to the module, others to their top package."""
+    result: set[str] = set()
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = name.split(".")[: len(name.split(".")) - node.level + is_package]
+                base = ".".join([*parent, base] if base else parent)
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+                       for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target not in MODULES and "." in target:
+                target = target.rsplit(".", 1)[0]
+            if target != name:
+                result.add(target)
+    return result
+
+
+GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
+
+
+def _package(module: str) -> str:
+    """The layer-table entry a module belongs to (the longest matching prefix)."""
+    for prefix in sorted(LAYERS, key=len, reverse=True):
+        if module == prefix or module.startswith(prefix + "."):
+            return prefix
+    return module.split(".")[0]
+
+
+def _within(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def test_every_tuner_module_is_in_a_layer() -> None:
+    loose = [m for m in MODULES if m.startswith("tuner.") and _package(m) == "tuner"]
+    assert loose == [], "modules dropped flat into tuner/: put them in a subpackage"
+
+
+def test_imports_run_one_way_between_packages() -> None:
+    wrong = []
+    for module, targets in GRAPH.items():
+        source = _package(module)
+        for target in targets:
+            dest = _package(target)
+            if dest == source or target not in MODULES:
+                continue
+            if source == "db":
+                wrong.append(f"{module} -> {target} (db imports nothing from tuner or api)")
+            elif dest != "db" and LAYERS.get(dest, 99) >= LAYERS.get(source, -1):
+                wrong.append(f"{module} -> {target}")
+    assert wrong == []
+
+
+def test_only_the_store_side_imports_db_sqlalchemy_or_fastapi() -> None:
+    wrong = [f"{module} -> {target}" for module, targets in GRAPH.items()
+             if not _within(module, MAY_IMPORT_DB)
+             for target in targets if _within(target, STORE_AND_WEB)]
+    assert wrong == []
+
+
+def test_the_service_side_never_imports_torch_or_triton() -> None:
+    wrong = [f"{module} -> {target}" for module, targets in GRAPH.items()
+             if _within(module, NO_TORCH)
+             for target in targets if target in ("torch", "triton")]
+    assert wrong == []
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in graph:
+                continue
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                item = stack.pop()
+                on_stack.discard(item)
+                component.append(item)
+                if item == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_circle() -> None:
+    assert _cycles(GRAPH) == []
+
+
+def test_the_cycle_check_finds_a_circle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+@pytest.mark.parametrize("folder", ["tuner", "db", "api", "bench", "tests"])
+def test_no_source_file_over_400_lines(folder: str) -> None:
+    long = {str(path.relative_to(ROOT)): lines for path in sorted((ROOT / folder).rglob("*.py"))
+            if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert long == {}
+
+
+def test_every_package_says_what_lives_in_it() -> None:
+    silent = [name for name, path in MODULES.items()
+              if path.name == "__init__.py" and not ast.get_docstring(ast.parse(path.read_text()))]
+    assert silent == []

@@ -1,0 +1,94 @@
+"""The sweeps `tuner verify --fix` runs: planned and run as `tuner sweep` does, so an
+interrupted `--fix` resumes like any sweep."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from tuner.cli.options import console, fail, plain, print_sweep_summary
+from tuner.inputs.shapes import ModelShapes
+from tuner.kernels.config import KernelConfig
+
+
+def shape_label(N: int, K: int) -> str:
+    """`N=5120,K=3072`, as vLLM's file names write a shape."""
+    return f"N={N},K={K}"
+
+class Fixer:
+    """Runs `--fix` trials: sweeps planned and run as `tuner sweep` does, so they resume alike."""
+
+    def __init__(self, engine, url: str, model_shapes: ModelShapes, *, device_name: str,
+                 backend: str, visible: Sequence[str | None], strategy: str, trials: int,
+                 configs: Sequence[KernelConfig] | None, seed: int, out_dtype: str,
+                 interpreter_reps: int, trial_timeout: float | None, lease: float) -> None:
+        self.engine, self.url, self.model_shapes = engine, url, model_shapes
+        self.device_name, self.backend, self.visible = device_name, backend, visible
+        self.strategy, self.trials, self.configs, self.seed = strategy, trials, configs, seed
+        self.out_dtype, self.interpreter_reps = out_dtype, interpreter_reps
+        self.trial_timeout, self.lease = trial_timeout, lease
+
+    def _request(self, shapes, m_values, *, strategy: str, trials: int, seed: int):
+        from tuner.run.plan import SweepRequest
+
+        return SweepRequest(
+            device_name=self.device_name, model=self.model_shapes.model, tp=self.model_shapes.tp,
+            shapes=tuple(shapes), block_shape=tuple(self.model_shapes.block_shape),
+            m_values=tuple(m_values), strategy=strategy, trials=trials, seed=seed,
+            out_dtype=self.out_dtype, configs=self.configs,
+        )
+
+    def _run(self, request, sweep_id: int) -> None:
+        from tuner.run.sweep import run_workers
+
+        try:
+            summary = run_workers(self.engine, self.url, request, sweep_id, backend=self.backend,
+                                  visible_devices=self.visible, console=console,
+                                  interpreter_reps=self.interpreter_reps,
+                                  trial_timeout_s=self.trial_timeout, lease_s=self.lease)
+        except KeyboardInterrupt:
+            raise fail("interrupted; finished trials are stored: run the same command to "
+                       "resume", 130) from None
+        print_sweep_summary(summary)
+
+    def finish_unfinished(self) -> None:
+        """Run the unfinished tasks of this device's sweeps of the model and TP over the same
+        config space first: an interrupted `--fix` (or sweep) resumes, and its files are whole."""
+        from db import repo
+        from db.engine import session_scope
+        from tuner.run.plan import space_name
+
+        space = space_name(self.configs, None)
+        shapes = self.model_shapes
+        with session_scope(self.engine) as session:
+            infos = [repo.get_sweep(session, sweep_id=row.sweep_id)
+                     for row in repo.list_sweeps(session)
+                     if (row.device_name, row.model, row.tp) == (self.device_name, shapes.model,
+                                                                 shapes.tp)
+                     and row.tasks.get("pending", 0) + row.tasks.get("running", 0)]
+        for info in infos:
+            if info.space != space:
+                plain(f"sweep {info.sweep_id} has unfinished tasks over config space "
+                       f"{info.space}: `tuner worker --sweep {info.sweep_id}` with its "
+                       "--configs finishes them")
+                continue
+            plain(f"resuming sweep {info.sweep_id} (M={','.join(map(str, info.m_values))})")
+            request = self._request(shapes.shapes, info.m_values, strategy=info.strategy,
+                                    trials=info.budget, seed=info.seed)
+            self._run(request, info.sweep_id)
+
+    def tune(self, offending: dict[tuple[int, int], list[int]]) -> None:
+        """One sweep per set of offending M, over the shapes that share it."""
+        from tuner.run.plan import plan
+
+        groups: dict[tuple[int, ...], list[tuple[int, int]]] = {}
+        for shape, m_values in sorted(offending.items()):
+            groups.setdefault(tuple(m_values), []).append(shape)
+        for m_values, shapes in sorted(groups.items()):
+            request = self._request(shapes, m_values, strategy=self.strategy,
+                                    trials=self.trials, seed=self.seed)
+            info, created = plan(self.engine, request)
+            plain(f"--fix: sweep {info.sweep_id} ({'new' if created else 'resumed'}): "
+                   f"{' '.join(shape_label(N, K) for N, K in shapes)} at "
+                   f"M={','.join(map(str, m_values))}, {self.strategy}, "
+                   f"{len(self.visible)} worker(s)")
+            self._run(request, info.sweep_id)
