@@ -1,1 +1,3 @@
-"""The store: SQLAlchemy 2 tables, engine factory, repository functions and Alembic migrations."""
+"""The store: SQLAlchemy 2 tables (`models`), engine and session factory (`engine`), repository
+functions (`repo` re-exports them from one module per table group) and Alembic migrations.
+Imports nothing from tuner or api."""

@@ -53,6 +53,10 @@ OUT_DTYPES: tuple[str, ...] = ("bfloat16", "float16")
 # by more than the spread; or it did not, and the default or a simpler config was kept.
 DECISION_KEPT: tuple[str, ...] = ("fastest", "default", "simpler")
 
+# The kernel family of tasks that name none (tuner.kernels.registry.DEFAULT_FAMILY; db imports
+# nothing of tuner).
+DEFAULT_FAMILY = "dense"
+
 # Constraint names must be deterministic for Alembic's batch mode on SQLite.
 NAMING_CONVENTION: dict[str, str] = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -174,12 +178,17 @@ class Sweep(Base):
 
 
 class Task(Base):
-    """One (N, K, M) of a sweep: the unit a worker claims with a lease."""
+    """One (N, K, M) of a sweep for one kernel family: the unit a worker claims with a lease."""
 
     __tablename__ = "tasks"
 
     task_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.sweep_id", ondelete="CASCADE"))
+    # The kernel family (tuner.kernels.registry) and its dimensions beyond N and K, as
+    # `name=value,...` ("" for the dense GEMM); tasks stored before revision 0005 are "dense".
+    family: Mapped[str] = mapped_column(String(32), default=DEFAULT_FAMILY,
+                                        server_default=DEFAULT_FAMILY)
+    shape_params: Mapped[str] = mapped_column(String(128), default="", server_default="")
     N: Mapped[int] = mapped_column(Integer)
     K: Mapped[int] = mapped_column(Integer)
     M: Mapped[int] = mapped_column(Integer)
@@ -196,7 +205,7 @@ class Task(Base):
     in_flight_since: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
     __table_args__ = (
-        UniqueConstraint("sweep_id", "N", "K", "M"),
+        UniqueConstraint("sweep_id", "N", "K", "M"),  # one family per sweep
         CheckConstraint("state IN ('pending', 'running', 'done', 'failed')", name="state"),
         Index(None, "state", "lease_expires_at"),
     )

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from db.models import CONFIG_COLUMNS, Device, Environment, Sweep, Task, Trial
+from db.models import CONFIG_COLUMNS, DEFAULT_FAMILY, Device, Environment, Sweep, Task, Trial
 from db.winners import decided_tasks, matching_environments, ok_trials
 
 
@@ -33,7 +33,8 @@ class SweepProgress:
 
 @dataclass(frozen=True)
 class ShapeCoverage:
-    """How much of the M grid of one (N, K, block_shape) of a device is tuned.
+    """How much of the M grid of one (family, shape_params, N, K, block_shape) of a device is
+    tuned.
 
     `m_requested` is the sorted union of the M of all its tasks, `m_done` the M whose task is
     done in at least one sweep, `models` the sorted names of the models of those sweeps.
@@ -48,6 +49,8 @@ class ShapeCoverage:
     m_done: tuple[int, ...]
     models: tuple[str, ...]
     m_stale: tuple[int, ...] = ()
+    family: str = DEFAULT_FAMILY
+    shape_params: str = ""
 
 
 def sweep_progress(session: Session, *, sweep_id: int) -> SweepProgress:
@@ -106,7 +109,8 @@ def shape_coverage(
     kernel_hash: str | None = None,
     triton_minor: str | None = None,
 ) -> list[ShapeCoverage]:
-    """The requested and finished M per (N, K, block_shape) of a device, over all its sweeps.
+    """The requested and finished M per (family, shape_params, N, K, block_shape) of a device,
+    over all its sweeps.
 
     With a provenance filter (kernel_hash, triton_minor; see `db.winners`) an M counts as done
     only when its task is done and has an ok trial or a decision of a matching environment, and
@@ -122,13 +126,14 @@ def shape_coverage(
         triton_minor: only count trials and decisions of this triton major.minor; None for all.
 
     Returns:
-        One entry per (N, K, block_shape) with tasks, sorted by (N, K, block_shape).
+        One entry per (family, shape_params, N, K, block_shape) with tasks, sorted that way.
 
     Raises:
         ValueError: triton_minor is not of the form "<major>.<minor>".
     """
     query = (
-        select(Task.N, Task.K, Sweep.block_n, Sweep.block_k, Task.M, Task.state, Sweep.model)
+        select(Task.family, Task.shape_params, Task.N, Task.K, Sweep.block_n, Sweep.block_k,
+               Task.M, Task.state, Sweep.model)
         .distinct()
         .join(Sweep, Task.sweep_id == Sweep.sweep_id)
         .join(Device, Sweep.device_id == Device.device_id)
@@ -141,37 +146,41 @@ def shape_coverage(
     current, measured = set(), set()
     if environments is not None:
         scope = {"device_name": device_name, "out_dtype": out_dtype}
-        key = [Task.N, Task.K, Sweep.block_n, Sweep.block_k, Task.M, Task.state]
+        key = [Task.family, Task.shape_params, Task.N, Task.K, Sweep.block_n, Sweep.block_k,
+               Task.M, Task.state]
         for matching, found in ((environments, current), (None, measured)):
             for select_from in (ok_trials, decided_tasks):
                 measured_query = select_from(key, environments=matching, **scope).distinct()
                 found.update(tuple(row) for row in session.execute(measured_query))
-    requested: dict[tuple[int, int, int, int], set[int]] = defaultdict(set)
-    done: dict[tuple[int, int, int, int], set[int]] = defaultdict(set)
-    stale: dict[tuple[int, int, int, int], set[int]] = defaultdict(set)
-    models: dict[tuple[int, int, int, int], set[str]] = defaultdict(set)
-    for n, k, block_n, block_k, m, state, model in session.execute(query):
-        shape = (n, k, block_n, block_k)
+    # Keyed by (family, shape_params, N, K, block_n, block_k).
+    requested: dict[tuple, set[int]] = defaultdict(set)
+    done: dict[tuple, set[int]] = defaultdict(set)
+    stale: dict[tuple, set[int]] = defaultdict(set)
+    models: dict[tuple, set[str]] = defaultdict(set)
+    for family, params, n, k, block_n, block_k, m, state, model in session.execute(query):
+        shape = (family, params, n, k, block_n, block_k)
         requested[shape].add(m)
         models[shape].add(model)
         if state == "done" and (environments is None or (*shape, m, state) in current):
             done[shape].add(m)
     if environments is not None:
-        current_m = {row[:5] for row in current}
+        current_m = {row[:7] for row in current}
         for *shape, m, _ in measured - current:
             if (*shape, m) not in current_m:
                 stale[tuple(shape)].add(m)
     return [
         ShapeCoverage(
-            N=n,
-            K=k,
-            block_shape=(block_n, block_k),
-            m_requested=tuple(sorted(requested[(n, k, block_n, block_k)])),
-            m_done=tuple(sorted(done[(n, k, block_n, block_k)])),
-            models=tuple(sorted(models[(n, k, block_n, block_k)])),
-            m_stale=tuple(sorted(stale[(n, k, block_n, block_k)])),
+            N=shape[2],
+            K=shape[3],
+            block_shape=(shape[4], shape[5]),
+            m_requested=tuple(sorted(requested[shape])),
+            m_done=tuple(sorted(done[shape])),
+            models=tuple(sorted(models[shape])),
+            m_stale=tuple(sorted(stale[shape])),
+            family=shape[0],
+            shape_params=shape[1],
         )
-        for n, k, block_n, block_k in sorted(requested)
+        for shape in sorted(requested)
     ]
 
 

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from db.devices import get_or_create_device
 from db.engine import dialect_insert
-from db.models import OUT_DTYPES, Device, Sweep, Task, utcnow
+from db.models import DEFAULT_FAMILY, OUT_DTYPES, Device, Sweep, Task, utcnow
 
 
 @dataclass(frozen=True)
@@ -52,10 +52,14 @@ def sweep_key(
     out_dtype: str,
     block_shape: tuple[int, int],
     shapes: Sequence[tuple[int, int]],
+    family: str = DEFAULT_FAMILY,
+    shape_params: str = "",
 ) -> str:
     """The identity of a sweep: sha256 of the canonical JSON of its parameters.
 
     `m_values` and `shapes` are deduplicated and sorted first, so their order does not matter.
+    The family and its shape params enter only when they are not the dense GEMM's, so sweeps
+    stored before kernel families existed keep their keys.
 
     Returns:
         64 lowercase hex digits.
@@ -73,6 +77,8 @@ def sweep_key(
         "block_shape": [int(block_shape[0]), int(block_shape[1])],
         "shapes": sorted({(int(n), int(k)) for n, k in shapes}),
     }
+    if family != DEFAULT_FAMILY or shape_params:
+        params.update(family=family, shape_params=shape_params)
     canonical = json.dumps(params, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
@@ -127,6 +133,8 @@ def create_sweep(
     out_dtype: str,
     block_shape: tuple[int, int],
     shapes: Sequence[tuple[int, int]],
+    family: str = DEFAULT_FAMILY,
+    shape_params: str = "",
 ) -> tuple[SweepInfo, bool]:
     """Find the sweep with these parameters, or create it with one pending task per (N, K, M).
 
@@ -143,6 +151,8 @@ def create_sweep(
         out_dtype: "bfloat16" or "float16".
         block_shape: [group_n, group_k] of the weight scales, e.g. (128, 128).
         shapes: the (N, K) weight shapes.
+        family: the kernel family of its tasks (`tuner.kernels.registry`).
+        shape_params: the family's dimensions beyond N and K, `name=value,...` ("" for none).
 
     Returns:
         (the sweep, True when it was created by this call). Tasks are created in
@@ -173,6 +183,8 @@ def create_sweep(
         out_dtype=out_dtype,
         block_shape=block_shape,
         shapes=shapes,
+        family=family,
+        shape_params=shape_params,
     )
     find = select(Sweep.sweep_id).where(Sweep.sweep_key == key)
     sweep_id = session.scalar(find)
@@ -204,7 +216,8 @@ def create_sweep(
         else:
             created = True
             rows = [
-                {"sweep_id": sweep_id, "N": n, "K": k, "M": m, "state": "pending", "attempts": 0}
+                {"sweep_id": sweep_id, "family": family, "shape_params": shape_params, "N": n,
+                 "K": k, "M": m, "state": "pending", "attempts": 0}
                 for n, k in sorted({(int(n), int(k)) for n, k in shapes})
                 for m in grid
             ]

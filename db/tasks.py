@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, func, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
-from db.models import CONFIG_COLUMNS, Device, Sweep, Task, utcnow
+from db.models import CONFIG_COLUMNS, DEFAULT_FAMILY, Device, Sweep, Task, utcnow
 
 # A claim that loses a race on PostgreSQL (all candidates locked by other claimers) retries.
 _CLAIM_TRIES = 5
@@ -28,7 +28,8 @@ _CLAIM_TRIES = 5
 
 @dataclass(frozen=True)
 class TaskInfo:
-    """A claimed task with what a worker needs from its sweep; `attempts` counts claims."""
+    """A claimed task with what a worker needs from its sweep; `attempts` counts claims;
+    `family` and `shape_params` name the kernel family and its dimensions beyond N and K."""
 
     task_id: int
     sweep_id: int
@@ -43,6 +44,8 @@ class TaskInfo:
     seed: int
     space: str
     attempts: int
+    family: str = DEFAULT_FAMILY
+    shape_params: str = ""
 
 
 def _now(now: datetime | None) -> datetime:
@@ -99,6 +102,8 @@ def _task_info(session: Session, *, task_id: int) -> TaskInfo:
         seed=sweep.seed,
         space=sweep.space,
         attempts=task.attempts,
+        family=task.family,
+        shape_params=task.shape_params,
     )
 
 
@@ -307,8 +312,8 @@ def end_trial(session: Session, *, task_id: int, worker_id: str) -> bool:
 
 @dataclass(frozen=True)
 class InFlight:
-    """A config being measured: by which worker, since when, for which task (N, K, M and its
-    sweep's block_shape)."""
+    """A config being measured: by which worker, since when, for which task (its family, N, K,
+    M and its sweep's block_shape)."""
 
     task_id: int
     worker_id: str
@@ -318,6 +323,8 @@ class InFlight:
     K: int
     M: int
     block_shape: tuple[int, int]
+    family: str = DEFAULT_FAMILY
+    shape_params: str = ""
 
 
 def in_flight(session: Session, *, worker_ids: list[str]) -> list[InFlight]:
@@ -334,7 +341,8 @@ def in_flight(session: Session, *, worker_ids: list[str]) -> list[InFlight]:
         return []
     rows = session.execute(
         select(Task.task_id, Task.worker_id, Task.in_flight_config, Task.in_flight_since,
-               Task.N, Task.K, Task.M, Sweep.block_n, Sweep.block_k)
+               Task.N, Task.K, Task.M, Sweep.block_n, Sweep.block_k, Task.family,
+               Task.shape_params)
         .join(Sweep, Task.sweep_id == Sweep.sweep_id)
         .where(Task.worker_id.in_(worker_ids), Task.state == "running",
                Task.in_flight_config.is_not(None), Task.in_flight_since.is_not(None))
@@ -342,8 +350,9 @@ def in_flight(session: Session, *, worker_ids: list[str]) -> list[InFlight]:
     ).all()
     return [
         InFlight(task_id=task_id, worker_id=worker_id, config=dict(config), since=since,
-                 N=n, K=k, M=m, block_shape=(block_n, block_k))
-        for task_id, worker_id, config, since, n, k, m, block_n, block_k in rows
+                 N=n, K=k, M=m, block_shape=(block_n, block_k), family=family,
+                 shape_params=params)
+        for task_id, worker_id, config, since, n, k, m, block_n, block_k, family, params in rows
     ]
 
 

@@ -1,4 +1,5 @@
-"""Winners of the store: per (N, K, block_shape, M) the decided config, else the fastest ok trial;
+"""Winners of the store: per (family, shape_params, N, K, block_shape, M) the decided config,
+else the fastest ok trial;
 only trials of the current kernel and Triton when asked (provenance filter).
 
 Re-exported by `db.repo`; like the repository functions they take a Session, are keyword-only
@@ -19,7 +20,17 @@ from datetime import datetime
 from sqlalchemy import Select, and_, func, select
 from sqlalchemy.orm import Session
 
-from db.models import CONFIG_COLUMNS, Decision, Device, Environment, Retime, Sweep, Task, Trial
+from db.models import (
+    CONFIG_COLUMNS,
+    DEFAULT_FAMILY,
+    Decision,
+    Device,
+    Environment,
+    Retime,
+    Sweep,
+    Task,
+    Trial,
+)
 
 # major.minor at the start of a version string, not followed by another digit (same rule as
 # tuner.files.provenance.triton_minor; db imports nothing of tuner).
@@ -28,7 +39,8 @@ _MINOR = re.compile(r"(\d+)\.(\d+)(?!\d)")
 
 @dataclass(frozen=True)
 class WinnerRow:
-    """The winner of one (device_name, N, K, block_shape, M) over all sweeps.
+    """The winner of one (device_name, family, shape_params, N, K, block_shape, M) over all
+    sweeps.
 
     Where a task of the key has a decision (`decided`), the winner is the decided config with
     the decision's re-timed `latency_us`, `default_latency_us` and `spread_us`; `default_config`
@@ -55,6 +67,8 @@ class WinnerRow:
     spread_us: float | None = None
     decided: bool = False
     environment_id: int | None = None
+    family: str = DEFAULT_FAMILY
+    shape_params: str = ""
 
 
 @dataclass(frozen=True)
@@ -159,7 +173,7 @@ def _config(row, prefix: str = "") -> dict[str, int]:
 def _trial_winners(session: Session, device_name: str, scope: dict) -> dict[tuple, WinnerRow]:
     """The fastest ok trial per key, with the default-config trial of its task (one query)."""
     config = [getattr(Trial, name) for name in CONFIG_COLUMNS]
-    key = (Task.N, Task.K, Sweep.block_n, Sweep.block_k, Task.M)
+    key = (Task.family, Task.shape_params, Task.N, Task.K, Sweep.block_n, Sweep.block_k, Task.M)
     ranked = ok_trials(
         [Trial.trial_id, Trial.task_id, Trial.environment_id, *key, *config, Trial.latency_us,
          Trial.is_default,
@@ -179,9 +193,9 @@ def _trial_winners(session: Session, device_name: str, scope: dict) -> dict[tupl
     )
     rows = session.execute(
         select(
-            ranked.c.trial_id, ranked.c.task_id, ranked.c.environment_id, ranked.c.N, ranked.c.K,
-            ranked.c.block_n,
-            ranked.c.block_k, ranked.c.M, ranked.c.latency_us, ranked.c.is_default,
+            ranked.c.trial_id, ranked.c.task_id, ranked.c.environment_id, ranked.c.family,
+            ranked.c.shape_params, ranked.c.N, ranked.c.K, ranked.c.block_n, ranked.c.block_k,
+            ranked.c.M, ranked.c.latency_us, ranked.c.is_default,
             defaults.c.latency_us.label("default_latency_us"),
             *(ranked.c[name] for name in CONFIG_COLUMNS),
             *(defaults.c[name].label(f"default_{name}") for name in CONFIG_COLUMNS),
@@ -196,14 +210,16 @@ def _trial_winners(session: Session, device_name: str, scope: dict) -> dict[tupl
 
 def _winner_row(device_name: str, row, *, has_default: bool, **decided) -> tuple[tuple, WinnerRow]:
     """(key, WinnerRow) of one result row of the trial or the decision query."""
-    key = (row["N"], row["K"], row["block_n"], row["block_k"], row["M"])
+    key = (row["family"], row["shape_params"], row["N"], row["K"], row["block_n"],
+           row["block_k"], row["M"])
     return key, WinnerRow(
         device_name=device_name, N=row["N"], K=row["K"],
         block_shape=(row["block_n"], row["block_k"]), M=row["M"], config=_config(row),
         latency_us=row["latency_us"], default_latency_us=row["default_latency_us"],
         default_config=_config(row, "default_") if has_default else None,
         is_default=bool(row["is_default"]), trial_id=row["trial_id"], task_id=row["task_id"],
-        environment_id=row["environment_id"], **decided,
+        environment_id=row["environment_id"], family=row["family"],
+        shape_params=row["shape_params"], **decided,
     )
 
 
@@ -213,7 +229,7 @@ def _same_config(table, other) -> list:
 
 def _decision_winners(session: Session, device_name: str, scope: dict) -> dict[tuple, WinnerRow]:
     """The decision with the lowest latency per key (ties: lowest task_id), one query."""
-    key = (Task.N, Task.K, Sweep.block_n, Sweep.block_k, Task.M)
+    key = (Task.family, Task.shape_params, Task.N, Task.K, Sweep.block_n, Sweep.block_k, Task.M)
     ranked = decided_tasks(
         [Decision.task_id, Decision.environment_id, *key,
          *(getattr(Decision, name) for name in CONFIG_COLUMNS),
@@ -253,7 +269,8 @@ def winners(
     kernel_hash: str | None = None,
     triton_minor: str | None = None,
 ) -> list[WinnerRow]:
-    """The winner per (N, K, block_shape, M) of a device, over all its sweeps.
+    """The winner per (family, shape_params, N, K, block_shape, M) of a device, over all its
+    sweeps.
 
     A key where some task has a decision (`db.repo.record_decision`) is won by the decided
     config; among several decided tasks, the lowest decision latency_us, ties to the lowest
@@ -270,7 +287,8 @@ def winners(
             major.minor, e.g. "3.6"; None for all.
 
     Returns:
-        One row per key that has an ok trial or a decision, sorted by (N, K, block_shape, M).
+        One row per key that has an ok trial or a decision, sorted by (family, shape_params, N,
+        K, block_shape, M).
 
     Raises:
         ValueError: triton_minor is not of the form "<major>.<minor>".
@@ -294,6 +312,8 @@ def task_winners(
     kernel_hash: str | None = None,
     triton_minor: str | None = None,
     finished_before: datetime | None = None,
+    family: str = DEFAULT_FAMILY,
+    shape_params: str = "",
 ) -> list[TaskWinnerRow]:
     """Winners of the done tasks of a device: what a new task warm-starts from
     (`tuner.search.warm_start_for_task`). One query with a `row_number()` ranking of ok
@@ -309,6 +329,8 @@ def task_winners(
         finished_before: only tasks finished before this time (UTC); None for all. A resumed
             task passes the time of its first trial, so it gets the warm starts its first run
             got, and a killed sweep resumes into the trials of an uninterrupted one.
+        family: only tasks of this kernel family.
+        shape_params: only tasks with these family dimensions beyond N and K.
 
     Returns:
         One row per (N, K, M) with a done task and an ok trial, sorted by (N, K, M); ties in
@@ -327,7 +349,8 @@ def task_winners(
                                                                 Trial.trial_id)).label("rank")],
             device_name=device_name, out_dtype=out_dtype, environments=environments,
         )
-        .where(Task.state == "done", Sweep.block_n == block_shape[0],
+        .where(Task.state == "done", Task.family == family, Task.shape_params == shape_params,
+               Sweep.block_n == block_shape[0],
                Sweep.block_k == block_shape[1],
                *([Task.finished_at < finished_before] if finished_before is not None else []))
         .subquery("ranked")

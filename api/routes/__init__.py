@@ -1,1 +1,2 @@
-"""One router per resource."""
+"""One FastAPI router per resource: devices and their files, imports, mounts, the report,
+sweeps, health and metrics."""

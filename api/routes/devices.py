@@ -21,13 +21,15 @@ from tuner.files.device import (
     device_files,
     read_device,
 )
+from tuner.files.merge import FileKey, file_key
 from tuner.files.provenance import Provenance, triton_minor
 from tuner.inputs.devices import resolve
 from tuner.kernels.dense.naming import (
     SGLANG_NOTE,
-    config_file_name,
     parse_config_file_name,
 )
+from tuner.kernels.family import Shape
+from tuner.kernels.registry import get_family
 
 router = APIRouter(prefix="/devices", tags=["devices"])
 
@@ -95,22 +97,22 @@ def store_files(
 
 
 def _shapes(view: DeviceView) -> list[schemas.ShapeCoverage]:
-    covered: dict[tuple[int, int, tuple[int, int]], set[int]] = {}
+    covered: dict[FileKey, set[int]] = {}
     for row in view.winners:
-        key = (row.N, row.K, (row.block_shape[0], row.block_shape[1]))
-        covered.setdefault(key, set()).add(row.M)
+        covered.setdefault(file_key(row), set()).add(row.M)
     requested = {key: sorted(grid) for key, grid in view.grids.items()}
     stale = view.stale
     shapes = []
     for key in sorted(set(covered) | set(requested)):
-        N, K, block_shape = key
+        family, params, N, K, block_shape = key
         m_covered = covered.get(key, set())
         m_requested = requested.get(key, [])
+        file_name = get_family(family).file_name(Shape.from_store(N, K, block_shape, params),
+                                                 view.device_name, "vllm")
         shapes.append(schemas.ShapeCoverage(
             N=N, K=K, block_shape=block_shape, m_requested=m_requested,
             m_covered=sorted(m_covered), complete=set(m_requested) <= m_covered,
-            file_name=config_file_name(N, K, view.device_name, block_shape),
-            m_stale=list(stale.get(key, ())),
+            file_name=file_name, m_stale=list(stale.get(key, ())),
         ))
     return shapes
 

@@ -14,6 +14,8 @@ from api.report import ReportRow, ReportScope, ShapeReport, render_report
 from api.routes.devices import AllowStale, KnownDevice, OutDtype
 from db import repo
 from tuner.files.device import read_device
+from tuner.files.merge import FileKey, file_key
+from tuner.kernels.registry import DEFAULT_FAMILY
 
 router = APIRouter(prefix="/devices", tags=["report"])
 
@@ -55,11 +57,11 @@ def read_report(device_name: KnownDevice, session: SessionDep,
         HTTPException: 404 for an unknown device.
     """
     view = read_device(session, device_name, out_dtype=out_dtype, allow_stale=allow_stale)
-    coverage = {(c.N, c.K, c.block_shape): c for c in view.coverage}
-    imported = view.imported
-    by_shape: dict[tuple[int, int, tuple[int, int]], dict[int, ReportRow]] = {}
+    coverage = {file_key(c): c for c in view.coverage}
+    imported = {(DEFAULT_FAMILY, "", *key): entries for key, entries in view.imported.items()}
+    by_shape: dict[FileKey, dict[int, ReportRow]] = {}
     for w in view.winners:
-        by_shape.setdefault((w.N, w.K, w.block_shape), {})[w.M] = _row(session, w)
+        by_shape.setdefault(file_key(w), {})[w.M] = _row(session, w)
     shapes = []
     for key in sorted(set(by_shape) | set(coverage)):
         rows = by_shape.get(key, {})
@@ -70,7 +72,7 @@ def read_report(device_name: KnownDevice, session: SessionDep,
                                     is_default=False, imported_from=extra.labels[M])
         cov = coverage.get(key)
         shapes.append(ShapeReport(
-            N=key[0], K=key[1], block_shape=key[2], rows=tuple(rows[M] for M in sorted(rows)),
+            N=key[2], K=key[3], block_shape=key[4], rows=tuple(rows[M] for M in sorted(rows)),
             m_requested=cov.m_requested if cov else (), models=cov.models if cov else (),
             m_stale=tuple(cov.m_stale) if cov else (),
         ))

@@ -4,15 +4,11 @@ import pytest
 
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
+from tuner.kernels.dense.specialization import specialization_key
 from tuner.measure.compile import compile_infos, compile_pool, prune
 from tuner.measure.compile_cache import CompileCache
 from tuner.measure.precompile import Precompiler
-from tuner.measure.resources import (
-    MAX_SHARED_BYTES,
-    CompileInfo,
-    launch_problem,
-    specialization_key,
-)
+from tuner.measure.resources import MAX_SHARED_BYTES, CompileInfo, launch_problem
 from tuner.measure.trial import TrialResult, TrialStatus
 from tuner.run.compile_gate import CompileGate, likely_next
 from tuner.run.sweep import SweepTimes, format_sweep_times

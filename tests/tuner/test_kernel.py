@@ -12,18 +12,14 @@ import pytest
 import torch
 from triton.runtime.jit import JITFunction
 
+from tuner.kernels.accuracy import relative_error
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.kernel import (
     kernel_source_hash,
     w8a8_block_fp8_matmul,
     w8a8_block_fp8_matmul_kernel,
 )
-from tuner.kernels.dense.reference import (
-    BlockFp8Inputs,
-    make_inputs,
-    reference_matmul,
-    relative_error,
-)
+from tuner.kernels.dense.reference import BlockFp8Inputs, make_inputs, reference_matmul
 from tuner.kernels.dense.space import VLLM_AXES, default_config
 
 BLOCK_SHAPE = (128, 128)

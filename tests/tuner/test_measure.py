@@ -254,7 +254,7 @@ ON_GPU = pytest.mark.skipif(
 @pytest.mark.parametrize("M", [1, 16, 100])
 def test_graph_replays_on_a_gpu_write_the_right_result_into_every_copy(M):
     """The CUDA path for real: captured graphs over rotated weight copies compute the GEMM."""
-    from tuner.kernels.dense.reference import relative_error
+    from tuner.kernels.accuracy import relative_error
 
     runner = KernelRunner(Problem(M=M, N=512, K=384), backend="cuda", seed=2,
                           warmup_s=0.002, rep_s=0.01)
@@ -263,7 +263,7 @@ def test_graph_replays_on_a_gpu_write_the_right_result_into_every_copy(M):
     assert 0 < result.p20_us <= result.latency_us <= result.p80_us
     assert len(runner.weights) >= 2
     for B, Bs in runner.weights:  # the copies equal the weight they were cloned from
-        assert torch.equal(B, runner.inputs.B) and torch.equal(Bs, runner.inputs.Bs)
+        assert torch.equal(B, runner.weights[0][0]) and torch.equal(Bs, runner.weights[0][1])
     runner._timed_out.fill_(float("nan"))
     torch.cuda.synchronize()  # the replays run on the runner's own stream
     assert runner.sample_us(default_config()) > 0  # one more replay of a kept graph

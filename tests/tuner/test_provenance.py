@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from tuner.files import provenance
 from tuner.files.provenance import (
     Provenance,
     current_kernel_hash,
@@ -22,6 +21,7 @@ from tuner.files.provenance import (
     kernel_source,
     triton_minor,
 )
+from tuner.kernels.dense.family import DENSE
 
 MODULE = '''\
 import functools
@@ -80,7 +80,7 @@ def test_kernel_source_cuts_as_inspect_getsource(tmp_path: Path) -> None:
 
 
 def test_a_changed_kernel_changes_the_hash(tmp_path: Path) -> None:
-    text = provenance.KERNEL_FILE.read_text()
+    text = DENSE.module_path(DENSE.kernel_module).read_text()
     path = tmp_path / "kernel.py"
     path.write_text(text + "\n\ndef unrelated():\n    return 1\n")
     assert current_kernel_hash(path) == current_kernel_hash()

@@ -42,8 +42,9 @@ from tuner.compare.verify import (
     Verdict,
     verify_shape,
 )
-from tuner.files.merge import DeviceFiles
+from tuner.files.merge import DeviceFiles, file_key
 from tuner.inputs.shapes import ModelShapes
+from tuner.kernels.registry import DEFAULT_FAMILY
 from tuner.measure.noise import RETIME_ROUNDS
 from tuner.search.defaults import DEFAULT_TRIALS
 
@@ -149,14 +150,14 @@ def _verify_files(
     from tuner.files.format import VLLM_M_GRID
 
     block_shape = tuple(model_shapes.block_shape)
-    by_shape = {(file.N, file.K, file.block_shape): file for file in files.files}
-    skipped = {(item.N, item.K, item.block_shape): item.reason for item in files.skipped}
+    by_shape = {file_key(file): file for file in files.files}
+    skipped = {file_key(item): item.reason for item in files.skipped}
     results: list[ShapeVerification] = []
     missing: list[str] = []
     for N, K in model_shapes.shapes:
         if only_shapes is not None and (N, K) not in only_shapes:
             continue
-        key = (N, K, block_shape)
+        key = (DEFAULT_FAMILY, "", N, K, block_shape)  # the dense GEMM's files
         file = by_shape.get(key)
         if file is None:
             reason = skipped.get(key, "no trials in the store")

@@ -13,10 +13,8 @@ from dataclasses import dataclass, field, replace
 from sqlalchemy.orm import Session
 
 from db import repo
-from tuner.files.merge import DeviceFiles, SkippedShape, build_device_files
+from tuner.files.merge import DeviceFiles, FileKey, SkippedShape, build_device_files, file_key
 from tuner.files.provenance import Provenance, current_provenance, installed_triton_minor
-
-ShapeKey = tuple[int, int, tuple[int, int]]  # (N, K, block_shape)
 
 # How each front end tells a user to take stale trials too.
 CLI_STALE_HINT = "--allow-stale"
@@ -80,17 +78,18 @@ class DeviceView:
     environments: list[repo.EnvironmentRow]
     winners: list[repo.WinnerRow]
     coverage: list[repo.ShapeCoverage]
-    imported: dict[ShapeKey, repo.ImportedShape] = field(default_factory=dict)
+    imported: dict[tuple[int, int, tuple[int, int]], repo.ImportedShape] = field(
+        default_factory=dict)
 
     @property
-    def grids(self) -> dict[ShapeKey, tuple[int, ...]]:
-        """(N, K, block_shape) -> the M grid of the shape's sweeps."""
-        return {_key(row): tuple(row.m_requested) for row in self.coverage}
+    def grids(self) -> dict[FileKey, tuple[int, ...]]:
+        """(family, shape_params, N, K, block_shape) -> the M grid of the shape's sweeps."""
+        return {file_key(row): tuple(row.m_requested) for row in self.coverage}
 
     @property
-    def stale(self) -> dict[ShapeKey, tuple[int, ...]]:
-        """(N, K, block_shape) -> the M whose ok trials are all stale."""
-        return {_key(row): tuple(row.m_stale) for row in self.coverage}
+    def stale(self) -> dict[FileKey, tuple[int, ...]]:
+        """(family, shape_params, N, K, block_shape) -> the M whose ok trials are all stale."""
+        return {file_key(row): tuple(row.m_stale) for row in self.coverage}
 
     def merge(self, *, allow_partial: bool, engine: str = "vllm") -> DeviceFiles:
         """The device's files: winners merged with the no-regression rule, imported entries
@@ -121,7 +120,7 @@ class StoreFiles:
 
     def stale_reason(self, skipped: SkippedShape, hint: str = CLI_STALE_HINT) -> str:
         """What to add to a skipped shape's reason when stale trials made it partial, or ""."""
-        stale = sorted(set(skipped.m_missing) & set(self.view.stale.get(_key(skipped), ())))
+        stale = sorted(set(skipped.m_missing) & set(self.view.stale.get(file_key(skipped), ())))
         if not stale:
             return ""
         return (f"; M={', '.join(map(str, stale))} only have trials of another kernel or Triton "
@@ -138,10 +137,6 @@ class StoreFiles:
     def stale_skips(self) -> int:
         """Shapes left out because some of their M have only stale trials."""
         return sum(bool(self.stale_reason(item)) for item in self.files.skipped)
-
-
-def _key(row) -> ShapeKey:
-    return (row.N, row.K, (row.block_shape[0], row.block_shape[1]))
 
 
 def read_scope(session: Session, device_name: str, allow_stale: bool, *,

@@ -6,15 +6,15 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from tuner.files.format import REQUIRED_M, dump_config_file, vllm_pick_key
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.dense.naming import config_file_name, engine_file_name
-from tuner.kernels.dense.space import default_config
+from tuner.kernels.family import Shape
+from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 
 
 class PartialFileError(ValueError):
@@ -110,7 +110,8 @@ def _default_note(winner: WinnerLike) -> str:
 
 
 def merge_shape(
-    winners: Sequence[WinnerLike], *, m_requested: Sequence[int], default: KernelConfig,
+    winners: Sequence[WinnerLike], *, m_requested: Sequence[int],
+    default: KernelConfig | Callable[[int], KernelConfig],
     existing: Mapping[int, Mapping[str, int]] | None = None, allow_partial: bool = False,
     existing_labels: Mapping[int, str] | None = None,
 ) -> MergedFile:
@@ -126,7 +127,8 @@ def merge_shape(
     Args:
         winners: At most one per M.
         m_requested: The sweep's M grid for this shape.
-        default: vLLM's default config for this block_shape.
+        default: vLLM's default config for the shape, or M -> the default at M (a family
+            whose default depends on M).
         existing: Entries of a file to merge in (for example one shipped with vLLM).
         allow_partial: Emit a file even if some requested M has no winner.
         existing_labels: M -> the label of the import an existing entry came from.
@@ -138,6 +140,7 @@ def merge_shape(
     """
     configs = {M: dict(entry) for M, entry in (existing or {}).items()}
     labels = dict(existing_labels or {})
+    default_at = default if callable(default) else lambda M: default
 
     def origin(M: int) -> str:
         return f"the entry imported from '{labels[M]}'" if M in labels else "the existing entry"
@@ -153,13 +156,13 @@ def merge_shape(
         if M in configs:
             notes.append(f"M={M}: measured winner replaces {origin(M)}")
         if winner.is_default:
-            configs[M] = default.as_dict()
+            configs[M] = default_at(M).as_dict()
             notes.append(_default_note(winner))
         elif winner.default_latency_us is None:
             configs[M] = dict(winner.config)
             notes.append(f"M={M}: no default-config baseline measured; winner kept unchecked")
         elif winner.latency_us >= winner.default_latency_us:
-            configs[M] = default.as_dict()
+            configs[M] = default_at(M).as_dict()
             notes.append(
                 f"M={M}: best config {_fmt_config(winner.config)} ({winner.latency_us:.2f} us) "
                 f"is not faster than the default ({winner.default_latency_us:.2f} us); "
@@ -192,13 +195,16 @@ def merge_shape(
 
 @dataclass(frozen=True)
 class DeviceFile:
-    """One merged file of a device, named as vLLM looks it up."""
+    """One merged file of a device, named as vLLM looks it up; `family` and `shape_params` say
+    which kernel family's file it is (`tuner.kernels.registry`)."""
 
     file_name: str
     N: int
     K: int
     block_shape: tuple[int, int]
     merged: MergedFile
+    family: str = DEFAULT_FAMILY
+    shape_params: str = ""
 
 
 @dataclass(frozen=True)
@@ -210,6 +216,8 @@ class SkippedShape:
     block_shape: tuple[int, int]
     reason: str
     m_missing: list[int]
+    family: str = DEFAULT_FAMILY
+    shape_params: str = ""
 
 
 @dataclass(frozen=True)
@@ -220,9 +228,15 @@ class DeviceFiles:
     skipped: list[SkippedShape]
 
 
-def _shape_key(row: WinnerRowLike | ShapeCoverageLike) -> tuple[int, int, tuple[int, int]]:
+# (family, shape_params, N, K, block_shape): one file each.
+FileKey = tuple[str, str, int, int, tuple[int, int]]
+
+
+def file_key(row: WinnerRowLike | ShapeCoverageLike) -> FileKey:
+    """A row's file; rows without `family` (imports, older callers) are the dense GEMM's."""
     bn, bk = row.block_shape
-    return row.N, row.K, (int(bn), int(bk))
+    return (getattr(row, "family", DEFAULT_FAMILY), getattr(row, "shape_params", ""), row.N,
+            row.K, (int(bn), int(bk)))
 
 
 def build_device_files(
@@ -231,7 +245,8 @@ def build_device_files(
     imported: Mapping[tuple[int, int, tuple[int, int]], ImportedShapeLike] | None = None,
     device_name: str | None = None, engine: str = "vllm",
 ) -> DeviceFiles:
-    """Merge a device's winners into one file per (N, K, block_shape).
+    """Merge a device's winners into one file per (family, shape_params, N, K, block_shape),
+    named and defaulted by its kernel family (`tuner.kernels.registry`).
 
     Imported entries fill the M of a measured shape that have no winner (measured winners beat
     them); a shape with imported entries only is left out, since nothing was measured for it.
@@ -240,12 +255,14 @@ def build_device_files(
         winners: The device's winners, one per (N, K, block_shape, M).
         coverage: The requested M grid of each shape.
         allow_partial: Emit files for shapes with missing M instead of skipping them.
-        imported: (N, K, block_shape) -> imported entries and their labels (db.repo).
+        imported: (N, K, block_shape) -> imported entries and their labels (db.repo); imports
+            are files of the dense GEMM.
         device_name: The device's key; needed only when `winners` is empty.
         engine: File-name spelling, "vllm" or "sglang" (tuner.kernels.dense.naming.ENGINES).
 
     Returns:
-        Files sorted by (N, K, block_shape), and the shapes skipped with their reasons.
+        Files sorted by (family, shape_params, N, K, block_shape), and the shapes skipped with
+        their reasons.
 
     Raises:
         ValueError: Winners of more than one device (or of another than `device_name`), two
@@ -255,36 +272,39 @@ def build_device_files(
     if len(devices) != 1:
         raise ValueError(f"winners of several devices: {', '.join(devices)}" if devices
                          else "no winners and no device_name")
-    grouped: dict[tuple[int, int, tuple[int, int]], list[WinnerRowLike]] = {}
+    grouped: dict[FileKey, list[WinnerRowLike]] = {}
     for row in winners:
-        grouped.setdefault(_shape_key(row), []).append(row)
-    requested = {_shape_key(row): list(row.m_requested) for row in coverage}
-    imports = dict(imported or {})
+        grouped.setdefault(file_key(row), []).append(row)
+    requested = {file_key(row): list(row.m_requested) for row in coverage}
+    imports = {(DEFAULT_FAMILY, "", N, K, block_shape): entries
+               for (N, K, block_shape), entries in (imported or {}).items()}
     files: list[DeviceFile] = []
     skipped: list[SkippedShape] = []
     for key in sorted(set(grouped) | set(requested) | set(imports)):
-        N, K, block_shape = key
+        family_name, params, N, K, block_shape = key
+        family, shape = get_family(family_name), Shape.from_store(N, K, block_shape, params)
         m_requested = requested.get(key, [])
         rows = grouped.get(key, [])
         extra = imports.get(key)
         if not rows and not m_requested:
             labels = ", ".join(sorted(set(extra.labels.values()))) if extra else ""
             skipped.append(SkippedShape(N, K, block_shape, f"imported entries only ({labels}); "
-                                        "nothing measured for this shape", []))
+                                        "nothing measured for this shape", [], *key[:2]))
             continue
         try:
             merged = merge_shape(
-                rows, m_requested=m_requested, default=default_config(block_shape),
+                rows, m_requested=m_requested,
+                default=lambda M, family=family, shape=shape: family.default_config(shape, M),
                 allow_partial=allow_partial, existing=extra.configs if extra else None,
                 existing_labels=extra.labels if extra else None,
             )
         except PartialFileError as exc:
             done = {row.M for row in rows}
             missing = sorted({M for M in m_requested if M not in done})
-            skipped.append(SkippedShape(N, K, block_shape, str(exc), missing))
+            skipped.append(SkippedShape(N, K, block_shape, str(exc), missing, *key[:2]))
             continue
-        name = engine_file_name(config_file_name(N, K, devices[0], block_shape), engine)
-        files.append(DeviceFile(name, N, K, block_shape, merged))
+        name = family.file_name(shape, devices[0], engine)
+        files.append(DeviceFile(name, N, K, block_shape, merged, *key[:2]))
     return DeviceFiles(files=files, skipped=skipped)
 
 

@@ -1,7 +1,8 @@
 """Which kernel and Triton the current winners must come from, without importing triton or torch.
 
-The kernel hash is computed from the text of `tuner/kernels/dense/kernel.py`, so the HTTP
-service (which may have neither triton nor torch) and the CLI agree with the hash the workers store
+The kernel hash is computed from the text of the kernel family's kernel module (for the dense
+GEMM `tuner/kernels/dense/kernel.py`), so the HTTP service (which may have neither triton nor
+torch) and the CLI agree with the hash the workers store
 (`tuner.kernels.dense.kernel.kernel_source_hash`).
 """
 
@@ -19,8 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-KERNEL_FILE = Path(__file__).parents[1] / "kernels" / "dense" / "kernel.py"
-KERNEL_FUNCTION = "w8a8_block_fp8_matmul_kernel"
+from tuner.kernels.dense.family import DENSE
+
+# The kernel whose hash environments record (tuner.run.worker.collect_environment).
+KERNEL_FUNCTION = DENSE.kernel_function
 
 # major.minor at the start, not followed by another digit: "3.6.1+git" -> 3.6, "3.60" -> 3.60.
 _MINOR = re.compile(r"(\d+)\.(\d+)(?!\d)")
@@ -69,8 +72,8 @@ def current_kernel_hash(path: Path | None = None) -> str:
     `tuner.kernels.dense.kernel.kernel_source_hash()`.
 
     Args:
-        path: a kernel module to hash; None for this package's `kernel.py` (read once per
-            process: the service asks on every request).
+        path: a kernel module to hash; None for the dense family's kernel module (read once
+            per process: the service asks on every request).
 
     Returns:
         64 lowercase hex digits.
@@ -87,7 +90,7 @@ def current_kernel_hash(path: Path | None = None) -> str:
 
 @functools.cache
 def _package_kernel_hash() -> str:
-    return current_kernel_hash(KERNEL_FILE)
+    return current_kernel_hash(DENSE.module_path(DENSE.kernel_module))
 
 
 def triton_minor(version: str) -> str:

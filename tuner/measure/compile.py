@@ -17,14 +17,10 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from tuner.kernels.config import KernelConfig
+from tuner.kernels.family import Shape
+from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.measure.compile_cache import CompileCache
-from tuner.measure.resources import (
-    MAX_SHARED_BYTES,
-    CompileInfo,
-    Rejection,
-    launch_problem,
-    specialization_key,
-)
+from tuner.measure.resources import MAX_SHARED_BYTES, CompileInfo, Rejection, launch_problem
 
 # torch and triton are imported only inside the compile pool's processes, after TRITON_INTERPRET
 # is cleared there: a process in which Triton's interpreter ran cannot generate code any more.
@@ -48,6 +44,13 @@ class CompileJob:
     block_shape: tuple[int, int]
     out_dtype: str
     need_info: bool = True
+    family: str = DEFAULT_FAMILY
+    params: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def shape(self) -> Shape:
+        """The compiled problem apart from M."""
+        return Shape(self.N, self.K, tuple(self.block_shape), self.params)
 
 
 def _exit_with_parent(parent_pid: int) -> None:
@@ -108,8 +111,7 @@ def compile_job(job: CompileJob) -> CompileInfo:
     """
     import torch
 
-    from tuner.kernels.dense.target import compile_for_target
-
+    family = get_family(job.family)
     out_dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}[job.out_dtype]
     # TRITON_ALWAYS_COMPILE: compile (and so log) even when Triton's cache has the binary, which
     # it then stores again; without `need_info` a cached binary is enough.
@@ -120,8 +122,8 @@ def compile_job(job: CompileJob) -> CompileInfo:
     shared = registers = spills = error = None
     try:
         with contextlib.redirect_stdout(log):
-            kernel = compile_for_target(job.config.as_dict(), job.arch, M=job.M, N=job.N,
-                                        K=job.K, block_shape=job.block_shape, out_dtype=out_dtype)
+            kernel = family.compile_for_target(job.config, job.arch, shape=job.shape, M=job.M,
+                                               out_dtype=out_dtype)
         shared = int(kernel.metadata.shared)
     except Exception as exc:  # noqa: BLE001 - any compiler failure is this config's result
         error = f"compile error: {type(exc).__name__}: {' '.join(str(exc).split())}"[:500]
@@ -130,9 +132,9 @@ def compile_job(job: CompileJob) -> CompileInfo:
         registers = int(match.group(1))
         spill = _PTXAS_SPILLS.search(text)
         spills = int(spill.group(1)) if spill else 0
-    return CompileInfo(job.arch, job.config, specialization_key(job.M, job.N, job.K,
-                       job.block_shape), job.out_dtype, shared, registers, spills,
-                       time.perf_counter() - start, error)
+    return CompileInfo(job.arch, job.config, family.specialization(job.shape, job.M),
+                       job.out_dtype, shared, registers, spills, time.perf_counter() - start,
+                       error)
 
 
 def compile_pool(workers: int | None = None) -> ProcessPoolExecutor:
@@ -160,6 +162,8 @@ def prune(
     cache: CompileCache | None = None,
     workers: int | None = None,
     pool: ProcessPoolExecutor | None = None,
+    family: str = DEFAULT_FAMILY,
+    params: tuple[tuple[str, int], ...] = (),
 ) -> tuple[list[KernelConfig], list[Rejection]]:
     """Split configs into those that can launch on `arch` and those that cannot, by compiling.
 
@@ -178,6 +182,8 @@ def prune(
         cache: the on-disk cache; default: `CompileCache()` under `default_cache_dir()`.
         workers: processes of the pool made for the misses (see `compile_pool`).
         pool: a pool from `compile_pool` to use instead of making one.
+        family: the kernel family (`tuner.kernels.registry`).
+        params: the family's other dimensions (`tuner.kernels.family.Shape.params`).
 
     Returns:
         (runnable configs in their given order, rejections in their given order).
@@ -186,7 +192,8 @@ def prune(
         ValueError: an architecture without known limits, or an unknown out_dtype.
     """
     infos = compile_infos(configs, arch=arch, M=M, N=N, K=K, block_shape=block_shape,
-                          out_dtype=out_dtype, cache=cache, workers=workers, pool=pool)
+                          out_dtype=out_dtype, cache=cache, workers=workers, pool=pool,
+                          family=family, params=params)
     runnable: list[KernelConfig] = []
     rejected: list[Rejection] = []
     for config in configs:
@@ -210,6 +217,8 @@ def compile_infos(
     cache: CompileCache | None = None,
     workers: int | None = None,
     pool: ProcessPoolExecutor | None = None,
+    family: str = DEFAULT_FAMILY,
+    params: tuple[tuple[str, int], ...] = (),
 ) -> dict[KernelConfig, CompileInfo]:
     """CompileInfo of every config: from the cache, else compiled in a pool and cached.
 
@@ -223,14 +232,14 @@ def compile_infos(
                          f"{', '.join(f'sm{a}' for a in MAX_SHARED_BYTES)}")
     if out_dtype not in ("bfloat16", "float16"):
         raise ValueError(f"out_dtype must be bfloat16 or float16, got {out_dtype!r}")
-    cache = cache or CompileCache()
-    spec = specialization_key(M, N, K, block_shape)
+    cache = cache or CompileCache(family=family)
+    spec = get_family(family).specialization(Shape(N, K, tuple(block_shape), params), M)
     unique = list(dict.fromkeys(configs))
     infos = cache.get_many(unique, arch=arch, specialization=spec, out_dtype=out_dtype)
     missing = [config for config in unique if config not in infos]
     if missing:
-        jobs = [CompileJob(config, arch, M, N, K, tuple(block_shape), out_dtype)
-                for config in missing]
+        jobs = [CompileJob(config, arch, M, N, K, tuple(block_shape), out_dtype,
+                           family=family, params=params) for config in missing]
         owned = compile_pool(workers) if pool is None else None
         try:
             for info in (owned or pool).map(compile_job, jobs):

@@ -14,6 +14,7 @@ from importlib import metadata
 from pathlib import Path
 
 from tuner.kernels.config import KernelConfig
+from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.measure.resources import CompileInfo
 
 ENV_CACHE_DIR = "TUNER_CACHE_DIR"
@@ -28,32 +29,39 @@ def default_cache_dir() -> Path:
     return Path(base) / "blockfp8-tuner" / "compile"
 
 
-def toolchain_key() -> str:
-    """Triton's version and the sha256 of the kernel and its launch specialization
-    (tuner/kernels/dense/kernel.py, target.py): a cached entry is valid for both.
+def toolchain_key(family: str = DEFAULT_FAMILY) -> str:
+    """Triton's version and the sha256 of a family's kernel and launch specialization (its
+    `compile_modules`, e.g. tuner/kernels/dense/kernel.py and target.py): a cached entry is
+    valid for both.
 
-    Read without importing triton (package metadata and the file's bytes).
+    Read without importing triton (package metadata and the files' bytes).
+
+    Raises:
+        ValueError: an unknown family.
     """
     try:
         triton_version = metadata.version("triton")
     except metadata.PackageNotFoundError:
         triton_version = "none"
-    dense = Path(__file__).parents[1] / "kernels" / "dense"
-    source = b"".join((dense / name).read_bytes() for name in ("kernel.py", "target.py"))
+    kernel_family = get_family(family)
+    source = b"".join(kernel_family.module_path(module).read_bytes()
+                      for module in kernel_family.compile_modules)
     return f"triton-{triton_version}:kernel-{hashlib.sha256(source).hexdigest()[:16]}"
 
 
 class CompileCache:
-    """CompileInfo per (toolchain, arch, specialization, out_dtype, config) in one SQLite file.
+    """CompileInfo per (toolchain, arch, specialization, out_dtype, config) in one SQLite file,
+    for one kernel family's toolchain.
 
     Several processes may read and write it at once (WAL, busy timeout); each write is one
     `INSERT OR REPLACE`.
     """
 
-    def __init__(self, directory: Path | str | None = None) -> None:
+    def __init__(self, directory: Path | str | None = None, *,
+                 family: str = DEFAULT_FAMILY) -> None:
         self.directory = Path(directory) if directory is not None else default_cache_dir()
         self.path = self.directory / "compile.sqlite"
-        self.toolchain = toolchain_key()
+        self.toolchain = toolchain_key(family)
         self.directory.mkdir(parents=True, exist_ok=True)
         with self._connect() as db:
             db.execute(

@@ -12,9 +12,11 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 from tuner.kernels.config import KernelConfig
+from tuner.kernels.family import Shape
+from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.measure.compile import CompileJob, compile_job, compile_pool
 from tuner.measure.compile_cache import CompileCache
-from tuner.measure.resources import CompileInfo, specialization_key
+from tuner.measure.resources import CompileInfo
 
 
 @dataclass(frozen=True)
@@ -70,19 +72,24 @@ class Precompiler:
         pool: a pool from `tuner.measure.compile.compile_pool` to share between tasks; one is
             made (and shut down by `close`) when None.
         workers: processes of the pool (made here when `pool` is None, or the size of `pool`).
-        cache: the on-disk CompileInfo cache; default `CompileCache()`.
+        cache: the on-disk CompileInfo cache; default `CompileCache(family=family)`.
+        family: the kernel family (`tuner.kernels.registry`).
+        params: the family's other dimensions (`tuner.kernels.family.Shape.params`).
     """
 
     def __init__(self, *, arch: int, M: int, N: int, K: int, block_shape: tuple[int, int],
                  out_dtype: str, pool: ProcessPoolExecutor | None = None,
-                 workers: int | None = None, cache: CompileCache | None = None) -> None:
+                 workers: int | None = None, cache: CompileCache | None = None,
+                 family: str = DEFAULT_FAMILY, params: tuple[tuple[str, int], ...] = ()) -> None:
         self.arch, self.M, self.N, self.K = arch, M, N, K
         self.block_shape, self.out_dtype = tuple(block_shape), out_dtype
-        self.specialization = specialization_key(M, N, K, self.block_shape)
+        self.family, self.params = family, params
+        self.specialization = get_family(family).specialization(
+            Shape(N, K, self.block_shape, params), M)
         self._owns_pool = pool is None
         self._pool = pool if pool is not None else compile_pool(workers)
         self._slots = 2 * (workers or max(1, (os.cpu_count() or 2) - 1))
-        self._cache = cache or CompileCache()
+        self._cache = cache or CompileCache(family=family)
         # Re-entrant: a future that is already done runs its callback in the submitting thread.
         self._lock = threading.RLock()
         self._queue: dict[KernelConfig, None] = {}  # ordered set, front first
@@ -193,7 +200,8 @@ class Precompiler:
     def _dispatch(self, config: KernelConfig) -> None:
         """Send one compile to the pool (lock held); answer it at once if the pool is broken."""
         job = CompileJob(config, self.arch, self.M, self.N, self.K, self.block_shape,
-                         self.out_dtype, need_info=config not in self._known)
+                         self.out_dtype, need_info=config not in self._known,
+                         family=self.family, params=self.params)
         self._finished_events[config] = threading.Event()
         future = None
         if not self.broken:

@@ -1,4 +1,5 @@
-"""Live runner: checks a config against the float64 reference, then times it (CUDA, interpreter)."""
+"""Live runner: checks a config against its family's float64 reference, then times it (CUDA,
+interpreter). The family (`tuner.kernels.registry`) gives the problem's tensors and the launch."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.dense.space import why_invalid
+from tuner.kernels.family import Shape
+from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.measure.timing import (
     ESTIMATE_LAUNCHES,
     REP_S,
@@ -36,7 +38,8 @@ KEPT_SAMPLERS = 8
 
 @dataclass(frozen=True)
 class Problem:
-    """One GEMM to tune: C[M, N] = A[M, K] @ B[N, K]^T with block-FP8 scales.
+    """One GEMM to tune: for the dense family C[M, N] = A[M, K] @ B[N, K]^T with block-FP8
+    scales; another family reads its own dimensions from `params`.
 
     Attributes:
         M: rows of A (tokens in the batch).
@@ -44,6 +47,8 @@ class Problem:
         K: reduction dimension.
         block_shape: [group_n, group_k] of the weight scales.
         out_dtype: "bfloat16" (serving) or "float16" (vLLM's tuning script default).
+        family: the kernel family's name (`tuner.kernels.registry`).
+        params: the family's other dimensions (`tuner.kernels.family.Shape.params`).
     """
 
     M: int
@@ -51,6 +56,13 @@ class Problem:
     K: int
     block_shape: tuple[int, int] = (128, 128)
     out_dtype: str = "bfloat16"
+    family: str = DEFAULT_FAMILY
+    params: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def shape(self) -> Shape:
+        """The problem apart from M."""
+        return Shape(self.N, self.K, tuple(self.block_shape), self.params)
 
 
 def summarize_us(samples_s: Sequence[float]) -> tuple[float, float, float]:
@@ -131,8 +143,6 @@ class KernelRunner:
     ) -> None:
         import torch
 
-        from tuner.kernels.dense.reference import make_inputs, reference_matmul
-
         if backend not in ("cuda", "interpreter"):
             raise ValueError(f"backend must be 'cuda' or 'interpreter', got {backend!r}")
         if problem.out_dtype not in OUT_DTYPES:
@@ -144,27 +154,21 @@ class KernelRunner:
         self.warmup_s = warmup_s
         self.rep_s = rep_s
         self._torch = torch
-        device = "cuda" if backend == "cuda" else "cpu"
-        self.inputs = make_inputs(
-            problem.M, problem.N, problem.K, problem.block_shape, seed=seed, device=device
-        )
-        self.reference = reference_matmul(self.inputs, problem.block_shape)
+        self.family = get_family(problem.family)
+        self.device = "cuda" if backend == "cuda" else "cpu"
+        self.workload = self.family.workload(problem.shape, problem.M, seed=seed,
+                                             device=self.device)
+        self.reference = self.workload.reference()
         self.out_dtype = getattr(torch, problem.out_dtype)
         self.timer = timer
         # Copy 0 is the input weight itself; more copies are cloned when a plan asks for them.
-        self.weights = [(self.inputs.B, self.inputs.Bs)]
+        self.weights = [self.workload.weights()]
         self._timed_out = None  # the output every timed launch writes into
         self._samplers: OrderedDict[KernelConfig, Sampler] = OrderedDict()
         self._stream = None
 
     def _launch(self, config: KernelConfig, out=None):
-        from tuner.kernels.dense.kernel import w8a8_block_fp8_matmul
-
-        inputs = self.inputs
-        return w8a8_block_fp8_matmul(
-            inputs.A, inputs.B, inputs.As, inputs.Bs, self.problem.block_shape,
-            config.as_dict(), out_dtype=self.out_dtype, out=out,
-        )
+        return self.workload.launch(config, self.weights[0], out=out, out_dtype=self.out_dtype)
 
     def check(self, config: KernelConfig) -> TrialResult:
         """Run once into a NaN-poisoned output and compare with the reference.
@@ -173,12 +177,11 @@ class KernelRunner:
             `ok` with rel_error when every element was written and the error is below REL_TOL;
             otherwise `wrong_result` or the launch failure's status, with the reason.
         """
-        from tuner.kernels.dense.reference import relative_error
+        from tuner.kernels.accuracy import relative_error
 
         torch = self._torch
-        p = self.problem
-        device = self.inputs.A.device
-        out = torch.full((p.M, p.N), float("nan"), dtype=self.out_dtype, device=device)
+        out = torch.full(self.workload.out_shape, float("nan"), dtype=self.out_dtype,
+                         device=self.device)
         try:
             self._launch(config, out=out)
             if self.backend == "cuda":
@@ -199,11 +202,12 @@ class KernelRunner:
         """Time a config that already passed `check`, as serving runs it.
 
         Method: rotate copies of the weight, and replay a CUDA graph of several launches.
-        - Weights not L2-resident: `copies_for` copies of B [N, K] and Bs, at least 2 and
-          together at least twice the L2 size (`L2_cache_size` of the device), are read in turn,
-          so when a launch reads a copy, at least 2x L2 of other weights was read since its last
-          use. We rotate instead of flushing L2 because (1) a flush between the launches of one
-          graph would be timed with them, and keeping it out of the timed region means one
+        - Weights not L2-resident: `copies_for` copies of the workload's weights (B [N, K] and
+          Bs for the dense GEMM), at least 2 and together at least twice the L2 size
+          (`L2_cache_size` of the device), are read in turn, so when a launch reads a copy, at
+          least 2x L2 of other weights was read since its last use. We rotate instead of
+          flushing L2 because (1) a flush between the launches of one graph would be timed
+          with them, and keeping it out of the timed region means one
           replay per launch, which brings back the launch overhead the graph removes; (2) a
           flush also evicts A [M, K] and As, which in serving the activation-quantization kernel
           has just written right before this GEMM (vLLM quantizes activations per token group
@@ -246,23 +250,17 @@ class KernelRunner:
 
     def _launch_copy(self, config: KernelConfig, copy: int) -> None:
         """Launch into the shared timing output, reading weight copy `copy`."""
-        from tuner.kernels.dense.kernel import w8a8_block_fp8_matmul
-
-        B, Bs = self.weights[copy]
-        w8a8_block_fp8_matmul(
-            self.inputs.A, B, self.inputs.As, Bs, self.problem.block_shape,
-            config.as_dict(), out_dtype=self.out_dtype, out=self._timed_out,
-        )
+        self.workload.launch(config, self.weights[copy], out=self._timed_out,
+                             out_dtype=self.out_dtype)
 
     def _ensure_copies(self, copies: int) -> None:
         """Clone the weight until there are `copies` copies; make the timing output."""
         torch = self._torch
         if self._timed_out is None:
-            p = self.problem
-            self._timed_out = torch.empty((p.M, p.N), dtype=self.out_dtype,
-                                          device=self.inputs.A.device)
+            self._timed_out = torch.empty(self.workload.out_shape, dtype=self.out_dtype,
+                                          device=self.device)
         while len(self.weights) < copies:
-            self.weights.append((self.inputs.B.clone(), self.inputs.Bs.clone()))
+            self.weights.append(tuple(tensor.clone() for tensor in self.weights[0]))
 
     @contextmanager
     def _on_stream(self) -> Iterator[None]:
@@ -302,9 +300,9 @@ class KernelRunner:
 
     def _build_cuda(self, config: KernelConfig) -> Sampler:
         torch = self._torch
-        B, Bs = self.inputs.B, self.inputs.Bs
-        copy_bytes = B.numel() * B.element_size() + Bs.numel() * Bs.element_size()
-        l2_bytes = torch.cuda.get_device_properties(B.device).L2_cache_size
+        weights = self.weights[0]
+        copy_bytes = sum(tensor.numel() * tensor.element_size() for tensor in weights)
+        l2_bytes = torch.cuda.get_device_properties(weights[0].device).L2_cache_size
         first = copies_for(copy_bytes, l2_bytes)
         self._ensure_copies(first)
         timer = self.timer or CudaEventTimer()
@@ -340,7 +338,7 @@ class KernelRunner:
             ran and matched the reference, otherwise the failure's status and reason.
         """
         start = time.perf_counter()
-        reason = why_invalid(config, self.problem.block_shape)
+        reason = self.family.why_invalid(config, self.problem.shape)
         if reason is not None:
             return TrialResult(TrialStatus.INVALID, error=reason, measure_s=0.0)
         checked = self.check(config)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 
 from tuner.kernels.config import KernelConfig
+from tuner.kernels.registry import DEFAULT_FAMILY
 from tuner.measure.compile_cache import CompileCache
 from tuner.measure.precompile import Precompiler, PrecompileStats
 from tuner.measure.resources import launch_problem
@@ -31,18 +32,21 @@ class CompileGate:
         warm_start: configs the search measures first; compiled first.
         pool: a pool from `tuner.measure.compile.compile_pool`, shared between tasks of the worker.
         workers: the size of `pool` (or of the pool made when it is None).
-        cache: the on-disk CompileInfo cache; default `CompileCache()`.
+        cache: the on-disk CompileInfo cache; default `CompileCache(family=family)`.
         ahead: how many likely-next configs to queue after each new incumbent.
+        family: the kernel family (`tuner.kernels.registry`).
+        params: the family's other dimensions (`tuner.kernels.family.Shape.params`).
     """
 
     def __init__(self, *, arch: int, M: int, N: int, K: int, block_shape: tuple[int, int],
                  out_dtype: str, space: Sequence[KernelConfig],
                  warm_start: Sequence[KernelConfig] = (), pool: ProcessPoolExecutor | None = None,
                  workers: int | None = None, cache: CompileCache | None = None,
-                 ahead: int = 8) -> None:
+                 ahead: int = 8, family: str = DEFAULT_FAMILY,
+                 params: tuple[tuple[str, int], ...] = ()) -> None:
         self.precompiler = Precompiler(arch=arch, M=M, N=N, K=K, block_shape=block_shape,
                                        out_dtype=out_dtype, pool=pool, workers=workers,
-                                       cache=cache)
+                                       cache=cache, family=family, params=params)
         self.space = list(space)
         self.ahead = ahead
         self.pruned = 0
@@ -129,7 +133,8 @@ class WorkerCompiler:
         """A gate for one task (a `tuner.measure.runner.Problem`) over its candidates."""
         return CompileGate(arch=self.arch, M=problem.M, N=problem.N, K=problem.K,
                            block_shape=problem.block_shape, out_dtype=problem.out_dtype,
-                           space=space, warm_start=warm, pool=self.pool, workers=self.workers)
+                           space=space, warm_start=warm, pool=self.pool, workers=self.workers,
+                           family=problem.family, params=problem.params)
 
     def closed(self, gate, shared: WorkerShared | None) -> None:
         from tuner.measure.compile import compile_pool

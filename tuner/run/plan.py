@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.dense.space import default_config, vllm_space
+from tuner.kernels.family import Shape
+from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 
 # Seconds a claimed task stays leased without a heartbeat (workers renew it every quarter).
 DEFAULT_LEASE_S = 120.0
@@ -55,8 +56,11 @@ class SweepRequest:
         trials: distinct configs per task for optuna (the default config included).
         seed: seed of every task's search and inputs.
         out_dtype: "bfloat16" or "float16".
-        configs: explicit candidates, or None for vLLM's 1,280-config space.
+        configs: explicit candidates, or None for the family's space (vLLM's grid: 1,280
+            configs for the dense GEMM).
         replay: a landscape file whose recorded timings answer instead of a device.
+        family: the kernel family every task of the sweep tunes (`tuner.kernels.registry`).
+        shape_params: the family's dimensions beyond N and K, `name=value,...` ("" for none).
     """
 
     device_name: str
@@ -71,11 +75,15 @@ class SweepRequest:
     out_dtype: str
     configs: tuple[KernelConfig, ...] | None = None
     replay: str | None = None
+    family: str = DEFAULT_FAMILY
+    shape_params: str = ""
 
     @property
     def space(self) -> list[KernelConfig]:
         """Candidate configs of every task."""
-        return list(self.configs) if self.configs is not None else vllm_space()
+        if self.configs is not None:
+            return list(self.configs)
+        return get_family(self.family).space()
 
     @property
     def space_name(self) -> str:
@@ -95,12 +103,17 @@ class SweepRequest:
             "strategy": self.strategy, "budget": self.budget, "space": self.space_name,
             "seed": self.seed, "m_values": list(self.m_values), "out_dtype": self.out_dtype,
             "block_shape": self.block_shape, "shapes": list(self.shapes),
+            "family": self.family, "shape_params": self.shape_params,
         }
 
     def trials_per_task(self) -> int:
-        """Distinct configs each task measures: the budget, plus the default if outside it."""
+        """Distinct configs each task measures: the budget, plus the default if outside it (the
+        progress bar's total; a family whose default changes with M counts the first M's)."""
         space = self.space
-        extra = 0 if default_config(self.block_shape) in space else 1
+        family = get_family(self.family)
+        N, K = self.shapes[0]
+        shape = Shape.from_store(N, K, self.block_shape, self.shape_params)
+        extra = 0 if family.default_config(shape, self.m_values[0]) in space else 1
         if self.strategy == "grid":
             return len(space) + extra
         return min(self.trials, len(space)) + extra

@@ -234,7 +234,8 @@ class Supervisor:
         from db import repo
         from db.engine import session_scope
         from tuner.kernels.config import KernelConfig
-        from tuner.kernels.dense.space import default_config
+        from tuner.kernels.family import Shape
+        from tuner.kernels.registry import get_family
 
         assert slot.process is not None and slot.spec is not None and slot.shared is not None
         exitcode = slot.process.exitcode
@@ -257,10 +258,13 @@ class Supervisor:
             if status is not None and environment_id:
                 for entry in entries:
                     config = KernelConfig.from_dict(entry.config)
+                    shape = Shape.from_store(entry.N, entry.K, entry.block_shape,
+                                             entry.shape_params)
+                    default = get_family(entry.family).default_config(shape, entry.M)
                     repo.record_trial(
                         session, task_id=entry.task_id, environment_id=environment_id,
                         config=entry.config, status=status, error=error,
-                        is_default=config == default_config(entry.block_shape),
+                        is_default=config == default,
                     )
                     repo.end_trial(session, task_id=entry.task_id, worker_id=spec.worker_id)
                     blamed.append((entry, config))

@@ -69,7 +69,8 @@ def _log_measure(event: str, task_id: int, label: str) -> None:
 
 def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
              shared: WorkerShared | None = None, compiler: WorkerCompiler | None = None) -> None:
-    """Search one claimed task: time vLLM's default config, then run the sweep's strategy,
+    """Search one claimed task: time vLLM's default config (its kernel family's, at the task's
+    M), then run the sweep's strategy,
     warm-started from vLLM's default and the winners the store knows for the device
     (`tuner.search.warm_start_for_task`: neighbouring M of the same shape, same M of
     other shapes).
@@ -84,7 +85,7 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
         spec: this worker.
         task: the claimed task (`repo.TaskInfo`).
         environment_id: the environment trials are recorded with.
-        space: the candidate configs.
+        space: the candidate configs; None for the task's family's space (vLLM's grid).
         shared: counters shared with the supervisor, if any.
         compiler: CUDA only: compiles candidates for the GPU ahead of time and prunes those
             that cannot launch (None: no pruning).
@@ -96,7 +97,8 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
     from db import repo
     from db.engine import session_scope
     from tuner.kernels.config import KernelConfig
-    from tuner.kernels.dense.space import default_config
+    from tuner.kernels.family import Shape
+    from tuner.kernels.registry import get_family
     from tuner.measure.runner import KernelRunner, Problem
     from tuner.measure.trial import TrialResult, TrialStatus
     from tuner.search import get_strategy, warm_start_for_task
@@ -114,8 +116,13 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
         first_trial_at = min((t.created_at for t in stored if t.created_at), default=None)
         known = repo.task_winners(session, device_name=task.device_name,
                                   block_shape=tuple(task.block_shape), out_dtype=task.out_dtype,
-                                  finished_before=first_trial_at)
-    problem = Problem(task.M, task.N, task.K, tuple(task.block_shape), task.out_dtype)
+                                  finished_before=first_trial_at, family=task.family,
+                                  shape_params=task.shape_params)
+    family = get_family(task.family)
+    shape = Shape.from_store(task.N, task.K, task.block_shape, task.shape_params)
+    space = list(space) if space is not None else family.space()
+    problem = Problem(task.M, task.N, task.K, shape.block_shape, task.out_dtype,
+                      family=family.name, params=shape.params)
     if spec.backend == "replay":
         runner = load_landscape(spec.landscape_path).runner(task.N, task.K, task.M)
     else:
@@ -123,7 +130,7 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
                               seed=task_seed(task.seed, *_nkm(task)),
                               interpreter_reps=spec.interpreter_reps,
                               warmup_s=SEARCH_WARMUP_S, rep_s=SEARCH_REP_S)
-    default = default_config(problem.block_shape)
+    default = family.default_config(shape, task.M)
     warm = warm_start_for_task(
         [(w.N, w.K, w.M, KernelConfig.from_dict(w.config)) for w in known],
         N=task.N, K=task.K, M=task.M, default=default,

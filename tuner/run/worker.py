@@ -166,7 +166,6 @@ def _work(spec: WorkerSpec, shared: WorkerShared | None) -> None:
     from db import repo
     from db.engine import make_engine, session_scope
     from tuner.kernels.config import KernelConfig
-    from tuner.kernels.dense.space import vllm_space
 
     engine = make_engine(spec.db_url)
     claim_lock = threading.Lock()
@@ -185,10 +184,9 @@ def _work(spec: WorkerSpec, shared: WorkerShared | None) -> None:
         _record_ceilings(engine, environment_id)
     if shared is not None:
         shared.environment_id.value = environment_id
+    space = None  # each task's family's space (vLLM's grid), unless the sweep names configs
     if spec.configs is not None:
         space = [KernelConfig.from_dict(dict(items)) for items in spec.configs]
-    else:
-        space = vllm_space()
     scope = {"sweep_id": spec.sweep_id, "device_name": spec.device_name, "space": spec.space}
     compiler = None
     if spec.backend == "cuda" and spec.compile_workers > 0:

@@ -26,7 +26,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    """Drop the two columns."""
-    with op.batch_alter_table("tasks") as batch:
-        batch.drop_column("in_flight_since")
-        batch.drop_column("in_flight_config")
+    """Drop the two columns, in place (SQLite 3.35 and later): batch mode would copy the table,
+    and dropping the old copy cascades into the tasks' trials."""
+    op.drop_column("tasks", "in_flight_since")
+    op.drop_column("tasks", "in_flight_config")

@@ -1,0 +1,68 @@
+"""The dense W8A8 block-FP8 GEMM as a kernel family (`tuner.kernels.family.KernelFamily`).
+
+Pure: the kernel, its workload and its compile-for-target are imported when first called.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.dense.naming import config_file_name, engine_file_name, parse_config_file_name
+from tuner.kernels.dense.space import default_config, vllm_space, why_invalid
+from tuner.kernels.dense.specialization import specialization_key
+from tuner.kernels.family import KernelFamily, Shape, Workload
+
+
+def _why_invalid(config: KernelConfig, shape: Shape) -> str | None:
+    return why_invalid(config, shape.block_shape)
+
+
+def _default_config(shape: Shape, M: int) -> KernelConfig:
+    """vLLM runs one default for every M of the dense GEMM (`space.default_config`)."""
+    return default_config(shape.block_shape)
+
+
+def _file_name(shape: Shape, device_name: str, engine: str = "vllm") -> str:
+    return engine_file_name(config_file_name(shape.N, shape.K, device_name, shape.block_shape),
+                            engine)
+
+
+def _parse_file_name(name: str) -> tuple[Shape, str, str]:
+    parsed = parse_config_file_name(name)
+    return Shape(parsed.N, parsed.K, parsed.block_shape), parsed.device_name, parsed.dtype
+
+
+def _workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
+    from tuner.kernels.dense.workload import DenseWorkload
+
+    return DenseWorkload.make(shape, M, seed=seed, device=device)
+
+
+def _compile_for_target(config: KernelConfig, arch: int, *, shape: Shape, M: int,
+                        out_dtype: Any) -> Any:
+    from tuner.kernels.dense.target import compile_for_target
+
+    return compile_for_target(config.as_dict(), arch, M=M, N=shape.N, K=shape.K,
+                              block_shape=shape.block_shape, out_dtype=out_dtype)
+
+
+def _specialization(shape: Shape, M: int) -> str:
+    return specialization_key(M, shape.N, shape.K, shape.block_shape)
+
+
+DENSE = KernelFamily(
+    name="dense",
+    title="W8A8 block-FP8 GEMM",
+    kernel_module="tuner.kernels.dense.kernel",
+    kernel_function="w8a8_block_fp8_matmul_kernel",
+    compile_modules=("tuner.kernels.dense.kernel", "tuner.kernels.dense.target"),
+    space=vllm_space,
+    why_invalid=_why_invalid,
+    default_config=_default_config,
+    file_name=_file_name,
+    parse_file_name=_parse_file_name,
+    workload=_workload,
+    compile_for_target=_compile_for_target,
+    specialization=_specialization,
+)

@@ -1,0 +1,144 @@
+"""The seam a kernel family plugs into: the shape it is tuned for, the tensors of one problem
+(`Workload`), and what the family provides (`KernelFamily`). The run, search, measurement and
+merge code reach a family only through these; `tuner.kernels.registry` names them.
+
+Importable without torch or triton: a family's kernel, reference and compile-for-target are
+imported when first called.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from tuner.kernels.config import KernelConfig
+
+_PARAM_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]{0,31})=(\d{1,9})")
+
+
+@dataclass(frozen=True, order=True)
+class Shape:
+    """What a family's GEMM is tuned for, apart from the batch size M.
+
+    Attributes:
+        N: rows of the weight [N, K] (per expert, for a fused-MoE family).
+        K: the reduction dimension.
+        block_shape: [group_n, group_k] of the weight scales.
+        params: the family's other dimensions as sorted (name, value) pairs, e.g.
+            (("E", 128), ("top_k", 8)) for MoE experts; () for the dense GEMM.
+    """
+
+    N: int
+    K: int
+    block_shape: tuple[int, int] = (128, 128)
+    params: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def params_text(self) -> str:
+        """`params` as the store keeps them: `E=128,top_k=8`, or "" when there are none."""
+        return ",".join(f"{name}={value}" for name, value in self.params)
+
+    def param(self, name: str) -> int:
+        """One of `params` by name.
+
+        Raises:
+            KeyError: the shape has no such dimension.
+        """
+        return dict(self.params)[name]
+
+    @classmethod
+    def from_store(cls, N: int, K: int, block_shape: tuple[int, int] | list[int],
+                   params_text: str = "") -> Shape:
+        """The shape of a stored task (`params_text` as `params_text` writes it).
+
+        Raises:
+            ValueError: `params_text` is not `name=value` pairs separated by commas.
+        """
+        params = []
+        for item in filter(None, params_text.split(",")):
+            match = _PARAM_RE.fullmatch(item)
+            if match is None:
+                raise ValueError(f"shape params {params_text!r} are not name=value pairs")
+            params.append((match[1], int(match[2])))
+        return cls(int(N), int(K), (int(block_shape[0]), int(block_shape[1])),
+                   tuple(sorted(params)))
+
+
+class Workload(Protocol):
+    """The tensors of one problem (a shape at one M) on a device, as a family makes them.
+
+    The runner checks `launch` against `reference()` once, then times it with copies of
+    `weights()` rotated so that weights come from memory, as in serving.
+    """
+
+    out_shape: tuple[int, ...]
+
+    def weights(self) -> tuple[Any, ...]:
+        """The weight tensors a launch reads (e.g. B [N, K] and its scales Bs)."""
+        ...
+
+    def reference(self) -> Any:
+        """The float64 result the kernel approximates, of shape `out_shape`."""
+        ...
+
+    def launch(self, config: KernelConfig, weights: tuple[Any, ...], *, out: Any,
+               out_dtype: Any) -> Any:
+        """Run the kernel once with `config`, reading `weights` (one copy of `weights()`),
+        writing `out` (a new tensor when None) in `out_dtype`; returns the output."""
+        ...
+
+
+@dataclass(frozen=True)
+class KernelFamily:
+    """What a kernel family gives the tuner. Register one in `tuner.kernels.registry`.
+
+    Attributes:
+        name: the family's key, stored with every task (e.g. "dense").
+        title: one line for people, e.g. "W8A8 block-FP8 GEMM".
+        kernel_module: dotted name of the module holding the Triton kernel.
+        kernel_function: the kernel's name there; its source text is the kernel hash that
+            winners must match (`tuner.files.provenance`).
+        compile_modules: dotted names of the modules whose bytes key the compile cache (the
+            kernel and its launch specialization).
+        space: vLLM's tuning grid for the family, in its tuning script's order.
+        why_invalid: (config, shape) -> the first static constraint the config breaks, or None.
+        default_config: (shape, M) -> the config vLLM runs at M when no file exists.
+        file_name: (shape, device_name, engine) -> the config file name the engine reads.
+        parse_file_name: file name -> (shape, device_name, dtype label); ValueError if it is
+            not one of the family's names.
+        workload: (shape, M, *, seed, device) -> the `Workload` of one problem (imports torch).
+        compile_for_target: (config, arch, *, shape, M, out_dtype) -> Triton's CompiledKernel,
+            specialized as a launch is, without a GPU (imports triton).
+        specialization: (shape, M) -> a short string that differs exactly when a launch
+            compiles to a different binary (it keys the compile cache).
+    """
+
+    name: str
+    title: str
+    kernel_module: str
+    kernel_function: str
+    compile_modules: tuple[str, ...]
+    space: Callable[[], list[KernelConfig]]
+    why_invalid: Callable[[KernelConfig, Shape], str | None]
+    default_config: Callable[[Shape, int], KernelConfig]
+    file_name: Callable[[Shape, str, str], str]
+    parse_file_name: Callable[[str], tuple[Shape, str, str]]
+    workload: Callable[..., Workload]
+    compile_for_target: Callable[..., Any]
+    specialization: Callable[[Shape, int], str]
+
+    def module_path(self, module: str) -> Path:
+        """The source file of one of the family's modules, found without importing it.
+
+        Raises:
+            LookupError: the module cannot be found.
+        """
+        spec = importlib.util.find_spec(module)
+        if spec is None or spec.origin is None:
+            raise LookupError(f"module {module} of kernel family {self.name} not found")
+        return Path(spec.origin)
+
