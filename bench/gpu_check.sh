@@ -39,8 +39,8 @@ python3 -c "import torch, triton; print('gpu', torch.cuda.get_device_name(), 'to
 # The kernel on the real GPU against the float64 reference (the same cases as under the interpreter),
 # and the timing method's tests.
 step "kernel and timing tests on CUDA" 150 env TRITON_INTERPRET=0 python3 -m pytest -q -x \
-  -p no:cacheprovider tests/tuner/test_kernel.py tests/tuner/test_target.py tests/tuner/test_timing.py \
-  "tests/tuner/test_measure.py::test_graph_replays_on_a_gpu_write_the_right_result_into_every_copy"
+  -p no:cacheprovider tests/tuner/kernels/test_kernel.py tests/tuner/kernels/test_target.py tests/tuner/measure/test_timing.py \
+  "tests/tuner/measure/test_measure.py::test_graph_replays_on_a_gpu_write_the_right_result_into_every_copy"
 step "sweep qwen3.8-27b TP2, M=$M_VALUES, $TRIALS trials" "$SWEEP_S" \
   python3 -m tuner.cli sweep --device "$DEVICE" --model qwen3.8-27b --tp 2 --m "$M_VALUES" \
   --trials "$TRIALS"

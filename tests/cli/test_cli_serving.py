@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.storefill import DEFAULT, FAST, SLOW, fill, row_counts
-from tests.tuner.logfixtures import QWEN_TP2, sglang_log, vllm_log
+from tests.tuner.inputs.logfixtures import QWEN_TP2, sglang_log, vllm_log
 from tuner.cli.app import app
 from tuner.files.format import dump_config_file
 from tuner.kernels.dense.naming import config_file_name, engine_file_name

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tuner.logfixtures import (
+from tests.tuner.inputs.logfixtures import (
     QWEN_TP2,
     SGLANG_DIR,
     VLLM_DIR,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tuner.shippedfakes import (
+from tests.tuner.compare.shippedfakes import (
     CEILINGS,
     FAST,
     S1,

@@ -35,7 +35,7 @@ from tuner.kernels.dense.naming import (
 )
 from tuner.kernels.dense.space import default_config
 
-FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[3] / ".." / "shared" / "fixtures"
 needs_fixtures = pytest.mark.skipif(
     not FIXTURES.is_dir(), reason=f"vLLM fixture files not found at {FIXTURES}"
 )

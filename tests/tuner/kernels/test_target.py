@@ -13,7 +13,7 @@ import pytest
 
 from tuner.kernels.dense.kernel import kernel_source_hash
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 COMPILE_SCRIPT = """
 import json, torch, triton
