@@ -6,6 +6,7 @@ import sqlite3
 import pytest
 from typer.testing import CliRunner
 
+from tests.cli.tabletext import table_rows
 from tuner.cli.app import app
 from tuner.cli.options import parse_m_values
 
@@ -206,16 +207,16 @@ def test_winners_keeps_to_current_trials_unless_allow_stale(tmp_path, monkeypatc
     db = _stale_store(tmp_path)
     current = invoke("winners", "--device", "L20", "--db", db)
     assert current.exit_code == 0, current.output
-    rows = [line.split("│")[1:-1] for line in current.stdout.splitlines() if "│" in line]
+    rows = table_rows(current.stdout)
     # M=1, 8 us: A 3072 + B 5120*3072 + As 4*24 + Bs 4*40*24 + C 2*5120 = 15,745,888 bytes
     # (1968.2 GB/s); 2*1*5120*3072 = 31,457,280 flops (3.93 TFLOP/s).
-    assert [[cell.strip() for cell in row] for row in rows] == [
+    assert rows == [
         ["5120", "3072", "1", "16x64x128 g1 w4 s3", "8.0", "10.0", "1.25x", "-", "1968.2",
          "3.93"]]
     assert current.stderr.splitlines() == [_stale_note()]
     stale = invoke("winners", "--device", "L20", "--db", db, "--allow-stale")
-    rows = [line.split("│")[1:-1] for line in stale.stdout.splitlines() if "│" in line]
-    assert [[cell.strip() for cell in row][2:6] for row in rows] == [
+    rows = table_rows(stale.stdout)
+    assert [row[2:6] for row in rows] == [
         ["1", "128x256x128 g64 w8 s5", "5.0", "10.0"],
         ["16", "16x64x128 g1 w4 s3", "15.0", "20.0"]]
     assert stale.stderr == ""
@@ -238,9 +239,9 @@ def test_winners_shows_the_percent_of_the_measured_ceilings(tmp_path, monkeypatc
     shown = invoke("winners", "--device", "L20", "--db", db)
     assert shown.exit_code == 0, shown.output
     assert "% copy BW" in shown.stdout and "% FP8 mm" in shown.stdout
-    rows = [line.split("│")[1:-1] for line in shown.stdout.splitlines() if "│" in line]
+    rows = table_rows(shown.stdout)
     # 1968.2 GB/s of 4000 and 3.93 TFLOP/s of 1000.
-    assert [[cell.strip() for cell in row][8:] for row in rows] == [
+    assert [row[8:] for row in rows] == [
         ["1968.2", "3.93", "49.2", "0.4"]]
 
 

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from tests.storefill import DEFAULT, FAST, SLOW, fill, row_counts
 from tests.tuner.inputs.logfixtures import QWEN_TP2, sglang_log, vllm_log
+from tests.cli.tabletext import table_rows
 from tuner.cli.app import app
 from tuner.files.format import dump_config_file
 from tuner.kernels.dense.naming import config_file_name, engine_file_name
@@ -282,14 +283,11 @@ def test_status(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     sweep_id = fill(db, PLAN, m_values=(1, 16, 32), fail_m=(32,))
     table = invoke("status", "--db", db)
     assert table.exit_code == 0
-    row = next(line for line in table.stdout.splitlines() if "NVIDIA_L20" in line)
-    cells = [cell.strip() for cell in row.strip("│ ").split("│")]
-    assert cells == [str(sweep_id), "NVIDIA_L20", "test-model", "2", "grid", "2/3", "0", "0",
-                     "1", "4/4"]
+    assert table_rows(table.stdout) == [[str(sweep_id), "NVIDIA_L20", "test-model", "2", "grid", "2/3", "0", "0",
+                     "1", "4/4"]]
     tasks = invoke("status", "--db", db, "--sweep", str(sweep_id))
     assert tasks.exit_code == 0
-    rows = [[c.strip() for c in line.strip("│ ").split("│")]
-            for line in tasks.stdout.splitlines() if line.startswith("│ 576")]
+    rows = table_rows(tasks.stdout, first="576")
     assert [r[:9] for r in rows] == [
         ["576", "7168", "1", "done", "1", "2/2", "6.0", "10.0", "1.67x"],
         ["576", "7168", "16", "done", "1", "2/2", "10.0", "10.0", "1.00x"],

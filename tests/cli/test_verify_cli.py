@@ -19,7 +19,8 @@ from tuner.kernels.config import KernelConfig
 from tuner.measure.trial import TrialResult, TrialStatus
 
 runner = CliRunner()
-ROW_SPLIT = re.compile(r"\s*│\s*")
+# Cells are 3+ spaces apart (tuner.cli.tables); a cell holds at most single spaces.
+ROW_SPLIT = re.compile(r"\s{2,}")
 SHAPE_LINE = re.compile(r"^(N=\d+,K=\d+): keys ([\d, ]+); checking (\d+) M values$")
 SMALL, BIG = (256, 384), (576, 256)  # the two shapes of `tiny`
 
@@ -27,14 +28,18 @@ SMALL, BIG = (256, 384), (576, 256)  # the two shapes of `tiny`
 def sections(stdout: str) -> dict[str, list[list[str]]]:
     """Table rows per shape line, in order; a shape verified twice (--fix) gets a second key."""
     found: dict[str, list[list[str]]] = {}
-    current = None
+    current, in_rows = None, False
     for line in stdout.splitlines():
         match = SHAPE_LINE.match(line)
         if match:
             current = match.group(1) if match.group(1) not in found else match.group(1) + " again"
-            found[current] = []
-        elif current and line.startswith("│"):
-            found[current].append(ROW_SPLIT.split(line.strip("│ ")))
+            found[current], in_rows = [], False
+        elif current and set(line.strip()) == {"─"}:
+            in_rows = True  # the rule under the header
+        elif current and in_rows and re.match(r"\s*\d+ {2,}", line):  # a row starts with its M
+            found[current].append(ROW_SPLIT.split(line.strip()))
+        else:
+            in_rows = False
     return found
 
 

@@ -10,20 +10,26 @@ import typer
 
 from tuner.cli import files, landscape, shapes, store, sweep, verify
 
+# Click's plain help, not Typer's rich panels: on an 80-column terminal the panels cut long
+# option names, URLs and paths with an ellipsis; plain help wraps them whole.
+PLAIN_HELP = None
+
 app = typer.Typer(
     help="Autotune vLLM's W8A8 block-FP8 Triton GEMM over the full M grid, keep every timing, "
     "and serve merged vLLM config files.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    rich_markup_mode=PLAIN_HELP,
 )
 shapes_app = typer.Typer(help="Models and their (N, K) per TP size: list, show, and read them "
                          "from a server log or a config.json.",
-                         no_args_is_help=True)
-db_app = typer.Typer(help="Manage the store's schema.", no_args_is_help=True)
+                         no_args_is_help=True, rich_markup_mode=PLAIN_HELP)
+db_app = typer.Typer(help="Manage the store's schema.", no_args_is_help=True,
+                     rich_markup_mode=PLAIN_HELP)
 landscape_app = typer.Typer(help="Landscapes: recorded timings of a device, replayed by "
                             "`tuner sweep --replay` and bench/search_quality.py.",
-                            no_args_is_help=True)
+                            no_args_is_help=True, rich_markup_mode=PLAIN_HELP)
 app.add_typer(shapes_app, name="shapes")
 app.add_typer(db_app, name="db")
 

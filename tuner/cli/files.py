@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from db.engine import session_scope
 from tuner.cli.options import (
@@ -21,6 +20,7 @@ from tuner.cli.options import (
     open_db,
     store_files,
 )
+from tuner.cli.tables import Column, print_table
 
 
 def export(
@@ -104,13 +104,14 @@ def winners(
                            out_dtype=out_dtype.value if out_dtype else None)
         ceilings = repo.device_ceilings(session, device_name=device_name)
     rows, note = view.winners, view.scope.note(device_name)
-    columns = ["N", "K", "M", "winner", "latency_us", "default_us", "speedup", "spread_us",
-               "GB/s", "TFLOP/s"]
+    # On a narrow terminal the roofline figures go first, then the spread (tuner.cli.tables).
+    columns = [Column("N"), Column("K"), Column("M"), Column("winner", text=True),
+               Column("latency_us"), Column("default_us"), Column("speedup"),
+               Column("spread_us", optional=True), Column("GB/s", optional=True),
+               Column("TFLOP/s", optional=True)]
     if ceilings:
-        columns += ["% copy BW", "% FP8 mm"]
-    table = Table(*columns, title=device_name)
-    for column in table.columns:  # a narrow terminal or a pipe wraps cells, never cuts them
-        column.overflow = "fold"
+        columns += [Column("% copy BW", optional=True), Column("% FP8 mm", optional=True)]
+    cells_of_rows = []
     for row in rows:
         default_us = row.default_latency_us
         figures = roofline(row.M, row.N, row.K, row.latency_us, ceilings,
@@ -125,8 +126,8 @@ def winners(
         if ceilings:
             cells += ["-" if ratio is None else f"{100 * ratio:.1f}"
                       for ratio in (figures.copy_ratio, figures.fp8_mm_ratio)]
-        table.add_row(*cells)
-    console.print(table)
+        cells_of_rows.append(cells)
+    print_table(console, columns, cells_of_rows, title=device_name)
     if note is not None:
         typer.echo(note, err=True)
 

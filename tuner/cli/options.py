@@ -119,6 +119,40 @@ def masked(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
+def store_url(db: str | None) -> str:
+    """The store's URL: --db, else $TUNER_DB_URL, else sqlite:///tuner.db; checked.
+
+    Raises:
+        typer.Exit: one line, exit 2, when it is not a SQLAlchemy URL (a plain path gets the
+            sqlite:/// URL it probably meant).
+    """
+    from sqlalchemy import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    from db.engine import default_db_url
+
+    url = db or default_db_url()
+    try:
+        make_url(url)
+    except ArgumentError:
+        hint = f"; for a SQLite file use sqlite:///{url}" if "://" not in url else ""
+        raise fail(f"--db (or TUNER_DB_URL) {url!r} is not a database URL{hint}") from None
+    return url
+
+
+def _note_new_folder(url: str) -> None:
+    """Say so on stderr when opening a SQLite store will create its folder."""
+    from sqlalchemy import make_url
+
+    parsed = make_url(url)
+    database = parsed.database or ""
+    if (parsed.get_backend_name() == "sqlite" and database and database != ":memory:"
+            and not database.startswith("file:")):
+        folder = Path(database).expanduser().parent
+        if not folder.exists():
+            typer.echo(f"note: created folder {folder} for the store", err=True)
+
+
 def open_db(db: str | None, *, must_exist: bool = False):
     """(url, engine) of the store, its schema checked (and created for a new store).
 
@@ -132,19 +166,18 @@ def open_db(db: str | None, *, must_exist: bool = False):
     """
     from sqlalchemy import make_url
 
-    from db.engine import SchemaError, default_db_url, open_store
+    from db.engine import SchemaError, open_store
 
-    url = db or default_db_url()
+    url = store_url(db)
+    parsed = make_url(url)
     if must_exist:
-        try:
-            parsed = make_url(url)
-        except Exception:  # noqa: BLE001 - open_store below says what is wrong with it
-            parsed = None
-        if (parsed is not None and parsed.get_backend_name() == "sqlite"
+        if (parsed.get_backend_name() == "sqlite"
                 and parsed.database not in (None, "", ":memory:")
                 and not Path(parsed.database).exists()):
             raise fail(f"no store at {masked(url)}: run `tuner sweep` first, or point --db "
                        "(or TUNER_DB_URL) at the store")
+    else:
+        _note_new_folder(url)
     try:
         return url, open_store(url)
     except SchemaError as exc:

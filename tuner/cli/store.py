@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from tuner.cli.options import (
     DbOpt,
@@ -22,7 +21,9 @@ from tuner.cli.options import (
     open_db,
     plain,
     store_files,
+    store_url,
 )
+from tuner.cli.tables import Column, print_table
 
 
 class MountFormat(StrEnum):
@@ -124,32 +125,32 @@ def status(
         if not sweeps:
             plain("no sweeps in the store yet (tuner sweep ...)")
             return
-        table = Table("sweep", "device", "model", "TP", "strategy", "tasks done", "running",
-                      "pending", "failed", "trials ok/total", title="sweeps")
-        for column in table.columns:
-            column.overflow = "fold"  # wrap long names rather than cut them
-        for s in sweeps:
-            total = sum(s.tasks.values())
-            table.add_row(str(s.sweep_id), s.device_name, s.model, str(s.tp), s.strategy,
-                          f"{s.tasks['done']}/{total}", str(s.tasks["running"]),
-                          str(s.tasks["pending"]), str(s.tasks["failed"]),
-                          f"{s.trials_ok}/{s.trials_total}")
-        console.print(table)
+        columns = [Column("sweep"), Column("device", text=True), Column("model", text=True),
+                   Column("TP"), Column("strategy", text=True), Column("tasks done"),
+                   Column("running", optional=True), Column("pending", optional=True),
+                   Column("failed"), Column("trials ok/total")]
+        rows = [[str(s.sweep_id), s.device_name, s.model, str(s.tp), s.strategy,
+                 f"{s.tasks['done']}/{sum(s.tasks.values())}", str(s.tasks["running"]),
+                 str(s.tasks["pending"]), str(s.tasks["failed"]),
+                 f"{s.trials_ok}/{s.trials_total}"] for s in sweeps]
+        print_table(console, columns, rows, title="sweeps")
         return
-    table = Table("N", "K", "M", "state", "attempts", "trials ok/total", "best_us", "default_us",
-                  "speedup", "worker", "error", title=f"sweep {sweep}",
-                  caption="timings of the search; `tuner winners` shows the re-timed winners")
-    for column in table.columns:
-        column.overflow = "fold"
+    columns = [Column("N"), Column("K"), Column("M"), Column("state", text=True),
+               Column("attempts", optional=True), Column("trials ok/total"), Column("best_us"),
+               Column("default_us"), Column("speedup"), Column("worker", text=True,
+                                                               optional=True),
+               Column("error", text=True)]
+    rows = []
     for t in tasks:
         speedup = (f"{t.default_latency_us / t.best_latency_us:.2f}x"
                    if t.best_latency_us and t.default_latency_us else "-")
-        table.add_row(str(t.N), str(t.K), str(t.M), t.state, str(t.attempts),
-                      f"{t.trials_ok}/{t.trials_total}",
-                      "-" if t.best_latency_us is None else f"{t.best_latency_us:.1f}",
-                      "-" if t.default_latency_us is None else f"{t.default_latency_us:.1f}",
-                      speedup, t.worker_id or "-", (t.error or "")[:60])
-    console.print(table)
+        rows.append([str(t.N), str(t.K), str(t.M), t.state, str(t.attempts),
+                     f"{t.trials_ok}/{t.trials_total}",
+                     "-" if t.best_latency_us is None else f"{t.best_latency_us:.1f}",
+                     "-" if t.default_latency_us is None else f"{t.default_latency_us:.1f}",
+                     speedup, t.worker_id or "-", (t.error or "")[:60]])
+    print_table(console, columns, rows, title=f"sweep {sweep}",
+                caption="timings of the search; `tuner winners` shows the re-timed winners")
 
 
 def mounts(
@@ -239,7 +240,7 @@ def _store_file_names(device: str, engine: str, allow_partial: bool, db: str | N
 def serve(
     db: DbOpt = None,
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to bind.")] = 8000,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to bind.")] = 8000,
 ) -> None:
     """Serve the merged config files over HTTP (FastAPI under uvicorn)."""
     import uvicorn
@@ -253,8 +254,8 @@ def serve(
 
 def db_upgrade(db: DbOpt = None) -> None:
     """Upgrade the store's schema to this version of the tuner (Alembic)."""
-    from db.engine import default_db_url, make_engine, upgrade
+    from db.engine import make_engine, upgrade
 
-    url = db or default_db_url()
+    url = store_url(db)
     upgrade(make_engine(url))
     console.print(f"store {masked(url)} is at the current schema", soft_wrap=True)

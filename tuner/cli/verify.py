@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from tuner.cli.options import (
     DEFAULT_LEASE_S,
@@ -34,6 +33,7 @@ from tuner.cli.options import (
     resolve_backend,
     store_files,
 )
+from tuner.cli.tables import Column, print_table
 from tuner.cli.verify_fix import Fixer, shape_label
 from tuner.compare.verify import (
     PointResult,
@@ -104,17 +104,16 @@ def _verdict_text(point: PointResult) -> str:
     return "ok" if point.timed else "ok (default)"
 
 
-def print_table(result: ShapeVerification, *, title: str) -> None:
+def print_shape_table(result: ShapeVerification, *, title: str) -> None:
     """One row per checked M: vLLM's key and config there, both medians, speedup, verdict."""
-    table = Table("M", "key", "config", "chosen_us", "default_us", "noise_us", "speedup",
-                  "verdict", title=title)
-    for point in result.points:
-        speedup = point.speedup
-        table.add_row(str(point.M), str(point.key), point.config.short(),
-                      _fmt_us(point.chosen_us), _fmt_us(point.default_us),
-                      _fmt_us(point.noise_us), "-" if speedup is None else f"{speedup:.2f}x",
-                      _verdict_text(point))
-    console.print(table)
+    columns = [Column("M"), Column("key"), Column("config", text=True), Column("chosen_us"),
+               Column("default_us"), Column("noise_us", optional=True), Column("speedup"),
+               Column("verdict", text=True)]
+    rows = [[str(point.M), str(point.key), point.config.short(), _fmt_us(point.chosen_us),
+             _fmt_us(point.default_us), _fmt_us(point.noise_us),
+             "-" if point.speedup is None else f"{point.speedup:.2f}x", _verdict_text(point)]
+            for point in result.points]
+    print_table(console, columns, rows, title=title)
 
 
 def summary_line(results: Sequence[ShapeVerification]) -> str:
@@ -172,7 +171,7 @@ def _verify_files(
                f"{len(m_points)} M values")
         result = verify_shape(N=N, K=K, block_shape=block_shape, configs=configs,
                               m_points=m_points, make_runner=make_runner, rounds=rounds)
-        print_table(result, title=f"{shape_label(N, K)} {title}")
+        print_shape_table(result, title=f"{shape_label(N, K)} {title}")
         results.append(result)
     return results, missing
 
