@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
+from tuner.kernels.dense.naming import DEVICE_NAME_MAX, DEVICE_NAME_PATTERN
 from tuner.search import DEFAULT_STRATEGY, DEFAULT_TRIALS
 
 
@@ -154,7 +155,8 @@ class SweepCreate(BaseModel):
          "trials": DEFAULT_TRIALS},
     ]}}
 
-    device_name: str = Field(pattern=r"^[A-Za-z0-9_.\-]{1,128}$", examples=["NVIDIA_L20"],
+    device_name: str = Field(pattern=DEVICE_NAME_PATTERN, max_length=DEVICE_NAME_MAX,
+                             examples=["NVIDIA_L20"],
                              description="vLLM's device key the workers will claim it with.")
     model: str = Field(pattern=r"^[a-z0-9][a-z0-9._\-]{0,63}$", examples=["qwen3.8-27b"],
                        description="Model key of `tuner shapes list`.")

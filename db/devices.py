@@ -12,10 +12,21 @@ from db.engine import dialect_insert
 from db.models import Device, Environment, utcnow
 
 
+# The device_name rule of tuner.kernels.dense.naming.is_device_name, kept here because db
+# imports nothing from tuner: vLLM's key (its spaces replaced by '_', every other character
+# kept, DESIGN §7) as 1..128 printable ASCII characters without space, '"', '/', '\\' or '..';
+# it ends up in file names, URLs, headers and shell lines.
+_DEVICE_NAME_MAX = 128
+_REFUSED = frozenset(' "/\\')
+
+
 def _check_device_name(device_name: str) -> None:
-    # vLLM's key replaces whitespace and '/' by '_' (DESIGN §7); it ends up in file names.
-    if not device_name or any(c.isspace() or c == "/" for c in device_name):
-        raise ValueError(f"device_name {device_name!r} must be vLLM's key, e.g. NVIDIA_L20")
+    if (not isinstance(device_name, str) or not 1 <= len(device_name) <= _DEVICE_NAME_MAX
+            or any(not "!" <= c <= "~" or c in _REFUSED for c in device_name)
+            or ".." in device_name or device_name == "."):
+        raise ValueError(f"device_name {device_name!r:.160} must be vLLM's key, e.g. NVIDIA_L20 "
+                         f"or Intel(R)_Data_Center_GPU_Max_1550: 1..{_DEVICE_NAME_MAX} printable "
+                         "ASCII characters without space, '\"', '/', '\\' or '..'")
 
 
 def get_or_create_device(session: Session, *, device_name: str) -> int:
@@ -29,7 +40,8 @@ def get_or_create_device(session: Session, *, device_name: str) -> int:
         The device_id.
 
     Raises:
-        ValueError: the name is empty or contains whitespace or '/'.
+        ValueError: the name is not vLLM's key as we store it: empty, over 128 characters, or
+            holding whitespace, a control or non-ASCII character, '"', '/', '\\' or '..'.
     """
     _check_device_name(device_name)
     find = select(Device.device_id).where(Device.device_name == device_name)

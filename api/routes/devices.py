@@ -25,6 +25,7 @@ from tuner.files.merge import FileKey, file_key
 from tuner.files.provenance import Provenance, triton_minor
 from tuner.inputs.devices import resolve
 from tuner.kernels.dense.naming import (
+    DEVICE_ARG_PATTERN,
     SGLANG_NOTE,
     parse_config_file_name,
 )
@@ -34,7 +35,7 @@ from tuner.kernels.registry import get_family
 router = APIRouter(prefix="/devices", tags=["devices"])
 
 DeviceName = Annotated[str, Path(
-    pattern=r"^[A-Za-z0-9_.\- ]{1,128}$",
+    pattern=DEVICE_ARG_PATTERN,
     description="vLLM's device key, e.g. `NVIDIA_L20`; `L20` and `NVIDIA L20` name it too.",
 )]
 OutDtype = Annotated[Literal["bfloat16", "float16"] | None, Query(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Path
+from fastapi import APIRouter, Depends, HTTPException
 
 from api import schemas
 from api.deps import SessionDep, WriteAccess
@@ -74,7 +74,7 @@ def list_imported(device_name: DeviceName, session: SessionDep) -> list[schemas.
                         404: {"description": "Unknown device"},
                         422: {"description": "Not a valid config file"}})
 def import_file(
-    device_name: Annotated[str, Path(pattern=r"^[A-Za-z0-9_.\- ]{1,128}$")],
+    device_name: DeviceName,
     body: schemas.ImportRequest, session: SessionDep, _write: WriteAccess,
     _known_devices: Annotated[list[str], Depends(_known)],
 ) -> schemas.ImportedFile:

@@ -288,7 +288,10 @@ def test_device_without_winners(client: TestClient) -> None:
     ("/devices/bad%20name/configs", 404),  # unknown: "bad name" matches no device
     ("/devices/bad%2Fname/configs", 404),  # no route
     ("/devices/" + "x" * 129 + "/configs", 422),
-    ("/devices/bad%3Bname/configs", 422),
+    ("/devices/bad%3Bname/configs", 404),  # ';' may be in vLLM's key: unknown, not invalid
+    ("/devices/bad%22name/configs", 422),  # '"' never is
+    ("/devices/bad%5Cname/configs", 422),  # nor '\\'
+    ("/devices/bad%09name/configs", 422),  # nor a tab
     (f"/devices/{DEVICE}/configs/passwd", 404),
     (f"/devices/{DEVICE}/configs/{FILE_A}.bak", 404),
     (f"/devices/{DEVICE}/configs/..%2F..%2Fetc%2Fpasswd", 404),

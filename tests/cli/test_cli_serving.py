@@ -309,7 +309,7 @@ CONFIG = json.dumps(FAST)
     (f"[{CONFIG}]".replace(": 16,", ": 1" + "0" * 30 + ",", 1).encode(),
      "config #1: BLOCK_SIZE_M=a 31-digit number is outside 1..65536"),
     (f"[{CONFIG}, {CONFIG[:-1]}, \"kpack\": 1}}]".encode(),
-     "config #2: AMD keys kpack, matrix_instr_nonkdim do not apply to this kernel"),
+     "config #2: AMD key(s) kpack do not apply to this kernel"),
     (b"{}", "expected a non-empty JSON list of config objects"),
     (b"\xff\xfe[]", "not UTF-8 text"),
 ])

@@ -18,8 +18,17 @@ VLLM_M_GRID: tuple[int, ...] = (
 # M values every file should carry: decode (1), small batches (16, 32), prefill (2048, 4096).
 REQUIRED_M: tuple[int, ...] = (1, 16, 32, 2048, 4096)
 
-# Extra keys of AMD (ROCm) files; such entries may lack num_stages (vLLM's MI300X files).
-AMD_KEYS: tuple[str, ...] = ("kpack", "matrix_instr_nonkdim")
+# Extra keys of AMD (ROCm) files, Triton's HIP compile options; such entries may lack num_stages.
+# vLLM's MI300X/MI325X files carry kpack and matrix_instr_nonkdim without num_stages (e.g.
+# N=1536,K=7168,device_name=AMD_Instinct_MI300X); its AMD_Radeon_Graphics files and SGLang's
+# MI325X and Radeon files carry num_stages and waves_per_eu 0 (e.g. vLLM's
+# N=1536,K=7168,device_name=AMD_Radeon_Graphics, SGLang's N=32768,K=512,device_name=
+# AMD_Instinct_MI325X,...,block_shape=[128, 128].json).
+AMD_KEYS: tuple[str, ...] = ("kpack", "matrix_instr_nonkdim", "waves_per_eu")
+# Keys whose 0 is a value: Triton's HIPOptions default waves_per_eu and matrix_instr_nonkdim to
+# 0, "let the compiler choose" (triton 3.9.0, backends/amd/compiler.py: waves_per_eu 0 sets no
+# amdgpu-waves-per-eu attribute).
+ZERO_ALLOWED: frozenset[str] = frozenset({"waves_per_eu", "matrix_instr_nonkdim"})
 _M_KEY_RE = re.compile(r"[1-9][0-9]{0,9}")
 MAX_M = 2**31 - 1  # Triton passes M as int32
 MAX_VALUE = 2**16  # far above any block size, group size, warp or stage count
@@ -83,9 +92,10 @@ def _check_entry(entry: object, where: str) -> dict[str, int]:
     for key, value in entry.items():
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"{where}: {key} must be an integer, got {value!r:.40}")
-        if not 1 <= value <= MAX_VALUE:
+        low = 0 if key in ZERO_ALLOWED else 1
+        if not low <= value <= MAX_VALUE:
             shown = value if value.bit_length() < 64 else f"a {len(str(value))}-digit number"
-            raise ValueError(f"{where}: {key}={shown} is outside 1..{MAX_VALUE}")
+            raise ValueError(f"{where}: {key}={shown} is outside {low}..{MAX_VALUE}")
     keys = list(entry) if is_amd else list(CONFIG_KEYS)
     return {key: entry[key] for key in keys}
 
@@ -103,8 +113,9 @@ def _reject_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
 def parse_config_file(text: str, *, source: str = "<text>") -> dict[int, dict[str, int]]:
     """Parse and check a config file body strictly.
 
-    Accepts vLLM's NVIDIA files (the six keys of `CONFIG_KEYS`) and its AMD files (`kpack`,
-    `matrix_instr_nonkdim`, no `num_stages`), keeping each entry's keys.
+    Accepts vLLM's NVIDIA files (the six keys of `CONFIG_KEYS`) and AMD files of vLLM and SGLang
+    (any of `AMD_KEYS`: `kpack`, `matrix_instr_nonkdim`, `waves_per_eu`, with or without
+    `num_stages`), keeping each entry's keys in the file's order.
 
     Args:
         text: The file's text.
@@ -116,7 +127,8 @@ def parse_config_file(text: str, *, source: str = "<text>") -> dict[int, dict[st
     Raises:
         ValueError: One line naming `source` and the problem: bad JSON, duplicate or non-decimal
             M keys, M outside 1..2**31-1, unknown or missing keys, non-integer, boolean or
-            out-of-range values, or an empty object.
+            out-of-range values (1..65536; 0..65536 for waves_per_eu and
+            matrix_instr_nonkdim), or an empty object.
     """
     try:
         data = json.loads(text, object_pairs_hook=_reject_duplicates)
@@ -252,7 +264,8 @@ def parse_config_list(text: str, *, source: str = "<text>") -> list[dict[str, in
     configs = []
     for index, item in enumerate(data):
         where = f"{source}: config #{index + 1}"
-        if isinstance(item, Mapping) and any(key in item for key in AMD_KEYS):
-            raise ValueError(f"{where}: AMD keys {', '.join(AMD_KEYS)} do not apply to this kernel")
+        amd = [key for key in AMD_KEYS if isinstance(item, Mapping) and key in item]
+        if amd:
+            raise ValueError(f"{where}: AMD key(s) {', '.join(amd)} do not apply to this kernel")
         configs.append(_check_entry(item, where))
     return configs

@@ -8,6 +8,7 @@ configs/`. Each file is mounted on its own, so the files the engine ships stay v
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -73,12 +74,29 @@ def check_site_packages(path: str) -> str:
     return path.rstrip("/") or "/"
 
 
-def _double_quoted(text: str) -> str:
-    """A shell double-quoted word; a leading $PWD stays expandable."""
-    keep = "$PWD" if text.startswith("$PWD") else ""
-    rest = text[len(keep):]
-    escaped = re.sub(r'([\\"`$])', r"\\\1", rest)
-    return f'"{keep}{escaped}"'
+def _double_quoted(text: str, pwd_at: int = 0) -> str:
+    """A shell double-quoted word; a $PWD at `pwd_at` (where the host folder starts) stays
+    expandable, every other `\\`, `"`, backquote and `$` is escaped."""
+    keep = "$PWD" if text.startswith("$PWD", pwd_at) else ""
+    head, rest = text[:pwd_at], text[pwd_at + len(keep):]
+    escaped = [re.sub(r'([\\"`$])', r"\\\1", part) for part in (head, rest)]
+    return f'"{escaped[0]}{keep}{escaped[1]}"'
+
+
+def _docker_mount(source: str, target: str) -> str:
+    """One `docker run` flag mounting `source` read-only at `target`.
+
+    `-v src:dst:ro` when neither path has a ':' (the separator of -v); otherwise `--mount`,
+    whose value docker reads as CSV: the source and target fields are quoted and their '"'
+    doubled, because the file names hold ','. Device names may hold ':' (vLLM keeps every
+    character but the space).
+    """
+    if ":" not in source and ":" not in target:
+        return f"-v {_double_quoted(f'{source}:{target}:ro')}"
+    field = 'type=bind,"source='
+    value = (f'{field}{source.replace(chr(34), chr(34) * 2)}",'
+             f'"target={target.replace(chr(34), chr(34) * 2)}",readonly')
+    return f"--mount {_double_quoted(value, pwd_at=len(field))}"
 
 
 def _yaml(text: str) -> str:
@@ -87,8 +105,20 @@ def _yaml(text: str) -> str:
 
 
 def _configmap_name(device_name: str) -> str:
-    slug = re.sub(r"[^a-z0-9.-]+", "-", device_name.lower()).strip("-.")
-    return f"blockfp8-{slug}"[:63].rstrip("-.")
+    """A ConfigMap name for a device: a DNS-1123 label (lowercase letters, digits and '-', first
+    and last alphanumeric, at most 63 characters), so valid as any Kubernetes object name.
+
+    A plain name (letters and digits joined by single '_' or '-', e.g. NVIDIA_L20) gives
+    `blockfp8-nvidia-l20`; any other (e.g. `Intel(R)_Data_Center_GPU_Max_1550`), or one too
+    long, is cut down and gets the first 8 hex digits of its sha256, so that two such devices
+    do not share a ConfigMap.
+    """
+    slug = re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-")
+    name = f"blockfp8-{slug}".rstrip("-")
+    if re.fullmatch(r"[A-Za-z0-9]+(?:[_-][A-Za-z0-9]+)*", device_name) and len(name) <= 63:
+        return name
+    digest = hashlib.sha256(device_name.encode("utf-8")).hexdigest()[:8]
+    return f"{name[:54].rstrip('-')}-{digest}"
 
 
 def _configmap_key(N: int, K: int, block_shape: tuple[int, int]) -> str:
@@ -137,7 +167,7 @@ def render_mounts(request: MountRequest) -> str:
     body: list[str] = []
     if request.fmt == "docker":
         body.append("# Add to `docker run`:")
-        body += [f"  -v {_double_quoted(f'{host_dir}/{src}:{target_dir}/{dst}:ro')} \\"
+        body += [f"  {_docker_mount(f'{host_dir}/{src}', f'{target_dir}/{dst}')} \\"
                  for src, dst, _ in files]
     elif request.fmt == "compose":
         body += ["# Under the serving service of docker-compose.yml:", "    volumes:"]

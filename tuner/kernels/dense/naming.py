@@ -14,12 +14,47 @@ FP8_DTYPE = "fp8_w8a8"
 DTYPES: tuple[str, ...] = (FP8_DTYPE, "int8_w8a8")
 
 
-DEVICE_NAME_RE = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
+# Device names. vLLM 0.33.0 keys its files by `current_platform.get_device_name().replace(" ",
+# "_")` (get_w8a8_block_fp8_configs, fp8_utils.py): every other character of the platform's name
+# stays, e.g. `Intel(R)_Arc(TM)_Pro_B70_Graphics` (a file vLLM ships). We take any printable
+# ASCII but the space, `"`, `/` and `\`: no whitespace or control character (vLLM's key has no
+# space; the rest would break a line, a header or a path), no `/` (vLLM would look in a
+# subfolder), no `"` or `\` (they end or escape a quoted header or shell word). A name is at
+# most 128 characters and has no `..` (it names folders in some places).
+DEVICE_NAME_MAX = 128
+# The characters of a device name other than ".": ! # $ % & ' ( ) * + , - 0-9 : ; < = > ? @ A-Z
+# [ ] ^ _ ` a-z { | } ~.
+DEVICE_NAME_CHARS = r"!#-\-0-\[\]-~"
+# Without look-arounds (pydantic's Rust regex engine has none), so the API can use it; pair it
+# with a length check of DEVICE_NAME_MAX. No two dots in a row, and at least one other character.
+DEVICE_NAME_PATTERN = rf"^\.?(?:[{DEVICE_NAME_CHARS}]\.?)+$"
+DEVICE_NAME_RE = re.compile(DEVICE_NAME_PATTERN)
+# A device as a user names it in a URL or on the command line: vLLM's key, or the GPU's own name
+# with spaces ("NVIDIA L20"); resolved against the store's keys before use.
+DEVICE_ARG_PATTERN = rf"^[ .{DEVICE_NAME_CHARS}]{{1,{DEVICE_NAME_MAX}}}$"
 
 
+def is_device_name(name: str) -> bool:
+    """True when `name` is a device_name key we store and put in file names.
+
+    Args:
+        name: e.g. `NVIDIA_L20` or `Intel(R)_Data_Center_GPU_Max_1550`.
+
+    Returns:
+        Whether it is 1..DEVICE_NAME_MAX printable ASCII characters without space, `"`, `/`,
+        `\\` or `..` (see DEVICE_NAME_PATTERN).
+    """
+    return (isinstance(name, str) and len(name) <= DEVICE_NAME_MAX
+            and DEVICE_NAME_RE.fullmatch(name) is not None)
+
+
+# The device part may hold ',', '=' and '['. The name ends in `,dtype=<label>,block_shape=[n,k]
+# .json` (SGLang: `[n, k]`) with no ',' or '=' in the label, so that ending is found from the end
+# of the name: the split is unique and parsing gives back the device_name that was put in.
 _FILE_NAME_RE = re.compile(
     r"N=(?P<N>[1-9][0-9]{0,8}),K=(?P<K>[1-9][0-9]{0,8}),"
-    r"device_name=(?P<device>[A-Za-z0-9_.\-]{1,128}),dtype=(?P<dtype>[a-z0-9_]+),"
+    rf"device_name=(?P<device>[.{DEVICE_NAME_CHARS}]{{1,{DEVICE_NAME_MAX}}}),"
+    r"dtype=(?P<dtype>[a-z0-9_]{1,32}),"
     r"block_shape=\[(?P<bn>[1-9][0-9]{0,5}), ?(?P<bk>[1-9][0-9]{0,5})\]\.json"
 )
 
@@ -63,8 +98,9 @@ def config_file_name(
     for label, value in (("N", N), ("K", K), ("group_n", bn), ("group_k", bk)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{label} must be a positive integer, got {value!r}")
-    if not DEVICE_NAME_RE.fullmatch(device_name):
-        raise ValueError(f"device_name {device_name!r} must match {DEVICE_NAME_RE.pattern}")
+    if not is_device_name(device_name):
+        raise ValueError(f"device_name {device_name!r} must be 1..{DEVICE_NAME_MAX} printable "
+                         "ASCII characters without space, '\"', '/', '\\' or '..'")
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
     return f"N={N},K={K},device_name={device_name},dtype={dtype},block_shape=[{bn},{bk}].json"
@@ -124,8 +160,8 @@ def parse_config_file_name(name: str) -> ConfigFileName:
     Raises:
         ValueError: The name is not a block-scaled W8A8 GEMM config file name.
     """
-    match = _FILE_NAME_RE.fullmatch(name)
-    if match is None or match["dtype"] not in DTYPES:
+    match = _FILE_NAME_RE.fullmatch(name) if len(name) <= 512 else None
+    if match is None or match["dtype"] not in DTYPES or not is_device_name(match["device"]):
         raise ValueError(
             f"{name!r} is not a config file name like "
             f"'{config_file_name(1024, 512, 'NVIDIA_L20')}'"
