@@ -1,14 +1,14 @@
 """The `tuner` command line: the Typer app and the one place every command is registered.
 
-Commands live in their own modules (sweep, files, store, verify, shapes, landscape), which share
-`tuner.cli.options`; this module imports them and nothing imports it back.
+Commands live in their own modules (sweep, files, imports, store, verify, shapes,
+landscape), which share `tuner.cli.options`; this module imports them and nothing imports it back.
 """
 
 from __future__ import annotations
 
 import typer
 
-from tuner.cli import files, landscape, shapes, store, sweep, verify
+from tuner.cli import files, imports, landscape, shapes, store, sweep, verify
 
 # Click's plain help, not Typer's rich panels: on an 80-column terminal the panels cut long
 # option names, URLs and paths with an ellipsis; plain help wraps them whole.
@@ -35,7 +35,7 @@ app.add_typer(db_app, name="db")
 
 app.command()(sweep.sweep)
 app.command()(sweep.worker)
-app.command("import")(store.import_files)
+app.command("import")(imports.import_files)
 app.command()(store.status)
 app.command()(store.mounts)
 app.command()(store.serve)

@@ -1,5 +1,5 @@
-"""`tuner import`, `status`, `mounts`, `serve` and `db upgrade`: bring files in, watch sweeps,
-mount and serve files, migrate the store.
+"""`tuner status`, `mounts`, `serve` and `db upgrade`: watch sweeps, mount and serve files,
+migrate the store (`tuner import` is in tuner.cli.imports).
 """
 
 from __future__ import annotations
@@ -40,69 +40,6 @@ EngineOpt = Annotated[
     EngineName, typer.Option("--engine", help="Serving engine: its config folder and its "
                              "file-name spelling (SGLang: block_shape=[128, 128]).")
 ]
-
-
-def import_files(
-    files: Annotated[list[Path], typer.Argument(help="Config files, e.g. those shipped with "
-                                                "vLLM (NVIDIA or AMD).")],
-    label: Annotated[str, typer.Option(help="Where the files come from, e.g. vllm-0.33.0; "
-                                       "importing a label again replaces its entries.")
-                     ] = "imported",
-    device: Annotated[str | None, typer.Option(help="Store for this device (one in the store, "
-                                               "aliases allowed) [default: the file name's "
-                                               "device_name].")] = None,
-    db: DbOpt = None,
-) -> None:
-    """Keep existing config files as a labelled source per device and shape.
-
-    Their entries fill M without a measured winner at export (measured winners beat them);
-    they are never measured and never claimed to beat the default. Every file is checked
-    before anything is stored: one bad file stores none.
-    """
-    from db import repo
-    from db.engine import session_scope
-    from tuner.files.format import MAX_FILE_BYTES, coverage_summary, parse_file_for_import
-    from tuner.files.imports import target_device
-
-    if not 1 <= len(label) <= 128 or not label.strip():
-        raise fail("--label must be 1..128 characters")
-    parsed = []
-    for path in files:
-        try:
-            if path.is_dir():
-                raise ValueError(f"{path}: is a folder; pass the files (e.g. {path}/*.json)")
-            if path.stat().st_size > MAX_FILE_BYTES:
-                raise ValueError(f"{path}: more than {MAX_FILE_BYTES} bytes: not a config file")
-            parsed.append((path, parse_file_for_import(path.name, path.read_bytes(), str(path))))
-        except OSError as exc:
-            raise fail(f"{path}: cannot read: {exc.strerror or exc}") from None
-        except ValueError as exc:
-            raise fail(str(exc)) from None
-    _, engine = open_db(db)
-    with session_scope(engine) as session:
-        known = sorted(set(repo.list_device_names(session))
-                       | set(repo.list_import_device_names(session)))
-    planned = {}
-    for path, item in parsed:
-        try:
-            target = target_device(device, item.name.device_name, known)
-        except LookupError as exc:
-            raise fail(f"{path}: {exc}") from None
-        key = (target, item.name.N, item.name.K, item.name.block_shape)
-        if key in planned:
-            raise fail(f"{path}: same device and shape as {planned[key][0]}; import one per "
-                       "shape and label")
-        planned[key] = (path, item, target)
-    with session_scope(engine) as session:
-        for path, item, target in planned.values():
-            repo.record_import(session, device_name=target, N=item.name.N, K=item.name.K,
-                               block_shape=item.name.block_shape, label=label,
-                               file_name=path.name, sha256=item.sha256, configs=item.configs)
-    for path, item, target in planned.values():
-        moved = "" if target == item.name.device_name else f" (file named for " \
-            f"{item.name.device_name})"
-        plain(f"imported {path.name} for {target}{moved} as '{label}': "
-               f"{coverage_summary(item.configs)}")
 
 
 def status(
