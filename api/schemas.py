@@ -127,7 +127,10 @@ class ImportRequest(BaseModel):
 
 
 class ImportedFile(BaseModel):
-    """An imported file of a device: its shape, label, hash, M keys and their coverage."""
+    """An imported file of a device: its shape, label, hash, M keys and their coverage, and the
+    launch check `tuner import` ran: `checked_arch` (compute capability as an int, e.g. 89;
+    None: not checked, as for files imported over HTTP) and `cannot_launch` (M -> why its entry
+    cannot launch on the device; merges leave those entries out)."""
 
     device_name: str
     N: int
@@ -139,6 +142,8 @@ class ImportedFile(BaseModel):
     m_keys: list[int]
     coverage: MCoverage
     note: str | None = None
+    checked_arch: int | None = None
+    cannot_launch: dict[int, str] = Field(default_factory=dict)
 
 
 # Bounds keep every value inside the store's 32-bit integer columns.

@@ -247,7 +247,8 @@ class Trial(TaskConfig, Base):
 class ImportedFile(Base):
     """The configs of an existing file (for example one shipped with vLLM), kept as a labelled
     source for one device and shape (revision 0003). Never measured here: a merge uses its
-    entries only for M without a measured winner."""
+    entries only for M without a measured winner, and never those that cannot launch on the
+    device (revision 0006)."""
 
     __tablename__ = "imports"
 
@@ -263,6 +264,11 @@ class ImportedFile(Base):
     # M (decimal string, as in the file) -> config with the file's keys (AMD keys kept).
     configs: Mapped[dict[str, dict[str, int]]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    # The launch check of `tuner import` (revision 0006): the compute capability the entries were
+    # compiled for (e.g. 89; NULL: not checked), and M (decimal string) -> why that entry cannot
+    # launch there. Merges leave those entries out.
+    checked_arch: Mapped[int | None] = mapped_column(Integer)
+    cannot_launch: Mapped[dict[str, str]] = mapped_column(JSON, default=dict, server_default="{}")
 
     __table_args__ = (UniqueConstraint("device_id", "N", "K", "block_n", "block_k", "label"),)
 

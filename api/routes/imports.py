@@ -36,6 +36,7 @@ def _schema(item: repo.ImportInfo, note: str | None = None) -> schemas.ImportedF
         device_name=item.device_name, N=item.N, K=item.K, block_shape=item.block_shape,
         label=item.label, file_name=item.file_name, sha256=item.sha256,
         m_keys=list(item.m_keys), coverage=coverage(list(item.m_keys)), note=note,
+        checked_arch=item.checked_arch, cannot_launch=item.cannot_launch,
     )
 
 
@@ -82,7 +83,10 @@ def import_file(
 
     The file is checked whole before anything is stored. Its entries fill M that have no
     measured winner when the device's files are merged; they are never measured and never
-    claimed to beat the default. Importing the same label again replaces the entries.
+    claimed to beat the default. Importing the same label again replaces the entries. The
+    service compiles nothing (it loads no Triton), so its imports are stored without a launch
+    check (`checked_arch` null); `tuner import` compiles the entries for the device and leaves
+    out those that cannot launch there.
 
     Args:
         device_name: The device to store for: one in the store, or the file's own device.

@@ -46,7 +46,8 @@ class WinnerRowLike(WinnerLike, Protocol):
 
 
 class ImportedShapeLike(Protocol):
-    """Imported entries of one shape (db.repo.ImportedShape): M -> config, M -> label."""
+    """Imported entries of one shape (db.repo.ImportedShape): M -> config, M -> label. It may
+    also carry `left_out` (M -> (label, reason)): entries the launch check left out."""
 
     configs: Mapping[int, Mapping[str, int]]
     labels: Mapping[int, str]
@@ -114,6 +115,7 @@ def merge_shape(
     default: KernelConfig | Callable[[int], KernelConfig],
     existing: Mapping[int, Mapping[str, int]] | None = None, allow_partial: bool = False,
     existing_labels: Mapping[int, str] | None = None,
+    left_out: Mapping[int, tuple[str, str]] | None = None,
 ) -> MergedFile:
     """Merge one shape's winners into a file (DESIGN §9).
 
@@ -132,6 +134,8 @@ def merge_shape(
         existing: Entries of a file to merge in (for example one shipped with vLLM).
         allow_partial: Emit a file even if some requested M has no winner.
         existing_labels: M -> the label of the import an existing entry came from.
+        left_out: M -> (label, reason) of imported entries that cannot launch on the device
+            (`tuner import`'s launch check); they are not in `existing`, and get a note each.
 
     Raises:
         PartialFileError: Some M of `m_requested` has no winner and `allow_partial` is false,
@@ -176,6 +180,8 @@ def merge_shape(
         if M in labels else f"M={M}: kept from the existing file, not measured here"
         for M in m_imported
     )
+    notes.extend(f"M={M}: entry imported from '{label}' left out, it cannot launch on this "
+                 f"device: {reason}" for M, (label, reason) in sorted((left_out or {}).items()))
     m_missing = sorted({M for M in m_requested if M not in by_m})
     if not configs:
         raise PartialFileError("no M has a winner: nothing to write")
@@ -297,6 +303,7 @@ def build_device_files(
                 default=lambda M, family=family, shape=shape: family.default_config(shape, M),
                 allow_partial=allow_partial, existing=extra.configs if extra else None,
                 existing_labels=extra.labels if extra else None,
+                left_out=getattr(extra, "left_out", None),
             )
         except PartialFileError as exc:
             done = {row.M for row in rows}
