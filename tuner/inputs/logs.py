@@ -27,9 +27,10 @@ from tuner.kernels.dense.naming import FP8_DTYPE, parse_config_file_name
 
 MARKER = "Using default W8A8 Block FP8 kernel config"
 _NOT_FOUND_RE = re.compile(r"Config file not found at\s+(?P<rest>.*)$")
-# The file name at the end of a path; SGLang puts a space inside block_shape.
+# The file name at the end of a path; SGLang puts a space inside block_shape. The device part
+# may hold any character vLLM keeps (',' and '=' too), so it ends at the last ",dtype=".
 _FILE_RE = re.compile(
-    r"(?:^|[/\\'\"\s\[])(?P<name>N=\d+,K=\d+,device_name=[^,/\\\s]+,dtype=[a-z0-9_]+,"
+    r"(?:^|[/\\'\"\s\[])(?P<name>N=\d+,K=\d+,device_name=[^/\\\s]+,dtype=[a-z0-9_]+,"
     r"block_shape=\[\d+, ?\d+\]\.json)"
 )
 _ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
