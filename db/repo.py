@@ -8,6 +8,7 @@ processes on one SQLite file and on PostgreSQL.
 
 from __future__ import annotations
 
+from db.comparisons import ComparisonInfo, PointRow, list_comparisons, record_comparison
 from db.decisions import (
     DecisionInfo,
     RetimeInfo,
@@ -61,12 +62,14 @@ from db.trials import TrialInfo, record_trial, task_trials
 from db.winners import TaskWinnerRow, WinnerRow, stale_trials, task_winners, winners
 
 __all__ = [
+    "ComparisonInfo",
     "DecisionInfo",
     "DeviceTrialRow",
     "EnvironmentRow",
     "ImportInfo",
     "ImportedShape",
     "InFlight",
+    "PointRow",
     "RetimeInfo",
     "ShapeCoverage",
     "StoreCounts",
@@ -91,11 +94,13 @@ __all__ = [
     "heartbeat",
     "imported_configs",
     "in_flight",
+    "list_comparisons",
     "list_device_names",
     "list_import_device_names",
     "list_imports",
     "list_sweeps",
     "record_ceilings",
+    "record_comparison",
     "record_decision",
     "record_import",
     "record_trial",

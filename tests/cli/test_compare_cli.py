@@ -1,0 +1,71 @@
+"""`tuner compare` on the interpreter: every kernel's row is printed and stored, with the
+verdict lines; bad input is one line, exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from tests.storefill import DEFAULT, FAST, fill
+from tuner.cli.app import app
+
+runner = CliRunner()
+DEVICE = "TRITON_INTERPRETER"
+
+
+def test_compare_tiny_on_the_interpreter(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    # N=256,K=384 has a file whose M=1 winner is FAST; N=576,K=256 has no trials.
+    fill(db, {(256, 384, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 5.0)]},
+         device_name=DEVICE, model="tiny", m_values=(1,))
+    result = runner.invoke(app, ["compare", "--device", "interpreter", "--model", "tiny",
+                                 "--m", "1", "--rounds", "2", "--interpreter-reps", "1",
+                                 "--db", db])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert "tuned: M=1 16x64x128 g1 w4 s3" in lines
+    assert "not timed: vllm-marlin: CPU run: vLLM's GPU kernels are not timed" in lines
+    assert any(line.startswith("decode (M <= 32): ") for line in lines)
+    assert "prefill (M >= 2048): no point where the kernels could all be compared" in lines
+    assert lines[-1] == f"stored as comparison 1 of {DEVICE}"
+
+    from db import repo
+    from db.engine import open_store, session_scope
+
+    engine = open_store(db)
+    with session_scope(engine) as session:
+        (stored,) = repo.list_comparisons(session, device_name=DEVICE)
+    engine.dispose()
+    assert (stored.model, stored.tp, stored.gpu_name) == ("tiny", 1, DEVICE)
+    assert stored.verdicts[1] == "prefill (M >= 2048): no point where the kernels could all be " \
+        "compared"
+    status = {(p.N, p.backend): p.status for p in stored.points}
+    assert status == {
+        (256, "triton-tuned"): "ok", (256, "triton-default"): "ok",
+        (256, "torch-dequant-cpu"): "ok", (256, "torch-scaled_mm"): "unavailable",
+        (256, "vllm-cutlass"): "unavailable", (256, "vllm-deepgemm"): "unavailable",
+        (256, "vllm-marlin"): "unavailable",
+        (576, "triton-tuned"): "unavailable", (576, "triton-default"): "ok",
+        (576, "torch-dequant-cpu"): "ok", (576, "torch-scaled_mm"): "unavailable",
+        (576, "vllm-cutlass"): "unavailable", (576, "vllm-deepgemm"): "unavailable",
+        (576, "vllm-marlin"): "unavailable",
+    }
+    tuned = next(p for p in stored.points if (p.N, p.backend) == (256, "triton-tuned"))
+    assert tuned.note == "16x64x128 g1 w4 s3" and tuned.p20_us <= tuned.latency_us <= tuned.p80_us
+    missing = next(p for p in stored.points if (p.N, p.backend) == (576, "triton-tuned"))
+    assert missing.note == "no file for this shape in the store"
+
+
+def test_compare_bad_input(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    fill(db, {(256, 384, 1): [(DEFAULT, True, "ok", 10.0)]}, device_name=DEVICE, model="tiny",
+         m_values=(1,))
+    for args, message in [
+        (["--model", "nope"], "unknown model 'nope'"),
+        (["--model", "tiny", "--m", "0"], "--m: '0' is not a positive integer"),
+    ]:
+        result = runner.invoke(app, ["compare", "--device", "interpreter", *args, "--db", db])
+        assert result.exit_code == 2, result.output
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith("error: ") and message in line, line
