@@ -105,7 +105,9 @@ def test_from_config_and_save(tmp_path: Path) -> None:
     config = tmp_path / "config.json"
     config.write_text(json.dumps({
         "architectures": ["Qwen3ForCausalLM"], "hidden_size": 4096, "num_attention_heads": 32,
-        "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 12288}))
+        "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 12288,
+        "quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic",
+                                "weight_block_size": [128, 128]}}))
     result = invoke("shapes", "from-config", str(config), "--tp", "2", "--save", "qwen3-8b")
     assert result.exit_code == 0, result.output
     assert "Qwen3ForCausalLM, TP 2, block_shape [128, 128]" in flat(result.stdout)
@@ -114,6 +116,29 @@ def test_from_config_and_save(tmp_path: Path) -> None:
 
     assert load_shapes("qwen3-8b", 2).shapes == ((3072, 4096), (4096, 2048), (12288, 4096),
                                                  (4096, 6144))
+
+
+def test_from_config_refuses_bf16_and_reads_compressed_tensors_blocks(tmp_path: Path) -> None:
+    from tests.tuner.inputs.test_quantization import FP8_BLOCK, FP8_GROUP, with_quant
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(with_quant(None)))
+    one_line_error(invoke("shapes", "from-config", str(config), "--tp", "2"),
+                   f"{config}: no quantization_config: an unquantized (BF16/FP16) checkpoint; "
+                   "vLLM runs no block-FP8 GEMM for it, so there is nothing to tune")
+    config.write_text(json.dumps(with_quant(FP8_GROUP)))
+    one_line_error(invoke("shapes", "from-config", str(config), "--tp", "2"),
+                   f"{config}: config_groups.group_0 weights are FP8 per-group (1 x group_size), "
+                   "not 128x128 blocks: vLLM runs no block-FP8 GEMM for them, so there is "
+                   "nothing to tune")
+    config.write_text(json.dumps(with_quant(FP8_BLOCK)))
+    result = invoke("shapes", "from-config", str(config), "--tp", "2")
+    assert result.exit_code == 0, result.output
+    assert "LlamaForCausalLM, TP 2, block_shape [128, 128]" in flat(result.stdout)
+    rows = [[cell.strip() for cell in line.strip("│ ").split("│")]
+            for line in result.stdout.splitlines() if re.match(r"│\s*\d", line)]
+    assert rows == [["3072", "4096", "qkv_proj"], ["4096", "2048", "o_proj"],
+                    ["14336", "4096", "gate_up_proj"], ["4096", "7168", "down_proj"]]
 
 
 def test_from_config_refuses_unknown_architectures(tmp_path: Path) -> None:

@@ -169,7 +169,8 @@ def from_config(
     qkv_proj N = (heads/tp + 2 * max(1, kv_heads/tp)) * head_dim, K = hidden; o_proj N = hidden,
     K = heads * head_dim / tp; gate_up_proj N = 2 * intermediate / tp, K = hidden; down_proj
     N = hidden, K = intermediate / tp (vLLM's QKV/MergedColumn/RowParallelLinear). Llama,
-    Mistral, Qwen2 and Qwen3 architectures; others and splits that do not divide are refused.
+    Mistral, Qwen2 and Qwen3 architectures; others, splits that do not divide and checkpoints
+    that are not block FP8 (BF16, per-tensor/channel/group FP8) are refused.
     """
     from tuner.inputs.hfconfig import derive_shapes, read_config
 
