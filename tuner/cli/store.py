@@ -244,11 +244,10 @@ def serve(
 ) -> None:
     """Serve the merged config files over HTTP (FastAPI under uvicorn)."""
     import uvicorn
+    from pydantic import ValidationError
 
     from api.app import create_app
     from api.settings import Settings
-
-    from pydantic import ValidationError
 
     url, _ = open_db(db)
     try:
