@@ -4,6 +4,7 @@ is served.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
@@ -108,7 +109,7 @@ def from_log(
     and the `tuner sweep` command that covers them. MoE config warnings are ignored.
     """
     from tuner.inputs.logs import read_log
-    from tuner.inputs.shapes import find_covering, suggest_model_key
+    from tuner.inputs.shapes import find_covering, free_model_key, suggest_model_key
 
     try:
         scan = read_log(log)
@@ -152,10 +153,12 @@ def from_log(
         console.print(f"these are shapes of model '{model}' TP {size}; next:", highlight=False)
         _next_step(scan.device_names, model, size, "sglang" in engines)
         return
-    name = suggest_model_key(scan.model or log.stem)
-    tp_flag = "" if scan.tp else f" --tp {tp if tp is not None else '<TP>'}"
-    console.print(f"save them first (tuner shapes from-log {log} --save {name}{tp_flag}), then:",
-                  soft_wrap=True, markup=False, highlight=False)
+    # A name `--save` accepts: not a packaged model's, nor one saved before (whose shapes differ,
+    # or find_covering would have named it).
+    name = free_model_key(suggest_model_key(scan.model or log.stem))
+    tp_flag = "" if tp is not None and tp == scan.tp else f" --tp {tp or '<TP>'}"
+    console.print(f"save them first (tuner shapes from-log {shlex.quote(str(log))} --save "
+                  f"{name}{tp_flag}), then:", soft_wrap=True, markup=False, highlight=False)
     _next_step(scan.device_names, name, tp, "sglang" in engines)
 
 
@@ -169,7 +172,8 @@ def from_config(
     qkv_proj N = (heads/tp + 2 * max(1, kv_heads/tp)) * head_dim, K = hidden; o_proj N = hidden,
     K = heads * head_dim / tp; gate_up_proj N = 2 * intermediate / tp, K = hidden; down_proj
     N = hidden, K = intermediate / tp (vLLM's QKV/MergedColumn/RowParallelLinear). Llama,
-    Mistral, Qwen2 and Qwen3 architectures; others and splits that do not divide are refused.
+    Mistral, Qwen2 and Qwen3 architectures; others, splits that do not divide and checkpoints
+    that are not block FP8 (BF16, per-tensor/channel/group FP8) are refused.
     """
     from tuner.inputs.hfconfig import derive_shapes, read_config
 

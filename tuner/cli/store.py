@@ -244,12 +244,18 @@ def serve(
 ) -> None:
     """Serve the merged config files over HTTP (FastAPI under uvicorn)."""
     import uvicorn
+    from pydantic import ValidationError
 
     from api.app import create_app
     from api.settings import Settings
 
     url, _ = open_db(db)
-    uvicorn.run(create_app(Settings(db_url=url, host=host, port=port)), host=host, port=port)
+    try:
+        settings = Settings(db_url=url, host=host, port=port)
+    except ValidationError as exc:  # a bad TUNER_* variable
+        error = exc.errors()[0]
+        raise fail(str(error.get("ctx", {}).get("error") or error["msg"])) from None
+    uvicorn.run(create_app(settings), host=host, port=port)
 
 
 def db_upgrade(db: DbOpt = None) -> None:

@@ -11,8 +11,10 @@ Both engines warn once per missing file and process (so once per rank):
   `block_shape=[128, 128]` with a space.
 
 The fused-MoE warnings ("Using default MoE config ... E=..,N=..") are a different kernel and are
-ignored. TP size and model name are taken from the engine's start-up line when the log has it
-(vLLM: `tensor_parallel_size=2`, `model='...'`; SGLang: `tp_size=2`, `model_path='...'`).
+ignored. TP size and model name are taken from the engine's start-up lines when the log has them
+(vLLM: `non-default args: {..., 'model': '...', 'tensor_parallel_size': 2}`, where no
+tensor_parallel_size means vLLM's default 1, and the engine's `with config: model='...',
+tensor_parallel_size=2`; SGLang: `tp_size=2`, `model_path='...'`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,11 @@ _FILE_RE = re.compile(
 _ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # `tensor_parallel_size=2` (config line) or `'tensor_parallel_size': 2` (vLLM's non-default args).
 _TP_RE = re.compile(r"\b(?:tensor_parallel_size|tp_size)'?\s*[=:]\s*(\d+)")
+# vLLM logs its command-line arguments that differ from the defaults at start-up as a Python dict
+# repr: `logger.info("non-default args: %s", non_default_args)` (log_non_default_args,
+# vllm/entrypoints/utils.py), e.g. `non-default args: {'model_tag': 'Qwen/Qwen3-8B-FP8', 'model':
+# 'Qwen/Qwen3-8B-FP8', 'tensor_parallel_size': 2}`.
+_NON_DEFAULT = "non-default args: {"
 _MODEL_RE = re.compile(r"\b(?:model|model_path)'?\s*[=:]\s*'([^']+)'")
 _BINARY_PROBE_BYTES = 8192
 
@@ -134,7 +141,12 @@ def scan_lines(lines: Iterable[str]) -> LogScan:
         count += 1
         line = _ANSI_RE.sub("", raw).rstrip("\r\n")
         if MARKER not in line:
-            if "tensor_parallel_size=" in line or "tp_size=" in line:
+            if _NON_DEFAULT in line:
+                # vLLM's default TP is 1: the dict leaves tensor_parallel_size out then.
+                found_tp = _TP_RE.findall(line) or ["1"]
+                tps.update(int(v) for v in found_tp if 0 < int(v) <= 1024)
+                models.update(_MODEL_RE.findall(line)[:1])
+            elif "tensor_parallel_size=" in line or "tp_size=" in line:
                 tps.update(int(v) for v in _TP_RE.findall(line) if 0 < int(v) <= 1024)
                 models.update(_MODEL_RE.findall(line)[:1])
             continue
