@@ -14,7 +14,7 @@ import tuner
 from api.deps import StoreHandle
 from api.docs import add_local_docs
 from api.metrics import Metrics
-from api.routes import devices, health, imports, metrics, mounts, report, sweeps
+from api.routes import comparisons, devices, health, imports, metrics, mounts, report, sweeps
 from api.settings import Settings
 from db.engine import SchemaError
 
@@ -53,6 +53,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(sweeps.router)
     app.include_router(imports.router)
     app.include_router(report.router)
+    app.include_router(comparisons.router)
     app.include_router(mounts.router)
     app.include_router(metrics.router)
 

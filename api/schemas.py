@@ -199,3 +199,33 @@ class SweepStatus(BaseModel):
     tasks_failed: int
     trials_total: int
     trials_ok: int
+
+
+class ComparisonPointOut(BaseModel):
+    """One kernel at one (N, K, M) of a `tuner compare` run."""
+
+    N: int
+    K: int
+    M: int
+    backend: str = Field(description="triton-tuned, triton-default, torch-scaled_mm, "
+                         "torch-dequant-cpu, vllm-deepgemm, vllm-cutlass or vllm-marlin.")
+    status: Literal["ok", "failed", "unavailable"]
+    latency_us: float | None = Field(description="Median of the interleaved samples, "
+                                     "microseconds; null unless ok.")
+    p20_us: float | None
+    p80_us: float | None
+    note: str = Field(description="The Triton config, or why it failed or was not timed.")
+
+
+class ComparisonOut(BaseModel):
+    """One `tuner compare` run: where it ran, its verdict lines and every point."""
+
+    comparison_id: int
+    device_name: str
+    gpu_name: str
+    model: str
+    tp: int
+    out_dtype: str
+    created_at: datetime
+    verdicts: list[str]
+    points: list[ComparisonPointOut]

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from tests.cli.tabletext import table_rows
 from tests.storefill import DEFAULT, FAST, SLOW, fill, row_counts
 from tests.tuner.inputs.logfixtures import DSV3_TP8, QWEN_TP2, sglang_log, vllm_log
-from tests.cli.tabletext import table_rows
 from tuner.cli.app import app
 from tuner.files.format import dump_config_file
 from tuner.kernels.dense.naming import config_file_name, engine_file_name
@@ -353,8 +353,8 @@ def test_status(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     sweep_id = fill(db, PLAN, m_values=(1, 16, 32), fail_m=(32,))
     table = invoke("status", "--db", db)
     assert table.exit_code == 0
-    assert table_rows(table.stdout) == [[str(sweep_id), "NVIDIA_L20", "test-model", "2", "grid", "2/3", "0", "0",
-                     "1", "4/4"]]
+    assert table_rows(table.stdout) == [[str(sweep_id), "NVIDIA_L20", "test-model", "2", "grid",
+                                         "2/3", "0", "0", "1", "4/4"]]
     tasks = invoke("status", "--db", db, "--sweep", str(sweep_id))
     assert tasks.exit_code == 0
     rows = table_rows(tasks.stdout, first="576")

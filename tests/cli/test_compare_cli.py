@@ -69,3 +69,31 @@ def test_compare_bad_input(tmp_path: Path) -> None:
         assert result.exit_code == 2, result.output
         (line,) = result.stderr.strip().splitlines()
         assert line.startswith("error: ") and message in line, line
+
+
+def test_from_log_says_whether_the_server_reads_the_files(tmp_path: Path) -> None:
+    from tests.tuner.inputs.logfixtures import vllm_log
+
+    selected = ("(VllmWorker rank=0 pid=4101) INFO 12-01 10:00:30 [__init__.py:640] Selected "
+                "{} for Fp8LinearMethod")
+    marlin = tmp_path / "marlin.log"
+    marlin.write_text("INFO non-default args: {'model': 'Qwen/Qwen3.8-27B-FP8', "
+                      "'tensor_parallel_size': 2}\n"
+                      + selected.format("MarlinFP8ScaledMMLinearKernel") + "\n")
+    result = runner.invoke(app, ["shapes", "from-log", str(marlin)])
+    assert result.exit_code == 1, result.output
+    assert result.stdout.splitlines() == [
+        "vLLM selected Marlin (weight-only FP8, W8A16) (MarlinFP8ScaledMMLinearKernel) for "
+        "block-FP8 layers: the tuned files are NOT read with this server's settings; "
+        "--linear-backend triton makes it run the Triton kernel that reads them (measure first: "
+        "tuner compare)."]
+    assert "the Triton kernel did not run" in result.stderr
+    triton = tmp_path / "triton.log"
+    triton.write_text(vllm_log().replace(
+        "Model loading took", selected.format("TritonFp8BlockScaledMMKernel") + "\nModel "
+        "loading took", 1))
+    result = runner.invoke(app, ["shapes", "from-log", str(triton)])
+    assert result.exit_code == 0, result.output
+    assert ("vLLM selected Triton (reads the tuned files) (TritonFp8BlockScaledMMKernel) for "
+            "block-FP8 layers: the tuned files are read with this server's settings."
+            ) in result.stdout.splitlines()

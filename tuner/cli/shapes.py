@@ -116,9 +116,11 @@ def from_log(
     except ValueError as exc:
         raise fail(str(exc)) from None
     if not scan.missing:
+        if scan.kernel_line is not None:
+            console.print(scan.kernel_line, soft_wrap=True, markup=False, highlight=False)
         raise fail(f"{log}: no 'Config file not found' warning of the W8A8 block-FP8 kernel in "
-                   f"{scan.lines} lines: every shape had a file, or this is not a vLLM/SGLang "
-                   "server log", 1)
+                   f"{scan.lines} lines: every shape had a file, the Triton kernel did not run, "
+                   "or this is not a vLLM/SGLang server log", 1)
     tp = tp if tp is not None else scan.tp
     shapes = scan.shapes()
     block_shapes = sorted({b for _, _, b in shapes})
@@ -128,6 +130,8 @@ def from_log(
         f"{', '.join(scan.device_names)}; model {scan.model or 'not stated'}; "
         f"TP {tp if tp is not None else 'not stated'}", soft_wrap=True, markup=False,
         highlight=False)
+    if scan.kernel_line is not None:
+        console.print(scan.kernel_line, soft_wrap=True, markup=False, highlight=False)
     console.print(f"{len(shapes)} shape(s) without a config file, block_shape "
                   f"{' and '.join(f'[{b[0]}, {b[1]}]' for b in block_shapes)}:",
                   soft_wrap=True, highlight=False)

@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tuner.inputs.backends import kernel_verdict, linear_backend_arg, selected_kernel
 from tuner.kernels.dense.naming import FP8_DTYPE, parse_config_file_name
 
 MARKER = "Using default W8A8 Block FP8 kernel config"
@@ -84,6 +85,9 @@ class LogScan:
         tp: tensor-parallel size from the engine's start-up line; None if absent or ambiguous.
         model: the served model's name or path from that line; None if absent or ambiguous.
         lines: lines read.
+        linear_kernels: the block-FP8 linear kernel classes vLLM says it selected ("Selected
+            <kernel> for <method>", tuner.inputs.backends), in order of first appearance.
+        linear_backend: the `linear_backend` of vLLM's non-default args, or None.
     """
 
     missing: tuple[MissingConfig, ...]
@@ -91,6 +95,13 @@ class LogScan:
     tp: int | None
     model: str | None
     lines: int
+    linear_kernels: tuple[str, ...] = ()
+    linear_backend: str | None = None
+
+    @property
+    def kernel_line(self) -> str | None:
+        """Whether this server reads the tuned files (`tuner.inputs.backends.kernel_verdict`)."""
+        return kernel_verdict(self.linear_kernels, self.linear_backend)
 
     @property
     def device_names(self) -> list[str]:
@@ -137,11 +148,17 @@ def scan_lines(lines: Iterable[str]) -> LogScan:
     count = 0
     tps: set[int] = set()
     models: set[str] = set()
+    kernels: dict[str, None] = {}
+    backends: set[str] = set()
     for raw in lines:
         count += 1
         line = _ANSI_RE.sub("", raw).rstrip("\r\n")
         if MARKER not in line:
+            selected = selected_kernel(line)
+            if selected is not None:
+                kernels.setdefault(selected[0], None)
             if _NON_DEFAULT in line:
+                backends.update(filter(None, [linear_backend_arg(line)]))
                 # vLLM's default TP is 1: the dict leaves tensor_parallel_size out then.
                 found_tp = _TP_RE.findall(line) or ["1"]
                 tps.update(int(v) for v in found_tp if 0 < int(v) <= 1024)
@@ -170,7 +187,8 @@ def scan_lines(lines: Iterable[str]) -> LogScan:
                 block_shape=parsed.block_shape,
             )
     return LogScan(missing=tuple(found.values()), warnings=warnings, tp=_one(tps),
-                   model=_one(models), lines=count)
+                   model=_one(models), lines=count, linear_kernels=tuple(kernels),
+                   linear_backend=_one(backends))
 
 
 def _open_lines(path: Path) -> Iterable[str]:
