@@ -44,7 +44,7 @@ from db.reports import (
     shape_coverage,
     sweep_progress,
 )
-from db.sweeps import SweepInfo, create_sweep, get_sweep, sweep_key
+from db.sweeps import OpenedSweep, SweepInfo, create_sweep, get_sweep, open_sweep, sweep_key
 from db.tasks import (
     InFlight,
     TaskInfo,
@@ -67,6 +67,7 @@ __all__ = [
     "ImportInfo",
     "ImportedShape",
     "InFlight",
+    "OpenedSweep",
     "RetimeInfo",
     "ShapeCoverage",
     "StoreCounts",
@@ -95,6 +96,7 @@ __all__ = [
     "list_import_device_names",
     "list_imports",
     "list_sweeps",
+    "open_sweep",
     "record_ceilings",
     "record_decision",
     "record_import",

@@ -315,7 +315,8 @@ def task_winners(
     family: str = DEFAULT_FAMILY,
     shape_params: str = "",
 ) -> list[TaskWinnerRow]:
-    """Winners of the done tasks of a device: what a new task warm-starts from
+    """Winners of the finished tasks of a device (done, or reopened by a larger budget after
+    they were done): what a new task warm-starts from
     (`tuner.search.warm_start_for_task`). One query with a `row_number()` ranking of ok
     trials (decisions are not consulted: a warm start wants fast configs, not the kept one).
 
@@ -326,14 +327,16 @@ def task_winners(
         out_dtype: output dtype of the sweeps to read.
         kernel_hash: only trials whose environment has this kernel hash; None for all.
         triton_minor: only trials whose environment's triton is this major.minor; None for all.
-        finished_before: only tasks finished before this time (UTC); None for all. A resumed
-            task passes the time of its first trial, so it gets the warm starts its first run
-            got, and a killed sweep resumes into the trials of an uninterrupted one.
+        finished_before: only tasks first finished before this time (UTC), and their trials
+            stored before it; None for all. A resumed task passes the time of its first trial,
+            so it gets the warm starts its first run got, and a killed or extended sweep
+            resumes into the trials of an uninterrupted one (a task reopened by a larger
+            budget keeps its first `finished_at`).
         family: only tasks of this kernel family.
         shape_params: only tasks with these family dimensions beyond N and K.
 
     Returns:
-        One row per (N, K, M) with a done task and an ok trial, sorted by (N, K, M); ties in
+        One row per (N, K, M) with a finished task and an ok trial, sorted by (N, K, M); ties in
         latency_us go to the lowest trial_id.
 
     Raises:
@@ -349,10 +352,11 @@ def task_winners(
                                                                 Trial.trial_id)).label("rank")],
             device_name=device_name, out_dtype=out_dtype, environments=environments,
         )
-        .where(Task.state == "done", Task.family == family, Task.shape_params == shape_params,
-               Sweep.block_n == block_shape[0],
+        .where(Task.finished_at.is_not(None), Task.state != "failed", Task.family == family,
+               Task.shape_params == shape_params, Sweep.block_n == block_shape[0],
                Sweep.block_k == block_shape[1],
-               *([Task.finished_at < finished_before] if finished_before is not None else []))
+               *([Task.finished_at < finished_before, Trial.created_at < finished_before]
+                 if finished_before is not None else []))
         .subquery("ranked")
     )
     rows = session.execute(
