@@ -45,6 +45,7 @@ from db.reports import (
     sweep_progress,
 )
 from db.sweeps import OpenedSweep, SweepInfo, create_sweep, get_sweep, open_sweep, sweep_key
+from db.task_winners import TaskWinnerRow, task_winners
 from db.tasks import (
     InFlight,
     TaskInfo,
@@ -58,7 +59,7 @@ from db.tasks import (
     unfinished_tasks,
 )
 from db.trials import TrialInfo, record_trial, task_trials
-from db.winners import TaskWinnerRow, WinnerRow, stale_trials, task_winners, winners
+from db.winners import WinnerRow, stale_trials, winners
 
 __all__ = [
     "DecisionInfo",

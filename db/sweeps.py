@@ -192,7 +192,7 @@ def _extend(session: Session, sweep: Sweep, budget: int, key: str) -> int | None
     if not raised:
         return None
     # finished_at is kept: it says when each task first finished, which the warm starts of
-    # the resumed searches read (`db.winners.task_winners`).
+    # the resumed searches read (`db.task_winners.task_winners`).
     reopened = session.execute(
         update(Task).where(Task.sweep_id == sweep.sweep_id, Task.state == "done")
         .values(state="pending", worker_id=None, lease_expires_at=None, error=None)
