@@ -12,8 +12,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import tuner
 from api.deps import StoreHandle
+from api.docs import add_local_docs
 from api.metrics import Metrics
-from api.routes import devices, health, imports, metrics, mounts, report, sweeps
+from api.routes import comparisons, devices, health, imports, metrics, mounts, report, sweeps
 from api.settings import Settings
 from db.engine import SchemaError
 
@@ -40,7 +41,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=tuner.__version__,
         summary="Tuned vLLM block-FP8 GEMM config files, merged from the store.",
         lifespan=lifespan,
+        docs_url=None if settings.docs_assets else "/docs",
     )
+    if settings.docs_assets:
+        add_local_docs(app, settings.docs_assets)
     app.state.settings = settings
     app.state.store = store
     app.state.metrics = Metrics(store)
@@ -49,6 +53,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(sweeps.router)
     app.include_router(imports.router)
     app.include_router(report.router)
+    app.include_router(comparisons.router)
     app.include_router(mounts.router)
     app.include_router(metrics.router)
 

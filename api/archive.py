@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import io
+import textwrap
 import zipfile
 
 import tuner
 from tuner.files.merge import DeviceFiles
+from tuner.inputs.backends import TRITON_FLAG, backend_lines
 from tuner.kernels.dense.naming import ENGINE_CONFIG_DIRS, SGLANG_NOTE
 
 README_NAME = "README.txt"
@@ -14,6 +16,12 @@ README_NAME = "README.txt"
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 _CONFIGS_DIR = "vllm/model_executor/layers/quantization/utils/configs"
 
+# DESIGN §9: which kernel vLLM 0.33.0 runs, per architecture (tuner.inputs.backends), wrapped.
+# The flag stays on one line: its space is held by a NUL while wrapping.
+_BACKENDS = "\n".join(
+    textwrap.fill(line.replace(TRITON_FLAG, TRITON_FLAG.replace(" ", "\0")), width=92,
+                  subsequent_indent="  ", break_on_hyphens=False).replace("\0", " ")
+    for line in backend_lines())
 # DESIGN §9: where vLLM 0.33.0 reads these files and when it runs this Triton kernel.
 _HOW_TO = f"""\
 Where vLLM reads these files
@@ -28,10 +36,7 @@ Where vLLM reads these files
 - vLLM reads a file once per process; for an M not in the file it uses the entry of the
   nearest M key (a tie goes to the smaller key).
 
-Which kernel vLLM runs
-- vLLM 0.33.0 tries Marlin before this Triton kernel on CUDA, so on sm89 (L20, L40S,
-  RTX 4090) these files are used only with `--linear-backend triton` or with Marlin disabled.
-  Hopper GPUs usually run DeepGEMM or CUTLASS rather than this kernel.
+{_BACKENDS}
 """
 
 

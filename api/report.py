@@ -266,7 +266,7 @@ def _scope_note(scope: ReportScope) -> str:
 def render_report(
     device_name: str, shapes: Sequence[ShapeReport], environments: Sequence[Mapping[str, object]],
     *, version: str, out_dtype: str | None, ceilings: Mapping[str, object] | None = None,
-    scope: ReportScope | None = None,
+    scope: ReportScope | None = None, backends: str = "",
 ) -> str:
     """The whole HTML page.
 
@@ -281,6 +281,8 @@ def render_report(
             the bound, and each shape a chart of those % over M.
         scope: which trials the winners come from (kernel hash, Triton major.minor, stale
             trials left out); None leaves that note out.
+        backends: the HTML section on which kernel vLLM runs (api.report_backends), placed
+            before the versions.
 
     Returns:
         A standalone HTML document (inline CSS and SVG, no script).
@@ -304,6 +306,7 @@ def render_report(
     nav = " · ".join(f'<a href="#shape-{s.N}x{s.K}">N={s.N}, K={s.K}</a>' for s in shapes)
     body = [f"<nav>{nav}</nav>" if shapes else "<p>No shapes in the store for this device yet.</p>"]
     body += [_shape_section(s, bytes_dtype, cpu, usable) for s in shapes]
+    body.append(backends)
     cols = ("gpu_name", "compute_capability", "driver", "cuda", "torch", "triton", "tuner",
             "kernel_hash", "trials")
     env_rows = "".join(

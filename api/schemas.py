@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
+from tuner.files.format import VLLM_M_GRID
 from tuner.kernels.dense.naming import DEVICE_NAME_MAX, DEVICE_NAME_PATTERN
 from tuner.search import DEFAULT_STRATEGY, DEFAULT_TRIALS
 
@@ -167,9 +168,10 @@ class SweepCreate(BaseModel):
                        description="Model key of `tuner shapes list`.")
     tp: int | None = Field(default=None, ge=1, le=1024, examples=[2],
                            description="Tensor-parallel size; omit when the model lists one.")
-    m_values: list[MValue] = Field(min_length=1, max_length=64,
+    m_values: list[MValue] = Field(default=list(VLLM_M_GRID), min_length=1, max_length=64,
                                    examples=[[1, 16, 32, 2048, 4096]],
-                                   description="Batch sizes M to tune.")
+                                   description="Batch sizes M to tune; default vLLM's 18 batch "
+                                   "sizes, 1 to 4096, as `tuner sweep` without --m.")
     strategy: str = Field(default=DEFAULT_STRATEGY, pattern=r"^[a-z][a-z0-9+_\-]{0,31}$",
                           examples=[DEFAULT_STRATEGY],
                           description="A search strategy of tuner.search: local, optuna, "
@@ -202,3 +204,33 @@ class SweepStatus(BaseModel):
     tasks_failed: int
     trials_total: int
     trials_ok: int
+
+
+class ComparisonPointOut(BaseModel):
+    """One kernel at one (N, K, M) of a `tuner compare` run."""
+
+    N: int
+    K: int
+    M: int
+    backend: str = Field(description="triton-tuned, triton-default, torch-scaled_mm, "
+                         "torch-dequant-cpu, vllm-deepgemm, vllm-cutlass or vllm-marlin.")
+    status: Literal["ok", "failed", "unavailable"]
+    latency_us: float | None = Field(description="Median of the interleaved samples, "
+                                     "microseconds; null unless ok.")
+    p20_us: float | None
+    p80_us: float | None
+    note: str = Field(description="The Triton config, or why it failed or was not timed.")
+
+
+class ComparisonOut(BaseModel):
+    """One `tuner compare` run: where it ran, its verdict lines and every point."""
+
+    comparison_id: int
+    device_name: str
+    gpu_name: str
+    model: str
+    tp: int
+    out_dtype: str
+    created_at: datetime
+    verdicts: list[str]
+    points: list[ComparisonPointOut]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from pydantic import Field, SecretStr
+from pathlib import Path
+
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy import make_url
 from sqlalchemy.exc import ArgumentError
 
+from api.docs import check_docs_assets
 from db.engine import default_db_url
 
 
@@ -20,6 +23,8 @@ class Settings(BaseSettings):
         allow_partial: Serve files of shapes whose M grid is not finished yet, by default.
         api_token: Bearer token that write endpoints require (`TUNER_API_TOKEN`); with none
             set, write endpoints are refused.
+        docs_assets: A folder with Swagger UI's swagger-ui-bundle.js and swagger-ui.css
+            (`TUNER_DOCS_ASSETS`): `/docs` then loads them from the service, not from a CDN.
     """
 
     model_config = SettingsConfigDict(env_prefix="TUNER_", extra="ignore")
@@ -29,6 +34,12 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=1, le=65535)
     allow_partial: bool = False
     api_token: SecretStr | None = None
+    docs_assets: Path | None = None
+
+    @field_validator("docs_assets")
+    @classmethod
+    def _docs_assets(cls, value: Path | None) -> Path | None:
+        return None if value is None else check_docs_assets(value)
 
     def masked_db_url(self) -> str:
         """The store URL with any password shown as `***`, or `<invalid URL>` if it won't parse."""

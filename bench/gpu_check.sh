@@ -3,7 +3,8 @@
 #   kernel tests on CUDA; a sweep of the Qwen3.8-27B TP2 shapes with the default strategy (the
 #   closing line gives trials run/pruned, compile vs measure seconds, wall); export and the
 #   per-M speedup table; `tuner verify` (vLLM's pick vs the default, on and off the grid); a
-#   DeepSeek-V3 sweep at a few M and `bench/vs_shipped.py` (ours vs vLLM 0.33.0's shipped file vs
+#   `tuner compare` of the same shapes (issue 13); a DeepSeek-V3 sweep at a few M and
+#   `bench/vs_shipped.py` (ours vs vLLM 0.33.0's shipped file vs
 #   the default, interleaved), with roofline ratios.
 # The machine has torch and triton preinstalled; the rest travels as wheels in .whl/, made here by
 # bench/fetch_wheels.sh (then call the device tool with carry [".whl"]). vs_shipped reads the
@@ -48,6 +49,10 @@ step "export and winners" 60 bash -c "python3 -m tuner.cli export --device '$DEV
   --out '$OUT/configs' --allow-partial && python3 -m tuner.cli winners --device '$DEVICE'"
 step "verify qwen3.8-27b TP2" 90 python3 -m tuner.cli verify --device "$DEVICE" \
   --model qwen3.8-27b --tp 2 --m "$M_VALUES" --allow-partial
+# Issue 13: tuned Triton vs vLLM's default config, torch's block-wise scaled_mm and vLLM's ops
+# (when importable), at the decode and prefill M of the issue.
+step "compare qwen3.8-27b TP2, M=${COMPARE_M:-1,16,32,2048,4096}" 120 python3 -m tuner.cli \
+  compare --device "$DEVICE" --model qwen3.8-27b --tp 2 --m "${COMPARE_M:-1,16,32,2048,4096}"
 if [ "${DEEPSEEK:-1}" = 1 ]; then
   step "sweep deepseek-v3 TP8 at M=${DS_M:-1,64,4096}" 120 python3 -m tuner.cli sweep \
     --device "$DEVICE" --model deepseek-v3 --tp 8 --m "${DS_M:-1,64,4096}" --trials "${DS_TRIALS:-48}"

@@ -1,5 +1,5 @@
 """The store's tables: devices, environments, sweeps, tasks, trials, imports, retimes, decisions,
-ceilings (SQLAlchemy 2 ORM)."""
+ceilings, comparisons (SQLAlchemy 2 ORM)."""
 
 from __future__ import annotations
 
@@ -248,7 +248,7 @@ class ImportedFile(Base):
     """The configs of an existing file (for example one shipped with vLLM), kept as a labelled
     source for one device and shape (revision 0003). Never measured here: a merge uses its
     entries only for M without a measured winner, and never those that cannot launch on the
-    device (revision 0006)."""
+    device (revision 0007)."""
 
     __tablename__ = "imports"
 
@@ -264,7 +264,7 @@ class ImportedFile(Base):
     # M (decimal string, as in the file) -> config with the file's keys (AMD keys kept).
     configs: Mapped[dict[str, dict[str, int]]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    # The launch check of `tuner import` (revision 0006): the compute capability the entries were
+    # The launch check of `tuner import` (revision 0007): the compute capability the entries were
     # compiled for (e.g. 89; NULL: not checked), and M (decimal string) -> why that entry cannot
     # launch there. Merges leave those entries out.
     checked_arch: Mapped[int | None] = mapped_column(Integer)
@@ -329,3 +329,44 @@ class Ceiling(Base):
     value: Mapped[float] = mapped_column(Float)
     detail: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class Comparison(Base):
+    """One `tuner compare` run (revision 0006): a model's shapes timed on one device with every
+    kernel vLLM could run for them; `verdicts` holds its decode and prefill lines."""
+
+    __tablename__ = "comparisons"
+
+    comparison_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    device_id: Mapped[int] = mapped_column(ForeignKey("devices.device_id"))
+    environment_id: Mapped[int] = mapped_column(ForeignKey("environments.environment_id"))
+    model: Mapped[str] = mapped_column(String(64))
+    tp: Mapped[int] = mapped_column(Integer)
+    out_dtype: Mapped[str] = mapped_column(String(16))
+    verdicts: Mapped[list[str]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class ComparisonPoint(Base):
+    """One kernel at one (N, K, M) of a comparison: ok (checked against the float64 reference,
+    then timed interleaved with the others), failed or unavailable, with its note."""
+
+    __tablename__ = "comparison_points"
+
+    point_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    comparison_id: Mapped[int] = mapped_column(
+        ForeignKey("comparisons.comparison_id", ondelete="CASCADE"))
+    N: Mapped[int] = mapped_column(Integer)
+    K: Mapped[int] = mapped_column(Integer)
+    M: Mapped[int] = mapped_column(Integer)
+    backend: Mapped[str] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(16))
+    latency_us: Mapped[float | None] = mapped_column(Float)
+    p20_us: Mapped[float | None] = mapped_column(Float)
+    p80_us: Mapped[float | None] = mapped_column(Float)
+    note: Mapped[str] = mapped_column(Text)
+
+    __table_args__ = (
+        UniqueConstraint("comparison_id", "N", "K", "M", "backend"),
+        CheckConstraint("status IN ('ok', 'failed', 'unavailable')", name="status"),
+    )

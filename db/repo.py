@@ -8,6 +8,7 @@ processes on one SQLite file and on PostgreSQL.
 
 from __future__ import annotations
 
+from db.comparisons import ComparisonInfo, PointRow, list_comparisons, record_comparison
 from db.decisions import (
     DecisionInfo,
     RetimeInfo,
@@ -44,7 +45,8 @@ from db.reports import (
     shape_coverage,
     sweep_progress,
 )
-from db.sweeps import SweepInfo, create_sweep, get_sweep, sweep_key
+from db.sweeps import OpenedSweep, SweepInfo, create_sweep, get_sweep, open_sweep, sweep_key
+from db.task_winners import TaskWinnerRow, task_winners
 from db.tasks import (
     InFlight,
     TaskInfo,
@@ -58,15 +60,18 @@ from db.tasks import (
     unfinished_tasks,
 )
 from db.trials import TrialInfo, record_trial, task_trials
-from db.winners import TaskWinnerRow, WinnerRow, stale_trials, task_winners, winners
+from db.winners import WinnerRow, stale_trials, winners
 
 __all__ = [
+    "ComparisonInfo",
     "DecisionInfo",
     "DeviceTrialRow",
     "EnvironmentRow",
     "ImportInfo",
     "ImportedShape",
     "InFlight",
+    "OpenedSweep",
+    "PointRow",
     "RetimeInfo",
     "ShapeCoverage",
     "StoreCounts",
@@ -91,11 +96,14 @@ __all__ = [
     "heartbeat",
     "imported_configs",
     "in_flight",
+    "list_comparisons",
     "list_device_names",
     "list_import_device_names",
     "list_imports",
     "list_sweeps",
+    "open_sweep",
     "record_ceilings",
+    "record_comparison",
     "record_decision",
     "record_import",
     "record_trial",

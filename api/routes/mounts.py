@@ -81,6 +81,7 @@ def read_mounts(
             device_name=device_name, engine=engine,
             file_names=tuple(f.file_name for f in merged.files), host_dir=host_dir,
             site_packages=site_packages or DEFAULT_SITE_PACKAGES[engine], fmt=format,
+            compute_capability=read.view.compute_capability,
         ))
     except ValueError as exc:
         raise HTTPException(422, detail=str(exc)) from None

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 import tuner
 from api.deps import SessionDep
 from api.report import ReportRow, ReportScope, ShapeReport, render_report
+from api.report_backends import backends_section
 from api.routes.devices import AllowStale, KnownDevice, OutDtype
 from db import repo
 from tuner.files.device import read_device
@@ -89,6 +90,8 @@ def read_report(device_name: KnownDevice, session: SessionDep,
     )
     environments = [asdict(e) for e in view.environments]
     ceilings = repo.device_ceilings(session, device_name=device_name)
+    backends = backends_section(view.compute_capability,
+                                repo.list_comparisons(session, device_name=device_name, limit=1))
     html = render_report(device_name, shapes, environments, version=tuner.__version__,
-                         out_dtype=out_dtype, ceilings=ceilings, scope=scope)
+                         out_dtype=out_dtype, ceilings=ceilings, scope=scope, backends=backends)
     return HTMLResponse(html)

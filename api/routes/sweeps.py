@@ -46,7 +46,8 @@ def create_sweep(
     body: schemas.SweepCreate, _auth: WriteAccess, engine: EngineDep, response: Response
 ) -> schemas.SweepStatus:
     """Create a sweep over vLLM's config space and its pending tasks, for `tuner worker
-    --device <device_name>` on any host to run; the same body again returns the same sweep.
+    --device <device_name>` on any host to run; the same body again returns the same sweep,
+    and with a larger `trials` the same sweep extended (`db.repo.open_sweep`).
 
     Args:
         body: What to tune.

@@ -50,6 +50,26 @@ def test_create_then_read(client: TestClient) -> None:
     assert read.json() == again.json()
 
 
+def test_m_values_default_to_vllms_18_batch_sizes_as_the_cli(client: TestClient, url: str,
+                                                            tmp_path) -> None:
+    body = {k: v for k, v in BODY.items() if k != "m_values"}
+    created = client.post("/sweeps", json=body, headers=AUTH)
+    assert created.status_code == 201, created.text
+    grid = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096]
+    assert created.json()["m_values"] == grid
+    assert created.json()["tasks_total"] == 2 * 18  # tiny's two shapes
+    schema = client.get("/openapi.json").json()["components"]["schemas"]["SweepCreate"]
+    assert schema["properties"]["m_values"]["default"] == grid
+    assert "m_values" not in schema.get("required", [])
+    # `tuner sweep --no-run` without --m is the same sweep.
+    run = subprocess.run(
+        [sys.executable, "-m", "tuner.cli", "sweep", "--device", "L20", "--model", "tiny",
+         "--strategy", "grid", "--seed", "7", "--no-run", "--db", url],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("sweep 1 (resumed): NVIDIA_L20, tiny TP 1, 2 shapes x 18 M")
+
+
 def test_the_cli_finds_the_same_sweep(client: TestClient, url: str, tmp_path) -> None:
     body = {**BODY, "strategy": "optuna", "trials": 5}
     assert client.post("/sweeps", json=body, headers=AUTH).status_code == 201

@@ -51,7 +51,10 @@ def test_shapes_list_and_show():
     assert shown.exit_code == 0
     for n, k in ((17408, 5120), (5120, 3072), (5120, 8704), (7168, 5120), (8192, 5120)):
         assert re.search(rf"\b{n}\s*│\s*{k}\b", shown.stdout)
-    assert "source: field report" in shown.stdout
+    # One source for the TP size (the README says so), not one per shape.
+    assert [line for line in shown.stdout.splitlines() if "source" in line] == [
+        "source: field report: vLLM 'Config file not found' warnings, Qwen3.8-27B-FP8, TP 2, "
+        "2x NVIDIA L20 (DESIGN §11)"]
 
 
 def test_unknown_model_lists_known_ones():

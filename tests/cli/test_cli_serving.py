@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from tests.storefill import DEFAULT, FAST, SLOW, fill, row_counts
-from tests.tuner.inputs.logfixtures import QWEN_TP2, sglang_log, vllm_log
-from tests.cli.tabletext import table_rows
+from tests.tuner.inputs.logfixtures import DSV3_TP8, QWEN_TP2, sglang_log, vllm_log
 from tuner.cli.app import app
 from tuner.files.format import dump_config_file
 from tuner.kernels.dense.naming import config_file_name, engine_file_name
@@ -63,7 +63,7 @@ def test_from_log_save_then_show(tmp_path: Path) -> None:
     suggested = invoke("shapes", "from-log", str(log))
     assert suggested.exit_code == 0
     assert flat(suggested.stdout).endswith(
-        "tuner sweep --device NVIDIA_H20-3e --model deepseek-v3 --tp 8 "
+        "tuner sweep --device NVIDIA_H20-3e --model deepseek-v3-log --tp 8 "
         "tuner export --device NVIDIA_H20-3e --out configs/ --engine sglang")
     saved = invoke("shapes", "from-log", str(log), "--save", "dsv3-h20")
     assert saved.exit_code == 0, saved.output
@@ -73,6 +73,50 @@ def test_from_log_save_then_show(tmp_path: Path) -> None:
     assert "dsv3-h20 TP 8, block_shape [128, 128]" in shown.stdout
     assert "source: 'Config file not found' warnings in sglang.log" in flat(shown.stdout)
     assert "dsv3-h20" in invoke("shapes", "list").stdout
+
+
+def run_suggested_save(stdout: str) -> tuple[str, object]:
+    """The `tuner shapes from-log ... --save NAME` that from-log suggested, and its result."""
+    found = re.search(r"save them first \((tuner shapes from-log .+)\), then:", stdout)
+    assert found, stdout
+    argv = shlex.split(found[1])
+    return found[1], invoke(*argv[1:])
+
+
+def test_from_log_suggests_a_free_name_whose_command_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TUNER_SHAPES_DIR", str(tmp_path / "shapes"))
+    log = tmp_path / "dsv3 serve.log"  # a space: the suggested command quotes the path
+    log.write_text(vllm_log(DSV3_TP8, ranks=range(8), model="deepseek-ai/DeepSeek-V3", tp=8,
+                            config_line=False, device="NVIDIA_H200"))
+    result = invoke("shapes", "from-log", str(log))
+    assert result.exit_code == 0, result.output
+    assert "model deepseek-ai/DeepSeek-V3; TP 8" in flat(result.stdout)  # from non-default args
+    command, saved = run_suggested_save(result.stdout)
+    # deepseek-v3 is packaged (its TP 8 lacks 2112 x 7168): the suggestion is a free name.
+    assert command == f"tuner shapes from-log '{log}' --save deepseek-v3-log"
+    assert flat(result.stdout).endswith(
+        "tuner sweep --device NVIDIA_H200 --model deepseek-v3-log --tp 8")
+    assert saved.exit_code == 0, saved.output
+    assert "saved as model 'deepseek-v3-log', TP 8" in saved.stdout
+    from tuner.inputs.shapes import load_shapes
+
+    assert load_shapes("deepseek-v3-log", 8).shapes == tuple(DSV3_TP8)
+    again = invoke("shapes", "from-log", str(log))
+    assert "these are shapes of model 'deepseek-v3-log' TP 8" in flat(again.stdout)
+    # Another DeepSeek-V3 log with other shapes: deepseek-v3-log is taken now.
+    other = tmp_path / "other.log"
+    other.write_text(vllm_log([(2112, 7168), (7168, 256)], ranks=range(8),
+                              model="deepseek-ai/DeepSeek-V3", tp=8, device="NVIDIA_H200"))
+    command, saved = run_suggested_save(invoke("shapes", "from-log", str(other)).stdout)
+    assert command == f"tuner shapes from-log {other} --save deepseek-v3-log-2"
+    assert saved.exit_code == 0, saved.output
+    assert load_shapes("deepseek-v3-log-2", 8).shapes == ((2112, 7168), (7168, 256))
+    # A --tp that differs from the log's is carried into the suggested command.
+    suggested = invoke("shapes", "from-log", str(other), "--tp", "4")
+    command, saved = run_suggested_save(suggested.stdout)
+    assert command == f"tuner shapes from-log {other} --save deepseek-v3-log-3 --tp 4"
+    assert saved.exit_code == 0 and load_shapes("deepseek-v3-log-3", 4).tp == 4
 
 
 def test_from_log_save_needs_a_tp(tmp_path: Path) -> None:
@@ -105,7 +149,9 @@ def test_from_config_and_save(tmp_path: Path) -> None:
     config = tmp_path / "config.json"
     config.write_text(json.dumps({
         "architectures": ["Qwen3ForCausalLM"], "hidden_size": 4096, "num_attention_heads": 32,
-        "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 12288}))
+        "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 12288,
+        "quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic",
+                                "weight_block_size": [128, 128]}}))
     result = invoke("shapes", "from-config", str(config), "--tp", "2", "--save", "qwen3-8b")
     assert result.exit_code == 0, result.output
     assert "Qwen3ForCausalLM, TP 2, block_shape [128, 128]" in flat(result.stdout)
@@ -114,6 +160,29 @@ def test_from_config_and_save(tmp_path: Path) -> None:
 
     assert load_shapes("qwen3-8b", 2).shapes == ((3072, 4096), (4096, 2048), (12288, 4096),
                                                  (4096, 6144))
+
+
+def test_from_config_refuses_bf16_and_reads_compressed_tensors_blocks(tmp_path: Path) -> None:
+    from tests.tuner.inputs.test_quantization import FP8_BLOCK, FP8_GROUP, with_quant
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(with_quant(None)))
+    one_line_error(invoke("shapes", "from-config", str(config), "--tp", "2"),
+                   f"{config}: no quantization_config: an unquantized (BF16/FP16) checkpoint; "
+                   "vLLM runs no block-FP8 GEMM for it, so there is nothing to tune")
+    config.write_text(json.dumps(with_quant(FP8_GROUP)))
+    one_line_error(invoke("shapes", "from-config", str(config), "--tp", "2"),
+                   f"{config}: config_groups.group_0 weights are FP8 per-group (1 x group_size), "
+                   "not 128x128 blocks: vLLM runs no block-FP8 GEMM for them, so there is "
+                   "nothing to tune")
+    config.write_text(json.dumps(with_quant(FP8_BLOCK)))
+    result = invoke("shapes", "from-config", str(config), "--tp", "2")
+    assert result.exit_code == 0, result.output
+    assert "LlamaForCausalLM, TP 2, block_shape [128, 128]" in flat(result.stdout)
+    rows = [[cell.strip() for cell in line.strip("│ ").split("│")]
+            for line in result.stdout.splitlines() if re.match(r"│\s*\d", line)]
+    assert rows == [["3072", "4096", "qkv_proj"], ["4096", "2048", "o_proj"],
+                    ["14336", "4096", "gate_up_proj"], ["4096", "7168", "down_proj"]]
 
 
 def test_from_config_refuses_unknown_architectures(tmp_path: Path) -> None:
@@ -273,32 +342,6 @@ def test_mounts_from_store_and_folder(tmp_path: Path) -> None:
     one_line_error(invoke("mounts", "--device", "L20", "--db", db, "--site-packages", "rel"),
                    "--site-packages must be an absolute path without quotes, '$', '\\\\' or "
                    "'..', got 'rel'")
-
-
-def test_status(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tuner.cli import options
-
-    monkeypatch.setattr(options.console, "_width", 220)  # one table row per line
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
-    from db.engine import open_store
-
-    open_store(db).dispose()  # an empty store
-    assert "no sweeps in the store yet" in invoke("status", "--db", db).stdout
-    sweep_id = fill(db, PLAN, m_values=(1, 16, 32), fail_m=(32,))
-    table = invoke("status", "--db", db)
-    assert table.exit_code == 0
-    assert table_rows(table.stdout) == [[str(sweep_id), "NVIDIA_L20", "test-model", "2", "grid", "2/3", "0", "0",
-                     "1", "4/4"]]
-    tasks = invoke("status", "--db", db, "--sweep", str(sweep_id))
-    assert tasks.exit_code == 0
-    rows = table_rows(tasks.stdout, first="576")
-    assert [r[:9] for r in rows] == [
-        ["576", "7168", "1", "done", "1", "2/2", "6.0", "10.0", "1.67x"],
-        ["576", "7168", "16", "done", "1", "2/2", "10.0", "10.0", "1.00x"],
-        ["576", "7168", "32", "failed", "1", "0/0", "-", "-", "-"],
-    ]
-    one_line_error(invoke("status", "--db", db, "--sweep", "99"),
-                   f"no sweep with id 99; sweeps: {sweep_id}")
 
 
 CONFIG = json.dumps(FAST)

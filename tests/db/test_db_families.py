@@ -113,6 +113,8 @@ def test_a_store_at_0004_upgrades_its_tasks_to_dense_and_downgrades_keeping_tria
         with session_scope(engine) as session:
             (winner,) = repo.winners(session, device_name="NVIDIA_H200")
         assert (winner.family, winner.N, winner.latency_us) == ("dense", 512, 12.5)
+        # Later revisions first, so that only 0005's downgrade runs (and refuses) below.
+        command.downgrade(_alembic(url), "0005")
         with engine.begin() as connection:
             connection.execute(text("INSERT INTO tasks (task_id, sweep_id, family, shape_params, "
                                     "N, K, M, state, attempts) VALUES (2, 1, 'moe', 'E=8', 512, "

@@ -121,10 +121,10 @@ def test_entries_that_cannot_launch_are_stored_and_left_out_of_merges(engine: En
         repo.record_import(session, **record_checked, checked_arch=89, cannot_launch={2: reason})
 
 
-def test_upgrade_from_0005_keeps_imports_unchecked(tmp_path: Path) -> None:
+def test_upgrade_from_0006_keeps_imports_unchecked(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'old.db'}"
     engine = make_engine(url)
-    upgrade(engine, "0005")
+    upgrade(engine, "0006")
     with engine.begin() as connection:
         connection.execute(text("INSERT INTO devices (device_id, device_name, created_at) "
                                 "VALUES (1, 'NVIDIA_L20', '2026-11-30 00:00:00')"))

@@ -1,6 +1,6 @@
 """The `tuner` command line: the Typer app and the one place every command is registered.
 
-Commands live in their own modules (sweep, files, imports, store, verify, shapes,
+Commands live in their own modules (sweep, files, imports, store, verify, compare, shapes,
 landscape), which share `tuner.cli.options`; this module imports them and nothing imports it back.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from tuner.cli import files, imports, landscape, shapes, store, sweep, verify
+from tuner.cli import compare, files, imports, landscape, shapes, store, sweep, verify
 
 # Click's plain help, not Typer's rich panels: on an 80-column terminal the panels cut long
 # option names, URLs and paths with an ellipsis; plain help wraps them whole.
@@ -40,6 +40,7 @@ app.command()(store.status)
 app.command()(store.mounts)
 app.command()(store.serve)
 app.command("verify")(verify.verify)
+app.command("compare")(compare.compare)
 app.command()(files.export)
 app.command()(files.winners)
 app.add_typer(landscape_app, name="landscape")

@@ -4,6 +4,7 @@ is served.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
@@ -108,16 +109,18 @@ def from_log(
     and the `tuner sweep` command that covers them. MoE config warnings are ignored.
     """
     from tuner.inputs.logs import read_log
-    from tuner.inputs.shapes import find_covering, suggest_model_key
+    from tuner.inputs.shapes import find_covering, free_model_key, suggest_model_key
 
     try:
         scan = read_log(log)
     except ValueError as exc:
         raise fail(str(exc)) from None
     if not scan.missing:
+        if scan.kernel_line is not None:
+            console.print(scan.kernel_line, soft_wrap=True, markup=False, highlight=False)
         raise fail(f"{log}: no 'Config file not found' warning of the W8A8 block-FP8 kernel in "
-                   f"{scan.lines} lines: every shape had a file, or this is not a vLLM/SGLang "
-                   "server log", 1)
+                   f"{scan.lines} lines: every shape had a file, the Triton kernel did not run, "
+                   "or this is not a vLLM/SGLang server log", 1)
     tp = tp if tp is not None else scan.tp
     shapes = scan.shapes()
     block_shapes = sorted({b for _, _, b in shapes})
@@ -127,6 +130,8 @@ def from_log(
         f"{', '.join(scan.device_names)}; model {scan.model or 'not stated'}; "
         f"TP {tp if tp is not None else 'not stated'}", soft_wrap=True, markup=False,
         highlight=False)
+    if scan.kernel_line is not None:
+        console.print(scan.kernel_line, soft_wrap=True, markup=False, highlight=False)
     console.print(f"{len(shapes)} shape(s) without a config file, block_shape "
                   f"{' and '.join(f'[{b[0]}, {b[1]}]' for b in block_shapes)}:",
                   soft_wrap=True, highlight=False)
@@ -152,10 +157,12 @@ def from_log(
         console.print(f"these are shapes of model '{model}' TP {size}; next:", highlight=False)
         _next_step(scan.device_names, model, size, "sglang" in engines)
         return
-    name = suggest_model_key(scan.model or log.stem)
-    tp_flag = "" if scan.tp else f" --tp {tp if tp is not None else '<TP>'}"
-    console.print(f"save them first (tuner shapes from-log {log} --save {name}{tp_flag}), then:",
-                  soft_wrap=True, markup=False, highlight=False)
+    # A name `--save` accepts: not a packaged model's, nor one saved before (whose shapes differ,
+    # or find_covering would have named it).
+    name = free_model_key(suggest_model_key(scan.model or log.stem))
+    tp_flag = "" if tp is not None and tp == scan.tp else f" --tp {tp or '<TP>'}"
+    console.print(f"save them first (tuner shapes from-log {shlex.quote(str(log))} --save "
+                  f"{name}{tp_flag}), then:", soft_wrap=True, markup=False, highlight=False)
     _next_step(scan.device_names, name, tp, "sglang" in engines)
 
 
@@ -169,7 +176,8 @@ def from_config(
     qkv_proj N = (heads/tp + 2 * max(1, kv_heads/tp)) * head_dim, K = hidden; o_proj N = hidden,
     K = heads * head_dim / tp; gate_up_proj N = 2 * intermediate / tp, K = hidden; down_proj
     N = hidden, K = intermediate / tp (vLLM's QKV/MergedColumn/RowParallelLinear). Llama,
-    Mistral, Qwen2 and Qwen3 architectures; others and splits that do not divide are refused.
+    Mistral, Qwen2 and Qwen3 architectures; others, splits that do not divide and checkpoints
+    that are not block FP8 (BF16, per-tensor/channel/group FP8) are refused.
     """
     from tuner.inputs.hfconfig import derive_shapes, read_config
 

@@ -121,15 +121,16 @@ def mounts(
     if files is not None:
         names, device_name = _folder_file_names(files, device)
         folder = host_dir or str(files.resolve())
+        capability = None
     else:
-        names, device_name = _store_file_names(device, engine_name.value, allow_partial, db,
-                                               allow_stale=allow_stale)
+        names, device_name, capability = _store_file_names(
+            device, engine_name.value, allow_partial, db, allow_stale=allow_stale)
         folder = host_dir or DEFAULT_HOST_DIR
     try:
         text = render_mounts(MountRequest(
             device_name=device_name, engine=engine_name.value, file_names=tuple(names),
             host_dir=folder, site_packages=site_packages or DEFAULT_SITE_PACKAGES[engine_name],
-            fmt=fmt.value,
+            fmt=fmt.value, compute_capability=capability,
         ))
     except ValueError as exc:
         raise fail(str(exc)) from None
@@ -159,7 +160,7 @@ def _folder_file_names(folder: Path, device: str) -> tuple[list[str], str]:
 
 
 def _store_file_names(device: str, engine: str, allow_partial: bool, db: str | None, *,
-                      allow_stale: bool = False) -> tuple[list[str], str]:
+                      allow_stale: bool = False) -> tuple[list[str], str, str | None]:
     from db.engine import session_scope
 
     _, store = open_db(db, must_exist=True)
@@ -171,7 +172,7 @@ def _store_file_names(device: str, engine: str, allow_partial: bool, db: str | N
         stale = "; --allow-stale also uses stale trials" if read.view.scope.stale_trials else ""
         raise fail(f"{device_name} has no complete file yet; --allow-partial mounts what there "
                    f"is{stale}")
-    return [f.file_name for f in read.files.files], device_name
+    return [f.file_name for f in read.files.files], device_name, read.view.compute_capability
 
 
 def serve(
@@ -181,12 +182,18 @@ def serve(
 ) -> None:
     """Serve the merged config files over HTTP (FastAPI under uvicorn)."""
     import uvicorn
+    from pydantic import ValidationError
 
     from api.app import create_app
     from api.settings import Settings
 
     url, _ = open_db(db)
-    uvicorn.run(create_app(Settings(db_url=url, host=host, port=port)), host=host, port=port)
+    try:
+        settings = Settings(db_url=url, host=host, port=port)
+    except ValidationError as exc:  # a bad TUNER_* variable
+        error = exc.errors()[0]
+        raise fail(str(error.get("ctx", {}).get("error") or error["msg"])) from None
+    uvicorn.run(create_app(settings), host=host, port=port)
 
 
 def db_upgrade(db: DbOpt = None) -> None:

@@ -3,6 +3,7 @@ created elsewhere."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated
 
 import typer
@@ -66,11 +67,12 @@ def sweep(
     """Tune every (N, K) of a model over the M grid, one worker per matching GPU.
 
     Every trial is checked against a float64 reference and stored.
-    Re-running the same command resumes where it stopped.
+    Re-running the same command resumes where it stopped; with a larger --trials it extends
+    the same sweep (only the new trials are measured).
     """
     from tuner.files.format import REQUIRED_M
     from tuner.inputs.shapes import UnknownModelError, load_shapes
-    from tuner.run.plan import SweepRequest, plan
+    from tuner.run.plan import SweepRequest, opened_label, plan
     from tuner.run.sweep import run_workers
 
     try:
@@ -91,10 +93,13 @@ def sweep(
         strategy=strategy.value, trials=trials, seed=seed, out_dtype=out_dtype.value,
         configs=candidates, replay=str(replay) if replay is not None else None,
     )
-    info, created = plan(engine, request)
+    opened = plan(engine, request)
+    info = opened.info
+    if opened.outcome == "kept" and strategy.value != "grid":
+        request = replace(request, trials=info.budget)  # the stored sweep's budget stands
     workers = "no run" if no_run else f"{len(visible)} worker(s)"
     console.print(
-        f"sweep {info.sweep_id} ({'new' if created else 'resumed'}): {device_name}, "
+        f"sweep {info.sweep_id} ({opened_label(opened)}): {device_name}, "
         f"{model_shapes.model} TP {model_shapes.tp}, {len(model_shapes.shapes)} shapes x "
         f"{len(m_values)} M, {strategy.value}, {workers}, store {masked(url)}",
         soft_wrap=True,

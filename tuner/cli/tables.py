@@ -52,7 +52,8 @@ def _table(columns: Sequence[Column], rows: Sequence[Sequence[str]], title: str 
     # A numeric column is exactly as wide as its widest number, or as its header when the
     # table fits that way; else its header wraps between words. Text columns share the rest,
     # each at least as wide as its longest word.
-    whole = [n if c.text else max(n, len(c.header)) for c, n in zip(columns, narrowest)]
+    whole = [n if c.text else max(n, len(c.header))
+             for c, n in zip(columns, narrowest, strict=True)]
     if sum(whole) + GAP * (len(columns) - 1) <= width:
         narrowest = whole
     for index, column in enumerate(columns):

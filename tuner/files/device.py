@@ -82,6 +82,13 @@ class DeviceView:
         default_factory=dict)
 
     @property
+    def compute_capability(self) -> str | None:
+        """The GPU's compute capability from its newest environment with one (e.g. "8.9");
+        None for the interpreter, a replayed landscape without one, or no trials."""
+        known = [e for e in self.environments if e.compute_capability]
+        return max(known, key=lambda e: e.environment_id).compute_capability if known else None
+
+    @property
     def grids(self) -> dict[FileKey, tuple[int, ...]]:
         """(family, shape_params, N, K, block_shape) -> the M grid of the shape's sweeps."""
         return {file_key(row): tuple(row.m_requested) for row in self.coverage}

@@ -97,6 +97,26 @@ def decided_spread(winner: WinnerLike) -> tuple[bool, float | None]:
     return decided, None if spread_us is None else float(spread_us)
 
 
+def runs_note(winner: WinnerLike) -> str | None:
+    """Which sweep's winner stands when several sweeps tuned one (shape, M), or None.
+
+    Args:
+        winner: db.repo.WinnerRow or alike; `sweep_id`, `other_sweeps` and `decided` are
+            optional attributes.
+
+    Returns:
+        e.g. "M=16: sweep 3's winner (decided last) stands; sweep 1 also tuned it, not
+        compared by latency (another run)"; None when one sweep tuned it.
+    """
+    others = tuple(getattr(winner, "other_sweeps", ()) or ())
+    if not others:
+        return None
+    how = "decided last" if getattr(winner, "decided", False) else "the newest sweep"
+    also = f"sweep {others[0]}" if len(others) == 1 else f"sweeps {', '.join(map(str, others))}"
+    return (f"M={winner.M}: sweep {getattr(winner, 'sweep_id', '?')}'s winner ({how}) stands; "
+            f"{also} also tuned it, not compared by latency (another run)")
+
+
 def _default_note(winner: WinnerLike) -> str:
     """Why the default config is in the file when it is the winner itself."""
     decided, spread_us = decided_spread(winner)
@@ -120,7 +140,8 @@ def merge_shape(
     """Merge one shape's winners into a file (DESIGN §9).
 
     A winner not faster than the default config for its M (equal median included: no measured
-    gain) is replaced by the default, with a note. A winner that is the default config gets a
+    gain) is replaced by the default, with a note. A winner that stands over other sweeps' (see
+    `db.winners`) says so (`runs_note`). A winner that is the default config gets a
     note too: "was fastest" for a trial, or, for a decided winner (`decided_spread`), that no
     config beat it by more than the re-timing's spread. `existing` entries fill M without a winner;
     they were not measured here, so their notes say where they came from and claim nothing about
@@ -159,6 +180,9 @@ def merge_shape(
         winner = by_m[M]
         if M in configs:
             notes.append(f"M={M}: measured winner replaces {origin(M)}")
+        note = runs_note(winner)
+        if note:
+            notes.append(note)
         if winner.is_default:
             configs[M] = default_at(M).as_dict()
             notes.append(_default_note(winner))

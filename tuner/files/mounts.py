@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tuner.inputs.backends import backend_lines
 from tuner.kernels.dense.naming import (
     ENGINE_CONFIG_DIRS,
     SGLANG_NOTE,
@@ -46,6 +47,8 @@ class MountRequest:
         host_dir: the host folder that holds them ("$PWD/..." is left for the shell to expand).
         site_packages: the engine's site-packages folder in the container (absolute).
         fmt: one of `FORMATS`.
+        compute_capability: the device's, e.g. "8.9", when known (marks its architecture in
+            the note on which kernel vLLM runs); None otherwise.
     """
 
     device_name: str
@@ -54,6 +57,7 @@ class MountRequest:
     host_dir: str
     site_packages: str
     fmt: str
+    compute_capability: str | None = None
 
 
 def check_site_packages(path: str) -> str:
@@ -160,8 +164,7 @@ def render_mounts(request: MountRequest) -> str:
         "# Files are read once per process: restart the server after changing them.",
     ]
     if request.engine == "vllm":
-        head.append("# vLLM 0.33.0 runs this Triton kernel on sm89 only with --linear-backend "
-                    "triton or with Marlin disabled (DESIGN §9).")
+        head += [f"# {line}" for line in backend_lines(request.compute_capability)[:-1]]
     else:
         head.append(f"# {SGLANG_NOTE}")
     body: list[str] = []

@@ -17,6 +17,8 @@ vLLM refuses to load a block-FP8 checkpoint when a split does not divide
 rank must be a multiple of group_k; each part of a merged or split column-parallel N per rank (q,
 k, v; gate, up) a multiple of group_n. So does this module, rather than guessing. The embedding,
 lm_head, norms and MoE experts are not dense block-FP8 GEMMs of this kernel and are left out.
+Checkpoints that are not block FP8 (BF16, per-tensor FP8, ...) are refused: vLLM never runs the
+block-FP8 kernel for them (tuner.inputs.quantization says which are).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from tuner.kernels.dense.space import DEFAULT_BLOCK_SHAPE
+from tuner.inputs.quantization import block_shape_of
 
 # Architectures whose layers follow the rule above, with the vLLM model file that builds them.
 KNOWN_ARCHITECTURES: dict[str, str] = {
@@ -55,7 +57,8 @@ class DerivedShapes:
     Attributes:
         architecture: the config's architecture, e.g. "Qwen3ForCausalLM".
         tp: tensor-parallel size.
-        block_shape: [group_n, group_k] (the config's `weight_block_size`, else [128, 128]).
+        block_shape: [group_n, group_k] (`weight_block_size`, or compressed-tensors' weights
+            `block_structure`; see tuner.inputs.quantization).
         layers: qkv_proj, o_proj, gate_up_proj, down_proj in that order.
         model: `_name_or_path` of the config, when it has one.
     """
@@ -89,23 +92,6 @@ def _divide(numerator: int, denominator: int, what: str, where: str) -> int:
     return numerator // denominator
 
 
-def _block_shape(config: Mapping, where: str) -> tuple[int, int]:
-    quant = config.get("quantization_config")
-    if quant is None:
-        return DEFAULT_BLOCK_SHAPE
-    if not isinstance(quant, Mapping):
-        raise ValueError(f"{where}: quantization_config must be an object")
-    block = quant.get("weight_block_size")
-    if block is None:
-        return DEFAULT_BLOCK_SHAPE
-    if (not isinstance(block, list) or len(block) != 2
-            or any(isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 4096
-                   for v in block)):
-        raise ValueError(f"{where}: quantization_config.weight_block_size must be two "
-                         f"integers, got {block!r}"[:200])
-    return block[0], block[1]
-
-
 def derive_shapes(config: Mapping, tp: int, *, where: str = "config.json") -> DerivedShapes:
     """The (N, K) per rank of a standard decoder's dense linear layers (rule in the module doc).
 
@@ -118,6 +104,8 @@ def derive_shapes(config: Mapping, tp: int, *, where: str = "config.json") -> De
         The four layers' shapes and the block_shape.
 
     Raises:
+        NotBlockFp8Error (a ValueError): one line: a checkpoint vLLM runs no block-FP8 GEMM for
+            (BF16, per-tensor/channel/group FP8, another quant_method).
         ValueError: one line: an architecture not in `KNOWN_ARCHITECTURES` (listing them), a
             missing or non-integer size, a split that does not divide, or a per-rank size that
             is not a multiple of the block_shape (vLLM refuses those too).
@@ -140,7 +128,7 @@ def derive_shapes(config: Mapping, tp: int, *, where: str = "config.json") -> De
         head_dim = _size(config, "head_dim", where)
     else:
         head_dim = _divide(hidden, heads, "head_dim = hidden_size / num_attention_heads", where)
-    group_n, group_k = _block_shape(config, where)
+    group_n, group_k = block_shape_of(config, where)
     heads_per_rank = _divide(heads, tp, "num_attention_heads over tp", where)
     if tp >= kv:
         _divide(tp, kv, "tp over num_key_value_heads (kv head replicas)", where)

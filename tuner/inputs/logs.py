@@ -11,8 +11,10 @@ Both engines warn once per missing file and process (so once per rank):
   `block_shape=[128, 128]` with a space.
 
 The fused-MoE warnings ("Using default MoE config ... E=..,N=..") are a different kernel and are
-ignored. TP size and model name are taken from the engine's start-up line when the log has it
-(vLLM: `tensor_parallel_size=2`, `model='...'`; SGLang: `tp_size=2`, `model_path='...'`).
+ignored. TP size and model name are taken from the engine's start-up lines when the log has them
+(vLLM: `non-default args: {..., 'model': '...', 'tensor_parallel_size': 2}`, where no
+tensor_parallel_size means vLLM's default 1, and the engine's `with config: model='...',
+tensor_parallel_size=2`; SGLang: `tp_size=2`, `model_path='...'`).
 """
 
 from __future__ import annotations
@@ -23,18 +25,25 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from tuner.inputs.backends import kernel_verdict, linear_backend_arg, selected_kernel
 from tuner.kernels.dense.naming import FP8_DTYPE, parse_config_file_name
 
 MARKER = "Using default W8A8 Block FP8 kernel config"
 _NOT_FOUND_RE = re.compile(r"Config file not found at\s+(?P<rest>.*)$")
-# The file name at the end of a path; SGLang puts a space inside block_shape.
+# The file name at the end of a path; SGLang puts a space inside block_shape. The device part
+# may hold any character vLLM keeps (',' and '=' too), so it ends at the last ",dtype=".
 _FILE_RE = re.compile(
-    r"(?:^|[/\\'\"\s\[])(?P<name>N=\d+,K=\d+,device_name=[^,/\\\s]+,dtype=[a-z0-9_]+,"
+    r"(?:^|[/\\'\"\s\[])(?P<name>N=\d+,K=\d+,device_name=[^/\\\s]+,dtype=[a-z0-9_]+,"
     r"block_shape=\[\d+, ?\d+\]\.json)"
 )
 _ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # `tensor_parallel_size=2` (config line) or `'tensor_parallel_size': 2` (vLLM's non-default args).
 _TP_RE = re.compile(r"\b(?:tensor_parallel_size|tp_size)'?\s*[=:]\s*(\d+)")
+# vLLM logs its command-line arguments that differ from the defaults at start-up as a Python dict
+# repr: `logger.info("non-default args: %s", non_default_args)` (log_non_default_args,
+# vllm/entrypoints/utils.py), e.g. `non-default args: {'model_tag': 'Qwen/Qwen3-8B-FP8', 'model':
+# 'Qwen/Qwen3-8B-FP8', 'tensor_parallel_size': 2}`.
+_NON_DEFAULT = "non-default args: {"
 _MODEL_RE = re.compile(r"\b(?:model|model_path)'?\s*[=:]\s*'([^']+)'")
 _BINARY_PROBE_BYTES = 8192
 
@@ -76,6 +85,9 @@ class LogScan:
         tp: tensor-parallel size from the engine's start-up line; None if absent or ambiguous.
         model: the served model's name or path from that line; None if absent or ambiguous.
         lines: lines read.
+        linear_kernels: the block-FP8 linear kernel classes vLLM says it selected ("Selected
+            <kernel> for <method>", tuner.inputs.backends), in order of first appearance.
+        linear_backend: the `linear_backend` of vLLM's non-default args, or None.
     """
 
     missing: tuple[MissingConfig, ...]
@@ -83,6 +95,13 @@ class LogScan:
     tp: int | None
     model: str | None
     lines: int
+    linear_kernels: tuple[str, ...] = ()
+    linear_backend: str | None = None
+
+    @property
+    def kernel_line(self) -> str | None:
+        """Whether this server reads the tuned files (`tuner.inputs.backends.kernel_verdict`)."""
+        return kernel_verdict(self.linear_kernels, self.linear_backend)
 
     @property
     def device_names(self) -> list[str]:
@@ -129,11 +148,22 @@ def scan_lines(lines: Iterable[str]) -> LogScan:
     count = 0
     tps: set[int] = set()
     models: set[str] = set()
+    kernels: dict[str, None] = {}
+    backends: set[str] = set()
     for raw in lines:
         count += 1
         line = _ANSI_RE.sub("", raw).rstrip("\r\n")
         if MARKER not in line:
-            if "tensor_parallel_size=" in line or "tp_size=" in line:
+            selected = selected_kernel(line)
+            if selected is not None:
+                kernels.setdefault(selected[0], None)
+            if _NON_DEFAULT in line:
+                backends.update(filter(None, [linear_backend_arg(line)]))
+                # vLLM's default TP is 1: the dict leaves tensor_parallel_size out then.
+                found_tp = _TP_RE.findall(line) or ["1"]
+                tps.update(int(v) for v in found_tp if 0 < int(v) <= 1024)
+                models.update(_MODEL_RE.findall(line)[:1])
+            elif "tensor_parallel_size=" in line or "tp_size=" in line:
                 tps.update(int(v) for v in _TP_RE.findall(line) if 0 < int(v) <= 1024)
                 models.update(_MODEL_RE.findall(line)[:1])
             continue
@@ -157,7 +187,8 @@ def scan_lines(lines: Iterable[str]) -> LogScan:
                 block_shape=parsed.block_shape,
             )
     return LogScan(missing=tuple(found.values()), warnings=warnings, tp=_one(tps),
-                   model=_one(models), lines=count)
+                   model=_one(models), lines=count, linear_kernels=tuple(kernels),
+                   linear_backend=_one(backends))
 
 
 def _open_lines(path: Path) -> Iterable[str]:

@@ -320,6 +320,27 @@ def suggest_model_key(name: str) -> str:
     return key if key and MODEL_KEY_RE.fullmatch(key) else "model"
 
 
+def free_model_key(base: str) -> str:
+    """A model key `--save` will accept that names no packaged or saved model yet.
+
+    Args:
+        base: a model key (`MODEL_KEY_RE`), e.g. from `suggest_model_key`.
+
+    Returns:
+        `base` if no model has it, else `<base>-log`, then `<base>-log-2`, `-3`, ... (base cut
+        so that the key stays within 64 characters), the first one free.
+    """
+    taken = set(known_models())
+    if base not in taken:
+        return base
+    for number in range(1, len(taken) + 2):
+        suffix = "-log" if number == 1 else f"-log-{number}"
+        key = base[: 64 - len(suffix)].rstrip("-._") + suffix
+        if key not in taken:
+            return key
+    raise AssertionError("unreachable: more candidates than taken names")
+
+
 def find_covering(
     shapes: Sequence[tuple[int, int]], block_shape: tuple[int, int], tp: int | None
 ) -> list[tuple[str, int]]:

@@ -16,17 +16,41 @@ def vllm_name(N: int, K: int, device: str = "NVIDIA_L20") -> str:
     return f"N={N},K={K},device_name={device},dtype=fp8_w8a8,block_shape=[128,128].json"
 
 
-def vllm_log(shapes=QWEN_TP2, ranks=(0, 1), line_end: str = "\r\n") -> str:
-    """A vLLM 0.33-style log: start-up noise, per-rank warnings twice, MoE warnings, colours."""
+# A DeepSeek-V3 log at TP 8 on H200 whose shapes the packaged deepseek-v3 TP 8 lacks in part:
+# vLLM 0.33 fuses q_a_proj and kv_a_proj_with_mqa (N = 1536 + 512 + 64 = 2112), which vLLM's
+# benchmark list (the packaged file's source) does not have.
+DSV3_TP8 = [(2112, 7168), (3072, 1536), (4096, 512), (7168, 2048)]
+
+
+def non_default_args(model: str, tp: int | None) -> str:
+    """vLLM's start-up line (log_non_default_args, vllm/entrypoints/utils.py): a dict repr of
+    the arguments that differ from the defaults; TP 1 is the default and is left out."""
+    args = {"model_tag": model, "model": model, "trust_remote_code": True}
+    if tp is not None:
+        args["tensor_parallel_size"] = tp
+    return f"INFO 12-01 10:00:01 [utils.py:326] non-default args: {args}"
+
+
+def vllm_log(shapes=QWEN_TP2, ranks=(0, 1), line_end: str = "\r\n", *,
+             model: str = "Qwen/Qwen3.8-27B-FP8", tp: int | None = 2, config_line: bool = True,
+             device: str = "NVIDIA_L20") -> str:
+    """A vLLM 0.33-style log: start-up noise, per-rank warnings twice, MoE warnings, colours.
+
+    `config_line=False` leaves out the engine's "with config:" line, so that only the
+    non-default args state the TP size (`tp=None`: not stated there, i.e. vLLM's default 1).
+    """
     lines = [
         "INFO 12-01 10:00:00 [__init__.py:239] Automatically detected platform cuda.",
         "INFO 12-01 10:00:01 [api_server.py:1043] vLLM API server version 0.33.0",
-        "INFO 12-01 10:00:01 [utils.py:326] non-default args: {'model_tag': "
-        "'Qwen/Qwen3.8-27B-FP8', 'model': 'Qwen/Qwen3.8-27B-FP8', 'tensor_parallel_size': 2}",
-        "INFO 12-01 10:00:02 [core.py:58] Initializing a V1 LLM engine (v0.33.0) with config: "
-        "model='Qwen/Qwen3.8-27B-FP8', speculative_config=None, tokenizer='Qwen/Qwen3.8-27B-FP8', "
-        "dtype=torch.bfloat16, max_seq_len=32768, tensor_parallel_size=2, "
-        "pipeline_parallel_size=1, quantization=fp8, served_model_name='qwen'",
+        non_default_args(model, tp),
+    ]
+    if config_line:
+        lines.append(
+            "INFO 12-01 10:00:02 [core.py:58] Initializing a V1 LLM engine (v0.33.0) with config: "
+            f"model='{model}', speculative_config=None, tokenizer='{model}', "
+            f"dtype=torch.bfloat16, max_seq_len=32768, tensor_parallel_size={tp or 1}, "
+            "pipeline_parallel_size=1, quantization=fp8, served_model_name='qwen'")
+    lines += [
         "(VllmWorker rank=0 pid=4101) INFO 12-01 10:00:40 [gpu_model_runner.py:1595] Model "
         "loading took 14.1 GiB and 30.2 seconds",
         "(VllmWorker rank=1 pid=4102) WARNING 12-01 10:00:41 [fused_moe.py:1001] Using default "
@@ -38,7 +62,7 @@ def vllm_log(shapes=QWEN_TP2, ranks=(0, 1), line_end: str = "\r\n") -> str:
     for _ in range(2):  # warnings repeat (e.g. profile run, then CUDA graph capture)
         for rank in ranks:
             for N, K in shapes:
-                path = f"{VLLM_DIR}/{vllm_name(N, K)}"
+                path = f"{VLLM_DIR}/{vllm_name(N, K, device)}"
                 lines.append(f"(VllmWorker rank={rank} pid={4101 + rank}) WARNING 12-01 "
                              f"10:01:0{rank} [fp8_utils.py:851] "
                              + BLOCK_WARNING.format(path=path))

@@ -16,7 +16,7 @@ LLAMA = {"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "num_attent
          "num_key_value_heads": 8, "intermediate_size": 14336, "quantization_config": FP8}
 # Qwen2-7B-like: 28 heads, 4 kv heads, no head_dim.
 QWEN2 = {"architectures": ["Qwen2ForCausalLM"], "hidden_size": 3584, "num_attention_heads": 28,
-         "num_key_value_heads": 4, "intermediate_size": 18944}
+         "num_key_value_heads": 4, "intermediate_size": 18944, "quantization_config": FP8}
 # Qwen3-0.6B-like: explicit head_dim 128 while hidden / heads = 64.
 QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "hidden_size": 1024, "num_attention_heads": 16,
          "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 3072,
@@ -67,7 +67,7 @@ def test_qwen38_field_report_cross_check() -> None:
     # hidden 5120 and intermediate 17408 give three of the five field-report shapes at TP 2...
     config = {"architectures": ["Qwen3ForCausalLM"], "hidden_size": 5120,
               "num_attention_heads": 24, "num_key_value_heads": 4, "head_dim": 256,
-              "intermediate_size": 17408}
+              "intermediate_size": 17408, "quantization_config": FP8}
     got = set(derive_shapes(config, 2).shapes)
     field = {(17408, 5120), (5120, 3072), (5120, 8704), (7168, 5120), (8192, 5120)}
     assert got & field == {(17408, 5120), (5120, 3072), (5120, 8704)}
@@ -104,7 +104,7 @@ def test_qwen38_field_report_cross_check() -> None:
     ({**LLAMA, "hidden_size": True}, 1, "hidden_size = True is not an integer"),
     ({**LLAMA, "intermediate_size": 10**40}, 1, "intermediate_size=a 41-digit number is outside"),
     ({**LLAMA, "num_attention_heads": 0}, 1, "num_attention_heads=0 is outside 1..16777216"),
-    ({**LLAMA, "quantization_config": {"weight_block_size": [128]}}, 1,
+    ({**LLAMA, "quantization_config": {**FP8, "weight_block_size": [128]}}, 1,
      "weight_block_size must be two integers"),
 ])
 def test_refusals_are_one_line(config: dict, tp: int, message: str) -> None:

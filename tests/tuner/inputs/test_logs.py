@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.tuner.inputs.logfixtures import (
+    DSV3_TP8,
     QWEN_TP2,
     SGLANG_DIR,
     VLLM_DIR,
@@ -50,6 +51,25 @@ def test_gzip_log(tmp_path: Path) -> None:
     path = tmp_path / "vllm.log.gz"
     path.write_bytes(gzip.compress(vllm_log(line_end="\n").encode()))
     assert len(read_log(path).shapes()) == 5
+
+
+def test_tp_and_model_from_vllm_non_default_args_alone() -> None:
+    text = vllm_log(DSV3_TP8, ranks=range(8), model="deepseek-ai/DeepSeek-V3", tp=8,
+                    config_line=False, device="NVIDIA_H200")
+    assert "tensor_parallel_size=" not in text
+    scan = scan_lines(text.splitlines())
+    assert (scan.tp, scan.model) == (8, "deepseek-ai/DeepSeek-V3")
+    assert scan.shapes() == [(N, K, (128, 128)) for N, K in DSV3_TP8]
+    assert scan.warnings == 2 * 8 * 4
+
+
+def test_non_default_args_without_tp_mean_vllms_default_1() -> None:
+    text = vllm_log(model="/models/qwen3-8b", tp=None, config_line=False)
+    assert "tensor_parallel_size" not in text
+    assert (scan_lines(text.splitlines()).tp, scan_lines(text.splitlines()).model) == (
+        1, "/models/qwen3-8b")
+    # With the engine's config line too (vLLM prints both), they agree.
+    assert scan_lines(vllm_log(tp=None).splitlines()).tp == 1
 
 
 def test_conflicting_tp_is_not_guessed() -> None:

@@ -1,0 +1,64 @@
+"""`/docs` without a CDN: Swagger UI's files served from a local folder (`TUNER_DOCS_ASSETS`).
+
+FastAPI's `/docs` and `/redoc` pages load their JavaScript and CSS from cdn.jsdelivr.net, so on
+a host without internet access they stay blank; `/openapi.json` is served by the app itself.
+FastAPI's documented remedy ("Custom Docs UI Static Assets", fastapi.tiangolo.com/how-to/
+custom-docs-ui-assets/) is to serve those files from the app: no installed package ships them,
+so the folder comes from the user (the `swagger-ui-dist` npm package's files).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
+
+# The files of the swagger-ui-dist package the page needs (the favicon is optional).
+REQUIRED_ASSETS: tuple[str, ...] = ("swagger-ui-bundle.js", "swagger-ui.css")
+ASSETS_PATH = "/docs/assets"
+
+
+def check_docs_assets(folder: Path) -> Path:
+    """A folder holding Swagger UI's files.
+
+    Args:
+        folder: where swagger-ui-bundle.js and swagger-ui.css are.
+
+    Returns:
+        The folder, absolute.
+
+    Raises:
+        ValueError: one line: the folder does not exist or lacks one of `REQUIRED_ASSETS`.
+    """
+    folder = folder.expanduser().absolute()
+    if not folder.is_dir():
+        raise ValueError(f"TUNER_DOCS_ASSETS: {folder} is not a folder")
+    missing = [name for name in REQUIRED_ASSETS if not (folder / name).is_file()]
+    if missing:
+        raise ValueError(f"TUNER_DOCS_ASSETS: {folder} lacks {', '.join(missing)} (copy the "
+                         "files of the swagger-ui-dist package there)")
+    return folder
+
+
+def add_local_docs(app: FastAPI, folder: Path) -> None:
+    """Serve `/docs` with Swagger UI's files from `folder` under `ASSETS_PATH`.
+
+    The app must be built with `docs_url=None` so that FastAPI's CDN page is not there too.
+
+    Args:
+        app: the service.
+        folder: a folder `check_docs_assets` accepted.
+    """
+    app.mount(ASSETS_PATH, StaticFiles(directory=folder), name="docs-assets")
+    favicon = f"{ASSETS_PATH}/favicon-32x32.png" if (folder / "favicon-32x32.png").is_file() \
+        else "data:,"
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json", title=f"{app.title} - Swagger UI",
+            swagger_js_url=f"{ASSETS_PATH}/swagger-ui-bundle.js",
+            swagger_css_url=f"{ASSETS_PATH}/swagger-ui.css", swagger_favicon_url=favicon)

@@ -1,0 +1,74 @@
+"""/docs on an air-gapped host: FastAPI's pages load Swagger UI and ReDoc from a CDN, so
+TUNER_DOCS_ASSETS serves Swagger UI's files from a local folder; /openapi.json needs nothing."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import ValidationError
+from typer.testing import CliRunner
+
+from api.app import create_app
+from api.settings import Settings
+from tuner.cli.app import app as cli_app
+
+
+@pytest.fixture
+def assets(tmp_path: Path) -> Path:
+    folder = tmp_path / "swagger-ui-dist"
+    folder.mkdir()
+    (folder / "swagger-ui-bundle.js").write_bytes(b"window.SwaggerUIBundle = 1;\n")
+    (folder / "swagger-ui.css").write_bytes(b".swagger-ui {}\n")
+    return folder
+
+
+def client(tmp_path: Path, **settings) -> TestClient:
+    return TestClient(create_app(Settings(db_url=f"sqlite:///{tmp_path / 't.db'}", **settings)))
+
+
+def test_default_docs_need_the_cdn_and_openapi_json_does_not(tmp_path: Path) -> None:
+    with client(tmp_path) as http:
+        page = http.get("/docs").text
+        assert "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui-bundle.js" in page
+        assert "https://cdn.jsdelivr.net/npm/redoc@2" in http.get("/redoc").text
+        spec = http.get("/openapi.json")
+        assert spec.status_code == 200 and "/sweeps" in spec.json()["paths"]
+
+
+def test_docs_assets_serve_swagger_ui_from_the_service(tmp_path: Path, assets: Path) -> None:
+    with client(tmp_path, docs_assets=assets) as http:
+        page = http.get("/docs")
+        assert page.status_code == 200
+        assert re.findall(r'(?:src|href)="([^"]+)"', page.text) == [
+            "/docs/assets/swagger-ui.css", "data:,", "/docs/assets/swagger-ui-bundle.js"]
+        assert "http" not in page.text  # nothing from outside the service
+        assert "url: '/openapi.json'" in page.text
+        js = http.get("/docs/assets/swagger-ui-bundle.js")
+        assert js.status_code == 200 and js.content == b"window.SwaggerUIBundle = 1;\n"
+        assert http.get("/docs/assets/swagger-ui.css").content == b".swagger-ui {}\n"
+        assert http.get("/docs/assets/nope.js").status_code == 404
+        assert "/docs" not in http.get("/openapi.json").json()["paths"]
+
+
+def test_the_favicon_is_used_when_the_folder_has_it(tmp_path: Path, assets: Path) -> None:
+    (assets / "favicon-32x32.png").write_bytes(b"\x89PNG")
+    with client(tmp_path, docs_assets=assets) as http:
+        assert '<link rel="shortcut icon" href="/docs/assets/favicon-32x32.png">' in (
+            http.get("/docs").text)
+
+
+def test_a_folder_without_swagger_ui_is_one_line(tmp_path: Path, assets: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    (assets / "swagger-ui.css").unlink()
+    message = (f"TUNER_DOCS_ASSETS: {assets} lacks swagger-ui.css (copy the files of the "
+               "swagger-ui-dist package there)")
+    with pytest.raises(ValidationError, match=re.escape(message)):
+        Settings(docs_assets=assets)
+    monkeypatch.setenv("TUNER_DOCS_ASSETS", str(tmp_path / "none"))
+    result = CliRunner().invoke(cli_app, ["serve", "--db", f"sqlite:///{tmp_path / 't.db'}"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().splitlines() == [
+        f"error: TUNER_DOCS_ASSETS: {tmp_path / 'none'} is not a folder"]

@@ -1,0 +1,99 @@
+"""`tuner compare` on the interpreter: every kernel's row is printed and stored, with the
+verdict lines; bad input is one line, exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from tests.storefill import DEFAULT, FAST, fill
+from tuner.cli.app import app
+
+runner = CliRunner()
+DEVICE = "TRITON_INTERPRETER"
+
+
+def test_compare_tiny_on_the_interpreter(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    # N=256,K=384 has a file whose M=1 winner is FAST; N=576,K=256 has no trials.
+    fill(db, {(256, 384, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 5.0)]},
+         device_name=DEVICE, model="tiny", m_values=(1,))
+    result = runner.invoke(app, ["compare", "--device", "interpreter", "--model", "tiny",
+                                 "--m", "1", "--rounds", "2", "--interpreter-reps", "1",
+                                 "--db", db])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert "tuned: M=1 16x64x128 g1 w4 s3" in lines
+    assert "not timed: vllm-marlin: CPU run: vLLM's GPU kernels are not timed" in lines
+    assert any(line.startswith("decode (M <= 32): ") for line in lines)
+    assert "prefill (M >= 2048): no point where the kernels could all be compared" in lines
+    assert lines[-1] == f"stored as comparison 1 of {DEVICE}"
+
+    from db import repo
+    from db.engine import open_store, session_scope
+
+    engine = open_store(db)
+    with session_scope(engine) as session:
+        (stored,) = repo.list_comparisons(session, device_name=DEVICE)
+    engine.dispose()
+    assert (stored.model, stored.tp, stored.gpu_name) == ("tiny", 1, DEVICE)
+    assert stored.verdicts[1] == "prefill (M >= 2048): no point where the kernels could all be " \
+        "compared"
+    status = {(p.N, p.backend): p.status for p in stored.points}
+    assert status == {
+        (256, "triton-tuned"): "ok", (256, "triton-default"): "ok",
+        (256, "torch-dequant-cpu"): "ok", (256, "torch-scaled_mm"): "unavailable",
+        (256, "vllm-cutlass"): "unavailable", (256, "vllm-deepgemm"): "unavailable",
+        (256, "vllm-marlin"): "unavailable",
+        (576, "triton-tuned"): "unavailable", (576, "triton-default"): "ok",
+        (576, "torch-dequant-cpu"): "ok", (576, "torch-scaled_mm"): "unavailable",
+        (576, "vllm-cutlass"): "unavailable", (576, "vllm-deepgemm"): "unavailable",
+        (576, "vllm-marlin"): "unavailable",
+    }
+    tuned = next(p for p in stored.points if (p.N, p.backend) == (256, "triton-tuned"))
+    assert tuned.note == "16x64x128 g1 w4 s3" and tuned.p20_us <= tuned.latency_us <= tuned.p80_us
+    missing = next(p for p in stored.points if (p.N, p.backend) == (576, "triton-tuned"))
+    assert missing.note == "no file for this shape in the store"
+
+
+def test_compare_bad_input(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    fill(db, {(256, 384, 1): [(DEFAULT, True, "ok", 10.0)]}, device_name=DEVICE, model="tiny",
+         m_values=(1,))
+    for args, message in [
+        (["--model", "nope"], "unknown model 'nope'"),
+        (["--model", "tiny", "--m", "0"], "--m: '0' is not a positive integer"),
+    ]:
+        result = runner.invoke(app, ["compare", "--device", "interpreter", *args, "--db", db])
+        assert result.exit_code == 2, result.output
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith("error: ") and message in line, line
+
+
+def test_from_log_says_whether_the_server_reads_the_files(tmp_path: Path) -> None:
+    from tests.tuner.inputs.logfixtures import vllm_log
+
+    selected = ("(VllmWorker rank=0 pid=4101) INFO 12-01 10:00:30 [__init__.py:640] Selected "
+                "{} for Fp8LinearMethod")
+    marlin = tmp_path / "marlin.log"
+    marlin.write_text("INFO non-default args: {'model': 'Qwen/Qwen3.8-27B-FP8', "
+                      "'tensor_parallel_size': 2}\n"
+                      + selected.format("MarlinFP8ScaledMMLinearKernel") + "\n")
+    result = runner.invoke(app, ["shapes", "from-log", str(marlin)])
+    assert result.exit_code == 1, result.output
+    assert result.stdout.splitlines() == [
+        "vLLM selected Marlin (weight-only FP8, W8A16) (MarlinFP8ScaledMMLinearKernel) for "
+        "block-FP8 layers: the tuned files are NOT read with this server's settings; "
+        "--linear-backend triton makes it run the Triton kernel that reads them (measure first: "
+        "tuner compare)."]
+    assert "the Triton kernel did not run" in result.stderr
+    triton = tmp_path / "triton.log"
+    triton.write_text(vllm_log().replace(
+        "Model loading took", selected.format("TritonFp8BlockScaledMMKernel") + "\nModel "
+        "loading took", 1))
+    result = runner.invoke(app, ["shapes", "from-log", str(triton)])
+    assert result.exit_code == 0, result.output
+    assert ("vLLM selected Triton (reads the tuned files) (TritonFp8BlockScaledMMKernel) for "
+            "block-FP8 layers: the tuned files are read with this server's settings."
+            ) in result.stdout.splitlines()

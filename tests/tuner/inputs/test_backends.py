@@ -1,0 +1,64 @@
+"""Which kernel vLLM runs for block-FP8 layers: the per-architecture text and what a server log
+says about it (issue 13, items 1 and 2)."""
+
+from __future__ import annotations
+
+from tuner.inputs.backends import (
+    AHEAD_OF_TRITON,
+    arch_of,
+    backend_lines,
+    kernel_verdict,
+    selected_kernel,
+)
+from tuner.inputs.logs import scan_lines
+
+PREFIX = "(VllmWorker rank=0 pid=4101) INFO 12-01 10:00:30 [__init__.py:640] "
+
+
+def test_per_architecture_lines() -> None:
+    lines = backend_lines("8.9")
+    assert lines[0] == ("Which kernel vLLM 0.33.0 runs for block-FP8 linear layers (other "
+                        "versions may differ):")
+    assert lines[1] == ("- sm89 (this device) (L20, L40S, RTX 4090): by default Marlin "
+                        "(weight-only FP8, W8A16); with Marlin disabled Humming runs, so "
+                        "disabling Marlin alone is not enough.")
+    assert lines[2].startswith("- sm90 (H100, H200, H20): by default DeepGEMM, or CUTLASS where "
+                               "DeepGEMM cannot run;")
+    assert "--linear-backend triton" in lines[4] and "VLLM_BATCH_INVARIANT=1" in lines[4]
+    assert "(this device)" not in " ".join(backend_lines(None))
+    assert [arch_of(cc) for cc in ("8.9", "9.0", "10.0", "12.0", "8.0", "", None)] == [
+        "sm89", "sm90", "sm100/sm120", "sm100/sm120", None, None, None]
+    assert AHEAD_OF_TRITON[-2:] == ("MarlinFP8ScaledMMLinearKernel",
+                                    "HummingFP8ScaledMMLinearKernel")
+
+
+def test_selected_kernel_lines() -> None:
+    assert selected_kernel(PREFIX + "Selected MarlinFP8ScaledMMLinearKernel for Fp8LinearMethod"
+                           ) == ("MarlinFP8ScaledMMLinearKernel", "Fp8LinearMethod")
+    # A per-tensor FP8 kernel is not one of the block-FP8 list.
+    assert selected_kernel(PREFIX + "Selected CutlassFP8ScaledMMLinearKernel for Fp8Linear") is None
+    assert selected_kernel("nothing here") is None
+    assert kernel_verdict((), None) is None
+
+
+def test_a_marlin_log_says_the_files_are_not_read() -> None:
+    scan = scan_lines([
+        "INFO 12-01 10:00:01 [utils.py:326] non-default args: {'model': 'Qwen/Qwen3.8-27B-FP8', "
+        "'tensor_parallel_size': 2}",
+        PREFIX + "Selected MarlinFP8ScaledMMLinearKernel for Fp8LinearMethod",
+    ])
+    assert scan.linear_kernels == ("MarlinFP8ScaledMMLinearKernel",)
+    assert scan.kernel_line == (
+        "vLLM selected Marlin (weight-only FP8, W8A16) (MarlinFP8ScaledMMLinearKernel) for "
+        "block-FP8 layers: the tuned files are NOT read with this server's settings; "
+        "--linear-backend triton makes it run the Triton kernel that reads them (measure "
+        "first: tuner compare).")
+
+
+def test_a_triton_log_says_the_files_are_read() -> None:
+    triton = scan_lines([PREFIX + "Selected TritonFp8BlockScaledMMKernel for Fp8LinearMethod"])
+    assert triton.kernel_line.endswith("the tuned files are read with this server's settings.")
+    flag = scan_lines(["INFO non-default args: {'model': 'x', 'linear_backend': 'triton'}"])
+    assert (flag.linear_kernels, flag.linear_backend) == ((), "triton")
+    assert flag.kernel_line == ("vLLM was started with linear_backend triton: it runs the "
+                                "Triton kernel and reads the tuned files.")

@@ -1,0 +1,223 @@
+"""`tuner compare`: on this machine's GPU (or the interpreter), time the tuned Triton config, vLLM's
+default Triton config, torch's block-scaled FP8 matmul and vLLM's own kernels when importable,
+per (N, K, M) of a model; say which wins at decode and prefill, store it. The timing logic is
+tuner.compare.versus's."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from tuner.cli.options import (
+    DbOpt,
+    DeviceOpt,
+    InterpreterRepsOpt,
+    OutDtype,
+    console,
+    device_in_store,
+    fail,
+    open_db,
+    parse_m_values,
+    plain,
+    resolve_backend,
+    store_files,
+)
+from tuner.cli.tables import Column, print_table
+from tuner.files.format import REQUIRED_M
+from tuner.measure.noise import RETIME_ROUNDS
+
+# vLLM's default kernel per architecture, among the backends compare can time (DESIGN §9).
+VLLM_DEFAULT_BY_ARCH = {"sm90": ("vllm-deepgemm", "vllm-cutlass"), "sm89": ("vllm-marlin",)}
+
+
+# Short column names for 80-column tables.
+SHORT = {"triton-tuned": "tuned", "triton-default": "default", "torch-scaled_mm": "torch",
+         "torch-dequant-cpu": "torch-cpu", "vllm-deepgemm": "deepgemm",
+         "vllm-cutlass": "cutlass", "vllm-marlin": "marlin"}
+
+
+def _cells(point, backends) -> list[str]:
+    cells = [str(point.M)]
+    for name in backends:
+        value = point.latency(name)
+        status = next(t.status for t in point.times if t.backend == name)
+        cells.append(f"{value:.1f}" if value is not None else status)
+    cells.append(SHORT.get(point.fastest, "-"))
+    return cells
+
+
+def _print_shape(N: int, K: int, points, unit: str) -> None:
+    shown = [t.backend for t in points[0].times if t.status != "unavailable"
+             or any(p.latency(t.backend) is not None for p in points)]
+    columns = [Column("M"), *(Column(SHORT[name]) for name in shown), Column("fastest")]
+    print_table(console, columns, [_cells(p, shown) for p in points],
+                title=f"N={N},K={K}, latency_us, {unit}")
+    configs = {p.M: t.note for p in points for t in p.times if t.backend == "triton-tuned"}
+    plain("tuned: " + "; ".join(f"M={M} {note}" for M, note in configs.items()))
+    for point in points:
+        for time in point.times:
+            if time.status == "failed":
+                plain(f"failed: {time.backend} at M={point.M}: {time.note}")
+
+
+def _default_lines(points, arch: str | None) -> list[str]:
+    """The per-M comparison with vLLM's default kernel for this architecture, or why none."""
+    from tuner.compare.versus import per_m
+
+    for name in VLLM_DEFAULT_BY_ARCH.get(arch or "", ()):
+        ratios = per_m(points, name)
+        if ratios:
+            shown = ", ".join(f"M={M} {ratio:.3g}x" for M, ratio in ratios.items())
+            return [f"--linear-backend triton with the tuned files vs vLLM's default here "
+                    f"({name}), its time over tuned Triton's (above 1: the flag helps): {shown}"]
+    why = (f"on {arch} it is {' or '.join(VLLM_DEFAULT_BY_ARCH[arch])}, not timed here"
+           if arch in VLLM_DEFAULT_BY_ARCH else "no vLLM default kernel is timed on this backend")
+    return [f"vLLM's default kernel was not compared ({why}); the verdicts above compare the "
+            "kernels that ran"]
+
+
+def compare(
+    device: DeviceOpt,
+    model: Annotated[str, typer.Option(help="Model key from `tuner shapes list`.")],
+    tp: Annotated[int | None, typer.Option(help="Tensor-parallel size (which shapes).")] = None,
+    m: Annotated[str, typer.Option("--m", help="M values to time, comma-separated.")
+                 ] = ",".join(map(str, REQUIRED_M)),
+    rounds: Annotated[int, typer.Option(min=2, max=10_000, help="Interleaved rounds per "
+                                        "(N, K, M): one sample of each kernel per round.")
+                      ] = RETIME_ROUNDS,
+    out_dtype: Annotated[OutDtype, typer.Option("--out-dtype", help="Output dtype.")
+                         ] = OutDtype.bfloat16,
+    seed: Annotated[int, typer.Option(min=0, max=2**31 - 1, help="Seed of the inputs.")] = 0,
+    interpreter_reps: InterpreterRepsOpt = 3,
+    db: DbOpt = None,
+) -> None:
+    """Time the kernels vLLM could run for a model's block-FP8 GEMMs, and say
+    whether `--linear-backend triton` with the tuned files pays off.
+
+    Per (N, K, M), on one GPU and with the same inputs: our Triton kernel with
+    the config vLLM would pick from this device's files (triton-tuned) and with
+    vLLM's default config (triton-default), torch.nn.functional.scaled_mm with
+    block-wise scales, and vLLM's CUTLASS and DeepGEMM ops when vLLM is
+    importable. Each is first checked against the float64 reference; those that
+    pass are timed interleaved as verify does. A kernel that cannot run here is
+    shown as unavailable with the reason.
+
+    Prints a table per shape, then for decode (M <= 32) and prefill
+    (M >= 2048) the fastest kernel over the model's shapes. The run is stored
+    (GET /devices/{device}/comparisons, the report).
+
+    --device interpreter times on the CPU: Triton's interpreter against torch
+    on the CPU; CPU timings, useful to try the command, not to decide.
+    """
+    from db import repo
+    from db.engine import session_scope
+    from tuner.cli.verify import _use_backend
+    from tuner.files.merge import file_key
+    from tuner.inputs.backends import arch_of
+    from tuner.inputs.shapes import UnknownModelError, load_shapes
+    from tuner.kernels.registry import DEFAULT_FAMILY
+
+    try:
+        model_shapes = load_shapes(model, tp)
+        m_values = parse_m_values(m)
+    except (UnknownModelError, ValueError) as exc:
+        raise fail(str(exc).strip("'\"")) from None
+    _, engine = open_db(db, must_exist=True)
+    with session_scope(engine) as session:
+        device_name = device_in_store(session, device)
+    backend, _, visible = resolve_backend(device, None)
+    _use_backend(backend, visible)  # before anything imports the kernel
+    files = store_files(engine, device_name, out_dtype=out_dtype.value, allow_stale=False,
+                        allow_partial=True).explained()
+    block_shape = tuple(model_shapes.block_shape)
+    tuned = {(f.N, f.K): f.merged.configs for f in files.files
+             if file_key(f) == (DEFAULT_FAMILY, "", f.N, f.K, block_shape)}
+    points = _run(model_shapes, m_values, tuned, backend=backend, out_dtype=out_dtype.value,
+                  seed=seed, rounds=rounds, interpreter_reps=interpreter_reps)
+    from tuner.compare.versus import verdicts
+    from tuner.run.worker import collect_environment
+
+    env = collect_environment(backend)
+    lines = [v.line() for v in verdicts(points)]
+    lines += _default_lines(points, arch_of(env["compute_capability"]))
+    for line in lines:
+        plain(line)
+    with session_scope(engine) as session:
+        environment_id = repo.get_or_create_environment(session, **env)
+        comparison_id = repo.record_comparison(
+            session, device_name=device_name, environment_id=environment_id,
+            model=model_shapes.model, tp=model_shapes.tp, out_dtype=out_dtype.value,
+            verdicts=lines, points=[repo.PointRow(p.N, p.K, p.M, t.backend, t.status,
+                                                  t.latency_us, t.p20_us, t.p80_us, t.note)
+                                    for p in points for t in p.times])
+    plain(f"stored as comparison {comparison_id} of {device_name}")
+
+
+def _run(model_shapes, m_values, tuned, *, backend, out_dtype, seed, rounds, interpreter_reps):
+    """Every (shape, M) point, with a progress bar on stderr; prints each shape's table."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from tuner.compare.backends import (
+        TRITON_DEFAULT,
+        TRITON_TUNED,
+        Candidate,
+        CandidateRunner,
+        library_kernels,
+    )
+    from tuner.compare.versus import compare_point
+    from tuner.files.format import vllm_pick_key
+    from tuner.kernels.config import KernelConfig
+    from tuner.kernels.dense.space import default_config
+    from tuner.measure.noise import retime_interleaved
+    from tuner.measure.runner import Problem
+
+    block_shape = tuple(model_shapes.block_shape)
+    device = "cuda" if backend == "cuda" else "cpu"
+    library, unavailable = library_kernels(device)
+    default = default_config(block_shape)
+    unit = "CPU timings (interpreter)" if backend == "interpreter" else "GPU timings"
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+    plain("columns (microseconds per GEMM): tuned = our Triton kernel with the config vLLM "
+          "picks from this device's files; default = with vLLM's default config; torch = "
+          "torch scaled_mm, block-wise scales; torch-cpu = dequantize + matmul on the CPU (a "
+          "stand-in, not a vLLM kernel); deepgemm, cutlass = vLLM's ops")
+    points = []
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        bar_id = bar.add_task("compare", total=len(model_shapes.shapes) * len(m_values))
+        for N, K in model_shapes.shapes:
+            shape_points = []
+            for M in m_values:
+                candidates = [Candidate(TRITON_DEFAULT, default)]
+                configs = tuned.get((N, K))
+                missing = dict(unavailable)
+                if configs:
+                    key = vllm_pick_key(configs, M)
+                    candidates.insert(0, Candidate(TRITON_TUNED,
+                                                   KernelConfig.from_dict(configs[key])))
+                else:
+                    missing[TRITON_TUNED] = "no file for this shape in the store"
+                candidates += [Candidate(name) for name in library]
+                runner = CandidateRunner(
+                    Problem(M=M, N=N, K=K, block_shape=block_shape, out_dtype=out_dtype),
+                    backend=backend, library=library, seed=seed,
+                    interpreter_reps=interpreter_reps)
+                shape_points.append(compare_point(
+                    N, K, M, runner=runner, candidates=candidates, unavailable=missing,
+                    rounds=rounds, retime=retime_interleaved))
+                bar.update(bar_id, advance=1, description=f"N={N},K={K} M={M}")
+            bar.console.file.flush()
+            _print_shape(N, K, shape_points, unit)
+            points += shape_points
+    for name, reason in sorted(unavailable.items()):
+        plain(f"not timed: {name}: {reason}")
+    return points
