@@ -13,6 +13,8 @@ from rich.console import Console
 from tuner.search.defaults import DEFAULT_STRATEGY
 
 console = Console()
+# Progress bars: on stderr, so stdout keeps only the tables and lines a script reads.
+err_console = Console(stderr=True)
 
 # Seconds a claimed task stays leased without a heartbeat (tuner.run.plan.DEFAULT_LEASE_S).
 DEFAULT_LEASE_S = 120.0
