@@ -1,5 +1,5 @@
 """The store's tables: devices, environments, sweeps, tasks, trials, imports, retimes, decisions,
-ceilings (SQLAlchemy 2 ORM)."""
+ceilings, releases with their files and the blobs of their bytes (SQLAlchemy 2 ORM)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -323,3 +324,55 @@ class Ceiling(Base):
     value: Mapped[float] = mapped_column(Float)
     detail: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class Blob(Base):
+    """Bytes of a released file or archive, stored once per content (revision 0006)."""
+
+    __tablename__ = "blobs"
+
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    size: Mapped[int] = mapped_column(Integer)
+    content: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class Release(Base):
+    """A device's files frozen as published (revision 0006): numbered 1, 2, ... per device, never
+    changed. `content_sha256` hashes the sorted (file name, sha256) list; `archives` maps an
+    engine ("vllm", "sglang") to its zip's sha256; `summary` holds the scope, coverage, merge
+    notes, skipped shapes and the versions the files were tuned with."""
+
+    __tablename__ = "releases"
+
+    release_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    device_id: Mapped[int] = mapped_column(ForeignKey("devices.device_id"))
+    number: Mapped[int] = mapped_column(Integer)
+    content_sha256: Mapped[str] = mapped_column(String(64))
+    archives: Mapped[dict[str, str]] = mapped_column(JSON)
+    summary: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_by: Mapped[str] = mapped_column(String(256))
+    reason: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+    __table_args__ = (UniqueConstraint("device_id", "number"),)
+
+
+class ReleaseFile(Base):
+    """One file of a release, named as vLLM looks it up; its bytes are the blob `sha256`."""
+
+    __tablename__ = "release_files"
+
+    release_file_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    release_id: Mapped[int] = mapped_column(ForeignKey("releases.release_id"))
+    file_name: Mapped[str] = mapped_column(String(512))
+    family: Mapped[str] = mapped_column(String(32))
+    shape_params: Mapped[str] = mapped_column(String(128))
+    N: Mapped[int] = mapped_column(Integer)
+    K: Mapped[int] = mapped_column(Integer)
+    block_n: Mapped[int] = mapped_column(Integer)
+    block_k: Mapped[int] = mapped_column(Integer)
+    sha256: Mapped[str] = mapped_column(ForeignKey("blobs.sha256"))
+    # m_keys, m_imported, m_missing, partial, notes, warnings of the merge.
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+    __table_args__ = (UniqueConstraint("release_id", "file_name"),)

@@ -23,6 +23,7 @@ from tuner.cli.options import (
     store_files,
     store_url,
 )
+from tuner.cli.publish import NoPublishOpt, publish_device
 from tuner.cli.tables import Column, print_table
 
 
@@ -51,6 +52,7 @@ def import_files(
     device: Annotated[str | None, typer.Option(help="Store for this device (one in the store, "
                                                "aliases allowed) [default: the file name's "
                                                "device_name].")] = None,
+    no_publish: NoPublishOpt = False,
     db: DbOpt = None,
 ) -> None:
     """Keep existing config files as a labelled source per device and shape.
@@ -103,6 +105,9 @@ def import_files(
             f"{item.name.device_name})"
         plain(f"imported {path.name} for {target}{moved} as '{label}': "
                f"{coverage_summary(item.configs)}")
+    if not no_publish:
+        for target in sorted({target for _, _, target in planned.values()}):
+            publish_device(engine, target, reason="tuner import")
 
 
 def status(
