@@ -284,7 +284,8 @@ def preview_zip(
                      request=request, route="preview/configs.zip")
 
 
-@router.get("/{device_name}/preview/configs/{file_name}", response_class=Response, response_model=None,
+@router.get("/{device_name}/preview/configs/{file_name}", response_class=Response,
+            response_model=None,
             responses={200: {"content": {"application/json": {}}}, **FILE_RESPONSES})
 def preview_file(
     device_name: KnownDevice, file_name: str, session: SessionDep, settings: SettingsDep,

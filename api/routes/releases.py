@@ -138,11 +138,13 @@ def download_file(device_name: DeviceName, file_name: str, request: Request,
 
 def _find_slow(session: Session, device_name: str, file_name: str,
                number: int | None) -> tuple[releases.ReleasedFile, str]:
+    stored = _canonical(session, device_name) or device_name
     try:
         wanted = parse_config_file_name(file_name)
     except ValueError as exc:
-        raise HTTPException(404, detail=str(exc)) from None
-    stored = _canonical(session, device_name) or device_name
+        info = releases.get_release(session, device_name=stored, number=number)
+        names = ", ".join(f.file_name for f in info.files) if info else "(no release)"
+        raise HTTPException(404, detail=f"{exc}; files: {names or '(none)'}") from None
     if wanted.device_name != stored:
         raise HTTPException(404, detail=f"{file_name!r} names device {wanted.device_name!r}, "
                                         f"not {stored!r}")
@@ -153,9 +155,15 @@ def _find_slow(session: Session, device_name: str, file_name: str,
     info = releases.get_release(session, device_name=stored, number=number)
     if info is None:
         raise _no_release(session, stored, number)
+    where = f"no file {wanted.name!r} in {stored} release {info.number}"
+    for skipped in info.summary.get("skipped", []):
+        if (skipped["N"], skipped["K"], tuple(skipped["block_shape"])) == (
+                wanted.N, wanted.K, wanted.block_shape):
+            raise HTTPException(404, detail=f"{where}: {skipped['reason']}; "
+                                f"/devices/{stored}/preview/configs/{wanted.name}?partial=true "
+                                "merges what there is")
     names = ", ".join(f.file_name for f in info.files) or "(none)"
-    raise HTTPException(404, detail=f"no file {wanted.name!r} in {stored} release "
-                                    f"{info.number}; files: {names}")
+    raise HTTPException(404, detail=f"{where}; files: {names}")
 
 
 @router.get("/{device_name}/configs.zip", response_class=Response, response_model=None,
@@ -191,7 +199,7 @@ def download_zip(device_name: DeviceName, request: Request, release: ReleaseNumb
         return _send(request, session, sha256=found.sha256, number=found.number,
                      pinned=release is not None, if_none_match=if_none_match,
                      media_type="application/zip", route="configs.zip",
-                     filename=f"{device_name}-configs{suffix}-release{found.number}.zip")
+                     filename=f"{device_name}-configs{suffix}.zip")
 
 
 def _release(info: releases.ReleaseInfo) -> schemas.Release:

@@ -33,8 +33,8 @@ from tuner.cli.options import (
     resolve_backend,
     store_files,
 )
-from tuner.cli.tables import Column, print_table
 from tuner.cli.publish import NoPublishOpt, publish_device
+from tuner.cli.tables import Column, print_table
 from tuner.cli.verify_fix import Fixer, shape_label
 from tuner.compare.verify import (
     PointResult,
