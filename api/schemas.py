@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -104,6 +104,31 @@ class DeviceConfigs(BaseModel):
     skipped: list[SkippedShape]
     engine: Literal["vllm", "sglang"] = "vllm"
     engine_note: str | None = None
+    release: int | None = None
+
+
+class ReleaseFile(BaseModel):
+    """One file of a release: vLLM's name, sha256 and size of its bytes, its M keys."""
+
+    file_name: str
+    sha256: str
+    size: int
+    m_keys: list[int]
+    m_imported: list[int] = []
+
+
+class Release(BaseModel):
+    """A published release: number, content hash, who published it (and with what), when,
+    its files and the summary frozen with it (scope, versions tuned with, skipped shapes)."""
+
+    device_name: str
+    number: int
+    content_sha256: str
+    created_at: datetime
+    created_by: str
+    reason: str
+    files: list[ReleaseFile]
+    summary: dict[str, Any]
 
 
 class MCoverage(BaseModel):

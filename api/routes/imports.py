@@ -10,8 +10,10 @@ from api import schemas
 from api.deps import SessionDep, WriteAccess
 from api.routes.devices import DeviceName
 from db import repo
+from tuner.files.device import MergeError
 from tuner.files.format import coverage_summary, m_coverage, parse_file_for_import
 from tuner.files.imports import target_device
+from tuner.files.release import NothingToPublish, publish
 from tuner.inputs.devices import resolve
 
 router = APIRouter(prefix="/devices", tags=["imports"])
@@ -81,7 +83,8 @@ def import_file(
 ) -> schemas.ImportedFile:
     """Keep an existing file's configs (e.g. one shipped with vLLM) as a labelled source.
 
-    The file is checked whole before anything is stored. Its entries fill M that have no
+    The file is checked whole before anything is stored, then the device's files are published
+    as its next release (when any shape is complete). Its entries fill M that have no
     measured winner when the device's files are merged; they are never measured and never
     claimed to beat the default. Importing the same label again replaces the entries. The
     service compiles nothing (it loads no Triton), so its imports are stored without a launch
@@ -118,4 +121,8 @@ def import_file(
     note = None
     if target != parsed.name.device_name:
         note = f"stored for {target}; the file is named for {parsed.name.device_name}"
+    try:  # as `tuner import` does: the device's files with this import are the next release
+        publish(session, target, reason="HTTP import")
+    except (NothingToPublish, MergeError):
+        pass  # nothing complete to publish yet; the import is kept all the same
     return _schema(item, note)

@@ -16,7 +16,7 @@ from sqlalchemy import text
 
 from api.app import create_app
 from api.settings import Settings
-from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill, row_counts
+from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill, publish, row_counts
 from tuner.files.format import dump_config_file
 from tuner.kernels.dense.naming import SGLANG_NOTE, config_file_name, engine_file_name
 
@@ -36,6 +36,7 @@ SHIPPED = dump_config_file({1: SLOW, 2048: SLOW, 4096: FAST})
 def store(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'tuner.db'}"
     fill(url, PLAN, m_values=(1, 16))
+    publish(url)
     return url
 
 

@@ -88,8 +88,9 @@ def winners(
     The winner is the config a re-timing decided on (spread_us: the noise it had to beat), else
     the fastest checked config; where several sweeps tuned an (N, K, M), the decision made
     last (latencies of different runs are not compared); from trials of the current kernel
-    source and Triton major.minor only, unless --allow-stale. GB/s counts the compulsory bytes of A, B, the
-    scales and C over the latency, TFLOP/s 2*M*N*K over it; with ceilings measured on the GPU
+    source and Triton major.minor only, unless --allow-stale. GB/s counts the compulsory bytes
+    of A, B, the scales and C over the latency, TFLOP/s 2*M*N*K over it; with ceilings measured
+    on the GPU
     (each CUDA worker measures them at start), their % of a device-to-device copy and of
     torch's FP8 matrix product.
     """

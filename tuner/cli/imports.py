@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from tuner.cli.options import DbOpt, fail, open_db, plain
+from tuner.cli.publish import NoPublishOpt, publish_device
 from tuner.files.format import ParsedFile
 
 
@@ -183,6 +184,7 @@ def import_files(
                                         "architecture (its trials' compute capability, else a "
                                         "table of known GPUs; no GPU needed) and leave out "
                                         "entries that cannot launch there.")] = True,
+    no_publish: NoPublishOpt = False,
     db: DbOpt = None,
 ) -> None:
     """Keep existing config files as a labelled source per device and shape.
@@ -231,3 +233,6 @@ def import_files(
         plain(line)
     for path, reason in [*unread, *skipped]:
         plain(f"skipped {path.name}: {reason}")
+    if not no_publish:
+        for target in sorted({plan.target for plan in planned}):
+            publish_device(engine, target, reason="tuner import")

@@ -211,7 +211,8 @@ def device_in_store(session, device: str) -> str:
     from db import repo
     from tuner.inputs.devices import resolve
 
-    known = repo.list_device_names(session)
+    known = sorted(set(repo.list_device_names(session))
+                   | set(repo.list_import_device_names(session)))
     names = resolve(device, known)
     if len(names) != 1:
         raise fail(f"no device in the store matches '{device}'; known: "

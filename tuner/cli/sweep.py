@@ -31,6 +31,7 @@ from tuner.cli.options import (
     print_sweep_summary,
     resolve_backend,
 )
+from tuner.cli.publish import NoPublishOpt, publish_device
 from tuner.search.defaults import DEFAULT_TRIALS
 
 
@@ -62,13 +63,15 @@ def sweep(
     no_run: Annotated[bool, typer.Option("--no-run", help="Only create the sweep and its "
                                          "tasks, for `tuner worker` on other hosts.")] = False,
     lease: LeaseOpt = DEFAULT_LEASE_S,
+    no_publish: NoPublishOpt = False,
     db: DbOpt = None,
 ) -> None:
     """Tune every (N, K) of a model over the M grid, one worker per matching GPU.
 
     Every trial is checked against a float64 reference and stored.
     Re-running the same command resumes where it stopped; with a larger --trials it extends
-    the same sweep (only the new trials are measured).
+    the same sweep (only the new trials are measured). When every task is done the device's
+    files are published as its next release (unless --no-publish).
     """
     from tuner.files.format import REQUIRED_M
     from tuner.inputs.shapes import UnknownModelError, load_shapes
@@ -121,6 +124,8 @@ def sweep(
     if summary.tasks_done != summary.tasks_total:
         raise fail(f"{summary.tasks_total - summary.tasks_done} task(s) not done; "
                    "see the store, then re-run to resume", 1)
+    if not no_publish:
+        publish_device(engine, device_name, reason="tuner sweep")
 
 
 def worker(

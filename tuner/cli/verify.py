@@ -34,6 +34,7 @@ from tuner.cli.options import (
     resolve_backend,
     store_files,
 )
+from tuner.cli.publish import NoPublishOpt, publish_device
 from tuner.cli.tables import Column, print_table
 from tuner.cli.verify_fix import Fixer, shape_label
 from tuner.compare.verify import (
@@ -307,6 +308,7 @@ def verify(
     interpreter_reps: InterpreterRepsOpt = 3,
     trial_timeout: TrialTimeoutOpt = None,
     lease: LeaseOpt = DEFAULT_LEASE_S,
+    no_publish: NoPublishOpt = False,
     db: DbOpt = None,
 ) -> None:
     """Check that the config vLLM runs from this device's files is never slower
@@ -382,6 +384,9 @@ def verify(
                        rounds=rounds, read=lambda: store_files(
                            engine, device_name, out_dtype=out_dtype.value,
                            allow_stale=allow_stale, allow_partial=allow_partial))
+        if not no_publish:  # the files --fix tuned are what a fleet downloads next
+            publish_device(engine, device_name, reason="verify --fix", allow_stale=allow_stale,
+                           allow_partial=allow_partial, out_dtype=out_dtype.value)
     lines = offending_lines(results)
     if lines:
         for line in lines:
