@@ -65,7 +65,8 @@ def known_device(device_name: DeviceName, session: SessionDep) -> str:
     Raises:
         HTTPException: 404 naming the known devices when none (or several) match.
     """
-    known = sorted(repo.list_device_names(session))
+    known = sorted(set(repo.list_device_names(session))
+                   | set(repo.list_import_device_names(session)))
     names = [device_name] if device_name in known else resolve(device_name, known)
     if len(names) != 1:
         listed = ", ".join(known) or "(none)"

@@ -216,10 +216,8 @@ def test_import_vllm_l20_files_reports_coverage(tmp_path: Path) -> None:
     *lines, unchecked, last = result.stdout.strip().splitlines()
     assert unchecked.startswith("not checked: --no-check;")
     assert len(lines) == len(L20_FILES) == 14
-    # imported-only devices are not published yet (issue 12, item 3)
-    assert last.startswith("note: nothing to publish for NVIDIA_L20: no complete file; e.g. ")
-    assert last.endswith("imported entries only (vllm-0.33.0); nothing measured for this "
-                         "shape; no release")
+    # imported-only devices are published like any other (issue 12, item 3)
+    assert last.startswith("published NVIDIA_L20 release 1: 14 file(s), content ")
     coverage = {line.split()[1]: line.split(": ", 1)[1] for line in lines}
     three = ("3 of vLLM's 18 M values: 2048, 3072, 4096; missing 1, 2, 4, 8, 16, 24, 32, 48, 64, "
              "96, 128, 256, 512, 1024, 1536; M=1 runs the M=2048 entry")

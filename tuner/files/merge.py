@@ -278,8 +278,9 @@ def build_device_files(
     """Merge a device's winners into one file per (family, shape_params, N, K, block_shape),
     named and defaulted by its kernel family (`tuner.kernels.registry`).
 
-    Imported entries fill the M of a measured shape that have no winner (measured winners beat
-    them); a shape with imported entries only is left out, since nothing was measured for it.
+    Imported entries fill the M of a shape that have no winner (measured winners beat them); a
+    shape with imported entries only (e.g. a device whose files were imported, never swept) gets
+    a file of those entries, each noted "imported from <label>, not measured here".
 
     Args:
         winners: The device's winners, one per (N, K, block_shape, M).
@@ -316,11 +317,6 @@ def build_device_files(
         m_requested = requested.get(key, [])
         rows = grouped.get(key, [])
         extra = imports.get(key)
-        if not rows and not m_requested:
-            labels = ", ".join(sorted(set(extra.labels.values()))) if extra else ""
-            skipped.append(SkippedShape(N, K, block_shape, f"imported entries only ({labels}); "
-                                        "nothing measured for this shape", [], *key[:2]))
-            continue
         try:
             merged = merge_shape(
                 rows, m_requested=m_requested,
