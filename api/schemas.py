@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 from tuner.files.format import VLLM_M_GRID
-from tuner.kernels.dense.naming import DEVICE_NAME_MAX, DEVICE_NAME_PATTERN
+from tuner.kernels.dense.naming import DEVICE_ARG_PATTERN, DEVICE_NAME_MAX
 from tuner.search import DEFAULT_STRATEGY, DEFAULT_TRIALS
 
 
@@ -186,9 +186,12 @@ class SweepCreate(BaseModel):
          "trials": DEFAULT_TRIALS},
     ]}}
 
-    device_name: str = Field(pattern=DEVICE_NAME_PATTERN, max_length=DEVICE_NAME_MAX,
+    device_name: str = Field(pattern=DEVICE_ARG_PATTERN, max_length=DEVICE_NAME_MAX,
                              examples=["NVIDIA_L20"],
-                             description="vLLM's device key the workers will claim it with.")
+                             description="The device as `tuner sweep --device` names it: a "
+                             "device of the store, or a GPU model name (`H200`, `NVIDIA H200` "
+                             "and `nvidia_h200` all name vLLM's key `NVIDIA_H200`, which the "
+                             "workers claim it with).")
     model: str = Field(pattern=r"^[a-z0-9][a-z0-9._\-]{0,63}$", examples=["qwen3.8-27b"],
                        description="Model key of `tuner shapes list`.")
     tp: int | None = Field(default=None, ge=1, le=1024, examples=[2],

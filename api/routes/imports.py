@@ -74,8 +74,8 @@ def list_imported(device_name: DeviceName, session: SessionDep) -> list[schemas.
 @router.post("/{device_name}/imports", response_model=schemas.ImportedFile, status_code=201,
              responses={401: {"description": "Missing or wrong bearer token"},
                         403: {"description": "Writes are disabled (no TUNER_API_TOKEN)"},
-                        404: {"description": "Unknown device"},
-                        422: {"description": "Not a valid config file"}})
+                        422: {"description": "Not a valid config file, or a device that is "
+                              "neither in the store nor the file's"}})
 def import_file(
     device_name: DeviceName,
     body: schemas.ImportRequest, session: SessionDep, _write: WriteAccess,
@@ -102,8 +102,8 @@ def import_file(
         The stored import with its coverage of vLLM's 18 M values.
 
     Raises:
-        HTTPException: 401/403 from the guard, 404 for a device that is neither known nor the
-            file's, 422 for a bad name or body (one line naming the file).
+        HTTPException: 401/403 from the guard; 422 for a bad name or body (one line naming
+            the file), or a path device that is neither known nor the file's.
     """
     try:
         parsed = parse_file_for_import(body.file_name, body.content.encode("utf-8"))
@@ -111,8 +111,8 @@ def import_file(
         raise HTTPException(422, detail=str(exc)) from None
     try:
         target = target_device(device_name, parsed.name.device_name, _known_devices)
-    except LookupError as exc:
-        raise HTTPException(404, detail=str(exc)) from None
+    except LookupError as exc:  # the CLI refuses it too: a typo never creates a device
+        raise HTTPException(422, detail=str(exc)) from None
     item = repo.record_import(
         session, device_name=target, N=parsed.name.N, K=parsed.name.K,
         block_shape=parsed.name.block_shape, label=body.label, file_name=body.file_name,

@@ -103,7 +103,7 @@ def test_writes_disabled_without_a_token(store: str) -> None:
      "dtype int8_w8a8 is not fp8_w8a8"),
     ({"file_name": NAME, "content": SHIPPED, "label": ""}, "L20", 422, "at least 1 character"),
     ({"file_name": NAME}, "L20", 422, "Field required"),
-    ({"file_name": NAME, "content": SHIPPED}, "H200", 404,
+    ({"file_name": NAME, "content": SHIPPED}, "H200", 422,
      "device 'H200' is neither in the store (known: NVIDIA_L20) nor the file's device"),
 ])
 def test_bad_imports_are_4xx_and_change_nothing(client: TestClient, store: str, body: dict,
