@@ -8,7 +8,18 @@ from __future__ import annotations
 
 import typer
 
-from tuner.cli import compare, files, imports, landscape, publish, shapes, store, sweep, verify
+from tuner.cli import (
+    compare,
+    files,
+    imports,
+    landscape,
+    publish,
+    pull,
+    shapes,
+    store,
+    sweep,
+    verify,
+)
 
 # Click's plain help, not Typer's rich panels: on an 80-column terminal the panels cut long
 # option names, URLs and paths with an ellipsis; plain help wraps them whole.
@@ -44,6 +55,7 @@ app.command("compare")(compare.compare)
 app.command()(files.export)
 app.command()(files.winners)
 app.command("publish")(publish.publish_cmd)
+app.command("pull")(pull.pull)
 app.add_typer(landscape_app, name="landscape")
 landscape_app.command("record")(landscape.landscape_record)
 shapes_app.command("list")(shapes.shapes_list)

@@ -35,6 +35,12 @@ class EngineName(StrEnum):
     sglang = "sglang"
 
 
+EngineOpt = Annotated[
+    EngineName, typer.Option("--engine", help="Serving engine: its config folder and its "
+                             "file-name spelling (SGLang: block_shape=[128, 128]).")
+]
+
+
 class OutDtype(StrEnum):
     bfloat16 = "bfloat16"
     float16 = "float16"

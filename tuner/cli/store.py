@@ -14,6 +14,7 @@ from tuner.cli.options import (
     DbOpt,
     DeviceOpt,
     EngineName,
+    EngineOpt,
     console,
     device_in_store,
     fail,
@@ -30,15 +31,13 @@ class MountFormat(StrEnum):
     docker = "docker"
     compose = "compose"
     k8s = "k8s"
+    k8s_pull = "k8s-pull"
+    compose_pull = "compose-pull"
 
 
 AllowStaleOpt = Annotated[
     bool, typer.Option("--allow-stale", help="Also use trials timed with another kernel source "
                        "or another Triton major.minor than the current ones.")
-]
-EngineOpt = Annotated[
-    EngineName, typer.Option("--engine", help="Serving engine: its config folder and its "
-                             "file-name spelling (SGLang: block_shape=[128, 128]).")
 ]
 
 
@@ -98,8 +97,16 @@ def mounts(
         "vLLM image /usr/local/lib/python3.12/dist-packages; SGLang image "
         "/sgl-workspace/sglang/python].")] = None,
     fmt: Annotated[MountFormat, typer.Option("--format", help="docker run flags, a compose "
-                                             "volumes list, or a Kubernetes ConfigMap and "
-                                             "mounts.")] = MountFormat.docker,
+                                             "volumes list, a Kubernetes ConfigMap and "
+                                             "mounts; or k8s-pull / compose-pull: `tuner pull` "
+                                             "of a pinned release from --server into a volume "
+                                             "before the engine starts.")
+                   ] = MountFormat.docker,
+    server: Annotated[str | None, typer.Option(help="With k8s-pull or compose-pull: the tuner "
+                                               "service's URL, as the pods reach it.")] = None,
+    release: Annotated[int | None, typer.Option(min=1, help="With k8s-pull or compose-pull: "
+                                                "the release to pin [default: the newest]."
+                                                )] = None,
     files: Annotated[Path | None, typer.Option(help="Folder of exported files to mount "
                                                "[default: the device's files in the store]."
                                                )] = None,
@@ -118,6 +125,10 @@ def mounts(
         render_mounts,
     )
 
+    if fmt in (MountFormat.k8s_pull, MountFormat.compose_pull):
+        _pull_recipe(fmt.value, device, server, release, engine_name.value,
+                     site_packages or DEFAULT_SITE_PACKAGES[engine_name])
+        return
     if files is not None:
         names, device_name = _folder_file_names(files, device)
         folder = host_dir or str(files.resolve())
@@ -157,6 +168,26 @@ def _folder_file_names(folder: Path, device: str) -> tuple[list[str], str]:
         raise fail(f"{folder}: no config files for --device {device}; devices there: "
                    f"{', '.join(sorted(seen)) or 'none'}")
     return config_files_in(entries, chosen[0]), chosen[0]
+
+
+def _pull_recipe(fmt: str, device: str, server: str | None, release: int | None, engine: str,
+                 site_packages: str) -> None:
+    """Print a `tuner pull` recipe for the server's release (tuner.files.pull)."""
+    from tuner.cli.pull import releases_of
+    from tuner.files.mounts import check_site_packages
+    from tuner.files.pull import PullError, choose_release, render_pull_recipe
+
+    if server is None:
+        raise fail(f"--format {fmt} needs --server, the tuner service's URL")
+    try:
+        site = check_site_packages(site_packages)
+        chosen = choose_release(releases_of(server, device), device, release)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    except PullError as exc:
+        raise fail(str(exc), 1) from None
+    typer.echo(render_pull_recipe(fmt, server=server.rstrip("/"), release=chosen,
+                                  engine=engine, site_packages=site), nl=False)
 
 
 def _store_file_names(device: str, engine: str, allow_partial: bool, db: str | None, *,
