@@ -75,7 +75,7 @@ def test_an_sm90_entry_is_left_out_on_an_l20_everywhere(tmp_path: Path) -> None:
     fill(db, PLAN, m_values=(1, 16))  # trials on compute capability 8.9
     path = tmp_path / NAME
     path.write_text(dump_config_file({1: FAST, 2048: HOPPER}))
-    result = invoke("import", str(path), "--label", "vllm-h100", "--db", db)
+    result = invoke("import", str(path), "--label", "vllm-h100", "--db", db, "--no-publish")
     assert result.exit_code == 0, result.output
     assert result.stdout.strip().splitlines()[1:] == [
         f"left out {NAME} M=2048: {REASON}; vLLM would fail with OutOfResources there",
@@ -92,7 +92,7 @@ def test_an_sm90_entry_is_left_out_on_an_l20_everywhere(tmp_path: Path) -> None:
             f"device: {REASON}")
     assert note in " ".join(exported.stdout.split())
     with TestClient(create_app(Settings(db_url=db))) as client:
-        files = client.get("/devices/L20/configs").json()["files"]
+        files = client.get("/devices/L20/preview/configs").json()["files"]
         page = client.get("/devices/L20/report").text
         listed = client.get("/devices/L20/imports").json()
     assert note in files[0]["notes"]
@@ -106,7 +106,7 @@ def test_a_known_gpu_without_trials_is_checked_from_the_table(tmp_path: Path) ->
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     path = tmp_path / config_file_name(576, 7168, "NVIDIA_H20")
     path.write_text(dump_config_file({2048: HOPPER}))
-    result = invoke("import", str(path), "--db", db)
+    result = invoke("import", str(path), "--db", db, "--no-publish")
     assert result.exit_code == 0, result.output
     assert result.stdout.strip().splitlines()[1:] == [
         "checked the entries for NVIDIA_H20 on sm90 (from the table of known GPUs, H20; 232448 "
@@ -118,13 +118,14 @@ def test_an_unknown_device_is_imported_unchecked(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     path = tmp_path / config_file_name(576, 7168, "NVIDIA_Foo_GPU")
     path.write_text(dump_config_file({2048: HOPPER}))
-    result = invoke("import", str(path), "--db", db)
+    result = invoke("import", str(path), "--db", db, "--no-publish")
     assert result.exit_code == 0, result.output
     assert result.stdout.strip().splitlines()[1:] == [
         f"not checked: NVIDIA_Foo_GPU has no trials in the store and is not a known GPU "
         f"({', '.join(KNOWN_GPUS)}); its entries were imported unchecked"]
     assert stored(db) == [("NVIDIA_Foo_GPU", None, {})]
-    unchecked = invoke("import", str(path), "--label", "again", "--no-check", "--db", db)
+    unchecked = invoke("import", str(path), "--label", "again", "--no-check", "--db", db,
+                       "--no-publish")
     assert unchecked.stdout.strip().splitlines()[1:] == [
         "not checked: --no-check; the entries were imported without compiling them for their "
         "device"]
