@@ -69,3 +69,23 @@ def test_commands_fit_80_columns(store: str, command: list[str],
         assert any("120000.2" in line and "144072.7" in line for line in lines)
         assert any("latency_us" in line and "default_us" in line for line in lines)
         assert lines[-1] == "(GB/s, TFLOP/s left out at 80 columns; a wider terminal shows them)"
+
+
+def _commands() -> list[list[str]]:
+    import typer.main
+
+    group = typer.main.get_command(app)
+    found = []
+    for name, command in group.commands.items():
+        subcommands = getattr(command, "commands", None)
+        found += [[name, sub] for sub in subcommands] if subcommands else [[name]]
+    return found
+
+
+@pytest.mark.parametrize("command", _commands(), ids=" ".join)
+def test_help_fits_80_columns_uncut(command: list[str]) -> None:
+    result = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "80"},
+                                terminal_width=80)
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.stdout
+    assert all(len(line) <= 80 for line in result.stdout.splitlines())
