@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from tuner.kernels.moe.specialization import max_padded_slots
+
 
 def route(logits: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-k routing as vLLM's `fused_topk` with renormalize=True (what benchmark_moe.py runs):
@@ -26,15 +28,6 @@ def route(logits: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]
     weights, ids = torch.topk(torch.softmax(logits.float(), dim=-1), top_k, dim=-1)
     weights = weights / weights.sum(dim=-1, keepdim=True)
     return weights.float().contiguous(), ids.to(torch.int32).contiguous()
-
-
-def max_padded_slots(numel: int, num_experts: int, block_size: int) -> int:
-    """Length of sorted_token_ids as vLLM 0.33.0 allocates it (moe_align_block_size.py):
-    numel + E * (block_size - 1), or numel * block_size when there are fewer slots than
-    experts."""
-    if numel < num_experts:
-        return numel * block_size
-    return numel + num_experts * (block_size - 1)
 
 
 def moe_align_block_size(
