@@ -63,15 +63,15 @@ def sweep(
     lease: LeaseOpt = DEFAULT_LEASE_S,
     db: DbOpt = None,
 ) -> None:
-    """Tune every (N, K) of a model over the M grid, one worker per matching GPU.
+    """Tune every (N, K) of a model over the M grid, one worker per matching GPU; then each
+    fused-MoE expert shape of the model, one sweep each.
 
     Every trial is checked against a float64 reference and stored.
     Re-running the same command resumes where it stopped.
     """
     from tuner.files.format import REQUIRED_M
     from tuner.inputs.shapes import UnknownModelError, load_shapes
-    from tuner.run.plan import SweepRequest, plan
-    from tuner.run.sweep import run_workers
+    from tuner.run.plan import SweepRequest
 
     try:
         m_values = parse_m_values(m)
@@ -85,24 +85,44 @@ def sweep(
         typer.echo(f"warning: M grid lacks {missing}; vLLM will use the nearest tuned M there",
                    err=True)
     url, engine = open_db(db)
-    request = SweepRequest(
-        device_name=device_name, model=model_shapes.model, tp=model_shapes.tp,
-        shapes=model_shapes.shapes, block_shape=model_shapes.block_shape, m_values=m_values,
-        strategy=strategy.value, trials=trials, seed=seed, out_dtype=out_dtype.value,
-        configs=candidates, replay=str(replay) if replay is not None else None,
-    )
+    common = dict(device_name=device_name, model=model_shapes.model, tp=model_shapes.tp,
+                  block_shape=model_shapes.block_shape, m_values=m_values,
+                  strategy=strategy.value, trials=trials, seed=seed, out_dtype=out_dtype.value,
+                  configs=candidates, replay=str(replay) if replay is not None else None)
+    # A sweep tunes one kernel family: the dense (N, K) in one, each MoE shape in its own.
+    requests = []
+    if model_shapes.shapes:
+        requests.append((SweepRequest(shapes=model_shapes.shapes, **common),
+                         f"{len(model_shapes.shapes)} shapes"))
+    for E, N, K, top_k in model_shapes.moe:
+        requests.append((SweepRequest(shapes=((N, K),), family="moe",
+                                      shape_params=f"E={E},top_k={top_k}", **common),
+                         f"MoE E={E} N={N} K={K} top_k={top_k}"))
+    for request, what in requests:
+        _plan_and_run(engine, url, request, what, no_run=no_run, backend=backend,
+                      visible=visible, interpreter_reps=interpreter_reps,
+                      trial_timeout=trial_timeout, lease=lease)
+
+
+def _plan_and_run(engine, url: str, request, what: str, *, no_run: bool, backend: str,
+                  visible: list, interpreter_reps: int, trial_timeout: float | None,
+                  lease: float) -> None:
+    """Create (or find) one sweep and run it to the end; exit 1 if tasks are left."""
+    from tuner.run.plan import plan
+    from tuner.run.sweep import run_workers
+
     info, created = plan(engine, request)
     workers = "no run" if no_run else f"{len(visible)} worker(s)"
     console.print(
-        f"sweep {info.sweep_id} ({'new' if created else 'resumed'}): {device_name}, "
-        f"{model_shapes.model} TP {model_shapes.tp}, {len(model_shapes.shapes)} shapes x "
-        f"{len(m_values)} M, {strategy.value}, {workers}, store {masked(url)}",
+        f"sweep {info.sweep_id} ({'new' if created else 'resumed'}): {request.device_name}, "
+        f"{request.model} TP {request.tp}, {what} x "
+        f"{len(request.m_values)} M, {request.strategy}, {workers}, store {masked(url)}",
         soft_wrap=True,
     )
     if no_run:
-        console.print(f"run `tuner worker --device {device_name} --sweep {info.sweep_id}` "
-                      "with the same --db (and --configs, --replay) on each host",
-                      soft_wrap=True, markup=False, highlight=False)
+        console.print(f"run `tuner worker --device {request.device_name} --sweep "
+                      f"{info.sweep_id}` with the same --db (and --configs, --replay) on each "
+                      "host", soft_wrap=True, markup=False, highlight=False)
         return
     try:
         summary = run_workers(engine, url, request, info.sweep_id, backend=backend,
