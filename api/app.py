@@ -7,14 +7,25 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import tuner
 from api.deps import StoreHandle
 from api.docs import add_local_docs
 from api.metrics import Metrics
-from api.routes import comparisons, devices, health, imports, metrics, mounts, report, sweeps
+from api.routes import (
+    comparisons,
+    devices,
+    health,
+    imports,
+    metrics,
+    mounts,
+    releases,
+    report,
+    sweeps,
+)
 from api.settings import Settings
 from db.engine import SchemaError
 
@@ -50,6 +61,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.metrics = Metrics(store)
     app.include_router(health.router)
     app.include_router(devices.router)
+    app.include_router(releases.router)
     app.include_router(sweeps.router)
     app.include_router(imports.router)
     app.include_router(report.router)
@@ -65,14 +77,30 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return JSONResponse(status_code=exc.status_code, content={"detail": detail},
                             headers=getattr(exc, "headers", None))
 
+    # A store that is busy, unreachable or at another schema is a 503 the client may retry,
+    # never a 500.
     @app.exception_handler(SchemaError)
     async def schema_error(_request: Request, exc: SchemaError) -> JSONResponse:
-        return JSONResponse(status_code=503, content={"detail": str(exc)})
+        return JSONResponse(status_code=503, content={"detail": str(exc)},
+                            headers={"Retry-After": "60"})
+
+    @app.exception_handler(PoolTimeout)
+    async def pool_busy(_request: Request, _exc: PoolTimeout) -> JSONResponse:
+        detail = f"store {settings.masked_db_url()} is busy: every connection is in use"
+        return JSONResponse(status_code=503, content={"detail": detail},
+                            headers={"Retry-After": "1"})
 
     @app.exception_handler(DBAPIError)
     async def store_error(_request: Request, exc: DBAPIError) -> JSONResponse:
         reason = type(exc.orig).__name__ if exc.orig is not None else type(exc).__name__
         detail = f"store {settings.masked_db_url()} is unavailable ({reason})"
-        return JSONResponse(status_code=503, content={"detail": detail})
+        return JSONResponse(status_code=503, content={"detail": detail},
+                            headers={"Retry-After": "5"})
+
+    @app.exception_handler(SQLAlchemyError)
+    async def other_store_error(_request: Request, exc: SQLAlchemyError) -> JSONResponse:
+        detail = f"store {settings.masked_db_url()} failed ({type(exc).__name__})"
+        return JSONResponse(status_code=503, content={"detail": detail},
+                            headers={"Retry-After": "5"})
 
     return app

@@ -14,6 +14,13 @@ from sqlalchemy.orm import Session
 from api.settings import Settings
 from db.engine import open_store, session_scope
 
+# Starlette runs sync routes and dependencies in anyio's default thread pool of 40 threads
+# (anyio.to_thread.current_default_thread_limiter); one connection per thread, so a request
+# never waits for a connection while a thread is free. Waiting longer than POOL_TIMEOUT_S is a
+# 503 with Retry-After (api.app), not a 500.
+POOL_SIZE = 40
+POOL_TIMEOUT_S = 10.0
+
 
 class StoreHandle:
     """The app's engine, opened once on first use, so a store with an old schema fails a
@@ -32,7 +39,8 @@ class StoreHandle:
         """
         with self._lock:
             if self._engine is None:
-                self._engine = open_store(self.url)
+                self._engine = open_store(self.url, pool_size=POOL_SIZE,
+                                          pool_timeout=POOL_TIMEOUT_S)
             return self._engine
 
     def dispose(self) -> None:

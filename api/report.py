@@ -49,11 +49,15 @@ class ReportRow:
     spread_us: float | None = None
     kept: str | None = None
     kept_note: str | None = None
+    # An imported entry left out because it cannot launch on the device (`tuner import`'s
+    # launch check): why.
+    left_out: str | None = None
 
 
 @dataclass(frozen=True)
 class ShapeReport:
-    """One (N, K, block_shape) of the device; `m_stale`: M whose trials are all stale."""
+    """One (N, K, block_shape) of the device; `m_stale`: M whose trials are all stale;
+    `left_out`: (M, label, reason) of imported entries that cannot launch on the device."""
 
     N: int
     K: int
@@ -62,6 +66,7 @@ class ShapeReport:
     rows: tuple[ReportRow, ...]
     models: tuple[str, ...]
     m_stale: tuple[int, ...] = ()
+    left_out: tuple[tuple[int, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,8 @@ class ReportScope:
 
 
 def _emitted(row: ReportRow) -> str:
+    if row.left_out is not None:
+        return f"left out: imported from '{row.imported_from}', cannot launch here"
     if row.latency_us is None:
         return f"imported from '{row.imported_from}' (not measured)" if row.imported_from else "-"
     if row.is_default and row.decided and row.kept != "fastest":
@@ -184,6 +191,9 @@ def _shape_section(shape: ShapeReport, out_dtype: str, cpu: bool,
     if stale:
         notes.append(f'<span class="gap">M = {", ".join(map(str, stale))} only have trials of '
                      "another kernel or Triton (?allow_stale=true shows them).</span>")
+    for M, label, reason in shape.left_out:
+        notes.append(f'<span class="gap">M={M}: entry imported from {escape(repr(label))} left '
+                     f"out, it cannot launch on this device: {escape(reason)}.</span>")
     if grid_missing and not gaps:
         notes.append(f"Not tuned from vLLM's 18-value grid: {', '.join(map(str, grid_missing))}.")
     unit = "GB/s (CPU)" if cpu else "GB/s"

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
 from tuner.files.format import VLLM_M_GRID
-from tuner.kernels.dense.naming import DEVICE_NAME_MAX, DEVICE_NAME_PATTERN
+from tuner.kernels.dense.naming import DEVICE_ARG_PATTERN, DEVICE_NAME_MAX
 from tuner.search import DEFAULT_STRATEGY, DEFAULT_TRIALS
 
 
@@ -104,6 +104,31 @@ class DeviceConfigs(BaseModel):
     skipped: list[SkippedShape]
     engine: Literal["vllm", "sglang"] = "vllm"
     engine_note: str | None = None
+    release: int | None = None
+
+
+class ReleaseFile(BaseModel):
+    """One file of a release: vLLM's name, sha256 and size of its bytes, its M keys."""
+
+    file_name: str
+    sha256: str
+    size: int
+    m_keys: list[int]
+    m_imported: list[int] = []
+
+
+class Release(BaseModel):
+    """A published release: number, content hash, who published it (and with what), when,
+    its files and the summary frozen with it (scope, versions tuned with, skipped shapes)."""
+
+    device_name: str
+    number: int
+    content_sha256: str
+    created_at: datetime
+    created_by: str
+    reason: str
+    files: list[ReleaseFile]
+    summary: dict[str, Any]
 
 
 class MCoverage(BaseModel):
@@ -128,7 +153,10 @@ class ImportRequest(BaseModel):
 
 
 class ImportedFile(BaseModel):
-    """An imported file of a device: its shape, label, hash, M keys and their coverage."""
+    """An imported file of a device: its shape, label, hash, M keys and their coverage, and the
+    launch check `tuner import` ran: `checked_arch` (compute capability as an int, e.g. 89;
+    None: not checked, as for files imported over HTTP) and `cannot_launch` (M -> why its entry
+    cannot launch on the device; merges leave those entries out)."""
 
     device_name: str
     N: int
@@ -140,6 +168,8 @@ class ImportedFile(BaseModel):
     m_keys: list[int]
     coverage: MCoverage
     note: str | None = None
+    checked_arch: int | None = None
+    cannot_launch: dict[int, str] = Field(default_factory=dict)
 
 
 # Bounds keep every value inside the store's 32-bit integer columns.
@@ -156,9 +186,12 @@ class SweepCreate(BaseModel):
          "trials": DEFAULT_TRIALS},
     ]}}
 
-    device_name: str = Field(pattern=DEVICE_NAME_PATTERN, max_length=DEVICE_NAME_MAX,
+    device_name: str = Field(pattern=DEVICE_ARG_PATTERN, max_length=DEVICE_NAME_MAX,
                              examples=["NVIDIA_L20"],
-                             description="vLLM's device key the workers will claim it with.")
+                             description="The device as `tuner sweep --device` names it: a "
+                             "device of the store, or a GPU model name (`H200`, `NVIDIA H200` "
+                             "and `nvidia_h200` all name vLLM's key `NVIDIA_H200`, which the "
+                             "workers claim it with).")
     model: str = Field(pattern=r"^[a-z0-9][a-z0-9._\-]{0,63}$", examples=["qwen3.8-27b"],
                        description="Model key of `tuner shapes list`.")
     tp: int | None = Field(default=None, ge=1, le=1024, examples=[2],

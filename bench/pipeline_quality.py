@@ -65,7 +65,7 @@ def sweep(landscape_path: Path, landscape: Landscape, url: str, *, trials: int |
     m_values = sorted({m for _, _, m in landscape.problems})
     command = [sys.executable, "-m", "tuner.cli", "sweep", "--device", landscape.device_name,
                "--replay", str(landscape_path), "--model", MODEL, "--tp", str(TP),
-               "--m", ",".join(map(str, m_values)), "--db", url]
+               "--m", ",".join(map(str, m_values)), "--db", url, "--no-publish"]
     command += ["--trials", str(trials)] if trials else []
     command += ["--strategy", strategy] if strategy else []
     command += ["--configs", str(configs)] if configs else []

@@ -13,7 +13,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from db.devices import get_or_create_device
-from db.models import Comparison, ComparisonPoint, Device, Environment
+from db.models import Device, Environment
+from db.outputs import Comparison, ComparisonPoint
 
 POINT_STATUSES = ("ok", "failed", "unavailable")
 

@@ -66,7 +66,8 @@ def _enable_wal(cursor: Any) -> None:
             time.sleep(0.05)
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, *, pool_size: int | None = None,
+                pool_timeout: float | None = None) -> Engine:
     """Create an engine for a store URL.
 
     SQLite files get WAL journaling, a 30 s busy timeout and foreign keys on every
@@ -75,14 +76,25 @@ def make_engine(url: str) -> Engine:
 
     Args:
         url: a SQLAlchemy URL.
+        pool_size: connections kept (and the most open: no overflow); None for SQLAlchemy's
+            default (5, overflow 10). Ignored for in-memory SQLite.
+        pool_timeout: seconds to wait for a free connection before
+            `sqlalchemy.exc.TimeoutError`; None for SQLAlchemy's 30.
 
     Returns:
         The engine; nothing is connected or created in the database yet.
     """
     parsed = make_url(url)
-    engine = create_engine(parsed)
+    database = parsed.database or ""
+    in_memory = parsed.get_backend_name() == "sqlite" and (
+        database in ("", ":memory:") or database.startswith("file:"))
+    options: dict[str, Any] = {}
+    if pool_size is not None and not in_memory:
+        options |= {"pool_size": pool_size, "max_overflow": 0}
+    if pool_timeout is not None and not in_memory:
+        options["pool_timeout"] = pool_timeout
+    engine = create_engine(parsed, **options)
     if parsed.get_backend_name() == "sqlite":
-        database = parsed.database or ""
         if database and database != ":memory:" and not database.startswith("file:"):
             Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         event.listen(engine, "connect", _set_sqlite_pragmas)
@@ -189,11 +201,13 @@ def _create_schema(engine: Engine, head: str) -> None:
         raise
 
 
-def open_store(url: str | None = None) -> Engine:
+def open_store(url: str | None = None, *, pool_size: int | None = None,
+               pool_timeout: float | None = None) -> Engine:
     """Open a store, creating its schema when the database is empty.
 
     Args:
         url: a SQLAlchemy URL; None means `default_db_url()`.
+        pool_size, pool_timeout: the connection pool (see `make_engine`).
 
     Returns:
         An engine on a store whose schema is at the head revision.
@@ -202,7 +216,8 @@ def open_store(url: str | None = None) -> Engine:
         SchemaError: the database has tables but is not at the head revision (older, newer,
             or never stamped). The store is left unchanged.
     """
-    engine = make_engine(url if url is not None else default_db_url())
+    engine = make_engine(url if url is not None else default_db_url(), pool_size=pool_size,
+                         pool_timeout=pool_timeout)
     try:
         head = head_revision()
         with engine.connect() as connection:

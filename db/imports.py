@@ -2,13 +2,14 @@
 
 Re-exported by `db.repo`; like the repository functions these take a Session, are keyword-only,
 never commit, and return frozen dataclasses. The entries are stored as given (AMD keys kept) and
-are never measured here.
+are never measured here; with them, the verdict of `tuner import`'s launch check (which entries
+cannot launch on the device, revision 0006), which merges honour.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy import select
@@ -23,7 +24,12 @@ MAX_LABEL = 128
 
 @dataclass(frozen=True)
 class ImportInfo:
-    """One imported file: its device and shape, label, name, sha256 and entries (M -> config)."""
+    """One imported file: its device and shape, label, name, sha256 and entries (M -> config).
+
+    `checked_arch` is the compute capability (e.g. 89) the entries were compiled for at import,
+    None when they were not checked; `cannot_launch` maps the M whose entry cannot launch there
+    to the reason (config, shared memory needed and available).
+    """
 
     import_id: int
     device_name: str
@@ -35,6 +41,8 @@ class ImportInfo:
     sha256: str
     configs: dict[int, dict[str, int]]
     created_at: datetime
+    checked_arch: int | None = None
+    cannot_launch: dict[int, str] = field(default_factory=dict)
 
     @property
     def m_keys(self) -> tuple[int, ...]:
@@ -47,12 +55,16 @@ class ImportedShape:
     """What the imports of one (N, K, block_shape) give a merge.
 
     Attributes:
-        configs: M -> config; for an M in several imports, the latest import's entry.
+        configs: M -> config; for an M in several imports, the latest import's entry that can
+            launch on the device.
         labels: M -> the label of the import that entry came from.
+        left_out: M -> (label, why it cannot launch) for entries left out by the launch check
+            (an M may also be in `configs`, from another import).
     """
 
     configs: dict[int, dict[str, int]]
     labels: dict[int, str]
+    left_out: dict[int, tuple[str, str]] = field(default_factory=dict)
 
 
 def _info(row: ImportedFile, device_name: str) -> ImportInfo:
@@ -60,7 +72,8 @@ def _info(row: ImportedFile, device_name: str) -> ImportInfo:
         import_id=row.import_id, device_name=device_name, N=row.N, K=row.K,
         block_shape=(row.block_n, row.block_k), label=row.label, file_name=row.file_name,
         sha256=row.sha256, configs={int(M): dict(entry) for M, entry in row.configs.items()},
-        created_at=row.created_at,
+        created_at=row.created_at, checked_arch=row.checked_arch,
+        cannot_launch={int(M): str(reason) for M, reason in (row.cannot_launch or {}).items()},
     )
 
 
@@ -75,6 +88,8 @@ def record_import(
     file_name: str,
     sha256: str,
     configs: Mapping[int, Mapping[str, int]],
+    checked_arch: int | None = None,
+    cannot_launch: Mapping[int, str] | None = None,
 ) -> ImportInfo:
     """Store a file's entries for a device and shape; the same label again replaces them.
 
@@ -88,23 +103,35 @@ def record_import(
         file_name: the file's name as given.
         sha256: hex sha256 of the file's bytes.
         configs: M -> config, already checked (tuner.files.format.parse_config_file).
+        checked_arch: the compute capability the entries were compiled for, or None when they
+            were not checked (the API's imports, devices of unknown architecture).
+        cannot_launch: M -> why its entry cannot launch on `checked_arch`; those entries are
+            stored but left out of every merge.
 
     Returns:
         The stored import.
 
     Raises:
-        ValueError: an empty or over-long label, no entries, or a bad device_name.
+        ValueError: an empty or over-long label, no entries, a bad device_name, or
+            `cannot_launch` naming an M not in `configs` or given without `checked_arch`.
     """
     if not label.strip() or len(label) > MAX_LABEL:
         raise ValueError(f"label must be 1..{MAX_LABEL} characters, got {len(label)}")
     if not configs:
         raise ValueError("no M entries to import")
+    rejected = dict(cannot_launch or {})
+    if rejected and checked_arch is None:
+        raise ValueError("cannot_launch needs the checked_arch it was found for")
+    if set(rejected) - set(configs):
+        raise ValueError(f"cannot_launch names M not in the file: "
+                         f"{', '.join(map(str, sorted(set(rejected) - set(configs))))}")
     device_id = get_or_create_device(session, device_name=device_name)
     values = {
         "device_id": device_id, "N": int(N), "K": int(K), "block_n": int(block_shape[0]),
         "block_k": int(block_shape[1]), "label": label, "file_name": file_name[:512],
         "sha256": sha256, "configs": {str(M): dict(configs[M]) for M in sorted(configs)},
-        "created_at": utcnow(),
+        "created_at": utcnow(), "checked_arch": checked_arch,
+        "cannot_launch": {str(M): str(rejected[M]) for M in sorted(rejected)},
     }
     keys = ["device_id", "N", "K", "block_n", "block_k", "label"]
     session.execute(
@@ -112,7 +139,8 @@ def record_import(
         .values(**values)
         .on_conflict_do_update(
             index_elements=keys,
-            set_={name: values[name] for name in ("file_name", "sha256", "configs", "created_at")},
+            set_={name: values[name] for name in ("file_name", "sha256", "configs", "created_at",
+                                                  "checked_arch", "cannot_launch")},
         )
     )
     row = session.scalars(
@@ -164,7 +192,9 @@ def imported_configs(
 ) -> dict[tuple[int, int, tuple[int, int]], ImportedShape]:
     """Per (N, K, block_shape) of a device, the imported entries a merge can fall back on.
 
-    Where several imports carry an M, the latest import (by created_at, then import_id) wins.
+    Where several imports carry an M, the latest import (by created_at, then import_id) wins,
+    among the entries that can launch: an entry the launch check found cannot launch on the
+    device is never used, and is listed in `left_out` with its label and reason.
 
     Args:
         session: the open session.
@@ -179,6 +209,9 @@ def imported_configs(
     for item in ordered:
         shape = merged.setdefault((item.N, item.K, item.block_shape), ImportedShape({}, {}))
         for M, entry in item.configs.items():
+            if M in item.cannot_launch:
+                shape.left_out[M] = (item.label, item.cannot_launch[M])
+                continue
             shape.configs[M] = entry
             shape.labels[M] = item.label
     return merged

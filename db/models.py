@@ -1,27 +1,26 @@
 """The store's tables: devices, environments, sweeps, tasks, trials, imports, retimes, decisions,
-ceilings, comparisons (SQLAlchemy 2 ORM)."""
+ceilings, comparisons, releases with their files and the blobs of their bytes (SQLAlchemy 2
+ORM)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any
+from datetime import datetime
 
 from sqlalchemy import (
     JSON,
     CheckConstraint,
-    DateTime,
-    Dialect,
     Float,
     ForeignKey,
     Index,
     Integer,
-    MetaData,
     String,
     Text,
-    TypeDecorator,
     UniqueConstraint,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column
+
+import db.outputs  # noqa: F401 - its tables join Base.metadata wherever the models are loaded
+from db.base import Base, UTCDateTime, utcnow
 
 # vLLM's config keys in the order vLLM writes them (vLLM 0.33.0, configs/*.json); the trial
 # columns carry exactly these names.
@@ -56,56 +55,6 @@ DECISION_KEPT: tuple[str, ...] = ("fastest", "default", "simpler")
 # The kernel family of tasks that name none (tuner.kernels.registry.DEFAULT_FAMILY; db imports
 # nothing of tuner).
 DEFAULT_FAMILY = "dense"
-
-# Constraint names must be deterministic for Alembic's batch mode on SQLite.
-NAMING_CONVENTION: dict[str, str] = {
-    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-    "uq": "uq_%(table_name)s_%(column_0_name)s",
-    "ck": "ck_%(table_name)s_%(constraint_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-    "pk": "pk_%(table_name)s",
-}
-
-
-def utcnow() -> datetime:
-    """The current time as a timezone-aware UTC datetime."""
-    return datetime.now(UTC)
-
-
-class UTCDateTime(TypeDecorator[datetime]):
-    """A timestamp that is always timezone-aware UTC in Python.
-
-    PostgreSQL stores `timestamp with time zone`. SQLite has no time zones: the value is
-    stored as naive UTC text and read back with `tzinfo=UTC`, so comparisons in SQL and in
-    Python agree on both. Naive datetimes are refused rather than guessed at.
-    """
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None or value.utcoffset() is None:
-            raise ValueError(f"naive datetime {value!r}: the store takes timezone-aware UTC")
-        value = value.astimezone(UTC)
-        if dialect.name == "sqlite":
-            return value.replace(tzinfo=None)
-        return value
-
-    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            return value.replace(tzinfo=UTC)
-        return value.astimezone(UTC)
-
-
-class Base(DeclarativeBase):
-    """Declarative base of every table; its metadata carries the naming convention."""
-
-    metadata = MetaData(naming_convention=NAMING_CONVENTION)
-
 
 class Device(Base):
     """A device_name key as vLLM spells it (`NVIDIA_L20`), or `TRITON_INTERPRETER`."""
@@ -247,7 +196,8 @@ class Trial(TaskConfig, Base):
 class ImportedFile(Base):
     """The configs of an existing file (for example one shipped with vLLM), kept as a labelled
     source for one device and shape (revision 0003). Never measured here: a merge uses its
-    entries only for M without a measured winner."""
+    entries only for M without a measured winner, and never those that cannot launch on the
+    device (revision 0007)."""
 
     __tablename__ = "imports"
 
@@ -263,6 +213,11 @@ class ImportedFile(Base):
     # M (decimal string, as in the file) -> config with the file's keys (AMD keys kept).
     configs: Mapped[dict[str, dict[str, int]]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    # The launch check of `tuner import` (revision 0007): the compute capability the entries were
+    # compiled for (e.g. 89; NULL: not checked), and M (decimal string) -> why that entry cannot
+    # launch there. Merges leave those entries out.
+    checked_arch: Mapped[int | None] = mapped_column(Integer)
+    cannot_launch: Mapped[dict[str, str]] = mapped_column(JSON, default=dict, server_default="{}")
 
     __table_args__ = (UniqueConstraint("device_id", "N", "K", "block_n", "block_k", "label"),)
 
@@ -323,44 +278,3 @@ class Ceiling(Base):
     value: Mapped[float] = mapped_column(Float)
     detail: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-
-
-class Comparison(Base):
-    """One `tuner compare` run (revision 0006): a model's shapes timed on one device with every
-    kernel vLLM could run for them; `verdicts` holds its decode and prefill lines."""
-
-    __tablename__ = "comparisons"
-
-    comparison_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    device_id: Mapped[int] = mapped_column(ForeignKey("devices.device_id"))
-    environment_id: Mapped[int] = mapped_column(ForeignKey("environments.environment_id"))
-    model: Mapped[str] = mapped_column(String(64))
-    tp: Mapped[int] = mapped_column(Integer)
-    out_dtype: Mapped[str] = mapped_column(String(16))
-    verdicts: Mapped[list[str]] = mapped_column(JSON)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-
-
-class ComparisonPoint(Base):
-    """One kernel at one (N, K, M) of a comparison: ok (checked against the float64 reference,
-    then timed interleaved with the others), failed or unavailable, with its note."""
-
-    __tablename__ = "comparison_points"
-
-    point_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    comparison_id: Mapped[int] = mapped_column(
-        ForeignKey("comparisons.comparison_id", ondelete="CASCADE"))
-    N: Mapped[int] = mapped_column(Integer)
-    K: Mapped[int] = mapped_column(Integer)
-    M: Mapped[int] = mapped_column(Integer)
-    backend: Mapped[str] = mapped_column(String(32))
-    status: Mapped[str] = mapped_column(String(16))
-    latency_us: Mapped[float | None] = mapped_column(Float)
-    p20_us: Mapped[float | None] = mapped_column(Float)
-    p80_us: Mapped[float | None] = mapped_column(Float)
-    note: Mapped[str] = mapped_column(Text)
-
-    __table_args__ = (
-        UniqueConstraint("comparison_id", "N", "K", "M", "backend"),
-        CheckConstraint("status IN ('ok', 'failed', 'unavailable')", name="status"),
-    )

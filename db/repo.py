@@ -45,7 +45,8 @@ from db.reports import (
     shape_coverage,
     sweep_progress,
 )
-from db.sweeps import SweepInfo, create_sweep, get_sweep, sweep_key
+from db.sweeps import OpenedSweep, SweepInfo, create_sweep, get_sweep, open_sweep, sweep_key
+from db.task_winners import TaskWinnerRow, task_winners
 from db.tasks import (
     InFlight,
     TaskInfo,
@@ -59,7 +60,7 @@ from db.tasks import (
     unfinished_tasks,
 )
 from db.trials import TrialInfo, record_trial, task_trials
-from db.winners import TaskWinnerRow, WinnerRow, stale_trials, task_winners, winners
+from db.winners import WinnerRow, stale_trials, winners
 
 __all__ = [
     "ComparisonInfo",
@@ -69,6 +70,7 @@ __all__ = [
     "ImportInfo",
     "ImportedShape",
     "InFlight",
+    "OpenedSweep",
     "PointRow",
     "RetimeInfo",
     "ShapeCoverage",
@@ -99,6 +101,7 @@ __all__ = [
     "list_import_device_names",
     "list_imports",
     "list_sweeps",
+    "open_sweep",
     "record_ceilings",
     "record_comparison",
     "record_decision",

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, or_, select, update
+from sqlalchemy import ColumnElement, and_, func, literal, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
-from db.models import CONFIG_COLUMNS, DEFAULT_FAMILY, Device, Sweep, Task, utcnow
+from db.models import CONFIG_COLUMNS, DEFAULT_FAMILY, Device, Sweep, Task, UTCDateTime, utcnow
 
 # A claim that loses a race on PostgreSQL (all candidates locked by other claimers) retries.
 _CLAIM_TRIES = 5
@@ -155,7 +155,6 @@ def claim_task(
             lease_expires_at=now + timedelta(seconds=lease_s),
             attempts=Task.attempts + 1,
             started_at=now,
-            finished_at=None,
             error=None,
             in_flight_config=None,
             in_flight_since=None,
@@ -200,8 +199,10 @@ def finish_task(
     state: str = "done",
     error: str | None = None,
     now: datetime | None = None,
+    budget: int | None = None,
 ) -> bool:
-    """Mark a task this worker holds as done or failed and drop its lease.
+    """Mark a task this worker holds as done or failed and drop its lease. A task reopened by
+    a larger budget (`db.sweeps.open_sweep`) keeps its first `finished_at` (warm starts read it).
 
     Args:
         session: the open session.
@@ -210,35 +211,52 @@ def finish_task(
         state: "done" or "failed".
         error: why it failed, one line.
         now: the finish time (timezone-aware); None for the clock.
+        budget: the sweep budget the task was searched with (`TaskInfo.budget`); if the sweep's
+            budget changed since (extended), the task goes back to the queue instead (pending,
+            trials kept) to be searched to the new budget. None: no check.
 
     Returns:
-        True when the task was running under this worker_id; False otherwise (unchanged).
+        True when the task was running under this worker_id and is now done or failed;
+        False otherwise (unchanged, or handed back for a new budget).
 
     Raises:
         ValueError: state is neither "done" nor "failed".
     """
     if state not in ("done", "failed"):
         raise ValueError(f"a task finishes as 'done' or 'failed', not {state!r}")
+    held = [Task.task_id == task_id, Task.worker_id == worker_id, Task.state == "running"]
+    check = budget is not None and state == "done"
+    if check:
+        sweep = select(Task.sweep_id).where(Task.task_id == task_id).scalar_subquery()
+        # FOR SHARE (PostgreSQL): this and an extension of the sweep wait for each other.
+        session.execute(select(Sweep.budget).where(Sweep.sweep_id == sweep)
+                        .with_for_update(read=True))
+        held.append(Task.sweep_id.in_(select(Sweep.sweep_id).where(Sweep.budget == budget)))
+    first = func.coalesce(Task.finished_at, literal(_now(now), UTCDateTime()))
     finished = session.execute(
         update(Task)
-        .where(Task.task_id == task_id, Task.worker_id == worker_id, Task.state == "running")
-        .values(state=state, error=error, finished_at=_now(now), lease_expires_at=None,
-                in_flight_config=None, in_flight_since=None)
+        .where(*held)
+        .values(state=state, error=error, finished_at=first,
+                lease_expires_at=None, in_flight_config=None, in_flight_since=None)
         .returning(Task.task_id)
         .execution_options(synchronize_session=False)
     ).all()
+    if check and not finished:  # the budget grew: searched again to it, by whoever claims it
+        release_tasks(session, worker_id=worker_id, task_id=task_id)
     return len(finished) == 1
 
 
-def release_tasks(session: Session, *, worker_id: str) -> int:
-    """Hand every running task of a worker back to the queue (on a clean shutdown).
+def release_tasks(session: Session, *, worker_id: str, task_id: int | None = None) -> int:
+    """Hand every running task of a worker (or only `task_id`) back to the queue (on a clean
+    shutdown, or when its sweep's budget grew).
 
     Returns:
         How many tasks went back to pending; their attempts are kept.
     """
+    only = [] if task_id is None else [Task.task_id == task_id]
     released = session.execute(
         update(Task)
-        .where(Task.worker_id == worker_id, Task.state == "running")
+        .where(Task.worker_id == worker_id, Task.state == "running", *only)
         .values(state="pending", worker_id=None, lease_expires_at=None, in_flight_config=None,
                 in_flight_since=None)
         .returning(Task.task_id)

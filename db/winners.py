@@ -2,6 +2,12 @@
 else the fastest ok trial;
 only trials of the current kernel and Triton when asked (provenance filter).
 
+Runs are never compared by absolute latency: timings of two sweeps (another day, another
+clock, another load) are only comparable re-timed interleaved (`tuner verify`). Where several
+sweeps tuned a key, the decision made last stands (a task decides when it finishes; an extended
+task decides again when its finalists change); with no decision, the newest sweep's fastest
+trial. `WinnerRow.other_sweeps` names the sweeps set aside.
+
 Re-exported by `db.repo`; like the repository functions they take a Session, are keyword-only
 and return frozen dataclasses. Each is a fixed number of SQL queries (none per task).
 
@@ -14,8 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
 
 from sqlalchemy import Select, and_, func, select
 from sqlalchemy.orm import Session
@@ -40,7 +45,8 @@ _MINOR = re.compile(r"(\d+)\.(\d+)(?!\d)")
 @dataclass(frozen=True)
 class WinnerRow:
     """The winner of one (device_name, family, shape_params, N, K, block_shape, M) over all
-    sweeps.
+    sweeps: that of one task (`task_id`, of sweep `sweep_id`); `other_sweeps` are the other
+    sweeps with a decision or an ok trial for the key, set aside without comparing latencies.
 
     Where a task of the key has a decision (`decided`), the winner is the decided config with
     the decision's re-timed `latency_us`, `default_latency_us` and `spread_us`; `default_config`
@@ -69,17 +75,8 @@ class WinnerRow:
     environment_id: int | None = None
     family: str = DEFAULT_FAMILY
     shape_params: str = ""
-
-
-@dataclass(frozen=True)
-class TaskWinnerRow:
-    """The fastest ok config of one (N, K, M) among finished tasks of a device."""
-
-    N: int
-    K: int
-    M: int
-    config: dict[str, int]
-    latency_us: float
+    sweep_id: int | None = None
+    other_sweeps: tuple[int, ...] = ()
 
 
 def _minor_of(version: str) -> tuple[int, int] | None:
@@ -171,13 +168,15 @@ def _config(row, prefix: str = "") -> dict[str, int]:
 
 
 def _trial_winners(session: Session, device_name: str, scope: dict) -> dict[tuple, WinnerRow]:
-    """The fastest ok trial per key, with the default-config trial of its task (one query)."""
+    """The fastest ok trial of the newest task per key, with the default-config trial of that
+    task (one query)."""
     config = [getattr(Trial, name) for name in CONFIG_COLUMNS]
     key = (Task.family, Task.shape_params, Task.N, Task.K, Sweep.block_n, Sweep.block_k, Task.M)
     ranked = ok_trials(
-        [Trial.trial_id, Trial.task_id, Trial.environment_id, *key, *config, Trial.latency_us,
-         Trial.is_default,
-         func.row_number().over(partition_by=key, order_by=(Trial.latency_us, Trial.trial_id))
+        [Trial.trial_id, Trial.task_id, Trial.environment_id, Task.sweep_id, *key, *config,
+         Trial.latency_us, Trial.is_default,
+         func.row_number().over(partition_by=key, order_by=(Task.task_id.desc(),
+                                                            Trial.latency_us, Trial.trial_id))
          .label("rank")],
         **scope,
     ).subquery("ranked")
@@ -193,7 +192,8 @@ def _trial_winners(session: Session, device_name: str, scope: dict) -> dict[tupl
     )
     rows = session.execute(
         select(
-            ranked.c.trial_id, ranked.c.task_id, ranked.c.environment_id, ranked.c.family,
+            ranked.c.trial_id, ranked.c.task_id, ranked.c.environment_id, ranked.c.sweep_id,
+            ranked.c.family,
             ranked.c.shape_params, ranked.c.N, ranked.c.K, ranked.c.block_n, ranked.c.block_k,
             ranked.c.M, ranked.c.latency_us, ranked.c.is_default,
             defaults.c.latency_us.label("default_latency_us"),
@@ -219,7 +219,7 @@ def _winner_row(device_name: str, row, *, has_default: bool, **decided) -> tuple
         default_config=_config(row, "default_") if has_default else None,
         is_default=bool(row["is_default"]), trial_id=row["trial_id"], task_id=row["task_id"],
         environment_id=row["environment_id"], family=row["family"],
-        shape_params=row["shape_params"], **decided,
+        shape_params=row["shape_params"], sweep_id=row["sweep_id"], **decided,
     )
 
 
@@ -228,14 +228,15 @@ def _same_config(table, other) -> list:
 
 
 def _decision_winners(session: Session, device_name: str, scope: dict) -> dict[tuple, WinnerRow]:
-    """The decision with the lowest latency per key (ties: lowest task_id), one query."""
+    """The decision made last per key (ties: the newest decision row), one query."""
     key = (Task.family, Task.shape_params, Task.N, Task.K, Sweep.block_n, Sweep.block_k, Task.M)
     ranked = decided_tasks(
-        [Decision.task_id, Decision.environment_id, *key,
+        [Decision.task_id, Decision.environment_id, Task.sweep_id, *key,
          *(getattr(Decision, name) for name in CONFIG_COLUMNS),
          Decision.latency_us, Decision.default_latency_us, Decision.spread_us,
-         func.row_number().over(partition_by=key, order_by=(Decision.latency_us,
-                                                            Decision.task_id)).label("rank")],
+         func.row_number().over(partition_by=key, order_by=(Decision.created_at.desc(),
+                                                            Decision.decision_id.desc()))
+         .label("rank")],
         **scope,
     ).subquery("ranked")
     kept = select(Retime).subquery("kept")
@@ -273,9 +274,10 @@ def winners(
     sweeps.
 
     A key where some task has a decision (`db.repo.record_decision`) is won by the decided
-    config; among several decided tasks, the lowest decision latency_us, ties to the lowest
-    task_id. Any other key keeps the fastest ok trial, ties in latency_us to the lowest
-    trial_id. Two queries (`row_number()` rankings), whatever the number of tasks.
+    config; among several decided tasks (several sweeps), the decision made last. Any other
+    key keeps the fastest ok trial of its newest task (ties in latency_us to the lowest
+    trial_id). Latencies of different tasks are never compared: they come from different runs
+    (see the module docstring). Three queries, whatever the number of tasks.
 
     Args:
         session: the open session.
@@ -300,69 +302,20 @@ def winners(
     }
     found = _trial_winners(session, device_name, scope)
     found.update(_decision_winners(session, device_name, scope))
-    return [found[key] for key in sorted(found)]
+    sweeps = _sweeps_per_key(session, scope)
+    return [replace(found[key], other_sweeps=tuple(sorted(
+        sweeps.get(key, set()) - {found[key].sweep_id}))) for key in sorted(found)]
 
 
-def task_winners(
-    session: Session,
-    *,
-    device_name: str,
-    block_shape: tuple[int, int],
-    out_dtype: str,
-    kernel_hash: str | None = None,
-    triton_minor: str | None = None,
-    finished_before: datetime | None = None,
-    family: str = DEFAULT_FAMILY,
-    shape_params: str = "",
-) -> list[TaskWinnerRow]:
-    """Winners of the done tasks of a device: what a new task warm-starts from
-    (`tuner.search.warm_start_for_task`). One query with a `row_number()` ranking of ok
-    trials (decisions are not consulted: a warm start wants fast configs, not the kept one).
-
-    Args:
-        session: the open session.
-        device_name: vLLM's device key.
-        block_shape: [group_n, group_k] of the sweeps to read.
-        out_dtype: output dtype of the sweeps to read.
-        kernel_hash: only trials whose environment has this kernel hash; None for all.
-        triton_minor: only trials whose environment's triton is this major.minor; None for all.
-        finished_before: only tasks finished before this time (UTC); None for all. A resumed
-            task passes the time of its first trial, so it gets the warm starts its first run
-            got, and a killed sweep resumes into the trials of an uninterrupted one.
-        family: only tasks of this kernel family.
-        shape_params: only tasks with these family dimensions beyond N and K.
-
-    Returns:
-        One row per (N, K, M) with a done task and an ok trial, sorted by (N, K, M); ties in
-        latency_us go to the lowest trial_id.
-
-    Raises:
-        ValueError: triton_minor is not of the form "<major>.<minor>".
-    """
-    environments = matching_environments(session, kernel_hash=kernel_hash,
-                                         triton_minor=triton_minor)
-    key = (Task.N, Task.K, Task.M)
-    ranked = (
-        ok_trials(
-            [*key, *(getattr(Trial, name) for name in CONFIG_COLUMNS), Trial.latency_us,
-             func.row_number().over(partition_by=key, order_by=(Trial.latency_us,
-                                                                Trial.trial_id)).label("rank")],
-            device_name=device_name, out_dtype=out_dtype, environments=environments,
-        )
-        .where(Task.state == "done", Task.family == family, Task.shape_params == shape_params,
-               Sweep.block_n == block_shape[0],
-               Sweep.block_k == block_shape[1],
-               *([Task.finished_at < finished_before] if finished_before is not None else []))
-        .subquery("ranked")
-    )
-    rows = session.execute(
-        select(ranked).where(ranked.c.rank == 1).order_by(ranked.c.N, ranked.c.K, ranked.c.M)
-    ).mappings()
-    return [
-        TaskWinnerRow(N=row["N"], K=row["K"], M=row["M"], config=_config(row),
-                      latency_us=row["latency_us"])
-        for row in rows
-    ]
+def _sweeps_per_key(session: Session, scope: dict) -> dict[tuple, set[int]]:
+    """The sweeps with an ok trial or a decision per key (one query)."""
+    key = (Task.family, Task.shape_params, Task.N, Task.K, Sweep.block_n, Sweep.block_k, Task.M)
+    query = ok_trials([*key, Task.sweep_id], **scope).union(
+        decided_tasks([*key, Task.sweep_id], **scope))
+    found: dict[tuple, set[int]] = {}
+    for *row, sweep_id in session.execute(query):
+        found.setdefault(tuple(row), set()).add(sweep_id)
+    return found
 
 
 def stale_trials(

@@ -80,3 +80,15 @@ def row_counts(url: str) -> dict[str, int]:
                     for name in TABLES}
     finally:
         engine.dispose()
+
+
+def publish(url: str, device_name: str = "NVIDIA_L20", **scope) -> int:
+    """Publish a device's files as `tuner publish` does; return the release number."""
+    from tuner.files.release import publish as publish_files
+
+    engine = open_store(url)
+    try:
+        with session_scope(engine) as session:
+            return publish_files(session, device_name, reason="test", **scope).release.number
+    finally:
+        engine.dispose()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from api.archive import _HOW_TO
+from tuner.files.archive import _HOW_TO
 from tuner.files.mounts import MountRequest, render_mounts
 
 README = Path(__file__).resolve().parents[1] / "README.md"

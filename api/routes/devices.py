@@ -65,7 +65,8 @@ def known_device(device_name: DeviceName, session: SessionDep) -> str:
     Raises:
         HTTPException: 404 naming the known devices when none (or several) match.
     """
-    known = sorted(repo.list_device_names(session))
+    known = sorted(set(repo.list_device_names(session))
+                   | set(repo.list_import_device_names(session)))
     names = [device_name] if device_name in known else resolve(device_name, known)
     if len(names) != 1:
         listed = ", ".join(known) or "(none)"
@@ -152,7 +153,7 @@ def _device(session: Session, device_name: str, *, out_dtype: str | None,
     )
 
 
-def _etag_matches(if_none_match: str | None, etag: str) -> bool:
+def etag_matches(if_none_match: str | None, etag: str) -> bool:
     """RFC 9110 §13.1.2: weak comparison against each listed tag, or `*`."""
     if if_none_match is None:
         return False
@@ -164,7 +165,7 @@ def _download(body: bytes, *, media_type: str, filename: str, if_none_match: str
               request: Request, route: str, sha256: str | None = None) -> Response:
     etag = f'"{sha256 or hashlib.sha256(body).hexdigest()}"'
     metrics = getattr(request.app.state, "metrics", None)
-    if _etag_matches(if_none_match, etag):
+    if etag_matches(if_none_match, etag):
         if metrics is not None:
             metrics.count_download(route, 304)
         return Response(status_code=304, headers={"ETag": etag})
@@ -198,14 +199,15 @@ def list_devices(session: SessionDep, out_dtype: OutDtype = None,
     ]
 
 
-@router.get("/{device_name}/configs", response_model=schemas.DeviceConfigs,
+@router.get("/{device_name}/preview/configs", response_model=schemas.DeviceConfigs,
             responses={404: {"description": "Unknown device"}})
-def list_configs(
+def preview_configs(
     device_name: KnownDevice, session: SessionDep, settings: SettingsDep,
     partial: Partial = None, out_dtype: OutDtype = None, engine: Engine = "vllm",
     allow_stale: AllowStale = False,
 ) -> schemas.DeviceConfigs:
-    """The merged files of a device, with hashes and merge notes, and the shapes left out.
+    """What the next publish would contain: the merged files of a device, with hashes and merge
+    notes, and the shapes left out (merged on every request).
 
     Args:
         device_name: vLLM's device key.
@@ -247,14 +249,15 @@ def list_configs(
                                  engine_note=SGLANG_NOTE if engine == "sglang" else None)
 
 
-@router.get("/{device_name}/configs.zip", response_class=Response, response_model=None,
+@router.get("/{device_name}/preview/configs.zip", response_class=Response, response_model=None,
             responses={200: {"content": {"application/zip": {}}}, **FILE_RESPONSES})
-def download_zip(
+def preview_zip(
     device_name: KnownDevice, session: SessionDep, settings: SettingsDep, request: Request,
     partial: Partial = None, out_dtype: OutDtype = None, engine: Engine = "vllm",
     allow_stale: AllowStale = False, if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
-    """All files of a device and a README.txt (where the engine reads them) as one zip.
+    """The merged files of a device and a README.txt as one zip, merged on this request (the
+    release route serves what was published).
 
     Args:
         device_name: vLLM's device key.
@@ -279,18 +282,20 @@ def download_zip(
     suffix = "" if engine == "vllm" else f"-{engine}"
     return _download(build_zip(device_name, merged, engine=engine), media_type="application/zip",
                      filename=f"{device_name}-configs{suffix}.zip", if_none_match=if_none_match,
-                     request=request, route="configs.zip")
+                     request=request, route="preview/configs.zip")
 
 
-@router.get("/{device_name}/configs/{file_name}", response_class=Response, response_model=None,
+@router.get("/{device_name}/preview/configs/{file_name}", response_class=Response,
+            response_model=None,
             responses={200: {"content": {"application/json": {}}}, **FILE_RESPONSES})
-def download_file(
+def preview_file(
     device_name: KnownDevice, file_name: str, session: SessionDep, settings: SettingsDep,
     request: Request, partial: Partial = None, out_dtype: OutDtype = None,
     engine: Engine = "vllm", allow_stale: AllowStale = False,
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
-    """One merged file, byte for byte as vLLM expects it, generated from the store.
+    """One merged file as the next publish would hold it, merged on this request (the release
+    route serves what was published).
 
     Args:
         device_name: vLLM's device key.
@@ -329,7 +334,7 @@ def download_file(
         if (f.N, f.K, f.block_shape) == key and wanted.dtype == "fp8_w8a8":
             return _download(f.merged.text.encode(), media_type="application/json",
                              filename=f.file_name, if_none_match=if_none_match,
-                             sha256=f.merged.sha256, request=request, route="configs/file")
+                             sha256=f.merged.sha256, request=request, route="preview/configs/file")
     for s in merged.skipped:
         if (s.N, s.K, s.block_shape) == key:
             hint = "; ?partial=true serves what there is" if s.m_missing and not allow else ""

@@ -10,8 +10,10 @@ from api import schemas
 from api.deps import SessionDep, WriteAccess
 from api.routes.devices import DeviceName
 from db import repo
+from tuner.files.device import MergeError
 from tuner.files.format import coverage_summary, m_coverage, parse_file_for_import
 from tuner.files.imports import target_device
+from tuner.files.release import NothingToPublish, publish
 from tuner.inputs.devices import resolve
 
 router = APIRouter(prefix="/devices", tags=["imports"])
@@ -36,6 +38,7 @@ def _schema(item: repo.ImportInfo, note: str | None = None) -> schemas.ImportedF
         device_name=item.device_name, N=item.N, K=item.K, block_shape=item.block_shape,
         label=item.label, file_name=item.file_name, sha256=item.sha256,
         m_keys=list(item.m_keys), coverage=coverage(list(item.m_keys)), note=note,
+        checked_arch=item.checked_arch, cannot_launch=item.cannot_launch,
     )
 
 
@@ -71,8 +74,8 @@ def list_imported(device_name: DeviceName, session: SessionDep) -> list[schemas.
 @router.post("/{device_name}/imports", response_model=schemas.ImportedFile, status_code=201,
              responses={401: {"description": "Missing or wrong bearer token"},
                         403: {"description": "Writes are disabled (no TUNER_API_TOKEN)"},
-                        404: {"description": "Unknown device"},
-                        422: {"description": "Not a valid config file"}})
+                        422: {"description": "Not a valid config file, or a device that is "
+                              "neither in the store nor the file's"}})
 def import_file(
     device_name: DeviceName,
     body: schemas.ImportRequest, session: SessionDep, _write: WriteAccess,
@@ -80,9 +83,13 @@ def import_file(
 ) -> schemas.ImportedFile:
     """Keep an existing file's configs (e.g. one shipped with vLLM) as a labelled source.
 
-    The file is checked whole before anything is stored. Its entries fill M that have no
+    The file is checked whole before anything is stored, then the device's files are published
+    as its next release (when any shape is complete). Its entries fill M that have no
     measured winner when the device's files are merged; they are never measured and never
-    claimed to beat the default. Importing the same label again replaces the entries.
+    claimed to beat the default. Importing the same label again replaces the entries. The
+    service compiles nothing (it loads no Triton), so its imports are stored without a launch
+    check (`checked_arch` null); `tuner import` compiles the entries for the device and leaves
+    out those that cannot launch there.
 
     Args:
         device_name: The device to store for: one in the store, or the file's own device.
@@ -95,8 +102,8 @@ def import_file(
         The stored import with its coverage of vLLM's 18 M values.
 
     Raises:
-        HTTPException: 401/403 from the guard, 404 for a device that is neither known nor the
-            file's, 422 for a bad name or body (one line naming the file).
+        HTTPException: 401/403 from the guard; 422 for a bad name or body (one line naming
+            the file), or a path device that is neither known nor the file's.
     """
     try:
         parsed = parse_file_for_import(body.file_name, body.content.encode("utf-8"))
@@ -104,8 +111,8 @@ def import_file(
         raise HTTPException(422, detail=str(exc)) from None
     try:
         target = target_device(device_name, parsed.name.device_name, _known_devices)
-    except LookupError as exc:
-        raise HTTPException(404, detail=str(exc)) from None
+    except LookupError as exc:  # the CLI refuses it too: a typo never creates a device
+        raise HTTPException(422, detail=str(exc)) from None
     item = repo.record_import(
         session, device_name=target, N=parsed.name.N, K=parsed.name.K,
         block_shape=parsed.name.block_shape, label=body.label, file_name=body.file_name,
@@ -114,4 +121,8 @@ def import_file(
     note = None
     if target != parsed.name.device_name:
         note = f"stored for {target}; the file is named for {parsed.name.device_name}"
+    try:  # as `tuner import` does: the device's files with this import are the next release
+        publish(session, target, reason="HTTP import")
+    except (NothingToPublish, MergeError):
+        pass  # nothing complete to publish yet; the import is kept all the same
     return _schema(item, note)

@@ -71,11 +71,17 @@ def read_report(device_name: KnownDevice, session: SessionDep,
             if M not in rows:
                 rows[M] = ReportRow(M=M, config=config, latency_us=None, default_latency_us=None,
                                     is_default=False, imported_from=extra.labels[M])
+        left_out = sorted(extra.left_out.items()) if extra else []
+        for M, (label, reason) in left_out:
+            if M not in rows:
+                rows[M] = ReportRow(M=M, config=None, latency_us=None, default_latency_us=None,
+                                    is_default=False, imported_from=label, left_out=reason)
         cov = coverage.get(key)
         shapes.append(ShapeReport(
             N=key[2], K=key[3], block_shape=key[4], rows=tuple(rows[M] for M in sorted(rows)),
             m_requested=cov.m_requested if cov else (), models=cov.models if cov else (),
             m_stale=tuple(cov.m_stale) if cov else (),
+            left_out=tuple((M, label, reason) for M, (label, reason) in left_out),
         ))
     current = view.scope.current
     scope = ReportScope(allow_stale=True) if allow_stale else ReportScope(

@@ -11,6 +11,7 @@ from api import schemas
 from api.deps import EngineDep, SessionDep, WriteAccess
 from db import repo
 from db.engine import session_scope
+from tuner.inputs.devices import gpu_device_key, resolve
 from tuner.inputs.shapes import UnknownModelError, load_shapes
 from tuner.run.plan import SweepRequest
 from tuner.search import STRATEGIES
@@ -46,7 +47,8 @@ def create_sweep(
     body: schemas.SweepCreate, _auth: WriteAccess, engine: EngineDep, response: Response
 ) -> schemas.SweepStatus:
     """Create a sweep over vLLM's config space and its pending tasks, for `tuner worker
-    --device <device_name>` on any host to run; the same body again returns the same sweep.
+    --device <device_name>` on any host to run; the same body again returns the same sweep,
+    and with a larger `trials` the same sweep extended (`db.repo.open_sweep`).
 
     Args:
         body: What to tune.
@@ -57,8 +59,9 @@ def create_sweep(
         The sweep and its progress (201 when created).
 
     Raises:
-        HTTPException: 422 for an unknown strategy or model, or a TP size the model does not
-            list.
+        HTTPException: 422 for an unknown strategy or model, a TP size the model does not
+            list, or a device_name that is neither a device of the store nor a GPU model name
+            (`H200`, `NVIDIA H200` and `nvidia_h200` all name `NVIDIA_H200`).
     """
     if body.strategy not in STRATEGIES:
         raise HTTPException(422, detail=f"unknown strategy '{body.strategy}'; known: "
@@ -67,8 +70,15 @@ def create_sweep(
         shapes = load_shapes(body.model, body.tp)
     except (UnknownModelError, ValueError) as exc:
         raise HTTPException(422, detail=str(exc).strip("'\"")) from None
+    with session_scope(engine) as session:
+        known = set(repo.list_device_names(session)) | set(repo.list_import_device_names(session))
+    named = resolve(body.device_name, known)
+    try:  # as `tuner sweep --device` names it: a device of the store, or a GPU model name
+        device_name = named[0] if len(named) == 1 else gpu_device_key(body.device_name)
+    except ValueError as exc:
+        raise HTTPException(422, detail=f"device_name {exc}") from None
     request = SweepRequest(
-        device_name=body.device_name, model=shapes.model, tp=shapes.tp, shapes=shapes.shapes,
+        device_name=device_name, model=shapes.model, tp=shapes.tp, shapes=shapes.shapes,
         block_shape=shapes.block_shape, m_values=tuple(sorted(set(body.m_values))),
         strategy=body.strategy, trials=body.trials, seed=body.seed, out_dtype=body.out_dtype,
     )

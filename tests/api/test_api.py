@@ -19,10 +19,11 @@ from fastapi.testclient import TestClient
 
 import tuner
 from api.app import create_app
-from api.routes import devices, health
+from api.routes import devices, health, releases
 from api.settings import Settings
 from db import repo
 from db.engine import open_store, session_scope
+from tests.storefill import publish
 from tuner.files.format import dump_config_file
 from tuner.files.provenance import current_kernel_hash, installed_triton_minor
 from tuner.kernels.dense.naming import config_file_name
@@ -89,6 +90,7 @@ def _fill(url: str) -> None:
                 repo.finish_task(session, task_id=task.task_id, worker_id="w")
     finally:
         engine.dispose()
+    publish(url, DEVICE)  # release 1: what the file and zip routes serve
 
 
 @pytest.fixture(scope="module")
@@ -163,12 +165,12 @@ def test_configs_skip_partial_shapes(client: TestClient) -> None:
         }],
         "skipped": [{"N": 7168, "K": 5120, "block_shape": [128, 128],
                      "reason": "no winner yet for M=32", "m_missing": [32]}],
-        "engine": "vllm", "engine_note": None,
+        "engine": "vllm", "engine_note": None, "release": 1,
     }
 
 
 def test_configs_with_partial(client: TestClient) -> None:
-    body = client.get(f"/devices/{DEVICE}/configs", params={"partial": "true"}).json()
+    body = client.get(f"/devices/{DEVICE}/preview/configs", params={"partial": "true"}).json()
     assert [f["file_name"] for f in body["files"]] == [FILE_A, FILE_B]
     partial = body["files"][1]
     assert (partial["partial"], partial["m_missing"], partial["m_keys"]) == (True, [32], [1, 16])
@@ -207,9 +209,15 @@ def test_partial_file_only_on_request(client: TestClient) -> None:
     refused = client.get(f"/devices/{DEVICE}/configs/{FILE_B}")
     assert refused.status_code == 404
     assert refused.json()["detail"] == (
+        f"no file {FILE_B!r} in {DEVICE} release 1: no winner yet for M=32; "
+        f"/devices/{DEVICE}/preview/configs/{FILE_B}?partial=true merges what there is"
+    )
+    preview = client.get(f"/devices/{DEVICE}/preview/configs/{FILE_B}")
+    assert preview.json()["detail"] == (
         f"no file {FILE_B!r} yet: no winner yet for M=32; ?partial=true serves what there is"
     )
-    served = client.get(f"/devices/{DEVICE}/configs/{FILE_B}", params={"partial": "true"})
+    served = client.get(f"/devices/{DEVICE}/preview/configs/{FILE_B}",
+                        params={"partial": "true"})
     assert served.status_code == 200
     assert served.content == dump_config_file(EXPECTED_B).encode()
 
@@ -217,8 +225,9 @@ def test_partial_file_only_on_request(client: TestClient) -> None:
 def test_allow_partial_setting_is_the_default(store_url: str) -> None:
     settings = Settings(db_url=store_url, allow_partial=True)
     with TestClient(create_app(settings)) as test_client:
-        assert test_client.get(f"/devices/{DEVICE}/configs/{FILE_B}").status_code == 200
-        off = test_client.get(f"/devices/{DEVICE}/configs/{FILE_B}", params={"partial": "false"})
+        assert test_client.get(f"/devices/{DEVICE}/preview/configs/{FILE_B}").status_code == 200
+        off = test_client.get(f"/devices/{DEVICE}/preview/configs/{FILE_B}",
+                              params={"partial": "false"})
         assert off.status_code == 404
 
 
@@ -241,7 +250,8 @@ def test_zip(client: TestClient) -> None:
                  "N=7168, K=5120, block_shape=[128,128]: no winner yet for M=32"):
         assert fact in readme
     assert client.get(f"/devices/{DEVICE}/configs.zip").content == response.content
-    with_partial = client.get(f"/devices/{DEVICE}/configs.zip", params={"partial": "true"})
+    with_partial = client.get(f"/devices/{DEVICE}/preview/configs.zip",
+                              params={"partial": "true"})
     with zipfile.ZipFile(io.BytesIO(with_partial.content)) as archive:
         assert archive.namelist() == [FILE_A, FILE_B, "README.txt"]
     cached = client.get(f"/devices/{DEVICE}/configs.zip",
@@ -267,7 +277,8 @@ def test_unknown_file_is_404(client: TestClient) -> None:
     name = config_file_name(1024, 1024, DEVICE)
     response = client.get(f"/devices/{DEVICE}/configs/{name}")
     assert response.status_code == 404
-    assert response.json() == {"detail": f"no file {name!r} for {DEVICE}; files: {FILE_A}"}
+    assert response.json() == {
+        "detail": f"no file {name!r} in {DEVICE} release 1; files: {FILE_A}"}
     other = config_file_name(*SHAPE_A, "TRITON_INTERPRETER")
     response = client.get(f"/devices/{DEVICE}/configs/{other}")
     assert response.status_code == 404
@@ -277,7 +288,12 @@ def test_unknown_file_is_404(client: TestClient) -> None:
 
 
 def test_device_without_winners(client: TestClient) -> None:
-    body = client.get("/devices/TRITON_INTERPRETER/configs").json()
+    unpublished = client.get("/devices/TRITON_INTERPRETER/configs")
+    assert unpublished.status_code == 404
+    assert unpublished.json()["detail"] == (
+        "TRITON_INTERPRETER has no release yet: `tuner publish --device TRITON_INTERPRETER` "
+        "makes one; /devices/TRITON_INTERPRETER/preview/configs shows what it would contain")
+    body = client.get("/devices/TRITON_INTERPRETER/preview/configs").json()
     assert body["files"] == []
     assert body["skipped"] == [{"N": 256, "K": 512, "block_shape": [128, 128],
                                 "reason": "no M has a winner: nothing to write",
@@ -353,18 +369,22 @@ def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch, store_url: s
     assert (settings.db_url, settings.allow_partial, settings.port) == (store_url, True, 8123)
     assert settings.host == "127.0.0.1"
     with TestClient(create_app()) as test_client:
-        assert test_client.get(f"/devices/{DEVICE}/configs/{FILE_B}").status_code == 200
+        preview = test_client.get(f"/devices/{DEVICE}/preview/configs/{FILE_B}")
+        assert preview.status_code == 200
 
 
 def test_every_route_declares_its_response() -> None:
-    routes = {route.path: route for router in (health.router, devices.router)
+    routes = {route.path: route for router in (health.router, devices.router, releases.router)
               for route in router.routes if isinstance(route, APIRoute)}
     assert sorted(routes) == [
         "/devices", "/devices/{device_name}/configs", "/devices/{device_name}/configs.zip",
-        "/devices/{device_name}/configs/{file_name}", "/health",
+        "/devices/{device_name}/configs/{file_name}",
+        "/devices/{device_name}/preview/configs", "/devices/{device_name}/preview/configs.zip",
+        "/devices/{device_name}/preview/configs/{file_name}", "/devices/{device_name}/releases",
+        "/health",
     ]
     for path, route in routes.items():
-        raw = route.response_class is Response and path.startswith("/devices/{device_name}/configs")
+        raw = route.response_class is Response and "configs" in path
         assert route.response_model is not None or raw, path
 
 

@@ -128,7 +128,7 @@ def test_mounts_keep_to_current_trials_unless_allow_stale(client: TestClient) ->
 
 
 def test_mounts_allow_stale_is_validated_like_the_file_routes(client: TestClient) -> None:
-    for route in ("mounts", "configs", "configs.zip", "report"):
+    for route in ("mounts", "preview/configs", "preview/configs.zip", "report"):
         response = client.get(f"/devices/L20/{route}", params={"allow_stale": "maybe"})
         assert response.status_code == 422, route
         (error,) = response.json()["detail"]
@@ -191,7 +191,7 @@ def test_report_of_a_device_with_only_stale_trials(client: TestClient) -> None:
 
 
 def test_file_notes_say_the_default_was_kept_within_the_noise(client: TestClient) -> None:
-    body = client.get("/devices/L20/configs").json()
+    body = client.get("/devices/L20/preview/configs").json()
     (file_a,) = [f for f in body["files"] if f["file_name"] == FILE_A]
     assert file_a["notes"] == [
         "M=16: default config kept after interleaved re-timing: no config beat it by more than "

@@ -133,43 +133,43 @@ def test_devices_say_what_the_files_were_tuned_with(client: TestClient) -> None:
 
 
 def test_current_file_follows_the_decision_not_the_stale_trial(client: TestClient) -> None:
-    response = client.get(f"/devices/L20/configs/{FILE_A}")
+    response = client.get(f"/devices/L20/preview/configs/{FILE_A}")
     assert response.status_code == 200
     assert response.text == dump_config_file({1: FAST, 16: MID})
-    stale = client.get(f"/devices/L20/configs/{FILE_A}", params={"allow_stale": "true"})
+    stale = client.get(f"/devices/L20/preview/configs/{FILE_A}", params={"allow_stale": "true"})
     assert stale.text == dump_config_file({1: SLOW, 16: MID})
     assert stale.headers["etag"] != response.headers["etag"]
 
 
 def test_a_shape_made_partial_by_stale_trials_says_so(client: TestClient) -> None:
-    listed = client.get("/devices/L20/configs").json()
+    listed = client.get("/devices/L20/preview/configs").json()
     assert [f["file_name"] for f in listed["files"]] == [FILE_A]
     assert listed["skipped"] == [{
         "N": 7168, "K": 5120, "block_shape": [128, 128], "m_missing": [16],
         "reason": "no winner yet for M=16; M=16 only have trials of another kernel or Triton "
                   "(?allow_stale=true uses them)",
     }]
-    missing = client.get(f"/devices/L20/configs/{FILE_B}")
+    missing = client.get(f"/devices/L20/preview/configs/{FILE_B}")
     assert missing.status_code == 404
     assert missing.json()["detail"] == (
         f"no file {FILE_B!r} yet: no winner yet for M=16; ?partial=true serves what there is; "
         "M=16 only have trials of another kernel or Triton (?allow_stale=true uses them)")
-    stale = client.get(f"/devices/L20/configs/{FILE_B}", params={"allow_stale": "true"})
+    stale = client.get(f"/devices/L20/preview/configs/{FILE_B}", params={"allow_stale": "true"})
     assert stale.status_code == 200
     assert stale.text == dump_config_file({1: FAST, 16: SLOW})
 
 
 def test_zip_allow_stale(client: TestClient) -> None:
     def names(params: dict) -> list[str]:
-        response = client.get("/devices/L20/configs.zip", params=params)
+        response = client.get("/devices/L20/preview/configs.zip", params=params)
         assert response.status_code == 200
         with zipfile.ZipFile(io.BytesIO(response.content)) as archive:
             return sorted(n for n in archive.namelist() if n.endswith(".json"))
 
     assert names({}) == [FILE_A]
     assert names({"allow_stale": "true"}) == [FILE_A, FILE_B]
-    assert client.get("/devices/L20/configs.zip", params={"allow_stale": "maybe"}).status_code \
-        == 422
+    refused = client.get("/devices/L20/preview/configs.zip", params={"allow_stale": "maybe"})
+    assert refused.status_code == 422
 
 
 def test_without_triton_the_newest_tuned_triton_is_current(

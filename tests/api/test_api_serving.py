@@ -16,7 +16,7 @@ from sqlalchemy import text
 
 from api.app import create_app
 from api.settings import Settings
-from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill, row_counts
+from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill, publish, row_counts
 from tuner.files.format import dump_config_file
 from tuner.kernels.dense.naming import SGLANG_NOTE, config_file_name, engine_file_name
 
@@ -36,6 +36,7 @@ SHIPPED = dump_config_file({1: SLOW, 2048: SLOW, 4096: FAST})
 def store(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'tuner.db'}"
     fill(url, PLAN, m_values=(1, 16))
+    publish(url)
     return url
 
 
@@ -102,7 +103,7 @@ def test_writes_disabled_without_a_token(store: str) -> None:
      "dtype int8_w8a8 is not fp8_w8a8"),
     ({"file_name": NAME, "content": SHIPPED, "label": ""}, "L20", 422, "at least 1 character"),
     ({"file_name": NAME}, "L20", 422, "Field required"),
-    ({"file_name": NAME, "content": SHIPPED}, "H200", 404,
+    ({"file_name": NAME, "content": SHIPPED}, "H200", 422,
      "device 'H200' is neither in the store (known: NVIDIA_L20) nor the file's device"),
 ])
 def test_bad_imports_are_4xx_and_change_nothing(client: TestClient, store: str, body: dict,

@@ -115,8 +115,8 @@ def test_unknown_model_or_tp(client: TestClient, change: dict, detail: str) -> N
     ({"m_values": []}, "m_values"),
     ({"m_values": [0]}, "m_values"),
     ({"m_values": list(range(1, 66))}, "m_values"),
-    ({"device_name": "NVIDIA L20"}, "device_name"),
     ({"device_name": "../etc"}, "device_name"),
+    ({"device_name": 'quote"d'}, "device_name"),
     ({"model": "../../etc/passwd"}, "model"),
     ({"seed": 2**31}, "seed"),
     ({"trials": 0}, "trials"),
@@ -128,6 +128,23 @@ def test_invalid_bodies_are_422(client: TestClient, change: dict, field: str) ->
     response = client.post("/sweeps", json={**BODY, **change}, headers=AUTH)
     assert response.status_code == 422
     assert [error["loc"] for error in response.json()["detail"]][0][:2] == ["body", field]
+
+
+@pytest.mark.parametrize("spelled", ["H200", "NVIDIA H200", "nvidia_h200", "NVIDIA_H200"])
+def test_device_names_resolve_as_the_cli_does(client: TestClient, spelled: str) -> None:
+    response = client.post("/sweeps", json={**BODY, "device_name": spelled}, headers=AUTH)
+    assert response.status_code == 201, response.text
+    assert response.json()["device_name"] == "NVIDIA_H200"
+
+
+@pytest.mark.parametrize("typo", ["H2OO", "bad name!", "NVIDIA_H2OO"])
+def test_a_name_no_gpu_has_is_422_and_creates_nothing(client: TestClient, typo: str) -> None:
+    response = client.post("/sweeps", json={**BODY, "device_name": typo}, headers=AUTH)
+    assert response.status_code == 422
+    assert response.json()["detail"] == (
+        f"device_name {typo!r} is not a GPU model name such as L20, H200, NVIDIA H200, "
+        "nvidia_h200 or NVIDIA_H100_80GB_HBM3")
+    assert client.get("/devices").json() == []
 
 
 @pytest.mark.parametrize(("path", "code"), [

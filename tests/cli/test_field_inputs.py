@@ -42,6 +42,8 @@ def test_a_device_with_parentheses_exports_and_serves(tmp_path: Path) -> None:
     assert [p.name for p in out.iterdir()] == [name]
     exported = (out / name).read_bytes()
     assert json.loads(exported) == {"1": FAST, "16": DEFAULT}
+    published = invoke("publish", "--device", "Intel(R) Data Center GPU Max 1550", "--db", db)
+    assert published.exit_code == 0, published.output
     with TestClient(create_app(Settings(db_url=db))) as client:
         listed = client.get(f"/devices/{quote(INTEL)}/configs")
         assert listed.status_code == 200, listed.text

@@ -15,6 +15,7 @@ from tests.storefill import DEFAULT, FAST, fill
 from tuner.cli import app as cli
 from tuner.cli import options
 from tuner.cli import verify as cli_verify
+from tuner.compare.verify import check_points
 from tuner.kernels.config import KernelConfig
 from tuner.measure.trial import TrialResult, TrialStatus
 
@@ -23,6 +24,8 @@ runner = CliRunner()
 ROW_SPLIT = re.compile(r"\s{2,}")
 SHAPE_LINE = re.compile(r"^(N=\d+,K=\d+): keys ([\d, ]+); checking (\d+) M values$")
 SMALL, BIG = (256, 384), (576, 256)  # the two shapes of `tiny`
+# rich's last state of the bar, written once to a stderr that is not a terminal (80 columns).
+PROGRESS = re.compile(r"^verify ━+ (\d+)/(\d+) timed M \d:\d\d:\d\d ETA 0:00:00$")
 
 
 def sections(stdout: str) -> dict[str, list[list[str]]]:
@@ -95,9 +98,19 @@ def store(tmp_path):
     return url, tmp_path
 
 
-def verify(url, *args):
+def verify(url, *args, m=("--m", "1,16")):
     return runner.invoke(cli.app, ["verify", "--device", "interpreter", "--model", "tiny",
-                                   "--m", "1,16", "--rounds", "3", "--db", url, *args])
+                                   *m, "--rounds", "3", "--db", url, *args])
+
+
+def test_shape_grid_default_is_the_sweeps_grid_and_all_adds_vllms_18():
+    keys, sweep_grid = (1, 16, 32), (1, 16, 32, 64)
+    assert check_points(keys, cli_verify.shape_grid(None, sweep_grid)) == [
+        1, 2, 8, 15, 16, 17, 24, 31, 32, 33, 64]
+    assert check_points(keys, cli_verify.shape_grid("all", sweep_grid)) == [
+        1, 2, 4, 8, 15, 16, 17, 24, 31, 32, 33, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048,
+        3072, 4096]
+    assert cli_verify.shape_grid((2, 3), sweep_grid) == [2, 3]
 
 
 def test_bad_input_is_one_line_and_exit_2(store, fake_runner):
@@ -130,6 +143,9 @@ def test_off_grid_loss_is_flagged_and_default_picks_are_not_timed(store, fake_ru
     url, _ = store
     result = verify(url, "--allow-stale")
     assert result.exit_code == 1, result.output
+    assert ("M checked per shape (--m): 1, 16, its keys, the midpoint of each pair of "
+            "neighbouring keys (where vLLM's nearest-key pick switches) and key - 1, key + 1"
+            ) in result.stdout.splitlines()
     found = sections(result.stdout)
     assert list(found) == ["N=256,K=384", "N=576,K=256"]
     small = found["N=256,K=384"]
@@ -147,12 +163,39 @@ def test_off_grid_loss_is_flagged_and_default_picks_are_not_timed(store, fake_ru
     assert column(found["N=576,K=256"], 7) == ["ok (default)"] * 6
     assert "2 shape(s), 12 M values: 11 ok (9 run the default config), 1 slower, 0 failed" in (
         result.stdout)
-    assert result.stderr.splitlines() == [
+    progress, *rest = result.stderr.splitlines()
+    assert PROGRESS.match(progress).groups() == ("3", "3")  # M 1, 2, 8 of N=256,K=384 timed
+    assert rest == [
         "N=256,K=384: slower than the default at M=8",
         "error: vLLM's pick is slower than its default config or failed at 1 M value(s); "
         "`--fix` tunes these M values",
     ]
     assert fake_runner == [("check", M, short) for M in (1, 2, 8) for short in (fast, default)]
+
+
+def test_default_m_set_is_the_sweeps_grid_and_m_all_adds_vllms_18(store, fake_runner):
+    url, _ = store
+    result = verify(url, "--allow-stale", m=())
+    assert result.exit_code == 1, result.output
+    assert ("M checked per shape: its keys, the M grid of the sweeps that made it, the midpoint "
+            "of each pair of neighbouring keys (where vLLM's nearest-key pick switches) and "
+            "key - 1, key + 1, up to 4096 or the largest key; `--m all` adds vLLM's 18 batch "
+            "sizes") in result.stdout.splitlines()
+    found = sections(result.stdout)
+    assert column(found["N=256,K=384"], 0) == ["1", "2", "8", "15", "16", "17"]  # sweep: 1, 16
+    every = verify(url, "--allow-stale", m=("--m", "all"))
+    assert every.exit_code == 1, every.output
+    assert ("M checked per shape (--m all): vLLM's 18 batch sizes, the M grid of the sweeps "
+            "that made it, its keys, the midpoint of each pair of neighbouring keys (where "
+            "vLLM's nearest-key pick switches) and key - 1, key + 1") in every.stdout.splitlines()
+    rows = sections(every.stdout)["N=256,K=384"]
+    assert column(rows, 0) == [
+        "1", "2", "4", "8", "15", "16", "17", "24", "32", "48", "64", "96", "128", "256", "512",
+        "1024", "1536", "2048", "3072", "4096"]
+    assert [row[-1] for row in rows[:4]] == ["ok", "ok", "ok", "slower"]  # FAST from key 1
+    # the bar counts only the M where a kernel runs: 1, 2, 4 and 8 run FAST against the default
+    assert PROGRESS.match(every.stderr.splitlines()[0]).groups() == ("4", "4")
+    assert len(fake_runner) == 4 * 2 + 3 * 2  # checks of both configs: 4 M now, 3 before
 
 
 def test_wrong_result_is_a_failure(store, fake_runner, monkeypatch):
@@ -164,7 +207,7 @@ def test_wrong_result_is_a_failure(store, fake_runner, monkeypatch):
     rows = sections(result.stdout)["N=256,K=384"]
     assert [row[7] for row in rows[:3]] == ["failed: wrong_result: relative error 0.5 >= 0.01"] * 3
     assert [row[6] for row in rows[:3]] == ["-"] * 3
-    assert result.stderr.splitlines()[0] == "N=256,K=384: failed at M=1, 2, 8"
+    assert result.stderr.splitlines()[1] == "N=256,K=384: failed at M=1, 2, 8"
 
 
 def _default_only(tmp_path):

@@ -187,25 +187,60 @@ def test_a_decision_overrides_a_faster_undecided_trial(engine: Engine, held: dic
     ]
 
 
-def test_decided_default_and_several_decided_tasks(engine: Engine, held: dict) -> None:
+def _decided(session: Session, task_id: int, worker_id: str, env: int, config: dict,
+             latency_us: float, default_us: float | None = None) -> None:
+    is_default = config == DEFAULT
+    assert repo.record_decision(
+        session, task_id=task_id, worker_id=worker_id, environment_id=env,
+        retimes=[_retime(config, latency_us, is_default=is_default)],
+        decision=_decision(config, latency_us, default_us, kept="default" if is_default
+                           else "fastest", spread_us=0.5))
+
+
+def _standing(session: Session) -> list[tuple]:
+    return [(r.M, r.config, r.latency_us, r.default_config, r.is_default, r.task_id, r.sweep_id,
+             r.other_sweeps, r.decided) for r in repo.winners(session, device_name="NVIDIA_L20")]
+
+
+def test_several_sweeps_the_decision_made_last_stands_not_the_lowest_latency(
+        engine: Engine, held: dict) -> None:
     with session_scope(engine) as session:
-        assert repo.record_decision(
-            session, task_id=held["t1"], worker_id="w", environment_id=held["env"],
-            retimes=[_retime(C1, 9.8), _retime(DEFAULT, 10.0, is_default=True)],
-            decision=_decision(DEFAULT, 10.0, 10.0, kept="default", spread_us=0.5))
-        assert repo.record_decision(
-            session, task_id=held["t16"], worker_id="w", environment_id=held["env"],
-            retimes=[_retime(C3, 16.0)], decision=_decision(C3, 16.0, None))
-        other = _claim_all(session, _sweep(session, "ModelB", [1, 16]), worker_id="v")
-        for M, latency_us in ((1, 10.0), (16, 15.5)):  # M=1 ties: the lower task_id wins
-            assert repo.record_decision(
-                session, task_id=other[M], worker_id="v", environment_id=held["env"],
-                retimes=[_retime(C2, latency_us)], decision=_decision(C2, latency_us, None))
-        rows = repo.winners(session, device_name="NVIDIA_L20")
-    assert [(r.M, r.config, r.latency_us, r.default_latency_us, r.default_config, r.is_default,
-             r.trial_id is None, r.task_id, r.decided) for r in rows] == [
-        (1, DEFAULT, 10.0, 10.0, DEFAULT, True, False, held["t1"], True),
-        (16, C2, 15.5, None, None, False, True, other[16], True),
+        first = session.scalar(select(Task.sweep_id).where(Task.task_id == held["t1"]))
+        _decided(session, held["t1"], "w", held["env"], DEFAULT, 10.0, 10.0)
+        _decided(session, held["t16"], "w", held["env"], C3, 16.0)
+        second = _sweep(session, "ModelB", [1, 16])
+        other = _claim_all(session, second, worker_id="v")
+        # Sweep 2 decides later: it stands, slower at M=1 (12.0 us against 10.0) and faster at
+        # M=16; the latencies of the two runs are not compared.
+        _decided(session, other[1], "v", held["env"], C2, 12.0)
+        _decided(session, other[16], "v", held["env"], C2, 15.5)
+        assert _standing(session) == [
+            (1, C2, 12.0, None, False, other[1], second, (first,), True),
+            (16, C2, 15.5, None, False, other[16], second, (first,), True),
+        ]
+        # Sweep 1's M=1 decides again (extended, new finalists): its decision stands now, the
+        # default kept after re-timing.
+        _decided(session, held["t1"], "w", held["env"], DEFAULT, 9.0, 9.0)
+        assert _standing(session) == [
+            (1, DEFAULT, 9.0, DEFAULT, True, held["t1"], first, (second,), True),
+            (16, C2, 15.5, None, False, other[16], second, (first,), True),
+        ]
+
+
+def test_several_sweeps_without_decisions_the_newest_task_stands(engine: Engine,
+                                                                  held: dict) -> None:
+    with session_scope(engine) as session:
+        first = session.scalar(select(Task.sweep_id).where(Task.task_id == held["t1"]))
+        second = _sweep(session, "ModelB", [16, 32])
+        other = _claim_all(session, second, worker_id="v")
+        _trials(session, other[16], held["env"], [(DEFAULT, True, 25.0), (C2, False, 18.0)])
+        rows = [(r.M, r.config, r.latency_us, r.default_latency_us, r.task_id, r.sweep_id,
+                 r.other_sweeps, r.decided)
+                for r in repo.winners(session, device_name="NVIDIA_L20")]
+    # M=16: sweep 1's C3 (15.0 us) is faster than sweep 2's C2 (18.0 us), but sweep 2 is newer.
+    assert rows == [
+        (1, C1, 7.0, 10.0, held["t1"], first, (), False),
+        (16, C2, 18.0, 25.0, other[16], second, (first,), False),
     ]
 
 

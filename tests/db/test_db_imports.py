@@ -94,3 +94,48 @@ def test_upgrade_from_0002_adds_imports_and_keeps_rows(tmp_path: Path) -> None:
         item = record(session, "vllm", {1: FAST})
     assert item.device_name == "NVIDIA_L20"
     engine.dispose()
+
+
+def test_entries_that_cannot_launch_are_stored_and_left_out_of_merges(engine: Engine) -> None:
+    reason = "config 128x256x128 g64 w8 s5 needs 200000 bytes of shared memory"
+    with session_scope(engine) as session:
+        older = repo.record_import(
+            session, device_name="NVIDIA_L20", N=576, K=7168, block_shape=(128, 128),
+            label="old", file_name="f.json", sha256="a", configs={16: FAST})
+        item = repo.record_import(
+            session, device_name="NVIDIA_L20", N=576, K=7168, block_shape=(128, 128),
+            label="h100", file_name="f.json", sha256="b", configs={1: FAST, 16: SLOW, 64: SLOW},
+            checked_arch=89, cannot_launch={16: reason, 64: reason})
+        shape = repo.imported_configs(session, device_name="NVIDIA_L20")[(576, 7168, (128, 128))]
+    assert (older.checked_arch, older.cannot_launch) == (None, {})
+    assert (item.checked_arch, item.cannot_launch, item.m_keys) == (
+        89, {16: reason, 64: reason}, (1, 16, 64))
+    # M=16 falls back on the older import's entry; M=64 has none.
+    assert (shape.configs, shape.labels) == ({16: FAST, 1: FAST}, {16: "old", 1: "h100"})
+    assert shape.left_out == {16: ("h100", reason), 64: ("h100", reason)}
+    record_checked = dict(device_name="NVIDIA_L20", N=576, K=7168, block_shape=(128, 128),
+                          label="x", file_name="f.json", sha256="c", configs={1: FAST})
+    with session_scope(engine) as session, pytest.raises(ValueError, match="needs the checked"):
+        repo.record_import(session, **record_checked, cannot_launch={1: reason})
+    with session_scope(engine) as session, pytest.raises(ValueError, match="not in the file: 2"):
+        repo.record_import(session, **record_checked, checked_arch=89, cannot_launch={2: reason})
+
+
+def test_upgrade_from_0006_keeps_imports_unchecked(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    engine = make_engine(url)
+    upgrade(engine, "0006")
+    with engine.begin() as connection:
+        connection.execute(text("INSERT INTO devices (device_id, device_name, created_at) "
+                                "VALUES (1, 'NVIDIA_L20', '2026-11-30 00:00:00')"))
+        connection.execute(text(
+            "INSERT INTO imports (device_id, N, K, block_n, block_k, label, file_name, sha256, "
+            "configs, created_at) VALUES (1, 576, 7168, 128, 128, 'vllm', 'f.json', 'ab', "
+            "'{\"1\": {\"BLOCK_SIZE_M\": 16}}', '2026-11-30 00:00:00')"))
+    upgrade(engine)
+    engine.dispose()
+    engine = open_store(url)
+    with session_scope(engine) as session:
+        (item,) = repo.list_imports(session)
+    engine.dispose()
+    assert (item.label, item.checked_arch, item.cannot_launch) == ("vllm", None, {})

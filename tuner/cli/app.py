@@ -1,14 +1,25 @@
 """The `tuner` command line: the Typer app and the one place every command is registered.
 
-Commands live in their own modules (sweep, files, store, verify, compare, shapes, landscape),
-which share `tuner.cli.options`; this module imports them and nothing imports it back.
+Commands live in their own modules (sweep, files, imports, store, verify, compare, shapes,
+landscape), which share `tuner.cli.options`; this module imports them and nothing imports it back.
 """
 
 from __future__ import annotations
 
 import typer
 
-from tuner.cli import compare, files, landscape, shapes, store, sweep, verify
+from tuner.cli import (
+    compare,
+    files,
+    imports,
+    landscape,
+    publish,
+    pull,
+    shapes,
+    store,
+    sweep,
+    verify,
+)
 
 # Click's plain help, not Typer's rich panels: on an 80-column terminal the panels cut long
 # option names, URLs and paths with an ellipsis; plain help wraps them whole.
@@ -35,7 +46,7 @@ app.add_typer(db_app, name="db")
 
 app.command()(sweep.sweep)
 app.command()(sweep.worker)
-app.command("import")(store.import_files)
+app.command("import")(imports.import_files)
 app.command()(store.status)
 app.command()(store.mounts)
 app.command()(store.serve)
@@ -43,6 +54,8 @@ app.command("verify")(verify.verify)
 app.command("compare")(compare.compare)
 app.command()(files.export)
 app.command()(files.winners)
+app.command("publish")(publish.publish_cmd)
+app.command("pull")(pull.pull)
 app.add_typer(landscape_app, name="landscape")
 landscape_app.command("record")(landscape.landscape_record)
 shapes_app.command("list")(shapes.shapes_list)

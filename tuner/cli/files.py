@@ -86,9 +86,11 @@ def winners(
     """Per (N, K, M): the winning config in the store against vLLM's default config.
 
     The winner is the config a re-timing decided on (spread_us: the noise it had to beat), else
-    the fastest checked config; from trials of the current kernel source and Triton
-    major.minor only, unless --allow-stale. GB/s counts the compulsory bytes of A, B, the
-    scales and C over the latency, TFLOP/s 2*M*N*K over it; with ceilings measured on the GPU
+    the fastest checked config; where several sweeps tuned an (N, K, M), the decision made
+    last (latencies of different runs are not compared); from trials of the current kernel
+    source and Triton major.minor only, unless --allow-stale. GB/s counts the compulsory bytes
+    of A, B, the scales and C over the latency, TFLOP/s 2*M*N*K over it; with ceilings measured
+    on the GPU
     (each CUDA worker measures them at start), their % of a device-to-device copy and of
     torch's FP8 matrix product.
     """
@@ -130,6 +132,25 @@ def winners(
     print_table(console, columns, cells_of_rows, title=device_name)
     if note is not None:
         typer.echo(note, err=True)
+    runs = runs_summary(rows)
+    if runs is not None:
+        typer.echo(runs, err=True)
+
+
+def runs_summary(rows) -> str | None:
+    """One line naming the sweeps whose winners were set aside for a later sweep's (per (N, K,
+    M), the decision made last stands; `db.winners`), or None when no key has several.
+
+    Args:
+        rows: `db.repo.WinnerRow`s.
+    """
+    aside = sorted({sweep for row in rows for sweep in row.other_sweeps})
+    if not aside:
+        return None
+    keys = sum(bool(row.other_sweeps) for row in rows)
+    return (f"note: {keys} (N, K, M) were tuned by several sweeps; each shows the winner decided "
+            f"last (else the newest sweep's), not the lowest latency across runs; set aside: "
+            f"sweep(s) {', '.join(map(str, aside))} (`tuner verify` re-times interleaved)")
 
 
 def _figure(value: float, decimals: int) -> str:

@@ -13,6 +13,8 @@ from rich.console import Console
 from tuner.search.defaults import DEFAULT_STRATEGY
 
 console = Console()
+# Progress bars: on stderr, so stdout keeps only the tables and lines a script reads.
+err_console = Console(stderr=True)
 
 # Seconds a claimed task stays leased without a heartbeat (tuner.run.plan.DEFAULT_LEASE_S).
 DEFAULT_LEASE_S = 120.0
@@ -31,6 +33,12 @@ DEFAULT_STRATEGY_NAME = StrategyName(DEFAULT_STRATEGY)
 class EngineName(StrEnum):
     vllm = "vllm"
     sglang = "sglang"
+
+
+EngineOpt = Annotated[
+    EngineName, typer.Option("--engine", help="Serving engine: its config folder and its "
+                             "file-name spelling (SGLang: block_shape=[128, 128]).")
+]
 
 
 class OutDtype(StrEnum):
@@ -209,7 +217,8 @@ def device_in_store(session, device: str) -> str:
     from db import repo
     from tuner.inputs.devices import resolve
 
-    known = repo.list_device_names(session)
+    known = sorted(set(repo.list_device_names(session))
+                   | set(repo.list_import_device_names(session)))
     names = resolve(device, known)
     if len(names) != 1:
         raise fail(f"no device in the store matches '{device}'; known: "
@@ -260,27 +269,19 @@ def resolve_backend(device: str, replay: Path | None, *, need_device: bool = Tru
 
 
 def vllm_key(device: str) -> str:
-    """vLLM's device key for a GPU named on the command line that this host need not have.
-
-    A name that already starts with a vendor's prefix (`NVIDIA_`, `AMD_`, `Intel(R)_`) is kept
-    as vLLM would key it; a bare model name of letters, digits, '.', '_' and '-' ("L20",
-    "H200") gets vLLM's `NVIDIA_` prefix.
+    """vLLM's device key for a GPU named on the command line that this host need not have
+    (`tuner.inputs.devices.gpu_device_key`).
 
     Raises:
-        typer.Exit: exit 2 with one line, for anything else (e.g. "bad name!").
+        typer.Exit: exit 2 with one line, for a name that follows no GPU naming rule.
     """
-    import re
+    from tuner.inputs.devices import gpu_device_key
 
-    from tuner.inputs.devices import vllm_device_name
-    from tuner.kernels.dense.naming import is_device_name
-
-    name = vllm_device_name(device)
-    if is_device_name(name):
-        if name.startswith(("NVIDIA_", "AMD_", "Intel(R)_")):
-            return name
-        if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]*", name):
-            return f"NVIDIA_{name}"
-    raise fail(f"--device {device!r} is not a GPU model name such as L20 or NVIDIA_H200")
+    try:
+        return gpu_device_key(device)
+    except ValueError:
+        raise fail(f"--device {device!r} is not a GPU model name such as L20 or NVIDIA_H200"
+                   ) from None
 
 
 def store_files(engine, device_name: str, *, out_dtype: str | None, allow_stale: bool,

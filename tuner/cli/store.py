@@ -1,5 +1,5 @@
-"""`tuner import`, `status`, `mounts`, `serve` and `db upgrade`: bring files in, watch sweeps,
-mount and serve files, migrate the store.
+"""`tuner status`, `mounts`, `serve` and `db upgrade`: watch sweeps, mount and serve files,
+migrate the store (`tuner import` is in tuner.cli.imports).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from tuner.cli.options import (
     DbOpt,
     DeviceOpt,
     EngineName,
+    EngineOpt,
     console,
     device_in_store,
     fail,
@@ -30,79 +31,14 @@ class MountFormat(StrEnum):
     docker = "docker"
     compose = "compose"
     k8s = "k8s"
+    k8s_pull = "k8s-pull"
+    compose_pull = "compose-pull"
 
 
 AllowStaleOpt = Annotated[
     bool, typer.Option("--allow-stale", help="Also use trials timed with another kernel source "
                        "or another Triton major.minor than the current ones.")
 ]
-EngineOpt = Annotated[
-    EngineName, typer.Option("--engine", help="Serving engine: its config folder and its "
-                             "file-name spelling (SGLang: block_shape=[128, 128]).")
-]
-
-
-def import_files(
-    files: Annotated[list[Path], typer.Argument(help="Config files, e.g. those shipped with "
-                                                "vLLM (NVIDIA or AMD).")],
-    label: Annotated[str, typer.Option(help="Where the files come from, e.g. vllm-0.33.0; "
-                                       "importing a label again replaces its entries.")
-                     ] = "imported",
-    device: Annotated[str | None, typer.Option(help="Store for this device (one in the store, "
-                                               "aliases allowed) [default: the file name's "
-                                               "device_name].")] = None,
-    db: DbOpt = None,
-) -> None:
-    """Keep existing config files as a labelled source per device and shape.
-
-    Their entries fill M without a measured winner at export (measured winners beat them);
-    they are never measured and never claimed to beat the default. Every file is checked
-    before anything is stored: one bad file stores none.
-    """
-    from db import repo
-    from db.engine import session_scope
-    from tuner.files.format import MAX_FILE_BYTES, coverage_summary, parse_file_for_import
-    from tuner.files.imports import target_device
-
-    if not 1 <= len(label) <= 128 or not label.strip():
-        raise fail("--label must be 1..128 characters")
-    parsed = []
-    for path in files:
-        try:
-            if path.is_dir():
-                raise ValueError(f"{path}: is a folder; pass the files (e.g. {path}/*.json)")
-            if path.stat().st_size > MAX_FILE_BYTES:
-                raise ValueError(f"{path}: more than {MAX_FILE_BYTES} bytes: not a config file")
-            parsed.append((path, parse_file_for_import(path.name, path.read_bytes(), str(path))))
-        except OSError as exc:
-            raise fail(f"{path}: cannot read: {exc.strerror or exc}") from None
-        except ValueError as exc:
-            raise fail(str(exc)) from None
-    _, engine = open_db(db)
-    with session_scope(engine) as session:
-        known = sorted(set(repo.list_device_names(session))
-                       | set(repo.list_import_device_names(session)))
-    planned = {}
-    for path, item in parsed:
-        try:
-            target = target_device(device, item.name.device_name, known)
-        except LookupError as exc:
-            raise fail(f"{path}: {exc}") from None
-        key = (target, item.name.N, item.name.K, item.name.block_shape)
-        if key in planned:
-            raise fail(f"{path}: same device and shape as {planned[key][0]}; import one per "
-                       "shape and label")
-        planned[key] = (path, item, target)
-    with session_scope(engine) as session:
-        for path, item, target in planned.values():
-            repo.record_import(session, device_name=target, N=item.name.N, K=item.name.K,
-                               block_shape=item.name.block_shape, label=label,
-                               file_name=path.name, sha256=item.sha256, configs=item.configs)
-    for path, item, target in planned.values():
-        moved = "" if target == item.name.device_name else f" (file named for " \
-            f"{item.name.device_name})"
-        plain(f"imported {path.name} for {target}{moved} as '{label}': "
-               f"{coverage_summary(item.configs)}")
 
 
 def status(
@@ -161,8 +97,16 @@ def mounts(
         "vLLM image /usr/local/lib/python3.12/dist-packages; SGLang image "
         "/sgl-workspace/sglang/python].")] = None,
     fmt: Annotated[MountFormat, typer.Option("--format", help="docker run flags, a compose "
-                                             "volumes list, or a Kubernetes ConfigMap and "
-                                             "mounts.")] = MountFormat.docker,
+                                             "volumes list, a Kubernetes ConfigMap and "
+                                             "mounts; or k8s-pull / compose-pull: `tuner pull` "
+                                             "of a pinned release from --server into a volume "
+                                             "before the engine starts.")
+                   ] = MountFormat.docker,
+    server: Annotated[str | None, typer.Option(help="With k8s-pull or compose-pull: the tuner "
+                                               "service's URL, as the pods reach it.")] = None,
+    release: Annotated[int | None, typer.Option(min=1, help="With k8s-pull or compose-pull: "
+                                                "the release to pin [default: the newest]."
+                                                )] = None,
     files: Annotated[Path | None, typer.Option(help="Folder of exported files to mount "
                                                "[default: the device's files in the store]."
                                                )] = None,
@@ -181,6 +125,10 @@ def mounts(
         render_mounts,
     )
 
+    if fmt in (MountFormat.k8s_pull, MountFormat.compose_pull):
+        _pull_recipe(fmt.value, device, server, release, engine_name.value,
+                     site_packages or DEFAULT_SITE_PACKAGES[engine_name])
+        return
     if files is not None:
         names, device_name = _folder_file_names(files, device)
         folder = host_dir or str(files.resolve())
@@ -220,6 +168,26 @@ def _folder_file_names(folder: Path, device: str) -> tuple[list[str], str]:
         raise fail(f"{folder}: no config files for --device {device}; devices there: "
                    f"{', '.join(sorted(seen)) or 'none'}")
     return config_files_in(entries, chosen[0]), chosen[0]
+
+
+def _pull_recipe(fmt: str, device: str, server: str | None, release: int | None, engine: str,
+                 site_packages: str) -> None:
+    """Print a `tuner pull` recipe for the server's release (tuner.files.pull)."""
+    from tuner.cli.pull import releases_of
+    from tuner.files.mounts import check_site_packages
+    from tuner.files.pull import PullError, choose_release, render_pull_recipe
+
+    if server is None:
+        raise fail(f"--format {fmt} needs --server, the tuner service's URL")
+    try:
+        site = check_site_packages(site_packages)
+        chosen = choose_release(releases_of(server, device), device, release)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    except PullError as exc:
+        raise fail(str(exc), 1) from None
+    typer.echo(render_pull_recipe(fmt, server=server.rstrip("/"), release=chosen,
+                                  engine=engine, site_packages=site), nl=False)
 
 
 def _store_file_names(device: str, engine: str, allow_partial: bool, db: str | None, *,

@@ -3,6 +3,7 @@ created elsewhere."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated
 
 import typer
@@ -30,6 +31,7 @@ from tuner.cli.options import (
     print_sweep_summary,
     resolve_backend,
 )
+from tuner.cli.publish import NoPublishOpt, publish_device
 from tuner.search.defaults import DEFAULT_TRIALS
 
 
@@ -61,13 +63,16 @@ def sweep(
     no_run: Annotated[bool, typer.Option("--no-run", help="Only create the sweep and its "
                                          "tasks, for `tuner worker` on other hosts.")] = False,
     lease: LeaseOpt = DEFAULT_LEASE_S,
+    no_publish: NoPublishOpt = False,
     db: DbOpt = None,
 ) -> None:
     """Tune every (N, K) of a model over the M grid, one worker per matching GPU; then each
     fused-MoE expert shape of the model, one sweep each.
 
     Every trial is checked against a float64 reference and stored.
-    Re-running the same command resumes where it stopped.
+    Re-running the same command resumes where it stopped; with a larger --trials it extends
+    the same sweep (only the new trials are measured). When every task is done the device's
+    files are published as its next release (unless --no-publish).
     """
     from tuner.files.format import REQUIRED_M
     from tuner.inputs.shapes import UnknownModelError, load_shapes
@@ -102,19 +107,24 @@ def sweep(
         _plan_and_run(engine, url, request, what, no_run=no_run, backend=backend,
                       visible=visible, interpreter_reps=interpreter_reps,
                       trial_timeout=trial_timeout, lease=lease)
+    if not no_run and not no_publish:
+        publish_device(engine, device_name, reason="tuner sweep")
 
 
 def _plan_and_run(engine, url: str, request, what: str, *, no_run: bool, backend: str,
                   visible: list, interpreter_reps: int, trial_timeout: float | None,
                   lease: float) -> None:
-    """Create (or find) one sweep and run it to the end; exit 1 if tasks are left."""
-    from tuner.run.plan import plan
+    """Create, extend or find one sweep and run it to the end; exit 1 if tasks are left."""
+    from tuner.run.plan import opened_label, plan
     from tuner.run.sweep import run_workers
 
-    info, created = plan(engine, request)
+    opened = plan(engine, request)
+    info = opened.info
+    if opened.outcome == "kept" and request.strategy != "grid":
+        request = replace(request, trials=info.budget)  # the stored sweep's budget stands
     workers = "no run" if no_run else f"{len(visible)} worker(s)"
     console.print(
-        f"sweep {info.sweep_id} ({'new' if created else 'resumed'}): {request.device_name}, "
+        f"sweep {info.sweep_id} ({opened_label(opened)}): {request.device_name}, "
         f"{request.model} TP {request.tp}, {what} x "
         f"{len(request.m_values)} M, {request.strategy}, {workers}, store {masked(url)}",
         soft_wrap=True,

@@ -25,6 +25,7 @@ from tuner.cli.options import (
     TrialTimeoutOpt,
     console,
     device_in_store,
+    err_console,
     fail,
     load_configs,
     open_db,
@@ -33,6 +34,7 @@ from tuner.cli.options import (
     resolve_backend,
     store_files,
 )
+from tuner.cli.publish import NoPublishOpt, publish_device
 from tuner.cli.tables import Column, print_table
 from tuner.cli.verify_fix import Fixer, shape_label
 from tuner.compare.verify import (
@@ -40,8 +42,11 @@ from tuner.compare.verify import (
     RunnerFactory,
     ShapeVerification,
     Verdict,
+    check_points,
+    timed_points,
     verify_shape,
 )
+from tuner.files.format import VLLM_M_GRID
 from tuner.files.merge import DeviceFiles, file_key
 from tuner.inputs.shapes import ModelShapes
 from tuner.kernels.registry import DEFAULT_FAMILY
@@ -53,6 +58,44 @@ FIX_STRATEGY = DEFAULT_STRATEGY_NAME  # what `tuner sweep` runs by default
 FIX_TRIALS = DEFAULT_TRIALS
 # Tune-and-check passes of `--fix`: each new key adds midpoints and neighbours to check.
 MAX_FIX_PASSES = 3
+# `--m all`: vLLM's 18 batch sizes on top of the sweeps' grid.
+M_ALL = "all"
+# Seconds of progress the ETA averages over: all of it (a timed M can take minutes on the
+# interpreter; rich's 30 s default would leave the ETA blank there).
+ETA_WINDOW_S = 7 * 24 * 3600.0
+WHERE_PICK_SWITCHES = ("the midpoint of each pair of neighbouring keys (where vLLM's nearest-key "
+                       "pick switches) and key - 1, key + 1")
+
+
+def shape_grid(choice: str | tuple[int, ...] | None, sweep_grid: Sequence[int]) -> list[int]:
+    """The grid M checked for one file besides its keys, midpoints and neighbours.
+
+    Args:
+        choice: None (the default): the M grid of the sweeps that made the file; `M_ALL`: that
+            and vLLM's 18 batch sizes (`tuner.files.format.VLLM_M_GRID`); a tuple: `--m`'s list.
+        sweep_grid: the M the shape's sweeps requested.
+
+    Returns:
+        Ascending M values.
+    """
+    if choice is None:
+        return sorted(set(sweep_grid))
+    if choice == M_ALL:
+        return sorted(set(sweep_grid) | set(VLLM_M_GRID))
+    return sorted(set(choice))
+
+
+def m_set_line(choice: str | tuple[int, ...] | None) -> str:
+    """One line: which M values verify checks per shape, and why."""
+    if choice is None:
+        return (f"M checked per shape: its keys, the M grid of the sweeps that made it, "
+                f"{WHERE_PICK_SWITCHES}, up to {VLLM_M_GRID[-1]} or the largest key; "
+                f"`--m all` adds vLLM's {len(VLLM_M_GRID)} batch sizes")
+    if choice == M_ALL:
+        return (f"M checked per shape (--m all): vLLM's {len(VLLM_M_GRID)} batch sizes, the M "
+                f"grid of the sweeps that made it, its keys, {WHERE_PICK_SWITCHES}")
+    return (f"M checked per shape (--m): {', '.join(map(str, choice))}, its keys, "
+            f"{WHERE_PICK_SWITCHES}")
 
 
 def _runner_factory(backend: str, *, block_shape: tuple[int, int], out_dtype: str, seed: int,
@@ -104,8 +147,9 @@ def _verdict_text(point: PointResult) -> str:
     return "ok" if point.timed else "ok (default)"
 
 
-def print_shape_table(result: ShapeVerification, *, title: str) -> None:
-    """One row per checked M: vLLM's key and config there, both medians, speedup, verdict."""
+def print_shape_table(result: ShapeVerification, *, title: str, out=console) -> None:
+    """One row per checked M: vLLM's key and config there, both medians, speedup, verdict;
+    on the rich console `out`."""
     columns = [Column("M"), Column("key"), Column("config", text=True), Column("chosen_us"),
                Column("default_us"), Column("noise_us", optional=True), Column("speedup"),
                Column("verdict", text=True)]
@@ -113,7 +157,7 @@ def print_shape_table(result: ShapeVerification, *, title: str) -> None:
              _fmt_us(point.default_us), _fmt_us(point.noise_us),
              "-" if point.speedup is None else f"{point.speedup:.2f}x", _verdict_text(point)]
             for point in result.points]
-    print_table(console, columns, rows, title=title)
+    print_table(out, columns, rows, title=title)
 
 
 def summary_line(results: Sequence[ShapeVerification]) -> str:
@@ -139,20 +183,21 @@ def offending_lines(results: Sequence[ShapeVerification]) -> list[str]:
 
 
 def _verify_files(
-    model_shapes: ModelShapes, files: DeviceFiles, grids, *, grid: Sequence[int] | None,
-    only_shapes: set[tuple[int, int]] | None, make_runner: RunnerFactory,
-    rounds: int | None, title: str,
+    model_shapes: ModelShapes, files: DeviceFiles, grids, *,
+    choice: str | tuple[int, ...] | None, only_shapes: set[tuple[int, int]] | None,
+    make_runner: RunnerFactory, rounds: int | None, title: str,
 ) -> tuple[list[ShapeVerification], list[str]]:
-    """Verify each model shape's file (or those of `only_shapes`); returns the results and one
-    line per shape without a file."""
-    from tuner.compare.verify import check_points
-    from tuner.files.format import VLLM_M_GRID
+    """Verify each model shape's file (or those of `only_shapes`) at the M of `check_points`
+    over `shape_grid(choice, ...)`, with a progress bar on stderr counting the M where a kernel
+    is timed; returns the results and one line per shape without a file."""
+    from rich.progress import Progress
+
+    from tuner.run.sweep import progress_columns
 
     block_shape = tuple(model_shapes.block_shape)
     by_shape = {file_key(file): file for file in files.files}
     skipped = {file_key(item): item.reason for item in files.skipped}
-    results: list[ShapeVerification] = []
-    missing: list[str] = []
+    planned, missing = [], []
     for N, K in model_shapes.shapes:
         if only_shapes is not None and (N, K) not in only_shapes:
             continue
@@ -164,20 +209,36 @@ def _verify_files(
                            "config there")
             continue
         configs = file.merged.configs
-        shape_grid = grid if grid is not None else sorted(set(grids.get(key, ()))
-                                                           | set(VLLM_M_GRID))
-        m_points = check_points(configs, shape_grid)
-        plain(f"{shape_label(N, K)}: keys {', '.join(map(str, configs))}; checking "
-               f"{len(m_points)} M values")
-        result = verify_shape(N=N, K=K, block_shape=block_shape, configs=configs,
-                              m_points=m_points, make_runner=make_runner, rounds=rounds)
-        print_shape_table(result, title=f"{shape_label(N, K)} {title}")
-        results.append(result)
+        m_points = check_points(configs, shape_grid(choice, grids.get(key, ())))
+        planned.append((N, K, configs, m_points, set(timed_points(configs, m_points,
+                                                                    block_shape))))
+    # With stdout on the same terminal the tables go through the bar's console, above the bar;
+    # otherwise (a pipe or file) stdout gets them as they are and rich draws the bar only on a
+    # terminal (elsewhere it writes its last state once, at the end).
+    out = err_console if console.is_terminal and err_console.is_terminal else console
+    results: list[ShapeVerification] = []
+    with Progress(*progress_columns("timed M"), console=err_console, transient=False,
+                  speed_estimate_period=ETA_WINDOW_S,
+                  redirect_stdout=console.is_terminal) as bar:
+        task = bar.add_task("verify", total=sum(len(timed) for *_, timed in planned))
+        bar.advance(task, 0)  # the ETA's first sample: now
+
+        for N, K, configs, m_points, timed in planned:
+            bar.update(task, description=f"verify {shape_label(N, K)}")
+            out.print(f"{shape_label(N, K)}: keys {', '.join(map(str, configs))}; checking "
+                      f"{len(m_points)} M values", soft_wrap=True, markup=False, highlight=False)
+            result = verify_shape(
+                N=N, K=K, block_shape=block_shape, configs=configs, m_points=m_points,
+                make_runner=make_runner, rounds=rounds,
+                on_point=lambda point, timed=timed: bar.advance(task, int(point.M in timed)))
+            print_shape_table(result, title=f"{shape_label(N, K)} {title}", out=out)
+            results.append(result)
+        bar.update(task, description="verify")
     return results, missing
 
 
 def _fix(fixer: Fixer, results: list[ShapeVerification], model_shapes: ModelShapes, *,
-         grid: Sequence[int] | None, make_runner: RunnerFactory, rounds: int | None,
+         choice: str | tuple[int, ...] | None, make_runner: RunnerFactory, rounds: int | None,
          read) -> list[ShapeVerification]:
     """`--fix`: tune the offending M of each shape, then check the shapes it touched again in
     full (new keys make new midpoints and neighbours), up to MAX_FIX_PASSES times.
@@ -198,7 +259,7 @@ def _fix(fixer: Fixer, results: list[ShapeVerification], model_shapes: ModelShap
         files = read()
         try:
             again, missing = _verify_files(
-                model_shapes, files.explained(), files.view.grids, grid=grid,
+                model_shapes, files.explained(), files.view.grids, choice=choice,
                 only_shapes=set(offending), make_runner=make_runner, rounds=rounds,
                 title=f"after --fix pass {fix_pass}")
         except KeyboardInterrupt:
@@ -217,9 +278,9 @@ def verify(
     model: Annotated[str, typer.Option(help="Model key from `tuner shapes list`.")],
     tp: Annotated[int | None, typer.Option(help="Tensor-parallel size (which shapes).")] = None,
     m: Annotated[str | None, typer.Option(
-        "--m", show_default="the M grid of the shape's sweeps and vLLM's 18 batch sizes",
-        help="Grid M values to check, comma-separated (keys, midpoints and neighbours of keys "
-        "are always checked).")] = None,
+        "--m", show_default="the M grid of the shape's sweeps",
+        help="Grid M values to check, comma-separated, or `all`: the sweeps' grid and vLLM's "
+        "18 batch sizes (keys, midpoints and neighbours of keys are always checked).")] = None,
     rounds: Annotated[int | None, typer.Option(
         min=2, max=10_000, show_default=str(RETIME_ROUNDS),
         help="Interleaved rounds (chosen, default, chosen, default, ...) per M.")] = None,
@@ -247,14 +308,17 @@ def verify(
     interpreter_reps: InterpreterRepsOpt = 3,
     trial_timeout: TrialTimeoutOpt = None,
     lease: LeaseOpt = DEFAULT_LEASE_S,
+    no_publish: NoPublishOpt = False,
     db: DbOpt = None,
 ) -> None:
     """Check that the config vLLM runs from this device's files is never slower
     than vLLM's default config, on the keys and between them.
 
     For each (N, K) of the model the file is the one `tuner export` writes. The
-    M values checked: every key, every grid M, the midpoint of each pair of
-    neighbouring keys, and key - 1 and key + 1. At each M the config of the
+    M values checked: every key, the M grid of the sweeps that made the file
+    (or --m's list; --m all adds vLLM's 18 batch sizes), the midpoint of each
+    pair of neighbouring keys (where vLLM's pick switches), and key - 1 and
+    key + 1, up to 4096 or the largest key. At each M the config of the
     nearest key (ties to the smaller key, as vLLM picks it) is checked against
     the float64 reference, then timed against the default config interleaved
     (A B A B ...). It is slower when its median exceeds the default's by more
@@ -272,7 +336,8 @@ def verify(
 
     try:
         model_shapes = load_shapes(model, tp)
-        grid = parse_m_values(m) if m is not None else None
+        choice = (None if m is None else M_ALL if m.strip().lower() == M_ALL
+                  else parse_m_values(m))
     except (UnknownModelError, ValueError) as exc:
         raise fail(str(exc).strip("'\"")) from None
     candidates = load_configs(configs)
@@ -303,8 +368,10 @@ def verify(
                                   seed=seed, interpreter_reps=interpreter_reps)
     if backend == "interpreter":
         plain("note: the interpreter's timings are CPU timings, not a GPU's")
+    plain(m_set_line(choice))
     try:
-        results, missing = _verify_files(model_shapes, files, grids, grid=grid, only_shapes=None,
+        results, missing = _verify_files(model_shapes, files, grids, choice=choice,
+                                         only_shapes=None,
                                          make_runner=make_runner, rounds=rounds,
                                          title=f"on {device_name}")
     except KeyboardInterrupt:
@@ -313,10 +380,13 @@ def verify(
         plain(line)
     plain(summary_line(results))
     if fix:
-        results = _fix(fixer, results, model_shapes, grid=grid, make_runner=make_runner,
+        results = _fix(fixer, results, model_shapes, choice=choice, make_runner=make_runner,
                        rounds=rounds, read=lambda: store_files(
                            engine, device_name, out_dtype=out_dtype.value,
                            allow_stale=allow_stale, allow_partial=allow_partial))
+        if not no_publish:  # the files --fix tuned are what a fleet downloads next
+            publish_device(engine, device_name, reason="verify --fix", allow_stale=allow_stale,
+                           allow_partial=allow_partial, out_dtype=out_dtype.value)
     lines = offending_lines(results)
     if lines:
         for line in lines:

@@ -78,7 +78,7 @@ class Fixer:
 
     def tune(self, offending: dict[tuple[int, int], list[int]]) -> None:
         """One sweep per set of offending M, over the shapes that share it."""
-        from tuner.run.plan import plan
+        from tuner.run.plan import opened_label, plan
 
         groups: dict[tuple[int, ...], list[tuple[int, int]]] = {}
         for shape, m_values in sorted(offending.items()):
@@ -86,8 +86,9 @@ class Fixer:
         for m_values, shapes in sorted(groups.items()):
             request = self._request(shapes, m_values, strategy=self.strategy,
                                     trials=self.trials, seed=self.seed)
-            info, created = plan(self.engine, request)
-            plain(f"--fix: sweep {info.sweep_id} ({'new' if created else 'resumed'}): "
+            opened = plan(self.engine, request)
+            info = opened.info
+            plain(f"--fix: sweep {info.sweep_id} ({opened_label(opened)}): "
                    f"{' '.join(shape_label(N, K) for N, K in shapes)} at "
                    f"M={','.join(map(str, m_values))}, {self.strategy}, "
                    f"{len(self.visible)} worker(s)")

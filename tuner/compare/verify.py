@@ -12,10 +12,23 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
-from tuner.files.format import vllm_pick_key
+from tuner.files.format import VLLM_M_GRID, vllm_pick_key
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, why_invalid
 from tuner.measure.trial import TrialResult, TrialStatus
+
+
+def m_limit(keys: Iterable[int]) -> int:
+    """The largest M worth checking for a file: vLLM's largest batch size (4096), or the file's
+    largest key when that is larger. key + 1 of the largest key is left out above it.
+
+    Raises:
+        ValueError: no keys.
+    """
+    keys = list(keys)
+    if not keys:
+        raise ValueError("no keys to check")
+    return max(VLLM_M_GRID[-1], *keys)
 
 
 def check_points(keys: Iterable[int], grid: Iterable[int]) -> list[int]:
@@ -23,10 +36,13 @@ def check_points(keys: Iterable[int], grid: Iterable[int]) -> list[int]:
 
     The union of:
     - every key of the file;
-    - every grid M (the sweeps' M grid and vLLM's batch sizes, as the caller chooses);
+    - every grid M (the caller's choice: by default the M grid of the sweeps that made the
+      file; with `--m all` also vLLM's 18 batch sizes; or the `--m` list);
     - the midpoint `(a + b) // 2` of each pair of consecutive keys a < b: the largest M that
-      still runs key a's config (when a + b is even it is the tie, which vLLM gives to a);
-    - key - 1 and key + 1 of every key, the M values next to it; 0 is left out.
+      still runs key a's config, the next one runs b's (when a + b is even it is the tie,
+      which vLLM gives to a);
+    - key - 1 and key + 1 of every key, the M values next to it; 0 is left out, and so is
+      anything above `m_limit(keys)` (the keys and grid M are always kept).
 
     Args:
         keys: the file's M keys (at least one).
@@ -34,7 +50,7 @@ def check_points(keys: Iterable[int], grid: Iterable[int]) -> list[int]:
 
     Returns:
         The M values, ascending, without duplicates; e.g. keys (1, 16), grid (1, 16, 32) ->
-        [1, 2, 8, 15, 16, 17, 32].
+        [1, 2, 8, 15, 16, 17, 32]; keys (16, 4096), grid () -> [15, 16, 17, 2056, 4095, 4096].
 
     Raises:
         ValueError: no keys, or a key or grid M below 1.
@@ -45,11 +61,34 @@ def check_points(keys: Iterable[int], grid: Iterable[int]) -> list[int]:
         raise ValueError("no keys to check")
     if ordered[0] < 1 or (grid and min(grid) < 1):
         raise ValueError("M values must be >= 1")
-    points = set(ordered) | grid
-    points.update((a + b) // 2 for a, b in zip(ordered, ordered[1:], strict=False))
-    points.update(key + 1 for key in ordered)
-    points.update(key - 1 for key in ordered if key > 1)
-    return sorted(points)
+    derived = {(a + b) // 2 for a, b in zip(ordered, ordered[1:], strict=False)}
+    derived.update(key + 1 for key in ordered)
+    derived.update(key - 1 for key in ordered if key > 1)
+    limit = m_limit(ordered)
+    return sorted(set(ordered) | grid | {M for M in derived if M <= limit})
+
+
+def timed_points(configs: Mapping[int, Mapping[str, int]], m_points: Iterable[int],
+                 block_shape: tuple[int, int]) -> list[int]:
+    """The M of `m_points` where `verify_shape` runs a kernel: vLLM's pick there is not the
+    default config (where it is, nothing runs). Progress counts these.
+
+    Args:
+        configs: the file: M key -> config with vLLM's six keys.
+        m_points: M values, each >= 1.
+        block_shape: [group_n, group_k] of the weight scales.
+
+    Returns:
+        Those M, in the order of `m_points`.
+
+    Raises:
+        ValueError: no configs, or an entry without vLLM's six keys.
+    """
+    if not configs:
+        raise ValueError("the file has no keys")
+    parsed = {M: KernelConfig.from_dict(entry) for M, entry in configs.items()}
+    default = default_config(block_shape)
+    return [M for M in m_points if parsed[vllm_pick_key(parsed, M)] != default]
 
 
 class Verdict(StrEnum):

@@ -1,10 +1,14 @@
-"""Which device an imported config file is stored for (shared by `tuner import` and the API)."""
+"""Imports of config files: which device a file is stored for (shared by `tuner import` and the
+API), which entries of a folder are config files, and which of two spellings vLLM reads."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 from tuner.inputs.devices import matches, resolve
+from tuner.kernels.dense.naming import FP8_DTYPE, parse_config_file_name
 
 
 def target_device(requested: str | None, file_device: str, known: Sequence[str]) -> str:
@@ -36,3 +40,87 @@ def target_device(requested: str | None, file_device: str, known: Sequence[str])
     listed = ", ".join(sorted(known)) or "(none)"
     raise LookupError(f"device {requested!r} is neither in the store (known: {listed}) nor the "
                       f"file's device {file_device!r}")
+
+
+# Why an entry of a folder is not imported (one line each; the batch goes on without it).
+SKIP_FOLDER = "a folder (folders inside the folder are not read)"
+SKIP_NOT_FILE = "not a regular file"
+SKIP_NOT_CONFIG = "not a block-FP8 GEMM config file name"
+
+
+@dataclass(frozen=True)
+class FolderListing:
+    """What a folder given to `tuner import` holds.
+
+    Attributes:
+        files: the fp8_w8a8 config files, by name.
+        skipped: (entry, why it is not imported) for everything else, by name.
+    """
+
+    files: list[Path]
+    skipped: list[tuple[Path, str]]
+
+
+def list_config_folder(folder: Path) -> FolderListing:
+    """Sort a folder's entries (not its subfolders') into config files to import and the rest.
+
+    A folder laid out like vLLM's configs folder also holds a README, `__init__.py`, configs of
+    other kernels (fused MoE `E=...` files) and int8_w8a8 files; those are skipped, not errors.
+    A file named like a config file is not read here: a bad body still fails the import.
+
+    Args:
+        folder: the folder.
+
+    Returns:
+        The fp8_w8a8 config files and the skipped entries with their reasons.
+
+    Raises:
+        OSError: the folder cannot be listed.
+    """
+    files: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
+    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
+        if entry.is_dir():
+            skipped.append((entry, SKIP_FOLDER))
+            continue
+        if not entry.is_file():
+            skipped.append((entry, SKIP_NOT_FILE))
+            continue
+        try:
+            name = parse_config_file_name(entry.name)
+        except ValueError:
+            skipped.append((entry, SKIP_NOT_CONFIG))
+            continue
+        if name.dtype != FP8_DTYPE:
+            skipped.append((entry, f"dtype {name.dtype}: only {FP8_DTYPE} configs are kept"))
+            continue
+        files.append(entry)
+    return FolderListing(files, skipped)
+
+
+def never_read_by_vllm(first: str, second: str) -> str | None:
+    """Of two names of one file, the one vLLM never reads, when they differ only in spelling.
+
+    vLLM looks up `block_shape=[128,128]` (`config_file_name`); SGLang writes and reads
+    `block_shape=[128, 128]` (`tuner.kernels.dense.naming.ENGINES`). A folder may hold both for
+    one device and shape; vLLM reads only the first.
+
+    Args:
+        first: a config file name.
+        second: another config file name.
+
+    Returns:
+        The name in SGLang's spelling when the other is the same file in vLLM's; else None
+        (two different files, or two names vLLM reads neither or both of).
+
+    Raises:
+        ValueError: a name that is not a config file name.
+    """
+    parsed_first, parsed_second = parse_config_file_name(first), parse_config_file_name(second)
+    if first == second or parsed_first != parsed_second:
+        return None
+    if first == parsed_first.name:
+        return second
+    if second == parsed_second.name:
+        return first
+    return None

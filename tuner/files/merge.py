@@ -46,7 +46,8 @@ class WinnerRowLike(WinnerLike, Protocol):
 
 
 class ImportedShapeLike(Protocol):
-    """Imported entries of one shape (db.repo.ImportedShape): M -> config, M -> label."""
+    """Imported entries of one shape (db.repo.ImportedShape): M -> config, M -> label. It may
+    also carry `left_out` (M -> (label, reason)): entries the launch check left out."""
 
     configs: Mapping[int, Mapping[str, int]]
     labels: Mapping[int, str]
@@ -96,6 +97,26 @@ def decided_spread(winner: WinnerLike) -> tuple[bool, float | None]:
     return decided, None if spread_us is None else float(spread_us)
 
 
+def runs_note(winner: WinnerLike) -> str | None:
+    """Which sweep's winner stands when several sweeps tuned one (shape, M), or None.
+
+    Args:
+        winner: db.repo.WinnerRow or alike; `sweep_id`, `other_sweeps` and `decided` are
+            optional attributes.
+
+    Returns:
+        e.g. "M=16: sweep 3's winner (decided last) stands; sweep 1 also tuned it, not
+        compared by latency (another run)"; None when one sweep tuned it.
+    """
+    others = tuple(getattr(winner, "other_sweeps", ()) or ())
+    if not others:
+        return None
+    how = "decided last" if getattr(winner, "decided", False) else "the newest sweep"
+    also = f"sweep {others[0]}" if len(others) == 1 else f"sweeps {', '.join(map(str, others))}"
+    return (f"M={winner.M}: sweep {getattr(winner, 'sweep_id', '?')}'s winner ({how}) stands; "
+            f"{also} also tuned it, not compared by latency (another run)")
+
+
 def _default_note(winner: WinnerLike) -> str:
     """Why the default config is in the file when it is the winner itself."""
     decided, spread_us = decided_spread(winner)
@@ -114,11 +135,13 @@ def merge_shape(
     default: KernelConfig | Callable[[int], KernelConfig],
     existing: Mapping[int, Mapping[str, int]] | None = None, allow_partial: bool = False,
     existing_labels: Mapping[int, str] | None = None,
+    left_out: Mapping[int, tuple[str, str]] | None = None,
 ) -> MergedFile:
     """Merge one shape's winners into a file (DESIGN §9).
 
     A winner not faster than the default config for its M (equal median included: no measured
-    gain) is replaced by the default, with a note. A winner that is the default config gets a
+    gain) is replaced by the default, with a note. A winner that stands over other sweeps' (see
+    `db.winners`) says so (`runs_note`). A winner that is the default config gets a
     note too: "was fastest" for a trial, or, for a decided winner (`decided_spread`), that no
     config beat it by more than the re-timing's spread. `existing` entries fill M without a winner;
     they were not measured here, so their notes say where they came from and claim nothing about
@@ -132,6 +155,8 @@ def merge_shape(
         existing: Entries of a file to merge in (for example one shipped with vLLM).
         allow_partial: Emit a file even if some requested M has no winner.
         existing_labels: M -> the label of the import an existing entry came from.
+        left_out: M -> (label, reason) of imported entries that cannot launch on the device
+            (`tuner import`'s launch check); they are not in `existing`, and get a note each.
 
     Raises:
         PartialFileError: Some M of `m_requested` has no winner and `allow_partial` is false,
@@ -155,6 +180,9 @@ def merge_shape(
         winner = by_m[M]
         if M in configs:
             notes.append(f"M={M}: measured winner replaces {origin(M)}")
+        note = runs_note(winner)
+        if note:
+            notes.append(note)
         if winner.is_default:
             configs[M] = default_at(M).as_dict()
             notes.append(_default_note(winner))
@@ -176,6 +204,8 @@ def merge_shape(
         if M in labels else f"M={M}: kept from the existing file, not measured here"
         for M in m_imported
     )
+    notes.extend(f"M={M}: entry imported from '{label}' left out, it cannot launch on this "
+                 f"device: {reason}" for M, (label, reason) in sorted((left_out or {}).items()))
     m_missing = sorted({M for M in m_requested if M not in by_m})
     if not configs:
         raise PartialFileError("no M has a winner: nothing to write")
@@ -248,8 +278,9 @@ def build_device_files(
     """Merge a device's winners into one file per (family, shape_params, N, K, block_shape),
     named and defaulted by its kernel family (`tuner.kernels.registry`).
 
-    Imported entries fill the M of a measured shape that have no winner (measured winners beat
-    them); a shape with imported entries only is left out, since nothing was measured for it.
+    Imported entries fill the M of a shape that have no winner (measured winners beat them); a
+    shape with imported entries only (e.g. a device whose files were imported, never swept) gets
+    a file of those entries, each noted "imported from <label>, not measured here".
 
     Args:
         winners: The device's winners, one per (N, K, block_shape, M).
@@ -286,17 +317,13 @@ def build_device_files(
         m_requested = requested.get(key, [])
         rows = grouped.get(key, [])
         extra = imports.get(key)
-        if not rows and not m_requested:
-            labels = ", ".join(sorted(set(extra.labels.values()))) if extra else ""
-            skipped.append(SkippedShape(N, K, block_shape, f"imported entries only ({labels}); "
-                                        "nothing measured for this shape", [], *key[:2]))
-            continue
         try:
             merged = merge_shape(
                 rows, m_requested=m_requested,
                 default=lambda M, family=family, shape=shape: family.default_config(shape, M),
                 allow_partial=allow_partial, existing=extra.configs if extra else None,
                 existing_labels=extra.labels if extra else None,
+                left_out=getattr(extra, "left_out", None),
             )
         except PartialFileError as exc:
             done = {row.M for row in rows}

@@ -18,6 +18,46 @@ INTERPRETER_ALIASES = frozenset({"interpreter", "cpu", INTERPRETER_DEVICE_NAME.l
 DEVICE_NAME_PATTERN = rf"^(?=.{{1,{DEVICE_NAME_MAX}}}$){_NAME_PATTERN[1:]}"
 
 
+# NVIDIA's model names as torch.cuda.get_device_name() gives them after "NVIDIA " (e.g. "H200",
+# "H100 80GB HBM3", "A100-SXM4-80GB", "L40S", "GeForce RTX 4090 D", "RTX 6000 Ada Generation"):
+# a series of letters and a number, or RTX and a number, then optional parts after '_' or '-'.
+# A letter right after the number is a known suffix (L40S, A10G, RTX 4090 D as a separate part),
+# so a typo like "H2OO" matches no rule.
+_NVIDIA_MODEL_RE = re.compile(
+    r"(?:GeForce_)?(?:(?:RTX|GTX|TITAN)_?)?(?:[A-Z]{1,3}\d{1,4}(?:S|G|X|Ti|e)?|\d{3,4}(?:Ti)?)"
+    r"(?:[_-][A-Za-z0-9]+)*")
+GPU_NAME_EXAMPLES = "L20, H200, NVIDIA H200, nvidia_h200 or NVIDIA_H100_80GB_HBM3"
+
+
+def gpu_device_key(name: str) -> str:
+    """vLLM's device key for a GPU named by a user, who need not have it at hand.
+
+    A name with a vendor's prefix (`NVIDIA`, `AMD`, `Intel(R)`, any case for NVIDIA) is vLLM's
+    key already, spaces as '_'; a bare NVIDIA model name ("H200", "l40s", "RTX 4090") gets the
+    `NVIDIA_` prefix vLLM's key has. The model part must look like an NVIDIA model name
+    (`_NVIDIA_MODEL_RE`), as typed or upper-cased.
+
+    Args:
+        name: e.g. "H200", "NVIDIA H200", "nvidia_h200", "AMD_Instinct_MI300X".
+
+    Returns:
+        e.g. "NVIDIA_H200".
+
+    Raises:
+        ValueError: the name follows no rule (e.g. "H2OO", "bad name!"), one line.
+    """
+    from tuner.kernels.dense.naming import is_device_name
+
+    key = vllm_device_name(name)
+    if is_device_name(key) and key.startswith(("AMD_", "Intel(R)_")):
+        return key
+    model = key[len("nvidia_"):] if key.lower().startswith("nvidia_") else key
+    for spelled in (model, model.upper()):
+        if _NVIDIA_MODEL_RE.fullmatch(spelled) and is_device_name(f"NVIDIA_{spelled}"):
+            return f"NVIDIA_{spelled}"
+    raise ValueError(f"{name!r:.80} is not a GPU model name such as {GPU_NAME_EXAMPLES}")
+
+
 def vllm_device_name(gpu_name: str) -> str:
     """The device_name key vLLM puts in config file names for a GPU.
 

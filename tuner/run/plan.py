@@ -120,17 +120,34 @@ class SweepRequest:
 
 
 def plan(engine, request: SweepRequest):
-    """Create the sweep and its tasks in the store, or find them when the same sweep exists.
+    """Create the sweep and its tasks in the store, find it when the same sweep exists, or
+    extend it when it exists with a smaller trial budget (`db.repo.open_sweep`).
 
     Args:
         engine: the store's engine.
         request: what to tune.
 
     Returns:
-        (SweepInfo, created): created is False when this resumes an earlier run.
+        `db.repo.OpenedSweep`: the sweep and what was done ("new", "resumed", "extended", or
+        "kept" when the stored sweep has a larger budget than asked).
     """
     from db import repo
     from db.engine import session_scope
 
     with session_scope(engine) as session:
-        return repo.create_sweep(session, **request.sweep_fields())
+        return repo.open_sweep(session, **request.sweep_fields())
+
+
+def opened_label(opened) -> str:
+    """How `tuner sweep` names what `plan` did, e.g. "new", "resumed" or "extended from 3 to 4
+    trials per task, 4 done task(s) reopened".
+
+    Args:
+        opened: `db.repo.OpenedSweep`.
+    """
+    if opened.outcome == "extended":
+        return (f"extended from {opened.previous_budget} to {opened.info.budget} trials per "
+                f"task, {opened.reopened} done task(s) reopened")
+    if opened.outcome == "kept":
+        return f"resumed at its {opened.info.budget} trials per task, more than asked"
+    return opened.outcome

@@ -12,6 +12,21 @@ from tuner.run.plan import DEFAULT_LEASE_S, SweepRequest
 from tuner.run.spec import WorkerSpec
 
 
+def progress_columns(unit: str) -> tuple:
+    """The columns of the progress bars of `tuner sweep` and `tuner verify`: what, bar,
+    done/total `unit`, elapsed, ETA (rich.progress columns)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn(unit), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+
+
 def worker_specs(
     db_url: str,
     *,
@@ -118,14 +133,7 @@ def run_workers(
     Raises:
         KeyboardInterrupt: Ctrl-C or SIGTERM; the tasks were handed back.
     """
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
+    from rich.progress import Progress
 
     from db import repo
     from db.engine import session_scope
@@ -142,9 +150,7 @@ def run_workers(
 
     before = progress_now()
     total = before.tasks_total * request.trials_per_task()
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("trials"), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=False) as bar:
+    with Progress(*progress_columns("trials"), console=console, transient=False) as bar:
         bar_id = bar.add_task(f"sweep {sweep_id}", total=total, completed=before.trials_total)
 
         def tick() -> None:

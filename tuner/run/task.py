@@ -78,7 +78,11 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
     Trials already in the store for this task (a resumed run) are answered from the store and
     not measured again; new ones are recorded as they finish, so a kill loses at most one.
     A resumed task takes its warm starts from the tasks finished before its first trial, as
-    its first run did, so a killed sweep resumes into the trials of an uninterrupted one.
+    its first run did, so a killed sweep resumes into the trials of an uninterrupted one, and
+    an extended one (a larger budget, `db.sweeps.open_sweep`) measures only the trials an
+    uninterrupted search at the larger budget adds (for strategies whose first trials do not
+    depend on the budget: local, optuna, grid). A resumed task never stores more distinct
+    configs than the budget allows (`trial_cap`): a search that asks for more stops there.
 
     Args:
         engine: the store's engine.
@@ -138,9 +142,13 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
     gate = compiler.gate(problem, space, warm) if compiler is not None else None
     held = {"task_id": task.task_id, "worker_id": spec.worker_id}
 
+    cap = trial_cap(task.budget, space, default) if done else None
+
     def evaluate(config: KernelConfig) -> TrialResult:
         if config in done:
             return done[config]
+        if cap is not None and len(done) >= cap:
+            raise _BudgetSpent
         with session_scope(engine) as session:
             if not repo.start_trial(session, **held, config=config.as_dict()):
                 raise TaskLost(f"task {task.task_id} is no longer held by {spec.worker_id}")
@@ -178,24 +186,49 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
             evaluate, space=space, budget=task.budget,
             seed=task_seed(task.seed, *_nkm(task)), warm_start=warm,
         )
+    except _BudgetSpent:
+        pass
     finally:
         if gate is not None:
             compiler.closed(gate, shared)
     _retime_and_decide(engine, spec, task, environment_id, runner, done, default)
 
 
+class _BudgetSpent(Exception):
+    """A resumed search asked for a config beyond the task's budget (see `trial_cap`)."""
+
+
+def trial_cap(budget: int, space, default) -> int:
+    """Most distinct configs a task stores: the budget within the space, plus vLLM's default
+    when it is outside the space (every task measures it).
+
+    Args:
+        budget: the sweep's trials per task.
+        space: the task's candidate configs.
+        default: vLLM's default config at the task's M.
+
+    Returns:
+        min(budget, distinct configs of the space) + (1 if the default is not in the space).
+    """
+    allowed = set(space)
+    return min(budget, len(allowed)) + (default not in allowed)
+
+
 def _retime_and_decide(engine, spec: WorkerSpec, task, environment_id: int, runner,
                        done: dict, default) -> None:
     """Re-time the fastest configs and the default interleaved, and store the config kept
     (`tuner.measure.noise.decide_winner`: the fastest only if it beats the runner-up by more
-    than the measured spread). A task that already has a decision (resumed after its re-timing was
-    stored) is not re-timed. Nothing is stored for a task without an ok trial.
+    than the measured spread). A task whose decision re-timed the finalists its trials give
+    now (resumed after its re-timing was stored) is not re-timed; one whose finalists changed
+    (an extended task that found faster configs) is re-timed and its decision replaced.
+    Nothing is stored for a task without an ok trial.
 
     Raises:
         TaskLost: the task was taken from this worker; its decision was not stored.
     """
     from db import repo
     from db.engine import session_scope
+    from tuner.kernels.config import KernelConfig
     from tuner.measure.noise import (
         RETIME_ROUNDS,
         decide_winner,
@@ -203,11 +236,13 @@ def _retime_and_decide(engine, spec: WorkerSpec, task, environment_id: int, runn
         select_for_retime,
     )
 
-    with session_scope(engine) as session:
-        if repo.task_decision(session, task_id=task.task_id) is not None:
-            return
     finalists = select_for_retime(done, default)
     if not finalists:
+        return
+    with session_scope(engine) as session:
+        decided = repo.task_decision(session, task_id=task.task_id)
+    if decided is not None and ({KernelConfig.from_dict(r.config) for r in decided.retimes}
+                                == set(finalists)):
         return
     # The interpreter's timings are CPU timings of a development backend: as many rounds as
     # its timed calls per trial, not a GPU's count.

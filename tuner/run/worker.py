@@ -220,7 +220,7 @@ def _work(spec: WorkerSpec, shared: WorkerShared | None) -> None:
             beat.stopped.set()
         with session_scope(engine) as session:
             repo.finish_task(session, task_id=task.task_id, worker_id=spec.worker_id,
-                             state=state, error=error)
+                             state=state, error=error, budget=task.budget)
         if state == "failed" and spec.backend == "cuda" and not _cuda_usable():
             # A sticky CUDA error raised outside a trial (re-timing, inputs): every later task
             # of this process would fail at once. The failed task stays failed; a fresh process

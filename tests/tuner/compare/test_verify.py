@@ -11,6 +11,8 @@ from tuner.compare.verify import (
     Verdict,
     check_points,
     judge,
+    m_limit,
+    timed_points,
     verify_shape,
 )
 from tuner.files.format import VLLM_M_GRID
@@ -31,8 +33,26 @@ def test_points_of_vllm_grid_with_the_three_shipped_l20_keys():
     # vLLM 0.33.0's NVIDIA_L20 files carry M = 2048, 3072, 4096 only.
     assert check_points([3072, 2048, 4096], VLLM_M_GRID) == [
         1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536,
-        2047, 2048, 2049, 2560, 3071, 3072, 3073, 3584, 4095, 4096, 4097,
-    ]
+        2047, 2048, 2049, 2560, 3071, 3072, 3073, 3584, 4095, 4096,
+    ]  # not 4097: above vLLM's largest batch size and every key
+
+
+def test_points_stop_at_4096_or_the_largest_key():
+    # The README's sweep grid (1, 16, 32) with a 4096 key added by another sweep.
+    assert check_points([1, 16, 32, 4096], [1, 16, 32, 4096]) == [
+        1, 2, 8, 15, 16, 17, 24, 31, 32, 33, 2064, 4095, 4096]
+    assert m_limit([1, 16]) == 4096 and m_limit([16, 8192]) == 8192
+    assert check_points([4096, 8192], []) == [4095, 4096, 4097, 6144, 8191, 8192]
+    # an asked-for grid M above the limit is kept; only derived M are dropped
+    assert check_points([16], [5000]) == [15, 16, 17, 5000]
+
+
+def test_timed_points_are_those_whose_pick_is_not_the_default():
+    configs = {1: BIG.as_dict(), 16: DEFAULT.as_dict(), 64: SMALL.as_dict()}
+    points = check_points(configs, [1, 16, 64])
+    assert points == [1, 2, 8, 15, 16, 17, 40, 63, 64, 65]
+    # 8 is nearer to 1 than to 16; 40 is a tie of 16 and 64, which vLLM gives to 16 (default)
+    assert timed_points(configs, points, (128, 128)) == [1, 2, 8, 63, 64, 65]
 
 
 def test_midpoint_of_an_even_sum_is_the_tie_and_of_an_odd_sum_the_last_m_of_the_lower_key():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tuner.inputs.devices import matches, resolve, vllm_device_name
+from tuner.inputs.devices import gpu_device_key, matches, resolve, vllm_device_name
 
 
 @pytest.mark.parametrize(
@@ -32,3 +32,21 @@ def test_resolve():
     known = ["NVIDIA_L20", "NVIDIA_L40S", "TRITON_INTERPRETER"]
     assert resolve("L40S", known) == ["NVIDIA_L40S"]
     assert resolve("H200", known) == []
+
+
+@pytest.mark.parametrize(("name", "key"), [
+    ("H200", "NVIDIA_H200"), ("NVIDIA H200", "NVIDIA_H200"), ("nvidia_h200", "NVIDIA_H200"),
+    ("l40s", "NVIDIA_L40S"), ("RTX 4090", "NVIDIA_RTX_4090"),
+    ("NVIDIA GeForce RTX 4090 D", "NVIDIA_GeForce_RTX_4090_D"),
+    ("A100-SXM4-80GB", "NVIDIA_A100-SXM4-80GB"), ("H100 80GB HBM3", "NVIDIA_H100_80GB_HBM3"),
+    ("AMD_Instinct_MI300X", "AMD_Instinct_MI300X"),
+    ("Intel(R) Data Center GPU Max 1550", "Intel(R)_Data_Center_GPU_Max_1550"),
+])
+def test_gpu_names_as_users_type_them(name: str, key: str) -> None:
+    assert gpu_device_key(name) == key
+
+
+@pytest.mark.parametrize("name", ["H2OO", "bad name!", "NVIDIA_H2OO", "", "x" * 200])
+def test_names_no_gpu_has_are_refused(name: str) -> None:
+    with pytest.raises(ValueError, match="is not a GPU model name such as L20, H200"):
+        gpu_device_key(name)

@@ -1,5 +1,7 @@
 """A worker's task loop against a real store, with a stub runner: kill mid-task, resume exactly."""
 
+from dataclasses import replace
+
 import pytest
 
 from db import repo
@@ -9,7 +11,7 @@ from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.measure import runner as measure
 from tuner.measure.trial import TrialResult, TrialStatus
 from tuner.run.spec import WorkerSpec
-from tuner.run.task import run_task
+from tuner.run.task import run_task, trial_cap
 
 BUDGET = 6
 
@@ -213,3 +215,49 @@ def test_a_task_warm_starts_from_the_winner_of_a_neighbouring_m(store):
              compiler=compiler)
     # M=16's fastest trial (70 us) is the neighbour M=32 starts from, after the default.
     assert compiler.gates == [(32, (default_config(), KernelConfig(32, 256, 128, 64, 8, 2)))]
+
+
+def test_a_larger_budget_resumes_the_search_and_measures_only_new_trials(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    engine, spec, environment_id = make_store(tmp_path / "a")
+    task = claim(engine, spec)
+    run_task(engine, spec, replace(task, budget=BUDGET + 4), environment_id, vllm_space())
+    uninterrupted = [(t.config, t.latency_us) for t in stored(engine, task.task_id)]
+
+    engine, spec, environment_id = make_store(tmp_path / "b")
+    StubRunner.measured, StubRunner.sampled = [], []
+    task = claim(engine, spec)
+    run_task(engine, spec, task, environment_id, vllm_space())
+    first_run, first_retimed = list(StubRunner.measured), list(StubRunner.sampled)
+    StubRunner.measured, StubRunner.sampled = [], []
+    run_task(engine, spec, replace(task, budget=BUDGET + 4), environment_id, vllm_space())
+    assert len(StubRunner.measured) == 4 and not set(StubRunner.measured) & set(first_run)
+    assert [(t.config, t.latency_us) for t in stored(engine, task.task_id)] == uninterrupted
+    # The new trials change the finalists, so the decision is re-timed and replaced.
+    with session_scope(engine) as session:
+        decision = repo.task_decision(session, task_id=task.task_id)
+    tie = KernelConfig(64, 256, 64, 64, 4, 2)  # a new 70 us config, as fast as the best
+    assert tie in StubRunner.measured and tie not in first_retimed
+    assert set(StubRunner.sampled) == set(first_retimed) | {tie}
+    assert [(KernelConfig.from_dict(r.config), r.latency_us) for r in decision.retimes] == [
+        (KernelConfig(32, 256, 128, 64, 8, 2), 70.0), (tie, 70.0),
+        (KernelConfig(128, 256, 64, 16, 8, 4), 72.0), (default_config(), 86.0)]
+    assert (KernelConfig.from_dict(decision.config), decision.kept) == (tie, "simpler")
+
+
+def test_a_resumed_search_stops_at_the_budget_whatever_it_asks(store):
+    engine, spec, environment_id = store
+    task = claim(engine, spec)
+    run_task(engine, spec, task, environment_id, vllm_space())  # optuna: 6 trials
+    assert trial_cap(BUDGET, vllm_space(), default_config()) == BUDGET
+    assert trial_cap(BUDGET, [KernelConfig(16, 64, 128, 1, 4, 2)], default_config()) == 2
+    # grid would ask for other configs than optuna did: at the same budget none is measured,
+    # at two more exactly two.
+    StubRunner.measured = []
+    run_task(engine, spec, replace(task, strategy="grid"), environment_id, vllm_space())
+    assert StubRunner.measured == []
+    run_task(engine, spec, replace(task, strategy="grid", budget=BUDGET + 2), environment_id,
+             vllm_space())
+    assert len(StubRunner.measured) == 2
+    assert len(stored(engine, task.task_id)) == BUDGET + 2

@@ -1,0 +1,141 @@
+"""`tuner pull` against the service (in-process): a release lands in a folder byte for byte,
+a second pull of it does nothing, a wrong byte writes nothing, a pinned release stays pinned;
+`tuner mounts --format k8s-pull|compose-pull` recipes (issue 12, item 5)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from api.app import create_app
+from api.settings import Settings
+from tests.storefill import DEFAULT, FAST, SLOW, fill
+from tuner.cli import pull as pull_module
+from tuner.cli.app import app
+from tuner.files.format import dump_config_file
+from tuner.files.pull import MARKER
+from tuner.kernels.dense.naming import config_file_name
+
+runner = CliRunner()
+SERVER = "http://tuner:8000"
+A = config_file_name(576, 7168, "NVIDIA_L20")
+B = config_file_name(5120, 3072, "NVIDIA_L20")
+PLAN = {(576, 7168, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 6.0)],
+        (576, 7168, 16): [(DEFAULT, True, "ok", 10.0), (SLOW, False, "ok", 12.0)]}
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args))
+
+
+@pytest.fixture
+def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A store with release 1 (file A) and release 2 (A and an imported B), and `fetch`
+    answered by the app in-process; yields (client, calls, tamper): `tamper` maps a file name
+    to bytes served instead of its own."""
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    fill(db, PLAN, m_values=(1, 16))
+    assert invoke("publish", "--device", "L20", "--db", db).exit_code == 0
+    shipped = tmp_path / B
+    shipped.write_text(dump_config_file({1: FAST}))
+    assert invoke("import", str(shipped), "--db", db, "--no-check").exit_code == 0  # release 2
+    calls: list[str] = []
+    tamper: dict[str, bytes] = {}
+    with TestClient(create_app(Settings(db_url=db))) as client:
+        def fetch(url: str) -> bytes:
+            assert url.startswith(SERVER)
+            calls.append(url[len(SERVER):])
+            response = client.get(url[len(SERVER):])
+            if response.status_code != 200:
+                raise OSError(f"HTTP {response.status_code} from {url}: "
+                              f"{response.json()['detail']}")
+            for name, body in tamper.items():
+                if name in unquote(url):
+                    return body
+            return response.content
+
+        monkeypatch.setattr(pull_module, "fetch", fetch)
+        yield client, calls, tamper
+
+
+def test_pull_the_newest_then_pin_the_first(served, tmp_path: Path) -> None:
+    client, calls, _ = served
+    out = tmp_path / "configs"
+    first = invoke("pull", "--server", SERVER, "--device", "L20", "--out", str(out))
+    assert first.exit_code == 0, first.output
+    assert first.stdout == (f"pulled NVIDIA_L20 release 2 into {out}: 2 file(s), sha256 "
+                            "checked\n")
+    served_a = client.get(f"/devices/NVIDIA_L20/configs/{A}?release=2").content
+    assert (out / A).read_bytes() == served_a
+    assert json.loads((out / B).read_text()) == {"1": FAST}
+    marker = json.loads((out / MARKER).read_text())
+    assert (marker["release"], marker["files"][A]) == (2, hashlib.sha256(served_a).hexdigest())
+    calls.clear()
+    again = invoke("pull", "--server", SERVER, "--device", "L20", "--out", str(out))
+    assert again.stdout == f"{out} already holds NVIDIA_L20 release 2; nothing to do\n"
+    assert calls == ["/devices/L20/releases"]  # no file downloaded
+    pinned = invoke("pull", "--server", SERVER, "--device", "L20", "--out", str(out),
+                    "--release", "1")
+    assert pinned.exit_code == 0, pinned.output
+    assert pinned.stdout.endswith("1 file(s), sha256 checked; removed 1 file(s) of the "
+                                  "previous release\n")
+    assert sorted(p.name for p in out.iterdir()) == sorted([A, MARKER])
+
+
+def test_a_wrong_byte_writes_nothing(served, tmp_path: Path) -> None:
+    _, _, tamper = served
+    tamper[B] = b'{"1": {}}\n'
+    out = tmp_path / "configs"
+    result = invoke("pull", "--server", SERVER, "--device", "L20", "--out", str(out))
+    assert result.exit_code == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: {B}: sha256 ") and line.endswith("; nothing written")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("args", "code", "message"), [
+    (["--release", "9"], 1, "error: L20 has no release 9; releases: 1, 2"),
+    (["--device", "H200"], 1, "error: HTTP 404 from http://tuner:8000/devices/H200/releases"),
+])
+def test_missing_releases_are_one_line(served, tmp_path: Path, args, code, message) -> None:
+    base = ["pull", "--server", SERVER, "--device", "L20", "--out", str(tmp_path / "c")]
+    if "--device" in args:
+        base[4] = args[1]
+        args = []
+    result = invoke(*base, *args)
+    assert result.exit_code == code
+    assert result.stderr.startswith(message)
+
+
+def test_bad_server_is_exit_2(tmp_path: Path) -> None:
+    result = invoke("pull", "--server", "ftp://x", "--device", "L20", "--out", str(tmp_path))
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "error: --server must be an http:// or https:// URL, got " \
+        "'ftp://x'"
+
+
+def test_pull_recipes_pin_the_release(served) -> None:
+    site = "/usr/local/lib/python3.12/dist-packages"
+    target = f"{site}/vllm/model_executor/layers/quantization/utils/configs"
+    k8s = invoke("mounts", "--device", "L20", "--format", "k8s-pull", "--server", SERVER,
+                 "--release", "1")
+    assert k8s.exit_code == 0, k8s.output
+    lines = k8s.stdout.splitlines()
+    assert lines[0].startswith("# NVIDIA_L20 release 1 (1 file(s), content ")
+    assert ('    command: ["tuner", "pull", "--server", "http://tuner:8000", "--device", '
+            '"NVIDIA_L20", "--release", "1", "--engine", "vllm", "--out", "/configs"]') in lines
+    assert f'    mountPath: "{target}/{A}"' in lines and f'    subPath: "{A}"' in lines
+    compose = invoke("mounts", "--device", "L20", "--format", "compose-pull", "--server", SERVER)
+    assert compose.exit_code == 0, compose.output
+    assert "        condition: service_completed_successfully" in compose.stdout.splitlines()
+    assert f'          subpath: "{B}"' in compose.stdout.splitlines()  # release 2 has B
+    missing = invoke("mounts", "--device", "L20", "--format", "k8s-pull")
+    assert missing.exit_code == 2
+    assert missing.stderr.strip() == "error: --format k8s-pull needs --server, the tuner " \
+        "service's URL"

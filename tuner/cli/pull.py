@@ -1,0 +1,117 @@
+"""`tuner pull`: download a published release from the tuner service into a folder that a serving
+container mounts read-only; every file checked against its sha256. The checks and the writing
+are tuner.files.pull's; this module speaks HTTP (urllib, no extra dependency)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+from urllib.parse import quote
+
+import typer
+
+from tuner.cli.options import EngineName, EngineOpt, fail, plain
+
+ServerOpt = Annotated[str, typer.Option(
+    "--server", help="The tuner service's URL, e.g. http://tuner:8000.")]
+ReleaseOpt = Annotated[int | None, typer.Option(
+    "--release", min=1, help="The release to pull [default: the newest].")]
+TIMEOUT_S = 30
+
+
+def fetch(url: str) -> bytes:
+    """GET `url`'s body (tests replace this).
+
+    Raises:
+        OSError: the server cannot be reached, or answered with an HTTP error (the message
+            carries the status and the service's `detail`).
+    """
+    from urllib.error import HTTPError
+    from urllib.request import urlopen
+
+    try:
+        with urlopen(url, timeout=TIMEOUT_S) as response:  # noqa: S310 - http(s) checked below
+            return response.read()
+    except HTTPError as exc:
+        try:
+            detail = json.loads(exc.read()).get("detail")
+        except (ValueError, AttributeError):
+            detail = None
+        raise OSError(f"HTTP {exc.code} from {url}" + (f": {detail}" if detail else "")) from None
+
+
+def _server(server: str) -> str:
+    if not server.startswith(("http://", "https://")):
+        raise fail(f"--server must be an http:// or https:// URL, got {server!r}")
+    return server.rstrip("/")
+
+
+def releases_of(server: str, device: str) -> list[dict]:
+    """`GET /devices/{device}/releases` of the server, parsed.
+
+    Raises:
+        typer.Exit: exit 1 with one line when the server cannot answer.
+    """
+    try:
+        return json.loads(fetch(f"{_server(server)}/devices/{quote(device, safe='')}/releases"))
+    except (OSError, ValueError) as exc:
+        raise fail(str(exc), 1) from None
+
+
+def pull(
+    server: ServerOpt,
+    device: Annotated[str, typer.Option(help="The device, as the service names it (aliases "
+                                        "such as L20 work).")],
+    out: Annotated[Path, typer.Option(help="The folder to fill; files of the previous pull "
+                                      "that the release no longer has are removed.")],
+    release: ReleaseOpt = None,
+    engine_name: EngineOpt = EngineName.vllm,
+) -> None:
+    """Download a published release of a device's config files into a folder.
+
+    Every file is checked against the release's sha256 before anything is written; then all
+    are put in place (each renamed whole into the folder) and a marker names the release.
+    When the folder already holds that release nothing is downloaded.
+
+    Exit codes: 0 done (or already there); 1 the server cannot answer, the release does not
+    exist or a file's bytes do not match (the folder is untouched); 2 bad input.
+    """
+    from tuner.files.pull import (
+        PullError,
+        check_downloads,
+        choose_release,
+        holds,
+        replace_folder,
+        wanted_files,
+    )
+
+    base = _server(server)
+    listed = releases_of(base, device)
+    try:
+        chosen = choose_release(listed, device, release)
+    except PullError as exc:
+        raise fail(str(exc), 1) from None
+    name, number = chosen["device_name"], chosen["number"]
+    if holds(out, chosen, engine_name.value):
+        plain(f"{out} already holds {name} release {number}; nothing to do")
+        return
+    contents = {}
+    for wanted in wanted_files(chosen, engine_name.value):
+        url = (f"{base}/devices/{quote(name, safe='')}/configs/"
+               f"{quote(wanted.file_name, safe='')}?release={number}")
+        try:
+            contents[wanted.file_name] = fetch(url)
+        except OSError as exc:
+            raise fail(f"{exc}; nothing written", 1) from None
+    try:
+        check_downloads(wanted_files(chosen, engine_name.value), contents)
+    except PullError as exc:
+        raise fail(str(exc), 1) from None
+    try:
+        written, removed = replace_folder(out, chosen, engine_name.value, contents)
+    except OSError as exc:
+        raise fail(f"{out}: cannot write: {exc.strerror or exc}", 1) from None
+    gone = f"; removed {len(removed)} file(s) of the previous release" if removed else ""
+    plain(f"pulled {name} release {number} into {out}: {len(written)} file(s), sha256 "
+          f"checked{gone}")

@@ -1,0 +1,118 @@
+"""A device's files as one deterministic zip, with a README on how vLLM finds them."""
+
+from __future__ import annotations
+
+import io
+import textwrap
+import zipfile
+
+import tuner
+from tuner.files.merge import DeviceFiles
+from tuner.inputs.backends import TRITON_FLAG, backend_lines
+from tuner.kernels.dense.naming import ENGINE_CONFIG_DIRS, SGLANG_NOTE
+
+README_NAME = "README.txt"
+# 1980-01-01 is the earliest time a zip entry can carry; a fixed time keeps the bytes stable.
+_ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+_CONFIGS_DIR = "vllm/model_executor/layers/quantization/utils/configs"
+
+# DESIGN §9: which kernel vLLM 0.33.0 runs, per architecture (tuner.inputs.backends), wrapped.
+# The flag stays on one line: its space is held by a NUL while wrapping.
+_BACKENDS = "\n".join(
+    textwrap.fill(line.replace(TRITON_FLAG, TRITON_FLAG.replace(" ", "\0")), width=92,
+                  subsequent_indent="  ", break_on_hyphens=False).replace("\0", " ")
+    for line in backend_lines())
+# DESIGN §9: where vLLM 0.33.0 reads these files and when it runs this Triton kernel.
+_HOW_TO = f"""\
+Where vLLM reads these files
+- Only from <site-packages>/{_CONFIGS_DIR}/
+  Find the folder: python3 -c "import os, vllm; print(os.path.join(os.path.dirname(vllm.__file__), \
+'model_executor/layers/quantization/utils/configs'))"
+- VLLM_TUNED_CONFIG_FOLDER does not apply to these files (vLLM 0.33.0).
+- Mount each file read-only into that folder of the serving container, one mount per file:
+    -v "$PWD/<file name>:<site-packages>/{_CONFIGS_DIR}/<file name>:ro"
+  A file of the same name shipped with vLLM is hidden by the mount.
+- The name must carry the device_name vLLM computes for the GPU (its name with spaces as "_").
+- vLLM reads a file once per process; for an M not in the file it uses the entry of the
+  nearest M key (a tie goes to the smaller key).
+
+{_BACKENDS}
+"""
+
+
+# Where SGLang reads them (get_w8a8_block_fp8_configs, sglang/srt/layers/quantization/
+# fp8_kernel.py: the `configs` folder beside that module).
+_SGLANG_HOW_TO = f"""\
+These files carry SGLang's spelling of the name (block_shape=[128, 128]).
+{SGLANG_NOTE}
+
+Where SGLang reads these files
+- Only from <site-packages>/{ENGINE_CONFIG_DIRS["sglang"]}/
+  (in the lmsysorg/sglang image: /sgl-workspace/sglang/python/{ENGINE_CONFIG_DIRS["sglang"]}/)
+- Mount each file read-only into that folder, one mount per file; restart the server after
+  changing them (SGLang reads a file once per process and picks the nearest M key).
+"""
+
+
+def readme_text(device_name: str, device_files: DeviceFiles, engine: str = "vllm") -> str:
+    """The README put in a device's archive: how to install the files, and the merge report.
+
+    Args:
+        device_name: vLLM's device key.
+        device_files: The device's merged files and skipped shapes.
+        engine: The file-name spelling of the archive, "vllm" or "sglang".
+
+    Returns:
+        The README's text.
+    """
+    lines = [
+        f"Tuned configs of vLLM's W8A8 block-FP8 Triton GEMM for device_name {device_name}",
+        f"Merged from the store by blockfp8-tuner {tuner.__version__}.",
+        "",
+        _SGLANG_HOW_TO if engine == "sglang" else _HOW_TO,
+        "Files",
+    ]
+    if not device_files.files:
+        lines.append("- none yet")
+    for device_file in sorted(device_files.files, key=lambda f: f.file_name):
+        merged = device_file.merged
+        lines.append(f"- {device_file.file_name}")
+        lines.append(f"  sha256 {merged.sha256}")
+        lines.append(f"  M keys: {', '.join(map(str, merged.configs))}")
+        if merged.m_imported:
+            lines.append(f"  imported, not measured: M={', '.join(map(str, merged.m_imported))}")
+        if merged.partial:
+            lines.append(f"  PARTIAL: no winner yet for M={', '.join(map(str, merged.m_missing))}")
+        lines.extend(f"  note: {note}" for note in merged.notes)
+        lines.extend(f"  warning: {warning}" for warning in merged.warnings)
+    if device_files.skipped:
+        lines += ["", "Left out"]
+        lines.extend(f"- N={s.N}, K={s.K}, block_shape=[{s.block_shape[0]},{s.block_shape[1]}]: "
+                     f"{s.reason}" for s in device_files.skipped)
+    return "\n".join(lines) + "\n"
+
+
+def build_zip(device_name: str, device_files: DeviceFiles, engine: str = "vllm") -> bytes:
+    """Zip a device's files and README, byte-identical for identical input.
+
+    Entries are sorted by name, stamped 1980-01-01 00:00, mode 0644, deflated.
+
+    Args:
+        device_name: vLLM's device key.
+        device_files: The device's merged files (named in `engine`'s spelling) and skipped shapes.
+        engine: "vllm" or "sglang", for the README.
+
+    Returns:
+        The archive's bytes.
+    """
+    entries = {f.file_name: f.merged.text for f in device_files.files}
+    entries[README_NAME] = readme_text(device_name, device_files, engine)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name in sorted(entries):
+            info = zipfile.ZipInfo(name, date_time=_ZIP_TIME)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.create_system = 3  # Unix, so that external_attr carries the mode
+            info.external_attr = 0o100644 << 16
+            archive.writestr(info, entries[name].encode())
+    return buffer.getvalue()

@@ -1,0 +1,216 @@
+"""`tuner pull`'s core (pure apart from the folder it writes): pick a published release, check
+every downloaded file against its sha256, and replace a folder's files with it; plus the
+recipes that run `tuner pull` before vLLM starts (a Kubernetes init container, a compose
+one-shot service), the release pinned.
+
+Nothing here speaks HTTP: the caller downloads, this checks and writes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tuner.kernels.dense.naming import ENGINE_CONFIG_DIRS, engine_file_name
+
+# Written last into the folder: which release it holds, so a second pull of it does nothing.
+MARKER = ".blockfp8-release.json"
+PULL_FORMATS: tuple[str, ...] = ("k8s-pull", "compose-pull")
+# The image `tuner pull` runs in: the project's Dockerfile (no torch or triton needed).
+DEFAULT_PULL_IMAGE = "blockfp8-tuner"
+
+
+class PullError(Exception):
+    """A pull that must not touch the folder: no such release, or a file whose bytes do not
+    match its sha256. One line."""
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """One file of a release to save: its name in the release (vLLM's spelling), the name to
+    save it under (the engine's spelling), and the sha256 its bytes must have."""
+
+    file_name: str
+    save_as: str
+    sha256: str
+
+
+def choose_release(releases: Sequence[Mapping[str, Any]], device_name: str,
+                   number: int | None) -> Mapping[str, Any]:
+    """The release to pull: number `number`, or the newest.
+
+    Args:
+        releases: `GET /devices/{device}/releases` as parsed JSON.
+        device_name: for the error line.
+        number: the pinned release, or None.
+
+    Raises:
+        PullError: the device has no release, or none with that number.
+    """
+    if not releases:
+        raise PullError(f"{device_name} has no published release on the server (`tuner publish "
+                        f"--device {device_name}` there makes one)")
+    if number is None:
+        return max(releases, key=lambda r: r["number"])
+    for release in releases:
+        if release["number"] == number:
+            return release
+    have = ", ".join(str(r["number"]) for r in sorted(releases, key=lambda r: r["number"]))
+    raise PullError(f"{device_name} has no release {number}; releases: {have}")
+
+
+def wanted_files(release: Mapping[str, Any], engine: str) -> list[Wanted]:
+    """The release's files with the names `engine` reads them under."""
+    return [Wanted(f["file_name"], engine_file_name(f["file_name"], engine), f["sha256"])
+            for f in release["files"]]
+
+
+def _marker(release: Mapping[str, Any], engine: str, files: Sequence[Wanted]) -> dict:
+    return {"device_name": release["device_name"], "release": release["number"],
+            "engine": engine, "content_sha256": release["content_sha256"],
+            "files": {w.save_as: w.sha256 for w in files}}
+
+
+def _sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def holds(folder: Path, release: Mapping[str, Any], engine: str) -> bool:
+    """True when `folder` already holds this release for `engine`: its marker names it and
+    every file's bytes still match."""
+    files = wanted_files(release, engine)
+    try:
+        marker = json.loads((folder / MARKER).read_text())
+    except (OSError, ValueError):
+        return False
+    if marker != _marker(release, engine, files):
+        return False
+    return all(_sha256(folder / w.save_as) == w.sha256 for w in files)
+
+
+def check_downloads(files: Sequence[Wanted], contents: Mapping[str, bytes]) -> None:
+    """Every wanted file was downloaded and its bytes have its sha256.
+
+    Raises:
+        PullError: naming the first file missing or whose sha256 differs.
+    """
+    for wanted in files:
+        body = contents.get(wanted.file_name)
+        if body is None:
+            raise PullError(f"{wanted.file_name}: not downloaded")
+        got = hashlib.sha256(body).hexdigest()
+        if got != wanted.sha256:
+            raise PullError(f"{wanted.file_name}: sha256 {got} is not the release's "
+                            f"{wanted.sha256}; nothing written")
+
+
+def _write(path: Path, body: bytes) -> None:
+    with open(path, "wb") as handle:
+        handle.write(body)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def replace_folder(folder: Path, release: Mapping[str, Any], engine: str,
+                   contents: Mapping[str, bytes]) -> tuple[list[str], list[str]]:
+    """Put a checked release into `folder`: every file written to a temporary name first, then
+    all renamed into place (a reader sees each file whole, old or new); files of the previous
+    pull that the release no longer has are removed; the marker is written last.
+
+    Args:
+        folder: the folder (created when missing).
+        release: the release (`choose_release`).
+        engine: "vllm" or "sglang": the names the files are saved under.
+        contents: file name (vLLM's spelling) -> bytes, already checked (`check_downloads`).
+
+    Returns:
+        (names written, names removed).
+    """
+    files = wanted_files(release, engine)
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        previous = json.loads((folder / MARKER).read_text()).get("files", {})
+    except (OSError, ValueError, AttributeError):
+        previous = {}
+    temporary = []
+    for wanted in files:
+        temp = folder / f".{wanted.save_as}.part-{os.getpid()}"
+        _write(temp, contents[wanted.file_name])
+        temporary.append((temp, folder / wanted.save_as))
+    for temp, final in temporary:
+        os.replace(temp, final)
+    kept = {w.save_as for w in files}
+    removed = []
+    for name in sorted(set(previous) - kept):
+        if "/" not in name and (folder / name).is_file():
+            (folder / name).unlink()
+            removed.append(name)
+    marker = folder / f".{MARKER}.part-{os.getpid()}"
+    _write(marker, (json.dumps(_marker(release, engine, files), indent=2) + "\n").encode())
+    os.replace(marker, folder / MARKER)
+    return [w.save_as for w in files], removed
+
+
+def _pull_args(server: str, device_name: str, number: int, engine: str) -> list[str]:
+    return ["tuner", "pull", "--server", server, "--device", device_name, "--release",
+            str(number), "--engine", engine, "--out", "/configs"]
+
+
+def render_pull_recipe(fmt: str, *, server: str, release: Mapping[str, Any], engine: str,
+                       site_packages: str, image: str = DEFAULT_PULL_IMAGE) -> str:
+    """A recipe that runs `tuner pull` of one pinned release into a volume before the engine
+    starts, and mounts each file of that volume read-only where the engine reads it.
+
+    Args:
+        fmt: "k8s-pull" (an init container and an emptyDir) or "compose-pull" (a one-shot
+            service and a named volume; per-file `volume.subpath` needs Docker Engine 26+).
+        server: the tuner service's URL, as the pods reach it.
+        release: the pinned release (`choose_release`).
+        engine: "vllm" or "sglang".
+        site_packages: the engine's site-packages folder in its container (checked).
+        image: an image with `tuner` installed (the project's Dockerfile).
+
+    Raises:
+        ValueError: an unknown format.
+    """
+    if fmt not in PULL_FORMATS:
+        raise ValueError(f"format must be one of {', '.join(PULL_FORMATS)}, got {fmt!r}")
+    target_dir = f"{site_packages}/{ENGINE_CONFIG_DIRS[engine]}"
+    files = wanted_files(release, engine)
+    args = _pull_args(server, release["device_name"], release["number"], engine)
+    head = [f"# {release['device_name']} release {release['number']} ({len(files)} file(s), "
+            f"content {release['content_sha256'][:12]}), pulled before {engine} starts and "
+            "mounted read-only file by file.",
+            f"# tuner pull checks every sha256 and exits non-zero on a mismatch; the engine "
+            f"reads the files only from {target_dir}/"]
+    if fmt == "k8s-pull":
+        body = ["# In the pod spec:", "volumes:", "  - name: blockfp8-configs",
+                "    emptyDir: {}", "initContainers:", "  - name: blockfp8-pull",
+                f"    image: {image}", f"    command: {json.dumps(args)}",
+                "    volumeMounts:", "      - name: blockfp8-configs",
+                "        mountPath: /configs", "# In the serving container:", "volumeMounts:"]
+        for wanted in files:
+            body += ["  - name: blockfp8-configs",
+                     f"    mountPath: {json.dumps(f'{target_dir}/{wanted.save_as}')}",
+                     f"    subPath: {json.dumps(wanted.save_as)}", "    readOnly: true"]
+    else:
+        body = ["# docker-compose.yml:", "services:", "  blockfp8-pull:", f"    image: {image}",
+                f"    command: {json.dumps(args)}", "    volumes:",
+                "      - blockfp8-configs:/configs", "  vllm:  # your serving service",
+                "    depends_on:", "      blockfp8-pull:",
+                "        condition: service_completed_successfully", "    volumes:"]
+        for wanted in files:
+            body += ["      - type: volume", "        source: blockfp8-configs",
+                     f"        target: {json.dumps(f'{target_dir}/{wanted.save_as}')}",
+                     "        read_only: true", "        volume:",
+                     f"          subpath: {json.dumps(wanted.save_as)}"]
+        body += ["volumes:", "  blockfp8-configs: {}"]
+    return "\n".join(head + body) + "\n"

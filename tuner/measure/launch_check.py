@@ -1,0 +1,179 @@
+"""Whether imported entries can launch on their device: the device's architecture (from its
+trials, else from a table of known GPUs) and each distinct config compiled for it, with no GPU.
+
+An entry tuned on one architecture can need more shared memory than another has: vLLM's sm90
+entry 128x256x128 with 4 stages needs about 148 KB, and an sm89 GPU such as the L20 allows
+101,376 bytes per block, so vLLM fails with Triton's OutOfResources when it first runs that M.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.family import Shape
+from tuner.kernels.registry import DEFAULT_FAMILY, get_family
+from tuner.measure.compile import compile_infos
+from tuner.measure.compile_cache import CompileCache
+from tuner.measure.resources import MAX_SHARED_BYTES, launch_problem
+
+# GPU model (as in vLLM's device_name, vendor prefix and memory suffixes dropped) -> compute
+# capability as an int. Sources: NVIDIA's "CUDA GPU Compute Capability" list
+# (developer.nvidia.com/cuda-gpus): L4, L20, L40, L40S and GeForce RTX 4090 are 8.9; H100 and
+# H200 are 9.0; A100 is 8.0. H20 (a Hopper part): 9.0, as reported in GitHub AIR-THU/UniV2X
+# issue 8 ("H20 ... sm_90"). Shared memory per block comes from the architecture
+# (`tuner.measure.resources.MAX_SHARED_BYTES`, CUDA C++ Programming Guide, opt-in maximum per
+# block): 101,376 B on sm89, 232,448 B on sm90, 166,912 B on sm80 (mirage-project/mirage PR
+# 412 measured sharedMemPerBlockOptin on L4, L40S, A100, H100 and H200 to the same figures).
+KNOWN_GPUS: dict[str, int] = {
+    "L4": 89, "L20": 89, "L40": 89, "L40S": 89, "RTX_4090": 89,
+    "H100": 90, "H200": 90, "H20": 90,
+    "A100": 80,
+}
+# Output dtype compiled for: vLLM's block-FP8 models run in bfloat16 (float16 takes the same
+# bytes per element, so the same shared memory).
+CHECK_OUT_DTYPE = "bfloat16"
+_AMD_KEYS = ("kpack", "matrix_instr_nonkdim", "waves_per_eu")
+
+
+def gpu_model(device_name: str) -> str:
+    """The model part of a vLLM device_name, as KNOWN_GPUS keys it.
+
+    Args:
+        device_name: e.g. "NVIDIA_H100_80GB_HBM3", "NVIDIA_A100-SXM4-80GB",
+            "NVIDIA_GeForce_RTX_4090".
+
+    Returns:
+        e.g. "H100", "A100", "RTX_4090" (upper case); "" for a name without one.
+    """
+    name = re.sub(r"^(NVIDIA_)?(GEFORCE_)?", "", device_name.upper())
+    parts = [part for part in re.split(r"[_\-]", name) if part]
+    if len(parts) >= 2 and parts[0] == "RTX":
+        return f"RTX_{parts[1]}"
+    return parts[0] if parts else ""
+
+
+@dataclass(frozen=True)
+class DeviceArch:
+    """A device's architecture and where it was learned (for the user's line)."""
+
+    arch: int
+    source: str
+
+    @property
+    def shared_bytes(self) -> int | None:
+        """Most shared memory per block on this architecture; None when not known."""
+        return MAX_SHARED_BYTES.get(self.arch)
+
+
+def device_arch(device_name: str, capabilities: Sequence[str]) -> DeviceArch | None:
+    """The architecture to check a device's imported entries for.
+
+    Args:
+        device_name: vLLM's device key.
+        capabilities: compute capabilities of the device's trial environments in the store
+            ("8.9"; "" for the interpreter), most trials first.
+
+    Returns:
+        From the store's trials when one of them names a capability, else from KNOWN_GPUS;
+        None when neither knows the device.
+    """
+    for capability in capabilities:
+        match = re.fullmatch(r"(\d{1,2})\.(\d)", capability.strip())
+        if match:
+            arch = int(match[1]) * 10 + int(match[2])
+            return DeviceArch(arch, f"from its trials in the store, compute capability "
+                                    f"{capability.strip()}")
+    model = gpu_model(device_name)
+    if model in KNOWN_GPUS:
+        return DeviceArch(KNOWN_GPUS[model], f"from the table of known GPUs, {model}")
+    return None
+
+
+@dataclass(frozen=True)
+class LaunchVerdict:
+    """What compiling a file's entries for an architecture found.
+
+    Attributes:
+        arch: the compute capability compiled for.
+        cannot_launch: M -> why its entry cannot launch (config, what it needs, the limit).
+        unchecked: M -> why its entry was not checked (an AMD entry, a compiler error).
+        configs: distinct configs checked (one compile each, or the cache's answer).
+    """
+
+    arch: int
+    cannot_launch: dict[int, str]
+    unchecked: dict[int, str]
+    configs: int
+
+
+def check_entries(
+    configs: Mapping[int, Mapping[str, int]], *, arch: int, device_name: str, N: int, K: int,
+    block_shape: tuple[int, int], cache: CompileCache | None = None,
+    pool: ProcessPoolExecutor | None = None,
+) -> LaunchVerdict:
+    """Compile each distinct config of a file for `arch` and say which entries cannot launch.
+
+    One compile per distinct config, at the launch specialization of the first M that uses it
+    (the kernel's shared memory depends on the tiles and stages, not on M), cached on disk by
+    `tuner.measure.compile.compile_infos`. Runs in a pool of processes without Triton's
+    interpreter; needs no GPU.
+
+    Args:
+        configs: M -> entry as imported (entries with AMD keys are not checked).
+        arch: compute capability as an int; must be in MAX_SHARED_BYTES.
+        device_name: named in the reasons.
+        N: rows of the weight B [N, K].
+        K: columns of B.
+        block_shape: [group_n, group_k].
+        cache: the compile cache; default `CompileCache()`.
+        pool: a pool from `tuner.measure.compile.compile_pool` (one is made when None).
+
+    Returns:
+        The verdict for every M of `configs`.
+
+    Raises:
+        ValueError: an architecture without known limits.
+    """
+    limit = MAX_SHARED_BYTES.get(arch)
+    if limit is None:
+        raise ValueError(f"no resource limits known for sm{arch}")
+    unchecked: dict[int, str] = {}
+    first_m: dict[KernelConfig, int] = {}
+    by_m: dict[int, KernelConfig] = {}
+    for M in sorted(configs):
+        entry = configs[M]
+        if any(key in entry for key in _AMD_KEYS):
+            unchecked[M] = "an AMD entry (kpack, waves_per_eu ...): not compiled for NVIDIA"
+            continue
+        config = KernelConfig.from_dict(entry)
+        by_m[M] = config
+        first_m.setdefault(config, M)
+    family = get_family(DEFAULT_FAMILY)
+    shape = Shape(N, K, tuple(block_shape), ())
+    groups: dict[str, tuple[int, list[KernelConfig]]] = {}
+    for config, M in first_m.items():
+        spec = family.specialization(shape, M)
+        groups.setdefault(spec, (M, []))[1].append(config)
+    infos = {}
+    for M, group in groups.values():
+        infos.update(compile_infos(group, arch=arch, M=M, N=N, K=K, block_shape=block_shape,
+                                   out_dtype=CHECK_OUT_DTYPE, cache=cache, pool=pool))
+    cannot_launch: dict[int, str] = {}
+    for M, config in by_m.items():
+        info = infos[config]
+        problem = launch_problem(info)
+        if problem is None:
+            continue
+        if info.error is not None:
+            unchecked[M] = f"config {config.short()} did not compile here: {info.error}"
+        elif info.shared_bytes is not None and info.shared_bytes > limit:
+            cannot_launch[M] = (f"config {config.short()} needs {info.shared_bytes} bytes of "
+                                f"shared memory; {device_name} (sm{arch}) has {limit} per block")
+        else:
+            reason = problem.reason.removeprefix("pruned before launch: ")
+            cannot_launch[M] = f"config {config.short()}: {reason} on {device_name} (sm{arch})"
+    return LaunchVerdict(arch, cannot_launch, dict(sorted(unchecked.items())), len(first_m))
