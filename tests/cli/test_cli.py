@@ -59,9 +59,11 @@ def test_shapes_list_and_show():
 
 def test_unknown_model_lists_known_ones():
     one_line_error(invoke("shapes", "show", "llama3"),
-                   "unknown model 'llama3'; known: deepseek-v3, qwen3.8-27b, tiny")
+                   "unknown model 'llama3'; known: deepseek-v3, qwen3-30b-a3b-fp8, qwen3.8-27b, "
+                   "tiny, tiny-moe")
     one_line_error(invoke("sweep", "--device", "interpreter", "--model", "llama3"),
-                   "unknown model 'llama3'; known: deepseek-v3, qwen3.8-27b, tiny")
+                   "unknown model 'llama3'; known: deepseek-v3, qwen3-30b-a3b-fp8, qwen3.8-27b, "
+                   "tiny, tiny-moe")
 
 
 def test_no_matching_gpu_names_what_is_visible():

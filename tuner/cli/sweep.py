@@ -66,7 +66,8 @@ def sweep(
     no_publish: NoPublishOpt = False,
     db: DbOpt = None,
 ) -> None:
-    """Tune every (N, K) of a model over the M grid, one worker per matching GPU.
+    """Tune every (N, K) of a model over the M grid, one worker per matching GPU; then each
+    fused-MoE expert shape of the model, one sweep each.
 
     Every trial is checked against a float64 reference and stored.
     Re-running the same command resumes where it stopped; with a larger --trials it extends
@@ -75,8 +76,7 @@ def sweep(
     """
     from tuner.files.format import REQUIRED_M
     from tuner.inputs.shapes import UnknownModelError, load_shapes
-    from tuner.run.plan import SweepRequest, opened_label, plan
-    from tuner.run.sweep import run_workers
+    from tuner.run.plan import SweepRequest
 
     try:
         m_values = parse_m_values(m)
@@ -90,27 +90,49 @@ def sweep(
         typer.echo(f"warning: M grid lacks {missing}; vLLM will use the nearest tuned M there",
                    err=True)
     url, engine = open_db(db)
-    request = SweepRequest(
-        device_name=device_name, model=model_shapes.model, tp=model_shapes.tp,
-        shapes=model_shapes.shapes, block_shape=model_shapes.block_shape, m_values=m_values,
-        strategy=strategy.value, trials=trials, seed=seed, out_dtype=out_dtype.value,
-        configs=candidates, replay=str(replay) if replay is not None else None,
-    )
+    common = dict(device_name=device_name, model=model_shapes.model, tp=model_shapes.tp,
+                  block_shape=model_shapes.block_shape, m_values=m_values,
+                  strategy=strategy.value, trials=trials, seed=seed, out_dtype=out_dtype.value,
+                  configs=candidates, replay=str(replay) if replay is not None else None)
+    # A sweep tunes one kernel family: the dense (N, K) in one, each MoE shape in its own.
+    requests = []
+    if model_shapes.shapes:
+        requests.append((SweepRequest(shapes=model_shapes.shapes, **common),
+                         f"{len(model_shapes.shapes)} shapes"))
+    for E, N, K, top_k in model_shapes.moe:
+        requests.append((SweepRequest(shapes=((N, K),), family="moe",
+                                      shape_params=f"E={E},top_k={top_k}", **common),
+                         f"MoE E={E} N={N} K={K} top_k={top_k}"))
+    for request, what in requests:
+        _plan_and_run(engine, url, request, what, no_run=no_run, backend=backend,
+                      visible=visible, interpreter_reps=interpreter_reps,
+                      trial_timeout=trial_timeout, lease=lease)
+    if not no_run and not no_publish:
+        publish_device(engine, device_name, reason="tuner sweep")
+
+
+def _plan_and_run(engine, url: str, request, what: str, *, no_run: bool, backend: str,
+                  visible: list, interpreter_reps: int, trial_timeout: float | None,
+                  lease: float) -> None:
+    """Create, extend or find one sweep and run it to the end; exit 1 if tasks are left."""
+    from tuner.run.plan import opened_label, plan
+    from tuner.run.sweep import run_workers
+
     opened = plan(engine, request)
     info = opened.info
-    if opened.outcome == "kept" and strategy.value != "grid":
+    if opened.outcome == "kept" and request.strategy != "grid":
         request = replace(request, trials=info.budget)  # the stored sweep's budget stands
     workers = "no run" if no_run else f"{len(visible)} worker(s)"
     console.print(
-        f"sweep {info.sweep_id} ({opened_label(opened)}): {device_name}, "
-        f"{model_shapes.model} TP {model_shapes.tp}, {len(model_shapes.shapes)} shapes x "
-        f"{len(m_values)} M, {strategy.value}, {workers}, store {masked(url)}",
+        f"sweep {info.sweep_id} ({opened_label(opened)}): {request.device_name}, "
+        f"{request.model} TP {request.tp}, {what} x "
+        f"{len(request.m_values)} M, {request.strategy}, {workers}, store {masked(url)}",
         soft_wrap=True,
     )
     if no_run:
-        console.print(f"run `tuner worker --device {device_name} --sweep {info.sweep_id}` "
-                      "with the same --db (and --configs, --replay) on each host",
-                      soft_wrap=True, markup=False, highlight=False)
+        console.print(f"run `tuner worker --device {request.device_name} --sweep "
+                      f"{info.sweep_id}` with the same --db (and --configs, --replay) on each "
+                      "host", soft_wrap=True, markup=False, highlight=False)
         return
     try:
         summary = run_workers(engine, url, request, info.sweep_id, backend=backend,
@@ -124,8 +146,6 @@ def sweep(
     if summary.tasks_done != summary.tasks_total:
         raise fail(f"{summary.tasks_total - summary.tasks_done} task(s) not done; "
                    "see the store, then re-run to resume", 1)
-    if not no_publish:
-        publish_device(engine, device_name, reason="tuner sweep")
 
 
 def worker(

@@ -19,7 +19,7 @@ MAX_DIM = 999_999_999  # the largest N or K a config file name can carry (tuner.
 MAX_GROUP = 999_999
 MAX_TP = 1024
 _TOP_KEYS = ("model", "description", "block_shape", "tp")
-_TP_KEYS = ("source", "shapes")
+_TP_KEYS = ("source", "shapes", "moe")
 
 
 class UnknownModelError(LookupError):
@@ -42,6 +42,8 @@ class ModelShapes:
         block_shape: [group_n, group_k] of the weight scales.
         shapes: (N, K) pairs; weights are [N, K].
         source: where the shapes come from.
+        moe: fused-MoE expert shapes (E, N, K, top_k): E experts, N = moe_intermediate_size / TP
+            (vLLM's w2_shape[2]), K = hidden size, top_k experts per token.
     """
 
     model: str
@@ -50,6 +52,7 @@ class ModelShapes:
     block_shape: tuple[int, int]
     shapes: tuple[tuple[int, int], ...]
     source: str
+    moe: tuple[tuple[int, int, int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ class _ShapesDoc:
     description: str
     block_shape: tuple[int, int]
     entries: dict[int, tuple[str, tuple[tuple[int, int], ...]]]  # tp -> (source, shapes)
+    moe: dict[int, tuple[tuple[int, int, int, int], ...]]  # tp -> (E, N, K, top_k)
 
 
 def user_shapes_dir() -> Path:
@@ -125,6 +129,7 @@ def _parse(data: dict, label: str, key: str) -> _ShapesDoc:
     if not isinstance(tables, dict) or not tables:
         raise ShapesFileError(f"{label}: needs at least one [tp.<size>] table")
     entries: dict[int, tuple[str, tuple[tuple[int, int], ...]]] = {}
+    moe: dict[int, tuple[tuple[int, int, int, int], ...]] = {}
     for size, table in tables.items():
         if not size.isdigit() or not 1 <= int(size) <= MAX_TP:
             raise ShapesFileError(f"{label}: [tp.{size}] is not a TP size in 1..{MAX_TP}")
@@ -135,10 +140,11 @@ def _parse(data: dict, label: str, key: str) -> _ShapesDoc:
         if extra:
             raise ShapesFileError(f"{where}: unknown key(s) {', '.join(map(repr, extra))}; "
                                   f"allowed: {', '.join(_TP_KEYS)}")
-        source, pairs = table.get("source"), table.get("shapes")
+        source, pairs = table.get("source"), table.get("shapes", [])
         if not isinstance(source, str) or not source.strip():
             raise ShapesFileError(f"{where}: source must be a non-empty string")
-        if not isinstance(pairs, list) or not pairs:
+        moe[int(size)] = _parse_moe(table.get("moe", []), where)
+        if not isinstance(pairs, list) or not (pairs or moe[int(size)]):
             raise ShapesFileError(f"{where}: shapes must be a non-empty list of [N, K]")
         shapes = []
         for pair in pairs:
@@ -147,7 +153,23 @@ def _parse(data: dict, label: str, key: str) -> _ShapesDoc:
             shapes.append((_positive(pair[0], f"{where}: N", MAX_DIM),
                            _positive(pair[1], f"{where}: K", MAX_DIM)))
         entries[int(size)] = (source, tuple(shapes))
-    return _ShapesDoc(model, description, block_shape, entries)
+    return _ShapesDoc(model, description, block_shape, entries, moe)
+
+
+def _parse_moe(rows: object, where: str) -> tuple[tuple[int, int, int, int], ...]:
+    """The `moe = [[E, N, K, top_k], ...]` list of a TP table."""
+    if not isinstance(rows, list):
+        raise ShapesFileError(f"{where}: moe must be a list of [E, N, K, top_k]")
+    parsed = []
+    for row in rows:
+        if not isinstance(row, list) or len(row) != 4:
+            raise ShapesFileError(f"{where}: moe shape {row!r:.60} is not [E, N, K, top_k]")
+        E, N, K, top_k = (_positive(value, f"{where}: moe {label}", MAX_DIM)
+                          for value, label in zip(row, ("E", "N", "K", "top_k"), strict=True))
+        if top_k > E:
+            raise ShapesFileError(f"{where}: moe top_k = {top_k} is more than E = {E}")
+        parsed.append((E, N, K, top_k))
+    return tuple(parsed)
 
 
 def _load_text(text: str, label: str, key: str) -> _ShapesDoc:
@@ -214,7 +236,8 @@ def load_shapes(model: str, tp: int | None = None) -> ModelShapes:
         )
     source, shapes = doc.entries[tp]
     return ModelShapes(model=doc.model, description=doc.description, tp=tp,
-                       block_shape=doc.block_shape, shapes=shapes, source=source)
+                       block_shape=doc.block_shape, shapes=shapes, source=source,
+                       moe=doc.moe.get(tp, ()))
 
 
 def _toml_string(text: str) -> str:

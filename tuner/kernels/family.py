@@ -81,8 +81,10 @@ class Workload(Protocol):
         """The weight tensors a launch reads (e.g. B [N, K] and its scales Bs)."""
         ...
 
-    def reference(self) -> Any:
-        """The float64 result the kernel approximates, of shape `out_shape`."""
+    def reference(self, out_dtype: Any = None) -> Any:
+        """The float64 result the kernel approximates, of shape `out_shape`; a family whose
+        launch stores intermediates in `out_dtype` (the fused-MoE experts) rounds them as the
+        launch does."""
         ...
 
     def launch(self, config: KernelConfig, weights: tuple[Any, ...], *, out: Any,

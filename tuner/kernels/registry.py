@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from tuner.kernels.dense.family import DENSE
 from tuner.kernels.family import KernelFamily
+from tuner.kernels.moe.family import MOE
 
-FAMILIES: dict[str, KernelFamily] = {family.name: family for family in (DENSE,)}
+FAMILIES: dict[str, KernelFamily] = {family.name: family for family in (DENSE, MOE)}
 # The family of tasks stored before families existed, and of sweeps that name none.
 DEFAULT_FAMILY = DENSE.name
 

@@ -158,8 +158,8 @@ class KernelRunner:
         self.device = "cuda" if backend == "cuda" else "cpu"
         self.workload = self.family.workload(problem.shape, problem.M, seed=seed,
                                              device=self.device)
-        self.reference = self.workload.reference()
         self.out_dtype = getattr(torch, problem.out_dtype)
+        self.reference = self.workload.reference(self.out_dtype)
         self.timer = timer
         # Copy 0 is the input weight itself; more copies are cloned when a plan asks for them.
         self.weights = [self.workload.weights()]

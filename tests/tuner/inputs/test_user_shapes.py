@@ -120,7 +120,8 @@ def test_binary_user_file() -> None:
 
 def test_unknown_model_lists_user_models_too() -> None:
     save_shapes("zeta", tp=1, shapes=SHAPES, block_shape=(128, 128), source="x")
-    with pytest.raises(UnknownModelError, match="known: deepseek-v3, qwen3.8-27b, tiny, zeta"):
+    with pytest.raises(UnknownModelError, match="known: deepseek-v3, qwen3-30b-a3b-fp8, "
+                       "qwen3.8-27b, tiny, tiny-moe, zeta"):
         load_shapes("nope")
     with pytest.raises(UnknownModelError):
         load_shapes("../etc/passwd")

@@ -41,8 +41,9 @@ class DenseWorkload:
         """(B, Bs): what a launch reads that serving does not keep in L2."""
         return (self.inputs.B, self.inputs.Bs)
 
-    def reference(self) -> torch.Tensor:
-        """[M, N] float64: dequantize, then multiply (`reference_matmul`)."""
+    def reference(self, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+        """[M, N] float64: dequantize, then multiply (`reference_matmul`); one launch has no
+        intermediate, so out_dtype changes nothing."""
         return reference_matmul(self.inputs, self.block_shape)
 
     def launch(self, config: KernelConfig, weights: tuple[torch.Tensor, torch.Tensor], *,

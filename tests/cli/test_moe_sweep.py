@@ -1,0 +1,56 @@
+"""`tuner sweep --model tiny-moe` tunes the model's dense and MoE shapes (one sweep each) and
+`tuner export` writes vLLM's E=... file; MoE shapes in shapes files."""
+
+import json
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from tuner.inputs.shapes import ShapesFileError, _load_text, load_shapes
+from tuner.kernels.moe.space import default_config
+
+
+def tuner(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=900)
+
+
+def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path) -> None:
+    db = f"sqlite:///{tmp_path}/tuner.db"
+    (tmp_path / "configs.json").write_text(json.dumps([default_config(1).as_dict()]))
+    run = tuner("sweep", "--device", "interpreter", "--model", "tiny-moe", "--m", "1",
+                "--strategy", "grid", "--configs", "configs.json", "--interpreter-reps", "1",
+                "--db", db, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    heads = [line.split(", store")[0] for line in run.stdout.splitlines()
+             if line.startswith("sweep ") and "(new)" in line]
+    assert heads == [
+        "sweep 1 (new): TRITON_INTERPRETER, tiny-moe TP 1, 1 shapes x 1 M, grid, 1 worker(s)",
+        "sweep 2 (new): TRITON_INTERPRETER, tiny-moe TP 1, MoE E=4 N=64 K=128 top_k=2 x 1 M, "
+        "grid, 1 worker(s)"]
+    with sqlite3.connect(tmp_path / "tuner.db") as connection:
+        tasks = connection.execute(
+            "SELECT family, shape_params, N, K, M, state FROM tasks ORDER BY task_id").fetchall()
+        statuses = connection.execute("SELECT DISTINCT status FROM trials").fetchall()
+    assert tasks == [("dense", "", 256, 128, 1, "done"), ("moe", "E=4,top_k=2", 64, 128, 1, "done")]
+    assert statuses == [("ok",)]
+    export = tuner("export", "--device", "interpreter", "--out", "out", "--db", db, cwd=tmp_path)
+    assert export.returncode == 0, export.stderr
+    name = "E=4,N=64,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128,128].json"
+    assert json.loads((tmp_path / "out" / name).read_text()) == {"1": default_config(1).as_dict()}
+
+
+def test_moe_shapes_are_read_and_checked() -> None:
+    assert load_shapes("qwen3-30b-a3b-fp8", 2).moe == ((128, 384, 2048, 8),)
+    assert load_shapes("deepseek-v3", 8).moe == ((256, 256, 7168, 8),)
+    head = 'model = "x"\nblock_shape = [128, 128]\n[tp.1]\nsource = "s"\n'
+    doc = _load_text(head + "moe = [[8, 64, 128, 2]]\n", "x.toml", "x")
+    assert doc.moe[1] == ((8, 64, 128, 2),)
+    with pytest.raises(ShapesFileError, match=r"x.toml, TP 1: moe top_k = 9 is more than E = 8"):
+        _load_text(head + "moe = [[8, 64, 128, 9]]\n", "x.toml", "x")
+    with pytest.raises(ShapesFileError, match=r"moe shape \[8, 64\] is not \[E, N, K, top_k\]"):
+        _load_text(head + "moe = [[8, 64]]\n", "x.toml", "x")
+    with pytest.raises(ShapesFileError, match="shapes must be a non-empty list of"):
+        _load_text(head, "x.toml", "x")

@@ -1,0 +1,127 @@
+"""The fused-MoE family: vLLM's MoE file names, tuning space and per-M default, and one task
+tuned on the interpreter, stored and merged into an E=... file."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from db import repo
+from db.engine import open_store, session_scope
+from tuner.files.device import device_files
+from tuner.files.format import dump_config_file
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.family import Shape
+from tuner.kernels.moe.family import MOE
+from tuner.kernels.moe.naming import moe_config_file_name
+from tuner.kernels.moe.space import default_config, vllm_space
+from tuner.kernels.registry import get_family
+from tuner.run.spec import WorkerSpec
+from tuner.run.task import run_task
+
+QWEN3_TP2 = Shape(384, 2048, (128, 128), (("E", 128), ("top_k", 8)))
+
+
+def test_file_names_are_vllms_with_the_h200_rule() -> None:
+    assert get_family("moe") is MOE
+    assert MOE.file_name(QWEN3_TP2, "NVIDIA_H100_80GB_HBM3", "vllm") == (
+        "E=128,N=384,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8,block_shape=[128,128].json")
+    # Every device of the H200 family is NVIDIA_H200 in vLLM 0.33.0's MoE names.
+    assert moe_config_file_name(128, 384, "NVIDIA_H200_NVL") == (
+        "E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json")
+    assert moe_config_file_name(8, 64, "NVIDIA_GH200_480GB").startswith(
+        "E=8,N=64,device_name=NVIDIA_GH200_480GB,")
+    parsed = MOE.parse_file_name(
+        "E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json")
+    assert parsed == (Shape(256, 0, (128, 128), (("E", 256),)), "NVIDIA_H200", "fp8_w8a8")
+    with pytest.raises(ValueError, match="not a block-FP8 MoE config file name"):
+        MOE.parse_file_name("E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8.json")
+
+
+def test_the_default_depends_on_m_as_vllm_0_33_0s() -> None:
+    assert [MOE.default_config(QWEN3_TP2, M).short() for M in (1, 8, 9, 16, 17, 64, 65)] == [
+        "16x64x128 g1 w4 s4", "16x64x128 g1 w4 s4", "16x128x128 g1 w4 s3",
+        "16x128x128 g1 w4 s3", "16x128x128 g32 w4 s3", "16x128x128 g32 w4 s3",
+        "64x128x128 g32 w4 s3"]
+    assert default_config(4096) == KernelConfig(64, 128, 128, 32, 4, 3)
+
+
+def test_the_space_is_benchmark_moes_grid_in_its_order() -> None:
+    space = vllm_space()
+    assert MOE.space() == space and len(space) == 1920 and len(set(space)) == 1920
+    assert space[0] == KernelConfig(16, 32, 64, 1, 4, 2)
+    assert space[1] == KernelConfig(16, 32, 64, 1, 4, 3)  # num_stages innermost
+    assert space[-1] == KernelConfig(256, 256, 256, 64, 8, 5)
+    assert all(MOE.why_invalid(config, QWEN3_TP2) is None for config in space)
+    assert len(vllm_space((96, 128))) == 5 * 1 * 3 * 4 * 2 * 4  # only N-tile 32 fits 96
+    assert vllm_space((96, 96)) == []
+    assert MOE.why_invalid(KernelConfig(16, 64, 32, 1, 4, 2), Shape(64, 64, (128, 96))) is None
+    assert MOE.why_invalid(KernelConfig(16, 64, 64, 1, 4, 2), Shape(64, 64, (128, 96))) == (
+        "BLOCK_SIZE_K=64 (as launched) does not divide group_k=96")
+
+
+def test_the_specialization_separates_what_compiles_differently() -> None:
+    key = MOE.specialization(QWEN3_TP2, 1)
+    assert key.startswith("up:N=d16,K=d16,NK=d16,kg=d16,sg=d16,T=any,EM=ddddd,topk=8;down:")
+    assert MOE.specialization(QWEN3_TP2, 1) != MOE.specialization(QWEN3_TP2, 2)
+    assert MOE.specialization(QWEN3_TP2, 32) == MOE.specialization(QWEN3_TP2, 48)
+
+
+def test_an_moe_task_is_tuned_on_the_interpreter_and_merged(tmp_path) -> None:
+    url = f"sqlite:///{tmp_path}/tuner.db"
+    engine = open_store(url)
+    space = [KernelConfig(16, 64, 128, 1, 4, 2), KernelConfig(32, 128, 64, 16, 4, 3)]
+    with session_scope(engine) as session:
+        sweep, _ = repo.create_sweep(
+            session, device_name="TRITON_INTERPRETER", model="tiny-moe", tp=1, strategy="grid",
+            budget=3, space="custom:moe", seed=0, m_values=[3], out_dtype="bfloat16",
+            block_shape=(128, 128), shapes=[(64, 128)], family="moe", shape_params="E=4,top_k=2")
+        environment_id = repo.get_or_create_environment(
+            session, device_name="TRITON_INTERPRETER", gpu_name="TRITON_INTERPRETER",
+            compute_capability="", driver="", cuda="", torch="t", triton="t", tuner="t",
+            kernel_hash="h")
+        task = repo.claim_task(session, sweep_id=sweep.sweep_id, worker_id="w", lease_s=600)
+    spec = WorkerSpec(db_url=url, sweep_id=sweep.sweep_id, worker_id="w", backend="interpreter",
+                      interpreter_reps=1)
+    run_task(engine, spec, task, environment_id, space)
+    with session_scope(engine) as session:
+        trials = repo.task_trials(session, task_id=task.task_id)
+        read = device_files(session, "TRITON_INTERPRETER", out_dtype=None, allow_stale=True,
+                            allow_partial=False)
+    engine.dispose()
+    default = default_config(3)
+    assert [KernelConfig.from_dict(t.config) for t in trials if t.is_default] == [default]
+    assert {KernelConfig.from_dict(t.config) for t in trials} == {*space, default}
+    assert all(t.status == "ok" and t.rel_error < 1e-2 for t in trials)
+    (file,) = read.files.files
+    assert file.file_name == (
+        "E=4,N=64,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128,128].json")
+    assert (file.family, file.shape_params) == ("moe", "E=4,top_k=2")
+    text = json.loads(dump_config_file(file.merged.configs))
+    assert list(text) == ["3"] and KernelConfig.from_dict(text["3"]) in {*space, default}
+
+
+def test_both_launches_compile_for_sm90_without_a_gpu() -> None:
+    code = (
+        "import json, torch, triton\n"
+        "from tuner.kernels.family import Shape\n"
+        "from tuner.kernels.moe.family import MOE\n"
+        "from tuner.kernels.moe.space import default_config\n"
+        "if 'nvidia' not in triton.backends.backends: print('{}'); raise SystemExit\n"
+        "s = Shape(384, 2048, (128, 128), (('E', 128), ('top_k', 8)))\n"
+        "k = MOE.compile_for_target(default_config(1), 90, shape=s, M=1,\n"
+        "                           out_dtype=torch.bfloat16)\n"
+        "print(json.dumps({'shared': k.metadata.shared}))\n")
+    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          check=True, timeout=600, cwd=Path(__file__).resolve().parents[4])
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    if not result:
+        pytest.skip("this Triton has no NVIDIA backend")
+    # 16x64x128 tiles, 4 stages of fp8 A and B: (16 + 64) * 128 bytes * 3 buffered = 30,720.
+    assert result["shared"] == 30720

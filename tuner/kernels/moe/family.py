@@ -1,0 +1,72 @@
+"""The fused-MoE W8A8 block-FP8 experts as a kernel family (`tuner.kernels.family.KernelFamily`).
+
+A shape is (N = per-rank intermediate size, K = hidden size, block_shape) with params E and top_k.
+Pure: the kernel, its workload and its compile-for-target are imported when first called.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.family import KernelFamily, Shape, Workload
+from tuner.kernels.moe.naming import moe_config_file_name, parse_moe_config_file_name
+from tuner.kernels.moe.space import default_config, vllm_space, why_invalid
+from tuner.kernels.moe.specialization import moe_specialization_key
+
+
+def _why_invalid(config: KernelConfig, shape: Shape) -> str | None:
+    return why_invalid(config, shape.block_shape)
+
+
+def _default_config(shape: Shape, M: int) -> KernelConfig:
+    return default_config(M, shape.block_shape)
+
+
+def _file_name(shape: Shape, device_name: str, engine: str = "vllm") -> str:
+    """vLLM's name for every engine: SGLang's spelling of MoE names is not verified here."""
+    return moe_config_file_name(shape.param("E"), shape.N, device_name, shape.block_shape)
+
+
+def _parse_file_name(name: str) -> tuple[Shape, str, str]:
+    """The name holds E and N only: K (the hidden size) and top_k are not in it, so the shape
+    comes back with K = 0 and params (("E", E),)."""
+    E, N, device, dtype, block_shape = parse_moe_config_file_name(name)
+    return Shape(N, 0, block_shape, (("E", E),)), device, dtype
+
+
+def _workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
+    from tuner.kernels.moe.workload import MoeWorkload
+
+    return MoeWorkload.make(shape, M, seed=seed, device=device)
+
+
+def _compile_for_target(config: KernelConfig, arch: int, *, shape: Shape, M: int,
+                        out_dtype: Any) -> Any:
+    from tuner.kernels.moe.target import compile_for_target
+
+    return compile_for_target(config.as_dict(), arch, M=M, N=shape.N, K=shape.K,
+                              E=shape.param("E"), top_k=shape.param("top_k"),
+                              block_shape=shape.block_shape, out_dtype=out_dtype)
+
+
+def _specialization(shape: Shape, M: int) -> str:
+    return moe_specialization_key(M, shape.N, shape.K, shape.param("E"), shape.param("top_k"),
+                                  shape.block_shape)
+
+
+MOE = KernelFamily(
+    name="moe",
+    title="fused-MoE W8A8 block-FP8 experts",
+    kernel_module="tuner.kernels.moe.kernel",
+    kernel_function="fused_moe_fp8_block_kernel",
+    compile_modules=("tuner.kernels.moe.kernel", "tuner.kernels.moe.target"),
+    space=vllm_space,
+    why_invalid=_why_invalid,
+    default_config=_default_config,
+    file_name=_file_name,
+    parse_file_name=_parse_file_name,
+    workload=_workload,
+    compile_for_target=_compile_for_target,
+    specialization=_specialization,
+)

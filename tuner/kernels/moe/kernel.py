@@ -1,0 +1,294 @@
+"""Fused-MoE W8A8 block-FP8 expert GEMM in Triton with the loop structure of vLLM 0.33.0's
+`fused_moe_kernel` on its fp8_w8a8 block path, and its host wrapper."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import textwrap
+from collections.abc import Mapping
+
+import torch
+import triton
+import triton.language as tl
+
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.moe.space import effective_block_k, why_invalid
+
+OUT_DTYPES: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float16)
+FP8_DTYPE = torch.float8_e4m3fn
+
+
+@triton.jit
+def fused_moe_fp8_block_kernel(
+    # Pointers to the matrices, their scales and the routing
+    a_ptr,
+    b_ptr,
+    c_ptr,
+    a_scale_ptr,
+    b_scale_ptr,
+    topk_weights_ptr,
+    sorted_token_ids_ptr,
+    expert_ids_ptr,
+    num_tokens_post_padded_ptr,
+    # Matrix dimensions
+    N,
+    K,
+    EM,
+    num_valid_tokens,
+    # Strides: how far a pointer moves for one step along a dimension
+    stride_am,
+    stride_ak,
+    stride_be,
+    stride_bk,
+    stride_bn,
+    stride_cm,
+    stride_cn,
+    stride_asm,
+    stride_ask,
+    stride_bse,
+    stride_bsk,
+    stride_bsn,
+    # Quantization group sizes: block_shape = [group_n, group_k]
+    group_n: tl.constexpr,
+    group_k: tl.constexpr,
+    # Meta-parameters
+    BLOCK_SIZE_M: tl.constexpr,
+    BLOCK_SIZE_N: tl.constexpr,
+    BLOCK_SIZE_K: tl.constexpr,
+    GROUP_SIZE_M: tl.constexpr,
+    MUL_ROUTED_WEIGHT: tl.constexpr,
+    top_k: tl.constexpr,
+):
+    """C[t] = (A[t // top_k] * As) @ (B[e] * Bs[e])^T for every routed slot t of expert e, one
+    [BLOCK_SIZE_M, BLOCK_SIZE_N] tile of C per program; the rows of a tile are BLOCK_SIZE_M
+    consecutive entries of sorted_token_ids, all routed to the same expert.
+
+    Shapes:
+        A (a_ptr): [num_valid_tokens // top_k, K] fp8 e4m3, one row per token.
+        B (b_ptr): [E, N, K] fp8 e4m3, one weight per expert, read as [BLOCK_SIZE_K,
+            BLOCK_SIZE_N] tiles of B[e]^T (stride_bk = B.stride(2), stride_bn = B.stride(1)).
+        C (c_ptr): [num_valid_tokens, N] bf16 or fp16 (vLLM's [M, top_k, N] cache), row t =
+            slot t of the flattened [M, top_k] routing.
+        As (a_scale_ptr): [num_valid_tokens // top_k, ceil(K / group_k)] fp32.
+        Bs (b_scale_ptr): [E, ceil(N / group_n), ceil(K / group_k)] fp32
+            (stride_bsk = Bs.stride(2), stride_bsn = Bs.stride(1)).
+        topk_weights (topk_weights_ptr): [num_valid_tokens] fp32, read when MUL_ROUTED_WEIGHT.
+        sorted_token_ids: [EM'] int32, slots grouped by expert, each expert's run padded to a
+            multiple of BLOCK_SIZE_M with num_valid_tokens (`tuner.kernels.moe.align`).
+        expert_ids: [EM' / BLOCK_SIZE_M] int32, the expert of each BLOCK_SIZE_M block; -1 writes
+            zeros (an expert on another rank; our alignment never gives it).
+        num_tokens_post_padded: [1] int32, the padded length in use.
+
+    BLOCK_SIZE_K must divide group_k (the wrapper clamps it to group_k as vLLM does).
+
+    Argument names here -> vLLM 0.33.0 `fused_moe_kernel`: the same names and order for the
+    pointers, dimensions, strides, group_n, group_k and meta-parameters; vLLM's b_bias_ptr,
+    stride_bbe, stride_bbn, SPLIT_K, compute_type and its use_*/per_channel_quant/HAS_BIAS
+    switches are absent (this is only its fp8_w8a8 block path; compute_type is C's type here).
+    """
+    # Map the 1-D program id to a tile of C, GROUP_SIZE_M tile-rows at a time (L2 reuse of B).
+    pid = tl.program_id(axis=0)
+    num_pid_m = tl.cdiv(EM, BLOCK_SIZE_M)
+    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
+    num_pid_in_group = GROUP_SIZE_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_SIZE_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+
+    # Tiles past the padded length have nothing to do.
+    num_tokens_post_padded = tl.load(num_tokens_post_padded_ptr)
+    if pid_m * BLOCK_SIZE_M >= num_tokens_post_padded:
+        return
+    offs_token_id = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M).to(tl.int64)
+    offs_token = tl.load(sorted_token_ids_ptr + offs_token_id)
+    token_mask = offs_token < num_valid_tokens
+
+    off_experts = tl.load(expert_ids_ptr + pid_m).to(tl.int64)
+    offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
+    c_ptrs = c_ptr + stride_cm * offs_token[:, None] + stride_cn * offs_cn[None, :]
+    c_mask = token_mask[:, None] & (offs_cn[None, :] < N)
+    if off_experts == -1:
+        # An expert that is not on this rank: its slots are zero.
+        zeros = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=c_ptr.dtype.element_ty)
+        tl.store(c_ptrs, zeros, mask=c_mask)
+        return
+
+    # Columns wrap around N, so B loads need no N mask; the masked store drops the wrapped ones.
+    # A rows are gathered by token: slot t reads row t // top_k.
+    offs_bn = (pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N).to(tl.int64)) % N
+    offs_k = tl.arange(0, BLOCK_SIZE_K)
+    a_ptrs = a_ptr + (offs_token[:, None] // top_k * stride_am + offs_k[None, :] * stride_ak)
+    b_ptrs = (b_ptr + off_experts * stride_be
+              + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn))
+
+    # Scales: a row of As per token; a row of Bs[e] per group_n columns of C.
+    a_scale_ptrs = a_scale_ptr + (offs_token // top_k) * stride_asm
+    offs_bsn = offs_bn // group_n
+    b_scale_ptrs = b_scale_ptr + off_experts * stride_bse + offs_bsn * stride_bsn
+
+    accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
+        # Padding slots and the K tail read as 0 and add nothing.
+        k_left = K - k * BLOCK_SIZE_K
+        a = tl.load(a_ptrs, mask=token_mask[:, None] & (offs_k[None, :] < k_left), other=0.0)
+        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+        # The K-group this tile lies in; one scale pair covers the whole tile.
+        offs_ks = (k * BLOCK_SIZE_K) // group_k
+        a_scale = tl.load(a_scale_ptrs + offs_ks * stride_ask, mask=token_mask, other=0.0)
+        b_scale = tl.load(b_scale_ptrs + offs_ks * stride_bsk)
+        accumulator += tl.dot(a, b) * a_scale[:, None] * b_scale[None, :]
+        a_ptrs += BLOCK_SIZE_K * stride_ak
+        b_ptrs += BLOCK_SIZE_K * stride_bk
+
+    if MUL_ROUTED_WEIGHT:
+        moe_weight = tl.load(topk_weights_ptr + offs_token, mask=token_mask, other=0)
+        accumulator = accumulator * moe_weight[:, None]
+    c = accumulator.to(c_ptr.dtype.element_ty)
+    tl.store(c_ptrs, c, mask=c_mask)
+
+
+def kernel_source_hash() -> str:
+    """sha256 hex digest of the kernel's Python source (as for the dense kernel)."""
+    source = textwrap.dedent(inspect.getsource(fused_moe_fp8_block_kernel.fn))
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+# Keys a vLLM MoE config entry may carry besides the six we tune. vLLM 0.33.0's
+# invoke_fused_moe_kernel overwrites SPLIT_K with 1; files written by benchmark_moe.py on ROCm
+# add these AMD-only keys.
+TOLERATED_KEYS = ("SPLIT_K", "waves_per_eu", "matrix_instr_nonkdim", "kpack")
+
+
+def parse_config(config: Mapping[str, object], block_shape: tuple[int, int]) -> KernelConfig:
+    """A config entry of an MoE file (vLLM's keys) as a KernelConfig that can run.
+
+    Args:
+        config: BLOCK_SIZE_M/N/K, GROUP_SIZE_M, num_warps, num_stages; SPLIT_K and AMD keys are
+            tolerated and ignored (vLLM runs SPLIT_K=1 whatever the file says).
+        block_shape: [group_n, group_k].
+
+    Raises:
+        ValueError: a key is missing or not a positive integer, or the config cannot run.
+    """
+    parsed = KernelConfig.from_dict(config)
+    reason = why_invalid(parsed, block_shape)
+    if reason is not None:
+        raise ValueError(f"config {parsed.short()} cannot run: {reason}")
+    return parsed
+
+
+def _check(name: str, tensor: torch.Tensor, dtype: torch.dtype, shape: tuple[int, ...],
+           device: torch.device) -> None:
+    if tensor.dtype != dtype:
+        raise ValueError(f"{name} must be {dtype}, got {tensor.dtype}")
+    if tuple(tensor.shape) != shape:
+        raise ValueError(f"{name} must be {list(shape)}, got {list(tensor.shape)}")
+    if not tensor.is_contiguous():
+        raise ValueError(f"{name} must be contiguous (row-major)")
+    if tensor.device != device:
+        raise ValueError(f"{name} is on {tensor.device}, expected {device}")
+
+
+def invoke_moe_gemm(
+    A: torch.Tensor,
+    A_scale: torch.Tensor,
+    B: torch.Tensor,
+    B_scale: torch.Tensor,
+    C: torch.Tensor,
+    topk_weights: torch.Tensor | None,
+    sorted_token_ids: torch.Tensor,
+    expert_ids: torch.Tensor,
+    num_tokens_post_padded: torch.Tensor,
+    *,
+    mul_routed_weight: bool,
+    top_k: int,
+    config: Mapping[str, object],
+    block_shape: tuple[int, int] = (128, 128),
+) -> torch.Tensor:
+    """One expert GEMM of the fused MoE, launched as vLLM 0.33.0's `invoke_fused_moe_kernel`.
+
+    Launch rules taken from that function: EM = len(sorted_token_ids), cut to
+    A.size(0) * top_k * BLOCK_SIZE_M when A has fewer rows than BLOCK_SIZE_M; a 1-D grid of
+    cdiv(EM, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N) programs; BLOCK_SIZE_K = min(BLOCK_SIZE_K,
+    min(block_shape)); num_warps and num_stages as launch options.
+
+    Args:
+        A: [T, K] float8_e4m3fn, T = tokens (gate_up GEMM, top_k = the model's) or routed slots
+            (down GEMM, top_k = 1).
+        A_scale: [T, ceil(K / group_k)] float32.
+        B: [E, N, K] float8_e4m3fn expert weights.
+        B_scale: [E, ceil(N / group_n), ceil(K / group_k)] float32.
+        C: [T * top_k, N] (or [T, top_k, N]) bf16 or fp16, written at the routed slots.
+        topk_weights: [T * top_k] (or [T, top_k]) float32; needed when mul_routed_weight.
+        sorted_token_ids, expert_ids, num_tokens_post_padded: `moe_align_block_size` with
+            block_size = the config's BLOCK_SIZE_M.
+        mul_routed_weight: multiply each slot by its routing weight (the down GEMM).
+        top_k: slots per row of A.
+        config: vLLM's keys (`parse_config`).
+        block_shape: [group_n, group_k].
+
+    Returns:
+        C.
+
+    Raises:
+        ValueError: a dtype, shape, layout or config that does not fit.
+    """
+    group_n, group_k = block_shape
+    parsed = parse_config(config, block_shape)
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k must be a positive int, got {top_k!r}")
+    if B.dim() != 3:
+        raise ValueError(f"B must be [E, N, K], got {list(B.shape)}")
+    E, N, K = B.shape
+    T = A.shape[0]
+    device = A.device
+    k_groups = triton.cdiv(K, group_k)
+    _check("A", A, FP8_DTYPE, (T, K), device)
+    _check("A_scale", A_scale, torch.float32, (T, k_groups), device)
+    _check("B", B, FP8_DTYPE, (E, N, K), device)
+    _check("B_scale", B_scale, torch.float32, (E, triton.cdiv(N, group_n), k_groups), device)
+    if C.dtype not in OUT_DTYPES or C.numel() != T * top_k * N or C.shape[-1] != N:
+        raise ValueError(f"C must be [{T * top_k}, {N}] bf16 or fp16, got {list(C.shape)} "
+                         f"{C.dtype}")
+    if not C.is_contiguous():
+        raise ValueError("C must be contiguous")
+    if mul_routed_weight:
+        if topk_weights is None or topk_weights.numel() != T * top_k:
+            raise ValueError(f"topk_weights must hold {T * top_k} float32 weights")
+        _check("topk_weights", topk_weights, torch.float32, tuple(topk_weights.shape), device)
+    for name, tensor in (("sorted_token_ids", sorted_token_ids), ("expert_ids", expert_ids),
+                         ("num_tokens_post_padded", num_tokens_post_padded)):
+        if tensor.dtype != torch.int32 or tensor.dim() != 1 or not tensor.is_contiguous():
+            raise ValueError(f"{name} must be a contiguous 1-D int32 tensor")
+    if T == 0:
+        return C
+
+    EM = sorted_token_ids.shape[0]
+    if T < parsed.BLOCK_SIZE_M:
+        EM = min(EM, T * top_k * parsed.BLOCK_SIZE_M)
+    C2 = C.view(T * top_k, N)
+    grid = (triton.cdiv(EM, parsed.BLOCK_SIZE_M) * triton.cdiv(N, parsed.BLOCK_SIZE_N),)
+    fused_moe_fp8_block_kernel[grid](
+        A, B, C2, A_scale, B_scale,
+        topk_weights if mul_routed_weight else A_scale,
+        sorted_token_ids, expert_ids, num_tokens_post_padded,
+        N, K, EM, T * top_k,
+        A.stride(0), A.stride(1),
+        B.stride(0), B.stride(2), B.stride(1),
+        C2.stride(0), C2.stride(1),
+        A_scale.stride(0), A_scale.stride(1),
+        B_scale.stride(0), B_scale.stride(2), B_scale.stride(1),
+        group_n, group_k,
+        BLOCK_SIZE_M=parsed.BLOCK_SIZE_M,
+        BLOCK_SIZE_N=parsed.BLOCK_SIZE_N,
+        BLOCK_SIZE_K=effective_block_k(parsed, block_shape),
+        GROUP_SIZE_M=parsed.GROUP_SIZE_M,
+        MUL_ROUTED_WEIGHT=mul_routed_weight,
+        top_k=top_k,
+        num_warps=parsed.num_warps,
+        num_stages=parsed.num_stages,
+    )
+    return C

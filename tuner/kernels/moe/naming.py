@@ -1,0 +1,59 @@
+"""File names of the fused-MoE block-FP8 config files, as vLLM 0.33.0 builds and reads them."""
+
+from __future__ import annotations
+
+import re
+
+from tuner.kernels.dense.naming import DEVICE_NAME_CHARS, DEVICE_NAME_MAX, is_device_name
+
+FP8_DTYPE = "fp8_w8a8"
+
+_MOE_NAME_RE = re.compile(
+    r"E=(?P<E>[1-9][0-9]{0,8}),N=(?P<N>[1-9][0-9]{0,8}),"
+    rf"device_name=(?P<device>[.{DEVICE_NAME_CHARS}]{{1,{DEVICE_NAME_MAX}}}),"
+    r"dtype=(?P<dtype>[a-z0-9_]{1,32}),"
+    r"block_shape=\[(?P<bn>[1-9][0-9]{0,5}), ?(?P<bk>[1-9][0-9]{0,5})\]\.json"
+)
+
+
+def moe_device_name(device_name: str) -> str:
+    """The device part vLLM 0.33.0 puts in MoE file names: `get_config_file_name` in
+    fused_moe.py names every device whose `_`-split name contains `H200` `NVIDIA_H200`."""
+    return "NVIDIA_H200" if "H200" in device_name.split("_") else device_name
+
+
+def moe_config_file_name(E: int, N: int, device_name: str,
+                         block_shape: tuple[int, int] = (128, 128)) -> str:
+    """`E={E},N={N},device_name={dev},dtype=fp8_w8a8,block_shape=[{bn},{bk}].json`, the name
+    vLLM 0.33.0's `get_moe_configs` looks for (in VLLM_TUNED_CONFIG_FOLDER first, then its
+    package's fused_moe/configs/). N is the per-rank intermediate size (w2's last dimension).
+
+    Raises:
+        ValueError: a non-positive size or a device name we do not store.
+    """
+    bn, bk = block_shape
+    for label, value in (("E", E), ("N", N), ("group_n", bn), ("group_k", bk)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{label} must be a positive integer, got {value!r}")
+    if not is_device_name(device_name):
+        raise ValueError(f"device_name {device_name!r} is not a device name we store")
+    return (f"E={E},N={N},device_name={moe_device_name(device_name)},dtype={FP8_DTYPE},"
+            f"block_shape=[{bn},{bk}].json")
+
+
+def parse_moe_config_file_name(name: str) -> tuple[int, int, str, str, tuple[int, int]]:
+    """Parse an MoE block-FP8 file name (SGLang's `[128, 128]` spelling too).
+
+    Returns:
+        (E, N, device_name, dtype, block_shape).
+
+    Raises:
+        ValueError: not such a name; a per-tensor `dtype=fp8_w8a8.json` file (no block_shape)
+            is out of scope and refused too.
+    """
+    match = _MOE_NAME_RE.fullmatch(name) if len(name) <= 512 else None
+    if match is None or match["dtype"] != FP8_DTYPE or not is_device_name(match["device"]):
+        raise ValueError(f"{name!r} is not a block-FP8 MoE config file name like "
+                         f"'{moe_config_file_name(128, 384, 'NVIDIA_H200')}'")
+    return (int(match["E"]), int(match["N"]), match["device"], match["dtype"],
+            (int(match["bn"]), int(match["bk"])))

@@ -1,0 +1,121 @@
+"""Compile the fused-MoE kernel for a GPU architecture without a GPU, specialized as Triton's
+launcher specializes each of the two launches of the expert MLP."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+import triton
+
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.dense.target import _DIVISIBLE_BY_16, _launcher_lists_constexpr_attrs
+from tuner.kernels.moe.kernel import OUT_DTYPES, fused_moe_fp8_block_kernel, parse_config
+from tuner.kernels.moe.space import effective_block_k
+from tuner.kernels.moe.specialization import launch_em
+
+_POINTER_TYPES = {torch.bfloat16: "*bf16", torch.float16: "*fp16"}
+
+
+def launch_specialization(config: KernelConfig, *, N: int, K: int, EM: int, slots: int,
+                          top_k: int, mul_routed_weight: bool, block_shape: tuple[int, int],
+                          out_dtype: torch.dtype) -> tuple[dict, dict, dict]:
+    """(signature, constexprs, attrs) of one launch with contiguous, 16-byte aligned tensors
+    (the rules of `tuner.kernels.dense.target.launch_specialization`).
+
+    Args:
+        N, K: the launch's B [E, N, K].
+        EM: the launch's EM (`launch_em`).
+        slots: num_valid_tokens (rows of C).
+        top_k: the launch's top_k (1 for the down GEMM).
+        mul_routed_weight: the down GEMM.
+    """
+    group_n, group_k = block_shape
+    kg, ng = -(-K // group_k), -(-N // group_n)
+    ints = {
+        "N": N, "K": K, "EM": EM, "num_valid_tokens": slots,
+        "stride_am": K, "stride_ak": 1, "stride_be": N * K, "stride_bk": 1, "stride_bn": K,
+        "stride_cm": N, "stride_cn": 1, "stride_asm": kg, "stride_ask": 1,
+        "stride_bse": ng * kg, "stride_bsk": 1, "stride_bsn": kg,
+    }
+    pointers = {
+        "a_ptr": "*fp8e4nv", "b_ptr": "*fp8e4nv", "c_ptr": _POINTER_TYPES[out_dtype],
+        "a_scale_ptr": "*fp32", "b_scale_ptr": "*fp32", "topk_weights_ptr": "*fp32",
+        "sorted_token_ids_ptr": "*i32", "expert_ids_ptr": "*i32",
+        "num_tokens_post_padded_ptr": "*i32",
+    }
+    meta = {
+        "group_n": group_n, "group_k": group_k,
+        "BLOCK_SIZE_M": config.BLOCK_SIZE_M, "BLOCK_SIZE_N": config.BLOCK_SIZE_N,
+        "BLOCK_SIZE_K": effective_block_k(config, block_shape),
+        "GROUP_SIZE_M": config.GROUP_SIZE_M, "MUL_ROUTED_WEIGHT": mul_routed_weight,
+        "top_k": top_k,
+    }
+    signature: dict[str, str] = {}
+    constexprs: dict[tuple[int, ...], Any] = {}
+    attrs: dict[tuple[int, ...], list] = {}
+    constexpr_attrs = _launcher_lists_constexpr_attrs()
+    for index, name in enumerate(inspect.signature(fused_moe_fp8_block_kernel.fn).parameters):
+        path = (index,)
+        attrs[path] = []
+        if name in pointers:
+            signature[name] = pointers[name]
+            attrs[path] = _DIVISIBLE_BY_16
+        elif name in meta or ints[name] == 1:
+            signature[name] = "constexpr"
+            constexprs[path] = meta[name] if name in meta else 1
+            if not constexpr_attrs:
+                del attrs[path]
+        else:
+            value = ints[name]
+            signature[name] = "i32" if -(2**31) <= value < 2**31 else "i64"
+            if value % 16 == 0:
+                attrs[path] = _DIVISIBLE_BY_16
+    return signature, constexprs, attrs
+
+
+def compile_for_target(config: Mapping[str, int], arch: int, *, M: int, N: int, K: int, E: int,
+                       top_k: int, block_shape: tuple[int, int] = (128, 128),
+                       out_dtype: torch.dtype = torch.bfloat16) -> Any:
+    """Compile both launches of the expert MLP (gate_up: B [E, 2N, K], top_k; down: B [E, K, N],
+    top_k 1, routing weights) for an NVIDIA architecture, as a launch at M tokens specializes
+    them; both binaries land in Triton's cache.
+
+    Returns:
+        The gate_up launch's CompiledKernel (both use the same tiles, so the same shared memory).
+
+    Raises:
+        ValueError: bad config, block_shape, out_dtype or sizes.
+        RuntimeError: imported under TRITON_INTERPRET=1.
+        triton.CompilationError: the compiler rejected the kernel.
+    """
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton.runtime.jit import JITFunction
+
+    parsed = parse_config(config, block_shape)
+    if out_dtype not in OUT_DTYPES:
+        raise ValueError(f"out_dtype must be torch.bfloat16 or torch.float16, got {out_dtype}")
+    if min(M, N, K, E, top_k) <= 0:
+        raise ValueError(f"M, N, K, E, top_k must be positive, got {M}, {N}, {K}, {E}, {top_k}")
+    if not isinstance(fused_moe_fp8_block_kernel, JITFunction):
+        raise RuntimeError("compile_for_target needs a process without TRITON_INTERPRET=1 "
+                           "(this module was imported under Triton's interpreter)")
+    slots = M * top_k
+    launches = (
+        (2 * N, K, launch_em(slots, E, parsed.BLOCK_SIZE_M, M, top_k), top_k, False),
+        (K, N, launch_em(slots, E, parsed.BLOCK_SIZE_M, slots, 1), 1, True),
+    )
+    options = {"num_warps": parsed.num_warps, "num_stages": parsed.num_stages}
+    kernels = []
+    for n, k, em, launch_top_k, weighted in launches:
+        signature, constexprs, attrs = launch_specialization(
+            parsed, N=n, K=k, EM=em, slots=slots, top_k=launch_top_k,
+            mul_routed_weight=weighted, block_shape=block_shape, out_dtype=out_dtype)
+        source = ASTSource(fn=fused_moe_fp8_block_kernel, signature=signature,
+                           constexprs=constexprs, attrs=attrs)
+        kernels.append(triton.compile(source, target=GPUTarget("cuda", arch, 32),
+                                      options=options))
+    return kernels[0]
