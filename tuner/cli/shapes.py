@@ -70,13 +70,21 @@ def _print_shapes(shapes: Sequence[tuple[int, int]], layers: Sequence[str] | Non
     console.print(table)
 
 
+def _print_moe(moe: Sequence[tuple[int, int, int, int]]) -> None:
+    table = Table("E", "N", "K", "top_k", title="MoE experts (fused-MoE kernel)")
+    for row in moe:
+        table.add_row(*map(str, row))
+    console.print(table)
+
+
 def _save(name: str, *, tp: int, shapes: Sequence[tuple[int, int]],
-          block_shape: tuple[int, int], source: str, description: str) -> None:
+          block_shape: tuple[int, int], source: str, description: str,
+          moe: Sequence[tuple[int, int, int, int]] = ()) -> None:
     from tuner.inputs.shapes import ShapesFileError, save_shapes
 
     try:
         path = save_shapes(name, tp=tp, shapes=shapes, block_shape=block_shape, source=source,
-                           description=description)
+                           description=description, moe=moe)
     except (ShapesFileError, ValueError) as exc:
         raise fail(str(exc)) from None
     except OSError as exc:
@@ -109,7 +117,7 @@ def from_log(
     and the `tuner sweep` command that covers them. MoE config warnings are ignored.
     """
     from tuner.inputs.logs import read_log
-    from tuner.inputs.shapes import find_covering, free_model_key, suggest_model_key
+    from tuner.inputs.modelkeys import find_covering, free_model_key, suggest_model_key
 
     try:
         scan = read_log(log)
@@ -171,13 +179,15 @@ def from_config(
     tp: Annotated[int, typer.Option(min=1, max=1024, help="Tensor-parallel size.")],
     save: SaveOpt = None,
 ) -> None:
-    """The dense block-FP8 GEMM shapes of a standard decoder at one TP size.
+    """The block-FP8 GEMM shapes of a decoder at one TP size: dense layers and MoE experts.
 
     qkv_proj N = (heads/tp + 2 * max(1, kv_heads/tp)) * head_dim, K = hidden; o_proj N = hidden,
     K = heads * head_dim / tp; gate_up_proj N = 2 * intermediate / tp, K = hidden; down_proj
     N = hidden, K = intermediate / tp (vLLM's QKV/MergedColumn/RowParallelLinear). Llama,
-    Mistral, Qwen2 and Qwen3 architectures; others, splits that do not divide and checkpoints
-    that are not block FP8 (BF16, per-tensor/channel/group FP8) are refused.
+    Mistral, Qwen2, Qwen3 and Qwen3-MoE architectures. MoE experts: E = num_experts (or
+    num_local_experts, n_routed_experts), N = moe_intermediate_size / tp, K = hidden, top_k =
+    num_experts_per_tok (other MoE architectures: experts only). Splits that do not divide and
+    checkpoints that are not block FP8 (BF16, per-tensor/channel/group FP8) are refused.
     """
     from tuner.inputs.hfconfig import derive_shapes, read_config
 
@@ -189,14 +199,23 @@ def from_config(
     console.print(f"{config}: {derived.architecture}"
                   f"{f' ({derived.model})' if derived.model else ''}, TP {tp}, "
                   f"block_shape [{bn}, {bk}]", soft_wrap=True, markup=False, highlight=False)
-    _print_shapes([(layer.N, layer.K) for layer in derived.layers],
-                  [layer.layer for layer in derived.layers])
+    if derived.layers:
+        _print_shapes([(layer.N, layer.K) for layer in derived.layers],
+                      [layer.layer for layer in derived.layers])
+    else:
+        console.print(f"dense layers of {derived.architecture} are not derived; MoE experts only",
+                      soft_wrap=True, markup=False, highlight=False)
+    moe = [(m.E, m.N, m.K, m.top_k) for m in derived.moe]
+    if moe:
+        _print_moe(moe)
     if save is None:
         console.print(f"save them with --save NAME, then: tuner sweep --device <device> "
                       f"--model NAME --tp {tp}", soft_wrap=True, markup=False, highlight=False)
         return
     _save(save, tp=tp, shapes=derived.shapes, block_shape=derived.block_shape,
           source=f"{config.name} ({derived.architecture}), derived by tuner.inputs.hfconfig's rule",
-          description=f"{derived.model or save}: dense layers derived from config.json")
+          description=f"{derived.model or save}: "
+          f"{'dense layers and MoE experts' if moe else 'dense layers'} derived from config.json",
+          moe=moe)
     console.print("next:", highlight=False)
     _next_step([], save, tp)
