@@ -191,8 +191,8 @@ def derive_shapes(config: Mapping, tp: int, *, where: str = "config.json") -> De
                           and isinstance(architectures[0], str)):
         names = ", ".join(KNOWN_ARCHITECTURES)
         raise ValueError(f"{where}: architectures {architectures!r} is not one of {names}; "
-                         "other architectures are not derived, but for their MoE experts (shapes from a log "
-                         "still work)"[:400])
+                         "other architectures are not derived, but for their MoE experts "
+                         "(shapes from a log still work)"[:400])
     architecture = architectures[0]
     if not known:  # MoE experts only
         block_shape = block_shape_of(config, where)

@@ -57,7 +57,8 @@ def test_save_keeps_moe_lines() -> None:
     assert path.read_text() == (
         'model = "qmoe"\ndescription = "d"\nblock_shape = [128, 128]\n\n'
         '[tp.1]\nsource = "c1"\nmoe = [\n    [128, 768, 2048, 8],\n]\n\n'
-        '[tp.2]\nsource = "c"\nshapes = [\n    [1280, 2048],\n]\nmoe = [\n    [128, 384, 2048, 8],\n]\n')
+        '[tp.2]\nsource = "c"\nshapes = [\n    [1280, 2048],\n]\n'
+        'moe = [\n    [128, 384, 2048, 8],\n]\n')
     assert load_shapes("qmoe", 2).moe == ((128, 384, 2048, 8),)
     assert load_shapes("qmoe", 1).shapes == ()
     assert find_covering([], (128, 128), None, [(128, 384)]) == [("qmoe", 2),
