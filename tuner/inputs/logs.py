@@ -18,7 +18,8 @@ MoE file (per-tensor `dtype=fp8_w8a8.json`, BF16 without a dtype, int8, ...) is 
 only listed by name (`LogScan.moe_out_of_scope`). TP size and model name are taken from the
 engine's start-up lines when the log has them (vLLM: `non-default args: {..., 'model': '...',
 'tensor_parallel_size': 2}`, where no tensor_parallel_size means vLLM's default 1, and the
-engine's `with config: model='...', tensor_parallel_size=2`; SGLang: `tp_size=2`, `model_path='...'`).
+engine's `with config: model='...', tensor_parallel_size=2`; SGLang: `tp_size=2`,
+`model_path='...'`).
 """
 
 from __future__ import annotations
