@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from tests.tuner.files.test_mounts import A, VLLM, body, request
+from tests.tuner.files.test_mounts import VLLM, A, body, request
 from tuner.files.mounts import MOE_CONTAINER_DIR, config_files_in, render_mounts
 
 MOE = "E=128,N=384,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
