@@ -27,10 +27,10 @@ from tuner.inputs.devices import resolve
 from tuner.kernels.dense.naming import (
     DEVICE_ARG_PATTERN,
     SGLANG_NOTE,
-    engine_file_name,
     parse_config_file_name,
 )
 from tuner.kernels.family import Shape
+from tuner.kernels.moe.naming import any_engine_file_name
 from tuner.kernels.registry import get_family
 
 router = APIRouter(prefix="/devices", tags=["devices"])
@@ -325,12 +325,12 @@ def preview_file(
     names = ", ".join(f.file_name for f in merged.files) or "(none)"
     if file_name.startswith("E="):  # a fused-MoE file: matched by its name in vLLM's spelling
         try:
-            wanted_name = engine_file_name(file_name, "vllm")
+            wanted_name = any_engine_file_name(file_name, "vllm")
         except ValueError as exc:
             raise HTTPException(404, detail=f"{exc}; files: {names}") from None
         for f in merged.files:
             if (f.file_name.startswith("E=")
-                    and engine_file_name(f.file_name, "vllm") == wanted_name):
+                    and any_engine_file_name(f.file_name, "vllm") == wanted_name):
                 return _download(f.merged.text.encode(), media_type="application/json",
                                  filename=f.file_name, if_none_match=if_none_match,
                                  sha256=f.merged.sha256, request=request,

@@ -54,6 +54,12 @@ class ModelShapes:
     source: str
     moe: tuple[tuple[int, int, int, int], ...] = ()
 
+    @property
+    def moe_label(self) -> str:
+        """The model, TP and MoE shapes in one phrase, e.g. "tiny-moe TP 1: E=4 N=64"."""
+        experts = ", ".join(f"E={e} N={n}" for e, n, _, _ in self.moe)
+        return f"{self.model} TP {self.tp}: {experts or 'no MoE shapes'}"
+
 
 @dataclass(frozen=True)
 class _ShapesDoc:

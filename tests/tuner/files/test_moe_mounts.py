@@ -63,3 +63,12 @@ def test_config_files_in_takes_moe_files_under_vllms_h200_name() -> None:
     names = [A, MOE, h200_moe, "README.md"]
     assert config_files_in(names, "NVIDIA_L20") == [MOE, A]
     assert config_files_in(names, "NVIDIA_H200_NVL") == [h200_moe]
+
+
+def test_any_engine_file_name_respells_moe_names() -> None:
+    from tuner.kernels.moe.naming import any_engine_file_name
+
+    h200 = "E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json"
+    assert any_engine_file_name(h200, "vllm") == h200.replace("[128, 128]", "[128,128]")
+    assert any_engine_file_name(MOE, "sglang") == MOE.replace("[128,128]", "[128, 128]")
+    assert any_engine_file_name(A, "sglang").endswith("block_shape=[128, 128].json")

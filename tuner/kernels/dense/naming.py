@@ -130,7 +130,7 @@ SGLANG_NOTE = (
 
 
 def engine_file_name(name: str, engine: str) -> str:
-    """A vLLM config file name (dense or fused-MoE) respelled for an engine.
+    """A vLLM config file name respelled for an engine.
 
     Args:
         name: a config file name in either spelling.
@@ -140,18 +140,11 @@ def engine_file_name(name: str, engine: str) -> str:
         The name with `block_shape=[a,b]` (vLLM) or `block_shape=[a, b]` (SGLang).
 
     Raises:
-        ValueError: an unknown engine, or a name `parse_config_file_name` (or, for `E=...`
-            fused-MoE names, `parse_moe_config_file_name`) rejects.
+        ValueError: an unknown engine, or a name `parse_config_file_name` rejects.
     """
     if engine not in ENGINES:
         raise ValueError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
-    if name.startswith("E="):  # a fused-MoE file: the same block_shape spelling rule
-        from tuner.kernels.moe.naming import moe_config_file_name, parse_moe_config_file_name
-
-        E, N, device_name, _, block_shape = parse_moe_config_file_name(name)
-        vllm_name = moe_config_file_name(E, N, device_name, block_shape)
-    else:
-        vllm_name = parse_config_file_name(name).name
+    vllm_name = parse_config_file_name(name).name
     if engine == "vllm":
         return vllm_name
     head, _, tail = vllm_name.rpartition("block_shape=[")
