@@ -67,6 +67,27 @@ class ShapeReport:
     models: tuple[str, ...]
     m_stale: tuple[int, ...] = ()
     left_out: tuple[tuple[int, str, str], ...] = ()
+    family: str = "dense"
+    shape_params: str = ""  # e.g. "E=128,top_k=8" for the fused-MoE family
+
+    @property
+    def label(self) -> str:
+        """"N=.., K=.." for the dense GEMM; "MoE E=.., N=.., K=.. (top_k=..)" for fused MoE."""
+        if self.family == "dense":
+            return f"N={self.N}, K={self.K}"
+        params = dict(part.split("=", 1) for part in self.shape_params.split(",") if "=" in part)
+        extra = ", ".join(f"{k}={v}" for k, v in params.items() if k != "E")
+        return (f"{'MoE' if self.family == 'moe' else self.family} "
+                f"E={params.get('E', '?')}, N={self.N}, K={self.K}"
+                + (f" ({extra})" if extra else ""))
+
+    @property
+    def anchor(self) -> str:
+        """The section's id suffix, unique per file."""
+        if self.family == "dense":
+            return f"{self.N}x{self.K}"
+        params = "".join(ch for ch in self.shape_params if ch.isalnum() or ch in "-_")
+        return f"{self.family}-{params}-{self.N}x{self.K}"
 
 
 @dataclass(frozen=True)
@@ -132,6 +153,8 @@ def _figures(row: ReportRow, N: int, K: int, shape: ShapeReport, out_dtype: str,
              ceilings: Mapping[str, float]) -> Roofline | None:
     if row.latency_us is None or not (math.isfinite(row.latency_us) and row.latency_us > 0):
         return None
+    if shape.family != "dense":  # the roofline counts one dense GEMM's bytes and FLOPs
+        return None
     return roofline(row.M, N, K, row.latency_us, ceilings, block_shape=shape.block_shape,
                     out_dtype=out_dtype)
 
@@ -151,13 +174,13 @@ def _shape_section(shape: ShapeReport, out_dtype: str, cpu: bool,
     ), dashed=True)
     speedups = tuple((r.M, r.default_latency_us / r.latency_us) for r in measured
                      if r.default_latency_us is not None)
-    key = f"{N}x{K}"
+    key, label = shape.anchor, shape.label
     charts = [
-        line_chart([winner, default], title=f"latency_us over M (log scales), N={N}, K={K}",
+        line_chart([winner, default], title=f"latency_us over M (log scales), {label}",
                    x_label="M (rows of A)", y_label="latency_us", y_log=True, x_ticks=_X_TICKS,
                    css_class=f"chart latency shape-{key}"),
         line_chart([Series("speedup over default", SPEEDUP_COLOR, speedups)],
-                   title=f"speedup over vLLM's default config, N={N}, K={K}",
+                   title=f"speedup over vLLM's default config, {label}",
                    x_label="M (rows of A)", y_label="default / winner", y_log=False,
                    x_ticks=_X_TICKS, reference_y=1.0, css_class=f"chart speedup shape-{key}"),
     ]
@@ -171,7 +194,7 @@ def _shape_section(shape: ShapeReport, out_dtype: str, cpu: bool,
             if ceiling in ceilings
         ]
         charts.append(line_chart(
-            shares, title=f"winner's share of the device's ceilings, N={N}, K={K}",
+            shares, title=f"winner's share of the device's ceilings, {label}",
             x_label="M (rows of A)", y_label="% of ceiling", y_log=False, x_ticks=_X_TICKS,
             reference_y=100.0, css_class=f"chart roofline shape-{key}"))
     done = {r.M for r in measured}
@@ -219,7 +242,7 @@ def _shape_section(shape: ShapeReport, out_dtype: str, cpu: bool,
                    if ceilings else "")
     models = f" ({escape(', '.join(shape.models))})" if shape.models else ""
     return (
-        f'<section class="shape" id="shape-{key}"><h2>N={N}, K={K}, block_shape '
+        f'<section class="shape" id="shape-{key}"><h2>{label}, block_shape '
         f"[{shape.block_shape[0]}, {shape.block_shape[1]}]{models}</h2>"
         + "".join(f'<p class="note">{n}</p>' for n in notes)
         + f'<div class="charts">{"".join(charts)}</div>'
@@ -303,7 +326,7 @@ def render_report(
     if scope is not None:
         head += _scope_note(scope)
     head += _ceilings_note(usable)
-    nav = " · ".join(f'<a href="#shape-{s.N}x{s.K}">N={s.N}, K={s.K}</a>' for s in shapes)
+    nav = " · ".join(f'<a href="#shape-{s.anchor}">{s.label}</a>' for s in shapes)
     body = [f"<nav>{nav}</nav>" if shapes else "<p>No shapes in the store for this device yet.</p>"]
     body += [_shape_section(s, bytes_dtype, cpu, usable) for s in shapes]
     body.append(backends)

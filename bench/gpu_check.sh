@@ -3,7 +3,9 @@
 #   kernel tests on CUDA; a sweep of the Qwen3.8-27B TP2 shapes with the default strategy (the
 #   closing line gives trials run/pruned, compile vs measure seconds, wall); export and the
 #   per-M speedup table; `tuner verify` (vLLM's pick vs the default, on and off the grid); a
-#   `tuner compare` of the same shapes (issue 13); a DeepSeek-V3 sweep at a few M and
+#   `tuner compare` of the same shapes (issue 13); a fused-MoE sweep of Qwen3-30B-A3B-FP8 TP1
+#   (E=128, N=768) with the per-M speedup over vLLM's get_default_config (issue 11, MOE=0 skips
+#   it); a DeepSeek-V3 sweep at a few M and
 #   `bench/vs_shipped.py` (ours vs vLLM 0.33.0's shipped file vs
 #   the default, interleaved), with roofline ratios.
 # The machine has torch and triton preinstalled; the rest travels as wheels in .whl/, made here by
@@ -53,6 +55,16 @@ step "verify qwen3.8-27b TP2" 90 python3 -m tuner.cli verify --device "$DEVICE" 
 # (when importable), at the decode and prefill M of the issue.
 step "compare qwen3.8-27b TP2, M=${COMPARE_M:-1,16,32,2048,4096}" 120 python3 -m tuner.cli \
   compare --device "$DEVICE" --model qwen3.8-27b --tp 2 --m "${COMPARE_M:-1,16,32,2048,4096}"
+# Issue 11: the fused-MoE experts of Qwen3-30B-A3B-FP8 at TP1; `tuner winners` prints each M's
+# winner against vLLM's per-M default config (the speedup column), MoE rows only.
+MOE_M=${MOE_M:-1,16,64,256,1024,4096}
+if [ "${MOE:-1}" = 1 ]; then
+  step "sweep qwen3-30b-a3b-fp8 TP1 (MoE E=128 N=768), M=$MOE_M" "${MOE_S:-150}" \
+    python3 -m tuner.cli sweep --device "$DEVICE" --model qwen3-30b-a3b-fp8 --tp 1 --m "$MOE_M" \
+    --trials "${MOE_TRIALS:-32}" --no-publish
+  step "MoE winners: speedup over vLLM's default per M" 30 bash -c "COLUMNS=200 python3 -m \
+    tuner.cli winners --device '$DEVICE' | grep -E '^ *kernel|^moe'"
+fi
 if [ "${DEEPSEEK:-1}" = 1 ]; then
   step "sweep deepseek-v3 TP8 at M=${DS_M:-1,64,4096}" 120 python3 -m tuner.cli sweep \
     --device "$DEVICE" --model deepseek-v3 --tp 8 --m "${DS_M:-1,64,4096}" --trials "${DS_TRIALS:-48}"

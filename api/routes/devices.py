@@ -30,6 +30,7 @@ from tuner.kernels.dense.naming import (
     parse_config_file_name,
 )
 from tuner.kernels.family import Shape
+from tuner.kernels.moe.naming import any_engine_file_name
 from tuner.kernels.registry import get_family
 
 router = APIRouter(prefix="/devices", tags=["devices"])
@@ -322,6 +323,20 @@ def preview_file(
                        allow_stale=allow_stale)
     merged = read.files
     names = ", ".join(f.file_name for f in merged.files) or "(none)"
+    if file_name.startswith("E="):  # a fused-MoE file: matched by its name in vLLM's spelling
+        try:
+            wanted_name = any_engine_file_name(file_name, "vllm")
+        except ValueError as exc:
+            raise HTTPException(404, detail=f"{exc}; files: {names}") from None
+        for f in merged.files:
+            if (f.file_name.startswith("E=")
+                    and any_engine_file_name(f.file_name, "vllm") == wanted_name):
+                return _download(f.merged.text.encode(), media_type="application/json",
+                                 filename=f.file_name, if_none_match=if_none_match,
+                                 sha256=f.merged.sha256, request=request,
+                                 route="preview/configs/file")
+        raise HTTPException(404, detail=f"no file {wanted_name!r} for {device_name}; files: "
+                                        f"{names}")
     try:
         wanted = parse_config_file_name(file_name)
     except ValueError as exc:
@@ -331,7 +346,8 @@ def preview_file(
                                         f"not {device_name!r}")
     key = (wanted.N, wanted.K, wanted.block_shape)
     for f in merged.files:
-        if (f.N, f.K, f.block_shape) == key and wanted.dtype == "fp8_w8a8":
+        if ((f.N, f.K, f.block_shape) == key and wanted.dtype == "fp8_w8a8"
+                and not f.file_name.startswith("E=")):
             return _download(f.merged.text.encode(), media_type="application/json",
                              filename=f.file_name, if_none_match=if_none_match,
                              sha256=f.merged.sha256, request=request, route="preview/configs/file")

@@ -82,6 +82,7 @@ def read_report(device_name: KnownDevice, session: SessionDep,
             m_requested=cov.m_requested if cov else (), models=cov.models if cov else (),
             m_stale=tuple(cov.m_stale) if cov else (),
             left_out=tuple((M, label, reason) for M, (label, reason) in left_out),
+            family=key[0], shape_params=key[1],
         ))
     current = view.scope.current
     scope = ReportScope(allow_stale=True) if allow_stale else ReportScope(

@@ -190,8 +190,9 @@ def test_from_config_refuses_unknown_architectures(tmp_path: Path) -> None:
     config.write_text(json.dumps({"architectures": ["DeepseekV3ForCausalLM"]}))
     result = invoke("shapes", "from-config", str(config), "--tp", "8")
     one_line_error(result, f"{config}: architectures ['DeepseekV3ForCausalLM'] is not one of "
-                   "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM; "
-                   "other architectures are not derived (shapes from a log still work)")
+                   "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+                   "Qwen3MoeForCausalLM; other architectures are not derived, but for their MoE "
+                   "experts (shapes from a log still work)")
 
 
 def test_malformed_user_shapes_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -97,6 +97,7 @@ def winners(
     from db import repo
     from tuner.files.device import read_device
     from tuner.kernels.config import KernelConfig
+    from tuner.kernels.registry import DEFAULT_FAMILY
     from tuner.measure.roofline import roofline
 
     _, engine = open_db(db, must_exist=True)
@@ -107,7 +108,9 @@ def winners(
         ceilings = repo.device_ceilings(session, device_name=device_name)
     rows, note = view.winners, view.scope.note(device_name)
     # On a narrow terminal the roofline figures go first, then the spread (tuner.cli.tables).
-    columns = [Column("N"), Column("K"), Column("M"), Column("winner", text=True),
+    moe = any(getattr(row, "family", DEFAULT_FAMILY) != DEFAULT_FAMILY for row in rows)
+    columns = [Column("kernel", text=True)] if moe else []
+    columns += [Column("N"), Column("K"), Column("M"), Column("winner", text=True),
                Column("latency_us"), Column("default_us"), Column("speedup"),
                Column("spread_us", optional=True), Column("GB/s", optional=True),
                Column("TFLOP/s", optional=True)]
@@ -116,18 +119,22 @@ def winners(
     cells_of_rows = []
     for row in rows:
         default_us = row.default_latency_us
+        family = getattr(row, "family", DEFAULT_FAMILY)
+        # The roofline counts one dense GEMM's bytes and FLOPs; an MoE row gets none.
         figures = roofline(row.M, row.N, row.K, row.latency_us, ceilings,
-                           block_shape=row.block_shape)
-        cells = [
+                           block_shape=row.block_shape) if family == DEFAULT_FAMILY else None
+        cells = ([family if family == DEFAULT_FAMILY else f"{family} {row.shape_params}"]
+                 if moe else []) + [
             str(row.N), str(row.K), str(row.M), KernelConfig.from_dict(row.config).short(),
             f"{row.latency_us:.1f}", "-" if default_us is None else f"{default_us:.1f}",
             "-" if default_us is None else f"{default_us / row.latency_us:.2f}x",
             "-" if row.spread_us is None else f"{row.spread_us:.2f}",
-            _figure(figures.gbps, 1), _figure(figures.tflops, 2),
+            *((_figure(figures.gbps, 1), _figure(figures.tflops, 2)) if figures else ("-", "-")),
         ]
         if ceilings:
             cells += ["-" if ratio is None else f"{100 * ratio:.1f}"
-                      for ratio in (figures.copy_ratio, figures.fp8_mm_ratio)]
+                      for ratio in ((figures.copy_ratio, figures.fp8_mm_ratio) if figures
+                                    else (None, None))]
         cells_of_rows.append(cells)
     print_table(console, columns, cells_of_rows, title=device_name)
     if note is not None:

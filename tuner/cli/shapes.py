@@ -70,13 +70,21 @@ def _print_shapes(shapes: Sequence[tuple[int, int]], layers: Sequence[str] | Non
     console.print(table)
 
 
+def _print_moe(moe: Sequence[tuple[int, int, int, int]]) -> None:
+    table = Table("E", "N", "K", "top_k", title="MoE experts (fused-MoE kernel)")
+    for row in moe:
+        table.add_row(*map(str, row))
+    console.print(table)
+
+
 def _save(name: str, *, tp: int, shapes: Sequence[tuple[int, int]],
-          block_shape: tuple[int, int], source: str, description: str) -> None:
+          block_shape: tuple[int, int], source: str, description: str,
+          moe: Sequence[tuple[int, int, int, int]] = ()) -> None:
     from tuner.inputs.shapes import ShapesFileError, save_shapes
 
     try:
         path = save_shapes(name, tp=tp, shapes=shapes, block_shape=block_shape, source=source,
-                           description=description)
+                           description=description, moe=moe)
     except (ShapesFileError, ValueError) as exc:
         raise fail(str(exc)) from None
     except OSError as exc:
@@ -96,6 +104,25 @@ def _next_step(device_names: Sequence[str], model: str, tp: int | None,
                           soft_wrap=True, markup=False, highlight=False)
 
 
+def _print_experts(scan, log: Path) -> None:
+    """The MoE part of a log: block-FP8 files without a config, and those out of scope."""
+    experts = scan.experts()
+    if experts:
+        console.print(f"{len(experts)} fused-MoE expert shape(s) without a config file:",
+                      highlight=False)
+        table = Table("E", "N", "block_shape")
+        for E, N, (bn, bk) in experts:
+            table.add_row(str(E), str(N), f"[{bn}, {bk}]")
+        console.print(table)
+        for folder in sorted({m.path.rsplit("/", 1)[0] for m in scan.moe_missing if "/" in m.path}):
+            console.print(f"vLLM looks for them in $VLLM_TUNED_CONFIG_FOLDER, then {folder}/",
+                          soft_wrap=True, markup=False, highlight=False)
+    for name in scan.moe_out_of_scope:
+        console.print(f"out of scope: {name} (a fused-MoE file that is not block FP8 "
+                      "'dtype=fp8_w8a8,block_shape=[...]'; this tool does not tune it)",
+                      soft_wrap=True, markup=False, highlight=False)
+
+
 def from_log(
     log: Annotated[Path, typer.Argument(help="A vLLM or SGLang server log (plain or .gz).")],
     tp: Annotated[int | None, typer.Option(min=1, max=1024, help="Tensor-parallel size the log "
@@ -106,25 +133,30 @@ def from_log(
 
     Reads every "Using default W8A8 Block FP8 kernel config ... Config file not found at <path>"
     warning (vLLM's and SGLang's), and prints the device_name, the distinct (N, K, block_shape)
-    and the `tuner sweep` command that covers them. MoE config warnings are ignored.
+    and the `tuner sweep` command that covers them. vLLM's "Using default MoE config ..."
+    warnings give the fused-MoE experts' (E, N) of block-FP8 files; other MoE files (per-tensor
+    FP8, BF16) are reported as out of scope. A log states no MoE K or top_k: `--save` keeps the
+    dense shapes only (use `from-config` for the experts).
     """
     from tuner.inputs.logs import read_log
-    from tuner.inputs.shapes import find_covering, free_model_key, suggest_model_key
+    from tuner.inputs.modelkeys import find_covering, free_model_key, suggest_model_key
 
     try:
         scan = read_log(log)
     except ValueError as exc:
         raise fail(str(exc)) from None
-    if not scan.missing:
+    if not scan.missing and not scan.moe_missing:
         if scan.kernel_line is not None:
             console.print(scan.kernel_line, soft_wrap=True, markup=False, highlight=False)
+        _print_experts(scan, log)
         raise fail(f"{log}: no 'Config file not found' warning of the W8A8 block-FP8 kernel in "
                    f"{scan.lines} lines: every shape had a file, the Triton kernel did not run, "
                    "or this is not a vLLM/SGLang server log", 1)
     tp = tp if tp is not None else scan.tp
     shapes = scan.shapes()
-    block_shapes = sorted({b for _, _, b in shapes})
-    engines = sorted({m.engine for m in scan.missing})
+    experts = scan.experts()
+    block_shapes = sorted({b for _, _, b in shapes} | {b for _, _, b in experts})
+    engines = sorted({m.engine for m in scan.missing} | ({"vllm"} if experts else set()))
     console.print(
         f"{log}: {scan.warnings} warning(s) from {', '.join(engines)}; device_name "
         f"{', '.join(scan.device_names)}; model {scan.model or 'not stated'}; "
@@ -132,30 +164,60 @@ def from_log(
         highlight=False)
     if scan.kernel_line is not None:
         console.print(scan.kernel_line, soft_wrap=True, markup=False, highlight=False)
-    console.print(f"{len(shapes)} shape(s) without a config file, block_shape "
-                  f"{' and '.join(f'[{b[0]}, {b[1]}]' for b in block_shapes)}:",
-                  soft_wrap=True, highlight=False)
-    _print_shapes([(n, k) for n, k, _ in shapes])
+    if shapes:
+        console.print(f"{len(shapes)} shape(s) without a config file, block_shape "
+                      f"{' and '.join(f'[{b[0]}, {b[1]}]' for b in block_shapes)}:",
+                      soft_wrap=True, highlight=False)
+        _print_shapes([(n, k) for n, k, _ in shapes])
     for folder in sorted({m.folder for m in scan.missing if m.folder}):
         console.print(f"the engine looks for them in {folder}/", soft_wrap=True, markup=False,
                       highlight=False)
+    _print_experts(scan, log)
     pairs = [(n, k) for n, k, _ in shapes]
+    sglang = "sglang" in engines
     if save is not None:
         if tp is None:
             raise fail("the log does not state the tensor-parallel size: pass --tp with --save")
         if len(block_shapes) != 1:
             raise fail("the log has shapes of several block_shapes; a shapes entry has one")
+        if not pairs:
+            raise fail("the log names the MoE experts' E and N but not their K (hidden size) or "
+                       "top_k: save them with `tuner shapes from-config config.json --tp "
+                       f"{tp} --save {save}`")
         _save(save, tp=tp, shapes=pairs, block_shape=block_shapes[0],
               source=f"'Config file not found' warnings in {log.name}",
               description=f"{scan.model or save}: shapes read from a server log")
+        if experts:
+            console.print("the MoE experts are not saved (a log has no K or top_k): add them with "
+                          f"tuner shapes from-config config.json --tp {tp} --save {save}",
+                          soft_wrap=True, markup=False, highlight=False)
         console.print("next:", highlight=False)
-        _next_step(scan.device_names, save, tp, "sglang" in engines)
+        _next_step(scan.device_names, save, tp, sglang)
         return
-    covering = find_covering(pairs, block_shapes[0], tp) if len(block_shapes) == 1 else []
+    one_block = len(block_shapes) == 1
+    if experts:
+        moe_covering = find_covering([], block_shapes[0], tp, [(e, n) for e, n, _ in experts]) if (
+            one_block) else []
+        if moe_covering and not pairs:
+            model, size = moe_covering[0]
+            console.print(f"these are MoE experts of model '{model}' TP {size}; next:",
+                          highlight=False)
+            _next_step(scan.device_names, model, size)
+            return
+        if moe_covering:
+            console.print(f"the MoE experts are those of model '{moe_covering[0][0]}' TP "
+                          f"{moe_covering[0][1]}", soft_wrap=True, markup=False, highlight=False)
+        else:
+            console.print("no known model lists these MoE experts; derive them (E, N, K, top_k) "
+                          f"with: tuner shapes from-config config.json --tp {tp or '<TP>'} "
+                          "--save NAME", soft_wrap=True, markup=False, highlight=False)
+        if not pairs:
+            return
+    covering = find_covering(pairs, block_shapes[0], tp) if one_block else []
     if covering:
         model, size = covering[0]
         console.print(f"these are shapes of model '{model}' TP {size}; next:", highlight=False)
-        _next_step(scan.device_names, model, size, "sglang" in engines)
+        _next_step(scan.device_names, model, size, sglang)
         return
     # A name `--save` accepts: not a packaged model's, nor one saved before (whose shapes differ,
     # or find_covering would have named it).
@@ -163,7 +225,7 @@ def from_log(
     tp_flag = "" if tp is not None and tp == scan.tp else f" --tp {tp or '<TP>'}"
     console.print(f"save them first (tuner shapes from-log {shlex.quote(str(log))} --save "
                   f"{name}{tp_flag}), then:", soft_wrap=True, markup=False, highlight=False)
-    _next_step(scan.device_names, name, tp, "sglang" in engines)
+    _next_step(scan.device_names, name, tp, sglang)
 
 
 def from_config(
@@ -171,13 +233,15 @@ def from_config(
     tp: Annotated[int, typer.Option(min=1, max=1024, help="Tensor-parallel size.")],
     save: SaveOpt = None,
 ) -> None:
-    """The dense block-FP8 GEMM shapes of a standard decoder at one TP size.
+    """The block-FP8 GEMM shapes of a decoder at one TP size: dense layers and MoE experts.
 
     qkv_proj N = (heads/tp + 2 * max(1, kv_heads/tp)) * head_dim, K = hidden; o_proj N = hidden,
     K = heads * head_dim / tp; gate_up_proj N = 2 * intermediate / tp, K = hidden; down_proj
     N = hidden, K = intermediate / tp (vLLM's QKV/MergedColumn/RowParallelLinear). Llama,
-    Mistral, Qwen2 and Qwen3 architectures; others, splits that do not divide and checkpoints
-    that are not block FP8 (BF16, per-tensor/channel/group FP8) are refused.
+    Mistral, Qwen2, Qwen3 and Qwen3-MoE architectures. MoE experts: E = num_experts (or
+    num_local_experts, n_routed_experts), N = moe_intermediate_size / tp, K = hidden, top_k =
+    num_experts_per_tok (other MoE architectures: experts only). Splits that do not divide and
+    checkpoints that are not block FP8 (BF16, per-tensor/channel/group FP8) are refused.
     """
     from tuner.inputs.hfconfig import derive_shapes, read_config
 
@@ -189,14 +253,23 @@ def from_config(
     console.print(f"{config}: {derived.architecture}"
                   f"{f' ({derived.model})' if derived.model else ''}, TP {tp}, "
                   f"block_shape [{bn}, {bk}]", soft_wrap=True, markup=False, highlight=False)
-    _print_shapes([(layer.N, layer.K) for layer in derived.layers],
-                  [layer.layer for layer in derived.layers])
+    if derived.layers:
+        _print_shapes([(layer.N, layer.K) for layer in derived.layers],
+                      [layer.layer for layer in derived.layers])
+    else:
+        console.print(f"dense layers of {derived.architecture} are not derived; MoE experts only",
+                      soft_wrap=True, markup=False, highlight=False)
+    moe = [(m.E, m.N, m.K, m.top_k) for m in derived.moe]
+    if moe:
+        _print_moe(moe)
     if save is None:
         console.print(f"save them with --save NAME, then: tuner sweep --device <device> "
                       f"--model NAME --tp {tp}", soft_wrap=True, markup=False, highlight=False)
         return
     _save(save, tp=tp, shapes=derived.shapes, block_shape=derived.block_shape,
           source=f"{config.name} ({derived.architecture}), derived by tuner.inputs.hfconfig's rule",
-          description=f"{derived.model or save}: dense layers derived from config.json")
+          description=f"{derived.model or save}: "
+          f"{'dense layers and MoE experts' if moe else 'dense layers'} derived from config.json",
+          moe=moe)
     console.print("next:", highlight=False)
     _next_step([], save, tp)

@@ -4,6 +4,12 @@ vLLM 0.33.0 reads these files only from `<site-packages>/vllm/model_executor/lay
 utils/configs/` (DESIGN §9; `VLLM_TUNED_CONFIG_FOLDER` does not apply); SGLang only from the
 `configs/` folder beside its fp8_kernel.py, `<site-packages>/sglang/srt/layers/quantization/
 configs/`. Each file is mounted on its own, so the files the engine ships stay visible.
+
+Fused-MoE files (`E=...,N=...`, DESIGN §13) are read by vLLM 0.33.0's `get_moe_configs` from
+`VLLM_TUNED_CONFIG_FOLDER` first, then from its package's `fused_moe/configs/`: they go in one
+read-only folder mount at `MOE_CONTAINER_DIR` with that variable set to it (docker `-e`, compose
+`environment:`, Kubernetes `env:`). SGLang reads MoE files from elsewhere; its mounts leave them
+out, saying so.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from tuner.kernels.dense.naming import (
     engine_file_name,
     parse_config_file_name,
 )
+from tuner.kernels.moe.naming import moe_device_name, parse_moe_config_file_name
 
 FORMATS: tuple[str, ...] = ("docker", "compose", "k8s")
 # Where the engine's package lives in its usual image: vLLM's vllm/vllm-openai image installs
@@ -31,6 +38,9 @@ DEFAULT_SITE_PACKAGES: dict[str, str] = {
     "sglang": "/sgl-workspace/sglang/python",
 }
 DEFAULT_HOST_DIR = "$PWD/configs"
+# Where the MoE files' folder is mounted in the container; vLLM is told by VLLM_TUNED_CONFIG_FOLDER.
+MOE_CONTAINER_DIR = "/opt/blockfp8-tuner/moe-configs"
+MOE_ENV = "VLLM_TUNED_CONFIG_FOLDER"
 # Prints the container's site-packages folder for the engine.
 _FIND_SITE = "python3 -c \"import os, {0}; print(os.path.dirname(os.path.dirname({0}.__file__)))\""
 _SITE_RE = re.compile(r"/[^\x00\n\r\"'`$\\]{0,511}")
@@ -137,7 +147,9 @@ def render_mounts(request: MountRequest) -> str:
         request: the files, engine, folders and format.
 
     Returns:
-        Commented text ending in a newline; each file mounted read-only under the engine's name.
+        Commented text ending in a newline; each dense file mounted read-only under the
+        engine's name, the fused-MoE files (vLLM only) in one read-only folder mount with
+        VLLM_TUNED_CONFIG_FOLDER set to it.
 
     Raises:
         ValueError: an unknown engine or format, a bad site-packages path, no files, or a file
@@ -152,10 +164,15 @@ def render_mounts(request: MountRequest) -> str:
     site = check_site_packages(request.site_packages)
     target_dir = f"{site}/{ENGINE_CONFIG_DIRS[request.engine]}"
     host_dir = request.host_dir.rstrip("/") or "/"
-    files = []
+    files, moe = [], []
     for name in sorted(request.file_names):
+        if name.startswith("E="):
+            moe.append((name, parse_moe_config_file_name(name)))
+            continue
         parsed = parse_config_file_name(name)
         files.append((name, engine_file_name(name, request.engine), parsed))
+    left_out = len(moe) if request.engine != "vllm" else 0
+    moe = moe if request.engine == "vllm" else []
     head = [
         f"# {len(files)} read-only mount(s) of W8A8 block-FP8 configs for {request.device_name} "
         f"({request.engine}).",
@@ -163,41 +180,98 @@ def render_mounts(request: MountRequest) -> str:
         f"# (site-packages in your image: {_FIND_SITE.format(request.engine)})",
         "# Files are read once per process: restart the server after changing them.",
     ]
+    if moe:
+        head += [f"# {len(moe)} fused-MoE file(s) (E=...): one read-only folder mount of "
+                 f"{host_dir}/ at {MOE_CONTAINER_DIR}/,",
+                 f"# with {MOE_ENV}={MOE_CONTAINER_DIR} (vLLM reads MoE files there first)."]
+    if left_out:
+        head.append(f"# {left_out} fused-MoE file(s) (E=...) left out: SGLang does not read "
+                    f"them from {MOE_ENV}; these mounts cover the dense files only.")
     if request.engine == "vllm":
         head += [f"# {line}" for line in backend_lines(request.compute_capability)[:-1]]
     else:
         head.append(f"# {SGLANG_NOTE}")
-    body: list[str] = []
+    if not files and not moe:
+        raise ValueError(f"no config files for {request.device_name} to mount with "
+                         f"{request.engine}")
     if request.fmt == "docker":
-        body.append("# Add to `docker run`:")
-        body += [f"  {_docker_mount(f'{host_dir}/{src}', f'{target_dir}/{dst}')} \\"
-                 for src, dst, _ in files]
+        body = _docker_body(files, moe, host_dir, target_dir)
     elif request.fmt == "compose":
-        body += ["# Under the serving service of docker-compose.yml:", "    volumes:"]
-        for src, dst, _ in files:
-            body += ["      - type: bind", f"        source: {_yaml(f'{host_dir}/{src}')}",
-                     f"        target: {_yaml(f'{target_dir}/{dst}')}", "        read_only: true"]
+        body = _compose_body(files, moe, host_dir, target_dir)
     else:
-        cm = _configmap_name(request.device_name)
+        body = _k8s_body(request.device_name, files, moe, host_dir, target_dir)
+    return "\n".join(head + body) + "\n"
+
+
+def _docker_body(files: list, moe: list, host_dir: str, target_dir: str) -> list[str]:
+    body = ["# Add to `docker run`:"]
+    body += [f"  {_docker_mount(f'{host_dir}/{src}', f'{target_dir}/{dst}')} \\"
+             for src, dst, _ in files]
+    if moe:
+        body += [f"  {_docker_mount(host_dir, MOE_CONTAINER_DIR)} \\",
+                 f"  -e {MOE_ENV}={MOE_CONTAINER_DIR} \\"]
+    return body
+
+
+def _compose_body(files: list, moe: list, host_dir: str, target_dir: str) -> list[str]:
+    body = ["# Under the serving service of docker-compose.yml:", "    volumes:"]
+    mounts = [(f"{host_dir}/{src}", f"{target_dir}/{dst}") for src, dst, _ in files]
+    mounts += [(host_dir, MOE_CONTAINER_DIR)] if moe else []
+    for source, target in mounts:
+        body += ["      - type: bind", f"        source: {_yaml(source)}",
+                 f"        target: {_yaml(target)}", "        read_only: true"]
+    if moe:
+        body += ["    environment:", f"      {MOE_ENV}: {_yaml(MOE_CONTAINER_DIR)}"]
+    return body
+
+
+def _moe_key(parsed: tuple) -> str:
+    E, N, _, _, (bn, bk) = parsed
+    return f"e{E}-n{N}-b{bn}x{bk}.json"
+
+
+def _k8s_body(device_name: str, files: list, moe: list, host_dir: str,
+              target_dir: str) -> list[str]:
+    cm = _configmap_name(device_name)
+    body = []
+    if files:
         body.append("# Make the ConfigMap from the host files:")
         body.append(f"#   kubectl create configmap {cm} \\")
         body += [f"#     --from-file={_configmap_key(p.N, p.K, p.block_shape)}="
                  f"{_double_quoted(f'{host_dir}/{src}')} \\" for src, _, p in files]
-        body += ["#     --dry-run=client -o yaml | kubectl apply -f -",
-                 "# In the pod spec:", "volumes:", "  - name: blockfp8-configs", "    configMap:",
-                 f"      name: {cm}", "      items:"]
+        body.append("#     --dry-run=client -o yaml | kubectl apply -f -")
+    if moe:
+        body += ["# Make the fused-MoE ConfigMap from the host files:",
+                 f"#   kubectl create configmap {cm}-moe \\"]
+        body += [f"#     --from-file={_moe_key(p)}={_double_quoted(f'{host_dir}/{src}')} \\"
+                 for src, p in moe]
+        body.append("#     --dry-run=client -o yaml | kubectl apply -f -")
+    body += ["# In the pod spec:", "volumes:"]
+    if files:
+        body += ["  - name: blockfp8-configs", "    configMap:", f"      name: {cm}",
+                 "      items:"]
         for _, dst, p in files:
             body += [f"        - key: {_configmap_key(p.N, p.K, p.block_shape)}",
                      f"          path: {_yaml(dst)}"]
-        body += ["# In the serving container:", "volumeMounts:"]
-        for _, dst, _p in files:
-            body += ["  - name: blockfp8-configs", f"    mountPath: {_yaml(f'{target_dir}/{dst}')}",
-                     f"    subPath: {_yaml(dst)}", "    readOnly: true"]
-    return "\n".join(head + body) + "\n"
+    if moe:
+        body += ["  - name: blockfp8-moe-configs", "    configMap:", f"      name: {cm}-moe",
+                 "      items:"]
+        for src, p in moe:
+            body += [f"        - key: {_moe_key(p)}", f"          path: {_yaml(src)}"]
+    body += ["# In the serving container:", "volumeMounts:"]
+    for _, dst, _p in files:
+        body += ["  - name: blockfp8-configs", f"    mountPath: {_yaml(f'{target_dir}/{dst}')}",
+                 f"    subPath: {_yaml(dst)}", "    readOnly: true"]
+    if moe:
+        body += ["  - name: blockfp8-moe-configs", f"    mountPath: {_yaml(MOE_CONTAINER_DIR)}",
+                 "    readOnly: true", "env:", f"  - name: {MOE_ENV}",
+                 f"    value: {_yaml(MOE_CONTAINER_DIR)}"]
+    return body
 
 
 def config_files_in(folder_names: Sequence[str], device_name: str) -> list[str]:
-    """The names among a folder's entries that are config files of one device.
+    """The names among a folder's entries that are config files of one device (dense, and
+    fused-MoE under vLLM's MoE device name, `moe_device_name`).
 
     Args:
         folder_names: file names in the folder.
@@ -209,9 +283,12 @@ def config_files_in(folder_names: Sequence[str], device_name: str) -> list[str]:
     found = []
     for name in folder_names:
         try:
-            parsed = parse_config_file_name(name)
+            if name.startswith("E="):
+                matches = parse_moe_config_file_name(name)[2] == moe_device_name(device_name)
+            else:
+                matches = parse_config_file_name(name).device_name == device_name
         except ValueError:
             continue
-        if parsed.device_name == device_name:
+        if matches:
             found.append(name)
     return sorted(found)

@@ -16,7 +16,18 @@ vLLM refuses to load a block-FP8 checkpoint when a split does not divide
 (`validate_fp8_block_shape`, quantization/utils/fp8_utils.py): with tp > 1 a row-parallel K per
 rank must be a multiple of group_k; each part of a merged or split column-parallel N per rank (q,
 k, v; gate, up) a multiple of group_n. So does this module, rather than guessing. The embedding,
-lm_head, norms and MoE experts are not dense block-FP8 GEMMs of this kernel and are left out.
+lm_head and norms are left out.
+
+MoE experts (vLLM's FusedMoE, model_executor/layers/fused_moe/layer.py, run by the fused-MoE
+kernel, not the dense one): E = `num_experts` (Qwen MoE) or `num_local_experts` (Mixtral) or
+`n_routed_experts` (DeepSeek); N = moe_intermediate_size / tp (the per-rank intermediate size,
+w2_shape[2]; the file name's N), K = hidden_size, top_k = num_experts_per_tok. vLLM's
+Fp8MoEMethod.create_weights (quantization/fp8.py) refuses block FP8 experts whose per-rank
+intermediate size is not a multiple of block_n, or (tp > 1) of block_k; so does this module.
+Expert parallelism (which keeps N whole and splits E) is not derived. Qwen3MoeForCausalLM's dense
+layers are its attention projections, plus a dense MLP of intermediate_size when `mlp_only_layers`
+lists layers or `decoder_sparse_step` is not 1 (Qwen3MoeDecoderLayer, models/qwen3_moe.py). For
+other architectures with an expert count (DeepSeek, Mixtral, ...) only the experts are derived.
 Checkpoints that are not block FP8 (BF16, per-tensor FP8, ...) are refused: vLLM never runs the
 block-FP8 kernel for them (tuner.inputs.quantization says which are).
 """
@@ -36,7 +47,9 @@ KNOWN_ARCHITECTURES: dict[str, str] = {
     "MistralForCausalLM": "llama.py",
     "Qwen2ForCausalLM": "qwen2.py",
     "Qwen3ForCausalLM": "qwen3.py",
+    "Qwen3MoeForCausalLM": "qwen3_moe.py",
 }
+EXPERT_COUNT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
 MAX_SIZE = 2**24  # far above any real hidden or intermediate size; keeps N and K in range
 _MAX_CONFIG_BYTES = 4 * 2**20
 
@@ -51,6 +64,16 @@ class LayerShape:
 
 
 @dataclass(frozen=True)
+class MoeShape:
+    """The routed experts of an MoE layer on one rank: w13 [E, 2N, K] and w2 [E, K, N] (fp8)."""
+
+    E: int
+    N: int
+    K: int
+    top_k: int
+
+
+@dataclass(frozen=True)
 class DerivedShapes:
     """The dense block-FP8 GEMMs of a model at one TP size.
 
@@ -59,8 +82,11 @@ class DerivedShapes:
         tp: tensor-parallel size.
         block_shape: [group_n, group_k] (`weight_block_size`, or compressed-tensors' weights
             `block_structure`; see tuner.inputs.quantization).
-        layers: qkv_proj, o_proj, gate_up_proj, down_proj in that order.
+        layers: qkv_proj, o_proj, gate_up_proj, down_proj in that order (an MoE model's
+            attention projections only, or none for an architecture whose dense layers are not
+            derived).
         model: `_name_or_path` of the config, when it has one.
+        moe: the fused-MoE expert shape, when the config has an expert count.
     """
 
     architecture: str
@@ -68,6 +94,7 @@ class DerivedShapes:
     block_shape: tuple[int, int]
     layers: tuple[LayerShape, ...]
     model: str | None
+    moe: tuple[MoeShape, ...] = ()
 
     @property
     def shapes(self) -> tuple[tuple[int, int], ...]:
@@ -92,8 +119,50 @@ def _divide(numerator: int, denominator: int, what: str, where: str) -> int:
     return numerator // denominator
 
 
+def derive_moe(config: Mapping, tp: int, block_shape: tuple[int, int], *,
+               where: str = "config.json") -> tuple[MoeShape, ...]:
+    """The routed experts' shape per rank (rule in the module doc), or () without an expert count.
+
+    Args:
+        config: the parsed `config.json`.
+        tp: tensor-parallel size (experts are split by TP, not by expert parallelism).
+        block_shape: [group_n, group_k] of the checkpoint.
+        where: the config's name in error messages.
+
+    Returns:
+        One MoeShape (E, N = moe_intermediate_size / tp, K = hidden_size, top_k), or ().
+
+    Raises:
+        ValueError: one line: a missing or non-integer size, top_k above E, a split that does
+            not divide, or an N per rank that is not a multiple of the block_shape.
+    """
+    key = next((k for k in EXPERT_COUNT_KEYS if config.get(k) is not None), None)
+    if key is None:
+        return ()
+    experts = _size(config, key, where)
+    top_k = _size(config, "num_experts_per_tok", where)
+    if top_k > experts:
+        raise ValueError(f"{where}: num_experts_per_tok {top_k} is more than {key} {experts}")
+    hidden = _size(config, "hidden_size", where)
+    n = _divide(_size(config, "moe_intermediate_size", where), tp,
+                "moe_intermediate_size over tp", where)
+    group_n, group_k = block_shape
+    if n % group_n or (tp > 1 and n % group_k):
+        group = group_n if n % group_n else group_k
+        raise ValueError(f"{where}: at TP {tp} the experts have {n} intermediate rows per rank, "
+                         f"not a multiple of the block size {group}: vLLM refuses this checkpoint")
+    return (MoeShape(E=experts, N=n, K=hidden, top_k=top_k),)
+
+
+def _dense_mlp(config: Mapping, architecture: str) -> bool:
+    """Whether the architecture's decoder layers have a dense MLP of intermediate_size."""
+    if architecture != "Qwen3MoeForCausalLM":
+        return True
+    return bool(config.get("mlp_only_layers")) or config.get("decoder_sparse_step", 1) != 1
+
+
 def derive_shapes(config: Mapping, tp: int, *, where: str = "config.json") -> DerivedShapes:
-    """The (N, K) per rank of a standard decoder's dense linear layers (rule in the module doc).
+    """The (N, K) per rank of a decoder's dense linear layers and its MoE experts (module doc).
 
     Args:
         config: the parsed `config.json`.
@@ -101,29 +170,41 @@ def derive_shapes(config: Mapping, tp: int, *, where: str = "config.json") -> De
         where: the config's name in error messages.
 
     Returns:
-        The four layers' shapes and the block_shape.
+        The dense layers' shapes, the MoE experts' shape (when the config has an expert count)
+        and the block_shape.
 
     Raises:
         NotBlockFp8Error (a ValueError): one line: a checkpoint vLLM runs no block-FP8 GEMM for
             (BF16, per-tensor/channel/group FP8, another quant_method).
-        ValueError: one line: an architecture not in `KNOWN_ARCHITECTURES` (listing them), a
-            missing or non-integer size, a split that does not divide, or a per-rank size that
-            is not a multiple of the block_shape (vLLM refuses those too).
+        ValueError: one line: an architecture not in `KNOWN_ARCHITECTURES` (listing them) and
+            without an expert count, a missing or non-integer size, a split that does not
+            divide, or a per-rank size that is not a multiple of the block_shape (vLLM refuses
+            those too).
     """
     if isinstance(tp, bool) or not isinstance(tp, int) or not 1 <= tp <= 1024:
         raise ValueError(f"--tp must be an integer in 1..1024, got {tp!r}")
     architectures = config.get("architectures")
-    if (not isinstance(architectures, list) or len(architectures) != 1
-            or architectures[0] not in KNOWN_ARCHITECTURES):
-        known = ", ".join(KNOWN_ARCHITECTURES)
-        raise ValueError(f"{where}: architectures {architectures!r} is not one of {known}; "
-                         "other architectures are not derived (shapes from a log still work)"[:400])
+    known = (isinstance(architectures, list) and len(architectures) == 1
+             and architectures[0] in KNOWN_ARCHITECTURES)
+    is_moe = any(config.get(k) is not None for k in EXPERT_COUNT_KEYS)
+    if not known and not (is_moe and isinstance(architectures, list) and len(architectures) == 1
+                          and isinstance(architectures[0], str)):
+        names = ", ".join(KNOWN_ARCHITECTURES)
+        raise ValueError(f"{where}: architectures {architectures!r} is not one of {names}; "
+                         "other architectures are not derived, but for their MoE experts "
+                         "(shapes from a log still work)"[:400])
     architecture = architectures[0]
+    if not known:  # MoE experts only
+        block_shape = block_shape_of(config, where)
+        return DerivedShapes(architecture=architecture, tp=tp, block_shape=block_shape,
+                             layers=(), model=_model_name(config),
+                             moe=derive_moe(config, tp, block_shape, where=where))
     hidden = _size(config, "hidden_size", where)
     heads = _size(config, "num_attention_heads", where)
     kv = _size(config, "num_key_value_heads", where) if config.get(
         "num_key_value_heads") is not None else heads
-    intermediate = _size(config, "intermediate_size", where)
+    dense_mlp = _dense_mlp(config, architecture)
+    intermediate = _size(config, "intermediate_size", where) if dense_mlp else 0
     if config.get("head_dim") is not None:
         head_dim = _size(config, "head_dim", where)
     else:
@@ -138,25 +219,33 @@ def derive_shapes(config: Mapping, tp: int, *, where: str = "config.json") -> De
     inter_per_rank = _divide(intermediate, tp, "intermediate_size over tp", where)
     q_size, kv_size = heads_per_rank * head_dim, kv_per_rank * head_dim
     # validate_fp8_block_shape: merged column-parallel parts (always) and row-parallel K (tp > 1).
-    for what, size in (("q part of qkv_proj", q_size), ("k/v part of qkv_proj", kv_size),
-                       ("gate/up part of gate_up_proj", inter_per_rank)):
+    column = [("q part of qkv_proj", q_size), ("k/v part of qkv_proj", kv_size)]
+    row = [("o_proj", q_size)]
+    if dense_mlp:
+        column.append(("gate/up part of gate_up_proj", inter_per_rank))
+        row.append(("down_proj", inter_per_rank))
+    for what, size in column:
         if size % group_n:
             raise ValueError(f"{where}: at TP {tp} the {what} has {size} rows per rank, not a "
                              f"multiple of group_n {group_n}: vLLM refuses this checkpoint")
     if tp > 1:
-        for what, size in (("o_proj", q_size), ("down_proj", inter_per_rank)):
+        for what, size in row:
             if size % group_k:
                 raise ValueError(f"{where}: at TP {tp} {what} has K = {size} per rank, not a "
                                  f"multiple of group_k {group_k}: vLLM refuses this checkpoint")
     layers = (
         LayerShape("qkv_proj", q_size + 2 * kv_size, hidden),
         LayerShape("o_proj", hidden, q_size),
-        LayerShape("gate_up_proj", 2 * inter_per_rank, hidden),
-        LayerShape("down_proj", hidden, inter_per_rank),
-    )
-    name = config.get("_name_or_path")
+    ) + ((LayerShape("gate_up_proj", 2 * inter_per_rank, hidden),
+          LayerShape("down_proj", hidden, inter_per_rank)) if dense_mlp else ())
     return DerivedShapes(architecture=architecture, tp=tp, block_shape=(group_n, group_k),
-                         layers=layers, model=name if isinstance(name, str) and name else None)
+                         layers=layers, model=_model_name(config),
+                         moe=derive_moe(config, tp, (group_n, group_k), where=where))
+
+
+def _model_name(config: Mapping) -> str | None:
+    name = config.get("_name_or_path")
+    return name if isinstance(name, str) and name else None
 
 
 def read_config(path: Path) -> dict:

@@ -10,11 +10,16 @@ Both engines warn once per missing file and process (so once per rank):
   same sentence, the folder `sglang/srt/layers/quantization/configs/` and
   `block_shape=[128, 128]` with a space.
 
-The fused-MoE warnings ("Using default MoE config ... E=..,N=..") are a different kernel and are
-ignored. TP size and model name are taken from the engine's start-up lines when the log has them
-(vLLM: `non-default args: {..., 'model': '...', 'tensor_parallel_size': 2}`, where no
-tensor_parallel_size means vLLM's default 1, and the engine's `with config: model='...',
-tensor_parallel_size=2`; SGLang: `tp_size=2`, `model_path='...'`).
+vLLM's fused-MoE kernel warns likewise (`get_moe_configs`,
+model_executor/layers/fused_moe/fused_moe.py): `Using default MoE config. Performance might be
+sub-optimal! Config file not found at <folder>/E=..,N=..,device_name=..,dtype=fp8_w8a8,
+block_shape=[128,128].json`. Block-FP8 MoE files are kept apart (`LogScan.moe_missing`); any other
+MoE file (per-tensor `dtype=fp8_w8a8.json`, BF16 without a dtype, int8, ...) is out of scope and
+only listed by name (`LogScan.moe_out_of_scope`). TP size and model name are taken from the
+engine's start-up lines when the log has them (vLLM: `non-default args: {..., 'model': '...',
+'tensor_parallel_size': 2}`, where no tensor_parallel_size means vLLM's default 1, and the
+engine's `with config: model='...', tensor_parallel_size=2`; SGLang: `tp_size=2`,
+`model_path='...'`).
 """
 
 from __future__ import annotations
@@ -27,8 +32,14 @@ from pathlib import Path
 
 from tuner.inputs.backends import kernel_verdict, linear_backend_arg, selected_kernel
 from tuner.kernels.dense.naming import FP8_DTYPE, parse_config_file_name
+from tuner.kernels.moe.naming import parse_moe_config_file_name
 
 MARKER = "Using default W8A8 Block FP8 kernel config"
+MOE_MARKER = "Using default MoE config"
+# Any fused-MoE file name at the end of a path: E=..,N=..,device_name=..[,dtype=..][,block_shape=..]
+# (SGLang's `block_shape=[128, 128]` has a space).
+_MOE_FILE_RE = re.compile(
+    r"(?:^|[/\\'\"\s\[])(?P<name>E=\d+,N=\d+,device_name=[^/\\\s]+?(?: \d+\])?\.json)")
 _NOT_FOUND_RE = re.compile(r"Config file not found at\s+(?P<rest>.*)$")
 # The file name at the end of a path; SGLang puts a space inside block_shape. The device part
 # may hold any character vLLM keeps (',' and '=' too), so it ends at the last ",dtype=".
@@ -76,6 +87,25 @@ class MissingConfig:
 
 
 @dataclass(frozen=True)
+class MissingMoeConfig:
+    """One block-FP8 fused-MoE config file vLLM looked for and did not find.
+
+    Attributes:
+        path: the full path vLLM looked at.
+        device_name: the device part of the file name (every H200 is `NVIDIA_H200` there).
+        E: number of experts (on this rank).
+        N: per-rank intermediate size (w2's last dimension).
+        block_shape: [group_n, group_k].
+    """
+
+    path: str
+    device_name: str
+    E: int
+    N: int
+    block_shape: tuple[int, int]
+
+
+@dataclass(frozen=True)
 class LogScan:
     """What a log says about missing block-FP8 config files.
 
@@ -88,6 +118,9 @@ class LogScan:
         linear_kernels: the block-FP8 linear kernel classes vLLM says it selected ("Selected
             <kernel> for <method>", tuner.inputs.backends), in order of first appearance.
         linear_backend: the `linear_backend` of vLLM's non-default args, or None.
+        moe_missing: distinct missing block-FP8 fused-MoE files, in order of first appearance.
+        moe_out_of_scope: distinct names of other missing fused-MoE files (per-tensor FP8,
+            BF16, ...): this tool tunes none of them.
     """
 
     missing: tuple[MissingConfig, ...]
@@ -97,6 +130,8 @@ class LogScan:
     lines: int
     linear_kernels: tuple[str, ...] = ()
     linear_backend: str | None = None
+    moe_missing: tuple[MissingMoeConfig, ...] = ()
+    moe_out_of_scope: tuple[str, ...] = ()
 
     @property
     def kernel_line(self) -> str | None:
@@ -105,8 +140,12 @@ class LogScan:
 
     @property
     def device_names(self) -> list[str]:
-        """The distinct device_name keys, sorted."""
-        return sorted({m.device_name for m in self.missing})
+        """The distinct device_name keys (of the dense files, else of the MoE files), sorted."""
+        return sorted({m.device_name for m in self.missing or self.moe_missing})
+
+    def experts(self) -> list[tuple[int, int, tuple[int, int]]]:
+        """Distinct (E, N, block_shape) of the missing block-FP8 MoE files, in order."""
+        return list(dict.fromkeys((m.E, m.N, m.block_shape) for m in self.moe_missing))
 
     def shapes(self, device_name: str | None = None) -> list[tuple[int, int, tuple[int, int]]]:
         """Distinct (N, K, block_shape), in order of first appearance.
@@ -150,9 +189,14 @@ def scan_lines(lines: Iterable[str]) -> LogScan:
     models: set[str] = set()
     kernels: dict[str, None] = {}
     backends: set[str] = set()
+    moe: dict[str, MissingMoeConfig] = {}
+    moe_other: dict[str, None] = {}
     for raw in lines:
         count += 1
         line = _ANSI_RE.sub("", raw).rstrip("\r\n")
+        if MOE_MARKER in line:
+            _moe_warning(line, moe, moe_other)
+            continue
         if MARKER not in line:
             selected = selected_kernel(line)
             if selected is not None:
@@ -188,7 +232,25 @@ def scan_lines(lines: Iterable[str]) -> LogScan:
             )
     return LogScan(missing=tuple(found.values()), warnings=warnings, tp=_one(tps),
                    model=_one(models), lines=count, linear_kernels=tuple(kernels),
-                   linear_backend=_one(backends))
+                   linear_backend=_one(backends), moe_missing=tuple(moe.values()),
+                   moe_out_of_scope=tuple(moe_other))
+
+
+def _moe_warning(line: str, found: dict[str, MissingMoeConfig], other: dict[str, None]) -> None:
+    """Record the file of one fused-MoE 'Config file not found' warning line."""
+    hit = _NOT_FOUND_RE.search(line)
+    name_match = _MOE_FILE_RE.search(hit["rest"]) if hit else None
+    if name_match is None:
+        return
+    name = name_match["name"]
+    try:
+        E, N, device_name, _, block_shape = parse_moe_config_file_name(name)
+    except ValueError:
+        other.setdefault(name[:200], None)
+        return
+    path = hit["rest"][: name_match.end("name")].strip().strip("'\"[")
+    found.setdefault(f"{device_name}|{E}|{N}|{block_shape}|{path}", MissingMoeConfig(
+        path=path, device_name=device_name, E=E, N=N, block_shape=block_shape))
 
 
 def _open_lines(path: Path) -> Iterable[str]:

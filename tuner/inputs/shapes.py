@@ -54,6 +54,12 @@ class ModelShapes:
     source: str
     moe: tuple[tuple[int, int, int, int], ...] = ()
 
+    @property
+    def moe_label(self) -> str:
+        """The model, TP and MoE shapes in one phrase, e.g. "tiny-moe TP 1: E=4 N=64"."""
+        experts = ", ".join(f"E={e} N={n}" for e, n, _, _ in self.moe)
+        return f"{self.model} TP {self.tp}: {experts or 'no MoE shapes'}"
+
 
 @dataclass(frozen=True)
 class _ShapesDoc:
@@ -248,6 +254,7 @@ def _toml_string(text: str) -> str:
 def render_shapes_file(
     model: str, description: str, block_shape: tuple[int, int],
     entries: dict[int, tuple[str, Sequence[tuple[int, int]]]],
+    moe: dict[int, Sequence[tuple[int, int, int, int]]] | None = None,
 ) -> str:
     """A shapes file in the packaged files' layout.
 
@@ -256,6 +263,7 @@ def render_shapes_file(
         description: one line about the model.
         block_shape: [group_n, group_k].
         entries: TP size -> (source, (N, K) pairs).
+        moe: TP size -> (E, N, K, top_k) expert shapes, for the sizes that have any.
 
     Returns:
         TOML text that `load_shapes` reads back to the same values.
@@ -267,15 +275,19 @@ def render_shapes_file(
     ]
     for tp in sorted(entries):
         source, shapes = entries[tp]
-        lines += ["", f"[tp.{int(tp)}]", f"source = {_toml_string(source)}", "shapes = ["]
-        lines += [f"    [{int(n)}, {int(k)}]," for n, k in shapes]
-        lines.append("]")
+        lines += ["", f"[tp.{int(tp)}]", f"source = {_toml_string(source)}"]
+        if shapes:
+            lines += ["shapes = [", *(f"    [{int(n)}, {int(k)}]," for n, k in shapes), "]"]
+        experts = (moe or {}).get(tp, ())
+        if experts:
+            lines += ["moe = [", *(f"    [{', '.join(str(int(v)) for v in row)}],"
+                                   for row in experts), "]"]
     return "\n".join(lines) + "\n"
 
 
 def save_shapes(
     model: str, *, tp: int, shapes: Sequence[tuple[int, int]], block_shape: tuple[int, int],
-    source: str, description: str = "",
+    source: str, description: str = "", moe: Sequence[tuple[int, int, int, int]] = (),
 ) -> Path:
     """Write (or add a TP size to) a shapes file in `user_shapes_dir()`.
 
@@ -285,10 +297,11 @@ def save_shapes(
     Args:
         model: the key to save under (`MODEL_KEY_RE`); not a packaged model's.
         tp: tensor-parallel size of the shapes.
-        shapes: (N, K) pairs, in order; duplicates are dropped.
+        shapes: (N, K) pairs, in order; duplicates are dropped (may be empty when `moe` is not).
         block_shape: [group_n, group_k].
         source: where the shapes come from (a log file, a config.json and rule).
         description: one line about the model (kept from an existing file when empty).
+        moe: fused-MoE expert shapes (E, N, K, top_k) at this TP size; duplicates dropped.
 
     Returns:
         The file's path.
@@ -304,7 +317,9 @@ def save_shapes(
     if model in _packaged_names():
         raise ValueError(f"--save: '{model}' is a packaged model; choose another name")
     unique = tuple(dict.fromkeys((int(n), int(k)) for n, k in shapes))
+    experts = tuple(dict.fromkeys(tuple(int(v) for v in row) for row in moe))
     entries: dict[int, tuple[str, Sequence[tuple[int, int]]]] = {}
+    moe_entries: dict[int, Sequence[tuple[int, int, int, int]]] = {}
     folder = user_shapes_dir()
     path = folder / f"{model}.toml"
     if path.is_file():
@@ -313,9 +328,11 @@ def save_shapes(
             raise ValueError(f"{path}: has block_shape {list(existing.block_shape)}, the new "
                              f"shapes {list(block_shape)}; save them under another name")
         entries.update(existing.entries)
+        moe_entries.update(existing.moe)
         description = description or existing.description
     entries[int(tp)] = (source, unique)
-    text = render_shapes_file(model, description, block_shape, entries)
+    moe_entries[int(tp)] = experts
+    text = render_shapes_file(model, description, block_shape, entries, moe_entries)
     _parse(tomllib.loads(text), str(path), model)  # what we write must load back
     folder.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".toml")
@@ -327,68 +344,3 @@ def save_shapes(
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
-
-
-def suggest_model_key(name: str) -> str:
-    """A model key made from a model name or path, e.g. "Qwen/Qwen3-8B-FP8" -> "qwen3-8b-fp8".
-
-    Args:
-        name: a Hugging Face repo id or a local model folder.
-
-    Returns:
-        A key matching `MODEL_KEY_RE` ("model" when nothing usable is left).
-    """
-    last = name.rstrip("/\\").replace("\\", "/").split("/")[-1].lower()
-    key = re.sub(r"[^a-z0-9._\-]+", "-", last).strip("-._")[:64]
-    return key if key and MODEL_KEY_RE.fullmatch(key) else "model"
-
-
-def free_model_key(base: str) -> str:
-    """A model key `--save` will accept that names no packaged or saved model yet.
-
-    Args:
-        base: a model key (`MODEL_KEY_RE`), e.g. from `suggest_model_key`.
-
-    Returns:
-        `base` if no model has it, else `<base>-log`, then `<base>-log-2`, `-3`, ... (base cut
-        so that the key stays within 64 characters), the first one free.
-    """
-    taken = set(known_models())
-    if base not in taken:
-        return base
-    for number in range(1, len(taken) + 2):
-        suffix = "-log" if number == 1 else f"-log-{number}"
-        key = base[: 64 - len(suffix)].rstrip("-._") + suffix
-        if key not in taken:
-            return key
-    raise AssertionError("unreachable: more candidates than taken names")
-
-
-def find_covering(
-    shapes: Sequence[tuple[int, int]], block_shape: tuple[int, int], tp: int | None
-) -> list[tuple[str, int]]:
-    """Known (model, TP) entries whose shapes include all of `shapes` with this block_shape.
-
-    Malformed files are skipped (they fail loudly where they are loaded by name).
-
-    Args:
-        shapes: (N, K) pairs.
-        block_shape: [group_n, group_k].
-        tp: only this TP size; None for any.
-
-    Returns:
-        (model key, TP size) pairs, sorted.
-    """
-    wanted = set(shapes)
-    found = []
-    for name in known_models():
-        try:
-            doc = _read(name)
-        except (UnknownModelError, ShapesFileError):
-            continue
-        if doc.block_shape != tuple(block_shape):
-            continue
-        for size, (_, listed) in doc.entries.items():
-            if (tp is None or size == tp) and wanted <= set(listed):
-                found.append((name, size))
-    return sorted(found)

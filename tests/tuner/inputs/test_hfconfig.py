@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.inputs.hfconfig import KNOWN_ARCHITECTURES, derive_shapes, read_config
+from tuner.inputs.hfconfig import KNOWN_ARCHITECTURES, MoeShape, derive_shapes, read_config
 
 FP8 = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
 # Llama-3-8B-like: no head_dim (hidden / heads = 128), GQA 32 / 8.
@@ -115,9 +115,57 @@ def test_refusals_are_one_line(config: dict, tp: int, message: str) -> None:
     assert message in text
 
 
-def test_known_architectures_are_the_four() -> None:
+def test_known_architectures_are_the_five() -> None:
     assert list(KNOWN_ARCHITECTURES) == ["LlamaForCausalLM", "MistralForCausalLM",
-                                         "Qwen2ForCausalLM", "Qwen3ForCausalLM"]
+                                         "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+                                         "Qwen3MoeForCausalLM"]
+
+
+# The MoE fields of Qwen/Qwen3-30B-A3B-FP8's config.json (issue 11).
+QWEN3_MOE = {"architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 2048,
+             "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+             "intermediate_size": 6144, "moe_intermediate_size": 768, "num_experts": 128,
+             "num_experts_per_tok": 8, "decoder_sparse_step": 1, "mlp_only_layers": [],
+             "quantization_config": FP8}
+
+
+def test_qwen3_moe_at_tp2_gives_e128_n384_and_attention_only() -> None:
+    derived = derive_shapes(QWEN3_MOE, 2)
+    assert derived.moe == (MoeShape(E=128, N=384, K=2048, top_k=8),)
+    assert layers(QWEN3_MOE, 2) == [("qkv_proj", 2560, 2048), ("o_proj", 2048, 2048)]
+    assert derive_shapes(QWEN3_MOE, 1).moe == (MoeShape(E=128, N=768, K=2048, top_k=8),)
+    # A dense MLP layer (mlp_only_layers) brings gate_up/down of intermediate_size back.
+    assert layers({**QWEN3_MOE, "mlp_only_layers": [0]}, 2)[2:] == [
+        ("gate_up_proj", 6144, 2048), ("down_proj", 2048, 3072)]
+    assert derive_shapes(QWEN3, 1).moe == ()
+
+
+def test_other_moe_architectures_give_experts_only() -> None:
+    dsv3 = {"architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 7168,
+            "n_routed_experts": 256, "moe_intermediate_size": 2048, "num_experts_per_tok": 8,
+            "quantization_config": FP8}
+    derived = derive_shapes(dsv3, 8)
+    assert (derived.layers, derived.moe) == ((), (MoeShape(256, 256, 7168, 8),))
+    mixtral = {**dsv3, "architectures": ["MixtralForCausalLM"], "n_routed_experts": None,
+               "num_local_experts": 8, "num_experts_per_tok": 2}
+    assert derive_shapes(mixtral, 1).moe == (MoeShape(8, 2048, 7168, 2),)
+
+
+@pytest.mark.parametrize(("config", "tp", "message"), [
+    # TP 4: 768 / 4 = 192 rows per rank, not a multiple of 128.
+    (QWEN3_MOE, 4, "at TP 4 the experts have 192 intermediate rows per rank, not a multiple of "
+     "the block size 128: vLLM refuses this checkpoint"),
+    ({**QWEN3_MOE, "num_experts_per_tok": 129}, 1, "num_experts_per_tok 129 is more than "
+     "num_experts 128"),
+    ({**QWEN3_MOE, "moe_intermediate_size": None}, 1, "moe_intermediate_size = None is not an "
+     "integer"),
+    ({**QWEN3_MOE, "moe_intermediate_size": 768 * 3}, 3, "num_attention_heads over tp: 32 is not "
+     "divisible by 3"),
+])
+def test_moe_refusals_are_one_line(config: dict, tp: int, message: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        derive_shapes(config, tp, where="cfg.json")
+    assert str(raised.value) == f"cfg.json: {message}"
 
 
 @pytest.mark.parametrize(("content", "message"), [

@@ -31,7 +31,9 @@ def test_vllm_log_with_ranks_moe_noise_and_crlf(tmp_path: Path) -> None:
     assert first.engine == "vllm"
     assert first.path == f"{VLLM_DIR}/{vllm_name(7168, 5120)}"
     assert first.folder == VLLM_DIR
-    assert all(m.N != 768 for m in scan.missing)  # the MoE file is not picked up
+    assert all(m.N != 768 for m in scan.missing)  # the MoE file is kept apart
+    assert scan.experts() == [(128, 768, (128, 128))]
+    assert scan.moe_missing[0].path.startswith("/usr/local/lib/python3.12/dist-packages/vllm/")
 
 
 def test_sglang_log_spaced_block_shape(tmp_path: Path) -> None:

@@ -7,14 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from tuner.inputs.modelkeys import find_covering, suggest_model_key
 from tuner.inputs.shapes import (
     ShapesFileError,
     UnknownModelError,
-    find_covering,
     known_models,
     load_shapes,
     save_shapes,
-    suggest_model_key,
     tp_sizes,
     user_shapes_dir,
 )
@@ -48,6 +47,25 @@ def test_save_and_load_back() -> None:
     assert tp_sizes("my-model") == [2, 4]
     assert load_shapes("my-model", 4).description == "Mine"
     assert load_shapes("my-model", 2).shapes == tuple(SHAPES)
+
+
+def test_save_keeps_moe_lines() -> None:
+    path = save_shapes("qmoe", tp=2, shapes=[(1280, 2048)], block_shape=(128, 128), source="c",
+                       description="d", moe=[(128, 384, 2048, 8), (128, 384, 2048, 8)])
+    save_shapes("qmoe", tp=1, shapes=[], block_shape=(128, 128), source="c1",
+                moe=[(128, 768, 2048, 8)])
+    assert path.read_text() == (
+        'model = "qmoe"\ndescription = "d"\nblock_shape = [128, 128]\n\n'
+        '[tp.1]\nsource = "c1"\nmoe = [\n    [128, 768, 2048, 8],\n]\n\n'
+        '[tp.2]\nsource = "c"\nshapes = [\n    [1280, 2048],\n]\n'
+        'moe = [\n    [128, 384, 2048, 8],\n]\n')
+    assert load_shapes("qmoe", 2).moe == ((128, 384, 2048, 8),)
+    assert load_shapes("qmoe", 1).shapes == ()
+    assert find_covering([], (128, 128), None, [(128, 384)]) == [("qmoe", 2),
+                                                                 ("qwen3-30b-a3b-fp8", 2)]
+    assert find_covering([(1280, 2048)], (128, 128), None, [(128, 768)]) == []
+    with pytest.raises(ValueError, match="shapes must be a non-empty list"):
+        save_shapes("qmoe", tp=4, shapes=[], block_shape=(128, 128), source="x")
 
 
 def test_save_refuses() -> None:

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import re
 
-from tuner.kernels.dense.naming import DEVICE_NAME_CHARS, DEVICE_NAME_MAX, is_device_name
+from tuner.kernels.dense.naming import (
+    DEVICE_NAME_CHARS,
+    DEVICE_NAME_MAX,
+    ENGINES,
+    engine_file_name,
+    is_device_name,
+)
 
 FP8_DTYPE = "fp8_w8a8"
 
@@ -57,3 +63,22 @@ def parse_moe_config_file_name(name: str) -> tuple[int, int, str, str, tuple[int
                          f"'{moe_config_file_name(128, 384, 'NVIDIA_H200')}'")
     return (int(match["E"]), int(match["N"]), match["device"], match["dtype"],
             (int(match["bn"]), int(match["bk"])))
+
+
+def any_engine_file_name(name: str, engine: str) -> str:
+    """A dense or fused-MoE config file name respelled for an engine (`block_shape=[a,b]` for
+    vLLM, `[a, b]` for SGLang, as `tuner.kernels.dense.naming.engine_file_name` does).
+
+    Raises:
+        ValueError: an unknown engine, or a name neither parser accepts.
+    """
+    if not name.startswith("E="):
+        return engine_file_name(name, engine)
+    if engine not in ENGINES:
+        raise ValueError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
+    E, N, device_name, _, block_shape = parse_moe_config_file_name(name)
+    vllm_name = moe_config_file_name(E, N, device_name, block_shape)
+    if engine == "vllm":
+        return vllm_name
+    head, _, tail = vllm_name.rpartition("block_shape=[")
+    return f"{head}block_shape=[{tail.replace(',', ', ', 1)}"
