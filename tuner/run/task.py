@@ -86,7 +86,8 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
     an extended one (a larger budget, `db.sweeps.open_sweep`) measures only the trials an
     uninterrupted search at the larger budget adds (for strategies whose first trials do not
     depend on the budget: local, optuna, grid). A resumed task never stores more distinct
-    configs than the budget allows (`trial_cap`): a search that asks for more stops there.
+    configs than the budget allows (`trial_cap`; trials the strategy does not count, such as
+    the pruned ones of `ils`, aside): a search that asks for more stops there.
 
     Args:
         engine: the store's engine.
@@ -155,11 +156,13 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
     nkm = _nkm(task)
 
     cap = trial_cap(task.budget, space, default) if done else None
+    strategy = get_strategy(task.strategy)
+    free = getattr(strategy, "free", frozenset())  # statuses its budget does not count
 
     def evaluate(config: KernelConfig) -> TrialResult:
         if config in done:
             return done[config]
-        if cap is not None and len(done) >= cap:
+        if cap is not None and sum(r.status not in free for r in done.values()) >= cap:
             raise _BudgetSpent
         if not lease.holds():
             raise TaskLost(lost)
@@ -199,7 +202,7 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
 
     try:
         evaluate(default)  # the baseline of every task, whatever the strategy
-        get_strategy(task.strategy).search(
+        strategy.search(
             evaluate, space=space, budget=task.budget,
             seed=task_seed(task.seed, *_nkm(task)), warm_start=warm,
         )

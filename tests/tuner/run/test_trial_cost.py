@@ -10,11 +10,11 @@ from sqlalchemy import event
 
 from db import repo
 from db.engine import session_scope
-from tests.tuner.run.test_worker import (  # noqa: F401 - fixtures
+from tests.tuner.run.test_worker import (  # noqa: F401 - stub_runner: an autouse fixture
     BUDGET,
     StubRunner,
     claim,
-    store,
+    make_store,
     stored,
     stub_runner,
 )
@@ -22,6 +22,13 @@ from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.run.lease import Lease
 from tuner.run.spec import InFlight, WorkerShared
 from tuner.run.task import run_task
+
+
+@pytest.fixture
+def store(tmp_path):
+    engine, spec, environment_id = make_store(tmp_path)
+    yield engine, spec, environment_id
+    engine.dispose()
 
 
 def commits_of(engine):
@@ -95,3 +102,18 @@ def test_record_held_trial_writes_only_for_the_holder_and_once(store):
     with engine.begin() as connection, pytest.raises(ValueError, match="trial status 'fine'"):
         repo.record_held_trial(connection, task_id=task.task_id, worker_id=spec.worker_id,
                                **{**values, "status": "fine"})
+
+
+def test_ils_stores_its_pruned_trials_beyond_the_budget_and_resumes_without_measuring(store):
+    engine, spec, environment_id = store
+    task = replace(claim(engine, spec), strategy="ils", budget=12)
+    run_task(engine, spec, task, environment_id, vllm_space())
+    trials = stored(engine, task.task_id)
+    statuses = [t.status for t in trials]
+    # the stub prunes BLOCK_SIZE_M 256 (out_of_resources): the tile batch meets four of them
+    assert statuses.count("ok") == 12 and statuses.count("out_of_resources") >= 4
+    assert len(trials) == len(StubRunner.measured) == 12 + statuses.count("out_of_resources")
+    measured = list(StubRunner.measured)
+    run_task(engine, spec, task, environment_id, vllm_space())  # resumed: all answered
+    assert StubRunner.measured == measured
+    assert stored(engine, task.task_id) == trials
