@@ -203,7 +203,7 @@ class SweepCreate(BaseModel):
     strategy: str = Field(default=DEFAULT_STRATEGY, pattern=r"^[a-z][a-z0-9+_\-]{0,31}$",
                           examples=[DEFAULT_STRATEGY],
                           description="A search strategy of tuner.search: local, optuna, "
-                                      "tpe+local, grid.")
+                                      "tpe+local, ils, grid.")
     trials: int = Field(default=DEFAULT_TRIALS, ge=1, le=100_000,
                         description="Configs per (N, K, M) (not grid), vLLM's default included.")
     seed: int = Field(default=0, ge=0, le=MAX_INT32)

@@ -45,6 +45,12 @@ def _set_sqlite_pragmas(dbapi_connection: Any, _connection_record: Any) -> None:
         # busy_timeout first, so that switching to WAL waits for other writers.
         cursor.execute("PRAGMA busy_timeout=30000")
         _enable_wal(cursor)
+        # No fsync per commit (only at checkpoints): a worker commits once per trial, and an
+        # fsync cost it 1-2 ms of wall time, GPU time lost. In WAL mode this stays consistent
+        # and loses nothing when a process is killed; a power loss or OS crash may roll back
+        # the last commits, which a resumed sweep measures again. (SQLite's documentation of
+        # PRAGMA synchronous, https://www.sqlite.org/pragma.html#pragma_synchronous.)
+        cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
     finally:
         cursor.close()
@@ -70,8 +76,8 @@ def make_engine(url: str, *, pool_size: int | None = None,
                 pool_timeout: float | None = None) -> Engine:
     """Create an engine for a store URL.
 
-    SQLite files get WAL journaling, a 30 s busy timeout and foreign keys on every
-    connection, and the folder of the file is created. Any other SQLAlchemy URL (for example
+    SQLite files get WAL journaling with synchronous=NORMAL (no fsync per commit), a 30 s
+    busy timeout and foreign keys on every connection, and the folder of the file is created. Any other SQLAlchemy URL (for example
     `postgresql+psycopg://user:pw@host/db`) is passed through unchanged.
 
     Args:

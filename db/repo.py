@@ -59,7 +59,7 @@ from db.tasks import (
     start_trial,
     unfinished_tasks,
 )
-from db.trials import TrialInfo, record_trial, task_trials
+from db.trials import TrialInfo, record_held_trial, record_trial, task_trials
 from db.winners import WinnerRow, stale_trials, winners
 
 __all__ = [
@@ -106,6 +106,7 @@ __all__ = [
     "record_comparison",
     "record_decision",
     "record_import",
+    "record_held_trial",
     "record_trial",
     "release_tasks",
     "shape_coverage",

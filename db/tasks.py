@@ -4,11 +4,11 @@ Re-exported by `db.repo`. A claim is one `UPDATE ... RETURNING` statement, safe 
 processes on one SQLite file (its single write lock) and on PostgreSQL (`FOR UPDATE SKIP
 LOCKED`); like the repository functions these take a Session and never commit.
 
-A worker marks the config it is about to measure (`start_trial`) and clears the mark when it
-records the trial (`end_trial`, in the same transaction as the record). Both only succeed while
-the worker still holds the task, so a worker whose task was taken from it (lease expired,
-released by its sweep) cannot store a trial that another worker is measuring too. When a worker
-dies or hangs, its supervisor reads the mark (`in_flight`) and records that config as failed.
+A trial's record checks that its worker still holds the task (`end_trial`, or in one
+transaction `db.trials.record_held_trial`), so a worker whose task was taken (lease expired,
+released by its sweep) cannot store a trial another worker measures too. `start_trial` and
+`in_flight` keep a config in flight in the store; tuner's workers keep that mark in memory
+shared with their supervisor instead (`tuner.run.spec.WorkerShared`), one transaction less.
 """
 
 from __future__ import annotations

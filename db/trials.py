@@ -8,12 +8,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Connection, bindparam, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from db.engine import dialect_insert
-from db.models import CONFIG_COLUMNS, TRIAL_STATUSES, Trial, utcnow
+from db.models import CONFIG_COLUMNS, TRIAL_STATUSES, Task, Trial, utcnow
+
+# Trial columns a record writes, in order (the statements below bind them by name).
+_RECORD_COLUMNS = ("task_id", "environment_id", *CONFIG_COLUMNS, "is_default", "status",
+                   "latency_us", "p20_us", "p80_us", "rel_error", "error", "measure_s",
+                   "created_at")
 
 
 @dataclass(frozen=True)
@@ -71,20 +78,13 @@ def record_trial(
     Raises:
         ValueError: the config's keys are not exactly vLLM's six, or the status is unknown.
     """
-    if set(config) != set(CONFIG_COLUMNS):
-        raise ValueError(f"config keys {sorted(config)} are not {', '.join(CONFIG_COLUMNS)}")
-    for name in CONFIG_COLUMNS:
-        value = config[name]
-        if isinstance(value, bool) or int(value) != value or value < 1:
-            raise ValueError(f"config key {name} must be a positive integer, got {value!r}")
-    if str(status) not in TRIAL_STATUSES:
-        raise ValueError(f"trial status {status!r} is not one of {', '.join(TRIAL_STATUSES)}")
+    values = _checked(config, status)
     inserted = session.execute(
         dialect_insert(session, Trial)
         .values(
             task_id=task_id,
             environment_id=environment_id,
-            **{name: int(config[name]) for name in CONFIG_COLUMNS},
+            **values,
             is_default=bool(is_default),
             status=str(status),
             latency_us=latency_us,
@@ -99,6 +99,91 @@ def record_trial(
         .returning(Trial.trial_id)
     ).scalar_one_or_none()
     return inserted is not None
+
+
+def _checked(config: Mapping[str, int], status: str) -> dict[str, int]:
+    """The config as six ints; ValueError for other keys, a non-positive value, a bad status."""
+    if set(config) != set(CONFIG_COLUMNS):
+        raise ValueError(f"config keys {sorted(config)} are not {', '.join(CONFIG_COLUMNS)}")
+    for name in CONFIG_COLUMNS:
+        value = config[name]
+        if isinstance(value, bool) or int(value) != value or value < 1:
+            raise ValueError(f"config key {name} must be a positive integer, got {value!r}")
+    if str(status) not in TRIAL_STATUSES:
+        raise ValueError(f"trial status {status!r} is not one of {', '.join(TRIAL_STATUSES)}")
+    return {name: int(config[name]) for name in CONFIG_COLUMNS}
+
+
+# Core statements of `record_held_trial`, built once per dialect (building and caching an ORM
+# statement per trial cost more CPU than the transaction itself).
+_HOLD = (update(Task.__table__)
+         .where(Task.__table__.c.task_id == bindparam("held_task_id"),
+                Task.__table__.c.worker_id == bindparam("held_worker_id"),
+                Task.__table__.c.state == "running")
+         .values(in_flight_config=None, in_flight_since=None))
+_INSERTS: dict[str, Any] = {}
+
+
+def _insert_trial(dialect: str) -> Any:
+    if dialect not in _INSERTS:
+        module = {"sqlite": sqlite, "postgresql": postgresql}.get(dialect)
+        if module is None:
+            raise NotImplementedError(
+                f"store backend {dialect!r} is not supported: use SQLite or PostgreSQL")
+        _INSERTS[dialect] = (
+            module.insert(Trial.__table__)
+            .values({name: bindparam(name) for name in _RECORD_COLUMNS})
+            .on_conflict_do_nothing(index_elements=["task_id", *CONFIG_COLUMNS])
+        )
+    return _INSERTS[dialect]
+
+
+def record_held_trial(
+    connection: Connection,
+    *,
+    task_id: int,
+    worker_id: str,
+    environment_id: int,
+    config: Mapping[str, int],
+    is_default: bool,
+    status: str,
+    latency_us: float | None = None,
+    p20_us: float | None = None,
+    p80_us: float | None = None,
+    rel_error: float | None = None,
+    error: str | None = None,
+    measure_s: float | None = None,
+) -> bool:
+    """A worker's trial: check that it still holds the task (and clear the task's config in
+    flight, as `end_trial`), then store the trial once, as `record_trial`. Two prepared Core
+    statements on a Connection (`engine.begin()`), the whole per-trial cost of a worker's store.
+
+    Args:
+        connection: an open transaction; commit it to publish the trial.
+        task_id: the task.
+        worker_id: the worker that claimed it.
+        environment_id, config, is_default, status, latency_us, p20_us, p80_us, rel_error,
+        error, measure_s: as `record_trial`.
+
+    Returns:
+        True when the worker holds the task (the trial is stored, or was already); False when
+        the task was taken from it: nothing was written, roll back.
+
+    Raises:
+        ValueError: the config's keys are not exactly vLLM's six, or the status is unknown.
+        NotImplementedError: the store is neither SQLite nor PostgreSQL.
+    """
+    values = _checked(config, status)
+    held = connection.execute(_HOLD, {"held_task_id": task_id, "held_worker_id": worker_id})
+    if held.rowcount != 1:
+        return False
+    connection.execute(_insert_trial(connection.dialect.name), {
+        "task_id": task_id, "environment_id": environment_id, **values,
+        "is_default": bool(is_default), "status": str(status), "latency_us": latency_us,
+        "p20_us": p20_us, "p80_us": p80_us, "rel_error": rel_error, "error": error,
+        "measure_s": measure_s, "created_at": utcnow(),
+    })
+    return True
 
 
 def task_trials(session: Session, *, task_id: int) -> list[TrialInfo]:

@@ -86,7 +86,11 @@ def check_against(db: Path, log_path: Path, deaths: int, uninterrupted) -> None:
     assert remeasured_after_done(log) == []  # no finished trial measured twice
     lost = lost_measurements(log)
     assert lost <= deaths
-    assert sum(event == "done" for _, event, _, _ in log) == TASKS * TRIALS
+    done = [(task_id, label) for _, event, task_id, label in log if event == "done"]
+    assert len(done) == len(set(done))
+    # A kill between a trial's commit and its "done" line (microseconds, but with trials at
+    # 0.5 ms of CPU a kill lands there now and then) stores the trial without the line.
+    assert TASKS * TRIALS - deaths <= len(done) <= TASKS * TRIALS
     print(f"deaths {deaths}: trials {len(rows)}, lost in flight and re-measured {lost}, "
           "stored twice 0")
 

@@ -78,9 +78,11 @@ def test_open_store_creates_schema_in_new_folder(tmp_path: Path) -> None:
         with engine.connect() as connection:
             pragmas = {
                 name: connection.exec_driver_sql(f"PRAGMA {name}").scalar()
-                for name in ("journal_mode", "busy_timeout", "foreign_keys")
+                for name in ("journal_mode", "busy_timeout", "foreign_keys", "synchronous")
             }
-        assert pragmas == {"journal_mode": "wal", "busy_timeout": 30000, "foreign_keys": 1}
+        # synchronous 1: NORMAL, no fsync per commit (WAL keeps it consistent)
+        assert pragmas == {"journal_mode": "wal", "busy_timeout": 30000, "foreign_keys": 1,
+                           "synchronous": 1}
     finally:
         engine.dispose()
     open_store(f"sqlite:///{path}").dispose()  # a store at head opens again

@@ -25,6 +25,7 @@ class StrategyName(StrEnum):
     optuna = "optuna"
     local = "local"
     tpe_local = "tpe+local"
+    ils = "ils"
 
 
 DEFAULT_STRATEGY_NAME = StrategyName(DEFAULT_STRATEGY)

@@ -45,11 +45,12 @@ def sweep(
         StrategyName,
         typer.Option(help="local (default: the best of bench/search_quality.py): "
                      "neighbourhood search from vLLM's default and the winners the store knows "
-                     "for the device; optuna: TPE; tpe+local: TPE, then local; --trials per "
-                     "task. grid: every config of the space."),
+                     "for the device; optuna: TPE; tpe+local: TPE, then local; ils: local "
+                     "from every block tile with kicks out of local optima, pruned configs "
+                     "free; --trials per task. grid: every config of the space."),
     ] = DEFAULT_STRATEGY_NAME,
     trials: Annotated[int, typer.Option(min=1, max=100_000, help="Configs per (N, K, M) for "
-                                        "local, optuna and tpe+local, vLLM's default config "
+                                        "local, optuna, tpe+local and ils, vLLM's default config "
                                         "included (128: where local reached 0.999 of the "
                                         "optimum, geomean, in bench/search_quality.py).")
                        ] = DEFAULT_TRIALS,

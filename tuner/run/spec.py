@@ -77,10 +77,39 @@ class WorkerSpec:
     compile_workers: int = 0
 
 
+@dataclass(frozen=True)
+class InFlight:
+    """The config a worker is measuring, as its supervisor reads it (`WorkerShared.in_flight`).
+
+    Attributes:
+        task_id: the task it is measured for.
+        N: the task's N.
+        K: the task's K.
+        M: the task's M.
+        config: vLLM's six keys and values.
+        is_default: the config is vLLM's default config at the task's M.
+        since: when its measurement started (`time.time()`, seconds).
+    """
+
+    task_id: int
+    N: int
+    K: int
+    M: int
+    config: dict[str, int]
+    is_default: bool
+    since: float
+
+
 class WorkerShared:
     """What a worker process tells its supervisor: its environment_id (0 until known), how
-    many trials it has stored, and where its time went (for the sweep's closing line).
+    many trials it has stored, where its time went (for the sweep's closing line), and the
+    config it is measuring now (`mark_in_flight`, read by the supervisor when the worker dies
+    or overruns the trial timeout, to record that config as crashed or timed out).
     Create in the supervisor, pass to `worker_main` at start.
+
+    The mark lives in memory shared with the supervisor, not in the store: a trial then costs
+    one store transaction (its record), not two. The supervisor is always the worker's parent
+    on the same host, and only it reads the mark.
 
     Attributes (multiprocessing Values; read `.value`):
         environment_id: the store's id of the worker's environment.
@@ -102,3 +131,54 @@ class WorkerShared:
         self.measure_s = context.Value("d", 0.0, lock=False)
         self.compile_s = context.Value("d", 0.0, lock=False)
         self.compile_wait_s = context.Value("d", 0.0, lock=False)
+        # The mark: [seq, task_id (0: none), N, K, M, six config values, is_default] and since.
+        # seq is odd while the worker rewrites the mark, so a reader never takes half of one.
+        self._flight = context.Array("q", 12, lock=False)
+        self._since = context.Value("d", 0.0, lock=False)
+
+    def mark_in_flight(self, task_id: int, nkm: tuple[int, int, int], config: dict[str, int],
+                       is_default: bool, since: float) -> None:
+        """Say which config the worker starts measuring (the worker's side; one writer).
+
+        Args:
+            task_id: the task, > 0.
+            nkm: the task's (N, K, M).
+            config: vLLM's six keys in vLLM's order.
+            is_default: the config is vLLM's default at the task's M.
+            since: `time.time()` at the start of the measurement.
+        """
+        flight = self._flight
+        flight[0] += 1
+        flight[1:12] = [task_id, *nkm, *config.values(), int(is_default)]
+        self._since.value = since
+        flight[0] += 1
+
+    def clear_in_flight(self) -> None:
+        """No config is being measured any more (its trial is stored, or was given up)."""
+        flight = self._flight
+        flight[0] += 1
+        flight[1] = 0
+        flight[0] += 1
+
+    def in_flight(self) -> InFlight | None:
+        """The config the worker is measuring (the supervisor's side), or None.
+
+        Returns:
+            The mark; None when there is none, or when the worker kept rewriting it while it
+            was read (a live worker between two trials: nothing to blame).
+        """
+        from tuner.kernels.config import CONFIG_KEYS
+
+        flight = self._flight
+        for _ in range(100):
+            seq = flight[0]
+            values, since = flight[:], self._since.value
+            if seq % 2 == 0 and flight[0] == seq:
+                break
+        else:
+            return None
+        if values[1] == 0:
+            return None
+        return InFlight(task_id=values[1], N=values[2], K=values[3], M=values[4],
+                        config=dict(zip(CONFIG_KEYS, values[5:11], strict=True)),
+                        is_default=bool(values[11]), since=since)

@@ -1,9 +1,10 @@
 """Worker supervision: start one process per slot, pin crashes and hangs on their config, restart.
 
-A worker that dies while measuring a config had that config marked in flight on its task
-(`repo.start_trial`). The supervisor, which saw it die, records the config as `crashed` (error:
-the signal or exit code) and hands the task back; a config in flight for longer than the trial
-timeout gets its worker killed and is recorded as `timeout`. Either way the slot gets a fresh
+A worker that dies while measuring a config had that config marked in flight in the memory it
+shares with its supervisor (`WorkerShared.mark_in_flight`). The supervisor, which saw it die,
+records the config as `crashed` (error: the signal or exit code) and hands the task back; a
+config in flight for longer than the trial timeout gets its worker killed and is recorded as
+`timeout`. Either way the slot gets a fresh
 worker process that continues the task. A worker killed from outside (SIGKILL, SIGTERM, SIGINT,
 SIGHUP: a person, the OOM killer, a container stop) is not the config's fault: its trial in
 flight is lost and measured again. Only deaths this supervisor observes count: when the
@@ -22,7 +23,6 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 
 from sqlalchemy.exc import DBAPIError
 
@@ -214,17 +214,11 @@ class Supervisor:
         slot.process.start()
 
     def _kill_overdue(self, live: list[_Slot]) -> None:
-        from db import repo
-        from db.engine import session_scope
-        from db.models import utcnow
-
-        by_worker = {slot.spec.worker_id: slot for slot in live if slot.spec is not None}
-        with session_scope(self.engine) as session:
-            entries = repo.in_flight(session, worker_ids=list(by_worker))
-        deadline = utcnow() - timedelta(seconds=self.trial_timeout_s)
-        for entry in entries:
-            slot = by_worker[entry.worker_id]
-            if entry.since < deadline and slot.process is not None and slot.process.is_alive():
+        deadline = time.time() - self.trial_timeout_s
+        for slot in live:
+            entry = slot.shared.in_flight() if slot.shared is not None else None
+            if (entry is not None and entry.since < deadline and slot.process is not None
+                    and slot.process.is_alive()):
                 slot.overdue_config = entry.config
                 slot.process.kill()
                 slot.process.join()
@@ -234,8 +228,6 @@ class Supervisor:
         from db import repo
         from db.engine import session_scope
         from tuner.kernels.config import KernelConfig
-        from tuner.kernels.family import Shape
-        from tuner.kernels.registry import get_family
 
         assert slot.process is not None and slot.spec is not None and slot.shared is not None
         exitcode = slot.process.exitcode
@@ -249,25 +241,21 @@ class Supervisor:
             error = f"no result after {self.trial_timeout_s:g} s (trial timeout); worker killed"
         elif blames_config(exitcode):
             status, error = "crashed", f"worker {how} while measuring this config"
+        entry = slot.shared.in_flight()
+        if status == "timeout" and entry is not None and entry.config != slot.overdue_config:
+            entry = None  # it finished that config just before the kill
         with session_scope(self.engine) as session:
-            entries = repo.in_flight(session, worker_ids=[spec.worker_id])
-            if status == "timeout":  # it may have finished that config just before the kill
-                entries = [e for e in entries if e.config == slot.overdue_config]
             environment_id = slot.shared.environment_id.value
             blamed = []
-            if status is not None and environment_id:
-                for entry in entries:
-                    config = KernelConfig.from_dict(entry.config)
-                    shape = Shape.from_store(entry.N, entry.K, entry.block_shape,
-                                             entry.shape_params)
-                    default = get_family(entry.family).default_config(shape, entry.M)
-                    repo.record_trial(
-                        session, task_id=entry.task_id, environment_id=environment_id,
-                        config=entry.config, status=status, error=error,
-                        is_default=config == default,
-                    )
-                    repo.end_trial(session, task_id=entry.task_id, worker_id=spec.worker_id)
-                    blamed.append((entry, config))
+            # Only while the worker held the task, and only a trial not stored yet (it may
+            # have died between storing the trial and clearing the mark).
+            if (status is not None and environment_id and entry is not None
+                    and repo.end_trial(session, task_id=entry.task_id, worker_id=spec.worker_id)
+                    and repo.record_trial(session, task_id=entry.task_id,
+                                          environment_id=environment_id, config=entry.config,
+                                          status=status, error=error,
+                                          is_default=entry.is_default)):
+                blamed.append((entry, KernelConfig.from_dict(entry.config)))
             repo.release_tasks(session, worker_id=spec.worker_id)
             unfinished = repo.unfinished_tasks(session, sweep_id=spec.sweep_id,
                                                device_name=spec.device_name, space=spec.space)

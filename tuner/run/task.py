@@ -1,9 +1,11 @@
 """One claimed task, searched: vLLM's default first, then the sweep's strategy from its warm
 starts, every trial recorded as it finishes; then the finalists re-timed and the winner kept.
 
-The worker marks each config in flight on its task before measuring it (`repo.start_trial`)
-and clears the mark in the transaction that records the trial, so its supervisor can blame a
-crash or a hang on that config (tuner.run.supervisor).
+The worker marks each config in flight before measuring it, in memory shared with its
+supervisor (`WorkerShared.mark_in_flight`), and clears the mark once the trial is stored, so the
+supervisor can blame a crash or a hang on that config (tuner.run.supervisor). Whether the worker
+still holds its task is asked of its lease (`tuner.run.lease.Lease.holds`: from memory while the
+last renewal is recent), so a trial costs one store transaction, the one that records it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import time
 import zlib
 from typing import TYPE_CHECKING
 
+from tuner.run.lease import Lease
 from tuner.run.spec import (
     FAULT_CRASH_ENV,
     FAULT_HANG_ENV,
@@ -68,7 +71,8 @@ def _log_measure(event: str, task_id: int, label: str) -> None:
 
 
 def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
-             shared: WorkerShared | None = None, compiler: WorkerCompiler | None = None) -> None:
+             shared: WorkerShared | None = None, compiler: WorkerCompiler | None = None,
+             lease: Lease | None = None) -> None:
     """Search one claimed task: time vLLM's default config (its kernel family's, at the task's
     M), then run the sweep's strategy,
     warm-started from vLLM's default and the winners the store knows for the device
@@ -82,7 +86,8 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
     an extended one (a larger budget, `db.sweeps.open_sweep`) measures only the trials an
     uninterrupted search at the larger budget adds (for strategies whose first trials do not
     depend on the budget: local, optuna, grid). A resumed task never stores more distinct
-    configs than the budget allows (`trial_cap`): a search that asks for more stops there.
+    configs than the budget allows (`trial_cap`; trials the strategy does not count, such as
+    the pruned ones of `ils`, aside): a search that asks for more stops there.
 
     Args:
         engine: the store's engine.
@@ -93,6 +98,8 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
         shared: counters shared with the supervisor, if any.
         compiler: CUDA only: compiles candidates for the GPU ahead of time and prunes those
             that cannot launch (None: no pruning).
+        lease: the task's lease, renewed by the worker's heartbeat; None for one of its own
+            (renewed when the search starts, then whenever the last renewal is old).
 
     Raises:
         TaskLost: the task was taken from this worker; nothing more was recorded for it.
@@ -106,9 +113,14 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
     from tuner.measure.runner import KernelRunner, Problem
     from tuner.measure.trial import TrialResult, TrialStatus
     from tuner.search import get_strategy, warm_start_for_task
-    from tuner.search.replay import load_landscape
+    from tuner.search.replay import cached_landscape
 
+    if lease is None:
+        lease = Lease(engine, task.task_id, spec.worker_id, spec.lease_s)
+    lost = f"task {task.task_id} is no longer held by {spec.worker_id}"
     with session_scope(engine) as session:
+        if not lease.renew(session):
+            raise TaskLost(lost)
         stored = repo.task_trials(session, task_id=task.task_id)
         done = {
             KernelConfig.from_dict(t.config): TrialResult(
@@ -128,7 +140,7 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
     problem = Problem(task.M, task.N, task.K, shape.block_shape, task.out_dtype,
                       family=family.name, params=shape.params)
     if spec.backend == "replay":
-        runner = load_landscape(spec.landscape_path).runner(task.N, task.K, task.M)
+        runner = cached_landscape(spec.landscape_path).runner(task.N, task.K, task.M)
     else:
         runner = KernelRunner(problem, backend=spec.backend,
                               seed=task_seed(task.seed, *_nkm(task)),
@@ -141,35 +153,43 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
     )
     gate = compiler.gate(problem, space, warm) if compiler is not None else None
     held = {"task_id": task.task_id, "worker_id": spec.worker_id}
+    nkm = _nkm(task)
 
     cap = trial_cap(task.budget, space, default) if done else None
+    strategy = get_strategy(task.strategy)
+    free = getattr(strategy, "free", frozenset())  # statuses its budget does not count
 
     def evaluate(config: KernelConfig) -> TrialResult:
         if config in done:
             return done[config]
-        if cap is not None and len(done) >= cap:
+        if cap is not None and sum(r.status not in free for r in done.values()) >= cap:
             raise _BudgetSpent
-        with session_scope(engine) as session:
-            if not repo.start_trial(session, **held, config=config.as_dict()):
-                raise TaskLost(f"task {task.task_id} is no longer held by {spec.worker_id}")
-        label = config.short()
-        _log_measure("start", task.task_id, label)
-        _inject_fault(label)
-        result = gate.before(config) if gate is not None else None
-        pruned = result is not None
-        if result is None:
-            result = runner.evaluate(config)
-        if gate is not None:
-            gate.after(config, result)
-        with session_scope(engine) as session:
-            if not repo.end_trial(session, **held):  # raising rolls the record back
-                raise TaskLost(f"task {task.task_id} was taken from {spec.worker_id}")
-            repo.record_trial(
-                session, task_id=task.task_id, environment_id=environment_id,
-                config=config.as_dict(), is_default=config == default, status=result.status.value,
-                latency_us=result.latency_us, p20_us=result.p20_us, p80_us=result.p80_us,
-                rel_error=result.rel_error, error=result.error, measure_s=result.measure_s,
-            )
+        if not lease.holds():
+            raise TaskLost(lost)
+        values, is_default = config.as_dict(), config == default
+        if shared is not None:
+            shared.mark_in_flight(task.task_id, nkm, values, is_default, time.time())
+        try:
+            label = config.short()
+            _log_measure("start", task.task_id, label)
+            _inject_fault(label)
+            result = gate.before(config) if gate is not None else None
+            pruned = result is not None
+            if result is None:
+                result = runner.evaluate(config)
+            if gate is not None:
+                gate.after(config, result)
+            with engine.begin() as connection:  # the trial's one transaction
+                if not repo.record_held_trial(
+                    connection, **held, environment_id=environment_id, config=values,
+                    is_default=is_default, status=result.status.value,
+                    latency_us=result.latency_us, p20_us=result.p20_us, p80_us=result.p80_us,
+                    rel_error=result.rel_error, error=result.error, measure_s=result.measure_s,
+                ):
+                    raise TaskLost(f"task {task.task_id} was taken from {spec.worker_id}")
+        finally:
+            if shared is not None:
+                shared.clear_in_flight()
         _log_measure("done", task.task_id, label)
         if shared is not None:
             shared.trials_stored.value += 1
@@ -182,7 +202,7 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
 
     try:
         evaluate(default)  # the baseline of every task, whatever the strategy
-        get_strategy(task.strategy).search(
+        strategy.search(
             evaluate, space=space, budget=task.budget,
             seed=task_seed(task.seed, *_nkm(task)), warm_start=warm,
         )

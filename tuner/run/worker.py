@@ -1,9 +1,10 @@
 """Worker process: claims tasks of a sweep from the store and searches each (`tuner.run.task`)
 until none is left, renewing its lease and watching for its supervisor's death.
 
-Before measuring a config the worker marks it in flight on its task (`repo.start_trial`); it
-clears the mark in the transaction that records the trial. Its supervisor (tuner.run.supervisor)
-reads the mark when the worker dies or hangs and records that config as crashed or timed out.
+Before measuring a config the worker marks it in flight in the memory it shares with its
+supervisor (`WorkerShared.mark_in_flight`) and clears the mark once the trial is stored; the
+supervisor (tuner.run.supervisor) reads the mark when the worker dies or hangs and records that
+config as crashed or timed out. A trial costs one store transaction: its record.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import threading
 import time
 
 from tuner.run.compile_gate import WorkerCompiler
+from tuner.run.lease import Heartbeat, Lease
 from tuner.run.spec import (
     EXIT_PARENT_GONE,
     EXIT_RESTART,
@@ -72,28 +74,6 @@ def _driver_version() -> str:
         return subprocess.run(query, capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return ""
-
-
-class _Heartbeat(threading.Thread):
-    """Renews a task's lease while the worker measures it."""
-
-    def __init__(self, engine, task_id: int, worker_id: str, lease_s: float) -> None:
-        super().__init__(daemon=True)
-        self.engine, self.task_id = engine, task_id
-        self.worker_id, self.lease_s = worker_id, lease_s
-        self.stopped = threading.Event()
-
-    def run(self) -> None:
-        from db import repo
-        from db.engine import session_scope
-
-        while not self.stopped.wait(self.lease_s / 4):
-            try:
-                with session_scope(self.engine) as session:
-                    repo.heartbeat(session, task_id=self.task_id, worker_id=self.worker_id,
-                                   lease_s=self.lease_s)
-            except Exception:  # noqa: BLE001 - a missed beat is retried; the lease has slack
-                continue
 
 
 class _ParentWatch(threading.Thread):
@@ -172,9 +152,9 @@ def _work(spec: WorkerSpec, shared: WorkerShared | None) -> None:
     if spec.parent_pid is not None:
         _ParentWatch(engine, spec, claim_lock).start()
     if spec.backend == "replay":
-        from tuner.search.replay import load_landscape
+        from tuner.search.replay import cached_landscape
 
-        landscape = load_landscape(spec.landscape_path)
+        landscape = cached_landscape(spec.landscape_path)
         env = {**landscape.environment, "device_name": landscape.device_name}
     else:
         env = collect_environment(spec.backend)
@@ -203,10 +183,11 @@ def _work(spec: WorkerSpec, shared: WorkerShared | None) -> None:
             # lease to expire, then claim them.
             time.sleep(min(5.0, spec.lease_s / 4))
             continue
-        beat = _Heartbeat(engine, task.task_id, spec.worker_id, spec.lease_s)
+        lease = Lease(engine, task.task_id, spec.worker_id, spec.lease_s)
+        beat = Heartbeat(lease)
         beat.start()
         try:
-            run_task(engine, spec, task, environment_id, space, shared, compiler)
+            run_task(engine, spec, task, environment_id, space, shared, compiler, lease)
             state, error = "done", None
         except TaskLost:
             continue  # another worker has it now

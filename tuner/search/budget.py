@@ -5,31 +5,41 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tuner.kernels.config import KernelConfig
-from tuner.measure.trial import TrialResult
+from tuner.measure.trial import TrialResult, TrialStatus
 from tuner.search.base import Evaluate, History
+
+# Outcomes known before a kernel is launched (a static constraint, the compiler, or the
+# compile-for-target check of tuner.run.compile_gate): no GPU time was measured for them.
+PRUNED = frozenset({TrialStatus.INVALID, TrialStatus.COMPILE_ERROR, TrialStatus.OUT_OF_RESOURCES})
 
 
 class BudgetedEvaluate:
     """Wraps `evaluate`: each config of the space is measured at most once, and at most
-    `budget` distinct configs in all; the history keeps them in order.
+    `budget` distinct configs in all (those whose outcome is in `free` not counted); the
+    history keeps them in order.
 
     Attributes:
         history: (config, result) of every distinct config measured, in order.
         results: the same, by config.
         budget: most distinct configs to measure (capped at the size of the space).
+        free: statuses that cost no budget (e.g. PRUNED); empty: every config counts.
+        spent: configs measured that count against the budget.
     """
 
-    def __init__(self, evaluate: Evaluate, space: Sequence[KernelConfig], budget: int) -> None:
+    def __init__(self, evaluate: Evaluate, space: Sequence[KernelConfig], budget: int,
+                 free: frozenset[TrialStatus] = frozenset()) -> None:
         self._evaluate = evaluate
         self.allowed = frozenset(space)
         self.budget = min(budget, len(self.allowed))
+        self.free = free
         self.history: History = []
         self.results: dict[KernelConfig, TrialResult] = {}
+        self.spent = 0
 
     @property
     def left(self) -> int:
         """Distinct configs that may still be measured."""
-        return self.budget - len(self.history)
+        return self.budget - self.spent
 
     def __call__(self, config: KernelConfig) -> TrialResult | None:
         """The result of a config: measured now, or remembered.
@@ -44,6 +54,7 @@ class BudgetedEvaluate:
         result = self._evaluate(config)
         self.results[config] = result
         self.history.append((config, result))
+        self.spent += result.status not in self.free
         return result
 
     def warm_start(self, configs: Sequence[KernelConfig]) -> None:

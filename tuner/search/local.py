@@ -27,7 +27,8 @@ def run_local(tracker: BudgetedEvaluate, axes: Sequence[Axis], *, seed: int,
         tracker: the shared, budgeted evaluate (warm starts already measured in it).
         axes: the axes of the space.
         seed: seed of the order among neighbours and of random picks.
-        stop_at: distinct configs measured when the search stops (at most the budget).
+        stop_at: configs counted against the budget (`tracker.spent`) when the search stops
+            (at most the budget).
     """
     rng = random.Random(seed)
     ordered_space = sorted(tracker.allowed)
@@ -36,19 +37,19 @@ def run_local(tracker: BudgetedEvaluate, axes: Sequence[Axis], *, seed: int,
     # and the move (axis index deltas) that first reached a config from its centre.
     queues: dict[KernelConfig, list[KernelConfig]] = {}
     moves: dict[KernelConfig, tuple[int, ...]] = {}
-    while len(tracker.history) < stop_at:
+    while tracker.spent < stop_at and len(tracker.results) < len(tracker.allowed):
         ranked = sorted((result.latency_us, index, config)
                         for index, (config, result) in enumerate(tracker.history) if result.ok)
         candidate = None
         for _, _, centre in ranked:
             queue = queues.get(centre)
             if queue is None:
-                queue = queues[centre] = _neighbourhood(centre, axes, tracker, rng, moves)
+                queue = queues[centre] = neighbourhood_order(centre, axes, tracker, rng, moves)
             while queue and queue[0] in tracker.results:
                 queue.pop(0)
             if queue:
                 candidate = queue.pop(0)
-                moves.setdefault(candidate, _move(centre, candidate, axes))
+                moves.setdefault(candidate, move_of(centre, candidate, axes))
                 break
         if candidate is None:
             unmeasured = [c for c in ordered_space if c not in tracker.results]
@@ -58,10 +59,12 @@ def run_local(tracker: BudgetedEvaluate, axes: Sequence[Axis], *, seed: int,
         tracker(candidate)
 
 
-def _neighbourhood(centre: KernelConfig, axes: Sequence[Axis], tracker: BudgetedEvaluate,
-                   rng: random.Random, moves: dict[KernelConfig, tuple[int, ...]]
-                   ) -> list[KernelConfig]:
-    """The order in which a centre's neighbours of the space are tried."""
+def neighbourhood_order(centre: KernelConfig, axes: Sequence[Axis],
+                        tracker: BudgetedEvaluate, rng: random.Random,
+                        moves: dict[KernelConfig, tuple[int, ...]]) -> list[KernelConfig]:
+    """The order in which a centre's neighbours of the space are tried: the pattern move that
+    reached it first (if any), then its one-step neighbours, then its diagonal ones, each
+    group in a seeded random order."""
     singles = [c for c in neighbours(centre, axes) if c in tracker.allowed]
     diagonals = [c for c in neighbours(centre, axes, pairs=True)
                  if c in tracker.allowed and c not in singles]
@@ -72,8 +75,8 @@ def _neighbourhood(centre: KernelConfig, axes: Sequence[Axis], tracker: Budgeted
     return first + [c for c in singles + diagonals if c != ahead]
 
 
-def _move(centre: KernelConfig, config: KernelConfig, axes: Sequence[Axis]) -> tuple[int, ...]:
-    """Index steps along each axis from centre to config."""
+def move_of(centre: KernelConfig, config: KernelConfig, axes: Sequence[Axis]) -> tuple[int, ...]:
+    """Index steps along each axis from centre to config (a pattern move)."""
     return tuple(axis.values.index(getattr(config, axis.key))
                  - axis.values.index(getattr(centre, axis.key)) for axis in axes)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from tuner.search.base import Strategy
 from tuner.search.grid import GridStrategy
 from tuner.search.hybrid import TpeLocalStrategy
+from tuner.search.ils import IteratedLocalStrategy
 from tuner.search.local import LocalStrategy
 from tuner.search.optuna_tpe import OptunaStrategy
 
@@ -13,6 +14,7 @@ STRATEGIES: dict[str, type] = {
     "optuna": OptunaStrategy,
     "local": LocalStrategy,
     "tpe+local": TpeLocalStrategy,
+    "ils": IteratedLocalStrategy,
 }
 
 

@@ -133,3 +133,18 @@ def test_replay_samples_are_reproducible_and_inside_the_recorded_spread():
         first.sample_us(KernelConfig(256, 64, 128, 1, 4, 5))
     with pytest.raises(ValueError, match="not in the landscape, not ok"):
         first.sample_us(KernelConfig(16, 64, 128, 1, 4, 2))
+
+
+def test_cached_landscape_reads_a_file_once_until_it_changes(tmp_path):
+    from tuner.search.replay import cached_landscape
+
+    path = tmp_path / "l20.json"
+    path.write_text(make_landscape(m_values=(1,)).to_json())
+    first = cached_landscape(path)
+    assert cached_landscape(str(path)) is first
+    assert sorted(first.problems) == [(256, 384, 1), (576, 256, 1)]
+    path.write_text(make_landscape(m_values=(1, 16)).to_json())
+    again = cached_landscape(path)
+    assert again is not first and len(again.problems) == 4
+    with pytest.raises(ValueError, match="gone.json: No such file or directory"):
+        cached_landscape(tmp_path / "gone.json")

@@ -40,9 +40,9 @@ class Recorder:
 
 
 def test_registry():
-    assert set(STRATEGIES) == {"grid", "optuna", "local", "tpe+local"}
+    assert set(STRATEGIES) == {"grid", "optuna", "local", "tpe+local", "ils"}
     with pytest.raises(ValueError, match="unknown strategy 'random'; known: grid, optuna, "
-                       "local, tpe\\+local"):
+                       "local, tpe\\+local, ils"):
         get_strategy("random")
 
 
