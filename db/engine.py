@@ -77,8 +77,9 @@ def make_engine(url: str, *, pool_size: int | None = None,
     """Create an engine for a store URL.
 
     SQLite files get WAL journaling with synchronous=NORMAL (no fsync per commit), a 30 s
-    busy timeout and foreign keys on every connection, and the folder of the file is created. Any other SQLAlchemy URL (for example
-    `postgresql+psycopg://user:pw@host/db`) is passed through unchanged.
+    busy timeout and foreign keys on every connection, and the folder of the file is created.
+    Any other SQLAlchemy URL (for example `postgresql+psycopg://user:pw@host/db`) is passed
+    through unchanged.
 
     Args:
         url: a SQLAlchemy URL.
