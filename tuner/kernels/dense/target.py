@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 import triton
@@ -49,6 +49,48 @@ def _launcher_lists_constexpr_attrs() -> bool:
     return (major, minor) >= (3, 8)
 
 
+def argument_specialization(
+    kernel_fn, pointers: Mapping[str, str], ints: Mapping[str, int], meta: Mapping[str, Any],
+) -> tuple[dict[str, str], dict[tuple[int, ...], Any], dict[tuple[int, ...], list]]:
+    """How Triton's launcher specializes a kernel's arguments, for `triton.compile`.
+
+    Pointers get their type and are taken as 16-byte aligned; a constexpr (a `meta` entry) or
+    an integer equal to 1 becomes a constant; any other integer is i32 (i64 past int32) and
+    gets the divisibility-by-16 attribute when it is a multiple of 16 (constexprs get no
+    attribute entry at all on Triton before 3.8, see `_launcher_lists_constexpr_attrs`).
+
+    Args:
+        kernel_fn: the @triton.jit kernel's Python function (its parameters, in order).
+        pointers: argument name -> Triton pointer type, e.g. "*fp8e4nv".
+        ints: integer argument name -> its value at the launch.
+        meta: constexpr argument name -> its value.
+
+    Returns:
+        (signature, constexprs, attrs) keyed as `triton.compiler.ASTSource` takes them.
+    """
+    signature: dict[str, str] = {}
+    constexprs: dict[tuple[int, ...], Any] = {}
+    attrs: dict[tuple[int, ...], list] = {}
+    constexpr_attrs = _launcher_lists_constexpr_attrs()
+    for index, name in enumerate(inspect.signature(kernel_fn).parameters):
+        path = (index,)
+        attrs[path] = []
+        if name in pointers:
+            signature[name] = pointers[name]
+            attrs[path] = _DIVISIBLE_BY_16
+        elif name in meta or ints[name] == 1:
+            signature[name] = "constexpr"
+            constexprs[path] = meta[name] if name in meta else 1
+            if not constexpr_attrs:
+                del attrs[path]
+        else:
+            value = ints[name]
+            signature[name] = "i32" if -(2**31) <= value < 2**31 else "i64"
+            if value % 16 == 0:
+                attrs[path] = _DIVISIBLE_BY_16
+    return signature, constexprs, attrs
+
+
 def launch_specialization(
     config: KernelConfig, M: int, N: int, K: int, group_n: int, group_k: int,
     out_dtype: torch.dtype,
@@ -77,28 +119,7 @@ def launch_specialization(
         "BLOCK_SIZE_M": config.BLOCK_SIZE_M, "BLOCK_SIZE_N": config.BLOCK_SIZE_N,
         "BLOCK_SIZE_K": config.BLOCK_SIZE_K, "GROUP_SIZE_M": config.GROUP_SIZE_M,
     }
-    arg_names = list(inspect.signature(w8a8_block_fp8_matmul_kernel.fn).parameters)
-    signature: dict[str, str] = {}
-    constexprs: dict[tuple[int, ...], int] = {}
-    attrs: dict[tuple[int, ...], list[list[object]]] = {}
-    constexpr_attrs = _launcher_lists_constexpr_attrs()
-    for index, name in enumerate(arg_names):
-        path = (index,)
-        attrs[path] = []
-        if name in pointers:
-            signature[name] = pointers[name]
-            attrs[path] = _DIVISIBLE_BY_16
-        elif name in meta or ints[name] == 1:
-            signature[name] = "constexpr"
-            constexprs[path] = meta[name] if name in meta else 1
-            if not constexpr_attrs:
-                del attrs[path]
-        else:
-            value = ints[name]
-            signature[name] = "i32" if -(2**31) <= value < 2**31 else "i64"
-            if value % 16 == 0:
-                attrs[path] = _DIVISIBLE_BY_16
-    return signature, constexprs, attrs
+    return argument_specialization(w8a8_block_fp8_matmul_kernel.fn, pointers, ints, meta)
 
 
 def compile_for_target(

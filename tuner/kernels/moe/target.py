@@ -3,7 +3,6 @@ launcher specializes each of the two launches of the expert MLP."""
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,7 +10,7 @@ import torch
 import triton
 
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.dense.target import _DIVISIBLE_BY_16, _launcher_lists_constexpr_attrs
+from tuner.kernels.dense.target import argument_specialization
 from tuner.kernels.moe.kernel import OUT_DTYPES, fused_moe_fp8_block_kernel, parse_config
 from tuner.kernels.moe.space import effective_block_k
 from tuner.kernels.moe.specialization import launch_em
@@ -53,27 +52,7 @@ def launch_specialization(config: KernelConfig, *, N: int, K: int, EM: int, slot
         "GROUP_SIZE_M": config.GROUP_SIZE_M, "MUL_ROUTED_WEIGHT": mul_routed_weight,
         "top_k": top_k,
     }
-    signature: dict[str, str] = {}
-    constexprs: dict[tuple[int, ...], Any] = {}
-    attrs: dict[tuple[int, ...], list] = {}
-    constexpr_attrs = _launcher_lists_constexpr_attrs()
-    for index, name in enumerate(inspect.signature(fused_moe_fp8_block_kernel.fn).parameters):
-        path = (index,)
-        attrs[path] = []
-        if name in pointers:
-            signature[name] = pointers[name]
-            attrs[path] = _DIVISIBLE_BY_16
-        elif name in meta or ints[name] == 1:
-            signature[name] = "constexpr"
-            constexprs[path] = meta[name] if name in meta else 1
-            if not constexpr_attrs:
-                del attrs[path]
-        else:
-            value = ints[name]
-            signature[name] = "i32" if -(2**31) <= value < 2**31 else "i64"
-            if value % 16 == 0:
-                attrs[path] = _DIVISIBLE_BY_16
-    return signature, constexprs, attrs
+    return argument_specialization(fused_moe_fp8_block_kernel.fn, pointers, ints, meta)
 
 
 def compile_for_target(config: Mapping[str, int], arch: int, *, M: int, N: int, K: int, E: int,
