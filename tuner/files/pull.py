@@ -68,7 +68,8 @@ def choose_release(releases: Sequence[Mapping[str, Any]], device_name: str,
 
 def wanted_files(release: Mapping[str, Any], engine: str) -> list[Wanted]:
     """The release's files with the names `engine` reads them under."""
-    return [Wanted(f["file_name"], any_engine_file_name(f["file_name"], engine), f["sha256"])
+    return [Wanted(f["file_name"], any_engine_file_name(f["file_name"], engine,
+                                                        release["device_name"]), f["sha256"])
             for f in release["files"]]
 
 
