@@ -98,7 +98,8 @@ def test_load_vllm_kernel_says_which_function_is_missing(tmp_path):
 def test_the_bench_refuses_a_missing_file_in_one_line(tmp_path):
     done = subprocess.run([sys.executable, str(REPO / "bench" / "moe_fidelity.py"),
                            "--vllm-file", str(tmp_path / "nope.py")],
-                          capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+                          capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert (done.returncode, done.stdout, done.stderr) == (
         2, "", f"no such file: {tmp_path / 'nope.py'}\n")
 

@@ -1,9 +1,9 @@
 """Which kernel and Triton the current winners must come from, without importing triton or torch.
 
-The kernel hash is computed from the text of the kernel family's kernel module (for the dense
-GEMM `tuner/kernels/dense/kernel.py`), so the HTTP service (which may have neither triton nor
-torch) and the CLI agree with the hash the workers store
-(`tuner.kernels.dense.kernel.kernel_source_hash`).
+The kernel hash is computed from the text of each kernel family's kernel module (for the dense
+GEMM `tuner/kernels/dense/kernel.py`, for the fused MoE `tuner/kernels/moe/kernel.py`), so the
+HTTP service (which may have neither triton nor torch) and the CLI agree with the hash the
+workers store for each family's trials (the modules' `kernel_source_hash`).
 """
 
 from __future__ import annotations
