@@ -12,7 +12,8 @@ Re-exported by `db.repo`; like the repository functions they take a Session, are
 and return frozen dataclasses. Each is a fixed number of SQL queries (none per task).
 
 Provenance filter: `kernel_hash` keeps trials and decisions whose environment has that kernel
-hash; `triton_minor` ("3.6") keeps those whose environment's triton version has that major.minor
+hash (or any of a sequence of hashes, one per kernel family); `triton_minor` ("3.6") keeps those
+whose environment's triton version has that major.minor
 ("3.6", "3.6.0", "3.6.1+git..." match; "3.60" does not). None leaves that part out.
 """
 
@@ -85,13 +86,15 @@ def _minor_of(version: str) -> tuple[int, int] | None:
 
 
 def matching_environments(
-    session: Session, *, kernel_hash: str | None, triton_minor: str | None
+    session: Session, *, kernel_hash: str | Sequence[str] | None, triton_minor: str | None
 ) -> list[int] | None:
     """The environments that pass the provenance filter.
 
     Args:
         session: the open session.
-        kernel_hash: keep environments with this kernel hash; None for any.
+        kernel_hash: keep environments with this kernel hash, or with any of these hashes (one
+            per kernel family: an environment records the hash of its trials' family's kernel);
+            None for any.
         triton_minor: keep environments whose triton version is this major.minor, e.g. "3.6";
             None for any.
 
@@ -109,8 +112,10 @@ def matching_environments(
             raise ValueError(f"triton_minor {triton_minor!r} is not major.minor, e.g. 3.6")
         wanted = _minor_of(triton_minor)
     query = select(Environment.environment_id, Environment.triton)
-    if kernel_hash is not None:
+    if isinstance(kernel_hash, str):
         query = query.where(Environment.kernel_hash == kernel_hash)
+    elif kernel_hash is not None:
+        query = query.where(Environment.kernel_hash.in_(list(kernel_hash)))
     return sorted(env_id for env_id, triton in session.execute(query)
                   if wanted is None or _minor_of(triton) == wanted)
 

@@ -121,7 +121,7 @@ def _shapes(view: DeviceView) -> list[schemas.ShapeCoverage]:
 
 
 def _is_current(environment: repo.EnvironmentRow, current: Provenance) -> bool:
-    if environment.kernel_hash != current.kernel_hash:
+    if environment.kernel_hash not in current.hashes:
         return False
     if current.triton_minor is None:
         return True

@@ -9,6 +9,8 @@ import sys
 import pytest
 
 from tuner.inputs.shapes import ShapesFileError, _load_text, load_shapes
+from tuner.kernels.dense.kernel import kernel_source_hash as dense_kernel_hash
+from tuner.kernels.moe.kernel import kernel_source_hash as moe_kernel_hash
 from tuner.kernels.moe.space import default_config
 
 
@@ -40,6 +42,25 @@ def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path) -> None:
     assert export.returncode == 0, export.stderr
     name = "E=4,N=64,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128,128].json"
     assert json.loads((tmp_path / "out" / name).read_text()) == {"1": default_config(1).as_dict()}
+    dense_name = ("N=256,K=128,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,"
+                  "block_shape=[128,128].json")
+    assert (tmp_path / "out" / dense_name).is_file()
+    # Each family's trials carry the hash of its own kernel ...
+    with sqlite3.connect(tmp_path / "tuner.db") as connection:
+        hashes = connection.execute(
+            "SELECT DISTINCT tasks.family, environments.kernel_hash FROM trials "
+            "JOIN tasks ON trials.task_id = tasks.task_id JOIN environments "
+            "ON trials.environment_id = environments.environment_id ORDER BY tasks.family"
+        ).fetchall()
+    assert hashes == [("dense", dense_kernel_hash()), ("moe", moe_kernel_hash())]
+    # ... so an MoE kernel change leaves the MoE trials stale and the dense ones current.
+    with sqlite3.connect(tmp_path / "tuner.db") as connection:
+        connection.execute("UPDATE environments SET kernel_hash = 'an older moe kernel' "
+                           "WHERE kernel_hash = ?", (moe_kernel_hash(),))
+    again = tuner("export", "--device", "interpreter", "--out", "out2", "--db", db,
+                  cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert sorted(p.name for p in (tmp_path / "out2").glob("*.json")) == [dense_name]
 
 
 def test_moe_shapes_are_read_and_checked() -> None:

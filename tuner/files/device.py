@@ -46,7 +46,7 @@ class Scope:
         """Keyword filters of `repo.winners`, `repo.shape_coverage` and `repo.stale_trials`."""
         if self.allow_stale:
             return {}
-        return {"kernel_hash": self.current.kernel_hash, "triton_minor": self.current.triton_minor}
+        return {"kernel_hash": self.current.hashes, "triton_minor": self.current.triton_minor}
 
     def note(self, device_name: str) -> str | None:
         """The line the CLI prints about stale trials left out, or None when none were."""
@@ -161,7 +161,7 @@ def read_scope(session: Session, device_name: str, allow_stale: bool, *,
     current = current_provenance(environments, installed_triton=installed_triton_minor())
     if allow_stale:
         return Scope(True, current, 0)
-    stale = repo.stale_trials(session, device_name=device_name, kernel_hash=current.kernel_hash,
+    stale = repo.stale_trials(session, device_name=device_name, kernel_hash=current.hashes,
                               triton_minor=current.triton_minor)
     return Scope(False, current, stale)
 

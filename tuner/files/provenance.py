@@ -1,9 +1,9 @@
 """Which kernel and Triton the current winners must come from, without importing triton or torch.
 
-The kernel hash is computed from the text of the kernel family's kernel module (for the dense
-GEMM `tuner/kernels/dense/kernel.py`), so the HTTP service (which may have neither triton nor
-torch) and the CLI agree with the hash the workers store
-(`tuner.kernels.dense.kernel.kernel_source_hash`).
+The kernel hash is computed from the text of each kernel family's kernel module (for the dense
+GEMM `tuner/kernels/dense/kernel.py`, for the fused MoE `tuner/kernels/moe/kernel.py`), so the
+HTTP service (which may have neither triton nor torch) and the CLI agree with the hash the
+workers store for each family's trials (the modules' `kernel_source_hash`).
 """
 
 from __future__ import annotations
@@ -38,10 +38,25 @@ class EnvironmentLike(Protocol):
 
 @dataclass(frozen=True)
 class Provenance:
-    """What current trials must match: the kernel hash, and Triton's major.minor (None: any)."""
+    """What current trials must match: the kernel hash, and Triton's major.minor (None: any).
+
+    Attributes:
+        kernel_hash: the dense GEMM kernel's hash (what lines and the HTTP service show).
+        triton_minor: Triton's major.minor, or None for any.
+        other_hashes: the current hashes of the other families' kernels (the fused MoE's):
+            each trial's environment records the hash of its own family's kernel, so a trial
+            is current when its hash is any of `hashes`; a changed MoE kernel leaves old MoE
+            trials stale and the dense ones current.
+    """
 
     kernel_hash: str
     triton_minor: str | None
+    other_hashes: tuple[str, ...] = ()
+
+    @property
+    def hashes(self) -> tuple[str, ...]:
+        """Every current kernel hash, the dense one first."""
+        return (self.kernel_hash, *self.other_hashes)
 
 
 def kernel_source(text: str, name: str = KERNEL_FUNCTION) -> str:
@@ -93,6 +108,31 @@ def _package_kernel_hash() -> str:
     return current_kernel_hash(DENSE.module_path(DENSE.kernel_module))
 
 
+@functools.cache
+def family_kernel_hash(family_name: str) -> str:
+    """sha256 hex digest of a kernel family's kernel source (read from its module's text, so
+    no triton or torch is imported), equal to that kernel module's `kernel_source_hash()`: the
+    hash a worker records for the family's trials.
+
+    Raises:
+        ValueError: an unknown family.
+        OSError, LookupError: as `current_kernel_hash`.
+    """
+    from tuner.kernels.registry import get_family
+
+    family = get_family(family_name)
+    source = kernel_source(family.module_path(family.kernel_module).read_text(encoding="utf-8"),
+                           family.kernel_function)
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+def other_family_hashes() -> tuple[str, ...]:
+    """The current kernel hashes of every registered family but the dense one, by name."""
+    from tuner.kernels.registry import FAMILIES
+
+    return tuple(family_kernel_hash(name) for name in sorted(FAMILIES) if name != DENSE.name)
+
+
 def triton_minor(version: str) -> str:
     """Triton's major.minor of a version string.
 
@@ -134,7 +174,8 @@ def current_provenance(
 ) -> Provenance:
     """The provenance current trials must have, on this machine, for one device.
 
-    Rule: the kernel hash is this package's (`current_kernel_hash`). Triton's major.minor is
+    Rule: the kernel hashes are this package's (`current_kernel_hash`, and
+    `other_family_hashes` unless kernel_hash is given). Triton's major.minor is
     the installed one; where triton is not installed (an HTTP service without the kernel
     extra), it is the newest major.minor among the device's environments that have the current
     kernel hash, and None (any Triton) when there is none: then no trial matches the kernel
@@ -149,14 +190,16 @@ def current_provenance(
         The kernel hash and Triton major.minor to filter winners with.
     """
     current = kernel_hash if kernel_hash is not None else current_kernel_hash()
+    others = other_family_hashes() if kernel_hash is None else ()
     if installed_triton is not None:
-        return Provenance(kernel_hash=current, triton_minor=triton_minor(installed_triton))
+        return Provenance(kernel_hash=current, triton_minor=triton_minor(installed_triton),
+                          other_hashes=others)
     minors = set()
     for environment in environments:
-        if environment.kernel_hash == current:
+        if environment.kernel_hash in (current, *others):
             try:
                 minors.add(triton_minor(environment.triton))
             except ValueError:
                 continue
     newest = max(minors, key=_minor_key) if minors else None
-    return Provenance(kernel_hash=current, triton_minor=newest)
+    return Provenance(kernel_hash=current, triton_minor=newest, other_hashes=others)

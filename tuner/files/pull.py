@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tuner.files.mounts import MOE_CONTAINER_DIR, MOE_ENV
 from tuner.kernels.dense.naming import ENGINE_CONFIG_DIRS
 from tuner.kernels.moe.naming import any_engine_file_name
 
@@ -67,7 +68,8 @@ def choose_release(releases: Sequence[Mapping[str, Any]], device_name: str,
 
 def wanted_files(release: Mapping[str, Any], engine: str) -> list[Wanted]:
     """The release's files with the names `engine` reads them under."""
-    return [Wanted(f["file_name"], any_engine_file_name(f["file_name"], engine), f["sha256"])
+    return [Wanted(f["file_name"], any_engine_file_name(f["file_name"], engine,
+                                                        release["device_name"]), f["sha256"])
             for f in release["files"]]
 
 
@@ -168,7 +170,11 @@ def _pull_args(server: str, device_name: str, number: int, engine: str) -> list[
 def render_pull_recipe(fmt: str, *, server: str, release: Mapping[str, Any], engine: str,
                        site_packages: str, image: str = DEFAULT_PULL_IMAGE) -> str:
     """A recipe that runs `tuner pull` of one pinned release into a volume before the engine
-    starts, and mounts each file of that volume read-only where the engine reads it.
+    starts, and mounts each dense file of that volume read-only where the engine reads it; for
+    vLLM, the fused-MoE files (`E=...`) are read from the whole volume, mounted read-only at
+    `MOE_CONTAINER_DIR` with VLLM_TUNED_CONFIG_FOLDER set to it, as `tuner.files.mounts` does
+    (vLLM 0.33.0's `get_moe_configs` reads that folder first and never the dense folder).
+    SGLang does not read that variable: its recipe leaves the MoE files unmounted and says so.
 
     Args:
         fmt: "k8s-pull" (an init container and an emptyDir) or "compose-pull" (a one-shot
@@ -186,32 +192,50 @@ def render_pull_recipe(fmt: str, *, server: str, release: Mapping[str, Any], eng
         raise ValueError(f"format must be one of {', '.join(PULL_FORMATS)}, got {fmt!r}")
     target_dir = f"{site_packages}/{ENGINE_CONFIG_DIRS[engine]}"
     files = wanted_files(release, engine)
+    dense = [w for w in files if not w.file_name.startswith("E=")]
+    moe = len(files) - len(dense)
     args = _pull_args(server, release["device_name"], release["number"], engine)
     head = [f"# {release['device_name']} release {release['number']} ({len(files)} file(s), "
             f"content {release['content_sha256'][:12]}), pulled before {engine} starts and "
             "mounted read-only file by file.",
             f"# tuner pull checks every sha256 and exits non-zero on a mismatch; the engine "
             f"reads the files only from {target_dir}/"]
+    if moe and engine == "vllm":
+        head += [f"# {moe} fused-MoE file(s) (E=...): the whole volume mounted read-only at "
+                 f"{MOE_CONTAINER_DIR}/,",
+                 f"# with {MOE_ENV}={MOE_CONTAINER_DIR} (vLLM reads MoE files there first)."]
+    elif moe:
+        head.append(f"# {moe} fused-MoE file(s) (E=...) pulled but not mounted: SGLang does not "
+                    f"read them from {MOE_ENV}; these mounts cover the dense files only.")
+    moe_mount = moe and engine == "vllm"
     if fmt == "k8s-pull":
         body = ["# In the pod spec:", "volumes:", "  - name: blockfp8-configs",
                 "    emptyDir: {}", "initContainers:", "  - name: blockfp8-pull",
                 f"    image: {image}", f"    command: {json.dumps(args)}",
                 "    volumeMounts:", "      - name: blockfp8-configs",
                 "        mountPath: /configs", "# In the serving container:", "volumeMounts:"]
-        for wanted in files:
+        for wanted in dense:
             body += ["  - name: blockfp8-configs",
                      f"    mountPath: {json.dumps(f'{target_dir}/{wanted.save_as}')}",
                      f"    subPath: {json.dumps(wanted.save_as)}", "    readOnly: true"]
+        if moe_mount:
+            body += ["  - name: blockfp8-configs",
+                     f"    mountPath: {json.dumps(MOE_CONTAINER_DIR)}", "    readOnly: true",
+                     "env:", f"  - name: {MOE_ENV}", f"    value: {json.dumps(MOE_CONTAINER_DIR)}"]
     else:
         body = ["# docker-compose.yml:", "services:", "  blockfp8-pull:", f"    image: {image}",
                 f"    command: {json.dumps(args)}", "    volumes:",
                 "      - blockfp8-configs:/configs", "  vllm:  # your serving service",
                 "    depends_on:", "      blockfp8-pull:",
                 "        condition: service_completed_successfully", "    volumes:"]
-        for wanted in files:
+        for wanted in dense:
             body += ["      - type: volume", "        source: blockfp8-configs",
                      f"        target: {json.dumps(f'{target_dir}/{wanted.save_as}')}",
                      "        read_only: true", "        volume:",
                      f"          subpath: {json.dumps(wanted.save_as)}"]
+        if moe_mount:
+            body += ["      - type: volume", "        source: blockfp8-configs",
+                     f"        target: {json.dumps(MOE_CONTAINER_DIR)}", "        read_only: true",
+                     "    environment:", f"      {MOE_ENV}: {json.dumps(MOE_CONTAINER_DIR)}"]
         body += ["volumes:", "  blockfp8-configs: {}"]
     return "\n".join(head + body) + "\n"

@@ -15,6 +15,7 @@ import subprocess
 import threading
 import time
 
+from tuner.kernels.registry import DEFAULT_FAMILY
 from tuner.run.compile_gate import WorkerCompiler
 from tuner.run.lease import Heartbeat, Lease
 from tuner.run.spec import (
@@ -31,23 +32,28 @@ from tuner.run.task import run_task
 # (CUDA_VISIBLE_DEVICES or TRITON_INTERPRET) is set: this module is imported by the parent too.
 
 
-def collect_environment(backend: str) -> dict[str, str]:
+def collect_environment(backend: str, family: str = DEFAULT_FAMILY) -> dict[str, str]:
     """GPU, versions and kernel hash of this process, as `db.repo.get_or_create_environment` takes.
 
-    On the interpreter, gpu_name and device_name are TRITON_INTERPRETER and driver/CUDA are "".
+    The kernel hash is that of `family`'s kernel (`family_kernel_hash`), so a changed kernel
+    leaves only its own family's trials stale. On the interpreter, gpu_name and device_name are
+    TRITON_INTERPRETER and driver/CUDA are "".
+
+    Raises:
+        ValueError: an unknown family.
     """
     import torch
     import triton
 
     import tuner
+    from tuner.files.provenance import family_kernel_hash
     from tuner.inputs.devices import INTERPRETER_DEVICE_NAME, vllm_device_name
-    from tuner.kernels.dense.kernel import kernel_source_hash
 
     env = {
         "torch": torch.__version__,
         "triton": triton.__version__,
         "tuner": tuner.__version__,
-        "kernel_hash": kernel_source_hash(),
+        "kernel_hash": family_kernel_hash(family),
         "driver": "",
         "cuda": "",
         "compute_capability": "",
@@ -145,6 +151,7 @@ def _work(spec: WorkerSpec, shared: WorkerShared | None) -> None:
 
     from db import repo
     from db.engine import make_engine, session_scope
+    from tuner.files.provenance import family_kernel_hash
     from tuner.kernels.config import KernelConfig
 
     engine = make_engine(spec.db_url)
@@ -164,6 +171,7 @@ def _work(spec: WorkerSpec, shared: WorkerShared | None) -> None:
         _record_ceilings(engine, environment_id)
     if shared is not None:
         shared.environment_id.value = environment_id
+    environments = {DEFAULT_FAMILY if spec.backend != "replay" else None: environment_id}
     space = None  # each task's family's space (vLLM's grid), unless the sweep names configs
     if spec.configs is not None:
         space = [KernelConfig.from_dict(dict(items)) for items in spec.configs]
@@ -183,11 +191,20 @@ def _work(spec: WorkerSpec, shared: WorkerShared | None) -> None:
             # lease to expire, then claim them.
             time.sleep(min(5.0, spec.lease_s / 4))
             continue
+        # Each family's trials are recorded with its own kernel's hash (a replay keeps the
+        # landscape's environment for all).
+        key = task.family if spec.backend != "replay" else None
+        if key not in environments:
+            with session_scope(engine) as session:
+                environments[key] = repo.get_or_create_environment(
+                    session, **{**env, "kernel_hash": family_kernel_hash(task.family)})
+        if shared is not None:
+            shared.environment_id.value = environments[key]
         lease = Lease(engine, task.task_id, spec.worker_id, spec.lease_s)
         beat = Heartbeat(lease)
         beat.start()
         try:
-            run_task(engine, spec, task, environment_id, space, shared, compiler, lease)
+            run_task(engine, spec, task, environments[key], space, shared, compiler, lease)
             state, error = "done", None
         except TaskLost:
             continue  # another worker has it now

@@ -17,6 +17,7 @@ from tuner.files.provenance import (
     Provenance,
     current_kernel_hash,
     current_provenance,
+    family_kernel_hash,
     installed_triton_minor,
     kernel_source,
     triton_minor,
@@ -142,4 +143,16 @@ def test_current_provenance_falls_back_to_the_newest_triton_of_the_current_kerne
     assert current_provenance(environments, installed_triton=None, kernel_hash="k2") == \
         Provenance(kernel_hash="k2", triton_minor=None)
     assert current_provenance([], installed_triton=None) == \
-        Provenance(kernel_hash=current_kernel_hash(), triton_minor=None)
+        Provenance(kernel_hash=current_kernel_hash(), triton_minor=None,
+                   other_hashes=(family_kernel_hash("moe"),))
+
+
+def test_each_familys_hash_is_its_kernel_modules_and_the_moe_one_is_current() -> None:
+    from tuner.kernels.dense.kernel import kernel_source_hash as dense_hash
+    from tuner.kernels.moe.kernel import kernel_source_hash as moe_hash
+
+    assert (family_kernel_hash("dense"), family_kernel_hash("moe")) == (dense_hash(), moe_hash())
+    assert family_kernel_hash("dense") == current_kernel_hash()
+    current = current_provenance([Env("3.6.0", moe_hash())], installed_triton=None)
+    assert current.hashes == (dense_hash(), moe_hash())
+    assert current.triton_minor == "3.6"  # an MoE environment of the current kernel counts

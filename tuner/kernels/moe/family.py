@@ -10,7 +10,11 @@ from typing import Any
 
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.family import KernelFamily, Shape, Workload
-from tuner.kernels.moe.naming import moe_config_file_name, parse_moe_config_file_name
+from tuner.kernels.moe.naming import (
+    moe_config_file_name,
+    parse_moe_config_file_name,
+    sglang_moe_config_file_name,
+)
 from tuner.kernels.moe.space import default_config, vllm_space, why_invalid
 from tuner.kernels.moe.specialization import moe_specialization_key
 
@@ -24,8 +28,10 @@ def _default_config(shape: Shape, M: int) -> KernelConfig:
 
 
 def _file_name(shape: Shape, device_name: str, engine: str = "vllm") -> str:
-    """vLLM's name for every engine: SGLang's spelling of MoE names is not verified here."""
-    return moe_config_file_name(shape.param("E"), shape.N, device_name, shape.block_shape)
+    """The name the engine reads: vLLM's (`moe_config_file_name`) or SGLang's
+    (`sglang_moe_config_file_name`)."""
+    name = sglang_moe_config_file_name if engine == "sglang" else moe_config_file_name
+    return name(shape.param("E"), shape.N, device_name, shape.block_shape)
 
 
 def _parse_file_name(name: str) -> tuple[Shape, str, str]:

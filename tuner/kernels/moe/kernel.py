@@ -107,12 +107,15 @@ def fused_moe_fp8_block_kernel(
     token_mask = offs_token < num_valid_tokens
 
     off_experts = tl.load(expert_ids_ptr + pid_m).to(tl.int64)
-    offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
-    c_ptrs = c_ptr + stride_cm * offs_token[:, None] + stride_cn * offs_cn[None, :]
-    c_mask = token_mask[:, None] & (offs_cn[None, :] < N)
+    # The C tile's pointers and mask are computed in each branch, not once before it: hoisted,
+    # the compiled code differs from vLLM's (bench/moe_fidelity.py: 10-16 more integer
+    # instructions in vLLM's, registers differing on some configs).
     if off_experts == -1:
         # An expert that is not on this rank: its slots are zero.
         zeros = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=c_ptr.dtype.element_ty)
+        offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
+        c_ptrs = c_ptr + stride_cm * offs_token[:, None] + stride_cn * offs_cn[None, :]
+        c_mask = token_mask[:, None] & (offs_cn[None, :] < N)
         tl.store(c_ptrs, zeros, mask=c_mask)
         return
 
@@ -147,6 +150,9 @@ def fused_moe_fp8_block_kernel(
         moe_weight = tl.load(topk_weights_ptr + offs_token, mask=token_mask, other=0)
         accumulator = accumulator * moe_weight[:, None]
     c = accumulator.to(c_ptr.dtype.element_ty)
+    offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
+    c_ptrs = c_ptr + stride_cm * offs_token[:, None] + stride_cn * offs_cn[None, :]
+    c_mask = token_mask[:, None] & (offs_cn[None, :] < N)
     tl.store(c_ptrs, c, mask=c_mask)
 
 

@@ -65,9 +65,33 @@ def parse_moe_config_file_name(name: str) -> tuple[int, int, str, str, tuple[int
             (int(match["bn"]), int(match["bk"])))
 
 
-def any_engine_file_name(name: str, engine: str) -> str:
+def sglang_moe_config_file_name(E: int, N: int, device_name: str,
+                                block_shape: tuple[int, int] = (128, 128)) -> str:
+    """The name SGLang looks for the same file under. Its `get_config_file_name`
+    (python/sglang/srt/layers/moe/fused_moe_triton/fused_moe_triton_config.py, sgl-project/
+    sglang@c050f40d) writes the block shape as a Python list, `[128, 128]`, and the device as
+    torch names it with spaces as `_` (our device key), without vLLM's H200 rule; it reads the
+    file from `configs/triton_<version>/` beside that module or under $SGLANG_MOE_CONFIG_DIR.
+
+    Raises:
+        ValueError: as `moe_config_file_name`.
+    """
+    moe_config_file_name(E, N, device_name, block_shape)  # the same checks
+    bn, bk = block_shape
+    return (f"E={E},N={N},device_name={device_name},dtype={FP8_DTYPE},"
+            f"block_shape=[{bn}, {bk}].json")
+
+
+def any_engine_file_name(name: str, engine: str, device_name: str | None = None) -> str:
     """A dense or fused-MoE config file name respelled for an engine (`block_shape=[a,b]` for
     vLLM, `[a, b]` for SGLang, as `tuner.kernels.dense.naming.engine_file_name` does).
+
+    Args:
+        name: a file name in either spelling.
+        engine: "vllm" or "sglang".
+        device_name: the device key the file belongs to; an MoE name for SGLang carries it
+            (vLLM's name folds every H200 into NVIDIA_H200, `sglang_moe_config_file_name`);
+            None keeps the device the name has.
 
     Raises:
         ValueError: an unknown engine, or a name neither parser accepts.
@@ -76,9 +100,7 @@ def any_engine_file_name(name: str, engine: str) -> str:
         return engine_file_name(name, engine)
     if engine not in ENGINES:
         raise ValueError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
-    E, N, device_name, _, block_shape = parse_moe_config_file_name(name)
-    vllm_name = moe_config_file_name(E, N, device_name, block_shape)
+    E, N, named_device, _, block_shape = parse_moe_config_file_name(name)
     if engine == "vllm":
-        return vllm_name
-    head, _, tail = vllm_name.rpartition("block_shape=[")
-    return f"{head}block_shape=[{tail.replace(',', ', ', 1)}"
+        return moe_config_file_name(E, N, named_device, block_shape)
+    return sglang_moe_config_file_name(E, N, device_name or named_device, block_shape)

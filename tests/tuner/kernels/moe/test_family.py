@@ -18,7 +18,7 @@ from tuner.files.format import dump_config_file
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.family import Shape
 from tuner.kernels.moe.family import MOE
-from tuner.kernels.moe.naming import moe_config_file_name
+from tuner.kernels.moe.naming import any_engine_file_name, moe_config_file_name
 from tuner.kernels.moe.space import default_config, vllm_space
 from tuner.kernels.registry import get_family
 from tuner.run.spec import WorkerSpec
@@ -41,6 +41,20 @@ def test_file_names_are_vllms_with_the_h200_rule() -> None:
     assert parsed == (Shape(256, 0, (128, 128), (("E", 256),)), "NVIDIA_H200", "fp8_w8a8")
     with pytest.raises(ValueError, match="not a block-FP8 MoE config file name"):
         MOE.parse_file_name("E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8.json")
+
+
+def test_sglang_names_keep_the_device_and_space_the_block_shape() -> None:
+    # SGLang's get_config_file_name: the block shape as a Python list, the device unfolded.
+    assert MOE.file_name(QWEN3_TP2, "NVIDIA_H200_NVL", "sglang") == (
+        "E=128,N=384,device_name=NVIDIA_H200_NVL,dtype=fp8_w8a8,block_shape=[128, 128].json")
+    assert MOE.file_name(QWEN3_TP2, "NVIDIA_H200_NVL", "vllm") == (
+        "E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json")
+    vllm_name = moe_config_file_name(128, 384, "NVIDIA_H200_NVL")
+    assert any_engine_file_name(vllm_name, "sglang", "NVIDIA_H200_NVL") == (
+        "E=128,N=384,device_name=NVIDIA_H200_NVL,dtype=fp8_w8a8,block_shape=[128, 128].json")
+    assert any_engine_file_name(vllm_name, "sglang") == (
+        "E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json")
+    assert any_engine_file_name(vllm_name, "vllm", "NVIDIA_H200_NVL") == vllm_name
 
 
 def test_the_default_depends_on_m_as_vllm_0_33_0s() -> None:
@@ -93,7 +107,11 @@ def test_an_moe_task_is_tuned_on_the_interpreter_and_merged(tmp_path) -> None:
         trials = repo.task_trials(session, task_id=task.task_id)
         read = device_files(session, "TRITON_INTERPRETER", out_dtype=None, allow_stale=True,
                             allow_partial=False)
+        sglang = device_files(session, "TRITON_INTERPRETER", out_dtype=None, allow_stale=True,
+                              allow_partial=False, engine="sglang")  # what configs.zip holds
     engine.dispose()
+    assert [f.file_name for f in sglang.files.files] == [
+        "E=4,N=64,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128, 128].json"]
     default = default_config(3)
     assert [KernelConfig.from_dict(t.config) for t in trials if t.is_default] == [default]
     assert {KernelConfig.from_dict(t.config) for t in trials} == {*space, default}
