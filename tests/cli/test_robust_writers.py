@@ -63,7 +63,10 @@ def run_workers(folder, url: str, workers: int, *scope: str):
     assert created.returncode == 0, created.stderr
     assert "grid, no run" in created.stdout
     log_path = folder / f"measured-{workers}.log"
-    env = tuner_env(TUNER_LEASE_S="4", TUNER_TEST_MEASURE_LOG=str(log_path))
+    # Replayed trials take well under a millisecond: 50 ms each keeps a worker busy long
+    # enough (24 tasks x 8 trials, about 10 s alone) for the others to start and claim tasks.
+    env = tuner_env(TUNER_LEASE_S="4", TUNER_TEST_MEASURE_LOG=str(log_path),
+                    TUNER_TEST_TRIAL_SLEEP_S="0.05")
     processes = [
         subprocess.Popen(tuner_command("worker", *scope, *sweep_args(folder, url)), cwd=folder,
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

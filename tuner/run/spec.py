@@ -8,6 +8,9 @@ Test hooks (environment variables, read in the worker process; `tuner.run.task`)
         never returns.
     TUNER_TEST_MEASURE_LOG: append `pid, start|done, task_id, label` (tab-separated) to this
         file when a measurement starts and when its trial is stored.
+    TUNER_TEST_TRIAL_SLEEP_S: sleep this many seconds before each measurement, so that
+        replayed trials (well under a millisecond) last long enough for concurrent workers to
+        overlap in a test.
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ FAULT_HANG_ENV = "TUNER_FAULT_HANG"
 
 
 MEASURE_LOG_ENV = "TUNER_TEST_MEASURE_LOG"
+
+
+TRIAL_SLEEP_ENV = "TUNER_TEST_TRIAL_SLEEP_S"
 
 
 # Exit codes of a worker besides 0 (no task left) and 130 (Ctrl-C).

@@ -20,6 +20,7 @@ from tuner.run.spec import (
     FAULT_CRASH_ENV,
     FAULT_HANG_ENV,
     MEASURE_LOG_ENV,
+    TRIAL_SLEEP_ENV,
     ContextLost,
     TaskLost,
     WorkerShared,
@@ -51,7 +52,11 @@ def _labels(variable: str) -> set[str]:
 
 
 def _inject_fault(label: str) -> None:
-    """The TUNER_FAULT_* test hooks: crash or hang on the listed configs."""
+    """The test hooks: crash or hang on the listed configs (TUNER_FAULT_*), or slow every
+    measurement down (TUNER_TEST_TRIAL_SLEEP_S)."""
+    delay_s = os.environ.get(TRIAL_SLEEP_ENV)
+    if delay_s:
+        time.sleep(float(delay_s))
     if label in _labels(FAULT_CRASH_ENV):
         os.abort()
     if label in _labels(FAULT_HANG_ENV):
