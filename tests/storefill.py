@@ -92,3 +92,28 @@ def publish(url: str, device_name: str = "NVIDIA_L20", **scope) -> int:
             return publish_files(session, device_name, reason="test", **scope).release.number
     finally:
         engine.dispose()
+
+
+def run_one_task(url: str, *, model: str, family: str, shape_params: str,
+                 shape: tuple[int, int], M: int, space: Sequence, budget: int = 3):
+    """Create a one-task sweep of `family` on the interpreter device, claim its task and run it
+    with `run_task` over `space`; returns (engine, task). Dispose of the engine when done."""
+    from tuner.run.spec import WorkerSpec
+    from tuner.run.task import run_task
+
+    engine = open_store(url)
+    with session_scope(engine) as session:
+        sweep, _ = repo.create_sweep(
+            session, device_name="TRITON_INTERPRETER", model=model, tp=1, strategy="grid",
+            budget=budget, space=f"custom:{family}", seed=0, m_values=[M],
+            out_dtype="bfloat16", block_shape=(128, 128), shapes=[shape], family=family,
+            shape_params=shape_params)
+        environment_id = repo.get_or_create_environment(
+            session, device_name="TRITON_INTERPRETER", gpu_name="TRITON_INTERPRETER",
+            compute_capability="", driver="", cuda="", torch="t", triton="t", tuner="t",
+            kernel_hash="h")
+        task = repo.claim_task(session, sweep_id=sweep.sweep_id, worker_id="w", lease_s=600)
+    spec = WorkerSpec(db_url=url, sweep_id=sweep.sweep_id, worker_id="w", backend="interpreter",
+                      interpreter_reps=1)
+    run_task(engine, spec, task, environment_id, space)
+    return engine, task

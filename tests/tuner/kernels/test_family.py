@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from db import repo
-from db.engine import open_store, session_scope
+from db.engine import session_scope
+from tests.storefill import run_one_task
 from tuner.files.device import device_files
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.family import DENSE
@@ -19,8 +20,6 @@ from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.kernels.dense.specialization import specialization_key
 from tuner.kernels.family import KernelFamily, Shape
 from tuner.kernels.registry import FAMILIES, get_family
-from tuner.run.spec import WorkerSpec
-from tuner.run.task import run_task
 
 
 def test_the_dense_gemm_is_the_registered_family() -> None:
@@ -80,22 +79,9 @@ def toy(monkeypatch: pytest.MonkeyPatch) -> KernelFamily:
 
 
 def test_a_registered_family_is_tuned_stored_and_merged(tmp_path, toy) -> None:
-    url = f"sqlite:///{tmp_path}/tuner.db"
-    engine = open_store(url)
-    with session_scope(engine) as session:
-        sweep, _ = repo.create_sweep(
-            session, device_name="TRITON_INTERPRETER", model="toy", tp=1, strategy="grid",
-            budget=3, space="custom:toy", seed=0, m_values=[2], out_dtype="bfloat16",
-            block_shape=(128, 128), shapes=[(128, 128)], family="toy", shape_params="E=2")
-        environment_id = repo.get_or_create_environment(
-            session, device_name="TRITON_INTERPRETER", gpu_name="TRITON_INTERPRETER",
-            compute_capability="", driver="", cuda="", torch="t", triton="t", tuner="t",
-            kernel_hash="h")
-        task = repo.claim_task(session, sweep_id=sweep.sweep_id, worker_id="w", lease_s=600)
-    spec = WorkerSpec(db_url=url, sweep_id=sweep.sweep_id, worker_id="w", backend="interpreter",
-                      interpreter_reps=1)
+    engine, task = run_one_task(f"sqlite:///{tmp_path}/tuner.db", model="toy", family="toy",
+                                shape_params="E=2", shape=(128, 128), M=2, space=SPACE)
     assert (task.family, task.shape_params) == ("toy", "E=2")
-    run_task(engine, spec, task, environment_id, SPACE)
     with session_scope(engine) as session:
         trials = repo.task_trials(session, task_id=task.task_id)
         read = device_files(session, "TRITON_INTERPRETER", out_dtype=None, allow_stale=True,

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from db import repo
-from db.engine import open_store, session_scope
+from db.engine import session_scope
+from tests.storefill import run_one_task
 from tuner.files.device import device_files
 from tuner.files.format import dump_config_file
 from tuner.kernels.config import KernelConfig
@@ -21,8 +22,6 @@ from tuner.kernels.moe.family import MOE
 from tuner.kernels.moe.naming import any_engine_file_name, moe_config_file_name
 from tuner.kernels.moe.space import default_config, vllm_space
 from tuner.kernels.registry import get_family
-from tuner.run.spec import WorkerSpec
-from tuner.run.task import run_task
 
 QWEN3_TP2 = Shape(384, 2048, (128, 128), (("E", 128), ("top_k", 8)))
 
@@ -87,22 +86,10 @@ def test_the_specialization_separates_what_compiles_differently() -> None:
 
 
 def test_an_moe_task_is_tuned_on_the_interpreter_and_merged(tmp_path) -> None:
-    url = f"sqlite:///{tmp_path}/tuner.db"
-    engine = open_store(url)
     space = [KernelConfig(16, 64, 128, 1, 4, 2), KernelConfig(32, 128, 64, 16, 4, 3)]
-    with session_scope(engine) as session:
-        sweep, _ = repo.create_sweep(
-            session, device_name="TRITON_INTERPRETER", model="tiny-moe", tp=1, strategy="grid",
-            budget=3, space="custom:moe", seed=0, m_values=[3], out_dtype="bfloat16",
-            block_shape=(128, 128), shapes=[(64, 128)], family="moe", shape_params="E=4,top_k=2")
-        environment_id = repo.get_or_create_environment(
-            session, device_name="TRITON_INTERPRETER", gpu_name="TRITON_INTERPRETER",
-            compute_capability="", driver="", cuda="", torch="t", triton="t", tuner="t",
-            kernel_hash="h")
-        task = repo.claim_task(session, sweep_id=sweep.sweep_id, worker_id="w", lease_s=600)
-    spec = WorkerSpec(db_url=url, sweep_id=sweep.sweep_id, worker_id="w", backend="interpreter",
-                      interpreter_reps=1)
-    run_task(engine, spec, task, environment_id, space)
+    engine, task = run_one_task(f"sqlite:///{tmp_path}/tuner.db", model="tiny-moe",
+                                family="moe", shape_params="E=4,top_k=2", shape=(64, 128), M=3,
+                                space=space)
     with session_scope(engine) as session:
         trials = repo.task_trials(session, task_id=task.task_id)
         read = device_files(session, "TRITON_INTERPRETER", out_dtype=None, allow_stale=True,
