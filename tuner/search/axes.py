@@ -92,8 +92,8 @@ def space_axes(space: Sequence[KernelConfig]) -> tuple[Axis, ...]:
     return tuple(axes)
 
 
-def neighbours(config: KernelConfig, axes: Sequence[Axis], *, pairs: bool = False
-               ) -> Iterator[KernelConfig]:
+def neighbours(config: KernelConfig, axes: Sequence[Axis], *, pairs: bool = False,
+               categorical: frozenset[str] = frozenset()) -> Iterator[KernelConfig]:
     """Configs one step away along one axis (the next value up or down), and with `pairs`
     also one step along each of two axes at once.
 
@@ -103,17 +103,26 @@ def neighbours(config: KernelConfig, axes: Sequence[Axis], *, pairs: bool = Fals
         config: the centre; its values must be on the axes.
         axes: from `space_axes`.
         pairs: also yield the two-axis (diagonal) moves, after the one-axis ones.
+        categorical: keys of axes whose values are unordered: a step along one goes to any
+            other value of the axis, not only the next one up or down.
 
     Returns:
         An iterator of configs in a fixed order; they may lie outside the space (a space that
         is not a full product of its axes).
     """
     position = {axis.key: axis.values.index(getattr(config, axis.key)) for axis in axes}
+
+    def steps(axis: Axis) -> list[int]:
+        if axis.key not in categorical:
+            return [-1, 1]
+        return [i - position[axis.key] for i in range(len(axis.values))
+                if i != position[axis.key]]
+
     moves: list[tuple[tuple[str, int], ...]] = [((axis.key, step),) for axis in axes
-                                                 for step in (-1, 1)]
+                                                 for step in steps(axis)]
     if pairs:
         moves += [((a.key, sa), (b.key, sb)) for a, b in combinations(axes, 2)
-                  for sa in (-1, 1) for sb in (-1, 1)]
+                  for sa in steps(a) for sb in steps(b)]
     by_key = {axis.key: axis for axis in axes}
     for move in moves:
         values = config.as_dict()

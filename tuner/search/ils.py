@@ -10,7 +10,7 @@ from tuner.kernels.config import KernelConfig
 from tuner.search.axes import Axis, neighbours, space_axes
 from tuner.search.base import Evaluate, History
 from tuner.search.budget import PRUNED, BudgetedEvaluate
-from tuner.search.local import move_of, neighbourhood_order
+from tuner.search.local import best_first_step
 
 # Counted trials in a row without a faster config, none of them within FLAT of the incumbent,
 # before a kick. Tried: 8, 12, 16, 24 (bench/README.md, issue 15).
@@ -25,6 +25,9 @@ KICKS = 3
 KICK_AXES = (2, 3)
 # Draws per kick before giving up (most draws of a small space are measured already).
 KICK_DRAWS = 400
+# Block tiles (BLOCK_SIZE_M x BLOCK_SIZE_N elements) that `tile_batch` may also try with more
+# warps: 128x128 and up.
+LARGE_TILE = 128 * 128
 
 
 def kicked(config: KernelConfig, axes: Sequence[Axis], rng: random.Random) -> KernelConfig:
@@ -57,13 +60,21 @@ def climb(tracker: BudgetedEvaluate, axes: Sequence[Axis], rng: random.Random,
     return current
 
 
-def tile_batch(base: KernelConfig, axes: Sequence[Axis], rng: random.Random
-               ) -> list[KernelConfig]:
+def tile_batch(base: KernelConfig, axes: Sequence[Axis], rng: random.Random,
+               large_tile_warps: int | None = None) -> list[KernelConfig]:
     """`base` with every (BLOCK_SIZE_M, BLOCK_SIZE_N) of the axes, in a seeded order: one
-    start per block tile, the axes a GEMM's time depends on most."""
+    start per block tile, the axes a GEMM's time depends on most.
+
+    With `large_tile_warps` (e.g. 8), every tile of at least LARGE_TILE elements is also tried
+    with that many warps: a 128x128 tile on 4 warps holds 128 accumulators per thread, so it
+    would start its basin far from its best."""
     by_key = {axis.key: axis for axis in axes}
     batch = [KernelConfig(**{**base.as_dict(), "BLOCK_SIZE_M": m, "BLOCK_SIZE_N": n})
              for m in by_key["BLOCK_SIZE_M"].values for n in by_key["BLOCK_SIZE_N"].values]
+    if large_tile_warps is not None:
+        batch += [KernelConfig(**{**c.as_dict(), "num_warps": large_tile_warps}) for c in batch
+                  if c.BLOCK_SIZE_M * c.BLOCK_SIZE_N >= LARGE_TILE
+                  and c.num_warps != large_tile_warps]
     rng.shuffle(batch)
     return batch
 
@@ -92,19 +103,7 @@ def run_ils(tracker: BudgetedEvaluate, axes: Sequence[Axis], *, seed: int) -> No
             stall = 0
             _kick(tracker, axes, rng, incumbent[0])
         else:
-            candidate = None
-            for _, _, centre in sorted((result.latency_us, index, config) for index, (
-                    config, result) in enumerate(tracker.history) if result.ok):
-                queue = queues.get(centre)
-                if queue is None:
-                    queue = queues[centre] = neighbourhood_order(centre, axes, tracker, rng,
-                                                                 moves)
-                while queue and queue[0] in tracker.results:
-                    queue.pop(0)
-                if queue:
-                    candidate = queue.pop(0)
-                    moves.setdefault(candidate, move_of(centre, candidate, axes))
-                    break
+            candidate = best_first_step(tracker, axes, rng, queues, moves)
             if candidate is None:
                 candidate = rng.choice([c for c in ordered_space if c not in tracker.results])
             left = tracker.left

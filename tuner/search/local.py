@@ -38,19 +38,7 @@ def run_local(tracker: BudgetedEvaluate, axes: Sequence[Axis], *, seed: int,
     queues: dict[KernelConfig, list[KernelConfig]] = {}
     moves: dict[KernelConfig, tuple[int, ...]] = {}
     while tracker.spent < stop_at and len(tracker.results) < len(tracker.allowed):
-        ranked = sorted((result.latency_us, index, config)
-                        for index, (config, result) in enumerate(tracker.history) if result.ok)
-        candidate = None
-        for _, _, centre in ranked:
-            queue = queues.get(centre)
-            if queue is None:
-                queue = queues[centre] = neighbourhood_order(centre, axes, tracker, rng, moves)
-            while queue and queue[0] in tracker.results:
-                queue.pop(0)
-            if queue:
-                candidate = queue.pop(0)
-                moves.setdefault(candidate, move_of(centre, candidate, axes))
-                break
+        candidate = best_first_step(tracker, axes, rng, queues, moves)
         if candidate is None:
             unmeasured = [c for c in ordered_space if c not in tracker.results]
             if not unmeasured:
@@ -59,14 +47,39 @@ def run_local(tracker: BudgetedEvaluate, axes: Sequence[Axis], *, seed: int,
         tracker(candidate)
 
 
+def best_first_step(tracker: BudgetedEvaluate, axes: Sequence[Axis], rng: random.Random,
+                    queues: dict[KernelConfig, list[KernelConfig]],
+                    moves: dict[KernelConfig, tuple[int, ...]],
+                    categorical: frozenset[str] = frozenset()) -> KernelConfig | None:
+    """The next unmeasured neighbour (in `neighbourhood_order`) of the fastest ok config that
+    still has one, or None when no ok config has any. Takes it off its centre's queue in
+    `queues` (built on first use) and records the move that reached it in `moves`.
+    `categorical`: as for `neighbours`."""
+    for _, _, centre in sorted((result.latency_us, index, config) for index, (
+            config, result) in enumerate(tracker.history) if result.ok):
+        queue = queues.get(centre)
+        if queue is None:
+            queue = queues[centre] = neighbourhood_order(centre, axes, tracker, rng, moves,
+                                                         categorical)
+        while queue and queue[0] in tracker.results:
+            queue.pop(0)
+        if queue:
+            candidate = queue.pop(0)
+            moves.setdefault(candidate, move_of(centre, candidate, axes))
+            return candidate
+    return None
+
+
 def neighbourhood_order(centre: KernelConfig, axes: Sequence[Axis],
                         tracker: BudgetedEvaluate, rng: random.Random,
-                        moves: dict[KernelConfig, tuple[int, ...]]) -> list[KernelConfig]:
+                        moves: dict[KernelConfig, tuple[int, ...]],
+                        categorical: frozenset[str] = frozenset()) -> list[KernelConfig]:
     """The order in which a centre's neighbours of the space are tried: the pattern move that
     reached it first (if any), then its one-step neighbours, then its diagonal ones, each
-    group in a seeded random order."""
-    singles = [c for c in neighbours(centre, axes) if c in tracker.allowed]
-    diagonals = [c for c in neighbours(centre, axes, pairs=True)
+    group in a seeded random order. `categorical`: as for `neighbours`."""
+    singles = [c for c in neighbours(centre, axes, categorical=categorical)
+               if c in tracker.allowed]
+    diagonals = [c for c in neighbours(centre, axes, pairs=True, categorical=categorical)
                  if c in tracker.allowed and c not in singles]
     rng.shuffle(singles)
     rng.shuffle(diagonals)
