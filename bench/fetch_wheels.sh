@@ -12,5 +12,5 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl \
   sqlalchemy alembic mako fastapi starlette uvicorn pydantic pydantic-core pydantic-settings \
   python-dotenv annotated-types typing-inspection optuna colorlog greenlet typing-extensions \
-  opentelemetry-api importlib-metadata
+  opentelemetry-api importlib-metadata threadpoolctl
 ls .whl

@@ -26,6 +26,7 @@ class StrategyName(StrEnum):
     local = "local"
     tpe_local = "tpe+local"
     ils = "ils"
+    guided = "guided"
 
 
 DEFAULT_STRATEGY_NAME = StrategyName(DEFAULT_STRATEGY)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tuner.search.base import Strategy
 from tuner.search.grid import GridStrategy
+from tuner.search.guided import GuidedStrategy
 from tuner.search.hybrid import TpeLocalStrategy
 from tuner.search.ils import IteratedLocalStrategy
 from tuner.search.local import LocalStrategy
@@ -15,6 +16,7 @@ STRATEGIES: dict[str, type] = {
     "local": LocalStrategy,
     "tpe+local": TpeLocalStrategy,
     "ils": IteratedLocalStrategy,
+    "guided": GuidedStrategy,
 }
 
 

@@ -40,9 +40,9 @@ class Recorder:
 
 
 def test_registry():
-    assert set(STRATEGIES) == {"grid", "optuna", "local", "tpe+local", "ils"}
+    assert set(STRATEGIES) == {"grid", "optuna", "local", "tpe+local", "ils", "guided"}
     with pytest.raises(ValueError, match="unknown strategy 'random'; known: grid, optuna, "
-                       "local, tpe\\+local, ils"):
+                       "local, tpe\\+local, ils, guided"):
         get_strategy("random")
 
 

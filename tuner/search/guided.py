@@ -1,0 +1,244 @@
+"""Model-guided search ("guided"): best-first steps from every block tile, and whenever they
+stall, the configs a ridge regression on every trial so far predicts fastest."""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections.abc import Sequence
+from itertools import combinations
+from typing import TYPE_CHECKING
+
+from tuner.kernels.config import KernelConfig
+from tuner.search.axes import Axis, space_axes
+from tuner.search.base import Evaluate, History
+from tuner.search.budget import PRUNED, BudgetedEvaluate
+from tuner.search.ils import FLAT, tile_batch
+from tuner.search.local import best_first_step
+
+if TYPE_CHECKING:  # numpy is imported where it is used: `tuner.search` is on the CLI's
+    import numpy as np  # start-up path, which should not pay 50 ms for it
+
+# Ridge penalty on the feature weights (0/1 features, target log(latency_us)). Tried 0.3, 1, 3
+# (bench/README.md, issue 15).
+RIDGE = 1.0
+# Fewest ok trials before the model proposes anything.
+MIN_FIT = 8
+# Counted best-first steps in a row that neither found a faster config nor came within FLAT
+# of the incumbent before the model takes over (until a faster config is found). Tried 0-8.
+GUIDE_AFTER = 4
+# The model's local proposals come from the neighbours of this many fastest configs. Tried 3,
+# 5, 8.
+LOCAL_TOP = 5
+# GROUP_SIZE_M's values (1, 16, 32, 64: L2 swizzle widths) are not evenly spaced, so a step
+# along it may go to any other value.
+CATEGORICAL = frozenset({"GROUP_SIZE_M"})
+# Tiles of 128x128 and up are tried with 4 and with 8 warps in the tile batch.
+LARGE_TILE_WARPS = 8
+
+
+@functools.lru_cache(maxsize=4)
+def _encoded(space: tuple[KernelConfig, ...], axes: tuple[Axis, ...],
+             categorical: frozenset[str]) -> tuple[np.ndarray, np.ndarray]:
+    """`features` of a space and its neighbour matrix, kept for the next task (a sweep
+    searches the same space for every task): adjacent[i, j] is True where config j is one or
+    two axes away from config i, each of those axes one value up or down (any other value on
+    a categorical axis), as `neighbours(..., pairs=True, categorical=...)` yields them."""
+    import numpy as np
+    index = _value_index(space, axes).astype(np.int8)
+    step = index[:, None, :] - index[None, :, :]
+    moved = step != 0
+    jumps = np.array([axis.key in categorical for axis in axes])
+    changed = moved.sum(axis=2)
+    adjacent = ((changed >= 1) & (changed <= 2)
+                & ~(moved & (np.abs(step) != 1) & ~jumps).any(axis=2))
+    return features(space, axes), adjacent
+
+
+def _value_index(space: Sequence[KernelConfig], axes: Sequence[Axis]) -> np.ndarray:
+    import numpy as np
+    return np.array([[axis.values.index(getattr(config, axis.key)) for axis in axes]
+                     for config in space], dtype=np.int64).reshape(len(space), len(axes))
+
+
+def features(space: Sequence[KernelConfig], axes: Sequence[Axis]) -> np.ndarray:
+    """One row of 0/1 features per config: one per (axis, value) and one per pair of values
+    of two different axes (an interaction, e.g. BLOCK_SIZE_N=128 with num_warps=8).
+
+    Args:
+        space: the configs, one row each, in order; their values must be on the axes.
+        axes: from `space_axes`.
+
+    Returns:
+        float64 array (len(space), F), F = the sum of the axis sizes plus, over every pair of
+        axes, the product of their sizes: 21 + 180 = 201 for vLLM's grid.
+    """
+    import numpy as np
+    index = _value_index(space, axes)
+    columns = [index[:, a] == v for a, axis in enumerate(axes) for v in range(len(axis.values))]
+    for a, b in combinations(range(len(axes)), 2):
+        columns += [(index[:, a] == va) & (index[:, b] == vb)
+                    for va in range(len(axes[a].values)) for vb in range(len(axes[b].values))]
+    return np.stack(columns, axis=1).astype(np.float64)
+
+
+class RidgeGuide:
+    """Proposes configs from a ridge regression of log(latency_us) on `features`, refitted to
+    every ok trial at each call: alternately the unmeasured config of the whole space predicted
+    fastest (global: it finds a distant optimum the trials point at) and the one predicted
+    fastest among the unmeasured neighbours (diagonal ones too) of the LOCAL_TOP fastest configs
+    (local: it polishes where the measurements are). Ties go to the config first in `space`."""
+
+    def __init__(self, space: Sequence[KernelConfig], axes: Sequence[Axis], *,
+                 ridge: float = RIDGE, local_top: int = LOCAL_TOP,
+                 categorical: frozenset[str] = CATEGORICAL) -> None:
+        """Args: space: the configs it may propose; axes: from `space_axes`; ridge, local_top,
+        categorical: see RIDGE, LOCAL_TOP, CATEGORICAL."""
+        import numpy as np
+        self.configs = list(space)
+        self.row = {config: i for i, config in enumerate(self.configs)}
+        self.x, self.adjacent = _encoded(tuple(self.configs), tuple(axes), categorical)
+        self.ridge = ridge
+        self.local_top = local_top
+        self.calls = 0
+        # Trials seen so far (a prefix of the tracker's history): measured rows, and the rows
+        # and log(latency_us) of the ok ones, in history order.
+        self.seen = 0
+        self.measured = np.zeros(len(self.configs), dtype=bool)
+        self.ok_rows: list[int] = []
+        self.ok_y: list[float] = []
+        self.gram = np.empty((0, 0))  # X X^T of the ok rows
+
+    def _update(self, tracker: BudgetedEvaluate) -> None:
+        import numpy as np
+        for config, result in tracker.history[self.seen:]:
+            row = self.row.get(config)
+            if row is not None:
+                self.measured[row] = True
+                if result.ok:
+                    self.ok_rows.append(row)
+                    self.ok_y.append(float(np.log(result.latency_us)))
+        self.seen = len(tracker.history)
+
+    def predict(self, tracker: BudgetedEvaluate) -> np.ndarray | None:
+        """Predicted log(latency_us) of every config of the space (in `configs` order), or None
+        with fewer than MIN_FIT ok trials in `tracker`."""
+        import numpy as np
+        self._update(tracker)
+        if len(self.ok_rows) < MIN_FIT:
+            return None
+        y = np.array(self.ok_y)
+        x = self.x[self.ok_rows]
+        n = len(self.gram)
+        if n < len(y):  # extend X X^T by the new trials' rows and columns
+            gram = np.empty((len(y), len(y)))
+            gram[:n, :n] = self.gram
+            gram[n:, :] = x[n:] @ x.T
+            gram[:n, n:] = gram[n:, :n].T
+            self.gram = gram
+        # Dual form, as there are fewer trials than features: w = X^T (X X^T + ridge I)^-1 y,
+        # with y centred (the mean is the unpenalised intercept).
+        alpha = np.linalg.solve(self.gram + self.ridge * np.eye(len(y)), y - y.mean())
+        return self.x @ (x.T @ alpha) + y.mean()
+
+    def __call__(self, tracker: BudgetedEvaluate) -> KernelConfig | None:
+        """The next proposal (see the class), or None: too few ok trials, or nothing left."""
+        import numpy as np
+        predicted = self.predict(tracker)
+        if predicted is None:
+            return None
+        self.calls += 1
+        candidates = ~self.measured
+        if self.calls % 2 == 0:
+            order = np.argsort(np.array(self.ok_y), kind="stable")[:self.local_top]
+            local = candidates & self.adjacent[[self.ok_rows[i] for i in order]].any(axis=0)
+            if local.any():
+                candidates = local
+        if not candidates.any():
+            return None
+        return self.configs[int(np.argmin(np.where(candidates, predicted, np.inf)))]
+
+
+def run_guided(tracker: BudgetedEvaluate, axes: Sequence[Axis], guide: RidgeGuide, *,
+               seed: int, guide_after: int = GUIDE_AFTER,
+               categorical: frozenset[str] = CATEGORICAL) -> None:
+    """Search until the budget (or the space) is spent: best-first steps as `run_local` (with
+    `categorical` axes), and once `guide_after` counted steps in a row neither found a faster
+    config nor came within FLAT of the incumbent, the guide's proposals until one is faster.
+    Ties between near-equal configs are left to the re-timing's noise rule, as for every
+    strategy.
+
+    Args:
+        tracker: the shared, budgeted evaluate (warm starts measured in it).
+        axes: the axes of the space.
+        guide: proposes the next config, or None (then a best-first step is taken).
+        seed: seed of the order among neighbours and of random picks.
+        guide_after: see GUIDE_AFTER.
+        categorical: see CATEGORICAL.
+    """
+    rng = random.Random(seed)
+    queues: dict[KernelConfig, list[KernelConfig]] = {}
+    moves: dict[KernelConfig, tuple[int, ...]] = {}
+    incumbent = tracker.incumbent()
+    stall = 0
+    while tracker.left > 0 and len(tracker.results) < len(tracker.allowed):
+        candidate = guide(tracker) if stall >= guide_after else None
+        if candidate is not None:
+            result = tracker(candidate)
+        else:
+            candidate = best_first_step(tracker, axes, rng, queues, moves, categorical)
+            if candidate is None:
+                candidate = rng.choice([c for c in sorted(tracker.allowed, key=_key)
+                                        if c not in tracker.results])
+            left = tracker.left
+            result = tracker(candidate)
+            flat = (result is not None and result.ok and incumbent is not None
+                    and result.latency_us <= incumbent[1] * (1 + FLAT))
+            stall += tracker.left < left and not flat
+        if result is not None and result.ok and (incumbent is None
+                                                 or result.latency_us < incumbent[1]):
+            incumbent, stall = (candidate, result.latency_us), 0
+
+
+def _key(config: KernelConfig) -> tuple[int, ...]:
+    """KernelConfig's own order (its fields in turn), without a dataclass comparison per step."""
+    return tuple(config.as_dict().values())
+
+
+class GuidedStrategy:
+    """Warm starts; vLLM's default with every block tile (the large tiles with 8 warps too);
+    then `run_guided`: best-first steps, and `RidgeGuide`'s proposals whenever they stall.
+    Configs pruned before launch (`budget.PRUNED`) cost no budget, so a task may store more
+    than `budget` trials, of which at most `budget` were measured."""
+
+    name = "guided"
+    free = PRUNED
+
+    def search(
+        self,
+        evaluate: Evaluate,
+        *,
+        space: Sequence[KernelConfig],
+        budget: int,
+        seed: int,
+        warm_start: Sequence[KernelConfig] = (),
+    ) -> History:
+        """Measure `warm_start` in order, the tile batch, then `run_guided` to `budget`
+        counted trials (see the class)."""
+        tracker = BudgetedEvaluate(evaluate, space, budget, free=self.free)
+        tracker.warm_start(warm_start)
+        axes = space_axes(space)
+        rng = random.Random(seed)
+        starts = [c for c in warm_start if c in tracker.allowed] or [min(tracker.allowed)]
+        for config in tile_batch(starts[0], axes, rng, large_tile_warps=LARGE_TILE_WARPS):
+            if tracker.left <= 0:
+                break
+            tracker(config)
+        from threadpoolctl import threadpool_limits
+
+        # The fits are small (a few hundred rows): a multi-threaded BLAS only spins its
+        # threads (twice the CPU of a replayed sweep, measured in bench/README.md).
+        with threadpool_limits(limits=1, user_api="blas"):
+            guide = RidgeGuide(sorted(tracker.allowed, key=_key), axes)
+            run_guided(tracker, axes, guide, seed=seed)
+        return tracker.history
