@@ -59,7 +59,7 @@ def test_no_run_for_a_gpu_this_host_lacks(folder):
     result = runner.invoke(app, ["sweep", "--device", "H200", "--model", "tiny", "--m", "1",
                                  "--no-run", "--db", "sqlite:///t.db"])
     assert result.exit_code == 0, result.output
-    assert "sweep 2 (new): NVIDIA_H200, tiny TP 1, 2 shapes x 1 M, local, no run" in (
+    assert "sweep 2 (new): NVIDIA_H200, tiny TP 1, 2 shapes x 1 M, guided, no run" in (
         result.stdout)
     one_line(["sweep", "--device", "bad name!", "--model", "tiny", "--no-run",
               "--db", "sqlite:///t.db"],

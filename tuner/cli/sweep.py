@@ -43,15 +43,17 @@ def sweep(
                                    help="Batch sizes M, comma-separated.")] = DEFAULT_M,
     strategy: Annotated[
         StrategyName,
-        typer.Option(help="local (default: the best of bench/search_quality.py): "
-                     "neighbourhood search from vLLM's default and the winners the store knows "
-                     "for the device; optuna: TPE; tpe+local: TPE, then local; ils: local "
-                     "from every block tile with kicks out of local optima, pruned configs "
-                     "free; --trials per task. grid: every config of the space."),
+        typer.Option(help="guided (default: the best of bench/search_quality.py): every "
+                     "block tile, then neighbourhood steps and, when they stall, the configs a "
+                     "ridge regression of the trials predicts fastest; local: neighbourhood "
+                     "search from vLLM's default and the winners the store knows for the "
+                     "device; optuna: TPE; tpe+local: TPE, then local; ils: local from every "
+                     "block tile with kicks out of local optima; guided and ils: pruned "
+                     "configs free; --trials per task. grid: every config of the space."),
     ] = DEFAULT_STRATEGY_NAME,
     trials: Annotated[int, typer.Option(min=1, max=100_000, help="Configs per (N, K, M) for "
-                                        "local, optuna, tpe+local and ils, vLLM's default config "
-                                        "included (128: where local reached 0.999 of the "
+                                        "every strategy but grid, vLLM's default config "
+                                        "included (128: where guided reached 0.9996-1.0 of the "
                                         "optimum, geomean, in bench/search_quality.py).")
                        ] = DEFAULT_TRIALS,
     configs: ConfigsOpt = None,
