@@ -13,7 +13,7 @@ from tuner.kernels.config import KernelConfig
 from tuner.search.axes import Axis, space_axes
 from tuner.search.base import Evaluate, History
 from tuner.search.budget import PRUNED, BudgetedEvaluate
-from tuner.search.ils import FLAT, tile_batch
+from tuner.search.ils import FLAT, start_from_tiles
 from tuner.search.local import best_first_step
 
 if TYPE_CHECKING:  # numpy is imported where it is used: `tuner.search` is on the CLI's
@@ -226,14 +226,8 @@ class GuidedStrategy:
         """Measure `warm_start` in order, the tile batch, then `run_guided` to `budget`
         counted trials (see the class)."""
         tracker = BudgetedEvaluate(evaluate, space, budget, free=self.free)
-        tracker.warm_start(warm_start)
         axes = space_axes(space)
-        rng = random.Random(seed)
-        starts = [c for c in warm_start if c in tracker.allowed] or [min(tracker.allowed)]
-        for config in tile_batch(starts[0], axes, rng, large_tile_warps=LARGE_TILE_WARPS):
-            if tracker.left <= 0:
-                break
-            tracker(config)
+        start_from_tiles(tracker, axes, warm_start, seed=seed, large_tile_warps=LARGE_TILE_WARPS)
         from threadpoolctl import threadpool_limits
 
         # The fits are small (a few hundred rows): a multi-threaded BLAS only spins its

@@ -153,13 +153,28 @@ class IteratedLocalStrategy:
         """Measure `warm_start` in order, the tile batch, then `run_ils` to `budget` counted
         trials (see the class)."""
         tracker = BudgetedEvaluate(evaluate, space, budget, free=self.free)
-        tracker.warm_start(warm_start)
         axes = space_axes(space)
-        rng = random.Random(seed)
-        starts = [c for c in warm_start if c in tracker.allowed] or [min(tracker.allowed)]
-        for config in tile_batch(starts[0], axes, rng):
-            if tracker.left <= 0:
-                break
-            tracker(config)
+        start_from_tiles(tracker, axes, warm_start, seed=seed)
         run_ils(tracker, axes, seed=seed)
         return tracker.history
+
+
+def start_from_tiles(tracker: BudgetedEvaluate, axes: Sequence[Axis],
+                     warm_start: Sequence[KernelConfig], *, seed: int,
+                     large_tile_warps: int | None = None) -> None:
+    """Measure `warm_start` in order, then the tile batch of the first warm start of the space
+    (of the space's first config without one), within the budget.
+
+    Args:
+        tracker: the task's budgeted evaluate, nothing measured yet.
+        axes: the axes of the space.
+        warm_start: vLLM's default first, then winners of other tasks.
+        seed: seed of the batch's order.
+        large_tile_warps: see `tile_batch`.
+    """
+    tracker.warm_start(warm_start)
+    starts = [c for c in warm_start if c in tracker.allowed] or [min(tracker.allowed)]
+    for config in tile_batch(starts[0], axes, random.Random(seed), large_tile_warps):
+        if tracker.left <= 0:
+            break
+        tracker(config)
