@@ -78,7 +78,7 @@ def test_budget_distinct_configs_and_history(name):
     recorder, history = search(name)
     assert len(recorder.calls) == len(set(recorder.calls))
     assert counted(name, recorder.calls) == 40
-    if not getattr(get_strategy(name), "free", None):  # ils and model: pruned configs free
+    if not getattr(get_strategy(name), "free", None):  # ils and guided: pruned configs free
         assert len(recorder.calls) == 40
     assert [config for config, _ in history] == recorder.calls
     runner = make_runner()
