@@ -1,5 +1,6 @@
-"""Model-guided search ("guided"): best-first steps from every block tile, and whenever they
-stall, the configs a ridge regression on every trial so far predicts fastest."""
+"""Model-guided search ("guided"): best-first steps from every block tile; when they first
+stall, the runner-up tiles with the settings tuned so far; after that, whenever they stall, the
+configs a ridge regression on every trial so far predicts fastest."""
 
 from __future__ import annotations
 
@@ -35,6 +36,10 @@ LOCAL_TOP = 5
 CATEGORICAL = frozenset({"GROUP_SIZE_M"})
 # Tiles of 128x128 and up are tried with 4 and with 8 warps in the tile batch.
 LARGE_TILE_WARPS = 8
+# At the first stall, this many of the fastest tiles of the tile batch (other than the
+# incumbent's) are tried again with the incumbent's BLOCK_SIZE_K, GROUP_SIZE_M and num_stages.
+# Tried 2, 3, 4, 6 (bench/README.md, issue 15).
+TRANSFER_TILES = 3
 
 
 @functools.lru_cache(maxsize=4)
@@ -159,21 +164,57 @@ class RidgeGuide:
         return self.configs[int(np.argmin(np.where(candidates, predicted, np.inf)))]
 
 
-def run_guided(tracker: BudgetedEvaluate, axes: Sequence[Axis], guide: RidgeGuide, *,
-               seed: int, guide_after: int = GUIDE_AFTER,
-               categorical: frozenset[str] = CATEGORICAL) -> None:
-    """Search until the budget (or the space) is spent: best-first steps as `run_local` (with
-    `categorical` axes), and once `guide_after` counted steps in a row neither found a faster
-    config nor came within FLAT of the incumbent, the guide's proposals until one is faster.
-    Ties between near-equal configs are left to the re-timing's noise rule, as for every
-    strategy.
+def retiled(tracker: BudgetedEvaluate, batch: Sequence[KernelConfig], incumbent: KernelConfig,
+            count: int) -> list[KernelConfig]:
+    """Up to `count` unmeasured configs of the space: the incumbent with the block tile and
+    num_warps of each of the fastest ok configs of the tile batch, fastest first, skipping the
+    incumbent's own tile. The batch ranked the tiles with vLLM's default BLOCK_SIZE_K,
+    GROUP_SIZE_M and num_stages (num_stages=2 starves the large tiles); the incumbent's tuned
+    ones rank the runners-up fairly (bench/README.md, issue 15).
 
     Args:
-        tracker: the shared, budgeted evaluate (warm starts measured in it).
+        tracker: the task's budgeted evaluate, the batch measured in it.
+        batch: the tile batch, as `start_from_tiles` returned it.
+        incumbent: the fastest config so far.
+        count: see TRANSFER_TILES.
+    """
+    ranked = sorted((tracker.results[c].latency_us, i) for i, c in enumerate(batch)
+                    if c in tracker.results and tracker.results[c].ok)
+    found: list[KernelConfig] = []
+    for _, i in ranked:
+        tile = batch[i]
+        if len(found) == count:
+            break
+        if (tile.BLOCK_SIZE_M, tile.BLOCK_SIZE_N) == (incumbent.BLOCK_SIZE_M,
+                                                      incumbent.BLOCK_SIZE_N):
+            continue
+        config = KernelConfig(**{**incumbent.as_dict(), "BLOCK_SIZE_M": tile.BLOCK_SIZE_M,
+                                 "BLOCK_SIZE_N": tile.BLOCK_SIZE_N,
+                                 "num_warps": tile.num_warps})
+        if config in tracker.allowed and config not in tracker.results:
+            found.append(config)
+    return found
+
+
+def run_guided(tracker: BudgetedEvaluate, axes: Sequence[Axis], guide: RidgeGuide, *,
+               seed: int, batch: Sequence[KernelConfig] = (), guide_after: int = GUIDE_AFTER,
+               transfer_tiles: int = TRANSFER_TILES,
+               categorical: frozenset[str] = CATEGORICAL) -> None:
+    """Search until the budget (or the space) is spent: best-first steps as `run_local` (with
+    `categorical` axes). Once `guide_after` counted steps in a row neither found a faster
+    config nor came within FLAT of the incumbent: the first time, `retiled` configs of the
+    tile batch; then the guide's proposals, until a config is faster (which restarts the
+    steps). Ties between near-equal configs are left to the re-timing's noise rule, as for
+    every strategy.
+
+    Args:
+        tracker: the shared, budgeted evaluate (warm starts and tile batch measured in it).
         axes: the axes of the space.
         guide: proposes the next config, or None (then a best-first step is taken).
         seed: seed of the order among neighbours and of random picks.
+        batch: the tile batch (empty: no transfers).
         guide_after: see GUIDE_AFTER.
+        transfer_tiles: see TRANSFER_TILES.
         categorical: see CATEGORICAL.
     """
     rng = random.Random(seed)
@@ -181,8 +222,13 @@ def run_guided(tracker: BudgetedEvaluate, axes: Sequence[Axis], guide: RidgeGuid
     moves: dict[KernelConfig, tuple[int, ...]] = {}
     incumbent = tracker.incumbent()
     stall = 0
+    transfers: list[KernelConfig] | None = None  # built at the first stall, then drained
     while tracker.left > 0 and len(tracker.results) < len(tracker.allowed):
-        candidate = guide(tracker) if stall >= guide_after else None
+        candidate = None
+        if stall >= guide_after:
+            if transfers is None and incumbent is not None:
+                transfers = retiled(tracker, batch, incumbent[0], transfer_tiles)
+            candidate = transfers.pop(0) if transfers else guide(tracker)
         if candidate is not None:
             result = tracker(candidate)
         else:
@@ -207,7 +253,8 @@ def _key(config: KernelConfig) -> tuple[int, ...]:
 
 class GuidedStrategy:
     """Warm starts; vLLM's default with every block tile (the large tiles with 8 warps too);
-    then `run_guided`: best-first steps, and `RidgeGuide`'s proposals whenever they stall.
+    then `run_guided`: best-first steps; at the first stall the runner-up tiles with the tuned
+    settings (`retiled`), and `RidgeGuide`'s proposals whenever they stall.
     Configs pruned before launch (`budget.PRUNED`) cost no budget, so a task may store more
     than `budget` trials, of which at most `budget` were measured."""
 
@@ -227,12 +274,13 @@ class GuidedStrategy:
         counted trials (see the class)."""
         tracker = BudgetedEvaluate(evaluate, space, budget, free=self.free)
         axes = space_axes(space)
-        start_from_tiles(tracker, axes, warm_start, seed=seed, large_tile_warps=LARGE_TILE_WARPS)
+        batch = start_from_tiles(tracker, axes, warm_start, seed=seed,
+                                 large_tile_warps=LARGE_TILE_WARPS)
         from threadpoolctl import threadpool_limits
 
         # The fits are small (a few hundred rows): a multi-threaded BLAS only spins its
         # threads (twice the CPU of a replayed sweep, measured in bench/README.md).
         with threadpool_limits(limits=1, user_api="blas"):
             guide = RidgeGuide(sorted(tracker.allowed, key=_key), axes)
-            run_guided(tracker, axes, guide, seed=seed)
+            run_guided(tracker, axes, guide, seed=seed, batch=batch)
         return tracker.history

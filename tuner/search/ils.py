@@ -161,7 +161,7 @@ class IteratedLocalStrategy:
 
 def start_from_tiles(tracker: BudgetedEvaluate, axes: Sequence[Axis],
                      warm_start: Sequence[KernelConfig], *, seed: int,
-                     large_tile_warps: int | None = None) -> None:
+                     large_tile_warps: int | None = None) -> list[KernelConfig]:
     """Measure `warm_start` in order, then the tile batch of the first warm start of the space
     (of the space's first config without one), within the budget.
 
@@ -171,10 +171,15 @@ def start_from_tiles(tracker: BudgetedEvaluate, axes: Sequence[Axis],
         warm_start: vLLM's default first, then winners of other tasks.
         seed: seed of the batch's order.
         large_tile_warps: see `tile_batch`.
+
+    Returns:
+        The tile batch in the order it was measured (its tail unmeasured if the budget ran out).
     """
     tracker.warm_start(warm_start)
     starts = [c for c in warm_start if c in tracker.allowed] or [min(tracker.allowed)]
-    for config in tile_batch(starts[0], axes, random.Random(seed), large_tile_warps):
+    batch = tile_batch(starts[0], axes, random.Random(seed), large_tile_warps)
+    for config in batch:
         if tracker.left <= 0:
             break
         tracker(config)
+    return batch
