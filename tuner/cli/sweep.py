@@ -44,8 +44,9 @@ def sweep(
     strategy: Annotated[
         StrategyName,
         typer.Option(help="guided (default: the best of bench/search_quality.py): every "
-                     "block tile, then neighbourhood steps and, when they stall, the configs a "
-                     "ridge regression of the trials predicts fastest; local: neighbourhood "
+                     "block tile, then neighbourhood steps and, when they stall, the runner-up "
+                     "tiles with the settings tuned so far, then the configs a ridge "
+                     "regression of the trials predicts fastest; local: neighbourhood "
                      "search from vLLM's default and the winners the store knows for the "
                      "device; optuna: TPE; tpe+local: TPE, then local; ils: local from every "
                      "block tile with kicks out of local optima; guided and ils: pruned "
@@ -53,7 +54,7 @@ def sweep(
     ] = DEFAULT_STRATEGY_NAME,
     trials: Annotated[int, typer.Option(min=1, max=100_000, help="Configs per (N, K, M) for "
                                         "every strategy but grid, vLLM's default config "
-                                        "included (128: where guided reached 0.9996-1.0 of the "
+                                        "included (128: where guided reached 1.0 of the "
                                         "optimum, geomean, in bench/search_quality.py).")
                        ] = DEFAULT_TRIALS,
     configs: ConfigsOpt = None,
