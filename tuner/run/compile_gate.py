@@ -29,7 +29,9 @@ class CompileGate:
         block_shape: [group_n, group_k].
         out_dtype: "bfloat16" or "float16".
         space: the task's candidates (for `likely_next`).
-        warm_start: configs the search measures first; compiled first.
+        first: configs the search will measure first, whatever their results (its warm
+            starts, and the tile batch of `ils` and `guided`: `tuner.search.planned`); queued
+            for compiling at once, in order.
         pool: a pool from `tuner.measure.compile.compile_pool`, shared between tasks of the worker.
         workers: the size of `pool` (or of the pool made when it is None).
         cache: the on-disk CompileInfo cache; default `CompileCache(family=family)`.
@@ -40,7 +42,7 @@ class CompileGate:
 
     def __init__(self, *, arch: int, M: int, N: int, K: int, block_shape: tuple[int, int],
                  out_dtype: str, space: Sequence[KernelConfig],
-                 warm_start: Sequence[KernelConfig] = (), pool: ProcessPoolExecutor | None = None,
+                 first: Sequence[KernelConfig] = (), pool: ProcessPoolExecutor | None = None,
                  workers: int | None = None, cache: CompileCache | None = None,
                  ahead: int = 8, family: str = DEFAULT_FAMILY,
                  params: tuple[tuple[str, int], ...] = ()) -> None:
@@ -51,7 +53,7 @@ class CompileGate:
         self.ahead = ahead
         self.pruned = 0
         self._best: float | None = None
-        self.precompiler.submit(warm_start)
+        self.precompiler.submit(first)
 
     def before(self, config: KernelConfig) -> TrialResult | None:
         """Compile (or wait for) a config; its trial when it cannot launch, else None.
@@ -129,11 +131,12 @@ class WorkerCompiler:
             return None
         return cls(workers, arch)
 
-    def gate(self, problem, space, warm) -> CompileGate:
-        """A gate for one task (a `tuner.measure.runner.Problem`) over its candidates."""
+    def gate(self, problem, space, first) -> CompileGate:
+        """A gate for one task (a `tuner.measure.runner.Problem`) over its candidates, `first`
+        queued for compiling (see `CompileGate`)."""
         return CompileGate(arch=self.arch, M=problem.M, N=problem.N, K=problem.K,
                            block_shape=problem.block_shape, out_dtype=problem.out_dtype,
-                           space=space, warm_start=warm, pool=self.pool, workers=self.workers,
+                           space=space, first=first, pool=self.pool, workers=self.workers,
                            family=problem.family, params=problem.params)
 
     def closed(self, gate, shared: WorkerShared | None) -> None:

@@ -117,7 +117,7 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
     from tuner.kernels.registry import get_family
     from tuner.measure.runner import KernelRunner, Problem
     from tuner.measure.trial import TrialResult, TrialStatus
-    from tuner.search import get_strategy, warm_start_for_task
+    from tuner.search import get_strategy, planned, warm_start_for_task
     from tuner.search.replay import cached_landscape
 
     if lease is None:
@@ -144,11 +144,11 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
     space = list(space) if space is not None else family.space()
     problem = Problem(task.M, task.N, task.K, shape.block_shape, task.out_dtype,
                       family=family.name, params=shape.params)
+    seed = task_seed(task.seed, *_nkm(task))
     if spec.backend == "replay":
         runner = cached_landscape(spec.landscape_path).runner(task.N, task.K, task.M)
     else:
-        runner = KernelRunner(problem, backend=spec.backend,
-                              seed=task_seed(task.seed, *_nkm(task)),
+        runner = KernelRunner(problem, backend=spec.backend, seed=seed,
                               interpreter_reps=spec.interpreter_reps,
                               warmup_s=SEARCH_WARMUP_S, rep_s=SEARCH_REP_S)
     default = family.default_config(shape, task.M)
@@ -156,12 +156,16 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
         [(w.N, w.K, w.M, KernelConfig.from_dict(w.config)) for w in known],
         N=task.N, K=task.K, M=task.M, default=default,
     )
-    gate = compiler.gate(problem, space, warm) if compiler is not None else None
     held = {"task_id": task.task_id, "worker_id": spec.worker_id}
     nkm = _nkm(task)
 
     cap = trial_cap(task.budget, space, default) if done else None
     strategy = get_strategy(task.strategy)
+    gate = None
+    if compiler is not None:  # compiled first: what the search asks first whatever the results
+        first = planned(strategy, space=space, budget=task.budget, seed=seed,
+                        warm_start=warm)
+        gate = compiler.gate(problem, space, [c for c in first if c not in done])
     free = getattr(strategy, "free", frozenset())  # statuses its budget does not count
 
     def evaluate(config: KernelConfig) -> TrialResult:
@@ -209,7 +213,7 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
         evaluate(default)  # the baseline of every task, whatever the strategy
         strategy.search(
             evaluate, space=space, budget=task.budget,
-            seed=task_seed(task.seed, *_nkm(task)), warm_start=warm,
+            seed=seed, warm_start=warm,
         )
     except _BudgetSpent:
         pass

@@ -48,3 +48,20 @@ def best(history: History) -> tuple[KernelConfig, TrialResult] | None:
     if not ok:
         return None
     return min(ok, key=lambda item: item[1].latency_us)
+
+
+def planned(strategy: Strategy, *, space: Sequence[KernelConfig], budget: int, seed: int,
+            warm_start: Sequence[KernelConfig] = ()) -> list[KernelConfig]:
+    """The configs `strategy.search` (same arguments) will evaluate first whatever their
+    results, in order, at most `budget` of them: what a compile pool can prepare before the GPU
+    asks (`tuner.run.compile_gate`). A strategy whose start does not depend on results (`ils`,
+    `guided`: the warm starts, then the tile batch; `grid`: the whole space) says so with a
+    `planned(*, space, seed, warm_start)` method; for the others, the warm starts of the space.
+    """
+    plan = getattr(strategy, "planned", None)
+    if plan is not None:
+        configs = plan(space=space, seed=seed, warm_start=warm_start)
+    else:
+        allowed = frozenset(space)
+        configs = [c for c in dict.fromkeys(warm_start) if c in allowed]
+    return configs[:budget]

@@ -35,3 +35,9 @@ class GridStrategy:
                 break
             tracker(config)
         return tracker.history
+
+    def planned(self, *, space: Sequence[KernelConfig], seed: int,
+                warm_start: Sequence[KernelConfig] = ()) -> list[KernelConfig]:
+        """Every config `search` measures, in order (`base.planned`)."""
+        allowed = frozenset(space)
+        return [c for c in dict.fromkeys([*warm_start, *space]) if c in allowed]

@@ -14,7 +14,7 @@ from tuner.kernels.config import KernelConfig
 from tuner.search.axes import Axis, space_axes
 from tuner.search.base import Evaluate, History
 from tuner.search.budget import PRUNED, BudgetedEvaluate
-from tuner.search.ils import FLAT, start_from_tiles
+from tuner.search.ils import FLAT, planned_start, start_from_tiles
 from tuner.search.local import best_first_step
 
 if TYPE_CHECKING:  # numpy is imported where it is used: `tuner.search` is on the CLI's
@@ -284,3 +284,8 @@ class GuidedStrategy:
             guide = RidgeGuide(sorted(tracker.allowed, key=_key), axes)
             run_guided(tracker, axes, guide, seed=seed, batch=batch)
         return tracker.history
+
+    def planned(self, *, space: Sequence[KernelConfig], seed: int,
+                warm_start: Sequence[KernelConfig] = ()) -> list[KernelConfig]:
+        """The configs `search` measures first whatever their results (`base.planned`)."""
+        return planned_start(space, warm_start, seed=seed, large_tile_warps=LARGE_TILE_WARPS)

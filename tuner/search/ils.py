@@ -158,6 +158,11 @@ class IteratedLocalStrategy:
         run_ils(tracker, axes, seed=seed)
         return tracker.history
 
+    def planned(self, *, space: Sequence[KernelConfig], seed: int,
+                warm_start: Sequence[KernelConfig] = ()) -> list[KernelConfig]:
+        """The configs `search` measures first whatever their results (`base.planned`)."""
+        return planned_start(space, warm_start, seed=seed)
+
 
 def start_from_tiles(tracker: BudgetedEvaluate, axes: Sequence[Axis],
                      warm_start: Sequence[KernelConfig], *, seed: int,
@@ -176,10 +181,35 @@ def start_from_tiles(tracker: BudgetedEvaluate, axes: Sequence[Axis],
         The tile batch in the order it was measured (its tail unmeasured if the budget ran out).
     """
     tracker.warm_start(warm_start)
-    starts = [c for c in warm_start if c in tracker.allowed] or [min(tracker.allowed)]
-    batch = tile_batch(starts[0], axes, random.Random(seed), large_tile_warps)
+    batch = first_batch(tracker.allowed, axes, warm_start, seed=seed,
+                        large_tile_warps=large_tile_warps)
     for config in batch:
         if tracker.left <= 0:
             break
         tracker(config)
     return batch
+
+
+def first_batch(allowed: frozenset[KernelConfig], axes: Sequence[Axis],
+                warm_start: Sequence[KernelConfig], *, seed: int,
+                large_tile_warps: int | None = None) -> list[KernelConfig]:
+    """`tile_batch` of the first warm start in `allowed` (of the first config of `allowed`
+    without one), seeded by `seed`."""
+    starts = [c for c in warm_start if c in allowed] or [min(allowed)]
+    return tile_batch(starts[0], axes, random.Random(seed), large_tile_warps)
+
+
+def planned_start(space: Sequence[KernelConfig], warm_start: Sequence[KernelConfig], *,
+                  seed: int, large_tile_warps: int | None = None) -> list[KernelConfig]:
+    """What `start_from_tiles` measures, in order, whatever the results: the warm starts and
+    the tile batch, each config of the space once (configs pruned for free let it measure more
+    within a budget, never others).
+
+    Args:
+        space: the task's candidates.
+        warm_start, seed, large_tile_warps: as given to `start_from_tiles`.
+    """
+    allowed = frozenset(space)
+    batch = first_batch(allowed, space_axes(space), warm_start, seed=seed,
+                        large_tile_warps=large_tile_warps)
+    return [c for c in dict.fromkeys([*warm_start, *batch]) if c in allowed]

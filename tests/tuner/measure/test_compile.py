@@ -166,7 +166,7 @@ def test_compile_gate_rejects_before_launch_and_compiles_ahead(small, monkeypatc
     monkeypatch.setenv("TRITON_CACHE_DIR", str(root / "triton"))
     space = vllm_space()
     start = SMALL_CONFIGS[0]
-    gate = CompileGate(arch=89, space=space, warm_start=[start], workers=1, ahead=2, **spec)
+    gate = CompileGate(arch=89, space=space, first=[start], workers=1, ahead=2, **spec)
     assert gate.before(start) is None
     rejected = gate.before(MID)  # 4 stages of 32 KiB in flight: over sm89's 99 KiB
     assert rejected.status is TrialStatus.OUT_OF_RESOURCES and rejected.latency_us is None

@@ -97,7 +97,7 @@ def test_a_cancelled_compile_is_not_cached_as_a_compile_error(tmp_path):
 
 def test_the_gate_launches_what_a_broken_pool_could_not_compile(tmp_path):
     pool = FakePool()
-    gate = CompileGate(space=vllm_space(), warm_start=CONFIGS[:1], pool=pool, workers=1,
+    gate = CompileGate(space=vllm_space(), first=CONFIGS[:1], pool=pool, workers=1,
                        cache=CompileCache(tmp_path), **SPEC)
     pool.die()
     assert gate.before(CONFIGS[0]) is None and gate.before(CONFIGS[1]) is None

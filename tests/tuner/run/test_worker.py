@@ -50,12 +50,12 @@ def stub_latency_us(config) -> float:
     return 100.0 - config.BLOCK_SIZE_N / 8 + config.num_stages
 
 
-def make_store(folder):
+def make_store(folder, strategy="optuna"):
     url = f"sqlite:///{folder}/tuner.db"
     engine = open_store(url)
     with session_scope(engine) as session:
         sweep, _ = repo.create_sweep(
-            session, device_name="TRITON_INTERPRETER", model="tiny", tp=1, strategy="optuna",
+            session, device_name="TRITON_INTERPRETER", model="tiny", tp=1, strategy=strategy,
             budget=BUDGET, space="vllm", seed=3, m_values=[16], out_dtype="bfloat16",
             block_shape=(128, 128), shapes=[(256, 384)])
         environment_id = repo.get_or_create_environment(
@@ -196,6 +196,21 @@ def test_pruned_configs_are_recorded_without_a_launch(store):
     assert all(config.num_warps == 4 for config in StubRunner.measured)  # never launched
     assert len(gate.before_calls) == len(trials) == BUDGET
     assert [config for config, _ in gate.after_calls] == gate.before_calls
+
+
+def test_the_gate_compiles_the_tile_batch_of_guided_before_it_is_asked(tmp_path):
+    engine, spec, environment_id = make_store(tmp_path, strategy="guided")
+    compiler = FakeCompiler()
+    task = claim(engine, spec)
+    run_task(engine, spec, task, environment_id, vllm_space(), compiler=compiler)
+    [(m, first)] = compiler.gates
+    trials = [KernelConfig.from_dict(t.config) for t in stored(engine, task.task_id)]
+    # The default, then the first tiles of the batch: what the search measured first, in order
+    # (pruned 8-warp twins cost no budget, so the task stored more than BUDGET trials).
+    assert m == 16 and len(first) == BUDGET and first[0] == default_config()
+    assert trials[:BUDGET] == list(first) and len(trials) > BUDGET
+    assert {(c.BLOCK_SIZE_K, c.GROUP_SIZE_M, c.num_stages) for c in first} == {(128, 32, 2)}
+    engine.dispose()
 
 
 def test_a_task_warm_starts_from_the_winner_of_a_neighbouring_m(store):

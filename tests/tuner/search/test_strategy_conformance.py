@@ -7,7 +7,7 @@ import pytest
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.measure.trial import TrialResult, TrialStatus
-from tuner.search import STRATEGIES, best, get_strategy
+from tuner.search import STRATEGIES, best, get_strategy, planned
 from tuner.search.replay import landscape_from_results
 
 SPACE = vllm_space()
@@ -143,3 +143,20 @@ def test_budget_beyond_the_space_measures_each_config_once(name):
 def test_zero_budget_measures_nothing(name):
     recorder, history = search(name, budget=0)
     assert recorder.calls == [] and history == []
+
+
+@pytest.mark.parametrize("budget", [5, 40])
+@pytest.mark.parametrize("name", NAMES)
+def test_what_a_strategy_plans_is_what_it_measures_first(name, budget):
+    """`planned` (what the compile pool prepares ahead of the GPU) is a prefix of the history,
+    with failures and pruned configs among the trials."""
+    strategy = get_strategy(name)
+    warm = [*WARM, KernelConfig(512, 64, 128, 1, 4, 2)]  # not in the space: never planned
+    plan = planned(strategy, space=SPACE, budget=budget, seed=11, warm_start=warm)
+    history = get_strategy(name).search(Recorder(make_runner()), space=SPACE, budget=budget,
+                                        seed=11, warm_start=warm)
+    assert [config for config, _ in history[:len(plan)]] == plan
+    # 3 warm starts, then the tile batch: 20 tiles (ils), 26 with the 8-warp twins (guided), one
+    # of them the default; grid: the whole space; the others: the warm starts alone.
+    fixed_start = {"grid": len(SPACE), "ils": 3 + 20 - 1, "guided": 3 + 26 - 1}
+    assert len(plan) == min(budget, fixed_start.get(name, len(WARM)))
