@@ -78,7 +78,9 @@ def make_engine(url: str, *, pool_size: int | None = None,
 
     SQLite files get WAL journaling with synchronous=NORMAL (no fsync per commit), a 30 s
     busy timeout and foreign keys on every connection, and the folder of the file is created.
-    Any other SQLAlchemy URL (for example `postgresql+psycopg://user:pw@host/db`) is passed
+    Every pool checks a connection before handing it out (`pool_pre_ping`), so a connection
+    left stale by a server restart or failover is replaced instead of failing the first
+    statement of a trial or a request. Any other SQLAlchemy URL (for example `postgresql+psycopg://user:pw@host/db`) is passed
     through unchanged.
 
     Args:
@@ -95,7 +97,7 @@ def make_engine(url: str, *, pool_size: int | None = None,
     database = parsed.database or ""
     in_memory = parsed.get_backend_name() == "sqlite" and (
         database in ("", ":memory:") or database.startswith("file:"))
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = {"pool_pre_ping": True}
     if pool_size is not None and not in_memory:
         options |= {"pool_size": pool_size, "max_overflow": 0}
     if pool_timeout is not None and not in_memory:
