@@ -80,8 +80,8 @@ def make_engine(url: str, *, pool_size: int | None = None,
     busy timeout and foreign keys on every connection, and the folder of the file is created.
     Every pool checks a connection before handing it out (`pool_pre_ping`), so a connection
     left stale by a server restart or failover is replaced instead of failing the first
-    statement of a trial or a request. Any other SQLAlchemy URL (for example `postgresql+psycopg://user:pw@host/db`) is passed
-    through unchanged.
+    statement of a trial or a request. Any other SQLAlchemy URL (for example
+    `postgresql+psycopg://user:pw@host/db`) is passed through unchanged.
 
     Args:
         url: a SQLAlchemy URL.

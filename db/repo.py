@@ -56,6 +56,7 @@ from db.tasks import (
     heartbeat,
     in_flight,
     release_tasks,
+    reopen_store_failures,
     start_trial,
     unfinished_tasks,
 )
@@ -109,6 +110,7 @@ __all__ = [
     "record_held_trial",
     "record_trial",
     "release_tasks",
+    "reopen_store_failures",
     "shape_coverage",
     "stale_trials",
     "start_trial",

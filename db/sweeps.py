@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from db.devices import get_or_create_device
 from db.engine import dialect_insert
 from db.models import DEFAULT_FAMILY, OUT_DTYPES, Device, Sweep, Task, utcnow
+from db.tasks import reopen_store_failures
 
 
 @dataclass(frozen=True)
@@ -277,6 +278,8 @@ def open_sweep(
 
 def _opened(session: Session, sweep_id: int, outcome: str, previous: int | None = None,
             reopened: int = 0) -> OpenedSweep:
+    if outcome != "new":  # a task a store error failed is never final: re-running resumes it
+        reopen_store_failures(session, sweep_id=sweep_id)
     info = get_sweep(session, sweep_id=sweep_id)
     assert info is not None  # found or written in this transaction
     return OpenedSweep(info, outcome, info.budget if previous is None else previous, reopened)

@@ -65,8 +65,10 @@ shapes_app.command("from-config")(shapes.from_config)
 db_app.command("upgrade")(store.db_upgrade)
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point: a store fault or Ctrl-C is one line (tuner.cli.guard)."""
+    from tuner.cli.guard import run_guarded
+
+    run_guarded(app)
 
 
 if __name__ == "__main__":
