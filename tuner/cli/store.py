@@ -49,7 +49,7 @@ def status(
     from db import repo
     from db.engine import session_scope
 
-    _, engine = open_db(db, must_exist=True)
+    _, engine = open_db(db, must_exist=True, read_only=True)
     with session_scope(engine) as session:
         sweeps = repo.list_sweeps(session)
         tasks = repo.sweep_tasks(session, sweep_id=sweep) if sweep is not None and any(
@@ -196,7 +196,7 @@ def _store_file_names(device: str, engine: str, allow_partial: bool, db: str | N
                       allow_stale: bool = False) -> tuple[list[str], str, str | None]:
     from db.engine import session_scope
 
-    _, store = open_db(db, must_exist=True)
+    _, store = open_db(db, must_exist=True, read_only=True)
     with session_scope(store) as session:
         device_name = device_in_store(session, device)
     read = store_files(store, device_name, out_dtype=None, allow_stale=allow_stale,
@@ -220,7 +220,7 @@ def serve(
     from api.app import create_app
     from api.settings import Settings
 
-    url, _ = open_db(db)
+    url, _ = open_db(db, read_only=True)
     try:
         settings = Settings(db_url=url, host=host, port=port)
     except ValidationError as exc:  # a bad TUNER_* variable
