@@ -53,7 +53,9 @@ DbOpt = Annotated[
     str | None,
     typer.Option("--db", envvar="TUNER_DB_URL", show_envvar=True,
                  help="SQLAlchemy URL of the store (default: sqlite:///tuner.db in the current "
-                 "folder); postgresql+psycopg://... to share one store between hosts."),
+                 "folder); postgresql+psycopg://... to share one store between hosts. A store "
+                 "that stays unreachable, locked or full for $TUNER_STORE_TIMEOUT_S seconds "
+                 "(default 180) stops the command with one line and exit 2."),
 ]
 DeviceOpt = Annotated[
     str,
