@@ -45,7 +45,15 @@ from db.reports import (
     shape_coverage,
     sweep_progress,
 )
-from db.sweeps import OpenedSweep, SweepInfo, create_sweep, get_sweep, open_sweep, sweep_key
+from db.sweeps import (
+    OpenedSweep,
+    SweepInfo,
+    create_sweep,
+    get_sweep,
+    open_sweep,
+    reopen_store_failures,
+    sweep_key,
+)
 from db.task_winners import TaskWinnerRow, task_winners
 from db.tasks import (
     InFlight,
@@ -56,7 +64,6 @@ from db.tasks import (
     heartbeat,
     in_flight,
     release_tasks,
-    reopen_store_failures,
     start_trial,
     unfinished_tasks,
 )

@@ -16,13 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from db.devices import get_or_create_device
 from db.engine import dialect_insert
 from db.models import DEFAULT_FAMILY, OUT_DTYPES, Device, Sweep, Task, utcnow
-from db.tasks import reopen_store_failures
 
 
 @dataclass(frozen=True)
@@ -200,6 +199,31 @@ def _extend(session: Session, sweep: Sweep, budget: int, key: str) -> int | None
         .returning(Task.task_id).execution_options(synchronize_session=False)
     ).all()
     session.expire_all()
+    return len(reopened)
+
+
+# How a task failed by a store error reads (`f"{type(exc).__name__}: {exc}"` of SQLAlchemy's
+# wrappers): tuner versions before issue 23 marked such tasks failed.
+STORE_ERROR_PREFIXES = ("OperationalError: ", "InterfaceError: ", "TimeoutError: QueuePool")
+
+
+def reopen_store_failures(session: Session, *, sweep_id: int) -> int:
+    """Put a sweep's tasks that failed because of the store (not of their configs: see
+    STORE_ERROR_PREFIXES) back to pending, trials kept, so re-running the same command
+    resumes them.
+
+    Returns:
+        How many tasks were re-opened.
+    """
+    reopened = session.execute(
+        update(Task)
+        .where(Task.sweep_id == sweep_id, Task.state == "failed",
+               or_(*(Task.error.startswith(prefix, autoescape=True)
+                     for prefix in STORE_ERROR_PREFIXES)))
+        .values(state="pending", error=None, worker_id=None, lease_expires_at=None)
+        .returning(Task.task_id)
+        .execution_options(synchronize_session=False)
+    ).all()
     return len(reopened)
 
 

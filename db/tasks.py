@@ -265,31 +265,6 @@ def release_tasks(session: Session, *, worker_id: str, task_id: int | None = Non
     return len(released)
 
 
-# How a task failed by a store error reads (`f"{type(exc).__name__}: {exc}"` of SQLAlchemy's
-# wrappers): tuner versions before issue 23 marked such tasks failed.
-STORE_ERROR_PREFIXES = ("OperationalError: ", "InterfaceError: ", "TimeoutError: QueuePool")
-
-
-def reopen_store_failures(session: Session, *, sweep_id: int) -> int:
-    """Put a sweep's tasks that failed because of the store (not of their configs: see
-    STORE_ERROR_PREFIXES) back to pending, trials kept, so re-running the same command
-    resumes them.
-
-    Returns:
-        How many tasks were re-opened.
-    """
-    reopened = session.execute(
-        update(Task)
-        .where(Task.sweep_id == sweep_id, Task.state == "failed",
-               or_(*(Task.error.startswith(prefix, autoescape=True)
-                     for prefix in STORE_ERROR_PREFIXES)))
-        .values(state="pending", error=None, worker_id=None, lease_expires_at=None)
-        .returning(Task.task_id)
-        .execution_options(synchronize_session=False)
-    ).all()
-    return len(reopened)
-
-
 def _held(task_id: int, worker_id: str) -> ColumnElement[bool]:
     return and_(Task.task_id == task_id, Task.worker_id == worker_id, Task.state == "running")
 
