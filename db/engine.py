@@ -21,6 +21,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
+# Test hook: `PRAGMA max_page_count` of every SQLite connection, a disk that fills up
+# ("database or disk is full") where no small filesystem can be mounted.
+MAX_PAGES_ENV = "TUNER_TEST_SQLITE_MAX_PAGES"
+
 # How long open_store waits for another process that is creating the same empty store.
 _CREATE_WAIT_S = 30.0
 
@@ -52,8 +56,53 @@ def _set_sqlite_pragmas(dbapi_connection: Any, _connection_record: Any) -> None:
         # PRAGMA synchronous, https://www.sqlite.org/pragma.html#pragma_synchronous.)
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
+        pages = os.environ.get(MAX_PAGES_ENV)
+        if pages:  # test hook: a store that fills up (SQLITE_FULL) after this many pages
+            cursor.execute(f"PRAGMA max_page_count={int(pages)}")
     finally:
         cursor.close()
+
+
+def _set_read_only_pragmas(dbapi_connection: Any, _connection_record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    try:  # nothing that writes: no journal mode switch, no schema
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute("PRAGMA query_only=ON")
+    finally:
+        cursor.close()
+
+
+def read_only_url(path: str | Path) -> str | None:
+    """The URL that opens an existing SQLite store for reading only, when this process cannot
+    write the file or its folder; None when it can (open it as usual).
+
+    A file that is not writable is opened `mode=ro`; a folder that is not writable (SQLite
+    could not create the `-wal` and `-shm` files there) `immutable=1`, which is safe only while
+    no `-wal` file holds commits: with one, `mode=ro` (SQLite reads a WAL store read-only when
+    its `-wal` and `-shm` exist; https://www.sqlite.org/wal.html#readonly).
+
+    Args:
+        path: the store's file; it must exist.
+
+    Returns:
+        A `sqlite:///file:...?mode=ro&uri=true` (or `immutable=1`) URL, or None.
+    """
+    file = Path(path).expanduser().resolve()
+    folder_ok = os.access(file.parent, os.W_OK)
+    if os.access(file, os.W_OK) and folder_ok:
+        return None
+    wal = file.with_name(file.name + "-wal")
+    has_wal = wal.exists() and wal.stat().st_size > 0
+    mode = "immutable=1" if not folder_ok and not has_wal else "mode=ro"
+    return f"sqlite:///file:{file}?{mode}&uri=true"
+
+
+def is_read_only_url(url: str) -> bool:
+    """Whether a SQLite URL opens its file read-only (`mode=ro` or `immutable=1`)."""
+    parsed = make_url(url)
+    query = parsed.query
+    return parsed.get_backend_name() == "sqlite" and (
+        query.get("mode") == "ro" or query.get("immutable") == "1")
 
 
 def _enable_wal(cursor: Any) -> None:
@@ -80,8 +129,8 @@ def make_engine(url: str, *, pool_size: int | None = None,
     busy timeout and foreign keys on every connection, and the folder of the file is created.
     Every pool checks a connection before handing it out (`pool_pre_ping`), so a connection
     left stale by a server restart or failover is replaced instead of failing the first
-    statement of a trial or a request. Any other SQLAlchemy URL (for example `postgresql+psycopg://user:pw@host/db`) is passed
-    through unchanged.
+    statement of a trial or a request. Any other SQLAlchemy URL (for example
+    `postgresql+psycopg://user:pw@host/db`) is passed through unchanged.
 
     Args:
         url: a SQLAlchemy URL.
@@ -103,7 +152,9 @@ def make_engine(url: str, *, pool_size: int | None = None,
     if pool_timeout is not None and not in_memory:
         options["pool_timeout"] = pool_timeout
     engine = create_engine(parsed, **options)
-    if parsed.get_backend_name() == "sqlite":
+    if is_read_only_url(url):
+        event.listen(engine, "connect", _set_read_only_pragmas)
+    elif parsed.get_backend_name() == "sqlite":
         if database and database != ":memory:" and not database.startswith("file:"):
             Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
         event.listen(engine, "connect", _set_sqlite_pragmas)
@@ -219,19 +270,22 @@ def open_store(url: str | None = None, *, pool_size: int | None = None,
         pool_size, pool_timeout: the connection pool (see `make_engine`).
 
     Returns:
-        An engine on a store whose schema is at the head revision.
+        An engine on a store whose schema is at the head revision. A read-only SQLite URL
+        (`read_only_url`) is only checked, never migrated or created.
 
     Raises:
         SchemaError: the database has tables but is not at the head revision (older, newer,
             or never stamped). The store is left unchanged.
     """
-    engine = make_engine(url if url is not None else default_db_url(), pool_size=pool_size,
-                         pool_timeout=pool_timeout)
+    engine_url = url if url is not None else default_db_url()
+    engine = make_engine(engine_url, pool_size=pool_size, pool_timeout=pool_timeout)
     try:
         head = head_revision()
         with engine.connect() as connection:
             has_tables = bool(inspect(connection).get_table_names())
             revision = _revision_of(connection) if has_tables else None
+        if not has_tables and is_read_only_url(engine_url):
+            raise SchemaError(f"store {_masked(engine)} is empty and read-only: nothing to read")
         if not has_tables:
             _create_schema(engine, head)
         elif revision != head:

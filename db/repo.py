@@ -45,7 +45,15 @@ from db.reports import (
     shape_coverage,
     sweep_progress,
 )
-from db.sweeps import OpenedSweep, SweepInfo, create_sweep, get_sweep, open_sweep, sweep_key
+from db.sweeps import (
+    OpenedSweep,
+    SweepInfo,
+    create_sweep,
+    get_sweep,
+    open_sweep,
+    reopen_store_failures,
+    sweep_key,
+)
 from db.task_winners import TaskWinnerRow, task_winners
 from db.tasks import (
     InFlight,
@@ -109,6 +117,7 @@ __all__ = [
     "record_held_trial",
     "record_trial",
     "release_tasks",
+    "reopen_store_failures",
     "shape_coverage",
     "stale_trials",
     "start_trial",

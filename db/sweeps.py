@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import insert, or_, select, update
 from sqlalchemy.orm import Session
 
 from db.devices import get_or_create_device
@@ -202,6 +202,31 @@ def _extend(session: Session, sweep: Sweep, budget: int, key: str) -> int | None
     return len(reopened)
 
 
+# How a task failed by a store error reads (`f"{type(exc).__name__}: {exc}"` of SQLAlchemy's
+# wrappers): tuner versions before issue 23 marked such tasks failed.
+STORE_ERROR_PREFIXES = ("OperationalError: ", "InterfaceError: ", "TimeoutError: QueuePool")
+
+
+def reopen_store_failures(session: Session, *, sweep_id: int) -> int:
+    """Put a sweep's tasks that failed because of the store (not of their configs: see
+    STORE_ERROR_PREFIXES) back to pending, trials kept, so re-running the same command
+    resumes them.
+
+    Returns:
+        How many tasks were re-opened.
+    """
+    reopened = session.execute(
+        update(Task)
+        .where(Task.sweep_id == sweep_id, Task.state == "failed",
+               or_(*(Task.error.startswith(prefix, autoescape=True)
+                     for prefix in STORE_ERROR_PREFIXES)))
+        .values(state="pending", error=None, worker_id=None, lease_expires_at=None)
+        .returning(Task.task_id)
+        .execution_options(synchronize_session=False)
+    ).all()
+    return len(reopened)
+
+
 def open_sweep(
     session: Session,
     *,
@@ -277,6 +302,8 @@ def open_sweep(
 
 def _opened(session: Session, sweep_id: int, outcome: str, previous: int | None = None,
             reopened: int = 0) -> OpenedSweep:
+    if outcome != "new":  # a task a store error failed is never final: re-running resumes it
+        reopen_store_failures(session, sweep_id=sweep_id)
     info = get_sweep(session, sweep_id=sweep_id)
     assert info is not None  # found or written in this transaction
     return OpenedSweep(info, outcome, info.budget if previous is None else previous, reopened)

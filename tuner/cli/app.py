@@ -36,7 +36,7 @@ app = typer.Typer(
 shapes_app = typer.Typer(help="Models and their (N, K) per TP size: list, show, and read them "
                          "from a server log or a config.json.",
                          no_args_is_help=True, rich_markup_mode=PLAIN_HELP)
-db_app = typer.Typer(help="Manage the store's schema.", no_args_is_help=True,
+db_app = typer.Typer(help="Manage the store: its schema, its backup.", no_args_is_help=True,
                      rich_markup_mode=PLAIN_HELP)
 landscape_app = typer.Typer(help="Landscapes: recorded timings of a device, replayed by "
                             "`tuner sweep --replay` and bench/search_quality.py.",
@@ -63,10 +63,13 @@ shapes_app.command("show")(shapes.shapes_show)
 shapes_app.command("from-log")(shapes.from_log)
 shapes_app.command("from-config")(shapes.from_config)
 db_app.command("upgrade")(store.db_upgrade)
+db_app.command("backup")(store.db_backup)
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point: a store fault or Ctrl-C is one line (tuner.cli.guard)."""
+    from tuner.cli.guard import run_guarded
+
+    run_guarded(app)
 
 
 if __name__ == "__main__":

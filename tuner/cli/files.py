@@ -47,7 +47,7 @@ def export(
     from tuner.files.merge import write_files_atomically
     from tuner.kernels.dense.naming import SGLANG_NOTE
 
-    _, engine = open_db(db, must_exist=True)
+    _, engine = open_db(db, must_exist=True, read_only=True)
     with session_scope(engine) as session:
         device_name = device_in_store(session, device)
     read = store_files(engine, device_name, out_dtype=out_dtype.value if out_dtype else None,
@@ -100,7 +100,7 @@ def winners(
     from tuner.kernels.registry import DEFAULT_FAMILY
     from tuner.measure.roofline import roofline
 
-    _, engine = open_db(db, must_exist=True)
+    _, engine = open_db(db, must_exist=True, read_only=True)
     with session_scope(engine) as session:
         device_name = device_in_store(session, device)
         view = read_device(session, device_name, allow_stale=allow_stale,

@@ -3,6 +3,7 @@ the store and resolving --device. Command modules import this; it imports no com
 
 from __future__ import annotations
 
+import os
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -52,7 +53,9 @@ DbOpt = Annotated[
     str | None,
     typer.Option("--db", envvar="TUNER_DB_URL", show_envvar=True,
                  help="SQLAlchemy URL of the store (default: sqlite:///tuner.db in the current "
-                 "folder); postgresql+psycopg://... to share one store between hosts."),
+                 "folder); postgresql+psycopg://... to share one store between hosts. A store "
+                 "that stays unreachable, locked or full for $TUNER_STORE_TIMEOUT_S seconds "
+                 "(default 180) stops the command with one line and exit 2."),
 ]
 DeviceOpt = Annotated[
     str,
@@ -163,13 +166,41 @@ def _note_new_folder(url: str) -> None:
             typer.echo(f"note: created folder {folder} for the store", err=True)
 
 
-def open_db(db: str | None, *, must_exist: bool = False):
+def _read_only_or_refused(url: str, read_only: bool) -> str:
+    """The URL to open: the read-only URL of a SQLite store this process cannot write (one
+    note line), the URL itself otherwise; one error line where the command must write."""
+    from sqlalchemy import make_url
+
+    from db.engine import read_only_url
+
+    parsed = make_url(url)
+    database = parsed.database or ""
+    if (parsed.get_backend_name() != "sqlite" or database in ("", ":memory:")
+            or database.startswith("file:") or not Path(database).expanduser().exists()):
+        return url
+    ro_url = read_only_url(database)
+    if ro_url is None:
+        return url
+    path = Path(database).expanduser()
+    what = "its folder" if os.access(path, os.W_OK) else "the file"
+    if not read_only:
+        raise fail(f"store {path} is read-only ({what} is not writable) and this command "
+                   "writes to it: make it writable or copy it (`tuner db backup`)")
+    typer.echo(f"note: store {path} is read-only ({what} is not writable): opened for "
+               "reading only", err=True)
+    return ro_url
+
+
+def open_db(db: str | None, *, must_exist: bool = False, read_only: bool = False):
     """(url, engine) of the store, its schema checked (and created for a new store).
 
     Args:
         db: --db, or None for $TUNER_DB_URL / sqlite:///tuner.db.
         must_exist: for commands that only read: refuse a SQLite file that does not exist (a
             mistyped --db would otherwise be created empty and read as "nothing yet").
+        read_only: the command only reads: a SQLite file (or folder) this process cannot
+            write is opened read-only (`db.engine.read_only_url`), said in one note line;
+            without it such a store is refused in one line.
 
     Raises:
         typer.Exit: one line, exit 2, when the store cannot be opened.
@@ -188,6 +219,7 @@ def open_db(db: str | None, *, must_exist: bool = False):
                        "(or TUNER_DB_URL) at the store")
     else:
         _note_new_folder(url)
+    url = _read_only_or_refused(url, read_only)
     try:
         return url, open_store(url)
     except SchemaError as exc:

@@ -49,7 +49,7 @@ def status(
     from db import repo
     from db.engine import session_scope
 
-    _, engine = open_db(db, must_exist=True)
+    _, engine = open_db(db, must_exist=True, read_only=True)
     with session_scope(engine) as session:
         sweeps = repo.list_sweeps(session)
         tasks = repo.sweep_tasks(session, sweep_id=sweep) if sweep is not None and any(
@@ -196,7 +196,7 @@ def _store_file_names(device: str, engine: str, allow_partial: bool, db: str | N
                       allow_stale: bool = False) -> tuple[list[str], str, str | None]:
     from db.engine import session_scope
 
-    _, store = open_db(db, must_exist=True)
+    _, store = open_db(db, must_exist=True, read_only=True)
     with session_scope(store) as session:
         device_name = device_in_store(session, device)
     read = store_files(store, device_name, out_dtype=None, allow_stale=allow_stale,
@@ -220,7 +220,7 @@ def serve(
     from api.app import create_app
     from api.settings import Settings
 
-    url, _ = open_db(db)
+    url, _ = open_db(db, read_only=True)
     try:
         settings = Settings(db_url=url, host=host, port=port)
     except ValidationError as exc:  # a bad TUNER_* variable
@@ -236,3 +236,42 @@ def db_upgrade(db: DbOpt = None) -> None:
     url = store_url(db)
     upgrade(make_engine(url))
     console.print(f"store {masked(url)} is at the current schema", soft_wrap=True)
+
+
+def db_backup(
+    out: Annotated[Path, typer.Argument(help="The backup file to write (a new SQLite file).")],
+    db: DbOpt = None,
+) -> None:
+    """Copy a SQLite store into one consistent file while sweeps keep writing to it.
+
+    Uses SQLite's online backup (Python's `sqlite3.Connection.backup`), which includes the
+    commits still in `tuner.db-wal`: copying `tuner.db` alone is not a backup.
+    """
+    import sqlite3
+
+    from db.faults import sqlite_path
+
+    url = store_url(db)
+    path = sqlite_path(url)
+    if path is None:
+        raise fail(f"store {masked(url)} is not a SQLite file: back up PostgreSQL with "
+                   "pg_dump")
+    if not path.exists():
+        raise fail(f"no store at {path}")
+    if out.exists():
+        raise fail(f"{out} exists: name a new file")
+    try:
+        source = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        try:
+            target = sqlite3.connect(out)
+            try:
+                source.backup(target)
+            finally:
+                target.close()
+        finally:
+            source.close()
+    except sqlite3.Error as exc:
+        out.unlink(missing_ok=True)
+        raise fail(f"backup of {path} to {out} failed: {exc}") from None
+    console.print(f"backed up {path} to {out} ({out.stat().st_size} bytes)", soft_wrap=True,
+                  markup=False, highlight=False)

@@ -36,6 +36,18 @@ EXIT_PARENT_GONE = 3  # its supervisor died; it handed its task back
 EXIT_RESTART = 4  # a crashed trial on CUDA: the context may be broken; start a fresh process
 
 
+EXIT_STORE = 5  # the store stayed unreachable or full past its deadline; the sweep must stop
+
+
+def worker_log_path(worker_id: str):
+    """Where a worker that dies of an unexpected error writes its traceback (the supervisor
+    names the file in its one line): `<temp dir>/tuner-worker-<worker_id>.log`, ':' as '-'."""
+    import tempfile
+    from pathlib import Path
+
+    return Path(tempfile.gettempdir()) / f"tuner-worker-{worker_id.replace(':', '-')}.log"
+
+
 class TaskLost(Exception):
     """The task was taken from this worker (lease expired and re-claimed, or released)."""
 
@@ -141,6 +153,17 @@ class WorkerShared:
         # seq is odd while the worker rewrites the mark, so a reader never takes half of one.
         self._flight = context.Array("q", 12, lock=False)
         self._since = context.Value("d", 0.0, lock=False)
+        # The one line of a worker that stopped for the store (EXIT_STORE), UTF-8, NUL-ended.
+        self._store_error = context.Array("c", 512, lock=False)
+
+    def set_store_error(self, line: str) -> None:
+        """Say why the worker stopped for the store (before exiting with EXIT_STORE)."""
+        data = line.encode()[:511]
+        self._store_error[:len(data) + 1] = data + b"\0"
+
+    def store_error(self) -> str:
+        """The line set by `set_store_error`, or ""."""
+        return bytes(self._store_error[:]).split(b"\0", 1)[0].decode(errors="replace")
 
     def mark_in_flight(self, task_id: int, nkm: tuple[int, int, int], config: dict[str, int],
                        is_default: bool, since: float) -> None:

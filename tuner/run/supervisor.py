@@ -25,8 +25,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
-from tuner.run.spec import EXIT_PARENT_GONE, EXIT_RESTART, WorkerShared, WorkerSpec
+from db.faults import Outage, StoreUnavailable, engine_url, retry_store
+from tuner.run.spec import (
+    EXIT_PARENT_GONE,
+    EXIT_RESTART,
+    EXIT_STORE,
+    WorkerShared,
+    WorkerSpec,
+    worker_log_path,
+)
 from tuner.run.worker import worker_main
 
 # Deaths in a row with no trial stored before a slot is given up (a worker that cannot start).
@@ -84,6 +93,8 @@ def describe_exit(exitcode: int) -> str:
             return f"killed by signal {-exitcode}"
     if exitcode == EXIT_RESTART:
         return "exited after a crashed trial, for a fresh CUDA context"
+    if exitcode == EXIT_STORE:
+        return "stopped: the store stayed unavailable"
     return f"exited with code {exitcode}"
 
 
@@ -101,7 +112,7 @@ def blames_config(exitcode: int) -> bool:
     """
     if exitcode < 0:
         return -exitcode not in EXTERNAL_SIGNALS
-    return exitcode not in (0, 130, EXIT_PARENT_GONE, EXIT_RESTART)
+    return exitcode not in (0, 130, EXIT_PARENT_GONE, EXIT_RESTART, EXIT_STORE)
 
 
 @dataclass
@@ -166,15 +177,22 @@ class Supervisor:
         """Start every slot and wait until all workers have exited for good.
 
         SIGTERM is handled as Ctrl-C while this runs: the workers are stopped and their tasks
-        handed back, then KeyboardInterrupt propagates.
+        handed back, then KeyboardInterrupt propagates. A store that stays unavailable (down,
+        locked, its disk full) for longer than `db.faults.store_timeout_s()`, here or in a
+        worker (EXIT_STORE), stops every worker the same way and raises StoreUnavailable.
 
         Args:
             on_tick: called about every POLL_S seconds (progress display).
 
         Returns:
             Counts of failures, restarts, crashed and timed-out trials, and given-up slots.
+
+        Raises:
+            KeyboardInterrupt: Ctrl-C or SIGTERM.
+            StoreUnavailable: the store stayed unavailable; its str() is the one line to print.
         """
         previous = signal.signal(signal.SIGTERM, _interrupt)
+        outage = Outage(engine_url(self.engine))
         try:
             for slot in self.slots:
                 self._start(slot)
@@ -186,11 +204,18 @@ class Supervisor:
                     self._kill_overdue(live)
                     for slot in list(live):
                         if slot.process is not None and not slot.process.is_alive():
+                            if slot.process.exitcode == EXIT_STORE and slot.shared is not None:
+                                raise StoreUnavailable(slot.shared.store_error()
+                                                       or "the store stayed unavailable")
                             if not self._handle_exit(slot):
                                 live.remove(slot)
-                except DBAPIError as exc:  # the store is down or busy: try again next tick
-                    self.on_event(f"store unavailable ({type(exc.orig).__name__}); retrying")
-        except KeyboardInterrupt:
+                    outage.ok()
+                except (DBAPIError, PoolTimeoutError) as exc:  # down or busy: next tick
+                    if outage.failed(exc):
+                        self.on_event(f"store unavailable ({type(exc).__name__}: "
+                                      f"{_first_line(exc)}); retrying for up to "
+                                      f"{outage.deadline_s:g} s")
+        except (KeyboardInterrupt, StoreUnavailable):
             self._stop_all()
             raise
         finally:
@@ -266,7 +291,9 @@ class Supervisor:
             self.on_event(f"worker {slot.label} {how} while measuring {config.short()} for "
                           f"N={entry.N}, K={entry.K}, M={entry.M}: recorded as {status}")
         if not blamed:
-            self.on_event(f"worker {slot.label} {how}; its task goes back to the queue")
+            log = worker_log_path(spec.worker_id)
+            where = f" (traceback in {log})" if exitcode == 1 and log.exists() else ""
+            self.on_event(f"worker {slot.label} {how}{where}; its task goes back to the queue")
         progressed = bool(blamed) or stored > 0 or exitcode == EXIT_RESTART
         slot.idle_deaths = 0 if progressed else slot.idle_deaths + 1
         if not unfinished:
@@ -281,6 +308,8 @@ class Supervisor:
         return True
 
     def _stop_all(self) -> None:
+        """Stop every worker and hand their tasks back, if the store answers within a few
+        seconds (else the leases expire: `lease_s` after the last heartbeat)."""
         from db import repo
         from db.engine import session_scope
 
@@ -290,9 +319,22 @@ class Supervisor:
                 process.terminate()
         for process in running:
             process.join(10)
-        with session_scope(self.engine) as session:
-            for worker_id in self.worker_ids:
-                repo.release_tasks(session, worker_id=worker_id)
+
+        def release() -> None:
+            with session_scope(self.engine) as session:
+                for worker_id in self.worker_ids:
+                    repo.release_tasks(session, worker_id=worker_id)
+
+        try:
+            retry_store(release, url=engine_url(self.engine), deadline_s=5.0)
+        except (StoreUnavailable, DBAPIError, PoolTimeoutError):
+            self.on_event("the store did not answer: the claimed tasks go back to the queue "
+                          "when their leases expire")
+
+
+def _first_line(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None) or exc
+    return (str(orig).strip().splitlines() or [""])[0][:160]
 
 
 def _interrupt(signum, frame) -> None:

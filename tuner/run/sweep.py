@@ -132,11 +132,15 @@ def run_workers(
 
     Raises:
         KeyboardInterrupt: Ctrl-C or SIGTERM; the tasks were handed back.
+        db.faults.StoreUnavailable: the store stayed unavailable past its deadline
+            (`db.faults.store_timeout_s`); the workers were stopped, their tasks handed back
+            where the store allowed.
     """
     from rich.progress import Progress
 
     from db import repo
     from db.engine import session_scope
+    from db.faults import retry_store
     from tuner.run.supervisor import Supervisor, default_trial_timeout_s
 
     specs = worker_specs(db_url, backend=backend, visible_devices=visible_devices,
@@ -144,17 +148,20 @@ def run_workers(
                          interpreter_reps=interpreter_reps, lease_s=lease_s)
     start = time.perf_counter()
 
-    def progress_now():
+    def read_progress():
         with session_scope(engine) as session:
             return repo.sweep_progress(session, sweep_id=sweep_id)
+
+    def progress_now():  # through a store restart (the supervisor bounds a longer outage)
+        return retry_store(read_progress, url=db_url, deadline_s=10.0)
 
     before = progress_now()
     total = before.tasks_total * request.trials_per_task()
     with Progress(*progress_columns("trials"), console=console, transient=False) as bar:
         bar_id = bar.add_task(f"sweep {sweep_id}", total=total, completed=before.trials_total)
 
-        def tick() -> None:
-            now = progress_now()
+        def tick() -> None:  # a store error here is the supervisor's to time and bound
+            now = read_progress()
             label = f"sweep {sweep_id}: {now.tasks_done}/{now.tasks_total} tasks"
             bar.update(bar_id, completed=min(now.trials_total, total), description=label)
 
@@ -164,8 +171,9 @@ def run_workers(
         timeout_s = trial_timeout_s if trial_timeout_s is not None else (
             default_trial_timeout_s(backend))
         report = Supervisor(engine, specs, trial_timeout_s=timeout_s, on_event=event).run(tick)
-        tick()
-    now = progress_now()
+        now = progress_now()
+        bar.update(bar_id, completed=min(now.trials_total, total),
+                   description=f"sweep {sweep_id}: {now.tasks_done}/{now.tasks_total} tasks")
     wall_s = time.perf_counter() - start
     times = SweepTimes(
         trials_run=now.trials_total - before.trials_total, trials_pruned=report.trials_pruned,

@@ -112,6 +112,7 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
     """
     from db import repo
     from db.engine import session_scope
+    from db.faults import retry_store
     from tuner.kernels.config import KernelConfig
     from tuner.kernels.family import Shape
     from tuner.kernels.registry import get_family
@@ -188,14 +189,21 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
                 result = runner.evaluate(config)
             if gate is not None:
                 gate.after(config, result)
-            with engine.begin() as connection:  # the trial's one transaction
-                if not repo.record_held_trial(
-                    connection, **held, environment_id=environment_id, config=values,
-                    is_default=is_default, status=result.status.value,
-                    latency_us=result.latency_us, p20_us=result.p20_us, p80_us=result.p80_us,
-                    rel_error=result.rel_error, error=result.error, measure_s=result.measure_s,
-                ):
-                    raise TaskLost(f"task {task.task_id} was taken from {spec.worker_id}")
+            def record() -> bool:
+                with engine.begin() as connection:  # the trial's one transaction
+                    return repo.record_held_trial(
+                        connection, **held, environment_id=environment_id, config=values,
+                        is_default=is_default, status=result.status.value,
+                        latency_us=result.latency_us, p20_us=result.p20_us,
+                        p80_us=result.p80_us, rel_error=result.rel_error, error=result.error,
+                        measure_s=result.measure_s,
+                    )
+
+            # A store that failed (restart, failover, lock) is retried with the result in
+            # hand: the measurement is not lost, and a record whose commit was lost in flight
+            # is stored once (idempotent).
+            if not retry_store(record, url=spec.db_url):
+                raise TaskLost(f"task {task.task_id} was taken from {spec.worker_id}")
         finally:
             if shared is not None:
                 shared.clear_in_flight()
@@ -257,6 +265,7 @@ def _retime_and_decide(engine, spec: WorkerSpec, task, environment_id: int, runn
     """
     from db import repo
     from db.engine import session_scope
+    from db.faults import retry_store
     from tuner.kernels.config import KernelConfig
     from tuner.measure.noise import (
         RETIME_ROUNDS,
@@ -289,11 +298,15 @@ def _retime_and_decide(engine, spec: WorkerSpec, task, environment_id: int, runn
         "runner_up": None if decision.runner_up is None else decision.runner_up.as_dict(),
         "spread_us": decision.spread_us, "kept": decision.kept, "note": decision.note,
     }
-    with session_scope(engine) as session:
-        if not repo.record_decision(session, task_id=task.task_id, worker_id=spec.worker_id,
-                                    environment_id=environment_id, retimes=rows,
-                                    decision=kept):
-            raise TaskLost(f"task {task.task_id} was taken from {spec.worker_id}")
+    def record() -> bool:
+        with session_scope(engine) as session:
+            return repo.record_decision(session, task_id=task.task_id,
+                                        worker_id=spec.worker_id,
+                                        environment_id=environment_id, retimes=rows,
+                                        decision=kept)
+
+    if not retry_store(record, url=spec.db_url):  # the re-timing is kept through an outage
+        raise TaskLost(f"task {task.task_id} was taken from {spec.worker_id}")
 
 
 def _nkm(task) -> tuple[int, int, int]:

@@ -21,10 +21,12 @@ from tuner.run.lease import Heartbeat, Lease
 from tuner.run.spec import (
     EXIT_PARENT_GONE,
     EXIT_RESTART,
+    EXIT_STORE,
     ContextLost,
     TaskLost,
     WorkerShared,
     WorkerSpec,
+    worker_log_path,
 )
 from tuner.run.task import run_task
 
@@ -131,16 +133,32 @@ def worker_main(spec: WorkerSpec, shared: WorkerShared | None = None) -> None:
     Sets CUDA_VISIBLE_DEVICES (cuda) or TRITON_INTERPRET=1 (interpreter) before torch and triton
     are imported, so a spawned process sees one GPU, or runs the kernel on the CPU interpreter.
     Exits with EXIT_RESTART after a crashed trial on CUDA, so that its supervisor starts a
-    fresh process (and CUDA context) for the rest of the task.
+    fresh process (and CUDA context) for the rest of the task; with EXIT_STORE when the store
+    stayed unreachable or full past its deadline (`db.faults.retry_store`), its line in
+    `shared`; with 1 after an unexpected error, whose traceback goes to
+    `worker_log_path(spec.worker_id)` (the supervisor names it), not to the terminal.
 
     Args:
         spec: what to claim and how to measure.
         shared: counters shared with the supervisor, if any.
     """
+    from db.faults import StoreUnavailable
+
     try:
         _work(spec, shared)
     except KeyboardInterrupt:  # Ctrl-C reaches the whole process group; the parent cleans up
         raise SystemExit(130) from None
+    except StoreUnavailable as exc:
+        if shared is not None:
+            shared.set_store_error(str(exc))
+        raise SystemExit(EXIT_STORE) from None
+    except Exception:  # noqa: BLE001 - one line from the supervisor, the traceback in a file
+        if shared is None:
+            raise
+        import traceback
+
+        worker_log_path(spec.worker_id).write_text(traceback.format_exc())
+        raise SystemExit(1) from None
 
 
 def _work(spec: WorkerSpec, shared: WorkerShared | None) -> None:
@@ -149,12 +167,27 @@ def _work(spec: WorkerSpec, shared: WorkerShared | None) -> None:
     elif spec.visible_device is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = spec.visible_device
 
+    from sqlalchemy.exc import DBAPIError
+    from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+
     from db import repo
     from db.engine import make_engine, session_scope
+    from db.faults import StoreUnavailable, is_transient, retry_store, store_timeout_s
     from tuner.files.provenance import family_kernel_hash
     from tuner.kernels.config import KernelConfig
 
     engine = make_engine(spec.db_url)
+
+    def stored(step):
+        """One store transaction, retried on a fresh connection while the store is down."""
+        return retry_store(step, url=spec.db_url)
+
+    def in_session(function, **kwargs):
+        def step():
+            with session_scope(engine) as session:
+                return function(session, **kwargs)
+        return stored(step)
+
     claim_lock = threading.Lock()
     if spec.parent_pid is not None:
         _ParentWatch(engine, spec, claim_lock).start()
@@ -165,8 +198,7 @@ def _work(spec: WorkerSpec, shared: WorkerShared | None) -> None:
         env = {**landscape.environment, "device_name": landscape.device_name}
     else:
         env = collect_environment(spec.backend)
-    with session_scope(engine) as session:
-        environment_id = repo.get_or_create_environment(session, **env)
+    environment_id = in_session(repo.get_or_create_environment, **env)
     if spec.backend == "cuda":
         _record_ceilings(engine, environment_id)
     if shared is not None:
@@ -179,11 +211,15 @@ def _work(spec: WorkerSpec, shared: WorkerShared | None) -> None:
     compiler = None
     if spec.backend == "cuda" and spec.compile_workers > 0:
         compiler = WorkerCompiler.for_this_gpu(spec.compile_workers)
-    while True:
+
+    def claim():
         with claim_lock, session_scope(engine) as session:
             task = repo.claim_task(session, worker_id=spec.worker_id, lease_s=spec.lease_s,
                                    **scope)
-            unfinished = repo.unfinished_tasks(session, **scope)
+            return task, repo.unfinished_tasks(session, **scope)
+
+    while True:
+        task, unfinished = stored(claim)
         if task is None:
             if unfinished == 0:
                 return
@@ -195,35 +231,70 @@ def _work(spec: WorkerSpec, shared: WorkerShared | None) -> None:
         # landscape's environment for all).
         key = task.family if spec.backend != "replay" else None
         if key not in environments:
-            with session_scope(engine) as session:
-                environments[key] = repo.get_or_create_environment(
-                    session, **{**env, "kernel_hash": family_kernel_hash(task.family)})
+            family_env = {**env, "kernel_hash": family_kernel_hash(task.family)}
+            environments[key] = in_session(repo.get_or_create_environment, **family_env)
         if shared is not None:
             shared.environment_id.value = environments[key]
         lease = Lease(engine, task.task_id, spec.worker_id, spec.lease_s)
         beat = Heartbeat(lease)
         beat.start()
+        outage_since = None  # a store error is never the task's: the task is run again
         try:
-            run_task(engine, spec, task, environments[key], space, shared, compiler, lease)
-            state, error = "done", None
+            while True:
+                try:
+                    run_task(engine, spec, task, environments[key], space, shared, compiler,
+                             lease)
+                    state, error = "done", None
+                    break
+                except (DBAPIError, PoolTimeoutError) as exc:
+                    if not is_transient(exc):
+                        raise StoreUnavailable(_store_line(exc, spec.db_url)) from exc
+                    outage_since = outage_since or time.monotonic()
+                    if time.monotonic() - outage_since > store_timeout_s():
+                        raise StoreUnavailable(_store_line(exc, spec.db_url)) from exc
+                    time.sleep(1.0)  # resumed from the store: stored trials are not re-measured
         except TaskLost:
             continue  # another worker has it now
         except ContextLost:
-            with session_scope(engine) as session:
-                repo.release_tasks(session, worker_id=spec.worker_id)
+            in_session(repo.release_tasks, worker_id=spec.worker_id)
             raise SystemExit(EXIT_RESTART) from None
+        except StoreUnavailable:
+            _hand_back(engine, spec)
+            raise
         except Exception as exc:  # noqa: BLE001 - the task is marked failed, the worker goes on
             state, error = "failed", f"{type(exc).__name__}: {exc}"[:1000]
         finally:
             beat.stopped.set()
-        with session_scope(engine) as session:
-            repo.finish_task(session, task_id=task.task_id, worker_id=spec.worker_id,
-                             state=state, error=error, budget=task.budget)
+        in_session(repo.finish_task, task_id=task.task_id, worker_id=spec.worker_id,
+                   state=state, error=error, budget=task.budget)
         if state == "failed" and spec.backend == "cuda" and not _cuda_usable():
             # A sticky CUDA error raised outside a trial (re-timing, inputs): every later task
             # of this process would fail at once. The failed task stays failed; a fresh process
             # takes the others.
             raise SystemExit(EXIT_RESTART)
+
+
+def _store_line(exc: BaseException, url: str) -> str:
+    from db.faults import describe_store_error
+
+    return describe_store_error(exc, url)
+
+
+def _hand_back(engine, spec: WorkerSpec) -> None:
+    """Hand this worker's task back on the way out, if the store answers within a few seconds
+    (else its supervisor tries, and past that the lease expires)."""
+    from db import repo
+    from db.engine import session_scope
+    from db.faults import StoreUnavailable, retry_store
+
+    def step():
+        with session_scope(engine) as session:
+            repo.release_tasks(session, worker_id=spec.worker_id)
+
+    try:
+        retry_store(step, url=spec.db_url, deadline_s=5.0)
+    except (StoreUnavailable, Exception):  # noqa: BLE001 - best effort: the lease ends anyway
+        pass
 
 
 def _cuda_usable() -> bool:

@@ -1,0 +1,225 @@
+"""Store faults: which DBAPI errors are transient (retry on a fresh connection), a bounded retry
+of one store step, and the one line that names a store that stays down or a full disk.
+
+A transient error is one the store may stop giving by itself: a connection reset, a server
+restart or failover (psycopg `OperationalError`, SQLAlchemy's `connection_invalidated`), a lock
+or pool timeout, SQLite's "database is locked", "disk I/O error" and "database or disk is full"
+(SQLITE_FULL: someone may free space). Anything else (a constraint, a bad statement, a schema
+mismatch) is the caller's bug or data and is raised at once. A step that keeps failing past its
+deadline raises `StoreUnavailable`, whose message is the one line a command prints.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from sqlalchemy import Engine, make_url
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+
+T = TypeVar("T")
+
+STORE_TIMEOUT_ENV = "TUNER_STORE_TIMEOUT_S"
+# Seconds a store may stay unreachable (or its disk full) before a sweep stops.
+DEFAULT_STORE_TIMEOUT_S = 180.0
+# Pauses between retries: doubling from the first to the last, then the last.
+_FIRST_PAUSE_S, _LAST_PAUSE_S = 0.1, 2.0
+
+# Messages of sqlite3.OperationalError that a later try may not get (SQLite result codes
+# SQLITE_BUSY, SQLITE_LOCKED, SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN;
+# https://www.sqlite.org/rescode.html).
+_SQLITE_TRANSIENT = ("database is locked", "database table is locked", "disk i/o error",
+                     "database or disk is full", "unable to open database file")
+
+
+class StoreUnavailable(RuntimeError):
+    """The store stayed unreachable, locked or full past the deadline; str() is one line."""
+
+
+def store_timeout_s() -> float:
+    """The retry deadline of a store step: `$TUNER_STORE_TIMEOUT_S` seconds, default 180.
+
+    Raises:
+        ValueError: the variable is set but not a positive number.
+    """
+    raw = os.environ.get(STORE_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_STORE_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ValueError(f"{STORE_TIMEOUT_ENV}={raw!r} is not a positive number of seconds")
+    return value
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a store error may go away on its own (retry it), rather than be the caller's.
+
+    Args:
+        exc: an exception raised by a store call.
+
+    Returns:
+        True for a pool timeout, a DBAPI error whose connection SQLAlchemy invalidated, a
+        driver OperationalError other than SQLite's (PostgreSQL: connection refused or reset,
+        admin shutdown, lock timeout, serialization failure), and SQLite's locked, I/O, full and
+        cannot-open errors; False for everything else.
+    """
+    if isinstance(exc, PoolTimeoutError):
+        return True
+    if not isinstance(exc, DBAPIError):
+        return False
+    if exc.connection_invalidated:
+        return True
+    orig = exc.orig
+    module = type(orig).__module__ or ""
+    name = type(orig).__name__
+    if module.startswith("sqlite3"):
+        return name == "OperationalError" and any(
+            text in str(orig).lower() for text in _SQLITE_TRANSIENT)
+    # psycopg: OperationalError and its subclasses (AdminShutdown, ConnectionTimeout, ...),
+    # lock timeouts (LockNotAvailable) and serialization failures / deadlocks.
+    transient = ("OperationalError", "InterfaceError", "LockNotAvailable",
+                 "SerializationFailure", "DeadlockDetected", "QueryCanceled")
+    return any(cls.__name__ in transient for cls in type(orig).__mro__)
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether a store error says the disk (or SQLite's page limit) is full.
+
+    Returns:
+        True for SQLITE_FULL ("database or disk is full"), ENOSPC, and PostgreSQL's
+        DiskFull ("could not extend file").
+    """
+    orig = getattr(exc, "orig", exc)
+    text = str(orig).lower()
+    return ("database or disk is full" in text or "no space left on device" in text
+            or type(orig).__name__ == "DiskFull")
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a SQLite store URL; None for another backend or an in-memory store."""
+    parsed = make_url(url)
+    database = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:"):
+        return None
+    if database.startswith("file:"):
+        database = database[len("file:"):].split("?", 1)[0]
+    return Path(database).expanduser()
+
+
+def describe_store_error(exc: BaseException, url: str, *, waited_s: float | None = None) -> str:
+    """One line that names what is wrong with the store and what to do.
+
+    Args:
+        exc: the last store error.
+        url: the store's URL (the password is hidden).
+        waited_s: how long the step was retried, for the line; None to leave it out.
+
+    Returns:
+        e.g. `disk full at /data: 0 bytes free (store sqlite:////data/tuner.db); free space
+        and run the same command`, or `store postgresql+psycopg://u:***@h/db unreachable for
+        180 s (OperationalError: connection refused); ...`.
+    """
+    masked = make_url(url).render_as_string(hide_password=True)
+    path = sqlite_path(url)
+    waited = f" for {waited_s:.0f} s" if waited_s is not None else ""
+    if is_disk_full(exc):
+        where = path.resolve().parent if path is not None else None
+        if where is not None:
+            free = shutil.disk_usage(where).free if where.exists() else 0
+            return (f"disk full at {where}: {free} bytes free (store {masked}); free space and "
+                    "run the same command")
+        return f"disk full at store {masked}; free space on its server and run the same command"
+    orig = getattr(exc, "orig", None) or exc
+    first = (str(orig).strip().splitlines() or [""])[0][:200]
+    verb = "locked or unreadable" if path is not None else "unreachable"
+    return (f"store {masked} {verb}{waited} ({type(orig).__name__}: {first}); "
+            "fix the store and run the same command")
+
+
+def retry_store(step: Callable[[], T], *, url: str, deadline_s: float | None = None,
+                on_retry: Callable[[BaseException], None] | None = None) -> T:
+    """Run one store step (a whole transaction), again after each transient error, until it
+    succeeds or the errors have lasted `deadline_s`. SQLAlchemy's pool drops a connection whose
+    error invalidated it (and `pool_pre_ping` a stale one), so a retry starts on a fresh one.
+
+    Args:
+        step: the transaction; it must be safe to run again after a failure (a failed
+            transaction is rolled back; one whose commit was lost in flight must be idempotent).
+        url: the store's URL, for the message.
+        deadline_s: seconds of failures before giving up; None for `store_timeout_s()`.
+        on_retry: called with each transient error before the pause.
+
+    Returns:
+        What `step` returned.
+
+    Raises:
+        StoreUnavailable: transient errors for longer than the deadline (chained to the last).
+        Exception: any error that is not transient, at once.
+    """
+    limit = store_timeout_s() if deadline_s is None else deadline_s
+    started, pause = time.monotonic(), _FIRST_PAUSE_S
+    while True:
+        try:
+            return step()
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            waited = time.monotonic() - started
+            if waited >= limit:
+                raise StoreUnavailable(describe_store_error(exc, url, waited_s=waited)) from exc
+            if on_retry is not None:
+                on_retry(exc)
+            time.sleep(min(pause, max(0.0, limit - waited)))
+            pause = min(_LAST_PAUSE_S, pause * 2)
+
+
+def engine_url(engine: Engine) -> str:
+    """The engine's URL as a string with its password (for `retry_store`, which hides it)."""
+    return engine.url.render_as_string(hide_password=False)
+
+
+class Outage:
+    """Times a run of store failures across calls (the supervisor's loop, which retries at its
+    next tick rather than in place): `failed` each time, `ok` once the store answers again.
+
+    Args:
+        url: the store's URL, for the message.
+        deadline_s: seconds of failures in a row before `failed` raises; None for
+            `store_timeout_s()`.
+    """
+
+    def __init__(self, url: str, deadline_s: float | None = None) -> None:
+        self.url = url
+        self.deadline_s = store_timeout_s() if deadline_s is None else deadline_s
+        self.since: float | None = None
+
+    def ok(self) -> None:
+        """The store answered: the outage, if any, is over."""
+        self.since = None
+
+    def failed(self, exc: BaseException) -> bool:
+        """Count one failure.
+
+        Returns:
+            True when this failure starts an outage (the caller may say so once).
+
+        Raises:
+            StoreUnavailable: the failures have lasted past the deadline, or `exc` is not
+                transient (chained to `exc`).
+        """
+        now = time.monotonic()
+        first = self.since is None
+        if first:
+            self.since = now
+        waited = now - self.since
+        if not is_transient(exc) or waited >= self.deadline_s:
+            raise StoreUnavailable(describe_store_error(exc, self.url, waited_s=waited)) from exc
+        return first

@@ -1,0 +1,84 @@
+"""Read-only stores: `tuner winners` and `tuner status` read a SQLite store whose file, or whose
+folder, this process cannot write (mode=ro / immutable=1), say so in one line and leave it
+byte for byte unchanged; a command that writes refuses it in one line.
+
+As root every file is writable to `os.access`, so the tests make `os.access` answer as for an
+unprivileged user on top of the real chmod; SQLite's read-only opening is real either way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import pytest
+from typer.testing import CliRunner
+
+import db.engine
+import tuner.cli.options
+from tests.storefill import DEFAULT, FAST, fill
+from tuner.cli.app import app
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def store(tmp_path):
+    folder = tmp_path / "store"
+    path = folder / "tuner.db"
+    fill(f"sqlite:///{path}", {(256, 384, m): [(DEFAULT, True, "ok", 10.0),
+                                              (FAST, False, "ok", 5.0)] for m in (1, 16, 32)})
+    assert not path.with_name("tuner.db-wal").exists()  # closed cleanly: checkpointed
+    expected = runner.invoke(app, ["winners", "--device", "L20", "--db", f"sqlite:///{path}"])
+    assert expected.exit_code == 0, expected.output
+    return path, expected.stdout
+
+
+def deny_writes(monkeypatch, *paths):
+    real = os.access
+    denied = {str(p) for p in paths}
+
+    def access(path, mode, **kwargs):
+        if mode & os.W_OK and str(path) in denied:
+            return False
+        return real(path, mode, **kwargs)
+
+    for module in (db.engine.os, tuner.cli.options.os):
+        monkeypatch.setattr(module, "access", access)
+
+
+def sha(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize("what", ["file", "folder"])
+def test_read_only_store_is_read_and_left_unchanged(store, monkeypatch, what):
+    path, expected = store
+    before, listing = sha(path), sorted(p.name for p in path.parent.iterdir())
+    denied = path if what == "file" else path.parent
+    denied.chmod(0o444 if what == "file" else 0o555)
+    deny_writes(monkeypatch, denied.resolve())
+    try:
+        result = runner.invoke(app, ["winners", "--device", "L20", "--db", f"sqlite:///{path}"])
+        status = runner.invoke(app, ["status", "--db", f"sqlite:///{path}"])
+    finally:
+        denied.chmod(0o644 if what == "file" else 0o755)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == expected
+    label = "the file" if what == "file" else "its folder"
+    assert result.stderr.splitlines() == [
+        f"note: store {path} is read-only ({label} is not writable): opened for reading only"]
+    assert status.exit_code == 0, status.output
+    assert "1/3" not in status.stdout and "3/3" in status.stdout
+    assert sha(path) == before
+    assert sorted(p.name for p in path.parent.iterdir()) == listing
+
+
+def test_a_command_that_writes_refuses_a_read_only_store_in_one_line(store, monkeypatch):
+    path, _ = store
+    deny_writes(monkeypatch, path.resolve())
+    result = runner.invoke(app, ["publish", "--device", "L20", "--db", f"sqlite:///{path}"])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"error: store {path} is read-only (the file is not writable) and this command writes "
+        "to it: make it writable or copy it (`tuner db backup`)"]

@@ -1,0 +1,188 @@
+"""Store faults during a slow sweep: a PostgreSQL restart and a stop/start lose nothing and fail
+nothing; a server that stays down, or a full SQLite store, stops the sweep with one line and
+exit 2, and re-running the same command resumes to the rows of an uninterrupted run.
+
+The PostgreSQL cases drive a private server of their own (tests/pgserver.py; skipped where no
+PostgreSQL binaries are installed), never the shared one.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import time
+
+import pytest
+from sqlalchemy import create_engine, text
+
+from tests.cli.robust import (
+    CONFIGS,
+    measure_log,
+    run_tuner,
+    tuner_command,
+    tuner_env,
+    wait_for,
+    write_landscape,
+)
+from tests.pgserver import PrivatePostgres
+from tuner.kernels.dense.space import default_config
+
+DEFAULT = default_config()
+SMALL = [DEFAULT, *[c for c in CONFIGS if c != DEFAULT][:4]]  # 5 configs, grid searches all
+M = "1,16"
+TASKS, TRIALS = 4, 4 * len(SMALL)
+SLOW = "0.25"  # seconds per trial: the fault lands inside one
+
+needs_pg = pytest.mark.skipif(not PrivatePostgres.available(),
+                              reason="no PostgreSQL binaries (initdb, pg_ctl) to run a server")
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("storefaults")
+    write_landscape(folder, (1, 16))
+    (folder / "small.json").write_text(json.dumps([c.as_dict() for c in SMALL]))
+    return folder
+
+
+def sweep_args(folder, url: str, configs: str = "small.json") -> list[str]:
+    return ["sweep", "--device", "L20", "--model", "tiny", "--m", M, "--strategy", "grid",
+            "--configs", str(folder / configs), "--replay", str(folder / "l20.json"),
+            "--no-publish", "--db", url]
+
+
+ROWS = {
+    "trials": "SELECT t.\"N\", t.\"K\", t.\"M\", r.\"BLOCK_SIZE_M\", r.\"BLOCK_SIZE_N\", "
+              "r.\"GROUP_SIZE_M\", r.num_warps, r.num_stages, r.status, r.latency_us "
+              "FROM trials r JOIN tasks t ON t.task_id = r.task_id",
+    "decisions": "SELECT t.\"N\", t.\"K\", t.\"M\", count(d.task_id) FROM tasks t LEFT JOIN "
+                 "decisions d ON d.task_id = t.task_id GROUP BY t.\"N\", t.\"K\", t.\"M\"",
+    "states": "SELECT state, count(*) FROM tasks GROUP BY state",
+    "distinct": "SELECT count(*) FROM (SELECT DISTINCT task_id, \"BLOCK_SIZE_M\", "
+                "\"BLOCK_SIZE_N\", \"BLOCK_SIZE_K\", \"GROUP_SIZE_M\", num_warps, num_stages "
+                "FROM trials) AS d",
+}
+
+
+def store_rows(url: str) -> dict[str, list]:
+    """Trials, decisions per task, task states and distinct (task, config), sorted."""
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            return {name: sorted(tuple(row) for row in connection.execute(text(sql)))
+                    for name, sql in ROWS.items()}
+    finally:
+        engine.dispose()
+
+
+@pytest.fixture(scope="module")
+def reference(folder):
+    """The rows of one uninterrupted run (SQLite; replayed latencies are the same anywhere)."""
+    url = f"sqlite:///{folder / 'reference.db'}"
+    run = run_tuner(*sweep_args(folder, url), cwd=folder)
+    assert run.returncode == 0, run.stderr
+    rows = store_rows(url)
+    assert len(rows["trials"]) == TRIALS and rows["states"] == [("done", TASKS)]
+    assert rows["distinct"] == [(TRIALS,)]
+    assert [n for *_, n in rows["decisions"]] == [1] * TASKS
+    return rows
+
+
+@pytest.fixture
+def server():
+    pg = PrivatePostgres().init()  # under /tmp: pytest's folders are closed to postgres
+    try:
+        yield pg
+    finally:
+        pg.destroy()
+
+
+def start_slow_sweep(folder, url: str, log, **env: str) -> subprocess.Popen:
+    return subprocess.Popen(tuner_command(*sweep_args(folder, url)), cwd=folder,
+                            env=tuner_env(TUNER_TEST_TRIAL_SLEEP_S=SLOW,
+                                          TUNER_TEST_MEASURE_LOG=str(log), **env),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_inside_a_trial(log, started: int) -> None:
+    """Until the `started`-th measurement began, then a little into it."""
+    wait_for(lambda: sum(e == "start" for _, e, _, _ in measure_log(log)) >= started, 60,
+             "the sweep never got that far")
+    time.sleep(0.1)
+
+
+@needs_pg
+@pytest.mark.parametrize("fault", ["restart", "stop-start"])
+def test_postgres_restart_or_stop_during_a_trial_loses_and_fails_nothing(
+        folder, reference, server, tmp_path, fault):
+    log = tmp_path / "measure.log"
+    sweep = start_slow_sweep(folder, server.url, log)
+    wait_inside_a_trial(log, 5)
+    if fault == "restart":
+        server.restart()
+    else:
+        server.stop()
+        time.sleep(2.0)  # down across the end of the trial in flight: its record waits
+        server.start()
+    out, err = sweep.communicate(timeout=120)
+    assert sweep.returncode == 0, err
+    assert "Traceback" not in err + out
+    assert f"{TASKS}/{TASKS} tasks done, 0 failed" in " ".join(out.split())
+    assert store_rows(server.url) == reference
+
+
+@needs_pg
+def test_postgres_that_stays_down_stops_the_sweep_in_one_line_and_resumes(
+        folder, reference, server, tmp_path):
+    log = tmp_path / "measure.log"
+    sweep = start_slow_sweep(folder, server.url, log, TUNER_STORE_TIMEOUT_S="3",
+                             TUNER_LEASE_S="2")
+    wait_inside_a_trial(log, 5)
+    server.stop()
+    began = time.monotonic()
+    _out, err = sweep.communicate(timeout=120)
+    stopped_s = time.monotonic() - began
+    assert sweep.returncode == 2, err
+    assert stopped_s < 30  # 3 s of retries, the stop, and the hand-back try
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in err
+    assert f"127.0.0.1:{server.port}" in errors[0] and "run the same command" in errors[0]
+    server.start()
+    states = dict(store_rows(server.url)["states"])
+    assert states.get("failed", 0) == 0
+    time.sleep(2.5)  # the leases the stopped sweep could not hand back end
+    again = run_tuner(*sweep_args(folder, server.url), cwd=folder, TUNER_LEASE_S="2")
+    assert again.returncode == 0, again.stderr
+    assert store_rows(server.url) == reference
+
+
+def test_full_sqlite_store_stops_with_one_line_and_resumes_once_there_is_room(folder, tmp_path):
+    """SQLite's page limit (PRAGMA max_page_count at the size of the new store) as the full
+    disk: the sweep stops naming the disk, nothing is failed, and the same command resumes
+    once the limit is lifted. A grid of all 96 configs: the trials outgrow the first pages."""
+    ref_url = f"sqlite:///{tmp_path / 'reference.db'}"
+    assert run_tuner(*sweep_args(folder, ref_url, "configs.json"), cwd=folder).returncode == 0
+    reference = store_rows(ref_url)
+    assert reference["states"] == [("done", TASKS)]
+    db = tmp_path / "full.db"
+    url = f"sqlite:///{db}"
+    args = sweep_args(folder, url, "configs.json")
+    created = run_tuner(*args, "--no-run", cwd=folder)
+    assert created.returncode == 0, created.stderr
+    with sqlite3.connect(db) as connection:
+        pages = connection.execute("PRAGMA page_count").fetchone()[0]
+    full = run_tuner(*args, cwd=folder, TUNER_STORE_TIMEOUT_S="2",
+                     TUNER_TEST_SQLITE_MAX_PAGES=str(pages))
+    assert full.returncode == 2, full.stderr
+    errors = [line for line in full.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in full.stderr, full.stderr
+    assert errors[0].startswith(f"error: disk full at {tmp_path}: ")
+    assert errors[0].endswith("free space and run the same command")
+    rows = store_rows(url)
+    assert 0 < len(rows["trials"]) < len(reference["trials"])
+    assert dict(rows["states"]).get("failed", 0) == 0
+    assert dict(rows["states"]).get("running", 0) == 0  # handed back
+    again = run_tuner(*args, cwd=folder)
+    assert again.returncode == 0, again.stderr
+    assert store_rows(url) == reference

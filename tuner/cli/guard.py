@@ -1,0 +1,43 @@
+"""What every `tuner` command does with a store fault or Ctrl-C that reaches the top: one line
+on stderr and an exit code, never a traceback."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+# Exit codes: a store that stayed unavailable (down, locked, full), and Ctrl-C (128 + SIGINT).
+EXIT_STORE_UNAVAILABLE = 2
+EXIT_INTERRUPTED = 130
+
+
+def run_guarded(app: Callable[[], object]) -> None:
+    """Run the Typer app; turn a store fault or Ctrl-C that escaped a command into one line.
+
+    A store error that is not transient (a bad statement, a constraint) is a bug and keeps its
+    traceback. Typer/Click already turn their own errors into lines.
+
+    Args:
+        app: the Typer app (called with no arguments: it reads sys.argv).
+    """
+    from sqlalchemy.exc import DBAPIError
+
+    from db.faults import StoreUnavailable, is_transient
+
+    try:
+        app()
+    except StoreUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(EXIT_STORE_UNAVAILABLE)
+    except DBAPIError as exc:
+        if not is_transient(exc):
+            raise
+        orig = exc.orig if exc.orig is not None else exc
+        first = (str(orig).strip().splitlines() or [""])[0][:200]
+        print(f"error: the store failed ({type(orig).__name__}: {first}); run the same command "
+              "again", file=sys.stderr)
+        sys.exit(EXIT_STORE_UNAVAILABLE)
+    except KeyboardInterrupt:
+        print("interrupted; finished work is stored: run the same command to resume",
+              file=sys.stderr)
+        sys.exit(EXIT_INTERRUPTED)
