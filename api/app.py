@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -14,7 +15,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 import tuner
 from api.deps import StoreHandle
 from api.docs import add_local_docs
-from api.metrics import Metrics
+from api.errors import validation_error
+from api.guard import RequestGuard, too_large_detail
+from api.metrics import CountDownloads, Metrics
 from api.routes import (
     comparisons,
     devices,
@@ -59,23 +62,27 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.store = store
     app.state.metrics = Metrics(store)
-    app.include_router(health.router)
-    app.include_router(devices.router)
-    app.include_router(releases.router)
-    app.include_router(sweeps.router)
-    app.include_router(imports.router)
-    app.include_router(report.router)
-    app.include_router(comparisons.router)
-    app.include_router(mounts.router)
-    app.include_router(metrics.router)
+    app.add_middleware(RequestGuard, settings=settings)  # token, Content-Length: no read
+    app.add_middleware(CountDownloads, metrics=app.state.metrics)  # outermost: every status
+    # FastAPI counts each body as it is read: a 413 past the limit, even without Content-Length.
+    # Set per router, not on FastAPI(): the app-wide limiter would answer every request that
+    # announces a larger body with a plain-text 413 in place of RequestGuard's JSON answers.
+    for router in (health.router, devices.router, releases.router, sweeps.router,
+                   imports.router, report.router, comparisons.router, mounts.router,
+                   metrics.router):
+        app.include_router(router, max_body_size=settings.max_body_bytes)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         detail = exc.detail
         if exc.status_code == 404 and detail == "Not Found":  # no route matched the path
             detail = f"no route for {request.method} {request.url.path}; the routes are at /docs"
+        if exc.status_code == 413:  # the routers' max_body_size, counting a chunked body
+            detail = too_large_detail(settings)
         return JSONResponse(status_code=exc.status_code, content={"detail": detail},
                             headers=getattr(exc, "headers", None))
+
+    app.add_exception_handler(RequestValidationError, validation_error)
 
     # A store that is busy, unreachable or at another schema is a 503 the client may retry,
     # never a 500.

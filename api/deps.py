@@ -74,24 +74,43 @@ def get_session(engine: EngineDep) -> Iterator[Session]:
 SessionDep = Annotated[Session, Depends(get_session)]
 
 
+def write_refusal(settings: Settings, authorization: str | None) -> HTTPException | None:
+    """Why a write request may not go on, or None when it carries the service's token.
+
+    Args:
+        settings: The service's settings (`api_token`).
+        authorization: The request's Authorization header, if any.
+
+    Returns:
+        403 when the service has no token (writes disabled), 401 when the header is missing or
+        the token is wrong (compared in constant time); None when the token is right.
+    """
+    if settings.api_token is None:
+        return HTTPException(403, detail="writes are disabled: start the service with "
+                             "TUNER_API_TOKEN set to a non-blank token")
+    scheme, _, token = (authorization or "").partition(" ")
+    expected = settings.api_token.get_secret_value().encode()
+    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), expected):
+        return HTTPException(401, detail="a valid 'Authorization: Bearer <token>' header is "
+                             "required", headers={"WWW-Authenticate": "Bearer"})
+    return None
+
+
 def require_token(
     settings: SettingsDep,
     authorization: Annotated[str | None, Header(description="`Bearer <TUNER_API_TOKEN>`")] = None,
 ) -> None:
     """Guard of every write endpoint: the request must carry the service's bearer token.
 
+    `api.guard.RequestGuard` refuses the same requests before their body is read; this
+    dependency keeps each write route safe on its own and documents the header.
+
     Raises:
-        HTTPException: 403 when the service has no token (writes disabled), 401 when the
-            header is missing or the token is wrong (compared in constant time).
+        HTTPException: as `write_refusal` returns it.
     """
-    if settings.api_token is None:
-        raise HTTPException(403, detail="writes are disabled: start the service with "
-                            "TUNER_API_TOKEN set")
-    scheme, _, token = (authorization or "").partition(" ")
-    expected = settings.api_token.get_secret_value().encode()
-    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), expected):
-        raise HTTPException(401, detail="a valid 'Authorization: Bearer <token>' header is "
-                            "required", headers={"WWW-Authenticate": "Bearer"})
+    refusal = write_refusal(settings, authorization)
+    if refusal is not None:
+        raise refusal
 
 
 WriteAccess = Annotated[None, Depends(require_token)]

@@ -11,10 +11,19 @@ from collections.abc import Iterator
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.deps import StoreHandle
 from db import repo
 from db.engine import session_scope
+
+# The download routes, by path template, and the `route` label their answers are counted under.
+DOWNLOAD_ROUTES = {
+    "/devices/{device_name}/configs/{file_name}": "configs/file",
+    "/devices/{device_name}/configs.zip": "configs.zip",
+    "/devices/{device_name}/preview/configs/{file_name}": "preview/configs/file",
+    "/devices/{device_name}/preview/configs.zip": "preview/configs.zip",
+}
 
 
 class StoreCollector(Collector):
@@ -65,9 +74,45 @@ class Metrics:
         self.registry.register(StoreCollector(store))
 
     def count_download(self, route: str, status: int) -> None:
-        """Count one download answer (200 with a body, or 304 not modified)."""
+        """Count one answer of a download route, whatever its status."""
         self._downloads.labels(route=route, status=str(status)).inc()
 
     def render(self) -> tuple[bytes, str]:
         """The exposition text and its content type."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+class CountDownloads:
+    """ASGI middleware that counts every answer of a download route (`DOWNLOAD_ROUTES`) by its
+    status: 200 and 304, and 404, 422, 503 from the error handlers too. An exception that
+    escapes the app is counted as the 500 that Starlette then sends.
+
+    Args:
+        app: The application.
+        metrics: Where to count.
+    """
+
+    def __init__(self, app: ASGIApp, *, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass one ASGI connection on, noting the status it answers with."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        status = 500
+
+        async def noting_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, noting_send)
+        finally:
+            # The router records the route it matched in the scope (FastAPI's APIRoute).
+            label = DOWNLOAD_ROUTES.get(getattr(scope.get("route"), "path", None))
+            if label is not None:
+                self.metrics.count_download(label, status)

@@ -21,8 +21,10 @@ class Settings(BaseSettings):
         host: Address `tuner serve` binds to.
         port: Port `tuner serve` binds to.
         allow_partial: Serve files of shapes whose M grid is not finished yet, by default.
-        api_token: Bearer token that write endpoints require (`TUNER_API_TOKEN`); with none
-            set, write endpoints are refused.
+        api_token: Bearer token that write endpoints require (`TUNER_API_TOKEN`), without
+            surrounding whitespace; with none set, or a blank one, write endpoints are refused.
+        max_body_bytes: The largest request body accepted (`TUNER_MAX_BODY_BYTES`); a larger
+            one is a 413, refused from its `Content-Length` or once that many bytes arrived.
         docs_assets: A folder with Swagger UI's swagger-ui-bundle.js and swagger-ui.css
             (`TUNER_DOCS_ASSETS`): `/docs` then loads them from the service, not from a CDN.
     """
@@ -34,7 +36,17 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=1, le=65535)
     allow_partial: bool = False
     api_token: SecretStr | None = None
+    # An import's `content` may hold 1 MiB of text (api.schemas.ImportRequest), which JSON
+    # escaping can make up to twice as long; 4 MiB leaves room for that.
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1)
     docs_assets: Path | None = None
+
+    @field_validator("api_token")
+    @classmethod
+    def _api_token(cls, value: SecretStr | None) -> SecretStr | None:
+        # `TUNER_API_TOKEN=` must not open the write routes to `Authorization: Bearer `.
+        token = None if value is None else value.get_secret_value().strip()
+        return SecretStr(token) if token else None
 
     @field_validator("docs_assets")
     @classmethod

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -151,14 +151,29 @@ def publish_release(
         raise ValueError(f"two files named alike among {names}")
     content = content_sha256(files)
     latest = get_release(session, device_name=device_name)
-    if latest is not None and latest.content_sha256 == content:
+    if latest is not None and latest.content_sha256 == content:  # the common case: no write
         return latest, False
     device_id = get_or_create_device(session, device_name=device_name)
-    shas = {f.file_name: _store_blob(session, f.content) for f in files}
-    zips = {engine: _store_blob(session, data) for engine, data in archives.items()}
-    for _ in range(5):  # another publisher may take the number first
-        number = (session.scalar(select(func.max(Release.number))
-                                 .where(Release.device_id == device_id)) or 0) + 1
+    # Sorted, so two publishers inserting the same blobs never wait on each other in a cycle.
+    stored = {sha: _store_blob(session, data)
+              for sha, data in sorted((f.sha256, f.content) for f in files)}
+    shas = {f.file_name: stored[f.sha256] for f in files}
+    zips = {engine: _store_blob(session, data) for engine, data in sorted(archives.items())}
+    # The check above may be stale: another publisher of the same files may have committed
+    # since. So the unchanged check and the next number come from one read of the latest
+    # release, made after this transaction has written. On SQLite it then holds the write
+    # lock, so nobody commits in between; on PostgreSQL (read committed) two publishers may
+    # read the same latest release, but only one can insert its successor (unique device_id,
+    # number): the other's insert waits for that commit, fails, and its retry reads the
+    # release that was just committed.
+    for _ in range(5):
+        last = session.execute(
+            select(Release.release_id, Release.number, Release.content_sha256)
+            .where(Release.device_id == device_id)
+            .order_by(Release.number.desc()).limit(1)).first()
+        if last is not None and last.content_sha256 == content:
+            return _info(session, session.get_one(Release, last.release_id), device_name), False
+        number = (last.number if last is not None else 0) + 1
         try:
             with session.begin_nested():
                 row = Release(device_id=device_id, number=number, content_sha256=content,

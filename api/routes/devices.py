@@ -6,7 +6,7 @@ import hashlib
 from collections import Counter
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Request, Response
+from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Response
 from sqlalchemy.orm import Session
 
 from api import schemas
@@ -163,15 +163,10 @@ def etag_matches(if_none_match: str | None, etag: str) -> bool:
 
 
 def _download(body: bytes, *, media_type: str, filename: str, if_none_match: str | None,
-              request: Request, route: str, sha256: str | None = None) -> Response:
+              sha256: str | None = None) -> Response:
     etag = f'"{sha256 or hashlib.sha256(body).hexdigest()}"'
-    metrics = getattr(request.app.state, "metrics", None)
     if etag_matches(if_none_match, etag):
-        if metrics is not None:
-            metrics.count_download(route, 304)
         return Response(status_code=304, headers={"ETag": etag})
-    if metrics is not None:
-        metrics.count_download(route, 200)
     headers = {
         "ETag": etag,
         "Content-Disposition": f'attachment; filename="{filename}"',
@@ -253,7 +248,7 @@ def preview_configs(
 @router.get("/{device_name}/preview/configs.zip", response_class=Response, response_model=None,
             responses={200: {"content": {"application/zip": {}}}, **FILE_RESPONSES})
 def preview_zip(
-    device_name: KnownDevice, session: SessionDep, settings: SettingsDep, request: Request,
+    device_name: KnownDevice, session: SessionDep, settings: SettingsDep,
     partial: Partial = None, out_dtype: OutDtype = None, engine: Engine = "vllm",
     allow_stale: AllowStale = False, if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
@@ -264,7 +259,6 @@ def preview_zip(
         device_name: vLLM's device key.
         session: The store session.
         settings: The app's settings (default of `partial`).
-        request: The request (download counter).
         partial: Include shapes with M that have no winner yet.
         out_dtype: Only trials of this output dtype.
         engine: File-name spelling, vllm or sglang.
@@ -282,8 +276,7 @@ def preview_zip(
                          allow_stale=allow_stale).files
     suffix = "" if engine == "vllm" else f"-{engine}"
     return _download(build_zip(device_name, merged, engine=engine), media_type="application/zip",
-                     filename=f"{device_name}-configs{suffix}.zip", if_none_match=if_none_match,
-                     request=request, route="preview/configs.zip")
+                     filename=f"{device_name}-configs{suffix}.zip", if_none_match=if_none_match)
 
 
 @router.get("/{device_name}/preview/configs/{file_name}", response_class=Response,
@@ -291,7 +284,7 @@ def preview_zip(
             responses={200: {"content": {"application/json": {}}}, **FILE_RESPONSES})
 def preview_file(
     device_name: KnownDevice, file_name: str, session: SessionDep, settings: SettingsDep,
-    request: Request, partial: Partial = None, out_dtype: OutDtype = None,
+    partial: Partial = None, out_dtype: OutDtype = None,
     engine: Engine = "vllm", allow_stale: AllowStale = False,
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
@@ -303,7 +296,6 @@ def preview_file(
         file_name: The file name in vLLM's or SGLang's spelling.
         session: The store session.
         settings: The app's settings (default of `partial`).
-        request: The request (download counter).
         partial: Serve the file even if some M has no winner yet.
         out_dtype: Only trials of this output dtype.
         engine: Spelling of the name the download is saved under.
@@ -333,8 +325,7 @@ def preview_file(
                     and any_engine_file_name(f.file_name, "vllm") == wanted_name):
                 return _download(f.merged.text.encode(), media_type="application/json",
                                  filename=f.file_name, if_none_match=if_none_match,
-                                 sha256=f.merged.sha256, request=request,
-                                 route="preview/configs/file")
+                                 sha256=f.merged.sha256)
         raise HTTPException(404, detail=f"no file {wanted_name!r} for {device_name}; files: "
                                         f"{names}")
     try:
@@ -350,7 +341,7 @@ def preview_file(
                 and not f.file_name.startswith("E=")):
             return _download(f.merged.text.encode(), media_type="application/json",
                              filename=f.file_name, if_none_match=if_none_match,
-                             sha256=f.merged.sha256, request=request, route="preview/configs/file")
+                             sha256=f.merged.sha256)
     for s in merged.skipped:
         if (s.N, s.K, s.block_shape) == key:
             hint = "; ?partial=true serves what there is" if s.m_missing and not allow else ""

@@ -83,14 +83,12 @@ def _no_release(session: Session, device_name: str, number: int | None) -> HTTPE
     return HTTPException(404, detail=f"{stored} has no release {number}; releases: {listed}")
 
 
-def _send(request: Request, session: Session, *, sha256: str, number: int, pinned: bool,
-          if_none_match: str | None, media_type: str, filename: str, route: str) -> Response:
+def _send(session: Session, *, sha256: str, number: int, pinned: bool,
+          if_none_match: str | None, media_type: str, filename: str) -> Response:
     etag = f'"{sha256}"'
-    metrics = request.app.state.metrics
     cache = "public, max-age=31536000, immutable" if pinned else "no-cache"
     headers = {"ETag": etag, "Cache-Control": cache, "X-Tuner-Release": str(number)}
     if etag_matches(if_none_match, etag):
-        metrics.count_download(route, 304)
         return Response(status_code=304, headers=headers)
     body = CACHE.get(sha256)
     if body is None:
@@ -99,7 +97,6 @@ def _send(request: Request, session: Session, *, sha256: str, number: int, pinne
             raise HTTPException(503, detail=f"release {number} lacks the bytes of {filename}",
                                 headers={"Retry-After": "60"})
         CACHE.put(sha256, body)
-    metrics.count_download(route, 200)
     headers["Content-Disposition"] = f'attachment; filename="{filename}"'
     return Response(content=body, media_type=media_type, headers=headers)
 
@@ -114,7 +111,7 @@ def download_file(device_name: DeviceName, file_name: str, request: Request,
     Args:
         device_name: vLLM's device key (aliases as `tuner --device` takes them).
         file_name: The file name in vLLM's or SGLang's spelling.
-        request: The request (store, metrics).
+        request: The request (the store).
         release: The release number; None for the latest.
         engine: Spelling of the name the download is saved under.
         if_none_match: The client's cached ETag(s).
@@ -131,9 +128,9 @@ def download_file(device_name: DeviceName, file_name: str, request: Request,
                                             file_name=file_name, number=release)
         if found is None:  # another spelling or a device alias: the slow path
             found, device_name = _find_slow(session, device_name, file_name, release)
-        return _send(request, session, sha256=found.sha256, number=found.number,
+        return _send(session, sha256=found.sha256, number=found.number,
                      pinned=release is not None, if_none_match=if_none_match,
-                     media_type="application/json", route="configs/file",
+                     media_type="application/json",
                      filename=any_engine_file_name(file_name, engine, device_name))
 
 
@@ -175,7 +172,7 @@ def download_zip(device_name: DeviceName, request: Request, release: ReleaseNumb
 
     Args:
         device_name: vLLM's device key (aliases as `tuner --device` takes them).
-        request: The request (store, metrics).
+        request: The request (the store).
         release: The release number; None for the latest.
         engine: File-name spelling inside the zip, vllm or sglang.
         if_none_match: The client's cached ETag(s).
@@ -197,9 +194,9 @@ def download_zip(device_name: DeviceName, request: Request, release: ReleaseNumb
                 raise _no_release(session, device_name, release)
             device_name = stored
         suffix = "" if engine == "vllm" else f"-{engine}"
-        return _send(request, session, sha256=found.sha256, number=found.number,
+        return _send(session, sha256=found.sha256, number=found.number,
                      pinned=release is not None, if_none_match=if_none_match,
-                     media_type="application/zip", route="configs.zip",
+                     media_type="application/zip",
                      filename=f"{device_name}-configs{suffix}.zip")
 
 

@@ -226,6 +226,9 @@ def serve(
     except ValidationError as exc:  # a bad TUNER_* variable
         error = exc.errors()[0]
         raise fail(str(error.get("ctx", {}).get("error") or error["msg"])) from None
+    if settings.api_token is None:
+        typer.echo("note: TUNER_API_TOKEN is unset or blank: write routes (POST /sweeps, POST "
+                   "/devices/{device_name}/imports) answer 403", err=True)
     uvicorn.run(create_app(settings), host=host, port=port)
 
 

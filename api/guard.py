@@ -1,0 +1,65 @@
+"""ASGI middleware that refuses, from its headers alone, a write request without the service's
+token and a body announced over the size limit, so neither makes the service read a body."""
+
+from __future__ import annotations
+
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from api.deps import write_refusal
+from api.settings import Settings
+
+# Methods that only read. Every other method is a write, and every write route of the service
+# needs the token (tests/api/test_api_hostile.py checks that each one declares it).
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+def too_large_detail(settings: Settings) -> str:
+    """The `detail` of a 413."""
+    return (f"request body over {settings.max_body_bytes} bytes (the service's "
+            "TUNER_MAX_BODY_BYTES)")
+
+
+class RequestGuard:
+    """Answer before the app runs: 401/403 (`api.deps.write_refusal`) to a write request that
+    lacks the token, then 413 to one whose `Content-Length` is over `max_body_bytes`. A body
+    without `Content-Length` (chunked) is counted as it is read, by FastAPI's `max_body_size`
+    (`api.app`).
+
+    Args:
+        app: The application to guard.
+        settings: The service's settings (its token and body limit).
+    """
+
+    def __init__(self, app: ASGIApp, *, settings: Settings) -> None:
+        self.app = app
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Refuse or pass on one ASGI connection."""
+        if scope["type"] == "http":
+            response = self._refusal(scope)
+            if response is not None:
+                await response(scope, receive, send)  # answers without reading the body
+                return
+        await self.app(scope, receive, send)
+
+    def _refusal(self, scope: Scope) -> JSONResponse | None:
+        headers = Headers(scope=scope)
+        if scope["method"] not in SAFE_METHODS:
+            refused = write_refusal(self.settings, headers.get("authorization"))
+            if refused is not None:
+                return JSONResponse({"detail": refused.detail}, status_code=refused.status_code,
+                                    headers=refused.headers)
+        if _length(headers) > self.settings.max_body_bytes:
+            return JSONResponse({"detail": too_large_detail(self.settings)}, status_code=413)
+        return None
+
+
+def _length(headers: Headers) -> int:
+    """The announced body length; 0 when none or unreadable (h11 refuses a malformed one)."""
+    try:
+        return int(headers.get("content-length", "0"))
+    except ValueError:
+        return 0
