@@ -1,16 +1,56 @@
 #!/usr/bin/env bash
-# Download the wheels the lent GPU machine lacks (it has torch, triton, typer, rich, click and
-# prometheus-client, and no package registry) into .whl/, for bench/gpu_check.sh to install.
-# Run here, in the repo root, before calling the device tool with carry [".whl"].
-# Target: that machine's Python 3.12 on x86-64 (/work/.library/device/README.md).
+# Make what bench/gpu_check.sh carries to a lent GPU machine (no package registry there), in the
+# repo root, then call the device tool with carry [".whl", ".shipped"]:
+#   .whl/      the wheels of the project's own dependencies (pyproject.toml [project]
+#              dependencies, resolved with their dependencies by pip for that machine's Python 3.12
+#              on x86-64), less numpy (the machine has numpy 2.5.2, /work/.library/device/KINDS.md;
+#              torch and triton are there too and are not core dependencies); old wheels cleared
+#              first, so there is one version of each (two abort the whole install).
+#   .whl/pins.txt  name==version of every carried wheel: the resolution, kept with the wheels.
+#   .shipped/vllm-0.33.0/  vLLM 0.33.0's shipped configs (from ../shared/fixtures, which does not
+#              travel), for bench/vs_shipped.py.
+# WHEEL_PY=3.11 makes the same pinned set for Python 3.11 into $WHEEL_DIR (bench/gpu_dry_run.sh
+# installs that here, where the Python is 3.11). Both folders are ignored by git.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
-mkdir -p .whl
-python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
-  --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
-  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl \
-  sqlalchemy alembic mako fastapi starlette uvicorn pydantic pydantic-core pydantic-settings \
-  python-dotenv annotated-types typing-inspection optuna colorlog greenlet typing-extensions \
-  opentelemetry-api importlib-metadata threadpoolctl
-ls .whl
+WHEEL_PY=${WHEEL_PY:-3.12}    # the GPU machine's Python (device README, KINDS.md)
+WHEEL_DIR=${WHEEL_DIR:-.whl}  # where the wheels go
+PINS=${PINS:-}                # an existing pins file to download (default: resolve afresh)
+PROVIDED="numpy"              # on the GPU machine in a version that satisfies us (KINDS.md)
+PLATFORMS=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64
+           --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
+           --platform manylinux1_x86_64)
+exclude=$(git rev-parse --git-path info/exclude)  # .git is a file in a worktree
+mkdir -p "$(dirname "$exclude")"
+for ignored in /.whl/ /.whl-py311/ /.shipped/; do
+  grep -qx "$ignored" "$exclude" 2>/dev/null || echo "$ignored" >> "$exclude"
+done
+mkdir -p "$WHEEL_DIR"
+rm -f "$WHEEL_DIR"/*.whl "$WHEEL_DIR"/pins.txt
+download() {
+  python3 -m pip download -q --only-binary=:all: --python-version "$WHEEL_PY" \
+    --implementation cp "${PLATFORMS[@]}" -d "$WHEEL_DIR" "$@"
+}
+if [ -n "$PINS" ]; then
+  download --no-deps -r "$PINS"
+else
+  # The project's own requirement list, read from its metadata (never a hand-kept list).
+  requirements=$(mktemp)
+  python3 -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))\
+['project']['dependencies']))" > "$requirements"
+  download -r "$requirements"
+  rm -f "$requirements"
+fi
+for name in $PROVIDED; do rm -f "$WHEEL_DIR/$name"-[0-9]*.whl; done
+# name==version from each wheel's file name (PEP 427: {name}-{version}-...).
+for wheel in "$WHEEL_DIR"/*.whl; do
+  base=$(basename "$wheel"); echo "${base%%-*}==$(echo "$base" | cut -d- -f2)"
+done | sort > "$WHEEL_DIR/pins.txt"
+dupes=$(cut -d= -f1 "$WHEEL_DIR/pins.txt" | tr 'A-Z-' 'a-z_' | sort | uniq -d)
+[ -z "$dupes" ] || { echo "error: two versions of $dupes in $WHEEL_DIR" >&2; exit 1; }
+if [ "$WHEEL_DIR" = .whl ] && [ -d ../shared/fixtures/vllm-0.33.0 ]; then
+  rm -rf .shipped && mkdir -p .shipped && cp -r ../shared/fixtures/vllm-0.33.0 .shipped/
+  chmod -R u+w .shipped
+fi
+echo "$(wc -l < "$WHEEL_DIR/pins.txt") wheels for Python $WHEEL_PY in $WHEEL_DIR" \
+  "($(du -sh "$WHEEL_DIR" | cut -f1)): $(tr '\n' ' ' < "$WHEEL_DIR/pins.txt")"

@@ -5,6 +5,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tuner.cli.landscape import build_landscape
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
@@ -91,3 +93,25 @@ def test_build_keeps_the_largest_environment_and_the_latest_trial():
     assert {c: r.latency_us for c, r in trials.items()} == {default_config(): 5.0, other: 8.0}
     assert notes == ["kept the 4 trials of environment 9; left out 1 of 1 other environment(s)",
                      "kept block_shape [128, 128] bfloat16; left out 1 trials of other kinds"]
+
+
+def test_complete_only_drops_the_partial_problem_a_cut_sweep_leaves():
+    space = vllm_space()
+    rows = []
+    for m, count in ((1, len(space)), (16, len(space)), (256, 700)):  # M=256 cut at 700
+        for config in space[:count]:
+            row = Row(len(rows) + 1, 9, 10.0 + m, config)
+            row.M = m
+            rows.append(row)
+    everything, notes = build_landscape(rows, device_name="NVIDIA_H200", recorded_at="now")
+    assert sorted(everything.problems) == [(256, 384, 1), (256, 384, 16), (256, 384, 256)]
+    assert notes == []
+    complete, notes = build_landscape(rows, device_name="NVIDIA_H200", recorded_at="now",
+                                      complete_only=True)
+    assert sorted(complete.problems) == [(256, 384, 1), (256, 384, 16)]
+    assert all(len(trials) == 1280 for trials in complete.problems.values())
+    assert notes == ["left out 1 partial (N, K, M) (fewer than 1280 configs): 256,384,256 (700)"]
+    with pytest.raises(ValueError, match="no \\(N, K, M\\) has all 1280 configs; the fullest "
+                                         "has 700"):
+        build_landscape(rows[-700:], device_name="NVIDIA_H200", recorded_at="now",
+                        complete_only=True)

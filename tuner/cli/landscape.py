@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from db.repo import DeviceTrialRow
 
 def build_landscape(
-    rows: Sequence[DeviceTrialRow], *, device_name: str, recorded_at: str
+    rows: Sequence[DeviceTrialRow], *, device_name: str, recorded_at: str,
+    complete_only: bool = False,
 ) -> tuple[Landscape, list[str]]:
     """One landscape from a device's trials, and notes on what was left out.
 
@@ -37,8 +38,16 @@ def build_landscape(
     out_dtype with the most trials; a config tried again for the same (N, K, M) keeps its
     latest trial.
 
+    Args:
+        rows: the device's stored trials (`repo.device_trials`).
+        device_name: vLLM's key of the device.
+        recorded_at: ISO 8601 time of the recording.
+        complete_only: keep only the (N, K, M) that have a trial of every config: all of vLLM's
+            1,280 for space "vllm", else as many as the fullest (N, K, M) has (a grid sweep cut
+            short by a time limit leaves its last task partial).
+
     Raises:
-        ValueError: no trials.
+        ValueError: no trials, or none complete when complete_only.
     """
     if not rows:
         raise ValueError(f"no trials of {device_name} in the store")
@@ -64,10 +73,33 @@ def build_landscape(
         for row in latest.values()
     ]
     spaces = sorted({row.space for row in kept})
+    if complete_only:
+        results, note = _complete(results, spaces)
+        if note:
+            notes.append(note)
     landscape = landscape_from_results(
         device_name=device_name, environment=kept[0].environment, recorded_at=recorded_at,
         space="+".join(spaces), out_dtype=out_dtype, block_shape=block_shape, results=results)
     return landscape, notes
+
+
+def _complete(results: list, spaces: list[str]) -> tuple[list, str]:
+    """The results of the (N, K, M) with every config, and a note on the ones left out."""
+    from tuner.kernels.dense.space import vllm_space
+
+    configs = Counter((n, k, m) for n, k, m, _, _ in results)
+    if not configs:
+        return results, ""
+    expected = len(vllm_space()) if spaces == ["vllm"] else max(configs.values())
+    partial = sorted(problem for problem, count in configs.items() if count < expected)
+    if len(partial) == len(configs):
+        raise ValueError(f"no (N, K, M) has all {expected} configs; the fullest has "
+                         f"{max(configs.values())}")
+    kept = [row for row in results if row[:3] not in partial]
+    note = "" if not partial else (
+        f"left out {len(partial)} partial (N, K, M) (fewer than {expected} configs): "
+        + ", ".join(f"{n},{k},{m} ({configs[(n, k, m)]})" for n, k, m in partial))
+    return kept, note
 
 
 def landscape_record(
@@ -75,6 +107,9 @@ def landscape_record(
     out: Annotated[Path, typer.Option(help="Landscape file to write (JSON).")],
     out_dtype: Annotated[OutDtype | None, typer.Option(help="Only sweeps with this output "
                                                        "dtype [default: all].")] = None,
+    complete_only: Annotated[bool, typer.Option(
+        "--complete-only", help="Keep only the (N, K, M) with a trial of every config of the "
+        "space (a sweep cut short leaves its last one partial).")] = False,
     db: DbOpt = None,
 ) -> None:
     """Write every stored trial of a device (all its sweeps) as a landscape file.
@@ -93,7 +128,8 @@ def landscape_record(
     try:
         landscape, notes = build_landscape(
             rows, device_name=device_name,
-            recorded_at=datetime.now(UTC).isoformat(timespec="seconds"))
+            recorded_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            complete_only=complete_only)
     except ValueError as exc:
         raise fail(str(exc), 1) from None
     for note in notes:

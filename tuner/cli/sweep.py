@@ -118,9 +118,10 @@ def sweep(
 def _plan_and_run(engine, url: str, request, what: str, *, no_run: bool, backend: str,
                   visible: list, interpreter_reps: int, trial_timeout: float | None,
                   lease: float) -> None:
-    """Create, extend or find one sweep and run it to the end; exit 1 if tasks are left."""
+    """Create, extend or find one sweep and run it to the end; exit 1 if tasks are left or no
+    trial came out ok."""
     from tuner.run.plan import opened_label, plan
-    from tuner.run.sweep import run_workers
+    from tuner.run.sweep import commonest_failure, run_workers
 
     opened = plan(engine, request)
     info = opened.info
@@ -147,6 +148,10 @@ def _plan_and_run(engine, url: str, request, what: str, *, no_run: bool, backend
         raise fail("interrupted; finished trials are stored: run the same command to resume",
                    130) from None
     print_sweep_summary(summary)
+    if (summary.trials_total or summary.tasks_failed) and not summary.trials_ok:
+        # Every trial crashed or failed (e.g. an interpreter that cannot launch): not a success.
+        raise fail(f"sweep {info.sweep_id}: no trial ok; "
+                   f"{commonest_failure(engine, info.sweep_id)}", 1)
     if summary.tasks_done != summary.tasks_total:
         raise fail(f"{summary.tasks_total - summary.tasks_done} task(s) not done; "
                    "see the store, then re-run to resume", 1)

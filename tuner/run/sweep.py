@@ -189,6 +189,44 @@ def run_workers(
     )
 
 
+def commonest_failure(engine, sweep_id: int) -> str:
+    """What went wrong most often in a sweep, for the one line of a sweep with no ok trial.
+
+    Args:
+        engine: the store's engine.
+        sweep_id: the sweep.
+
+    Returns:
+        E.g. `16 of 18 trials crashed: InterpreterError: TypeError('only 0-dimensional ...')`:
+        the commonest (status, first line of the error) among the sweep's trials that are not
+        ok, or among its failed tasks' errors when no trial was stored.
+    """
+    from collections import Counter
+
+    from db import repo
+    from db.engine import session_scope
+
+    with session_scope(engine) as session:
+        tasks = repo.sweep_tasks(session, sweep_id=sweep_id)
+        trials = [trial for task in tasks
+                  for trial in repo.task_trials(session, task_id=task.task_id)]
+
+    def first_line(text: str | None) -> str:
+        lines = (text or "").strip().splitlines()
+        return lines[0][:300] if lines else "no error text"
+
+    failed = Counter((trial.status, first_line(trial.error)) for trial in trials
+                     if trial.status != "ok")
+    if failed:
+        (status, error), n = failed.most_common(1)[0]
+        return f"{n} of {len(trials)} trials {status}: {error}"
+    errors = Counter(first_line(task.error) for task in tasks if task.state == "failed")
+    if errors:
+        error, n = errors.most_common(1)[0]
+        return f"{n} of {len(tasks)} tasks failed: {error}"
+    return f"no trial of {len(trials)} ok"
+
+
 def summary_lines(summary: SweepSummary) -> list[str]:
     """The closing lines of a sweep run: tasks and trials, then where the time went
     (`tuner.run.sweep.format_sweep_times`) when it is known."""
