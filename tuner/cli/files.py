@@ -17,6 +17,7 @@ from tuner.cli.options import (
     device_in_store,
     fail,
     open_db,
+    out_folder,
     store_files,
 )
 from tuner.cli.tables import Column, print_table
@@ -46,6 +47,7 @@ def export(
     from tuner.files.merge import write_files_atomically
     from tuner.kernels.dense.naming import SGLANG_NOTE
 
+    out_folder(out)
     _, engine = open_db(db, must_exist=True)
     from db.engine import session_scope
 

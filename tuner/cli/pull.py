@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 import typer
 
-from tuner.cli.options import EngineName, EngineOpt, fail, plain
+from tuner.cli.options import EngineName, EngineOpt, fail, out_folder, plain
 
 ServerOpt = Annotated[str, typer.Option(
     "--server", help="The tuner service's URL, e.g. http://tuner:8000.")]
@@ -86,6 +86,7 @@ def pull(
         wanted_files,
     )
 
+    out_folder(out)
     base = _server(server)
     listed = releases_of(base, device)
     try:
