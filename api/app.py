@@ -13,13 +13,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import tuner
 from api.deps import StoreHandle
-from api.docs import add_local_docs
+from api.docs import add_cdn_docs, add_local_docs
 from api.metrics import Metrics
 from api.routes import (
     comparisons,
     devices,
     health,
     imports,
+    index,
     metrics,
     mounts,
     releases,
@@ -52,13 +53,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=tuner.__version__,
         summary="Tuned vLLM block-FP8 GEMM config files, merged from the store.",
         lifespan=lifespan,
-        docs_url=None if settings.docs_assets else "/docs",
+        docs_url=None,
     )
     if settings.docs_assets:
         add_local_docs(app, settings.docs_assets)
+    else:
+        add_cdn_docs(app)
     app.state.settings = settings
     app.state.store = store
     app.state.metrics = Metrics(store)
+    app.include_router(index.router)
     app.include_router(health.router)
     app.include_router(devices.router)
     app.include_router(releases.router)
