@@ -56,6 +56,8 @@ def _history(db: str | None, requests: list) -> tuple[list, list[int]]:
     if url.get_backend_name() == "sqlite" and (
             url.database in (None, "", ":memory:") or not Path(url.database).exists()):
         return [], [0] * len(requests)
+    if url.get_backend_name() != "sqlite" and not _has_tables(url):
+        return [], [0] * len(requests)  # an empty database: opening it would create the schema
     _, engine = open_db(db, must_exist=True)
     with session_scope(engine) as session:
         history = trial_times(session, device_name=requests[0][0].device_name)
@@ -63,6 +65,23 @@ def _history(db: str | None, requests: list) -> tuple[list, list[int]]:
                   for request, _ in requests]
     engine.dispose()
     return history, stored
+
+
+def _has_tables(url) -> bool:
+    """Whether a server database already holds the store's tables (False when it cannot be
+    reached: `open_db` then says why, when the sweep opens it)."""
+    from sqlalchemy import inspect
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from db.engine import make_engine
+
+    engine = make_engine(url.render_as_string(hide_password=False))
+    try:
+        return inspect(engine).has_table("trials")
+    except SQLAlchemyError:
+        return False
+    finally:
+        engine.dispose()
 
 
 def show_plan(requests: list, *, db: str | None, backend: str, workers: int,
