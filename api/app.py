@@ -14,7 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import tuner
 from api.deps import StoreHandle
-from api.docs import add_local_docs
+from api.docs import add_cdn_docs, add_local_docs
 from api.errors import validation_error
 from api.guard import RequestGuard, too_large_detail
 from api.metrics import CountDownloads, Metrics
@@ -23,6 +23,7 @@ from api.routes import (
     devices,
     health,
     imports,
+    index,
     metrics,
     mounts,
     releases,
@@ -55,10 +56,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=tuner.__version__,
         summary="Tuned vLLM block-FP8 GEMM config files, merged from the store.",
         lifespan=lifespan,
-        docs_url=None if settings.docs_assets else "/docs",
+        docs_url=None,
     )
     if settings.docs_assets:
         add_local_docs(app, settings.docs_assets)
+    else:
+        add_cdn_docs(app)
     app.state.settings = settings
     app.state.store = store
     app.state.metrics = Metrics(store)
@@ -67,7 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # FastAPI counts each body as it is read: a 413 past the limit, even without Content-Length.
     # Set per router, not on FastAPI(): the app-wide limiter would answer every request that
     # announces a larger body with a plain-text 413 in place of RequestGuard's JSON answers.
-    for router in (health.router, devices.router, releases.router, sweeps.router,
+    for router in (index.router, health.router, devices.router, releases.router, sweeps.router,
                    imports.router, report.router, comparisons.router, mounts.router,
                    metrics.router):
         app.include_router(router, max_body_size=settings.max_body_bytes)

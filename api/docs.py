@@ -4,11 +4,16 @@ FastAPI's `/docs` and `/redoc` pages load their JavaScript and CSS from cdn.jsde
 a host without internet access they stay blank; `/openapi.json` is served by the app itself.
 FastAPI's documented remedy ("Custom Docs UI Static Assets", fastapi.tiangolo.com/how-to/
 custom-docs-ui-assets/) is to serve those files from the app: no installed package ships them,
-so the folder comes from the user (the `swagger-ui-dist` npm package's files).
+so the folder comes from the user (the `swagger-ui-dist` npm package's files, version 5 or
+later: the app's schema is OpenAPI 3.1, which Swagger UI 4, as in the `swagger-ui` package on
+PyPI, cannot render). Without the folder `/docs` is FastAPI's CDN page with a note inside the
+element Swagger UI draws into: a browser that reaches the CDN replaces it, one that does not
+shows what to do.
 """
 
 from __future__ import annotations
 
+from html import escape
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -39,7 +44,7 @@ def check_docs_assets(folder: Path) -> Path:
     missing = [name for name in REQUIRED_ASSETS if not (folder / name).is_file()]
     if missing:
         raise ValueError(f"TUNER_DOCS_ASSETS: {folder} lacks {', '.join(missing)} (copy the "
-                         "files of the swagger-ui-dist package there)")
+                         "files of the swagger-ui-dist npm package, version 5 or later, there)")
     return folder
 
 
@@ -62,3 +67,33 @@ def add_local_docs(app: FastAPI, folder: Path) -> None:
             openapi_url=app.openapi_url or "/openapi.json", title=f"{app.title} - Swagger UI",
             swagger_js_url=f"{ASSETS_PATH}/swagger-ui-bundle.js",
             swagger_css_url=f"{ASSETS_PATH}/swagger-ui.css", swagger_favicon_url=favicon)
+
+
+# Shown until Swagger UI draws the page: so where the CDN cannot be reached.
+OFFLINE_HINT = (
+    "<p>If this page stays blank, this browser cannot load Swagger UI from cdn.jsdelivr.net. "
+    "The API description is served here at <a href=\"{openapi}\">{openapi}</a> (open it in "
+    "any OpenAPI 3.1 viewer); the index is at <a href=\"/\">/</a>. For this page offline, "
+    "copy the files of the swagger-ui-dist npm package, version 5 or later (Swagger UI 4 "
+    "cannot render OpenAPI 3.1), to the server and start it with "
+    "<code>TUNER_DOCS_ASSETS=/path/to/swagger-ui-dist tuner serve</code>.</p>"
+)
+
+
+def add_cdn_docs(app: FastAPI) -> None:
+    """Serve `/docs` as FastAPI's CDN page with `OFFLINE_HINT` where Swagger UI draws.
+
+    The app must be built with `docs_url=None`.
+
+    Args:
+        app: the service.
+    """
+    openapi = app.openapi_url or "/openapi.json"
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        page = get_swagger_ui_html(openapi_url=openapi, title=f"{app.title} - Swagger UI")
+        hint = OFFLINE_HINT.format(openapi=escape(openapi))
+        body = page.body.decode().replace('<div id="swagger-ui">', f'<div id="swagger-ui">{hint}',
+                                          1)
+        return HTMLResponse(body)

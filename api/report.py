@@ -175,7 +175,7 @@ def _shape_section(shape: ShapeReport, out_dtype: str, cpu: bool,
     speedups = tuple((r.M, r.default_latency_us / r.latency_us) for r in measured
                      if r.default_latency_us is not None)
     key, label = shape.anchor, shape.label
-    charts = [
+    charts = [] if not measured else [
         line_chart([winner, default], title=f"latency_us over M (log scales), {label}",
                    x_label="M (rows of A)", y_label="latency_us", y_log=True, x_ticks=_X_TICKS,
                    css_class=f"chart latency shape-{key}"),
@@ -184,7 +184,7 @@ def _shape_section(shape: ShapeReport, out_dtype: str, cpu: bool,
                    x_label="M (rows of A)", y_label="default / winner", y_log=False,
                    x_ticks=_X_TICKS, reference_y=1.0, css_class=f"chart speedup shape-{key}"),
     ]
-    if ceilings:
+    if ceilings and measured:
         shares = [
             Series(name, color, tuple((M, getattr(f, field) * 100) for M, f in figures.items()
                                       if f is not None and getattr(f, field) is not None))
@@ -245,7 +245,8 @@ def _shape_section(shape: ShapeReport, out_dtype: str, cpu: bool,
         f'<section class="shape" id="shape-{key}"><h2>{label}, block_shape '
         f"[{shape.block_shape[0]}, {shape.block_shape[1]}]{models}</h2>"
         + "".join(f'<p class="note">{n}</p>' for n in notes)
-        + f'<div class="charts">{"".join(charts)}</div>'
+        + (f'<div class="charts">{"".join(charts)}</div>' if charts else
+           '<p class="note nochart">No measured winner for this shape yet: no chart.</p>')
         + f"<table><tr><th>M</th><th class=l>winner config</th><th>latency_us</th>"
         f"<th>default_us</th><th>speedup</th><th>{unit}</th><th>TFLOP/s</th>{shares_head}"
         f"<th class=l>in the file</th><th>spread_us</th><th class=l>decision</th></tr>"

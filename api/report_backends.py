@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from html import escape
 
 from db.comparisons import ComparisonInfo
-from tuner.inputs.backends import backend_lines
+from tuner.inputs.backends import backend_lines, device_advice
 
 
 def _table(run: ComparisonInfo, N: int, K: int) -> str:
@@ -31,18 +32,28 @@ def _table(run: ComparisonInfo, N: int, K: int) -> str:
     return (f"<h3>N={N}, K={K}: latency_us</h3><table>{head}{''.join(rows)}</table>")
 
 
-def backends_section(compute_capability: str | None,
+def _html(text: str) -> str:
+    """Escaped text with its `code` spans as <code> (the facts are written for plain text)."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(text, quote=False))
+
+
+def backends_section(device_name: str, compute_capability: str | None,
                      comparisons: Sequence[ComparisonInfo]) -> str:
-    """HTML: which kernel vLLM 0.33.0 runs per architecture (this device's marked when its
-    compute capability is known), then the newest comparison's verdicts and tables.
+    """HTML: whether vLLM 0.33.0 reads this device's files (`device_advice`), then which
+    kernel it runs per architecture (this device's marked when its compute capability is
+    known), then the newest comparison's verdicts and tables.
 
     Args:
+        device_name: vLLM's device key.
         compute_capability: e.g. "8.9", from the device's newest environment; None if unknown.
         comparisons: the device's comparisons, newest first (db.repo.list_comparisons).
     """
+    advice = device_advice(device_name, [compute_capability or ""]).lines()
     facts = backend_lines(compute_capability)
-    parts = [f'<section id="backends"><h2>Which kernel vLLM runs</h2><p>{escape(facts[0])}</p>'
-             "<ul>" + "".join(f"<li>{escape(line[2:])}</li>" for line in facts[1:]) + "</ul>"]
+    parts = ['<section id="backends"><h2>Which kernel vLLM runs</h2>'
+             + "".join(f"<p>{_html(line)}</p>" for line in advice)
+             + f"<p>{_html(facts[0])}</p><ul>"
+             + "".join(f"<li>{_html(line[2:])}</li>" for line in facts[1:]) + "</ul>"]
     if not comparisons:
         parts.append("<p>No <code>tuner compare</code> run for this device yet.</p>")
     else:

@@ -8,6 +8,10 @@ from html import escape
 
 WIDTH, HEIGHT = 540, 310
 _LEFT, _RIGHT, _TOP, _BOTTOM = 64, 16, 46, 44
+# Tick labels are about this many pixels a character (the report's 11 px sans-serif); the
+# rotated y-axis title takes the first 24 px, so the plot starts right of the widest label.
+_CHAR_PX = 7
+_TITLE_PX = 24
 
 
 @dataclass(frozen=True)
@@ -29,12 +33,20 @@ def _fmt(value: float) -> str:
 
 
 def _log_ticks(low: float, high: float) -> list[float]:
-    """1-2-5 ticks per decade when the range is short, decades when it is long."""
+    """At least three labelled ticks on a log axis: decades when the range is long, 1-2-5 per
+    decade when shorter, every integer mantissa when that gives fewer than three; else three to
+    five ticks evenly spaced in log, rounded to two significant digits."""
     first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
-    steps = (1,) if last - first > 3 else (1, 2, 5)
-    ticks = [m * 10.0**e for e in range(first, last + 1) for m in steps]
-    inside = [t for t in ticks if low <= t <= high]
-    return inside or [low, high]
+    for steps in ((1,), (1, 2, 5), tuple(range(1, 10))):
+        if steps == (1,) and last - first <= 3:
+            continue
+        ticks = [m * 10.0**e for e in range(first, last + 1) for m in steps]
+        inside = [t for t in ticks if low <= t <= high]
+        if len(inside) >= 3:
+            return inside
+    span = math.log10(high) - math.log10(low)
+    even = [10 ** (math.log10(low) + span * (i + 0.5) / 4) for i in range(4)]
+    return sorted({float(f"{t:.2g}") for t in even})
 
 
 def _linear_ticks(low: float, high: float) -> list[float]:
@@ -67,7 +79,6 @@ def line_chart(
     Returns:
         The `<svg>` element's markup.
     """
-    plot_w, plot_h = WIDTH - _LEFT - _RIGHT, HEIGHT - _TOP - _BOTTOM
     points = [(s, x, y) for s in series for x, y in s.points if x > 0 and (y > 0 or not y_log)]
     xs = [x for _, x, _ in points] + list(x_ticks)
     ys = [y for _, _, y in points] + ([reference_y] if reference_y is not None else [])
@@ -81,10 +92,13 @@ def line_chart(
         y_hi = max(ys or [1.0])
         y_hi += 0.1 * ((y_hi - y_lo) or 1.0)
     fy = (lambda v: math.log10(v)) if y_log else (lambda v: v)
+    y_ticks = _log_ticks(y_lo, y_hi) if y_log else _linear_ticks(y_lo, y_hi)
+    left = max(_LEFT, _TITLE_PX + 6 + _CHAR_PX * max(len(_fmt(t)) for t in y_ticks))
+    plot_w, plot_h = WIDTH - left - _RIGHT, HEIGHT - _TOP - _BOTTOM
 
     def px(x: float) -> float:
         span = math.log2(x_hi) - math.log2(x_lo)
-        return _LEFT + (math.log2(x) - math.log2(x_lo)) / span * plot_w
+        return left + (math.log2(x) - math.log2(x_lo)) / span * plot_w
 
     def py(y: float) -> float:
         return _TOP + plot_h - (fy(y) - fy(y_lo)) / (fy(y_hi) - fy(y_lo)) * plot_h
@@ -93,12 +107,12 @@ def line_chart(
            f'width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
            f'aria-label="{escape(title)}">',
            f'<rect x="0" y="0" width="{WIDTH}" height="{HEIGHT}" fill="#fff"/>',
-           f'<text x="{_LEFT}" y="17" class="title">{escape(title)}</text>']
-    for tick in (_log_ticks(y_lo, y_hi) if y_log else _linear_ticks(y_lo, y_hi)):
+           f'<text x="{left}" y="17" class="title">{escape(title)}</text>']
+    for tick in y_ticks:
         y = py(tick)
-        out.append(f'<line x1="{_LEFT}" y1="{y:.1f}" x2="{WIDTH - _RIGHT}" y2="{y:.1f}" '
+        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{WIDTH - _RIGHT}" y2="{y:.1f}" '
                    'class="grid"/>')
-        out.append(f'<text x="{_LEFT - 6}" y="{y + 4:.1f}" class="tick" '
+        out.append(f'<text x="{left - 6}" y="{y + 4:.1f}" class="tick" '
                    f'text-anchor="end">{_fmt(tick)}</text>')
     for tick in x_ticks:
         x = px(tick)
@@ -106,16 +120,16 @@ def line_chart(
                    'class="grid"/>')
         out.append(f'<text x="{x:.1f}" y="{_TOP + plot_h + 16}" class="tick" '
                    f'text-anchor="middle">{_fmt(tick)}</text>')
-    out.append(f'<rect x="{_LEFT}" y="{_TOP}" width="{plot_w}" height="{plot_h}" class="frame"/>')
+    out.append(f'<rect x="{left}" y="{_TOP}" width="{plot_w}" height="{plot_h}" class="frame"/>')
     if reference_y is not None and y_lo <= reference_y <= y_hi:
         y = py(reference_y)
-        out.append(f'<line x1="{_LEFT}" y1="{y:.1f}" x2="{WIDTH - _RIGHT}" y2="{y:.1f}" '
+        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{WIDTH - _RIGHT}" y2="{y:.1f}" '
                    'class="reference"/>')
-    out.append(f'<text x="{_LEFT + plot_w / 2:.0f}" y="{HEIGHT - 8}" class="label" '
+    out.append(f'<text x="{left + plot_w / 2:.0f}" y="{HEIGHT - 8}" class="label" '
                f'text-anchor="middle">{escape(x_label)}</text>')
     out.append(f'<text x="14" y="{_TOP + plot_h / 2:.0f}" class="label" text-anchor="middle" '
                f'transform="rotate(-90 14 {_TOP + plot_h / 2:.0f})">{escape(y_label)}</text>')
-    legend_x = _LEFT  # one row between the title and the plot, left to right
+    legend_x = left  # one row between the title and the plot, left to right
     for line in series:
         drawn = [(x, y) for s, x, y in points if s is line]
         dash = ' stroke-dasharray="6 4"' if line.dashed else ""

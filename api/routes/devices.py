@@ -272,10 +272,12 @@ def preview_zip(
         HTTPException: 404 for an unknown device, 409 if the winners cannot be merged.
     """
     allow = settings.allow_partial if partial is None else partial
-    merged = store_files(session, device_name, partial=allow, out_dtype=out_dtype, engine=engine,
-                         allow_stale=allow_stale).files
+    read = store_files(session, device_name, partial=allow, out_dtype=out_dtype, engine=engine,
+                       allow_stale=allow_stale)
     suffix = "" if engine == "vllm" else f"-{engine}"
-    return _download(build_zip(device_name, merged, engine=engine), media_type="application/zip",
+    archive = build_zip(device_name, read.files, engine=engine,
+                        compute_capability=read.view.compute_capability)
+    return _download(archive, media_type="application/zip",
                      filename=f"{device_name}-configs{suffix}.zip", if_none_match=if_none_match)
 
 

@@ -91,7 +91,7 @@ def read_report(device_name: KnownDevice, session: SessionDep,
     )
     environments = [asdict(e) for e in view.environments]
     ceilings = repo.device_ceilings(session, device_name=device_name)
-    backends = backends_section(view.compute_capability,
+    backends = backends_section(device_name, view.compute_capability,
                                 repo.list_comparisons(session, device_name=device_name, limit=1))
     html = render_report(device_name, shapes, environments, version=tuner.__version__,
                          out_dtype=out_dtype, ceilings=ceilings, scope=scope, backends=backends)

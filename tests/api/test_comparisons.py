@@ -62,5 +62,11 @@ def test_comparisons_route_and_report(tmp_path: Path) -> None:
         assert "Marlin disabled" not in page.replace("with Marlin disabled Humming runs", "")
         assert f"<li>{escape(VERDICTS[0])}</li>" in page
         assert '<td title="16x64x128 g1 w4 s3">5.0</td>' in page
+        assert ("<p>NVIDIA_L20 is sm89 (compute capability 8.9, from its trials in the "
+                "store).</p>") in page
+        assert "`" not in page  # no markup of the plain-text facts leaks into the page
+        assert "<code>--linear-backend triton</code>" in page
         mounts = client.get("/devices/L20/mounts").text
-        assert "# - sm89 (this device) (L20, L40S, RTX 4090): by default Marlin" in mounts
+        assert ("# NVIDIA_L20 is sm89 (compute capability 8.9, from its trials in the store)."
+                in mounts.splitlines())
+        assert mounts.splitlines()[-1] == "  --linear-backend triton"

@@ -64,7 +64,7 @@ def test_a_folder_without_swagger_ui_is_one_line(tmp_path: Path, assets: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     (assets / "swagger-ui.css").unlink()
     message = (f"TUNER_DOCS_ASSETS: {assets} lacks swagger-ui.css (copy the files of the "
-               "swagger-ui-dist package there)")
+               "swagger-ui-dist npm package, version 5 or later, there)")
     with pytest.raises(ValidationError, match=re.escape(message)):
         Settings(docs_assets=assets)
     monkeypatch.setenv("TUNER_DOCS_ASSETS", str(tmp_path / "none"))
@@ -72,3 +72,27 @@ def test_a_folder_without_swagger_ui_is_one_line(tmp_path: Path, assets: Path,
     assert result.exit_code == 2, result.output
     assert result.stderr.strip().splitlines() == [
         f"error: TUNER_DOCS_ASSETS: {tmp_path / 'none'} is not a folder"]
+
+
+def test_the_cdn_page_says_what_to_do_offline(tmp_path: Path) -> None:
+    with client(tmp_path) as http:
+        page = http.get("/docs").text
+    hint = page.split('<div id="swagger-ui">', 1)[1].split("</div>", 1)[0]
+    assert hint.startswith("<p>If this page stays blank, this browser cannot load Swagger UI "
+                           "from cdn.jsdelivr.net.")
+    assert "swagger-ui-dist npm package, version 5 or later" in hint
+    assert "<code>TUNER_DOCS_ASSETS=/path/to/swagger-ui-dist tuner serve</code>" in hint
+    assert '<a href="/openapi.json">/openapi.json</a>' in hint
+
+
+def test_the_root_is_an_index_of_the_routes(tmp_path: Path) -> None:
+    with client(tmp_path) as http:
+        response = http.get("/")
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/html")
+        links = re.findall(r'<a href="([^"]+)">', response.text)
+        assert links == ["/docs", "/openapi.json", "/health", "/devices"]
+        assert "<code>/devices/{device_name}/report</code>" in response.text
+        for link in links:
+            assert http.get(link).status_code == 200, link
+        assert "/" not in http.get("/openapi.json").json()["paths"]

@@ -67,7 +67,10 @@ def test_m_values_default_to_vllms_18_batch_sizes_as_the_cli(client: TestClient,
          "--strategy", "grid", "--seed", "7", "--no-run", "--db", url],
         capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.startswith("sweep 1 (resumed): NVIDIA_L20, tiny TP 1, 2 shapes x 18 M")
+    lines = run.stdout.splitlines()  # the plan first (tuner.run.preview), then the sweep
+    assert lines[0] == "plan: NVIDIA_L20, tiny TP 1, grid"
+    assert any(line.startswith("sweep 1 (resumed): NVIDIA_L20, tiny TP 1, 2 shapes x 18 M")
+               for line in lines)
 
 
 def test_the_cli_finds_the_same_sweep(client: TestClient, url: str, tmp_path) -> None:
@@ -79,7 +82,8 @@ def test_the_cli_finds_the_same_sweep(client: TestClient, url: str, tmp_path) ->
          "--db", url],
         capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.startswith("sweep 1 (resumed): NVIDIA_L20, tiny TP 1, 2 shapes x 2 M")
+    assert any(line.startswith("sweep 1 (resumed): NVIDIA_L20, tiny TP 1, 2 shapes x 2 M")
+               for line in run.stdout.splitlines())
     assert "tuner worker --device NVIDIA_L20 --sweep 1" in " ".join(run.stdout.split())
 
 

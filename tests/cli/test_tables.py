@@ -89,3 +89,24 @@ def test_help_fits_80_columns_uncut(command: list[str]) -> None:
     assert result.exit_code == 0, result.output
     assert "…" not in result.stdout
     assert all(len(line) <= 80 for line in result.stdout.splitlines())
+
+
+def test_a_word_too_long_for_80_columns_folds_and_keeps_the_last_column() -> None:
+    # Issue 24: a device name without spaces pushed "trials ok/total" off the edge when piped.
+    columns = [Column("sweep"), Column("device", text=True), Column("model", text=True),
+               Column("TP"), Column("strategy", text=True), Column("tasks done"),
+               Column("running", optional=True), Column("failed"), Column("trials ok/total")]
+    rows = [["3", "Intel(R)_Data_Center_GPU_Max_1550", "deepseek-v3", "8", "guided", "1/180",
+             "1", "0", "11520/23040"]]
+    console = Console(width=80, record=True, color_system=None)
+    print_table(console, columns, rows)
+    lines = console.export_text().splitlines()
+    assert lines == [
+        "                                                    tasks                 trials",
+        "sweep   device        model         TP   strategy    done   failed      ok/total",
+        "─" * 80,
+        "    3   Intel(R)_Da   deepseek-v3    8   guided     1/180        0   11520/23040",
+        "        ta_Center_G" + " " * 61,
+        "        PU_Max_1550" + " " * 61,
+        "(running left out at 80 columns; a wider terminal shows them)",
+    ]

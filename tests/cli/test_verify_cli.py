@@ -154,10 +154,11 @@ def test_off_grid_loss_is_flagged_and_default_picks_are_not_timed(store, fake_ru
     fast, default = KernelConfig.from_dict(FAST).short(), KernelConfig.from_dict(DEFAULT).short()
     assert column(small, 2) == [fast, fast, fast, default, default, default]
     # chosen_us, default_us, noise_us, speedup, verdict: 3 rounds, default samples 99 100 101
+    # (spread 1.2 us); on the interpreter the noise is at least 30% of the default's 100 us.
     assert [row[3:] for row in small[:3]] == [
-        ["50.0", "100.0", "1.2", "2.00x", "ok"],
-        ["50.0", "100.0", "1.2", "2.00x", "ok"],
-        ["150.0", "100.0", "1.2", "0.67x", "slower"],
+        ["50.0", "100.0", "30.0", "2.00x", "ok"],
+        ["50.0", "100.0", "30.0", "2.00x", "ok"],
+        ["150.0", "100.0", "30.0", "0.67x", "slower"],
     ]
     assert {tuple(row[3:]) for row in small[3:]} == {("-", "-", "-", "1.00x", "ok (default)")}
     assert column(found["N=576,K=256"], 7) == ["ok (default)"] * 6
@@ -171,6 +172,24 @@ def test_off_grid_loss_is_flagged_and_default_picks_are_not_timed(store, fake_ru
         "`--fix` tunes these M values",
     ]
     assert fake_runner == [("check", M, short) for M in (1, 2, 8) for short in (fast, default)]
+
+
+def test_a_loss_inside_the_interpreters_noise_is_no_verdict(store, fake_runner, monkeypatch):
+    # Issue 24: interpreter noise read as a regression. 115 us against 100 us is 15%: inside
+    # the 30% the CPU's timings swing (bench/interpreter_noise.py), so not slower.
+    fast = KernelConfig.from_dict(FAST)
+    original = FakeRunner.sample_us
+    monkeypatch.setattr(FakeRunner, "sample_us", lambda self, config: 115.0 if config == fast
+                        else original(self, config))
+    url, _ = store
+    result = verify(url, "--allow-stale")
+    assert result.exit_code == 0, result.output
+    assert [row[3:] for row in sections(result.stdout)["N=256,K=384"][:3]] == [
+        ["115.0", "100.0", "30.0", "0.87x", "ok"]] * 3
+    assert ("note: the interpreter's timings are CPU timings, not a GPU's: a pick is slower only "
+            "past 30% of the default's median (CPU noise) and the spread") in result.stdout
+    assert "2 shape(s), 12 M values: 12 ok (9 run the default config), 0 slower, 0 failed" in (
+        result.stdout)
 
 
 def test_default_m_set_is_the_sweeps_grid_and_m_all_adds_vllms_18(store, fake_runner):

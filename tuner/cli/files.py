@@ -8,7 +8,6 @@ from typing import Annotated
 
 import typer
 
-from db.engine import session_scope
 from tuner.cli.options import (
     DbOpt,
     DeviceOpt,
@@ -18,6 +17,7 @@ from tuner.cli.options import (
     device_in_store,
     fail,
     open_db,
+    out_folder,
     store_files,
 )
 from tuner.cli.tables import Column, print_table
@@ -47,7 +47,10 @@ def export(
     from tuner.files.merge import write_files_atomically
     from tuner.kernels.dense.naming import SGLANG_NOTE
 
+    out_folder(out)
     _, engine = open_db(db, must_exist=True, read_only=True)
+    from db.engine import session_scope
+
     with session_scope(engine) as session:
         device_name = device_in_store(session, device)
     read = store_files(engine, device_name, out_dtype=out_dtype.value if out_dtype else None,
@@ -101,6 +104,8 @@ def winners(
     from tuner.measure.roofline import roofline
 
     _, engine = open_db(db, must_exist=True, read_only=True)
+    from db.engine import session_scope
+
     with session_scope(engine) as session:
         device_name = device_in_store(session, device)
         view = read_device(session, device_name, allow_stale=allow_stale,

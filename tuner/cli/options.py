@@ -228,6 +228,17 @@ def open_db(db: str | None, *, must_exist: bool = False, read_only: bool = False
         raise fail(f"cannot open store {masked(url)}: {type(exc).__name__}: {exc}") from None
 
 
+def out_folder(path: Path) -> Path:
+    """--out of a command that fills a folder: refuse a path that is not one.
+
+    Raises:
+        typer.Exit: one line, exit 2, when the path exists and is not a folder.
+    """
+    if path.exists() and not path.is_dir():
+        raise fail(f"--out {path} is a file, not a folder: name a folder (created if absent)")
+    return path
+
+
 def load_configs(path: Path | None):
     from tuner.files.format import parse_config_list
     from tuner.kernels.config import KernelConfig
@@ -249,13 +260,13 @@ def load_configs(path: Path | None):
 
 def device_in_store(session, device: str) -> str:
     from db import repo
-    from tuner.inputs.devices import resolve
+    from tuner.inputs.devices import device_hint, resolve
 
     known = sorted(set(repo.list_device_names(session))
                    | set(repo.list_import_device_names(session)))
     names = resolve(device, known)
     if len(names) != 1:
-        raise fail(f"no device in the store matches '{device}'; known: "
+        raise fail(f"no device in the store matches '{device}'{device_hint(device, known)}; known: "
                    f"{', '.join(known) or 'none (run tuner sweep first)'}")
     return names[0]
 
@@ -298,8 +309,12 @@ def resolve_backend(device: str, replay: Path | None, *, need_device: bool = Tru
         return "cuda", chosen[0].device_name, [gpu.visible_id for gpu in chosen]
     if not need_device:
         return "cuda", vllm_key(device), []
-    seen = ", ".join(sorted({g.device_name for g in gpus})) or "no CUDA GPU"
-    raise fail(f"no visible GPU matches --device {device}; visible: {seen}")
+    from tuner.inputs.devices import device_hint
+
+    names = sorted({g.device_name for g in gpus})
+    hint = device_hint(device, names)
+    raise fail(f"no visible GPU matches --device {device}{hint}; visible: "
+               f"{', '.join(names) or 'no CUDA GPU'}")
 
 
 def vllm_key(device: str) -> str:
@@ -309,13 +324,13 @@ def vllm_key(device: str) -> str:
     Raises:
         typer.Exit: exit 2 with one line, for a name that follows no GPU naming rule.
     """
-    from tuner.inputs.devices import gpu_device_key
+    from tuner.inputs.devices import device_hint, gpu_device_key
 
     try:
         return gpu_device_key(device)
     except ValueError:
         raise fail(f"--device {device!r} is not a GPU model name such as L20 or NVIDIA_H200"
-                   ) from None
+                   f"{device_hint(device)}") from None
 
 
 def store_files(engine, device_name: str, *, out_dtype: str | None, allow_stale: bool,

@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 import typer
 
-from tuner.cli.options import EngineName, EngineOpt, fail, plain
+from tuner.cli.options import EngineName, EngineOpt, fail, out_folder, plain
 
 ServerOpt = Annotated[str, typer.Option(
     "--server", help="The tuner service's URL, e.g. http://tuner:8000.")]
@@ -86,6 +86,7 @@ def pull(
         wanted_files,
     )
 
+    out_folder(out)
     base = _server(server)
     listed = releases_of(base, device)
     try:
@@ -115,3 +116,24 @@ def pull(
     gone = f"; removed {len(removed)} file(s) of the previous release" if removed else ""
     plain(f"pulled {name} release {number} into {out}: {len(written)} file(s), sha256 "
           f"checked{gone}")
+    if engine_name == EngineName.vllm:
+        for line in release_advice(chosen):
+            plain(line)
+
+
+def release_advice(release: dict) -> list[str]:
+    """Whether vLLM reads a release's files on its device (`tuner.inputs.backends`), from the
+    compute capabilities the release's summary says it was tuned with.
+
+    Args:
+        release: one entry of `GET /devices/{device}/releases`.
+
+    Returns:
+        The advice lines.
+    """
+    from tuner.inputs.backends import device_advice
+
+    summary = release.get("summary") if isinstance(release.get("summary"), dict) else {}
+    tuned = summary.get("tuned_with") if isinstance(summary.get("tuned_with"), list) else []
+    capabilities = [str(e.get("compute_capability") or "") for e in tuned if isinstance(e, dict)]
+    return device_advice(str(release["device_name"]), capabilities).lines()

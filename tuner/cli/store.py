@@ -226,10 +226,33 @@ def serve(
     except ValidationError as exc:  # a bad TUNER_* variable
         error = exc.errors()[0]
         raise fail(str(error.get("ctx", {}).get("error") or error["msg"])) from None
+    _check_port_free(host, port)
     if settings.api_token is None:
         typer.echo("note: TUNER_API_TOKEN is unset or blank: write routes (POST /sweeps, POST "
                    "/devices/{device_name}/imports) answer 403", err=True)
     uvicorn.run(create_app(settings), host=host, port=port)
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Bind the address once, as uvicorn will, so that a busy port is one line, not uvicorn's
+    traceback-free but unhelpful exit 3.
+
+    Raises:
+        typer.Exit: exit 2 when the port is taken or the address cannot be bound.
+    """
+    import errno
+    import socket
+
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise fail(f"port {port} on {host} is in use (another tuner serve?): pass a free "
+                       "--port, or stop the server that holds it") from None
+        raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 def db_upgrade(db: DbOpt = None) -> None:

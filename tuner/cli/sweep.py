@@ -32,6 +32,7 @@ from tuner.cli.options import (
     resolve_backend,
 )
 from tuner.cli.publish import NoPublishOpt, publish_device
+from tuner.cli.sweep_plan import DryRunOpt, YesOpt, default_lines, show_plan
 from tuner.search.defaults import DEFAULT_TRIALS
 
 
@@ -68,6 +69,8 @@ def sweep(
                                          "tasks, for `tuner worker` on other hosts.")] = False,
     lease: LeaseOpt = DEFAULT_LEASE_S,
     no_publish: NoPublishOpt = False,
+    dry_run: DryRunOpt = False,
+    yes: YesOpt = False,
     db: DbOpt = None,
 ) -> None:
     """Tune every (N, K) of a model over the M grid, one worker per matching GPU; then each
@@ -76,7 +79,8 @@ def sweep(
     Every trial is checked against a float64 reference and stored.
     Re-running the same command resumes where it stopped; with a larger --trials it extends
     the same sweep (only the new trials are measured). When every task is done the device's
-    files are published as its next release (unless --no-publish).
+    files are published as its next release (unless --no-publish). The plan (tasks, trials,
+    compiles, a time estimate) is printed first; --dry-run prints only that.
     """
     from tuner.files.format import REQUIRED_M
     from tuner.inputs.shapes import UnknownModelError, load_shapes
@@ -88,12 +92,12 @@ def sweep(
     except (ValueError, UnknownModelError) as exc:
         raise fail(str(exc).strip("'\"")) from None
     candidates = load_configs(configs)
-    backend, device_name, visible = resolve_backend(device, replay, need_device=not no_run)
+    backend, device_name, visible = resolve_backend(device, replay,
+                                                    need_device=not (no_run or dry_run))
     missing = [value for value in REQUIRED_M if value not in m_values]
     if missing:
         typer.echo(f"warning: M grid lacks {missing}; vLLM will use the nearest tuned M there",
                    err=True)
-    url, engine = open_db(db)
     common = dict(device_name=device_name, model=model_shapes.model, tp=model_shapes.tp,
                   block_shape=model_shapes.block_shape, m_values=m_values,
                   strategy=strategy.value, trials=trials, seed=seed, out_dtype=out_dtype.value,
@@ -107,6 +111,12 @@ def sweep(
         requests.append((SweepRequest(shapes=((N, K),), family="moe",
                                       shape_params=f"E={E},top_k={top_k}", **common),
                          f"MoE E={E} N={N} K={K} top_k={top_k}"))
+    if not show_plan(requests, db=db, backend=backend, workers=max(1, len(visible)),
+                     interpreter_reps=interpreter_reps, dry_run=dry_run, yes=yes,
+                     defaults=default_lines(model_shapes.model, model_shapes.tp, tp is not None,
+                                            m)):
+        return
+    url, engine = open_db(db)
     for request, what in requests:
         _plan_and_run(engine, url, request, what, no_run=no_run, backend=backend,
                       visible=visible, interpreter_reps=interpreter_reps,

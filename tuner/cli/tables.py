@@ -1,6 +1,7 @@
 """Tables that stay readable on an 80-column terminal: a number or a header word is never split
 or cut; text cells wrap between words; optional columns are left out (with a line saying so)
-when the terminal is too narrow for all of them."""
+when the terminal is too narrow for all of them, and then a word too long for its text column
+folds onto the next line, so no column is pushed off the edge."""
 
 from __future__ import annotations
 
@@ -56,14 +57,36 @@ def _table(columns: Sequence[Column], rows: Sequence[Sequence[str]], title: str 
              for c, n in zip(columns, narrowest, strict=True)]
     if sum(whole) + GAP * (len(columns) - 1) <= width:
         narrowest = whole
+    folded = _folded(columns, narrowest, width)
+    fixed_text = folded != narrowest  # rich's own collapse can overshoot by a column or two
+    narrowest = folded
     for index, column in enumerate(columns):
         table.add_column(column.header, overflow="fold",
                          justify="left" if column.text else "right",
                          min_width=narrowest[index],
-                         width=None if column.text else narrowest[index])
+                         width=None if column.text and not fixed_text else narrowest[index])
     for row in rows:
         table.add_row(*row)
     return table
+
+
+def _folded(columns: Sequence[Column], widths: list[int], width: int) -> list[int]:
+    """The widths with the widest text columns narrowed, one character at a time, until the
+    table fits `width`: their long words (a device name such as
+    Intel(R)_Data_Center_GPU_Max_1550) then fold onto the next line instead of pushing the last
+    columns off the edge. Numeric columns keep their widths; no text column gets narrower than
+    its header's longest word or 4."""
+    room = width - GAP * (len(columns) - 1) - sum(
+        w for c, w in zip(columns, widths, strict=True) if not c.text)
+    text = {i: w for i, (c, w) in enumerate(zip(columns, widths, strict=True)) if c.text}
+    floor = {i: max(4, _longest_word(columns[i].header)) for i in text}
+    while sum(text.values()) > room:
+        narrowable = [i for i in text if text[i] > floor[i]]
+        if not narrowable:
+            break
+        widest = max(narrowable, key=lambda i: text[i])
+        text[widest] -= 1
+    return [text.get(i, w) for i, w in enumerate(widths)]
 
 
 def fitted_columns(width: int, columns: Sequence[Column],

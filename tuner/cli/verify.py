@@ -37,6 +37,7 @@ from tuner.cli.publish import NoPublishOpt, publish_device
 from tuner.cli.tables import Column, print_table
 from tuner.cli.verify_fix import Fixer, shape_label
 from tuner.compare.verify import (
+    INTERPRETER_NOISE_FLOOR,
     PointResult,
     RunnerFactory,
     ShapeVerification,
@@ -134,10 +135,6 @@ def _use_backend(backend: str, visible: Sequence[str | None]) -> None:
     torch.cuda.set_device(index)
 
 
-def _fmt_us(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f}"
-
-
 def _verdict_text(point: PointResult) -> str:
     if point.verdict is Verdict.FAILED:
         return f"[red]failed[/red]: {point.error}"
@@ -152,8 +149,9 @@ def print_shape_table(result: ShapeVerification, *, title: str, out=console) -> 
     columns = [Column("M"), Column("key"), Column("config", text=True), Column("chosen_us"),
                Column("default_us"), Column("noise_us", optional=True), Column("speedup"),
                Column("verdict", text=True)]
-    rows = [[str(point.M), str(point.key), point.config.short(), _fmt_us(point.chosen_us),
-             _fmt_us(point.default_us), _fmt_us(point.noise_us),
+    rows = [[str(point.M), str(point.key), point.config.short(),
+             *("-" if us is None else f"{us:.1f}"
+               for us in (point.chosen_us, point.default_us, point.noise_us)),
              "-" if point.speedup is None else f"{point.speedup:.2f}x", _verdict_text(point)]
             for point in result.points]
     print_table(out, columns, rows, title=title)
@@ -184,7 +182,7 @@ def offending_lines(results: Sequence[ShapeVerification]) -> list[str]:
 def _verify_files(
     model_shapes: ModelShapes, files: DeviceFiles, grids, *,
     choice: str | tuple[int, ...] | None, only_shapes: set[tuple[int, int]] | None,
-    make_runner: RunnerFactory, rounds: int | None, title: str,
+    make_runner: RunnerFactory, rounds: int | None, title: str, noise_floor: float = 0.0,
 ) -> tuple[list[ShapeVerification], list[str]]:
     """Verify each model shape's file (or those of `only_shapes`) at the M of `check_points`
     over `shape_grid(choice, ...)`, with a progress bar on stderr counting the M where a kernel
@@ -228,7 +226,7 @@ def _verify_files(
                       f"{len(m_points)} M values", soft_wrap=True, markup=False, highlight=False)
             result = verify_shape(
                 N=N, K=K, block_shape=block_shape, configs=configs, m_points=m_points,
-                make_runner=make_runner, rounds=rounds,
+                make_runner=make_runner, rounds=rounds, noise_floor=noise_floor,
                 on_point=lambda point, timed=timed: bar.advance(task, int(point.M in timed)))
             print_shape_table(result, title=f"{shape_label(N, K)} {title}", out=out)
             results.append(result)
@@ -238,7 +236,7 @@ def _verify_files(
 
 def _fix(fixer: Fixer, results: list[ShapeVerification], model_shapes: ModelShapes, *,
          choice: str | tuple[int, ...] | None, make_runner: RunnerFactory, rounds: int | None,
-         read) -> list[ShapeVerification]:
+         read, noise_floor: float = 0.0) -> list[ShapeVerification]:
     """`--fix`: tune the offending M of each shape, then check the shapes it touched again in
     full (new keys make new midpoints and neighbours), up to MAX_FIX_PASSES times.
 
@@ -260,7 +258,7 @@ def _fix(fixer: Fixer, results: list[ShapeVerification], model_shapes: ModelShap
             again, missing = _verify_files(
                 model_shapes, files.explained(), files.view.grids, choice=choice,
                 only_shapes=set(offending), make_runner=make_runner, rounds=rounds,
-                title=f"after --fix pass {fix_pass}")
+                title=f"after --fix pass {fix_pass}", noise_floor=noise_floor)
         except KeyboardInterrupt:
             raise fail("interrupted", 130) from None
         for line in missing:
@@ -321,8 +319,8 @@ def verify(
     nearest key (ties to the smaller key, as vLLM picks it) is checked against
     the float64 reference, then timed against the default config interleaved
     (A B A B ...). It is slower when its median exceeds the default's by more
-    than the larger p80 - p20 spread of the two. Where vLLM's pick is the
-    default config itself nothing is timed.
+    than the larger p80 - p20 spread of the two (or 30% on the interpreter).
+    Where vLLM's pick is the default config itself nothing is timed.
 
     Runs on this machine's GPU matching --device, or on the CPU interpreter
     (--device interpreter: CPU timings).
@@ -370,14 +368,16 @@ def verify(
                    f"to check ({reasons})")
     make_runner = _runner_factory(backend, block_shape=block_shape, out_dtype=out_dtype.value,
                                   seed=seed, interpreter_reps=interpreter_reps)
+    noise_floor = INTERPRETER_NOISE_FLOOR if backend == "interpreter" else 0.0
     if backend == "interpreter":
-        plain("note: the interpreter's timings are CPU timings, not a GPU's")
+        plain(f"note: the interpreter's timings are CPU timings, not a GPU's: a pick is slower "
+              f"only past {noise_floor:.0%} of the default's median (CPU noise) and the spread")
     plain(m_set_line(choice))
     try:
         results, missing = _verify_files(model_shapes, files, grids, choice=choice,
                                          only_shapes=None,
                                          make_runner=make_runner, rounds=rounds,
-                                         title=f"on {device_name}")
+                                         title=f"on {device_name}", noise_floor=noise_floor)
     except KeyboardInterrupt:
         raise fail("interrupted", 130) from None
     for line in missing:
@@ -385,7 +385,7 @@ def verify(
     plain(summary_line(results))
     if fix:
         results = _fix(fixer, results, model_shapes, choice=choice, make_runner=make_runner,
-                       rounds=rounds, read=lambda: store_files(
+                       rounds=rounds, noise_floor=noise_floor, read=lambda: store_files(
                            engine, device_name, out_dtype=out_dtype.value,
                            allow_stale=allow_stale, allow_partial=allow_partial))
         if not no_publish:  # the files --fix tuned are what a fleet downloads next

@@ -91,6 +91,13 @@ def timed_points(configs: Mapping[int, Mapping[str, int]], m_points: Iterable[in
     return [M for M in m_points if parsed[vllm_pick_key(parsed, M)] != default]
 
 
+# The least noise a loss must exceed on the interpreter, as a fraction of the default's median:
+# CPU timings swing between rounds more than a few samples' spread shows (issue 24: 75-500 ms).
+# From bench/interpreter_noise.py (A/A gap of one config's medians): the largest gap, 14.4% on
+# 2 busy cores (results/interpreter_noise_20261201T223042Z.json), doubled and rounded.
+INTERPRETER_NOISE_FLOOR = 0.3
+
+
 class Verdict(StrEnum):
     """How vLLM's pick fared at one M."""
 
@@ -188,16 +195,26 @@ class ShapeVerification:
         return sorted(self.slower + self.failed)
 
 
-def judge(chosen: RetimeLike, default: RetimeLike) -> tuple[Verdict, float]:
+def judge(chosen: RetimeLike, default: RetimeLike, noise_floor: float = 0.0
+          ) -> tuple[Verdict, float]:
     """Slower or ok, from the interleaved re-timings of the pick and the default config.
 
-    The noise is the larger p80 - p20 spread of the two; the pick is slower when its median
-    exceeds the default's by more than that.
+    The noise is the larger p80 - p20 spread of the two, and at least `noise_floor` times the
+    default's median; the pick is slower when its median exceeds the default's by more than
+    that.
+
+    Args:
+        chosen: the pick's re-timing.
+        default: the default config's re-timing.
+        noise_floor: the backend's measured noise as a fraction of a median (0 on a GPU,
+            whose spread is measured per point; CPU timings of the interpreter swing more
+            between rounds than a few samples' spread shows).
 
     Returns:
         (verdict, noise_us).
     """
-    noise_us = max(chosen.p80_us - chosen.p20_us, default.p80_us - default.p20_us)
+    noise_us = max(chosen.p80_us - chosen.p20_us, default.p80_us - default.p20_us,
+                   noise_floor * default.latency_us)
     slower = chosen.latency_us - default.latency_us > noise_us
     return (Verdict.SLOWER if slower else Verdict.OK), noise_us
 
@@ -209,6 +226,7 @@ def _one_line(exc: BaseException) -> str:
 def verify_point(
     M: int, *, N: int, K: int, configs: Mapping[int, KernelConfig], default: KernelConfig,
     block_shape: tuple[int, int], make_runner: RunnerFactory, rounds: int, retime: RetimeFn,
+    noise_floor: float = 0.0,
 ) -> PointResult:
     """Time vLLM's pick for one M against the default config (see `verify_shape`)."""
     key = vllm_pick_key(configs, M)
@@ -235,7 +253,7 @@ def verify_point(
     except Exception as exc:  # noqa: BLE001
         return PointResult(M=M, key=key, config=config, verdict=Verdict.FAILED, timed=False,
                            error=f"timing failed: {_one_line(exc)}")
-    verdict, noise_us = judge(timings[config], timings[default])
+    verdict, noise_us = judge(timings[config], timings[default], noise_floor)
     return PointResult(M=M, key=key, config=config, verdict=verdict, timed=True,
                        chosen_us=timings[config].latency_us,
                        default_us=timings[default].latency_us, noise_us=noise_us)
@@ -252,6 +270,7 @@ def verify_shape(
     rounds: int | None = None,
     retime: RetimeFn | None = None,
     on_point: Callable[[PointResult], None] | None = None,
+    noise_floor: float = 0.0,
 ) -> ShapeVerification:
     """Time, at each M, the config vLLM would run from this file against vLLM's default config.
 
@@ -273,6 +292,7 @@ def verify_shape(
         retime: `retime(sample_us, configs, rounds=...)` returning one re-timing per config;
             None for tuner.measure.noise.retime_interleaved.
         on_point: called with each result as soon as it is known (progress output).
+        noise_floor: the least noise `judge` assumes, as a fraction of the default's median.
 
     Returns:
         The results in the order of `m_points`.
@@ -293,7 +313,7 @@ def verify_shape(
     for M in m_points:
         result = verify_point(M, N=N, K=K, configs=parsed, default=default,
                               block_shape=block_shape, make_runner=make_runner, rounds=rounds,
-                              retime=retime)
+                              retime=retime, noise_floor=noise_floor)
         if on_point is not None:
             on_point(result)
         results.append(result)

@@ -8,7 +8,7 @@ import zipfile
 
 import tuner
 from tuner.files.merge import DeviceFiles
-from tuner.inputs.backends import TRITON_FLAG, backend_lines
+from tuner.inputs.backends import TRITON_FLAG, device_advice
 from tuner.kernels.dense.naming import ENGINE_CONFIG_DIRS, SGLANG_NOTE
 
 README_NAME = "README.txt"
@@ -16,12 +16,6 @@ README_NAME = "README.txt"
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 _CONFIGS_DIR = "vllm/model_executor/layers/quantization/utils/configs"
 
-# DESIGN §9: which kernel vLLM 0.33.0 runs, per architecture (tuner.inputs.backends), wrapped.
-# The flag stays on one line: its space is held by a NUL while wrapping.
-_BACKENDS = "\n".join(
-    textwrap.fill(line.replace(TRITON_FLAG, TRITON_FLAG.replace(" ", "\0")), width=92,
-                  subsequent_indent="  ", break_on_hyphens=False).replace("\0", " ")
-    for line in backend_lines())
 # DESIGN §9: where vLLM 0.33.0 reads these files and when it runs this Triton kernel.
 _HOW_TO = f"""\
 Where vLLM reads these files
@@ -35,8 +29,6 @@ Where vLLM reads these files
 - The name must carry the device_name vLLM computes for the GPU (its name with spaces as "_").
 - vLLM reads a file once per process; for an M not in the file it uses the entry of the
   nearest M key (a tie goes to the smaller key).
-
-{_BACKENDS}
 """
 
 
@@ -54,13 +46,27 @@ Where SGLang reads these files
 """
 
 
-def readme_text(device_name: str, device_files: DeviceFiles, engine: str = "vllm") -> str:
-    """The README put in a device's archive: how to install the files, and the merge report.
+def _advice(device_name: str, compute_capability: str | None) -> str:
+    """DESIGN §9 for this device (`tuner.inputs.backends.device_advice`), wrapped; the flag
+    stays on one line (its space is held by a NUL while wrapping)."""
+    advice = device_advice(device_name, [compute_capability or ""])
+    held = TRITON_FLAG.replace(" ", "\0")
+    return "\n".join(textwrap.fill(line.replace(TRITON_FLAG, held), width=92,
+                                    break_on_hyphens=False).replace("\0", " ")
+                      for line in advice.lines())
+
+
+def readme_text(device_name: str, device_files: DeviceFiles, engine: str = "vllm",
+                compute_capability: str | None = None) -> str:
+    """The README put in a device's archive: whether vLLM reads the files on this device, how
+    to install them, and the merge report.
 
     Args:
         device_name: vLLM's device key.
         device_files: The device's merged files and skipped shapes.
         engine: The file-name spelling of the archive, "vllm" or "sglang".
+        compute_capability: the device's, from its trials in the store ("8.9"); None when
+            unknown (the table of known GPUs is asked).
 
     Returns:
         The README's text.
@@ -69,6 +75,10 @@ def readme_text(device_name: str, device_files: DeviceFiles, engine: str = "vllm
         f"Tuned configs of vLLM's W8A8 block-FP8 Triton GEMM for device_name {device_name}",
         f"Merged from the store by blockfp8-tuner {tuner.__version__}.",
         "",
+    ]
+    if engine != "sglang":
+        lines += ["Does vLLM read them", _advice(device_name, compute_capability), ""]
+    lines += [
         _SGLANG_HOW_TO if engine == "sglang" else _HOW_TO,
         "Files",
     ]
@@ -92,7 +102,8 @@ def readme_text(device_name: str, device_files: DeviceFiles, engine: str = "vllm
     return "\n".join(lines) + "\n"
 
 
-def build_zip(device_name: str, device_files: DeviceFiles, engine: str = "vllm") -> bytes:
+def build_zip(device_name: str, device_files: DeviceFiles, engine: str = "vllm",
+              compute_capability: str | None = None) -> bytes:
     """Zip a device's files and README, byte-identical for identical input.
 
     Entries are sorted by name, stamped 1980-01-01 00:00, mode 0644, deflated.
@@ -101,12 +112,13 @@ def build_zip(device_name: str, device_files: DeviceFiles, engine: str = "vllm")
         device_name: vLLM's device key.
         device_files: The device's merged files (named in `engine`'s spelling) and skipped shapes.
         engine: "vllm" or "sglang", for the README.
+        compute_capability: the device's, from its trials in the store; None when unknown.
 
     Returns:
         The archive's bytes.
     """
     entries = {f.file_name: f.merged.text for f in device_files.files}
-    entries[README_NAME] = readme_text(device_name, device_files, engine)
+    entries[README_NAME] = readme_text(device_name, device_files, engine, compute_capability)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         for name in sorted(entries):

@@ -17,10 +17,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tuner.inputs.backends import backend_lines
+from tuner.inputs.backends import TRITON_FLAG, device_advice
 from tuner.kernels.dense.naming import (
     ENGINE_CONFIG_DIRS,
     SGLANG_NOTE,
@@ -187,8 +188,11 @@ def render_mounts(request: MountRequest) -> str:
     if left_out:
         head.append(f"# {left_out} fused-MoE file(s) (E=...) left out: SGLang does not read "
                     f"them from {MOE_ENV}; these mounts cover the dense files only.")
+    advice = device_advice(request.device_name, [request.compute_capability or ""])
+    flag = request.engine == "vllm" and advice.needs_flag and bool(files)
     if request.engine == "vllm":
-        head += [f"# {line}" for line in backend_lines(request.compute_capability)[:-1]]
+        head += [f"# {part}" for line in advice.lines()
+                 for part in textwrap.wrap(line, width=94, break_on_hyphens=False)]
     else:
         head.append(f"# {SGLANG_NOTE}")
     if not files and not moe:
@@ -200,7 +204,21 @@ def render_mounts(request: MountRequest) -> str:
         body = _compose_body(files, moe, host_dir, target_dir)
     else:
         body = _k8s_body(request.device_name, files, moe, host_dir, target_dir)
-    return "\n".join(head + body) + "\n"
+    return "\n".join(head + body + (_flag_lines(request.fmt) if flag else [])) + "\n"
+
+
+def _flag_lines(fmt: str) -> list[str]:
+    """The server argument that makes vLLM run the Triton kernel, and so read the dense files
+    (`tuner.inputs.backends.DeviceAdvice.needs_flag`), in the format's own syntax."""
+    name, value = TRITON_FLAG.split()
+    if fmt == "docker":
+        return ["# After the image name, with the server's other arguments (vLLM reads the "
+                "files only with it):", f"  {TRITON_FLAG}"]
+    if fmt == "compose":
+        return ["    # Append to the service's command (vLLM reads the files only with it):",
+                "    command:", f"      - {name}", f"      - {value}"]
+    return ["# Append to the serving container's args (vLLM reads the files only with it):",
+            "args:", f"  - {name}", f"  - {value}"]
 
 
 def _docker_body(files: list, moe: list, host_dir: str, target_dir: str) -> list[str]:

@@ -117,7 +117,8 @@ def candidate(session: Session, device_name: str, *, allow_partial: bool = False
                         "notes": f.merged.notes, "warnings": f.merged.warnings})
         for f in read.files.files
     ]
-    archives = {"vllm": build_zip(device_name, read.files),
+    capability = read.view.compute_capability
+    archives = {"vllm": build_zip(device_name, read.files, compute_capability=capability),
                 "sglang": build_zip(device_name, sglang, engine="sglang")}
     summary = _summary(read, allow_partial=allow_partial, allow_stale=allow_stale,
                        out_dtype=out_dtype)

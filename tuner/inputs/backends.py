@@ -10,6 +10,7 @@ Other vLLM versions may order the kernels differently.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 VLLM_VERSION = "0.33.0"
@@ -154,3 +155,95 @@ def kernel_verdict(kernels: tuple[str, ...], linear_backend: str | None) -> str 
     return (f"vLLM selected {labels} for block-FP8 layers: the tuned files are NOT read with "
             f"this server's settings; {TRITON_FLAG} makes it run the Triton kernel that reads "
             "them (measure first: tuner compare).")
+
+
+# The form of the flag in a vLLM engine-args config or Python call (DESIGN §9).
+PER_QUANT_FORM = 'linear_backend_per_quant={"fp8_block_w8a8": "triton"}'
+
+
+@dataclass(frozen=True)
+class DeviceAdvice:
+    """Whether vLLM 0.33.0 reads a device's tuned files, and what makes it read them.
+
+    Attributes:
+        device_name: vLLM's device key.
+        arch: the `ARCH_BACKENDS` family, e.g. "sm89"; None when not known.
+        arch_source: where the architecture was learned, e.g. "compute capability 8.9, from
+            its trials in the store"; "" when not known.
+        default_kernel: the block-FP8 linear kernel vLLM runs there by default; None when the
+            architecture is not known.
+        needs_flag: the dense files are read only with `TRITON_FLAG` (every CUDA GPU: Triton
+            is never vLLM 0.33.0's default there); False for the CPU interpreter.
+    """
+
+    device_name: str
+    arch: str | None
+    arch_source: str
+    default_kernel: str | None
+    needs_flag: bool
+
+    def lines(self) -> list[str]:
+        """The advice as plain-text sentences (no markup), one unwrapped line each."""
+        if self.device_name == _INTERPRETER:
+            return [f"{self.device_name} is Triton's CPU interpreter: its files carry CPU "
+                    "timings, for trying the tuner out; no vLLM server reads them."]
+        if self.arch is None:
+            lines = [f"{self.device_name}: architecture not known (no trial in the store names a "
+                     "compute capability, and the GPU is not in the table of known GPUs).",
+                     f"vLLM {VLLM_VERSION} runs the Triton kernel, and so reads these files, by "
+                     "default on no CUDA GPU."]
+        elif self.default_kernel is None:
+            return [f"{self.device_name} is {self.arch} ({self.arch_source}): no FP8 dot "
+                    "(compute capability below 8.9), so the Triton block-FP8 kernel, and these "
+                    "files, cannot run there."]
+        else:
+            lines = [f"{self.device_name} is {self.arch} ({self.arch_source}).",
+                     f"vLLM {VLLM_VERSION}'s default kernel for block-FP8 linear layers there is "
+                     f"{self.default_kernel}: these files are NOT read with default settings."]
+        lines.append(f"To have them read, start vLLM with {TRITON_FLAG} (or {PER_QUANT_FORM}); "
+                     f"{BATCH_INVARIANT_NOTE}. Measure first: tuner compare times the tuned "
+                     "Triton kernel against the default kernels on this GPU.")
+        if self.arch == "sm90":
+            lines.append("Fused-MoE files (E=...) are read by default here: vLLM moves its "
+                         "Triton MoE kernel first on sm90 with 128x128 FP8 weights and "
+                         "ep_size 1.")
+        return lines
+
+
+_INTERPRETER = "TRITON_INTERPRETER"
+
+
+def device_advice(device_name: str, capabilities: Sequence[str] = ()) -> DeviceAdvice:
+    """The advice for one device: its architecture from its trials in the store, else from
+    the table of known GPUs (`tuner.kernels.gpus.KNOWN_GPUS`).
+
+    Args:
+        device_name: vLLM's device key, e.g. "NVIDIA_L20".
+        capabilities: compute capabilities of its environments in the store, newest first
+            (e.g. "8.9"; "" for the interpreter).
+
+    Returns:
+        The advice; `DeviceAdvice.lines` says it in words.
+    """
+    from tuner.kernels.gpus import KNOWN_GPUS, gpu_model
+
+    if device_name == _INTERPRETER:
+        return DeviceAdvice(device_name, None, "", None, needs_flag=False)
+    capability, source = None, ""
+    for known in capabilities:
+        if re.fullmatch(r"\d{1,2}\.\d", known.strip()):
+            capability = known.strip()
+            source = f"compute capability {capability}, from its trials in the store"
+            break
+    model = gpu_model(device_name)
+    if capability is None and model in KNOWN_GPUS:
+        capability = "{}.{}".format(*divmod(KNOWN_GPUS[model], 10))
+        source = f"{model}: compute capability {capability}, from the table of known GPUs"
+    if capability is None:
+        return DeviceAdvice(device_name, None, "", None, needs_flag=True)
+    arch = arch_of(capability)
+    if arch is None:  # older than sm89: no FP8 dot
+        return DeviceAdvice(device_name, f"sm{capability.replace('.', '')}", source, None,
+                            needs_flag=False)
+    default = next(a.default for a in ARCH_BACKENDS if a.arch == arch)
+    return DeviceAdvice(device_name, arch, source, default, needs_flag=True)

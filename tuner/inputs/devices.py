@@ -7,10 +7,12 @@ from collections.abc import Iterable
 
 from tuner.kernels.dense.naming import DEVICE_NAME_MAX
 from tuner.kernels.dense.naming import DEVICE_NAME_PATTERN as _NAME_PATTERN
+from tuner.kernels.gpus import KNOWN_GPUS
 
 # Key of the CPU interpreter backend in the store and in file names; never a GPU's (DESIGN §5).
 INTERPRETER_DEVICE_NAME = "TRITON_INTERPRETER"
 INTERPRETER_ALIASES = frozenset({"interpreter", "cpu", INTERPRETER_DEVICE_NAME.lower()})
+INTERPRETER_ALIASES_SHOWN = "interpreter"
 
 # The pattern a device_name takes in the store, in URLs and in file names, length included
 # (Python's re; `tuner.kernels.dense.naming.is_device_name` is the same rule): 1..128 printable
@@ -27,7 +29,6 @@ _NVIDIA_MODEL_RE = re.compile(
     r"(?:GeForce_)?(?:(?:RTX|GTX|TITAN)_?)?(?:[A-Z]{1,3}\d{1,4}(?:S|G|X|Ti|e)?|\d{3,4}(?:Ti)?)"
     r"(?:[_-][A-Za-z0-9]+)*")
 GPU_NAME_EXAMPLES = "L20, H200, NVIDIA H200, nvidia_h200 or NVIDIA_H100_80GB_HBM3"
-
 
 def gpu_device_key(name: str) -> str:
     """vLLM's device key for a GPU named by a user, who need not have it at hand.
@@ -102,3 +103,25 @@ def resolve(device: str, known: Iterable[str]) -> list[str]:
     return sorted(name for name in set(known) if matches(device, name))
 
 
+
+
+def device_hint(device: str, known: Iterable[str] = ()) -> str:
+    """A "did you mean" for a `--device` that names nothing: the closest of the known device
+    names (vendor prefix dropped, as users type them) and the GPUs of `KNOWN_GPUS`.
+
+    Args:
+        device: what the user typed, e.g. "L2O".
+        known: device names of the store or of the visible GPUs, e.g. "NVIDIA_L20".
+
+    Returns:
+        e.g. " (did you mean 'L20'?)", or "" when nothing is close.
+    """
+    from tuner.inputs.suggest import did_you_mean
+
+    names = {re.sub(r"^NVIDIA_", "", name, flags=re.IGNORECASE) for name in known
+             if name != INTERPRETER_DEVICE_NAME}
+    names |= set(KNOWN_GPUS) | {INTERPRETER_ALIASES_SHOWN}
+    typed = re.sub(r"^NVIDIA[_ ]", "", device.strip(), flags=re.IGNORECASE)
+    if typed.lower() in {name.lower() for name in names}:
+        return ""  # a real name, just not here
+    return did_you_mean(typed, sorted(names))

@@ -184,6 +184,10 @@ def derive_shapes(config: Mapping, tp: int, *, where: str = "config.json") -> De
     if isinstance(tp, bool) or not isinstance(tp, int) or not 1 <= tp <= 1024:
         raise ValueError(f"--tp must be an integer in 1..1024, got {tp!r}")
     architectures = config.get("architectures")
+    if architectures is None and not any(key in config for key in ("model_type",
+                                                                    "hidden_size")):
+        raise ValueError(f"{where}: not a model's config.json (no architectures, model_type or "
+                         "hidden_size): pass the config.json of a Hugging Face checkpoint")
     known = (isinstance(architectures, list) and len(architectures) == 1
              and architectures[0] in KNOWN_ARCHITECTURES)
     is_moe = any(config.get(k) is not None for k in EXPERT_COUNT_KEYS)

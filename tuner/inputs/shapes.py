@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from tuner.inputs.suggest import did_you_mean
+
 # A model key is a file name: lower case, digits, '.', '_' and '-'.
 MODEL_KEY_RE = re.compile(r"[a-z0-9][a-z0-9._\-]{0,63}")
 MAX_DIM = 999_999_999  # the largest N or K a config file name can carry (tuner.files.format)
@@ -194,7 +196,9 @@ def _read(model: str) -> _ShapesDoc:
         return _load_text(packaged.read_text(encoding="utf-8"), f"shapes/{model}.toml", model)
     path = user_shapes_dir() / f"{model}.toml"
     if not MODEL_KEY_RE.fullmatch(model) or not path.is_file():
-        raise UnknownModelError(f"unknown model '{model}'; known: {', '.join(known_models())}")
+        known = known_models()
+        raise UnknownModelError(f"unknown model '{model}'{did_you_mean(model, known)}; known: "
+                                f"{', '.join(known)}")
     try:
         text = path.read_bytes().decode("utf-8")
     except OSError as exc:

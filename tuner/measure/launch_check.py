@@ -15,45 +15,16 @@ from dataclasses import dataclass
 
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.family import Shape
+from tuner.kernels.gpus import KNOWN_GPUS, gpu_model
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.measure.compile import compile_infos
 from tuner.measure.compile_cache import CompileCache
 from tuner.measure.resources import MAX_SHARED_BYTES, launch_problem
 
-# GPU model (as in vLLM's device_name, vendor prefix and memory suffixes dropped) -> compute
-# capability as an int. Sources: NVIDIA's "CUDA GPU Compute Capability" list
-# (developer.nvidia.com/cuda-gpus): L4, L20, L40, L40S and GeForce RTX 4090 are 8.9; H100 and
-# H200 are 9.0; A100 is 8.0. H20 (a Hopper part): 9.0, as reported in GitHub AIR-THU/UniV2X
-# issue 8 ("H20 ... sm_90"). Shared memory per block comes from the architecture
-# (`tuner.measure.resources.MAX_SHARED_BYTES`, CUDA C++ Programming Guide, opt-in maximum per
-# block): 101,376 B on sm89, 232,448 B on sm90, 166,912 B on sm80 (mirage-project/mirage PR
-# 412 measured sharedMemPerBlockOptin on L4, L40S, A100, H100 and H200 to the same figures).
-KNOWN_GPUS: dict[str, int] = {
-    "L4": 89, "L20": 89, "L40": 89, "L40S": 89, "RTX_4090": 89,
-    "H100": 90, "H200": 90, "H20": 90,
-    "A100": 80,
-}
 # Output dtype compiled for: vLLM's block-FP8 models run in bfloat16 (float16 takes the same
 # bytes per element, so the same shared memory).
 CHECK_OUT_DTYPE = "bfloat16"
 _AMD_KEYS = ("kpack", "matrix_instr_nonkdim", "waves_per_eu")
-
-
-def gpu_model(device_name: str) -> str:
-    """The model part of a vLLM device_name, as KNOWN_GPUS keys it.
-
-    Args:
-        device_name: e.g. "NVIDIA_H100_80GB_HBM3", "NVIDIA_A100-SXM4-80GB",
-            "NVIDIA_GeForce_RTX_4090".
-
-    Returns:
-        e.g. "H100", "A100", "RTX_4090" (upper case); "" for a name without one.
-    """
-    name = re.sub(r"^(NVIDIA_)?(GEFORCE_)?", "", device_name.upper())
-    parts = [part for part in re.split(r"[_\-]", name) if part]
-    if len(parts) >= 2 and parts[0] == "RTX":
-        return f"RTX_{parts[1]}"
-    return parts[0] if parts else ""
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,28 @@
 """Search: strategies behind one interface (`base.Strategy`, registered by name in `registry`),
 warm starts, and the replay runner that answers trials from recorded landscapes. Imports
 tuner.kernels and tuner.measure.trial (the outcome `evaluate` returns); never the store or a GPU.
+
+The names below are re-exported lazily (PEP 562): `tuner.search.defaults`, which every CLI
+command's options read, then costs no import of the strategies.
 """
 
-from tuner.search.base import Evaluate, History, Strategy, best, planned
-from tuner.search.defaults import DEFAULT_STRATEGY, DEFAULT_TRIALS
-from tuner.search.registry import STRATEGIES, get_strategy
-from tuner.search.warm_start import warm_start_configs, warm_start_for_task
+from __future__ import annotations
 
-__all__ = ["DEFAULT_STRATEGY", "DEFAULT_TRIALS", "Evaluate", "History", "Strategy", "STRATEGIES",
-           "best", "get_strategy", "planned", "warm_start_configs", "warm_start_for_task"]
+import importlib
+
+# Public name -> the module that defines it.
+_EXPORTS: dict[str, str] = {
+    "Evaluate": "base", "History": "base", "Strategy": "base", "best": "base",
+    "planned": "base", "DEFAULT_STRATEGY": "defaults", "DEFAULT_TRIALS": "defaults",
+    "STRATEGIES": "registry", "get_strategy": "registry", "warm_start_configs": "warm_start",
+    "warm_start_for_task": "warm_start",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tuner.search' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"tuner.search.{module}"), name)

@@ -17,6 +17,7 @@ def test_docker_moe_folder_and_env() -> None:
         f'  -v "$PWD/configs/{A}:{VLLM}/{A}:ro" \\',
         f'  -v "$PWD/configs:{DIR}:ro" \\',
         f"  -e VLLM_TUNED_CONFIG_FOLDER={DIR} \\",
+        "  --linear-backend triton",
     ]
     assert (f"# 1 fused-MoE file(s) (E=...): one read-only folder mount of $PWD/configs/ at "
             f"{DIR}/,") in text.splitlines()
@@ -45,6 +46,7 @@ def test_k8s_moe_configmap_folder_and_env() -> None:
         "    readOnly: true",
         "  - name: blockfp8-moe-configs", f'    mountPath: "{DIR}"', "    readOnly: true",
         "env:", "  - name: VLLM_TUNED_CONFIG_FOLDER", f'    value: "{DIR}"',
+        "args:", "  - --linear-backend", "  - triton",
     ]
     assert (f'#     --from-file=e128-n384-b128x128.json="$PWD/configs/{MOE}" \\'
             in text.splitlines())

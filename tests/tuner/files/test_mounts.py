@@ -30,14 +30,20 @@ def test_docker_lines() -> None:
     assert body(text) == [
         f'  -v "$PWD/configs/{A}:{VLLM}/{A}:ro" \\',
         f'  -v "$PWD/configs/{B}:{VLLM}/{B}:ro" \\',
+        "  --linear-backend triton",
     ]
+    assert text.splitlines()[-2] == ("# After the image name, with the server's other arguments "
+                                     "(vLLM reads the files only with it):")
+    assert "# NVIDIA_L20 is sm89 (L20: compute capability 8.9, from the table of known GPUs)." in (
+        text.splitlines())
     assert f"# The engine reads them only from {VLLM}/" in text
     assert "--linear-backend triton" in text
 
 
 def test_docker_quotes_an_odd_host_dir() -> None:
     text = render_mounts(request(host_dir='/srv/my "cfg" $HOME', file_names=(A,)))
-    assert body(text) == [f'  -v "/srv/my \\"cfg\\" \\$HOME/{A}:{VLLM}/{A}:ro" \\']
+    assert body(text) == [f'  -v "/srv/my \\"cfg\\" \\$HOME/{A}:{VLLM}/{A}:ro" \\',
+                          "  --linear-backend triton"]
 
 
 def test_compose_sglang_spelling() -> None:
@@ -60,6 +66,7 @@ def test_k8s() -> None:
         "        - key: n5120-k3072-b128x128.json", f'          path: "{A}"',
         "volumeMounts:", "  - name: blockfp8-configs", f'    mountPath: "{VLLM}/{A}"',
         f'    subPath: "{A}"', "    readOnly: true",
+        "args:", "  - --linear-backend", "  - triton",
     ]
     assert (f'#     --from-file=n5120-k3072-b128x128.json="$PWD/configs/{A}" \\'
             in text.splitlines())

@@ -1,0 +1,76 @@
+"""The plan `tuner sweep` prints: counts, compiles and the time estimate (tuner.run.preview)."""
+
+from db.history import TrialTimeRow
+from tuner.run.plan import SweepRequest
+from tuner.run.preview import duration, needs_confirmation, preview_sweeps
+
+
+def _request(**changes) -> SweepRequest:
+    fields = dict(device_name="TRITON_INTERPRETER", model="tiny", tp=1,
+                  shapes=((256, 384), (576, 256)), block_shape=(128, 128), m_values=(1, 16, 32),
+                  strategy="guided", trials=3, seed=0, out_dtype="bfloat16")
+    fields.update(changes)
+    return SweepRequest(**fields)
+
+
+def test_a_new_interpreter_plan_uses_the_stated_default():
+    preview = preview_sweeps([(_request(), "2 shapes")], backend="interpreter", history=[],
+                             stored=[0], workers=1, defaults=["TP not given: 1"])
+    # 0.7 s + 4 calls x 0.1 s / (512 * 1024) x N*K a trial: 0.775 s at (256, 384), 0.8125 s at
+    # (576, 256); x 3 M x 3 trials.
+    assert preview.lines == (
+        "plan: TRITON_INTERPRETER, tiny TP 1, guided",
+        "  2 shapes x 3 M: 6 task(s) x 3 trial(s) = 18 trial(s); at most 18 distinct compiles",
+        "  total: 6 task(s), 18 trial(s) to run, 1 worker(s); about 14 s of measuring (no "
+        "earlier trials of TRITON_INTERPRETER in the store: default 1.1 s a trial at N=512, "
+        "K=1024, M<=64, 13 s at N=5120, K=3072)",
+        "  on the interpreter nothing is compiled (the compiles are a GPU's) and the timings "
+        "are CPU timings",
+        "  TP not given: 1",
+    )
+    assert (preview.tasks, preview.trials) == (6, 18)
+    assert round(preview.estimate_s, 4) == 14.2875
+
+
+def test_the_device_history_sets_the_estimate_and_stored_trials_are_left_out():
+    history = [TrialTimeRow("dense", 256, 384, 1, 3, 2.0), TrialTimeRow("dense", 256, 384, 16,
+                                                                        3, 2.0)]
+    preview = preview_sweeps([(_request(), "2 shapes")], backend="interpreter", history=history,
+                             stored=[9], workers=1)
+    # Measured 2.0 s where the model says 0.775 s: the other (N, K, M) are scaled by
+    # 12 / 4.65 (measured / modelled over the 6 trials): 2.0 s at (256, 384, 32), 2.0968 s at
+    # (576, 256); x 3 trials, half of the 18 left.
+    per_task = [2.0, 2.0, 2.0] + [12 / 4.65 * 0.8125] * 3
+    assert preview.trials == 9
+    assert round(preview.estimate_s, 6) == round(sum(per_task) * 3 / 2, 6)
+    assert preview.lines[1].endswith("= 18 trial(s), 9 already stored; at most 18 distinct "
+                                     "compiles")
+    assert "(from 6 earlier trial(s) of TRITON_INTERPRETER in the store)" in preview.lines[2]
+
+
+def test_grid_compiles_every_config_once_per_launch_specialization():
+    request = _request(strategy="grid", device_name="NVIDIA_H200", shapes=((256, 384),),
+                       m_values=(1, 16, 32, 48, 7))
+    preview = preview_sweeps([(request, "1 shapes")], backend="cuda", history=[], stored=[0],
+                             workers=2, compile_workers=7)
+    # Specializations M=1, M % 16 == 0 (16, 32, 48), other (7): 3 x 1,280 configs (the default
+    # is one of them).
+    assert preview.lines[1] == ("  1 shapes x 5 M: 5 task(s) x 1280 trial(s) = 6,400 trial(s); "
+                                "at most 3,840 distinct compiles")
+    # Compiling (3,840 x 0.6 s over 14 processes) outlasts measuring (6,400 x 25 ms / 2).
+    assert round(preview.estimate_s, 6) == round(3840 * 0.6 / 14, 6)
+    assert not needs_confirmation(preview, "cuda")
+
+
+def test_only_long_interpreter_plans_need_confirmation():
+    big = preview_sweeps([(_request(trials=128, m_values=(1, 512, 1024, 2048, 4096)), "2 shapes")],
+                         backend="interpreter", history=[], stored=[0], workers=1)
+    assert big.estimate_s > 3600 and needs_confirmation(big, "interpreter")
+    small = preview_sweeps([(_request(), "2 shapes")], backend="interpreter", history=[],
+                           stored=[0], workers=1)
+    assert not needs_confirmation(small, "interpreter")
+
+
+def test_duration():
+    assert [duration(s) for s in (40, 720, 3600 * 3.5, 86400 * 2.1)] == [
+        "40 s", "12 min", "3.5 h", "2.1 days"]

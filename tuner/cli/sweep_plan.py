@@ -1,0 +1,128 @@
+"""The plan `tuner sweep` prints before it measures (`tuner.run.preview`), `--dry-run`, and the
+`--yes` a long interpreter plan needs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tuner.cli.options import DEFAULT_M, fail, open_db, plain
+
+DryRunOpt = Annotated[
+    bool, typer.Option("--dry-run", help="Print the plan (tasks, trials, compiles, time "
+                       "estimate) and exit; the store is read, never written.")
+]
+YesOpt = Annotated[
+    bool, typer.Option("--yes", help="Start a plan estimated above an hour on the interpreter "
+                       "without asking.")
+]
+
+
+def default_lines(model: str, tp: int, tp_given: bool, m: str) -> list[str]:
+    """What the plan says about the values the user left to their defaults.
+
+    Args:
+        model: the model key.
+        tp: the tensor-parallel size chosen.
+        tp_given: --tp was passed.
+        m: the --m text.
+
+    Returns:
+        One line for a defaulted M grid, one for a defaulted TP.
+    """
+    lines = []
+    if m == DEFAULT_M:
+        lines.append("M grid not given: vLLM's 18 batch sizes, 1 to 4096 (--m 1,16,32 for "
+                     "fewer)")
+    if not tp_given:
+        lines.append(f"TP not given: {tp}, the only size shapes/{model} lists (--tp to choose)")
+    return lines
+
+
+def _history(db: str | None, requests: list) -> tuple[list, list[int]]:
+    """The device's earlier trial times and each request's stored trials, read without
+    creating a store (a missing SQLite file reads as an empty history)."""
+    from sqlalchemy import make_url
+
+    from db.engine import session_scope
+    from db.history import stored_trials, trial_times
+    from db.sweeps import sweep_key
+    from tuner.cli.options import store_url
+
+    url = make_url(store_url(db))
+    if url.get_backend_name() == "sqlite" and (
+            url.database in (None, "", ":memory:") or not Path(url.database).exists()):
+        return [], [0] * len(requests)
+    if url.get_backend_name() != "sqlite" and not _has_tables(url):
+        return [], [0] * len(requests)  # an empty database: opening it would create the schema
+    _, engine = open_db(db, must_exist=True)
+    with session_scope(engine) as session:
+        history = trial_times(session, device_name=requests[0][0].device_name)
+        stored = [stored_trials(session, sweep_key=sweep_key(**request.sweep_fields()))
+                  for request, _ in requests]
+    engine.dispose()
+    return history, stored
+
+
+def _has_tables(url) -> bool:
+    """Whether a server database already holds the store's tables (False when it cannot be
+    reached: `open_db` then says why, when the sweep opens it)."""
+    from sqlalchemy import inspect
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from db.engine import make_engine
+
+    engine = make_engine(url.render_as_string(hide_password=False))
+    try:
+        return inspect(engine).has_table("trials")
+    except SQLAlchemyError:
+        return False
+    finally:
+        engine.dispose()
+
+
+def show_plan(requests: list, *, db: str | None, backend: str, workers: int,
+              interpreter_reps: int, defaults: list[str], dry_run: bool, yes: bool) -> bool:
+    """Print the plan of a `tuner sweep` in one block; say whether to go on.
+
+    Args:
+        requests: (SweepRequest, what it tunes) per sweep of the command.
+        db: --db.
+        backend: "cuda", "interpreter" or "replay".
+        workers: processes that will measure.
+        interpreter_reps: timed calls per trial on the interpreter.
+        defaults: `default_lines`.
+        dry_run: only print.
+        yes: --yes was passed.
+
+    Returns:
+        True to measure; False after a dry run.
+
+    Raises:
+        typer.Exit: exit 2 when an interpreter plan above an hour was not confirmed.
+    """
+    import os
+
+    from tuner.run.preview import CONFIRM_ABOVE_S, duration, needs_confirmation, preview_sweeps
+
+    history, stored = _history(db, requests)
+    compile_workers = max(1, ((os.cpu_count() or 2) - workers) // max(1, workers))
+    preview = preview_sweeps(requests, backend=backend, history=history, stored=stored,
+                             workers=workers, interpreter_reps=interpreter_reps,
+                             compile_workers=compile_workers, defaults=defaults)
+    for line in preview.lines:
+        plain(line)
+    if dry_run:
+        return False
+    if not yes and needs_confirmation(preview, backend):
+        longer = (f"this plan is about {duration(preview.estimate_s)} on the interpreter, over "
+                  f"{duration(CONFIRM_ABOVE_S)}")
+        if sys.stdin.isatty() and sys.stdout.isatty():
+            if typer.confirm(f"{longer}; start it?", default=False):
+                return True
+        raise fail(f"{longer}: pass --yes to start it, or make it smaller with --m, --trials "
+                   "or --tp")
+    return True

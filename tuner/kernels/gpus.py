@@ -1,0 +1,37 @@
+"""Known NVIDIA GPUs and their compute capability, by the model part of vLLM's device_name:
+for checking entries without the GPU and for naming a device's architecture."""
+
+from __future__ import annotations
+
+import re
+
+# GPU model (as in vLLM's device_name, vendor prefix and memory suffixes dropped) -> compute
+# capability as an int. Sources: NVIDIA's "CUDA GPU Compute Capability" list
+# (developer.nvidia.com/cuda-gpus): L4, L20, L40, L40S and GeForce RTX 4090 are 8.9; H100 and
+# H200 are 9.0; A100 is 8.0. H20 (a Hopper part): 9.0, as reported in GitHub AIR-THU/UniV2X
+# issue 8 ("H20 ... sm_90"). Shared memory per block comes from the architecture
+# (`tuner.measure.resources.MAX_SHARED_BYTES`, CUDA C++ Programming Guide, opt-in maximum per
+# block): 101,376 B on sm89, 232,448 B on sm90, 166,912 B on sm80 (mirage-project/mirage PR
+# 412 measured sharedMemPerBlockOptin on L4, L40S, A100, H100 and H200 to the same figures).
+KNOWN_GPUS: dict[str, int] = {
+    "L4": 89, "L20": 89, "L40": 89, "L40S": 89, "RTX_4090": 89,
+    "H100": 90, "H200": 90, "H20": 90,
+    "A100": 80,
+}
+
+
+def gpu_model(device_name: str) -> str:
+    """The model part of a vLLM device_name, as KNOWN_GPUS keys it.
+
+    Args:
+        device_name: e.g. "NVIDIA_H100_80GB_HBM3", "NVIDIA_A100-SXM4-80GB",
+            "NVIDIA_GeForce_RTX_4090".
+
+    Returns:
+        e.g. "H100", "A100", "RTX_4090" (upper case); "" for a name without one.
+    """
+    name = re.sub(r"^(NVIDIA_)?(GEFORCE_)?", "", device_name.upper())
+    parts = [part for part in re.split(r"[_\-]", name) if part]
+    if len(parts) >= 2 and parts[0] == "RTX":
+        return f"RTX_{parts[1]}"
+    return parts[0] if parts else ""

@@ -1,0 +1,187 @@
+"""The plan `tuner sweep` shows before it measures: tasks, trials, distinct compiles and a time
+estimate, from what the device has measured before (the store) or a stated default per backend.
+Pure arithmetic and text; the caller reads the store (`db.history`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from db.history import TrialTimeRow
+from tuner.kernels.family import Shape
+from tuner.kernels.registry import get_family
+from tuner.run.plan import SweepRequest
+
+# On the interpreter a plan estimated longer than this asks for --yes (issue 24: about an hour).
+CONFIRM_ABOVE_S = 3600.0
+# The interpreter's cost model, in seconds per trial: INTERPRETER_TRIAL_S plus, per kernel call
+# (the correctness check and --interpreter-reps timed calls), INTERPRETER_S_PER_WORK * N * K *
+# ceil(M / 64). Fitted to DESIGN §12 (about 0.1 s a call for M=64, N=512, K=1024; 3 s for M=1
+# at N=5120, K=3072), issue 24 (about 37 s a trial for qwen3.8-27b at M=1) and the README's
+# `tiny` sweep on 2 cores (0.4-1.1 s a trial at N*K of 1e5: the fixed part).
+INTERPRETER_TRIAL_S = 0.7
+INTERPRETER_S_PER_WORK = 0.1 / (512 * 1024)
+# A searched trial on a GPU: about 25 ms of measuring (bench/README.md, tuner.run.task).
+GPU_TRIAL_S = 0.025
+# Compiling one config for a GPU: 0.6 s on one core (bench/README.md, compile pruning); the
+# compile pool overlaps it with measuring.
+GPU_COMPILE_S = 0.6
+# A replayed trial: under a millisecond of worker CPU (bench/README.md, trial overhead).
+REPLAY_TRIAL_S = 0.001
+
+
+def interpreter_work(N: int, K: int, M: int) -> int:
+    """The interpreter's cost unit of one call at (N, K, M): N * K * ceil(M / 64)."""
+    return N * K * math.ceil(M / 64)
+
+
+@dataclass(frozen=True)
+class SweepPreview:
+    """What a `tuner sweep` command will do, counted before anything is written.
+
+    Attributes:
+        lines: the plan as printed, one block.
+        estimate_s: the estimated seconds of measuring still to do.
+        tasks: (N, K, M) tasks over every sweep of the command.
+        trials: trials still to run (the planned ones minus those already stored).
+    """
+
+    lines: tuple[str, ...]
+    estimate_s: float
+    tasks: int
+    trials: int
+
+
+def duration(seconds: float) -> str:
+    """A rounded duration for people: "40 s", "12 min", "3.5 h", "2.1 days"."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def _compiles(request: SweepRequest) -> int:
+    """At most this many distinct (config, launch specialization) binaries: Triton compiles a
+    config once per specialization of the launch (M = 1, M % 16 == 0, other M; DESIGN §4)."""
+    family = get_family(request.family)
+    space = len(request.space)
+    per_task = request.trials_per_task()
+    tasks_by_key: dict[str, int] = {}
+    for N, K in request.shapes:
+        shape = Shape.from_store(N, K, request.block_shape, request.shape_params)
+        for M in request.m_values:
+            key = family.specialization(shape, M)
+            tasks_by_key[key] = tasks_by_key.get(key, 0) + 1
+    searched = space if request.strategy == "grid" else min(request.trials, space)
+    distinct = space + per_task - searched  # the space, and the default when outside it
+    return sum(min(distinct, per_task * count) for count in tasks_by_key.values())
+
+
+class _TrialClock:
+    """Seconds per trial at (family, N, K, M): the device's own mean where it has trials
+    there; else the backend's default model, scaled by how the device's earlier trials of the
+    family compared with that model; else the model as it is."""
+
+    def __init__(self, backend: str, history: Sequence[TrialTimeRow], interpreter_reps: int):
+        self.backend = backend
+        self.calls = interpreter_reps + 1
+        self.exact = {(r.family, r.N, r.K, r.M): r.mean_s for r in history}
+        self.trials = sum(r.trials for r in history)
+        sums: dict[str, tuple[float, float]] = {}
+        for row in history:
+            measured, modelled = sums.get(row.family, (0.0, 0.0))
+            sums[row.family] = (measured + row.mean_s * row.trials,
+                                modelled + self.model(row.N, row.K, row.M) * row.trials)
+        self.scale = {family: measured / modelled
+                      for family, (measured, modelled) in sums.items() if modelled > 0}
+
+    def model(self, N: int, K: int, M: int) -> float:
+        """The backend's default seconds per trial."""
+        if self.backend == "interpreter":
+            return (INTERPRETER_TRIAL_S
+                    + INTERPRETER_S_PER_WORK * interpreter_work(N, K, M) * self.calls)
+        return REPLAY_TRIAL_S if self.backend == "replay" else GPU_TRIAL_S
+
+    def seconds(self, family: str, N: int, K: int, M: int) -> float:
+        if (family, N, K, M) in self.exact:
+            return self.exact[(family, N, K, M)]
+        return self.scale.get(family, 1.0) * self.model(N, K, M)
+
+    def source(self, device_name: str) -> str:
+        if self.trials:
+            return f"from {self.trials:,} earlier trial(s) of {device_name} in the store"
+        if self.backend == "interpreter":
+            return (f"no earlier trials of {device_name} in the store: default "
+                    f"{self.model(512, 1024, 64):.1f} s a trial at N=512, K=1024, M<=64, "
+                    f"{self.model(5120, 3072, 1):.0f} s at N=5120, K=3072")
+        if self.backend == "replay":
+            return f"replayed: about {REPLAY_TRIAL_S * 1000:.0f} ms a trial"
+        return (f"no earlier trials of {device_name} in the store: default "
+                f"{GPU_TRIAL_S * 1000:.0f} ms of measuring a trial, compiles at "
+                f"{GPU_COMPILE_S} s each on one core, overlapped")
+
+
+def preview_sweeps(
+    requests: Sequence[tuple[SweepRequest, str]], *, backend: str,
+    history: Sequence[TrialTimeRow], stored: Sequence[int], workers: int,
+    interpreter_reps: int = 3, compile_workers: int = 1, defaults: Sequence[str] = (),
+) -> SweepPreview:
+    """The plan of one `tuner sweep` command over its sweeps (dense, then each MoE shape).
+
+    Args:
+        requests: each sweep's request and what it tunes ("2 shapes", "MoE E=...").
+        backend: "cuda", "interpreter" or "replay".
+        history: the device's earlier trial times (`db.history.trial_times`).
+        stored: trials each request's sweep already holds (0 for a new sweep), same order.
+        workers: processes measuring at once (one per matching GPU; 1 on the CPU).
+        interpreter_reps: timed calls per trial on the interpreter.
+        compile_workers: compile processes per GPU worker (cuda only).
+        defaults: lines about what was not given and so defaulted (the M grid, TP).
+
+    Returns:
+        The plan's lines and counts.
+    """
+    clock = _TrialClock(backend, history, interpreter_reps)
+    first = requests[0][0]
+    lines = [f"plan: {first.device_name}, {first.model} TP {first.tp}, {first.strategy}"]
+    total_s, total_tasks, total_trials, total_compiles = 0.0, 0, 0, 0
+    for (request, what), done in zip(requests, stored, strict=True):
+        per_task = request.trials_per_task()
+        tasks = len(request.shapes) * len(request.m_values)
+        planned = tasks * per_task
+        left = max(0, planned - done)
+        seconds = sum(clock.seconds(request.family, N, K, M) * per_task
+                      for N, K in request.shapes for M in request.m_values)
+        seconds *= left / planned if planned else 0.0
+        compiles = _compiles(request)
+        resumed = f", {done:,} already stored" if done else ""
+        lines.append(f"  {what} x {len(request.m_values)} M: {tasks} task(s) x {per_task} "
+                     f"trial(s) = {planned:,} trial(s){resumed}; at most {compiles:,} "
+                     "distinct compiles")
+        total_s += seconds
+        total_tasks += tasks
+        total_trials += left
+        total_compiles += compiles
+    measure_s = total_s / max(1, workers)
+    if backend == "cuda":
+        compile_s = total_compiles * GPU_COMPILE_S / max(1, workers * compile_workers)
+        measure_s = max(measure_s, compile_s)
+    lines.append(f"  total: {total_tasks} task(s), {total_trials:,} trial(s) to run, "
+                 f"{workers} worker(s); about {duration(measure_s)} of measuring "
+                 f"({clock.source(first.device_name)})")
+    if backend == "interpreter":
+        lines.append("  on the interpreter nothing is compiled (the compiles are a GPU's) and the "
+                     "timings are CPU timings")
+    lines += [f"  {line}" for line in defaults]
+    return SweepPreview(lines=tuple(lines), estimate_s=measure_s, tasks=total_tasks,
+                        trials=total_trials)
+
+
+def needs_confirmation(preview: SweepPreview, backend: str) -> bool:
+    """True when the plan is too long to start unasked: on the interpreter, estimated above
+    `CONFIRM_ABOVE_S`."""
+    return backend == "interpreter" and preview.estimate_s > CONFIRM_ABOVE_S
