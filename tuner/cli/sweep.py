@@ -136,8 +136,8 @@ def _plan_and_run(engine, url: str, request, what: str, *, no_run: bool, backend
     console.print(
         f"sweep {info.sweep_id} ({opened_label(opened)}): {request.device_name}, "
         f"{request.model} TP {request.tp}, {what} x "
-        f"{len(request.m_values)} M, {request.strategy}, {workers}, kernel "
-        f"{request.kernel_label or request.kernel}, store {masked(url)}",
+        f"{len(request.m_values)} M, {request.strategy}, {workers}, store {masked(url)}, "
+        f"kernel {request.kernel_label or request.kernel}",
         soft_wrap=True,
     )
     if no_run:
