@@ -10,6 +10,7 @@ import typer
 
 from tuner.cli import (
     compare,
+    doctor,
     files,
     imports,
     landscape,
@@ -52,6 +53,7 @@ app.command()(store.mounts)
 app.command()(store.serve)
 app.command("verify")(verify.verify)
 app.command("compare")(compare.compare)
+app.command()(doctor.doctor)
 app.command()(files.export)
 app.command()(files.winners)
 app.command("publish")(publish.publish_cmd)
