@@ -54,13 +54,26 @@ Where SGLang reads these files
 """
 
 
-def readme_text(device_name: str, device_files: DeviceFiles, engine: str = "vllm") -> str:
+def versions_line(versions: dict) -> str:
+    """A release's `versions` summary (`tuner.files.release`) as one line: "torch 2.14.0,
+    triton 3.8.0, vLLM 0.33.0, kernels of vllm"; "" when it names none."""
+    parts = [f"{label} {', '.join(versions[key])}" for key, label in
+             (("torch", "torch"), ("triton", "triton"), ("vllm", "vLLM"))
+             if versions.get(key)]
+    if versions.get("kernel_source"):
+        parts.append(f"kernels of {', '.join(versions['kernel_source'])}")
+    return ", ".join(parts)
+
+
+def readme_text(device_name: str, device_files: DeviceFiles, engine: str = "vllm",
+                tuned_with: str = "") -> str:
     """The README put in a device's archive: how to install the files, and the merge report.
 
     Args:
         device_name: vLLM's device key.
         device_files: The device's merged files and skipped shapes.
         engine: The file-name spelling of the archive, "vllm" or "sglang".
+        tuned_with: what the winners were timed with (`versions_line`); "" leaves it out.
 
     Returns:
         The README's text.
@@ -68,6 +81,8 @@ def readme_text(device_name: str, device_files: DeviceFiles, engine: str = "vllm
     lines = [
         f"Tuned configs of vLLM's W8A8 block-FP8 Triton GEMM for device_name {device_name}",
         f"Merged from the store by blockfp8-tuner {tuner.__version__}.",
+        *([f"Tuned with {tuned_with} (serve with the same Triton and vLLM)."]
+          if tuned_with else []),
         "",
         _SGLANG_HOW_TO if engine == "sglang" else _HOW_TO,
         "Files",
@@ -92,7 +107,8 @@ def readme_text(device_name: str, device_files: DeviceFiles, engine: str = "vllm
     return "\n".join(lines) + "\n"
 
 
-def build_zip(device_name: str, device_files: DeviceFiles, engine: str = "vllm") -> bytes:
+def build_zip(device_name: str, device_files: DeviceFiles, engine: str = "vllm",
+              tuned_with: str = "") -> bytes:
     """Zip a device's files and README, byte-identical for identical input.
 
     Entries are sorted by name, stamped 1980-01-01 00:00, mode 0644, deflated.
@@ -101,12 +117,13 @@ def build_zip(device_name: str, device_files: DeviceFiles, engine: str = "vllm")
         device_name: vLLM's device key.
         device_files: The device's merged files (named in `engine`'s spelling) and skipped shapes.
         engine: "vllm" or "sglang", for the README.
+        tuned_with: the README's line on versions (`readme_text`).
 
     Returns:
         The archive's bytes.
     """
     entries = {f.file_name: f.merged.text for f in device_files.files}
-    entries[README_NAME] = readme_text(device_name, device_files, engine)
+    entries[README_NAME] = readme_text(device_name, device_files, engine, tuned_with)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         for name in sorted(entries):

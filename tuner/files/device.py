@@ -108,7 +108,9 @@ class DeviceView:
         try:
             return build_device_files(self.winners, self.coverage, allow_partial=allow_partial,
                                       imported=self.imported, device_name=self.device_name,
-                                      engine=engine)
+                                      engine=engine, triton_of={
+                                          e.environment_id: e.triton
+                                          for e in self.environments})
         except ValueError as exc:
             raise MergeError(f"cannot merge {self.device_name}: {exc}") from None
 

@@ -127,6 +127,8 @@ class KernelFamily:
             compiles to a different binary (it keys the compile cache).
         vllm: where the installed vLLM keeps this family's kernel and the workload that
             launches it as vLLM does; None when vLLM has no such kernel.
+        file_triton_version: the family's files carry `"triton_version"` (vLLM's MoE loader
+            drops the key; its dense loader would choke on it).
     """
 
     name: str
@@ -143,6 +145,7 @@ class KernelFamily:
     compile_for_target: Callable[..., Any]
     specialization: Callable[[Shape, int], str]
     vllm: VllmKernel | None = None
+    file_triton_version: bool = False
 
     def source(self, choice: str = BUILTIN) -> KernelSource:
         """The kernel this family's trials time for a `--kernel` choice: the builtin copy, or

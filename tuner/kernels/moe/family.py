@@ -93,4 +93,6 @@ MOE = KernelFamily(
     compile_for_target=_compile_for_target,
     specialization=_specialization,
     vllm=VLLM_MOE,
+    # benchmark_moe.py writes it (vLLM PR #24769); get_moe_configs pops it (fused_moe.py).
+    file_triton_version=True,
 )
