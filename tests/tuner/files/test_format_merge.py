@@ -395,13 +395,3 @@ def test_import_is_pure() -> None:
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
 
-
-def test_a_moe_file_carries_triton_version_first_and_reading_drops_it() -> None:
-    from tuner.files.format import dump_config_file, parse_config_file
-
-    entry = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
-             "num_warps": 4, "num_stages": 3}
-    text = dump_config_file({16: entry, 1: entry}, "3.8.0")
-    assert text.startswith('{\n    "triton_version": "3.8.0",\n    "1": {\n')
-    assert list(parse_config_file(text)) == [1, 16]
-    assert '"triton_version"' not in dump_config_file({1: entry})
