@@ -59,8 +59,9 @@ def export(
                        kernel=kernel.value)
     result = read.explained()
     current = read.view.scope.current
-    typer.echo(f"winners of {'every kernel source' if allow_stale else current.source_label} "
-               f"kernel trials, triton {current.triton_minor or 'any'}", err=True)
+    typer.echo("winners of trials of every kernel source and Triton (--allow-stale)"
+               if allow_stale else f"winners of {current.source_label} kernel trials, triton "
+               f"{current.triton_minor or 'any'}", err=True)
     if engine_name == "sglang":
         typer.echo(f"note: {SGLANG_NOTE}", err=True)
     try:
