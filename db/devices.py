@@ -67,8 +67,13 @@ def get_or_create_environment(
     triton: str,
     tuner: str,
     kernel_hash: str,
+    kernel_source: str = "builtin",
+    vllm: str = "",
 ) -> int:
     """Find or add the environment trials ran in; pass "" for a value that does not apply.
+
+    An environment is found by its unique key (all but kernel_source and vllm): the first
+    vLLM version that timed a kernel text is the one kept for it.
 
     Args:
         session: the open session.
@@ -81,6 +86,8 @@ def get_or_create_environment(
         triton: triton version.
         tuner: this package's version.
         kernel_hash: hash of the kernel source.
+        kernel_source: "builtin" or "vllm" (`tuner.kernels.source`).
+        vllm: vLLM's version when kernel_source is "vllm", else "".
 
     Returns:
         The environment_id.
@@ -103,7 +110,7 @@ def get_or_create_environment(
     if environment_id is None:
         session.execute(
             dialect_insert(session, Environment)
-            .values(**values)
+            .values(**values, kernel_source=kernel_source, vllm=vllm)
             .on_conflict_do_nothing(index_elements=list(values))
         )
         environment_id = session.scalars(find).one()

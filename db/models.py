@@ -83,6 +83,11 @@ class Environment(Base):
     triton: Mapped[str] = mapped_column(String(64))
     tuner: Mapped[str] = mapped_column(String(64))
     kernel_hash: Mapped[str] = mapped_column(String(128))
+    # "builtin" (the tuner's kernel) or "vllm" (the installed vLLM's); vLLM's version or "".
+    # Not in the unique key: the kernel hash already differs between sources.
+    kernel_source: Mapped[str] = mapped_column(String(16), default="builtin",
+                                               server_default="builtin")
+    vllm: Mapped[str] = mapped_column(String(64), default="", server_default="")
 
     __table_args__ = (
         UniqueConstraint(

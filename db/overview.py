@@ -75,6 +75,8 @@ class EnvironmentRow:
     kernel_hash: str
     trials: int
     environment_id: int
+    kernel_source: str = "builtin"
+    vllm: str = ""
 
 
 @dataclass(frozen=True)
@@ -189,6 +191,7 @@ def device_environments(session: Session, *, device_name: str) -> list[Environme
             Environment.gpu_name, Environment.compute_capability, Environment.driver,
             Environment.cuda, Environment.torch, Environment.triton, Environment.tuner,
             Environment.kernel_hash, func.count(Trial.trial_id), Environment.environment_id,
+            Environment.kernel_source, Environment.vllm,
         )
         .join(Trial, Trial.environment_id == Environment.environment_id)
         .join(Device, Environment.device_id == Device.device_id)

@@ -124,7 +124,7 @@ def test_gpu_run_wiring_with_fakes(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(tuner.run.gpus, "visible_gpus",
                         lambda: [GpuInfo(0, "0", "NVIDIA H200", "NVIDIA_H200", "9.0")])
     monkeypatch.setattr(torch.cuda, "set_device", lambda index: log.append(("device", index)))
-    monkeypatch.setattr(tuner.run.worker, "collect_environment", lambda backend: env)
+    monkeypatch.setattr(tuner.run.worker, "collect_environment", lambda backend, **_: env)
     monkeypatch.setattr(tuner.measure.roofline, "measure_ceilings", lambda device: CEILINGS)
     monkeypatch.setattr(tuner.measure.runner, "KernelRunner",
                         lambda problem, backend: FakeRunner(problem, log))

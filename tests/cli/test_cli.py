@@ -168,7 +168,8 @@ def _stale_store(tmp_path):
 
 
 STALE_NOTE = ("note: left out 3 ok trial(s) of NVIDIA_L20 timed with another kernel or Triton "
-              "than the current (kernel {kernel}, triton {triton}); --allow-stale uses them")
+              "than the current (builtin kernel {kernel}, triton {triton}); --allow-stale uses "
+              "them, --kernel picks the source")
 
 
 def _stale_note():
@@ -181,6 +182,7 @@ def test_export_keeps_to_current_trials_unless_allow_stale(tmp_path):
     import json
 
     from tests.storefill import FAST, SLOW
+    from tuner.files.provenance import installed_triton_minor
     from tuner.kernels.dense.naming import config_file_name
 
     db = _stale_store(tmp_path)
@@ -189,6 +191,7 @@ def test_export_keeps_to_current_trials_unless_allow_stale(tmp_path):
     assert refused.exit_code == 1, refused.output
     assert refused.stderr.splitlines() == [
         _stale_note(),
+        f"winners of builtin kernel trials, triton {installed_triton_minor()}",
         "skipped N=5120,K=3072: no winner yet for M=16; M=16 only have trials of another kernel "
         "or Triton (--allow-stale uses them)",
         "error: no file written; 1 shape(s) lack winners because their trials are stale: "
@@ -201,7 +204,8 @@ def test_export_keeps_to_current_trials_unless_allow_stale(tmp_path):
     stale = invoke("export", "--device", "L20", "--out", str(tmp_path / "c"), "--db", db,
                    "--allow-stale")
     assert stale.exit_code == 0, stale.output
-    assert stale.stderr == ""
+    assert stale.stderr == ("winners of trials of every kernel source and Triton "
+                            "(--allow-stale)\n")
     assert json.loads((tmp_path / "c" / name).read_text()) == {"1": SLOW, "16": FAST}
 
 

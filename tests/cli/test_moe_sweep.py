@@ -1,6 +1,7 @@
 """`tuner sweep --model tiny-moe` tunes the model's dense and MoE shapes (one sweep each) and
 `tuner export` writes vLLM's E=... file; MoE shapes in shapes files."""
 
+import importlib.metadata
 import json
 import sqlite3
 import subprocess
@@ -41,7 +42,8 @@ def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path) -> None:
     export = tuner("export", "--device", "interpreter", "--out", "out", "--db", db, cwd=tmp_path)
     assert export.returncode == 0, export.stderr
     name = "E=4,N=64,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128,128].json"
-    assert json.loads((tmp_path / "out" / name).read_text()) == {"1": default_config(1).as_dict()}
+    assert json.loads((tmp_path / "out" / name).read_text()) == {
+        "triton_version": importlib.metadata.version("triton"), "1": default_config(1).as_dict()}
     dense_name = ("N=256,K=128,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,"
                   "block_shape=[128,128].json")
     assert (tmp_path / "out" / dense_name).is_file()

@@ -5,7 +5,9 @@ a second pull of it does nothing, a wrong byte writes nothing, a pinned release 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import zipfile
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -15,7 +17,7 @@ from typer.testing import CliRunner
 
 from api.app import create_app
 from api.settings import Settings
-from tests.storefill import DEFAULT, FAST, SLOW, fill
+from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill
 from tuner.cli import pull as pull_module
 from tuner.cli.app import app
 from tuner.files.format import dump_config_file
@@ -146,3 +148,32 @@ def test_pull_recipes_pin_the_release(served) -> None:
     assert missing.exit_code == 2
     assert missing.stderr.strip() == "error: --format k8s-pull needs --server, the tuner " \
         "service's URL"
+
+
+def test_pull_warns_when_the_triton_here_is_not_the_releases_and_strict_refuses(
+        served, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    client, _, _ = served
+    summary = client.get("/devices/L20/releases").json()[0]["summary"]
+    assert summary["versions"] == {"torch": ["2.11.0"], "triton": [TRITON],
+                                   "vllm": [], "kernel_source": ["builtin"]}
+    readme = zipfile.ZipFile(io.BytesIO(client.get(
+        "/devices/L20/configs.zip?release=2").content)).read("README.txt").decode()
+    assert readme.splitlines()[2] == (f"Tuned with torch 2.11.0, triton {TRITON}, kernels of "
+                                      "builtin (serve with the same Triton and vLLM).")
+    out = tmp_path / "configs"
+    same = invoke("pull", "--server", SERVER, "--device", "L20", "--out", str(out))
+    assert same.exit_code == 0 and "warning" not in same.stderr
+    real = pull_module._installed
+    monkeypatch.setattr(pull_module, "_installed",
+                        lambda name: "2.1.0" if name == "triton" else real(name))
+    warned = invoke("pull", "--server", SERVER, "--device", "L20", "--out", str(tmp_path / "w"))
+    assert warned.exit_code == 0
+    assert warned.stderr == (f"warning: release 2 was tuned elsewhere: triton 2.1.0 here, "
+                             f"{TRITON} in the release (configs are facts about one Triton "
+                             "and kernel)\n")
+    strict = invoke("pull", "--server", SERVER, "--device", "L20", "--out",
+                    str(tmp_path / "s"), "--strict")
+    assert strict.exit_code == 1
+    assert strict.stderr.startswith("error: release 2 was tuned elsewhere: triton 2.1.0 here")
+    assert strict.stderr.endswith("; --strict: nothing written\n")
+    assert not (tmp_path / "s").exists()

@@ -39,7 +39,7 @@ def test_worker_refuses_what_it_cannot_run(folder):
                                  "--configs", "c.json", "--sweep", "1", *db])
     assert result.exit_code == 2
     assert result.stderr.startswith("error: sweep 1 searches config space vllm@replay:")
-    assert "pass the --configs/--replay file the sweep was made with" in result.stderr
+    assert "pass the --configs/--replay file and --kernel the sweep was made with" in result.stderr
     one_line(["worker", "--device", "L20", *db],
              "no visible GPU matches --device L20; visible: no CUDA GPU")
     one_line(["worker", "--device", "interpreter", "--sweep", "1", *db],

@@ -10,11 +10,13 @@ import typer
 
 from tuner.cli import (
     compare,
+    doctor,
     files,
     imports,
     landscape,
     publish,
     pull,
+    recipe,
     shapes,
     store,
     sweep,
@@ -52,11 +54,15 @@ app.command()(store.mounts)
 app.command()(store.serve)
 app.command("verify")(verify.verify)
 app.command("compare")(compare.compare)
+app.command()(doctor.doctor)
 app.command()(files.export)
 app.command()(files.winners)
 app.command("publish")(publish.publish_cmd)
 app.command("pull")(pull.pull)
 app.add_typer(landscape_app, name="landscape")
+recipe_app = typer.Typer(help="Ready-to-run text for sweeps inside the serving image.")
+app.add_typer(recipe_app, name="recipe")
+recipe_app.command("sweep")(recipe.recipe_sweep)
 landscape_app.command("record")(landscape.landscape_record)
 shapes_app.command("list")(shapes.shapes_list)
 shapes_app.command("show")(shapes.shapes_show)

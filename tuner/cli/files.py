@@ -12,6 +12,8 @@ from tuner.cli.options import (
     DbOpt,
     DeviceOpt,
     EngineName,
+    KernelChoice,
+    KernelOpt,
     OutDtype,
     console,
     device_in_store,
@@ -36,6 +38,7 @@ def export(
     allow_stale: Annotated[bool, typer.Option(
         "--allow-stale", help="Also use trials timed with another kernel source or another "
         "Triton major.minor than the current ones.")] = False,
+    kernel: KernelOpt = KernelChoice.auto,
     db: DbOpt = None,
 ) -> None:
     """Write one vLLM config file per (N, K) of a device from the winners in the store.
@@ -55,8 +58,13 @@ def export(
         device_name = device_in_store(session, device)
     read = store_files(engine, device_name, out_dtype=out_dtype.value if out_dtype else None,
                        allow_stale=allow_stale, allow_partial=allow_partial,
-                       engine_name=engine_name.value, hint="; pick one with --out-dtype")
+                       engine_name=engine_name.value, hint="; pick one with --out-dtype",
+                       kernel=kernel.value)
     result = read.explained()
+    current = read.view.scope.current
+    typer.echo("winners of trials of every kernel source and Triton (--allow-stale)"
+               if allow_stale else f"winners of {current.source_label} kernel trials, triton "
+               f"{current.triton_minor or 'any'}", err=True)
     if engine_name == "sglang":
         typer.echo(f"note: {SGLANG_NOTE}", err=True)
     try:

@@ -49,6 +49,14 @@ class OutDtype(StrEnum):
     float16 = "float16"
 
 
+class KernelChoice(StrEnum):
+    """Whose Triton kernels a sweep times (`tuner.kernels.source.KERNEL_CHOICES`)."""
+
+    auto = "auto"
+    vllm = "vllm"
+    builtin = "builtin"
+
+
 DbOpt = Annotated[
     str | None,
     typer.Option("--db", envvar="TUNER_DB_URL", show_envvar=True,
@@ -84,6 +92,27 @@ TrialTimeoutOpt = Annotated[
                                "check, timing); then its worker is killed, the config recorded "
                                "as timeout, and the task goes on in a new worker.")
 ]
+KernelOpt = Annotated[
+    KernelChoice, typer.Option("--kernel", help="Whose Triton kernels to time: vllm (the "
+                               "installed vLLM's, called as vLLM calls them), builtin (the "
+                               "tuner's copies), auto (vllm where vLLM is importable). A "
+                               "sweep's winners come from one source only.")
+]
+
+
+def resolve_kernel_choice(choice: KernelChoice) -> tuple[str, str]:
+    """(source, label) of a --kernel choice on this machine: "builtin" or "vllm", and how the
+    sweep's config space names it ("" or "vllm-0.33.0"); one line and exit 2 when it cannot
+    run here."""
+    from tuner.kernels.source import kernel_label, resolve_kernel
+
+    try:
+        source = resolve_kernel(choice.value)
+    except ValueError as exc:
+        raise fail(str(exc), 2) from None
+    return source, kernel_label(source)
+
+
 # Hidden: tests shorten the lease so that tasks of killed workers come back in seconds.
 LeaseOpt = Annotated[
     float, typer.Option("--lease", envvar="TUNER_LEASE_S", min=1.0, hidden=True,
@@ -334,7 +363,8 @@ def vllm_key(device: str) -> str:
 
 
 def store_files(engine, device_name: str, *, out_dtype: str | None, allow_stale: bool,
-                allow_partial: bool, engine_name: str = "vllm", hint: str = ""):
+                allow_partial: bool, engine_name: str = "vllm", hint: str = "",
+                kernel: str = "auto"):
     """A device's files from the store (`tuner.files.device.device_files`), for `tuner export`,
     `verify` and `mounts`; the note on stale trials left out goes to stderr.
 
@@ -346,6 +376,7 @@ def store_files(engine, device_name: str, *, out_dtype: str | None, allow_stale:
         allow_partial: also files of shapes whose M grid is not fully tuned.
         engine_name: file-name spelling, "vllm" or "sglang".
         hint: appended to the error line when the winners cannot be merged.
+        kernel: whose kernels' trials count: "auto", "vllm" or "builtin".
 
     Returns:
         `tuner.files.device.StoreFiles`.
@@ -360,7 +391,7 @@ def store_files(engine, device_name: str, *, out_dtype: str | None, allow_stale:
         with session_scope(engine) as session:
             read = device_files(session, device_name, out_dtype=out_dtype,
                                 allow_stale=allow_stale, allow_partial=allow_partial,
-                                engine=engine_name)
+                                engine=engine_name, kernel=kernel)
     except MergeError as exc:
         raise fail(f"{exc}{hint}") from None
     note = read.view.scope.note(device_name)

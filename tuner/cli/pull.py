@@ -67,6 +67,9 @@ def pull(
                                       "that the release no longer has are removed.")],
     release: ReleaseOpt = None,
     engine_name: EngineOpt = EngineName.vllm,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Exit 1 (writing nothing) when the Triton or vLLM here differs from "
+        "the release's.")] = False,
 ) -> None:
     """Download a published release of a device's config files into a folder.
 
@@ -74,8 +77,12 @@ def pull(
     are put in place (each renamed whole into the folder) and a marker names the release.
     When the folder already holds that release nothing is downloaded.
 
+    Where Triton or vLLM is importable here and differs from what the release's winners were
+    timed with, one warning line says so (with --strict: exit 1, nothing written).
+
     Exit codes: 0 done (or already there); 1 the server cannot answer, the release does not
-    exist or a file's bytes do not match (the folder is untouched); 2 bad input.
+    exist or a file's bytes do not match (the folder is untouched), or --strict and the
+    versions differ; 2 bad input.
     """
     from tuner.files.pull import (
         PullError,
@@ -83,8 +90,10 @@ def pull(
         choose_release,
         holds,
         replace_folder,
+        version_mismatch,
         wanted_files,
     )
+    from tuner.kernels.source import vllm_version
 
     out_folder(out)
     base = _server(server)
@@ -94,6 +103,11 @@ def pull(
     except PullError as exc:
         raise fail(str(exc), 1) from None
     name, number = chosen["device_name"], chosen["number"]
+    mismatch = version_mismatch(chosen, triton=_installed("triton"), vllm=vllm_version())
+    if mismatch is not None:
+        if strict:
+            raise fail(mismatch.removeprefix("warning: ") + "; --strict: nothing written", 1)
+        typer.echo(mismatch, err=True)
     if holds(out, chosen, engine_name.value):
         plain(f"{out} already holds {name} release {number}; nothing to do")
         return
@@ -137,3 +151,13 @@ def release_advice(release: dict) -> list[str]:
     tuned = summary.get("tuned_with") if isinstance(summary.get("tuned_with"), list) else []
     capabilities = [str(e.get("compute_capability") or "") for e in tuned if isinstance(e, dict)]
     return device_advice(str(release["device_name"]), capabilities).lines()
+
+
+def _installed(name: str) -> str | None:
+    """A package's version from its metadata (not imported), or None."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None

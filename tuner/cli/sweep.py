@@ -16,6 +16,8 @@ from tuner.cli.options import (
     DbOpt,
     DeviceOpt,
     InterpreterRepsOpt,
+    KernelChoice,
+    KernelOpt,
     LeaseOpt,
     OutDtype,
     OutDtypeOpt,
@@ -30,6 +32,7 @@ from tuner.cli.options import (
     parse_m_values,
     print_sweep_summary,
     resolve_backend,
+    resolve_kernel_choice,
 )
 from tuner.cli.publish import NoPublishOpt, publish_device
 from tuner.cli.sweep_plan import DryRunOpt, YesOpt, default_lines, show_plan
@@ -71,6 +74,7 @@ def sweep(
     no_publish: NoPublishOpt = False,
     dry_run: DryRunOpt = False,
     yes: YesOpt = False,
+    kernel: KernelOpt = KernelChoice.auto,
     db: DbOpt = None,
 ) -> None:
     """Tune every (N, K) of a model over the M grid, one worker per matching GPU; then each
@@ -92,6 +96,7 @@ def sweep(
     except (ValueError, UnknownModelError) as exc:
         raise fail(str(exc).strip("'\"")) from None
     candidates = load_configs(configs)
+    source, label = resolve_kernel_choice(kernel)
     backend, device_name, visible = resolve_backend(device, replay,
                                                     need_device=not (no_run or dry_run))
     missing = [value for value in REQUIRED_M if value not in m_values]
@@ -101,7 +106,8 @@ def sweep(
     common = dict(device_name=device_name, model=model_shapes.model, tp=model_shapes.tp,
                   block_shape=model_shapes.block_shape, m_values=m_values,
                   strategy=strategy.value, trials=trials, seed=seed, out_dtype=out_dtype.value,
-                  configs=candidates, replay=str(replay) if replay is not None else None)
+                  configs=candidates, replay=str(replay) if replay is not None else None,
+                  kernel=source, kernel_label=label)
     # A sweep tunes one kernel family: the dense (N, K) in one, each MoE shape in its own.
     requests = []
     if model_shapes.shapes:
@@ -141,13 +147,15 @@ def _plan_and_run(engine, url: str, request, what: str, *, no_run: bool, backend
     console.print(
         f"sweep {info.sweep_id} ({opened_label(opened)}): {request.device_name}, "
         f"{request.model} TP {request.tp}, {what} x "
-        f"{len(request.m_values)} M, {request.strategy}, {workers}, store {masked(url)}",
+        f"{len(request.m_values)} M, {request.strategy}, {workers}, store {masked(url)}, "
+        f"kernel {request.kernel_label or request.kernel}",
         soft_wrap=True,
     )
     if no_run:
         console.print(f"run `tuner worker --device {request.device_name} --sweep "
-                      f"{info.sweep_id}` with the same --db (and --configs, --replay) on each "
-                      "host", soft_wrap=True, markup=False, highlight=False)
+                      f"{info.sweep_id} --kernel {request.kernel}` with the same --db (and "
+                      "--configs, --replay) on each host", soft_wrap=True, markup=False,
+                      highlight=False)
         return
     try:
         summary = run_workers(engine, url, request, info.sweep_id, backend=backend,
@@ -177,6 +185,7 @@ def worker(
     interpreter_reps: InterpreterRepsOpt = 3,
     trial_timeout: TrialTimeoutOpt = None,
     lease: LeaseOpt = DEFAULT_LEASE_S,
+    kernel: KernelOpt = KernelChoice.auto,
     db: DbOpt = None,
 ) -> None:
     """Join sweeps created elsewhere (`tuner sweep --no-run`, POST /sweeps): one worker per
@@ -192,8 +201,9 @@ def worker(
     from tuner.run.sweep import worker_specs
 
     candidates = load_configs(configs)
+    source, label = resolve_kernel_choice(kernel)
     backend, device_name, visible = resolve_backend(device, replay)
-    space = space_name(candidates, str(replay) if replay is not None else None)
+    space = space_name(candidates, str(replay) if replay is not None else None, label)
     url, engine = open_db(db, must_exist=True)
     scope = {"sweep_id": sweep_id, "device_name": device_name, "space": space}
     with session_scope(engine) as session:
@@ -205,7 +215,8 @@ def worker(
                 raise fail(f"sweep {sweep_id} is for {info.device_name}, not {device_name}")
             if info.space != space:
                 raise fail(f"sweep {sweep_id} searches config space {info.space}, this worker "
-                           f"{space}: pass the --configs/--replay file the sweep was made with")
+                           f"{space}: pass the --configs/--replay file and --kernel the sweep "
+                           "was made with")
         unfinished = repo.unfinished_tasks(session, **scope)
     where = f"sweep {sweep_id}" if sweep_id is not None else f"sweeps on {device_name}"
     if not unfinished:
@@ -216,7 +227,7 @@ def worker(
                   f"store {masked(url)}", soft_wrap=True, markup=False, highlight=False)
     specs = worker_specs(url, backend=backend, visible_devices=visible, configs=candidates,
                          replay=str(replay) if replay is not None else None, lease_s=lease,
-                         interpreter_reps=interpreter_reps, **scope)
+                         interpreter_reps=interpreter_reps, kernel=source, **scope)
     timeout_s = trial_timeout if trial_timeout is not None else default_trial_timeout_s(backend)
     supervisor = Supervisor(engine, specs, trial_timeout_s=timeout_s, on_event=lambda line:
                             console.print(line, soft_wrap=True, markup=False, highlight=False))

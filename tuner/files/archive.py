@@ -47,8 +47,9 @@ Where SGLang reads these files
 
 
 def _advice(device_name: str, compute_capability: str | None) -> str:
-    """DESIGN §9 for this device (`tuner.inputs.backends.device_advice`), wrapped; the flag
-    stays on one line (its space is held by a NUL while wrapping)."""
+    """Whether vLLM reads the files on this device (`tuner.inputs.backends.device_advice`;
+    docs/vllm-backends.md), wrapped; the flag stays on one line (its space is held by a NUL
+    while wrapping)."""
     advice = device_advice(device_name, [compute_capability or ""])
     held = TRITON_FLAG.replace(" ", "\0")
     return "\n".join(textwrap.fill(line.replace(TRITON_FLAG, held), width=92,
@@ -56,10 +57,21 @@ def _advice(device_name: str, compute_capability: str | None) -> str:
                       for line in advice.lines())
 
 
+def versions_line(versions: dict) -> str:
+    """A release's `versions` summary (`tuner.files.release`) as one line: "torch 2.14.0,
+    triton 3.8.0, vLLM 0.33.0, kernels of vllm"; "" when it names none."""
+    parts = [f"{label} {', '.join(versions[key])}" for key, label in
+             (("torch", "torch"), ("triton", "triton"), ("vllm", "vLLM"))
+             if versions.get(key)]
+    if versions.get("kernel_source"):
+        parts.append(f"kernels of {', '.join(versions['kernel_source'])}")
+    return ", ".join(parts)
+
+
 def readme_text(device_name: str, device_files: DeviceFiles, engine: str = "vllm",
-                compute_capability: str | None = None) -> str:
-    """The README put in a device's archive: whether vLLM reads the files on this device, how
-    to install them, and the merge report.
+                compute_capability: str | None = None, tuned_with: str = "") -> str:
+    """The README put in a device's archive: whether vLLM reads the files on this device, what
+    they were tuned with, how to install them, and the merge report.
 
     Args:
         device_name: vLLM's device key.
@@ -67,6 +79,7 @@ def readme_text(device_name: str, device_files: DeviceFiles, engine: str = "vllm
         engine: The file-name spelling of the archive, "vllm" or "sglang".
         compute_capability: the device's, from its trials in the store ("8.9"); None when
             unknown (the table of known GPUs is asked).
+        tuned_with: what the winners were timed with (`versions_line`); "" leaves it out.
 
     Returns:
         The README's text.
@@ -74,6 +87,8 @@ def readme_text(device_name: str, device_files: DeviceFiles, engine: str = "vllm
     lines = [
         f"Tuned configs of vLLM's W8A8 block-FP8 Triton GEMM for device_name {device_name}",
         f"Merged from the store by blockfp8-tuner {tuner.__version__}.",
+        *([f"Tuned with {tuned_with} (serve with the same Triton and vLLM)."]
+          if tuned_with else []),
         "",
     ]
     if engine != "sglang":
@@ -103,7 +118,7 @@ def readme_text(device_name: str, device_files: DeviceFiles, engine: str = "vllm
 
 
 def build_zip(device_name: str, device_files: DeviceFiles, engine: str = "vllm",
-              compute_capability: str | None = None) -> bytes:
+              compute_capability: str | None = None, tuned_with: str = "") -> bytes:
     """Zip a device's files and README, byte-identical for identical input.
 
     Entries are sorted by name, stamped 1980-01-01 00:00, mode 0644, deflated.
@@ -113,12 +128,14 @@ def build_zip(device_name: str, device_files: DeviceFiles, engine: str = "vllm",
         device_files: The device's merged files (named in `engine`'s spelling) and skipped shapes.
         engine: "vllm" or "sglang", for the README.
         compute_capability: the device's, from its trials in the store; None when unknown.
+        tuned_with: the README's line on versions (`readme_text`).
 
     Returns:
         The archive's bytes.
     """
     entries = {f.file_name: f.merged.text for f in device_files.files}
-    entries[README_NAME] = readme_text(device_name, device_files, engine, compute_capability)
+    entries[README_NAME] = readme_text(device_name, device_files, engine, compute_capability,
+                                       tuned_with)
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         for name in sorted(entries):

@@ -53,9 +53,9 @@ class Scope:
         if not self.stale_trials:
             return None
         return (f"note: left out {self.stale_trials} ok trial(s) of {device_name} timed with "
-                f"another kernel or Triton than the current (kernel "
+                f"another kernel or Triton than the current ({self.current.source_label} kernel "
                 f"{self.current.kernel_hash[:12]}, triton {self.current.triton_minor or 'any'}); "
-                f"{CLI_STALE_HINT} uses them")
+                f"{CLI_STALE_HINT} uses them, --kernel picks the source")
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,9 @@ class DeviceView:
         try:
             return build_device_files(self.winners, self.coverage, allow_partial=allow_partial,
                                       imported=self.imported, device_name=self.device_name,
-                                      engine=engine)
+                                      engine=engine, triton_of={
+                                          e.environment_id: e.triton
+                                          for e in self.environments})
         except ValueError as exc:
             raise MergeError(f"cannot merge {self.device_name}: {exc}") from None
 
@@ -147,7 +149,8 @@ class StoreFiles:
 
 
 def read_scope(session: Session, device_name: str, allow_stale: bool, *,
-               environments: list[repo.EnvironmentRow] | None = None) -> Scope:
+               environments: list[repo.EnvironmentRow] | None = None,
+               kernel: str = "auto") -> Scope:
     """Which of a device's trials count (see `Scope`); counts the ok trials it leaves out.
 
     Args:
@@ -155,10 +158,13 @@ def read_scope(session: Session, device_name: str, allow_stale: bool, *,
         device_name: vLLM's device key, as stored.
         allow_stale: every trial counts.
         environments: the device's environments when already read.
+        kernel: whose kernels' trials count: "auto", "vllm" or "builtin"
+            (`tuner.files.provenance.read_source`); never both.
     """
     if environments is None:
         environments = repo.device_environments(session, device_name=device_name)
-    current = current_provenance(environments, installed_triton=installed_triton_minor())
+    current = current_provenance(environments, installed_triton=installed_triton_minor(),
+                                 kernel=kernel)
     if allow_stale:
         return Scope(True, current, 0)
     stale = repo.stale_trials(session, device_name=device_name, kernel_hash=current.hashes,
@@ -167,7 +173,7 @@ def read_scope(session: Session, device_name: str, allow_stale: bool, *,
 
 
 def read_device(session: Session, device_name: str, *, out_dtype: str | None,
-                allow_stale: bool) -> DeviceView:
+                allow_stale: bool, kernel: str = "auto") -> DeviceView:
     """Read what the store holds for a device: its scope, environments, winners, coverage and
     imported entries.
 
@@ -176,9 +182,11 @@ def read_device(session: Session, device_name: str, *, out_dtype: str | None,
         device_name: vLLM's device key, as stored.
         out_dtype: only sweeps with this output dtype; None for all.
         allow_stale: also trials of another kernel source or Triton major.minor.
+        kernel: whose kernels' trials count (`read_scope`).
     """
     environments = repo.device_environments(session, device_name=device_name)
-    scope = read_scope(session, device_name, allow_stale, environments=environments)
+    scope = read_scope(session, device_name, allow_stale, environments=environments,
+                       kernel=kernel)
     filters = scope.filters
     return DeviceView(
         device_name=device_name, out_dtype=out_dtype, scope=scope, environments=environments,
@@ -190,7 +198,8 @@ def read_device(session: Session, device_name: str, *, out_dtype: str | None,
 
 
 def device_files(session: Session, device_name: str, *, out_dtype: str | None,
-                 allow_stale: bool, allow_partial: bool, engine: str = "vllm") -> StoreFiles:
+                 allow_stale: bool, allow_partial: bool, engine: str = "vllm",
+                 kernel: str = "auto") -> StoreFiles:
     """Turn the store into a device's files: `read_device`, then the merge.
 
     Winners come from trials of the current kernel source and Triton major.minor unless
@@ -203,9 +212,11 @@ def device_files(session: Session, device_name: str, *, out_dtype: str | None,
         allow_stale: also trials of another kernel source or Triton major.minor.
         allow_partial: also files of shapes whose M grid is not fully tuned.
         engine: file-name spelling, "vllm" or "sglang".
+        kernel: whose kernels' trials count (`read_scope`).
 
     Raises:
         MergeError: the winners cannot be merged (e.g. two output dtypes for one (shape, M)).
     """
-    view = read_device(session, device_name, out_dtype=out_dtype, allow_stale=allow_stale)
+    view = read_device(session, device_name, out_dtype=out_dtype, allow_stale=allow_stale,
+                       kernel=kernel)
     return StoreFiles(view, view.merge(allow_partial=allow_partial, engine=engine))

@@ -138,6 +138,9 @@ def parse_config_file(text: str, *, source: str = "<text>") -> dict[int, dict[st
         raise ValueError(f"{source}: invalid JSON: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{source}: expected a JSON object keyed by M, got {type(data).__name__}")
+    # A fused-MoE file's Triton version (`dump_config_file`), dropped as get_moe_configs does.
+    if isinstance(data.get("triton_version"), str):
+        data.pop("triton_version")
     if not data:
         raise ValueError(f"{source}: no M entries")
     configs: dict[int, dict[str, int]] = {}
@@ -148,7 +151,8 @@ def parse_config_file(text: str, *, source: str = "<text>") -> dict[int, dict[st
     return configs
 
 
-def dump_config_file(configs: Mapping[int, Mapping[str, int]]) -> str:
+def dump_config_file(configs: Mapping[int, Mapping[str, int]],
+                     triton_version: str | None = None) -> str:
     """Serialize configs exactly as vLLM's tuning script writes them.
 
     Keys ascending by M; NVIDIA entries in `CONFIG_KEYS` order, AMD entries in their own order;
@@ -157,13 +161,18 @@ def dump_config_file(configs: Mapping[int, Mapping[str, int]]) -> str:
 
     Args:
         configs: M -> config.
+        triton_version: written first as `"triton_version"`, as vLLM's benchmark_moe.py writes
+            fused-MoE files (vLLM 0.33.0's shipped MoE files start with it; `get_moe_configs`
+            pops it before use); None for none (vLLM's dense loader turns every key into an
+            int, so dense files cannot carry it).
 
     Raises:
         ValueError: An M or an entry that `parse_config_file` would reject.
     """
     if not configs:
         raise ValueError("no M entries: vLLM treats an empty file as no file")
-    body: dict[str, dict[str, int]] = {}
+    body: dict[str, object] = {} if triton_version is None else {
+        "triton_version": triton_version}
     for M in sorted(configs):
         if isinstance(M, bool) or not isinstance(M, int) or not 1 <= M <= MAX_M:
             raise ValueError(f"M={M!r} is not an integer in 1..{MAX_M}")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,6 +138,7 @@ def merge_shape(
     existing: Mapping[int, Mapping[str, int]] | None = None, allow_partial: bool = False,
     existing_labels: Mapping[int, str] | None = None,
     left_out: Mapping[int, tuple[str, str]] | None = None,
+    triton_version: str | None = None,
 ) -> MergedFile:
     """Merge one shape's winners into a file (DESIGN §9).
 
@@ -157,6 +160,8 @@ def merge_shape(
         existing_labels: M -> the label of the import an existing entry came from.
         left_out: M -> (label, reason) of imported entries that cannot launch on the device
             (`tuner import`'s launch check); they are not in `existing`, and get a note each.
+        triton_version: the Triton the winners were timed with, written into the file
+            (`dump_config_file`); None for none.
 
     Raises:
         PartialFileError: Some M of `m_requested` has no winner and `allow_partial` is false,
@@ -215,7 +220,7 @@ def merge_shape(
         f"M={M} is not in the file: vLLM will use the M={vllm_pick_key(configs, M)} entry"
         for M in REQUIRED_M if M not in configs
     ]
-    text = dump_config_file(configs)
+    text = dump_config_file(configs, triton_version)
     return MergedFile(
         configs={M: configs[M] for M in sorted(configs)}, text=text,
         sha256=hashlib.sha256(text.encode()).hexdigest(), notes=notes, warnings=warnings,
@@ -274,6 +279,7 @@ def build_device_files(
     allow_partial: bool = False,
     imported: Mapping[tuple[int, int, tuple[int, int]], ImportedShapeLike] | None = None,
     device_name: str | None = None, engine: str = "vllm",
+    triton_of: Mapping[int, str] | None = None,
 ) -> DeviceFiles:
     """Merge a device's winners into one file per (family, shape_params, N, K, block_shape),
     named and defaulted by its kernel family (`tuner.kernels.registry`).
@@ -290,6 +296,9 @@ def build_device_files(
             are files of the dense GEMM.
         device_name: The device's key; needed only when `winners` is empty.
         engine: File-name spelling, "vllm" or "sglang" (tuner.kernels.dense.naming.ENGINES).
+        triton_of: environment_id -> Triton version, for the files of families that record
+            it (`KernelFamily.file_triton_version`): the version most of a file's winners
+            were timed with (the newer on a tie).
 
     Returns:
         Files sorted by (family, shape_params, N, K, block_shape), and the shapes skipped with
@@ -324,6 +333,8 @@ def build_device_files(
                 allow_partial=allow_partial, existing=extra.configs if extra else None,
                 existing_labels=extra.labels if extra else None,
                 left_out=getattr(extra, "left_out", None),
+                triton_version=_file_triton(rows, triton_of) if family.file_triton_version
+                else None,
             )
         except PartialFileError as exc:
             done = {row.M for row in rows}
@@ -333,6 +344,16 @@ def build_device_files(
         name = family.file_name(shape, devices[0], engine)
         files.append(DeviceFile(name, N, K, block_shape, merged, *key[:2]))
     return DeviceFiles(files=files, skipped=skipped)
+
+
+def _file_triton(rows: Sequence[WinnerRowLike],
+                 triton_of: Mapping[int, str] | None) -> str | None:
+    """The Triton most of `rows` were timed with (the newer on a tie); None when unknown."""
+    counts = Counter(triton_of[row.environment_id] for row in rows
+                     if triton_of and getattr(row, "environment_id", None) in triton_of)
+    if not counts:
+        return None
+    return max(counts, key=lambda v: (counts[v], [int(p) for p in re.findall(r"\d+", v)]))
 
 
 def write_files_atomically(files: Iterable[DeviceFile], out_dir: Path) -> list[Path]:

@@ -8,19 +8,17 @@ workers store for each family's trials (the modules' `kernel_source_hash`).
 
 from __future__ import annotations
 
-import ast
 import functools
 import hashlib
 import importlib.metadata
-import inspect
 import re
-import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from tuner.kernels.dense.family import DENSE
+from tuner.kernels.source import BUILTIN, VLLM, function_source, vllm_version
 
 # The kernel whose hash environments record (tuner.run.worker.collect_environment).
 KERNEL_FUNCTION = DENSE.kernel_function
@@ -34,6 +32,7 @@ class EnvironmentLike(Protocol):
 
     triton: str
     kernel_hash: str
+    # Also read, where present (db.repo.EnvironmentRow has them): kernel_source, vllm.
 
 
 @dataclass(frozen=True)
@@ -52,34 +51,28 @@ class Provenance:
     kernel_hash: str
     triton_minor: str | None
     other_hashes: tuple[str, ...] = ()
+    kernel_source: str = BUILTIN
+    vllm: str = ""
 
     @property
     def hashes(self) -> tuple[str, ...]:
         """Every current kernel hash, the dense one first."""
         return (self.kernel_hash, *self.other_hashes)
 
+    @property
+    def source_label(self) -> str:
+        """"builtin", or "vllm 0.33.0": whose kernels the current trials timed."""
+        return self.kernel_source if not self.vllm else f"{self.kernel_source} {self.vllm}"
+
 
 def kernel_source(text: str, name: str = KERNEL_FUNCTION) -> str:
-    """The dedented source of a top-level function of a module's text, decorators included,
-    cut as `inspect.getsource` cuts it (its first decorator line to the end of its block).
-
-    Args:
-        text: the module's source text.
-        name: the function's name.
-
-    Returns:
-        The function's source, ending with a newline.
+    """The dedented source of a top-level function of a module's text, decorators included
+    (`tuner.kernels.source.function_source`).
 
     Raises:
         LookupError: the module has no top-level function of that name.
     """
-    for node in ast.parse(text).body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
-            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-            lines = text.splitlines(keepends=True)[first - 1:]
-            # inspect.getsource ends the block with inspect.getblock; use it for the same cut.
-            return textwrap.dedent("".join(inspect.getblock(lines)))
-    raise LookupError(f"no top-level function {name} in the kernel source")
+    return function_source(text, name)
 
 
 def current_kernel_hash(path: Path | None = None) -> str:
@@ -168,32 +161,96 @@ def _minor_key(minor: str) -> tuple[int, int]:
     return int(major), int(rest)
 
 
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:4])
+
+
+def read_source(environments: Iterable[EnvironmentLike], kernel: str = "auto") -> str:
+    """Whose kernels the files of a device come from when read here: "builtin" or "vllm".
+
+    Rule for "auto": vLLM's where vLLM is importable (the serving image); elsewhere vLLM's
+    when the device has trials of vLLM's kernel (a sweep inside the serving image beats the
+    tuner's copies), else the builtin. Sources never mix: the other one's trials are stale.
+
+    Args:
+        environments: the device's environments (`db.repo.device_environments`).
+        kernel: "auto", "vllm" or "builtin".
+
+    Raises:
+        ValueError: an unknown choice.
+    """
+    if kernel not in ("auto", VLLM, BUILTIN):
+        raise ValueError(f"kernel must be auto, vllm or builtin, got {kernel!r}")
+    if kernel != "auto":
+        return kernel
+    if vllm_version() is not None:
+        return VLLM
+    found = any(getattr(e, "kernel_source", BUILTIN) == VLLM for e in environments)
+    return VLLM if found else BUILTIN
+
+
+def _vllm_hashes(environments: list[EnvironmentLike]) -> tuple[tuple[str, ...], str]:
+    """The kernel hashes of vLLM's kernels, dense first, and vLLM's version: the installed
+    vLLM's where it is importable, else those of the newest vLLM version the device's
+    environments recorded (no hash when there is none)."""
+    from tuner.kernels.registry import FAMILIES
+
+    installed = vllm_version()
+    if installed is not None:
+        hashes = []
+        for name in [DENSE.name, *sorted(set(FAMILIES) - {DENSE.name})]:
+            try:
+                hashes.append(FAMILIES[name].source(VLLM).kernel_hash)
+            except ValueError:
+                continue  # this vLLM lacks the family's kernel: its trials cannot be current
+        return tuple(hashes), installed
+    timed = [e for e in environments if getattr(e, "kernel_source", BUILTIN) == VLLM]
+    if not timed:
+        return (), ""
+    newest = max((getattr(e, "vllm", "") for e in timed), key=_version_key)
+    return tuple(dict.fromkeys(e.kernel_hash for e in timed
+                               if getattr(e, "vllm", "") == newest)), newest
+
+
 def current_provenance(
     environments: Iterable[EnvironmentLike], *, installed_triton: str | None,
-    kernel_hash: str | None = None,
+    kernel_hash: str | None = None, kernel: str = "auto",
 ) -> Provenance:
     """The provenance current trials must have, on this machine, for one device.
 
-    Rule: the kernel hashes are this package's (`current_kernel_hash`, and
-    `other_family_hashes` unless kernel_hash is given). Triton's major.minor is
-    the installed one; where triton is not installed (an HTTP service without the kernel
-    extra), it is the newest major.minor among the device's environments that have the current
-    kernel hash, and None (any Triton) when there is none: then no trial matches the kernel
-    hash anyway.
+    Rule: the kernel source is `read_source`'s. For the builtin source the kernel hashes are
+    this package's (`current_kernel_hash`, and `other_family_hashes` unless kernel_hash is
+    given); for vLLM's, those of the installed vLLM's kernels, or where vLLM is not importable
+    (the HTTP service) those the newest vLLM version in the device's environments recorded.
+    Triton's major.minor is the installed one; where triton is not installed (an HTTP service
+    without the kernel extra), it is the newest major.minor among the device's environments
+    that have a current kernel hash, and None (any Triton) when there is none: then no trial
+    matches the kernel hash anyway.
 
     Args:
         environments: the device's environments (`db.repo.device_environments`).
         installed_triton: `installed_triton_minor()`, or None when triton is not installed.
-        kernel_hash: the current kernel hash; None computes it (`current_kernel_hash`).
+        kernel_hash: the current (builtin) kernel hash; None computes it
+            (`current_kernel_hash`). Given, the source is the builtin.
+        kernel: "auto", "vllm" or "builtin" (`read_source`).
 
     Returns:
-        The kernel hash and Triton major.minor to filter winners with.
+        The kernel source, hashes and Triton major.minor to filter winners with.
     """
-    current = kernel_hash if kernel_hash is not None else current_kernel_hash()
-    others = other_family_hashes() if kernel_hash is None else ()
+    environments = list(environments)
+    source = BUILTIN if kernel_hash is not None else read_source(environments, kernel)
+    version = ""
+    if source == VLLM:
+        hashes, version = _vllm_hashes(environments)
+        # No vLLM trial and no vLLM here: a hash no trial has, so nothing is current.
+        current, others = (hashes[0], hashes[1:]) if hashes else ("none", ())
+    else:
+        current = kernel_hash if kernel_hash is not None else current_kernel_hash()
+        others = other_family_hashes() if kernel_hash is None else ()
+    fields = {"kernel_hash": current, "other_hashes": others, "kernel_source": source,
+              "vllm": version}
     if installed_triton is not None:
-        return Provenance(kernel_hash=current, triton_minor=triton_minor(installed_triton),
-                          other_hashes=others)
+        return Provenance(triton_minor=triton_minor(installed_triton), **fields)
     minors = set()
     for environment in environments:
         if environment.kernel_hash in (current, *others):
@@ -202,4 +259,4 @@ def current_provenance(
             except ValueError:
                 continue
     newest = max(minors, key=_minor_key) if minors else None
-    return Provenance(kernel_hash=current, triton_minor=newest, other_hashes=others)
+    return Provenance(triton_minor=newest, **fields)

@@ -239,3 +239,37 @@ def render_pull_recipe(fmt: str, *, server: str, release: Mapping[str, Any], eng
                      "    environment:", f"      {MOE_ENV}: {json.dumps(MOE_CONTAINER_DIR)}"]
         body += ["volumes:", "  blockfp8-configs: {}"]
     return "\n".join(head + body) + "\n"
+
+
+def version_mismatch(release: Mapping[str, Any], *, triton: str | None,
+                     vllm: str | None) -> str | None:
+    """One line when the Triton or vLLM importable here differs from what the release's
+    winners were timed with (its summary's `versions`); None when they agree, when nothing
+    is importable here, or when the release (published before versions were recorded) says
+    nothing.
+
+    Args:
+        release: the release as the service lists it.
+        triton: the local Triton's version, or None.
+        vllm: the local vLLM's version, or None.
+    """
+    versions = (release.get("summary") or {}).get("versions") or {}
+    differ = []
+    timed = versions.get("triton") or []
+    if triton is not None and timed and _minor(triton) not in {_minor(v) for v in timed}:
+        differ.append(f"triton {triton} here, {', '.join(timed)} in the release")
+    timed = versions.get("vllm") or []
+    if vllm is not None and timed and vllm not in timed:
+        differ.append(f"vLLM {vllm} here, {', '.join(timed)} in the release")
+    sources = versions.get("kernel_source") or []
+    if vllm is not None and sources == ["builtin"]:
+        differ.append("the release timed the tuner's builtin kernels, not this vLLM's")
+    if not differ:
+        return None
+    return ("warning: release " + str(release.get("number")) + " was tuned elsewhere: "
+            + "; ".join(differ) + " (configs are facts about one Triton and kernel)")
+
+
+def _minor(version: str) -> str:
+    parts = version.split(".")
+    return ".".join(parts[:2])

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 import tuner
 from db.releases import NewFile, ReleaseInfo, publish_release
-from tuner.files.archive import build_zip
+from tuner.files.archive import build_zip, versions_line
 from tuner.files.device import StoreFiles, device_files
 
 IMPORTED_NOTE = "imported, not measured here"
@@ -73,14 +73,21 @@ def _summary(read: StoreFiles, *, allow_partial: bool, allow_stale: bool,
     tuned_with = [
         {"gpu_name": e.gpu_name, "compute_capability": e.compute_capability,
          "driver": e.driver, "cuda": e.cuda, "torch": e.torch, "triton": e.triton,
-         "tuner": e.tuner, "kernel_hash": e.kernel_hash, "winners": winners[e.environment_id]}
+         "tuner": e.tuner, "kernel_hash": e.kernel_hash, "kernel_source": e.kernel_source,
+         "vllm": e.vllm, "winners": winners[e.environment_id]}
         for e in view.environments if winners.get(e.environment_id)
     ]
     measured = bool(view.winners)
+    current = view.scope.current
     return {
         "scope": {"allow_partial": allow_partial, "allow_stale": allow_stale,
-                  "out_dtype": out_dtype, "kernel_hash": view.scope.current.kernel_hash,
-                  "triton_minor": view.scope.current.triton_minor},
+                  "out_dtype": out_dtype, "kernel_hash": current.kernel_hash,
+                  "triton_minor": current.triton_minor, "kernel_source": current.kernel_source,
+                  "vllm": current.vllm},
+        # What the serving side compares with its own (`tuner pull`): every version the
+        # winners were timed with, and whose kernels.
+        "versions": {key: sorted({entry[key] for entry in tuned_with} - {""})
+                     for key in ("torch", "triton", "vllm", "kernel_source")},
         "tuned_with": tuned_with,
         "measured": measured,
         "note": None if measured else IMPORTED_NOTE,
@@ -117,11 +124,12 @@ def candidate(session: Session, device_name: str, *, allow_partial: bool = False
                         "notes": f.merged.notes, "warnings": f.merged.warnings})
         for f in read.files.files
     ]
-    capability = read.view.compute_capability
-    archives = {"vllm": build_zip(device_name, read.files, compute_capability=capability),
-                "sglang": build_zip(device_name, sglang, engine="sglang")}
     summary = _summary(read, allow_partial=allow_partial, allow_stale=allow_stale,
                        out_dtype=out_dtype)
+    tuned_with = versions_line(summary["versions"])
+    archives = {"vllm": build_zip(device_name, read.files, tuned_with=tuned_with,
+                                  compute_capability=read.view.compute_capability),
+                "sglang": build_zip(device_name, sglang, engine="sglang", tuned_with=tuned_with)}
     return Candidate(files=files, archives=archives, summary=summary, read=read)
 
 

@@ -16,6 +16,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tuner.kernels.config import KernelConfig
+from tuner.kernels.source import (
+    BUILTIN,
+    KernelSource,
+    VllmKernel,
+    resolve_kernel,
+    source_hash,
+    vllm_version,
+)
 
 _PARAM_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]{0,31})=(\d{1,9})")
 
@@ -117,6 +125,10 @@ class KernelFamily:
             specialized as a launch is, without a GPU (imports triton).
         specialization: (shape, M) -> a short string that differs exactly when a launch
             compiles to a different binary (it keys the compile cache).
+        vllm: where the installed vLLM keeps this family's kernel and the workload that
+            launches it as vLLM does; None when vLLM has no such kernel.
+        file_triton_version: the family's files carry `"triton_version"` (vLLM's MoE loader
+            drops the key; its dense loader would choke on it).
     """
 
     name: str
@@ -132,6 +144,34 @@ class KernelFamily:
     workload: Callable[..., Workload]
     compile_for_target: Callable[..., Any]
     specialization: Callable[[Shape, int], str]
+    vllm: VllmKernel | None = None
+    file_triton_version: bool = False
+
+    def source(self, choice: str = BUILTIN) -> KernelSource:
+        """The kernel this family's trials time for a `--kernel` choice: the builtin copy, or
+        the installed vLLM's kernel launched as vLLM launches it (`tuner.kernels.source`).
+
+        Args:
+            choice: "auto", "vllm" or "builtin".
+
+        Raises:
+            ValueError: a bad choice, or "vllm" where vLLM or this family's kernel in it is
+                missing.
+        """
+        name = resolve_kernel(choice)
+        if name == BUILTIN:
+            path = self.module_path(self.kernel_module)
+            return KernelSource(self.name, BUILTIN, "", source_hash(path, self.kernel_function),
+                                path, self.kernel_function, self.workload)
+        if self.vllm is None:
+            raise ValueError(f"kernel family {self.name} has no vLLM kernel: use --kernel builtin")
+        try:
+            path = self.vllm.path()
+            digest = source_hash(path, self.vllm.function)
+        except (LookupError, OSError) as exc:
+            raise ValueError(f"--kernel vllm for {self.name}: {exc}") from None
+        return KernelSource(self.name, name, vllm_version() or "", digest, path,
+                            self.vllm.function, self.vllm.workload)
 
     def module_path(self, module: str) -> Path:
         """The source file of one of the family's modules, found without importing it.

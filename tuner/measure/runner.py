@@ -49,6 +49,7 @@ class Problem:
         out_dtype: "bfloat16" (serving) or "float16" (vLLM's tuning script default).
         family: the kernel family's name (`tuner.kernels.registry`).
         params: the family's other dimensions (`tuner.kernels.family.Shape.params`).
+        kernel: whose kernel to time, "builtin" or "vllm" (`KernelFamily.source`).
     """
 
     M: int
@@ -58,6 +59,7 @@ class Problem:
     out_dtype: str = "bfloat16"
     family: str = DEFAULT_FAMILY
     params: tuple[tuple[str, int], ...] = ()
+    kernel: str = "builtin"
 
     @property
     def shape(self) -> Shape:
@@ -156,8 +158,8 @@ class KernelRunner:
         self._torch = torch
         self.family = get_family(problem.family)
         self.device = "cuda" if backend == "cuda" else "cpu"
-        self.workload = self.family.workload(problem.shape, problem.M, seed=seed,
-                                             device=self.device)
+        source = self.family.source(problem.kernel)
+        self.workload = source.workload(problem.shape, problem.M, seed=seed, device=self.device)
         self.out_dtype = getattr(torch, problem.out_dtype)
         self.reference = self.workload.reference(self.out_dtype)
         self.timer = timer

@@ -17,16 +17,20 @@ from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 DEFAULT_LEASE_S = 120.0
 
 
-def space_name(configs: Sequence[KernelConfig] | None, replay: str | None) -> str:
+def space_name(configs: Sequence[KernelConfig] | None, replay: str | None,
+               kernel: str = "") -> str:
     """The name of a config space, part of a sweep's key; workers claim only sweeps of theirs.
 
     Args:
         configs: an explicit candidate list, or None for vLLM's space.
         replay: the landscape file when replaying, else None.
+        kernel: the kernel source's label (`tuner.kernels.source.kernel_label`): "" for the
+            builtin kernels, "vllm-0.33.0" for an installed vLLM's; a sweep of vLLM's kernels
+            is another sweep than one of the builtin, with its own tasks and trials.
 
     Returns:
         "vllm", or "custom:<sha256 prefix>" of an explicit list, with "@replay:<sha256 prefix>"
-        of the landscape file when replaying.
+        of the landscape file when replaying and "@kernel:<label>" for vLLM's kernels.
 
     Raises:
         OSError: the landscape file cannot be read.
@@ -38,6 +42,8 @@ def space_name(configs: Sequence[KernelConfig] | None, replay: str | None) -> st
     if replay is not None:
         digest = hashlib.sha256(Path(replay).read_bytes()).hexdigest()[:16]
         name += f"@replay:{digest}"
+    if kernel:
+        name += f"@kernel:{kernel}"
     return name
 
 
@@ -61,6 +67,8 @@ class SweepRequest:
         replay: a landscape file whose recorded timings answer instead of a device.
         family: the kernel family every task of the sweep tunes (`tuner.kernels.registry`).
         shape_params: the family's dimensions beyond N and K, `name=value,...` ("" for none).
+        kernel: "builtin" or "vllm": whose kernels the sweep's trials time.
+        kernel_label: how the space name tells the source (`space_name`'s `kernel`).
     """
 
     device_name: str
@@ -77,6 +85,8 @@ class SweepRequest:
     replay: str | None = None
     family: str = DEFAULT_FAMILY
     shape_params: str = ""
+    kernel: str = "builtin"
+    kernel_label: str = ""
 
     @property
     def space(self) -> list[KernelConfig]:
@@ -88,7 +98,7 @@ class SweepRequest:
     @property
     def space_name(self) -> str:
         """The sweep's config space name (see `space_name`)."""
-        return space_name(self.configs, self.replay)
+        return space_name(self.configs, self.replay, self.kernel_label)
 
     @property
     def budget(self) -> int:

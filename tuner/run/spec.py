@@ -78,6 +78,8 @@ class WorkerSpec:
         compile_workers: CUDA only: processes of the pool that compiles candidates for the
             GPU's architecture while it measures (`tuner.measure.precompile`); 0 compiles
             nothing ahead and prunes nothing (Triton compiles at first launch).
+        kernel: whose kernels to time: "builtin" or "vllm" (`tuner.kernels.source`), made
+            concrete by the command that starts the worker.
     """
 
     db_url: str
@@ -93,6 +95,7 @@ class WorkerSpec:
     device_name: str | None = None
     space: str | None = None
     compile_workers: int = 0
+    kernel: str = "builtin"
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ def worker_specs(
     interpreter_reps: int = 3,
     lease_s: float = DEFAULT_LEASE_S,
     compile_workers: int | None = None,
+    kernel: str = "builtin",
 ) -> list[WorkerSpec]:
     """One worker template per visible device (the supervisor names each process it starts).
 
@@ -57,6 +58,7 @@ def worker_specs(
         compile_workers: CUDA only: compile processes per worker that compile candidates for
             the GPU while it measures, and prune those that cannot launch; None for the CPU
             count minus one per GPU, shared between the GPUs (at least one each); 0 for none.
+        kernel: "builtin" or "vllm": whose kernels the workers time.
 
     Returns:
         The specs, in the order of `visible_devices`.
@@ -73,7 +75,8 @@ def worker_specs(
         WorkerSpec(db_url=db_url, sweep_id=sweep_id, worker_id="", backend=backend,
                    visible_device=device, configs=items, lease_s=lease_s,
                    interpreter_reps=interpreter_reps, landscape_path=replay,
-                   device_name=device_name, space=space, compile_workers=compile_workers)
+                   device_name=device_name, space=space, compile_workers=compile_workers,
+                   kernel=kernel)
         for device in visible_devices
     ]
 
@@ -145,7 +148,8 @@ def run_workers(
 
     specs = worker_specs(db_url, backend=backend, visible_devices=visible_devices,
                          configs=request.configs, replay=request.replay, sweep_id=sweep_id,
-                         interpreter_reps=interpreter_reps, lease_s=lease_s)
+                         interpreter_reps=interpreter_reps, lease_s=lease_s,
+                         kernel=request.kernel)
     start = time.perf_counter()
 
     def read_progress():

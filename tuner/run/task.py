@@ -144,7 +144,7 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
     shape = Shape.from_store(task.N, task.K, task.block_shape, task.shape_params)
     space = list(space) if space is not None else family.space()
     problem = Problem(task.M, task.N, task.K, shape.block_shape, task.out_dtype,
-                      family=family.name, params=shape.params)
+                      family=family.name, params=shape.params, kernel=spec.kernel)
     seed = task_seed(task.seed, *_nkm(task))
     if spec.backend == "replay":
         runner = cached_landscape(spec.landscape_path).runner(task.N, task.K, task.M)

@@ -34,28 +34,43 @@ from tuner.run.task import run_task
 # (CUDA_VISIBLE_DEVICES or TRITON_INTERPRET) is set: this module is imported by the parent too.
 
 
-def collect_environment(backend: str, family: str = DEFAULT_FAMILY) -> dict[str, str]:
-    """GPU, versions and kernel hash of this process, as `db.repo.get_or_create_environment` takes.
-
-    The kernel hash is that of `family`'s kernel (`family_kernel_hash`), so a changed kernel
-    leaves only its own family's trials stale. On the interpreter, gpu_name and device_name are
-    TRITON_INTERPRETER and driver/CUDA are "".
+def source_fields(family: str, kernel: str) -> dict[str, str]:
+    """The kernel a family's trials time, as the environment records it: its hash, source
+    ("builtin" or "vllm") and vLLM's version (`KernelFamily.source`).
 
     Raises:
-        ValueError: an unknown family.
+        ValueError: an unknown family, or a kernel choice this machine cannot run.
+    """
+    from tuner.kernels.registry import get_family
+
+    source = get_family(family).source(kernel)
+    return {"kernel_hash": source.kernel_hash, "kernel_source": source.name,
+            "vllm": source.version}
+
+
+def collect_environment(backend: str, family: str = DEFAULT_FAMILY,
+                        kernel: str = "builtin") -> dict[str, str]:
+    """GPU, versions and kernel of this process, as `db.repo.get_or_create_environment` takes.
+
+    The kernel hash is that of `family`'s kernel from the source `kernel` names
+    (`source_fields`), so a changed kernel leaves only its own family's and source's trials
+    stale. On the interpreter, gpu_name and device_name are TRITON_INTERPRETER and driver/CUDA
+    are "".
+
+    Raises:
+        ValueError: an unknown family or kernel choice.
     """
     import torch
     import triton
 
     import tuner
-    from tuner.files.provenance import family_kernel_hash
     from tuner.inputs.devices import INTERPRETER_DEVICE_NAME, vllm_device_name
 
     env = {
         "torch": torch.__version__,
         "triton": triton.__version__,
         "tuner": tuner.__version__,
-        "kernel_hash": family_kernel_hash(family),
+        **source_fields(family, kernel),
         "driver": "",
         "cuda": "",
         "compute_capability": "",
@@ -173,7 +188,6 @@ def _work(spec: WorkerSpec, shared: WorkerShared | None) -> None:
     from db import repo
     from db.engine import make_engine, session_scope
     from db.faults import StoreUnavailable, is_transient, retry_store, store_timeout_s
-    from tuner.files.provenance import family_kernel_hash
     from tuner.kernels.config import KernelConfig
 
     engine = make_engine(spec.db_url)
@@ -197,7 +211,7 @@ def _work(spec: WorkerSpec, shared: WorkerShared | None) -> None:
         landscape = cached_landscape(spec.landscape_path)
         env = {**landscape.environment, "device_name": landscape.device_name}
     else:
-        env = collect_environment(spec.backend)
+        env = collect_environment(spec.backend, kernel=spec.kernel)
     environment_id = in_session(repo.get_or_create_environment, **env)
     if spec.backend == "cuda":
         _record_ceilings(engine, environment_id)
@@ -231,7 +245,7 @@ def _work(spec: WorkerSpec, shared: WorkerShared | None) -> None:
         # landscape's environment for all).
         key = task.family if spec.backend != "replay" else None
         if key not in environments:
-            family_env = {**env, "kernel_hash": family_kernel_hash(task.family)}
+            family_env = {**env, **source_fields(task.family, spec.kernel)}
             environments[key] = in_session(repo.get_or_create_environment, **family_env)
         if shared is not None:
             shared.environment_id.value = environments[key]

@@ -394,3 +394,4 @@ def test_import_is_pure() -> None:
             "bad = {'torch', 'triton', 'sqlalchemy', 'fastapi'} & set(sys.modules); "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+

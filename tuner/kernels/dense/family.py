@@ -12,6 +12,7 @@ from tuner.kernels.dense.naming import config_file_name, engine_file_name, parse
 from tuner.kernels.dense.space import default_config, vllm_space, why_invalid
 from tuner.kernels.dense.specialization import specialization_key
 from tuner.kernels.family import KernelFamily, Shape, Workload
+from tuner.kernels.source import VllmKernel
 
 
 def _why_invalid(config: KernelConfig, shape: Shape) -> str | None:
@@ -37,6 +38,23 @@ def _workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
     from tuner.kernels.dense.workload import DenseWorkload
 
     return DenseWorkload.make(shape, M, seed=seed, device=device)
+
+
+def _vllm_workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
+    from tuner.kernels.dense.vllm_workload import VllmDenseWorkload
+
+    return VllmDenseWorkload.make(shape, M, seed=seed, device=device,
+                                  module=VLLM_DENSE.module, function=VLLM_DENSE.function)
+
+
+# vLLM 0.33.0 keeps the kernel in fp8_utils.py and launches it from w8a8_triton_block_scaled_mm
+# (`tuner.kernels.dense.vllm_workload` follows that launch).
+VLLM_DENSE = VllmKernel(
+    module="vllm.model_executor.layers.quantization.utils.fp8_utils",
+    function="_w8a8_triton_block_scaled_mm",
+    launcher="w8a8_triton_block_scaled_mm",
+    workload=_vllm_workload,
+)
 
 
 def _compile_for_target(config: KernelConfig, arch: int, *, shape: Shape, M: int,
@@ -65,4 +83,5 @@ DENSE = KernelFamily(
     workload=_workload,
     compile_for_target=_compile_for_target,
     specialization=_specialization,
+    vllm=VLLM_DENSE,
 )

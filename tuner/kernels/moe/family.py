@@ -17,6 +17,7 @@ from tuner.kernels.moe.naming import (
 )
 from tuner.kernels.moe.space import default_config, vllm_space, why_invalid
 from tuner.kernels.moe.specialization import moe_specialization_key
+from tuner.kernels.source import VllmKernel
 
 
 def _why_invalid(config: KernelConfig, shape: Shape) -> str | None:
@@ -47,6 +48,22 @@ def _workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
     return MoeWorkload.make(shape, M, seed=seed, device=device)
 
 
+def _vllm_workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
+    from tuner.kernels.moe.vllm_workload import VllmMoeWorkload
+
+    return VllmMoeWorkload.make(shape, M, seed=seed, device=device, module=VLLM_MOE.module)
+
+
+# vLLM 0.33.0's fused_experts_impl runs each expert GEMM through dispatch_fused_moe_kernel,
+# which launches fused_moe_kernel (`tuner.kernels.moe.vllm_workload` follows that call).
+VLLM_MOE = VllmKernel(
+    module="vllm.model_executor.layers.fused_moe.fused_moe",
+    function="fused_moe_kernel",
+    launcher="dispatch_fused_moe_kernel",
+    workload=_vllm_workload,
+)
+
+
 def _compile_for_target(config: KernelConfig, arch: int, *, shape: Shape, M: int,
                         out_dtype: Any) -> Any:
     from tuner.kernels.moe.target import compile_for_target
@@ -75,4 +92,7 @@ MOE = KernelFamily(
     workload=_workload,
     compile_for_target=_compile_for_target,
     specialization=_specialization,
+    vllm=VLLM_MOE,
+    # benchmark_moe.py writes it (vLLM PR #24769); get_moe_configs pops it (fused_moe.py).
+    file_triton_version=True,
 )

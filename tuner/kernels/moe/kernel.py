@@ -214,6 +214,7 @@ def invoke_moe_gemm(
     top_k: int,
     config: Mapping[str, object],
     block_shape: tuple[int, int] = (128, 128),
+    kernel: object = None,
 ) -> torch.Tensor:
     """One expert GEMM of the fused MoE, launched as vLLM 0.33.0's `invoke_fused_moe_kernel`.
 
@@ -236,6 +237,8 @@ def invoke_moe_gemm(
         top_k: slots per row of A.
         config: vLLM's keys (`parse_config`).
         block_shape: [group_n, group_k].
+        kernel: a JITFunction with `fused_moe_fp8_block_kernel`'s parameters to launch
+            instead (a test's stand-in); None for `fused_moe_fp8_block_kernel`.
 
     Returns:
         C.
@@ -279,7 +282,8 @@ def invoke_moe_gemm(
     C2 = C.view(T * top_k, N)
     grid = (triton.cdiv(EM, parsed.BLOCK_SIZE_M) * triton.cdiv(N, parsed.BLOCK_SIZE_N),)
     fix_interpreter_index()  # Triton < 3.8's interpreter under numpy >= 2.4 only
-    fused_moe_fp8_block_kernel[grid](
+    launched = fused_moe_fp8_block_kernel if kernel is None else kernel
+    launched[grid](
         A, B, C2, A_scale, B_scale,
         topk_weights if mul_routed_weight else A_scale,
         sorted_token_ids, expert_ids, num_tokens_post_padded,

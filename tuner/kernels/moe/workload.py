@@ -3,7 +3,7 @@ expert MLP with one config (the `tuner.kernels.family.Workload` of the moe famil
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -26,7 +26,8 @@ Alignment = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 def fused_experts(inputs: MoeInputs, weights: tuple[torch.Tensor, ...],
                   config: Mapping[str, object], alignment: Alignment, *,
                   block_shape: tuple[int, int], out: torch.Tensor | None,
-                  out_dtype: torch.dtype) -> torch.Tensor:
+                  out_dtype: torch.dtype,
+                  gemm: Callable[..., torch.Tensor] = invoke_moe_gemm) -> torch.Tensor:
     """The expert MLP after routing, as vLLM 0.33.0's `fused_experts_impl` runs it with one
     config for both GEMMs: gate_up GEMM into [M * top_k, 2N], SiLU-and-mul (float32 math, stored
     in out_dtype), re-quantization per 1 x group_k group, down GEMM with the routing weights into
@@ -40,6 +41,8 @@ def fused_experts(inputs: MoeInputs, weights: tuple[torch.Tensor, ...],
         block_shape: [group_n, group_k].
         out: [M, K] of out_dtype to write, or None to allocate.
         out_dtype: torch.bfloat16 or torch.float16.
+        gemm: one expert GEMM, called as `invoke_moe_gemm` (the builtin kernel's launcher, or
+            `tuner.kernels.moe.vllm_workload.vllm_moe_gemm` for vLLM's kernel).
 
     Returns:
         [M, K] out_dtype.
@@ -60,15 +63,15 @@ def fused_experts(inputs: MoeInputs, weights: tuple[torch.Tensor, ...],
         raise ValueError(f"out must be a contiguous [{M}, {K}] {out_dtype} tensor")
     sorted_ids, expert_ids, padded = alignment
     gate_up = torch.empty(M * top_k, 2 * N, dtype=out_dtype, device=device)
-    invoke_moe_gemm(inputs.x, inputs.x_scale, w1, w1_scale, gate_up, None, sorted_ids,
-                    expert_ids, padded, mul_routed_weight=False, top_k=top_k, config=config,
-                    block_shape=block_shape)
+    gemm(inputs.x, inputs.x_scale, w1, w1_scale, gate_up, inputs.topk_weights, sorted_ids,
+         expert_ids, padded, mul_routed_weight=False, top_k=top_k, config=config,
+         block_shape=block_shape)
     act = silu_and_mul(gate_up.float()).to(out_dtype)
     act_q, act_scale = quantize_groups(act.float(), block_shape[1])
     down = torch.empty(M, top_k, K, dtype=out_dtype, device=device)
-    invoke_moe_gemm(act_q, act_scale, w2, w2_scale, down, inputs.topk_weights, sorted_ids,
-                    expert_ids, padded, mul_routed_weight=True, top_k=1, config=config,
-                    block_shape=block_shape)
+    gemm(act_q, act_scale, w2, w2_scale, down, inputs.topk_weights, sorted_ids,
+         expert_ids, padded, mul_routed_weight=True, top_k=1, config=config,
+         block_shape=block_shape)
     return torch.sum(down, dim=1, out=out)
 
 
@@ -91,6 +94,8 @@ class MoeWorkload:
     block_shape: tuple[int, int]
     num_experts: int
     _alignments: dict[int, Alignment] = field(default_factory=dict)
+    # One expert GEMM as `invoke_moe_gemm` takes it; a vLLM source's workload replaces it.
+    gemm: Callable[..., torch.Tensor] = invoke_moe_gemm
 
     @classmethod
     def make(cls, shape: Shape, M: int, *, seed: int, device: str) -> MoeWorkload:
@@ -133,4 +138,4 @@ class MoeWorkload:
         parsed = parse_config(config.as_dict(), self.block_shape)
         return fused_experts(self.inputs, weights, parsed.as_dict(),
                              self.alignment(parsed.BLOCK_SIZE_M), block_shape=self.block_shape,
-                             out=out, out_dtype=out_dtype)
+                             out=out, out_dtype=out_dtype, gemm=self.gemm)

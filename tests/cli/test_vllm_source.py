@@ -1,0 +1,136 @@
+"""`tuner sweep --kernel` inside a (stand-in) vLLM environment: auto times vLLM's kernels, the
+trials record the source, vLLM's version and the hash of the kernel text they timed, and the
+winners of two sources never mix in an export."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from tests.standin_vllm import build_standin
+from tuner.files.provenance import family_kernel_hash
+from tuner.kernels.dense.space import default_config
+from tuner.kernels.source import source_hash
+
+DENSE_FILE = "N=256,K=128,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128,128].json"
+MOE_FILE = "E=4,N=64,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128,128].json"
+FAST = dict(default_config().as_dict(), GROUP_SIZE_M=1)
+SLOW = dict(default_config().as_dict(), GROUP_SIZE_M=16)
+
+
+def tuner(*args, cwd, vllm=None):
+    """Run `tuner` in a child process, with the stand-in vLLM importable when given."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    if vllm is not None:
+        env["PYTHONPATH"] = str(vllm)
+    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=900)
+
+
+def rows(db, sql):
+    with sqlite3.connect(db) as connection:
+        return connection.execute(sql).fetchall()
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    """One store with the same sweep run twice: --kernel auto beside the stand-in vLLM, then
+    --kernel builtin; two configs per task, and vLLM's default (GROUP_SIZE_M 32) as baseline."""
+    home = tmp_path_factory.mktemp("vllm_source")
+    vllm = build_standin(home / "site")
+    (home / "configs.json").write_text(json.dumps([FAST, SLOW]))
+    db = f"sqlite:///{home}/tuner.db"
+    common = ("sweep", "--device", "interpreter", "--model", "tiny-moe", "--m", "1",
+              "--strategy", "grid", "--configs", "configs.json", "--interpreter-reps", "1",
+              "--no-publish", "--db", db)
+    runs = [tuner(*common, cwd=home, vllm=vllm), tuner(*common, "--kernel", "builtin", cwd=home,
+                                                       vllm=vllm)]
+    return home, vllm, db, runs
+
+
+def test_auto_times_vllms_kernels_and_says_so(swept) -> None:
+    home, vllm, _, (auto, builtin) = swept
+    assert auto.returncode == 0, auto.stderr
+    assert builtin.returncode == 0, builtin.stderr
+    heads = [line.rsplit(", kernel ", 1)[1] for line in auto.stdout.splitlines()
+             if line.startswith("sweep ") and "(new)" in line]
+    assert heads == ["vllm-0.33.0", "vllm-0.33.0"]
+    heads = [line.rsplit(", kernel ", 1)[1] for line in builtin.stdout.splitlines()
+             if line.startswith("sweep ") and "(new)" in line]
+    assert heads == ["builtin", "builtin"]
+    spaces = rows(home / "tuner.db", "SELECT sweep_id, space FROM sweeps ORDER BY sweep_id")
+    assert [space.split("@", 1)[1:] for _, space in spaces] == [
+        ["kernel:vllm-0.33.0"], ["kernel:vllm-0.33.0"], [], []]
+
+
+def test_every_trial_records_source_version_and_the_hash_of_what_it_timed(swept) -> None:
+    home, vllm, _, _ = swept
+    found = rows(home / "tuner.db",
+                 "SELECT DISTINCT tasks.family, environments.kernel_source, environments.vllm, "
+                 "environments.kernel_hash, COUNT(*) FROM trials "
+                 "JOIN tasks ON trials.task_id = tasks.task_id JOIN environments ON "
+                 "trials.environment_id = environments.environment_id "
+                 "GROUP BY 1, 2, 3, 4 ORDER BY 1, 2")
+    dense_path = vllm / "vllm/model_executor/layers/quantization/utils/fp8_utils.py"
+    moe_path = vllm / "vllm/model_executor/layers/fused_moe/fused_moe.py"
+    assert found == [
+        ("dense", "builtin", "", family_kernel_hash("dense"), 3),
+        ("dense", "vllm", "0.33.0", source_hash(dense_path, "_w8a8_triton_block_scaled_mm"), 3),
+        ("moe", "builtin", "", family_kernel_hash("moe"), 3),
+        ("moe", "vllm", "0.33.0", source_hash(moe_path, "fused_moe_kernel"), 3),
+    ]
+    statuses = rows(home / "tuner.db", "SELECT DISTINCT status FROM trials")
+    assert statuses == [("ok",)]
+
+
+def test_winners_of_two_sources_never_mix(swept) -> None:
+    """vLLM's trials make FAST the winner, the builtin's SLOW: each export takes one side."""
+    home, vllm, db, _ = swept
+    with sqlite3.connect(home / "tuner.db") as connection:
+        # Winners from the trials alone (no task's re-timed decision); vLLM's default
+        # (GROUP_SIZE_M 32) is slowest for both sources, so a tuned config wins.
+        connection.execute("DELETE FROM decisions")
+        for source, fast_us, slow_us in (("vllm", 10.0, 20.0), ("builtin", 30.0, 5.0)):
+            for group, latency in ((1, fast_us), (16, slow_us), (32, 100.0)):
+                connection.execute(
+                    "UPDATE trials SET latency_us = ?, p20_us = ?, p80_us = ? WHERE "
+                    "GROUP_SIZE_M = ? AND environment_id IN "
+                    "(SELECT environment_id FROM environments WHERE kernel_source = ?)",
+                    (latency, latency, latency, group, source))
+
+    def exported(out, *flags, vllm_path=None):
+        run = tuner("export", "--device", "interpreter", "--out", out, "--db", db, *flags,
+                    cwd=home, vllm=vllm_path)
+        assert run.returncode == 0, run.stderr
+        dense = json.loads((home / out / DENSE_FILE).read_text())["1"]["GROUP_SIZE_M"]
+        moe = json.loads((home / out / MOE_FILE).read_text())["1"]["GROUP_SIZE_M"]
+        said = [line for line in run.stderr.splitlines() if line.startswith("winners of ")]
+        return dense, moe, said
+
+    vllm_said = ["winners of vllm 0.33.0 kernel trials, triton " + _minor()]
+    builtin_said = ["winners of builtin kernel trials, triton " + _minor()]
+    # Beside vLLM, auto reads vLLM's trials; without it too (the store has vLLM's trials).
+    assert exported("a", vllm_path=vllm) == (1, 1, vllm_said)
+    assert exported("b") == (1, 1, vllm_said)
+    assert exported("c", "--kernel", "builtin", vllm_path=vllm) == (16, 16, builtin_said)
+    assert exported("d", "--kernel", "vllm") == (1, 1, vllm_said)
+
+
+def _minor() -> str:
+    from tuner.files.provenance import installed_triton_minor
+
+    return installed_triton_minor()
+
+
+def test_kernel_vllm_without_vllm_is_one_line_and_exit_2(tmp_path) -> None:
+    run = tuner("sweep", "--device", "interpreter", "--model", "tiny-moe", "--m", "1",
+                "--kernel", "vllm", "--db", f"sqlite:///{tmp_path}/t.db", cwd=tmp_path)
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines() == [
+        "error: --kernel vllm: vLLM is not importable here (run inside the serving image, "
+        "or use --kernel builtin)"]

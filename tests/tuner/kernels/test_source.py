@@ -1,0 +1,121 @@
+"""Kernel sources: vLLM found without importing it, `--kernel` choices, the hash of the kernel
+text a source times, and a stand-in vLLM's kernels running through the families' workloads."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.standin_vllm import build_standin
+from tuner.files.provenance import family_kernel_hash
+from tuner.kernels.family import Shape
+from tuner.kernels.registry import get_family
+from tuner.kernels.source import (
+    function_source,
+    kernel_label,
+    resolve_kernel,
+    source_hash,
+    vllm_package_dir,
+    vllm_version,
+)
+
+MOE_SHAPE = Shape(64, 128, (128, 128), (("E", 4), ("top_k", 2)))
+
+
+@pytest.fixture
+def standin(tmp_path, monkeypatch):
+    """The stand-in vLLM on sys.path; its modules dropped from sys.modules afterwards."""
+    root = build_standin(tmp_path / "site")
+    monkeypatch.syspath_prepend(str(root))
+    importlib.invalidate_caches()
+    yield root
+    for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
+        del sys.modules[name]
+
+
+def test_without_vllm_auto_is_the_builtin_and_vllm_is_refused() -> None:
+    assert vllm_package_dir() is None and vllm_version() is None
+    assert resolve_kernel("auto") == "builtin"
+    assert resolve_kernel("builtin") == "builtin"
+    with pytest.raises(ValueError, match=r"^--kernel vllm: vLLM is not importable here"):
+        resolve_kernel("vllm")
+    with pytest.raises(ValueError, match=r"--kernel must be one of auto, vllm, builtin"):
+        resolve_kernel("triton")
+    builtin = get_family("dense").source("auto")
+    assert (builtin.name, builtin.version, builtin.label) == ("builtin", "", "builtin")
+    assert builtin.kernel_hash == family_kernel_hash("dense")
+    assert kernel_label("builtin") == ""
+
+
+def test_a_standin_vllm_is_found_by_path_and_version_without_import(standin) -> None:
+    assert vllm_package_dir() == standin / "vllm"
+    assert vllm_version() == "0.33.0"
+    assert "vllm" not in sys.modules
+    assert resolve_kernel("auto") == "vllm"
+    assert kernel_label("vllm") == "vllm-0.33.0"
+    for family, path in (("dense", "model_executor/layers/quantization/utils/fp8_utils.py"),
+                         ("moe", "model_executor/layers/fused_moe/fused_moe.py")):
+        source = get_family(family).source("auto")
+        assert source.name == "vllm" and source.label == "vllm 0.33.0"
+        assert source.module_path == standin / "vllm" / path
+        # The hash is that of vLLM's kernel function's own text, not the builtin's.
+        assert source.kernel_hash == source_hash(source.module_path, source.function)
+        assert source.kernel_hash != family_kernel_hash(family)
+        assert get_family(family).source("builtin").kernel_hash == family_kernel_hash(family)
+    assert "vllm" not in sys.modules
+
+
+def test_a_vllm_without_the_moe_kernel_is_one_clear_error(standin) -> None:
+    (standin / "vllm" / "model_executor" / "layers" / "fused_moe" / "fused_moe.py").unlink()
+    assert get_family("dense").source("vllm").name == "vllm"
+    with pytest.raises(ValueError, match=r"^--kernel vllm for moe: the installed vLLM has no "
+                       r"vllm\.model_executor\.layers\.fused_moe\.fused_moe"):
+        get_family("moe").source("vllm")
+
+
+def test_function_source_cuts_one_function_with_its_decorator() -> None:
+    text = "import x\n\n@deco\ndef f(a):\n    return a\n\n\ndef g():\n    pass\n"
+    assert function_source(text, "f") == "@deco\ndef f(a):\n    return a\n"
+    with pytest.raises(LookupError, match="no top-level function h"):
+        function_source(text, "h")
+
+
+@pytest.mark.parametrize(("family", "shape", "M"), [("dense", Shape(256, 256), 5),
+                                                    ("moe", MOE_SHAPE, 3)])
+def test_the_standin_kernels_run_through_vllms_launch_and_match_the_builtin(
+        standin, family, shape, M) -> None:
+    """Under the interpreter (a child process: TRITON_INTERPRET must be set before Triton is
+    imported) both sources' outputs are bitwise equal, and the MoE source went through vLLM's
+    dispatcher with vLLM's arguments."""
+    code = (
+        "import torch\n"
+        "from tuner.kernels.registry import get_family\n"
+        "from tuner.kernels.family import Shape\n"
+        f"shape = {shape!r}\n"
+        f"family = get_family({family!r})\n"
+        "outs = []\n"
+        "for choice in ('builtin', 'vllm'):\n"
+        f"    w = family.source(choice).workload(shape, {M}, seed=3, device='cpu')\n"
+        f"    config = family.default_config(shape, {M})\n"
+        "    outs.append(w.launch(config, w.weights(), out=None, out_dtype=torch.bfloat16))\n"
+        "print(bool(torch.equal(outs[0], outs[1])), outs[0].shape)\n"
+        "import sys\n"
+        "moe = sys.modules.get('vllm.model_executor.layers.fused_moe.fused_moe')\n"
+        "print(getattr(moe, 'CALLS', None))\n"
+    )
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(standin)}
+    run = subprocess.run([sys.executable, "-c", code], env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    equal, calls = run.stdout.strip().splitlines()
+    if family == "dense":
+        assert equal == "True torch.Size([5, 256])"
+        assert calls == "None"
+    else:
+        assert equal == "True torch.Size([3, 128])"
+        # gate_up: C [3 * 2, 1, 2N], top_k 2, unweighted; down: [3 * 2, 1, K], top_k 1, weighted
+        assert calls == "[((6, 1, 128), 2, False), ((6, 1, 128), 1, True)]"

@@ -1,0 +1,79 @@
+"""`tuner doctor`: one screen saying whether tuning on this machine changes what vLLM runs."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+import typer
+
+from tuner.cli.options import fail, plain
+
+_ARCH = re.compile(r"sm(\d{2,3})")
+
+
+def doctor(
+    arch: Annotated[str | None, typer.Option(
+        "--arch", help="GPU architecture to answer for without that GPU: sm89, sm90, sm100, "
+        "sm120 [default: the visible GPU's].")] = None,
+    device: Annotated[str | None, typer.Option(
+        "--device", help="GPU model vLLM serves on (L20, H200, ...) [default: the visible "
+        "GPU].")] = None,
+    linear_backend: Annotated[str | None, typer.Option(
+        "--linear-backend", help="The server's --linear-backend: triton makes it read the "
+        "dense files.")] = None,
+    no_compile: Annotated[bool, typer.Option(
+        "--no-compile", help="Skip compiling the builtin and vLLM's dense kernel for the "
+        "architecture (about 10 s without a GPU).")] = False,
+) -> None:
+    """GPUs, versions, the kernels vLLM runs by default on the architecture, whether the tuned
+    files are read and what makes them read, and whether the builtin kernel compiles to
+    vLLM's code. Exit 0 when tuning here will change what vLLM runs, 1 with the reason when
+    it will not."""
+    from tuner.compare.doctor import diagnose
+    from tuner.inputs.devices import gpu_device_key
+
+    if arch is not None and _ARCH.fullmatch(arch) is None:
+        raise fail(f"--arch {arch!r} is not an architecture such as sm89 or sm90")
+    versions, gpus = _installed()
+    device_name = None
+    if device is not None:
+        try:
+            device_name = gpu_device_key(device)
+        except ValueError:
+            raise fail(f"--device {device!r} is not a GPU model name such as L20") from None
+    lines = [f"{g.index}: {g.gpu_name} (sm{g.compute_capability.replace('.', '')}, "
+             f"{g.device_name})" for g in gpus]
+    if gpus:
+        arch = arch or f"sm{gpus[0].compute_capability.replace('.', '')}"
+        device_name = device_name or gpus[0].device_name
+    found = diagnose(arch=arch, device_name=device_name, gpus=lines, versions=versions,
+                     linear_backend_triton=linear_backend == "triton", compare=not no_compile)
+    for line in found.lines:
+        plain(line)
+    if found.reasons:
+        for reason in found.reasons:
+            typer.echo(f"tuning here will not change what vLLM runs: {reason}", err=True)
+        raise typer.Exit(1)
+    plain(f"tuning here changes what vLLM runs: its {' and '.join(found.helps)} files")
+
+
+def _installed():
+    """(torch, triton and CUDA versions, visible GPUs); "" and [] where not installed."""
+    import importlib.metadata
+
+    versions = {}
+    for name in ("torch", "triton"):
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = ""
+    gpus = []
+    if versions["torch"]:
+        import torch
+
+        from tuner.run.gpus import visible_gpus
+
+        versions["cuda"] = torch.version.cuda or ""
+        gpus = visible_gpus()
+    return versions, gpus

@@ -1,0 +1,54 @@
+"""`tuner recipe sweep`: print a ready-to-run sweep inside the serving image, for one host
+(`docker run`) or a cluster (an Indexed Kubernetes Job of `tuner worker`s)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+from tuner.cli.options import fail, masked, plain
+
+
+class RecipeFormat(StrEnum):
+    docker = "docker"
+    k8s = "k8s"
+
+
+def recipe_sweep(
+    image: Annotated[str, typer.Option(help="The serving image, e.g. "
+                                       "vllm/vllm-openai:v0.33.0: the sweep times its vLLM's "
+                                       "kernels with its Triton.")],
+    device: Annotated[str, typer.Option(help="GPU model as `tuner sweep --device` takes it.")],
+    model: Annotated[str, typer.Option(help="Model key from `tuner shapes list`.")],
+    tp: Annotated[int | None, typer.Option(help="Tensor-parallel size.")] = None,
+    fmt: Annotated[RecipeFormat, typer.Option("--format", help="docker: one host; k8s: an "
+                                              "Indexed Job, one pod per GPU node.")
+                   ] = RecipeFormat.docker,
+    nodes: Annotated[int, typer.Option(min=1, help="k8s: GPU nodes (pods).")] = 1,
+    gpus: Annotated[int, typer.Option(min=1, help="k8s: GPUs per pod.")] = 1,
+    db: Annotated[str | None, typer.Option(
+        "--db", help="The store's URL (PostgreSQL for k8s); it is passed through "
+        "TUNER_DB_URL, never printed [default for docker: a SQLite file in ./tuner-store].")
+    ] = None,
+) -> None:
+    """Print the commands that sweep inside the serving image: the tuner is installed from a
+    wheels folder (no internet needed) without touching the image's torch or Triton."""
+    from tuner.run.recipe import DB_VARIABLE, SweepRecipe
+
+    if fmt == RecipeFormat.k8s and db is not None and not db.startswith("postgresql"):
+        raise fail("--format k8s needs a PostgreSQL store (--db postgresql+psycopg://...)")
+    try:
+        recipe = SweepRecipe(image=image, device=device, model=model, tp=tp, db=db,
+                             nodes=nodes, gpus=gpus)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    if fmt == RecipeFormat.k8s:
+        plain(recipe.k8s().rstrip("\n"))
+        return
+    plain("# Once, on a host with a package index: pip wheel -w wheels <tuner source> "
+          "'psycopg[binary]'")
+    if db is not None:
+        plain(f"# export {DB_VARIABLE}='{masked(db)}'  (with its password)")
+    plain(recipe.docker())

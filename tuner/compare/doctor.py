@@ -1,0 +1,187 @@
+"""`tuner doctor`'s findings: whether tuning on this machine changes what vLLM runs. The GPUs,
+versions, vLLM's default kernels per family on the architecture, whether the tuned files are
+read and what makes them read, the kernel source a sweep here would time, and whether the
+builtin dense kernel compiles to vLLM's code. Facts, not a GPU run: works with --arch alone."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+from dataclasses import dataclass, field
+
+from tuner.files.provenance import installed_triton_minor, triton_minor
+from tuner.inputs.backends import ARCH_BACKENDS, TRITON_FLAG, arch_of
+from tuner.kernels.registry import FAMILIES
+from tuner.kernels.source import VLLM, resolve_kernel, vllm_version
+
+# vLLM 0.33.0 reads fused-MoE files from VLLM_TUNED_CONFIG_FOLDER first, then its package's
+# fused_moe/configs/ (fused_moe.py, get_moe_configs); dense files only from the package's
+# quantization/utils/configs/ (fp8_utils.py, get_w8a8_block_fp8_configs).
+MOE_FOLDER_VARIABLE = "VLLM_TUNED_CONFIG_FOLDER"
+DENSE_FOLDER = "vllm/model_executor/layers/quantization/utils/configs/"
+# vLLM 0.33.0 fused_moe/oracle/fp8.py `_get_priority_backends`: on sm90 with 128x128 FP8
+# weights and dynamic 1x128 activations TRITON is moved first when ep_size == 1 (DESIGN §13).
+MOE_TRITON_ARCHS = ("sm90",)
+# A requirement line such as "triton==3.8.0" or "triton~=3.8.0; platform_system == 'Linux'".
+_REQUIRES = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)\s*(?P<spec>[^;]*)")
+
+
+def required_version(requires: list[str] | None, name: str) -> str | None:
+    """The version spec a distribution's `Requires-Dist` lines give `name` ("==2.14.0"), or
+    None when they do not name it."""
+    for line in requires or ():
+        match = _REQUIRES.match(line.strip())
+        if match and match["name"].lower().replace("_", "-") == name:
+            return match["spec"].strip() or "any"
+    return None
+
+
+def vllm_triton_requirement() -> tuple[str | None, str]:
+    """The Triton the importable vLLM needs and where that is stated: vLLM's own metadata
+    when it names triton, else the metadata of the torch it pins, when that torch is the
+    installed one (vLLM 0.33.0 pins torch==2.14.0, whose wheel requires triton~=3.8.0)."""
+    try:
+        requires = importlib.metadata.requires("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        return None, "vLLM's metadata is missing"
+    direct = required_version(requires, "triton")
+    if direct is not None:
+        return direct, "vLLM's metadata"
+    torch_pin = required_version(requires, "torch")
+    try:
+        installed = importlib.metadata.version("torch")
+        torch_requires = importlib.metadata.requires("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return None, f"vLLM pins torch{torch_pin or ''}, which is not installed"
+    spec = required_version(torch_requires, "triton")
+    if spec is None:
+        return None, f"the installed torch {installed} names no triton"
+    return spec, f"torch {installed}'s metadata (vLLM pins torch{torch_pin or ''})"
+
+
+def _spec_minor(spec: str) -> str | None:
+    try:
+        return triton_minor(spec.lstrip("=~<>! "))
+    except ValueError:
+        return None
+
+
+@dataclass
+class Diagnosis:
+    """What `tuner doctor` prints and why it exits as it does.
+
+    Attributes:
+        lines: the screen, one finding a line.
+        reasons: why tuning here will not change what vLLM runs; [] exits 0.
+        helps: the families whose tuned files vLLM will read.
+    """
+
+    lines: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    helps: list[str] = field(default_factory=list)
+
+
+def _arch_number(arch: str) -> int:
+    return int(arch.removeprefix("sm"))
+
+
+def diagnose(*, arch: str | None, device_name: str | None, gpus: list[str],
+             versions: dict[str, str], linear_backend_triton: bool,
+             compare: bool = True) -> Diagnosis:
+    """The findings for one architecture.
+
+    Args:
+        arch: "sm90", "sm89", ...: the visible GPU's or --arch; None when neither is known.
+        device_name: vLLM's key of the GPU (visible or --device); None when unknown.
+        gpus: one line per visible GPU ([] when none).
+        versions: torch, triton and cuda versions ("" when not installed).
+        linear_backend_triton: the server runs with `--linear-backend triton`.
+        compare: compile the builtin dense kernel and vLLM's for the arch (needs triton).
+
+    Returns:
+        The Diagnosis.
+    """
+    out = Diagnosis()
+    say = out.lines.append
+    say("GPUs: " + ("; ".join(gpus) if gpus else "none visible"))
+    say(f"architecture: {arch or 'unknown'}, device_name: {device_name or 'unknown'}")
+    say(f"torch {versions.get('torch') or 'not installed'}, triton "
+        f"{versions.get('triton') or 'not installed'}, CUDA {versions.get('cuda') or 'none'}")
+    if arch is None:
+        out.reasons.append("no GPU visible and no --arch: say which GPU vLLM serves on")
+        return out
+    version = vllm_version()
+    source = resolve_kernel("auto")
+    if version is None:
+        say("vLLM: not importable here; a sweep here times the builtin kernels (copies of "
+            "vLLM 0.33.0's); run `tuner doctor` inside the serving image to check its vLLM")
+    else:
+        spec, where = vllm_triton_requirement()
+        say(f"vLLM {version}: requires triton {spec or 'unstated'} ({where}); a sweep here "
+            "times vLLM's installed kernels (--kernel auto)")
+        here = installed_triton_minor()
+        wanted = _spec_minor(spec) if spec else None
+        if wanted and here and wanted != here:
+            out.reasons.append(f"triton {here} is installed but vLLM {version} runs with "
+                               f"triton {wanted}: tune inside the serving image")
+    family = arch_of(f"{_arch_number(arch) // 10}.{_arch_number(arch) % 10}")
+    table = {a.arch: a for a in ARCH_BACKENDS}.get(family or "")
+    dense_default = table.default if table else "no FP8 block kernel (FP8 needs sm89 or newer)"
+    say(f"dense block-FP8 linear: vLLM runs {dense_default} by default (the tuner's table of "
+        "vLLM 0.33.0)")
+    if table is None:
+        out.reasons.append(f"{arch} has no FP8 dot: the block-FP8 kernels cannot run")
+        return out
+    if linear_backend_triton:
+        say(f"  files read: yes, with {TRITON_FLAG} (from {DENSE_FOLDER} in the image)")
+        out.helps.append("dense")
+    else:
+        say(f"  files read: no; {TRITON_FLAG} makes vLLM run the Triton kernel that reads "
+            f"them (mount them at {DENSE_FOLDER}); measure first: tuner compare")
+    moe_triton = family in MOE_TRITON_ARCHS
+    say("fused-MoE block-FP8: vLLM runs " + ("Triton (fused_moe_kernel) by default with "
+        "128x128 weights and ep_size 1" if moe_triton else "the first of its MoE backends "
+        "that supports the GPU (not verified here for this architecture)"))
+    if moe_triton:
+        say(f"  files read: yes, from ${MOE_FOLDER_VARIABLE} or vLLM's fused_moe/configs/")
+        out.helps.append("moe")
+    else:
+        say(f"  files read: only where vLLM picks TRITON; ${MOE_FOLDER_VARIABLE} names "
+            "their folder")
+    if compare and source == VLLM and versions.get("triton"):
+        _compare_dense(out, _arch_number(arch))
+    elif compare and versions.get("triton"):
+        say("builtin vs vLLM's compiled code: no vLLM here to compare with "
+            "(bench/vllm_equivalence.py compares with a vLLM wheel's files)")
+    if not out.helps:
+        out.reasons.append(f"vLLM on {arch} reads no tuned file with default settings; "
+                           f"start it with {TRITON_FLAG} (and pass --linear-backend triton "
+                           "here) if tuner compare shows Triton wins")
+    return out
+
+
+def _compare_dense(out: Diagnosis, arch: int) -> None:
+    """Compile the builtin dense kernel and vLLM's with vLLM's default config at M = 1 and
+    M = 64 (two specializations) and say whether the code is the same."""
+    from tuner.kernels.dense.space import default_config
+    from tuner.kernels.dense.vllm_workload import vllm_kernel
+    from tuner.measure.fidelity import compile_dense_pair, same_code
+
+    dense = FAMILIES["dense"].vllm
+    try:
+        theirs = vllm_kernel(dense.module, dense.function)
+        pairs = [compile_dense_pair(theirs, default_config(), arch, M=M, N=4096, K=4096)
+                 for M in (1, 64)]
+    except Exception as exc:  # noqa: BLE001 - any import or compile failure is the finding
+        out.lines.append(f"builtin vs vLLM's dense kernel on sm{arch}: not compared "
+                         f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]})")
+        return
+    differ = sorted({phrase for ours, theirs_ in pairs for phrase in same_code(ours, theirs_)})
+    ours = pairs[0][0]
+    if differ:
+        out.lines.append(f"builtin vs vLLM's dense kernel on sm{arch}: DIFFERENT code ("
+                         + "; ".join(differ) + "): tune with --kernel vllm here")
+    else:
+        out.lines.append(f"builtin vs vLLM's dense kernel on sm{arch}: same code (shared "
+                         f"{ours.shared} bytes, {ours.n_regs} registers, "
+                         f"{ours.instructions} PTX instructions at M=1, default config)")

@@ -1,0 +1,173 @@
+"""Where a kernel family's Triton kernel comes from: the project's own copy ("builtin") or the
+installed vLLM's ("vllm"), and the hash of the kernel text a trial timed.
+
+Finding vLLM imports nothing of it: the package is located with `importlib.util.find_spec`
+(which does not run a top-level package's `__init__`) and its version read from its metadata.
+Only a vLLM source's workload imports vLLM's modules, inside a worker.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib.metadata
+import importlib.util
+import inspect
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+BUILTIN = "builtin"
+VLLM = "vllm"
+# What `--kernel` takes; "auto" is vLLM's kernel where vLLM is importable, else the builtin.
+KERNEL_CHOICES = ("auto", VLLM, BUILTIN)
+
+
+def function_source(text: str, name: str) -> str:
+    """The dedented source of a top-level function of a module's text, decorators included,
+    cut as `inspect.getsource` cuts it (its first decorator line to the end of its block).
+
+    Args:
+        text: the module's source text.
+        name: the function's name.
+
+    Returns:
+        The function's source, ending with a newline.
+
+    Raises:
+        LookupError: the module has no top-level function of that name.
+    """
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            lines = text.splitlines(keepends=True)[first - 1:]
+            # inspect.getsource ends the block with inspect.getblock; use it for the same cut.
+            return textwrap.dedent("".join(inspect.getblock(lines)))
+    raise LookupError(f"no top-level function {name} in the kernel source")
+
+
+def source_hash(path: Path, function: str) -> str:
+    """sha256 hex digest of one top-level function's source in a module file (`function_source`).
+
+    Raises:
+        OSError: the file cannot be read.
+        LookupError: it has no such function.
+    """
+    text = Path(path).read_text(encoding="utf-8")
+    return hashlib.sha256(function_source(text, function).encode("utf-8")).hexdigest()
+
+
+def vllm_package_dir() -> Path | None:
+    """The folder of the importable `vllm` package, found without importing it; None when
+    there is none."""
+    try:
+        spec = importlib.util.find_spec("vllm")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def vllm_version() -> str | None:
+    """The importable vLLM's version from its distribution metadata (not imported): "0.33.0";
+    "unknown" for a package without metadata; None when vLLM is not importable."""
+    if vllm_package_dir() is None:
+        return None
+    try:
+        return importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def resolve_kernel(choice: str) -> str:
+    """A `--kernel` choice made concrete on this machine.
+
+    Args:
+        choice: "auto" (vLLM's where vLLM is importable, else the builtin), "vllm" or "builtin".
+
+    Returns:
+        "vllm" or "builtin".
+
+    Raises:
+        ValueError: an unknown choice, or "vllm" where vLLM is not importable.
+    """
+    if choice not in KERNEL_CHOICES:
+        raise ValueError(f"--kernel must be one of {', '.join(KERNEL_CHOICES)}, got {choice!r}")
+    installed = vllm_package_dir() is not None
+    if choice == "auto":
+        return VLLM if installed else BUILTIN
+    if choice == VLLM and not installed:
+        raise ValueError("--kernel vllm: vLLM is not importable here (run inside the serving "
+                         "image, or use --kernel builtin)")
+    return choice
+
+
+def kernel_label(source: str) -> str:
+    """How a sweep's config space names the kernel source: "" for the builtin (sweeps made
+    before sources existed), "vllm-<version>" for the installed vLLM's (`vllm_version`)."""
+    return "" if source == BUILTIN else f"{VLLM}-{vllm_version()}"
+
+
+@dataclass(frozen=True)
+class VllmKernel:
+    """Where vLLM keeps a family's Triton kernel, and the family's workload that launches it
+    as vLLM's host function does.
+
+    Attributes:
+        module: dotted module of the kernel in vLLM, e.g.
+            "vllm.model_executor.layers.quantization.utils.fp8_utils".
+        function: the @triton.jit kernel's name there (its text is hashed).
+        launcher: vLLM's host function whose argument list the workload passes.
+        workload: (shape, M, *, seed, device) -> a `tuner.kernels.family.Workload` whose
+            launch runs vLLM's kernel (imports vLLM).
+    """
+
+    module: str
+    function: str
+    launcher: str
+    workload: Callable[..., Any]
+
+    def path(self) -> Path:
+        """The kernel module's file in the importable vLLM, found without importing it.
+
+        Raises:
+            LookupError: vLLM is not importable, or lacks the module.
+        """
+        root = vllm_package_dir()
+        if root is None:
+            raise LookupError("vLLM is not importable here")
+        path = root.joinpath(*self.module.split(".")[1:]).with_suffix(".py")
+        if not path.is_file():
+            raise LookupError(f"the installed vLLM has no {self.module} ({path})")
+        return path
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    """The kernel one family's trials time, as a worker records it with each trial.
+
+    Attributes:
+        family: the kernel family's name.
+        name: "builtin" or "vllm".
+        version: vLLM's version for the vllm source, "" for the builtin.
+        kernel_hash: sha256 of the timed kernel function's source text.
+        module_path: the file the kernel's text was read from.
+        function: the kernel function's name in it.
+        workload: (shape, M, *, seed, device) -> the family's `Workload` with this kernel.
+    """
+
+    family: str
+    name: str
+    version: str
+    kernel_hash: str
+    module_path: Path
+    function: str
+    workload: Callable[..., Any]
+
+    @property
+    def label(self) -> str:
+        """"builtin", or "vllm 0.33.0"."""
+        return self.name if not self.version else f"{self.name} {self.version}"

@@ -1,0 +1,172 @@
+"""Ready-to-run text for sweeps inside the serving image: a `docker run` for one host, and an
+Indexed Kubernetes Job whose pods (one per GPU node) run `tuner worker` against a PostgreSQL
+store, so the distributed engine is Kubernetes plus PostgreSQL. Pure text; imports no torch.
+
+The tuner gets into the image without internet access from a folder of wheels (the tuner's and
+its pure-Python dependencies, `pip wheel`ed once on a host with a package index): the tuner's
+own dependencies name no torch or triton, so installing it leaves the image's untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass
+
+# Where the wheels and the SQLite store are mounted inside the container.
+WHEELS_DIR = "/wheels"
+STORE_DIR = "/store"
+# The store's URL reaches the workers through this variable (`tuner.cli.options.DbOpt`).
+DB_VARIABLE = "TUNER_DB_URL"
+_NAME = re.compile(r"[^a-z0-9-]+")
+
+
+@dataclass(frozen=True)
+class SweepRecipe:
+    """What to print.
+
+    Attributes:
+        image: the serving image, e.g. "vllm/vllm-openai:v0.33.0".
+        device: the GPU model as `tuner sweep --device` takes it, e.g. "L20".
+        model: a `shapes/` key.
+        tp: tensor-parallel size, or None for the model's default.
+        db: the store's URL; None for a SQLite file in a mounted folder (docker only).
+        nodes: GPU nodes of the Kubernetes Job (one pod each).
+        gpus: GPUs each pod requests (`nvidia.com/gpu`).
+        secret: the Kubernetes Secret holding the store's URL under the key "url".
+        wheels_claim: the PersistentVolumeClaim holding the wheels folder (Kubernetes).
+    """
+
+    image: str
+    device: str
+    model: str
+    tp: int | None = None
+    db: str | None = None
+    nodes: int = 1
+    gpus: int = 1
+    secret: str = "blockfp8-store"
+    wheels_claim: str = "blockfp8-wheels"
+
+    def __post_init__(self) -> None:
+        for name, value in (("image", self.image), ("device", self.device),
+                            ("model", self.model)):
+            if not value or any(ch.isspace() for ch in value):
+                raise ValueError(f"--{name} must be one word, got {value!r}")
+        if self.nodes < 1 or self.gpus < 1:
+            raise ValueError("--nodes and --gpus must be at least 1")
+
+    def _sweep_args(self) -> list[str]:
+        args = ["--device", self.device, "--model", self.model]
+        return args + (["--tp", str(self.tp)] if self.tp is not None else [])
+
+    def install(self) -> list[str]:
+        """The pip command that puts the tuner into the image from the wheels folder."""
+        extra = "[postgres]" if self.db is None or self.db.startswith("postgresql") else ""
+        return ["pip", "install", "--no-index", "--find-links", WHEELS_DIR,
+                f"blockfp8-tuner{extra}"]
+
+    def docker(self) -> str:
+        """One `docker run --gpus all` line: install, `tuner doctor`, then `tuner sweep` with
+        vLLM's kernels against the store (a mounted SQLite folder, or `db` via the variable)."""
+        store = f"sqlite:///{STORE_DIR}/tuner.db" if self.db is None else None
+        script = " && ".join([
+            shlex.join(self.install()),
+            shlex.join(["tuner", "doctor", "--no-compile"]) + " ; " + shlex.join(
+                ["tuner", "sweep", *self._sweep_args(), "--kernel", "vllm"]),
+        ])
+        argv = ["docker", "run", "--rm", "--gpus", "all", "--ipc=host",
+                "-v", "$PWD/wheels:/wheels:ro"]
+        if store is not None:
+            argv += ["-v", f"$PWD/tuner-store:{STORE_DIR}", "-e", f"{DB_VARIABLE}={store}"]
+        else:
+            argv += ["-e", DB_VARIABLE]  # passed from the caller's environment, not the line
+        argv += ["--entrypoint", "bash", self.image, "-c", script]
+        # $PWD expands in the caller's shell: those words are double-quoted, the rest shlex'd.
+        return " ".join(f'"{word}"' if word.startswith("$PWD/") else shlex.quote(word)
+                        for word in argv)
+
+    def job_name(self) -> str:
+        """A DNS-1123 name for the Job, from the device and model."""
+        return _NAME.sub("-", f"tuner-{self.device}-{self.model}".lower()).strip("-")[:63]
+
+    def job(self) -> dict:
+        """The Indexed Job: `nodes` pods, one per node (required anti-affinity on the node
+        name), each requesting `gpus` GPUs and running `tuner worker` with vLLM's kernels on
+        the sweeps `tuner sweep --no-run` created, the store's URL from the Secret."""
+        name = self.job_name()
+        script = " && ".join([shlex.join(self.install()), shlex.join(
+            ["tuner", "worker", "--device", self.device, "--kernel", "vllm"])])
+        container = {
+            "name": "tuner-worker", "image": self.image, "command": ["bash", "-c", script],
+            "env": [{"name": DB_VARIABLE, "valueFrom": {"secretKeyRef": {
+                "name": self.secret, "key": "url"}}}],
+            "resources": {"limits": {"nvidia.com/gpu": self.gpus}},
+            "volumeMounts": [{"name": "wheels", "mountPath": WHEELS_DIR, "readOnly": True},
+                             {"name": "shm", "mountPath": "/dev/shm"}],
+        }
+        pod = {
+            "restartPolicy": "OnFailure",
+            "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": name}},
+                 "topologyKey": "kubernetes.io/hostname"}]}},
+            "containers": [container],
+            "volumes": [{"name": "wheels", "persistentVolumeClaim": {
+                            "claimName": self.wheels_claim, "readOnly": True}},
+                        {"name": "shm", "emptyDir": {"medium": "Memory"}}],
+        }
+        return {
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name, "labels": {"app": name}},
+            "spec": {"completionMode": "Indexed", "completions": self.nodes,
+                     "parallelism": self.nodes, "backoffLimit": 4 * self.nodes,
+                     "template": {"metadata": {"labels": {"app": name}}, "spec": pod}},
+        }
+
+    def k8s(self) -> str:
+        """The cluster recipe: how to make the Secret and create the sweep (comments), then the
+        Job as YAML."""
+        create = shlex.join(["tuner", "sweep", *self._sweep_args(), "--kernel", "vllm",
+                             "--no-run"])
+        head = [
+            "# 1. The store's URL as a Secret (PostgreSQL, reachable from the pods):",
+            f"#   kubectl create secret generic {self.secret} --from-literal=url=\"$"
+            f"{DB_VARIABLE}\"",
+            f"# 2. The wheels folder (pip wheel -w wheels <tuner source> 'psycopg[binary]') "
+            f"copied into the PersistentVolumeClaim {self.wheels_claim}.",
+            "# 3. The sweep and its tasks, created once inside the image (vLLM's kernels):",
+            f"#   {DB_VARIABLE}=... {create}",
+            "# 4. kubectl apply -f this file; kubectl wait --for=condition=complete "
+            f"job/{self.job_name()}",
+        ]
+        return "\n".join(head) + "\n" + to_yaml(self.job())
+
+
+def to_yaml(value: object, indent: int = 0) -> str:
+    """A block-style YAML text of dicts, lists, strings and ints; strings JSON-quoted (a YAML
+    double-quoted scalar), so no value is read as another type."""
+    pad = " " * indent
+    if isinstance(value, dict):
+        lines = []
+        for key, item in value.items():
+            if isinstance(item, dict | list) and item:
+                lines.append(f"{pad}{key}:\n{to_yaml(item, indent + 2)}")
+            else:
+                lines.append(f"{pad}{key}: {_scalar(item)}")
+        return "\n".join(lines) + ("\n" if indent == 0 else "")
+    lines = []
+    for item in value:
+        text = to_yaml(item, indent + 2) if isinstance(item, dict | list) else _scalar(item)
+        lines.append(f"{pad}- {text.lstrip()}" if isinstance(item, dict | list)
+                     else f"{pad}- {text}")
+    return "\n".join(lines)
+
+
+def _scalar(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "{}"
+    if isinstance(value, list):
+        return "[]"
+    return json.dumps(value)
