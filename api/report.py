@@ -207,9 +207,12 @@ def _shape_section(shape: ShapeReport, out_dtype: str, cpu: bool,
         notes.append(f'<span class="gap">Coverage gaps: no winner yet for M = '
                      f'{", ".join(map(str, gaps))}.</span>')
     if lacking:
-        notes.append(f'<span class="gap">No winner for M = {", ".join(map(str, lacking))} '
-                     "(decode, small batch or prefill): vLLM will use the nearest key there."
-                     "</span>")
+        # M <= 32 is decode and small batches, M >= 2048 prefill (as tuner compare splits them).
+        kinds = [f"{', '.join(map(str, group))} ({kind})" for group, kind in (
+            ([M for M in lacking if M <= 32], "decode, small batches"),
+            ([M for M in lacking if M >= 2048], "prefill")) if group]
+        notes.append(f'<span class="gap">No winner for M = {"; ".join(kinds)}: vLLM will use '
+                     "the nearest key there.</span>")
     stale = [M for M in gaps if M in shape.m_stale]
     if stale:
         notes.append(f'<span class="gap">M = {", ".join(map(str, stale))} only have trials of '

@@ -54,7 +54,7 @@ def test_shapes_list_and_show():
     # One source for the TP size (the README says so), not one per shape.
     assert [line for line in shown.stdout.splitlines() if "source" in line] == [
         "source: field report: vLLM 'Config file not found' warnings, Qwen3.8-27B-FP8, TP 2, "
-        "2x NVIDIA L20 (DESIGN §11)"]
+        "2x NVIDIA L20 (field report in README.md, Why)"]
 
 
 def test_unknown_model_lists_known_ones():

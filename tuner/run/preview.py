@@ -159,23 +159,28 @@ def preview_sweeps(
         seconds *= left / planned if planned else 0.0
         compiles = _compiles(request)
         resumed = f", {done:,} already stored" if done else ""
+        # Only a GPU sweep compiles ahead of launch; the interpreter runs the Python source.
+        compiled = f"; at most {compiles:,} distinct compiles" if backend == "cuda" else ""
         lines.append(f"  {what} x {len(request.m_values)} M: {tasks} task(s) x {per_task} "
-                     f"trial(s) = {planned:,} trial(s){resumed}; at most {compiles:,} "
-                     "distinct compiles")
+                     f"trial(s) = {planned:,} trial(s){resumed}{compiled}")
         total_s += seconds
         total_tasks += tasks
         total_trials += left
         total_compiles += compiles
     measure_s = total_s / max(1, workers)
+    what_takes = f"about {duration(measure_s)} of measuring"
     if backend == "cuda":
+        # Compiles overlap the measuring (tuner.run.compile_gate): the longer of the two counts.
         compile_s = total_compiles * GPU_COMPILE_S / max(1, workers * compile_workers)
+        what_takes = (f"about {duration(max(measure_s, compile_s))}, the longer of "
+                      f"{duration(compile_s)} of compiling on {workers * compile_workers} "
+                      f"process(es) and {duration(measure_s)} of measuring")
         measure_s = max(measure_s, compile_s)
     lines.append(f"  total: {total_tasks} task(s), {total_trials:,} trial(s) to run, "
-                 f"{workers} worker(s); about {duration(measure_s)} of measuring "
-                 f"({clock.source(first.device_name)})")
+                 f"{workers} worker(s); {what_takes} ({clock.source(first.device_name)})")
     if backend == "interpreter":
-        lines.append("  on the interpreter nothing is compiled (the compiles are a GPU's) and the "
-                     "timings are CPU timings")
+        lines.append("  on the interpreter nothing is compiled ahead (that is a GPU's cost) and "
+                     "the timings are CPU timings")
     lines += [f"  {line}" for line in defaults]
     return SweepPreview(lines=tuple(lines), estimate_s=measure_s, tasks=total_tasks,
                         trials=total_trials)

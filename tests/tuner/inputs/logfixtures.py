@@ -6,7 +6,7 @@ VLLM_DIR = ("/usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/
             "utils/configs")
 MOE_DIR = "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/layers/fused_moe/configs"
 SGLANG_DIR = "/sgl-workspace/sglang/python/sglang/srt/layers/quantization/configs"
-# DESIGN §11: the five shapes vLLM logged as missing for Qwen3.8-27B-FP8 at TP 2 on 2x L20.
+# The field report's five shapes vLLM logged as missing for Qwen3.8-27B-FP8 at TP 2 on 2x L20.
 QWEN_TP2 = [(7168, 5120), (5120, 3072), (17408, 5120), (5120, 8704), (8192, 5120)]
 BLOCK_WARNING = ("Using default W8A8 Block FP8 kernel config. Performance might be sub-optimal! "
                  "Config file not found at {path}")
