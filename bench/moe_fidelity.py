@@ -33,10 +33,11 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections import Counter
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
+
+from tuner.measure.fidelity import ptx_opcodes  # the package's count, used by tuner doctor too
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -153,19 +154,6 @@ def vllm_call(launch: dict, routing: tuple, config: dict) -> tuple[tuple, dict]:
                   compute_type=tl.bfloat16, use_fp8_w8a8=True, use_int8_w8a8=False,
                   use_int8_w8a16=False, per_channel_quant=False, HAS_BIAS=False, **meta)
     return args, kwargs
-
-
-def ptx_opcodes(ptx: str) -> Counter:
-    """Instructions of a PTX text counted by full opcode (`ld.global.v4.b32`), predicates
-    dropped; directives, labels, braces and comments are not instructions."""
-    counts = Counter()
-    for line in ptx.splitlines():
-        for statement in line.split("//", 1)[0].split(";")[:-1]:
-            tokens = statement.strip().lstrip("{").split()
-            tokens = tokens[1:] if tokens and tokens[0].startswith("@") else tokens
-            if tokens and not tokens[0].startswith("."):
-                counts[tokens[0]] += 1
-    return counts
 
 
 def compile_call(fn, arch: int, call: tuple[tuple, dict]) -> dict:
