@@ -1,0 +1,371 @@
+"""Our strategies against peer tuners: same landscapes, problems, budgets, seeds, warm starts.
+
+    python bench/peers.py                                   # every peer, defaults below
+    python bench/peers.py --peer guided --peer kt:greedy_ils --seeds 3 --budget 32
+    python bench/peers.py --combine A.json B.json --out C.json   # one table of several runs
+
+Peers, each searching vLLM's 1,280-config space of every (N, K, M) of each landscape through
+its recorded timings (no GPU); quality = optimum latency_us / best latency_us found:
+- ours: the strategies of `tuner.search` (`guided`, `local`, `ils`, ...);
+- `kt:<name>`: Kernel Tuner 1.5's strategies in its simulation mode, from a cache file built
+  from the landscape (one per problem): the space is `tune_params` with vLLM's values and a
+  restriction that admits the configs the landscape recorded as ok, so configs that cannot
+  launch are outside Kernel Tuner's search space (they cost nothing, as for `guided`);
+- `optuna:<name>`: optuna's TPE, CMA-ES and GP samplers on the integer coordinates of
+  `tuner.search.axes` (log2 block sizes), pruned configs told as failed and not counted;
+- `random`: distinct configs in a seeded random order, pruned ones not counted.
+
+Warm starts (vLLM's default first; in "sweep" mode also the winners the same peer found for
+earlier tasks, `warm_start_for_task`) are measured first and count against the budget, for
+every peer: ours take them as `warm_start`, optuna's as enqueued trials, Kernel Tuner's are
+measured before it runs and its start `x0` is vLLM's default (`bayes_opt` and `random_sample`
+take no x0: they start from their own samples). Kernel Tuner's strategies are seeded through
+Python's and numpy's global generators, which they draw from (Kernel Tuner 1.5 uses its
+`seed` option only in pymoo strategies). Writes bench/results/peers_<date>.json with versions,
+landscape sha256s and date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import multiprocessing as mp
+import platform
+import random
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tuner.kernels.config import CONFIG_KEYS, KernelConfig  # noqa: E402
+from tuner.kernels.dense.space import default_config, vllm_space  # noqa: E402
+from tuner.measure.trial import TrialResult  # noqa: E402
+from tuner.search import STRATEGIES, best, get_strategy, warm_start_for_task  # noqa: E402
+from tuner.search.axes import space_axes  # noqa: E402
+from tuner.search.base import Evaluate, History  # noqa: E402
+from tuner.search.budget import PRUNED, BudgetedEvaluate  # noqa: E402
+from tuner.search.replay import Landscape, load_landscape  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+LANDSCAPES = ("synthetic_sm90", "kt_gemm_min", "kt_gemm_fixed")  # files in bench/landscapes/
+BUDGETS = (16, 32, 64, 128)  # distinct configs per (N, K, M), warm starts included
+SEEDS = 10  # seeds 0 .. SEEDS-1
+MODES = ("default", "sweep")  # warm starts: vLLM's default only, or a replayed sweep's winners
+OURS = ("guided", "local", "ils", "optuna")
+KT = ("greedy_ils", "genetic_algorithm", "dual_annealing", "simulated_annealing", "bayes_opt",
+      "random_sample")
+OPTUNA = ("tpe", "cmaes", "gp")
+PEERS = (*OURS, *(f"kt:{name}" for name in KT), *(f"optuna:{name}" for name in OPTUNA),
+         "random")
+# Peers whose CPU per task makes 10 seeds at 128 trials too long on 2 cores (seconds per
+# 128-trial task here: bayes_opt about 15, optuna's GP about 230): fewer seeds, and budgets up
+# to the given one. The table states what each row covers.
+SLOW = {"kt:bayes_opt": (2, 128), "optuna:gp": (1, 32), "kt:dual_annealing": (5, 128)}
+WORKERS = 2  # processes
+OUT_DIR = HERE / "results"
+KT_KERNEL = "w8a8_block_fp8_matmul"  # the kernel name the cache files carry
+
+
+def _key(config: KernelConfig) -> str:
+    """Kernel Tuner's cache key of a config: its values in vLLM's key order, comma-joined."""
+    return ",".join(str(value) for value in config.as_dict().values())
+
+
+def write_kt_cache(path: Path, trials: dict[KernelConfig, TrialResult],
+                   space: Sequence[KernelConfig], device_name: str) -> dict[str, list[int]]:
+    """Write one problem's ok timings as a Kernel Tuner cache file (`kernel_tuner.util
+    .process_cache`'s format: device_name, kernel_name, problem_size, tune_params_keys,
+    tune_params, objective, cache of "v1,...,v6" -> {param: value, time, times}); `time` is the
+    recorded median in microseconds (Kernel Tuner minimises it whatever the unit).
+
+    Returns:
+        tune_params: vLLM's key -> its values in the space, ascending.
+    """
+    tune_params = {key: sorted({getattr(c, key) for c in space}) for key in CONFIG_KEYS}
+    cache = {_key(c): {**c.as_dict(), "time": r.latency_us, "times": [r.latency_us],
+                       "compile_time": 0.0, "verification_time": 0.0, "benchmark_time": 0.0}
+             for c, r in trials.items() if r.ok}
+    body = {"device_name": device_name, "kernel_name": KT_KERNEL, "problem_size": [1, 1, 1],
+            "tune_params_keys": list(CONFIG_KEYS), "tune_params": tune_params,
+            "objective": "time", "cache": cache}
+    path.write_text(json.dumps(body))
+    return tune_params
+
+
+class KernelTunerPeer:
+    """One of Kernel Tuner's strategies, in its simulation mode on a problem's cache file."""
+
+    free = PRUNED
+
+    def __init__(self, strategy: str, cache: Path, tune_params: dict[str, list[int]],
+                 runnable: frozenset[str]) -> None:
+        self.name = f"kt:{strategy}"
+        self.strategy = strategy
+        self.cache = cache
+        self.tune_params = tune_params
+        self.runnable = runnable
+
+    def _run(self, max_fevals: int, seed: int, x0: KernelConfig | None) -> list[KernelConfig]:
+        """Kernel Tuner's distinct evaluations, in order, of one seeded run."""
+        import kernel_tuner
+        import numpy as np
+
+        runnable = self.runnable
+
+        def restriction(params: dict[str, int]) -> bool:  # ok in the landscape
+            return ",".join(str(params[key]) for key in CONFIG_KEYS) in runnable
+
+        options: dict = {"max_fevals": max_fevals}
+        if x0 is not None and self.strategy not in ("bayes_opt", "random_sample"):
+            options["x0"] = list(x0.as_dict().values())
+        random.seed(seed)
+        np.random.seed(seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            results, _ = kernel_tuner.tune_kernel(
+                KT_KERNEL, "", (1, 1, 1), [], self.tune_params, restrictions=[restriction],
+                cache=str(self.cache), simulation_mode=True, strategy=self.strategy,
+                strategy_options=options, quiet=True)
+        keys = dict.fromkeys(",".join(str(r[key]) for key in CONFIG_KEYS) for r in results)
+        return [KernelConfig(*map(int, key.split(","))) for key in keys]
+
+    def search(self, evaluate: Evaluate, *, space: Sequence[KernelConfig], budget: int,
+               seed: int, warm_start: Sequence[KernelConfig] = ()) -> History:
+        """Warm starts, then Kernel Tuner's run with the budget they left; its evaluations of
+        warm-start configs are answered again and not counted (a rerun with that many more
+        max_fevals, until its distinct new configs fill the budget or it stops short)."""
+        tracker = BudgetedEvaluate(evaluate, space, budget, free=self.free)
+        tracker.warm_start(warm_start)
+        x0 = next((c for c in warm_start if _key(c) in self.runnable), None)
+        left = tracker.left
+        extra = 0
+        for _ in range(4):
+            if left <= 0:
+                break
+            order = self._run(left + extra, seed, x0)
+            again = sum(c in tracker.results for c in order)
+            if again == extra or len(order) < left + extra:
+                break
+            extra = again
+        for config in order if left > 0 else ():
+            if tracker.left <= 0:
+                break
+            tracker(config)
+        return tracker.history
+
+
+class OptunaPeer:
+    """An optuna sampler on the integer coordinates of each config key."""
+
+    free = PRUNED
+
+    def __init__(self, sampler: str) -> None:
+        self.name = f"optuna:{sampler}"
+        self.sampler = sampler
+
+    def search(self, evaluate: Evaluate, *, space: Sequence[KernelConfig], budget: int,
+               seed: int, warm_start: Sequence[KernelConfig] = ()) -> History:
+        """Enqueue the warm starts, then ask and tell until `budget` counted trials (at most
+        20 asks per trial): a pruned config is told as failed and costs nothing, a repeated
+        one is told its first result again."""
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sampler = {"tpe": lambda: optuna.samplers.TPESampler(seed=seed),
+                       "cmaes": lambda: optuna.samplers.CmaEsSampler(seed=seed),
+                       "gp": lambda: optuna.samplers.GPSampler(seed=seed)}[self.sampler]()
+        tracker = BudgetedEvaluate(evaluate, space, budget, free=self.free)
+        axes = space_axes(space)
+        distributions = {axis.param: optuna.distributions.IntDistribution(axis.low, axis.high)
+                         for axis in axes}
+        study = optuna.create_study(direction="minimize", sampler=sampler)
+        for config in dict.fromkeys(warm_start):
+            if config in tracker.allowed:
+                study.enqueue_trial({axis.param: axis.coordinate(getattr(config, axis.key))
+                                     for axis in axes})
+        asks = 0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            while tracker.left > 0 and asks < 20 * budget:
+                asks += 1
+                trial = study.ask(distributions)
+                config = KernelConfig(**{axis.key: axis.value(trial.params[axis.param])
+                                         for axis in axes})
+                result = tracker(config)
+                if result is not None and result.ok:
+                    study.tell(trial, result.latency_us)
+                else:
+                    study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        return tracker.history
+
+
+class RandomPeer:
+    """Distinct configs of the space in a seeded random order, pruned ones not counted."""
+
+    name = "random"
+    free = PRUNED
+
+    def search(self, evaluate: Evaluate, *, space: Sequence[KernelConfig], budget: int,
+               seed: int, warm_start: Sequence[KernelConfig] = ()) -> History:
+        """Warm starts, then random configs until `budget` counted trials."""
+        tracker = BudgetedEvaluate(evaluate, space, budget, free=self.free)
+        tracker.warm_start(warm_start)
+        order = list(space)
+        random.Random(seed).shuffle(order)
+        for config in order:
+            if tracker.left <= 0:
+                break
+            tracker(config)
+        return tracker.history
+
+
+def run_job(job: tuple[str, str, str, int, int]) -> dict:
+    """Quality of one (peer, landscape, mode, seed, budget) on every problem of the landscape."""
+    name, path, mode, seed, budget = job
+    landscape = load_landscape(path)
+    space = vllm_space()
+    default = default_config(landscape.block_shape)
+    found: list[tuple[int, int, int, KernelConfig]] = []
+    ratios: dict[str, float] = {}
+    evaluations = 0
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as folder:
+        for n, k, m in sorted(landscape.problems):
+            runner = landscape.runner(n, k, m)
+            peer = _peer(name, landscape, (n, k, m), Path(folder), space)
+            warm = [default]
+            if mode == "sweep":
+                warm = warm_start_for_task(found, N=n, K=k, M=m, default=default)
+            history = peer.search(runner.evaluate, space=space, budget=budget, seed=seed,
+                                  warm_start=warm)
+            evaluations += len(history)
+            winner = best(history)
+            ratios[f"{n},{k},{m}"] = 0.0 if winner is None else (
+                runner.optimum()[1].latency_us / winner[1].latency_us)
+            if winner is not None:
+                found.append((n, k, m, winner[0]))
+    return {"peer": name, "landscape": Path(path).stem, "mode": mode, "seed": seed,
+            "budget": budget, "ratios": ratios, "evaluations": evaluations,
+            "search_s": time.perf_counter() - start}
+
+
+def _peer(name: str, landscape: Landscape, problem: tuple[int, int, int], folder: Path,
+          space: Sequence[KernelConfig]):
+    if name in STRATEGIES:
+        return get_strategy(name)
+    if name == "random":
+        return RandomPeer()
+    kind, _, strategy = name.partition(":")
+    if kind == "optuna":
+        return OptunaPeer(strategy)
+    trials = landscape.problems[problem]
+    cache = folder / ("_".join(map(str, problem)) + ".json")
+    tune_params = write_kt_cache(cache, trials, space, landscape.device_name)
+    runnable = frozenset(_key(c) for c, r in trials.items() if r.ok)
+    return KernelTunerPeer(strategy, cache, tune_params, runnable)
+
+
+def summarize(runs: list[dict]) -> list[dict]:
+    """Per (landscape, mode, budget, peer): geomean and min over problems and seeds."""
+    table: dict[tuple[str, str, int, str], list[dict]] = {}
+    for run in runs:
+        table.setdefault((run["landscape"], run["mode"], run["budget"], run["peer"]),
+                         []).append(run)
+    rows = []
+    for (landscape, mode, budget, peer), group in sorted(table.items()):
+        ratios = [r for run in group for r in run["ratios"].values()]
+        geomean = math.exp(sum(math.log(max(r, 1e-9)) for r in ratios) / len(ratios))
+        rows.append({"landscape": landscape, "mode": mode, "budget": budget, "peer": peer,
+                     "geomean": round(geomean, 4), "min": round(min(ratios), 4),
+                     "below_0.97": sum(r < 0.97 for r in ratios),
+                     "seeds": len(group), "problems_x_seeds": len(ratios),
+                     "search_s_per_task": round(sum(run["search_s"] for run in group)
+                                                / len(ratios), 3)})
+    return rows
+
+
+def markdown(rows: list[dict]) -> str:
+    """One table: a row per (landscape, mode, peer), a column per budget, geomean / min."""
+    budgets = sorted({row["budget"] for row in rows})
+    cells: dict[tuple[str, str, str], dict[int, dict]] = {}
+    for row in rows:
+        cells.setdefault((row["landscape"], row["mode"], row["peer"]), {})[row["budget"]] = row
+    lines = ["| landscape, warm start | peer | seeds | " + " | ".join(map(str, budgets)) + " |",
+             "|---|---|---|" + "---|" * len(budgets)]
+    for (landscape, mode, peer), by_budget in sorted(cells.items(), key=lambda item: (
+            item[0][0], item[0][1], PEERS.index(item[0][2]) if item[0][2] in PEERS else 99)):
+        seeds = sorted({row["seeds"] for row in by_budget.values()})
+        values = [f"{by_budget[b]['geomean']:.4f} / {by_budget[b]['min']:.3f}"
+                  if b in by_budget else "-" for b in budgets]
+        lines.append(f"| `{landscape}`, {mode} | `{peer}` | {'/'.join(map(str, seeds))} | "
+                     + " | ".join(values) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _versions() -> dict[str, str]:
+    names = ("blockfp8-tuner", "kernel_tuner", "optuna", "cmaes", "scipy", "numpy", "torch")
+    found = {"python": platform.python_version()}
+    for name in names:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--landscape", action="append", help=f"default: {', '.join(LANDSCAPES)}")
+    parser.add_argument("--peer", action="append", choices=PEERS)
+    parser.add_argument("--budget", type=int, action="append")
+    parser.add_argument("--seeds", type=int, default=SEEDS)
+    parser.add_argument("--mode", action="append", choices=MODES)
+    parser.add_argument("--workers", type=int, default=WORKERS)
+    parser.add_argument("--combine", type=Path, nargs="+", help="result files to merge instead")
+    parser.add_argument("--out", type=Path, default=None, help="result file (default: dated)")
+    args = parser.parse_args()
+    start = time.perf_counter()
+    if args.combine:
+        parts = [json.loads(path.read_text()) for path in args.combine]
+        runs = [run for part in parts for run in part["runs"]]
+        landscapes = {k: v for part in parts for k, v in part["landscapes"].items()}
+        commands = [c for part in parts for c in part["commands"]]
+    else:
+        paths = [HERE / "landscapes" / f"{name}.json" if "/" not in name else Path(name)
+                 for name in args.landscape or LANDSCAPES]
+        jobs = []
+        for peer in args.peer or PEERS:
+            seeds, top = SLOW.get(peer, (args.seeds, max(BUDGETS)))
+            jobs += [(peer, str(path), mode, seed, budget) for path in paths
+                     for mode in args.mode or MODES for seed in range(min(seeds, args.seeds))
+                     for budget in args.budget or BUDGETS if budget <= top]
+        jobs.sort(key=lambda job: job[0] in SLOW)  # slow ones last, so progress shows early
+        with mp.get_context("spawn").Pool(args.workers) as pool:
+            runs = pool.map(run_job, jobs, chunksize=1)
+        landscapes = {path.stem: hashlib.sha256(path.read_bytes()).hexdigest() for path in paths}
+        commands = [" ".join(["python", "bench/peers.py", *sys.argv[1:]])]
+    rows = summarize(runs)
+    table = markdown(rows)
+    print(table)
+    report = {"benchmark": "peers", "date": datetime.now(UTC).isoformat(timespec="seconds"),
+              "commands": commands, "landscapes": landscapes, "versions": _versions(),
+              "host": platform.node(), "wall_s": round(time.perf_counter() - start),
+              "summary": rows, "table": table, "runs": runs}
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    out = args.out or OUT_DIR / f"peers_{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json"
+    out.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

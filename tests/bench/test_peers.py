@@ -1,0 +1,80 @@
+"""bench/peers.py: the Kernel Tuner cache it writes, and peers that obey the same rules as our
+strategies (warm starts first, pruned configs free, distinct configs within the budget)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tuner.kernels.dense.space import default_config, vllm_space
+from tuner.search.replay import load_landscape
+
+REPO = Path(__file__).resolve().parents[2]
+SPEC = importlib.util.spec_from_file_location("peers", REPO / "bench" / "peers.py")
+peers = importlib.util.module_from_spec(SPEC)
+sys.modules["peers"] = peers
+SPEC.loader.exec_module(peers)
+
+SPACE = vllm_space()
+LANDSCAPE = load_landscape(REPO / "bench" / "landscapes" / "kt_gemm_min.json")
+PROBLEM = (2, 4096, 16)  # 496 of 1,280 configs ok, the others not recorded (invalid)
+
+
+def test_the_cache_holds_the_ok_configs_under_kernel_tuners_keys(tmp_path: Path) -> None:
+    trials = LANDSCAPE.problems[PROBLEM]
+    tune_params = peers.write_kt_cache(tmp_path / "c.json", trials, SPACE, "KT_GEMM_MIN")
+    body = json.loads((tmp_path / "c.json").read_text())
+    assert tune_params["BLOCK_SIZE_M"] == [16, 32, 64, 128, 256]
+    assert tune_params["GROUP_SIZE_M"] == [1, 16, 32, 64]
+    assert body["tune_params_keys"] == ["BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K",
+                                        "GROUP_SIZE_M", "num_warps", "num_stages"]
+    assert len(body["cache"]) == 496
+    entry = body["cache"]["64,128,128,32,4,2"]  # vLLM's default
+    assert entry["time"] == trials[default_config()].latency_us
+    assert entry["BLOCK_SIZE_M"] == 64 and entry["num_stages"] == 2
+
+
+def test_random_measures_the_warm_start_first_and_pruned_configs_cost_nothing() -> None:
+    runner = LANDSCAPE.runner(*PROBLEM)
+    history = peers.RandomPeer().search(runner.evaluate, space=SPACE, budget=12, seed=1,
+                                        warm_start=[default_config()])
+    assert history[0][0] == default_config()
+    assert sum(result.ok for _, result in history) == 12
+    assert len(history) == 44  # 32 of them not recorded: invalid, free
+    assert history[1][0].short() == "256x256x128 g64 w4 s2"
+    again = peers.RandomPeer().search(runner.evaluate, space=SPACE, budget=12, seed=1,
+                                      warm_start=[default_config()])
+    assert [c for c, _ in again] == [c for c, _ in history]
+
+
+def test_kernel_tuner_starts_from_vllms_default_and_stays_in_the_runnable_space(
+        tmp_path: Path) -> None:
+    pytest.importorskip("kernel_tuner")
+    runner = LANDSCAPE.runner(*PROBLEM)
+    runs = []
+    for _ in range(2):
+        peer = peers._peer("kt:greedy_ils", LANDSCAPE, PROBLEM, tmp_path, SPACE)
+        runs.append(peer.search(runner.evaluate, space=SPACE, budget=12, seed=1,
+                                warm_start=[default_config()]))
+    history = runs[0]
+    assert [c for c, _ in history] == [c for c, _ in runs[1]]  # seeded
+    assert len(history) == 12 and all(result.ok for _, result in history)
+    assert history[0][0] == default_config()
+    # greedy_ils's hill climb from x0 = the default: its first step changes one value
+    assert history[1][0].short() == "64x128x64 g32 w4 s2"
+
+
+def test_the_table_has_a_row_per_landscape_mode_and_peer_and_a_column_per_budget() -> None:
+    runs = [{"peer": "random", "landscape": "kt_gemm_min", "mode": "default", "seed": 0,
+             "budget": budget, "ratios": {"1,4096,1": ratio, "1,4096,16": 1.0},
+             "evaluations": 10, "search_s": 0.5} for budget, ratio in ((16, 0.81), (32, 0.9))]
+    rows = peers.summarize(runs)
+    assert [(row["budget"], row["geomean"], row["min"], row["below_0.97"]) for row in rows] == [
+        (16, 0.9, 0.81, 1), (32, 0.9487, 0.9, 1)]
+    table = peers.markdown(rows)
+    assert table.splitlines()[2] == ("| `kt_gemm_min`, default | `random` | 1 | 0.9000 / 0.810 "
+                                     "| 0.9487 / 0.900 |")
