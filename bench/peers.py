@@ -55,7 +55,7 @@ from tuner.search.budget import PRUNED, BudgetedEvaluate  # noqa: E402
 from tuner.search.replay import Landscape, load_landscape  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-LANDSCAPES = ("synthetic_sm90", "kt_gemm_min", "kt_gemm_fixed")  # files in bench/landscapes/
+LANDSCAPES = ("synthetic_sm90", "kt_gemm_min", "kt_gemm_fixed", "kt_conv")  # bench/landscapes/
 BUDGETS = (16, 32, 64, 128)  # distinct configs per (N, K, M), warm starts included
 SEEDS = 10  # seeds 0 .. SEEDS-1
 MODES = ("default", "sweep")  # warm starts: vLLM's default only, or a replayed sweep's winners
@@ -68,8 +68,10 @@ PEERS = (*OURS, *(f"kt:{name}" for name in KT), *(f"optuna:{name}" for name in O
 # Peers whose CPU per task makes every seed, budget and mode too long on 2 cores (seconds per
 # task here: bayes_opt about 2 at 32 trials, optuna's GP about 230 at 128): at most this many
 # seeds, budgets up to the given one, these modes. The table states what each row covers.
-SLOW = {"kt:bayes_opt": (2, 64, MODES), "optuna:gp": (1, 16, ("default",))}
+SLOW = {"kt:bayes_opt": (1, 32, MODES), "optuna:gp": (1, 16, ("default",))}
+PEER_SEEDS = None  # at most this many seeds for peers other than ours (None: --seeds)
 WORKERS = 2  # processes
+SAVE_EVERY = 20  # finished jobs between writes of the result file (partial until the last)
 OUT_DIR = HERE / "results"
 KT_KERNEL = "w8a8_block_fp8_matmul"  # the kernel name the cache files carry
 
@@ -232,7 +234,7 @@ class RandomPeer:
 def run_job(job: tuple[str, str, str, int, int]) -> dict:
     """Quality of one (peer, landscape, mode, seed, budget) on every problem of the landscape."""
     name, path, mode, seed, budget = job
-    landscape = load_landscape(path)
+    landscape = _landscape(path)
     space = vllm_space()
     default = default_config(landscape.block_shape)
     found: list[tuple[int, int, int, KernelConfig]] = []
@@ -257,6 +259,16 @@ def run_job(job: tuple[str, str, str, int, int]) -> dict:
     return {"peer": name, "landscape": Path(path).stem, "mode": mode, "seed": seed,
             "budget": budget, "ratios": ratios, "evaluations": evaluations,
             "search_s": time.perf_counter() - start}
+
+
+_LOADED: dict[str, Landscape] = {}
+
+
+def _landscape(path: str) -> Landscape:
+    """`load_landscape`, once per worker process (a job is one seed and budget)."""
+    if path not in _LOADED:
+        _LOADED[path] = load_landscape(path)
+    return _LOADED[path]
 
 
 def _peer(name: str, landscape: Landscape, problem: tuple[int, int, int], folder: Path,
@@ -330,42 +342,62 @@ def main() -> None:
     parser.add_argument("--budget", type=int, action="append")
     parser.add_argument("--seeds", type=int, default=SEEDS)
     parser.add_argument("--mode", action="append", choices=MODES)
+    parser.add_argument("--peer-seeds", type=int, default=PEER_SEEDS,
+                        help="at most this many seeds for peers other than ours")
     parser.add_argument("--workers", type=int, default=WORKERS)
     parser.add_argument("--combine", type=Path, nargs="+", help="result files to merge instead")
     parser.add_argument("--out", type=Path, default=None, help="result file (default: dated)")
     args = parser.parse_args()
     start = time.perf_counter()
+    out = args.out or OUT_DIR / f"peers_{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json"
     if args.combine:
         parts = [json.loads(path.read_text()) for path in args.combine]
         runs = [run for part in parts for run in part["runs"]]
         landscapes = {k: v for part in parts for k, v in part["landscapes"].items()}
         commands = [c for part in parts for c in part["commands"]]
-    else:
-        paths = [HERE / "landscapes" / f"{name}.json" if "/" not in name else Path(name)
-                 for name in args.landscape or LANDSCAPES]
-        jobs = []
-        for peer in args.peer or PEERS:
-            seeds, top, modes = SLOW.get(peer, (args.seeds, max(BUDGETS), MODES))
-            jobs += [(peer, str(path), mode, seed, budget) for path in paths
-                     for mode in args.mode or MODES if mode in modes
-                     for seed in range(min(seeds, args.seeds))
-                     for budget in args.budget or BUDGETS if budget <= top]
-        jobs.sort(key=lambda job: job[0] in SLOW)  # slow ones last, so progress shows early
-        with mp.get_context("spawn").Pool(args.workers) as pool:
-            runs = pool.map(run_job, jobs, chunksize=1)
-        landscapes = {path.stem: hashlib.sha256(path.read_bytes()).hexdigest() for path in paths}
-        commands = [" ".join(["python", "bench/peers.py", *sys.argv[1:]])]
+        write_report(out, runs, landscapes, commands, start, complete=all(
+            part.get("complete", True) for part in parts))
+        return
+    paths = [HERE / "landscapes" / f"{name}.json" if "/" not in name else Path(name)
+             for name in args.landscape or LANDSCAPES]
+    jobs = []
+    for peer in args.peer or PEERS:
+        seeds, top, modes = SLOW.get(peer, (args.seeds, max(BUDGETS), MODES))
+        if peer not in OURS and args.peer_seeds is not None:
+            seeds = min(seeds, args.peer_seeds)
+        jobs += [(peer, str(path), mode, seed, budget) for path in paths
+                 for mode in args.mode or MODES if mode in modes
+                 for seed in range(min(seeds, args.seeds))
+                 for budget in args.budget or BUDGETS if budget <= top]
+    # The default strategy first, then seed by seed, slow peers last: a run cut short leaves
+    # a table of what finished (the file says "complete": false until the last job).
+    jobs.sort(key=lambda job: (job[0] != "guided", job[0] in SLOW, job[3]))
+    landscapes = {path.stem: hashlib.sha256(path.read_bytes()).hexdigest() for path in paths}
+    commands = [" ".join(["python", "bench/peers.py", *sys.argv[1:]])]
+    runs: list[dict] = []
+    with mp.get_context("spawn").Pool(args.workers) as pool:
+        for run in pool.imap_unordered(run_job, jobs):
+            runs.append(run)
+            if len(runs) % SAVE_EVERY == 0:
+                write_report(out, runs, landscapes, commands, start, complete=False)
+    write_report(out, runs, landscapes, commands, start, complete=True)
+
+
+def write_report(out: Path, runs: list[dict], landscapes: dict[str, str], commands: list[str],
+                 start: float, *, complete: bool) -> None:
+    """Summarize the runs and write the result file (and print the table when complete)."""
     rows = summarize(runs)
     table = markdown(rows)
-    print(table)
     report = {"benchmark": "peers", "date": datetime.now(UTC).isoformat(timespec="seconds"),
-              "commands": commands, "landscapes": landscapes, "versions": _versions(),
-              "host": platform.node(), "wall_s": round(time.perf_counter() - start),
-              "summary": rows, "table": table, "runs": runs}
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    out = args.out or OUT_DIR / f"peers_{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json"
+              "complete": complete, "commands": commands, "landscapes": landscapes,
+              "versions": _versions(), "host": platform.node(),
+              "wall_s": round(time.perf_counter() - start), "summary": rows, "table": table,
+              "runs": runs}
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n")
-    print(f"wrote {out}")
+    if complete:
+        print(table)
+        print(f"wrote {out}")
 
 
 if __name__ == "__main__":
