@@ -1,7 +1,6 @@
 """Our strategies against peer tuners: same landscapes, problems, budgets, seeds, warm starts.
 
     python bench/peers.py                                   # every peer, defaults below
-    python bench/peers.py --peer guided --peer kt:greedy_ils --seeds 3 --budget 32
     python bench/peers.py --combine A.json B.json --out C.json   # one table of several runs
 
 Peers, each searching vLLM's 1,280-config space of every (N, K, M) of each landscape through
@@ -183,9 +182,8 @@ class OptunaPeer:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            sampler = {"tpe": lambda: optuna.samplers.TPESampler(seed=seed),
-                       "cmaes": lambda: optuna.samplers.CmaEsSampler(seed=seed),
-                       "gp": lambda: optuna.samplers.GPSampler(seed=seed)}[self.sampler]()
+            sampler = {"tpe": optuna.samplers.TPESampler, "gp": optuna.samplers.GPSampler,
+                       "cmaes": optuna.samplers.CmaEsSampler}[self.sampler](seed=seed)
         tracker = BudgetedEvaluate(evaluate, space, budget, free=self.free)
         axes = space_axes(space)
         distributions = {axis.param: optuna.distributions.IntDistribution(axis.low, axis.high)
@@ -326,13 +324,10 @@ def markdown(rows: list[dict]) -> str:
 
 def _versions() -> dict[str, str]:
     names = ("blockfp8-tuner", "kernel_tuner", "optuna", "cmaes", "scipy", "numpy", "torch")
-    found = {"python": platform.python_version()}
-    for name in names:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found[name] = "not installed"
-    return found
+    installed = {d.metadata["Name"].lower().replace("-", "_"): d.version
+                 for d in metadata.distributions()}
+    return {"python": platform.python_version(),
+            **{n: installed.get(n.replace("-", "_"), "not installed") for n in names}}
 
 
 def main() -> None:
