@@ -205,7 +205,8 @@ def test_report_has_a_chart_per_shape(client: TestClient) -> None:
     assert "imported from &#x27;vllm-0.33.0&#x27; (not measured)" in html
     assert "<td>16</td><td class=l>64x128x128 g32 w4 s2</td><td>10.0</td><td>10.0</td>" in html
     assert "default (fastest)" in html
-    assert "No winner for M = 32, 2048, 4096" in html
+    assert ("No winner for M = 32 (decode, small batches); 2048, 4096 (prefill): vLLM will use "
+            "the nearest key there.") in html
     assert f"<td class=l>2.11.0</td><td class=l>{TRITON}</td>" in html
     # (7168, 2048), M=1, 16 us: A 2048 + B 7168*2048 + As 4*16 + Bs 4*56*16 + C 2*7168 bytes.
     assert "<td>918.8</td><td>1.84</td>" in html  # 14,700,096 bytes, 29,360,128 flops
