@@ -35,7 +35,7 @@ if [ ! -x "$VENV312/bin/python" ]; then
   "$PY312" -m venv "$VENV312" && pipq "$VENV312/bin/pip" install -q "numpy>=2.5" \
     || fail "a Python 3.12 venv with numpy"
 fi
-rm -rf "$DRY/site312"
+rm -rf "$DRY/site312" "$DRY/py312.db" "$DRY/py312.db-wal" "$DRY/py312.db-shm"  # a store left by an earlier run may be at an older schema
 "$VENV312/bin/python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
   --upgrade --target "$DRY/site312" .whl/*.whl || fail "the .whl set does not install on 3.12"
 PYTHONPATH=$DRY/site312:$PWD "$VENV312/bin/python" -m pip check \
