@@ -17,6 +17,7 @@ import triton
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.workload import DenseWorkload
 from tuner.kernels.family import Shape
+from tuner.kernels.interpreter import fix_interpreter_index
 
 
 def vllm_kernel(module: str, function: str) -> Any:
@@ -68,6 +69,7 @@ class VllmDenseWorkload(DenseWorkload):
         meta = config.as_dict()
         grid = (triton.cdiv(M, meta["BLOCK_SIZE_M"]) * triton.cdiv(N, meta["BLOCK_SIZE_N"]),)
         C = out
+        fix_interpreter_index()  # Triton < 3.8's interpreter under numpy >= 2.4 only
         self.kernel[grid](
             A, B, C, As, Bs, M, N, K, block_n, block_k,
             A.stride(-2), A.stride(-1), B.stride(1), B.stride(0), C.stride(-2), C.stride(-1),

@@ -16,6 +16,7 @@ from functools import partial
 import torch
 
 from tuner.kernels.family import Shape
+from tuner.kernels.interpreter import fix_interpreter_index
 from tuner.kernels.moe.workload import MoeWorkload
 
 
@@ -39,6 +40,7 @@ def vllm_moe_gemm(
     import triton.language as tl
 
     compute_type = tl.bfloat16 if C.dtype == torch.bfloat16 else tl.float16
+    fix_interpreter_index()  # Triton < 3.8's interpreter under numpy >= 2.4 only
     importlib.import_module(module).dispatch_fused_moe_kernel(
         A, B, C.view(-1, 1, C.shape[-1]), A_scale, B_scale, None, topk_weights,
         sorted_token_ids, expert_ids, num_tokens_post_padded, mul_routed_weight, top_k,
