@@ -334,8 +334,8 @@ def render_report(
     body = [f"<nav>{nav}</nav>" if shapes else "<p>No shapes in the store for this device yet.</p>"]
     body += [_shape_section(s, bytes_dtype, cpu, usable) for s in shapes]
     body.append(backends)
-    cols = ("gpu_name", "compute_capability", "driver", "cuda", "torch", "triton", "tuner",
-            "kernel_hash", "trials")
+    cols = ("gpu_name", "compute_capability", "driver", "cuda", "torch", "triton", "vllm",
+            "kernel_source", "tuner", "kernel_hash", "trials")
     env_rows = "".join(
         "<tr>" + "".join(f"<td class=l>{escape(str(env.get(c, '')) or '-')}</td>" for c in cols)
         + "</tr>" for env in environments

@@ -16,6 +16,7 @@ from api.routes.devices import (
     Partial,
     store_files,
 )
+from tuner.files.archive import versions_line, winner_versions
 from tuner.files.mounts import (
     DEFAULT_HOST_DIR,
     DEFAULT_SITE_PACKAGES,
@@ -82,6 +83,7 @@ def read_mounts(
             file_names=tuple(f.file_name for f in merged.files), host_dir=host_dir,
             site_packages=site_packages or DEFAULT_SITE_PACKAGES[engine], fmt=format,
             compute_capability=read.view.compute_capability,
+            tuned_with=versions_line(winner_versions(read.view.environments, read.view.winners)),
         ))
     except ValueError as exc:
         raise HTTPException(422, detail=str(exc)) from None

@@ -153,6 +153,8 @@ def test_sglang_spelling_on_list_file_and_zip(client: TestClient) -> None:
 def test_mounts_route(client: TestClient) -> None:
     text = client.get("/devices/L20/mounts", params={"format": "compose"}).text
     assert f'        source: "$PWD/configs/{NAME}"' in text.splitlines()
+    # storefill's environment: the versions its winners were timed with, in the header
+    assert f"# Tuned with torch 2.11.0, triton {TRITON}, kernels of builtin." in text.splitlines()
     bad = client.get("/devices/L20/mounts", params={"site_packages": "relative"})
     assert bad.status_code == 422 and "--site-packages must be an absolute path" in bad.text
     assert client.get("/devices/L20/mounts", params={"format": "helm"}).status_code == 422

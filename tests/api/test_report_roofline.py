@@ -68,3 +68,20 @@ def test_one_ceiling_and_bad_values():
     assert "<td>918.8</td><td>1.84</td><td>23.0%</td><td>-</td><td class=l>-</td>" in html
     assert "FP8 matrix product" not in html and "ridge" not in html
     assert 'data-series="% of FP8 mm throughput"' not in html
+
+
+def test_versions_table_names_vllm_and_kernel_source():
+    env = {"gpu_name": "NVIDIA H200", "compute_capability": "9.0", "driver": "580.1",
+           "cuda": "12.9", "torch": "2.14.0", "triton": "3.8.0", "vllm": "0.33.0",
+           "kernel_source": "vllm", "tuner": "0.1.0", "kernel_hash": "0123456789abcdef",
+           "trials": 7}
+    html = render_report("NVIDIA_H200", [SHAPE], [env], version="0.1.0", out_dtype="bfloat16")
+    table = html.split('<section id="environments">', 1)[1].split("</section>", 1)[0]
+    assert ("<th class=l>torch</th><th class=l>triton</th><th class=l>vllm</th>"
+            "<th class=l>kernel_source</th><th class=l>tuner</th>") in table
+    assert ("<td class=l>2.14.0</td><td class=l>3.8.0</td><td class=l>0.33.0</td>"
+            "<td class=l>vllm</td><td class=l>0.1.0</td><td class=l>0123456789abcdef</td>"
+            "<td class=l>7</td></tr>") in table
+    builtin = dict(env, vllm="", kernel_source="builtin")
+    html = render_report("NVIDIA_H200", [SHAPE], [builtin], version="0.1.0", out_dtype=None)
+    assert "<td class=l>3.8.0</td><td class=l>-</td><td class=l>builtin</td>" in html

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.storefill import DEFAULT, FAST, SLOW, fill, row_counts
+from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill, row_counts
 from tests.tuner.inputs.logfixtures import DSV3_TP8, QWEN_TP2, sglang_log, vllm_log
 from tuner.cli.app import app
 from tuner.files.format import dump_config_file
@@ -331,6 +331,8 @@ def test_mounts_from_store_and_folder(tmp_path: Path) -> None:
     site = "/usr/local/lib/python3.12/dist-packages"
     target = f"{site}/vllm/model_executor/layers/quantization/utils/configs/{name}"
     assert f'  -v "$PWD/configs/{name}:{target}:ro" \\' in result.stdout.splitlines()
+    tuned = f"# Tuned with torch 2.11.0, triton {TRITON}, kernels of builtin."
+    assert tuned in result.stdout.splitlines()
     folder = tmp_path / "cfg"
     folder.mkdir()
     (folder / name).write_text(GOOD)
@@ -340,6 +342,7 @@ def test_mounts_from_store_and_folder(tmp_path: Path) -> None:
     spaced = engine_file_name(name, "sglang")
     assert (f'    mountPath: "/opt/py/sglang/srt/layers/quantization/configs/{spaced}"'
             in k8s.stdout.splitlines())
+    assert "# Tuned with" not in k8s.stdout  # a folder of files says nothing of its versions
     one_line_error(invoke("mounts", "--device", "H200", "--files", str(folder)),
                    f"{folder}: no config files for --device H200; devices there: NVIDIA_L20")
     one_line_error(invoke("mounts", "--device", "L20", "--db", db, "--site-packages", "rel"),

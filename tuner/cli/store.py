@@ -132,16 +132,16 @@ def mounts(
     if files is not None:
         names, device_name = _folder_file_names(files, device)
         folder = host_dir or str(files.resolve())
-        capability = None
+        capability, tuned_with = None, ""
     else:
-        names, device_name, capability = _store_file_names(
+        names, device_name, capability, tuned_with = _store_file_names(
             device, engine_name.value, allow_partial, db, allow_stale=allow_stale)
         folder = host_dir or DEFAULT_HOST_DIR
     try:
         text = render_mounts(MountRequest(
             device_name=device_name, engine=engine_name.value, file_names=tuple(names),
             host_dir=folder, site_packages=site_packages or DEFAULT_SITE_PACKAGES[engine_name],
-            fmt=fmt.value, compute_capability=capability,
+            fmt=fmt.value, compute_capability=capability, tuned_with=tuned_with,
         ))
     except ValueError as exc:
         raise fail(str(exc)) from None
@@ -193,8 +193,11 @@ def _pull_recipe(fmt: str, device: str, server: str | None, release: int | None,
 
 
 def _store_file_names(device: str, engine: str, allow_partial: bool, db: str | None, *,
-                      allow_stale: bool = False) -> tuple[list[str], str, str | None]:
+                      allow_stale: bool = False) -> tuple[list[str], str, str | None, str]:
+    """The device's file names in the store, its vLLM key, compute capability and the versions
+    line of what its winners were timed with."""
     from db.engine import session_scope
+    from tuner.files.archive import versions_line, winner_versions
 
     _, store = open_db(db, must_exist=True, read_only=True)
     with session_scope(store) as session:
@@ -205,7 +208,9 @@ def _store_file_names(device: str, engine: str, allow_partial: bool, db: str | N
         stale = "; --allow-stale also uses stale trials" if read.view.scope.stale_trials else ""
         raise fail(f"{device_name} has no complete file yet; --allow-partial mounts what there "
                    f"is{stale}")
-    return [f.file_name for f in read.files.files], device_name, read.view.compute_capability
+    view = read.view
+    return ([f.file_name for f in read.files.files], device_name, view.compute_capability,
+            versions_line(winner_versions(view.environments, view.winners)))
 
 
 def serve(

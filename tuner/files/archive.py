@@ -57,6 +57,26 @@ def _advice(device_name: str, compute_capability: str | None) -> str:
                       for line in advice.lines())
 
 
+VERSION_KEYS: tuple[str, ...] = ("torch", "triton", "vllm", "kernel_source")
+
+
+def winner_versions(environments, winners) -> dict[str, list[str]]:
+    """Every torch, Triton and vLLM version and kernel source that the winners were timed with.
+
+    Args:
+        environments: the device's environments (`db.overview.EnvironmentRow`-like: attributes
+            `environment_id` and each of `VERSION_KEYS`).
+        winners: its winners (attribute `environment_id`).
+
+    Returns:
+        {key: sorted distinct non-empty values} for each of `VERSION_KEYS`; only environments
+        that a winner was timed in count.
+    """
+    used = {w.environment_id for w in winners}
+    timed = [e for e in environments if e.environment_id in used]
+    return {key: sorted({getattr(e, key) for e in timed} - {""}) for key in VERSION_KEYS}
+
+
 def versions_line(versions: dict) -> str:
     """A release's `versions` summary (`tuner.files.release`) as one line: "torch 2.14.0,
     triton 3.8.0, vLLM 0.33.0, kernels of vllm"; "" when it names none."""

@@ -60,6 +60,8 @@ class MountRequest:
         fmt: one of `FORMATS`.
         compute_capability: the device's, e.g. "8.9", when known (marks its architecture in
             the note on which kernel vLLM runs); None otherwise.
+        tuned_with: what the winners were timed with (`tuner.files.archive.versions_line`),
+            printed in the header; "" leaves the line out (files from a folder).
     """
 
     device_name: str
@@ -69,6 +71,7 @@ class MountRequest:
     site_packages: str
     fmt: str
     compute_capability: str | None = None
+    tuned_with: str = ""
 
 
 def check_site_packages(path: str) -> str:
@@ -181,6 +184,8 @@ def render_mounts(request: MountRequest) -> str:
         f"# (site-packages in your image: {_FIND_SITE.format(request.engine)})",
         "# Files are read once per process: restart the server after changing them.",
     ]
+    if request.tuned_with:
+        head.append(f"# Tuned with {request.tuned_with}.")
     if moe:
         head += [f"# {len(moe)} fused-MoE file(s) (E=...): one read-only folder mount of "
                  f"{host_dir}/ at {MOE_CONTAINER_DIR}/,",

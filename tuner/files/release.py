@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 import tuner
 from db.releases import NewFile, ReleaseInfo, publish_release
-from tuner.files.archive import build_zip, versions_line
+from tuner.files.archive import build_zip, versions_line, winner_versions
 from tuner.files.device import StoreFiles, device_files
 
 IMPORTED_NOTE = "imported, not measured here"
@@ -86,8 +86,7 @@ def _summary(read: StoreFiles, *, allow_partial: bool, allow_stale: bool,
                   "vllm": current.vllm},
         # What the serving side compares with its own (`tuner pull`): every version the
         # winners were timed with, and whose kernels.
-        "versions": {key: sorted({entry[key] for entry in tuned_with} - {""})
-                     for key in ("torch", "triton", "vllm", "kernel_source")},
+        "versions": winner_versions(view.environments, view.winners),
         "tuned_with": tuned_with,
         "measured": measured,
         "note": None if measured else IMPORTED_NOTE,
