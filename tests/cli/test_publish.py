@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from db.engine import open_store, session_scope
 from db.releases import blob, get_release, list_releases
-from tests.storefill import DEFAULT, FAST, SLOW, fill
+from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill
 from tuner.cli.app import app
 
 runner = CliRunner()
@@ -39,8 +39,11 @@ def test_publish_freezes_the_exported_bytes_once(tmp_path: Path) -> None:
     first = runner.invoke(app, ["publish", "--device", "L20", "--db", db])
     assert first.exit_code == 0, first.output
     assert first.stdout.startswith("published NVIDIA_L20 release 1: 1 file(s), content ")
+    tuned = f"; tuned with torch 2.11.0, triton {TRITON}, kernels of builtin"
+    assert first.stdout.strip().endswith(tuned)
     again = runner.invoke(app, ["publish", "--device", "NVIDIA_L20", "--db", db])
-    assert again.stdout.strip() == "NVIDIA_L20: files unchanged since release 1; no new release"
+    assert again.stdout.strip() == ("NVIDIA_L20: files unchanged since release 1; no new release"
+                                    + tuned)
     exported = runner.invoke(app, ["export", "--device", "L20", "--out", str(tmp_path / "o"),
                                    "--db", db])
     assert exported.exit_code == 0, exported.output

@@ -13,7 +13,7 @@ from sqlalchemy import text
 from db.engine import make_engine
 from tests.cli.robust import tuner_command, tuner_env
 from tests.cli.test_robust_writers import reset_postgresql
-from tests.storefill import DEFAULT, FAST, SLOW, fill
+from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill
 
 PLAN = {
     (576, 7168, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 6.0)],
@@ -47,8 +47,9 @@ def releases(url: str) -> list[int]:
 def check(url: str, cwd: Path) -> None:
     fill(url, PLAN, m_values=(1, 16))
     lines = publish_at_once(url, cwd)
-    assert lines[:-1] == ["NVIDIA_L20: files unchanged since release 1; no new release"] * (
-        PROCESSES - 1), lines
+    unchanged = ("NVIDIA_L20: files unchanged since release 1; no new release; tuned with "
+                 f"torch 2.11.0, triton {TRITON}, kernels of builtin")
+    assert lines[:-1] == [unchanged] * (PROCESSES - 1), lines
     assert lines[-1].startswith("published NVIDIA_L20 release 1: 1 file(s), content "), lines
     assert releases(url) == [1]
 

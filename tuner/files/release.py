@@ -48,13 +48,16 @@ class Published:
     candidate: Candidate
 
     def line(self) -> str:
-        """One line for the CLI: which release, how many files, new or unchanged."""
+        """One line for the CLI: which release, how many files, new or unchanged, and what
+        its winners were timed with (torch, Triton, vLLM, kernel source) when recorded."""
         r = self.release
+        tuned = versions_line(self.candidate.summary.get("versions") or {})
+        tuned = f"; tuned with {tuned}" if tuned else ""
         if not self.created:
             return (f"{r.device_name}: files unchanged since release {r.number}; "
-                    "no new release")
+                    f"no new release{tuned}")
         return (f"published {r.device_name} release {r.number}: {len(r.files)} file(s), "
-                f"content {r.content_sha256[:12]}")
+                f"content {r.content_sha256[:12]}{tuned}")
 
 
 def who() -> str:
