@@ -56,15 +56,12 @@ from db.sweeps import (
 )
 from db.task_winners import TaskWinnerRow, task_winners
 from db.tasks import (
-    InFlight,
     TaskInfo,
     claim_task,
     end_trial,
     finish_task,
     heartbeat,
-    in_flight,
     release_tasks,
-    start_trial,
     unfinished_tasks,
 )
 from db.trials import TrialInfo, record_held_trial, record_trial, task_trials
@@ -77,7 +74,6 @@ __all__ = [
     "EnvironmentRow",
     "ImportInfo",
     "ImportedShape",
-    "InFlight",
     "OpenedSweep",
     "PointRow",
     "RetimeInfo",
@@ -103,7 +99,6 @@ __all__ = [
     "get_sweep",
     "heartbeat",
     "imported_configs",
-    "in_flight",
     "list_comparisons",
     "list_device_names",
     "list_import_device_names",
@@ -120,7 +115,6 @@ __all__ = [
     "reopen_store_failures",
     "shape_coverage",
     "stale_trials",
-    "start_trial",
     "store_counts",
     "sweep_key",
     "sweep_progress",

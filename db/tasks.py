@@ -6,9 +6,9 @@ LOCKED`); like the repository functions these take a Session and never commit.
 
 A trial's record checks that its worker still holds the task (`end_trial`, or in one
 transaction `db.trials.record_held_trial`), so a worker whose task was taken (lease expired,
-released by its sweep) cannot store a trial another worker measures too. `start_trial` and
-`in_flight` keep a config in flight in the store; tuner's workers keep that mark in memory
-shared with their supervisor instead (`tuner.run.spec.WorkerShared`), one transaction less.
+released by its sweep) cannot store a trial another worker measures too. The config a worker
+is measuring is kept in memory shared with its supervisor (`tuner.run.spec.WorkerShared`), not
+in the store; the tasks' `in_flight_*` columns are only ever cleared.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, func, literal, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
-from db.models import CONFIG_COLUMNS, DEFAULT_FAMILY, Device, Sweep, Task, UTCDateTime, utcnow
+from db.models import DEFAULT_FAMILY, Device, Sweep, Task, UTCDateTime, utcnow
 
 # A claim that loses a race on PostgreSQL (all candidates locked by other claimers) retries.
 _CLAIM_TRIES = 5
@@ -269,42 +269,6 @@ def _held(task_id: int, worker_id: str) -> ColumnElement[bool]:
     return and_(Task.task_id == task_id, Task.worker_id == worker_id, Task.state == "running")
 
 
-def start_trial(
-    session: Session,
-    *,
-    task_id: int,
-    worker_id: str,
-    config: dict[str, int],
-    now: datetime | None = None,
-) -> bool:
-    """Mark the config a worker is about to measure, so that a crash or hang is pinned on it.
-
-    Args:
-        session: the open session; commit it before measuring.
-        task_id: the task.
-        worker_id: the worker that holds it.
-        config: vLLM's six keys.
-        now: when the measurement starts (timezone-aware); None for the clock.
-
-    Returns:
-        True when the worker still holds the task; False (nothing written) otherwise.
-
-    Raises:
-        ValueError: the config's keys are not exactly vLLM's six.
-    """
-    if set(config) != set(CONFIG_COLUMNS):
-        raise ValueError(f"config keys {sorted(config)} are not {', '.join(CONFIG_COLUMNS)}")
-    marked = session.execute(
-        update(Task)
-        .where(_held(task_id, worker_id))
-        .values(in_flight_config={name: int(config[name]) for name in CONFIG_COLUMNS},
-                in_flight_since=_now(now))
-        .returning(Task.task_id)
-        .execution_options(synchronize_session=False)
-    ).all()
-    return len(marked) == 1
-
-
 def end_trial(session: Session, *, task_id: int, worker_id: str) -> bool:
     """Clear the config in flight; call it in the transaction that records the trial.
 
@@ -326,52 +290,6 @@ def end_trial(session: Session, *, task_id: int, worker_id: str) -> bool:
         .execution_options(synchronize_session=False)
     ).all()
     return len(cleared) == 1
-
-
-@dataclass(frozen=True)
-class InFlight:
-    """A config being measured: by which worker, since when, for which task (its family, N, K,
-    M and its sweep's block_shape)."""
-
-    task_id: int
-    worker_id: str
-    config: dict[str, int]
-    since: datetime
-    N: int
-    K: int
-    M: int
-    block_shape: tuple[int, int]
-    family: str = DEFAULT_FAMILY
-    shape_params: str = ""
-
-
-def in_flight(session: Session, *, worker_ids: list[str]) -> list[InFlight]:
-    """The configs these workers are measuring now (at most one per running task).
-
-    Args:
-        session: the open session.
-        worker_ids: the workers to look at.
-
-    Returns:
-        One entry per running task of these workers that has a config in flight, by task_id.
-    """
-    if not worker_ids:
-        return []
-    rows = session.execute(
-        select(Task.task_id, Task.worker_id, Task.in_flight_config, Task.in_flight_since,
-               Task.N, Task.K, Task.M, Sweep.block_n, Sweep.block_k, Task.family,
-               Task.shape_params)
-        .join(Sweep, Task.sweep_id == Sweep.sweep_id)
-        .where(Task.worker_id.in_(worker_ids), Task.state == "running",
-               Task.in_flight_config.is_not(None), Task.in_flight_since.is_not(None))
-        .order_by(Task.task_id)
-    ).all()
-    return [
-        InFlight(task_id=task_id, worker_id=worker_id, config=dict(config), since=since,
-                 N=n, K=k, M=m, block_shape=(block_n, block_k), family=family,
-                 shape_params=params)
-        for task_id, worker_id, config, since, n, k, m, block_n, block_k, family, params in rows
-    ]
 
 
 def unfinished_tasks(

@@ -10,9 +10,9 @@ from fastapi import APIRouter, Depends, Header, HTTPException, Path, Query, Resp
 from sqlalchemy.orm import Session
 
 from api import schemas
-from api.archive import build_zip
 from api.deps import SessionDep, SettingsDep
 from db import repo
+from tuner.files.archive import build_zip
 from tuner.files.device import (
     HTTP_STALE_HINT,
     DeviceView,

@@ -3,8 +3,10 @@ winners that follow decisions, and the ceilings of a device."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
-from sqlalchemy import Engine, delete, func, select
+from sqlalchemy import Engine, delete, func, select, update
 from sqlalchemy.orm import Session
 
 from db import repo
@@ -133,13 +135,17 @@ def test_a_task_not_held_gets_nothing_written(engine: Engine, held: dict) -> Non
 
 
 def test_record_decision_clears_the_config_in_flight(engine: Engine, held: dict) -> None:
+    marked = update(Task).where(Task.task_id == held["t1"])
+    flight = select(Task.in_flight_config, Task.in_flight_since).where(
+        Task.task_id == held["t1"])
     with session_scope(engine) as session:
-        assert repo.start_trial(session, task_id=held["t1"], worker_id="w", config=C1)
-        assert [f.config for f in repo.in_flight(session, worker_ids=["w"])] == [C1]
+        session.execute(marked.values(in_flight_config=C1,
+                                      in_flight_since=datetime(2026, 1, 1, tzinfo=UTC)))
+        assert session.execute(flight).one()[0] == C1
         assert repo.record_decision(session, task_id=held["t1"], worker_id="w",
                                     environment_id=held["env"], retimes=[_retime(C1, 7.1)],
                                     decision=_decision(C1, 7.1, None))
-        assert repo.in_flight(session, worker_ids=["w"]) == []
+        assert tuple(session.execute(flight).one()) == (None, None)
 
 
 @pytest.mark.parametrize(("retimes", "decision", "message"), [

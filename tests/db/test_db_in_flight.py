@@ -1,12 +1,12 @@
-"""The config in flight on a task: marked, read, cleared, fenced to the worker holding the task;
-and the unfinished-task count a worker waits on."""
+"""A trial's end is fenced to the worker holding the task; release and finish clear the task's
+in-flight columns; and the unfinished-task count a worker waits on."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, select, update
 
 from db import repo
 from db.engine import session_scope
@@ -32,45 +32,19 @@ def _claim(engine: Engine, worker_id: str, now: datetime, **scope) -> repo.TaskI
                                worker_id=worker_id, lease_s=60, now=now, **scope)
 
 
-def _in_flight(engine: Engine, *worker_ids: str) -> list[repo.InFlight]:
-    with session_scope(engine) as session:
-        return repo.in_flight(session, worker_ids=list(worker_ids))
-
-
-def test_mark_read_clear(engine: Engine) -> None:
+def test_end_trial_is_fenced_to_the_worker_holding_the_task(engine: Engine) -> None:
     _sweep(engine)
     task = _claim(engine, "w1", T0)
     assert task is not None
     with session_scope(engine) as session:
-        assert repo.start_trial(session, task_id=task.task_id, worker_id="w1", config=CONFIG,
-                                now=T0 + timedelta(seconds=5))
-    [entry] = _in_flight(engine, "w1", "w2")
-    assert entry == repo.InFlight(task_id=task.task_id, worker_id="w1", config=CONFIG,
-                                  since=T0 + timedelta(seconds=5), N=256, K=384, M=1,
-                                  block_shape=(128, 128))
-    assert _in_flight(engine, "w2") == [] and _in_flight(engine) == []
-    with session_scope(engine) as session:
-        assert not repo.start_trial(session, task_id=task.task_id, worker_id="w2",
-                                    config=CONFIG)
+        assert not repo.end_trial(session, task_id=task.task_id, worker_id="w2")
         assert repo.end_trial(session, task_id=task.task_id, worker_id="w1")
-    assert _in_flight(engine, "w1") == []
-    with session_scope(engine) as session, pytest.raises(ValueError, match="are not"):
-        repo.start_trial(session, task_id=task.task_id, worker_id="w1", config={"x": 1})
-
-
-def test_a_worker_whose_task_was_taken_cannot_clear_or_mark(engine: Engine) -> None:
-    _sweep(engine)
-    task = _claim(engine, "w1", T0)
-    assert task is not None
-    with session_scope(engine) as session:
-        assert repo.start_trial(session, task_id=task.task_id, worker_id="w1", config=CONFIG)
-    # w1's lease ran out: w2 claims the same task (the earliest), with nothing in flight.
+    # w1's lease ran out: w2 claims the same task (the earliest); w1 can no longer record.
     again = _claim(engine, "w2", T0 + timedelta(seconds=61))
     assert again is not None and again.task_id == task.task_id
-    assert _in_flight(engine, "w1", "w2") == []
     with session_scope(engine) as session:
         assert not repo.end_trial(session, task_id=task.task_id, worker_id="w1")
-        assert not repo.start_trial(session, task_id=task.task_id, worker_id="w1", config=CONFIG)
+        assert repo.end_trial(session, task_id=task.task_id, worker_id="w2")
 
 
 @pytest.mark.parametrize("end", ["release", "finish"])
@@ -79,7 +53,8 @@ def test_release_and_finish_clear_the_mark(engine: Engine, end: str) -> None:
     task = _claim(engine, "w1", T0)
     assert task is not None
     with session_scope(engine) as session:
-        repo.start_trial(session, task_id=task.task_id, worker_id="w1", config=CONFIG)
+        session.execute(update(Task).where(Task.task_id == task.task_id).values(
+            in_flight_config=CONFIG, in_flight_since=T0))
         if end == "release":
             assert repo.release_tasks(session, worker_id="w1") == 1
         else:
