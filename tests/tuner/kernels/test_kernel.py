@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import os
 import random
-import time
 from dataclasses import dataclass
 
 import pytest
@@ -34,8 +33,9 @@ needs_device = pytest.mark.skipif(
     reason="TRITON_INTERPRET is off and no CUDA device is visible",
 )
 
-# Replay a failure with KERNEL_TEST_SEED=<seed>; the seed is in every case's id.
-SEED = int(os.environ.get("KERNEL_TEST_SEED", time.time_ns() % 2**31))
+# A fixed default seed, so a run is repeatable; KERNEL_TEST_SEED=<seed> draws other random cases
+# (the seed is in every case's id, so a failure replays with it).
+SEED = int(os.environ.get("KERNEL_TEST_SEED", "20261202"))
 print(f"KERNEL_TEST_SEED={SEED}")
 
 
