@@ -21,10 +21,6 @@ from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
-# Test hook: `PRAGMA max_page_count` of every SQLite connection, a disk that fills up
-# ("database or disk is full") where no small filesystem can be mounted.
-MAX_PAGES_ENV = "TUNER_TEST_SQLITE_MAX_PAGES"
-
 # How long open_store waits for another process that is creating the same empty store.
 _CREATE_WAIT_S = 30.0
 
@@ -56,9 +52,6 @@ def _set_sqlite_pragmas(dbapi_connection: Any, _connection_record: Any) -> None:
         # PRAGMA synchronous, https://www.sqlite.org/pragma.html#pragma_synchronous.)
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
-        pages = os.environ.get(MAX_PAGES_ENV)
-        if pages:  # test hook: a store that fills up (SQLITE_FULL) after this many pages
-            cursor.execute(f"PRAGMA max_page_count={int(pages)}")
     finally:
         cursor.close()
 

@@ -65,13 +65,22 @@ def write_landscape(folder: Path, m_values: tuple[int, ...]) -> tuple[Path, Path
     return path, configs
 
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
 def tuner_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "tuner.cli", *args]
+    """The `tuner` command with the test hooks (`tests.cli.hooked`), which `tuner_env`'s
+    variables set."""
+    return [sys.executable, "-m", "tests.cli.hooked", *args]
 
 
 def tuner_env(**extra: str) -> dict[str, str]:
+    """This process's environment without test hooks, the repository on PYTHONPATH (for
+    `tests.cli.hooked`), then `extra`."""
     env = {key: value for key, value in os.environ.items()
-           if not key.startswith("TUNER_FAULT_") and key != "TUNER_TEST_MEASURE_LOG"}
+           if not key.startswith(("TUNER_FAULT_", "TUNER_TEST_"))
+           or key == "TUNER_TEST_PG_URL"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env.update(extra)
     return env
 

@@ -17,9 +17,6 @@ console = Console()
 # Progress bars: on stderr, so stdout keeps only the tables and lines a script reads.
 err_console = Console(stderr=True)
 
-# Seconds a claimed task stays leased without a heartbeat (tuner.run.plan.DEFAULT_LEASE_S).
-DEFAULT_LEASE_S = 120.0
-
 
 class StrategyName(StrEnum):
     grid = "grid"

@@ -9,7 +9,6 @@ from typing import Annotated
 import typer
 
 from tuner.cli.options import (
-    DEFAULT_LEASE_S,
     DEFAULT_M,
     DEFAULT_STRATEGY_NAME,
     ConfigsOpt,
@@ -36,6 +35,7 @@ from tuner.cli.options import (
 )
 from tuner.cli.publish import NoPublishOpt, publish_device
 from tuner.cli.sweep_plan import DryRunOpt, YesOpt, default_lines, show_plan
+from tuner.run.options import DEFAULT_LEASE_S
 from tuner.search.defaults import DEFAULT_TRIALS
 
 
@@ -88,7 +88,8 @@ def sweep(
     """
     from tuner.files.format import REQUIRED_M
     from tuner.inputs.shapes import UnknownModelError, load_shapes
-    from tuner.run.plan import SweepRequest
+    from tuner.run.options import RunOptions
+    from tuner.run.plan import model_requests
 
     try:
         m_values = parse_m_values(m)
@@ -103,37 +104,28 @@ def sweep(
     if missing:
         typer.echo(f"warning: M grid lacks {missing}; vLLM will use the nearest tuned M there",
                    err=True)
-    common = dict(device_name=device_name, model=model_shapes.model, tp=model_shapes.tp,
-                  block_shape=model_shapes.block_shape, m_values=m_values,
-                  strategy=strategy.value, trials=trials, seed=seed, out_dtype=out_dtype.value,
-                  configs=candidates, replay=str(replay) if replay is not None else None,
-                  kernel=source, kernel_label=label)
-    # A sweep tunes one kernel family: the dense (N, K) in one, each MoE shape in its own.
-    requests = []
-    if model_shapes.shapes:
-        requests.append((SweepRequest(shapes=model_shapes.shapes, **common),
-                         f"{len(model_shapes.shapes)} shapes"))
-    for E, N, K, top_k in model_shapes.moe:
-        requests.append((SweepRequest(shapes=((N, K),), family="moe",
-                                      shape_params=f"E={E},top_k={top_k}", **common),
-                         f"MoE E={E} N={N} K={K} top_k={top_k}"))
+    requests = model_requests(
+        model_shapes, device_name=device_name, model=model_shapes.model, tp=model_shapes.tp,
+        block_shape=model_shapes.block_shape, m_values=m_values, strategy=strategy.value,
+        trials=trials, seed=seed, out_dtype=out_dtype.value, configs=candidates,
+        replay=str(replay) if replay is not None else None, kernel=source, kernel_label=label)
     if not show_plan(requests, db=db, backend=backend, workers=max(1, len(visible)),
                      interpreter_reps=interpreter_reps, dry_run=dry_run, yes=yes,
                      defaults=default_lines(model_shapes.model, model_shapes.tp, tp is not None,
                                             m)):
         return
     url, engine = open_db(db)
+    options = RunOptions(interpreter_reps=interpreter_reps, lease_s=lease,
+                         trial_timeout_s=trial_timeout)
     for request, what in requests:
         _plan_and_run(engine, url, request, what, no_run=no_run, backend=backend,
-                      visible=visible, interpreter_reps=interpreter_reps,
-                      trial_timeout=trial_timeout, lease=lease)
+                      visible=visible, options=options)
     if not no_run and not no_publish:
         publish_device(engine, device_name, reason="tuner sweep")
 
 
 def _plan_and_run(engine, url: str, request, what: str, *, no_run: bool, backend: str,
-                  visible: list, interpreter_reps: int, trial_timeout: float | None,
-                  lease: float) -> None:
+                  visible: list, options) -> None:
     """Create, extend or find one sweep and run it to the end; exit 1 if tasks are left or no
     trial came out ok."""
     from tuner.run.plan import opened_label, plan
@@ -159,9 +151,7 @@ def _plan_and_run(engine, url: str, request, what: str, *, no_run: bool, backend
         return
     try:
         summary = run_workers(engine, url, request, info.sweep_id, backend=backend,
-                              visible_devices=visible, console=console,
-                              interpreter_reps=interpreter_reps, trial_timeout_s=trial_timeout,
-                              lease_s=lease)
+                              visible_devices=visible, console=console, options=options)
     except KeyboardInterrupt:
         raise fail("interrupted; finished trials are stored: run the same command to resume",
                    130) from None
@@ -194,51 +184,46 @@ def worker(
     Pass the --configs file (or --replay landscape) the sweep was created with: workers only
     take tasks of sweeps over their own config space.
     """
-    from db import repo
-    from db.engine import session_scope
+    from tuner.run.options import RunOptions
     from tuner.run.plan import space_name
-    from tuner.run.supervisor import Supervisor, default_trial_timeout_s
-    from tuner.run.sweep import worker_specs
+    from tuner.run.supervisor import Supervisor
+    from tuner.run.sweep import unfinished_in_scope, worker_specs
 
     candidates = load_configs(configs)
     source, label = resolve_kernel_choice(kernel)
     backend, device_name, visible = resolve_backend(device, replay)
-    space = space_name(candidates, str(replay) if replay is not None else None, label)
+    replay_path = str(replay) if replay is not None else None
     url, engine = open_db(db, must_exist=True)
-    scope = {"sweep_id": sweep_id, "device_name": device_name, "space": space}
-    with session_scope(engine) as session:
-        if sweep_id is not None:
-            info = repo.get_sweep(session, sweep_id=sweep_id)
-            if info is None:
-                raise fail(f"no sweep {sweep_id} in store {masked(url)}")
-            if info.device_name != device_name:
-                raise fail(f"sweep {sweep_id} is for {info.device_name}, not {device_name}")
-            if info.space != space:
-                raise fail(f"sweep {sweep_id} searches config space {info.space}, this worker "
-                           f"{space}: pass the --configs/--replay file and --kernel the sweep "
-                           "was made with")
-        unfinished = repo.unfinished_tasks(session, **scope)
+    scope = {"sweep_id": sweep_id, "device_name": device_name,
+             "space": space_name(candidates, replay_path, label)}
+    try:
+        unfinished = unfinished_in_scope(engine, **scope)
+    except LookupError:
+        raise fail(f"no sweep {sweep_id} in store {masked(url)}") from None
+    except ValueError as exc:
+        raise fail(str(exc)) from None
     where = f"sweep {sweep_id}" if sweep_id is not None else f"sweeps on {device_name}"
     if not unfinished:
-        console.print(f"nothing to do: no unfinished task in {where} (space {space})",
-                      soft_wrap=True, markup=False, highlight=False)
-        return
-    console.print(f"{len(visible)} worker(s) on {where}: {unfinished} unfinished task(s), "
-                  f"store {masked(url)}", soft_wrap=True, markup=False, highlight=False)
+        return _say(f"nothing to do: no unfinished task in {where} (space {scope['space']})")
+    _say(f"{len(visible)} worker(s) on {where}: {unfinished} unfinished task(s), "
+         f"store {masked(url)}")
+    options = RunOptions(interpreter_reps=interpreter_reps, lease_s=lease,
+                         trial_timeout_s=trial_timeout)
     specs = worker_specs(url, backend=backend, visible_devices=visible, configs=candidates,
-                         replay=str(replay) if replay is not None else None, lease_s=lease,
-                         interpreter_reps=interpreter_reps, kernel=source, **scope)
-    timeout_s = trial_timeout if trial_timeout is not None else default_trial_timeout_s(backend)
-    supervisor = Supervisor(engine, specs, trial_timeout_s=timeout_s, on_event=lambda line:
-                            console.print(line, soft_wrap=True, markup=False, highlight=False))
+                         replay=replay_path, kernel=source, options=options, **scope)
+    supervisor = Supervisor(engine, specs, trial_timeout_s=options.trial_timeout_for(backend),
+                            on_event=_say)
     try:
         report = supervisor.run()
     except KeyboardInterrupt:
         raise fail("interrupted; the tasks went back to the queue", 130) from None
-    with session_scope(engine) as session:
-        left = repo.unfinished_tasks(session, **scope)
-    console.print(f"worker done: {left} unfinished task(s) left in {where}; "
-                  f"{report.crashed} crashed, {report.timeouts} timed out, "
-                  f"{report.restarts} restart(s)", soft_wrap=True, markup=False, highlight=False)
+    _say(f"worker done: {unfinished_in_scope(engine, **scope)} unfinished task(s) left in "
+         f"{where}; {report.crashed} crashed, {report.timeouts} timed out, "
+         f"{report.restarts} restart(s)")
     if report.given_up:
         raise fail(f"gave up on worker(s) {', '.join(report.given_up)}; see the lines above", 1)
+
+
+def _say(line: str) -> None:
+    """One plain line on stdout (no markup, no highlighting, never wrapped)."""
+    console.print(line, soft_wrap=True, markup=False, highlight=False)

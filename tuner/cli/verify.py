@@ -12,7 +12,6 @@ from typing import Annotated
 import typer
 
 from tuner.cli.options import (
-    DEFAULT_LEASE_S,
     DEFAULT_STRATEGY_NAME,
     ConfigsOpt,
     DbOpt,
@@ -51,6 +50,7 @@ from tuner.files.merge import DeviceFiles, file_key
 from tuner.inputs.shapes import ModelShapes
 from tuner.kernels.registry import DEFAULT_FAMILY
 from tuner.measure.noise import RETIME_ROUNDS
+from tuner.run.options import DEFAULT_LEASE_S, RunOptions
 from tuner.search.defaults import DEFAULT_TRIALS
 
 # Search of the `--fix` trials: `tuner sweep`'s defaults.
@@ -350,8 +350,9 @@ def verify(
     _use_backend(backend, visible)  # before anything imports tuner.kernels.dense.kernel
     fixer = Fixer(engine, url, model_shapes, device_name=device_name, backend=backend,
                   visible=visible, strategy=strategy.value, trials=trials, configs=candidates,
-                  seed=seed, out_dtype=out_dtype.value, interpreter_reps=interpreter_reps,
-                  trial_timeout=trial_timeout, lease=lease)
+                  seed=seed, out_dtype=out_dtype.value, options=RunOptions(
+                      interpreter_reps=interpreter_reps, lease_s=lease,
+                      trial_timeout_s=trial_timeout))
     if fix:
         fixer.finish_unfinished()
     read = store_files(engine, device_name, out_dtype=out_dtype.value, allow_stale=allow_stale,
@@ -375,8 +376,7 @@ def verify(
     plain(m_set_line(choice))
     try:
         results, missing = _verify_files(model_shapes, files, grids, choice=choice,
-                                         only_shapes=None,
-                                         make_runner=make_runner, rounds=rounds,
+                                         only_shapes=None, make_runner=make_runner, rounds=rounds,
                                          title=f"on {device_name}", noise_floor=noise_floor)
     except KeyboardInterrupt:
         raise fail("interrupted", 130) from None

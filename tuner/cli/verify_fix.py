@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from tuner.cli.options import console, fail, plain, print_sweep_summary
 from tuner.inputs.shapes import ModelShapes
 from tuner.kernels.config import KernelConfig
+from tuner.run.options import RunOptions
 
 
 def shape_label(N: int, K: int) -> str:
@@ -20,12 +21,11 @@ class Fixer:
     def __init__(self, engine, url: str, model_shapes: ModelShapes, *, device_name: str,
                  backend: str, visible: Sequence[str | None], strategy: str, trials: int,
                  configs: Sequence[KernelConfig] | None, seed: int, out_dtype: str,
-                 interpreter_reps: int, trial_timeout: float | None, lease: float) -> None:
+                 options: RunOptions) -> None:
         self.engine, self.url, self.model_shapes = engine, url, model_shapes
         self.device_name, self.backend, self.visible = device_name, backend, visible
         self.strategy, self.trials, self.configs, self.seed = strategy, trials, configs, seed
-        self.out_dtype, self.interpreter_reps = out_dtype, interpreter_reps
-        self.trial_timeout, self.lease = trial_timeout, lease
+        self.out_dtype, self.options = out_dtype, options
 
     def _request(self, shapes, m_values, *, strategy: str, trials: int, seed: int):
         from tuner.run.plan import SweepRequest
@@ -43,8 +43,7 @@ class Fixer:
         try:
             summary = run_workers(self.engine, self.url, request, sweep_id, backend=self.backend,
                                   visible_devices=self.visible, console=console,
-                                  interpreter_reps=self.interpreter_reps,
-                                  trial_timeout_s=self.trial_timeout, lease_s=self.lease)
+                                  options=self.options)
         except KeyboardInterrupt:
             raise fail("interrupted; finished trials are stored: run the same command to "
                        "resume", 130) from None

@@ -13,9 +13,6 @@ from tuner.kernels.config import KernelConfig
 from tuner.kernels.family import Shape
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 
-# Seconds a claimed task stays leased without a heartbeat (workers renew it every quarter).
-DEFAULT_LEASE_S = 120.0
-
 
 def space_name(configs: Sequence[KernelConfig] | None, replay: str | None,
                kernel: str = "") -> str:
@@ -161,3 +158,27 @@ def opened_label(opened) -> str:
     if opened.outcome == "kept":
         return f"resumed at its {opened.info.budget} trials per task, more than asked"
     return opened.outcome
+
+
+def model_requests(model_shapes, **common) -> list[tuple[SweepRequest, str]]:
+    """The sweeps a model needs, one kernel family each: its dense (N, K) in one sweep, each
+    fused-MoE expert shape in its own.
+
+    Args:
+        model_shapes: `tuner.inputs.shapes.ModelShapes` (dense `shapes`, MoE `moe` as (E, N, K,
+            top_k)).
+        common: every other `SweepRequest` field (device, model, M grid, strategy, ...).
+
+    Returns:
+        (request, a few words on what it tunes) per sweep, the dense one first.
+    """
+    requests = []
+    if model_shapes.shapes:
+        requests.append((SweepRequest(shapes=model_shapes.shapes, **common),
+                         f"{len(model_shapes.shapes)} shapes"))
+    for E, N, K, top_k in model_shapes.moe:
+        shape = Shape(N, K, params=(("E", E), ("top_k", top_k)))
+        requests.append((SweepRequest(shapes=((N, K),), family="moe",
+                                      shape_params=shape.params_text, **common),
+                         f"MoE E={E} N={N} K={K} top_k={top_k}"))
+    return requests

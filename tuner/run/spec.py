@@ -1,33 +1,12 @@
 """What a worker process is given and what it reports back: its spec (picklable for spawn),
 the counters it shares with its supervisor, its exit codes and the ways a task can be lost.
-
-Test hooks (environment variables, read in the worker process; `tuner.run.task`):
-    TUNER_FAULT_CRASH: `os.abort()` instead of measuring a config whose `KernelConfig.short()`
-        label is listed (labels separated by ';'), like a kernel that kills its process.
-    TUNER_FAULT_HANG: sleep forever instead of measuring such a config, like a kernel that
-        never returns.
-    TUNER_TEST_MEASURE_LOG: append `pid, start|done, task_id, label` (tab-separated) to this
-        file when a measurement starts and when its trial is stored.
-    TUNER_TEST_TRIAL_SLEEP_S: sleep this many seconds before each measurement, so that
-        replayed trials (well under a millisecond) last long enough for concurrent workers to
-        overlap in a test.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-FAULT_CRASH_ENV = "TUNER_FAULT_CRASH"
-
-
-FAULT_HANG_ENV = "TUNER_FAULT_HANG"
-
-
-MEASURE_LOG_ENV = "TUNER_TEST_MEASURE_LOG"
-
-
-TRIAL_SLEEP_ENV = "TUNER_TEST_TRIAL_SLEEP_S"
-
+from tuner.run.options import RunOptions
 
 # Exit codes of a worker besides 0 (no task left) and 130 (Ctrl-C).
 EXIT_PARENT_GONE = 3  # its supervisor died; it handed its task back
@@ -67,8 +46,6 @@ class WorkerSpec:
         backend: "cuda", "interpreter", or "replay" (answers from `landscape_path`, no GPU).
         visible_device: CUDA_VISIBLE_DEVICES value that pins the worker to one GPU (cuda only).
         configs: explicit candidate list as vLLM dicts, or None for the sweep's named space.
-        lease_s: lease on a claimed task; renewed by a heartbeat every lease_s / 4.
-        interpreter_reps: timed calls per trial on the interpreter.
         parent_pid: the sweep process; when it is gone the worker hands its task back and
             exits, so that no orphan keeps timing on a GPU that a new run also uses.
         landscape_path: the landscape file of the replay backend.
@@ -80,6 +57,7 @@ class WorkerSpec:
             nothing ahead and prunes nothing (Triton compiles at first launch).
         kernel: whose kernels to time: "builtin" or "vllm" (`tuner.kernels.source`), made
             concrete by the command that starts the worker.
+        options: how it measures and holds tasks (lease, interpreter reps, test hooks).
     """
 
     db_url: str
@@ -88,14 +66,13 @@ class WorkerSpec:
     backend: str
     visible_device: str | None = None
     configs: tuple[tuple[tuple[str, int], ...], ...] | None = None
-    lease_s: float = 120.0
-    interpreter_reps: int = 3
     parent_pid: int | None = None
     landscape_path: str | None = None
     device_name: str | None = None
     space: str | None = None
     compile_workers: int = 0
     kernel: str = "builtin"
+    options: RunOptions = field(default_factory=RunOptions)
 
 
 @dataclass(frozen=True)

@@ -43,26 +43,6 @@ MAX_IDLE_RESTARTS = 3
 POLL_S = 0.5
 # Signals that come from outside the worker, not from the config it was measuring.
 EXTERNAL_SIGNALS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
-# Seconds a config may take (compile, check, timing) before its worker is killed, per backend.
-DEFAULT_TRIAL_TIMEOUT_S = {"cuda": 300.0, "interpreter": 1800.0, "replay": 60.0}
-
-
-def default_trial_timeout_s(backend: str) -> float:
-    """The per-trial timeout when none is given.
-
-    Args:
-        backend: "cuda", "interpreter" or "replay".
-
-    Returns:
-        300 s on CUDA, 1800 s on the (slow) CPU interpreter, 60 s when replaying.
-
-    Raises:
-        ValueError: unknown backend.
-    """
-    try:
-        return DEFAULT_TRIAL_TIMEOUT_S[backend]
-    except KeyError:
-        raise ValueError(f"unknown backend {backend!r}") from None
 
 
 def new_worker_id(visible_device: str | None) -> str:

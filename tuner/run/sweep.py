@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tuner.kernels.config import KernelConfig
-from tuner.run.plan import DEFAULT_LEASE_S, SweepRequest
+from tuner.run.options import RunOptions
+from tuner.run.plan import SweepRequest
 from tuner.run.spec import WorkerSpec
 
 
@@ -37,10 +38,9 @@ def worker_specs(
     sweep_id: int | None,
     device_name: str | None = None,
     space: str | None = None,
-    interpreter_reps: int = 3,
-    lease_s: float = DEFAULT_LEASE_S,
     compile_workers: int | None = None,
     kernel: str = "builtin",
+    options: RunOptions | None = None,
 ) -> list[WorkerSpec]:
     """One worker template per visible device (the supervisor names each process it starts).
 
@@ -53,12 +53,11 @@ def worker_specs(
         sweep_id: claim only this sweep's tasks; None for every sweep in scope.
         device_name: claim only tasks of sweeps on this device; None for any.
         space: claim only tasks of sweeps over this config space; None for any.
-        interpreter_reps: timed calls per trial on the interpreter.
-        lease_s: lease on a claimed task.
         compile_workers: CUDA only: compile processes per worker that compile candidates for
             the GPU while it measures, and prune those that cannot launch; None for the CPU
             count minus one per GPU, shared between the GPUs (at least one each); 0 for none.
         kernel: "builtin" or "vllm": whose kernels the workers time.
+        options: how they measure and hold tasks; None for `RunOptions()`.
 
     Returns:
         The specs, in the order of `visible_devices`.
@@ -73,10 +72,9 @@ def worker_specs(
         items = tuple(tuple(config.as_dict().items()) for config in configs)
     return [
         WorkerSpec(db_url=db_url, sweep_id=sweep_id, worker_id="", backend=backend,
-                   visible_device=device, configs=items, lease_s=lease_s,
-                   interpreter_reps=interpreter_reps, landscape_path=replay,
+                   visible_device=device, configs=items, landscape_path=replay,
                    device_name=device_name, space=space, compile_workers=compile_workers,
-                   kernel=kernel)
+                   kernel=kernel, options=options or RunOptions())
         for device in visible_devices
     ]
 
@@ -108,9 +106,7 @@ def run_workers(
     backend: str,
     visible_devices: Sequence[str | None],
     console=None,
-    interpreter_reps: int = 3,
-    trial_timeout_s: float | None = None,
-    lease_s: float = DEFAULT_LEASE_S,
+    options: RunOptions | None = None,
 ) -> SweepSummary:
     """Start one spawned worker per visible device and wait, drawing a progress bar.
 
@@ -126,9 +122,8 @@ def run_workers(
         backend: "cuda", "interpreter" or "replay" (request.replay names the landscape).
         visible_devices: one CUDA_VISIBLE_DEVICES value per worker (None: one CPU worker).
         console: rich console of the progress bar.
-        interpreter_reps: timed calls per trial on the interpreter.
-        trial_timeout_s: seconds a config may take; None for the backend's default.
-        lease_s: lease on a claimed task.
+        options: how the workers measure and hold tasks, and the trial timeout; None for
+            `RunOptions()`.
 
     Returns:
         Counts from the store before and after.
@@ -144,12 +139,12 @@ def run_workers(
     from db import repo
     from db.engine import session_scope
     from db.faults import retry_store
-    from tuner.run.supervisor import Supervisor, default_trial_timeout_s
+    from tuner.run.supervisor import Supervisor
 
+    options = options or RunOptions()
     specs = worker_specs(db_url, backend=backend, visible_devices=visible_devices,
                          configs=request.configs, replay=request.replay, sweep_id=sweep_id,
-                         interpreter_reps=interpreter_reps, lease_s=lease_s,
-                         kernel=request.kernel)
+                         kernel=request.kernel, options=options)
     start = time.perf_counter()
 
     def read_progress():
@@ -172,9 +167,8 @@ def run_workers(
         def event(line: str) -> None:
             bar.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
-        timeout_s = trial_timeout_s if trial_timeout_s is not None else (
-            default_trial_timeout_s(backend))
-        report = Supervisor(engine, specs, trial_timeout_s=timeout_s, on_event=event).run(tick)
+        report = Supervisor(engine, specs, trial_timeout_s=options.trial_timeout_for(backend),
+                            on_event=event).run(tick)
         now = progress_now()
         bar.update(bar_id, completed=min(now.trials_total, total),
                    description=f"sweep {sweep_id}: {now.tasks_done}/{now.tasks_total} tasks")
@@ -288,3 +282,39 @@ def format_sweep_times(times: SweepTimes) -> str:
         f"compile {times.compile_s:.1f} s ({times.compile_wait_s:.1f} s waited), "
         f"measure {times.measure_s:.1f} s{per_trial}; wall {times.wall_s:.1f} s"
     )
+
+
+def unfinished_in_scope(engine, *, sweep_id: int | None, device_name: str,
+                        space: str) -> int:
+    """The unfinished tasks a worker with this scope would claim (`tuner worker`).
+
+    Args:
+        engine: the store's engine.
+        sweep_id: only this sweep's tasks; None for every sweep on the device.
+        device_name: vLLM's device key of the worker's GPUs.
+        space: the worker's config space (`tuner.run.plan.space_name`).
+
+    Returns:
+        Pending and running tasks in scope.
+
+    Raises:
+        LookupError: `sweep_id` names no sweep.
+        ValueError: the sweep is on another device or over another config space (one line).
+    """
+    from db import repo
+    from db.engine import session_scope
+
+    with session_scope(engine) as session:
+        if sweep_id is not None:
+            info = repo.get_sweep(session, sweep_id=sweep_id)
+            if info is None:
+                raise LookupError(sweep_id)
+            if info.device_name != device_name:
+                raise ValueError(f"sweep {sweep_id} is for {info.device_name}, not "
+                                 f"{device_name}")
+            if info.space != space:
+                raise ValueError(f"sweep {sweep_id} searches config space {info.space}, this "
+                                 f"worker {space}: pass the --configs/--replay file and "
+                                 "--kernel the sweep was made with")
+        return repo.unfinished_tasks(session, sweep_id=sweep_id, device_name=device_name,
+                                     space=space)

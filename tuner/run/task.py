@@ -10,17 +10,12 @@ last renewal is recent), so a trial costs one store transaction, the one that re
 
 from __future__ import annotations
 
-import os
 import time
 import zlib
 from typing import TYPE_CHECKING
 
 from tuner.run.lease import Lease
 from tuner.run.spec import (
-    FAULT_CRASH_ENV,
-    FAULT_HANG_ENV,
-    MEASURE_LOG_ENV,
-    TRIAL_SLEEP_ENV,
     ContextLost,
     TaskLost,
     WorkerShared,
@@ -47,56 +42,30 @@ def task_seed(sweep_seed: int, N: int, K: int, M: int) -> int:
     return zlib.crc32(f"{sweep_seed}:{N}:{K}:{M}".encode())
 
 
-def _labels(variable: str) -> set[str]:
-    return {label.strip() for label in os.environ.get(variable, "").split(";") if label.strip()}
+class TaskRun:
+    """One claimed task, searched in named steps (`run` calls them in order):
 
+    - `resume`: the trials the store already has for the task, and the winners known when its
+      first trial was stored (its warm starts, the same on every resumption);
+    - `plan`: the runner, vLLM's default config, the warm starts, the strategy and, for a
+      resumed task, the cap on its trials;
+    - `open_gate`: compiles for the GPU what the search asks first, pruning what cannot launch;
+    - `evaluate` (the search's objective): `measure` one config, `record` its trial;
+    - `decide`: re-time the finalists and store the config kept.
 
-def _inject_fault(label: str) -> None:
-    """The test hooks: crash or hang on the listed configs (TUNER_FAULT_*), or slow every
-    measurement down (TUNER_TEST_TRIAL_SLEEP_S)."""
-    delay_s = os.environ.get(TRIAL_SLEEP_ENV)
-    if delay_s:
-        time.sleep(float(delay_s))
-    if label in _labels(FAULT_CRASH_ENV):
-        os.abort()
-    if label in _labels(FAULT_HANG_ENV):
-        while True:
-            time.sleep(3600)
-
-
-def _log_measure(event: str, task_id: int, label: str) -> None:
-    path = os.environ.get(MEASURE_LOG_ENV)
-    if not path:
-        return
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:  # one write of one short line: appends from several processes do not interleave
-        os.write(fd, f"{os.getpid()}\t{event}\t{task_id}\t{label}\n".encode())
-    finally:
-        os.close(fd)
-
-
-def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
-             shared: WorkerShared | None = None, compiler: WorkerCompiler | None = None,
-             lease: Lease | None = None) -> None:
-    """Search one claimed task: time vLLM's default config (its kernel family's, at the task's
-    M), then run the sweep's strategy,
-    warm-started from vLLM's default and the winners the store knows for the device
-    (`tuner.search.warm_start_for_task`: neighbouring M of the same shape, same M of
-    other shapes).
-
-    Trials already in the store for this task (a resumed run) are answered from the store and
-    not measured again; new ones are recorded as they finish, so a kill loses at most one.
-    A resumed task takes its warm starts from the tasks finished before its first trial, as
-    its first run did, so a killed sweep resumes into the trials of an uninterrupted one, and
-    an extended one (a larger budget, `db.sweeps.open_sweep`) measures only the trials an
-    uninterrupted search at the larger budget adds (for strategies whose first trials do not
-    depend on the budget: local, optuna, grid). A resumed task never stores more distinct
-    configs than the budget allows (`trial_cap`; trials the strategy does not count, such as
-    the pruned ones of `ils`, aside): a search that asks for more stops there.
+    Trials already in the store (a resumed run) are answered from the store and not measured
+    again; new ones are recorded as they finish, so a kill loses at most one. A resumed task
+    takes its warm starts from the tasks finished before its first trial, as its first run did,
+    so a killed sweep resumes into the trials of an uninterrupted one, and an extended one (a
+    larger budget, `db.sweeps.open_sweep`) measures only the trials an uninterrupted search at
+    the larger budget adds (for strategies whose first trials do not depend on the budget:
+    local, optuna, grid). A resumed task never stores more distinct configs than the budget
+    allows (`trial_cap`; trials the strategy does not count, such as the pruned ones of `ils`,
+    aside): a search that asks for more stops there.
 
     Args:
         engine: the store's engine.
-        spec: this worker.
+        spec: this worker (its `options` give the lease, interpreter reps and test hooks).
         task: the claimed task (`repo.TaskInfo`).
         environment_id: the environment trials are recorded with.
         space: the candidate configs; None for the task's family's space (vLLM's grid).
@@ -105,130 +74,202 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
             that cannot launch (None: no pruning).
         lease: the task's lease, renewed by the worker's heartbeat; None for one of its own
             (renewed when the search starts, then whenever the last renewal is old).
+    """
+
+    def __init__(self, engine, spec: WorkerSpec, task, environment_id: int, space=None,
+                 shared: WorkerShared | None = None, compiler: WorkerCompiler | None = None,
+                 lease: Lease | None = None) -> None:
+        self.engine, self.spec, self.task = engine, spec, task
+        self.environment_id, self.shared, self.compiler = environment_id, shared, compiler
+        self.space = None if space is None else list(space)
+        self.lease = lease or Lease(engine, task.task_id, spec.worker_id, spec.options.lease_s)
+        self.hooks = spec.options.hooks
+        self.lost = f"task {task.task_id} is no longer held by {spec.worker_id}"
+        self.done: dict = {}  # KernelConfig -> TrialResult, stored and new
+        self.gate = None
+
+    def run(self) -> None:
+        """Resume, plan, open the compile gate, search, decide.
+
+        Raises:
+            TaskLost: the task was taken from this worker; nothing more was recorded for it.
+            ContextLost: a config crashed on CUDA; its trial is recorded, the process must
+                restart.
+        """
+        known = self.resume()
+        self.plan(known)
+        self.open_gate()
+        try:
+            self.evaluate(self.default)  # the baseline of every task, whatever the strategy
+            self.strategy.search(self.evaluate, space=self.space, budget=self.task.budget,
+                                 seed=self.seed, warm_start=self.warm)
+        except _BudgetSpent:
+            pass
+        finally:
+            if self.gate is not None:
+                self.compiler.closed(self.gate, self.shared)
+        self.decide()
+
+    def resume(self) -> list:
+        """Renew the lease, load the task's stored trials into `done`, and return the winners
+        the store knew for the device when the task's first trial was stored.
+
+        Raises:
+            TaskLost: the lease could not be renewed.
+        """
+        from db import repo
+        from db.engine import session_scope
+        from tuner.kernels.config import KernelConfig
+        from tuner.measure.trial import TrialResult, TrialStatus
+
+        task = self.task
+        with session_scope(self.engine) as session:
+            if not self.lease.renew(session):
+                raise TaskLost(self.lost)
+            stored = repo.task_trials(session, task_id=task.task_id)
+            self.done = {
+                KernelConfig.from_dict(t.config): TrialResult(
+                    TrialStatus(t.status), t.latency_us, t.p20_us, t.p80_us, t.rel_error,
+                    t.error, t.measure_s)
+                for t in stored
+            }
+            first_trial_at = min((t.created_at for t in stored if t.created_at), default=None)
+            return repo.task_winners(
+                session, device_name=task.device_name, block_shape=tuple(task.block_shape),
+                out_dtype=task.out_dtype, finished_before=first_trial_at, family=task.family,
+                shape_params=task.shape_params)
+
+    def plan(self, known: list) -> None:
+        """The space, problem, runner, default config, warm starts (from `known`, the store's
+        winners), strategy and, for a resumed task, the trial cap."""
+        from tuner.kernels.config import KernelConfig
+        from tuner.kernels.family import Shape
+        from tuner.kernels.registry import get_family
+        from tuner.measure.runner import KernelRunner, Problem
+        from tuner.search import get_strategy, warm_start_for_task
+        from tuner.search.replay import cached_landscape
+
+        task, spec = self.task, self.spec
+        family = get_family(task.family)
+        shape = Shape.from_store(task.N, task.K, task.block_shape, task.shape_params)
+        if self.space is None:
+            self.space = family.space()
+        self.problem = Problem(task.M, task.N, task.K, shape.block_shape, task.out_dtype,
+                               family=family.name, params=shape.params, kernel=spec.kernel)
+        self.seed = task_seed(task.seed, *_nkm(task))
+        if spec.backend == "replay":
+            self.runner = cached_landscape(spec.landscape_path).runner(task.N, task.K, task.M)
+        else:
+            self.runner = KernelRunner(self.problem, backend=spec.backend, seed=self.seed,
+                                       interpreter_reps=spec.options.interpreter_reps,
+                                       warmup_s=SEARCH_WARMUP_S, rep_s=SEARCH_REP_S)
+        self.default = family.default_config(shape, task.M)
+        self.warm = warm_start_for_task(
+            [(w.N, w.K, w.M, KernelConfig.from_dict(w.config)) for w in known],
+            N=task.N, K=task.K, M=task.M, default=self.default)
+        self.strategy = get_strategy(task.strategy)
+        self.free = getattr(self.strategy, "free", frozenset())  # statuses not counted
+        self.cap = trial_cap(task.budget, self.space, self.default) if self.done else None
+
+    def open_gate(self) -> None:
+        """CUDA only: start compiling what the search asks first, whatever the results."""
+        from tuner.search import planned
+
+        if self.compiler is None:
+            return
+        first = planned(self.strategy, space=self.space, budget=self.task.budget,
+                        seed=self.seed, warm_start=self.warm)
+        self.gate = self.compiler.gate(self.problem, self.space,
+                                       [c for c in first if c not in self.done])
+
+    def evaluate(self, config):
+        """The search's objective: the stored result of `config`, or a new trial measured and
+        recorded (`tuner.measure.trial.TrialResult`).
+
+        Raises:
+            TaskLost: the task is no longer held.
+            ContextLost: the config crashed on CUDA (its trial is recorded).
+        """
+        from tuner.measure.trial import TrialStatus
+
+        if config in self.done:
+            return self.done[config]
+        if self.cap is not None and sum(r.status not in self.free
+                                        for r in self.done.values()) >= self.cap:
+            raise _BudgetSpent
+        if not self.lease.holds():
+            raise TaskLost(self.lost)
+        is_default, label = config == self.default, config.short()
+        if self.shared is not None:
+            self.shared.mark_in_flight(self.task.task_id, _nkm(self.task), config.as_dict(),
+                                       is_default, time.time())
+        try:
+            result, pruned = self.measure(config, label)
+            self.record(config, result, is_default)
+        finally:
+            if self.shared is not None:
+                self.shared.clear_in_flight()
+        self.hooks.after(self.task.task_id, label)
+        if self.shared is not None:
+            self.shared.trials_stored.value += 1
+            self.shared.trials_pruned.value += pruned
+            self.shared.measure_s.value += result.measure_s or 0.0
+        self.done[config] = result
+        if self.spec.backend == "cuda" and result.status is TrialStatus.CRASHED:
+            raise ContextLost(result.error or "crashed")
+        return result
+
+    def measure(self, config, label: str):
+        """(the config's TrialResult, whether compile pruning answered it without a launch)."""
+        self.hooks.before(self.task.task_id, label)
+        result = self.gate.before(config) if self.gate is not None else None
+        pruned = result is not None
+        if result is None:
+            result = self.runner.evaluate(config)
+        if self.gate is not None:
+            self.gate.after(config, result)
+        return result, pruned
+
+    def record(self, config, result, is_default: bool) -> None:
+        """Store one trial in one transaction, fenced to this worker's hold on the task. A
+        store that failed (restart, failover, lock) is retried with the result in hand: the
+        measurement is not lost, and a record whose commit was lost in flight is stored once
+        (idempotent).
+
+        Raises:
+            TaskLost: the task was taken from this worker; nothing was stored.
+        """
+        from db import repo
+        from db.faults import retry_store
+
+        def step() -> bool:
+            with self.engine.begin() as connection:  # the trial's one transaction
+                return repo.record_held_trial(
+                    connection, task_id=self.task.task_id, worker_id=self.spec.worker_id,
+                    environment_id=self.environment_id, config=config.as_dict(),
+                    is_default=is_default, status=result.status.value,
+                    latency_us=result.latency_us, p20_us=result.p20_us, p80_us=result.p80_us,
+                    rel_error=result.rel_error, error=result.error, measure_s=result.measure_s)
+
+        if not retry_store(step, url=self.spec.db_url):
+            raise TaskLost(f"task {self.task.task_id} was taken from {self.spec.worker_id}")
+
+    def decide(self) -> None:
+        """Re-time the finalists and store the config kept (`_retime_and_decide`)."""
+        _retime_and_decide(self.engine, self.spec, self.task, self.environment_id, self.runner,
+                           self.done, self.default)
+
+
+def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
+             shared: WorkerShared | None = None, compiler: WorkerCompiler | None = None,
+             lease: Lease | None = None) -> None:
+    """Search one claimed task: `TaskRun(...).run()` (its arguments are `TaskRun`'s).
 
     Raises:
         TaskLost: the task was taken from this worker; nothing more was recorded for it.
         ContextLost: a config crashed on CUDA; its trial is recorded, the process must restart.
     """
-    from db import repo
-    from db.engine import session_scope
-    from db.faults import retry_store
-    from tuner.kernels.config import KernelConfig
-    from tuner.kernels.family import Shape
-    from tuner.kernels.registry import get_family
-    from tuner.measure.runner import KernelRunner, Problem
-    from tuner.measure.trial import TrialResult, TrialStatus
-    from tuner.search import get_strategy, planned, warm_start_for_task
-    from tuner.search.replay import cached_landscape
-
-    if lease is None:
-        lease = Lease(engine, task.task_id, spec.worker_id, spec.lease_s)
-    lost = f"task {task.task_id} is no longer held by {spec.worker_id}"
-    with session_scope(engine) as session:
-        if not lease.renew(session):
-            raise TaskLost(lost)
-        stored = repo.task_trials(session, task_id=task.task_id)
-        done = {
-            KernelConfig.from_dict(t.config): TrialResult(
-                TrialStatus(t.status), t.latency_us, t.p20_us, t.p80_us, t.rel_error, t.error,
-                t.measure_s,
-            )
-            for t in stored
-        }
-        first_trial_at = min((t.created_at for t in stored if t.created_at), default=None)
-        known = repo.task_winners(session, device_name=task.device_name,
-                                  block_shape=tuple(task.block_shape), out_dtype=task.out_dtype,
-                                  finished_before=first_trial_at, family=task.family,
-                                  shape_params=task.shape_params)
-    family = get_family(task.family)
-    shape = Shape.from_store(task.N, task.K, task.block_shape, task.shape_params)
-    space = list(space) if space is not None else family.space()
-    problem = Problem(task.M, task.N, task.K, shape.block_shape, task.out_dtype,
-                      family=family.name, params=shape.params, kernel=spec.kernel)
-    seed = task_seed(task.seed, *_nkm(task))
-    if spec.backend == "replay":
-        runner = cached_landscape(spec.landscape_path).runner(task.N, task.K, task.M)
-    else:
-        runner = KernelRunner(problem, backend=spec.backend, seed=seed,
-                              interpreter_reps=spec.interpreter_reps,
-                              warmup_s=SEARCH_WARMUP_S, rep_s=SEARCH_REP_S)
-    default = family.default_config(shape, task.M)
-    warm = warm_start_for_task(
-        [(w.N, w.K, w.M, KernelConfig.from_dict(w.config)) for w in known],
-        N=task.N, K=task.K, M=task.M, default=default,
-    )
-    held = {"task_id": task.task_id, "worker_id": spec.worker_id}
-    nkm = _nkm(task)
-
-    cap = trial_cap(task.budget, space, default) if done else None
-    strategy = get_strategy(task.strategy)
-    gate = None
-    if compiler is not None:  # compiled first: what the search asks first whatever the results
-        first = planned(strategy, space=space, budget=task.budget, seed=seed,
-                        warm_start=warm)
-        gate = compiler.gate(problem, space, [c for c in first if c not in done])
-    free = getattr(strategy, "free", frozenset())  # statuses its budget does not count
-
-    def evaluate(config: KernelConfig) -> TrialResult:
-        if config in done:
-            return done[config]
-        if cap is not None and sum(r.status not in free for r in done.values()) >= cap:
-            raise _BudgetSpent
-        if not lease.holds():
-            raise TaskLost(lost)
-        values, is_default = config.as_dict(), config == default
-        if shared is not None:
-            shared.mark_in_flight(task.task_id, nkm, values, is_default, time.time())
-        try:
-            label = config.short()
-            _log_measure("start", task.task_id, label)
-            _inject_fault(label)
-            result = gate.before(config) if gate is not None else None
-            pruned = result is not None
-            if result is None:
-                result = runner.evaluate(config)
-            if gate is not None:
-                gate.after(config, result)
-            def record() -> bool:
-                with engine.begin() as connection:  # the trial's one transaction
-                    return repo.record_held_trial(
-                        connection, **held, environment_id=environment_id, config=values,
-                        is_default=is_default, status=result.status.value,
-                        latency_us=result.latency_us, p20_us=result.p20_us,
-                        p80_us=result.p80_us, rel_error=result.rel_error, error=result.error,
-                        measure_s=result.measure_s,
-                    )
-
-            # A store that failed (restart, failover, lock) is retried with the result in
-            # hand: the measurement is not lost, and a record whose commit was lost in flight
-            # is stored once (idempotent).
-            if not retry_store(record, url=spec.db_url):
-                raise TaskLost(f"task {task.task_id} was taken from {spec.worker_id}")
-        finally:
-            if shared is not None:
-                shared.clear_in_flight()
-        _log_measure("done", task.task_id, label)
-        if shared is not None:
-            shared.trials_stored.value += 1
-            shared.trials_pruned.value += pruned
-            shared.measure_s.value += result.measure_s or 0.0
-        done[config] = result
-        if spec.backend == "cuda" and result.status is TrialStatus.CRASHED:
-            raise ContextLost(result.error or "crashed")
-        return result
-
-    try:
-        evaluate(default)  # the baseline of every task, whatever the strategy
-        strategy.search(
-            evaluate, space=space, budget=task.budget,
-            seed=seed, warm_start=warm,
-        )
-    except _BudgetSpent:
-        pass
-    finally:
-        if gate is not None:
-            compiler.closed(gate, shared)
-    _retime_and_decide(engine, spec, task, environment_id, runner, done, default)
+    TaskRun(engine, spec, task, environment_id, space, shared, compiler, lease).run()
 
 
 class _BudgetSpent(Exception):
@@ -284,7 +325,8 @@ def _retime_and_decide(engine, spec: WorkerSpec, task, environment_id: int, runn
         return
     # The interpreter's timings are CPU timings of a development backend: as many rounds as
     # its timed calls per trial, not a GPU's count.
-    rounds = max(2, spec.interpreter_reps) if spec.backend == "interpreter" else RETIME_ROUNDS
+    reps = spec.options.interpreter_reps
+    rounds = max(2, reps) if spec.backend == "interpreter" else RETIME_ROUNDS
     retimes = retime_interleaved(runner.sample_us, finalists, rounds=rounds)
     decision = decide_winner(retimes, default)
     rows = [

@@ -181,111 +181,162 @@ def _work(spec: WorkerSpec, shared: WorkerShared | None) -> None:
         os.environ["TRITON_INTERPRET"] = "1"
     elif spec.visible_device is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = spec.visible_device
+    _Worker(spec, shared).claim_loop()
 
-    from sqlalchemy.exc import DBAPIError
-    from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
-    from db import repo
-    from db.engine import make_engine, session_scope
-    from db.faults import StoreUnavailable, is_transient, retry_store, store_timeout_s
-    from tuner.kernels.config import KernelConfig
+class _Worker:
+    """One worker process: its setup (`__init__`: the store, its environment, the GPU's
+    ceilings, the candidate space, the compile pool) and its claim loop (`claim_loop`)."""
 
-    engine = make_engine(spec.db_url)
+    def __init__(self, spec: WorkerSpec, shared: WorkerShared | None) -> None:
+        from db import repo
+        from db.engine import make_engine
+        from tuner.kernels.config import KernelConfig
 
-    def stored(step):
-        """One store transaction, retried on a fresh connection while the store is down."""
-        return retry_store(step, url=spec.db_url)
+        self.spec, self.shared = spec, shared
+        self.engine = make_engine(spec.db_url)
+        self.claim_lock = threading.Lock()
+        if spec.parent_pid is not None:
+            _ParentWatch(self.engine, spec, self.claim_lock).start()
+        if spec.backend == "replay":
+            from tuner.search.replay import cached_landscape
 
-    def in_session(function, **kwargs):
-        def step():
-            with session_scope(engine) as session:
-                return function(session, **kwargs)
-        return stored(step)
-
-    claim_lock = threading.Lock()
-    if spec.parent_pid is not None:
-        _ParentWatch(engine, spec, claim_lock).start()
-    if spec.backend == "replay":
-        from tuner.search.replay import cached_landscape
-
-        landscape = cached_landscape(spec.landscape_path)
-        env = {**landscape.environment, "device_name": landscape.device_name}
-    else:
-        env = collect_environment(spec.backend, kernel=spec.kernel)
-    environment_id = in_session(repo.get_or_create_environment, **env)
-    if spec.backend == "cuda":
-        _record_ceilings(engine, environment_id)
-    if shared is not None:
-        shared.environment_id.value = environment_id
-    environments = {DEFAULT_FAMILY if spec.backend != "replay" else None: environment_id}
-    space = None  # each task's family's space (vLLM's grid), unless the sweep names configs
-    if spec.configs is not None:
-        space = [KernelConfig.from_dict(dict(items)) for items in spec.configs]
-    scope = {"sweep_id": spec.sweep_id, "device_name": spec.device_name, "space": spec.space}
-    compiler = None
-    if spec.backend == "cuda" and spec.compile_workers > 0:
-        compiler = WorkerCompiler.for_this_gpu(spec.compile_workers)
-
-    def claim():
-        with claim_lock, session_scope(engine) as session:
-            task = repo.claim_task(session, worker_id=spec.worker_id, lease_s=spec.lease_s,
-                                   **scope)
-            return task, repo.unfinished_tasks(session, **scope)
-
-    while True:
-        task, unfinished = stored(claim)
-        if task is None:
-            if unfinished == 0:
-                return
-            # Tasks leased by workers that may have died (a killed earlier run): wait for the
-            # lease to expire, then claim them.
-            time.sleep(min(5.0, spec.lease_s / 4))
-            continue
+            landscape = cached_landscape(spec.landscape_path)
+            self.env = {**landscape.environment, "device_name": landscape.device_name}
+        else:
+            self.env = collect_environment(spec.backend, kernel=spec.kernel)
+        environment_id = self.in_session(repo.get_or_create_environment, **self.env)
+        if spec.backend == "cuda":
+            _record_ceilings(self.engine, environment_id)
+        self._share_environment(environment_id)
         # Each family's trials are recorded with its own kernel's hash (a replay keeps the
         # landscape's environment for all).
-        key = task.family if spec.backend != "replay" else None
-        if key not in environments:
-            family_env = {**env, **source_fields(task.family, spec.kernel)}
-            environments[key] = in_session(repo.get_or_create_environment, **family_env)
-        if shared is not None:
-            shared.environment_id.value = environments[key]
-        lease = Lease(engine, task.task_id, spec.worker_id, spec.lease_s)
+        self.environments = {DEFAULT_FAMILY if spec.backend != "replay" else None:
+                             environment_id}
+        self.space = None  # each task's family's space (vLLM's grid), unless configs are named
+        if spec.configs is not None:
+            self.space = [KernelConfig.from_dict(dict(items)) for items in spec.configs]
+        self.scope = {"sweep_id": spec.sweep_id, "device_name": spec.device_name,
+                      "space": spec.space}
+        self.compiler = None
+        if spec.backend == "cuda" and spec.compile_workers > 0:
+            self.compiler = WorkerCompiler.for_this_gpu(spec.compile_workers)
+
+    def stored(self, step):
+        """One store transaction, retried on a fresh connection while the store is down."""
+        from db.faults import retry_store
+
+        return retry_store(step, url=self.spec.db_url)
+
+    def in_session(self, function, **kwargs):
+        """`function(session, **kwargs)` in one retried transaction."""
+        from db.engine import session_scope
+
+        def step():
+            with session_scope(self.engine) as session:
+                return function(session, **kwargs)
+        return self.stored(step)
+
+    def _share_environment(self, environment_id: int) -> None:
+        if self.shared is not None:
+            self.shared.environment_id.value = environment_id
+
+    def claim(self):
+        """(a claimed task or None, the unfinished tasks in scope), under the claim lock."""
+        from db import repo
+        from db.engine import session_scope
+
+        with self.claim_lock, session_scope(self.engine) as session:
+            task = repo.claim_task(session, worker_id=self.spec.worker_id,
+                                   lease_s=self.spec.options.lease_s, **self.scope)
+            return task, repo.unfinished_tasks(session, **self.scope)
+
+    def environment_for(self, task) -> int:
+        """The environment the task's trials are recorded with (its family's kernel)."""
+        from db import repo
+
+        key = task.family if self.spec.backend != "replay" else None
+        if key not in self.environments:
+            family_env = {**self.env, **source_fields(task.family, self.spec.kernel)}
+            self.environments[key] = self.in_session(repo.get_or_create_environment,
+                                                     **family_env)
+        return self.environments[key]
+
+    def claim_loop(self) -> None:
+        """Claim and run tasks until none is left in scope; wait out leases of tasks that
+        workers which may have died still hold."""
+        from db import repo
+
+        spec = self.spec
+        while True:
+            task, unfinished = self.stored(self.claim)
+            if task is None:
+                if unfinished == 0:
+                    return
+                time.sleep(min(5.0, spec.options.lease_s / 4))
+                continue
+            state, error = self.run_claimed(task)
+            if state is None:
+                continue  # the task was taken from this worker: another worker has it now
+            self.in_session(repo.finish_task, task_id=task.task_id, worker_id=spec.worker_id,
+                            state=state, error=error, budget=task.budget)
+            if state == "failed" and spec.backend == "cuda" and not _cuda_usable():
+                # A sticky CUDA error raised outside a trial (re-timing, inputs): every later
+                # task of this process would fail at once. The failed task stays failed; a
+                # fresh process takes the others.
+                raise SystemExit(EXIT_RESTART)
+
+    def run_claimed(self, task) -> tuple[str | None, str | None]:
+        """Run one claimed task under a heartbeat, again while the store has a transient
+        outage (stored trials are not measured again), up to the store's deadline.
+
+        Returns:
+            ("done", None), ("failed", the error's line), or (None, None) when the task was
+            taken from this worker.
+
+        Raises:
+            SystemExit: EXIT_RESTART after a crashed trial on CUDA (the task handed back).
+            db.faults.StoreUnavailable: the store stayed down past its deadline (the task is
+                handed back where the store allows).
+        """
+        from sqlalchemy.exc import DBAPIError
+        from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+
+        from db import repo
+        from db.faults import StoreUnavailable, is_transient, store_timeout_s
+
+        spec = self.spec
+        environment_id = self.environment_for(task)
+        self._share_environment(environment_id)
+        lease = Lease(self.engine, task.task_id, spec.worker_id, spec.options.lease_s)
         beat = Heartbeat(lease)
         beat.start()
         outage_since = None  # a store error is never the task's: the task is run again
         try:
             while True:
                 try:
-                    run_task(engine, spec, task, environments[key], space, shared, compiler,
-                             lease)
-                    state, error = "done", None
-                    break
+                    run_task(self.engine, spec, task, environment_id, self.space, self.shared,
+                             self.compiler, lease)
+                    return "done", None
                 except (DBAPIError, PoolTimeoutError) as exc:
                     if not is_transient(exc):
                         raise StoreUnavailable(_store_line(exc, spec.db_url)) from exc
                     outage_since = outage_since or time.monotonic()
                     if time.monotonic() - outage_since > store_timeout_s():
                         raise StoreUnavailable(_store_line(exc, spec.db_url)) from exc
-                    time.sleep(1.0)  # resumed from the store: stored trials are not re-measured
+                    time.sleep(1.0)
         except TaskLost:
-            continue  # another worker has it now
+            return None, None
         except ContextLost:
-            in_session(repo.release_tasks, worker_id=spec.worker_id)
+            self.in_session(repo.release_tasks, worker_id=spec.worker_id)
             raise SystemExit(EXIT_RESTART) from None
         except StoreUnavailable:
-            _hand_back(engine, spec)
+            _hand_back(self.engine, spec)
             raise
         except Exception as exc:  # noqa: BLE001 - the task is marked failed, the worker goes on
-            state, error = "failed", f"{type(exc).__name__}: {exc}"[:1000]
+            return "failed", f"{type(exc).__name__}: {exc}"[:1000]
         finally:
             beat.stopped.set()
-        in_session(repo.finish_task, task_id=task.task_id, worker_id=spec.worker_id,
-                   state=state, error=error, budget=task.budget)
-        if state == "failed" and spec.backend == "cuda" and not _cuda_usable():
-            # A sticky CUDA error raised outside a trial (re-timing, inputs): every later task
-            # of this process would fail at once. The failed task stays failed; a fresh process
-            # takes the others.
-            raise SystemExit(EXIT_RESTART)
 
 
 def _store_line(exc: BaseException, url: str) -> str:
