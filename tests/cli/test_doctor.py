@@ -40,10 +40,12 @@ def test_sm89_without_vllm_says_marlin_runs_and_exits_1() -> None:
         "tuning here will not change what vLLM runs: vLLM on sm89 reads no tuned file with "
         "default settings; start it with --linear-backend triton (and pass --linear-backend "
         "triton here) if tuner compare shows Triton wins"]
-    flagged = doctor("--arch", "sm89", "--linear-backend", "triton", "--no-compile")
+    flagged = doctor("--arch", "sm89", "--linear-backend", "triton")
     assert flagged.returncode == 0, flagged.stderr
-    assert flagged.stdout.splitlines()[-1] == ("tuning here changes what vLLM runs: its dense "
-                                               "files")
+    assert flagged.stdout.splitlines()[-2:] == [
+        "builtin vs vLLM's compiled code (dense and fused-MoE): no vLLM here to compare with "
+        "(bench/vllm_equivalence.py compares with a vLLM wheel's files)",
+        "tuning here changes what vLLM runs: its dense files"]
 
 
 def test_sm90_inside_a_vllm_environment_compares_the_code_and_exits_0(tmp_path) -> None:
@@ -59,6 +61,13 @@ def test_sm90_inside_a_vllm_environment_compares_the_code_and_exits_0(tmp_path) 
             "weights and ep_size 1 (the tuner's table of vLLM 0.33.0)") in lines
     same = [line for line in lines if line.startswith("builtin vs vLLM's dense kernel on sm90")]
     assert len(same) == 1 and ": same code (shared " in same[0], same
+    # The stand-in's fused_moe_kernel is the builtin's text renamed: the same code.
+    moe = [line for line in lines if line.startswith("builtin vs vLLM's fused-MoE kernel on")]
+    assert len(moe) == 1, lines
+    assert moe[0].startswith("builtin vs vLLM's fused-MoE kernel on sm90: same code (shared "
+                             "30720 bytes, "), moe
+    assert moe[0].endswith(" PTX instructions in the gate_up GEMM at M=1, default configs at "
+                           "M=1 and 256)"), moe
     assert lines[-1] == "tuning here changes what vLLM runs: its moe files"
 
 
@@ -78,6 +87,7 @@ def test_vllms_own_selection_code_answers_for_the_gpu_it_sees(tmp_path) -> None:
         "and ep_size 1 (vLLM's own selection code)",
         "  files read: yes, from $VLLM_TUNED_CONFIG_FOLDER or vLLM's fused_moe/configs/"]
     assert lines[-1] == "tuning here changes what vLLM runs: its moe files"
+    assert not [line for line in lines if line.startswith("builtin vs")]  # --no-compile
     # vLLM picks Triton for dense layers and Marlin for MoE: the dense files are read.
     triton = doctor("--arch", "sm89", "--no-compile", vllm=vllm, capability="8.9",
                     moe_backend="MARLIN")

@@ -1,7 +1,8 @@
 """`tuner doctor`'s findings: whether tuning on this machine changes what vLLM runs. The GPUs,
 versions, vLLM's default kernels per family on the architecture, whether the tuned files are
 read and what makes them read, the kernel source a sweep here would time, and whether the
-builtin dense kernel compiles to vLLM's code. Facts, not a GPU run: works with --arch alone."""
+builtin dense and fused-MoE kernels compile to vLLM's code. Facts, not a GPU run: works with
+--arch alone."""
 
 from __future__ import annotations
 
@@ -106,7 +107,8 @@ def diagnose(*, arch: str | None, device_name: str | None, gpus: list[str],
         gpus: one line per visible GPU ([] when none).
         versions: torch, triton and cuda versions ("" when not installed).
         linear_backend_triton: the server runs with `--linear-backend triton`.
-        compare: compile the builtin dense kernel and vLLM's for the arch (needs triton).
+        compare: compile the builtin dense and fused-MoE kernels and vLLM's for the arch
+            (needs triton).
 
     Returns:
         The Diagnosis.
@@ -149,9 +151,10 @@ def diagnose(*, arch: str | None, device_name: str | None, gpus: list[str],
     _say_moe(out, family in MOE_TRITON_ARCHS, moe)
     if compare and source == VLLM and versions.get("triton"):
         _compare_dense(out, _arch_number(arch))
+        _compare_moe(out, _arch_number(arch))
     elif compare and versions.get("triton"):
-        say("builtin vs vLLM's compiled code: no vLLM here to compare with "
-            "(bench/vllm_equivalence.py compares with a vLLM wheel's files)")
+        say("builtin vs vLLM's compiled code (dense and fused-MoE): no vLLM here to compare "
+            "with (bench/vllm_equivalence.py compares with a vLLM wheel's files)")
     if not out.helps:
         out.reasons.append(f"vLLM on {arch} reads no tuned file with default settings; "
                            f"start it with {TRITON_FLAG} (and pass --linear-backend triton "
@@ -231,3 +234,39 @@ def _compare_dense(out: Diagnosis, arch: int) -> None:
         out.lines.append(f"builtin vs vLLM's dense kernel on sm{arch}: same code (shared "
                          f"{ours.shared} bytes, {ours.n_regs} registers, "
                          f"{ours.instructions} PTX instructions at M=1, default config)")
+
+
+# The fused-MoE comparison's layer: DeepSeek-V3 at tensor parallel 8 (shapes/deepseek-v3.toml;
+# bench/moe_fidelity.py's "deepseek-v3 tp8"); M = 1 and 256 take vLLM's two default tilings.
+MOE_COMPARED = {"E": 256, "N": 256, "K": 7168, "top_k": 8}
+MOE_COMPARED_M = (1, 256)
+
+
+def _compare_moe(out: Diagnosis, arch: int) -> None:
+    """Compile the builtin fused-MoE kernel and vLLM's `fused_moe_kernel` with vLLM's default
+    config at two M, both GEMMs each, and say whether the code is the same."""
+    from tuner.kernels.moe.space import default_config
+    from tuner.measure.fidelity import compile_moe_pairs, same_code
+
+    moe = FAMILIES["moe"].vllm
+    head = f"builtin vs vLLM's fused-MoE kernel on sm{arch}"
+    if moe is None:
+        out.lines.append(f"{head}: not compared (the family names no vLLM kernel)")
+        return
+    try:
+        pairs = [pair for M in MOE_COMPARED_M for pair in compile_moe_pairs(
+            moe.module, moe.function, default_config(M), arch, M=M, **MOE_COMPARED)]
+    except Exception as exc:  # noqa: BLE001 - any import or compile failure is the finding
+        out.lines.append(f"{head}: not compared ({type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:200]})")
+        return
+    differ = sorted({phrase for ours, theirs in pairs for phrase in same_code(ours, theirs)})
+    ours = pairs[0][0]
+    if differ:
+        out.lines.append(f"{head}: DIFFERENT code (" + "; ".join(differ) + "): tune MoE with "
+                         "--kernel vllm here")
+    else:
+        out.lines.append(f"{head}: same code (shared {ours.shared} bytes, {ours.n_regs} "
+                         f"registers, {ours.instructions} PTX instructions in the gate_up GEMM "
+                         f"at M={MOE_COMPARED_M[0]}, default configs at M="
+                         + " and ".join(map(str, MOE_COMPARED_M)) + ")")
