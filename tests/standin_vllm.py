@@ -165,10 +165,39 @@ kFp8Dynamic128Sym = QuantKey("fp8", ScaleDesc("float32", False, GroupShape(1, 12
 kFp8Static128BlockSym = QuantKey("fp8", ScaleDesc("float32", True, GroupShape(128, 128)))
 '''
 
+# vLLM 0.33.0's vllm/config/vllm.py: get_current_vllm_config raises outside
+# set_current_vllm_config; the stand-in's selection functions call it as vLLM's do.
+_CONFIG = '''
+import contextlib
+
+_current = None
+
+
+class VllmConfig:
+    model_config = None
+
+
+@contextlib.contextmanager
+def set_current_vllm_config(vllm_config, check_compile=False, prefix=None):
+    global _current
+    old, _current = _current, vllm_config
+    try:
+        yield
+    finally:
+        _current = old
+
+
+def get_current_vllm_config():
+    if _current is None:
+        raise AssertionError("Current vLLM config is not set.")
+    return _current
+'''
+
 _LINEAR = f'''
 import os as _os
 from dataclasses import dataclass as _dataclass
 
+from vllm.config import get_current_vllm_config as _get_current_vllm_config
 from vllm.platforms import PlatformEnum as _PlatformEnum
 
 
@@ -197,6 +226,7 @@ def is_supported_and_can_implement_kernel(kernel, config, compute_capability):
 def choose_scaled_mm_linear_kernel(config, possible_kernels, compute_capability=None,
                                    force_kernel=None, *, quantization):
     assert quantization == "fp8_block_w8a8" and config.weight_shape[1] % 128 == 0
+    _get_current_vllm_config()
     answer = _os.environ.get("{DENSE_VARIABLE}", "TritonFp8BlockScaledMMKernel")
     if answer.startswith("raise:"):
         raise RuntimeError(answer.removeprefix("raise:"))
@@ -254,6 +284,8 @@ _MOE_ORACLE = f'''
 import os
 from enum import Enum
 
+from vllm.config import get_current_vllm_config
+
 
 class Fp8MoeBackend(Enum):
     DEEPGEMM = "DEEPGEMM"
@@ -268,6 +300,7 @@ class TritonExperts:
 
 def select_fp8_moe_backend(config, weight_key, activation_key, allow_vllm_cutlass=False):
     assert config.moe_parallel_config.ep_size == 1 and not allow_vllm_cutlass
+    get_current_vllm_config()
     answer = os.environ.get("{MOE_VARIABLE}", "TRITON")
     if answer.startswith("raise:"):
         raise RuntimeError(answer.removeprefix("raise:"))
@@ -285,8 +318,9 @@ def _add_selection(root: Path) -> None:
     """vLLM 0.33.0's selection functions at its module paths with its signatures
     (kernels/linear/__init__.py, fused_moe/oracle/fp8.py, platforms), answering what the
     environment variables above say; no vLLM code."""
-    for module, text in (  # the first two are packages: their text goes in __init__.py
+    for module, text in (  # packages: their text goes in __init__.py
             ("vllm.platforms.__init__", _PLATFORMS),
+            ("vllm.config.__init__", _CONFIG),
             ("vllm.model_executor.kernels.linear.__init__", _LINEAR),
             ("vllm.model_executor.layers.quantization.utils.quant_utils", _QUANT_UTILS),
             ("vllm.model_executor.layers.fused_moe.activation", _MOE_ACTIVATION),

@@ -156,19 +156,29 @@ def _moe() -> Answer:
 
 
 def _answer(arch: str) -> dict:
-    """Both answers as JSON-ready dicts; every failure becomes that family's reason."""
+    """Both answers as JSON-ready dicts; every failure becomes a family's reason."""
     try:
         capability, why = _seen_capability(arch)
+        if capability is not None:
+            return _ask_both(capability)
     except Exception as exc:  # noqa: BLE001 - any failure of vLLM's code is the answer
-        capability, why = None, _failed(exc)
-    if capability is None:
-        return {"dense": vars(Answer(None, reason=why)), "moe": vars(Answer(None, reason=why))}
+        why = _failed(exc)
+    return {"dense": vars(Answer(None, reason=why)), "moe": vars(Answer(None, reason=why))}
+
+
+def _ask_both(capability: int) -> dict:
+    """Each family asked inside a default vLLM config: vLLM's selection reads the current one
+    (DeepGEMM's `can_implement`, the MoE oracle's model-type rule) and get_current_vllm_config
+    raises outside set_current_vllm_config (vllm/config/vllm.py). It names no model."""
+    from vllm.config import VllmConfig, set_current_vllm_config
+
     found = {}
-    for family, ask in (("dense", lambda: _dense(capability)), ("moe", _moe)):
-        try:
-            found[family] = vars(ask())
-        except Exception as exc:  # noqa: BLE001 - any failure of vLLM's code is the answer
-            found[family] = vars(Answer(None, reason=_failed(exc)))
+    with set_current_vllm_config(VllmConfig()):
+        for family, ask in (("dense", lambda: _dense(capability)), ("moe", _moe)):
+            try:
+                found[family] = vars(ask())
+            except Exception as exc:  # noqa: BLE001 - any failure of vLLM's code is the answer
+                found[family] = vars(Answer(None, reason=_failed(exc)))
     return found
 
 
