@@ -9,9 +9,13 @@
 # How it fits 10 minutes: TOTAL_S = 580 s for the whole script (the tool's 600 s limit, less
 # 20 s for the tool); SETUP_S = 20 s for the wheels and the GPU probe and FINAL_S = 10 s for
 # the files to $OUT are kept out of the steps; every step has its own limit (LIMIT_* below,
-# 540 s together by default), runs under the smaller of that and what is left, and is sized to
+# 550 s together by default), runs under the smaller of that and what is left, and is sized to
 # finish inside it (trials, M and shapes below, estimated from the per-unit costs at the
 # top; `--dry-run` checks the sums). In order, what each step prints:
+#   0. `tuner doctor` for the visible GPU: the kernels vLLM runs there by default, whether
+#      it reads the tuned files, and (where vLLM is importable) whether the builtin kernels
+#      compile to its code; its exit 1 ("tuning here will not change what vLLM runs") is a
+#      finding and never stops the script.
 #   1. CUDA kernel and timing tests: the pytest summary line.
 #   2. landscape: a grid sweep (all 1,280 of vLLM's configs) of one Qwen3.8-27B TP2 shape at
 #      M = 1, 16, 256, 4096 (then more shapes while time is left), in a store of its own so no
@@ -27,7 +31,7 @@
 #   4. MoE: a fused-MoE sweep of Qwen3-30B-A3B-FP8 TP1 (E=128, N=768) and its winners against
 #      vLLM's per-M default.
 #   DeepSeek-V3 and bench/vs_shipped.py (DEEPSEEK=1) do not fit beside the landscape: run them
-#   in a second call with LANDSCAPE=0 TESTS=0 MOE=0 (the budget check says what fits).
+#   in a second call with DOCTOR=0 LANDSCAPE=0 TESTS=0 MOE=0 (the budget check says what fits).
 # Everything printed is also in $OUT/gpu_check.log (the tool returns only the last 12,000
 # characters); the store of steps 3-4 is copied to $OUT/gpu_check.db after each sweep. At most
 # 5 files come back, one folder deep (the tool takes 8, two folders, 16 MiB each).
@@ -49,14 +53,17 @@ SEARCH_TRIAL_S=0.030
 TEST_S=0.9         # one CUDA test case: a compile and a few launches
 START_S=15         # a sweep's start: spawn, imports, references
 RECORD_S=30        # `tuner landscape record`: start-up, the store read, the file
+DOCTOR_S=10        # `tuner doctor`: start-up, torch import, the GPU query (4 s on this 2-core
+                   # CPU); no vLLM among the carried wheels, so it compiles nothing
 # What each step does, and its limit in seconds.
+DOCTOR=${DOCTOR:-1}; LIMIT_DOCTOR=20  # the 10 s no step had, and 10 s of the sweep's
 TESTS=${TESTS:-1}; LIMIT_TESTS=75
 CUDA_TESTS="tests/tuner/kernels/test_kernel.py tests/tuner/measure/test_timing.py
   tests/tuner/measure/test_measure.py::test_graph_replays_on_a_gpu_write_the_right_result_into_every_copy"
 LANDSCAPE=${LANDSCAPE:-1}; LIMIT_LANDSCAPE=235
 LANDSCAPE_SHAPES=${LANDSCAPE_SHAPES:-5120,3072 17408,5120 8192,5120}  # first must fit
 LANDSCAPE_M=${LANDSCAPE_M:-1,16,256,4096}
-SWEEP=${SWEEP:-1}; LIMIT_SWEEP=95; LIMIT_EXPORT=15; LIMIT_VERIFY=35; LIMIT_COMPARE=35
+SWEEP=${SWEEP:-1}; LIMIT_SWEEP=85; LIMIT_EXPORT=15; LIMIT_VERIFY=35; LIMIT_COMPARE=35
 M_VALUES=${M_VALUES:-1,16,32,256,2048,4096}; TRIALS=${TRIALS:-64}
 COMPARE_M=${COMPARE_M:-1,16,32,2048,4096}
 MOE=${MOE:-1}; LIMIT_MOE=40; LIMIT_MOE_WINNERS=10
@@ -86,6 +93,8 @@ budget_table() {
     [ "$4" -le "$3" ] || { echo "  ^ its estimate is over its limit"; bad=1; }
   }
   echo "budget (s): step, limit, estimate, basis; setup $SETUP_S, files $FINAL_S, total $TOTAL_S"
+  row "tuner doctor" "$DOCTOR" "$LIMIT_DOCTOR" "$DOCTOR_S" "start-up and the GPU query; \
+no vLLM here, nothing compiled"
   row "CUDA tests" "$TESTS" "$LIMIT_TESTS" "$(est "$N_CUDA_TESTS * $TEST_S")" \
     "$N_CUDA_TESTS cases x $TEST_S s"
   compile=$(est "1280 * $(specs "$LANDSCAPE_M") * $COMPILE_S / $pool")
@@ -215,6 +224,9 @@ import tuner.kernels.moe.kernel, tuner.kernels.moe.target, tuner.search.guided
 print('imports ok: sqlalchemy', sqlalchemy.__version__, 'fastapi', fastapi.__version__, \
 'optuna', optuna.__version__)" || bad=1
   python3 bench/vs_shipped.py --help > /dev/null || { echo "bench/vs_shipped.py fails"; bad=1; }
+  echo "== dry run: tuner doctor (no GPU: --arch sm90 --no-compile; exit 1 is a finding)"
+  timeout -k 5 "$LIMIT_DOCTOR" python3 -m tuner.cli doctor --arch sm90 --no-compile
+  [ $? -le 1 ] || { echo "tuner doctor failed (exit above 1)"; bad=1; }
   echo "== dry run: each command knows the options this script gives it"
   while IFS=: read -r command options; do
     help=$(python3 -m tuner.cli $command --help 2>&1) || { echo "tuner $command: no such command"; bad=1; continue; }
@@ -228,6 +240,7 @@ export:--device --out --allow-partial
 winners:--device
 verify:--device --model --tp --m --allow-partial
 compare:--device --model --tp --m
+doctor:--arch --no-compile
 LIST
   for model_tp in qwen3.8-27b:2 qwen3-30b-a3b-fp8:1 deepseek-v3:8; do
     python3 -m tuner.cli shapes show "${model_tp%:*}" --tp "${model_tp#*:}" > /dev/null \
@@ -280,6 +293,10 @@ if [ "$DRY_RUN" = 1 ]; then
   exec >&- 2>&-; wait "$LOG_PID"; exit $rc
 fi
 
+if [ "$DOCTOR" = 1 ]; then  # whatever its exit, the steps go on
+  step "tuner doctor (the visible GPU)" "$LIMIT_DOCTOR" python3 -m tuner.cli doctor
+  [ $? = 1 ] && echo "(exit 1 is doctor's finding, not a failure: the steps go on)"
+fi
 [ "$TESTS" = 1 ] && step "CUDA kernel and timing tests" "$LIMIT_TESTS" env TRITON_INTERPRET=0 \
   python3 -m pytest -q -x -p no:cacheprovider $CUDA_TESTS
 if [ "$LANDSCAPE" = 1 ]; then  # its sweeps and record keep to LIMIT_LANDSCAPE themselves

@@ -9,8 +9,10 @@
 #   4. A fresh Python 3.11 venv with only torch 2.13.0 (CPU), Triton 3.6.0, numpy and pytest
 #      (what the GPU image has; the project is not installed), then
 #      `bench/gpu_check.sh --dry-run` with the 3.11 wheels: the same install into a target
-#      folder, every step up to the first that needs CUDA, the budget, the files that come back.
-# Prints "gpu dry run passed" or the first failure; about 4 min on 2 cores (venv built afresh).
+#      folder, every step up to the first that needs CUDA (`tuner doctor` with --arch sm90
+#      --no-compile in place of the visible GPU), the budget, the files that come back.
+# Prints "gpu dry run passed" or the first failure; about 4 min on 2 cores (venv built afresh),
+# 7.5 min with the 2 cores shared.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-/tmp/gpu-dry-venv}            # step 4's venv, rebuilt unless REUSE=1

@@ -12,12 +12,14 @@ from tuner.compare.doctor import required_version
 from tuner.files.provenance import installed_triton_minor
 
 
-def doctor(*args, vllm=None):
+def doctor(*args, vllm=None, **standin):
+    """Run `tuner doctor`; `standin` sets the stand-in's answers (`capability="9.0"`, ...)."""
     # No TRITON_INTERPRET: doctor compiles for the architecture as on a user's machine.
     env = {key: value for key, value in os.environ.items()
-           if key not in ("PYTHONPATH", "TRITON_INTERPRET")}
+           if key not in ("PYTHONPATH", "TRITON_INTERPRET") and not key.startswith("STANDIN_")}
     if vllm is not None:
         env["PYTHONPATH"] = str(vllm)
+    env.update({f"STANDIN_VLLM_{key.upper()}": value for key, value in standin.items()})
     return subprocess.run([sys.executable, "-m", "tuner.cli", "doctor", *args], env=env,
                           capture_output=True, text=True, timeout=600)
 
@@ -38,10 +40,12 @@ def test_sm89_without_vllm_says_marlin_runs_and_exits_1() -> None:
         "tuning here will not change what vLLM runs: vLLM on sm89 reads no tuned file with "
         "default settings; start it with --linear-backend triton (and pass --linear-backend "
         "triton here) if tuner compare shows Triton wins"]
-    flagged = doctor("--arch", "sm89", "--linear-backend", "triton", "--no-compile")
+    flagged = doctor("--arch", "sm89", "--linear-backend", "triton")
     assert flagged.returncode == 0, flagged.stderr
-    assert flagged.stdout.splitlines()[-1] == ("tuning here changes what vLLM runs: its dense "
-                                               "files")
+    assert flagged.stdout.splitlines()[-2:] == [
+        "builtin vs vLLM's compiled code (dense and fused-MoE): no vLLM here to compare with "
+        "(bench/vllm_equivalence.py compares with a vLLM wheel's files)",
+        "tuning here changes what vLLM runs: its dense files"]
 
 
 def test_sm90_inside_a_vllm_environment_compares_the_code_and_exits_0(tmp_path) -> None:
@@ -51,11 +55,69 @@ def test_sm90_inside_a_vllm_environment_compares_the_code_and_exits_0(tmp_path) 
     lines = run.stdout.splitlines()
     assert (f"vLLM 0.33.0: requires triton =={installed_triton_minor()}.0 (vLLM's metadata); "
             "a sweep here times vLLM's installed kernels (--kernel auto)") in lines
+    assert ("vLLM's own selection code answers only for the GPU it sees, and it sees no CUDA "
+            "GPU here: the tuner's table of vLLM 0.33.0 answers") in lines
     assert ("fused-MoE block-FP8: vLLM runs Triton (fused_moe_kernel) by default with 128x128 "
-            "weights and ep_size 1") in lines
+            "weights and ep_size 1 (the tuner's table of vLLM 0.33.0)") in lines
     same = [line for line in lines if line.startswith("builtin vs vLLM's dense kernel on sm90")]
     assert len(same) == 1 and ": same code (shared " in same[0], same
+    # The stand-in's fused_moe_kernel is the builtin's text renamed: the same code.
+    moe = [line for line in lines if line.startswith("builtin vs vLLM's fused-MoE kernel on")]
+    assert len(moe) == 1, lines
+    assert moe[0].startswith("builtin vs vLLM's fused-MoE kernel on sm90: same code (shared "
+                             "30720 bytes, "), moe
+    assert moe[0].endswith(" PTX instructions in the gate_up GEMM at M=1, default configs at "
+                           "M=1 and 256)"), moe
     assert lines[-1] == "tuning here changes what vLLM runs: its moe files"
+
+
+def test_vllms_own_selection_code_answers_for_the_gpu_it_sees(tmp_path) -> None:
+    vllm = build_standin(tmp_path / "site", triton_pin=f"{installed_triton_minor()}.0")
+    run = doctor("--arch", "sm90", "--no-compile", vllm=vllm, capability="9.0",
+                 dense_kernel="CutlassFp8BlockScaledMMKernel")
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    at = lines.index("dense block-FP8 linear: vLLM runs CUTLASS (CutlassFp8BlockScaledMMKernel) "
+                     "by default (vLLM's own selection code)")
+    assert lines[at + 1] == ("  passed over first: DeepGemmFp8BlockScaledMMKernel is passed "
+                             "over by the stand-in")
+    assert lines[at + 2].startswith("  files read: no; --linear-backend triton makes vLLM")
+    assert lines[at + 3:at + 5] == [
+        "fused-MoE block-FP8: vLLM runs TRITON (TritonExperts) by default with 128x128 weights "
+        "and ep_size 1 (vLLM's own selection code)",
+        "  files read: yes, from $VLLM_TUNED_CONFIG_FOLDER or vLLM's fused_moe/configs/"]
+    assert lines[-1] == "tuning here changes what vLLM runs: its moe files"
+    assert not [line for line in lines if line.startswith("builtin vs")]  # --no-compile
+    # vLLM picks Triton for dense layers and Marlin for MoE: the dense files are read.
+    triton = doctor("--arch", "sm89", "--no-compile", vllm=vllm, capability="8.9",
+                    moe_backend="MARLIN")
+    assert triton.returncode == 0, triton.stderr
+    assert "  files read: yes, by default (from vllm/model_executor/layers/quantization/utils/" \
+        "configs/ in the image)" in triton.stdout.splitlines()
+    assert ("fused-MoE block-FP8: vLLM runs MARLIN by default with 128x128 weights and "
+            "ep_size 1 (vLLM's own selection code)") in triton.stdout.splitlines()
+    assert triton.stdout.splitlines()[-1] == ("tuning here changes what vLLM runs: its dense "
+                                              "files")
+
+
+def test_a_broken_or_elsewhere_selection_falls_back_to_the_table(tmp_path) -> None:
+    vllm = build_standin(tmp_path / "site", triton_pin=f"{installed_triton_minor()}.0")
+    run = doctor("--arch", "sm90", "--no-compile", vllm=vllm, capability="9.0",
+                 dense_kernel="raise:no kernel for you")
+    lines = run.stdout.splitlines()
+    at = lines.index("dense block-FP8 linear: vLLM runs DeepGEMM, or CUTLASS where DeepGEMM "
+                     "cannot run by default (the tuner's table of vLLM 0.33.0)")
+    assert lines[at + 1] == ("  vLLM's selection code failed (RuntimeError: no kernel for "
+                             "you): the tuner's table of vLLM 0.33.0 answers")
+    assert run.returncode == 0, run.stderr  # MoE still answered by vLLM: TRITON
+    elsewhere = doctor("--arch", "sm90", "--no-compile", vllm=vllm, capability="8.9")
+    assert ("vLLM's own selection code answers only for the GPU it sees (sm89), not sm90: the "
+            "tuner's table of vLLM 0.33.0 answers") in elsewhere.stdout.splitlines()
+    broken = doctor("--arch", "sm90", "--no-compile", vllm=vllm, capability="9.0",
+                    moe_backend="raise:oracle down")
+    assert broken.returncode == 0, broken.stderr  # the table: Triton on sm90
+    assert ("  vLLM's selection code failed (RuntimeError: oracle down): the tuner's table of "
+            "vLLM 0.33.0 answers") in broken.stdout.splitlines()
 
 
 def test_a_triton_other_than_vllms_is_the_reason_to_exit_1(tmp_path) -> None:

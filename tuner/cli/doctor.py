@@ -23,11 +23,11 @@ def doctor(
         "--linear-backend", help="The server's --linear-backend: triton makes it read the "
         "dense files.")] = None,
     no_compile: Annotated[bool, typer.Option(
-        "--no-compile", help="Skip compiling the builtin and vLLM's dense kernel for the "
-        "architecture (about 10 s without a GPU).")] = False,
+        "--no-compile", help="Skip compiling the builtin and vLLM's dense and fused-MoE "
+        "kernels for the architecture (about 20 s without a GPU).")] = False,
 ) -> None:
     """GPUs, versions, the kernels vLLM runs by default on the architecture, whether the tuned
-    files are read and what makes them read, and whether the builtin kernel compiles to
+    files are read and what makes them read, and whether the builtin kernels compile to
     vLLM's code. Exit 0 when tuning here will change what vLLM runs, 1 with the reason when
     it will not."""
     from tuner.compare.doctor import diagnose

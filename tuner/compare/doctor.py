@@ -1,7 +1,8 @@
 """`tuner doctor`'s findings: whether tuning on this machine changes what vLLM runs. The GPUs,
 versions, vLLM's default kernels per family on the architecture, whether the tuned files are
 read and what makes them read, the kernel source a sweep here would time, and whether the
-builtin dense kernel compiles to vLLM's code. Facts, not a GPU run: works with --arch alone."""
+builtin dense and fused-MoE kernels compile to vLLM's code. Facts, not a GPU run: works with
+--arch alone."""
 
 from __future__ import annotations
 
@@ -9,8 +10,16 @@ import importlib.metadata
 import re
 from dataclasses import dataclass, field
 
+from tuner.compare.vllm_select import Answer, ask_vllm
 from tuner.files.provenance import installed_triton_minor, triton_minor
-from tuner.inputs.backends import ARCH_BACKENDS, TRITON_FLAG, arch_of
+from tuner.inputs.backends import (
+    ARCH_BACKENDS,
+    FP8_BLOCK_KERNELS,
+    TRITON_FLAG,
+    TRITON_KERNEL,
+    VLLM_VERSION,
+    arch_of,
+)
 from tuner.kernels.registry import FAMILIES
 from tuner.kernels.source import VLLM, resolve_kernel, vllm_version
 
@@ -22,6 +31,8 @@ DENSE_FOLDER = "vllm/model_executor/layers/quantization/utils/configs/"
 # vLLM 0.33.0 fused_moe/oracle/fp8.py `_get_priority_backends`: on sm90 with 128x128 FP8
 # weights and dynamic 1x128 activations TRITON is moved first when ep_size == 1 (DESIGN §13).
 MOE_TRITON_ARCHS = ("sm90",)
+TABLE = f"the tuner's table of vLLM {VLLM_VERSION}"
+OWN = "vLLM's own selection code"
 # A requirement line such as "triton==3.8.0" or "triton~=3.8.0; platform_system == 'Linux'".
 _REQUIRES = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)\s*(?P<spec>[^;]*)")
 
@@ -96,7 +107,8 @@ def diagnose(*, arch: str | None, device_name: str | None, gpus: list[str],
         gpus: one line per visible GPU ([] when none).
         versions: torch, triton and cuda versions ("" when not installed).
         linear_backend_triton: the server runs with `--linear-backend triton`.
-        compare: compile the builtin dense kernel and vLLM's for the arch (needs triton).
+        compare: compile the builtin dense and fused-MoE kernels and vLLM's for the arch
+            (needs triton).
 
     Returns:
         The Diagnosis.
@@ -126,38 +138,75 @@ def diagnose(*, arch: str | None, device_name: str | None, gpus: list[str],
                                f"triton {wanted}: tune inside the serving image")
     family = arch_of(f"{_arch_number(arch) // 10}.{_arch_number(arch) % 10}")
     table = {a.arch: a for a in ARCH_BACKENDS}.get(family or "")
-    dense_default = table.default if table else "no FP8 block kernel (FP8 needs sm89 or newer)"
-    say(f"dense block-FP8 linear: vLLM runs {dense_default} by default (the tuner's table of "
-        "vLLM 0.33.0)")
     if table is None:
+        say("dense block-FP8 linear: vLLM runs no FP8 block kernel (FP8 needs sm89 or newer) "
+            f"({TABLE})")
         out.reasons.append(f"{arch} has no FP8 dot: the block-FP8 kernels cannot run")
         return out
-    if linear_backend_triton:
-        say(f"  files read: yes, with {TRITON_FLAG} (from {DENSE_FOLDER} in the image)")
-        out.helps.append("dense")
-    else:
-        say(f"  files read: no; {TRITON_FLAG} makes vLLM run the Triton kernel that reads "
-            f"them (mount them at {DENSE_FOLDER}); measure first: tuner compare")
-    moe_triton = family in MOE_TRITON_ARCHS
-    say("fused-MoE block-FP8: vLLM runs " + ("Triton (fused_moe_kernel) by default with "
-        "128x128 weights and ep_size 1" if moe_triton else "the first of its MoE backends "
-        "that supports the GPU (not verified here for this architecture)"))
-    if moe_triton:
-        say(f"  files read: yes, from ${MOE_FOLDER_VARIABLE} or vLLM's fused_moe/configs/")
-        out.helps.append("moe")
-    else:
-        say(f"  files read: only where vLLM picks TRITON; ${MOE_FOLDER_VARIABLE} names "
-            "their folder")
+    dense, moe = ask_vllm(arch) if version is not None else (Answer(None), Answer(None))
+    if dense.reason and dense.reason == moe.reason:  # one reason for both: said once
+        say(f"{dense.reason}: {TABLE} answers")
+        dense, moe = Answer(None), Answer(None)
+    _say_dense(out, table.default, dense, linear_backend_triton)
+    _say_moe(out, family in MOE_TRITON_ARCHS, moe)
     if compare and source == VLLM and versions.get("triton"):
         _compare_dense(out, _arch_number(arch))
+        _compare_moe(out, _arch_number(arch))
     elif compare and versions.get("triton"):
-        say("builtin vs vLLM's compiled code: no vLLM here to compare with "
-            "(bench/vllm_equivalence.py compares with a vLLM wheel's files)")
+        say("builtin vs vLLM's compiled code (dense and fused-MoE): no vLLM here to compare "
+            "with (bench/vllm_equivalence.py compares with a vLLM wheel's files)")
     if not out.helps:
         out.reasons.append(f"vLLM on {arch} reads no tuned file with default settings; "
                            f"start it with {TRITON_FLAG} (and pass --linear-backend triton "
                            "here) if tuner compare shows Triton wins")
     return out
+
+
+def _say_dense(out: Diagnosis, default: str, answer: Answer,
+               linear_backend_triton: bool) -> None:
+    """The dense kernel vLLM runs, who said so, and whether it reads the dense files."""
+    say = out.lines.append
+    kernel = answer.kernel
+    if kernel is not None:
+        label = dict(FP8_BLOCK_KERNELS).get(kernel, kernel)
+        say(f"dense block-FP8 linear: vLLM runs {label} ({kernel}) by default ({OWN})")
+        if answer.detail:
+            say(f"  passed over first: {answer.detail}")
+    else:
+        say(f"dense block-FP8 linear: vLLM runs {default} by default ({TABLE})")
+        if answer.reason:
+            say(f"  {answer.reason}: {TABLE} answers")
+    if kernel == TRITON_KERNEL or linear_backend_triton:
+        how = "by default" if kernel == TRITON_KERNEL else f"with {TRITON_FLAG}"
+        say(f"  files read: yes, {how} (from {DENSE_FOLDER} in the image)")
+        out.helps.append("dense")
+    else:
+        say(f"  files read: no; {TRITON_FLAG} makes vLLM run the Triton kernel that reads "
+            f"them (mount them at {DENSE_FOLDER}); measure first: tuner compare")
+
+
+def _say_moe(out: Diagnosis, table_triton: bool, answer: Answer) -> None:
+    """The fused-MoE backend vLLM runs, who said so, and whether it reads the MoE files."""
+    say = out.lines.append
+    if answer.kernel is not None:
+        experts = f" ({answer.detail})" if answer.detail else ""
+        say(f"fused-MoE block-FP8: vLLM runs {answer.kernel}{experts} by default with 128x128 "
+            f"weights and ep_size 1 ({OWN})")
+        triton = answer.kernel == "TRITON"
+    else:
+        say("fused-MoE block-FP8: vLLM runs " + (
+            "Triton (fused_moe_kernel) by default with 128x128 weights and ep_size 1"
+            if table_triton else "the first of its MoE backends that supports the GPU (not "
+            "verified here for this architecture)") + f" ({TABLE})")
+        if answer.reason:
+            say(f"  {answer.reason}: {TABLE} answers")
+        triton = table_triton
+    if triton:
+        say(f"  files read: yes, from ${MOE_FOLDER_VARIABLE} or vLLM's fused_moe/configs/")
+        out.helps.append("moe")
+    else:
+        say(f"  files read: only where vLLM picks TRITON; ${MOE_FOLDER_VARIABLE} names "
+            "their folder")
 
 
 def _compare_dense(out: Diagnosis, arch: int) -> None:
@@ -185,3 +234,39 @@ def _compare_dense(out: Diagnosis, arch: int) -> None:
         out.lines.append(f"builtin vs vLLM's dense kernel on sm{arch}: same code (shared "
                          f"{ours.shared} bytes, {ours.n_regs} registers, "
                          f"{ours.instructions} PTX instructions at M=1, default config)")
+
+
+# The fused-MoE comparison's layer: DeepSeek-V3 at tensor parallel 8 (shapes/deepseek-v3.toml;
+# bench/moe_fidelity.py's "deepseek-v3 tp8"); M = 1 and 256 take vLLM's two default tilings.
+MOE_COMPARED = {"E": 256, "N": 256, "K": 7168, "top_k": 8}
+MOE_COMPARED_M = (1, 256)
+
+
+def _compare_moe(out: Diagnosis, arch: int) -> None:
+    """Compile the builtin fused-MoE kernel and vLLM's `fused_moe_kernel` with vLLM's default
+    config at two M, both GEMMs each, and say whether the code is the same."""
+    from tuner.kernels.moe.space import default_config
+    from tuner.measure.fidelity import compile_moe_pairs, same_code
+
+    moe = FAMILIES["moe"].vllm
+    head = f"builtin vs vLLM's fused-MoE kernel on sm{arch}"
+    if moe is None:
+        out.lines.append(f"{head}: not compared (the family names no vLLM kernel)")
+        return
+    try:
+        pairs = [pair for M in MOE_COMPARED_M for pair in compile_moe_pairs(
+            moe.module, moe.function, default_config(M), arch, M=M, **MOE_COMPARED)]
+    except Exception as exc:  # noqa: BLE001 - any import or compile failure is the finding
+        out.lines.append(f"{head}: not compared ({type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:200]})")
+        return
+    differ = sorted({phrase for ours, theirs in pairs for phrase in same_code(ours, theirs)})
+    ours = pairs[0][0]
+    if differ:
+        out.lines.append(f"{head}: DIFFERENT code (" + "; ".join(differ) + "): tune MoE with "
+                         "--kernel vllm here")
+    else:
+        out.lines.append(f"{head}: same code (shared {ours.shared} bytes, {ours.n_regs} "
+                         f"registers, {ours.instructions} PTX instructions in the gate_up GEMM "
+                         f"at M={MOE_COMPARED_M[0]}, default configs at M="
+                         + " and ".join(map(str, MOE_COMPARED_M)) + ")")

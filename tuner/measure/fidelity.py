@@ -56,7 +56,7 @@ class Compiled:
 
 
 def _compile(fn: Any, signature: dict, constexprs: dict, attrs: dict, arch: int,
-             config: KernelConfig) -> Compiled:
+             options: dict) -> Compiled:
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -69,8 +69,7 @@ def _compile(fn: Any, signature: dict, constexprs: dict, attrs: dict, arch: int,
         with contextlib.redirect_stdout(log):
             kernel = triton.compile(
                 ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs),
-                target=GPUTarget("cuda", arch, 32),
-                options={"num_warps": config.num_warps, "num_stages": config.num_stages})
+                target=GPUTarget("cuda", arch, 32), options=options)
     finally:
         for key, value in saved.items():
             if value is None:
@@ -114,8 +113,114 @@ def compile_dense_pair(theirs: Any, config: KernelConfig, arch: int, *, M: int, 
         raise ValueError(f"the other kernel takes {len(names)} parameters, the builtin "
                          f"{len(signature)}: not the same launch")
     renamed = {name: value for name, value in zip(names, signature.values(), strict=True)}
-    return (_compile(ours, signature, constexprs, attrs, arch, config),
-            _compile(theirs, renamed, constexprs, attrs, arch, config))
+    options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
+    return (_compile(ours, signature, constexprs, attrs, arch, options),
+            _compile(theirs, renamed, constexprs, attrs, arch, options))
+
+
+def compile_launch(fn: Any, arch: int, args: tuple, kwargs: dict) -> Compiled:
+    """Compile `fn` for one launch's arguments, specialized by Triton's own launcher binding
+    (`create_function_from_signature` and `JITFunction._pack_args`, triton/runtime/jit.py, as
+    bench/moe_fidelity.py does), for GPUTarget("cuda", arch, 32).
+
+    Args:
+        fn: a JITFunction.
+        arch: compute capability as an int (89, 90, ...).
+        args, kwargs: what the host code passes to `fn[grid](...)` (tensors may be on "meta").
+
+    Raises:
+        triton.CompilationError: the kernel does not compile.
+    """
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    backend = make_backend(GPUTarget("cuda", arch, 32))
+    binder = create_function_from_signature(fn.signature, fn.params, backend)
+    bound, specialization, options = binder(*args, **kwargs)
+    options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound,
+                                                          specialization, options)
+    return _compile(fn, signature, constexprs, attrs, arch, options.__dict__)
+
+
+class _Capture:
+    """Stands in for a JITFunction: `capture[grid](*args, **kwargs)` records the call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[tuple, dict]] = []
+
+    def __getitem__(self, grid: Any) -> Any:
+        return lambda *args, **kwargs: self.calls.append((args, kwargs))
+
+
+def _swap_ab(arch: int, kwargs: dict) -> dict:
+    """vLLM 0.33.0 sets SWAP_AB from the GPU its host code sees (fused_moe/utils.py
+    `enable_swap_ab`: sm90, BLOCK_SIZE_M < 64, BLOCK_SIZE_N >= 64); here from `arch`."""
+    if "SWAP_AB" not in kwargs:
+        return kwargs
+    swap = arch == 90 and kwargs["BLOCK_SIZE_M"] < 64 and kwargs["BLOCK_SIZE_N"] >= 64
+    return dict(kwargs, SWAP_AB=swap)
+
+
+def compile_moe_pairs(module: str, function: str, config: KernelConfig, arch: int, *, M: int,
+                      E: int, N: int, K: int, top_k: int,
+                      block_shape: tuple[int, int] = (128, 128)) -> list[tuple[Compiled,
+                                                                               Compiled]]:
+    """Compile the builtin fused-MoE kernel and vLLM's (`module`.`function`, launched by that
+    module's `dispatch_fused_moe_kernel`) for both GEMMs of the expert MLP at M tokens, each
+    with the arguments its own host code passes (captured on "meta" tensors: nothing runs).
+
+    Args:
+        module, function: vLLM's fused_moe module and kernel (`tuner.kernels.moe.family.VLLM_MOE`).
+        config: vLLM's six keys.
+        arch: compute capability as an int.
+        M: tokens; E experts; N the per-rank intermediate size; K the hidden size; top_k.
+        block_shape: [group_n, group_k].
+
+    Returns:
+        [(builtin's, vLLM's)] for the gate_up GEMM (B [E, 2N, K]) and the down GEMM (B [E, K, N]).
+
+    Raises:
+        ImportError, AttributeError: no such vLLM module or kernel.
+        triton.CompilationError: either kernel does not compile.
+    """
+    import importlib
+
+    import torch
+
+    from tuner.kernels.moe.kernel import fused_moe_fp8_block_kernel, invoke_moe_gemm
+    from tuner.kernels.moe.specialization import max_padded_slots
+    from tuner.kernels.moe.vllm_workload import vllm_moe_gemm
+
+    vllm = importlib.import_module(module)
+    theirs_fn = getattr(vllm, function)
+    meta, fp8, (gn, gk) = "meta", torch.float8_e4m3fn, block_shape
+    padded = max_padded_slots(M * top_k, E, config.BLOCK_SIZE_M)
+    routing = (torch.empty(padded, dtype=torch.int32, device=meta),
+               torch.empty(-(-padded // config.BLOCK_SIZE_M), dtype=torch.int32, device=meta),
+               torch.empty(1, dtype=torch.int32, device=meta))
+    pairs = []
+    for rows, n, k, launch_top_k, weighted in ((M, 2 * N, K, top_k, False),
+                                               (M * top_k, K, N, 1, True)):
+        tensors = (torch.empty(rows, k, dtype=fp8, device=meta),
+                   torch.empty(rows, -(-k // gk), device=meta),
+                   torch.empty(E, n, k, dtype=fp8, device=meta),
+                   torch.empty(E, -(-n // gn), -(-k // gk), device=meta),
+                   torch.empty(rows * launch_top_k, n, dtype=torch.bfloat16, device=meta),
+                   torch.empty(M, top_k, device=meta), *routing)
+        launch = dict(mul_routed_weight=weighted, top_k=launch_top_k, config=config.as_dict(),
+                      block_shape=block_shape)
+        ours, theirs = _Capture(), _Capture()
+        invoke_moe_gemm(*tensors, **launch, kernel=ours)
+        setattr(vllm, function, theirs)
+        try:
+            vllm_moe_gemm(*tensors, **launch, module=module)
+        finally:
+            setattr(vllm, function, theirs_fn)
+        (ours_args, ours_kwargs), (their_args, their_kwargs) = ours.calls[0], theirs.calls[0]
+        pairs.append((compile_launch(fused_moe_fp8_block_kernel, arch, ours_args, ours_kwargs),
+                      compile_launch(theirs_fn, arch, their_args, _swap_ab(arch, their_kwargs))))
+    return pairs
 
 
 def same_code(ours: Compiled, theirs: Compiled) -> list[str]:
