@@ -49,13 +49,22 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:200]
 
 
-def _vllm_config_context():
-    """`set_current_vllm_config(VllmConfig())` when vLLM has it, else nothing."""
+def _vllm_config() -> object | None:
+    """A default `VllmConfig()` when vLLM has one, else None."""
     try:
-        from vllm.config import VllmConfig, set_current_vllm_config
+        from vllm.config import VllmConfig
     except Exception:  # noqa: BLE001 - a vLLM without it (or a stand-in) needs none
+        return None
+    return VllmConfig()
+
+
+def _current(vllm_config: object | None):
+    """`set_current_vllm_config(vllm_config)`, or nothing when there is none."""
+    if vllm_config is None:
         return contextlib.nullcontext()
-    return set_current_vllm_config(VllmConfig())
+    from vllm.config import set_current_vllm_config
+
+    return set_current_vllm_config(vllm_config)
 
 
 @dataclass
@@ -90,6 +99,7 @@ class LayerKernel:
         self.activation_key = activation_key
         self._layers: dict[int, _Prepared] = {}
         self._x: tuple[object, object] | None = None
+        self._vllm_config: list[object | None] = []  # made on first use, then kept
 
     def fresh(self) -> LayerKernel:
         """A copy with no prepared layers."""
@@ -115,7 +125,9 @@ class LayerKernel:
         layer.logical_widths, layer.orig_dtype = [N], out_dtype
         layer.weight_block_size = [128, 128]
         layer.input_scale = None
-        with _vllm_config_context():
+        if not self._vllm_config:
+            self._vllm_config.append(_vllm_config())
+        with _current(self._vllm_config[0]):
             kernel = self.kernel_class(config, layer_param_names=list(_PARAM_NAMES))
             kernel.process_weights_after_loading(layer)
         self._layers[id(B)] = _Prepared(kernel, layer, B)

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from tests.standin_vllm import build_standin
+from tests.standin_vllm import _append, build_standin
 from tuner.compare.backends import Candidate, CandidateRunner, library_kernels
 from tuner.compare.vllm_linear import VLLM_HUMMING, VLLM_MARLIN, LayerKernel, layer_kernels
 from tuner.kernels.accuracy import relative_error
@@ -99,3 +99,51 @@ def test_each_runner_gets_its_own_layers(standin) -> None:
     assert first.check(Candidate(VLLM_MARLIN)).status is TrialStatus.OK
     assert second.check(Candidate(VLLM_MARLIN)).status is TrialStatus.OK
     assert kernels[VLLM_MARLIN]._layers == {}
+
+
+# vLLM 0.33.0's config/vllm.py names: VllmConfig, set_current_vllm_config(vllm_config, ...).
+_CONFIG = '''
+import contextlib as _contextlib
+
+CURRENT = []
+MADE = []
+
+
+class VllmConfig:
+    def __init__(self):
+        MADE.append(self)
+
+
+@_contextlib.contextmanager
+def set_current_vllm_config(vllm_config, check_compile=False, prefix=None):
+    CURRENT.append(vllm_config)
+    try:
+        yield
+    finally:
+        CURRENT.pop()
+'''
+
+
+def test_the_kernel_is_built_and_processed_under_one_current_vllm_config(standin,
+                                                                         monkeypatch) -> None:
+    package = standin / "vllm" / "config"
+    _append(standin, "vllm.config.__init__" if package.is_dir() else "vllm.config", _CONFIG)
+    importlib.invalidate_caches()
+    marlin = importlib.import_module(MARLIN)
+    config = importlib.import_module("vllm.config")
+    seen = []
+    process = marlin.MarlinFP8ScaledMMLinearKernel.process_weights_after_loading
+
+    def recording(self, layer):
+        seen.append(list(config.CURRENT))
+        process(self, layer)
+
+    monkeypatch.setattr(marlin.MarlinFP8ScaledMMLinearKernel, "process_weights_after_loading",
+                        recording)
+    kernels, _ = library_kernels("cpu")
+    runner = CandidateRunner(Problem(M=2, N=128, K=128), backend="interpreter",
+                             library=kernels, interpreter_reps=1)
+    assert runner.check(Candidate(VLLM_MARLIN)).status is TrialStatus.OK
+    assert runner.sample_us(Candidate(VLLM_MARLIN)) > 0
+    assert len(config.MADE) == 1 and seen == [config.MADE, config.MADE]
+    assert config.CURRENT == []
