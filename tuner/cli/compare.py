@@ -134,7 +134,7 @@ def compare(
     plain(f"stored as comparison {comparison_id} of {device_name}")
 
 
-def _tuned(engine, device_name: str, out_dtype: str, block_shape: tuple[int, int]) -> dict:
+def _tuned(engine, device_name: str, out_dtype: str, block_shape: tuple[int, ...]) -> dict:
     """(N, K) -> the dense file's configs (M key -> config dict) of this device in the store."""
     from tuner.files.merge import file_key
     from tuner.kernels.registry import DEFAULT_FAMILY

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from tuner.compare.vllm_linear import VLLM_HUMMING, VLLM_MARLIN, layer_kernels
 from tuner.kernels.config import KernelConfig
@@ -249,7 +250,7 @@ class CandidateRunner(KernelRunner):
         launch."""
         super()._ensure_copies(copies)
         building = self._building
-        kernel = self.library.get(building.backend) if building is not None else None
+        kernel: Any = self.library.get(building.backend) if building is not None else None
         if building is None or building.config is not None or not hasattr(kernel, "prepare"):
             return
         inputs = self.workload.inputs

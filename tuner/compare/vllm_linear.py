@@ -29,6 +29,7 @@ import contextlib
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 VLLM_MARLIN = "vllm-marlin"
 VLLM_HUMMING = "vllm-humming"
@@ -117,7 +118,7 @@ class LayerKernel:
                                    activation_quant_key=self.activation_key,
                                    weight_shape=(N, K), input_dtype=out_dtype,
                                    out_dtype=out_dtype)
-        layer = torch.nn.Module()
+        layer: Any = torch.nn.Module()  # carries vLLM's layer attributes too
         layer.register_parameter("weight", torch.nn.Parameter(B.clone(), requires_grad=False))
         layer.register_parameter("weight_scale_inv",
                                  torch.nn.Parameter(Bs.clone(), requires_grad=False))
