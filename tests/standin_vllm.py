@@ -228,3 +228,8 @@ def _add_linear_kernels(root: Path) -> None:
     _append(root, f"{linear}.ScaledMMLinearKernel", _SCALED_MM_BASE)
     _append(root, f"{linear}.marlin", _MARLIN)
     _append(root, f"{linear}.humming", _HUMMING)
+    # vLLM 0.33.0's scaled_mm/__init__.py re-exports these (Humming it does not).
+    _append(root, f"{linear}.__init__",
+            f"\nfrom {linear}.ScaledMMLinearKernel import (\n"
+            "    FP8ScaledMMLinearKernel,\n    FP8ScaledMMLinearLayerConfig,\n)\n"
+            f"from {linear}.marlin import MarlinFP8ScaledMMLinearKernel\n")

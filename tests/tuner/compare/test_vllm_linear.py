@@ -147,3 +147,20 @@ def test_the_kernel_is_built_and_processed_under_one_current_vllm_config(standin
     assert runner.sample_us(Candidate(VLLM_MARLIN)) > 0
     assert len(config.MADE) == 1 and seen == [config.MADE, config.MADE]
     assert config.CURRENT == []
+
+
+def test_the_standin_adds_to_modules_another_part_wrote(tmp_path, monkeypatch) -> None:
+    marlin = tmp_path / "site" / "vllm" / "model_executor" / "kernels" / "linear" / "scaled_mm"
+    marlin.mkdir(parents=True)
+    (marlin / "marlin.py").write_text("EARLIER = 1\n")
+    root = build_standin(tmp_path / "site")
+    assert (marlin / "marlin.py").read_text().startswith("EARLIER = 1\n")
+    monkeypatch.syspath_prepend(str(root))
+    importlib.invalidate_caches()
+    try:
+        module = importlib.import_module(MARLIN)
+        assert module.EARLIER == 1 and module.MarlinFP8ScaledMMLinearKernel.is_supported() == (
+            True, None)
+    finally:
+        for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
+            del sys.modules[name]
