@@ -241,7 +241,8 @@ class ComparisonPointOut(BaseModel):
     K: int
     M: int
     backend: str = Field(description="triton-tuned, triton-default, torch-scaled_mm, "
-                         "torch-dequant-cpu, vllm-deepgemm, vllm-cutlass or vllm-marlin.")
+                         "torch-dequant-cpu, vllm-deepgemm, vllm-cutlass, vllm-marlin or "
+                         "vllm-humming.")
     status: Literal["ok", "failed", "unavailable"]
     latency_us: float | None = Field(description="Median of the interleaved samples, "
                                      "microseconds; null unless ok.")

@@ -3,10 +3,16 @@ verdict lines; bad input is one line, exit 2."""
 
 from __future__ import annotations
 
+import functools
+import importlib
+import math
+import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
+from tests.standin_vllm import build_standin
 from tests.storefill import DEFAULT, FAST, fill
 from tuner.cli.app import app
 
@@ -97,3 +103,64 @@ def test_from_log_says_whether_the_server_reads_the_files(tmp_path: Path) -> Non
     assert ("vLLM selected Triton (reads the tuned files) (TritonFp8BlockScaledMMKernel) for "
             "block-FP8 layers: the tuned files are read with this server's settings."
             ) in result.stdout.splitlines()
+
+
+@pytest.fixture
+def standin(tmp_path, monkeypatch):
+    """The stand-in vLLM on sys.path, vLLM's selection answering Marlin (as on sm89); its
+    modules dropped from sys.modules afterwards."""
+    root = build_standin(tmp_path / "site")
+    monkeypatch.syspath_prepend(str(root))
+    importlib.invalidate_caches()
+    monkeypatch.setattr("tuner.compare.vllm_default.vllm_choice",
+                        lambda N, K, out_dtype: "MarlinFP8ScaledMMLinearKernel")
+    # The store's trials were timed with the builtin kernel; with vLLM importable the
+    # files would count only the vLLM kernel's trials.
+    import tuner.cli.compare
+
+    monkeypatch.setattr(tuner.cli.compare, "store_files",
+                        functools.partial(tuner.cli.compare.store_files, kernel="builtin"))
+    yield root
+    for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
+        del sys.modules[name]
+
+
+def test_compare_inside_vllm_times_marlin_against_tuned_triton(tmp_path: Path, standin) -> None:
+    from tuner.compare.vllm_default import beats
+
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    fill(db, {(256, 384, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 5.0)]},
+         device_name=DEVICE, model="tiny", m_values=(1,))
+    result = runner.invoke(app, ["compare", "--device", "interpreter", "--model", "tiny",
+                                 "--m", "1", "--rounds", "2", "--interpreter-reps", "1",
+                                 "--db", db])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines.count("* vLLM's default kernel here: MarlinFP8ScaledMMLinearKernel (from "
+                       "vLLM's own selection)") == 2
+    assert sum("marlin*" in line for line in lines) == 2  # one table header per shape
+    assert ("not timed: vllm-humming: HummingFP8ScaledMMLinearKernel: Humming is not "
+            "installed") in lines
+    assert not any(line.startswith("not timed: vllm-marlin") for line in lines)
+
+    from db import repo
+    from db.engine import open_store, session_scope
+
+    engine = open_store(db)
+    with session_scope(engine) as session:
+        (stored,) = repo.list_comparisons(session, device_name=DEVICE)
+    engine.dispose()
+    rows = {(p.N, p.backend): p for p in stored.points}
+    assert rows[(256, "vllm-marlin")].status == rows[(576, "vllm-marlin")].status == "ok"
+    assert min(rows[(256, "vllm-marlin")].latency_us, rows[(576, "vllm-marlin")].latency_us) > 0
+    assert rows[(256, "vllm-humming")].status == "unavailable"
+    # Only N=256 has a tuned file: the per-M verdict is its marlin / tuned ratio.
+    ratio = math.exp(math.log(rows[(256, "vllm-marlin")].latency_us
+                              / rows[(256, "triton-tuned")].latency_us))
+    assert f"  M=1: {beats(ratio, 'vllm-marlin')}" in lines
+    assert (f"--linear-backend triton, decode (M <= 32): {beats(ratio, 'vllm-marlin')} over 1 "
+            "point(s)") in lines
+    assert ("--linear-backend triton, prefill (M >= 2048): no point where Triton and "
+            "vllm-marlin both ran") in lines
+    assert stored.verdicts[2].startswith("vLLM's default here: MarlinFP8ScaledMMLinearKernel "
+                                         "(timed as vllm-marlin; from vLLM's own selection)")

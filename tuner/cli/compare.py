@@ -27,14 +27,10 @@ from tuner.cli.tables import Column, print_table
 from tuner.files.format import REQUIRED_M
 from tuner.measure.noise import RETIME_ROUNDS
 
-# vLLM's default kernel per architecture, among the backends compare can time (DESIGN §9).
-VLLM_DEFAULT_BY_ARCH = {"sm90": ("vllm-deepgemm", "vllm-cutlass"), "sm89": ("vllm-marlin",)}
-
-
 # Short column names for 80-column tables.
 SHORT = {"triton-tuned": "tuned", "triton-default": "default", "torch-scaled_mm": "torch",
          "torch-dequant-cpu": "torch-cpu", "vllm-deepgemm": "deepgemm",
-         "vllm-cutlass": "cutlass", "vllm-marlin": "marlin"}
+         "vllm-cutlass": "cutlass", "vllm-marlin": "marlin", "vllm-humming": "humming"}
 
 
 def _cells(point, backends) -> list[str]:
@@ -47,34 +43,25 @@ def _cells(point, backends) -> list[str]:
     return cells
 
 
-def _print_shape(N: int, K: int, points, unit: str) -> None:
+def _print_shape(N: int, K: int, points, unit: str, default) -> None:
+    """One shape's table; vLLM's default kernel's column (`default`, a VllmDefault) gets a *."""
+    from tuner.compare.vllm_default import default_backend
+
     shown = [t.backend for t in points[0].times if t.status != "unavailable"
              or any(p.latency(t.backend) is not None for p in points)]
-    columns = [Column("M"), *(Column(SHORT[name]) for name in shown), Column("fastest")]
+    marked = default_backend(points, default)
+    columns = [Column("M"), *(Column(SHORT[name] + ("*" if name == marked else ""))
+                              for name in shown), Column("fastest")]
     print_table(console, columns, [_cells(p, shown) for p in points],
                 title=f"N={N},K={K}, latency_us, {unit}")
+    if marked is not None:
+        plain(f"* vLLM's default kernel here: {default.kernel} (from {default.source})")
     configs = {p.M: t.note for p in points for t in p.times if t.backend == "triton-tuned"}
     plain("tuned: " + "; ".join(f"M={M} {note}" for M, note in configs.items()))
     for point in points:
         for time in point.times:
             if time.status == "failed":
                 plain(f"failed: {time.backend} at M={point.M}: {time.note}")
-
-
-def _default_lines(points, arch: str | None) -> list[str]:
-    """The per-M comparison with vLLM's default kernel for this architecture, or why none."""
-    from tuner.compare.versus import per_m
-
-    for name in VLLM_DEFAULT_BY_ARCH.get(arch or "", ()):
-        ratios = per_m(points, name)
-        if ratios:
-            shown = ", ".join(f"M={M} {ratio:.3g}x" for M, ratio in ratios.items())
-            return [f"--linear-backend triton with the tuned files vs vLLM's default here "
-                    f"({name}), its time over tuned Triton's (above 1: the flag helps): {shown}"]
-    why = (f"on {arch} it is {' or '.join(VLLM_DEFAULT_BY_ARCH[arch])}, not timed here"
-           if arch in VLLM_DEFAULT_BY_ARCH else "no vLLM default kernel is timed on this backend")
-    return [f"vLLM's default kernel was not compared ({why}); the verdicts above compare the "
-            "kernels that ran"]
 
 
 def compare(
@@ -98,25 +85,29 @@ def compare(
     Per (N, K, M), on one GPU and with the same inputs: our Triton kernel with
     the config vLLM would pick from this device's files (triton-tuned) and with
     vLLM's default config (triton-default), torch.nn.functional.scaled_mm with
-    block-wise scales, and vLLM's CUTLASS and DeepGEMM ops when vLLM is
-    importable. Each is first checked against the float64 reference; those that
-    pass are timed interleaved as verify does. A kernel that cannot run here is
-    shown as unavailable with the reason.
+    block-wise scales, vLLM's CUTLASS and DeepGEMM ops when vLLM is importable,
+    and Marlin and Humming through vLLM's own kernel classes (their weight
+    processing done before timing). Each is first checked against the float64
+    reference; those that pass are timed interleaved as verify does. A kernel
+    that cannot run here is shown as unavailable with the reason.
 
-    Prints a table per shape, then for decode (M <= 32) and prefill
-    (M >= 2048) the fastest kernel over the model's shapes. The run is stored
-    (GET /devices/{device}/comparisons, the report).
+    Prints a table per shape, vLLM's default kernel on this GPU marked with *
+    (vLLM's own selection when importable, else a table per architecture), then
+    for decode (M <= 32) and prefill (M >= 2048) the fastest kernel over the
+    model's shapes, and per M, for decode and for prefill, whether
+    `--linear-backend triton` with the tuned files beats vLLM's default and by
+    how much. The run is stored (GET /devices/{device}/comparisons, the report).
 
     --device interpreter times on the CPU: Triton's interpreter against torch
     on the CPU; CPU timings, useful to try the command, not to decide.
     """
-    from db import repo
     from db.engine import session_scope
     from tuner.cli.verify import _use_backend
-    from tuner.files.merge import file_key
+    from tuner.compare.versus import verdicts
+    from tuner.compare.vllm_default import default_kernels, flag_lines
     from tuner.inputs.backends import arch_of
     from tuner.inputs.shapes import UnknownModelError, load_shapes
-    from tuner.kernels.registry import DEFAULT_FAMILY
+    from tuner.run.worker import collect_environment
 
     try:
         model_shapes = load_shapes(model, tp)
@@ -128,34 +119,52 @@ def compare(
         device_name = device_in_store(session, device)
     backend, _, visible = resolve_backend(device, None)
     _use_backend(backend, visible)  # before anything imports the kernel
-    files = store_files(engine, device_name, out_dtype=out_dtype.value, allow_stale=False,
-                        allow_partial=True).explained()
-    block_shape = tuple(model_shapes.block_shape)
-    tuned = {(f.N, f.K): f.merged.configs for f in files.files
-             if file_key(f) == (DEFAULT_FAMILY, "", f.N, f.K, block_shape)}
-    points = _run(model_shapes, m_values, tuned, backend=backend, out_dtype=out_dtype.value,
-                  seed=seed, rounds=rounds, interpreter_reps=interpreter_reps)
-    from tuner.compare.versus import verdicts
-    from tuner.run.worker import collect_environment
-
+    tuned = _tuned(engine, device_name, out_dtype.value, tuple(model_shapes.block_shape))
     env = collect_environment(backend)
-    lines = [v.line() for v in verdicts(points)]
-    lines += _default_lines(points, arch_of(env["compute_capability"]))
+    defaults = default_kernels(model_shapes.shapes, arch_of(env["compute_capability"]),
+                               out_dtype.value)
+    points = _run(model_shapes, m_values, tuned, defaults, backend=backend,
+                  out_dtype=out_dtype.value, seed=seed, rounds=rounds,
+                  interpreter_reps=interpreter_reps)
+    lines = [v.line() for v in verdicts(points)] + flag_lines(points, defaults)
     for line in lines:
         plain(line)
-    with session_scope(engine) as session:
-        environment_id = repo.get_or_create_environment(session, **env)
-        comparison_id = repo.record_comparison(
-            session, device_name=device_name, environment_id=environment_id,
-            model=model_shapes.model, tp=model_shapes.tp, out_dtype=out_dtype.value,
-            verdicts=lines, points=[repo.PointRow(p.N, p.K, p.M, t.backend, t.status,
-                                                  t.latency_us, t.p20_us, t.p80_us, t.note)
-                                    for p in points for t in p.times])
+    comparison_id = _store(engine, device_name, env, model_shapes, out_dtype.value, lines,
+                           points)
     plain(f"stored as comparison {comparison_id} of {device_name}")
 
 
-def _run(model_shapes, m_values, tuned, *, backend, out_dtype, seed, rounds, interpreter_reps):
-    """Every (shape, M) point, with a progress bar on stderr; prints each shape's table."""
+def _tuned(engine, device_name: str, out_dtype: str, block_shape: tuple[int, ...]) -> dict:
+    """(N, K) -> the dense file's configs (M key -> config dict) of this device in the store."""
+    from tuner.files.merge import file_key
+    from tuner.kernels.registry import DEFAULT_FAMILY
+
+    files = store_files(engine, device_name, out_dtype=out_dtype, allow_stale=False,
+                        allow_partial=True).explained()
+    return {(f.N, f.K): f.merged.configs for f in files.files
+            if file_key(f) == (DEFAULT_FAMILY, "", f.N, f.K, block_shape)}
+
+
+def _store(engine, device_name: str, env: dict, model_shapes, out_dtype: str, lines, points
+           ) -> int:
+    """Record the run (its environment, verdict lines and every point); its comparison id."""
+    from db import repo
+    from db.engine import session_scope
+
+    with session_scope(engine) as session:
+        environment_id = repo.get_or_create_environment(session, **env)
+        return repo.record_comparison(
+            session, device_name=device_name, environment_id=environment_id,
+            model=model_shapes.model, tp=model_shapes.tp, out_dtype=out_dtype,
+            verdicts=lines, points=[repo.PointRow(p.N, p.K, p.M, t.backend, t.status,
+                                                  t.latency_us, t.p20_us, t.p80_us, t.note)
+                                    for p in points for t in p.times])
+
+
+def _run(model_shapes, m_values, tuned, defaults, *, backend, out_dtype, seed, rounds,
+         interpreter_reps):
+    """Every (shape, M) point, with a progress bar on stderr; prints each shape's table, vLLM's
+    default kernel (`defaults`: (N, K) -> VllmDefault) marked."""
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -182,7 +191,7 @@ def _run(model_shapes, m_values, tuned, *, backend, out_dtype, seed, rounds, int
 
     block_shape = tuple(model_shapes.block_shape)
     device = "cuda" if backend == "cuda" else "cpu"
-    library, unavailable = library_kernels(device)
+    library, unavailable = library_kernels(device, block_shape)
     default = default_config(block_shape)
     unit = "CPU timings (interpreter)" if backend == "interpreter" else "GPU timings"
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -190,7 +199,9 @@ def _run(model_shapes, m_values, tuned, *, backend, out_dtype, seed, rounds, int
     plain("columns (microseconds per GEMM): tuned = our Triton kernel with the config vLLM "
           "picks from this device's files; default = with vLLM's default config; torch = "
           "torch scaled_mm, block-wise scales; torch-cpu = dequantize + matmul on the CPU (a "
-          "stand-in, not a vLLM kernel); deepgemm, cutlass = vLLM's ops")
+          "stand-in, not a vLLM kernel); deepgemm, cutlass = vLLM's ops; marlin, humming = vLLM's "
+          "kernel classes' apply_weights on bf16/fp16 activations (weight processing not "
+          "timed)")
     points = []
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         bar_id = bar.add_task("compare", total=len(model_shapes.shapes) * len(m_values))
@@ -216,7 +227,7 @@ def _run(model_shapes, m_values, tuned, *, backend, out_dtype, seed, rounds, int
                     rounds=rounds, retime=retime_interleaved))
                 bar.update(bar_id, advance=1, description=f"N={N},K={K} M={M}")
             bar.console.file.flush()
-            _print_shape(N, K, shape_points, unit)
+            _print_shape(N, K, shape_points, unit, defaults[(N, K)])
             points += shape_points
     for name, reason in sorted(unavailable.items()):
         plain(f"not timed: {name}: {reason}")

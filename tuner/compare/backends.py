@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from tuner.compare.vllm_linear import VLLM_HUMMING, VLLM_MARLIN, layer_kernels
 from tuner.kernels.config import KernelConfig
 from tuner.measure.runner import KernelRunner, Problem
 
@@ -17,10 +19,9 @@ TORCH_SCALED_MM = "torch-scaled_mm"
 TORCH_CPU = "torch-dequant-cpu"
 VLLM_CUTLASS = "vllm-cutlass"
 VLLM_DEEPGEMM = "vllm-deepgemm"
-VLLM_MARLIN = "vllm-marlin"
 # Column order of the tables.
 BACKENDS = (TRITON_TUNED, TRITON_DEFAULT, TORCH_SCALED_MM, TORCH_CPU, VLLM_DEEPGEMM,
-            VLLM_CUTLASS, VLLM_MARLIN)
+            VLLM_CUTLASS, VLLM_MARLIN, VLLM_HUMMING)
 
 # A library kernel: (A [M, K] fp8, As [M, ceil(K/group_k)] fp32, B [N, K] fp8,
 # Bs [ceil(N/group_n), ceil(K/group_k)] fp32, out dtype, block_shape [group_n, group_k])
@@ -127,8 +128,6 @@ def _vllm_kernels() -> tuple[dict[str, LibraryKernel], dict[str, str]]:
             return out
 
         kernels[VLLM_DEEPGEMM] = deepgemm
-    unavailable[VLLM_MARLIN] = ("not timed: Marlin needs vLLM's weight repacking "
-                                "(prepare_fp8_layer_for_marlin), which is not wired here")
     return kernels, unavailable
 
 
@@ -148,8 +147,17 @@ def _probe(kernel: LibraryKernel, device: str) -> str | None:
     return None
 
 
-def library_kernels(device: str) -> tuple[dict[str, LibraryKernel], dict[str, str]]:
+def library_kernels(device: str, block_shape: tuple[int, int] = (128, 128)
+                    ) -> tuple[dict[str, LibraryKernel], dict[str, str]]:
     """The library kernels to time on `device` ("cuda" or "cpu"), and why others are left out.
+
+    Marlin and Humming run through vLLM's kernel classes (`tuner.compare.vllm_linear`) when
+    those are importable, on either device (vLLM's own `is_supported` says whether they run
+    here); otherwise Marlin is listed as before and Humming not at all.
+
+    Args:
+        device: "cuda" or "cpu".
+        block_shape: [group_n, group_k] of the weights.
 
     Returns:
         (backend -> kernel, backend -> one-line reason it is not timed).
@@ -178,6 +186,14 @@ def library_kernels(device: str) -> tuple[dict[str, LibraryKernel], dict[str, st
         vllm_kernels, vllm_unavailable = _vllm_kernels()
         kernels.update(vllm_kernels)
         unavailable.update(vllm_unavailable)
+    layered = layer_kernels(block_shape)
+    if layered is None:
+        unavailable.setdefault(VLLM_MARLIN, "vLLM's kernel classes are not importable here")
+        return kernels, unavailable
+    for name in layered[0]:
+        unavailable.pop(name, None)
+    kernels.update(layered[0])
+    unavailable.update(layered[1])
     return kernels, unavailable
 
 
@@ -196,7 +212,10 @@ class CandidateRunner(KernelRunner):
     def __init__(self, problem: Problem, *, backend: str,
                  library: Mapping[str, LibraryKernel], **options) -> None:
         super().__init__(problem, backend=backend, **options)
-        self.library = dict(library)
+        # A kernel with per-problem state (vllm_linear.LayerKernel) gets its own copy.
+        self.library = {name: kernel.fresh() if hasattr(kernel, "fresh") else kernel
+                        for name, kernel in library.items()}
+        self._building: Candidate | None = None
 
     def _library(self, candidate: Candidate, weights):
         B, Bs = weights
@@ -217,3 +236,24 @@ class CandidateRunner(KernelRunner):
             super()._launch_copy(config.config, copy)
         else:
             self._library(config, self.weights[copy])
+
+    def _sampler(self, config):
+        self._building = config
+        try:
+            return super()._sampler(config)
+        finally:
+            self._building = None
+
+    def _ensure_copies(self, copies: int) -> None:
+        """Clone the weights as KernelRunner does; then, for a kernel that processes its
+        weights (vLLM's classes), process every copy now, before any capture or timed
+        launch."""
+        super()._ensure_copies(copies)
+        building = self._building
+        kernel: Any = self.library.get(building.backend) if building is not None else None
+        if building is None or building.config is not None or not hasattr(kernel, "prepare"):
+            return
+        inputs = self.workload.inputs
+        kernel.activations(inputs.A, inputs.As, self.out_dtype)
+        for B, Bs in self.weights:
+            kernel.prepare(B, Bs, self.out_dtype)

@@ -119,12 +119,12 @@ def compare_point(N: int, K: int, M: int, *, runner: CandidateSampler,
             reason = " ".join(f"{checked.status.value}: {checked.error}".split())[:200]
             times[candidate.backend] = BackendTime(candidate.backend, FAILED, note=reason)
     if passed:
-        results = retime(runner.sample_us, passed, rounds=rounds) if len(passed) > 1 else [
-            _alone(runner, passed[0], rounds)]
-        for candidate, result in zip(passed, results, strict=True):
-            times[candidate.backend] = BackendTime(
-                candidate.backend, OK, result.latency_us, result.p20_us, result.p80_us,
-                times[candidate.backend].note)
+        for candidate, result in zip(passed, _timed(runner, passed, rounds, retime),
+                                     strict=True):
+            times[candidate.backend] = (
+                BackendTime(candidate.backend, FAILED, note=result) if isinstance(result, str)
+                else BackendTime(candidate.backend, OK, result.latency_us, result.p20_us,
+                                 result.p80_us, times[candidate.backend].note))
     if same:
         default = times[TRITON_DEFAULT]
         times[TRITON_TUNED] = BackendTime(TRITON_TUNED, default.status, default.latency_us,
@@ -145,6 +145,25 @@ def _alone(runner: CandidateSampler, candidate: Candidate, rounds: int) -> _Time
     from tuner.measure.timing import percentiles
 
     return _Timed(*percentiles([runner.sample_us(candidate) for _ in range(max(rounds, 2))]))
+
+
+def _timed(runner: CandidateSampler, passed: Sequence[Candidate], rounds: int,
+           retime: RetimeFn) -> list:
+    """Interleaved results of the passed candidates; when timing them together raises (a
+    kernel that checks but cannot be timed, e.g. not capturable), each is timed alone and one
+    that still raises gets the one-line reason (a str) instead of a result."""
+    if len(passed) > 1:
+        try:
+            return list(retime(runner.sample_us, passed, rounds=rounds))
+        except Exception:  # noqa: BLE001 - find the culprit below, alone
+            pass
+    results: list = []
+    for candidate in passed:
+        try:
+            results.append(_alone(runner, candidate, rounds))
+        except Exception as exc:  # noqa: BLE001 - a kernel that cannot be timed fails
+            results.append(" ".join(f"timing: {type(exc).__name__}: {exc}".split())[:200])
+    return results
 
 
 @dataclass(frozen=True)

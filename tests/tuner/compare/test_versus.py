@@ -68,6 +68,25 @@ def test_a_tuned_config_that_is_the_default_is_timed_once() -> None:
     assert point.latency(TRITON_TUNED) == point.latency(TRITON_DEFAULT) == 25.0
 
 
+def test_a_kernel_that_checks_but_cannot_be_timed_fails_and_the_others_are_timed() -> None:
+    class Uncapturable(FakeRunner):
+        def sample_us(self, candidate: Candidate) -> float:
+            if candidate.backend == "vllm-marlin":
+                raise RuntimeError("operation not permitted when stream is capturing")
+            return super().sample_us(candidate)
+
+    runner = Uncapturable({TRITON_TUNED: [10.0, 12.0, 14.0, 16.0]})
+    point = compare_point(256, 384, 1, runner=runner, rounds=2, retime=retime_interleaved,
+                          candidates=[Candidate(TRITON_TUNED, TUNED), Candidate("vllm-marlin")],
+                          unavailable={})
+    # Interleaved: tuned's first sample, then marlin raised; tuned alone then takes 2 more.
+    assert [(t.backend, t.status, t.latency_us, t.note) for t in point.times] == [
+        (TRITON_TUNED, "ok", 13.0, "16x64x128 g1 w4 s3"),
+        ("vllm-marlin", "failed", None,
+         "timing: RuntimeError: operation not permitted when stream is capturing"),
+    ]
+
+
 def _point(M: int, N: int = 1, **latency: float) -> ComparePoint:
     names = {"tuned": TRITON_TUNED, "default": TRITON_DEFAULT, "torch": TORCH_SCALED_MM}
     return ComparePoint(N, 128, M, tuple(BackendTime(names[k], "ok", v) for k, v in

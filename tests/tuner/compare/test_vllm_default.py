@@ -1,0 +1,134 @@
+"""vLLM's default kernel (its own selection, else the table per architecture) and the verdict
+on `--linear-backend triton` against it, from controlled timings."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import pytest
+
+from tests.standin_vllm import append, build_standin
+from tuner.compare.versus import OK, UNAVAILABLE, BackendTime, ComparePoint
+from tuner.compare.vllm_default import (
+    BY_SELECTION,
+    BY_TABLE,
+    VllmDefault,
+    beats,
+    default_kernels,
+    flag_lines,
+    vllm_choice,
+)
+
+SHAPES = [(256, 384), (576, 256)]
+
+# A selection at vLLM 0.33.0's path and with its signature (kernels/linear/__init__.py): the
+# first kernel of the platform's list that is supported and can implement the config.
+_SELECTION = '''
+from vllm.model_executor.kernels.linear.scaled_mm.humming import HummingFP8ScaledMMLinearKernel
+from vllm.model_executor.kernels.linear.scaled_mm.marlin import MarlinFP8ScaledMMLinearKernel
+
+CHOSEN = []
+_POSSIBLE_FP8_BLOCK_KERNELS = {"cuda": [HummingFP8ScaledMMLinearKernel,
+                                        MarlinFP8ScaledMMLinearKernel]}
+
+
+def choose_scaled_mm_linear_kernel(config, possible_kernels, compute_capability=None,
+                                   force_kernel=None, *, quantization):
+    CHOSEN.append((config.weight_shape, config.weight_quant_key.scale.group_shape.row,
+                   config.activation_quant_key.scale.group_shape.col, quantization))
+    for kernel in possible_kernels["cuda"]:
+        if kernel.is_supported()[0] and kernel.can_implement(config)[0]:
+            return kernel
+    raise ValueError("Failed to find a kernel")
+'''
+
+
+@pytest.fixture
+def standin(tmp_path, monkeypatch):
+    """The stand-in vLLM, with a selection, on sys.path; its modules dropped afterwards."""
+    root = build_standin(tmp_path / "site")
+    append(root, "vllm.model_executor.kernels.linear.__init__", _SELECTION)
+    monkeypatch.syspath_prepend(str(root))
+    importlib.invalidate_caches()
+    yield root
+    for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
+        del sys.modules[name]
+
+
+def test_vllms_selection_is_asked_with_a_block_fp8_layer(standin) -> None:
+    assert vllm_choice(256, 384, "bfloat16") == "MarlinFP8ScaledMMLinearKernel"
+    linear = importlib.import_module("vllm.model_executor.kernels.linear")
+    assert linear.CHOSEN == [((256, 384), 128, 128, "fp8_block_w8a8")]
+    marlin = VllmDefault(("vllm-marlin",), "MarlinFP8ScaledMMLinearKernel", BY_SELECTION)
+    assert default_kernels(SHAPES, None, "bfloat16") == dict.fromkeys(SHAPES, marlin)
+
+
+def test_without_vllm_the_table_per_architecture() -> None:
+    assert default_kernels(SHAPES[:1], "sm89", "bfloat16") == {SHAPES[0]: VllmDefault(
+        ("vllm-marlin",), "vllm-marlin", BY_TABLE)}
+    assert default_kernels(SHAPES[:1], "sm90", "float16") == {SHAPES[0]: VllmDefault(
+        ("vllm-deepgemm", "vllm-cutlass"), "vllm-deepgemm or vllm-cutlass", BY_TABLE)}
+    assert default_kernels(SHAPES[:1], None, "bfloat16") == {SHAPES[0]: VllmDefault(
+        (), None, BY_TABLE)}
+
+
+def test_a_class_compare_does_not_time_maps_to_no_backend() -> None:
+    picked = default_kernels(SHAPES, "sm90", "bfloat16",
+                             choose=lambda N, K, dtype: "CutlassFp8BlockScaledMMKernel"
+                             if N == 256 else "FlashInferFp8DeepGEMMDynamicBlockScaledKernel")
+    assert picked == {
+        (256, 384): VllmDefault(("vllm-cutlass",), "CutlassFp8BlockScaledMMKernel", BY_SELECTION),
+        (576, 256): VllmDefault((), "FlashInferFp8DeepGEMMDynamicBlockScaledKernel",
+                                BY_SELECTION)}
+
+
+def _point(N: int, K: int, M: int, tuned: float | None, marlin: float | None) -> ComparePoint:
+    def time(name, value):
+        return (BackendTime(name, OK, value, value, value) if value is not None
+                else BackendTime(name, UNAVAILABLE, note="no file"))
+
+    return ComparePoint(N, K, M, (time("triton-tuned", tuned), time("vllm-marlin", marlin)))
+
+
+MARLIN = VllmDefault(("vllm-marlin",), "MarlinFP8ScaledMMLinearKernel", BY_SELECTION)
+
+
+def test_per_m_and_decode_and_prefill_from_controlled_timings() -> None:
+    points = [
+        _point(256, 384, 1, 10.0, 12.5), _point(576, 256, 1, 10.0, 20.0),  # 1.25x and 2x
+        _point(256, 384, 512, 50.0, 50.0), _point(576, 256, 512, 40.0, None),
+        _point(256, 384, 2048, 100.0, 80.0), _point(576, 256, 2048, 200.0, 160.0),
+    ]
+    assert flag_lines(points, dict.fromkeys(SHAPES, MARLIN)) == [
+        "vLLM's default here: MarlinFP8ScaledMMLinearKernel (timed as vllm-marlin; from vLLM's "
+        "own selection). --linear-backend triton with the tuned files vs it, per M (geometric "
+        "mean over shapes):",
+        # sqrt(1.25 * 2) = 1.5811
+        "  M=1: Triton beats vllm-marlin by 58.1% (vllm-marlin takes 1.58x)",
+        "  M=512: Triton and vllm-marlin tie",
+        "  M=2048: vllm-marlin beats Triton by 25.0% (Triton takes 1.25x)",
+        "--linear-backend triton, decode (M <= 32): Triton beats vllm-marlin by 58.1% "
+        "(vllm-marlin takes 1.58x) over 2 point(s)",
+        "--linear-backend triton, prefill (M >= 2048): vllm-marlin beats Triton by 25.0% "
+        "(Triton takes 1.25x) over 2 point(s)",
+    ]
+
+
+def test_no_default_timed_keeps_the_old_line() -> None:
+    points = [_point(256, 384, 1, 10.0, None)]
+    none = {SHAPES[0]: VllmDefault((), None, BY_TABLE)}
+    assert flag_lines(points, none) == [
+        "vLLM's default kernel was not compared (no vLLM default kernel is timed on this "
+        "backend); the verdicts above compare the kernels that ran"]
+    triton = {SHAPES[0]: VllmDefault(("triton-tuned",), "TritonFp8BlockScaledMMKernel",
+                                     BY_SELECTION)}
+    assert flag_lines(points, triton) == [
+        "vLLM's default here is its Triton kernel (TritonFp8BlockScaledMMKernel): it reads the "
+        "tuned files without --linear-backend triton"]
+
+
+def test_beats_words() -> None:
+    assert beats(1.5, "vllm-cutlass") == ("Triton beats vllm-cutlass by 50.0% (vllm-cutlass "
+                                          "takes 1.5x)")
+    assert beats(0.5, "vllm-cutlass") == "vllm-cutlass beats Triton by 100.0% (Triton takes 2x)"

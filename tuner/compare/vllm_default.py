@@ -1,0 +1,190 @@
+"""Which kernel vLLM runs by default for a block-FP8 linear layer on this GPU, and whether
+`--linear-backend triton` with the tuned files beats it, per M and for decode and prefill.
+
+vLLM's own selection is asked when it is importable (vLLM 0.33.0,
+vllm/model_executor/kernels/linear/__init__.py: `choose_scaled_mm_linear_kernel` over
+`_POSSIBLE_FP8_BLOCK_KERNELS`, quantization "fp8_block_w8a8"; with no vLLM config current,
+`_get_linear_backend` is "auto", i.e. the default); else a table per architecture
+(DESIGN §9)."""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from tuner.compare.versus import DECODE_MAX_M, PREFILL_MIN_M, ComparePoint
+
+TRITON_TUNED = "triton-tuned"
+
+# vLLM's default kernel per architecture, among the backends compare can time (DESIGN §9).
+VLLM_DEFAULT_BY_ARCH = {"sm90": ("vllm-deepgemm", "vllm-cutlass"), "sm89": ("vllm-marlin",)}
+
+# vLLM 0.33.0 class name (kernels/linear/scaled_mm/*.py) -> the compare backend that times it.
+# Its Triton kernel reads the tuned files: there the default is already what the flag gives.
+KERNEL_BACKENDS = {
+    "DeepGemmFp8BlockScaledMMKernel": "vllm-deepgemm",
+    "CutlassFp8BlockScaledMMKernel": "vllm-cutlass",
+    "MarlinFP8ScaledMMLinearKernel": "vllm-marlin",
+    "HummingFP8ScaledMMLinearKernel": "vllm-humming",
+    "TritonFp8BlockScaledMMKernel": TRITON_TUNED,
+}
+BY_SELECTION = "vLLM's own selection"
+BY_TABLE = "the table per architecture (DESIGN §9)"
+
+_LINEAR = "vllm.model_executor.kernels.linear"
+_CONFIG = (f"{_LINEAR}.scaled_mm.ScaledMMLinearKernel", "FP8ScaledMMLinearLayerConfig")
+_QUANT_UTILS = "vllm.model_executor.layers.quantization.utils.quant_utils"
+
+
+@dataclass(frozen=True)
+class VllmDefault:
+    """vLLM's default kernel for one (N, K).
+
+    Attributes:
+        backends: the compare backends that time it, in order of preference (the table gives
+            two on sm90); empty when compare times none of them.
+        kernel: vLLM's class name, or the table's description; None when unknown.
+        source: BY_SELECTION or BY_TABLE.
+    """
+
+    backends: tuple[str, ...]
+    kernel: str | None
+    source: str
+
+
+def vllm_choice(N: int, K: int, out_dtype: str) -> str:
+    """The class vLLM 0.33.0 selects for a block-FP8 linear layer with weight [N, K] here.
+
+    Raises:
+        Exception: whatever importing vLLM or its selection raises (ValueError when no kernel
+            can implement the layer).
+    """
+    import torch
+
+    linear = importlib.import_module(_LINEAR)
+    config_class = getattr(importlib.import_module(_CONFIG[0]), _CONFIG[1])
+    keys = importlib.import_module(_QUANT_UTILS)
+    dtype = getattr(torch, out_dtype)
+    config = config_class(weight_quant_key=keys.kFp8Static128BlockSym,
+                          activation_quant_key=keys.kFp8Dynamic128Sym, weight_shape=(N, K),
+                          input_dtype=dtype, out_dtype=dtype)
+    chosen = linear.choose_scaled_mm_linear_kernel(
+        config, linear._POSSIBLE_FP8_BLOCK_KERNELS, quantization="fp8_block_w8a8")
+    return chosen.__name__
+
+
+def default_kernels(shapes: Iterable[tuple[int, int]], arch: str | None, out_dtype: str, *,
+                    choose: Callable[[int, int, str], str] | None = None
+                    ) -> dict[tuple[int, int], VllmDefault]:
+    """vLLM's default kernel per (N, K): its own selection when that runs here, else the table.
+
+    Args:
+        shapes: the (N, K) of the model.
+        arch: "sm89", "sm90", ... (tuner.inputs.backends.arch_of), None when unknown.
+        out_dtype: "bfloat16" or "float16".
+        choose: (N, K, out_dtype) -> vLLM class name; `vllm_choice` when None.
+
+    Returns:
+        (N, K) -> VllmDefault.
+    """
+    choose = choose or vllm_choice
+    table = VllmDefault(VLLM_DEFAULT_BY_ARCH.get(arch or "", ()),
+                        " or ".join(VLLM_DEFAULT_BY_ARCH[arch]) if arch in VLLM_DEFAULT_BY_ARCH
+                        else None, BY_TABLE)
+    result = {}
+    for N, K in shapes:
+        try:
+            name = choose(N, K, out_dtype)
+        except Exception:  # noqa: BLE001 - no vLLM here, or its selection failed: the table
+            result[(N, K)] = table
+            continue
+        backend = KERNEL_BACKENDS.get(name)
+        result[(N, K)] = VllmDefault((backend,) if backend else (), name, BY_SELECTION)
+    return result
+
+
+def default_backend(points: Sequence[ComparePoint], default: VllmDefault) -> str | None:
+    """Of `default.backends`, the first timed at some point of `points` (one shape's)."""
+    for name in default.backends:
+        if any(p.latency(name) is not None for p in points):
+            return name
+    return None
+
+
+def _geomean(values: Sequence[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def beats(ratio: float, other: str) -> str:
+    """Words for `ratio` = other's time / tuned Triton's (above 1: Triton faster)."""
+    if ratio > 1:
+        return f"Triton beats {other} by {(ratio - 1) * 100:.1f}% ({other} takes {ratio:.3g}x)"
+    if ratio < 1:
+        return (f"{other} beats Triton by {(1 / ratio - 1) * 100:.1f}% "
+                f"(Triton takes {1 / ratio:.3g}x)")
+    return f"Triton and {other} tie"
+
+
+def _ratios(points: Sequence[ComparePoint], chosen: Mapping[tuple[int, int], str]
+            ) -> dict[int, list[float]]:
+    """M -> (default's latency / tuned Triton's) over the shapes where both ran."""
+    ratios: dict[int, list[float]] = {}
+    for point in points:
+        name = chosen.get((point.N, point.K))
+        tuned = point.latency(TRITON_TUNED)
+        other = point.latency(name) if name else None
+        if tuned is not None and other is not None:
+            ratios.setdefault(point.M, []).append(other / tuned)
+    return dict(sorted(ratios.items()))
+
+
+def _not_compared(defaults: Mapping[tuple[int, int], VllmDefault]) -> list[str]:
+    kernels = sorted({d.kernel for d in defaults.values() if d.kernel})
+    if not kernels:
+        why = "no vLLM default kernel is timed on this backend"
+    elif all(d.backends == (TRITON_TUNED,) for d in defaults.values()):
+        return [f"vLLM's default here is its Triton kernel ({', '.join(kernels)}): it reads "
+                "the tuned files without --linear-backend triton"]
+    else:
+        why = f"here it is {', '.join(kernels)}, not timed here"
+    return [f"vLLM's default kernel was not compared ({why}); the verdicts above compare the "
+            "kernels that ran"]
+
+
+def flag_lines(points: Sequence[ComparePoint],
+               defaults: Mapping[tuple[int, int], VllmDefault]) -> list[str]:
+    """Whether `--linear-backend triton` with the tuned files beats vLLM's default kernel:
+    per M (geometric mean over shapes of default time / tuned Triton time), then decode
+    (M <= DECODE_MAX_M) and prefill (M >= PREFILL_MIN_M) apart (geometric mean over their
+    points). Lines for the terminal and the stored report.
+
+    Args:
+        points: every (shape, M) of a compare run.
+        defaults: (N, K) -> vLLM's default there (`default_kernels`).
+    """
+    by_shape: dict[tuple[int, int], list[ComparePoint]] = {}
+    for point in points:
+        by_shape.setdefault((point.N, point.K), []).append(point)
+    chosen = {shape: name for shape, shape_points in by_shape.items()
+              if (name := default_backend(shape_points, defaults[shape])) not in (
+                  None, TRITON_TUNED)}
+    ratios = _ratios(points, chosen)
+    if not ratios:
+        return _not_compared(defaults)
+    names = sorted(set(chosen.values()))
+    kernels = sorted({d.kernel for d in defaults.values() if d.kernel})
+    source = sorted({d.source for d in defaults.values()})
+    other = " / ".join(names)
+    lines = [f"vLLM's default here: {', '.join(kernels)} (timed as {other}; from "
+             f"{', '.join(source)}). --linear-backend triton with the tuned files vs it, per M "
+             "(geometric mean over shapes):"]
+    lines += [f"  M={M}: {beats(_geomean(values), other)}" for M, values in ratios.items()]
+    for regime, keep in ((f"decode (M <= {DECODE_MAX_M})", lambda M: M <= DECODE_MAX_M),
+                         (f"prefill (M >= {PREFILL_MIN_M})", lambda M: M >= PREFILL_MIN_M)):
+        values = [v for M, vs in ratios.items() if keep(M) for v in vs]
+        lines.append(f"--linear-backend triton, {regime}: "
+                     + (f"{beats(_geomean(values), other)} over {len(values)} point(s)"
+                        if values else f"no point where Triton and {other} both ran"))
+    return lines

@@ -1,0 +1,201 @@
+"""vLLM's own linear-kernel classes (Marlin, Humming) as `tuner compare` library kernels: a
+minimal layer carries the FP8 weight and its 128x128 block scales, the class's weight
+processing runs on it before any timing, and only `apply_weights` is timed.
+
+Facts about vLLM 0.33.0 (its files under vllm/model_executor/):
+- kernels/linear/scaled_mm/marlin.py: `MarlinFP8ScaledMMLinearKernel`;
+  kernels/linear/scaled_mm/humming.py: `HummingFP8ScaledMMLinearKernel`; both subclass
+  `FP8ScaledMMLinearKernel` (kernels/linear/scaled_mm/ScaledMMLinearKernel.py), whose
+  constructor takes `(FP8ScaledMMLinearLayerConfig, layer_param_names)` and asserts
+  `is_supported()` and `can_implement(config)`, each a `(bool, reason)` classmethod.
+- kernels/linear/__init__.py `init_fp8_linear_kernel`: block-FP8 layers get
+  layer_param_names ["weight", "weight_scale", "input_scale", "input_scale_ub"].
+- layers/quantization/fp8.py `Fp8LinearMethod.create_weights`: the layer carries `weight`
+  [N, K] fp8, the block scales as `weight_scale_inv` [ceil(N/128), ceil(K/128)] fp32,
+  `input_size_per_partition` (K), `output_size_per_partition` (N), `orig_dtype`,
+  `logical_widths`, `weight_block_size`; its weight keys are `kFp8Static128BlockSym` and
+  `kFp8Dynamic128Sym` (layers/quantization/utils/quant_utils.py); `input_scale` is None for
+  dynamic activations.
+- Marlin is weight-only FP8 (W8A16): `apply_weights` takes the unquantized activations.
+  Humming's `apply_weights` likewise takes the layer input.
+- Building the kernel constructs a CustomOp (QuantFP8), which needs a current vLLM config
+  (config/vllm.py `get_current_vllm_config`); vLLM's benchmarks/lib/utils.py uses
+  `set_current_vllm_config(VllmConfig())` for that outside an engine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+VLLM_MARLIN = "vllm-marlin"
+VLLM_HUMMING = "vllm-humming"
+
+_SCALED_MM = "vllm.model_executor.kernels.linear.scaled_mm"
+# backend -> (module, class name), vLLM 0.33.0.
+CLASSES = {
+    VLLM_MARLIN: (f"{_SCALED_MM}.marlin", "MarlinFP8ScaledMMLinearKernel"),
+    VLLM_HUMMING: (f"{_SCALED_MM}.humming", "HummingFP8ScaledMMLinearKernel"),
+}
+_CONFIG = (f"{_SCALED_MM}.ScaledMMLinearKernel", "FP8ScaledMMLinearLayerConfig")
+_QUANT_UTILS = "vllm.model_executor.layers.quantization.utils.quant_utils"
+_PARAM_NAMES = ["weight", "weight_scale", "input_scale", "input_scale_ub"]
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}"[:200]
+
+
+def _vllm_config() -> object | None:
+    """A default `VllmConfig()` when vLLM has one, else None."""
+    try:
+        from vllm.config import VllmConfig
+    except Exception:  # noqa: BLE001 - a vLLM without it (or a stand-in) needs none
+        return None
+    return VllmConfig()
+
+
+def _current(vllm_config: object | None):
+    """`set_current_vllm_config(vllm_config)`, or nothing when there is none."""
+    if vllm_config is None:
+        return contextlib.nullcontext()
+    from vllm.config import set_current_vllm_config
+
+    return set_current_vllm_config(vllm_config)
+
+
+@dataclass
+class _Prepared:
+    """One weight copy after the class's processing: the kernel object and its layer."""
+
+    kernel: object
+    layer: object
+    weight: object  # the source tensor, held so its id is not reused while this lives
+
+
+class LayerKernel:
+    """A vLLM linear-kernel class as a library kernel of `CandidateRunner`:
+    `(A, As, B, Bs, out_dtype, block_shape) -> C [M, N]`.
+
+    Per weight copy B (a new one seen, or `prepare`), a layer is built and the class's
+    `process_weights_after_loading` runs on it; the activations x = A * As (dequantized, in
+    out_dtype: what the layer receives in serving, vLLM quantizing it itself when it needs
+    to) are made once per A. A call then runs `apply_weights(layer, x)` only. Use `fresh()`
+    per problem so no state crosses problems.
+
+    Args:
+        kernel_class: the vLLM class.
+        config_class: vLLM's FP8ScaledMMLinearLayerConfig.
+        weight_key, activation_key: vLLM's kFp8Static128BlockSym, kFp8Dynamic128Sym.
+    """
+
+    def __init__(self, kernel_class, config_class, weight_key, activation_key) -> None:
+        self.kernel_class = kernel_class
+        self.config_class = config_class
+        self.weight_key = weight_key
+        self.activation_key = activation_key
+        self._layers: dict[int, _Prepared] = {}
+        self._x: tuple[object, object] | None = None
+        self._vllm_config: list[object | None] = []  # made on first use, then kept
+
+    def fresh(self) -> LayerKernel:
+        """A copy with no prepared layers."""
+        return LayerKernel(self.kernel_class, self.config_class, self.weight_key,
+                           self.activation_key)
+
+    def prepare(self, B, Bs, out_dtype) -> None:
+        """Build and process the layer of weight copy B [N, K] fp8, Bs fp32 (untimed)."""
+        if id(B) in self._layers:
+            return
+        import torch
+
+        N, K = B.shape
+        config = self.config_class(weight_quant_key=self.weight_key,
+                                   activation_quant_key=self.activation_key,
+                                   weight_shape=(N, K), input_dtype=out_dtype,
+                                   out_dtype=out_dtype)
+        layer: Any = torch.nn.Module()  # carries vLLM's layer attributes too
+        layer.register_parameter("weight", torch.nn.Parameter(B.clone(), requires_grad=False))
+        layer.register_parameter("weight_scale_inv",
+                                 torch.nn.Parameter(Bs.clone(), requires_grad=False))
+        layer.input_size_per_partition, layer.output_size_per_partition = K, N
+        layer.logical_widths, layer.orig_dtype = [N], out_dtype
+        layer.weight_block_size = [128, 128]
+        layer.input_scale = None
+        if not self._vllm_config:
+            self._vllm_config.append(_vllm_config())
+        with _current(self._vllm_config[0]):
+            kernel = self.kernel_class(config, layer_param_names=list(_PARAM_NAMES))
+            kernel.process_weights_after_loading(layer)
+        self._layers[id(B)] = _Prepared(kernel, layer, B)
+
+    def activations(self, A, As, out_dtype):
+        """x [M, K] in out_dtype: A dequantized with its per-(1 x group_k) scales As."""
+        if self._x is None or self._x[0] is not A:
+            group_k = -(-A.shape[1] // As.shape[1])
+            x = (A.float() * As.repeat_interleave(group_k, dim=1)[:, : A.shape[1]])
+            self._x = (A, x.to(out_dtype))
+        return self._x[1]
+
+    def __call__(self, A, As, B, Bs, out_dtype, block_shape):
+        self.prepare(B, Bs, out_dtype)
+        prepared = self._layers[id(B)]
+        return prepared.kernel.apply_weights(prepared.layer, self.activations(A, As, out_dtype))
+
+
+def _load(backend: str, block_shape: tuple[int, int]) -> LayerKernel | str:
+    """The backend's LayerKernel, or why it is not timed (one line)."""
+    module, name = CLASSES[backend]
+    try:
+        kernel_class = getattr(importlib.import_module(module), name)
+    except Exception as exc:  # noqa: BLE001 - any import failure means "not here"
+        return f"{name} not importable ({_one_line(exc)})"
+    if tuple(block_shape) != (128, 128):
+        return f"block_shape {list(block_shape)}: only [128, 128] is wired to {name}"
+    try:
+        config_class = getattr(importlib.import_module(_CONFIG[0]), _CONFIG[1])
+        keys = importlib.import_module(_QUANT_UTILS)
+        weight_key, activation_key = keys.kFp8Static128BlockSym, keys.kFp8Dynamic128Sym
+        supported, reason = kernel_class.is_supported()
+        if not supported:
+            return f"{name}: {reason}"
+    except Exception as exc:  # noqa: BLE001
+        return f"{name}: {_one_line(exc)}"
+    return LayerKernel(kernel_class, config_class, weight_key, activation_key)
+
+
+def vllm_classes_importable() -> bool:
+    """Whether vLLM's scaled-mm kernel config class can be imported here."""
+    try:
+        importlib.import_module(_CONFIG[0])
+    except Exception:  # noqa: BLE001
+        return False
+    return True
+
+
+def layer_kernels(block_shape: tuple[int, int] = (128, 128)
+                  ) -> tuple[dict[str, Callable[..., object]], dict[str, str]] | None:
+    """Marlin and Humming through vLLM's classes, when vLLM's kernel classes are importable.
+
+    Args:
+        block_shape: [group_n, group_k] of the model's weights.
+
+    Returns:
+        None when vLLM's scaled-mm kernel classes cannot be imported here; else
+        (backend -> LayerKernel, backend -> one-line reason it is not timed).
+    """
+    if not vllm_classes_importable():
+        return None
+    kernels: dict[str, Callable[..., object]] = {}
+    unavailable: dict[str, str] = {}
+    for backend in CLASSES:
+        loaded = _load(backend, block_shape)
+        if isinstance(loaded, str):
+            unavailable[backend] = loaded
+        else:
+            kernels[backend] = loaded
+    return kernels, unavailable
