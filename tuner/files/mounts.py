@@ -28,7 +28,8 @@ from tuner.kernels.dense.naming import (
     engine_file_name,
     parse_config_file_name,
 )
-from tuner.kernels.moe.naming import moe_device_name, parse_moe_config_file_name
+from tuner.kernels.moe.naming import parse_moe_config_file_name
+from tuner.kernels.registry import family_of_file
 
 FORMATS: tuple[str, ...] = ("docker", "compose", "k8s")
 # Where the engine's package lives in its usual image: vLLM's vllm/vllm-openai image installs
@@ -167,7 +168,7 @@ def render_mounts(request: MountRequest) -> str:
     host_dir = request.host_dir.rstrip("/") or "/"
     files, moe = [], []
     for name in sorted(request.file_names):
-        if name.startswith("E="):
+        if family_of_file(name).tuned_folder_env:
             moe.append((name, parse_moe_config_file_name(name)))
             continue
         parsed = parse_config_file_name(name)
@@ -288,8 +289,9 @@ def _k8s_body(device_name: str, files: list, moe: list, host_dir: str,
 
 
 def config_files_in(folder_names: Sequence[str], device_name: str) -> list[str]:
-    """The names among a folder's entries that are config files of one device (dense, and
-    fused-MoE under vLLM's MoE device name, `moe_device_name`).
+    """The names among a folder's entries that are config files of one device, each under the
+    device part its family's names carry (`KernelFamily.file_device`: fused-MoE files fold
+    every H200 into NVIDIA_H200).
 
     Args:
         folder_names: file names in the folder.
@@ -301,12 +303,9 @@ def config_files_in(folder_names: Sequence[str], device_name: str) -> list[str]:
     found = []
     for name in folder_names:
         try:
-            if name.startswith("E="):
-                matches = parse_moe_config_file_name(name)[2] == moe_device_name(device_name)
-            else:
-                matches = parse_config_file_name(name).device_name == device_name
+            family = family_of_file(name)
         except ValueError:
             continue
-        if matches:
+        if family.parse_file_name(name)[1] == family.file_device(device_name):
             found.append(name)
     return sorted(found)

@@ -19,6 +19,7 @@ from typing import Any
 from tuner.files.mounts import MOE_CONTAINER_DIR, MOE_ENV
 from tuner.kernels.dense.naming import ENGINE_CONFIG_DIRS
 from tuner.kernels.moe.naming import any_engine_file_name
+from tuner.kernels.registry import family_of_file
 
 # Written last into the folder: which release it holds, so a second pull of it does nothing.
 MARKER = ".blockfp8-release.json"
@@ -192,7 +193,7 @@ def render_pull_recipe(fmt: str, *, server: str, release: Mapping[str, Any], eng
         raise ValueError(f"format must be one of {', '.join(PULL_FORMATS)}, got {fmt!r}")
     target_dir = f"{site_packages}/{ENGINE_CONFIG_DIRS[engine]}"
     files = wanted_files(release, engine)
-    dense = [w for w in files if not w.file_name.startswith("E=")]
+    dense = [w for w in files if not family_of_file(w.file_name).tuned_folder_env]
     moe = len(files) - len(dense)
     args = _pull_args(server, release["device_name"], release["number"], engine)
     head = [f"# {release['device_name']} release {release['number']} ({len(files)} file(s), "

@@ -129,6 +129,14 @@ class KernelFamily:
             launches it as vLLM does; None when vLLM has no such kernel.
         file_triton_version: the family's files carry `"triton_version"` (vLLM's MoE loader
             drops the key; its dense loader would choke on it).
+        file_name_start: how each of the family's file names starts (e.g. "N=" dense, "E="
+            MoE); `tuner.kernels.registry.family_of_file` raises this family's parse error for
+            a name so started that no family parses.
+        file_device: device_name -> the device part vLLM puts in the family's file names
+            (default: the key itself).
+        tuned_folder_env: the environment variable naming a folder vLLM reads the family's
+            files from before its package's own (e.g. VLLM_TUNED_CONFIG_FOLDER); None when
+            vLLM reads them from its package only.
     """
 
     name: str
@@ -146,6 +154,9 @@ class KernelFamily:
     specialization: Callable[[Shape, int], str]
     vllm: VllmKernel | None = None
     file_triton_version: bool = False
+    file_name_start: str = ""
+    file_device: Callable[[str], str] = lambda device_name: device_name
+    tuned_folder_env: str | None = None
 
     def source(self, choice: str = BUILTIN) -> KernelSource:
         """The kernel this family's trials time for a `--kernel` choice: the builtin copy, or

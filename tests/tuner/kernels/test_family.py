@@ -19,7 +19,8 @@ from tuner.kernels.dense.naming import config_file_name
 from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.kernels.dense.specialization import specialization_key
 from tuner.kernels.family import KernelFamily, Shape
-from tuner.kernels.registry import FAMILIES, get_family
+from tuner.kernels.moe.family import MOE
+from tuner.kernels.registry import FAMILIES, family_of_file, get_family
 
 
 def test_the_dense_gemm_is_the_registered_family() -> None:
@@ -40,6 +41,18 @@ def test_the_dense_family_gives_vllms_names_space_and_default() -> None:
         "BLOCK_SIZE_K=256 does not divide group_k=128"
     assert DENSE.specialization(shape, 1) == specialization_key(1, 5120, 3072, (128, 128))
     assert DENSE.module_path(DENSE.kernel_module).name == "kernel.py"
+
+
+def test_a_file_names_its_family_by_the_family_that_parses_it() -> None:
+    dense = config_file_name(5120, 3072, "NVIDIA_L20")
+    moe = "E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json"
+    assert family_of_file(dense) is DENSE and family_of_file(moe) is MOE
+    assert family_of_file(dense.replace("[128,128]", "[128, 128]")) is DENSE
+    # A name no family parses gets the parse error of the family its start names.
+    with pytest.raises(ValueError, match=r"^'config.json' is not a config file name like 'N="):
+        family_of_file("config.json")
+    with pytest.raises(ValueError, match=r"^'E=8,N=1\.json' is not a block-FP8 MoE config"):
+        family_of_file("E=8,N=1.json")
 
 
 def test_shape_params_round_trip_through_the_store_text() -> None:

@@ -84,4 +84,5 @@ DENSE = KernelFamily(
     compile_for_target=_compile_for_target,
     specialization=_specialization,
     vllm=VLLM_DENSE,
+    file_name_start="N=",
 )

@@ -12,6 +12,7 @@ from tuner.kernels.config import KernelConfig
 from tuner.kernels.family import KernelFamily, Shape, Workload
 from tuner.kernels.moe.naming import (
     moe_config_file_name,
+    moe_device_name,
     parse_moe_config_file_name,
     sglang_moe_config_file_name,
 )
@@ -95,4 +96,8 @@ MOE = KernelFamily(
     vllm=VLLM_MOE,
     # benchmark_moe.py writes it (vLLM PR #24769); get_moe_configs pops it (fused_moe.py).
     file_triton_version=True,
+    file_name_start="E=",
+    file_device=moe_device_name,
+    # get_moe_configs reads VLLM_TUNED_CONFIG_FOLDER before fused_moe/configs/ (fused_moe.py).
+    tuned_folder_env="VLLM_TUNED_CONFIG_FOLDER",
 )
