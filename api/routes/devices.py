@@ -24,7 +24,8 @@ from tuner.files.device import (
 from tuner.files.merge import FileKey, file_key
 from tuner.files.provenance import Provenance, triton_minor
 from tuner.inputs.devices import resolve
-from tuner.kernels.dense.naming import DEVICE_ARG_PATTERN, SGLANG_NOTE
+from tuner.kernels.dense.naming import SGLANG_NOTE
+from tuner.kernels.device_name import DEVICE_ARG_PATTERN
 from tuner.kernels.family import Shape
 from tuner.kernels.moe.naming import any_engine_file_name
 from tuner.kernels.registry import family_of_file, get_family
