@@ -167,7 +167,7 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
         first = planned(strategy, space=space, budget=task.budget, seed=seed,
                         warm_start=warm)
         gate = compiler.gate(problem, space, [c for c in first if c not in done])
-    free = getattr(strategy, "free", frozenset())  # statuses its budget does not count
+    free = strategy.free  # statuses its budget does not count
 
     def evaluate(config: KernelConfig) -> TrialResult:
         if config in done:

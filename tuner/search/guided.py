@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from tuner.kernels.config import KernelConfig
 from tuner.search.axes import Axis, space_axes
-from tuner.search.base import Evaluate, History
+from tuner.search.base import Evaluate, History, Strategy
 from tuner.search.budget import PRUNED, BudgetedEvaluate
 from tuner.search.ils import FLAT, planned_start, start_from_tiles
 from tuner.search.local import best_first_step
@@ -253,7 +253,7 @@ def _key(config: KernelConfig) -> tuple[int, ...]:
     return tuple(config.as_dict().values())
 
 
-class GuidedStrategy:
+class GuidedStrategy(Strategy):
     """Warm starts; vLLM's default with every block tile (the large tiles with 8 warps too);
     then `run_guided`: best-first steps; at the first stall the runner-up tiles with the tuned
     settings (`retiled`), and `RidgeGuide`'s proposals whenever they stall.

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from tuner.kernels.config import KernelConfig
 from tuner.search.axes import Axis, neighbours, space_axes
-from tuner.search.base import Evaluate, History
+from tuner.search.base import Evaluate, History, Strategy
 from tuner.search.budget import PRUNED, BudgetedEvaluate
 from tuner.search.local import best_first_step
 
@@ -131,7 +131,7 @@ def _kick(tracker: BudgetedEvaluate, axes: Sequence[Axis], rng: random.Random,
         climb(tracker, axes, rng, min(found)[1])
 
 
-class IteratedLocalStrategy:
+class IteratedLocalStrategy(Strategy):
     """Iterated local search: warm starts, then vLLM's default (the first warm start) with
     every block tile, then best-first neighbourhood search with kicks out of steep local
     optima (`run_ils`). Configs pruned before launch (invalid, compile_error, out_of_resources:

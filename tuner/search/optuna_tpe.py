@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from tuner.kernels.config import KernelConfig
 from tuner.search.axes import Axis, space_axes
-from tuner.search.base import Evaluate, History
+from tuner.search.base import Evaluate, History, Strategy
 from tuner.search.budget import BudgetedEvaluate
 
 # Asks per distinct config before giving up on a small or mostly-visited space.
@@ -72,7 +72,7 @@ def run_tpe(tracker: BudgetedEvaluate, axes: Sequence[Axis], *, seed: int,
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
 
-class OptunaStrategy:
+class OptunaStrategy(Strategy):
     """TPE (seeded, multivariate) over integer coordinates of each config key.
 
     A config TPE proposes twice is answered from the first result and does not count again.

@@ -10,7 +10,9 @@ from tuner.search.ils import IteratedLocalStrategy
 from tuner.search.local import LocalStrategy
 from tuner.search.optuna_tpe import OptunaStrategy
 
-STRATEGIES: dict[str, type] = {
+# A new strategy: one module (a `Strategy` subclass) and one line here; the CLI's --strategy
+# choices are read from this dict when a command runs (`tuner.cli.options.StrategyChoice`).
+STRATEGIES: dict[str, type[Strategy]] = {
     "grid": GridStrategy,
     "optuna": OptunaStrategy,
     "local": LocalStrategy,
