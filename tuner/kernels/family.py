@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -26,6 +26,16 @@ from tuner.kernels.source import (
 )
 
 _PARAM_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]{0,31})=(\d{1,9})")
+
+
+def as_block_shape(block_shape: Sequence[int]) -> tuple[int, int]:
+    """[group_n, group_k] as a pair of ints (the store and JSON give lists).
+
+    Raises:
+        ValueError: not two values.
+    """
+    group_n, group_k = block_shape
+    return (int(group_n), int(group_k))
 
 
 @dataclass(frozen=True, order=True)
@@ -72,8 +82,7 @@ class Shape:
             if match is None:
                 raise ValueError(f"shape params {params_text!r} are not name=value pairs")
             params.append((match[1], int(match[2])))
-        return cls(int(N), int(K), (int(block_shape[0]), int(block_shape[1])),
-                   tuple(sorted(params)))
+        return cls(int(N), int(K), as_block_shape(block_shape), tuple(sorted(params)))
 
 
 class Workload(Protocol):
@@ -83,7 +92,10 @@ class Workload(Protocol):
     `weights()` rotated so that weights come from memory, as in serving.
     """
 
-    out_shape: tuple[int, ...]
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        """The shape of a launch's output (e.g. C [M, N])."""
+        ...
 
     def weights(self) -> tuple[Any, ...]:
         """The weight tensors a launch reads (e.g. B [N, K] and its scales Bs)."""

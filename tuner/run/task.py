@@ -119,7 +119,7 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
     from tuner.measure.runner import KernelRunner, Problem
     from tuner.measure.trial import TrialResult, TrialStatus
     from tuner.search import get_strategy, planned, warm_start_for_task
-    from tuner.search.replay import cached_landscape
+    from tuner.search.replay import ReplayRunner, cached_landscape
 
     if lease is None:
         lease = Lease(engine, task.task_id, spec.worker_id, spec.lease_s)
@@ -147,7 +147,8 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
                       family=family.name, params=shape.params, kernel=spec.kernel)
     seed = task_seed(task.seed, *_nkm(task))
     if spec.backend == "replay":
-        runner = cached_landscape(spec.landscape_path).runner(task.N, task.K, task.M)
+        runner: ReplayRunner | KernelRunner = cached_landscape(spec.replay_landscape()).runner(
+            task.N, task.K, task.M)
     else:
         runner = KernelRunner(problem, backend=spec.backend, seed=seed,
                               interpreter_reps=spec.interpreter_reps,
@@ -226,7 +227,7 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
     except _BudgetSpent:
         pass
     finally:
-        if gate is not None:
+        if compiler is not None and gate is not None:
             compiler.closed(gate, shared)
     _retime_and_decide(engine, spec, task, environment_id, runner, done, default)
 

@@ -208,7 +208,7 @@ def _work(spec: WorkerSpec, shared: WorkerShared | None) -> None:
     if spec.backend == "replay":
         from tuner.search.replay import cached_landscape
 
-        landscape = cached_landscape(spec.landscape_path)
+        landscape = cached_landscape(spec.replay_landscape())
         env = {**landscape.environment, "device_name": landscape.device_name}
     else:
         env = collect_environment(spec.backend, kernel=spec.kernel)
@@ -221,7 +221,6 @@ def _work(spec: WorkerSpec, shared: WorkerShared | None) -> None:
     space = None  # each task's family's space (vLLM's grid), unless the sweep names configs
     if spec.configs is not None:
         space = [KernelConfig.from_dict(dict(items)) for items in spec.configs]
-    scope = {"sweep_id": spec.sweep_id, "device_name": spec.device_name, "space": spec.space}
     compiler = None
     if spec.backend == "cuda" and spec.compile_workers > 0:
         compiler = WorkerCompiler.for_this_gpu(spec.compile_workers)
@@ -229,8 +228,10 @@ def _work(spec: WorkerSpec, shared: WorkerShared | None) -> None:
     def claim():
         with claim_lock, session_scope(engine) as session:
             task = repo.claim_task(session, worker_id=spec.worker_id, lease_s=spec.lease_s,
-                                   **scope)
-            return task, repo.unfinished_tasks(session, **scope)
+                                   sweep_id=spec.sweep_id, device_name=spec.device_name,
+                                   space=spec.space)
+            return task, repo.unfinished_tasks(session, sweep_id=spec.sweep_id,
+                                               device_name=spec.device_name, space=spec.space)
 
     while True:
         task, unfinished = stored(claim)

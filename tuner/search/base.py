@@ -69,7 +69,7 @@ def best(history: History) -> tuple[KernelConfig, TrialResult] | None:
     ok = [(config, result) for config, result in history if result.ok]
     if not ok:
         return None
-    return min(ok, key=lambda item: item[1].latency_us)
+    return min(ok, key=lambda item: item[1].ok_latency_us)
 
 
 def planned(strategy: Strategy, *, space: Sequence[KernelConfig], budget: int, seed: int,

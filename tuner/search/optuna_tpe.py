@@ -45,8 +45,8 @@ def run_tpe(tracker: BudgetedEvaluate, axes: Sequence[Axis], *, seed: int,
         sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=N_STARTUP_TRIALS,
                                              multivariate=True)
     study = optuna.create_study(direction="minimize", sampler=sampler)
-    distributions = {axis.param: optuna.distributions.IntDistribution(axis.low, axis.high)
-                     for axis in axes}
+    distributions: dict[str, optuna.distributions.BaseDistribution] = {
+        axis.param: optuna.distributions.IntDistribution(axis.low, axis.high) for axis in axes}
 
     def params(config: KernelConfig) -> dict[str, int]:
         return {axis.param: axis.coordinate(getattr(config, axis.key)) for axis in axes}
@@ -65,9 +65,9 @@ def run_tpe(tracker: BudgetedEvaluate, axes: Sequence[Axis], *, seed: int,
         asks += 1
         trial = study.ask(distributions)
         config = KernelConfig(**{axis.key: axis.value(trial.params[axis.param]) for axis in axes})
-        result = tracker(config)
-        if result is not None and result.ok:
-            study.tell(trial, result.latency_us)
+        measured = tracker(config)
+        if measured is not None and measured.ok:
+            study.tell(trial, measured.ok_latency_us)
         else:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
 

@@ -43,8 +43,8 @@ def _workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
 def _vllm_workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
     from tuner.kernels.dense.vllm_workload import VllmDenseWorkload
 
-    return VllmDenseWorkload.make(shape, M, seed=seed, device=device,
-                                  module=VLLM_DENSE.module, function=VLLM_DENSE.function)
+    return VllmDenseWorkload.from_vllm(shape, M, seed=seed, device=device,
+                                       module=VLLM_DENSE.module, function=VLLM_DENSE.function)
 
 
 # vLLM 0.33.0 keeps the kernel in fp8_utils.py and launches it from w8a8_triton_block_scaled_mm

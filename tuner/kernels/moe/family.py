@@ -52,7 +52,7 @@ def _workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
 def _vllm_workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
     from tuner.kernels.moe.vllm_workload import VllmMoeWorkload
 
-    return VllmMoeWorkload.make(shape, M, seed=seed, device=device, module=VLLM_MOE.module)
+    return VllmMoeWorkload.from_vllm(shape, M, seed=seed, device=device, module=VLLM_MOE.module)
 
 
 # vLLM 0.33.0's fused_experts_impl runs each expert GEMM through dispatch_fused_moe_kernel,
