@@ -27,7 +27,6 @@ from tuner.inputs.devices import resolve
 from tuner.kernels.dense.naming import SGLANG_NOTE
 from tuner.kernels.device_name import DEVICE_ARG_PATTERN
 from tuner.kernels.family import Shape
-from tuner.kernels.moe.naming import any_engine_file_name
 from tuner.kernels.registry import family_of_file, get_family
 
 router = APIRouter(prefix="/devices", tags=["devices"])
@@ -316,11 +315,11 @@ def preview_file(
     names = ", ".join(f.file_name for f in merged.files) or "(none)"
     try:
         family = family_of_file(file_name)
-        wanted_name = any_engine_file_name(file_name, "vllm")
+        wanted_name = family.respell(file_name, "vllm")
     except ValueError as exc:
         raise HTTPException(404, detail=f"{exc}; files: {names}") from None
     for f in merged.files:  # matched by the name in vLLM's spelling
-        if f.family == family.name and any_engine_file_name(f.file_name, "vllm") == wanted_name:
+        if f.family == family.name and family.respell(f.file_name, "vllm") == wanted_name:
             return _download(f.merged.text.encode(), media_type="application/json",
                              filename=f.file_name, if_none_match=if_none_match,
                              sha256=f.merged.sha256)

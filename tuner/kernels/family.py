@@ -149,6 +149,8 @@ class KernelFamily:
         tuned_folder_env: the environment variable naming a folder vLLM reads the family's
             files from before its package's own (e.g. VLLM_TUNED_CONFIG_FOLDER); None when
             vLLM reads them from its package only.
+        respell_file_name: (name, engine, device_name or None) -> the name as the engine
+            spells it; None: `file_name` of what `parse_file_name` gives (see `respell`).
     """
 
     name: str
@@ -169,6 +171,24 @@ class KernelFamily:
     file_name_start: str = ""
     file_device: Callable[[str], str] = lambda device_name: device_name
     tuned_folder_env: str | None = None
+    respell_file_name: Callable[[str, str, str | None], str] | None = None
+
+    def respell(self, name: str, engine: str, device_name: str | None = None) -> str:
+        """One of the family's file names as `engine` spells it.
+
+        Args:
+            name: a file name of this family, in either engine's spelling.
+            engine: "vllm" or "sglang".
+            device_name: the device key the file belongs to (a name may carry another
+                spelling of it, e.g. vLLM's MoE names fold every H200); None keeps the name's.
+
+        Raises:
+            ValueError: not one of the family's names, or an unknown engine.
+        """
+        if self.respell_file_name is not None:
+            return self.respell_file_name(name, engine, device_name)
+        shape, named_device, _ = self.parse_file_name(name)
+        return self.file_name(shape, device_name or named_device, engine)
 
     def source(self, choice: str = BUILTIN) -> KernelSource:
         """The kernel this family's trials time for a `--kernel` choice: the builtin copy, or

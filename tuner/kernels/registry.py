@@ -48,3 +48,13 @@ def family_of_file(name: str) -> KernelFamily:
     started = [family.name for family in FAMILIES.values()
                if family.file_name_start and name.startswith(family.file_name_start)]
     raise errors[started[0] if started else DEFAULT_FAMILY]
+
+
+def respell_file_name(name: str, engine: str, device_name: str | None = None) -> str:
+    """A config file name of any registered family as `engine` spells it
+    (`KernelFamily.respell` of `family_of_file(name)`).
+
+    Raises:
+        ValueError: no family parses the name (as `family_of_file`), or an unknown engine.
+    """
+    return family_of_file(name).respell(name, engine, device_name)

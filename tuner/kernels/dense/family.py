@@ -34,6 +34,11 @@ def _parse_file_name(name: str) -> tuple[Shape, str, str]:
     return Shape(parsed.N, parsed.K, parsed.block_shape), parsed.device_name, parsed.dtype
 
 
+def _respell(name: str, engine: str, device_name: str | None) -> str:
+    """The dense name keeps its own device and dtype (`engine_file_name`)."""
+    return engine_file_name(name, engine)
+
+
 def _workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
     from tuner.kernels.dense.workload import DenseWorkload
 
@@ -85,4 +90,5 @@ DENSE = KernelFamily(
     specialization=_specialization,
     vllm=VLLM_DENSE,
     file_name_start="N=",
+    respell_file_name=_respell,
 )

@@ -11,6 +11,7 @@ from typing import Any
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.family import KernelFamily, Shape, Workload
 from tuner.kernels.moe.naming import (
+    any_engine_file_name,
     moe_config_file_name,
     moe_device_name,
     parse_moe_config_file_name,
@@ -100,4 +101,5 @@ MOE = KernelFamily(
     file_device=moe_device_name,
     # get_moe_configs reads VLLM_TUNED_CONFIG_FOLDER before fused_moe/configs/ (fused_moe.py).
     tuned_folder_env="VLLM_TUNED_CONFIG_FOLDER",
+    respell_file_name=any_engine_file_name,
 )
