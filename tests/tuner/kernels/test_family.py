@@ -21,6 +21,8 @@ from db.engine import session_scope
 from tests.storefill import run_one_task
 from tuner.cli import app as cli
 from tuner.files.device import device_files
+from tuner.files.mounts import MountRequest, config_files_in, render_mounts
+from tuner.files.pull import render_pull_recipe
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.family import DENSE
 from tuner.kernels.dense.naming import config_file_name
@@ -166,3 +168,19 @@ def test_a_registered_family_goes_through_export_and_the_file_routes(tmp_path, t
         assert archive.status_code == 200
         with zipfile.ZipFile(io.BytesIO(archive.content)) as zipped:
             assert zipped.read(TOY_FILE).decode() == text
+
+
+def test_a_registered_familys_files_are_mounted_and_pulled(toy) -> None:
+    site = "/usr/local/lib/python3.12/dist-packages"
+    target = f"{site}/vllm/model_executor/layers/quantization/utils/configs/{TOY_FILE}"
+    assert config_files_in([TOY_FILE, "config.json"], "TRITON_INTERPRETER") == [TOY_FILE]
+    mounts = render_mounts(MountRequest(
+        device_name="TRITON_INTERPRETER", engine="vllm", file_names=(TOY_FILE,),
+        host_dir="/srv/configs", site_packages=site, fmt="k8s")).splitlines()
+    assert f'#     --from-file=e2-n128-k128-b128x128.json="/srv/configs/{TOY_FILE}" \\' in mounts
+    assert '  - name: blockfp8-configs' in mounts and f'    mountPath: "{target}"' in mounts
+    release = {"device_name": "TRITON_INTERPRETER", "number": 1, "content_sha256": "ab" * 32,
+               "files": [{"file_name": TOY_FILE, "sha256": "1" * 64}]}
+    pulled = render_pull_recipe("k8s-pull", server="http://tuner:8000", release=release,
+                                engine="vllm", site_packages=site).splitlines()
+    assert f'    mountPath: "{target}"' in pulled
