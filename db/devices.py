@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from db.engine import dialect_insert
 from db.models import Device, Environment, utcnow
 
-# The device_name rule of tuner.kernels.dense.naming.is_device_name, kept here because db
+# The device_name rule of tuner.kernels.device_name.is_device_name, kept here because db
 # imports nothing from tuner: vLLM's key (its spaces replaced by '_', every other character
 # kept, DESIGN §7) as 1..128 printable ASCII characters without space, '"', '/', '\\' or '..';
 # it ends up in file names, URLs, headers and shell lines.

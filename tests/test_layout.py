@@ -32,7 +32,7 @@ MAY_IMPORT_DB = ("tuner.files", "tuner.run", "tuner.cli", "api", "db")
 STORE_AND_WEB = ("db", "api", "sqlalchemy", "alembic", "fastapi", "starlette", "uvicorn")
 # The HTTP service and what it imports never load torch or triton, not even lazily.
 NO_TORCH = ("tuner.files", "tuner.inputs", "tuner.kernels.family", "tuner.kernels.config",
-            "tuner.kernels.registry", "api", "db")
+            "tuner.kernels.registry", "tuner.kernels.device_name", "api", "db")
 MAX_LINES = 400
 
 

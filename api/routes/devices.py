@@ -24,14 +24,10 @@ from tuner.files.device import (
 from tuner.files.merge import FileKey, file_key
 from tuner.files.provenance import Provenance, triton_minor
 from tuner.inputs.devices import resolve
-from tuner.kernels.dense.naming import (
-    DEVICE_ARG_PATTERN,
-    SGLANG_NOTE,
-    parse_config_file_name,
-)
+from tuner.kernels.dense.naming import SGLANG_NOTE
+from tuner.kernels.device_name import DEVICE_ARG_PATTERN
 from tuner.kernels.family import Shape
-from tuner.kernels.moe.naming import any_engine_file_name
-from tuner.kernels.registry import get_family
+from tuner.kernels.registry import family_of_file, get_family
 
 router = APIRouter(prefix="/devices", tags=["devices"])
 
@@ -317,36 +313,25 @@ def preview_file(
                        allow_stale=allow_stale)
     merged = read.files
     names = ", ".join(f.file_name for f in merged.files) or "(none)"
-    if file_name.startswith("E="):  # a fused-MoE file: matched by its name in vLLM's spelling
-        try:
-            wanted_name = any_engine_file_name(file_name, "vllm")
-        except ValueError as exc:
-            raise HTTPException(404, detail=f"{exc}; files: {names}") from None
-        for f in merged.files:
-            if (f.file_name.startswith("E=")
-                    and any_engine_file_name(f.file_name, "vllm") == wanted_name):
-                return _download(f.merged.text.encode(), media_type="application/json",
-                                 filename=f.file_name, if_none_match=if_none_match,
-                                 sha256=f.merged.sha256)
-        raise HTTPException(404, detail=f"no file {wanted_name!r} for {device_name}; files: "
-                                        f"{names}")
     try:
-        wanted = parse_config_file_name(file_name)
+        family = family_of_file(file_name)
+        wanted_name = family.respell(file_name, "vllm")
     except ValueError as exc:
         raise HTTPException(404, detail=f"{exc}; files: {names}") from None
-    if wanted.device_name != device_name:
-        raise HTTPException(404, detail=f"{file_name!r} names device {wanted.device_name!r}, "
-                                        f"not {device_name!r}")
-    key = (wanted.N, wanted.K, wanted.block_shape)
-    for f in merged.files:
-        if ((f.N, f.K, f.block_shape) == key and wanted.dtype == "fp8_w8a8"
-                and not f.file_name.startswith("E=")):
+    for f in merged.files:  # matched by the name in vLLM's spelling
+        if f.family == family.name and family.respell(f.file_name, "vllm") == wanted_name:
             return _download(f.merged.text.encode(), media_type="application/json",
                              filename=f.file_name, if_none_match=if_none_match,
                              sha256=f.merged.sha256)
+    wanted_shape, named_device, _ = family.parse_file_name(file_name)
+    if family.file_device(named_device) != family.file_device(device_name):
+        raise HTTPException(404, detail=f"{file_name!r} names device {named_device!r}, "
+                                        f"not {device_name!r}")
+    wanted_file = family.file_name(wanted_shape, device_name, "vllm")
     for s in merged.skipped:
-        if (s.N, s.K, s.block_shape) == key:
+        shape = Shape.from_store(s.N, s.K, s.block_shape, s.shape_params)
+        if s.family == family.name and family.file_name(shape, device_name, "vllm") == wanted_file:
             hint = "; ?partial=true serves what there is" if s.m_missing and not allow else ""
             hint += read.stale_reason(s, HTTP_STALE_HINT)
-            raise HTTPException(404, detail=f"no file {wanted.name!r} yet: {s.reason}{hint}")
-    raise HTTPException(404, detail=f"no file {wanted.name!r} for {device_name}; files: {names}")
+            raise HTTPException(404, detail=f"no file {wanted_name!r} yet: {s.reason}{hint}")
+    raise HTTPException(404, detail=f"no file {wanted_name!r} for {device_name}; files: {names}")

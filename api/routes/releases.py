@@ -15,7 +15,7 @@ from api.routes.devices import FILE_RESPONSES, DeviceName, Engine, etag_matches
 from db import releases, repo
 from tuner.inputs.devices import resolve
 from tuner.kernels.dense.naming import SGLANG_NOTE, parse_config_file_name
-from tuner.kernels.moe.naming import any_engine_file_name
+from tuner.kernels.registry import respell_file_name
 
 router = APIRouter(prefix="/devices", tags=["releases"])
 
@@ -131,7 +131,7 @@ def download_file(device_name: DeviceName, file_name: str, request: Request,
         return _send(session, sha256=found.sha256, number=found.number,
                      pinned=release is not None, if_none_match=if_none_match,
                      media_type="application/json",
-                     filename=any_engine_file_name(file_name, engine, device_name))
+                     filename=respell_file_name(file_name, engine, device_name))
 
 
 def _find_slow(session: Session, device_name: str, file_name: str,
@@ -243,7 +243,7 @@ def list_configs(device_name: DeviceName, request: Request, release: ReleaseNumb
         if info is None:
             raise _no_release(session, device_name, release)
     files = [schemas.ConfigFile(
-        file_name=any_engine_file_name(f.file_name, engine, info.device_name), N=f.N, K=f.K,
+        file_name=respell_file_name(f.file_name, engine, info.device_name), N=f.N, K=f.K,
         block_shape=f.block_shape, sha256=f.sha256, m_keys=f.detail.get("m_keys", []),
         partial=f.detail.get("partial", False), m_missing=f.detail.get("m_missing", []),
         notes=f.detail.get("notes", []), warnings=f.detail.get("warnings", []),

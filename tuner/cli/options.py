@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.console import Console
@@ -18,16 +18,17 @@ console = Console()
 err_console = Console(stderr=True)
 
 
-class StrategyName(StrEnum):
-    grid = "grid"
-    optuna = "optuna"
-    local = "local"
-    tpe_local = "tpe+local"
-    ils = "ils"
-    guided = "guided"
+def strategy_names() -> Any:
+    """The type of a `--strategy` value: a `Literal` of the names in
+    `tuner.search.registry.STRATEGIES` as they are when the command is built. Typer reads a
+    command's annotations each time the app runs, so `Annotated[strategy_names(), ...]` makes a
+    strategy registered at run time a choice, listed in --help, with no change here."""
+    from tuner.search.registry import STRATEGIES
+
+    return Literal[tuple(STRATEGIES)]  # Literal[("a", "b")] is Literal["a", "b"]
 
 
-DEFAULT_STRATEGY_NAME = StrategyName(DEFAULT_STRATEGY)
+DEFAULT_STRATEGY_NAME = DEFAULT_STRATEGY
 
 
 class EngineName(StrEnum):
@@ -280,8 +281,6 @@ def load_configs(path: Path | None):
         raise fail(f"{path}: not UTF-8 text") from None
     except ValueError as exc:  # one line that names the file
         raise fail(str(exc)) from None
-
-
 
 
 def device_in_store(session, device: str) -> str:

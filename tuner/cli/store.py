@@ -151,8 +151,7 @@ def mounts(
 def _folder_file_names(folder: Path, device: str) -> tuple[list[str], str]:
     from tuner.files.mounts import config_files_in
     from tuner.inputs.devices import resolve
-    from tuner.kernels.dense.naming import parse_config_file_name
-    from tuner.kernels.moe.naming import parse_moe_config_file_name
+    from tuner.kernels.registry import family_of_file
 
     try:
         entries = [p.name for p in folder.iterdir() if p.is_file()]
@@ -161,8 +160,7 @@ def _folder_file_names(folder: Path, device: str) -> tuple[list[str], str]:
     seen = set()
     for name in entries:
         try:
-            seen.add(parse_moe_config_file_name(name)[2] if name.startswith("E=")
-                     else parse_config_file_name(name).device_name)
+            seen.add(family_of_file(name).parse_file_name(name)[1])
         except ValueError:
             continue
     chosen = resolve(device, seen)

@@ -21,7 +21,6 @@ from tuner.cli.options import (
     OutDtype,
     OutDtypeOpt,
     ReplayOpt,
-    StrategyName,
     TrialTimeoutOpt,
     console,
     fail,
@@ -32,6 +31,7 @@ from tuner.cli.options import (
     print_sweep_summary,
     resolve_backend,
     resolve_kernel_choice,
+    strategy_names,
 )
 from tuner.cli.publish import NoPublishOpt, publish_device
 from tuner.cli.sweep_plan import DryRunOpt, YesOpt, default_lines, show_plan
@@ -46,7 +46,7 @@ def sweep(
     m: Annotated[str, typer.Option("--m", show_default="vLLM's 18 batch sizes, 1 to 4096",
                                    help="Batch sizes M, comma-separated.")] = DEFAULT_M,
     strategy: Annotated[
-        StrategyName,
+        strategy_names(),
         typer.Option(help="guided (default: the best of bench/search_quality.py): every "
                      "block tile, then neighbourhood steps and, when they stall, the runner-up "
                      "tiles with the settings tuned so far, then the configs a ridge "
@@ -106,7 +106,7 @@ def sweep(
                    err=True)
     requests = model_requests(
         model_shapes, device_name=device_name, model=model_shapes.model, tp=model_shapes.tp,
-        block_shape=model_shapes.block_shape, m_values=m_values, strategy=strategy.value,
+        block_shape=model_shapes.block_shape, m_values=m_values, strategy=strategy,
         trials=trials, seed=seed, out_dtype=out_dtype.value, configs=candidates,
         replay=str(replay) if replay is not None else None, kernel=source, kernel_label=label)
     if not show_plan(requests, db=db, backend=backend, workers=max(1, len(visible)),

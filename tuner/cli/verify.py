@@ -19,7 +19,6 @@ from tuner.cli.options import (
     InterpreterRepsOpt,
     LeaseOpt,
     OutDtype,
-    StrategyName,
     TrialTimeoutOpt,
     console,
     device_in_store,
@@ -31,6 +30,7 @@ from tuner.cli.options import (
     plain,
     resolve_backend,
     store_files,
+    strategy_names,
 )
 from tuner.cli.publish import NoPublishOpt, publish_device
 from tuner.cli.tables import Column, print_table
@@ -295,7 +295,7 @@ def verify(
     out_dtype: Annotated[OutDtype, typer.Option("--out-dtype", help="Output dtype of the "
                                                 "trials and of the timed GEMM.")
                          ] = OutDtype.bfloat16,
-    strategy: Annotated[StrategyName, typer.Option(help="Search of the --fix trials.")
+    strategy: Annotated[strategy_names(), typer.Option(help="Search of the --fix trials.")
                         ] = FIX_STRATEGY,
     trials: Annotated[int, typer.Option(min=1, max=100_000, help="Configs per (N, K, M) of "
                                         "the --fix trials.")] = FIX_TRIALS,
@@ -349,7 +349,7 @@ def verify(
     backend, _, visible = resolve_backend(device, None)
     _use_backend(backend, visible)  # before anything imports tuner.kernels.dense.kernel
     fixer = Fixer(engine, url, model_shapes, device_name=device_name, backend=backend,
-                  visible=visible, strategy=strategy.value, trials=trials, configs=candidates,
+                  visible=visible, strategy=strategy, trials=trials, configs=candidates,
                   seed=seed, out_dtype=out_dtype.value, options=RunOptions(
                       interpreter_reps=interpreter_reps, lease_s=lease,
                       trial_timeout_s=trial_timeout))

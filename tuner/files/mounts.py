@@ -22,13 +22,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tuner.inputs.backends import TRITON_FLAG, device_advice
-from tuner.kernels.dense.naming import (
-    ENGINE_CONFIG_DIRS,
-    SGLANG_NOTE,
-    engine_file_name,
-    parse_config_file_name,
-)
-from tuner.kernels.moe.naming import moe_device_name, parse_moe_config_file_name
+from tuner.kernels.dense.naming import ENGINE_CONFIG_DIRS, SGLANG_NOTE
+from tuner.kernels.family import Shape
+from tuner.kernels.registry import family_of_file
 
 FORMATS: tuple[str, ...] = ("docker", "compose", "k8s")
 # Where the engine's package lives in its usual image: vLLM's vllm/vllm-openai image installs
@@ -139,9 +135,13 @@ def _configmap_name(device_name: str) -> str:
     return f"{name[:54].rstrip('-')}-{digest}"
 
 
-def _configmap_key(N: int, K: int, block_shape: tuple[int, int]) -> str:
+def _configmap_key(shape: Shape) -> str:
+    """A file's key in a ConfigMap, from the shape its name gives: `n5120-k3072-b128x128.json`,
+    `e128-n384-b128x128.json` (a fused-MoE name holds no K: its shape's K is 0)."""
     # ConfigMap keys allow only [-._a-zA-Z0-9]; vLLM's names have '=', ',' and '['.
-    return f"n{N}-k{K}-b{block_shape[0]}x{block_shape[1]}.json"
+    params = "".join(f"{name.lower()}{value}-" for name, value in shape.params)
+    k = f"-k{shape.K}" if shape.K else ""
+    return f"{params}n{shape.N}{k}-b{shape.block_shape[0]}x{shape.block_shape[1]}.json"
 
 
 def render_mounts(request: MountRequest) -> str:
@@ -170,11 +170,12 @@ def render_mounts(request: MountRequest) -> str:
     host_dir = request.host_dir.rstrip("/") or "/"
     files, moe = [], []
     for name in sorted(request.file_names):
-        if name.startswith("E="):
-            moe.append((name, parse_moe_config_file_name(name)))
+        family = family_of_file(name)
+        key = _configmap_key(family.parse_file_name(name)[0])
+        if family.tuned_folder_env:
+            moe.append((name, key))
             continue
-        parsed = parse_config_file_name(name)
-        files.append((name, engine_file_name(name, request.engine), parsed))
+        files.append((name, family.respell(name, request.engine), key))
     left_out = len(moe) if request.engine != "vllm" else 0
     moe = moe if request.engine == "vllm" else []
     head = [
@@ -248,11 +249,6 @@ def _compose_body(files: list, moe: list, host_dir: str, target_dir: str) -> lis
     return body
 
 
-def _moe_key(parsed: tuple) -> str:
-    E, N, _, _, (bn, bk) = parsed
-    return f"e{E}-n{N}-b{bn}x{bk}.json"
-
-
 def _k8s_body(device_name: str, files: list, moe: list, host_dir: str,
               target_dir: str) -> list[str]:
     cm = _configmap_name(device_name)
@@ -260,29 +256,29 @@ def _k8s_body(device_name: str, files: list, moe: list, host_dir: str,
     if files:
         body.append("# Make the ConfigMap from the host files:")
         body.append(f"#   kubectl create configmap {cm} \\")
-        body += [f"#     --from-file={_configmap_key(p.N, p.K, p.block_shape)}="
-                 f"{_double_quoted(f'{host_dir}/{src}')} \\" for src, _, p in files]
+        body += [f"#     --from-file={key}={_double_quoted(f'{host_dir}/{src}')} \\"
+                 for src, _, key in files]
         body.append("#     --dry-run=client -o yaml | kubectl apply -f -")
     if moe:
         body += ["# Make the fused-MoE ConfigMap from the host files:",
                  f"#   kubectl create configmap {cm}-moe \\"]
-        body += [f"#     --from-file={_moe_key(p)}={_double_quoted(f'{host_dir}/{src}')} \\"
-                 for src, p in moe]
+        body += [f"#     --from-file={key}={_double_quoted(f'{host_dir}/{src}')} \\"
+                 for src, key in moe]
         body.append("#     --dry-run=client -o yaml | kubectl apply -f -")
     body += ["# In the pod spec:", "volumes:"]
     if files:
         body += ["  - name: blockfp8-configs", "    configMap:", f"      name: {cm}",
                  "      items:"]
-        for _, dst, p in files:
-            body += [f"        - key: {_configmap_key(p.N, p.K, p.block_shape)}",
+        for _, dst, key in files:
+            body += [f"        - key: {key}",
                      f"          path: {_yaml(dst)}"]
     if moe:
         body += ["  - name: blockfp8-moe-configs", "    configMap:", f"      name: {cm}-moe",
                  "      items:"]
-        for src, p in moe:
-            body += [f"        - key: {_moe_key(p)}", f"          path: {_yaml(src)}"]
+        for src, key in moe:
+            body += [f"        - key: {key}", f"          path: {_yaml(src)}"]
     body += ["# In the serving container:", "volumeMounts:"]
-    for _, dst, _p in files:
+    for _, dst, _key in files:
         body += ["  - name: blockfp8-configs", f"    mountPath: {_yaml(f'{target_dir}/{dst}')}",
                  f"    subPath: {_yaml(dst)}", "    readOnly: true"]
     if moe:
@@ -293,8 +289,9 @@ def _k8s_body(device_name: str, files: list, moe: list, host_dir: str,
 
 
 def config_files_in(folder_names: Sequence[str], device_name: str) -> list[str]:
-    """The names among a folder's entries that are config files of one device (dense, and
-    fused-MoE under vLLM's MoE device name, `moe_device_name`).
+    """The names among a folder's entries that are config files of one device, each under the
+    device part its family's names carry (`KernelFamily.file_device`: fused-MoE files fold
+    every H200 into NVIDIA_H200).
 
     Args:
         folder_names: file names in the folder.
@@ -306,12 +303,9 @@ def config_files_in(folder_names: Sequence[str], device_name: str) -> list[str]:
     found = []
     for name in folder_names:
         try:
-            if name.startswith("E="):
-                matches = parse_moe_config_file_name(name)[2] == moe_device_name(device_name)
-            else:
-                matches = parse_config_file_name(name).device_name == device_name
+            family = family_of_file(name)
         except ValueError:
             continue
-        if matches:
+        if family.parse_file_name(name)[1] == family.file_device(device_name):
             found.append(name)
     return sorted(found)

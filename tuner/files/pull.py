@@ -18,7 +18,7 @@ from typing import Any
 
 from tuner.files.mounts import MOE_CONTAINER_DIR, MOE_ENV
 from tuner.kernels.dense.naming import ENGINE_CONFIG_DIRS
-from tuner.kernels.moe.naming import any_engine_file_name
+from tuner.kernels.registry import family_of_file, respell_file_name
 
 # Written last into the folder: which release it holds, so a second pull of it does nothing.
 MARKER = ".blockfp8-release.json"
@@ -68,8 +68,8 @@ def choose_release(releases: Sequence[Mapping[str, Any]], device_name: str,
 
 def wanted_files(release: Mapping[str, Any], engine: str) -> list[Wanted]:
     """The release's files with the names `engine` reads them under."""
-    return [Wanted(f["file_name"], any_engine_file_name(f["file_name"], engine,
-                                                        release["device_name"]), f["sha256"])
+    return [Wanted(f["file_name"], respell_file_name(f["file_name"], engine,
+                                                     release["device_name"]), f["sha256"])
             for f in release["files"]]
 
 
@@ -192,7 +192,7 @@ def render_pull_recipe(fmt: str, *, server: str, release: Mapping[str, Any], eng
         raise ValueError(f"format must be one of {', '.join(PULL_FORMATS)}, got {fmt!r}")
     target_dir = f"{site_packages}/{ENGINE_CONFIG_DIRS[engine]}"
     files = wanted_files(release, engine)
-    dense = [w for w in files if not w.file_name.startswith("E=")]
+    dense = [w for w in files if not family_of_file(w.file_name).tuned_folder_env]
     moe = len(files) - len(dense)
     args = _pull_args(server, release["device_name"], release["number"], engine)
     head = [f"# {release['device_name']} release {release['number']} ({len(files)} file(s), "

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from tuner.kernels.dense.naming import DEVICE_NAME_MAX
-from tuner.kernels.dense.naming import DEVICE_NAME_PATTERN as _NAME_PATTERN
+from tuner.kernels.device_name import DEVICE_NAME_MAX, is_device_name
+from tuner.kernels.device_name import DEVICE_NAME_PATTERN as _NAME_PATTERN
 from tuner.kernels.gpus import KNOWN_GPUS
 
 # Key of the CPU interpreter backend in the store and in file names; never a GPU's (DESIGN §5).
@@ -15,7 +15,7 @@ INTERPRETER_ALIASES = frozenset({"interpreter", "cpu", INTERPRETER_DEVICE_NAME.l
 INTERPRETER_ALIASES_SHOWN = "interpreter"
 
 # The pattern a device_name takes in the store, in URLs and in file names, length included
-# (Python's re; `tuner.kernels.dense.naming.is_device_name` is the same rule): 1..128 printable
+# (Python's re; `tuner.kernels.device_name.is_device_name` is the same rule): 1..128 printable
 # ASCII characters without space, '"', '/', '\\' or '..', e.g. "Intel(R)_Data_Center_GPU_Max_1550".
 DEVICE_NAME_PATTERN = rf"^(?=.{{1,{DEVICE_NAME_MAX}}}$){_NAME_PATTERN[1:]}"
 
@@ -47,8 +47,6 @@ def gpu_device_key(name: str) -> str:
     Raises:
         ValueError: the name follows no rule (e.g. "H2OO", "bad name!"), one line.
     """
-    from tuner.kernels.dense.naming import is_device_name
-
     key = vllm_device_name(name)
     if is_device_name(key) and key.startswith(("AMD_", "Intel(R)_")):
         return key

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -26,6 +26,16 @@ from tuner.kernels.source import (
 )
 
 _PARAM_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]{0,31})=(\d{1,9})")
+
+
+def as_block_shape(block_shape: Sequence[int]) -> tuple[int, int]:
+    """[group_n, group_k] as a pair of ints (the store and JSON give lists).
+
+    Raises:
+        ValueError: not two values.
+    """
+    group_n, group_k = block_shape
+    return (int(group_n), int(group_k))
 
 
 @dataclass(frozen=True, order=True)
@@ -72,8 +82,7 @@ class Shape:
             if match is None:
                 raise ValueError(f"shape params {params_text!r} are not name=value pairs")
             params.append((match[1], int(match[2])))
-        return cls(int(N), int(K), (int(block_shape[0]), int(block_shape[1])),
-                   tuple(sorted(params)))
+        return cls(int(N), int(K), as_block_shape(block_shape), tuple(sorted(params)))
 
 
 class Workload(Protocol):
@@ -83,7 +92,10 @@ class Workload(Protocol):
     `weights()` rotated so that weights come from memory, as in serving.
     """
 
-    out_shape: tuple[int, ...]
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        """The shape of a launch's output (e.g. C [M, N])."""
+        ...
 
     def weights(self) -> tuple[Any, ...]:
         """The weight tensors a launch reads (e.g. B [N, K] and its scales Bs)."""
@@ -129,6 +141,16 @@ class KernelFamily:
             launches it as vLLM does; None when vLLM has no such kernel.
         file_triton_version: the family's files carry `"triton_version"` (vLLM's MoE loader
             drops the key; its dense loader would choke on it).
+        file_name_start: how each of the family's file names starts (e.g. "N=" dense, "E="
+            MoE); `tuner.kernels.registry.family_of_file` raises this family's parse error for
+            a name so started that no family parses.
+        file_device: device_name -> the device part vLLM puts in the family's file names
+            (default: the key itself).
+        tuned_folder_env: the environment variable naming a folder vLLM reads the family's
+            files from before its package's own (e.g. VLLM_TUNED_CONFIG_FOLDER); None when
+            vLLM reads them from its package only.
+        respell_file_name: (name, engine, device_name or None) -> the name as the engine
+            spells it; None: `file_name` of what `parse_file_name` gives (see `respell`).
     """
 
     name: str
@@ -146,6 +168,27 @@ class KernelFamily:
     specialization: Callable[[Shape, int], str]
     vllm: VllmKernel | None = None
     file_triton_version: bool = False
+    file_name_start: str = ""
+    file_device: Callable[[str], str] = lambda device_name: device_name
+    tuned_folder_env: str | None = None
+    respell_file_name: Callable[[str, str, str | None], str] | None = None
+
+    def respell(self, name: str, engine: str, device_name: str | None = None) -> str:
+        """One of the family's file names as `engine` spells it.
+
+        Args:
+            name: a file name of this family, in either engine's spelling.
+            engine: "vllm" or "sglang".
+            device_name: the device key the file belongs to (a name may carry another
+                spelling of it, e.g. vLLM's MoE names fold every H200); None keeps the name's.
+
+        Raises:
+            ValueError: not one of the family's names, or an unknown engine.
+        """
+        if self.respell_file_name is not None:
+            return self.respell_file_name(name, engine, device_name)
+        shape, named_device, _ = self.parse_file_name(name)
+        return self.file_name(shape, device_name or named_device, engine)
 
     def source(self, choice: str = BUILTIN) -> KernelSource:
         """The kernel this family's trials time for a `--kernel` choice: the builtin copy, or

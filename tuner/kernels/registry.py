@@ -23,3 +23,38 @@ def get_family(name: str) -> KernelFamily:
     except KeyError:
         known = ", ".join(f"{key} ({family.title})" for key, family in FAMILIES.items())
         raise ValueError(f"unknown kernel family {name!r}; known: {known}") from None
+
+
+def family_of_file(name: str) -> KernelFamily:
+    """The registered family one of whose parsers (`KernelFamily.parse_file_name`) accepts a
+    config file name, in either engine's spelling.
+
+    Args:
+        name: a bare file name, e.g. `E=128,N=384,device_name=NVIDIA_H200,...json`.
+
+    Raises:
+        ValueError: no family parses the name; the message is the parse error of the family
+            whose names start as this one does (`KernelFamily.file_name_start`), else the
+            default family's.
+    """
+    errors: dict[str, ValueError] = {}
+    for family in FAMILIES.values():
+        try:
+            family.parse_file_name(name)
+        except ValueError as exc:
+            errors[family.name] = exc
+            continue
+        return family
+    started = [family.name for family in FAMILIES.values()
+               if family.file_name_start and name.startswith(family.file_name_start)]
+    raise errors[started[0] if started else DEFAULT_FAMILY]
+
+
+def respell_file_name(name: str, engine: str, device_name: str | None = None) -> str:
+    """A config file name of any registered family as `engine` spells it
+    (`KernelFamily.respell` of `family_of_file(name)`).
+
+    Raises:
+        ValueError: no family parses the name (as `family_of_file`), or an unknown engine.
+    """
+    return family_of_file(name).respell(name, engine, device_name)

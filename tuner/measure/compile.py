@@ -17,7 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.family import Shape
+from tuner.kernels.family import Shape, as_block_shape
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.measure.compile_cache import CompileCache
 from tuner.measure.resources import MAX_SHARED_BYTES, CompileInfo, Rejection, launch_problem
@@ -50,7 +50,7 @@ class CompileJob:
     @property
     def shape(self) -> Shape:
         """The compiled problem apart from M."""
-        return Shape(self.N, self.K, tuple(self.block_shape), self.params)
+        return Shape(self.N, self.K, as_block_shape(self.block_shape), self.params)
 
 
 def _exit_with_parent(parent_pid: int) -> None:
@@ -233,19 +233,19 @@ def compile_infos(
     if out_dtype not in ("bfloat16", "float16"):
         raise ValueError(f"out_dtype must be bfloat16 or float16, got {out_dtype!r}")
     cache = cache or CompileCache(family=family)
-    spec = get_family(family).specialization(Shape(N, K, tuple(block_shape), params), M)
+    spec = get_family(family).specialization(Shape(N, K, as_block_shape(block_shape), params), M)
     unique = list(dict.fromkeys(configs))
     infos = cache.get_many(unique, arch=arch, specialization=spec, out_dtype=out_dtype)
     missing = [config for config in unique if config not in infos]
     if missing:
-        jobs = [CompileJob(config, arch, M, N, K, tuple(block_shape), out_dtype,
+        jobs = [CompileJob(config, arch, M, N, K, as_block_shape(block_shape), out_dtype,
                            family=family, params=params) for config in missing]
-        owned = compile_pool(workers) if pool is None else None
+        executor = compile_pool(workers) if pool is None else pool
         try:
-            for info in (owned or pool).map(compile_job, jobs):
+            for info in executor.map(compile_job, jobs):
                 cache.put(info)
                 infos[info.config] = info
         finally:
-            if owned is not None:
-                owned.shutdown(cancel_futures=True)
+            if executor is not pool:
+                executor.shutdown(cancel_futures=True)
     return infos

@@ -208,13 +208,13 @@ def compile_moe_pairs(module: str, function: str, config: KernelConfig, arch: in
                    torch.empty(E, -(-n // gn), -(-k // gk), device=meta),
                    torch.empty(rows * launch_top_k, n, dtype=torch.bfloat16, device=meta),
                    torch.empty(M, top_k, device=meta), *routing)
-        launch = dict(mul_routed_weight=weighted, top_k=launch_top_k, config=config.as_dict(),
-                      block_shape=block_shape)
         ours, theirs = _Capture(), _Capture()
-        invoke_moe_gemm(*tensors, **launch, kernel=ours)
+        invoke_moe_gemm(*tensors, mul_routed_weight=weighted, top_k=launch_top_k,
+                        config=config.as_dict(), block_shape=block_shape, kernel=ours)
         setattr(vllm, function, theirs)
         try:
-            vllm_moe_gemm(*tensors, **launch, module=module)
+            vllm_moe_gemm(*tensors, mul_routed_weight=weighted, top_k=launch_top_k,
+                          config=config.as_dict(), block_shape=block_shape, module=module)
         finally:
             setattr(vllm, function, theirs_fn)
         (ours_args, ours_kwargs), (their_args, their_kwargs) = ours.calls[0], theirs.calls[0]

@@ -14,7 +14,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.family import Shape
+from tuner.kernels.family import Shape, as_block_shape
 from tuner.kernels.gpus import KNOWN_GPUS, gpu_model
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.measure.compile import compile_infos
@@ -124,7 +124,7 @@ def check_entries(
         by_m[M] = config
         first_m.setdefault(config, M)
     family = get_family(DEFAULT_FAMILY)
-    shape = Shape(N, K, tuple(block_shape), ())
+    shape = Shape(N, K, as_block_shape(block_shape), ())
     groups: dict[str, tuple[int, list[KernelConfig]]] = {}
     for config, M in first_m.items():
         spec = family.specialization(shape, M)

@@ -10,9 +10,10 @@ from collections.abc import Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from functools import partial
 
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.family import Shape
+from tuner.kernels.family import Shape, as_block_shape
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.measure.compile import CompileJob, compile_job, compile_pool
 from tuner.measure.compile_cache import CompileCache
@@ -82,7 +83,7 @@ class Precompiler:
                  workers: int | None = None, cache: CompileCache | None = None,
                  family: str = DEFAULT_FAMILY, params: tuple[tuple[str, int], ...] = ()) -> None:
         self.arch, self.M, self.N, self.K = arch, M, N, K
-        self.block_shape, self.out_dtype = tuple(block_shape), out_dtype
+        self.block_shape, self.out_dtype = as_block_shape(block_shape), out_dtype
         self.family, self.params = family, params
         self.specialization = get_family(family).specialization(
             Shape(N, K, self.block_shape, params), M)
@@ -214,7 +215,7 @@ class Precompiler:
             return
         self.dispatched.append(config)
         self._running[config] = future
-        future.add_done_callback(lambda done, config=config: self._finished(config, done))
+        future.add_done_callback(partial(self._finished, config))
 
     def _finished(self, config: KernelConfig, future: Future[CompileInfo]) -> None:
         """Pool callback: keep the result, cache new info, refill the pool."""

@@ -8,9 +8,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import partial
 
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.family import Shape
+from tuner.kernels.family import Shape, as_block_shape
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.measure.timing import (
     ESTIMATE_LAUNCHES,
@@ -64,7 +65,7 @@ class Problem:
     @property
     def shape(self) -> Shape:
         """The problem apart from M."""
-        return Shape(self.N, self.K, tuple(self.block_shape), self.params)
+        return Shape(self.N, self.K, as_block_shape(self.block_shape), self.params)
 
 
 def summarize_us(samples_s: Sequence[float]) -> tuple[float, float, float]:
@@ -315,8 +316,7 @@ class KernelRunner:
         # would put a few dozen launches in a graph; each replay's own start-up (the CPU
         # submitting the graph after the start event) would then weigh several percent.
         order = [i % first for i in range(ESTIMATE_LAUNCHES)]
-        probe = capture_graph([lambda copy=copy: self._launch_copy(config, copy)
-                               for copy in order])
+        probe = capture_graph([partial(self._launch_copy, config, copy) for copy in order])
         probe.replay()  # the first replay uploads the graph
         timer.start()
         probe.replay()
@@ -326,7 +326,7 @@ class KernelRunner:
                          warmup_s=self.warmup_s, rep_s=self.rep_s)
         self._ensure_copies(plan.copies)
         graphs = [
-            capture_graph([lambda copy=copy: self._launch_copy(config, copy)
+            capture_graph([partial(self._launch_copy, config, copy)
                            for copy in plan.copy_order(batch)])
             for batch in range(plan.batches)
         ]

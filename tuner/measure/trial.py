@@ -44,3 +44,14 @@ class TrialResult:
     def ok(self) -> bool:
         """True when the config ran, passed the correctness gate and has a latency."""
         return self.status is TrialStatus.OK and self.latency_us is not None
+
+    @property
+    def ok_latency_us(self) -> float:
+        """`latency_us` of a result known to be `ok`, typed as a float.
+
+        Raises:
+            ValueError: the result is not ok, so it has no latency to compare.
+        """
+        if self.status is not TrialStatus.OK or self.latency_us is None:
+            raise ValueError(f"a {self.status.value} trial has no latency")
+        return self.latency_us

@@ -70,8 +70,8 @@ class CompileGate:
 
     def after(self, config: KernelConfig, result: TrialResult) -> None:
         """Queue the neighbours of a new incumbent for compiling while the GPU measures."""
-        if result.ok and (self._best is None or result.latency_us < self._best):
-            self._best = result.latency_us
+        if result.ok and (self._best is None or result.ok_latency_us < self._best):
+            self._best = result.ok_latency_us
             self.precompiler.submit(likely_next(config, self.space)[: self.ahead])
 
     def close(self) -> PrecompileStats:

@@ -13,6 +13,7 @@ import json
 import re
 import shlex
 from dataclasses import dataclass
+from typing import Any
 
 # Where the wheels and the SQLite store are mounted inside the container.
 WHEELS_DIR = "/wheels"
@@ -142,7 +143,7 @@ class SweepRecipe:
         return "\n".join(head) + "\n" + to_yaml(self.job())
 
 
-def to_yaml(value: object, indent: int = 0) -> str:
+def to_yaml(value: dict[str, Any] | list[Any], indent: int = 0) -> str:
     """A block-style YAML text of dicts, lists, strings and ints; strings JSON-quoted (a YAML
     double-quoted scalar), so no value is read as another type."""
     pad = " " * indent

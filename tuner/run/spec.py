@@ -74,6 +74,16 @@ class WorkerSpec:
     kernel: str = "builtin"
     options: RunOptions = field(default_factory=RunOptions)
 
+    def replay_landscape(self) -> str:
+        """The landscape file the replay backend answers from.
+
+        Raises:
+            ValueError: the spec has none (its backend is not "replay").
+        """
+        if self.landscape_path is None:
+            raise ValueError(f"worker {self.worker_id} ({self.backend}) has no landscape file")
+        return self.landscape_path
+
 
 @dataclass(frozen=True)
 class InFlight:

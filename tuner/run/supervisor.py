@@ -236,6 +236,7 @@ class Supervisor:
 
         assert slot.process is not None and slot.spec is not None and slot.shared is not None
         exitcode = slot.process.exitcode
+        assert exitcode is not None  # the worker has exited (joined by the caller)
         if exitcode == 0:
             return False
         spec, stored = slot.spec, slot.shared.trials_stored.value

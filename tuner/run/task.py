@@ -23,7 +23,9 @@ from tuner.run.spec import (
 )
 
 if TYPE_CHECKING:
-    from tuner.run.compile_gate import WorkerCompiler
+    from tuner.measure.runner import KernelRunner
+    from tuner.run.compile_gate import CompileGate, WorkerCompiler
+    from tuner.search.replay import ReplayRunner
 
 # Successive halving of measurement effort, in two rungs: every candidate of the search is
 # timed briefly (about 20 samples of ~1 ms graph replays, against do_bench's 100 ms), and the
@@ -86,7 +88,8 @@ class TaskRun:
         self.hooks = spec.options.hooks
         self.lost = f"task {task.task_id} is no longer held by {spec.worker_id}"
         self.done: dict = {}  # KernelConfig -> TrialResult, stored and new
-        self.gate = None
+        self.gate: CompileGate | None = None
+        self.runner: KernelRunner | ReplayRunner
 
     def run(self) -> None:
         """Resume, plan, open the compile gate, search, decide.
@@ -106,7 +109,7 @@ class TaskRun:
         except _BudgetSpent:
             pass
         finally:
-            if self.gate is not None:
+            if self.compiler is not None and self.gate is not None:
                 self.compiler.closed(self.gate, self.shared)
         self.decide()
 
@@ -158,7 +161,8 @@ class TaskRun:
                                family=family.name, params=shape.params, kernel=spec.kernel)
         self.seed = task_seed(task.seed, *_nkm(task))
         if spec.backend == "replay":
-            self.runner = cached_landscape(spec.landscape_path).runner(task.N, task.K, task.M)
+            self.runner = cached_landscape(spec.replay_landscape()).runner(task.N, task.K,
+                                                                           task.M)
         else:
             self.runner = KernelRunner(self.problem, backend=spec.backend, seed=self.seed,
                                        interpreter_reps=spec.options.interpreter_reps,
@@ -168,7 +172,7 @@ class TaskRun:
             [(w.N, w.K, w.M, KernelConfig.from_dict(w.config)) for w in known],
             N=task.N, K=task.K, M=task.M, default=self.default)
         self.strategy = get_strategy(task.strategy)
-        self.free = getattr(self.strategy, "free", frozenset())  # statuses not counted
+        self.free = self.strategy.free  # statuses its budget does not count
         self.cap = trial_cap(task.budget, self.space, self.default) if self.done else None
 
     def open_gate(self) -> None:

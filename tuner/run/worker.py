@@ -201,7 +201,7 @@ class _Worker:
         if spec.backend == "replay":
             from tuner.search.replay import cached_landscape
 
-            landscape = cached_landscape(spec.landscape_path)
+            landscape = cached_landscape(spec.replay_landscape())
             self.env = {**landscape.environment, "device_name": landscape.device_name}
         else:
             self.env = collect_environment(spec.backend, kernel=spec.kernel)
@@ -216,8 +216,6 @@ class _Worker:
         self.space = None  # each task's family's space (vLLM's grid), unless configs are named
         if spec.configs is not None:
             self.space = [KernelConfig.from_dict(dict(items)) for items in spec.configs]
-        self.scope = {"sweep_id": spec.sweep_id, "device_name": spec.device_name,
-                      "space": spec.space}
         self.compiler = None
         if spec.backend == "cuda" and spec.compile_workers > 0:
             self.compiler = WorkerCompiler.for_this_gpu(spec.compile_workers)
@@ -247,9 +245,12 @@ class _Worker:
         from db.engine import session_scope
 
         with self.claim_lock, session_scope(self.engine) as session:
-            task = repo.claim_task(session, worker_id=self.spec.worker_id,
-                                   lease_s=self.spec.options.lease_s, **self.scope)
-            return task, repo.unfinished_tasks(session, **self.scope)
+            spec = self.spec
+            task = repo.claim_task(session, worker_id=spec.worker_id,
+                                   lease_s=spec.options.lease_s, sweep_id=spec.sweep_id,
+                                   device_name=spec.device_name, space=spec.space)
+            return task, repo.unfinished_tasks(session, sweep_id=spec.sweep_id,
+                                               device_name=spec.device_name, space=spec.space)
 
     def environment_for(self, task) -> int:
         """The environment the task's trials are recorded with (its family's kernel)."""

@@ -9,6 +9,7 @@ command's options read, then costs no import of the strategies.
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 # Public name -> the module that defines it.
 _EXPORTS: dict[str, str] = {
@@ -21,7 +22,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'tuner.search' has no attribute {name!r}")

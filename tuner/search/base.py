@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from tuner.kernels.config import KernelConfig
-from tuner.measure.trial import TrialResult
+from tuner.measure.trial import TrialResult, TrialStatus
 
 # Measures one config; the worker behind it records the trial and answers repeats from the store.
 Evaluate = Callable[[KernelConfig], TrialResult]
@@ -14,9 +14,20 @@ History = list[tuple[KernelConfig, TrialResult]]
 
 
 class Strategy(Protocol):
-    """A search strategy. It never touches the GPU or the store: it only calls `evaluate`."""
+    """A search strategy. It never touches the GPU or the store: it only calls `evaluate`.
+
+    A strategy subclasses this protocol and writes `name` and `search`; the optional parts have
+    defaults it inherits (as optuna's `BaseSampler` gives its optional hooks default bodies):
+    `free` (no outcome is free) and `planned` (the warm starts of the space).
+
+    Attributes:
+        name: the name it is registered under (`tuner.search.registry.STRATEGIES`).
+        free: trial statuses its budget does not count (e.g. `budget.PRUNED`); the worker's
+            trial cap on a resumed task leaves them out too (`tuner.run.task`).
+    """
 
     name: str
+    free: ClassVar[frozenset[TrialStatus]] = frozenset()
 
     def search(
         self,
@@ -41,27 +52,30 @@ class Strategy(Protocol):
         """
         ...
 
+    def planned(self, *, space: Sequence[KernelConfig], seed: int,
+                warm_start: Sequence[KernelConfig] = ()) -> list[KernelConfig]:
+        """The configs `search` (same arguments) evaluates first whatever their results, in
+        order: what a compile pool can prepare before the GPU asks (`base.planned` cuts it to
+        the budget). By default the warm starts that are in the space, each once; a strategy
+        whose start does not depend on results says more (`grid`: the whole space; `ils`,
+        `guided`: the warm starts, then the tile batch).
+        """
+        allowed = frozenset(space)
+        return [c for c in dict.fromkeys(warm_start) if c in allowed]
+
 
 def best(history: History) -> tuple[KernelConfig, TrialResult] | None:
     """The fastest correct (config, result) of a history, or None when none ran correctly."""
     ok = [(config, result) for config, result in history if result.ok]
     if not ok:
         return None
-    return min(ok, key=lambda item: item[1].latency_us)
+    return min(ok, key=lambda item: item[1].ok_latency_us)
 
 
 def planned(strategy: Strategy, *, space: Sequence[KernelConfig], budget: int, seed: int,
             warm_start: Sequence[KernelConfig] = ()) -> list[KernelConfig]:
     """The configs `strategy.search` (same arguments) will evaluate first whatever their
-    results, in order, at most `budget` of them: what a compile pool can prepare before the GPU
-    asks (`tuner.run.compile_gate`). A strategy whose start does not depend on results (`ils`,
-    `guided`: the warm starts, then the tile batch; `grid`: the whole space) says so with a
-    `planned(*, space, seed, warm_start)` method; for the others, the warm starts of the space.
+    results, in order, at most `budget` of them (`Strategy.planned`): what a compile pool can
+    prepare before the GPU asks (`tuner.run.compile_gate`).
     """
-    plan = getattr(strategy, "planned", None)
-    if plan is not None:
-        configs = plan(space=space, seed=seed, warm_start=warm_start)
-    else:
-        allowed = frozenset(space)
-        configs = [c for c in dict.fromkeys(warm_start) if c in allowed]
-    return configs[:budget]
+    return strategy.planned(space=space, seed=seed, warm_start=warm_start)[:budget]

@@ -66,6 +66,6 @@ class BudgetedEvaluate:
         """The fastest ok config so far and its latency_us (ties: the earlier one), or None."""
         best: tuple[KernelConfig, float] | None = None
         for config, result in self.history:
-            if result.ok and (best is None or result.latency_us < best[1]):
-                best = (config, result.latency_us)
+            if result.ok and (best is None or result.ok_latency_us < best[1]):
+                best = (config, result.ok_latency_us)
         return best

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tuner.kernels.config import KernelConfig
-from tuner.search.base import Evaluate, History
+from tuner.search.base import Evaluate, History, Strategy
 from tuner.search.budget import BudgetedEvaluate
 
 
-class GridStrategy:
+class GridStrategy(Strategy):
     """Evaluates the whole space in order (vLLM's tuning script does this with 1,280 configs).
 
     `budget` caps the number of configs; pass `len(space)` or more for an exhaustive run.

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from tuner.kernels.config import KernelConfig
 from tuner.search.axes import Axis, space_axes
-from tuner.search.base import Evaluate, History
+from tuner.search.base import Evaluate, History, Strategy
 from tuner.search.budget import PRUNED, BudgetedEvaluate
 from tuner.search.ils import FLAT, planned_start, start_from_tiles
 from tuner.search.local import best_first_step
@@ -122,7 +122,7 @@ class RidgeGuide:
                 self.measured[row] = True
                 if result.ok:
                     self.ok_rows.append(row)
-                    self.ok_y.append(float(np.log(result.latency_us)))
+                    self.ok_y.append(float(np.log(result.ok_latency_us)))
         self.seen = len(tracker.history)
 
     def predict(self, tracker: BudgetedEvaluate) -> np.ndarray | None:
@@ -144,7 +144,8 @@ class RidgeGuide:
         # Dual form, as there are fewer trials than features: w = X^T (X X^T + ridge I)^-1 y,
         # with y centred (the mean is the unpenalised intercept).
         alpha = np.linalg.solve(self.gram + self.ridge * np.eye(len(y)), y - y.mean())
-        return self.x @ (x.T @ alpha) + y.mean()
+        predicted: np.ndarray = self.x @ (x.T @ alpha) + y.mean()
+        return predicted
 
     def __call__(self, tracker: BudgetedEvaluate) -> KernelConfig | None:
         """The next proposal (see the class), or None: too few ok trials, or nothing left."""
@@ -241,11 +242,11 @@ def run_guided(tracker: BudgetedEvaluate, axes: Sequence[Axis], guide: RidgeGuid
             left = tracker.left
             result = tracker(candidate)
             flat = (result is not None and result.ok and incumbent is not None
-                    and result.latency_us <= incumbent[1] * (1 + FLAT))
+                    and result.ok_latency_us <= incumbent[1] * (1 + FLAT))
             stall += tracker.left < left and not flat
         if result is not None and result.ok and (incumbent is None
-                                                 or result.latency_us < incumbent[1]):
-            incumbent, stall = (candidate, result.latency_us), 0
+                                                 or result.ok_latency_us < incumbent[1]):
+            incumbent, stall = (candidate, result.ok_latency_us), 0
 
 
 def _key(config: KernelConfig) -> tuple[int, ...]:
@@ -253,7 +254,7 @@ def _key(config: KernelConfig) -> tuple[int, ...]:
     return tuple(config.as_dict().values())
 
 
-class GuidedStrategy:
+class GuidedStrategy(Strategy):
     """Warm starts; vLLM's default with every block tile (the large tiles with 8 warps too);
     then `run_guided`: best-first steps; at the first stall the runner-up tiles with the tuned
     settings (`retiled`), and `RidgeGuide`'s proposals whenever they stall.

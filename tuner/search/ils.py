@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from tuner.kernels.config import KernelConfig
 from tuner.search.axes import Axis, neighbours, space_axes
-from tuner.search.base import Evaluate, History
+from tuner.search.base import Evaluate, History, Strategy
 from tuner.search.budget import PRUNED, BudgetedEvaluate
 from tuner.search.local import best_first_step
 
@@ -52,7 +52,7 @@ def climb(tracker: BudgetedEvaluate, axes: Sequence[Axis], rng: random.Random,
                 return current
             result = tracker(config)
             if (result is not None and result.ok
-                    and result.latency_us < tracker.results[current].latency_us):
+                    and result.ok_latency_us < tracker.results[current].ok_latency_us):
                 current = config
                 break
         else:
@@ -109,7 +109,7 @@ def run_ils(tracker: BudgetedEvaluate, axes: Sequence[Axis], *, seed: int) -> No
             left = tracker.left
             result = tracker(candidate)
             flat = (result is not None and result.ok and incumbent is not None
-                    and result.latency_us <= incumbent[1] * (1 + FLAT))
+                    and result.ok_latency_us <= incumbent[1] * (1 + FLAT))
             stall += tracker.left < left and not flat
         now = tracker.incumbent()
         if now is not None and (incumbent is None or now[1] < incumbent[1]):
@@ -126,12 +126,12 @@ def _kick(tracker: BudgetedEvaluate, axes: Sequence[Axis], rng: random.Random,
         if config in tracker.allowed and config not in tracker.results:
             result = tracker(config)
             if result is not None and result.ok:
-                found.append((result.latency_us, config))
+                found.append((result.ok_latency_us, config))
     if found:
         climb(tracker, axes, rng, min(found)[1])
 
 
-class IteratedLocalStrategy:
+class IteratedLocalStrategy(Strategy):
     """Iterated local search: warm starts, then vLLM's default (the first warm start) with
     every block tile, then best-first neighbourhood search with kicks out of steep local
     optima (`run_ils`). Configs pruned before launch (invalid, compile_error, out_of_resources:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from tuner.kernels.config import KernelConfig
 from tuner.search.axes import Axis, neighbours, space_axes
-from tuner.search.base import Evaluate, History
+from tuner.search.base import Evaluate, History, Strategy
 from tuner.search.budget import BudgetedEvaluate
 
 
@@ -106,7 +106,7 @@ def _apply(config: KernelConfig, move: tuple[int, ...], axes: Sequence[Axis]
     return KernelConfig(**values)
 
 
-class LocalStrategy:
+class LocalStrategy(Strategy):
     """Best-first neighbourhood search (hill climbing that widens when it is stuck)."""
 
     name = "local"

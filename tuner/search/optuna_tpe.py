@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from tuner.kernels.config import KernelConfig
 from tuner.search.axes import Axis, space_axes
-from tuner.search.base import Evaluate, History
+from tuner.search.base import Evaluate, History, Strategy
 from tuner.search.budget import BudgetedEvaluate
 
 # Asks per distinct config before giving up on a small or mostly-visited space.
@@ -45,8 +45,8 @@ def run_tpe(tracker: BudgetedEvaluate, axes: Sequence[Axis], *, seed: int,
         sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=N_STARTUP_TRIALS,
                                              multivariate=True)
     study = optuna.create_study(direction="minimize", sampler=sampler)
-    distributions = {axis.param: optuna.distributions.IntDistribution(axis.low, axis.high)
-                     for axis in axes}
+    distributions: dict[str, optuna.distributions.BaseDistribution] = {
+        axis.param: optuna.distributions.IntDistribution(axis.low, axis.high) for axis in axes}
 
     def params(config: KernelConfig) -> dict[str, int]:
         return {axis.param: axis.coordinate(getattr(config, axis.key)) for axis in axes}
@@ -65,14 +65,14 @@ def run_tpe(tracker: BudgetedEvaluate, axes: Sequence[Axis], *, seed: int,
         asks += 1
         trial = study.ask(distributions)
         config = KernelConfig(**{axis.key: axis.value(trial.params[axis.param]) for axis in axes})
-        result = tracker(config)
-        if result is not None and result.ok:
-            study.tell(trial, result.latency_us)
+        measured = tracker(config)
+        if measured is not None and measured.ok:
+            study.tell(trial, measured.ok_latency_us)
         else:
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
 
-class OptunaStrategy:
+class OptunaStrategy(Strategy):
     """TPE (seeded, multivariate) over integer coordinates of each config key.
 
     A config TPE proposes twice is answered from the first result and does not count again.

@@ -5,12 +5,14 @@ from __future__ import annotations
 from tuner.search.base import Strategy
 from tuner.search.grid import GridStrategy
 from tuner.search.guided import GuidedStrategy
-from tuner.search.hybrid import TpeLocalStrategy
 from tuner.search.ils import IteratedLocalStrategy
 from tuner.search.local import LocalStrategy
 from tuner.search.optuna_tpe import OptunaStrategy
+from tuner.search.tpe_local import TpeLocalStrategy
 
-STRATEGIES: dict[str, type] = {
+# A new strategy: one module (a `Strategy` subclass) and one line here; the CLI's --strategy
+# choices are read from this dict when a command runs (`tuner.cli.options.StrategyChoice`).
+STRATEGIES: dict[str, type[Strategy]] = {
     "grid": GridStrategy,
     "optuna": OptunaStrategy,
     "local": LocalStrategy,

@@ -201,8 +201,8 @@ class ReplayRunner:
         values = ",".join(str(v) for v in config.as_dict().values())
         digest = hashlib.sha256(f"{values}#{call}".encode()).digest()
         u = int.from_bytes(digest[:8], "big") / 2**64
-        p20_us = result.latency_us if result.p20_us is None else result.p20_us
-        p80_us = result.latency_us if result.p80_us is None else result.p80_us
+        p20_us = result.ok_latency_us if result.p20_us is None else result.p20_us
+        p80_us = result.ok_latency_us if result.p80_us is None else result.p80_us
         return p20_us + u * (p80_us - p20_us)
 
     def optimum(self) -> tuple[KernelConfig, TrialResult] | None:

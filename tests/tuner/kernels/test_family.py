@@ -4,22 +4,33 @@ itself, tuned by the worker and merged into its own files with no change elsewhe
 from __future__ import annotations
 
 import dataclasses
+import io
+import re
 import subprocess
 import sys
+import zipfile
 
 import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
 
+from api.app import create_app
+from api.settings import Settings
 from db import repo
 from db.engine import session_scope
 from tests.storefill import run_one_task
+from tuner.cli import app as cli
 from tuner.files.device import device_files
+from tuner.files.mounts import MountRequest, config_files_in, render_mounts
+from tuner.files.pull import render_pull_recipe
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.family import DENSE
 from tuner.kernels.dense.naming import config_file_name
 from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.kernels.dense.specialization import specialization_key
 from tuner.kernels.family import KernelFamily, Shape
-from tuner.kernels.registry import FAMILIES, get_family
+from tuner.kernels.moe.family import MOE
+from tuner.kernels.registry import FAMILIES, family_of_file, get_family, respell_file_name
 
 
 def test_the_dense_gemm_is_the_registered_family() -> None:
@@ -42,6 +53,18 @@ def test_the_dense_family_gives_vllms_names_space_and_default() -> None:
     assert DENSE.module_path(DENSE.kernel_module).name == "kernel.py"
 
 
+def test_a_file_names_its_family_by_the_family_that_parses_it() -> None:
+    dense = config_file_name(5120, 3072, "NVIDIA_L20")
+    moe = "E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json"
+    assert family_of_file(dense) is DENSE and family_of_file(moe) is MOE
+    assert family_of_file(dense.replace("[128,128]", "[128, 128]")) is DENSE
+    # A name no family parses gets the parse error of the family its start names.
+    with pytest.raises(ValueError, match=r"^'config.json' is not a config file name like 'N="):
+        family_of_file("config.json")
+    with pytest.raises(ValueError, match=r"^'E=8,N=1\.json' is not a block-FP8 MoE config"):
+        family_of_file("E=8,N=1.json")
+
+
 def test_shape_params_round_trip_through_the_store_text() -> None:
     shape = Shape.from_store(384, 2048, [128, 128], "top_k=8,E=128")
     assert shape.params == (("E", 128), ("top_k", 8)) and shape.param("E") == 128
@@ -61,13 +84,26 @@ def _toy_default(shape: Shape, M: int) -> KernelConfig:
     return KernelConfig(16 if M <= 16 else 64, 128, 128, 1, 4, 2)
 
 
+_TOY_NAME = re.compile(r"toy,E=(\d+),N=(\d+),K=(\d+),device_name=([A-Za-z0-9_]+)\.json")
+
+
+def _toy_parse(name: str) -> tuple[Shape, str, str]:
+    match = _TOY_NAME.fullmatch(name)
+    if match is None:
+        raise ValueError(f"{name!r} is not a toy file name")
+    E, N, K, device = match.groups()
+    return Shape(int(N), int(K), (128, 128), (("E", int(E)),)), device, "fp8_w8a8"
+
+
 # A second family that registers itself and changes nothing else: the dense kernel under
-# another name, file name and an M-dependent default, with a dimension beyond N and K.
+# another name, file name (and its parser) and an M-dependent default, with a dimension beyond
+# N and K.
 TOY = dataclasses.replace(
     DENSE, name="toy", title="the dense kernel as a second family",
     default_config=_toy_default,
     file_name=lambda shape, device, engine: (f"toy,{shape.params_text},N={shape.N},K={shape.K},"
                                              f"device_name={device}.json"),
+    parse_file_name=_toy_parse, file_name_start="toy,", respell_file_name=None,
 )
 SPACE = [KernelConfig(32, 64, 128, 1, 4, 2), KernelConfig(16, 128, 64, 1, 4, 2)]
 
@@ -95,3 +131,56 @@ def test_a_registered_family_is_tuned_stored_and_merged(tmp_path, toy) -> None:
     assert file.file_name == "toy,E=2,N=128,K=128,device_name=TRITON_INTERPRETER.json"
     assert (file.family, file.shape_params, list(file.merged.configs)) == ("toy", "E=2", [2])
     assert KernelConfig.from_dict(file.merged.configs[2]) in {*SPACE, defaults[0]}
+
+
+TOY_FILE = "toy,E=2,N=128,K=128,device_name=TRITON_INTERPRETER.json"
+
+
+def test_a_registered_family_goes_through_export_and_the_file_routes(tmp_path, toy) -> None:
+    """No layer outside tuner/kernels knows the toy family, yet its file is exported, found by
+    name over HTTP (either spelling) and in the device's archive."""
+    url = f"sqlite:///{tmp_path}/tuner.db"
+    engine, _ = run_one_task(url, model="toy", family="toy", shape_params="E=2",
+                             shape=(128, 128), M=2, space=SPACE)
+    with session_scope(engine) as session:
+        text = device_files(session, "TRITON_INTERPRETER", out_dtype=None, allow_stale=True,
+                            allow_partial=False).files.files[0].merged.text
+    engine.dispose()
+    assert family_of_file(TOY_FILE) is TOY
+    assert respell_file_name(TOY_FILE, "sglang") == TOY_FILE
+    exported = CliRunner().invoke(cli.app, ["export", "--device", "interpreter", "--out",
+                                            str(tmp_path / "out"), "--allow-stale", "--db", url])
+    assert exported.exit_code == 0, exported.output
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [TOY_FILE]
+    assert (tmp_path / "out" / TOY_FILE).read_text() == text
+    with TestClient(create_app(Settings(db_url=url))) as client:
+        base = "/devices/TRITON_INTERPRETER/preview/configs"
+        served = client.get(f"{base}/{TOY_FILE}", params={"allow_stale": True})
+        assert served.status_code == 200, served.text
+        assert served.text == text
+        missing = client.get(f"{base}/{TOY_FILE.replace('E=2', 'E=3')}",
+                             params={"allow_stale": True})
+        assert missing.status_code == 404
+        assert missing.json()["detail"] == (
+            f"no file {TOY_FILE.replace('E=2', 'E=3')!r} for TRITON_INTERPRETER; "
+            f"files: {TOY_FILE}")
+        archive = client.get(f"{base}.zip", params={"allow_stale": True})
+        assert archive.status_code == 200
+        with zipfile.ZipFile(io.BytesIO(archive.content)) as zipped:
+            assert zipped.read(TOY_FILE).decode() == text
+
+
+def test_a_registered_familys_files_are_mounted_and_pulled(toy) -> None:
+    site = "/usr/local/lib/python3.12/dist-packages"
+    target = f"{site}/vllm/model_executor/layers/quantization/utils/configs/{TOY_FILE}"
+    assert config_files_in([TOY_FILE, "config.json"], "TRITON_INTERPRETER") == [TOY_FILE]
+    mounts = render_mounts(MountRequest(
+        device_name="TRITON_INTERPRETER", engine="vllm", file_names=(TOY_FILE,),
+        host_dir="/srv/configs", site_packages=site, fmt="k8s")).splitlines()
+    assert f'#     --from-file=e2-n128-k128-b128x128.json="/srv/configs/{TOY_FILE}" \\' in mounts
+    assert '  - name: blockfp8-configs' in mounts and f'    mountPath: "{target}"' in mounts
+    release = {"device_name": "TRITON_INTERPRETER", "number": 1, "content_sha256": "ab" * 32,
+               "files": [{"file_name": TOY_FILE, "sha256": "1" * 64}]}
+    pulled = render_pull_recipe("k8s-pull", server="http://tuner:8000", release=release,
+                                engine="vllm", site_packages=site).splitlines()
+    assert f'    mountPath: "{target}"' in pulled

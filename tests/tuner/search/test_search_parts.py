@@ -8,7 +8,6 @@ from tuner.measure.trial import TrialResult, TrialStatus
 from tuner.search import get_strategy, warm_start_configs, warm_start_for_task
 from tuner.search.axes import neighbours, space_axes
 from tuner.search.budget import BudgetedEvaluate
-from tuner.search.hybrid import TpeLocalStrategy
 
 SPACE = vllm_space()
 DEFAULT = default_config()
@@ -89,8 +88,3 @@ def test_local_search_climbs_a_smooth_landscape():
     best = min(history, key=lambda item: item[1].latency_us)
     assert (best[0].BLOCK_SIZE_M, best[0].BLOCK_SIZE_N, best[0].num_stages,
             best[0].num_warps) == (128, 64, 4, 4)
-
-
-def test_tpe_share_must_be_a_fraction():
-    with pytest.raises(ValueError, match="tpe_share must be within"):
-        TpeLocalStrategy(tpe_share=1.5)

@@ -34,6 +34,11 @@ def _parse_file_name(name: str) -> tuple[Shape, str, str]:
     return Shape(parsed.N, parsed.K, parsed.block_shape), parsed.device_name, parsed.dtype
 
 
+def _respell(name: str, engine: str, device_name: str | None) -> str:
+    """The dense name keeps its own device and dtype (`engine_file_name`)."""
+    return engine_file_name(name, engine)
+
+
 def _workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
     from tuner.kernels.dense.workload import DenseWorkload
 
@@ -43,8 +48,8 @@ def _workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
 def _vllm_workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
     from tuner.kernels.dense.vllm_workload import VllmDenseWorkload
 
-    return VllmDenseWorkload.make(shape, M, seed=seed, device=device,
-                                  module=VLLM_DENSE.module, function=VLLM_DENSE.function)
+    return VllmDenseWorkload.from_vllm(shape, M, seed=seed, device=device,
+                                       module=VLLM_DENSE.module, function=VLLM_DENSE.function)
 
 
 # vLLM 0.33.0 keeps the kernel in fp8_utils.py and launches it from w8a8_triton_block_scaled_mm
@@ -84,4 +89,6 @@ DENSE = KernelFamily(
     compile_for_target=_compile_for_target,
     specialization=_specialization,
     vllm=VLLM_DENSE,
+    file_name_start="N=",
+    respell_file_name=_respell,
 )

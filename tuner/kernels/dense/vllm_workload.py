@@ -42,8 +42,8 @@ class VllmDenseWorkload(DenseWorkload):
     kernel: Any = None
 
     @classmethod
-    def make(cls, shape: Shape, M: int, *, seed: int, device: str, module: str,
-             function: str) -> VllmDenseWorkload:
+    def from_vllm(cls, shape: Shape, M: int, *, seed: int, device: str, module: str,
+                  function: str) -> VllmDenseWorkload:
         """Draw the inputs of (shape, M) as the builtin workload does (same seed, same data)
         and import vLLM's kernel `function` from `module`."""
         base = DenseWorkload.make(shape, M, seed=seed, device=device)

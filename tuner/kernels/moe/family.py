@@ -11,7 +11,9 @@ from typing import Any
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.family import KernelFamily, Shape, Workload
 from tuner.kernels.moe.naming import (
+    any_engine_file_name,
     moe_config_file_name,
+    moe_device_name,
     parse_moe_config_file_name,
     sglang_moe_config_file_name,
 )
@@ -51,7 +53,7 @@ def _workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
 def _vllm_workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
     from tuner.kernels.moe.vllm_workload import VllmMoeWorkload
 
-    return VllmMoeWorkload.make(shape, M, seed=seed, device=device, module=VLLM_MOE.module)
+    return VllmMoeWorkload.from_vllm(shape, M, seed=seed, device=device, module=VLLM_MOE.module)
 
 
 # vLLM 0.33.0's fused_experts_impl runs each expert GEMM through dispatch_fused_moe_kernel,
@@ -95,4 +97,9 @@ MOE = KernelFamily(
     vllm=VLLM_MOE,
     # benchmark_moe.py writes it (vLLM PR #24769); get_moe_configs pops it (fused_moe.py).
     file_triton_version=True,
+    file_name_start="E=",
+    file_device=moe_device_name,
+    # get_moe_configs reads VLLM_TUNED_CONFIG_FOLDER before fused_moe/configs/ (fused_moe.py).
+    tuned_folder_env="VLLM_TUNED_CONFIG_FOLDER",
+    respell_file_name=any_engine_file_name,
 )

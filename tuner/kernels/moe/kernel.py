@@ -7,6 +7,7 @@ import hashlib
 import inspect
 import textwrap
 from collections.abc import Mapping
+from typing import Any
 
 import torch
 import triton
@@ -214,7 +215,7 @@ def invoke_moe_gemm(
     top_k: int,
     config: Mapping[str, object],
     block_shape: tuple[int, int] = (128, 128),
-    kernel: object = None,
+    kernel: Any = None,
 ) -> torch.Tensor:
     """One expert GEMM of the fused MoE, launched as vLLM 0.33.0's `invoke_fused_moe_kernel`.
 

@@ -56,8 +56,8 @@ class VllmMoeWorkload(MoeWorkload):
     """An MoE problem (`MoeWorkload`) whose expert GEMMs run vLLM's installed kernel."""
 
     @classmethod
-    def make(cls, shape: Shape, M: int, *, seed: int, device: str,
-             module: str) -> VllmMoeWorkload:
+    def from_vllm(cls, shape: Shape, M: int, *, seed: int, device: str,
+                  module: str) -> VllmMoeWorkload:
         """Draw the problem as the builtin workload does (same seed, same data); its GEMMs
         call `module`'s dispatcher (imported here, so a missing vLLM fails at once)."""
         importlib.import_module(module)

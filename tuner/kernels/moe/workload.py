@@ -113,7 +113,8 @@ class MoeWorkload:
     @property
     def out_shape(self) -> tuple[int, int]:
         """[M, K] of the layer's output."""
-        return tuple(self.inputs.x.shape)
+        M, K = self.inputs.x.shape
+        return (M, K)
 
     def weights(self) -> tuple[torch.Tensor, ...]:
         """(w1, w1_scale, w2, w2_scale): what a launch reads that serving does not keep in L2."""

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from tuner.kernels.config import KernelConfig
 from tuner.search.axes import space_axes
-from tuner.search.base import Evaluate, History
+from tuner.search.base import Evaluate, History, Strategy
 from tuner.search.budget import BudgetedEvaluate
 from tuner.search.local import run_local
 from tuner.search.optuna_tpe import run_tpe
@@ -15,7 +15,7 @@ from tuner.search.optuna_tpe import run_tpe
 TPE_SHARE = 0.25
 
 
-class TpeLocalStrategy:
+class TpeLocalStrategy(Strategy):
     """TPE explores the space for TPE_SHARE of the budget; the rest climbs from its best
     configs over the log2 axes (see `run_local`)."""
 
