@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one script a lent GPU machine runs (issues 2-4, 11, 13, 27), through the device tool:
+# The one script a lent GPU machine runs, through the device tool:
 #   bash bench/fetch_wheels.sh        # here, first: .whl/ (wheels) and .shipped/ (vLLM's files)
 #   run(command="bash bench/gpu_check.sh", carry=[".whl", ".shipped"], timeout_s=600)
 #   bash bench/gpu_check.sh --dry-run # here, on the CPU: bench/gpu_dry_run.sh sets it up

@@ -12,7 +12,7 @@ as curl sends a large body (`Expect: 100-continue`: the body follows a `100 Cont
 import request whose `content` is `--mb` MB of "a". Status 0: the server closed the connection
 while the client was still sending, and the reset lost its answer. RSS is read from /proc every
 5 ms while the clients send and until they have their answers; `after` is the RSS 2 s later.
-The issue's target: the peak within 50 MB of idle. Writes bench/results/serve_memory_<label>.json.
+Target: the peak within 50 MB of idle. Writes bench/results/serve_memory_<label>.json.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ landscape at no cost, so its CPU per trial is that overhead. Four figures:
 - `without_store`: the same searches, warm starts, re-timing and decisions with no store;
 - `store`: the difference, and the store's transactions (commits) per trial;
 - `sweep`: user + sys CPU of the whole `tuner sweep --replay` command (CLI, supervisor, worker
-  process, imports), the figure issue 15 sets under 5 s for the synthetic landscape's 3,840.
+  process, imports), whose target is under 5 s for the synthetic landscape's 3,840.
 Writes bench/results/trial_overhead_<date>.json.
 """
 

@@ -3,7 +3,7 @@
 Re-exported by `db.repo`; like the repository functions these take a Session, are keyword-only,
 never commit, and return frozen dataclasses. The entries are stored as given (AMD keys kept) and
 are never measured here; with them, the verdict of `tuner import`'s launch check (which entries
-cannot launch on the device, revision 0006), which merges honour.
+cannot launch on the device), which merges honour.
 """
 
 from __future__ import annotations

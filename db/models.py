@@ -48,7 +48,7 @@ TRIAL_STATUSES: tuple[str, ...] = (
 
 OUT_DTYPES: tuple[str, ...] = ("bfloat16", "float16")
 
-# Why a decision kept its config (revision 0004): the fastest re-timed config beat the runner-up
+# Why a decision kept its config: the fastest re-timed config beat the runner-up
 # by more than the spread; or it did not, and the default or a simpler config was kept.
 DECISION_KEPT: tuple[str, ...] = ("fastest", "default", "simpler")
 
@@ -139,7 +139,7 @@ class Task(Base):
     task_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.sweep_id", ondelete="CASCADE"))
     # The kernel family (tuner.kernels.registry) and its dimensions beyond N and K, as
-    # `name=value,...` ("" for the dense GEMM); tasks stored before revision 0005 are "dense".
+    # `name=value,...` ("" for the dense GEMM); a row that names no family is "dense".
     family: Mapped[str] = mapped_column(String(32), default=DEFAULT_FAMILY,
                                         server_default=DEFAULT_FAMILY)
     shape_params: Mapped[str] = mapped_column(String(128), default="", server_default="")
@@ -154,7 +154,7 @@ class Task(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     error: Mapped[str | None] = mapped_column(Text)
     # The config a worker is measuring right now (vLLM keys), and since when: if the worker
-    # dies or hangs, the sweep records that config as crashed or timed out (revision 0002).
+    # dies or hangs, the sweep records that config as crashed or timed out.
     in_flight_config: Mapped[dict[str, int] | None] = mapped_column(JSON)
     in_flight_since: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
@@ -200,9 +200,8 @@ class Trial(TaskConfig, Base):
 
 class ImportedFile(Base):
     """The configs of an existing file (for example one shipped with vLLM), kept as a labelled
-    source for one device and shape (revision 0003). Never measured here: a merge uses its
-    entries only for M without a measured winner, and never those that cannot launch on the
-    device (revision 0007)."""
+    source for one device and shape. Never measured here: a merge uses its entries only for M
+    without a measured winner, and never those that cannot launch on the device."""
 
     __tablename__ = "imports"
 
@@ -218,7 +217,7 @@ class ImportedFile(Base):
     # M (decimal string, as in the file) -> config with the file's keys (AMD keys kept).
     configs: Mapped[dict[str, dict[str, int]]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
-    # The launch check of `tuner import` (revision 0007): the compute capability the entries were
+    # The launch check of `tuner import`: the compute capability the entries were
     # compiled for (e.g. 89; NULL: not checked), and M (decimal string) -> why that entry cannot
     # launch there. Merges leave those entries out.
     checked_arch: Mapped[int | None] = mapped_column(Integer)
@@ -229,7 +228,7 @@ class ImportedFile(Base):
 
 class Retime(TaskConfig, Base):
     """One config of a task re-timed interleaved with the other finalists and the default config
-    (A B A B ...) before the task's winner is declared (revision 0004). Latencies in
+    (A B A B ...) before the task's winner is declared. Latencies in
     microseconds over `rounds` interleaved rounds: median, 20th and 80th percentile."""
 
     __tablename__ = "retimes"
@@ -246,7 +245,7 @@ class Retime(TaskConfig, Base):
 
 
 class Decision(TaskConfig, Base):
-    """The config a task keeps after the re-timing, and why (revision 0004): at most one per task.
+    """The config a task keeps after the re-timing, and why: at most one per task.
 
     `latency_us` and `default_latency_us` are re-timed medians in microseconds; `spread_us` is
     the measured noise the winner had to beat the runner-up by; `runner_up` holds vLLM's keys of
@@ -271,7 +270,7 @@ class Decision(TaskConfig, Base):
 
 
 class Ceiling(Base):
-    """A ceiling measured on one environment's GPU (revision 0004), e.g. `copy_gbps` (a large
+    """A ceiling measured on one environment's GPU, e.g. `copy_gbps` (a large
     device-to-device copy, GB/s) or `fp8_mm_tflops` (torch's FP8 matrix product, TFLOP/s); the
     unit is the name's suffix. Every measurement is kept; readers take the latest per name."""
 

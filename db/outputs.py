@@ -1,5 +1,5 @@
-"""The tables of what the store hands out: `tuner compare` runs (revision 0006) and published
-releases with their files and the blobs of their bytes (revision 0008)."""
+"""The tables of what the store hands out: `tuner compare` runs and published releases with
+their files and the blobs of their bytes."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from db.base import Base, UTCDateTime, utcnow
 
 
 class Comparison(Base):
-    """One `tuner compare` run (revision 0006): a model's shapes timed on one device with every
+    """One `tuner compare` run: a model's shapes timed on one device with every
     kernel vLLM could run for them; `verdicts` holds its decode and prefill lines."""
 
     __tablename__ = "comparisons"
@@ -64,7 +64,7 @@ class ComparisonPoint(Base):
 
 
 class Blob(Base):
-    """Bytes of a released file or archive, stored once per content (revision 0008)."""
+    """Bytes of a released file or archive, stored once per content."""
 
     __tablename__ = "blobs"
 
@@ -74,7 +74,7 @@ class Blob(Base):
 
 
 class Release(Base):
-    """A device's files frozen as published (revision 0008): numbered 1, 2, ... per device, never
+    """A device's files frozen as published: numbered 1, 2, ... per device, never
     changed. `content_sha256` hashes the sorted (file name, sha256) list; `archives` maps an
     engine ("vllm", "sglang") to its zip's sha256; `summary` holds the scope, coverage, merge
     notes, skipped shapes and the versions the files were tuned with."""

@@ -62,8 +62,8 @@ def sweep_key(
     """The identity of a sweep: sha256 of the canonical JSON of its parameters.
 
     `m_values` and `shapes` are deduplicated and sorted first, so their order does not matter.
-    The family and its shape params enter only when they are not the dense GEMM's, so sweeps
-    stored before kernel families existed keep their keys.
+    The family and its shape params enter only when they are not the dense GEMM's, so a dense
+    sweep's key hashes no family field.
 
     Returns:
         64 lowercase hex digits.
@@ -202,8 +202,8 @@ def _extend(session: Session, sweep: Sweep, budget: int, key: str) -> int | None
     return len(reopened)
 
 
-# How a task failed by a store error reads (`f"{type(exc).__name__}: {exc}"` of SQLAlchemy's
-# wrappers): tuner versions before issue 23 marked such tasks failed.
+# The error text of a task that a store error failed (`f"{type(exc).__name__}: {exc}"` of
+# SQLAlchemy's wrappers); a store can hold such tasks as failed, and re-running re-opens them.
 STORE_ERROR_PREFIXES = ("OperationalError: ", "InterfaceError: ", "TimeoutError: QueuePool")
 
 

@@ -16,25 +16,15 @@ router = APIRouter(prefix="/devices", tags=["devices"])
 
 
 @router.get("/{device_name}/comparisons", response_model=list[schemas.ComparisonOut],
-            responses={404: {"description": "Unknown device"}})
+            responses={404: {"description": "Unknown device"}}, description=(
+    "The device's `tuner compare` runs, newest first: per (N, K, M) each kernel's median "
+    "latency (ok), or why it failed or was not timed, and the decode and prefill verdicts. "
+    "404 for an unknown device."))
 def list_comparisons(
     device_name: KnownDevice, session: SessionDep,
     limit: Annotated[int, Query(ge=1, le=100, description="At most this many runs.")] = 10,
 ) -> list[schemas.ComparisonOut]:
-    """The device's `tuner compare` runs, newest first: per (N, K, M) each kernel's median
-    latency (ok), or why it failed or was not timed, and the decode and prefill verdicts.
-
-    Args:
-        device_name: vLLM's device key.
-        session: The store session.
-        limit: At most this many runs.
-
-    Returns:
-        The runs with their points.
-
-    Raises:
-        HTTPException: 404 for an unknown device.
-    """
+    """List the device's `tuner compare` runs, newest first."""
     runs = repo.list_comparisons(session, device_name=device_name, limit=limit)
     return [schemas.ComparisonOut(**{**asdict(run), "verdicts": list(run.verdicts),
                                      "points": [asdict(p) for p in run.points]})

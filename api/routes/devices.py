@@ -50,6 +50,12 @@ Engine = Annotated[Literal["vllm", "sglang"], Query(
     description="File-name spelling: vLLM's `block_shape=[128,128]` or SGLang's "
     "`block_shape=[128, 128]`. The configs are tuned on vLLM's kernel either way.",
 )]
+FileName = Annotated[str, Path(
+    description="A config file name in vLLM's or SGLang's spelling (see the `configs` list).",
+)]
+IfNoneMatch = Annotated[str | None, Header(
+    description="The client's cached ETag(s); a match answers 304 with no body.",
+)]
 FILE_RESPONSES: dict[int | str, dict[str, object]] = {
     304: {"description": "If-None-Match matched the ETag"},
     404: {"description": "Unknown device or file"},
@@ -171,20 +177,14 @@ def _download(body: bytes, *, media_type: str, filename: str, if_none_match: str
     return Response(content=body, media_type=media_type, headers=headers)
 
 
-@router.get("", response_model=list[schemas.Device])
+@router.get("", response_model=list[schemas.Device], description=(
+    "Every device in the store with, per shape, its M grid and which M have a winner, and the "
+    "versions (GPU, driver, CUDA, torch, Triton, tuner, kernel hash) its files were tuned "
+    "with. Devices are sorted by name, shapes by (N, K, block_shape), versions by trials "
+    "(most first)."))
 def list_devices(session: SessionDep, out_dtype: OutDtype = None,
                  allow_stale: AllowStale = False) -> list[schemas.Device]:
-    """Every device in the store with, per shape, its M grid and which M have a winner, and the
-    versions (GPU, driver, CUDA, torch, Triton, tuner, kernel hash) its files were tuned with.
-
-    Args:
-        session: The store session.
-        out_dtype: Only trials of this output dtype.
-        allow_stale: Count winners of trials of other kernel sources and Triton versions too.
-
-    Returns:
-        Devices sorted by name, shapes by (N, K, block_shape), versions by trials (most first).
-    """
+    """List the store's devices with their shapes' coverage and tuning versions."""
     return [
         _device(session, name, out_dtype=out_dtype, allow_stale=allow_stale)
         for name in sorted(repo.list_device_names(session))
@@ -192,31 +192,18 @@ def list_devices(session: SessionDep, out_dtype: OutDtype = None,
 
 
 @router.get("/{device_name}/preview/configs", response_model=schemas.DeviceConfigs,
-            responses={404: {"description": "Unknown device"}})
+            responses={404: {"description": "Unknown device"}}, description=(
+    "What the next publish would contain: the merged files of a device, with hashes and merge "
+    "notes, and the shapes left out (merged on every request). Files are sorted by (N, K, "
+    "block_shape); each skipped shape has its reason (saying which M have only stale trials); "
+    "SGLang names come with a note that SGLang's kernel differs. 404 for an unknown device, "
+    "409 if the winners cannot be merged."))
 def preview_configs(
     device_name: KnownDevice, session: SessionDep, settings: SettingsDep,
     partial: Partial = None, out_dtype: OutDtype = None, engine: Engine = "vllm",
     allow_stale: AllowStale = False,
 ) -> schemas.DeviceConfigs:
-    """What the next publish would contain: the merged files of a device, with hashes and merge
-    notes, and the shapes left out (merged on every request).
-
-    Args:
-        device_name: vLLM's device key.
-        session: The store session.
-        settings: The app's settings (default of `partial`).
-        partial: Include shapes with M that have no winner yet.
-        out_dtype: Only trials of this output dtype.
-        engine: File-name spelling, vllm or sglang.
-        allow_stale: Also use trials of other kernel sources and Triton versions.
-
-    Returns:
-        Files sorted by (N, K, block_shape), the skipped shapes with reasons (saying which M
-        have only stale trials), and for SGLang names a note that SGLang's kernel differs.
-
-    Raises:
-        HTTPException: 404 for an unknown device, 409 if the winners cannot be merged.
-    """
+    """List the files the device's next publish would hold, merged on this request."""
     allow = settings.allow_partial if partial is None else partial
     read = store_files(session, device_name, partial=allow, out_dtype=out_dtype, engine=engine,
                        allow_stale=allow_stale)
@@ -242,31 +229,17 @@ def preview_configs(
 
 
 @router.get("/{device_name}/preview/configs.zip", response_class=Response, response_model=None,
-            responses={200: {"content": {"application/zip": {}}}, **FILE_RESPONSES})
+            responses={200: {"content": {"application/zip": {}}}, **FILE_RESPONSES},
+            description=(
+    "The merged files of a device and a README.txt as one zip (deterministic bytes), merged "
+    "on this request (the release route serves what was published); 304 if the client's copy "
+    "is current. 404 for an unknown device, 409 if the winners cannot be merged."))
 def preview_zip(
     device_name: KnownDevice, session: SessionDep, settings: SettingsDep,
     partial: Partial = None, out_dtype: OutDtype = None, engine: Engine = "vllm",
-    allow_stale: AllowStale = False, if_none_match: Annotated[str | None, Header()] = None,
+    allow_stale: AllowStale = False, if_none_match: IfNoneMatch = None,
 ) -> Response:
-    """The merged files of a device and a README.txt as one zip, merged on this request (the
-    release route serves what was published).
-
-    Args:
-        device_name: vLLM's device key.
-        session: The store session.
-        settings: The app's settings (default of `partial`).
-        partial: Include shapes with M that have no winner yet.
-        out_dtype: Only trials of this output dtype.
-        engine: File-name spelling, vllm or sglang.
-        allow_stale: Also use trials of other kernel sources and Triton versions.
-        if_none_match: The client's cached ETag(s).
-
-    Returns:
-        The zip (deterministic bytes), or 304 if the client's copy is current.
-
-    Raises:
-        HTTPException: 404 for an unknown device, 409 if the winners cannot be merged.
-    """
+    """Download the device's merged files as one zip, merged on this request."""
     allow = settings.allow_partial if partial is None else partial
     read = store_files(session, device_name, partial=allow, out_dtype=out_dtype, engine=engine,
                        allow_stale=allow_stale)
@@ -279,35 +252,20 @@ def preview_zip(
 
 @router.get("/{device_name}/preview/configs/{file_name}", response_class=Response,
             response_model=None,
-            responses={200: {"content": {"application/json": {}}}, **FILE_RESPONSES})
+            responses={200: {"content": {"application/json": {}}}, **FILE_RESPONSES},
+            description=(
+    "One merged file as the next publish would hold it (`ETag: \"<sha256>\"`), merged on "
+    "this request (the release route serves what was published); 304 if the client's copy is "
+    "current. 404 for an unknown device, a name that is not a config file name, a file of "
+    "another device, or a shape with no (complete) file (the detail lists the device's "
+    "files); 409 if the winners cannot be merged."))
 def preview_file(
-    device_name: KnownDevice, file_name: str, session: SessionDep, settings: SettingsDep,
+    device_name: KnownDevice, file_name: FileName, session: SessionDep, settings: SettingsDep,
     partial: Partial = None, out_dtype: OutDtype = None,
     engine: Engine = "vllm", allow_stale: AllowStale = False,
-    if_none_match: Annotated[str | None, Header()] = None,
+    if_none_match: IfNoneMatch = None,
 ) -> Response:
-    """One merged file as the next publish would hold it, merged on this request (the release
-    route serves what was published).
-
-    Args:
-        device_name: vLLM's device key.
-        file_name: The file name in vLLM's or SGLang's spelling.
-        session: The store session.
-        settings: The app's settings (default of `partial`).
-        partial: Serve the file even if some M has no winner yet.
-        out_dtype: Only trials of this output dtype.
-        engine: Spelling of the name the download is saved under.
-        allow_stale: Also use trials of other kernel sources and Triton versions.
-        if_none_match: The client's cached ETag(s).
-
-    Returns:
-        The file (`application/json`, `ETag: "<sha256>"`), or 304 if the client's copy is current.
-
-    Raises:
-        HTTPException: 404 for an unknown device, a name that is not a config file name, a
-            file of another device, or a shape with no (complete) file (the detail lists the
-            device's files); 409 if the winners cannot be merged.
-    """
+    """Download one merged file as the next publish would hold it."""
     allow = settings.allow_partial if partial is None else partial
     read = store_files(session, device_name, partial=allow, out_dtype=out_dtype, engine=engine,
                        allow_stale=allow_stale)

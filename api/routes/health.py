@@ -11,14 +11,9 @@ from api.schemas import Health
 router = APIRouter(prefix="/health", tags=["health"])
 
 
-@router.get("", response_model=Health)
+@router.get("", response_model=Health, description=(
+    "The service is up: status, tuner version and the store URL with any password masked; "
+    "the store is not touched."))
 def read_health(settings: SettingsDep) -> Health:
-    """The service is up.
-
-    Args:
-        settings: The app's settings.
-
-    Returns:
-        Status, tuner version and the store URL with any password masked.
-    """
+    """Say that the service is up, with its version and store URL."""
     return Health(status="ok", version=tuner.__version__, store=settings.masked_db_url())

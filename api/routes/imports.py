@@ -48,21 +48,13 @@ def _known(session: SessionDep) -> list[str]:
 
 
 @router.get("/{device_name}/imports", response_model=list[schemas.ImportedFile],
-            responses={404: {"description": "No device by that name (sweeps or imports)"}})
+            responses={404: {"description": "No device by that name (sweeps or imports)"}},
+            description=(
+    "The files imported for a device, with each file's coverage of vLLM's M grid, sorted by "
+    "(N, K, block_shape, label); empty for a device with sweeps and no imports. 404 naming "
+    "the known devices, for a device with neither."))
 def list_imported(device_name: DeviceName, session: SessionDep) -> list[schemas.ImportedFile]:
-    """The files imported for a device, with each file's coverage of vLLM's M grid.
-
-    Args:
-        device_name: vLLM's device key (aliases as for `tuner --device`).
-        session: The store session.
-
-    Returns:
-        Imports sorted by (N, K, block_shape, label); empty for a device with sweeps and no
-        imports.
-
-    Raises:
-        HTTPException: 404 naming the known devices, for a device with neither.
-    """
+    """List the files imported for a device with their M-grid coverage."""
     known = _known(session)
     names = [device_name] if device_name in known else resolve(device_name, known)
     if len(names) != 1:
@@ -75,36 +67,26 @@ def list_imported(device_name: DeviceName, session: SessionDep) -> list[schemas.
              responses={401: {"description": "Missing or wrong bearer token"},
                         403: {"description": "Writes are disabled (no TUNER_API_TOKEN)"},
                         422: {"description": "Not a valid config file, or a device that is "
-                              "neither in the store nor the file's"}})
+                              "neither in the store nor the file's"}},
+             description=(
+    "Keep an existing file's configs (e.g. one shipped with vLLM) as a labelled source; "
+    "answers the stored import with its coverage of vLLM's 18 M values.\n\n"
+    "The file is checked whole before anything is stored, then the device's files are "
+    "published as its next release (when any shape is complete). Its entries fill M that have "
+    "no measured winner when the device's files are merged; they are never measured and never "
+    "claimed to beat the default. Importing the same label again replaces the entries. The "
+    "service compiles nothing (it loads no Triton), so its imports are stored without a launch "
+    "check (`checked_arch` null); `tuner import` compiles the entries for the device and "
+    "leaves out those that cannot launch there.\n\n"
+    "The path names the device to store for: one in the store, or the file's own device. 422 "
+    "for a bad name or body (one line naming the file), or a path device that is neither "
+    "known nor the file's."))
 def import_file(
     device_name: DeviceName,
     body: schemas.ImportRequest, session: SessionDep, _write: WriteAccess,
     _known_devices: Annotated[list[str], Depends(_known)],
 ) -> schemas.ImportedFile:
-    """Keep an existing file's configs (e.g. one shipped with vLLM) as a labelled source.
-
-    The file is checked whole before anything is stored, then the device's files are published
-    as its next release (when any shape is complete). Its entries fill M that have no
-    measured winner when the device's files are merged; they are never measured and never
-    claimed to beat the default. Importing the same label again replaces the entries. The
-    service compiles nothing (it loads no Triton), so its imports are stored without a launch
-    check (`checked_arch` null); `tuner import` compiles the entries for the device and leaves
-    out those that cannot launch there.
-
-    Args:
-        device_name: The device to store for: one in the store, or the file's own device.
-        body: The file name, its JSON text and a label.
-        session: The store session (one transaction).
-        _write: The bearer-token guard.
-        _known_devices: Devices with sweeps or imports.
-
-    Returns:
-        The stored import with its coverage of vLLM's 18 M values.
-
-    Raises:
-        HTTPException: 401/403 from the guard; 422 for a bad name or body (one line naming
-            the file), or a path device that is neither known nor the file's.
-    """
+    """Import an existing config file as a labelled source and publish."""
     try:
         parsed = parse_file_for_import(body.file_name, body.content.encode("utf-8"))
     except ValueError as exc:

@@ -22,11 +22,7 @@ LINKS: tuple[tuple[str, str], ...] = (
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
 def index() -> HTMLResponse:
-    """An HTML page linking the service's main routes.
-
-    Returns:
-        The page.
-    """
+    """Render an HTML page linking the service's main routes."""
     items = "".join(
         f'<li><a href="{path}">{path}</a>: {what}</li>' if "{" not in path
         else f"<li><code>{path}</code>: {what}</li>" for path, what in LINKS)

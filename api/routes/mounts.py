@@ -30,7 +30,12 @@ router = APIRouter(prefix="/devices", tags=["mounts"])
 @router.get("/{device_name}/mounts", response_class=PlainTextResponse, response_model=None,
             responses={200: {"content": {"text/plain": {}}},
                        404: {"description": "Unknown device, or no files to mount"},
-                       422: {"description": "Bad site-packages path or format"}})
+                       422: {"description": "Bad site-packages path or format"}},
+            description=(
+    "The same text as `tuner mounts --device ...`: one read-only mount per file of the "
+    "device, commented, to paste. 404 for an unknown device or no files (saying how many "
+    "stale trials were left out); 409 if the winners cannot be merged; 422 for a bad "
+    "site-packages path or a bad allow_stale."))
 def read_mounts(
     device_name: KnownDevice, session: SessionDep, settings: SettingsDep,
     engine: Engine = "vllm",
@@ -44,29 +49,7 @@ def read_mounts(
                                    "exported files.")] = DEFAULT_HOST_DIR,
     partial: Partial = None, out_dtype: OutDtype = None, allow_stale: AllowStale = False,
 ) -> PlainTextResponse:
-    """The same text as `tuner mounts --device ...`: one read-only mount per file of the device.
-
-    Args:
-        device_name: vLLM's device key.
-        session: The store session.
-        settings: The app's settings (default of `partial`).
-        engine: vllm or sglang (folder and file-name spelling).
-        site_packages: The engine's site-packages folder in the container.
-        format: docker, compose or k8s.
-        host_dir: Where the files are on the host.
-        partial: Include shapes with M that have no winner yet.
-        out_dtype: Only trials of this output dtype.
-        allow_stale: Also use trials of other kernel sources and Triton versions (default: the
-            current kernel hash and Triton major.minor only, as the file routes).
-
-    Returns:
-        Commented text to paste.
-
-    Raises:
-        HTTPException: 404 for an unknown device or no files (saying how many stale trials
-            were left out); 409 if the winners cannot be merged; 422 for a bad site-packages
-            path or a bad allow_stale.
-    """
+    """Render read-only mounts of the device's files, as `tuner mounts` does."""
     allow = settings.allow_partial if partial is None else partial
     read = store_files(session, device_name, partial=allow, out_dtype=out_dtype, engine=engine,
                        allow_stale=allow_stale)

@@ -7,11 +7,18 @@ from __future__ import annotations
 import threading
 from typing import Annotated
 
-from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
+from fastapi import APIRouter, HTTPException, Query, Request, Response
 from sqlalchemy.orm import Session
 
 from api import schemas
-from api.routes.devices import FILE_RESPONSES, DeviceName, Engine, etag_matches
+from api.routes.devices import (
+    FILE_RESPONSES,
+    DeviceName,
+    Engine,
+    FileName,
+    IfNoneMatch,
+    etag_matches,
+)
 from db import releases, repo
 from tuner.inputs.devices import resolve
 from tuner.kernels.dense.naming import SGLANG_NOTE, parse_config_file_name
@@ -22,7 +29,6 @@ router = APIRouter(prefix="/devices", tags=["releases"])
 ReleaseNumber = Annotated[int | None, Query(
     ge=1, le=2**31 - 1, description="A release number (`GET /devices/{d}/releases`); "
     "default: the latest.")]
-IfNoneMatch = Annotated[str | None, Header()]
 
 
 class BlobCache:
@@ -102,27 +108,16 @@ def _send(session: Session, *, sha256: str, number: int, pinned: bool,
 
 
 @router.get("/{device_name}/configs/{file_name}", response_class=Response, response_model=None,
-            responses={200: {"content": {"application/json": {}}}, **FILE_RESPONSES})
-def download_file(device_name: DeviceName, file_name: str, request: Request,
+            responses={200: {"content": {"application/json": {}}}, **FILE_RESPONSES},
+            description=(
+    "One file of a release (the latest unless `?release=N`), byte for byte as published, "
+    "with `ETag: \"<sha256>\"` and `X-Tuner-Release: N`; 304 if the client has it. 404 for "
+    "an unknown device, release or file (the detail lists what exists); 503 when the store is "
+    "busy or unreachable."))
+def download_file(device_name: DeviceName, file_name: FileName, request: Request,
                   release: ReleaseNumber = None, engine: Engine = "vllm",
                   if_none_match: IfNoneMatch = None) -> Response:
-    """One file of a release (the latest unless `?release=N`), byte for byte as published.
-
-    Args:
-        device_name: vLLM's device key (aliases as `tuner --device` takes them).
-        file_name: The file name in vLLM's or SGLang's spelling.
-        request: The request (the store).
-        release: The release number; None for the latest.
-        engine: Spelling of the name the download is saved under.
-        if_none_match: The client's cached ETag(s).
-
-    Returns:
-        The file (`ETag: "<sha256>"`, `X-Tuner-Release: N`), or 304 if the client has it.
-
-    Raises:
-        HTTPException: 404 for an unknown device, release or file (the detail lists what
-            exists); 503 when the store is busy or unreachable.
-    """
+    """Download one file of a release as published."""
     with _session(request) as session:
         found = releases.find_released_file(session, device_name=device_name,
                                             file_name=file_name, number=release)
@@ -165,24 +160,14 @@ def _find_slow(session: Session, device_name: str, file_name: str,
 
 
 @router.get("/{device_name}/configs.zip", response_class=Response, response_model=None,
-            responses={200: {"content": {"application/zip": {}}}, **FILE_RESPONSES})
+            responses={200: {"content": {"application/zip": {}}}, **FILE_RESPONSES},
+            description=(
+    "All files of a release (the latest unless `?release=N`) and a README.txt as one zip, as "
+    "published, with `ETag: \"<sha256>\"`; 304 if the client has it. 404 for an unknown "
+    "device or release; 503 when the store is busy."))
 def download_zip(device_name: DeviceName, request: Request, release: ReleaseNumber = None,
                  engine: Engine = "vllm", if_none_match: IfNoneMatch = None) -> Response:
-    """All files of a release and a README.txt as one zip, as published.
-
-    Args:
-        device_name: vLLM's device key (aliases as `tuner --device` takes them).
-        request: The request (the store).
-        release: The release number; None for the latest.
-        engine: File-name spelling inside the zip, vllm or sglang.
-        if_none_match: The client's cached ETag(s).
-
-    Returns:
-        The zip (`ETag: "<sha256>"`), or 304 if the client has it.
-
-    Raises:
-        HTTPException: 404 for an unknown device or release; 503 when the store is busy.
-    """
+    """Download all files of a release as one zip, as published."""
     with _session(request) as session:
         found = releases.find_release_archive(session, device_name=device_name, engine=engine,
                                               number=release)
@@ -212,13 +197,11 @@ def _release(info: releases.ReleaseInfo) -> schemas.Release:
 
 
 @router.get("/{device_name}/releases", response_model=list[schemas.Release],
-            responses={404: {"description": "Unknown device"}})
+            responses={404: {"description": "Unknown device"}}, description=(
+    "A device's releases, newest first, with their files and summaries. 404 for an unknown "
+    "device."))
 def list_device_releases(device_name: DeviceName, request: Request) -> list[schemas.Release]:
-    """A device's releases, newest first, with their files and summaries.
-
-    Raises:
-        HTTPException: 404 for an unknown device.
-    """
+    """List a device's releases, newest first."""
     with _session(request) as session:
         stored = _canonical(session, device_name)
         if stored is None:
@@ -227,15 +210,12 @@ def list_device_releases(device_name: DeviceName, request: Request) -> list[sche
 
 
 @router.get("/{device_name}/configs", response_model=schemas.DeviceConfigs,
-            responses={404: {"description": "Unknown device or release"}})
+            responses={404: {"description": "Unknown device or release"}}, description=(
+    "The files of a release (the latest unless `?release=N`): hashes, M keys, merge notes, "
+    "and the shapes it left out. 404 for an unknown device or release."))
 def list_configs(device_name: DeviceName, request: Request, release: ReleaseNumber = None,
                  engine: Engine = "vllm") -> schemas.DeviceConfigs:
-    """The files of a release (the latest unless `?release=N`): hashes, M keys, merge notes,
-    and the shapes it left out.
-
-    Raises:
-        HTTPException: 404 for an unknown device or release.
-    """
+    """List the files of a release."""
     with _session(request) as session:
         stored = _canonical(session, device_name)
         info = None if stored is None else releases.get_release(

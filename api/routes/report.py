@@ -34,29 +34,17 @@ def _row(session: Session, winner: repo.WinnerRow) -> ReportRow:
 
 
 @router.get("/{device_name}/report", response_class=HTMLResponse, response_model=None,
-            responses={404: {"description": "Unknown device"}})
+            responses={404: {"description": "Unknown device"}}, description=(
+    "An HTML page with, per shape, winner and default latency over M (log scales), speedup "
+    "over the default, achieved bandwidth and throughput, the re-timing's spread and why a "
+    "decided winner was kept, coverage gaps, and the environments; inline SVG charts rendered "
+    "on the server, no script.\n\n"
+    "Winners come from trials of the current kernel source and Triton major.minor only (as "
+    "the file routes serve them), unless allow_stale; the page says which, and how many ok "
+    "trials of other versions it left out. 404 for an unknown device."))
 def read_report(device_name: KnownDevice, session: SessionDep,
                 out_dtype: OutDtype = None, allow_stale: AllowStale = False) -> HTMLResponse:
-    """An HTML page with, per shape, winner and default latency over M (log scales), speedup
-    over the default, achieved bandwidth and throughput, the re-timing's spread and why a
-    decided winner was kept, coverage gaps, and the environments.
-
-    Winners come from trials of the current kernel source and Triton major.minor only (as the
-    file routes serve them), unless allow_stale; the page says which, and how many ok trials
-    of other versions it left out.
-
-    Args:
-        device_name: vLLM's device key.
-        session: The store session.
-        out_dtype: Only trials of this output dtype.
-        allow_stale: Also use trials of other kernel sources and Triton versions.
-
-    Returns:
-        The page (inline SVG charts rendered on the server, no script).
-
-    Raises:
-        HTTPException: 404 for an unknown device.
-    """
+    """Render the device's HTML report."""
     view = read_device(session, device_name, out_dtype=out_dtype, allow_stale=allow_stale)
     coverage = {file_key(c): c for c in view.coverage}
     imported = {(DEFAULT_FAMILY, "", *key): entries for key, entries in view.imported.items()}

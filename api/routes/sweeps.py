@@ -42,27 +42,17 @@ def _status(session: Session, sweep_id: int) -> schemas.SweepStatus | None:
     401: {"description": "Missing or wrong bearer token"},
     403: {"description": "Writes are disabled (no TUNER_API_TOKEN)"},
     422: {"description": "Invalid body, unknown strategy, model or TP size"},
-})
+}, description=(
+    "Create a sweep over vLLM's config space and its pending tasks, for `tuner worker "
+    "--device <device_name>` on any host to run; answers the sweep and its progress (201 when "
+    "created). The same body again returns the same sweep (200), and with a larger `trials` "
+    "the same sweep extended. 422 for an unknown strategy or model, a TP size the model does "
+    "not list, or a device_name that is neither a device of the store nor a GPU model name "
+    "(`H200`, `NVIDIA H200` and `nvidia_h200` all name `NVIDIA_H200`)."))
 def create_sweep(
     body: schemas.SweepCreate, _auth: WriteAccess, engine: EngineDep, response: Response
 ) -> schemas.SweepStatus:
-    """Create a sweep over vLLM's config space and its pending tasks, for `tuner worker
-    --device <device_name>` on any host to run; the same body again returns the same sweep,
-    and with a larger `trials` the same sweep extended (`db.repo.open_sweep`).
-
-    Args:
-        body: What to tune.
-        engine: The store's engine.
-        response: Set to 200 when the sweep existed.
-
-    Returns:
-        The sweep and its progress (201 when created).
-
-    Raises:
-        HTTPException: 422 for an unknown strategy or model, a TP size the model does not
-            list, or a device_name that is neither a device of the store nor a GPU model name
-            (`H200`, `NVIDIA H200` and `nvidia_h200` all name `NVIDIA_H200`).
-    """
+    """Create a sweep and its pending tasks, or return the same one again."""
     if body.strategy not in STRATEGIES:
         raise HTTPException(422, detail=f"unknown strategy '{body.strategy}'; known: "
                             f"{', '.join(STRATEGIES)}")
@@ -94,20 +84,11 @@ def create_sweep(
 
 
 @router.get("/{sweep_id}", response_model=schemas.SweepStatus,
-            responses={404: {"description": "No sweep with that id"}})
+            responses={404: {"description": "No sweep with that id"}}, description=(
+    "A sweep's parameters and progress: tasks by state, trials stored. 404 when there is no "
+    "such sweep."))
 def read_sweep(sweep_id: SweepId, session: SessionDep) -> schemas.SweepStatus:
-    """A sweep's parameters and progress: tasks by state, trials stored.
-
-    Args:
-        sweep_id: The sweep's id.
-        session: The store session.
-
-    Returns:
-        The sweep and its progress.
-
-    Raises:
-        HTTPException: 404 when there is no such sweep.
-    """
+    """Read a sweep's parameters and progress."""
     status = _status(session, sweep_id)
     if status is None:
         raise HTTPException(404, detail=f"no sweep with id {sweep_id}")

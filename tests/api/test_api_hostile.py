@@ -1,4 +1,4 @@
-"""Hostile requests (issue 23, item 3), over real HTTP to uvicorn on loopback: a blank token
+"""Hostile requests, over real HTTP to uvicorn on loopback: a blank token
 closes the write routes, the token is checked before any body is read, bodies have a size
 limit applied while they are read, and error bodies quote only an excerpt of the input."""
 

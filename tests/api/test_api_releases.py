@@ -1,4 +1,4 @@
-"""Releases over HTTP (issue 12, item 2): downloads serve a release's stored bytes, pinned with
+"""Releases over HTTP: downloads serve a release's stored bytes, pinned with
 ?release=N while newer releases appear; a busy store is a 503 with Retry-After, never a 500."""
 
 from __future__ import annotations

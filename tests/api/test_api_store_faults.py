@@ -1,4 +1,4 @@
-"""The service across store faults (issue 23, item 5): the first request after the store's
+"""The service across store faults: the first request after the store's
 server dropped every pooled connection succeeds, and the download counter counts every status,
 503 from an unavailable store included."""
 

@@ -1,5 +1,5 @@
 """Comparisons over HTTP and in the report: what `tuner compare` stored, as stored; the report
-says per architecture which kernel vLLM runs (issue 13)."""
+says per architecture which kernel vLLM runs."""
 
 from __future__ import annotations
 

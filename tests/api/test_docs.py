@@ -12,6 +12,18 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from api.app import create_app
+from api.routes import (
+    comparisons,
+    devices,
+    health,
+    imports,
+    index,
+    metrics,
+    mounts,
+    releases,
+    report,
+    sweeps,
+)
 from api.settings import Settings
 from tuner.cli.app import app as cli_app
 
@@ -96,3 +108,27 @@ def test_the_root_is_an_index_of_the_routes(tmp_path: Path) -> None:
         for link in links:
             assert http.get(link).status_code == 200, link
         assert "/" not in http.get("/openapi.json").json()["paths"]
+
+
+def test_openapi_descriptions_are_for_api_users(tmp_path: Path) -> None:
+    """Route docstrings are one line; what users read is in `description=`, not Args:."""
+    app = create_app(Settings(db_url=f"sqlite:///{tmp_path / 't.db'}"))
+    with TestClient(app) as http:
+        paths = http.get("/openapi.json").json()["paths"]
+    operations = [(path, method, op) for path, ops in paths.items() for method, op in ops.items()]
+    assert len(operations) == 17
+    for path, method, op in operations:
+        where = f"{method.upper()} {path}"
+        assert op["summary"].strip() and "\n" not in op["summary"], where
+        assert op["description"].strip(), where
+        for header in ("Args:", "Returns:", "Raises:"):
+            assert header not in op["description"], (where, header)
+        for parameter in op.get("parameters", []):
+            assert parameter.get("description", "").strip(), (where, parameter["name"])
+    modules = (comparisons, devices, health, imports, index, metrics, mounts, releases, report,
+               sweeps)
+    endpoints = [route.endpoint for module in modules for route in module.router.routes]
+    assert len(endpoints) == 18  # the 17 operations and the index page
+    for endpoint in endpoints:
+        doc = endpoint.__doc__ or ""
+        assert doc.strip() and "\n" not in doc, endpoint.__qualname__

@@ -1,4 +1,4 @@
-"""Report plots that can be read (issue 24): at least three labelled ticks on a log axis, tick
+"""Report plots that can be read: at least three labelled ticks on a log axis, tick
 labels clear of the y-axis title, and no empty chart for a shape without measured winners."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Mistakes users make on the command line get one line and exit 2, never a traceback
-(issue 14.7): a plain path as --db or TUNER_DB_URL, a port out of range; and a store whose
+"""Mistakes users make on the command line get one line and exit 2, never a traceback:
+a plain path as --db or TUNER_DB_URL, a port out of range; and a store whose
 folder does not exist says that it created it."""
 
 from __future__ import annotations

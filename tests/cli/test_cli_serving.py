@@ -217,7 +217,7 @@ def test_import_vllm_l20_files_reports_coverage(tmp_path: Path) -> None:
     *lines, unchecked, last = result.stdout.strip().splitlines()
     assert unchecked.startswith("not checked: --no-check;")
     assert len(lines) == len(L20_FILES) == 14
-    # imported-only devices are published like any other (issue 12, item 3)
+    # imported-only devices are published like any other
     assert last.startswith("published NVIDIA_L20 release 1: 14 file(s), content ")
     coverage = {line.split()[1]: line.split(": ", 1)[1] for line in lines}
     three = ("3 of vLLM's 18 M values: 2048, 3072, 4096; missing 1, 2, 4, 8, 16, 24, 32, 48, 64, "

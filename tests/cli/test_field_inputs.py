@@ -1,4 +1,4 @@
-"""Field inputs end to end (issue 14, items 1 and 2): a device whose vLLM key holds '(' and ')'
+"""Field inputs end to end: a device whose vLLM key holds '(' and ')'
 is swept, exported, served over HTTP and imported; AMD files keep waves_per_eu (0 too) with or
 without num_stages."""
 

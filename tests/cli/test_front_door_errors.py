@@ -1,4 +1,4 @@
-"""One-line errors with the fix for a newcomer's usual mistakes (issue 24): a mistyped model or
+"""One-line errors with the fix for a newcomer's usual mistakes: a mistyped model or
 device gets the closest known name, a busy port, --out naming a file, a JSON that is no model's
 config."""
 

@@ -1,4 +1,4 @@
-"""A device whose files were imported and never swept (issue 12, item 3): its files are
+"""A device whose files were imported and never swept: its files are
 exported, published and downloaded like any other, every entry marked imported, not measured."""
 
 from __future__ import annotations

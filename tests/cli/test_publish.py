@@ -1,4 +1,4 @@
-"""`tuner publish` (issue 12, item 1): a device's merged files frozen as numbered releases in the
+"""`tuner publish`: a device's merged files frozen as numbered releases in the
 store, their bytes exactly those of `tuner export`, identical content stored once."""
 
 from __future__ import annotations

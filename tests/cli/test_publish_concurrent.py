@@ -1,4 +1,4 @@
-"""`tuner publish` run by several processes at the same moment (issue 23, item 4): identical
+"""`tuner publish` run by several processes at the same moment: identical
 files make one release, whoever wins, on a SQLite file and on PostgreSQL."""
 
 from __future__ import annotations

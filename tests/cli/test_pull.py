@@ -1,6 +1,6 @@
 """`tuner pull` against the service (in-process): a release lands in a folder byte for byte,
 a second pull of it does nothing, a wrong byte writes nothing, a pinned release stays pinned;
-`tuner mounts --format k8s-pull|compose-pull` recipes (issue 12, item 5)."""
+`tuner mounts --format k8s-pull|compose-pull` recipes."""
 
 from __future__ import annotations
 

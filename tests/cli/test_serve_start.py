@@ -1,4 +1,4 @@
-"""`tuner serve` at start (issue 23, item 3): a blank or missing TUNER_API_TOKEN is one line on
+"""`tuner serve` at start: a blank or missing TUNER_API_TOKEN is one line on
 stderr saying the write routes are closed; a set one says nothing; the app gets the settings."""
 
 from __future__ import annotations

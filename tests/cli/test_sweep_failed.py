@@ -1,5 +1,5 @@
-"""A sweep in which no trial came out ok (issue 27: every interpreter launch crashed on Triton 3.6
-and the sweep still exited 0) exits 1 with one line naming the commonest failure."""
+"""A sweep in which no trial came out ok (e.g. every interpreter launch crashed, as on Triton 3.6
+under numpy >= 2.4) exits 1 with one line naming the commonest failure."""
 
 import json
 import subprocess

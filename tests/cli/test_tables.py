@@ -1,4 +1,4 @@
-"""Tables at 80 columns (issue 14.9): a number or a header word is never split or cut, text
+"""Tables at 80 columns: a number or a header word is never split or cut, text
 wraps between words, optional columns go first and a line says so."""
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def test_help_fits_80_columns_uncut(command: list[str]) -> None:
 
 
 def test_a_word_too_long_for_80_columns_folds_and_keeps_the_last_column() -> None:
-    # Issue 24: a device name without spaces pushed "trials ok/total" off the edge when piped.
+    # A device name without spaces must not push "trials ok/total" off the edge when piped.
     columns = [Column("sweep"), Column("device", text=True), Column("model", text=True),
                Column("TP"), Column("strategy", text=True), Column("tasks done"),
                Column("running", optional=True), Column("failed"), Column("trials ok/total")]

@@ -175,7 +175,7 @@ def test_off_grid_loss_is_flagged_and_default_picks_are_not_timed(store, fake_ru
 
 
 def test_a_loss_inside_the_interpreters_noise_is_no_verdict(store, fake_runner, monkeypatch):
-    # Issue 24: interpreter noise read as a regression. 115 us against 100 us is 15%: inside
+    # Interpreter noise is no regression. 115 us against 100 us is 15%: inside
     # the 30% the CPU's timings swing (bench/interpreter_noise.py), so not slower.
     fast = KernelConfig.from_dict(FAST)
     original = FakeRunner.sample_us

@@ -1,4 +1,4 @@
-"""Kernel families in the store: tasks carry their family (revision 0005), sweeps of another
+"""Kernel families in the store: tasks carry their family, sweeps of another
 family get their own key, and winners, coverage and warm starts never mix families."""
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def test_tasks_of_a_sweep_carry_its_family(engine: Engine) -> None:
 
 
 def test_the_dense_family_keeps_the_sweep_keys_stored_before_families() -> None:
-    # The key as it was computed before kernel families existed (no family in the JSON).
+    # A dense sweep's key: the canonical JSON of its parameters, with no family field.
     before = {**SWEEP, "block_shape": [128, 128], "shapes": [(512, 256)], "m_values": [16]}
     canonical = json.dumps(before, sort_keys=True, separators=(",", ":"))
     assert repo.sweep_key(**SWEEP) == hashlib.sha256(canonical.encode()).hexdigest()

@@ -1,4 +1,4 @@
-"""Publishers racing (issue 23, item 4): threads that publish the same files at the same moment
+"""Publishers racing: threads that publish the same files at the same moment
 make one release between them, on SQLite and on PostgreSQL."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tasks an older tuner marked failed because of the store are re-opened; others stay failed."""
+"""Tasks stored as failed because of the store are re-opened; others stay failed."""
 
 from __future__ import annotations
 

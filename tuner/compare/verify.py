@@ -92,7 +92,7 @@ def timed_points(configs: Mapping[int, Mapping[str, int]], m_points: Iterable[in
 
 
 # The least noise a loss must exceed on the interpreter, as a fraction of the default's median:
-# CPU timings swing between rounds more than a few samples' spread shows (issue 24: 75-500 ms).
+# CPU timings swing between rounds more than a few samples' spread shows (75-500 ms seen).
 # From bench/interpreter_noise.py (A/A gap of one config's medians): the largest gap, 14.4% on
 # 2 busy cores (results/interpreter_noise_20261201T223042Z.json), doubled and rounded.
 INTERPRETER_NOISE_FLOOR = 0.3

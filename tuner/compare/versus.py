@@ -12,7 +12,7 @@ from typing import Protocol
 from tuner.compare.backends import BACKENDS, TRITON_DEFAULT, TRITON_TUNED, Candidate
 from tuner.measure.trial import TrialResult, TrialStatus
 
-# DESIGN/issue 13: decode is M <= 32, prefill M >= 2048.
+# The verdicts' M ranges: decode is M <= 32, prefill M >= 2048.
 DECODE_MAX_M = 32
 PREFILL_MIN_M = 2048
 

@@ -268,7 +268,7 @@ FileKey = tuple[str, str, int, int, tuple[int, int]]
 
 
 def file_key(row: WinnerRowLike | ShapeCoverageLike) -> FileKey:
-    """A row's file; rows without `family` (imports, older callers) are the dense GEMM's."""
+    """A row's file; rows without `family` (imports) are the dense GEMM's."""
     bn, bk = row.block_shape
     return (getattr(row, "family", DEFAULT_FAMILY), getattr(row, "shape_params", ""), row.N,
             row.K, (int(bn), int(bk)))

@@ -8,7 +8,7 @@ from tuner.kernels.family import KernelFamily
 from tuner.kernels.moe.family import MOE
 
 FAMILIES: dict[str, KernelFamily] = {family.name: family for family in (DENSE, MOE)}
-# The family of tasks stored before families existed, and of sweeps that name none.
+# The family of stored tasks and of sweeps that name none (a task row's default family).
 DEFAULT_FAMILY = DENSE.name
 
 

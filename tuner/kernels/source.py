@@ -106,8 +106,8 @@ def resolve_kernel(choice: str) -> str:
 
 
 def kernel_label(source: str) -> str:
-    """How a sweep's config space names the kernel source: "" for the builtin (sweeps made
-    before sources existed), "vllm-<version>" for the installed vLLM's (`vllm_version`)."""
+    """How a sweep's config space names the kernel source: "" for the builtin (the space
+    carries no source name), "vllm-<version>" for the installed vLLM's (`vllm_version`)."""
     return "" if source == BUILTIN else f"{VLLM}-{vllm_version()}"
 
 

@@ -13,12 +13,12 @@ from tuner.kernels.family import Shape
 from tuner.kernels.registry import get_family
 from tuner.run.plan import SweepRequest
 
-# On the interpreter a plan estimated longer than this asks for --yes (issue 24: about an hour).
+# On the interpreter a plan estimated longer than this asks for --yes (an hour).
 CONFIRM_ABOVE_S = 3600.0
 # The interpreter's cost model, in seconds per trial: INTERPRETER_TRIAL_S plus, per kernel call
 # (the correctness check and --interpreter-reps timed calls), INTERPRETER_S_PER_WORK * N * K *
 # ceil(M / 64). Fitted to DESIGN §12 (about 0.1 s a call for M=64, N=512, K=1024; 3 s for M=1
-# at N=5120, K=3072), issue 24 (about 37 s a trial for qwen3.8-27b at M=1) and the README's
+# at N=5120, K=3072), a field report (about 37 s a trial for qwen3.8-27b at M=1) and the README's
 # `tiny` sweep on 2 cores (0.4-1.1 s a trial at N*K of 1e5: the fixed part).
 INTERPRETER_TRIAL_S = 0.7
 INTERPRETER_S_PER_WORK = 0.1 / (512 * 1024)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # numpy is imported where it is used: `tuner.search` is on th
     import numpy as np  # start-up path, which should not pay 50 ms for it
 
 # Ridge penalty on the feature weights (0/1 features, target log(latency_us)). Tried 0.3, 1, 3
-# (bench/README.md, issue 15).
+# (bench/README.md).
 RIDGE = 1.0
 # Fewest ok trials before the model proposes anything.
 MIN_FIT = 8
@@ -38,7 +38,7 @@ CATEGORICAL = frozenset({"GROUP_SIZE_M"})
 LARGE_TILE_WARPS = 8
 # At the first stall, this many of the fastest tiles of the tile batch (other than the
 # incumbent's) are tried again with the incumbent's BLOCK_SIZE_K, GROUP_SIZE_M and num_stages.
-# Tried 2, 3, 4, 6 (bench/README.md, issue 15).
+# Tried 2, 3, 4, 6 (bench/README.md).
 TRANSFER_TILES = 3
 
 
@@ -172,8 +172,8 @@ def retiled(tracker: BudgetedEvaluate, batch: Sequence[KernelConfig], incumbent:
     incumbent's own tile. The batch ranked the tiles with vLLM's default BLOCK_SIZE_K,
     GROUP_SIZE_M and num_stages, which can hide a tile's best (on the synthetic sm90
     landscape's 5120,3072,256, 128x128 w8 at num_stages=2 tied the default, at 5 stages it is
-    the optimum); the incumbent's tuned ones rank the runners-up more fairly (bench/README.md,
-    issue 15).
+    the optimum); the incumbent's tuned ones rank the runners-up more fairly
+    (bench/README.md).
 
     Args:
         tracker: the task's budgeted evaluate, the batch measured in it.

@@ -13,7 +13,7 @@ from tuner.search.budget import PRUNED, BudgetedEvaluate
 from tuner.search.local import best_first_step
 
 # Counted trials in a row without a faster config, none of them within FLAT of the incumbent,
-# before a kick. Tried: 8, 12, 16, 24 (bench/README.md, issue 15).
+# before a kick. Tried: 8, 12, 16, 24 (bench/README.md).
 PATIENCE = 16
 # A trial within this fraction of the incumbent's latency means a flat neighbourhood (a plateau
 # worth walking, as best-first does); a steep one (every neighbour far slower: a needle or a

@@ -1,4 +1,4 @@
-"""Device names with any character vLLM keeps (issue 14, item 1): file names, log lines and
+"""Device names with any character vLLM keeps: file names, log lines and
 mount recipes take them; names vLLM cannot produce (or that would break a path, a header or a
 shell word) are refused."""
 

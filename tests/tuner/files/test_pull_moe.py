@@ -1,5 +1,5 @@
 """Pull recipes with fused-MoE files: vLLM reads them from one folder named by
-VLLM_TUNED_CONFIG_FOLDER, never from the dense configs folder (issue 11, item 5)."""
+VLLM_TUNED_CONFIG_FOLDER, never from the dense configs folder."""
 
 from __future__ import annotations
 

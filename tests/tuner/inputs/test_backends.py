@@ -1,5 +1,5 @@
 """Which kernel vLLM runs for block-FP8 layers: the per-architecture text and what a server log
-says about it (issue 13, items 1 and 2)."""
+says about it."""
 
 from __future__ import annotations
 

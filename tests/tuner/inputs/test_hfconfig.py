@@ -121,7 +121,7 @@ def test_known_architectures_are_the_five() -> None:
                                          "Qwen3MoeForCausalLM"]
 
 
-# The MoE fields of Qwen/Qwen3-30B-A3B-FP8's config.json (issue 11).
+# The MoE fields of Qwen/Qwen3-30B-A3B-FP8's config.json.
 QWEN3_MOE = {"architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 2048,
              "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
              "intermediate_size": 6144, "moe_intermediate_size": 768, "num_experts": 128,

@@ -1,4 +1,4 @@
-"""What a trial costs a worker (issue 15): one store transaction in the steady state, the config
+"""What a trial costs a worker: one store transaction in the steady state, the config
 in flight kept in memory shared with the supervisor, the lease asked from memory while fresh."""
 
 import multiprocessing as mp

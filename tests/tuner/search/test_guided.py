@@ -144,7 +144,7 @@ def test_retiled_gives_the_fastest_other_tiles_the_incumbents_tuned_settings():
 def test_the_runner_up_tiles_with_tuned_stages_reach_an_optimum_the_batch_ranked_low():
     """SYNTHETIC_SM90 5120,3072,256 with the warm starts a sweep gave it (seed 3): the batch,
     at num_stages=2, puts 128x128 w8 level with vLLM's default; the steps tune 64x64 to 4 stages
-    and stall at 0.965 of the optimum, 128x128x128 g64 w8 s5 (bench/README.md, issue 15)."""
+    and stall at 0.965 of the optimum, 128x128x128 g64 w8 s5 (bench/README.md)."""
     landscape = load_landscape(LANDSCAPES / "synthetic_sm90.json")
     runner = landscape.runner(5120, 3072, 256)
     optimum = runner.optimum()[1].latency_us
