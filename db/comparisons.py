@@ -12,9 +12,9 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from db.comparison_models import Comparison, ComparisonPoint
 from db.devices import get_or_create_device
 from db.models import Device, Environment
-from db.outputs import Comparison, ComparisonPoint
 
 POINT_STATUSES = ("ok", "failed", "unavailable")
 

@@ -19,7 +19,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Mapped, mapped_column
 
-import db.outputs  # noqa: F401 - its tables join Base.metadata wherever the models are loaded
+# The comparison and release tables join Base.metadata wherever the models are loaded.
+import db.comparison_models  # noqa: F401
+import db.release_models  # noqa: F401
 from db.base import Base, UTCDateTime, utcnow
 
 # vLLM's config keys in the order vLLM writes them (vLLM 0.33.0, configs/*.json); the trial

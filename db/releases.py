@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from db.devices import get_or_create_device
 from db.engine import dialect_insert
 from db.models import Device, utcnow
-from db.outputs import Blob, Release, ReleaseFile
+from db.release_models import Blob, Release, ReleaseFile
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from db.overview import (
     store_counts,
     sweep_tasks,
 )
-from db.reports import (
+from db.progress import (
     DeviceTrialRow,
     ShapeCoverage,
     SweepProgress,

@@ -7,8 +7,9 @@ LOCKED`); like the repository functions these take a Session and never commit.
 A trial's record checks that its worker still holds the task (`end_trial`, or in one
 transaction `db.trials.record_held_trial`), so a worker whose task was taken (lease expired,
 released by its sweep) cannot store a trial another worker measures too. The config a worker
-is measuring is kept in memory shared with its supervisor (`tuner.run.spec.WorkerShared`), not
-in the store; the tasks' `in_flight_*` columns are only ever cleared.
+is measuring is kept in memory shared with its supervisor
+(`tuner.run.worker_spec.WorkerShared`), not in the store; the tasks' `in_flight_*` columns are
+only ever cleared.
 """
 
 from __future__ import annotations

@@ -99,8 +99,8 @@ def run_one_task(url: str, *, model: str, family: str, shape_params: str,
     """Create a one-task sweep of `family` on the interpreter device, claim its task and run it
     with `run_task` over `space`; returns (engine, task). Dispose of the engine when done."""
     from tuner.run.options import RunOptions
-    from tuner.run.spec import WorkerSpec
     from tuner.run.task import run_task
+    from tuner.run.worker_spec import WorkerSpec
 
     engine = open_store(url)
     with session_scope(engine) as session:

@@ -12,7 +12,7 @@ from tuner.measure.compile_cache import CompileCache
 from tuner.measure.precompile import Precompiler, PrecompileStats
 from tuner.measure.resources import launch_problem
 from tuner.measure.trial import TrialResult
-from tuner.run.spec import WorkerShared
+from tuner.run.worker_spec import WorkerShared
 from tuner.search.axes import neighbours, space_axes
 
 

@@ -28,7 +28,8 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from db.faults import Outage, StoreUnavailable, engine_url, retry_store
-from tuner.run.spec import (
+from tuner.run.worker import worker_main
+from tuner.run.worker_spec import (
     EXIT_PARENT_GONE,
     EXIT_RESTART,
     EXIT_STORE,
@@ -36,7 +37,6 @@ from tuner.run.spec import (
     WorkerSpec,
     worker_log_path,
 )
-from tuner.run.worker import worker_main
 
 # Deaths in a row with no trial stored before a slot is given up (a worker that cannot start).
 MAX_IDLE_RESTARTS = 3

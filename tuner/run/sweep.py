@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from tuner.kernels.config import KernelConfig
 from tuner.run.options import RunOptions
 from tuner.run.plan import SweepRequest
-from tuner.run.spec import WorkerSpec
+from tuner.run.worker_spec import WorkerSpec
 
 
 def progress_columns(unit: str) -> tuple:

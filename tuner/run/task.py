@@ -15,7 +15,7 @@ import zlib
 from typing import TYPE_CHECKING
 
 from tuner.run.lease import Lease
-from tuner.run.spec import (
+from tuner.run.worker_spec import (
     ContextLost,
     TaskLost,
     WorkerShared,

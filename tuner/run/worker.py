@@ -18,7 +18,8 @@ import time
 from tuner.kernels.registry import DEFAULT_FAMILY
 from tuner.run.compile_gate import WorkerCompiler
 from tuner.run.lease import Heartbeat, Lease
-from tuner.run.spec import (
+from tuner.run.task import run_task
+from tuner.run.worker_spec import (
     EXIT_PARENT_GONE,
     EXIT_RESTART,
     EXIT_STORE,
@@ -28,7 +29,6 @@ from tuner.run.spec import (
     WorkerSpec,
     worker_log_path,
 )
-from tuner.run.task import run_task
 
 # torch, triton and the kernel are imported inside the worker process, after the environment
 # (CUDA_VISIBLE_DEVICES or TRITON_INTERPRET) is set: this module is imported by the parent too.

@@ -20,8 +20,8 @@ from tests.tuner.run.test_worker import (  # noqa: F401 - stub_runner: an autous
 )
 from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.run.lease import Lease
-from tuner.run.spec import InFlight, WorkerShared
 from tuner.run.task import run_task
+from tuner.run.worker_spec import InFlight, WorkerShared
 
 
 @pytest.fixture

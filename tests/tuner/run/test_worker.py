@@ -10,8 +10,8 @@ from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.measure import runner as measure
 from tuner.measure.trial import TrialResult, TrialStatus
-from tuner.run.spec import WorkerSpec
 from tuner.run.task import run_task, trial_cap
+from tuner.run.worker_spec import WorkerSpec
 
 BUDGET = 6
 

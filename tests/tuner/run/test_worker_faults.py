@@ -10,8 +10,8 @@ from db.engine import open_store, session_scope
 from tuner.kernels.dense.space import vllm_space
 from tuner.measure import runner as measure
 from tuner.measure.trial import TrialResult, TrialStatus
-from tuner.run.spec import ContextLost, TaskLost, WorkerSpec
 from tuner.run.task import run_task
+from tuner.run.worker_spec import ContextLost, TaskLost, WorkerSpec
 
 BUDGET = 6
 CRASHING_BLOCK_SIZE_N = 256
