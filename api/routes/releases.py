@@ -21,8 +21,8 @@ from api.routes.devices import (
 )
 from db import releases, repo
 from tuner.inputs.devices import resolve
-from tuner.kernels.dense.naming import SGLANG_NOTE, parse_config_file_name
-from tuner.kernels.registry import respell_file_name
+from tuner.kernels.dense.naming import SGLANG_NOTE
+from tuner.kernels.registry import family_of_file, respell_file_name
 
 router = APIRouter(prefix="/devices", tags=["releases"])
 
@@ -133,27 +133,29 @@ def _find_slow(session: Session, device_name: str, file_name: str,
                number: int | None) -> tuple[releases.ReleasedFile, str]:
     stored = _canonical(session, device_name) or device_name
     try:
-        wanted = parse_config_file_name(file_name)
+        family = family_of_file(file_name)
+        shape, named_device, _ = family.parse_file_name(file_name)
     except ValueError as exc:
         info = releases.get_release(session, device_name=stored, number=number)
         names = ", ".join(f.file_name for f in info.files) if info else "(no release)"
         raise HTTPException(404, detail=f"{exc}; files: {names or '(none)'}") from None
-    if wanted.device_name != stored:
-        raise HTTPException(404, detail=f"{file_name!r} names device {wanted.device_name!r}, "
+    if named_device != family.file_device(stored):
+        raise HTTPException(404, detail=f"{file_name!r} names device {named_device!r}, "
                                         f"not {stored!r}")
-    found = releases.find_released_file(session, device_name=stored, file_name=wanted.name,
+    wanted = family.respell(file_name, "vllm", stored)
+    found = releases.find_released_file(session, device_name=stored, file_name=wanted,
                                         number=number)
     if found is not None:
         return found, stored
     info = releases.get_release(session, device_name=stored, number=number)
     if info is None:
         raise _no_release(session, stored, number)
-    where = f"no file {wanted.name!r} in {stored} release {info.number}"
+    where = f"no file {wanted!r} in {stored} release {info.number}"
     for skipped in info.summary.get("skipped", []):
         if (skipped["N"], skipped["K"], tuple(skipped["block_shape"])) == (
-                wanted.N, wanted.K, wanted.block_shape):
+                shape.N, shape.K, shape.block_shape):
             raise HTTPException(404, detail=f"{where}: {skipped['reason']}; "
-                                f"/devices/{stored}/preview/configs/{wanted.name}?partial=true "
+                                f"/devices/{stored}/preview/configs/{wanted}?partial=true "
                                 "merges what there is")
     names = ", ".join(f.file_name for f in info.files) or "(none)"
     raise HTTPException(404, detail=f"{where}; files: {names}")

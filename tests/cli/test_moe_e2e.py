@@ -47,6 +47,9 @@ def test_tiny_moe_sweep_publish_download(tmp_path: Path) -> None:
         assert download.status_code == 200, download.text
         assert download.content == exported
         assert download.headers["X-Tuner-Release"] == "1"
+        # by an alias of the device: the release's files are found by their family's parser
+        by_alias = client.get(f"/devices/interpreter/configs/{MOE}")
+        assert (by_alias.status_code, by_alias.content) == (200, exported), by_alias.text
         preview = client.get(f"/devices/TRITON_INTERPRETER/preview/configs/{MOE}")
         assert (preview.status_code, preview.content) == (200, exported)
         report = client.get("/devices/TRITON_INTERPRETER/report").text
