@@ -257,16 +257,13 @@ def _shape_section(shape: ShapeReport, out_dtype: str, cpu: bool,
     figures = {r.M: _figures(r, N, K, shape, out_dtype, ceilings) for r in shape.rows}
     charts = _charts(shape, measured, figures, ceilings)
     notes = _coverage_notes(shape, {r.M for r in measured})
-    # As before this split: the heading named the last left-out import's label when there is
-    # one (the notes' loop reused the name `label`).
-    label = shape.left_out[-1][1] if shape.left_out else shape.label
     unit = "GB/s (CPU)" if cpu else "GB/s"
     rows = [_table_row(r, figures[r.M], ceilings) for r in shape.rows]
     shares_head = ("<th>% copy BW</th><th>% FP8 mm</th><th class=l>bound</th>"
                    if ceilings else "")
     models = f" ({escape(', '.join(shape.models))})" if shape.models else ""
     return (
-        f'<section class="shape" id="shape-{shape.anchor}"><h2>{label}, block_shape '
+        f'<section class="shape" id="shape-{shape.anchor}"><h2>{shape.label}, block_shape '
         f"[{shape.block_shape[0]}, {shape.block_shape[1]}]{models}</h2>"
         + "".join(f'<p class="note">{n}</p>' for n in notes)
         + (f'<div class="charts">{"".join(charts)}</div>' if charts else
