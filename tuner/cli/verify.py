@@ -57,6 +57,31 @@ from tuner.search.defaults import DEFAULT_TRIALS
 FIX_STRATEGY = DEFAULT_STRATEGY_NAME  # what `tuner sweep` runs by default
 FIX_TRIALS = DEFAULT_TRIALS
 
+# The options of `tuner verify` (beside the shared ones of tuner.cli.options).
+MOpt = Annotated[str | None, typer.Option(
+    "--m", show_default="the M grid of the shape's sweeps",
+    help="Grid M values to check, comma-separated, or `all`: the sweeps' grid and vLLM's "
+    "18 batch sizes (keys, midpoints and neighbours of keys are always checked).")]
+RoundsOpt = Annotated[int | None, typer.Option(
+    min=2, max=10_000, show_default=str(RETIME_ROUNDS),
+    help="Interleaved rounds (chosen, default, chosen, default, ...) per M.")]
+FixOpt = Annotated[bool, typer.Option("--fix", help="Tune the slower or failed M values (a "
+                                      "sweep of those M, like `tuner sweep`), then check them "
+                                      "again. It first finishes unfinished sweeps of this "
+                                      "device, model and TP, so an interrupted --fix resumes "
+                                      "when run again.")]
+AllowStaleOpt = Annotated[bool, typer.Option("--allow-stale", help="Also use winners measured "
+                                             "with another kernel source or Triton "
+                                             "major.minor.")]
+AllowPartialOpt = Annotated[bool, typer.Option("--allow-partial", help="Also check files "
+                                               "`tuner export` writes only with "
+                                               "--allow-partial.")]
+VerifyOutDtypeOpt = Annotated[OutDtype, typer.Option("--out-dtype", help="Output dtype of the "
+                                                     "trials and of the timed GEMM.")]
+FixStrategyOpt = Annotated[StrategyName, typer.Option(help="Search of the --fix trials.")]
+FixTrialsOpt = Annotated[int, typer.Option(min=1, max=100_000, help="Configs per (N, K, M) of "
+                                           "the --fix trials.")]
+
 
 def _runner_factory(backend: str, *, block_shape: tuple[int, int], out_dtype: str, seed: int,
                     interpreter_reps: int) -> RunnerFactory:
@@ -160,31 +185,14 @@ def verify(
     device: DeviceOpt,
     model: Annotated[str, typer.Option(help="Model key from `tuner shapes list`.")],
     tp: Annotated[int | None, typer.Option(help="Tensor-parallel size (which shapes).")] = None,
-    m: Annotated[str | None, typer.Option(
-        "--m", show_default="the M grid of the shape's sweeps",
-        help="Grid M values to check, comma-separated, or `all`: the sweeps' grid and vLLM's "
-        "18 batch sizes (keys, midpoints and neighbours of keys are always checked).")] = None,
-    rounds: Annotated[int | None, typer.Option(
-        min=2, max=10_000, show_default=str(RETIME_ROUNDS),
-        help="Interleaved rounds (chosen, default, chosen, default, ...) per M.")] = None,
-    fix: Annotated[bool, typer.Option("--fix", help="Tune the slower or failed M values (a "
-                                      "sweep of those M, like `tuner sweep`), then check them "
-                                      "again. It first finishes unfinished sweeps of this "
-                                      "device, model and TP, so an interrupted --fix resumes "
-                                      "when run again.")] = False,
-    allow_stale: Annotated[bool, typer.Option("--allow-stale", help="Also use winners measured "
-                                              "with another kernel source or Triton "
-                                              "major.minor.")] = False,
-    allow_partial: Annotated[bool, typer.Option("--allow-partial", help="Also check files "
-                                                "`tuner export` writes only with "
-                                                "--allow-partial.")] = False,
-    out_dtype: Annotated[OutDtype, typer.Option("--out-dtype", help="Output dtype of the "
-                                                "trials and of the timed GEMM.")
-                         ] = OutDtype.bfloat16,
-    strategy: Annotated[StrategyName, typer.Option(help="Search of the --fix trials.")
-                        ] = FIX_STRATEGY,
-    trials: Annotated[int, typer.Option(min=1, max=100_000, help="Configs per (N, K, M) of "
-                                        "the --fix trials.")] = FIX_TRIALS,
+    m: MOpt = None,
+    rounds: RoundsOpt = None,
+    fix: FixOpt = False,
+    allow_stale: AllowStaleOpt = False,
+    allow_partial: AllowPartialOpt = False,
+    out_dtype: VerifyOutDtypeOpt = OutDtype.bfloat16,
+    strategy: FixStrategyOpt = FIX_STRATEGY,
+    trials: FixTrialsOpt = FIX_TRIALS,
     configs: ConfigsOpt = None,
     seed: Annotated[int, typer.Option(min=0, max=2**31 - 1, help="Seed of the random inputs "
                                       "and of the --fix search.")] = 0,
