@@ -79,7 +79,7 @@ def _print_sweeps(sweeps) -> None:
     print_table(console, columns, rows, title="sweeps")
 
 
-def _print_tasks(tasks, sweep: int) -> None:
+def _print_tasks(tasks, sweep: int | None) -> None:
     """One row per task of a sweep (`db.repo.TaskRow`): its state, trials, search timings."""
     columns = [Column("N"), Column("K"), Column("M"), Column("state", text=True),
                Column("attempts", optional=True), Column("trials ok/total"), Column("best_us"),

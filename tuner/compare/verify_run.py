@@ -158,12 +158,18 @@ class VerifyRun:
     rounds: int | None = None
     noise_floor: float = 0.0
 
+    @property
+    def block_shape(self) -> tuple[int, int]:
+        """[group_n, group_k] of the model's weight scales, as a tuple."""
+        group_n, group_k = self.model_shapes.block_shape
+        return (group_n, group_k)
+
     def plan(self, files: DeviceFiles, grids: Mapping[FileKey, Sequence[int]], *,
              only_shapes: set[tuple[int, int]] | None = None
              ) -> tuple[list[PlannedShape], list[str]]:
         """The shapes to check (each model shape, or those of `only_shapes`, in model order)
         and one line per shape without a file (vLLM runs its default config there)."""
-        block_shape = tuple(self.model_shapes.block_shape)
+        block_shape = self.block_shape
         by_shape = {file_key(file): file for file in files.files}
         skipped = {file_key(item): item.reason for item in files.skipped}
         planned, missing = [], []
@@ -190,7 +196,7 @@ class VerifyRun:
         for shape in planned:
             observer.shape_started(shape)
             result = verify_shape(
-                N=shape.N, K=shape.K, block_shape=tuple(self.model_shapes.block_shape),
+                N=shape.N, K=shape.K, block_shape=self.block_shape,
                 configs=shape.configs, m_points=shape.m_points, make_runner=self.make_runner,
                 rounds=self.rounds, noise_floor=self.noise_floor,
                 on_point=lambda point, shape=shape: observer.point_done(shape, point))
