@@ -163,19 +163,19 @@ def _pct(ratio: float | None) -> str:
     return "-" if ratio is None else f"{ratio * 100:.1f}%"
 
 
-def _shape_section(shape: ShapeReport, out_dtype: str, cpu: bool,
-                   ceilings: Mapping[str, float]) -> str:
-    N, K = shape.N, shape.K
-    measured = [r for r in shape.rows if r.latency_us is not None]
-    figures = {r.M: _figures(r, N, K, shape, out_dtype, ceilings) for r in shape.rows}
+def _charts(shape: ShapeReport, measured: list[ReportRow],
+            figures: Mapping[int, Roofline | None], ceilings: Mapping[str, float]) -> list[str]:
+    """The latency and speedup charts over M, and the share of the ceilings when measured."""
+    if not measured:
+        return []
+    key, label = shape.anchor, shape.label
     winner = Series("winner", WINNER_COLOR, tuple((r.M, r.latency_us) for r in measured))
     default = Series("default config", DEFAULT_COLOR, tuple(
         (r.M, r.default_latency_us) for r in measured if r.default_latency_us is not None
     ), dashed=True)
     speedups = tuple((r.M, r.default_latency_us / r.latency_us) for r in measured
                      if r.default_latency_us is not None)
-    key, label = shape.anchor, shape.label
-    charts = [] if not measured else [
+    charts = [
         line_chart([winner, default], title=f"latency_us over M (log scales), {label}",
                    x_label="M (rows of A)", y_label="latency_us", y_log=True, x_ticks=_X_TICKS,
                    css_class=f"chart latency shape-{key}"),
@@ -184,7 +184,7 @@ def _shape_section(shape: ShapeReport, out_dtype: str, cpu: bool,
                    x_label="M (rows of A)", y_label="default / winner", y_log=False,
                    x_ticks=_X_TICKS, reference_y=1.0, css_class=f"chart speedup shape-{key}"),
     ]
-    if ceilings and measured:
+    if ceilings:
         shares = [
             Series(name, color, tuple((M, getattr(f, field) * 100) for M, f in figures.items()
                                       if f is not None and getattr(f, field) is not None))
@@ -197,7 +197,12 @@ def _shape_section(shape: ShapeReport, out_dtype: str, cpu: bool,
             shares, title=f"winner's share of the device's ceilings, {label}",
             x_label="M (rows of A)", y_label="% of ceiling", y_log=False, x_ticks=_X_TICKS,
             reference_y=100.0, css_class=f"chart roofline shape-{key}"))
-    done = {r.M for r in measured}
+    return charts
+
+
+def _coverage_notes(shape: ShapeReport, done: set[int]) -> list[str]:
+    """The M grid and its gaps: M without a winner (stale-only ones named), vLLM's required M
+    without one, imported entries left out, vLLM's grid M not tuned."""
     gaps = [M for M in shape.m_requested if M not in done]
     lacking = [M for M in REQUIRED_M if M not in done]
     grid_missing = [M for M in VLLM_M_GRID if M not in done]
@@ -222,30 +227,43 @@ def _shape_section(shape: ShapeReport, out_dtype: str, cpu: bool,
                      f"out, it cannot launch on this device: {escape(reason)}.</span>")
     if grid_missing and not gaps:
         notes.append(f"Not tuned from vLLM's 18-value grid: {', '.join(map(str, grid_missing))}.")
+    return notes
+
+
+def _table_row(r: ReportRow, f: Roofline | None, ceilings: Mapping[str, float]) -> str:
+    """One M's row: winner config, both latencies, speedup, throughput, shares of the
+    ceilings (when measured), what the file holds, spread and decision."""
+    speedup = (r.default_latency_us / r.latency_us
+               if r.latency_us and r.default_latency_us else None)
+    config = KernelConfig.from_dict(r.config).short() if r.config and all(
+        k in r.config for k in ("num_stages", "BLOCK_SIZE_M")) else "-"
+    shares_cells = "" if not ceilings else (
+        f"<td>{_pct(f and f.copy_ratio)}</td><td>{_pct(f and f.fp8_mm_ratio)}</td>"
+        f"<td class=l>{(f and f.bound) or '-'}</td>")
+    return (
+        f"<tr><td>{r.M}</td><td class=l>{escape(config)}</td><td>{_num(r.latency_us)}</td>"
+        f"<td>{_num(r.default_latency_us)}</td>"
+        f"<td>{'-' if speedup is None else f'{speedup:.2f}x'}</td>"
+        f"<td>{_num(f and f.gbps)}</td><td>{_num(f and f.tflops, 2)}</td>{shares_cells}"
+        f"<td class=l>{escape(_emitted(r))}</td><td>{_num(r.spread_us, 2)}</td>"
+        f"<td class=l>{escape(_decision(r))}</td></tr>"
+    )
+
+
+def _shape_section(shape: ShapeReport, out_dtype: str, cpu: bool,
+                   ceilings: Mapping[str, float]) -> str:
+    N, K = shape.N, shape.K
+    measured = [r for r in shape.rows if r.latency_us is not None]
+    figures = {r.M: _figures(r, N, K, shape, out_dtype, ceilings) for r in shape.rows}
+    charts = _charts(shape, measured, figures, ceilings)
+    notes = _coverage_notes(shape, {r.M for r in measured})
     unit = "GB/s (CPU)" if cpu else "GB/s"
-    rows = []
-    for r in shape.rows:
-        speedup = (r.default_latency_us / r.latency_us
-                   if r.latency_us and r.default_latency_us else None)
-        f = figures[r.M]
-        config = KernelConfig.from_dict(r.config).short() if r.config and all(
-            k in r.config for k in ("num_stages", "BLOCK_SIZE_M")) else "-"
-        shares_cells = "" if not ceilings else (
-            f"<td>{_pct(f and f.copy_ratio)}</td><td>{_pct(f and f.fp8_mm_ratio)}</td>"
-            f"<td class=l>{(f and f.bound) or '-'}</td>")
-        rows.append(
-            f"<tr><td>{r.M}</td><td class=l>{escape(config)}</td><td>{_num(r.latency_us)}</td>"
-            f"<td>{_num(r.default_latency_us)}</td>"
-            f"<td>{'-' if speedup is None else f'{speedup:.2f}x'}</td>"
-            f"<td>{_num(f and f.gbps)}</td><td>{_num(f and f.tflops, 2)}</td>{shares_cells}"
-            f"<td class=l>{escape(_emitted(r))}</td><td>{_num(r.spread_us, 2)}</td>"
-            f"<td class=l>{escape(_decision(r))}</td></tr>"
-        )
+    rows = [_table_row(r, figures[r.M], ceilings) for r in shape.rows]
     shares_head = ("<th>% copy BW</th><th>% FP8 mm</th><th class=l>bound</th>"
                    if ceilings else "")
     models = f" ({escape(', '.join(shape.models))})" if shape.models else ""
     return (
-        f'<section class="shape" id="shape-{key}"><h2>{label}, block_shape '
+        f'<section class="shape" id="shape-{shape.anchor}"><h2>{shape.label}, block_shape '
         f"[{shape.block_shape[0]}, {shape.block_shape[1]}]{models}</h2>"
         + "".join(f'<p class="note">{n}</p>' for n in notes)
         + (f'<div class="charts">{"".join(charts)}</div>' if charts else

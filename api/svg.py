@@ -57,6 +57,95 @@ def _linear_ticks(low: float, high: float) -> list[float]:
     return [round(start + i * step, 10) for i in range(int((high - start) / step) + 1)]
 
 
+@dataclass(frozen=True)
+class _Frame:
+    """The plot area in pixels and the data ranges it maps: a log2 x axis, a log10 or linear
+    y axis."""
+
+    left: float
+    x_lo: float
+    x_hi: float
+    y_lo: float
+    y_hi: float
+    y_log: bool
+
+    @property
+    def plot_w(self) -> float:
+        return WIDTH - self.left - _RIGHT
+
+    @property
+    def plot_h(self) -> float:
+        return HEIGHT - _TOP - _BOTTOM
+
+    def px(self, x: float) -> float:
+        span = math.log2(self.x_hi) - math.log2(self.x_lo)
+        return self.left + (math.log2(x) - math.log2(self.x_lo)) / span * self.plot_w
+
+    def py(self, y: float) -> float:
+        fy = math.log10 if self.y_log else (lambda v: v)
+        return _TOP + self.plot_h - (fy(y) - fy(self.y_lo)) / (fy(self.y_hi) - fy(self.y_lo)
+                                                              ) * self.plot_h
+
+
+def _ranges(xs: list[float], ys: list[float], y_log: bool
+            ) -> tuple[float, float, float, float]:
+    """(x_lo, x_hi, y_lo, y_hi) around the data, with room above (and below on a log axis)."""
+    x_lo, x_hi = min(xs or [1.0]), max(xs or [2.0])
+    if x_hi <= x_lo:
+        x_hi = x_lo * 2
+    if y_log:
+        return x_lo, x_hi, min(ys or [1.0]) / 1.25, max(ys or [10.0]) * 1.25
+    y_lo = min(0.0, min(ys or [0.0]))
+    y_hi = max(ys or [1.0])
+    return x_lo, x_hi, y_lo, y_hi + 0.1 * ((y_hi - y_lo) or 1.0)
+
+
+def _grid(frame: _Frame, y_ticks: list[float], x_ticks: list[float]) -> list[str]:
+    """The grid lines and tick labels of both axes, then the plot's frame."""
+    out = []
+    for tick in y_ticks:
+        y = frame.py(tick)
+        out.append(f'<line x1="{frame.left}" y1="{y:.1f}" x2="{WIDTH - _RIGHT}" y2="{y:.1f}" '
+                   'class="grid"/>')
+        out.append(f'<text x="{frame.left - 6}" y="{y + 4:.1f}" class="tick" '
+                   f'text-anchor="end">{_fmt(tick)}</text>')
+    for tick in x_ticks:
+        x = frame.px(tick)
+        out.append(f'<line x1="{x:.1f}" y1="{_TOP}" x2="{x:.1f}" y2="{_TOP + frame.plot_h}" '
+                   'class="grid"/>')
+        out.append(f'<text x="{x:.1f}" y="{_TOP + frame.plot_h + 16}" class="tick" '
+                   f'text-anchor="middle">{_fmt(tick)}</text>')
+    out.append(f'<rect x="{frame.left}" y="{_TOP}" width="{frame.plot_w}" '
+               f'height="{frame.plot_h}" class="frame"/>')
+    return out
+
+
+def _lines(frame: _Frame, series: list[Series], points) -> list[str]:
+    """Each series' polyline, its points (with data attributes and a tooltip) and its legend
+    entry, one row between the title and the plot, left to right."""
+    out = []
+    legend_x = frame.left
+    for line in series:
+        drawn = [(x, y) for s, x, y in points if s is line]
+        dash = ' stroke-dasharray="6 4"' if line.dashed else ""
+        if len(drawn) > 1:
+            path = " ".join(f"{frame.px(x):.1f},{frame.py(y):.1f}" for x, y in drawn)
+            out.append(f'<polyline points="{path}" fill="none" stroke="{line.color}" '
+                       f'stroke-width="2"{dash}/>')
+        for x, y in drawn:
+            out.append(
+                f'<circle class="pt" cx="{frame.px(x):.1f}" cy="{frame.py(y):.1f}" r="3.5" '
+                f'fill="{line.color}" data-series="{escape(line.name)}" data-x="{x:g}" '
+                f'data-y="{y:.6g}"><title>{escape(line.name)}: M={x:g}, {_fmt(y)}</title></circle>'
+            )
+        ly = _TOP - 12
+        out.append(f'<line x1="{legend_x}" y1="{ly - 4}" x2="{legend_x + 22}" y2="{ly - 4}" '
+                   f'stroke="{line.color}" stroke-width="2"{dash}/>')
+        out.append(f'<text x="{legend_x + 28}" y="{ly}" class="legend">{escape(line.name)}</text>')
+        legend_x += 40 + 7 * len(line.name)
+    return out
+
+
 def line_chart(
     series: list[Series], *, title: str, x_label: str, y_label: str, y_log: bool,
     x_ticks: list[float], reference_y: float | None = None, css_class: str = "chart",
@@ -82,71 +171,25 @@ def line_chart(
     points = [(s, x, y) for s in series for x, y in s.points if x > 0 and (y > 0 or not y_log)]
     xs = [x for _, x, _ in points] + list(x_ticks)
     ys = [y for _, _, y in points] + ([reference_y] if reference_y is not None else [])
-    x_lo, x_hi = min(xs or [1.0]), max(xs or [2.0])
-    if x_hi <= x_lo:
-        x_hi = x_lo * 2
-    if y_log:
-        y_lo, y_hi = min(ys or [1.0]) / 1.25, max(ys or [10.0]) * 1.25
-    else:
-        y_lo = min(0.0, min(ys or [0.0]))
-        y_hi = max(ys or [1.0])
-        y_hi += 0.1 * ((y_hi - y_lo) or 1.0)
-    fy = (lambda v: math.log10(v)) if y_log else (lambda v: v)
+    x_lo, x_hi, y_lo, y_hi = _ranges(xs, ys, y_log)
     y_ticks = _log_ticks(y_lo, y_hi) if y_log else _linear_ticks(y_lo, y_hi)
     left = max(_LEFT, _TITLE_PX + 6 + _CHAR_PX * max(len(_fmt(t)) for t in y_ticks))
-    plot_w, plot_h = WIDTH - left - _RIGHT, HEIGHT - _TOP - _BOTTOM
-
-    def px(x: float) -> float:
-        span = math.log2(x_hi) - math.log2(x_lo)
-        return left + (math.log2(x) - math.log2(x_lo)) / span * plot_w
-
-    def py(y: float) -> float:
-        return _TOP + plot_h - (fy(y) - fy(y_lo)) / (fy(y_hi) - fy(y_lo)) * plot_h
-
+    frame = _Frame(left, x_lo, x_hi, y_lo, y_hi, y_log)
+    plot_w, plot_h = frame.plot_w, frame.plot_h
     out = [f'<svg class="{escape(css_class)}" xmlns="http://www.w3.org/2000/svg" '
            f'width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
            f'aria-label="{escape(title)}">',
            f'<rect x="0" y="0" width="{WIDTH}" height="{HEIGHT}" fill="#fff"/>',
-           f'<text x="{left}" y="17" class="title">{escape(title)}</text>']
-    for tick in y_ticks:
-        y = py(tick)
-        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{WIDTH - _RIGHT}" y2="{y:.1f}" '
-                   'class="grid"/>')
-        out.append(f'<text x="{left - 6}" y="{y + 4:.1f}" class="tick" '
-                   f'text-anchor="end">{_fmt(tick)}</text>')
-    for tick in x_ticks:
-        x = px(tick)
-        out.append(f'<line x1="{x:.1f}" y1="{_TOP}" x2="{x:.1f}" y2="{_TOP + plot_h}" '
-                   'class="grid"/>')
-        out.append(f'<text x="{x:.1f}" y="{_TOP + plot_h + 16}" class="tick" '
-                   f'text-anchor="middle">{_fmt(tick)}</text>')
-    out.append(f'<rect x="{left}" y="{_TOP}" width="{plot_w}" height="{plot_h}" class="frame"/>')
+           f'<text x="{left}" y="17" class="title">{escape(title)}</text>',
+           *_grid(frame, y_ticks, x_ticks)]
     if reference_y is not None and y_lo <= reference_y <= y_hi:
-        y = py(reference_y)
+        y = frame.py(reference_y)
         out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{WIDTH - _RIGHT}" y2="{y:.1f}" '
                    'class="reference"/>')
     out.append(f'<text x="{left + plot_w / 2:.0f}" y="{HEIGHT - 8}" class="label" '
                f'text-anchor="middle">{escape(x_label)}</text>')
     out.append(f'<text x="14" y="{_TOP + plot_h / 2:.0f}" class="label" text-anchor="middle" '
                f'transform="rotate(-90 14 {_TOP + plot_h / 2:.0f})">{escape(y_label)}</text>')
-    legend_x = left  # one row between the title and the plot, left to right
-    for line in series:
-        drawn = [(x, y) for s, x, y in points if s is line]
-        dash = ' stroke-dasharray="6 4"' if line.dashed else ""
-        if len(drawn) > 1:
-            path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in drawn)
-            out.append(f'<polyline points="{path}" fill="none" stroke="{line.color}" '
-                       f'stroke-width="2"{dash}/>')
-        for x, y in drawn:
-            out.append(
-                f'<circle class="pt" cx="{px(x):.1f}" cy="{py(y):.1f}" r="3.5" '
-                f'fill="{line.color}" data-series="{escape(line.name)}" data-x="{x:g}" '
-                f'data-y="{y:.6g}"><title>{escape(line.name)}: M={x:g}, {_fmt(y)}</title></circle>'
-            )
-        ly = _TOP - 12
-        out.append(f'<line x1="{legend_x}" y1="{ly - 4}" x2="{legend_x + 22}" y2="{ly - 4}" '
-                   f'stroke="{line.color}" stroke-width="2"{dash}/>')
-        out.append(f'<text x="{legend_x + 28}" y="{ly}" class="legend">{escape(line.name)}</text>')
-        legend_x += 40 + 7 * len(line.name)
+    out.extend(_lines(frame, series, points))
     out.append("</svg>")
     return "\n".join(out)

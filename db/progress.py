@@ -101,6 +101,22 @@ def list_device_names(session: Session) -> list[str]:
     return list(names)
 
 
+def _measured_tasks(session: Session, environments, *, device_name: str,
+                    out_dtype: str | None) -> tuple[set[tuple], set[tuple]]:
+    """The (family, shape_params, N, K, block_n, block_k, M, state) of tasks with an ok trial or
+    a decision: of the matching `environments`, and of any environment."""
+    current: set[tuple] = set()
+    measured: set[tuple] = set()
+    scope = {"device_name": device_name, "out_dtype": out_dtype}
+    key = [Task.family, Task.shape_params, Task.N, Task.K, Sweep.block_n, Sweep.block_k,
+           Task.M, Task.state]
+    for matching, found in ((environments, current), (None, measured)):
+        for select_from in (ok_trials, decided_tasks):
+            measured_query = select_from(key, environments=matching, **scope).distinct()
+            found.update(tuple(row) for row in session.execute(measured_query))
+    return current, measured
+
+
 def shape_coverage(
     session: Session,
     *,
@@ -143,15 +159,8 @@ def shape_coverage(
         query = query.where(Sweep.out_dtype == out_dtype)
     environments = matching_environments(session, kernel_hash=kernel_hash,
                                          triton_minor=triton_minor)
-    current, measured = set(), set()
-    if environments is not None:
-        scope = {"device_name": device_name, "out_dtype": out_dtype}
-        key = [Task.family, Task.shape_params, Task.N, Task.K, Sweep.block_n, Sweep.block_k,
-               Task.M, Task.state]
-        for matching, found in ((environments, current), (None, measured)):
-            for select_from in (ok_trials, decided_tasks):
-                measured_query = select_from(key, environments=matching, **scope).distinct()
-                found.update(tuple(row) for row in session.execute(measured_query))
+    current, measured = (set(), set()) if environments is None else _measured_tasks(
+        session, environments, device_name=device_name, out_dtype=out_dtype)
     # Keyed by (family, shape_params, N, K, block_n, block_k).
     requested: dict[tuple, set[int]] = defaultdict(set)
     done: dict[tuple, set[int]] = defaultdict(set)

@@ -161,10 +161,21 @@ def _store(engine, device_name: str, env: dict, model_shapes, out_dtype: str, li
                                     for p in points for t in p.times])
 
 
+# The line above the tables: what each column times.
+COLUMNS_LINE = (
+    "columns (microseconds per GEMM): tuned = our Triton kernel with the config vLLM picks from "
+    "this device's files; default = with vLLM's default config; torch = torch scaled_mm, "
+    "block-wise scales; torch-cpu = dequantize + matmul on the CPU (a stand-in, not a vLLM "
+    "kernel); deepgemm, cutlass = vLLM's ops; marlin, humming = vLLM's kernel classes' "
+    "apply_weights on bf16/fp16 activations (weight processing not timed)")
+
+
 def _run(model_shapes, m_values, tuned, defaults, *, backend, out_dtype, seed, rounds,
          interpreter_reps):
     """Every (shape, M) point, with a progress bar on stderr; prints each shape's table, vLLM's
     default kernel (`defaults`: (N, K) -> VllmDefault) marked."""
+    from functools import partial
+
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -175,19 +186,8 @@ def _run(model_shapes, m_values, tuned, defaults, *, backend, out_dtype, seed, r
         TimeRemainingColumn,
     )
 
-    from tuner.compare.backends import (
-        TRITON_DEFAULT,
-        TRITON_TUNED,
-        Candidate,
-        CandidateRunner,
-        library_kernels,
-    )
-    from tuner.compare.versus import compare_point
-    from tuner.files.format import vllm_pick_key
-    from tuner.kernels.config import KernelConfig
+    from tuner.compare.backends import library_kernels
     from tuner.kernels.dense.space import default_config
-    from tuner.measure.noise import retime_interleaved
-    from tuner.measure.runner import Problem
 
     block_shape = tuple(model_shapes.block_shape)
     device = "cuda" if backend == "cuda" else "cpu"
@@ -196,35 +196,17 @@ def _run(model_shapes, m_values, tuned, defaults, *, backend, out_dtype, seed, r
     unit = "CPU timings (interpreter)" if backend == "interpreter" else "GPU timings"
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-    plain("columns (microseconds per GEMM): tuned = our Triton kernel with the config vLLM "
-          "picks from this device's files; default = with vLLM's default config; torch = "
-          "torch scaled_mm, block-wise scales; torch-cpu = dequantize + matmul on the CPU (a "
-          "stand-in, not a vLLM kernel); deepgemm, cutlass = vLLM's ops; marlin, humming = vLLM's "
-          "kernel classes' apply_weights on bf16/fp16 activations (weight processing not "
-          "timed)")
+    plain(COLUMNS_LINE)
+    time_point = partial(_point, block_shape=block_shape, default=default, library=library,
+                         unavailable=unavailable, backend=backend, out_dtype=out_dtype,
+                         seed=seed, rounds=rounds, interpreter_reps=interpreter_reps)
     points = []
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         bar_id = bar.add_task("compare", total=len(model_shapes.shapes) * len(m_values))
         for N, K in model_shapes.shapes:
             shape_points = []
             for M in m_values:
-                candidates = [Candidate(TRITON_DEFAULT, default)]
-                configs = tuned.get((N, K))
-                missing = dict(unavailable)
-                if configs:
-                    key = vllm_pick_key(configs, M)
-                    candidates.insert(0, Candidate(TRITON_TUNED,
-                                                   KernelConfig.from_dict(configs[key])))
-                else:
-                    missing[TRITON_TUNED] = "no file for this shape in the store"
-                candidates += [Candidate(name) for name in library]
-                runner = CandidateRunner(
-                    Problem(M=M, N=N, K=K, block_shape=block_shape, out_dtype=out_dtype),
-                    backend=backend, library=library, seed=seed,
-                    interpreter_reps=interpreter_reps)
-                shape_points.append(compare_point(
-                    N, K, M, runner=runner, candidates=candidates, unavailable=missing,
-                    rounds=rounds, retime=retime_interleaved))
+                shape_points.append(time_point(N, K, M, tuned.get((N, K))))
                 bar.update(bar_id, advance=1, description=f"N={N},K={K} M={M}")
             bar.console.file.flush()
             _print_shape(N, K, shape_points, unit, defaults[(N, K)])
@@ -232,3 +214,30 @@ def _run(model_shapes, m_values, tuned, defaults, *, backend, out_dtype, seed, r
     for name, reason in sorted(unavailable.items()):
         plain(f"not timed: {name}: {reason}")
     return points
+
+
+def _point(N: int, K: int, M: int, configs, *, block_shape, default, library, unavailable,
+           backend, out_dtype, seed, rounds, interpreter_reps):
+    """One (N, K, M) timed (`tuner.compare.versus.compare_point`): the tuned config vLLM picks
+    from `configs` (the shape's file; None: none), the default config and the library kernels;
+    those of `unavailable` (name -> reason) shown as not timed."""
+    from tuner.compare.backends import TRITON_DEFAULT, TRITON_TUNED, Candidate, CandidateRunner
+    from tuner.compare.versus import compare_point
+    from tuner.files.format import vllm_pick_key
+    from tuner.kernels.config import KernelConfig
+    from tuner.measure.noise import retime_interleaved
+    from tuner.measure.runner import Problem
+
+    candidates = [Candidate(TRITON_DEFAULT, default)]
+    missing = dict(unavailable)
+    if configs:
+        key = vllm_pick_key(configs, M)
+        candidates.insert(0, Candidate(TRITON_TUNED, KernelConfig.from_dict(configs[key])))
+    else:
+        missing[TRITON_TUNED] = "no file for this shape in the store"
+    candidates += [Candidate(name) for name in library]
+    runner = CandidateRunner(
+        Problem(M=M, N=N, K=K, block_shape=block_shape, out_dtype=out_dtype),
+        backend=backend, library=library, seed=seed, interpreter_reps=interpreter_reps)
+    return compare_point(N, K, M, runner=runner, candidates=candidates, unavailable=missing,
+                         rounds=rounds, retime=retime_interleaved)

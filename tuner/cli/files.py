@@ -85,6 +85,46 @@ def export(
         raise fail(f"no file written{because}", 1)
 
 
+def _winner_columns(*, moe: bool, ceilings: bool) -> list[Column]:
+    """`tuner winners`' columns: the kernel when MoE rows are among them, the shares of the
+    ceilings when measured. On a narrow terminal the roofline figures go first, then the
+    spread (tuner.cli.tables)."""
+    columns = [Column("kernel", text=True)] if moe else []
+    columns += [Column("N"), Column("K"), Column("M"), Column("winner", text=True),
+               Column("latency_us"), Column("default_us"), Column("speedup"),
+               Column("spread_us", optional=True), Column("GB/s", optional=True),
+               Column("TFLOP/s", optional=True)]
+    if ceilings:
+        columns += [Column("% copy BW", optional=True), Column("% FP8 mm", optional=True)]
+    return columns
+
+
+def _winner_cells(row, *, moe: bool, ceilings) -> list[str]:
+    """One winner row's cells (`db.repo.WinnerRow`), under `_winner_columns`."""
+    from tuner.kernels.config import KernelConfig
+    from tuner.kernels.registry import DEFAULT_FAMILY
+    from tuner.measure.roofline import roofline
+
+    default_us = row.default_latency_us
+    family = getattr(row, "family", DEFAULT_FAMILY)
+    # The roofline counts one dense GEMM's bytes and FLOPs; an MoE row gets none.
+    figures = roofline(row.M, row.N, row.K, row.latency_us, ceilings,
+                       block_shape=row.block_shape) if family == DEFAULT_FAMILY else None
+    cells = ([family if family == DEFAULT_FAMILY else f"{family} {row.shape_params}"]
+             if moe else []) + [
+        str(row.N), str(row.K), str(row.M), KernelConfig.from_dict(row.config).short(),
+        f"{row.latency_us:.1f}", "-" if default_us is None else f"{default_us:.1f}",
+        "-" if default_us is None else f"{default_us / row.latency_us:.2f}x",
+        "-" if row.spread_us is None else f"{row.spread_us:.2f}",
+        *((_figure(figures.gbps, 1), _figure(figures.tflops, 2)) if figures else ("-", "-")),
+    ]
+    if ceilings:
+        cells += ["-" if ratio is None else f"{100 * ratio:.1f}"
+                  for ratio in ((figures.copy_ratio, figures.fp8_mm_ratio) if figures
+                                else (None, None))]
+    return cells
+
+
 def winners(
     device: DeviceOpt,
     out_dtype: Annotated[OutDtype | None, typer.Option(help="Only trials with this output "
@@ -107,9 +147,7 @@ def winners(
     """
     from db import repo
     from tuner.files.device import read_device
-    from tuner.kernels.config import KernelConfig
     from tuner.kernels.registry import DEFAULT_FAMILY
-    from tuner.measure.roofline import roofline
 
     _, engine = open_db(db, must_exist=True, read_only=True)
     from db.engine import session_scope
@@ -120,35 +158,9 @@ def winners(
                            out_dtype=out_dtype.value if out_dtype else None)
         ceilings = repo.device_ceilings(session, device_name=device_name)
     rows, note = view.winners, view.scope.note(device_name)
-    # On a narrow terminal the roofline figures go first, then the spread (tuner.cli.tables).
     moe = any(getattr(row, "family", DEFAULT_FAMILY) != DEFAULT_FAMILY for row in rows)
-    columns = [Column("kernel", text=True)] if moe else []
-    columns += [Column("N"), Column("K"), Column("M"), Column("winner", text=True),
-               Column("latency_us"), Column("default_us"), Column("speedup"),
-               Column("spread_us", optional=True), Column("GB/s", optional=True),
-               Column("TFLOP/s", optional=True)]
-    if ceilings:
-        columns += [Column("% copy BW", optional=True), Column("% FP8 mm", optional=True)]
-    cells_of_rows = []
-    for row in rows:
-        default_us = row.default_latency_us
-        family = getattr(row, "family", DEFAULT_FAMILY)
-        # The roofline counts one dense GEMM's bytes and FLOPs; an MoE row gets none.
-        figures = roofline(row.M, row.N, row.K, row.latency_us, ceilings,
-                           block_shape=row.block_shape) if family == DEFAULT_FAMILY else None
-        cells = ([family if family == DEFAULT_FAMILY else f"{family} {row.shape_params}"]
-                 if moe else []) + [
-            str(row.N), str(row.K), str(row.M), KernelConfig.from_dict(row.config).short(),
-            f"{row.latency_us:.1f}", "-" if default_us is None else f"{default_us:.1f}",
-            "-" if default_us is None else f"{default_us / row.latency_us:.2f}x",
-            "-" if row.spread_us is None else f"{row.spread_us:.2f}",
-            *((_figure(figures.gbps, 1), _figure(figures.tflops, 2)) if figures else ("-", "-")),
-        ]
-        if ceilings:
-            cells += ["-" if ratio is None else f"{100 * ratio:.1f}"
-                      for ratio in ((figures.copy_ratio, figures.fp8_mm_ratio) if figures
-                                    else (None, None))]
-        cells_of_rows.append(cells)
+    columns = _winner_columns(moe=moe, ceilings=bool(ceilings))
+    cells_of_rows = [_winner_cells(row, moe=moe, ceilings=ceilings) for row in rows]
     print_table(console, columns, cells_of_rows, title=device_name)
     if note is not None:
         typer.echo(note, err=True)

@@ -84,45 +84,16 @@ def pull(
     exist or a file's bytes do not match (the folder is untouched), or --strict and the
     versions differ; 2 bad input.
     """
-    from tuner.files.pull import (
-        PullError,
-        check_downloads,
-        choose_release,
-        holds,
-        replace_folder,
-        version_mismatch,
-        wanted_files,
-    )
-    from tuner.kernels.source import vllm_version
+    from tuner.files.pull import holds, replace_folder
 
     out_folder(out)
     base = _server(server)
-    listed = releases_of(base, device)
-    try:
-        chosen = choose_release(listed, device, release)
-    except PullError as exc:
-        raise fail(str(exc), 1) from None
+    chosen = _chosen_release(base, device, release, strict=strict)
     name, number = chosen["device_name"], chosen["number"]
-    mismatch = version_mismatch(chosen, triton=_installed("triton"), vllm=vllm_version())
-    if mismatch is not None:
-        if strict:
-            raise fail(mismatch.removeprefix("warning: ") + "; --strict: nothing written", 1)
-        typer.echo(mismatch, err=True)
     if holds(out, chosen, engine_name.value):
         plain(f"{out} already holds {name} release {number}; nothing to do")
         return
-    contents = {}
-    for wanted in wanted_files(chosen, engine_name.value):
-        url = (f"{base}/devices/{quote(name, safe='')}/configs/"
-               f"{quote(wanted.file_name, safe='')}?release={number}")
-        try:
-            contents[wanted.file_name] = fetch(url)
-        except OSError as exc:
-            raise fail(f"{exc}; nothing written", 1) from None
-    try:
-        check_downloads(wanted_files(chosen, engine_name.value), contents)
-    except PullError as exc:
-        raise fail(str(exc), 1) from None
+    contents = _download(base, chosen, engine_name.value)
     try:
         written, removed = replace_folder(out, chosen, engine_name.value, contents)
     except OSError as exc:
@@ -133,6 +104,47 @@ def pull(
     if engine_name == EngineName.vllm:
         for line in release_advice(chosen):
             plain(line)
+
+
+def _chosen_release(base: str, device: str, release: int | None, *, strict: bool) -> dict:
+    """The release to pull (`tuner.files.pull.choose_release`), after the warning line when
+    the Triton or vLLM here differs from its own (with `strict`: exit 1 instead)."""
+    from tuner.files.pull import PullError, choose_release, version_mismatch
+    from tuner.kernels.source import vllm_version
+
+    listed = releases_of(base, device)
+    try:
+        chosen = choose_release(listed, device, release)
+    except PullError as exc:
+        raise fail(str(exc), 1) from None
+    mismatch = version_mismatch(chosen, triton=_installed("triton"), vllm=vllm_version())
+    if mismatch is not None:
+        if strict:
+            raise fail(mismatch.removeprefix("warning: ") + "; --strict: nothing written", 1)
+        typer.echo(mismatch, err=True)
+    return chosen
+
+
+def _download(base: str, chosen: dict, engine_name: str) -> dict[str, bytes]:
+    """File name -> the bytes of each file of the release, each checked against its sha256
+    (`tuner.files.pull.check_downloads`); exit 1 with one line when one cannot be fetched or
+    does not match."""
+    from tuner.files.pull import PullError, check_downloads, wanted_files
+
+    name, number = chosen["device_name"], chosen["number"]
+    contents = {}
+    for wanted in wanted_files(chosen, engine_name):
+        url = (f"{base}/devices/{quote(name, safe='')}/configs/"
+               f"{quote(wanted.file_name, safe='')}?release={number}")
+        try:
+            contents[wanted.file_name] = fetch(url)
+        except OSError as exc:
+            raise fail(f"{exc}; nothing written", 1) from None
+    try:
+        check_downloads(wanted_files(chosen, engine_name), contents)
+    except PullError as exc:
+        raise fail(str(exc), 1) from None
+    return contents
 
 
 def release_advice(release: dict) -> list[str]:

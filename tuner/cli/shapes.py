@@ -4,7 +4,6 @@ is served.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
@@ -138,8 +137,8 @@ def from_log(
     FP8, BF16) are reported as out of scope. A log states no MoE K or top_k: `--save` keeps the
     dense shapes only (use `from-config` for the experts).
     """
+    from tuner.inputs.lognext import log_shapes, next_step
     from tuner.inputs.logs import read_log
-    from tuner.inputs.modelkeys import find_covering, free_model_key, suggest_model_key
 
     try:
         scan = read_log(log)
@@ -152,80 +151,55 @@ def from_log(
         raise fail(f"{log}: no 'Config file not found' warning of the W8A8 block-FP8 kernel in "
                    f"{scan.lines} lines: every shape had a file, the Triton kernel did not run, "
                    "or this is not a vLLM/SGLang server log", 1)
-    tp = tp if tp is not None else scan.tp
-    shapes = scan.shapes()
-    experts = scan.experts()
-    block_shapes = sorted({b for _, _, b in shapes} | {b for _, _, b in experts})
-    engines = sorted({m.engine for m in scan.missing} | ({"vllm"} if experts else set()))
+    found = log_shapes(scan, tp)
+    _print_log_shapes(scan, found, log)
+    if save is not None:
+        _save_log_shapes(scan, found, log, save)
+        return
+    step = next_step(scan, found, log)
+    for line in step.lines:
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
+    if step.model is not None:
+        _next_step(scan.device_names, step.model, step.tp, step.sglang)
+
+
+def _print_log_shapes(scan, found, log: Path) -> None:
+    """The log's warnings, device, model and TP; its dense shapes and the folders the engine
+    searched; its MoE experts."""
     console.print(
-        f"{log}: {scan.warnings} warning(s) from {', '.join(engines)}; device_name "
+        f"{log}: {scan.warnings} warning(s) from {', '.join(found.engines)}; device_name "
         f"{', '.join(scan.device_names)}; model {scan.model or 'not stated'}; "
-        f"TP {tp if tp is not None else 'not stated'}", soft_wrap=True, markup=False,
-        highlight=False)
+        f"TP {found.tp if found.tp is not None else 'not stated'}", soft_wrap=True,
+        markup=False, highlight=False)
     if scan.kernel_line is not None:
         console.print(scan.kernel_line, soft_wrap=True, markup=False, highlight=False)
-    if shapes:
-        console.print(f"{len(shapes)} shape(s) without a config file, block_shape "
-                      f"{' and '.join(f'[{b[0]}, {b[1]}]' for b in block_shapes)}:",
+    if found.pairs:
+        console.print(f"{len(found.pairs)} shape(s) without a config file, block_shape "
+                      f"{' and '.join(f'[{b[0]}, {b[1]}]' for b in found.block_shapes)}:",
                       soft_wrap=True, highlight=False)
-        _print_shapes([(n, k) for n, k, _ in shapes])
+        _print_shapes(found.pairs)
     for folder in sorted({m.folder for m in scan.missing if m.folder}):
         console.print(f"the engine looks for them in {folder}/", soft_wrap=True, markup=False,
                       highlight=False)
     _print_experts(scan, log)
-    pairs = [(n, k) for n, k, _ in shapes]
-    sglang = "sglang" in engines
-    if save is not None:
-        if tp is None:
-            raise fail("the log does not state the tensor-parallel size: pass --tp with --save")
-        if len(block_shapes) != 1:
-            raise fail("the log has shapes of several block_shapes; a shapes entry has one")
-        if not pairs:
-            raise fail("the log names the MoE experts' E and N but not their K (hidden size) or "
-                       "top_k: save them with `tuner shapes from-config config.json --tp "
-                       f"{tp} --save {save}`")
-        _save(save, tp=tp, shapes=pairs, block_shape=block_shapes[0],
-              source=f"'Config file not found' warnings in {log.name}",
-              description=f"{scan.model or save}: shapes read from a server log")
-        if experts:
-            console.print("the MoE experts are not saved (a log has no K or top_k): add them with "
-                          f"tuner shapes from-config config.json --tp {tp} --save {save}",
-                          soft_wrap=True, markup=False, highlight=False)
-        console.print("next:", highlight=False)
-        _next_step(scan.device_names, save, tp, sglang)
-        return
-    one_block = len(block_shapes) == 1
-    if experts:
-        moe_covering = find_covering([], block_shapes[0], tp, [(e, n) for e, n, _ in experts]) if (
-            one_block) else []
-        if moe_covering and not pairs:
-            model, size = moe_covering[0]
-            console.print(f"these are MoE experts of model '{model}' TP {size}; next:",
-                          highlight=False)
-            _next_step(scan.device_names, model, size)
-            return
-        if moe_covering:
-            console.print(f"the MoE experts are those of model '{moe_covering[0][0]}' TP "
-                          f"{moe_covering[0][1]}", soft_wrap=True, markup=False, highlight=False)
-        else:
-            console.print("no known model lists these MoE experts; derive them (E, N, K, top_k) "
-                          f"with: tuner shapes from-config config.json --tp {tp or '<TP>'} "
-                          "--save NAME", soft_wrap=True, markup=False, highlight=False)
-        if not pairs:
-            return
-    covering = find_covering(pairs, block_shapes[0], tp) if one_block else []
-    if covering:
-        model, size = covering[0]
-        console.print(f"these are shapes of model '{model}' TP {size}; next:", highlight=False)
-        _next_step(scan.device_names, model, size, sglang)
-        return
-    # A name `--save` accepts: not a packaged model's, nor one saved before (whose shapes differ,
-    # or find_covering would have named it).
-    name = free_model_key(suggest_model_key(scan.model or log.stem))
-    tp_flag = "" if tp is not None and tp == scan.tp else f" --tp {tp or '<TP>'}"
-    console.print(f"save them first (tuner shapes from-log {shlex.quote(str(log))} --save "
-                  f"{name}{tp_flag}), then:", soft_wrap=True, markup=False, highlight=False)
-    _next_step(scan.device_names, name, tp, sglang)
+
+
+def _save_log_shapes(scan, found, log: Path, save: str) -> None:
+    """`from-log --save NAME`: the dense shapes saved as model NAME, then the next step."""
+    from tuner.inputs.lognext import save_problem
+
+    problem = save_problem(found, save)
+    if problem is not None:
+        raise fail(problem)
+    _save(save, tp=found.tp, shapes=found.pairs, block_shape=found.block_shapes[0],
+          source=f"'Config file not found' warnings in {log.name}",
+          description=f"{scan.model or save}: shapes read from a server log")
+    if found.experts:
+        console.print("the MoE experts are not saved (a log has no K or top_k): add them with "
+                      f"tuner shapes from-config config.json --tp {found.tp} --save {save}",
+                      soft_wrap=True, markup=False, highlight=False)
+    console.print("next:", highlight=False)
+    _next_step(scan.device_names, save, found.tp, found.sglang)
 
 
 def from_config(

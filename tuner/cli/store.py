@@ -61,16 +61,26 @@ def status(
         if not sweeps:
             plain("no sweeps in the store yet (tuner sweep ...)")
             return
-        columns = [Column("sweep"), Column("device", text=True), Column("model", text=True),
-                   Column("TP"), Column("strategy", text=True), Column("tasks done"),
-                   Column("running", optional=True), Column("pending", optional=True),
-                   Column("failed"), Column("trials ok/total")]
-        rows = [[str(s.sweep_id), s.device_name, s.model, str(s.tp), s.strategy,
-                 f"{s.tasks['done']}/{sum(s.tasks.values())}", str(s.tasks["running"]),
-                 str(s.tasks["pending"]), str(s.tasks["failed"]),
-                 f"{s.trials_ok}/{s.trials_total}"] for s in sweeps]
-        print_table(console, columns, rows, title="sweeps")
+        _print_sweeps(sweeps)
         return
+    _print_tasks(tasks, sweep)
+
+
+def _print_sweeps(sweeps) -> None:
+    """One row per sweep (`db.repo.SweepRow`): its scope, task counts by state, trials ok."""
+    columns = [Column("sweep"), Column("device", text=True), Column("model", text=True),
+               Column("TP"), Column("strategy", text=True), Column("tasks done"),
+               Column("running", optional=True), Column("pending", optional=True),
+               Column("failed"), Column("trials ok/total")]
+    rows = [[str(s.sweep_id), s.device_name, s.model, str(s.tp), s.strategy,
+             f"{s.tasks['done']}/{sum(s.tasks.values())}", str(s.tasks["running"]),
+             str(s.tasks["pending"]), str(s.tasks["failed"]),
+             f"{s.trials_ok}/{s.trials_total}"] for s in sweeps]
+    print_table(console, columns, rows, title="sweeps")
+
+
+def _print_tasks(tasks, sweep: int | None) -> None:
+    """One row per task of a sweep (`db.repo.TaskRow`): its state, trials, search timings."""
     columns = [Column("N"), Column("K"), Column("M"), Column("state", text=True),
                Column("attempts", optional=True), Column("trials ok/total"), Column("best_us"),
                Column("default_us"), Column("speedup"), Column("worker", text=True,

@@ -38,6 +38,17 @@ from tuner.cli.sweep_plan import DryRunOpt, YesOpt, default_lines, show_plan
 from tuner.run.options import DEFAULT_LEASE_S
 from tuner.search.defaults import DEFAULT_TRIALS
 
+# `tuner sweep --strategy`: what each search does. The option's type is built with the command
+# (`strategy_names`), so it stays in the signature.
+STRATEGY_HELP = ("guided (default: the best of bench/search_quality.py): every "
+                 "block tile, then neighbourhood steps and, when they stall, the runner-up "
+                 "tiles with the settings tuned so far, then the configs a ridge "
+                 "regression of the trials predicts fastest; local: neighbourhood "
+                 "search from vLLM's default and the winners the store knows for the "
+                 "device; optuna: TPE; tpe+local: TPE, then local; ils: local from every "
+                 "block tile with kicks out of local optima; guided and ils: pruned "
+                 "configs free; --trials per task. grid: every config of the space.")
+
 
 def sweep(
     device: DeviceOpt,
@@ -45,17 +56,8 @@ def sweep(
     tp: Annotated[int | None, typer.Option(help="Tensor-parallel size (which shapes).")] = None,
     m: Annotated[str, typer.Option("--m", show_default="vLLM's 18 batch sizes, 1 to 4096",
                                    help="Batch sizes M, comma-separated.")] = DEFAULT_M,
-    strategy: Annotated[
-        strategy_names(),
-        typer.Option(help="guided (default: the best of bench/search_quality.py): every "
-                     "block tile, then neighbourhood steps and, when they stall, the runner-up "
-                     "tiles with the settings tuned so far, then the configs a ridge "
-                     "regression of the trials predicts fastest; local: neighbourhood "
-                     "search from vLLM's default and the winners the store knows for the "
-                     "device; optuna: TPE; tpe+local: TPE, then local; ils: local from every "
-                     "block tile with kicks out of local optima; guided and ils: pruned "
-                     "configs free; --trials per task. grid: every config of the space."),
-    ] = DEFAULT_STRATEGY_NAME,
+    strategy: Annotated[strategy_names(), typer.Option(help=STRATEGY_HELP)
+                        ] = DEFAULT_STRATEGY_NAME,
     trials: Annotated[int, typer.Option(min=1, max=100_000, help="Configs per (N, K, M) for "
                                         "every strategy but grid, vLLM's default config "
                                         "included (128: where guided reached 1.0 of the "

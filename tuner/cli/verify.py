@@ -1,12 +1,14 @@
 """`tuner verify`: time the config vLLM runs from a device's files against its default, on and
-off the keys; `--fix` tunes the M values where it loses. The store is read here; the timing
-logic is tuner.compare.verify's. Fused-MoE files are not verified yet (one line says so)."""
+off the keys; `--fix` tunes the M values where it loses. The store is read here; the flow is
+tuner.compare.verify_run's and the timing tuner.compare.verify's. Fused-MoE files are not
+verified yet (one line says so)."""
 
 from __future__ import annotations
 
 import os
 import sys
 from collections.abc import Sequence
+from functools import partial
 from typing import Annotated
 
 import typer
@@ -20,9 +22,7 @@ from tuner.cli.options import (
     LeaseOpt,
     OutDtype,
     TrialTimeoutOpt,
-    console,
     device_in_store,
-    err_console,
     fail,
     load_configs,
     open_db,
@@ -33,22 +33,22 @@ from tuner.cli.options import (
     strategy_names,
 )
 from tuner.cli.publish import NoPublishOpt, publish_device
-from tuner.cli.tables import Column, print_table
-from tuner.cli.verify_fix import Fixer, shape_label
-from tuner.compare.verify import (
-    INTERPRETER_NOISE_FLOOR,
-    PointResult,
-    RunnerFactory,
-    ShapeVerification,
-    Verdict,
-    check_points,
-    timed_points,
-    verify_shape,
+from tuner.cli.verify_fix import Fixer
+from tuner.cli.verify_show import shown
+from tuner.compare.verify import INTERPRETER_NOISE_FLOOR, RunnerFactory, ShapeVerification
+from tuner.compare.verify_run import (
+    M_ALL,
+    MChoice,
+    MissingAfterFix,
+    VerifyRun,
+    fix_passes,
+    m_set_line,
+    no_file_line,
+    offending_lines,
+    summary_line,
 )
-from tuner.files.format import VLLM_M_GRID
-from tuner.files.merge import DeviceFiles, file_key
+from tuner.compare.verify_run import shape_grid as shape_grid  # tests call it here
 from tuner.inputs.shapes import ModelShapes
-from tuner.kernels.registry import DEFAULT_FAMILY
 from tuner.measure.noise import RETIME_ROUNDS
 from tuner.run.options import DEFAULT_LEASE_S, RunOptions
 from tuner.search.defaults import DEFAULT_TRIALS
@@ -56,46 +56,30 @@ from tuner.search.defaults import DEFAULT_TRIALS
 # Search of the `--fix` trials: `tuner sweep`'s defaults.
 FIX_STRATEGY = DEFAULT_STRATEGY_NAME  # what `tuner sweep` runs by default
 FIX_TRIALS = DEFAULT_TRIALS
-# Tune-and-check passes of `--fix`: each new key adds midpoints and neighbours to check.
-MAX_FIX_PASSES = 3
-# `--m all`: vLLM's 18 batch sizes on top of the sweeps' grid.
-M_ALL = "all"
-# Seconds of progress the ETA averages over: all of it (a timed M can take minutes on the
-# interpreter; rich's 30 s default would leave the ETA blank there).
-ETA_WINDOW_S = 7 * 24 * 3600.0
-WHERE_PICK_SWITCHES = ("the midpoint of each pair of neighbouring keys (where vLLM's nearest-key "
-                       "pick switches) and key - 1, key + 1")
 
-
-def shape_grid(choice: str | tuple[int, ...] | None, sweep_grid: Sequence[int]) -> list[int]:
-    """The grid M checked for one file besides its keys, midpoints and neighbours.
-
-    Args:
-        choice: None (the default): the M grid of the sweeps that made the file; `M_ALL`: that
-            and vLLM's 18 batch sizes (`tuner.files.format.VLLM_M_GRID`); a tuple: `--m`'s list.
-        sweep_grid: the M the shape's sweeps requested.
-
-    Returns:
-        Ascending M values.
-    """
-    if choice is None:
-        return sorted(set(sweep_grid))
-    if choice == M_ALL:
-        return sorted(set(sweep_grid) | set(VLLM_M_GRID))
-    return sorted(set(choice))
-
-
-def m_set_line(choice: str | tuple[int, ...] | None) -> str:
-    """One line: which M values verify checks per shape, and why."""
-    if choice is None:
-        return (f"M checked per shape: its keys, the M grid of the sweeps that made it, "
-                f"{WHERE_PICK_SWITCHES}, up to {VLLM_M_GRID[-1]} or the largest key; "
-                f"`--m all` adds vLLM's {len(VLLM_M_GRID)} batch sizes")
-    if choice == M_ALL:
-        return (f"M checked per shape (--m all): vLLM's {len(VLLM_M_GRID)} batch sizes, the M "
-                f"grid of the sweeps that made it, its keys, {WHERE_PICK_SWITCHES}")
-    return (f"M checked per shape (--m): {', '.join(map(str, choice))}, its keys, "
-            f"{WHERE_PICK_SWITCHES}")
+# The options of `tuner verify` (beside the shared ones of tuner.cli.options).
+MOpt = Annotated[str | None, typer.Option(
+    "--m", show_default="the M grid of the shape's sweeps",
+    help="Grid M values to check, comma-separated, or `all`: the sweeps' grid and vLLM's "
+    "18 batch sizes (keys, midpoints and neighbours of keys are always checked).")]
+RoundsOpt = Annotated[int | None, typer.Option(
+    min=2, max=10_000, show_default=str(RETIME_ROUNDS),
+    help="Interleaved rounds (chosen, default, chosen, default, ...) per M.")]
+FixOpt = Annotated[bool, typer.Option("--fix", help="Tune the slower or failed M values (a "
+                                      "sweep of those M, like `tuner sweep`), then check them "
+                                      "again. It first finishes unfinished sweeps of this "
+                                      "device, model and TP, so an interrupted --fix resumes "
+                                      "when run again.")]
+AllowStaleOpt = Annotated[bool, typer.Option("--allow-stale", help="Also use winners measured "
+                                             "with another kernel source or Triton "
+                                             "major.minor.")]
+AllowPartialOpt = Annotated[bool, typer.Option("--allow-partial", help="Also check files "
+                                               "`tuner export` writes only with "
+                                               "--allow-partial.")]
+VerifyOutDtypeOpt = Annotated[OutDtype, typer.Option("--out-dtype", help="Output dtype of the "
+                                                     "trials and of the timed GEMM.")]
+FixTrialsOpt = Annotated[int, typer.Option(min=1, max=100_000, help="Configs per (N, K, M) of "
+                                           "the --fix trials.")]
 
 
 def _runner_factory(backend: str, *, block_shape: tuple[int, int], out_dtype: str, seed: int,
@@ -135,170 +119,82 @@ def _use_backend(backend: str, visible: Sequence[str | None]) -> None:
     torch.cuda.set_device(index)
 
 
-def _verdict_text(point: PointResult) -> str:
-    if point.verdict is Verdict.FAILED:
-        return f"[red]failed[/red]: {point.error}"
-    if point.verdict is Verdict.SLOWER:
-        return "[red]slower[/red]"
-    return "ok" if point.timed else "ok (default)"
+def _parse(model: str, tp: int | None, m: str | None) -> tuple[ModelShapes, MChoice]:
+    """The model's shapes and `--m`'s choice; a bad value exits 2 with one line."""
+    from tuner.inputs.shapes import UnknownModelError, load_shapes
+
+    try:
+        model_shapes = load_shapes(model, tp)
+        choice = (None if m is None else M_ALL if m.strip().lower() == M_ALL
+                  else parse_m_values(m))
+    except (UnknownModelError, ValueError) as exc:
+        raise fail(str(exc).strip("'\"")) from None
+    return model_shapes, choice
 
 
-def print_shape_table(result: ShapeVerification, *, title: str, out=console) -> None:
-    """One row per checked M: vLLM's key and config there, both medians, speedup, verdict;
-    on the rich console `out`."""
-    columns = [Column("M"), Column("key"), Column("config", text=True), Column("chosen_us"),
-               Column("default_us"), Column("noise_us", optional=True), Column("speedup"),
-               Column("verdict", text=True)]
-    rows = [[str(point.M), str(point.key), point.config.short(),
-             *("-" if us is None else f"{us:.1f}"
-               for us in (point.chosen_us, point.default_us, point.noise_us)),
-             "-" if point.speedup is None else f"{point.speedup:.2f}x", _verdict_text(point)]
-            for point in result.points]
-    print_table(out, columns, rows, title=title)
+def _verify_run(model_shapes: ModelShapes, choice: MChoice, *, backend: str, out_dtype: str,
+                seed: int, interpreter_reps: int, rounds: int | None) -> VerifyRun:
+    """The check on this process's device; on the interpreter, a note on its noise floor."""
+    make_runner = _runner_factory(backend, block_shape=tuple(model_shapes.block_shape),
+                                  out_dtype=out_dtype, seed=seed,
+                                  interpreter_reps=interpreter_reps)
+    noise_floor = INTERPRETER_NOISE_FLOOR if backend == "interpreter" else 0.0
+    if backend == "interpreter":
+        plain(f"note: the interpreter's timings are CPU timings, not a GPU's: a pick is slower "
+              f"only past {noise_floor:.0%} of the default's median (CPU noise) and the spread")
+    return VerifyRun(model_shapes, choice, make_runner, rounds=rounds, noise_floor=noise_floor)
 
 
-def summary_line(results: Sequence[ShapeVerification]) -> str:
-    """e.g. "2 shapes, 12 M values: 10 ok (7 run the default config), 2 slower, 0 failed"."""
-    points = [point for result in results for point in result.points]
-    counts = {verdict: sum(point.verdict is verdict for point in points) for verdict in Verdict}
-    untimed = sum(point.verdict is Verdict.OK and not point.timed for point in points)
-    return (f"{len(results)} shape(s), {len(points)} M values: {counts[Verdict.OK]} ok "
-            f"({untimed} run the default config), {counts[Verdict.SLOWER]} slower, "
-            f"{counts[Verdict.FAILED]} failed")
+def _check(run: VerifyRun, read, *, only_shapes: set[tuple[int, int]] | None, title: str
+           ) -> tuple[list[ShapeVerification], list[str]]:
+    """`run` over the files of `read` (`tuner.files.device.StoreFiles`) with a progress bar on
+    stderr counting the timed M; exits 130 when interrupted."""
+    try:
+        planned, missing = run.plan(read.explained(), read.view.grids, only_shapes=only_shapes)
+        with shown(planned, title=title) as observer:
+            return run.check(planned, observer), missing
+    except KeyboardInterrupt:
+        raise fail("interrupted", 130) from None
 
 
-def offending_lines(results: Sequence[ShapeVerification]) -> list[str]:
-    """One line per shape with slower or failed M, naming them."""
-    lines = []
-    for result in results:
-        for what, values in (("slower than the default", result.slower),
-                             ("failed", result.failed)):
-            if values:
-                lines.append(f"{shape_label(result.N, result.K)}: {what} at "
-                             f"M={', '.join(map(str, values))}")
-    return lines
+def _fix(run: VerifyRun, fixer: Fixer, results: list[ShapeVerification], read
+         ) -> list[ShapeVerification]:
+    """`--fix`'s passes (`tuner.compare.verify_run.fix_passes`); a touched shape without a
+    file afterwards exits 1."""
+    try:
+        return fix_passes(results, tune=fixer.tune, say=plain, check_again=lambda shapes, n:
+                          _check(run, read(), only_shapes=shapes,
+                                 title=f"after --fix pass {n}"))
+    except MissingAfterFix as exc:
+        raise fail(str(exc), 1) from None
 
 
-def _verify_files(
-    model_shapes: ModelShapes, files: DeviceFiles, grids, *,
-    choice: str | tuple[int, ...] | None, only_shapes: set[tuple[int, int]] | None,
-    make_runner: RunnerFactory, rounds: int | None, title: str, noise_floor: float = 0.0,
-) -> tuple[list[ShapeVerification], list[str]]:
-    """Verify each model shape's file (or those of `only_shapes`) at the M of `check_points`
-    over `shape_grid(choice, ...)`, with a progress bar on stderr counting the M where a kernel
-    is timed; returns the results and one line per shape without a file."""
-    from rich.progress import Progress
-
-    from tuner.run.sweep import progress_columns
-
-    block_shape = tuple(model_shapes.block_shape)
-    by_shape = {file_key(file): file for file in files.files}
-    skipped = {file_key(item): item.reason for item in files.skipped}
-    planned, missing = [], []
-    for N, K in model_shapes.shapes:
-        if only_shapes is not None and (N, K) not in only_shapes:
-            continue
-        key = (DEFAULT_FAMILY, "", N, K, block_shape)  # the dense GEMM's files
-        file = by_shape.get(key)
-        if file is None:
-            reason = skipped.get(key, "no trials in the store")
-            missing.append(f"{shape_label(N, K)}: no file ({reason}); vLLM runs its default "
-                           "config there")
-            continue
-        configs = file.merged.configs
-        m_points = check_points(configs, shape_grid(choice, grids.get(key, ())))
-        planned.append((N, K, configs, m_points, set(timed_points(configs, m_points,
-                                                                    block_shape))))
-    # With stdout on the same terminal the tables go through the bar's console, above the bar;
-    # otherwise (a pipe or file) stdout gets them as they are and rich draws the bar only on a
-    # terminal (elsewhere it writes its last state once, at the end).
-    out = err_console if console.is_terminal and err_console.is_terminal else console
-    results: list[ShapeVerification] = []
-    with Progress(*progress_columns("timed M"), console=err_console, transient=False,
-                  speed_estimate_period=ETA_WINDOW_S,
-                  redirect_stdout=console.is_terminal) as bar:
-        task = bar.add_task("verify", total=sum(len(timed) for *_, timed in planned))
-        bar.advance(task, 0)  # the ETA's first sample: now
-
-        for N, K, configs, m_points, timed in planned:
-            bar.update(task, description=f"verify {shape_label(N, K)}")
-            out.print(f"{shape_label(N, K)}: keys {', '.join(map(str, configs))}; checking "
-                      f"{len(m_points)} M values", soft_wrap=True, markup=False, highlight=False)
-            result = verify_shape(
-                N=N, K=K, block_shape=block_shape, configs=configs, m_points=m_points,
-                make_runner=make_runner, rounds=rounds, noise_floor=noise_floor,
-                on_point=lambda point, timed=timed: bar.advance(task, int(point.M in timed)))
-            print_shape_table(result, title=f"{shape_label(N, K)} {title}", out=out)
-            results.append(result)
-        bar.update(task, description="verify")
-    return results, missing
+def _exit_on_offending(results: Sequence[ShapeVerification], fix: bool) -> None:
+    """Name each shape's slower or failed M on stderr and exit 1, if there are any."""
+    lines = offending_lines(results)
+    if lines:
+        for line in lines:
+            typer.echo(line, err=True)
+        hint = "" if fix else "; `--fix` tunes these M values"
+        raise fail(f"vLLM's pick is slower than its default config or failed at "
+                   f"{sum(len(result.offending) for result in results)} M value(s){hint}", 1)
 
 
-def _fix(fixer: Fixer, results: list[ShapeVerification], model_shapes: ModelShapes, *,
-         choice: str | tuple[int, ...] | None, make_runner: RunnerFactory, rounds: int | None,
-         read, noise_floor: float = 0.0) -> list[ShapeVerification]:
-    """`--fix`: tune the offending M of each shape, then check the shapes it touched again in
-    full (new keys make new midpoints and neighbours), up to MAX_FIX_PASSES times.
-
-    Returns:
-        The latest result of every shape.
-
-    Raises:
-        typer.Exit: interrupted (130), or a touched shape has no file afterwards (1).
-    """
-    latest = {(result.N, result.K): result for result in results}
-    for fix_pass in range(1, MAX_FIX_PASSES + 1):
-        offending = {shape: result.offending for shape, result in latest.items()
-                     if result.offending}
-        if not offending:
-            break
-        fixer.tune(offending)
-        files = read()
-        try:
-            again, missing = _verify_files(
-                model_shapes, files.explained(), files.view.grids, choice=choice,
-                only_shapes=set(offending), make_runner=make_runner, rounds=rounds,
-                title=f"after --fix pass {fix_pass}", noise_floor=noise_floor)
-        except KeyboardInterrupt:
-            raise fail("interrupted", 130) from None
-        for line in missing:
-            plain(line)
-        if missing:
-            raise fail(f"{len(missing)} shape(s) have no file after --fix; see above", 1)
-        latest.update({(result.N, result.K): result for result in again})
-        plain(f"after --fix pass {fix_pass}: " + summary_line(again))
-    return list(latest.values())
+FIX_STRATEGY_HELP = "Search of the --fix trials."
 
 
 def verify(
     device: DeviceOpt,
     model: Annotated[str, typer.Option(help="Model key from `tuner shapes list`.")],
     tp: Annotated[int | None, typer.Option(help="Tensor-parallel size (which shapes).")] = None,
-    m: Annotated[str | None, typer.Option(
-        "--m", show_default="the M grid of the shape's sweeps",
-        help="Grid M values to check, comma-separated, or `all`: the sweeps' grid and vLLM's "
-        "18 batch sizes (keys, midpoints and neighbours of keys are always checked).")] = None,
-    rounds: Annotated[int | None, typer.Option(
-        min=2, max=10_000, show_default=str(RETIME_ROUNDS),
-        help="Interleaved rounds (chosen, default, chosen, default, ...) per M.")] = None,
-    fix: Annotated[bool, typer.Option("--fix", help="Tune the slower or failed M values (a "
-                                      "sweep of those M, like `tuner sweep`), then check them "
-                                      "again. It first finishes unfinished sweeps of this "
-                                      "device, model and TP, so an interrupted --fix resumes "
-                                      "when run again.")] = False,
-    allow_stale: Annotated[bool, typer.Option("--allow-stale", help="Also use winners measured "
-                                              "with another kernel source or Triton "
-                                              "major.minor.")] = False,
-    allow_partial: Annotated[bool, typer.Option("--allow-partial", help="Also check files "
-                                                "`tuner export` writes only with "
-                                                "--allow-partial.")] = False,
-    out_dtype: Annotated[OutDtype, typer.Option("--out-dtype", help="Output dtype of the "
-                                                "trials and of the timed GEMM.")
-                         ] = OutDtype.bfloat16,
-    strategy: Annotated[strategy_names(), typer.Option(help="Search of the --fix trials.")
-                        ] = FIX_STRATEGY,
-    trials: Annotated[int, typer.Option(min=1, max=100_000, help="Configs per (N, K, M) of "
-                                        "the --fix trials.")] = FIX_TRIALS,
+    m: MOpt = None,
+    rounds: RoundsOpt = None,
+    fix: FixOpt = False,
+    allow_stale: AllowStaleOpt = False,
+    allow_partial: AllowPartialOpt = False,
+    out_dtype: VerifyOutDtypeOpt = OutDtype.bfloat16,
+    strategy: Annotated[strategy_names(), typer.Option(help=FIX_STRATEGY_HELP)] = FIX_STRATEGY,
+    trials: FixTrialsOpt = FIX_TRIALS,
     configs: ConfigsOpt = None,
     seed: Annotated[int, typer.Option(min=0, max=2**31 - 1, help="Seed of the random inputs "
                                       "and of the --fix search.")] = 0,
@@ -329,20 +225,13 @@ def verify(
     2 bad input (unknown model or device, no file to check); 130 interrupted.
     """
     from db.engine import session_scope
-    from tuner.inputs.shapes import UnknownModelError, load_shapes
 
-    try:
-        model_shapes = load_shapes(model, tp)
-        choice = (None if m is None else M_ALL if m.strip().lower() == M_ALL
-                  else parse_m_values(m))
-    except (UnknownModelError, ValueError) as exc:
-        raise fail(str(exc).strip("'\"")) from None
+    model_shapes, choice = _parse(model, tp, m)
     candidates = load_configs(configs)
     if model_shapes.moe:  # one line, then the dense files (if the model has any)
         plain(f"note: MoE files are not verified yet ({model_shapes.moe_label})")
         if not model_shapes.shapes:
             return
-
     url, engine = open_db(db, must_exist=True)
     with session_scope(engine) as session:
         device_name = device_in_store(session, device)
@@ -355,46 +244,22 @@ def verify(
                       trial_timeout_s=trial_timeout))
     if fix:
         fixer.finish_unfinished()
-    read = store_files(engine, device_name, out_dtype=out_dtype.value, allow_stale=allow_stale,
-                       allow_partial=allow_partial)
-    files, grids = read.explained(), read.view.grids
-    block_shape = tuple(model_shapes.block_shape)
-    dense = [f for f in files.files if f.family == DEFAULT_FAMILY]
-    have = {(f.N, f.K) for f in dense if f.block_shape == block_shape}
-    if not have & set(model_shapes.shapes):
-        reasons = "; ".join(f"{shape_label(item.N, item.K)}: {item.reason}"
-                            for item in files.skipped if (item.N, item.K) in
-                            set(model_shapes.shapes)) or "no trials of its shapes"
-        raise fail(f"no file of {model_shapes.model} TP {model_shapes.tp} on {device_name} "
-                   f"to check ({reasons})")
-    make_runner = _runner_factory(backend, block_shape=block_shape, out_dtype=out_dtype.value,
-                                  seed=seed, interpreter_reps=interpreter_reps)
-    noise_floor = INTERPRETER_NOISE_FLOOR if backend == "interpreter" else 0.0
-    if backend == "interpreter":
-        plain(f"note: the interpreter's timings are CPU timings, not a GPU's: a pick is slower "
-              f"only past {noise_floor:.0%} of the default's median (CPU noise) and the spread")
+    read = partial(store_files, engine, device_name, out_dtype=out_dtype.value,
+                   allow_stale=allow_stale, allow_partial=allow_partial)
+    first = read()
+    no_file = no_file_line(model_shapes, first.explained(), device_name)
+    if no_file is not None:
+        raise fail(no_file)
+    run = _verify_run(model_shapes, choice, backend=backend, out_dtype=out_dtype.value,
+                      seed=seed, interpreter_reps=interpreter_reps, rounds=rounds)
     plain(m_set_line(choice))
-    try:
-        results, missing = _verify_files(model_shapes, files, grids, choice=choice,
-                                         only_shapes=None, make_runner=make_runner, rounds=rounds,
-                                         title=f"on {device_name}", noise_floor=noise_floor)
-    except KeyboardInterrupt:
-        raise fail("interrupted", 130) from None
+    results, missing = _check(run, first, only_shapes=None, title=f"on {device_name}")
     for line in missing:
         plain(line)
     plain(summary_line(results))
     if fix:
-        results = _fix(fixer, results, model_shapes, choice=choice, make_runner=make_runner,
-                       rounds=rounds, noise_floor=noise_floor, read=lambda: store_files(
-                           engine, device_name, out_dtype=out_dtype.value,
-                           allow_stale=allow_stale, allow_partial=allow_partial))
+        results = _fix(run, fixer, results, read)
         if not no_publish:  # the files --fix tuned are what a fleet downloads next
             publish_device(engine, device_name, reason="verify --fix", allow_stale=allow_stale,
                            allow_partial=allow_partial, out_dtype=out_dtype.value)
-    lines = offending_lines(results)
-    if lines:
-        for line in lines:
-            typer.echo(line, err=True)
-        hint = "" if fix else "; `--fix` tunes these M values"
-        raise fail(f"vLLM's pick is slower than its default config or failed at "
-                   f"{sum(len(result.offending) for result in results)} M value(s){hint}", 1)
+    _exit_on_offending(results, fix)

@@ -6,14 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tuner.cli.options import console, fail, plain, print_sweep_summary
+from tuner.compare.verify_run import shape_label
 from tuner.inputs.shapes import ModelShapes
 from tuner.kernels.config import KernelConfig
 from tuner.run.options import RunOptions
 
-
-def shape_label(N: int, K: int) -> str:
-    """`N=5120,K=3072`, as vLLM's file names write a shape."""
-    return f"N={N},K={K}"
 
 class Fixer:
     """Runs `--fix` trials: sweeps planned and run as `tuner sweep` does, so they resume alike."""

@@ -132,6 +132,46 @@ def _default_note(winner: WinnerLike) -> str:
             f"by more than the noise{noise}")
 
 
+def _winners_by_m(winners: Sequence[WinnerLike]) -> dict[int, WinnerLike]:
+    """M -> its winner; ValueError on two winners for one M."""
+    by_m: dict[int, WinnerLike] = {}
+    for winner in winners:
+        if winner.M in by_m:
+            raise ValueError(f"two winners for M={winner.M}")
+        by_m[winner.M] = winner
+    return by_m
+
+
+def _winner_entry(winner: WinnerLike, default_at: Callable[[int], KernelConfig]
+                  ) -> tuple[dict, list[str]]:
+    """The entry one winner puts in the file (it, or the default config when it is not
+    faster), and its notes."""
+    M = winner.M
+    notes = [note] if (note := runs_note(winner)) else []
+    if winner.is_default:
+        return default_at(M).as_dict(), [*notes, _default_note(winner)]
+    if winner.default_latency_us is None:
+        return dict(winner.config), [*notes, f"M={M}: no default-config baseline measured; "
+                                     "winner kept unchecked"]
+    if winner.latency_us >= winner.default_latency_us:
+        return default_at(M).as_dict(), [*notes, (
+            f"M={M}: best config {_fmt_config(winner.config)} ({winner.latency_us:.2f} us) "
+            f"is not faster than the default ({winner.default_latency_us:.2f} us); "
+            "emitting the default config")]
+    return dict(winner.config), notes
+
+
+def _unmeasured_notes(m_imported: Sequence[int], labels: Mapping[int, str],
+                      left_out: Mapping[int, tuple[str, str]]) -> list[str]:
+    """Notes on the entries kept without a measurement, and on imported ones left out."""
+    notes = [f"M={M}: imported from '{labels[M]}', not measured here (no comparison with the "
+             "default)" if M in labels else f"M={M}: kept from the existing file, not measured "
+             "here" for M in m_imported]
+    notes.extend(f"M={M}: entry imported from '{label}' left out, it cannot launch on this "
+                 f"device: {reason}" for M, (label, reason) in sorted(left_out.items()))
+    return notes
+
+
 def merge_shape(
     winners: Sequence[WinnerLike], *, m_requested: Sequence[int],
     default: KernelConfig | Callable[[int], KernelConfig],
@@ -171,46 +211,17 @@ def merge_shape(
     configs = {M: dict(entry) for M, entry in (existing or {}).items()}
     labels = dict(existing_labels or {})
     default_at = default if callable(default) else lambda M: default
-
-    def origin(M: int) -> str:
-        return f"the entry imported from '{labels[M]}'" if M in labels else "the existing entry"
-
+    by_m = _winners_by_m(winners)
     notes: list[str] = []
-    by_m: dict[int, WinnerLike] = {}
-    for winner in winners:
-        if winner.M in by_m:
-            raise ValueError(f"two winners for M={winner.M}")
-        by_m[winner.M] = winner
     for M in sorted(by_m):
-        winner = by_m[M]
         if M in configs:
-            notes.append(f"M={M}: measured winner replaces {origin(M)}")
-        note = runs_note(winner)
-        if note:
-            notes.append(note)
-        if winner.is_default:
-            configs[M] = default_at(M).as_dict()
-            notes.append(_default_note(winner))
-        elif winner.default_latency_us is None:
-            configs[M] = dict(winner.config)
-            notes.append(f"M={M}: no default-config baseline measured; winner kept unchecked")
-        elif winner.latency_us >= winner.default_latency_us:
-            configs[M] = default_at(M).as_dict()
-            notes.append(
-                f"M={M}: best config {_fmt_config(winner.config)} ({winner.latency_us:.2f} us) "
-                f"is not faster than the default ({winner.default_latency_us:.2f} us); "
-                "emitting the default config"
-            )
-        else:
-            configs[M] = dict(winner.config)
+            origin = (f"the entry imported from '{labels[M]}'" if M in labels
+                      else "the existing entry")
+            notes.append(f"M={M}: measured winner replaces {origin}")
+        configs[M], winner_notes = _winner_entry(by_m[M], default_at)
+        notes.extend(winner_notes)
     m_imported = [M for M in sorted(configs) if M not in by_m]
-    notes.extend(
-        f"M={M}: imported from '{labels[M]}', not measured here (no comparison with the default)"
-        if M in labels else f"M={M}: kept from the existing file, not measured here"
-        for M in m_imported
-    )
-    notes.extend(f"M={M}: entry imported from '{label}' left out, it cannot launch on this "
-                 f"device: {reason}" for M, (label, reason) in sorted((left_out or {}).items()))
+    notes.extend(_unmeasured_notes(m_imported, labels, left_out or {}))
     m_missing = sorted({M for M in m_requested if M not in by_m})
     if not configs:
         raise PartialFileError("no M has a winner: nothing to write")

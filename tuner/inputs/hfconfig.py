@@ -161,6 +161,44 @@ def _dense_mlp(config: Mapping, architecture: str) -> bool:
     return bool(config.get("mlp_only_layers")) or config.get("decoder_sparse_step", 1) != 1
 
 
+def _architecture(config: Mapping, where: str) -> tuple[str, bool]:
+    """The config's one architecture, and whether its dense layers are derived (it is in
+    KNOWN_ARCHITECTURES); another is accepted only with an expert count (MoE experts only).
+    ValueError (one line) for a file that is no model's config or an unknown dense model."""
+    architectures = config.get("architectures")
+    if architectures is None and not any(key in config for key in ("model_type",
+                                                                    "hidden_size")):
+        raise ValueError(f"{where}: not a model's config.json (no architectures, model_type or "
+                         "hidden_size): pass the config.json of a Hugging Face checkpoint")
+    known = (isinstance(architectures, list) and len(architectures) == 1
+             and architectures[0] in KNOWN_ARCHITECTURES)
+    is_moe = any(config.get(k) is not None for k in EXPERT_COUNT_KEYS)
+    if not known and not (is_moe and isinstance(architectures, list) and len(architectures) == 1
+                          and isinstance(architectures[0], str)):
+        names = ", ".join(KNOWN_ARCHITECTURES)
+        raise ValueError(f"{where}: architectures {architectures!r} is not one of {names}; "
+                         "other architectures are not derived, but for their MoE experts "
+                         "(shapes from a log still work)"[:400])
+    return architectures[0], known
+
+
+def _check_block_multiples(column: list[tuple[str, int]], row: list[tuple[str, int]], *,
+                           tp: int, block_shape: tuple[int, int], where: str) -> None:
+    """vLLM's validate_fp8_block_shape: each merged column-parallel part's rows per rank are a
+    multiple of group_n, and (tp > 1) each row-parallel K per rank of group_k; ValueError
+    (one line) otherwise."""
+    group_n, group_k = block_shape
+    for what, size in column:
+        if size % group_n:
+            raise ValueError(f"{where}: at TP {tp} the {what} has {size} rows per rank, not a "
+                             f"multiple of group_n {group_n}: vLLM refuses this checkpoint")
+    if tp > 1:
+        for what, size in row:
+            if size % group_k:
+                raise ValueError(f"{where}: at TP {tp} {what} has K = {size} per rank, not a "
+                                 f"multiple of group_k {group_k}: vLLM refuses this checkpoint")
+
+
 def derive_shapes(config: Mapping, tp: int, *, where: str = "config.json") -> DerivedShapes:
     """The (N, K) per rank of a decoder's dense linear layers and its MoE experts (module doc).
 
@@ -183,21 +221,7 @@ def derive_shapes(config: Mapping, tp: int, *, where: str = "config.json") -> De
     """
     if isinstance(tp, bool) or not isinstance(tp, int) or not 1 <= tp <= 1024:
         raise ValueError(f"--tp must be an integer in 1..1024, got {tp!r}")
-    architectures = config.get("architectures")
-    if architectures is None and not any(key in config for key in ("model_type",
-                                                                    "hidden_size")):
-        raise ValueError(f"{where}: not a model's config.json (no architectures, model_type or "
-                         "hidden_size): pass the config.json of a Hugging Face checkpoint")
-    known = (isinstance(architectures, list) and len(architectures) == 1
-             and architectures[0] in KNOWN_ARCHITECTURES)
-    is_moe = any(config.get(k) is not None for k in EXPERT_COUNT_KEYS)
-    if not known and not (is_moe and isinstance(architectures, list) and len(architectures) == 1
-                          and isinstance(architectures[0], str)):
-        names = ", ".join(KNOWN_ARCHITECTURES)
-        raise ValueError(f"{where}: architectures {architectures!r} is not one of {names}; "
-                         "other architectures are not derived, but for their MoE experts "
-                         "(shapes from a log still work)"[:400])
-    architecture = architectures[0]
+    architecture, known = _architecture(config, where)
     if not known:  # MoE experts only
         block_shape = block_shape_of(config, where)
         return DerivedShapes(architecture=architecture, tp=tp, block_shape=block_shape,
@@ -228,15 +252,7 @@ def derive_shapes(config: Mapping, tp: int, *, where: str = "config.json") -> De
     if dense_mlp:
         column.append(("gate/up part of gate_up_proj", inter_per_rank))
         row.append(("down_proj", inter_per_rank))
-    for what, size in column:
-        if size % group_n:
-            raise ValueError(f"{where}: at TP {tp} the {what} has {size} rows per rank, not a "
-                             f"multiple of group_n {group_n}: vLLM refuses this checkpoint")
-    if tp > 1:
-        for what, size in row:
-            if size % group_k:
-                raise ValueError(f"{where}: at TP {tp} {what} has K = {size} per rank, not a "
-                                 f"multiple of group_k {group_k}: vLLM refuses this checkpoint")
+    _check_block_multiples(column, row, tp=tp, block_shape=(group_n, group_k), where=where)
     layers = (
         LayerShape("qkv_proj", q_size + 2 * kv_size, hidden),
         LayerShape("o_proj", hidden, q_size),

@@ -136,9 +136,6 @@ def run_workers(
     """
     from rich.progress import Progress
 
-    from db import repo
-    from db.engine import session_scope
-    from db.faults import retry_store
     from tuner.run.supervisor import Supervisor
 
     options = options or RunOptions()
@@ -146,14 +143,7 @@ def run_workers(
                          configs=request.configs, replay=request.replay, sweep_id=sweep_id,
                          kernel=request.kernel, options=options)
     start = time.perf_counter()
-
-    def read_progress():
-        with session_scope(engine) as session:
-            return repo.sweep_progress(session, sweep_id=sweep_id)
-
-    def progress_now():  # through a store restart (the supervisor bounds a longer outage)
-        return retry_store(read_progress, url=db_url, deadline_s=10.0)
-
+    read_progress, progress_now = _progress_readers(engine, db_url, sweep_id)
     before = progress_now()
     total = before.tasks_total * request.trials_per_task()
     with Progress(*progress_columns("trials"), console=console, transient=False) as bar:
@@ -172,7 +162,29 @@ def run_workers(
         now = progress_now()
         bar.update(bar_id, completed=min(now.trials_total, total),
                    description=f"sweep {sweep_id}: {now.tasks_done}/{now.tasks_total} tasks")
-    wall_s = time.perf_counter() - start
+    return _summary(sweep_id, before, now, report, wall_s=time.perf_counter() - start)
+
+
+def _progress_readers(engine, db_url: str, sweep_id: int):
+    """(read, read through a store restart) of the sweep's progress (`db.repo.sweep_progress`);
+    the supervisor bounds a longer outage."""
+    from db import repo
+    from db.engine import session_scope
+    from db.faults import retry_store
+
+    def read_progress():
+        with session_scope(engine) as session:
+            return repo.sweep_progress(session, sweep_id=sweep_id)
+
+    def progress_now():
+        return retry_store(read_progress, url=db_url, deadline_s=10.0)
+
+    return read_progress, progress_now
+
+
+def _summary(sweep_id: int, before, now, report, *, wall_s: float) -> SweepSummary:
+    """The counts of the store before and after (`db.repo.SweepProgress`) and the
+    supervisor's report, as a SweepSummary with its times."""
     times = SweepTimes(
         trials_run=now.trials_total - before.trials_total, trials_pruned=report.trials_pruned,
         compile_s=report.compile_s, compile_wait_s=report.compile_wait_s,
