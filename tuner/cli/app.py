@@ -1,7 +1,8 @@
 """The `tuner` command line: the Typer app and the one place every command is registered.
 
-Commands live in their own modules (sweep, files, imports, store, verify, compare, shapes,
-landscape), which share `tuner.cli.options`; this module imports them and nothing imports it back.
+Commands live in their own modules (sweep, export, imports, status, serving, db_admin, verify,
+compare, shapes, landscape, ...), which share `tuner.cli.options`; this module imports them and
+nothing imports it back.
 """
 
 from __future__ import annotations
@@ -10,15 +11,17 @@ import typer
 
 from tuner.cli import (
     compare,
+    db_admin,
     doctor,
-    files,
+    export,
     imports,
     landscape,
     publish,
     pull,
     recipe,
+    serving,
     shapes,
-    store,
+    status,
     sweep,
     verify,
 )
@@ -49,14 +52,14 @@ app.add_typer(db_app, name="db")
 app.command()(sweep.sweep)
 app.command()(sweep.worker)
 app.command("import")(imports.import_files)
-app.command()(store.status)
-app.command()(store.mounts)
-app.command()(store.serve)
+app.command()(status.status)
+app.command()(serving.mounts)
+app.command()(serving.serve)
 app.command("verify")(verify.verify)
 app.command("compare")(compare.compare)
 app.command()(doctor.doctor)
-app.command()(files.export)
-app.command()(files.winners)
+app.command()(export.export)
+app.command()(export.winners)
 app.command("publish")(publish.publish_cmd)
 app.command("pull")(pull.pull)
 app.add_typer(landscape_app, name="landscape")
@@ -68,8 +71,8 @@ shapes_app.command("list")(shapes.shapes_list)
 shapes_app.command("show")(shapes.shapes_show)
 shapes_app.command("from-log")(shapes.from_log)
 shapes_app.command("from-config")(shapes.from_config)
-db_app.command("upgrade")(store.db_upgrade)
-db_app.command("backup")(store.db_backup)
+db_app.command("upgrade")(db_admin.db_upgrade)
+db_app.command("backup")(db_admin.db_backup)
 
 def main() -> None:
     """Console-script entry point: a store fault or Ctrl-C is one line (tuner.cli.guard)."""

@@ -1,6 +1,5 @@
-"""`tuner status`, `mounts`, `serve` and `db upgrade`: watch sweeps, mount and serve files,
-migrate the store (`tuner import` is in tuner.cli.imports).
-"""
+"""`tuner mounts` and `tuner serve`: mount the files into a serving container, serve them over
+HTTP."""
 
 from __future__ import annotations
 
@@ -15,16 +14,11 @@ from tuner.cli.options import (
     DeviceOpt,
     EngineName,
     EngineOpt,
-    console,
     device_in_store,
     fail,
-    masked,
     open_db,
-    plain,
     store_files,
-    store_url,
 )
-from tuner.cli.tables import Column, print_table
 
 
 class MountFormat(StrEnum):
@@ -39,64 +33,6 @@ AllowStaleOpt = Annotated[
     bool, typer.Option("--allow-stale", help="Also use trials timed with another kernel source "
                        "or another Triton major.minor than the current ones.")
 ]
-
-
-def status(
-    sweep: Annotated[int | None, typer.Option("--sweep", help="Show this sweep's tasks.")] = None,
-    db: DbOpt = None,
-) -> None:
-    """Sweeps in the store with task and trial counts; with --sweep, that sweep's tasks."""
-    from db import repo
-    from db.engine import session_scope
-
-    _, engine = open_db(db, must_exist=True, read_only=True)
-    with session_scope(engine) as session:
-        sweeps = repo.list_sweeps(session)
-        tasks = repo.sweep_tasks(session, sweep_id=sweep) if sweep is not None and any(
-            s.sweep_id == sweep for s in sweeps) else None
-    if sweep is not None and tasks is None:
-        listed = ", ".join(str(s.sweep_id) for s in sweeps) or "none"
-        raise fail(f"no sweep with id {sweep}; sweeps: {listed}")
-    if tasks is None:
-        if not sweeps:
-            plain("no sweeps in the store yet (tuner sweep ...)")
-            return
-        _print_sweeps(sweeps)
-        return
-    _print_tasks(tasks, sweep)
-
-
-def _print_sweeps(sweeps) -> None:
-    """One row per sweep (`db.repo.SweepRow`): its scope, task counts by state, trials ok."""
-    columns = [Column("sweep"), Column("device", text=True), Column("model", text=True),
-               Column("TP"), Column("strategy", text=True), Column("tasks done"),
-               Column("running", optional=True), Column("pending", optional=True),
-               Column("failed"), Column("trials ok/total")]
-    rows = [[str(s.sweep_id), s.device_name, s.model, str(s.tp), s.strategy,
-             f"{s.tasks['done']}/{sum(s.tasks.values())}", str(s.tasks["running"]),
-             str(s.tasks["pending"]), str(s.tasks["failed"]),
-             f"{s.trials_ok}/{s.trials_total}"] for s in sweeps]
-    print_table(console, columns, rows, title="sweeps")
-
-
-def _print_tasks(tasks, sweep: int | None) -> None:
-    """One row per task of a sweep (`db.repo.TaskRow`): its state, trials, search timings."""
-    columns = [Column("N"), Column("K"), Column("M"), Column("state", text=True),
-               Column("attempts", optional=True), Column("trials ok/total"), Column("best_us"),
-               Column("default_us"), Column("speedup"), Column("worker", text=True,
-                                                               optional=True),
-               Column("error", text=True)]
-    rows = []
-    for t in tasks:
-        speedup = (f"{t.default_latency_us / t.best_latency_us:.2f}x"
-                   if t.best_latency_us and t.default_latency_us else "-")
-        rows.append([str(t.N), str(t.K), str(t.M), t.state, str(t.attempts),
-                     f"{t.trials_ok}/{t.trials_total}",
-                     "-" if t.best_latency_us is None else f"{t.best_latency_us:.1f}",
-                     "-" if t.default_latency_us is None else f"{t.default_latency_us:.1f}",
-                     speedup, t.worker_id or "-", (t.error or "")[:60]])
-    print_table(console, columns, rows, title=f"sweep {sweep}",
-                caption="timings of the search; `tuner winners` shows the re-timed winners")
 
 
 def mounts(
@@ -268,49 +204,3 @@ def _check_port_free(host: str, port: int) -> None:
         raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
-def db_upgrade(db: DbOpt = None) -> None:
-    """Upgrade the store's schema to this version of the tuner (Alembic)."""
-    from db.engine import make_engine, upgrade
-
-    url = store_url(db)
-    upgrade(make_engine(url))
-    console.print(f"store {masked(url)} is at the current schema", soft_wrap=True)
-
-
-def db_backup(
-    out: Annotated[Path, typer.Argument(help="The backup file to write (a new SQLite file).")],
-    db: DbOpt = None,
-) -> None:
-    """Copy a SQLite store into one consistent file while sweeps keep writing to it.
-
-    Uses SQLite's online backup (Python's `sqlite3.Connection.backup`), which includes the
-    commits still in `tuner.db-wal`: copying `tuner.db` alone is not a backup.
-    """
-    import sqlite3
-
-    from db.faults import sqlite_path
-
-    url = store_url(db)
-    path = sqlite_path(url)
-    if path is None:
-        raise fail(f"store {masked(url)} is not a SQLite file: back up PostgreSQL with "
-                   "pg_dump")
-    if not path.exists():
-        raise fail(f"no store at {path}")
-    if out.exists():
-        raise fail(f"{out} exists: name a new file")
-    try:
-        source = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
-        try:
-            target = sqlite3.connect(out)
-            try:
-                source.backup(target)
-            finally:
-                target.close()
-        finally:
-            source.close()
-    except sqlite3.Error as exc:
-        out.unlink(missing_ok=True)
-        raise fail(f"backup of {path} to {out} failed: {exc}") from None
-    console.print(f"backed up {path} to {out} ({out.stat().st_size} bytes)", soft_wrap=True,
-                  markup=False, highlight=False)

@@ -1,0 +1,58 @@
+"""`tuner db upgrade` and `tuner db backup`: migrate the store's schema, copy a SQLite store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tuner.cli.options import DbOpt, console, fail, masked, store_url
+
+
+def db_upgrade(db: DbOpt = None) -> None:
+    """Upgrade the store's schema to this version of the tuner (Alembic)."""
+    from db.engine import make_engine, upgrade
+
+    url = store_url(db)
+    upgrade(make_engine(url))
+    console.print(f"store {masked(url)} is at the current schema", soft_wrap=True)
+
+
+def db_backup(
+    out: Annotated[Path, typer.Argument(help="The backup file to write (a new SQLite file).")],
+    db: DbOpt = None,
+) -> None:
+    """Copy a SQLite store into one consistent file while sweeps keep writing to it.
+
+    Uses SQLite's online backup (Python's `sqlite3.Connection.backup`), which includes the
+    commits still in `tuner.db-wal`: copying `tuner.db` alone is not a backup.
+    """
+    import sqlite3
+
+    from db.faults import sqlite_path
+
+    url = store_url(db)
+    path = sqlite_path(url)
+    if path is None:
+        raise fail(f"store {masked(url)} is not a SQLite file: back up PostgreSQL with "
+                   "pg_dump")
+    if not path.exists():
+        raise fail(f"no store at {path}")
+    if out.exists():
+        raise fail(f"{out} exists: name a new file")
+    try:
+        source = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        try:
+            target = sqlite3.connect(out)
+            try:
+                source.backup(target)
+            finally:
+                target.close()
+        finally:
+            source.close()
+    except sqlite3.Error as exc:
+        out.unlink(missing_ok=True)
+        raise fail(f"backup of {path} to {out} failed: {exc}") from None
+    console.print(f"backed up {path} to {out} ({out.stat().st_size} bytes)", soft_wrap=True,
+                  markup=False, highlight=False)
