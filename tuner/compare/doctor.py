@@ -214,26 +214,36 @@ def _compare_dense(out: Diagnosis, arch: int) -> None:
     M = 64 (two specializations) and say whether the code is the same."""
     from tuner.kernels.dense.space import default_config
     from tuner.kernels.dense.vllm_workload import vllm_kernel
-    from tuner.measure.fidelity import compile_dense_pair, same_code
+    from tuner.measure.fidelity import compile_dense_pair
 
     dense = FAMILIES["dense"].vllm
+    head = f"builtin vs vLLM's dense kernel on sm{arch}"
     try:
         theirs = vllm_kernel(dense.module, dense.function)
         pairs = [compile_dense_pair(theirs, default_config(), arch, M=M, N=4096, K=4096)
                  for M in (1, 64)]
     except Exception as exc:  # noqa: BLE001 - any import or compile failure is the finding
-        out.lines.append(f"builtin vs vLLM's dense kernel on sm{arch}: not compared "
-                         f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]})")
+        out.lines.append(_not_compared(head, exc))
         return
-    differ = sorted({phrase for ours, theirs_ in pairs for phrase in same_code(ours, theirs_)})
-    ours = pairs[0][0]
+    out.lines.append(_compared(head, pairs, "tune with --kernel vllm here",
+                               "at M=1, default config"))
+
+
+def _not_compared(head: str, exc: Exception) -> str:
+    return f"{head}: not compared ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
+
+
+def _compared(head: str, pairs: list, hint: str, where: str) -> str:
+    """The line on (builtin, vLLM's) compiled pairs: DIFFERENT code with what differs and
+    `hint`, or same code with the first pair's shared memory, registers and PTX count."""
+    from tuner.measure.fidelity import same_code
+
+    differ = sorted({phrase for ours, theirs in pairs for phrase in same_code(ours, theirs)})
     if differ:
-        out.lines.append(f"builtin vs vLLM's dense kernel on sm{arch}: DIFFERENT code ("
-                         + "; ".join(differ) + "): tune with --kernel vllm here")
-    else:
-        out.lines.append(f"builtin vs vLLM's dense kernel on sm{arch}: same code (shared "
-                         f"{ours.shared} bytes, {ours.n_regs} registers, "
-                         f"{ours.instructions} PTX instructions at M=1, default config)")
+        return f"{head}: DIFFERENT code (" + "; ".join(differ) + f"): {hint}"
+    ours = pairs[0][0]
+    return (f"{head}: same code (shared {ours.shared} bytes, {ours.n_regs} registers, "
+            f"{ours.instructions} PTX instructions {where})")
 
 
 # The fused-MoE comparison's layer: DeepSeek-V3 at tensor parallel 8 (shapes/deepseek-v3.toml;
@@ -246,7 +256,7 @@ def _compare_moe(out: Diagnosis, arch: int) -> None:
     """Compile the builtin fused-MoE kernel and vLLM's `fused_moe_kernel` with vLLM's default
     config at two M, both GEMMs each, and say whether the code is the same."""
     from tuner.kernels.moe.space import default_config
-    from tuner.measure.fidelity import compile_moe_pairs, same_code
+    from tuner.measure.fidelity import compile_moe_pairs
 
     moe = FAMILIES["moe"].vllm
     head = f"builtin vs vLLM's fused-MoE kernel on sm{arch}"
@@ -257,16 +267,9 @@ def _compare_moe(out: Diagnosis, arch: int) -> None:
         pairs = [pair for M in MOE_COMPARED_M for pair in compile_moe_pairs(
             moe.module, moe.function, default_config(M), arch, M=M, **MOE_COMPARED)]
     except Exception as exc:  # noqa: BLE001 - any import or compile failure is the finding
-        out.lines.append(f"{head}: not compared ({type(exc).__name__}: "
-                         f"{' '.join(str(exc).split())[:200]})")
+        out.lines.append(_not_compared(head, exc))
         return
-    differ = sorted({phrase for ours, theirs in pairs for phrase in same_code(ours, theirs)})
-    ours = pairs[0][0]
-    if differ:
-        out.lines.append(f"{head}: DIFFERENT code (" + "; ".join(differ) + "): tune MoE with "
-                         "--kernel vllm here")
-    else:
-        out.lines.append(f"{head}: same code (shared {ours.shared} bytes, {ours.n_regs} "
-                         f"registers, {ours.instructions} PTX instructions in the gate_up GEMM "
-                         f"at M={MOE_COMPARED_M[0]}, default configs at M="
-                         + " and ".join(map(str, MOE_COMPARED_M)) + ")")
+    out.lines.append(_compared(
+        head, pairs, "tune MoE with --kernel vllm here",
+        f"in the gate_up GEMM at M={MOE_COMPARED_M[0]}, default configs at M="
+        + " and ".join(map(str, MOE_COMPARED_M))))
