@@ -17,6 +17,7 @@ from tuner.cli.options import (
     DbOpt,
     DeviceOpt,
     InterpreterRepsOpt,
+    KernelChoice,
     LeaseOpt,
     OutDtype,
     StrategyName,
@@ -30,6 +31,7 @@ from tuner.cli.options import (
     parse_m_values,
     plain,
     resolve_backend,
+    resolve_kernel_choice,
     store_files,
 )
 from tuner.cli.publish import NoPublishOpt, publish_device
@@ -99,13 +101,14 @@ def m_set_line(choice: str | tuple[int, ...] | None) -> str:
 
 
 def _runner_factory(backend: str, *, block_shape: tuple[int, int], out_dtype: str, seed: int,
-                    interpreter_reps: int) -> RunnerFactory:
-    """(N, K, M) -> tuner.measure.runner.KernelRunner on this process's device (tests replace
-    this)."""
+                    interpreter_reps: int, kernel: str = "builtin") -> RunnerFactory:
+    """(N, K, M) -> tuner.measure.runner.KernelRunner on this process's device, timing
+    `kernel`'s ("builtin" or "vllm") Triton kernel (tests replace this)."""
     from tuner.measure.runner import KernelRunner, Problem
 
     def make(N: int, K: int, M: int) -> KernelRunner:
-        problem = Problem(M=M, N=N, K=K, block_shape=block_shape, out_dtype=out_dtype)
+        problem = Problem(M=M, N=N, K=K, block_shape=block_shape, out_dtype=out_dtype,
+                          kernel=kernel)
         return KernelRunner(problem, backend=backend, seed=seed,
                             interpreter_reps=interpreter_reps)
 
@@ -348,11 +351,13 @@ def verify(
         device_name = device_in_store(session, device)
     backend, _, visible = resolve_backend(device, None)
     _use_backend(backend, visible)  # before anything imports tuner.kernels.dense.kernel
+    # vLLM's kernel where vLLM is importable (whose trials' files are then read), as for sweep.
+    kernel, kernel_label = resolve_kernel_choice(KernelChoice.auto)
     fixer = Fixer(engine, url, model_shapes, device_name=device_name, backend=backend,
                   visible=visible, strategy=strategy.value, trials=trials, configs=candidates,
                   seed=seed, out_dtype=out_dtype.value, options=RunOptions(
                       interpreter_reps=interpreter_reps, lease_s=lease,
-                      trial_timeout_s=trial_timeout))
+                      trial_timeout_s=trial_timeout), kernel=kernel, kernel_label=kernel_label)
     if fix:
         fixer.finish_unfinished()
     read = store_files(engine, device_name, out_dtype=out_dtype.value, allow_stale=allow_stale,
@@ -368,7 +373,7 @@ def verify(
         raise fail(f"no file of {model_shapes.model} TP {model_shapes.tp} on {device_name} "
                    f"to check ({reasons})")
     make_runner = _runner_factory(backend, block_shape=block_shape, out_dtype=out_dtype.value,
-                                  seed=seed, interpreter_reps=interpreter_reps)
+                                  seed=seed, interpreter_reps=interpreter_reps, kernel=kernel)
     noise_floor = INTERPRETER_NOISE_FLOOR if backend == "interpreter" else 0.0
     if backend == "interpreter":
         plain(f"note: the interpreter's timings are CPU timings, not a GPU's: a pick is slower "

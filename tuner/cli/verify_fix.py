@@ -21,7 +21,10 @@ class Fixer:
     def __init__(self, engine, url: str, model_shapes: ModelShapes, *, device_name: str,
                  backend: str, visible: Sequence[str | None], strategy: str, trials: int,
                  configs: Sequence[KernelConfig] | None, seed: int, out_dtype: str,
-                 options: RunOptions) -> None:
+                 options: RunOptions, kernel: str = "builtin", kernel_label: str = "") -> None:
+        # kernel, kernel_label: whose kernels the --fix trials time, as `tuner sweep --kernel`
+        # resolves it (`tuner.cli.options.resolve_kernel_choice`).
+        self.kernel, self.kernel_label = kernel, kernel_label
         self.engine, self.url, self.model_shapes = engine, url, model_shapes
         self.device_name, self.backend, self.visible = device_name, backend, visible
         self.strategy, self.trials, self.configs, self.seed = strategy, trials, configs, seed
@@ -34,7 +37,8 @@ class Fixer:
             device_name=self.device_name, model=self.model_shapes.model, tp=self.model_shapes.tp,
             shapes=tuple(shapes), block_shape=tuple(self.model_shapes.block_shape),
             m_values=tuple(m_values), strategy=strategy, trials=trials, seed=seed,
-            out_dtype=self.out_dtype, configs=self.configs,
+            out_dtype=self.out_dtype, configs=self.configs, kernel=self.kernel,
+            kernel_label=self.kernel_label,
         )
 
     def _run(self, request, sweep_id: int) -> None:
@@ -56,7 +60,7 @@ class Fixer:
         from db.engine import session_scope
         from tuner.run.plan import space_name
 
-        space = space_name(self.configs, None)
+        space = space_name(self.configs, None, self.kernel_label)
         shapes = self.model_shapes
         with session_scope(self.engine) as session:
             infos = [repo.get_sweep(session, sweep_id=row.sweep_id)
