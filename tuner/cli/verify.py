@@ -17,7 +17,6 @@ from tuner.cli.options import (
     DbOpt,
     DeviceOpt,
     InterpreterRepsOpt,
-    KernelChoice,
     LeaseOpt,
     OutDtype,
     StrategyName,
@@ -31,7 +30,6 @@ from tuner.cli.options import (
     parse_m_values,
     plain,
     resolve_backend,
-    resolve_kernel_choice,
     store_files,
 )
 from tuner.cli.publish import NoPublishOpt, publish_device
@@ -107,8 +105,7 @@ def _runner_factory(backend: str, *, block_shape: tuple[int, int], out_dtype: st
     from tuner.measure.runner import KernelRunner, Problem
 
     def make(N: int, K: int, M: int) -> KernelRunner:
-        problem = Problem(M=M, N=N, K=K, block_shape=block_shape, out_dtype=out_dtype,
-                          kernel=kernel)
+        problem = Problem(M, N, K, block_shape, out_dtype, kernel=kernel)
         return KernelRunner(problem, backend=backend, seed=seed,
                             interpreter_reps=interpreter_reps)
 
@@ -351,13 +348,11 @@ def verify(
         device_name = device_in_store(session, device)
     backend, _, visible = resolve_backend(device, None)
     _use_backend(backend, visible)  # before anything imports tuner.kernels.dense.kernel
-    # vLLM's kernel where vLLM is importable (whose trials' files are then read), as for sweep.
-    kernel, kernel_label = resolve_kernel_choice(KernelChoice.auto)
     fixer = Fixer(engine, url, model_shapes, device_name=device_name, backend=backend,
                   visible=visible, strategy=strategy.value, trials=trials, configs=candidates,
                   seed=seed, out_dtype=out_dtype.value, options=RunOptions(
                       interpreter_reps=interpreter_reps, lease_s=lease,
-                      trial_timeout_s=trial_timeout), kernel=kernel, kernel_label=kernel_label)
+                      trial_timeout_s=trial_timeout))
     if fix:
         fixer.finish_unfinished()
     read = store_files(engine, device_name, out_dtype=out_dtype.value, allow_stale=allow_stale,
@@ -373,7 +368,8 @@ def verify(
         raise fail(f"no file of {model_shapes.model} TP {model_shapes.tp} on {device_name} "
                    f"to check ({reasons})")
     make_runner = _runner_factory(backend, block_shape=block_shape, out_dtype=out_dtype.value,
-                                  seed=seed, interpreter_reps=interpreter_reps, kernel=kernel)
+                                  seed=seed, interpreter_reps=interpreter_reps,
+                                  kernel=fixer.kernel)
     noise_floor = INTERPRETER_NOISE_FLOOR if backend == "interpreter" else 0.0
     if backend == "interpreter":
         plain(f"note: the interpreter's timings are CPU timings, not a GPU's: a pick is slower "
@@ -398,8 +394,7 @@ def verify(
                            allow_partial=allow_partial, out_dtype=out_dtype.value)
     lines = offending_lines(results)
     if lines:
-        for line in lines:
-            typer.echo(line, err=True)
+        typer.echo("\n".join(lines), err=True)
         hint = "" if fix else "; `--fix` tunes these M values"
         raise fail(f"vLLM's pick is slower than its default config or failed at "
                    f"{sum(len(result.offending) for result in results)} M value(s){hint}", 1)

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tuner.cli.options import console, fail, plain, print_sweep_summary
+from tuner.cli.options import (
+    KernelChoice,
+    console,
+    fail,
+    plain,
+    print_sweep_summary,
+    resolve_kernel_choice,
+)
 from tuner.inputs.shapes import ModelShapes
 from tuner.kernels.config import KernelConfig
 from tuner.run.options import RunOptions
@@ -21,10 +28,10 @@ class Fixer:
     def __init__(self, engine, url: str, model_shapes: ModelShapes, *, device_name: str,
                  backend: str, visible: Sequence[str | None], strategy: str, trials: int,
                  configs: Sequence[KernelConfig] | None, seed: int, out_dtype: str,
-                 options: RunOptions, kernel: str = "builtin", kernel_label: str = "") -> None:
-        # kernel, kernel_label: whose kernels the --fix trials time, as `tuner sweep --kernel`
-        # resolves it (`tuner.cli.options.resolve_kernel_choice`).
-        self.kernel, self.kernel_label = kernel, kernel_label
+                 options: RunOptions) -> None:
+        # Whose kernels verify times and --fix tunes: vLLM's where vLLM is importable (whose
+        # trials' files are then read), as `tuner sweep --kernel auto` resolves it.
+        self.kernel, self.kernel_label = resolve_kernel_choice(KernelChoice.auto)
         self.engine, self.url, self.model_shapes = engine, url, model_shapes
         self.device_name, self.backend, self.visible = device_name, backend, visible
         self.strategy, self.trials, self.configs, self.seed = strategy, trials, configs, seed
