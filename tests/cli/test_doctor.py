@@ -33,7 +33,7 @@ def test_sm89_without_vllm_says_marlin_runs_and_exits_1() -> None:
     assert run.returncode == 1, run.stderr
     lines = run.stdout.splitlines()
     assert lines[:2] == ["GPUs: none visible", "architecture: sm89, device_name: NVIDIA_L20"]
-    assert ("dense block-FP8 linear: vLLM runs Marlin (weight-only FP8, W8A16) by default "
+    assert ("dense block-FP8 linear: by default vLLM runs Marlin (weight-only FP8, W8A16) "
             "(the tuner's table of vLLM 0.33.0)") in lines
     assert lines[3].startswith("vLLM: not importable here; a sweep here times the builtin")
     assert _reasons(run) == [
@@ -105,8 +105,8 @@ def test_a_broken_or_elsewhere_selection_falls_back_to_the_table(tmp_path) -> No
     run = doctor("--arch", "sm90", "--no-compile", vllm=vllm, capability="9.0",
                  dense_kernel="raise:no kernel for you")
     lines = run.stdout.splitlines()
-    at = lines.index("dense block-FP8 linear: vLLM runs DeepGEMM, or CUTLASS where DeepGEMM "
-                     "cannot run by default (the tuner's table of vLLM 0.33.0)")
+    at = lines.index("dense block-FP8 linear: by default vLLM runs DeepGEMM, or CUTLASS where "
+                     "DeepGEMM cannot run (the tuner's table of vLLM 0.33.0)")
     assert lines[at + 1] == ("  vLLM's selection code failed (RuntimeError: no kernel for "
                              "you): the tuner's table of vLLM 0.33.0 answers")
     assert run.returncode == 0, run.stderr  # MoE still answered by vLLM: TRITON

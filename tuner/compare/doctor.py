@@ -173,7 +173,7 @@ def _say_dense(out: Diagnosis, default: str, answer: Answer,
         if answer.detail:
             say(f"  passed over first: {answer.detail}")
     else:
-        say(f"dense block-FP8 linear: vLLM runs {default} by default ({TABLE})")
+        say(f"dense block-FP8 linear: by default vLLM runs {default} ({TABLE})")
         if answer.reason:
             say(f"  {answer.reason}: {TABLE} answers")
     if kernel == TRITON_KERNEL or linear_backend_triton:
