@@ -28,8 +28,16 @@ def _reasons(run) -> list[str]:
     return [line for line in run.stderr.splitlines() if line.startswith("tuning here")]
 
 
+def test_known_gpu_models_give_the_architecture() -> None:
+    from tuner.cli.doctor import _known_arch
+
+    assert [_known_arch(name) for name in ("NVIDIA_L20", "NVIDIA_H200", "NVIDIA_A100-SXM4-80GB",
+                                           "NVIDIA_A10")] == ["sm89", "sm90", "sm80", None]
+
+
 def test_sm89_without_vllm_says_marlin_runs_and_exits_1() -> None:
-    run = doctor("--arch", "sm89", "--device", "L20", "--no-compile")
+    # No GPU and no --arch: L20 is in the table of known GPUs, so sm89.
+    run = doctor("--device", "L20", "--no-compile")
     assert run.returncode == 1, run.stderr
     lines = run.stdout.splitlines()
     assert lines[:2] == ["GPUs: none visible", "architecture: sm89, device_name: NVIDIA_L20"]
@@ -132,8 +140,9 @@ def test_a_triton_other_than_vllms_is_the_reason_to_exit_1(tmp_path) -> None:
 def test_no_gpu_and_no_arch_and_a_bad_arch() -> None:
     run = doctor("--no-compile")
     assert run.returncode == 1
-    assert _reasons(run) == ["tuning here will not change what vLLM runs: no GPU visible and "
-                             "no --arch: say which GPU vLLM serves on"]
+    assert _reasons(run) == ["tuning here will not change what vLLM runs: no GPU visible, no "
+                             "--arch and no --device of a known GPU model: say which GPU vLLM "
+                             "serves on"]
     bad = doctor("--arch", "hopper")
     assert bad.returncode == 2
     assert bad.stderr.strip() == ("error: --arch 'hopper' is not an architecture such as sm89 "
