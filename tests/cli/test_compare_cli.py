@@ -188,3 +188,30 @@ def test_compare_inside_vllm_times_marlin_against_tuned_triton(tmp_path: Path, s
             "SELECT kernel_source, vllm FROM environments JOIN comparisons USING "
             "(environment_id)").fetchall()
     assert recorded == [("vllm", VERSION)]
+
+
+def test_without_vllm_auto_reads_vllm_kernel_files_and_says_they_are_timed_with_the_builtin(
+        tmp_path: Path, capsys) -> None:
+    from db.engine import open_store
+    from tuner.cli.compare import _tuned
+
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    with pytest.MonkeyPatch.context() as patch:  # vLLM importable only while the store fills
+        patch.syspath_prepend(str(build_standin(tmp_path / "site")))
+        importlib.invalidate_caches()
+        fill(db, {(256, 384, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 5.0)]},
+             device_name=DEVICE, model="tiny", m_values=(1,), kernel="vllm")
+        for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
+            del sys.modules[name]
+    importlib.invalidate_caches()
+    engine = open_store(db)
+    try:
+        tuned = _tuned(engine, DEVICE, "bfloat16", (128, 128), kernel="auto", timed="builtin")
+    finally:
+        engine.dispose()
+    assert tuned == {(256, 384): {1: FAST}}
+    assert capsys.readouterr().err.splitlines() == [
+        f"tuned: files of vllm {VERSION} kernel trials, triton {_minor()}; timed with the "
+        "builtin kernel",
+        "note: vLLM is not importable here: its kernel's files are timed with the builtin kernel "
+        "(--kernel builtin reads the builtin's trials)"]
