@@ -48,7 +48,7 @@ def test_sm89_without_vllm_says_marlin_runs_and_exits_1() -> None:
         "tuning here will not change what vLLM runs: vLLM on sm89 reads no tuned file with "
         "default settings; start it with --linear-backend triton (and pass --linear-backend "
         "triton here) if tuner compare shows Triton wins"]
-    flagged = doctor("--arch", "sm89", "--linear-backend", "triton")
+    flagged = doctor("--arch", "sm89", "--linear-backend", "Triton")  # vLLM lower-cases it
     assert flagged.returncode == 0, flagged.stderr
     assert flagged.stdout.splitlines()[-2:] == [
         "builtin vs vLLM's compiled code (dense and fused-MoE): no vLLM here to compare with "
@@ -147,6 +147,17 @@ def test_no_gpu_and_no_arch_and_a_bad_arch() -> None:
     assert bad.returncode == 2
     assert bad.stderr.strip() == ("error: --arch 'hopper' is not an architecture such as sm89 "
                                   "or sm90")
+    typo = doctor("--arch", "sm89", "--linear-backend", "trition")
+    assert typo.returncode == 2
+    assert typo.stderr.strip().startswith("error: --linear-backend 'trition' is not one of "
+                                          "vLLM 0.33.0's: auto, cutlass, ")
+
+
+def test_linear_backend_values_are_read_as_vllm_reads_them() -> None:
+    from tuner.inputs.backends import linear_backend_value
+
+    assert [linear_backend_value(v) for v in ("Triton", "deep-gemm", "auto")] == [
+        "triton", "deep_gemm", "auto"]
 
 
 def test_required_version_reads_requires_dist_lines() -> None:

@@ -31,10 +31,16 @@ def doctor(
     vLLM's code. Exit 0 when tuning here will change what vLLM runs, 1 with the reason when
     it will not."""
     from tuner.compare.doctor import diagnose
+    from tuner.inputs.backends import linear_backend_value
     from tuner.inputs.devices import gpu_device_key
 
     if arch is not None and _ARCH.fullmatch(arch) is None:
         raise fail(f"--arch {arch!r} is not an architecture such as sm89 or sm90")
+    if linear_backend is not None:
+        try:
+            linear_backend = linear_backend_value(linear_backend)
+        except ValueError as exc:
+            raise fail(str(exc)) from None
     versions, gpus = _installed()
     device_name = None
     if device is not None:
