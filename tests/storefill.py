@@ -11,7 +11,9 @@ import tuner
 from db import repo
 from db.engine import open_store, session_scope
 from tuner.files.provenance import current_kernel_hash
+from tuner.kernels.dense.family import DENSE
 from tuner.kernels.dense.space import default_config
+from tuner.kernels.source import kernel_label
 
 # Trials as this machine records them: the current kernel and Triton (export keeps only those).
 TRITON = importlib.metadata.version("triton")
@@ -27,24 +29,33 @@ TABLES = ("devices", "environments", "sweeps", "tasks", "trials", "imports")
 
 
 def fill(url: str, plan: Plan, *, device_name: str = "NVIDIA_L20", model: str = "test-model",
-         m_values: Sequence[int] = (1, 16, 32), fail_m: Sequence[int] = ()) -> int:
+         m_values: Sequence[int] = (1, 16, 32), fail_m: Sequence[int] = (),
+         kernel: str = "builtin") -> int:
     """Create one sweep over the plan's shapes; run its tasks; return the sweep_id.
 
     Tasks whose (N, K, M) is not in the plan are left pending; M in `fail_m` end failed.
+    `kernel` "vllm" records the trials as timed with the importable vLLM's dense kernel (its
+    hash, source and version), as a sweep inside the serving image does.
     """
+    space, source = "vllm", {"kernel_hash": current_kernel_hash()}
+    if kernel != "builtin":  # its own sweep, named as tuner.run.plan names it
+        dense = DENSE.source(kernel)
+        space = f"vllm@kernel:{kernel_label(dense.name)}"
+        source = {"kernel_hash": dense.kernel_hash, "kernel_source": dense.name,
+                  "vllm": dense.version}
     shapes = sorted({(n, k) for n, k, _ in plan})
     engine = open_store(url)
     try:
         with session_scope(engine) as session:
             sweep, _ = repo.create_sweep(
                 session, device_name=device_name, model=model, tp=2, strategy="grid",
-                budget=8, space="vllm", seed=0, m_values=list(m_values), out_dtype="bfloat16",
+                budget=8, space=space, seed=0, m_values=list(m_values), out_dtype="bfloat16",
                 block_shape=(128, 128), shapes=shapes,
             )
             environment_id = repo.get_or_create_environment(
                 session, device_name=device_name, gpu_name=device_name.replace("_", " "),
                 compute_capability="8.9", driver="580.1", cuda="12.9", torch="2.11.0",
-                triton=TRITON, tuner=tuner.__version__, kernel_hash=current_kernel_hash(),
+                triton=TRITON, tuner=tuner.__version__, **source,
             )
         claimed = []
         while True:

@@ -3,17 +3,18 @@ verdict lines; bad input is one line, exit 2."""
 
 from __future__ import annotations
 
-import functools
 import importlib
+import importlib.metadata
 import math
+import sqlite3
 import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
-from tests.standin_vllm import build_standin
-from tests.storefill import DEFAULT, FAST, fill
+from tests.standin_vllm import VERSION, build_standin
+from tests.storefill import DEFAULT, FAST, SLOW, fill
 from tuner.cli.app import app
 
 runner = CliRunner()
@@ -70,11 +71,16 @@ def test_compare_bad_input(tmp_path: Path) -> None:
     for args, message in [
         (["--model", "nope"], "unknown model 'nope'"),
         (["--model", "tiny", "--m", "0"], "--m: '0' is not a positive integer"),
+        (["--model", "tiny", "--kernel", "vllm"], "--kernel vllm: vLLM is not importable here"),
     ]:
         result = runner.invoke(app, ["compare", "--device", "interpreter", *args, "--db", db])
         assert result.exit_code == 2, result.output
         (line,) = result.stderr.strip().splitlines()
         assert line.startswith("error: ") and message in line, line
+
+
+def _minor() -> str:
+    return ".".join(importlib.metadata.version("triton").split(".")[:2])
 
 
 def test_from_log_says_whether_the_server_reads_the_files(tmp_path: Path) -> None:
@@ -114,28 +120,41 @@ def standin(tmp_path, monkeypatch):
     importlib.invalidate_caches()
     monkeypatch.setattr("tuner.compare.vllm_default.vllm_choice",
                         lambda N, K, out_dtype: "MarlinFP8ScaledMMLinearKernel")
-    # The store's trials were timed with the builtin kernel; with vLLM importable the
-    # files would count only the vLLM kernel's trials.
-    import tuner.cli.compare
-
-    monkeypatch.setattr(tuner.cli.compare, "store_files",
-                        functools.partial(tuner.cli.compare.store_files, kernel="builtin"))
     yield root
     for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
         del sys.modules[name]
 
 
-def test_compare_inside_vllm_times_marlin_against_tuned_triton(tmp_path: Path, standin) -> None:
+def test_compare_inside_vllm_times_marlin_against_tuned_triton(tmp_path: Path, standin,
+                                                               monkeypatch) -> None:
+    from tuner.compare.backends import CandidateRunner
     from tuner.compare.vllm_default import beats
 
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
-    fill(db, {(256, 384, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 5.0)]},
+    # The builtin kernel's trials pick SLOW at M=1, vLLM's kernel's pick FAST: with vLLM
+    # importable, compare reads vLLM's files and times vLLM's kernel with them.
+    fill(db, {(256, 384, 1): [(DEFAULT, True, "ok", 10.0), (SLOW, False, "ok", 5.0)]},
          device_name=DEVICE, model="tiny", m_values=(1,))
+    fill(db, {(256, 384, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 5.0)]},
+         device_name=DEVICE, model="tiny", m_values=(1,), kernel="vllm")
+    workloads = []
+    made = CandidateRunner.__init__
+
+    def spy(self, problem, **options):
+        made(self, problem, **options)
+        workloads.append((problem.N, problem.kernel, type(self.workload).__name__))
+
+    monkeypatch.setattr(CandidateRunner, "__init__", spy)
     result = runner.invoke(app, ["compare", "--device", "interpreter", "--model", "tiny",
                                  "--m", "1", "--rounds", "2", "--interpreter-reps", "1",
                                  "--db", db])
     assert result.exit_code == 0, result.output
+    assert workloads == [(256, "vllm", "VllmDenseWorkload"), (576, "vllm", "VllmDenseWorkload")]
+    assert (f"tuned: files of vllm {VERSION} kernel trials, triton {_minor()}; timed with the "
+            "vllm kernel") in result.stderr.splitlines()
     lines = result.stdout.splitlines()
+    assert "tuned: M=1 16x64x128 g1 w4 s3" in lines
+    assert lines[0].startswith("columns (microseconds per GEMM): tuned = vLLM's Triton kernel ")
     assert lines.count("* vLLM's default kernel here: MarlinFP8ScaledMMLinearKernel (from "
                        "vLLM's own selection)") == 2
     assert sum("marlin*" in line for line in lines) == 2  # one table header per shape
@@ -164,3 +183,35 @@ def test_compare_inside_vllm_times_marlin_against_tuned_triton(tmp_path: Path, s
             "vllm-marlin both ran") in lines
     assert stored.verdicts[2].startswith("vLLM's default here: MarlinFP8ScaledMMLinearKernel "
                                          "(timed as vllm-marlin; from vLLM's own selection)")
+    with sqlite3.connect(tmp_path / "tuner.db") as connection:
+        recorded = connection.execute(
+            "SELECT kernel_source, vllm FROM environments JOIN comparisons USING "
+            "(environment_id)").fetchall()
+    assert recorded == [("vllm", VERSION)]
+
+
+def test_without_vllm_auto_reads_vllm_kernel_files_and_says_they_are_timed_with_the_builtin(
+        tmp_path: Path, capsys) -> None:
+    from db.engine import open_store
+    from tuner.cli.compare import _tuned
+
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    with pytest.MonkeyPatch.context() as patch:  # vLLM importable only while the store fills
+        patch.syspath_prepend(str(build_standin(tmp_path / "site")))
+        importlib.invalidate_caches()
+        fill(db, {(256, 384, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 5.0)]},
+             device_name=DEVICE, model="tiny", m_values=(1,), kernel="vllm")
+        for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
+            del sys.modules[name]
+    importlib.invalidate_caches()
+    engine = open_store(db)
+    try:
+        tuned = _tuned(engine, DEVICE, "bfloat16", (128, 128), kernel="auto", timed="builtin")
+    finally:
+        engine.dispose()
+    assert tuned == {(256, 384): {1: FAST}}
+    assert capsys.readouterr().err.splitlines() == [
+        f"tuned: files of vllm {VERSION} kernel trials, triton {_minor()}; timed with the "
+        "builtin kernel",
+        "note: vLLM is not importable here: its kernel's files are timed with the builtin kernel "
+        "(--kernel builtin reads the builtin's trials)"]

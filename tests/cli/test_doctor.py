@@ -28,19 +28,27 @@ def _reasons(run) -> list[str]:
     return [line for line in run.stderr.splitlines() if line.startswith("tuning here")]
 
 
+def test_known_gpu_models_give_the_architecture() -> None:
+    from tuner.cli.doctor import _known_arch
+
+    assert [_known_arch(name) for name in ("NVIDIA_L20", "NVIDIA_H200", "NVIDIA_A100-SXM4-80GB",
+                                           "NVIDIA_A10")] == ["sm89", "sm90", "sm80", None]
+
+
 def test_sm89_without_vllm_says_marlin_runs_and_exits_1() -> None:
-    run = doctor("--arch", "sm89", "--device", "L20", "--no-compile")
+    # No GPU and no --arch: L20 is in the table of known GPUs, so sm89.
+    run = doctor("--device", "L20", "--no-compile")
     assert run.returncode == 1, run.stderr
     lines = run.stdout.splitlines()
     assert lines[:2] == ["GPUs: none visible", "architecture: sm89, device_name: NVIDIA_L20"]
-    assert ("dense block-FP8 linear: vLLM runs Marlin (weight-only FP8, W8A16) by default "
+    assert ("dense block-FP8 linear: by default vLLM runs Marlin (weight-only FP8, W8A16) "
             "(the tuner's table of vLLM 0.33.0)") in lines
     assert lines[3].startswith("vLLM: not importable here; a sweep here times the builtin")
     assert _reasons(run) == [
         "tuning here will not change what vLLM runs: vLLM on sm89 reads no tuned file with "
         "default settings; start it with --linear-backend triton (and pass --linear-backend "
         "triton here) if tuner compare shows Triton wins"]
-    flagged = doctor("--arch", "sm89", "--linear-backend", "triton")
+    flagged = doctor("--arch", "sm89", "--linear-backend", "Triton")  # vLLM lower-cases it
     assert flagged.returncode == 0, flagged.stderr
     assert flagged.stdout.splitlines()[-2:] == [
         "builtin vs vLLM's compiled code (dense and fused-MoE): no vLLM here to compare with "
@@ -105,8 +113,8 @@ def test_a_broken_or_elsewhere_selection_falls_back_to_the_table(tmp_path) -> No
     run = doctor("--arch", "sm90", "--no-compile", vllm=vllm, capability="9.0",
                  dense_kernel="raise:no kernel for you")
     lines = run.stdout.splitlines()
-    at = lines.index("dense block-FP8 linear: vLLM runs DeepGEMM, or CUTLASS where DeepGEMM "
-                     "cannot run by default (the tuner's table of vLLM 0.33.0)")
+    at = lines.index("dense block-FP8 linear: by default vLLM runs DeepGEMM, or CUTLASS where "
+                     "DeepGEMM cannot run (the tuner's table of vLLM 0.33.0)")
     assert lines[at + 1] == ("  vLLM's selection code failed (RuntimeError: no kernel for "
                              "you): the tuner's table of vLLM 0.33.0 answers")
     assert run.returncode == 0, run.stderr  # MoE still answered by vLLM: TRITON
@@ -132,12 +140,24 @@ def test_a_triton_other_than_vllms_is_the_reason_to_exit_1(tmp_path) -> None:
 def test_no_gpu_and_no_arch_and_a_bad_arch() -> None:
     run = doctor("--no-compile")
     assert run.returncode == 1
-    assert _reasons(run) == ["tuning here will not change what vLLM runs: no GPU visible and "
-                             "no --arch: say which GPU vLLM serves on"]
+    assert _reasons(run) == ["tuning here will not change what vLLM runs: no GPU visible, no "
+                             "--arch and no --device of a known GPU model: say which GPU vLLM "
+                             "serves on"]
     bad = doctor("--arch", "hopper")
     assert bad.returncode == 2
     assert bad.stderr.strip() == ("error: --arch 'hopper' is not an architecture such as sm89 "
                                   "or sm90")
+    typo = doctor("--arch", "sm89", "--linear-backend", "trition")
+    assert typo.returncode == 2
+    assert typo.stderr.strip().startswith("error: --linear-backend 'trition' is not one of "
+                                          "vLLM 0.33.0's: auto, cutlass, ")
+
+
+def test_linear_backend_values_are_read_as_vllm_reads_them() -> None:
+    from tuner.inputs.backends import linear_backend_value
+
+    assert [linear_backend_value(v) for v in ("Triton", "deep-gemm", "auto")] == [
+        "triton", "deep_gemm", "auto"]
 
 
 def test_required_version_reads_requires_dist_lines() -> None:

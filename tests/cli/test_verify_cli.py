@@ -1,6 +1,7 @@
 """`tuner verify`: bad input, verdicts from a fake runner on a filled store, `--fix` and its
 resume, and one end-to-end run on the interpreter after a real sweep of the `tiny` model."""
 
+import importlib
 import json
 import os
 import re
@@ -11,6 +12,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
+from tests.standin_vllm import VERSION, build_standin
 from tests.storefill import DEFAULT, FAST, fill
 from tuner.cli import app as cli
 from tuner.cli import options
@@ -283,6 +285,48 @@ def test_fix_first_finishes_unfinished_sweeps_so_an_interrupted_fix_resumes(stor
     assert [row[-1] for row in _tasks(tmp_path)] == ["done", "done"]
     assert "--fix:" not in resumed.stdout  # nothing left to fix
     assert column(sections(resumed.stdout)["N=256,K=384"], 1) == [
+        "1", "1", "1", "8", "8", "8", "8", "16", "16", "16"]
+
+
+
+def test_inside_vllm_verify_and_fix_time_vllms_kernel(tmp_path, monkeypatch):
+    """With vLLM importable the files come from its kernel's trials: verify times that kernel,
+    and --fix's trials time it too, so the next check sees their keys."""
+    root = build_standin(tmp_path / "site")
+    monkeypatch.syspath_prepend(str(root))
+    importlib.invalidate_caches()
+    url = f"sqlite:///{tmp_path}/tuner.db"
+    ok_default = [(DEFAULT, True, "ok", 100.0)]
+    fill(url, {(*SMALL, 1): [*ok_default, (FAST, False, "ok", 50.0)], (*SMALL, 16): ok_default,
+               (*BIG, 1): ok_default, (*BIG, 16): ok_default},
+         device_name="TRITON_INTERPRETER", model="tiny", m_values=(1, 16), kernel="vllm")
+    log: list = []
+    kernels = set()
+
+    def factory(backend, *, kernel, **_):
+        kernels.add(kernel)
+        return lambda N, K, M: FakeRunner(M, log)
+
+    monkeypatch.setattr(cli_verify, "_runner_factory", factory)
+    monkeypatch.setattr(options.console, "_width", 220)
+    try:
+        result = verify(url, "--fix", "--configs", _default_only(tmp_path), "--strategy",
+                        "grid", "--interpreter-reps", "1")
+        with sqlite3.connect(tmp_path / "tuner.db") as connection:
+            fixed = connection.execute(
+                "SELECT DISTINCT s.space, e.kernel_source, e.vllm FROM trials JOIN tasks t "
+                "USING (task_id) JOIN sweeps s USING (sweep_id) JOIN environments e USING "
+                "(environment_id) WHERE s.sweep_id = 2").fetchall()
+    finally:
+        for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
+            del sys.modules[name]
+    assert result.exit_code == 0, result.output
+    assert kernels == {"vllm"}
+    ((space, source, version),) = fixed
+    assert (space.startswith("custom:"), space.split("@")[1:]) == (True, [f"kernel:vllm-{VERSION}"])
+    assert (source, version) == ("vllm", VERSION)
+    assert "after --fix pass 1: 1 shape(s), 10 M values: 10 ok" in result.stdout
+    assert column(sections(result.stdout)["N=256,K=384 again"], 1) == [
         "1", "1", "1", "8", "8", "8", "8", "16", "16", "16"]
 
 

@@ -13,6 +13,8 @@ from tuner.cli.options import (
     DbOpt,
     DeviceOpt,
     InterpreterRepsOpt,
+    KernelChoice,
+    KernelOpt,
     OutDtype,
     console,
     device_in_store,
@@ -21,6 +23,7 @@ from tuner.cli.options import (
     parse_m_values,
     plain,
     resolve_backend,
+    resolve_kernel_choice,
     store_files,
 )
 from tuner.cli.tables import Column, print_table
@@ -77,6 +80,7 @@ def compare(
                          ] = OutDtype.bfloat16,
     seed: Annotated[int, typer.Option(min=0, max=2**31 - 1, help="Seed of the inputs.")] = 0,
     interpreter_reps: InterpreterRepsOpt = 3,
+    kernel: KernelOpt = KernelChoice.auto,
     db: DbOpt = None,
 ) -> None:
     """Time the kernels vLLM could run for a model's block-FP8 GEMMs, and say
@@ -98,6 +102,10 @@ def compare(
     `--linear-backend triton` with the tuned files beats vLLM's default and by
     how much. The run is stored (GET /devices/{device}/comparisons, the report).
 
+    --kernel says whose Triton kernel is timed and whose trials' files are read,
+    one source for both: auto is the installed vLLM's where vLLM is importable,
+    else the builtin (whose files are those `tuner export --kernel auto` writes).
+
     --device interpreter times on the CPU: Triton's interpreter against torch
     on the CPU; CPU timings, useful to try the command, not to decide.
     """
@@ -114,16 +122,18 @@ def compare(
         m_values = parse_m_values(m)
     except (UnknownModelError, ValueError) as exc:
         raise fail(str(exc).strip("'\"")) from None
+    timed, _ = resolve_kernel_choice(kernel)
     _, engine = open_db(db, must_exist=True)
     with session_scope(engine) as session:
         device_name = device_in_store(session, device)
     backend, _, visible = resolve_backend(device, None)
     _use_backend(backend, visible)  # before anything imports the kernel
-    tuned = _tuned(engine, device_name, out_dtype.value, tuple(model_shapes.block_shape))
-    env = collect_environment(backend)
+    tuned = _tuned(engine, device_name, out_dtype.value, tuple(model_shapes.block_shape),
+                   kernel=kernel.value, timed=timed)
+    env = collect_environment(backend, kernel=timed)
     defaults = default_kernels(model_shapes.shapes, arch_of(env["compute_capability"]),
                                out_dtype.value)
-    points = _run(model_shapes, m_values, tuned, defaults, backend=backend,
+    points = _run(model_shapes, m_values, tuned, defaults, backend=backend, kernel=timed,
                   out_dtype=out_dtype.value, seed=seed, rounds=rounds,
                   interpreter_reps=interpreter_reps)
     lines = [v.line() for v in verdicts(points)] + flag_lines(points, defaults)
@@ -134,13 +144,25 @@ def compare(
     plain(f"stored as comparison {comparison_id} of {device_name}")
 
 
-def _tuned(engine, device_name: str, out_dtype: str, block_shape: tuple[int, ...]) -> dict:
-    """(N, K) -> the dense file's configs (M key -> config dict) of this device in the store."""
+def _tuned(engine, device_name: str, out_dtype: str, block_shape: tuple[int, ...], *,
+           kernel: str, timed: str) -> dict:
+    """(N, K) -> the dense file's configs (M key -> config dict) of this device in the store,
+    from the trials of `kernel`'s source ("auto", "vllm" or "builtin"); one line on stderr
+    says whose files they are and which kernel (`timed`, "vllm" or "builtin") runs them."""
     from tuner.files.merge import file_key
     from tuner.kernels.registry import DEFAULT_FAMILY
 
-    files = store_files(engine, device_name, out_dtype=out_dtype, allow_stale=False,
-                        allow_partial=True).explained()
+    read = store_files(engine, device_name, out_dtype=out_dtype, allow_stale=False,
+                       allow_partial=True, kernel=kernel)
+    current = read.view.scope.current
+    typer.echo(f"tuned: files of {current.source_label} kernel trials, triton "
+               f"{current.triton_minor or 'any'}; timed with the {timed} kernel", err=True)
+    if current.kernel_source != timed:
+        # auto where vLLM is not importable reads a device's vLLM-kernel trials, if it has any
+        # (tuner.files.provenance.read_source), but only the builtin kernel can run here.
+        typer.echo("note: vLLM is not importable here: its kernel's files are timed with the "
+                   "builtin kernel (--kernel builtin reads the builtin's trials)", err=True)
+    files = read.explained()
     return {(f.N, f.K): f.merged.configs for f in files.files
             if file_key(f) == (DEFAULT_FAMILY, "", f.N, f.K, block_shape)}
 
@@ -161,19 +183,20 @@ def _store(engine, device_name: str, env: dict, model_shapes, out_dtype: str, li
                                     for p in points for t in p.times])
 
 
-# The line above the tables: what each column times.
+# The line above the tables: what each column times ({whose}: whose Triton kernel).
 COLUMNS_LINE = (
-    "columns (microseconds per GEMM): tuned = our Triton kernel with the config vLLM picks from "
+    "columns (microseconds per GEMM): tuned = {whose} with the config vLLM picks from "
     "this device's files; default = with vLLM's default config; torch = torch scaled_mm, "
     "block-wise scales; torch-cpu = dequantize + matmul on the CPU (a stand-in, not a vLLM "
     "kernel); deepgemm, cutlass = vLLM's ops; marlin, humming = vLLM's kernel classes' "
     "apply_weights on bf16/fp16 activations (weight processing not timed)")
 
 
-def _run(model_shapes, m_values, tuned, defaults, *, backend, out_dtype, seed, rounds,
+def _run(model_shapes, m_values, tuned, defaults, *, backend, kernel, out_dtype, seed, rounds,
          interpreter_reps):
     """Every (shape, M) point, with a progress bar on stderr; prints each shape's table, vLLM's
-    default kernel (`defaults`: (N, K) -> VllmDefault) marked."""
+    default kernel (`defaults`: (N, K) -> VllmDefault) marked. `kernel` ("builtin" or "vllm")
+    is whose Triton kernel the tuned and default columns time."""
     from functools import partial
 
     from rich.console import Console
@@ -196,10 +219,12 @@ def _run(model_shapes, m_values, tuned, defaults, *, backend, out_dtype, seed, r
     unit = "CPU timings (interpreter)" if backend == "interpreter" else "GPU timings"
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-    plain(COLUMNS_LINE)
+    plain(COLUMNS_LINE.format(
+        whose="vLLM's Triton kernel" if kernel == "vllm" else "our Triton kernel"))
     time_point = partial(_point, block_shape=block_shape, default=default, library=library,
-                         unavailable=unavailable, backend=backend, out_dtype=out_dtype,
-                         seed=seed, rounds=rounds, interpreter_reps=interpreter_reps)
+                         unavailable=unavailable, backend=backend, kernel=kernel,
+                         out_dtype=out_dtype, seed=seed, rounds=rounds,
+                         interpreter_reps=interpreter_reps)
     points = []
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         bar_id = bar.add_task("compare", total=len(model_shapes.shapes) * len(m_values))
@@ -217,7 +242,7 @@ def _run(model_shapes, m_values, tuned, defaults, *, backend, out_dtype, seed, r
 
 
 def _point(N: int, K: int, M: int, configs, *, block_shape, default, library, unavailable,
-           backend, out_dtype, seed, rounds, interpreter_reps):
+           backend, kernel, out_dtype, seed, rounds, interpreter_reps):
     """One (N, K, M) timed (`tuner.compare.versus.compare_point`): the tuned config vLLM picks
     from `configs` (the shape's file; None: none), the default config and the library kernels;
     those of `unavailable` (name -> reason) shown as not timed."""
@@ -237,7 +262,7 @@ def _point(N: int, K: int, M: int, configs, *, block_shape, default, library, un
         missing[TRITON_TUNED] = "no file for this shape in the store"
     candidates += [Candidate(name) for name in library]
     runner = CandidateRunner(
-        Problem(M=M, N=N, K=K, block_shape=block_shape, out_dtype=out_dtype),
+        Problem(M=M, N=N, K=K, block_shape=block_shape, out_dtype=out_dtype, kernel=kernel),
         backend=backend, library=library, seed=seed, interpreter_reps=interpreter_reps)
     return compare_point(N, K, M, runner=runner, candidates=candidates, unavailable=missing,
                          rounds=rounds, retime=retime_interleaved)

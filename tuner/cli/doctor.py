@@ -18,7 +18,7 @@ def doctor(
         "sm120 [default: the visible GPU's].")] = None,
     device: Annotated[str | None, typer.Option(
         "--device", help="GPU model vLLM serves on (L20, H200, ...) [default: the visible "
-        "GPU].")] = None,
+        "GPU]; without a GPU and --arch, a known model gives the architecture.")] = None,
     linear_backend: Annotated[str | None, typer.Option(
         "--linear-backend", help="The server's --linear-backend: triton makes it read the "
         "dense files.")] = None,
@@ -31,10 +31,16 @@ def doctor(
     vLLM's code. Exit 0 when tuning here will change what vLLM runs, 1 with the reason when
     it will not."""
     from tuner.compare.doctor import diagnose
+    from tuner.inputs.backends import linear_backend_value
     from tuner.inputs.devices import gpu_device_key
 
     if arch is not None and _ARCH.fullmatch(arch) is None:
         raise fail(f"--arch {arch!r} is not an architecture such as sm89 or sm90")
+    if linear_backend is not None:
+        try:
+            linear_backend = linear_backend_value(linear_backend)
+        except ValueError as exc:
+            raise fail(str(exc)) from None
     versions, gpus = _installed()
     device_name = None
     if device is not None:
@@ -47,6 +53,8 @@ def doctor(
     if gpus:
         arch = arch or f"sm{gpus[0].compute_capability.replace('.', '')}"
         device_name = device_name or gpus[0].device_name
+    elif arch is None and device_name is not None:
+        arch = _known_arch(device_name)
     found = diagnose(arch=arch, device_name=device_name, gpus=lines, versions=versions,
                      linear_backend_triton=linear_backend == "triton", compare=not no_compile)
     for line in found.lines:
@@ -56,6 +64,15 @@ def doctor(
             typer.echo(f"tuning here will not change what vLLM runs: {reason}", err=True)
         raise typer.Exit(1)
     plain(f"tuning here changes what vLLM runs: its {' and '.join(found.helps)} files")
+
+
+def _known_arch(device_name: str) -> str | None:
+    """"sm89" and so on for a GPU model in the table of known GPUs
+    (`tuner.kernels.gpus.KNOWN_GPUS`), e.g. NVIDIA_L20; None for another model."""
+    from tuner.kernels.gpus import KNOWN_GPUS, gpu_model
+
+    capability = KNOWN_GPUS.get(gpu_model(device_name))
+    return None if capability is None else f"sm{capability}"
 
 
 def _installed():

@@ -83,13 +83,13 @@ FixTrialsOpt = Annotated[int, typer.Option(min=1, max=100_000, help="Configs per
 
 
 def _runner_factory(backend: str, *, block_shape: tuple[int, int], out_dtype: str, seed: int,
-                    interpreter_reps: int) -> RunnerFactory:
-    """(N, K, M) -> tuner.measure.runner.KernelRunner on this process's device (tests replace
-    this)."""
+                    interpreter_reps: int, kernel: str = "builtin") -> RunnerFactory:
+    """(N, K, M) -> tuner.measure.runner.KernelRunner on this process's device, timing
+    `kernel`'s ("builtin" or "vllm") Triton kernel (tests replace this)."""
     from tuner.measure.runner import KernelRunner, Problem
 
     def make(N: int, K: int, M: int) -> KernelRunner:
-        problem = Problem(M=M, N=N, K=K, block_shape=block_shape, out_dtype=out_dtype)
+        problem = Problem(M, N, K, block_shape, out_dtype, kernel=kernel)
         return KernelRunner(problem, backend=backend, seed=seed,
                             interpreter_reps=interpreter_reps)
 
@@ -132,12 +132,14 @@ def _parse(model: str, tp: int | None, m: str | None) -> tuple[ModelShapes, MCho
     return model_shapes, choice
 
 
-def _verify_run(model_shapes: ModelShapes, choice: MChoice, *, backend: str, out_dtype: str,
-                seed: int, interpreter_reps: int, rounds: int | None) -> VerifyRun:
-    """The check on this process's device; on the interpreter, a note on its noise floor."""
+def _verify_run(model_shapes: ModelShapes, choice: MChoice, kernel: str, *, backend: str,
+                out_dtype: str, seed: int, interpreter_reps: int,
+                rounds: int | None) -> VerifyRun:
+    """The check on this process's device, timing `kernel`'s ("builtin" or "vllm") Triton
+    kernel; on the interpreter, a note on its noise floor."""
     make_runner = _runner_factory(backend, block_shape=tuple(model_shapes.block_shape),
                                   out_dtype=out_dtype, seed=seed,
-                                  interpreter_reps=interpreter_reps)
+                                  interpreter_reps=interpreter_reps, kernel=kernel)
     noise_floor = INTERPRETER_NOISE_FLOOR if backend == "interpreter" else 0.0
     if backend == "interpreter":
         plain(f"note: the interpreter's timings are CPU timings, not a GPU's: a pick is slower "
@@ -237,11 +239,10 @@ def verify(
         device_name = device_in_store(session, device)
     backend, _, visible = resolve_backend(device, None)
     _use_backend(backend, visible)  # before anything imports tuner.kernels.dense.kernel
+    options = RunOptions(interpreter_reps, lease, trial_timeout)
     fixer = Fixer(engine, url, model_shapes, device_name=device_name, backend=backend,
                   visible=visible, strategy=strategy, trials=trials, configs=candidates,
-                  seed=seed, out_dtype=out_dtype.value, options=RunOptions(
-                      interpreter_reps=interpreter_reps, lease_s=lease,
-                      trial_timeout_s=trial_timeout))
+                  seed=seed, out_dtype=out_dtype.value, options=options)
     if fix:
         fixer.finish_unfinished()
     read = partial(store_files, engine, device_name, out_dtype=out_dtype.value,
@@ -250,8 +251,9 @@ def verify(
     no_file = no_file_line(model_shapes, first.explained(), device_name)
     if no_file is not None:
         raise fail(no_file)
-    run = _verify_run(model_shapes, choice, backend=backend, out_dtype=out_dtype.value,
-                      seed=seed, interpreter_reps=interpreter_reps, rounds=rounds)
+    run = _verify_run(model_shapes, choice, fixer.kernel, backend=backend,
+                      out_dtype=out_dtype.value, seed=seed, interpreter_reps=interpreter_reps,
+                      rounds=rounds)
     plain(m_set_line(choice))
     results, missing = _check(run, first, only_shapes=None, title=f"on {device_name}")
     for line in missing:

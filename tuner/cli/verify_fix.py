@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tuner.cli.options import console, fail, plain, print_sweep_summary
+from tuner.cli.options import (
+    KernelChoice,
+    console,
+    fail,
+    plain,
+    print_sweep_summary,
+    resolve_kernel_choice,
+)
 from tuner.compare.verify_run import shape_label
 from tuner.inputs.shapes import ModelShapes
 from tuner.kernels.config import KernelConfig
@@ -19,6 +26,9 @@ class Fixer:
                  backend: str, visible: Sequence[str | None], strategy: str, trials: int,
                  configs: Sequence[KernelConfig] | None, seed: int, out_dtype: str,
                  options: RunOptions) -> None:
+        # Whose kernels verify times and --fix tunes: vLLM's where vLLM is importable (whose
+        # trials' files are then read), as `tuner sweep --kernel auto` resolves it.
+        self.kernel, self.kernel_label = resolve_kernel_choice(KernelChoice.auto)
         self.engine, self.url, self.model_shapes = engine, url, model_shapes
         self.device_name, self.backend, self.visible = device_name, backend, visible
         self.strategy, self.trials, self.configs, self.seed = strategy, trials, configs, seed
@@ -31,7 +41,8 @@ class Fixer:
             device_name=self.device_name, model=self.model_shapes.model, tp=self.model_shapes.tp,
             shapes=tuple(shapes), block_shape=tuple(self.model_shapes.block_shape),
             m_values=tuple(m_values), strategy=strategy, trials=trials, seed=seed,
-            out_dtype=self.out_dtype, configs=self.configs,
+            out_dtype=self.out_dtype, configs=self.configs, kernel=self.kernel,
+            kernel_label=self.kernel_label,
         )
 
     def _run(self, request, sweep_id: int) -> None:
@@ -53,7 +64,7 @@ class Fixer:
         from db.engine import session_scope
         from tuner.run.plan import space_name
 
-        space = space_name(self.configs, None)
+        space = space_name(self.configs, None, self.kernel_label)
         shapes = self.model_shapes
         with session_scope(self.engine) as session:
             infos = [repo.get_sweep(session, sweep_id=row.sweep_id)

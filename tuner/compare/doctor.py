@@ -120,7 +120,8 @@ def diagnose(*, arch: str | None, device_name: str | None, gpus: list[str],
     say(f"torch {versions.get('torch') or 'not installed'}, triton "
         f"{versions.get('triton') or 'not installed'}, CUDA {versions.get('cuda') or 'none'}")
     if arch is None:
-        out.reasons.append("no GPU visible and no --arch: say which GPU vLLM serves on")
+        out.reasons.append("no GPU visible, no --arch and no --device of a known GPU model: say "
+                           "which GPU vLLM serves on")
         return out
     version = vllm_version()
     source = resolve_kernel("auto")
@@ -173,7 +174,7 @@ def _say_dense(out: Diagnosis, default: str, answer: Answer,
         if answer.detail:
             say(f"  passed over first: {answer.detail}")
     else:
-        say(f"dense block-FP8 linear: vLLM runs {default} by default ({TABLE})")
+        say(f"dense block-FP8 linear: by default vLLM runs {default} ({TABLE})")
         if answer.reason:
             say(f"  {answer.reason}: {TABLE} answers")
     if kernel == TRITON_KERNEL or linear_backend_triton:

@@ -33,6 +33,26 @@ AHEAD_OF_TRITON: tuple[str, ...] = tuple(
     name for name, _ in FP8_BLOCK_KERNELS[: [n for n, _ in FP8_BLOCK_KERNELS].index(TRITON_KERNEL)])
 
 TRITON_FLAG = "--linear-backend triton"
+# vLLM 0.33.0's --linear-backend values (`LinearBackend` in vllm/config/kernel.py); vLLM
+# lower-cases a value and turns "-" into "_" before checking it (`_normalize_linear_backend`).
+LINEAR_BACKENDS = ("auto", "cutlass", "flashinfer_cutlass", "flashinfer_cutedsl",
+                   "flashinfer_trtllm", "flashinfer_cudnn", "flashinfer_b12x", "b12x", "marlin",
+                   "humming", "triton", "deep_gemm", "torch", "aiter", "machete", "fbgemm",
+                   "conch", "exllama", "emulation", "xpu", "xpu_woq")
+
+
+def linear_backend_value(value: str) -> str:
+    """A --linear-backend value as vLLM 0.33.0 reads it: "Triton" and "deep-gemm" are
+    "triton" and "deep_gemm".
+
+    Raises:
+        ValueError: not one of vLLM's values (`LINEAR_BACKENDS`); the message lists them.
+    """
+    normalized = value.strip().lower().replace("-", "_")
+    if normalized not in LINEAR_BACKENDS:
+        raise ValueError(f"--linear-backend {value!r} is not one of vLLM 0.33.0's: "
+                         f"{', '.join(LINEAR_BACKENDS)}")
+    return normalized
 TRITON_WAYS = (
     f"`{TRITON_FLAG}`",
     "`linear_backend_per_quant={\"fp8_block_w8a8\": \"triton\"}`",
