@@ -11,6 +11,13 @@ landscape, quality = optimum latency_us / recorded latency_us of:
 - `fastest_trial`: the fastest trial the search found (before re-timing);
 - `decided`: the config the re-timing kept (the store's winner);
 - `shipped_file`: the config the merged file holds for that M.
+And what the sweep cost (`cost`): tasks, trials stored and measured (pruned ones are free), and
+distinct compiles: (config, launch specialization) pairs of the trials that needed the
+compiler (all but `invalid`), the binaries a GPU host builds (`specialization_key`: M = 1,
+M % 16 == 0 and other M are three binaries of one shape).
+`--full-grid`: instead of a landscape file, the SYNTHETIC sm90 model
+(`bench/synthetic_landscape.py`) over MODEL TP's shapes and vLLM's 18 M, what a full
+`tuner sweep` of that model tunes.
 Writes bench/results/pipeline_quality_<device_name>.json.
 """
 
@@ -31,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from tuner.kernels.config import KernelConfig  # noqa: E402
 from tuner.kernels.dense.space import default_config  # noqa: E402
+from tuner.kernels.dense.specialization import specialization_key  # noqa: E402
 from tuner.search.replay import Landscape, load_landscape  # noqa: E402
 
 LANDSCAPE = ROOT / "bench" / "landscapes" / "synthetic_sm90.json"
@@ -105,6 +113,53 @@ def picks(url: str, landscape: Landscape) -> tuple[Picked, Picked, Picked, dict]
     return fastest, decided, shipped, {"strategy": info.strategy, "trials": info.budget}
 
 
+def sweep_cost(url: str, device_name: str) -> dict[str, int]:
+    """What the sweeps of `device_name` in the store at `url` cost.
+
+    Returns:
+        tasks: distinct (N, K, M); trials_stored: every trial; trials_measured: those not pruned
+        before launch (invalid, compile_error, out_of_resources: they cost no GPU time);
+        distinct_compiles: distinct (config, `specialization_key`) over the trials other than
+        `invalid` (a static constraint: never compiled).
+    """
+    from db import repo
+    from db.engine import open_store, session_scope
+    from tuner.search.budget import PRUNED
+
+    engine = open_store(url)
+    try:
+        with session_scope(engine) as session:
+            rows = repo.device_trials(session, device_name=device_name)
+    finally:
+        engine.dispose()
+    pruned = {str(status) for status in PRUNED}
+    compiles = {(specialization_key(r.M, r.N, r.K, r.block_shape), tuple(r.config.items()))
+                for r in rows if r.status != "invalid"}
+    return {"tasks": len({(r.N, r.K, r.M) for r in rows}), "trials_stored": len(rows),
+            "trials_measured": sum(r.status not in pruned for r in rows),
+            "distinct_compiles": len(compiles)}
+
+
+def full_grid_landscape(folder: Path) -> Path:
+    """The SYNTHETIC sm90 landscape of MODEL TP's shapes x vLLM's 18 M, written in `folder`
+    (seeded as bench/synthetic_landscape.py's; resources from its formula where no compile
+    cache is present, so its timings at the committed file's 6 M may differ from that file's)."""
+    import importlib.util
+
+    from tuner.files.format import VLLM_M_GRID
+    from tuner.inputs.shapes import load_shapes
+
+    spec = importlib.util.spec_from_file_location(
+        "synthetic_landscape", ROOT / "bench" / "synthetic_landscape.py")
+    model = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("synthetic_landscape", model)  # its dataclasses look their module up
+    spec.loader.exec_module(model)
+    landscape = model.build(load_shapes(MODEL, TP).shapes, VLLM_M_GRID, model.SEED)
+    path = folder / "full_grid.json"
+    path.write_text(landscape.to_json())
+    return path
+
+
 def main() -> None:
     """Sweep the landscape, merge, score, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -113,22 +168,28 @@ def main() -> None:
     parser.add_argument("--strategy", default=None, help="default: tuner sweep's")
     parser.add_argument("--configs", type=Path, default=None,
                         help="JSON list of candidates (default: vLLM's 1,280-config space)")
+    parser.add_argument("--full-grid", action="store_true",
+                        help="the synthetic model over vLLM's 18 M instead of --landscape")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
 
-    landscape = load_landscape(args.landscape)
     with tempfile.TemporaryDirectory() as folder:
+        path = full_grid_landscape(Path(folder)) if args.full_grid else args.landscape
+        landscape = load_landscape(path)
         url = f"sqlite:///{folder}/pipeline.db"
-        run, wall_s = sweep(args.landscape, landscape, url, trials=args.trials,
+        run, wall_s = sweep(path, landscape, url, trials=args.trials,
                             strategy=args.strategy, configs=args.configs)
         fastest, decided, shipped, info = picks(url, landscape)
+        cost = sweep_cost(url, landscape.device_name)
     result = {
-        "landscape": args.landscape.name,
+        "landscape": "full grid (synthetic model, vLLM's 18 M)" if args.full_grid
+        else args.landscape.name,
         "device_name": landscape.device_name,
         **info,
         "fastest_trial": score(landscape, fastest),
         "decided": score(landscape, decided),
         "shipped_file": score(landscape, shipped),
+        "cost": cost,
         "sweep_wall_s": round(wall_s, 1),
         "sweep_output": run.stdout.strip().splitlines()[-2:],
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -140,8 +201,9 @@ def main() -> None:
     out.write_text(json.dumps(result, indent=2) + "\n")
     for name in ("fastest_trial", "decided", "shipped_file"):
         print(f"{name:14s} geomean {result[name]['geomean']:.4f}  min {result[name]['min']:.4f}")
-    print(f"{info['strategy']}, {info['trials']} trials per task; sweep wall {wall_s:.1f} s; "
-          f"wrote {out}")
+    print(f"{info['strategy']}, {info['trials']} trials per task; {cost['tasks']} tasks, "
+          f"{cost['trials_measured']} trials measured ({cost['trials_stored']} stored), "
+          f"{cost['distinct_compiles']} distinct compiles; sweep wall {wall_s:.1f} s; wrote {out}")
 
 
 if __name__ == "__main__":

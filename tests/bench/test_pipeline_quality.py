@@ -50,3 +50,23 @@ def test_end_to_end_on_a_replay_landscape(tmp_path, monkeypatch):
     assert result["sweep_output"][-1].startswith("384 trials run, 0 pruned")  # 4 tasks x 96
     for name in ("fastest_trial", "decided", "shipped_file"):
         assert result[name] == {"geomean": 1.0, "min": 1.0, "problems": 4}
+    # 96 configs per task; 12 (128 rows, 3 stages) out of resources: found by the compiler, no
+    # launch. Both tiny shapes specialize alike (N, K divisible by 16, K / 128 neither), M = 1
+    # and M = 16 apart: 2 binaries per config.
+    assert result["cost"] == {"tasks": 4, "trials_stored": 384, "trials_measured": 384 - 4 * 12,
+                              "distinct_compiles": 96 * 2}
+
+
+def test_the_full_grid_is_every_shape_at_vllms_18_m(tmp_path, monkeypatch):
+    from tuner.files.format import VLLM_M_GRID
+    from tuner.kernels.dense.space import vllm_space
+
+    monkeypatch.setattr(pq, "MODEL", "tiny")
+    monkeypatch.setattr(pq, "TP", 1)
+    landscape = load_landscape(pq.full_grid_landscape(tmp_path))
+    assert landscape.device_name == "SYNTHETIC_SM90"
+    assert len(VLLM_M_GRID) == 18
+    assert sorted(landscape.problems) == sorted(
+        (n, k, m) for n, k in ((256, 384), (576, 256)) for m in VLLM_M_GRID)
+    runner = landscape.runner(256, 384, 4096)
+    assert runner.optimum()[0] in vllm_space()
