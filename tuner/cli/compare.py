@@ -136,13 +136,12 @@ def compare(
 
 def _tuned(engine, device_name: str, out_dtype: str, block_shape: tuple[int, ...]) -> dict:
     """(N, K) -> the dense file's configs (M key -> config dict) of this device in the store."""
-    from tuner.files.merge import file_key
-    from tuner.kernels.registry import DEFAULT_FAMILY
+    from tuner.files.merge import dense_key
 
     files = store_files(engine, device_name, out_dtype=out_dtype, allow_stale=False,
                         allow_partial=True).explained()
     return {(f.N, f.K): f.merged.configs for f in files.files
-            if file_key(f) == (DEFAULT_FAMILY, "", f.N, f.K, block_shape)}
+            if f.key == dense_key(f.N, f.K, block_shape)}
 
 
 def _store(engine, device_name: str, env: dict, model_shapes, out_dtype: str, lines, points

@@ -108,6 +108,7 @@ def winners(
     from db import repo
     from tuner.files.device import read_device
     from tuner.kernels.config import KernelConfig
+    from tuner.kernels.family import FamilyShape
     from tuner.kernels.registry import DEFAULT_FAMILY
     from tuner.measure.roofline import roofline
 
@@ -121,7 +122,8 @@ def winners(
         ceilings = repo.device_ceilings(session, device_name=device_name)
     rows, note = view.winners, view.scope.note(device_name)
     # On a narrow terminal the roofline figures go first, then the spread (tuner.cli.tables).
-    moe = any(getattr(row, "family", DEFAULT_FAMILY) != DEFAULT_FAMILY for row in rows)
+    keys = [FamilyShape.of_row(row) for row in rows]
+    moe = any(key.family != DEFAULT_FAMILY for key in keys)
     columns = [Column("kernel", text=True)] if moe else []
     columns += [Column("N"), Column("K"), Column("M"), Column("winner", text=True),
                Column("latency_us"), Column("default_us"), Column("speedup"),
@@ -130,13 +132,13 @@ def winners(
     if ceilings:
         columns += [Column("% copy BW", optional=True), Column("% FP8 mm", optional=True)]
     cells_of_rows = []
-    for row in rows:
+    for row, key in zip(rows, keys, strict=True):
         default_us = row.default_latency_us
-        family = getattr(row, "family", DEFAULT_FAMILY)
+        family = key.family
         # The roofline counts one dense GEMM's bytes and FLOPs; an MoE row gets none.
         figures = roofline(row.M, row.N, row.K, row.latency_us, ceilings,
                            block_shape=row.block_shape) if family == DEFAULT_FAMILY else None
-        cells = ([family if family == DEFAULT_FAMILY else f"{family} {row.shape_params}"]
+        cells = ([family if family == DEFAULT_FAMILY else f"{family} {key.shape.params_text}"]
                  if moe else []) + [
             str(row.N), str(row.K), str(row.M), KernelConfig.from_dict(row.config).short(),
             f"{row.latency_us:.1f}", "-" if default_us is None else f"{default_us:.1f}",

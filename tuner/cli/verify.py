@@ -46,7 +46,7 @@ from tuner.compare.verify import (
     verify_shape,
 )
 from tuner.files.format import VLLM_M_GRID
-from tuner.files.merge import DeviceFiles, file_key
+from tuner.files.merge import DeviceFiles, dense_key
 from tuner.inputs.shapes import ModelShapes
 from tuner.kernels.registry import DEFAULT_FAMILY
 from tuner.measure.noise import RETIME_ROUNDS
@@ -192,13 +192,13 @@ def _verify_files(
     from tuner.run.sweep import progress_columns
 
     block_shape = tuple(model_shapes.block_shape)
-    by_shape = {file_key(file): file for file in files.files}
-    skipped = {file_key(item): item.reason for item in files.skipped}
+    by_shape = {file.key: file for file in files.files}
+    skipped = {item.key: item.reason for item in files.skipped}
     planned, missing = [], []
     for N, K in model_shapes.shapes:
         if only_shapes is not None and (N, K) not in only_shapes:
             continue
-        key = (DEFAULT_FAMILY, "", N, K, block_shape)  # the dense GEMM's files
+        key = dense_key(N, K, block_shape)  # the dense GEMM's files
         file = by_shape.get(key)
         if file is None:
             reason = skipped.get(key, "no trials in the store")
