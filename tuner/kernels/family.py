@@ -129,6 +129,7 @@ class FamilyShape:
         return (self.family, shape.params_text, shape.N, shape.K, shape.block_shape)
 
     def __lt__(self, other: FamilyShape) -> bool:
+        """Order by `sort_key`."""
         return self.sort_key < other.sort_key
 
     @classmethod
@@ -156,18 +157,22 @@ class ShapeKeyed:
 
     @property
     def N(self) -> int:
+        """The rows of the weight [N, K]."""
         return self.key.shape.N
 
     @property
     def K(self) -> int:
+        """The reduction dimension."""
         return self.key.shape.K
 
     @property
     def block_shape(self) -> tuple[int, int]:
+        """[group_n, group_k] of the weight scales."""
         return self.key.shape.block_shape
 
     @property
     def family(self) -> str:
+        """The kernel family's key, e.g. "moe"."""
         return self.key.family
 
 
