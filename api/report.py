@@ -12,6 +12,7 @@ from html import escape
 from api.svg import Series, line_chart
 from tuner.files.format import REQUIRED_M, VLLM_M_GRID
 from tuner.kernels.config import KernelConfig
+from tuner.kernels.family import FamilyShape, ShapeKeyed
 from tuner.measure.roofline import COPY_GBPS, FP8_MM_TFLOPS, OUT_BYTES, Roofline, roofline
 
 WINNER_COLOR, DEFAULT_COLOR, SPEEDUP_COLOR = "#1f6feb", "#cf222e", "#1a7f37"
@@ -55,27 +56,24 @@ class ReportRow:
 
 
 @dataclass(frozen=True)
-class ShapeReport:
-    """One (N, K, block_shape) of the device; `m_stale`: M whose trials are all stale;
+class ShapeReport(ShapeKeyed):
+    """One shape of the device (`key`: its kernel family, N, K, block_shape and the family's
+    params, e.g. E=128, top_k=8 for fused MoE); `m_stale`: M whose trials are all stale;
     `left_out`: (M, label, reason) of imported entries that cannot launch on the device."""
 
-    N: int
-    K: int
-    block_shape: tuple[int, int]
+    key: FamilyShape
     m_requested: tuple[int, ...]
     rows: tuple[ReportRow, ...]
     models: tuple[str, ...]
     m_stale: tuple[int, ...] = ()
     left_out: tuple[tuple[int, str, str], ...] = ()
-    family: str = "dense"
-    shape_params: str = ""  # e.g. "E=128,top_k=8" for the fused-MoE family
 
     @property
     def label(self) -> str:
         """"N=.., K=.." for the dense GEMM; "MoE E=.., N=.., K=.. (top_k=..)" for fused MoE."""
         if self.family == "dense":
             return f"N={self.N}, K={self.K}"
-        params = dict(part.split("=", 1) for part in self.shape_params.split(",") if "=" in part)
+        params = dict(self.key.shape.params)
         extra = ", ".join(f"{k}={v}" for k, v in params.items() if k != "E")
         return (f"{'MoE' if self.family == 'moe' else self.family} "
                 f"E={params.get('E', '?')}, N={self.N}, K={self.K}"
@@ -86,7 +84,7 @@ class ShapeReport:
         """The section's id suffix, unique per file."""
         if self.family == "dense":
             return f"{self.N}x{self.K}"
-        params = "".join(ch for ch in self.shape_params if ch.isalnum() or ch in "-_")
+        params = "".join(f"{name}{value}" for name, value in self.key.shape.params)
         return f"{self.family}-{params}-{self.N}x{self.K}"
 
 

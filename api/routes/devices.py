@@ -21,12 +21,11 @@ from tuner.files.device import (
     device_files,
     read_device,
 )
-from tuner.files.merge import FileKey, file_key
 from tuner.files.provenance import Provenance, triton_minor
 from tuner.inputs.devices import resolve
 from tuner.kernels.dense.naming import SGLANG_NOTE
 from tuner.kernels.device_name import DEVICE_ARG_PATTERN
-from tuner.kernels.family import Shape
+from tuner.kernels.family import FamilyShape
 from tuner.kernels.registry import family_of_file, get_family
 
 router = APIRouter(prefix="/devices", tags=["devices"])
@@ -102,20 +101,19 @@ def store_files(
 
 
 def _shapes(view: DeviceView) -> list[schemas.ShapeCoverage]:
-    covered: dict[FileKey, set[int]] = {}
+    covered: dict[FamilyShape, set[int]] = {}
     for row in view.winners:
-        covered.setdefault(file_key(row), set()).add(row.M)
+        covered.setdefault(FamilyShape.of_row(row), set()).add(row.M)
     requested = {key: sorted(grid) for key, grid in view.grids.items()}
     stale = view.stale
     shapes = []
     for key in sorted(set(covered) | set(requested)):
-        family, params, N, K, block_shape = key
         m_covered = covered.get(key, set())
         m_requested = requested.get(key, [])
-        file_name = get_family(family).file_name(Shape.from_store(N, K, block_shape, params),
-                                                 view.device_name, "vllm")
+        file_name = get_family(key.family).file_name(key.shape, view.device_name, "vllm")
         shapes.append(schemas.ShapeCoverage(
-            N=N, K=K, block_shape=block_shape, m_requested=m_requested,
+            N=key.shape.N, K=key.shape.K, block_shape=key.shape.block_shape,
+            m_requested=m_requested,
             m_covered=sorted(m_covered), complete=set(m_requested) <= m_covered,
             file_name=file_name, m_stale=list(stale.get(key, ())),
         ))
@@ -287,8 +285,8 @@ def preview_file(
                                         f"not {device_name!r}")
     wanted_file = family.file_name(wanted_shape, device_name, "vllm")
     for s in merged.skipped:
-        shape = Shape.from_store(s.N, s.K, s.block_shape, s.shape_params)
-        if s.family == family.name and family.file_name(shape, device_name, "vllm") == wanted_file:
+        if (s.family == family.name
+                and family.file_name(s.key.shape, device_name, "vllm") == wanted_file):
             hint = "; ?partial=true serves what there is" if s.m_missing and not allow else ""
             hint += read.stale_reason(s, HTTP_STALE_HINT)
             raise HTTPException(404, detail=f"no file {wanted_name!r} yet: {s.reason}{hint}")

@@ -15,8 +15,8 @@ from api.report_backends import backends_section
 from api.routes.devices import AllowStale, KnownDevice, OutDtype
 from db import repo
 from tuner.files.device import read_device
-from tuner.files.merge import FileKey, file_key
-from tuner.kernels.registry import DEFAULT_FAMILY
+from tuner.files.merge import dense_key
+from tuner.kernels.family import FamilyShape
 
 router = APIRouter(prefix="/devices", tags=["report"])
 
@@ -46,11 +46,11 @@ def read_report(device_name: KnownDevice, session: SessionDep,
                 out_dtype: OutDtype = None, allow_stale: AllowStale = False) -> HTMLResponse:
     """Render the device's HTML report."""
     view = read_device(session, device_name, out_dtype=out_dtype, allow_stale=allow_stale)
-    coverage = {file_key(c): c for c in view.coverage}
-    imported = {(DEFAULT_FAMILY, "", *key): entries for key, entries in view.imported.items()}
-    by_shape: dict[FileKey, dict[int, ReportRow]] = {}
+    coverage = {FamilyShape.of_row(c): c for c in view.coverage}
+    imported = {dense_key(*key): entries for key, entries in view.imported.items()}
+    by_shape: dict[FamilyShape, dict[int, ReportRow]] = {}
     for w in view.winners:
-        by_shape.setdefault(file_key(w), {})[w.M] = _row(session, w)
+        by_shape.setdefault(FamilyShape.of_row(w), {})[w.M] = _row(session, w)
     shapes = []
     for key in sorted(set(by_shape) | set(coverage)):
         rows = by_shape.get(key, {})
@@ -66,11 +66,10 @@ def read_report(device_name: KnownDevice, session: SessionDep,
                                     is_default=False, imported_from=label, left_out=reason)
         cov = coverage.get(key)
         shapes.append(ShapeReport(
-            N=key[2], K=key[3], block_shape=key[4], rows=tuple(rows[M] for M in sorted(rows)),
+            key=key, rows=tuple(rows[M] for M in sorted(rows)),
             m_requested=cov.m_requested if cov else (), models=cov.models if cov else (),
             m_stale=tuple(cov.m_stale) if cov else (),
             left_out=tuple((M, label, reason) for M, (label, reason) in left_out),
-            family=key[0], shape_params=key[1],
         ))
     current = view.scope.current
     scope = ReportScope(allow_stale=True) if allow_stale else ReportScope(

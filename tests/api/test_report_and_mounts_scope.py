@@ -18,6 +18,7 @@ from db.engine import open_store, session_scope
 from tuner.files.provenance import current_kernel_hash, installed_triton_minor
 from tuner.kernels.dense.naming import config_file_name
 from tuner.kernels.dense.space import default_config
+from tuner.kernels.family import FamilyShape, Shape
 
 DEVICE = "NVIDIA_L20"
 DEFAULT = default_config().as_dict()
@@ -208,8 +209,8 @@ def test_render_labels_each_kind_of_decided_row() -> None:
         ReportRow(M=4, config=FAST, latency_us=8.0, default_latency_us=9.0, is_default=False,
                   decided=True, spread_us=1.5, kept="simpler"),
     )
-    shape = ShapeReport(N=7168, K=2048, block_shape=(128, 128), m_requested=(1, 2, 4),
-                        rows=rows, models=())
+    shape = ShapeReport(key=FamilyShape("dense", Shape(7168, 2048, (128, 128))),
+                        m_requested=(1, 2, 4), rows=rows, models=())
     html = render_report("NVIDIA_L20", [shape], [], version="0.1.0", out_dtype="bfloat16")
     assert ("<td class=l>default (fastest)</td><td>0.25</td>"
             "<td class=l>kept fastest: beats runner-up</td></tr>") in html

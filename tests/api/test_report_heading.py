@@ -1,11 +1,12 @@
-"""The report's shape heading names the shape, also when an imported entry was left out (its
-label once took the heading's place)."""
+"""The report's shape heading names the shape, also when an imported entry is left out (the
+entry's label goes in the note, not in the heading)."""
 
 from api.report import ReportRow, ShapeReport, _shape_section
+from tuner.files.merge import dense_key
 
 
 def test_heading_names_the_shape_when_an_import_is_left_out():
-    shape = ShapeReport(N=256, K=384, block_shape=(128, 128), m_requested=(16,),
+    shape = ShapeReport(key=dense_key(256, 384, (128, 128)), m_requested=(16,),
                         rows=(ReportRow(M=16, config=None, latency_us=None,
                                         default_latency_us=None, is_default=False),),
                         models=("tiny",), left_out=((16, "shipped L20", "needs 300 KiB"),))

@@ -9,6 +9,7 @@ import pytest
 
 from api.report import ReportRow, ShapeReport, render_report
 from api.svg import Series, _log_ticks, line_chart
+from tuner.kernels.family import FamilyShape, Shape
 
 
 @pytest.mark.parametrize(("low", "high", "ticks"), [
@@ -41,8 +42,8 @@ def test_wide_tick_labels_move_the_plot_right_of_the_axis_title():
 
 
 def _report(rows: tuple[ReportRow, ...]) -> str:
-    shape = ShapeReport(N=256, K=384, block_shape=(128, 128), m_requested=(1, 16), rows=rows,
-                        models=("tiny",))
+    shape = ShapeReport(key=FamilyShape("dense", Shape(256, 384, (128, 128))),
+                        m_requested=(1, 16), rows=rows, models=("tiny",))
     return render_report("TRITON_INTERPRETER", [shape], [], version="0", out_dtype=None)
 
 

@@ -4,6 +4,7 @@ ceilings the % of each, the bound and a chart of those % over M (render_report, 
 from __future__ import annotations
 
 from api.report import ReportRow, ShapeReport, render_report, usable_ceilings
+from tuner.kernels.family import FamilyShape, Shape
 
 CONFIG = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
           "num_warps": 4, "num_stages": 3}
@@ -12,7 +13,8 @@ CEILINGS = {"copy_gbps": 4000.0, "fp8_mm_tflops": 1000.0}
 # 1.835008 TFLOP/s. M=4096 at 200 us: 82,054,656 bytes, 120,259,084,288 flops -> 410.27328
 # GB/s, 601.29542144 TFLOP/s, 1,465.6 flops per byte (above the ridge at 1000e3/4000 = 250).
 SHAPE = ShapeReport(
-    N=7168, K=2048, block_shape=(128, 128), m_requested=(1, 16, 4096), models=("m",),
+    key=FamilyShape("dense", Shape(7168, 2048, (128, 128))), m_requested=(1, 16, 4096),
+    models=("m",),
     rows=(
         ReportRow(M=1, config=CONFIG, latency_us=16.0, default_latency_us=20.0,
                   is_default=False),

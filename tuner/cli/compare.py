@@ -149,8 +149,7 @@ def _tuned(engine, device_name: str, out_dtype: str, block_shape: tuple[int, ...
     """(N, K) -> the dense file's configs (M key -> config dict) of this device in the store,
     from the trials of `kernel`'s source ("auto", "vllm" or "builtin"); one line on stderr
     says whose files they are and which kernel (`timed`, "vllm" or "builtin") runs them."""
-    from tuner.files.merge import file_key
-    from tuner.kernels.registry import DEFAULT_FAMILY
+    from tuner.files.merge import dense_key
 
     read = store_files(engine, device_name, out_dtype=out_dtype, allow_stale=False,
                        allow_partial=True, kernel=kernel)
@@ -164,7 +163,7 @@ def _tuned(engine, device_name: str, out_dtype: str, block_shape: tuple[int, ...
                    "builtin kernel (--kernel builtin reads the builtin's trials)", err=True)
     files = read.explained()
     return {(f.N, f.K): f.merged.configs for f in files.files
-            if file_key(f) == (DEFAULT_FAMILY, "", f.N, f.K, block_shape)}
+            if f.key == dense_key(f.N, f.K, block_shape)}
 
 
 def _store(engine, device_name: str, env: dict, model_shapes, out_dtype: str, lines, points

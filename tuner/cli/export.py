@@ -102,15 +102,17 @@ def _winner_columns(*, moe: bool, ceilings: bool) -> list[Column]:
 def _winner_cells(row, *, moe: bool, ceilings) -> list[str]:
     """One winner row's cells (`db.repo.WinnerRow`), under `_winner_columns`."""
     from tuner.kernels.config import KernelConfig
+    from tuner.kernels.family import FamilyShape
     from tuner.kernels.registry import DEFAULT_FAMILY
     from tuner.measure.roofline import roofline
 
     default_us = row.default_latency_us
-    family = getattr(row, "family", DEFAULT_FAMILY)
+    key = FamilyShape.of_row(row)
+    family = key.family
     # The roofline counts one dense GEMM's bytes and FLOPs; an MoE row gets none.
     figures = roofline(row.M, row.N, row.K, row.latency_us, ceilings,
                        block_shape=row.block_shape) if family == DEFAULT_FAMILY else None
-    cells = ([family if family == DEFAULT_FAMILY else f"{family} {row.shape_params}"]
+    cells = ([family if family == DEFAULT_FAMILY else f"{family} {key.shape.params_text}"]
              if moe else []) + [
         str(row.N), str(row.K), str(row.M), KernelConfig.from_dict(row.config).short(),
         f"{row.latency_us:.1f}", "-" if default_us is None else f"{default_us:.1f}",
@@ -147,6 +149,7 @@ def winners(
     """
     from db import repo
     from tuner.files.device import read_device
+    from tuner.kernels.family import FamilyShape
     from tuner.kernels.registry import DEFAULT_FAMILY
 
     _, engine = open_db(db, must_exist=True, read_only=True)
@@ -158,7 +161,7 @@ def winners(
                            out_dtype=out_dtype.value if out_dtype else None)
         ceilings = repo.device_ceilings(session, device_name=device_name)
     rows, note = view.winners, view.scope.note(device_name)
-    moe = any(getattr(row, "family", DEFAULT_FAMILY) != DEFAULT_FAMILY for row in rows)
+    moe = any(FamilyShape.of_row(row).family != DEFAULT_FAMILY for row in rows)
     columns = _winner_columns(moe=moe, ceilings=bool(ceilings))
     cells_of_rows = [_winner_cells(row, moe=moe, ceilings=ceilings) for row in rows]
     print_table(console, columns, cells_of_rows, title=device_name)

@@ -18,8 +18,9 @@ from tuner.compare.verify import (
     verify_shape,
 )
 from tuner.files.format import VLLM_M_GRID
-from tuner.files.merge import DeviceFiles, FileKey, file_key
+from tuner.files.merge import DeviceFiles, dense_key
 from tuner.inputs.shapes import ModelShapes
+from tuner.kernels.family import FamilyShape
 from tuner.kernels.registry import DEFAULT_FAMILY
 
 # Tune-and-check passes of `--fix`: each new key adds midpoints and neighbours to check.
@@ -164,19 +165,19 @@ class VerifyRun:
         group_n, group_k = self.model_shapes.block_shape
         return (group_n, group_k)
 
-    def plan(self, files: DeviceFiles, grids: Mapping[FileKey, Sequence[int]], *,
+    def plan(self, files: DeviceFiles, grids: Mapping[FamilyShape, Sequence[int]], *,
              only_shapes: set[tuple[int, int]] | None = None
              ) -> tuple[list[PlannedShape], list[str]]:
         """The shapes to check (each model shape, or those of `only_shapes`, in model order)
         and one line per shape without a file (vLLM runs its default config there)."""
         block_shape = self.block_shape
-        by_shape = {file_key(file): file for file in files.files}
-        skipped = {file_key(item): item.reason for item in files.skipped}
+        by_shape = {file.key: file for file in files.files}
+        skipped = {item.key: item.reason for item in files.skipped}
         planned, missing = [], []
         for N, K in self.model_shapes.shapes:
             if only_shapes is not None and (N, K) not in only_shapes:
                 continue
-            key = (DEFAULT_FAMILY, "", N, K, block_shape)  # the dense GEMM's files
+            key = dense_key(N, K, block_shape)  # the dense GEMM's files
             file = by_shape.get(key)
             if file is None:
                 reason = skipped.get(key, "no trials in the store")

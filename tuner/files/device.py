@@ -13,8 +13,9 @@ from dataclasses import dataclass, field, replace
 from sqlalchemy.orm import Session
 
 from db import repo
-from tuner.files.merge import DeviceFiles, FileKey, SkippedShape, build_device_files, file_key
+from tuner.files.merge import DeviceFiles, SkippedShape, build_device_files
 from tuner.files.provenance import Provenance, current_provenance, installed_triton_minor
+from tuner.kernels.family import FamilyShape
 
 # How each front end tells a user to take stale trials too.
 CLI_STALE_HINT = "--allow-stale"
@@ -89,14 +90,14 @@ class DeviceView:
         return max(known, key=lambda e: e.environment_id).compute_capability if known else None
 
     @property
-    def grids(self) -> dict[FileKey, tuple[int, ...]]:
-        """(family, shape_params, N, K, block_shape) -> the M grid of the shape's sweeps."""
-        return {file_key(row): tuple(row.m_requested) for row in self.coverage}
+    def grids(self) -> dict[FamilyShape, tuple[int, ...]]:
+        """A shape's key -> the M grid of the shape's sweeps."""
+        return {FamilyShape.of_row(row): tuple(row.m_requested) for row in self.coverage}
 
     @property
-    def stale(self) -> dict[FileKey, tuple[int, ...]]:
-        """(family, shape_params, N, K, block_shape) -> the M whose ok trials are all stale."""
-        return {file_key(row): tuple(row.m_stale) for row in self.coverage}
+    def stale(self) -> dict[FamilyShape, tuple[int, ...]]:
+        """A shape's key -> the M whose ok trials are all stale."""
+        return {FamilyShape.of_row(row): tuple(row.m_stale) for row in self.coverage}
 
     def merge(self, *, allow_partial: bool, engine: str = "vllm") -> DeviceFiles:
         """The device's files: winners merged with the no-regression rule, imported entries
@@ -129,7 +130,7 @@ class StoreFiles:
 
     def stale_reason(self, skipped: SkippedShape, hint: str = CLI_STALE_HINT) -> str:
         """What to add to a skipped shape's reason when stale trials made it partial, or ""."""
-        stale = sorted(set(skipped.m_missing) & set(self.view.stale.get(file_key(skipped), ())))
+        stale = sorted(set(skipped.m_missing) & set(self.view.stale.get(skipped.key, ())))
         if not stale:
             return ""
         return (f"; M={', '.join(map(str, stale))} only have trials of another kernel or Triton "

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from tuner.files.format import REQUIRED_M, dump_config_file, vllm_pick_key
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.family import Shape
+from tuner.kernels.family import FamilyShape, Shape, ShapeKeyed, as_block_shape
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 
 
@@ -240,30 +240,22 @@ def merge_shape(
 
 
 @dataclass(frozen=True)
-class DeviceFile:
-    """One merged file of a device, named as vLLM looks it up; `family` and `shape_params` say
-    which kernel family's file it is (`tuner.kernels.registry`)."""
+class DeviceFile(ShapeKeyed):
+    """One merged file of a device, named as vLLM looks it up; `key` says which kernel
+    family's file it is (`tuner.kernels.registry`) and of what shape."""
 
     file_name: str
-    N: int
-    K: int
-    block_shape: tuple[int, int]
+    key: FamilyShape
     merged: MergedFile
-    family: str = DEFAULT_FAMILY
-    shape_params: str = ""
 
 
 @dataclass(frozen=True)
-class SkippedShape:
+class SkippedShape(ShapeKeyed):
     """A shape with no file, and why."""
 
-    N: int
-    K: int
-    block_shape: tuple[int, int]
+    key: FamilyShape
     reason: str
     m_missing: list[int]
-    family: str = DEFAULT_FAMILY
-    shape_params: str = ""
 
 
 @dataclass(frozen=True)
@@ -274,15 +266,9 @@ class DeviceFiles:
     skipped: list[SkippedShape]
 
 
-# (family, shape_params, N, K, block_shape): one file each.
-FileKey = tuple[str, str, int, int, tuple[int, int]]
-
-
-def file_key(row: WinnerRowLike | ShapeCoverageLike) -> FileKey:
-    """A row's file; rows without `family` (imports) are the dense GEMM's."""
-    bn, bk = row.block_shape
-    return (getattr(row, "family", DEFAULT_FAMILY), getattr(row, "shape_params", ""), row.N,
-            row.K, (int(bn), int(bk)))
+def dense_key(N: int, K: int, block_shape: Sequence[int]) -> FamilyShape:
+    """The key of the dense GEMM's file of (N, K, block_shape); imported files are all such."""
+    return FamilyShape(DEFAULT_FAMILY, Shape(N, K, as_block_shape(block_shape)))
 
 
 def build_device_files(
@@ -292,7 +278,7 @@ def build_device_files(
     device_name: str | None = None, engine: str = "vllm",
     triton_of: Mapping[int, str] | None = None,
 ) -> DeviceFiles:
-    """Merge a device's winners into one file per (family, shape_params, N, K, block_shape),
+    """Merge a device's winners into one file per `FamilyShape` (family and shape),
     named and defaulted by its kernel family (`tuner.kernels.registry`).
 
     Imported entries fill the M of a shape that have no winner (measured winners beat them); a
@@ -312,7 +298,7 @@ def build_device_files(
             were timed with (the newer on a tie).
 
     Returns:
-        Files sorted by (family, shape_params, N, K, block_shape), and the shapes skipped with
+        Files sorted by key (`FamilyShape.sort_key`), and the shapes skipped with
         their reasons.
 
     Raises:
@@ -323,17 +309,16 @@ def build_device_files(
     if len(devices) != 1:
         raise ValueError(f"winners of several devices: {', '.join(devices)}" if devices
                          else "no winners and no device_name")
-    grouped: dict[FileKey, list[WinnerRowLike]] = {}
+    grouped: dict[FamilyShape, list[WinnerRowLike]] = {}
     for row in winners:
-        grouped.setdefault(file_key(row), []).append(row)
-    requested = {file_key(row): list(row.m_requested) for row in coverage}
-    imports = {(DEFAULT_FAMILY, "", N, K, block_shape): entries
+        grouped.setdefault(FamilyShape.of_row(row), []).append(row)
+    requested = {FamilyShape.of_row(row): list(row.m_requested) for row in coverage}
+    imports = {dense_key(N, K, block_shape): entries
                for (N, K, block_shape), entries in (imported or {}).items()}
     files: list[DeviceFile] = []
     skipped: list[SkippedShape] = []
     for key in sorted(set(grouped) | set(requested) | set(imports)):
-        family_name, params, N, K, block_shape = key
-        family, shape = get_family(family_name), Shape.from_store(N, K, block_shape, params)
+        family, shape = get_family(key.family), key.shape
         m_requested = requested.get(key, [])
         rows = grouped.get(key, [])
         extra = imports.get(key)
@@ -350,10 +335,10 @@ def build_device_files(
         except PartialFileError as exc:
             done = {row.M for row in rows}
             missing = sorted({M for M in m_requested if M not in done})
-            skipped.append(SkippedShape(N, K, block_shape, str(exc), missing, *key[:2]))
+            skipped.append(SkippedShape(key, str(exc), missing))
             continue
         name = family.file_name(shape, devices[0], engine)
-        files.append(DeviceFile(name, N, K, block_shape, merged, *key[:2]))
+        files.append(DeviceFile(name, key, merged))
     return DeviceFiles(files=files, skipped=skipped)
 
 

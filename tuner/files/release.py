@@ -120,7 +120,7 @@ def candidate(session: Session, device_name: str, *, allow_partial: bool = False
                           allow_partial=allow_partial, engine="sglang").files
     files = [
         NewFile(file_name=f.file_name, N=f.N, K=f.K, block_shape=f.block_shape,
-                content=f.merged.text.encode(), family=f.family, shape_params=f.shape_params,
+                content=f.merged.text.encode(), **f.key.store_fields(),
                 detail={"m_keys": list(f.merged.configs), "m_imported": f.merged.m_imported,
                         "m_missing": f.merged.m_missing, "partial": f.merged.partial,
                         "notes": f.merged.notes, "warnings": f.merged.warnings})

@@ -28,6 +28,10 @@ from tuner.kernels.source import (
 _PARAM_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]{0,31})=(\d{1,9})")
 
 
+def _params_text(params: Sequence[tuple[str, int]]) -> str:
+    return ",".join(f"{name}={value}" for name, value in params)
+
+
 def as_block_shape(block_shape: Sequence[int]) -> tuple[int, int]:
     """[group_n, group_k] as a pair of ints (the store and JSON give lists).
 
@@ -58,7 +62,7 @@ class Shape:
     @property
     def params_text(self) -> str:
         """`params` as the store keeps them: `E=128,top_k=8`, or "" when there are none."""
-        return ",".join(f"{name}={value}" for name, value in self.params)
+        return _params_text(self.params)
 
     def param(self, name: str) -> int:
         """One of `params` by name.
@@ -83,6 +87,93 @@ class Shape:
                 raise ValueError(f"shape params {params_text!r} are not name=value pairs")
             params.append((match[1], int(match[2])))
         return cls(int(N), int(K), as_block_shape(block_shape), tuple(sorted(params)))
+
+
+# The family of a store row that names none (imported files are the dense GEMM's): the name of
+# `tuner.kernels.dense.family.DENSE` (the registry, which imports this module, names it too).
+_ROW_DEFAULT_FAMILY = "dense"
+
+
+def store_columns(family: str, params: Sequence[tuple[str, int]] = ()) -> dict[str, str]:
+    """The store's loose columns of a kernel family and its dimensions beyond N and K: the one
+    place they are written (`db.repo.create_sweep`, `task_winners`, a release's files).
+
+    Args:
+        family: the family's key, e.g. "moe".
+        params: sorted (name, value) pairs, as `Shape.params`.
+
+    Returns:
+        {"family": family, "shape_params": "E=128,top_k=8"} ("" for no params).
+    """
+    return {"family": family, "shape_params": _params_text(sorted(params))}
+
+
+@dataclass(frozen=True)
+class FamilyShape:
+    """A kernel family's key and the shape it tunes: what a task, a merged file, a skipped
+    shape and a report section are keyed by. Sorts as files are listed: by family, the params
+    as the store writes them, N, K, block_shape.
+
+    Attributes:
+        family: the family's key (`KernelFamily.name`, e.g. "dense", "moe").
+        shape: N, K, block_shape and the family's other dimensions.
+    """
+
+    family: str
+    shape: Shape
+
+    @property
+    def sort_key(self) -> tuple[str, str, int, int, tuple[int, int]]:
+        """(family, params text, N, K, block_shape): the order of a device's files."""
+        shape = self.shape
+        return (self.family, shape.params_text, shape.N, shape.K, shape.block_shape)
+
+    def __lt__(self, other: FamilyShape) -> bool:
+        """Order by `sort_key`."""
+        return self.sort_key < other.sort_key
+
+    @classmethod
+    def of_row(cls, row: Any) -> FamilyShape:
+        """The key of a store row (a task, winner or coverage row): its `N`, `K`,
+        `block_shape`, and `family` and `shape_params` where it has them (a row without is the
+        dense GEMM's, as imports are). The one place those columns are read.
+
+        Raises:
+            ValueError: `shape_params` is not `name=value` pairs.
+        """
+        return cls(getattr(row, "family", _ROW_DEFAULT_FAMILY),
+                   Shape.from_store(row.N, row.K, row.block_shape,
+                                    getattr(row, "shape_params", "")))
+
+    def store_fields(self) -> dict[str, str]:
+        """The store's `family` and `shape_params` columns of this key (`store_columns`)."""
+        return store_columns(self.family, self.shape.params)
+
+
+class ShapeKeyed:
+    """A record that carries a `key` (`FamilyShape`): its N, K, block_shape and family."""
+
+    key: FamilyShape
+
+    @property
+    def N(self) -> int:
+        """The rows of the weight [N, K]."""
+        return self.key.shape.N
+
+    @property
+    def K(self) -> int:
+        """The reduction dimension."""
+        return self.key.shape.K
+
+    @property
+    def block_shape(self) -> tuple[int, int]:
+        """[group_n, group_k] of the weight scales."""
+        return self.key.shape.block_shape
+
+    @property
+    def family(self) -> str:
+        """The kernel family's key, e.g. "moe"."""
+        return self.key.family
 
 
 class Workload(Protocol):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.family import Shape
+from tuner.kernels.family import FamilyShape, Shape, as_block_shape, store_columns
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 
 
@@ -63,7 +63,8 @@ class SweepRequest:
             configs for the dense GEMM).
         replay: a landscape file whose recorded timings answer instead of a device.
         family: the kernel family every task of the sweep tunes (`tuner.kernels.registry`).
-        shape_params: the family's dimensions beyond N and K, `name=value,...` ("" for none).
+        params: the family's dimensions beyond N and K, sorted (name, value) pairs, as
+            `tuner.kernels.family.Shape.params` (() for none).
         kernel: "builtin" or "vllm": whose kernels the sweep's trials time.
         kernel_label: how the space name tells the source (`space_name`'s `kernel`).
     """
@@ -81,7 +82,7 @@ class SweepRequest:
     configs: tuple[KernelConfig, ...] | None = None
     replay: str | None = None
     family: str = DEFAULT_FAMILY
-    shape_params: str = ""
+    params: tuple[tuple[str, int], ...] = ()
     kernel: str = "builtin"
     kernel_label: str = ""
 
@@ -110,16 +111,20 @@ class SweepRequest:
             "strategy": self.strategy, "budget": self.budget, "space": self.space_name,
             "seed": self.seed, "m_values": list(self.m_values), "out_dtype": self.out_dtype,
             "block_shape": self.block_shape, "shapes": list(self.shapes),
-            "family": self.family, "shape_params": self.shape_params,
+            **store_columns(self.family, self.params),
         }
+
+    def key(self, N: int, K: int) -> FamilyShape:
+        """The family and shape of the sweep's tasks at (N, K)."""
+        return FamilyShape(self.family, Shape(N, K, as_block_shape(self.block_shape),
+                                              self.params))
 
     def trials_per_task(self) -> int:
         """Distinct configs each task measures: the budget, plus the default if outside it (the
         progress bar's total; a family whose default changes with M counts the first M's)."""
         space = self.space
         family = get_family(self.family)
-        N, K = self.shapes[0]
-        shape = Shape.from_store(N, K, self.block_shape, self.shape_params)
+        shape = self.key(*self.shapes[0]).shape
         extra = 0 if family.default_config(shape, self.m_values[0]) in space else 1
         if self.strategy == "grid":
             return len(space) + extra
@@ -179,6 +184,6 @@ def model_requests(model_shapes, **common) -> list[tuple[SweepRequest, str]]:
     for E, N, K, top_k in model_shapes.moe:
         shape = Shape(N, K, params=(("E", E), ("top_k", top_k)))
         requests.append((SweepRequest(shapes=((N, K),), family="moe",
-                                      shape_params=shape.params_text, **common),
+                                      params=shape.params, **common),
                          f"MoE E={E} N={N} K={K} top_k={top_k}"))
     return requests

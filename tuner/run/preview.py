@@ -9,7 +9,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from db.history import TrialTimeRow
-from tuner.kernels.family import Shape
 from tuner.kernels.registry import get_family
 from tuner.run.plan import SweepRequest
 
@@ -72,7 +71,7 @@ def _compiles(request: SweepRequest) -> int:
     per_task = request.trials_per_task()
     tasks_by_key: dict[str, int] = {}
     for N, K in request.shapes:
-        shape = Shape.from_store(N, K, request.block_shape, request.shape_params)
+        shape = request.key(N, K).shape
         for M in request.m_values:
             key = family.specialization(shape, M)
             tasks_by_key[key] = tasks_by_key.get(key, 0) + 1

@@ -14,6 +14,7 @@ import time
 import zlib
 from typing import TYPE_CHECKING
 
+from tuner.kernels.family import FamilyShape
 from tuner.run.lease import Lease
 from tuner.run.worker_spec import (
     ContextLost,
@@ -84,6 +85,7 @@ class TaskRun:
         self.engine, self.spec, self.task = engine, spec, task
         self.environment_id, self.shared, self.compiler = environment_id, shared, compiler
         self.space = None if space is None else list(space)
+        self.key = FamilyShape.of_row(task)  # the task's family and shape, read once
         self.lease = lease or Lease(engine, task.task_id, spec.worker_id, spec.options.lease_s)
         self.hooks = spec.options.hooks
         self.lost = f"task {task.task_id} is no longer held by {spec.worker_id}"
@@ -139,22 +141,20 @@ class TaskRun:
             first_trial_at = min((t.created_at for t in stored if t.created_at), default=None)
             return repo.task_winners(
                 session, device_name=task.device_name, block_shape=tuple(task.block_shape),
-                out_dtype=task.out_dtype, finished_before=first_trial_at, family=task.family,
-                shape_params=task.shape_params)
+                out_dtype=task.out_dtype, finished_before=first_trial_at,
+                **self.key.store_fields())
 
     def plan(self, known: list) -> None:
         """The space, problem, runner, default config, warm starts (from `known`, the store's
         winners), strategy and, for a resumed task, the trial cap."""
         from tuner.kernels.config import KernelConfig
-        from tuner.kernels.family import Shape
         from tuner.kernels.registry import get_family
         from tuner.measure.runner import KernelRunner, Problem
         from tuner.search import get_strategy, warm_start_for_task
         from tuner.search.replay import cached_landscape
 
         task, spec = self.task, self.spec
-        family = get_family(task.family)
-        shape = Shape.from_store(task.N, task.K, task.block_shape, task.shape_params)
+        family, shape = get_family(self.key.family), self.key.shape
         if self.space is None:
             self.space = family.space()
         self.problem = Problem(task.M, task.N, task.K, shape.block_shape, task.out_dtype,

@@ -13,7 +13,7 @@ from tuner.compare.verify_run import (
     fix_passes,
     no_file_line,
 )
-from tuner.files.merge import DeviceFiles, SkippedShape
+from tuner.files.merge import DeviceFiles, SkippedShape, dense_key
 from tuner.inputs.shapes import ModelShapes
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config
@@ -26,19 +26,19 @@ SHAPES = ModelShapes(model="tiny", description="", tp=1, block_shape=BLOCK,
 
 
 def _file(N, K, configs):
-    return SimpleNamespace(family="dense", shape_params="", N=N, K=K, block_shape=BLOCK,
-                           merged=SimpleNamespace(configs=configs))
+    return SimpleNamespace(key=dense_key(N, K, BLOCK), family="dense", N=N, K=K,
+                           block_shape=BLOCK, merged=SimpleNamespace(configs=configs))
 
 
 def _files(configs=None):
     configs = configs or {1: SMALL.as_dict(), 16: DEFAULT.as_dict()}
     return DeviceFiles(files=[_file(256, 384, configs)],
-                       skipped=[SkippedShape(576, 256, BLOCK, "M=16 has no trials", [16])])
+                       skipped=[SkippedShape(dense_key(576, 256, BLOCK), "M=16 has no trials", [16])])
 
 
 def test_plan_checks_keys_grid_and_neighbours_and_names_the_shape_without_a_file():
     run = VerifyRun(SHAPES, None, make_runner=lambda N, K, M: None)
-    grids = {("dense", "", 256, 384, BLOCK): (1, 16)}
+    grids = {dense_key(256, 384, BLOCK): (1, 16)}
     planned, missing = run.plan(_files(), grids)
     # keys 1, 16; midpoint 8; neighbours 2, 15, 17; SMALL (key 1) is vLLM's pick at 1, 2, 8.
     assert planned == [PlannedShape(256, 384, _files().files[0].merged.configs,

@@ -24,6 +24,7 @@ from tuner.files.merge import (
     PartialFileError,
     build_device_files,
     decided_spread,
+    dense_key,
     merge_shape,
     write_files_atomically,
 )
@@ -378,7 +379,8 @@ def test_write_files_atomically(tmp_path: Path) -> None:
     out = tmp_path / "configs"
     out.mkdir()
     (out / name).write_text("old")
-    paths = write_files_atomically([DeviceFile(name, 5120, 3072, (128, 128), merged)], out)
+    file = DeviceFile(name, dense_key(5120, 3072, (128, 128)), merged)
+    paths = write_files_atomically([file], out)
     assert paths == [out / name]
     assert (out / name).read_text() == merged.text
     assert stat.S_IMODE((out / name).stat().st_mode) == 0o644

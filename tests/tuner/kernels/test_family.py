@@ -28,7 +28,7 @@ from tuner.kernels.dense.family import DENSE
 from tuner.kernels.dense.naming import config_file_name
 from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.kernels.dense.specialization import specialization_key
-from tuner.kernels.family import KernelFamily, Shape
+from tuner.kernels.family import FamilyShape, KernelFamily, Shape, store_columns
 from tuner.kernels.moe.family import MOE
 from tuner.kernels.registry import FAMILIES, family_of_file, get_family, respell_file_name
 
@@ -72,6 +72,25 @@ def test_shape_params_round_trip_through_the_store_text() -> None:
     assert Shape.from_store(1, 2, (128, 128)).params_text == ""
     with pytest.raises(ValueError, match="not name=value pairs"):
         Shape.from_store(1, 2, (128, 128), "E128")
+
+
+def test_a_family_shape_reads_and_writes_the_store_columns_and_sorts_as_files_do() -> None:
+    moe = FamilyShape.of_row(dataclasses.make_dataclass("Row", [
+        "family", "shape_params", "N", "K", "block_shape"])("moe", "top_k=8,E=128", 384, 2048,
+                                                            [128, 128]))
+    assert moe == FamilyShape("moe", Shape(384, 2048, (128, 128), (("E", 128), ("top_k", 8))))
+    assert moe.store_fields() == {"family": "moe", "shape_params": "E=128,top_k=8"}
+    assert store_columns("moe", (("top_k", 8), ("E", 64))) == {
+        "family": "moe", "shape_params": "E=64,top_k=8"}
+    # A row without family columns (an import) is the dense GEMM's.
+    dense = FamilyShape.of_row(dataclasses.make_dataclass("Imported", ["N", "K", "block_shape"])(
+        7168, 2048, (128, 128)))
+    assert dense == FamilyShape("dense", Shape(7168, 2048)) and dense.store_fields() == {
+        "family": "dense", "shape_params": ""}
+    # Files are listed by family, params as stored text ("E=128" before "E=64"), N, K.
+    e64 = FamilyShape("moe", Shape(1, 2, params=(("E", 64),)))
+    e128 = FamilyShape("moe", Shape(9, 2, params=(("E", 128),)))
+    assert sorted([e64, e128, dense]) == [dense, e128, e64]
 
 
 def test_the_registry_loads_no_torch() -> None:
@@ -129,7 +148,8 @@ def test_a_registered_family_is_tuned_stored_and_merged(tmp_path, toy) -> None:
     assert all(t.status == "ok" and t.rel_error < 1e-2 for t in trials)  # the real kernel ran
     (file,) = read.files.files
     assert file.file_name == "toy,E=2,N=128,K=128,device_name=TRITON_INTERPRETER.json"
-    assert (file.family, file.shape_params, list(file.merged.configs)) == ("toy", "E=2", [2])
+    assert (file.family, file.key.shape.params_text, list(file.merged.configs)) == (
+        "toy", "E=2", [2])
     assert KernelConfig.from_dict(file.merged.configs[2]) in {*SPACE, defaults[0]}
 
 

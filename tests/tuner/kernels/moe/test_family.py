@@ -106,7 +106,7 @@ def test_an_moe_task_is_tuned_on_the_interpreter_and_merged(tmp_path) -> None:
     (file,) = read.files.files
     assert file.file_name == (
         "E=4,N=64,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128,128].json")
-    assert (file.family, file.shape_params) == ("moe", "E=4,top_k=2")
+    assert (file.family, file.key.shape.params_text) == ("moe", "E=4,top_k=2")
     text = json.loads(dump_config_file(file.merged.configs))
     assert list(text) == ["3"] and KernelConfig.from_dict(text["3"]) in {*space, default}
 
