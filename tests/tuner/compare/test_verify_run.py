@@ -32,8 +32,8 @@ def _file(N, K, configs):
 
 def _files(configs=None):
     configs = configs or {1: SMALL.as_dict(), 16: DEFAULT.as_dict()}
-    return DeviceFiles(files=[_file(256, 384, configs)],
-                       skipped=[SkippedShape(dense_key(576, 256, BLOCK), "M=16 has no trials", [16])])
+    skipped = SkippedShape(dense_key(576, 256, BLOCK), "M=16 has no trials", [16])
+    return DeviceFiles(files=[_file(256, 384, configs)], skipped=[skipped])
 
 
 def test_plan_checks_keys_grid_and_neighbours_and_names_the_shape_without_a_file():
