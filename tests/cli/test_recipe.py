@@ -45,7 +45,7 @@ def test_the_docker_line_round_trips_through_shell_quoting() -> None:
 def test_shell_characters_in_the_image_stay_one_word() -> None:
     tricky = "registry.local/v'llm:$(touch${IFS}x)`y`\\"
     run = runner.invoke(app, ["recipe", "sweep", "--image", tricky, "--device", "L20",
-                              "--model", "m"])
+                              "--model", "tiny"])
     assert run.exit_code == 0, run.output
     argv = shlex.split(run.stdout.splitlines()[-1])
     assert argv[argv.index("--entrypoint") + 2] == tricky
@@ -100,3 +100,17 @@ def test_k8s_needs_postgres_and_words_must_be_words() -> None:
                               "--model", "m"])
     assert bad.exit_code == 2
     assert bad.stderr.strip() == "error: --image must be one word, got 'a b'"
+
+
+@pytest.mark.parametrize(("args", "line"), [
+    (("--device", "L20", "--model", "nosuchmodel"),
+     "error: unknown model 'nosuchmodel'; known: "),
+    (("--device", "NoSuchGPU", "--model", "qwen3.8-27b"),
+     "error: 'NoSuchGPU' is not a GPU model name such as L20"),
+    (("--device", "L20", "--model", "qwen3.8-27b", "--tp", "3"),
+     "error: model 'qwen3.8-27b' has no shapes for TP 3; listed: 2"),
+])
+def test_what_the_sweep_would_refuse_is_refused_before_printing(args, line) -> None:
+    run = runner.invoke(app, ["recipe", "sweep", "--image", IMAGE, *args])
+    assert (run.exit_code, run.stdout) == (2, "")
+    assert run.stderr.startswith(line) and len(run.stderr.strip().splitlines()) == 1

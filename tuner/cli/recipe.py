@@ -35,13 +35,19 @@ def recipe_sweep(
 ) -> None:
     """Print the commands that sweep inside the serving image: the tuner is installed from a
     wheels folder (no internet needed) without touching the image's torch or Triton."""
+    from tuner.inputs.devices import gpu_device_key
+    from tuner.inputs.shapes import UnknownModelError, load_shapes
     from tuner.run.recipe import DB_VARIABLE, SweepRecipe
 
     if fmt == RecipeFormat.k8s and db is not None and not db.startswith("postgresql"):
         raise fail("--format k8s needs a PostgreSQL store (--db postgresql+psycopg://...)")
-    try:
+    try:  # and what the sweep in the container would refuse, refused here
         recipe = SweepRecipe(image=image, device=device, model=model, tp=tp, db=db,
                              nodes=nodes, gpus=gpus)
+        gpu_device_key(device)
+        load_shapes(model, tp)
+    except UnknownModelError as exc:  # a KeyError: its str() is quoted
+        raise fail(str(exc).strip("'\"")) from None
     except ValueError as exc:
         raise fail(str(exc)) from None
     if fmt == RecipeFormat.k8s:
