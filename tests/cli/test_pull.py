@@ -177,3 +177,17 @@ def test_pull_warns_when_the_triton_here_is_not_the_releases_and_strict_refuses(
     assert strict.stderr.startswith("error: release 2 was tuned elsewhere: triton 2.1.0 here")
     assert strict.stderr.endswith("; --strict: nothing written\n")
     assert not (tmp_path / "s").exists()
+
+
+def test_a_server_that_does_not_answer_is_one_line_naming_it(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on: bound, never listening
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        result = runner.invoke(app, ["pull", "--server", f"http://127.0.0.1:{port}",
+                                     "--device", "L20", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (f"error: cannot reach http://127.0.0.1:{port}/devices/"
+                                     "L20/releases: Connection refused")
+    assert not (tmp_path / "out").exists()

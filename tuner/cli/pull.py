@@ -27,7 +27,7 @@ def fetch(url: str) -> bytes:
         OSError: the server cannot be reached, or answered with an HTTP error (the message
             carries the status and the service's `detail`).
     """
-    from urllib.error import HTTPError
+    from urllib.error import HTTPError, URLError
     from urllib.request import urlopen
 
     try:
@@ -39,6 +39,9 @@ def fetch(url: str) -> bytes:
         except (ValueError, AttributeError):
             detail = None
         raise OSError(f"HTTP {exc.code} from {url}" + (f": {detail}" if detail else "")) from None
+    except URLError as exc:  # no answer at all: refused, unknown host, timed out
+        reason = getattr(exc.reason, "strerror", None) or exc.reason
+        raise OSError(f"cannot reach {url}: {reason}") from None
 
 
 def _server(server: str) -> str:
