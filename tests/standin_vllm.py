@@ -6,8 +6,12 @@ paths, names and call signatures (facts from vLLM 0.33.0's fp8_utils.py and fuse
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import inspect
+import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 from tests.standin_vllm_parts import (  # noqa: F401 - append: for tests
@@ -95,3 +99,16 @@ def build_standin(root: Path, version: str = VERSION, *, triton_pin: str = "3.8.
     add_selection(root)
     add_linear_kernels(root)
     return root
+
+
+@contextlib.contextmanager
+def importable(root: Path, monkeypatch) -> Iterator[Path]:
+    """Put the stand-in built under `root` on sys.path for the block (through pytest's
+    `monkeypatch`), and drop its `vllm` modules from sys.modules afterwards."""
+    monkeypatch.syspath_prepend(str(root))
+    importlib.invalidate_caches()
+    try:
+        yield root
+    finally:
+        for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
+            del sys.modules[name]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.standin_vllm import VERSION, build_standin
+from tests.standin_vllm import VERSION, build_standin, importable
 from tests.storefill import DEFAULT, FAST, SLOW, fill
 from tuner.cli.app import app
 
@@ -115,14 +115,10 @@ def test_from_log_says_whether_the_server_reads_the_files(tmp_path: Path) -> Non
 def standin(tmp_path, monkeypatch):
     """The stand-in vLLM on sys.path, vLLM's selection answering Marlin (as on sm89); its
     modules dropped from sys.modules afterwards."""
-    root = build_standin(tmp_path / "site")
-    monkeypatch.syspath_prepend(str(root))
-    importlib.invalidate_caches()
     monkeypatch.setattr("tuner.compare.vllm_default.vllm_choice",
                         lambda N, K, out_dtype: "MarlinFP8ScaledMMLinearKernel")
-    yield root
-    for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
-        del sys.modules[name]
+    with importable(build_standin(tmp_path / "site"), monkeypatch) as root:
+        yield root
 
 
 def test_compare_inside_vllm_times_marlin_against_tuned_triton(tmp_path: Path, standin,

@@ -4,11 +4,10 @@ on `--linear-backend triton` against it, from controlled timings."""
 from __future__ import annotations
 
 import importlib
-import sys
 
 import pytest
 
-from tests.standin_vllm import append, build_standin
+from tests.standin_vllm import append, build_standin, importable
 from tuner.compare.versus import OK, UNAVAILABLE, BackendTime, ComparePoint
 from tuner.compare.vllm_default import (
     BY_SELECTION,
@@ -49,11 +48,8 @@ def standin(tmp_path, monkeypatch):
     """The stand-in vLLM, with a selection, on sys.path; its modules dropped afterwards."""
     root = build_standin(tmp_path / "site")
     append(root, "vllm.model_executor.kernels.linear.__init__", _SELECTION)
-    monkeypatch.syspath_prepend(str(root))
-    importlib.invalidate_caches()
-    yield root
-    for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
-        del sys.modules[name]
+    with importable(root, monkeypatch):
+        yield root
 
 
 def test_vllms_selection_is_asked_with_a_block_fp8_layer(standin) -> None:

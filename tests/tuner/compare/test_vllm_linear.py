@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from tests.standin_vllm import append, build_standin
+from tests.standin_vllm import append, build_standin, importable
 from tuner.compare.backends import Candidate, CandidateRunner, library_kernels
 from tuner.compare.vllm_linear import VLLM_HUMMING, VLLM_MARLIN, LayerKernel, layer_kernels
 from tuner.kernels.accuracy import relative_error
@@ -23,12 +23,8 @@ MARLIN = "vllm.model_executor.kernels.linear.scaled_mm.marlin"
 @pytest.fixture
 def standin(tmp_path, monkeypatch):
     """The stand-in vLLM on sys.path; its modules dropped from sys.modules afterwards."""
-    root = build_standin(tmp_path / "site")
-    monkeypatch.syspath_prepend(str(root))
-    importlib.invalidate_caches()
-    yield root
-    for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
-        del sys.modules[name]
+    with importable(build_standin(tmp_path / "site"), monkeypatch) as root:
+        yield root
 
 
 def test_without_vllm_nothing_is_built() -> None:

@@ -3,14 +3,13 @@ text a source times, and a stand-in vLLM's kernels running through the families'
 
 from __future__ import annotations
 
-import importlib
 import os
 import subprocess
 import sys
 
 import pytest
 
-from tests.standin_vllm import build_standin
+from tests.standin_vllm import build_standin, importable
 from tuner.files.provenance import family_kernel_hash
 from tuner.kernels.family import Shape
 from tuner.kernels.registry import get_family
@@ -29,12 +28,8 @@ MOE_SHAPE = Shape(64, 128, (128, 128), (("E", 4), ("top_k", 2)))
 @pytest.fixture
 def standin(tmp_path, monkeypatch):
     """The stand-in vLLM on sys.path; its modules dropped from sys.modules afterwards."""
-    root = build_standin(tmp_path / "site")
-    monkeypatch.syspath_prepend(str(root))
-    importlib.invalidate_caches()
-    yield root
-    for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
-        del sys.modules[name]
+    with importable(build_standin(tmp_path / "site"), monkeypatch) as root:
+        yield root
 
 
 def test_without_vllm_auto_is_the_builtin_and_vllm_is_refused() -> None:
