@@ -58,8 +58,10 @@ def backends_section(device_name: str, compute_capability: str | None,
         parts.append("<p>No <code>tuner compare</code> run for this device yet.</p>")
     else:
         run = comparisons[0]
+        kernel = "vLLM " + run.vllm + "'s" if run.kernel_source == "vllm" else "the builtin"
         parts.append(f"<p>Latest <code>tuner compare</code>: {escape(run.model)} TP {run.tp} on "
-                     f"{escape(run.gpu_name)}, {escape(run.created_at.isoformat())}.</p><ul>"
+                     f"{escape(run.gpu_name)}, {escape(run.created_at.isoformat())}; the "
+                     f"Triton columns timed {escape(kernel)} Triton kernel.</p><ul>"
                      + "".join(f"<li>{escape(line)}</li>" for line in run.verdicts) + "</ul>")
         for N, K in dict.fromkeys((p.N, p.K) for p in run.points):
             parts.append(_table(run, N, K))

@@ -263,3 +263,6 @@ class ComparisonOut(BaseModel):
     created_at: datetime
     verdicts: list[str]
     points: list[ComparisonPointOut]
+    kernel_source: str = Field(description="Whose Triton kernel the triton-tuned and "
+                               "triton-default points timed: builtin or vllm.")
+    vllm: str = Field(description="vLLM's version when kernel_source is vllm, else empty.")

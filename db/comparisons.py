@@ -48,6 +48,8 @@ class ComparisonInfo:
     verdicts: tuple[str, ...]
     created_at: datetime
     points: tuple[PointRow, ...]
+    kernel_source: str = "builtin"
+    vllm: str = ""
 
 
 def record_comparison(session: Session, *, device_name: str, environment_id: int, model: str,
@@ -99,13 +101,13 @@ def list_comparisons(session: Session, *, device_name: str,
         limit: at most this many runs.
     """
     runs = session.execute(
-        select(Comparison, Environment.gpu_name)
+        select(Comparison, Environment.gpu_name, Environment.kernel_source, Environment.vllm)
         .join(Device, Comparison.device_id == Device.device_id)
         .join(Environment, Comparison.environment_id == Environment.environment_id)
         .where(Device.device_name == device_name)
         .order_by(Comparison.comparison_id.desc()).limit(limit)).all()
     infos = []
-    for run, gpu_name in runs:
+    for run, gpu_name, kernel_source, vllm in runs:
         rows = session.scalars(select(ComparisonPoint).where(
             ComparisonPoint.comparison_id == run.comparison_id)).all()
         points = sorted((PointRow(r.N, r.K, r.M, r.backend, r.status, r.latency_us, r.p20_us,
@@ -113,5 +115,5 @@ def list_comparisons(session: Session, *, device_name: str,
                         key=lambda p: (p.N, p.K, p.M, p.backend))
         infos.append(ComparisonInfo(run.comparison_id, device_name, gpu_name, run.model, run.tp,
                                     run.out_dtype, tuple(run.verdicts), run.created_at,
-                                    tuple(points)))
+                                    tuple(points), kernel_source, vllm))
     return infos

@@ -28,7 +28,7 @@ def _store(tmp_path: Path) -> str:
         environment_id = repo.get_or_create_environment(
             session, device_name="NVIDIA_L20", gpu_name="NVIDIA L20", compute_capability="8.9",
             driver="580.1", cuda="12.9", torch="2.11.0", triton="3.6.0", tuner="0.1.0",
-            kernel_hash="abc")
+            kernel_hash="abc", kernel_source="vllm", vllm="0.33.0")
         repo.record_comparison(
             session, device_name="NVIDIA_L20", environment_id=environment_id, model="tiny",
             tp=1, out_dtype="bfloat16", verdicts=VERDICTS, points=[
@@ -50,6 +50,7 @@ def test_comparisons_route_and_report(tmp_path: Path) -> None:
         assert (run["comparison_id"], run["gpu_name"], run["model"], run["tp"]) == (
             1, "NVIDIA L20", "tiny", 1)
         assert run["verdicts"] == VERDICTS
+        assert (run["kernel_source"], run["vllm"]) == ("vllm", "0.33.0")  # whose Triton kernel
         assert [(p["backend"], p["status"], p["latency_us"]) for p in run["points"]] == [
             ("triton-default", "ok", 10.0), ("triton-tuned", "ok", 5.0),
             ("vllm-marlin", "unavailable", None)]
@@ -61,6 +62,7 @@ def test_comparisons_route_and_report(tmp_path: Path) -> None:
                 "FP8, W8A16);") in page
         assert "Marlin disabled" not in page.replace("with Marlin disabled Humming runs", "")
         assert f"<li>{escape(VERDICTS[0])}</li>" in page
+        assert "; the Triton columns timed vLLM 0.33.0&#x27;s Triton kernel.</p>" in page
         assert '<td title="16x64x128 g1 w4 s3">5.0</td>' in page
         assert ("<p>NVIDIA_L20 is sm89 (compute capability 8.9, from its trials in the "
                 "store).</p>") in page
