@@ -134,3 +134,20 @@ def test_kernel_vllm_without_vllm_is_one_line_and_exit_2(tmp_path) -> None:
     assert run.stderr.strip().splitlines() == [
         "error: --kernel vllm: vLLM is not importable here (run inside the serving image, "
         "or use --kernel builtin)"]
+
+
+def test_mounts_say_whose_kernel_trials_they_mount(swept) -> None:
+    """--kernel picks whose trials' files are mounted; the header says which, as export does."""
+    home, vllm, db, _ = swept
+
+    def tuned_line(*flags, vllm_path=None):
+        run = tuner("mounts", "--device", "interpreter", "--db", db, *flags, cwd=home,
+                    vllm=vllm_path)
+        assert run.returncode == 0, run.stderr
+        return [line for line in run.stdout.splitlines() if line.startswith("# Tuned with")]
+
+    [auto] = tuned_line(vllm_path=vllm)
+    assert auto.endswith(", vLLM 0.33.0, kernels of vllm.")
+    assert tuned_line("--kernel", "vllm") == [auto]
+    [builtin] = tuned_line("--kernel", "builtin", vllm_path=vllm)
+    assert builtin.endswith(", kernels of builtin.") and "vLLM" not in builtin

@@ -14,6 +14,8 @@ from tuner.cli.options import (
     DeviceOpt,
     EngineName,
     EngineOpt,
+    KernelChoice,
+    KernelOpt,
     device_in_store,
     fail,
     open_db,
@@ -61,6 +63,7 @@ def mounts(
     allow_partial: Annotated[bool, typer.Option(help="From the store: also shapes whose M grid "
                                                 "is not fully tuned.")] = False,
     allow_stale: AllowStaleOpt = False,
+    kernel: KernelOpt = KernelChoice.auto,
     db: DbOpt = None,
 ) -> None:
     """Print read-only mounts of each config file into the engine's config folder."""
@@ -81,7 +84,8 @@ def mounts(
         capability, tuned_with = None, ""
     else:
         names, device_name, capability, tuned_with = _store_file_names(
-            device, engine_name.value, allow_partial, db, allow_stale=allow_stale)
+            device, engine_name.value, allow_partial, db, allow_stale=allow_stale,
+            kernel=kernel.value)
         folder = host_dir or DEFAULT_HOST_DIR
     try:
         text = render_mounts(MountRequest(
@@ -137,9 +141,11 @@ def _pull_recipe(fmt: str, device: str, server: str | None, release: int | None,
 
 
 def _store_file_names(device: str, engine: str, allow_partial: bool, db: str | None, *,
-                      allow_stale: bool = False) -> tuple[list[str], str, str | None, str]:
-    """The device's file names in the store, its vLLM key, compute capability and the versions
-    line of what its winners were timed with."""
+                      allow_stale: bool = False, kernel: str = "auto"
+                      ) -> tuple[list[str], str, str | None, str]:
+    """The device's file names in the store (from the trials of `kernel`'s source: "auto",
+    "vllm" or "builtin"), its vLLM key, compute capability and the versions line of what its
+    winners were timed with."""
     from db.engine import session_scope
     from tuner.files.archive import versions_line, winner_versions
 
@@ -147,7 +153,7 @@ def _store_file_names(device: str, engine: str, allow_partial: bool, db: str | N
     with session_scope(store) as session:
         device_name = device_in_store(session, device)
     read = store_files(store, device_name, out_dtype=None, allow_stale=allow_stale,
-                       allow_partial=allow_partial, engine_name=engine)
+                       allow_partial=allow_partial, engine_name=engine, kernel=kernel)
     if not read.files.files:
         stale = "; --allow-stale also uses stale trials" if read.view.scope.stale_trials else ""
         raise fail(f"{device_name} has no complete file yet; --allow-partial mounts what there "
