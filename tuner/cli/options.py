@@ -154,6 +154,7 @@ def parse_m_values(text: str) -> tuple[int, ...]:
 
 
 def masked(url: str) -> str:
+    """A store URL with its password replaced by `***`, safe to print."""
     from sqlalchemy import make_url
 
     return make_url(url).render_as_string(hide_password=True)
@@ -267,6 +268,8 @@ def out_folder(path: Path) -> Path:
 
 
 def load_configs(path: Path | None):
+    """The `--configs` file's configs (a JSON list of vLLM's six-key dicts) as KernelConfig;
+    None when no file is given. Bad files exit 2 with one line (typer.Exit)."""
     from tuner.files.format import parse_config_list
     from tuner.kernels.config import KernelConfig
 
@@ -284,6 +287,7 @@ def load_configs(path: Path | None):
 
 
 def device_in_store(session, device: str) -> str:
+    """The store's device key that `--device` names; else one line naming them, exit 2."""
     from db import repo
     from tuner.inputs.devices import device_hint, resolve
 

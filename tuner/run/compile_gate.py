@@ -140,6 +140,7 @@ class WorkerCompiler:
                            family=problem.family, params=problem.params)
 
     def closed(self, gate, shared: WorkerShared | None) -> None:
+        """Close a task's gate and add its compile and wait seconds to the shared counters."""
         from tuner.measure.compile import compile_pool
 
         stats = gate.close()

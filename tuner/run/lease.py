@@ -87,6 +87,7 @@ class Heartbeat(threading.Thread):
         self.stopped = threading.Event()
 
     def run(self) -> None:
+        """Renew every lease_s / 4 until stopped or a renewal finds the task taken."""
         while not self.stopped.wait(self.lease.lease_s / 4):
             try:
                 if not self.lease.renew():
