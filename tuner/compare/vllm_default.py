@@ -3,8 +3,9 @@
 
 vLLM's own selection is asked when it is importable (vLLM 0.33.0,
 vllm/model_executor/kernels/linear/__init__.py: `choose_scaled_mm_linear_kernel` over
-`_POSSIBLE_FP8_BLOCK_KERNELS`, quantization "fp8_block_w8a8"; with no vLLM config current,
-`_get_linear_backend` is "auto", i.e. the default); else a table per architecture
+`_POSSIBLE_FP8_BLOCK_KERNELS`, quantization "fp8_block_w8a8", under a default `VllmConfig`
+(`tuner.compare.vllm_linear.default_vllm_config`: DeepGEMM's `can_implement` reads the current
+config; its linear backend is "auto", i.e. the default); else a table per architecture
 (DESIGN §9)."""
 
 from __future__ import annotations
@@ -34,8 +35,6 @@ BY_SELECTION = "vLLM's own selection"
 BY_TABLE = "the table per architecture (DESIGN §9)"
 
 _LINEAR = "vllm.model_executor.kernels.linear"
-_CONFIG = (f"{_LINEAR}.scaled_mm.ScaledMMLinearKernel", "FP8ScaledMMLinearLayerConfig")
-_QUANT_UTILS = "vllm.model_executor.layers.quantization.utils.quant_utils"
 
 
 @dataclass(frozen=True)
@@ -63,15 +62,13 @@ def vllm_choice(N: int, K: int, out_dtype: str) -> str:
     """
     import torch
 
+    from tuner.compare.vllm_linear import block_fp8_layer_config, default_vllm_config
+
     linear = importlib.import_module(_LINEAR)
-    config_class = getattr(importlib.import_module(_CONFIG[0]), _CONFIG[1])
-    keys = importlib.import_module(_QUANT_UTILS)
-    dtype = getattr(torch, out_dtype)
-    config = config_class(weight_quant_key=keys.kFp8Static128BlockSym,
-                          activation_quant_key=keys.kFp8Dynamic128Sym, weight_shape=(N, K),
-                          input_dtype=dtype, out_dtype=dtype)
-    chosen = linear.choose_scaled_mm_linear_kernel(
-        config, linear._POSSIBLE_FP8_BLOCK_KERNELS, quantization="fp8_block_w8a8")
+    config = block_fp8_layer_config(N, K, getattr(torch, out_dtype))
+    with default_vllm_config():
+        chosen = linear.choose_scaled_mm_linear_kernel(
+            config, linear._POSSIBLE_FP8_BLOCK_KERNELS, quantization="fp8_block_w8a8")
     return chosen.__name__
 
 

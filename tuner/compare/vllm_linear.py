@@ -50,6 +50,35 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:200]
 
 
+def _layer_config_parts() -> tuple[Any, Any, Any]:
+    """vLLM's FP8ScaledMMLinearLayerConfig class and its block-FP8 keys (kFp8Static128BlockSym,
+    kFp8Dynamic128Sym); raises whatever importing them raises."""
+    config_class = getattr(importlib.import_module(_CONFIG[0]), _CONFIG[1])
+    keys = importlib.import_module(_QUANT_UTILS)
+    return config_class, keys.kFp8Static128BlockSym, keys.kFp8Dynamic128Sym
+
+
+def block_fp8_layer_config(N: int, K: int, dtype) -> Any:
+    """vLLM's description of a block-FP8 linear layer, as `init_fp8_linear_kernel` makes it
+    (vLLM 0.33.0, kernels/linear/__init__.py): weight [N, K] with 128x128 static FP8 blocks,
+    activations in dynamic 1x128 groups, input and output in `dtype` (a torch dtype).
+
+    Raises:
+        Exception: whatever importing vLLM's config class or keys raises.
+    """
+    config_class, weight_key, activation_key = _layer_config_parts()
+    return config_class(weight_quant_key=weight_key, activation_quant_key=activation_key,
+                        weight_shape=(N, K), input_dtype=dtype, out_dtype=dtype)
+
+
+def default_vllm_config():
+    """A context in which a default `VllmConfig()` is vLLM's current config, as in vLLM's own
+    benchmarks outside an engine (vLLM 0.33.0 raises in `get_current_vllm_config` otherwise,
+    which DeepGEMM's `can_implement` and the CustomOps of the kernel classes call); nothing
+    when vLLM has no `VllmConfig`."""
+    return _current(_vllm_config())
+
+
 def _vllm_config() -> object | None:
     """A default `VllmConfig()` when vLLM has one, else None."""
     try:
@@ -89,23 +118,17 @@ class LayerKernel:
 
     Args:
         kernel_class: the vLLM class.
-        config_class: vLLM's FP8ScaledMMLinearLayerConfig.
-        weight_key, activation_key: vLLM's kFp8Static128BlockSym, kFp8Dynamic128Sym.
     """
 
-    def __init__(self, kernel_class, config_class, weight_key, activation_key) -> None:
+    def __init__(self, kernel_class) -> None:
         self.kernel_class = kernel_class
-        self.config_class = config_class
-        self.weight_key = weight_key
-        self.activation_key = activation_key
         self._layers: dict[int, _Prepared] = {}
         self._x: tuple[object, object] | None = None
         self._vllm_config: list[object | None] = []  # made on first use, then kept
 
     def fresh(self) -> LayerKernel:
         """A copy with no prepared layers."""
-        return LayerKernel(self.kernel_class, self.config_class, self.weight_key,
-                           self.activation_key)
+        return LayerKernel(self.kernel_class)
 
     def prepare(self, B, Bs, out_dtype) -> None:
         """Build and process the layer of weight copy B [N, K] fp8, Bs fp32 (untimed)."""
@@ -114,10 +137,7 @@ class LayerKernel:
         import torch
 
         N, K = B.shape
-        config = self.config_class(weight_quant_key=self.weight_key,
-                                   activation_quant_key=self.activation_key,
-                                   weight_shape=(N, K), input_dtype=out_dtype,
-                                   out_dtype=out_dtype)
+        config = block_fp8_layer_config(N, K, out_dtype)
         layer: Any = torch.nn.Module()  # carries vLLM's layer attributes too
         layer.register_parameter("weight", torch.nn.Parameter(B.clone(), requires_grad=False))
         layer.register_parameter("weight_scale_inv",
@@ -157,15 +177,13 @@ def _load(backend: str, block_shape: tuple[int, int]) -> LayerKernel | str:
     if tuple(block_shape) != (128, 128):
         return f"block_shape {list(block_shape)}: only [128, 128] is wired to {name}"
     try:
-        config_class = getattr(importlib.import_module(_CONFIG[0]), _CONFIG[1])
-        keys = importlib.import_module(_QUANT_UTILS)
-        weight_key, activation_key = keys.kFp8Static128BlockSym, keys.kFp8Dynamic128Sym
+        _layer_config_parts()  # the layer's description must be importable too
         supported, reason = kernel_class.is_supported()
         if not supported:
             return f"{name}: {reason}"
     except Exception as exc:  # noqa: BLE001
         return f"{name}: {_one_line(exc)}"
-    return LayerKernel(kernel_class, config_class, weight_key, activation_key)
+    return LayerKernel(kernel_class)
 
 
 def vllm_classes_importable() -> bool:

@@ -103,19 +103,14 @@ def _dense(capability: int) -> Answer:
     import torch
     from vllm.model_executor.kernels.linear import (
         _POSSIBLE_FP8_BLOCK_KERNELS,
-        FP8ScaledMMLinearLayerConfig,
         choose_scaled_mm_linear_kernel,
         is_supported_and_can_implement_kernel,
     )
-    from vllm.model_executor.layers.quantization.utils.quant_utils import (
-        kFp8Dynamic128Sym,
-        kFp8Static128BlockSym,
-    )
     from vllm.platforms import PlatformEnum
 
-    config = FP8ScaledMMLinearLayerConfig(
-        weight_quant_key=kFp8Static128BlockSym, activation_quant_key=kFp8Dynamic128Sym,
-        weight_shape=DENSE_WEIGHT_SHAPE, input_dtype=torch.bfloat16, out_dtype=torch.bfloat16)
+    from tuner.compare.vllm_linear import block_fp8_layer_config
+
+    config = block_fp8_layer_config(*DENSE_WEIGHT_SHAPE, torch.bfloat16)
     chosen = choose_scaled_mm_linear_kernel(config, _POSSIBLE_FP8_BLOCK_KERNELS, capability,
                                             quantization="fp8_block_w8a8")
     passed = []
@@ -170,10 +165,10 @@ def _ask_both(capability: int) -> dict:
     """Each family asked inside a default vLLM config: vLLM's selection reads the current one
     (DeepGEMM's `can_implement`, the MoE oracle's model-type rule) and get_current_vllm_config
     raises outside set_current_vllm_config (vllm/config/vllm.py). It names no model."""
-    from vllm.config import VllmConfig, set_current_vllm_config
+    from tuner.compare.vllm_linear import default_vllm_config
 
     found = {}
-    with set_current_vllm_config(VllmConfig()):
+    with default_vllm_config():
         for family, ask in (("dense", lambda: _dense(capability)), ("moe", _moe)):
             try:
                 found[family] = vars(ask())

@@ -60,6 +60,16 @@ def test_vllms_selection_is_asked_with_a_block_fp8_layer(standin) -> None:
     assert default_kernels(SHAPES, None, "bfloat16") == dict.fromkeys(SHAPES, marlin)
 
 
+def test_vllms_selection_runs_under_a_current_vllm_config(tmp_path, monkeypatch) -> None:
+    """The stand-in's selection calls get_current_vllm_config, which raises outside
+    set_current_vllm_config as vLLM 0.33.0's does (DeepGEMM's can_implement): vLLM's answer,
+    not the table's."""
+    with importable(build_standin(tmp_path / "site"), monkeypatch):
+        assert vllm_choice(256, 384, "bfloat16") == "TritonFp8BlockScaledMMKernel"
+        assert default_kernels(SHAPES[:1], "sm90", "bfloat16") == {SHAPES[0]: VllmDefault(
+            ("triton-tuned",), "TritonFp8BlockScaledMMKernel", BY_SELECTION)}
+
+
 def test_without_vllm_the_table_per_architecture() -> None:
     assert default_kernels(SHAPES[:1], "sm89", "bfloat16") == {SHAPES[0]: VllmDefault(
         ("vllm-marlin",), "vllm-marlin", BY_TABLE)}
