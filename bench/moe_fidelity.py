@@ -22,14 +22,11 @@ from __future__ import annotations
 
 import argparse
 import ast
-import contextlib
 import importlib.util
-import io
 import json
 import os
 import platform
 import random
-import re
 import subprocess
 import sys
 import tempfile
@@ -37,7 +34,7 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
-from tuner.measure.fidelity import ptx_opcodes  # the package's count, used by tuner doctor too
+from tuner.measure.fidelity import compile_launch  # the compile tuner doctor uses
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -54,8 +51,6 @@ SEED = 0
 BLOCK_SHAPE = (128, 128)
 OUT_DIR = REPO / "bench" / "results"
 VLLM_FUNCTIONS = ("write_zeros_to_output", "fused_moe_kernel")
-_REGISTERS = re.compile(r"Used (\d+) registers")
-_SPILLS = re.compile(r"(\d+) bytes spill stores")
 
 
 def load_vllm_kernel(path: Path):
@@ -158,28 +153,12 @@ def vllm_call(launch: dict, routing: tuple, config: dict) -> tuple[tuple, dict]:
 
 def compile_call(fn, arch: int, call: tuple[tuple, dict]) -> dict:
     """Specialize `fn` for (args, kwargs) with Triton's launcher binding, compile for the arch,
-    and return shared bytes, registers, spills and the PTX opcode counts."""
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource, make_backend
-    from triton.runtime.jit import create_function_from_signature
-
+    and return shared bytes, registers, spills and the PTX opcode counts
+    (`tuner.measure.fidelity.compile_launch`, the compile tuner doctor uses)."""
     args, kwargs = call
-    target = GPUTarget("cuda", arch, 32)
-    backend = make_backend(target)
-    binder = create_function_from_signature(fn.signature, fn.params, backend)
-    bound, specialization, options = binder(*args, **kwargs)
-    options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound,
-                                                          specialization, options)
-    log = io.StringIO()
-    with contextlib.redirect_stdout(log):
-        kernel = triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target,
-                                options=options.__dict__)
-    registers, spills = _REGISTERS.search(log.getvalue()), _SPILLS.search(log.getvalue())
-    return {"shared": int(kernel.metadata.shared),
-            "n_regs": int(registers.group(1)) if registers else None,
-            "spill_bytes": int(spills.group(1)) if spills else None,
-            "opcodes": ptx_opcodes(kernel.asm["ptx"])}
+    compiled = compile_launch(fn, arch, args, kwargs)
+    return {"shared": compiled.shared, "n_regs": compiled.n_regs,
+            "spill_bytes": compiled.spill_bytes, "opcodes": compiled.opcodes}
 
 
 def pick_configs(count: int) -> list[dict]:

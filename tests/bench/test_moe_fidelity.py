@@ -58,7 +58,10 @@ $L__BB0_2:
 
 
 def test_ptx_opcodes_counts_instructions_by_full_opcode():
-    assert mf.ptx_opcodes(PTX) == Counter({
+    """The count both the bench's compile (`compile_call`) and tuner doctor use."""
+    from tuner.measure.fidelity import ptx_opcodes
+
+    assert ptx_opcodes(PTX) == Counter({
         "mov.u32": 1, "setp.lt.s32": 2, "ld.global.v4.b32": 1, "cvt.rn.bf16x2.f32": 1,
         "bra": 1, "ret": 1})
 
