@@ -1,5 +1,6 @@
-"""Model-guided search ("guided"): best-first steps from every block tile; when they first
-stall, the runner-up tiles with the settings tuned so far; after that, whenever they stall, the
+"""Model-guided search ("guided"): best-first steps, with every block tile tried in turn
+between them at the settings tuned so far; when the steps stall, the rest of the tiles, then
+the runner-up tiles with the settings tuned by then; after that, whenever they stall, the
 configs a ridge regression on every trial so far predicts fastest."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from tuner.kernels.config import KernelConfig
 from tuner.search.axes import Axis, space_axes
 from tuner.search.base import Evaluate, History, Strategy
 from tuner.search.budget import PRUNED, BudgetedEvaluate
-from tuner.search.ils import FLAT, planned_start, start_from_tiles
+from tuner.search.ils import FLAT, first_batch
 from tuner.search.local import best_first_step
 
 if TYPE_CHECKING:  # numpy is imported where it is used: `tuner.search` is on the CLI's
@@ -36,6 +37,9 @@ LOCAL_TOP = 5
 CATEGORICAL = frozenset({"GROUP_SIZE_M"})
 # Tiles of 128x128 and up are tried with 4 and with 8 warps in the tile batch.
 LARGE_TILE_WARPS = 8
+# The next tile of the batch is tried after this many steps (best-first or the model's) that
+# were not tiles. Tried 1, 2, 3, 4 and the whole batch first (bench/README.md).
+SPREAD = 3
 # At the first stall, this many of the fastest tiles of the tile batch (other than the
 # incumbent's) are tried again with the incumbent's BLOCK_SIZE_K, GROUP_SIZE_M and num_stages.
 # Tried 2, 3, 4, 6 (bench/README.md).
@@ -165,57 +169,90 @@ class RidgeGuide:
         return self.configs[int(np.argmin(np.where(candidates, predicted, np.inf)))]
 
 
-def retiled(tracker: BudgetedEvaluate, batch: Sequence[KernelConfig], incumbent: KernelConfig,
+def retiled(tracker: BudgetedEvaluate, tiles: Sequence[KernelConfig], incumbent: KernelConfig,
             count: int) -> list[KernelConfig]:
     """Up to `count` unmeasured configs of the space: the incumbent with the block tile and
-    num_warps of each of the fastest ok configs of the tile batch, fastest first, skipping the
-    incumbent's own tile. The batch ranked the tiles with vLLM's default BLOCK_SIZE_K,
-    GROUP_SIZE_M and num_stages, which can hide a tile's best (on the synthetic sm90
+    num_warps of each of the fastest ok configs of `tiles`, fastest first, skipping the
+    incumbent's own tile. A tile was measured with the settings (BLOCK_SIZE_K, GROUP_SIZE_M,
+    num_stages) known when its turn came, which can hide its best (on the synthetic sm90
     landscape's 5120,3072,256, 128x128 w8 at num_stages=2 tied the default, at 5 stages it is
     the optimum); the incumbent's tuned ones rank the runners-up more fairly
     (bench/README.md).
 
     Args:
-        tracker: the task's budgeted evaluate, the batch measured in it.
-        batch: the tile batch, as `start_from_tiles` returned it.
+        tracker: the task's budgeted evaluate, the tiles measured in it.
+        tiles: the configs measured for the tile batch, in order.
         incumbent: the fastest config so far.
         count: see TRANSFER_TILES.
     """
-    ranked = sorted((tracker.results[c].latency_us, i) for i, c in enumerate(batch)
+    ranked = sorted((tracker.results[c].latency_us, i) for i, c in enumerate(tiles)
                     if c in tracker.results and tracker.results[c].ok)
     found: list[KernelConfig] = []
     for _, i in ranked:
         if len(found) == count:
             break
-        tile = batch[i]
+        tile = tiles[i]
         if (tile.BLOCK_SIZE_M, tile.BLOCK_SIZE_N) == (incumbent.BLOCK_SIZE_M,
                                                       incumbent.BLOCK_SIZE_N):
             continue
-        config = KernelConfig(**{**incumbent.as_dict(), "BLOCK_SIZE_M": tile.BLOCK_SIZE_M,
-                                 "BLOCK_SIZE_N": tile.BLOCK_SIZE_N,
-                                 "num_warps": tile.num_warps})
+        config = _with_tile(incumbent, tile)
         if config in tracker.allowed and config not in tracker.results:
             found.append(config)
     return found
 
 
+def _with_tile(settings: KernelConfig, tile: KernelConfig) -> KernelConfig:
+    """`settings` with the block tile (BLOCK_SIZE_M, BLOCK_SIZE_N) and num_warps of `tile`."""
+    return KernelConfig(**{**settings.as_dict(), "BLOCK_SIZE_M": tile.BLOCK_SIZE_M,
+                           "BLOCK_SIZE_N": tile.BLOCK_SIZE_N, "num_warps": tile.num_warps})
+
+
+class _Tiles:
+    """The tile batch, tried one tile at a time: each with the incumbent's BLOCK_SIZE_K,
+    GROUP_SIZE_M and num_stages when that config is in the space and new, else as drawn."""
+
+    def __init__(self, batch: Sequence[KernelConfig]) -> None:
+        self.pending = list(batch)
+        self.measured: list[KernelConfig] = []  # the configs tried for the tiles, in order
+
+    def next(self, tracker: BudgetedEvaluate,
+             incumbent: tuple[KernelConfig, float] | None) -> KernelConfig | None:
+        """The config to measure for the next tile not yet measured as drawn, or None."""
+        while self.pending and (self.pending[0] in tracker.results
+                                or self.pending[0] not in tracker.allowed):
+            self.pending.pop(0)
+        if not self.pending:
+            return None
+        config = self.pending.pop(0)
+        if incumbent is not None:
+            tuned = _with_tile(incumbent[0], config)
+            if tuned in tracker.allowed and tuned not in tracker.results:
+                config = tuned
+        self.measured.append(config)
+        return config
+
+
 def run_guided(tracker: BudgetedEvaluate, axes: Sequence[Axis], guide: RidgeGuide, *,
-               seed: int, batch: Sequence[KernelConfig] = (), guide_after: int = GUIDE_AFTER,
-               transfer_tiles: int = TRANSFER_TILES,
+               seed: int, batch: Sequence[KernelConfig] = (), spread: int = SPREAD,
+               guide_after: int = GUIDE_AFTER, transfer_tiles: int = TRANSFER_TILES,
                categorical: frozenset[str] = CATEGORICAL) -> None:
     """Search until the budget (or the space) is spent: best-first steps as `run_local` (with
-    `categorical` axes). Once `guide_after` counted steps in a row neither found a faster
-    config nor came within FLAT of the incumbent: the first time, `retiled` configs of the
-    tile batch; then the guide's proposals, until a config is faster (which restarts the
-    steps). Ties between near-equal configs are left to the re-timing's noise rule, as for
-    every strategy.
+    `categorical` axes), and after every `spread` of them the next tile of `batch` (`_Tiles`).
+    Once `guide_after` counted steps in a row neither found a faster config nor came within
+    FLAT of the incumbent: the tiles left, one after another; then, the first time, `retiled`
+    configs of the tiles measured; then the guide's proposals, until a config is faster
+    (which restarts the steps). No choice depends on the budget, so a larger budget begins
+    with the trials of a smaller one (what `tuner sweep` relies on to extend a sweep). Ties
+    between near-equal configs are left to the re-timing's noise rule, as for every strategy.
 
     Args:
-        tracker: the shared, budgeted evaluate (warm starts and tile batch measured in it).
+        tracker: the shared, budgeted evaluate (warm starts measured in it).
         axes: the axes of the space.
         guide: proposes the next config, or None (then a best-first step is taken).
         seed: seed of the order among neighbours and of random picks.
-        batch: the tile batch (empty: no transfers).
+        batch: the tile batch, in the order its tiles are tried (empty: no tiles, no
+            transfers).
+        spread: see SPREAD.
         guide_after: see GUIDE_AFTER.
         transfer_tiles: see TRANSFER_TILES.
         categorical: see CATEGORICAL.
@@ -224,26 +261,35 @@ def run_guided(tracker: BudgetedEvaluate, axes: Sequence[Axis], guide: RidgeGuid
     queues: dict[KernelConfig, list[KernelConfig]] = {}
     moves: dict[KernelConfig, tuple[int, ...]] = {}
     incumbent = tracker.incumbent()
+    tiles = _Tiles(batch)
     stall = 0
+    since_tile = 0  # steps since the last tile
     transfers: list[KernelConfig] | None = None  # built at the first stall, then drained
     while tracker.left > 0 and len(tracker.results) < len(tracker.allowed):
         candidate = None
-        if stall >= guide_after:
-            if transfers is None and incumbent is not None:
-                transfers = retiled(tracker, batch, incumbent[0], transfer_tiles)
-            candidate = transfers.pop(0) if transfers else guide(tracker)
+        if since_tile >= spread or stall >= guide_after:
+            candidate = tiles.next(tracker, incumbent)
         if candidate is not None:
+            since_tile = 0
             result = tracker(candidate)
         else:
-            candidate = best_first_step(tracker, axes, rng, queues, moves, categorical)
-            if candidate is None:
-                candidate = rng.choice([c for c in sorted(tracker.allowed, key=_key)
-                                        if c not in tracker.results])
-            left = tracker.left
-            result = tracker(candidate)
-            flat = (result is not None and result.ok and incumbent is not None
-                    and result.ok_latency_us <= incumbent[1] * (1 + FLAT))
-            stall += tracker.left < left and not flat
+            if stall >= guide_after:
+                if transfers is None and incumbent is not None:
+                    transfers = retiled(tracker, tiles.measured, incumbent[0], transfer_tiles)
+                candidate = transfers.pop(0) if transfers else guide(tracker)
+            if candidate is not None:
+                result = tracker(candidate)
+            else:
+                candidate = best_first_step(tracker, axes, rng, queues, moves, categorical)
+                if candidate is None:
+                    candidate = rng.choice([c for c in sorted(tracker.allowed, key=_key)
+                                            if c not in tracker.results])
+                left = tracker.left
+                result = tracker(candidate)
+                flat = (result is not None and result.ok and incumbent is not None
+                        and result.ok_latency_us <= incumbent[1] * (1 + FLAT))
+                stall += tracker.left < left and not flat
+            since_tile += 1
         if result is not None and result.ok and (incumbent is None
                                                  or result.ok_latency_us < incumbent[1]):
             incumbent, stall = (candidate, result.ok_latency_us), 0
@@ -255,11 +301,13 @@ def _key(config: KernelConfig) -> tuple[int, ...]:
 
 
 class GuidedStrategy(Strategy):
-    """Warm starts; vLLM's default with every block tile (the large tiles with 8 warps too);
-    then `run_guided`: best-first steps; at the first stall the runner-up tiles with the tuned
-    settings (`retiled`), and `RidgeGuide`'s proposals whenever they stall.
+    """Warm starts, then `run_guided`: best-first steps with the block tiles (vLLM's default's
+    tile batch, the large tiles with 8 warps too) tried between them at the settings tuned so
+    far; at the first stall the tiles left and the runner-up tiles with the tuned settings
+    (`retiled`), and `RidgeGuide`'s proposals whenever the steps stall.
     Configs pruned before launch (`budget.PRUNED`) cost no budget, so a task may store more
-    than `budget` trials, of which at most `budget` were measured."""
+    than `budget` trials, of which at most `budget` were measured. What it measures after the
+    warm starts depends on their results, so only they are `planned`."""
 
     name = "guided"
     free = PRUNED
@@ -273,12 +321,13 @@ class GuidedStrategy(Strategy):
         seed: int,
         warm_start: Sequence[KernelConfig] = (),
     ) -> History:
-        """Measure `warm_start` in order, the tile batch, then `run_guided` to `budget`
-        counted trials (see the class)."""
+        """Measure `warm_start` in order, then `run_guided` to `budget` counted trials (see
+        the class)."""
         tracker = BudgetedEvaluate(evaluate, space, budget, free=self.free)
         axes = space_axes(space)
-        batch = start_from_tiles(tracker, axes, warm_start, seed=seed,
-                                 large_tile_warps=LARGE_TILE_WARPS)
+        tracker.warm_start(warm_start)
+        batch = first_batch(tracker.allowed, axes, warm_start, seed=seed,
+                            large_tile_warps=LARGE_TILE_WARPS)
         from threadpoolctl import threadpool_limits
 
         # The fits are small (a few hundred rows): a multi-threaded BLAS only spins its
@@ -287,8 +336,3 @@ class GuidedStrategy(Strategy):
             guide = RidgeGuide(sorted(tracker.allowed, key=_key), axes)
             run_guided(tracker, axes, guide, seed=seed, batch=batch)
         return tracker.history
-
-    def planned(self, *, space: Sequence[KernelConfig], seed: int,
-                warm_start: Sequence[KernelConfig] = ()) -> list[KernelConfig]:
-        """The configs `search` measures first whatever their results (`base.planned`)."""
-        return planned_start(space, warm_start, seed=seed, large_tile_warps=LARGE_TILE_WARPS)
