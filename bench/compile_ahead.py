@@ -1,6 +1,7 @@
 """Compile ahead: how long measuring waits for the compiler in one task, when the compile gate
 queues only the warm starts first, and when it queues everything the search will ask first
-whatever the results (`tuner.search.planned`: guided's tile batch).
+whatever the results (`tuner.search.planned`: ils's tile batch; guided, the default, plans
+only its warm starts, as its tiles take the settings tuned so far).
 
     python bench/compile_ahead.py            # defaults below; writes bench/results/*.json
 
@@ -35,7 +36,9 @@ from tuner.search.replay import load_landscape  # noqa: E402
 LANDSCAPE = Path(__file__).resolve().parent / "landscapes" / "synthetic_sm90.json"
 N, K, M = 5120, 3072, 256  # a Qwen3.8-27B TP2 shape (DESIGN §11), a prefill batch
 ARCH = 90  # compile for Hopper (H100, H200), the landscape's architecture
-STRATEGY, BUDGET, SEED = "guided", 128, 0  # tuner sweep's defaults; the task's seed
+# ils: the strategy with a planned start beyond its warm starts (guided, the default, tries its
+# tiles at the settings tuned so far, so it plans only the warm starts: the first row's case).
+STRATEGY, BUDGET, SEED = "ils", 128, 0  # tuner sweep's default budget; the task's seed
 # GPU seconds per searched trial: the search rung's ~20 samples of ~1 ms graph replays plus
 # launch overhead (tuner.run.task SEARCH_REP_S + SEARCH_WARMUP_S); an estimate, not measured.
 MEASURE_S = 0.025

@@ -40,9 +40,9 @@ from tuner.search.defaults import DEFAULT_TRIALS
 
 # `tuner sweep --strategy`: what each search does. The option's type is built with the command
 # (`strategy_names`), so it stays in the signature.
-STRATEGY_HELP = ("guided (default: the best of bench/search_quality.py): every "
-                 "block tile, then neighbourhood steps and, when they stall, the runner-up "
-                 "tiles with the settings tuned so far, then the configs a ridge "
+STRATEGY_HELP = ("guided (default: the best of bench/peers.py): neighbourhood steps "
+                 "with every block tile tried between them and, when they stall, the "
+                 "runner-up tiles with the settings tuned so far, then the configs a ridge "
                  "regression of the trials predicts fastest; local: neighbourhood "
                  "search from vLLM's default and the winners the store knows for the "
                  "device; optuna: TPE; tpe+local: TPE, then local; ils: local from every "

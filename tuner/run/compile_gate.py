@@ -30,7 +30,7 @@ class CompileGate:
         out_dtype: "bfloat16" or "float16".
         space: the task's candidates (for `likely_next`).
         first: configs the search will measure first, whatever their results (its warm
-            starts, and the tile batch of `ils` and `guided`: `tuner.search.planned`); queued
+            starts, and the tile batch of `ils`: `tuner.search.planned`); queued
             for compiling at once, in order.
         pool: a pool from `tuner.measure.compile.compile_pool`, shared between tasks of the worker.
         workers: the size of `pool` (or of the pool made when it is None).

@@ -57,8 +57,8 @@ class Strategy(Protocol):
         """The configs `search` (same arguments) evaluates first whatever their results, in
         order: what a compile pool can prepare before the GPU asks (`base.planned` cuts it to
         the budget). By default the warm starts that are in the space, each once; a strategy
-        whose start does not depend on results says more (`grid`: the whole space; `ils`,
-        `guided`: the warm starts, then the tile batch).
+        whose start does not depend on results says more (`grid`: the whole space; `ils`: the
+        warm starts, then the tile batch).
         """
         allowed = frozenset(space)
         return [c for c in dict.fromkeys(warm_start) if c in allowed]
