@@ -90,6 +90,27 @@ def test_the_tile_batch_tries_the_large_tiles_with_8_warps_too():
     assert twins == {(64, 256), (128, 128), (128, 256), (256, 64), (256, 128), (256, 256)}
 
 
+def test_a_tile_comes_after_every_three_steps_at_the_settings_tuned_so_far():
+    """From vLLM's default alone, trials 1-3 are best-first steps, trial 4 the batch's first
+    tile with the incumbent's BLOCK_SIZE_K, GROUP_SIZE_M and num_stages; once the steps stall
+    on the additive landscape's optimum, every tile of the batch has been tried."""
+    history = get_strategy("guided").search(additive, space=SPACE, budget=128, seed=5,
+                                            warm_start=[DEFAULT])
+    configs = [config for config, _ in history]
+    first = tile_batch(DEFAULT, AXES, random.Random(5), large_tile_warps=8)[0]
+    incumbent = min(configs[:4], key=lambda c: additive(c).latency_us)
+    assert incumbent != DEFAULT  # the steps found a faster config: its settings are tuned
+    assert configs[4] == KernelConfig(first.BLOCK_SIZE_M, first.BLOCK_SIZE_N,
+                                      incumbent.BLOCK_SIZE_K, incumbent.GROUP_SIZE_M,
+                                      first.num_warps, incumbent.num_stages)
+    assert all(any(c in set(neighbours(before, AXES, pairs=True, categorical=frozenset(
+        {"GROUP_SIZE_M"}))) for before in configs[:i]) for i, c in enumerate(configs[1:4], 1))
+    tiles = {(c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.num_warps) for c in configs}
+    batch = {(c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.num_warps)
+             for c in tile_batch(DEFAULT, AXES, random.Random(5), large_tile_warps=8)}
+    assert batch <= tiles and ADDITIVE_OPTIMUM in configs
+
+
 @pytest.mark.parametrize("problem", [(3, 4096, 16), (2, 4096, 1)])
 def test_finds_the_optimum_of_real_timings_where_local_search_stops_short(problem):
     """kt_gemm_fixed (Kernel Tuner's TITAN RTX and RTX 3090 timings, bench/landscapes/README.md):
