@@ -57,15 +57,16 @@ def kt_keys(config, variant: int) -> list[str]:
             for pad in (0, 1)]
 
 
-def read_cache(path: Path) -> dict[str, list[float]]:
+def read_cache(path: Path, keys: tuple[str, ...] = KT_KEYS) -> dict[str, list[float]]:
     """Kernel Tuner cache file -> {key: run times in ms} of the configs that ran.
 
     Raises:
-        ValueError: not a cache of convolution_kernel with KT_KEYS.
+        ValueError: not a cache whose tune_params_keys are `keys`.
     """
     body = json.loads(gzip.open(path).read())
-    if tuple(body.get("tune_params_keys", ())) != KT_KEYS:
-        raise ValueError(f"{path}: not a Kernel Tuner convolution cache file")
+    if tuple(body.get("tune_params_keys", ())) != keys:
+        raise ValueError(f"{path}: not a Kernel Tuner cache file of {body.get('kernel_name')} "
+                         f"with the parameters {', '.join(keys)}")
     return {key: entry["times"] for key, entry in body["cache"].items()
             if isinstance(entry.get("times"), list) and isinstance(entry.get("time"), float)}
 
@@ -77,19 +78,28 @@ def result_of(times_ms: list[float]) -> TrialResult:
     return TrialResult(TrialStatus.OK, statistics.median(us), quintiles[0], quintiles[3])
 
 
-def build(caches: dict[int, dict[str, list[float]]]):
-    """The landscape over the GPUs' caches (configs with no cache entry left out: invalid)."""
+def build(caches: dict[int, dict[str, list[float]]], keys_of=kt_keys, device_name="KT_CONV",
+          kernel="Kernel Tuner convolution_kernel 4096^2, 15x15 filter"):
+    """The landscape over the GPUs' caches (configs with no cache entry left out: invalid).
+
+    Args:
+        caches: N label -> `read_cache` of that GPU.
+        keys_of: (config, M variant) -> the cache keys the config stands for (the fastest
+            of them is its timing).
+        device_name: the landscape's device name.
+        kernel: what was timed, for the landscape's gpu_name.
+    """
     results = []
     for n, cache in sorted(caches.items()):
         for m in VARIANTS:
             for config in vllm_space():
-                runs = [result_of(cache[key]) for key in kt_keys(config, m) if key in cache]
+                runs = [result_of(cache[key]) for key in keys_of(config, m) if key in cache]
                 if runs:
                     results.append((n, K_LABEL, m, config, min(runs, key=lambda r: r.latency_us)))
     return landscape_from_results(
-        device_name="KT_CONV",
-        environment={"gpu_name": "Kernel Tuner convolution_kernel 4096^2, 15x15 filter, on "
-                     + ", ".join(f"{gpu} (N={n})" for n, gpu in GPUS.items()),
+        device_name=device_name,
+        environment={"gpu_name": f"{kernel}, on "
+                     + ", ".join(f"{GPUS[n]} (N={n})" for n in sorted(caches)),
                      "compute_capability": "8.0/8.6/8.6/gfx90a/gfx1032/gfx1100", "driver": "",
                      "cuda": "", "torch": "", "triton": "", "tuner": "",
                      "kernel_hash": "benchmark_hub@8eeb99e7"},

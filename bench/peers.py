@@ -54,7 +54,8 @@ from tuner.search.budget import PRUNED, BudgetedEvaluate  # noqa: E402
 from tuner.search.replay import Landscape, load_landscape  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-LANDSCAPES = ("synthetic_sm90", "kt_gemm_min", "kt_gemm_fixed", "kt_conv")  # bench/landscapes/
+LANDSCAPES = ("synthetic_sm90", "kt_gemm_min", "kt_gemm_fixed", "kt_dedisp",
+              "kt_conv")  # bench/landscapes/
 BUDGETS = (16, 32, 64, 128)  # distinct configs per (N, K, M), warm starts included
 SEEDS = 10  # seeds 0 .. SEEDS-1
 MODES = ("default", "sweep")  # warm starts: vLLM's default only, or a replayed sweep's winners
