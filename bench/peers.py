@@ -325,6 +325,31 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def versus(rows: list[dict], ours: str = "guided") -> str:
+    """One table: a row per (landscape, mode, budget), `ours` against the best peer that is
+    neither one of our strategies nor a variant named after `ours` (highest geomean; highest
+    min, apart), and whether `ours` is at least as good on both. Peers run at fewer seeds
+    than `ours` are compared all the same: the seeds column of the full table says which."""
+    lines = ["| landscape, warm start | budget | `" + ours + "` | best peer, geomean | "
+             "best peer, min | at least as good |", "|---|---|---|---|---|---|"]
+    groups: dict[tuple[str, str, int], dict[str, dict]] = {}
+    for row in rows:
+        groups.setdefault((row["landscape"], row["mode"], row["budget"]), {})[row["peer"]] = row
+    for (landscape, mode, budget), by_peer in sorted(groups.items()):
+        others = [row for peer, row in by_peer.items()
+                  if peer not in OURS and not peer.startswith(ours)]
+        if ours not in by_peer or not others:
+            continue
+        mine = by_peer[ours]
+        top = max(others, key=lambda row: row["geomean"])
+        floor = max(others, key=lambda row: row["min"])
+        ahead = mine["geomean"] >= top["geomean"] and mine["min"] >= floor["min"]
+        lines.append(f"| `{landscape}`, {mode} | {budget} | {mine['geomean']:.4f} / "
+                     f"{mine['min']:.3f} | `{top['peer']}` {top['geomean']:.4f} | "
+                     f"`{floor['peer']}` {floor['min']:.3f} | {'yes' if ahead else '**no**'} |")
+    return "\n".join(lines) + "\n"
+
+
 def _versions() -> dict[str, str]:
     names = ("blockfp8-tuner", "kernel_tuner", "optuna", "cmaes", "scipy", "numpy", "torch")
     installed = {d.metadata["Name"].lower().replace("-", "_"): d.version
@@ -386,15 +411,18 @@ def write_report(out: Path, runs: list[dict], landscapes: dict[str, str], comman
     """Summarize the runs and write the result file (and print the table when complete)."""
     rows = summarize(runs)
     table = markdown(rows)
+    against = versus(rows)
     report = {"benchmark": "peers", "date": datetime.now(UTC).isoformat(timespec="seconds"),
               "complete": complete, "commands": commands, "landscapes": landscapes,
               "versions": _versions(), "host": platform.node(),
               "wall_s": round(time.perf_counter() - start), "summary": rows, "table": table,
+              "versus": against,
               "runs": runs}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n")
     if complete:
         print(table)
+        print(against)
         print(f"wrote {out}")
 
 

@@ -78,3 +78,20 @@ def test_the_table_has_a_row_per_landscape_mode_and_peer_and_a_column_per_budget
     table = peers.markdown(rows)
     assert table.splitlines()[2] == ("| `kt_gemm_min`, default | `random` | 1 | 0.9000 / 0.810 "
                                      "| 0.9487 / 0.900 |")
+
+
+def test_versus_compares_guided_with_the_best_peer_on_geomean_and_min_apart() -> None:
+    def row(peer: str, budget: int, geomean: float, low: float) -> dict:
+        return {"landscape": "kt_gemm_min", "mode": "default", "budget": budget, "peer": peer,
+                "geomean": geomean, "min": low}
+
+    rows = [row("guided", 16, 0.95, 0.80), row("kt:dual_annealing", 16, 0.93, 0.85),
+            row("random", 16, 0.90, 0.70), row("local", 16, 0.99, 0.99),
+            row("guided-batch-first", 16, 0.99, 0.99),
+            row("guided", 32, 0.99, 0.90), row("kt:genetic_algorithm", 32, 0.98, 0.90)]
+    lines = peers.versus(rows).splitlines()
+    # local (ours) and a variant of guided are not peers; the best min is a different peer's.
+    assert lines[2] == ("| `kt_gemm_min`, default | 16 | 0.9500 / 0.800 | `kt:dual_annealing` "
+                        "0.9300 | `kt:dual_annealing` 0.850 | **no** |")
+    assert lines[3] == ("| `kt_gemm_min`, default | 32 | 0.9900 / 0.900 | "
+                        "`kt:genetic_algorithm` 0.9800 | `kt:genetic_algorithm` 0.900 | yes |")

@@ -62,9 +62,9 @@ class TaskRun:
     so a killed sweep resumes into the trials of an uninterrupted one, and an extended one (a
     larger budget, `db.sweeps.open_sweep`) measures only the trials an uninterrupted search at
     the larger budget adds (for strategies whose first trials do not depend on the budget:
-    all but tpe+local, whose TPE phase is a quarter of it). A resumed task never stores more distinct configs than the budget
-    allows (`trial_cap`; trials the strategy does not count, such as the pruned ones of `ils`,
-    aside): a search that asks for more stops there.
+    all but tpe+local, whose TPE phase is a quarter of it). A resumed task never stores more
+    distinct configs than the budget allows (`trial_cap`; trials the strategy does not count,
+    such as the pruned ones of `ils`, aside): a search that asks for more stops there.
 
     Args:
         engine: the store's engine.
