@@ -66,8 +66,8 @@ OPTUNA = ("tpe", "cmaes", "gp")
 PEERS = (*OURS, *(f"kt:{name}" for name in KT), *(f"optuna:{name}" for name in OPTUNA),
          "random")
 # Peers whose CPU per task makes every seed, budget and mode too long on 2 cores (seconds per
-# task here: bayes_opt up to 0.3 at 32 trials; optuna's GP 8-27 at 16 and about 230 at 128;
-# TPE and CMA-ES 3-17 at 128, as they ask again and again for configs that are measured or
+# task here: bayes_opt up to 0.3 at 32 trials; optuna's GP 20-38 at 16 and about 230 at 128;
+# TPE and CMA-ES 3-18 at 128, as they ask again and again for configs that are measured or
 # pruned): at most this many seeds, budgets up to the given one, these modes. The table states
 # what each row covers.
 SLOW = {"kt:bayes_opt": (SEEDS, 32, MODES), "optuna:gp": (1, 16, ("default",)),
