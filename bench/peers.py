@@ -326,13 +326,16 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def versus(rows: list[dict], ours: str = "guided") -> str:
+def versus(runs: list[dict], ours: str = "guided") -> str:
     """One table: a row per (landscape, mode, budget), `ours` against the best peer that is
     neither one of our strategies nor a variant named after `ours` (highest geomean; highest
-    min, apart), and whether `ours` is at least as good on both. Peers run at fewer seeds
-    than `ours` are compared all the same: the seeds column of the full table says which."""
+    min, apart, each over its own seeds), and the peers that beat `ours` on geomean or on min
+    over the same seeds (a peer run at seed 0 only is compared with `ours` at seed 0):
+    `ours` is at least as good as every peer where that column says none."""
+    rows = summarize(runs)
     lines = ["| landscape, warm start | budget | `" + ours + "` | best peer, geomean | "
-             "best peer, min | at least as good |", "|---|---|---|---|---|---|"]
+             "best peer, min | peers ahead at the same seeds (geomean, min) |",
+             "|---|---|---|---|---|---|"]
     groups: dict[tuple[str, str, int], dict[str, dict]] = {}
     for row in rows:
         groups.setdefault((row["landscape"], row["mode"], row["budget"]), {})[row["peer"]] = row
@@ -344,10 +347,22 @@ def versus(rows: list[dict], ours: str = "guided") -> str:
         mine = by_peer[ours]
         top = max(others, key=lambda row: row["geomean"])
         floor = max(others, key=lambda row: row["min"])
-        ahead = mine["geomean"] >= top["geomean"] and mine["min"] >= floor["min"]
+        cell = [run for run in runs if (run["landscape"], run["mode"], run["budget"]) == (
+            landscape, mode, budget)]
+        ahead = []
+        for row in sorted(others, key=lambda row: row["peer"]):
+            seeds = {run["seed"] for run in cell if run["peer"] == row["peer"]}
+            [matched] = summarize([run for run in cell
+                                   if run["peer"] == ours and run["seed"] in seeds]) or [None]
+            if matched is None:
+                continue
+            wins = [f"{row['geomean']:.4f}" if row["geomean"] > matched["geomean"] else "",
+                    f"{row['min']:.3f}" if row["min"] > matched["min"] else ""]
+            if any(wins):
+                ahead.append(f"`{row['peer']}` ({', '.join(w or '-' for w in wins)})")
         lines.append(f"| `{landscape}`, {mode} | {budget} | {mine['geomean']:.4f} / "
                      f"{mine['min']:.3f} | `{top['peer']}` {top['geomean']:.4f} | "
-                     f"`{floor['peer']}` {floor['min']:.3f} | {'yes' if ahead else '**no**'} |")
+                     f"`{floor['peer']}` {floor['min']:.3f} | {'; '.join(ahead) or 'none'} |")
     return "\n".join(lines) + "\n"
 
 
@@ -412,7 +427,7 @@ def write_report(out: Path, runs: list[dict], landscapes: dict[str, str], comman
     """Summarize the runs and write the result file (and print the table when complete)."""
     rows = summarize(runs)
     table = markdown(rows)
-    against = versus(rows)
+    against = versus(runs)
     report = {"benchmark": "peers", "date": datetime.now(UTC).isoformat(timespec="seconds"),
               "complete": complete, "commands": commands, "landscapes": landscapes,
               "versions": _versions(), "host": platform.node(),

@@ -80,18 +80,20 @@ def test_the_table_has_a_row_per_landscape_mode_and_peer_and_a_column_per_budget
                                      "| 0.9487 / 0.900 |")
 
 
-def test_versus_compares_guided_with_the_best_peer_on_geomean_and_min_apart() -> None:
-    def row(peer: str, budget: int, geomean: float, low: float) -> dict:
+def test_versus_compares_guided_with_each_peer_at_the_peers_seeds() -> None:
+    def run(peer: str, seed: int, ratios: tuple[float, float], budget: int = 16) -> dict:
         return {"landscape": "kt_gemm_min", "mode": "default", "budget": budget, "peer": peer,
-                "geomean": geomean, "min": low}
+                "seed": seed, "ratios": dict(zip(("a", "b"), ratios, strict=True)),
+                "evaluations": 2, "search_s": 0.1}
 
-    rows = [row("guided", 16, 0.95, 0.80), row("kt:dual_annealing", 16, 0.93, 0.85),
-            row("random", 16, 0.90, 0.70), row("local", 16, 0.99, 0.99),
-            row("guided-batch-first", 16, 0.99, 0.99),
-            row("guided", 32, 0.99, 0.90), row("kt:genetic_algorithm", 32, 0.98, 0.90)]
-    lines = peers.versus(rows).splitlines()
-    # local (ours) and a variant of guided are not peers; the best min is a different peer's.
-    assert lines[2] == ("| `kt_gemm_min`, default | 16 | 0.9500 / 0.800 | `kt:dual_annealing` "
-                        "0.9300 | `kt:dual_annealing` 0.850 | **no** |")
-    assert lines[3] == ("| `kt_gemm_min`, default | 32 | 0.9900 / 0.900 | "
-                        "`kt:genetic_algorithm` 0.9800 | `kt:genetic_algorithm` 0.900 | yes |")
+    runs = [run("guided", 0, (1.0, 0.9)), run("guided", 1, (1.0, 0.5)),
+            run("random", 0, (0.95, 0.95)), run("random", 1, (0.95, 0.95)),
+            run("optuna:tpe", 0, (0.9, 0.9)),  # seed 0 only: level with guided there
+            run("local", 0, (1.0, 1.0)), run("guided-batch-first", 0, (1.0, 1.0)),
+            run("guided", 0, (1.0, 1.0), 32), run("optuna:tpe", 0, (0.99, 0.99), 32)]
+    lines = peers.versus(runs).splitlines()
+    # local (ours) and a variant of guided are not peers; random's min beats guided's seed 1.
+    assert lines[2] == ("| `kt_gemm_min`, default | 16 | 0.8190 / 0.500 | `random` 0.9500 | "
+                        "`random` 0.950 | `random` (0.9500, 0.950) |")
+    assert lines[3] == ("| `kt_gemm_min`, default | 32 | 1.0000 / 1.000 | `optuna:tpe` 0.9900 "
+                        "| `optuna:tpe` 0.990 | none |")
