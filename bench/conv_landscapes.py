@@ -107,17 +107,21 @@ def build(caches: dict[int, dict[str, list[float]]], keys_of=kt_keys, device_nam
         out_dtype="bfloat16", block_shape=(128, 128), results=results)
 
 
+def write(landscape, out: Path) -> None:
+    """Write the landscape to `out` and say how many of its configs are runnable."""
+    out.write_text(landscape.to_json())
+    rows = sum(len(trials) for trials in landscape.problems.values())
+    print(f"wrote {out}: {len(landscape.problems)} problems, {rows} runnable configs of "
+          f"{len(landscape.problems) * len(vllm_space())}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache-dir", type=Path, required=True)
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "landscapes" / "kt_conv.json")
     args = parser.parse_args()
     caches = {n: read_cache(args.cache_dir / f"{gpu}.json.gz") for n, gpu in GPUS.items()}
-    landscape = build(caches)
-    args.out.write_text(landscape.to_json())
-    rows = sum(len(trials) for trials in landscape.problems.values())
-    print(f"wrote {args.out}: {len(landscape.problems)} problems, {rows} runnable configs of "
-          f"{len(landscape.problems) * len(vllm_space())}")
+    write(build(caches), args.out)
 
 
 if __name__ == "__main__":

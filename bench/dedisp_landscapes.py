@@ -25,9 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from conv_landscapes import GPUS, build, read_cache  # noqa: E402
-
-from tuner.kernels.dense.space import vllm_space  # noqa: E402
+from conv_landscapes import GPUS, build, read_cache, write  # noqa: E402
 
 KT_KEYS = ("block_size_x", "block_size_y", "block_size_z", "tile_size_x", "tile_size_y",
            "tile_stride_x", "tile_stride_y", "loop_unroll_factor_channel")
@@ -54,12 +52,8 @@ def main() -> None:
     args = parser.parse_args()
     caches = {n: read_cache(args.cache_dir / f"{gpu}.json.gz", KT_KEYS)
               for n, gpu in GPUS.items()}
-    landscape = build(caches, kt_keys, "KT_DEDISP",
-                      "Kernel Tuner dedispersion_kernel 25000 x 2048")
-    args.out.write_text(landscape.to_json())
-    rows = sum(len(trials) for trials in landscape.problems.values())
-    print(f"wrote {args.out}: {len(landscape.problems)} problems, {rows} runnable configs of "
-          f"{len(landscape.problems) * len(vllm_space())}")
+    write(build(caches, kt_keys, "KT_DEDISP", "Kernel Tuner dedispersion_kernel 25000 x 2048"),
+          args.out)
 
 
 if __name__ == "__main__":
