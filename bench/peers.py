@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import multiprocessing as mp
 import platform
 import random
@@ -53,18 +52,15 @@ from tuner.search.base import Evaluate, History  # noqa: E402
 from tuner.search.budget import PRUNED, BudgetedEvaluate  # noqa: E402
 from tuner.search.replay import Landscape, load_landscape  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from peers_table import OURS, PEERS, markdown, summarize, versus  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 LANDSCAPES = ("synthetic_sm90", "kt_gemm_min", "kt_gemm_fixed", "kt_dedisp",
               "kt_conv")  # bench/landscapes/
 BUDGETS = (16, 32, 64, 128)  # distinct configs per (N, K, M), warm starts included
 SEEDS = 10  # seeds 0 .. SEEDS-1
 MODES = ("default", "sweep")  # warm starts: vLLM's default only, or a replayed sweep's winners
-OURS = ("guided", "local", "ils", "optuna")
-KT = ("greedy_ils", "genetic_algorithm", "dual_annealing", "simulated_annealing", "bayes_opt",
-      "random_sample")
-OPTUNA = ("tpe", "cmaes", "gp")
-PEERS = (*OURS, *(f"kt:{name}" for name in KT), *(f"optuna:{name}" for name in OPTUNA),
-         "random")
 # Peers whose CPU per task makes every seed, budget and mode too long on 2 cores (seconds per
 # task here: bayes_opt up to 0.3 at 32 trials; optuna's GP 20-38 at 16 and about 230 at 128;
 # TPE and CMA-ES 3-18 at 128, as they ask again and again for configs that are measured or
@@ -287,83 +283,6 @@ def _peer(name: str, landscape: Landscape, problem: tuple[int, int, int], folder
     tune_params = write_kt_cache(cache, trials, space, landscape.device_name)
     runnable = frozenset(_key(c) for c, r in trials.items() if r.ok)
     return KernelTunerPeer(strategy, cache, tune_params, runnable)
-
-
-def summarize(runs: list[dict]) -> list[dict]:
-    """Per (landscape, mode, budget, peer): geomean and min over problems and seeds."""
-    table: dict[tuple[str, str, int, str], list[dict]] = {}
-    for run in runs:
-        table.setdefault((run["landscape"], run["mode"], run["budget"], run["peer"]),
-                         []).append(run)
-    rows = []
-    for (landscape, mode, budget, peer), group in sorted(table.items()):
-        ratios = [r for run in group for r in run["ratios"].values()]
-        geomean = math.exp(sum(math.log(max(r, 1e-9)) for r in ratios) / len(ratios))
-        rows.append({"landscape": landscape, "mode": mode, "budget": budget, "peer": peer,
-                     "geomean": round(geomean, 4), "min": round(min(ratios), 4),
-                     "below_0.97": sum(r < 0.97 for r in ratios),
-                     "seeds": len(group), "problems_x_seeds": len(ratios),
-                     "search_s_per_task": round(sum(run["search_s"] for run in group)
-                                                / len(ratios), 3)})
-    return rows
-
-
-def markdown(rows: list[dict]) -> str:
-    """One table: a row per (landscape, mode, peer), a column per budget, geomean / min."""
-    budgets = sorted({row["budget"] for row in rows})
-    cells: dict[tuple[str, str, str], dict[int, dict]] = {}
-    for row in rows:
-        cells.setdefault((row["landscape"], row["mode"], row["peer"]), {})[row["budget"]] = row
-    lines = ["| landscape, warm start | peer | seeds | " + " | ".join(map(str, budgets)) + " |",
-             "|---|---|---|" + "---|" * len(budgets)]
-    for (landscape, mode, peer), by_budget in sorted(cells.items(), key=lambda item: (
-            item[0][0], item[0][1], PEERS.index(item[0][2]) if item[0][2] in PEERS else 99)):
-        seeds = sorted({row["seeds"] for row in by_budget.values()})
-        values = [f"{by_budget[b]['geomean']:.4f} / {by_budget[b]['min']:.3f}"
-                  if b in by_budget else "-" for b in budgets]
-        lines.append(f"| `{landscape}`, {mode} | `{peer}` | {'/'.join(map(str, seeds))} | "
-                     + " | ".join(values) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def versus(runs: list[dict], ours: str = "guided") -> str:
-    """One table: a row per (landscape, mode, budget), `ours` against the best peer that is
-    neither one of our strategies nor a variant named after `ours` (highest geomean; highest
-    min, apart, each over its own seeds), and the peers that beat `ours` on geomean or on min
-    over the same seeds (a peer run at seed 0 only is compared with `ours` at seed 0):
-    `ours` is at least as good as every peer where that column says none."""
-    rows = summarize(runs)
-    lines = ["| landscape, warm start | budget | `" + ours + "` | best peer, geomean | "
-             "best peer, min | peers ahead at the same seeds (geomean, min) |",
-             "|---|---|---|---|---|---|"]
-    groups: dict[tuple[str, str, int], dict[str, dict]] = {}
-    for row in rows:
-        groups.setdefault((row["landscape"], row["mode"], row["budget"]), {})[row["peer"]] = row
-    for (landscape, mode, budget), by_peer in sorted(groups.items()):
-        others = [row for peer, row in by_peer.items()
-                  if peer not in OURS and not peer.startswith(ours)]
-        if ours not in by_peer or not others:
-            continue
-        mine = by_peer[ours]
-        top = max(others, key=lambda row: row["geomean"])
-        floor = max(others, key=lambda row: row["min"])
-        cell = [run for run in runs if (run["landscape"], run["mode"], run["budget"]) == (
-            landscape, mode, budget)]
-        ahead = []
-        for row in sorted(others, key=lambda row: row["peer"]):
-            seeds = {run["seed"] for run in cell if run["peer"] == row["peer"]}
-            [matched] = summarize([run for run in cell
-                                   if run["peer"] == ours and run["seed"] in seeds]) or [None]
-            if matched is None:
-                continue
-            wins = [f"{row['geomean']:.4f}" if row["geomean"] > matched["geomean"] else "",
-                    f"{row['min']:.3f}" if row["min"] > matched["min"] else ""]
-            if any(wins):
-                ahead.append(f"`{row['peer']}` ({', '.join(w or '-' for w in wins)})")
-        lines.append(f"| `{landscape}`, {mode} | {budget} | {mine['geomean']:.4f} / "
-                     f"{mine['min']:.3f} | `{top['peer']}` {top['geomean']:.4f} | "
-                     f"`{floor['peer']}` {floor['min']:.3f} | {'; '.join(ahead) or 'none'} |")
-    return "\n".join(lines) + "\n"
 
 
 def _versions() -> dict[str, str]:

@@ -1,0 +1,90 @@
+"""The tables of bench/peers.py: per-peer summaries, the whole table, and the versus table of
+the default strategy against the best peer tuners."""
+
+from __future__ import annotations
+
+import math
+
+OURS = ("guided", "local", "ils", "optuna")  # our strategies (tuner.search): not peers
+KT = ("greedy_ils", "genetic_algorithm", "dual_annealing", "simulated_annealing", "bayes_opt",
+      "random_sample")  # Kernel Tuner 1.5's strategies
+OPTUNA = ("tpe", "cmaes", "gp")  # optuna's samplers
+PEERS = (*OURS, *(f"kt:{name}" for name in KT), *(f"optuna:{name}" for name in OPTUNA),
+         "random")
+
+
+def summarize(runs: list[dict]) -> list[dict]:
+    """Per (landscape, mode, budget, peer): geomean and min over problems and seeds."""
+    table: dict[tuple[str, str, int, str], list[dict]] = {}
+    for run in runs:
+        table.setdefault((run["landscape"], run["mode"], run["budget"], run["peer"]),
+                         []).append(run)
+    rows = []
+    for (landscape, mode, budget, peer), group in sorted(table.items()):
+        ratios = [r for run in group for r in run["ratios"].values()]
+        geomean = math.exp(sum(math.log(max(r, 1e-9)) for r in ratios) / len(ratios))
+        rows.append({"landscape": landscape, "mode": mode, "budget": budget, "peer": peer,
+                     "geomean": round(geomean, 4), "min": round(min(ratios), 4),
+                     "below_0.97": sum(r < 0.97 for r in ratios),
+                     "seeds": len(group), "problems_x_seeds": len(ratios),
+                     "search_s_per_task": round(sum(run["search_s"] for run in group)
+                                                / len(ratios), 3)})
+    return rows
+
+
+def markdown(rows: list[dict]) -> str:
+    """One table: a row per (landscape, mode, peer), a column per budget, geomean / min."""
+    budgets = sorted({row["budget"] for row in rows})
+    cells: dict[tuple[str, str, str], dict[int, dict]] = {}
+    for row in rows:
+        cells.setdefault((row["landscape"], row["mode"], row["peer"]), {})[row["budget"]] = row
+    lines = ["| landscape, warm start | peer | seeds | " + " | ".join(map(str, budgets)) + " |",
+             "|---|---|---|" + "---|" * len(budgets)]
+    for (landscape, mode, peer), by_budget in sorted(cells.items(), key=lambda item: (
+            item[0][0], item[0][1], PEERS.index(item[0][2]) if item[0][2] in PEERS else 99)):
+        seeds = sorted({row["seeds"] for row in by_budget.values()})
+        values = [f"{by_budget[b]['geomean']:.4f} / {by_budget[b]['min']:.3f}"
+                  if b in by_budget else "-" for b in budgets]
+        lines.append(f"| `{landscape}`, {mode} | `{peer}` | {'/'.join(map(str, seeds))} | "
+                     + " | ".join(values) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def versus(runs: list[dict], ours: str = "guided") -> str:
+    """One table: a row per (landscape, mode, budget), `ours` against the best peer that is
+    neither one of our strategies nor a variant named after `ours` (highest geomean; highest
+    min, apart, each over its own seeds), and the peers that beat `ours` on geomean or on min
+    over the same seeds (a peer run at seed 0 only is compared with `ours` at seed 0):
+    `ours` is at least as good as every peer where that column says none."""
+    rows = summarize(runs)
+    lines = ["| landscape, warm start | budget | `" + ours + "` | best peer, geomean | "
+             "best peer, min | peers ahead at the same seeds (geomean, min) |",
+             "|---|---|---|---|---|---|"]
+    groups: dict[tuple[str, str, int], dict[str, dict]] = {}
+    for row in rows:
+        groups.setdefault((row["landscape"], row["mode"], row["budget"]), {})[row["peer"]] = row
+    for (landscape, mode, budget), by_peer in sorted(groups.items()):
+        others = [row for peer, row in by_peer.items()
+                  if peer not in OURS and not peer.startswith(ours)]
+        if ours not in by_peer or not others:
+            continue
+        mine = by_peer[ours]
+        top = max(others, key=lambda row: row["geomean"])
+        floor = max(others, key=lambda row: row["min"])
+        cell = [run for run in runs if (run["landscape"], run["mode"], run["budget"]) == (
+            landscape, mode, budget)]
+        ahead = []
+        for row in sorted(others, key=lambda row: row["peer"]):
+            seeds = {run["seed"] for run in cell if run["peer"] == row["peer"]}
+            [matched] = summarize([run for run in cell
+                                   if run["peer"] == ours and run["seed"] in seeds]) or [None]
+            if matched is None:
+                continue
+            wins = [f"{row['geomean']:.4f}" if row["geomean"] > matched["geomean"] else "",
+                    f"{row['min']:.3f}" if row["min"] > matched["min"] else ""]
+            if any(wins):
+                ahead.append(f"`{row['peer']}` ({', '.join(w or '-' for w in wins)})")
+        lines.append(f"| `{landscape}`, {mode} | {budget} | {mine['geomean']:.4f} / "
+                     f"{mine['min']:.3f} | `{top['peer']}` {top['geomean']:.4f} | "
+                     f"`{floor['peer']}` {floor['min']:.3f} | {'; '.join(ahead) or 'none'} |")
+    return "\n".join(lines) + "\n"
