@@ -165,8 +165,7 @@ class IteratedLocalStrategy(Strategy):
 
 
 def start_from_tiles(tracker: BudgetedEvaluate, axes: Sequence[Axis],
-                     warm_start: Sequence[KernelConfig], *, seed: int,
-                     large_tile_warps: int | None = None) -> list[KernelConfig]:
+                     warm_start: Sequence[KernelConfig], *, seed: int) -> None:
     """Measure `warm_start` in order, then the tile batch of the first warm start of the space
     (of the space's first config without one), within the budget.
 
@@ -175,19 +174,12 @@ def start_from_tiles(tracker: BudgetedEvaluate, axes: Sequence[Axis],
         axes: the axes of the space.
         warm_start: vLLM's default first, then winners of other tasks.
         seed: seed of the batch's order.
-        large_tile_warps: see `tile_batch`.
-
-    Returns:
-        The tile batch in the order it was measured (its tail unmeasured if the budget ran out).
     """
     tracker.warm_start(warm_start)
-    batch = first_batch(tracker.allowed, axes, warm_start, seed=seed,
-                        large_tile_warps=large_tile_warps)
-    for config in batch:
+    for config in first_batch(tracker.allowed, axes, warm_start, seed=seed):
         if tracker.left <= 0:
             break
         tracker(config)
-    return batch
 
 
 def first_batch(allowed: frozenset[KernelConfig], axes: Sequence[Axis],
@@ -200,16 +192,15 @@ def first_batch(allowed: frozenset[KernelConfig], axes: Sequence[Axis],
 
 
 def planned_start(space: Sequence[KernelConfig], warm_start: Sequence[KernelConfig], *,
-                  seed: int, large_tile_warps: int | None = None) -> list[KernelConfig]:
+                  seed: int) -> list[KernelConfig]:
     """What `start_from_tiles` measures, in order, whatever the results: the warm starts and
     the tile batch, each config of the space once (configs pruned for free let it measure more
     within a budget, never others).
 
     Args:
         space: the task's candidates.
-        warm_start, seed, large_tile_warps: as given to `start_from_tiles`.
+        warm_start, seed: as given to `start_from_tiles`.
     """
     allowed = frozenset(space)
-    batch = first_batch(allowed, space_axes(space), warm_start, seed=seed,
-                        large_tile_warps=large_tile_warps)
+    batch = first_batch(allowed, space_axes(space), warm_start, seed=seed)
     return [c for c in dict.fromkeys([*warm_start, *batch]) if c in allowed]
