@@ -271,25 +271,24 @@ def run_guided(tracker: BudgetedEvaluate, axes: Sequence[Axis], guide: RidgeGuid
             candidate = tiles.next(tracker, incumbent)
         if candidate is not None:
             since_tile = 0
-            result = tracker(candidate)
         else:
+            since_tile += 1
             if stall >= guide_after:
                 if transfers is None and incumbent is not None:
                     transfers = retiled(tracker, tiles.measured, incumbent[0], transfer_tiles)
                 candidate = transfers.pop(0) if transfers else guide(tracker)
-            if candidate is not None:
-                result = tracker(candidate)
-            else:
-                candidate = best_first_step(tracker, axes, rng, queues, moves, categorical)
-                if candidate is None:
-                    candidate = rng.choice([c for c in sorted(tracker.allowed, key=_key)
-                                            if c not in tracker.results])
-                left = tracker.left
-                result = tracker(candidate)
-                flat = (result is not None and result.ok and incumbent is not None
-                        and result.ok_latency_us <= incumbent[1] * (1 + FLAT))
-                stall += tracker.left < left and not flat
-            since_tile += 1
+        if candidate is not None:
+            result = tracker(candidate)
+        else:  # a best-first step: the only kind that counts towards a stall
+            candidate = best_first_step(tracker, axes, rng, queues, moves, categorical)
+            if candidate is None:
+                candidate = rng.choice([c for c in sorted(tracker.allowed, key=_key)
+                                        if c not in tracker.results])
+            left = tracker.left
+            result = tracker(candidate)
+            flat = (result is not None and result.ok and incumbent is not None
+                    and result.ok_latency_us <= incumbent[1] * (1 + FLAT))
+            stall += tracker.left < left and not flat
         if result is not None and result.ok and (incumbent is None
                                                  or result.ok_latency_us < incumbent[1]):
             incumbent, stall = (candidate, result.ok_latency_us), 0
