@@ -52,10 +52,10 @@ from tuner.search.base import Evaluate, History  # noqa: E402
 from tuner.search.budget import PRUNED, BudgetedEvaluate  # noqa: E402
 from tuner.search.replay import Landscape, load_landscape  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 from peers_table import OURS, PEERS, markdown, summarize, versus  # noqa: E402
 
-HERE = Path(__file__).resolve().parent
 LANDSCAPES = ("synthetic_sm90", "kt_gemm_min", "kt_gemm_fixed", "kt_dedisp",
               "kt_conv")  # bench/landscapes/
 BUDGETS = (16, 32, 64, 128)  # distinct configs per (N, K, M), warm starts included
