@@ -1,7 +1,8 @@
-"""Model-guided search ("guided"): best-first steps, with every block tile tried in turn
-between them at the settings tuned so far; when the steps stall, the rest of the tiles, then
-the runner-up tiles with the settings tuned by then; after that, whenever they stall, the
-configs a ridge regression on every trial so far predicts fastest."""
+"""Model-guided search ("guided"): best-first steps (a step that cannot launch is repaired by
+a second one), with every block tile tried in turn between them at the settings tuned so far;
+when the steps stall, the rest of the tiles, then the runner-up tiles with the settings tuned by
+then; after that, whenever they stall, the configs a ridge regression on every trial so far
+predicts fastest."""
 
 from __future__ import annotations
 
@@ -265,6 +266,10 @@ def run_guided(tracker: BudgetedEvaluate, axes: Sequence[Axis], guide: RidgeGuid
                categorical: frozenset[str] = CATEGORICAL) -> None:
     """Search until the budget (or the space) is spent: best-first steps as `run_local` (with
     `categorical` axes), and after every `spread` of them the next tile of `batch` (`_Tiles`).
+    A step that cannot launch (`PRUNED`) is followed by its `repaired` configs, which count as
+    steps. A config that came other than by a step (a tile, a transfer, a guide's proposal, a
+    repair) is first stepped from, once it is the fastest, along the last step's move that
+    found a faster config: the pattern move of `run_local`, carried over to it.
     Once `guide_after` counted steps in a row neither found a faster config nor came within
     FLAT of the incumbent: the tiles left, one after another; then, the first time, `retiled`
     configs of the tiles measured; then the guide's proposals, until a config is faster
@@ -296,6 +301,7 @@ def run_guided(tracker: BudgetedEvaluate, axes: Sequence[Axis], guide: RidgeGuid
     since_tile = 0  # steps since the last tile
     transfers: list[KernelConfig] | None = None  # built at the first stall, then drained
     repairs: list[KernelConfig] = []
+    carried: tuple[int, ...] | None = None  # the last move of a step that was faster
     while tracker.left > 0 and len(tracker.results) < len(tracker.allowed):
         candidate = None
         if since_tile >= spread or stall >= guide_after:
@@ -308,14 +314,17 @@ def run_guided(tracker: BudgetedEvaluate, axes: Sequence[Axis], guide: RidgeGuid
                 if transfers is None and incumbent is not None:
                     transfers = retiled(tracker, tiles.measured, incumbent[0], transfer_tiles)
                 candidate = transfers.pop(0) if transfers else guide(tracker)
+        step = False
         if candidate is not None:
             result = tracker(candidate)
         else:  # a best-first step or a repair: the only kinds that count towards a stall
             while repairs and repairs[0] in tracker.results:
                 repairs.pop(0)
-            step = not repairs
-            candidate = repairs.pop(0) if repairs else best_first_step(
-                tracker, axes, rng, queues, moves, categorical)
+            if repairs:
+                candidate = repairs.pop(0)
+            else:
+                candidate = best_first_step(tracker, axes, rng, queues, moves, categorical)
+                step = candidate is not None
             if candidate is None:
                 candidate = rng.choice([c for c in sorted(tracker.allowed, key=_key)
                                         if c not in tracker.results])
@@ -326,9 +335,15 @@ def run_guided(tracker: BudgetedEvaluate, axes: Sequence[Axis], guide: RidgeGuid
             stall += tracker.left < left and not flat
             if step and result is not None and result.status in PRUNED:
                 repairs[:0] = repaired(tracker, candidate, axes, repair_rng, categorical)
+        if not step and carried is not None:
+            # Its first step, once it is the fastest, is the move that last paid off
+            # (a pattern move carried over, as from a step).
+            moves.setdefault(candidate, carried)
         if result is not None and result.ok and (incumbent is None
                                                  or result.ok_latency_us < incumbent[1]):
             incumbent, stall = (candidate, result.ok_latency_us), 0
+            if step:
+                carried = moves[candidate]
 
 
 def _key(config: KernelConfig) -> tuple[int, ...]:

@@ -217,3 +217,18 @@ def test_repairs_reach_an_optimum_behind_a_move_that_cannot_launch(monkeypatch):
     assert quality() == [1.0] * 10
     monkeypatch.setattr(guided, "repaired", lambda *args, **kwargs: [])
     assert sum(q < 0.75 for q in quality()) >= 6
+
+
+def test_a_tile_that_becomes_the_fastest_is_first_stepped_along_the_move_that_last_paid_off():
+    """SYNTHETIC_SM90 5120,8704,16, seed 0: steps take vLLM's default from 2 to 3 to 4 stages;
+    then a tile of the batch, at those settings, is faster still, and its first step is one
+    more stage (the pattern move carried over), not a step in a seeded random direction."""
+    landscape = load_landscape(LANDSCAPES / "synthetic_sm90.json")
+    runner = landscape.runner(5120, 8704, 16)
+    history = get_strategy("guided").search(runner.evaluate, space=SPACE, budget=16, seed=0,
+                                            warm_start=[default_config(landscape.block_shape)])
+    ok = [config for config, result in history if result.ok]
+    assert ok[6:10] == [KernelConfig(64, 128, 128, 64, 4, 3), KernelConfig(64, 128, 128, 64, 4, 4),
+                        KernelConfig(16, 32, 128, 64, 4, 4), KernelConfig(16, 32, 128, 64, 4, 5)]
+    latency_us = {config: result.latency_us for config, result in history if result.ok}
+    assert latency_us[ok[9]] < latency_us[ok[8]] < latency_us[ok[7]] < latency_us[ok[6]]
