@@ -27,9 +27,11 @@ if TYPE_CHECKING:  # numpy is imported where it is used: `tuner.search` is on th
 RIDGE = 1.0
 # Fewest ok trials before the model proposes anything.
 MIN_FIT = 8
-# Counted best-first steps in a row that neither found a faster config nor came within FLAT
-# of the incumbent before the model takes over (until a faster config is found). Tried 0-8.
-GUIDE_AFTER = 4
+# Counted best-first steps (since the last faster config) that neither found a faster config
+# nor came within FLAT of the incumbent before the tiles left, the transfers and the model take
+# over (until a faster config is found). Tried 0-8; 4 until repairs and carried moves came,
+# then 8 (3-8 tried again, bench/README.md).
+GUIDE_AFTER = 8
 # The model's local proposals come from the neighbours of this many fastest configs. Tried 3,
 # 5, 8.
 LOCAL_TOP = 5

@@ -203,7 +203,7 @@ def test_repairs_reach_an_optimum_behind_a_move_that_cannot_launch(monkeypatch):
     """kt_dedisp 4,4096,1 (Kernel Tuner's MI250X dedispersion timings, bench/landscapes/
     README.md): the optimum's GROUP_SIZE_M 1 cannot launch with vLLM's BLOCK_SIZE_K 128, and
     BLOCK_SIZE_K 64 with the default's GROUP_SIZE_M is 3x slower. At 32 trials every seed
-    finds the optimum; without repairs most stop on a plateau at 0.74 of it."""
+    finds the optimum; without repairs half of them stop on a plateau at 0.74 of it."""
     landscape = load_landscape(LANDSCAPES / "kt_dedisp.json")
     runner = landscape.runner(4, 4096, 1)
     optimum = runner.optimum()[1].latency_us
@@ -216,7 +216,7 @@ def test_repairs_reach_an_optimum_behind_a_move_that_cannot_launch(monkeypatch):
 
     assert quality() == [1.0] * 10
     monkeypatch.setattr(guided, "repaired", lambda *args, **kwargs: [])
-    assert sum(q < 0.75 for q in quality()) >= 6
+    assert sum(q < 0.75 for q in quality()) >= 5
 
 
 def test_a_tile_that_becomes_the_fastest_is_first_stepped_along_the_move_that_last_paid_off():
