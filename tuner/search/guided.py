@@ -354,10 +354,11 @@ def _key(config: KernelConfig) -> tuple[int, ...]:
 
 
 class GuidedStrategy(Strategy):
-    """Warm starts, then `run_guided`: best-first steps with the block tiles (vLLM's default's
-    tile batch, the large tiles with 8 warps too) tried between them at the settings tuned so
-    far; at the first stall the tiles left and the runner-up tiles with the tuned settings
-    (`retiled`), and `RidgeGuide`'s proposals whenever the steps stall.
+    """Warm starts, then `run_guided`: best-first steps (pruned ones repaired, `repaired`) with
+    the block tiles (vLLM's default's tile batch, the large tiles with 8 warps too) tried
+    between them at the settings tuned so far; at the first stall the tiles left and the
+    runner-up tiles with the tuned settings (`retiled`), and `RidgeGuide`'s proposals whenever
+    the steps stall.
     Configs pruned before launch (`budget.PRUNED`) cost no budget, so a task may store more
     than `budget` trials, of which at most `budget` were measured. What it measures after the
     warm starts depends on their results, so only they are `planned`."""
