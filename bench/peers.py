@@ -302,6 +302,8 @@ def main() -> None:
     parser.add_argument("--mode", action="append", choices=MODES)
     parser.add_argument("--peer-seeds", type=int, default=PEER_SEEDS,
                         help="at most this many seeds for peers other than ours")
+    parser.add_argument("--slow-seeds", type=int, default=None,
+                        help="seeds for the SLOW peers (default: their entry in SLOW)")
     parser.add_argument("--workers", type=int, default=WORKERS)
     parser.add_argument("--combine", type=Path, nargs="+", help="result files to merge instead")
     parser.add_argument("--out", type=Path, default=None, help="result file (default: dated)")
@@ -310,7 +312,7 @@ def main() -> None:
     out = args.out or OUT_DIR / f"peers_{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json"
     if args.combine:
         parts = [json.loads(path.read_text()) for path in args.combine]
-        runs = [run for part in parts for run in part["runs"]]
+        runs = combined_runs(parts)
         landscapes = {k: v for part in parts for k, v in part["landscapes"].items()}
         commands = [c for part in parts for c in part["commands"]]
         write_report(out, runs, landscapes, commands, start, complete=all(
@@ -321,6 +323,8 @@ def main() -> None:
     jobs = []
     for peer in args.peer or PEERS:
         seeds, top, modes = SLOW.get(peer, (args.seeds, max(BUDGETS), MODES))
+        if peer in SLOW and args.slow_seeds is not None:
+            seeds = args.slow_seeds
         if peer not in OURS and args.peer_seeds is not None:
             seeds = min(seeds, args.peer_seeds)
         jobs += [(peer, str(path), mode, seed, budget) for path in paths
@@ -339,6 +343,13 @@ def main() -> None:
             if len(runs) % SAVE_EVERY == 0:
                 write_report(out, runs, landscapes, commands, start, complete=False)
     write_report(out, runs, landscapes, commands, start, complete=True)
+
+
+def combined_runs(parts: Sequence[dict]) -> list[dict]:
+    """The runs of several result files, each (peer, landscape, mode, seed, budget) once: from
+    the last file that has it (a rerun at more seeds replaces the seeds it repeats)."""
+    return list({(run["peer"], run["landscape"], run["mode"], run["seed"], run["budget"]): run
+                 for part in parts for run in part["runs"]}.values())
 
 
 def write_report(out: Path, runs: list[dict], landscapes: dict[str, str], commands: list[str],

@@ -97,3 +97,15 @@ def test_versus_compares_guided_with_each_peer_at_the_peers_seeds() -> None:
                         "`random` 0.950 | `random` (0.9500, 0.950) |")
     assert lines[3] == ("| `kt_gemm_min`, default | 32 | 1.0000 / 1.000 | `optuna:tpe` 0.9900 "
                         "| `optuna:tpe` 0.990 | none |")
+
+
+def test_combining_result_files_keeps_each_run_once_from_the_last_file() -> None:
+    def run(peer: str, seed: int, ratio: float) -> dict:
+        return {"peer": peer, "landscape": "kt_gemm_min", "mode": "default", "seed": seed,
+                "budget": 16, "ratios": {"a": ratio}, "evaluations": 1, "search_s": 0.1}
+
+    first = {"runs": [run("optuna:tpe", 0, 0.8), run("guided", 0, 0.9)]}
+    rerun = {"runs": [run("optuna:tpe", 0, 0.7), run("optuna:tpe", 1, 0.6)]}
+    runs = peers.combined_runs([first, rerun])
+    assert sorted((r["peer"], r["seed"], r["ratios"]["a"]) for r in runs) == [
+        ("guided", 0, 0.9), ("optuna:tpe", 0, 0.7), ("optuna:tpe", 1, 0.6)]
