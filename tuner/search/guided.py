@@ -47,6 +47,10 @@ SPREAD = 3
 # incumbent's) are tried again with the incumbent's BLOCK_SIZE_K, GROUP_SIZE_M and num_stages.
 # Tried 2, 3, 4, 6 (bench/README.md).
 TRANSFER_TILES = 3
+# A best-first step goes first along an axis no step has moved along yet in the task (after
+# the pattern move): on the synthetic sm90 landscape num_stages is worth 2x at small M, and
+# without it 1 in 10 tasks at 16 trials wandered the tiles at vLLM's 2 stages (bench/README.md).
+FRESH_AXES_FIRST = True
 
 
 @functools.lru_cache(maxsize=4)
@@ -265,7 +269,8 @@ class _Tiles:
 def run_guided(tracker: BudgetedEvaluate, axes: Sequence[Axis], guide: RidgeGuide, *,
                seed: int, batch: Sequence[KernelConfig] = (), spread: int = SPREAD,
                guide_after: int = GUIDE_AFTER, transfer_tiles: int = TRANSFER_TILES,
-               categorical: frozenset[str] = CATEGORICAL) -> None:
+               categorical: frozenset[str] = CATEGORICAL,
+               fresh_axes_first: bool = FRESH_AXES_FIRST) -> None:
     """Search until the budget (or the space) is spent: best-first steps as `run_local` (with
     `categorical` axes), and after every `spread` of them the next tile of `batch` (`_Tiles`).
     A step that cannot launch (`PRUNED`) is followed by its `repaired` configs, which count as
@@ -290,6 +295,7 @@ def run_guided(tracker: BudgetedEvaluate, axes: Sequence[Axis], guide: RidgeGuid
         guide_after: see GUIDE_AFTER.
         transfer_tiles: see TRANSFER_TILES.
         categorical: see CATEGORICAL.
+        fresh_axes_first: see FRESH_AXES_FIRST.
     """
     rng = random.Random(seed)
     # Repairs are drawn from their own generator, so that the steps' order stays the same
@@ -325,7 +331,8 @@ def run_guided(tracker: BudgetedEvaluate, axes: Sequence[Axis], guide: RidgeGuid
             if repairs:
                 candidate = repairs.pop(0)
             else:
-                candidate = best_first_step(tracker, axes, rng, queues, moves, categorical)
+                candidate = best_first_step(tracker, axes, rng, queues, moves, categorical,
+                                            fresh_axes_first=fresh_axes_first)
                 step = candidate is not None
             if candidate is None:
                 candidate = rng.choice([c for c in sorted(tracker.allowed, key=_key)
@@ -388,5 +395,6 @@ class GuidedStrategy(Strategy):
         # threads (twice the CPU of a replayed sweep, measured in bench/README.md).
         with threadpool_limits(limits=1, user_api="blas"):
             guide = RidgeGuide(sorted(tracker.allowed, key=_key), axes)
-            run_guided(tracker, axes, guide, seed=seed, batch=batch)
+            run_guided(tracker, axes, guide, seed=seed, batch=batch,
+                       fresh_axes_first=FRESH_AXES_FIRST)
         return tracker.history

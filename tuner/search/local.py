@@ -50,24 +50,47 @@ def run_local(tracker: BudgetedEvaluate, axes: Sequence[Axis], *, seed: int,
 def best_first_step(tracker: BudgetedEvaluate, axes: Sequence[Axis], rng: random.Random,
                     queues: dict[KernelConfig, list[KernelConfig]],
                     moves: dict[KernelConfig, tuple[int, ...]],
-                    categorical: frozenset[str] = frozenset()) -> KernelConfig | None:
+                    categorical: frozenset[str] = frozenset(), *,
+                    fresh_axes_first: bool = False) -> KernelConfig | None:
     """The next unmeasured neighbour (in `neighbourhood_order`) of the fastest ok config that
     still has one, or None when no ok config has any. Takes it off its centre's queue in
     `queues` (built on first use) and records the move that reached it in `moves`.
-    `categorical`: as for `neighbours`."""
+    `categorical`: as for `neighbours`. With `fresh_axes_first`, a centre's pattern move is
+    still first, but then its first queued one-axis neighbour along an axis that no measured
+    config's move in `moves` has changed (`fresh_axes`) comes before the rest of the queue."""
+    fresh = fresh_axes(tracker, moves, len(axes)) if fresh_axes_first else set()
     for _, _, centre in sorted((result.latency_us, index, config) for index, (
             config, result) in enumerate(tracker.history) if result.ok):
         queue = queues.get(centre)
         if queue is None:
             queue = queues[centre] = neighbourhood_order(centre, axes, tracker, rng, moves,
                                                          categorical)
-        while queue and queue[0] in tracker.results:
-            queue.pop(0)
+        queue[:] = [c for c in queue if c not in tracker.results]
         if queue:
-            candidate = queue.pop(0)
+            pick = 0
+            if fresh and (centre not in moves or queue[0] != _apply(centre, moves[centre], axes)):
+                pick = next((i for i, c in enumerate(queue)
+                             if len(moved := _moved_axes(move_of(centre, c, axes))) == 1
+                             and moved <= fresh), 0)
+            candidate = queue.pop(pick)
             moves.setdefault(candidate, move_of(centre, candidate, axes))
             return candidate
     return None
+
+
+def fresh_axes(tracker: BudgetedEvaluate, moves: dict[KernelConfig, tuple[int, ...]],
+               count: int) -> set[int]:
+    """Indices (of `count` axes) that no move in `moves` of a config measured in `tracker`
+    changed: the axes the search has not yet stepped along in this task."""
+    moved: set[int] = set()
+    for config, move in moves.items():
+        if config in tracker.results:
+            moved |= _moved_axes(move)
+    return set(range(count)) - moved
+
+
+def _moved_axes(move: tuple[int, ...]) -> set[int]:
+    return {axis for axis, step in enumerate(move) if step}
 
 
 def neighbourhood_order(centre: KernelConfig, axes: Sequence[Axis],

