@@ -206,20 +206,22 @@ def test_repairs_reach_an_optimum_behind_a_move_that_cannot_launch(monkeypatch):
     BLOCK_SIZE_K 64 with the default's GROUP_SIZE_M is 3x slower. At 32 trials 9 of 10 seeds
     find the optimum and the 10th comes within 3% of it; without repairs half of them stop on a
     plateau at 0.74 of it."""
-    landscape = load_landscape(LANDSCAPES / "kt_dedisp.json")
-    runner = landscape.runner(4, 4096, 1)
-    optimum = runner.optimum()[1].latency_us
-
-    def quality() -> list[float]:
-        return [optimum / best(get_strategy("guided").search(
-            runner.evaluate, space=SPACE, budget=32, seed=seed,
-            warm_start=[default_config(landscape.block_shape)]))[1].latency_us
-            for seed in range(10)]
-
-    found = quality()
+    found = replayed_quality("kt_dedisp", (4, 4096, 1), budget=32)
     assert found.count(1.0) == 9 and min(found) >= 0.97
     monkeypatch.setattr(guided, "repaired", lambda *args, **kwargs: [])
-    assert sum(q < 0.75 for q in quality()) >= 5
+    assert sum(q < 0.75 for q in replayed_quality("kt_dedisp", (4, 4096, 1), budget=32)) >= 5
+
+
+def replayed_quality(name: str, problem: tuple[int, int, int], budget: int) -> list[float]:
+    """optimum / best latency that `guided` finds at seeds 0-9 on one problem of the landscape
+    `bench/landscapes/<name>.json`, from vLLM's default."""
+    landscape = load_landscape(LANDSCAPES / f"{name}.json")
+    runner = landscape.runner(*problem)
+    optimum = runner.optimum()[1].latency_us
+    return [optimum / best(get_strategy("guided").search(
+        runner.evaluate, space=SPACE, budget=budget, seed=seed,
+        warm_start=[default_config(landscape.block_shape)]))[1].latency_us
+        for seed in range(10)]
 
 
 def test_a_tile_that_becomes_the_fastest_is_first_stepped_along_the_move_that_last_paid_off():
@@ -263,18 +265,10 @@ def test_a_step_goes_first_along_an_axis_no_step_has_moved_along():
 
 def test_fresh_axes_first_leaves_no_task_at_vllms_two_stages(monkeypatch):
     """SYNTHETIC_SM90 5120,3072,16 at 16 trials: num_stages is worth 2x there. Stepping first
-    along axes not yet stepped along, every seed is within 0.77 of the optimum; without it, 2
-    of 10 seeds spend their steps on tiles and GROUP_SIZE_M at 2 stages and stop at 0.40."""
-    landscape = load_landscape(LANDSCAPES / "synthetic_sm90.json")
-    runner = landscape.runner(5120, 3072, 16)
-    optimum = runner.optimum()[1].latency_us
-
-    def quality() -> list[float]:
-        return [optimum / best(get_strategy("guided").search(
-            runner.evaluate, space=SPACE, budget=16, seed=seed,
-            warm_start=[default_config(landscape.block_shape)]))[1].latency_us
-            for seed in range(10)]
-
-    assert min(quality()) > 0.76
+    along axes not yet stepped along, every seed reaches more than 0.76 of the optimum's speed;
+    without it, 2 of 10 seeds spend their steps on tiles and GROUP_SIZE_M at 2 stages and stop
+    at 0.40."""
+    assert min(replayed_quality("synthetic_sm90", (5120, 3072, 16), budget=16)) > 0.76
     monkeypatch.setattr(guided, "FRESH_AXES_FIRST", False)
-    assert sum(q < 0.5 for q in quality()) == 2
+    assert sum(q < 0.5 for q in replayed_quality("synthetic_sm90", (5120, 3072, 16),
+                                                 budget=16)) == 2
