@@ -65,12 +65,13 @@ def best_first_step(tracker: BudgetedEvaluate, axes: Sequence[Axis], rng: random
         if queue is None:
             queue = queues[centre] = neighbourhood_order(centre, axes, tracker, rng, moves,
                                                          categorical)
-        queue[:] = [c for c in queue if c not in tracker.results]
+        while queue and queue[0] in tracker.results:
+            queue.pop(0)
         if queue:
             pick = 0
             if fresh and (centre not in moves or queue[0] != _apply(centre, moves[centre], axes)):
-                pick = next((i for i, c in enumerate(queue)
-                             if len(moved := _moved_axes(move_of(centre, c, axes))) == 1
+                pick = next((i for i, c in enumerate(queue) if c not in tracker.results
+                             and len(moved := _moved_axes(move_of(centre, c, axes))) == 1
                              and moved <= fresh), 0)
             candidate = queue.pop(pick)
             moves.setdefault(candidate, move_of(centre, candidate, axes))
