@@ -20,8 +20,11 @@ every peer: ours take them as `warm_start`, optuna's as enqueued trials, Kernel 
 measured before it runs and its start `x0` is vLLM's default (`bayes_opt` and `random_sample`
 take no x0: they start from their own samples). Kernel Tuner's strategies are seeded through
 Python's and numpy's global generators, which they draw from (Kernel Tuner 1.5 uses its
-`seed` option only in pymoo strategies). Writes bench/results/peers_<date>.json with versions,
-landscape sha256s and date.
+`seed` option only in pymoo strategies). In "sweep" mode ours also get the ok trials of the
+earlier related tasks (`related`: same (N, K) at another M, other (N, K) at the same M), as
+`tuner sweep` hands them from its store: `guided` orders its steps by a prior fitted on them
+(`tuner.search.prior`); the other peers get the winners only. Writes
+bench/results/peers_<date>.json with versions, landscape sha256s and date.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from tuner.search import STRATEGIES, best, get_strategy, warm_start_for_task  # 
 from tuner.search.axes import space_axes  # noqa: E402
 from tuner.search.base import Evaluate, History  # noqa: E402
 from tuner.search.budget import PRUNED, BudgetedEvaluate  # noqa: E402
+from tuner.search.prior import related  # noqa: E402
 from tuner.search.replay import Landscape, load_landscape  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -236,6 +240,7 @@ def run_job(job: tuple[str, str, str, int, int]) -> dict:
     space = vllm_space()
     default = default_config(landscape.block_shape)
     found: list[tuple[int, int, int, KernelConfig]] = []
+    timings: dict[tuple[int, int, int], list[tuple[KernelConfig, float]]] = {}
     ratios: dict[str, float] = {}
     evaluations = 0
     start = time.perf_counter()
@@ -244,10 +249,14 @@ def run_job(job: tuple[str, str, str, int, int]) -> dict:
             runner = landscape.runner(n, k, m)
             peer = _peer(name, landscape, (n, k, m), Path(folder), space)
             warm = [default]
+            extra = {}
             if mode == "sweep":
                 warm = warm_start_for_task(found, N=n, K=k, M=m, default=default)
+                if getattr(peer, "reads_related", False):
+                    extra["related"] = related((n, k, m), timings)
             history = peer.search(runner.evaluate, space=space, budget=budget, seed=seed,
-                                  warm_start=warm)
+                                  warm_start=warm, **extra)
+            timings[(n, k, m)] = [(c, r.latency_us) for c, r in history if r.ok]
             evaluations += len(history)
             winner = best(history)
             ratios[f"{n},{k},{m}"] = 0.0 if winner is None else (

@@ -7,7 +7,9 @@ For every (N, K, M) of a landscape, each strategy searches vLLM's space through 
 (recorded timings, no GPU); quality = optimum latency_us / best latency_us found (1.0: found the
 optimum). Two warm-start modes: "default" gives a task only vLLM's default config; "sweep"
 replays a sweep's order (shapes sorted, M ascending, one worker) and gives each task the
-default plus the winners its strategy found for earlier tasks (`warm_start_for_task`).
+default plus the winners its strategy found for earlier tasks (`warm_start_for_task`), and
+the ok trials of the nearest related ones (`tuner.search.prior.related`), which `guided` learns
+from.
 Writes bench/results/search_quality_<date>.json with device, versions, date, landscape hash.
 """
 
@@ -30,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space  # noqa: E402
 from tuner.search import STRATEGIES, best, get_strategy, warm_start_for_task  # noqa: E402
+from tuner.search.prior import related  # noqa: E402
 from tuner.search.replay import Landscape, load_landscape  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -49,16 +52,22 @@ def run_job(job: tuple[str, str, int, int, str]) -> dict:
     space = vllm_space()
     default = default_config(landscape.block_shape)
     found: list[tuple[int, int, int, KernelConfig]] = []
+    timings: dict[tuple[int, int, int], list[tuple[KernelConfig, float]]] = {}
     ratios: dict[str, float] = {}
     evaluations = 0
     start = time.perf_counter()
     for n, k, m in sorted(landscape.problems):
         runner = landscape.runner(n, k, m)
         warm = [default]
+        strategy = get_strategy(name)
+        learns = {}
         if mode == "sweep":
             warm = warm_start_for_task(found, N=n, K=k, M=m, default=default)
-        history = get_strategy(name).search(runner.evaluate, space=space, budget=budget,
-                                            seed=seed, warm_start=warm)
+            if strategy.reads_related:
+                learns["related"] = related((n, k, m), timings)
+        history = strategy.search(runner.evaluate, space=space, budget=budget, seed=seed,
+                                  warm_start=warm, **learns)
+        timings[(n, k, m)] = [(c, r.latency_us) for c, r in history if r.ok]
         evaluations += len(history)
         winner = best(history)
         optimum = runner.optimum()

@@ -54,7 +54,7 @@ from db.sweeps import (
     reopen_store_failures,
     sweep_key,
 )
-from db.task_winners import TaskWinnerRow, task_winners
+from db.task_winners import RelatedTrialRow, TaskWinnerRow, related_trials, task_winners
 from db.tasks import (
     TaskInfo,
     claim_task,
@@ -76,6 +76,7 @@ __all__ = [
     "ImportedShape",
     "OpenedSweep",
     "PointRow",
+    "RelatedTrialRow",
     "RetimeInfo",
     "ShapeCoverage",
     "StoreCounts",
@@ -111,6 +112,7 @@ __all__ = [
     "record_import",
     "record_held_trial",
     "record_trial",
+    "related_trials",
     "release_tasks",
     "reopen_store_failures",
     "shape_coverage",

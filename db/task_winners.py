@@ -1,5 +1,6 @@
-"""Winners of a device's finished tasks, as warm starts for the next task's search
-(`tuner.search.warm_start_for_task`).
+"""What a device's finished tasks tell the next task's search: their winners, as warm starts
+(`tuner.search.warm_start_for_task`), and the ok trials of the related ones, as a prior
+(`tuner.search.prior`).
 
 Re-exported by `db.repo`; like the repository functions it takes a Session and is keyword-only.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from db.models import CONFIG_COLUMNS, DEFAULT_FAMILY, Sweep, Task, Trial
@@ -76,11 +77,7 @@ def task_winners(
                                                                 Trial.trial_id)).label("rank")],
             device_name=device_name, out_dtype=out_dtype, environments=environments,
         )
-        .where(Task.finished_at.is_not(None), Task.state != "failed", Task.family == family,
-               Task.shape_params == shape_params, Sweep.block_n == block_shape[0],
-               Sweep.block_k == block_shape[1],
-               *([Task.finished_at < finished_before, Trial.created_at < finished_before]
-                 if finished_before is not None else []))
+        .where(*_finished(block_shape, finished_before, family, shape_params))
         .subquery("ranked")
     )
     rows = session.execute(
@@ -91,3 +88,68 @@ def task_winners(
                       latency_us=row["latency_us"])
         for row in rows
     ]
+
+
+@dataclass(frozen=True)
+class RelatedTrialRow:
+    """One ok trial of a finished task related to the one being searched."""
+
+    N: int
+    K: int
+    M: int
+    config: dict[str, int]
+    latency_us: float
+
+
+def related_trials(
+    session: Session,
+    *,
+    device_name: str,
+    block_shape: tuple[int, int],
+    out_dtype: str,
+    N: int,
+    K: int,
+    M: int,
+    kernel_hash: str | None = None,
+    triton_minor: str | None = None,
+    finished_before: datetime | None = None,
+    family: str = DEFAULT_FAMILY,
+    shape_params: str = "",
+) -> list[RelatedTrialRow]:
+    """The ok trials of the finished tasks of a device related to (N, K, M): the same (N, K)
+    at another M, and another (N, K) at the same M (`tuner.search.prior.related`). The tasks
+    and trials are chosen as by `task_winners` (same arguments), so a resumed task that passes
+    the time of its first trial gets the trials its first run got.
+
+    Returns:
+        Every such trial, sorted by (N, K, M, trial_id).
+
+    Raises:
+        ValueError: triton_minor is not of the form "<major>.<minor>".
+    """
+    environments = matching_environments(session, kernel_hash=kernel_hash,
+                                         triton_minor=triton_minor)
+    query = (
+        ok_trials([Task.N, Task.K, Task.M, *(getattr(Trial, name) for name in CONFIG_COLUMNS),
+                   Trial.latency_us],
+                  device_name=device_name, out_dtype=out_dtype, environments=environments)
+        .where(*_finished(block_shape, finished_before, family, shape_params),
+               or_(and_(Task.N == N, Task.K == K, Task.M != M),
+                   and_(or_(Task.N != N, Task.K != K), Task.M == M)))
+        .order_by(Task.N, Task.K, Task.M, Trial.trial_id)
+    )
+    return [RelatedTrialRow(N=row["N"], K=row["K"], M=row["M"], config=_config(row),
+                            latency_us=row["latency_us"])
+            for row in session.execute(query).mappings()]
+
+
+def _finished(block_shape: tuple[int, int], finished_before: datetime | None, family: str,
+              shape_params: str) -> list:
+    """The conditions `task_winners` and `related_trials` share: finished, not failed tasks of
+    the family, dimensions and block shape, first finished (and their trials stored) before
+    `finished_before`."""
+    return [Task.finished_at.is_not(None), Task.state != "failed", Task.family == family,
+            Task.shape_params == shape_params, Sweep.block_n == block_shape[0],
+            Sweep.block_k == block_shape[1],
+            *([Task.finished_at < finished_before, Trial.created_at < finished_before]
+              if finished_before is not None else [])]

@@ -109,3 +109,18 @@ def test_combining_result_files_keeps_each_run_once_from_the_last_file() -> None
     runs = peers.combined_runs([first, rerun])
     assert sorted((r["peer"], r["seed"], r["ratios"]["a"]) for r in runs) == [
         ("guided", 0, 0.9), ("optuna:tpe", 0, 0.7), ("optuna:tpe", 1, 0.6)]
+
+
+def test_in_sweep_mode_guided_learns_from_the_earlier_tasks_trials(monkeypatch) -> None:
+    """`kt_gemm_min` replayed as a sweep at 64 trials, seeds 0-9: with the related tasks' trials
+    every (problem, seed) pair reaches 0.95 of the optimum; with the winners alone one does not
+    (bench/README.md)."""
+    path = str(REPO / "bench" / "landscapes" / "kt_gemm_min.json")
+
+    def worst() -> float:
+        return min(min(peers.run_job(("guided", path, "sweep", seed, 64))["ratios"].values())
+                   for seed in range(10))
+
+    assert worst() >= 0.95
+    monkeypatch.setattr(peers, "related", lambda task, timings: [])
+    assert worst() < 0.95

@@ -75,3 +75,47 @@ def test_task_winners_are_the_fastest_ok_trial_of_done_tasks(engine: Engine):
     # M=16 is still running: its 7.0 us trial is not a winner yet.
     assert [(w.N, w.K, w.M, w.config, w.latency_us) for w in winners] == [
         (256, 512, 1, FAST, 6.0)]
+
+
+def test_related_trials_are_the_ok_trials_of_done_tasks_at_the_same_nk_or_the_same_m(
+        engine: Engine):
+    """(256, 512) and (512, 256) at M 1 and 16, three tasks done: the trials a search of
+    (256, 512, 16) learns from are those of (256, 512, 1) and (512, 256, 16), not of
+    (512, 256, 1) (another shape at another M) nor of its own task."""
+    with session_scope(engine) as session:
+        env = repo.get_or_create_environment(session, device_name="NVIDIA_L20", **ENV)
+        info, _ = repo.create_sweep(
+            session, device_name="NVIDIA_L20", model="m", tp=1, strategy="guided", budget=3,
+            space="vllm", seed=0, m_values=[1, 16], out_dtype="bfloat16",
+            block_shape=(128, 128), shapes=[(256, 512), (512, 256)])
+    with session_scope(engine) as session:
+        tasks = {}
+        while (task := repo.claim_task(session, sweep_id=info.sweep_id, worker_id="w",
+                                       lease_s=60)) is not None:
+            tasks[(task.N, task.K, task.M)] = task.task_id
+        for (n, k, m), task_id in sorted(tasks.items()):
+            scale = n / 256 + m
+            for config, status, latency in ((DEFAULT, "ok", 10.0 * scale),
+                                            (FAST, "ok", 6.0 * scale),
+                                            (OTHER, "out_of_resources", None)):
+                repo.record_trial(session, task_id=task_id, environment_id=env, config=config,
+                                  is_default=config == DEFAULT, status=status,
+                                  latency_us=latency)
+            if (n, k, m) != (256, 512, 16):
+                repo.finish_task(session, task_id=task_id, worker_id="w")
+    with session_scope(engine) as session:
+        rows = repo.related_trials(session, device_name="NVIDIA_L20", block_shape=(128, 128),
+                                   out_dtype="bfloat16", N=256, K=512, M=16)
+        first = min(t.created_at for t in repo.task_trials(
+            session, task_id=tasks[(256, 512, 16)]))
+        before = repo.related_trials(session, device_name="NVIDIA_L20", block_shape=(128, 128),
+                                     out_dtype="bfloat16", N=256, K=512, M=16,
+                                     finished_before=first)
+        assert repo.related_trials(session, device_name="NVIDIA_L20", block_shape=(128, 64),
+                                   out_dtype="bfloat16", N=256, K=512, M=16) == []
+    assert [(r.N, r.K, r.M, r.config, r.latency_us) for r in rows] == [
+        (256, 512, 1, DEFAULT, 20.0), (256, 512, 1, FAST, 12.0),
+        (512, 256, 16, DEFAULT, 180.0), (512, 256, 16, FAST, 108.0)]
+    # Its first trial was stored after (256, 512, 1) finished and before (512, 256, 16) did: a
+    # resumption learns from what the first run learnt from.
+    assert before == rows[:2]

@@ -48,8 +48,9 @@ def task_seed(sweep_seed: int, N: int, K: int, M: int) -> int:
 class TaskRun:
     """One claimed task, searched in named steps (`run` calls them in order):
 
-    - `resume`: the trials the store already has for the task, and the winners known when its
-      first trial was stored (its warm starts, the same on every resumption);
+    - `resume`: the trials the store already has for the task, and the winners and related
+      tasks' trials known when its first trial was stored (its warm starts and what its
+      strategy may learn from, the same on every resumption);
     - `plan`: the runner, vLLM's default config, the warm starts, the strategy and, for a
       resumed task, the cap on its trials;
     - `open_gate`: compiles for the GPU what the search asks first, pruning what cannot launch;
@@ -58,13 +59,14 @@ class TaskRun:
 
     Trials already in the store (a resumed run) are answered from the store and not measured
     again; new ones are recorded as they finish, so a kill loses at most one. A resumed task
-    takes its warm starts from the tasks finished before its first trial, as its first run did,
-    so a killed sweep resumes into the trials of an uninterrupted one, and an extended one (a
-    larger budget, `db.sweeps.open_sweep`) measures only the trials an uninterrupted search at
-    the larger budget adds (for strategies whose first trials do not depend on the budget:
-    all but tpe+local, whose TPE phase is a quarter of it). A resumed task never stores more
-    distinct configs than the budget allows (`trial_cap`; trials the strategy does not count,
-    such as the pruned ones of `ils`, aside): a search that asks for more stops there.
+    takes its warm starts (and its related trials) from the tasks finished before its first
+    trial, as its first run did, so a killed sweep resumes into the trials of an uninterrupted
+    one, and an extended one (a larger budget, `db.sweeps.open_sweep`) measures only the
+    trials an uninterrupted search at the larger budget adds (for strategies whose first
+    trials do not depend on the budget: all but tpe+local, whose TPE phase is a quarter of it).
+    A resumed task never stores more distinct configs than the budget allows (`trial_cap`;
+    trials the strategy does not count, such as the pruned ones of `ils`, aside): a search that
+    asks for more stops there.
 
     Args:
         engine: the store's engine.
@@ -92,6 +94,7 @@ class TaskRun:
         self.done: dict = {}  # KernelConfig -> TrialResult, stored and new
         self.gate: CompileGate | None = None
         self.runner: KernelRunner | ReplayRunner
+        self.related: list = []  # ok trials of the related tasks, one list per task
 
     def run(self) -> None:
         """Resume, plan, open the compile gate, search, decide.
@@ -101,13 +104,14 @@ class TaskRun:
             ContextLost: a config crashed on CUDA; its trial is recorded, the process must
                 restart.
         """
-        known = self.resume()
-        self.plan(known)
+        known, related = self.resume()
+        self.plan(known, related)
         self.open_gate()
         try:
             self.evaluate(self.default)  # the baseline of every task, whatever the strategy
+            learns = {"related": self.related} if self.strategy.reads_related else {}
             self.strategy.search(self.evaluate, space=self.space, budget=self.task.budget,
-                                 seed=self.seed, warm_start=self.warm)
+                                 seed=self.seed, warm_start=self.warm, **learns)
         except _BudgetSpent:
             pass
         finally:
@@ -115,9 +119,10 @@ class TaskRun:
                 self.compiler.closed(self.gate, self.shared)
         self.decide()
 
-    def resume(self) -> list:
+    def resume(self) -> tuple[list, list]:
         """Renew the lease, load the task's stored trials into `done`, and return the winners
-        the store knew for the device when the task's first trial was stored.
+        the store knew for the device when the task's first trial was stored, and (for a
+        strategy that `reads_related`) the ok trials of its related tasks it knew then.
 
         Raises:
             TaskLost: the lease could not be renewed.
@@ -126,6 +131,7 @@ class TaskRun:
         from db.engine import session_scope
         from tuner.kernels.config import KernelConfig
         from tuner.measure.trial import TrialResult, TrialStatus
+        from tuner.search import get_strategy
 
         task = self.task
         with session_scope(self.engine) as session:
@@ -139,18 +145,23 @@ class TaskRun:
                 for t in stored
             }
             first_trial_at = min((t.created_at for t in stored if t.created_at), default=None)
-            return repo.task_winners(
-                session, device_name=task.device_name, block_shape=tuple(task.block_shape),
-                out_dtype=task.out_dtype, finished_before=first_trial_at,
-                **self.key.store_fields())
+            scope = dict(device_name=task.device_name, block_shape=tuple(task.block_shape),
+                         out_dtype=task.out_dtype, finished_before=first_trial_at,
+                         **self.key.store_fields())
+            winners = repo.task_winners(session, **scope)
+            related = (repo.related_trials(session, N=task.N, K=task.K, M=task.M, **scope)
+                       if get_strategy(task.strategy).reads_related else [])
+            return winners, related
 
-    def plan(self, known: list) -> None:
+    def plan(self, known: list, related: list) -> None:
         """The space, problem, runner, default config, warm starts (from `known`, the store's
-        winners), strategy and, for a resumed task, the trial cap."""
+        winners), the related tasks' timings (from `related`, the store's trials), strategy
+        and, for a resumed task, the trial cap."""
         from tuner.kernels.config import KernelConfig
         from tuner.kernels.registry import get_family
         from tuner.measure.runner import KernelRunner, Problem
         from tuner.search import get_strategy, warm_start_for_task
+        from tuner.search.prior import related as related_timings
         from tuner.search.replay import cached_landscape
 
         task, spec = self.task, self.spec
@@ -171,6 +182,11 @@ class TaskRun:
         self.warm = warm_start_for_task(
             [(w.N, w.K, w.M, KernelConfig.from_dict(w.config)) for w in known],
             N=task.N, K=task.K, M=task.M, default=self.default)
+        timings: dict[tuple[int, int, int], list[tuple[KernelConfig, float]]] = {}
+        for row in related:
+            timings.setdefault((row.N, row.K, row.M), []).append(
+                (KernelConfig.from_dict(row.config), row.latency_us))
+        self.related = related_timings((task.N, task.K, task.M), timings)
         self.strategy = get_strategy(task.strategy)
         self.free = self.strategy.free  # statuses its budget does not count
         self.cap = trial_cap(task.budget, self.space, self.default) if self.done else None

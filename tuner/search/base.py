@@ -11,6 +11,8 @@ from tuner.measure.trial import TrialResult, TrialStatus
 # Measures one config; the worker behind it records the trial and answers repeats from the store.
 Evaluate = Callable[[KernelConfig], TrialResult]
 History = list[tuple[KernelConfig, TrialResult]]
+# The ok trials of one earlier task of the device: (config, latency_us).
+TaskTimings = Sequence[tuple[KernelConfig, float]]
 
 
 class Strategy(Protocol):
@@ -18,16 +20,23 @@ class Strategy(Protocol):
 
     A strategy subclasses this protocol and writes `name` and `search`; the optional parts have
     defaults it inherits (as optuna's `BaseSampler` gives its optional hooks default bodies):
-    `free` (no outcome is free) and `planned` (the warm starts of the space).
+    `free` (no outcome is free), `reads_related` (False) and `planned` (the warm starts of the
+    space).
 
     Attributes:
         name: the name it is registered under (`tuner.search.registry.STRATEGIES`).
         free: trial statuses its budget does not count (e.g. `budget.PRUNED`); the worker's
             trial cap on a resumed task leaves them out too (`tuner.run.task`).
+        reads_related: whether `search` also takes `related` (a keyword argument,
+            Sequence[TaskTimings]): the ok trials of the device's nearest related earlier
+            tasks (`prior.related`), to learn which configs are fast (`guided` does,
+            `prior.fit_prior`). Like the warm starts, the same on every resumption of a task.
+            The worker reads them from the store, and passes them, only to such a strategy.
     """
 
     name: str
     free: ClassVar[frozenset[TrialStatus]] = frozenset()
+    reads_related: ClassVar[bool] = False
 
     def search(
         self,

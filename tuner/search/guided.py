@@ -6,24 +6,24 @@ predicts fastest."""
 
 from __future__ import annotations
 
-import functools
 import random
-from collections.abc import Sequence
-from itertools import combinations
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from tuner.kernels.config import KernelConfig
 from tuner.search.axes import Axis, neighbours, space_axes
-from tuner.search.base import Evaluate, History, Strategy
+from tuner.search.base import Evaluate, History, Strategy, TaskTimings
 from tuner.search.budget import PRUNED, BudgetedEvaluate
+from tuner.search.features import encoded
 from tuner.search.ils import FLAT, first_batch
 from tuner.search.local import best_first_step
+from tuner.search.prior import fit_prior
 
 if TYPE_CHECKING:  # numpy is imported where it is used: `tuner.search` is on the CLI's
     import numpy as np  # start-up path, which should not pay 50 ms for it
 
-# Ridge penalty on the feature weights (0/1 features, target log(latency_us)). Tried 0.3, 1, 3
-# (bench/README.md).
+# Ridge penalty on the feature weights (0/1 features, target log(latency_us)), the guide's and
+# the prior's. Tried 0.3, 1, 3 (bench/README.md).
 RIDGE = 1.0
 # Fewest ok trials before the model proposes anything.
 MIN_FIT = 8
@@ -53,51 +53,6 @@ TRANSFER_TILES = 3
 FRESH_AXES_FIRST = True
 
 
-@functools.lru_cache(maxsize=4)
-def _encoded(space: tuple[KernelConfig, ...], axes: tuple[Axis, ...],
-             categorical: frozenset[str]) -> tuple[np.ndarray, np.ndarray]:
-    """`features` of a space and its neighbour matrix, kept for the next task (a sweep
-    searches the same space for every task): adjacent[i, j] is True where config j is one or
-    two axes away from config i, each of those axes one value up or down (any other value on
-    a categorical axis), as `neighbours(..., pairs=True, categorical=...)` yields them."""
-    import numpy as np
-    index = _value_index(space, axes).astype(np.int8)
-    step = index[:, None, :] - index[None, :, :]
-    moved = step != 0
-    jumps = np.array([axis.key in categorical for axis in axes])
-    changed = moved.sum(axis=2)
-    adjacent = ((changed >= 1) & (changed <= 2)
-                & ~(moved & (np.abs(step) != 1) & ~jumps).any(axis=2))
-    return features(space, axes), adjacent
-
-
-def _value_index(space: Sequence[KernelConfig], axes: Sequence[Axis]) -> np.ndarray:
-    import numpy as np
-    return np.array([[axis.values.index(getattr(config, axis.key)) for axis in axes]
-                     for config in space], dtype=np.int64).reshape(len(space), len(axes))
-
-
-def features(space: Sequence[KernelConfig], axes: Sequence[Axis]) -> np.ndarray:
-    """One row of 0/1 features per config: one per (axis, value) and one per pair of values
-    of two different axes (an interaction, e.g. BLOCK_SIZE_N=128 with num_warps=8).
-
-    Args:
-        space: the configs, one row each, in order; their values must be on the axes.
-        axes: from `space_axes`.
-
-    Returns:
-        float64 array (len(space), F), F = the sum of the axis sizes plus, over every pair of
-        axes, the product of their sizes: 21 + 180 = 201 for vLLM's grid.
-    """
-    import numpy as np
-    index = _value_index(space, axes)
-    columns = [index[:, a] == v for a, axis in enumerate(axes) for v in range(len(axis.values))]
-    for a, b in combinations(range(len(axes)), 2):
-        columns += [(index[:, a] == va) & (index[:, b] == vb)
-                    for va in range(len(axes[a].values)) for vb in range(len(axes[b].values))]
-    return np.stack(columns, axis=1).astype(np.float64)
-
-
 class RidgeGuide:
     """Proposes configs from a ridge regression of log(latency_us) on `features`, refitted to
     every ok trial at each call: alternately the unmeasured config of the whole space predicted
@@ -113,7 +68,7 @@ class RidgeGuide:
         import numpy as np
         self.configs = list(space)
         self.row = {config: i for i, config in enumerate(self.configs)}
-        self.x, self.adjacent = _encoded(tuple(self.configs), tuple(axes), categorical)
+        self.x, self.adjacent = encoded(tuple(self.configs), tuple(axes), categorical)
         self.ridge = ridge
         self.local_top = local_top
         self.calls = 0
@@ -270,7 +225,8 @@ def run_guided(tracker: BudgetedEvaluate, axes: Sequence[Axis], guide: RidgeGuid
                seed: int, batch: Sequence[KernelConfig] = (), spread: int = SPREAD,
                guide_after: int = GUIDE_AFTER, transfer_tiles: int = TRANSFER_TILES,
                categorical: frozenset[str] = CATEGORICAL,
-               fresh_axes_first: bool = FRESH_AXES_FIRST) -> None:
+               fresh_axes_first: bool = FRESH_AXES_FIRST,
+               prior: Mapping[KernelConfig, float] | None = None) -> None:
     """Search until the budget (or the space) is spent: best-first steps as `run_local` (with
     `categorical` axes), and after every `spread` of them the next tile of `batch` (`_Tiles`).
     A step that cannot launch (`PRUNED`) is followed by its `repaired` configs, which count as
@@ -296,6 +252,7 @@ def run_guided(tracker: BudgetedEvaluate, axes: Sequence[Axis], guide: RidgeGuid
         transfer_tiles: see TRANSFER_TILES.
         categorical: see CATEGORICAL.
         fresh_axes_first: see FRESH_AXES_FIRST.
+        prior: orders each centre's neighbours (`local.neighbourhood_order`); None: seeded.
     """
     rng = random.Random(seed)
     # Repairs are drawn from their own generator, so that the steps' order stays the same
@@ -332,7 +289,7 @@ def run_guided(tracker: BudgetedEvaluate, axes: Sequence[Axis], guide: RidgeGuid
                 candidate = repairs.pop(0)
             else:
                 candidate = best_first_step(tracker, axes, rng, queues, moves, categorical,
-                                            fresh_axes_first=fresh_axes_first)
+                                            fresh_axes_first=fresh_axes_first, prior=prior)
                 step = candidate is not None
             if candidate is None:
                 candidate = rng.choice([c for c in sorted(tracker.allowed, key=_key)
@@ -372,6 +329,7 @@ class GuidedStrategy(Strategy):
 
     name = "guided"
     free = PRUNED
+    reads_related = True
 
     def search(
         self,
@@ -381,9 +339,11 @@ class GuidedStrategy(Strategy):
         budget: int,
         seed: int,
         warm_start: Sequence[KernelConfig] = (),
+        related: Sequence[TaskTimings] = (),
     ) -> History:
         """Measure `warm_start` in order, then `run_guided` to `budget` counted trials (see
-        the class)."""
+        the class), each centre's neighbours ordered by `prior.fit_prior` of `related` (the
+        ok trials of the device's related tasks) when there are enough of them."""
         tracker = BudgetedEvaluate(evaluate, space, budget, free=self.free)
         axes = space_axes(space)
         tracker.warm_start(warm_start)
@@ -395,6 +355,7 @@ class GuidedStrategy(Strategy):
         # threads (twice the CPU of a replayed sweep, measured in bench/README.md).
         with threadpool_limits(limits=1, user_api="blas"):
             guide = RidgeGuide(sorted(tracker.allowed, key=_key), axes)
+            prior = fit_prior(guide.configs, guide.x, related, RIDGE) if related else None
             run_guided(tracker, axes, guide, seed=seed, batch=batch,
-                       fresh_axes_first=FRESH_AXES_FIRST)
+                       fresh_axes_first=FRESH_AXES_FIRST, prior=prior)
         return tracker.history

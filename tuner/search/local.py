@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from tuner.kernels.config import KernelConfig
 from tuner.search.axes import Axis, neighbours, space_axes
@@ -51,20 +51,22 @@ def best_first_step(tracker: BudgetedEvaluate, axes: Sequence[Axis], rng: random
                     queues: dict[KernelConfig, list[KernelConfig]],
                     moves: dict[KernelConfig, tuple[int, ...]],
                     categorical: frozenset[str] = frozenset(), *,
-                    fresh_axes_first: bool = False) -> KernelConfig | None:
+                    fresh_axes_first: bool = False,
+                    prior: Mapping[KernelConfig, float] | None = None) -> KernelConfig | None:
     """The next unmeasured neighbour (in `neighbourhood_order`) of the fastest ok config that
     still has one, or None when no ok config has any. Takes it off its centre's queue in
     `queues` (built on first use) and records the move that reached it in `moves`.
     `categorical`: as for `neighbours`. With `fresh_axes_first`, a centre's pattern move is
     still first, but then its first queued one-axis neighbour along an axis that no measured
-    config's move in `moves` has changed (`fresh_axes`) comes before the rest of the queue."""
+    config's move in `moves` has changed (`fresh_axes`) comes before the rest of the queue.
+    `prior`: as for `neighbourhood_order`."""
     fresh = fresh_axes(tracker, moves, len(axes)) if fresh_axes_first else set()
     for _, _, centre in sorted((result.latency_us, index, config) for index, (
             config, result) in enumerate(tracker.history) if result.ok):
         queue = queues.get(centre)
         if queue is None:
             queue = queues[centre] = neighbourhood_order(centre, axes, tracker, rng, moves,
-                                                         categorical)
+                                                         categorical, prior)
         while queue and queue[0] in tracker.results:
             queue.pop(0)
         if queue:
@@ -97,16 +99,23 @@ def _moved_axes(move: tuple[int, ...]) -> set[int]:
 def neighbourhood_order(centre: KernelConfig, axes: Sequence[Axis],
                         tracker: BudgetedEvaluate, rng: random.Random,
                         moves: dict[KernelConfig, tuple[int, ...]],
-                        categorical: frozenset[str] = frozenset()) -> list[KernelConfig]:
+                        categorical: frozenset[str] = frozenset(),
+                        prior: Mapping[KernelConfig, float] | None = None
+                        ) -> list[KernelConfig]:
     """The order in which a centre's neighbours of the space are tried: the pattern move that
     reached it first (if any), then its one-step neighbours, then its diagonal ones, each
-    group in a seeded random order. `categorical`: as for `neighbours`."""
+    group in a seeded random order, or, with a `prior` (lower is faster, e.g.
+    `prior.fit_prior`), fastest predicted first (ties in the seeded order). `categorical`: as
+    for `neighbours`."""
     singles = [c for c in neighbours(centre, axes, categorical=categorical)
                if c in tracker.allowed]
     diagonals = [c for c in neighbours(centre, axes, pairs=True, categorical=categorical)
                  if c in tracker.allowed and c not in singles]
     rng.shuffle(singles)
     rng.shuffle(diagonals)
+    if prior is not None:  # after the shuffles, so the seeded draws stay those without one
+        singles.sort(key=lambda c: prior.get(c, 0.0))
+        diagonals.sort(key=lambda c: prior.get(c, 0.0))
     ahead = _apply(centre, moves[centre], axes) if centre in moves else None
     first = [ahead] if ahead is not None and ahead in tracker.allowed else []
     return first + [c for c in singles + diagonals if c != ahead]

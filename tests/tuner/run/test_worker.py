@@ -231,6 +231,36 @@ def test_a_task_warm_starts_from_the_winner_of_a_neighbouring_m(store):
     assert compiler.gates == [(32, (default_config(), KernelConfig(32, 256, 128, 64, 8, 2)))]
 
 
+def test_a_guided_task_learns_from_the_trials_of_a_neighbouring_m(tmp_path, monkeypatch):
+    from tuner.search.guided import GuidedStrategy
+
+    given = []
+    search = GuidedStrategy.search
+
+    def spy(self, evaluate, **kwargs):
+        given.append(kwargs["related"])
+        return search(self, evaluate, **kwargs)
+
+    monkeypatch.setattr(GuidedStrategy, "search", spy)
+    engine, spec, environment_id = make_store(tmp_path, strategy="guided")
+    first = claim(engine, spec)
+    run_task(engine, spec, first, environment_id, vllm_space())
+    with session_scope(engine) as session:
+        repo.finish_task(session, task_id=first.task_id, worker_id=spec.worker_id, state="done")
+        sweep, _ = repo.create_sweep(
+            session, device_name="TRITON_INTERPRETER", model="tiny", tp=1, strategy="guided",
+            budget=BUDGET, space="vllm", seed=3, m_values=[32], out_dtype="bfloat16",
+            block_shape=(128, 128), shapes=[(256, 384)])
+    later = WorkerSpec(db_url=spec.db_url, sweep_id=sweep.sweep_id, worker_id="w1",
+                       backend="interpreter")
+    run_task(engine, later, claim(engine, later), environment_id, vllm_space())
+    # M=16's ok trials, in the order they were stored (its 256-row tiles ran out of resources).
+    ok = [(KernelConfig.from_dict(t.config), t.latency_us) for t in stored(engine, first.task_id)
+          if t.status == "ok"]
+    assert len(ok) >= BUDGET - 1 and given == [[], [ok]]
+    engine.dispose()
+
+
 def test_a_larger_budget_resumes_the_search_and_measures_only_new_trials(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
