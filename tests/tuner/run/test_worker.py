@@ -212,18 +212,24 @@ def test_the_gate_compiles_the_tile_batch_of_ils_before_it_is_asked(tmp_path):
     engine.dispose()
 
 
-def test_a_task_warm_starts_from_the_winner_of_a_neighbouring_m(store):
-    engine, spec, environment_id = store
+def then_m32(engine, spec, environment_id, strategy: str) -> tuple[int, WorkerSpec]:
+    """Run and finish the store's M=16 task, then open a sweep of the same shape at M=32 with
+    `strategy`; returns the M=16 task's id and a worker of the new sweep."""
     task = claim(engine, spec)
     run_task(engine, spec, task, environment_id, vllm_space())
     with session_scope(engine) as session:
         repo.finish_task(session, task_id=task.task_id, worker_id=spec.worker_id, state="done")
         sweep, _ = repo.create_sweep(
-            session, device_name="TRITON_INTERPRETER", model="tiny", tp=1, strategy="optuna",
+            session, device_name="TRITON_INTERPRETER", model="tiny", tp=1, strategy=strategy,
             budget=BUDGET, space="vllm", seed=3, m_values=[32], out_dtype="bfloat16",
             block_shape=(128, 128), shapes=[(256, 384)])
-    later = WorkerSpec(db_url=spec.db_url, sweep_id=sweep.sweep_id, worker_id="w1",
-                       backend="interpreter")
+    return task.task_id, WorkerSpec(db_url=spec.db_url, sweep_id=sweep.sweep_id, worker_id="w1",
+                                    backend="interpreter")
+
+
+def test_a_task_warm_starts_from_the_winner_of_a_neighbouring_m(store):
+    engine, spec, environment_id = store
+    _, later = then_m32(engine, spec, environment_id, "optuna")
     compiler = FakeCompiler()
     run_task(engine, later, claim(engine, later), environment_id, vllm_space(),
              compiler=compiler)
@@ -243,19 +249,10 @@ def test_a_guided_task_learns_from_the_trials_of_a_neighbouring_m(tmp_path, monk
 
     monkeypatch.setattr(GuidedStrategy, "search", spy)
     engine, spec, environment_id = make_store(tmp_path, strategy="guided")
-    first = claim(engine, spec)
-    run_task(engine, spec, first, environment_id, vllm_space())
-    with session_scope(engine) as session:
-        repo.finish_task(session, task_id=first.task_id, worker_id=spec.worker_id, state="done")
-        sweep, _ = repo.create_sweep(
-            session, device_name="TRITON_INTERPRETER", model="tiny", tp=1, strategy="guided",
-            budget=BUDGET, space="vllm", seed=3, m_values=[32], out_dtype="bfloat16",
-            block_shape=(128, 128), shapes=[(256, 384)])
-    later = WorkerSpec(db_url=spec.db_url, sweep_id=sweep.sweep_id, worker_id="w1",
-                       backend="interpreter")
+    first, later = then_m32(engine, spec, environment_id, "guided")
     run_task(engine, later, claim(engine, later), environment_id, vllm_space())
     # M=16's ok trials, in the order they were stored (its 256-row tiles ran out of resources).
-    ok = [(KernelConfig.from_dict(t.config), t.latency_us) for t in stored(engine, first.task_id)
+    ok = [(KernelConfig.from_dict(t.config), t.latency_us) for t in stored(engine, first)
           if t.status == "ok"]
     assert len(ok) >= BUDGET - 1 and given == [[], [ok]]
     engine.dispose()
