@@ -1,5 +1,7 @@
 """Model-guided search ("guided"): best-first steps (a step that cannot launch is repaired by
-a second one), with every block tile tried in turn between them at the settings tuned so far;
+a second one; a centre's neighbours in the order a prior fitted on the related tasks' trials
+predicts fastest, when the store has some), with every block tile tried in turn between them
+at the settings tuned so far;
 when the steps stall, the rest of the tiles, then the runner-up tiles with the settings tuned by
 then; after that, whenever they stall, the configs a ridge regression on every trial so far
 predicts fastest."""
@@ -318,11 +320,11 @@ def _key(config: KernelConfig) -> tuple[int, ...]:
 
 
 class GuidedStrategy(Strategy):
-    """Warm starts, then `run_guided`: best-first steps (pruned ones repaired, `repaired`) with
-    the block tiles (vLLM's default's tile batch, the large tiles with 8 warps too) tried
-    between them at the settings tuned so far; at the first stall the tiles left and the
-    runner-up tiles with the tuned settings (`retiled`), and `RidgeGuide`'s proposals whenever
-    the steps stall.
+    """Warm starts, then `run_guided`: best-first steps (pruned ones repaired, `repaired`; a
+    centre's neighbours ordered by the related tasks' prior, `prior.fit_prior`) with the block
+    tiles (vLLM's default's tile batch, the large tiles with 8 warps too) tried between them at
+    the settings tuned so far; at the first stall the tiles left and the runner-up tiles with
+    the tuned settings (`retiled`), and `RidgeGuide`'s proposals whenever the steps stall.
     Configs pruned before launch (`budget.PRUNED`) cost no budget, so a task may store more
     than `budget` trials, of which at most `budget` were measured. What it measures after the
     warm starts depends on their results, so only they are `planned`."""
