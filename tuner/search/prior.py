@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from tuner.kernels.config import KernelConfig
 from tuner.search.base import TaskTimings
+from tuner.search.warm_start import related_tasks
 
 if TYPE_CHECKING:
     import numpy as np
@@ -34,21 +35,18 @@ def related(task: tuple[int, int, int], timings: Mapping[tuple[int, int, int], T
             max_neighbours: int = NEIGHBOURS, max_same_m_others: int = SAME_M_OTHERS
             ) -> list[TaskTimings]:
     """The timings a task learns from, the nearest of the tasks its warm starts come from
-    (`warm_start_for_task`): the same (N, K) at the nearest other M in log2 (ties: the smaller
-    M), then other (N, K) at the same M, in (N, K) order. Only the nearest: the fastest tiles
-    change with M (small M wants a small BLOCK_SIZE_M), and more tasks made the prior worse.
+    (`warm_start.related_tasks`): the same (N, K) at the nearest other M in log2 (ties: the
+    smaller M), then other (N, K) at the same M, in (N, K) order. Only the nearest: the
+    fastest tiles change with M (small M wants a small BLOCK_SIZE_M), and more tasks made the
+    prior worse.
 
     Args:
         task: (N, K, M) of the task.
         timings: ok trials of the device's earlier tasks, by (N, K, M).
         max_neighbours, max_same_m_others: most tasks of each kind.
     """
-    n, k, m = task
-    near = sorted((abs(math.log2(key[2]) - math.log2(m)), key[2], key) for key in timings
-                  if (key[0], key[1]) == (n, k) and key[2] != m)
-    others = sorted(key for key in timings if (key[0], key[1]) != (n, k) and key[2] == m)
-    return [timings[key] for *_, key in near[:max_neighbours]] + [
-        timings[key] for key in others[:max_same_m_others]]
+    near, others = related_tasks(sorted(timings), N=task[0], K=task[1], M=task[2])
+    return [timings[key] for key in near[:max_neighbours] + others[:max_same_m_others]]
 
 
 def fit_prior(configs: Sequence[KernelConfig], x: np.ndarray, tasks: Sequence[TaskTimings],

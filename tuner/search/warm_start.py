@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import TypeVar
 
 from tuner.kernels.config import KernelConfig
 
 # How many winners of each kind a task starts from (more leaves less budget to the search).
 MAX_NEIGHBOURS = 2
 MAX_SAME_M_OTHERS = 2
+
+_Task = TypeVar("_Task", bound=tuple)
 
 
 def warm_start_configs(
@@ -60,14 +63,34 @@ def warm_start_for_task(
     Returns:
         `warm_start_configs(default, neighbours, same_m_others)`.
     """
-    neighbours: list[tuple[float, int, KernelConfig]] = []
-    others: list[tuple[int, int, KernelConfig]] = []
-    for n, k, m, config in winners:
+    near, others = related_tasks(winners, N=N, K=K, M=M)
+    return warm_start_configs(
+        default, list(dict.fromkeys(config for *_, config in near))[:max_neighbours],
+        list(dict.fromkeys(config for *_, config in others))[:max_same_m_others])
+
+
+def related_tasks(tasks: Iterable[_Task], *, N: int, K: int, M: int
+                  ) -> tuple[list[_Task], list[_Task]]:
+    """The tasks a task of (N, K, M) takes its warm starts from (`warm_start_for_task`) and
+    learns from (`prior.related`), nearest first.
+
+    Args:
+        tasks: tuples that begin with (N, K, M) of an earlier task of the device.
+        N, K, M: the task's.
+
+    Returns:
+        (neighbours: the same (N, K) at another M, nearest in log2(M) first, ties to the
+        smaller M; others: another (N, K) at this M, in (N, K) order); ties keep the order of
+        `tasks`.
+    """
+    near: list[_Task] = []
+    others: list[_Task] = []
+    for task in tasks:
+        n, k, m = task[:3]
         if (n, k) == (N, K) and m != M:
-            neighbours.append((abs(math.log2(m) - math.log2(M)), m, config))
+            near.append(task)
         elif (n, k) != (N, K) and m == M:
-            others.append((n, k, config))
-    near = [config for *_, config in sorted(neighbours, key=lambda item: item[:2])]
-    far = [config for *_, config in sorted(others, key=lambda item: item[:2])]
-    return warm_start_configs(default, list(dict.fromkeys(near))[:max_neighbours],
-                              list(dict.fromkeys(far))[:max_same_m_others])
+            others.append(task)
+    near.sort(key=lambda task: (abs(math.log2(task[2]) - math.log2(M)), task[2]))
+    others.sort(key=lambda task: task[:2])
+    return near, others
