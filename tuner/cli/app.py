@@ -67,6 +67,7 @@ recipe_app = typer.Typer(help="Ready-to-run text for sweeps inside the serving i
 app.add_typer(recipe_app, name="recipe")
 recipe_app.command("sweep")(recipe.recipe_sweep)
 landscape_app.command("record")(landscape.landscape_record)
+landscape_app.command("stats")(landscape.landscape_stats)
 shapes_app.command("list")(shapes.shapes_list)
 shapes_app.command("show")(shapes.shapes_show)
 shapes_app.command("from-log")(shapes.from_log)

@@ -1,8 +1,9 @@
-"""`tuner landscape record`: write a device's stored trials as a landscape file for replay.
-"""
+"""`tuner landscape record`: write a device's stored trials as a landscape file for replay;
+`tuner landscape stats`: what a landscape's problems offer a search."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -20,9 +21,10 @@ from tuner.cli.options import (
     fail,
     open_db,
 )
+from tuner.cli.tables import Column, print_table
 from tuner.kernels.config import KernelConfig
 from tuner.measure.trial import TrialResult, TrialStatus
-from tuner.search.replay import Landscape, landscape_from_results
+from tuner.search.replay import Landscape, landscape_from_results, load_landscape, problem_stats
 
 if TYPE_CHECKING:
     from db.repo import DeviceTrialRow
@@ -143,4 +145,49 @@ def landscape_record(
     ok = sum(result.ok for problem in landscape.problems.values() for result in problem.values())
     console.print(f"wrote {out}: {device_name}, {len(landscape.problems)} (N, K, M), {trials} "
                   f"trials ({ok} ok), triton {landscape.environment.get('triton', '?')}",
+                  soft_wrap=True, markup=False, highlight=False)
+
+
+def landscape_stats(
+    file: Annotated[Path, typer.Argument(help="Landscape file (JSON), e.g. from `tuner "
+                                         "landscape record` or bench/landscapes/.")],
+    ratio: Annotated[list[float] | None, typer.Option(
+        help="Count the configs at least this fraction of the optimum's speed; repeat for "
+        "several [default: 0.98, 0.97, 0.95].")] = None,
+) -> None:
+    """Per (N, K, M) of a landscape: the optimum, how much faster it is than vLLM's default
+    config, and how many configs come near it.
+
+    A problem with one or two configs near its optimum is a needle: a search of a few dozen
+    trials finds it by luck, whatever the strategy, so read search results on it with that in
+    mind.
+    """
+    from tuner.kernels.dense.space import default_config
+
+    ratios = sorted(set(ratio or (0.98, 0.97, 0.95)), reverse=True)
+    if not all(0 < r <= 1 for r in ratios):
+        raise fail("--ratio must be in (0, 1]")
+    try:
+        landscape = load_landscape(file)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    stats = problem_stats(landscape, default_config(landscape.block_shape), ratios)
+    if not stats:
+        raise fail(f"{file}: no (N, K, M) has an ok config", 1)
+    columns = [Column("N"), Column("K"), Column("M"), Column("ok"), Column("optimum", text=True),
+               Column("optimum_us"), Column("vs default"),
+               *(Column(f">= {r:g}") for r in ratios)]
+    rows = [[str(s.N), str(s.K), str(s.M), f"{s.ok}/{s.recorded}", s.optimum.short(),
+             f"{s.optimum_us:.2f}",
+             "cannot run" if s.default_speedup is None else f"{s.default_speedup:.2f}x",
+             *(str(count) for count in s.near)] for s in stats]
+    print_table(console, columns, rows, title=f"{landscape.device_name} ({file.name})")
+    speedups = [s.default_speedup for s in stats if s.default_speedup is not None]
+    fewest = min(stats, key=lambda s: (s.near[-1], s.N, s.K, s.M))
+    gain = ("vLLM's default runs on none of them" if not speedups else
+            f"the optimum is {math.exp(sum(map(math.log, speedups)) / len(speedups)):.2f}x "
+            f"vLLM's default (geomean of the {len(speedups)} where it runs)")
+    console.print(f"{len(stats)} (N, K, M): {gain}; configs at >= {ratios[-1]:g} of the "
+                  f"optimum: median {sorted(s.near[-1] for s in stats)[len(stats) // 2]}, "
+                  f"fewest {fewest.near[-1]} ({fewest.N},{fewest.K},{fewest.M})",
                   soft_wrap=True, markup=False, highlight=False)

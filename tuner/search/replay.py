@@ -230,3 +230,62 @@ def landscape_from_results(
         problems.setdefault((n, k, m), {})[config] = recorded(result)
     return Landscape(device_name, dict(environment), recorded_at, space, out_dtype,
                      block_shape, problems)
+
+
+@dataclass(frozen=True)
+class ProblemStats:
+    """How one (N, K, M) of a landscape looks to a search (`problem_stats`).
+
+    Attributes:
+        N, K, M: the problem.
+        recorded: configs with a row (any status).
+        ok: configs that ran.
+        optimum: the fastest ok config (`ReplayRunner.optimum`).
+        optimum_us: its median latency in microseconds.
+        default_speedup: the default config's latency over the optimum's (how much a search
+            can win over it), or None where the default did not run or has no row.
+        near: for each ratio asked for, the ok configs whose speed is at least that fraction
+            of the optimum's (optimum_us / latency_us >= ratio; the optimum counts): the
+            configs a search must hit to reach that quality.
+    """
+
+    N: int
+    K: int
+    M: int
+    recorded: int
+    ok: int
+    optimum: KernelConfig
+    optimum_us: float
+    default_speedup: float | None
+    near: tuple[int, ...]
+
+
+def problem_stats(landscape: Landscape, default: KernelConfig,
+                  ratios: Iterable[float] = (0.98, 0.97, 0.95)) -> list[ProblemStats]:
+    """Per (N, K, M) of `landscape` with an ok config, in (N, K, M) order: its optimum, what
+    it gains over `default`, and how many configs come within each of `ratios` of it. Few
+    configs near the optimum make a needle no search finds in a few trials: on the held-out
+    `kt_conv` landscape 4 of 12 problems have one config of 878-945 within 0.95
+    (bench/landscapes/README.md).
+
+    Args:
+        landscape: the recorded timings.
+        default: the config to compare with, e.g. `dense.space.default_config(block_shape)`.
+        ratios: fractions of the optimum's speed, each in (0, 1].
+    """
+    ratios = tuple(ratios)
+    found = []
+    for (n, k, m), trials in sorted(landscape.problems.items()):
+        best = ReplayRunner(trials).optimum()
+        if best is None:
+            continue
+        optimum, result = best
+        optimum_us = result.ok_latency_us
+        speeds = [optimum_us / r.ok_latency_us for r in trials.values() if r.ok]
+        fallback = trials.get(default)
+        found.append(ProblemStats(
+            n, k, m, len(trials), len(speeds), optimum, optimum_us,
+            fallback.ok_latency_us / optimum_us if fallback is not None and fallback.ok
+            else None,
+            tuple(sum(speed >= ratio for speed in speeds) for ratio in ratios)))
+    return found
