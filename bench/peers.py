@@ -58,7 +58,7 @@ from tuner.search.replay import Landscape, load_landscape  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from peers_table import OURS, PEERS, markdown, summarize, versus  # noqa: E402
+from peers_table import OURS, PEERS, markdown, summarize, targets, versus  # noqa: E402
 
 LANDSCAPES = ("synthetic_sm90", "kt_gemm_min", "kt_gemm_fixed", "kt_dedisp",
               "kt_conv")  # bench/landscapes/
@@ -367,17 +367,19 @@ def write_report(out: Path, runs: list[dict], landscapes: dict[str, str], comman
     rows = summarize(runs)
     table = markdown(rows)
     against = versus(runs)
+    reached = targets(runs)
     report = {"benchmark": "peers", "date": datetime.now(UTC).isoformat(timespec="seconds"),
               "complete": complete, "commands": commands, "landscapes": landscapes,
               "versions": _versions(), "host": platform.node(),
               "wall_s": round(time.perf_counter() - start), "summary": rows, "table": table,
-              "versus": against,
+              "versus": against, "targets": reached,
               "runs": runs}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n")
     if complete:
         print(table)
         print(against)
+        print(reached)
         print(f"wrote {out}")
 
 

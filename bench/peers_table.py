@@ -88,3 +88,50 @@ def versus(runs: list[dict], ours: str = "guided") -> str:
                      f"{mine['min']:.3f} | `{top['peer']}` {top['geomean']:.4f} | "
                      f"`{floor['peer']}` {floor['min']:.3f} | {'; '.join(ahead) or 'none'} |")
     return "\n".join(lines) + "\n"
+
+
+# Issue 26's absolute targets for the default strategy, per budget: (geomean at least, min at
+# least), None where the budget sets no bound on it.
+TARGETS: dict[int, tuple[float | None, float | None]] = {32: (0.98, None), 64: (0.995, 0.95),
+                                                         128: (None, 0.97)}
+
+
+def _meets(row: dict, budget: int) -> bool:
+    geomean, floor = TARGETS[budget]
+    return (geomean is None or row["geomean"] >= geomean) and (floor is None
+                                                              or row["min"] >= floor)
+
+
+def _target(budget: int) -> str:
+    geomean, floor = TARGETS[budget]
+    return " and ".join([f"geomean >= {geomean}"] * (geomean is not None)
+                        + [f"min >= {floor}"] * (floor is not None))
+
+
+def targets(runs: list[dict], ours: str = "guided") -> str:
+    """One table: a row per (landscape, mode, budget of `TARGETS`), whether `ours` meets the
+    budget's target and which other tuners in `runs` (our other strategies and earlier versions
+    of `ours` included, each over its own seeds) meet it, with the best geomean and min any of
+    them reached: where that column says none, no tuner run on the landscape meets it."""
+    groups: dict[tuple[str, str, int], dict[str, dict]] = {}
+    for row in summarize(runs):
+        if row["budget"] in TARGETS:
+            groups.setdefault((row["landscape"], row["mode"], row["budget"]),
+                              {})[row["peer"]] = row
+    lines = ["| landscape, warm start | budget | target | `" + ours + "` | best of the others, "
+             "geomean / min | others that meet it |", "|---|---|---|---|---|---|"]
+    for (landscape, mode, budget), by_peer in sorted(groups.items()):
+        others = [row for peer, row in sorted(by_peer.items()) if peer != ours]
+        if ours not in by_peer or not others:
+            continue
+        mine = by_peer[ours]
+        met = [f"`{row['peer']}` ({row['seeds']} seed{'s' * (row['seeds'] > 1)})"
+               for row in others if _meets(row, budget)]
+        top = max(others, key=lambda row: row["geomean"])
+        floor = max(others, key=lambda row: row["min"])
+        lines.append(f"| `{landscape}`, {mode} | {budget} | {_target(budget)} | "
+                     f"{mine['geomean']:.4f} / {mine['min']:.3f} "
+                     f"{'met' if _meets(mine, budget) else '**missed**'} | "
+                     f"`{top['peer']}` {top['geomean']:.4f} / `{floor['peer']}` "
+                     f"{floor['min']:.3f} | {', '.join(met) or 'none'} |")
+    return "\n".join(lines) + "\n"

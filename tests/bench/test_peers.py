@@ -99,6 +99,27 @@ def test_versus_compares_guided_with_each_peer_at_the_peers_seeds() -> None:
                         "| `optuna:tpe` 0.990 | none |")
 
 
+def test_targets_say_whether_guided_and_which_other_tuners_meet_each_budgets_bound() -> None:
+    def run(peer: str, seed: int, budget: int, ratios: tuple[float, float]) -> dict:
+        return {"landscape": "kt_conv", "mode": "sweep", "budget": budget, "peer": peer,
+                "seed": seed, "ratios": dict(zip(("a", "b"), ratios, strict=True)),
+                "evaluations": 2, "search_s": 0.1}
+
+    runs = [run("guided", 0, 32, (1.0, 0.97)), run("guided", 1, 32, (1.0, 0.98)),
+            run("random", 0, 32, (0.96, 0.96)), run("optuna:gp", 0, 32, (0.99, 0.99)),
+            run("guided", 0, 64, (1.0, 0.94)), run("random", 0, 64, (0.999, 0.96)),
+            run("guided", 0, 128, (1.0, 0.96)), run("local", 0, 128, (0.969, 1.0)),
+            run("guided", 0, 16, (1.0, 1.0)), run("random", 0, 16, (1.0, 1.0))]
+    lines = peers.targets(runs).splitlines()
+    assert lines[2:] == [
+        "| `kt_conv`, sweep | 32 | geomean >= 0.98 | 0.9874 / 0.970 met | `optuna:gp` 0.9900 / "
+        "`optuna:gp` 0.990 | `optuna:gp` (1 seed) |",
+        "| `kt_conv`, sweep | 64 | geomean >= 0.995 and min >= 0.95 | 0.9695 / 0.940 **missed** "
+        "| `random` 0.9793 / `random` 0.960 | none |",
+        "| `kt_conv`, sweep | 128 | min >= 0.97 | 0.9798 / 0.960 **missed** | `local` 0.9844 / "
+        "`local` 0.969 | none |"]
+
+
 def test_combining_result_files_keeps_each_run_once_from_the_last_file() -> None:
     def run(peer: str, seed: int, ratio: float) -> dict:
         return {"peer": peer, "landscape": "kt_gemm_min", "mode": "default", "seed": seed,
