@@ -151,9 +151,9 @@ def landscape_record(
 def landscape_stats(
     file: Annotated[Path, typer.Argument(help="Landscape file (JSON), e.g. from `tuner "
                                          "landscape record` or bench/landscapes/.")],
-    ratio: Annotated[list[float] | None, typer.Option(
-        help="Count the configs at least this fraction of the optimum's speed; repeat for "
-        "several [default: 0.98, 0.97, 0.95].")] = None,
+    ratios: Annotated[str, typer.Option(
+        metavar="R,R,...", help="Count the configs at least these fractions of the optimum's "
+        "speed, each in (0, 1].")] = "0.98,0.97,0.95",
 ) -> None:
     """Per (N, K, M) of a landscape: the optimum, how much faster it is than vLLM's default
     config, and how many configs come near it.
@@ -164,19 +164,22 @@ def landscape_stats(
     """
     from tuner.kernels.dense.space import default_config
 
-    ratios = sorted(set(ratio or (0.98, 0.97, 0.95)), reverse=True)
-    if not all(0 < r <= 1 for r in ratios):
-        raise fail("--ratio must be in (0, 1]")
+    try:
+        fractions = sorted({float(text) for text in ratios.split(",")}, reverse=True)
+    except ValueError:
+        fractions = []
+    if not fractions or not all(0 < r <= 1 for r in fractions):
+        raise fail(f"--ratios {ratios!r}: give fractions in (0, 1], e.g. 0.98,0.95")
     try:
         landscape = load_landscape(file)
     except ValueError as exc:
         raise fail(str(exc)) from None
-    stats = problem_stats(landscape, default_config(landscape.block_shape), ratios)
+    stats = problem_stats(landscape, default_config(landscape.block_shape), fractions)
     if not stats:
         raise fail(f"{file}: no (N, K, M) has an ok config", 1)
     columns = [Column("N"), Column("K"), Column("M"), Column("ok"), Column("optimum", text=True),
                Column("optimum_us"), Column("vs default"),
-               *(Column(f">= {r:g}") for r in ratios)]
+               *(Column(f">= {r:g}") for r in fractions)]
     rows = [[str(s.N), str(s.K), str(s.M), f"{s.ok}/{s.recorded}", s.optimum.short(),
              f"{s.optimum_us:.2f}",
              "cannot run" if s.default_speedup is None else f"{s.default_speedup:.2f}x",
@@ -187,7 +190,7 @@ def landscape_stats(
     gain = ("vLLM's default runs on none of them" if not speedups else
             f"the optimum is {math.exp(sum(map(math.log, speedups)) / len(speedups)):.2f}x "
             f"vLLM's default (geomean of the {len(speedups)} where it runs)")
-    console.print(f"{len(stats)} (N, K, M): {gain}; configs at >= {ratios[-1]:g} of the "
+    console.print(f"{len(stats)} (N, K, M): {gain}; configs at >= {fractions[-1]:g} of the "
                   f"optimum: median {sorted(s.near[-1] for s in stats)[len(stats) // 2]}, "
                   f"fewest {fewest.near[-1]} ({fewest.N},{fewest.K},{fewest.M})",
                   soft_wrap=True, markup=False, highlight=False)

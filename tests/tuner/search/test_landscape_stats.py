@@ -61,6 +61,7 @@ def test_the_command_prints_a_row_per_problem_and_a_summary(tmp_path):
     (tmp_path / "l20.json").write_text(landscape().to_json())
     done = run("l20.json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+    assert run("l20.json", "--ratios", "0.95,0.97,0.98,0.97", cwd=tmp_path).stdout == done.stdout
     rows = [line.split() for line in done.stdout.splitlines()]
     assert rows[1] == ["N", "K", "M", "ok", "optimum", "optimum_us", "vs", "default", ">=",
                        "0.98", ">=", "0.97", ">=", "0.95"]
@@ -75,7 +76,11 @@ def test_the_command_prints_a_row_per_problem_and_a_summary(tmp_path):
 
 def test_bad_input_gets_one_line(tmp_path):
     (tmp_path / "l20.json").write_text(landscape().to_json())
-    for args, message in [(("l20.json", "--ratio", "1.5"), "error: --ratio must be in (0, 1]"),
-                          (("missing.json",), "error: missing.json: No such file or directory")]:
+    for args, message in [
+            (("l20.json", "--ratios", "0.9,1.5"),
+             "error: --ratios '0.9,1.5': give fractions in (0, 1], e.g. 0.98,0.95"),
+            (("l20.json", "--ratios", "x"),
+             "error: --ratios 'x': give fractions in (0, 1], e.g. 0.98,0.95"),
+            (("missing.json",), "error: missing.json: No such file or directory")]:
         done = run(*args, cwd=tmp_path)
         assert (done.returncode, done.stderr, done.stdout) == (2, message + "\n", "")
