@@ -1,9 +1,11 @@
-"""The tables of bench/peers.py: per-peer summaries, the whole table, and the versus table of
-the default strategy against the best peer tuners."""
+"""The tables of bench/peers.py: per-peer summaries, the whole table, the versus table of the
+default strategy against the best peer tuners, the targets it meets and the tuners that lead
+each budget."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 OURS = ("guided", "local", "ils", "optuna")  # our strategies (tuner.search): not peers
 KT = ("greedy_ils", "genetic_algorithm", "dual_annealing", "simulated_annealing", "bayes_opt",
@@ -135,3 +137,38 @@ def targets(runs: list[dict], ours: str = "guided") -> str:
                      f"`{top['peer']}` {top['geomean']:.4f} / `{floor['peer']}` "
                      f"{floor['min']:.3f} | {', '.join(met) or 'none'} |")
     return "\n".join(lines) + "\n"
+
+
+def leaders(runs: list[dict], held_out: Sequence[str] = (), ours: str = "guided") -> str:
+    """One table: per budget, the tuners at least as good as every other tuner in `runs` on
+    both geomean and min (each other tuner compared at its own seeds), and in how many of the
+    (landscape, mode) cells, landscapes in `held_out` left out. Earlier versions of `ours`
+    (named `ours-...`) are neither leaders nor rivals; our other strategies are both."""
+    runs = [run for run in runs
+            if run["landscape"] not in held_out and not run["peer"].startswith(f"{ours}-")]
+    cells: dict[tuple[str, str, int], list[dict]] = {}
+    for run in runs:
+        cells.setdefault((run["landscape"], run["mode"], run["budget"]), []).append(run)
+    wins: dict[int, dict[str, int]] = {}
+    for (_, _, budget), cell in sorted(cells.items()):
+        counts = wins.setdefault(budget, {})
+        rows = {row["peer"]: row for row in summarize(cell)}
+        for peer in rows:
+            if all(_at_least(cell, peer, rows[other]) for other in rows if other != peer):
+                counts[peer] = counts.get(peer, 0) + 1
+    total = {budget: sum(1 for key in cells if key[2] == budget) for budget in wins}
+    lines = ["| budget | cells | at least as good as every other tuner (cells) |",
+             "|---|---|---|"]
+    for budget, counts in sorted(wins.items()):
+        named = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+        lines.append(f"| {budget} | {total[budget]} | "
+                     + (", ".join(f"`{peer}` ({n})" for peer, n in named) or "none") + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _at_least(cell: list[dict], peer: str, other: dict) -> bool:
+    """Whether `peer`, at `other`'s seeds, has a geomean and a min at least `other`'s."""
+    seeds = {run["seed"] for run in cell if run["peer"] == other["peer"]}
+    [mine] = summarize([run for run in cell if run["peer"] == peer and run["seed"] in seeds]
+                       ) or [None]
+    return mine is None or (mine["geomean"] >= other["geomean"] and mine["min"] >= other["min"])

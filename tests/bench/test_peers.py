@@ -120,6 +120,27 @@ def test_targets_say_whether_guided_and_which_other_tuners_meet_each_budgets_bou
         "`local` 0.969 | none |"]
 
 
+def test_leaders_are_the_tuners_no_other_tuner_beats_on_geomean_or_min() -> None:
+    def run(peer: str, seed: int, ratios: tuple[float, float], landscape: str = "kt_gemm_min",
+            budget: int = 16) -> dict:
+        return {"landscape": landscape, "mode": "default", "budget": budget, "peer": peer,
+                "seed": seed, "ratios": dict(zip(("a", "b"), ratios, strict=True)),
+                "evaluations": 2, "search_s": 0.1}
+
+    runs = [run("guided", 0, (1.0, 0.9)), run("guided", 1, (1.0, 0.5)),
+            run("random", 0, (0.95, 0.95)), run("random", 1, (0.95, 0.95)),
+            run("optuna:gp", 0, (0.9, 0.9)),  # seed 0 only: behind guided's seed 0 on geomean
+            run("guided-88553a2", 0, (1.0, 1.0)),  # an earlier guided: no rival
+            run("guided", 0, (1.0, 1.0), "kt_dedisp"), run("local", 0, (0.99, 1.0), "kt_dedisp"),
+            run("guided", 0, (1.0, 1.0), "kt_dedisp", 32),
+            run("guided", 0, (0.5, 0.5), "kt_conv"), run("random", 0, (1.0, 1.0), "kt_conv")]
+    # 16: on kt_gemm_min random leads (its min beats guided's seed 1, and at seed 0 it is ahead
+    # of optuna:gp) and guided does not; on kt_dedisp guided leads, local (geomean 0.995) not.
+    assert peers.leaders(runs, held_out=("kt_conv",)).splitlines()[2:] == [
+        "| 16 | 2 | `guided` (1), `random` (1) |", "| 32 | 1 | `guided` (1) |"]
+    assert peers.leaders(runs).splitlines()[2] == "| 16 | 3 | `random` (2), `guided` (1) |"
+
+
 def test_combining_result_files_keeps_each_run_once_from_the_last_file() -> None:
     def run(peer: str, seed: int, ratio: float) -> dict:
         return {"peer": peer, "landscape": "kt_gemm_min", "mode": "default", "seed": seed,
