@@ -265,7 +265,7 @@ def problem_stats(landscape: Landscape, default: KernelConfig,
     """Per (N, K, M) of `landscape` with an ok config, in (N, K, M) order: its optimum, what
     it gains over `default`, and how many configs come within each of `ratios` of it. Few
     configs near the optimum make a needle no search finds in a few trials: on the held-out
-    `kt_conv` landscape 4 of 12 problems have one config of 878-945 within 0.95
+    `kt_conv` landscape 4 of 12 problems have one config of 878-945 within 0.97
     (bench/landscapes/README.md).
 
     Args:
