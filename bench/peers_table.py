@@ -62,10 +62,7 @@ def versus(runs: list[dict], ours: str = "guided") -> str:
     lines = ["| landscape, warm start | budget | `" + ours + "` | best peer, geomean | "
              "best peer, min | peers ahead at the same seeds (geomean, min) |",
              "|---|---|---|---|---|---|"]
-    groups: dict[tuple[str, str, int], dict[str, dict]] = {}
-    for row in rows:
-        groups.setdefault((row["landscape"], row["mode"], row["budget"]), {})[row["peer"]] = row
-    for (landscape, mode, budget), by_peer in sorted(groups.items()):
+    for (landscape, mode, budget), by_peer in sorted(_by_cell(rows).items()):
         others = [row for peer, row in by_peer.items()
                   if peer not in OURS and not peer.startswith(ours)]
         if ours not in by_peer or not others:
@@ -77,9 +74,7 @@ def versus(runs: list[dict], ours: str = "guided") -> str:
             landscape, mode, budget)]
         ahead = []
         for row in sorted(others, key=lambda row: row["peer"]):
-            seeds = {run["seed"] for run in cell if run["peer"] == row["peer"]}
-            [matched] = summarize([run for run in cell
-                                   if run["peer"] == ours and run["seed"] in seeds]) or [None]
+            matched = _at_seeds(cell, ours, row["peer"])
             if matched is None:
                 continue
             wins = [f"{row['geomean']:.4f}" if row["geomean"] > matched["geomean"] else "",
@@ -90,6 +85,22 @@ def versus(runs: list[dict], ours: str = "guided") -> str:
                      f"{mine['min']:.3f} | `{top['peer']}` {top['geomean']:.4f} | "
                      f"`{floor['peer']}` {floor['min']:.3f} | {'; '.join(ahead) or 'none'} |")
     return "\n".join(lines) + "\n"
+
+
+def _by_cell(rows: list[dict]) -> dict[tuple[str, str, int], dict[str, dict]]:
+    """`summarize`'s rows by (landscape, mode, budget), then by peer."""
+    cells: dict[tuple[str, str, int], dict[str, dict]] = {}
+    for row in rows:
+        cells.setdefault((row["landscape"], row["mode"], row["budget"]), {})[row["peer"]] = row
+    return cells
+
+
+def _at_seeds(cell: list[dict], peer: str, other: str) -> dict | None:
+    """`summarize`'s row of `peer`'s runs in `cell` at the seeds `other` ran, or None."""
+    seeds = {run["seed"] for run in cell if run["peer"] == other}
+    [row] = summarize([run for run in cell if run["peer"] == peer and run["seed"] in seeds]
+                      ) or [None]
+    return row
 
 
 # Issue 26's absolute targets for the default strategy, per budget: (geomean at least, min at
@@ -115,11 +126,7 @@ def targets(runs: list[dict], ours: str = "guided") -> str:
     budget's target and which other tuners in `runs` (our other strategies and earlier versions
     of `ours` included, each over its own seeds) meet it, with the best geomean and min any of
     them reached: where that column says none, no tuner run on the landscape meets it."""
-    groups: dict[tuple[str, str, int], dict[str, dict]] = {}
-    for row in summarize(runs):
-        if row["budget"] in TARGETS:
-            groups.setdefault((row["landscape"], row["mode"], row["budget"]),
-                              {})[row["peer"]] = row
+    groups = _by_cell([row for row in summarize(runs) if row["budget"] in TARGETS])
     lines = ["| landscape, warm start | budget | target | `" + ours + "` | best of the others, "
              "geomean / min | others that meet it |", "|---|---|---|---|---|---|"]
     for (landscape, mode, budget), by_peer in sorted(groups.items()):
@@ -168,7 +175,5 @@ def leaders(runs: list[dict], held_out: Sequence[str] = (), ours: str = "guided"
 
 def _at_least(cell: list[dict], peer: str, other: dict) -> bool:
     """Whether `peer`, at `other`'s seeds, has a geomean and a min at least `other`'s."""
-    seeds = {run["seed"] for run in cell if run["peer"] == other["peer"]}
-    [mine] = summarize([run for run in cell if run["peer"] == peer and run["seed"] in seeds]
-                       ) or [None]
+    mine = _at_seeds(cell, peer, other["peer"])
     return mine is None or (mine["geomean"] >= other["geomean"] and mine["min"] >= other["min"])
