@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -162,6 +161,8 @@ def landscape_stats(
     trials finds it by luck, whatever the strategy, so read search results on it with that in
     mind.
     """
+    from statistics import geometric_mean, median_high
+
     from tuner.kernels.dense.space import default_config
 
     try:
@@ -188,9 +189,9 @@ def landscape_stats(
     speedups = [s.default_speedup for s in stats if s.default_speedup is not None]
     fewest = min(stats, key=lambda s: (s.near[-1], s.N, s.K, s.M))
     gain = ("vLLM's default runs on none of them" if not speedups else
-            f"the optimum is {math.exp(sum(map(math.log, speedups)) / len(speedups)):.2f}x "
+            f"the optimum is {geometric_mean(speedups):.2f}x "
             f"vLLM's default (geomean of the {len(speedups)} where it runs)")
     console.print(f"{len(stats)} (N, K, M): {gain}; configs at >= {fractions[-1]:g} of the "
-                  f"optimum: median {sorted(s.near[-1] for s in stats)[len(stats) // 2]}, "
+                  f"optimum: median {median_high(s.near[-1] for s in stats)}, "
                   f"fewest {fewest.near[-1]} ({fewest.N},{fewest.K},{fewest.M})",
                   soft_wrap=True, markup=False, highlight=False)
