@@ -14,16 +14,21 @@ DEFAULT_BLOCK_SHAPE: tuple[int, int] = (128, 128)
 def default_config(M: int, block_shape: tuple[int, int] = DEFAULT_BLOCK_SHAPE) -> KernelConfig:
     """The config vLLM 0.33.0 runs at M tokens when no E=...,N=... file exists (CUDA).
 
-    Source: `get_default_config` in vllm/model_executor/layers/fused_moe/fused_moe.py, its
-    `dtype == "fp8_w8a8" and block_shape is not None` branch: BLOCK_SIZE_M 16 if M <= 64 else
-    64, BLOCK_SIZE_N = group_n, BLOCK_SIZE_K = group_k, GROUP_SIZE_M 1 if M <= 16 else 32,
-    4 warps, 3 stages (ROCm: 2), from vLLM pull request 34846; and, from pull request 46642
-    ("use BLOCK_SIZE_N=64 (num_stages=4) for fp8 block-quant on CUDA up to M=8"), BLOCK_SIZE_N
-    64 with 4 stages at M <= 8. vLLM also writes SPLIT_K 1, which its launcher forces anyway.
+    Source: `get_default_config` in vllm/model_executor/layers/fused_moe/fused_moe.py (vLLM
+    0.33.0), its `dtype == "fp8_w8a8" and block_shape is not None` branch on CUDA:
+    BLOCK_SIZE_M 16 if M <= 64 else 64, BLOCK_SIZE_K = group_k, GROUP_SIZE_M 1 if M <= 16
+    else 32, 4 warps; BLOCK_SIZE_N 64 at M <= 8 when group_n is a multiple of 64, else group_n;
+    num_stages 4 at M <= 4 and 3 from M = 5 on (M = 5..8 keep the 64-wide N tile with 3
+    stages). vLLM also writes SPLIT_K 1, which its launcher forces anyway; ROCm (2 stages,
+    N tile = group_n) is not modelled. tests/engines runs vLLM's own function against this one
+    for every M from 1 to 8,192.
 
     Args:
         M: tokens in the batch (the lookup key of a file).
         block_shape: [group_n, group_k] of the weight scales.
+
+    Returns:
+        The six tuned keys, e.g. 16x64x128 g1 w4 s4 at M = 1 for [128, 128].
 
     Raises:
         ValueError: M is not positive.
@@ -31,14 +36,14 @@ def default_config(M: int, block_shape: tuple[int, int] = DEFAULT_BLOCK_SHAPE) -
     if M < 1:
         raise ValueError(f"M must be positive, got {M}")
     group_n, group_k = block_shape
-    small = M <= 8
+    narrow = M <= 8 and group_n % 64 == 0
     return KernelConfig(
         BLOCK_SIZE_M=16 if M <= 64 else 64,
-        BLOCK_SIZE_N=64 if small else group_n,
+        BLOCK_SIZE_N=64 if narrow else group_n,
         BLOCK_SIZE_K=group_k,
         GROUP_SIZE_M=1 if M <= 16 else 32,
         num_warps=4,
-        num_stages=4 if small else 3,
+        num_stages=4 if narrow and M <= 4 else 3,
     )
 
 

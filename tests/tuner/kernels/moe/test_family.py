@@ -57,11 +57,20 @@ def test_sglang_names_keep_the_device_and_space_the_block_shape() -> None:
 
 
 def test_the_default_depends_on_m_as_vllm_0_33_0s() -> None:
-    assert [MOE.default_config(QWEN3_TP2, M).short() for M in (1, 8, 9, 16, 17, 64, 65)] == [
-        "16x64x128 g1 w4 s4", "16x64x128 g1 w4 s4", "16x128x128 g1 w4 s3",
-        "16x128x128 g1 w4 s3", "16x128x128 g32 w4 s3", "16x128x128 g32 w4 s3",
-        "64x128x128 g32 w4 s3"]
+    # vLLM 0.33.0's get_default_config (fused_moe.py), block-FP8 on CUDA: a 64-wide N tile up to
+    # M = 8 (group_n a multiple of 64), 4 stages only up to M = 4.
+    Ms = (1, 4, 5, 8, 9, 16, 17, 64, 65)
+    assert [MOE.default_config(QWEN3_TP2, M).short() for M in Ms] == [
+        "16x64x128 g1 w4 s4", "16x64x128 g1 w4 s4", "16x64x128 g1 w4 s3",
+        "16x64x128 g1 w4 s3", "16x128x128 g1 w4 s3", "16x128x128 g1 w4 s3",
+        "16x128x128 g32 w4 s3", "16x128x128 g32 w4 s3", "64x128x128 g32 w4 s3"]
     assert default_config(4096) == KernelConfig(64, 128, 128, 32, 4, 3)
+    # group_n 96 is no multiple of 64: its own width and 3 stages even at M = 1; 192 is one.
+    assert default_config(1, (96, 128)) == KernelConfig(16, 96, 128, 1, 4, 3)
+    assert default_config(1, (192, 64)) == KernelConfig(16, 64, 64, 1, 4, 4)
+    assert default_config(8, (192, 64)) == KernelConfig(16, 64, 64, 1, 4, 3)
+    with pytest.raises(ValueError, match="M must be positive, got 0"):
+        default_config(0)
 
 
 def test_the_space_is_benchmark_moes_grid_in_its_order() -> None:
