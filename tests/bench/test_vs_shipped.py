@@ -87,26 +87,6 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, message):
     assert err.startswith(f"vs_shipped: error: {message}") and err.count("\n") == 1
 
 
-FIXTURES = REPO.parent / "shared" / "fixtures" / "vllm-0.33.0"
-
-
-@pytest.mark.skipif(not (FIXTURES / "NVIDIA_H200").is_dir(), reason=f"no {FIXTURES}")
-def test_dry_run_on_the_real_h200_files(tmp_path, capsys, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # no tuner.db here: shipped and default only, with a warning
-    assert vs.main(["--dry-run", "--device", "NVIDIA_H200", "--m", "1,4096"]) == 0
-    captured = capsys.readouterr()
-    lines = captured.out.splitlines()
-    # DeepSeek-V3 over TP 1, 2, 4, 8: 19 of its 33 (N, K) have an H200 file in vLLM 0.33.0.
-    assert lines[0].startswith("NVIDIA_H200: 38 (shape, M) in 19 shape(s) with shipped files")
-    assert len(lines) == 1 + 38
-    assert lines[1] == ("N=576 K=7168 M=1: ours -; shipped 16x32x128 g64 w4 s4; "
-                        "default 64x128x128 g32 w4 s2")
-    assert "no store at tuner.db" in captured.err
-    assert vs.main(["--dry-run", "--device", "NVIDIA_H200", "--tp", "8"]) == 0
-    # TP 8: 14 shapes, all shipped for the H200, 18 M keys each
-    assert capsys.readouterr().out.startswith("NVIDIA_H200: 252 (shape, M) in 14 shape(s)")
-
-
 def test_gpu_run_wiring_with_fakes(tmp_path, capsys, monkeypatch):
     """The CUDA path of main() with the GPU parts replaced: what it writes, and where."""
     import torch

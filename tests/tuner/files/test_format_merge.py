@@ -1,4 +1,5 @@
-"""Config files: exact bytes against vLLM's own files, names, vLLM's lookup rule, the merge."""
+"""Config files: exact bytes, names, vLLM's lookup rule, the merge (the byte-exact checks against
+the files vLLM ships are in tests/engines/test_shipped.py, read from its wheel)."""
 
 from __future__ import annotations
 
@@ -36,25 +37,6 @@ from tuner.kernels.dense.naming import (
 )
 from tuner.kernels.dense.space import default_config
 
-FIXTURES = Path(__file__).resolve().parents[3] / ".." / "shared" / "fixtures"
-needs_fixtures = pytest.mark.skipif(
-    not FIXTURES.is_dir(), reason=f"vLLM fixture files not found at {FIXTURES}"
-)
-FIXTURE_FILES = (
-    sorted((FIXTURES / "vllm_configs").glob("*.json"))
-    + sorted((FIXTURES / "vllm-0.33.0").glob("*/*.json"))
-)
-# Two real files lack the final newline that vLLM's save_configs writes
-# (benchmarks/kernels/benchmark_w8a8_block_fp8.py: json.dump(indent=4), then "\n"): the AMD file
-# (ROCm's own tuning flow: its keys are also in alphabetical order, not vLLM's) and one shipped
-# H200 file. We always write the newline, so those two come back with one more byte.
-NO_FINAL_NEWLINE = {
-    "N=1536,K=7168,device_name=AMD_Instinct_MI300X,dtype=fp8_w8a8,block_shape=[128,128].json",
-    "N=24576,K=7168,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json",
-}
-AMD_FILE = "N=1536,K=7168,device_name=AMD_Instinct_MI300X,dtype=fp8_w8a8,block_shape=[128,128].json"
-L20_576 = "N=576,K=7168,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
-
 DEFAULT = default_config()
 FAST = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
         "num_warps": 4, "num_stages": 3}
@@ -83,46 +65,6 @@ class Coverage:
     K: int
     block_shape: tuple[int, int]
     m_requested: list[int] = field(default_factory=list)
-
-
-@needs_fixtures
-@pytest.mark.parametrize("path", FIXTURE_FILES, ids=lambda path: f"{path.parent.name}/{path.name}")
-def test_fixture_round_trips_byte_for_byte(path: Path) -> None:
-    original = path.read_bytes()
-    configs = parse_config_file(original.decode(), source=path.name)
-    again = dump_config_file(configs).encode()
-    if path.name in NO_FINAL_NEWLINE:
-        assert not original.endswith(b"\n")
-        assert again == original + b"\n"
-    else:
-        assert again == original
-    assert list(configs) == sorted(configs)
-
-
-@needs_fixtures
-def test_fixture_set_is_complete() -> None:
-    assert len(FIXTURE_FILES) == 4 + 23 + 14
-    assert {path.name for path in FIXTURE_FILES} >= NO_FINAL_NEWLINE
-
-
-@needs_fixtures
-@pytest.mark.parametrize("path", FIXTURE_FILES, ids=lambda path: f"{path.parent.name}/{path.name}")
-def test_fixture_names_parse_and_regenerate(path: Path) -> None:
-    parts = parse_config_file_name(path.name)
-    assert parts.name == path.name
-    assert config_file_name(parts.N, parts.K, parts.device_name, parts.block_shape) == path.name
-    assert parts.dtype == "fp8_w8a8" and parts.block_shape == (128, 128)
-    if path.parent.name.startswith("NVIDIA_"):
-        assert parts.device_name == path.parent.name
-
-
-@needs_fixtures
-def test_amd_file_keeps_its_keys_and_order() -> None:
-    configs = parse_config_file((FIXTURES / "vllm_configs" / AMD_FILE).read_text())
-    assert list(configs) == list(VLLM_M_GRID)
-    assert list(configs[1]) == ["BLOCK_SIZE_K", "BLOCK_SIZE_M", "BLOCK_SIZE_N", "GROUP_SIZE_M",
-                                "kpack", "matrix_instr_nonkdim", "num_warps"]
-    assert configs[1]["matrix_instr_nonkdim"] == 16
 
 
 def test_nvidia_entries_are_written_in_vllm_key_order() -> None:
@@ -329,18 +271,6 @@ def test_short_grid_is_complete_but_warned() -> None:
     full = merge_shape([Winner(M, FAST, 1.0) for M in VLLM_M_GRID], m_requested=VLLM_M_GRID,
                        default=DEFAULT)
     assert full.warnings == []
-
-
-@needs_fixtures
-def test_merge_with_existing_file_store_wins() -> None:
-    existing = parse_config_file((FIXTURES / "vllm_configs" / L20_576).read_text())  # M 4, 8
-    merged = merge_shape([Winner(8, FAST, 1.0), Winner(1, FAST, 1.0)], m_requested=[1, 8],
-                         default=DEFAULT, existing=existing)
-    assert merged.configs == {1: FAST, 4: existing[4], 8: FAST}
-    assert merged.notes == ["M=8: measured winner replaces the existing entry",
-                            "M=4: kept from the existing file, not measured here"]
-    assert merged.m_imported == [4]
-    assert merged.warnings[0] == "M=16 is not in the file: vLLM will use the M=8 entry"
 
 
 def test_merge_rejects_two_winners_for_one_m() -> None:

@@ -1,0 +1,116 @@
+"""The config files vLLM 0.33.0 ships, read from its wheel: the tuner's parser and writer give
+each one back byte for byte, its name parses and is built again, and the tools that read
+shipped files (the merge with an existing file, bench/vs_shipped.py) work on them."""
+
+from __future__ import annotations
+
+import json
+
+from tests.bench.test_vs_shipped import vs
+from tests.engines.engine_code import wheel_folder
+from tests.engines.vllm_host import DENSE_CONFIGS, MOE_CONFIGS
+from tests.tuner.files.test_format_merge import DEFAULT, FAST, Winner
+from tuner.files.format import VLLM_M_GRID, dump_config_file, parse_config_file
+from tuner.files.merge import merge_shape
+from tuner.kernels.dense.naming import config_file_name, parse_config_file_name
+from tuner.kernels.moe.naming import moe_config_file_name, parse_moe_config_file_name
+
+AMD_FILE = "N=1536,K=7168,device_name=AMD_Instinct_MI300X,dtype=fp8_w8a8,block_shape=[128,128].json"
+L20_576 = "N=576,K=7168,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
+
+
+def _round_trip(files: dict[str, bytes]) -> tuple[list[str], list[str], list[str]]:
+    """(files written back byte for byte, files that lack only the final newline, the rest).
+
+    vLLM's tuning scripts end a file with a newline (benchmark_w8a8_block_fp8.py and
+    benchmark_moe.py: json.dump(indent=4), then "\\n"), so the tuner always writes it; files
+    shipped without it come back with one more byte."""
+    same, newline, wrong = [], [], []
+    for name, original in files.items():
+        configs = parse_config_file(original.decode(), source=name)
+        triton_version = json.loads(original).get("triton_version")
+        again = dump_config_file(configs, triton_version).encode()
+        if again == original:
+            same.append(name)
+        elif again == original + b"\n" and not original.endswith(b"\n"):
+            newline.append(name)
+        else:
+            wrong.append(name)
+    return same, newline, wrong
+
+
+def test_vllms_dense_files_come_back_byte_for_byte(vllm_wheel) -> None:
+    files = wheel_folder(vllm_wheel, DENSE_CONFIGS)
+    same, newline, wrong = _round_trip(files)
+    assert wrong == []
+    assert (len(same), len(newline)) == (106, 138)  # vLLM 0.33.0's 244 files
+    assert AMD_FILE in newline and L20_576 in same
+    for name in files:
+        configs = parse_config_file(files[name].decode())
+        assert list(configs) == sorted(configs), name
+        parts = parse_config_file_name(name)
+        assert config_file_name(parts.N, parts.K, parts.device_name, parts.block_shape,
+                                parts.dtype) == parts.name == name
+
+
+def test_vllms_block_fp8_moe_files_come_back_byte_for_byte(vllm_wheel) -> None:
+    every = wheel_folder(vllm_wheel, MOE_CONFIGS)
+    files = {}
+    for name, data in every.items():
+        try:
+            E, N, device_name, _, block_shape = parse_moe_config_file_name(name)
+        except ValueError:
+            assert "dtype=fp8_w8a8,block_shape=" not in name, name
+            continue
+        assert moe_config_file_name(E, N, device_name, block_shape) == name
+        files[name] = data
+    assert (len(every), len(files)) == (338, 66)  # 66 block-FP8 files of 338
+    same, newline, wrong = _round_trip(files)
+    assert wrong == [] and (len(same), len(newline)) == (62, 4)
+    # 25 of them start with the Triton they were tuned with, as the tuner writes MoE files.
+    firsts = [next(iter(json.loads(data))) for data in files.values()]
+    assert firsts.count("triton_version") == 25 and "triton_version" not in {
+        key for data in files.values() for key in list(json.loads(data))[1:]}
+
+
+def test_an_amd_file_keeps_its_keys_and_order(vllm_wheel) -> None:
+    configs = parse_config_file(wheel_folder(vllm_wheel, DENSE_CONFIGS)[AMD_FILE].decode())
+    assert list(configs) == list(VLLM_M_GRID)
+    assert list(configs[1]) == ["BLOCK_SIZE_K", "BLOCK_SIZE_M", "BLOCK_SIZE_N", "GROUP_SIZE_M",
+                                "kpack", "matrix_instr_nonkdim", "num_warps"]
+    assert configs[1]["matrix_instr_nonkdim"] == 16
+
+
+def test_the_merge_with_a_shipped_file_keeps_what_the_store_did_not_measure(vllm_wheel) -> None:
+    existing = parse_config_file(wheel_folder(vllm_wheel, DENSE_CONFIGS)[L20_576].decode())
+    assert list(existing) == [4, 8]
+    merged = merge_shape([Winner(8, FAST, 1.0), Winner(1, FAST, 1.0)], m_requested=[1, 8],
+                         default=DEFAULT, existing=existing)
+    assert merged.configs == {1: FAST, 4: existing[4], 8: FAST}
+    assert merged.notes == ["M=8: measured winner replaces the existing entry",
+                            "M=4: kept from the existing file, not measured here"]
+    assert merged.m_imported == [4]
+    assert merged.warnings[0] == "M=16 is not in the file: vLLM will use the M=8 entry"
+
+
+def test_vs_shipped_dry_run_on_the_shipped_h200_files(vllm_wheel, tmp_path, capsys,
+                                                      monkeypatch) -> None:
+    shipped = tmp_path / "shipped" / "NVIDIA_H200"  # vs_shipped reads one folder per device
+    shipped.mkdir(parents=True)
+    for name, data in wheel_folder(vllm_wheel, DENSE_CONFIGS).items():
+        if parse_config_file_name(name).device_name == "NVIDIA_H200":
+            (shipped / name).write_bytes(data)
+    monkeypatch.chdir(tmp_path)  # no tuner.db here: shipped and default only, with a warning
+    args = ["--dry-run", "--device", "NVIDIA_H200", "--shipped-dir", str(shipped.parent)]
+    assert vs.main([*args, "--m", "1,4096"]) == 0
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    # DeepSeek-V3 over TP 1, 2, 4, 8: 19 of its 33 (N, K) have an H200 file in vLLM 0.33.0.
+    assert lines[0].startswith("NVIDIA_H200: 38 (shape, M) in 19 shape(s) with shipped files")
+    assert len(lines) == 1 + 38
+    assert lines[1] == ("N=576 K=7168 M=1: ours -; shipped 16x32x128 g64 w4 s4; "
+                        "default 64x128x128 g32 w4 s2")
+    assert "no store at tuner.db" in captured.err
+    assert vs.main([*args, "--tp", "8"]) == 0
+    # TP 8: 14 shapes, all shipped for the H200, 18 M keys each
+    assert capsys.readouterr().out.startswith("NVIDIA_H200: 252 (shape, M) in 14 shape(s)")
