@@ -78,12 +78,12 @@ def _print_moe(moe: Sequence[tuple[int, int, int, int]]) -> None:
 
 def _save(name: str, *, tp: int, shapes: Sequence[tuple[int, int]],
           block_shape: tuple[int, int], source: str, description: str,
-          moe: Sequence[tuple[int, int, int, int]] = ()) -> None:
+          moe: Sequence[tuple[int, int, int, int]] = (), model_type: str | None = None) -> None:
     from tuner.inputs.shapes import ShapesFileError, save_shapes
 
     try:
         path = save_shapes(name, tp=tp, shapes=shapes, block_shape=block_shape, source=source,
-                           description=description, moe=moe)
+                           description=description, moe=moe, model_type=model_type)
     except (ShapesFileError, ValueError) as exc:
         raise fail(str(exc)) from None
     except OSError as exc:
@@ -244,6 +244,6 @@ def from_config(
           source=f"{config.name} ({derived.architecture}), derived by tuner.inputs.hfconfig's rule",
           description=f"{derived.model or save}: "
           f"{'dense layers and MoE experts' if moe else 'dense layers'} derived from config.json",
-          moe=moe)
+          moe=moe, model_type=derived.model_type)
     console.print("next:", highlight=False)
     _next_step([], save, tp)

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tuner.inputs.quantization import block_shape_of
+from tuner.inputs.shapes import MODEL_TYPE_RE
 
 # Architectures whose layers follow the rule above, with the vLLM model file that builds them.
 KNOWN_ARCHITECTURES: dict[str, str] = {
@@ -87,6 +88,7 @@ class DerivedShapes:
             derived).
         model: `_name_or_path` of the config, when it has one.
         moe: the fused-MoE expert shape, when the config has an expert count.
+        model_type: `model_type_of(config)`.
     """
 
     architecture: str
@@ -95,6 +97,7 @@ class DerivedShapes:
     layers: tuple[LayerShape, ...]
     model: str | None
     moe: tuple[MoeShape, ...] = ()
+    model_type: str | None = None
 
     @property
     def shapes(self) -> tuple[tuple[int, int], ...]:
@@ -226,7 +229,8 @@ def derive_shapes(config: Mapping, tp: int, *, where: str = "config.json") -> De
         block_shape = block_shape_of(config, where)
         return DerivedShapes(architecture=architecture, tp=tp, block_shape=block_shape,
                              layers=(), model=_model_name(config),
-                             moe=derive_moe(config, tp, block_shape, where=where))
+                             moe=derive_moe(config, tp, block_shape, where=where),
+                             model_type=model_type_of(config))
     hidden = _size(config, "hidden_size", where)
     heads = _size(config, "num_attention_heads", where)
     kv = _size(config, "num_key_value_heads", where) if config.get(
@@ -260,7 +264,18 @@ def derive_shapes(config: Mapping, tp: int, *, where: str = "config.json") -> De
           LayerShape("down_proj", hidden, inter_per_rank)) if dense_mlp else ())
     return DerivedShapes(architecture=architecture, tp=tp, block_shape=(group_n, group_k),
                          layers=layers, model=_model_name(config),
-                         moe=derive_moe(config, tp, (group_n, group_k), where=where))
+                         moe=derive_moe(config, tp, (group_n, group_k), where=where),
+                         model_type=model_type_of(config))
+
+
+def model_type_of(config: Mapping) -> str | None:
+    """The model type vLLM's kernel selection reads (`hf_text_config.model_type`): a
+    multimodal config's `text_config` model type, else the config's own (vLLM 0.33.0,
+    transformers_utils/config.py get_hf_text_config takes the text config); None when it has
+    none or it is not a plain lower-case name."""
+    text = config.get("text_config")
+    value = (text if isinstance(text, Mapping) else config).get("model_type")
+    return value if isinstance(value, str) and MODEL_TYPE_RE.fullmatch(value) else None
 
 
 def _model_name(config: Mapping) -> str | None:

@@ -20,7 +20,9 @@ MODEL_KEY_RE = re.compile(r"[a-z0-9][a-z0-9._\-]{0,63}")
 MAX_DIM = 999_999_999  # the largest N or K a config file name can carry (tuner.files.format)
 MAX_GROUP = 999_999
 MAX_TP = 1024
-_TOP_KEYS = ("model", "description", "block_shape", "tp")
+_TOP_KEYS = ("model", "description", "block_shape", "tp", "model_type")
+# A Hugging Face model type, e.g. "deepseek_v3" (what vLLM reads as hf_text_config.model_type).
+MODEL_TYPE_RE = re.compile(r"[a-z0-9][a-z0-9_]{0,63}")
 _TP_KEYS = ("source", "shapes", "moe")
 
 
@@ -46,6 +48,8 @@ class ModelShapes:
         source: where the shapes come from.
         moe: fused-MoE expert shapes (E, N, K, top_k): E experts, N = moe_intermediate_size / TP
             (vLLM's w2_shape[2]), K = hidden size, top_k experts per token.
+        model_type: the model's Hugging Face model type (its text config's, e.g.
+            "deepseek_v3"), which vLLM's kernel selection reads; None when the file names none.
     """
 
     model: str
@@ -55,6 +59,7 @@ class ModelShapes:
     shapes: tuple[tuple[int, int], ...]
     source: str
     moe: tuple[tuple[int, int, int, int], ...] = ()
+    model_type: str | None = None
 
     @property
     def moe_label(self) -> str:
@@ -70,6 +75,7 @@ class _ShapesDoc:
     block_shape: tuple[int, int]
     entries: dict[int, tuple[str, tuple[tuple[int, int], ...]]]  # tp -> (source, shapes)
     moe: dict[int, tuple[tuple[int, int, int, int], ...]]  # tp -> (E, N, K, top_k)
+    model_type: str | None = None
 
 
 def user_shapes_dir() -> Path:
@@ -128,6 +134,11 @@ def _parse(data: dict, label: str, key: str) -> _ShapesDoc:
     description = data.get("description", "")
     if not isinstance(description, str):
         raise ShapesFileError(f"{label}: description must be a string")
+    model_type = data.get("model_type")
+    if model_type is not None and (not isinstance(model_type, str)
+                                   or not MODEL_TYPE_RE.fullmatch(model_type)):
+        raise ShapesFileError(f"{label}: model_type = {model_type!r:.70} is not a Hugging Face "
+                              "model type such as \"deepseek_v3\"")
     block = data.get("block_shape")
     if not isinstance(block, list) or len(block) != 2:
         raise ShapesFileError(f"{label}: block_shape = {block!r:.40} is not [group_n, group_k]")
@@ -161,7 +172,7 @@ def _parse(data: dict, label: str, key: str) -> _ShapesDoc:
             shapes.append((_positive(pair[0], f"{where}: N", MAX_DIM),
                            _positive(pair[1], f"{where}: K", MAX_DIM)))
         entries[int(size)] = (source, tuple(shapes))
-    return _ShapesDoc(model, description, block_shape, entries, moe)
+    return _ShapesDoc(model, description, block_shape, entries, moe, model_type)
 
 
 def _parse_moe(rows: object, where: str) -> tuple[tuple[int, int, int, int], ...]:
@@ -247,7 +258,7 @@ def load_shapes(model: str, tp: int | None = None) -> ModelShapes:
     source, shapes = doc.entries[tp]
     return ModelShapes(model=doc.model, description=doc.description, tp=tp,
                        block_shape=doc.block_shape, shapes=shapes, source=source,
-                       moe=doc.moe.get(tp, ()))
+                       moe=doc.moe.get(tp, ()), model_type=doc.model_type)
 
 
 def _toml_string(text: str) -> str:
@@ -259,6 +270,7 @@ def render_shapes_file(
     model: str, description: str, block_shape: tuple[int, int],
     entries: dict[int, tuple[str, Sequence[tuple[int, int]]]],
     moe: dict[int, Sequence[tuple[int, int, int, int]]] | None = None,
+    model_type: str | None = None,
 ) -> str:
     """A shapes file in the packaged files' layout.
 
@@ -268,6 +280,7 @@ def render_shapes_file(
         block_shape: [group_n, group_k].
         entries: TP size -> (source, (N, K) pairs).
         moe: TP size -> (E, N, K, top_k) expert shapes, for the sizes that have any.
+        model_type: the model's Hugging Face model type; None writes none.
 
     Returns:
         TOML text that `load_shapes` reads back to the same values.
@@ -277,6 +290,8 @@ def render_shapes_file(
         f"description = {_toml_string(description)}",
         f"block_shape = [{int(block_shape[0])}, {int(block_shape[1])}]",
     ]
+    if model_type is not None:
+        lines.append(f"model_type = {_toml_string(model_type)}")
     for tp in sorted(entries):
         source, shapes = entries[tp]
         lines += ["", f"[tp.{int(tp)}]", f"source = {_toml_string(source)}"]
@@ -292,6 +307,7 @@ def render_shapes_file(
 def save_shapes(
     model: str, *, tp: int, shapes: Sequence[tuple[int, int]], block_shape: tuple[int, int],
     source: str, description: str = "", moe: Sequence[tuple[int, int, int, int]] = (),
+    model_type: str | None = None,
 ) -> Path:
     """Write (or add a TP size to) a shapes file in `user_shapes_dir()`.
 
@@ -306,6 +322,7 @@ def save_shapes(
         source: where the shapes come from (a log file, a config.json and rule).
         description: one line about the model (kept from an existing file when empty).
         moe: fused-MoE expert shapes (E, N, K, top_k) at this TP size; duplicates dropped.
+        model_type: the model's Hugging Face model type (kept from an existing file when None).
 
     Returns:
         The file's path.
@@ -334,9 +351,11 @@ def save_shapes(
         entries.update(existing.entries)
         moe_entries.update(existing.moe)
         description = description or existing.description
+        model_type = model_type or existing.model_type
     entries[int(tp)] = (source, unique)
     moe_entries[int(tp)] = experts
-    text = render_shapes_file(model, description, block_shape, entries, moe_entries)
+    text = render_shapes_file(model, description, block_shape, entries, moe_entries,
+                              model_type)
     _parse(tomllib.loads(text), str(path), model)  # what we write must load back
     folder.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".toml")

@@ -187,3 +187,13 @@ def test_read_config_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "config.json"
     path.write_text(json.dumps(LLAMA))
     assert read_config(path) == LLAMA
+
+
+def test_the_model_type_is_the_text_configs_as_vllm_reads_it() -> None:
+    from tuner.inputs.hfconfig import model_type_of
+
+    assert model_type_of({"model_type": "deepseek_v3"}) == "deepseek_v3"
+    assert model_type_of({"model_type": "qwen3_5", "text_config": {
+        "model_type": "qwen3_5_text"}}) == "qwen3_5_text"
+    assert model_type_of({"architectures": ["X"]}) is None
+    assert model_type_of({"model_type": "Not A Type"}) is None

@@ -149,3 +149,23 @@ def test_suggest_model_key() -> None:
     assert suggest_model_key("Qwen/Qwen3.8-27B-FP8") == "qwen3.8-27b-fp8"
     assert suggest_model_key("/models/My Model/") == "my-model"
     assert suggest_model_key("///") == "model"
+
+
+def test_the_model_type_vllms_selection_reads_is_kept_and_checked() -> None:
+    """A shapes file may name the model's Hugging Face model type (vLLM's DeepGEMM check reads
+    it): the packaged DeepSeek-V3 and Qwen3-30B-A3B files do, saved files keep it."""
+    assert load_shapes("deepseek-v3", 8).model_type == "deepseek_v3"
+    assert load_shapes("qwen3-30b-a3b-fp8", 1).model_type == "qwen3_moe"
+    assert load_shapes("tiny").model_type is None
+    path = save_shapes("typed", tp=1, shapes=SHAPES, block_shape=(128, 128), source="s",
+                       model_type="qwen3_5_text")
+    assert 'model_type = "qwen3_5_text"\n' in path.read_text()
+    save_shapes("typed", tp=2, shapes=SHAPES, block_shape=(128, 128), source="s")
+    assert load_shapes("typed", 2).model_type == "qwen3_5_text"  # kept from the file
+    (folder() / "badtype.toml").write_text(
+        'model = "badtype"\nblock_shape = [128, 128]\nmodel_type = "Qwen 3"\n\n'
+        '[tp.1]\nsource = "s"\nshapes = [[128, 128]]\n')
+    with pytest.raises(ShapesFileError) as bad:
+        load_shapes("badtype")
+    assert str(bad.value) == (f"{folder() / 'badtype.toml'}: model_type = 'Qwen 3' is not a "
+                              'Hugging Face model type such as "deepseek_v3"')
