@@ -26,8 +26,9 @@ def test_the_store_s_trials_win_over_the_table_and_sm90_reads_moe_files():
     advice = device_advice("NVIDIA_H200", ["", "9.0"])
     assert advice.lines() == [
         "NVIDIA_H200 is sm90 (compute capability 9.0, from its trials in the store).",
-        "vLLM 0.33.0's default kernel for block-FP8 linear layers there is DeepGEMM, or CUTLASS "
-        "where DeepGEMM cannot run: these files are NOT read with default settings.",
+        "vLLM 0.33.0's default kernel for block-FP8 linear layers there is DeepGEMM (FlashInfer "
+        "DeepGEMM where FlashInfer's kernels are installed or can be built), or CUTLASS where "
+        "DeepGEMM cannot run: these files are NOT read with default settings.",
         FLAG_LINE,
         "Fused-MoE files (E=...) are read by default here: vLLM moves its Triton MoE kernel "
         "first on sm90 with 128x128 FP8 weights and ep_size 1.",
