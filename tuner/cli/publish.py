@@ -7,7 +7,16 @@ from typing import Annotated
 
 import typer
 
-from tuner.cli.options import DbOpt, DeviceOpt, OutDtype, console, device_in_store, fail, open_db
+from tuner.cli.options import (
+    DbOpt,
+    DeviceOpt,
+    KernelChoice,
+    OutDtype,
+    console,
+    device_in_store,
+    fail,
+    open_db,
+)
 
 NoPublishOpt = Annotated[bool, typer.Option(
     "--no-publish", help="Don't publish the device's files as a new release when done.")]
@@ -19,7 +28,7 @@ def _say(line: str) -> None:
 
 def publish_device(engine, device_name: str, *, reason: str, allow_partial: bool = False,
                    allow_stale: bool = False, out_dtype: str | None = None,
-                   required: bool = False):
+                   required: bool = False, kernel: str = "auto"):
     """Publish a device's files (`tuner.files.release.publish`) and print one line.
 
     Args:
@@ -27,6 +36,9 @@ def publish_device(engine, device_name: str, *, reason: str, allow_partial: bool
         device_name: vLLM's device key, as stored.
         reason: what publishes ("tuner sweep", ...), kept with the release.
         allow_partial, allow_stale, out_dtype: the scope of the files.
+        kernel: whose kernels' trials the files come from: "auto", "vllm" or "builtin"; a
+            sweep passes the source it timed, so its own trials are published whatever auto
+            would read.
         required: nothing to publish is an error (exit 1), not a note.
 
     Returns:
@@ -42,7 +54,7 @@ def publish_device(engine, device_name: str, *, reason: str, allow_partial: bool
     try:
         with session_scope(engine) as session:
             done = publish(session, device_name, reason=reason, allow_partial=allow_partial,
-                           allow_stale=allow_stale, out_dtype=out_dtype)
+                           allow_stale=allow_stale, out_dtype=out_dtype, kernel=kernel)
     except MergeError as exc:
         raise fail(f"{exc}; pick one with --out-dtype") from None
     except NothingToPublish as exc:
@@ -63,6 +75,10 @@ def publish_cmd(
         "Triton major.minor than the current ones.")] = False,
     out_dtype: Annotated[OutDtype | None, typer.Option(help="Only trials with this output "
                                                        "dtype [default: all].")] = None,
+    kernel: Annotated[KernelChoice, typer.Option(
+        "--kernel", help="Whose kernels' trials the files come from: vllm, builtin, or auto "
+        "(vllm where vLLM is importable or the device has vLLM-kernel trials).")
+    ] = KernelChoice.auto,
     db: DbOpt = None,
 ) -> None:
     """Freeze a device's merged files as its next release, which downloads serve byte for byte.
@@ -78,4 +94,4 @@ def publish_cmd(
         device_name = device_in_store(session, device)
     publish_device(engine, device_name, reason="tuner publish", allow_partial=allow_partial,
                    allow_stale=allow_stale, out_dtype=out_dtype.value if out_dtype else None,
-                   required=True)
+                   required=True, kernel=kernel.value)

@@ -123,7 +123,9 @@ def sweep(
         _plan_and_run(engine, url, request, what, no_run=no_run, backend=backend,
                       visible=visible, options=options)
     if not no_run and not no_publish:
-        publish_device(engine, device_name, reason="tuner sweep")
+        # The sweep's own kernel source: "auto" could read another source's trials here
+        # (vLLM's wherever vLLM is installed, even when the sweep timed the builtin).
+        publish_device(engine, device_name, reason="tuner sweep", kernel=source)
 
 
 def _plan_and_run(engine, url: str, request, what: str, *, no_run: bool, backend: str,

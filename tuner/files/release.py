@@ -101,7 +101,8 @@ def _summary(read: StoreFiles, *, allow_partial: bool, allow_stale: bool,
 
 
 def candidate(session: Session, device_name: str, *, allow_partial: bool = False,
-              allow_stale: bool = False, out_dtype: str | None = None) -> Candidate:
+              allow_stale: bool = False, out_dtype: str | None = None,
+              kernel: str = "auto") -> Candidate:
     """What `publish` would freeze now for a device, read in the given session.
 
     Args:
@@ -110,14 +111,16 @@ def candidate(session: Session, device_name: str, *, allow_partial: bool = False
         allow_partial: also files of shapes whose M grid is not fully tuned.
         allow_stale: also trials of another kernel source or Triton major.minor.
         out_dtype: only sweeps of this output dtype; None for all.
+        kernel: whose kernels' trials count: "auto", "vllm" or "builtin"
+            (`tuner.files.provenance.read_source`).
 
     Raises:
         tuner.files.device.MergeError: the winners cannot be merged.
     """
     read = device_files(session, device_name, out_dtype=out_dtype, allow_stale=allow_stale,
-                        allow_partial=allow_partial)
+                        allow_partial=allow_partial, kernel=kernel)
     sglang = device_files(session, device_name, out_dtype=out_dtype, allow_stale=allow_stale,
-                          allow_partial=allow_partial, engine="sglang").files
+                          allow_partial=allow_partial, engine="sglang", kernel=kernel).files
     files = [
         NewFile(file_name=f.file_name, N=f.N, K=f.K, block_shape=f.block_shape,
                 content=f.merged.text.encode(), **f.key.store_fields(),
@@ -137,7 +140,7 @@ def candidate(session: Session, device_name: str, *, allow_partial: bool = False
 
 def publish(session: Session, device_name: str, *, reason: str, created_by: str | None = None,
             allow_partial: bool = False, allow_stale: bool = False,
-            out_dtype: str | None = None) -> Published:
+            out_dtype: str | None = None, kernel: str = "auto") -> Published:
     """Freeze a device's files as its next release (nothing new when they equal the latest).
 
     Args:
@@ -145,7 +148,7 @@ def publish(session: Session, device_name: str, *, reason: str, created_by: str 
         device_name: vLLM's device key, as stored.
         reason: what publishes, e.g. "tuner publish", "tuner sweep".
         created_by: who; default user@host of this process.
-        allow_partial, allow_stale, out_dtype: the scope, as in `candidate`.
+        allow_partial, allow_stale, out_dtype, kernel: the scope, as in `candidate`.
 
     Raises:
         NothingToPublish: no file within the scope (the message names the first skipped
@@ -153,7 +156,7 @@ def publish(session: Session, device_name: str, *, reason: str, created_by: str 
         tuner.files.device.MergeError: the winners cannot be merged.
     """
     found = candidate(session, device_name, allow_partial=allow_partial,
-                      allow_stale=allow_stale, out_dtype=out_dtype)
+                      allow_stale=allow_stale, out_dtype=out_dtype, kernel=kernel)
     if not found.files:
         skipped = found.read.explained().skipped
         why = (f"; e.g. N={skipped[0].N}, K={skipped[0].K}: {skipped[0].reason}"
