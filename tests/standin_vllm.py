@@ -1,11 +1,15 @@
 """A stand-in vLLM for tests: a package in a temporary folder with vLLM 0.33.0's module paths and
-distribution metadata, whose Triton kernels are new @triton.jit functions that call the
-project's own kernels (dense) or are their text renamed (fused MoE), so their source text, and
-hash, is their own, and whose launchers take vLLM's arguments. No vLLM code: only its module
-paths, names and call signatures (facts from vLLM 0.33.0's fp8_utils.py and fused_moe.py)."""
+distribution metadata. Its Triton kernels take vLLM's parameter lists and compute with the
+project's own kernels (the dense one calls ours; the fused-MoE one is our kernel's text under
+vLLM's name and parameter list), so their source text, and hash, is their own; they import
+triton from `vllm.triton_utils`, which hands out a placeholder where the test says no GPU
+driver is active, as vLLM's does; its `dispatch_fused_moe_kernel` launches as vLLM's does. No
+vLLM code: only its module paths, names, signatures and behaviour (facts from vLLM 0.33.0's
+fp8_utils.py, fused_moe.py, fused_moe/utils.py and triton_utils)."""
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib
 import inspect
@@ -14,7 +18,12 @@ import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.standin_vllm_parts import (  # noqa: F401 - append: for tests
+from tests.standin_vllm_parts import (  # noqa: F401 - append and the variables: for tests
+    CAPABILITY_VARIABLE,
+    DENSE_VARIABLE,
+    FLASHINFER_VARIABLE,
+    MOE_VARIABLE,
+    NO_DRIVER_VARIABLE,
     add_linear_kernels,
     add_selection,
     append,
@@ -25,11 +34,27 @@ from tuner.kernels.moe.family import VLLM_MOE
 
 VERSION = "0.33.0"
 
+# vLLM 0.33.0's `fused_moe_kernel` parameters, in order, with their defaults (fused_moe.py):
+# (name, constexpr, default source or None).
+VLLM_MOE_PARAMETERS: tuple[tuple[str, bool, str | None], ...] = (
+    *((name, False, None) for name in (
+        "a_ptr", "b_ptr", "c_ptr", "b_bias_ptr", "a_scale_ptr", "b_scale_ptr",
+        "topk_weights_ptr", "sorted_token_ids_ptr", "expert_ids_ptr",
+        "num_tokens_post_padded_ptr", "N", "K", "EM", "num_valid_tokens", "stride_am",
+        "stride_ak", "stride_be", "stride_bk", "stride_bn", "stride_cm", "stride_cn",
+        "stride_asm", "stride_ask", "stride_bse", "stride_bsk", "stride_bsn", "stride_bbe",
+        "stride_bbn")),
+    *((name, True, None) for name in (
+        "group_n", "group_k", "naive_block_assignment", "BLOCK_SIZE_M", "BLOCK_SIZE_N",
+        "BLOCK_SIZE_K", "GROUP_SIZE_M", "SPLIT_K", "MUL_ROUTED_WEIGHT", "top_k",
+        "compute_type", "use_fp8_w8a8", "use_int8_w8a8", "use_int8_w8a16",
+        "per_channel_quant", "HAS_BIAS", "SWAP_AB")),
+    ("USE_TD", True, "False"),
+)
+
 
 def _delegate(name: str, ours: str, module: str) -> str:
     """A @triton.jit `name` with the parameters of our kernel `module.ours` that calls it."""
-    import importlib
-
     fn = getattr(importlib.import_module(module), ours).fn
     params = list(inspect.signature(fn).parameters.values())
     constexpr = [p.name for p in params if "constexpr" in str(p.annotation)]
@@ -39,15 +64,94 @@ def _delegate(name: str, ours: str, module: str) -> str:
     return (f"@triton.jit\ndef {name}(\n    {header},\n):\n    _{ours}({call})\n")
 
 
-def _renamed_copy(name: str, ours: str, module: str) -> str:
-    """Our kernel `module.ours`'s own text under the name `name`: a Triton kernel whose compiled
-    code is ours (a delegating wrapper's is not quite: the fused-MoE one's PTX differs in two
-    comparison opcodes) and whose source text, and hash, is its own."""
-    import importlib
+def _under_vllms_parameters(name: str, ours: str, module: str) -> str:
+    """Our kernel `module.ours`'s own text under the name `name` and vLLM 0.33.0's parameter
+    list (`VLLM_MOE_PARAMETERS`): a Triton kernel whose body, and so compiled code, is ours
+    (a delegating wrapper's is not quite), called with vLLM's arguments, whose source text and
+    hash are its own. vLLM's extra parameters (bias, SPLIT_K, compute_type, the quantization
+    flags, USE_TD) are taken and left unused.
 
+    Raises:
+        LookupError: our kernel has a parameter vLLM's does not (the two have drifted apart).
+    """
     fn = getattr(importlib.import_module(module), ours).fn
     text = textwrap.dedent(inspect.getsource(fn))
-    return text.replace(f"def {ours}(", f"def {name}(", 1)
+    ours_params = list(inspect.signature(fn).parameters)
+    theirs = [p for p, _, _ in VLLM_MOE_PARAMETERS]
+    missing = [p for p in ours_params if p not in theirs]
+    if missing:
+        raise LookupError(f"{ours} has parameters vLLM 0.33.0's fused_moe_kernel lacks: {missing}")
+    node = ast.parse(text).body[0]
+    assert isinstance(node, ast.FunctionDef)
+    lines = text.splitlines(keepends=True)
+    header = ",\n".join(f"    {p}: tl.constexpr" + (f" = {default}" if default else "")
+                        if constexpr else f"    {p}"
+                        for p, constexpr, default in VLLM_MOE_PARAMETERS)
+    decorators = "".join(lines[: node.lineno - 1])
+    body = "".join(lines[node.body[0].lineno - 1:])
+    return f"{decorators}def {name}(\n{header},\n):\n{body}"
+
+
+# vLLM 0.33.0's launch of fused_moe_kernel (fused_moe.py invoke_fused_moe_triton_kernel, called
+# by dispatch_fused_moe_kernel on the fp8_w8a8 path; fused_moe/utils.py enable_swap_ab): EM is
+# len(sorted_token_ids), cut to rows * top_k * BLOCK_SIZE_M when A has fewer rows than
+# BLOCK_SIZE_M, or rows * top_k * BLOCK_SIZE_M without sorted_token_ids (naive assignment);
+# SPLIT_K = 1; BLOCK_SIZE_K at most min(block_shape); SWAP_AB on compute capability 90 for
+# BLOCK_SIZE_M < 64 and BLOCK_SIZE_N >= 64; B_scale's N stride 0 when B_scale has one N group.
+_MOE_LAUNCH = '''
+
+CALLS = []
+
+
+def _swap_ab(block_m, block_n):
+    return current_platform.is_device_capability(90) and block_m < 64 and block_n >= 64
+
+
+def invoke_fused_moe_triton_kernel(A, B, C, A_scale, B_scale, topk_weights, sorted_token_ids,
+                                   expert_ids, num_tokens_post_padded, mul_routed_weight,
+                                   top_k, config, compute_type, use_fp8_w8a8, use_int8_w8a8,
+                                   use_int8_w8a16, use_int4_w4a16, per_channel_quant,
+                                   block_shape=None, B_bias=None):
+    rows, slots = A.size(0), A.size(0) * top_k
+    block_m = config["BLOCK_SIZE_M"]
+    if sorted_token_ids is None:
+        EM = slots * block_m
+    else:
+        EM = sorted_token_ids.size(0)
+        if rows < block_m:
+            EM = min(EM, slots * block_m)
+    meta = dict(config, SPLIT_K=1)
+    block_k = meta.pop("BLOCK_SIZE_K")
+    if block_shape is not None:
+        block_k = min(block_k, *block_shape)
+    grid = (triton.cdiv(EM, block_m) * triton.cdiv(B.size(1), config["BLOCK_SIZE_N"]),)
+    fused_moe_kernel[grid](
+        A, B, C, B_bias, A_scale, B_scale, topk_weights, sorted_token_ids, expert_ids,
+        num_tokens_post_padded, B.size(1), B.size(2), EM, slots,
+        A.stride(0), A.stride(1), B.stride(0), B.stride(2), B.stride(1), C.stride(1),
+        C.stride(2), A_scale.stride(0), A_scale.stride(1), B_scale.stride(0),
+        B_scale.stride(2), B_scale.stride(1) if B_scale.size(1) > 1 else 0, 0, 0,
+        block_shape[0], block_shape[1],
+        MUL_ROUTED_WEIGHT=mul_routed_weight, top_k=top_k, compute_type=compute_type,
+        use_fp8_w8a8=use_fp8_w8a8, use_int8_w8a8=use_int8_w8a8,
+        use_int8_w8a16=use_int8_w8a16, per_channel_quant=per_channel_quant,
+        naive_block_assignment=sorted_token_ids is None, HAS_BIAS=B_bias is not None,
+        BLOCK_SIZE_K=block_k, SWAP_AB=_swap_ab(block_m, config["BLOCK_SIZE_N"]),
+        USE_TD=False, **meta)
+
+
+def dispatch_fused_moe_kernel(A, B, C, A_scale, B_scale, B_zp, topk_weights,
+                              sorted_token_ids, expert_ids, num_tokens_post_padded,
+                              mul_routed_weight, top_k, config, compute_type, use_fp8_w8a8,
+                              use_int8_w8a8, use_int8_w8a16, use_int4_w4a16, per_channel_quant,
+                              block_shape=None, B_bias=None):
+    assert use_fp8_w8a8 and B_zp is None and B_bias is None and C.dim() == 3
+    CALLS.append((tuple(C.shape), top_k, mul_routed_weight))
+    invoke_fused_moe_triton_kernel(
+        A, B, C, A_scale, B_scale, topk_weights, sorted_token_ids, expert_ids,
+        num_tokens_post_padded, mul_routed_weight, top_k, config, compute_type, use_fp8_w8a8,
+        use_int8_w8a8, use_int8_w8a16, use_int4_w4a16, per_channel_quant, block_shape, B_bias)
+'''
 
 
 def build_standin(root: Path, version: str = VERSION, *, triton_pin: str = "3.8.0") -> Path:
@@ -70,31 +174,21 @@ def build_standin(root: Path, version: str = VERSION, *, triton_pin: str = "3.8.
     (info / "RECORD").write_text("")
     dense = module_path(root, VLLM_DENSE.module)
     dense.write_text(
-        '"""Stand-in of vLLM\'s fp8_utils: its dense kernel calls the project\'s own."""\n'
-        "import triton\nimport triton.language as tl\n\n"
+        "# Stand-in of vLLM's fp8_utils: its dense kernel calls the project's own.\n"
+        "from vllm.triton_utils import tl, triton\n\n"
         "from tuner.kernels.dense.kernel import w8a8_block_fp8_matmul_kernel as "
         "_w8a8_block_fp8_matmul_kernel\n\n\n"
         + _delegate(VLLM_DENSE.function, "w8a8_block_fp8_matmul_kernel",
                     "tuner.kernels.dense.kernel"))
     moe = module_path(root, VLLM_MOE.module)
     moe.write_text(
-        '"""Stand-in of vLLM\'s fused_moe: its kernel is the project\'s own, renamed; the '
-        'dispatcher takes vLLM\'s arguments."""\n'
-        "import triton\nimport triton.language as tl\n\n"
-        "from tuner.kernels.moe.kernel import invoke_moe_gemm\n"
-        "\nCALLS = []\n\n\n"
-        + _renamed_copy(VLLM_MOE.function, "fused_moe_fp8_block_kernel",
-                        "tuner.kernels.moe.kernel")
-        + "\n\ndef dispatch_fused_moe_kernel(A, B, C, A_scale, B_scale, B_zp, topk_weights,\n"
-        "        sorted_token_ids, expert_ids, num_tokens_post_padded, mul_routed_weight, top_k,\n"
-        "        config, compute_type, use_fp8_w8a8, use_int8_w8a8, use_int8_w8a16,\n"
-        "        use_int4_w4a16, per_channel_quant, block_shape=None, B_bias=None):\n"
-        "    assert use_fp8_w8a8 and B_zp is None and B_bias is None and C.dim() == 3\n"
-        "    CALLS.append((tuple(C.shape), top_k, mul_routed_weight))\n"
-        "    invoke_moe_gemm(A, A_scale, B, B_scale, C, topk_weights, sorted_token_ids,\n"
-        "                    expert_ids, num_tokens_post_padded,\n"
-        "                    mul_routed_weight=mul_routed_weight, top_k=top_k, config=config,\n"
-        "                    block_shape=tuple(block_shape), kernel=fused_moe_kernel)\n")
+        "# Stand-in of vLLM's fused_moe: its kernel is the project's own under vLLM's name and\n"
+        "# parameters; its dispatcher takes vLLM's arguments and launches as vLLM's does.\n"
+        "from vllm.platforms import current_platform\n"
+        "from vllm.triton_utils import tl, triton\n\n\n"
+        + _under_vllms_parameters(VLLM_MOE.function, "fused_moe_fp8_block_kernel",
+                                  "tuner.kernels.moe.kernel")
+        + _MOE_LAUNCH)
     (root / "vllm" / "__init__.py").write_text(f'__version__ = "{version}"\n')
     add_selection(root)
     add_linear_kernels(root)

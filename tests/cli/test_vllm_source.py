@@ -23,11 +23,14 @@ FAST = dict(default_config().as_dict(), GROUP_SIZE_M=1)
 SLOW = dict(default_config().as_dict(), GROUP_SIZE_M=16)
 
 
-def tuner(*args, cwd, vllm=None):
-    """Run `tuner` in a child process, with the stand-in vLLM importable when given."""
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+def tuner(*args, cwd, vllm=None, extra=None):
+    """Run `tuner` in a child process, with the stand-in vLLM importable when given and the
+    environment variables `extra`."""
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("PYTHONPATH", "CUDA_VISIBLE_DEVICES") and not key.startswith("STANDIN_")}
     if vllm is not None:
         env["PYTHONPATH"] = str(vllm)
+    env.update(extra or {})
     return subprocess.run([sys.executable, "-m", "tuner.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=900)
 
@@ -151,3 +154,64 @@ def test_mounts_say_whose_kernel_trials_they_mount(swept) -> None:
     assert tuned_line("--kernel", "vllm") == [auto]
     [builtin] = tuned_line("--kernel", "builtin", vllm_path=vllm)
     assert builtin.endswith(", kernels of builtin.") and "vLLM" not in builtin
+
+
+def _tiny(home, db: str, *flags: str) -> tuple[str, ...]:
+    """A two-config dense sweep of `tiny` at M = 1 on the interpreter."""
+    (home / "configs.json").write_text(json.dumps([FAST, SLOW]))
+    return ("sweep", "--device", "interpreter", "--model", "tiny", "--m", "1", "--strategy",
+            "grid", "--configs", "configs.json", "--interpreter-reps", "1", "--db", db, *flags)
+
+
+def test_a_builtin_sweep_beside_vllm_publishes_its_own_files(tmp_path) -> None:
+    """Finding 6: `tuner sweep --kernel builtin` where vLLM is importable publishes the builtin's
+    files (publish used to read auto, i.e. vLLM's trials, and found none)."""
+    vllm = build_standin(tmp_path / "site")
+    db = f"sqlite:///{tmp_path}/tuner.db"
+    run = tuner(*_tiny(tmp_path, db, "--kernel", "builtin"), cwd=tmp_path, vllm=vllm)
+    assert run.returncode == 0, run.stderr
+    published = [line for line in run.stdout.splitlines() if line.startswith("published ")]
+    assert len(published) == 1, run.stdout
+    assert published[0].startswith("published TRITON_INTERPRETER release 1: 2 file(s), ")
+    assert published[0].endswith(", kernels of builtin"), published
+    [(summary,)] = rows(tmp_path / "tuner.db", "SELECT summary FROM releases")
+    assert json.loads(summary)["scope"]["kernel_source"] == "builtin"
+
+
+def test_on_a_driverless_host_auto_times_the_builtin_and_vllm_is_refused(tmp_path) -> None:
+    """Finding 4: where vLLM's triton is its placeholder, every trial of vLLM's kernel would
+    crash; auto takes the builtin with one line, --kernel vllm is one line and exit 2, and
+    CUDA_VISIBLE_DEVICES="" (vLLM then keeps the real Triton) runs vLLM's kernel."""
+    from tests.standin_vllm import NO_DRIVER_VARIABLE
+
+    vllm = build_standin(tmp_path / "site")
+    driverless = {NO_DRIVER_VARIABLE: "1"}
+    db = f"sqlite:///{tmp_path}/tuner.db"
+    refused = tuner(*_tiny(tmp_path, db, "--kernel", "vllm"), cwd=tmp_path, vllm=vllm,
+                    extra=driverless)
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines() == [
+        "error: --kernel vllm: vLLM 0.33.0 replaces triton with a placeholder here "
+        "(vllm/triton_utils/importing.py finds no single active GPU driver), so its kernels "
+        "cannot run: run where a GPU driver is active (inside the serving image, on its GPU), "
+        'or, on the CPU interpreter (--device interpreter), with CUDA_VISIBLE_DEVICES="" set, '
+        "under which vLLM keeps the real Triton"]
+    auto = tuner(*_tiny(tmp_path, db), cwd=tmp_path, vllm=vllm, extra=driverless)
+    assert auto.returncode == 0, auto.stderr
+    notes = [line for line in auto.stderr.splitlines() if line.startswith("note: --kernel auto")]
+    assert notes == ["note: --kernel auto times the builtin kernels: vLLM 0.33.0 replaces "
+                     "triton with a placeholder here (vllm/triton_utils/importing.py finds no "
+                     "single active GPU driver), so its kernels cannot run (for --kernel vllm: "
+                     'run where a GPU driver is active (inside the serving image, on its GPU), '
+                     'or, on the CPU interpreter (--device interpreter), with '
+                     'CUDA_VISIBLE_DEVICES="" set, under which vLLM keeps the real Triton)']
+    assert [line.rsplit(", kernel ", 1)[1] for line in auto.stdout.splitlines()
+            if line.startswith("sweep 1 (new)")] == ["builtin"]
+    assert any(line.endswith(", kernels of builtin") for line in auto.stdout.splitlines())
+    kept = tuner(*_tiny(tmp_path, db, "--kernel", "vllm"), cwd=tmp_path, vllm=vllm,
+                 extra={**driverless, "CUDA_VISIBLE_DEVICES": ""})
+    assert kept.returncode == 0, kept.stderr
+    assert rows(tmp_path / "tuner.db",
+                "SELECT DISTINCT environments.kernel_source, trials.status FROM trials JOIN "
+                "environments USING (environment_id) ORDER BY 1") == [
+        ("builtin", "ok"), ("vllm", "ok")]

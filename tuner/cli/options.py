@@ -101,14 +101,17 @@ KernelOpt = Annotated[
 def resolve_kernel_choice(choice: KernelChoice) -> tuple[str, str]:
     """(source, label) of a --kernel choice on this machine: "builtin" or "vllm", and how the
     sweep's config space names it ("" or "vllm-0.33.0"); one line and exit 2 when it cannot
-    run here."""
-    from tuner.kernels.source import kernel_label, resolve_kernel
+    run here; one note on stderr when auto takes the builtin beside an installed vLLM
+    (`tuner.kernels.source.choose_kernel`)."""
+    from tuner.kernels.source import choose_kernel, kernel_label
 
     try:
-        source = resolve_kernel(choice.value)
+        chosen = choose_kernel(choice.value)
     except ValueError as exc:
         raise fail(str(exc), 2) from None
-    return source, kernel_label(source)
+    if chosen.note:
+        typer.echo(f"note: {chosen.note}", err=True)
+    return chosen.source, kernel_label(chosen.source)
 
 
 # Hidden: tests shorten the lease so that tasks of killed workers come back in seconds.

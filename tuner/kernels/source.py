@@ -4,15 +4,26 @@ installed vLLM's ("vllm"), and the hash of the kernel text a trial timed.
 Finding vLLM imports nothing of it: the package is located with `importlib.util.find_spec`
 (which does not run a top-level package's `__init__`) and its version read from its metadata.
 Only a vLLM source's workload imports vLLM's modules, inside a worker.
+
+Whether vLLM's kernels can run here is asked of the installed vLLM in a child process: vLLM
+0.33.0 replaces `triton` by a placeholder module, whose `jit` returns the plain function, when
+it does not find exactly one active GPU driver, unless CUDA_VISIBLE_DEVICES is set and empty
+(`vllm/triton_utils/importing.py`, `HAS_TRITON`); every launch of its kernels then fails
+("'function' object is not subscriptable"). The child imports `vllm.triton_utils` under this
+process's environment, which a worker inherits, and reports `HAS_TRITON`.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
 import inspect
+import os
+import subprocess
+import sys
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -82,8 +93,112 @@ def vllm_version() -> str | None:
         return "unknown"
 
 
-def resolve_kernel(choice: str) -> str:
+# The child that asks the installed vLLM whether it keeps the real Triton (module doc). A vLLM
+# without `vllm.triton_utils` (older releases) has no placeholder: its Triton is the real one.
+_TRITON_PROBE = """\
+import json
+try:
+    from vllm.triton_utils import HAS_TRITON
+except ModuleNotFoundError as exc:
+    if not (exc.name or "").startswith("vllm.triton_utils"):
+        raise
+    HAS_TRITON = True
+print(json.dumps(bool(HAS_TRITON)))
+"""
+PROBE_TIMEOUT_S = 180
+# What makes vLLM keep the real Triton, said with every refusal (vLLM 0.33.0,
+# vllm/triton_utils/importing.py: one active driver, or CUDA_VISIBLE_DEVICES set and empty).
+PLACEHOLDER_FIX = ('run where a GPU driver is active (inside the serving image, on its GPU), '
+                   'or, on the CPU interpreter (--device interpreter), with '
+                   'CUDA_VISIBLE_DEVICES="" set, under which vLLM keeps the real Triton')
+
+
+def vllm_triton_problem() -> str:
+    """Why the importable vLLM's Triton kernels cannot run in this environment, one line; ""
+    when they can (or when vLLM is not importable: nothing of vLLM runs then).
+
+    Asked of vLLM itself in a child process with this process's environment (module doc);
+    the answer is kept per environment and vLLM location for the life of this process.
+
+    Returns:
+        "" when vLLM keeps the real Triton; else e.g. "vLLM 0.33.0 replaces triton with a
+        placeholder here (vllm/triton_utils/importing.py finds no single active GPU driver),
+        so its kernels cannot run", or why asking failed.
+    """
+    root = vllm_package_dir()
+    if root is None:
+        return ""
+    return _ask_triton(str(root.parent), tuple(sorted(os.environ.items())))
+
+
+@functools.cache
+def _ask_triton(site: str, environment: tuple[tuple[str, str], ...]) -> str:
+    """`vllm_triton_problem` for vLLM under `site` and one environment (cached)."""
+    env = dict(environment)
+    env["PYTHONPATH"] = os.pathsep.join([site, *filter(None, [env.get("PYTHONPATH")])])
+    env["VLLM_CONFIGURE_LOGGING"] = "0"  # vLLM's INFO lines would go to stdout
+    version = vllm_version()
+    try:
+        run = subprocess.run([sys.executable, "-c", _TRITON_PROBE], env=env,
+                             capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return f"importing vLLM {version}'s triton_utils took over {PROBE_TIMEOUT_S} s"
+    lines = run.stdout.strip().splitlines()
+    if run.returncode == 0 and lines and lines[-1] in ("true", "false"):
+        if lines[-1] == "true":
+            return ""
+        return (f"vLLM {version} replaces triton with a placeholder here "
+                "(vllm/triton_utils/importing.py finds no single active GPU driver), so its "
+                "kernels cannot run")
+    tail = (run.stderr.strip().splitlines() or ["no output"])[-1]
+    return f"importing vLLM {version}'s triton_utils failed (exit {run.returncode}: {tail[:200]})"
+
+
+@dataclass(frozen=True)
+class KernelResolution:
     """A `--kernel` choice made concrete on this machine.
+
+    Attributes:
+        source: "vllm" or "builtin".
+        note: one line saying why "auto" took the builtin although vLLM is importable (its
+            Triton is a placeholder here); "" otherwise.
+    """
+
+    source: str
+    note: str = ""
+
+
+def choose_kernel(choice: str) -> KernelResolution:
+    """A `--kernel` choice made concrete on this machine, with the reason when "auto" cannot
+    take vLLM's kernels although vLLM is importable (`vllm_triton_problem`).
+
+    Args:
+        choice: "auto" (vLLM's where vLLM is importable and its Triton is real, else the
+            builtin), "vllm" or "builtin".
+
+    Returns:
+        The KernelResolution.
+
+    Raises:
+        ValueError: an unknown choice; "vllm" where vLLM is not importable, or where its Triton
+            is a placeholder (the message, one line, says how to run it).
+    """
+    source = resolve_kernel(choice)
+    if source == BUILTIN:
+        return KernelResolution(BUILTIN)
+    problem = vllm_triton_problem()
+    if not problem:
+        return KernelResolution(VLLM)
+    if choice == VLLM:
+        raise ValueError(f"--kernel vllm: {problem}: {PLACEHOLDER_FIX}")
+    return KernelResolution(BUILTIN, f"--kernel auto times the builtin kernels: {problem} "
+                            f"(for --kernel vllm: {PLACEHOLDER_FIX})")
+
+
+def resolve_kernel(choice: str) -> str:
+    """A `--kernel` choice made concrete from what is importable, without asking whether vLLM's
+    Triton is real (`choose_kernel` asks; a command line's choice goes through it first, so a
+    worker or a file read here only finds the package).
 
     Args:
         choice: "auto" (vLLM's where vLLM is importable, else the builtin), "vllm" or "builtin".
