@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.standin_vllm import VERSION, build_standin, importable
+from tests.standin_vllm import CAPABILITY_VARIABLE, VERSION, build_standin, importable
 from tests.storefill import DEFAULT, FAST, SLOW, fill
 from tuner.cli.app import app
 
@@ -113,10 +113,11 @@ def test_from_log_says_whether_the_server_reads_the_files(tmp_path: Path) -> Non
 
 @pytest.fixture
 def standin(tmp_path, monkeypatch):
-    """The stand-in vLLM on sys.path, vLLM's selection answering Marlin (as on sm89); its
-    modules dropped from sys.modules afterwards."""
+    """The stand-in vLLM on sys.path, seeing an sm89 GPU (its Marlin runs only there), vLLM's
+    selection answering Marlin; its modules dropped from sys.modules afterwards."""
+    monkeypatch.setenv(CAPABILITY_VARIABLE, "8.9")
     monkeypatch.setattr("tuner.compare.vllm_default.vllm_choice",
-                        lambda N, K, out_dtype: "MarlinFP8ScaledMMLinearKernel")
+                        lambda N, K, out_dtype, model_type: "MarlinFP8ScaledMMLinearKernel")
     with importable(build_standin(tmp_path / "site"), monkeypatch) as root:
         yield root
 

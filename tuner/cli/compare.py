@@ -96,15 +96,19 @@ def compare(
     that cannot run here is shown as unavailable with the reason.
 
     Prints a table per shape, vLLM's default kernel on this GPU marked with *
-    (vLLM's own selection when importable, else a table per architecture), then
+    (vLLM's own selection, asked as a server of the model asks it, with its model
+    type and weight shapes, where vLLM sees this GPU; else the tuner's table per
+    shape, and one line says why), then
     for decode (M <= 32) and prefill (M >= 2048) the fastest kernel over the
     model's shapes, and per M, for decode and for prefill, whether
     `--linear-backend triton` with the tuned files beats vLLM's default and by
     how much. The run is stored (GET /devices/{device}/comparisons, the report).
 
     --kernel says whose Triton kernel is timed and whose trials' files are read,
-    one source for both: auto is the installed vLLM's where vLLM is importable,
-    else the builtin (whose files are those `tuner export --kernel auto` writes).
+    one source for both: auto is the installed vLLM's where vLLM is importable
+    with the real Triton, else the builtin (whose files are those `tuner export
+    --kernel auto` writes; beside a vLLM whose Triton is its placeholder, a host
+    without an active GPU driver, the builtin's trials).
 
     --device interpreter times on the CPU: Triton's interpreter against torch
     on the CPU; CPU timings, useful to try the command, not to decide.
@@ -112,9 +116,9 @@ def compare(
     from db.engine import session_scope
     from tuner.cli.verify import _use_backend
     from tuner.compare.versus import verdicts
-    from tuner.compare.vllm_default import default_kernels, flag_lines
-    from tuner.inputs.backends import arch_of
+    from tuner.compare.vllm_default import default_kernels, flag_lines, table_reasons
     from tuner.inputs.shapes import UnknownModelError, load_shapes
+    from tuner.kernels.source import vllm_version
     from tuner.run.worker import collect_environment
 
     try:
@@ -123,16 +127,22 @@ def compare(
     except (UnknownModelError, ValueError) as exc:
         raise fail(str(exc).strip("'\"")) from None
     timed, _ = resolve_kernel_choice(kernel)
+    # auto beside a vLLM whose Triton is a placeholder times the builtin (the note above says
+    # why): the files are then the builtin's trials too, as a sweep here (auto) made them.
+    read_kernel = "builtin" if (kernel is KernelChoice.auto and timed == "builtin"
+                                and vllm_version() is not None) else kernel.value
     _, engine = open_db(db, must_exist=True)
     with session_scope(engine) as session:
         device_name = device_in_store(session, device)
     backend, _, visible = resolve_backend(device, None)
     _use_backend(backend, visible)  # before anything imports the kernel
     tuned = _tuned(engine, device_name, out_dtype.value, tuple(model_shapes.block_shape),
-                   kernel=kernel.value, timed=timed)
+                   kernel=read_kernel, timed=timed)
     env = collect_environment(backend, kernel=timed)
-    defaults = default_kernels(model_shapes.shapes, arch_of(env["compute_capability"]),
-                               out_dtype.value)
+    defaults = default_kernels(model_shapes.shapes, env["compute_capability"], out_dtype.value,
+                               model_type=model_shapes.model_type)
+    for line in table_reasons(defaults):
+        plain(line)
     points = _run(model_shapes, m_values, tuned, defaults, backend=backend, kernel=timed,
                   out_dtype=out_dtype.value, seed=seed, rounds=rounds,
                   interpreter_reps=interpreter_reps)

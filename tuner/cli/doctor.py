@@ -25,17 +25,31 @@ def doctor(
     no_compile: Annotated[bool, typer.Option(
         "--no-compile", help="Skip compiling the builtin and vLLM's dense and fused-MoE "
         "kernels for the architecture (about 20 s without a GPU).")] = False,
+    model: Annotated[str | None, typer.Option(
+        "--model", help="Model key from `tuner shapes list`: vLLM's kernel choice is asked "
+        "for its weight shapes and model type, as its server makes it [default: one "
+        "DeepSeek-V3 layer].")] = None,
+    tp: Annotated[int | None, typer.Option(help="Tensor-parallel size of --model (which "
+                                           "shapes).")] = None,
 ) -> None:
     """GPUs, versions, the kernels vLLM runs by default on the architecture, whether the tuned
     files are read and what makes them read, and whether the builtin kernels compile to
     vLLM's code. Exit 0 when tuning here will change what vLLM runs, 1 with the reason when
     it will not."""
     from tuner.compare.doctor import diagnose
+    from tuner.compare.vllm_select import ModelAsked
     from tuner.inputs.backends import linear_backend_value
     from tuner.inputs.devices import gpu_device_key
+    from tuner.inputs.shapes import ShapesFileError, UnknownModelError, load_shapes
 
     if arch is not None and _ARCH.fullmatch(arch) is None:
         raise fail(f"--arch {arch!r} is not an architecture such as sm89 or sm90")
+    if tp is not None and model is None:
+        raise fail("--tp needs --model")
+    try:
+        asked = ModelAsked.of(load_shapes(model, tp)) if model is not None else None
+    except (UnknownModelError, ShapesFileError) as exc:
+        raise fail(str(exc).strip("'\"")) from None
     if linear_backend is not None:
         try:
             linear_backend = linear_backend_value(linear_backend)
@@ -56,7 +70,8 @@ def doctor(
     elif arch is None and device_name is not None:
         arch = _known_arch(device_name)
     found = diagnose(arch=arch, device_name=device_name, gpus=lines, versions=versions,
-                     linear_backend_triton=linear_backend == "triton", compare=not no_compile)
+                     linear_backend_triton=linear_backend == "triton", compare=not no_compile,
+                     model=asked)
     for line in found.lines:
         plain(line)
     if found.reasons:

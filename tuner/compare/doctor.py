@@ -10,7 +10,7 @@ import importlib.metadata
 import re
 from dataclasses import dataclass, field
 
-from tuner.compare.vllm_select import Answer, ask_vllm
+from tuner.compare.vllm_select import DEFAULT_MODEL, Answer, ModelAsked, ask_vllm
 from tuner.files.provenance import installed_triton_minor, triton_minor
 from tuner.inputs.backends import (
     ARCH_BACKENDS,
@@ -19,9 +19,10 @@ from tuner.inputs.backends import (
     TRITON_KERNEL,
     VLLM_VERSION,
     arch_of,
+    table_dense_kernel,
 )
 from tuner.kernels.registry import FAMILIES
-from tuner.kernels.source import VLLM, resolve_kernel, vllm_version
+from tuner.kernels.source import PLACEHOLDER_FIX, vllm_triton_problem, vllm_version
 
 # vLLM 0.33.0 reads fused-MoE files from VLLM_TUNED_CONFIG_FOLDER first, then its package's
 # fused_moe/configs/ (fused_moe.py, get_moe_configs); dense files only from the package's
@@ -29,7 +30,7 @@ from tuner.kernels.source import VLLM, resolve_kernel, vllm_version
 MOE_FOLDER_VARIABLE = "VLLM_TUNED_CONFIG_FOLDER"
 DENSE_FOLDER = "vllm/model_executor/layers/quantization/utils/configs/"
 # vLLM 0.33.0 fused_moe/oracle/fp8.py `_get_priority_backends`: on sm90 with 128x128 FP8
-# weights and dynamic 1x128 activations TRITON is moved first when ep_size == 1 (DESIGN §13).
+# weights and dynamic 1x128 activations TRITON is moved first when ep_size == 1.
 MOE_TRITON_ARCHS = ("sm90",)
 TABLE = f"the tuner's table of vLLM {VLLM_VERSION}"
 OWN = "vLLM's own selection code"
@@ -98,7 +99,7 @@ def _arch_number(arch: str) -> int:
 
 def diagnose(*, arch: str | None, device_name: str | None, gpus: list[str],
              versions: dict[str, str], linear_backend_triton: bool,
-             compare: bool = True) -> Diagnosis:
+             compare: bool = True, model: ModelAsked | None = None) -> Diagnosis:
     """The findings for one architecture.
 
     Args:
@@ -109,6 +110,8 @@ def diagnose(*, arch: str | None, device_name: str | None, gpus: list[str],
         linear_backend_triton: the server runs with `--linear-backend triton`.
         compare: compile the builtin dense and fused-MoE kernels and vLLM's for the arch
             (needs triton).
+        model: the model vLLM serves (--model, --tp); None asks about one DeepSeek-V3 layer
+            and says that the answer depends on the model.
 
     Returns:
         The Diagnosis.
@@ -124,14 +127,17 @@ def diagnose(*, arch: str | None, device_name: str | None, gpus: list[str],
                            "which GPU vLLM serves on")
         return out
     version = vllm_version()
-    source = resolve_kernel("auto")
+    problem = vllm_triton_problem() if version is not None else ""
     if version is None:
         say("vLLM: not importable here; a sweep here times the builtin kernels (copies of "
             "vLLM 0.33.0's); run `tuner doctor` inside the serving image to check its vLLM")
     else:
         spec, where = vllm_triton_requirement()
+        times = (f"times the builtin kernels (--kernel auto): {problem}; for --kernel vllm, "
+                 f"{PLACEHOLDER_FIX}" if problem else
+                 "times vLLM's installed kernels (--kernel auto)")
         say(f"vLLM {version}: requires triton {spec or 'unstated'} ({where}); a sweep here "
-            "times vLLM's installed kernels (--kernel auto)")
+            + times)
         here = installed_triton_minor()
         wanted = _spec_minor(spec) if spec else None
         if wanted and here and wanted != here:
@@ -144,15 +150,23 @@ def diagnose(*, arch: str | None, device_name: str | None, gpus: list[str],
             f"({TABLE})")
         out.reasons.append(f"{arch} has no FP8 dot: the block-FP8 kernels cannot run")
         return out
-    dense, moe = ask_vllm(arch) if version is not None else (Answer(None), Answer(None))
+    _say_model(out, model, family)
+    asked = model or DEFAULT_MODEL
+    dense, moe = ask_vllm(arch, asked) if version is not None else (Answer(None), Answer(None))
     if dense.reason and dense.reason == moe.reason:  # one reason for both: said once
         say(f"{dense.reason}: {TABLE} answers")
         dense, moe = Answer(None), Answer(None)
     _say_dense(out, table.default, dense, linear_backend_triton)
+    if dense.kernel is None and model is not None:
+        _say_table_shapes(out, _arch_number(arch), model)
     _say_moe(out, family in MOE_TRITON_ARCHS, moe)
-    if compare and source == VLLM and versions.get("triton"):
+    if compare and version is not None and not problem and versions.get("triton"):
         _compare_dense(out, _arch_number(arch))
         _compare_moe(out, _arch_number(arch))
+    elif compare and version is not None and versions.get("triton"):
+        say(f"builtin vs vLLM's compiled code (dense and fused-MoE): not compared: {problem}; "
+            'with CUDA_VISIBLE_DEVICES="" set vLLM keeps the real Triton, and doctor compares '
+            "them")
     elif compare and versions.get("triton"):
         say("builtin vs vLLM's compiled code (dense and fused-MoE): no vLLM here to compare "
             "with (bench/vllm_equivalence.py compares with a vLLM wheel's files)")
@@ -163,6 +177,36 @@ def diagnose(*, arch: str | None, device_name: str | None, gpus: list[str],
     return out
 
 
+def _say_model(out: Diagnosis, model: ModelAsked | None, family: str | None) -> None:
+    """One line when the answer depends on a model fact doctor was not given."""
+    if model is None:
+        N, K = DEFAULT_MODEL.dense[0]
+        out.lines.append(
+            f"no --model: vLLM's kernel choice is asked for {DEFAULT_MODEL.label} (model type "
+            f"{DEFAULT_MODEL.model_type}, N={N}, K={K}); it depends on the model's type and "
+            "weight shapes (DeepGEMM checks both): pass --model (and --tp) for the model you "
+            "serve")
+    elif model.model_type is None and family == "sm100/sm120":
+        out.lines.append(
+            f"model type of {model.label} not known (its shapes file names none; `tuner shapes "
+            "from-config config.json --save` records it): vLLM is asked as for a model type "
+            "it does not turn DeepGEMM off for")
+
+
+def _say_table_shapes(out: Diagnosis, capability: int, model: ModelAsked) -> None:
+    """The table's dense kernel per shape of the model (`table_dense_kernel`), one line."""
+    by_kernel: dict[str, list[str]] = {}
+    for N, K in model.dense:
+        name = table_dense_kernel(capability, N, K, "bfloat16", model.model_type)
+        label = dict(FP8_BLOCK_KERNELS)[name].split(" (")[0] if name else "not known here"
+        by_kernel.setdefault(label, []).append(f"N={N},K={K}")
+    if by_kernel:
+        out.lines.append(f"  {model.label}: " + "; ".join(
+            f"{label} for {len(shapes)} of {len(model.dense)} shapes"
+            + (f" ({', '.join(shapes)})" if len(shapes) < len(model.dense) else "")
+            for label, shapes in by_kernel.items()) + f" ({TABLE})")
+
+
 def _say_dense(out: Diagnosis, default: str, answer: Answer,
                linear_backend_triton: bool) -> None:
     """The dense kernel vLLM runs, who said so, and whether it reads the dense files."""
@@ -171,6 +215,8 @@ def _say_dense(out: Diagnosis, default: str, answer: Answer,
     if kernel is not None:
         label = dict(FP8_BLOCK_KERNELS).get(kernel, kernel)
         say(f"dense block-FP8 linear: vLLM runs {label} ({kernel}) by default ({OWN})")
+        if answer.others:
+            say(f"  other shapes: {answer.others}")
         if answer.detail:
             say(f"  passed over first: {answer.detail}")
     else:

@@ -1,12 +1,13 @@
 """Which kernel vLLM runs by default for a block-FP8 linear layer on this GPU, and whether
 `--linear-backend triton` with the tuned files beats it, per M and for decode and prefill.
 
-vLLM's own selection is asked when it is importable (vLLM 0.33.0,
+vLLM's own selection is asked when it is importable and sees the GPU (vLLM 0.33.0,
 vllm/model_executor/kernels/linear/__init__.py: `choose_scaled_mm_linear_kernel` over
-`_POSSIBLE_FP8_BLOCK_KERNELS`, quantization "fp8_block_w8a8", under a default `VllmConfig`
-(`tuner.compare.vllm_linear.default_vllm_config`: DeepGEMM's `can_implement` reads the current
-config; its linear backend is "auto", i.e. the default); else a table per architecture
-(DESIGN §9)."""
+`_POSSIBLE_FP8_BLOCK_KERNELS`, quantization "fp8_block_w8a8"), under a current `VllmConfig`
+with a model config of the model's type, as a server's
+(`tuner.compare.vllm_linear.server_vllm_config`: DeepGEMM's `can_implement` reads the model
+config and refuses without one; the linear backend is "auto", i.e. the default); else the
+tuner's table of vLLM 0.33.0 per shape (`tuner.inputs.backends.table_dense_kernel`)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tuner.compare.versus import DECODE_MAX_M, PREFILL_MIN_M, ComparePoint
+from tuner.inputs.backends import table_dense_kernel
 
 TRITON_TUNED = "triton-tuned"
-
-# vLLM's default kernel per architecture, among the backends compare can time (DESIGN §9).
-VLLM_DEFAULT_BY_ARCH = {"sm90": ("vllm-deepgemm", "vllm-cutlass"), "sm89": ("vllm-marlin",)}
 
 # vLLM 0.33.0 class name (kernels/linear/scaled_mm/*.py) -> the compare backend that times it.
 # Its Triton kernel reads the tuned files: there the default is already what the flag gives.
@@ -32,7 +31,7 @@ KERNEL_BACKENDS = {
     "TritonFp8BlockScaledMMKernel": TRITON_TUNED,
 }
 BY_SELECTION = "vLLM's own selection"
-BY_TABLE = "the table per architecture (DESIGN §9)"
+BY_TABLE = "the tuner's table of vLLM 0.33.0"
 
 _LINEAR = "vllm.model_executor.kernels.linear"
 
@@ -44,62 +43,92 @@ class VllmDefault:
     Attributes:
         backends: the compare backends that time it, in order of preference (the table gives
             two on sm90); empty when compare times none of them.
-        kernel: vLLM's class name, or the table's description; None when unknown.
+        kernel: vLLM's class name; None when unknown.
         source: BY_SELECTION or BY_TABLE.
+        reason: why the table answered (vLLM's selection not importable, or sees no GPU, or
+            failed), one line; "" when vLLM's selection answered.
     """
 
     backends: tuple[str, ...]
     kernel: str | None
     source: str
+    reason: str = ""
 
 
-def vllm_choice(N: int, K: int, out_dtype: str) -> str:
-    """The class vLLM 0.33.0 selects for a block-FP8 linear layer with weight [N, K] here.
+def vllm_choice(N: int, K: int, out_dtype: str, model_type: str | None = None) -> str:
+    """The class vLLM 0.33.0 selects for a block-FP8 linear layer with weight [N, K] here, as
+    a server of a model of `model_type` selects it (input and output in out_dtype).
 
     Raises:
-        Exception: whatever importing vLLM or its selection raises (ValueError when no kernel
-            can implement the layer).
+        Exception: whatever importing vLLM, building its config ("Failed to infer device type"
+            without a GPU) or its selection raises (ValueError when no kernel can implement
+            the layer).
     """
     import torch
 
-    from tuner.compare.vllm_linear import block_fp8_layer_config, default_vllm_config
+    from tuner.compare.vllm_linear import block_fp8_layer_config, server_vllm_config
 
     linear = importlib.import_module(_LINEAR)
     config = block_fp8_layer_config(N, K, getattr(torch, out_dtype))
-    with default_vllm_config():
+    with server_vllm_config(model_type):
         chosen = linear.choose_scaled_mm_linear_kernel(
             config, linear._POSSIBLE_FP8_BLOCK_KERNELS, quantization="fp8_block_w8a8")
     return chosen.__name__
 
 
-def default_kernels(shapes: Iterable[tuple[int, int]], arch: str | None, out_dtype: str, *,
-                    choose: Callable[[int, int, str], str] | None = None
+def _capability_int(compute_capability: str | None) -> int | None:
+    """90 for "9.0"; None for "" (the interpreter) or an unreadable value."""
+    major, _, minor = (compute_capability or "").partition(".")
+    return int(major) * 10 + int(minor) if major.isdigit() and minor.isdigit() else None
+
+
+def _table(N: int, K: int, capability: int | None, out_dtype: str,
+           model_type: str | None, reason: str) -> VllmDefault:
+    name = (table_dense_kernel(capability, N, K, out_dtype, model_type)
+            if capability is not None else None)
+    backend = KERNEL_BACKENDS.get(name or "")
+    return VllmDefault((backend,) if backend else (), name, BY_TABLE, reason)
+
+
+def default_kernels(shapes: Iterable[tuple[int, int]], compute_capability: str | None,
+                    out_dtype: str, *, model_type: str | None = None,
+                    choose: Callable[..., str] | None = None
                     ) -> dict[tuple[int, int], VllmDefault]:
-    """vLLM's default kernel per (N, K): its own selection when that runs here, else the table.
+    """vLLM's default kernel per (N, K): its own selection when that runs here (asked as a
+    server of the model asks it), else the tuner's table per shape.
 
     Args:
         shapes: the (N, K) of the model.
-        arch: "sm89", "sm90", ... (tuner.inputs.backends.arch_of), None when unknown.
+        compute_capability: the GPU's, e.g. "9.0"; "" or None when unknown (the interpreter).
         out_dtype: "bfloat16" or "float16".
-        choose: (N, K, out_dtype) -> vLLM class name; `vllm_choice` when None.
+        model_type: the model's Hugging Face model type (`ModelShapes.model_type`); None when
+            not known.
+        choose: (N, K, out_dtype, model_type) -> vLLM class name; `vllm_choice` when None.
 
     Returns:
-        (N, K) -> VllmDefault.
+        (N, K) -> VllmDefault; the table's carry the one-line reason vLLM's did not answer.
     """
     choose = choose or vllm_choice
-    table = VllmDefault(VLLM_DEFAULT_BY_ARCH.get(arch or "", ()),
-                        " or ".join(VLLM_DEFAULT_BY_ARCH[arch]) if arch in VLLM_DEFAULT_BY_ARCH
-                        else None, BY_TABLE)
+    capability = _capability_int(compute_capability)
     result = {}
     for N, K in shapes:
         try:
-            name = choose(N, K, out_dtype)
-        except Exception:  # noqa: BLE001 - no vLLM here, or its selection failed: the table
-            result[(N, K)] = table
+            name = choose(N, K, out_dtype, model_type)
+        except Exception as exc:  # noqa: BLE001 - no vLLM here, or its selection failed
+            why = " ".join(str(exc).split())[:160]
+            result[(N, K)] = _table(N, K, capability, out_dtype, model_type,
+                                    f"vLLM's selection did not answer here "
+                                    f"({type(exc).__name__}: {why})")
             continue
         backend = KERNEL_BACKENDS.get(name)
         result[(N, K)] = VllmDefault((backend,) if backend else (), name, BY_SELECTION)
     return result
+
+
+def table_reasons(defaults: Mapping[tuple[int, int], VllmDefault]) -> list[str]:
+    """The one-line reasons the table answered instead of vLLM's selection, each once."""
+    return [f"{reason}: {BY_TABLE} answers"
+            for reason in dict.fromkeys(d.reason for d in defaults.values() if d.reason)]
 
 
 def default_backend(points: Sequence[ComparePoint], default: VllmDefault) -> str | None:

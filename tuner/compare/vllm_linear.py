@@ -74,9 +74,54 @@ def block_fp8_layer_config(N: int, K: int, dtype) -> Any:
 def default_vllm_config():
     """A context in which a default `VllmConfig()` is vLLM's current config, as in vLLM's own
     benchmarks outside an engine (vLLM 0.33.0 raises in `get_current_vllm_config` otherwise,
-    which DeepGEMM's `can_implement` and the CustomOps of the kernel classes call); nothing
-    when vLLM has no `VllmConfig`."""
+    which the CustomOps of the kernel classes call); nothing when vLLM has no `VllmConfig`.
+    Its model config is None: use `server_vllm_config` to ask vLLM's selection."""
     return _current(_vllm_config())
+
+
+@dataclass(frozen=True)
+class _TextConfig:
+    """The part of a Hugging Face config vLLM's kernel selection reads."""
+
+    model_type: str | None
+
+
+@dataclass(frozen=True)
+class ModelConfigView:
+    """What vLLM 0.33.0's kernel selection reads of a server's model config, for one model:
+    `hf_text_config.model_type` (DeepGEMM's `can_implement`, kernels/linear/scaled_mm/
+    deep_gemm.py, and the fused-MoE oracle, fused_moe/oracle/fp8.py, turn DeepGEMM off for
+    some model types on Blackwell; DeepGEMM refuses any layer without a model config). Building
+    vLLM's own ModelConfig needs the checkpoint's files, which tuning does not; nothing else of
+    it is read where the selection runs.
+
+    Attributes:
+        hf_text_config, hf_config: carry `model_type` (None when not known).
+    """
+
+    hf_text_config: _TextConfig
+    hf_config: _TextConfig
+
+    @classmethod
+    def of(cls, model_type: str | None) -> ModelConfigView:
+        """The view of a model of this Hugging Face model type (e.g. "deepseek_v3")."""
+        return cls(_TextConfig(model_type), _TextConfig(model_type))
+
+
+def server_vllm_config(model_type: str | None):
+    """A context in which vLLM's current config is a `VllmConfig()` with a model config of
+    `model_type` (`ModelConfigView`): what a server's kernel selection sees, so DeepGEMM's
+    `can_implement` answers as it does there. Its linear backend is vLLM's default ("auto").
+
+    Raises:
+        Exception: whatever `VllmConfig()` raises (vLLM 0.33.0: RuntimeError "Failed to infer
+            device type" where it sees no GPU) or importing vllm.config raises.
+    """
+    from vllm.config import VllmConfig
+
+    vllm_config = VllmConfig()
+    vllm_config.model_config = ModelConfigView.of(model_type)  # a pydantic dataclass field
+    return _current(vllm_config)
 
 
 def _vllm_config() -> object | None:

@@ -6,8 +6,15 @@ from __future__ import annotations
 import importlib
 
 import pytest
+import torch
 
-from tests.standin_vllm import append, build_standin, importable
+from tests.standin_vllm import (
+    CAPABILITY_VARIABLE,
+    FLASHINFER_VARIABLE,
+    append,
+    build_standin,
+    importable,
+)
 from tuner.compare.versus import OK, UNAVAILABLE, BackendTime, ComparePoint
 from tuner.compare.vllm_default import (
     BY_SELECTION,
@@ -16,6 +23,7 @@ from tuner.compare.vllm_default import (
     beats,
     default_kernels,
     flag_lines,
+    table_reasons,
     vllm_choice,
 )
 
@@ -45,7 +53,9 @@ def choose_scaled_mm_linear_kernel(config, possible_kernels, compute_capability=
 
 @pytest.fixture
 def standin(tmp_path, monkeypatch):
-    """The stand-in vLLM, with a selection, on sys.path; its modules dropped afterwards."""
+    """The stand-in vLLM, with a selection, on sys.path, seeing an sm89 GPU; its modules
+    dropped afterwards."""
+    monkeypatch.setenv(CAPABILITY_VARIABLE, "8.9")
     root = build_standin(tmp_path / "site")
     append(root, "vllm.model_executor.kernels.linear.__init__", _SELECTION)
     with importable(root, monkeypatch):
@@ -60,28 +70,88 @@ def test_vllms_selection_is_asked_with_a_block_fp8_layer(standin) -> None:
     assert default_kernels(SHAPES, None, "bfloat16") == dict.fromkeys(SHAPES, marlin)
 
 
-def test_vllms_selection_runs_under_a_current_vllm_config(tmp_path, monkeypatch) -> None:
-    """The stand-in's selection calls get_current_vllm_config, which raises outside
-    set_current_vllm_config as vLLM 0.33.0's does (DeepGEMM's can_implement): vLLM's answer,
-    not the table's."""
+@pytest.fixture
+def seen(tmp_path, monkeypatch):
+    """The stand-in vLLM with its own 8-kernel selection on sys.path; returns a function that
+    sets the compute capability it sees ("9.0"; None: no GPU)."""
+    def see(capability: str | None) -> None:
+        if capability is None:
+            monkeypatch.delenv(CAPABILITY_VARIABLE, raising=False)
+        else:
+            monkeypatch.setenv(CAPABILITY_VARIABLE, capability)
+
     with importable(build_standin(tmp_path / "site"), monkeypatch):
-        assert vllm_choice(256, 384, "bfloat16") == "TritonFp8BlockScaledMMKernel"
-        assert default_kernels(SHAPES[:1], "sm90", "bfloat16") == {SHAPES[0]: VllmDefault(
-            ("triton-tuned",), "TritonFp8BlockScaledMMKernel", BY_SELECTION)}
+        yield see
 
 
-def test_without_vllm_the_table_per_architecture() -> None:
-    assert default_kernels(SHAPES[:1], "sm89", "bfloat16") == {SHAPES[0]: VllmDefault(
-        ("vllm-marlin",), "vllm-marlin", BY_TABLE)}
-    assert default_kernels(SHAPES[:1], "sm90", "float16") == {SHAPES[0]: VllmDefault(
-        ("vllm-deepgemm", "vllm-cutlass"), "vllm-deepgemm or vllm-cutlass", BY_TABLE)}
-    assert default_kernels(SHAPES[:1], None, "bfloat16") == {SHAPES[0]: VllmDefault(
-        (), None, BY_TABLE)}
+DEEPSEEK = (7168, 18432)  # shapes/deepseek-v3.toml, TP 1: N % 64 == 0, K % 128 == 0
+
+
+def test_on_sm90_the_selection_names_deepgemm_as_a_server_does(seen, monkeypatch) -> None:
+    """Finding 3: asked under a current config with the model's config, vLLM's DeepGEMM takes
+    a DeepSeek-V3 layer on sm90; under a default VllmConfig() (no model config) it refuses,
+    and CUTLASS was named instead."""
+    from tuner.compare.vllm_linear import block_fp8_layer_config, default_vllm_config
+
+    seen("9.0")
+    assert vllm_choice(*DEEPSEEK, "bfloat16", "deepseek_v3") == "DeepGemmFp8BlockScaledMMKernel"
+    linear = importlib.import_module("vllm.model_executor.kernels.linear")
+    with default_vllm_config():  # what doctor and compare asked under before
+        chosen = linear.choose_scaled_mm_linear_kernel(
+            block_fp8_layer_config(*DEEPSEEK, torch.bfloat16), linear._POSSIBLE_FP8_BLOCK_KERNELS,
+            quantization="fp8_block_w8a8")
+    assert chosen.__name__ == "CutlassFp8BlockScaledMMKernel"
+    # DeepGEMM's own limits: bf16 output, N % 64 == 0; CUTLASS takes the rest.
+    assert vllm_choice(*DEEPSEEK, "float16", "deepseek_v3") == "CutlassFp8BlockScaledMMKernel"
+    assert vllm_choice(200, 256, "bfloat16", "deepseek_v3") == "CutlassFp8BlockScaledMMKernel"
+    # Where FlashInfer's block-scale GEMM is usable, FlashInfer DeepGEMM comes first on sm90.
+    monkeypatch.setenv(FLASHINFER_VARIABLE, "1")
+    assert vllm_choice(*DEEPSEEK, "bfloat16", "deepseek_v3") == (
+        "FlashInferFp8DeepGEMMDynamicBlockScaledKernel")
+    assert default_kernels([DEEPSEEK], "9.0", "bfloat16", model_type="deepseek_v3") == {
+        DEEPSEEK: VllmDefault((), "FlashInferFp8DeepGEMMDynamicBlockScaledKernel", BY_SELECTION)}
+
+
+def test_the_model_type_turns_deepgemm_off_on_blackwell_only(seen) -> None:
+    seen("10.0")
+    assert vllm_choice(*DEEPSEEK, "bfloat16", "deepseek_v3") == "DeepGemmFp8BlockScaledMMKernel"
+    assert vllm_choice(*DEEPSEEK, "bfloat16", "qwen3_5_text") == "CutlassFp8BlockScaledMMKernel"
+    seen("9.0")
+    assert vllm_choice(*DEEPSEEK, "bfloat16", "qwen3_5_text") == "DeepGemmFp8BlockScaledMMKernel"
+    seen("8.9")
+    assert vllm_choice(*DEEPSEEK, "bfloat16", "deepseek_v3") == "MarlinFP8ScaledMMLinearKernel"
+
+
+def test_without_a_gpu_the_table_answers_and_says_why(seen) -> None:
+    seen(None)  # VllmConfig() cannot infer a device type, as vLLM 0.33.0's cannot
+    found = default_kernels([DEEPSEEK, (200, 256)], "9.0", "bfloat16", model_type="deepseek_v3")
+    reason = ("vLLM's selection did not answer here (RuntimeError: Failed to infer device type "
+              "(the stand-in sees no GPU))")
+    assert found == {
+        DEEPSEEK: VllmDefault(("vllm-deepgemm",), "DeepGemmFp8BlockScaledMMKernel", BY_TABLE,
+                              reason),
+        (200, 256): VllmDefault(("vllm-cutlass",), "CutlassFp8BlockScaledMMKernel", BY_TABLE,
+                                reason)}
+    assert table_reasons(found) == [f"{reason}: the tuner's table of vLLM 0.33.0 answers"]
+
+
+def _no_vllm(*args):
+    raise ImportError("No module named 'vllm'")
+
+
+def test_without_vllm_the_table_per_shape() -> None:
+    why = "vLLM's selection did not answer here (ImportError: No module named 'vllm')"
+    assert default_kernels(SHAPES[:1], "8.9", "bfloat16", choose=_no_vllm) == {SHAPES[0]: (
+        VllmDefault(("vllm-marlin",), "MarlinFP8ScaledMMLinearKernel", BY_TABLE, why))}
+    assert default_kernels(SHAPES[:1], "9.0", "float16", choose=_no_vllm) == {SHAPES[0]: (
+        VllmDefault(("vllm-cutlass",), "CutlassFp8BlockScaledMMKernel", BY_TABLE, why))}
+    assert default_kernels(SHAPES[:1], "", "bfloat16", choose=_no_vllm) == {SHAPES[0]: (
+        VllmDefault((), None, BY_TABLE, why))}
 
 
 def test_a_class_compare_does_not_time_maps_to_no_backend() -> None:
-    picked = default_kernels(SHAPES, "sm90", "bfloat16",
-                             choose=lambda N, K, dtype: "CutlassFp8BlockScaledMMKernel"
+    picked = default_kernels(SHAPES, "9.0", "bfloat16",
+                             choose=lambda N, K, dtype, model_type: "CutlassFp8BlockScaledMMKernel"
                              if N == 256 else "FlashInferFp8DeepGEMMDynamicBlockScaledKernel")
     assert picked == {
         (256, 384): VllmDefault(("vllm-cutlass",), "CutlassFp8BlockScaledMMKernel", BY_SELECTION),

@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from tests.standin_vllm import append, build_standin, importable
+from tests.standin_vllm import CAPABILITY_VARIABLE, append, build_standin, importable
 from tuner.compare.backends import Candidate, CandidateRunner, library_kernels
 from tuner.compare.vllm_linear import VLLM_HUMMING, VLLM_MARLIN, LayerKernel, layer_kernels
 from tuner.kernels.accuracy import relative_error
@@ -22,7 +22,9 @@ MARLIN = "vllm.model_executor.kernels.linear.scaled_mm.marlin"
 
 @pytest.fixture
 def standin(tmp_path, monkeypatch):
-    """The stand-in vLLM on sys.path; its modules dropped from sys.modules afterwards."""
+    """The stand-in vLLM on sys.path, seeing an sm89 GPU (vLLM's Marlin runs only on CUDA, and
+    its VllmConfig needs a device); its modules dropped from sys.modules afterwards."""
+    monkeypatch.setenv(CAPABILITY_VARIABLE, "8.9")
     with importable(build_standin(tmp_path / "site"), monkeypatch) as root:
         yield root
 
@@ -151,6 +153,7 @@ def test_the_standin_adds_to_modules_another_part_wrote(tmp_path, monkeypatch) -
     (marlin / "marlin.py").write_text("EARLIER = 1\n")
     root = build_standin(tmp_path / "site")
     assert (marlin / "marlin.py").read_text().startswith("EARLIER = 1\n")
+    monkeypatch.setenv(CAPABILITY_VARIABLE, "8.9")
     monkeypatch.syspath_prepend(str(root))
     importlib.invalidate_caches()
     try:
