@@ -18,17 +18,18 @@ import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.standin_vllm_kernels import add_linear_kernels
 from tests.standin_vllm_parts import (  # noqa: F401 - append and the variables: for tests
     CAPABILITY_VARIABLE,
     DENSE_VARIABLE,
     FLASHINFER_VARIABLE,
     MOE_VARIABLE,
     NO_DRIVER_VARIABLE,
-    add_linear_kernels,
-    add_selection,
+    add_basics,
     append,
     module_path,
 )
+from tests.standin_vllm_select import add_selection
 from tuner.kernels.dense.family import VLLM_DENSE
 from tuner.kernels.moe.family import VLLM_MOE
 
@@ -190,6 +191,7 @@ def build_standin(root: Path, version: str = VERSION, *, triton_pin: str = "3.8.
                                   "tuner.kernels.moe.kernel")
         + _MOE_LAUNCH)
     (root / "vllm" / "__init__.py").write_text(f'__version__ = "{version}"\n')
+    add_basics(root)
     add_selection(root)
     add_linear_kernels(root)
     return root

@@ -93,23 +93,20 @@ TrialTimeoutOpt = Annotated[
 KernelOpt = Annotated[
     KernelChoice, typer.Option("--kernel", help="Whose Triton kernels to time: vllm (the "
                                "installed vLLM's, called as vLLM calls them), builtin (the "
-                               "tuner's copies), auto (vllm where vLLM is importable). A "
-                               "sweep's winners come from one source only.")
+                               "tuner's copies), auto (vllm where vLLM is importable and "
+                               "keeps the real Triton). A sweep's winners have one source.")
 ]
 
 
 def resolve_kernel_choice(choice: KernelChoice) -> tuple[str, str]:
-    """(source, label) of a --kernel choice on this machine: "builtin" or "vllm", and how the
-    sweep's config space names it ("" or "vllm-0.33.0"); one line and exit 2 when it cannot
-    run here; one note on stderr when auto takes the builtin beside an installed vLLM
-    (`tuner.kernels.source.choose_kernel`)."""
+    """(source, space label) of --kernel here (`tuner.kernels.source.choose_kernel`); exit 2."""
     from tuner.kernels.source import choose_kernel, kernel_label
 
     try:
         chosen = choose_kernel(choice.value)
     except ValueError as exc:
         raise fail(str(exc), 2) from None
-    if chosen.note:
+    if chosen.note:  # auto took the builtin beside an installed vLLM: say why
         typer.echo(f"note: {chosen.note}", err=True)
     return chosen.source, kernel_label(chosen.source)
 
