@@ -213,8 +213,12 @@ def version(name):
         return None
 commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                         text=True).stdout.strip()
+changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                         capture_output=True, text=True).stdout.split("\n")
+changed = sorted(line[3:] for line in changed if line.strip())  # what differs from the commit
 report = {"benchmark": "real_vllm", "date": stamp,
-          "tuner_commit": commit, "python": platform.python_version(),
+          "tuner_commit": commit, "tuner_changed_files": changed,
+          "python": platform.python_version(),
           "versions": {n: version(n) for n in ("vllm", "torch", "triton", "fastapi",
                                                "flashinfer-python", "blockfp8-tuner")},
           "failed": [s["step"] for s in steps if "failure" in s], "steps": steps}
