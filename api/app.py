@@ -65,22 +65,20 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.store = store
     app.state.metrics = Metrics(store)
-    app.add_middleware(RequestGuard, settings=settings)  # token, Content-Length: no read
+    # Token and Content-Length before any read; every other body counted while it is read.
+    app.add_middleware(RequestGuard, settings=settings)
     app.add_middleware(CountDownloads, metrics=app.state.metrics)  # outermost: every status
-    # FastAPI counts each body as it is read: a 413 past the limit, even without Content-Length.
-    # Set per router, not on FastAPI(): the app-wide limiter would answer every request that
-    # announces a larger body with a plain-text 413 in place of RequestGuard's JSON answers.
     for router in (index.router, health.router, devices.router, releases.router, sweeps.router,
                    imports.router, report.router, comparisons.router, mounts.router,
                    metrics.router):
-        app.include_router(router, max_body_size=settings.max_body_bytes)
+        app.include_router(router)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         detail = exc.detail
         if exc.status_code == 404 and detail == "Not Found":  # no route matched the path
             detail = f"no route for {request.method} {request.url.path}; the routes are at /docs"
-        if exc.status_code == 413:  # the routers' max_body_size, counting a chunked body
+        if exc.status_code == 413:  # RequestGuard's count of a body while it is read
             detail = too_large_detail(settings)
         return JSONResponse(status_code=exc.status_code, content={"detail": detail},
                             headers=getattr(exc, "headers", None))

@@ -1,11 +1,13 @@
 """ASGI middleware that refuses, from its headers alone, a write request without the service's
-token and a body announced over the size limit, so neither makes the service read a body."""
+token and a body announced over the size limit, so neither makes the service read a body; and
+counts every other body while it is read, cutting it off at the limit."""
 
 from __future__ import annotations
 
+from fastapi import HTTPException
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.deps import write_refusal
 from api.settings import Settings
@@ -23,9 +25,12 @@ def too_large_detail(settings: Settings) -> str:
 
 class RequestGuard:
     """Answer before the app runs: 401/403 (`api.deps.write_refusal`) to a write request that
-    lacks the token, then 413 to one whose `Content-Length` is over `max_body_bytes`. A body
-    without `Content-Length` (chunked) is counted as it is read, by FastAPI's `max_body_size`
-    (`api.app`).
+    lacks the token, then 413 to one whose `Content-Length` is over `max_body_bytes`. Every
+    other body (a chunked one has no `Content-Length`) is counted as the app reads it: the read
+    that takes it past `max_body_bytes` raises FastAPI's `HTTPException(413)`, so the rest is
+    never read and the app's handler answers it (`api.app`). This needs no body limit of
+    FastAPI's own (`include_router(max_body_size=...)`, FastAPI 0.165), so the service runs with
+    the FastAPI that vLLM 0.33.0 pins (`fastapi[standard]>=0.133.0,<0.137.0`, its METADATA).
 
     Args:
         app: The application to guard.
@@ -43,6 +48,7 @@ class RequestGuard:
             if response is not None:
                 await response(scope, receive, send)  # answers without reading the body
                 return
+            receive = _counted(receive, self.settings)
         await self.app(scope, receive, send)
 
     def _refusal(self, scope: Scope) -> JSONResponse | None:
@@ -55,6 +61,24 @@ class RequestGuard:
         if _length(headers) > self.settings.max_body_bytes:
             return JSONResponse({"detail": too_large_detail(self.settings)}, status_code=413)
         return None
+
+
+def _counted(receive: Receive, settings: Settings) -> Receive:
+    """`receive` that adds up the body bytes read so far and raises `HTTPException(413)` (the
+    app's handler answers it with `too_large_detail`) on the message that takes them past
+    `settings.max_body_bytes`; nothing after that message is read."""
+    seen = 0
+
+    async def counted() -> Message:
+        nonlocal seen
+        message = await receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > settings.max_body_bytes:
+                raise HTTPException(413, detail=too_large_detail(settings))
+        return message
+
+    return counted
 
 
 def _length(headers: Headers) -> int:
