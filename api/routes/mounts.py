@@ -35,7 +35,7 @@ router = APIRouter(prefix="/devices", tags=["mounts"])
     "The same text as `tuner mounts --device ...`: one read-only mount per file of the "
     "device, commented, to paste. 404 for an unknown device or no files (saying how many "
     "stale trials were left out); 409 if the winners cannot be merged; 422 for a bad "
-    "site-packages path or a bad allow_stale."))
+    "site-packages path, engine or Triton version, or a bad allow_stale."))
 def read_mounts(
     device_name: KnownDevice, session: SessionDep, settings: SettingsDep,
     engine: Engine = "vllm",
@@ -48,6 +48,12 @@ def read_mounts(
     host_dir: Annotated[str, Query(max_length=512, description="Host folder holding the "
                                    "exported files.")] = DEFAULT_HOST_DIR,
     partial: Partial = None, out_dtype: OutDtype = None, allow_stale: AllowStale = False,
+    engine_version: Annotated[str | None, Query(
+        max_length=64, description="The engine's release in the image, which decides its "
+        "config folders (default: vLLM 0.33.0, SGLang 0.5.23).")] = None,
+    triton_version: Annotated[str | None, Query(
+        max_length=64, description="SGLang: the image's Triton, e.g. 3.8.0; fused-MoE files go "
+        "to configs/triton_3_8_0/ (default: the Triton the files were tuned with).")] = None,
 ) -> PlainTextResponse:
     """Render read-only mounts of the device's files, as `tuner mounts` does."""
     allow = settings.allow_partial if partial is None else partial
@@ -60,13 +66,17 @@ def read_mounts(
                 "(?allow_stale=true uses them)" if stale else "")
         raise HTTPException(404, detail=f"{device_name} has no complete file to mount yet; "
                                         f"?partial=true mounts what there is{hint}")
+    versions = winner_versions(read.view.environments, read.view.winners)
+    tuned_triton = versions["triton"][0] if len(versions["triton"]) == 1 else None
     try:
         text = render_mounts(MountRequest(
             device_name=device_name, engine=engine,
             file_names=tuple(f.file_name for f in merged.files), host_dir=host_dir,
             site_packages=site_packages or DEFAULT_SITE_PACKAGES[engine], fmt=format,
             compute_capability=read.view.compute_capability,
-            tuned_with=versions_line(winner_versions(read.view.environments, read.view.winners)),
+            tuned_with=versions_line(versions), engine_version=engine_version,
+            triton_version=triton_version or tuned_triton,
+            triton_from="as asked" if triton_version else "the one the files were tuned with",
         ))
     except ValueError as exc:
         raise HTTPException(422, detail=str(exc)) from None

@@ -146,7 +146,9 @@ def test_sglang_spelling_on_list_file_and_zip(client: TestClient) -> None:
     with zipfile.ZipFile(io.BytesIO(archive.content)) as opened:
         assert spaced in opened.namelist()
         readme = opened.read("README.txt").decode()
-    assert SGLANG_NOTE in readme and "sglang/srt/layers/quantization/configs" in readme
+    assert SGLANG_NOTE in readme
+    assert "    0.5.21 and later: sglang/kernels/ops/gemm/configs\n" in readme
+    assert "    before 0.5.16: sglang/srt/layers/quantization/configs\n" in readme
     assert client.get("/devices/L20/configs", params={"engine": "trt"}).status_code == 422
 
 

@@ -340,7 +340,7 @@ def test_mounts_from_store_and_folder(tmp_path: Path) -> None:
                  "--format", "k8s", "--site-packages", "/opt/py")
     assert k8s.exit_code == 0, k8s.output
     spaced = engine_file_name(name, "sglang")
-    assert (f'    mountPath: "/opt/py/sglang/srt/layers/quantization/configs/{spaced}"'
+    assert (f'    mountPath: "/opt/py/sglang/kernels/ops/gemm/configs/{spaced}"'
             in k8s.stdout.splitlines())
     assert "# Tuned with" not in k8s.stdout  # a folder of files says nothing of its versions
     one_line_error(invoke("mounts", "--device", "H200", "--files", str(folder)),
@@ -378,3 +378,4 @@ def test_bad_configs_files_change_nothing(tmp_path: Path, content: bytes, proble
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"error: {bad}: ") and problem in line
     assert row_counts(db) == before
+

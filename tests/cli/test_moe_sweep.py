@@ -47,6 +47,12 @@ def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path) -> None:
     dense_name = ("N=256,K=128,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,"
                   "block_shape=[128,128].json")
     assert (tmp_path / "out" / dense_name).is_file()
+    # SGLang's get_moe_configs int()s every key: its files carry no "triton_version".
+    sglang = tuner("export", "--device", "interpreter", "--out", "sgl", "--engine", "sglang",
+                   "--db", db, cwd=tmp_path)
+    assert sglang.returncode == 0, sglang.stderr
+    assert (tmp_path / "sgl" / name.replace("[128,128]", "[128, 128]")).read_text() == (
+        json.dumps({"1": default_config(1).as_dict()}, indent=4) + "\n")
     # Each family's trials carry the hash of its own kernel ...
     with sqlite3.connect(tmp_path / "tuner.db") as connection:
         hashes = connection.execute(

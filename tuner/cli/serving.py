@@ -3,12 +3,14 @@ HTTP."""
 
 from __future__ import annotations
 
+import json
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from tuner.cli.engines import EngineVersionOpt, TritonVersionOpt
 from tuner.cli.options import (
     DbOpt,
     DeviceOpt,
@@ -65,6 +67,8 @@ def mounts(
     allow_stale: AllowStaleOpt = False,
     kernel: KernelOpt = KernelChoice.auto,
     db: DbOpt = None,
+    engine_version: EngineVersionOpt = None,
+    triton_version: TritonVersionOpt = None,
 ) -> None:
     """Print read-only mounts of each config file into the engine's config folder."""
     from tuner.files.mounts import (
@@ -76,22 +80,27 @@ def mounts(
 
     if fmt in (MountFormat.k8s_pull, MountFormat.compose_pull):
         _pull_recipe(fmt.value, device, server, release, engine_name.value,
-                     site_packages or DEFAULT_SITE_PACKAGES[engine_name])
+                     site_packages or DEFAULT_SITE_PACKAGES[engine_name],
+                     engine_version=engine_version, triton_version=triton_version)
         return
     if files is not None:
         names, device_name = _folder_file_names(files, device)
         folder = host_dir or str(files.resolve())
         capability, tuned_with = None, ""
+        tuned_triton = _files_triton(files, names)
     else:
-        names, device_name, capability, tuned_with = _store_file_names(
+        names, device_name, capability, tuned_with, tuned_triton = _store_file_names(
             device, engine_name.value, allow_partial, db, allow_stale=allow_stale,
             kernel=kernel.value)
         folder = host_dir or DEFAULT_HOST_DIR
+    triton_from = "--triton-version" if triton_version else "the one the files were tuned with"
     try:
         text = render_mounts(MountRequest(
             device_name=device_name, engine=engine_name.value, file_names=tuple(names),
             host_dir=folder, site_packages=site_packages or DEFAULT_SITE_PACKAGES[engine_name],
             fmt=fmt.value, compute_capability=capability, tuned_with=tuned_with,
+            engine_version=engine_version, triton_version=triton_version or tuned_triton,
+            triton_from=triton_from,
         ))
     except ValueError as exc:
         raise fail(str(exc)) from None
@@ -120,8 +129,25 @@ def _folder_file_names(folder: Path, device: str) -> tuple[list[str], str]:
     return config_files_in(entries, chosen[0]), chosen[0]
 
 
+def _files_triton(folder: Path, names: list[str]) -> str | None:
+    """The one `"triton_version"` the folder's fused-MoE files carry (vLLM's benchmark_moe.py
+    and `tuner export --engine vllm` write it first), or None for none or several."""
+    found = set()
+    for name in names:
+        if not name.startswith("E="):
+            continue
+        try:
+            value = json.loads((folder / name).read_text()).get("triton_version")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(value, str):
+            found.add(value)
+    return found.pop() if len(found) == 1 else None
+
+
 def _pull_recipe(fmt: str, device: str, server: str | None, release: int | None, engine: str,
-                 site_packages: str) -> None:
+                 site_packages: str, *, engine_version: str | None = None,
+                 triton_version: str | None = None) -> None:
     """Print a `tuner pull` recipe for the server's release (tuner.files.pull)."""
     from tuner.cli.pull import releases_of
     from tuner.files.mounts import check_site_packages
@@ -136,16 +162,21 @@ def _pull_recipe(fmt: str, device: str, server: str | None, release: int | None,
         raise fail(str(exc)) from None
     except PullError as exc:
         raise fail(str(exc), 1) from None
-    typer.echo(render_pull_recipe(fmt, server=server.rstrip("/"), release=chosen,
-                                  engine=engine, site_packages=site), nl=False)
+    try:
+        text = render_pull_recipe(fmt, server=server.rstrip("/"), release=chosen, engine=engine,
+                                  site_packages=site, engine_version_=engine_version,
+                                  triton_version=triton_version, triton_from="--triton-version")
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    typer.echo(text, nl=False)
 
 
 def _store_file_names(device: str, engine: str, allow_partial: bool, db: str | None, *,
                       allow_stale: bool = False, kernel: str = "auto"
-                      ) -> tuple[list[str], str, str | None, str]:
+                      ) -> tuple[list[str], str, str | None, str, str | None]:
     """The device's file names in the store (from the trials of `kernel`'s source: "auto",
-    "vllm" or "builtin"), its vLLM key, compute capability and the versions line of what its
-    winners were timed with."""
+    "vllm" or "builtin"), its vLLM key, compute capability, the versions line of what its
+    winners were timed with and their one Triton version (None for none or several)."""
     from db.engine import session_scope
     from tuner.files.archive import versions_line, winner_versions
 
@@ -159,8 +190,10 @@ def _store_file_names(device: str, engine: str, allow_partial: bool, db: str | N
         raise fail(f"{device_name} has no complete file yet; --allow-partial mounts what there "
                    f"is{stale}")
     view = read.view
+    versions = winner_versions(view.environments, view.winners)
+    tritons = versions["triton"]
     return ([f.file_name for f in read.files.files], device_name, view.compute_capability,
-            versions_line(winner_versions(view.environments, view.winners)))
+            versions_line(versions), tritons[0] if len(tritons) == 1 else None)
 
 
 def serve(

@@ -7,42 +7,54 @@ import textwrap
 import zipfile
 
 import tuner
+from tuner.files.engine_folders import folder_for, folder_history
 from tuner.files.merge import DeviceFiles
 from tuner.inputs.backends import TRITON_FLAG, device_advice
-from tuner.kernels.dense.naming import ENGINE_CONFIG_DIRS, SGLANG_NOTE
+from tuner.kernels.dense.naming import SGLANG_NOTE
 
 README_NAME = "README.txt"
 # 1980-01-01 is the earliest time a zip entry can carry; a fixed time keeps the bytes stable.
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
-_CONFIGS_DIR = "vllm/model_executor/layers/quantization/utils/configs"
+_CONFIGS_DIR = folder_for("vllm", "dense")
 
-# DESIGN §9: where vLLM 0.33.0 reads these files and when it runs this Triton kernel.
+# Where vLLM 0.33.0 reads these files and when it runs this Triton kernel.
 _HOW_TO = f"""\
 Where vLLM reads these files
-- Only from <site-packages>/{_CONFIGS_DIR}/
+- Dense files (N=...,K=...) only from <site-packages>/{_CONFIGS_DIR}/
   Find the folder: python3 -c "import os, vllm; print(os.path.join(os.path.dirname(vllm.__file__), \
 'model_executor/layers/quantization/utils/configs'))"
 - VLLM_TUNED_CONFIG_FOLDER does not apply to these files (vLLM 0.33.0).
 - Mount each file read-only into that folder of the serving container, one mount per file:
     -v "$PWD/<file name>:<site-packages>/{_CONFIGS_DIR}/<file name>:ro"
   A file of the same name shipped with vLLM is hidden by the mount.
+- Fused-MoE files (E=...,N=...): from the folder named by VLLM_TUNED_CONFIG_FOLDER first, then
+  <site-packages>/{folder_for("vllm", "moe")}/ (get_moe_configs).
 - The name must carry the device_name vLLM computes for the GPU (its name with spaces as "_").
 - vLLM reads a file once per process; for an M not in the file it uses the entry of the
-  nearest M key (a tie goes to the smaller key).
+  nearest M key (a tie goes to the key first in the file: the smaller one in these files).
 """
 
 
-# Where SGLang reads them (get_w8a8_block_fp8_configs, sglang/srt/layers/quantization/
-# fp8_kernel.py: the `configs` folder beside that module).
-_SGLANG_HOW_TO = f"""\
+def _sglang_how_to() -> str:
+    """Where each SGLang release reads the files (`tuner.files.engine_folders.ENGINE_FOLDERS`)."""
+    dense = "\n".join(f"    {line}" for line in folder_history("sglang", "dense"))
+    moe = "\n".join(f"    {line}" for line in folder_history("sglang", "moe"))
+    return f"""\
 These files carry SGLang's spelling of the name (block_shape=[128, 128]).
 {SGLANG_NOTE}
 
-Where SGLang reads these files
-- Only from <site-packages>/{ENGINE_CONFIG_DIRS["sglang"]}/
-  (in the lmsysorg/sglang image: /sgl-workspace/sglang/python/{ENGINE_CONFIG_DIRS["sglang"]}/)
-- Mount each file read-only into that folder, one mount per file; restart the server after
-  changing them (SGLang reads a file once per process and picks the nearest M key).
+Where SGLang reads these files (by release: python3 -c "import sglang; print(sglang.__version__)")
+- Dense files (N=...,K=...), only from <site-packages>/<folder>/:
+{dense}
+- Fused-MoE files (E=...,N=...) from <site-packages>/<folder>/, where triton_<X_Y_Z> is the
+  serving image's Triton (python3 -c "import triton; print(triton.__version__)"; 3.8.0 is
+  triton_3_8_0); SGLang tries the other triton_* folders, newest first, when its own has no file:
+{moe}
+  $SGLANG_MOE_CONFIG_DIR/configs/triton_<X_Y_Z>/ replaces that folder whole when it is set.
+- In the lmsysorg/sglang image <site-packages> is /sgl-workspace/sglang/python.
+- Mount each file read-only into its folder, one mount per file (tuner mounts --engine sglang
+  --engine-version <release> prints them); restart the server after changing them (SGLang
+  reads a file once per process and picks the nearest M key).
 """
 
 
@@ -114,7 +126,7 @@ def readme_text(device_name: str, device_files: DeviceFiles, engine: str = "vllm
     if engine != "sglang":
         lines += ["Does vLLM read them", _advice(device_name, compute_capability), ""]
     lines += [
-        _SGLANG_HOW_TO if engine == "sglang" else _HOW_TO,
+        _sglang_how_to() if engine == "sglang" else _HOW_TO,
         "Files",
     ]
     if not device_files.files:

@@ -295,7 +295,8 @@ def build_device_files(
         engine: File-name spelling, "vllm" or "sglang" (tuner.kernels.dense.naming.ENGINES).
         triton_of: environment_id -> Triton version, for the files of families that record
             it (`KernelFamily.file_triton_version`): the version most of a file's winners
-            were timed with (the newer on a tie).
+            were timed with (the newer on a tie). SGLang's files never carry it (its MoE
+            loader would fail on the key).
 
     Returns:
         Files sorted by key (`FamilyShape.sort_key`), and the shapes skipped with
@@ -329,8 +330,10 @@ def build_device_files(
                 allow_partial=allow_partial, existing=extra.configs if extra else None,
                 existing_labels=extra.labels if extra else None,
                 left_out=getattr(extra, "left_out", None),
-                triton_version=_file_triton(rows, triton_of) if family.file_triton_version
-                else None,
+                # SGLang's get_moe_configs turns every key into an int (0.5.23,
+                # fused_moe_triton_config.py): a "triton_version" key would make it raise.
+                triton_version=_file_triton(rows, triton_of)
+                if family.file_triton_version and engine == "vllm" else None,
             )
         except PartialFileError as exc:
             done = {row.M for row in rows}

@@ -1,15 +1,17 @@
 """Ready-to-paste read-only mounts of config files into a serving container (pure text).
 
-vLLM 0.33.0 reads these files only from `<site-packages>/vllm/model_executor/layers/quantization/
-utils/configs/` (DESIGN §9; `VLLM_TUNED_CONFIG_FOLDER` does not apply); SGLang only from the
-`configs/` folder beside its fp8_kernel.py, `<site-packages>/sglang/srt/layers/quantization/
-configs/`. Each file is mounted on its own, so the files the engine ships stay visible.
+Each engine release reads the files from the folders of `tuner.files.engine_folders.
+ENGINE_FOLDERS` (vLLM 0.33.0: dense files only from `<site-packages>/vllm/model_executor/layers/
+quantization/utils/configs/`, `VLLM_TUNED_CONFIG_FOLDER` does not apply to them; SGLang 0.5.23:
+`<site-packages>/sglang/kernels/ops/gemm/configs/`). Each file is mounted on its own, so the
+files the engine ships stay visible.
 
-Fused-MoE files (`E=...,N=...`, DESIGN §13) are read by vLLM 0.33.0's `get_moe_configs` from
+Fused-MoE files (`E=...,N=...`) are read by vLLM 0.33.0's `get_moe_configs` from
 `VLLM_TUNED_CONFIG_FOLDER` first, then from its package's `fused_moe/configs/`: they go in one
 read-only folder mount at `MOE_CONTAINER_DIR` with that variable set to it (docker `-e`, compose
-`environment:`, Kubernetes `env:`). SGLang reads MoE files from elsewhere; its mounts leave them
-out, saying so.
+`environment:`, Kubernetes `env:`). SGLang reads them from a folder per Triton version,
+`.../configs/triton_<X_Y_Z>/` (`tuner.files.engine_folders.folder_for`): they are mounted there
+file by file, as dense files are.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tuner.files.engine_folders import engine_version, folder_for
 from tuner.inputs.backends import TRITON_FLAG, device_advice
-from tuner.kernels.dense.naming import ENGINE_CONFIG_DIRS, SGLANG_NOTE
+from tuner.kernels.dense.naming import ENGINES, SGLANG_NOTE
 from tuner.kernels.family import Shape
 from tuner.kernels.registry import family_of_file
 
@@ -40,6 +43,8 @@ MOE_CONTAINER_DIR = "/opt/blockfp8-tuner/moe-configs"
 MOE_ENV = "VLLM_TUNED_CONFIG_FOLDER"
 # Prints the container's site-packages folder for the engine.
 _FIND_SITE = "python3 -c \"import os, {0}; print(os.path.dirname(os.path.dirname({0}.__file__)))\""
+# Prints the engine's release in the container.
+_FIND_VERSION = "python3 -c \"import {0}; print({0}.__version__)\""
 _SITE_RE = re.compile(r"/[^\x00\n\r\"'`$\\]{0,511}")
 
 
@@ -58,6 +63,13 @@ class MountRequest:
             the note on which kernel vLLM runs); None otherwise.
         tuned_with: what the winners were timed with (`tuner.files.archive.versions_line`),
             printed in the header; "" leaves the line out (files from a folder).
+        engine_version: the engine's release, which decides its folders
+            (`tuner.files.engine_folders`); None for the newest release checked (vLLM 0.33.0,
+            SGLang 0.5.23).
+        triton_version: the serving image's Triton, e.g. "3.8.0": SGLang reads fused-MoE files
+            from `configs/triton_3_8_0/`; None when there are none (or for vLLM).
+        triton_from: how `triton_version` was chosen, said in the header (e.g. "the one the
+            files were tuned with").
     """
 
     device_name: str
@@ -68,6 +80,9 @@ class MountRequest:
     fmt: str
     compute_capability: str | None = None
     tuned_with: str = ""
+    engine_version: str | None = None
+    triton_version: str | None = None
+    triton_from: str = "given"
 
 
 def check_site_packages(path: str) -> str:
@@ -148,41 +163,51 @@ def render_mounts(request: MountRequest) -> str:
     """The mounts of every file, as text to paste into a command line, compose file or pod spec.
 
     Args:
-        request: the files, engine, folders and format.
+        request: the files, engine and its release, folders and format.
 
     Returns:
         Commented text ending in a newline; each dense file mounted read-only under the
-        engine's name, the fused-MoE files (vLLM only) in one read-only folder mount with
-        VLLM_TUNED_CONFIG_FOLDER set to it.
+        engine's name in the folder its release reads; fused-MoE files in one read-only folder
+        mount with VLLM_TUNED_CONFIG_FOLDER set to it (vLLM), or each in SGLang's folder for the
+        serving image's Triton (SGLang).
 
     Raises:
-        ValueError: an unknown engine or format, a bad site-packages path, no files, or a file
-            name that is not a config file name.
+        ValueError: an unknown engine or format, a bad site-packages path or engine version,
+            no files, a file name that is not a config file name, or SGLang MoE files without
+            a Triton version.
     """
-    if request.engine not in ENGINE_CONFIG_DIRS:
-        raise ValueError(f"engine {request.engine!r} is not one of {', '.join(ENGINE_CONFIG_DIRS)}")
+    if request.engine not in ENGINES:
+        raise ValueError(f"engine {request.engine!r} is not one of {', '.join(ENGINES)}")
     if request.fmt not in FORMATS:
         raise ValueError(f"format {request.fmt!r} is not one of {', '.join(FORMATS)}")
     if not request.file_names:
         raise ValueError(f"no config files for {request.device_name} to mount")
     site = check_site_packages(request.site_packages)
-    target_dir = f"{site}/{ENGINE_CONFIG_DIRS[request.engine]}"
+    release = engine_version(request.engine, request.engine_version)
+    target_dir = f"{site}/{folder_for(request.engine, 'dense', release)}"
     host_dir = request.host_dir.rstrip("/") or "/"
     files, moe = [], []
+    moe_dir = None
     for name in sorted(request.file_names):
         family = family_of_file(name)
         key = _configmap_key(family.parse_file_name(name)[0])
-        if family.tuned_folder_env:
+        if family.tuned_folder_env and request.engine == "vllm":
             moe.append((name, key))
             continue
-        files.append((name, family.respell(name, request.engine), key))
-    left_out = len(moe) if request.engine != "vllm" else 0
-    moe = moe if request.engine == "vllm" else []
+        folder = target_dir
+        if family.tuned_folder_env:
+            moe_folder = folder_for("sglang", "moe", release, request.triton_version)
+            moe_dir = folder = f"{site}/{moe_folder}"
+        dst = family.respell(name, request.engine, request.device_name)
+        files.append((name, f"{folder}/{dst}", key, dst))
+    engine_label = f"{request.engine} {release}"
     head = [
         f"# {len(files)} read-only mount(s) of W8A8 block-FP8 configs for {request.device_name} "
-        f"({request.engine}).",
-        f"# The engine reads them only from {target_dir}/",
-        f"# (site-packages in your image: {_FIND_SITE.format(request.engine)})",
+        f"({engine_label}).",
+        f"# {engine_label} reads dense files only from {target_dir}/",
+        f"# (site-packages in your image: {_FIND_SITE.format(request.engine)};",
+        "# another release reads elsewhere: --engine-version, from "
+        f"{_FIND_VERSION.format(request.engine)})",
         "# Files are read once per process: restart the server after changing them.",
     ]
     if request.tuned_with:
@@ -191,11 +216,14 @@ def render_mounts(request: MountRequest) -> str:
         head += [f"# {len(moe)} fused-MoE file(s) (E=...): one read-only folder mount of "
                  f"{host_dir}/ at {MOE_CONTAINER_DIR}/,",
                  f"# with {MOE_ENV}={MOE_CONTAINER_DIR} (vLLM reads MoE files there first)."]
-    if left_out:
-        head.append(f"# {left_out} fused-MoE file(s) (E=...) left out: SGLang does not read "
-                    f"them from {MOE_ENV}; these mounts cover the dense files only.")
+    if moe_dir is not None:
+        head += [f"# Fused-MoE files (E=...) from {moe_dir}/:",
+                 f"# SGLang's folder for Triton {request.triton_version} ({request.triton_from}; "
+                 "it must be the serving image's, else SGLang falls back to another Triton's "
+                 "folder or its default config)."]
     advice = device_advice(request.device_name, [request.compute_capability or ""])
-    flag = request.engine == "vllm" and advice.needs_flag and bool(files)
+    flag = request.engine == "vllm" and advice.needs_flag and any(
+        not name.startswith("E=") for name, *_ in files)
     if request.engine == "vllm":
         head += [f"# {part}" for line in advice.lines()
                  for part in textwrap.wrap(line, width=94, break_on_hyphens=False)]
@@ -205,11 +233,11 @@ def render_mounts(request: MountRequest) -> str:
         raise ValueError(f"no config files for {request.device_name} to mount with "
                          f"{request.engine}")
     if request.fmt == "docker":
-        body = _docker_body(files, moe, host_dir, target_dir)
+        body = _docker_body(files, moe, host_dir)
     elif request.fmt == "compose":
-        body = _compose_body(files, moe, host_dir, target_dir)
+        body = _compose_body(files, moe, host_dir)
     else:
-        body = _k8s_body(request.device_name, files, moe, host_dir, target_dir)
+        body = _k8s_body(request.device_name, files, moe, host_dir)
     return "\n".join(head + body + (_flag_lines(request.fmt) if flag else [])) + "\n"
 
 
@@ -227,19 +255,19 @@ def _flag_lines(fmt: str) -> list[str]:
             "args:", f"  - {name}", f"  - {value}"]
 
 
-def _docker_body(files: list, moe: list, host_dir: str, target_dir: str) -> list[str]:
+def _docker_body(files: list, moe: list, host_dir: str) -> list[str]:
     body = ["# Add to `docker run`:"]
-    body += [f"  {_docker_mount(f'{host_dir}/{src}', f'{target_dir}/{dst}')} \\"
-             for src, dst, _ in files]
+    body += [f"  {_docker_mount(f'{host_dir}/{src}', target)} \\"
+             for src, target, _, _ in files]
     if moe:
         body += [f"  {_docker_mount(host_dir, MOE_CONTAINER_DIR)} \\",
                  f"  -e {MOE_ENV}={MOE_CONTAINER_DIR} \\"]
     return body
 
 
-def _compose_body(files: list, moe: list, host_dir: str, target_dir: str) -> list[str]:
+def _compose_body(files: list, moe: list, host_dir: str) -> list[str]:
     body = ["# Under the serving service of docker-compose.yml:", "    volumes:"]
-    mounts = [(f"{host_dir}/{src}", f"{target_dir}/{dst}") for src, dst, _ in files]
+    mounts = [(f"{host_dir}/{src}", target) for src, target, _, _ in files]
     mounts += [(host_dir, MOE_CONTAINER_DIR)] if moe else []
     for source, target in mounts:
         body += ["      - type: bind", f"        source: {_yaml(source)}",
@@ -249,15 +277,14 @@ def _compose_body(files: list, moe: list, host_dir: str, target_dir: str) -> lis
     return body
 
 
-def _k8s_body(device_name: str, files: list, moe: list, host_dir: str,
-              target_dir: str) -> list[str]:
+def _k8s_body(device_name: str, files: list, moe: list, host_dir: str) -> list[str]:
     cm = _configmap_name(device_name)
     body = []
     if files:
         body.append("# Make the ConfigMap from the host files:")
         body.append(f"#   kubectl create configmap {cm} \\")
         body += [f"#     --from-file={key}={_double_quoted(f'{host_dir}/{src}')} \\"
-                 for src, _, key in files]
+                 for src, _, key, _ in files]
         body.append("#     --dry-run=client -o yaml | kubectl apply -f -")
     if moe:
         body += ["# Make the fused-MoE ConfigMap from the host files:",
@@ -269,7 +296,7 @@ def _k8s_body(device_name: str, files: list, moe: list, host_dir: str,
     if files:
         body += ["  - name: blockfp8-configs", "    configMap:", f"      name: {cm}",
                  "      items:"]
-        for _, dst, key in files:
+        for _, _, key, dst in files:
             body += [f"        - key: {key}",
                      f"          path: {_yaml(dst)}"]
     if moe:
@@ -278,8 +305,8 @@ def _k8s_body(device_name: str, files: list, moe: list, host_dir: str,
         for src, key in moe:
             body += [f"        - key: {key}", f"          path: {_yaml(src)}"]
     body += ["# In the serving container:", "volumeMounts:"]
-    for _, dst, _key in files:
-        body += ["  - name: blockfp8-configs", f"    mountPath: {_yaml(f'{target_dir}/{dst}')}",
+    for _, target, _key, dst in files:
+        body += ["  - name: blockfp8-configs", f"    mountPath: {_yaml(target)}",
                  f"    subPath: {_yaml(dst)}", "    readOnly: true"]
     if moe:
         body += ["  - name: blockfp8-moe-configs", f"    mountPath: {_yaml(MOE_CONTAINER_DIR)}",

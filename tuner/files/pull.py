@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tuner.files.engine_folders import engine_version, folder_for
 from tuner.files.mounts import MOE_CONTAINER_DIR, MOE_ENV
-from tuner.kernels.dense.naming import ENGINE_CONFIG_DIRS
 from tuner.kernels.registry import family_of_file, respell_file_name
 
 # Written last into the folder: which release it holds, so a second pull of it does nothing.
@@ -88,15 +88,31 @@ def _sha256(path: Path) -> str | None:
 
 def holds(folder: Path, release: Mapping[str, Any], engine: str) -> bool:
     """True when `folder` already holds this release for `engine`: its marker names it and
-    every file's bytes still match."""
+    every file's bytes still match what was written (`engine_bytes`)."""
     files = wanted_files(release, engine)
     try:
         marker = json.loads((folder / MARKER).read_text())
-    except (OSError, ValueError):
+        written = marker.pop("written", {})
+    except (OSError, ValueError, AttributeError, TypeError):
         return False
-    if marker != _marker(release, engine, files):
+    if marker != _marker(release, engine, files) or not isinstance(written, dict):
         return False
-    return all(_sha256(folder / w.save_as) == w.sha256 for w in files)
+    return all(_sha256(folder / w.save_as) == written.get(w.save_as, w.sha256) for w in files)
+
+
+def engine_bytes(file_name: str, body: bytes, engine: str) -> bytes:
+    """A released file's bytes as `engine` reads them: a fused-MoE file for SGLang without its
+    `"triton_version"` key (SGLang 0.5.23's get_moe_configs, fused_moe_triton_config.py, turns
+    every key into an int and would raise on it); every other file as released.
+
+    Raises:
+        ValueError: a MoE file whose body is not a config file (never for checked bytes).
+    """
+    from tuner.files.format import dump_config_file, parse_config_file
+
+    if engine != "sglang" or not family_of_file(file_name).file_triton_version:
+        return body
+    return dump_config_file(parse_config_file(body.decode("utf-8"), source=file_name)).encode()
 
 
 def check_downloads(files: Sequence[Wanted], contents: Mapping[str, bytes]) -> None:
@@ -126,7 +142,9 @@ def replace_folder(folder: Path, release: Mapping[str, Any], engine: str,
                    contents: Mapping[str, bytes]) -> tuple[list[str], list[str]]:
     """Put a checked release into `folder`: every file written to a temporary name first, then
     all renamed into place (a reader sees each file whole, old or new); files of the previous
-    pull that the release no longer has are removed; the marker is written last.
+    pull that the release no longer has are removed; the marker is written last. Each file is
+    written as `engine` reads it (`engine_bytes`); the marker keeps the sha256 of any file
+    whose bytes that changed ("written").
 
     Args:
         folder: the folder (created when missing).
@@ -144,9 +162,13 @@ def replace_folder(folder: Path, release: Mapping[str, Any], engine: str,
     except (OSError, ValueError, AttributeError):
         previous = {}
     temporary = []
+    written = {}
     for wanted in files:
         temp = folder / f".{wanted.save_as}.part-{os.getpid()}"
-        _write(temp, contents[wanted.file_name])
+        body = engine_bytes(wanted.file_name, contents[wanted.file_name], engine)
+        if body != contents[wanted.file_name]:
+            written[wanted.save_as] = hashlib.sha256(body).hexdigest()
+        _write(temp, body)
         temporary.append((temp, folder / wanted.save_as))
     for temp, final in temporary:
         os.replace(temp, final)
@@ -157,7 +179,8 @@ def replace_folder(folder: Path, release: Mapping[str, Any], engine: str,
             (folder / name).unlink()
             removed.append(name)
     marker = folder / f".{MARKER}.part-{os.getpid()}"
-    _write(marker, (json.dumps(_marker(release, engine, files), indent=2) + "\n").encode())
+    _write(marker, (json.dumps({**_marker(release, engine, files), "written": written},
+                               indent=2) + "\n").encode())
     os.replace(marker, folder / MARKER)
     return [w.save_as for w in files], removed
 
@@ -167,14 +190,25 @@ def _pull_args(server: str, device_name: str, number: int, engine: str) -> list[
             str(number), "--engine", engine, "--out", "/configs"]
 
 
+def release_triton(release: Mapping[str, Any]) -> str | None:
+    """The one Triton version a release's winners were timed with (its summary's `versions`),
+    or None when it names none or several."""
+    versions = (release.get("summary") or {}).get("versions") or {}
+    timed = versions.get("triton") or []
+    return timed[0] if len(timed) == 1 else None
+
+
 def render_pull_recipe(fmt: str, *, server: str, release: Mapping[str, Any], engine: str,
-                       site_packages: str, image: str = DEFAULT_PULL_IMAGE) -> str:
+                       site_packages: str, image: str = DEFAULT_PULL_IMAGE,
+                       engine_version_: str | None = None, triton_version: str | None = None,
+                       triton_from: str = "given") -> str:
     """A recipe that runs `tuner pull` of one pinned release into a volume before the engine
-    starts, and mounts each dense file of that volume read-only where the engine reads it; for
-    vLLM, the fused-MoE files (`E=...`) are read from the whole volume, mounted read-only at
-    `MOE_CONTAINER_DIR` with VLLM_TUNED_CONFIG_FOLDER set to it, as `tuner.files.mounts` does
-    (vLLM 0.33.0's `get_moe_configs` reads that folder first and never the dense folder).
-    SGLang does not read that variable: its recipe leaves the MoE files unmounted and says so.
+    starts, and mounts each dense file of that volume read-only where the engine's release reads
+    it (`tuner.files.engine_folders`); for vLLM, the fused-MoE files (`E=...`) are read from the
+    whole volume, mounted read-only at `MOE_CONTAINER_DIR` with VLLM_TUNED_CONFIG_FOLDER set to
+    it, as `tuner.files.mounts` does (vLLM 0.33.0's `get_moe_configs` reads that folder first and
+    never the dense folder); for SGLang each MoE file is mounted in its folder for the serving
+    image's Triton (`configs/triton_<X_Y_Z>/`).
 
     Args:
         fmt: "k8s-pull" (an init container and an emptyDir) or "compose-pull" (a one-shot
@@ -184,39 +218,52 @@ def render_pull_recipe(fmt: str, *, server: str, release: Mapping[str, Any], eng
         engine: "vllm" or "sglang".
         site_packages: the engine's site-packages folder in its container (checked).
         image: an image with `tuner` installed (the project's Dockerfile).
+        engine_version_: the engine's release; None for the newest checked (vLLM 0.33.0,
+            SGLang 0.5.23).
+        triton_version: the serving image's Triton (SGLang's MoE folder); None: the release's
+            (`release_triton`).
+        triton_from: how `triton_version` was chosen, said in the head.
 
     Raises:
-        ValueError: an unknown format.
+        ValueError: an unknown format or engine version; SGLang MoE files and no Triton version.
     """
     if fmt not in PULL_FORMATS:
         raise ValueError(f"format must be one of {', '.join(PULL_FORMATS)}, got {fmt!r}")
-    target_dir = f"{site_packages}/{ENGINE_CONFIG_DIRS[engine]}"
+    version = engine_version(engine, engine_version_)
+    target_dir = f"{site_packages}/{folder_for(engine, 'dense', version)}"
     files = wanted_files(release, engine)
-    dense = [w for w in files if not family_of_file(w.file_name).tuned_folder_env]
-    moe = len(files) - len(dense)
+    moe = [w for w in files if family_of_file(w.file_name).tuned_folder_env]
+    mounted = [(w, target_dir) for w in files if w not in moe]
     args = _pull_args(server, release["device_name"], release["number"], engine)
     head = [f"# {release['device_name']} release {release['number']} ({len(files)} file(s), "
-            f"content {release['content_sha256'][:12]}), pulled before {engine} starts and "
-            "mounted read-only file by file.",
-            f"# tuner pull checks every sha256 and exits non-zero on a mismatch; the engine "
-            f"reads the files only from {target_dir}/"]
+            f"content {release['content_sha256'][:12]}), pulled before {engine} {version} starts "
+            "and mounted read-only file by file.",
+            f"# tuner pull checks every sha256 and exits non-zero on a mismatch; {engine} "
+            f"{version} reads dense files only from {target_dir}/"]
     if moe and engine == "vllm":
-        head += [f"# {moe} fused-MoE file(s) (E=...): the whole volume mounted read-only at "
-                 f"{MOE_CONTAINER_DIR}/,",
+        head += [f"# {len(moe)} fused-MoE file(s) (E=...): the whole volume mounted read-only "
+                 f"at {MOE_CONTAINER_DIR}/,",
                  f"# with {MOE_ENV}={MOE_CONTAINER_DIR} (vLLM reads MoE files there first)."]
     elif moe:
-        head.append(f"# {moe} fused-MoE file(s) (E=...) pulled but not mounted: SGLang does not "
-                    f"read them from {MOE_ENV}; these mounts cover the dense files only.")
-    moe_mount = moe and engine == "vllm"
+        if triton_version is None:
+            triton_version, triton_from = release_triton(release), "the one the release was " \
+                "tuned with"
+        moe_dir = f"{site_packages}/{folder_for(engine, 'moe', version, triton_version)}"
+        mounted += [(w, moe_dir) for w in moe]
+        head += [f"# {len(moe)} fused-MoE file(s) (E=...) in {moe_dir}/:",
+                 f"# SGLang's folder for Triton {triton_version} ({triton_from}; it must be the "
+                 "serving image's)."]
+    moe_mount = bool(moe) and engine == "vllm"
+    mounted.sort(key=lambda pair: pair[0].save_as)
     if fmt == "k8s-pull":
         body = ["# In the pod spec:", "volumes:", "  - name: blockfp8-configs",
                 "    emptyDir: {}", "initContainers:", "  - name: blockfp8-pull",
                 f"    image: {image}", f"    command: {json.dumps(args)}",
                 "    volumeMounts:", "      - name: blockfp8-configs",
                 "        mountPath: /configs", "# In the serving container:", "volumeMounts:"]
-        for wanted in dense:
+        for wanted, folder in mounted:
             body += ["  - name: blockfp8-configs",
-                     f"    mountPath: {json.dumps(f'{target_dir}/{wanted.save_as}')}",
+                     f"    mountPath: {json.dumps(f'{folder}/{wanted.save_as}')}",
                      f"    subPath: {json.dumps(wanted.save_as)}", "    readOnly: true"]
         if moe_mount:
             body += ["  - name: blockfp8-configs",
@@ -225,12 +272,12 @@ def render_pull_recipe(fmt: str, *, server: str, release: Mapping[str, Any], eng
     else:
         body = ["# docker-compose.yml:", "services:", "  blockfp8-pull:", f"    image: {image}",
                 f"    command: {json.dumps(args)}", "    volumes:",
-                "      - blockfp8-configs:/configs", "  vllm:  # your serving service",
+                "      - blockfp8-configs:/configs", f"  {engine}:  # your serving service",
                 "    depends_on:", "      blockfp8-pull:",
                 "        condition: service_completed_successfully", "    volumes:"]
-        for wanted in dense:
+        for wanted, folder in mounted:
             body += ["      - type: volume", "        source: blockfp8-configs",
-                     f"        target: {json.dumps(f'{target_dir}/{wanted.save_as}')}",
+                     f"        target: {json.dumps(f'{folder}/{wanted.save_as}')}",
                      "        read_only: true", "        volume:",
                      f"          subpath: {json.dumps(wanted.save_as)}"]
         if moe_mount:

@@ -1,7 +1,10 @@
-"""Mount recipes with fused-MoE files: one read-only folder mount and VLLM_TUNED_CONFIG_FOLDER
-(vLLM's get_moe_configs reads it first); dense files per file as before."""
+"""Mount recipes with fused-MoE files: for vLLM one read-only folder mount and
+VLLM_TUNED_CONFIG_FOLDER (vLLM's get_moe_configs reads it first); for SGLang each file in its
+folder for the serving image's Triton; dense files per file as before."""
 
 from __future__ import annotations
+
+import pytest
 
 from tests.tuner.files.test_mounts import VLLM, A, body, request
 from tuner.files.mounts import MOE_CONTAINER_DIR, config_files_in, render_mounts
@@ -52,12 +55,53 @@ def test_k8s_moe_configmap_folder_and_env() -> None:
             in text.splitlines())
 
 
-def test_sglang_leaves_moe_files_out() -> None:
-    text = render_mounts(request(engine="sglang", file_names=(MOE, A),
-                                 site_packages="/sgl-workspace/sglang/python"))
-    assert len(body(text)) == 1 and "VLLM_TUNED_CONFIG_FOLDER" not in body(text)[0]
-    assert ("# 1 fused-MoE file(s) (E=...) left out: SGLang does not read them from "
-            "VLLM_TUNED_CONFIG_FOLDER; these mounts cover the dense files only.") in text
+SGL_SITE = "/sgl-workspace/sglang/python"
+SGL_MOE = f"{SGL_SITE}/sglang/srt/layers/moe/moe_runner/triton_utils/configs/triton_3_8_0"
+H200 = "E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json"
+
+
+def test_sglang_mounts_moe_files_in_its_folder_for_the_tritons_version() -> None:
+    text = render_mounts(request(engine="sglang", file_names=(MOE, A), site_packages=SGL_SITE,
+                                 triton_version="3.8.0",
+                                 triton_from="the one the files were tuned with"))
+    gemm = f"{SGL_SITE}/sglang/kernels/ops/gemm/configs"
+    spaced = A.replace("[128,128]", "[128, 128]")
+    assert body(text) == [
+        f'  -v "$PWD/configs/{MOE}:{SGL_MOE}/{MOE.replace("[128,128]", "[128, 128]")}:ro" \\',
+        f'  -v "$PWD/configs/{A}:{gemm}/{spaced}:ro" \\',
+    ]
+    assert "VLLM_TUNED_CONFIG_FOLDER" not in text
+    assert (f"# Fused-MoE files (E=...) from {SGL_MOE}/:") in text.splitlines()
+    assert ("# SGLang's folder for Triton 3.8.0 (the one the files were tuned with; it must be "
+            "the serving image's, else SGLang falls back to another Triton's folder or its "
+            "default config).") in text.splitlines()
+
+
+def test_sglang_moe_names_carry_the_devices_own_name_and_older_folder() -> None:
+    # vLLM's MoE name folds every H200 into NVIDIA_H200; SGLang's keeps the device's name.
+    text = render_mounts(request(engine="sglang", device_name="NVIDIA_H200_NVL", fmt="k8s",
+                                 file_names=(H200,), site_packages=SGL_SITE,
+                                 engine_version="0.5.10.post1", triton_version="3.4.0"))
+    old = f"{SGL_SITE}/sglang/srt/layers/moe/fused_moe_triton/configs/triton_3_4_0"
+    name = "E=128,N=384,device_name=NVIDIA_H200_NVL,dtype=fp8_w8a8,block_shape=[128, 128].json"
+    assert body(text) == [
+        "volumes:", "  - name: blockfp8-configs", "    configMap:",
+        "      name: blockfp8-nvidia-h200-nvl", "      items:",
+        "        - key: e128-n384-b128x128.json", f'          path: "{name}"',
+        "volumeMounts:", "  - name: blockfp8-configs", f'    mountPath: "{old}/{name}"',
+        f'    subPath: "{name}"', "    readOnly: true",
+    ]
+
+
+def test_sglang_moe_files_need_a_triton_version() -> None:
+    with pytest.raises(ValueError, match=r"sglang reads fused-MoE files from a folder per "
+                       r"Triton version \(sglang/srt/layers/moe/moe_runner/triton_utils/configs/"
+                       r"triton_<X_Y_Z>\): give the serving image's Triton \(--triton-version, "
+                       r"e.g. 3.8.0\)"):
+        render_mounts(request(engine="sglang", file_names=(MOE,), site_packages=SGL_SITE))
+    with pytest.raises(ValueError, match=r"Triton version '3.8.0\+git1' is not like 3.8.0"):
+        render_mounts(request(engine="sglang", file_names=(MOE,), site_packages=SGL_SITE,
+                              triton_version="3.8.0+git1"))
 
 
 def test_config_files_in_takes_moe_files_under_vllms_h200_name() -> None:

@@ -11,7 +11,8 @@ A = "N=5120,K=3072,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].j
 B = "N=7168,K=5120,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
 SITE = "/usr/local/lib/python3.12/dist-packages"
 VLLM = f"{SITE}/vllm/model_executor/layers/quantization/utils/configs"
-SGL = "/sgl-workspace/sglang/python/sglang/srt/layers/quantization/configs"
+SGL_SITE = "/sgl-workspace/sglang/python"
+SGL = f"{SGL_SITE}/sglang/kernels/ops/gemm/configs"  # SGLang 0.5.21 and later
 
 
 def request(**changes) -> MountRequest:
@@ -36,7 +37,14 @@ def test_docker_lines() -> None:
                                      "(vLLM reads the files only with it):")
     assert "# NVIDIA_L20 is sm89 (L20: compute capability 8.9, from the table of known GPUs)." in (
         text.splitlines())
-    assert f"# The engine reads them only from {VLLM}/" in text
+    assert text.splitlines()[:5] == [
+        "# 2 read-only mount(s) of W8A8 block-FP8 configs for NVIDIA_L20 (vllm 0.33.0).",
+        f"# vllm 0.33.0 reads dense files only from {VLLM}/",
+        "# (site-packages in your image: python3 -c \"import os, vllm; print(os.path.dirname("
+        "os.path.dirname(vllm.__file__)))\";",
+        "# another release reads elsewhere: --engine-version, from python3 -c \"import vllm; "
+        "print(vllm.__version__)\")",
+        "# Files are read once per process: restart the server after changing them."]
     assert "--linear-backend triton" in text
 
 
@@ -56,6 +64,24 @@ def test_compose_sglang_spelling() -> None:
         f'        target: "{SGL}/{spaced}"', "        read_only: true",
     ]
     assert f"# {SGLANG_NOTE}" in text
+    assert f"# sglang 0.5.23 reads dense files only from {SGL}/" in text.splitlines()
+
+
+@pytest.mark.parametrize(("version", "folder"), [
+    ("0.5.23", "sglang/kernels/ops/gemm/configs"),
+    ("0.5.21", "sglang/kernels/ops/gemm/configs"),
+    ("0.5.20", "sglang/kernels/ops/quantization/configs"),
+    ("0.5.16", "sglang/kernels/ops/quantization/configs"),
+    ("0.5.15.post1", "sglang/srt/layers/quantization/configs"),
+    ("0.5.5", "sglang/srt/layers/quantization/configs"),
+    ("v0.6.0rc1", "sglang/kernels/ops/gemm/configs"),
+])
+def test_sglang_dense_folder_follows_the_engine_version(version: str, folder: str) -> None:
+    text = render_mounts(request(engine="sglang", file_names=(A,), site_packages=SGL_SITE,
+                                 engine_version=version))
+    spaced = engine_file_name(A, "sglang")
+    assert body(text) == [f'  -v "$PWD/configs/{A}:{SGL_SITE}/{folder}/{spaced}:ro" \\']
+    assert f"# sglang {version} reads dense files only from {SGL_SITE}/{folder}/" in text
 
 
 def test_k8s() -> None:
@@ -80,6 +106,7 @@ def test_k8s() -> None:
     ({"engine": "trtllm"}, "engine 'trtllm' is not one of vllm, sglang"),
     ({"file_names": ()}, "no config files for NVIDIA_L20 to mount"),
     ({"file_names": ("config.json",)}, "'config.json' is not a config file name"),
+    ({"engine_version": "latest"}, "engine version 'latest' is not a release number like 0.5.23"),
 ])
 def test_bad_requests(changes: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("$", r"\$")):

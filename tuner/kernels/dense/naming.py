@@ -75,15 +75,11 @@ def config_file_name(
 
 # The engines whose file-name spelling we can write. vLLM: `block_shape=[128,128]`
 # (get_w8a8_block_fp8_configs, vLLM 0.33.0 fp8_utils.py); SGLang: `block_shape=[128, 128]`
-# (get_w8a8_block_fp8_configs, python/sglang/srt/layers/quantization/fp8_kernel.py).
+# (get_w8a8_block_fp8_configs, SGLang 0.5.23 sglang/kernels/ops/gemm/fp8_kernel.py).
 ENGINES: tuple[str, ...] = ("vllm", "sglang")
 
 
-# Where each engine reads these files, relative to site-packages (same sources).
-ENGINE_CONFIG_DIRS: dict[str, str] = {
-    "vllm": "vllm/model_executor/layers/quantization/utils/configs",
-    "sglang": "sglang/srt/layers/quantization/configs",
-}
+# Where each engine release reads these files: tuner.files.engine_folders.ENGINE_FOLDERS.
 
 
 # Said wherever files are handed out in SGLang's spelling: the configs were timed on vLLM's

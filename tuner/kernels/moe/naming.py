@@ -62,11 +62,12 @@ def parse_moe_config_file_name(name: str) -> tuple[int, int, str, str, tuple[int
 
 def sglang_moe_config_file_name(E: int, N: int, device_name: str,
                                 block_shape: tuple[int, int] = (128, 128)) -> str:
-    """The name SGLang looks for the same file under. Its `get_config_file_name`
-    (python/sglang/srt/layers/moe/fused_moe_triton/fused_moe_triton_config.py, sgl-project/
-    sglang@c050f40d) writes the block shape as a Python list, `[128, 128]`, and the device as
-    torch names it with spaces as `_` (our device key), without vLLM's H200 rule; it reads the
-    file from `configs/triton_<version>/` beside that module or under $SGLANG_MOE_CONFIG_DIR.
+    """The name SGLang looks for the same file under. Its `get_config_file_name` (SGLang
+    0.5.23, sglang/srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py) writes the
+    block shape as a Python list, `[128, 128]`, and the device as torch names it with spaces as
+    `_` (our device key), without vLLM's H200 rule; it reads the file from
+    `configs/triton_<X_Y_Z>/` beside that module or under $SGLANG_MOE_CONFIG_DIR
+    (`tuner.files.engine_folders.ENGINE_FOLDERS` has the folder of each release).
 
     Raises:
         ValueError: as `moe_config_file_name`.

@@ -1,0 +1,116 @@
+"""The table of engine folders by release, and the entries SGLang rewrites as it reads a file:
+exact folders per release, exact lines, and SGLang's clamp rule at every BLOCK_SIZE_K."""
+
+from __future__ import annotations
+
+import pytest
+
+from tuner.files.engine_folders import (
+    ENGINE_FOLDERS,
+    cuda_device,
+    folder_for,
+    folder_history,
+    sglang_clamp_line,
+    sglang_clamp_lines,
+    sglang_clamped,
+    triton_folder,
+    version_key,
+)
+
+ENTRY = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
+         "num_warps": 4, "num_stages": 3}
+
+
+@pytest.mark.parametrize(("engine", "family", "version", "folder"), [
+    ("vllm", "dense", None, "vllm/model_executor/layers/quantization/utils/configs"),
+    ("vllm", "dense", "0.20.0", "vllm/model_executor/layers/quantization/utils/configs"),
+    ("vllm", "moe", None, "vllm/model_executor/layers/fused_moe/configs"),
+    ("sglang", "dense", None, "sglang/kernels/ops/gemm/configs"),
+    ("sglang", "dense", "0.5.21", "sglang/kernels/ops/gemm/configs"),
+    ("sglang", "dense", "0.5.20", "sglang/kernels/ops/quantization/configs"),
+    ("sglang", "dense", "0.5.16", "sglang/kernels/ops/quantization/configs"),
+    ("sglang", "dense", "0.5.15.post1", "sglang/srt/layers/quantization/configs"),
+    ("sglang", "dense", "0.4.0", "sglang/srt/layers/quantization/configs"),
+    ("sglang", "moe", None, "sglang/srt/layers/moe/moe_runner/triton_utils/configs/triton_3_8_0"),
+    ("sglang", "moe", "0.5.11", "sglang/srt/layers/moe/moe_runner/triton_utils/configs/"
+     "triton_3_8_0"),
+    ("sglang", "moe", "0.5.10.post1", "sglang/srt/layers/moe/fused_moe_triton/configs/"
+     "triton_3_8_0"),
+])
+def test_folder_of_each_release(engine: str, family: str, version: str | None,
+                                folder: str) -> None:
+    assert folder_for(engine, family, version, "3.8.0") == folder
+
+
+def test_the_table_has_one_row_per_engine_family_and_first_version() -> None:
+    keys = [(row.engine, row.family, version_key(row.first_version)) for row in ENGINE_FOLDERS]
+    assert len(keys) == len(set(keys))
+    assert {(row.engine, row.family) for row in ENGINE_FOLDERS if row.first_version == "0"} == {
+        ("vllm", "dense"), ("vllm", "moe"), ("sglang", "dense"), ("sglang", "moe")}
+
+
+def test_versions_sort_as_releases() -> None:
+    assert version_key("0.5.15.post1") > version_key("0.5.15") > version_key("0.5.14")
+    assert version_key("v0.33.0") == version_key("0.33.0") == version_key("0.33.0+cu130")
+    assert version_key("0.34.0.dev3+g1a2b") == version_key("0.34.0") > version_key("0.33.9")
+    for bad in ("", "latest", "0.5.23 ", "1..2", "0.5.23;rm"):
+        if bad.strip() != "0.5.23":
+            with pytest.raises(ValueError, match="is not a release number like 0.5.23"):
+                version_key(bad)
+
+
+def test_history_lines() -> None:
+    assert folder_history("sglang", "dense") == [
+        "before 0.5.16: sglang/srt/layers/quantization/configs",
+        "0.5.16 to before 0.5.21: sglang/kernels/ops/quantization/configs",
+        "0.5.21 and later: sglang/kernels/ops/gemm/configs"]
+    assert folder_history("vllm", "dense") == [
+        "every release: vllm/model_executor/layers/quantization/utils/configs"]
+
+
+def test_triton_folder() -> None:
+    assert triton_folder("3.8.0") == "triton_3_8_0"
+    for bad in ("3.8", "3.8.0+git1", "3.8.0rc1", "../3.8.0"):
+        with pytest.raises(ValueError, match="is not like 3.8.0"):
+            triton_folder(bad)
+
+
+def _sglang_0_5_23_clamps(block: int, block_k: int, cuda: bool) -> bool:
+    # SGLang 0.5.23, sglang/kernels/ops/gemm/fp8_kernel.py, get_w8a8_block_fp8_configs:
+    # cfg["BLOCK_SIZE_K"] < block_k and (not _is_cuda or block_k % cfg["BLOCK_SIZE_K"] != 0)
+    return block < block_k and (not cuda or block_k % block != 0)
+
+
+@pytest.mark.parametrize("device_name", ["NVIDIA_L20", "AMD_Instinct_MI300X"])
+@pytest.mark.parametrize("block_k", [64, 96, 128])
+def test_clamp_rule_of_0_5_23_at_every_block_size_k(device_name: str, block_k: int) -> None:
+    configs = {M: {**ENTRY, "BLOCK_SIZE_K": M} for M in range(1, 257)}  # M key = BLOCK_SIZE_K
+    cuda = device_name.startswith("NVIDIA")
+    assert cuda_device(device_name) is cuda
+    expected = [(M, M) for M in configs if _sglang_0_5_23_clamps(M, block_k, cuda)]
+    assert sglang_clamped(configs, block_k, device_name) == expected
+    assert sglang_clamped(configs, block_k, device_name, "0.5.14") == expected
+
+
+def test_clamp_rule_by_release() -> None:
+    configs = {1: {**ENTRY, "BLOCK_SIZE_K": 64}, 16: {**ENTRY, "BLOCK_SIZE_K": 128},
+               32: {**ENTRY, "BLOCK_SIZE_K": 48}}
+    assert sglang_clamped(configs, 128, "NVIDIA_L20") == [(32, 48)]  # 64 divides 128 on CUDA
+    assert sglang_clamped(configs, 128, "AMD_Instinct_MI300X") == [(1, 64), (32, 48)]
+    assert sglang_clamped(configs, 128, "NVIDIA_L20", "0.5.13") == [(1, 64), (32, 48)]
+    assert sglang_clamped(configs, 128, "NVIDIA_L20", "0.5.12") == [(1, 64), (32, 48)]
+    assert sglang_clamped(configs, 128, "NVIDIA_L20", "0.5.11") == []
+
+
+def test_clamp_lines() -> None:
+    name = "N=576,K=7168,device_name=AMD_Instinct_MI300X,dtype=fp8_w8a8,block_shape=[128, 128].json"
+    configs = {4096: {**ENTRY, "BLOCK_SIZE_K": 64}, 1: {**ENTRY, "BLOCK_SIZE_K": 32},
+               16: ENTRY}
+    assert sglang_clamp_lines([(name, configs), ("E=8,N=512,device_name=AMD_Instinct_MI300X,"
+                               "dtype=fp8_w8a8,block_shape=[128, 128].json", configs)],
+                              "AMD_Instinct_MI300X") == [
+        f"SGLang 0.5.23 rewrites {name} as it reads it: BLOCK_SIZE_K raised to 128 at "
+        "M=4096 (BLOCK_SIZE_K 64), M=1 (BLOCK_SIZE_K 32); it runs those entries, not the file's"]
+    assert sglang_clamp_line(name, [], 128) is None
+    assert sglang_clamp_lines([(name.replace("AMD_Instinct_MI300X", "NVIDIA_H200"), configs)],
+                              "NVIDIA_H200") == []

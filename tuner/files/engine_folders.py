@@ -1,0 +1,263 @@
+"""Where each release of vLLM and SGLang reads block-FP8 config files, and which entries SGLang
+rewrites when it reads them (pure).
+
+One table, `ENGINE_FOLDERS`: (engine, first version, kernel family) -> folder under
+site-packages. A release reads from the row of its engine and family with the highest first
+version not above its own, so the next move of a folder is one more row.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+# The releases whose sources these rows were checked in last: the default `--engine-version`.
+DEFAULT_ENGINE_VERSIONS: dict[str, str] = {"vllm": "0.33.0", "sglang": "0.5.23"}
+# The placeholder of a folder that depends on the serving image's Triton (SGLang's MoE files).
+TRITON_PLACEHOLDER = "{triton}"
+
+
+@dataclass(frozen=True)
+class EngineFolder:
+    """One row: from `first_version` on, `engine` reads `family`'s files from `folder`.
+
+    Attributes:
+        engine: "vllm" or "sglang".
+        first_version: the first release that reads there ("0": every release before the next
+            row, as far as was checked; see the comments of `ENGINE_FOLDERS`).
+        family: "dense" or "moe" (`tuner.kernels.registry.FAMILIES`).
+        folder: relative to site-packages; `{triton}` stands for `triton_folder(version)`.
+        env: a variable naming a folder the engine reads the family's files from first, or None.
+    """
+
+    engine: str
+    first_version: str
+    family: str
+    folder: str
+    env: str | None = None
+
+
+ENGINE_FOLDERS: tuple[EngineFolder, ...] = (
+    # vLLM 0.33.0: get_w8a8_block_configs (model_executor/layers/quantization/utils/
+    # fp8_utils.py) reads the `configs` folder beside that module; get_moe_configs
+    # (model_executor/layers/fused_moe/fused_moe.py) reads VLLM_TUNED_CONFIG_FOLDER first, then
+    # the `configs` folder beside it. Only 0.33.0's sources were read: the release that first
+    # used these folders is not known, so the rows start at "0" (older releases are assumed to
+    # read there, unchecked).
+    EngineFolder("vllm", "0", "dense", "vllm/model_executor/layers/quantization/utils/configs"),
+    EngineFolder("vllm", "0", "moe", "vllm/model_executor/layers/fused_moe/configs",
+                 env="VLLM_TUNED_CONFIG_FOLDER"),
+    # SGLang: get_w8a8_block_fp8_configs reads the `configs` folder beside its fp8_kernel.py,
+    # found in the released wheels at sglang/srt/layers/quantization/ (0.5.5 to 0.5.15.post1),
+    # sglang/kernels/ops/quantization/ (0.5.16 to 0.5.20) and sglang/kernels/ops/gemm/ (0.5.21
+    # to 0.5.23). Releases before 0.5.5 were not checked ("0" assumes the oldest folder).
+    EngineFolder("sglang", "0", "dense", "sglang/srt/layers/quantization/configs"),
+    EngineFolder("sglang", "0.5.16", "dense", "sglang/kernels/ops/quantization/configs"),
+    EngineFolder("sglang", "0.5.21", "dense", "sglang/kernels/ops/gemm/configs"),
+    # SGLang: get_moe_configs (fused_moe_triton_config.py) reads `configs/triton_<triton
+    # version, '.' as '_'>/` beside that module (or under $SGLANG_MOE_CONFIG_DIR, which then
+    # replaces the package's folder whole): sglang/srt/layers/moe/fused_moe_triton/ in the wheels
+    # 0.5.5 to 0.5.10.post1, sglang/srt/layers/moe/moe_runner/triton_utils/ in 0.5.11 to 0.5.23.
+    EngineFolder("sglang", "0", "moe", "sglang/srt/layers/moe/fused_moe_triton/configs/{triton}"),
+    EngineFolder("sglang", "0.5.11", "moe",
+                 "sglang/srt/layers/moe/moe_runner/triton_utils/configs/{triton}"),
+)
+
+_VERSION_RE = re.compile(r"v?(?P<release>[0-9]{1,6}(?:\.[0-9]{1,6}){0,3})"
+                         r"(?:\.?post(?P<post>[0-9]{1,6}))?"
+                         r"(?:\.?(?:a|b|rc|dev)[0-9]{0,6})?(?:\+[A-Za-z0-9.]{1,64})?")
+_TRITON_RE = re.compile(r"[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,4}")
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """A release number as a tuple that sorts as releases do: "0.5.15.post1" > "0.5.15".
+
+    Pre-release and local parts ("rc1", ".dev12", "+cu130") are dropped: a build of 0.33.1 is
+    taken to read where 0.33.1 does.
+
+    Args:
+        version: e.g. "0.5.23", "v0.33.0", "0.5.15.post1", "0.34.0.dev3+g1234abc".
+
+    Raises:
+        ValueError: not such a version (one line).
+    """
+    match = _VERSION_RE.fullmatch(version.strip())
+    if match is None:
+        raise ValueError(f"engine version {version[:40]!r} is not a release number like 0.5.23")
+    release = [int(part) for part in match["release"].split(".")]
+    release += [0] * (4 - len(release))
+    return (*release, int(match["post"] or -1) + 1)
+
+
+def engine_version(engine: str, version: str | None) -> str:
+    """`version` checked, or the engine's default (`DEFAULT_ENGINE_VERSIONS`) when None.
+
+    Raises:
+        ValueError: an unknown engine, or a version `version_key` refuses.
+    """
+    if engine not in DEFAULT_ENGINE_VERSIONS:
+        raise ValueError(f"engine {engine!r} is not one of {', '.join(DEFAULT_ENGINE_VERSIONS)}")
+    if version is None:
+        return DEFAULT_ENGINE_VERSIONS[engine]
+    version_key(version)
+    return version.strip()
+
+
+def engine_folder(engine: str, family: str, version: str | None = None) -> EngineFolder:
+    """The row of `ENGINE_FOLDERS` that a release of `engine` reads `family`'s files by.
+
+    Args:
+        engine: "vllm" or "sglang".
+        family: "dense" or "moe".
+        version: the engine's release; None for `DEFAULT_ENGINE_VERSIONS`.
+
+    Raises:
+        ValueError: an unknown engine or family, or a bad version.
+    """
+    key = version_key(engine_version(engine, version))
+    rows = [row for row in ENGINE_FOLDERS if row.engine == engine and row.family == family]
+    if not rows:
+        raise ValueError(f"{engine} has no folder for {family!r} files")
+    return max((row for row in rows if version_key(row.first_version) <= key),
+               key=lambda row: version_key(row.first_version))
+
+
+def triton_folder(triton_version: str) -> str:
+    """SGLang's folder name for a Triton release: "3.8.0" -> "triton_3_8_0".
+
+    SGLang 0.5.23's get_moe_configs looks in `triton_{triton.__version__.replace('.', '_')}`
+    first, then in every `triton_*` folder beside it, newest first, parsing each name's parts as
+    integers: a local version ("3.8.0+git...") would not parse, so only X.Y.Z is taken.
+
+    Raises:
+        ValueError: not a version like 3.8.0.
+    """
+    if not _TRITON_RE.fullmatch(triton_version):
+        raise ValueError(f"Triton version {triton_version[:40]!r} is not like 3.8.0 (the serving "
+                         "image's: python3 -c \"import triton; print(triton.__version__)\")")
+    return f"triton_{triton_version.replace('.', '_')}"
+
+
+def folder_for(engine: str, family: str, version: str | None = None,
+               triton_version: str | None = None) -> str:
+    """The folder, relative to site-packages, that a release reads `family`'s files from.
+
+    Args:
+        engine: "vllm" or "sglang".
+        family: "dense" or "moe".
+        version: the engine's release; None for `DEFAULT_ENGINE_VERSIONS`.
+        triton_version: the serving image's Triton, e.g. "3.8.0" (SGLang's MoE folder depends
+            on it); unused elsewhere.
+
+    Raises:
+        ValueError: as `engine_folder`; or the folder depends on Triton and `triton_version` is
+            None or not like 3.8.0.
+    """
+    folder = engine_folder(engine, family, version).folder
+    if TRITON_PLACEHOLDER not in folder:
+        return folder
+    if triton_version is None:
+        raise ValueError(f"{engine} reads fused-MoE files from a folder per Triton version "
+                         f"({folder.replace(TRITON_PLACEHOLDER, 'triton_<X_Y_Z>')}): give the "
+                         "serving image's Triton (--triton-version, e.g. 3.8.0)")
+    return folder.replace(TRITON_PLACEHOLDER, triton_folder(triton_version))
+
+
+def folder_history(engine: str, family: str) -> list[str]:
+    """The rows of one engine and family as lines, oldest first: "0.5.21 and later:
+    sglang/kernels/ops/gemm/configs", "before 0.5.16: sglang/srt/layers/quantization/configs".
+    """
+    rows = sorted((row for row in ENGINE_FOLDERS if row.engine == engine and row.family == family),
+                  key=lambda row: version_key(row.first_version))
+    lines = []
+    for index, row in enumerate(rows):
+        after = rows[index + 1].first_version if index + 1 < len(rows) else None
+        if row.first_version == "0":
+            span = f"before {after}" if after else "every release"
+        else:
+            span = f"{row.first_version} to before {after}" if after else \
+                f"{row.first_version} and later"
+        lines.append(f"{span}: {row.folder.replace(TRITON_PLACEHOLDER, 'triton_<X_Y_Z>')}")
+    return lines
+
+
+# SGLang's loader raises BLOCK_SIZE_K to block_k as it reads a dense file (with a warning:
+# "Clamped BLOCK_SIZE_K up to ..."), by release, found in the wheels' get_w8a8_block_fp8_configs:
+# none up to 0.5.11; every entry with BLOCK_SIZE_K < block_k in 0.5.12 and 0.5.13; from 0.5.14
+# to 0.5.23 only where `not _is_cuda or block_k % BLOCK_SIZE_K != 0` (`_is_cuda`: torch has
+# CUDA, sglang/srt/utils/common.py is_cuda). 0.5.13.post1 was not checked (taken as 0.5.13).
+_CLAMP_ALWAYS = "0.5.12"
+_CLAMP_UNLESS_CUDA_DIVIDES = "0.5.14"
+
+
+def cuda_device(device_name: str) -> bool:
+    """Whether SGLang runs on CUDA for this device key: not on AMD (ROCm) or Intel (XPU) GPUs,
+    whose keys start "AMD_" and "Intel(R)_" (torch's device names with spaces as "_")."""
+    return not device_name.startswith(("AMD_", "Intel(R)_"))
+
+
+def sglang_clamped(configs: Mapping[int, Mapping[str, int]], block_k: int, device_name: str,
+                   version: str | None = None) -> list[tuple[int, int]]:
+    """The entries a release of SGLang rewrites as it reads a dense file: (M, BLOCK_SIZE_K in
+    the file) for each, in the file's order; it runs them with BLOCK_SIZE_K = block_k.
+
+    Args:
+        configs: the file's entries, M -> config with "BLOCK_SIZE_K".
+        block_k: the file's block_shape[1].
+        device_name: the device key (`cuda_device` decides the platform).
+        version: SGLang's release; None for `DEFAULT_ENGINE_VERSIONS["sglang"]`.
+
+    Raises:
+        ValueError: a bad version.
+    """
+    key = version_key(engine_version("sglang", version))
+    if key < version_key(_CLAMP_ALWAYS):
+        return []
+    conditional = key >= version_key(_CLAMP_UNLESS_CUDA_DIVIDES)
+    cuda = cuda_device(device_name)
+    clamped = []
+    for M, entry in configs.items():
+        block = entry["BLOCK_SIZE_K"]
+        if block < block_k and (not conditional or not cuda or block_k % block != 0):
+            clamped.append((M, block))
+    return clamped
+
+
+def sglang_clamp_line(file_name: str, clamped: list[tuple[int, int]], block_k: int,
+                      version: str | None = None) -> str | None:
+    """One line naming a file's entries SGLang rewrites on read (`sglang_clamped`); None for none.
+    """
+    if not clamped:
+        return None
+    entries = ", ".join(f"M={M} (BLOCK_SIZE_K {block})" for M, block in clamped)
+    return (f"SGLang {engine_version('sglang', version)} rewrites {file_name} as it reads it: "
+            f"BLOCK_SIZE_K raised to {block_k} at {entries}; it runs those entries, not the "
+            "file's")
+
+
+def sglang_clamp_lines(files: Iterable[tuple[str, Mapping[int, Mapping[str, int]]]],
+                       device_name: str, version: str | None = None) -> list[str]:
+    """`sglang_clamp_line` for each dense file SGLang would rewrite on read, in the order given.
+
+    Args:
+        files: (file name in either spelling, its entries in the file's order); fused-MoE
+            files are skipped (SGLang's get_moe_configs rewrites nothing).
+        device_name: the device key the files are for.
+        version: SGLang's release; None for `DEFAULT_ENGINE_VERSIONS["sglang"]`.
+
+    Raises:
+        ValueError: a bad version, or a dense name that is not a config file name.
+    """
+    from tuner.kernels.dense.naming import parse_config_file_name
+
+    lines = []
+    for file_name, configs in files:
+        if file_name.startswith("E="):
+            continue
+        block_k = parse_config_file_name(file_name).block_shape[1]
+        line = sglang_clamp_line(file_name, sglang_clamped(configs, block_k, device_name,
+                                                           version), block_k, version)
+        if line is not None:
+            lines.append(line)
+    return lines
