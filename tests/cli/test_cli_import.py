@@ -3,6 +3,7 @@ rest skipped with one line each, and of one file in two spellings the one vLLM r
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -142,3 +143,29 @@ def test_two_different_files_for_one_shape_are_still_refused(tmp_path: Path) -> 
     assert result.stderr.strip().splitlines() == [
         f"error: {second}: same device and shape as {first}; import one per shape and label"]
     assert row_counts(db)["imports"] == 0
+
+
+def test_import_flags_entries_sglang_rewrites_and_follows_the_files_key_order(
+        tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    amd = engine_file_name(config_file_name(576, 7168, "AMD_Instinct_MI300X"), "sglang")
+    # Hand-written, keys descending: vLLM's min() keeps 5120 at the M=4096 tie.
+    (tmp_path / amd).write_text(json.dumps({"5120": {**FAST, "BLOCK_SIZE_K": 64},
+                                            "3072": {**FAST, "BLOCK_SIZE_K": 32}}))
+    nvidia = tmp_path / SGLANG_NAME  # 64 divides 128: SGLang on CUDA keeps it
+    nvidia.write_text(dump_config_file({1: {**FAST, "BLOCK_SIZE_K": 64}}))
+    result = invoke("import", str(tmp_path / amd), str(nvidia), "--db", db, "--no-publish")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.strip().splitlines()
+    assert lines[0] == (
+        f"imported {amd} for AMD_Instinct_MI300X as 'imported': 1 of vLLM's 18 M values: 3072; "
+        "missing 1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 4096; "
+        "other keys 5120; M=1 runs the M=3072 entry; M=4096 runs the M=5120 entry")
+    assert lines[-1] == (
+        f"warning: SGLang 0.5.23 rewrites {amd} as it reads it: BLOCK_SIZE_K raised to 128 at "
+        "M=5120 (BLOCK_SIZE_K 64), M=3072 (BLOCK_SIZE_K 32); it runs those entries, not the "
+        "file's")
+    assert sum(line.startswith("warning:") for line in lines) == 1
+    older = invoke("import", str(tmp_path / amd), "--db", db, "--no-publish",
+                   "--engine-version", "0.5.11")
+    assert older.exit_code == 0 and "warning" not in older.stdout  # 0.5.11 rewrites nothing

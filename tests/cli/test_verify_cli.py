@@ -378,3 +378,21 @@ def test_end_to_end_on_the_interpreter(tmp_path):
                     bad.append((f"N={n},K={k}", row[0]))
     assert checked.returncode == (1 if bad else 0)
     assert "note: the interpreter's timings are CPU timings" in checked.stdout
+
+
+def test_for_sglang_verify_names_the_entries_it_rewrites_on_read(tmp_path, fake_runner):
+    url = f"sqlite:///{tmp_path}/tuner.db"
+    k64 = {**FAST, "BLOCK_SIZE_K": 64}
+    ok_default = [(DEFAULT, True, "ok", 100.0)]
+    fill(url, {(*SMALL, 1): [*ok_default, (k64, False, "ok", 50.0)], (*SMALL, 16): ok_default,
+               (*BIG, 1): ok_default, (*BIG, 16): ok_default},
+         device_name="TRITON_INTERPRETER", model="tiny", m_values=(1, 16))
+    name = "N=256,K=384,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128,128].json"
+    # SGLang 0.5.13 raised every BLOCK_SIZE_K below block_k; 0.5.14 on CUDA only non-divisors.
+    old = verify(url, "--allow-stale", "--engine", "sglang", "--engine-version", "0.5.13")
+    assert [line for line in old.stdout.splitlines() if line.startswith("warning:")] == [
+        f"warning: SGLang 0.5.13 rewrites {name} as it reads it: BLOCK_SIZE_K raised to 128 at "
+        "M=1 (BLOCK_SIZE_K 64); it runs those entries, not the file's"]
+    for args in (("--engine", "sglang"), ()):
+        result = verify(url, "--allow-stale", *args)
+        assert "warning:" not in result.stdout

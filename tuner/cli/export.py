@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from tuner.cli.engines import EngineVersionOpt, clamp_lines
 from tuner.cli.options import (
     DbOpt,
     DeviceOpt,
@@ -40,12 +41,15 @@ def export(
         "Triton major.minor than the current ones.")] = False,
     kernel: KernelOpt = KernelChoice.auto,
     db: DbOpt = None,
+    engine_version: EngineVersionOpt = None,
 ) -> None:
     """Write one vLLM config file per (N, K) of a device from the winners in the store.
 
     Winners come from trials of the current kernel source and Triton major.minor only, unless
     --allow-stale. Entries imported with `tuner import` fill M that have no measured winner;
-    measured winners beat them, and the notes say which M came from an import.
+    measured winners beat them, and the notes say which M came from an import. With --engine
+    sglang, one line per file names the entries SGLang rewrites as it reads them (BLOCK_SIZE_K
+    raised to block_k).
     """
     from tuner.files.merge import write_files_atomically
     from tuner.kernels.dense.naming import SGLANG_NOTE
@@ -77,6 +81,10 @@ def export(
                       soft_wrap=True, markup=False, highlight=False)
         for line in [*merged.notes, *merged.warnings]:
             console.print(f"    {line}", soft_wrap=True, markup=False, highlight=False)
+    if engine_name == "sglang":
+        for line in clamp_lines(device_name, engine_version,
+                                [(f.file_name, f.merged.configs) for f in result.files]):
+            typer.echo(f"warning: {line}", err=True)
     for skipped in result.skipped:
         typer.echo(f"skipped N={skipped.N},K={skipped.K}: {skipped.reason}", err=True)
     if not result.files:

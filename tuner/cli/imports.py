@@ -72,6 +72,22 @@ def _parse(files: list[Path]) -> list[tuple[Path, ParsedFile]]:
     return parsed
 
 
+def clamp_lines_of(parsed: list[tuple[Path, ParsedFile]],
+                   engine_version: str | None) -> list[str]:
+    """`warning: ...` for each file in SGLang's spelling whose entries SGLang rewrites on read
+    (`tuner.files.engine_folders.sglang_clamp_lines`), on the platform of the device in its
+    name (AMD_... runs on ROCm)."""
+    from tuner.cli.engines import clamp_lines
+
+    lines = []
+    for path, item in parsed:
+        if path.name == item.name.name:  # vLLM's spelling: a file for vLLM
+            continue
+        lines += [f"warning: {line}" for line in clamp_lines(
+            item.name.device_name, engine_version, [(path.name, item.configs)])]
+    return lines
+
+
 def _plan(parsed: list[tuple[Path, ParsedFile]], device: str | None,
           known: list[str]) -> tuple[list[Planned], list[tuple[Path, str]]]:
     """One file per (device, shape): of two spellings of one file, the one vLLM reads."""
@@ -186,6 +202,10 @@ def import_files(
                                         "entries that cannot launch there.")] = True,
     no_publish: NoPublishOpt = False,
     db: DbOpt = None,
+    engine_version: Annotated[str | None, typer.Option(
+        "--engine-version", help="SGLang's release, for the files in its spelling "
+        "(block_shape=[128, 128]): which entries it rewrites on read [default: 0.5.23].")
+    ] = None,
 ) -> None:
     """Keep existing config files as a labelled source per device and shape.
 
@@ -195,7 +215,9 @@ def import_files(
     other kernels' or dtypes' files, subfolders) are skipped with one line each; of a file
     there in vLLM's and SGLang's spelling, the one vLLM reads is imported. Entries that cannot
     launch on the device (too much shared memory for its architecture) are stored but left out
-    of every merge, with the reason.
+    of every merge, with the reason. A file in SGLang's spelling gets one line naming the
+    entries SGLang rewrites as it reads it (BLOCK_SIZE_K raised to block_k): SGLang runs
+    another config there than the file holds.
     """
     from db import repo
     from db.engine import session_scope
@@ -205,6 +227,7 @@ def import_files(
         raise fail("--label must be 1..128 characters")
     paths, skipped = _expand(files)
     parsed = _parse(paths)
+    clamped = clamp_lines_of(parsed, engine_version)
     _, engine = open_db(db)
     with session_scope(engine) as session:
         known = sorted(set(repo.list_device_names(session))
@@ -228,8 +251,8 @@ def import_files(
         moved = "" if plan.target == plan.item.name.device_name else f" (file named for " \
             f"{plan.item.name.device_name})"
         plain(f"imported {plan.path.name} for {plan.target}{moved} as '{label}': "
-              f"{coverage_summary(plan.item.configs)}")
-    for line in check_lines:
+              f"{coverage_summary(plan.item.configs, file_order=True)}")
+    for line in [*check_lines, *clamped]:
         plain(line)
     for path, reason in [*unread, *skipped]:
         plain(f"skipped {path.name}: {reason}")

@@ -13,11 +13,14 @@ from typing import Annotated
 
 import typer
 
+from tuner.cli.engines import EngineVersionOpt, clamp_lines
 from tuner.cli.options import (
     DEFAULT_STRATEGY_NAME,
     ConfigsOpt,
     DbOpt,
     DeviceOpt,
+    EngineName,
+    EngineOpt,
     InterpreterRepsOpt,
     LeaseOpt,
     OutDtype,
@@ -205,6 +208,8 @@ def verify(
     lease: LeaseOpt = DEFAULT_LEASE_S,
     no_publish: NoPublishOpt = False,
     db: DbOpt = None,
+    engine_name: EngineOpt = EngineName.vllm,
+    engine_version: EngineVersionOpt = None,
 ) -> None:
     """Check that the config vLLM runs from this device's files is never slower
     than vLLM's default config, on the keys and between them.
@@ -221,7 +226,9 @@ def verify(
     Where vLLM's pick is the default config itself nothing is timed.
 
     Runs on this machine's GPU matching --device, or on the CPU interpreter
-    (--device interpreter: CPU timings).
+    (--device interpreter: CPU timings). With --engine sglang, one line per file first names
+    the entries SGLang rewrites as it reads them (BLOCK_SIZE_K raised to block_k): there it
+    runs another config than the one checked.
 
     Exit codes: 0 every M ok; 1 some M slower or failed (named on stderr);
     2 bad input (unknown model or device, no file to check); 130 interrupted.
@@ -255,6 +262,10 @@ def verify(
                       out_dtype=out_dtype.value, seed=seed, interpreter_reps=interpreter_reps,
                       rounds=rounds)
     plain(m_set_line(choice))
+    if engine_name == EngineName.sglang:
+        for line in clamp_lines(device_name, engine_version,
+                                [(f.file_name, f.merged.configs) for f in first.files.files]):
+            plain(f"warning: {line}")
     results, missing = _check(run, first, only_shapes=None, title=f"on {device_name}")
     for line in missing:
         plain(line)

@@ -51,11 +51,13 @@ def m_coverage(keys: Iterable[int]) -> tuple[list[int], list[int], list[int]]:
     )
 
 
-def coverage_summary(keys: Iterable[int]) -> str:
+def coverage_summary(keys: Iterable[int], *, file_order: bool = False) -> str:
     """One line on how a file's M keys cover vLLM's grid, and what vLLM runs at M=1 and 4096.
 
     Args:
         keys: the file's M keys (at least one).
+        file_order: `keys` are in the order of the file as read from disk, which breaks
+            vLLM's ties (`vllm_pick_key`); False for ascending files the tuner writes.
 
     Returns:
         e.g. "3 of vLLM's 18 M values: 2048, 3072, 4096; missing 1, 2, ...; M=1 runs the M=2048
@@ -72,7 +74,7 @@ def coverage_summary(keys: Iterable[int]) -> str:
         text += f"; other keys {shown}"
     for M in (1, VLLM_M_GRID[-1]):
         if keys and M not in keys:
-            text += f"; M={M} runs the M={vllm_pick_key(keys, M)} entry"
+            text += f"; M={M} runs the M={vllm_pick_key(keys, M, file_order=file_order)} entry"
     return text
 
 
@@ -180,21 +182,27 @@ def dump_config_file(configs: Mapping[int, Mapping[str, int]],
     return json.dumps(body, indent=4) + "\n"
 
 
-def vllm_pick_key(keys: Iterable[int], M: int) -> int:
+def vllm_pick_key(keys: Iterable[int], M: int, *, file_order: bool = False) -> int:
     """The file key whose config vLLM runs for M.
 
-    vLLM: `configs[min(configs.keys(), key=lambda x: abs(x - M))]` (w8a8_triton_block_scaled_mm,
-    fp8_utils.py): the nearest key; on a tie `min` keeps the first, which is the smaller key in
-    an ascending file. Here ties go to the smaller key whatever the order of `keys`.
+    vLLM 0.33.0: `configs[min(configs.keys(), key=lambda x: abs(x - M))]`
+    (w8a8_triton_block_scaled_mm, model_executor/layers/quantization/utils/fp8_utils.py;
+    get_moe_configs' caller in fused_moe.py picks the same way): the nearest key, and on a tie
+    `min` keeps the first key it meets, in the order of the file (`json.load` keeps it).
 
     Args:
         keys: The file's M keys.
         M: Rows of A [M, K] at run time (vLLM: `A.numel() // K`).
+        file_order: True: `keys` are in the order of a file read from disk (e.g.
+            `parse_config_file`'s dict), and a tie goes to the first of them, as in vLLM;
+            a hand-written descending file then picks the larger key. False: the keys of a
+            file the tuner writes (`dump_config_file`: ascending), whatever order they come
+            in here: a tie goes to the smaller key.
 
     Raises:
         ValueError: `keys` is empty.
     """
-    ordered = sorted(set(keys))
+    ordered = list(dict.fromkeys(keys)) if file_order else sorted(set(keys))
     if not ordered:
         raise ValueError("no keys to pick from")
     return min(ordered, key=lambda key: abs(key - M))

@@ -120,6 +120,37 @@ def test_vllm_pick_key(keys: list[int], M: int, expected: int) -> None:
     assert vllm_pick_key(keys, M) == expected
 
 
+# A hand-written file, keys descending (the tuner writes ascending files).
+DESCENDING = "{\n" + ",\n".join(f'    "{M}": {json.dumps(FAST)}' for M in reversed(VLLM_M_GRID)) \
+    + "\n}\n"
+
+
+def test_vllm_pick_key_follows_a_file_read_from_disk_as_vllm_does() -> None:
+    configs = parse_config_file(DESCENDING)
+    assert list(configs) == list(reversed(VLLM_M_GRID))  # parse keeps the file's order
+    # vLLM 0.33.0, fp8_utils.py: configs[min(configs.keys(), key=lambda x: abs(x - M))]
+    vllm = {M: min(configs.keys(), key=lambda x: abs(x - M)) for M in range(1, 8193)}
+    assert {M: vllm_pick_key(configs, M, file_order=True) for M in range(1, 8193)} == vllm
+    # Ties go to the smaller key only for the tuner's own (ascending) files: on this file that
+    # is another entry than vLLM runs at exactly the 16 midpoints between neighbouring keys.
+    differ = [M for M in range(1, 8193) if vllm_pick_key(configs, M) != vllm[M]]
+    assert differ == [3, 6, 12, 20, 28, 40, 56, 80, 112, 192, 384, 768, 1280, 1792, 2560, 3584]
+    assert [vllm[M] for M in differ[:3]] == [4, 8, 16]
+    ascending = parse_config_file(dump_config_file(configs))
+    assert all(vllm_pick_key(ascending, M, file_order=True) == vllm_pick_key(configs, M)
+               == min(ascending.keys(), key=lambda x: abs(x - M)) for M in range(1, 8193))
+    assert vllm_pick_key([5, 1, 5, 3], 2, file_order=True) == 1  # duplicates keep first place
+
+
+def test_import_describes_the_entry_vllm_runs_from_the_files_order() -> None:
+    from tuner.files.format import coverage_summary
+
+    keys = [5120, 3072]  # M=4096 is a tie: vLLM's min keeps 5120, first in this file
+    assert coverage_summary(keys, file_order=True).endswith(
+        "M=1 runs the M=3072 entry; M=4096 runs the M=5120 entry")
+    assert coverage_summary(keys).endswith("M=4096 runs the M=3072 entry")
+
+
 def test_vllm_pick_key_needs_keys() -> None:
     with pytest.raises(ValueError, match="no keys"):
         vllm_pick_key([], 1)
