@@ -32,9 +32,12 @@ def test_the_docker_line_round_trips_through_shell_quoting() -> None:
     assert argv[9:16] == ["$PWD/tuner-store:/store", "-e",
                           "TUNER_DB_URL=sqlite:////store/tuner.db", "--entrypoint", "bash",
                           IMAGE, "-c"]
-    install, rest = argv[16].split(" && ")
+    pins, install, rest = argv[16].split(" && ")
     doctor, sweep = rest.split(" ; ")
+    # Every package of the image held at its version: nothing of the engine's moves.
+    assert pins == "pip list --format=freeze > /tmp/engine-pins.txt"
     assert shlex.split(install) == ["pip", "install", "--no-index", "--find-links", "/wheels",
+                                    "--constraint", "/tmp/engine-pins.txt",
                                     "blockfp8-tuner[postgres]"]
     assert shlex.split(doctor) == ["tuner", "doctor", "--no-compile"]
     assert shlex.split(sweep) == ["tuner", "sweep", "--device", "L20", "--model",
@@ -75,7 +78,11 @@ def test_the_kubernetes_job_is_valid_against_the_published_schema() -> None:
     assert container["env"] == [{"name": "TUNER_DB_URL", "valueFrom": {"secretKeyRef": {
         "name": "blockfp8-store", "key": "url"}}}]
     assert container["command"][:2] == ["bash", "-c"]
-    install, work = container["command"][2].split(" && ")
+    pins, install, work = container["command"][2].split(" && ")
+    assert pins == "pip list --format=freeze > /tmp/engine-pins.txt"
+    assert shlex.split(install) == ["pip", "install", "--no-index", "--find-links", "/wheels",
+                                    "--constraint", "/tmp/engine-pins.txt",
+                                    "blockfp8-tuner[postgres]"]
     assert shlex.split(work) == ["tuner", "worker", "--device", "L20", "--kernel", "vllm"]
     anti = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert anti[0]["topologyKey"] == "kubernetes.io/hostname"

@@ -3,8 +3,13 @@ Indexed Kubernetes Job whose pods (one per GPU node) run `tuner worker` against 
 store, so the distributed engine is Kubernetes plus PostgreSQL. Pure text; imports no torch.
 
 The tuner gets into the image without internet access from a folder of wheels (the tuner's and
-its pure-Python dependencies, `pip wheel`ed once on a host with a package index): the tuner's
-own dependencies name no torch or triton, so installing it leaves the image's untouched.
+its pure-Python dependencies, `pip wheel`ed once on a host with a package index). Its own
+dependencies name no torch or triton, and every package already in the image is held at its
+version by a constraints file written from the image's own `pip list` just before: pip adds only
+what is missing (SQLAlchemy, Alembic, Optuna, psycopg, ...) and, were a new package to need
+another version of one of the engine's, stops with its resolver's error and changes nothing
+rather than moving the engine's pins (vLLM 0.33.0 pins fastapi<0.137, for one). `--no-deps` is
+not used: it would leave out what the image lacks and the sweep needs.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ WHEELS_DIR = "/wheels"
 STORE_DIR = "/store"
 # The store's URL reaches the workers through this variable (`tuner.cli.options.DbOpt`).
 DB_VARIABLE = "TUNER_DB_URL"
+# The image's packages and versions, written just before the install and passed as constraints.
+PINS_FILE = "/tmp/engine-pins.txt"
 _NAME = re.compile(r"[^a-z0-9-]+")
 
 
@@ -61,18 +68,21 @@ class SweepRecipe:
         args = ["--device", self.device, "--model", self.model]
         return args + (["--tp", str(self.tp)] if self.tp is not None else [])
 
-    def install(self) -> list[str]:
-        """The pip command that puts the tuner into the image from the wheels folder."""
+    def install(self) -> str:
+        """The shell commands that put the tuner into the image from the wheels folder, every
+        package the image has held at its version (`PINS_FILE`)."""
         extra = "[postgres]" if self.db is None or self.db.startswith("postgresql") else ""
-        return ["pip", "install", "--no-index", "--find-links", WHEELS_DIR,
-                f"blockfp8-tuner{extra}"]
+        return " && ".join([
+            f"{shlex.join(['pip', 'list', '--format=freeze'])} > {PINS_FILE}",
+            shlex.join(["pip", "install", "--no-index", "--find-links", WHEELS_DIR,
+                        "--constraint", PINS_FILE, f"blockfp8-tuner{extra}"])])
 
     def docker(self) -> str:
         """One `docker run --gpus all` line: install, `tuner doctor`, then `tuner sweep` with
         vLLM's kernels against the store (a mounted SQLite folder, or `db` via the variable)."""
         store = f"sqlite:///{STORE_DIR}/tuner.db" if self.db is None else None
         script = " && ".join([
-            shlex.join(self.install()),
+            self.install(),
             shlex.join(["tuner", "doctor", "--no-compile"]) + " ; " + shlex.join(
                 ["tuner", "sweep", *self._sweep_args(), "--kernel", "vllm"]),
         ])
@@ -96,7 +106,7 @@ class SweepRecipe:
         name), each requesting `gpus` GPUs and running `tuner worker` with vLLM's kernels on
         the sweeps `tuner sweep --no-run` created, the store's URL from the Secret."""
         name = self.job_name()
-        script = " && ".join([shlex.join(self.install()), shlex.join(
+        script = " && ".join([self.install(), shlex.join(
             ["tuner", "worker", "--device", self.device, "--kernel", "vllm"])])
         container = {
             "name": "tuner-worker", "image": self.image, "command": ["bash", "-c", script],
