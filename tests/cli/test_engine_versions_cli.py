@@ -25,17 +25,25 @@ def test_mounts_follow_the_engine_and_triton_versions(tmp_path: Path) -> None:
             f'{spaced}:ro" \\' in older.stdout.splitlines())
     moe = "E=128,N=384,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
     (folder / moe).write_text(dump_config_file({1: FAST}, triton_version="3.6.0"))
+    one_line_error(invoke("mounts", "--device", "L20", "--files", str(folder), "--engine",
+                          "sglang", "--triton-version", "3.8.0"),
+                   f"{folder / moe}: its \"triton_version\" key makes SGLang's get_moe_configs "
+                   "fail (it reads every key as an M); write the files with `tuner export "
+                   "--engine sglang`")
+    (folder / moe).write_text(dump_config_file({1: FAST}))  # as export --engine sglang writes
+    one_line_error(invoke("mounts", "--device", "L20", "--files", str(folder), "--engine",
+                          "sglang"),
+                   "sglang reads fused-MoE files from a folder per Triton version (sglang/srt/"
+                   "layers/moe/moe_runner/triton_utils/configs/triton_<X_Y_Z>): give the "
+                   "serving image's Triton (--triton-version, e.g. 3.8.0)")
     triton_dir = "/opt/py/sglang/srt/layers/moe/moe_runner/triton_utils/configs"
-    for args, version, said in (
-            ((), "3_6_0", "(the one the files were tuned with;"),
-            (("--triton-version", "3.8.0"), "3_8_0", "(--triton-version;")):
-        with_moe = invoke("mounts", "--device", "L20", "--files", str(folder), "--engine",
-                          "sglang", "--site-packages", "/opt/py", *args)
-        assert with_moe.exit_code == 0, with_moe.output
-        assert (f'  -v "{folder.resolve()}/{moe}:{triton_dir}/triton_{version}/'
-                f'{engine_file_name(name, "sglang").replace("N=576,K=7168", "E=128,N=384")}:ro" '
-                '\\') in with_moe.stdout.splitlines()
-        assert said in with_moe.stdout
+    with_moe = invoke("mounts", "--device", "L20", "--files", str(folder), "--engine", "sglang",
+                      "--site-packages", "/opt/py", "--triton-version", "3.8.0")
+    assert with_moe.exit_code == 0, with_moe.output
+    assert (f'  -v "{folder.resolve()}/{moe}:{triton_dir}/triton_3_8_0/'
+            f'{engine_file_name(name, "sglang").replace("N=576,K=7168", "E=128,N=384")}:ro" '
+            '\\') in with_moe.stdout.splitlines()
+    assert "(--triton-version;" in with_moe.stdout
     one_line_error(invoke("mounts", "--device", "L20", "--files", str(folder), "--engine",
                           "sglang", "--triton-version", "3.8"),
                    "Triton version '3.8' is not like 3.8.0 (the serving image's: python3 -c "

@@ -86,8 +86,9 @@ def mounts(
     if files is not None:
         names, device_name = _folder_file_names(files, device)
         folder = host_dir or str(files.resolve())
-        capability, tuned_with = None, ""
-        tuned_triton = _files_triton(files, names)
+        capability, tuned_with, tuned_triton = None, "", None
+        if engine_name == EngineName.sglang:
+            _check_sglang_moe(files, names)
     else:
         names, device_name, capability, tuned_with, tuned_triton = _store_file_names(
             device, engine_name.value, allow_partial, db, allow_stale=allow_stale,
@@ -129,20 +130,25 @@ def _folder_file_names(folder: Path, device: str) -> tuple[list[str], str]:
     return config_files_in(entries, chosen[0]), chosen[0]
 
 
-def _files_triton(folder: Path, names: list[str]) -> str | None:
-    """The one `"triton_version"` the folder's fused-MoE files carry (vLLM's benchmark_moe.py
-    and `tuner export --engine vllm` write it first), or None for none or several."""
-    found = set()
+def _check_sglang_moe(folder: Path, names: list[str]) -> None:
+    """Refuse fused-MoE files that carry `"triton_version"` (`tuner export --engine vllm` and
+    vLLM's benchmark_moe.py write it first): SGLang 0.5.23's get_moe_configs turns every key
+    into an int and would fail on it.
+
+    Raises:
+        typer.Exit: exit 2 naming the first such file.
+    """
     for name in names:
         if not name.startswith("E="):
             continue
         try:
-            value = json.loads((folder / name).read_text()).get("triton_version")
-        except (OSError, ValueError, AttributeError):
+            carries = "triton_version" in json.loads((folder / name).read_text())
+        except (OSError, ValueError, TypeError):
             continue
-        if isinstance(value, str):
-            found.add(value)
-    return found.pop() if len(found) == 1 else None
+        if carries:
+            raise fail(f"{folder / name}: its \"triton_version\" key makes SGLang's "
+                       "get_moe_configs fail (it reads every key as an M); write the files with "
+                       "`tuner export --engine sglang`")
 
 
 def _pull_recipe(fmt: str, device: str, server: str | None, release: int | None, engine: str,

@@ -217,7 +217,9 @@ def render_mounts(request: MountRequest) -> str:
                  f"{host_dir}/ at {MOE_CONTAINER_DIR}/,",
                  f"# with {MOE_ENV}={MOE_CONTAINER_DIR} (vLLM reads MoE files there first)."]
     if moe_dir is not None:
-        head += [f"# Fused-MoE files (E=...) from {moe_dir}/:",
+        head += [f"# Fused-MoE files (E=...) from {moe_dir}/, written by "
+                 "`tuner export --engine sglang` (no \"triton_version\" key: SGLang cannot "
+                 "read one);",
                  f"# SGLang's folder for Triton {request.triton_version} ({request.triton_from}; "
                  "it must be the serving image's, else SGLang falls back to another Triton's "
                  "folder or its default config)."]

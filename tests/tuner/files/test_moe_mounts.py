@@ -71,7 +71,8 @@ def test_sglang_mounts_moe_files_in_its_folder_for_the_tritons_version() -> None
         f'  -v "$PWD/configs/{A}:{gemm}/{spaced}:ro" \\',
     ]
     assert "VLLM_TUNED_CONFIG_FOLDER" not in text
-    assert (f"# Fused-MoE files (E=...) from {SGL_MOE}/:") in text.splitlines()
+    assert (f"# Fused-MoE files (E=...) from {SGL_MOE}/, written by `tuner export --engine "
+            'sglang` (no "triton_version" key: SGLang cannot read one);') in text.splitlines()
     assert ("# SGLang's folder for Triton 3.8.0 (the one the files were tuned with; it must be "
             "the serving image's, else SGLang falls back to another Triton's folder or its "
             "default config).") in text.splitlines()
