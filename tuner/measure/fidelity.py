@@ -153,13 +153,16 @@ class _Capture:
         return lambda *args, **kwargs: self.calls.append((args, kwargs))
 
 
-def _swap_ab(arch: int, kwargs: dict) -> dict:
-    """vLLM 0.33.0 sets SWAP_AB from the GPU its host code sees (fused_moe/utils.py
-    `enable_swap_ab`: sm90, BLOCK_SIZE_M < 64, BLOCK_SIZE_N >= 64); here from `arch`."""
+def _as_on(arch: int, kwargs: dict) -> dict:
+    """vLLM's launch arguments as on a GPU of `arch`: vLLM 0.33.0 sets SWAP_AB from the GPU its
+    host code sees (fused_moe/utils.py `enable_swap_ab`), which is none in a process without
+    one; here it is set from `arch` (`uses_swap_ab`)."""
+    from tuner.kernels.moe.specialization import uses_swap_ab
+
     if "SWAP_AB" not in kwargs:
         return kwargs
-    swap = arch == 90 and kwargs["BLOCK_SIZE_M"] < 64 and kwargs["BLOCK_SIZE_N"] >= 64
-    return dict(kwargs, SWAP_AB=swap)
+    return dict(kwargs, SWAP_AB=uses_swap_ab(kwargs["BLOCK_SIZE_M"], kwargs["BLOCK_SIZE_N"],
+                                             arch))
 
 
 def compile_moe_pairs(module: str, function: str, config: KernelConfig, arch: int, *, M: int,
@@ -168,7 +171,9 @@ def compile_moe_pairs(module: str, function: str, config: KernelConfig, arch: in
                                                                                Compiled]]:
     """Compile the builtin fused-MoE kernel and vLLM's (`module`.`function`, launched by that
     module's `dispatch_fused_moe_kernel`) for both GEMMs of the expert MLP at M tokens, each
-    with the arguments its own host code passes (captured on "meta" tensors: nothing runs).
+    with the arguments its own host code passes on a GPU of `arch` (captured on "meta"
+    tensors: nothing runs), with the routing vLLM uses at M (naive assignment for small
+    batches, `uses_naive_assignment`).
 
     Args:
         module, function: vLLM's fused_moe module and kernel (`tuner.kernels.moe.family.VLLM_MOE`).
@@ -189,16 +194,21 @@ def compile_moe_pairs(module: str, function: str, config: KernelConfig, arch: in
     import torch
 
     from tuner.kernels.moe.kernel import fused_moe_fp8_block_kernel, invoke_moe_gemm
-    from tuner.kernels.moe.specialization import max_padded_slots
+    from tuner.kernels.moe.specialization import max_padded_slots, uses_naive_assignment
     from tuner.kernels.moe.vllm_workload import vllm_moe_gemm
 
     vllm = importlib.import_module(module)
     theirs_fn = getattr(vllm, function)
     meta, fp8, (gn, gk) = "meta", torch.float8_e4m3fn, block_shape
-    padded = max_padded_slots(M * top_k, E, config.BLOCK_SIZE_M)
-    routing = (torch.empty(padded, dtype=torch.int32, device=meta),
-               torch.empty(-(-padded // config.BLOCK_SIZE_M), dtype=torch.int32, device=meta),
-               torch.empty(1, dtype=torch.int32, device=meta))
+    ids = torch.int32
+    if uses_naive_assignment(M, top_k, E):
+        routing: tuple = (None, torch.empty(M * top_k, dtype=ids, device=meta),
+                          torch.empty(1, dtype=ids, device=meta))
+    else:
+        padded = max_padded_slots(M * top_k, E, config.BLOCK_SIZE_M)
+        routing = (torch.empty(padded, dtype=ids, device=meta),
+                   torch.empty(-(-padded // config.BLOCK_SIZE_M), dtype=ids, device=meta),
+                   torch.empty(1, dtype=ids, device=meta))
     pairs = []
     for rows, n, k, launch_top_k, weighted in ((M, 2 * N, K, top_k, False),
                                                (M * top_k, K, N, 1, True)):
@@ -210,7 +220,8 @@ def compile_moe_pairs(module: str, function: str, config: KernelConfig, arch: in
                    torch.empty(M, top_k, device=meta), *routing)
         ours, theirs = _Capture(), _Capture()
         invoke_moe_gemm(*tensors, mul_routed_weight=weighted, top_k=launch_top_k,
-                        config=config.as_dict(), block_shape=block_shape, kernel=ours)
+                        config=config.as_dict(), block_shape=block_shape, arch=arch,
+                        kernel=ours)
         setattr(vllm, function, theirs)
         try:
             vllm_moe_gemm(*tensors, mul_routed_weight=weighted, top_k=launch_top_k,
@@ -219,7 +230,7 @@ def compile_moe_pairs(module: str, function: str, config: KernelConfig, arch: in
             setattr(vllm, function, theirs_fn)
         (ours_args, ours_kwargs), (their_args, their_kwargs) = ours.calls[0], theirs.calls[0]
         pairs.append((compile_launch(fused_moe_fp8_block_kernel, arch, ours_args, ours_kwargs),
-                      compile_launch(theirs_fn, arch, their_args, _swap_ab(arch, their_kwargs))))
+                      compile_launch(theirs_fn, arch, their_args, _as_on(arch, their_kwargs))))
     return pairs
 
 

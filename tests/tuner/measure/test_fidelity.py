@@ -7,17 +7,19 @@ import os
 import subprocess
 import sys
 
-from tuner.measure.fidelity import _swap_ab, ptx_opcodes
+from tuner.measure.fidelity import _as_on, ptx_opcodes
 
 
 def test_swap_ab_follows_vllms_rule_for_the_target_not_the_host() -> None:
     small = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "SWAP_AB": False}
-    assert _swap_ab(90, small) == dict(small, SWAP_AB=True)
-    assert _swap_ab(89, dict(small, SWAP_AB=True)) == dict(small, SWAP_AB=False)
-    assert _swap_ab(90, dict(small, BLOCK_SIZE_M=64))["SWAP_AB"] is False
-    assert _swap_ab(90, dict(small, BLOCK_SIZE_N=32))["SWAP_AB"] is False
-    ours = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64}  # a kernel without SWAP_AB: untouched
-    assert _swap_ab(90, ours) == ours
+    assert _as_on(90, small) == dict(small, SWAP_AB=True)
+    assert _as_on(89, dict(small, SWAP_AB=True)) == dict(small, SWAP_AB=False)
+    assert _as_on(100, dict(small, SWAP_AB=True)) == dict(small, SWAP_AB=False)
+    assert _as_on(90, dict(small, BLOCK_SIZE_M=64))["SWAP_AB"] is False
+    assert _as_on(90, dict(small, BLOCK_SIZE_N=32))["SWAP_AB"] is False
+    assert _as_on(90, dict(small, BLOCK_SIZE_M=32, BLOCK_SIZE_N=256))["SWAP_AB"] is True
+    other = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64}  # a kernel without SWAP_AB: untouched
+    assert _as_on(90, other) == other
 
 
 def test_ptx_opcodes_counts_full_opcodes_without_predicates() -> None:
@@ -42,6 +44,7 @@ def test_the_builtin_moe_kernel_against_itself_renamed_compiles_to_the_same_code
     run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                          text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
-    # vLLM's default at M = 1: BLOCK_SIZE_M 16, BLOCK_SIZE_N 64, BLOCK_SIZE_K 128, 4 stages:
-    # (16 x 128 + 64 x 128) fp8 bytes a stage x 3 buffered stages = 30720 bytes.
-    assert run.stdout.strip().splitlines()[-1] == "[(30720, []), (30720, [])]"
+    # vLLM's default at M = 1: BLOCK_SIZE_M 16, BLOCK_SIZE_N 64, BLOCK_SIZE_K 128, 4 stages, on
+    # sm90 with SWAP_AB (and naive assignment: 1 x 2 x 4 <= 8 experts): (16 x 128 + 64 x 128)
+    # fp8 bytes a stage x 4 buffered stages = 40960 bytes.
+    assert run.stdout.strip().splitlines()[-1] == "[(40960, []), (40960, [])]"

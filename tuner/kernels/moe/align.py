@@ -1,5 +1,6 @@
-"""Routing for the fused-MoE kernel in torch: seeded top-k routing from gating logits, and vLLM's
-`moe_align_block_size` (slots sorted by expert, each expert padded to BLOCK_SIZE_M)."""
+"""Routing for the fused-MoE kernel in torch: seeded top-k routing from gating logits, vLLM's
+`moe_align_block_size` (slots sorted by expert, each expert padded to BLOCK_SIZE_M) and its
+naive assignment for small batches (one slot per program, no sorting)."""
 
 from __future__ import annotations
 
@@ -81,3 +82,31 @@ def moe_align_block_size(
         torch.arange(num_experts, device=device, dtype=torch.int32), blocks)
     num_tokens_post_padded = torch.tensor([used * block_size], dtype=torch.int32, device=device)
     return sorted_token_ids, expert_ids, num_tokens_post_padded
+
+
+def naive_assignment(topk_ids: torch.Tensor, block_size: int) -> tuple[None, torch.Tensor,
+                                                                       torch.Tensor]:
+    """What vLLM passes the expert GEMMs instead of `moe_align_block_size`'s outputs when it
+    assigns one routed slot per program (`tuner.kernels.moe.specialization.uses_naive_assignment`).
+
+    Source: vLLM 0.33.0 fused_moe/fused_moe.py `_prepare_expert_assignment`: no
+    sorted_token_ids, expert_ids = topk_ids.view(-1), num_tokens_post_padded =
+    [topk_ids.numel() * BLOCK_SIZE_M].
+
+    Args:
+        topk_ids: [M, top_k] int32 expert ids.
+        block_size: BLOCK_SIZE_M of the config.
+
+    Returns:
+        (None, expert_ids [M * top_k] int32, num_tokens_post_padded [1] int32).
+
+    Raises:
+        ValueError: block_size is not positive or topk_ids is not int32.
+    """
+    if block_size < 1:
+        raise ValueError(f"block_size must be positive, got {block_size}")
+    if topk_ids.dtype != torch.int32:
+        raise ValueError(f"topk_ids must be int32, got {topk_ids.dtype}")
+    padded = torch.tensor([topk_ids.numel() * block_size], dtype=torch.int32,
+                          device=topk_ids.device)
+    return None, topk_ids.reshape(-1).contiguous(), padded

@@ -16,6 +16,7 @@ import triton.language as tl
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.interpreter import fix_interpreter_index
 from tuner.kernels.moe.space import effective_block_k, why_invalid
+from tuner.kernels.moe.specialization import uses_swap_ab
 
 OUT_DTYPES: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float16)
 FP8_DTYPE = torch.float8_e4m3fn
@@ -54,6 +55,8 @@ def fused_moe_fp8_block_kernel(
     # Quantization group sizes: block_shape = [group_n, group_k]
     group_n: tl.constexpr,
     group_k: tl.constexpr,
+    # One routed slot per program (no sorted_token_ids) instead of BLOCK_SIZE_M of them
+    naive_block_assignment: tl.constexpr,
     # Meta-parameters
     BLOCK_SIZE_M: tl.constexpr,
     BLOCK_SIZE_N: tl.constexpr,
@@ -61,10 +64,13 @@ def fused_moe_fp8_block_kernel(
     GROUP_SIZE_M: tl.constexpr,
     MUL_ROUTED_WEIGHT: tl.constexpr,
     top_k: tl.constexpr,
+    # Compute the tile transposed, C^T = B @ A^T (vLLM's choice for small tiles on sm90)
+    SWAP_AB: tl.constexpr,
 ):
     """C[t] = (A[t // top_k] * As) @ (B[e] * Bs[e])^T for every routed slot t of expert e, one
     [BLOCK_SIZE_M, BLOCK_SIZE_N] tile of C per program; the rows of a tile are BLOCK_SIZE_M
-    consecutive entries of sorted_token_ids, all routed to the same expert.
+    consecutive entries of sorted_token_ids, all routed to the same expert, or, with
+    naive_block_assignment, only its first row is used: slot pid_m, of expert expert_ids[pid_m].
 
     Shapes:
         A (a_ptr): [num_valid_tokens // top_k, K] fp8 e4m3, one row per token.
@@ -77,17 +83,22 @@ def fused_moe_fp8_block_kernel(
             (stride_bsk = Bs.stride(2), stride_bsn = Bs.stride(1)).
         topk_weights (topk_weights_ptr): [num_valid_tokens] fp32, read when MUL_ROUTED_WEIGHT.
         sorted_token_ids: [EM'] int32, slots grouped by expert, each expert's run padded to a
-            multiple of BLOCK_SIZE_M with num_valid_tokens (`tuner.kernels.moe.align`).
-        expert_ids: [EM' / BLOCK_SIZE_M] int32, the expert of each BLOCK_SIZE_M block; -1 writes
+            multiple of BLOCK_SIZE_M with num_valid_tokens (`tuner.kernels.moe.align`); None
+            (never read) with naive_block_assignment.
+        expert_ids: [EM' / BLOCK_SIZE_M] int32, the expert of each BLOCK_SIZE_M block, or with
+            naive_block_assignment [num_valid_tokens], the expert of each slot; -1 writes
             zeros (an expert on another rank; our alignment never gives it).
         num_tokens_post_padded: [1] int32, the padded length in use.
 
-    BLOCK_SIZE_K must divide group_k (the wrapper clamps it to group_k as vLLM does).
+    BLOCK_SIZE_K must divide group_k (the wrapper clamps it to group_k as vLLM does). SWAP_AB
+    computes each tile as B-tile @ A-tile^T into a [BLOCK_SIZE_N, BLOCK_SIZE_M] accumulator and
+    transposes it before the epilogue: the same sums, another MMA shape.
 
-    Argument names here -> vLLM 0.33.0 `fused_moe_kernel`: the same names and order for the
-    pointers, dimensions, strides, group_n, group_k and meta-parameters; vLLM's b_bias_ptr,
-    stride_bbe, stride_bbn, SPLIT_K, compute_type and its use_*/per_channel_quant/HAS_BIAS
-    switches are absent (this is only its fp8_w8a8 block path; compute_type is C's type here).
+    Argument names here -> vLLM 0.33.0 `fused_moe_kernel` (fused_moe/fused_moe.py): the same
+    names and order for the pointers, dimensions, strides, group_n, group_k,
+    naive_block_assignment and meta-parameters; vLLM's b_bias_ptr, stride_bbe, stride_bbn,
+    SPLIT_K, compute_type, USE_TD and its use_*/per_channel_quant/HAS_BIAS switches are absent
+    (this is only its fp8_w8a8 block path without bias; compute_type is C's type here).
     """
     # Map the 1-D program id to a tile of C, GROUP_SIZE_M tile-rows at a time (L2 reuse of B).
     pid = tl.program_id(axis=0)
@@ -100,18 +111,23 @@ def fused_moe_fp8_block_kernel(
     pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
     pid_n = (pid % num_pid_in_group) // group_size_m
 
-    # Tiles past the padded length have nothing to do.
+    # The tile's rows: its slots of sorted_token_ids, or one slot. Tiles past the padded length
+    # have nothing to do. Slots are int64 from here on, so stride * slot cannot overflow.
+    rows = tl.arange(0, BLOCK_SIZE_M).to(tl.int64)
     num_tokens_post_padded = tl.load(num_tokens_post_padded_ptr)
     if pid_m * BLOCK_SIZE_M >= num_tokens_post_padded:
         return
-    offs_token_id = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M).to(tl.int64)
-    offs_token = tl.load(sorted_token_ids_ptr + offs_token_id)
+    if naive_block_assignment:
+        offs_token = tl.where(rows == 0, pid_m, num_valid_tokens)
+    else:
+        offs_token = tl.load(sorted_token_ids_ptr + (pid_m * BLOCK_SIZE_M + rows))
+    offs_token = offs_token.to(tl.int64)
     token_mask = offs_token < num_valid_tokens
 
     off_experts = tl.load(expert_ids_ptr + pid_m).to(tl.int64)
     # The C tile's pointers and mask are computed in each branch, not once before it: hoisted,
-    # the compiled code differs from vLLM's (bench/moe_fidelity.py: 10-16 more integer
-    # instructions in vLLM's, registers differing on some configs).
+    # the compiled code differs from vLLM's (more integer instructions in vLLM's, registers
+    # differing on some configs).
     if off_experts == -1:
         # An expert that is not on this rank: its slots are zero.
         zeros = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=c_ptr.dtype.element_ty)
@@ -122,31 +138,50 @@ def fused_moe_fp8_block_kernel(
         return
 
     # Columns wrap around N, so B loads need no N mask; the masked store drops the wrapped ones.
-    # A rows are gathered by token: slot t reads row t // top_k.
+    # A rows are gathered by token: slot t reads row t // top_k. With SWAP_AB the tiles are
+    # read transposed: A as [BLOCK_SIZE_K, BLOCK_SIZE_M], B as [BLOCK_SIZE_N, BLOCK_SIZE_K].
     offs_bn = (pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N).to(tl.int64)) % N
     offs_k = tl.arange(0, BLOCK_SIZE_K)
-    a_ptrs = a_ptr + (offs_token[:, None] // top_k * stride_am + offs_k[None, :] * stride_ak)
-    b_ptrs = (b_ptr + off_experts * stride_be
-              + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn))
+    if SWAP_AB:
+        a_ptrs = a_ptr + (offs_k[:, None] * stride_ak + offs_token[None, :] // top_k * stride_am)
+        b_ptrs = (b_ptr + off_experts * stride_be
+                  + (offs_bn[:, None] * stride_bn + offs_k[None, :] * stride_bk))
+    else:
+        a_ptrs = a_ptr + (offs_token[:, None] // top_k * stride_am + offs_k[None, :] * stride_ak)
+        b_ptrs = (b_ptr + off_experts * stride_be
+                  + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn))
 
     # Scales: a row of As per token; a row of Bs[e] per group_n columns of C.
     a_scale_ptrs = a_scale_ptr + (offs_token // top_k) * stride_asm
     offs_bsn = offs_bn // group_n
     b_scale_ptrs = b_scale_ptr + off_experts * stride_bse + offs_bsn * stride_bsn
 
-    accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    if SWAP_AB:
+        accumulator = tl.zeros((BLOCK_SIZE_N, BLOCK_SIZE_M), dtype=tl.float32)
+    else:
+        accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
     for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
         # Padding slots and the K tail read as 0 and add nothing.
-        k_left = K - k * BLOCK_SIZE_K
-        a = tl.load(a_ptrs, mask=token_mask[:, None] & (offs_k[None, :] < k_left), other=0.0)
-        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+        if SWAP_AB:
+            a = tl.load(a_ptrs, mask=(offs_k[:, None] < K - k * BLOCK_SIZE_K)
+                        & token_mask[None, :], other=0.0)
+            b = tl.load(b_ptrs, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, other=0.0)
+        else:
+            a = tl.load(a_ptrs, mask=token_mask[:, None]
+                        & (offs_k[None, :] < K - k * BLOCK_SIZE_K), other=0.0)
+            b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
         # The K-group this tile lies in; one scale pair covers the whole tile.
         offs_ks = (k * BLOCK_SIZE_K) // group_k
         a_scale = tl.load(a_scale_ptrs + offs_ks * stride_ask, mask=token_mask, other=0.0)
         b_scale = tl.load(b_scale_ptrs + offs_ks * stride_bsk)
-        accumulator += tl.dot(a, b) * a_scale[:, None] * b_scale[None, :]
+        if SWAP_AB:
+            accumulator += tl.dot(b, a) * b_scale[:, None] * a_scale[None, :]
+        else:
+            accumulator += tl.dot(a, b) * a_scale[:, None] * b_scale[None, :]
         a_ptrs += BLOCK_SIZE_K * stride_ak
         b_ptrs += BLOCK_SIZE_K * stride_bk
+    if SWAP_AB:
+        accumulator = tl.trans(accumulator, (1, 0))
 
     if MUL_ROUTED_WEIGHT:
         moe_weight = tl.load(topk_weights_ptr + offs_token, mask=token_mask, other=0)
@@ -200,6 +235,15 @@ def _check(name: str, tensor: torch.Tensor, dtype: torch.dtype, shape: tuple[int
         raise ValueError(f"{name} is on {tensor.device}, expected {device}")
 
 
+def device_arch(device: torch.device) -> int | None:
+    """The compute capability of a CUDA device as an int (90 for sm90); None for any other
+    device (CPU tensors under Triton's interpreter, `meta`)."""
+    if device.type != "cuda":
+        return None
+    major, minor = torch.cuda.get_device_capability(device)
+    return major * 10 + minor
+
+
 def invoke_moe_gemm(
     A: torch.Tensor,
     A_scale: torch.Tensor,
@@ -207,7 +251,7 @@ def invoke_moe_gemm(
     B_scale: torch.Tensor,
     C: torch.Tensor,
     topk_weights: torch.Tensor | None,
-    sorted_token_ids: torch.Tensor,
+    sorted_token_ids: torch.Tensor | None,
     expert_ids: torch.Tensor,
     num_tokens_post_padded: torch.Tensor,
     *,
@@ -215,14 +259,19 @@ def invoke_moe_gemm(
     top_k: int,
     config: Mapping[str, object],
     block_shape: tuple[int, int] = (128, 128),
+    arch: int | None = None,
     kernel: Any = None,
 ) -> torch.Tensor:
-    """One expert GEMM of the fused MoE, launched as vLLM 0.33.0's `invoke_fused_moe_kernel`.
+    """One expert GEMM of the fused MoE, launched as vLLM 0.33.0's
+    `invoke_fused_moe_triton_kernel` launches its fp8_w8a8 block path.
 
     Launch rules taken from that function: EM = len(sorted_token_ids), cut to
-    A.size(0) * top_k * BLOCK_SIZE_M when A has fewer rows than BLOCK_SIZE_M; a 1-D grid of
-    cdiv(EM, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N) programs; BLOCK_SIZE_K = min(BLOCK_SIZE_K,
-    min(block_shape)); num_warps and num_stages as launch options.
+    A.size(0) * top_k * BLOCK_SIZE_M when A has fewer rows than BLOCK_SIZE_M; without
+    sorted_token_ids (naive assignment) EM = A.size(0) * top_k * BLOCK_SIZE_M and the kernel's
+    naive_block_assignment is set; a 1-D grid of cdiv(EM, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N)
+    programs; BLOCK_SIZE_K = min(BLOCK_SIZE_K, min(block_shape)); SWAP_AB as
+    `tuner.kernels.moe.specialization.uses_swap_ab` says for the GPU; num_warps and num_stages
+    as launch options.
 
     Args:
         A: [T, K] float8_e4m3fn, T = tokens (gate_up GEMM, top_k = the model's) or routed slots
@@ -233,11 +282,15 @@ def invoke_moe_gemm(
         C: [T * top_k, N] (or [T, top_k, N]) bf16 or fp16, written at the routed slots.
         topk_weights: [T * top_k] (or [T, top_k]) float32; needed when mul_routed_weight.
         sorted_token_ids, expert_ids, num_tokens_post_padded: `moe_align_block_size` with
-            block_size = the config's BLOCK_SIZE_M.
+            block_size = the config's BLOCK_SIZE_M; or, for naive assignment
+            (`tuner.kernels.moe.align.naive_assignment`), None, [T * top_k] int32 expert of
+            each slot, and [T * top_k * BLOCK_SIZE_M].
         mul_routed_weight: multiply each slot by its routing weight (the down GEMM).
         top_k: slots per row of A.
         config: vLLM's keys (`parse_config`).
         block_shape: [group_n, group_k].
+        arch: the compute capability the launch is for (90 for sm90), which decides SWAP_AB;
+            None for that of A's device (`device_arch`: none off CUDA).
         kernel: a JITFunction with `fused_moe_fp8_block_kernel`'s parameters to launch
             instead (a test's stand-in); None for `fused_moe_fp8_block_kernel`.
 
@@ -270,16 +323,25 @@ def invoke_moe_gemm(
         if topk_weights is None or topk_weights.numel() != T * top_k:
             raise ValueError(f"topk_weights must hold {T * top_k} float32 weights")
         _check("topk_weights", topk_weights, torch.float32, tuple(topk_weights.shape), device)
+    naive = sorted_token_ids is None
     for name, tensor in (("sorted_token_ids", sorted_token_ids), ("expert_ids", expert_ids),
                          ("num_tokens_post_padded", num_tokens_post_padded)):
+        if tensor is None:
+            continue
         if tensor.dtype != torch.int32 or tensor.dim() != 1 or not tensor.is_contiguous():
             raise ValueError(f"{name} must be a contiguous 1-D int32 tensor")
+    if naive and expert_ids.numel() != T * top_k:
+        raise ValueError(f"without sorted_token_ids, expert_ids must hold the expert of each "
+                         f"of the {T * top_k} slots, got {expert_ids.numel()}")
     if T == 0:
         return C
 
-    EM = sorted_token_ids.shape[0]
-    if T < parsed.BLOCK_SIZE_M:
-        EM = min(EM, T * top_k * parsed.BLOCK_SIZE_M)
+    if sorted_token_ids is None:
+        EM = T * top_k * parsed.BLOCK_SIZE_M
+    else:
+        EM = sorted_token_ids.shape[0]
+        if T < parsed.BLOCK_SIZE_M:
+            EM = min(EM, T * top_k * parsed.BLOCK_SIZE_M)
     C2 = C.view(T * top_k, N)
     grid = (triton.cdiv(EM, parsed.BLOCK_SIZE_M) * triton.cdiv(N, parsed.BLOCK_SIZE_N),)
     fix_interpreter_index()  # Triton < 3.8's interpreter under numpy >= 2.4 only
@@ -295,12 +357,15 @@ def invoke_moe_gemm(
         A_scale.stride(0), A_scale.stride(1),
         B_scale.stride(0), B_scale.stride(2), B_scale.stride(1),
         group_n, group_k,
+        naive_block_assignment=naive,
         BLOCK_SIZE_M=parsed.BLOCK_SIZE_M,
         BLOCK_SIZE_N=parsed.BLOCK_SIZE_N,
         BLOCK_SIZE_K=effective_block_k(parsed, block_shape),
         GROUP_SIZE_M=parsed.GROUP_SIZE_M,
         MUL_ROUTED_WEIGHT=mul_routed_weight,
         top_k=top_k,
+        SWAP_AB=uses_swap_ab(parsed.BLOCK_SIZE_M, parsed.BLOCK_SIZE_N,
+                             device_arch(device) if arch is None else arch),
         num_warps=parsed.num_warps,
         num_stages=parsed.num_stages,
     )

@@ -13,16 +13,18 @@ from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.target import argument_specialization
 from tuner.kernels.moe.kernel import OUT_DTYPES, fused_moe_fp8_block_kernel, parse_config
 from tuner.kernels.moe.space import effective_block_k
-from tuner.kernels.moe.specialization import launch_em
+from tuner.kernels.moe.specialization import launch_em, uses_naive_assignment, uses_swap_ab
 
 _POINTER_TYPES = {torch.bfloat16: "*bf16", torch.float16: "*fp16"}
 
 
 def launch_specialization(config: KernelConfig, *, N: int, K: int, EM: int, slots: int,
                           top_k: int, mul_routed_weight: bool, block_shape: tuple[int, int],
-                          out_dtype: torch.dtype) -> tuple[dict, dict, dict]:
+                          out_dtype: torch.dtype, naive: bool = False,
+                          swap_ab: bool = False) -> tuple[dict, dict, dict]:
     """(signature, constexprs, attrs) of one launch with contiguous, 16-byte aligned tensors
-    (the rules of `tuner.kernels.dense.target.launch_specialization`).
+    (the rules of `tuner.kernels.dense.target.launch_specialization`), as `invoke_moe_gemm`
+    launches it.
 
     Args:
         N, K: the launch's B [E, N, K].
@@ -30,6 +32,8 @@ def launch_specialization(config: KernelConfig, *, N: int, K: int, EM: int, slot
         slots: num_valid_tokens (rows of C).
         top_k: the launch's top_k (1 for the down GEMM).
         mul_routed_weight: the down GEMM.
+        naive: naive assignment: sorted_token_ids is None, a constant to Triton.
+        swap_ab: the SWAP_AB switch (`uses_swap_ab`).
     """
     group_n, group_k = block_shape
     kg, ng = -(-K // group_k), -(-N // group_n)
@@ -45,12 +49,16 @@ def launch_specialization(config: KernelConfig, *, N: int, K: int, EM: int, slot
         "sorted_token_ids_ptr": "*i32", "expert_ids_ptr": "*i32",
         "num_tokens_post_padded_ptr": "*i32",
     }
-    meta = {
-        "group_n": group_n, "group_k": group_k,
+    meta: dict[str, Any] = {}
+    if naive:  # Triton's launcher makes a None argument the constant None
+        del pointers["sorted_token_ids_ptr"]
+        meta["sorted_token_ids_ptr"] = None
+    meta |= {
+        "group_n": group_n, "group_k": group_k, "naive_block_assignment": naive,
         "BLOCK_SIZE_M": config.BLOCK_SIZE_M, "BLOCK_SIZE_N": config.BLOCK_SIZE_N,
         "BLOCK_SIZE_K": effective_block_k(config, block_shape),
         "GROUP_SIZE_M": config.GROUP_SIZE_M, "MUL_ROUTED_WEIGHT": mul_routed_weight,
-        "top_k": top_k,
+        "top_k": top_k, "SWAP_AB": swap_ab,
     }
     return argument_specialization(fused_moe_fp8_block_kernel.fn, pointers, ints, meta)
 
@@ -59,8 +67,9 @@ def compile_for_target(config: Mapping[str, int], arch: int, *, M: int, N: int, 
                        top_k: int, block_shape: tuple[int, int] = (128, 128),
                        out_dtype: torch.dtype = torch.bfloat16) -> Any:
     """Compile both launches of the expert MLP (gate_up: B [E, 2N, K], top_k; down: B [E, K, N],
-    top_k 1, routing weights) for an NVIDIA architecture, as a launch at M tokens specializes
-    them; both binaries land in Triton's cache.
+    top_k 1, routing weights) for an NVIDIA architecture, as a launch at M tokens on that
+    architecture specializes them (naive assignment and SWAP_AB where vLLM uses them); both
+    binaries land in Triton's cache.
 
     Returns:
         The gate_up launch's CompiledKernel (both use the same tiles, so the same shared memory).
@@ -83,16 +92,19 @@ def compile_for_target(config: Mapping[str, int], arch: int, *, M: int, N: int, 
         raise RuntimeError("compile_for_target needs a process without TRITON_INTERPRET=1 "
                            "(this module was imported under Triton's interpreter)")
     slots = M * top_k
+    naive = uses_naive_assignment(M, top_k, E)
+    swap_ab = uses_swap_ab(parsed.BLOCK_SIZE_M, parsed.BLOCK_SIZE_N, arch)
     launches = (
-        (2 * N, K, launch_em(slots, E, parsed.BLOCK_SIZE_M, M, top_k), top_k, False),
-        (K, N, launch_em(slots, E, parsed.BLOCK_SIZE_M, slots, 1), 1, True),
+        (2 * N, K, launch_em(slots, E, parsed.BLOCK_SIZE_M, M, top_k, naive=naive), top_k, False),
+        (K, N, launch_em(slots, E, parsed.BLOCK_SIZE_M, slots, 1, naive=naive), 1, True),
     )
     options = {"num_warps": parsed.num_warps, "num_stages": parsed.num_stages}
     kernels = []
     for n, k, em, launch_top_k, weighted in launches:
         signature, constexprs, attrs = launch_specialization(
             parsed, N=n, K=k, EM=em, slots=slots, top_k=launch_top_k,
-            mul_routed_weight=weighted, block_shape=block_shape, out_dtype=out_dtype)
+            mul_routed_weight=weighted, block_shape=block_shape, out_dtype=out_dtype,
+            naive=naive, swap_ab=swap_ab)
         source = ASTSource(fn=fused_moe_fp8_block_kernel, signature=signature,
                            constexprs=constexprs, attrs=attrs)
         kernels.append(triton.compile(source, target=GPUTarget("cuda", arch, 32),

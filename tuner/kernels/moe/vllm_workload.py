@@ -3,7 +3,9 @@
 fp8_w8a8 block path (vllm/model_executor/layers/fused_moe/fused_moe.py: C as [rows, top_k, N],
 topk_weights [M, top_k], no zero points or bias, compute_type the output's Triton dtype), which
 launches vLLM's `fused_moe_kernel` through `invoke_fused_moe_triton_kernel` (its EM cut,
-SPLIT_K = 1, BLOCK_SIZE_K cap and, on sm90, SWAP_AB included). Imports vLLM when first launched.
+SPLIT_K = 1, BLOCK_SIZE_K cap and, on sm90, SWAP_AB included), with the routing the builtin
+workload computes as vLLM does at M (`MoeWorkload.alignment`: naive assignment for small
+batches, `moe_align_block_size` otherwise). Imports vLLM when first launched.
 """
 
 from __future__ import annotations

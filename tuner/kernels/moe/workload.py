@@ -10,7 +10,7 @@ import torch
 
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.family import Shape
-from tuner.kernels.moe.align import moe_align_block_size
+from tuner.kernels.moe.align import moe_align_block_size, naive_assignment
 from tuner.kernels.moe.kernel import OUT_DTYPES, invoke_moe_gemm, parse_config
 from tuner.kernels.moe.reference import (
     MoeInputs,
@@ -19,8 +19,10 @@ from tuner.kernels.moe.reference import (
     reference_expert_mlp,
     silu_and_mul,
 )
+from tuner.kernels.moe.specialization import uses_naive_assignment
 
-Alignment = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+# (sorted_token_ids or None for naive assignment, expert_ids, num_tokens_post_padded)
+Alignment = tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]
 
 
 def fused_experts(inputs: MoeInputs, weights: tuple[torch.Tensor, ...],
@@ -37,7 +39,8 @@ def fused_experts(inputs: MoeInputs, weights: tuple[torch.Tensor, ...],
         inputs: the quantized activations and the routing (`make_moe_inputs`).
         weights: (w1 [E, 2N, K], w1_scale, w2 [E, K, N], w2_scale), one copy of the weights.
         config: vLLM's keys.
-        alignment: `moe_align_block_size(topk_ids, config's BLOCK_SIZE_M, E)`.
+        alignment: `moe_align_block_size(topk_ids, config's BLOCK_SIZE_M, E)`, or
+            `naive_assignment` where vLLM assigns one slot per program.
         block_shape: [group_n, group_k].
         out: [M, K] of out_dtype to write, or None to allocate.
         out_dtype: torch.bfloat16 or torch.float16.
@@ -127,10 +130,17 @@ class MoeWorkload:
         return reference_expert_mlp(self.inputs, self.block_shape, out_dtype)
 
     def alignment(self, block_size_m: int) -> Alignment:
-        """`moe_align_block_size` of the routing for one BLOCK_SIZE_M, computed once."""
+        """The routing for one BLOCK_SIZE_M as vLLM hands it to the expert GEMMs at this batch
+        size, computed once: `naive_assignment` where `uses_naive_assignment` says vLLM takes
+        that path, else `moe_align_block_size`."""
         if block_size_m not in self._alignments:
-            self._alignments[block_size_m] = moe_align_block_size(
-                self.inputs.topk_ids, block_size_m, self.num_experts)
+            topk_ids = self.inputs.topk_ids
+            M, top_k = topk_ids.shape
+            if uses_naive_assignment(M, top_k, self.num_experts):
+                self._alignments[block_size_m] = naive_assignment(topk_ids, block_size_m)
+            else:
+                self._alignments[block_size_m] = moe_align_block_size(
+                    topk_ids, block_size_m, self.num_experts)
         return self._alignments[block_size_m]
 
     def launch(self, config: KernelConfig, weights: tuple[torch.Tensor, ...], *,

@@ -117,3 +117,62 @@ def test_the_wrapper_rejects_bad_input_in_one_line() -> None:
         invoke_moe_gemm(inputs.x, inputs.x_scale, inputs.w1, inputs.w1_scale, out, None,
                         *alignment, mul_routed_weight=True, top_k=2, block_shape=BLOCK,
                         config=KernelConfig(16, 64, 128, 1, 4, 2).as_dict())
+
+
+@pytest.mark.parametrize("config", [KernelConfig(16, 64, 128, 1, 4, 4),
+                                    KernelConfig(32, 128, 64, 16, 4, 3)])
+def test_swap_ab_computes_the_same_gemm_transposed(config) -> None:
+    """vLLM's sm90 launch (`uses_swap_ab`: BLOCK_SIZE_M < 64, BLOCK_SIZE_N >= 64) run on the
+    interpreter by naming the architecture: the same slots, within float64's bound."""
+    M, E, N, K, top_k = 9, 4, 96, 320, 2
+    inputs = make_moe_inputs(M, E, N, K, top_k, BLOCK, seed=11)
+    alignment = moe_align_block_size(inputs.topk_ids, config.BLOCK_SIZE_M, E)
+    ref = reference_moe_gemm(inputs.x, inputs.x_scale, inputs.w1, inputs.w1_scale,
+                             inputs.topk_ids, top_k, BLOCK)
+    outs = {}
+    for arch in (89, 90):
+        out = torch.full((M * top_k, 2 * N), float("nan"), dtype=torch.float32).bfloat16()
+        invoke_moe_gemm(inputs.x, inputs.x_scale, inputs.w1, inputs.w1_scale, out, None,
+                        *alignment, mul_routed_weight=False, top_k=top_k,
+                        config=config.as_dict(), block_shape=BLOCK, arch=arch)
+        assert int(torch.isnan(out).sum()) == 0
+        assert relative_error(out, ref) < 5e-3
+        outs[arch] = out.double()
+    assert relative_error(outs[90], outs[89]) < 5e-3
+    launched = []
+    capture = type("Capture", (), {"__getitem__": lambda self, grid: lambda *args, **kwargs:
+                                   launched.append(kwargs["SWAP_AB"])})()
+    for arch in (89, 90, None):
+        invoke_moe_gemm(inputs.x, inputs.x_scale, inputs.w1, inputs.w1_scale, out, None,
+                        *alignment, mul_routed_weight=False, top_k=top_k,
+                        config=config.as_dict(), block_shape=BLOCK, arch=arch, kernel=capture)
+    assert launched == [False, True, False]  # None: CPU tensors, no GPU capability
+
+
+def test_small_batches_take_vllms_naive_assignment_and_match_float64() -> None:
+    """M * top_k * 4 <= E: one slot per program, no sorted_token_ids (vLLM 0.33.0's
+    `_prepare_expert_assignment`); the expert MLP through it matches the aligned path's
+    reference."""
+    shape = Shape(128, 256, BLOCK, (("E", 32), ("top_k", 4)))
+    for M in (1, 2):
+        workload = MoeWorkload.make(shape, M, seed=5, device="cpu")
+        config = default_config(M)
+        sorted_ids, expert_ids, padded = workload.alignment(config.BLOCK_SIZE_M)
+        assert sorted_ids is None
+        assert expert_ids.tolist() == workload.inputs.topk_ids.reshape(-1).tolist()
+        assert padded.tolist() == [M * 4 * config.BLOCK_SIZE_M]
+        out = workload.launch(config, workload.weights(), out=None, out_dtype=torch.float16)
+        assert relative_error(out, workload.reference(torch.float16)) < 1e-3
+    # One more token is past the rule: sorted by expert as before.
+    workload = MoeWorkload.make(shape, 3, seed=5, device="cpu")
+    assert workload.alignment(16)[0] is not None
+
+
+def test_naive_assignment_needs_one_expert_per_slot() -> None:
+    inputs = make_moe_inputs(2, 16, 64, 128, 2, BLOCK, seed=0)
+    out = torch.empty(4, 128, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="expert_ids must hold the expert of each of the 4"):
+        invoke_moe_gemm(inputs.x, inputs.x_scale, inputs.w1, inputs.w1_scale, out, None, None,
+                        torch.zeros(3, dtype=torch.int32), torch.tensor([64], dtype=torch.int32),
+                        mul_routed_weight=False, top_k=2, block_shape=BLOCK,
+                        config=KernelConfig(16, 64, 128, 1, 4, 2).as_dict())
