@@ -48,7 +48,7 @@ def test_mounts_site_hint_prints_site_packages(site: Path, engine: str) -> None:
     text = render_mounts(MountRequest(device_name="NVIDIA_L20", engine=engine, file_names=(A,),
                                       host_dir="$PWD/configs", site_packages="/site",
                                       fmt="docker"))
-    command = re.search(r"^# \(site-packages in your image: (.+)\)$", text, re.M)
+    command = re.search(r'^# \(site-packages in your image: (python3 -c ".+");$', text, re.M)
     assert command, text
     assert run_hint(command[1], site) == str(site)
 

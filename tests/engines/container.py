@@ -114,9 +114,10 @@ class Container:
             target.write_bytes(data)
 
     def mount(self, files: Sequence[DeviceFile], device_name: str, engine: str,
-              host: Path) -> dict:
+              host: Path, *options: str) -> dict:
         """Write `files` to the host folder `host`, ask `tuner mounts --files` for compose
-        mounts of them for `engine`, and apply them: each bind mount's source replaces its
+        mounts of them for `engine` (with `options`, more `tuner mounts` arguments), and apply
+        them: each bind mount's source replaces its
         target (a folder mount hides what the image had there), and the `environment:` entries
         are kept, paths mapped below the root.
 
@@ -126,7 +127,7 @@ class Container:
         write_files_atomically(files, host)
         printed = CliRunner().invoke(app, [
             "mounts", "--device", device_name, "--files", str(host), "--engine", engine,
-            "--format", "compose", "--site-packages", SITE])
+            "--format", "compose", "--site-packages", SITE, *options])
         if printed.exit_code != 0:
             pytest.fail(f"tuner mounts --engine {engine} failed: "
                         f"{printed.output.strip()[-300:]}", pytrace=False)

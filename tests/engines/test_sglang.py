@@ -29,13 +29,14 @@ def _expected(text: str) -> list[dict]:
     return [configs[vllm_pick_key(configs, M)] for M in range(1, M_MAX + 1)]
 
 
-def _mounted(wheel, folder: str, device_name: str, shapes, tmp_path, monkeypatch):
+def _mounted(wheel, folder: str, device_name: str, shapes, tmp_path, monkeypatch, *options):
     """The files `tuner export --engine sglang` writes for `shapes`, and a container with
-    SGLang's shipped files of `folder` and those files mounted on them."""
+    SGLang's shipped files of `folder` and those files mounted on them (`tuner mounts` given
+    `options` too)."""
     files = tuned_files(device_name, shapes, engine="sglang")
     container = Container(tmp_path / "container")
     container.install(wheel, folder)
-    container.mount(files, device_name, "sglang", tmp_path / "host")
+    container.mount(files, device_name, "sglang", tmp_path / "host", *options)
     container.apply(monkeypatch)
     return files, container
 
@@ -62,8 +63,9 @@ def test_sglang_runs_the_dense_files_where_the_mounts_put_them(sglang_wheel, tmp
 def test_sglang_runs_the_moe_files_where_the_mounts_put_them(sglang_wheel, tmp_path,
                                                              monkeypatch) -> None:
     # SGLang names MoE files by the device as torch names it: no H200 folding.
+    # A folder of files carries no Triton version: the serving image's is given.
     files, container = _mounted(sglang_wheel, MOE_CONFIGS, "NVIDIA_H200_NVL", MOE_SHAPES,
-                                tmp_path, monkeypatch)
+                                tmp_path, monkeypatch, "--triton-version", TRITON)
     assert all("device_name=NVIDIA_H200_NVL," in file.file_name for file in files)
     logger = Logged()
     # The Triton the winners were timed with, as the serving image's.

@@ -84,7 +84,7 @@ def mounts(
                      engine_version=engine_version, triton_version=triton_version)
         return
     if files is not None:
-        names, device_name = _folder_file_names(files, device)
+        names, device_name = _folder_file_names(files, device, engine_name.value)
         folder = host_dir or str(files.resolve())
         capability, tuned_with, tuned_triton = None, "", None
         if engine_name == EngineName.sglang:
@@ -108,7 +108,7 @@ def mounts(
     typer.echo(text, nl=False)
 
 
-def _folder_file_names(folder: Path, device: str) -> tuple[list[str], str]:
+def _folder_file_names(folder: Path, device: str, engine: str) -> tuple[list[str], str]:
     from tuner.files.mounts import config_files_in
     from tuner.inputs.devices import resolve
     from tuner.kernels.registry import family_of_file
@@ -127,7 +127,7 @@ def _folder_file_names(folder: Path, device: str) -> tuple[list[str], str]:
     if len(chosen) != 1:
         raise fail(f"{folder}: no config files for --device {device}; devices there: "
                    f"{', '.join(sorted(seen)) or 'none'}")
-    return config_files_in(entries, chosen[0]), chosen[0]
+    return config_files_in(entries, chosen[0], engine), chosen[0]
 
 
 def _check_sglang_moe(folder: Path, names: list[str]) -> None:

@@ -317,14 +317,18 @@ def _k8s_body(device_name: str, files: list, moe: list, host_dir: str) -> list[s
     return body
 
 
-def config_files_in(folder_names: Sequence[str], device_name: str) -> list[str]:
+def config_files_in(folder_names: Sequence[str], device_name: str,
+                    engine: str = "vllm") -> list[str]:
     """The names among a folder's entries that are config files of one device, each under the
-    device part its family's names carry (`KernelFamily.file_device`: fused-MoE files fold
-    every H200 into NVIDIA_H200).
+    device part `engine` reads: for vLLM the family's (`KernelFamily.file_device`: its fused-MoE
+    names fold every H200 into NVIDIA_H200, vLLM 0.33.0 fused_moe.get_config_file_name), for
+    SGLang the device key itself (SGLang 0.5.23 names MoE files by the device as torch names it;
+    `tuner export --engine sglang` writes them so).
 
     Args:
         folder_names: file names in the folder.
         device_name: vLLM's device key.
+        engine: "vllm" or "sglang".
 
     Returns:
         The matching names, sorted.
@@ -335,6 +339,7 @@ def config_files_in(folder_names: Sequence[str], device_name: str) -> list[str]:
             family = family_of_file(name)
         except ValueError:
             continue
-        if family.parse_file_name(name)[1] == family.file_device(device_name):
+        wanted = family.file_device(device_name) if engine == "vllm" else device_name
+        if family.parse_file_name(name)[1] == wanted:
             found.append(name)
     return sorted(found)

@@ -112,6 +112,13 @@ def test_config_files_in_takes_moe_files_under_vllms_h200_name() -> None:
     assert config_files_in(names, "NVIDIA_H200_NVL") == [h200_moe]
 
 
+def test_config_files_in_takes_sglangs_moe_files_under_the_device_key() -> None:
+    folded, nvl = (MOE.replace("NVIDIA_L20", name) for name in ("NVIDIA_H200", "NVIDIA_H200_NVL"))
+    names = [folded, nvl]
+    assert config_files_in(names, "NVIDIA_H200_NVL", "sglang") == [nvl]
+    assert config_files_in(names, "NVIDIA_H200_NVL", "vllm") == [folded]
+
+
 def test_any_engine_file_name_respells_moe_names() -> None:
     from tuner.kernels.moe.naming import any_engine_file_name
 
