@@ -355,7 +355,9 @@ def invoke_moe_gemm(
         B.stride(0), B.stride(2), B.stride(1),
         C2.stride(0), C2.stride(1),
         A_scale.stride(0), A_scale.stride(1),
-        B_scale.stride(0), B_scale.stride(2), B_scale.stride(1),
+        # One block of N: vLLM 0.33.0's invoke_fused_moe_triton_kernel passes stride_bsn 0
+        # (every column reads scale row 0 either way; 0 and 1 specialize differently).
+        B_scale.stride(0), B_scale.stride(2), B_scale.stride(1) if B_scale.size(1) > 1 else 0,
         group_n, group_k,
         naive_block_assignment=naive,
         BLOCK_SIZE_M=parsed.BLOCK_SIZE_M,

@@ -41,8 +41,8 @@ def launch_specialization(config: KernelConfig, *, N: int, K: int, EM: int, slot
         "N": N, "K": K, "EM": EM, "num_valid_tokens": slots,
         "stride_am": K, "stride_ak": 1, "stride_be": N * K, "stride_bk": 1, "stride_bn": K,
         "stride_cm": N, "stride_cn": 1, "stride_asm": kg, "stride_ask": 1,
-        "stride_bse": ng * kg, "stride_bsk": 1, "stride_bsn": kg,
-    }
+        "stride_bse": ng * kg, "stride_bsk": 1, "stride_bsn": kg if ng > 1 else 0,
+    }  # stride_bsn: 0 for one block of N, as invoke_moe_gemm passes it
     pointers = {
         "a_ptr": "*fp8e4nv", "b_ptr": "*fp8e4nv", "c_ptr": _POINTER_TYPES[out_dtype],
         "a_scale_ptr": "*fp32", "b_scale_ptr": "*fp32", "topk_weights_ptr": "*fp32",
