@@ -1,27 +1,31 @@
-"""Our fused-MoE kernel against vLLM's `fused_moe_kernel`: the same compiled code, the same output.
+"""Our fused-MoE kernel and launch against vLLM's: the same compiled code, the same output.
 
     python bench/moe_fidelity.py --vllm-file PATH   # writes bench/results/moe_fidelity_*.json
 
-PATH is vLLM's vllm/model_executor/layers/fused_moe/fused_moe.py (an installed vLLM's, or a
-fetched copy); only its `fused_moe_kernel` and `write_zeros_to_output` are read, with the ast
-module, and run with this Triton (vLLM's own imports are never executed). Nothing of vLLM is kept
-in this project.
+PATH is vLLM's vllm/model_executor/layers/fused_moe/fused_moe.py (an installed vLLM's, or one
+from an unzipped wheel), with its utils.py beside it. vLLM's own code runs, cut out of those
+files with ast (bench/engine_source.py), its imports never executed: the kernel
+(`fused_moe_kernel`, `write_zeros_to_output`), the host function that launches it on the
+fp8_w8a8 block path (`invoke_fused_moe_triton_kernel`, which sets EM, SPLIT_K, the BLOCK_SIZE_K
+cap, SWAP_AB through utils.py's `enable_swap_ab` and naive_block_assignment) and the routing
+choice (`_prepare_expert_assignment`: naive assignment for small batches). The names they import
+are given here: a platform that "is" the architecture compared, `moe_align_block_size` as
+sized tensors (ours). Written for vLLM 0.33.0's file; nothing of vLLM is kept in this project.
 
-Compiled code (no GPU): for each config, shape, launch (the expert MLP's gate_up and down GEMMs)
-and architecture, each kernel is specialized by Triton's own launcher binding from the arguments
-its host wrapper passes at run time (ours: `invoke_moe_gemm`, captured; vLLM's: the argument list
-of `invoke_fused_moe_kernel` on its fp8_w8a8 block path), compiled with triton.compile for
-GPUTarget("cuda", arch, 32), and compared on shared memory (`metadata.shared`), registers and
+Compiled code (no GPU): for each architecture, shape, launch (the expert MLP's gate_up and down
+GEMMs) and config, each kernel is specialized by Triton's own launcher binding from the arguments
+its host code passes (ours: `invoke_moe_gemm`; vLLM's: its own), compiled with triton.compile
+for GPUTarget("cuda", arch, 32), and compared on shared memory (`metadata.shared`), registers and
 spills (ptxas's `-v` log) and the PTX instruction mix (instructions counted by full opcode).
 
-Outputs (interpreter): both kernels run under TRITON_INTERPRET=1 on the same small inputs (a
-child process) and their outputs are compared element for element (`interpreter_check`).
+Outputs (interpreter): both kernels, each launched by its own host code, run under
+TRITON_INTERPRET=1 on the same small inputs (a child process), with SWAP_AB both ways, and their
+outputs are compared element for element (`interpreter_check`).
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import importlib.util
 import json
 import os
@@ -33,61 +37,151 @@ import tempfile
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-
-from tuner.measure.fidelity import compile_launch  # the compile tuner doctor uses
+from types import SimpleNamespace
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-ARCHS = (90, 89)  # Hopper (H100, H200) and Ada (L40S)
-# (label, E, N = per-rank intermediate size, K = hidden size, top_k, M tokens): shapes/*.toml
+from tuner.measure.fidelity import compile_launch  # noqa: E402 - the compile tuner doctor uses
+
+ARCHS = (90, 89, 100)  # Hopper (H100, H200), Ada (L20, L40S), Blackwell (B200)
+# (label, E, N = per-rank intermediate size, K = hidden size, top_k, M tokens): shapes/*.toml.
+# DeepSeek-V3 at M = 1 is vLLM's naive assignment (1 x 8 x 4 <= 256 experts).
 SHAPES = (
     ("qwen3-30b-a3b tp1", 128, 768, 2048, 8, 256),
     ("deepseek-v3 tp8", 256, 256, 7168, 8, 1),
     ("tiny-moe", 4, 64, 128, 2, 33),
 )
-CONFIGS = 20  # vLLM's per-M defaults first, then a seeded sample of vLLM's space
+CONFIGS = 20  # vLLM's per-M defaults, one config of each BLOCK_SIZE_M, then a seeded sample
 SEED = 0
 BLOCK_SHAPE = (128, 128)
 OUT_DIR = REPO / "bench" / "results"
-VLLM_FUNCTIONS = ("write_zeros_to_output", "fused_moe_kernel")
+# What is cut out of vLLM's files: fused_moe.py's kernel, launch and routing choice; utils.py's
+# SWAP_AB rule.
+KERNEL_FUNCTIONS = ("write_zeros_to_output", "fused_moe_kernel")
+HOST_FUNCTIONS = ("invoke_fused_moe_triton_kernel", "_prepare_expert_assignment")
+UTILS_FUNCTIONS = ("enable_swap_ab",)
+
+
+def _engine_source():
+    spec = importlib.util.spec_from_file_location("engine_source",
+                                                  REPO / "bench" / "engine_source.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Capture:
+    """Stands in for a JITFunction: `capture[grid](*args, **kwargs)` records the call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[tuple, dict]] = []
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.calls.append((args, kwargs))
+
+
+class Platform:
+    """vLLM's `current_platform` as the cut code asks it: a CUDA GPU of `arch` (an int, 90 for
+    sm90), or none when arch is None."""
+
+    def __init__(self, arch: int | None = None) -> None:
+        self.arch = arch
+
+    def is_device_capability(self, capability) -> bool:
+        if isinstance(capability, tuple):
+            capability = capability[0] * 10 + capability[1]
+        return self.arch is not None and self.arch == capability
+
+    def is_rocm(self) -> bool:
+        return False
+
+    def is_cuda(self) -> bool:
+        return self.arch is not None
+
+
+def _sized_alignment(topk_ids, block_size, num_experts, expert_map=None, **_):
+    """`moe_align_block_size`'s outputs as vLLM 0.33.0 allocates them
+    (moe_align_block_size.py), on topk_ids' device; on "meta" only their sizes matter, on a real
+    device they are computed (`tuner.kernels.moe.align.moe_align_block_size`)."""
+    import torch
+
+    from tuner.kernels.moe.align import moe_align_block_size
+    from tuner.kernels.moe.specialization import max_padded_slots
+
+    if topk_ids.device.type != "meta":
+        return moe_align_block_size(topk_ids, block_size, num_experts)
+    padded = max_padded_slots(topk_ids.numel(), num_experts, block_size)
+    return (torch.empty(padded, dtype=torch.int32, device="meta"),
+            torch.empty(-(-padded // block_size), dtype=torch.int32, device="meta"),
+            torch.empty(1, dtype=torch.int32, device="meta"))
+
+
+def load_vllm(path: Path, arch: int | None = None) -> SimpleNamespace:
+    """vLLM's fused-MoE kernel, launch and routing choice from its fused_moe.py (utils.py beside
+    it), run with this Triton.
+
+    Returns:
+        `.kernel` (the JITFunction fused_moe_kernel), `.module` (the cut module: its
+        `invoke_fused_moe_triton_kernel` launches `.module.fused_moe_kernel`, which a caller may
+        replace by a `Capture`) and `.platform` (set `.platform.arch` to the architecture the
+        host code sees).
+
+    Raises:
+        FileNotFoundError: no such file, or no utils.py beside it.
+        LookupError: a function is missing from the files.
+    """
+    import torch
+    import triton
+    import triton.language as tl
+
+    es = _engine_source()
+    path = Path(path)
+    text, utils = path.read_text(), (path.parent / "utils.py").read_text()
+    seen = Platform(arch)
+    quiet = SimpleNamespace(**{name: (lambda *args, **kwargs: None)
+                               for name in ("info", "info_once", "warning", "warning_once")})
+    swap = es.load(utils, UTILS_FUNCTIONS, {"torch": torch, "current_platform": seen},
+                   filename=str(path.parent / "utils.py"), module="vllm_fused_moe_utils")
+    # vLLM caches enable_swap_ab (functools.lru_cache), right where the capability is fixed
+    # for a process; here the architecture changes between launches, so the cache is skipped.
+    swap_ab = getattr(swap.enable_swap_ab, "__wrapped__", swap.enable_swap_ab)
+    given = {"torch": torch, "triton": triton, "tl": tl, "current_platform": seen,
+             "logger": quiet, "enable_swap_ab": swap_ab,
+             "resolve_moe_use_td": lambda: False,
+             "warn_if_moe_use_td_ineffective": lambda *args, **kwargs: None,
+             "set_triton_allocator": lambda *args, **kwargs: None,
+             "moe_align_block_size": _sized_alignment}
+    module = es.load(text, KERNEL_FUNCTIONS + HOST_FUNCTIONS, given, filename=str(path),
+                     module="vllm_fused_moe")
+    return SimpleNamespace(kernel=module.fused_moe_kernel, module=module, platform=seen)
 
 
 def load_vllm_kernel(path: Path):
-    """vLLM's `fused_moe_kernel` (a Triton JITFunction) from its fused_moe.py.
-
-    The two functions are cut out of the file with ast and written with `import triton` and
-    `import triton.language as tl` above them to a temporary module (Triton reads a kernel's
-    source from its file), which is imported.
+    """vLLM's `fused_moe_kernel` alone (a JITFunction), cut out of its fused_moe.py.
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: the file lacks one of the two functions.
+        ValueError: the file lacks `fused_moe_kernel` or `write_zeros_to_output`.
     """
-    text = Path(path).read_text()
-    lines = text.splitlines(keepends=True)
-    found = {}
-    for node in ast.parse(text).body:
-        if isinstance(node, ast.FunctionDef) and node.name in VLLM_FUNCTIONS:
-            start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            found[node.name] = "".join(lines[start - 1:node.end_lineno])
-    missing = [name for name in VLLM_FUNCTIONS if name not in found]
-    if missing:
-        raise ValueError(f"{path} has no {', '.join(missing)}")
-    folder = Path(tempfile.mkdtemp(prefix="vllm_fused_moe_"))
-    module_path = folder / "vllm_fused_moe_kernel.py"
-    module_path.write_text("import triton\nimport triton.language as tl\n\n\n"
-                           + "\n\n".join(found[name] for name in VLLM_FUNCTIONS))
-    spec = importlib.util.spec_from_file_location("vllm_fused_moe_kernel", module_path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    import triton
+    import triton.language as tl
+
+    path = Path(path)
+    try:
+        module = _engine_source().load(path.read_text(), KERNEL_FUNCTIONS,
+                                       {"triton": triton, "tl": tl}, filename=str(path),
+                                       module="vllm_fused_moe_kernel")
+    except LookupError as exc:
+        missing = str(exc).rsplit("top-level ", 1)[-1]
+        raise ValueError(f"{path} has no {missing}") from exc
     return module.fused_moe_kernel
 
 
 def launches(E: int, N: int, K: int, top_k: int, M: int, device: str = "meta"):
-    """The two launches of the expert MLP at M tokens, as dicts of the tensors both host wrappers
-    take (vLLM's layouts: C [rows, top_k, N'], topk_weights [M, top_k]); `meta` tensors (no
-    memory) unless device says otherwise. The routing tensors are made by the caller."""
+    """The two launches of the expert MLP at M tokens, as dicts of the tensors both host
+    functions take (vLLM's layouts: C [rows, top_k, N'], topk_weights [M, top_k]); `meta`
+    tensors (no memory) unless device says otherwise."""
     import torch
 
     fp8 = torch.float8_e4m3fn
@@ -107,48 +201,50 @@ def launches(E: int, N: int, K: int, top_k: int, M: int, device: str = "meta"):
     return out
 
 
-def ours_call(launch: dict, routing: tuple, config: dict) -> tuple[tuple, dict]:
-    """(args, kwargs) our host wrapper `invoke_moe_gemm` passes to the kernel, captured."""
-    import tuner.kernels.moe.kernel as ours
-
-    captured = {}
-    capture = type("Capture", (), {"__getitem__": lambda self, grid: lambda *args, **kwargs:
-                                   captured.update(call=(args, kwargs))})
-    real = ours.fused_moe_fp8_block_kernel
-    ours.fused_moe_fp8_block_kernel = capture()
-    try:
-        ours.invoke_moe_gemm(launch["A"], launch["A_scale"], launch["B"], launch["B_scale"],
-                             launch["C"], launch["topk_weights"], *routing,
-                             mul_routed_weight=launch["mul_routed_weight"],
-                             top_k=launch["top_k"], config=config, block_shape=BLOCK_SHAPE)
-    finally:
-        ours.fused_moe_fp8_block_kernel = real
-    return captured["call"]
+def vllm_routing(vllm: SimpleNamespace, topk_ids, config: dict, E: int) -> tuple:
+    """(sorted_token_ids or None, expert_ids, num_tokens_post_padded) as vLLM's own
+    `_prepare_expert_assignment` makes them for topk_ids [M, top_k] (no expert map, weights on
+    the device)."""
+    M, top_k = topk_ids.shape
+    return vllm.module._prepare_expert_assignment(topk_ids, config, M, top_k, E, None,
+                                                  ignore_invalid_experts=True)
 
 
-def vllm_call(launch: dict, routing: tuple, config: dict) -> tuple[tuple, dict]:
-    """(args, kwargs) vLLM's `invoke_fused_moe_kernel` passes to `fused_moe_kernel` on its
-    fp8_w8a8 block path without bias: EM cut for small batches, SPLIT_K forced to 1,
-    BLOCK_SIZE_K = min(BLOCK_SIZE_K, min(block_shape)), 0 for the bias strides,
-    compute_type = tl.bfloat16 (source: vLLM fused_moe.py, invoke_fused_moe_kernel)."""
+def ours_call(launch: dict, routing: tuple, config: dict, arch: int | None) -> tuple[tuple, dict]:
+    """(args, kwargs) our host function `invoke_moe_gemm` passes to the kernel for a GPU of
+    `arch`, captured."""
+    from tuner.kernels.moe.kernel import invoke_moe_gemm
+
+    capture = Capture()
+    invoke_moe_gemm(launch["A"], launch["A_scale"], launch["B"], launch["B_scale"],
+                    launch["C"], launch["topk_weights"], *routing,
+                    mul_routed_weight=launch["mul_routed_weight"], top_k=launch["top_k"],
+                    config=config, block_shape=BLOCK_SHAPE, arch=arch, kernel=capture)
+    return capture.calls[0]
+
+
+def vllm_launch(vllm: SimpleNamespace, launch: dict, routing: tuple, config: dict) -> None:
+    """One expert GEMM by vLLM's own `invoke_fused_moe_triton_kernel` on its fp8_w8a8 block
+    path, as its `fused_experts_impl` calls it (bf16 compute type, no bias, no zero points);
+    it launches whatever `vllm.module.fused_moe_kernel` is."""
     import triton.language as tl
 
-    A, B, C, As, Bs = (launch[key] for key in ("A", "B", "C", "A_scale", "B_scale"))
-    sorted_ids, expert_ids, padded = routing
-    top_k = launch["top_k"]
-    EM = sorted_ids.size(0)
-    if A.size(0) < config["BLOCK_SIZE_M"]:
-        EM = min(EM, A.size(0) * top_k * config["BLOCK_SIZE_M"])
-    meta = dict(config, SPLIT_K=1)
-    meta["BLOCK_SIZE_K"] = min(meta["BLOCK_SIZE_K"], min(BLOCK_SHAPE))
-    args = (A, B, C, None, As, Bs, launch["topk_weights"], sorted_ids, expert_ids, padded,
-            B.size(1), B.size(2), EM, A.size(0) * top_k, A.stride(0), A.stride(1), B.stride(0),
-            B.stride(2), B.stride(1), C.stride(1), C.stride(2), As.stride(0), As.stride(1),
-            Bs.stride(0), Bs.stride(2), Bs.stride(1), 0, 0, BLOCK_SHAPE[0], BLOCK_SHAPE[1])
-    kwargs = dict(MUL_ROUTED_WEIGHT=launch["mul_routed_weight"], top_k=top_k,
-                  compute_type=tl.bfloat16, use_fp8_w8a8=True, use_int8_w8a8=False,
-                  use_int8_w8a16=False, per_channel_quant=False, HAS_BIAS=False, **meta)
-    return args, kwargs
+    vllm.module.invoke_fused_moe_triton_kernel(
+        launch["A"], launch["B"], launch["C"], launch["A_scale"], launch["B_scale"],
+        launch["topk_weights"], *routing, launch["mul_routed_weight"], launch["top_k"],
+        dict(config), tl.bfloat16, True, False, False, False, False, list(BLOCK_SHAPE))
+
+
+def vllm_call(vllm: SimpleNamespace, launch: dict, routing: tuple,
+              config: dict) -> tuple[tuple, dict]:
+    """(args, kwargs) vLLM's own host code passes to `fused_moe_kernel`, captured."""
+    capture, real = Capture(), vllm.module.fused_moe_kernel
+    vllm.module.fused_moe_kernel = capture
+    try:
+        vllm_launch(vllm, launch, routing, config)
+    finally:
+        vllm.module.fused_moe_kernel = real
+    return capture.calls[0]
 
 
 def compile_call(fn, arch: int, call: tuple[tuple, dict]) -> dict:
@@ -162,17 +258,24 @@ def compile_call(fn, arch: int, call: tuple[tuple, dict]) -> dict:
 
 
 def pick_configs(count: int) -> list[dict]:
-    """vLLM's per-M defaults (distinct), then a seeded sample of vLLM's space, `count` in all."""
-    from tuner.kernels.moe.space import default_config, vllm_space
+    """vLLM's per-M defaults (distinct), one seeded config of each BLOCK_SIZE_M of vLLM's space
+    (16 to 256) with BLOCK_SIZE_N >= 64 (so BLOCK_SIZE_M < 64 gets SWAP_AB on sm90), then a
+    seeded sample of the space: `count` in all, in that order."""
+    from tuner.kernels.moe.space import VLLM_AXES, default_config, vllm_space
 
-    picked = []
-    for M in (1, 16, 64, 256):
+    picked: list[dict] = []
+    for M in (1, 8, 16, 64, 256):
         config = default_config(M, BLOCK_SHAPE).as_dict()
         if config not in picked:
             picked.append(config)
     space = [c.as_dict() for c in vllm_space(BLOCK_SHAPE)]
+    draw = random.Random(SEED)
+    for block_m in VLLM_AXES["BLOCK_SIZE_M"]:
+        fitting = [c for c in space if c["BLOCK_SIZE_M"] == block_m and c["BLOCK_SIZE_N"] >= 64
+                   and c not in picked]
+        picked.append(draw.choice(fitting))
     rest = [c for c in space if c not in picked]
-    return (picked + random.Random(SEED).sample(rest, count))[:count]
+    return (picked + draw.sample(rest, count))[:count]
 
 
 def compare_row(ours: dict, theirs: dict) -> dict:
@@ -193,30 +296,31 @@ def compare_row(ours: dict, theirs: dict) -> dict:
 
 
 def compiled_rows(vllm_file: Path, archs, configs: list[dict], shapes) -> list[dict]:
-    """Every (arch, shape, launch, config) compiled with both kernels and compared."""
+    """Every (arch, shape, launch, config) compiled with both kernels, each launched by its own
+    host code for that arch, and compared."""
     import torch
 
     from tuner.kernels.moe.kernel import fused_moe_fp8_block_kernel
-    from tuner.kernels.moe.specialization import max_padded_slots
 
-    theirs_fn = load_vllm_kernel(vllm_file)
+    vllm = load_vllm(vllm_file)
     rows = []
-    for label, E, N, K, top_k, M in shapes:
-        for launch in launches(E, N, K, top_k, M):
+    for arch in archs:
+        vllm.platform.arch = arch
+        for label, E, N, K, top_k, M in shapes:
+            topk_ids = torch.empty(M, top_k, dtype=torch.int32, device="meta")
             for config in configs:
-                bm = config["BLOCK_SIZE_M"]
-                padded_len = max_padded_slots(M * top_k, E, bm)
-                routing = (torch.empty(padded_len, dtype=torch.int32),
-                           torch.empty(-(-padded_len // bm), dtype=torch.int32),
-                           torch.empty(1, dtype=torch.int32))
-                calls = (ours_call(launch, routing, config), vllm_call(launch, routing, config))
-                for arch in archs:
+                routing = vllm_routing(vllm, topk_ids, config, E)
+                for launch in launches(E, N, K, top_k, M):
                     row = {"arch": arch, "shape": label, "M": M, "launch": launch["name"],
                            "config": config}
                     try:
-                        row.update(compare_row(compile_call(fused_moe_fp8_block_kernel, arch,
-                                                            calls[0]),
-                                               compile_call(theirs_fn, arch, calls[1])))
+                        theirs_call = vllm_call(vllm, launch, routing, config)
+                        row.update(naive=theirs_call[1]["naive_block_assignment"],
+                                   swap_ab=theirs_call[1]["SWAP_AB"])
+                        row.update(compare_row(
+                            compile_call(fused_moe_fp8_block_kernel, arch,
+                                         ours_call(launch, routing, config, arch)),
+                            compile_call(vllm.kernel, arch, theirs_call)))
                     except Exception as exc:  # noqa: BLE001 - a config either kernel rejects
                         row["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300]
                     rows.append(row)
@@ -231,63 +335,70 @@ INTERP_CASES = (  # (M, E, N, K, top_k, config, expert -1 in block 0)
                              GROUP_SIZE_M=2, num_warps=4, num_stages=3), False),
     (20, 4, 64, 128, 1, dict(BLOCK_SIZE_M=16, BLOCK_SIZE_N=128, BLOCK_SIZE_K=128,
                              GROUP_SIZE_M=1, num_warps=4, num_stages=3), True),
+    (2, 32, 64, 256, 4, dict(BLOCK_SIZE_M=16, BLOCK_SIZE_N=64, BLOCK_SIZE_K=128,
+                             GROUP_SIZE_M=1, num_warps=4, num_stages=4), False),
 )
+INTERP_ARCHS = (None, 90)  # no GPU (no SWAP_AB), and SWAP_AB where the config takes it
 
 
-def interpreter_check(theirs_fn) -> dict:
-    """Both kernels on the same inputs under TRITON_INTERPRET=1 (set before Triton is
-    imported): both GEMMs of INTERP_CASES, inputs from `make_moe_inputs` (seed M), the down
-    GEMM on a seeded standard-normal activation quantized per 1 x 128 group; C starts filled
-    with 7 in both, so rows neither writes compare too. The third case marks block 0 as
-    another rank's expert (-1), which both must write as zeros.
+def interpreter_check(vllm_file: Path) -> dict:
+    """Both kernels, each launched by its own host code, on the same inputs under
+    TRITON_INTERPRET=1 (set before Triton is imported): both GEMMs of INTERP_CASES, for each of
+    INTERP_ARCHS as the architecture the host code sees, inputs from `make_moe_inputs` (seed M),
+    the routing as vLLM's `_prepare_expert_assignment` makes it (the fourth case is naive
+    assignment), the down GEMM on a seeded standard-normal activation quantized per 1 x 128
+    group; C starts filled with 7 in both, so rows neither writes compare too. The third case
+    marks block 0 as another rank's expert (-1), which both must write as zeros.
 
     Returns:
-        {"cases": launches run, "same": launches whose C is bitwise equal, "rows": [{"M",
-        "launch", "numel", "written": elements ours changed, "differing": elements unequal}]}.
+        {"cases": launches run, "same": launches whose C is bitwise equal, "rows": [{"arch",
+        "M", "launch", "swap_ab", "naive", "numel", "written": elements ours changed,
+        "differing": elements unequal}]}.
     """
     import torch
 
-    from tuner.kernels.moe.align import moe_align_block_size
     from tuner.kernels.moe.kernel import invoke_moe_gemm
     from tuner.kernels.moe.reference import make_moe_inputs, quantize_groups
 
+    vllm = load_vllm(vllm_file)
     rows = []
-    for M, E, N, K, top_k, config, foreign in INTERP_CASES:
-        inputs = make_moe_inputs(M, E, N, K, top_k, BLOCK_SHAPE, seed=M, device="cpu")
-        sorted_ids, expert_ids, padded = moe_align_block_size(
-            inputs.topk_ids, config["BLOCK_SIZE_M"], E)
-        if foreign:
-            expert_ids = expert_ids.clone()
-            expert_ids[0] = -1
-        routing = (sorted_ids, expert_ids, padded)
-        torch.manual_seed(M)
-        act_q, act_scale = quantize_groups(torch.randn(M * top_k, N), BLOCK_SHAPE[1])
-        for launch in launches(E, N, K, top_k, M, device="cpu"):
-            if launch["name"] == "gate_up":
-                launch.update(A=inputs.x, A_scale=inputs.x_scale, B=inputs.w1,
-                              B_scale=inputs.w1_scale)
-            else:
-                launch.update(A=act_q, A_scale=act_scale, B=inputs.w2, B_scale=inputs.w2_scale)
-            launch["topk_weights"] = inputs.topk_weights
-            outs = []
-            for which in ("ours", "vllm"):
-                C = torch.full(tuple(launch["C"].shape), 7.0, dtype=torch.bfloat16)
-                launch["C"] = C
-                if which == "ours":
-                    invoke_moe_gemm(launch["A"], launch["A_scale"], launch["B"],
-                                    launch["B_scale"], C, launch["topk_weights"], *routing,
-                                    mul_routed_weight=launch["mul_routed_weight"],
-                                    top_k=launch["top_k"], config=config,
-                                    block_shape=BLOCK_SHAPE)
+    for arch in INTERP_ARCHS:
+        vllm.platform.arch = arch
+        for M, E, N, K, top_k, config, foreign in INTERP_CASES:
+            inputs = make_moe_inputs(M, E, N, K, top_k, BLOCK_SHAPE, seed=M, device="cpu")
+            sorted_ids, expert_ids, padded = vllm_routing(vllm, inputs.topk_ids, config, E)
+            if foreign:
+                expert_ids = expert_ids.clone()
+                expert_ids[0] = -1
+            routing = (sorted_ids, expert_ids, padded)
+            torch.manual_seed(M)
+            act_q, act_scale = quantize_groups(torch.randn(M * top_k, N), BLOCK_SHAPE[1])
+            for launch in launches(E, N, K, top_k, M, device="cpu"):
+                if launch["name"] == "gate_up":
+                    launch.update(A=inputs.x, A_scale=inputs.x_scale, B=inputs.w1,
+                                  B_scale=inputs.w1_scale)
                 else:
-                    args, kwargs = vllm_call(launch, routing, config)
-                    grid = (-(-args[12] // config["BLOCK_SIZE_M"])
-                            * -(-launch["B"].size(1) // config["BLOCK_SIZE_N"]),)
-                    theirs_fn[grid](*args, **kwargs)
-                outs.append(C)
-            rows.append({"M": M, "launch": launch["name"], "numel": outs[0].numel(),
-                         "written": int((outs[0] != 7).sum()),
-                         "differing": int((outs[0] != outs[1]).sum())})
+                    launch.update(A=act_q, A_scale=act_scale, B=inputs.w2,
+                                  B_scale=inputs.w2_scale)
+                launch["topk_weights"] = inputs.topk_weights
+                outs, seen = [], {}
+                for which in ("ours", "vllm"):
+                    launch["C"] = torch.full(tuple(launch["C"].shape), 7.0, dtype=torch.bfloat16)
+                    if which == "ours":
+                        kwargs = ours_call(launch, routing, config, arch)[1]
+                        invoke_moe_gemm(launch["A"], launch["A_scale"], launch["B"],
+                                        launch["B_scale"], launch["C"], launch["topk_weights"],
+                                        *routing, mul_routed_weight=launch["mul_routed_weight"],
+                                        top_k=launch["top_k"], config=config,
+                                        block_shape=BLOCK_SHAPE, arch=arch)
+                        seen = {"swap_ab": kwargs["SWAP_AB"],
+                                "naive": kwargs["naive_block_assignment"]}
+                    else:
+                        vllm_launch(vllm, launch, routing, config)
+                    outs.append(launch["C"])
+                rows.append({"arch": arch, "M": M, "launch": launch["name"], **seen,
+                             "numel": outs[0].numel(), "written": int((outs[0] != 7).sum()),
+                             "differing": int((outs[0] != outs[1]).sum())})
     return {"cases": len(rows), "same": sum(r["differing"] == 0 for r in rows), "rows": rows}
 
 
@@ -302,6 +413,8 @@ def summary(rows: list[dict]) -> list[dict]:
         out.append({
             "arch": arch, "shape": shape, "launch": launch, "configs": len(group),
             "errors": len(group) - len(done),
+            "swap_ab": sum(bool(r.get("swap_ab")) for r in done),
+            "naive": sum(bool(r.get("naive")) for r in done),
             "same_shared": sum(r["same_shared"] for r in done),
             "same_regs": sum(r["same_regs"] for r in done),
             "same_mix": sum(r["same_mix"] for r in done),
@@ -317,16 +430,18 @@ def main() -> None:
                         help="vLLM's vllm/model_executor/layers/fused_moe/fused_moe.py")
     parser.add_argument("--vllm-source", default="",
                         help="what the file is (version or commit), recorded in the result")
-    parser.add_argument("--arch", type=int, action="append", help="repeat; default 90 and 89")
+    parser.add_argument("--arch", type=int, action="append",
+                        help="repeat; default 90, 89 and 100")
     parser.add_argument("--configs", type=int, default=CONFIGS)
     parser.add_argument("--shapes", type=int, default=len(SHAPES), help="the first SHAPES")
     parser.add_argument("--out-dir", type=Path, default=OUT_DIR)
     parser.add_argument("--interpret-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if not args.vllm_file.is_file():
-        parser.exit(2, f"no such file: {args.vllm_file}\n")
+    for path in (args.vllm_file, args.vllm_file.parent / "utils.py"):
+        if not path.is_file():
+            parser.exit(2, f"no such file: {path}\n")
     if args.interpret_only:  # the child process, under TRITON_INTERPRET=1
-        print(json.dumps(interpreter_check(load_vllm_kernel(args.vllm_file))))
+        print(json.dumps(interpreter_check(args.vllm_file)))
         return
     # Registers come from ptxas's log; a fresh cache makes every compile run ptxas.
     os.environ.update(TRITON_DUMP_PTXAS_LOG="1", TRITON_ALWAYS_COMPILE="1")
@@ -334,7 +449,9 @@ def main() -> None:
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="moe_fidelity_cache_")
     child = subprocess.run(
         [sys.executable, __file__, "--vllm-file", str(args.vllm_file), "--interpret-only"],
-        env=dict(os.environ, TRITON_INTERPRET="1"), capture_output=True, text=True, check=True)
+        env=dict(os.environ, TRITON_INTERPRET="1"), capture_output=True, text=True)
+    if child.returncode != 0:
+        parser.exit(1, f"interpreter check failed:\n{child.stderr[-2000:]}\n")
     interp = json.loads(child.stdout.strip().splitlines()[-1])
     configs, archs = pick_configs(args.configs), args.arch or ARCHS
     rows = compiled_rows(args.vllm_file, archs, configs, SHAPES[:args.shapes])
@@ -349,11 +466,13 @@ def main() -> None:
     args.out_dir.mkdir(parents=True, exist_ok=True)
     path = args.out_dir / f"moe_fidelity_{'_'.join(f'sm{a}' for a in archs)}_{stamp}.json"
     path.write_text(json.dumps(report, indent=1) + "\n")
-    print("| arch | shape (M) | launch | configs | same shared | same regs | same PTX mix |")
-    print("|---|---|---|---|---|---|---|")
+    print("| arch | shape (M) | launch | configs | SWAP_AB | naive | same shared | same regs "
+          "| same PTX mix |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for s in report["summary"]:
         print(f"| sm{s['arch']} | {s['shape']} | {s['launch']} | {s['configs']} | "
-              f"{s['same_shared']} | {s['same_regs']} | {s['same_mix']} |")
+              f"{s['swap_ab']} | {s['naive']} | {s['same_shared']} | {s['same_regs']} | "
+              f"{s['same_mix']} |")
     print(f"interpreter: {interp['same']} of {interp['cases']} launches bitwise equal")
     print(f"wrote {path}")
 

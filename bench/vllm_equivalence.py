@@ -12,10 +12,10 @@ own imports never run and nothing of vLLM is kept in this project.
 Dense: for each architecture, config and M, both kernels are compiled for the launch that vLLM's
 `w8a8_triton_block_scaled_mm` makes (the same arguments in the same order) and compared on
 shared memory, registers, spills and the PTX mix (`tuner.measure.fidelity`); both also run under
-TRITON_INTERPRET=1 on the same inputs (a child process), compared bitwise. MoE: vLLM 0.33.0's
-launch adds SWAP_AB (on sm90 for BLOCK_SIZE_M < 64 and BLOCK_SIZE_N >= 64,
-fused_moe/utils.py `enable_swap_ab`), USE_TD=False and naive_block_assignment=False to
-moe_fidelity's argument list. The hashes a sweep inside that vLLM records are printed too.
+TRITON_INTERPRET=1 on the same inputs (a child process), compared bitwise. MoE: vLLM's kernel
+launched by vLLM's own host code (`invoke_fused_moe_triton_kernel`, its routing choice and
+utils.py's `enable_swap_ab`), against ours, as bench/moe_fidelity.py compiles them. The hashes a
+sweep inside that vLLM records are printed too.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-ARCHS = (90, 89)  # Hopper and Ada
+ARCHS = (90, 89, 100)  # Hopper, Ada and Blackwell
 DENSE_FILE = "vllm/model_executor/layers/quantization/utils/fp8_utils.py"
 MOE_FILE = "vllm/model_executor/layers/fused_moe/fused_moe.py"
 DENSE_KERNEL = "_w8a8_triton_block_scaled_mm"
@@ -126,30 +126,20 @@ def dense_interpreter(path: Path) -> dict:
 
 
 def moe_rows(path: Path, archs, count: int) -> list[dict]:
-    """bench/moe_fidelity.py's comparison with vLLM 0.33.0's extra constexpr arguments."""
+    """bench/moe_fidelity.py's compiled comparison: vLLM's own kernel launched by its own
+    `invoke_fused_moe_triton_kernel` against ours, for its first two shapes."""
     spec = importlib.util.spec_from_file_location("moe_fidelity", REPO / "bench" /
                                                   "moe_fidelity.py")
     mf = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mf)
-    base = mf.vllm_call
-    rows = []
-    for arch in archs:
-        def call(launch, routing, config, arch=arch):
-            args, kwargs = base(launch, routing, config)
-            swap = arch == 90 and config["BLOCK_SIZE_M"] < 64 and config["BLOCK_SIZE_N"] >= 64
-            return args, dict(kwargs, SWAP_AB=swap, USE_TD=False, naive_block_assignment=False)
-
-        mf.vllm_call = call
-        rows += mf.compiled_rows(path, (arch,), mf.pick_configs(count), mf.SHAPES[:2])
-    mf.vllm_call = base
-    return rows
+    return mf.compiled_rows(path, archs, mf.pick_configs(count), mf.SHAPES[:2])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--vllm-root", type=Path, required=True,
                         help="a folder holding vllm/ (an unzipped vLLM wheel)")
-    parser.add_argument("--arch", type=int, action="append", help="repeat; default 90 and 89")
+    parser.add_argument("--arch", type=int, action="append", help="repeat; default 90, 89 and 100")
     parser.add_argument("--configs", type=int, default=CONFIGS)
     parser.add_argument("--no-moe", action="store_true", help="only the dense kernel")
     parser.add_argument("--out-dir", type=Path, default=OUT_DIR)
