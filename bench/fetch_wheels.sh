@@ -7,8 +7,9 @@
 #              torch and triton are there too and are not core dependencies); old wheels cleared
 #              first, so there is one version of each (two abort the whole install).
 #   .whl/pins.txt  name==version of every carried wheel: the resolution, kept with the wheels.
-#   .shipped/vllm-0.33.0/  vLLM 0.33.0's shipped configs (from ../shared/fixtures, which does not
-#              travel), for bench/vs_shipped.py.
+#   .shipped/vllm-0.33.0/<device_name>/  vLLM 0.33.0's shipped dense block-FP8 configs, one
+#              folder per device, taken from its wheel (tests/engines/fetch_engines.sh downloads
+#              it once, without dependencies), for bench/vs_shipped.py.
 # WHEEL_PY=3.11 makes the same pinned set for Python 3.11 into $WHEEL_DIR (bench/gpu_dry_run.sh
 # installs that here, where the Python is 3.11). Both folders are ignored by git.
 set -euo pipefail
@@ -48,9 +49,23 @@ for wheel in "$WHEEL_DIR"/*.whl; do
 done | sort > "$WHEEL_DIR/pins.txt"
 dupes=$(cut -d= -f1 "$WHEEL_DIR/pins.txt" | tr 'A-Z-' 'a-z_' | sort | uniq -d)
 [ -z "$dupes" ] || { echo "error: two versions of $dupes in $WHEEL_DIR" >&2; exit 1; }
-if [ "$WHEEL_DIR" = .whl ] && [ -d ../shared/fixtures/vllm-0.33.0 ]; then
-  rm -rf .shipped && mkdir -p .shipped && cp -r ../shared/fixtures/vllm-0.33.0 .shipped/
-  chmod -R u+w .shipped
+if [ "$WHEEL_DIR" = .whl ]; then
+  engines=$(bash tests/engines/fetch_engines.sh)
+  rm -rf .shipped && python3 - "$engines" <<'PY'
+import re, sys, zipfile
+from pathlib import Path
+# vLLM 0.33.0 keeps its dense files in model_executor/layers/quantization/utils/configs/.
+folder = "vllm/model_executor/layers/quantization/utils/configs/"
+wheel = sorted(Path(sys.argv[1]).glob("vllm-0.33.0-*.whl"))[0]
+with zipfile.ZipFile(wheel) as archive:
+    for member in archive.namelist():
+        name = member.removeprefix(folder)
+        device = re.search(r",device_name=([^,]+),", name)
+        if member.startswith(folder) and "/" not in name and device:
+            out = Path(".shipped/vllm-0.33.0") / device[1] / name
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(archive.read(member))
+PY
 fi
 echo "$(wc -l < "$WHEEL_DIR/pins.txt") wheels for Python $WHEEL_PY in $WHEEL_DIR" \
   "($(du -sh "$WHEEL_DIR" | cut -f1)): $(tr '\n' ' ' < "$WHEEL_DIR/pins.txt")"

@@ -42,7 +42,9 @@ from tuner.compare.shipped import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-SHIPPED_DIR = REPO.parent / "shared" / "fixtures" / "vllm-0.33.0"  # vLLM's files, per device
+# vLLM 0.33.0's shipped dense files, one folder per device: bench/fetch_wheels.sh lays them out
+# there from the wheel.
+SHIPPED_DIR = REPO / ".shipped" / "vllm-0.33.0"
 MODEL = "deepseek-v3"  # shapes/<MODEL>.toml, all TP sizes unless --tp
 OUT_DIR = REPO / "bench" / "results"  # where the JSON result goes
 
@@ -73,7 +75,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--db", help="store URL with our winners (default: $TUNER_DB_URL or "
                         "sqlite:///tuner.db)")
     parser.add_argument("--shipped-dir", type=Path, default=SHIPPED_DIR,
-                        help="folder of vLLM's files, one subfolder per device_name")
+                        help="folder of vLLM's files, one subfolder per device_name [default: "
+                        ".shipped/vllm-0.33.0, made by bench/fetch_wheels.sh]")
     parser.add_argument("--model", default=MODEL, help="shapes/<model>.toml")
     parser.add_argument("--tp", type=int, action="append",
                         help="only this TP size's shapes (repeat); default every TP size")

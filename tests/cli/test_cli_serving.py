@@ -18,11 +18,6 @@ from tuner.files.format import dump_config_file
 from tuner.kernels.dense.naming import config_file_name, engine_file_name
 
 runner = CliRunner()
-FIXTURES = Path(__file__).resolve().parents[2] / ".." / "shared" / "fixtures"
-L20_FILES = sorted((FIXTURES / "vllm-0.33.0" / "NVIDIA_L20").glob("*.json"))
-needs_fixtures = pytest.mark.skipif(
-    not L20_FILES, reason=f"vLLM 0.33.0 NVIDIA_L20 fixture files not found under {FIXTURES}"
-)
 PLAN = {
     (576, 7168, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 6.0)],
     (576, 7168, 16): [(DEFAULT, True, "ok", 10.0), (SLOW, False, "ok", 12.0)],
@@ -206,46 +201,6 @@ def test_malformed_user_shapes_file(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     one_line_error(invoke("sweep", "--device", "interpreter", "--model", "broken", "--db", db),
                    message)
-
-
-@needs_fixtures
-def test_import_vllm_l20_files_reports_coverage(tmp_path: Path) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
-    result = invoke("import", *map(str, L20_FILES), "--label", "vllm-0.33.0", "--db", db,
-                    "--no-check")
-    assert result.exit_code == 0, result.output
-    *lines, unchecked, last = result.stdout.strip().splitlines()
-    assert unchecked.startswith("not checked: --no-check;")
-    assert len(lines) == len(L20_FILES) == 14
-    # imported-only devices are published like any other
-    assert last.startswith("published NVIDIA_L20 release 1: 14 file(s), content ")
-    coverage = {line.split()[1]: line.split(": ", 1)[1] for line in lines}
-    three = ("3 of vLLM's 18 M values: 2048, 3072, 4096; missing 1, 2, 4, 8, 16, 24, 32, 48, 64, "
-             "96, 128, 256, 512, 1024, 1536; M=1 runs the M=2048 entry")
-    n576 = config_file_name(576, 7168, "NVIDIA_L20")
-    assert coverage.pop(n576) == (
-        "2 of vLLM's 18 M values: 4, 8; missing 1, 2, 16, 24, 32, 48, 64, 96, 128, 256, 512, "
-        "1024, 1536, 2048, 3072, 4096; M=1 runs the M=4 entry; M=4096 runs the M=8 entry")
-    assert list(coverage.values()) == [three] * 13
-    assert all(" for NVIDIA_L20 as 'vllm-0.33.0'" in line for line in lines)
-    assert row_counts(db)["imports"] == 14
-
-
-@needs_fixtures
-def test_amd_file_is_accepted_and_kept(tmp_path: Path) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
-    amd = FIXTURES / "vllm_configs" / config_file_name(1536, 7168, "AMD_Instinct_MI300X")
-    assert invoke("import", str(amd), "--db", db).exit_code == 0
-    from db import repo
-    from db.engine import open_store, session_scope
-
-    engine = open_store(db)
-    with session_scope(engine) as session:
-        (item,) = repo.list_imports(session)
-    engine.dispose()
-    assert item.device_name == "AMD_Instinct_MI300X"
-    assert item.configs[1] == json.loads(amd.read_text())["1"]
-    assert "kpack" in item.configs[1] and "num_stages" not in item.configs[1]
 
 
 GOOD = dump_config_file({1: FAST, 4096: SLOW})

@@ -60,14 +60,14 @@ def gpu_device_key(name: str) -> str:
 def vllm_device_name(gpu_name: str) -> str:
     """The device_name key vLLM puts in config file names for a GPU.
 
-    vLLM 0.33.0 keys its files by `current_platform.get_device_name().replace(" ", "_")`
-    (`get_w8a8_block_fp8_configs`, fp8_utils.py; on CUDA the name is NVML's
-    `nvmlDeviceGetName`, platforms/cuda.py): each space becomes `_` and every other character
-    stays, so "Intel(R) Data Center GPU Max 1550" is keyed "Intel(R)_Data_Center_GPU_Max_1550".
-    Here (DESIGN §7) leading and trailing whitespace is dropped and each run of whitespace or
-    `/` becomes one `_`. For a name with single inner spaces and no other whitespace or `/`
-    (every device of vLLM's shipped files) that is vLLM's key; otherwise the two differ (vLLM
-    keeps `__` for two spaces, and a tab, or a `/` that makes it look in a subfolder).
+    vLLM 0.33.0 keys its files by `re.sub(r"[\\s/]+", "_", name)` of
+    `current_platform.get_device_name()` (`get_device_name_as_file_name`,
+    vllm/utils/platform_utils.py, called by fp8_utils.py and fused_moe.py; on CUDA the name is
+    NVML's `nvmlDeviceGetName`, platforms/cuda.py): each run of whitespace or `/` becomes one
+    `_` and every other character stays, so "Intel(R) Data Center GPU Max 1550" is keyed
+    "Intel(R)_Data_Center_GPU_Max_1550". Here leading and trailing whitespace is dropped first
+    (a name typed on the command line); NVML's names have none, and for them the two agree
+    (the real-engine lane runs vLLM's rule beside this one, tests/engines/test_device_names.py).
 
     Args:
         gpu_name: the device name, e.g. "NVIDIA H100 80GB HBM3".

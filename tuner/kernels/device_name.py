@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
-# vLLM 0.33.0 keys its files by `current_platform.get_device_name().replace(" ",
-# "_")` (get_w8a8_block_fp8_configs, fp8_utils.py): every other character of the platform's name
-# stays, e.g. `Intel(R)_Arc(TM)_Pro_B70_Graphics` (a file vLLM ships). We take any printable
+# vLLM 0.33.0 keys its files by `re.sub(r"[\s/]+", "_", current_platform.get_device_name())`
+# (get_device_name_as_file_name, vllm/utils/platform_utils.py): every other character of the
+# platform's name stays, e.g. `Intel(R)_Arc(TM)_Pro_B70_Graphics` (a file vLLM ships). We take any printable
 # ASCII but the space, `"`, `/` and `\`: no whitespace or control character (vLLM's key has no
 # space; the rest would break a line, a header or a path), no `/` (vLLM would look in a
 # subfolder), no `"` or `\` (they end or escape a quoted header or shell word). A name is at
