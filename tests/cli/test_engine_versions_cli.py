@@ -74,3 +74,18 @@ def test_export_for_sglang_flags_entries_it_rewrites_on_read(tmp_path: Path) -> 
     vllm = invoke("export", "--device", "AMD_Instinct_MI300X", "--out", str(tmp_path / "v"),
                   "--db", db)
     assert vllm.exit_code == 0 and "rewrites" not in vllm.stderr
+
+
+def test_an_h200_nvl_mounts_vllms_moe_files_named_for_every_h200(tmp_path: Path) -> None:
+    # vLLM 0.33.0 reads an H200 NVL's MoE files under NVIDIA_H200 (get_config_file_name)
+    folder = tmp_path / "cfg"
+    folder.mkdir()
+    moe = "E=8,N=64,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json"
+    (folder / moe).write_text(dump_config_file({1: FAST}))
+    for device in ("NVIDIA_H200_NVL", "H200 NVL", "H200"):
+        done = invoke("mounts", "--device", device, "--files", str(folder))
+        assert done.exit_code == 0, done.output
+        assert f'  -v "{folder.resolve()}:/opt/blockfp8-tuner/moe-configs:ro" \\' in (
+            done.stdout.splitlines()), done.stdout
+    one_line_error(invoke("mounts", "--device", "L20", "--files", str(folder)),
+                   f"{folder}: no config files for --device L20; devices there: NVIDIA_H200")

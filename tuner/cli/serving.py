@@ -110,7 +110,7 @@ def mounts(
 
 def _folder_file_names(folder: Path, device: str, engine: str) -> tuple[list[str], str]:
     from tuner.files.mounts import config_files_in
-    from tuner.inputs.devices import resolve
+    from tuner.inputs.devices import gpu_device_key, resolve
     from tuner.kernels.registry import family_of_file
 
     try:
@@ -124,6 +124,15 @@ def _folder_file_names(folder: Path, device: str, engine: str) -> tuple[list[str
         except ValueError:
             continue
     chosen = resolve(device, seen)
+    if not chosen and engine == "vllm":
+        # vLLM names several devices' MoE files alike (every H200 as NVIDIA_H200): a device
+        # whose files all carry another device's name is still named by its own key.
+        try:
+            key = gpu_device_key(device)
+        except ValueError:
+            key = ""
+        if key and config_files_in(entries, key, engine):
+            chosen = [key]
     if len(chosen) != 1:
         raise fail(f"{folder}: no config files for --device {device}; devices there: "
                    f"{', '.join(sorted(seen)) or 'none'}")
