@@ -34,7 +34,7 @@ from tuner.search import get_strategy, planned  # noqa: E402
 from tuner.search.replay import load_landscape  # noqa: E402
 
 LANDSCAPE = Path(__file__).resolve().parent / "landscapes" / "synthetic_sm90.json"
-N, K, M = 5120, 3072, 256  # a Qwen3.8-27B TP2 shape (DESIGN §11), a prefill batch
+N, K, M = 5120, 3072, 256  # a Qwen3.8-27B TP2 shape (shapes/qwen3.8-27b.toml), a prefill batch
 ARCH = 90  # compile for Hopper (H100, H200), the landscape's architecture
 # ils: the strategy with a planned start beyond its warm starts (guided, the default, tries its
 # tiles at the settings tuned so far, so it plans only the warm starts: the first row's case).

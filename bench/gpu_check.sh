@@ -76,7 +76,7 @@ LOG_PID=$!
 DEADLINE=$((SECONDS + TOTAL_S))
 die() { echo "error: $*"; exec >&- 2>&-; wait "$LOG_PID"; exit 1; }
 count() { tr ',' ' ' <<< "$1" | wc -w; }
-# specializations M: 1, M % 16 == 0 and other M compile to different binaries (DESIGN §4)
+# specializations M: 1, M % 16 == 0 and other M compile to different binaries (Triton specializes integer arguments)
 specs() { tr ',' '\n' <<< "$1" | awk '{print ($1 == 1) ? "one" : ($1 % 16 ? "odd" : "16")}' \
   | sort -u | wc -l; }
 est() { awk "BEGIN {printf \"%.0f\", $1}"; }

@@ -34,7 +34,7 @@ from tuner.measure.trial import TrialResult, TrialStatus  # noqa: E402
 from tuner.search.replay import Landscape, landscape_from_results  # noqa: E402
 
 DEVICE_NAME = "SYNTHETIC_SM90"  # never a real GPU's key, so it cannot mix with measurements
-MODEL = "qwen3.8-27b"  # shapes/ key: the five Qwen3.8-27B-FP8 TP2 shapes (DESIGN §11)
+MODEL = "qwen3.8-27b"  # shapes/ key: the five Qwen3.8-27B-FP8 TP2 shapes
 TP = 2  # tensor-parallel size of those shapes
 M_VALUES = (1, 16, 32, 256, 2048, 4096)  # decode, small and large prefill batches
 SEED = 0  # seed of the noise
@@ -43,7 +43,7 @@ OUT = Path(__file__).resolve().parent / "landscapes" / "synthetic_sm90.json"  # 
 
 # The modelled GPU: H100/H200 SXM class, compute capability 9.0.
 SMS = 132  # streaming multiprocessors (H100/H200 SXM)
-DRAM_BW = 4.3e12  # bytes/s, the copy bandwidth measured on the lent H200 (DESIGN §12)
+DRAM_BW = 4.3e12  # bytes/s: about 90% of the H200's 4.8 TB/s HBM3e peak (NVIDIA's H200 datasheet)
 L2_BW = 11e12  # bytes/s of L2 hits
 L2_BYTES = 50 * 2**20  # L2 capacity
 MEM_LATENCY_S = 0.6e-6  # DRAM latency under load, for Little's law

@@ -130,7 +130,7 @@ def _device_name(device: str | None, shipped_dir: Path, dry_run: bool) -> tuple[
 
 def _winner_filter(allow_stale: bool) -> dict[str, str | None]:
     """db.repo.winners' provenance filter: this kernel's hash and the installed Triton's
-    major.minor (DESIGN §5), or no filter with --allow-stale."""
+    major.minor, or no filter with --allow-stale."""
     from tuner.files.provenance import current_kernel_hash, installed_triton_minor
 
     if allow_stale:

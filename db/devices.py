@@ -12,9 +12,10 @@ from db.engine import dialect_insert
 from db.models import Device, Environment, utcnow
 
 # The device_name rule of tuner.kernels.device_name.is_device_name, kept here because db
-# imports nothing from tuner: vLLM's key (its spaces replaced by '_', every other character
-# kept, DESIGN §7) as 1..128 printable ASCII characters without space, '"', '/', '\\' or '..';
-# it ends up in file names, URLs, headers and shell lines.
+# imports nothing from tuner: vLLM's key (runs of whitespace or '/' replaced by '_', every other
+# character kept: vLLM 0.33.0's get_device_name_as_file_name) as 1..128 printable ASCII
+# characters without space, '"', '/', '\\' or '..'; it ends up in file names, URLs, headers and
+# shell lines.
 _DEVICE_NAME_MAX = 128
 _REFUSED = frozenset(' "/\\')
 

@@ -27,7 +27,7 @@ LAYERS: dict[str, int] = {
     "tuner.cli": 6,
 }
 # Who may touch the store, and who may speak HTTP or SQL: the kernel, measurement, search,
-# inputs and comparisons know nothing of either (DESIGN §2).
+# inputs and comparisons know nothing of either (the layering docs/architecture.md describes).
 MAY_IMPORT_DB = ("tuner.files", "tuner.run", "tuner.cli", "api", "db")
 STORE_AND_WEB = ("db", "api", "sqlalchemy", "alembic", "fastapi", "starlette", "uvicorn")
 # The HTTP service and what it imports never load torch or triton, not even lazily.
@@ -181,3 +181,25 @@ def test_every_package_says_what_lives_in_it() -> None:
     silent = [name for name, path in MODULES.items()
               if path.name == "__init__.py" and not ast.get_docstring(ast.parse(path.read_text()))]
     assert silent == []
+
+
+# What a file outside the repository would be cited as: its design card by section, or the
+# folder beside the checkout. Spelled in two parts so this file does not match itself.
+OUTSIDE = ("DESIGN" + " §", "../" + "shared")
+
+
+def test_no_file_cites_a_document_outside_the_repository() -> None:
+    import subprocess
+
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    citing = []
+    for name in tracked:
+        if Path(name).suffix not in (".py", ".md", ".sh", ".toml", ".yml", ".yaml", ".html", ""):
+            continue
+        try:
+            text = (ROOT / name).read_text(encoding="utf-8")
+        except (UnicodeDecodeError, IsADirectoryError, FileNotFoundError):
+            continue
+        citing += [f"{name}: {cited}" for cited in OUTSIDE if cited in text]
+    assert citing == []

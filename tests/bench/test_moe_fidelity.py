@@ -1,6 +1,7 @@
-"""bench/moe_fidelity.py: PTX opcode counts, the row comparison, loading vLLM's kernel from its
-file. Its comparison against vLLM 0.33.0's own file (compiled code, interpreter output) runs in
-the real-engine lane, tests/engines/test_compile_equivalence.py."""
+"""bench/moe_fidelity.py and bench/vllm_moe_host.py: PTX opcode counts, the row comparison,
+loading vLLM's kernel from its file. Their comparison against vLLM 0.33.0's own files (compiled
+code, interpreter output) runs in the real-engine lane, tests/engines/test_compile_equivalence.py.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ SPEC = importlib.util.spec_from_file_location("moe_fidelity", REPO / "bench" / "
 mf = importlib.util.module_from_spec(SPEC)
 sys.modules["moe_fidelity"] = mf
 SPEC.loader.exec_module(mf)
+host = sys.modules["vllm_moe_host"]  # bench/vllm_moe_host.py, which moe_fidelity imports
 
 
 PTX = """
@@ -70,7 +72,7 @@ def test_load_vllm_kernel_takes_only_the_two_functions(tmp_path):
         "def unrelated():\n    raise SystemExit\n\n\n"
         "@triton.jit\ndef fused_moe_kernel(a_ptr, N, BLOCK_SIZE_M: tl.constexpr):\n"
         "    write_zeros_to_output(a_ptr, N)\n")
-    kernel = mf.load_vllm_kernel(source)
+    kernel = host.load_vllm_kernel(source)
     assert list(inspect.signature(kernel.fn).parameters) == ["a_ptr", "N", "BLOCK_SIZE_M"]
     assert "unrelated" not in kernel.fn.__globals__ and "envs" not in kernel.fn.__globals__
 
@@ -79,7 +81,7 @@ def test_load_vllm_kernel_says_which_function_is_missing(tmp_path):
     source = tmp_path / "fused_moe.py"
     source.write_text("def write_zeros_to_output():\n    pass\n")
     with pytest.raises(ValueError, match=r"fused_moe\.py has no fused_moe_kernel$"):
-        mf.load_vllm_kernel(source)
+        host.load_vllm_kernel(source)
 
 
 def test_the_bench_refuses_a_missing_file_in_one_line(tmp_path):

@@ -42,12 +42,12 @@ def vllm_dense_call(root: Path, config: dict, M: int) -> tuple[tuple, dict]:
     import torch
     import triton
 
-    mf = bench("moe_fidelity")
-    capture = mf.Capture()
+    stand_ins = bench("vllm_moe_host")
+    capture = stand_ins.Capture()
     path = root / FP8_UTILS
     envs = SimpleNamespace(VLLM_BATCH_INVARIANT=False)
     given = {"torch": torch, "triton": triton, "envs": envs,
-             "current_platform": mf.Platform(90), "_w8a8_triton_block_scaled_mm": capture,
+             "current_platform": stand_ins.Platform(90), "_w8a8_triton_block_scaled_mm": capture,
              "get_w8a8_block_fp8_configs": lambda *shape: {1: dict(config)}}
     host = bench("engine_source").load(path.read_text(), ("w8a8_triton_block_scaled_mm",), given,
                                         filename=str(path), module="vllm_fp8_utils")

@@ -1,8 +1,9 @@
 """`tuner verify`'s core: the M values to check, and vLLM's pick timed against the default (pure).
 
-vLLM runs, for any M, the config of the file key nearest to M (ties to the smaller key; DESIGN
-§9), so a file is only as good as its configs away from the keys. Nothing here reads the store
-or touches a device: the caller passes the file's configs and a factory of runners.
+vLLM runs, for any M, the config of the file key nearest to M (vLLM 0.33.0's
+`min(configs, key=lambda x: abs(x - M))`: a tie goes to the key first in the file), so a file
+is only as good as its configs away from the keys. Nothing here reads the store or touches a
+device: the caller passes the file's configs and a factory of runners.
 """
 
 from __future__ import annotations

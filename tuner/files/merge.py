@@ -180,7 +180,7 @@ def merge_shape(
     left_out: Mapping[int, tuple[str, str]] | None = None,
     triton_version: str | None = None,
 ) -> MergedFile:
-    """Merge one shape's winners into a file (DESIGN §9).
+    """Merge one shape's winners into a file that vLLM reads with its nearest-M lookup.
 
     A winner not faster than the default config for its M (equal median included: no measured
     gain) is replaced by the default, with a note. A winner that stands over other sweeps' (see

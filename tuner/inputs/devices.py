@@ -9,7 +9,7 @@ from tuner.kernels.device_name import DEVICE_NAME_MAX, is_device_name
 from tuner.kernels.device_name import DEVICE_NAME_PATTERN as _NAME_PATTERN
 from tuner.kernels.gpus import KNOWN_GPUS
 
-# Key of the CPU interpreter backend in the store and in file names; never a GPU's (DESIGN §5).
+# Key of the CPU interpreter backend in the store and in file names; no GPU is named so.
 INTERPRETER_DEVICE_NAME = "TRITON_INTERPRETER"
 INTERPRETER_ALIASES = frozenset({"interpreter", "cpu", INTERPRETER_DEVICE_NAME.lower()})
 INTERPRETER_ALIASES_SHOWN = "interpreter"

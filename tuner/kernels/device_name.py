@@ -7,11 +7,11 @@ import re
 
 # vLLM 0.33.0 keys its files by `re.sub(r"[\s/]+", "_", current_platform.get_device_name())`
 # (get_device_name_as_file_name, vllm/utils/platform_utils.py): every other character of the
-# platform's name stays, e.g. `Intel(R)_Arc(TM)_Pro_B70_Graphics` (a file vLLM ships). We take any printable
-# ASCII but the space, `"`, `/` and `\`: no whitespace or control character (vLLM's key has no
-# space; the rest would break a line, a header or a path), no `/` (vLLM would look in a
-# subfolder), no `"` or `\` (they end or escape a quoted header or shell word). A name is at
-# most 128 characters and has no `..` (it names folders in some places).
+# platform's name stays, e.g. `Intel(R)_Arc(TM)_Pro_B70_Graphics` (a file vLLM ships). We take
+# any printable ASCII but the space, `"`, `/` and `\`: no whitespace or control character
+# (vLLM's key has none; the rest would break a line, a header or a path), no `/` (vLLM would
+# look in a subfolder), no `"` or `\` (they end or escape a quoted header or shell word). A name
+# is at most 128 characters and has no `..` (it names folders in some places).
 DEVICE_NAME_MAX = 128
 # The characters of a device name other than ".": ! # $ % & ' ( ) * + , - 0-9 : ; < = > ? @ A-Z
 # [ ] ^ _ ` a-z { | } ~.

@@ -1,5 +1,5 @@
 """Noise control: re-time the best configs and the default interleaved, then keep a winner only
-if it beats the runner-up by more than the measured spread (DESIGN §5)."""
+if it beats the runner-up by more than the measured spread."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-# Bytes per element of C for the output dtypes the kernel writes (DESIGN §3).
+# Bytes per element of C for the output dtypes the kernel writes (bfloat16, float16).
 OUT_BYTES: dict[str, int] = {"bfloat16": 2, "float16": 2}
 # Keys of a ceilings mapping, as measure_ceilings returns them and the store keeps them.
 COPY_GBPS, FP8_MM_TFLOPS = "copy_gbps", "fp8_mm_tflops"

@@ -7,7 +7,7 @@ from enum import StrEnum
 
 
 class TrialStatus(StrEnum):
-    """Outcome of one trial, as stored in `trials.status` (DESIGN §8)."""
+    """Outcome of one trial, as stored in `trials.status`."""
 
     OK = "ok"
     INVALID = "invalid"  # fails a static constraint of the config space; never launched

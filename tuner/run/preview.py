@@ -16,9 +16,9 @@ from tuner.run.plan import SweepRequest
 CONFIRM_ABOVE_S = 3600.0
 # The interpreter's cost model, in seconds per trial: INTERPRETER_TRIAL_S plus, per kernel call
 # (the correctness check and --interpreter-reps timed calls), INTERPRETER_S_PER_WORK * N * K *
-# ceil(M / 64). Fitted to DESIGN §12 (about 0.1 s a call for M=64, N=512, K=1024; 3 s for M=1
-# at N=5120, K=3072), a field report (about 37 s a trial for qwen3.8-27b at M=1) and the README's
-# `tiny` sweep on 2 cores (0.4-1.1 s a trial at N*K of 1e5: the fixed part).
+# ceil(M / 64). Fitted to interpreter runs on a 2-core host (about 0.1 s a call for M=64, N=512,
+# K=1024; 3 s for M=1 at N=5120, K=3072), a field report (about 37 s a trial for qwen3.8-27b at
+# M=1) and the README's `tiny` sweep on 2 cores (0.4-1.1 s a trial at N*K of 1e5: the fixed part).
 INTERPRETER_TRIAL_S = 0.7
 INTERPRETER_S_PER_WORK = 0.1 / (512 * 1024)
 # A searched trial on a GPU: about 25 ms of measuring (bench/README.md, tuner.run.task).
@@ -65,7 +65,8 @@ def duration(seconds: float) -> str:
 
 def _compiles(request: SweepRequest) -> int:
     """At most this many distinct (config, launch specialization) binaries: Triton compiles a
-    config once per specialization of the launch (M = 1, M % 16 == 0, other M; DESIGN §4)."""
+    config once per specialization of the launch (M = 1, M % 16 == 0, other M: Triton
+    specializes integer arguments)."""
     family = get_family(request.family)
     space = len(request.space)
     per_task = request.trials_per_task()

@@ -44,7 +44,7 @@ def vllm_space() -> list[KernelConfig]:
 
 
 def check_block_k(config: KernelConfig, block_shape: tuple[int, int]) -> str | None:
-    """BLOCK_SIZE_K must divide group_k: the kernel loads one scale pair per K-tile (DESIGN §3)."""
+    """BLOCK_SIZE_K must divide group_k: the kernel loads one scale pair per K-tile."""
     group_k = block_shape[1]
     if group_k % config.BLOCK_SIZE_K:
         return f"BLOCK_SIZE_K={config.BLOCK_SIZE_K} does not divide group_k={group_k}"

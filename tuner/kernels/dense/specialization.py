@@ -1,5 +1,6 @@
 """Which launches of the dense kernel compile to different binaries: Triton specializes integer
-arguments equal to 1 and divisible by 16 (DESIGN §4), so one shape has three binaries over M."""
+arguments equal to 1 and divisible by 16 (JITFunction's specialization, triton/runtime/jit.py),
+so one shape has three binaries over M."""
 
 from __future__ import annotations
 
