@@ -50,15 +50,23 @@ def _server(server: str) -> str:
     return server.rstrip("/")
 
 
-def releases_of(server: str, device: str) -> list[dict]:
+def releases_of(server: str, device: str, hint: str = "") -> list[dict]:
     """`GET /devices/{device}/releases` of the server, parsed.
+
+    Args:
+        server: the service's URL.
+        device: the device as the service names it.
+        hint: added to the error line when the server cannot be reached at all (no answer).
 
     Raises:
         typer.Exit: exit 1 with one line when the server cannot answer.
     """
     try:
         return json.loads(fetch(f"{_server(server)}/devices/{quote(device, safe='')}/releases"))
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        reached = str(exc).startswith("HTTP ")
+        raise fail(str(exc) + ("" if reached else hint), 1) from None
+    except ValueError as exc:
         raise fail(str(exc), 1) from None
 
 

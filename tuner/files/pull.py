@@ -196,6 +196,15 @@ def _pull_args(server: str, device_name: str, number: int, engine: str) -> list[
             str(number), "--engine", engine, "--out", "/configs"]
 
 
+def release_entry(info: Any) -> dict[str, Any]:
+    """A stored release (`db.releases.ReleaseInfo`) as the fields of one entry of `GET
+    /devices/{device}/releases` that `choose_release` and the recipes read: device_name,
+    number, content_sha256, files (file_name, sha256) and summary."""
+    return {"device_name": info.device_name, "number": info.number,
+            "content_sha256": info.content_sha256, "summary": dict(info.summary or {}),
+            "files": [{"file_name": f.file_name, "sha256": f.sha256} for f in info.files]}
+
+
 def release_capabilities(release: Mapping[str, Any]) -> list[str]:
     """The compute capabilities a release's summary says its winners were timed on (its
     `tuned_with` environments, e.g. ["8.9"]; "" for one that names none), for
