@@ -283,6 +283,11 @@ def render_pull_recipe(fmt: str, *, server: str, release: Mapping[str, Any], eng
     flag = needs_flag(release["device_name"], capabilities, engine,
                       [w.file_name for w in files])
     mounted.sort(key=lambda pair: pair[0].save_as)
+    if image == DEFAULT_PULL_IMAGE:  # the project's Dockerfile, built where the pods pull it
+        head.append(f"# {image}: docker build -t {image} . in the tuner's source" + (
+            f" (a cluster: tag and push it, e.g. docker tag {image} <registry>/{image} && "
+            f"docker push <registry>/{image}, and set image: to it)." if fmt == "k8s-pull"
+            else ", on this host."))
     if fmt == "k8s-pull":
         body = ["# In the pod spec:", "volumes:", "  - name: blockfp8-configs",
                 "    emptyDir: {}", "initContainers:", "  - name: blockfp8-pull",

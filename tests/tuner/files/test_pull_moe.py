@@ -49,6 +49,9 @@ def test_k8s_pull_mounts_moe_files_as_one_folder_with_the_variable():
         "# with VLLM_TUNED_CONFIG_FOLDER=/opt/blockfp8-tuner/moe-configs (vLLM reads MoE files "
         "there first).",
         *H200_ADVICE,
+        "# blockfp8-tuner: docker build -t blockfp8-tuner . in the tuner's source (a cluster: "
+        "tag and push it, e.g. docker tag blockfp8-tuner <registry>/blockfp8-tuner && docker "
+        "push <registry>/blockfp8-tuner, and set image: to it).",
         "# In the pod spec:", "volumes:", "  - name: blockfp8-configs", "    emptyDir: {}",
         "initContainers:", "  - name: blockfp8-pull", "    image: blockfp8-tuner",
         '    command: ["tuner", "pull", "--server", "http://tuner:8000", "--device", '
