@@ -61,9 +61,13 @@ def mounts(
                                              "before the engine starts.")
                    ] = MountFormat.docker,
     server: Annotated[str | None, typer.Option(help="With k8s-pull or compose-pull: the tuner "
-                                               "service's URL, as the pods reach it.")] = None,
+                                               "service's URL, as the pods reach it (a name "
+                                               "only the cluster resolves is fine with "
+                                               "--release).")] = None,
     release: Annotated[int | None, typer.Option(min=1, help="With k8s-pull or compose-pull: "
-                                                "the release to pin [default: the newest]."
+                                                "the release to pin, read from the store here "
+                                                "(--db) when it holds it, without asking "
+                                                "--server [default: the server's newest]."
                                                 )] = None,
     files: Annotated[Path | None, typer.Option(help="Folder of exported files to mount "
                                                "[default: the device's files in the store]."

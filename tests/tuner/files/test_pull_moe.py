@@ -28,11 +28,13 @@ VLLM_DIR = "vllm/model_executor/layers/quantization/utils/configs"
 H200_ADVICE = [
     "# NVIDIA_H200 is sm90 (H200: compute capability 9.0, from the table of known GPUs).",
     "# vLLM 0.33.0's default kernel for block-FP8 linear layers there is DeepGEMM (FlashInfer",
-    "# DeepGEMM where FlashInfer's kernels are installed or can be built), or CUTLASS where DeepGEMM",
+    "# DeepGEMM where FlashInfer's kernels are installed or can be built), or CUTLASS where "
+    "DeepGEMM",
     "# cannot run: these files are NOT read with default settings.",
     "# To have them read, start vLLM with --linear-backend triton (or",
     '# linear_backend_per_quant={"fp8_block_w8a8": "triton"}); VLLM_BATCH_INVARIANT=1 ignores the',
-    "# files. Measure first: tuner compare times the tuned Triton kernel against the default kernels",
+    "# files. Measure first: tuner compare times the tuned Triton kernel against the default "
+    "kernels",
     "# on this GPU.",
     "# Fused-MoE files (E=...) are read by default here: vLLM moves its Triton MoE kernel first on",
     "# sm90 with 128x128 FP8 weights and ep_size 1.",
