@@ -243,3 +243,29 @@ def test_mounts_help_says_what_kernel_picks_there() -> None:
             "inside the serving image), builtin (the tuner's copies), auto (vllm where vLLM is "
             "importable here or the device has trials of it, else builtin). Not used with "
             "--files. [default: auto]") in flat
+
+
+@pytest.mark.parametrize("fmt", ["k8s", "k8s-pull"])
+def test_the_kubernetes_forms_make_a_valid_pod_as_the_comments_say(store: str, no_server,
+                                                                   fmt: str) -> None:
+    """The printed pod-spec and container parts, put where their comments say, with the two
+    flag items appended to the container's own args, make a Pod valid against Kubernetes'
+    published schema (kubernetes-validate, offline)."""
+    import kubernetes_validate
+
+    pull = ["--server", SERVER, "--release", "1"] if fmt == "k8s-pull" else []
+    text = runner.invoke(app, ["mounts", "--device", "L20", "--format", fmt, "--db", store,
+                               *pull]).stdout
+    parts = yaml.safe_load(text)
+    items = [line.removeprefix("#   - ") for line in text.splitlines()[-2:]]
+    assert items == ["--linear-backend", "triton"]
+    container = {"name": "vllm", "image": "vllm/vllm-openai:v0.33.0",
+                 "args": ["--model", "Qwen/Qwen3.8-27B-FP8", "--tensor-parallel-size", "2",
+                          *items],
+                 "volumeMounts": parts.pop("volumeMounts")}
+    if "env" in parts:
+        container["env"] = parts.pop("env")
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "vllm"},
+           "spec": {**parts, "containers": [container]}}
+    assert set(parts) <= {"volumes", "initContainers"}
+    assert kubernetes_validate.validate(pod, "1.33", strict=True) == "1.33"
