@@ -156,6 +156,10 @@ def test_tuner_mounts_every_format(store: str, no_server, device_name: str, fmt:
         args += ["--server", SERVER, "--release", "1"]
     run = runner.invoke(app, args)
     assert run.exit_code == 0, run.output
+    if fmt.endswith("-pull"):
+        assert run.stderr.startswith(f"note: {device_name} release 1 read from the store here "
+                                     "(content ")
+        assert run.stderr.endswith(f"); {SERVER} was not asked: it must serve the same store\n")
     assert_advice(run.stdout, device_name)
     assert_flag(run.stdout, fmt)
     assert_pastes(run.stdout, fmt)

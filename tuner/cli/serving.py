@@ -183,7 +183,11 @@ def _pull_recipe(fmt: str, device: str, server: str | None, release: int | None,
     except ValueError as exc:
         raise fail(str(exc)) from None
     chosen = _stored_release(db, device, release) if release is not None else None
-    if chosen is None:
+    if chosen is not None:
+        typer.echo(f"note: {chosen['device_name']} release {release} read from the store here "
+                   f"(content {chosen['content_sha256'][:12]}); {server} was not asked: it "
+                   "must serve the same store", err=True)
+    else:
         try:
             chosen = choose_release(releases_of(server, device, hint=_unreachable_hint(
                 fmt, device, server, release)), device, release)
