@@ -191,3 +191,29 @@ def test_a_server_that_does_not_answer_is_one_line_naming_it(tmp_path: Path) -> 
     assert result.stderr.strip() == (f"error: cannot reach http://127.0.0.1:{port}/devices/"
                                      "L20/releases: Connection refused")
     assert not (tmp_path / "out").exists()
+
+
+def test_an_in_cluster_server_name_without_a_pinned_release_here_says_both_ways_out(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def fetch(url: str) -> bytes:
+        raise OSError(f"cannot reach {url}: Name or service not known")
+
+    monkeypatch.setattr(pull_module, "fetch", fetch)
+    monkeypatch.chdir(tmp_path)  # no store here
+    monkeypatch.delenv("TUNER_DB_URL", raising=False)
+    newest = invoke("mounts", "--device", "L20", "--format", "k8s-pull", "--server", SERVER)
+    assert (newest.exit_code, newest.stdout) == (1, "")
+    assert newest.stderr == (
+        "error: cannot reach http://tuner:8000/devices/L20/releases: Name or service not known; "
+        "with --release N the recipe is made from the store here (--db) without asking the "
+        "server; or ask the service in the cluster: kubectl port-forward svc/tuner 8000:8000, "
+        "then curl 'http://127.0.0.1:8000/devices/L20/mounts?format=k8s-pull&server="
+        "http://tuner:8000'\n")
+    pinned = invoke("mounts", "--device", "L20", "--format", "compose-pull", "--server", SERVER,
+                    "--release", "2")
+    assert pinned.exit_code == 1
+    assert pinned.stderr.startswith("error: cannot reach http://tuner:8000/devices/L20/releases: "
+                                    "Name or service not known; the store here holds no "
+                                    "release 2 of L20; or ask the service in the cluster")
+    assert pinned.stderr.endswith("mounts?format=compose-pull&server=http://tuner:8000"
+                                  "&release=2'\n")

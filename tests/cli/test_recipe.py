@@ -10,6 +10,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+import tuner
 from tuner.cli.app import app
 
 runner = CliRunner()
@@ -24,8 +25,8 @@ def recipe(*args: str):
 def test_the_docker_line_round_trips_through_shell_quoting() -> None:
     run = recipe("--tp", "2")
     assert run.exit_code == 0, run.output
-    comment, line = run.stdout.splitlines()
-    assert comment.startswith("# Once, on a host with a package index: pip wheel -w wheels")
+    *comments, line = run.stdout.splitlines()
+    assert all(c.startswith("#") for c in comments)
     argv = shlex.split(line)
     assert argv[:9] == ["docker", "run", "--rm", "--gpus", "all", "--ipc=host", "-v",
                         "$PWD/wheels:/wheels:ro", "-v"]
@@ -86,23 +87,38 @@ def test_the_kubernetes_job_is_valid_against_the_published_schema() -> None:
     assert shlex.split(work) == ["tuner", "worker", "--device", "L20", "--kernel", "vllm"]
     anti = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert anti[0]["topologyKey"] == "kubernetes.io/hostname"
-    created = [line for line in run.stdout.splitlines() if "--no-run" in line]
-    assert created == ["#   TUNER_DB_URL=... tuner sweep --device L20 --model qwen3.8-27b "
-                       "--kernel vllm --no-run"]
+    (created,) = [line for line in run.stdout.splitlines() if "--no-run" in line]
+    # Created inside the image, the store's URL from this shell's variable, never the line.
+    argv = shlex.split(created.removeprefix("#   "))
+    assert argv[:9] == ["docker", "run", "--rm", "-e", "TUNER_DB_URL", "-v",
+                        "$PWD/wheels:/wheels:ro", "--entrypoint", "bash"]
+    assert argv[9:11] == [IMAGE, "-c"] and len(argv) == 12
+    assert shlex.split(argv[11].split(" && ")[-1]) == [
+        "tuner", "sweep", "--device", "L20", "--model", "qwen3.8-27b", "--kernel", "vllm",
+        "--no-run"]
+    lines = run.stdout.splitlines()
+    assert lines[2:4] == [
+        "#   export TUNER_DB_URL='postgresql+psycopg://tuner:***@db/tuner'",
+        '#   kubectl create secret generic blockfp8-store --from-literal=url="$TUNER_DB_URL"']
+    assert ('#    tuner serve --db "$TUNER_DB_URL" (or tuner export --device L20 --out configs/ '
+            '--db "$TUNER_DB_URL").') in lines
 
 
 def test_a_broken_job_fails_the_schema() -> None:
-    job = yaml.safe_load(recipe("--format", "k8s").stdout)
+    job = yaml.safe_load(recipe("--format", "k8s", "--db",
+                                "postgresql+psycopg://tuner@db/tuner").stdout)
     job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] = "2 GPUs"
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(job, "1.33", strict=True)
 
 
 def test_k8s_needs_postgres_and_words_must_be_words() -> None:
-    run = recipe("--format", "k8s", "--db", "sqlite:///t.db")
-    assert run.exit_code == 2
-    assert run.stderr.strip() == ("error: --format k8s needs a PostgreSQL store (--db "
-                                  "postgresql+psycopg://...)")
+    for store in (("--db", "sqlite:///t.db"), ()):  # a k8s sweep across pods shares a store
+        run = recipe("--format", "k8s", *store)
+        assert (run.exit_code, run.stdout) == (2, "")
+        assert run.stderr == ("error: --format k8s needs --db postgresql+psycopg://...: the pods "
+                              "of a Kubernetes sweep share one PostgreSQL store (a SQLite file "
+                              "is one host's)\n")
     bad = runner.invoke(app, ["recipe", "sweep", "--image", "a b", "--device", "L20",
                               "--model", "m"])
     assert bad.exit_code == 2
@@ -121,3 +137,48 @@ def test_what_the_sweep_would_refuse_is_refused_before_printing(args, line) -> N
     run = runner.invoke(app, ["recipe", "sweep", "--image", IMAGE, *args])
     assert (run.exit_code, run.stdout) == (2, "")
     assert run.stderr.startswith(line) and len(run.stderr.strip().splitlines()) == 1
+
+
+WHEELS = [
+    "# The wheels folder, once, on a host with a package index, built for the image's Python "
+    "and platform:",
+    "# CPython 3.12 on glibc x86_64 in vLLM's image (check: docker run --rm --entrypoint python3 "
+    f"{IMAGE} -c 'import sys, sysconfig; print(sys.version.split()[0], "
+    "sysconfig.get_platform())').",
+    "# Wheels built by another Python (3.11: cp311 psycopg-binary, pydantic-core, ...) do not "
+    "install",
+    "# there: pip install --no-index stops with \"No matching distribution found\".",
+    "#   pip wheel --no-deps -w wheels <tuner source>",
+    "#   pip download --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 "
+    "--platform manylinux2014_x86_64 --find-links wheels -d wheels "
+    f"'blockfp8-tuner[postgres]=={tuner.__version__}'",
+    "# or build them all inside the image (it needs a package index there):",
+    f'#   docker run --rm -v "$PWD:/out" -v <tuner source>:/src:ro --entrypoint pip {IMAGE} '
+    "wheel -w /out/wheels '/src[postgres]'",
+]
+
+
+def test_the_wheels_are_built_for_the_image_s_python_and_platform() -> None:
+    lines = recipe().stdout.splitlines()
+    assert lines[:8] == WHEELS
+    download = shlex.split(WHEELS[5].removeprefix("#   "))
+    # pip takes binaries only for another interpreter, and 3.12 wheels whatever runs pip.
+    assert download[download.index("--python-version") + 1] == "3.12"
+    assert "--only-binary=:all:" in download
+    k8s = recipe("--format", "k8s", "--db", "postgresql+psycopg://tuner@db/tuner")
+    steps = k8s.stdout.splitlines()
+    assert steps[4] == "# 2." + WHEELS[0][1:]
+    assert steps[5:12] == ["#    " + line[2:] for line in WHEELS[1:]]
+
+
+def test_both_recipes_say_what_makes_vllm_read_the_files_on_the_device() -> None:
+    for args in ((), ("--format", "k8s", "--db", "postgresql+psycopg://tuner@db/tuner")):
+        lines = recipe(*args).stdout.splitlines()
+        at = lines.index("# After the sweep: tuner mounts --device L20 (or tuner pull) hands out "
+                         "the files. Serving them:")
+        assert lines[at + 1:at + 5] == [
+            "# NVIDIA_L20 is sm89 (L20: compute capability 8.9, from the table of known GPUs).",
+            "# vLLM 0.33.0's default kernel for block-FP8 linear layers there is Marlin "
+            "(weight-only FP8,",
+            "# W8A16): these files are NOT read with default settings.",
+            "# To have them read, start vLLM with --linear-backend triton (or"]

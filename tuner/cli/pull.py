@@ -50,15 +50,23 @@ def _server(server: str) -> str:
     return server.rstrip("/")
 
 
-def releases_of(server: str, device: str) -> list[dict]:
+def releases_of(server: str, device: str, hint: str = "") -> list[dict]:
     """`GET /devices/{device}/releases` of the server, parsed.
+
+    Args:
+        server: the service's URL.
+        device: the device as the service names it.
+        hint: added to the error line when the server cannot be reached at all (no answer).
 
     Raises:
         typer.Exit: exit 1 with one line when the server cannot answer.
     """
     try:
         return json.loads(fetch(f"{_server(server)}/devices/{quote(device, safe='')}/releases"))
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        reached = str(exc).startswith("HTTP ")
+        raise fail(str(exc) + ("" if reached else hint), 1) from None
+    except ValueError as exc:
         raise fail(str(exc), 1) from None
 
 
@@ -152,7 +160,8 @@ def _download(base: str, chosen: dict, engine_name: str) -> dict[str, bytes]:
 
 def release_advice(release: dict) -> list[str]:
     """Whether vLLM reads a release's files on its device (`tuner.inputs.backends`), from the
-    compute capabilities the release's summary says it was tuned with.
+    compute capabilities the release's summary says it was tuned with
+    (`tuner.files.pull.release_capabilities`).
 
     Args:
         release: one entry of `GET /devices/{device}/releases`.
@@ -160,12 +169,10 @@ def release_advice(release: dict) -> list[str]:
     Returns:
         The advice lines.
     """
+    from tuner.files.pull import release_capabilities
     from tuner.inputs.backends import device_advice
 
-    summary = release.get("summary") if isinstance(release.get("summary"), dict) else {}
-    tuned = summary.get("tuned_with") if isinstance(summary.get("tuned_with"), list) else []
-    capabilities = [str(e.get("compute_capability") or "") for e in tuned if isinstance(e, dict)]
-    return device_advice(str(release["device_name"]), capabilities).lines()
+    return device_advice(str(release["device_name"]), release_capabilities(release)).lines()
 
 
 def _installed(name: str) -> str | None:

@@ -37,24 +37,37 @@ def recipe_sweep(
     wheels folder (no internet needed) without touching the image's torch or Triton."""
     from tuner.inputs.devices import gpu_device_key
     from tuner.inputs.shapes import UnknownModelError, load_shapes
-    from tuner.run.recipe import DB_VARIABLE, SweepRecipe
+    from tuner.run.recipe import DB_VARIABLE, SweepRecipe, wheels_lines
 
-    if fmt == RecipeFormat.k8s and db is not None and not db.startswith("postgresql"):
-        raise fail("--format k8s needs a PostgreSQL store (--db postgresql+psycopg://...)")
+    if fmt == RecipeFormat.k8s and (db is None or not db.startswith("postgresql")):
+        raise fail("--format k8s needs --db postgresql+psycopg://...: the pods of a "
+                   "Kubernetes sweep share one PostgreSQL store (a SQLite file is one host's)")
     try:  # and what the sweep in the container would refuse, refused here
         recipe = SweepRecipe(image=image, device=device, model=model, tp=tp, db=db,
                              nodes=nodes, gpus=gpus)
-        gpu_device_key(device)
+        device_name = gpu_device_key(device)
         load_shapes(model, tp)
     except UnknownModelError as exc:  # a KeyError: its str() is quoted
         raise fail(str(exc).strip("'\"")) from None
     except ValueError as exc:
         raise fail(str(exc)) from None
+    served = _served_lines(device_name, recipe.device)
     if fmt == RecipeFormat.k8s:
-        plain(recipe.k8s().rstrip("\n"))
+        text = recipe.k8s(masked(db))
+        at = text.index("\napiVersion:") + 1  # the advice after the steps, before the Job
+        plain((text[:at] + "\n".join(served) + "\n" + text[at:]).rstrip("\n"))
         return
-    plain("# Once, on a host with a package index: pip wheel -w wheels <tuner source> "
-          "'psycopg[binary]'")
+    for line in wheels_lines(image) + served:
+        plain(line)
     if db is not None:
         plain(f"# export {DB_VARIABLE}='{masked(db)}'  (with its password)")
     plain(recipe.docker())
+
+
+def _served_lines(device_name: str, device: str) -> list[str]:
+    """What to do with the sweep's files, and the device's advice (`tuner.files.mounts.
+    advice_comments`, from the table of known GPUs: the sweep has not run yet)."""
+    from tuner.files.mounts import advice_comments
+
+    return [f"# After the sweep: tuner mounts --device {device} (or tuner pull) hands out the "
+            "files. Serving them:"] + advice_comments(device_name, [], "vllm")

@@ -17,7 +17,6 @@ from tuner.cli.options import (
     EngineName,
     EngineOpt,
     KernelChoice,
-    KernelOpt,
     device_in_store,
     fail,
     open_db,
@@ -33,6 +32,15 @@ class MountFormat(StrEnum):
     compose_pull = "compose-pull"
 
 
+# `tuner mounts` times nothing: --kernel picks whose kernel's trials its files come from.
+MountsKernelOpt = Annotated[
+    KernelChoice, typer.Option("--kernel", help="From the store: whose kernel's trials the "
+                               "files are merged from, as `tuner export --kernel`: vllm (trials "
+                               "of vLLM's own kernel, a sweep inside the serving image), "
+                               "builtin (the tuner's copies), auto (vllm where vLLM is "
+                               "importable here or the device has trials of it, else "
+                               "builtin). Not used with --files.")
+]
 AllowStaleOpt = Annotated[
     bool, typer.Option("--allow-stale", help="Also use trials timed with another kernel source "
                        "or another Triton major.minor than the current ones.")
@@ -53,9 +61,13 @@ def mounts(
                                              "before the engine starts.")
                    ] = MountFormat.docker,
     server: Annotated[str | None, typer.Option(help="With k8s-pull or compose-pull: the tuner "
-                                               "service's URL, as the pods reach it.")] = None,
+                                               "service's URL, as the pods reach it (a name "
+                                               "only the cluster resolves is fine with "
+                                               "--release).")] = None,
     release: Annotated[int | None, typer.Option(min=1, help="With k8s-pull or compose-pull: "
-                                                "the release to pin [default: the newest]."
+                                                "the release to pin, read from the store here "
+                                                "(--db) when it holds it, without asking "
+                                                "--server [default: the server's newest]."
                                                 )] = None,
     files: Annotated[Path | None, typer.Option(help="Folder of exported files to mount "
                                                "[default: the device's files in the store]."
@@ -65,7 +77,7 @@ def mounts(
     allow_partial: Annotated[bool, typer.Option(help="From the store: also shapes whose M grid "
                                                 "is not fully tuned.")] = False,
     allow_stale: AllowStaleOpt = False,
-    kernel: KernelOpt = KernelChoice.auto,
+    kernel: MountsKernelOpt = KernelChoice.auto,
     db: DbOpt = None,
     engine_version: EngineVersionOpt = None,
     triton_version: TritonVersionOpt = None,
@@ -81,7 +93,7 @@ def mounts(
     if fmt in (MountFormat.k8s_pull, MountFormat.compose_pull):
         _pull_recipe(fmt.value, device, server, release, engine_name.value,
                      site_packages or DEFAULT_SITE_PACKAGES[engine_name],
-                     engine_version=engine_version, triton_version=triton_version)
+                     engine_version=engine_version, triton_version=triton_version, db=db)
         return
     if files is not None:
         names, device_name = _folder_file_names(files, device, engine_name.value)
@@ -162,21 +174,34 @@ def _check_sglang_moe(folder: Path, names: list[str]) -> None:
 
 def _pull_recipe(fmt: str, device: str, server: str | None, release: int | None, engine: str,
                  site_packages: str, *, engine_version: str | None = None,
-                 triton_version: str | None = None) -> None:
-    """Print a `tuner pull` recipe for the server's release (tuner.files.pull)."""
+                 triton_version: str | None = None, db: str | None = None) -> None:
+    """Print a `tuner pull` recipe for a release (tuner.files.pull). A pinned release
+    (`release`) is read from the store here when it holds it, so that --server may be a name
+    only the pods resolve (http://tuner:8000); otherwise the server is asked for its releases.
+    """
     from tuner.cli.pull import releases_of
     from tuner.files.mounts import check_site_packages
     from tuner.files.pull import PullError, choose_release, render_pull_recipe
 
     if server is None:
         raise fail(f"--format {fmt} needs --server, the tuner service's URL")
+    if not server.startswith(("http://", "https://")):
+        raise fail(f"--server must be an http:// or https:// URL, got {server!r}")
     try:
         site = check_site_packages(site_packages)
-        chosen = choose_release(releases_of(server, device), device, release)
     except ValueError as exc:
         raise fail(str(exc)) from None
-    except PullError as exc:
-        raise fail(str(exc), 1) from None
+    chosen = _stored_release(db, device, release) if release is not None else None
+    if chosen is not None:
+        typer.echo(f"note: {chosen['device_name']} release {release} read from the store here "
+                   f"(content {chosen['content_sha256'][:12]}); {server} was not asked: it "
+                   "must serve the same store", err=True)
+    else:
+        try:
+            chosen = choose_release(releases_of(server, device, hint=_unreachable_hint(
+                fmt, device, server, release)), device, release)
+        except PullError as exc:
+            raise fail(str(exc), 1) from None
     try:
         text = render_pull_recipe(fmt, server=server.rstrip("/"), release=chosen, engine=engine,
                                   site_packages=site, engine_version_=engine_version,
@@ -184,6 +209,47 @@ def _pull_recipe(fmt: str, device: str, server: str | None, release: int | None,
     except ValueError as exc:
         raise fail(str(exc)) from None
     typer.echo(text, nl=False)
+
+
+def _unreachable_hint(fmt: str, device: str, server: str, release: int | None) -> str:
+    """What to do when --server does not answer from here (a name only the cluster
+    resolves): pin a release the store here holds, or ask the service through a port-forward
+    for the same recipe."""
+    from urllib.parse import quote, urlsplit
+
+    parts = urlsplit(server)
+    service = (parts.hostname or "tuner").split(".")[0]
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    pin = f"&release={release}" if release is not None else ""
+    store = (f"; the store here holds no release {release} of {device}" if release is not None
+             else "; with --release N the recipe is made from the store here (--db) without "
+             "asking the server")
+    return (f"{store}; or ask the service in the cluster: kubectl port-forward svc/{service} "
+            f"8000:{port}, then curl 'http://127.0.0.1:8000/devices/{quote(device, safe='')}"
+            f"/mounts?format={fmt}&server={quote(server, safe=':/')}{pin}'")
+
+
+def _stored_release(db: str | None, device: str, number: int) -> dict | None:
+    """Release `number` of the device from the store here, as an entry of `GET
+    /devices/{d}/releases` (`tuner.files.pull.release_entry`); None when there is no store
+    here (no --db, no $TUNER_DB_URL and no ./tuner.db) or it lacks that release."""
+    import os
+
+    from db import releases
+    from db.engine import session_scope
+    from tuner.files.pull import release_entry
+    from tuner.inputs.devices import resolve
+
+    if db is None and not os.environ.get("TUNER_DB_URL") and not Path("tuner.db").exists():
+        return None
+    _, store = open_db(db, must_exist=True, read_only=True)
+    with session_scope(store) as session:
+        known = releases.list_release_device_names(session)
+        names = [device] if device in known else resolve(device, known)
+        if len(names) != 1:
+            return None
+        info = releases.get_release(session, device_name=names[0], number=number)
+        return None if info is None else release_entry(info)
 
 
 def _store_file_names(device: str, engine: str, allow_partial: bool, db: str | None, *,

@@ -223,14 +223,10 @@ def render_mounts(request: MountRequest) -> str:
                  f"# SGLang's folder for Triton {request.triton_version} ({request.triton_from}; "
                  "it must be the serving image's, else SGLang falls back to another Triton's "
                  "folder or its default config)."]
-    advice = device_advice(request.device_name, [request.compute_capability or ""])
-    flag = request.engine == "vllm" and advice.needs_flag and any(
-        not name.startswith("E=") for name, *_ in files)
-    if request.engine == "vllm":
-        head += [f"# {part}" for line in advice.lines()
-                 for part in textwrap.wrap(line, width=94, break_on_hyphens=False)]
-    else:
-        head.append(f"# {SGLANG_NOTE}")
+    capabilities = [request.compute_capability or ""]
+    head += advice_comments(request.device_name, capabilities, request.engine)
+    flag = needs_flag(request.device_name, capabilities, request.engine,
+                      [dst for *_, dst in files])
     if not files and not moe:
         raise ValueError(f"no config files for {request.device_name} to mount with "
                          f"{request.engine}")
@@ -240,31 +236,89 @@ def render_mounts(request: MountRequest) -> str:
         body = _compose_body(files, moe, host_dir)
     else:
         body = _k8s_body(request.device_name, files, moe, host_dir)
-    return "\n".join(head + body + (_flag_lines(request.fmt) if flag else [])) + "\n"
+    return "\n".join(head + body + (flag_lines(request.fmt) if flag else [])) + "\n"
 
 
-def _flag_lines(fmt: str) -> list[str]:
+def advice_comments(device_name: str, capabilities: Sequence[str], engine: str) -> list[str]:
+    """The device's advice as comment lines, the one text every form that hands out files
+    prints (`tuner mounts` in each format, the pull recipes, GET /devices/{d}/mounts): for
+    vLLM, `tuner.inputs.backends.device_advice`'s lines (which kernel vLLM 0.33.0 runs there by
+    default and what makes it read the files), wrapped at 96 columns with `TRITON_FLAG` kept
+    on one line; for SGLang, its note on the kernel the files were tuned on.
+
+    Args:
+        device_name: vLLM's device key, e.g. "NVIDIA_L20".
+        capabilities: its compute capabilities from the store or a release, newest first
+            ("8.9"; "" where unknown); none known: the table of known GPUs decides.
+        engine: "vllm" or "sglang".
+
+    Returns:
+        Lines starting "# ", without newlines.
+    """
+    if engine != "vllm":
+        return [f"# {SGLANG_NOTE}"]
+    held = TRITON_FLAG.replace(" ", "\0")
+    return [f"# {part.replace(chr(0), ' ')}"
+            for line in device_advice(device_name, capabilities).lines()
+            for part in textwrap.wrap(line.replace(TRITON_FLAG, held), width=94,
+                                      break_on_hyphens=False)]
+
+
+def needs_flag(device_name: str, capabilities: Sequence[str], engine: str,
+               file_names: Sequence[str]) -> bool:
+    """True when the files are read only with `TRITON_FLAG`: vLLM, a device where Triton is not
+    the default dense kernel (`tuner.inputs.backends.DeviceAdvice.needs_flag`: every CUDA GPU,
+    not the interpreter) and at least one dense file (fused-MoE files, `E=...`, are read
+    whatever the linear backend).
+
+    Args:
+        device_name, capabilities, engine: as `advice_comments` takes them.
+        file_names: the files handed out, in either spelling.
+    """
+    return (engine == "vllm" and device_advice(device_name, capabilities).needs_flag
+            and any(not name.startswith("E=") for name in file_names))
+
+
+def flag_lines(fmt: str) -> list[str]:
     """The server argument that makes vLLM run the Triton kernel, and so read the dense files
-    (`tuner.inputs.backends.DeviceAdvice.needs_flag`), in the format's own syntax."""
+    (`needs_flag`), in the format's own syntax, added to the user's arguments, never replacing
+    them: after the image name (docker); as two items to append to the serving service's
+    `command:` list or the serving container's `args:` list, shown commented so that the
+    printed YAML stays a mounts snippet whose every line can be pasted (a bare `command:` or
+    `args:` key would replace `--model ...` and the rest).
+
+    Args:
+        fmt: one of `FORMATS`, or "compose-pull" / "k8s-pull" (`tuner.files.pull`).
+
+    Returns:
+        The lines, compose's indented for the serving service.
+    """
     name, value = TRITON_FLAG.split()
     if fmt == "docker":
         return ["# After the image name, with the server's other arguments (vLLM reads the "
                 "files only with it):", f"  {TRITON_FLAG}"]
-    if fmt == "compose":
-        return ["    # Append to the service's command (vLLM reads the files only with it):",
-                "    command:", f"      - {name}", f"      - {value}"]
-    return ["# Append to the serving container's args (vLLM reads the files only with it):",
-            "args:", f"  - {name}", f"  - {value}"]
+    if fmt.startswith("compose"):
+        return [f"    # vLLM reads the files only with {TRITON_FLAG}: add these two items to "
+                "the end of",
+                "    # this service's existing command: list, after --model and your other "
+                "arguments",
+                f"    # (a command written as one string: add \" {TRITON_FLAG}\" to its end):",
+                f"    #   - {name}", f"    #   - {value}"]
+    return [f"# vLLM reads the files only with {TRITON_FLAG}: add these two items to the end of "
+            "the",
+            "# serving container's existing args: list, after --model and your other arguments:",
+            f"#   - {name}", f"#   - {value}"]
 
 
 def _docker_body(files: list, moe: list, host_dir: str) -> list[str]:
-    body = ["# Add to `docker run`:"]
-    body += [f"  {_docker_mount(f'{host_dir}/{src}', target)} \\"
-             for src, target, _, _ in files]
+    flags = [_docker_mount(f"{host_dir}/{src}", target) for src, target, _, _ in files]
     if moe:
-        body += [f"  {_docker_mount(host_dir, MOE_CONTAINER_DIR)} \\",
-                 f"  -e {MOE_ENV}={MOE_CONTAINER_DIR} \\"]
-    return body
+        flags += [_docker_mount(host_dir, MOE_CONTAINER_DIR),
+                  f"-e {MOE_ENV}={MOE_CONTAINER_DIR}"]
+    # Each line but the last continues the command: the block ends where the image name
+    # follows, never in a "\\" before a comment (a pasted block must run).
+    return ["# Add to `docker run`, before the image name:"] + [
+        f"  {flag} \\" for flag in flags[:-1]] + [f"  {flags[-1]}"]
 
 
 def _compose_body(files: list, moe: list, host_dir: str) -> list[str]:

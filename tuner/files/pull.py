@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from tuner.files.engine_folders import engine_version, folder_for
-from tuner.files.mounts import MOE_CONTAINER_DIR, MOE_ENV
+from tuner.files.mounts import (
+    MOE_CONTAINER_DIR,
+    MOE_ENV,
+    advice_comments,
+    flag_lines,
+    needs_flag,
+)
 from tuner.kernels.registry import family_of_file, respell_file_name
 
 # Written last into the folder: which release it holds, so a second pull of it does nothing.
@@ -190,6 +196,24 @@ def _pull_args(server: str, device_name: str, number: int, engine: str) -> list[
             str(number), "--engine", engine, "--out", "/configs"]
 
 
+def release_entry(info: Any) -> dict[str, Any]:
+    """A stored release (`db.releases.ReleaseInfo`) as the fields of one entry of `GET
+    /devices/{device}/releases` that `choose_release` and the recipes read: device_name,
+    number, content_sha256, files (file_name, sha256) and summary."""
+    return {"device_name": info.device_name, "number": info.number,
+            "content_sha256": info.content_sha256, "summary": dict(info.summary or {}),
+            "files": [{"file_name": f.file_name, "sha256": f.sha256} for f in info.files]}
+
+
+def release_capabilities(release: Mapping[str, Any]) -> list[str]:
+    """The compute capabilities a release's summary says its winners were timed on (its
+    `tuned_with` environments, e.g. ["8.9"]; "" for one that names none), for
+    `tuner.inputs.backends.device_advice`; [] when the summary has none."""
+    summary = release.get("summary") if isinstance(release.get("summary"), Mapping) else {}
+    tuned = summary.get("tuned_with") if isinstance(summary.get("tuned_with"), list) else []
+    return [str(e.get("compute_capability") or "") for e in tuned if isinstance(e, Mapping)]
+
+
 def release_triton(release: Mapping[str, Any]) -> str | None:
     """The one Triton version a release's winners were timed with (its summary's `versions`),
     or None when it names none or several."""
@@ -254,7 +278,16 @@ def render_pull_recipe(fmt: str, *, server: str, release: Mapping[str, Any], eng
                  f"# SGLang's folder for Triton {triton_version} ({triton_from}; it must be the "
                  "serving image's)."]
     moe_mount = bool(moe) and engine == "vllm"
+    capabilities = release_capabilities(release)
+    head += advice_comments(release["device_name"], capabilities, engine)
+    flag = needs_flag(release["device_name"], capabilities, engine,
+                      [w.file_name for w in files])
     mounted.sort(key=lambda pair: pair[0].save_as)
+    if image == DEFAULT_PULL_IMAGE:  # the project's Dockerfile, built where the pods pull it
+        head.append(f"# {image}: docker build -t {image} . in the tuner's source" + (
+            f" (a cluster: tag and push it, e.g. docker tag {image} <registry>/{image} && "
+            f"docker push <registry>/{image}, and set image: to it)." if fmt == "k8s-pull"
+            else ", on this host."))
     if fmt == "k8s-pull":
         body = ["# In the pod spec:", "volumes:", "  - name: blockfp8-configs",
                 "    emptyDir: {}", "initContainers:", "  - name: blockfp8-pull",
@@ -269,6 +302,8 @@ def render_pull_recipe(fmt: str, *, server: str, release: Mapping[str, Any], eng
             body += ["  - name: blockfp8-configs",
                      f"    mountPath: {json.dumps(MOE_CONTAINER_DIR)}", "    readOnly: true",
                      "env:", f"  - name: {MOE_ENV}", f"    value: {json.dumps(MOE_CONTAINER_DIR)}"]
+        if flag:
+            body += flag_lines(fmt)
     else:
         body = ["# docker-compose.yml:", "services:", "  blockfp8-pull:", f"    image: {image}",
                 f"    command: {json.dumps(args)}", "    volumes:",
@@ -284,6 +319,8 @@ def render_pull_recipe(fmt: str, *, server: str, release: Mapping[str, Any], eng
             body += ["      - type: volume", "        source: blockfp8-configs",
                      f"        target: {json.dumps(MOE_CONTAINER_DIR)}", "        read_only: true",
                      "    environment:", f"      {MOE_ENV}: {json.dumps(MOE_CONTAINER_DIR)}"]
+        if flag:
+            body += flag_lines(fmt)
         body += ["volumes:", "  blockfp8-configs: {}"]
     return "\n".join(head + body) + "\n"
 

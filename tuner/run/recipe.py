@@ -28,6 +28,48 @@ DB_VARIABLE = "TUNER_DB_URL"
 # The image's packages and versions, written just before the install and passed as constraints.
 PINS_FILE = "/tmp/engine-pins.txt"
 _NAME = re.compile(r"[^a-z0-9-]+")
+# The vLLM image's interpreter and platform (vllm/vllm-openai:v0.33.0: CPython 3.12 on glibc
+# x86_64, site-packages /usr/local/lib/python3.12/dist-packages). pip expands a legacy
+# manylinux2014 tag to manylinux2010 and manylinux1, never a manylinux_2_28 one to older
+# tags: both are named, so that wheels tagged only manylinux_2_17 (manylinux2014) match too.
+IMAGE_PYTHON = "3.12"
+IMAGE_PLATFORMS = ("manylinux_2_28_x86_64", "manylinux2014_x86_64")
+
+
+def wheels_lines(image: str, indent: str = "") -> list[str]:
+    """Comment lines saying how to fill the wheels folder once, for the image's Python and
+    platform: `pip wheel` of the tuner alone (pure Python), then `pip download
+    --only-binary=:all:` of its dependencies for CPython `IMAGE_PYTHON` on `IMAGE_PLATFORMS`;
+    or everything built inside the image. Why: wheels built by another Python (3.11 gives
+    cp311 psycopg-binary, pydantic-core, SQLAlchemy, numpy) do not install in the image, and
+    `pip install --no-index` then finds no match.
+
+    Args:
+        image: the serving image, named in the commands.
+        indent: put after each line's "#" (a numbered step's indent).
+    """
+    from tuner import __version__
+
+    platforms = " ".join(f"--platform {p}" for p in IMAGE_PLATFORMS)
+    check = shlex.join(["docker", "run", "--rm", "--entrypoint", "python3", image, "-c",
+                        "import sys, sysconfig; print(sys.version.split()[0], "
+                        "sysconfig.get_platform())"])
+    image_word = shlex.quote(image)
+    lines = [
+        " The wheels folder, once, on a host with a package index, built for the image's "
+        "Python and platform:",
+        f" CPython {IMAGE_PYTHON} on glibc x86_64 in vLLM's image (check: {check}).",
+        " Wheels built by another Python (3.11: cp311 psycopg-binary, pydantic-core, ...) do "
+        "not install",
+        " there: pip install --no-index stops with \"No matching distribution found\".",
+        "   pip wheel --no-deps -w wheels <tuner source>",
+        f"   pip download --only-binary=:all: --python-version {IMAGE_PYTHON} {platforms} "
+        f"--find-links wheels -d wheels 'blockfp8-tuner[postgres]=={__version__}'",
+        " or build them all inside the image (it needs a package index there):",
+        f"   docker run --rm -v \"$PWD:/out\" -v <tuner source>:/src:ro --entrypoint pip "
+        f"{image_word} wheel -w /out/wheels '/src[postgres]'",
+    ]
+    return [f"#{indent}{line}" for line in lines]
 
 
 @dataclass(frozen=True)
@@ -134,21 +176,46 @@ class SweepRecipe:
                      "template": {"metadata": {"labels": {"app": name}}, "spec": pod}},
         }
 
-    def k8s(self) -> str:
-        """The cluster recipe: how to make the Secret and create the sweep (comments), then the
-        Job as YAML."""
+    def k8s(self, masked_db: str) -> str:
+        """The cluster recipe (comments): the Secret made from the store's URL, the wheels,
+        the sweep created inside the image, the Job applied, and how to read the results;
+        then the Job as YAML. The URL reaches the pods only through the Secret.
+
+        Args:
+            masked_db: the store's URL with its password masked (`tuner.cli.options.masked`):
+                the only form of it printed.
+        """
         create = shlex.join(["tuner", "sweep", *self._sweep_args(), "--kernel", "vllm",
                              "--no-run"])
+        inside = " ".join([
+            "docker", "run", "--rm", "-e", DB_VARIABLE, "-v", '"$PWD/wheels:/wheels:ro"',
+            "--entrypoint", "bash", shlex.quote(self.image), "-c",
+            shlex.quote(f"{self.install()} && {create}")])
+        device = shlex.quote(self.device)
         head = [
-            "# 1. The store's URL as a Secret (PostgreSQL, reachable from the pods):",
+            "# 1. The store's URL (PostgreSQL, reachable from the pods and from here), with "
+            "its password, in this shell,",
+            "#    then as a Secret (the URL is never written into this file):",
+            f"#   export {DB_VARIABLE}='{masked_db}'",
             f"#   kubectl create secret generic {self.secret} --from-literal=url=\"$"
             f"{DB_VARIABLE}\"",
-            f"# 2. The wheels folder (pip wheel -w wheels <tuner source> 'psycopg[binary]') "
-            f"copied into the PersistentVolumeClaim {self.wheels_claim}.",
-            "# 3. The sweep and its tasks, created once inside the image (vLLM's kernels):",
-            f"#   {DB_VARIABLE}=... {create}",
-            "# 4. kubectl apply -f this file; kubectl wait --for=condition=complete "
-            f"job/{self.job_name()}",
+            "# 2." + wheels_lines(self.image)[0][1:],
+            *wheels_lines(self.image, "   ")[1:],
+            f"#    then copy the folder into the PersistentVolumeClaim {self.wheels_claim} "
+            "(e.g. kubectl cp wheels <a pod mounting it>:/wheels).",
+            f"# 3. The image: the Job runs {self.image} as it is (the tuner comes from the "
+            "wheels); from a private",
+            f"#    registry: docker tag {shlex.quote(self.image)} <registry>/<name> && docker "
+            "push <registry>/<name>, and set image: below.",
+            "# 4. The sweep and its tasks, created once inside the image (vLLM's kernels), "
+            "from here:",
+            f"#   {inside}",
+            "# 5. kubectl apply -f this file; kubectl wait --for=condition=complete "
+            f"--timeout=24h job/{self.job_name()}",
+            f"# 6. The results, from the same store: tuner status --db \"${DB_VARIABLE}\"; "
+            f"tuner publish --device {device} --db \"${DB_VARIABLE}\";",
+            f"#    tuner serve --db \"${DB_VARIABLE}\" (or tuner export --device {device} "
+            f"--out configs/ --db \"${DB_VARIABLE}\").",
         ]
         return "\n".join(head) + "\n" + to_yaml(self.job())
 

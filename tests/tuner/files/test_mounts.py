@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from tuner.files.mounts import MountRequest, config_files_in, render_mounts
 from tuner.kernels.dense.naming import SGLANG_NOTE, engine_file_name
@@ -30,7 +31,7 @@ def test_docker_lines() -> None:
     text = render_mounts(request())
     assert body(text) == [
         f'  -v "$PWD/configs/{A}:{VLLM}/{A}:ro" \\',
-        f'  -v "$PWD/configs/{B}:{VLLM}/{B}:ro" \\',
+        f'  -v "$PWD/configs/{B}:{VLLM}/{B}:ro"',
         "  --linear-backend triton",
     ]
     assert text.splitlines()[-2] == ("# After the image name, with the server's other arguments "
@@ -50,7 +51,7 @@ def test_docker_lines() -> None:
 
 def test_docker_quotes_an_odd_host_dir() -> None:
     text = render_mounts(request(host_dir='/srv/my "cfg" $HOME', file_names=(A,)))
-    assert body(text) == [f'  -v "/srv/my \\"cfg\\" \\$HOME/{A}:{VLLM}/{A}:ro" \\',
+    assert body(text) == [f'  -v "/srv/my \\"cfg\\" \\$HOME/{A}:{VLLM}/{A}:ro"',
                           "  --linear-backend triton"]
 
 
@@ -80,8 +81,15 @@ def test_sglang_dense_folder_follows_the_engine_version(version: str, folder: st
     text = render_mounts(request(engine="sglang", file_names=(A,), site_packages=SGL_SITE,
                                  engine_version=version))
     spaced = engine_file_name(A, "sglang")
-    assert body(text) == [f'  -v "$PWD/configs/{A}:{SGL_SITE}/{folder}/{spaced}:ro" \\']
+    assert body(text) == [f'  -v "$PWD/configs/{A}:{SGL_SITE}/{folder}/{spaced}:ro"']
     assert f"# sglang {version} reads dense files only from {SGL_SITE}/{folder}/" in text
+
+
+K8S_FLAG = [
+    "# vLLM reads the files only with --linear-backend triton: add these two items to the end of "
+    "the",
+    "# serving container's existing args: list, after --model and your other arguments:",
+    "#   - --linear-backend", "#   - triton"]
 
 
 def test_k8s() -> None:
@@ -92,8 +100,10 @@ def test_k8s() -> None:
         "        - key: n5120-k3072-b128x128.json", f'          path: "{A}"',
         "volumeMounts:", "  - name: blockfp8-configs", f'    mountPath: "{VLLM}/{A}"',
         f'    subPath: "{A}"', "    readOnly: true",
-        "args:", "  - --linear-backend", "  - triton",
     ]
+    # Two items to add to the container's own args, never an `args:` that replaces them.
+    assert text.splitlines()[-4:] == K8S_FLAG
+    assert yaml.safe_load(text)["volumeMounts"][0]["subPath"] == A
     assert (f'#     --from-file=n5120-k3072-b128x128.json="$PWD/configs/{A}" \\'
             in text.splitlines())
 

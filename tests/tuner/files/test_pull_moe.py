@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.tuner.files.test_mounts import K8S_FLAG
 from tuner.files.pull import render_pull_recipe
 from tuner.kernels.dense.naming import config_file_name
 from tuner.kernels.moe.naming import moe_config_file_name
@@ -23,6 +24,21 @@ HEAD = [
     "files only from {site}/{dir}/",
 ]
 VLLM_DIR = "vllm/model_executor/layers/quantization/utils/configs"
+# The release names no compute capability: the table of known GPUs says sm90.
+H200_ADVICE = [
+    "# NVIDIA_H200 is sm90 (H200: compute capability 9.0, from the table of known GPUs).",
+    "# vLLM 0.33.0's default kernel for block-FP8 linear layers there is DeepGEMM (FlashInfer",
+    "# DeepGEMM where FlashInfer's kernels are installed or can be built), or CUTLASS where "
+    "DeepGEMM",
+    "# cannot run: these files are NOT read with default settings.",
+    "# To have them read, start vLLM with --linear-backend triton (or",
+    '# linear_backend_per_quant={"fp8_block_w8a8": "triton"}); VLLM_BATCH_INVARIANT=1 ignores the',
+    "# files. Measure first: tuner compare times the tuned Triton kernel against the default "
+    "kernels",
+    "# on this GPU.",
+    "# Fused-MoE files (E=...) are read by default here: vLLM moves its Triton MoE kernel first on",
+    "# sm90 with 128x128 FP8 weights and ep_size 1.",
+]
 
 
 def test_k8s_pull_mounts_moe_files_as_one_folder_with_the_variable():
@@ -34,6 +50,10 @@ def test_k8s_pull_mounts_moe_files_as_one_folder_with_the_variable():
         "/opt/blockfp8-tuner/moe-configs/,",
         "# with VLLM_TUNED_CONFIG_FOLDER=/opt/blockfp8-tuner/moe-configs (vLLM reads MoE files "
         "there first).",
+        *H200_ADVICE,
+        "# blockfp8-tuner: docker build -t blockfp8-tuner . in the tuner's source (a cluster: "
+        "tag and push it, e.g. docker tag blockfp8-tuner <registry>/blockfp8-tuner && docker "
+        "push <registry>/blockfp8-tuner, and set image: to it).",
         "# In the pod spec:", "volumes:", "  - name: blockfp8-configs", "    emptyDir: {}",
         "initContainers:", "  - name: blockfp8-pull", "    image: blockfp8-tuner",
         '    command: ["tuner", "pull", "--server", "http://tuner:8000", "--device", '
@@ -46,6 +66,7 @@ def test_k8s_pull_mounts_moe_files_as_one_folder_with_the_variable():
         "    readOnly: true",
         "env:", "  - name: VLLM_TUNED_CONFIG_FOLDER",
         '    value: "/opt/blockfp8-tuner/moe-configs"',
+        *K8S_FLAG,
     ]
     assert MOE not in text  # no per-file mount of it into the dense folder
 
