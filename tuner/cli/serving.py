@@ -207,14 +207,19 @@ def serve(
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to bind.")] = 8000,
 ) -> None:
-    """Serve the merged config files over HTTP (FastAPI under uvicorn)."""
+    """Serve the merged config files over HTTP (FastAPI under uvicorn).
+
+    The store must exist (`tuner sweep` or `tuner import` creates it): a --db that names no
+    SQLite file is refused in one line, exit 2, as `tuner status` refuses it.
+    """
     import uvicorn
     from pydantic import ValidationError
 
     from api.app import create_app
     from api.settings import Settings
 
-    url, _ = open_db(db, read_only=True)
+    url, store = open_db(db, must_exist=True, read_only=True)
+    store.dispose()  # checked here; the app opens its own pool
     try:
         settings = Settings(db_url=url, host=host, port=port)
     except ValidationError as exc:  # a bad TUNER_* variable

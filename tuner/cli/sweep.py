@@ -100,12 +100,11 @@ def sweep(
         raise fail(str(exc).strip("'\"")) from None
     candidates = load_configs(configs)
     source, label = resolve_kernel_choice(kernel)
-    backend, device_name, visible = resolve_backend(device, replay,
-                                                    need_device=not (no_run or dry_run))
+    backend, device_name, visible = resolve_backend(device, replay, need_device=not no_run,
+                                                    plan_only=dry_run and not no_run)
     missing = [value for value in REQUIRED_M if value not in m_values]
-    if missing:
-        typer.echo(f"warning: M grid lacks {missing}; vLLM will use the nearest tuned M there",
-                   err=True)
+    warnings = [f"warning: M grid lacks {missing}; vLLM will use the nearest tuned M there"
+                ] if missing else []
     requests = model_requests(
         model_shapes, device_name=device_name, model=model_shapes.model, tp=model_shapes.tp,
         block_shape=model_shapes.block_shape, m_values=m_values, strategy=strategy,
@@ -113,6 +112,7 @@ def sweep(
         replay=str(replay) if replay is not None else None, kernel=source, kernel_label=label)
     if not show_plan(requests, db=db, backend=backend, workers=max(1, len(visible)),
                      interpreter_reps=interpreter_reps, dry_run=dry_run, yes=yes,
+                     warnings=warnings,
                      defaults=default_lines(model_shapes.model, model_shapes.tp, tp is not None,
                                             m)):
         return
