@@ -182,3 +182,15 @@ def test_a_path_under_home_gets_the_expanded_url(folder, monkeypatch):
     assert refused(["status"], "~/x.db", folder) == [
         "error: --db (or TUNER_DB_URL) '~/x.db' is not a database URL; for a SQLite file use "
         "sqlite:////home/someone/x.db"]
+
+
+def test_serve_creates_a_missing_store_only_when_asked(folder):
+    import sqlite3
+
+    result = runner.invoke(app, ["serve", "--port", "8123", "--create-store", "--db",
+                                 "sqlite:///data/tuner.db"], env={"TUNER_API_TOKEN": "tok"})
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == ["note: created folder data for the store"]
+    with sqlite3.connect(folder / "data" / "tuner.db") as connection:
+        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+    assert {"alembic_version", "sweeps", "trials"} <= tables

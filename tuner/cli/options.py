@@ -59,9 +59,11 @@ DbOpt = Annotated[
     str | None,
     typer.Option("--db", envvar="TUNER_DB_URL", show_envvar=True,
                  help="SQLAlchemy URL of the store (default: sqlite:///tuner.db in the current "
-                 "folder); postgresql+psycopg://... to share one store between hosts. A store "
-                 "that stays unreachable, locked or full for $TUNER_STORE_TIMEOUT_S seconds "
-                 "(default 180) stops the command with one line and exit 2."),
+                 "folder; sqlite:////abs/path.db for an absolute path); postgresql://user@host/db "
+                 "(psycopg; postgres:// too) to share one store between hosts. A store that "
+                 "cannot be opened when the command starts is one line and exit 2; one that "
+                 "then stays unreachable, locked or full for $TUNER_STORE_TIMEOUT_S seconds "
+                 "(default 180) stops the command the same way."),
 ]
 DeviceOpt = Annotated[
     str,

@@ -206,11 +206,16 @@ def serve(
     db: DbOpt = None,
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to bind.")] = 8000,
+    create_store: Annotated[bool, typer.Option(
+        "--create-store", help="Create an empty store when the SQLite file does not exist "
+        "(a fresh volume of the service's image, which then takes POST /sweeps and imports); "
+        "without it a missing store is refused, as `tuner status` refuses it.")] = False,
 ) -> None:
     """Serve the merged config files over HTTP (FastAPI under uvicorn).
 
-    The store must exist (`tuner sweep` or `tuner import` creates it): a --db that names no
-    SQLite file is refused in one line, exit 2, as `tuner status` refuses it.
+    The store must exist (`tuner sweep` or `tuner import` creates it) unless --create-store:
+    a --db that names no SQLite file is refused in one line, exit 2, as `tuner status`
+    refuses it.
     """
     import uvicorn
     from pydantic import ValidationError
@@ -218,7 +223,7 @@ def serve(
     from api.app import create_app
     from api.settings import Settings
 
-    url, store = open_db(db, must_exist=True, read_only=True)
+    url, store = open_db(db, must_exist=not create_store, read_only=True)
     store.dispose()  # checked here; the app opens its own pool
     try:
         settings = Settings(db_url=url, host=host, port=port)
