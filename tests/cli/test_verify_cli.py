@@ -397,18 +397,3 @@ def test_for_sglang_verify_names_the_entries_it_rewrites_on_read(tmp_path, fake_
         result = verify(url, "--allow-stale", *args)
         assert "warning:" not in result.stdout
 
-
-def test_nothing_to_time_is_one_line_and_exit_0(tmp_path, fake_runner):
-    url = f"sqlite:///{tmp_path}/tuner.db"
-    ok_default = [(DEFAULT, True, "ok", 100.0)]
-    fill(url, {(*shape, M): ok_default for shape in (SMALL, BIG) for M in (1, 16)},
-         device_name="TRITON_INTERPRETER", model="tiny", m_values=(1, 16))
-    result = verify(url)
-    assert result.exit_code == 0, result.output
-    assert result.stdout.splitlines()[-1] == (
-        "nothing to time: at all 12 M value(s) of 2 shape(s) vLLM's pick from "
-        "TRITON_INTERPRETER's files is its default config, the baseline itself (the sweeps "
-        "found no faster config there; `tuner winners` shows them); nothing is slower")
-    assert sections(result.stdout) == {}  # no table of "ok (default)" rows
-    assert result.stderr == ""  # no "0/0 timed M" bar
-    assert fake_runner == []  # nothing ran
