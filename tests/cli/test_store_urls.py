@@ -114,9 +114,10 @@ def test_a_database_the_store_cannot_be_is_one_line(folder, command, url):
 @pytest.mark.parametrize("url", ["sqlite:///tuner.db", "sqlite:///nonexistent/tuner.db"])
 @pytest.mark.parametrize("command", sorted(READERS))
 def test_reading_commands_refuse_a_missing_sqlite_file(folder, command, url):
+    serve = "; or --create-store to serve an empty one" if command == "serve" else ""
     assert refused(READERS[command], url, folder) == [
         f"error: no store at {url}: run `tuner sweep` first, or point --db (or TUNER_DB_URL) "
-        "at the store"]
+        f"at the store{serve}"]
 
 
 def test_backup_of_a_missing_file_and_of_a_server(folder):

@@ -20,8 +20,10 @@ from tuner.cli.options import (
     KernelOpt,
     device_in_store,
     fail,
+    no_store_line,
     open_db,
     store_files,
+    store_url,
 )
 
 
@@ -222,8 +224,13 @@ def serve(
 
     from api.app import create_app
     from api.settings import Settings
+    from db.faults import sqlite_path
 
-    url, store = open_db(db, must_exist=not create_store, read_only=True)
+    url = store_url(db)
+    path = sqlite_path(url)
+    if not create_store and path is not None and not path.exists():
+        raise fail(f"{no_store_line(url)}; or --create-store to serve an empty one")
+    url, store = open_db(url, read_only=True)
     store.dispose()  # checked here; the app opens its own pool
     try:
         settings = Settings(db_url=url, host=host, port=port)
