@@ -37,4 +37,5 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/health', timeout=4)"]
 
 # An older store on the volume: docker run --rm -v tuner-data:/data blockfp8-tuner tuner db upgrade
-CMD ["tuner", "serve", "--host", "0.0.0.0", "--port", "8000"]
+# --create-store: a fresh volume gets an empty store (tuner serve refuses a missing one).
+CMD ["tuner", "serve", "--host", "0.0.0.0", "--port", "8000", "--create-store"]

@@ -21,6 +21,12 @@ from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 
+# The driver of a PostgreSQL URL that names none: psycopg 3, what the `postgres` extra installs
+# (SQLAlchemy's own default for `postgresql://` is psycopg2, and it knows no `postgres://`,
+# the spelling of libpq, Heroku and many PaaS variables).
+PSYCOPG_DRIVERNAME = "postgresql+psycopg"
+_POSTGRES_WITHOUT_DRIVER = ("postgres", "postgresql")
+
 # How long open_store waits for another process that is creating the same empty store.
 _CREATE_WAIT_S = 30.0
 
@@ -37,6 +43,25 @@ def default_db_url() -> str:
         current working directory).
     """
     return os.environ.get("TUNER_DB_URL") or "sqlite:///tuner.db"
+
+
+def normalized_url(url: str) -> str:
+    """The store URL as the tuner opens it: `postgres://` and `postgresql://` name psycopg 3
+    (`postgresql+psycopg://`); every other URL is returned unchanged.
+
+    Args:
+        url: a SQLAlchemy URL, e.g. `postgres://tuner:pw@db:5432/tuner`.
+
+    Returns:
+        e.g. `postgresql+psycopg://tuner:pw@db:5432/tuner` (password kept).
+
+    Raises:
+        sqlalchemy.exc.ArgumentError: `url` is not a SQLAlchemy URL.
+    """
+    parsed = make_url(url)
+    if parsed.drivername not in _POSTGRES_WITHOUT_DRIVER:
+        return url
+    return parsed.set(drivername=PSYCOPG_DRIVERNAME).render_as_string(hide_password=False)
 
 
 def _set_sqlite_pragmas(dbapi_connection: Any, _connection_record: Any) -> None:
@@ -122,7 +147,8 @@ def make_engine(url: str, *, pool_size: int | None = None,
     busy timeout and foreign keys on every connection, and the folder of the file is created.
     Every pool checks a connection before handing it out (`pool_pre_ping`), so a connection
     left stale by a server restart or failover is replaced instead of failing the first
-    statement of a trial or a request. Any other SQLAlchemy URL (for example
+    statement of a trial or a request. `postgres://` and `postgresql://` open with psycopg 3
+    (`normalized_url`); any other SQLAlchemy URL (for example
     `postgresql+psycopg://user:pw@host/db`) is passed through unchanged.
 
     Args:
@@ -135,6 +161,7 @@ def make_engine(url: str, *, pool_size: int | None = None,
     Returns:
         The engine; nothing is connected or created in the database yet.
     """
+    url = normalized_url(url)
     parsed = make_url(url)
     database = parsed.database or ""
     in_memory = parsed.get_backend_name() == "sqlite" and (

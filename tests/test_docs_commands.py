@@ -106,3 +106,21 @@ def test_links_stay_in_the_repository(page: Path):
         resolved = (page.parent / target).resolve()
         assert resolved.is_relative_to(ROOT), f"{page.name}: {target} is outside the repository"
         assert resolved.exists(), f"{page.name}: {target} does not exist"
+
+
+def _leaf_paths(command: Any, path: tuple[str, ...] = ()) -> list[str]:
+    """Every runnable command under `command`, as `tuner a b` strings (hidden ones left out)."""
+    if not _is_group(command):
+        return [" ".join(("tuner", *path))]
+    return [leaf for name, sub in sorted(command.commands.items()) if not sub.hidden
+            for leaf in _leaf_paths(sub, (*path, name))]
+
+
+def test_readme_table_lists_every_command():
+    text = (ROOT / "README.md").read_text()
+    start = text.index("| command | what |")
+    table = text[start:text.index("\n\n", start)]
+    shown = {" ".join(snippet.split()[:3]) for snippet in _INLINE.findall(table)}
+    shown |= {" ".join(snippet.split()[:2]) for snippet in _INLINE.findall(table)}
+    missing = [leaf for leaf in _leaf_paths(typer.main.get_command(app)) if leaf not in shown]
+    assert missing == []

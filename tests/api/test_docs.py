@@ -25,6 +25,7 @@ from api.routes import (
     sweeps,
 )
 from api.settings import Settings
+from db.engine import open_store
 from tuner.cli.app import app as cli_app
 
 
@@ -80,6 +81,7 @@ def test_a_folder_without_swagger_ui_is_one_line(tmp_path: Path, assets: Path,
     with pytest.raises(ValidationError, match=re.escape(message)):
         Settings(docs_assets=assets)
     monkeypatch.setenv("TUNER_DOCS_ASSETS", str(tmp_path / "none"))
+    open_store(f"sqlite:///{tmp_path / 't.db'}").dispose()  # serve refuses a missing store
     result = CliRunner().invoke(cli_app, ["serve", "--db", f"sqlite:///{tmp_path / 't.db'}"])
     assert result.exit_code == 2, result.output
     assert result.stderr.strip().splitlines() == [

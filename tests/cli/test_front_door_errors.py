@@ -63,6 +63,9 @@ def test_a_json_that_is_no_models_config(tmp_path):
 
 
 def test_serve_on_a_busy_port(tmp_path):
+    from db.engine import open_store
+
+    open_store(f"sqlite:///{tmp_path}/t.db").dispose()
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()

@@ -9,6 +9,7 @@ import pytest
 import uvicorn
 from typer.testing import CliRunner
 
+from db.engine import open_store
 from tuner.cli.app import app
 
 runner = CliRunner()
@@ -25,6 +26,7 @@ def test_serve_says_when_writes_are_closed(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.delenv("TUNER_API_TOKEN", raising=False)
     env = {} if token is None else {"TUNER_API_TOKEN": token}
     monkeypatch.setenv("TUNER_MAX_BODY_BYTES", "5000")
+    open_store(f"sqlite:///{tmp_path / 't.db'}").dispose()  # serve refuses a missing store
     result = runner.invoke(app, ["serve", "--db", f"sqlite:///{tmp_path / 't.db'}",
                                  "--port", "8123"], env=env)
     assert result.exit_code == 0, result.output

@@ -1,5 +1,5 @@
-"""`tuner sweep` prints its plan first; --dry-run writes nothing; a long interpreter plan needs
---yes."""
+"""`tuner sweep` prints its plan first; --dry-run writes nothing, plans for the matching GPUs
+this host has, or says in one line that it has none; a long interpreter plan needs --yes."""
 
 from typer.testing import CliRunner
 
@@ -44,7 +44,8 @@ def test_a_long_interpreter_plan_exits_2_without_yes(tmp_path):
     assert not store.exists()
 
 
-def test_a_gpu_plan_can_be_shown_on_a_host_without_that_gpu(tmp_path):
+def test_a_gpu_plan_can_be_shown_on_a_host_without_that_gpu(tmp_path, monkeypatch):
+    _gpus(monkeypatch)
     result = runner.invoke(app, ["sweep", "--device", "H200", "--model", "qwen3.8-27b", "--tp",
                                  "2", "--m", "1,16", "--trials", "8", "--dry-run", "--db",
                                  f"sqlite:///{tmp_path}/t.db"])
@@ -52,3 +53,62 @@ def test_a_gpu_plan_can_be_shown_on_a_host_without_that_gpu(tmp_path):
     assert result.stdout.splitlines()[:2] == [
         "plan: NVIDIA_H200, qwen3.8-27b TP 2, guided",
         "  5 shapes x 2 M: 10 task(s) x 8 trial(s) = 80 trial(s); at most 80 distinct compiles"]
+    assert result.stderr.splitlines() == [
+        "note: no visible GPU matches --device H200 here (visible: no CUDA GPU): the sweep would "
+        "stop with that error; this plan is for one NVIDIA_H200, one worker per matching GPU "
+        "where it runs (or --no-run there for `tuner worker`)",
+        "warning: M grid lacks [32, 2048, 4096]; vLLM will use the nearest tuned M there"]
+
+
+def _gpus(monkeypatch, *names):
+    """Make `tuner.run.gpus.visible_gpus` answer these GPU names (e.g. "NVIDIA L20")."""
+    from tuner.inputs.devices import vllm_device_name
+    from tuner.run import gpus
+
+    listed = [gpus.GpuInfo(i, str(i), name, vllm_device_name(name), "8.9")
+              for i, name in enumerate(names)]
+    monkeypatch.setattr(gpus, "visible_gpus", lambda: listed)
+
+
+def _workers_line(result) -> str:
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("  total:")]
+    return line.split("; ")[0]
+
+
+def test_a_dry_run_plans_for_the_matching_gpus_it_sees(tmp_path, monkeypatch):
+    _gpus(monkeypatch, "NVIDIA L20", "NVIDIA H200", "NVIDIA L20")
+    result = runner.invoke(app, ["sweep", "--device", "L20", "--model", "tiny", "--m",
+                                 "1,16,32,2048,4096", "--trials", "8", "--dry-run", "--db",
+                                 f"sqlite:///{tmp_path}/t.db"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    assert _workers_line(result) == "  total: 10 task(s), 80 trial(s) to run, 2 worker(s)"
+    assert not (tmp_path / "t.db").exists()
+
+
+def test_a_dry_run_without_the_gpu_says_so_in_one_line(tmp_path, monkeypatch):
+    _gpus(monkeypatch, "NVIDIA H200")
+    result = runner.invoke(app, ["sweep", "--device", "L20", "--model", "tiny", "--m",
+                                 "1,16,32,2048,4096", "--trials", "8", "--dry-run", "--db",
+                                 f"sqlite:///{tmp_path}/t.db"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        "note: no visible GPU matches --device L20 here (visible: NVIDIA_H200): the sweep would "
+        "stop with that error; this plan is for one NVIDIA_L20, one worker per matching GPU "
+        "where it runs (or --no-run there for `tuner worker`)"]
+    assert _workers_line(result) == "  total: 10 task(s), 80 trial(s) to run, 1 worker(s)"
+    real = runner.invoke(app, ["sweep", "--device", "L20", "--model", "tiny", "--db",
+                               f"sqlite:///{tmp_path}/t.db"])
+    assert real.exit_code == 2
+    assert real.stderr.splitlines() == [
+        "error: no visible GPU matches --device L20; visible: NVIDIA_H200"]
+    assert not (tmp_path / "t.db").exists()
+
+
+def test_no_run_with_dry_run_needs_no_gpu_and_says_nothing(tmp_path, monkeypatch):
+    _gpus(monkeypatch)
+    result = runner.invoke(app, ["sweep", "--device", "L20", "--model", "tiny", "--m",
+                                 "1,16,32,2048,4096", "--no-run", "--dry-run", "--db",
+                                 f"sqlite:///{tmp_path}/t.db"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""

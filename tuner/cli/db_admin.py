@@ -7,15 +7,22 @@ from typing import Annotated
 
 import typer
 
-from tuner.cli.options import DbOpt, console, fail, masked, store_url
+from tuner.cli.options import DbOpt, console, fail, masked, no_store_line, open_failed, store_url
 
 
 def db_upgrade(db: DbOpt = None) -> None:
-    """Upgrade the store's schema to this version of the tuner (Alembic)."""
+    """Upgrade the store's schema to this version of the tuner (Alembic); a new store is
+    created at it."""
     from db.engine import make_engine, upgrade
 
     url = store_url(db)
-    upgrade(make_engine(url))
+    engine = make_engine(url)
+    try:
+        upgrade(engine)
+    except Exception as exc:  # noqa: BLE001 - an unreachable server, a bad file: one line
+        raise open_failed(exc, url) from None
+    finally:
+        engine.dispose()
     console.print(f"store {masked(url)} is at the current schema", soft_wrap=True)
 
 
@@ -32,13 +39,13 @@ def db_backup(
 
     from db.faults import sqlite_path
 
-    url = store_url(db)
+    url = store_url(db, driver=False)
     path = sqlite_path(url)
     if path is None:
         raise fail(f"store {masked(url)} is not a SQLite file: back up PostgreSQL with "
                    "pg_dump")
     if not path.exists():
-        raise fail(f"no store at {path}")
+        raise fail(no_store_line(url))
     if out.exists():
         raise fail(f"{out} exists: name a new file")
     try:

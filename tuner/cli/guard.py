@@ -6,7 +6,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-# Exit codes: a store that stayed unavailable (down, locked, full), and Ctrl-C (128 + SIGINT).
+# Exit codes: a store that stayed unavailable (down, locked, full), and Ctrl-C (128 + SIGINT);
+# SIGTERM while workers run exits 128 + SIGTERM = 143 (tuner.run.supervisor.Terminated).
 EXIT_STORE_UNAVAILABLE = 2
 EXIT_INTERRUPTED = 130
 
@@ -37,7 +38,8 @@ def run_guarded(app: Callable[[], object]) -> None:
         print(f"error: the store failed ({type(orig).__name__}: {first}); run the same command "
               "again", file=sys.stderr)
         sys.exit(EXIT_STORE_UNAVAILABLE)
-    except KeyboardInterrupt:
-        print("interrupted; finished work is stored: run the same command to resume",
+    except KeyboardInterrupt as exc:  # SIGTERM (tuner.run.supervisor.Terminated): 143
+        what = getattr(exc, "what", "interrupted")
+        print(f"{what}; finished work is stored: run the same command to resume",
               file=sys.stderr)
-        sys.exit(EXIT_INTERRUPTED)
+        sys.exit(getattr(exc, "exit_code", EXIT_INTERRUPTED))

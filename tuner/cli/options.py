@@ -1,9 +1,9 @@
 """What every `tuner` command shares: the console, one-line errors, the option types, opening
-the store and resolving --device. Command modules import this; it imports no command module."""
+the store (`tuner.cli.store`, re-exported) and resolving --device. Command modules import this;
+it imports no command module."""
 
 from __future__ import annotations
 
-import os
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -11,6 +11,16 @@ from typing import Annotated, Any, Literal
 import typer
 from rich.console import Console
 
+# The store's URL and opening, for every command (`tuner.cli.store`), re-exported here.
+from tuner.cli.store import PSYCOPG_INSTALL as PSYCOPG_INSTALL
+from tuner.cli.store import STORE_URL_FORMS as STORE_URL_FORMS
+from tuner.cli.store import existing_store as existing_store
+from tuner.cli.store import masked as masked
+from tuner.cli.store import no_store_line as no_store_line
+from tuner.cli.store import open_db as open_db
+from tuner.cli.store import open_failed as open_failed
+from tuner.cli.store import sqlite_url_hint as sqlite_url_hint
+from tuner.cli.store import store_url as store_url
 from tuner.search.defaults import DEFAULT_STRATEGY
 
 console = Console()
@@ -59,9 +69,11 @@ DbOpt = Annotated[
     str | None,
     typer.Option("--db", envvar="TUNER_DB_URL", show_envvar=True,
                  help="SQLAlchemy URL of the store (default: sqlite:///tuner.db in the current "
-                 "folder); postgresql+psycopg://... to share one store between hosts. A store "
-                 "that stays unreachable, locked or full for $TUNER_STORE_TIMEOUT_S seconds "
-                 "(default 180) stops the command with one line and exit 2."),
+                 "folder; sqlite:////abs/path.db for an absolute path); postgresql://user@host/db "
+                 "(psycopg; postgres:// too) to share one store between hosts. A store that "
+                 "cannot be opened when the command starts is one line and exit 2; one that "
+                 "then stays unreachable, locked or full for $TUNER_STORE_TIMEOUT_S seconds "
+                 "(default 180) stops the command the same way."),
 ]
 DeviceOpt = Annotated[
     str,
@@ -153,109 +165,6 @@ def parse_m_values(text: str) -> tuple[int, ...]:
     return tuple(sorted(values))
 
 
-def masked(url: str) -> str:
-    """A store URL with its password replaced by `***`, safe to print."""
-    from sqlalchemy import make_url
-
-    return make_url(url).render_as_string(hide_password=True)
-
-
-def store_url(db: str | None) -> str:
-    """The store's URL: --db, else $TUNER_DB_URL, else sqlite:///tuner.db; checked.
-
-    Raises:
-        typer.Exit: one line, exit 2, when it is not a SQLAlchemy URL (a plain path gets the
-            sqlite:/// URL it probably meant).
-    """
-    from sqlalchemy import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    from db.engine import default_db_url
-
-    url = db or default_db_url()
-    try:
-        make_url(url)
-    except ArgumentError:
-        hint = f"; for a SQLite file use sqlite:///{url}" if "://" not in url else ""
-        raise fail(f"--db (or TUNER_DB_URL) {url!r} is not a database URL{hint}") from None
-    return url
-
-
-def _note_new_folder(url: str) -> None:
-    """Say so on stderr when opening a SQLite store will create its folder."""
-    from sqlalchemy import make_url
-
-    parsed = make_url(url)
-    database = parsed.database or ""
-    if (parsed.get_backend_name() == "sqlite" and database and database != ":memory:"
-            and not database.startswith("file:")):
-        folder = Path(database).expanduser().parent
-        if not folder.exists():
-            typer.echo(f"note: created folder {folder} for the store", err=True)
-
-
-def _read_only_or_refused(url: str, read_only: bool) -> str:
-    """The URL to open: the read-only URL of a SQLite store this process cannot write (one
-    note line), the URL itself otherwise; one error line where the command must write."""
-    from sqlalchemy import make_url
-
-    from db.engine import read_only_url
-
-    parsed = make_url(url)
-    database = parsed.database or ""
-    if (parsed.get_backend_name() != "sqlite" or database in ("", ":memory:")
-            or database.startswith("file:") or not Path(database).expanduser().exists()):
-        return url
-    ro_url = read_only_url(database)
-    if ro_url is None:
-        return url
-    path = Path(database).expanduser()
-    what = "its folder" if os.access(path, os.W_OK) else "the file"
-    if not read_only:
-        raise fail(f"store {path} is read-only ({what} is not writable) and this command "
-                   "writes to it: make it writable or copy it (`tuner db backup`)")
-    typer.echo(f"note: store {path} is read-only ({what} is not writable): opened for "
-               "reading only", err=True)
-    return ro_url
-
-
-def open_db(db: str | None, *, must_exist: bool = False, read_only: bool = False):
-    """(url, engine) of the store, its schema checked (and created for a new store).
-
-    Args:
-        db: --db, or None for $TUNER_DB_URL / sqlite:///tuner.db.
-        must_exist: for commands that only read: refuse a SQLite file that does not exist (a
-            mistyped --db would otherwise be created empty and read as "nothing yet").
-        read_only: the command only reads: a SQLite file (or folder) this process cannot
-            write is opened read-only (`db.engine.read_only_url`), said in one note line;
-            without it such a store is refused in one line.
-
-    Raises:
-        typer.Exit: one line, exit 2, when the store cannot be opened.
-    """
-    from sqlalchemy import make_url
-
-    from db.engine import SchemaError, open_store
-
-    url = store_url(db)
-    parsed = make_url(url)
-    if must_exist:
-        if (parsed.get_backend_name() == "sqlite"
-                and parsed.database not in (None, "", ":memory:")
-                and not Path(parsed.database).exists()):
-            raise fail(f"no store at {masked(url)}: run `tuner sweep` first, or point --db "
-                       "(or TUNER_DB_URL) at the store")
-    else:
-        _note_new_folder(url)
-    url = _read_only_or_refused(url, read_only)
-    try:
-        return url, open_store(url)
-    except SchemaError as exc:
-        raise fail(str(exc)) from None
-    except Exception as exc:  # noqa: BLE001 - a bad URL or unreachable server: one line
-        raise fail(f"cannot open store {masked(url)}: {type(exc).__name__}: {exc}") from None
-
-
 def out_folder(path: Path) -> Path:
     """--out of a command that fills a folder: refuse a path that is not one.
 
@@ -310,11 +219,18 @@ def print_sweep_summary(summary) -> None:
         console.print(line, soft_wrap=True, markup=False, highlight=False)
 
 
-def resolve_backend(device: str, replay: Path | None, *, need_device: bool = True):
+def resolve_backend(device: str, replay: Path | None, *, need_device: bool = True,
+                    plan_only: bool = False):
     """(backend, device_name, visible devices) for --device and --replay.
 
     With need_device=False a GPU model that no visible GPU matches is still accepted (its vLLM
-    key, for creating a sweep that workers on other hosts run).
+    key, for creating a sweep that workers on other hosts run). With plan_only (`tuner sweep
+    --dry-run`) the GPUs are looked up as the run would: the matching ones are planned for;
+    when none matches, one note line on stderr says so and the plan is for one such GPU.
+
+    Raises:
+        typer.Exit: exit 2 with one line: no visible GPU matches (need_device, not plan_only),
+            a landscape of another device, a name that is no GPU model.
     """
     from tuner.inputs.devices import INTERPRETER_DEVICE_NAME, is_interpreter, matches
     from tuner.run.gpus import visible_gpus
@@ -332,7 +248,7 @@ def resolve_backend(device: str, replay: Path | None, *, need_device: bool = Tru
         return "replay", landscape.device_name, [None]
     if is_interpreter(device):
         return "interpreter", INTERPRETER_DEVICE_NAME, [None]
-    gpus = visible_gpus() if need_device else []
+    gpus = visible_gpus() if need_device or plan_only else []
     chosen = [gpu for gpu in gpus if matches(device, gpu.device_name)]
     if chosen:
         return "cuda", chosen[0].device_name, [gpu.visible_id for gpu in chosen]
@@ -342,8 +258,15 @@ def resolve_backend(device: str, replay: Path | None, *, need_device: bool = Tru
 
     names = sorted({g.device_name for g in gpus})
     hint = device_hint(device, names)
-    raise fail(f"no visible GPU matches --device {device}{hint}; visible: "
-               f"{', '.join(names) or 'no CUDA GPU'}")
+    visible = ", ".join(names) or "no CUDA GPU"
+    if plan_only:
+        key = vllm_key(device)
+        typer.echo(f"note: no visible GPU matches --device {device} here{hint} (visible: "
+                   f"{visible}): the sweep would stop with that error; this plan is for one "
+                   f"{key}, one worker per matching GPU where it runs (or --no-run there for "
+                   "`tuner worker`)", err=True)
+        return "cuda", key, [None]
+    raise fail(f"no visible GPU matches --device {device}{hint}; visible: {visible}")
 
 
 def vllm_key(device: str) -> str:

@@ -19,8 +19,10 @@ from tuner.cli.options import (
     KernelChoice,
     device_in_store,
     fail,
+    no_store_line,
     open_db,
     store_files,
+    store_url,
 )
 
 
@@ -281,15 +283,30 @@ def serve(
     db: DbOpt = None,
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to bind.")] = 8000,
+    create_store: Annotated[bool, typer.Option(
+        "--create-store", help="Create an empty store when the SQLite file does not exist "
+        "(a fresh volume of the service's image, which then takes POST /sweeps and imports); "
+        "without it a missing store is refused, as `tuner status` refuses it.")] = False,
 ) -> None:
-    """Serve the merged config files over HTTP (FastAPI under uvicorn)."""
+    """Serve the merged config files over HTTP (FastAPI under uvicorn).
+
+    The store must exist (`tuner sweep` or `tuner import` creates it) unless --create-store:
+    a --db that names no SQLite file is refused in one line, exit 2, as `tuner status`
+    refuses it.
+    """
     import uvicorn
     from pydantic import ValidationError
 
     from api.app import create_app
     from api.settings import Settings
+    from db.faults import sqlite_path
 
-    url, _ = open_db(db, read_only=True)
+    url = store_url(db)
+    path = sqlite_path(url)
+    if not create_store and path is not None and not path.exists():
+        raise fail(f"{no_store_line(url)}; or --create-store to serve an empty one")
+    url, store = open_db(url, read_only=True)
+    store.dispose()  # checked here; the app opens its own pool
     try:
         settings = Settings(db_url=url, host=host, port=port)
     except ValidationError as exc:  # a bad TUNER_* variable

@@ -100,12 +100,11 @@ def sweep(
         raise fail(str(exc).strip("'\"")) from None
     candidates = load_configs(configs)
     source, label = resolve_kernel_choice(kernel)
-    backend, device_name, visible = resolve_backend(device, replay,
-                                                    need_device=not (no_run or dry_run))
+    backend, device_name, visible = resolve_backend(device, replay, need_device=not no_run,
+                                                    plan_only=dry_run and not no_run)
     missing = [value for value in REQUIRED_M if value not in m_values]
-    if missing:
-        typer.echo(f"warning: M grid lacks {missing}; vLLM will use the nearest tuned M there",
-                   err=True)
+    warnings = [f"warning: M grid lacks {missing}; vLLM will use the nearest tuned M there"
+                ] if missing else []
     requests = model_requests(
         model_shapes, device_name=device_name, model=model_shapes.model, tp=model_shapes.tp,
         block_shape=model_shapes.block_shape, m_values=m_values, strategy=strategy,
@@ -113,6 +112,7 @@ def sweep(
         replay=str(replay) if replay is not None else None, kernel=source, kernel_label=label)
     if not show_plan(requests, db=db, backend=backend, workers=max(1, len(visible)),
                      interpreter_reps=interpreter_reps, dry_run=dry_run, yes=yes,
+                     warnings=warnings,
                      defaults=default_lines(model_shapes.model, model_shapes.tp, tp is not None,
                                             m)):
         return
@@ -133,6 +133,7 @@ def _plan_and_run(engine, url: str, request, what: str, *, no_run: bool, backend
     """Create, extend or find one sweep and run it to the end; exit 1 if tasks are left or no
     trial came out ok."""
     from tuner.run.plan import opened_label, plan
+    from tuner.run.supervisor import interrupted_exit
     from tuner.run.sweep import commonest_failure, run_workers
 
     opened = plan(engine, request)
@@ -156,9 +157,10 @@ def _plan_and_run(engine, url: str, request, what: str, *, no_run: bool, backend
     try:
         summary = run_workers(engine, url, request, info.sweep_id, backend=backend,
                               visible_devices=visible, console=console, options=options)
-    except KeyboardInterrupt:
-        raise fail("interrupted; finished trials are stored: run the same command to resume",
-                   130) from None
+    except KeyboardInterrupt as exc:  # Ctrl-C exits 130, SIGTERM 143
+        code, what = interrupted_exit(exc)
+        raise fail(f"{what}; finished trials are stored: run the same command to resume",
+                   code) from None
     print_sweep_summary(summary)
     if (summary.trials_total or summary.tasks_failed) and not summary.trials_ok:
         # Every trial crashed or failed (e.g. an interpreter that cannot launch): not a success.
@@ -190,7 +192,7 @@ def worker(
     """
     from tuner.run.options import RunOptions
     from tuner.run.plan import space_name
-    from tuner.run.supervisor import Supervisor
+    from tuner.run.supervisor import Supervisor, interrupted_exit
     from tuner.run.sweep import unfinished_in_scope, worker_specs
 
     candidates = load_configs(configs)
@@ -219,8 +221,9 @@ def worker(
                             on_event=_say)
     try:
         report = supervisor.run()
-    except KeyboardInterrupt:
-        raise fail("interrupted; the tasks went back to the queue", 130) from None
+    except KeyboardInterrupt as exc:  # Ctrl-C exits 130, SIGTERM 143
+        code, what = interrupted_exit(exc)
+        raise fail(f"{what}; the tasks went back to the queue", code) from None
     _say(f"worker done: {unfinished_in_scope(engine, **scope)} unfinished task(s) left in "
          f"{where}; {report.crashed} crashed, {report.timeouts} timed out, "
          f"{report.restarts} restart(s)")

@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from tuner.cli.options import DEFAULT_M, fail, open_db, plain
+from tuner.cli.options import DEFAULT_M, existing_store, fail, plain
 
 DryRunOpt = Annotated[
     bool, typer.Option("--dry-run", help="Print the plan (tasks, trials, compiles, time "
@@ -44,21 +43,15 @@ def default_lines(model: str, tp: int, tp_given: bool, m: str) -> list[str]:
 
 def _history(db: str | None, requests: list) -> tuple[list, list[int]]:
     """The device's earlier trial times and each request's stored trials, read without
-    creating a store (a missing SQLite file reads as an empty history)."""
-    from sqlalchemy import make_url
-
+    creating a store (no store yet reads as an empty history; a server that does not answer is
+    one line, exit 2: `tuner.cli.options.existing_store`)."""
     from db.engine import session_scope
     from db.history import stored_trials, trial_times
     from db.sweeps import sweep_key
-    from tuner.cli.options import store_url
 
-    url = make_url(store_url(db))
-    if url.get_backend_name() == "sqlite" and (
-            url.database in (None, "", ":memory:") or not Path(url.database).exists()):
+    _, engine = existing_store(db)
+    if engine is None:
         return [], [0] * len(requests)
-    if url.get_backend_name() != "sqlite" and not _has_tables(url):
-        return [], [0] * len(requests)  # an empty database: opening it would create the schema
-    _, engine = open_db(db, must_exist=True)
     with session_scope(engine) as session:
         history = trial_times(session, device_name=requests[0][0].device_name)
         stored = [stored_trials(session, sweep_key=sweep_key(**request.sweep_fields()))
@@ -67,25 +60,9 @@ def _history(db: str | None, requests: list) -> tuple[list, list[int]]:
     return history, stored
 
 
-def _has_tables(url) -> bool:
-    """Whether a server database already holds the store's tables (False when it cannot be
-    reached: `open_db` then says why, when the sweep opens it)."""
-    from sqlalchemy import inspect
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from db.engine import make_engine
-
-    engine = make_engine(url.render_as_string(hide_password=False))
-    try:
-        return inspect(engine).has_table("trials")
-    except SQLAlchemyError:
-        return False
-    finally:
-        engine.dispose()
-
-
 def show_plan(requests: list, *, db: str | None, backend: str, workers: int,
-              interpreter_reps: int, defaults: list[str], dry_run: bool, yes: bool) -> bool:
+              interpreter_reps: int, defaults: list[str], dry_run: bool, yes: bool,
+              warnings: list[str] = ()) -> bool:
     """Print the plan of a `tuner sweep` in one block; say whether to go on.
 
     Args:
@@ -97,6 +74,8 @@ def show_plan(requests: list, *, db: str | None, backend: str, workers: int,
         defaults: `default_lines`.
         dry_run: only print.
         yes: --yes was passed.
+        warnings: lines for stderr, printed once the store was read (a store that cannot be
+            opened is then the only line).
 
     Returns:
         True to measure; False after a dry run.
@@ -109,6 +88,8 @@ def show_plan(requests: list, *, db: str | None, backend: str, workers: int,
     from tuner.run.preview import CONFIRM_ABOVE_S, duration, needs_confirmation, preview_sweeps
 
     history, stored = _history(db, requests)
+    for line in warnings:
+        typer.echo(line, err=True)
     compile_workers = max(1, ((os.cpu_count() or 2) - workers) // max(1, workers))
     preview = preview_sweeps(requests, backend=backend, history=history, stored=stored,
                              workers=workers, interpreter_reps=interpreter_reps,

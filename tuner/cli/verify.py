@@ -156,10 +156,39 @@ def _check(run: VerifyRun, read, *, only_shapes: set[tuple[int, int]] | None, ti
     stderr counting the timed M; exits 130 when interrupted."""
     try:
         planned, missing = run.plan(read.explained(), read.view.grids, only_shapes=only_shapes)
+        if planned and not any(shape.timed for shape in planned):
+            return run.check(planned, _Unshown()), missing
         with shown(planned, title=title) as observer:
             return run.check(planned, observer), missing
     except KeyboardInterrupt:
         raise fail("interrupted", 130) from None
+
+
+class _Unshown:
+    """The observer of a check where nothing is timed: no bar, no tables (the one line of
+    `nothing_timed_line` says what there is to say)."""
+
+    def shape_started(self, shape) -> None:
+        pass
+
+    def point_done(self, shape, point) -> None:
+        pass
+
+    def shape_done(self, result) -> None:
+        pass
+
+
+def nothing_timed_line(results: Sequence[ShapeVerification], device_name: str) -> str | None:
+    """The line that says verify had nothing to time: at every checked M vLLM's pick is its
+    default config, the baseline itself (the sweeps found nothing faster); None when some M
+    was timed."""
+    points = [point for result in results for point in result.points]
+    if not points or any(point.timed for point in points):
+        return None
+    return (f"nothing to time: at all {len(points)} M value(s) of {len(results)} shape(s) "
+            f"vLLM's pick from {device_name}'s files is its default config, the baseline "
+            "itself (the sweeps found no faster config there; `tuner winners` shows them); "
+            "nothing is slower")
 
 
 def _fix(run: VerifyRun, fixer: Fixer, results: list[ShapeVerification], read
@@ -230,7 +259,11 @@ def verify(
     the entries SGLang rewrites as it reads them (BLOCK_SIZE_K raised to block_k): there it
     runs another config than the one checked.
 
-    Exit codes: 0 every M ok; 1 some M slower or failed (named on stderr);
+    Where every pick is the default (nothing to time), one line says so instead of the
+    tables, and the exit code is 0: nothing is slower than the default.
+
+    Exit codes: 0 every M ok (nothing timed included); 1 some M slower or failed (named on
+    stderr);
     2 bad input (unknown model or device, no file to check); 130 interrupted.
     """
     from db.engine import session_scope
@@ -269,7 +302,8 @@ def verify(
     results, missing = _check(run, first, only_shapes=None, title=f"on {device_name}")
     for line in missing:
         plain(line)
-    plain(summary_line(results))
+    nothing = nothing_timed_line(results, device_name)
+    plain(nothing if nothing is not None else summary_line(results))
     if fix:
         results = _fix(run, fixer, results, read)
         if not no_publish:  # the files --fix tuned are what a fleet downloads next

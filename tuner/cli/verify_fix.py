@@ -46,15 +46,17 @@ class Fixer:
         )
 
     def _run(self, request, sweep_id: int) -> None:
+        from tuner.run.supervisor import interrupted_exit
         from tuner.run.sweep import run_workers
 
         try:
             summary = run_workers(self.engine, self.url, request, sweep_id, backend=self.backend,
                                   visible_devices=self.visible, console=console,
                                   options=self.options)
-        except KeyboardInterrupt:
-            raise fail("interrupted; finished trials are stored: run the same command to "
-                       "resume", 130) from None
+        except KeyboardInterrupt as exc:  # Ctrl-C exits 130, SIGTERM 143
+            code, what = interrupted_exit(exc)
+            raise fail(f"{what}; finished trials are stored: run the same command to "
+                       "resume", code) from None
         print_sweep_summary(summary)
 
     def finish_unfinished(self) -> None:

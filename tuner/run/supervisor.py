@@ -157,9 +157,10 @@ class Supervisor:
         """Start every slot and wait until all workers have exited for good.
 
         SIGTERM is handled as Ctrl-C while this runs: the workers are stopped and their tasks
-        handed back, then KeyboardInterrupt propagates. A store that stays unavailable (down,
-        locked, its disk full) for longer than `db.faults.store_timeout_s()`, here or in a
-        worker (EXIT_STORE), stops every worker the same way and raises StoreUnavailable.
+        handed back, then `Terminated` (a KeyboardInterrupt) propagates. A store that stays
+        unavailable (down, locked, its disk full) for longer than `db.faults.store_timeout_s()`,
+        here or in a worker (EXIT_STORE), stops every worker the same way and raises
+        StoreUnavailable.
 
         Args:
             on_tick: called about every POLL_S seconds (progress display).
@@ -168,7 +169,7 @@ class Supervisor:
             Counts of failures, restarts, crashed and timed-out trials, and given-up slots.
 
         Raises:
-            KeyboardInterrupt: Ctrl-C or SIGTERM.
+            KeyboardInterrupt: Ctrl-C; `Terminated`, its subclass, for SIGTERM.
             StoreUnavailable: the store stayed unavailable; its str() is the one line to print.
         """
         previous = signal.signal(signal.SIGTERM, _interrupt)
@@ -318,5 +319,22 @@ def _first_line(exc: BaseException) -> str:
     return (str(orig).strip().splitlines() or [""])[0][:160]
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM reached the process while workers ran (`docker stop`, `kubectl delete pod`,
+    systemd): handled as Ctrl-C, but the command exits 143 (128 + SIGTERM, what a shell
+    reports for a process SIGTERM ended) instead of Ctrl-C's 130."""
+
+    exit_code = 128 + signal.SIGTERM
+    what = "terminated (SIGTERM)"
+
+
+def interrupted_exit(exc: KeyboardInterrupt) -> tuple[int, str]:
+    """(exit code, the word for it) of an interrupt: 143 and "terminated (SIGTERM)" for
+    `Terminated`, 130 and "interrupted" for Ctrl-C (128 + SIGINT)."""
+    if isinstance(exc, Terminated):
+        return exc.exit_code, exc.what
+    return 128 + signal.SIGINT, "interrupted"
+
+
 def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
+    raise Terminated

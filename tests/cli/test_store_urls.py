@@ -1,0 +1,197 @@
+"""Every command that takes --db reads the store URL in one place (`tuner.cli.options`):
+`postgres://` and `postgresql://` mean psycopg's `postgresql+psycopg://`; a missing driver, a
+database other than SQLite or PostgreSQL, a server that does not answer and (for the commands
+that only read, `tuner serve` among them) a SQLite file that does not exist are each one line on
+stderr with the fix and exit 2, and nothing is created on disk. `sweep --dry-run` against a
+server that does not answer is refused, not planned as if the store were empty."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+import uvicorn
+from typer.testing import CliRunner
+
+from tuner.cli.app import app
+
+runner = CliRunner()
+
+IMPORTED = "N=256,K=128,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
+CONFIG = ('{"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, '
+          '"GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 3}}')
+
+# The commands that read a store and never create one, with the arguments they need.
+READERS = {
+    "status": ["status"],
+    "winners": ["winners", "--device", "L20"],
+    "export": ["export", "--device", "L20", "--out", "out"],
+    "mounts": ["mounts", "--device", "L20"],
+    "serve": ["serve", "--port", "8123"],
+    "verify": ["verify", "--device", "interpreter", "--model", "tiny"],
+    "compare": ["compare", "--device", "interpreter", "--model", "tiny"],
+    "publish": ["publish", "--device", "L20"],
+    "worker": ["worker", "--device", "interpreter"],
+    "landscape record": ["landscape", "record", "--device", "L20", "--out", "x.json"],
+}
+# The commands that create a store that does not exist yet.
+WRITERS = {
+    "sweep": ["sweep", "--device", "interpreter", "--model", "tiny"],
+    "sweep --dry-run": ["sweep", "--device", "interpreter", "--model", "tiny", "--dry-run"],
+    "sweep --no-run": ["sweep", "--device", "interpreter", "--model", "tiny", "--no-run"],
+    "import": ["import", IMPORTED, "--device", "L20"],
+    "db upgrade": ["db", "upgrade"],
+}
+EVERY = READERS | WRITERS
+
+
+@pytest.fixture
+def folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty working folder holding only the file `tuner import` reads; uvicorn never
+    starts (a `tuner serve` that got that far exits 0, which the tests refuse)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TUNER_DB_URL", raising=False)
+    monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: None)
+    (tmp_path / IMPORTED).write_text(CONFIG)
+    return tmp_path
+
+
+def closed_port() -> int:
+    """A local TCP port that nothing listens on (bound, then closed)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def refused(args: list[str], url: str, folder: Path) -> list[str]:
+    """stderr's lines of a command that must exit 2; the folder holds what it held before."""
+    result = runner.invoke(app, [*args, "--db", url])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert sorted(os.listdir(folder)) == [IMPORTED]
+    return result.stderr.splitlines()
+
+
+def unreachable_line(port: int) -> str:
+    return (f'error: cannot connect to the store postgresql+psycopg://tuner@127.0.0.1:{port}/'
+            f'tuner (connection to server at "127.0.0.1", port {port} failed: Connection '
+            'refused): start its server, or point --db (or TUNER_DB_URL) at one that runs')
+
+
+@pytest.mark.parametrize("scheme", ["postgres", "postgresql", "postgresql+psycopg"])
+@pytest.mark.parametrize("command", sorted(EVERY))
+def test_a_server_that_does_not_answer_is_one_line(folder, command, scheme):
+    pytest.importorskip("psycopg")
+    port = closed_port()
+    url = f"{scheme}://tuner@127.0.0.1:{port}/tuner"
+    assert refused(EVERY[command], url, folder) == [unreachable_line(port)]
+
+
+@pytest.mark.parametrize("scheme", ["postgresql", "postgresql+psycopg", "postgres"])
+@pytest.mark.parametrize("command", sorted(EVERY))
+def test_a_missing_psycopg_names_the_install(folder, monkeypatch, command, scheme):
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # `import psycopg` raises ImportError
+    url = f"{scheme}://tuner@127.0.0.1:{closed_port()}/tuner"
+    shown = url.replace(f"{scheme}://", "postgresql+psycopg://")
+    assert refused(EVERY[command], url, folder) == [
+        f"error: --db (or TUNER_DB_URL) {shown} needs the psycopg driver, which is not "
+        'installed: pip install -e ".[postgres]" (or pip install "psycopg[binary]")']
+
+
+@pytest.mark.parametrize("url", ["mysql://tuner@127.0.0.1/tuner", "redis://127.0.0.1:6379/0"])
+@pytest.mark.parametrize("command", sorted(EVERY))
+def test_a_database_the_store_cannot_be_is_one_line(folder, command, url):
+    scheme = url.split("://")[0]
+    assert refused(EVERY[command], url, folder) == [
+        f"error: --db (or TUNER_DB_URL) {url}: the store is SQLite or PostgreSQL, not "
+        f"'{scheme}': use sqlite:///PATH for a SQLite file (sqlite:////abs/path for an "
+        "absolute one) or postgresql://USER@HOST/DB for PostgreSQL"]
+
+
+@pytest.mark.parametrize("url", ["sqlite:///tuner.db", "sqlite:///nonexistent/tuner.db"])
+@pytest.mark.parametrize("command", sorted(READERS))
+def test_reading_commands_refuse_a_missing_sqlite_file(folder, command, url):
+    serve = "; or --create-store to serve an empty one" if command == "serve" else ""
+    assert refused(READERS[command], url, folder) == [
+        f"error: no store at {url}: run `tuner sweep` first, or point --db (or TUNER_DB_URL) "
+        f"at the store{serve}"]
+
+
+def test_backup_of_a_missing_file_and_of_a_server(folder):
+    assert refused(["db", "backup", "copy.db"], "sqlite:///tuner.db", folder) == [
+        "error: no store at sqlite:///tuner.db: run `tuner sweep` first, or point --db (or "
+        "TUNER_DB_URL) at the store"]
+    assert refused(["db", "backup", "copy.db"], "postgres://tuner@db/tuner", folder) == [
+        "error: store postgresql+psycopg://tuner@db/tuner is not a SQLite file: back up "
+        "PostgreSQL with pg_dump"]
+
+
+def test_a_dry_run_on_no_store_plans_and_creates_nothing(folder):
+    result = runner.invoke(app, [*WRITERS["sweep --dry-run"], "--m", "1,16", "--db",
+                                 "sqlite:///new/tuner.db"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == "plan: TRITON_INTERPRETER, tiny TP 1, guided"
+    assert sorted(os.listdir(folder)) == [IMPORTED]
+
+
+def test_serve_opens_a_store_that_exists(folder):
+    from db.engine import open_store
+
+    open_store("sqlite:///tuner.db").dispose()
+    result = runner.invoke(app, ["serve", "--port", "8123", "--db", "sqlite:///tuner.db"],
+                           env={"TUNER_API_TOKEN": "tok"})
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+
+
+def test_postgres_urls_open_with_psycopg():
+    from db.engine import make_engine, normalized_url
+
+    assert normalized_url("postgres://u:p%40ss@db:5432/tuner") == (
+        "postgresql+psycopg://u:p%40ss@db:5432/tuner")
+    assert normalized_url("postgresql://u@db/tuner") == "postgresql+psycopg://u@db/tuner"
+    assert normalized_url("postgresql+psycopg2://u@db/tuner") == "postgresql+psycopg2://u@db/tuner"
+    assert normalized_url("sqlite:///x.db") == "sqlite:///x.db"
+    pytest.importorskip("psycopg")
+    engine = make_engine("postgres://u@db/tuner")
+    assert (engine.dialect.name, engine.dialect.driver) == ("postgresql", "psycopg")
+    engine.dispose()
+
+
+@pytest.mark.parametrize(("given", "line"), [
+    ("sqlite:/data/x.db", "error: --db (or TUNER_DB_URL) 'sqlite:/data/x.db' is not a database "
+     "URL; for the file /data/x.db use sqlite:////data/x.db"),
+    ("sqlite:data/x.db", "error: --db (or TUNER_DB_URL) 'sqlite:data/x.db' is not a database "
+     "URL; for the file data/x.db use sqlite:///data/x.db"),
+    ("sqlite://data/x.db", "error: --db (or TUNER_DB_URL) sqlite://data/x.db is not a SQLite "
+     "URL (it names a host); for the file data/x.db (relative) use sqlite:///data/x.db, for "
+     "/data/x.db sqlite:////data/x.db"),
+    ("/data/x.db", "error: --db (or TUNER_DB_URL) '/data/x.db' is not a database URL; for a "
+     "SQLite file use sqlite:////data/x.db"),
+    ("data/x.db", "error: --db (or TUNER_DB_URL) 'data/x.db' is not a database URL; for a "
+     "SQLite file use sqlite:///data/x.db"),
+])
+def test_a_malformed_sqlite_url_gets_the_one_it_meant(folder, given, line):
+    assert refused(["status"], given, folder) == [line]
+
+
+def test_a_path_under_home_gets_the_expanded_url(folder, monkeypatch):
+    monkeypatch.setenv("HOME", "/home/someone")
+    assert refused(["status"], "~/x.db", folder) == [
+        "error: --db (or TUNER_DB_URL) '~/x.db' is not a database URL; for a SQLite file use "
+        "sqlite:////home/someone/x.db"]
+
+
+def test_serve_creates_a_missing_store_only_when_asked(folder):
+    import sqlite3
+
+    result = runner.invoke(app, ["serve", "--port", "8123", "--create-store", "--db",
+                                 "sqlite:///data/tuner.db"], env={"TUNER_API_TOKEN": "tok"})
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == ["note: created folder data for the store"]
+    with sqlite3.connect(folder / "data" / "tuner.db") as connection:
+        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+    assert {"alembic_version", "sweeps", "trials"} <= tables
