@@ -119,6 +119,8 @@ def test_k8s_needs_postgres_and_words_must_be_words() -> None:
         assert run.stderr == ("error: --format k8s needs --db postgresql+psycopg://...: the pods "
                               "of a Kubernetes sweep share one PostgreSQL store (a SQLite file "
                               "is one host's)\n")
+    for url in ("postgres://tuner@db/tuner", "postgresql://tuner@db/tuner"):  # psycopg's
+        assert recipe("--format", "k8s", "--db", url).exit_code == 0
     bad = runner.invoke(app, ["recipe", "sweep", "--image", "a b", "--device", "L20",
                               "--model", "m"])
     assert bad.exit_code == 2

@@ -39,7 +39,10 @@ def recipe_sweep(
     from tuner.inputs.shapes import UnknownModelError, load_shapes
     from tuner.run.recipe import DB_VARIABLE, SweepRecipe, wheels_lines
 
-    if fmt == RecipeFormat.k8s and (db is None or not db.startswith("postgresql")):
+    # postgres:// and postgresql:// open with psycopg as postgresql+psycopg:// does
+    # (db.engine.normalized_url, where the pods open the store).
+    if fmt == RecipeFormat.k8s and (db is None
+                                    or not db.startswith(("postgresql", "postgres://"))):
         raise fail("--format k8s needs --db postgresql+psycopg://...: the pods of a "
                    "Kubernetes sweep share one PostgreSQL store (a SQLite file is one host's)")
     try:  # and what the sweep in the container would refuse, refused here
