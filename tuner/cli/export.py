@@ -14,8 +14,8 @@ from tuner.cli.options import (
     DeviceOpt,
     EngineName,
     KernelChoice,
-    KernelOpt,
     OutDtype,
+    TrialsKernelOpt,
     console,
     device_in_store,
     fail,
@@ -39,7 +39,7 @@ def export(
     allow_stale: Annotated[bool, typer.Option(
         "--allow-stale", help="Also use trials timed with another kernel source or another "
         "Triton major.minor than the current ones.")] = False,
-    kernel: KernelOpt = KernelChoice.auto,
+    kernel: TrialsKernelOpt = KernelChoice.auto,
     db: DbOpt = None,
     engine_version: EngineVersionOpt = None,
 ) -> None:

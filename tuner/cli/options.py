@@ -108,6 +108,12 @@ KernelOpt = Annotated[
                                "tuner's copies), auto (vllm where vLLM is importable and "
                                "keeps the real Triton). A sweep's winners have one source.")
 ]
+# Commands that time nothing: --kernel picks whose kernel's trials the files come from.
+TRIALS_KERNEL_HELP = ("Whose kernel's trials the files are merged from: vllm (trials of vLLM's "
+                      "own kernel, a sweep inside the serving image), builtin (the tuner's "
+                      "copies), auto (vllm where vLLM is importable here or the device has "
+                      "trials of it, else builtin).")
+TrialsKernelOpt = Annotated[KernelChoice, typer.Option("--kernel", help=TRIALS_KERNEL_HELP)]
 
 
 def resolve_kernel_choice(choice: KernelChoice) -> tuple[str, str]:

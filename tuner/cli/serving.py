@@ -12,6 +12,7 @@ import typer
 
 from tuner.cli.engines import EngineVersionOpt, TritonVersionOpt
 from tuner.cli.options import (
+    TRIALS_KERNEL_HELP,
     DbOpt,
     DeviceOpt,
     EngineName,
@@ -34,15 +35,8 @@ class MountFormat(StrEnum):
     compose_pull = "compose-pull"
 
 
-# `tuner mounts` times nothing: --kernel picks whose kernel's trials its files come from.
-MountsKernelOpt = Annotated[
-    KernelChoice, typer.Option("--kernel", help="From the store: whose kernel's trials the "
-                               "files are merged from, as `tuner export --kernel`: vllm (trials "
-                               "of vLLM's own kernel, a sweep inside the serving image), "
-                               "builtin (the tuner's copies), auto (vllm where vLLM is "
-                               "importable here or the device has trials of it, else "
-                               "builtin). Not used with --files.")
-]
+MountsKernelOpt = Annotated[KernelChoice, typer.Option(
+    "--kernel", help=f"From the store: {TRIALS_KERNEL_HELP} Not used with --files.")]
 AllowStaleOpt = Annotated[
     bool, typer.Option("--allow-stale", help="Also use trials timed with another kernel source "
                        "or another Triton major.minor than the current ones.")
