@@ -242,8 +242,8 @@ def test_mounts_help_says_what_kernel_picks_there() -> None:
     run = runner.invoke(app, ["mounts", "--help"])
     flat = " ".join(run.stdout.split())
     assert "time" not in flat.split("--kernel <auto|vllm|builtin>")[1].split("--db")[0]
-    assert ("--kernel <auto|vllm|builtin> From the store: whose kernel's trials the files are "
-            "merged from, as `tuner export --kernel`: vllm (trials of vLLM's own kernel, a sweep "
+    assert ("--kernel <auto|vllm|builtin> From the store, as `tuner export --kernel`. Whose "
+            "kernel's trials the files are merged from: vllm (trials of vLLM's own kernel, a sweep "
             "inside the serving image), builtin (the tuner's copies), auto (vllm where vLLM is "
             "importable here or the device has trials of it, else builtin). Not used with "
             "--files. [default: auto]") in flat

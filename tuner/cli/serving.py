@@ -36,7 +36,8 @@ class MountFormat(StrEnum):
 
 
 MountsKernelOpt = Annotated[KernelChoice, typer.Option(
-    "--kernel", help=f"From the store: {TRIALS_KERNEL_HELP} Not used with --files.")]
+    "--kernel", help=f"From the store, as `tuner export --kernel`. {TRIALS_KERNEL_HELP} Not used "
+    "with --files.")]
 AllowStaleOpt = Annotated[
     bool, typer.Option("--allow-stale", help="Also use trials timed with another kernel source "
                        "or another Triton major.minor than the current ones.")
