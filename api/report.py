@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from html import escape
 
 from api.svg import Series, line_chart
+from db.imports import ImportInfo
 from tuner.files.format import REQUIRED_M, VLLM_M_GRID
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.family import FamilyShape, ShapeKeyed
@@ -201,11 +202,17 @@ def _charts(shape: ShapeReport, measured: list[ReportRow],
 def _coverage_notes(shape: ShapeReport, done: set[int]) -> list[str]:
     """The M grid and its gaps: M without a winner (stale-only ones named), vLLM's required M
     without one, imported entries left out, vLLM's grid M not tuned."""
+    imported = {r.M: r.imported_from for r in shape.rows
+                if r.latency_us is None and r.config is not None and r.left_out is None}
+    in_file = done | set(imported)
     gaps = [M for M in shape.m_requested if M not in done]
-    lacking = [M for M in REQUIRED_M if M not in done]
+    lacking = [M for M in REQUIRED_M if M not in in_file]
     grid_missing = [M for M in VLLM_M_GRID if M not in done]
+    labels = ", ".join(escape(repr(label)) for label in sorted(set(imported.values())))
     notes = [f"M grid requested: {', '.join(map(str, shape.m_requested)) or 'none'}; "
-             f"measured winners for {len(done)} M."]
+             f"measured winners for {len(done)} M"
+             + (f"; imported entries, not measured, for {len(imported)} M (from {labels})."
+                if imported else ".")]
     if gaps:
         notes.append(f'<span class="gap">Coverage gaps: no winner yet for M = '
                      f'{", ".join(map(str, gaps))}.</span>')
@@ -214,8 +221,8 @@ def _coverage_notes(shape: ShapeReport, done: set[int]) -> list[str]:
         kinds = [f"{', '.join(map(str, group))} ({kind})" for group, kind in (
             ([M for M in lacking if M <= 32], "decode, small batches"),
             ([M for M in lacking if M >= 2048], "prefill")) if group]
-        notes.append(f'<span class="gap">No winner for M = {"; ".join(kinds)}: vLLM will use '
-                     "the nearest key there.</span>")
+        notes.append(f'<span class="gap">No {"entry" if imported else "winner"} for M = '
+                     f'{"; ".join(kinds)}: vLLM will use the nearest key there.</span>')
     stale = [M for M in gaps if M in shape.m_stale]
     if stale:
         notes.append(f'<span class="gap">M = {", ".join(map(str, stale))} only have trials of '
@@ -223,7 +230,7 @@ def _coverage_notes(shape: ShapeReport, done: set[int]) -> list[str]:
     for M, label, reason in shape.left_out:
         notes.append(f'<span class="gap">M={M}: entry imported from {escape(repr(label))} left '
                      f"out, it cannot launch on this device: {escape(reason)}.</span>")
-    if grid_missing and not gaps:
+    if grid_missing and not gaps and done:
         notes.append(f"Not tuned from vLLM's 18-value grid: {', '.join(map(str, grid_missing))}.")
     return notes
 
@@ -306,10 +313,33 @@ def _scope_note(scope: ReportScope) -> str:
             f"(kernel {kernel}) and Triton {triton} only; {left_out}</p>")
 
 
+def _imports_section(imports: Sequence[ImportInfo]) -> str:
+    """The device's imported files: label, name, M keys, launch check and entries left out."""
+    if not imports:
+        return ""
+    rows = []
+    for item in imports:
+        checked = f"sm{item.checked_arch}" if item.checked_arch is not None else "not checked"
+        left_out = "; ".join(f"M={M}: {reason}" for M, reason in sorted(
+            item.cannot_launch.items())) or "none"
+        rows.append(
+            f"<tr><td class=l>{escape(item.label)}</td><td class=l>{escape(item.file_name)}</td>"
+            f"<td>{item.N}</td><td>{item.K}</td>"
+            f"<td class=l>{', '.join(map(str, item.m_keys))}</td>"
+            f"<td class=l>{escape(checked)}</td><td class=l>{escape(left_out)}</td></tr>")
+    return ('<section id="imports"><h2>Imported files</h2><p class="note">Entries kept from '
+            "existing files (<code>tuner import</code>), never measured here: they fill M "
+            "without a measured winner; entries that cannot launch on the device are left "
+            "out.</p><table><tr><th class=l>label</th><th class=l>file</th><th>N</th><th>K</th>"
+            "<th class=l>M keys</th><th class=l>launch check</th>"
+            f"<th class=l>entries left out</th></tr>{''.join(rows)}</table></section>")
+
+
 def render_report(
     device_name: str, shapes: Sequence[ShapeReport], environments: Sequence[Mapping[str, object]],
     *, version: str, out_dtype: str | None, ceilings: Mapping[str, object] | None = None,
     scope: ReportScope | None = None, backends: str = "",
+    imports: Sequence[ImportInfo] = (), imported_only: str | None = None,
 ) -> str:
     """The whole HTML page.
 
@@ -326,6 +356,10 @@ def render_report(
             trials left out); None leaves that note out.
         backends: the HTML section on which kernel vLLM runs (api.report_backends), placed
             before the versions.
+        imports: the device's imported files (db.repo.list_imports), listed in their own
+            section with their labels and the entries the launch check left out.
+        imported_only: for a device with imported files and no sweeps, the line saying so
+            (api.routes.devices.imported_only_note); None otherwise.
 
     Returns:
         A standalone HTML document (inline CSS and SVG, no script).
@@ -343,12 +377,15 @@ def render_report(
     if cpu:
         head += ('<p class="note">TRITON_INTERPRETER: CPU timings of the Triton interpreter, '
                  "not GPU timings.</p>")
+    if imported_only is not None:
+        head += f'<p class="note" id="imported-only">{escape(imported_only)}.</p>'
     if scope is not None:
         head += _scope_note(scope)
     head += _ceilings_note(usable)
     nav = " · ".join(f'<a href="#shape-{s.anchor}">{s.label}</a>' for s in shapes)
     body = [f"<nav>{nav}</nav>" if shapes else "<p>No shapes in the store for this device yet.</p>"]
     body += [_shape_section(s, bytes_dtype, cpu, usable) for s in shapes]
+    body.append(_imports_section(imports))
     body.append(backends)
     cols = ("gpu_name", "compute_capability", "driver", "cuda", "torch", "triton", "vllm",
             "kernel_source", "tuner", "kernel_hash", "trials")
