@@ -32,6 +32,8 @@ svg .tick { font: 11px system-ui; fill: #59636e; }
 svg .label { font: 12px system-ui; fill: #1f2328; } svg .legend { font: 12px system-ui; }
 svg .grid { stroke: #eaeef2; } svg .frame { fill: none; stroke: #8c959f; }
 svg .reference { stroke: #59636e; stroke-dasharray: 3 3; }
+svg .reference-label { font: italic 11px system-ui; fill: #59636e; }
+td.hash code { font-size: 12px; }
 """
 
 
@@ -181,7 +183,9 @@ def _charts(shape: ShapeReport, measured: list[ReportRow],
         line_chart([Series("speedup over default", SPEEDUP_COLOR, speedups)],
                    title=f"speedup over vLLM's default config, {label}",
                    x_label="M (rows of A)", y_label="default / winner", y_log=False,
-                   x_ticks=_X_TICKS, reference_y=1.0, css_class=f"chart speedup shape-{key}"),
+                   x_ticks=_X_TICKS, reference_y=1.0,
+                   reference_label="1.0 = as fast as the default (reference, not data)",
+                   css_class=f"chart speedup shape-{key}"),
     ]
     if ceilings:
         shares = [
@@ -195,7 +199,8 @@ def _charts(shape: ShapeReport, measured: list[ReportRow],
         charts.append(line_chart(
             shares, title=f"winner's share of the device's ceilings, {label}",
             x_label="M (rows of A)", y_label="% of ceiling", y_log=False, x_ticks=_X_TICKS,
-            reference_y=100.0, css_class=f"chart roofline shape-{key}"))
+            reference_y=100.0, reference_label="100% = the ceiling (reference, not data)",
+            css_class=f"chart roofline shape-{key}"))
     return charts
 
 
@@ -235,9 +240,13 @@ def _coverage_notes(shape: ShapeReport, done: set[int]) -> list[str]:
     return notes
 
 
-def _table_row(r: ReportRow, f: Roofline | None, ceilings: Mapping[str, float]) -> str:
-    """One M's row: winner config, both latencies, speedup, throughput, shares of the
-    ceilings (when measured), what the file holds, spread and decision."""
+def _table_row(r: ReportRow, f: Roofline | None, ceilings: Mapping[str, float],
+               cpu: bool = False) -> str:
+    """One M's row: winner config, both latencies, speedup, throughput ("-" on the
+    interpreter, `cpu`: its rates say nothing of a GPU), shares of the ceilings (when
+    measured), what the file holds, spread and decision."""
+    if cpu:
+        f = None
     speedup = (r.default_latency_us / r.latency_us
                if r.latency_us and r.default_latency_us else None)
     config = KernelConfig.from_dict(r.config).short() if r.config and all(
@@ -262,8 +271,7 @@ def _shape_section(shape: ShapeReport, out_dtype: str, cpu: bool,
     figures = {r.M: _figures(r, N, K, shape, out_dtype, ceilings) for r in shape.rows}
     charts = _charts(shape, measured, figures, ceilings)
     notes = _coverage_notes(shape, {r.M for r in measured})
-    unit = "GB/s (CPU)" if cpu else "GB/s"
-    rows = [_table_row(r, figures[r.M], ceilings) for r in shape.rows]
+    rows = [_table_row(r, figures[r.M], ceilings, cpu) for r in shape.rows]
     shares_head = ("<th>% copy BW</th><th>% FP8 mm</th><th class=l>bound</th>"
                    if ceilings else "")
     models = f" ({escape(', '.join(shape.models))})" if shape.models else ""
@@ -274,7 +282,7 @@ def _shape_section(shape: ShapeReport, out_dtype: str, cpu: bool,
         + (f'<div class="charts">{"".join(charts)}</div>' if charts else
            '<p class="note nochart">No measured winner for this shape yet: no chart.</p>')
         + f"<table><tr><th>M</th><th class=l>winner config</th><th>latency_us</th>"
-        f"<th>default_us</th><th>speedup</th><th>{unit}</th><th>TFLOP/s</th>{shares_head}"
+        f"<th>default_us</th><th>speedup</th><th>GB/s</th><th>TFLOP/s</th>{shares_head}"
         f"<th class=l>in the file</th><th>spread_us</th><th class=l>decision</th></tr>"
         f"{''.join(rows)}</table></section>"
     )
@@ -304,7 +312,7 @@ def _scope_note(scope: ReportScope) -> str:
     if scope.allow_stale:
         return ('<p class="note" id="scope">Winners from the trials of every kernel source and '
                 "Triton version (?allow_stale=true).</p>")
-    kernel = escape((scope.kernel_hash or "any")[:12])
+    kernel = escape((scope.kernel_hash or "any")[:HASH_SHOWN])
     triton = escape(scope.triton_minor or "any")
     left_out = (f"{scope.stale_trials} ok trial(s) of another kernel or Triton left out "
                 "(?allow_stale=true includes them)." if scope.stale_trials else
@@ -333,6 +341,19 @@ def _imports_section(imports: Sequence[ImportInfo]) -> str:
             "out.</p><table><tr><th class=l>label</th><th class=l>file</th><th>N</th><th>K</th>"
             "<th class=l>M keys</th><th class=l>launch check</th>"
             f"<th class=l>entries left out</th></tr>{''.join(rows)}</table></section>")
+
+
+# A kernel hash is shown by its first 12 hex digits (as the scope note names it); the cell's
+# title holds the whole 64, so the versions table fits the page.
+HASH_SHOWN = 12
+
+
+def _env_cell(column: str, value: str) -> str:
+    """One cell of the versions table; the kernel hash shortened, whole in its title."""
+    if column == "kernel_hash" and len(value) > HASH_SHOWN:
+        return (f'<td class="l hash" title="{escape(value)}"><code>{escape(value[:HASH_SHOWN])}'
+                "</code></td>")
+    return f"<td class=l>{escape(value)}</td>"
 
 
 def render_report(
@@ -376,7 +397,8 @@ def render_report(
             "of A, B, their scales and C once per call; throughput is 2·M·N·K per call.</p>")
     if cpu:
         head += ('<p class="note">TRITON_INTERPRETER: CPU timings of the Triton interpreter, '
-                 "not GPU timings.</p>")
+                 "not GPU timings; GB/s and TFLOP/s show \"-\": the interpreter's rates say "
+                 "nothing of a GPU's.</p>")
     if imported_only is not None:
         head += f'<p class="note" id="imported-only">{escape(imported_only)}.</p>'
     if scope is not None:
@@ -390,8 +412,8 @@ def render_report(
     cols = ("gpu_name", "compute_capability", "driver", "cuda", "torch", "triton", "vllm",
             "kernel_source", "tuner", "kernel_hash", "trials")
     env_rows = "".join(
-        "<tr>" + "".join(f"<td class=l>{escape(str(env.get(c, '')) or '-')}</td>" for c in cols)
-        + "</tr>" for env in environments
+        "<tr>" + "".join(_env_cell(c, str(env.get(c, "")) or "-") for c in cols) + "</tr>"
+        for env in environments
     )
     body.append('<section id="environments"><h2>Versions tuned with</h2><table><tr>'
                 + "".join(f"<th class=l>{c}</th>" for c in cols) + f"</tr>{env_rows}</table>"
