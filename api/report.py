@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from html import escape
 
 from api.svg import Series, line_chart
+from db.imports import ImportInfo
 from tuner.files.format import REQUIRED_M, VLLM_M_GRID
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.family import FamilyShape, ShapeKeyed
@@ -31,6 +32,8 @@ svg .tick { font: 11px system-ui; fill: #59636e; }
 svg .label { font: 12px system-ui; fill: #1f2328; } svg .legend { font: 12px system-ui; }
 svg .grid { stroke: #eaeef2; } svg .frame { fill: none; stroke: #8c959f; }
 svg .reference { stroke: #59636e; stroke-dasharray: 3 3; }
+svg .reference-label { font: italic 11px system-ui; fill: #59636e; }
+td.hash code { font-size: 12px; }
 """
 
 
@@ -180,7 +183,9 @@ def _charts(shape: ShapeReport, measured: list[ReportRow],
         line_chart([Series("speedup over default", SPEEDUP_COLOR, speedups)],
                    title=f"speedup over vLLM's default config, {label}",
                    x_label="M (rows of A)", y_label="default / winner", y_log=False,
-                   x_ticks=_X_TICKS, reference_y=1.0, css_class=f"chart speedup shape-{key}"),
+                   x_ticks=_X_TICKS, reference_y=1.0,
+                   reference_label="1.0 = as fast as the default (reference, not data)",
+                   css_class=f"chart speedup shape-{key}"),
     ]
     if ceilings:
         shares = [
@@ -194,18 +199,25 @@ def _charts(shape: ShapeReport, measured: list[ReportRow],
         charts.append(line_chart(
             shares, title=f"winner's share of the device's ceilings, {label}",
             x_label="M (rows of A)", y_label="% of ceiling", y_log=False, x_ticks=_X_TICKS,
-            reference_y=100.0, css_class=f"chart roofline shape-{key}"))
+            reference_y=100.0, reference_label="100% = the ceiling (reference, not data)",
+            css_class=f"chart roofline shape-{key}"))
     return charts
 
 
 def _coverage_notes(shape: ShapeReport, done: set[int]) -> list[str]:
     """The M grid and its gaps: M without a winner (stale-only ones named), vLLM's required M
     without one, imported entries left out, vLLM's grid M not tuned."""
+    imported = {r.M: r.imported_from for r in shape.rows
+                if r.latency_us is None and r.config is not None and r.left_out is None}
+    in_file = done | set(imported)
     gaps = [M for M in shape.m_requested if M not in done]
-    lacking = [M for M in REQUIRED_M if M not in done]
+    lacking = [M for M in REQUIRED_M if M not in in_file]
     grid_missing = [M for M in VLLM_M_GRID if M not in done]
+    labels = ", ".join(escape(repr(label)) for label in sorted(set(imported.values())))
     notes = [f"M grid requested: {', '.join(map(str, shape.m_requested)) or 'none'}; "
-             f"measured winners for {len(done)} M."]
+             f"measured winners for {len(done)} M"
+             + (f"; imported entries, not measured, for {len(imported)} M (from {labels})."
+                if imported else ".")]
     if gaps:
         notes.append(f'<span class="gap">Coverage gaps: no winner yet for M = '
                      f'{", ".join(map(str, gaps))}.</span>')
@@ -214,8 +226,8 @@ def _coverage_notes(shape: ShapeReport, done: set[int]) -> list[str]:
         kinds = [f"{', '.join(map(str, group))} ({kind})" for group, kind in (
             ([M for M in lacking if M <= 32], "decode, small batches"),
             ([M for M in lacking if M >= 2048], "prefill")) if group]
-        notes.append(f'<span class="gap">No winner for M = {"; ".join(kinds)}: vLLM will use '
-                     "the nearest key there.</span>")
+        notes.append(f'<span class="gap">No {"entry" if imported else "winner"} for M = '
+                     f'{"; ".join(kinds)}: vLLM will use the nearest key there.</span>')
     stale = [M for M in gaps if M in shape.m_stale]
     if stale:
         notes.append(f'<span class="gap">M = {", ".join(map(str, stale))} only have trials of '
@@ -223,14 +235,18 @@ def _coverage_notes(shape: ShapeReport, done: set[int]) -> list[str]:
     for M, label, reason in shape.left_out:
         notes.append(f'<span class="gap">M={M}: entry imported from {escape(repr(label))} left '
                      f"out, it cannot launch on this device: {escape(reason)}.</span>")
-    if grid_missing and not gaps:
+    if grid_missing and not gaps and done:
         notes.append(f"Not tuned from vLLM's 18-value grid: {', '.join(map(str, grid_missing))}.")
     return notes
 
 
-def _table_row(r: ReportRow, f: Roofline | None, ceilings: Mapping[str, float]) -> str:
-    """One M's row: winner config, both latencies, speedup, throughput, shares of the
-    ceilings (when measured), what the file holds, spread and decision."""
+def _table_row(r: ReportRow, f: Roofline | None, ceilings: Mapping[str, float],
+               cpu: bool = False) -> str:
+    """One M's row: winner config, both latencies, speedup, throughput ("-" on the
+    interpreter, `cpu`: its rates say nothing of a GPU), shares of the ceilings (when
+    measured), what the file holds, spread and decision."""
+    if cpu:
+        f = None
     speedup = (r.default_latency_us / r.latency_us
                if r.latency_us and r.default_latency_us else None)
     config = KernelConfig.from_dict(r.config).short() if r.config and all(
@@ -255,8 +271,7 @@ def _shape_section(shape: ShapeReport, out_dtype: str, cpu: bool,
     figures = {r.M: _figures(r, N, K, shape, out_dtype, ceilings) for r in shape.rows}
     charts = _charts(shape, measured, figures, ceilings)
     notes = _coverage_notes(shape, {r.M for r in measured})
-    unit = "GB/s (CPU)" if cpu else "GB/s"
-    rows = [_table_row(r, figures[r.M], ceilings) for r in shape.rows]
+    rows = [_table_row(r, figures[r.M], ceilings, cpu) for r in shape.rows]
     shares_head = ("<th>% copy BW</th><th>% FP8 mm</th><th class=l>bound</th>"
                    if ceilings else "")
     models = f" ({escape(', '.join(shape.models))})" if shape.models else ""
@@ -267,7 +282,7 @@ def _shape_section(shape: ShapeReport, out_dtype: str, cpu: bool,
         + (f'<div class="charts">{"".join(charts)}</div>' if charts else
            '<p class="note nochart">No measured winner for this shape yet: no chart.</p>')
         + f"<table><tr><th>M</th><th class=l>winner config</th><th>latency_us</th>"
-        f"<th>default_us</th><th>speedup</th><th>{unit}</th><th>TFLOP/s</th>{shares_head}"
+        f"<th>default_us</th><th>speedup</th><th>GB/s</th><th>TFLOP/s</th>{shares_head}"
         f"<th class=l>in the file</th><th>spread_us</th><th class=l>decision</th></tr>"
         f"{''.join(rows)}</table></section>"
     )
@@ -297,7 +312,7 @@ def _scope_note(scope: ReportScope) -> str:
     if scope.allow_stale:
         return ('<p class="note" id="scope">Winners from the trials of every kernel source and '
                 "Triton version (?allow_stale=true).</p>")
-    kernel = escape((scope.kernel_hash or "any")[:12])
+    kernel = escape((scope.kernel_hash or "any")[:HASH_SHOWN])
     triton = escape(scope.triton_minor or "any")
     left_out = (f"{scope.stale_trials} ok trial(s) of another kernel or Triton left out "
                 "(?allow_stale=true includes them)." if scope.stale_trials else
@@ -306,10 +321,46 @@ def _scope_note(scope: ReportScope) -> str:
             f"(kernel {kernel}) and Triton {triton} only; {left_out}</p>")
 
 
+def _imports_section(imports: Sequence[ImportInfo]) -> str:
+    """The device's imported files: label, name, M keys, launch check and entries left out."""
+    if not imports:
+        return ""
+    rows = []
+    for item in imports:
+        checked = f"sm{item.checked_arch}" if item.checked_arch is not None else "not checked"
+        left_out = "; ".join(f"M={M}: {reason}" for M, reason in sorted(
+            item.cannot_launch.items())) or "none"
+        rows.append(
+            f"<tr><td class=l>{escape(item.label)}</td><td class=l>{escape(item.file_name)}</td>"
+            f"<td>{item.N}</td><td>{item.K}</td>"
+            f"<td class=l>{', '.join(map(str, item.m_keys))}</td>"
+            f"<td class=l>{escape(checked)}</td><td class=l>{escape(left_out)}</td></tr>")
+    return ('<section id="imports"><h2>Imported files</h2><p class="note">Entries kept from '
+            "existing files (<code>tuner import</code>), never measured here: they fill M "
+            "without a measured winner; entries that cannot launch on the device are left "
+            "out.</p><table><tr><th class=l>label</th><th class=l>file</th><th>N</th><th>K</th>"
+            "<th class=l>M keys</th><th class=l>launch check</th>"
+            f"<th class=l>entries left out</th></tr>{''.join(rows)}</table></section>")
+
+
+# A kernel hash is shown by its first 12 hex digits (as the scope note names it); the cell's
+# title holds the whole 64, so the versions table fits the page.
+HASH_SHOWN = 12
+
+
+def _env_cell(column: str, value: str) -> str:
+    """One cell of the versions table; the kernel hash shortened, whole in its title."""
+    if column == "kernel_hash" and len(value) > HASH_SHOWN:
+        return (f'<td class="l hash" title="{escape(value)}"><code>{escape(value[:HASH_SHOWN])}'
+                "</code></td>")
+    return f"<td class=l>{escape(value)}</td>"
+
+
 def render_report(
     device_name: str, shapes: Sequence[ShapeReport], environments: Sequence[Mapping[str, object]],
     *, version: str, out_dtype: str | None, ceilings: Mapping[str, object] | None = None,
     scope: ReportScope | None = None, backends: str = "",
+    imports: Sequence[ImportInfo] = (), imported_only: str | None = None,
 ) -> str:
     """The whole HTML page.
 
@@ -326,6 +377,10 @@ def render_report(
             trials left out); None leaves that note out.
         backends: the HTML section on which kernel vLLM runs (api.report_backends), placed
             before the versions.
+        imports: the device's imported files (db.repo.list_imports), listed in their own
+            section with their labels and the entries the launch check left out.
+        imported_only: for a device with imported files and no sweeps, the line saying so
+            (api.routes.devices.imported_only_note); None otherwise.
 
     Returns:
         A standalone HTML document (inline CSS and SVG, no script).
@@ -342,19 +397,23 @@ def render_report(
             "of A, B, their scales and C once per call; throughput is 2·M·N·K per call.</p>")
     if cpu:
         head += ('<p class="note">TRITON_INTERPRETER: CPU timings of the Triton interpreter, '
-                 "not GPU timings.</p>")
+                 "not GPU timings; GB/s and TFLOP/s show \"-\": the interpreter's rates say "
+                 "nothing of a GPU's.</p>")
+    if imported_only is not None:
+        head += f'<p class="note" id="imported-only">{escape(imported_only)}.</p>'
     if scope is not None:
         head += _scope_note(scope)
     head += _ceilings_note(usable)
     nav = " · ".join(f'<a href="#shape-{s.anchor}">{s.label}</a>' for s in shapes)
     body = [f"<nav>{nav}</nav>" if shapes else "<p>No shapes in the store for this device yet.</p>"]
     body += [_shape_section(s, bytes_dtype, cpu, usable) for s in shapes]
+    body.append(_imports_section(imports))
     body.append(backends)
     cols = ("gpu_name", "compute_capability", "driver", "cuda", "torch", "triton", "vllm",
             "kernel_source", "tuner", "kernel_hash", "trials")
     env_rows = "".join(
-        "<tr>" + "".join(f"<td class=l>{escape(str(env.get(c, '')) or '-')}</td>" for c in cols)
-        + "</tr>" for env in environments
+        "<tr>" + "".join(_env_cell(c, str(env.get(c, "")) or "-") for c in cols) + "</tr>"
+        for env in environments
     )
     body.append('<section id="environments"><h2>Versions tuned with</h2><table><tr>'
                 + "".join(f"<th class=l>{c}</th>" for c in cols) + f"</tr>{env_rows}</table>"

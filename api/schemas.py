@@ -60,14 +60,31 @@ class TunedWith(BaseModel):
     current: bool
 
 
+class DeviceImport(BaseModel):
+    """One file imported for a device (`tuner import`, POST /devices/{d}/imports): where it
+    came from (`label`), its name and shape, its M keys, and the M whose entries the launch
+    check left out (they cannot launch on the device; GET /devices/{d}/imports says why)."""
+
+    label: str
+    file_name: str
+    N: int
+    K: int
+    block_shape: tuple[int, int]
+    m_keys: list[int]
+    m_left_out: list[int] = []
+
+
 class Device(BaseModel):
-    """A device_name key in the store, with the coverage of each of its shapes and the versions
-    its files were tuned with (most trials first)."""
+    """A device_name key in the store (swept, or with imported files only), with the coverage
+    of each swept shape, the versions its files were tuned with (most trials first), its
+    imported files, and a `note` when it has only imported files (nothing measured here)."""
 
     device_name: str
     shapes: list[ShapeCoverage]
     current: Provenance
     tuned_with: list[TunedWith]
+    imported: list[DeviceImport] = []
+    note: str | None = None
 
 
 class ConfigFile(BaseModel):

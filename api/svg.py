@@ -33,20 +33,32 @@ def _fmt(value: float) -> str:
 
 
 def _log_ticks(low: float, high: float) -> list[float]:
-    """At least three labelled ticks on a log axis: decades when the range is long, 1-2-5 per
-    decade when shorter, every integer mantissa when that gives fewer than three; else three to
-    five ticks evenly spaced in log, rounded to two significant digits."""
+    """At least three labelled ticks on a log axis, all at 1-2-5 values: decades when the
+    range spans more than three, else 1, 2 and 5 of each decade. Where fewer than three such
+    values fall in [low, high], the nearest outside ones (in log distance) are added, and the
+    axis is drawn out to them (`line_chart`).
+
+    Args:
+        low: the axis' lowest value (> 0).
+        high: its highest value (>= low).
+
+    Returns:
+        The tick values, ascending; the first may be below `low`, the last above `high`.
+    """
     first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
-    for steps in ((1,), (1, 2, 5), tuple(range(1, 10))):
-        if steps == (1,) and last - first <= 3:
-            continue
-        ticks = [m * 10.0**e for e in range(first, last + 1) for m in steps]
-        inside = [t for t in ticks if low <= t <= high]
-        if len(inside) >= 3:
-            return inside
-    span = math.log10(high) - math.log10(low)
-    even = [10 ** (math.log10(low) + span * (i + 0.5) / 4) for i in range(4)]
-    return sorted({float(f"{t:.2g}") for t in even})
+    steps = (1,) if last - first > 3 else (1, 2, 5)
+    values = sorted(m * 10.0**e for e in range(first - 1, last + 2) for m in steps)
+    ticks = [v for v in values if low <= v <= high]
+    while len(ticks) < 3:
+        below = max(v for v in values if v < (ticks[0] if ticks else low))
+        above = min(v for v in values if v > (ticks[-1] if ticks else high))
+        if math.log10(low / below) <= math.log10(above / high):
+            ticks.insert(0, below)
+            low = below
+        else:
+            ticks.append(above)
+            high = above
+    return ticks
 
 
 def _linear_ticks(low: float, high: float) -> list[float]:
@@ -148,7 +160,8 @@ def _lines(frame: _Frame, series: list[Series], points) -> list[str]:
 
 def line_chart(
     series: list[Series], *, title: str, x_label: str, y_label: str, y_log: bool,
-    x_ticks: list[float], reference_y: float | None = None, css_class: str = "chart",
+    x_ticks: list[float], reference_y: float | None = None, reference_label: str = "",
+    css_class: str = "chart",
 ) -> str:
     """An SVG chart with a log2 x axis (M) and a log10 or linear y axis.
 
@@ -163,6 +176,8 @@ def line_chart(
         y_log: log10 y axis (else linear, starting at 0 or below the data).
         x_ticks: x values to label (positive).
         reference_y: draw a horizontal reference line at this y (e.g. speedup 1.0).
+        reference_label: the text at the reference line's right end, saying what it is
+            (e.g. "1.0 = vLLM's default config"), so it does not read as data.
         css_class: class of the `<svg>` element.
 
     Returns:
@@ -173,6 +188,8 @@ def line_chart(
     ys = [y for _, _, y in points] + ([reference_y] if reference_y is not None else [])
     x_lo, x_hi, y_lo, y_hi = _ranges(xs, ys, y_log)
     y_ticks = _log_ticks(y_lo, y_hi) if y_log else _linear_ticks(y_lo, y_hi)
+    if y_log:  # the axis reaches its outermost 1-2-5 ticks
+        y_lo, y_hi = min(y_lo, y_ticks[0]), max(y_hi, y_ticks[-1])
     left = max(_LEFT, _TITLE_PX + 6 + _CHAR_PX * max(len(_fmt(t)) for t in y_ticks))
     frame = _Frame(left, x_lo, x_hi, y_lo, y_hi, y_log)
     plot_w, plot_h = frame.plot_w, frame.plot_h
@@ -186,6 +203,9 @@ def line_chart(
         y = frame.py(reference_y)
         out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{WIDTH - _RIGHT}" y2="{y:.1f}" '
                    'class="reference"/>')
+        if reference_label:
+            out.append(f'<text x="{WIDTH - _RIGHT - 4}" y="{y - 4:.1f}" class="reference-label" '
+                       f'text-anchor="end">{escape(reference_label)}</text>')
     out.append(f'<text x="{left + plot_w / 2:.0f}" y="{HEIGHT - 8}" class="label" '
                f'text-anchor="middle">{escape(x_label)}</text>')
     out.append(f'<text x="14" y="{_TOP + plot_h / 2:.0f}" class="label" text-anchor="middle" '

@@ -131,9 +131,38 @@ def _is_current(environment: repo.EnvironmentRow, current: Provenance) -> bool:
         return False
 
 
+def imported_only_note(device_name: str, imports: list[repo.ImportInfo], *,
+                       report: bool = False) -> str:
+    """The one line for a device with imported files and no sweeps: nothing was measured
+    here, and where to see the files.
+
+    Args:
+        device_name: vLLM's device key, as stored.
+        imports: its imported files (`repo.list_imports`), at least one.
+        report: the line for the device's own report (which lists the files below it).
+    """
+    labels = ", ".join(repr(label) for label in sorted({i.label for i in imports}))
+    left_out = sum(len(i.cannot_launch) for i in imports)
+    dropped = (f"; {left_out} entr{'y' if left_out == 1 else 'ies'} left out, cannot launch "
+               "there" if left_out else "")
+    where = ("their entries are below, marked not measured, and the files under Imported files"
+             if report else f"GET /devices/{device_name}/imports lists them, "
+             f"GET /devices/{device_name}/report shows their entries")
+    return (f"only imported files ({len(imports)} file(s) from {labels}{dropped}), no sweeps: "
+            f"nothing was measured here; {where}")
+
+
+def _imported(imports: list[repo.ImportInfo]) -> list[schemas.DeviceImport]:
+    return [schemas.DeviceImport(label=i.label, file_name=i.file_name, N=i.N, K=i.K,
+                                 block_shape=i.block_shape, m_keys=list(i.m_keys),
+                                 m_left_out=sorted(i.cannot_launch))
+            for i in imports]
+
+
 def _device(session: Session, device_name: str, *, out_dtype: str | None,
-            allow_stale: bool) -> schemas.Device:
+            allow_stale: bool, swept: bool) -> schemas.Device:
     view = read_device(session, device_name, out_dtype=out_dtype, allow_stale=allow_stale)
+    imports = repo.list_imports(session, device_name=device_name)
     current = view.scope.current
     per_environment = Counter(row.environment_id for row in view.winners)
     tuned_with = [
@@ -151,6 +180,8 @@ def _device(session: Session, device_name: str, *, out_dtype: str | None,
         current=schemas.Provenance(kernel_hash=current.kernel_hash,
                                    triton_minor=current.triton_minor),
         tuned_with=tuned_with,
+        imported=_imported(imports),
+        note=None if swept or not imports else imported_only_note(device_name, imports),
     )
 
 
@@ -176,16 +207,20 @@ def _download(body: bytes, *, media_type: str, filename: str, if_none_match: str
 
 
 @router.get("", response_model=list[schemas.Device], description=(
-    "Every device in the store with, per shape, its M grid and which M have a winner, and the "
-    "versions (GPU, driver, CUDA, torch, Triton, tuner, kernel hash) its files were tuned "
-    "with. Devices are sorted by name, shapes by (N, K, block_shape), versions by trials "
-    "(most first)."))
+    "Every device in the store, swept or with imported files only, with, per swept shape, its "
+    "M grid and which M have a winner, the versions (GPU, driver, CUDA, torch, Triton, tuner, "
+    "kernel hash) its files were tuned with, and its imported files (label, name, M keys, M "
+    "left out by the launch check). A device with imported files only has `shapes` and "
+    "`tuned_with` empty and a `note` saying so. Devices are sorted by name, shapes by (N, K, "
+    "block_shape), versions by trials (most first), imports by (N, K, block_shape, label)."))
 def list_devices(session: SessionDep, out_dtype: OutDtype = None,
                  allow_stale: AllowStale = False) -> list[schemas.Device]:
-    """List the store's devices with their shapes' coverage and tuning versions."""
+    """List the store's devices with their shapes' coverage, tuning versions and imports."""
+    swept = set(repo.list_device_names(session))
     return [
-        _device(session, name, out_dtype=out_dtype, allow_stale=allow_stale)
-        for name in sorted(repo.list_device_names(session))
+        _device(session, name, out_dtype=out_dtype, allow_stale=allow_stale,
+                swept=name in swept)
+        for name in sorted(swept | set(repo.list_import_device_names(session)))
     ]
 
 

@@ -1,11 +1,17 @@
-"""`GET /`: a small index of the service for a person with a browser; touches no store."""
+"""`GET /`: a small index of the service for a person with a browser: its routes, and a link to
+each device's report (the store's device names, swept or imported)."""
 
 from __future__ import annotations
+
+from html import escape
+from urllib.parse import quote
 
 from fastapi import APIRouter
 from fastapi.responses import HTMLResponse
 
 import tuner
+from api.deps import SessionDep
+from db import repo
 
 router = APIRouter(tags=["index"])
 
@@ -21,12 +27,23 @@ LINKS: tuple[tuple[str, str], ...] = (
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
-def index() -> HTMLResponse:
-    """Render an HTML page linking the service's main routes."""
+def index(session: SessionDep) -> HTMLResponse:
+    """Render an HTML page linking the service's main routes and each device's report."""
     items = "".join(
         f'<li><a href="{path}">{path}</a>: {what}</li>' if "{" not in path
         else f"<li><code>{path}</code>: {what}</li>" for path, what in LINKS)
+    names = sorted(set(repo.list_device_names(session))
+                   | set(repo.list_import_device_names(session)))
+    # Device names are vLLM's keys (db.devices: printable ASCII without space, quote, slash or
+    # backslash), escaped all the same; quote() keeps them one path segment.
+    devices = "".join(
+        f'<li><a href="/devices/{quote(name, safe="")}/report">{escape(name)}</a>: its report'
+        "</li>"
+        for name in names)
+    listed = (f"<h2>Devices</h2><ul>{devices}</ul>" if names else
+              "<h2>Devices</h2><p>None in the store yet (<code>tuner sweep</code> or "
+              "<code>tuner import</code> adds one).</p>")
     return HTMLResponse(
         f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>blockfp8-tuner</title>"
         f"</head><body><h1>blockfp8-tuner {tuner.__version__}</h1><p>Tuned vLLM block-FP8 "
-        f"GEMM config files, merged from the store.</p><ul>{items}</ul></body></html>")
+        f"GEMM config files, merged from the store.</p><ul>{items}</ul>{listed}</body></html>")

@@ -12,7 +12,7 @@ import tuner
 from api.deps import SessionDep
 from api.report import ReportRow, ReportScope, ShapeReport, render_report
 from api.report_backends import backends_section
-from api.routes.devices import AllowStale, KnownDevice, OutDtype
+from api.routes.devices import AllowStale, KnownDevice, OutDtype, imported_only_note
 from db import repo
 from tuner.files.device import read_device
 from tuner.files.merge import dense_key
@@ -37,8 +37,10 @@ def _row(session: Session, winner: repo.WinnerRow) -> ReportRow:
             responses={404: {"description": "Unknown device"}}, description=(
     "An HTML page with, per shape, winner and default latency over M (log scales), speedup "
     "over the default, achieved bandwidth and throughput, the re-timing's spread and why a "
-    "decided winner was kept, coverage gaps, and the environments; inline SVG charts rendered "
-    "on the server, no script.\n\n"
+    "decided winner was kept, coverage gaps, the imported files (label, M keys, entries left "
+    "out by the launch check), and the environments; inline SVG charts rendered on the "
+    "server, no script. A device with imported files only shows their entries, marked not "
+    "measured.\n\n"
     "Winners come from trials of the current kernel source and Triton major.minor only (as "
     "the file routes serve them), unless allow_stale; the page says which, and how many ok "
     "trials of other versions it left out. 404 for an unknown device."))
@@ -52,7 +54,7 @@ def read_report(device_name: KnownDevice, session: SessionDep,
     for w in view.winners:
         by_shape.setdefault(FamilyShape.of_row(w), {})[w.M] = _row(session, w)
     shapes = []
-    for key in sorted(set(by_shape) | set(coverage)):
+    for key in sorted(set(by_shape) | set(coverage) | set(imported)):
         rows = by_shape.get(key, {})
         extra = imported.get(key)
         for M, config in (extra.configs.items() if extra else ()):
@@ -80,6 +82,11 @@ def read_report(device_name: KnownDevice, session: SessionDep,
     ceilings = repo.device_ceilings(session, device_name=device_name)
     backends = backends_section(device_name, view.compute_capability,
                                 repo.list_comparisons(session, device_name=device_name, limit=1))
+    imports = repo.list_imports(session, device_name=device_name)
+    swept = device_name in repo.list_device_names(session)
     html = render_report(device_name, shapes, environments, version=tuner.__version__,
-                         out_dtype=out_dtype, ceilings=ceilings, scope=scope, backends=backends)
+                         out_dtype=out_dtype, ceilings=ceilings, scope=scope, backends=backends,
+                         imports=imports,
+                         imported_only=None if swept or not imports
+                         else imported_only_note(device_name, imports, report=True))
     return HTMLResponse(html)

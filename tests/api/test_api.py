@@ -132,12 +132,12 @@ def test_devices(client: TestClient) -> None:
             {"gpu_name": "NVIDIA L20", "compute_capability": "8.9", "driver": "", "cuda": "",
              "torch": "", "triton": TRITON, "tuner": tuner.__version__,
              "kernel_hash": current_kernel_hash(), "trials": 12, "winners": 5, "current": True},
-        ]},
+        ], "imported": [], "note": None},
         {"device_name": "TRITON_INTERPRETER", "shapes": [
             {"N": 256, "K": 512, "block_shape": [128, 128], "m_requested": [1],
              "m_covered": [], "complete": False, "m_stale": [],
              "file_name": config_file_name(256, 512, "TRITON_INTERPRETER")},
-        ], "current": current, "tuned_with": []},
+        ], "current": current, "tuned_with": [], "imported": [], "note": None},
     ]
 
 

@@ -110,6 +110,25 @@ def test_the_root_is_an_index_of_the_routes(tmp_path: Path) -> None:
         for link in links:
             assert http.get(link).status_code == 200, link
         assert "/" not in http.get("/openapi.json").json()["paths"]
+        assert ("<h2>Devices</h2><p>None in the store yet (<code>tuner sweep</code> or "
+                "<code>tuner import</code> adds one).</p>") in response.text
+
+
+def test_the_root_links_each_devices_report(tmp_path: Path) -> None:
+    from tests.storefill import DEFAULT, fill
+
+    db = f"sqlite:///{tmp_path / 't.db'}"
+    fill(db, {(256, 384, 1): [(DEFAULT, True, "ok", 10.0)]}, device_name="NVIDIA_L20",
+         m_values=(1,))
+    fill(db, {(256, 384, 1): [(DEFAULT, True, "ok", 10.0)]}, device_name="NVIDIA_H200",
+         m_values=(1,))
+    with TestClient(create_app(Settings(db_url=db))) as http:
+        page = http.get("/").text
+        links = re.findall(r'<a href="(/devices/[^"]+)">', page)
+        assert links == ["/devices/NVIDIA_H200/report", "/devices/NVIDIA_L20/report"]
+        assert ('<li><a href="/devices/NVIDIA_L20/report">NVIDIA_L20</a>: its report'
+                "</li>") in page
+        assert [http.get(link).status_code for link in links] == [200, 200]
 
 
 def test_openapi_descriptions_are_for_api_users(tmp_path: Path) -> None:

@@ -82,7 +82,8 @@ def test_versions_table_names_vllm_and_kernel_source():
     assert ("<th class=l>torch</th><th class=l>triton</th><th class=l>vllm</th>"
             "<th class=l>kernel_source</th><th class=l>tuner</th>") in table
     assert ("<td class=l>2.14.0</td><td class=l>3.8.0</td><td class=l>0.33.0</td>"
-            "<td class=l>vllm</td><td class=l>0.1.0</td><td class=l>0123456789abcdef</td>"
+            "<td class=l>vllm</td><td class=l>0.1.0</td><td class=\"l hash\" "
+            "title=\"0123456789abcdef\"><code>0123456789ab</code></td>"
             "<td class=l>7</td></tr>") in table
     builtin = dict(env, vllm="", kernel_source="builtin")
     html = render_report("NVIDIA_H200", [SHAPE], [builtin], version="0.1.0", out_dtype=None)

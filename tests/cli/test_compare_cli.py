@@ -31,7 +31,7 @@ def test_compare_tiny_on_the_interpreter(tmp_path: Path) -> None:
                                  "--db", db])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert "tuned: M=1 16x64x128 g1 w4 s3" in lines
+    assert "triton-tuned: M=1 16x64x128 g1 w4 s3" in lines
     assert "not timed: vllm-marlin: CPU run: vLLM's GPU kernels are not timed" in lines
     assert any(line.startswith("decode (M <= 32): ") for line in lines)
     assert "prefill (M >= 2048): no point where the kernels could all be compared" in lines
@@ -147,11 +147,12 @@ def test_compare_inside_vllm_times_marlin_against_tuned_triton(tmp_path: Path, s
                                  "--db", db])
     assert result.exit_code == 0, result.output
     assert workloads == [(256, "vllm", "VllmDenseWorkload"), (576, "vllm", "VllmDenseWorkload")]
-    assert (f"tuned: files of vllm {VERSION} kernel trials, triton {_minor()}; timed with the "
-            "vllm kernel") in result.stderr.splitlines()
+    assert (f"triton-tuned: files of vllm {VERSION} kernel trials, triton {_minor()}; timed "
+            "with the vllm kernel") in result.stderr.splitlines()
     lines = result.stdout.splitlines()
-    assert "tuned: M=1 16x64x128 g1 w4 s3" in lines
-    assert lines[0].startswith("columns (microseconds per GEMM): tuned = vLLM's Triton kernel ")
+    assert "triton-tuned: M=1 16x64x128 g1 w4 s3" in lines
+    assert lines[0].startswith("columns (microseconds per GEMM): triton-tuned = vLLM's Triton "
+                               "kernel ")
     assert lines.count("* vLLM's default kernel here: MarlinFP8ScaledMMLinearKernel (from "
                        "vLLM's own selection)") == 2
     assert sum("marlin*" in line for line in lines) == 2  # one table header per shape
@@ -208,7 +209,47 @@ def test_without_vllm_auto_reads_vllm_kernel_files_and_says_they_are_timed_with_
         engine.dispose()
     assert tuned == {(256, 384): {1: FAST}}
     assert capsys.readouterr().err.splitlines() == [
-        f"tuned: files of vllm {VERSION} kernel trials, triton {_minor()}; timed with the "
+        f"triton-tuned: files of vllm {VERSION} kernel trials, triton {_minor()}; timed with the "
         "builtin kernel",
         "note: vLLM is not importable here: its kernel's files are timed with the builtin kernel "
         "(--kernel builtin reads the builtin's trials)"]
+
+
+def _gpu_table(monkeypatch, width: int) -> list[str]:
+    """`_print_shape` of one GPU point where all seven GPU kernels ran, at `width` columns."""
+    import io
+
+    from rich.console import Console
+
+    from tuner.cli import compare as compare_cli
+    from tuner.cli import options
+    from tuner.compare.kernel_names import BACKENDS, TORCH_CPU
+    from tuner.compare.versus import OK, BackendTime, ComparePoint
+    from tuner.compare.vllm_default import BY_SELECTION, VllmDefault
+
+    out = io.StringIO()
+    console = Console(file=out, width=width, color_system=None)
+    monkeypatch.setattr(compare_cli, "console", console)
+    monkeypatch.setattr(options, "console", console)
+    times = tuple(BackendTime(n, OK, 10.0 + i, 10.0 + i, 10.0 + i)
+                  for i, n in enumerate(n for n in BACKENDS if n != TORCH_CPU))
+    marlin = VllmDefault(("vllm-marlin",), "MarlinFP8ScaledMMLinearKernel", BY_SELECTION)
+    compare_cli._print_shape(256, 384, [ComparePoint(256, 384, 1, times)], "GPU timings", marlin)
+    return out.getvalue().splitlines()
+
+
+def test_the_table_heads_each_kernel_with_its_one_name(monkeypatch) -> None:
+    wide = _gpu_table(monkeypatch, 140)
+    assert wide[1].split() == ["M", "triton-tuned", "triton-default", "torch-scaled_mm",
+                               "vllm-deepgemm", "vllm-cutlass", "vllm-marlin*", "vllm-humming",
+                               "fastest"]
+    assert wide[3].split() == ["1", "10.0", "11.0", "12.0", "13.0", "14.0", "15.0", "16.0",
+                               "triton-tuned"]
+    assert wide[4] == ("* vLLM's default kernel here: MarlinFP8ScaledMMLinearKernel (from "
+                       "vLLM's own selection)")
+    # At 80 columns the names break after their '-' and the fastest column goes first.
+    narrow = _gpu_table(monkeypatch, 80)
+    assert [line.split() for line in narrow[1:3]] == [
+        ["triton-", "triton-", "torch-", "vllm-", "vllm-", "vllm-", "vllm-"],
+        ["M", "tuned", "default", "scaled_mm", "deepgemm", "cutlass", "marlin*", "humming"]]
+    assert narrow[5] == "(fastest left out at 80 columns; a wider terminal shows them)"

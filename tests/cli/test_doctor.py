@@ -262,3 +262,46 @@ def test_required_version_reads_requires_dist_lines() -> None:
     assert required_version(lines, "numpy") == "any"
     assert required_version(lines, "vllm") is None
     assert required_version(None, "triton") is None
+
+
+def _warnings(run) -> list[str]:
+    return [line for line in run.stderr.splitlines() if line.startswith("warning: ")]
+
+
+PINNED_WARNING = (
+    "warning: triton {here} is installed here, but vLLM 0.33.0 runs with triton 3.8 (it pins "
+    "torch==2.14.0, which requires triton~=3.8.0): configs timed here may not be the fastest "
+    "there; tune inside the serving image (`tuner recipe sweep`), or install triton~=3.8.0 here")
+
+
+def test_an_arch_other_than_the_devices_is_one_warning_line() -> None:
+    run = doctor("--arch", "sm90", "--device", "L20", "--no-compile")
+    assert run.stdout.splitlines()[1] == "architecture: sm90, device_name: NVIDIA_L20"
+    here = installed_triton_minor()
+    assert _warnings(run) == [
+        "warning: L20 is sm89 (compute capability 8.9, from the table of known GPUs), not sm90 "
+        "(--arch): this answers for sm90; pass --arch sm89 (or drop --arch) to answer for L20",
+        *([] if here == "3.8" else [PINNED_WARNING.format(here=here)])]
+    agreeing = doctor("--arch", "sm89", "--device", "NVIDIA L20", "--no-compile")
+    assert not [w for w in _warnings(agreeing) if "table of known GPUs" in w]
+
+
+def test_the_mismatch_lines_name_the_table_and_vllms_pins() -> None:
+    from tuner.compare.doctor import arch_mismatch, pinned_triton_mismatch
+
+    assert arch_mismatch("sm90", "NVIDIA_H200", "--arch") is None
+    assert arch_mismatch("sm90", "NVIDIA_A10", "--arch") is None  # not in the table
+    assert arch_mismatch("sm90", "NVIDIA_L40S", "the visible GPU") == (
+        "L40S is sm89 (compute capability 8.9, from the table of known GPUs), not sm90 (the "
+        "visible GPU): this answers for sm90; pass --arch sm89 to answer for L40S")
+    assert pinned_triton_mismatch("3.8") is None
+    assert pinned_triton_mismatch(None) is None
+    assert "warning: " + pinned_triton_mismatch("3.9") == PINNED_WARNING.format(here="3.9")
+
+
+def test_an_importable_vllm_answers_for_its_triton_not_the_pinned_one(tmp_path) -> None:
+    # The stand-in vLLM requires the installed Triton: no warning, even where it is not 3.8.
+    vllm = build_standin(tmp_path / "site", triton_pin=f"{installed_triton_minor()}.0")
+    run = doctor("--arch", "sm90", "--no-compile", vllm=vllm)
+    assert run.returncode == 0, run.stderr
+    assert _warnings(run) == []

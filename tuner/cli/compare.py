@@ -30,11 +30,6 @@ from tuner.cli.tables import Column, print_table
 from tuner.files.format import REQUIRED_M
 from tuner.measure.noise import RETIME_ROUNDS
 
-# Short column names for 80-column tables.
-SHORT = {"triton-tuned": "tuned", "triton-default": "default", "torch-scaled_mm": "torch",
-         "torch-dequant-cpu": "torch-cpu", "vllm-deepgemm": "deepgemm",
-         "vllm-cutlass": "cutlass", "vllm-marlin": "marlin", "vllm-humming": "humming"}
-
 
 def _cells(point, backends) -> list[str]:
     cells = [str(point.M)]
@@ -42,25 +37,33 @@ def _cells(point, backends) -> list[str]:
         value = point.latency(name)
         status = next(t.status for t in point.times if t.backend == name)
         cells.append(f"{value:.1f}" if value is not None else status)
-    cells.append(SHORT.get(point.fastest, "-"))
+    cells.append(point.fastest or "-")
     return cells
 
 
 def _print_shape(N: int, K: int, points, unit: str, default) -> None:
     """One shape's table; vLLM's default kernel's column (`default`, a VllmDefault) gets a *."""
+    from tuner.compare.kernel_names import TRITON_TUNED, column_header
     from tuner.compare.vllm_default import default_backend
 
     shown = [t.backend for t in points[0].times if t.status != "unavailable"
              or any(p.latency(t.backend) is not None for p in points)]
     marked = default_backend(points, default)
-    columns = [Column("M"), *(Column(SHORT[name] + ("*" if name == marked else ""))
-                              for name in shown), Column("fastest")]
-    print_table(console, columns, [_cells(p, shown) for p in points],
-                title=f"N={N},K={K}, latency_us, {unit}")
+    # Each column is headed by the kernel's one name, broken after its '-' when the names
+    # whole do not fit the terminal; the fastest column goes first when it is still too narrow.
+    rows = [_cells(p, shown) for p in points]
+    headers = [name + ("*" if name == marked else "") for name in shown]
+    widths = [max(len(h), *(len(row[i + 1]) for row in rows)) for i, h in enumerate(headers)]
+    fastest = max(len("fastest"), *(len(row[-1]) for row in rows))
+    if sum(widths) + fastest + len(str(max(p.M for p in points))) + 3 * (len(widths) + 1) \
+            > console.width:
+        headers = [column_header(h) for h in headers]
+    columns = [Column("M"), *(Column(h) for h in headers), Column("fastest", optional=True)]
+    print_table(console, columns, rows, title=f"N={N},K={K}, latency_us, {unit}")
     if marked is not None:
         plain(f"* vLLM's default kernel here: {default.kernel} (from {default.source})")
-    configs = {p.M: t.note for p in points for t in p.times if t.backend == "triton-tuned"}
-    plain("tuned: " + "; ".join(f"M={M} {note}" for M, note in configs.items()))
+    configs = {p.M: t.note for p in points for t in p.times if t.backend == TRITON_TUNED}
+    plain(f"{TRITON_TUNED}: " + "; ".join(f"M={M} {note}" for M, note in configs.items()))
     for point in points:
         for time in point.times:
             if time.status == "failed":
@@ -89,9 +92,12 @@ def compare(
     Per (N, K, M), on one GPU and with the same inputs: our Triton kernel with
     the config vLLM would pick from this device's files (triton-tuned) and with
     vLLM's default config (triton-default), torch.nn.functional.scaled_mm with
-    block-wise scales, vLLM's CUTLASS and DeepGEMM ops when vLLM is importable,
-    and Marlin and Humming through vLLM's own kernel classes (their weight
-    processing done before timing). Each is first checked against the float64
+    block-wise scales (torch-scaled_mm; on the interpreter, torch-dequant-cpu),
+    vLLM's CUTLASS and DeepGEMM ops when vLLM is importable (vllm-cutlass,
+    vllm-deepgemm), and Marlin and Humming through vLLM's own kernel classes
+    (vllm-marlin, vllm-humming; their weight processing done before timing).
+    Each kernel has that one name in the tables, the summary, the stored run
+    and the report. Each is first checked against the float64
     reference; those that pass are timed interleaved as verify does. A kernel
     that cannot run here is shown as unavailable with the reason.
 
@@ -164,7 +170,7 @@ def _tuned(engine, device_name: str, out_dtype: str, block_shape: tuple[int, ...
     read = store_files(engine, device_name, out_dtype=out_dtype, allow_stale=False,
                        allow_partial=True, kernel=kernel)
     current = read.view.scope.current
-    typer.echo(f"tuned: files of {current.source_label} kernel trials, triton "
+    typer.echo(f"triton-tuned: files of {current.source_label} kernel trials, triton "
                f"{current.triton_minor or 'any'}; timed with the {timed} kernel", err=True)
     if current.kernel_source != timed:
         # auto where vLLM is not importable reads a device's vLLM-kernel trials, if it has any
@@ -194,11 +200,12 @@ def _store(engine, device_name: str, env: dict, model_shapes, out_dtype: str, li
 
 # The line above the tables: what each column times ({whose}: whose Triton kernel).
 COLUMNS_LINE = (
-    "columns (microseconds per GEMM): tuned = {whose} with the config vLLM picks from "
-    "this device's files; default = with vLLM's default config; torch = torch scaled_mm, "
-    "block-wise scales; torch-cpu = dequantize + matmul on the CPU (a stand-in, not a vLLM "
-    "kernel); deepgemm, cutlass = vLLM's ops; marlin, humming = vLLM's kernel classes' "
-    "apply_weights on bf16/fp16 activations (weight processing not timed)")
+    "columns (microseconds per GEMM): triton-tuned = {whose} with the config vLLM picks from "
+    "this device's files; triton-default = with vLLM's default config; torch-scaled_mm = "
+    "torch scaled_mm, block-wise scales; torch-dequant-cpu = dequantize + matmul on the CPU (a "
+    "stand-in, not a vLLM kernel); vllm-deepgemm, vllm-cutlass = vLLM's ops; vllm-marlin, "
+    "vllm-humming = vLLM's kernel classes' apply_weights on bf16/fp16 activations (weight "
+    "processing not timed)")
 
 
 def _run(model_shapes, m_values, tuned, defaults, *, backend, kernel, out_dtype, seed, rounds,

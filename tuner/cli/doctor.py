@@ -35,7 +35,9 @@ def doctor(
     """GPUs, versions, the kernels vLLM runs by default on the architecture, whether the tuned
     files are read and what makes them read, and whether the builtin kernels compile to
     vLLM's code. Exit 0 when tuning here will change what vLLM runs, 1 with the reason when
-    it will not."""
+    it will not. A `warning:` line says when --device's GPU is another architecture than
+    --arch, and when the installed Triton is not the one vLLM 0.33.0 runs with (torch 2.14.0's
+    triton 3.8; with vLLM importable, the one its metadata requires)."""
     from tuner.compare.doctor import diagnose
     from tuner.compare.vllm_select import ModelAsked
     from tuner.inputs.backends import linear_backend_value
@@ -64,6 +66,7 @@ def doctor(
             raise fail(f"--device {device!r} is not a GPU model name such as L20") from None
     lines = [f"{g.index}: {g.gpu_name} (sm{g.compute_capability.replace('.', '')}, "
              f"{g.device_name})" for g in gpus]
+    arch_from = "--arch" if arch is not None else "the visible GPU"
     if gpus:
         arch = arch or f"sm{gpus[0].compute_capability.replace('.', '')}"
         device_name = device_name or gpus[0].device_name
@@ -71,9 +74,11 @@ def doctor(
         arch = _known_arch(device_name)
     found = diagnose(arch=arch, device_name=device_name, gpus=lines, versions=versions,
                      linear_backend_triton=linear_backend == "triton", compare=not no_compile,
-                     model=asked)
+                     model=asked, arch_from=arch_from)
     for line in found.lines:
         plain(line)
+    for warning in found.warnings:
+        typer.echo(f"warning: {warning}", err=True)
     if found.reasons:
         for reason in found.reasons:
             typer.echo(f"tuning here will not change what vLLM runs: {reason}", err=True)

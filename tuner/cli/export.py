@@ -153,7 +153,8 @@ def winners(
     of A, B, the scales and C over the latency, TFLOP/s 2*M*N*K over it; with ceilings measured
     on the GPU
     (each CUDA worker measures them at start), their % of a device-to-device copy and of
-    torch's FP8 matrix product.
+    torch's FP8 matrix product. A device with imported files only (`tuner import`, never
+    swept) has no winners: one line says so and how to see its files.
     """
     from db import repo
     from tuner.files.device import read_device
@@ -165,6 +166,10 @@ def winners(
 
     with session_scope(engine) as session:
         device_name = device_in_store(session, device)
+        if device_name not in repo.list_device_names(session):
+            imports = repo.list_imports(session, device_name=device_name)
+            typer.echo(imported_only_line(device_name, imports))
+            return
         view = read_device(session, device_name, allow_stale=allow_stale,
                            out_dtype=out_dtype.value if out_dtype else None)
         ceilings = repo.device_ceilings(session, device_name=device_name)
@@ -178,6 +183,24 @@ def winners(
     runs = runs_summary(rows)
     if runs is not None:
         typer.echo(runs, err=True)
+
+
+def imported_only_line(device_name: str, imports) -> str:
+    """`tuner winners`' one line for a device with imported files and no sweeps: why there is
+    no winner to show, and how to see the files.
+
+    Args:
+        device_name: vLLM's device key, as stored.
+        imports: its imported files (`db.repo.list_imports`), at least one.
+    """
+    labels = ", ".join(repr(label) for label in sorted({i.label for i in imports}))
+    left_out = sum(len(i.cannot_launch) for i in imports)
+    dropped = (f"; {left_out} entr{'y' if left_out == 1 else 'ies'} left out, cannot launch "
+               "there" if left_out else "")
+    return (f"{device_name}: no winners, it has only imported files ({len(imports)} file(s) "
+            f"from {labels}{dropped}), never swept here; `tuner export --device {device_name} "
+            "--out DIR` writes them with a note per entry, GET "
+            f"/devices/{device_name}/imports lists them")
 
 
 def runs_summary(rows) -> str | None:

@@ -9,19 +9,20 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.compare.vllm_linear import VLLM_HUMMING, VLLM_MARLIN, layer_kernels
+from tuner.compare.kernel_names import (  # noqa: F401 - re-exported, the names' old home
+    BACKENDS,
+    TORCH_CPU,
+    TORCH_SCALED_MM,
+    TRITON_DEFAULT,
+    TRITON_TUNED,
+    VLLM_CUTLASS,
+    VLLM_DEEPGEMM,
+    VLLM_HUMMING,
+    VLLM_MARLIN,
+)
+from tuner.compare.vllm_linear import layer_kernels
 from tuner.kernels.config import KernelConfig
 from tuner.measure.runner import KernelRunner, Problem
-
-TRITON_TUNED = "triton-tuned"
-TRITON_DEFAULT = "triton-default"
-TORCH_SCALED_MM = "torch-scaled_mm"
-TORCH_CPU = "torch-dequant-cpu"
-VLLM_CUTLASS = "vllm-cutlass"
-VLLM_DEEPGEMM = "vllm-deepgemm"
-# Column order of the tables.
-BACKENDS = (TRITON_TUNED, TRITON_DEFAULT, TORCH_SCALED_MM, TORCH_CPU, VLLM_DEEPGEMM,
-            VLLM_CUTLASS, VLLM_MARLIN, VLLM_HUMMING)
 
 # A library kernel: (A [M, K] fp8, As [M, ceil(K/group_k)] fp32, B [N, K] fp8,
 # Bs [ceil(N/group_n), ceil(K/group_k)] fp32, out dtype, block_shape [group_n, group_k])

@@ -17,6 +17,8 @@ from tuner.inputs.backends import (
     FP8_BLOCK_KERNELS,
     TRITON_FLAG,
     TRITON_KERNEL,
+    VLLM_TORCH_PIN,
+    VLLM_TRITON_PIN,
     VLLM_VERSION,
     arch_of,
     table_dense_kernel,
@@ -51,7 +53,8 @@ def required_version(requires: list[str] | None, name: str) -> str | None:
 def vllm_triton_requirement() -> tuple[str | None, str]:
     """The Triton the importable vLLM needs and where that is stated: vLLM's own metadata
     when it names triton, else the metadata of the torch it pins, when that torch is the
-    installed one (vLLM 0.33.0 pins torch==2.14.0, whose wheel requires triton~=3.8.0)."""
+    installed one (vLLM 0.33.0 pins torch`VLLM_TORCH_PIN`, whose wheel requires
+    triton`VLLM_TRITON_PIN`, `tuner.inputs.backends`)."""
     try:
         requires = importlib.metadata.requires("vllm")
     except importlib.metadata.PackageNotFoundError:
@@ -86,20 +89,66 @@ class Diagnosis:
         lines: the screen, one finding a line.
         reasons: why tuning here will not change what vLLM runs; [] exits 0.
         helps: the families whose tuned files vLLM will read.
+        warnings: facts the answer may not hold for, one line each (printed as `warning:`):
+            --arch and --device disagreeing, a Triton other than the serving vLLM's.
     """
 
     lines: list[str] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
     helps: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def _arch_number(arch: str) -> int:
     return int(arch.removeprefix("sm"))
 
 
+def arch_mismatch(arch: str, device_name: str, arch_from: str) -> str | None:
+    """One line when the GPU model of `device_name` is, by the table of known GPUs
+    (`tuner.kernels.gpus.KNOWN_GPUS`), another architecture than `arch`; None when they agree
+    or the model is not in the table.
+
+    Args:
+        arch: "sm90", ...: the architecture doctor answers for.
+        device_name: vLLM's key of the GPU named, e.g. "NVIDIA_L20".
+        arch_from: where `arch` came from, e.g. "--arch" or "the visible GPU".
+    """
+    from tuner.kernels.gpus import KNOWN_GPUS, gpu_model
+
+    model = gpu_model(device_name)
+    capability = KNOWN_GPUS.get(model)
+    if capability is None or f"sm{capability}" == arch:
+        return None
+    return (f"{model} is sm{capability} (compute capability {capability // 10}.{capability % 10}, "
+            f"from the table of known GPUs), not {arch} ({arch_from}): this answers for "
+            f"{arch}; pass --arch sm{capability}"
+            + (" (or drop --arch)" if arch_from == "--arch" else "")
+            + f" to answer for {model}")
+
+
+def pinned_triton_mismatch(installed_minor: str | None) -> str | None:
+    """One line when the installed Triton's major.minor is not the one vLLM `VLLM_VERSION`
+    runs with (`VLLM_TRITON_PIN`, through its torch pin); None when it is, or when no triton
+    is installed. For a host where vLLM is not importable: the serving image's vLLM is taken
+    to be `VLLM_VERSION`.
+
+    Args:
+        installed_minor: e.g. "3.9" (`installed_triton_minor()`).
+    """
+    wanted = _spec_minor(VLLM_TRITON_PIN)
+    if installed_minor is None or wanted is None or installed_minor == wanted:
+        return None
+    return (f"triton {installed_minor} is installed here, but vLLM {VLLM_VERSION} runs with "
+            f"triton {wanted} (it pins torch{VLLM_TORCH_PIN}, which requires "
+            f"triton{VLLM_TRITON_PIN}): configs timed here may not be the fastest there; tune "
+            "inside the serving image (`tuner recipe sweep`), or install "
+            f"triton{VLLM_TRITON_PIN} here")
+
+
 def diagnose(*, arch: str | None, device_name: str | None, gpus: list[str],
              versions: dict[str, str], linear_backend_triton: bool,
-             compare: bool = True, model: ModelAsked | None = None) -> Diagnosis:
+             compare: bool = True, model: ModelAsked | None = None,
+             arch_from: str = "--arch") -> Diagnosis:
     """The findings for one architecture.
 
     Args:
@@ -112,6 +161,8 @@ def diagnose(*, arch: str | None, device_name: str | None, gpus: list[str],
             (needs triton).
         model: the model vLLM serves (--model, --tp); None asks about one DeepSeek-V3 layer
             and says that the answer depends on the model.
+        arch_from: where `arch` came from ("--arch", "the visible GPU", ...), for the
+            warning when `device_name`'s GPU model is another architecture.
 
     Returns:
         The Diagnosis.
@@ -126,11 +177,19 @@ def diagnose(*, arch: str | None, device_name: str | None, gpus: list[str],
         out.reasons.append("no GPU visible, no --arch and no --device of a known GPU model: say "
                            "which GPU vLLM serves on")
         return out
+    mismatch = arch_mismatch(arch, device_name, arch_from) if device_name else None
+    if mismatch is not None:
+        out.warnings.append(mismatch)
     version = vllm_version()
     problem = vllm_triton_problem() if version is not None else ""
     if version is None:
         say("vLLM: not importable here; a sweep here times the builtin kernels (copies of "
-            "vLLM 0.33.0's); run `tuner doctor` inside the serving image to check its vLLM")
+            f"vLLM {VLLM_VERSION}'s); run `tuner doctor` inside the serving image to check its "
+            "vLLM")
+        pinned = pinned_triton_mismatch(installed_triton_minor()) if versions.get(
+            "triton") else None
+        if pinned is not None:
+            out.warnings.append(pinned)
     else:
         spec, where = vllm_triton_requirement()
         times = (f"times the builtin kernels (--kernel auto): {problem}; for --kernel vllm, "

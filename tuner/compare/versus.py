@@ -9,7 +9,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from tuner.compare.backends import BACKENDS, TRITON_DEFAULT, TRITON_TUNED, Candidate
+from tuner.compare.backends import Candidate
+from tuner.compare.kernel_names import BACKENDS, TRITON_DEFAULT, TRITON_TUNED
 from tuner.measure.trial import TrialResult, TrialStatus
 
 # The verdicts' M ranges: decode is M <= 32, prefill M >= 2048.
@@ -26,7 +27,7 @@ class BackendTime:
     """One kernel at one (N, K, M).
 
     Attributes:
-        backend: one of tuner.compare.backends.BACKENDS.
+        backend: one of tuner.compare.kernel_names.BACKENDS.
         status: "ok" (checked, then timed), "failed" (wrong result or did not run) or
             "unavailable" (not timed here).
         latency_us: median of its interleaved samples, microseconds; None unless ok.

@@ -16,18 +16,23 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from tuner.compare.kernel_names import (
+    TRITON_TUNED,
+    VLLM_CUTLASS,
+    VLLM_DEEPGEMM,
+    VLLM_HUMMING,
+    VLLM_MARLIN,
+)
 from tuner.compare.versus import DECODE_MAX_M, PREFILL_MIN_M, ComparePoint
 from tuner.inputs.backends import table_dense_kernel
-
-TRITON_TUNED = "triton-tuned"
 
 # vLLM 0.33.0 class name (kernels/linear/scaled_mm/*.py) -> the compare backend that times it.
 # Its Triton kernel reads the tuned files: there the default is already what the flag gives.
 KERNEL_BACKENDS = {
-    "DeepGemmFp8BlockScaledMMKernel": "vllm-deepgemm",
-    "CutlassFp8BlockScaledMMKernel": "vllm-cutlass",
-    "MarlinFP8ScaledMMLinearKernel": "vllm-marlin",
-    "HummingFP8ScaledMMLinearKernel": "vllm-humming",
+    "DeepGemmFp8BlockScaledMMKernel": VLLM_DEEPGEMM,
+    "CutlassFp8BlockScaledMMKernel": VLLM_CUTLASS,
+    "MarlinFP8ScaledMMLinearKernel": VLLM_MARLIN,
+    "HummingFP8ScaledMMLinearKernel": VLLM_HUMMING,
     "TritonFp8BlockScaledMMKernel": TRITON_TUNED,
 }
 BY_SELECTION = "vLLM's own selection"

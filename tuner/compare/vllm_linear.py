@@ -31,8 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-VLLM_MARLIN = "vllm-marlin"
-VLLM_HUMMING = "vllm-humming"
+from tuner.compare.kernel_names import VLLM_HUMMING, VLLM_MARLIN
 
 _SCALED_MM = "vllm.model_executor.kernels.linear.scaled_mm"
 # backend -> (module, class name), vLLM 0.33.0.

@@ -16,6 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 VLLM_VERSION = "0.33.0"
+# What vLLM 0.33.0 runs with, from its wheel's METADATA (`Requires-Dist: torch==2.14.0`) and
+# torch 2.14.0's wheel METADATA (`Requires-Dist: triton~=3.8.0`): the Triton its kernels, and
+# so the tuned files, are compiled with in the serving image.
+VLLM_TORCH_PIN = "==2.14.0"
+VLLM_TRITON_PIN = "~=3.8.0"
 
 # `_POSSIBLE_FP8_BLOCK_KERNELS[CUDA]` of vLLM 0.33.0, as listed (before any reordering):
 # (class name, label). The class names are the wheel's (kernels/linear/scaled_mm/*.py).
