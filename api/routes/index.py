@@ -6,12 +6,13 @@ from __future__ import annotations
 from html import escape
 from urllib.parse import quote
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
+from sqlalchemy.exc import SQLAlchemyError
 
 import tuner
-from api.deps import SessionDep
 from db import repo
+from db.engine import SchemaError, session_scope
 
 router = APIRouter(tags=["index"])
 
@@ -27,13 +28,18 @@ LINKS: tuple[tuple[str, str], ...] = (
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
-def index(session: SessionDep) -> HTMLResponse:
+def index(request: Request) -> HTMLResponse:
     """Render an HTML page linking the service's main routes and each device's report."""
     items = "".join(
         f'<li><a href="{path}">{path}</a>: {what}</li>' if "{" not in path
         else f"<li><code>{path}</code>: {what}</li>" for path, what in LINKS)
-    names = sorted(set(repo.list_device_names(session))
-                   | set(repo.list_import_device_names(session)))
+    try:  # the store is opened here, not as a dependency, so that its fault spares the page
+        with session_scope(request.app.state.store.engine()) as session:
+            names = sorted(set(repo.list_device_names(session))
+                           | set(repo.list_import_device_names(session)))
+    except (SQLAlchemyError, SchemaError) as exc:  # the routes still show; /devices says 503
+        return _page(items, "<h2>Devices</h2><p>The store does not answer now "
+                     f"({escape(type(exc).__name__)}): try again, or see /health.</p>")
     # Device names are vLLM's keys (db.devices: printable ASCII without space, quote, slash or
     # backslash), escaped all the same; quote() keeps them one path segment.
     devices = "".join(
@@ -43,6 +49,10 @@ def index(session: SessionDep) -> HTMLResponse:
     listed = (f"<h2>Devices</h2><ul>{devices}</ul>" if names else
               "<h2>Devices</h2><p>None in the store yet (<code>tuner sweep</code> or "
               "<code>tuner import</code> adds one).</p>")
+    return _page(items, listed)
+
+
+def _page(items: str, listed: str) -> HTMLResponse:
     return HTMLResponse(
         f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>blockfp8-tuner</title>"
         f"</head><body><h1>blockfp8-tuner {tuner.__version__}</h1><p>Tuned vLLM block-FP8 "
