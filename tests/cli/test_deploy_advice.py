@@ -23,6 +23,7 @@ from api.settings import Settings
 from tests.storefill import DEFAULT, FAST, fill
 from tuner.cli import pull as pull_module
 from tuner.cli.app import app
+from tuner.files.mounts import DOCKER_HEAD
 from tuner.kernels.dense.naming import SGLANG_NOTE
 
 runner = CliRunner()
@@ -128,14 +129,14 @@ def assert_flag(text: str, fmt: str) -> None:
 
 def assert_pastes(text: str, fmt: str) -> None:
     """The YAML parses, with no key that would replace the user's command or args; the docker
-    block continues to its last line and ends there."""
+    block continues on every line."""
     if fmt == "docker":
         lines = text.splitlines()
-        start = lines.index("# Add to `docker run`, before the image name:") + 1
+        start = lines.index(DOCKER_HEAD) + 1
         end = next(i for i in range(start, len(lines)) if lines[i].startswith("#"))
         block = lines[start:end]
-        assert block and all(line.endswith(" \\") for line in block[:-1])
-        assert not block[-1].endswith("\\")
+        # pasted into a multi-line docker run, the command goes on to the image's line
+        assert block and all(line.endswith(" \\") for line in block)
         return
     parsed = yaml.safe_load(text)
     assert isinstance(parsed, dict)

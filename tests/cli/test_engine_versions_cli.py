@@ -22,7 +22,7 @@ def test_mounts_follow_the_engine_and_triton_versions(tmp_path: Path) -> None:
                    "--engine-version", "0.5.15", "--site-packages", "/opt/py")
     assert older.exit_code == 0, older.output
     assert (f'  -v "{folder.resolve()}/{name}:/opt/py/sglang/srt/layers/quantization/configs/'
-            f'{spaced}:ro"' in older.stdout.splitlines())
+            f'{spaced}:ro" \\' in older.stdout.splitlines())
     moe = "E=128,N=384,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
     (folder / moe).write_text(dump_config_file({1: FAST}, triton_version="3.6.0"))
     one_line_error(invoke("mounts", "--device", "L20", "--files", str(folder), "--engine",

@@ -58,7 +58,7 @@ def test_tiny_moe_sweep_publish_download(tmp_path: Path) -> None:
         mounts = client.get("/devices/TRITON_INTERPRETER/mounts").text
         assert mounts.splitlines()[-2:] == [
             '  -v "$PWD/configs:/opt/blockfp8-tuner/moe-configs:ro" \\',
-            "  -e VLLM_TUNED_CONFIG_FOLDER=/opt/blockfp8-tuner/moe-configs"]
+            "  -e VLLM_TUNED_CONFIG_FOLDER=/opt/blockfp8-tuner/moe-configs \\"]
     winners = runner.invoke(app, ["winners", "--device", "interpreter", "--db", db],
                             env={"COLUMNS": "200"})
     assert winners.exit_code == 0, winners.output

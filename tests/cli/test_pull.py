@@ -217,3 +217,20 @@ def test_an_in_cluster_server_name_without_a_pinned_release_here_says_both_ways_
                                     "release 2 of L20; or ask the service in the cluster")
     assert pinned.stderr.endswith("mounts?format=compose-pull&server=http://tuner:8000"
                                   "&release=2'\n")
+
+
+def test_an_unreachable_address_gets_no_kubernetes_service_hint(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def fetch(url: str) -> bytes:
+        raise OSError(f"cannot reach {url}: Connection refused")
+
+    monkeypatch.setattr(pull_module, "fetch", fetch)
+    monkeypatch.chdir(tmp_path)  # no store here
+    monkeypatch.delenv("TUNER_DB_URL", raising=False)
+    for server in ("http://127.0.0.1:9", "http://localhost:9"):
+        done = invoke("mounts", "--device", "L20", "--format", "k8s-pull", "--server", server)
+        assert (done.exit_code, done.stdout) == (1, "")
+        assert done.stderr == (
+            f"error: cannot reach {server}/devices/L20/releases: Connection refused; with "
+            "--release N the recipe is made from the store here (--db) without asking the "
+            f"server; or start the service at {server} (tuner serve --port 9)\n")

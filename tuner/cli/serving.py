@@ -212,15 +212,24 @@ def _unreachable_hint(fmt: str, device: str, server: str, release: int | None) -
     """What to do when --server does not answer from here (a name only the cluster
     resolves): pin a release the store here holds, or ask the service through a port-forward
     for the same recipe."""
+    import ipaddress
     from urllib.parse import quote, urlsplit
 
     parts = urlsplit(server)
-    service = (parts.hostname or "tuner").split(".")[0]
+    host = parts.hostname or "tuner"
     port = parts.port or (443 if parts.scheme == "https" else 80)
     pin = f"&release={release}" if release is not None else ""
     store = (f"; the store here holds no release {release} of {device}" if release is not None
              else "; with --release N the recipe is made from the store here (--db) without "
              "asking the server")
+    try:  # an address or localhost names no Kubernetes service: start the tuner there
+        ipaddress.ip_address(host)
+        local = True
+    except ValueError:
+        local = host == "localhost"
+    if local:
+        return f"{store}; or start the service at {server} (tuner serve --port {port})"
+    service = host.split(".")[0]
     return (f"{store}; or ask the service in the cluster: kubectl port-forward svc/{service} "
             f"8000:{port}, then curl 'http://127.0.0.1:8000/devices/{quote(device, safe='')}"
             f"/mounts?format={fmt}&server={quote(server, safe=':/')}{pin}'")

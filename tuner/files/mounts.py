@@ -310,15 +310,16 @@ def flag_lines(fmt: str) -> list[str]:
             f"#   - {name}", f"#   - {value}"]
 
 
+# Every line continues the command: the block goes into a multi-line `docker run`.
+DOCKER_HEAD = "# Insert in `docker run`, before the image name's line (each line ends in \\):"
+
+
 def _docker_body(files: list, moe: list, host_dir: str) -> list[str]:
     flags = [_docker_mount(f"{host_dir}/{src}", target) for src, target, _, _ in files]
     if moe:
         flags += [_docker_mount(host_dir, MOE_CONTAINER_DIR),
                   f"-e {MOE_ENV}={MOE_CONTAINER_DIR}"]
-    # Each line but the last continues the command: the block ends where the image name
-    # follows, never in a "\\" before a comment (a pasted block must run).
-    return ["# Add to `docker run`, before the image name:"] + [
-        f"  {flag} \\" for flag in flags[:-1]] + [f"  {flags[-1]}"]
+    return [DOCKER_HEAD] + [f"  {flag} \\" for flag in flags]
 
 
 def _compose_body(files: list, moe: list, host_dir: str) -> list[str]:

@@ -73,7 +73,7 @@ def _request(device: str, fmt: str) -> MountRequest:
 def test_docker_mounts_quote_names_with_shell_characters() -> None:
     name = config_file_name(5120, 3072, INTEL)
     lines = render_mounts(_request(INTEL, "docker")).splitlines()
-    assert f'  -v "$PWD/configs/{name}:{VLLM}/{name}:ro"' in lines
+    assert f'  -v "$PWD/configs/{name}:{VLLM}/{name}:ro" \\' in lines
 
 
 def test_docker_uses_mount_when_a_name_holds_a_colon() -> None:
@@ -83,7 +83,7 @@ def test_docker_uses_mount_when_a_name_holds_a_colon() -> None:
     # --mount's value is CSV: source and target fields quoted; the shell word escapes '$'.
     escaped = name.replace("$", "\\$")
     assert (f'  --mount "type=bind,\\"source=$PWD/configs/{escaped}\\",'
-            f'\\"target={VLLM}/{escaped}\\",readonly"') in lines
+            f'\\"target={VLLM}/{escaped}\\",readonly" \\') in lines
 
 
 def test_k8s_names_stay_dns_labels() -> None:

@@ -19,7 +19,7 @@ def test_docker_moe_folder_and_env() -> None:
     assert body(text) == [
         f'  -v "$PWD/configs/{A}:{VLLM}/{A}:ro" \\',
         f'  -v "$PWD/configs:{DIR}:ro" \\',
-        f"  -e VLLM_TUNED_CONFIG_FOLDER={DIR}",
+        f"  -e VLLM_TUNED_CONFIG_FOLDER={DIR} \\",
         "  --linear-backend triton",
     ]
     assert (f"# 1 fused-MoE file(s) (E=...): one read-only folder mount of $PWD/configs/ at "
@@ -68,7 +68,7 @@ def test_sglang_mounts_moe_files_in_its_folder_for_the_tritons_version() -> None
     spaced = A.replace("[128,128]", "[128, 128]")
     assert body(text) == [
         f'  -v "$PWD/configs/{MOE}:{SGL_MOE}/{MOE.replace("[128,128]", "[128, 128]")}:ro" \\',
-        f'  -v "$PWD/configs/{A}:{gemm}/{spaced}:ro"',
+        f'  -v "$PWD/configs/{A}:{gemm}/{spaced}:ro" \\',
     ]
     assert "VLLM_TUNED_CONFIG_FOLDER" not in text
     assert (f"# Fused-MoE files (E=...) from {SGL_MOE}/, written by `tuner export --engine "

@@ -31,7 +31,7 @@ def test_docker_lines() -> None:
     text = render_mounts(request())
     assert body(text) == [
         f'  -v "$PWD/configs/{A}:{VLLM}/{A}:ro" \\',
-        f'  -v "$PWD/configs/{B}:{VLLM}/{B}:ro"',
+        f'  -v "$PWD/configs/{B}:{VLLM}/{B}:ro" \\',
         "  --linear-backend triton",
     ]
     assert text.splitlines()[-2] == ("# After the image name, with the server's other arguments "
@@ -51,7 +51,7 @@ def test_docker_lines() -> None:
 
 def test_docker_quotes_an_odd_host_dir() -> None:
     text = render_mounts(request(host_dir='/srv/my "cfg" $HOME', file_names=(A,)))
-    assert body(text) == [f'  -v "/srv/my \\"cfg\\" \\$HOME/{A}:{VLLM}/{A}:ro"',
+    assert body(text) == [f'  -v "/srv/my \\"cfg\\" \\$HOME/{A}:{VLLM}/{A}:ro" \\',
                           "  --linear-backend triton"]
 
 
@@ -81,7 +81,7 @@ def test_sglang_dense_folder_follows_the_engine_version(version: str, folder: st
     text = render_mounts(request(engine="sglang", file_names=(A,), site_packages=SGL_SITE,
                                  engine_version=version))
     spaced = engine_file_name(A, "sglang")
-    assert body(text) == [f'  -v "$PWD/configs/{A}:{SGL_SITE}/{folder}/{spaced}:ro"']
+    assert body(text) == [f'  -v "$PWD/configs/{A}:{SGL_SITE}/{folder}/{spaced}:ro" \\']
     assert f"# sglang {version} reads dense files only from {SGL_SITE}/{folder}/" in text
 
 
