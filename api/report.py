@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 
+from api.report_tables import HASH_SHOWN, env_cell, imports_section
 from api.svg import Series, line_chart
 from db.imports import ImportInfo
 from tuner.files.format import REQUIRED_M, VLLM_M_GRID
@@ -321,41 +322,6 @@ def _scope_note(scope: ReportScope) -> str:
             f"(kernel {kernel}) and Triton {triton} only; {left_out}</p>")
 
 
-def _imports_section(imports: Sequence[ImportInfo]) -> str:
-    """The device's imported files: label, name, M keys, launch check and entries left out."""
-    if not imports:
-        return ""
-    rows = []
-    for item in imports:
-        checked = f"sm{item.checked_arch}" if item.checked_arch is not None else "not checked"
-        left_out = "; ".join(f"M={M}: {reason}" for M, reason in sorted(
-            item.cannot_launch.items())) or "none"
-        rows.append(
-            f"<tr><td class=l>{escape(item.label)}</td><td class=l>{escape(item.file_name)}</td>"
-            f"<td>{item.N}</td><td>{item.K}</td>"
-            f"<td class=l>{', '.join(map(str, item.m_keys))}</td>"
-            f"<td class=l>{escape(checked)}</td><td class=l>{escape(left_out)}</td></tr>")
-    return ('<section id="imports"><h2>Imported files</h2><p class="note">Entries kept from '
-            "existing files (<code>tuner import</code>), never measured here: they fill M "
-            "without a measured winner; entries that cannot launch on the device are left "
-            "out.</p><table><tr><th class=l>label</th><th class=l>file</th><th>N</th><th>K</th>"
-            "<th class=l>M keys</th><th class=l>launch check</th>"
-            f"<th class=l>entries left out</th></tr>{''.join(rows)}</table></section>")
-
-
-# A kernel hash is shown by its first 12 hex digits (as the scope note names it); the cell's
-# title holds the whole 64, so the versions table fits the page.
-HASH_SHOWN = 12
-
-
-def _env_cell(column: str, value: str) -> str:
-    """One cell of the versions table; the kernel hash shortened, whole in its title."""
-    if column == "kernel_hash" and len(value) > HASH_SHOWN:
-        return (f'<td class="l hash" title="{escape(value)}"><code>{escape(value[:HASH_SHOWN])}'
-                "</code></td>")
-    return f"<td class=l>{escape(value)}</td>"
-
-
 def render_report(
     device_name: str, shapes: Sequence[ShapeReport], environments: Sequence[Mapping[str, object]],
     *, version: str, out_dtype: str | None, ceilings: Mapping[str, object] | None = None,
@@ -407,12 +373,12 @@ def render_report(
     nav = " · ".join(f'<a href="#shape-{s.anchor}">{s.label}</a>' for s in shapes)
     body = [f"<nav>{nav}</nav>" if shapes else "<p>No shapes in the store for this device yet.</p>"]
     body += [_shape_section(s, bytes_dtype, cpu, usable) for s in shapes]
-    body.append(_imports_section(imports))
+    body.append(imports_section(imports))
     body.append(backends)
     cols = ("gpu_name", "compute_capability", "driver", "cuda", "torch", "triton", "vllm",
             "kernel_source", "tuner", "kernel_hash", "trials")
     env_rows = "".join(
-        "<tr>" + "".join(_env_cell(c, str(env.get(c, "")) or "-") for c in cols) + "</tr>"
+        "<tr>" + "".join(env_cell(c, str(env.get(c, "")) or "-") for c in cols) + "</tr>"
         for env in environments
     )
     body.append('<section id="environments"><h2>Versions tuned with</h2><table><tr>'

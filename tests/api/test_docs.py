@@ -153,3 +153,13 @@ def test_openapi_descriptions_are_for_api_users(tmp_path: Path) -> None:
     for endpoint in endpoints:
         doc = endpoint.__doc__ or ""
         assert doc.strip() and "\n" not in doc, endpoint.__qualname__
+
+
+def test_the_index_page_stays_up_when_the_store_does_not_answer(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}"  # a folder: SQLite cannot open it
+    with TestClient(create_app(Settings(db_url=url)), raise_server_exceptions=False) as test_client:
+        response = test_client.get("/")
+    assert response.status_code == 200
+    assert '<a href="/devices">/devices</a>' in response.text
+    assert ("<h2>Devices</h2><p>The store does not answer now (OperationalError): try again, "
+            "or see /health.</p>") in response.text

@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 import typer
 from rich.console import Console
 
+from tuner.cli.errors import fail as fail
+
 # The store's URL and opening, for every command (`tuner.cli.store`), re-exported here.
 from tuner.cli.store import PSYCOPG_INSTALL as PSYCOPG_INSTALL
 from tuner.cli.store import STORE_URL_FORMS as STORE_URL_FORMS
@@ -145,12 +147,6 @@ DEFAULT_M = "1,2,4,8,16,24,32,48,64,96,128,256,512,1024,1536,2048,3072,4096"
 def plain(text: str) -> None:
     """Print a line as it is: no markup, no highlighting, wrapped only at the terminal's edge."""
     console.print(text, soft_wrap=True, markup=False, highlight=False)
-
-
-def fail(message: str, code: int = 2) -> typer.Exit:
-    """Print one line on stderr; return the Exit to raise."""
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(code)
 
 
 def parse_m_values(text: str) -> tuple[int, ...]:

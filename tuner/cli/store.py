@@ -1,7 +1,7 @@
 """Opening the store for every `tuner` command that takes --db: the URL read and checked in
 one place (`store_url`), the store opened (`open_db`) or only read if it exists
 (`existing_store`); each failure is one line with the fix and exit 2. `tuner.cli.options`
-re-exports these; this module imports it only inside functions (for `fail`)."""
+re-exports these."""
 
 from __future__ import annotations
 
@@ -10,12 +10,7 @@ from pathlib import Path
 
 import typer
 
-
-def fail(message: str, code: int = 2) -> typer.Exit:
-    """`tuner.cli.options.fail`: one line on stderr; the Exit to raise."""
-    from tuner.cli.options import fail as fail_line
-
-    return fail_line(message, code)
+from tuner.cli.errors import fail
 
 
 def masked(url: str) -> str:
