@@ -1,14 +1,22 @@
 """`tuner sweep` prints its plan first; --dry-run writes nothing, plans for the matching GPUs
 this host has, or says in one line that it has none; a long interpreter plan needs --yes."""
 
+import pytest
 from typer.testing import CliRunner
 
 from tuner.cli.app import app
+from tuner.measure import calibrate
 
 runner = CliRunner()
 
 
-def test_dry_run_prints_the_plan_and_creates_no_store(tmp_path):
+@pytest.fixture
+def measured_here(monkeypatch):
+    """A trial measured on this host takes 1.5 s, twice what the model says at its shape."""
+    monkeypatch.setattr(calibrate, "interpreter_trial_s", lambda interpreter_reps=3: 1.5)
+
+
+def test_dry_run_prints_the_plan_and_creates_no_store(tmp_path, measured_here):
     store = tmp_path / "t.db"
     result = runner.invoke(app, ["sweep", "--device", "interpreter", "--model", "tiny", "--m",
                                  "1,16,32", "--trials", "3", "--dry-run", "--db",
@@ -17,9 +25,9 @@ def test_dry_run_prints_the_plan_and_creates_no_store(tmp_path):
     assert result.stdout.splitlines() == [
         "plan: TRITON_INTERPRETER, tiny TP 1, guided",
         "  2 shapes x 3 M: 6 task(s) x 3 trial(s) = 18 trial(s)",
-        "  total: 6 task(s), 18 trial(s) to run, 1 worker(s); about 14 s of measuring (no "
-        "earlier trials of TRITON_INTERPRETER in the store: default 1.1 s a trial at N=512, "
-        "K=1024, M<=64, 13 s at N=5120, K=3072)",
+        "  total: 6 task(s), 18 trial(s) to run, 1 worker(s); about 29 s of measuring (no "
+        "earlier trials of TRITON_INTERPRETER in the store: scaled by a trial measured here "
+        "now, 1.50 s at N=256, K=256, M=16)",
         "  on the interpreter nothing is compiled ahead (that is a GPU's cost) and the timings "
         "are CPU timings",
         "  TP not given: 1, the only size shapes/tiny lists (--tp to choose)",
@@ -27,7 +35,7 @@ def test_dry_run_prints_the_plan_and_creates_no_store(tmp_path):
     assert not store.exists()
 
 
-def test_a_long_interpreter_plan_exits_2_without_yes(tmp_path):
+def test_a_long_interpreter_plan_exits_2_without_yes(tmp_path, measured_here):
     store = tmp_path / "t.db"
     result = runner.invoke(app, ["sweep", "--device", "interpreter", "--model", "qwen3.8-27b",
                                  "--db", f"sqlite:///{store}"])
@@ -39,7 +47,7 @@ def test_a_long_interpreter_plan_exits_2_without_yes(tmp_path):
         "  M grid not given: vLLM's 18 batch sizes, 1 to 4096 (--m 1,16,32 for fewer)",
         "  TP not given: 2, the only size shapes/qwen3.8-27b lists (--tp to choose)"]
     assert result.stderr.splitlines()[-1] == (
-        "error: this plan is about 54.0 days on the interpreter, over 60 min: pass --yes to "
+        "error: this plan is about 107.9 days on the interpreter, over 60 min: pass --yes to "
         "start it, or make it smaller with --m, --trials or --tp")
     assert not store.exists()
 

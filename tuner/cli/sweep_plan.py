@@ -91,9 +91,18 @@ def show_plan(requests: list, *, db: str | None, backend: str, workers: int,
     for line in warnings:
         typer.echo(line, err=True)
     compile_workers = max(1, ((os.cpu_count() or 2) - workers) // max(1, workers))
+    calibration = None
+    families = {request.family for request, _ in requests}
+    if backend == "interpreter" and not families <= {row.family for row in history}:
+        # The CPU's speed and load vary several times: one trial measured here now.
+        from tuner.measure.calibrate import CALIBRATION_SHAPE, interpreter_trial_s
+
+        measured_s = interpreter_trial_s(interpreter_reps)
+        calibration = (CALIBRATION_SHAPE, measured_s) if measured_s else None
     preview = preview_sweeps(requests, backend=backend, history=history, stored=stored,
                              workers=workers, interpreter_reps=interpreter_reps,
-                             compile_workers=compile_workers, defaults=defaults)
+                             compile_workers=compile_workers, defaults=defaults,
+                             calibration=calibration)
     for line in preview.lines:
         plain(line)
     if dry_run:

@@ -86,9 +86,11 @@ class _TrialClock:
     there; else the backend's default model, scaled by how the device's earlier trials of the
     family compared with that model; else the model as it is."""
 
-    def __init__(self, backend: str, history: Sequence[TrialTimeRow], interpreter_reps: int):
+    def __init__(self, backend: str, history: Sequence[TrialTimeRow], interpreter_reps: int,
+                 calibration: tuple[tuple[int, int, int], float] | None = None):
         self.backend = backend
         self.calls = interpreter_reps + 1
+        self.calibration = calibration
         self.exact = {(r.family, r.N, r.K, r.M): r.mean_s for r in history}
         self.trials = sum(r.trials for r in history)
         sums: dict[str, tuple[float, float]] = {}
@@ -98,6 +100,11 @@ class _TrialClock:
                                 modelled + self.model(row.N, row.K, row.M) * row.trials)
         self.scale = {family: measured / modelled
                       for family, (measured, modelled) in sums.items() if modelled > 0}
+        # No trials of a family yet: the model scaled by a trial measured here now.
+        self.measured_scale = 1.0
+        if calibration is not None and backend == "interpreter":
+            (N, K, M), measured_s = calibration
+            self.measured_scale = measured_s / self.model(N, K, M)
 
     def model(self, N: int, K: int, M: int) -> float:
         """The backend's default seconds per trial."""
@@ -109,11 +116,15 @@ class _TrialClock:
     def seconds(self, family: str, N: int, K: int, M: int) -> float:
         if (family, N, K, M) in self.exact:
             return self.exact[(family, N, K, M)]
-        return self.scale.get(family, 1.0) * self.model(N, K, M)
+        return self.scale.get(family, self.measured_scale) * self.model(N, K, M)
 
     def source(self, device_name: str) -> str:
         if self.trials:
             return f"from {self.trials:,} earlier trial(s) of {device_name} in the store"
+        if self.backend == "interpreter" and self.calibration is not None:
+            (N, K, M), measured_s = self.calibration
+            return (f"no earlier trials of {device_name} in the store: scaled by a trial "
+                    f"measured here now, {measured_s:.2f} s at N={N}, K={K}, M={M}")
         if self.backend == "interpreter":
             return (f"no earlier trials of {device_name} in the store: default "
                     f"{self.model(512, 1024, 64):.1f} s a trial at N=512, K=1024, M<=64, "
@@ -129,6 +140,7 @@ def preview_sweeps(
     requests: Sequence[tuple[SweepRequest, str]], *, backend: str,
     history: Sequence[TrialTimeRow], stored: Sequence[int], workers: int,
     interpreter_reps: int = 3, compile_workers: int = 1, defaults: Sequence[str] = (),
+    calibration: tuple[tuple[int, int, int], float] | None = None,
 ) -> SweepPreview:
     """The plan of one `tuner sweep` command over its sweeps (dense, then each MoE shape).
 
@@ -141,11 +153,14 @@ def preview_sweeps(
         interpreter_reps: timed calls per trial on the interpreter.
         compile_workers: compile processes per GPU worker (cuda only).
         defaults: lines about what was not given and so defaulted (the M grid, TP).
+        calibration: ((N, K, M), seconds) of one interpreter trial measured on this host
+            (`tuner.measure.calibrate`): scales the interpreter model where the store has no
+            trials of the family; None keeps the model as it is.
 
     Returns:
         The plan's lines and counts.
     """
-    clock = _TrialClock(backend, history, interpreter_reps)
+    clock = _TrialClock(backend, history, interpreter_reps, calibration)
     first = requests[0][0]
     lines = [f"plan: {first.device_name}, {first.model} TP {first.tp}, {first.strategy}"]
     total_s, total_tasks, total_trials, total_compiles = 0.0, 0, 0, 0

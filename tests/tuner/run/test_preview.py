@@ -78,3 +78,20 @@ def test_only_long_interpreter_plans_need_confirmation():
 def test_duration():
     assert [duration(s) for s in (40, 720, 3600 * 3.5, 86400 * 2.1)] == [
         "40 s", "12 min", "3.5 h", "2.1 days"]
+
+
+def test_a_trial_measured_here_scales_the_model_where_the_store_has_none():
+    # measured 1.5 s at (256, 256, 16), where the model says 0.7 + 4 x 0.1 x 65536 / 524288
+    # = 0.75 s: every trial of the plan is twice the model's
+    preview = preview_sweeps([(_request(), "2 shapes")], backend="interpreter", history=[],
+                             stored=[0], workers=1, calibration=((256, 256, 16), 1.5))
+    assert round(preview.estimate_s, 4) == round(2 * 14.2875, 4)
+    assert preview.lines[2] == (
+        "  total: 6 task(s), 18 trial(s) to run, 1 worker(s); about 29 s of measuring (no "
+        "earlier trials of TRITON_INTERPRETER in the store: scaled by a trial measured here "
+        "now, 1.50 s at N=256, K=256, M=16)")
+    # the device's own trials win over the calibration
+    history = [TrialTimeRow("dense", 256, 384, 1, 3, 2.0)]
+    known = preview_sweeps([(_request(), "2 shapes")], backend="interpreter", history=history,
+                           stored=[0], workers=1, calibration=((256, 256, 16), 1.5))
+    assert "(from 3 earlier trial(s) of TRITON_INTERPRETER in the store)" in known.lines[2]
