@@ -9,12 +9,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # Packages a command needs only while it runs: the store (db, sqlalchemy), the GPU and kernel
 # stack (torch, triton, numpy, tuner.kernels), the search (optuna, tuner.search), the service
 # (fastapi, uvicorn) and the tuner's own working modules.
-HEAVY = ("sqlalchemy", "torch", "triton", "numpy", "optuna", "fastapi", "uvicorn", "db",
+# pydantic: the service's models, and Typer's coercion of an unset flag (tuner.cli.app's
+# GROUP_CONTEXT keeps the groups' --help set).
+HEAVY = ("sqlalchemy", "torch", "triton", "numpy", "optuna", "fastapi", "uvicorn", "pydantic", "db",
          "tuner.files", "tuner.compare", "tuner.run", "tuner.kernels", "tuner.search",
          "tuner.measure", "tuner.inputs")
 
@@ -69,18 +73,20 @@ def test_building_every_command_loads_only_the_strategy_registry_besides():
         *LIGHT_AT_START, "tuner.kernels", "tuner.kernels.config", "tuner.measure.trial"])
 
 
-def test_tuner_help_through_the_entry_point_loads_what_building_loads():
+@pytest.mark.parametrize("argv", [["--help"], ["verify", "--help"], ["shapes", "list", "--help"]])
+def test_help_through_the_entry_point_loads_what_building_loads(argv):
     # The console script's main() (tuner.cli.guard.run_guarded) names store faults without
     # importing sqlalchemy first; the list goes to stderr, after --help's text on stdout.
     program = ("import atexit, json, sys\n"
                f"heavy = {HEAVY!r}\n"
                "atexit.register(lambda: print(json.dumps(sorted(m for m in sys.modules if any("
                "m == h or m.startswith(h + '.') for h in heavy))), file=sys.stderr))\n"
-               "sys.argv = ['tuner', '--help']\n"
+               f"sys.argv = {['tuner', *argv]!r}\n"
                "from tuner.cli.app import main\n"
                "main()\n")
     done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True,
                           text=True)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("Usage: tuner [OPTIONS] COMMAND [ARGS]...\n")
+    usage = " ".join(["Usage: tuner", *argv[:-1]])
+    assert done.stdout.startswith(f"{usage} [OPTIONS]")
     assert json.loads(done.stderr) == loaded_heavy(build=True)
