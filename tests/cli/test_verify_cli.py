@@ -18,6 +18,7 @@ from tuner.cli import app as cli
 from tuner.cli import options
 from tuner.cli import verify as cli_verify
 from tuner.compare.verify import check_points
+from tuner.compare.verify_run import shape_grid
 from tuner.kernels.config import KernelConfig
 from tuner.measure.trial import TrialResult, TrialStatus
 
@@ -107,12 +108,12 @@ def verify(url, *args, m=("--m", "1,16")):
 
 def test_shape_grid_default_is_the_sweeps_grid_and_all_adds_vllms_18():
     keys, sweep_grid = (1, 16, 32), (1, 16, 32, 64)
-    assert check_points(keys, cli_verify.shape_grid(None, sweep_grid)) == [
+    assert check_points(keys, shape_grid(None, sweep_grid)) == [
         1, 2, 8, 15, 16, 17, 24, 31, 32, 33, 64]
-    assert check_points(keys, cli_verify.shape_grid("all", sweep_grid)) == [
+    assert check_points(keys, shape_grid("all", sweep_grid)) == [
         1, 2, 4, 8, 15, 16, 17, 24, 31, 32, 33, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048,
         3072, 4096]
-    assert cli_verify.shape_grid((2, 3), sweep_grid) == [2, 3]
+    assert shape_grid((2, 3), sweep_grid) == [2, 3]
 
 
 def test_bad_input_is_one_line_and_exit_2(store, fake_runner):

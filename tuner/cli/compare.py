@@ -27,8 +27,8 @@ from tuner.cli.options import (
     store_files,
 )
 from tuner.cli.tables import Column, print_table
-from tuner.files.format import REQUIRED_M
-from tuner.measure.noise import RETIME_ROUNDS
+from tuner.files.m_grid import REQUIRED_M
+from tuner.measure.rounds import RETIME_ROUNDS
 
 
 def _cells(point, backends) -> list[str]:

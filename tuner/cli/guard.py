@@ -21,25 +21,40 @@ def run_guarded(app: Callable[[], object]) -> None:
     Args:
         app: the Typer app (called with no arguments: it reads sys.argv).
     """
-    from sqlalchemy.exc import DBAPIError
-
-    from db.faults import StoreUnavailable, is_transient
-
     try:
         app()
-    except StoreUnavailable as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(EXIT_STORE_UNAVAILABLE)
-    except DBAPIError as exc:
-        if not is_transient(exc):
+    except Exception as exc:
+        line = _store_fault_line(exc)
+        if line is None:
             raise
-        orig = exc.orig if exc.orig is not None else exc
-        first = (str(orig).strip().splitlines() or [""])[0][:200]
-        print(f"error: the store failed ({type(orig).__name__}: {first}); run the same command "
-              "again", file=sys.stderr)
+        print(line, file=sys.stderr)
         sys.exit(EXIT_STORE_UNAVAILABLE)
     except KeyboardInterrupt as exc:  # SIGTERM (tuner.run.supervisor.Terminated): 143
         what = getattr(exc, "what", "interrupted")
         print(f"{what}; finished work is stored: run the same command to resume",
               file=sys.stderr)
         sys.exit(getattr(exc, "exit_code", EXIT_INTERRUPTED))
+
+
+def _store_fault_line(exc: Exception) -> str | None:
+    """The one line for a store fault (`db.faults.StoreUnavailable`, or a transient
+    `sqlalchemy.exc.DBAPIError`); None for anything else, a non-transient store error included.
+
+    An instance of either class means its module was imported already, so both are looked up in
+    sys.modules: `tuner --help` and the commands that never open a store do not pay for
+    importing sqlalchemy here.
+    """
+    faults = sys.modules.get("db.faults")
+    if faults is not None and isinstance(exc, faults.StoreUnavailable):
+        return f"error: {exc}"
+    sqlalchemy_exc = sys.modules.get("sqlalchemy.exc")
+    if sqlalchemy_exc is None or not isinstance(exc, sqlalchemy_exc.DBAPIError):
+        return None
+    from db.faults import is_transient
+
+    if not is_transient(exc):
+        return None
+    orig = exc.orig if exc.orig is not None else exc
+    first = (str(orig).strip().splitlines() or [""])[0][:200]
+    return (f"error: the store failed ({type(orig).__name__}: {first}); run the same command "
+            "again")

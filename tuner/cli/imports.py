@@ -7,13 +7,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from tuner.cli.options import DbOpt, fail, open_db, plain
 from tuner.cli.publish import NoPublishOpt, publish_device
-from tuner.files.format import ParsedFile
+
+if TYPE_CHECKING:
+    from tuner.files.format import ParsedFile
 
 
 @dataclass(frozen=True)

@@ -21,12 +21,10 @@ from tuner.cli.options import (
     open_db,
 )
 from tuner.cli.tables import Column, print_table
-from tuner.kernels.config import KernelConfig
-from tuner.measure.trial import TrialResult, TrialStatus
-from tuner.search.replay import Landscape, landscape_from_results, load_landscape, problem_stats
 
 if TYPE_CHECKING:
     from db.repo import DeviceTrialRow
+    from tuner.search.replay import Landscape
 
 def build_landscape(
     rows: Sequence[DeviceTrialRow], *, device_name: str, recorded_at: str,
@@ -50,6 +48,10 @@ def build_landscape(
     Raises:
         ValueError: no trials, or none complete when complete_only.
     """
+    from tuner.kernels.config import KernelConfig
+    from tuner.measure.trial import TrialResult, TrialStatus
+    from tuner.search.replay import landscape_from_results
+
     if not rows:
         raise ValueError(f"no trials of {device_name} in the store")
     counts = Counter(row.environment_id for row in rows)
@@ -164,6 +166,7 @@ def landscape_stats(
     from statistics import geometric_mean, median_high
 
     from tuner.kernels.dense.space import default_config
+    from tuner.search.replay import load_landscape, problem_stats
 
     try:
         fractions = sorted({float(text) for text in ratios.split(",")}, reverse=True)

@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Sequence
 from functools import partial
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -36,25 +36,17 @@ from tuner.cli.options import (
     strategy_names,
 )
 from tuner.cli.publish import NoPublishOpt, publish_device
-from tuner.cli.verify_fix import Fixer
-from tuner.cli.verify_show import shown
-from tuner.compare.verify import INTERPRETER_NOISE_FLOOR, RunnerFactory, ShapeVerification
-from tuner.compare.verify_run import (
-    M_ALL,
-    MChoice,
-    MissingAfterFix,
-    VerifyRun,
-    fix_passes,
-    m_set_line,
-    no_file_line,
-    offending_lines,
-    summary_line,
-)
-from tuner.compare.verify_run import shape_grid as shape_grid  # tests call it here
-from tuner.inputs.shapes import ModelShapes
-from tuner.measure.noise import RETIME_ROUNDS
-from tuner.run.options import DEFAULT_LEASE_S, RunOptions
+from tuner.measure.rounds import RETIME_ROUNDS
+from tuner.run.options import DEFAULT_LEASE_S
 from tuner.search.defaults import DEFAULT_TRIALS
+
+# The check's modules (tuner.compare.*, tuner.inputs.shapes and the kernels they import) are
+# imported where they run, not when the CLI starts (`tuner --help` stays quick).
+if TYPE_CHECKING:
+    from tuner.cli.verify_fix import Fixer
+    from tuner.compare.verify import RunnerFactory, ShapeVerification
+    from tuner.compare.verify_run import MChoice, VerifyRun
+    from tuner.inputs.shapes import ModelShapes
 
 # Search of the `--fix` trials: `tuner sweep`'s defaults.
 FIX_STRATEGY = DEFAULT_STRATEGY_NAME  # what `tuner sweep` runs by default
@@ -124,6 +116,7 @@ def _use_backend(backend: str, visible: Sequence[str | None]) -> None:
 
 def _parse(model: str, tp: int | None, m: str | None) -> tuple[ModelShapes, MChoice]:
     """The model's shapes and `--m`'s choice; a bad value exits 2 with one line."""
+    from tuner.compare.verify_run import M_ALL
     from tuner.inputs.shapes import UnknownModelError, load_shapes
 
     try:
@@ -140,6 +133,9 @@ def _verify_run(model_shapes: ModelShapes, choice: MChoice, kernel: str, *, back
                 rounds: int | None) -> VerifyRun:
     """The check on this process's device, timing `kernel`'s ("builtin" or "vllm") Triton
     kernel; on the interpreter, a note on its noise floor."""
+    from tuner.compare.verify import INTERPRETER_NOISE_FLOOR
+    from tuner.compare.verify_run import VerifyRun
+
     make_runner = _runner_factory(backend, block_shape=tuple(model_shapes.block_shape),
                                   out_dtype=out_dtype, seed=seed,
                                   interpreter_reps=interpreter_reps, kernel=kernel)
@@ -154,6 +150,8 @@ def _check(run: VerifyRun, read, *, only_shapes: set[tuple[int, int]] | None, ti
            ) -> tuple[list[ShapeVerification], list[str]]:
     """`run` over the files of `read` (`tuner.files.device.StoreFiles`) with a progress bar on
     stderr counting the timed M; exits 130 when interrupted."""
+    from tuner.cli.verify_show import shown
+
     try:
         planned, missing = run.plan(read.explained(), read.view.grids, only_shapes=only_shapes)
         if planned and not any(shape.timed for shape in planned):
@@ -195,6 +193,8 @@ def _fix(run: VerifyRun, fixer: Fixer, results: list[ShapeVerification], read
          ) -> list[ShapeVerification]:
     """`--fix`'s passes (`tuner.compare.verify_run.fix_passes`); a touched shape without a
     file afterwards exits 1."""
+    from tuner.compare.verify_run import MissingAfterFix, fix_passes
+
     try:
         return fix_passes(results, tune=fixer.tune, say=plain, check_again=lambda shapes, n:
                           _check(run, read(), only_shapes=shapes,
@@ -205,6 +205,8 @@ def _fix(run: VerifyRun, fixer: Fixer, results: list[ShapeVerification], read
 
 def _exit_on_offending(results: Sequence[ShapeVerification], fix: bool) -> None:
     """Name each shape's slower or failed M on stderr and exit 1, if there are any."""
+    from tuner.compare.verify_run import offending_lines
+
     lines = offending_lines(results)
     if lines:
         for line in lines:
@@ -267,6 +269,9 @@ def verify(
     2 bad input (unknown model or device, no file to check); 130 interrupted.
     """
     from db.engine import session_scope
+    from tuner.cli.verify_fix import Fixer
+    from tuner.compare.verify_run import m_set_line, no_file_line, summary_line
+    from tuner.run.options import RunOptions
 
     model_shapes, choice = _parse(model, tp, m)
     candidates = load_configs(configs)

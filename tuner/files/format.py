@@ -8,15 +8,12 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+# VLLM_M_GRID and REQUIRED_M live in tuner.files.m_grid (no imports) so that the CLI names them
+# in `--help` without importing the kernel modules.
+from tuner.files.m_grid import REQUIRED_M as REQUIRED_M
+from tuner.files.m_grid import VLLM_M_GRID as VLLM_M_GRID
 from tuner.kernels.config import CONFIG_KEYS
 from tuner.kernels.dense.naming import FP8_DTYPE, ConfigFileName, parse_config_file_name
-
-# vLLM's tuning script default batch sizes (benchmarks/kernels/benchmark_w8a8_block_fp8.py, main).
-VLLM_M_GRID: tuple[int, ...] = (
-    1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096,
-)
-# M values every file should carry: decode (1), small batches (16, 32), prefill (2048, 4096).
-REQUIRED_M: tuple[int, ...] = (1, 16, 32, 2048, 4096)
 
 # Extra keys of AMD (ROCm) files, Triton's HIP compile options; such entries may lack num_stages.
 # vLLM's MI300X/MI325X files carry kpack and matrix_instr_nonkdim without num_stages (e.g.
