@@ -106,8 +106,8 @@ def test_export_unknown_device_lists_known(tmp_path):
     open_store(f"sqlite:///{tmp_path}/t.db").dispose()  # an empty store
     result = invoke("export", "--device", "L20", "--out", str(tmp_path / "out"),
                     "--db", f"sqlite:///{tmp_path}/t.db")
-    one_line_error(result, "no device in the store matches 'L20'; known: none (run tuner sweep "
-                   "first)")
+    one_line_error(result, "no device in the store matches 'L20'; known: none; `tuner sweep "
+                   "--device L20` on that GPU, or `tuner import` of its files, adds it")
 
 
 @pytest.mark.parametrize("command", [

@@ -285,7 +285,10 @@ def test_mounts_from_store_and_folder(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     site = "/usr/local/lib/python3.12/dist-packages"
     target = f"{site}/vllm/model_executor/layers/quantization/utils/configs/{name}"
-    assert f'  -v "$PWD/configs/{name}:{target}:ro"' in result.stdout.splitlines()
+    assert f'  -v "$PWD/configs/{name}:{target}:ro" \\' in result.stdout.splitlines()
+    assert result.stderr == ("note: the mounts read the files from $PWD/configs/ on the serving "
+                             "host: `tuner export --device NVIDIA_L20 --out configs/` writes them "
+                             "(or unzip the release's configs.zip there)\n")
     tuned = f"# Tuned with torch 2.11.0, triton {TRITON}, kernels of builtin."
     assert tuned in result.stdout.splitlines()
     folder = tmp_path / "cfg"

@@ -40,7 +40,8 @@ def test_a_device_missing_from_the_store_gets_the_closest_one(tmp_path):
     assert error_line(["winners", "--device", "interpeter", "--db",
                        f"sqlite:///{tmp_path}/t.db"]) == [
         "error: no device in the store matches 'interpeter' (did you mean 'interpreter'?); "
-        "known: none (run tuner sweep first)"]
+        "known: none; `tuner sweep --device interpeter` on that GPU, or `tuner import` of its "
+        "files, adds it"]
 
 
 def test_out_naming_a_file(tmp_path):

@@ -205,9 +205,13 @@ def device_in_store(session, device: str) -> str:
     known = sorted(set(repo.list_device_names(session))
                    | set(repo.list_import_device_names(session)))
     names = resolve(device, known)
-    if len(names) != 1:
+    if len(names) > 1:
+        raise fail(f"'{device}' names {len(names)} devices in the store: {', '.join(names)}; "
+                   "give one of them")
+    if not names:
         raise fail(f"no device in the store matches '{device}'{device_hint(device, known)}; known: "
-                   f"{', '.join(known) or 'none (run tuner sweep first)'}")
+                   f"{', '.join(known) or 'none'}; `tuner sweep --device {device}` on that GPU, "
+                   "or `tuner import` of its files, adds it")
     return names[0]
 
 

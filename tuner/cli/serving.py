@@ -92,6 +92,7 @@ def mounts(
                      site_packages or DEFAULT_SITE_PACKAGES[engine_name],
                      engine_version=engine_version, triton_version=triton_version, db=db)
         return
+    note = ""
     if files is not None:
         names, device_name = _folder_file_names(files, device, engine_name.value)
         folder = host_dir or str(files.resolve())
@@ -103,6 +104,11 @@ def mounts(
             device, engine_name.value, allow_partial, db, allow_stale=allow_stale,
             kernel=kernel.value)
         folder = host_dir or DEFAULT_HOST_DIR
+        # The mounts name host files that the store holds: say how to put them there.
+        note = (f"note: the mounts read the files from {folder}/ on the serving host: `tuner "
+                f"export --device {device_name} --out {folder.replace('$PWD/', '')}/"
+                f"{' --engine sglang' if engine_name == EngineName.sglang else ''}` writes "
+                "them (or unzip the release's configs.zip there)")
     triton_from = "--triton-version" if triton_version else "the one the files were tuned with"
     try:
         text = render_mounts(MountRequest(
@@ -115,6 +121,8 @@ def mounts(
     except ValueError as exc:
         raise fail(str(exc)) from None
     typer.echo(text, nl=False)
+    if note:
+        typer.echo(note, err=True)
 
 
 def _folder_file_names(folder: Path, device: str, engine: str) -> tuple[list[str], str]:
