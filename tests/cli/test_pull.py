@@ -234,3 +234,20 @@ def test_an_unreachable_address_gets_no_kubernetes_service_hint(
             f"error: cannot reach {server}/devices/L20/releases: Connection refused; with "
             "--release N the recipe is made from the store here (--db) without asking the "
             f"server; or start the service at {server} (tuner serve --port 9)\n")
+
+
+def test_a_loopback_server_in_a_pull_recipe_is_named_for_what_it_is(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    fill(db, PLAN, m_values=(1, 16))
+    assert invoke("publish", "--device", "L20", "--db", db).exit_code == 0
+    for server in ("http://127.0.0.1:8000", "http://localhost:8000"):
+        done = invoke("mounts", "--device", "L20", "--format", "k8s-pull", "--server", server,
+                      "--release", "1", "--db", db)
+        assert done.exit_code == 0, done.output
+        assert done.stderr.splitlines()[-1] == (
+            f"note: the recipe's containers pull from {server}, which inside a container or pod "
+            "is itself, not this host: give --server as they reach the service (e.g. "
+            "http://tuner:8000)")
+    cluster = invoke("mounts", "--device", "L20", "--format", "k8s-pull", "--server", SERVER,
+                     "--release", "1", "--db", db)
+    assert "inside a container" not in cluster.stderr

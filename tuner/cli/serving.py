@@ -214,6 +214,22 @@ def _pull_recipe(fmt: str, device: str, server: str | None, release: int | None,
     except ValueError as exc:
         raise fail(str(exc)) from None
     typer.echo(text, nl=False)
+    if _is_loopback(server):
+        typer.echo(f"note: the recipe's containers pull from {server}, which inside a container "
+                   "or pod is itself, not this host: give --server as they reach the service "
+                   "(e.g. http://tuner:8000)", err=True)
+
+
+def _is_loopback(server: str) -> bool:
+    """True when the URL's host is localhost or a loopback address."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = urlsplit(server).hostname or ""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def _unreachable_hint(fmt: str, device: str, server: str, release: int | None) -> str:
