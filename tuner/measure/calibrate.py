@@ -29,7 +29,7 @@ def _trial_here(interpreter_reps: int) -> float:
     # then other configs.
     configs = [get_family("dense").default_config(Shape(N, K), M),
                *(KernelConfig(*config) for config in CALIBRATION_CONFIGS)]
-    times = [runner.evaluate(config).measure_s for config in configs]
+    times = [runner.evaluate(config).measure_s or 0.0 for config in configs]
     return sum(times) / len(times)
 
 
