@@ -193,14 +193,19 @@ def test_a_server_that_does_not_answer_is_one_line_naming_it(tmp_path: Path) -> 
     assert not (tmp_path / "out").exists()
 
 
-def test_an_in_cluster_server_name_without_a_pinned_release_here_says_both_ways_out(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _unreachable(monkeypatch: pytest.MonkeyPatch, folder: Path, why: str) -> None:
+    """No server answers (`why`), and no store here: no ./tuner.db, no TUNER_DB_URL."""
     def fetch(url: str) -> bytes:
-        raise OSError(f"cannot reach {url}: Name or service not known")
+        raise OSError(f"cannot reach {url}: {why}")
 
     monkeypatch.setattr(pull_module, "fetch", fetch)
-    monkeypatch.chdir(tmp_path)  # no store here
+    monkeypatch.chdir(folder)
     monkeypatch.delenv("TUNER_DB_URL", raising=False)
+
+
+def test_an_in_cluster_server_name_without_a_pinned_release_here_says_both_ways_out(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _unreachable(monkeypatch, tmp_path, "Name or service not known")
     newest = invoke("mounts", "--device", "L20", "--format", "k8s-pull", "--server", SERVER)
     assert (newest.exit_code, newest.stdout) == (1, "")
     assert newest.stderr == (
@@ -221,12 +226,7 @@ def test_an_in_cluster_server_name_without_a_pinned_release_here_says_both_ways_
 
 def test_an_unreachable_address_gets_no_kubernetes_service_hint(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def fetch(url: str) -> bytes:
-        raise OSError(f"cannot reach {url}: Connection refused")
-
-    monkeypatch.setattr(pull_module, "fetch", fetch)
-    monkeypatch.chdir(tmp_path)  # no store here
-    monkeypatch.delenv("TUNER_DB_URL", raising=False)
+    _unreachable(monkeypatch, tmp_path, "Connection refused")
     for server in ("http://127.0.0.1:9", "http://localhost:9"):
         done = invoke("mounts", "--device", "L20", "--format", "k8s-pull", "--server", server)
         assert (done.exit_code, done.stdout) == (1, "")
