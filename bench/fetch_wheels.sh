@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Make what bench/gpu_check.sh carries to a lent GPU machine (no package registry there), in the
-# repo root, then call the device tool with carry [".whl", ".shipped"]:
+# Make what bench/gpu_check.sh carries to a GPU check host (no package registry there), in the
+# repo root, then send them with it (carry [".whl", ".shipped"]):
 #   .whl/      the wheels of the project's own dependencies (pyproject.toml [project]
 #              dependencies, resolved with their dependencies by pip for that machine's Python 3.12
-#              on x86-64), less numpy (the machine has numpy 2.5.2, /work/.library/device/KINDS.md;
+#              on x86-64), less numpy (the host has numpy 2.5.2;
 #              torch and triton are there too and are not core dependencies); old wheels cleared
 #              first, so there is one version of each (two abort the whole install).
 #   .whl/pins.txt  name==version of every carried wheel: the resolution, kept with the wheels.
@@ -14,10 +14,10 @@
 # installs that here, where the Python is 3.11). Both folders are ignored by git.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-WHEEL_PY=${WHEEL_PY:-3.12}    # the GPU machine's Python (device README, KINDS.md)
+WHEEL_PY=${WHEEL_PY:-3.12}    # the GPU check host's Python
 WHEEL_DIR=${WHEEL_DIR:-.whl}  # where the wheels go
 PINS=${PINS:-}                # an existing pins file to download (default: resolve afresh)
-PROVIDED="numpy"              # on the GPU machine in a version that satisfies us (KINDS.md)
+PROVIDED="numpy"              # on the GPU check host in a version that satisfies us
 PLATFORMS=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64
            --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64
            --platform manylinux1_x86_64)

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The one script a lent GPU machine runs, through the device tool:
+# The one script a GPU check host runs (a remote machine with one GPU and no package registry):
 #   bash bench/fetch_wheels.sh        # here, first: .whl/ (wheels) and .shipped/ (vLLM's files)
-#   run(command="bash bench/gpu_check.sh", carry=[".whl", ".shipped"], timeout_s=600)
+#   bash bench/gpu_check.sh           # there, with .whl/ and .shipped/ carried; under 600 s
 #   bash bench/gpu_check.sh --dry-run # here, on the CPU: bench/gpu_dry_run.sh sets it up
-# The machine (device README, KINDS.md): Python 3.12, torch 2.11, Triton 3.6, numpy 2.5, 16 CPU
+# The host: Python 3.12, torch 2.11, Triton 3.6, numpy 2.5 preinstalled, 16 CPU
 # cores, no package registry; 15 min of device time a session, 10 min a command.
 #
 # How it fits 10 minutes: TOTAL_S = 580 s for the whole script (the tool's 600 s limit, less
@@ -38,10 +38,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 DRY_RUN=0; [ "${1:-}" = --dry-run ] && DRY_RUN=1
-OUT=${OUT:-out}                      # the device tool's output folder
+OUT=${OUT:-out}                      # the folder whose files come back from the host
 WORK=${WORK:-/tmp/gpu_check}         # stores and scratch (not $OUT: SQLite's -wal/-shm files)
 WHEELS=${WHEELS:-.whl}               # carried wheels (bench/fetch_wheels.sh)
-SITE=${SITE:-/tmp/site}              # where they are installed, as the device README says
+SITE=${SITE:-/tmp/site}              # where they are installed (a writable folder on PYTHONPATH)
 SHIPPED_DIR=${SHIPPED_DIR:-.shipped/vllm-0.33.0}  # must travel: inside the repo
 TOTAL_S=${TOTAL_S:-580}; SETUP_S=20; FINAL_S=10
 GPU_CPUS=${GPU_CPUS:-16}             # the H200 machine's cores: the compile pool is GPU_CPUS - 1
@@ -123,7 +123,7 @@ $(count "$DS_M") * ${DS_TRIALS:-48} * $SEARCH_TRIAL_S + 9 * 48 * 2 * $COMPILE_S 
   echo "  steps' limits: $sum s of $((TOTAL_S - SETUP_S - FINAL_S)) s"
   [ "$sum" -le $((TOTAL_S - SETUP_S - FINAL_S)) ] && [ "$bad" = 0 ]
 }
-# check_out DIR [PLANNED...]: what the device tool would not return (README Limits): over 8
+# check_out DIR [PLANNED...]: what the host's file transfer would not return: over 8
 # files, deeper than two folders, a file over 16 MiB, over 64 MiB in all, an odd name.
 check_out() {
   local dir=$1 problems=0 files size total=0; shift
@@ -142,7 +142,7 @@ check_out() {
   return $problems
 }
 
-# --- setup: the carried wheels into $SITE, exactly as the device README says; the GPU probe ---
+# --- setup: the carried wheels into $SITE (no registry there); the GPU probe ---
 [ -d "$WHEELS" ] && ls "$WHEELS"/*.whl > /dev/null 2>&1 || die "no wheels in $WHEELS: run bench/fetch_wheels.sh here and carry .whl"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target "$SITE" "$WHEELS"/*.whl || die "installing the wheels of $WHEELS into $SITE failed"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The kernel, measure and end-to-end tests on each supported Triton other than CI's:
 # CI runs the default versions (torch 2.13.0 + the newest Triton the range allows); this runs
-# the same tests on Triton 3.6 (the lent GPU machine's) and 3.8 (what vLLM 0.33.0's torch 2.14
+# the same tests on Triton 3.6 (the GPU check host's) and 3.8 (what vLLM 0.33.0's torch 2.14
 # pins), each in its own venv outside the repo with torch 2.13.0 (CPU) and numpy >= 2.4 (the GPU
 # machine has 2.5; Python 3.11 here gets 2.4, which already refuses what broke Triton 3.6).
 # Prints one summary line per Triton. About 5 min per version on 2 cores, venvs built once.

@@ -6,7 +6,8 @@ Triton 3.6's interpreter turns a scalar tensor into a Python index with
 to Python scalars"; numpy 2.3 only warned). Every launch of our kernels then fails at
 `for k in range(0, tl.cdiv(K, BLOCK_SIZE_K))`. Triton's own fix squeezes the array first
 (triton-lang/triton issue #9171; Triton 3.8's interpreter has
-`int(self.handle.data.squeeze())`). The GPU machine we are lent has Triton 3.6 and numpy 2.5.
+`int(self.handle.data.squeeze())`). A host with Triton 3.6 and numpy 2.5 (as our GPU check
+host) needs this.
 
 Decided here, and why: the kernels keep vLLM's loop structure and so compile to vLLM's code
 (bench/moe_fidelity.py); numpy cannot be capped for Triton < 3.8 alone (a requirement cannot
