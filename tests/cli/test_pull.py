@@ -251,3 +251,28 @@ def test_a_loopback_server_in_a_pull_recipe_is_named_for_what_it_is(tmp_path: Pa
     cluster = invoke("mounts", "--device", "L20", "--format", "k8s-pull", "--server", SERVER,
                      "--release", "1", "--db", db)
     assert "inside a container" not in cluster.stderr
+
+
+def test_an_answer_that_is_not_the_tuner_services_says_so() -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    class NotTheTuner(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), NotTheTuner)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_port}/devices/L20/releases"
+    try:
+        with pytest.raises(OSError) as raised:
+            pull_module.fetch(url)
+    finally:
+        server.shutdown()
+    assert str(raised.value) == (f"HTTP 404 from {url}, with no detail: not the tuner service's "
+                                 "answer (check --server)")

@@ -38,7 +38,11 @@ def fetch(url: str) -> bytes:
             detail = json.loads(exc.read()).get("detail")
         except (ValueError, AttributeError):
             detail = None
-        raise OSError(f"HTTP {exc.code} from {url}" + (f": {detail}" if detail else "")) from None
+        # The tuner service answers every error with a JSON detail; without one, something
+        # else answered at that address.
+        raise OSError(f"HTTP {exc.code} from {url}" + (
+            f": {detail}" if detail else ", with no detail: not the tuner service's answer "
+            "(check --server)")) from None
     except URLError as exc:  # no answer at all: refused, unknown host, timed out
         reason = getattr(exc.reason, "strerror", None) or exc.reason
         raise OSError(f"cannot reach {url}: {reason}") from None
