@@ -21,6 +21,7 @@ from tuner.files.device import (
     device_files,
     read_device,
 )
+from tuner.files.imports import imported_files_summary
 from tuner.files.provenance import Provenance, triton_minor
 from tuner.inputs.devices import resolve
 from tuner.kernels.dense.naming import SGLANG_NOTE
@@ -141,14 +142,10 @@ def imported_only_note(device_name: str, imports: list[repo.ImportInfo], *,
         imports: its imported files (`repo.list_imports`), at least one.
         report: the line for the device's own report (which lists the files below it).
     """
-    labels = ", ".join(repr(label) for label in sorted({i.label for i in imports}))
-    left_out = sum(len(i.cannot_launch) for i in imports)
-    dropped = (f"; {left_out} entr{'y' if left_out == 1 else 'ies'} left out, cannot launch "
-               "there" if left_out else "")
     where = ("their entries are below, marked not measured, and the files under Imported files"
              if report else f"GET /devices/{device_name}/imports lists them, "
              f"GET /devices/{device_name}/report shows their entries")
-    return (f"only imported files ({len(imports)} file(s) from {labels}{dropped}), no sweeps: "
+    return (f"only imported files ({imported_files_summary(imports)}), no sweeps: "
             f"nothing was measured here; {where}")
 
 

@@ -193,13 +193,11 @@ def imported_only_line(device_name: str, imports) -> str:
         device_name: vLLM's device key, as stored.
         imports: its imported files (`db.repo.list_imports`), at least one.
     """
-    labels = ", ".join(repr(label) for label in sorted({i.label for i in imports}))
-    left_out = sum(len(i.cannot_launch) for i in imports)
-    dropped = (f"; {left_out} entr{'y' if left_out == 1 else 'ies'} left out, cannot launch "
-               "there" if left_out else "")
-    return (f"{device_name}: no winners, it has only imported files ({len(imports)} file(s) "
-            f"from {labels}{dropped}), never swept here; `tuner export --device {device_name} "
-            "--out DIR` writes them with a note per entry, GET "
+    from tuner.files.imports import imported_files_summary
+
+    return (f"{device_name}: no winners, it has only imported files "
+            f"({imported_files_summary(imports)}), never swept here; `tuner export --device "
+            f"{device_name} --out DIR` writes them with a note per entry, GET "
             f"/devices/{device_name}/imports lists them")
 
 

@@ -124,3 +124,18 @@ def never_read_by_vllm(first: str, second: str) -> str | None:
     if second == parsed_second.name:
         return first
     return None
+
+
+def imported_files_summary(imports: Sequence) -> str:
+    """What a device's imported files are, for the lines that say it has nothing else: "2
+    file(s) from 'a', 'b'; 1 entry left out, cannot launch there" (the part on entries only
+    when some were left out by the launch check).
+
+    Args:
+        imports: its imported files (`db.repo.list_imports`: `label`, `cannot_launch`).
+    """
+    labels = ", ".join(repr(label) for label in sorted({i.label for i in imports}))
+    left_out = sum(len(i.cannot_launch) for i in imports)
+    dropped = (f"; {left_out} entr{'y' if left_out == 1 else 'ies'} left out, cannot launch "
+               "there" if left_out else "")
+    return f"{len(imports)} file(s) from {labels}{dropped}"
