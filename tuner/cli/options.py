@@ -21,6 +21,7 @@ from tuner.cli.store import masked as masked
 from tuner.cli.store import no_store_line as no_store_line
 from tuner.cli.store import open_db as open_db
 from tuner.cli.store import open_failed as open_failed
+from tuner.cli.store import sqlite_missing as sqlite_missing
 from tuner.cli.store import sqlite_url_hint as sqlite_url_hint
 from tuner.cli.store import store_url as store_url
 from tuner.search.defaults import DEFAULT_STRATEGY

@@ -22,6 +22,7 @@ from tuner.cli.options import (
     fail,
     no_store_line,
     open_db,
+    sqlite_missing,
     store_files,
     store_url,
 )
@@ -214,29 +215,30 @@ def _pull_recipe(fmt: str, device: str, server: str | None, release: int | None,
     except ValueError as exc:
         raise fail(str(exc)) from None
     typer.echo(text, nl=False)
-    if _is_loopback(server):
+    address = _address(server)
+    if address is not None and address.is_loopback:
         typer.echo(f"note: the recipe's containers pull from {server}, which inside a container "
                    "or pod is itself, not this host: give --server as they reach the service "
                    "(e.g. http://tuner:8000)", err=True)
 
 
-def _is_loopback(server: str) -> bool:
-    """True when the URL's host is localhost or a loopback address."""
+def _address(server: str):
+    """The URL's host as an `ipaddress` address (localhost as 127.0.0.1), or None for a name
+    (one a Kubernetes service may have)."""
     import ipaddress
     from urllib.parse import urlsplit
 
     host = urlsplit(server).hostname or ""
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return ipaddress.ip_address("127.0.0.1" if host == "localhost" else host)
     except ValueError:
-        return host == "localhost"
+        return None
 
 
 def _unreachable_hint(fmt: str, device: str, server: str, release: int | None) -> str:
     """What to do when --server does not answer from here (a name only the cluster
     resolves): pin a release the store here holds, or ask the service through a port-forward
     for the same recipe."""
-    import ipaddress
     from urllib.parse import quote, urlsplit
 
     parts = urlsplit(server)
@@ -246,12 +248,7 @@ def _unreachable_hint(fmt: str, device: str, server: str, release: int | None) -
     store = (f"; the store here holds no release {release} of {device}" if release is not None
              else "; with --release N the recipe is made from the store here (--db) without "
              "asking the server")
-    try:  # an address or localhost names no Kubernetes service: start the tuner there
-        ipaddress.ip_address(host)
-        local = True
-    except ValueError:
-        local = host == "localhost"
-    if local:
+    if _address(server) is not None:  # an address names no Kubernetes service
         return f"{store}; or start the service at {server} (tuner serve --port {port})"
     service = host.split(".")[0]
     return (f"{store}; or ask the service in the cluster: kubectl port-forward svc/{service} "
@@ -327,11 +324,9 @@ def serve(
 
     from api.app import create_app
     from api.settings import Settings
-    from db.faults import sqlite_path
 
     url = store_url(db)
-    path = sqlite_path(url)
-    if not create_store and path is not None and not path.exists():
+    if not create_store and sqlite_missing(url):
         raise fail(f"{no_store_line(url)}; or --create-store to serve an empty one")
     url, store = open_db(url, read_only=True)
     store.dispose()  # checked here; the app opens its own pool

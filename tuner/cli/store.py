@@ -132,7 +132,7 @@ def _check_driver(url: str) -> None:
                    f"installed: {fix}") from None
 
 
-def _sqlite_missing(url: str) -> bool:
+def sqlite_missing(url: str) -> bool:
     """Whether a SQLite store URL names a file that does not exist (False for other stores and
     in-memory SQLite)."""
     from db.faults import sqlite_path
@@ -220,7 +220,7 @@ def open_db(db: str | None, *, must_exist: bool = False, read_only: bool = False
 
     url = store_url(db)
     if must_exist:
-        if _sqlite_missing(url):
+        if sqlite_missing(url):
             raise fail(no_store_line(url))
     else:
         _note_new_folder(url)
@@ -248,7 +248,7 @@ def existing_store(db: str | None):
     from db.engine import make_engine
 
     url = store_url(db)
-    if _sqlite_missing(url):
+    if sqlite_missing(url):
         return url, None
     if make_url(url).get_backend_name() != "sqlite":
         engine = make_engine(url)
