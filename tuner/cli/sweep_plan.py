@@ -94,7 +94,7 @@ def show_plan(requests: list, *, db: str | None, backend: str, workers: int,
     calibration = None
     families = {request.family for request, _ in requests}
     if backend == "interpreter" and not families <= {row.family for row in history}:
-        # The CPU's speed and load vary several times: one trial measured here now.
+        # The CPU's speed and load vary several times: trials measured here now.
         from tuner.measure.calibrate import CALIBRATION_SHAPE, interpreter_trial_s
 
         measured_s = interpreter_trial_s(interpreter_reps)
