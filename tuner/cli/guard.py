@@ -6,10 +6,9 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-# Exit codes: a store that stayed unavailable (down, locked, full), and Ctrl-C (128 + SIGINT);
-# SIGTERM while workers run exits 128 + SIGTERM = 143 (tuner.run.supervisor.Terminated).
+# Exit code of a store that stayed unavailable (down, locked, full); an interrupt exits 130
+# for Ctrl-C (128 + SIGINT), 143 for SIGTERM while workers run (tuner.run.interrupt).
 EXIT_STORE_UNAVAILABLE = 2
-EXIT_INTERRUPTED = 130
 
 
 def run_guarded(app: Callable[[], object]) -> None:
@@ -29,11 +28,13 @@ def run_guarded(app: Callable[[], object]) -> None:
             raise
         print(line, file=sys.stderr)
         sys.exit(EXIT_STORE_UNAVAILABLE)
-    except KeyboardInterrupt as exc:  # SIGTERM (tuner.run.supervisor.Terminated): 143
-        what = getattr(exc, "what", "interrupted")
+    except KeyboardInterrupt as exc:  # Ctrl-C 130, SIGTERM 143 (tuner.run.interrupt)
+        from tuner.run.interrupt import interrupted_exit
+
+        code, what = interrupted_exit(exc)
         print(f"{what}; finished work is stored: run the same command to resume",
               file=sys.stderr)
-        sys.exit(getattr(exc, "exit_code", EXIT_INTERRUPTED))
+        sys.exit(code)
 
 
 def _store_fault_line(exc: Exception) -> str | None:

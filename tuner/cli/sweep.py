@@ -132,8 +132,8 @@ def _plan_and_run(engine, url: str, request, what: str, *, no_run: bool, backend
                   visible: list, options) -> None:
     """Create, extend or find one sweep and run it to the end; exit 1 if tasks are left or no
     trial came out ok."""
+    from tuner.run.interrupt import interrupted_exit
     from tuner.run.plan import opened_label, plan
-    from tuner.run.supervisor import interrupted_exit
     from tuner.run.sweep import commonest_failure, run_workers
 
     opened = plan(engine, request)
@@ -190,9 +190,10 @@ def worker(
     Pass the --configs file (or --replay landscape) the sweep was created with: workers only
     take tasks of sweeps over their own config space.
     """
+    from tuner.run.interrupt import interrupted_exit
     from tuner.run.options import RunOptions
     from tuner.run.plan import space_name
-    from tuner.run.supervisor import Supervisor, interrupted_exit
+    from tuner.run.supervisor import Supervisor
     from tuner.run.sweep import unfinished_in_scope, worker_specs
 
     candidates = load_configs(configs)

@@ -46,7 +46,7 @@ class Fixer:
         )
 
     def _run(self, request, sweep_id: int) -> None:
-        from tuner.run.supervisor import interrupted_exit
+        from tuner.run.interrupt import interrupted_exit
         from tuner.run.sweep import run_workers
 
         try:

@@ -28,6 +28,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from db.faults import Outage, StoreUnavailable, engine_url, retry_store
+from tuner.run.interrupt import Terminated
 from tuner.run.worker import worker_main
 from tuner.run.worker_spec import (
     EXIT_PARENT_GONE,
@@ -317,23 +318,6 @@ class Supervisor:
 def _first_line(exc: BaseException) -> str:
     orig = getattr(exc, "orig", None) or exc
     return (str(orig).strip().splitlines() or [""])[0][:160]
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM reached the process while workers ran (`docker stop`, `kubectl delete pod`,
-    systemd): handled as Ctrl-C, but the command exits 143 (128 + SIGTERM, what a shell
-    reports for a process SIGTERM ended) instead of Ctrl-C's 130."""
-
-    exit_code = 128 + signal.SIGTERM
-    what = "terminated (SIGTERM)"
-
-
-def interrupted_exit(exc: KeyboardInterrupt) -> tuple[int, str]:
-    """(exit code, the word for it) of an interrupt: 143 and "terminated (SIGTERM)" for
-    `Terminated`, 130 and "interrupted" for Ctrl-C (128 + SIGINT)."""
-    if isinstance(exc, Terminated):
-        return exc.exit_code, exc.what
-    return 128 + signal.SIGINT, "interrupted"
 
 
 def _interrupt(signum, frame) -> None:
