@@ -89,9 +89,9 @@ def doctor(
 def _known_arch(device_name: str) -> str | None:
     """"sm89" and so on for a GPU model in the table of known GPUs
     (`tuner.kernels.gpus.KNOWN_GPUS`), e.g. NVIDIA_L20; None for another model."""
-    from tuner.kernels.gpus import KNOWN_GPUS, gpu_model
+    from tuner.kernels.gpus import known_capability
 
-    capability = KNOWN_GPUS.get(gpu_model(device_name))
+    capability = known_capability(device_name)
     return None if capability is None else f"sm{capability}"
 
 

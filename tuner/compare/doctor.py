@@ -113,10 +113,9 @@ def arch_mismatch(arch: str, device_name: str, arch_from: str) -> str | None:
         device_name: vLLM's key of the GPU named, e.g. "NVIDIA_L20".
         arch_from: where `arch` came from, e.g. "--arch" or "the visible GPU".
     """
-    from tuner.kernels.gpus import KNOWN_GPUS, gpu_model
+    from tuner.kernels.gpus import gpu_model, known_capability
 
-    model = gpu_model(device_name)
-    capability = KNOWN_GPUS.get(model)
+    model, capability = gpu_model(device_name), known_capability(device_name)
     if capability is None or f"sm{capability}" == arch:
         return None
     return (f"{model} is sm{capability} (compute capability {capability // 10}.{capability % 10}, "

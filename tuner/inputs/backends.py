@@ -336,7 +336,7 @@ def device_advice(device_name: str, capabilities: Sequence[str] = ()) -> DeviceA
     Returns:
         The advice; `DeviceAdvice.lines` says it in words.
     """
-    from tuner.kernels.gpus import KNOWN_GPUS, gpu_model
+    from tuner.kernels.gpus import gpu_model, known_capability
 
     if device_name == _INTERPRETER:
         return DeviceAdvice(device_name, None, "", None, needs_flag=False)
@@ -346,9 +346,9 @@ def device_advice(device_name: str, capabilities: Sequence[str] = ()) -> DeviceA
             capability = known.strip()
             source = f"compute capability {capability}, from its trials in the store"
             break
-    model = gpu_model(device_name)
-    if capability is None and model in KNOWN_GPUS:
-        capability = "{}.{}".format(*divmod(KNOWN_GPUS[model], 10))
+    model, known = gpu_model(device_name), known_capability(device_name)
+    if capability is None and known is not None:
+        capability = "{}.{}".format(*divmod(known, 10))
         source = f"{model}: compute capability {capability}, from the table of known GPUs"
     if capability is None:
         return DeviceAdvice(device_name, None, "", None, needs_flag=True)

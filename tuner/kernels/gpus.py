@@ -35,3 +35,9 @@ def gpu_model(device_name: str) -> str:
     if len(parts) >= 2 and parts[0] == "RTX":
         return f"RTX_{parts[1]}"
     return parts[0] if parts else ""
+
+
+def known_capability(device_name: str) -> int | None:
+    """The compute capability (as an int: 89, 90) of the device's GPU model in KNOWN_GPUS, or
+    None for a model not in the table."""
+    return KNOWN_GPUS.get(gpu_model(device_name))
