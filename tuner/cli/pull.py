@@ -48,7 +48,9 @@ def fetch(url: str) -> bytes:
         raise OSError(f"cannot reach {url}: {reason}") from None
 
 
-def _server(server: str) -> str:
+def server_url(server: str) -> str:
+    """--server checked (an http:// or https:// URL, else one line, exit 2), without a
+    trailing slash."""
     if not server.startswith(("http://", "https://")):
         raise fail(f"--server must be an http:// or https:// URL, got {server!r}")
     return server.rstrip("/")
@@ -66,7 +68,7 @@ def releases_of(server: str, device: str, hint: str = "") -> list[dict]:
         typer.Exit: exit 1 with one line when the server cannot answer.
     """
     try:
-        return json.loads(fetch(f"{_server(server)}/devices/{quote(device, safe='')}/releases"))
+        return json.loads(fetch(f"{server_url(server)}/devices/{quote(device, safe='')}/releases"))
     except OSError as exc:
         reached = str(exc).startswith("HTTP ")
         raise fail(str(exc) + ("" if reached else hint), 1) from None
@@ -102,7 +104,7 @@ def pull(
     from tuner.files.pull import holds, replace_folder
 
     out_folder(out)
-    base = _server(server)
+    base = server_url(server)
     chosen = _chosen_release(base, device, release, strict=strict)
     name, number = chosen["device_name"], chosen["number"]
     if holds(out, chosen, engine_name.value):

@@ -185,14 +185,13 @@ def _pull_recipe(fmt: str, device: str, server: str | None, release: int | None,
     (`release`) is read from the store here when it holds it, so that --server may be a name
     only the pods resolve (http://tuner:8000); otherwise the server is asked for its releases.
     """
-    from tuner.cli.pull import releases_of
+    from tuner.cli.pull import releases_of, server_url
     from tuner.files.mounts import check_site_packages
     from tuner.files.pull import PullError, choose_release, render_pull_recipe
 
     if server is None:
         raise fail(f"--format {fmt} needs --server, the tuner service's URL")
-    if not server.startswith(("http://", "https://")):
-        raise fail(f"--server must be an http:// or https:// URL, got {server!r}")
+    server = server_url(server)
     try:
         site = check_site_packages(site_packages)
     except ValueError as exc:
