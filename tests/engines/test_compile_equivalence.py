@@ -34,10 +34,17 @@ def vllm_root(vllm_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     return root
 
 
-def compiled(kind: str, root: Path, archs, tmp_path: Path) -> list[dict]:
-    """tests/engines/compiled_code.py's rows, run without TRITON_INTERPRET."""
+def _compiling_env(tmp_path: Path) -> dict[str, str]:
+    """A child's environment for compiling: no TRITON_INTERPRET, this repository importable, a
+    Triton cache of its own."""
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
     env.update(PYTHONPATH=str(REPO), TRITON_CACHE_DIR=str(tmp_path / "triton_cache"))
+    return env
+
+
+def compiled(kind: str, root: Path, archs, tmp_path: Path) -> list[dict]:
+    """tests/engines/compiled_code.py's rows, run without TRITON_INTERPRET."""
+    env = _compiling_env(tmp_path)
     done = subprocess.run([sys.executable, "-m", "tests.engines.compiled_code", kind, str(root),
                            *map(str, archs)], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=1200)
@@ -81,9 +88,8 @@ rows = mf.compiled_rows(Path(sys.argv[1]) / FUSED_MOE, [89], moe_configs()[:1],
                         [s for s in mf.SHAPES if s[0].startswith("tiny-moe")])
 print(json.dumps([row.get("same_mix") for row in rows]))
 """
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    env.update(PYTHONPATH=str(REPO), TRITON_CACHE_DIR=str(tmp_path / "triton_cache"))
-    done = subprocess.run([sys.executable, "-c", child, str(reverted)], cwd=REPO, env=env,
+    done = subprocess.run([sys.executable, "-c", child, str(reverted)], cwd=REPO,
+                          env=_compiling_env(tmp_path),
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == [False, False]
