@@ -4,7 +4,9 @@ imports of `tuner.cli.app` (`python -X importtime`).
     python bench/cli_startup.py                  # 5 runs of each
     python bench/cli_startup.py --runs 10 --commands --help,sweep --help
 
-Target: every `--help` under 0.5 s on an idle machine. Each run is a fresh process
+Complements bench/help_vs_click.py, which holds one command's `--help` to the targets (median
+at most 0.4 s on an idle machine, at most 5x a bare `import click`): this one times every
+command in one pass and lists the imports to blame. Each run is a fresh process
 (`python -m tuner.cli ...`), as a user's shell starts it; the figures are the median wall time
 of the runs (with min and max) and the median CPU time (user + sys), which a busy machine
 inflates less. Writes bench/results/cli_startup_<date>.json.

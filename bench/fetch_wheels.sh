@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Make what bench/gpu_check.sh carries to a GPU check host (no package registry there), in the
-# repo root, then send them with it (carry [".whl", ".shipped"]):
+# Make what bench/gpu_check.sh needs on a GPU check host without a package registry, in the
+# repo root; copy both folders to the host beside the repository:
 #   .whl/      the wheels of the project's own dependencies (pyproject.toml [project]
 #              dependencies, resolved with their dependencies by pip for that machine's Python 3.12
 #              on x86-64), less numpy (the host has numpy 2.5.2;

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# The one script a GPU check host runs (a remote machine with one GPU and no package registry):
-#   bash bench/fetch_wheels.sh        # here, first: .whl/ (wheels) and .shipped/ (vLLM's files)
-#   bash bench/gpu_check.sh           # there, with .whl/ and .shipped/ carried; under 600 s
-#   bash bench/gpu_check.sh --dry-run # here, on the CPU: bench/gpu_dry_run.sh sets it up
-# The host: Python 3.12, torch 2.11, Triton 3.6, numpy 2.5 preinstalled, 16 CPU
-# cores, no package registry; 15 min of device time a session, 10 min a command.
+# The one script a GPU check host runs (one GPU, no package registry):
+#   bash bench/fetch_wheels.sh        # on a machine with PyPI: .whl/ (wheels), .shipped/ (vLLM's files)
+#   bash bench/gpu_check.sh           # on the GPU host, .whl/ and .shipped/ copied beside it; under 600 s
+#   bash bench/gpu_check.sh --dry-run # on a CPU machine: bench/gpu_dry_run.sh sets it up
+# Written for an H200 host with Python 3.12, torch 2.11, Triton 3.6 and numpy 2.5 preinstalled,
+# 16 CPU cores and no package registry, where one command may run at most 10 minutes.
 #
-# How it fits 10 minutes: TOTAL_S = 580 s for the whole script (the tool's 600 s limit, less
-# 20 s for the tool); SETUP_S = 20 s for the wheels and the GPU probe and FINAL_S = 10 s for
+# How it fits 10 minutes: TOTAL_S = 580 s for the whole script (a 600 s limit per command, less
+# 20 s of margin); SETUP_S = 20 s for the wheels and the GPU probe and FINAL_S = 10 s for
 # the files to $OUT are kept out of the steps; every step has its own limit (LIMIT_* below,
 # 550 s together by default), runs under the smaller of that and what is left, and is sized to
 # finish inside it (trials, M and shapes below, estimated from the per-unit costs at the
@@ -32,9 +32,9 @@
 #      vLLM's per-M default.
 #   DeepSeek-V3 and bench/vs_shipped.py (DEEPSEEK=1) do not fit beside the landscape: run them
 #   in a second call with DOCTOR=0 LANDSCAPE=0 TESTS=0 MOE=0 (the budget check says what fits).
-# Everything printed is also in $OUT/gpu_check.log (the tool returns only the last 12,000
-# characters); the store of steps 3-4 is copied to $OUT/gpu_check.db after each sweep. At most
-# 5 files come back, one folder deep (the tool takes 8, two folders, 16 MiB each).
+# Everything printed is also in $OUT/gpu_check.log (a remote runner may show only the end of
+# the output); the store of steps 3-4 is copied to $OUT/gpu_check.db after each sweep. At most
+# 5 files are written, one folder deep, each well under 16 MiB.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 DRY_RUN=0; [ "${1:-}" = --dry-run ] && DRY_RUN=1

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/gpu_check.sh proven on this CPU before a GPU is lent. In order:
+# bench/gpu_check.sh proven on a CPU machine before it runs on a GPU host. In order:
 #   1. bench/fetch_wheels.sh: the carried set for the GPU machine's Python 3.12 (.whl/, pins).
 #   2. The same pins for Python 3.11 (.whl-py311/): every carried version has a 3.11 wheel too.
 #   3. Python 3.12 (pyenv's, no torch): a venv with only numpy, as the GPU image has it; the

@@ -1,6 +1,6 @@
 """`tuner --help` against a bare `python -c "import click"`, run alternately in one session so
-that both see the same machine load (issue 39's targets: at most 0.4 s median on an idle machine,
-and at most 5 times the bare import's median).
+that both see the same machine load (the targets: at most 0.4 s median on an idle machine, and
+at most 5 times the bare import's median).
 
     python bench/help_vs_click.py                 # 15 pairs, `tuner --help`
     python bench/help_vs_click.py --runs 30 --command "sweep --help"

@@ -103,7 +103,7 @@ def _at_seeds(cell: list[dict], peer: str, other: str) -> dict | None:
     return row
 
 
-# Issue 26's absolute targets for the default strategy, per budget: (geomean at least, min at
+# The absolute targets for the default strategy, per budget: (geomean at least, min at
 # least), None where the budget sets no bound on it.
 TARGETS: dict[int, tuple[float | None, float | None]] = {32: (0.98, None), 64: (0.995, 0.95),
                                                          128: (None, 0.97)}
