@@ -1,4 +1,4 @@
-"""`tuner --help` against a bare `python -c "import click"`, run alternately in one session so
+"""`tuner --help` against a bare `python -c "import click"`, run alternately in one run so
 that both see the same machine load (the targets: at most 0.4 s median on an idle machine, and
 at most 5 times the bare import's median).
 
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT_DIR = ROOT / "bench" / "results"
 RUNS = 15  # pairs
 TARGET_S = 0.4  # median of `tuner --help` on an idle machine
-TARGET_RATIO = 5.0  # over a bare `import click`, same session
+TARGET_RATIO = 5.0  # over a bare `import click`, same run
 
 
 def wall(argv: list[str]) -> float:
