@@ -1,6 +1,6 @@
-"""`tuner --help` against a bare `python -c "import click"`, run alternately in one run so
-that both see the same machine load (the targets: at most 0.4 s median on an idle machine, and
-at most 5 times the bare import's median).
+"""`tuner --help` against a bare `python -c "import click"`, run alternately (one of each per
+pair) so that both see the same machine load (the targets: at most 0.4 s median on an idle
+machine, and at most 5 times the bare import's median).
 
     python bench/help_vs_click.py                 # 15 pairs, `tuner --help`
     python bench/help_vs_click.py --runs 30 --command "sweep --help"
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT_DIR = ROOT / "bench" / "results"
 RUNS = 15  # pairs
 TARGET_S = 0.4  # median of `tuner --help` on an idle machine
-TARGET_RATIO = 5.0  # over a bare `import click`, same run
+TARGET_RATIO = 5.0  # over a bare `import click`, timed alternately with it
 
 
 def wall(argv: list[str]) -> float:
