@@ -49,7 +49,7 @@ class ModelShapes:
         source: where the shapes come from.
         groups: kernel family name -> its shapes, in the registry's order, for the families
             the file lists shapes of (each family parses its own key, `KernelFamily.shapes_key`,
-            e.g. "shapes" the dense GEMM's [N, K] weights, "moe" the fused-MoE experts).
+            e.g. the dense GEMM's [N, K] weights under `shapes`, fused-MoE experts under `moe`).
         model_type: the model's Hugging Face model type (its text config's, e.g.
             "deepseek_v3"), which vLLM's kernel selection reads; None when the file names none.
     """
