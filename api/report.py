@@ -15,7 +15,9 @@ from db.imports import ImportInfo
 from tuner.files.format import REQUIRED_M, VLLM_M_GRID
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.family import FamilyShape, ShapeKeyed
-from tuner.measure.roofline import COPY_GBPS, FP8_MM_TFLOPS, OUT_BYTES, Roofline, roofline
+from tuner.kernels.registry import get_family
+from tuner.measure.roofline import COPY_GBPS, FP8_MM_TFLOPS, OUT_BYTES, Roofline
+from tuner.measure.shape_roofline import shape_roofline
 
 WINNER_COLOR, DEFAULT_COLOR, SPEEDUP_COLOR = "#1f6feb", "#cf222e", "#1a7f37"
 COPY_COLOR, MM_COLOR = "#8250df", "#bc4c00"
@@ -74,22 +76,14 @@ class ShapeReport(ShapeKeyed):
 
     @property
     def label(self) -> str:
-        """"N=.., K=.." for the dense GEMM; "MoE E=.., N=.., K=.. (top_k=..)" for fused MoE."""
-        if self.family == "dense":
-            return f"N={self.N}, K={self.K}"
-        params = dict(self.key.shape.params)
-        extra = ", ".join(f"{k}={v}" for k, v in params.items() if k != "E")
-        return (f"{'MoE' if self.family == 'moe' else self.family} "
-                f"E={params.get('E', '?')}, N={self.N}, K={self.K}"
-                + (f" ({extra})" if extra else ""))
+        """The section's heading, as the family labels its shapes (`KernelFamily.shape_label`):
+        "N=.., K=.." for the dense GEMM, "MoE E=.., N=.., K=.. (top_k=..)" for fused MoE."""
+        return get_family(self.family).shape_label(self.key.shape)
 
     @property
     def anchor(self) -> str:
-        """The section's id suffix, unique per file."""
-        if self.family == "dense":
-            return f"{self.N}x{self.K}"
-        params = "".join(f"{name}{value}" for name, value in self.key.shape.params)
-        return f"{self.family}-{params}-{self.N}x{self.K}"
+        """The section's id suffix, unique per file (`KernelFamily.shape_anchor`)."""
+        return get_family(self.family).shape_anchor(self.key.shape)
 
 
 @dataclass(frozen=True)
@@ -151,14 +145,12 @@ def usable_ceilings(ceilings: Mapping[str, object] | None) -> dict[str, float]:
     return usable
 
 
-def _figures(row: ReportRow, N: int, K: int, shape: ShapeReport, out_dtype: str,
+def _figures(row: ReportRow, shape: ShapeReport, out_dtype: str,
              ceilings: Mapping[str, float]) -> Roofline | None:
     if row.latency_us is None or not (math.isfinite(row.latency_us) and row.latency_us > 0):
         return None
-    if shape.family != "dense":  # the roofline counts one dense GEMM's bytes and FLOPs
-        return None
-    return roofline(row.M, N, K, row.latency_us, ceilings, block_shape=shape.block_shape,
-                    out_dtype=out_dtype)
+    # Only a family whose calls are one GEMM has a roofline (`KernelFamily.roofline_gemm`).
+    return shape_roofline(shape.key, row.M, row.latency_us, ceilings, out_dtype=out_dtype)
 
 
 def _pct(ratio: float | None) -> str:
@@ -267,9 +259,8 @@ def _table_row(r: ReportRow, f: Roofline | None, ceilings: Mapping[str, float],
 
 def _shape_section(shape: ShapeReport, out_dtype: str, cpu: bool,
                    ceilings: Mapping[str, float]) -> str:
-    N, K = shape.N, shape.K
     measured = [r for r in shape.rows if r.latency_us is not None]
-    figures = {r.M: _figures(r, N, K, shape, out_dtype, ceilings) for r in shape.rows}
+    figures = {r.M: _figures(r, shape, out_dtype, ceilings) for r in shape.rows}
     charts = _charts(shape, measured, figures, ceilings)
     notes = _coverage_notes(shape, {r.M for r in measured})
     rows = [_table_row(r, figures[r.M], ceilings, cpu) for r in shape.rows]

@@ -154,7 +154,7 @@ def full_grid_landscape(folder: Path) -> Path:
     model = importlib.util.module_from_spec(spec)
     sys.modules.setdefault("synthetic_landscape", model)  # its dataclasses look their module up
     spec.loader.exec_module(model)
-    landscape = model.build(load_shapes(MODEL, TP).shapes, VLLM_M_GRID, model.SEED)
+    landscape = model.build(load_shapes(MODEL, TP).pairs(), VLLM_M_GRID, model.SEED)
     path = folder / "full_grid.json"
     path.write_text(landscape.to_json())
     return path

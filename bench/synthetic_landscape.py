@@ -195,7 +195,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--seed", type=int, default=SEED)
     args = parser.parse_args()
-    landscape = build(load_shapes(MODEL, TP).shapes, M_VALUES, args.seed)
+    landscape = build(load_shapes(MODEL, TP).pairs(), M_VALUES, args.seed)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(landscape.to_json())
     print(f"wrote {args.out} ({args.out.stat().st_size / 2**20:.1f} MiB, "

@@ -99,7 +99,7 @@ def _model_shapes(model: str, tps: Sequence[int] | None) -> list[tuple[int, int]
     try:
         seen = {}
         for tp in tps or tp_sizes(model):
-            for shape in load_shapes(model, tp).shapes:
+            for shape in load_shapes(model, tp).pairs():
                 seen.setdefault(tuple(shape), None)
     except (UnknownModelError, ShapesFileError) as exc:
         raise UsageError(str(exc)) from None

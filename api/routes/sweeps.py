@@ -68,7 +68,7 @@ def create_sweep(
     except ValueError as exc:
         raise HTTPException(422, detail=f"device_name {exc}") from None
     request = SweepRequest(
-        device_name=device_name, model=shapes.model, tp=shapes.tp, shapes=shapes.shapes,
+        device_name=device_name, model=shapes.model, tp=shapes.tp, shapes=shapes.pairs(),
         block_shape=shapes.block_shape, m_values=tuple(sorted(set(body.m_values))),
         strategy=body.strategy, trials=body.trials, seed=body.seed, out_dtype=body.out_dtype,
     )

@@ -96,7 +96,7 @@ def test_from_log_suggests_a_free_name_whose_command_runs(
     assert "saved as model 'deepseek-v3-log', TP 8" in saved.stdout
     from tuner.inputs.shapes import load_shapes
 
-    assert load_shapes("deepseek-v3-log", 8).shapes == tuple(DSV3_TP8)
+    assert load_shapes("deepseek-v3-log", 8).pairs() == tuple(DSV3_TP8)
     again = invoke("shapes", "from-log", str(log))
     assert "these are shapes of model 'deepseek-v3-log' TP 8" in flat(again.stdout)
     # Another DeepSeek-V3 log with other shapes: deepseek-v3-log is taken now.
@@ -106,7 +106,7 @@ def test_from_log_suggests_a_free_name_whose_command_runs(
     command, saved = run_suggested_save(invoke("shapes", "from-log", str(other)).stdout)
     assert command == f"tuner shapes from-log {other} --save deepseek-v3-log-2"
     assert saved.exit_code == 0, saved.output
-    assert load_shapes("deepseek-v3-log-2", 8).shapes == ((2112, 7168), (7168, 256))
+    assert load_shapes("deepseek-v3-log-2", 8).pairs() == ((2112, 7168), (7168, 256))
     # A --tp that differs from the log's is carried into the suggested command.
     suggested = invoke("shapes", "from-log", str(other), "--tp", "4")
     command, saved = run_suggested_save(suggested.stdout)
@@ -153,8 +153,8 @@ def test_from_config_and_save(tmp_path: Path) -> None:
     assert flat(result.stdout).endswith("tuner sweep --device <device> --model qwen3-8b --tp 2")
     from tuner.inputs.shapes import load_shapes
 
-    assert load_shapes("qwen3-8b", 2).shapes == ((3072, 4096), (4096, 2048), (12288, 4096),
-                                                 (4096, 6144))
+    assert load_shapes("qwen3-8b", 2).pairs() == ((3072, 4096), (4096, 2048), (12288, 4096),
+                                                  (4096, 6144))
 
 
 def test_from_config_refuses_bf16_and_reads_compressed_tensors_blocks(tmp_path: Path) -> None:

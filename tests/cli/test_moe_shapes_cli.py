@@ -13,6 +13,7 @@ from tests.tuner.inputs.test_hfconfig import QWEN3_MOE
 from tuner.cli.app import app
 from tuner.inputs.logs import read_log
 from tuner.inputs.shapes import load_shapes
+from tuner.kernels.moe.family import expert_shape
 
 runner = CliRunner()
 
@@ -39,7 +40,8 @@ def test_from_config_qwen3_moe_tp2_gives_e128_n384_and_saves_it(tmp_path: Path) 
                                          ["128", "384", "2048", "8"]]
     assert flat(result.stdout).endswith("tuner sweep --device <device> --model q3moe --tp 2")
     saved = load_shapes("q3moe", 2)
-    assert (saved.shapes, saved.moe) == (((2560, 2048), (2048, 2048)), ((128, 384, 2048, 8),))
+    assert (saved.pairs(), saved.of("moe")) == (((2560, 2048), (2048, 2048)),
+                                                (expert_shape(128, 384, 2048, 8),))
     assert saved.description == ("Qwen/Qwen3-30B-A3B-FP8: dense layers and MoE experts derived "
                                  "from config.json")
 

@@ -11,6 +11,7 @@ import pytest
 
 from tuner.inputs.shapes import ShapesFileError, _load_text, load_shapes
 from tuner.kernels.dense.kernel import kernel_source_hash as dense_kernel_hash
+from tuner.kernels.moe.family import expert_shape
 from tuner.kernels.moe.kernel import kernel_source_hash as moe_kernel_hash
 from tuner.kernels.moe.space import default_config
 
@@ -72,11 +73,11 @@ def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path) -> None:
 
 
 def test_moe_shapes_are_read_and_checked() -> None:
-    assert load_shapes("qwen3-30b-a3b-fp8", 2).moe == ((128, 384, 2048, 8),)
-    assert load_shapes("deepseek-v3", 8).moe == ((256, 256, 7168, 8),)
+    assert load_shapes("qwen3-30b-a3b-fp8", 2).of("moe") == (expert_shape(128, 384, 2048, 8),)
+    assert load_shapes("deepseek-v3", 8).of("moe") == (expert_shape(256, 256, 7168, 8),)
     head = 'model = "x"\nblock_shape = [128, 128]\n[tp.1]\nsource = "s"\n'
     doc = _load_text(head + "moe = [[8, 64, 128, 2]]\n", "x.toml", "x")
-    assert doc.moe[1] == ((8, 64, 128, 2),)
+    assert doc.entries[1][1] == {"moe": (expert_shape(8, 64, 128, 2),)}
     with pytest.raises(ShapesFileError, match=r"x.toml, TP 1: moe top_k = 9 is more than E = 8"):
         _load_text(head + "moe = [[8, 64, 128, 9]]\n", "x.toml", "x")
     with pytest.raises(ShapesFileError, match=r"moe shape \[8, 64\] is not \[E, N, K, top_k\]"):

@@ -113,7 +113,8 @@ def _packaged_moe_shapes() -> list[tuple[str, int, tuple[int, int, int, int], tu
     for model in known_models():
         for tp in tp_sizes(model):
             shapes = load_shapes(model, tp)
-            found += [(model, tp, moe, shapes.block_shape) for moe in shapes.moe]
+            found += [(model, tp, (s.param("E"), s.N, s.K, s.param("top_k")), shapes.block_shape)
+                      for s in shapes.of("moe")]
     return found
 
 

@@ -145,7 +145,7 @@ def compare(
     tuned = _tuned(engine, device_name, out_dtype.value, tuple(model_shapes.block_shape),
                    kernel=read_kernel, timed=timed)
     env = collect_environment(backend, kernel=timed)
-    defaults = default_kernels(model_shapes.shapes, env["compute_capability"], out_dtype.value,
+    defaults = default_kernels(model_shapes.pairs(), env["compute_capability"], out_dtype.value,
                                model_type=model_shapes.model_type)
     for line in table_reasons(defaults):
         plain(line)
@@ -243,8 +243,8 @@ def _run(model_shapes, m_values, tuned, defaults, *, backend, kernel, out_dtype,
                          interpreter_reps=interpreter_reps)
     points = []
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        bar_id = bar.add_task("compare", total=len(model_shapes.shapes) * len(m_values))
-        for N, K in model_shapes.shapes:
+        bar_id = bar.add_task("compare", total=len(model_shapes.pairs()) * len(m_values))
+        for N, K in model_shapes.pairs():
             shape_points = []
             for M in m_values:
                 shape_points.append(time_point(N, K, M, tuned.get((N, K))))

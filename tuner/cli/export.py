@@ -93,11 +93,11 @@ def export(
         raise fail(f"no file written{because}", 1)
 
 
-def _winner_columns(*, moe: bool, ceilings: bool) -> list[Column]:
-    """`tuner winners`' columns: the kernel when MoE rows are among them, the shares of the
-    ceilings when measured. On a narrow terminal the roofline figures go first, then the
-    spread (tuner.cli.tables)."""
-    columns = [Column("kernel", text=True)] if moe else []
+def _winner_columns(*, kernels: bool, ceilings: bool) -> list[Column]:
+    """`tuner winners`' columns: the kernel when rows of another family than the default (e.g.
+    MoE) are among them, the shares of the ceilings when measured. On a narrow terminal the
+    roofline figures go first, then the spread (tuner.cli.tables)."""
+    columns = [Column("kernel", text=True)] if kernels else []
     columns += [Column("N"), Column("K"), Column("M"), Column("winner", text=True),
                Column("latency_us"), Column("default_us"), Column("speedup"),
                Column("spread_us", optional=True), Column("GB/s", optional=True),
@@ -107,21 +107,18 @@ def _winner_columns(*, moe: bool, ceilings: bool) -> list[Column]:
     return columns
 
 
-def _winner_cells(row, *, moe: bool, ceilings) -> list[str]:
+def _winner_cells(row, *, kernels: bool, ceilings) -> list[str]:
     """One winner row's cells (`db.repo.WinnerRow`), under `_winner_columns`."""
     from tuner.kernels.config import KernelConfig
     from tuner.kernels.family import FamilyShape
-    from tuner.kernels.registry import DEFAULT_FAMILY
-    from tuner.measure.roofline import roofline
+    from tuner.measure.shape_roofline import shape_roofline
 
     default_us = row.default_latency_us
     key = FamilyShape.of_row(row)
-    family = key.family
-    # The roofline counts one dense GEMM's bytes and FLOPs; an MoE row gets none.
-    figures = roofline(row.M, row.N, row.K, row.latency_us, ceilings,
-                       block_shape=row.block_shape) if family == DEFAULT_FAMILY else None
-    cells = ([family if family == DEFAULT_FAMILY else f"{family} {key.shape.params_text}"]
-             if moe else []) + [
+    # Only a family whose calls are one GEMM has roofline figures (`roofline_gemm`).
+    figures = shape_roofline(key, row.M, row.latency_us, ceilings)
+    kernel = " ".join(filter(None, (key.family, key.shape.params_text)))
+    cells = ([kernel] if kernels else []) + [
         str(row.N), str(row.K), str(row.M), KernelConfig.from_dict(row.config).short(),
         f"{row.latency_us:.1f}", "-" if default_us is None else f"{default_us:.1f}",
         "-" if default_us is None else f"{default_us / row.latency_us:.2f}x",
@@ -174,9 +171,10 @@ def winners(
                            out_dtype=out_dtype.value if out_dtype else None)
         ceilings = repo.device_ceilings(session, device_name=device_name)
     rows, note = view.winners, view.scope.note(device_name)
-    moe = any(FamilyShape.of_row(row).family != DEFAULT_FAMILY for row in rows)
-    columns = _winner_columns(moe=moe, ceilings=bool(ceilings))
-    cells_of_rows = [_winner_cells(row, moe=moe, ceilings=ceilings) for row in rows]
+    # A kernel column where rows are not all of the default family (e.g. fused-MoE ones).
+    kernels = bool({FamilyShape.of_row(row).family for row in rows} - {DEFAULT_FAMILY})
+    columns = _winner_columns(kernels=kernels, ceilings=bool(ceilings))
+    cells_of_rows = [_winner_cells(row, kernels=kernels, ceilings=ceilings) for row in rows]
     print_table(console, columns, cells_of_rows, title=device_name)
     if note is not None:
         typer.echo(note, err=True)

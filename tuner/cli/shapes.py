@@ -56,7 +56,7 @@ def shapes_show(
     console.print(f"{entry.model} TP {entry.tp}, block_shape [{group_n}, {group_k}]",
                   soft_wrap=True)
     table = Table("N", "K")
-    for n, k in entry.shapes:
+    for n, k in entry.pairs():
         table.add_row(str(n), str(k))
     console.print(table)
     console.print(f"source: {entry.source}", soft_wrap=True, markup=False)
@@ -76,14 +76,21 @@ def _print_moe(moe: Sequence[tuple[int, int, int, int]]) -> None:
     console.print(table)
 
 
-def _save(name: str, *, tp: int, shapes: Sequence[tuple[int, int]],
+def _save(name: str, *, tp: int, pairs: Sequence[tuple[int, int]],
           block_shape: tuple[int, int], source: str, description: str,
           moe: Sequence[tuple[int, int, int, int]] = (), model_type: str | None = None) -> None:
+    """Save the dense (N, K) `pairs` and fused-MoE `moe` rows (E, N, K, top_k) derived from a
+    log or config.json as model `name` at TP `tp`."""
     from tuner.inputs.shapes import ShapesFileError, save_shapes
+    from tuner.kernels.family import Shape
+    from tuner.kernels.moe.family import MOE, expert_shape
+    from tuner.kernels.registry import DEFAULT_FAMILY
 
+    groups = {DEFAULT_FAMILY: [Shape(n, k, block_shape) for n, k in pairs],
+              MOE.name: [expert_shape(*row, block_shape) for row in moe]}
     try:
-        path = save_shapes(name, tp=tp, shapes=shapes, block_shape=block_shape, source=source,
-                           description=description, moe=moe, model_type=model_type)
+        path = save_shapes(name, tp=tp, groups=groups, block_shape=block_shape, source=source,
+                           description=description, model_type=model_type)
     except (ShapesFileError, ValueError) as exc:
         raise fail(str(exc)) from None
     except OSError as exc:
@@ -191,7 +198,7 @@ def _save_log_shapes(scan, found, log: Path, save: str) -> None:
     problem = save_problem(found, save)
     if problem is not None:
         raise fail(problem)
-    _save(save, tp=found.tp, shapes=found.pairs, block_shape=found.block_shapes[0],
+    _save(save, tp=found.tp, pairs=found.pairs, block_shape=found.block_shapes[0],
           source=f"'Config file not found' warnings in {log.name}",
           description=f"{scan.model or save}: shapes read from a server log")
     if found.experts:
@@ -240,7 +247,7 @@ def from_config(
         console.print(f"save them with --save NAME, then: tuner sweep --device <device> "
                       f"--model NAME --tp {tp}", soft_wrap=True, markup=False, highlight=False)
         return
-    _save(save, tp=tp, shapes=derived.shapes, block_shape=derived.block_shape,
+    _save(save, tp=tp, pairs=derived.shapes, block_shape=derived.block_shape,
           source=f"{config.name} ({derived.architecture}), derived by tuner.inputs.hfconfig's rule",
           description=f"{derived.model or save}: "
           f"{'dense layers and MoE experts' if moe else 'dense layers'} derived from config.json",

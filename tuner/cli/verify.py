@@ -271,14 +271,18 @@ def verify(
     from db.engine import session_scope
     from tuner.cli.verify_fix import Fixer
     from tuner.compare.verify_run import m_set_line, no_file_line, summary_line
+    from tuner.kernels.registry import DEFAULT_FAMILY, get_family
     from tuner.run.options import RunOptions
 
     model_shapes, choice = _parse(model, tp, m)
     candidates = load_configs(configs)
-    if model_shapes.moe:  # one line, then the dense files (if the model has any)
-        plain(f"note: MoE files are not verified yet ({model_shapes.moe_label})")
-        if not model_shapes.shapes:
-            return
+    # one line per other family, then the default family's files (if the model has any)
+    for name in model_shapes.groups:
+        if name != DEFAULT_FAMILY:
+            plain(f"note: {get_family(name).short_title or name} files are not verified "
+                  f"yet ({model_shapes.family_label(name)})")
+    if not model_shapes.of(DEFAULT_FAMILY):
+        return
     url, engine = open_db(db, must_exist=True)
     with session_scope(engine) as session:
         device_name = device_in_store(session, device)

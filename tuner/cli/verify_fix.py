@@ -81,7 +81,7 @@ class Fixer:
                        "--configs finishes them")
                 continue
             plain(f"resuming sweep {info.sweep_id} (M={','.join(map(str, info.m_values))})")
-            request = self._request(shapes.shapes, info.m_values, strategy=info.strategy,
+            request = self._request(shapes.pairs(), info.m_values, strategy=info.strategy,
                                     trials=info.budget, seed=info.seed)
             self._run(request, info.sweep_id)
 

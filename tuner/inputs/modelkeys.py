@@ -12,6 +12,8 @@ from tuner.inputs.shapes import (
     _read,
     known_models,
 )
+from tuner.kernels.moe.family import MOE
+from tuner.kernels.registry import DEFAULT_FAMILY
 
 
 def suggest_model_key(name: str) -> str:
@@ -76,9 +78,10 @@ def find_covering(
             continue
         if doc.block_shape != tuple(block_shape):
             continue
-        for size, (_, listed) in doc.entries.items():
-            listed_experts = {(e, n) for e, n, _, _ in doc.moe.get(size, ())}
-            if ((tp is None or size == tp) and wanted <= set(listed)
+        for size, (_, groups) in doc.entries.items():
+            listed = {(s.N, s.K) for s in groups.get(DEFAULT_FAMILY, ())}
+            listed_experts = {(s.param("E"), s.N) for s in groups.get(MOE.name, ())}
+            if ((tp is None or size == tp) and wanted <= listed
                     and wanted_experts <= listed_experts):
                 found.append((name, size))
     return sorted(found)

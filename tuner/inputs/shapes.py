@@ -8,22 +8,24 @@ import os
 import re
 import tempfile
 import tomllib
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
 from tuner.inputs.suggest import did_you_mean
+from tuner.kernels.family import KernelFamily, Shape
+from tuner.kernels.moe.family import MOE
+from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES, get_family
+from tuner.kernels.shapes_rows import positive
 
 # A model key is a file name: lower case, digits, '.', '_' and '-'.
 MODEL_KEY_RE = re.compile(r"[a-z0-9][a-z0-9._\-]{0,63}")
-MAX_DIM = 999_999_999  # the largest N or K a config file name can carry (tuner.files.format)
 MAX_GROUP = 999_999
 MAX_TP = 1024
 _TOP_KEYS = ("model", "description", "block_shape", "tp", "model_type")
 # A Hugging Face model type, e.g. "deepseek_v3" (what vLLM reads as hf_text_config.model_type).
 MODEL_TYPE_RE = re.compile(r"[a-z0-9][a-z0-9_]{0,63}")
-_TP_KEYS = ("source", "shapes", "moe")
 
 
 class UnknownModelError(LookupError):
@@ -37,17 +39,17 @@ class ShapesFileError(ValueError):
 
 @dataclass(frozen=True)
 class ModelShapes:
-    """The (N, K) of a model's block-FP8 linear layers at one tensor-parallel size.
+    """The shapes of a model's block-FP8 layers at one tensor-parallel size, per kernel family.
 
     Attributes:
         model: the model's key, e.g. "qwen3.8-27b".
         description: one line about the model.
         tp: tensor-parallel size.
         block_shape: [group_n, group_k] of the weight scales.
-        shapes: (N, K) pairs; weights are [N, K].
         source: where the shapes come from.
-        moe: fused-MoE expert shapes (E, N, K, top_k): E experts, N = moe_intermediate_size / TP
-            (vLLM's w2_shape[2]), K = hidden size, top_k experts per token.
+        groups: kernel family name -> its shapes, in the registry's order, for the families
+            the file lists shapes of (each family parses its own key, `KernelFamily.shapes_key`,
+            e.g. the dense GEMM's [N, K] weights under `shapes`, fused-MoE experts under `moe`).
         model_type: the model's Hugging Face model type (its text config's, e.g.
             "deepseek_v3"), which vLLM's kernel selection reads; None when the file names none.
     """
@@ -56,16 +58,40 @@ class ModelShapes:
     description: str
     tp: int
     block_shape: tuple[int, int]
-    shapes: tuple[tuple[int, int], ...]
     source: str
-    moe: tuple[tuple[int, int, int, int], ...] = ()
+    groups: Mapping[str, tuple[Shape, ...]] = field(default_factory=dict)
     model_type: str | None = None
 
+    def of(self, family: str) -> tuple[Shape, ...]:
+        """The shapes of one kernel family (by name), () when the model has none."""
+        return tuple(self.groups.get(family, ()))
+
+    def pairs(self, family: str = DEFAULT_FAMILY) -> tuple[tuple[int, int], ...]:
+        """The (N, K) of one family's shapes (default: the dense GEMM's weights [N, K])."""
+        return tuple((shape.N, shape.K) for shape in self.of(family))
+
     @property
-    def moe_label(self) -> str:
-        """The model, TP and MoE shapes in one phrase, e.g. "tiny-moe TP 1: E=4 N=64"."""
-        experts = ", ".join(f"E={e} N={n}" for e, n, _, _ in self.moe)
-        return f"{self.model} TP {self.tp}: {experts or 'no MoE shapes'}"
+    def shapes(self) -> tuple[tuple[int, int], ...]:
+        """The default family's (N, K) pairs (`pairs()`), for the comparisons that read them
+        (`tuner.compare.verify_run`, `tuner.compare.vllm_select`)."""
+        return self.pairs()
+
+    @property
+    def moe(self) -> tuple[tuple[int, int, int, int], ...]:
+        """The fused-MoE family's rows (E, N, K, top_k), for `tuner.compare.vllm_select`."""
+        return tuple((shape.param("E"), shape.N, shape.K, shape.param("top_k"))
+                     for shape in self.of(MOE.name))
+
+    def family_label(self, family: str) -> str:
+        """The model, TP and one family's shapes in one phrase, e.g. "tiny-moe TP 1: E=4 N=64"
+        (`KernelFamily.shape_brief`)."""
+        kind = get_family(family)
+        briefs = ", ".join(kind.shape_brief(shape) for shape in self.of(family))
+        return f"{self.model} TP {self.tp}: {briefs or f'no {kind.short_title or family} shapes'}"
+
+
+# tp -> (source, family name -> shapes)
+_Entries = dict[int, tuple[str, dict[str, tuple[Shape, ...]]]]
 
 
 @dataclass(frozen=True)
@@ -73,9 +99,18 @@ class _ShapesDoc:
     model: str
     description: str
     block_shape: tuple[int, int]
-    entries: dict[int, tuple[str, tuple[tuple[int, int], ...]]]  # tp -> (source, shapes)
-    moe: dict[int, tuple[tuple[int, int, int, int], ...]]  # tp -> (E, N, K, top_k)
+    entries: _Entries
     model_type: str | None = None
+
+
+def _keyed_families() -> dict[str, KernelFamily]:
+    """Shapes-file key -> the registered family that lists its shapes under it (the first one
+    registered, should two name the same key)."""
+    keyed: dict[str, KernelFamily] = {}
+    for family in FAMILIES.values():
+        if family.shapes_key is not None and family.parse_shapes is not None:
+            keyed.setdefault(family.shapes_key, family)
+    return keyed
 
 
 def user_shapes_dir() -> Path:
@@ -112,13 +147,10 @@ def known_models() -> list[str]:
 
 
 def _positive(value: object, where: str, limit: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ShapesFileError(f"{where} = {value!r:.40} is not an integer")
-    if value > limit:  # not printed: a huge integer may not even convert to text
-        raise ShapesFileError(f"{where} is larger than {limit}")
-    if value < 1:
-        raise ShapesFileError(f"{where} = {value} is not positive")
-    return value
+    try:
+        return positive(value, where, limit)
+    except ValueError as exc:
+        raise ShapesFileError(str(exc)) from None
 
 
 def _parse(data: dict, label: str, key: str) -> _ShapesDoc:
@@ -147,48 +179,44 @@ def _parse(data: dict, label: str, key: str) -> _ShapesDoc:
     tables = data.get("tp")
     if not isinstance(tables, dict) or not tables:
         raise ShapesFileError(f"{label}: needs at least one [tp.<size>] table")
-    entries: dict[int, tuple[str, tuple[tuple[int, int], ...]]] = {}
-    moe: dict[int, tuple[tuple[int, int, int, int], ...]] = {}
+    keyed = _keyed_families()
+    tp_keys = ("source", *keyed)
+    entries: _Entries = {}
     for size, table in tables.items():
         if not size.isdigit() or not 1 <= int(size) <= MAX_TP:
             raise ShapesFileError(f"{label}: [tp.{size}] is not a TP size in 1..{MAX_TP}")
         where = f"{label}, TP {size}"
         if not isinstance(table, dict):
             raise ShapesFileError(f"{where}: expected a table with source and shapes")
-        extra = [k for k in table if k not in _TP_KEYS]
+        extra = [k for k in table if k not in tp_keys]
         if extra:
             raise ShapesFileError(f"{where}: unknown key(s) {', '.join(map(repr, extra))}; "
-                                  f"allowed: {', '.join(_TP_KEYS)}")
-        source, pairs = table.get("source"), table.get("shapes", [])
+                                  f"allowed: {', '.join(tp_keys)}")
+        source = table.get("source")
         if not isinstance(source, str) or not source.strip():
             raise ShapesFileError(f"{where}: source must be a non-empty string")
-        moe[int(size)] = _parse_moe(table.get("moe", []), where)
-        if not isinstance(pairs, list) or not (pairs or moe[int(size)]):
-            raise ShapesFileError(f"{where}: shapes must be a non-empty list of [N, K]")
-        shapes = []
-        for pair in pairs:
-            if not isinstance(pair, list) or len(pair) != 2:
-                raise ShapesFileError(f"{where}: shape {pair!r:.60} is not [N, K]")
-            shapes.append((_positive(pair[0], f"{where}: N", MAX_DIM),
-                           _positive(pair[1], f"{where}: K", MAX_DIM)))
-        entries[int(size)] = (source, tuple(shapes))
-    return _ShapesDoc(model, description, block_shape, entries, moe, model_type)
+        entries[int(size)] = (source, _parse_groups(table, where, block_shape, keyed))
+    return _ShapesDoc(model, description, block_shape, entries, model_type)
 
 
-def _parse_moe(rows: object, where: str) -> tuple[tuple[int, int, int, int], ...]:
-    """The `moe = [[E, N, K, top_k], ...]` list of a TP table."""
-    if not isinstance(rows, list):
-        raise ShapesFileError(f"{where}: moe must be a list of [E, N, K, top_k]")
-    parsed = []
-    for row in rows:
-        if not isinstance(row, list) or len(row) != 4:
-            raise ShapesFileError(f"{where}: moe shape {row!r:.60} is not [E, N, K, top_k]")
-        E, N, K, top_k = (_positive(value, f"{where}: moe {label}", MAX_DIM)
-                          for value, label in zip(row, ("E", "N", "K", "top_k"), strict=True))
-        if top_k > E:
-            raise ShapesFileError(f"{where}: moe top_k = {top_k} is more than E = {E}")
-        parsed.append((E, N, K, top_k))
-    return tuple(parsed)
+def _parse_groups(table: dict, where: str, block_shape: tuple[int, int],
+                  keyed: Mapping[str, KernelFamily]) -> dict[str, tuple[Shape, ...]]:
+    """Family name -> shapes of one TP table, each family parsing its own key; at least one
+    family must list some."""
+    groups: dict[str, tuple[Shape, ...]] = {}
+    for key, family in keyed.items():
+        try:
+            shapes = family.parse_shapes(table.get(key, []), where,  # type: ignore[misc]
+                                         block_shape)
+        except ValueError as exc:
+            raise ShapesFileError(str(exc)) from None
+        if shapes:
+            groups[family.name] = shapes
+    if not groups:
+        default = get_family(DEFAULT_FAMILY)
+        raise ShapesFileError(f"{where}: {default.shapes_key} must be a non-empty list of "
+                              f"{default.shapes_row}")
+    return groups
 
 
 def _load_text(text: str, label: str, key: str) -> _ShapesDoc:
@@ -255,10 +283,10 @@ def load_shapes(model: str, tp: int | None = None) -> ModelShapes:
         raise UnknownModelError(
             f"model '{model}' has no shapes for TP {tp}; listed: {', '.join(map(str, sizes))}"
         )
-    source, shapes = doc.entries[tp]
+    source, groups = doc.entries[tp]
     return ModelShapes(model=doc.model, description=doc.description, tp=tp,
-                       block_shape=doc.block_shape, shapes=shapes, source=source,
-                       moe=doc.moe.get(tp, ()), model_type=doc.model_type)
+                       block_shape=doc.block_shape, source=source, groups=groups,
+                       model_type=doc.model_type)
 
 
 def _toml_string(text: str) -> str:
@@ -268,8 +296,7 @@ def _toml_string(text: str) -> str:
 
 def render_shapes_file(
     model: str, description: str, block_shape: tuple[int, int],
-    entries: dict[int, tuple[str, Sequence[tuple[int, int]]]],
-    moe: dict[int, Sequence[tuple[int, int, int, int]]] | None = None,
+    entries: Mapping[int, tuple[str, Mapping[str, Sequence[Shape]]]],
     model_type: str | None = None,
 ) -> str:
     """A shapes file in the packaged files' layout.
@@ -278,12 +305,16 @@ def render_shapes_file(
         model: the model key (also the file name without `.toml`).
         description: one line about the model.
         block_shape: [group_n, group_k].
-        entries: TP size -> (source, (N, K) pairs).
-        moe: TP size -> (E, N, K, top_k) expert shapes, for the sizes that have any.
+        entries: TP size -> (source, kernel family name -> shapes); each family's shapes are
+            written under its key (`KernelFamily.shapes_key`) as its rows
+            (`KernelFamily.shape_row`), in the registry's order.
         model_type: the model's Hugging Face model type; None writes none.
 
     Returns:
         TOML text that `load_shapes` reads back to the same values.
+
+    Raises:
+        ValueError: an unknown family, or one that has no shapes-file key.
     """
     lines = [
         f"model = {_toml_string(model)}",
@@ -293,21 +324,24 @@ def render_shapes_file(
     if model_type is not None:
         lines.append(f"model_type = {_toml_string(model_type)}")
     for tp in sorted(entries):
-        source, shapes = entries[tp]
+        source, groups = entries[tp]
+        for name in groups:
+            family = get_family(name)
+            if family.shapes_key is None or family.shape_row is None:
+                raise ValueError(f"kernel family {name} lists no shapes in shapes files")
         lines += ["", f"[tp.{int(tp)}]", f"source = {_toml_string(source)}"]
-        if shapes:
-            lines += ["shapes = [", *(f"    [{int(n)}, {int(k)}]," for n, k in shapes), "]"]
-        experts = (moe or {}).get(tp, ())
-        if experts:
-            lines += ["moe = [", *(f"    [{', '.join(str(int(v)) for v in row)}],"
-                                   for row in experts), "]"]
+        for family in FAMILIES.values():
+            shapes = groups.get(family.name, ())
+            if shapes and family.shape_row is not None:
+                lines += [f"{family.shapes_key} = [",
+                          *(f"    [{', '.join(str(int(v)) for v in family.shape_row(shape))}],"
+                            for shape in shapes), "]"]
     return "\n".join(lines) + "\n"
 
 
 def save_shapes(
-    model: str, *, tp: int, shapes: Sequence[tuple[int, int]], block_shape: tuple[int, int],
-    source: str, description: str = "", moe: Sequence[tuple[int, int, int, int]] = (),
-    model_type: str | None = None,
+    model: str, *, tp: int, groups: Mapping[str, Sequence[Shape]], block_shape: tuple[int, int],
+    source: str, description: str = "", model_type: str | None = None,
 ) -> Path:
     """Write (or add a TP size to) a shapes file in `user_shapes_dir()`.
 
@@ -317,11 +351,11 @@ def save_shapes(
     Args:
         model: the key to save under (`MODEL_KEY_RE`); not a packaged model's.
         tp: tensor-parallel size of the shapes.
-        shapes: (N, K) pairs, in order; duplicates are dropped (may be empty when `moe` is not).
+        groups: kernel family name -> its shapes at this TP size, in order; duplicates are
+            dropped, and a family may have none (not all of them).
         block_shape: [group_n, group_k].
         source: where the shapes come from (a log file, a config.json and rule).
         description: one line about the model (kept from an existing file when empty).
-        moe: fused-MoE expert shapes (E, N, K, top_k) at this TP size; duplicates dropped.
         model_type: the model's Hugging Face model type (kept from an existing file when None).
 
     Returns:
@@ -329,18 +363,16 @@ def save_shapes(
 
     Raises:
         ValueError: a bad key, a packaged model's key, a block_shape that differs from the
-            existing file's, an empty or out-of-range shape list, or an existing file that is
-            malformed (ShapesFileError).
+            existing file's, an unknown family, no shapes or out-of-range ones, or an existing
+            file that is malformed (ShapesFileError).
     """
     if not MODEL_KEY_RE.fullmatch(model):
         raise ValueError(f"--save: {model!r} is not a model key (lower case letters, digits, "
                          "'.', '_', '-'; at most 64)")
     if model in _packaged_names():
         raise ValueError(f"--save: '{model}' is a packaged model; choose another name")
-    unique = tuple(dict.fromkeys((int(n), int(k)) for n, k in shapes))
-    experts = tuple(dict.fromkeys(tuple(int(v) for v in row) for row in moe))
-    entries: dict[int, tuple[str, Sequence[tuple[int, int]]]] = {}
-    moe_entries: dict[int, Sequence[tuple[int, int, int, int]]] = {}
+    unique = {name: tuple(dict.fromkeys(shapes)) for name, shapes in groups.items()}
+    entries: dict[int, tuple[str, Mapping[str, Sequence[Shape]]]] = {}
     folder = user_shapes_dir()
     path = folder / f"{model}.toml"
     if path.is_file():
@@ -349,13 +381,10 @@ def save_shapes(
             raise ValueError(f"{path}: has block_shape {list(existing.block_shape)}, the new "
                              f"shapes {list(block_shape)}; save them under another name")
         entries.update(existing.entries)
-        moe_entries.update(existing.moe)
         description = description or existing.description
         model_type = model_type or existing.model_type
     entries[int(tp)] = (source, unique)
-    moe_entries[int(tp)] = experts
-    text = render_shapes_file(model, description, block_shape, entries, moe_entries,
-                              model_type)
+    text = render_shapes_file(model, description, block_shape, entries, model_type)
     _parse(tomllib.loads(text), str(path), model)  # what we write must load back
     folder.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".toml")

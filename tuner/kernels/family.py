@@ -242,6 +242,23 @@ class KernelFamily:
             vLLM reads them from its package only.
         respell_file_name: (name, engine, device_name or None) -> the name as the engine
             spells it; None: `file_name` of what `parse_file_name` gives (see `respell`).
+        short_title: how labels name the family (e.g. "MoE"); "" names it by `name`.
+        shapes_key: the key listing the family's shapes in a model's `[tp.<size>]` tables
+            (`tuner.inputs.shapes`), e.g. "shapes" (dense), "moe"; None: not in shapes files.
+        shapes_row: a row of that list for messages, e.g. "[N, K]".
+        parse_shapes: (rows, where, block_shape) -> the shapes of the key's value (`where`
+            names the file and TP table); ValueError, one line naming `where`, if malformed.
+        shape_row: shape -> the row a shapes file lists it as (what `parse_shapes` reads).
+        sweep_per_shape: a model's shapes of this family are tuned one sweep each (fused MoE)
+            rather than in one sweep (`tuner.run.plan.model_requests`).
+        describe_shapes: shapes of one sweep -> a few words for the plan line (default: "5
+            shapes").
+        brief_shape: shape -> a short phrase for notes, e.g. "E=4 N=64"; None: "N=.. K=..".
+        label: shape -> the heading of its report section; None: the family, its params, N, K.
+        anchor: shape -> the report section's id suffix, unique per device; None: from the
+            family, params, N and K.
+        roofline_gemm: (shape, M) -> the (M, N, K) of the one block-FP8 GEMM a call is, whose
+            bytes and FLOPs the roofline counts (`tuner.measure.roofline`); None: no roofline.
     """
 
     name: str
@@ -263,6 +280,41 @@ class KernelFamily:
     file_device: Callable[[str], str] = lambda device_name: device_name
     tuned_folder_env: str | None = None
     respell_file_name: Callable[[str, str, str | None], str] | None = None
+    # Model shapes, planning and report (tuner.inputs.shapes, tuner.run.plan, api.report)
+    short_title: str = ""
+    shapes_key: str | None = None
+    shapes_row: str = ""
+    parse_shapes: Callable[[object, str, tuple[int, int]], tuple[Shape, ...]] | None = None
+    shape_row: Callable[[Shape], tuple[int, ...]] | None = None
+    sweep_per_shape: bool = False
+    describe_shapes: Callable[[Sequence[Shape]], str] = lambda shapes: f"{len(shapes)} shapes"
+    brief_shape: Callable[[Shape], str] | None = None
+    label: Callable[[Shape], str] | None = None
+    anchor: Callable[[Shape], str] | None = None
+    roofline_gemm: Callable[[Shape, int], tuple[int, int, int]] | None = None
+
+    def shape_label(self, shape: Shape) -> str:
+        """The heading of a shape's report section (`label`), e.g. "N=512, K=256" or
+        "MoE E=4, N=64, K=128 (top_k=2)"; by default the family's short title, its params,
+        N and K."""
+        if self.label is not None:
+            return self.label(shape)
+        params = "".join(f"{name}={value}, " for name, value in shape.params)
+        return f"{self.short_title or self.name} {params}N={shape.N}, K={shape.K}"
+
+    def shape_anchor(self, shape: Shape) -> str:
+        """The report section's id suffix of a shape (`anchor`), e.g. "512x256"; by default
+        `<name>-<params>-<N>x<K>`."""
+        if self.anchor is not None:
+            return self.anchor(shape)
+        params = "".join(f"{name}{value}" for name, value in shape.params)
+        return f"{self.name}-{params}-{shape.N}x{shape.K}"
+
+    def shape_brief(self, shape: Shape) -> str:
+        """A short phrase for a shape in notes (`brief_shape`), by default "N=.. K=.."."""
+        if self.brief_shape is not None:
+            return self.brief_shape(shape)
+        return f"N={shape.N} K={shape.K}"
 
     def respell(self, name: str, engine: str, device_name: str | None = None) -> str:
         """One of the family's file names as `engine` spells it.

@@ -19,7 +19,7 @@ _CHILD_S = 300  # a child that takes longer than this reports nothing
 def _trial_here(interpreter_reps: int) -> float:
     from tuner.kernels.config import KernelConfig
     from tuner.kernels.family import Shape
-    from tuner.kernels.registry import get_family
+    from tuner.kernels.registry import DEFAULT_FAMILY, get_family
     from tuner.measure.runner import KernelRunner, Problem
 
     N, K, M = CALIBRATION_SHAPE
@@ -27,7 +27,7 @@ def _trial_here(interpreter_reps: int) -> float:
                           interpreter_reps=interpreter_reps)
     # As a sweep's task: vLLM's default first (its first call in the process is the dearest),
     # then other configs.
-    configs = [get_family("dense").default_config(Shape(N, K), M),
+    configs = [get_family(DEFAULT_FAMILY).default_config(Shape(N, K), M),
                *(KernelConfig(*config) for config in CALIBRATION_CONFIGS)]
     times = [runner.evaluate(config).measure_s or 0.0 for config in configs]
     return sum(times) / len(times)

@@ -166,24 +166,26 @@ def opened_label(opened) -> str:
 
 
 def model_requests(model_shapes, **common) -> list[tuple[SweepRequest, str]]:
-    """The sweeps a model needs, one kernel family each: its dense (N, K) in one sweep, each
-    fused-MoE expert shape in its own.
+    """The sweeps a model needs, each of one kernel family and one set of its params: a family
+    tunes its shapes in one sweep per params (the dense GEMM: all its (N, K) in one), or each
+    shape in its own where it says so (`KernelFamily.sweep_per_shape`: fused-MoE experts).
 
     Args:
-        model_shapes: `tuner.inputs.shapes.ModelShapes` (dense `shapes`, MoE `moe` as (E, N, K,
-            top_k)).
+        model_shapes: `tuner.inputs.shapes.ModelShapes` (its shapes per family, `groups`).
         common: every other `SweepRequest` field (device, model, M grid, strategy, ...).
 
     Returns:
-        (request, a few words on what it tunes) per sweep, the dense one first.
+        (request, a few words on what it tunes, `KernelFamily.describe_shapes`) per sweep, in
+        the registry's order of families (the dense one first).
     """
     requests = []
-    if model_shapes.shapes:
-        requests.append((SweepRequest(shapes=model_shapes.shapes, **common),
-                         f"{len(model_shapes.shapes)} shapes"))
-    for E, N, K, top_k in model_shapes.moe:
-        shape = Shape(N, K, params=(("E", E), ("top_k", top_k)))
-        requests.append((SweepRequest(shapes=((N, K),), family="moe",
-                                      params=shape.params, **common),
-                         f"MoE E={E} N={N} K={K} top_k={top_k}"))
+    for name, shapes in model_shapes.groups.items():
+        family = get_family(name)
+        batches: dict[object, list[Shape]] = {}
+        for index, shape in enumerate(shapes):
+            batches.setdefault(index if family.sweep_per_shape else shape.params, []).append(shape)
+        for batch in batches.values():
+            request = SweepRequest(shapes=tuple((shape.N, shape.K) for shape in batch),
+                                   family=name, params=batch[0].params, **common)
+            requests.append((request, family.describe_shapes(batch)))
     return requests

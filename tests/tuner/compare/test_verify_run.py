@@ -17,12 +17,13 @@ from tuner.files.merge import DeviceFiles, SkippedShape, dense_key
 from tuner.inputs.shapes import ModelShapes
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config
+from tuner.kernels.family import Shape
 
 BLOCK = (128, 128)
 DEFAULT = default_config(BLOCK)
 SMALL = KernelConfig(16, 64, 128, 1, 4, 3)
-SHAPES = ModelShapes(model="tiny", description="", tp=1, block_shape=BLOCK,
-                     shapes=((256, 384), (576, 256)), source="test")
+SHAPES = ModelShapes(model="tiny", description="", tp=1, block_shape=BLOCK, source="test",
+                     groups={"dense": (Shape(256, 384, BLOCK), Shape(576, 256, BLOCK))})
 
 
 def _file(N, K, configs):

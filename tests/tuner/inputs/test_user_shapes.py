@@ -17,8 +17,17 @@ from tuner.inputs.shapes import (
     tp_sizes,
     user_shapes_dir,
 )
+from tuner.kernels.family import Shape
+from tuner.kernels.moe.family import MOE, expert_shape
+from tuner.kernels.registry import DEFAULT_FAMILY
 
 SHAPES = [(7168, 5120), (5120, 3072)]
+
+
+def groups(pairs=(), moe=()) -> dict[str, list[Shape]]:
+    """save_shapes' groups of dense (N, K) pairs and MoE rows (E, N, K, top_k)."""
+    return {DEFAULT_FAMILY: [Shape(n, k) for n, k in pairs],
+            MOE.name: [expert_shape(*row) for row in moe]}
 
 
 def folder() -> Path:
@@ -35,53 +44,56 @@ def test_user_dir_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
 
 
 def test_save_and_load_back() -> None:
-    path = save_shapes("my-model", tp=2, shapes=SHAPES + [SHAPES[0]], block_shape=(128, 128),
+    path = save_shapes("my-model", tp=2, groups=groups(SHAPES + [SHAPES[0]]),
+                       block_shape=(128, 128),
                        source='log "x.log"', description="Mine")
     assert path == folder() / "my-model.toml"
     entry = load_shapes("my-model", 2)
-    assert (entry.model, entry.tp, entry.shapes, entry.source, entry.description) == (
+    assert (entry.model, entry.tp, entry.pairs(), entry.source, entry.description) == (
         "my-model", 2, tuple(SHAPES), 'log "x.log"', "Mine")
     assert "my-model" in known_models() and "tiny" in known_models()
     # A second TP size is added; the first is kept, and so is the description.
-    save_shapes("my-model", tp=4, shapes=[(3584, 5120)], block_shape=(128, 128), source="cfg")
+    save_shapes("my-model", tp=4, groups=groups([(3584, 5120)]), block_shape=(128, 128),
+                source="cfg")
     assert tp_sizes("my-model") == [2, 4]
     assert load_shapes("my-model", 4).description == "Mine"
-    assert load_shapes("my-model", 2).shapes == tuple(SHAPES)
+    assert load_shapes("my-model", 2).pairs() == tuple(SHAPES)
 
 
 def test_save_keeps_moe_lines() -> None:
-    path = save_shapes("qmoe", tp=2, shapes=[(1280, 2048)], block_shape=(128, 128), source="c",
-                       description="d", moe=[(128, 384, 2048, 8), (128, 384, 2048, 8)])
-    save_shapes("qmoe", tp=1, shapes=[], block_shape=(128, 128), source="c1",
-                moe=[(128, 768, 2048, 8)])
+    path = save_shapes("qmoe", tp=2, groups=groups([(1280, 2048)], [(128, 384, 2048, 8),
+                                                                   (128, 384, 2048, 8)]),
+                       block_shape=(128, 128), source="c", description="d")
+    save_shapes("qmoe", tp=1, groups=groups([], [(128, 768, 2048, 8)]), block_shape=(128, 128),
+                source="c1")
     assert path.read_text() == (
         'model = "qmoe"\ndescription = "d"\nblock_shape = [128, 128]\n\n'
         '[tp.1]\nsource = "c1"\nmoe = [\n    [128, 768, 2048, 8],\n]\n\n'
         '[tp.2]\nsource = "c"\nshapes = [\n    [1280, 2048],\n]\n'
         'moe = [\n    [128, 384, 2048, 8],\n]\n')
-    assert load_shapes("qmoe", 2).moe == ((128, 384, 2048, 8),)
-    assert load_shapes("qmoe", 1).shapes == ()
+    assert load_shapes("qmoe", 2).of(MOE.name) == (expert_shape(128, 384, 2048, 8),)
+    assert load_shapes("qmoe", 1).pairs() == ()
     assert find_covering([], (128, 128), None, [(128, 384)]) == [("qmoe", 2),
                                                                  ("qwen3-30b-a3b-fp8", 2)]
     assert find_covering([(1280, 2048)], (128, 128), None, [(128, 768)]) == []
     with pytest.raises(ValueError, match="shapes must be a non-empty list"):
-        save_shapes("qmoe", tp=4, shapes=[], block_shape=(128, 128), source="x")
+        save_shapes("qmoe", tp=4, groups=groups([]), block_shape=(128, 128), source="x")
 
 
 def test_save_refuses() -> None:
     with pytest.raises(ValueError, match="'tiny' is a packaged model"):
-        save_shapes("tiny", tp=1, shapes=SHAPES, block_shape=(128, 128), source="x")
+        save_shapes("tiny", tp=1, groups=groups(SHAPES), block_shape=(128, 128), source="x")
     with pytest.raises(ValueError, match="'My Model' is not a model key"):
-        save_shapes("My Model", tp=1, shapes=SHAPES, block_shape=(128, 128), source="x")
-    save_shapes("m", tp=1, shapes=SHAPES, block_shape=(128, 128), source="x")
+        save_shapes("My Model", tp=1, groups=groups(SHAPES), block_shape=(128, 128), source="x")
+    save_shapes("m", tp=1, groups=groups(SHAPES), block_shape=(128, 128), source="x")
     with pytest.raises(ValueError, match=r"block_shape \[128, 128\], the new shapes \[64, 64\]"):
-        save_shapes("m", tp=2, shapes=SHAPES, block_shape=(64, 64), source="x")
+        save_shapes("m", tp=2, groups=groups(SHAPES), block_shape=(64, 64), source="x")
 
 
 def test_packaged_model_wins_over_a_user_file() -> None:
     (folder() / "tiny.toml").write_text('model = "tiny"\nblock_shape = [1, 1]\n[tp.1]\n'
                                         'source = "x"\nshapes = [[1, 1]]\n')
-    assert load_shapes("tiny", 1).shapes == ((256, 384), (576, 256))
+    assert load_shapes("tiny", 1).pairs() == ((256, 384), (576, 256))
     assert known_models().count("tiny") == 1
 
 
@@ -137,7 +149,7 @@ def test_binary_user_file() -> None:
 
 
 def test_unknown_model_lists_user_models_too() -> None:
-    save_shapes("zeta", tp=1, shapes=SHAPES, block_shape=(128, 128), source="x")
+    save_shapes("zeta", tp=1, groups=groups(SHAPES), block_shape=(128, 128), source="x")
     with pytest.raises(UnknownModelError, match="known: deepseek-v3, qwen3-30b-a3b-fp8, "
                        "qwen3.8-27b, tiny, tiny-moe, zeta"):
         load_shapes("nope")
@@ -157,10 +169,10 @@ def test_the_model_type_vllms_selection_reads_is_kept_and_checked() -> None:
     assert load_shapes("deepseek-v3", 8).model_type == "deepseek_v3"
     assert load_shapes("qwen3-30b-a3b-fp8", 1).model_type == "qwen3_moe"
     assert load_shapes("tiny").model_type is None
-    path = save_shapes("typed", tp=1, shapes=SHAPES, block_shape=(128, 128), source="s",
+    path = save_shapes("typed", tp=1, groups=groups(SHAPES), block_shape=(128, 128), source="s",
                        model_type="qwen3_5_text")
     assert 'model_type = "qwen3_5_text"\n' in path.read_text()
-    save_shapes("typed", tp=2, shapes=SHAPES, block_shape=(128, 128), source="s")
+    save_shapes("typed", tp=2, groups=groups(SHAPES), block_shape=(128, 128), source="s")
     assert load_shapes("typed", 2).model_type == "qwen3_5_text"  # kept from the file
     (folder() / "badtype.toml").write_text(
         'model = "badtype"\nblock_shape = [128, 128]\nmodel_type = "Qwen 3"\n\n'

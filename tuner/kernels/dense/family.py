@@ -12,6 +12,7 @@ from tuner.kernels.dense.naming import config_file_name, engine_file_name, parse
 from tuner.kernels.dense.space import default_config, vllm_space, why_invalid
 from tuner.kernels.dense.specialization import specialization_key
 from tuner.kernels.family import KernelFamily, Shape, Workload
+from tuner.kernels.shapes_rows import int_rows
 from tuner.kernels.source import VllmKernel
 
 
@@ -74,6 +75,13 @@ def _specialization(shape: Shape, M: int) -> str:
     return specialization_key(M, shape.N, shape.K, shape.block_shape)
 
 
+def _parse_shapes(rows: object, where: str, block_shape: tuple[int, int]) -> tuple[Shape, ...]:
+    """A shapes file's `shapes = [[N, K], ...]`: one GEMM weight [N, K] each."""
+    pairs = int_rows(rows, where, names=("N", "K"), row_label="shape",
+                     not_a_list="shapes must be a non-empty list of [N, K]")
+    return tuple(Shape(N, K, block_shape) for N, K in pairs)
+
+
 DENSE = KernelFamily(
     name="dense",
     title="W8A8 block-FP8 GEMM",
@@ -91,4 +99,11 @@ DENSE = KernelFamily(
     vllm=VLLM_DENSE,
     file_name_start="N=",
     respell_file_name=_respell,
+    shapes_key="shapes",
+    shapes_row="[N, K]",
+    parse_shapes=_parse_shapes,
+    shape_row=lambda shape: (shape.N, shape.K),
+    label=lambda shape: f"N={shape.N}, K={shape.K}",
+    anchor=lambda shape: f"{shape.N}x{shape.K}",
+    roofline_gemm=lambda shape, M: (M, shape.N, shape.K),
 )

@@ -6,6 +6,7 @@ Pure: the kernel, its workload and its compile-for-target are imported when firs
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from tuner.kernels.config import KernelConfig
@@ -19,6 +20,7 @@ from tuner.kernels.moe.naming import (
 )
 from tuner.kernels.moe.space import default_config, vllm_space, why_invalid
 from tuner.kernels.moe.specialization import moe_specialization_key
+from tuner.kernels.shapes_rows import int_rows
 from tuner.kernels.source import VllmKernel
 
 
@@ -80,6 +82,38 @@ def _specialization(shape: Shape, M: int) -> str:
                                   shape.block_shape)
 
 
+def expert_shape(E: int, N: int, K: int, top_k: int,
+                 block_shape: tuple[int, int] = (128, 128)) -> Shape:
+    """The shape of fused-MoE experts: E experts of weight [N, K] (N = moe_intermediate_size /
+    TP, vLLM's w2_shape[2]; K = hidden size), top_k experts per token."""
+    return Shape(N, K, block_shape, (("E", E), ("top_k", top_k)))
+
+
+def _parse_shapes(rows: object, where: str, block_shape: tuple[int, int]) -> tuple[Shape, ...]:
+    """A shapes file's `moe = [[E, N, K, top_k], ...]`."""
+    shapes = []
+    for E, N, K, top_k in int_rows(rows, where, names=("E", "N", "K", "top_k"),
+                                   not_a_list="moe must be a list of [E, N, K, top_k]",
+                                   row_label="moe shape", value_label="moe"):
+        if top_k > E:
+            raise ValueError(f"{where}: moe top_k = {top_k} is more than E = {E}")
+        shapes.append(expert_shape(E, N, K, top_k, block_shape))
+    return tuple(shapes)
+
+
+def _shape_row(shape: Shape) -> tuple[int, int, int, int]:
+    return (shape.param("E"), shape.N, shape.K, shape.param("top_k"))
+
+
+def _describe(shapes: Sequence[Shape]) -> str:
+    return "; ".join("MoE E={} N={} K={} top_k={}".format(*_shape_row(shape))
+                     for shape in shapes)
+
+
+def _label(shape: Shape) -> str:
+    return "MoE E={}, N={}, K={} (top_k={})".format(*_shape_row(shape))
+
+
 MOE = KernelFamily(
     name="moe",
     title="fused-MoE W8A8 block-FP8 experts",
@@ -102,4 +136,13 @@ MOE = KernelFamily(
     # get_moe_configs reads VLLM_TUNED_CONFIG_FOLDER before fused_moe/configs/ (fused_moe.py).
     tuned_folder_env="VLLM_TUNED_CONFIG_FOLDER",
     respell_file_name=any_engine_file_name,
+    short_title="MoE",
+    shapes_key="moe",
+    shapes_row="[E, N, K, top_k]",
+    parse_shapes=_parse_shapes,
+    shape_row=_shape_row,
+    sweep_per_shape=True,
+    describe_shapes=_describe,
+    brief_shape=lambda shape: f"E={shape.param('E')} N={shape.N}",
+    label=_label,
 )
