@@ -94,6 +94,6 @@ def add_cdn_docs(app: FastAPI) -> None:
     async def docs() -> HTMLResponse:
         page = get_swagger_ui_html(openapi_url=openapi, title=f"{app.title} - Swagger UI")
         hint = OFFLINE_HINT.format(openapi=escape(openapi))
-        body = page.body.decode().replace('<div id="swagger-ui">', f'<div id="swagger-ui">{hint}',
-                                          1)
+        body = bytes(page.body).decode().replace('<div id="swagger-ui">',
+                                                 f'<div id="swagger-ui">{hint}', 1)
         return HTMLResponse(body)

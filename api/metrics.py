@@ -113,6 +113,7 @@ class CountDownloads:
             await self.app(scope, receive, noting_send)
         finally:
             # The router records the route it matched in the scope (FastAPI's APIRoute).
-            label = DOWNLOAD_ROUTES.get(getattr(scope.get("route"), "path", None))
+            path = getattr(scope.get("route"), "path", None)
+            label = DOWNLOAD_ROUTES.get(path) if isinstance(path, str) else None
             if label is not None:
                 self.metrics.count_download(label, status)

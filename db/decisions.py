@@ -15,6 +15,7 @@ from datetime import datetime
 from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session
 
+from db.base import utcnow
 from db.models import (
     CONFIG_COLUMNS,
     DECISION_KEPT,
@@ -23,7 +24,6 @@ from db.models import (
     Device,
     Environment,
     Retime,
-    utcnow,
 )
 from db.tasks import end_trial
 

@@ -217,7 +217,7 @@ class Outage:
         """
         now = time.monotonic()
         first = self.since is None
-        if first:
+        if self.since is None:
             self.since = now
         waited = now - self.since
         if not is_transient(exc) or waited >= self.deadline_s:

@@ -101,18 +101,18 @@ def list_device_names(session: Session) -> list[str]:
     return list(names)
 
 
-def _measured_tasks(session: Session, environments, *, device_name: str,
+def _measured_tasks(session: Session, environments: list[int], *, device_name: str,
                     out_dtype: str | None) -> tuple[set[tuple], set[tuple]]:
     """The (family, shape_params, N, K, block_n, block_k, M, state) of tasks with an ok trial or
     a decision: of the matching `environments`, and of any environment."""
     current: set[tuple] = set()
     measured: set[tuple] = set()
-    scope = {"device_name": device_name, "out_dtype": out_dtype}
     key = [Task.family, Task.shape_params, Task.N, Task.K, Sweep.block_n, Sweep.block_k,
            Task.M, Task.state]
     for matching, found in ((environments, current), (None, measured)):
         for select_from in (ok_trials, decided_tasks):
-            measured_query = select_from(key, environments=matching, **scope).distinct()
+            measured_query = select_from(key, environments=matching, device_name=device_name,
+                                         out_dtype=out_dtype).distinct()
             found.update(tuple(row) for row in session.execute(measured_query))
     return current, measured
 
@@ -174,9 +174,9 @@ def shape_coverage(
             done[shape].add(m)
     if environments is not None:
         current_m = {row[:7] for row in current}
-        for *shape, m, _ in measured - current:
-            if (*shape, m) not in current_m:
-                stale[tuple(shape)].add(m)
+        for *stale_shape, m, _ in measured - current:
+            if (*stale_shape, m) not in current_m:
+                stale[tuple(stale_shape)].add(m)
     return [
         ShapeCoverage(
             N=shape[2],

@@ -16,9 +16,10 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from db.base import utcnow
 from db.devices import get_or_create_device
 from db.engine import dialect_insert
-from db.models import Device, utcnow
+from db.models import Device
 from db.release_models import Blob, Release, ReleaseFile
 
 
@@ -228,11 +229,11 @@ def find_released_file(session: Session, *, device_name: str, file_name: str,
         file_name: vLLM's spelling of the file name.
         number: the release number, or None for the latest.
     """
-    release = (select(Release.release_id, Release.number)
-               .join(Device, Release.device_id == Device.device_id)
-               .where(Device.device_name == device_name))
-    release = (release.order_by(Release.number.desc()).limit(1) if number is None
-               else release.where(Release.number == number)).subquery()
+    releases = (select(Release.release_id, Release.number)
+                .join(Device, Release.device_id == Device.device_id)
+                .where(Device.device_name == device_name))
+    release = (releases.order_by(Release.number.desc()).limit(1) if number is None
+               else releases.where(Release.number == number)).subquery()
     row = session.execute(
         select(release.c.number, ReleaseFile.sha256)
         .join(ReleaseFile, ReleaseFile.release_id == release.c.release_id)

@@ -15,13 +15,33 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypedDict
 
 from sqlalchemy import insert, or_, select, update
 from sqlalchemy.orm import Session
 
+from db.base import utcnow
 from db.devices import get_or_create_device
 from db.engine import dialect_insert
-from db.models import DEFAULT_FAMILY, OUT_DTYPES, Device, Sweep, Task, utcnow
+from db.models import DEFAULT_FAMILY, OUT_DTYPES, Device, Sweep, Task
+
+
+class _SweepFields(TypedDict):
+    """`sweep_key`'s keyword arguments: the parameters that identify one sweep."""
+
+    device_name: str
+    model: str
+    tp: int
+    strategy: str
+    budget: int
+    space: str
+    seed: int
+    m_values: Sequence[int]
+    out_dtype: str
+    block_shape: tuple[int, int]
+    shapes: Sequence[tuple[int, int]]
+    family: str
+    shape_params: str
 
 
 @dataclass(frozen=True)
@@ -158,7 +178,7 @@ def _validate(*, out_dtype: str, m_values: Sequence[int], shapes: Sequence[tuple
         raise ValueError("block_shape and every shape must be pairs: (group_n, group_k), (N, K)")
 
 
-def _same_but_budget(session: Session, fields: dict) -> Sweep | None:
+def _same_but_budget(session: Session, fields: _SweepFields) -> Sweep | None:
     """The stored sweep whose parameters are `fields`' except the budget (the largest budget,
     then the newest, when several are stored): its key is recomputed with its own budget."""
     block_n, block_k = fields["block_shape"]
@@ -172,7 +192,8 @@ def _same_but_budget(session: Session, fields: dict) -> Sweep | None:
         .order_by(Sweep.budget.desc(), Sweep.sweep_id.desc())
     ).all()
     for sweep in candidates:
-        if sweep.sweep_key == sweep_key(**{**fields, "budget": sweep.budget}):
+        own: _SweepFields = {**fields, "budget": sweep.budget}
+        if sweep.sweep_key == sweep_key(**own):
             return sweep
     return None
 
@@ -278,10 +299,11 @@ def open_sweep(
     """
     _validate(out_dtype=out_dtype, m_values=m_values, shapes=shapes, block_shape=block_shape,
               tp=tp, budget=budget)
-    fields = {"device_name": device_name, "model": model, "tp": tp, "strategy": strategy,
-              "budget": budget, "space": space, "seed": seed, "m_values": m_values,
-              "out_dtype": out_dtype, "block_shape": block_shape, "shapes": shapes,
-              "family": family, "shape_params": shape_params}
+    fields: _SweepFields = {
+        "device_name": device_name, "model": model, "tp": tp, "strategy": strategy,
+        "budget": budget, "space": space, "seed": seed, "m_values": m_values,
+        "out_dtype": out_dtype, "block_shape": block_shape, "shapes": shapes,
+        "family": family, "shape_params": shape_params}
     key = sweep_key(**fields)
     find = select(Sweep.sweep_id).where(Sweep.sweep_key == key)
     for _ in range(3):  # another process may extend the same sweep between our reads
@@ -309,7 +331,7 @@ def _opened(session: Session, sweep_id: int, outcome: str, previous: int | None 
     return OpenedSweep(info, outcome, info.budget if previous is None else previous, reopened)
 
 
-def _create(session: Session, key: str, fields: dict) -> OpenedSweep:
+def _create(session: Session, key: str, fields: _SweepFields) -> OpenedSweep:
     """Insert the sweep and its tasks, or find it when another process inserted it first."""
     find = select(Sweep.sweep_id).where(Sweep.sweep_key == key)
     grid = sorted({int(m) for m in fields["m_values"]})

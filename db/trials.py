@@ -8,14 +8,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Connection, bindparam, select, update
+from sqlalchemy import Connection, Table, bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from db.base import utcnow
 from db.engine import dialect_insert
-from db.models import CONFIG_COLUMNS, TRIAL_STATUSES, Task, Trial, utcnow
+from db.models import CONFIG_COLUMNS, TRIAL_STATUSES, Task, Trial
 
 # Trial columns a record writes, in order (the statements below bind them by name).
 _RECORD_COLUMNS = ("task_id", "environment_id", *CONFIG_COLUMNS, "is_default", "status",
@@ -116,10 +117,12 @@ def _checked(config: Mapping[str, int], status: str) -> dict[str, int]:
 
 # Core statements of `record_held_trial`, built once per dialect (building and caching an ORM
 # statement per trial cost more CPU than the transaction itself).
-_HOLD = (update(Task.__table__)
-         .where(Task.__table__.c.task_id == bindparam("held_task_id"),
-                Task.__table__.c.worker_id == bindparam("held_worker_id"),
-                Task.__table__.c.state == "running")
+# A mapped class's __table__ is its Table; SQLAlchemy annotates it as the wider FromClause.
+_TASKS = cast(Table, Task.__table__)
+_HOLD = (update(_TASKS)
+         .where(_TASKS.c.task_id == bindparam("held_task_id"),
+                _TASKS.c.worker_id == bindparam("held_worker_id"),
+                _TASKS.c.state == "running")
          .values(in_flight_config=None, in_flight_since=None))
 _INSERTS: dict[str, Any] = {}
 

@@ -14,3 +14,12 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 def _user_shapes_dir(tmp_path_factory: pytest.TempPathFactory,
                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TUNER_SHAPES_DIR", str(tmp_path_factory.mktemp("user-shapes")))
+
+
+@pytest.fixture
+def no_visible_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host without a CUDA GPU, as CI is: `tuner.run.gpus.visible_gpus` answers none, whatever
+    GPU the machine running the tests has."""
+    from tuner.run import gpus
+
+    monkeypatch.setattr(gpus, "visible_gpus", lambda: [])

@@ -177,7 +177,7 @@ def download_zip(device_name: DeviceName, request: Request, release: ReleaseNumb
             stored = _canonical(session, device_name)
             found = None if stored is None else releases.find_release_archive(
                 session, device_name=stored, engine=engine, number=release)
-            if found is None:
+            if found is None or stored is None:
                 raise _no_release(session, device_name, release)
             device_name = stored
         suffix = "" if engine == "vllm" else f"-{engine}"

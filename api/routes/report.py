@@ -57,10 +57,11 @@ def read_report(device_name: KnownDevice, session: SessionDep,
     for key in sorted(set(by_shape) | set(coverage) | set(imported)):
         rows = by_shape.get(key, {})
         extra = imported.get(key)
-        for M, config in (extra.configs.items() if extra else ()):
+        labels = extra.labels if extra is not None else {}
+        for M, config in (extra.configs.items() if extra is not None else ()):
             if M not in rows:
                 rows[M] = ReportRow(M=M, config=config, latency_us=None, default_latency_us=None,
-                                    is_default=False, imported_from=extra.labels[M])
+                                    is_default=False, imported_from=labels[M])
         left_out = sorted(extra.left_out.items()) if extra else []
         for M, (label, reason) in left_out:
             if M not in rows:

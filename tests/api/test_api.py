@@ -376,14 +376,14 @@ def test_settings_from_environment(monkeypatch: pytest.MonkeyPatch, store_url: s
 def test_every_route_declares_its_response() -> None:
     routes = {route.path: route for router in (health.router, devices.router, releases.router)
               for route in router.routes if isinstance(route, APIRoute)}
-    assert sorted(routes) == [
+    assert {
         "/devices", "/devices/{device_name}/configs", "/devices/{device_name}/configs.zip",
         "/devices/{device_name}/configs/{file_name}",
         "/devices/{device_name}/preview/configs", "/devices/{device_name}/preview/configs.zip",
         "/devices/{device_name}/preview/configs/{file_name}", "/devices/{device_name}/releases",
         "/health",
-    ]
-    for path, route in routes.items():
+    } <= set(routes)
+    for path, route in routes.items():  # these and any route the three routers gain
         raw = route.response_class is Response and "configs" in path
         assert route.response_model is not None or raw, path
 

@@ -80,7 +80,7 @@ def test_dry_run_lists_what_would_be_timed(tmp_path, capsys):
     (["--device", "H200", "--rounds", "1", "--dry-run"], "--rounds must be at least 2, got 1"),
     (["--device", "H200"], "no visible GPU is H200 (visible: none); timing needs one"),
 ])
-def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, message):
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, no_visible_gpu, args, message):
     shipped = write_shipped(tmp_path / "shipped")
     assert vs.main([*args, "--shipped-dir", str(shipped)]) == 2
     err = capsys.readouterr().err

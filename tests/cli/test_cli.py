@@ -80,8 +80,7 @@ def test_unknown_model_lists_known_ones():
                    "tiny, tiny-moe")
 
 
-def test_no_matching_gpu_names_what_is_visible():
-    # CI has CPU torch only: nothing is visible.
+def test_no_matching_gpu_names_what_is_visible(no_visible_gpu):
     one_line_error(invoke("sweep", "--device", "L20", "--model", "tiny"),
                    "no visible GPU matches --device L20; visible: no CUDA GPU")
 

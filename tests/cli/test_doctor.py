@@ -11,6 +11,11 @@ from tests.standin_vllm import build_standin
 from tuner.compare.doctor import required_version
 from tuner.files.provenance import installed_triton_minor
 
+# doctor takes its default arch and device from the visible GPUs (tuner.run.gpus.visible_gpus):
+# the child sees none, as on CI, whatever GPU the machine running the tests has.
+NO_GPU_TUNER = ("import sys; import tuner.run.gpus as gpus; gpus.visible_gpus = lambda: []; "
+                "sys.argv[0] = 'tuner'; from tuner.cli.app import main; main()")
+
 
 def doctor(*args, vllm=None, extra=None, **standin):
     """Run `tuner doctor`; `standin` sets the stand-in's answers (`capability="9.0"`, ...),
@@ -23,7 +28,7 @@ def doctor(*args, vllm=None, extra=None, **standin):
         env["PYTHONPATH"] = str(vllm)
     env.update({f"STANDIN_VLLM_{key.upper()}": value for key, value in standin.items()})
     env.update(extra or {})
-    return subprocess.run([sys.executable, "-m", "tuner.cli", "doctor", *args], env=env,
+    return subprocess.run([sys.executable, "-c", NO_GPU_TUNER, "doctor", *args], env=env,
                           capture_output=True, text=True, timeout=600)
 
 

@@ -23,7 +23,7 @@ def test_a_model_in_the_wrong_case_gets_its_name():
         "qwen3-30b-a3b-fp8, qwen3.8-27b, tiny, tiny-moe"]
 
 
-def test_a_mistyped_device_gets_the_closest_gpu(tmp_path):
+def test_a_mistyped_device_gets_the_closest_gpu(tmp_path, no_visible_gpu):
     assert error_line(["sweep", "--device", "L2O", "--model", "tiny"]) == [
         "error: no visible GPU matches --device L2O (did you mean 'L20'?); visible: no CUDA GPU"]
     assert error_line(["sweep", "--device", "L2O", "--model", "tiny", "--no-run", "--db",

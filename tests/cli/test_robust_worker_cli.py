@@ -29,7 +29,7 @@ def one_line(args: list[str], expected: str) -> None:
     assert result.stderr.strip().splitlines() == [f"error: {expected}"]
 
 
-def test_worker_refuses_what_it_cannot_run(folder):
+def test_worker_refuses_what_it_cannot_run(folder, no_visible_gpu):
     db = ["--db", "sqlite:///t.db"]
     one_line(["worker", "--device", "L20", "--replay", "l20.json", "--sweep", "2", *db],
              "no sweep 2 in store sqlite:///t.db")

@@ -33,7 +33,7 @@ def _timestamp(name: str) -> sa.Column:
     return sa.Column(name, sa.DateTime(timezone=True), nullable=False)
 
 
-def _task_and_environment(table: str) -> list[sa.SchemaItem]:
+def _task_and_environment(table: str) -> list[sa.schema.SchemaItem]:
     return [
         sa.Column("task_id", sa.Integer(), nullable=False),
         sa.Column("environment_id", sa.Integer(), nullable=False),

@@ -115,10 +115,13 @@ def test_refusals_are_one_line(config: dict, tp: int, message: str) -> None:
     assert message in text
 
 
-def test_known_architectures_are_the_five() -> None:
-    assert list(KNOWN_ARCHITECTURES) == ["LlamaForCausalLM", "MistralForCausalLM",
-                                         "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-                                         "Qwen3MoeForCausalLM"]
+def test_the_five_architectures_are_known_and_every_known_one_is_read() -> None:
+    assert {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+            "Qwen3MoeForCausalLM"} <= set(KNOWN_ARCHITECTURES)
+    for architecture in KNOWN_ARCHITECTURES:  # the attention layers by the rule, at least
+        derived = derive_shapes({**LLAMA, "architectures": [architecture]}, 1)
+        assert derived.architecture == architecture
+        assert derived.shapes[:2] == ((6144, 4096), (4096, 4096)), architecture
 
 
 # The MoE fields of Qwen/Qwen3-30B-A3B-FP8's config.json.
