@@ -73,7 +73,7 @@ def test_open_store_creates_schema_in_new_folder(tmp_path: Path) -> None:
     engine = open_store(f"sqlite:///{path}")
     try:
         assert path.is_file()
-        assert current_revision(engine) == head_revision() == "0009"
+        assert current_revision(engine) == head_revision() == "0010"
         assert TABLES <= set(inspect(engine).get_table_names())
         with engine.connect() as connection:
             pragmas = {
@@ -176,7 +176,7 @@ def test_a_store_made_by_the_first_schema_upgrades_and_keeps_its_rows(tmp_path: 
         connection.execute(text("INSERT INTO devices (device_name, created_at) "
                                 "VALUES ('NVIDIA_L20', '2026-11-30 00:00:00')"))
     engine.dispose()
-    with pytest.raises(SchemaError, match=r"revision 0001, this tuner expects 0009: run "
+    with pytest.raises(SchemaError, match=r"revision 0001, this tuner expects 0010: run "
                        r"`tuner db upgrade`"):
         open_store(url)
     assert _version(url) == ["0001"]  # refusing changed nothing
@@ -188,7 +188,7 @@ def test_a_store_made_by_the_first_schema_upgrades_and_keeps_its_rows(tmp_path: 
         assert list(connection.scalars(text("SELECT device_name FROM devices"))) == ["NVIDIA_L20"]
     engine.dispose()
     open_store(url).dispose()
-    assert _version(url) == ["0009"]
+    assert _version(url) == ["0010"]
 
 
 def test_a_store_at_0003_with_data_upgrades_to_head_and_back(tmp_path: Path) -> None:
@@ -215,7 +215,7 @@ def test_a_store_at_0003_with_data_upgrades_to_head_and_back(tmp_path: Path) -> 
         for statement in statements:
             connection.execute(text(statement))
     engine.dispose()
-    with pytest.raises(SchemaError, match=r"revision 0003, this tuner expects 0009"):
+    with pytest.raises(SchemaError, match=r"revision 0003, this tuner expects 0010"):
         open_store(url)
     engine = make_engine(url)
     upgrade(engine)
@@ -228,7 +228,7 @@ def test_a_store_at_0003_with_data_upgrades_to_head_and_back(tmp_path: Path) -> 
             assert connection.execute(text(f"SELECT count(*) FROM {table}")).scalar_one() == 0
     upgrade(engine, "head")  # at head already: nothing to do
     engine.dispose()
-    assert _version(url) == ["0009"]
+    assert _version(url) == ["0010"]
     opened = open_store(url)
     with session_scope(opened) as session:
         session.execute(text("INSERT INTO ceilings (environment_id, name, value, created_at) "

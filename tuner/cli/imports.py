@@ -83,7 +83,7 @@ def clamp_lines_of(parsed: list[tuple[Path, ParsedFile]],
 
     lines = []
     for path, item in parsed:
-        if path.name == item.name.name:  # vLLM's spelling: a file for vLLM
+        if path.name == item.vllm_name:  # vLLM's spelling: a file for vLLM
             continue
         lines += [f"warning: {line}" for line in clamp_lines(
             item.name.device_name, engine_version, [(path.name, item.configs)])]
@@ -245,7 +245,8 @@ def import_files(
             item = plan.item
             verdict = verdicts.get(plan.path, Verdict())
             repo.record_import(session, device_name=plan.target, N=item.name.N, K=item.name.K,
-                               block_shape=item.name.block_shape, label=label,
+                               block_shape=item.name.block_shape, family=item.family,
+                               label=label,
                                file_name=plan.path.name, sha256=item.sha256,
                                configs=item.configs, checked_arch=verdict.arch,
                                cannot_launch=verdict.cannot_launch)
