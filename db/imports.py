@@ -195,9 +195,10 @@ def list_import_device_names(session: Session) -> list[str]:
 
 
 def imported_configs(
-    session: Session, *, device_name: str
+    session: Session, *, device_name: str, family: str = DEFAULT_FAMILY
 ) -> dict[tuple[int, int, tuple[int, int]], ImportedShape]:
-    """Per (N, K, block_shape) of a device, the imported entries a merge can fall back on.
+    """Per (N, K, block_shape) of a device, the imported entries of one kernel family a merge
+    can fall back on (another family's files are never taken for the dense GEMM's).
 
     Where several imports carry an M, the latest import (by created_at, then import_id) wins,
     among the entries that can launch: an entry the launch check found cannot launch on the
@@ -206,13 +207,15 @@ def imported_configs(
     Args:
         session: the open session.
         device_name: vLLM's device key.
+        family: the kernel family of the imports (`ImportInfo.family`); the dense GEMM's by
+            default.
 
     Returns:
         (N, K, block_shape) -> entries and the label of each.
     """
     merged: dict[tuple[int, int, tuple[int, int]], ImportedShape] = {}
-    ordered = sorted(list_imports(session, device_name=device_name),
-                     key=lambda i: (i.created_at, i.import_id))
+    ordered = sorted((i for i in list_imports(session, device_name=device_name)
+                      if i.family == family), key=lambda i: (i.created_at, i.import_id))
     for item in ordered:
         shape = merged.setdefault((item.N, item.K, item.block_shape), ImportedShape({}, {}))
         for M, entry in item.configs.items():
