@@ -242,8 +242,9 @@ def current_provenance(
     """The provenance current trials must have, on this machine, for one device.
 
     Rule: the kernel source is `read_source`'s. For the builtin source the kernel hashes are
-    this package's, one per family (`family_hashes`; only `kernel_hash` when it is given); for vLLM's, those of the installed vLLM's kernels, or where vLLM is not importable
-    (the HTTP service) those the newest vLLM version in the device's environments recorded.
+    this package's, one per family (`family_hashes`; only `kernel_hash` when it is given);
+    for vLLM's, those of the installed vLLM's kernels, or where vLLM is not importable (the
+    HTTP service) those the newest vLLM version in the device's environments recorded.
     Triton's major.minor is the installed one; where triton is not installed (an HTTP service
     without the kernel extra), it is the newest major.minor among the device's environments
     that have a current kernel hash, and None (any Triton) when there is none: then no trial
