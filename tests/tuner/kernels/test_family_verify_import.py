@@ -125,3 +125,24 @@ def test_a_registered_family_is_imported_as_its_own_family(tmp_path: Path, trio)
         "trio", 256, 384, TRIO_FILE, {1: SMALL.as_dict()})
     assert dense == {}  # never taken for the dense GEMM's file of (256, 384)
     assert own[(256, 384, (128, 128))].configs == {1: SMALL.as_dict()}
+
+
+def advise(out, asked, answer) -> None:
+    """The trio's doctor advice (`VllmServing.advice`): one line, and vLLM reads its files."""
+    out.lines.append(f"trio on {asked.arch} ({asked.table_arch}): {answer.kernel or 'table'}")
+    out.helps.append("trio")
+
+
+def test_doctor_says_what_a_registered_family_says_of_itself(monkeypatch) -> None:
+    from tuner.compare.doctor import diagnose
+    from tuner.kernels.family import VllmServing
+
+    hook = f"{__name__}:advise"
+    monkeypatch.setitem(FAMILIES, "trio", dataclasses.replace(
+        TRIO, serving=VllmServing(label="trio", advice=hook)))
+    monkeypatch.setattr("tuner.compare.doctor.vllm_version", lambda: None)
+    out = diagnose(arch="sm90", device_name=None, gpus=[], versions={"triton": ""},
+                   linear_backend_triton=False, compare=False)
+    assert out.lines[-1] == "trio on sm90 (sm90): table"
+    assert out.helps == ["moe", "trio"]  # sm90: vLLM runs the Triton MoE kernel by default
+    assert any(line.startswith("fused-MoE block-FP8: vLLM runs Triton") for line in out.lines)
