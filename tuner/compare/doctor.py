@@ -240,11 +240,12 @@ def diagnose(*, arch: str | None, device_name: str | None, gpus: list[str],
     for family in served:
         if family.serving and family.serving.advice:
             load_hook(family.serving.advice)(out, asked, answers.get(family.name, Answer(None)))
-    compared = [family.serving for family in served if family.serving and family.serving.compare]
-    labels = " and ".join(serving.label for serving in compared)
+    compared = {family.serving.label: family.serving.compare for family in served
+                if family.serving and family.serving.compare}
+    labels = " and ".join(compared)
     if compare and version is not None and not problem and versions.get("triton"):
-        for serving in compared:
-            load_hook(serving.compare)(out, capability)
+        for hook in compared.values():
+            load_hook(hook)(out, capability)
     elif compare and compared and version is not None and versions.get("triton"):
         say(f"builtin vs vLLM's compiled code ({labels}): not compared: {problem}; "
             'with CUDA_VISIBLE_DEVICES="" set vLLM keeps the real Triton, and doctor compares '

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from tuner.files.format import VLLM_M_GRID, vllm_pick_key
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.family import Shape
+from tuner.kernels.family import Shape, as_block_shape
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.measure.trial import TrialResult, TrialStatus
 
@@ -95,7 +95,7 @@ def timed_points(configs: Mapping[int, Mapping[str, int]], m_points: Iterable[in
         raise ValueError("the file has no keys")
     parsed = {M: KernelConfig.from_dict(entry) for M, entry in configs.items()}
     kernel_family = get_family(family)
-    shape = shape if shape is not None else Shape(0, 0, tuple(block_shape))
+    shape = shape if shape is not None else Shape(0, 0, as_block_shape(block_shape))
     return [M for M in m_points
             if parsed[vllm_pick_key(parsed, M)] != kernel_family.default_config(shape, M)]
 
@@ -244,7 +244,7 @@ def verify_point(
     config = configs[key]
     if config == default:
         return PointResult(M=M, key=key, config=config, verdict=Verdict.OK, timed=False)
-    shape = shape if shape is not None else Shape(N, K, tuple(block_shape))
+    shape = shape if shape is not None else Shape(N, K, as_block_shape(block_shape))
     reason = get_family(family).why_invalid(config, shape)
     if reason is not None:
         return PointResult(M=M, key=key, config=config, verdict=Verdict.FAILED, timed=False,
@@ -319,7 +319,7 @@ def verify_shape(
         ValueError: no configs, an entry without vLLM's six keys, or an unknown family.
     """
     kernel_family = get_family(family)
-    shape = Shape(N, K, (block_shape[0], block_shape[1]), tuple(params))
+    shape = Shape(N, K, as_block_shape(block_shape), tuple(params))
     if retime is None or rounds is None:
         from tuner.measure.noise import RETIME_ROUNDS, retime_interleaved
 

@@ -97,10 +97,15 @@ class Answer:
     others: str = ""
 
 
+def _probes() -> dict[str, str]:
+    """family name -> its selection probe (`VllmServing.select`), in registry order."""
+    return {name: family.serving.select for name, family in FAMILIES.items()
+            if family.serving is not None and family.serving.select is not None}
+
+
 def _asked() -> list[str]:
-    """The registered families with a selection probe (`VllmServing.select`), in order."""
-    return [name for name, family in FAMILIES.items()
-            if family.serving is not None and family.serving.select is not None]
+    """The registered families with a selection probe, in order."""
+    return list(_probes())
 
 
 def _each(why: str) -> dict[str, Answer]:
@@ -178,8 +183,7 @@ def _ask_all(capability: int, model: ModelAsked) -> dict:
 
     found = {}
     with server_vllm_config(model.model_type):
-        for name in _asked():
-            select = FAMILIES[name].serving.select  # type: ignore[union-attr]
+        for name, select in _probes().items():
             try:
                 found[name] = vars(load_hook(select)(capability, model))
             except Exception as exc:  # noqa: BLE001 - any failure of vLLM's code is the answer

@@ -138,12 +138,13 @@ def family_hashes(source: str = BUILTIN) -> dict[str, str]:
     if source not in (BUILTIN, VLLM):
         raise ValueError(f"source must be {BUILTIN} or {VLLM}, got {source!r}")
     hashes = {}
-    for name in [DEFAULT_FAMILY, *sorted(set(FAMILIES) - {DEFAULT_FAMILY})]:
+    ordered = sorted(FAMILIES.values(), key=lambda f: (f.name != DEFAULT_FAMILY, f.name))
+    for family in ordered:
         if source == BUILTIN:
-            hashes[name] = family_kernel_hash(name)
+            hashes[family.name] = family_kernel_hash(family.name)
             continue
         try:
-            hashes[name] = FAMILIES[name].source(VLLM).kernel_hash
+            hashes[family.name] = family.source(VLLM).kernel_hash
         except ValueError:
             continue
     return hashes
