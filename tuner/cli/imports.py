@@ -140,7 +140,8 @@ def _check_device(target: str, plans: list[Planned], capabilities: list[str],
         try:
             verdict = check_entries(item.configs, arch=found.arch, device_name=target,
                                     N=item.name.N, K=item.name.K,
-                                    block_shape=item.name.block_shape, pool=pool)
+                                    block_shape=item.name.block_shape, pool=pool,
+                                    family=item.family)
         except Exception as exc:  # noqa: BLE001 - a broken compiler leaves the file unchecked
             lines.append(f"not checked {plan.path.name}: compiling failed: "
                          f"{' '.join(str(exc).split())[:200]}")
