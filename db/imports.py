@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from db.devices import get_or_create_device
 from db.engine import dialect_insert
-from db.models import Device, ImportedFile, utcnow
+from db.models import DEFAULT_FAMILY, Device, ImportedFile, utcnow
 
 MAX_LABEL = 128
 
@@ -28,7 +28,8 @@ class ImportInfo:
 
     `checked_arch` is the compute capability (e.g. 89) the entries were compiled for at import,
     None when they were not checked; `cannot_launch` maps the M whose entry cannot launch there
-    to the reason (config, shared memory needed and available).
+    to the reason (config, shared memory needed and available); `family` is the kernel family
+    the file's name parses as (`tuner.kernels.registry.family_of_file`).
     """
 
     import_id: int
@@ -43,6 +44,7 @@ class ImportInfo:
     created_at: datetime
     checked_arch: int | None = None
     cannot_launch: dict[int, str] = field(default_factory=dict)
+    family: str = DEFAULT_FAMILY
 
     @property
     def m_keys(self) -> tuple[int, ...]:
@@ -74,6 +76,7 @@ def _info(row: ImportedFile, device_name: str) -> ImportInfo:
         sha256=row.sha256, configs={int(M): dict(entry) for M, entry in row.configs.items()},
         created_at=row.created_at, checked_arch=row.checked_arch,
         cannot_launch={int(M): str(reason) for M, reason in (row.cannot_launch or {}).items()},
+        family=row.family,
     )
 
 
@@ -90,6 +93,7 @@ def record_import(
     configs: Mapping[int, Mapping[str, int]],
     checked_arch: int | None = None,
     cannot_launch: Mapping[int, str] | None = None,
+    family: str = DEFAULT_FAMILY,
 ) -> ImportInfo:
     """Store a file's entries for a device and shape; the same label again replaces them.
 
@@ -107,6 +111,8 @@ def record_import(
             were not checked (the API's imports, devices of unknown architecture).
         cannot_launch: M -> why its entry cannot launch on `checked_arch`; those entries are
             stored but left out of every merge.
+        family: the kernel family the file's name parses as
+            (`tuner.kernels.registry.family_of_file`); the dense GEMM's by default.
 
     Returns:
         The stored import.
@@ -132,6 +138,7 @@ def record_import(
         "sha256": sha256, "configs": {str(M): dict(configs[M]) for M in sorted(configs)},
         "created_at": utcnow(), "checked_arch": checked_arch,
         "cannot_launch": {str(M): str(rejected[M]) for M in sorted(rejected)},
+        "family": family,
     }
     keys = ["device_id", "N", "K", "block_n", "block_k", "label"]
     session.execute(
@@ -140,7 +147,7 @@ def record_import(
         .on_conflict_do_update(
             index_elements=keys,
             set_={name: values[name] for name in ("file_name", "sha256", "configs", "created_at",
-                                                  "checked_arch", "cannot_launch")},
+                                                  "checked_arch", "cannot_launch", "family")},
         )
     )
     row = session.scalars(
@@ -188,9 +195,10 @@ def list_import_device_names(session: Session) -> list[str]:
 
 
 def imported_configs(
-    session: Session, *, device_name: str
+    session: Session, *, device_name: str, family: str = DEFAULT_FAMILY
 ) -> dict[tuple[int, int, tuple[int, int]], ImportedShape]:
-    """Per (N, K, block_shape) of a device, the imported entries a merge can fall back on.
+    """Per (N, K, block_shape) of a device, the imported entries of one kernel family a merge
+    can fall back on (another family's files are never taken for the dense GEMM's).
 
     Where several imports carry an M, the latest import (by created_at, then import_id) wins,
     among the entries that can launch: an entry the launch check found cannot launch on the
@@ -199,13 +207,15 @@ def imported_configs(
     Args:
         session: the open session.
         device_name: vLLM's device key.
+        family: the kernel family of the imports (`ImportInfo.family`); the dense GEMM's by
+            default.
 
     Returns:
         (N, K, block_shape) -> entries and the label of each.
     """
     merged: dict[tuple[int, int, tuple[int, int]], ImportedShape] = {}
-    ordered = sorted(list_imports(session, device_name=device_name),
-                     key=lambda i: (i.created_at, i.import_id))
+    ordered = sorted((i for i in list_imports(session, device_name=device_name)
+                      if i.family == family), key=lambda i: (i.created_at, i.import_id))
     for item in ordered:
         shape = merged.setdefault((item.N, item.K, item.block_shape), ImportedShape({}, {}))
         for M, entry in item.configs.items():

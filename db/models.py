@@ -224,6 +224,9 @@ class ImportedFile(Base):
     # launch there. Merges leave those entries out.
     checked_arch: Mapped[int | None] = mapped_column(Integer)
     cannot_launch: Mapped[dict[str, str]] = mapped_column(JSON, default=dict, server_default="{}")
+    # The kernel family the file's name parses as (`tuner.kernels.registry.family_of_file`).
+    family: Mapped[str] = mapped_column(String(32), default=DEFAULT_FAMILY,
+                                        server_default=DEFAULT_FAMILY)
 
     __table_args__ = (UniqueConstraint("device_id", "N", "K", "block_n", "block_k", "label"),)
 

@@ -97,7 +97,8 @@ def import_file(
         raise HTTPException(422, detail=str(exc)) from None
     item = repo.record_import(
         session, device_name=target, N=parsed.name.N, K=parsed.name.K,
-        block_shape=parsed.name.block_shape, label=body.label, file_name=body.file_name,
+        block_shape=parsed.name.block_shape, family=parsed.family, label=body.label,
+        file_name=body.file_name,
         sha256=parsed.sha256, configs=parsed.configs,
     )
     note = None

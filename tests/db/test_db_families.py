@@ -130,3 +130,38 @@ def test_a_store_at_0004_upgrades_its_tasks_to_dense_and_downgrades_keeping_tria
         assert "family" not in columns and "in_flight_config" not in columns
     finally:
         engine.dispose()
+
+
+IMPORT_AT_0009 = ("INSERT INTO imports (import_id, device_id, N, K, block_n, block_k, label, "
+                  "file_name, sha256, configs, created_at, cannot_launch) VALUES (1, 1, 512, "
+                  "256, 128, 128, 'vllm', 'f.json', 'ab', '{}', '2026-12-01 00:00:00', '{}')")
+
+
+def test_a_store_at_0009_upgrades_its_imports_to_dense_and_downgrades(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'imports.db'}"
+    engine = make_engine(url)
+    try:
+        upgrade(engine, "0009")
+        with engine.begin() as connection:
+            connection.execute(text("INSERT INTO devices (device_id, device_name, created_at) "
+                                    "VALUES (1, 'NVIDIA_H200', '2026-12-01 00:00:00')"))
+            connection.execute(text(IMPORT_AT_0009))
+        upgrade(engine)
+        with session_scope(engine) as session:
+            (stored,) = repo.list_imports(session)
+            assert (stored.family, stored.N, stored.label) == ("dense", 512, "vllm")
+            toy = repo.record_import(session, device_name="NVIDIA_H200", N=64, K=32,
+                                     block_shape=(128, 128), label="toy", file_name="t.json",
+                                     sha256="cd", configs={1: DEFAULT}, family="toy")
+        assert toy.family == "toy"
+        with pytest.raises(RuntimeError, match=r"1 import\(s\) of another kernel family"):
+            command.downgrade(_alembic(url), "0009")
+        with engine.begin() as connection:
+            connection.execute(text("DELETE FROM imports WHERE label = 'toy'"))
+        command.downgrade(_alembic(url), "0009")
+        with engine.connect() as connection:
+            columns = [row[1] for row in connection.execute(text("PRAGMA table_info(imports)"))]
+            assert list(connection.scalars(text("SELECT label FROM imports"))) == ["vllm"]
+        assert "family" not in columns and "cannot_launch" in columns
+    finally:
+        engine.dispose()

@@ -83,7 +83,7 @@ def clamp_lines_of(parsed: list[tuple[Path, ParsedFile]],
 
     lines = []
     for path, item in parsed:
-        if path.name == item.name.name:  # vLLM's spelling: a file for vLLM
+        if path.name == item.vllm_name:  # vLLM's spelling: a file for vLLM
             continue
         lines += [f"warning: {line}" for line in clamp_lines(
             item.name.device_name, engine_version, [(path.name, item.configs)])]
@@ -140,7 +140,8 @@ def _check_device(target: str, plans: list[Planned], capabilities: list[str],
         try:
             verdict = check_entries(item.configs, arch=found.arch, device_name=target,
                                     N=item.name.N, K=item.name.K,
-                                    block_shape=item.name.block_shape, pool=pool)
+                                    block_shape=item.name.block_shape, pool=pool,
+                                    family=item.family)
         except Exception as exc:  # noqa: BLE001 - a broken compiler leaves the file unchecked
             lines.append(f"not checked {plan.path.name}: compiling failed: "
                          f"{' '.join(str(exc).split())[:200]}")
@@ -245,7 +246,8 @@ def import_files(
             item = plan.item
             verdict = verdicts.get(plan.path, Verdict())
             repo.record_import(session, device_name=plan.target, N=item.name.N, K=item.name.K,
-                               block_shape=item.name.block_shape, label=label,
+                               block_shape=item.name.block_shape, family=item.family,
+                               label=label,
                                file_name=plan.path.name, sha256=item.sha256,
                                configs=item.configs, checked_arch=verdict.arch,
                                cannot_launch=verdict.cannot_launch)

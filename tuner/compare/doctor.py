@@ -1,8 +1,9 @@
 """`tuner doctor`'s findings: whether tuning on this machine changes what vLLM runs. The GPUs,
 versions, vLLM's default kernels per family on the architecture, whether the tuned files are
-read and what makes them read, the kernel source a sweep here would time, and whether the
-builtin dense and fused-MoE kernels compile to vLLM's code. Facts, not a GPU run: works with
---arch alone."""
+read and what makes them read, the kernel source a sweep here would time, and whether each
+family's builtin kernel compiles to vLLM's code. Facts, not a GPU run: works with --arch alone.
+What is said of each family is the family's (`tuner.kernels.family.VllmServing`: its advice and
+comparison hooks)."""
 
 from __future__ import annotations
 
@@ -14,26 +15,17 @@ from tuner.compare.vllm_select import DEFAULT_MODEL, Answer, ModelAsked, ask_vll
 from tuner.files.provenance import installed_triton_minor, triton_minor
 from tuner.inputs.backends import (
     ARCH_BACKENDS,
-    FP8_BLOCK_KERNELS,
     TRITON_FLAG,
-    TRITON_KERNEL,
     VLLM_TORCH_PIN,
     VLLM_TRITON_PIN,
     VLLM_VERSION,
+    ArchBackend,
     arch_of,
-    table_dense_kernel,
 )
+from tuner.kernels.family import KernelFamily, load_hook
 from tuner.kernels.registry import FAMILIES
 from tuner.kernels.source import PLACEHOLDER_FIX, vllm_triton_problem, vllm_version
 
-# vLLM 0.33.0 reads fused-MoE files from VLLM_TUNED_CONFIG_FOLDER first, then its package's
-# fused_moe/configs/ (fused_moe.py, get_moe_configs); dense files only from the package's
-# quantization/utils/configs/ (fp8_utils.py, get_w8a8_block_fp8_configs).
-MOE_FOLDER_VARIABLE = "VLLM_TUNED_CONFIG_FOLDER"
-DENSE_FOLDER = "vllm/model_executor/layers/quantization/utils/configs/"
-# vLLM 0.33.0 fused_moe/oracle/fp8.py `_get_priority_backends`: on sm90 with 128x128 FP8
-# weights and dynamic 1x128 activations TRITON is moved first when ep_size == 1.
-MOE_TRITON_ARCHS = ("sm90",)
 TABLE = f"the tuner's table of vLLM {VLLM_VERSION}"
 OWN = "vLLM's own selection code"
 # A requirement line such as "triton==3.8.0" or "triton~=3.8.0; platform_system == 'Linux'".
@@ -97,6 +89,33 @@ class Diagnosis:
     reasons: list[str] = field(default_factory=list)
     helps: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What a family's doctor advice (`VllmServing.advice`) is asked about.
+
+    Attributes:
+        arch: "sm90", ...: the architecture doctor answers for.
+        capability: the same as an int, e.g. 90.
+        table_arch: its key in the tuner's table of vLLM's backends (`arch_of`), e.g.
+            "sm100/sm120".
+        table: that row of the table (`tuner.inputs.backends.ARCH_BACKENDS`).
+        model: the model vLLM serves (--model), None when not given.
+        linear_backend_triton: the server runs with `--linear-backend triton`.
+    """
+
+    arch: str
+    capability: int
+    table_arch: str
+    table: ArchBackend
+    model: ModelAsked | None
+    linear_backend_triton: bool
+
+
+def _served() -> list[KernelFamily]:
+    """The registered families doctor speaks of (those with `serving`), in registry order."""
+    return [family for family in FAMILIES.values() if family.serving is not None]
 
 
 def _arch_number(arch: str) -> int:
@@ -201,32 +220,38 @@ def diagnose(*, arch: str | None, device_name: str | None, gpus: list[str],
         if wanted and here and wanted != here:
             out.reasons.append(f"triton {here} is installed but vLLM {version} runs with "
                                f"triton {wanted}: tune inside the serving image")
-    family = arch_of(f"{_arch_number(arch) // 10}.{_arch_number(arch) % 10}")
-    table = {a.arch: a for a in ARCH_BACKENDS}.get(family or "")
-    if table is None:
+    capability = _arch_number(arch)
+    table_arch = arch_of(f"{capability // 10}.{capability % 10}")
+    table = {a.arch: a for a in ARCH_BACKENDS}.get(table_arch or "")
+    if table is None or table_arch is None:
         say("dense block-FP8 linear: vLLM runs no FP8 block kernel (FP8 needs sm89 or newer) "
             f"({TABLE})")
         out.reasons.append(f"{arch} has no FP8 dot: the block-FP8 kernels cannot run")
         return out
-    _say_model(out, model, family)
-    asked = model or DEFAULT_MODEL
-    dense, moe = ask_vllm(arch, asked) if version is not None else (Answer(None), Answer(None))
-    if dense.reason and dense.reason == moe.reason:  # one reason for both: said once
-        say(f"{dense.reason}: {TABLE} answers")
-        dense, moe = Answer(None), Answer(None)
-    _say_dense(out, table.default, dense, linear_backend_triton)
-    if dense.kernel is None and model is not None:
-        _say_table_shapes(out, _arch_number(arch), model)
-    _say_moe(out, family in MOE_TRITON_ARCHS, moe)
+    _say_model(out, model, table_arch)
+    served = _served()
+    answers = (ask_vllm(arch, model or DEFAULT_MODEL) if version is not None
+               else {family.name: Answer(None) for family in served})
+    reasons = {answers[family.name].reason for family in served}
+    if len(served) > 1 and len(reasons) == 1 and "" not in reasons:  # one for all: said once
+        say(f"{reasons.pop()}: {TABLE} answers")
+        answers = {family.name: Answer(None) for family in served}
+    asked = Asked(arch, capability, table_arch, table, model, linear_backend_triton)
+    for family in served:
+        if family.serving and family.serving.advice:
+            load_hook(family.serving.advice)(out, asked, answers.get(family.name, Answer(None)))
+    compared = {family.serving.label: family.serving.compare for family in served
+                if family.serving and family.serving.compare}
+    labels = " and ".join(compared)
     if compare and version is not None and not problem and versions.get("triton"):
-        _compare_dense(out, _arch_number(arch))
-        _compare_moe(out, _arch_number(arch))
-    elif compare and version is not None and versions.get("triton"):
-        say(f"builtin vs vLLM's compiled code (dense and fused-MoE): not compared: {problem}; "
+        for hook in compared.values():
+            load_hook(hook)(out, capability)
+    elif compare and compared and version is not None and versions.get("triton"):
+        say(f"builtin vs vLLM's compiled code ({labels}): not compared: {problem}; "
             'with CUDA_VISIBLE_DEVICES="" set vLLM keeps the real Triton, and doctor compares '
             "them")
-    elif compare and versions.get("triton"):
-        say("builtin vs vLLM's compiled code (dense and fused-MoE): no vLLM here to compare "
+    elif compare and compared and versions.get("triton"):
+        say(f"builtin vs vLLM's compiled code ({labels}): no vLLM here to compare "
             "with (bench/vllm_equivalence.py compares with a vLLM wheel's files)")
     if not out.helps:
         out.reasons.append(f"vLLM on {arch} reads no tuned file with default settings; "
@@ -235,7 +260,7 @@ def diagnose(*, arch: str | None, device_name: str | None, gpus: list[str],
     return out
 
 
-def _say_model(out: Diagnosis, model: ModelAsked | None, family: str | None) -> None:
+def _say_model(out: Diagnosis, model: ModelAsked | None, table_arch: str) -> None:
     """One line when the answer depends on a model fact doctor was not given."""
     if model is None:
         N, K = DEFAULT_MODEL.dense[0]
@@ -244,101 +269,19 @@ def _say_model(out: Diagnosis, model: ModelAsked | None, family: str | None) -> 
             f"{DEFAULT_MODEL.model_type}, N={N}, K={K}); it depends on the model's type and "
             "weight shapes (DeepGEMM checks both): pass --model (and --tp) for the model you "
             "serve")
-    elif model.model_type is None and family == "sm100/sm120":
+    elif model.model_type is None and table_arch == "sm100/sm120":
         out.lines.append(
             f"model type of {model.label} not known (its shapes file names none; `tuner shapes "
             "from-config config.json --save` records it): vLLM is asked as for a model type "
             "it does not turn DeepGEMM off for")
 
 
-def _say_table_shapes(out: Diagnosis, capability: int, model: ModelAsked) -> None:
-    """The table's dense kernel per shape of the model (`table_dense_kernel`), one line."""
-    by_kernel: dict[str, list[str]] = {}
-    for N, K in model.dense:
-        name = table_dense_kernel(capability, N, K, "bfloat16", model.model_type)
-        label = dict(FP8_BLOCK_KERNELS)[name].split(" (")[0] if name else "not known here"
-        by_kernel.setdefault(label, []).append(f"N={N},K={K}")
-    if by_kernel:
-        out.lines.append(f"  {model.label}: " + "; ".join(
-            f"{label} for {len(shapes)} of {len(model.dense)} shapes"
-            + (f" ({', '.join(shapes)})" if len(shapes) < len(model.dense) else "")
-            for label, shapes in by_kernel.items()) + f" ({TABLE})")
-
-
-def _say_dense(out: Diagnosis, default: str, answer: Answer,
-               linear_backend_triton: bool) -> None:
-    """The dense kernel vLLM runs, who said so, and whether it reads the dense files."""
-    say = out.lines.append
-    kernel = answer.kernel
-    if kernel is not None:
-        label = dict(FP8_BLOCK_KERNELS).get(kernel, kernel)
-        say(f"dense block-FP8 linear: vLLM runs {label} ({kernel}) by default ({OWN})")
-        if answer.others:
-            say(f"  other shapes: {answer.others}")
-        if answer.detail:
-            say(f"  passed over first: {answer.detail}")
-    else:
-        say(f"dense block-FP8 linear: by default vLLM runs {default} ({TABLE})")
-        if answer.reason:
-            say(f"  {answer.reason}: {TABLE} answers")
-    if kernel == TRITON_KERNEL or linear_backend_triton:
-        how = "by default" if kernel == TRITON_KERNEL else f"with {TRITON_FLAG}"
-        say(f"  files read: yes, {how} (from {DENSE_FOLDER} in the image)")
-        out.helps.append("dense")
-    else:
-        say(f"  files read: no; {TRITON_FLAG} makes vLLM run the Triton kernel that reads "
-            f"them (mount them at {DENSE_FOLDER}); measure first: tuner compare")
-
-
-def _say_moe(out: Diagnosis, table_triton: bool, answer: Answer) -> None:
-    """The fused-MoE backend vLLM runs, who said so, and whether it reads the MoE files."""
-    say = out.lines.append
-    if answer.kernel is not None:
-        experts = f" ({answer.detail})" if answer.detail else ""
-        say(f"fused-MoE block-FP8: vLLM runs {answer.kernel}{experts} by default with 128x128 "
-            f"weights and ep_size 1 ({OWN})")
-        triton = answer.kernel == "TRITON"
-    else:
-        say("fused-MoE block-FP8: vLLM runs " + (
-            "Triton (fused_moe_kernel) by default with 128x128 weights and ep_size 1"
-            if table_triton else "the first of its MoE backends that supports the GPU (not "
-            "verified here for this architecture)") + f" ({TABLE})")
-        if answer.reason:
-            say(f"  {answer.reason}: {TABLE} answers")
-        triton = table_triton
-    if triton:
-        say(f"  files read: yes, from ${MOE_FOLDER_VARIABLE} or vLLM's fused_moe/configs/")
-        out.helps.append("moe")
-    else:
-        say(f"  files read: only where vLLM picks TRITON; ${MOE_FOLDER_VARIABLE} names "
-            "their folder")
-
-
-def _compare_dense(out: Diagnosis, arch: int) -> None:
-    """Compile the builtin dense kernel and vLLM's with vLLM's default config at M = 1 and
-    M = 64 (two specializations) and say whether the code is the same."""
-    from tuner.kernels.dense.space import default_config
-    from tuner.kernels.dense.vllm_workload import vllm_kernel
-    from tuner.measure.fidelity import compile_dense_pair
-
-    dense = FAMILIES["dense"].vllm
-    head = f"builtin vs vLLM's dense kernel on sm{arch}"
-    try:
-        theirs = vllm_kernel(dense.module, dense.function)
-        pairs = [compile_dense_pair(theirs, default_config(), arch, M=M, N=4096, K=4096)
-                 for M in (1, 64)]
-    except Exception as exc:  # noqa: BLE001 - any import or compile failure is the finding
-        out.lines.append(_not_compared(head, exc))
-        return
-    out.lines.append(_compared(head, pairs, "tune with --kernel vllm here",
-                               "at M=1, default config"))
-
-
-def _not_compared(head: str, exc: Exception) -> str:
+def not_compared(head: str, exc: Exception) -> str:
+    """The line on a comparison that could not be made: `head`, the exception in one line."""
     return f"{head}: not compared ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
 
 
-def _compared(head: str, pairs: list, hint: str, where: str) -> str:
+def compared_line(head: str, pairs: list, hint: str, where: str) -> str:
     """The line on (builtin, vLLM's) compiled pairs: DIFFERENT code with what differs and
     `hint`, or same code with the first pair's shared memory, registers and PTX count."""
     from tuner.measure.fidelity import same_code
@@ -349,32 +292,3 @@ def _compared(head: str, pairs: list, hint: str, where: str) -> str:
     ours = pairs[0][0]
     return (f"{head}: same code (shared {ours.shared} bytes, {ours.n_regs} registers, "
             f"{ours.instructions} PTX instructions {where})")
-
-
-# The fused-MoE comparison's layer: DeepSeek-V3 at tensor parallel 8 (shapes/deepseek-v3.toml;
-# bench/moe_fidelity.py's "deepseek-v3 tp8"); M = 1 and 256 take vLLM's two default tilings.
-MOE_COMPARED = {"E": 256, "N": 256, "K": 7168, "top_k": 8}
-MOE_COMPARED_M = (1, 256)
-
-
-def _compare_moe(out: Diagnosis, arch: int) -> None:
-    """Compile the builtin fused-MoE kernel and vLLM's `fused_moe_kernel` with vLLM's default
-    config at two M, both GEMMs each, and say whether the code is the same."""
-    from tuner.kernels.moe.space import default_config
-    from tuner.measure.fidelity import compile_moe_pairs
-
-    moe = FAMILIES["moe"].vllm
-    head = f"builtin vs vLLM's fused-MoE kernel on sm{arch}"
-    if moe is None:
-        out.lines.append(f"{head}: not compared (the family names no vLLM kernel)")
-        return
-    try:
-        pairs = [pair for M in MOE_COMPARED_M for pair in compile_moe_pairs(
-            moe.module, moe.function, default_config(M), arch, M=M, **MOE_COMPARED)]
-    except Exception as exc:  # noqa: BLE001 - any import or compile failure is the finding
-        out.lines.append(_not_compared(head, exc))
-        return
-    out.lines.append(_compared(
-        head, pairs, "tune MoE with --kernel vllm here",
-        f"in the gate_up GEMM at M={MOE_COMPARED_M[0]}, default configs at M="
-        + " and ".join(map(str, MOE_COMPARED_M))))

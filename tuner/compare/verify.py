@@ -15,7 +15,8 @@ from typing import Protocol
 
 from tuner.files.format import VLLM_M_GRID, vllm_pick_key
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.dense.space import default_config, why_invalid
+from tuner.kernels.family import Shape, as_block_shape
+from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.measure.trial import TrialResult, TrialStatus
 
 
@@ -70,14 +71,19 @@ def check_points(keys: Iterable[int], grid: Iterable[int]) -> list[int]:
 
 
 def timed_points(configs: Mapping[int, Mapping[str, int]], m_points: Iterable[int],
-                 block_shape: tuple[int, int]) -> list[int]:
+                 block_shape: tuple[int, int], *, family: str = DEFAULT_FAMILY,
+                 shape: Shape | None = None) -> list[int]:
     """The M of `m_points` where `verify_shape` runs a kernel: vLLM's pick there is not the
-    default config (where it is, nothing runs). Progress counts these.
+    default config at that M (where it is, nothing runs). Progress counts these.
 
     Args:
         configs: the file: M key -> config with vLLM's six keys.
         m_points: M values, each >= 1.
         block_shape: [group_n, group_k] of the weight scales.
+        family: the kernel family of the file (`tuner.kernels.registry`), whose
+            `default_config` vLLM runs without a file.
+        shape: the family's shape of the file; None: one of `block_shape` (the family's
+            defaults and checks read no more of it than block_shape and its params).
 
     Returns:
         Those M, in the order of `m_points`.
@@ -88,8 +94,10 @@ def timed_points(configs: Mapping[int, Mapping[str, int]], m_points: Iterable[in
     if not configs:
         raise ValueError("the file has no keys")
     parsed = {M: KernelConfig.from_dict(entry) for M, entry in configs.items()}
-    default = default_config(block_shape)
-    return [M for M in m_points if parsed[vllm_pick_key(parsed, M)] != default]
+    kernel_family = get_family(family)
+    shape = shape if shape is not None else Shape(0, 0, as_block_shape(block_shape))
+    return [M for M in m_points
+            if parsed[vllm_pick_key(parsed, M)] != kernel_family.default_config(shape, M)]
 
 
 # The least noise a loss must exceed on the interpreter, as a fraction of the default's median:
@@ -227,14 +235,17 @@ def _one_line(exc: BaseException) -> str:
 def verify_point(
     M: int, *, N: int, K: int, configs: Mapping[int, KernelConfig], default: KernelConfig,
     block_shape: tuple[int, int], make_runner: RunnerFactory, rounds: int, retime: RetimeFn,
-    noise_floor: float = 0.0,
+    noise_floor: float = 0.0, family: str = DEFAULT_FAMILY, shape: Shape | None = None,
 ) -> PointResult:
-    """Time vLLM's pick for one M against the default config (see `verify_shape`)."""
+    """Time vLLM's pick for one M against the default config (see `verify_shape`); `family`
+    checks the pick (`KernelFamily.why_invalid` for `shape`, by default N, K and
+    `block_shape`)."""
     key = vllm_pick_key(configs, M)
     config = configs[key]
     if config == default:
         return PointResult(M=M, key=key, config=config, verdict=Verdict.OK, timed=False)
-    reason = why_invalid(config, block_shape)
+    shape = shape if shape is not None else Shape(N, K, as_block_shape(block_shape))
+    reason = get_family(family).why_invalid(config, shape)
     if reason is not None:
         return PointResult(M=M, key=key, config=config, verdict=Verdict.FAILED, timed=False,
                            error=f"invalid config: {reason}")
@@ -272,8 +283,11 @@ def verify_shape(
     retime: RetimeFn | None = None,
     on_point: Callable[[PointResult], None] | None = None,
     noise_floor: float = 0.0,
+    family: str = DEFAULT_FAMILY,
+    params: tuple[tuple[str, int], ...] = (),
 ) -> ShapeVerification:
-    """Time, at each M, the config vLLM would run from this file against vLLM's default config.
+    """Time, at each M, the config vLLM would run from this file against vLLM's default config
+    at that M (`KernelFamily.default_config` of the file's family).
 
     For each M: the key vLLM picks (`tuner.files.format.vllm_pick_key`) and its config. If that
     is the default config, the speedup is 1 and nothing runs. Otherwise a runner for (N, K, M)
@@ -294,13 +308,18 @@ def verify_shape(
             None for tuner.measure.noise.retime_interleaved.
         on_point: called with each result as soon as it is known (progress output).
         noise_floor: the least noise `judge` assumes, as a fraction of the default's median.
+        family: the file's kernel family (`tuner.kernels.registry`): its default config, its
+            checks of a config.
+        params: the family's dimensions beyond N and K, as `Shape.params`.
 
     Returns:
         The results in the order of `m_points`.
 
     Raises:
-        ValueError: no configs, or an entry without vLLM's six keys.
+        ValueError: no configs, an entry without vLLM's six keys, or an unknown family.
     """
+    kernel_family = get_family(family)
+    shape = Shape(N, K, as_block_shape(block_shape), tuple(params))
     if retime is None or rounds is None:
         from tuner.measure.noise import RETIME_ROUNDS, retime_interleaved
 
@@ -309,12 +328,12 @@ def verify_shape(
     if not configs:
         raise ValueError(f"N={N},K={K}: the file has no keys")
     parsed = {M: KernelConfig.from_dict(entry) for M, entry in configs.items()}
-    default = default_config(block_shape)
     results = []
     for M in m_points:
-        result = verify_point(M, N=N, K=K, configs=parsed, default=default,
+        result = verify_point(M, N=N, K=K, configs=parsed,
+                              default=kernel_family.default_config(shape, M),
                               block_shape=block_shape, make_runner=make_runner, rounds=rounds,
-                              retime=retime, noise_floor=noise_floor)
+                              retime=retime, noise_floor=noise_floor, family=family, shape=shape)
         if on_point is not None:
             on_point(result)
         results.append(result)

@@ -18,9 +18,9 @@ from tuner.compare.verify import (
     verify_shape,
 )
 from tuner.files.format import VLLM_M_GRID
-from tuner.files.merge import DeviceFiles, dense_key
+from tuner.files.merge import DeviceFiles
 from tuner.inputs.shapes import ModelShapes
-from tuner.kernels.family import FamilyShape
+from tuner.kernels.family import FamilyShape, Shape
 from tuner.kernels.registry import DEFAULT_FAMILY
 
 # Tune-and-check passes of `--fix`: each new key adds midpoints and neighbours to check.
@@ -91,13 +91,14 @@ def offending_lines(results: Sequence[ShapeVerification]) -> list[str]:
     return lines
 
 
-def no_file_line(model_shapes: ModelShapes, files: DeviceFiles, device_name: str) -> str | None:
-    """The error line when none of the model's dense shapes has a file to check, else None."""
-    block_shape = tuple(model_shapes.block_shape)
-    have = {(f.N, f.K) for f in files.files
-            if f.family == DEFAULT_FAMILY and f.block_shape == block_shape}
+def no_file_line(model_shapes: ModelShapes, files: DeviceFiles, device_name: str,
+                 family: str = DEFAULT_FAMILY) -> str | None:
+    """The error line when none of the model's GEMM shapes (`ModelShapes.shapes`, of the
+    default family unless `family` says otherwise) has a file to check, else None."""
+    group_n, group_k = model_shapes.block_shape
     shapes = set(model_shapes.shapes)
-    if have & shapes:
+    wanted = {FamilyShape(family, Shape(N, K, (group_n, group_k))) for N, K in shapes}
+    if any(f.key in wanted for f in files.files):
         return None
     reasons = "; ".join(f"{shape_label(item.N, item.K)}: {item.reason}"
                         for item in files.skipped if (item.N, item.K) in shapes
@@ -146,11 +147,13 @@ class VerifyRun:
     """Checks a model's dense files at the M of `check_points` over `shape_grid(choice, ...)`.
 
     Attributes:
-        model_shapes: the model's shapes (`tuner.inputs.shapes.load_shapes`).
+        model_shapes: the model's shapes (`tuner.inputs.shapes.load_shapes`); its GEMM shapes
+            (`ModelShapes.shapes`) are checked.
         choice: `--m`: None, M_ALL or a tuple of M values.
         make_runner: (N, K, M) -> a runner (`tuner.compare.verify.SamplingRunner`).
         rounds: interleaved rounds per M; None for tuner.measure.noise.RETIME_ROUNDS.
         noise_floor: the least noise `judge` assumes, as a fraction of the default's median.
+        family: the kernel family of the model's GEMM shapes and of their files.
     """
 
     model_shapes: ModelShapes
@@ -158,6 +161,7 @@ class VerifyRun:
     make_runner: RunnerFactory
     rounds: int | None = None
     noise_floor: float = 0.0
+    family: str = DEFAULT_FAMILY
 
     @property
     def block_shape(self) -> tuple[int, int]:
@@ -177,7 +181,7 @@ class VerifyRun:
         for N, K in self.model_shapes.shapes:
             if only_shapes is not None and (N, K) not in only_shapes:
                 continue
-            key = dense_key(N, K, block_shape)  # the dense GEMM's files
+            key = FamilyShape(self.family, Shape(N, K, block_shape))
             file = by_shape.get(key)
             if file is None:
                 reason = skipped.get(key, "no trials in the store")
@@ -187,7 +191,8 @@ class VerifyRun:
             configs = file.merged.configs
             m_points = check_points(configs, shape_grid(self.choice, grids.get(key, ())))
             planned.append(PlannedShape(N, K, configs, tuple(m_points), frozenset(
-                timed_points(configs, m_points, block_shape))))
+                timed_points(configs, m_points, block_shape, family=self.family,
+                             shape=key.shape))))
         return planned, missing
 
     def check(self, planned: Sequence[PlannedShape], observer: VerifyObserver
@@ -199,7 +204,7 @@ class VerifyRun:
             result = verify_shape(
                 N=shape.N, K=shape.K, block_shape=self.block_shape,
                 configs=shape.configs, m_points=shape.m_points, make_runner=self.make_runner,
-                rounds=self.rounds, noise_floor=self.noise_floor,
+                rounds=self.rounds, noise_floor=self.noise_floor, family=self.family,
                 on_point=lambda point, shape=shape: observer.point_done(shape, point))
             observer.shape_done(result)
             results.append(result)

@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from tuner.files.m_grid import REQUIRED_M as REQUIRED_M
 from tuner.files.m_grid import VLLM_M_GRID as VLLM_M_GRID
 from tuner.kernels.config import CONFIG_KEYS
-from tuner.kernels.dense.naming import FP8_DTYPE, ConfigFileName, parse_config_file_name
+from tuner.kernels.dense.naming import FP8_DTYPE, ConfigFileName
+from tuner.kernels.dense.naming import parse_config_file_name as parse_config_file_name
+from tuner.kernels.registry import DEFAULT_FAMILY, family_of_file, get_family
 
 # Extra keys of AMD (ROCm) files, Triton's HIP compile options; such entries may lack num_stages.
 # vLLM's MI300X/MI325X files carry kpack and matrix_instr_nonkdim without num_stages (e.g.
@@ -207,11 +209,43 @@ def vllm_pick_key(keys: Iterable[int], M: int, *, file_order: bool = False) -> i
 
 @dataclass(frozen=True)
 class ParsedFile:
-    """A config file read for import: its name's parts, entries and the sha256 of its bytes."""
+    """A config file read for import: its name's parts, entries and the sha256 of its bytes.
+
+    Attributes:
+        name: N, K, device_name, dtype and block_shape of the file's name.
+        configs: M -> config as in the file.
+        sha256: hex sha256 of the file's bytes.
+        family: the kernel family whose file names it parses as (`family_of_file`).
+        vllm_name: the name as vLLM spells it (`KernelFamily.respell`); "" when not given.
+    """
 
     name: ConfigFileName
     configs: dict[int, dict[str, int]]
     sha256: str
+    family: str = DEFAULT_FAMILY
+    vllm_name: str = ""
+
+
+def parse_import_name(file_name: str) -> tuple[str, ConfigFileName]:
+    """The kernel family of an imported file's name and the name's parts.
+
+    Args:
+        file_name: the bare file name, in vLLM's or SGLang's spelling.
+
+    Returns:
+        (the family's key, N, K, device_name, dtype and block_shape of the name).
+
+    Raises:
+        ValueError: no registered family parses the name (the error of
+            `tuner.kernels.registry.family_of_file`), or the family's shape has dimensions
+            beyond N, K and block_shape, which an import does not keep.
+    """
+    family = family_of_file(file_name)
+    shape, device_name, dtype = family.parse_file_name(file_name)
+    if shape.params:
+        raise ValueError(f"{file_name!r} is a {family.title} file ({shape.params_text}): "
+                         "imports keep N, K and block_shape only")
+    return family.name, ConfigFileName(shape.N, shape.K, device_name, dtype, shape.block_shape)
 
 
 MAX_FILE_BYTES = 1_048_576  # vLLM's largest shipped files are a few KiB
@@ -235,7 +269,7 @@ def parse_file_for_import(file_name: str, data: bytes, source: str | None = None
     """
     source = source or file_name
     try:
-        name = parse_config_file_name(file_name)
+        family, name = parse_import_name(file_name)
     except ValueError as exc:
         raise ValueError(f"{source}: {exc}" if source != file_name else str(exc)) from None
     if name.dtype != FP8_DTYPE:
@@ -249,7 +283,8 @@ def parse_file_for_import(file_name: str, data: bytes, source: str | None = None
     except UnicodeDecodeError:
         raise ValueError(f"{source}: not UTF-8 text") from None
     configs = parse_config_file(text, source=source)
-    return ParsedFile(name=name, configs=configs, sha256=hashlib.sha256(data).hexdigest())
+    return ParsedFile(name=name, configs=configs, sha256=hashlib.sha256(data).hexdigest(),
+                      family=family, vllm_name=get_family(family).respell(file_name, "vllm"))
 
 
 def parse_config_list(text: str, *, source: str = "<text>") -> list[dict[str, int]]:

@@ -7,8 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tuner.files.format import parse_import_name
 from tuner.inputs.devices import matches, resolve
-from tuner.kernels.dense.naming import FP8_DTYPE, parse_config_file_name
+from tuner.kernels.dense.naming import FP8_DTYPE
+from tuner.kernels.registry import get_family
 
 
 def target_device(requested: str | None, file_device: str, known: Sequence[str]) -> str:
@@ -65,7 +67,8 @@ def list_config_folder(folder: Path) -> FolderListing:
     """Sort a folder's entries (not its subfolders') into config files to import and the rest.
 
     A folder laid out like vLLM's configs folder also holds a README, `__init__.py`, configs of
-    other kernels (fused MoE `E=...` files) and int8_w8a8 files; those are skipped, not errors.
+    other kernels (fused MoE `E=...` files, whose extra dimensions an import does not keep:
+    `tuner.files.format.parse_import_name`) and int8_w8a8 files; those are skipped, not errors.
     A file named like a config file is not read here: a bad body still fails the import.
 
     Args:
@@ -87,7 +90,7 @@ def list_config_folder(folder: Path) -> FolderListing:
             skipped.append((entry, SKIP_NOT_FILE))
             continue
         try:
-            name = parse_config_file_name(entry.name)
+            _, name = parse_import_name(entry.name)
         except ValueError:
             skipped.append((entry, SKIP_NOT_CONFIG))
             continue
@@ -103,7 +106,8 @@ def never_read_by_vllm(first: str, second: str) -> str | None:
 
     vLLM looks up `block_shape=[128,128]` (`config_file_name`); SGLang writes and reads
     `block_shape=[128, 128]` (`tuner.kernels.dense.naming.ENGINES`). A folder may hold both for
-    one device and shape; vLLM reads only the first.
+    one device and shape; vLLM reads only the first. Each name's kernel family
+    (`parse_import_name`) spells it for vLLM (`KernelFamily.respell`).
 
     Args:
         first: a config file name.
@@ -116,12 +120,14 @@ def never_read_by_vllm(first: str, second: str) -> str | None:
     Raises:
         ValueError: a name that is not a config file name.
     """
-    parsed_first, parsed_second = parse_config_file_name(first), parse_config_file_name(second)
-    if first == second or parsed_first != parsed_second:
+    (family_first, parsed_first), (family_second, parsed_second) = (
+        parse_import_name(first), parse_import_name(second))
+    if first == second or (family_first, parsed_first) != (family_second, parsed_second):
         return None
-    if first == parsed_first.name:
+    vllm_name = get_family(family_first).respell(first, "vllm")
+    if first == vllm_name:
         return second
-    if second == parsed_second.name:
+    if second == vllm_name:
         return first
     return None
 

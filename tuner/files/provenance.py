@@ -12,16 +12,18 @@ import functools
 import hashlib
 import importlib.metadata
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from tuner.kernels.dense.family import DENSE
+from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES, get_family
 from tuner.kernels.source import BUILTIN, VLLM, function_source, vllm_version
 
-# The kernel whose hash environments record (tuner.run.worker.collect_environment).
-KERNEL_FUNCTION = DENSE.kernel_function
+# The default family's kernel, whose hash `Provenance.kernel_hash` shows (each environment
+# records its own family's kernel's: tuner.run.worker.collect_environment).
+_DEFAULT = get_family(DEFAULT_FAMILY)
+KERNEL_FUNCTION = _DEFAULT.kernel_function
 
 # major.minor at the start, not followed by another digit: "3.6.1+git" -> 3.6, "3.60" -> 3.60.
 _MINOR = re.compile(r"(\d+)\.(\d+)(?!\d)")
@@ -40,12 +42,12 @@ class Provenance:
     """What current trials must match: the kernel hash, and Triton's major.minor (None: any).
 
     Attributes:
-        kernel_hash: the dense GEMM kernel's hash (what lines and the HTTP service show).
+        kernel_hash: the default family's kernel hash (what lines and the HTTP service show).
         triton_minor: Triton's major.minor, or None for any.
-        other_hashes: the current hashes of the other families' kernels (the fused MoE's):
-            each trial's environment records the hash of its own family's kernel, so a trial
-            is current when its hash is any of `hashes`; a changed MoE kernel leaves old MoE
-            trials stale and the dense ones current.
+        other_hashes: the current hashes of the other families' kernels, in the order of
+            `family_hashes` (`split_hashes`): each trial's environment records the hash of its
+            own family's kernel, so a trial is current when its hash is any of `hashes`; a
+            changed MoE kernel leaves old MoE trials stale and the dense ones current.
     """
 
     kernel_hash: str
@@ -56,7 +58,7 @@ class Provenance:
 
     @property
     def hashes(self) -> tuple[str, ...]:
-        """Every current kernel hash, the dense one first."""
+        """Every current kernel hash, the default family's first."""
         return (self.kernel_hash, *self.other_hashes)
 
     @property
@@ -76,11 +78,11 @@ def kernel_source(text: str, name: str = KERNEL_FUNCTION) -> str:
 
 
 def current_kernel_hash(path: Path | None = None) -> str:
-    """sha256 hex digest of the kernel's source, equal to
-    `tuner.kernels.dense.kernel.kernel_source_hash()`.
+    """sha256 hex digest of the default family's kernel source, equal to its kernel module's
+    `kernel_source_hash()` (`tuner.kernels.dense.kernel` for the dense GEMM).
 
     Args:
-        path: a kernel module to hash; None for the dense family's kernel module (read once
+        path: a kernel module to hash; None for the default family's kernel module (read once
             per process: the service asks on every request).
 
     Returns:
@@ -98,7 +100,7 @@ def current_kernel_hash(path: Path | None = None) -> str:
 
 @functools.cache
 def _package_kernel_hash() -> str:
-    return current_kernel_hash(DENSE.module_path(DENSE.kernel_module))
+    return current_kernel_hash(_DEFAULT.module_path(_DEFAULT.kernel_module))
 
 
 @functools.cache
@@ -111,19 +113,49 @@ def family_kernel_hash(family_name: str) -> str:
         ValueError: an unknown family.
         OSError, LookupError: as `current_kernel_hash`.
     """
-    from tuner.kernels.registry import get_family
-
     family = get_family(family_name)
     source = kernel_source(family.module_path(family.kernel_module).read_text(encoding="utf-8"),
                            family.kernel_function)
     return hashlib.sha256(source.encode("utf-8")).hexdigest()
 
 
-def other_family_hashes() -> tuple[str, ...]:
-    """The current kernel hashes of every registered family but the dense one, by name."""
-    from tuner.kernels.registry import FAMILIES
+def family_hashes(source: str = BUILTIN) -> dict[str, str]:
+    """The current kernel hash of each registered family, by family name: the default
+    family first, then the others by name.
 
-    return tuple(family_kernel_hash(name) for name in sorted(FAMILIES) if name != DENSE.name)
+    Args:
+        source: "builtin" (each family's kernel module, `family_kernel_hash`) or "vllm" (the
+            installed vLLM's kernel of each family, `KernelFamily.source`); a family whose
+            kernel this vLLM lacks is left out (its trials cannot be current).
+
+    Returns:
+        family name -> 64 hex digits.
+
+    Raises:
+        ValueError: "vllm" where vLLM is not importable for the default family, or an unknown
+            source.
+    """
+    if source not in (BUILTIN, VLLM):
+        raise ValueError(f"source must be {BUILTIN} or {VLLM}, got {source!r}")
+    hashes = {}
+    ordered = sorted(FAMILIES.values(), key=lambda f: (f.name != DEFAULT_FAMILY, f.name))
+    for family in ordered:
+        if source == BUILTIN:
+            hashes[family.name] = family_kernel_hash(family.name)
+            continue
+        try:
+            hashes[family.name] = family.source(VLLM).kernel_hash
+        except ValueError:
+            continue
+    return hashes
+
+
+def split_hashes(hashes: Mapping[str, str]) -> tuple[str, tuple[str, ...]]:
+    """(the default family's hash, the others' in order) of `family_hashes`: the
+    `Provenance.kernel_hash` and `.other_hashes` fields, which the HTTP service shows.
+    "none" (a hash no trial has) for the first when the default family has none."""
+    others = tuple(digest for name, digest in hashes.items() if name != DEFAULT_FAMILY)
+    return hashes.get(DEFAULT_FAMILY, "none"), others
 
 
 def triton_minor(version: str) -> str:
@@ -190,20 +222,12 @@ def read_source(environments: Iterable[EnvironmentLike], kernel: str = "auto") -
 
 
 def _vllm_hashes(environments: list[EnvironmentLike]) -> tuple[tuple[str, ...], str]:
-    """The kernel hashes of vLLM's kernels, dense first, and vLLM's version: the installed
-    vLLM's where it is importable, else those of the newest vLLM version the device's
-    environments recorded (no hash when there is none)."""
-    from tuner.kernels.registry import FAMILIES
-
+    """The kernel hashes of vLLM's kernels, the default family's first, and vLLM's version:
+    the installed vLLM's where it is importable (`family_hashes`), else those of the newest
+    vLLM version the device's environments recorded (no hash when there is none)."""
     installed = vllm_version()
     if installed is not None:
-        hashes = []
-        for name in [DENSE.name, *sorted(set(FAMILIES) - {DENSE.name})]:
-            try:
-                hashes.append(FAMILIES[name].source(VLLM).kernel_hash)
-            except ValueError:
-                continue  # this vLLM lacks the family's kernel: its trials cannot be current
-        return tuple(hashes), installed
+        return tuple(family_hashes(VLLM).values()), installed
     timed = [e for e in environments if getattr(e, "kernel_source", BUILTIN) == VLLM]
     if not timed:
         return (), ""
@@ -219,9 +243,9 @@ def current_provenance(
     """The provenance current trials must have, on this machine, for one device.
 
     Rule: the kernel source is `read_source`'s. For the builtin source the kernel hashes are
-    this package's (`current_kernel_hash`, and `other_family_hashes` unless kernel_hash is
-    given); for vLLM's, those of the installed vLLM's kernels, or where vLLM is not importable
-    (the HTTP service) those the newest vLLM version in the device's environments recorded.
+    this package's, one per family (`family_hashes`; only `kernel_hash` when it is given);
+    for vLLM's, those of the installed vLLM's kernels, or where vLLM is not importable (the
+    HTTP service) those the newest vLLM version in the device's environments recorded.
     Triton's major.minor is the installed one; where triton is not installed (an HTTP service
     without the kernel extra), it is the newest major.minor among the device's environments
     that have a current kernel hash, and None (any Triton) when there is none: then no trial
@@ -245,8 +269,8 @@ def current_provenance(
         # No vLLM trial and no vLLM here: a hash no trial has, so nothing is current.
         current, others = (hashes[0], hashes[1:]) if hashes else ("none", ())
     else:
-        current = kernel_hash if kernel_hash is not None else current_kernel_hash()
-        others = other_family_hashes() if kernel_hash is None else ()
+        current, others = ((kernel_hash, ()) if kernel_hash is not None
+                           else split_hashes(family_hashes()))
     fields = {"kernel_hash": current, "other_hashes": others, "kernel_source": source,
               "vllm": version}
     if installed_triton is not None:

@@ -8,6 +8,7 @@ imported when first called.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import re
 from collections.abc import Callable, Sequence
@@ -176,6 +177,49 @@ class ShapeKeyed:
         return self.key.family
 
 
+def load_hook(ref: str) -> Any:
+    """The object a `module:name` reference of a family names (`VllmServing`), imported now.
+
+    Raises:
+        ImportError, AttributeError: no such module or name.
+    """
+    module, _, name = ref.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+@dataclass(frozen=True)
+class VllmServing:
+    """How vLLM serves a family's layers: what `tuner doctor` and vLLM's selection probe say
+    of it. The hooks are `module:name` references (`load_hook`), imported when first used, as
+    `KernelFamily.kernel_module` is: they import vLLM, Triton, or the tuner's own doctor.
+
+    Attributes:
+        label: how doctor's lines name the family's kernels, e.g. "dense" ("builtin vs vLLM's
+            compiled code (dense and fused-MoE)").
+        select: (compute capability as vLLM's int, e.g. 90, `tuner.compare.vllm_select.
+            ModelAsked`) -> `tuner.compare.vllm_select.Answer`: vLLM's own selection code's
+            choice for the family's layer of the model; run in the child process that imports
+            vLLM (`tuner.compare.vllm_select`). None: vLLM has no selection to ask.
+        advice: (`tuner.compare.doctor.Diagnosis`, `tuner.compare.doctor.Asked`, the
+            family's Answer) -> None: doctor's lines on what vLLM runs for the family on the
+            architecture and whether it reads the family's files; it appends the family's name
+            to `Diagnosis.helps` when it does.
+        compare: (Diagnosis, compute capability, e.g. 90) -> None: doctor's line on whether the
+            builtin kernel compiles to vLLM's code; None: not compared.
+        triton_archs: the architectures (`tuner.inputs.backends.arch_of`) on which vLLM runs
+            the family's Triton kernel by default, where its own code is not asked.
+        files_folder: where vLLM reads the family's files from, for doctor's lines; "" when
+            `KernelFamily.tuned_folder_env` names it.
+    """
+
+    label: str
+    select: str | None = None
+    advice: str | None = None
+    compare: str | None = None
+    triton_archs: tuple[str, ...] = ()
+    files_folder: str = ""
+
+
 class Workload(Protocol):
     """The tensors of one problem (a shape at one M) on a device, as a family makes them.
 
@@ -259,6 +303,8 @@ class KernelFamily:
             family, params, N and K.
         roofline_gemm: (shape, M) -> the (M, N, K) of the one block-FP8 GEMM a call is, whose
             bytes and FLOPs the roofline counts (`tuner.measure.roofline`); None: no roofline.
+        serving: what `tuner doctor` and vLLM's selection probe say of the family
+            (`VllmServing`); None: doctor says nothing of it.
     """
 
     name: str
@@ -315,6 +361,8 @@ class KernelFamily:
         if self.brief_shape is not None:
             return self.brief_shape(shape)
         return f"N={shape.N} K={shape.K}"
+    # Doctor, selection, verify and import (tuner.compare.doctor, tuner.compare.vllm_select).
+    serving: VllmServing | None = None
 
     def respell(self, name: str, engine: str, device_name: str | None = None) -> str:
         """One of the family's file names as `engine` spells it.

@@ -84,7 +84,7 @@ class LaunchVerdict:
 def check_entries(
     configs: Mapping[int, Mapping[str, int]], *, arch: int, device_name: str, N: int, K: int,
     block_shape: tuple[int, int], cache: CompileCache | None = None,
-    pool: ProcessPoolExecutor | None = None,
+    pool: ProcessPoolExecutor | None = None, family: str = DEFAULT_FAMILY,
 ) -> LaunchVerdict:
     """Compile each distinct config of a file for `arch` and say which entries cannot launch.
 
@@ -102,12 +102,14 @@ def check_entries(
         block_shape: [group_n, group_k].
         cache: the compile cache; default `CompileCache()`.
         pool: a pool from `tuner.measure.compile.compile_pool` (one is made when None).
+        family: the kernel family of the file (`tuner.kernels.registry`), whose kernel is
+            compiled.
 
     Returns:
         The verdict for every M of `configs`.
 
     Raises:
-        ValueError: an architecture without known limits.
+        ValueError: an architecture without known limits, or an unknown family.
     """
     limit = MAX_SHARED_BYTES.get(arch)
     if limit is None:
@@ -123,16 +125,17 @@ def check_entries(
         config = KernelConfig.from_dict(entry)
         by_m[M] = config
         first_m.setdefault(config, M)
-    family = get_family(DEFAULT_FAMILY)
+    kernel_family = get_family(family)
     shape = Shape(N, K, as_block_shape(block_shape), ())
     groups: dict[str, tuple[int, list[KernelConfig]]] = {}
     for config, M in first_m.items():
-        spec = family.specialization(shape, M)
+        spec = kernel_family.specialization(shape, M)
         groups.setdefault(spec, (M, []))[1].append(config)
     infos = {}
     for M, group in groups.values():
         infos.update(compile_infos(group, arch=arch, M=M, N=N, K=K, block_shape=block_shape,
-                                   out_dtype=CHECK_OUT_DTYPE, cache=cache, pool=pool))
+                                   out_dtype=CHECK_OUT_DTYPE, cache=cache, pool=pool,
+                                   family=family))
     cannot_launch: dict[int, str] = {}
     for M, config in by_m.items():
         info = infos[config]

@@ -17,9 +17,11 @@ from tuner.files.provenance import (
     Provenance,
     current_kernel_hash,
     current_provenance,
+    family_hashes,
     family_kernel_hash,
     installed_triton_minor,
     kernel_source,
+    split_hashes,
     triton_minor,
 )
 from tuner.kernels.dense.family import DENSE
@@ -156,3 +158,13 @@ def test_each_familys_hash_is_its_kernel_modules_and_the_moe_one_is_current() ->
     current = current_provenance([Env("3.6.0", moe_hash())], installed_triton=None)
     assert current.hashes == (dense_hash(), moe_hash())
     assert current.triton_minor == "3.6"  # an MoE environment of the current kernel counts
+
+
+def test_the_hashes_are_one_per_family_the_default_first() -> None:
+    hashes = family_hashes()
+    assert list(hashes) == ["dense", "moe"]
+    assert hashes == {"dense": current_kernel_hash(), "moe": family_kernel_hash("moe")}
+    assert split_hashes(hashes) == (current_kernel_hash(), (family_kernel_hash("moe"),))
+    assert split_hashes({"moe": "m"}) == ("none", ("m",))  # no default family's kernel
+    with pytest.raises(ValueError, match="source must be builtin or vllm"):
+        family_hashes("mine")

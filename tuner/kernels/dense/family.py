@@ -11,7 +11,7 @@ from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.naming import config_file_name, engine_file_name, parse_config_file_name
 from tuner.kernels.dense.space import default_config, vllm_space, why_invalid
 from tuner.kernels.dense.specialization import specialization_key
-from tuner.kernels.family import KernelFamily, Shape, Workload
+from tuner.kernels.family import KernelFamily, Shape, VllmServing, Workload
 from tuner.kernels.shapes_rows import int_rows
 from tuner.kernels.source import VllmKernel
 
@@ -106,4 +106,11 @@ DENSE = KernelFamily(
     label=lambda shape: f"N={shape.N}, K={shape.K}",
     anchor=lambda shape: f"{shape.N}x{shape.K}",
     roofline_gemm=lambda shape, M: (M, shape.N, shape.K),
+    serving=VllmServing(
+        label="dense", select="tuner.compare.serving_dense:select",
+        advice="tuner.compare.serving_dense:advise",
+        compare="tuner.compare.serving_dense:compare",
+        # vLLM 0.33.0 reads dense files only from its package's quantization/utils/configs/
+        # (fp8_utils.py, get_w8a8_block_fp8_configs).
+        files_folder="vllm/model_executor/layers/quantization/utils/configs/"),
 )

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.family import KernelFamily, Shape, Workload
+from tuner.kernels.family import KernelFamily, Shape, VllmServing, Workload
 from tuner.kernels.moe.naming import (
     any_engine_file_name,
     moe_config_file_name,
@@ -145,4 +145,10 @@ MOE = KernelFamily(
     describe_shapes=_describe,
     brief_shape=lambda shape: f"E={shape.param('E')} N={shape.N}",
     label=_label,
+    serving=VllmServing(
+        label="fused-MoE", select="tuner.compare.serving_moe:select",
+        advice="tuner.compare.serving_moe:advise", compare="tuner.compare.serving_moe:compare",
+        # vLLM 0.33.0 fused_moe/oracle/fp8.py `_get_priority_backends`: on sm90 with 128x128
+        # FP8 weights and dynamic 1x128 activations TRITON is moved first when ep_size == 1.
+        triton_archs=("sm90",)),
 )
