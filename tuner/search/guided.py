@@ -20,6 +20,7 @@ from tuner.search.features import encoded
 from tuner.search.ils import FLAT, first_batch
 from tuner.search.local import best_first_step
 from tuner.search.prior import fit_prior
+from tuner.search.tiles import TileBatch, retiled
 
 if TYPE_CHECKING:  # numpy is imported where it is used: `tuner.search` is on the CLI's
     import numpy as np  # start-up path, which should not pay 50 ms for it
@@ -133,38 +134,6 @@ class RidgeGuide:
         return self.configs[int(np.argmin(np.where(candidates, predicted, np.inf)))]
 
 
-def retiled(tracker: BudgetedEvaluate, tiles: Sequence[KernelConfig], incumbent: KernelConfig,
-            count: int) -> list[KernelConfig]:
-    """Up to `count` unmeasured configs of the space: the incumbent with the block tile and
-    num_warps of each of the fastest ok configs of `tiles`, fastest first, skipping the
-    incumbent's own tile. A tile was measured with the settings (BLOCK_SIZE_K, GROUP_SIZE_M,
-    num_stages) known when its turn came, which can hide its best (on the synthetic sm90
-    landscape's 5120,3072,256, 128x128 w8 at num_stages=2 tied the default, at 5 stages it is
-    the optimum); the incumbent's tuned ones rank the runners-up more fairly
-    (bench/README.md).
-
-    Args:
-        tracker: the task's budgeted evaluate, the tiles measured in it.
-        tiles: the configs measured for the tile batch, in order.
-        incumbent: the fastest config so far.
-        count: see TRANSFER_TILES.
-    """
-    ranked = sorted((tracker.results[c].latency_us, i) for i, c in enumerate(tiles)
-                    if c in tracker.results and tracker.results[c].ok)
-    found: list[KernelConfig] = []
-    for _, i in ranked:
-        if len(found) == count:
-            break
-        tile = tiles[i]
-        if (tile.BLOCK_SIZE_M, tile.BLOCK_SIZE_N) == (incumbent.BLOCK_SIZE_M,
-                                                      incumbent.BLOCK_SIZE_N):
-            continue
-        config = _with_tile(incumbent, tile)
-        if config in tracker.allowed and config not in tracker.results:
-            found.append(config)
-    return found
-
-
 def repaired(tracker: BudgetedEvaluate, blocked: KernelConfig, axes: Sequence[Axis],
              rng: random.Random, categorical: frozenset[str] = CATEGORICAL
              ) -> list[KernelConfig]:
@@ -192,37 +161,6 @@ def repaired(tracker: BudgetedEvaluate, blocked: KernelConfig, axes: Sequence[Ax
     return found
 
 
-def _with_tile(settings: KernelConfig, tile: KernelConfig) -> KernelConfig:
-    """`settings` with the block tile (BLOCK_SIZE_M, BLOCK_SIZE_N) and num_warps of `tile`."""
-    return KernelConfig(**{**settings.as_dict(), "BLOCK_SIZE_M": tile.BLOCK_SIZE_M,
-                           "BLOCK_SIZE_N": tile.BLOCK_SIZE_N, "num_warps": tile.num_warps})
-
-
-class _Tiles:
-    """The tile batch, tried one tile at a time: each with the incumbent's BLOCK_SIZE_K,
-    GROUP_SIZE_M and num_stages when that config is in the space and new, else as drawn."""
-
-    def __init__(self, batch: Sequence[KernelConfig]) -> None:
-        self.pending = list(batch)
-        self.measured: list[KernelConfig] = []  # the configs tried for the tiles, in order
-
-    def next(self, tracker: BudgetedEvaluate,
-             incumbent: tuple[KernelConfig, float] | None) -> KernelConfig | None:
-        """The config to measure for the next tile not yet measured as drawn, or None."""
-        while self.pending and (self.pending[0] in tracker.results
-                                or self.pending[0] not in tracker.allowed):
-            self.pending.pop(0)
-        if not self.pending:
-            return None
-        config = self.pending.pop(0)
-        if incumbent is not None:
-            tuned = _with_tile(incumbent[0], config)
-            if tuned in tracker.allowed and tuned not in tracker.results:
-                config = tuned
-        self.measured.append(config)
-        return config
-
-
 def run_guided(tracker: BudgetedEvaluate, axes: Sequence[Axis], guide: RidgeGuide, *,
                seed: int, batch: Sequence[KernelConfig] = (), spread: int = SPREAD,
                guide_after: int = GUIDE_AFTER, transfer_tiles: int = TRANSFER_TILES,
@@ -230,7 +168,7 @@ def run_guided(tracker: BudgetedEvaluate, axes: Sequence[Axis], guide: RidgeGuid
                fresh_axes_first: bool = FRESH_AXES_FIRST,
                prior: Mapping[KernelConfig, float] | None = None) -> None:
     """Search until the budget (or the space) is spent: best-first steps as `run_local` (with
-    `categorical` axes), and after every `spread` of them the next tile of `batch` (`_Tiles`).
+    `categorical` axes), and after every `spread` of them the next tile of `batch` (`TileBatch`).
     A step that cannot launch (`PRUNED`) is followed by its `repaired` configs, which count as
     steps. A config that came other than by a step (a tile, a transfer, a guide's proposal, a
     repair) is first stepped from, once it is the fastest, along the last step's move that
@@ -263,7 +201,7 @@ def run_guided(tracker: BudgetedEvaluate, axes: Sequence[Axis], guide: RidgeGuid
     queues: dict[KernelConfig, list[KernelConfig]] = {}
     moves: dict[KernelConfig, tuple[int, ...]] = {}
     incumbent = tracker.incumbent()
-    tiles = _Tiles(batch)
+    tiles = TileBatch(batch)
     stall = 0
     since_tile = 0  # steps since the last tile
     transfers: list[KernelConfig] | None = None  # built at the first stall, then drained
