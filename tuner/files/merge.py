@@ -111,8 +111,27 @@ def merge_shape(
     """
     configs = {M: dict(entry) for M, entry in (existing or {}).items()}
     labels = dict(existing_labels or {})
-    default_at = default if callable(default) else lambda M: default
     by_m = _winners_by_m(winners)
+    notes = _put_winners(configs, by_m, labels,
+                         default if callable(default) else lambda M: default)
+    m_imported = [M for M in sorted(configs) if M not in by_m]
+    notes.extend(unmeasured_notes(m_imported, labels, left_out or {}))
+    m_missing = sorted({M for M in m_requested if M not in by_m})
+    _check_complete(configs, m_missing, allow_partial)
+    warnings = _lookup_warnings(configs)
+    text = dump_config_file(configs, triton_version)
+    return MergedFile(
+        configs={M: configs[M] for M in sorted(configs)}, text=text,
+        sha256=hashlib.sha256(text.encode()).hexdigest(), notes=notes, warnings=warnings,
+        m_missing=m_missing, partial=bool(m_missing), m_imported=m_imported,
+    )
+
+
+def _put_winners(configs: dict[int, dict[str, int]], by_m: Mapping[int, WinnerLike],
+                 labels: Mapping[int, str], default_at: Callable[[int], KernelConfig]
+                 ) -> list[str]:
+    """Put each winner's entry (`winner_entry`) in `configs`, over an existing one; the notes,
+    in M order."""
     notes: list[str] = []
     for M in sorted(by_m):
         if M in configs:
@@ -121,23 +140,23 @@ def merge_shape(
             notes.append(f"M={M}: measured winner replaces {origin}")
         configs[M], winner_notes = winner_entry(by_m[M], default_at)
         notes.extend(winner_notes)
-    m_imported = [M for M in sorted(configs) if M not in by_m]
-    notes.extend(unmeasured_notes(m_imported, labels, left_out or {}))
-    m_missing = sorted({M for M in m_requested if M not in by_m})
+    return notes
+
+
+def _check_complete(configs: Mapping[int, object], m_missing: Sequence[int],
+                    allow_partial: bool) -> None:
+    """Raise PartialFileError when there is nothing to write, or M without a winner that
+    `allow_partial` does not allow."""
     if not configs:
         raise PartialFileError("no M has a winner: nothing to write")
     if m_missing and not allow_partial:
         raise PartialFileError(f"no winner yet for M={', '.join(map(str, m_missing))}")
-    warnings = [
-        f"M={M} is not in the file: vLLM will use the M={vllm_pick_key(configs, M)} entry"
-        for M in REQUIRED_M if M not in configs
-    ]
-    text = dump_config_file(configs, triton_version)
-    return MergedFile(
-        configs={M: configs[M] for M in sorted(configs)}, text=text,
-        sha256=hashlib.sha256(text.encode()).hexdigest(), notes=notes, warnings=warnings,
-        m_missing=m_missing, partial=bool(m_missing), m_imported=m_imported,
-    )
+
+
+def _lookup_warnings(configs: Mapping[int, Mapping[str, int]]) -> list[str]:
+    """For each M vLLM always looks up (`REQUIRED_M`) that the file lacks, the entry it uses."""
+    return [f"M={M} is not in the file: vLLM will use the M={vllm_pick_key(configs, M)} entry"
+            for M in REQUIRED_M if M not in configs]
 
 
 @dataclass(frozen=True)
@@ -207,10 +226,7 @@ def build_device_files(
         ValueError: Winners of more than one device (or of another than `device_name`), two
             winners for one (shape, M), no device name at all, or an unknown engine.
     """
-    devices = sorted({row.device_name for row in winners} | {device_name} - {None})
-    if len(devices) != 1:
-        raise ValueError(f"winners of several devices: {', '.join(devices)}" if devices
-                         else "no winners and no device_name")
+    device = _one_device(winners, device_name)
     grouped: dict[FamilyShape, list[WinnerRowLike]] = {}
     for row in winners:
         grouped.setdefault(FamilyShape.of_row(row), []).append(row)
@@ -220,30 +236,48 @@ def build_device_files(
     files: list[DeviceFile] = []
     skipped: list[SkippedShape] = []
     for key in sorted(set(grouped) | set(requested) | set(imports)):
-        family, shape = get_family(key.family), key.shape
         m_requested = requested.get(key, [])
         rows = grouped.get(key, [])
-        extra = imports.get(key)
         try:
-            merged = merge_shape(
-                rows, m_requested=m_requested,
-                default=lambda M, family=family, shape=shape: family.default_config(shape, M),
-                allow_partial=allow_partial, existing=extra.configs if extra else None,
-                existing_labels=extra.labels if extra else None,
-                left_out=getattr(extra, "left_out", None),
-                # SGLang's get_moe_configs turns every key into an int (0.5.23,
-                # fused_moe_triton_config.py): a "triton_version" key would make it raise.
-                triton_version=_file_triton(rows, triton_of)
-                if family.file_triton_version and engine == "vllm" else None,
-            )
+            merged = _merge_key(key, rows, m_requested, imports.get(key), allow_partial,
+                                engine, triton_of)
         except PartialFileError as exc:
             done = {row.M for row in rows}
             missing = sorted({M for M in m_requested if M not in done})
             skipped.append(SkippedShape(key, str(exc), missing))
             continue
-        name = family.file_name(shape, devices[0], engine)
+        name = get_family(key.family).file_name(key.shape, device, engine)
         files.append(DeviceFile(name, key, merged))
     return DeviceFiles(files=files, skipped=skipped)
+
+
+def _one_device(winners: Sequence[WinnerRowLike], device_name: str | None) -> str:
+    """The one device of the winners and `device_name`; ValueError for several or none."""
+    named = {row.device_name for row in winners}
+    devices = sorted(named if device_name is None else named | {device_name})
+    if len(devices) != 1:
+        raise ValueError(f"winners of several devices: {', '.join(devices)}" if devices
+                         else "no winners and no device_name")
+    return devices[0]
+
+
+def _merge_key(key: FamilyShape, rows: Sequence[WinnerRowLike], m_requested: Sequence[int],
+               extra: ImportedShapeLike | None, allow_partial: bool, engine: str,
+               triton_of: Mapping[int, str] | None) -> MergedFile:
+    """`merge_shape` of one family's shape: its winners over its imported entries, defaulted
+    by the family, with the Triton version when the family records it (vLLM only)."""
+    family, shape = get_family(key.family), key.shape
+    return merge_shape(
+        rows, m_requested=m_requested,
+        default=lambda M: family.default_config(shape, M),
+        allow_partial=allow_partial, existing=extra.configs if extra else None,
+        existing_labels=extra.labels if extra else None,
+        left_out=getattr(extra, "left_out", None),
+        # SGLang's get_moe_configs turns every key into an int (0.5.23,
+        # fused_moe_triton_config.py): a "triton_version" key would make it raise.
+        triton_version=_file_triton(rows, triton_of)
+        if family.file_triton_version and engine == "vllm" else None,
+    )
 
 
 def _file_triton(rows: Sequence[WinnerRowLike],
