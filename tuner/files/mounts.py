@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 from tuner.files.engine_folders import engine_version, folder_for
 from tuner.files.mount_formats import DOCKER_HEAD as DOCKER_HEAD  # re-exported
+from tuner.files.mount_formats import MOE_CONTAINER_DIR as MOE_CONTAINER_DIR  # re-exported
+from tuner.files.mount_formats import MOE_ENV as MOE_ENV  # re-exported
 from tuner.files.mount_formats import (
-    MOE_CONTAINER_DIR,
-    MOE_ENV,
     FileMount,
     MoeFile,
     compose_body,
