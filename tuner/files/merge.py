@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import tempfile
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Protocol
 
 from tuner.files.format import REQUIRED_M, dump_config_file, vllm_pick_key
+from tuner.files.merge_notes import WinnerLike, unmeasured_notes, winner_entry
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.family import FamilyShape, Shape, ShapeKeyed, as_block_shape
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
@@ -21,21 +21,6 @@ from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 
 class PartialFileError(ValueError):
     """A shape's M grid has M values without a winner, and a partial file was not asked for."""
-
-
-class WinnerLike(Protocol):
-    """The best trial of one (shape, M), as the merge needs it.
-
-    A winner may also carry `decided` (bool: kept by a decision after interleaved re-timing)
-    and `spread_us` (float | None: the noise the decision had to beat, microseconds), as
-    db.repo.WinnerRow does; a winner without them counts as undecided (`decided_spread`).
-    """
-
-    M: int
-    config: Mapping[str, int]
-    latency_us: float
-    default_latency_us: float | None
-    is_default: bool
 
 
 class WinnerRowLike(WinnerLike, Protocol):
@@ -78,60 +63,6 @@ class MergedFile:
     m_imported: list[int] = field(default_factory=list)
 
 
-def _fmt_config(config: Mapping[str, int]) -> str:
-    try:
-        return KernelConfig.from_dict(config).short()
-    except ValueError:
-        return json.dumps(dict(config))
-
-
-def decided_spread(winner: WinnerLike) -> tuple[bool, float | None]:
-    """Whether a winner was kept by a decision after interleaved re-timing, and its spread.
-
-    Args:
-        winner: db.repo.WinnerRow or alike; `decided` and `spread_us` are optional attributes.
-
-    Returns:
-        (decided, spread_us in microseconds or None); (False, None) for a winner without them.
-    """
-    decided = bool(getattr(winner, "decided", False))
-    spread_us = getattr(winner, "spread_us", None) if decided else None
-    return decided, None if spread_us is None else float(spread_us)
-
-
-def runs_note(winner: WinnerLike) -> str | None:
-    """Which sweep's winner stands when several sweeps tuned one (shape, M), or None.
-
-    Args:
-        winner: db.repo.WinnerRow or alike; `sweep_id`, `other_sweeps` and `decided` are
-            optional attributes.
-
-    Returns:
-        e.g. "M=16: sweep 3's winner (decided last) stands; sweep 1 also tuned it, not
-        compared by latency (another run)"; None when one sweep tuned it.
-    """
-    others = tuple(getattr(winner, "other_sweeps", ()) or ())
-    if not others:
-        return None
-    how = "decided last" if getattr(winner, "decided", False) else "the newest sweep"
-    also = f"sweep {others[0]}" if len(others) == 1 else f"sweeps {', '.join(map(str, others))}"
-    return (f"M={winner.M}: sweep {getattr(winner, 'sweep_id', '?')}'s winner ({how}) stands; "
-            f"{also} also tuned it, not compared by latency (another run)")
-
-
-def _default_note(winner: WinnerLike) -> str:
-    """Why the default config is in the file when it is the winner itself."""
-    decided, spread_us = decided_spread(winner)
-    if not decided:
-        return f"M={winner.M}: the default config was fastest"
-    # A decision keeps the default when it is fastest by more than the spread, or when the
-    # fastest leads it by no more than the spread (tuner.measure.noise.decide_winner): either way no
-    # config beat it by more than the noise, which is all a winner row can tell.
-    noise = "" if spread_us is None else f" (spread {spread_us:.2f} us)"
-    return (f"M={winner.M}: default config kept after interleaved re-timing: no config beat it "
-            f"by more than the noise{noise}")
-
-
 def _winners_by_m(winners: Sequence[WinnerLike]) -> dict[int, WinnerLike]:
     """M -> its winner; ValueError on two winners for one M."""
     by_m: dict[int, WinnerLike] = {}
@@ -140,36 +71,6 @@ def _winners_by_m(winners: Sequence[WinnerLike]) -> dict[int, WinnerLike]:
             raise ValueError(f"two winners for M={winner.M}")
         by_m[winner.M] = winner
     return by_m
-
-
-def _winner_entry(winner: WinnerLike, default_at: Callable[[int], KernelConfig]
-                  ) -> tuple[dict, list[str]]:
-    """The entry one winner puts in the file (it, or the default config when it is not
-    faster), and its notes."""
-    M = winner.M
-    notes = [note] if (note := runs_note(winner)) else []
-    if winner.is_default:
-        return default_at(M).as_dict(), [*notes, _default_note(winner)]
-    if winner.default_latency_us is None:
-        return dict(winner.config), [*notes, f"M={M}: no default-config baseline measured; "
-                                     "winner kept unchecked"]
-    if winner.latency_us >= winner.default_latency_us:
-        return default_at(M).as_dict(), [*notes, (
-            f"M={M}: best config {_fmt_config(winner.config)} ({winner.latency_us:.2f} us) "
-            f"is not faster than the default ({winner.default_latency_us:.2f} us); "
-            "emitting the default config")]
-    return dict(winner.config), notes
-
-
-def _unmeasured_notes(m_imported: Sequence[int], labels: Mapping[int, str],
-                      left_out: Mapping[int, tuple[str, str]]) -> list[str]:
-    """Notes on the entries kept without a measurement, and on imported ones left out."""
-    notes = [f"M={M}: imported from '{labels[M]}', not measured here (no comparison with the "
-             "default)" if M in labels else f"M={M}: kept from the existing file, not measured "
-             "here" for M in m_imported]
-    notes.extend(f"M={M}: entry imported from '{label}' left out, it cannot launch on this "
-                 f"device: {reason}" for M, (label, reason) in sorted(left_out.items()))
-    return notes
 
 
 def merge_shape(
@@ -210,33 +111,52 @@ def merge_shape(
     """
     configs = {M: dict(entry) for M, entry in (existing or {}).items()}
     labels = dict(existing_labels or {})
-    default_at = default if callable(default) else lambda M: default
     by_m = _winners_by_m(winners)
-    notes: list[str] = []
-    for M in sorted(by_m):
-        if M in configs:
-            origin = (f"the entry imported from '{labels[M]}'" if M in labels
-                      else "the existing entry")
-            notes.append(f"M={M}: measured winner replaces {origin}")
-        configs[M], winner_notes = _winner_entry(by_m[M], default_at)
-        notes.extend(winner_notes)
+    notes = _put_winners(configs, by_m, labels,
+                         default if callable(default) else lambda M: default)
     m_imported = [M for M in sorted(configs) if M not in by_m]
-    notes.extend(_unmeasured_notes(m_imported, labels, left_out or {}))
+    notes.extend(unmeasured_notes(m_imported, labels, left_out or {}))
     m_missing = sorted({M for M in m_requested if M not in by_m})
-    if not configs:
-        raise PartialFileError("no M has a winner: nothing to write")
-    if m_missing and not allow_partial:
-        raise PartialFileError(f"no winner yet for M={', '.join(map(str, m_missing))}")
-    warnings = [
-        f"M={M} is not in the file: vLLM will use the M={vllm_pick_key(configs, M)} entry"
-        for M in REQUIRED_M if M not in configs
-    ]
+    _check_complete(configs, m_missing, allow_partial)
+    warnings = _lookup_warnings(configs)
     text = dump_config_file(configs, triton_version)
     return MergedFile(
         configs={M: configs[M] for M in sorted(configs)}, text=text,
         sha256=hashlib.sha256(text.encode()).hexdigest(), notes=notes, warnings=warnings,
         m_missing=m_missing, partial=bool(m_missing), m_imported=m_imported,
     )
+
+
+def _put_winners(configs: dict[int, dict[str, int]], by_m: Mapping[int, WinnerLike],
+                 labels: Mapping[int, str], default_at: Callable[[int], KernelConfig]
+                 ) -> list[str]:
+    """Put each winner's entry (`winner_entry`) in `configs`, over an existing one; the notes,
+    in M order."""
+    notes: list[str] = []
+    for M in sorted(by_m):
+        if M in configs:
+            origin = (f"the entry imported from '{labels[M]}'" if M in labels
+                      else "the existing entry")
+            notes.append(f"M={M}: measured winner replaces {origin}")
+        configs[M], winner_notes = winner_entry(by_m[M], default_at)
+        notes.extend(winner_notes)
+    return notes
+
+
+def _check_complete(configs: Mapping[int, object], m_missing: Sequence[int],
+                    allow_partial: bool) -> None:
+    """Raise PartialFileError when there is nothing to write, or M without a winner that
+    `allow_partial` does not allow."""
+    if not configs:
+        raise PartialFileError("no M has a winner: nothing to write")
+    if m_missing and not allow_partial:
+        raise PartialFileError(f"no winner yet for M={', '.join(map(str, m_missing))}")
+
+
+def _lookup_warnings(configs: Mapping[int, Mapping[str, int]]) -> list[str]:
+    """For each M vLLM always looks up (`REQUIRED_M`) that the file lacks, the entry it uses."""
+    return [f"M={M} is not in the file: vLLM will use the M={vllm_pick_key(configs, M)} entry"
+            for M in REQUIRED_M if M not in configs]
 
 
 @dataclass(frozen=True)
@@ -306,10 +226,7 @@ def build_device_files(
         ValueError: Winners of more than one device (or of another than `device_name`), two
             winners for one (shape, M), no device name at all, or an unknown engine.
     """
-    devices = sorted({row.device_name for row in winners} | {device_name} - {None})
-    if len(devices) != 1:
-        raise ValueError(f"winners of several devices: {', '.join(devices)}" if devices
-                         else "no winners and no device_name")
+    device = _one_device(winners, device_name)
     grouped: dict[FamilyShape, list[WinnerRowLike]] = {}
     for row in winners:
         grouped.setdefault(FamilyShape.of_row(row), []).append(row)
@@ -319,30 +236,48 @@ def build_device_files(
     files: list[DeviceFile] = []
     skipped: list[SkippedShape] = []
     for key in sorted(set(grouped) | set(requested) | set(imports)):
-        family, shape = get_family(key.family), key.shape
         m_requested = requested.get(key, [])
         rows = grouped.get(key, [])
-        extra = imports.get(key)
         try:
-            merged = merge_shape(
-                rows, m_requested=m_requested,
-                default=lambda M, family=family, shape=shape: family.default_config(shape, M),
-                allow_partial=allow_partial, existing=extra.configs if extra else None,
-                existing_labels=extra.labels if extra else None,
-                left_out=getattr(extra, "left_out", None),
-                # SGLang's get_moe_configs turns every key into an int (0.5.23,
-                # fused_moe_triton_config.py): a "triton_version" key would make it raise.
-                triton_version=_file_triton(rows, triton_of)
-                if family.file_triton_version and engine == "vllm" else None,
-            )
+            merged = _merge_key(key, rows, m_requested, imports.get(key), allow_partial,
+                                engine, triton_of)
         except PartialFileError as exc:
             done = {row.M for row in rows}
             missing = sorted({M for M in m_requested if M not in done})
             skipped.append(SkippedShape(key, str(exc), missing))
             continue
-        name = family.file_name(shape, devices[0], engine)
+        name = get_family(key.family).file_name(key.shape, device, engine)
         files.append(DeviceFile(name, key, merged))
     return DeviceFiles(files=files, skipped=skipped)
+
+
+def _one_device(winners: Sequence[WinnerRowLike], device_name: str | None) -> str:
+    """The one device of the winners and `device_name`; ValueError for several or none."""
+    named = {row.device_name for row in winners}
+    devices = sorted(named if device_name is None else named | {device_name})
+    if len(devices) != 1:
+        raise ValueError(f"winners of several devices: {', '.join(devices)}" if devices
+                         else "no winners and no device_name")
+    return devices[0]
+
+
+def _merge_key(key: FamilyShape, rows: Sequence[WinnerRowLike], m_requested: Sequence[int],
+               extra: ImportedShapeLike | None, allow_partial: bool, engine: str,
+               triton_of: Mapping[int, str] | None) -> MergedFile:
+    """`merge_shape` of one family's shape: its winners over its imported entries, defaulted
+    by the family, with the Triton version when the family records it (vLLM only)."""
+    family, shape = get_family(key.family), key.shape
+    return merge_shape(
+        rows, m_requested=m_requested,
+        default=lambda M: family.default_config(shape, M),
+        allow_partial=allow_partial, existing=extra.configs if extra else None,
+        existing_labels=extra.labels if extra else None,
+        left_out=getattr(extra, "left_out", None),
+        # SGLang's get_moe_configs turns every key into an int (0.5.23,
+        # fused_moe_triton_config.py): a "triton_version" key would make it raise.
+        triton_version=_file_triton(rows, triton_of)
+        if family.file_triton_version and engine == "vllm" else None,
+    )
 
 
 def _file_triton(rows: Sequence[WinnerRowLike],

@@ -16,17 +16,25 @@ file by file, as dense files are.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tuner.files.engine_folders import engine_version, folder_for
+from tuner.files.mount_formats import DOCKER_HEAD as DOCKER_HEAD  # re-exported
+from tuner.files.mount_formats import MOE_CONTAINER_DIR as MOE_CONTAINER_DIR  # re-exported
+from tuner.files.mount_formats import MOE_ENV as MOE_ENV  # re-exported
+from tuner.files.mount_formats import (
+    FileMount,
+    MoeFile,
+    compose_body,
+    configmap_key,
+    docker_body,
+    k8s_body,
+)
 from tuner.inputs.backends import TRITON_FLAG, device_advice
 from tuner.kernels.dense.naming import ENGINES, SGLANG_NOTE
-from tuner.kernels.family import Shape
 from tuner.kernels.registry import family_of_file
 
 FORMATS: tuple[str, ...] = ("docker", "compose", "k8s")
@@ -38,9 +46,6 @@ DEFAULT_SITE_PACKAGES: dict[str, str] = {
     "sglang": "/sgl-workspace/sglang/python",
 }
 DEFAULT_HOST_DIR = "$PWD/configs"
-# Where the MoE files' folder is mounted in the container; vLLM is told by VLLM_TUNED_CONFIG_FOLDER.
-MOE_CONTAINER_DIR = "/opt/blockfp8-tuner/moe-configs"
-MOE_ENV = "VLLM_TUNED_CONFIG_FOLDER"
 # Prints the container's site-packages folder for the engine.
 _FIND_SITE = "python3 -c \"import os, {0}; print(os.path.dirname(os.path.dirname({0}.__file__)))\""
 # Prints the engine's release in the container.
@@ -103,62 +108,6 @@ def check_site_packages(path: str) -> str:
     return path.rstrip("/") or "/"
 
 
-def _double_quoted(text: str, pwd_at: int = 0) -> str:
-    """A shell double-quoted word; a $PWD at `pwd_at` (where the host folder starts) stays
-    expandable, every other `\\`, `"`, backquote and `$` is escaped."""
-    keep = "$PWD" if text.startswith("$PWD", pwd_at) else ""
-    head, rest = text[:pwd_at], text[pwd_at + len(keep):]
-    escaped = [re.sub(r'([\\"`$])', r"\\\1", part) for part in (head, rest)]
-    return f'"{escaped[0]}{keep}{escaped[1]}"'
-
-
-def _docker_mount(source: str, target: str) -> str:
-    """One `docker run` flag mounting `source` read-only at `target`.
-
-    `-v src:dst:ro` when neither path has a ':' (the separator of -v); otherwise `--mount`,
-    whose value docker reads as CSV: the source and target fields are quoted and their '"'
-    doubled, because the file names hold ','. Device names may hold ':' (vLLM keeps every
-    character but the space).
-    """
-    if ":" not in source and ":" not in target:
-        return f"-v {_double_quoted(f'{source}:{target}:ro')}"
-    field = 'type=bind,"source='
-    value = (f'{field}{source.replace(chr(34), chr(34) * 2)}",'
-             f'"target={target.replace(chr(34), chr(34) * 2)}",readonly')
-    return f"--mount {_double_quoted(value, pwd_at=len(field))}"
-
-
-def _yaml(text: str) -> str:
-    # A JSON string is a valid YAML double-quoted scalar: '[', ',' and '=' stay literal.
-    return json.dumps(text)
-
-
-def _configmap_name(device_name: str) -> str:
-    """A ConfigMap name for a device: a DNS-1123 label (lowercase letters, digits and '-', first
-    and last alphanumeric, at most 63 characters), so valid as any Kubernetes object name.
-
-    A plain name (letters and digits joined by single '_' or '-', e.g. NVIDIA_L20) gives
-    `blockfp8-nvidia-l20`; any other (e.g. `Intel(R)_Data_Center_GPU_Max_1550`), or one too
-    long, is cut down and gets the first 8 hex digits of its sha256, so that two such devices
-    do not share a ConfigMap.
-    """
-    slug = re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-")
-    name = f"blockfp8-{slug}".rstrip("-")
-    if re.fullmatch(r"[A-Za-z0-9]+(?:[_-][A-Za-z0-9]+)*", device_name) and len(name) <= 63:
-        return name
-    digest = hashlib.sha256(device_name.encode("utf-8")).hexdigest()[:8]
-    return f"{name[:54].rstrip('-')}-{digest}"
-
-
-def _configmap_key(shape: Shape) -> str:
-    """A file's key in a ConfigMap, from the shape its name gives: `n5120-k3072-b128x128.json`,
-    `e128-n384-b128x128.json` (a fused-MoE name holds no K: its shape's K is 0)."""
-    # ConfigMap keys allow only [-._a-zA-Z0-9]; vLLM's names have '=', ',' and '['.
-    params = "".join(f"{name.lower()}{value}-" for name, value in shape.params)
-    k = f"-k{shape.K}" if shape.K else ""
-    return f"{params}n{shape.N}{k}-b{shape.block_shape[0]}x{shape.block_shape[1]}.json"
-
-
 def render_mounts(request: MountRequest) -> str:
     """The mounts of every file, as text to paste into a command line, compose file or pod spec.
 
@@ -186,23 +135,58 @@ def render_mounts(request: MountRequest) -> str:
     release = engine_version(request.engine, request.engine_version)
     target_dir = f"{site}/{folder_for(request.engine, 'dense', release)}"
     host_dir = request.host_dir.rstrip("/") or "/"
+    files, moe, moe_dir = _placed(request, site, release, target_dir)
+    head = _mounts_head(request, release, target_dir, len(files))
+    if moe:
+        head += [f"# {len(moe)} fused-MoE file(s) (E=...): one read-only folder mount of "
+                 f"{host_dir}/ at {MOE_CONTAINER_DIR}/,",
+                 f"# with {MOE_ENV}={MOE_CONTAINER_DIR} (vLLM reads MoE files there first)."]
+    if moe_dir is not None:
+        head += _sglang_moe_head(request, moe_dir)
+    capabilities = [request.compute_capability or ""]
+    head += advice_comments(request.device_name, capabilities, request.engine)
+    flag = needs_flag(request.device_name, capabilities, request.engine,
+                      [file.dst for file in files])
+    if not files and not moe:
+        raise ValueError(f"no config files for {request.device_name} to mount with "
+                         f"{request.engine}")
+    if request.fmt == "docker":
+        body = docker_body(files, moe, host_dir)
+    elif request.fmt == "compose":
+        body = compose_body(files, moe, host_dir)
+    else:
+        body = k8s_body(request.device_name, files, moe, host_dir)
+    return "\n".join(head + body + (flag_lines(request.fmt) if flag else [])) + "\n"
+
+
+def _placed(request: MountRequest, site: str, release: str, target_dir: str
+            ) -> tuple[list[FileMount], list[MoeFile], str | None]:
+    """Where each file goes, by name: the mounts of single files (dense ones in `target_dir`,
+    SGLang's MoE ones in its folder for the Triton version), vLLM's MoE files (one folder
+    mount), and SGLang's MoE folder (None without MoE files)."""
     files, moe = [], []
     moe_dir = None
     for name in sorted(request.file_names):
         family = family_of_file(name)
-        key = _configmap_key(family.parse_file_name(name)[0])
+        key = configmap_key(family.parse_file_name(name)[0])
         if family.tuned_folder_env and request.engine == "vllm":
-            moe.append((name, key))
+            moe.append(MoeFile(name, key))
             continue
         folder = target_dir
         if family.tuned_folder_env:
             moe_folder = folder_for("sglang", "moe", release, request.triton_version)
             moe_dir = folder = f"{site}/{moe_folder}"
         dst = family.respell(name, request.engine, request.device_name)
-        files.append((name, f"{folder}/{dst}", key, dst))
+        files.append(FileMount(name, f"{folder}/{dst}", key, dst))
+    return files, moe, moe_dir
+
+
+def _mounts_head(request: MountRequest, release: str, target_dir: str, count: int) -> list[str]:
+    """The first comment lines: the mounts, the engine's dense folder and how to find the
+    image's own, the restart, and what the winners were tuned with."""
     engine_label = f"{request.engine} {release}"
     head = [
-        f"# {len(files)} read-only mount(s) of W8A8 block-FP8 configs for {request.device_name} "
+        f"# {count} read-only mount(s) of W8A8 block-FP8 configs for {request.device_name} "
         f"({engine_label}).",
         f"# {engine_label} reads dense files only from {target_dir}/",
         f"# (site-packages in your image: {_FIND_SITE.format(request.engine)};",
@@ -212,31 +196,17 @@ def render_mounts(request: MountRequest) -> str:
     ]
     if request.tuned_with:
         head.append(f"# Tuned with {request.tuned_with}.")
-    if moe:
-        head += [f"# {len(moe)} fused-MoE file(s) (E=...): one read-only folder mount of "
-                 f"{host_dir}/ at {MOE_CONTAINER_DIR}/,",
-                 f"# with {MOE_ENV}={MOE_CONTAINER_DIR} (vLLM reads MoE files there first)."]
-    if moe_dir is not None:
-        head += [f"# Fused-MoE files (E=...) from {moe_dir}/, written by "
-                 "`tuner export --engine sglang` (no \"triton_version\" key: SGLang cannot "
-                 "read one);",
-                 f"# SGLang's folder for Triton {request.triton_version} ({request.triton_from}; "
-                 "it must be the serving image's, else SGLang falls back to another Triton's "
-                 "folder or its default config)."]
-    capabilities = [request.compute_capability or ""]
-    head += advice_comments(request.device_name, capabilities, request.engine)
-    flag = needs_flag(request.device_name, capabilities, request.engine,
-                      [dst for *_, dst in files])
-    if not files and not moe:
-        raise ValueError(f"no config files for {request.device_name} to mount with "
-                         f"{request.engine}")
-    if request.fmt == "docker":
-        body = _docker_body(files, moe, host_dir)
-    elif request.fmt == "compose":
-        body = _compose_body(files, moe, host_dir)
-    else:
-        body = _k8s_body(request.device_name, files, moe, host_dir)
-    return "\n".join(head + body + (flag_lines(request.fmt) if flag else [])) + "\n"
+    return head
+
+
+def _sglang_moe_head(request: MountRequest, moe_dir: str) -> list[str]:
+    """SGLang's MoE files: the folder for the serving image's Triton, and why it must match."""
+    return [f"# Fused-MoE files (E=...) from {moe_dir}/, written by "
+            "`tuner export --engine sglang` (no \"triton_version\" key: SGLang cannot "
+            "read one);",
+            f"# SGLang's folder for Triton {request.triton_version} ({request.triton_from}; "
+            "it must be the serving image's, else SGLang falls back to another Triton's "
+            "folder or its default config)."]
 
 
 def advice_comments(device_name: str, capabilities: Sequence[str], engine: str) -> list[str]:
@@ -308,68 +278,6 @@ def flag_lines(fmt: str) -> list[str]:
             "the",
             "# serving container's existing args: list, after --model and your other arguments:",
             f"#   - {name}", f"#   - {value}"]
-
-
-# Every line continues the command: the block goes into a multi-line `docker run`.
-DOCKER_HEAD = "# Insert in `docker run`, before the image name's line (each line ends in \\):"
-
-
-def _docker_body(files: list, moe: list, host_dir: str) -> list[str]:
-    flags = [_docker_mount(f"{host_dir}/{src}", target) for src, target, _, _ in files]
-    if moe:
-        flags += [_docker_mount(host_dir, MOE_CONTAINER_DIR),
-                  f"-e {MOE_ENV}={MOE_CONTAINER_DIR}"]
-    return [DOCKER_HEAD] + [f"  {flag} \\" for flag in flags]
-
-
-def _compose_body(files: list, moe: list, host_dir: str) -> list[str]:
-    body = ["# Under the serving service of docker-compose.yml:", "    volumes:"]
-    mounts = [(f"{host_dir}/{src}", target) for src, target, _, _ in files]
-    mounts += [(host_dir, MOE_CONTAINER_DIR)] if moe else []
-    for source, target in mounts:
-        body += ["      - type: bind", f"        source: {_yaml(source)}",
-                 f"        target: {_yaml(target)}", "        read_only: true"]
-    if moe:
-        body += ["    environment:", f"      {MOE_ENV}: {_yaml(MOE_CONTAINER_DIR)}"]
-    return body
-
-
-def _k8s_body(device_name: str, files: list, moe: list, host_dir: str) -> list[str]:
-    cm = _configmap_name(device_name)
-    body = []
-    if files:
-        body.append("# Make the ConfigMap from the host files:")
-        body.append(f"#   kubectl create configmap {cm} \\")
-        body += [f"#     --from-file={key}={_double_quoted(f'{host_dir}/{src}')} \\"
-                 for src, _, key, _ in files]
-        body.append("#     --dry-run=client -o yaml | kubectl apply -f -")
-    if moe:
-        body += ["# Make the fused-MoE ConfigMap from the host files:",
-                 f"#   kubectl create configmap {cm}-moe \\"]
-        body += [f"#     --from-file={key}={_double_quoted(f'{host_dir}/{src}')} \\"
-                 for src, key in moe]
-        body.append("#     --dry-run=client -o yaml | kubectl apply -f -")
-    body += ["# In the pod spec:", "volumes:"]
-    if files:
-        body += ["  - name: blockfp8-configs", "    configMap:", f"      name: {cm}",
-                 "      items:"]
-        for _, _, key, dst in files:
-            body += [f"        - key: {key}",
-                     f"          path: {_yaml(dst)}"]
-    if moe:
-        body += ["  - name: blockfp8-moe-configs", "    configMap:", f"      name: {cm}-moe",
-                 "      items:"]
-        for src, key in moe:
-            body += [f"        - key: {key}", f"          path: {_yaml(src)}"]
-    body += ["# In the serving container:", "volumeMounts:"]
-    for _, target, _key, dst in files:
-        body += ["  - name: blockfp8-configs", f"    mountPath: {_yaml(target)}",
-                 f"    subPath: {_yaml(dst)}", "    readOnly: true"]
-    if moe:
-        body += ["  - name: blockfp8-moe-configs", f"    mountPath: {_yaml(MOE_CONTAINER_DIR)}",
-                 "    readOnly: true", "env:", f"  - name: {MOE_ENV}",
-                 f"    value: {_yaml(MOE_CONTAINER_DIR)}"]
-    return body
 
 
 def config_files_in(folder_names: Sequence[str], device_name: str,

@@ -258,71 +258,110 @@ def render_pull_recipe(fmt: str, *, server: str, release: Mapping[str, Any], eng
     files = wanted_files(release, engine)
     moe = [w for w in files if family_of_file(w.file_name).tuned_folder_env]
     mounted = [(w, target_dir) for w in files if w not in moe]
-    args = _pull_args(server, release["device_name"], release["number"], engine)
-    head = [f"# {release['device_name']} release {release['number']} ({len(files)} file(s), "
-            f"content {release['content_sha256'][:12]}), pulled before {engine} {version} starts "
-            "and mounted read-only file by file.",
-            f"# tuner pull checks every sha256 and exits non-zero on a mismatch; {engine} "
-            f"{version} reads dense files only from {target_dir}/"]
+    head = _pull_head(release, len(files), engine, version, target_dir)
     if moe and engine == "vllm":
-        head += [f"# {len(moe)} fused-MoE file(s) (E=...): the whole volume mounted read-only "
-                 f"at {MOE_CONTAINER_DIR}/,",
-                 f"# with {MOE_ENV}={MOE_CONTAINER_DIR} (vLLM reads MoE files there first)."]
+        head += _vllm_moe_head(len(moe))
     elif moe:
         if triton_version is None:
             triton_version, triton_from = release_triton(release), "the one the release was " \
                 "tuned with"
         moe_dir = f"{site_packages}/{folder_for(engine, 'moe', version, triton_version)}"
         mounted += [(w, moe_dir) for w in moe]
-        head += [f"# {len(moe)} fused-MoE file(s) (E=...) in {moe_dir}/:",
-                 f"# SGLang's folder for Triton {triton_version} ({triton_from}; it must be the "
-                 "serving image's)."]
+        head += _sglang_moe_head(len(moe), moe_dir, triton_version, triton_from)
     moe_mount = bool(moe) and engine == "vllm"
     capabilities = release_capabilities(release)
     head += advice_comments(release["device_name"], capabilities, engine)
     flag = needs_flag(release["device_name"], capabilities, engine,
                       [w.file_name for w in files])
     mounted.sort(key=lambda pair: pair[0].save_as)
-    if image == DEFAULT_PULL_IMAGE:  # the project's Dockerfile, built where the pods pull it
-        head.append(f"# {image}: docker build -t {image} . in the tuner's source" + (
-            f" (a cluster: tag and push it, e.g. docker tag {image} <registry>/{image} && "
-            f"docker push <registry>/{image}, and set image: to it)." if fmt == "k8s-pull"
-            else ", on this host."))
+    head += _image_note(image, fmt)
+    args = _pull_args(server, release["device_name"], release["number"], engine)
     if fmt == "k8s-pull":
-        body = ["# In the pod spec:", "volumes:", "  - name: blockfp8-configs",
-                "    emptyDir: {}", "initContainers:", "  - name: blockfp8-pull",
-                f"    image: {image}", f"    command: {json.dumps(args)}",
-                "    volumeMounts:", "      - name: blockfp8-configs",
-                "        mountPath: /configs", "# In the serving container:", "volumeMounts:"]
-        for wanted, folder in mounted:
-            body += ["  - name: blockfp8-configs",
-                     f"    mountPath: {json.dumps(f'{folder}/{wanted.save_as}')}",
-                     f"    subPath: {json.dumps(wanted.save_as)}", "    readOnly: true"]
-        if moe_mount:
-            body += ["  - name: blockfp8-configs",
-                     f"    mountPath: {json.dumps(MOE_CONTAINER_DIR)}", "    readOnly: true",
-                     "env:", f"  - name: {MOE_ENV}", f"    value: {json.dumps(MOE_CONTAINER_DIR)}"]
-        if flag:
-            body += flag_lines(fmt)
+        body = _k8s_pull_body(image, args, mounted, moe_mount=moe_mount, flag=flag)
     else:
-        body = ["# docker-compose.yml:", "services:", "  blockfp8-pull:", f"    image: {image}",
-                f"    command: {json.dumps(args)}", "    volumes:",
-                "      - blockfp8-configs:/configs", f"  {engine}:  # your serving service",
-                "    depends_on:", "      blockfp8-pull:",
-                "        condition: service_completed_successfully", "    volumes:"]
-        for wanted, folder in mounted:
-            body += ["      - type: volume", "        source: blockfp8-configs",
-                     f"        target: {json.dumps(f'{folder}/{wanted.save_as}')}",
-                     "        read_only: true", "        volume:",
-                     f"          subpath: {json.dumps(wanted.save_as)}"]
-        if moe_mount:
-            body += ["      - type: volume", "        source: blockfp8-configs",
-                     f"        target: {json.dumps(MOE_CONTAINER_DIR)}", "        read_only: true",
-                     "    environment:", f"      {MOE_ENV}: {json.dumps(MOE_CONTAINER_DIR)}"]
-        if flag:
-            body += flag_lines(fmt)
-        body += ["volumes:", "  blockfp8-configs: {}"]
+        body = _compose_pull_body(image, args, engine, mounted, moe_mount=moe_mount, flag=flag)
     return "\n".join(head + body) + "\n"
+
+
+def _pull_head(release: Mapping[str, Any], count: int, engine: str, version: str,
+               target_dir: str) -> list[str]:
+    """The recipe's first comment lines: the release pulled and where the dense files go."""
+    return [f"# {release['device_name']} release {release['number']} ({count} file(s), "
+            f"content {release['content_sha256'][:12]}), pulled before {engine} {version} starts "
+            "and mounted read-only file by file.",
+            f"# tuner pull checks every sha256 and exits non-zero on a mismatch; {engine} "
+            f"{version} reads dense files only from {target_dir}/"]
+
+
+def _vllm_moe_head(count: int) -> list[str]:
+    """vLLM's MoE files: the whole volume at MOE_CONTAINER_DIR, MOE_ENV pointing there."""
+    return [f"# {count} fused-MoE file(s) (E=...): the whole volume mounted read-only "
+            f"at {MOE_CONTAINER_DIR}/,",
+            f"# with {MOE_ENV}={MOE_CONTAINER_DIR} (vLLM reads MoE files there first)."]
+
+
+def _sglang_moe_head(count: int, moe_dir: str, triton_version: str | None,
+                     triton_from: str) -> list[str]:
+    """SGLang's MoE files: each mounted in the folder for the serving image's Triton."""
+    return [f"# {count} fused-MoE file(s) (E=...) in {moe_dir}/:",
+            f"# SGLang's folder for Triton {triton_version} ({triton_from}; it must be the "
+            "serving image's)."]
+
+
+def _image_note(image: str, fmt: str) -> list[str]:
+    """How to build the project's image, when the recipe runs it (none for another image)."""
+    if image != DEFAULT_PULL_IMAGE:
+        return []
+    return [f"# {image}: docker build -t {image} . in the tuner's source" + (
+        f" (a cluster: tag and push it, e.g. docker tag {image} <registry>/{image} && "
+        f"docker push <registry>/{image}, and set image: to it)." if fmt == "k8s-pull"
+        else ", on this host.")]
+
+
+def _k8s_pull_body(image: str, args: list[str], mounted: Sequence[tuple[Wanted, str]], *,
+                   moe_mount: bool, flag: bool) -> list[str]:
+    """The pod spec's parts: an emptyDir, the init container, the serving container's mounts
+    (one subPath per file, the whole volume for vLLM's MoE files) and env."""
+    body = ["# In the pod spec:", "volumes:", "  - name: blockfp8-configs",
+            "    emptyDir: {}", "initContainers:", "  - name: blockfp8-pull",
+            f"    image: {image}", f"    command: {json.dumps(args)}",
+            "    volumeMounts:", "      - name: blockfp8-configs",
+            "        mountPath: /configs", "# In the serving container:", "volumeMounts:"]
+    for wanted, folder in mounted:
+        body += ["  - name: blockfp8-configs",
+                 f"    mountPath: {json.dumps(f'{folder}/{wanted.save_as}')}",
+                 f"    subPath: {json.dumps(wanted.save_as)}", "    readOnly: true"]
+    if moe_mount:
+        body += ["  - name: blockfp8-configs",
+                 f"    mountPath: {json.dumps(MOE_CONTAINER_DIR)}", "    readOnly: true",
+                 "env:", f"  - name: {MOE_ENV}", f"    value: {json.dumps(MOE_CONTAINER_DIR)}"]
+    if flag:
+        body += flag_lines("k8s-pull")
+    return body
+
+
+def _compose_pull_body(image: str, args: list[str], engine: str,
+                       mounted: Sequence[tuple[Wanted, str]], *, moe_mount: bool,
+                       flag: bool) -> list[str]:
+    """The compose file: the one-shot pull service, the serving service's volumes (one
+    subpath per file, the whole volume for vLLM's MoE files) and the named volume."""
+    body = ["# docker-compose.yml:", "services:", "  blockfp8-pull:", f"    image: {image}",
+            f"    command: {json.dumps(args)}", "    volumes:",
+            "      - blockfp8-configs:/configs", f"  {engine}:  # your serving service",
+            "    depends_on:", "      blockfp8-pull:",
+            "        condition: service_completed_successfully", "    volumes:"]
+    for wanted, folder in mounted:
+        body += ["      - type: volume", "        source: blockfp8-configs",
+                 f"        target: {json.dumps(f'{folder}/{wanted.save_as}')}",
+                 "        read_only: true", "        volume:",
+                 f"          subpath: {json.dumps(wanted.save_as)}"]
+    if moe_mount:
+        body += ["      - type: volume", "        source: blockfp8-configs",
+                 f"        target: {json.dumps(MOE_CONTAINER_DIR)}", "        read_only: true",
+                 "    environment:", f"      {MOE_ENV}: {json.dumps(MOE_CONTAINER_DIR)}"]
+    if flag:
+        body += flag_lines("compose-pull")
+    return body + ["volumes:", "  blockfp8-configs: {}"]
 
 
 def version_mismatch(release: Mapping[str, Any], *, triton: str | None,

@@ -225,47 +225,61 @@ def derive_shapes(config: Mapping, tp: int, *, where: str = "config.json") -> De
     if isinstance(tp, bool) or not isinstance(tp, int) or not 1 <= tp <= 1024:
         raise ValueError(f"--tp must be an integer in 1..1024, got {tp!r}")
     architecture, known = _architecture(config, where)
-    if not known:  # MoE experts only
+    layers: tuple[LayerShape, ...] = ()
+    if known:
+        layers, block_shape = _dense_layers(config, tp, architecture, where)
+    else:  # MoE experts only
         block_shape = block_shape_of(config, where)
-        return DerivedShapes(architecture=architecture, tp=tp, block_shape=block_shape,
-                             layers=(), model=_model_name(config),
-                             moe=derive_moe(config, tp, block_shape, where=where),
-                             model_type=model_type_of(config))
+    return DerivedShapes(architecture=architecture, tp=tp, block_shape=block_shape,
+                         layers=layers, model=_model_name(config),
+                         moe=derive_moe(config, tp, block_shape, where=where),
+                         model_type=model_type_of(config))
+
+
+def _dense_layers(config: Mapping, tp: int, architecture: str, where: str
+                  ) -> tuple[tuple[LayerShape, ...], tuple[int, int]]:
+    """The dense layers per rank of a known architecture (module doc), checked against the
+    block_shape as vLLM checks them; and the block_shape."""
     hidden = _size(config, "hidden_size", where)
     heads = _size(config, "num_attention_heads", where)
     kv = _size(config, "num_key_value_heads", where) if config.get(
         "num_key_value_heads") is not None else heads
     dense_mlp = _dense_mlp(config, architecture)
     intermediate = _size(config, "intermediate_size", where) if dense_mlp else 0
-    if config.get("head_dim") is not None:
-        head_dim = _size(config, "head_dim", where)
-    else:
-        head_dim = _divide(hidden, heads, "head_dim = hidden_size / num_attention_heads", where)
-    group_n, group_k = block_shape_of(config, where)
-    heads_per_rank = _divide(heads, tp, "num_attention_heads over tp", where)
-    if tp >= kv:
-        _divide(tp, kv, "tp over num_key_value_heads (kv head replicas)", where)
-        kv_per_rank = 1
-    else:
-        kv_per_rank = _divide(kv, tp, "num_key_value_heads over tp", where)
+    head_dim = _head_dim(config, hidden, heads, where)
+    block_shape = block_shape_of(config, where)
+    q_size = _divide(heads, tp, "num_attention_heads over tp", where) * head_dim
+    kv_size = _kv_heads_per_rank(kv, tp, where) * head_dim
     inter_per_rank = _divide(intermediate, tp, "intermediate_size over tp", where)
-    q_size, kv_size = heads_per_rank * head_dim, kv_per_rank * head_dim
     # validate_fp8_block_shape: merged column-parallel parts (always) and row-parallel K (tp > 1).
     column = [("q part of qkv_proj", q_size), ("k/v part of qkv_proj", kv_size)]
     row = [("o_proj", q_size)]
     if dense_mlp:
         column.append(("gate/up part of gate_up_proj", inter_per_rank))
         row.append(("down_proj", inter_per_rank))
-    _check_block_multiples(column, row, tp=tp, block_shape=(group_n, group_k), where=where)
+    _check_block_multiples(column, row, tp=tp, block_shape=block_shape, where=where)
     layers = (
         LayerShape("qkv_proj", q_size + 2 * kv_size, hidden),
         LayerShape("o_proj", hidden, q_size),
     ) + ((LayerShape("gate_up_proj", 2 * inter_per_rank, hidden),
           LayerShape("down_proj", hidden, inter_per_rank)) if dense_mlp else ())
-    return DerivedShapes(architecture=architecture, tp=tp, block_shape=(group_n, group_k),
-                         layers=layers, model=_model_name(config),
-                         moe=derive_moe(config, tp, (group_n, group_k), where=where),
-                         model_type=model_type_of(config))
+    return layers, block_shape
+
+
+def _head_dim(config: Mapping, hidden: int, heads: int, where: str) -> int:
+    """The config's `head_dim`, else hidden_size / num_attention_heads."""
+    if config.get("head_dim") is not None:
+        return _size(config, "head_dim", where)
+    return _divide(hidden, heads, "head_dim = hidden_size / num_attention_heads", where)
+
+
+def _kv_heads_per_rank(kv: int, tp: int, where: str) -> int:
+    """kv / tp, or 1 when tp >= kv (each kv head replicated on tp / kv ranks, which must
+    divide)."""
+    if tp >= kv:
+        _divide(tp, kv, "tp over num_key_value_heads (kv head replicas)", where)
+        return 1
+    return _divide(kv, tp, "num_key_value_heads over tp", where)
 
 
 def model_type_of(config: Mapping) -> str | None:

@@ -19,7 +19,7 @@ from tuner.kernels.gpus import KNOWN_GPUS, gpu_model
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.measure.compile import compile_infos
 from tuner.measure.compile_cache import CompileCache
-from tuner.measure.resources import MAX_SHARED_BYTES, launch_problem
+from tuner.measure.resources import MAX_SHARED_BYTES, CompileInfo, launch_problem
 
 # Output dtype compiled for: vLLM's block-FP8 models run in bfloat16 (float16 takes the same
 # bytes per element, so the same shared memory).
@@ -114,28 +114,12 @@ def check_entries(
     limit = MAX_SHARED_BYTES.get(arch)
     if limit is None:
         raise ValueError(f"no resource limits known for sm{arch}")
-    unchecked: dict[int, str] = {}
+    by_m, unchecked = _entries_to_check(configs)
     first_m: dict[KernelConfig, int] = {}
-    by_m: dict[int, KernelConfig] = {}
-    for M in sorted(configs):
-        entry = configs[M]
-        if any(key in entry for key in _AMD_KEYS):
-            unchecked[M] = "an AMD entry (kpack, waves_per_eu ...): not compiled for NVIDIA"
-            continue
-        config = KernelConfig.from_dict(entry)
-        by_m[M] = config
+    for M, config in by_m.items():
         first_m.setdefault(config, M)
-    kernel_family = get_family(family)
-    shape = Shape(N, K, as_block_shape(block_shape), ())
-    groups: dict[str, tuple[int, list[KernelConfig]]] = {}
-    for config, M in first_m.items():
-        spec = kernel_family.specialization(shape, M)
-        groups.setdefault(spec, (M, []))[1].append(config)
-    infos = {}
-    for M, group in groups.values():
-        infos.update(compile_infos(group, arch=arch, M=M, N=N, K=K, block_shape=block_shape,
-                                   out_dtype=CHECK_OUT_DTYPE, cache=cache, pool=pool,
-                                   family=family))
+    infos = _compile_first_uses(first_m, arch=arch, N=N, K=K, block_shape=block_shape,
+                                cache=cache, pool=pool, family=family)
     cannot_launch: dict[int, str] = {}
     for M, config in by_m.items():
         info = infos[config]
@@ -151,3 +135,38 @@ def check_entries(
             reason = problem.reason.removeprefix("pruned before launch: ")
             cannot_launch[M] = f"config {config.short()}: {reason} on {device_name} (sm{arch})"
     return LaunchVerdict(arch, cannot_launch, dict(sorted(unchecked.items())), len(first_m))
+
+
+def _entries_to_check(configs: Mapping[int, Mapping[str, int]]
+                      ) -> tuple[dict[int, KernelConfig], dict[int, str]]:
+    """M -> the config of each entry to compile, in M order; M -> why an AMD entry is not."""
+    by_m: dict[int, KernelConfig] = {}
+    unchecked: dict[int, str] = {}
+    for M in sorted(configs):
+        entry = configs[M]
+        if any(key in entry for key in _AMD_KEYS):
+            unchecked[M] = "an AMD entry (kpack, waves_per_eu ...): not compiled for NVIDIA"
+            continue
+        by_m[M] = KernelConfig.from_dict(entry)
+    return by_m, unchecked
+
+
+def _compile_first_uses(first_m: Mapping[KernelConfig, int], *, arch: int, N: int, K: int,
+                        block_shape: tuple[int, int], cache: CompileCache | None,
+                        pool: ProcessPoolExecutor | None, family: str
+                        ) -> dict[KernelConfig, CompileInfo]:
+    """Each config of `family`'s kernel compiled for `arch` at the launch specialization of
+    the first M that uses it: one `compile_infos` call per specialization, its first M in
+    `first_m`'s order."""
+    kernel_family = get_family(family)
+    shape = Shape(N, K, as_block_shape(block_shape), ())
+    groups: dict[str, tuple[int, list[KernelConfig]]] = {}
+    for config, M in first_m.items():
+        spec = kernel_family.specialization(shape, M)
+        groups.setdefault(spec, (M, []))[1].append(config)
+    infos: dict[KernelConfig, CompileInfo] = {}
+    for M, group in groups.values():
+        infos.update(compile_infos(group, arch=arch, M=M, N=N, K=K, block_shape=block_shape,
+                                   out_dtype=CHECK_OUT_DTYPE, cache=cache, pool=pool,
+                                   family=family))
+    return infos

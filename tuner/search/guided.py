@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tuner.kernels.config import KernelConfig
+from tuner.measure.trial import TrialResult
 from tuner.search.axes import Axis, neighbours, space_axes
 from tuner.search.base import Evaluate, History, Strategy, TaskTimings
 from tuner.search.budget import PRUNED, BudgetedEvaluate
@@ -20,6 +22,7 @@ from tuner.search.features import encoded
 from tuner.search.ils import FLAT, first_batch
 from tuner.search.local import best_first_step
 from tuner.search.prior import fit_prior
+from tuner.search.tiles import TileBatch, retiled
 
 if TYPE_CHECKING:  # numpy is imported where it is used: `tuner.search` is on the CLI's
     import numpy as np  # start-up path, which should not pay 50 ms for it
@@ -133,38 +136,6 @@ class RidgeGuide:
         return self.configs[int(np.argmin(np.where(candidates, predicted, np.inf)))]
 
 
-def retiled(tracker: BudgetedEvaluate, tiles: Sequence[KernelConfig], incumbent: KernelConfig,
-            count: int) -> list[KernelConfig]:
-    """Up to `count` unmeasured configs of the space: the incumbent with the block tile and
-    num_warps of each of the fastest ok configs of `tiles`, fastest first, skipping the
-    incumbent's own tile. A tile was measured with the settings (BLOCK_SIZE_K, GROUP_SIZE_M,
-    num_stages) known when its turn came, which can hide its best (on the synthetic sm90
-    landscape's 5120,3072,256, 128x128 w8 at num_stages=2 tied the default, at 5 stages it is
-    the optimum); the incumbent's tuned ones rank the runners-up more fairly
-    (bench/README.md).
-
-    Args:
-        tracker: the task's budgeted evaluate, the tiles measured in it.
-        tiles: the configs measured for the tile batch, in order.
-        incumbent: the fastest config so far.
-        count: see TRANSFER_TILES.
-    """
-    ranked = sorted((tracker.results[c].latency_us, i) for i, c in enumerate(tiles)
-                    if c in tracker.results and tracker.results[c].ok)
-    found: list[KernelConfig] = []
-    for _, i in ranked:
-        if len(found) == count:
-            break
-        tile = tiles[i]
-        if (tile.BLOCK_SIZE_M, tile.BLOCK_SIZE_N) == (incumbent.BLOCK_SIZE_M,
-                                                      incumbent.BLOCK_SIZE_N):
-            continue
-        config = _with_tile(incumbent, tile)
-        if config in tracker.allowed and config not in tracker.results:
-            found.append(config)
-    return found
-
-
 def repaired(tracker: BudgetedEvaluate, blocked: KernelConfig, axes: Sequence[Axis],
              rng: random.Random, categorical: frozenset[str] = CATEGORICAL
              ) -> list[KernelConfig]:
@@ -192,37 +163,6 @@ def repaired(tracker: BudgetedEvaluate, blocked: KernelConfig, axes: Sequence[Ax
     return found
 
 
-def _with_tile(settings: KernelConfig, tile: KernelConfig) -> KernelConfig:
-    """`settings` with the block tile (BLOCK_SIZE_M, BLOCK_SIZE_N) and num_warps of `tile`."""
-    return KernelConfig(**{**settings.as_dict(), "BLOCK_SIZE_M": tile.BLOCK_SIZE_M,
-                           "BLOCK_SIZE_N": tile.BLOCK_SIZE_N, "num_warps": tile.num_warps})
-
-
-class _Tiles:
-    """The tile batch, tried one tile at a time: each with the incumbent's BLOCK_SIZE_K,
-    GROUP_SIZE_M and num_stages when that config is in the space and new, else as drawn."""
-
-    def __init__(self, batch: Sequence[KernelConfig]) -> None:
-        self.pending = list(batch)
-        self.measured: list[KernelConfig] = []  # the configs tried for the tiles, in order
-
-    def next(self, tracker: BudgetedEvaluate,
-             incumbent: tuple[KernelConfig, float] | None) -> KernelConfig | None:
-        """The config to measure for the next tile not yet measured as drawn, or None."""
-        while self.pending and (self.pending[0] in tracker.results
-                                or self.pending[0] not in tracker.allowed):
-            self.pending.pop(0)
-        if not self.pending:
-            return None
-        config = self.pending.pop(0)
-        if incumbent is not None:
-            tuned = _with_tile(incumbent[0], config)
-            if tuned in tracker.allowed and tuned not in tracker.results:
-                config = tuned
-        self.measured.append(config)
-        return config
-
-
 def run_guided(tracker: BudgetedEvaluate, axes: Sequence[Axis], guide: RidgeGuide, *,
                seed: int, batch: Sequence[KernelConfig] = (), spread: int = SPREAD,
                guide_after: int = GUIDE_AFTER, transfer_tiles: int = TRANSFER_TILES,
@@ -230,7 +170,7 @@ def run_guided(tracker: BudgetedEvaluate, axes: Sequence[Axis], guide: RidgeGuid
                fresh_axes_first: bool = FRESH_AXES_FIRST,
                prior: Mapping[KernelConfig, float] | None = None) -> None:
     """Search until the budget (or the space) is spent: best-first steps as `run_local` (with
-    `categorical` axes), and after every `spread` of them the next tile of `batch` (`_Tiles`).
+    `categorical` axes), and after every `spread` of them the next tile of `batch` (`TileBatch`).
     A step that cannot launch (`PRUNED`) is followed by its `repaired` configs, which count as
     steps. A config that came other than by a step (a tile, a transfer, a guide's proposal, a
     repair) is first stepped from, once it is the fastest, along the last step's move that
@@ -256,62 +196,138 @@ def run_guided(tracker: BudgetedEvaluate, axes: Sequence[Axis], guide: RidgeGuid
         fresh_axes_first: see FRESH_AXES_FIRST.
         prior: orders each centre's neighbours (`local.neighbourhood_order`); None: seeded.
     """
-    rng = random.Random(seed)
-    # Repairs are drawn from their own generator, so that the steps' order stays the same
-    # whatever number of repairs came before.
-    repair_rng = random.Random(f"repair {seed}")
-    queues: dict[KernelConfig, list[KernelConfig]] = {}
-    moves: dict[KernelConfig, tuple[int, ...]] = {}
-    incumbent = tracker.incumbent()
-    tiles = _Tiles(batch)
-    stall = 0
-    since_tile = 0  # steps since the last tile
-    transfers: list[KernelConfig] | None = None  # built at the first stall, then drained
-    repairs: list[KernelConfig] = []
-    carried: tuple[int, ...] | None = None  # the last move of a step that was faster
-    while tracker.left > 0 and len(tracker.results) < len(tracker.allowed):
-        candidate = None
-        if since_tile >= spread or stall >= guide_after:
-            candidate = tiles.next(tracker, incumbent)
-        if candidate is not None:
-            since_tile = 0
-        else:
-            since_tile += 1
-            if stall >= guide_after:
-                if transfers is None and incumbent is not None:
-                    transfers = retiled(tracker, tiles.measured, incumbent[0], transfer_tiles)
-                candidate = transfers.pop(0) if transfers else guide(tracker)
-        step = False
-        if candidate is not None:
-            result = tracker(candidate)
-        else:  # a best-first step or a repair: the only kinds that count towards a stall
-            while repairs and repairs[0] in tracker.results:
-                repairs.pop(0)
-            if repairs:
-                candidate = repairs.pop(0)
+    _GuidedRun(tracker, axes, guide, _Settings(
+        seed=seed, spread=spread, guide_after=guide_after, transfer_tiles=transfer_tiles,
+        categorical=categorical, fresh_axes_first=fresh_axes_first, prior=prior), batch).run()
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """`run_guided`'s keyword arguments (see there)."""
+
+    seed: int
+    spread: int
+    guide_after: int
+    transfer_tiles: int
+    categorical: frozenset[str]
+    fresh_axes_first: bool
+    prior: Mapping[KernelConfig, float] | None
+
+
+class _GuidedRun:
+    """One `run_guided` search: each turn proposes a config (a tile, a transfer or the guide's
+    pick, `_proposal`) or else takes a step (a repair, a best-first step or a random config,
+    `_step`), then keeps the books (`_bookkeeping`).
+
+    Attributes:
+        rng: orders the neighbours and draws the random configs.
+        repair_rng: orders the repairs; their own generator, so that the steps' order stays
+            the same whatever number of repairs came before.
+        queues, moves: `best_first_step`'s neighbour queues and moves.
+        incumbent: the fastest ok config so far and its latency_us, or None.
+        tiles: the tile batch.
+        stall: counted steps since the last faster config that were not within FLAT.
+        since_tile: turns since the last tile.
+        transfers: the `retiled` configs, built at the first stall, then drained.
+        repairs: the `repaired` configs of pruned steps still to try.
+        carried: the last move of a step that found a faster config.
+    """
+
+    def __init__(self, tracker: BudgetedEvaluate, axes: Sequence[Axis], guide: RidgeGuide,
+                 settings: _Settings, batch: Sequence[KernelConfig]) -> None:
+        self.tracker = tracker
+        self.axes = axes
+        self.guide = guide
+        self.settings = settings
+        self.rng = random.Random(settings.seed)
+        self.repair_rng = random.Random(f"repair {settings.seed}")
+        self.queues: dict[KernelConfig, list[KernelConfig]] = {}
+        self.moves: dict[KernelConfig, tuple[int, ...]] = {}
+        self.incumbent: tuple[KernelConfig, float] | None = tracker.incumbent()
+        self.tiles = TileBatch(batch)
+        self.stall = 0
+        self.since_tile = 0
+        self.transfers: list[KernelConfig] | None = None
+        self.repairs: list[KernelConfig] = []
+        self.carried: tuple[int, ...] | None = None
+
+    def run(self) -> None:
+        """Turns until the budget or the space is spent."""
+        tracker = self.tracker
+        while tracker.left > 0 and len(tracker.results) < len(tracker.allowed):
+            candidate = self._proposal()
+            if candidate is not None:
+                self._bookkeeping(candidate, tracker(candidate), step=False)
             else:
-                candidate = best_first_step(tracker, axes, rng, queues, moves, categorical,
-                                            fresh_axes_first=fresh_axes_first, prior=prior)
-                step = candidate is not None
-            if candidate is None:
-                candidate = rng.choice([c for c in sorted(tracker.allowed, key=_key)
-                                        if c not in tracker.results])
-            left = tracker.left
-            result = tracker(candidate)
-            flat = (result is not None and result.ok and incumbent is not None
-                    and result.ok_latency_us <= incumbent[1] * (1 + FLAT))
-            stall += tracker.left < left and not flat
-            if step and result is not None and result.status in PRUNED:
-                repairs[:0] = repaired(tracker, candidate, axes, repair_rng, categorical)
-        if not step and carried is not None:
-            # Its first step, once it is the fastest, is the move that last paid off
-            # (a pattern move carried over, as from a step).
-            moves.setdefault(candidate, carried)
-        if result is not None and result.ok and (incumbent is None
-                                                 or result.ok_latency_us < incumbent[1]):
-            incumbent, stall = (candidate, result.ok_latency_us), 0
+                self._step()
+
+    def _stalled(self) -> bool:
+        return self.stall >= self.settings.guide_after
+
+    def _proposal(self) -> KernelConfig | None:
+        """The next tile when one is due (every `spread` turns, or each turn once stalled);
+        else, once stalled, the next transfer or the guide's pick; else None."""
+        candidate = None
+        if self.since_tile >= self.settings.spread or self._stalled():
+            candidate = self.tiles.next(self.tracker, self.incumbent)
+        if candidate is not None:
+            self.since_tile = 0
+            return candidate
+        self.since_tile += 1
+        if not self._stalled():
+            return None
+        if self.transfers is None and self.incumbent is not None:
+            self.transfers = retiled(self.tracker, self.tiles.measured, self.incumbent[0],
+                                     self.settings.transfer_tiles)
+        return self.transfers.pop(0) if self.transfers else self.guide(self.tracker)
+
+    def _step(self) -> None:
+        """Measure a repair, else a best-first step, else a random unmeasured config: the
+        only kinds that count towards a stall. A pruned best-first step queues its repairs."""
+        tracker, settings = self.tracker, self.settings
+        step = False
+        candidate = self._next_repair()
+        if candidate is None:
+            candidate = best_first_step(tracker, self.axes, self.rng, self.queues, self.moves,
+                                        settings.categorical,
+                                        fresh_axes_first=settings.fresh_axes_first,
+                                        prior=settings.prior)
+            step = candidate is not None
+        if candidate is None:
+            candidate = self.rng.choice([c for c in sorted(tracker.allowed, key=_key)
+                                         if c not in tracker.results])
+        left = tracker.left
+        result = tracker(candidate)
+        self._count_stall(result, counted=tracker.left < left)
+        if step and result is not None and result.status in PRUNED:
+            self.repairs[:0] = repaired(tracker, candidate, self.axes, self.repair_rng,
+                                        settings.categorical)
+        self._bookkeeping(candidate, result, step=step)
+
+    def _next_repair(self) -> KernelConfig | None:
+        """The first queued repair not measured since, or None."""
+        while self.repairs and self.repairs[0] in self.tracker.results:
+            self.repairs.pop(0)
+        return self.repairs.pop(0) if self.repairs else None
+
+    def _count_stall(self, result: TrialResult | None, *, counted: bool) -> None:
+        """A step that cost budget and came no closer than FLAT to the incumbent is a stall."""
+        flat = (result is not None and result.ok and self.incumbent is not None
+                and result.ok_latency_us <= self.incumbent[1] * (1 + FLAT))
+        self.stall += counted and not flat
+
+    def _bookkeeping(self, candidate: KernelConfig, result: TrialResult | None, *,
+                     step: bool) -> None:
+        """Carry the last paying move over to a config that did not come by a step (its first
+        step, once it is the fastest, is that pattern move), and take a faster config as the
+        incumbent (which ends a stall)."""
+        if not step and self.carried is not None:
+            self.moves.setdefault(candidate, self.carried)
+        if result is not None and result.ok and (self.incumbent is None
+                                                 or result.ok_latency_us < self.incumbent[1]):
+            self.incumbent, self.stall = (candidate, result.ok_latency_us), 0
             if step:
-                carried = moves[candidate]
+                self.carried = self.moves[candidate]
 
 
 def _key(config: KernelConfig) -> tuple[int, ...]:

@@ -24,11 +24,11 @@ from tuner.files.merge import (
     DeviceFile,
     PartialFileError,
     build_device_files,
-    decided_spread,
     dense_key,
     merge_shape,
     write_files_atomically,
 )
+from tuner.files.merge_notes import decided_spread
 from tuner.kernels.config import CONFIG_KEYS, KernelConfig
 from tuner.kernels.dense.naming import (
     ConfigFileName,

@@ -6,7 +6,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from tuner.cli.export import runs_summary
-from tuner.files.merge import merge_shape, runs_note
+from tuner.files.merge import merge_shape
+from tuner.files.merge_notes import runs_note
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config
 

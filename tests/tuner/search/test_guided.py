@@ -15,10 +15,11 @@ from tuner.search import best, get_strategy, guided
 from tuner.search.axes import neighbours, space_axes
 from tuner.search.budget import BudgetedEvaluate
 from tuner.search.features import features
-from tuner.search.guided import RidgeGuide, repaired, retiled
+from tuner.search.guided import RidgeGuide, repaired
 from tuner.search.ils import tile_batch
 from tuner.search.local import best_first_step, move_of
 from tuner.search.replay import load_landscape
+from tuner.search.tiles import retiled
 
 SPACE = vllm_space()
 AXES = space_axes(SPACE)
