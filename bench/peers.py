@@ -54,7 +54,7 @@ from tuner.search.axes import space_axes  # noqa: E402
 from tuner.search.base import Evaluate, History  # noqa: E402
 from tuner.search.budget import PRUNED, BudgetedEvaluate  # noqa: E402
 from tuner.search.prior import related  # noqa: E402
-from tuner.search.replay import Landscape, load_landscape  # noqa: E402
+from tuner.measure.landscape import Landscape, load_landscape  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

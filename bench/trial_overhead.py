@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tuner.search.replay import load_landscape  # noqa: E402
+from tuner.measure.landscape import load_landscape  # noqa: E402
 
 LANDSCAPE = ROOT / "bench" / "landscapes" / "synthetic_sm90.json"
 MODEL, TP = "qwen3.8-27b", 2  # the five shapes of the landscapes here

@@ -243,7 +243,7 @@ def resolve_backend(device: str, replay: Path | None, *, need_device: bool = Tru
     from tuner.run.gpus import visible_gpus
 
     if replay is not None:
-        from tuner.search.replay import load_landscape
+        from tuner.measure.landscape import load_landscape
 
         try:
             landscape = load_landscape(replay)

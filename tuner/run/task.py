@@ -26,7 +26,7 @@ from tuner.run.worker_spec import (
 if TYPE_CHECKING:
     from tuner.measure.runner import KernelRunner
     from tuner.run.compile_gate import CompileGate, WorkerCompiler
-    from tuner.search.replay import ReplayRunner
+    from tuner.measure.landscape import ReplayRunner
 
 # Successive halving of measurement effort, in two rungs: every candidate of the search is
 # timed briefly (about 20 samples of ~1 ms graph replays, against do_bench's 100 ms), and the
@@ -162,7 +162,7 @@ class TaskRun:
         from tuner.measure.runner import KernelRunner, Problem
         from tuner.search import get_strategy, warm_start_for_task
         from tuner.search.prior import related as related_timings
-        from tuner.search.replay import cached_landscape
+        from tuner.measure.landscape import cached_landscape
 
         task, spec = self.task, self.spec
         family, shape = get_family(self.key.family), self.key.shape

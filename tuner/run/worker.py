@@ -199,7 +199,7 @@ class _Worker:
         if spec.parent_pid is not None:
             _ParentWatch(self.engine, spec, self.claim_lock).start()
         if spec.backend == "replay":
-            from tuner.search.replay import cached_landscape
+            from tuner.measure.landscape import cached_landscape
 
             landscape = cached_landscape(spec.replay_landscape())
             self.env = {**landscape.environment, "device_name": landscape.device_name}

@@ -18,7 +18,7 @@ from tuner.search.features import features
 from tuner.search.guided import RidgeGuide, repaired, retiled
 from tuner.search.ils import tile_batch
 from tuner.search.local import best_first_step, move_of
-from tuner.search.replay import load_landscape
+from tuner.measure.landscape import load_landscape
 
 SPACE = vllm_space()
 AXES = space_axes(SPACE)
