@@ -72,6 +72,8 @@ def with_store(url: str, landscape: Path) -> dict:
 
     from db import repo
     from db.engine import make_engine, session_scope
+    from tuner.measure.landscape import load_landscape
+    from tuner.measure.runners import ReplayRunner
     from tuner.run.sweep import worker_specs
     from tuner.run.worker import worker_main
 
@@ -81,8 +83,9 @@ def with_store(url: str, landscape: Path) -> dict:
         commits[0] += 1
 
     event.listen(Engine, "commit", count)
-    spec = worker_specs(url, backend="replay", visible_devices=[None], configs=None,
-                        replay=str(landscape), sweep_id=1)[0]
+    runner = ReplayRunner(str(landscape), load_landscape(landscape).device_name)
+    spec = worker_specs(url, runner=runner, visible_devices=[None], configs=None,
+                        sweep_id=1)[0]
     start = time.process_time()
     worker_main(dataclasses.replace(spec, worker_id="trial-overhead"))
     cpu_s = time.process_time() - start

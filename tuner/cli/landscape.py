@@ -49,8 +49,8 @@ def build_landscape(
         ValueError: no trials, or none complete when complete_only.
     """
     from tuner.kernels.config import KernelConfig
-    from tuner.measure.trial import TrialResult, TrialStatus
     from tuner.measure.landscape import landscape_from_results
+    from tuner.measure.trial import TrialResult, TrialStatus
 
     if not rows:
         raise ValueError(f"no trials of {device_name} in the store")

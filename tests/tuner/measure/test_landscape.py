@@ -8,13 +8,13 @@ import sys
 import pytest
 
 from tuner.kernels.dense.space import default_config, vllm_space
-from tuner.measure.trial import TrialResult, TrialStatus
 from tuner.measure.landscape import (
     FORMAT,
     NOT_RECORDED,
     landscape_from_results,
     load_landscape,
 )
+from tuner.measure.trial import TrialResult, TrialStatus
 
 ENVIRONMENT = {"gpu_name": "NVIDIA L20", "compute_capability": "8.9", "driver": "580.1",
                "cuda": "12.9", "torch": "2.11.0", "triton": "3.6.0", "tuner": "0.1.0",

@@ -4,6 +4,7 @@ import pytest
 
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config
+from tuner.measure.landscape import RecordedTimings
 from tuner.measure.noise import (
     RETIME_ROUNDS,
     RETIME_TOP,
@@ -15,7 +16,6 @@ from tuner.measure.noise import (
     simplicity,
 )
 from tuner.measure.trial import TrialResult, TrialStatus
-from tuner.measure.landscape import RecordedTimings
 
 DEFAULT = default_config()  # 64x128x128 g32 w4 s2
 FAST = KernelConfig(128, 128, 128, 1, 8, 4)

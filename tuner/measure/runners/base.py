@@ -46,18 +46,29 @@ class Runner(Protocol):
             own kernel's hash; False keeps one environment for all (a replay keeps the
             landscape's).
         confirm_above_s: a plan estimated longer than this asks for --yes; None never asks.
-        calibrates: the plan's time model is scaled by a trial measured on this host now
-            (`tuner.measure.calibrate`) where the store has no trials of the family.
     """
 
-    name: str
-    device_name: str
-    torch_device: str
-    default_trial_timeout_s: float
-    on_gpu: bool
-    family_environments: bool
-    confirm_above_s: float | None
-    calibrates: bool
+    # Read-only: a runner is frozen, its class gives the constants.
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def device_name(self) -> str: ...
+
+    @property
+    def torch_device(self) -> str: ...
+
+    @property
+    def default_trial_timeout_s(self) -> float: ...
+
+    @property
+    def on_gpu(self) -> bool: ...
+
+    @property
+    def family_environments(self) -> bool: ...
+
+    @property
+    def confirm_above_s(self) -> float | None: ...
 
     def pin(self, visible_device: str | None) -> None:
         """Set this (worker) process's environment before torch and triton are imported:
@@ -82,17 +93,17 @@ class Runner(Protocol):
         """
         ...
 
-    def problem_runner(self, problem: Problem, *, task_id: int, seed: int, warmup_s: float,
-                       rep_s: float) -> ProblemRunner:
+    def problem_runner(self, problem: Problem, *, seed: int, warmup_s: float, rep_s: float,
+                       task_id: int = 0) -> ProblemRunner:
         """The runner of one task's problem.
 
         Args:
             problem: what to measure.
-            task_id: the store's id of the task it measures for (a runner that logs its
-                trials names it; the product's ignore it).
             seed: the seed of the problem's random inputs.
             warmup_s: seconds of warm-up per timed config (live runners).
             rep_s: seconds of timed launches per config (live runners).
+            task_id: the store's id of the task it measures for, 0 for none (a runner that
+                logs its trials names it; the product's ignore it).
         """
         ...
 
@@ -112,6 +123,12 @@ class Runner(Protocol):
     def model_source(self, device_name: str,
                      calibration: tuple[tuple[int, int, int], float] | None) -> str:
         """Where the plan's time comes from when the store has no trials of the device."""
+        ...
+
+    def calibration(self) -> tuple[tuple[int, int, int], float] | None:
+        """((N, K, M), seconds) of a trial measured on this host now, which scales the plan's
+        model where the store has no trials of the family; None where the model needs none
+        (or the trial could not be measured)."""
         ...
 
     def plan_notes(self) -> list[str]:

@@ -36,7 +36,6 @@ class GpuRunner:
     on_gpu = True
     family_environments = True
     confirm_above_s = None
-    calibrates = False
 
     @classmethod
     def from_options(cls, *, device_name: str, landscape: str | None = None,
@@ -63,8 +62,8 @@ class GpuRunner:
                 "device_name": self.device_name, "compute_capability": f"{major}.{minor}",
                 "cuda": torch.version.cuda or "", "driver": _driver_version()}
 
-    def problem_runner(self, problem: Problem, *, task_id: int, seed: int, warmup_s: float,
-                       rep_s: float) -> ProblemRunner:
+    def problem_runner(self, problem: Problem, *, seed: int, warmup_s: float, rep_s: float,
+                       task_id: int = 0) -> ProblemRunner:
         """A `KernelRunner` on the GPU."""
         from tuner.measure.runner import KernelRunner
 
@@ -88,6 +87,10 @@ class GpuRunner:
         return (f"no earlier trials of {device_name} in the store: default "
                 f"{GPU_TRIAL_S * 1000:.0f} ms of measuring a trial, compiles at "
                 f"{GPU_COMPILE_S} s each on one core, overlapped")
+
+    def calibration(self) -> tuple[tuple[int, int, int], float] | None:
+        """None: the model stands as it is."""
+        return None
 
     def plan_notes(self) -> list[str]:
         """None."""

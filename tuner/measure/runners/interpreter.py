@@ -48,7 +48,6 @@ class InterpreterRunner:
     on_gpu = False
     family_environments = True
     confirm_above_s = CONFIRM_ABOVE_S
-    calibrates = True
 
     @classmethod
     def from_options(cls, *, device_name: str, landscape: str | None = None,
@@ -70,8 +69,8 @@ class InterpreterRunner:
         return {**process_environment(kernel, family), "gpu_name": self.device_name,
                 "device_name": self.device_name}
 
-    def problem_runner(self, problem: Problem, *, task_id: int, seed: int, warmup_s: float,
-                       rep_s: float) -> ProblemRunner:
+    def problem_runner(self, problem: Problem, *, seed: int, warmup_s: float, rep_s: float,
+                       task_id: int = 0) -> ProblemRunner:
         """A `KernelRunner` on the interpreter, `reps` timed calls a trial."""
         from tuner.measure.runner import KernelRunner
 
@@ -102,6 +101,14 @@ class InterpreterRunner:
         return (f"no earlier trials of {device_name} in the store: default "
                 f"{self.trial_model_s(512, 1024, 64):.1f} s a trial at N=512, K=1024, M<=64, "
                 f"{self.trial_model_s(5120, 3072, 1):.0f} s at N=5120, K=3072")
+
+    def calibration(self) -> tuple[tuple[int, int, int], float] | None:
+        """Trials measured on this host now, in a child process (`tuner.measure.calibrate`):
+        the CPU's speed and load vary several times between hosts and hours."""
+        from tuner.measure.calibrate import CALIBRATION_SHAPE, interpreter_trial_s
+
+        measured_s = interpreter_trial_s(self.reps)
+        return (CALIBRATION_SHAPE, measured_s) if measured_s else None
 
     def plan_notes(self) -> list[str]:
         """Nothing compiles ahead, and the timings are CPU timings."""

@@ -34,7 +34,6 @@ class ReplayRunner:
     on_gpu = False
     family_environments = False
     confirm_above_s = None
-    calibrates = False
 
     @classmethod
     def from_options(cls, *, device_name: str, landscape: str | None = None,
@@ -62,8 +61,8 @@ class ReplayRunner:
         landscape = cached_landscape(self.landscape)
         return {**landscape.environment, "device_name": landscape.device_name}
 
-    def problem_runner(self, problem: Problem, *, task_id: int, seed: int, warmup_s: float,
-                       rep_s: float) -> ProblemRunner:
+    def problem_runner(self, problem: Problem, *, seed: int, warmup_s: float, rep_s: float,
+                       task_id: int = 0) -> ProblemRunner:
         """The landscape's recorded timings of the problem's (N, K, M).
 
         Raises:
@@ -88,6 +87,10 @@ class ReplayRunner:
                      calibration: tuple[tuple[int, int, int], float] | None) -> str:
         """A replayed trial's cost."""
         return f"replayed: about {REPLAY_TRIAL_S * 1000:.0f} ms a trial"
+
+    def calibration(self) -> tuple[tuple[int, int, int], float] | None:
+        """None: the model stands as it is."""
+        return None
 
     def plan_notes(self) -> list[str]:
         """None."""
