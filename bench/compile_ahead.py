@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tuner.kernels.dense.space import default_config, vllm_space  # noqa: E402
 from tuner.measure.compile import compile_pool  # noqa: E402
 from tuner.measure.compile_cache import CompileCache  # noqa: E402
+from tuner.measure.landscape import load_landscape  # noqa: E402
 from tuner.run.compile_gate import CompileGate  # noqa: E402
 from tuner.search import get_strategy, planned  # noqa: E402
-from tuner.search.replay import load_landscape  # noqa: E402
 
 LANDSCAPE = Path(__file__).resolve().parent / "landscapes" / "synthetic_sm90.json"
 N, K, M = 5120, 3072, 256  # a Qwen3.8-27B TP2 shape (shapes/qwen3.8-27b.toml), a prefill batch

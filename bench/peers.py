@@ -48,13 +48,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tuner.kernels.config import CONFIG_KEYS, KernelConfig  # noqa: E402
 from tuner.kernels.dense.space import default_config, vllm_space  # noqa: E402
+from tuner.measure.landscape import Landscape, load_landscape  # noqa: E402
 from tuner.measure.trial import TrialResult  # noqa: E402
 from tuner.search import STRATEGIES, best, get_strategy, warm_start_for_task  # noqa: E402
 from tuner.search.axes import space_axes  # noqa: E402
 from tuner.search.base import Evaluate, History  # noqa: E402
 from tuner.search.budget import PRUNED, BudgetedEvaluate  # noqa: E402
 from tuner.search.prior import related  # noqa: E402
-from tuner.search.replay import Landscape, load_landscape  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

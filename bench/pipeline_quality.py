@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 from tuner.kernels.config import KernelConfig  # noqa: E402
 from tuner.kernels.dense.space import default_config  # noqa: E402
 from tuner.kernels.dense.specialization import specialization_key  # noqa: E402
-from tuner.search.replay import Landscape, load_landscape  # noqa: E402
+from tuner.measure.landscape import Landscape, load_landscape  # noqa: E402
 
 LANDSCAPE = ROOT / "bench" / "landscapes" / "synthetic_sm90.json"
 MODEL, TP = "qwen3.8-27b", 2  # the five shapes of the recorded landscapes

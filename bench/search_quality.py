@@ -31,9 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space  # noqa: E402
+from tuner.measure.landscape import Landscape, load_landscape  # noqa: E402
 from tuner.search import STRATEGIES, best, get_strategy, warm_start_for_task  # noqa: E402
 from tuner.search.prior import related  # noqa: E402
-from tuner.search.replay import Landscape, load_landscape  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 LANDSCAPE = HERE / "landscapes" / "synthetic_sm90.json"  # recorded (or SYNTHETIC) timings

@@ -40,7 +40,7 @@ TARGETS = ("file", "zip", "static")
 
 def fill_store(url: str) -> str:
     """`tuner sweep --replay` of the synthetic landscape into `url`; returns its device_name."""
-    from tuner.search.replay import load_landscape
+    from tuner.measure.landscape import load_landscape
 
     landscape = load_landscape(LANDSCAPE)
     m_values = sorted({m for _, _, m in landscape.problems})

@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tuner.search.replay import load_landscape  # noqa: E402
+from tuner.measure.landscape import load_landscape  # noqa: E402
 
 LANDSCAPE = ROOT / "bench" / "landscapes" / "synthetic_sm90.json"
 MODEL, TP = "qwen3.8-27b", 2  # the five shapes of the landscapes here
@@ -72,6 +72,8 @@ def with_store(url: str, landscape: Path) -> dict:
 
     from db import repo
     from db.engine import make_engine, session_scope
+    from tuner.measure.landscape import load_landscape
+    from tuner.measure.runners import ReplayRunner
     from tuner.run.sweep import worker_specs
     from tuner.run.worker import worker_main
 
@@ -81,8 +83,9 @@ def with_store(url: str, landscape: Path) -> dict:
         commits[0] += 1
 
     event.listen(Engine, "commit", count)
-    spec = worker_specs(url, backend="replay", visible_devices=[None], configs=None,
-                        replay=str(landscape), sweep_id=1)[0]
+    runner = ReplayRunner(str(landscape), load_landscape(landscape).device_name)
+    spec = worker_specs(url, runner=runner, visible_devices=[None], configs=None,
+                        sweep_id=1)[0]
     start = time.process_time()
     worker_main(dataclasses.replace(spec, worker_id="trial-overhead"))
     cpu_s = time.process_time() - start

@@ -193,7 +193,7 @@ def shape_coverage(
     ]
 
 
-# Environment columns a landscape file records (tuner.search.replay.Landscape.environment).
+# Environment columns a landscape file records (tuner.measure.landscape.Landscape.environment).
 ENVIRONMENT_FIELDS: tuple[str, ...] = (
     "gpu_name", "compute_capability", "driver", "cuda", "torch", "triton", "tuner", "kernel_hash",
 )

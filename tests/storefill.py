@@ -109,7 +109,7 @@ def run_one_task(url: str, *, model: str, family: str, shape_params: str,
                  shape: tuple[int, int], M: int, space: Sequence, budget: int = 3):
     """Create a one-task sweep of `family` on the interpreter device, claim its task and run it
     with `run_task` over `space`; returns (engine, task). Dispose of the engine when done."""
-    from tuner.run.options import RunOptions
+    from tuner.measure.runners import InterpreterRunner
     from tuner.run.task import run_task
     from tuner.run.worker_spec import WorkerSpec
 
@@ -125,7 +125,7 @@ def run_one_task(url: str, *, model: str, family: str, shape_params: str,
             compute_capability="", driver="", cuda="", torch="t", triton="t", tuner="t",
             kernel_hash="h")
         task = repo.claim_task(session, sweep_id=sweep.sweep_id, worker_id="w", lease_s=600)
-    spec = WorkerSpec(db_url=url, sweep_id=sweep.sweep_id, worker_id="w", backend="interpreter",
-                      options=RunOptions(interpreter_reps=1))
+    spec = WorkerSpec(db_url=url, sweep_id=sweep.sweep_id, worker_id="w",
+                      runner=InterpreterRunner("TRITON_INTERPRETER", reps=1))
     run_task(engine, spec, task, environment_id, space)
     return engine, task

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tuner.kernels.dense.space import default_config, vllm_space
-from tuner.search.replay import load_landscape
+from tuner.measure.landscape import load_landscape
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = importlib.util.spec_from_file_location("peers", REPO / "bench" / "peers.py")

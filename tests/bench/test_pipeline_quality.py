@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from tests.cli.robust import CONFIGS, latency_us, write_landscape
-from tuner.search.replay import load_landscape
+from tuner.measure.landscape import load_landscape
 
 REPO = Path(__file__).resolve().parents[2]
 SPEC = importlib.util.spec_from_file_location("pipeline_quality",

@@ -1,5 +1,6 @@
-"""`python -m tests.cli.hooked ARGS...`: the `tuner` command with the test hooks installed from
-the test's environment variables, which only this module reads:
+"""`python -m tests.cli.hooked ARGS...`: the `tuner` command whose runners inject the faults
+(`tests.faults.FaultyRunner`) the test's environment variables ask for, which only this module
+reads:
 
     TUNER_FAULT_CRASH: `os.abort()` instead of measuring a config whose `KernelConfig.short()`
         label is listed (labels separated by ';'), like a kernel that kills its process.
@@ -9,9 +10,11 @@ the test's environment variables, which only this module reads:
     TUNER_TEST_SQLITE_MAX_PAGES: `PRAGMA max_page_count` of every SQLite connection, a store
         that fills up ("database or disk is full") where no small filesystem can be mounted.
 
-The trial hooks reach the spawned workers through their spec (`tuner.run.options.RunOptions`);
-the SQLite limit through this module itself, which multiprocessing's spawn imports again in
-every worker as the parent's main module.
+Every backend's name is registered again (`tuner.measure.runners.register_runner`) with a
+factory that wraps the product's runner; the runner reaches the spawned workers in their spec
+(`tuner.run.worker_spec.WorkerSpec.runner`, pickled); the SQLite limit through this module
+itself, which multiprocessing's spawn imports again in every worker as the parent's main
+module.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ import sqlite3
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from tuner.run.options import TrialHooks, install_hooks
+from tests.faults import FaultyRunner
+from tuner.measure.runners import register_runner, runner_factory
 
 
 def _labels(variable: str) -> frozenset[str]:
@@ -30,9 +34,11 @@ def _labels(variable: str) -> frozenset[str]:
                      if label.strip())
 
 
-install_hooks(TrialHooks(crash=_labels("TUNER_FAULT_CRASH"), hang=_labels("TUNER_FAULT_HANG"),
-                         measure_log=os.environ.get("TUNER_TEST_MEASURE_LOG") or None,
-                         sleep_s=float(os.environ.get("TUNER_TEST_TRIAL_SLEEP_S") or 0.0)))
+_FAULTS = dict(crash=_labels("TUNER_FAULT_CRASH"), hang=_labels("TUNER_FAULT_HANG"),
+               measure_log=os.environ.get("TUNER_TEST_MEASURE_LOG") or None,
+               sleep_s=float(os.environ.get("TUNER_TEST_TRIAL_SLEEP_S") or 0.0))
+for _name in ("cuda", "interpreter", "replay"):
+    register_runner(_name, FaultyRunner.wrapping(runner_factory(_name), **_FAULTS))
 
 _MAX_PAGES = os.environ.get("TUNER_TEST_SQLITE_MAX_PAGES")
 if _MAX_PAGES:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config
+from tuner.measure.landscape import landscape_from_results
 from tuner.measure.trial import TrialResult, TrialStatus
-from tuner.search.replay import landscape_from_results
 
 SHAPES = ((256, 384), (576, 256))  # the `tiny` model
 ENVIRONMENT = {"gpu_name": "NVIDIA L20", "compute_capability": "8.9", "driver": "580.1",
@@ -69,14 +69,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def tuner_command(*args: str) -> list[str]:
-    """The `tuner` command with the test hooks (`tests.cli.hooked`), which `tuner_env`'s
-    variables set."""
+    """The `tuner` command with fault-injecting runners (`tests.cli.hooked`), whose faults
+    `tuner_env`'s variables set."""
     return [sys.executable, "-m", "tests.cli.hooked", *args]
 
 
 def tuner_env(**extra: str) -> dict[str, str]:
-    """This process's environment without test hooks, the repository on PYTHONPATH (for
-    `tests.cli.hooked`), then `extra`."""
+    """This process's environment without fault variables, the repository on PYTHONPATH (for
+    `tests.cli.hooked` and `tests.faults`), then `extra`."""
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("TUNER_FAULT_", "TUNER_TEST_"))
            or key == "TUNER_TEST_PG_URL"}

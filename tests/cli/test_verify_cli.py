@@ -78,8 +78,8 @@ class FakeRunner:
 def fake_runner(monkeypatch):
     log: list = []
 
-    def factory(backend, **_):
-        assert backend == "interpreter"
+    def factory(runner, **_):
+        assert runner.name == "interpreter"
         return lambda N, K, M: FakeRunner(M, log)
 
     monkeypatch.setattr(cli_verify, "_runner_factory", factory)
@@ -304,7 +304,7 @@ def test_inside_vllm_verify_and_fix_time_vllms_kernel(tmp_path, monkeypatch):
     log: list = []
     kernels = set()
 
-    def factory(backend, *, kernel, **_):
+    def factory(runner, *, kernel, **_):
         kernels.add(kernel)
         return lambda N, K, M: FakeRunner(M, log)
 

@@ -13,7 +13,7 @@ def fake_runner(monkeypatch):
     """What `FakeRunner` ran, in order (as in tests/cli/test_verify_cli.py)."""
     log: list = []
     monkeypatch.setattr(cli_verify, "_runner_factory",
-                        lambda backend, **_: lambda N, K, M: FakeRunner(M, log))
+                        lambda runner, **_: lambda N, K, M: FakeRunner(M, log))
     return log
 
 

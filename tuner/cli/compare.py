@@ -22,8 +22,8 @@ from tuner.cli.options import (
     open_db,
     parse_m_values,
     plain,
-    resolve_backend,
     resolve_kernel_choice,
+    resolve_runner,
     store_files,
 )
 from tuner.cli.tables import Column, print_table
@@ -140,16 +140,16 @@ def compare(
     _, engine = open_db(db, must_exist=True)
     with session_scope(engine) as session:
         device_name = device_in_store(session, device)
-    backend, _, visible = resolve_backend(device, None)
-    _use_backend(backend, visible)  # before anything imports the kernel
+    runner, visible = resolve_runner(device, None, interpreter_reps=interpreter_reps)
+    _use_backend(runner, visible)  # before anything imports the kernel
     tuned = _tuned(engine, device_name, out_dtype.value, tuple(model_shapes.block_shape),
                    kernel=read_kernel, timed=timed)
-    env = collect_environment(backend, kernel=timed)
+    env = collect_environment(runner, kernel=timed)
     defaults = default_kernels(model_shapes.pairs(), env["compute_capability"], out_dtype.value,
                                model_type=model_shapes.model_type)
     for line in table_reasons(defaults):
         plain(line)
-    points = _run(model_shapes, m_values, tuned, defaults, backend=backend, kernel=timed,
+    points = _run(model_shapes, m_values, tuned, defaults, runner=runner, kernel=timed,
                   out_dtype=out_dtype.value, seed=seed, rounds=rounds,
                   interpreter_reps=interpreter_reps)
     lines = [v.line() for v in verdicts(points)] + flag_lines(points, defaults)
@@ -208,7 +208,7 @@ COLUMNS_LINE = (
     "processing not timed)")
 
 
-def _run(model_shapes, m_values, tuned, defaults, *, backend, kernel, out_dtype, seed, rounds,
+def _run(model_shapes, m_values, tuned, defaults, *, runner, kernel, out_dtype, seed, rounds,
          interpreter_reps):
     """Every (shape, M) point, with a progress bar on stderr; prints each shape's table, vLLM's
     default kernel (`defaults`: (N, K) -> VllmDefault) marked. `kernel` ("builtin" or "vllm")
@@ -229,16 +229,15 @@ def _run(model_shapes, m_values, tuned, defaults, *, backend, kernel, out_dtype,
     from tuner.kernels.dense.space import default_config
 
     block_shape = tuple(model_shapes.block_shape)
-    device = "cuda" if backend == "cuda" else "cpu"
-    library, unavailable = library_kernels(device, block_shape)
+    library, unavailable = library_kernels(runner.torch_device, block_shape)
     default = default_config(block_shape)
-    unit = "CPU timings (interpreter)" if backend == "interpreter" else "GPU timings"
+    unit = "GPU timings" if runner.on_gpu else f"CPU timings ({runner.name})"
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
     plain(COLUMNS_LINE.format(
         whose="vLLM's Triton kernel" if kernel == "vllm" else "our Triton kernel"))
     time_point = partial(_point, block_shape=block_shape, default=default, library=library,
-                         unavailable=unavailable, backend=backend, kernel=kernel,
+                         unavailable=unavailable, backend=runner.name, kernel=kernel,
                          out_dtype=out_dtype, seed=seed, rounds=rounds,
                          interpreter_reps=interpreter_reps)
     points = []

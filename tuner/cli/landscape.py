@@ -24,7 +24,7 @@ from tuner.cli.tables import Column, print_table
 
 if TYPE_CHECKING:
     from db.repo import DeviceTrialRow
-    from tuner.search.replay import Landscape
+    from tuner.measure.landscape import Landscape
 
 def build_landscape(
     rows: Sequence[DeviceTrialRow], *, device_name: str, recorded_at: str,
@@ -49,8 +49,8 @@ def build_landscape(
         ValueError: no trials, or none complete when complete_only.
     """
     from tuner.kernels.config import KernelConfig
+    from tuner.measure.landscape import landscape_from_results
     from tuner.measure.trial import TrialResult, TrialStatus
-    from tuner.search.replay import landscape_from_results
 
     if not rows:
         raise ValueError(f"no trials of {device_name} in the store")
@@ -166,7 +166,7 @@ def landscape_stats(
     from statistics import geometric_mean, median_high
 
     from tuner.kernels.dense.space import default_config
-    from tuner.search.replay import load_landscape, problem_stats
+    from tuner.measure.landscape import load_landscape, problem_stats
 
     try:
         fractions = sorted({float(text) for text in ratios.split(",")}, reverse=True)

@@ -243,7 +243,7 @@ def resolve_backend(device: str, replay: Path | None, *, need_device: bool = Tru
     from tuner.run.gpus import visible_gpus
 
     if replay is not None:
-        from tuner.search.replay import load_landscape
+        from tuner.measure.landscape import load_landscape
 
         try:
             landscape = load_landscape(replay)
@@ -274,6 +274,28 @@ def resolve_backend(device: str, replay: Path | None, *, need_device: bool = Tru
                    "`tuner worker`)", err=True)
         return "cuda", key, [None]
     raise fail(f"no visible GPU matches --device {device}{hint}; visible: {visible}")
+
+
+def resolve_runner(device: str, replay: Path | None, *, interpreter_reps: int = 3,
+                   need_device: bool = True, plan_only: bool = False):
+    """(runner, visible devices) for --device and --replay: `resolve_backend`'s backend name
+    parsed, here and only here, into its runner (`tuner.measure.runners.make_runner`), whose
+    device_name is the resolved device's.
+
+    Raises:
+        typer.Exit: exit 2 with one line, as `resolve_backend`.
+    """
+    from tuner.measure.runners import make_runner
+
+    backend, device_name, visible = resolve_backend(device, replay, need_device=need_device,
+                                                    plan_only=plan_only)
+    try:
+        runner = make_runner(backend, device_name=device_name,
+                             landscape=None if replay is None else str(replay),
+                             interpreter_reps=interpreter_reps)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    return runner, visible
 
 
 def vllm_key(device: str) -> str:

@@ -29,8 +29,8 @@ from tuner.cli.options import (
     open_db,
     parse_m_values,
     print_sweep_summary,
-    resolve_backend,
     resolve_kernel_choice,
+    resolve_runner,
     strategy_names,
 )
 from tuner.cli.publish import NoPublishOpt, publish_device
@@ -100,8 +100,9 @@ def sweep(
         raise fail(str(exc).strip("'\"")) from None
     candidates = load_configs(configs)
     source, label = resolve_kernel_choice(kernel)
-    backend, device_name, visible = resolve_backend(device, replay, need_device=not no_run,
-                                                    plan_only=dry_run and not no_run)
+    runner, visible = resolve_runner(device, replay, interpreter_reps=interpreter_reps,
+                                     need_device=not no_run, plan_only=dry_run and not no_run)
+    device_name = runner.device_name
     missing = [value for value in REQUIRED_M if value not in m_values]
     warnings = [f"warning: M grid lacks {missing}; vLLM will use the nearest tuned M there"
                 ] if missing else []
@@ -110,17 +111,16 @@ def sweep(
         block_shape=model_shapes.block_shape, m_values=m_values, strategy=strategy,
         trials=trials, seed=seed, out_dtype=out_dtype.value, configs=candidates,
         replay=str(replay) if replay is not None else None, kernel=source, kernel_label=label)
-    if not show_plan(requests, db=db, backend=backend, workers=max(1, len(visible)),
-                     interpreter_reps=interpreter_reps, dry_run=dry_run, yes=yes,
+    if not show_plan(requests, db=db, runner=runner, workers=max(1, len(visible)),
+                     dry_run=dry_run, yes=yes,
                      warnings=warnings,
                      defaults=default_lines(model_shapes.model, model_shapes.tp, tp is not None,
                                             m)):
         return
     url, engine = open_db(db)
-    options = RunOptions(interpreter_reps=interpreter_reps, lease_s=lease,
-                         trial_timeout_s=trial_timeout)
+    options = RunOptions(lease_s=lease, trial_timeout_s=trial_timeout)
     for request, what in requests:
-        _plan_and_run(engine, url, request, what, no_run=no_run, backend=backend,
+        _plan_and_run(engine, url, request, what, no_run=no_run, runner=runner,
                       visible=visible, options=options)
     if not no_run and not no_publish:
         # The sweep's own kernel source: "auto" could read another source's trials here
@@ -128,7 +128,7 @@ def sweep(
         publish_device(engine, device_name, reason="tuner sweep", kernel=source)
 
 
-def _plan_and_run(engine, url: str, request, what: str, *, no_run: bool, backend: str,
+def _plan_and_run(engine, url: str, request, what: str, *, no_run: bool, runner,
                   visible: list, options) -> None:
     """Create, extend or find one sweep and run it to the end; exit 1 if tasks are left or no
     trial came out ok."""
@@ -155,7 +155,7 @@ def _plan_and_run(engine, url: str, request, what: str, *, no_run: bool, backend
                       highlight=False)
         return
     try:
-        summary = run_workers(engine, url, request, info.sweep_id, backend=backend,
+        summary = run_workers(engine, url, request, info.sweep_id, runner=runner,
                               visible_devices=visible, console=console, options=options)
     except KeyboardInterrupt as exc:  # Ctrl-C exits 130, SIGTERM 143
         code, what = interrupted_exit(exc)
@@ -198,7 +198,8 @@ def worker(
 
     candidates = load_configs(configs)
     source, label = resolve_kernel_choice(kernel)
-    backend, device_name, visible = resolve_backend(device, replay)
+    runner, visible = resolve_runner(device, replay, interpreter_reps=interpreter_reps)
+    device_name = runner.device_name
     replay_path = str(replay) if replay is not None else None
     url, engine = open_db(db, must_exist=True)
     scope = {"sweep_id": sweep_id, "device_name": device_name,
@@ -214,11 +215,10 @@ def worker(
         return _say(f"nothing to do: no unfinished task in {where} (space {scope['space']})")
     _say(f"{len(visible)} worker(s) on {where}: {unfinished} unfinished task(s), "
          f"store {masked(url)}")
-    options = RunOptions(interpreter_reps=interpreter_reps, lease_s=lease,
-                         trial_timeout_s=trial_timeout)
-    specs = worker_specs(url, backend=backend, visible_devices=visible, configs=candidates,
-                         replay=replay_path, kernel=source, options=options, **scope)
-    supervisor = Supervisor(engine, specs, trial_timeout_s=options.trial_timeout_for(backend),
+    options = RunOptions(lease_s=lease, trial_timeout_s=trial_timeout)
+    specs = worker_specs(url, runner=runner, visible_devices=visible, configs=candidates,
+                         kernel=source, options=options, **scope)
+    supervisor = Supervisor(engine, specs, trial_timeout_s=options.trial_timeout_for(runner),
                             on_event=_say)
     try:
         report = supervisor.run()

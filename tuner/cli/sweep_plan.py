@@ -60,17 +60,16 @@ def _history(db: str | None, requests: list) -> tuple[list, list[int]]:
     return history, stored
 
 
-def show_plan(requests: list, *, db: str | None, backend: str, workers: int,
-              interpreter_reps: int, defaults: list[str], dry_run: bool, yes: bool,
+def show_plan(requests: list, *, db: str | None, runner, workers: int,
+              defaults: list[str], dry_run: bool, yes: bool,
               warnings: list[str] = ()) -> bool:
     """Print the plan of a `tuner sweep` in one block; say whether to go on.
 
     Args:
         requests: (SweepRequest, what it tunes) per sweep of the command.
         db: --db.
-        backend: "cuda", "interpreter" or "replay".
+        runner: how the sweep measures (`tuner.measure.runners.Runner`).
         workers: processes that will measure.
-        interpreter_reps: timed calls per trial on the interpreter.
         defaults: `default_lines`.
         dry_run: only print.
         yes: --yes was passed.
@@ -81,35 +80,30 @@ def show_plan(requests: list, *, db: str | None, backend: str, workers: int,
         True to measure; False after a dry run.
 
     Raises:
-        typer.Exit: exit 2 when an interpreter plan above an hour was not confirmed.
+        typer.Exit: exit 2 when a plan above the runner's `confirm_above_s` (an hour on the
+            interpreter) was not confirmed.
     """
     import os
 
-    from tuner.run.preview import CONFIRM_ABOVE_S, duration, needs_confirmation, preview_sweeps
+    from tuner.run.preview import duration, needs_confirmation, preview_sweeps
 
     history, stored = _history(db, requests)
     for line in warnings:
         typer.echo(line, err=True)
     compile_workers = max(1, ((os.cpu_count() or 2) - workers) // max(1, workers))
-    calibration = None
     families = {request.family for request, _ in requests}
-    if backend == "interpreter" and not families <= {row.family for row in history}:
-        # The CPU's speed and load vary several times: trials measured here now.
-        from tuner.measure.calibrate import CALIBRATION_SHAPE, interpreter_trial_s
-
-        measured_s = interpreter_trial_s(interpreter_reps)
-        calibration = (CALIBRATION_SHAPE, measured_s) if measured_s else None
-    preview = preview_sweeps(requests, backend=backend, history=history, stored=stored,
-                             workers=workers, interpreter_reps=interpreter_reps,
-                             compile_workers=compile_workers, defaults=defaults,
+    calibration = (None if families <= {row.family for row in history}
+                   else runner.calibration())
+    preview = preview_sweeps(requests, runner=runner, history=history, stored=stored,
+                             workers=workers, compile_workers=compile_workers, defaults=defaults,
                              calibration=calibration)
     for line in preview.lines:
         plain(line)
     if dry_run:
         return False
-    if not yes and needs_confirmation(preview, backend):
-        longer = (f"this plan is about {duration(preview.estimate_s)} on the interpreter, over "
-                  f"{duration(CONFIRM_ABOVE_S)}")
+    if not yes and needs_confirmation(preview, runner):
+        longer = (f"this plan is about {duration(preview.estimate_s)} on the {runner.name}, "
+                  f"over {duration(runner.confirm_above_s)}")
         if sys.stdin.isatty() and sys.stdout.isatty():
             if typer.confirm(f"{longer}; start it?", default=False):
                 return True

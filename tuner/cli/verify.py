@@ -31,7 +31,7 @@ from tuner.cli.options import (
     open_db,
     parse_m_values,
     plain,
-    resolve_backend,
+    resolve_runner,
     store_files,
     strategy_names,
 )
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from tuner.compare.verify import RunnerFactory, ShapeVerification
     from tuner.compare.verify_run import MChoice, VerifyRun
     from tuner.inputs.shapes import ModelShapes
+    from tuner.measure.runners import Runner
 
 # Search of the `--fix` trials: `tuner sweep`'s defaults.
 FIX_STRATEGY = DEFAULT_STRATEGY_NAME  # what `tuner sweep` runs by default
@@ -77,32 +78,33 @@ FixTrialsOpt = Annotated[int, typer.Option(min=1, max=100_000, help="Configs per
                                            "the --fix trials.")]
 
 
-def _runner_factory(backend: str, *, block_shape: tuple[int, int], out_dtype: str, seed: int,
-                    interpreter_reps: int, kernel: str = "builtin") -> RunnerFactory:
-    """(N, K, M) -> tuner.measure.runner.KernelRunner on this process's device, timing
-    `kernel`'s ("builtin" or "vllm") Triton kernel (tests replace this)."""
-    from tuner.measure.runner import KernelRunner, Problem
+def _runner_factory(runner: Runner, *, block_shape: tuple[int, int], out_dtype: str,
+                    seed: int, kernel: str = "builtin") -> RunnerFactory:
+    """(N, K, M) -> `runner`'s problem runner (tuner.measure.runner.KernelRunner) on this
+    process's device, timing `kernel`'s ("builtin" or "vllm") Triton kernel (tests replace
+    this)."""
+    from tuner.measure.runner import Problem
+    from tuner.measure.timing import REP_S, WARMUP_S
 
-    def make(N: int, K: int, M: int) -> KernelRunner:
+    def make(N: int, K: int, M: int):
         problem = Problem(M, N, K, block_shape, out_dtype, kernel=kernel)
-        return KernelRunner(problem, backend=backend, seed=seed,
-                            interpreter_reps=interpreter_reps)
+        return runner.problem_runner(problem, seed=seed, warmup_s=WARMUP_S, rep_s=REP_S)
 
     return make
 
 
-def _use_backend(backend: str, visible: Sequence[str | None]) -> None:
+def _use_backend(runner: Runner, visible: Sequence[str | None]) -> None:
     """Make this process run the kernel on the interpreter, or on the first matching GPU.
 
     TRITON_INTERPRET must be set before tuner.kernels.dense.kernel is imported (triton.jit
     reads it then).
     """
     interpreted = os.environ.get("TRITON_INTERPRET") == "1"
-    if backend == "interpreter":
+    if not runner.on_gpu:
         if "tuner.kernels.dense.kernel" in sys.modules and not interpreted:
             raise fail("the kernel was already loaded for a GPU in this process; run "
                        "`tuner verify --device interpreter` in a fresh process")
-        os.environ["TRITON_INTERPRET"] = "1"
+        runner.pin(None)
         return
     if interpreted:
         raise fail("TRITON_INTERPRET=1 is set: unset it to verify on a GPU")
@@ -128,19 +130,17 @@ def _parse(model: str, tp: int | None, m: str | None) -> tuple[ModelShapes, MCho
     return model_shapes, choice
 
 
-def _verify_run(model_shapes: ModelShapes, choice: MChoice, kernel: str, *, backend: str,
-                out_dtype: str, seed: int, interpreter_reps: int,
-                rounds: int | None) -> VerifyRun:
+def _verify_run(model_shapes: ModelShapes, choice: MChoice, kernel: str, *, runner: Runner,
+                out_dtype: str, seed: int, rounds: int | None) -> VerifyRun:
     """The check on this process's device, timing `kernel`'s ("builtin" or "vllm") Triton
     kernel; on the interpreter, a note on its noise floor."""
     from tuner.compare.verify import INTERPRETER_NOISE_FLOOR
     from tuner.compare.verify_run import VerifyRun
 
-    make_runner = _runner_factory(backend, block_shape=tuple(model_shapes.block_shape),
-                                  out_dtype=out_dtype, seed=seed,
-                                  interpreter_reps=interpreter_reps, kernel=kernel)
-    noise_floor = INTERPRETER_NOISE_FLOOR if backend == "interpreter" else 0.0
-    if backend == "interpreter":
+    make_runner = _runner_factory(runner, block_shape=tuple(model_shapes.block_shape),
+                                  out_dtype=out_dtype, seed=seed, kernel=kernel)
+    noise_floor = 0.0 if runner.on_gpu else INTERPRETER_NOISE_FLOOR
+    if not runner.on_gpu:
         plain(f"note: the interpreter's timings are CPU timings, not a GPU's: a pick is slower "
               f"only past {noise_floor:.0%} of the default's median (CPU noise) and the spread")
     return VerifyRun(model_shapes, choice, make_runner, rounds=rounds, noise_floor=noise_floor)
@@ -286,10 +286,10 @@ def verify(
     url, engine = open_db(db, must_exist=True)
     with session_scope(engine) as session:
         device_name = device_in_store(session, device)
-    backend, _, visible = resolve_backend(device, None)
-    _use_backend(backend, visible)  # before anything imports tuner.kernels.dense.kernel
-    options = RunOptions(interpreter_reps, lease, trial_timeout)
-    fixer = Fixer(engine, url, model_shapes, device_name=device_name, backend=backend,
+    runner, visible = resolve_runner(device, None, interpreter_reps=interpreter_reps)
+    _use_backend(runner, visible)  # before anything imports tuner.kernels.dense.kernel
+    options = RunOptions(lease, trial_timeout)
+    fixer = Fixer(engine, url, model_shapes, device_name=device_name, runner=runner,
                   visible=visible, strategy=strategy, trials=trials, configs=candidates,
                   seed=seed, out_dtype=out_dtype.value, options=options)
     if fix:
@@ -300,9 +300,8 @@ def verify(
     no_file = no_file_line(model_shapes, first.explained(), device_name)
     if no_file is not None:
         raise fail(no_file)
-    run = _verify_run(model_shapes, choice, fixer.kernel, backend=backend,
-                      out_dtype=out_dtype.value, seed=seed, interpreter_reps=interpreter_reps,
-                      rounds=rounds)
+    run = _verify_run(model_shapes, choice, fixer.kernel, runner=runner,
+                      out_dtype=out_dtype.value, seed=seed, rounds=rounds)
     plain(m_set_line(choice))
     if engine_name == EngineName.sglang:
         for line in clamp_lines(device_name, engine_version,

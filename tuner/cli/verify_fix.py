@@ -23,14 +23,14 @@ class Fixer:
     """Runs `--fix` trials: sweeps planned and run as `tuner sweep` does, so they resume alike."""
 
     def __init__(self, engine, url: str, model_shapes: ModelShapes, *, device_name: str,
-                 backend: str, visible: Sequence[str | None], strategy: str, trials: int,
+                 runner, visible: Sequence[str | None], strategy: str, trials: int,
                  configs: Sequence[KernelConfig] | None, seed: int, out_dtype: str,
                  options: RunOptions) -> None:
         # Whose kernels verify times and --fix tunes: vLLM's where vLLM is importable (whose
         # trials' files are then read), as `tuner sweep --kernel auto` resolves it.
         self.kernel, self.kernel_label = resolve_kernel_choice(KernelChoice.auto)
         self.engine, self.url, self.model_shapes = engine, url, model_shapes
-        self.device_name, self.backend, self.visible = device_name, backend, visible
+        self.device_name, self.runner, self.visible = device_name, runner, visible
         self.strategy, self.trials, self.configs, self.seed = strategy, trials, configs, seed
         self.out_dtype, self.options = out_dtype, options
 
@@ -50,7 +50,7 @@ class Fixer:
         from tuner.run.sweep import run_workers
 
         try:
-            summary = run_workers(self.engine, self.url, request, sweep_id, backend=self.backend,
+            summary = run_workers(self.engine, self.url, request, sweep_id, runner=self.runner,
                                   visible_devices=self.visible, console=console,
                                   options=self.options)
         except KeyboardInterrupt as exc:  # Ctrl-C exits 130, SIGTERM 143

@@ -53,7 +53,8 @@ def retime_interleaved(
 
     Args:
         sample_us: one timing sample of a config in microseconds (`KernelRunner.sample_us`,
-            `ReplayRunner.sample_us`); every config must have passed the correctness check.
+            `tuner.measure.landscape.RecordedTimings.sample_us`); every config must have
+            passed the correctness check.
         configs: the configs, distinct, at least one.
         rounds: samples per config, at least 2.
 

@@ -30,6 +30,8 @@ from tuner.measure.timing import (
 from tuner.measure.trial import TrialResult, TrialStatus
 
 OUT_DTYPES = ("bfloat16", "float16")
+# KernelRunner's backends -> the torch device their tensors live on (parsed once per runner).
+BACKEND_DEVICES = {"cuda": "cuda", "interpreter": "cpu"}
 # Relative Frobenius error a bf16 output must stay under: bf16 keeps 8 significant bits (a
 # relative step of 2^-8, about 4e-3), so 1e-2 passes a correct FP8 product and fails a wrong
 # tile or scale.
@@ -148,7 +150,7 @@ class KernelRunner:
     ) -> None:
         import torch
 
-        if backend not in ("cuda", "interpreter"):
+        if backend not in BACKEND_DEVICES:
             raise ValueError(f"backend must be 'cuda' or 'interpreter', got {backend!r}")
         if problem.out_dtype not in OUT_DTYPES:
             raise ValueError(f"out_dtype must be one of {OUT_DTYPES}, got {problem.out_dtype!r}")
@@ -160,7 +162,8 @@ class KernelRunner:
         self.rep_s = rep_s
         self._torch = torch
         self.family = get_family(problem.family)
-        self.device = "cuda" if backend == "cuda" else "cpu"
+        self.device = BACKEND_DEVICES[backend]
+        self.on_gpu = self.device != "cpu"
         source = self.family.source(problem.kernel)
         self.workload = source.workload(problem.shape, problem.M, seed=seed, device=self.device)
         self.out_dtype = getattr(torch, problem.out_dtype)
@@ -189,7 +192,7 @@ class KernelRunner:
                          device=self.device)
         try:
             self._launch(config, out=out)
-            if self.backend == "cuda":
+            if self.on_gpu:
                 torch.cuda.synchronize()
         except Exception as exc:  # noqa: BLE001 - every launch failure becomes a recorded trial
             return TrialResult(classify_error(exc), error=_one_line(exc))
@@ -270,7 +273,7 @@ class KernelRunner:
     @contextmanager
     def _on_stream(self) -> Iterator[None]:
         """Run CUDA timing work on a side stream of its own, as torch asks before a capture."""
-        if self.backend != "cuda":
+        if not self.on_gpu:
             yield
             return
         torch = self._torch
@@ -285,8 +288,7 @@ class KernelRunner:
             self._samplers.move_to_end(config)
             return self._samplers[config]
         with self._on_stream():
-            sampler = self._build_cuda(config) if self.backend == "cuda" else self._build_eager(
-                config)
+            sampler = self._build_cuda(config) if self.on_gpu else self._build_eager(config)
             sampler.warm()
         self._samplers[config] = sampler
         while len(self._samplers) > KEPT_SAMPLERS:

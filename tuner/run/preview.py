@@ -1,38 +1,17 @@
 """The plan `tuner sweep` shows before it measures: tasks, trials, distinct compiles and a time
-estimate, from what the device has measured before (the store) or a stated default per backend.
-Pure arithmetic and text; the caller reads the store (`db.history`)."""
+estimate, from what the device has measured before (the store) or its runner's stated default
+(`Runner.trial_model_s`). Pure arithmetic and text; the caller reads the store (`db.history`)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from db.history import TrialTimeRow
 from tuner.kernels.registry import get_family
+from tuner.measure.runners import Runner
+from tuner.measure.runners.gpu import GPU_COMPILE_S
 from tuner.run.plan import SweepRequest
-
-# On the interpreter a plan estimated longer than this asks for --yes (an hour).
-CONFIRM_ABOVE_S = 3600.0
-# The interpreter's cost model, in seconds per trial: INTERPRETER_TRIAL_S plus, per kernel call
-# (the correctness check and --interpreter-reps timed calls), INTERPRETER_S_PER_WORK * N * K *
-# ceil(M / 64). Fitted to interpreter runs on a 2-core host (about 0.1 s a call for M=64, N=512,
-# K=1024; 3 s for M=1 at N=5120, K=3072), a field report (about 37 s a trial for qwen3.8-27b at
-# M=1) and the README's `tiny` sweep on 2 cores (0.4-1.1 s a trial at N*K of 1e5: the fixed part).
-INTERPRETER_TRIAL_S = 0.7
-INTERPRETER_S_PER_WORK = 0.1 / (512 * 1024)
-# A searched trial on a GPU: about 25 ms of measuring (bench/README.md, tuner.run.task).
-GPU_TRIAL_S = 0.025
-# Compiling one config for a GPU: 0.6 s on one core (bench/README.md, compile pruning); the
-# compile pool overlaps it with measuring.
-GPU_COMPILE_S = 0.6
-# A replayed trial: under a millisecond of worker CPU (bench/README.md, trial overhead).
-REPLAY_TRIAL_S = 0.001
-
-
-def interpreter_work(N: int, K: int, M: int) -> int:
-    """The interpreter's cost unit of one call at (N, K, M): N * K * ceil(M / 64)."""
-    return N * K * math.ceil(M / 64)
 
 
 @dataclass(frozen=True)
@@ -83,13 +62,12 @@ def _compiles(request: SweepRequest) -> int:
 
 class _TrialClock:
     """Seconds per trial at (family, N, K, M): the device's own mean where it has trials
-    there; else the backend's default model, scaled by how the device's earlier trials of the
+    there; else the runner's default model, scaled by how the device's earlier trials of the
     family compared with that model; else the model as it is."""
 
-    def __init__(self, backend: str, history: Sequence[TrialTimeRow], interpreter_reps: int,
+    def __init__(self, runner: Runner, history: Sequence[TrialTimeRow],
                  calibration: tuple[tuple[int, int, int], float] | None = None):
-        self.backend = backend
-        self.calls = interpreter_reps + 1
+        self.runner = runner
         self.calibration = calibration
         self.exact = {(r.family, r.N, r.K, r.M): r.mean_s for r in history}
         self.trials = sum(r.trials for r in history)
@@ -97,70 +75,50 @@ class _TrialClock:
         for row in history:
             measured, modelled = sums.get(row.family, (0.0, 0.0))
             sums[row.family] = (measured + row.mean_s * row.trials,
-                                modelled + self.model(row.N, row.K, row.M) * row.trials)
+                                modelled + runner.trial_model_s(row.N, row.K, row.M) * row.trials)
         self.scale = {family: measured / modelled
                       for family, (measured, modelled) in sums.items() if modelled > 0}
         # No trials of a family yet: the model scaled by a trial measured here now.
         self.measured_scale = 1.0
-        if calibration is not None and backend == "interpreter":
-            (N, K, M), measured_s = calibration
-            self.measured_scale = measured_s / self.model(N, K, M)
-
-    def model(self, N: int, K: int, M: int) -> float:
-        """The backend's default seconds per trial."""
-        if self.backend == "interpreter":
-            return (INTERPRETER_TRIAL_S
-                    + INTERPRETER_S_PER_WORK * interpreter_work(N, K, M) * self.calls)
-        return REPLAY_TRIAL_S if self.backend == "replay" else GPU_TRIAL_S
+        if self.calibration is not None:
+            (N, K, M), measured_s = self.calibration
+            self.measured_scale = measured_s / runner.trial_model_s(N, K, M)
 
     def seconds(self, family: str, N: int, K: int, M: int) -> float:
         if (family, N, K, M) in self.exact:
             return self.exact[(family, N, K, M)]
-        return self.scale.get(family, self.measured_scale) * self.model(N, K, M)
+        return self.scale.get(family, self.measured_scale) * self.runner.trial_model_s(N, K, M)
 
     def source(self, device_name: str) -> str:
         if self.trials:
             return f"from {self.trials:,} earlier trial(s) of {device_name} in the store"
-        if self.backend == "interpreter" and self.calibration is not None:
-            (N, K, M), measured_s = self.calibration
-            return (f"no earlier trials of {device_name} in the store: scaled by a trial "
-                    f"measured here now, {measured_s:.2f} s at N={N}, K={K}, M={M}")
-        if self.backend == "interpreter":
-            return (f"no earlier trials of {device_name} in the store: default "
-                    f"{self.model(512, 1024, 64):.1f} s a trial at N=512, K=1024, M<=64, "
-                    f"{self.model(5120, 3072, 1):.0f} s at N=5120, K=3072")
-        if self.backend == "replay":
-            return f"replayed: about {REPLAY_TRIAL_S * 1000:.0f} ms a trial"
-        return (f"no earlier trials of {device_name} in the store: default "
-                f"{GPU_TRIAL_S * 1000:.0f} ms of measuring a trial, compiles at "
-                f"{GPU_COMPILE_S} s each on one core, overlapped")
+        return self.runner.model_source(device_name, self.calibration)
 
 
 def preview_sweeps(
-    requests: Sequence[tuple[SweepRequest, str]], *, backend: str,
+    requests: Sequence[tuple[SweepRequest, str]], *, runner: Runner,
     history: Sequence[TrialTimeRow], stored: Sequence[int], workers: int,
-    interpreter_reps: int = 3, compile_workers: int = 1, defaults: Sequence[str] = (),
+    compile_workers: int = 1, defaults: Sequence[str] = (),
     calibration: tuple[tuple[int, int, int], float] | None = None,
 ) -> SweepPreview:
     """The plan of one `tuner sweep` command over its sweeps (dense, then each MoE shape).
 
     Args:
         requests: each sweep's request and what it tunes ("2 shapes", "MoE E=...").
-        backend: "cuda", "interpreter" or "replay".
+        runner: how the sweep measures (its time model, whether it compiles for a GPU).
         history: the device's earlier trial times (`db.history.trial_times`).
         stored: trials each request's sweep already holds (0 for a new sweep), same order.
         workers: processes measuring at once (one per matching GPU; 1 on the CPU).
-        interpreter_reps: timed calls per trial on the interpreter.
-        compile_workers: compile processes per GPU worker (cuda only).
+        compile_workers: compile processes per GPU worker (GPU runners only).
         defaults: lines about what was not given and so defaulted (the M grid, TP).
         calibration: ((N, K, M), seconds) of one interpreter trial measured on this host
-            (`tuner.measure.calibrate`): scales the interpreter model where the store has no
-            trials of the family; None keeps the model as it is.
+            (`Runner.calibration`): scales the runner's model where the store has no trials
+            of the family; None keeps the model as it is.
 
     Returns:
         The plan's lines and counts.
     """
-    clock = _TrialClock(backend, history, interpreter_reps, calibration)
+    clock = _TrialClock(runner, history, calibration)
     first = requests[0][0]
     lines = [f"plan: {first.device_name}, {first.model} TP {first.tp}, {first.strategy}"]
     total_s, total_tasks, total_trials, total_compiles = 0.0, 0, 0, 0
@@ -175,7 +133,7 @@ def preview_sweeps(
         compiles = _compiles(request)
         resumed = f", {done:,} already stored" if done else ""
         # Only a GPU sweep compiles ahead of launch; the interpreter runs the Python source.
-        compiled = f"; at most {compiles:,} distinct compiles" if backend == "cuda" else ""
+        compiled = f"; at most {compiles:,} distinct compiles" if runner.on_gpu else ""
         lines.append(f"  {what} x {len(request.m_values)} M: {tasks} task(s) x {per_task} "
                      f"trial(s) = {planned:,} trial(s){resumed}{compiled}")
         total_s += seconds
@@ -184,7 +142,7 @@ def preview_sweeps(
         total_compiles += compiles
     measure_s = total_s / max(1, workers)
     what_takes = f"about {duration(measure_s)} of measuring"
-    if backend == "cuda":
+    if runner.on_gpu:
         # Compiles overlap the measuring (tuner.run.compile_gate): the longer of the two counts.
         compile_s = total_compiles * GPU_COMPILE_S / max(1, workers * compile_workers)
         what_takes = (f"about {duration(max(measure_s, compile_s))}, the longer of "
@@ -193,15 +151,13 @@ def preview_sweeps(
         measure_s = max(measure_s, compile_s)
     lines.append(f"  total: {total_tasks} task(s), {total_trials:,} trial(s) to run, "
                  f"{workers} worker(s); {what_takes} ({clock.source(first.device_name)})")
-    if backend == "interpreter":
-        lines.append("  on the interpreter nothing is compiled ahead (that is a GPU's cost) and "
-                     "the timings are CPU timings")
+    lines += [f"  {line}" for line in runner.plan_notes()]
     lines += [f"  {line}" for line in defaults]
     return SweepPreview(lines=tuple(lines), estimate_s=measure_s, tasks=total_tasks,
                         trials=total_trials)
 
 
-def needs_confirmation(preview: SweepPreview, backend: str) -> bool:
-    """True when the plan is too long to start unasked: on the interpreter, estimated above
-    `CONFIRM_ABOVE_S`."""
-    return backend == "interpreter" and preview.estimate_s > CONFIRM_ABOVE_S
+def needs_confirmation(preview: SweepPreview, runner: Runner) -> bool:
+    """True when the plan is too long to start unasked: estimated above the runner's
+    `confirm_above_s` (an hour on the interpreter; never on a GPU or a replay)."""
+    return runner.confirm_above_s is not None and preview.estimate_s > runner.confirm_above_s

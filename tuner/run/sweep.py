@@ -6,11 +6,15 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from tuner.kernels.config import KernelConfig
 from tuner.run.options import RunOptions
 from tuner.run.plan import SweepRequest
 from tuner.run.worker_spec import WorkerSpec
+
+if TYPE_CHECKING:
+    from tuner.measure.runners import Runner
 
 
 def progress_columns(unit: str) -> tuple:
@@ -31,10 +35,9 @@ def progress_columns(unit: str) -> tuple:
 def worker_specs(
     db_url: str,
     *,
-    backend: str,
+    runner: Runner,
     visible_devices: Sequence[str | None],
     configs: Sequence[KernelConfig] | None,
-    replay: str | None,
     sweep_id: int | None,
     device_name: str | None = None,
     space: str | None = None,
@@ -46,14 +49,13 @@ def worker_specs(
 
     Args:
         db_url: the store's URL.
-        backend: "cuda", "interpreter" or "replay".
+        runner: how the workers measure (`tuner.measure.runners.make_runner`).
         visible_devices: CUDA_VISIBLE_DEVICES values (None: one CPU worker).
         configs: explicit candidates, or None for vLLM's space.
-        replay: the landscape file of the replay backend.
         sweep_id: claim only this sweep's tasks; None for every sweep in scope.
         device_name: claim only tasks of sweeps on this device; None for any.
         space: claim only tasks of sweeps over this config space; None for any.
-        compile_workers: CUDA only: compile processes per worker that compile candidates for
+        compile_workers: GPU runners only: compile processes per worker that compile candidates for
             the GPU while it measures, and prune those that cannot launch; None for the CPU
             count minus one per GPU, shared between the GPUs (at least one each); 0 for none.
         kernel: "builtin" or "vllm": whose kernels the workers time.
@@ -62,7 +64,7 @@ def worker_specs(
     Returns:
         The specs, in the order of `visible_devices`.
     """
-    if backend != "cuda":
+    if not runner.on_gpu:
         compile_workers = 0
     elif compile_workers is None:
         compile_workers = max(1, ((os.cpu_count() or 2) - len(visible_devices))
@@ -71,8 +73,8 @@ def worker_specs(
     if configs is not None:
         items = tuple(tuple(config.as_dict().items()) for config in configs)
     return [
-        WorkerSpec(db_url=db_url, sweep_id=sweep_id, worker_id="", backend=backend,
-                   visible_device=device, configs=items, landscape_path=replay,
+        WorkerSpec(db_url=db_url, sweep_id=sweep_id, worker_id="", runner=runner,
+                   visible_device=device, configs=items,
                    device_name=device_name, space=space, compile_workers=compile_workers,
                    kernel=kernel, options=options or RunOptions())
         for device in visible_devices
@@ -103,7 +105,7 @@ def run_workers(
     request: SweepRequest,
     sweep_id: int,
     *,
-    backend: str,
+    runner: Runner,
     visible_devices: Sequence[str | None],
     console=None,
     options: RunOptions | None = None,
@@ -119,7 +121,7 @@ def run_workers(
         db_url: the store's URL, for the workers.
         request: what to tune.
         sweep_id: the planned sweep.
-        backend: "cuda", "interpreter" or "replay" (request.replay names the landscape).
+        runner: how the workers measure (`tuner.measure.runners.make_runner`).
         visible_devices: one CUDA_VISIBLE_DEVICES value per worker (None: one CPU worker).
         console: rich console of the progress bar.
         options: how the workers measure and hold tasks, and the trial timeout; None for
@@ -139,8 +141,8 @@ def run_workers(
     from tuner.run.supervisor import Supervisor
 
     options = options or RunOptions()
-    specs = worker_specs(db_url, backend=backend, visible_devices=visible_devices,
-                         configs=request.configs, replay=request.replay, sweep_id=sweep_id,
+    specs = worker_specs(db_url, runner=runner, visible_devices=visible_devices,
+                         configs=request.configs, sweep_id=sweep_id,
                          kernel=request.kernel, options=options)
     start = time.perf_counter()
     read_progress, progress_now = _progress_readers(engine, db_url, sweep_id)
@@ -157,7 +159,7 @@ def run_workers(
         def event(line: str) -> None:
             bar.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
-        report = Supervisor(engine, specs, trial_timeout_s=options.trial_timeout_for(backend),
+        report = Supervisor(engine, specs, trial_timeout_s=options.trial_timeout_for(runner),
                             on_event=event).run(tick)
         now = progress_now()
         bar.update(bar_id, completed=min(now.trials_total, total),

@@ -24,9 +24,8 @@ from tuner.run.worker_spec import (
 )
 
 if TYPE_CHECKING:
-    from tuner.measure.runner import KernelRunner
+    from tuner.measure.runners import ProblemRunner
     from tuner.run.compile_gate import CompileGate, WorkerCompiler
-    from tuner.search.replay import ReplayRunner
 
 # Successive halving of measurement effort, in two rungs: every candidate of the search is
 # timed briefly (about 20 samples of ~1 ms graph replays, against do_bench's 100 ms), and the
@@ -70,12 +69,12 @@ class TaskRun:
 
     Args:
         engine: the store's engine.
-        spec: this worker (its `options` give the lease, interpreter reps and test hooks).
+        spec: this worker (its `runner` measures, its `options` give the lease).
         task: the claimed task (`repo.TaskInfo`).
         environment_id: the environment trials are recorded with.
         space: the candidate configs; None for the task's family's space (vLLM's grid).
         shared: counters shared with the supervisor, if any.
-        compiler: CUDA only: compiles candidates for the GPU ahead of time and prunes those
+        compiler: GPU runners only: compiles candidates for the GPU ahead of time and prunes those
             that cannot launch (None: no pruning).
         lease: the task's lease, renewed by the worker's heartbeat; None for one of its own
             (renewed when the search starts, then whenever the last renewal is old).
@@ -89,11 +88,10 @@ class TaskRun:
         self.space = None if space is None else list(space)
         self.key = FamilyShape.of_row(task)  # the task's family and shape, read once
         self.lease = lease or Lease(engine, task.task_id, spec.worker_id, spec.options.lease_s)
-        self.hooks = spec.options.hooks
         self.lost = f"task {task.task_id} is no longer held by {spec.worker_id}"
         self.done: dict = {}  # KernelConfig -> TrialResult, stored and new
         self.gate: CompileGate | None = None
-        self.runner: KernelRunner | ReplayRunner
+        self.runner: ProblemRunner
         self.related: list = []  # ok trials of the related tasks, one list per task
 
     def run(self) -> None:
@@ -101,7 +99,7 @@ class TaskRun:
 
         Raises:
             TaskLost: the task was taken from this worker; nothing more was recorded for it.
-            ContextLost: a config crashed on CUDA; its trial is recorded, the process must
+            ContextLost: a config crashed on a GPU; its trial is recorded, the process must
                 restart.
         """
         known, related = self.resume()
@@ -159,10 +157,9 @@ class TaskRun:
         and, for a resumed task, the trial cap."""
         from tuner.kernels.config import KernelConfig
         from tuner.kernels.registry import get_family
-        from tuner.measure.runner import KernelRunner, Problem
+        from tuner.measure.runner import Problem
         from tuner.search import get_strategy, warm_start_for_task
         from tuner.search.prior import related as related_timings
-        from tuner.search.replay import cached_landscape
 
         task, spec = self.task, self.spec
         family, shape = get_family(self.key.family), self.key.shape
@@ -171,13 +168,9 @@ class TaskRun:
         self.problem = Problem(task.M, task.N, task.K, shape.block_shape, task.out_dtype,
                                family=family.name, params=shape.params, kernel=spec.kernel)
         self.seed = task_seed(task.seed, *_nkm(task))
-        if spec.backend == "replay":
-            self.runner = cached_landscape(spec.replay_landscape()).runner(task.N, task.K,
-                                                                           task.M)
-        else:
-            self.runner = KernelRunner(self.problem, backend=spec.backend, seed=self.seed,
-                                       interpreter_reps=spec.options.interpreter_reps,
-                                       warmup_s=SEARCH_WARMUP_S, rep_s=SEARCH_REP_S)
+        self.runner = spec.runner.problem_runner(self.problem, task_id=task.task_id,
+                                                 seed=self.seed, warmup_s=SEARCH_WARMUP_S,
+                                                 rep_s=SEARCH_REP_S)
         self.default = family.default_config(shape, task.M)
         self.warm = warm_start_for_task(
             [(w.N, w.K, w.M, KernelConfig.from_dict(w.config)) for w in known],
@@ -192,7 +185,8 @@ class TaskRun:
         self.cap = trial_cap(task.budget, self.space, self.default) if self.done else None
 
     def open_gate(self) -> None:
-        """CUDA only: start compiling what the search asks first, whatever the results."""
+        """GPU runners only: start compiling what the search asks first, whatever the
+        results."""
         from tuner.search import planned
 
         if self.compiler is None:
@@ -208,7 +202,7 @@ class TaskRun:
 
         Raises:
             TaskLost: the task is no longer held.
-            ContextLost: the config crashed on CUDA (its trial is recorded).
+            ContextLost: the config crashed on a GPU (its trial is recorded).
         """
         from tuner.measure.trial import TrialStatus
 
@@ -219,29 +213,28 @@ class TaskRun:
             raise _BudgetSpent
         if not self.lease.holds():
             raise TaskLost(self.lost)
-        is_default, label = config == self.default, config.short()
+        is_default = config == self.default
         if self.shared is not None:
             self.shared.mark_in_flight(self.task.task_id, _nkm(self.task), config.as_dict(),
                                        is_default, time.time())
         try:
-            result, pruned = self.measure(config, label)
+            result, pruned = self.measure(config)
             self.record(config, result, is_default)
         finally:
             if self.shared is not None:
                 self.shared.clear_in_flight()
-        self.hooks.after(self.task.task_id, label)
+        self.spec.runner.stored(self.task.task_id, config)
         if self.shared is not None:
             self.shared.trials_stored.value += 1
             self.shared.trials_pruned.value += pruned
             self.shared.measure_s.value += result.measure_s or 0.0
         self.done[config] = result
-        if self.spec.backend == "cuda" and result.status is TrialStatus.CRASHED:
+        if self.spec.runner.on_gpu and result.status is TrialStatus.CRASHED:
             raise ContextLost(result.error or "crashed")
         return result
 
-    def measure(self, config, label: str):
+    def measure(self, config):
         """(the config's TrialResult, whether compile pruning answered it without a launch)."""
-        self.hooks.before(self.task.task_id, label)
         result = self.gate.before(config) if self.gate is not None else None
         pruned = result is not None
         if result is None:
@@ -287,7 +280,8 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
 
     Raises:
         TaskLost: the task was taken from this worker; nothing more was recorded for it.
-        ContextLost: a config crashed on CUDA; its trial is recorded, the process must restart.
+        ContextLost: a config crashed on a GPU; its trial is recorded, the process must
+            restart.
     """
     TaskRun(engine, spec, task, environment_id, space, shared, compiler, lease).run()
 
@@ -343,10 +337,7 @@ def _retime_and_decide(engine, spec: WorkerSpec, task, environment_id: int, runn
     if decided is not None and ({KernelConfig.from_dict(r.config) for r in decided.retimes}
                                 == set(finalists)):
         return
-    # The interpreter's timings are CPU timings of a development backend: as many rounds as
-    # its timed calls per trial, not a GPU's count.
-    reps = spec.options.interpreter_reps
-    rounds = max(2, reps) if spec.backend == "interpreter" else RETIME_ROUNDS
+    rounds = spec.runner.retime_rounds(RETIME_ROUNDS)
     retimes = retime_interleaved(runner.sample_us, finalists, rounds=rounds)
     decision = decide_winner(retimes, default)
     rows = [

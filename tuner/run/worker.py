@@ -10,12 +10,12 @@ config as crashed or timed out. A trial costs one store transaction: its record.
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from tuner.kernels.registry import DEFAULT_FAMILY
+from tuner.measure.runners.base import source_fields
 from tuner.run.compile_gate import WorkerCompiler
 from tuner.run.lease import Heartbeat, Lease
 from tuner.run.task import run_task
@@ -30,73 +30,27 @@ from tuner.run.worker_spec import (
     worker_log_path,
 )
 
-# torch, triton and the kernel are imported inside the worker process, after the environment
-# (CUDA_VISIBLE_DEVICES or TRITON_INTERPRET) is set: this module is imported by the parent too.
+if TYPE_CHECKING:
+    from tuner.measure.runners import Runner
+
+# torch, triton and the kernel are imported inside the worker process, after the runner set its
+# environment (`Runner.pin`): this module is imported by the parent too.
 
 
-def source_fields(family: str, kernel: str) -> dict[str, str]:
-    """The kernel a family's trials time, as the environment records it: its hash, source
-    ("builtin" or "vllm") and vLLM's version (`KernelFamily.source`).
-
-    Raises:
-        ValueError: an unknown family, or a kernel choice this machine cannot run.
-    """
-    from tuner.kernels.registry import get_family
-
-    source = get_family(family).source(kernel)
-    return {"kernel_hash": source.kernel_hash, "kernel_source": source.name,
-            "vllm": source.version}
-
-
-def collect_environment(backend: str, family: str = DEFAULT_FAMILY,
+def collect_environment(runner: Runner, family: str = DEFAULT_FAMILY,
                         kernel: str = "builtin") -> dict[str, str]:
-    """GPU, versions and kernel of this process, as `db.repo.get_or_create_environment` takes.
+    """GPU, versions and kernel of this process, as `db.repo.get_or_create_environment` takes
+    (`Runner.environment`).
 
     The kernel hash is that of `family`'s kernel from the source `kernel` names
-    (`source_fields`), so a changed kernel leaves only its own family's and source's trials
-    stale. On the interpreter, gpu_name and device_name are TRITON_INTERPRETER and driver/CUDA
-    are "".
+    (`tuner.measure.runners.base.source_fields`), so a changed kernel leaves only its own
+    family's and source's trials stale. On the interpreter, gpu_name and device_name are
+    TRITON_INTERPRETER and driver/CUDA are "".
 
     Raises:
         ValueError: an unknown family or kernel choice.
     """
-    import torch
-    import triton
-
-    import tuner
-    from tuner.inputs.devices import INTERPRETER_DEVICE_NAME, vllm_device_name
-
-    env = {
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "tuner": tuner.__version__,
-        **source_fields(family, kernel),
-        "driver": "",
-        "cuda": "",
-        "compute_capability": "",
-    }
-    if backend == "interpreter":
-        return {**env, "gpu_name": INTERPRETER_DEVICE_NAME, "device_name": INTERPRETER_DEVICE_NAME}
-    name = torch.cuda.get_device_name()
-    major, minor = torch.cuda.get_device_capability()
-    env.update(
-        gpu_name=name,
-        device_name=vllm_device_name(name),
-        compute_capability=f"{major}.{minor}",
-        cuda=torch.version.cuda or "",
-        driver=_driver_version(),
-    )
-    return env
-
-
-def _driver_version() -> str:
-    if shutil.which("nvidia-smi") is None:
-        return ""
-    query = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader", "-i", "0"]
-    try:
-        return subprocess.run(query, capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return ""
+    return runner.environment(kernel, family)
 
 
 class _ParentWatch(threading.Thread):
@@ -124,7 +78,7 @@ class _ParentWatch(threading.Thread):
             os._exit(EXIT_PARENT_GONE)  # at once: the trial in flight is lost, the rest is stored
 
 
-def _record_ceilings(engine, environment_id: int) -> None:
+def _record_ceilings(engine, environment_id: int, device: str) -> None:
     """Measure this GPU's copy bandwidth and FP8-mm throughput (`tuner.measure.roofline`) and store
     them with the environment, for the roofline ratios of its winners. A failure is reported
     and the worker goes on: the ratios are then left out."""
@@ -133,21 +87,22 @@ def _record_ceilings(engine, environment_id: int) -> None:
     from tuner.measure.roofline import ceiling_details, measure_ceilings
 
     try:
-        ceilings = measure_ceilings("cuda")
+        ceilings = measure_ceilings(device)
     except Exception as exc:  # noqa: BLE001 - ceilings are a report's extra, not the job
         print(f"ceilings not measured: {type(exc).__name__}: {exc}", flush=True)
         return
     with session_scope(engine) as session:
         repo.record_ceilings(session, environment_id=environment_id, ceilings=ceilings,
-                             details=ceiling_details("cuda"))
+                             details=ceiling_details(device))
 
 
 def worker_main(spec: WorkerSpec, shared: WorkerShared | None = None) -> None:
     """Entry point of a worker process: claim and run tasks until none is left.
 
-    Sets CUDA_VISIBLE_DEVICES (cuda) or TRITON_INTERPRET=1 (interpreter) before torch and triton
-    are imported, so a spawned process sees one GPU, or runs the kernel on the CPU interpreter.
-    Exits with EXIT_RESTART after a crashed trial on CUDA, so that its supervisor starts a
+    Lets its runner set the process's environment (`Runner.pin`: CUDA_VISIBLE_DEVICES on a GPU,
+    TRITON_INTERPRET=1 on the interpreter) before torch and triton are imported, so a spawned
+    process sees one GPU, or runs the kernel on the CPU interpreter.
+    Exits with EXIT_RESTART after a crashed trial on a GPU, so that its supervisor starts a
     fresh process (and CUDA context) for the rest of the task; with EXIT_STORE when the store
     stayed unreachable or full past its deadline (`db.faults.retry_store`), its line in
     `shared`; with 1 after an unexpected error, whose traceback goes to
@@ -177,10 +132,7 @@ def worker_main(spec: WorkerSpec, shared: WorkerShared | None = None) -> None:
 
 
 def _work(spec: WorkerSpec, shared: WorkerShared | None) -> None:
-    if spec.backend == "interpreter":
-        os.environ["TRITON_INTERPRET"] = "1"
-    elif spec.visible_device is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = spec.visible_device
+    spec.runner.pin(spec.visible_device)
     _Worker(spec, shared).claim_loop()
 
 
@@ -198,26 +150,21 @@ class _Worker:
         self.claim_lock = threading.Lock()
         if spec.parent_pid is not None:
             _ParentWatch(self.engine, spec, self.claim_lock).start()
-        if spec.backend == "replay":
-            from tuner.search.replay import cached_landscape
-
-            landscape = cached_landscape(spec.replay_landscape())
-            self.env = {**landscape.environment, "device_name": landscape.device_name}
-        else:
-            self.env = collect_environment(spec.backend, kernel=spec.kernel)
+        runner = spec.runner
+        self.env = collect_environment(runner, kernel=spec.kernel)
         environment_id = self.in_session(repo.get_or_create_environment, **self.env)
-        if spec.backend == "cuda":
-            _record_ceilings(self.engine, environment_id)
+        if runner.on_gpu:
+            _record_ceilings(self.engine, environment_id, runner.torch_device)
         self._share_environment(environment_id)
         # Each family's trials are recorded with its own kernel's hash (a replay keeps the
         # landscape's environment for all).
-        self.environments = {DEFAULT_FAMILY if spec.backend != "replay" else None:
+        self.environments = {DEFAULT_FAMILY if runner.family_environments else None:
                              environment_id}
         self.space = None  # each task's family's space (vLLM's grid), unless configs are named
         if spec.configs is not None:
             self.space = [KernelConfig.from_dict(dict(items)) for items in spec.configs]
         self.compiler = None
-        if spec.backend == "cuda" and spec.compile_workers > 0:
+        if runner.on_gpu and spec.compile_workers > 0:
             self.compiler = WorkerCompiler.for_this_gpu(spec.compile_workers)
 
     def stored(self, step):
@@ -256,7 +203,7 @@ class _Worker:
         """The environment the task's trials are recorded with (its family's kernel)."""
         from db import repo
 
-        key = task.family if self.spec.backend != "replay" else None
+        key = task.family if self.spec.runner.family_environments else None
         if key not in self.environments:
             family_env = {**self.env, **source_fields(task.family, self.spec.kernel)}
             self.environments[key] = self.in_session(repo.get_or_create_environment,
@@ -281,7 +228,7 @@ class _Worker:
                 continue  # the task was taken from this worker: another worker has it now
             self.in_session(repo.finish_task, task_id=task.task_id, worker_id=spec.worker_id,
                             state=state, error=error, budget=task.budget)
-            if state == "failed" and spec.backend == "cuda" and not _cuda_usable():
+            if state == "failed" and spec.runner.on_gpu and not _cuda_usable():
                 # A sticky CUDA error raised outside a trial (re-timing, inputs): every later
                 # task of this process would fail at once. The failed task stays failed; a
                 # fresh process takes the others.
@@ -296,7 +243,7 @@ class _Worker:
             taken from this worker.
 
         Raises:
-            SystemExit: EXIT_RESTART after a crashed trial on CUDA (the task handed back).
+            SystemExit: EXIT_RESTART after a crashed trial on a GPU (the task handed back).
             db.faults.StoreUnavailable: the store stayed down past its deadline (the task is
                 handed back where the store allows).
         """

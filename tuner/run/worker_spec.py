@@ -5,8 +5,12 @@ the counters it shares with its supervisor, its exit codes and the ways a task c
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from tuner.run.options import RunOptions
+
+if TYPE_CHECKING:
+    from tuner.measure.runners import Runner
 
 # Exit codes of a worker besides 0 (no task left) and 130 (Ctrl-C).
 EXIT_PARENT_GONE = 3  # its supervisor died; it handed its task back
@@ -43,46 +47,35 @@ class WorkerSpec:
         db_url: SQLAlchemy URL of the store.
         sweep_id: the sweep whose tasks to claim; None for any sweep in scope.
         worker_id: unique name, stored on the tasks it claims.
-        backend: "cuda", "interpreter", or "replay" (answers from `landscape_path`, no GPU).
-        visible_device: CUDA_VISIBLE_DEVICES value that pins the worker to one GPU (cuda only).
+        runner: how it measures (`tuner.measure.runners`: a GPU, the interpreter, a replay).
+        visible_device: CUDA_VISIBLE_DEVICES value that pins the worker to one GPU (a GPU
+            runner's only).
         configs: explicit candidate list as vLLM dicts, or None for the sweep's named space.
         parent_pid: the sweep process; when it is gone the worker hands its task back and
             exits, so that no orphan keeps timing on a GPU that a new run also uses.
-        landscape_path: the landscape file of the replay backend.
         device_name: only tasks of sweeps on this device; None for any.
         space: only tasks of sweeps over this config space (`SweepRequest.space_name`); None
             for any.
-        compile_workers: CUDA only: processes of the pool that compiles candidates for the
-            GPU's architecture while it measures (`tuner.measure.precompile`); 0 compiles
+        compile_workers: GPU runners only: processes of the pool that compiles candidates for
+            the GPU's architecture while it measures (`tuner.measure.precompile`); 0 compiles
             nothing ahead and prunes nothing (Triton compiles at first launch).
         kernel: whose kernels to time: "builtin" or "vllm" (`tuner.kernels.source`), made
             concrete by the command that starts the worker.
-        options: how it measures and holds tasks (lease, interpreter reps, test hooks).
+        options: how it holds tasks (lease, trial timeout).
     """
 
     db_url: str
     sweep_id: int | None
     worker_id: str
-    backend: str
+    runner: Runner
     visible_device: str | None = None
     configs: tuple[tuple[tuple[str, int], ...], ...] | None = None
     parent_pid: int | None = None
-    landscape_path: str | None = None
     device_name: str | None = None
     space: str | None = None
     compile_workers: int = 0
     kernel: str = "builtin"
     options: RunOptions = field(default_factory=RunOptions)
-
-    def replay_landscape(self) -> str:
-        """The landscape file the replay backend answers from.
-
-        Raises:
-            ValueError: the spec has none (its backend is not "replay").
-        """
-        if self.landscape_path is None:
-            raise ValueError(f"worker {self.worker_id} ({self.backend}) has no landscape file")
-        return self.landscape_path
 
 
 @dataclass(frozen=True)

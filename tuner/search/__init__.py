@@ -1,5 +1,5 @@
-"""Search: strategies behind one interface (`base.Strategy`, registered by name in `registry`),
-warm starts, and the replay runner that answers trials from recorded landscapes. Imports
+"""Search: strategies behind one interface (`base.Strategy`, registered by name in `registry`)
+and warm starts. A strategy sees a runner only as the `evaluate` callable it is given. Imports
 tuner.kernels and tuner.measure.trial (the outcome `evaluate` returns); never the store or a GPU.
 
 The names below are re-exported lazily (PEP 562): `tuner.search.defaults`, which every CLI

@@ -4,6 +4,7 @@ import pytest
 
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config
+from tuner.measure.landscape import RecordedTimings
 from tuner.measure.noise import (
     RETIME_ROUNDS,
     RETIME_TOP,
@@ -15,7 +16,6 @@ from tuner.measure.noise import (
     simplicity,
 )
 from tuner.measure.trial import TrialResult, TrialStatus
-from tuner.search.replay import ReplayRunner
 
 DEFAULT = default_config()  # 64x128x128 g32 w4 s2
 FAST = KernelConfig(128, 128, 128, 1, 8, 4)
@@ -141,7 +141,7 @@ def test_select_the_fastest_ok_and_the_default_first():
 
 
 def test_retime_on_a_replay_runner_is_reproducible_and_ties_go_to_the_simpler():
-    runner = ReplayRunner({DEFAULT: ok(20.0), FAST: ok(10.0), NEXT: ok(10.2), SMALL: ok(30.0)})
+    runner = RecordedTimings({DEFAULT: ok(20.0), FAST: ok(10.0), NEXT: ok(10.2), SMALL: ok(30.0)})
     configs = select_for_retime(runner.trials, DEFAULT)
     assert configs == [DEFAULT, FAST, NEXT]
     retimes = retime_interleaved(runner.sample_us, configs)
@@ -155,5 +155,5 @@ def test_retime_on_a_replay_runner_is_reproducible_and_ties_go_to_the_simpler():
         NEXT, "simpler", retimes[0].latency_us)
     assert decision.note.endswith("by only 0.4 us <= spread 0.7 us; kept the simplest of 2 "
                                   "within the spread")
-    assert decide_winner(retime_interleaved(ReplayRunner(runner.trials).sample_us, configs),
+    assert decide_winner(retime_interleaved(RecordedTimings(runner.trials).sample_us, configs),
                          DEFAULT) == decision

@@ -1,8 +1,12 @@
 """The plan `tuner sweep` prints: counts, compiles and the time estimate (tuner.run.preview)."""
 
 from db.history import TrialTimeRow
+from tuner.measure.runners import GpuRunner, InterpreterRunner
 from tuner.run.plan import SweepRequest
 from tuner.run.preview import duration, needs_confirmation, preview_sweeps
+
+INTERPRETER = InterpreterRunner("TRITON_INTERPRETER")
+GPU = GpuRunner("NVIDIA_H200")
 
 
 def _request(**changes) -> SweepRequest:
@@ -14,7 +18,7 @@ def _request(**changes) -> SweepRequest:
 
 
 def test_a_new_interpreter_plan_uses_the_stated_default():
-    preview = preview_sweeps([(_request(), "2 shapes")], backend="interpreter", history=[],
+    preview = preview_sweeps([(_request(), "2 shapes")], runner=INTERPRETER, history=[],
                              stored=[0], workers=1, defaults=["TP not given: 1"])
     # 0.7 s + 4 calls x 0.1 s / (512 * 1024) x N*K a trial: 0.775 s at (256, 384), 0.8125 s at
     # (576, 256); x 3 M x 3 trials.
@@ -35,7 +39,7 @@ def test_a_new_interpreter_plan_uses_the_stated_default():
 def test_the_device_history_sets_the_estimate_and_stored_trials_are_left_out():
     history = [TrialTimeRow("dense", 256, 384, 1, 3, 2.0), TrialTimeRow("dense", 256, 384, 16,
                                                                         3, 2.0)]
-    preview = preview_sweeps([(_request(), "2 shapes")], backend="interpreter", history=history,
+    preview = preview_sweeps([(_request(), "2 shapes")], runner=INTERPRETER, history=history,
                              stored=[9], workers=1)
     # Measured 2.0 s where the model says 0.775 s: the other (N, K, M) are scaled by
     # 12 / 4.65 (measured / modelled over the 6 trials): 2.0 s at (256, 384, 32), 2.0968 s at
@@ -50,7 +54,7 @@ def test_the_device_history_sets_the_estimate_and_stored_trials_are_left_out():
 def test_grid_compiles_every_config_once_per_launch_specialization():
     request = _request(strategy="grid", device_name="NVIDIA_H200", shapes=((256, 384),),
                        m_values=(1, 16, 32, 48, 7))
-    preview = preview_sweeps([(request, "1 shapes")], backend="cuda", history=[], stored=[0],
+    preview = preview_sweeps([(request, "1 shapes")], runner=GPU, history=[], stored=[0],
                              workers=2, compile_workers=7)
     # Specializations M=1, M % 16 == 0 (16, 32, 48), other (7): 3 x 1,280 configs (the default
     # is one of them).
@@ -63,16 +67,16 @@ def test_grid_compiles_every_config_once_per_launch_specialization():
         "3 min of compiling on 14 process(es) and 80 s of measuring (no earlier trials of "
         "NVIDIA_H200 in the store: default 25 ms of measuring a trial, compiles at 0.6 s each "
         "on one core, overlapped)")
-    assert not needs_confirmation(preview, "cuda")
+    assert not needs_confirmation(preview, GPU)
 
 
 def test_only_long_interpreter_plans_need_confirmation():
     big = preview_sweeps([(_request(trials=128, m_values=(1, 512, 1024, 2048, 4096)), "2 shapes")],
-                         backend="interpreter", history=[], stored=[0], workers=1)
-    assert big.estimate_s > 3600 and needs_confirmation(big, "interpreter")
-    small = preview_sweeps([(_request(), "2 shapes")], backend="interpreter", history=[],
+                         runner=INTERPRETER, history=[], stored=[0], workers=1)
+    assert big.estimate_s > 3600 and needs_confirmation(big, INTERPRETER)
+    small = preview_sweeps([(_request(), "2 shapes")], runner=INTERPRETER, history=[],
                            stored=[0], workers=1)
-    assert not needs_confirmation(small, "interpreter")
+    assert not needs_confirmation(small, INTERPRETER)
 
 
 def test_duration():
@@ -83,7 +87,7 @@ def test_duration():
 def test_a_trial_measured_here_scales_the_model_where_the_store_has_none():
     # measured 1.5 s at (256, 256, 16), where the model says 0.7 + 4 x 0.1 x 65536 / 524288
     # = 0.75 s: every trial of the plan is twice the model's
-    preview = preview_sweeps([(_request(), "2 shapes")], backend="interpreter", history=[],
+    preview = preview_sweeps([(_request(), "2 shapes")], runner=INTERPRETER, history=[],
                              stored=[0], workers=1, calibration=((256, 256, 16), 1.5))
     assert round(preview.estimate_s, 4) == round(2 * 14.2875, 4)
     assert preview.lines[2] == (
@@ -92,6 +96,6 @@ def test_a_trial_measured_here_scales_the_model_where_the_store_has_none():
         "now, 1.50 s at N=256, K=256, M=16)")
     # the device's own trials win over the calibration
     history = [TrialTimeRow("dense", 256, 384, 1, 3, 2.0)]
-    known = preview_sweeps([(_request(), "2 shapes")], backend="interpreter", history=history,
+    known = preview_sweeps([(_request(), "2 shapes")], runner=INTERPRETER, history=history,
                            stored=[0], workers=1, calibration=((256, 256, 16), 1.5))
     assert "(from 3 earlier trial(s) of TRITON_INTERPRETER in the store)" in known.lines[2]

@@ -9,6 +9,7 @@ from db.engine import open_store, session_scope
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.measure import runner as measure
+from tuner.measure.runners import InterpreterRunner
 from tuner.measure.trial import TrialResult, TrialStatus
 from tuner.run.task import run_task, trial_cap
 from tuner.run.worker_spec import WorkerSpec
@@ -27,7 +28,7 @@ class StubRunner:
     sampled: list = []
     kill_at: int | None = None
 
-    def __init__(self, problem, *, backend, seed, interpreter_reps, warmup_s, rep_s):
+    def __init__(self, problem, *, backend, seed, interpreter_reps=3, warmup_s, rep_s):
         self.problem = problem
         StubRunner.budgets = (warmup_s, rep_s)
 
@@ -62,7 +63,8 @@ def make_store(folder, strategy="optuna"):
             session, device_name="TRITON_INTERPRETER", gpu_name="TRITON_INTERPRETER",
             compute_capability="", driver="", cuda="", torch="t", triton="t", tuner="t",
             kernel_hash="h")
-    spec = WorkerSpec(db_url=url, sweep_id=sweep.sweep_id, worker_id="w1", backend="interpreter")
+    spec = WorkerSpec(db_url=url, sweep_id=sweep.sweep_id, worker_id="w1",
+                      runner=InterpreterRunner("TRITON_INTERPRETER"))
     return engine, spec, environment_id
 
 
@@ -224,7 +226,7 @@ def then_m32(engine, spec, environment_id, strategy: str) -> tuple[int, WorkerSp
             budget=BUDGET, space="vllm", seed=3, m_values=[32], out_dtype="bfloat16",
             block_shape=(128, 128), shapes=[(256, 384)])
     return task.task_id, WorkerSpec(db_url=spec.db_url, sweep_id=sweep.sweep_id, worker_id="w1",
-                                    backend="interpreter")
+                                    runner=InterpreterRunner("TRITON_INTERPRETER"))
 
 
 def test_a_task_warm_starts_from_the_winner_of_a_neighbouring_m(store):

@@ -9,6 +9,7 @@ from db import repo
 from db.engine import open_store, session_scope
 from tuner.kernels.dense.space import vllm_space
 from tuner.measure import runner as measure
+from tuner.measure.runners import make_runner
 from tuner.measure.trial import TrialResult, TrialStatus
 from tuner.run.task import run_task
 from tuner.run.worker_spec import ContextLost, TaskLost, WorkerSpec
@@ -22,7 +23,7 @@ class StubRunner:
 
     measured: list = []
 
-    def __init__(self, problem, *, backend, seed, interpreter_reps, warmup_s, rep_s):
+    def __init__(self, problem, *, backend, seed, interpreter_reps=3, warmup_s, rep_s):
         self.problem = problem
         StubRunner.budgets = (warmup_s, rep_s)
 
@@ -55,7 +56,8 @@ def make_store(folder, backend):
         environment_id = repo.get_or_create_environment(
             session, device_name="NVIDIA_L20", gpu_name="NVIDIA L20", compute_capability="8.9",
             driver="", cuda="", torch="t", triton="t", tuner="t", kernel_hash="h")
-    spec = WorkerSpec(db_url=url, sweep_id=sweep.sweep_id, worker_id="w1", backend=backend)
+    runner = make_runner(backend, device_name="NVIDIA_L20")
+    spec = WorkerSpec(db_url=url, sweep_id=sweep.sweep_id, worker_id="w1", runner=runner)
     return engine, spec, environment_id
 
 
@@ -136,7 +138,7 @@ def test_a_task_that_fails_on_a_broken_cuda_context_restarts_the_process(tmp_pat
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
     monkeypatch.setattr(worker, "collect_environment", lambda backend, **_: env)
-    monkeypatch.setattr(worker, "_record_ceilings", lambda engine, environment_id: None)
+    monkeypatch.setattr(worker, "_record_ceilings", lambda engine, environment_id, device: None)
     monkeypatch.setattr(worker, "run_task", failing_task)
     monkeypatch.setattr(worker, "_cuda_usable", lambda: usable)
     if usable:

@@ -10,6 +10,7 @@ import pytest
 
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
+from tuner.measure.landscape import load_landscape
 from tuner.measure.trial import TrialResult, TrialStatus
 from tuner.search import best, get_strategy, guided
 from tuner.search.axes import neighbours, space_axes
@@ -18,7 +19,6 @@ from tuner.search.features import features
 from tuner.search.guided import RidgeGuide, repaired
 from tuner.search.ils import tile_batch
 from tuner.search.local import best_first_step, move_of
-from tuner.search.replay import load_landscape
 from tuner.search.tiles import retiled
 
 SPACE = vllm_space()

@@ -6,9 +6,9 @@ import pytest
 
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
+from tuner.measure.landscape import landscape_from_results
 from tuner.measure.trial import TrialResult, TrialStatus
 from tuner.search import STRATEGIES, best, get_strategy, planned
-from tuner.search.replay import landscape_from_results
 
 SPACE = vllm_space()
 DEFAULT = default_config()

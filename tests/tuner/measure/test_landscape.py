@@ -8,13 +8,13 @@ import sys
 import pytest
 
 from tuner.kernels.dense.space import default_config, vllm_space
-from tuner.measure.trial import TrialResult, TrialStatus
-from tuner.search.replay import (
+from tuner.measure.landscape import (
     FORMAT,
     NOT_RECORDED,
     landscape_from_results,
     load_landscape,
 )
+from tuner.measure.trial import TrialResult, TrialStatus
 
 ENVIRONMENT = {"gpu_name": "NVIDIA L20", "compute_capability": "8.9", "driver": "580.1",
                "cuda": "12.9", "torch": "2.11.0", "triton": "3.6.0", "tuner": "0.1.0",
@@ -112,18 +112,18 @@ def test_replay_device_must_match(tmp_path):
 
 def test_replay_samples_are_reproducible_and_inside_the_recorded_spread():
     from tuner.kernels.config import KernelConfig
-    from tuner.search.replay import ReplayRunner
+    from tuner.measure.landscape import RecordedTimings
 
     default, other = default_config(), KernelConfig(32, 64, 128, 1, 4, 3)
     trials = {default: TrialResult(TrialStatus.OK, 11.0, 10.0, 12.0),
               other: TrialResult(TrialStatus.OK, 20.0, 20.0, 20.0),
               KernelConfig(256, 64, 128, 1, 4, 5): TrialResult(TrialStatus.OUT_OF_RESOURCES)}
-    first = ReplayRunner(trials)
+    first = RecordedTimings(trials)
     samples = [first.sample_us(default) for _ in range(4)]
     # the first four draws of this config, fixed by sha256 of "64,128,128,32,4,2#<n>"
     assert samples == pytest.approx([10.4952992, 10.9084409, 10.5508923, 11.3177098])
     assert first.sample_us(other) == 20.0  # no spread recorded, no spread replayed
-    second = ReplayRunner(trials)  # a new runner starts the count again, per config
+    second = RecordedTimings(trials)  # a new runner starts the count again, per config
     assert second.sample_us(other) == 20.0
     assert [second.sample_us(default) for _ in range(4)] == samples
     many = [second.sample_us(default) for _ in range(200)]
@@ -136,7 +136,7 @@ def test_replay_samples_are_reproducible_and_inside_the_recorded_spread():
 
 
 def test_cached_landscape_reads_a_file_once_until_it_changes(tmp_path):
-    from tuner.search.replay import cached_landscape
+    from tuner.measure.landscape import cached_landscape
 
     path = tmp_path / "l20.json"
     path.write_text(make_landscape(m_values=(1,)).to_json())

@@ -1,4 +1,6 @@
-"""Landscapes (recorded timings of a config space) and the replay runner that answers from them."""
+"""Landscapes: recorded timings of a config space, read from and written to their file format,
+and the recorded timings of one problem answering as a live runner would (`RecordedTimings`,
+what the replay runner, `tuner.measure.runners.replay`, measures with)."""
 
 from __future__ import annotations
 
@@ -67,8 +69,8 @@ class Landscape:
         }
         return json.dumps(body, indent=1) + "\n"
 
-    def runner(self, N: int, K: int, M: int) -> ReplayRunner:
-        """A runner answering for one (N, K, M).
+    def runner(self, N: int, K: int, M: int) -> RecordedTimings:
+        """The recorded timings of one (N, K, M), answering as a runner.
 
         Raises:
             KeyError: the landscape has no timings for that problem.
@@ -76,7 +78,7 @@ class Landscape:
         key = (N, K, M)
         if key not in self.problems:
             raise KeyError(f"landscape of {self.device_name} has no (N, K, M) = {key}")
-        return ReplayRunner(self.problems[key])
+        return RecordedTimings(self.problems[key])
 
 
 def parse_landscape(text: str, *, source: str = "<landscape>") -> Landscape:
@@ -163,8 +165,8 @@ def recorded(result: TrialResult) -> TrialResult:
                        measure_s=0.0)
 
 
-class ReplayRunner:
-    """Answers `evaluate(config)` from recorded timings, with no GPU.
+class RecordedTimings:
+    """Answers `evaluate(config)` from recorded timings, with no GPU (one problem of a replay).
 
     A config the landscape did not record answers as `invalid` with the reason "not in the
     landscape", so strategies treat it as a config that cannot run.
@@ -240,7 +242,7 @@ class ProblemStats:
         N, K, M: the problem.
         recorded: configs with a row (any status).
         ok: configs that ran.
-        optimum: the fastest ok config (`ReplayRunner.optimum`).
+        optimum: the fastest ok config (`RecordedTimings.optimum`).
         optimum_us: its median latency in microseconds.
         default_speedup: the default config's latency over the optimum's (how much a search
             can win over it), or None where the default did not run or has no row.
@@ -276,7 +278,7 @@ def problem_stats(landscape: Landscape, default: KernelConfig,
     ratios = tuple(ratios)
     found = []
     for (n, k, m), trials in sorted(landscape.problems.items()):
-        best = ReplayRunner(trials).optimum()
+        best = RecordedTimings(trials).optimum()
         if best is None:
             continue
         optimum, result = best
