@@ -19,7 +19,7 @@ from tuner.inputs.shapes import ShapesFileError, load_shapes, render_shapes_file
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.family import Shape
 from tuner.kernels.registry import FAMILIES
-from tuner.run.options import RunOptions
+from tuner.measure.runners import InterpreterRunner
 from tuner.run.plan import model_requests, plan
 from tuner.run.task import run_task
 from tuner.run.worker_spec import WorkerSpec
@@ -81,7 +81,7 @@ def test_a_registered_family_is_planned_swept_and_reported(tmp_path, monkeypatch
             compute_capability="", driver="", cuda="", torch="t", triton="t", tuner="t",
             kernel_hash="h")
     spec = WorkerSpec(db_url=url, sweep_id=opened.info.sweep_id, worker_id="w",
-                      backend="interpreter", options=RunOptions(interpreter_reps=1))
+                      runner=InterpreterRunner("TRITON_INTERPRETER", reps=1))
     tasks = []
     while True:
         with session_scope(engine) as session:
