@@ -28,9 +28,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tuner.core import TrialStatus  # noqa: E402
 from tuner.kernels.config import KernelConfig  # noqa: E402
 from tuner.kernels.dense.space import vllm_space  # noqa: E402
-from tuner.measure.trial import TrialResult, TrialStatus  # noqa: E402
+from tuner.measure.trial import TrialResult  # noqa: E402
 from tuner.search.replay import Landscape, landscape_from_results  # noqa: E402
 
 DEVICE_NAME = "SYNTHETIC_SM90"  # never a real GPU's key, so it cannot mix with measurements

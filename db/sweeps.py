@@ -21,7 +21,8 @@ from sqlalchemy.orm import Session
 
 from db.devices import get_or_create_device
 from db.engine import dialect_insert
-from db.models import DEFAULT_FAMILY, OUT_DTYPES, Device, Sweep, Task, utcnow
+from db.models import DEFAULT_FAMILY, Device, Sweep, Task, utcnow
+from tuner.core import OUT_DTYPES
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,10 @@ import zlib
 from collections import Counter
 from pathlib import Path
 
+from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 from tuner.search.replay import landscape_from_results
 
 SHAPES = ((256, 384), (576, 256))  # the `tiny` model

@@ -8,9 +8,10 @@ import sys
 import pytest
 
 from tuner.cli.landscape import build_landscape
+from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 from tuner.search.replay import landscape_from_results, load_landscape
 
 ENVIRONMENT = {"gpu_name": "NVIDIA L20", "compute_capability": "8.9", "driver": "580.1",

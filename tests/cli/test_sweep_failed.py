@@ -5,8 +5,9 @@ import json
 import subprocess
 import sys
 
+from tuner.core import TrialStatus
 from tuner.kernels.dense.space import default_config, vllm_space
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 from tuner.search.replay import landscape_from_results
 
 ENVIRONMENT = {"gpu_name": "NVIDIA L20", "compute_capability": "8.9", "driver": "", "cuda": "",

@@ -15,7 +15,6 @@ from tuner.cli.options import (
     InterpreterRepsOpt,
     KernelChoice,
     KernelOpt,
-    OutDtype,
     console,
     device_in_store,
     fail,
@@ -27,7 +26,7 @@ from tuner.cli.options import (
     store_files,
 )
 from tuner.cli.tables import Column, print_table
-from tuner.files.m_grid import REQUIRED_M
+from tuner.core import REQUIRED_M, OutDtype
 from tuner.measure.rounds import RETIME_ROUNDS
 
 

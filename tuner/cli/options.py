@@ -24,6 +24,7 @@ from tuner.cli.store import open_failed as open_failed
 from tuner.cli.store import sqlite_missing as sqlite_missing
 from tuner.cli.store import sqlite_url_hint as sqlite_url_hint
 from tuner.cli.store import store_url as store_url
+from tuner.core import VLLM_M_GRID, OutDtype
 from tuner.search.defaults import DEFAULT_STRATEGY
 
 console = Console()
@@ -53,11 +54,6 @@ EngineOpt = Annotated[
     EngineName, typer.Option("--engine", help="Serving engine: its config folder and its "
                              "file-name spelling (SGLang: block_shape=[128, 128]).")
 ]
-
-
-class OutDtype(StrEnum):
-    bfloat16 = "bfloat16"
-    float16 = "float16"
 
 
 class KernelChoice(StrEnum):
@@ -141,8 +137,8 @@ LeaseOpt = Annotated[
 # The largest M the store keeps (a 32-bit INTEGER column on PostgreSQL).
 MAX_M = 2**31 - 1
 
-# vLLM's default batch sizes (benchmarks/kernels/benchmark_w8a8_block_fp8.py).
-DEFAULT_M = "1,2,4,8,16,24,32,48,64,96,128,256,512,1024,1536,2048,3072,4096"
+# vLLM's default batch sizes (benchmarks/kernels/benchmark_w8a8_block_fp8.py), as --m spells them.
+DEFAULT_M = ",".join(map(str, VLLM_M_GRID))
 
 
 def plain(text: str) -> None:

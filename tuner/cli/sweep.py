@@ -18,7 +18,6 @@ from tuner.cli.options import (
     KernelChoice,
     KernelOpt,
     LeaseOpt,
-    OutDtype,
     OutDtypeOpt,
     ReplayOpt,
     TrialTimeoutOpt,
@@ -35,6 +34,7 @@ from tuner.cli.options import (
 )
 from tuner.cli.publish import NoPublishOpt, publish_device
 from tuner.cli.sweep_plan import DryRunOpt, YesOpt, default_lines, show_plan
+from tuner.core import OutDtype
 from tuner.run.options import DEFAULT_LEASE_S
 from tuner.search.defaults import DEFAULT_TRIALS
 
@@ -88,7 +88,7 @@ def sweep(
     files are published as its next release (unless --no-publish). The plan (tasks, trials,
     compiles, a time estimate) is printed first; --dry-run prints only that.
     """
-    from tuner.files.format import REQUIRED_M
+    from tuner.core import REQUIRED_M
     from tuner.inputs.shapes import UnknownModelError, load_shapes
     from tuner.run.options import RunOptions
     from tuner.run.plan import model_requests

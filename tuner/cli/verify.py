@@ -23,7 +23,6 @@ from tuner.cli.options import (
     EngineOpt,
     InterpreterRepsOpt,
     LeaseOpt,
-    OutDtype,
     TrialTimeoutOpt,
     device_in_store,
     fail,
@@ -36,6 +35,7 @@ from tuner.cli.options import (
     strategy_names,
 )
 from tuner.cli.publish import NoPublishOpt, publish_device
+from tuner.core import OutDtype
 from tuner.measure.rounds import RETIME_ROUNDS
 from tuner.run.options import DEFAULT_LEASE_S
 from tuner.search.defaults import DEFAULT_TRIALS

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tuner.core import TrialStatus
 from tuner.files.format import parse_config_file, vllm_pick_key
 from tuner.files.merge import merge_shape
 from tuner.kernels.config import KernelConfig
@@ -24,7 +25,7 @@ from tuner.kernels.dense.space import default_config, why_invalid
 from tuner.measure.noise import RETIME_ROUNDS, retime_interleaved
 from tuner.measure.roofline import roofline
 from tuner.measure.runner import Problem
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 
 OUT_DTYPE = "bfloat16"  # what serving uses
 BLOCK_SHAPE = (128, 128)  # [group_n, group_k]; vLLM's shipped block-FP8 files are all 128x128

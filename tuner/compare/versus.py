@@ -11,7 +11,8 @@ from typing import Protocol
 
 from tuner.compare.backends import Candidate
 from tuner.compare.kernel_names import BACKENDS, TRITON_DEFAULT, TRITON_TUNED
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.core import TrialStatus
+from tuner.measure.trial import TrialResult
 
 # The verdicts' M ranges: decode is M <= 32, prefill M >= 2048.
 DECODE_MAX_M = 32

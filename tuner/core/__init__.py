@@ -14,6 +14,7 @@ from tuner.core.device_names import vllm_device_name as vllm_device_name
 from tuner.core.facts import CONFIG_KEYS as CONFIG_KEYS
 from tuner.core.facts import OUT_DTYPES as OUT_DTYPES
 from tuner.core.facts import TRIAL_STATUSES as TRIAL_STATUSES
+from tuner.core.facts import OutDtype as OutDtype
 from tuner.core.facts import TrialStatus as TrialStatus
 from tuner.core.hashing import kernel_source_hash as kernel_source_hash
 from tuner.core.m_grid import REQUIRED_M as REQUIRED_M

@@ -33,6 +33,13 @@ class TrialStatus(StrEnum):
 # The values of TrialStatus, in its order: what the store's status column accepts.
 TRIAL_STATUSES: tuple[str, ...] = tuple(status.value for status in TrialStatus)
 
-# The GEMM's output dtypes, by torch's names: bfloat16 when serving (vLLM's W8A8 block-FP8
-# linear), float16 the default of vLLM's tuning script (benchmark_w8a8_block_fp8.py).
-OUT_DTYPES: tuple[str, ...] = ("bfloat16", "float16")
+class OutDtype(StrEnum):
+    """The GEMM's output dtypes, by torch's names: bfloat16 when serving (vLLM's W8A8 block-FP8
+    linear), float16 the default of vLLM's tuning script (benchmark_w8a8_block_fp8.py)."""
+
+    bfloat16 = "bfloat16"
+    float16 = "float16"
+
+
+# The values of OutDtype: what a sweep's out_dtype column and `--out-dtype` accept.
+OUT_DTYPES: tuple[str, ...] = tuple(dtype.value for dtype in OutDtype)

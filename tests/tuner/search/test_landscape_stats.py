@@ -5,9 +5,10 @@ import os
 import subprocess
 import sys
 
+from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 from tuner.search.replay import ProblemStats, landscape_from_results, problem_stats
 
 DEFAULT = default_config()  # 64x128x128 g32 w4 s2

@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
+from tuner.core import TrialStatus
 from tuner.kernels.dense.space import default_config, vllm_space
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 from tuner.search.replay import (
     FORMAT,
     NOT_RECORDED,
