@@ -7,8 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from tuner.core import VLLM_M_GRID
-from tuner.kernels.device_name import DEVICE_ARG_PATTERN, DEVICE_NAME_MAX
+from tuner.core import DEVICE_ARG_PATTERN, DEVICE_NAME_MAX, VLLM_M_GRID
 from tuner.search import DEFAULT_STRATEGY, DEFAULT_TRIALS
 
 

@@ -398,4 +398,3 @@ def test_for_sglang_verify_names_the_entries_it_rewrites_on_read(tmp_path, fake_
     for args in (("--engine", "sglang"), ()):
         result = verify(url, "--allow-stale", *args)
         assert "warning:" not in result.stdout
-

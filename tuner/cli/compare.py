@@ -21,7 +21,7 @@ from tuner.cli.options import (
     open_db,
     parse_m_values,
     plain,
-    resolve_backend,
+    resolve_device,
     resolve_kernel_choice,
     store_files,
 )
@@ -139,7 +139,8 @@ def compare(
     _, engine = open_db(db, must_exist=True)
     with session_scope(engine) as session:
         device_name = device_in_store(session, device)
-    backend, _, visible = resolve_backend(device, None)
+    backend, resolved = resolve_device(device, None)
+    visible = list(resolved.visible_ids)
     _use_backend(backend, visible)  # before anything imports the kernel
     tuned = _tuned(engine, device_name, out_dtype.value, tuple(model_shapes.block_shape),
                    kernel=read_kernel, timed=timed)

@@ -24,7 +24,7 @@ from tuner.cli.store import open_failed as open_failed
 from tuner.cli.store import sqlite_missing as sqlite_missing
 from tuner.cli.store import sqlite_url_hint as sqlite_url_hint
 from tuner.cli.store import store_url as store_url
-from tuner.core import VLLM_M_GRID, OutDtype
+from tuner.core import VLLM_M_GRID, OutDtype, ResolvedDevice
 from tuner.search.defaults import DEFAULT_STRATEGY
 
 console = Console()
@@ -195,23 +195,16 @@ def load_configs(path: Path | None):
 
 
 def device_in_store(session, device: str) -> str:
-    """The store's device key that `--device` names; else one line naming them, exit 2."""
+    """The store's device key that `--device` names (`tuner.inputs.devices.store_device`); else
+    one line naming them, exit 2."""
     from db import repo
-    from tuner.inputs.devices import device_hint, resolve
+    from tuner.inputs.devices import store_device
 
-    known = sorted(set(repo.list_device_names(session))
-                   | set(repo.list_import_device_names(session)))
-    names = resolve(device, known)
-    if len(names) > 1:
-        raise fail(f"'{device}' names {len(names)} devices in the store: {', '.join(names)}; "
-                   "give one of them")
-    if not names:
-        raise fail(f"no device in the store matches '{device}'{device_hint(device, known)}; known: "
-                   f"{', '.join(known) or 'none'}; `tuner sweep --device {device}` on that GPU, "
-                   "or `tuner import` of its files, adds it")
-    return names[0]
-
-
+    known = set(repo.list_device_names(session)) | set(repo.list_import_device_names(session))
+    try:
+        return store_device(device, known)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
 
 
 def print_sweep_summary(summary) -> None:
@@ -222,21 +215,25 @@ def print_sweep_summary(summary) -> None:
         console.print(line, soft_wrap=True, markup=False, highlight=False)
 
 
-def resolve_backend(device: str, replay: Path | None, *, need_device: bool = True,
-                    plan_only: bool = False):
-    """(backend, device_name, visible devices) for --device and --replay.
+def resolve_device(device: str, replay: Path | None, *, need_device: bool = True,
+                   plan_only: bool = False) -> tuple[str, ResolvedDevice]:
+    """(backend, device) for --device and --replay: the device resolved once
+    (`tuner.inputs.devices.resolve_device`), carried by the command to its workers and files.
 
     With need_device=False a GPU model that no visible GPU matches is still accepted (its vLLM
     key, for creating a sweep that workers on other hosts run). With plan_only (`tuner sweep
     --dry-run`) the GPUs are looked up as the run would: the matching ones are planned for;
     when none matches, one note line on stderr says so and the plan is for one such GPU.
 
+    Returns:
+        ("replay", "interpreter" or "cuda", the device; its `visible_ids` are the workers').
+
     Raises:
         typer.Exit: exit 2 with one line: no visible GPU matches (need_device, not plan_only),
             a landscape of another device, a name that is no GPU model.
     """
-    from tuner.inputs.devices import INTERPRETER_DEVICE_NAME, is_interpreter, matches
-    from tuner.run.gpus import visible_gpus
+    from tuner.inputs.devices import matches
+    from tuner.inputs.devices import resolve_device as resolve_named
 
     if replay is not None:
         from tuner.search.replay import load_landscape
@@ -248,44 +245,17 @@ def resolve_backend(device: str, replay: Path | None, *, need_device: bool = Tru
         if not matches(device, landscape.device_name):
             raise fail(f"--device {device} does not name the landscape's device "
                        f"{landscape.device_name}")
-        return "replay", landscape.device_name, [None]
-    if is_interpreter(device):
-        return "interpreter", INTERPRETER_DEVICE_NAME, [None]
-    gpus = visible_gpus() if need_device or plan_only else []
-    chosen = [gpu for gpu in gpus if matches(device, gpu.device_name)]
-    if chosen:
-        return "cuda", chosen[0].device_name, [gpu.visible_id for gpu in chosen]
-    if not need_device:
-        return "cuda", vllm_key(device), []
-    from tuner.inputs.devices import device_hint
-
-    names = sorted({g.device_name for g in gpus})
-    hint = device_hint(device, names)
-    visible = ", ".join(names) or "no CUDA GPU"
-    if plan_only:
-        key = vllm_key(device)
-        typer.echo(f"note: no visible GPU matches --device {device} here{hint} (visible: "
-                   f"{visible}): the sweep would stop with that error; this plan is for one "
-                   f"{key}, one worker per matching GPU where it runs (or --no-run there for "
-                   "`tuner worker`)", err=True)
-        return "cuda", key, [None]
-    raise fail(f"no visible GPU matches --device {device}{hint}; visible: {visible}")
-
-
-def vllm_key(device: str) -> str:
-    """vLLM's device key for a GPU named on the command line that this host need not have
-    (`tuner.inputs.devices.gpu_device_key`).
-
-    Raises:
-        typer.Exit: exit 2 with one line, for a name that follows no GPU naming rule.
-    """
-    from tuner.inputs.devices import device_hint, gpu_device_key
+        return "replay", ResolvedDevice(landscape.device_name, visible_ids=(None,))
+    from tuner.run.gpus import visible_gpus
 
     try:
-        return gpu_device_key(device)
-    except ValueError:
-        raise fail(f"--device {device!r} is not a GPU model name such as L20 or NVIDIA_H200"
-                   f"{device_hint(device)}") from None
+        resolved, note = resolve_named(device, visible_gpus, need_device=need_device,
+                                       plan_only=plan_only)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    if note is not None:
+        typer.echo(note, err=True)
+    return ("interpreter" if resolved.interpreter else "cuda"), resolved
 
 
 def store_files(engine, device_name: str, *, out_dtype: str | None, allow_stale: bool,

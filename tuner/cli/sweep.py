@@ -28,7 +28,7 @@ from tuner.cli.options import (
     open_db,
     parse_m_values,
     print_sweep_summary,
-    resolve_backend,
+    resolve_device,
     resolve_kernel_choice,
     strategy_names,
 )
@@ -100,8 +100,9 @@ def sweep(
         raise fail(str(exc).strip("'\"")) from None
     candidates = load_configs(configs)
     source, label = resolve_kernel_choice(kernel)
-    backend, device_name, visible = resolve_backend(device, replay, need_device=not no_run,
-                                                    plan_only=dry_run and not no_run)
+    backend, resolved = resolve_device(device, replay, need_device=not no_run,
+                                       plan_only=dry_run and not no_run)
+    device_name, visible = resolved.device_name, list(resolved.visible_ids)
     missing = [value for value in REQUIRED_M if value not in m_values]
     warnings = [f"warning: M grid lacks {missing}; vLLM will use the nearest tuned M there"
                 ] if missing else []
@@ -198,7 +199,8 @@ def worker(
 
     candidates = load_configs(configs)
     source, label = resolve_kernel_choice(kernel)
-    backend, device_name, visible = resolve_backend(device, replay)
+    backend, resolved = resolve_device(device, replay)
+    device_name, visible = resolved.device_name, list(resolved.visible_ids)
     replay_path = str(replay) if replay is not None else None
     url, engine = open_db(db, must_exist=True)
     scope = {"sweep_id": sweep_id, "device_name": device_name,

@@ -30,7 +30,7 @@ from tuner.cli.options import (
     open_db,
     parse_m_values,
     plain,
-    resolve_backend,
+    resolve_device,
     store_files,
     strategy_names,
 )
@@ -282,7 +282,8 @@ def verify(
     url, engine = open_db(db, must_exist=True)
     with session_scope(engine) as session:
         device_name = device_in_store(session, device)
-    backend, _, visible = resolve_backend(device, None)
+    backend, resolved = resolve_device(device, None)
+    visible = list(resolved.visible_ids)
     _use_backend(backend, visible)  # before anything imports tuner.kernels.dense.kernel
     options = RunOptions(interpreter_reps, lease, trial_timeout)
     fixer = Fixer(engine, url, model_shapes, device_name=device_name, backend=backend,

@@ -6,7 +6,9 @@ This module only re-exports; the definitions live in the modules named below.
 """
 
 from tuner.core.device_names import DEVICE_ARG_PATTERN as DEVICE_ARG_PATTERN
+from tuner.core.device_names import DEVICE_NAME_CHARS as DEVICE_NAME_CHARS
 from tuner.core.device_names import DEVICE_NAME_MAX as DEVICE_NAME_MAX
+from tuner.core.device_names import DEVICE_NAME_PATTERN as DEVICE_NAME_PATTERN
 from tuner.core.device_names import INTERPRETER_DEVICE_NAME as INTERPRETER_DEVICE_NAME
 from tuner.core.device_names import ResolvedDevice as ResolvedDevice
 from tuner.core.device_names import is_device_name as is_device_name

@@ -75,16 +75,17 @@ class ResolvedDevice:
     Attributes:
         device_name: vLLM's key, e.g. "NVIDIA_H200", or `INTERPRETER_DEVICE_NAME`.
         gpu_name: the GPU's name as CUDA reports it (torch.cuda.get_device_name, e.g.
-            "NVIDIA H200"); "" where no such GPU is visible here (the interpreter, a replay, a
-            GPU of another host).
+            "NVIDIA H200"); `INTERPRETER_DEVICE_NAME` on the interpreter (what its trials
+            record); "" where no such GPU is visible here (a replay, a GPU of another host).
         compute_capability: e.g. "9.0"; "" where not known.
         interpreter: whether it is the CPU interpreter backend.
-        visible_ids: the CUDA_VISIBLE_DEVICES entries of the matching GPUs here; empty where
-            none is visible (a sweep that workers on other hosts run).
+        visible_ids: the CUDA_VISIBLE_DEVICES entries of the matching GPUs here, one worker
+            each; (None,) for one worker pinned to no GPU (the interpreter, a plan, a replay);
+            empty where no worker runs here (a sweep that workers on other hosts run).
     """
 
     device_name: str
     gpu_name: str = ""
     compute_capability: str = ""
     interpreter: bool = False
-    visible_ids: tuple[str, ...] = ()
+    visible_ids: tuple[str | None, ...] = ()

@@ -64,7 +64,7 @@ def collect_environment(backend: str, family: str = DEFAULT_FAMILY,
     import triton
 
     import tuner
-    from tuner.inputs.devices import INTERPRETER_DEVICE_NAME, vllm_device_name
+    from tuner.core import INTERPRETER_DEVICE_NAME, vllm_device_name
 
     env = {
         "torch": torch.__version__,

@@ -2,7 +2,8 @@
 
 import pytest
 
-from tuner.inputs.devices import gpu_device_key, matches, resolve, vllm_device_name
+from tuner.core import vllm_device_name
+from tuner.inputs.devices import gpu_device_key, matches, resolve
 
 
 @pytest.mark.parametrize(
