@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from api import schemas
 from api.deps import SessionDep, SettingsDep
 from db import repo
-from tuner.core import DEVICE_ARG_PATTERN
+from tuner.core import DEVICE_ARG_PATTERN, triton_minor
 from tuner.files.archive import build_zip
 from tuner.files.device import (
     HTTP_STALE_HINT,
@@ -23,7 +23,7 @@ from tuner.files.device import (
     read_device,
 )
 from tuner.files.imports import imported_files_summary
-from tuner.files.provenance import Provenance, triton_minor
+from tuner.files.provenance import Provenance
 from tuner.inputs.devices import resolve
 from tuner.kernels.dense.naming import SGLANG_NOTE
 from tuner.kernels.family import FamilyShape

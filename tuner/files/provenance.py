@@ -9,7 +9,6 @@ workers store for each family's trials (the modules' `kernel_source_hash`).
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.metadata
 import re
 from collections.abc import Iterable
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from tuner.core import kernel_source_hash, triton_minor
 from tuner.kernels.dense.family import DENSE
 from tuner.kernels.source import BUILTIN, VLLM, function_source, vllm_version
 
@@ -24,7 +24,6 @@ from tuner.kernels.source import BUILTIN, VLLM, function_source, vllm_version
 KERNEL_FUNCTION = DENSE.kernel_function
 
 # major.minor at the start, not followed by another digit: "3.6.1+git" -> 3.6, "3.60" -> 3.60.
-_MINOR = re.compile(r"(\d+)\.(\d+)(?!\d)")
 
 
 class EnvironmentLike(Protocol):
@@ -92,8 +91,7 @@ def current_kernel_hash(path: Path | None = None) -> str:
     """
     if path is None:
         return _package_kernel_hash()
-    source = kernel_source(path.read_text(encoding="utf-8"))
-    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+    return kernel_source_hash(kernel_source(path.read_text(encoding="utf-8")))
 
 
 @functools.cache
@@ -116,7 +114,7 @@ def family_kernel_hash(family_name: str) -> str:
     family = get_family(family_name)
     source = kernel_source(family.module_path(family.kernel_module).read_text(encoding="utf-8"),
                            family.kernel_function)
-    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+    return kernel_source_hash(source)
 
 
 def other_family_hashes() -> tuple[str, ...]:
@@ -124,24 +122,6 @@ def other_family_hashes() -> tuple[str, ...]:
     from tuner.kernels.registry import FAMILIES
 
     return tuple(family_kernel_hash(name) for name in sorted(FAMILIES) if name != DENSE.name)
-
-
-def triton_minor(version: str) -> str:
-    """Triton's major.minor of a version string.
-
-    Args:
-        version: e.g. "3.6.0", "3.6.1+git3f2a", "3.6".
-
-    Returns:
-        e.g. "3.6" (leading zeros dropped).
-
-    Raises:
-        ValueError: the string does not start with <major>.<minor>.
-    """
-    found = _MINOR.match(version.strip()) if isinstance(version, str) else None
-    if found is None:
-        raise ValueError(f"{version!r} is not a version such as 3.6.0")
-    return f"{int(found[1])}.{int(found[2])}"
 
 
 def installed_triton_minor() -> str | None:

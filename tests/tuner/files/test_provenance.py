@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tuner.core import triton_minor
 from tuner.files.provenance import (
     Provenance,
     current_kernel_hash,
@@ -20,7 +21,6 @@ from tuner.files.provenance import (
     family_kernel_hash,
     installed_triton_minor,
     kernel_source,
-    triton_minor,
 )
 from tuner.kernels.dense.family import DENSE
 
