@@ -4,7 +4,7 @@ created elsewhere."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -203,7 +203,7 @@ def worker(
     device_name, visible = resolved.device_name, list(resolved.visible_ids)
     replay_path = str(replay) if replay is not None else None
     url, engine = open_db(db, must_exist=True)
-    scope = {"sweep_id": sweep_id, "device_name": device_name,
+    scope: dict[str, Any] = {"sweep_id": sweep_id, "device_name": device_name,
              "space": space_name(candidates, replay_path, label)}
     try:
         unfinished = unfinished_in_scope(engine, **scope)
