@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from api import schemas
 from api.deps import SessionDep, SettingsDep
 from db import repo
-from tuner.core import DEVICE_ARG_PATTERN, triton_minor
+from tuner.core import DEVICE_ARG_PATTERN, facts, triton_minor
 from tuner.files.archive import build_zip
 from tuner.files.device import (
     HTTP_STALE_HINT,
@@ -35,7 +35,7 @@ DeviceName = Annotated[str, Path(
     pattern=DEVICE_ARG_PATTERN,
     description="vLLM's device key, e.g. `NVIDIA_L20`; `L20` and `NVIDIA L20` name it too.",
 )]
-OutDtype = Annotated[Literal["bfloat16", "float16"] | None, Query(
+OutDtype = Annotated[facts.OutDtype | None, Query(
     description="Only trials timed with this output dtype; needed when a device has both.",
 )]
 Partial = Annotated[bool | None, Query(
