@@ -226,7 +226,8 @@ def resolve_device(device: str, replay: Path | None, *, need_device: bool = True
     when none matches, one note line on stderr says so and the plan is for one such GPU.
 
     Returns:
-        ("replay", "interpreter" or "cuda", the device; its `visible_ids` are the workers').
+        (backend: "replay", "interpreter" or "cuda"; the device, whose `visible_ids` are the
+        workers' CUDA_VISIBLE_DEVICES entries).
 
     Raises:
         typer.Exit: exit 2 with one line: no visible GPU matches (need_device, not plan_only),
