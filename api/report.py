@@ -12,7 +12,7 @@ from html import escape
 from api.report_tables import HASH_SHOWN, env_cell, imports_section
 from api.svg import Series, line_chart
 from db.imports import ImportInfo
-from tuner.files.format import REQUIRED_M, VLLM_M_GRID
+from tuner.core import REQUIRED_M, VLLM_M_GRID
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.family import FamilyShape, ShapeKeyed
 from tuner.kernels.registry import get_family

@@ -7,8 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from tuner.files.format import VLLM_M_GRID
-from tuner.kernels.device_name import DEVICE_ARG_PATTERN, DEVICE_NAME_MAX
+from tuner.core import DEVICE_ARG_PATTERN, DEVICE_NAME_MAX, VLLM_M_GRID, OutDtype
 from tuner.search import DEFAULT_STRATEGY, DEFAULT_TRIALS
 
 
@@ -224,7 +223,7 @@ class SweepCreate(BaseModel):
     trials: int = Field(default=DEFAULT_TRIALS, ge=1, le=100_000,
                         description="Configs per (N, K, M) (not grid), vLLM's default included.")
     seed: int = Field(default=0, ge=0, le=MAX_INT32)
-    out_dtype: Literal["bfloat16", "float16"] = "bfloat16"
+    out_dtype: OutDtype = OutDtype.bfloat16
 
 
 class SweepStatus(BaseModel):

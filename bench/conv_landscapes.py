@@ -31,9 +31,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tuner.core import TrialStatus  # noqa: E402
 from tuner.kernels.dense.space import vllm_space  # noqa: E402
 from tuner.measure.landscape import landscape_from_results  # noqa: E402
-from tuner.measure.trial import TrialResult, TrialStatus  # noqa: E402
+from tuner.measure.trial import TrialResult  # noqa: E402
 
 GPUS = {1: "A100", 2: "A4000", 3: "A6000", 4: "MI250X", 5: "W6600", 6: "W7800"}  # N -> file
 K_LABEL = 4096

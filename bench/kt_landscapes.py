@@ -32,9 +32,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tuner.core import TrialStatus  # noqa: E402
 from tuner.kernels.dense.space import vllm_space  # noqa: E402
 from tuner.measure.landscape import landscape_from_results  # noqa: E402
-from tuner.measure.trial import TrialResult, TrialStatus  # noqa: E402
+from tuner.measure.trial import TrialResult  # noqa: E402
 
 GPUS = {1: "RTX_2080_Ti", 2: "RTX_3090", 3: "RTX_Titan"}  # N -> cache file stem
 K_LABEL = 4096

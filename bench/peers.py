@@ -46,7 +46,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tuner.kernels.config import CONFIG_KEYS, KernelConfig  # noqa: E402
+from tuner.core import CONFIG_KEYS  # noqa: E402
+from tuner.kernels.config import KernelConfig  # noqa: E402
 from tuner.kernels.dense.space import default_config, vllm_space  # noqa: E402
 from tuner.measure.landscape import Landscape, load_landscape  # noqa: E402
 from tuner.measure.trial import TrialResult  # noqa: E402

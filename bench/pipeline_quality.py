@@ -146,7 +146,7 @@ def full_grid_landscape(folder: Path) -> Path:
     cache is present, so its timings at the committed file's 6 M may differ from that file's)."""
     import importlib.util
 
-    from tuner.files.format import VLLM_M_GRID
+    from tuner.core import VLLM_M_GRID
     from tuner.inputs.shapes import load_shapes
 
     spec = importlib.util.spec_from_file_location(

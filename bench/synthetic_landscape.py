@@ -28,10 +28,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tuner.core import TrialStatus  # noqa: E402
 from tuner.kernels.config import KernelConfig  # noqa: E402
 from tuner.kernels.dense.space import vllm_space  # noqa: E402
 from tuner.measure.landscape import Landscape, landscape_from_results  # noqa: E402
-from tuner.measure.trial import TrialResult, TrialStatus  # noqa: E402
+from tuner.measure.trial import TrialResult  # noqa: E402
 
 DEVICE_NAME = "SYNTHETIC_SM90"  # never a real GPU's key, so it cannot mix with measurements
 MODEL = "qwen3.8-27b"  # shapes/ key: the five Qwen3.8-27B-FP8 TP2 shapes

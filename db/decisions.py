@@ -16,16 +16,9 @@ from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session
 
 from db.base import utcnow
-from db.models import (
-    CONFIG_COLUMNS,
-    DECISION_KEPT,
-    Ceiling,
-    Decision,
-    Device,
-    Environment,
-    Retime,
-)
+from db.models import DECISION_KEPT, Ceiling, Decision, Device, Environment, Retime
 from db.tasks import end_trial
+from tuner.core import CONFIG_KEYS
 
 RETIME_KEYS = frozenset({"config", "is_default", "rounds", "latency_us", "p20_us", "p80_us"})
 DECISION_KEYS = frozenset({"config", "latency_us", "default_latency_us", "runner_up", "spread_us",
@@ -65,10 +58,10 @@ class DecisionInfo:
 
 
 def _config(value: object, what: str) -> dict[str, int]:
-    if not isinstance(value, Mapping) or set(value) != set(CONFIG_COLUMNS):
+    if not isinstance(value, Mapping) or set(value) != set(CONFIG_KEYS):
         keys = sorted(value) if isinstance(value, Mapping) else type(value).__name__
-        raise ValueError(f"{what}: keys {keys} are not {', '.join(CONFIG_COLUMNS)}")
-    return {name: _positive_int(value[name], f"{what}: {name}") for name in CONFIG_COLUMNS}
+        raise ValueError(f"{what}: keys {keys} are not {', '.join(CONFIG_KEYS)}")
+    return {name: _positive_int(value[name], f"{what}: {name}") for name in CONFIG_KEYS}
 
 
 def _positive_int(value: object, what: str) -> int:
@@ -182,7 +175,7 @@ def record_decision(
     if not retimes:
         raise ValueError("retimes: a decision needs at least one re-timed config")
     rows = [_retime_row(item, index) for index, item in enumerate(retimes)]
-    configs = [{name: row[name] for name in CONFIG_COLUMNS} for row in rows]
+    configs = [{name: row[name] for name in CONFIG_KEYS} for row in rows]
     if len({tuple(config.values()) for config in configs}) != len(configs):
         raise ValueError("retimes: a config is re-timed twice")
     if sum(row["is_default"] for row in rows) > 1:
@@ -219,13 +212,13 @@ def task_decision(session: Session, *, task_id: int) -> DecisionInfo | None:
     return DecisionInfo(
         decision_id=decision.decision_id, task_id=decision.task_id,
         environment_id=decision.environment_id,
-        config={name: getattr(decision, name) for name in CONFIG_COLUMNS},
+        config={name: getattr(decision, name) for name in CONFIG_KEYS},
         latency_us=decision.latency_us, default_latency_us=decision.default_latency_us,
         runner_up=None if decision.runner_up is None else dict(decision.runner_up),
         spread_us=decision.spread_us, kept=decision.kept, note=decision.note,
         created_at=decision.created_at,
         retimes=tuple(
-            RetimeInfo(config={name: getattr(r, name) for name in CONFIG_COLUMNS},
+            RetimeInfo(config={name: getattr(r, name) for name in CONFIG_KEYS},
                        is_default=r.is_default, rounds=r.rounds, latency_us=r.latency_us,
                        p20_us=r.p20_us, p80_us=r.p80_us)
             for r in retimes

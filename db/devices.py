@@ -10,22 +10,15 @@ from sqlalchemy.orm import Session
 
 from db.engine import dialect_insert
 from db.models import Device, Environment, utcnow
-
-# The device_name rule of tuner.kernels.device_name.is_device_name, kept here because db
-# imports nothing from tuner: vLLM's key (runs of whitespace or '/' replaced by '_', every other
-# character kept: vLLM 0.33.0's get_device_name_as_file_name) as 1..128 printable ASCII
-# characters without space, '"', '/', '\\' or '..'; it ends up in file names, URLs, headers and
-# shell lines.
-_DEVICE_NAME_MAX = 128
-_REFUSED = frozenset(' "/\\')
+from tuner.core import DEVICE_NAME_MAX, is_device_name
 
 
 def _check_device_name(device_name: str) -> None:
-    if (not isinstance(device_name, str) or not 1 <= len(device_name) <= _DEVICE_NAME_MAX
-            or any(not "!" <= c <= "~" or c in _REFUSED for c in device_name)
-            or ".." in device_name or device_name == "."):
+    """Refuse a name that is not vLLM's key as we store it (`tuner.core.is_device_name`); it ends
+    up in file names, URLs, headers and shell lines."""
+    if not is_device_name(device_name):
         raise ValueError(f"device_name {device_name!r:.160} must be vLLM's key, e.g. NVIDIA_L20 "
-                         f"or Intel(R)_Data_Center_GPU_Max_1550: 1..{_DEVICE_NAME_MAX} printable "
+                         f"or Intel(R)_Data_Center_GPU_Max_1550: 1..{DEVICE_NAME_MAX} printable "
                          "ASCII characters without space, '\"', '/', '\\' or '..'")
 
 

@@ -23,32 +23,9 @@ from sqlalchemy.orm import Mapped, mapped_column
 import db.comparison_models  # noqa: F401
 import db.release_models  # noqa: F401
 from db.base import Base, UTCDateTime, utcnow
-
-# vLLM's config keys in the order vLLM writes them (vLLM 0.33.0, configs/*.json); the trial
-# columns carry exactly these names.
-CONFIG_COLUMNS: tuple[str, ...] = (
-    "BLOCK_SIZE_M",
-    "BLOCK_SIZE_N",
-    "BLOCK_SIZE_K",
-    "GROUP_SIZE_M",
-    "num_warps",
-    "num_stages",
-)
+from tuner.core import CONFIG_KEYS
 
 TASK_STATES: tuple[str, ...] = ("pending", "running", "done", "failed")
-
-# Same values as tuner.measure.trial.TrialStatus (db must not import tuner).
-TRIAL_STATUSES: tuple[str, ...] = (
-    "ok",
-    "invalid",
-    "compile_error",
-    "out_of_resources",
-    "wrong_result",
-    "timeout",
-    "crashed",
-)
-
-OUT_DTYPES: tuple[str, ...] = ("bfloat16", "float16")
 
 # Why a decision kept its config: the fastest re-timed config beat the runner-up
 # by more than the spread; or it did not, and the default or a simpler config was kept.
@@ -197,7 +174,7 @@ class Trial(TaskConfig, Base):
     measure_s: Mapped[float | None] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
-    __table_args__ = (UniqueConstraint("task_id", *CONFIG_COLUMNS),)
+    __table_args__ = (UniqueConstraint("task_id", *CONFIG_KEYS),)
 
 
 class ImportedFile(Base):
@@ -246,7 +223,7 @@ class Retime(TaskConfig, Base):
     p80_us: Mapped[float] = mapped_column(Float)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
-    __table_args__ = (UniqueConstraint("task_id", *CONFIG_COLUMNS),)
+    __table_args__ = (UniqueConstraint("task_id", *CONFIG_KEYS),)
 
 
 class Decision(TaskConfig, Base):

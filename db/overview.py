@@ -13,16 +13,8 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from db.models import (
-    TASK_STATES,
-    TRIAL_STATUSES,
-    Device,
-    Environment,
-    ImportedFile,
-    Sweep,
-    Task,
-    Trial,
-)
+from db.models import TASK_STATES, Device, Environment, ImportedFile, Sweep, Task, Trial
+from tuner.core import TRIAL_STATUSES
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from db.models import CONFIG_COLUMNS, DEFAULT_FAMILY, Device, Environment, Sweep, Task, Trial
+from db.models import DEFAULT_FAMILY, Device, Environment, Sweep, Task, Trial
 from db.winners import decided_tasks, matching_environments, ok_trials
+from tuner.core import CONFIG_KEYS
 
 
 @dataclass(frozen=True)
@@ -256,7 +257,7 @@ def device_trials(
         rows.append(DeviceTrialRow(
             trial_id=trial.trial_id, N=n, K=k, M=m, block_shape=(block_n, block_k),
             out_dtype=dtype, space=space,
-            config={name: getattr(trial, name) for name in CONFIG_COLUMNS},
+            config={name: getattr(trial, name) for name in CONFIG_KEYS},
             status=trial.status, latency_us=trial.latency_us, p20_us=trial.p20_us,
             p80_us=trial.p80_us, environment_id=env.environment_id,
             environment=environments[env.environment_id],

@@ -23,7 +23,8 @@ from sqlalchemy.orm import Session
 from db.base import utcnow
 from db.devices import get_or_create_device
 from db.engine import dialect_insert
-from db.models import DEFAULT_FAMILY, OUT_DTYPES, Device, Sweep, Task
+from db.models import DEFAULT_FAMILY, Device, Sweep, Task
+from tuner.core import OUT_DTYPES
 
 
 class _SweepFields(TypedDict):

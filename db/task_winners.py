@@ -13,8 +13,9 @@ from datetime import datetime
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
-from db.models import CONFIG_COLUMNS, DEFAULT_FAMILY, Sweep, Task, Trial
+from db.models import DEFAULT_FAMILY, Sweep, Task, Trial
 from db.winners import _config, matching_environments, ok_trials
+from tuner.core import CONFIG_KEYS
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ def task_winners(
     key = (Task.N, Task.K, Task.M)
     ranked = (
         ok_trials(
-            [*key, *(getattr(Trial, name) for name in CONFIG_COLUMNS), Trial.latency_us,
+            [*key, *(getattr(Trial, name) for name in CONFIG_KEYS), Trial.latency_us,
              func.row_number().over(partition_by=key, order_by=(Trial.latency_us,
                                                                 Trial.trial_id)).label("rank")],
             device_name=device_name, out_dtype=out_dtype, environments=environments,
@@ -130,7 +131,7 @@ def related_trials(
     environments = matching_environments(session, kernel_hash=kernel_hash,
                                          triton_minor=triton_minor)
     query = (
-        ok_trials([Task.N, Task.K, Task.M, *(getattr(Trial, name) for name in CONFIG_COLUMNS),
+        ok_trials([Task.N, Task.K, Task.M, *(getattr(Trial, name) for name in CONFIG_KEYS),
                    Trial.latency_us],
                   device_name=device_name, out_dtype=out_dtype, environments=environments)
         .where(*_finished(block_shape, finished_before, family, shape_params),

@@ -16,10 +16,11 @@ from sqlalchemy.orm import Session
 
 from db.base import utcnow
 from db.engine import dialect_insert
-from db.models import CONFIG_COLUMNS, TRIAL_STATUSES, Task, Trial
+from db.models import Task, Trial
+from tuner.core import CONFIG_KEYS, TRIAL_STATUSES
 
 # Trial columns a record writes, in order (the statements below bind them by name).
-_RECORD_COLUMNS = ("task_id", "environment_id", *CONFIG_COLUMNS, "is_default", "status",
+_RECORD_COLUMNS = ("task_id", "environment_id", *CONFIG_KEYS, "is_default", "status",
                    "latency_us", "p20_us", "p80_us", "rel_error", "error", "measure_s",
                    "created_at")
 
@@ -96,7 +97,7 @@ def record_trial(
             measure_s=measure_s,
             created_at=utcnow(),
         )
-        .on_conflict_do_nothing(index_elements=["task_id", *CONFIG_COLUMNS])
+        .on_conflict_do_nothing(index_elements=["task_id", *CONFIG_KEYS])
         .returning(Trial.trial_id)
     ).scalar_one_or_none()
     return inserted is not None
@@ -104,15 +105,15 @@ def record_trial(
 
 def _checked(config: Mapping[str, int], status: str) -> dict[str, int]:
     """The config as six ints; ValueError for other keys, a non-positive value, a bad status."""
-    if set(config) != set(CONFIG_COLUMNS):
-        raise ValueError(f"config keys {sorted(config)} are not {', '.join(CONFIG_COLUMNS)}")
-    for name in CONFIG_COLUMNS:
+    if set(config) != set(CONFIG_KEYS):
+        raise ValueError(f"config keys {sorted(config)} are not {', '.join(CONFIG_KEYS)}")
+    for name in CONFIG_KEYS:
         value = config[name]
         if isinstance(value, bool) or int(value) != value or value < 1:
             raise ValueError(f"config key {name} must be a positive integer, got {value!r}")
     if str(status) not in TRIAL_STATUSES:
         raise ValueError(f"trial status {status!r} is not one of {', '.join(TRIAL_STATUSES)}")
-    return {name: int(config[name]) for name in CONFIG_COLUMNS}
+    return {name: int(config[name]) for name in CONFIG_KEYS}
 
 
 # Core statements of `record_held_trial`, built once per dialect (building and caching an ORM
@@ -136,7 +137,7 @@ def _insert_trial(dialect: str) -> Any:
         _INSERTS[dialect] = (
             module.insert(Trial.__table__)
             .values({name: bindparam(name) for name in _RECORD_COLUMNS})
-            .on_conflict_do_nothing(index_elements=["task_id", *CONFIG_COLUMNS])
+            .on_conflict_do_nothing(index_elements=["task_id", *CONFIG_KEYS])
         )
     return _INSERTS[dialect]
 
@@ -202,7 +203,7 @@ def task_trials(session: Session, *, task_id: int) -> list[TrialInfo]:
         TrialInfo(
             trial_id=trial.trial_id,
             task_id=trial.task_id,
-            config={name: getattr(trial, name) for name in CONFIG_COLUMNS},
+            config={name: getattr(trial, name) for name in CONFIG_KEYS},
             is_default=trial.is_default,
             status=trial.status,
             latency_us=trial.latency_us,

@@ -26,21 +26,8 @@ from dataclasses import dataclass, replace
 from sqlalchemy import Select, and_, func, select
 from sqlalchemy.orm import Session
 
-from db.models import (
-    CONFIG_COLUMNS,
-    DEFAULT_FAMILY,
-    Decision,
-    Device,
-    Environment,
-    Retime,
-    Sweep,
-    Task,
-    Trial,
-)
-
-# major.minor at the start of a version string, not followed by another digit (same rule as
-# tuner.files.provenance.triton_minor; db imports nothing of tuner).
-_MINOR = re.compile(r"(\d+)\.(\d+)(?!\d)")
+from db.models import DEFAULT_FAMILY, Decision, Device, Environment, Retime, Sweep, Task, Trial
+from tuner.core import CONFIG_KEYS, minor_of
 
 
 @dataclass(frozen=True)
@@ -80,11 +67,6 @@ class WinnerRow:
     other_sweeps: tuple[int, ...] = ()
 
 
-def _minor_of(version: str) -> tuple[int, int] | None:
-    found = _MINOR.match(version.strip())
-    return (int(found[1]), int(found[2])) if found else None
-
-
 def matching_environments(
     session: Session, *, kernel_hash: str | Sequence[str] | None, triton_minor: str | None
 ) -> list[int] | None:
@@ -110,14 +92,14 @@ def matching_environments(
     if triton_minor is not None:
         if not re.fullmatch(r"\d+\.\d+", triton_minor):
             raise ValueError(f"triton_minor {triton_minor!r} is not major.minor, e.g. 3.6")
-        wanted = _minor_of(triton_minor)
+        wanted = minor_of(triton_minor)
     query = select(Environment.environment_id, Environment.triton)
     if isinstance(kernel_hash, str):
         query = query.where(Environment.kernel_hash == kernel_hash)
     elif kernel_hash is not None:
         query = query.where(Environment.kernel_hash.in_(list(kernel_hash)))
     return sorted(env_id for env_id, triton in session.execute(query)
-                  if wanted is None or _minor_of(triton) == wanted)
+                  if wanted is None or minor_of(triton) == wanted)
 
 
 def _scoped(query: Select, *, device_name: str, out_dtype: str | None) -> Select:
@@ -169,13 +151,13 @@ def decided_tasks(
 
 
 def _config(row, prefix: str = "") -> dict[str, int]:
-    return {name: row[f"{prefix}{name}"] for name in CONFIG_COLUMNS}
+    return {name: row[f"{prefix}{name}"] for name in CONFIG_KEYS}
 
 
 def _trial_winners(session: Session, device_name: str, scope: dict) -> dict[tuple, WinnerRow]:
     """The fastest ok trial of the newest task per key, with the default-config trial of that
     task (one query)."""
-    config = [getattr(Trial, name) for name in CONFIG_COLUMNS]
+    config = [getattr(Trial, name) for name in CONFIG_KEYS]
     key = (Task.family, Task.shape_params, Task.N, Task.K, Sweep.block_n, Sweep.block_k, Task.M)
     ranked = ok_trials(
         [Trial.trial_id, Trial.task_id, Trial.environment_id, Task.sweep_id, *key, *config,
@@ -202,8 +184,8 @@ def _trial_winners(session: Session, device_name: str, scope: dict) -> dict[tupl
             ranked.c.shape_params, ranked.c.N, ranked.c.K, ranked.c.block_n, ranked.c.block_k,
             ranked.c.M, ranked.c.latency_us, ranked.c.is_default,
             defaults.c.latency_us.label("default_latency_us"),
-            *(ranked.c[name] for name in CONFIG_COLUMNS),
-            *(defaults.c[name].label(f"default_{name}") for name in CONFIG_COLUMNS),
+            *(ranked.c[name] for name in CONFIG_KEYS),
+            *(defaults.c[name].label(f"default_{name}") for name in CONFIG_KEYS),
         )
         .select_from(ranked)
         .outerjoin(defaults, and_(defaults.c.task_id == ranked.c.task_id, defaults.c.rank == 1))
@@ -229,7 +211,7 @@ def _winner_row(device_name: str, row, *, has_default: bool, **decided) -> tuple
 
 
 def _same_config(table, other) -> list:
-    return [getattr(table, name) == getattr(other, name) for name in CONFIG_COLUMNS]
+    return [getattr(table, name) == getattr(other, name) for name in CONFIG_KEYS]
 
 
 def _decision_winners(session: Session, device_name: str, scope: dict) -> dict[tuple, WinnerRow]:
@@ -237,7 +219,7 @@ def _decision_winners(session: Session, device_name: str, scope: dict) -> dict[t
     key = (Task.family, Task.shape_params, Task.N, Task.K, Sweep.block_n, Sweep.block_k, Task.M)
     ranked = decided_tasks(
         [Decision.task_id, Decision.environment_id, Task.sweep_id, *key,
-         *(getattr(Decision, name) for name in CONFIG_COLUMNS),
+         *(getattr(Decision, name) for name in CONFIG_KEYS),
          Decision.latency_us, Decision.default_latency_us, Decision.spread_us,
          func.row_number().over(partition_by=key, order_by=(Decision.created_at.desc(),
                                                             Decision.decision_id.desc()))
@@ -247,12 +229,12 @@ def _decision_winners(session: Session, device_name: str, scope: dict) -> dict[t
     kept = select(Retime).subquery("kept")
     default = select(Retime).where(Retime.is_default.is_(True)).subquery("default")
     trial = select(Trial.trial_id, Trial.task_id, *(getattr(Trial, name)
-                                                    for name in CONFIG_COLUMNS)).subquery("trial")
+                                                    for name in CONFIG_KEYS)).subquery("trial")
     rows = session.execute(
         select(
             ranked, kept.c.is_default, trial.c.trial_id,
             default.c.retime_id.label("default_retime_id"),
-            *(default.c[name].label(f"default_{name}") for name in CONFIG_COLUMNS),
+            *(default.c[name].label(f"default_{name}") for name in CONFIG_KEYS),
         )
         .select_from(ranked)
         .outerjoin(kept, and_(kept.c.task_id == ranked.c.task_id,

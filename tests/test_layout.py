@@ -12,9 +12,11 @@ PACKAGES = ("tuner", "db", "api")
 
 # Layers, lowest first: a package may import its own modules and those of lower layers only
 # (so two packages of one layer never import each other). `tuner` itself (the version) is
-# below all. db stands apart: it imports no tuner or api module.
+# below all, with `tuner.core` (the shared facts, standard library only). db stands apart: of
+# tuner and api it imports `tuner.core` only.
 LAYERS: dict[str, int] = {
     "tuner": -1,
+    "tuner.core": -1,
     "tuner.kernels": 0,
     "tuner.measure": 1,
     "tuner.inputs": 1,
@@ -31,7 +33,7 @@ MAY_IMPORT_DB = ("tuner.files", "tuner.run", "tuner.cli", "api", "db")
 STORE_AND_WEB = ("db", "api", "sqlalchemy", "alembic", "fastapi", "starlette", "uvicorn")
 # The HTTP service and what it imports never load torch or triton, not even lazily.
 NO_TORCH = ("tuner.files", "tuner.inputs", "tuner.kernels.family", "tuner.kernels.config",
-            "tuner.kernels.registry", "tuner.kernels.device_name", "api", "db")
+            "tuner.kernels.registry", "tuner.core", "api", "db")
 MAX_FUNCTION_LINES = 60
 
 
@@ -104,7 +106,9 @@ def test_imports_run_one_way_between_packages() -> None:
             if dest == source or target not in MODULES:
                 continue
             if source == "db":
-                wrong.append(f"{module} -> {target} (db imports nothing from tuner or api)")
+                if dest == "tuner.core":
+                    continue
+                wrong.append(f"{module} -> {target} (db imports only tuner.core of tuner and api)")
             elif dest != "db" and LAYERS.get(dest, 99) >= LAYERS.get(source, -1):
                 wrong.append(f"{module} -> {target}")
     assert wrong == []
@@ -121,6 +125,18 @@ def test_the_service_side_never_imports_torch_or_triton() -> None:
     wrong = [f"{module} -> {target}" for module, targets in GRAPH.items()
              if _within(module, NO_TORCH)
              for target in targets if target in ("torch", "triton")]
+    assert wrong == []
+
+
+def test_the_core_imports_only_the_standard_library() -> None:
+    import sys
+
+    core = {module: targets for module, targets in GRAPH.items()
+            if _within(module, ("tuner.core",))}
+    assert "tuner.core.facts" in core
+    wrong = [f"{module} -> {target}" for module, targets in core.items() for target in targets
+             if not _within(target, ("tuner.core",))
+             and target.split(".")[0] not in sys.stdlib_module_names | {"__future__"}]
     assert wrong == []
 
 

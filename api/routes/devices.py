@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from api import schemas
 from api.deps import SessionDep, SettingsDep
 from db import repo
+from tuner.core import DEVICE_ARG_PATTERN, facts, triton_minor
 from tuner.files.archive import build_zip
 from tuner.files.device import (
     HTTP_STALE_HINT,
@@ -22,10 +23,9 @@ from tuner.files.device import (
     read_device,
 )
 from tuner.files.imports import imported_files_summary
-from tuner.files.provenance import Provenance, triton_minor
+from tuner.files.provenance import Provenance
 from tuner.inputs.devices import resolve
 from tuner.kernels.dense.naming import SGLANG_NOTE
-from tuner.kernels.device_name import DEVICE_ARG_PATTERN
 from tuner.kernels.family import FamilyShape
 from tuner.kernels.registry import family_of_file, get_family
 
@@ -35,7 +35,7 @@ DeviceName = Annotated[str, Path(
     pattern=DEVICE_ARG_PATTERN,
     description="vLLM's device key, e.g. `NVIDIA_L20`; `L20` and `NVIDIA L20` name it too.",
 )]
-OutDtype = Annotated[Literal["bfloat16", "float16"] | None, Query(
+OutDtype = Annotated[facts.OutDtype | None, Query(
     description="Only trials timed with this output dtype; needed when a device has both.",
 )]
 Partial = Annotated[bool | None, Query(

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.storefill import DEFAULT, FAST, SLOW, fill
-from tuner.files.format import VLLM_M_GRID
+from tuner.core import VLLM_M_GRID
 
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = pytest.mark.skipif(

@@ -58,7 +58,7 @@ def test_end_to_end_on_a_replay_landscape(tmp_path, monkeypatch):
 
 
 def test_the_full_grid_is_every_shape_at_vllms_18_m(tmp_path, monkeypatch):
-    from tuner.files.format import VLLM_M_GRID
+    from tuner.core import VLLM_M_GRID
     from tuner.kernels.dense.space import vllm_space
 
     monkeypatch.setattr(pq, "MODEL", "tiny")

@@ -11,10 +11,11 @@ import zlib
 from collections import Counter
 from pathlib import Path
 
+from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config
 from tuner.measure.landscape import landscape_from_results
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 
 SHAPES = ((256, 384), (576, 256))  # the `tiny` model
 ENVIRONMENT = {"gpu_name": "NVIDIA L20", "compute_capability": "8.9", "driver": "580.1",

@@ -25,8 +25,6 @@ HEAVY = ("sqlalchemy", "torch", "triton", "numpy", "optuna", "fastapi", "uvicorn
 # The modules of HEAVY that the CLI does load at start, each a leaf of constants that an
 # option's default or help names, importing nothing beyond the standard library:
 LIGHT_AT_START = [
-    "tuner.files",  # an empty package __init__ (the parent of m_grid)
-    "tuner.files.m_grid",  # REQUIRED_M: `tuner compare --m`'s default
     "tuner.measure",  # an empty package __init__ (the parent of rounds)
     "tuner.measure.rounds",  # RETIME_ROUNDS: `--rounds` of compare and verify
     "tuner.run",  # an empty package __init__ (the parent of options)

@@ -125,14 +125,15 @@ def test_eight_workers_on_postgresql(reference):
     log = run_workers(folder, PG_URL, 8)  # no --sweep: every sweep on the device
     check_log(log)
     from db.engine import make_engine
-    from db.models import CONFIG_COLUMNS, Task, Trial
+    from db.models import Task, Trial
+    from tuner.core import CONFIG_KEYS
 
     engine = make_engine(PG_URL)
     try:
         with engine.connect() as connection:
             tasks = connection.execute(select(Task.state, Task.attempts)).all()
             stored = connection.execute(
-                select(Task.N, Task.K, Task.M, *(getattr(Trial, c) for c in CONFIG_COLUMNS),
+                select(Task.N, Task.K, Task.M, *(getattr(Trial, c) for c in CONFIG_KEYS),
                        Trial.status, Trial.latency_us, Trial.is_default)
                 .join(Task, Trial.task_id == Task.task_id)).all()
     finally:

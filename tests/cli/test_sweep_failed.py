@@ -5,9 +5,10 @@ import json
 import subprocess
 import sys
 
+from tuner.core import TrialStatus
 from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.measure.landscape import landscape_from_results
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 
 ENVIRONMENT = {"gpu_name": "NVIDIA L20", "compute_capability": "8.9", "driver": "", "cuda": "",
                "torch": "2.11.0", "triton": "3.6.0", "tuner": "0.1.0", "kernel_hash": "abc"}

@@ -70,7 +70,7 @@ def test_a_gpu_plan_can_be_shown_on_a_host_without_that_gpu(tmp_path, monkeypatc
 
 def _gpus(monkeypatch, *names):
     """Make `tuner.run.gpus.visible_gpus` answer these GPU names (e.g. "NVIDIA L20")."""
-    from tuner.inputs.devices import vllm_device_name
+    from tuner.core import vllm_device_name
     from tuner.run import gpus
 
     listed = [gpus.GpuInfo(i, str(i), name, vllm_device_name(name), "8.9")

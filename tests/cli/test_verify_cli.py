@@ -19,8 +19,9 @@ from tuner.cli import options
 from tuner.cli import verify as cli_verify
 from tuner.compare.verify import check_points
 from tuner.compare.verify_run import shape_grid
+from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 
 runner = CliRunner()
 # Cells are 3+ spaces apart (tuner.cli.tables); a cell holds at most single spaces.
@@ -397,4 +398,3 @@ def test_for_sglang_verify_names_the_entries_it_rewrites_on_read(tmp_path, fake_
     for args in (("--engine", "sglang"), ()):
         result = verify(url, "--allow-stale", *args)
         assert "warning:" not in result.stdout
-

@@ -22,7 +22,8 @@ from db.engine import (
     session_scope,
     upgrade,
 )
-from db.models import CONFIG_COLUMNS, Base, Device
+from db.models import Base, Device
+from tuner.core import CONFIG_KEYS
 
 # Tables the store must have (the models may add more: the migrations must then create them).
 TABLES = {"devices", "environments", "sweeps", "tasks", "trials", "imports", "retimes", "decisions",
@@ -54,13 +55,13 @@ def test_migration_equals_models(engine: Engine) -> None:
             }
             assert uniques == expected
         trial_uniques = inspector.get_unique_constraints("trials")
-        assert [tuple(u["column_names"]) for u in trial_uniques] == [("task_id", *CONFIG_COLUMNS)]
+        assert [tuple(u["column_names"]) for u in trial_uniques] == [("task_id", *CONFIG_KEYS)]
         checks = inspector.get_check_constraints("tasks")
         assert [c["name"] for c in checks] == ["ck_tasks_state"]
         checks = inspector.get_check_constraints("decisions")
         assert [c["name"] for c in checks] == ["ck_decisions_kept"]
         retime_uniques = inspector.get_unique_constraints("retimes")
-        assert [tuple(u["column_names"]) for u in retime_uniques] == [("task_id", *CONFIG_COLUMNS)]
+        assert [tuple(u["column_names"]) for u in retime_uniques] == [("task_id", *CONFIG_KEYS)]
         cascades = {
             table: {fk["referred_table"]: (fk["options"] or {}).get("ondelete")
                     for fk in inspector.get_foreign_keys(table)}

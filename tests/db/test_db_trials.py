@@ -9,7 +9,8 @@ from sqlalchemy import Engine, func, select
 
 from db import repo
 from db.engine import session_scope
-from db.models import CONFIG_COLUMNS, Trial
+from db.models import Trial
+from tuner.core import CONFIG_KEYS
 
 DEFAULT = {
     "BLOCK_SIZE_M": 64,
@@ -85,7 +86,7 @@ def test_record_trial_is_idempotent(engine: Engine) -> None:
     with session_scope(engine) as session:
         assert session.scalar(select(func.count()).select_from(Trial)) == 2
         trials = repo.task_trials(session, task_id=task_id)
-    assert [list(t.config) for t in trials] == [list(CONFIG_COLUMNS)] * 2
+    assert [list(t.config) for t in trials] == [list(CONFIG_KEYS)] * 2
     first, second = trials
     assert first.config == DEFAULT
     assert (first.is_default, first.status, first.latency_us, first.p20_us, first.p80_us) == (

@@ -1,13 +1,12 @@
 """vLLM 0.33.0's `get_device_name_as_file_name` (vllm/utils/platform_utils.py) against the
-tuner's device-name rule (`tuner.inputs.devices.vllm_device_name`, what a sweep stores and
+tuner's device-name rule (`tuner.core.vllm_device_name`, what a sweep stores and
 every file name carries) on the names real GPUs report."""
 
 from __future__ import annotations
 
 from tests.engines.container import Platform
 from tests.engines.vllm_host import device_name_rule
-from tuner.inputs.devices import vllm_device_name
-from tuner.kernels.device_name import is_device_name
+from tuner.core import is_device_name, vllm_device_name
 
 # As NVML / torch.cuda.get_device_name (and ROCm, XPU) name them; the last two as OpenGL
 # renderer strings do, with "/" in them.

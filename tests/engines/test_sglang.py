@@ -15,7 +15,8 @@ from tests.engines.sglang_host import (
 )
 from tests.engines.vllm_host import Launches
 from tests.storefill import TRITON
-from tuner.files.format import VLLM_M_GRID, parse_config_file, vllm_pick_key
+from tuner.core import VLLM_M_GRID
+from tuner.files.format import parse_config_file, vllm_pick_key
 
 M_MAX = 8192
 DENSE_SHAPES = [("dense", "", 5120, 3072, VLLM_M_GRID),

@@ -10,7 +10,8 @@ from tests.bench.test_vs_shipped import vs
 from tests.engines.engine_code import wheel_folder
 from tests.engines.vllm_host import DENSE_CONFIGS, MOE_CONFIGS
 from tests.tuner.files.test_format_merge import DEFAULT, FAST, Winner
-from tuner.files.format import VLLM_M_GRID, dump_config_file, parse_config_file
+from tuner.core import VLLM_M_GRID
+from tuner.files.format import dump_config_file, parse_config_file
 from tuner.files.merge import merge_shape
 from tuner.kernels.dense.naming import config_file_name, parse_config_file_name
 from tuner.kernels.moe.naming import moe_config_file_name, parse_moe_config_file_name

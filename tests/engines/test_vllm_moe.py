@@ -12,8 +12,8 @@ from pathlib import Path
 from tests.engines.container import Container, Logged, Platform, tuned_files
 from tests.engines.vllm_host import MOE_CONFIGS, moe_lookup
 from tests.storefill import TRITON
-from tuner.files.format import VLLM_M_GRID, dump_config_file, parse_config_file, vllm_pick_key
-from tuner.inputs.devices import vllm_device_name
+from tuner.core import VLLM_M_GRID, vllm_device_name
+from tuner.files.format import dump_config_file, parse_config_file, vllm_pick_key
 from tuner.inputs.shapes import known_models, load_shapes, tp_sizes
 from tuner.kernels.family import Shape
 from tuner.kernels.moe.family import MOE

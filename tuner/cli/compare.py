@@ -15,7 +15,6 @@ from tuner.cli.options import (
     InterpreterRepsOpt,
     KernelChoice,
     KernelOpt,
-    OutDtype,
     console,
     device_in_store,
     fail,
@@ -27,7 +26,7 @@ from tuner.cli.options import (
     store_files,
 )
 from tuner.cli.tables import Column, print_table
-from tuner.files.m_grid import REQUIRED_M
+from tuner.core import REQUIRED_M, OutDtype
 from tuner.measure.rounds import RETIME_ROUNDS
 
 
@@ -140,7 +139,8 @@ def compare(
     _, engine = open_db(db, must_exist=True)
     with session_scope(engine) as session:
         device_name = device_in_store(session, device)
-    runner, visible = resolve_runner(device, None, interpreter_reps=interpreter_reps)
+    runner, resolved = resolve_runner(device, None, interpreter_reps=interpreter_reps)
+    visible = list(resolved.visible_ids)
     _use_backend(runner, visible)  # before anything imports the kernel
     tuned = _tuned(engine, device_name, out_dtype.value, tuple(model_shapes.block_shape),
                    kernel=read_kernel, timed=timed)

@@ -14,7 +14,6 @@ from tuner.cli.options import (
     DeviceOpt,
     EngineName,
     KernelChoice,
-    OutDtype,
     TrialsKernelOpt,
     console,
     device_in_store,
@@ -24,6 +23,7 @@ from tuner.cli.options import (
     store_files,
 )
 from tuner.cli.tables import Column, print_table
+from tuner.core import OutDtype
 
 
 def export(

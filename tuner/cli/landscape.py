@@ -11,16 +11,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tuner.cli.options import (
-    DbOpt,
-    DeviceOpt,
-    OutDtype,
-    console,
-    device_in_store,
-    fail,
-    open_db,
-)
+from tuner.cli.options import DbOpt, DeviceOpt, console, device_in_store, fail, open_db
 from tuner.cli.tables import Column, print_table
+from tuner.core import OutDtype
 
 if TYPE_CHECKING:
     from db.repo import DeviceTrialRow
@@ -48,9 +41,10 @@ def build_landscape(
     Raises:
         ValueError: no trials, or none complete when complete_only.
     """
+    from tuner.core import TrialStatus
     from tuner.kernels.config import KernelConfig
     from tuner.measure.landscape import landscape_from_results
-    from tuner.measure.trial import TrialResult, TrialStatus
+    from tuner.measure.trial import TrialResult
 
     if not rows:
         raise ValueError(f"no trials of {device_name} in the store")

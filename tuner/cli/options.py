@@ -24,6 +24,7 @@ from tuner.cli.store import open_failed as open_failed
 from tuner.cli.store import sqlite_missing as sqlite_missing
 from tuner.cli.store import sqlite_url_hint as sqlite_url_hint
 from tuner.cli.store import store_url as store_url
+from tuner.core import VLLM_M_GRID, OutDtype, ResolvedDevice
 from tuner.search.defaults import DEFAULT_STRATEGY
 
 console = Console()
@@ -53,11 +54,6 @@ EngineOpt = Annotated[
     EngineName, typer.Option("--engine", help="Serving engine: its config folder and its "
                              "file-name spelling (SGLang: block_shape=[128, 128]).")
 ]
-
-
-class OutDtype(StrEnum):
-    bfloat16 = "bfloat16"
-    float16 = "float16"
 
 
 class KernelChoice(StrEnum):
@@ -141,8 +137,8 @@ LeaseOpt = Annotated[
 # The largest M the store keeps (a 32-bit INTEGER column on PostgreSQL).
 MAX_M = 2**31 - 1
 
-# vLLM's default batch sizes (benchmarks/kernels/benchmark_w8a8_block_fp8.py).
-DEFAULT_M = "1,2,4,8,16,24,32,48,64,96,128,256,512,1024,1536,2048,3072,4096"
+# vLLM's default batch sizes (benchmarks/kernels/benchmark_w8a8_block_fp8.py), as --m spells them.
+DEFAULT_M = ",".join(map(str, VLLM_M_GRID))
 
 
 def plain(text: str) -> None:
@@ -199,23 +195,16 @@ def load_configs(path: Path | None):
 
 
 def device_in_store(session, device: str) -> str:
-    """The store's device key that `--device` names; else one line naming them, exit 2."""
+    """The store's device key that `--device` names (`tuner.inputs.devices.store_device`); else
+    one line naming them, exit 2."""
     from db import repo
-    from tuner.inputs.devices import device_hint, resolve
+    from tuner.inputs.devices import store_device
 
-    known = sorted(set(repo.list_device_names(session))
-                   | set(repo.list_import_device_names(session)))
-    names = resolve(device, known)
-    if len(names) > 1:
-        raise fail(f"'{device}' names {len(names)} devices in the store: {', '.join(names)}; "
-                   "give one of them")
-    if not names:
-        raise fail(f"no device in the store matches '{device}'{device_hint(device, known)}; known: "
-                   f"{', '.join(known) or 'none'}; `tuner sweep --device {device}` on that GPU, "
-                   "or `tuner import` of its files, adds it")
-    return names[0]
-
-
+    known = set(repo.list_device_names(session)) | set(repo.list_import_device_names(session))
+    try:
+        return store_device(device, known)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
 
 
 def print_sweep_summary(summary) -> None:
@@ -226,21 +215,26 @@ def print_sweep_summary(summary) -> None:
         console.print(line, soft_wrap=True, markup=False, highlight=False)
 
 
-def resolve_backend(device: str, replay: Path | None, *, need_device: bool = True,
-                    plan_only: bool = False):
-    """(backend, device_name, visible devices) for --device and --replay.
+def resolve_device(device: str, replay: Path | None, *, need_device: bool = True,
+                   plan_only: bool = False) -> tuple[str, ResolvedDevice]:
+    """(backend, device) for --device and --replay: the device resolved once
+    (`tuner.inputs.devices.resolve_device`), carried by the command to its workers and files.
 
     With need_device=False a GPU model that no visible GPU matches is still accepted (its vLLM
     key, for creating a sweep that workers on other hosts run). With plan_only (`tuner sweep
     --dry-run`) the GPUs are looked up as the run would: the matching ones are planned for;
     when none matches, one note line on stderr says so and the plan is for one such GPU.
 
+    Returns:
+        (backend: "replay", "interpreter" or "cuda"; the device, whose `visible_ids` are the
+        workers' CUDA_VISIBLE_DEVICES entries).
+
     Raises:
         typer.Exit: exit 2 with one line: no visible GPU matches (need_device, not plan_only),
             a landscape of another device, a name that is no GPU model.
     """
-    from tuner.inputs.devices import INTERPRETER_DEVICE_NAME, is_interpreter, matches
-    from tuner.run.gpus import visible_gpus
+    from tuner.inputs.devices import matches
+    from tuner.inputs.devices import resolve_device as resolve_named
 
     if replay is not None:
         from tuner.measure.landscape import load_landscape
@@ -252,66 +246,39 @@ def resolve_backend(device: str, replay: Path | None, *, need_device: bool = Tru
         if not matches(device, landscape.device_name):
             raise fail(f"--device {device} does not name the landscape's device "
                        f"{landscape.device_name}")
-        return "replay", landscape.device_name, [None]
-    if is_interpreter(device):
-        return "interpreter", INTERPRETER_DEVICE_NAME, [None]
-    gpus = visible_gpus() if need_device or plan_only else []
-    chosen = [gpu for gpu in gpus if matches(device, gpu.device_name)]
-    if chosen:
-        return "cuda", chosen[0].device_name, [gpu.visible_id for gpu in chosen]
-    if not need_device:
-        return "cuda", vllm_key(device), []
-    from tuner.inputs.devices import device_hint
+        return "replay", ResolvedDevice(landscape.device_name, visible_ids=(None,))
+    from tuner.run.gpus import visible_gpus
 
-    names = sorted({g.device_name for g in gpus})
-    hint = device_hint(device, names)
-    visible = ", ".join(names) or "no CUDA GPU"
-    if plan_only:
-        key = vllm_key(device)
-        typer.echo(f"note: no visible GPU matches --device {device} here{hint} (visible: "
-                   f"{visible}): the sweep would stop with that error; this plan is for one "
-                   f"{key}, one worker per matching GPU where it runs (or --no-run there for "
-                   "`tuner worker`)", err=True)
-        return "cuda", key, [None]
-    raise fail(f"no visible GPU matches --device {device}{hint}; visible: {visible}")
+    try:
+        resolved, note = resolve_named(device, visible_gpus, need_device=need_device,
+                                       plan_only=plan_only)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    if note is not None:
+        typer.echo(note, err=True)
+    return ("interpreter" if resolved.interpreter else "cuda"), resolved
 
 
 def resolve_runner(device: str, replay: Path | None, *, interpreter_reps: int = 3,
                    need_device: bool = True, plan_only: bool = False):
-    """(runner, visible devices) for --device and --replay: `resolve_backend`'s backend name
-    parsed, here and only here, into its runner (`tuner.measure.runners.make_runner`), whose
+    """(runner, device) for --device and --replay: `resolve_device`'s backend name parsed,
+    here and only here, into its runner (`tuner.measure.runners.make_runner`), whose
     device_name is the resolved device's.
 
     Raises:
-        typer.Exit: exit 2 with one line, as `resolve_backend`.
+        typer.Exit: exit 2 with one line, as `resolve_device`.
     """
     from tuner.measure.runners import make_runner
 
-    backend, device_name, visible = resolve_backend(device, replay, need_device=need_device,
-                                                    plan_only=plan_only)
+    backend, resolved = resolve_device(device, replay, need_device=need_device,
+                                       plan_only=plan_only)
     try:
-        runner = make_runner(backend, device_name=device_name,
+        runner = make_runner(backend, device_name=resolved.device_name,
                              landscape=None if replay is None else str(replay),
                              interpreter_reps=interpreter_reps)
     except ValueError as exc:
         raise fail(str(exc)) from None
-    return runner, visible
-
-
-def vllm_key(device: str) -> str:
-    """vLLM's device key for a GPU named on the command line that this host need not have
-    (`tuner.inputs.devices.gpu_device_key`).
-
-    Raises:
-        typer.Exit: exit 2 with one line, for a name that follows no GPU naming rule.
-    """
-    from tuner.inputs.devices import device_hint, gpu_device_key
-
-    try:
-        return gpu_device_key(device)
-    except ValueError:
-        raise fail(f"--device {device!r} is not a GPU model name such as L20 or NVIDIA_H200"
-                   f"{device_hint(device)}") from None
+    return runner, resolved
 
 
 def store_files(engine, device_name: str, *, out_dtype: str | None, allow_stale: bool,

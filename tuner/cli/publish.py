@@ -11,12 +11,12 @@ from tuner.cli.options import (
     DbOpt,
     DeviceOpt,
     KernelChoice,
-    OutDtype,
     console,
     device_in_store,
     fail,
     open_db,
 )
+from tuner.core import OutDtype
 
 NoPublishOpt = Annotated[bool, typer.Option(
     "--no-publish", help="Don't publish the device's files as a new release when done.")]

@@ -4,7 +4,7 @@ created elsewhere."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -18,7 +18,6 @@ from tuner.cli.options import (
     KernelChoice,
     KernelOpt,
     LeaseOpt,
-    OutDtype,
     OutDtypeOpt,
     ReplayOpt,
     TrialTimeoutOpt,
@@ -35,6 +34,7 @@ from tuner.cli.options import (
 )
 from tuner.cli.publish import NoPublishOpt, publish_device
 from tuner.cli.sweep_plan import DryRunOpt, YesOpt, default_lines, show_plan
+from tuner.core import OutDtype
 from tuner.run.options import DEFAULT_LEASE_S
 from tuner.search.defaults import DEFAULT_TRIALS
 
@@ -88,7 +88,7 @@ def sweep(
     files are published as its next release (unless --no-publish). The plan (tasks, trials,
     compiles, a time estimate) is printed first; --dry-run prints only that.
     """
-    from tuner.files.format import REQUIRED_M
+    from tuner.core import REQUIRED_M
     from tuner.inputs.shapes import UnknownModelError, load_shapes
     from tuner.run.options import RunOptions
     from tuner.run.plan import model_requests
@@ -100,9 +100,9 @@ def sweep(
         raise fail(str(exc).strip("'\"")) from None
     candidates = load_configs(configs)
     source, label = resolve_kernel_choice(kernel)
-    runner, visible = resolve_runner(device, replay, interpreter_reps=interpreter_reps,
-                                     need_device=not no_run, plan_only=dry_run and not no_run)
-    device_name = runner.device_name
+    runner, resolved = resolve_runner(device, replay, interpreter_reps=interpreter_reps,
+                                      need_device=not no_run, plan_only=dry_run and not no_run)
+    device_name, visible = resolved.device_name, list(resolved.visible_ids)
     missing = [value for value in REQUIRED_M if value not in m_values]
     warnings = [f"warning: M grid lacks {missing}; vLLM will use the nearest tuned M there"
                 ] if missing else []
@@ -198,11 +198,11 @@ def worker(
 
     candidates = load_configs(configs)
     source, label = resolve_kernel_choice(kernel)
-    runner, visible = resolve_runner(device, replay, interpreter_reps=interpreter_reps)
-    device_name = runner.device_name
+    runner, resolved = resolve_runner(device, replay, interpreter_reps=interpreter_reps)
+    device_name, visible = resolved.device_name, list(resolved.visible_ids)
     replay_path = str(replay) if replay is not None else None
     url, engine = open_db(db, must_exist=True)
-    scope = {"sweep_id": sweep_id, "device_name": device_name,
+    scope: dict[str, Any] = {"sweep_id": sweep_id, "device_name": device_name,
              "space": space_name(candidates, replay_path, label)}
     try:
         unfinished = unfinished_in_scope(engine, **scope)

@@ -23,7 +23,6 @@ from tuner.cli.options import (
     EngineOpt,
     InterpreterRepsOpt,
     LeaseOpt,
-    OutDtype,
     TrialTimeoutOpt,
     device_in_store,
     fail,
@@ -36,6 +35,7 @@ from tuner.cli.options import (
     strategy_names,
 )
 from tuner.cli.publish import NoPublishOpt, publish_device
+from tuner.core import OutDtype
 from tuner.measure.rounds import RETIME_ROUNDS
 from tuner.run.options import DEFAULT_LEASE_S
 from tuner.search.defaults import DEFAULT_TRIALS
@@ -286,7 +286,8 @@ def verify(
     url, engine = open_db(db, must_exist=True)
     with session_scope(engine) as session:
         device_name = device_in_store(session, device)
-    runner, visible = resolve_runner(device, None, interpreter_reps=interpreter_reps)
+    runner, resolved = resolve_runner(device, None, interpreter_reps=interpreter_reps)
+    visible = list(resolved.visible_ids)
     _use_backend(runner, visible)  # before anything imports tuner.kernels.dense.kernel
     options = RunOptions(lease, trial_timeout)
     fixer = Fixer(engine, url, model_shapes, device_name=device_name, runner=runner,

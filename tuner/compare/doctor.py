@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass, field
 
 from tuner.compare.vllm_select import DEFAULT_MODEL, Answer, ModelAsked, ask_vllm
-from tuner.files.provenance import installed_triton_minor, triton_minor
+from tuner.core import triton_minor
+from tuner.files.provenance import installed_triton_minor
 from tuner.inputs.backends import (
     ARCH_BACKENDS,
     TRITON_FLAG,

@@ -10,12 +10,12 @@ config is checked against the reference, then the passing ones are re-timed inte
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tuner.core import TrialStatus, geomean
 from tuner.files.format import parse_config_file, vllm_pick_key
 from tuner.files.merge import merge_shape
 from tuner.kernels.config import KernelConfig
@@ -24,7 +24,7 @@ from tuner.kernels.dense.space import default_config, why_invalid
 from tuner.measure.noise import RETIME_ROUNDS, retime_interleaved
 from tuner.measure.roofline import roofline
 from tuner.measure.runner import Problem
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 
 OUT_DTYPE = "bfloat16"  # what serving uses
 BLOCK_SHAPE = (128, 128)  # [group_n, group_k]; vLLM's shipped block-FP8 files are all 128x128
@@ -258,8 +258,8 @@ def compare(entries: Sequence[Entry], runner_factory: RunnerFactory, *, rounds: 
     return rows
 
 
-def _geomean(values: Sequence[float]) -> float | None:
-    return round(math.exp(sum(map(math.log, values)) / len(values)), 4) if values else None
+def _rounded_geomean(values: Sequence[float]) -> float | None:
+    return round(geomean(values), 4) if values else None
 
 
 def _slower(rows: Sequence[dict], role: str, than: str) -> list[list[int]]:
@@ -282,9 +282,9 @@ def summarize(rows: Sequence[dict]) -> dict:
     return {
         "rows": len(rows),
         "shapes": len({(row["N"], row["K"]) for row in rows}),
-        "geomean_speedup_vs_default": _geomean(have("speedup_vs_default")),
-        "geomean_speedup_vs_shipped": _geomean(have("speedup_vs_shipped")),
-        "geomean_shipped_vs_default": _geomean(have("shipped_vs_default")),
+        "geomean_speedup_vs_default": _rounded_geomean(have("speedup_vs_default")),
+        "geomean_speedup_vs_shipped": _rounded_geomean(have("speedup_vs_shipped")),
+        "geomean_shipped_vs_default": _rounded_geomean(have("shipped_vs_default")),
         "ours_slower_than_default": _slower(rows, "ours", "default"),
         "ours_slower_than_shipped": _slower(rows, "ours", "shipped"),
         "shipped_slower_than_default": _slower(rows, "shipped", "default"),

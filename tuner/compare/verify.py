@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
-from tuner.files.format import VLLM_M_GRID, vllm_pick_key
+from tuner.core import VLLM_M_GRID, TrialStatus
+from tuner.files.format import vllm_pick_key
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.family import Shape, as_block_shape
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 
 
 def m_limit(keys: Iterable[int]) -> int:

@@ -17,7 +17,7 @@ from tuner.compare.verify import (
     timed_points,
     verify_shape,
 )
-from tuner.files.format import VLLM_M_GRID
+from tuner.core import VLLM_M_GRID
 from tuner.files.merge import DeviceFiles
 from tuner.inputs.shapes import ModelShapes
 from tuner.kernels.family import FamilyShape, Shape

@@ -4,14 +4,14 @@ caller, so this runs the same with a GPU, the interpreter or fakes."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from tuner.compare.backends import Candidate
 from tuner.compare.kernel_names import BACKENDS, TRITON_DEFAULT, TRITON_TUNED
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.core import TrialStatus, geomean
+from tuner.measure.trial import TrialResult
 
 # The verdicts' M ranges: decode is M <= 32, prefill M >= 2048.
 DECODE_MAX_M = 32
@@ -194,10 +194,6 @@ class Verdict:
                 f"time of each vs triton-tuned (above 1: tuned Triton faster): {ratios}")
 
 
-def _geomean(values: Sequence[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
 def verdict(points: Sequence[ComparePoint], regime: str, keep: Callable[[int], bool]) -> Verdict:
     """The verdict of one regime: the points whose M `keep` accepts.
 
@@ -209,7 +205,7 @@ def verdict(points: Sequence[ComparePoint], regime: str, keep: Callable[[int], b
                 if chosen and all(p.latency(name) is not None for p in chosen)]
     if TRITON_TUNED not in backends:
         return Verdict(regime, len(chosen), None, {})
-    means = {name: _geomean([p.latency(name) for p in chosen]) for name in backends}
+    means = {name: geomean([p.latency(name) for p in chosen]) for name in backends}
     winner = min(backends, key=lambda name: (means[name], BACKENDS.index(name)))
     tuned = means[TRITON_TUNED]
     ratios = {name: means[name] / tuned for name in backends if name != TRITON_TUNED}
@@ -231,4 +227,4 @@ def per_m(points: Sequence[ComparePoint], against: str) -> dict[int, float]:
         tuned, other = point.latency(TRITON_TUNED), point.latency(against)
         if tuned is not None and other is not None:
             ratios.setdefault(point.M, []).append(other / tuned)
-    return {M: _geomean(values) for M, values in sorted(ratios.items())}
+    return {M: geomean(values) for M, values in sorted(ratios.items())}

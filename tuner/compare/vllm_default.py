@@ -12,7 +12,6 @@ tuner's table of vLLM 0.33.0 per shape (`tuner.inputs.backends.table_dense_kerne
 from __future__ import annotations
 
 import importlib
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -24,6 +23,7 @@ from tuner.compare.kernel_names import (
     VLLM_MARLIN,
 )
 from tuner.compare.versus import DECODE_MAX_M, PREFILL_MIN_M, ComparePoint
+from tuner.core import geomean
 from tuner.inputs.backends import table_dense_kernel
 
 # vLLM 0.33.0 class name (kernels/linear/scaled_mm/*.py) -> the compare backend that times it.
@@ -144,10 +144,6 @@ def default_backend(points: Sequence[ComparePoint], default: VllmDefault) -> str
     return None
 
 
-def _geomean(values: Sequence[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
 def beats(ratio: float, other: str) -> str:
     """Words for `ratio` = other's time / tuned Triton's (above 1: Triton faster)."""
     if ratio > 1:
@@ -211,11 +207,11 @@ def flag_lines(points: Sequence[ComparePoint],
     lines = [f"vLLM's default here: {', '.join(kernels)} (timed as {other}; from "
              f"{', '.join(source)}). --linear-backend triton with the tuned files vs it, per M "
              "(geometric mean over shapes):"]
-    lines += [f"  M={M}: {beats(_geomean(values), other)}" for M, values in ratios.items()]
+    lines += [f"  M={M}: {beats(geomean(values), other)}" for M, values in ratios.items()]
     for regime, keep in ((f"decode (M <= {DECODE_MAX_M})", lambda M: M <= DECODE_MAX_M),
                          (f"prefill (M >= {PREFILL_MIN_M})", lambda M: M >= PREFILL_MIN_M)):
         values = [v for M, vs in ratios.items() if keep(M) for v in vs]
         lines.append(f"--linear-backend triton, {regime}: "
-                     + (f"{beats(_geomean(values), other)} over {len(values)} point(s)"
+                     + (f"{beats(geomean(values), other)} over {len(values)} point(s)"
                         if values else f"no point where Triton and {other} both ran"))
     return lines

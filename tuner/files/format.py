@@ -8,11 +8,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-# VLLM_M_GRID and REQUIRED_M live in tuner.files.m_grid (no imports) so that the CLI names them
-# in `--help` without importing the kernel modules.
-from tuner.files.m_grid import REQUIRED_M as REQUIRED_M
-from tuner.files.m_grid import VLLM_M_GRID as VLLM_M_GRID
-from tuner.kernels.config import CONFIG_KEYS
+from tuner.core import CONFIG_KEYS, VLLM_M_GRID
 from tuner.kernels.dense.naming import FP8_DTYPE, ConfigFileName
 from tuner.kernels.dense.naming import parse_config_file_name as parse_config_file_name
 from tuner.kernels.registry import DEFAULT_FAMILY, family_of_file, get_family

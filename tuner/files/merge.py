@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from tuner.files.format import REQUIRED_M, dump_config_file, vllm_pick_key
+from tuner.core import REQUIRED_M
+from tuner.files.format import dump_config_file, vllm_pick_key
 from tuner.files.merge_notes import WinnerLike, unmeasured_notes, winner_entry
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.family import FamilyShape, Shape, ShapeKeyed, as_block_shape

@@ -9,7 +9,6 @@ workers store for each family's trials (the modules' `kernel_source_hash`).
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.metadata
 import re
 from collections.abc import Iterable, Mapping
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from tuner.core import kernel_source_hash, triton_minor
 from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES, get_family
 from tuner.kernels.source import BUILTIN, VLLM, function_source, vllm_version
 
@@ -26,7 +26,6 @@ _DEFAULT = get_family(DEFAULT_FAMILY)
 KERNEL_FUNCTION = _DEFAULT.kernel_function
 
 # major.minor at the start, not followed by another digit: "3.6.1+git" -> 3.6, "3.60" -> 3.60.
-_MINOR = re.compile(r"(\d+)\.(\d+)(?!\d)")
 
 
 class EnvironmentLike(Protocol):
@@ -94,8 +93,7 @@ def current_kernel_hash(path: Path | None = None) -> str:
     """
     if path is None:
         return _package_kernel_hash()
-    source = kernel_source(path.read_text(encoding="utf-8"))
-    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+    return kernel_source_hash(kernel_source(path.read_text(encoding="utf-8")))
 
 
 @functools.cache
@@ -116,7 +114,7 @@ def family_kernel_hash(family_name: str) -> str:
     family = get_family(family_name)
     source = kernel_source(family.module_path(family.kernel_module).read_text(encoding="utf-8"),
                            family.kernel_function)
-    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+    return kernel_source_hash(source)
 
 
 def family_hashes(source: str = BUILTIN) -> dict[str, str]:
@@ -156,24 +154,6 @@ def split_hashes(hashes: Mapping[str, str]) -> tuple[str, tuple[str, ...]]:
     "none" (a hash no trial has) for the first when the default family has none."""
     others = tuple(digest for name, digest in hashes.items() if name != DEFAULT_FAMILY)
     return hashes.get(DEFAULT_FAMILY, "none"), others
-
-
-def triton_minor(version: str) -> str:
-    """Triton's major.minor of a version string.
-
-    Args:
-        version: e.g. "3.6.0", "3.6.1+git3f2a", "3.6".
-
-    Returns:
-        e.g. "3.6" (leading zeros dropped).
-
-    Raises:
-        ValueError: the string does not start with <major>.<minor>.
-    """
-    found = _MINOR.match(version.strip()) if isinstance(version, str) else None
-    if found is None:
-        raise ValueError(f"{version!r} is not a version such as 3.6.0")
-    return f"{int(found[1])}.{int(found[2])}"
 
 
 def installed_triton_minor() -> str | None:

@@ -1,24 +1,17 @@
-"""Device names as vLLM spells them, and which of them a `--device` argument names."""
+"""Which device a `--device` argument names, resolved once (`resolve_device`, `store_device`)
+into the `tuner.core.ResolvedDevice` a command carries to its file names."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
-from tuner.kernels.device_name import DEVICE_NAME_MAX, is_device_name
-from tuner.kernels.device_name import DEVICE_NAME_PATTERN as _NAME_PATTERN
+from tuner.core import INTERPRETER_DEVICE_NAME, ResolvedDevice, is_device_name, vllm_device_name
 from tuner.kernels.gpus import KNOWN_GPUS
 
-# Key of the CPU interpreter backend in the store and in file names; no GPU is named so.
-INTERPRETER_DEVICE_NAME = "TRITON_INTERPRETER"
 INTERPRETER_ALIASES = frozenset({"interpreter", "cpu", INTERPRETER_DEVICE_NAME.lower()})
 INTERPRETER_ALIASES_SHOWN = "interpreter"
-
-# The pattern a device_name takes in the store, in URLs and in file names, length included
-# (Python's re; `tuner.kernels.device_name.is_device_name` is the same rule): 1..128 printable
-# ASCII characters without space, '"', '/', '\\' or '..', e.g. "Intel(R)_Data_Center_GPU_Max_1550".
-DEVICE_NAME_PATTERN = rf"^(?=.{{1,{DEVICE_NAME_MAX}}}$){_NAME_PATTERN[1:]}"
-
 
 # NVIDIA's model names as torch.cuda.get_device_name() gives them after "NVIDIA " (e.g. "H200",
 # "H100 80GB HBM3", "A100-SXM4-80GB", "L40S", "GeForce RTX 4090 D", "RTX 6000 Ada Generation"):
@@ -55,27 +48,6 @@ def gpu_device_key(name: str) -> str:
         if _NVIDIA_MODEL_RE.fullmatch(spelled) and is_device_name(f"NVIDIA_{spelled}"):
             return f"NVIDIA_{spelled}"
     raise ValueError(f"{name!r:.80} is not a GPU model name such as {GPU_NAME_EXAMPLES}")
-
-
-def vllm_device_name(gpu_name: str) -> str:
-    """The device_name key vLLM puts in config file names for a GPU.
-
-    vLLM 0.33.0 keys its files by `re.sub(r"[\\s/]+", "_", name)` of
-    `current_platform.get_device_name()` (`get_device_name_as_file_name`,
-    vllm/utils/platform_utils.py, called by fp8_utils.py and fused_moe.py; on CUDA the name is
-    NVML's `nvmlDeviceGetName`, platforms/cuda.py): each run of whitespace or `/` becomes one
-    `_` and every other character stays, so "Intel(R) Data Center GPU Max 1550" is keyed
-    "Intel(R)_Data_Center_GPU_Max_1550". Here leading and trailing whitespace is dropped first
-    (a name typed on the command line); NVML's names have none, and for them the two agree
-    (the real-engine lane runs vLLM's rule beside this one, tests/engines/test_device_names.py).
-
-    Args:
-        gpu_name: the device name, e.g. "NVIDIA H100 80GB HBM3".
-
-    Returns:
-        e.g. "NVIDIA_H100_80GB_HBM3".
-    """
-    return re.sub(r"[\s/]+", "_", gpu_name.strip())
 
 
 def is_interpreter(device: str) -> bool:
@@ -123,3 +95,100 @@ def device_hint(device: str, known: Iterable[str] = ()) -> str:
     if typed.lower() in {name.lower() for name in names}:
         return ""  # a real name, just not here
     return did_you_mean(typed, sorted(names))
+
+
+class VisibleGpu(Protocol):
+    """A GPU this process sees (`tuner.run.gpus.GpuInfo`)."""
+
+    @property
+    def visible_id(self) -> str: ...  # noqa: D102
+    @property
+    def gpu_name(self) -> str: ...  # noqa: D102
+    @property
+    def device_name(self) -> str: ...  # noqa: D102
+    @property
+    def compute_capability(self) -> str: ...  # noqa: D102
+
+
+def store_device(device: str, known: Iterable[str]) -> str:
+    """The one device_name of the store's that a `--device` argument names.
+
+    Args:
+        device: what the user typed, e.g. "L20", "NVIDIA L20", "interpreter".
+        known: the store's device names (trials' and imports').
+
+    Returns:
+        e.g. "NVIDIA_L20".
+
+    Raises:
+        ValueError: the argument names several or none of them; one line that lists them.
+    """
+    known = sorted(set(known))
+    names = resolve(device, known)
+    if len(names) > 1:
+        raise ValueError(f"'{device}' names {len(names)} devices in the store: "
+                         f"{', '.join(names)}; give one of them")
+    if not names:
+        raise ValueError(f"no device in the store matches '{device}'{device_hint(device, known)}; "
+                         f"known: {', '.join(known) or 'none'}; `tuner sweep --device {device}` "
+                         "on that GPU, or `tuner import` of its files, adds it")
+    return names[0]
+
+
+def resolve_device(device: str, find_gpus: Callable[[], Sequence[VisibleGpu]], *,
+                   need_device: bool = True,
+                   plan_only: bool = False) -> tuple[ResolvedDevice, str | None]:
+    """A `--device` argument resolved once against the visible GPUs.
+
+    The interpreter's aliases name `INTERPRETER_DEVICE_NAME`; a GPU model names the visible
+    GPUs it `matches`. With need_device=False a model that no visible GPU matches is still taken
+    (its `gpu_device_key`, for a sweep that workers on other hosts run); with plan_only (a dry
+    run) too, with a note that a run here would stop.
+
+    Args:
+        device: what the user typed, e.g. "L20", "NVIDIA H200", "interpreter".
+        find_gpus: lists the GPUs this process sees (`tuner.run.gpus.visible_gpus`); called
+            only for a GPU model with need_device or plan_only.
+        need_device: whether a matching visible GPU is required.
+        plan_only: resolve for a plan: no matching GPU gives a note, not an error.
+
+    Returns:
+        (the device, a note line for stderr or None). `visible_ids` holds the matching GPUs'
+        CUDA_VISIBLE_DEVICES entries; (None,) for one unpinned worker (the interpreter, a
+        plan); () for none here.
+
+    Raises:
+        ValueError: one line: no visible GPU matches (need_device, not plan_only), or a name
+            that is no GPU model.
+    """
+    if is_interpreter(device):
+        return ResolvedDevice(INTERPRETER_DEVICE_NAME, INTERPRETER_DEVICE_NAME,
+                              interpreter=True, visible_ids=(None,)), None
+    gpus = find_gpus() if need_device or plan_only else []
+    chosen = [gpu for gpu in gpus if matches(device, gpu.device_name)]
+    if chosen:
+        first = chosen[0]
+        return ResolvedDevice(first.device_name, first.gpu_name, first.compute_capability,
+                              visible_ids=tuple(gpu.visible_id for gpu in chosen)), None
+    if not need_device:
+        return ResolvedDevice(_typed_gpu_key(device)), None
+    names = sorted({gpu.device_name for gpu in gpus})
+    hint = device_hint(device, names)
+    visible = ", ".join(names) or "no CUDA GPU"
+    if plan_only:
+        key = _typed_gpu_key(device)
+        note = (f"note: no visible GPU matches --device {device} here{hint} (visible: "
+                f"{visible}): the sweep would stop with that error; this plan is for one "
+                f"{key}, one worker per matching GPU where it runs (or --no-run there for "
+                "`tuner worker`)")
+        return ResolvedDevice(key, visible_ids=(None,)), note
+    raise ValueError(f"no visible GPU matches --device {device}{hint}; visible: {visible}")
+
+
+def _typed_gpu_key(device: str) -> str:
+    """`gpu_device_key` of a `--device` argument, its error worded for the command line."""
+    try:
+        return gpu_device_key(device)
+    except ValueError:
+        raise ValueError(f"--device {device!r} is not a GPU model name such as L20 or "
+                         f"NVIDIA_H200{device_hint(device)}") from None

@@ -6,16 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-# vLLM's config keys, in the order vLLM writes them to its JSON files
-# (vllm/model_executor/layers/quantization/utils/configs/*.json, vLLM 0.33.0).
-CONFIG_KEYS: tuple[str, ...] = (
-    "BLOCK_SIZE_M",
-    "BLOCK_SIZE_N",
-    "BLOCK_SIZE_K",
-    "GROUP_SIZE_M",
-    "num_warps",
-    "num_stages",
-)
+from tuner.core import CONFIG_KEYS
 
 
 @dataclass(frozen=True, order=True)

@@ -20,9 +20,9 @@ Compiled (GPU) code is untouched: the compiler never runs this path.
 
 from __future__ import annotations
 
-import re
-
 import triton
+
+from tuner.core import minor_of
 
 # First Triton release whose interpreter squeezes before int() (checked in the 3.8.0 wheel's
 # triton/runtime/interpreter.py).
@@ -32,10 +32,10 @@ _applied = False
 
 def triton_version() -> tuple[int, int]:
     """Triton's (major, minor), e.g. (3, 6) for "3.6.0" or "3.6.0+git1234"."""
-    found = re.match(r"(\d+)\.(\d+)", triton.__version__)
+    found = minor_of(triton.__version__)
     if found is None:
         raise ValueError(f"cannot read Triton's version {triton.__version__!r}")
-    return int(found[1]), int(found[2])
+    return found
 
 
 def needs_index_fix() -> bool:

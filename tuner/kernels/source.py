@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import hashlib
 import importlib.metadata
 import importlib.util
 import inspect
@@ -29,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tuner.core import kernel_source_hash
 
 BUILTIN = "builtin"
 VLLM = "vllm"
@@ -67,7 +68,7 @@ def source_hash(path: Path, function: str) -> str:
         LookupError: it has no such function.
     """
     text = Path(path).read_text(encoding="utf-8")
-    return hashlib.sha256(function_source(text, function).encode("utf-8")).hexdigest()
+    return kernel_source_hash(function_source(text, function))
 
 
 def vllm_package_dir() -> Path | None:

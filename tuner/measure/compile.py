@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
+from tuner.core import OUT_DTYPES
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.family import Shape, as_block_shape
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
@@ -230,7 +231,7 @@ def compile_infos(
     if arch not in MAX_SHARED_BYTES:
         raise ValueError(f"no resource limits known for sm{arch}; known: "
                          f"{', '.join(f'sm{a}' for a in MAX_SHARED_BYTES)}")
-    if out_dtype not in ("bfloat16", "float16"):
+    if out_dtype not in OUT_DTYPES:
         raise ValueError(f"out_dtype must be bfloat16 or float16, got {out_dtype!r}")
     cache = cache or CompileCache(family=family)
     spec = get_family(family).specialization(Shape(N, K, as_block_shape(block_shape), params), M)

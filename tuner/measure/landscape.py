@@ -11,8 +11,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tuner.kernels.config import CONFIG_KEYS, KernelConfig
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.core import CONFIG_KEYS, TrialStatus
+from tuner.kernels.config import KernelConfig
+from tuner.measure.trial import TrialResult
 
 FORMAT = "blockfp8-tuner-landscape/1"
 # One trial per row: the six config values in vLLM key order, then these.

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 
 # Most shared memory one thread block may use (with the opt-in attribute) and most 32-bit
 # registers per thread block, per compute capability. Source: CUDA C++ Programming Guide,

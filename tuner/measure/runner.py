@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from functools import partial
 
+from tuner.core import OUT_DTYPES, TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.family import Shape, as_block_shape
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
@@ -27,9 +28,8 @@ from tuner.measure.timing import (
     interpreter_plan,
     percentiles,
 )
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 
-OUT_DTYPES = ("bfloat16", "float16")
 # KernelRunner's backends -> the torch device their tensors live on (parsed once per runner).
 BACKEND_DEVICES = {"cuda": "cuda", "interpreter": "cpu"}
 # Relative Frobenius error a bf16 output must stay under: bf16 keeps 8 significant bits (a

@@ -3,19 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
-
-class TrialStatus(StrEnum):
-    """Outcome of one trial, as stored in `trials.status`."""
-
-    OK = "ok"
-    INVALID = "invalid"  # fails a static constraint of the config space; never launched
-    COMPILE_ERROR = "compile_error"
-    OUT_OF_RESOURCES = "out_of_resources"  # shared memory or registers exceed the device
-    WRONG_RESULT = "wrong_result"  # failed the correctness gate against the float64 reference
-    TIMEOUT = "timeout"
-    CRASHED = "crashed"
+from tuner.core import TrialStatus
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from tuner.inputs.devices import vllm_device_name
+from tuner.core import vllm_device_name
 
 
 @dataclass(frozen=True)

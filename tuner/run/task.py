@@ -127,8 +127,9 @@ class TaskRun:
         """
         from db import repo
         from db.engine import session_scope
+        from tuner.core import TrialStatus
         from tuner.kernels.config import KernelConfig
-        from tuner.measure.trial import TrialResult, TrialStatus
+        from tuner.measure.trial import TrialResult
         from tuner.search import get_strategy
 
         task = self.task
@@ -204,7 +205,7 @@ class TaskRun:
             TaskLost: the task is no longer held.
             ContextLost: the config crashed on a GPU (its trial is recorded).
         """
-        from tuner.measure.trial import TrialStatus
+        from tuner.core import TrialStatus
 
         if config in self.done:
             return self.done[config]

@@ -179,7 +179,7 @@ class WorkerShared:
             The mark; None when there is none, or when the worker kept rewriting it while it
             was read (a live worker between two trials: nothing to blame).
         """
-        from tuner.kernels.config import CONFIG_KEYS
+        from tuner.core import CONFIG_KEYS
 
         flight = self._flight
         for _ in range(100):

@@ -7,7 +7,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
-from tuner.kernels.config import CONFIG_KEYS, KernelConfig
+from tuner.core import CONFIG_KEYS
+from tuner.kernels.config import KernelConfig
 
 
 def _is_power_of_two(value: int) -> bool:

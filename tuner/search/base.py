@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import ClassVar, Protocol
 
+from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 
 # Measures one config; the worker behind it records the trial and answers repeats from the store.
 Evaluate = Callable[[KernelConfig], TrialResult]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 from tuner.search.base import Evaluate, History
 
 # Outcomes known before a kernel is launched (a static constraint, the compiler, or the

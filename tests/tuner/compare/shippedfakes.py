@@ -6,11 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from tuner.core import TrialStatus
 from tuner.files.format import dump_config_file
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.naming import config_file_name
 from tuner.kernels.dense.space import default_config
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 
 D = default_config()  # 64x128x128 g32 w4 s2
 FAST = KernelConfig(16, 64, 128, 1, 4, 3)

@@ -13,10 +13,10 @@ from tuner.compare.backends import (
     CandidateRunner,
     library_kernels,
 )
+from tuner.core import TrialStatus
 from tuner.kernels.accuracy import relative_error
 from tuner.kernels.dense.space import default_config
 from tuner.measure.runner import Problem
-from tuner.measure.trial import TrialStatus
 
 
 def test_library_on_the_cpu() -> None:

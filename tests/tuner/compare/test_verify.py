@@ -15,10 +15,10 @@ from tuner.compare.verify import (
     timed_points,
     verify_shape,
 )
-from tuner.files.format import VLLM_M_GRID
+from tuner.core import VLLM_M_GRID, TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 
 DEFAULT = default_config()
 BIG = KernelConfig(128, 128, 128, 1, 8, 3)

@@ -9,10 +9,11 @@ import pytest
 
 from tuner.compare.backends import TORCH_SCALED_MM, TRITON_DEFAULT, TRITON_TUNED, Candidate
 from tuner.compare.versus import BackendTime, ComparePoint, compare_point, per_m, verdicts
+from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config
 from tuner.measure.noise import retime_interleaved
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 
 DEFAULT = default_config()
 TUNED = KernelConfig(16, 64, 128, 1, 4, 3)

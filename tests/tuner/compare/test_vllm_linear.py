@@ -13,9 +13,9 @@ import torch
 from tests.standin_vllm import CAPABILITY_VARIABLE, append, build_standin, importable
 from tuner.compare.backends import Candidate, CandidateRunner, library_kernels
 from tuner.compare.vllm_linear import VLLM_HUMMING, VLLM_MARLIN, LayerKernel, layer_kernels
+from tuner.core import TrialStatus
 from tuner.kernels.accuracy import relative_error
 from tuner.measure.runner import Problem
-from tuner.measure.trial import TrialStatus
 
 MARLIN = "vllm.model_executor.kernels.linear.scaled_mm.marlin"
 

@@ -9,8 +9,8 @@ import hashlib
 import pytest
 
 from tests.tuner.inputs.logfixtures import BLOCK_WARNING
+from tuner.core import vllm_device_name
 from tuner.files.mounts import MountRequest, render_mounts
-from tuner.inputs.devices import vllm_device_name
 from tuner.inputs.logs import scan_lines
 from tuner.kernels.dense.naming import config_file_name, parse_config_file_name
 

@@ -13,13 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tuner.files.format import (
-    REQUIRED_M,
-    VLLM_M_GRID,
-    dump_config_file,
-    parse_config_file,
-    vllm_pick_key,
-)
+from tuner.core import CONFIG_KEYS, REQUIRED_M, VLLM_M_GRID
+from tuner.files.format import dump_config_file, parse_config_file, vllm_pick_key
 from tuner.files.merge import (
     DeviceFile,
     PartialFileError,
@@ -29,7 +24,7 @@ from tuner.files.merge import (
     write_files_atomically,
 )
 from tuner.files.merge_notes import decided_spread
-from tuner.kernels.config import CONFIG_KEYS, KernelConfig
+from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.naming import (
     ConfigFileName,
     config_file_name,

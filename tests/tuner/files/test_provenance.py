@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tuner.core import triton_minor
 from tuner.files.provenance import (
     Provenance,
     current_kernel_hash,
@@ -22,7 +23,6 @@ from tuner.files.provenance import (
     installed_triton_minor,
     kernel_source,
     split_hashes,
-    triton_minor,
 )
 from tuner.kernels.dense.family import DENSE
 

@@ -4,7 +4,8 @@ from collections import Counter
 
 import pytest
 
-from tuner.kernels.config import CONFIG_KEYS, KernelConfig
+from tuner.core import CONFIG_KEYS
+from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space, why_invalid
 
 

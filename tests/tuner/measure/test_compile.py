@@ -2,6 +2,7 @@
 
 import pytest
 
+from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.kernels.dense.specialization import specialization_key
@@ -9,7 +10,7 @@ from tuner.measure.compile import compile_infos, compile_pool, prune
 from tuner.measure.compile_cache import CompileCache
 from tuner.measure.precompile import Precompiler
 from tuner.measure.resources import MAX_SHARED_BYTES, CompileInfo, launch_problem
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 from tuner.run.compile_gate import CompileGate, likely_next
 from tuner.run.sweep import SweepTimes, format_sweep_times
 

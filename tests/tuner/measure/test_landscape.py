@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from tuner.core import TrialStatus
 from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.measure.landscape import (
     FORMAT,
@@ -14,7 +15,7 @@ from tuner.measure.landscape import (
     landscape_from_results,
     load_landscape,
 )
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 
 ENVIRONMENT = {"gpu_name": "NVIDIA L20", "compute_capability": "8.9", "driver": "580.1",
                "cuda": "12.9", "torch": "2.11.0", "triton": "3.6.0", "tuner": "0.1.0",

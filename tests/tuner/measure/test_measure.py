@@ -5,11 +5,11 @@ import os
 import pytest
 import torch
 
+from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config
 from tuner.measure.runner import REL_TOL, KernelRunner, Problem, summarize_us
 from tuner.measure.timing import TimingPlan, WallTimer
-from tuner.measure.trial import TrialStatus
 
 PROBLEM = Problem(M=5, N=192, K=256, block_shape=(128, 128), out_dtype="bfloat16")
 SMALL = KernelConfig(16, 64, 64, 1, 4, 2)

@@ -2,6 +2,7 @@
 
 import pytest
 
+from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config
 from tuner.measure.landscape import RecordedTimings
@@ -15,7 +16,7 @@ from tuner.measure.noise import (
     select_for_retime,
     simplicity,
 )
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 
 DEFAULT = default_config()  # 64x128x128 g32 w4 s2
 FAST = KernelConfig(128, 128, 128, 1, 8, 4)

@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import vllm_space
 from tuner.measure import compile as compile_module
@@ -15,7 +16,6 @@ from tuner.measure.compile_cache import CompileCache
 from tuner.measure.precompile import Precompiler
 from tuner.measure.resources import CompileInfo, launch_problem
 from tuner.measure.runner import Problem
-from tuner.measure.trial import TrialStatus
 from tuner.run.compile_gate import CompileGate, WorkerCompiler
 
 SPEC = {"arch": 90, "M": 33, "N": 512, "K": 256, "block_shape": (128, 128),

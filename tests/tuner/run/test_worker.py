@@ -6,11 +6,12 @@ import pytest
 
 from db import repo
 from db.engine import open_store, session_scope
+from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.measure import runner as measure
 from tuner.measure.runners import InterpreterRunner
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 from tuner.run.task import run_task, trial_cap
 from tuner.run.worker_spec import WorkerSpec
 

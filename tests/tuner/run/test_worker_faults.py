@@ -7,10 +7,11 @@ import pytest
 
 from db import repo
 from db.engine import open_store, session_scope
+from tuner.core import TrialStatus
 from tuner.kernels.dense.space import vllm_space
 from tuner.measure import runner as measure
 from tuner.measure.runners import make_runner
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 from tuner.run.task import run_task
 from tuner.run.worker_spec import ContextLost, TaskLost, WorkerSpec
 

@@ -8,10 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.measure.landscape import load_landscape
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 from tuner.search import best, get_strategy, guided
 from tuner.search.axes import neighbours, space_axes
 from tuner.search.budget import BudgetedEvaluate

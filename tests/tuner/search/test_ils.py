@@ -3,9 +3,10 @@ leave a steep local optimum."""
 
 import random
 
+from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 from tuner.search import best, get_strategy
 from tuner.search.axes import space_axes
 from tuner.search.budget import BudgetedEvaluate

@@ -5,10 +5,11 @@ import os
 import subprocess
 import sys
 
+from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config
 from tuner.measure.landscape import ProblemStats, landscape_from_results, problem_stats
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 
 DEFAULT = default_config()  # 64x128x128 g32 w4 s2
 A = KernelConfig(16, 64, 128, 1, 4, 3)

@@ -7,8 +7,9 @@ import math
 import random
 
 from tests.tuner.search.test_guided import ADDITIVE_OPTIMUM, AXES, DEFAULT, FACTORS, SPACE
+from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 from tuner.search import get_strategy
 from tuner.search.axes import neighbours
 from tuner.search.budget import BudgetedEvaluate

@@ -2,9 +2,10 @@
 
 import pytest
 
+from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 from tuner.search import get_strategy, warm_start_configs, warm_start_for_task
 from tuner.search.axes import neighbours, space_axes
 from tuner.search.budget import BudgetedEvaluate

@@ -4,9 +4,10 @@ import math
 
 import pytest
 
+from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialResult
 from tuner.search import STRATEGIES, best, get_strategy
 
 SPACE = vllm_space()

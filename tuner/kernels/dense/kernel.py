@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import textwrap
 from collections.abc import Mapping
@@ -12,6 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
+from tuner.core import hashing
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import why_invalid
 from tuner.kernels.interpreter import fix_interpreter_index
@@ -134,7 +134,7 @@ def kernel_source_hash() -> str:
     interpreter (TRITON_INTERPRET=1) or its compiler wrapped the kernel.
     """
     source = textwrap.dedent(inspect.getsource(w8a8_block_fp8_matmul_kernel.fn))
-    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+    return hashing.kernel_source_hash(source)
 
 
 def _check_config(config: Mapping[str, int], block_shape: tuple[int, int]) -> KernelConfig:

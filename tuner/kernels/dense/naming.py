@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from tuner.core import DEVICE_NAME_CHARS, DEVICE_NAME_MAX, is_device_name
 from tuner.kernels.dense.space import DEFAULT_BLOCK_SHAPE
-from tuner.kernels.device_name import DEVICE_NAME_CHARS, DEVICE_NAME_MAX, is_device_name
 
 FP8_DTYPE = "fp8_w8a8"
 

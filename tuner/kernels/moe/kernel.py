@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 import textwrap
 from collections.abc import Mapping
@@ -13,6 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
+from tuner.core import hashing
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.interpreter import fix_interpreter_index
 from tuner.kernels.moe.space import effective_block_k, why_invalid
@@ -196,7 +196,7 @@ def fused_moe_fp8_block_kernel(
 def kernel_source_hash() -> str:
     """sha256 hex digest of the kernel's Python source (as for the dense kernel)."""
     source = textwrap.dedent(inspect.getsource(fused_moe_fp8_block_kernel.fn))
-    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+    return hashing.kernel_source_hash(source)
 
 
 # Keys a vLLM MoE config entry may carry besides the six we tune. vLLM 0.33.0's

@@ -1,5 +1,7 @@
-"""The M grids of vLLM's block-FP8 config files, kept apart from tuner.files.format (which
-imports the kernel modules) so that the CLI names them in `--help` without importing those."""
+"""The M grids of vLLM's block-FP8 config files: the batch sizes vLLM tunes and those every
+file must carry."""
+
+from __future__ import annotations
 
 # vLLM's tuning script default batch sizes (benchmarks/kernels/benchmark_w8a8_block_fp8.py, main).
 VLLM_M_GRID: tuple[int, ...] = (

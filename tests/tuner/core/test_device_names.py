@@ -1,5 +1,5 @@
-"""The device_name rule every family and layer checks (`tuner.kernels.device_name`), and the
-store's own copy of it (db imports nothing from tuner) agreeing with it."""
+"""The device_name rule every family and layer checks (`tuner.core.is_device_name`), and the
+store's check (`db.devices`), which applies it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 import pytest
 
 from db.devices import _check_device_name
-from tuner.kernels.device_name import DEVICE_ARG_PATTERN, DEVICE_NAME_MAX, is_device_name
+from tuner.core import DEVICE_ARG_PATTERN, DEVICE_NAME_MAX, is_device_name
 
 KEPT = ["Intel(R)_Data_Center_GPU_Max_1550", "Intel(R)_Arc(TM)_Pro_B70_Graphics",
         "AMD_Instinct_MI300X", "NVIDIA_A100-SXM4-80GB", "Odd,name=[x]:y;z", "a.b", "x" * 128]

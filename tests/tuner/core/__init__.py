@@ -1,0 +1,1 @@
+"""Tests of tuner.core, the facts every layer shares."""

@@ -1,0 +1,154 @@
+"""Each fact of tuner.core against its real source (vLLM 0.33.0's code, the store's columns and
+checks, the kernels' torch dtypes, the CLI's choices), so that no copy can drift from it."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+import re
+
+import pytest
+
+from db.models import Decision, Retime, Trial
+from db.sweeps import _validate
+from db.trials import _checked
+from tuner.cli.options import DEFAULT_M, parse_m_values
+from tuner.core import (
+    CONFIG_KEYS,
+    INTERPRETER_DEVICE_NAME,
+    OUT_DTYPES,
+    REQUIRED_M,
+    TRIAL_STATUSES,
+    VLLM_M_GRID,
+    OutDtype,
+    TrialStatus,
+    geomean,
+    is_device_name,
+    kernel_source_hash,
+    minor_of,
+    triton_minor,
+    vllm_device_name,
+)
+from tuner.kernels.config import KernelConfig
+
+# vLLM 0.33.0, vllm/utils/platform_utils.py, get_device_name_as_file_name: the whole rule.
+VLLM_RULE = re.compile(r"[\s/]+")
+# vLLM's benchmarks/kernels/benchmark_w8a8_block_fp8.py, main(): the batch sizes it tunes.
+VLLM_BATCH_SIZES = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072,
+                    4096]
+CONFIG = dict.fromkeys(CONFIG_KEYS, 16)
+
+
+@pytest.mark.parametrize(("gpu_name", "key"), [
+    ("NVIDIA H200 NVL", "NVIDIA_H200_NVL"),
+    ("NVIDIA L20", "NVIDIA_L20"),
+    ("NVIDIA H100 80GB HBM3", "NVIDIA_H100_80GB_HBM3"),
+    ("NVIDIA A100-SXM4-80GB", "NVIDIA_A100-SXM4-80GB"),
+    ("AMD Instinct MI300X/MI308X", "AMD_Instinct_MI300X_MI308X"),  # '/' would be a subfolder
+    ("Intel(R) Data Center GPU  Max\t1550", "Intel(R)_Data_Center_GPU_Max_1550"),  # one '_' a run
+    ("a / b", "a_b"),
+])
+def test_the_device_name_rule_is_vllms(gpu_name: str, key: str) -> None:
+    assert vllm_device_name(gpu_name) == key
+    assert VLLM_RULE.sub("_", gpu_name) == key
+    assert is_device_name(key)
+
+
+def test_a_typed_name_loses_its_outer_spaces_only() -> None:
+    assert vllm_device_name("  NVIDIA L20 ") == "NVIDIA_L20"
+    assert is_device_name(INTERPRETER_DEVICE_NAME)
+    assert INTERPRETER_DEVICE_NAME == "TRITON_INTERPRETER"
+
+
+def test_the_m_grid_is_vllms_eighteen_batch_sizes() -> None:
+    assert list(VLLM_M_GRID) == VLLM_BATCH_SIZES
+    assert len(VLLM_M_GRID) == 18
+    assert parse_m_values(DEFAULT_M) == VLLM_M_GRID  # `tuner sweep --m`'s default
+    assert REQUIRED_M == (1, 16, 32, 2048, 4096)
+    assert set(REQUIRED_M) <= set(VLLM_M_GRID)
+
+
+def test_config_keys_are_vllms_in_its_file_order() -> None:
+    assert CONFIG_KEYS == ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M",
+                           "num_warps", "num_stages")
+    assert tuple(f.name for f in dataclasses.fields(KernelConfig)) == CONFIG_KEYS
+    assert list(KernelConfig.from_dict(CONFIG).as_dict()) == list(CONFIG_KEYS)
+
+
+@pytest.mark.parametrize("table", [Trial, Retime, Decision])
+def test_the_stores_config_columns_are_the_config_keys(table) -> None:
+    columns = [column.name for column in table.__table__.columns]
+    assert [name for name in columns if name in CONFIG_KEYS] == list(CONFIG_KEYS)
+
+
+def test_trial_statuses_are_the_stored_values() -> None:
+    assert TRIAL_STATUSES == ("ok", "invalid", "compile_error", "out_of_resources",
+                              "wrong_result", "timeout", "crashed")
+    assert tuple(TrialStatus) == TRIAL_STATUSES
+    for status in TRIAL_STATUSES:
+        assert _checked(CONFIG, status) == CONFIG  # the store takes each
+    with pytest.raises(ValueError, match="trial status 'oom' is not one of ok, invalid, "):
+        _checked(CONFIG, "oom")
+
+
+def test_out_dtypes_are_torchs_names_of_the_kernels_dtypes() -> None:
+    torch = pytest.importorskip("torch")
+    from tuner.kernels.dense.kernel import OUT_DTYPES as DENSE_DTYPES
+    from tuner.kernels.moe.kernel import OUT_DTYPES as MOE_DTYPES
+
+    assert OUT_DTYPES == ("bfloat16", "float16")
+    assert tuple(OutDtype) == OUT_DTYPES  # `--out-dtype`'s choices
+    assert DENSE_DTYPES == MOE_DTYPES == tuple(getattr(torch, name) for name in OUT_DTYPES)
+
+
+def test_the_store_takes_exactly_the_out_dtypes() -> None:
+    fields = {"m_values": [1], "shapes": [(256, 384)], "block_shape": (128, 128), "tp": 1,
+              "budget": 1}
+    for dtype in OUT_DTYPES:
+        _validate(out_dtype=dtype, **fields)
+    with pytest.raises(ValueError, match="'float32' is not one of bfloat16, float16"):
+        _validate(out_dtype="float32", **fields)
+
+
+@pytest.mark.parametrize(("version", "minor"), [
+    ("3.6.0", (3, 6)), ("3.6.1+git3f2a", (3, 6)), ("3.10", (3, 10)), (" 3.9.0 ", (3, 9)),
+    ("03.06.0", (3, 6)),
+])
+def test_triton_minor(version: str, minor: tuple[int, int]) -> None:
+    assert minor_of(version) == minor
+    assert triton_minor(version) == f"{minor[0]}.{minor[1]}"
+
+
+@pytest.mark.parametrize("version", ["3", "three.six", "", "36", "v3.6"])
+def test_not_a_triton_version(version: str) -> None:
+    assert minor_of(version) is None
+    with pytest.raises(ValueError, match="is not a version such as 3.6.0"):
+        triton_minor(version)
+
+
+def test_the_kernel_source_hash_is_sha256_of_its_utf8_text() -> None:
+    text = "@triton.jit\ndef k(x):  # \u00e9\n    pass\n"
+    assert kernel_source_hash(text) == hashlib.sha256(text.encode("utf-8")).hexdigest()
+    assert kernel_source_hash("") == (
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+
+
+def test_the_kernels_record_the_core_hash_of_their_source() -> None:
+    pytest.importorskip("triton")
+    import inspect
+    import textwrap
+
+    from tuner.kernels.dense import kernel as dense
+
+    source = textwrap.dedent(inspect.getsource(dense.w8a8_block_fp8_matmul_kernel.fn))
+    assert dense.kernel_source_hash() == kernel_source_hash(source)
+
+
+def test_geomean() -> None:
+    assert geomean([2.0, 8.0]) == pytest.approx(4.0)
+    assert geomean([1.5]) == pytest.approx(1.5)
+    assert geomean([0.5, 2.0, 1.0]) == pytest.approx(1.0)
+    assert geomean([1.1] * 3) == pytest.approx(math.exp(math.log(1.1)))
+    with pytest.raises(ValueError):
+        geomean([1.0, 0.0])

@@ -1,0 +1,45 @@
+"""vLLM's config keys, the outcomes of a trial and the output dtypes: the values the store's
+columns, the kernels' configs, the CLI's choices and the files share."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+# vLLM's config keys in the order vLLM writes them to its JSON files
+# (vllm/model_executor/layers/quantization/utils/configs/*.json, vLLM 0.33.0); the store's trial
+# columns carry exactly these names.
+CONFIG_KEYS: tuple[str, ...] = (
+    "BLOCK_SIZE_M",
+    "BLOCK_SIZE_N",
+    "BLOCK_SIZE_K",
+    "GROUP_SIZE_M",
+    "num_warps",
+    "num_stages",
+)
+
+
+class TrialStatus(StrEnum):
+    """Outcome of one trial, as stored in `trials.status`."""
+
+    OK = "ok"
+    INVALID = "invalid"  # fails a static constraint of the config space; never launched
+    COMPILE_ERROR = "compile_error"
+    OUT_OF_RESOURCES = "out_of_resources"  # shared memory or registers exceed the device
+    WRONG_RESULT = "wrong_result"  # failed the correctness gate against the float64 reference
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+
+
+# The values of TrialStatus, in its order: what the store's status column accepts.
+TRIAL_STATUSES: tuple[str, ...] = tuple(status.value for status in TrialStatus)
+
+class OutDtype(StrEnum):
+    """The GEMM's output dtypes, by torch's names: bfloat16 when serving (vLLM's W8A8 block-FP8
+    linear), float16 the default of vLLM's tuning script (benchmark_w8a8_block_fp8.py)."""
+
+    bfloat16 = "bfloat16"
+    float16 = "float16"
+
+
+# The values of OutDtype: what a sweep's out_dtype column and `--out-dtype` accept.
+OUT_DTYPES: tuple[str, ...] = tuple(dtype.value for dtype in OutDtype)
