@@ -163,12 +163,13 @@ def _charts(shape: ShapeReport, measured: list[ReportRow],
     if not measured:
         return []
     key, label = shape.anchor, shape.label
-    winner = Series("winner", WINNER_COLOR, tuple((r.M, r.latency_us) for r in measured))
+    winner = Series("winner", WINNER_COLOR, tuple(
+        (r.M, r.latency_us) for r in measured if r.latency_us is not None))
     default = Series("default config", DEFAULT_COLOR, tuple(
         (r.M, r.default_latency_us) for r in measured if r.default_latency_us is not None
     ), dashed=True)
     speedups = tuple((r.M, r.default_latency_us / r.latency_us) for r in measured
-                     if r.default_latency_us is not None)
+                     if r.default_latency_us is not None and r.latency_us is not None)
     charts = [
         line_chart([winner, default], title=f"latency_us over M (log scales), {label}",
                    x_label="M (rows of A)", y_label="latency_us", y_log=True, x_ticks=_X_TICKS,
@@ -206,7 +207,8 @@ def _coverage_notes(shape: ShapeReport, done: set[int]) -> list[str]:
     gaps = [M for M in shape.m_requested if M not in done]
     lacking = [M for M in REQUIRED_M if M not in in_file]
     grid_missing = [M for M in VLLM_M_GRID if M not in done]
-    labels = ", ".join(escape(repr(label)) for label in sorted(set(imported.values())))
+    labels = ", ".join(escape(repr(label)) for label in sorted(
+        {label for label in imported.values() if label is not None}))
     notes = [f"M grid requested: {', '.join(map(str, shape.m_requested)) or 'none'}; "
              f"measured winners for {len(done)} M"
              + (f"; imported entries, not measured, for {len(imported)} M (from {labels})."
@@ -245,13 +247,15 @@ def _table_row(r: ReportRow, f: Roofline | None, ceilings: Mapping[str, float],
     config = KernelConfig.from_dict(r.config).short() if r.config and all(
         k in r.config for k in ("num_stages", "BLOCK_SIZE_M")) else "-"
     shares_cells = "" if not ceilings else (
-        f"<td>{_pct(f and f.copy_ratio)}</td><td>{_pct(f and f.fp8_mm_ratio)}</td>"
+        f"<td>{_pct(None if f is None else f.copy_ratio)}</td>"
+        f"<td>{_pct(None if f is None else f.fp8_mm_ratio)}</td>"
         f"<td class=l>{(f and f.bound) or '-'}</td>")
     return (
         f"<tr><td>{r.M}</td><td class=l>{escape(config)}</td><td>{_num(r.latency_us)}</td>"
         f"<td>{_num(r.default_latency_us)}</td>"
         f"<td>{'-' if speedup is None else f'{speedup:.2f}x'}</td>"
-        f"<td>{_num(f and f.gbps)}</td><td>{_num(f and f.tflops, 2)}</td>{shares_cells}"
+        f"<td>{_num(None if f is None else f.gbps)}</td>"
+        f"<td>{_num(None if f is None else f.tflops, 2)}</td>{shares_cells}"
         f"<td class=l>{escape(_emitted(r))}</td><td>{_num(r.spread_us, 2)}</td>"
         f"<td class=l>{escape(_decision(r))}</td></tr>"
     )
