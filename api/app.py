@@ -68,11 +68,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # Token and Content-Length before any read; every other body counted while it is read.
     app.add_middleware(RequestGuard, settings=settings)
     app.add_middleware(CountDownloads, metrics=app.state.metrics)  # outermost: every status
+    _include_routers(app)
+    _add_error_handlers(app, settings)
+    return app
+
+
+def _include_routers(app: FastAPI) -> None:
+    """Mount every route module's router on `app`."""
     for router in (index.router, health.router, devices.router, releases.router, sweeps.router,
                    imports.router, report.router, comparisons.router, mounts.router,
                    metrics.router):
         app.include_router(router)
 
+
+def _add_error_handlers(app: FastAPI, settings: Settings) -> None:
+    """Register the JSON error responses: HTTP errors, request validation, and a store that is
+    busy, unreachable or at another schema (a 503 with Retry-After, never a 500).
+    """
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         detail = exc.detail
@@ -111,5 +123,3 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         detail = f"store {settings.masked_db_url()} failed ({type(exc).__name__})"
         return JSONResponse(status_code=503, content={"detail": detail},
                             headers={"Retry-After": "5"})
-
-    return app

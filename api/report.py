@@ -163,12 +163,13 @@ def _charts(shape: ShapeReport, measured: list[ReportRow],
     if not measured:
         return []
     key, label = shape.anchor, shape.label
-    winner = Series("winner", WINNER_COLOR, tuple((r.M, r.latency_us) for r in measured))
+    winner = Series("winner", WINNER_COLOR, tuple(
+        (r.M, r.latency_us) for r in measured if r.latency_us is not None))
     default = Series("default config", DEFAULT_COLOR, tuple(
         (r.M, r.default_latency_us) for r in measured if r.default_latency_us is not None
     ), dashed=True)
     speedups = tuple((r.M, r.default_latency_us / r.latency_us) for r in measured
-                     if r.default_latency_us is not None)
+                     if r.default_latency_us is not None and r.latency_us is not None)
     charts = [
         line_chart([winner, default], title=f"latency_us over M (log scales), {label}",
                    x_label="M (rows of A)", y_label="latency_us", y_log=True, x_ticks=_X_TICKS,
@@ -206,7 +207,8 @@ def _coverage_notes(shape: ShapeReport, done: set[int]) -> list[str]:
     gaps = [M for M in shape.m_requested if M not in done]
     lacking = [M for M in REQUIRED_M if M not in in_file]
     grid_missing = [M for M in VLLM_M_GRID if M not in done]
-    labels = ", ".join(escape(repr(label)) for label in sorted(set(imported.values())))
+    labels = ", ".join(escape(repr(label)) for label in sorted(
+        {label for label in imported.values() if label is not None}))
     notes = [f"M grid requested: {', '.join(map(str, shape.m_requested)) or 'none'}; "
              f"measured winners for {len(done)} M"
              + (f"; imported entries, not measured, for {len(imported)} M (from {labels})."
@@ -245,13 +247,15 @@ def _table_row(r: ReportRow, f: Roofline | None, ceilings: Mapping[str, float],
     config = KernelConfig.from_dict(r.config).short() if r.config and all(
         k in r.config for k in ("num_stages", "BLOCK_SIZE_M")) else "-"
     shares_cells = "" if not ceilings else (
-        f"<td>{_pct(f and f.copy_ratio)}</td><td>{_pct(f and f.fp8_mm_ratio)}</td>"
+        f"<td>{_pct(None if f is None else f.copy_ratio)}</td>"
+        f"<td>{_pct(None if f is None else f.fp8_mm_ratio)}</td>"
         f"<td class=l>{(f and f.bound) or '-'}</td>")
     return (
         f"<tr><td>{r.M}</td><td class=l>{escape(config)}</td><td>{_num(r.latency_us)}</td>"
         f"<td>{_num(r.default_latency_us)}</td>"
         f"<td>{'-' if speedup is None else f'{speedup:.2f}x'}</td>"
-        f"<td>{_num(f and f.gbps)}</td><td>{_num(f and f.tflops, 2)}</td>{shares_cells}"
+        f"<td>{_num(None if f is None else f.gbps)}</td>"
+        f"<td>{_num(None if f is None else f.tflops, 2)}</td>{shares_cells}"
         f"<td class=l>{escape(_emitted(r))}</td><td>{_num(r.spread_us, 2)}</td>"
         f"<td class=l>{escape(_decision(r))}</td></tr>"
     )
@@ -345,12 +349,28 @@ def render_report(
     cpu = device_name == "TRITON_INTERPRETER"
     usable = usable_ceilings(ceilings)
     bytes_dtype = out_dtype if out_dtype in OUT_BYTES else "bfloat16"  # both are 2 bytes
+    head = _page_head(device_name, len(shapes), version=version, out_dtype=out_dtype, cpu=cpu,
+                      imported_only=imported_only, scope=scope, ceilings=usable)
+    nav = " · ".join(f'<a href="#shape-{s.anchor}">{s.label}</a>' for s in shapes)
+    body = [f"<nav>{nav}</nav>" if shapes else "<p>No shapes in the store for this device yet.</p>"]
+    body += [_shape_section(s, bytes_dtype, cpu, usable) for s in shapes]
+    body.append(imports_section(imports))
+    body.append(backends)
+    body.append(_environments_section(environments))
+    return head + "".join(body) + "</body></html>\n"
+
+
+def _page_head(device_name: str, n_shapes: int, *, version: str, out_dtype: str | None,
+               cpu: bool, imported_only: str | None, scope: ReportScope | None,
+               ceilings: Mapping[str, float]) -> str:
+    """The document's head, title and the notes above the shapes (interpreter timings,
+    imported-only device, trial scope, ceilings)."""
     head = (f"<!doctype html><html lang=en><head><meta charset=utf-8>"
             f"<title>{escape(device_name)}: block-FP8 GEMM tuning report</title>"
             f"<style>{_CSS}</style></head><body>"
             f"<h1>Block-FP8 GEMM tuning report: {escape(device_name)}</h1>"
             f'<p class="meta">blockfp8-tuner {escape(version)}; output dtype '
-            f"{escape(out_dtype or 'all')}; {len(shapes)} shape(s). Bandwidth counts the bytes "
+            f"{escape(out_dtype or 'all')}; {n_shapes} shape(s). Bandwidth counts the bytes "
             "of A, B, their scales and C once per call; throughput is 2·M·N·K per call.</p>")
     if cpu:
         head += ('<p class="note">TRITON_INTERPRETER: CPU timings of the Triton interpreter, '
@@ -360,19 +380,17 @@ def render_report(
         head += f'<p class="note" id="imported-only">{escape(imported_only)}.</p>'
     if scope is not None:
         head += _scope_note(scope)
-    head += _ceilings_note(usable)
-    nav = " · ".join(f'<a href="#shape-{s.anchor}">{s.label}</a>' for s in shapes)
-    body = [f"<nav>{nav}</nav>" if shapes else "<p>No shapes in the store for this device yet.</p>"]
-    body += [_shape_section(s, bytes_dtype, cpu, usable) for s in shapes]
-    body.append(imports_section(imports))
-    body.append(backends)
+    return head + _ceilings_note(ceilings)
+
+
+def _environments_section(environments: Sequence[Mapping[str, object]]) -> str:
+    """The table of versions the trials ran with, one row per environment."""
     cols = ("gpu_name", "compute_capability", "driver", "cuda", "torch", "triton", "vllm",
             "kernel_source", "tuner", "kernel_hash", "trials")
     env_rows = "".join(
         "<tr>" + "".join(env_cell(c, str(env.get(c, "")) or "-") for c in cols) + "</tr>"
         for env in environments
     )
-    body.append('<section id="environments"><h2>Versions tuned with</h2><table><tr>'
-                + "".join(f"<th class=l>{c}</th>" for c in cols) + f"</tr>{env_rows}</table>"
-                + ("" if environments else "<p>No trials yet.</p>") + "</section>")
-    return head + "".join(body) + "</body></html>\n"
+    return ('<section id="environments"><h2>Versions tuned with</h2><table><tr>'
+            + "".join(f"<th class=l>{c}</th>" for c in cols) + f"</tr>{env_rows}</table>"
+            + ("" if environments else "<p>No trials yet.</p>") + "</section>")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from db.models import DEFAULT_FAMILY, Device, Environment, Sweep, Task, Trial
@@ -148,16 +148,7 @@ def shape_coverage(
     Raises:
         ValueError: triton_minor is not of the form "<major>.<minor>".
     """
-    query = (
-        select(Task.family, Task.shape_params, Task.N, Task.K, Sweep.block_n, Sweep.block_k,
-               Task.M, Task.state, Sweep.model)
-        .distinct()
-        .join(Sweep, Task.sweep_id == Sweep.sweep_id)
-        .join(Device, Sweep.device_id == Device.device_id)
-        .where(Device.device_name == device_name)
-    )
-    if out_dtype is not None:
-        query = query.where(Sweep.out_dtype == out_dtype)
+    query = _task_grid_query(device_name, out_dtype)
     environments = matching_environments(session, kernel_hash=kernel_hash,
                                          triton_minor=triton_minor)
     current, measured = (set(), set()) if environments is None else _measured_tasks(
@@ -178,15 +169,39 @@ def shape_coverage(
         for *stale_shape, m, _ in measured - current:
             if (*stale_shape, m) not in current_m:
                 stale[tuple(stale_shape)].add(m)
+    return _coverage_entries(requested, done, models, stale)
+
+
+def _task_grid_query(device_name: str, out_dtype: str | None) -> Select:
+    """Each distinct (family, shape_params, N, K, block_n, block_k, M, state, model) of the
+    device's tasks, only of sweeps with `out_dtype` unless it is None."""
+    query = (
+        select(Task.family, Task.shape_params, Task.N, Task.K, Sweep.block_n, Sweep.block_k,
+               Task.M, Task.state, Sweep.model)
+        .distinct()
+        .join(Sweep, Task.sweep_id == Sweep.sweep_id)
+        .join(Device, Sweep.device_id == Device.device_id)
+        .where(Device.device_name == device_name)
+    )
+    if out_dtype is not None:
+        query = query.where(Sweep.out_dtype == out_dtype)
+    return query
+
+
+def _coverage_entries(requested: dict[tuple, set[int]], done: dict[tuple, set[int]],
+                      models: dict[tuple, set[str]],
+                      stale: dict[tuple, set[int]]) -> list[ShapeCoverage]:
+    """One ShapeCoverage per requested (family, shape_params, N, K, block_n, block_k), sorted
+    that way; a shape missing from `done` or `stale` has none there."""
     return [
         ShapeCoverage(
             N=shape[2],
             K=shape[3],
             block_shape=(shape[4], shape[5]),
             m_requested=tuple(sorted(requested[shape])),
-            m_done=tuple(sorted(done[shape])),
+            m_done=tuple(sorted(done.get(shape, ()))),
             models=tuple(sorted(models[shape])),
-            m_stale=tuple(sorted(stale[shape])),
+            m_stale=tuple(sorted(stale.get(shape, ()))),
             family=shape[0],
             shape_params=shape[1],
         )

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Row, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -155,11 +155,7 @@ def publish_release(
     if latest is not None and latest.content_sha256 == content:  # the common case: no write
         return latest, False
     device_id = get_or_create_device(session, device_name=device_name)
-    # Sorted, so two publishers inserting the same blobs never wait on each other in a cycle.
-    stored = {sha: _store_blob(session, data)
-              for sha, data in sorted((f.sha256, f.content) for f in files)}
-    shas = {f.file_name: stored[f.sha256] for f in files}
-    zips = {engine: _store_blob(session, data) for engine, data in sorted(archives.items())}
+    shas, zips = _store_blobs(session, files, archives)
     # The check above may be stale: another publisher of the same files may have committed
     # since. So the unchanged check and the next number come from one read of the latest
     # release, made after this transaction has written. On SQLite it then holds the write
@@ -168,10 +164,7 @@ def publish_release(
     # number): the other's insert waits for that commit, fails, and its retry reads the
     # release that was just committed.
     for _ in range(5):
-        last = session.execute(
-            select(Release.release_id, Release.number, Release.content_sha256)
-            .where(Release.device_id == device_id)
-            .order_by(Release.number.desc()).limit(1)).first()
+        last = _latest_row(session, device_id)
         if last is not None and last.content_sha256 == content:
             return _info(session, session.get_one(Release, last.release_id), device_name), False
         number = (last.number if last is not None else 0) + 1
@@ -182,16 +175,45 @@ def publish_release(
                               reason=reason[:64], created_at=utcnow())
                 session.add(row)
                 session.flush()
-                session.add_all(ReleaseFile(
-                    release_id=row.release_id, file_name=f.file_name, family=f.family,
-                    shape_params=f.shape_params, N=f.N, K=f.K, block_n=f.block_shape[0],
-                    block_k=f.block_shape[1], sha256=shas[f.file_name], detail=dict(f.detail))
-                    for f in files)
+                _add_files(session, row, files, shas)
                 session.flush()
         except IntegrityError:
             continue
         return _info(session, row, device_name), True
     raise RuntimeError(f"could not number a release of {device_name}: too many publishers")
+
+
+def _store_blobs(session: Session, files: Sequence[NewFile], archives: Mapping[str, bytes],
+                 ) -> tuple[dict[str, str], dict[str, str]]:
+    """Store the files' and archives' bytes once each (`_store_blob`).
+
+    Returns:
+        (file name -> blob sha256, engine -> the archive's blob sha256).
+    """
+    # Sorted, so two publishers inserting the same blobs never wait on each other in a cycle.
+    stored = {sha: _store_blob(session, data)
+              for sha, data in sorted((f.sha256, f.content) for f in files)}
+    shas = {f.file_name: stored[f.sha256] for f in files}
+    zips = {engine: _store_blob(session, data) for engine, data in sorted(archives.items())}
+    return shas, zips
+
+
+def _latest_row(session: Session, device_id: int) -> Row[int, int, str] | None:
+    """The device's highest-numbered release: (release_id, number, content_sha256), or None."""
+    return session.execute(
+        select(Release.release_id, Release.number, Release.content_sha256)
+        .where(Release.device_id == device_id)
+        .order_by(Release.number.desc()).limit(1)).first()
+
+
+def _add_files(session: Session, row: Release, files: Sequence[NewFile],
+               shas: Mapping[str, str]) -> None:
+    """Add the release's file rows (flushed `row`; `shas`: file name -> blob sha256)."""
+    session.add_all(ReleaseFile(
+        release_id=row.release_id, file_name=f.file_name, family=f.family,
+        shape_params=f.shape_params, N=f.N, K=f.K, block_n=f.block_shape[0],
+        block_k=f.block_shape[1], sha256=shas[f.file_name], detail=dict(f.detail))
+        for f in files)
 
 
 def list_releases(session: Session, *, device_name: str) -> list[ReleaseInfo]:

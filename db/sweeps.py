@@ -306,6 +306,16 @@ def open_sweep(
         "out_dtype": out_dtype, "block_shape": block_shape, "shapes": shapes,
         "family": family, "shape_params": shape_params}
     key = sweep_key(**fields)
+    stored = _find_or_extend(session, key, fields)
+    return stored if stored is not None else _create(session, key, fields)
+
+
+def _find_or_extend(session: Session, key: str, fields: _SweepFields) -> OpenedSweep | None:
+    """The stored sweep of `key` ("resumed"), or the one that differs only by its budget:
+    "kept" when that budget is larger, else "extended" to `fields["budget"]`. None when
+    neither is stored, or when another process kept extending it over three tries.
+    """
+    budget = fields["budget"]
     find = select(Sweep.sweep_id).where(Sweep.sweep_key == key)
     for _ in range(3):  # another process may extend the same sweep between our reads
         sweep_id = session.scalar(find)
@@ -313,14 +323,14 @@ def open_sweep(
             return _opened(session, sweep_id, "resumed")
         same = _same_but_budget(session, fields)
         if same is None:
-            break
+            return None
         if same.budget > budget:
             return _opened(session, same.sweep_id, "kept")
         previous, sweep_id = same.budget, same.sweep_id
         reopened = _extend(session, same, budget, key)
         if reopened is not None:
             return _opened(session, sweep_id, "extended", previous, reopened)
-    return _create(session, key, fields)
+    return None
 
 
 def _opened(session: Session, sweep_id: int, outcome: str, previous: int | None = None,

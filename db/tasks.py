@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, literal, or_, select, update
+from sqlalchemy import ColumnElement, Select, Update, and_, func, literal, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
 from db.base import UTCDateTime, utcnow
@@ -140,6 +140,24 @@ def claim_task(
         nothing is claimable.
     """
     now = _now(now)
+    claim, candidates = _claim_statements(now, worker_id=worker_id, lease_s=lease_s,
+                                          sweep_id=sweep_id, device_name=device_name,
+                                          space=space)
+    for _ in range(_CLAIM_TRIES):
+        task_id = session.execute(claim).scalar_one_or_none()
+        if task_id is not None:
+            return _task_info(session, task_id=task_id)
+        if session.scalar(candidates.limit(1)) is None:
+            return None
+    return None
+
+
+def _claim_statements(now: datetime, *, worker_id: str, lease_s: float, sweep_id: int | None,
+                      device_name: str | None, space: str | None) -> tuple[Update, Select]:
+    """`claim_task`'s statements: the UPDATE that claims the first claimable task in scope
+    (its id picked FOR UPDATE SKIP LOCKED, re-checked claimable) RETURNING task_id, and the
+    SELECT of the claimable task ids in scope.
+    """
     candidate = aliased(Task)
     candidates = select(candidate.task_id).where(
         _claimable(candidate, now),
@@ -164,13 +182,7 @@ def claim_task(
         .returning(Task.task_id)
         .execution_options(synchronize_session=False)
     )
-    for _ in range(_CLAIM_TRIES):
-        task_id = session.execute(claim).scalar_one_or_none()
-        if task_id is not None:
-            return _task_info(session, task_id=task_id)
-        if session.scalar(candidates.limit(1)) is None:
-            return None
-    return None
+    return claim, candidates
 
 
 def heartbeat(

@@ -81,7 +81,23 @@ def read_mounts(
         raise HTTPException(422, detail=f"format {format[:32]!r} is not one of "
                                         f"{', '.join(FORMATS + PULL_FORMATS)}")
     allow = settings.allow_partial if partial is None else partial
-    read = store_files(session, device_name, partial=allow, out_dtype=out_dtype, engine=engine,
+    return _file_mounts(session, device_name, engine=engine, site_packages=site_packages,
+                        fmt=format, host_dir=host_dir, partial=allow, out_dtype=out_dtype,
+                        allow_stale=allow_stale, engine_version=engine_version,
+                        triton_version=triton_version)
+
+
+def _file_mounts(session: SessionDep, device_name: str, *, engine: str, site_packages: str | None,
+                 fmt: str, host_dir: str, partial: bool, out_dtype: str | None,
+                 allow_stale: bool, engine_version: str | None,
+                 triton_version: str | None) -> PlainTextResponse:
+    """Mounts of the device's merged files from the store: `tuner.files.mounts.render_mounts`.
+
+    Raises:
+        HTTPException: 404 when the device has no file to mount; 409 when its winners cannot
+            be merged; 422 (one line) for a bad site-packages path, engine or Triton version.
+    """
+    read = store_files(session, device_name, partial=partial, out_dtype=out_dtype, engine=engine,
                        allow_stale=allow_stale)
     merged = read.files
     if not merged.files:
@@ -96,7 +112,7 @@ def read_mounts(
         text = render_mounts(MountRequest(
             device_name=device_name, engine=engine,
             file_names=tuple(f.file_name for f in merged.files), host_dir=host_dir,
-            site_packages=site_packages or DEFAULT_SITE_PACKAGES[engine], fmt=format,
+            site_packages=site_packages or DEFAULT_SITE_PACKAGES[engine], fmt=fmt,
             compute_capability=read.view.compute_capability,
             tuned_with=versions_line(versions), engine_version=engine_version,
             triton_version=triton_version or tuned_triton,
