@@ -24,8 +24,8 @@ from tuner.files.device import (
 from tuner.files.imports import imported_files_summary
 from tuner.files.provenance import Provenance, triton_minor
 from tuner.inputs.devices import resolve
-from tuner.kernels.dense.naming import SGLANG_NOTE
 from tuner.kernels.device_name import DEVICE_ARG_PATTERN
+from tuner.kernels.engines import SGLANG_NOTE
 from tuner.kernels.family import FamilyShape
 from tuner.kernels.registry import family_of_file, get_family
 
