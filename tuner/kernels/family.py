@@ -247,6 +247,8 @@ class KernelFamily:
             and first version (`tuner.files.engine_folders` picks a release's row).
         sglang_clamps_block_k: SGLang's loader of the family's files raises BLOCK_SIZE_K to
             block_k in some releases (`tuner.files.engine_folders.sglang_clamped`).
+        file_key: shape -> the dimensions its file name carries, which is all a log names of it:
+            (N, K) by default; (E, N) for MoE files, which carry no K or top_k.
         short_title: how labels name the family (e.g. "MoE"); "" names it by `name`.
         shapes_key: the key listing the family's shapes in a model's `[tp.<size>]` tables
             (`tuner.inputs.shapes`), e.g. "shapes" (dense), "moe"; None: not in shapes files.
@@ -287,6 +289,7 @@ class KernelFamily:
     respell_file_name: Callable[[str, str, str | None], str] | None = None
     engine_folders: tuple[EngineFolder, ...] = ()
     sglang_clamps_block_k: bool = False
+    file_key: Callable[[Shape], tuple[int, ...]] = lambda shape: (shape.N, shape.K)
     # Model shapes, planning and report (tuner.inputs.shapes, tuner.run.plan, api.report)
     short_title: str = ""
     shapes_key: str | None = None

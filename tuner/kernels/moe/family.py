@@ -154,6 +154,7 @@ MOE = KernelFamily(
     tuned_folder_env="VLLM_TUNED_CONFIG_FOLDER",
     respell_file_name=any_engine_file_name,
     engine_folders=MOE_ENGINE_FOLDERS,
+    file_key=lambda shape: (shape.param("E"), shape.N),
     short_title="MoE",
     shapes_key="moe",
     shapes_row="[E, N, K, top_k]",
