@@ -94,12 +94,15 @@ def _runner_factory(backend: str, *, block_shape: tuple[int, int], out_dtype: st
 def _use_backend(backend: str, visible: Sequence[str | None]) -> None:
     """Make this process run the kernel on the interpreter, or on the first matching GPU.
 
-    TRITON_INTERPRET must be set before tuner.kernels.dense.kernel is imported (triton.jit
+    TRITON_INTERPRET must be set before a family's kernel module is imported (triton.jit
     reads it then).
     """
+    from tuner.kernels.registry import FAMILIES
+
     interpreted = os.environ.get("TRITON_INTERPRET") == "1"
     if backend == "interpreter":
-        if "tuner.kernels.dense.kernel" in sys.modules and not interpreted:
+        loaded = any(family.kernel_module in sys.modules for family in FAMILIES.values())
+        if loaded and not interpreted:
             raise fail("the kernel was already loaded for a GPU in this process; run "
                        "`tuner verify --device interpreter` in a fresh process")
         os.environ["TRITON_INTERPRET"] = "1"
@@ -287,7 +290,7 @@ def verify(
     with session_scope(engine) as session:
         device_name = device_in_store(session, device)
     backend, _, visible = resolve_backend(device, None)
-    _use_backend(backend, visible)  # before anything imports tuner.kernels.dense.kernel
+    _use_backend(backend, visible)  # before anything imports a family's kernel
     options = RunOptions(interpreter_reps, lease, trial_timeout)
     fixer = Fixer(engine, url, model_shapes, device_name=device_name, backend=backend,
                   visible=visible, strategy=strategy, trials=trials, configs=candidates,
