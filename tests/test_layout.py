@@ -234,3 +234,83 @@ def test_no_file_cites_a_document_outside_the_repository() -> None:
             continue
         citing += [f"{name}: {cited}" for cited in OUTSIDE if cited in text]
     assert citing == []
+
+
+# A kernel family is one folder of tuner/kernels plus one registry line: outside tuner.kernels
+# no module imports a family's subpackage, spells a family's name, or compares a family with a
+# particular one. What still does, until its module is moved onto the registry, and why; an
+# entry whose module no longer needs it fails too, so the list only shrinks.
+FAMILY_NAMES_ALLOWED: dict[str, str] = {
+    "tuner.compare.doctor": "checks each family's space and workload against vLLM by name",
+    "tuner.compare.shipped": "reads vLLM's shipped dense files with the dense parser and space",
+    "tuner.compare.verify": "checks dense files against the dense space and default",
+    "tuner.compare.verify_run": "picks the files of the default family (dense shapes)",
+    "tuner.compare.vllm_select": "a model's JSON keeps its dense and MoE shapes under family names",
+    "tuner.files.format": "file import keeps dense files only (the dense name parser)",
+    "tuner.files.imports": "imports dense files only (the dense name parser)",
+    "tuner.files.provenance": "imported files carry the dense kernel's hash",
+    "tuner.inputs.logs": "parses a log's dense and MoE file names with each family's parser",
+    "tuner.inputs.shapes": "a model's MoE rows for vllm_select (registry.EXPERTS_FAMILY would do)",
+    "tuner.measure.calibrate": "calibrates the timer with the dense kernel",
+    "tuner.measure.fidelity": "compares each family's kernel with vLLM's, by family",
+    "db.models": "the store's column default: a task that names no family is the dense GEMM's",
+    "db.releases": "the store's default family of a release file (as db.models)",
+    "db.sweeps": "a sweep's hash leaves out the store's default family (as db.models)",
+}
+
+
+def _names_a_family(node: ast.expr) -> bool:
+    """`family`, `row.family`, `family_name`: an operand holding some family's name."""
+    name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+    return name in ("family", "family_name")
+
+
+def _a_particular_family(node: ast.expr) -> bool:
+    """A string, `DEFAULT_FAMILY`-like constant or `DENSE.name`: one family picked out."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str)
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(map(_a_particular_family, node.elts))
+    if isinstance(node, ast.Name):
+        return node.id.isupper() and node.id.endswith("FAMILY")
+    return (isinstance(node, ast.Attribute) and node.attr == "name"
+            and isinstance(node.value, ast.Name) and node.value.id.isupper())
+
+
+def _family_specific(imports: set[str], source: str, families: set[str]) -> list[str]:
+    """What a module (its `imports` and `source` text) says of particular `families`."""
+    found = [f"imports {target}" for target in sorted(imports)
+             if any(_within(target, (f"tuner.kernels.{name}",)) for name in families)]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and node.value in families:
+            found.append(f"line {node.lineno}: {node.value!r}")
+        elif isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if (any(isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in node.ops)
+                    and any(map(_names_a_family, operands))
+                    and any(map(_a_particular_family, operands))):
+                found.append(f"line {node.lineno}: compares a family with a particular one")
+    return found
+
+
+def test_no_family_is_named_outside_tuner_kernels() -> None:
+    from tuner.kernels.registry import FAMILIES
+
+    families = set(FAMILIES)
+    named = {module: found for module, path in MODULES.items()
+             if not _within(module, ("tuner.kernels",))
+             and (found := _family_specific(GRAPH[module], path.read_text(encoding="utf-8"),
+                                            families))}
+    assert {m: f for m, f in named.items() if m not in FAMILY_NAMES_ALLOWED} == {}
+    assert sorted(set(FAMILY_NAMES_ALLOWED) - set(named)) == [], "drop these allowlist entries"
+
+
+def test_the_family_check_finds_names_imports_and_comparisons() -> None:
+    source = ("if task.family == 'dense':\n    pass\n"
+              "if family != DEFAULT_FAMILY or row.family in (MOE.name,):\n    pass\n"
+              "same = row.family == family.name\nlabel = 'dense GEMM'\n")
+    assert _family_specific({"tuner.kernels.moe.family", "tuner.kernels.registry"}, source,
+                            {"dense", "moe"}) == [
+        "imports tuner.kernels.moe.family", "line 1: compares a family with a particular one",
+        "line 1: 'dense'", "line 3: compares a family with a particular one",
+        "line 3: compares a family with a particular one"]

@@ -21,7 +21,7 @@ from api.routes.devices import (
 )
 from db import releases, repo
 from tuner.inputs.devices import resolve
-from tuner.kernels.dense.naming import SGLANG_NOTE
+from tuner.kernels.engines import SGLANG_NOTE
 from tuner.kernels.registry import family_of_file, respell_file_name
 
 router = APIRouter(prefix="/devices", tags=["releases"])

@@ -18,7 +18,8 @@ from api.app import create_app
 from api.settings import Settings
 from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill, publish, row_counts
 from tuner.files.format import dump_config_file
-from tuner.kernels.dense.naming import SGLANG_NOTE, config_file_name, engine_file_name
+from tuner.kernels.dense.naming import config_file_name, engine_file_name
+from tuner.kernels.engines import SGLANG_NOTE
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

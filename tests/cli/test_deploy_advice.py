@@ -24,7 +24,7 @@ from tests.storefill import DEFAULT, FAST, fill
 from tuner.cli import pull as pull_module
 from tuner.cli.app import app
 from tuner.files.mounts import DOCKER_HEAD
-from tuner.kernels.dense.naming import SGLANG_NOTE
+from tuner.kernels.engines import SGLANG_NOTE
 
 runner = CliRunner()
 SERVER = "http://tuner:8000"  # a name only the cluster resolves

@@ -226,11 +226,11 @@ def _run(model_shapes, m_values, tuned, defaults, *, runner, kernel, out_dtype, 
     )
 
     from tuner.compare.backends import library_kernels
-    from tuner.kernels.dense.space import default_config
+    from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 
     block_shape = tuple(model_shapes.block_shape)
     library, unavailable = library_kernels(runner.torch_device, block_shape)
-    default = default_config(block_shape)
+    default = get_family(DEFAULT_FAMILY).default_config
     unit = "GPU timings" if runner.on_gpu else f"CPU timings ({runner.name})"
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
@@ -259,16 +259,18 @@ def _run(model_shapes, m_values, tuned, defaults, *, runner, kernel, out_dtype, 
 def _point(N: int, K: int, M: int, configs, *, block_shape, default, library, unavailable,
            backend, kernel, out_dtype, seed, rounds, interpreter_reps):
     """One (N, K, M) timed (`tuner.compare.versus.compare_point`): the tuned config vLLM picks
-    from `configs` (the shape's file; None: none), the default config and the library kernels;
-    those of `unavailable` (name -> reason) shown as not timed."""
+    from `configs` (the shape's file; None: none), the default config (`default`: the default
+    family's `default_config`) and the library kernels; those of `unavailable` (name -> reason)
+    shown as not timed."""
     from tuner.compare.backends import TRITON_DEFAULT, TRITON_TUNED, Candidate, CandidateRunner
     from tuner.compare.versus import compare_point
     from tuner.files.format import vllm_pick_key
     from tuner.kernels.config import KernelConfig
+    from tuner.kernels.family import Shape
     from tuner.measure.noise import retime_interleaved
     from tuner.measure.runner import Problem
 
-    candidates = [Candidate(TRITON_DEFAULT, default)]
+    candidates = [Candidate(TRITON_DEFAULT, default(Shape(N, K, block_shape), M))]
     missing = dict(unavailable)
     if configs:
         key = vllm_pick_key(configs, M)

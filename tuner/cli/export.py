@@ -52,7 +52,7 @@ def export(
     raised to block_k).
     """
     from tuner.files.merge import write_files_atomically
-    from tuner.kernels.dense.naming import SGLANG_NOTE
+    from tuner.kernels.engines import SGLANG_NOTE
 
     out_folder(out)
     _, engine = open_db(db, must_exist=True, read_only=True)

@@ -82,12 +82,13 @@ def build_landscape(
 
 def _complete(results: list, spaces: list[str]) -> tuple[list, str]:
     """The results of the (N, K, M) with every config, and a note on the ones left out."""
-    from tuner.kernels.dense.space import vllm_space
+    from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 
     configs = Counter((n, k, m) for n, k, m, _, _ in results)
     if not configs:
         return results, ""
-    expected = len(vllm_space()) if spaces == ["vllm"] else max(configs.values())
+    space = get_family(DEFAULT_FAMILY).space
+    expected = len(space()) if spaces == ["vllm"] else max(configs.values())
     partial = sorted(problem for problem, count in configs.items() if count < expected)
     if len(partial) == len(configs):
         raise ValueError(f"no (N, K, M) has all {expected} configs; the fullest has "
@@ -159,7 +160,7 @@ def landscape_stats(
     """
     from statistics import geometric_mean, median_high
 
-    from tuner.kernels.dense.space import default_config
+    from tuner.kernels.registry import DEFAULT_FAMILY, get_family
     from tuner.measure.landscape import load_landscape, problem_stats
 
     try:
@@ -172,7 +173,7 @@ def landscape_stats(
         landscape = load_landscape(file)
     except ValueError as exc:
         raise fail(str(exc)) from None
-    stats = problem_stats(landscape, default_config(landscape.block_shape), fractions)
+    stats = problem_stats(landscape, get_family(DEFAULT_FAMILY).default_config, fractions)
     if not stats:
         raise fail(f"{file}: no (N, K, M) has an ok config", 1)
     columns = [Column("N"), Column("K"), Column("M"), Column("ok"), Column("optimum", text=True),

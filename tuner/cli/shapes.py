@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
 from tuner.cli.options import console, fail
+
+if TYPE_CHECKING:
+    from tuner.kernels.family import KernelFamily, Shape
 
 SaveOpt = Annotated[
     str | None,
@@ -76,6 +79,15 @@ def _print_moe(moe: Sequence[tuple[int, int, int, int]]) -> None:
     console.print(table)
 
 
+def _expert_shapes(family: KernelFamily, rows: Sequence[tuple[int, int, int, int]],
+                   block_shape: tuple[int, int], where: str) -> list[Shape]:
+    """The shapes of (E, N, K, top_k) rows as the experts' family reads them from a shapes
+    file (`KernelFamily.parse_shapes`); [] for no rows."""
+    if not rows or family.parse_shapes is None:
+        return []
+    return list(family.parse_shapes([list(row) for row in rows], where, block_shape))
+
+
 def _save(name: str, *, tp: int, pairs: Sequence[tuple[int, int]],
           block_shape: tuple[int, int], source: str, description: str,
           moe: Sequence[tuple[int, int, int, int]] = (), model_type: str | None = None) -> None:
@@ -83,12 +95,12 @@ def _save(name: str, *, tp: int, pairs: Sequence[tuple[int, int]],
     log or config.json as model `name` at TP `tp`."""
     from tuner.inputs.shapes import ShapesFileError, save_shapes
     from tuner.kernels.family import Shape
-    from tuner.kernels.moe.family import MOE, expert_shape
-    from tuner.kernels.registry import DEFAULT_FAMILY
+    from tuner.kernels.registry import DEFAULT_FAMILY, EXPERTS_FAMILY, get_family
 
-    groups = {DEFAULT_FAMILY: [Shape(n, k, block_shape) for n, k in pairs],
-              MOE.name: [expert_shape(*row, block_shape) for row in moe]}
+    experts = get_family(EXPERTS_FAMILY)
     try:
+        groups = {DEFAULT_FAMILY: [Shape(n, k, block_shape) for n, k in pairs],
+                  experts.name: _expert_shapes(experts, moe, block_shape, source)}
         path = save_shapes(name, tp=tp, groups=groups, block_shape=block_shape, source=source,
                            description=description, model_type=model_type)
     except (ShapesFileError, ValueError) as exc:

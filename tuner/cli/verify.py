@@ -96,12 +96,15 @@ def _runner_factory(runner: Runner, *, block_shape: tuple[int, int], out_dtype: 
 def _use_backend(runner: Runner, visible: Sequence[str | None]) -> None:
     """Make this process run the kernel on the interpreter, or on the first matching GPU.
 
-    TRITON_INTERPRET must be set before tuner.kernels.dense.kernel is imported (triton.jit
+    TRITON_INTERPRET must be set before a family's kernel module is imported (triton.jit
     reads it then).
     """
+    from tuner.kernels.registry import FAMILIES
+
     interpreted = os.environ.get("TRITON_INTERPRET") == "1"
     if not runner.on_gpu:
-        if "tuner.kernels.dense.kernel" in sys.modules and not interpreted:
+        loaded = any(family.kernel_module in sys.modules for family in FAMILIES.values())
+        if loaded and not interpreted:
             raise fail("the kernel was already loaded for a GPU in this process; run "
                        "`tuner verify --device interpreter` in a fresh process")
         runner.pin(None)
@@ -288,7 +291,7 @@ def verify(
         device_name = device_in_store(session, device)
     runner, resolved = resolve_runner(device, None, interpreter_reps=interpreter_reps)
     visible = list(resolved.visible_ids)
-    _use_backend(runner, visible)  # before anything imports tuner.kernels.dense.kernel
+    _use_backend(runner, visible)  # before anything imports a family's kernel
     options = RunOptions(lease, trial_timeout)
     fixer = Fixer(engine, url, model_shapes, device_name=device_name, runner=runner,
                   visible=visible, strategy=strategy, trials=trials, configs=candidates,

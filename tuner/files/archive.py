@@ -10,12 +10,13 @@ import tuner
 from tuner.files.engine_folders import folder_for, folder_history
 from tuner.files.merge import DeviceFiles
 from tuner.inputs.backends import TRITON_FLAG, device_advice
-from tuner.kernels.dense.naming import SGLANG_NOTE
+from tuner.kernels.engines import SGLANG_NOTE
+from tuner.kernels.registry import DEFAULT_FAMILY, EXPERTS_FAMILY
 
 README_NAME = "README.txt"
 # 1980-01-01 is the earliest time a zip entry can carry; a fixed time keeps the bytes stable.
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
-_CONFIGS_DIR = folder_for("vllm", "dense")
+_CONFIGS_DIR = folder_for("vllm", DEFAULT_FAMILY)
 
 # Where vLLM 0.33.0 reads these files and when it runs this Triton kernel.
 _HOW_TO = f"""\
@@ -28,7 +29,7 @@ Where vLLM reads these files
     -v "$PWD/<file name>:<site-packages>/{_CONFIGS_DIR}/<file name>:ro"
   A file of the same name shipped with vLLM is hidden by the mount.
 - Fused-MoE files (E=...,N=...): from the folder named by VLLM_TUNED_CONFIG_FOLDER first, then
-  <site-packages>/{folder_for("vllm", "moe")}/ (get_moe_configs).
+  <site-packages>/{folder_for("vllm", EXPERTS_FAMILY)}/ (get_moe_configs).
 - The name must carry the device_name vLLM computes for the GPU (its name with spaces as "_").
 - vLLM reads a file once per process; for an M not in the file it uses the entry of the
   nearest M key (a tie goes to the key first in the file: the smaller one in these files).
@@ -36,9 +37,9 @@ Where vLLM reads these files
 
 
 def _sglang_how_to() -> str:
-    """Where each SGLang release reads the files (`tuner.files.engine_folders.ENGINE_FOLDERS`)."""
-    dense = "\n".join(f"    {line}" for line in folder_history("sglang", "dense"))
-    moe = "\n".join(f"    {line}" for line in folder_history("sglang", "moe"))
+    """Where each SGLang release reads the files (`KernelFamily.engine_folders`)."""
+    dense = "\n".join(f"    {line}" for line in folder_history("sglang", DEFAULT_FAMILY))
+    moe = "\n".join(f"    {line}" for line in folder_history("sglang", EXPERTS_FAMILY))
     return f"""\
 These files carry SGLang's spelling of the name (block_shape=[128, 128]).
 {SGLANG_NOTE}

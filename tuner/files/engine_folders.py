@@ -1,68 +1,39 @@
 """Where each release of vLLM and SGLang reads block-FP8 config files, and which entries SGLang
 rewrites when it reads them (pure).
 
-One table, `ENGINE_FOLDERS`: (engine, first version, kernel family) -> folder under
-site-packages. A release reads from the row of its engine and family with the highest first
-version not above its own, so the next move of a folder is one more row.
+Each kernel family lists where the engines read its files (`KernelFamily.engine_folders`, rows of
+engine, first version and folder under site-packages). A release reads from the row of its engine
+with the highest first version not above its own, so the next move of a folder is one more row.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+
+from tuner.kernels.engines import TRITON_PLACEHOLDER, EngineFolder
+from tuner.kernels.registry import FAMILIES, family_of_file
 
 # The releases whose sources these rows were checked in last: the default `--engine-version`.
 DEFAULT_ENGINE_VERSIONS: dict[str, str] = {"vllm": "0.33.0", "sglang": "0.5.23"}
-# The placeholder of a folder that depends on the serving image's Triton (SGLang's MoE files).
-TRITON_PLACEHOLDER = "{triton}"
 
 
-@dataclass(frozen=True)
-class EngineFolder:
-    """One row: from `first_version` on, `engine` reads `family`'s files from `folder`.
+def family_rows(engine: str, family: str) -> list[EngineFolder]:
+    """The rows of a registered family's `engine_folders` for one engine, oldest first.
 
-    Attributes:
+    Args:
         engine: "vllm" or "sglang".
-        first_version: the first release that reads there ("0": every release before the next
-            row, as far as was checked; see the comments of `ENGINE_FOLDERS`).
-        family: "dense" or "moe" (`tuner.kernels.registry.FAMILIES`).
-        folder: relative to site-packages; `{triton}` stands for `triton_folder(version)`.
-        env: a variable naming a folder the engine reads the family's files from first, or None.
+        family: a registered family's name (`tuner.kernels.registry.FAMILIES`).
+
+    Returns:
+        The rows sorted by `version_key` of their first version; [] for an unknown family or an
+        engine that does not read the family's files.
     """
+    registered = FAMILIES.get(family)
+    rows = registered.engine_folders if registered is not None else ()
+    return sorted((row for row in rows if row.engine == engine),
+                  key=lambda row: version_key(row.first_version))
 
-    engine: str
-    first_version: str
-    family: str
-    folder: str
-    env: str | None = None
-
-
-ENGINE_FOLDERS: tuple[EngineFolder, ...] = (
-    # vLLM 0.33.0: get_w8a8_block_configs (model_executor/layers/quantization/utils/
-    # fp8_utils.py) reads the `configs` folder beside that module; get_moe_configs
-    # (model_executor/layers/fused_moe/fused_moe.py) reads VLLM_TUNED_CONFIG_FOLDER first, then
-    # the `configs` folder beside it. Only 0.33.0's sources were read: the release that first
-    # used these folders is not known, so the rows start at "0" (older releases are assumed to
-    # read there, unchecked).
-    EngineFolder("vllm", "0", "dense", "vllm/model_executor/layers/quantization/utils/configs"),
-    EngineFolder("vllm", "0", "moe", "vllm/model_executor/layers/fused_moe/configs",
-                 env="VLLM_TUNED_CONFIG_FOLDER"),
-    # SGLang: get_w8a8_block_fp8_configs reads the `configs` folder beside its fp8_kernel.py,
-    # found in the released wheels at sglang/srt/layers/quantization/ (0.5.5 to 0.5.15.post1),
-    # sglang/kernels/ops/quantization/ (0.5.16 to 0.5.20) and sglang/kernels/ops/gemm/ (0.5.21
-    # to 0.5.23). Releases before 0.5.5 were not checked ("0" assumes the oldest folder).
-    EngineFolder("sglang", "0", "dense", "sglang/srt/layers/quantization/configs"),
-    EngineFolder("sglang", "0.5.16", "dense", "sglang/kernels/ops/quantization/configs"),
-    EngineFolder("sglang", "0.5.21", "dense", "sglang/kernels/ops/gemm/configs"),
-    # SGLang: get_moe_configs (fused_moe_triton_config.py) reads `configs/triton_<triton
-    # version, '.' as '_'>/` beside that module (or under $SGLANG_MOE_CONFIG_DIR, which then
-    # replaces the package's folder whole): sglang/srt/layers/moe/fused_moe_triton/ in the wheels
-    # 0.5.5 to 0.5.10.post1, sglang/srt/layers/moe/moe_runner/triton_utils/ in 0.5.11 to 0.5.23.
-    EngineFolder("sglang", "0", "moe", "sglang/srt/layers/moe/fused_moe_triton/configs/{triton}"),
-    EngineFolder("sglang", "0.5.11", "moe",
-                 "sglang/srt/layers/moe/moe_runner/triton_utils/configs/{triton}"),
-)
 
 _VERSION_RE = re.compile(r"v?(?P<release>[0-9]{1,6}(?:\.[0-9]{1,6}){0,3})"
                          r"(?:\.?post(?P<post>[0-9]{1,6}))?"
@@ -105,18 +76,18 @@ def engine_version(engine: str, version: str | None) -> str:
 
 
 def engine_folder(engine: str, family: str, version: str | None = None) -> EngineFolder:
-    """The row of `ENGINE_FOLDERS` that a release of `engine` reads `family`'s files by.
+    """The row of `family_rows` that a release of `engine` reads `family`'s files by.
 
     Args:
         engine: "vllm" or "sglang".
-        family: "dense" or "moe".
+        family: a registered family's name.
         version: the engine's release; None for `DEFAULT_ENGINE_VERSIONS`.
 
     Raises:
         ValueError: an unknown engine or family, or a bad version.
     """
     key = version_key(engine_version(engine, version))
-    rows = [row for row in ENGINE_FOLDERS if row.engine == engine and row.family == family]
+    rows = family_rows(engine, family)
     if not rows:
         raise ValueError(f"{engine} has no folder for {family!r} files")
     return max((row for row in rows if version_key(row.first_version) <= key),
@@ -145,7 +116,7 @@ def folder_for(engine: str, family: str, version: str | None = None,
 
     Args:
         engine: "vllm" or "sglang".
-        family: "dense" or "moe".
+        family: a registered family's name.
         version: the engine's release; None for `DEFAULT_ENGINE_VERSIONS`.
         triton_version: the serving image's Triton, e.g. "3.8.0" (SGLang's MoE folder depends
             on it); unused elsewhere.
@@ -168,8 +139,7 @@ def folder_history(engine: str, family: str) -> list[str]:
     """The rows of one engine and family as lines, oldest first: "0.5.21 and later:
     sglang/kernels/ops/gemm/configs", "before 0.5.16: sglang/srt/layers/quantization/configs".
     """
-    rows = sorted((row for row in ENGINE_FOLDERS if row.engine == engine and row.family == family),
-                  key=lambda row: version_key(row.first_version))
+    rows = family_rows(engine, family)
     lines = []
     for index, row in enumerate(rows):
         after = rows[index + 1].first_version if index + 1 < len(rows) else None
@@ -241,21 +211,21 @@ def sglang_clamp_lines(files: Iterable[tuple[str, Mapping[int, Mapping[str, int]
     """`sglang_clamp_line` for each dense file SGLang would rewrite on read, in the order given.
 
     Args:
-        files: (file name in either spelling, its entries in the file's order); fused-MoE
-            files are skipped (SGLang's get_moe_configs rewrites nothing).
+        files: (file name in either spelling, its entries in the file's order); files of a
+            family SGLang reads as they are (not `KernelFamily.sglang_clamps_block_k`, e.g.
+            fused-MoE: get_moe_configs rewrites nothing) are skipped.
         device_name: the device key the files are for.
         version: SGLang's release; None for `DEFAULT_ENGINE_VERSIONS["sglang"]`.
 
     Raises:
-        ValueError: a bad version, or a dense name that is not a config file name.
+        ValueError: a bad version, or a name no family parses (`family_of_file`).
     """
-    from tuner.kernels.dense.naming import parse_config_file_name
-
     lines = []
     for file_name, configs in files:
-        if file_name.startswith("E="):
+        family = family_of_file(file_name)
+        if not family.sglang_clamps_block_k:
             continue
-        block_k = parse_config_file_name(file_name).block_shape[1]
+        block_k = family.parse_file_name(file_name)[0].block_shape[1]
         line = sglang_clamp_line(file_name, sglang_clamped(configs, block_k, device_name,
                                                            version), block_k, version)
         if line is not None:

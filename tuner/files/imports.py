@@ -105,7 +105,7 @@ def never_read_by_vllm(first: str, second: str) -> str | None:
     """Of two names of one file, the one vLLM never reads, when they differ only in spelling.
 
     vLLM looks up `block_shape=[128,128]` (`config_file_name`); SGLang writes and reads
-    `block_shape=[128, 128]` (`tuner.kernels.dense.naming.ENGINES`). A folder may hold both for
+    `block_shape=[128, 128]` (`tuner.kernels.engines.ENGINES`). A folder may hold both for
     one device and shape; vLLM reads only the first. Each name's kernel family
     (`parse_import_name`) spells it for vLLM (`KernelFamily.respell`).
 

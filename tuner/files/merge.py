@@ -213,7 +213,7 @@ def build_device_files(
         imported: (N, K, block_shape) -> imported entries and their labels (db.repo); imports
             are files of the dense GEMM.
         device_name: The device's key; needed only when `winners` is empty.
-        engine: File-name spelling, "vllm" or "sglang" (tuner.kernels.dense.naming.ENGINES).
+        engine: File-name spelling, "vllm" or "sglang" (tuner.kernels.engines.ENGINES).
         triton_of: environment_id -> Triton version, for the files of families that record
             it (`KernelFamily.file_triton_version`): the version most of a file's winners
             were timed with (the newer on a tie). SGLang's files never carry it (its MoE

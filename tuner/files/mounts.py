@@ -1,8 +1,8 @@
 """Ready-to-paste read-only mounts of config files into a serving container (pure text).
 
-Each engine release reads the files from the folders of `tuner.files.engine_folders.
-ENGINE_FOLDERS` (vLLM 0.33.0: dense files only from `<site-packages>/vllm/model_executor/layers/
-quantization/utils/configs/`, `VLLM_TUNED_CONFIG_FOLDER` does not apply to them; SGLang 0.5.23:
+Each release reads a family's files where `KernelFamily.engine_folders` says (vLLM 0.33.0:
+dense files only from `<site-packages>/vllm/model_executor/layers/quantization/utils/configs/`,
+`VLLM_TUNED_CONFIG_FOLDER` does not apply to them; SGLang 0.5.23:
 `<site-packages>/sglang/kernels/ops/gemm/configs/`). Each file is mounted on its own, so the
 files the engine ships stay visible.
 
@@ -34,8 +34,8 @@ from tuner.files.mount_formats import (
     k8s_body,
 )
 from tuner.inputs.backends import TRITON_FLAG, device_advice
-from tuner.kernels.dense.naming import ENGINES, SGLANG_NOTE
-from tuner.kernels.registry import family_of_file
+from tuner.kernels.engines import ENGINES, SGLANG_NOTE
+from tuner.kernels.registry import DEFAULT_FAMILY, family_of_file
 
 FORMATS: tuple[str, ...] = ("docker", "compose", "k8s")
 # Where the engine's package lives in its usual image: vLLM's vllm/vllm-openai image installs
@@ -133,7 +133,7 @@ def render_mounts(request: MountRequest) -> str:
         raise ValueError(f"no config files for {request.device_name} to mount")
     site = check_site_packages(request.site_packages)
     release = engine_version(request.engine, request.engine_version)
-    target_dir = f"{site}/{folder_for(request.engine, 'dense', release)}"
+    target_dir = f"{site}/{folder_for(request.engine, DEFAULT_FAMILY, release)}"
     host_dir = request.host_dir.rstrip("/") or "/"
     files, moe, moe_dir = _placed(request, site, release, target_dir)
     head = _mounts_head(request, release, target_dir, len(files))
@@ -174,7 +174,7 @@ def _placed(request: MountRequest, site: str, release: str, target_dir: str
             continue
         folder = target_dir
         if family.tuned_folder_env:
-            moe_folder = folder_for("sglang", "moe", release, request.triton_version)
+            moe_folder = folder_for(request.engine, family.name, release, request.triton_version)
             moe_dir = folder = f"{site}/{moe_folder}"
         dst = family.respell(name, request.engine, request.device_name)
         files.append(FileMount(name, f"{folder}/{dst}", key, dst))

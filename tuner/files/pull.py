@@ -24,7 +24,7 @@ from tuner.files.mounts import (
     flag_lines,
     needs_flag,
 )
-from tuner.kernels.registry import family_of_file, respell_file_name
+from tuner.kernels.registry import DEFAULT_FAMILY, family_of_file, respell_file_name
 
 # Written last into the folder: which release it holds, so a second pull of it does nothing.
 MARKER = ".blockfp8-release.json"
@@ -254,7 +254,7 @@ def render_pull_recipe(fmt: str, *, server: str, release: Mapping[str, Any], eng
     if fmt not in PULL_FORMATS:
         raise ValueError(f"format must be one of {', '.join(PULL_FORMATS)}, got {fmt!r}")
     version = engine_version(engine, engine_version_)
-    target_dir = f"{site_packages}/{folder_for(engine, 'dense', version)}"
+    target_dir = f"{site_packages}/{folder_for(engine, DEFAULT_FAMILY, version)}"
     files = wanted_files(release, engine)
     moe = [w for w in files if family_of_file(w.file_name).tuned_folder_env]
     mounted = [(w, target_dir) for w in files if w not in moe]
@@ -265,7 +265,8 @@ def render_pull_recipe(fmt: str, *, server: str, release: Mapping[str, Any], eng
         if triton_version is None:
             triton_version, triton_from = release_triton(release), "the one the release was " \
                 "tuned with"
-        moe_dir = f"{site_packages}/{folder_for(engine, 'moe', version, triton_version)}"
+        moe_family = family_of_file(moe[0].file_name).name
+        moe_dir = f"{site_packages}/{folder_for(engine, moe_family, version, triton_version)}"
         mounted += [(w, moe_dir) for w in moe]
         head += _sglang_moe_head(len(moe), moe_dir, triton_version, triton_from)
     moe_mount = bool(moe) and engine == "vllm"

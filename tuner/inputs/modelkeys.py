@@ -12,8 +12,7 @@ from tuner.inputs.shapes import (
     _read,
     known_models,
 )
-from tuner.kernels.moe.family import MOE
-from tuner.kernels.registry import DEFAULT_FAMILY
+from tuner.kernels.registry import DEFAULT_FAMILY, EXPERTS_FAMILY, get_family
 
 
 def suggest_model_key(name: str) -> str:
@@ -61,15 +60,17 @@ def find_covering(
     Malformed files are skipped (they fail loudly where they are loaded by name).
 
     Args:
-        shapes: (N, K) pairs.
+        shapes: (N, K) pairs, as the default family's file names carry them (`file_key`).
         block_shape: [group_n, group_k].
         tp: only this TP size; None for any.
-        experts: (E, N) of fused-MoE files (a log names no K or top_k).
+        experts: (E, N) of fused-MoE files (a log names no K or top_k): `file_key` of the
+            shapes of `tuner.kernels.registry.EXPERTS_FAMILY`.
 
     Returns:
         (model key, TP size) pairs, sorted.
     """
     wanted, wanted_experts = set(shapes), set(experts)
+    layers, experts_of = get_family(DEFAULT_FAMILY), get_family(EXPERTS_FAMILY)
     found = []
     for name in known_models():
         try:
@@ -79,8 +80,8 @@ def find_covering(
         if doc.block_shape != tuple(block_shape):
             continue
         for size, (_, groups) in doc.entries.items():
-            listed = {(s.N, s.K) for s in groups.get(DEFAULT_FAMILY, ())}
-            listed_experts = {(s.param("E"), s.N) for s in groups.get(MOE.name, ())}
+            listed = {layers.file_key(s) for s in groups.get(layers.name, ())}
+            listed_experts = {experts_of.file_key(s) for s in groups.get(experts_of.name, ())}
             if ((tp is None or size == tp) and wanted <= listed
                     and wanted_experts <= listed_experts):
                 found.append((name, size))

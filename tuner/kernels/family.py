@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tuner.kernels.config import KernelConfig
+from tuner.kernels.engines import EngineFolder
 from tuner.kernels.source import (
     BUILTIN,
     KernelSource,
@@ -286,6 +287,12 @@ class KernelFamily:
             vLLM reads them from its package only.
         respell_file_name: (name, engine, device_name or None) -> the name as the engine
             spells it; None: `file_name` of what `parse_file_name` gives (see `respell`).
+        engine_folders: where each engine release reads the family's files, one row per engine
+            and first version (`tuner.files.engine_folders` picks a release's row).
+        sglang_clamps_block_k: SGLang's loader of the family's files raises BLOCK_SIZE_K to
+            block_k in some releases (`tuner.files.engine_folders.sglang_clamped`).
+        file_key: shape -> the dimensions its file name carries, which is all a log names of it:
+            (N, K) by default; (E, N) for MoE files, which carry no K or top_k.
         short_title: how labels name the family (e.g. "MoE"); "" names it by `name`.
         shapes_key: the key listing the family's shapes in a model's `[tp.<size>]` tables
             (`tuner.inputs.shapes`), e.g. "shapes" (dense), "moe"; None: not in shapes files.
@@ -326,6 +333,9 @@ class KernelFamily:
     file_device: Callable[[str], str] = lambda device_name: device_name
     tuned_folder_env: str | None = None
     respell_file_name: Callable[[str, str, str | None], str] | None = None
+    engine_folders: tuple[EngineFolder, ...] = ()
+    sglang_clamps_block_k: bool = False
+    file_key: Callable[[Shape], tuple[int, ...]] = lambda shape: (shape.N, shape.K)
     # Model shapes, planning and report (tuner.inputs.shapes, tuner.run.plan, api.report)
     short_title: str = ""
     shapes_key: str | None = None

@@ -10,6 +10,9 @@ from tuner.kernels.moe.family import MOE
 FAMILIES: dict[str, KernelFamily] = {family.name: family for family in (DENSE, MOE)}
 # The family of stored tasks and of sweeps that name none (a task row's default family).
 DEFAULT_FAMILY = DENSE.name
+# The family of a model's fused-MoE experts: what `tuner shapes from-config` derives from a
+# config.json's expert count (`tuner.inputs.hfconfig`) and what a log's `E=...` files name.
+EXPERTS_FAMILY = MOE.name
 
 
 def get_family(name: str) -> KernelFamily:

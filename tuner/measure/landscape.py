@@ -7,12 +7,13 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tuner.core import CONFIG_KEYS, TrialStatus
 from tuner.kernels.config import KernelConfig
+from tuner.kernels.family import Shape
 from tuner.measure.trial import TrialResult
 
 FORMAT = "blockfp8-tuner-landscape/1"
@@ -263,7 +264,8 @@ class ProblemStats:
     near: tuple[int, ...]
 
 
-def problem_stats(landscape: Landscape, default: KernelConfig,
+def problem_stats(landscape: Landscape,
+                  default: KernelConfig | Callable[[Shape, int], KernelConfig],
                   ratios: Iterable[float] = (0.98, 0.97, 0.95)) -> list[ProblemStats]:
     """Per (N, K, M) of `landscape` with an ok config, in (N, K, M) order: its optimum, what
     it gains over `default`, and how many configs come within each of `ratios` of it. Few
@@ -273,7 +275,8 @@ def problem_stats(landscape: Landscape, default: KernelConfig,
 
     Args:
         landscape: the recorded timings.
-        default: the config to compare with, e.g. `dense.space.default_config(block_shape)`.
+        default: the config to compare with, or a family's `default_config` ((shape, M) ->
+            the config vLLM runs at M), called per problem with the landscape's block_shape.
         ratios: fractions of the optimum's speed, each in (0, 1].
     """
     ratios = tuple(ratios)
@@ -285,7 +288,8 @@ def problem_stats(landscape: Landscape, default: KernelConfig,
         optimum, result = best
         optimum_us = result.ok_latency_us
         speeds = [optimum_us / r.ok_latency_us for r in trials.values() if r.ok]
-        fallback = trials.get(default)
+        fallback = trials.get(default(Shape(n, k, landscape.block_shape), m)
+                              if callable(default) else default)
         found.append(ProblemStats(
             n, k, m, len(trials), len(speeds), optimum, optimum_us,
             fallback.ok_latency_us / optimum_us if fallback is not None and fallback.ok

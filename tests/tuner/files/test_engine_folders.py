@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from tuner.files.engine_folders import (
-    ENGINE_FOLDERS,
     cuda_device,
     folder_for,
     folder_history,
@@ -16,6 +15,7 @@ from tuner.files.engine_folders import (
     triton_folder,
     version_key,
 )
+from tuner.kernels.registry import FAMILIES
 
 ENTRY = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
          "num_warps": 4, "num_stages": 3}
@@ -42,10 +42,11 @@ def test_folder_of_each_release(engine: str, family: str, version: str | None,
     assert folder_for(engine, family, version, "3.8.0") == folder
 
 
-def test_the_table_has_one_row_per_engine_family_and_first_version() -> None:
-    keys = [(row.engine, row.family, version_key(row.first_version)) for row in ENGINE_FOLDERS]
+def test_the_families_have_one_row_per_engine_family_and_first_version() -> None:
+    rows = [(family.name, row) for family in FAMILIES.values() for row in family.engine_folders]
+    keys = [(row.engine, name, version_key(row.first_version)) for name, row in rows]
     assert len(keys) == len(set(keys))
-    assert {(row.engine, row.family) for row in ENGINE_FOLDERS if row.first_version == "0"} == {
+    assert {(row.engine, name) for name, row in rows if row.first_version == "0"} == {
         ("vllm", "dense"), ("vllm", "moe"), ("sglang", "dense"), ("sglang", "moe")}
 
 

@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from tuner.files.mounts import MountRequest, config_files_in, render_mounts
-from tuner.kernels.dense.naming import SGLANG_NOTE, engine_file_name
+from tuner.kernels.dense.naming import engine_file_name
+from tuner.kernels.engines import SGLANG_NOTE
 
 A = "N=5120,K=3072,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
 B = "N=7168,K=5120,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"

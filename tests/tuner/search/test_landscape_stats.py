@@ -52,6 +52,19 @@ def test_stats_give_the_optimum_the_gain_over_the_default_and_the_configs_near_i
     assert first.near == (3, 1)  # A, B, C; the optimum alone
 
 
+def test_a_default_per_problem_comes_from_a_family_default_config():
+    asked = []
+
+    def default(shape, M):
+        asked.append((shape.N, shape.K, shape.block_shape, M))
+        return A if M == 1 else DEFAULT
+
+    [first, second] = problem_stats(landscape(), default)
+    assert asked == [(256, 384, (128, 128), 1), (256, 384, (128, 128), 16)]
+    assert first.default_speedup == 1.0  # A is the optimum at M=1
+    assert second.default_speedup is None  # the default cannot run at M=16
+
+
 def run(*args, cwd):
     return subprocess.run([sys.executable, "-m", "tuner.cli", "landscape", "stats", *args],
                           capture_output=True, text=True, timeout=120, cwd=cwd,

@@ -11,6 +11,7 @@ from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.naming import config_file_name, engine_file_name, parse_config_file_name
 from tuner.kernels.dense.space import default_config, vllm_space, why_invalid
 from tuner.kernels.dense.specialization import specialization_key
+from tuner.kernels.engines import EngineFolder
 from tuner.kernels.family import KernelFamily, Shape, VllmServing, Workload
 from tuner.kernels.shapes_rows import int_rows
 from tuner.kernels.source import VllmKernel
@@ -82,6 +83,21 @@ def _parse_shapes(rows: object, where: str, block_shape: tuple[int, int]) -> tup
     return tuple(Shape(N, K, block_shape) for N, K in pairs)
 
 
+# vLLM 0.33.0: get_w8a8_block_configs (model_executor/layers/quantization/utils/fp8_utils.py)
+# reads the `configs` folder beside that module. Only 0.33.0's sources were read: the release
+# that first used this folder is not known, so the row starts at "0" (older releases are assumed
+# to read there, unchecked).
+# SGLang: get_w8a8_block_fp8_configs reads the `configs` folder beside its fp8_kernel.py, found
+# in the released wheels at sglang/srt/layers/quantization/ (0.5.5 to 0.5.15.post1),
+# sglang/kernels/ops/quantization/ (0.5.16 to 0.5.20) and sglang/kernels/ops/gemm/ (0.5.21 to
+# 0.5.23). Releases before 0.5.5 were not checked ("0" assumes the oldest folder).
+DENSE_ENGINE_FOLDERS = (
+    EngineFolder("vllm", "0", "vllm/model_executor/layers/quantization/utils/configs"),
+    EngineFolder("sglang", "0", "sglang/srt/layers/quantization/configs"),
+    EngineFolder("sglang", "0.5.16", "sglang/kernels/ops/quantization/configs"),
+    EngineFolder("sglang", "0.5.21", "sglang/kernels/ops/gemm/configs"),
+)
+
 DENSE = KernelFamily(
     name="dense",
     title="W8A8 block-FP8 GEMM",
@@ -99,6 +115,9 @@ DENSE = KernelFamily(
     vllm=VLLM_DENSE,
     file_name_start="N=",
     respell_file_name=_respell,
+    engine_folders=DENSE_ENGINE_FOLDERS,
+    # get_w8a8_block_fp8_configs raises BLOCK_SIZE_K to block_k (SGLang 0.5.12 on).
+    sglang_clamps_block_k=True,
     shapes_key="shapes",
     shapes_row="[N, K]",
     parse_shapes=_parse_shapes,

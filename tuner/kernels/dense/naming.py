@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from tuner.core import DEVICE_NAME_CHARS, DEVICE_NAME_MAX, is_device_name
 from tuner.kernels.dense.space import DEFAULT_BLOCK_SHAPE
+from tuner.kernels.engines import ENGINES
 
 FP8_DTYPE = "fp8_w8a8"
 
@@ -73,23 +74,8 @@ def config_file_name(
     return f"N={N},K={K},device_name={device_name},dtype={dtype},block_shape=[{bn},{bk}].json"
 
 
-# The engines whose file-name spelling we can write. vLLM: `block_shape=[128,128]`
-# (get_w8a8_block_fp8_configs, vLLM 0.33.0 fp8_utils.py); SGLang: `block_shape=[128, 128]`
-# (get_w8a8_block_fp8_configs, SGLang 0.5.23 sglang/kernels/ops/gemm/fp8_kernel.py).
-ENGINES: tuple[str, ...] = ("vllm", "sglang")
-
-
-# Where each engine release reads these files: tuner.files.engine_folders.ENGINE_FOLDERS.
-
-
-# Said wherever files are handed out in SGLang's spelling: the configs were timed on vLLM's
-# kernel. SGLang's `_w8a8_block_fp8_matmul` skips the K mask when K % BLOCK_SIZE_K == 0 (its
-# EVEN_K heuristic) and its default config uses 3 stages, not vLLM's 2 (fp8_kernel.py).
-SGLANG_NOTE = (
-    "SGLang file names: these configs were tuned on vLLM's kernel; SGLang's block-FP8 kernel "
-    "differs (unmasked K loads when K divides BLOCK_SIZE_K, a 3-stage default), so a sweep "
-    "against SGLang's kernel is the exact answer."
-)
+# Where each engine release reads these files: the family's `engine_folders`
+# (`tuner.kernels.dense.family`).
 
 
 def engine_file_name(name: str, engine: str) -> str:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tuner.kernels.config import KernelConfig
+from tuner.kernels.engines import EngineFolder
 from tuner.kernels.family import KernelFamily, Shape, VllmServing, Workload
 from tuner.kernels.moe.naming import (
     any_engine_file_name,
@@ -114,6 +115,22 @@ def _label(shape: Shape) -> str:
     return "MoE E={}, N={}, K={} (top_k={})".format(*_shape_row(shape))
 
 
+# vLLM 0.33.0: get_moe_configs (model_executor/layers/fused_moe/fused_moe.py) reads
+# VLLM_TUNED_CONFIG_FOLDER first, then the `configs` folder beside it. Only 0.33.0's sources were
+# read: the release that first used this folder is not known, so the row starts at "0" (older
+# releases are assumed to read there, unchecked).
+# SGLang: get_moe_configs (fused_moe_triton_config.py) reads `configs/triton_<triton version, '.'
+# as '_'>/` beside that module (or under $SGLANG_MOE_CONFIG_DIR, which then replaces the
+# package's folder whole): sglang/srt/layers/moe/fused_moe_triton/ in the wheels 0.5.5 to
+# 0.5.10.post1, sglang/srt/layers/moe/moe_runner/triton_utils/ in 0.5.11 to 0.5.23.
+MOE_ENGINE_FOLDERS = (
+    EngineFolder("vllm", "0", "vllm/model_executor/layers/fused_moe/configs",
+                 env="VLLM_TUNED_CONFIG_FOLDER"),
+    EngineFolder("sglang", "0", "sglang/srt/layers/moe/fused_moe_triton/configs/{triton}"),
+    EngineFolder("sglang", "0.5.11",
+                 "sglang/srt/layers/moe/moe_runner/triton_utils/configs/{triton}"),
+)
+
 MOE = KernelFamily(
     name="moe",
     title="fused-MoE W8A8 block-FP8 experts",
@@ -136,6 +153,8 @@ MOE = KernelFamily(
     # get_moe_configs reads VLLM_TUNED_CONFIG_FOLDER before fused_moe/configs/ (fused_moe.py).
     tuned_folder_env="VLLM_TUNED_CONFIG_FOLDER",
     respell_file_name=any_engine_file_name,
+    engine_folders=MOE_ENGINE_FOLDERS,
+    file_key=lambda shape: (shape.param("E"), shape.N),
     short_title="MoE",
     shapes_key="moe",
     shapes_row="[E, N, K, top_k]",

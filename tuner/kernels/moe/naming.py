@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 from tuner.core import DEVICE_NAME_CHARS, DEVICE_NAME_MAX, is_device_name
-from tuner.kernels.dense.naming import ENGINES, engine_file_name
+from tuner.kernels.dense.naming import engine_file_name
+from tuner.kernels.engines import ENGINES
 
 FP8_DTYPE = "fp8_w8a8"
 
