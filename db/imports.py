@@ -81,18 +81,9 @@ def _info(row: ImportedFile, device_name: str) -> ImportInfo:
 
 
 def record_import(
-    session: Session,
-    *,
-    device_name: str,
-    N: int,
-    K: int,
-    block_shape: tuple[int, int],
-    label: str,
-    file_name: str,
-    sha256: str,
-    configs: Mapping[int, Mapping[str, int]],
-    checked_arch: int | None = None,
-    cannot_launch: Mapping[int, str] | None = None,
+    session: Session, *, device_name: str, N: int, K: int, block_shape: tuple[int, int],
+    label: str, file_name: str, sha256: str, configs: Mapping[int, Mapping[str, int]],
+    checked_arch: int | None = None, cannot_launch: Mapping[int, str] | None = None,
     family: str = DEFAULT_FAMILY,
 ) -> ImportInfo:
     """Store a file's entries for a device and shape; the same label again replaces them.
@@ -121,16 +112,7 @@ def record_import(
         ValueError: an empty or over-long label, no entries, a bad device_name, or
             `cannot_launch` naming an M not in `configs` or given without `checked_arch`.
     """
-    if not label.strip() or len(label) > MAX_LABEL:
-        raise ValueError(f"label must be 1..{MAX_LABEL} characters, got {len(label)}")
-    if not configs:
-        raise ValueError("no M entries to import")
-    rejected = dict(cannot_launch or {})
-    if rejected and checked_arch is None:
-        raise ValueError("cannot_launch needs the checked_arch it was found for")
-    if set(rejected) - set(configs):
-        raise ValueError(f"cannot_launch names M not in the file: "
-                         f"{', '.join(map(str, sorted(set(rejected) - set(configs))))}")
+    rejected = _checked_import(label, configs, checked_arch, cannot_launch)
     device_id = get_or_create_device(session, device_name=device_name)
     values = {
         "device_id": device_id, "N": int(N), "K": int(K), "block_n": int(block_shape[0]),
@@ -155,6 +137,27 @@ def record_import(
         .execution_options(populate_existing=True)
     ).one()
     return _info(row, device_name)
+
+
+def _checked_import(label: str, configs: Mapping[int, Mapping[str, int]],
+                    checked_arch: int | None, cannot_launch: Mapping[int, str] | None
+                    ) -> dict[int, str]:
+    """`record_import`'s checks of its arguments; returns `cannot_launch` as a dict.
+
+    Raises:
+        ValueError: as `record_import`.
+    """
+    if not label.strip() or len(label) > MAX_LABEL:
+        raise ValueError(f"label must be 1..{MAX_LABEL} characters, got {len(label)}")
+    if not configs:
+        raise ValueError("no M entries to import")
+    rejected = dict(cannot_launch or {})
+    if rejected and checked_arch is None:
+        raise ValueError("cannot_launch needs the checked_arch it was found for")
+    if set(rejected) - set(configs):
+        raise ValueError(f"cannot_launch names M not in the file: "
+                         f"{', '.join(map(str, sorted(set(rejected) - set(configs))))}")
+    return rejected
 
 
 def list_imports(session: Session, *, device_name: str | None = None) -> list[ImportInfo]:

@@ -3,34 +3,41 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from tuner.cli.options import fail, plain
 
+if TYPE_CHECKING:
+    from tuner.compare.vllm_select import ModelAsked
+
 _ARCH = re.compile(r"sm(\d{2,3})")
 
 
+ArchOpt = Annotated[str | None, typer.Option(
+    "--arch", help="GPU architecture to answer for without that GPU: sm89, sm90, sm100, "
+    "sm120 [default: the visible GPU's].")]
+DeviceOpt = Annotated[str | None, typer.Option(
+    "--device", help="GPU model vLLM serves on (L20, H200, ...) [default: the visible "
+    "GPU]; without a GPU and --arch, a known model gives the architecture.")]
+LinearBackendOpt = Annotated[str | None, typer.Option(
+    "--linear-backend", help="The server's --linear-backend: triton makes it read the "
+    "dense files.")]
+NoCompileOpt = Annotated[bool, typer.Option(
+    "--no-compile", help="Skip compiling the builtin and vLLM's dense and fused-MoE "
+    "kernels for the architecture (about 20 s without a GPU).")]
+ModelOpt = Annotated[str | None, typer.Option(
+    "--model", help="Model key from `tuner shapes list`: vLLM's kernel choice is asked "
+    "for its weight shapes and model type, as its server makes it [default: one "
+    "DeepSeek-V3 layer].")]
+TpOpt = Annotated[int | None, typer.Option(help="Tensor-parallel size of --model (which "
+                                           "shapes).")]
+
+
 def doctor(
-    arch: Annotated[str | None, typer.Option(
-        "--arch", help="GPU architecture to answer for without that GPU: sm89, sm90, sm100, "
-        "sm120 [default: the visible GPU's].")] = None,
-    device: Annotated[str | None, typer.Option(
-        "--device", help="GPU model vLLM serves on (L20, H200, ...) [default: the visible "
-        "GPU]; without a GPU and --arch, a known model gives the architecture.")] = None,
-    linear_backend: Annotated[str | None, typer.Option(
-        "--linear-backend", help="The server's --linear-backend: triton makes it read the "
-        "dense files.")] = None,
-    no_compile: Annotated[bool, typer.Option(
-        "--no-compile", help="Skip compiling the builtin and vLLM's dense and fused-MoE "
-        "kernels for the architecture (about 20 s without a GPU).")] = False,
-    model: Annotated[str | None, typer.Option(
-        "--model", help="Model key from `tuner shapes list`: vLLM's kernel choice is asked "
-        "for its weight shapes and model type, as its server makes it [default: one "
-        "DeepSeek-V3 layer].")] = None,
-    tp: Annotated[int | None, typer.Option(help="Tensor-parallel size of --model (which "
-                                           "shapes).")] = None,
+    arch: ArchOpt = None, device: DeviceOpt = None, linear_backend: LinearBackendOpt = None,
+    no_compile: NoCompileOpt = False, model: ModelOpt = None, tp: TpOpt = None,
 ) -> None:
     """GPUs, versions, the kernels vLLM runs by default on the architecture, whether the tuned
     files are read and what makes them read, and whether the builtin kernels compile to
@@ -39,31 +46,10 @@ def doctor(
     --arch, and when the installed Triton is not the one vLLM 0.33.0 runs with (torch 2.14.0's
     triton 3.8; with vLLM importable, the one its metadata requires)."""
     from tuner.compare.doctor import diagnose
-    from tuner.compare.vllm_select import ModelAsked
-    from tuner.inputs.backends import linear_backend_value
-    from tuner.inputs.devices import gpu_device_key
-    from tuner.inputs.shapes import ShapesFileError, UnknownModelError, load_shapes
 
-    if arch is not None and _ARCH.fullmatch(arch) is None:
-        raise fail(f"--arch {arch!r} is not an architecture such as sm89 or sm90")
-    if tp is not None and model is None:
-        raise fail("--tp needs --model")
-    try:
-        asked = ModelAsked.of(load_shapes(model, tp)) if model is not None else None
-    except (UnknownModelError, ShapesFileError) as exc:
-        raise fail(str(exc).strip("'\"")) from None
-    if linear_backend is not None:
-        try:
-            linear_backend = linear_backend_value(linear_backend)
-        except ValueError as exc:
-            raise fail(str(exc)) from None
+    asked, linear_backend = _checked_options(arch, tp, model, linear_backend)
     versions, gpus = _installed()
-    device_name = None
-    if device is not None:
-        try:
-            device_name = gpu_device_key(device)
-        except ValueError:
-            raise fail(f"--device {device!r} is not a GPU model name such as L20") from None
+    device_name = _device_key(device) if device is not None else None
     lines = [f"{g.index}: {g.gpu_name} (sm{g.compute_capability.replace('.', '')}, "
              f"{g.device_name})" for g in gpus]
     arch_from = "--arch" if arch is not None else "the visible GPU"
@@ -84,6 +70,40 @@ def doctor(
             typer.echo(f"tuning here will not change what vLLM runs: {reason}", err=True)
         raise typer.Exit(1)
     plain(f"tuning here changes what vLLM runs: its {' and '.join(found.helps)} files")
+
+
+def _checked_options(arch: str | None, tp: int | None, model: str | None,
+                     linear_backend: str | None) -> tuple[ModelAsked | None, str | None]:
+    """--arch, --tp, --model and --linear-backend checked: the model asked about (None without
+    --model) and the backend's canonical value; a bad one exits with one line."""
+    from tuner.compare.vllm_select import ModelAsked
+    from tuner.inputs.backends import linear_backend_value
+    from tuner.inputs.shapes import ShapesFileError, UnknownModelError, load_shapes
+
+    if arch is not None and _ARCH.fullmatch(arch) is None:
+        raise fail(f"--arch {arch!r} is not an architecture such as sm89 or sm90")
+    if tp is not None and model is None:
+        raise fail("--tp needs --model")
+    try:
+        asked = ModelAsked.of(load_shapes(model, tp)) if model is not None else None
+    except (UnknownModelError, ShapesFileError) as exc:
+        raise fail(str(exc).strip("'\"")) from None
+    if linear_backend is not None:
+        try:
+            linear_backend = linear_backend_value(linear_backend)
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+    return asked, linear_backend
+
+
+def _device_key(device: str) -> str:
+    """vLLM's device key of --device; not a GPU model name exits with one line."""
+    from tuner.inputs.devices import gpu_device_key
+
+    try:
+        return gpu_device_key(device)
+    except ValueError:
+        raise fail(f"--device {device!r} is not a GPU model name such as L20") from None
 
 
 def _known_arch(device_name: str) -> str | None:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -25,23 +25,28 @@ from tuner.cli.options import (
 from tuner.cli.tables import Column, print_table
 from tuner.core import OutDtype
 
+if TYPE_CHECKING:
+    from tuner.files.merge import DeviceFile
+
+
+OutOpt = Annotated[Path, typer.Option(help="Folder to write the vLLM config files to.")]
+AllowPartialOpt = Annotated[bool, typer.Option(help="Also write files whose M grid is not "
+                                                "fully tuned yet.")]
+OutDtypeOpt = Annotated[OutDtype | None, typer.Option(help="Only trials with this output "
+                                                       "dtype [default: all].")]
+EngineNameOpt = Annotated[EngineName, typer.Option(
+    "--engine", help="File-name spelling: vllm, or sglang (block_shape=[128, 128]).",
+)]
+AllowStaleOpt = Annotated[bool, typer.Option(
+    "--allow-stale", help="Also use trials timed with another kernel source or another "
+    "Triton major.minor than the current ones.")]
+
 
 def export(
-    device: DeviceOpt,
-    out: Annotated[Path, typer.Option(help="Folder to write the vLLM config files to.")],
-    allow_partial: Annotated[bool, typer.Option(help="Also write files whose M grid is not "
-                                                "fully tuned yet.")] = False,
-    out_dtype: Annotated[OutDtype | None, typer.Option(help="Only trials with this output "
-                                                       "dtype [default: all].")] = None,
-    engine_name: Annotated[EngineName, typer.Option(
-        "--engine", help="File-name spelling: vllm, or sglang (block_shape=[128, 128]).",
-    )] = EngineName.vllm,
-    allow_stale: Annotated[bool, typer.Option(
-        "--allow-stale", help="Also use trials timed with another kernel source or another "
-        "Triton major.minor than the current ones.")] = False,
-    kernel: TrialsKernelOpt = KernelChoice.auto,
-    db: DbOpt = None,
-    engine_version: EngineVersionOpt = None,
+    device: DeviceOpt, out: OutOpt, allow_partial: AllowPartialOpt = False,
+    out_dtype: OutDtypeOpt = None, engine_name: EngineNameOpt = EngineName.vllm,
+    allow_stale: AllowStaleOpt = False, kernel: TrialsKernelOpt = KernelChoice.auto,
+    db: DbOpt = None, engine_version: EngineVersionOpt = None,
 ) -> None:
     """Write one vLLM config file per (N, K) of a device from the winners in the store.
 
@@ -51,7 +56,6 @@ def export(
     sglang, one line per file names the entries SGLang rewrites as it reads them (BLOCK_SIZE_K
     raised to block_k).
     """
-    from tuner.files.merge import write_files_atomically
     from tuner.kernels.engines import SGLANG_NOTE
 
     out_folder(out)
@@ -71,16 +75,7 @@ def export(
                f"{current.triton_minor or 'any'}", err=True)
     if engine_name == "sglang":
         typer.echo(f"note: {SGLANG_NOTE}", err=True)
-    try:
-        paths = write_files_atomically(result.files, out)
-    except OSError as exc:
-        raise fail(f"cannot write to {out}: {exc}") from None
-    for file, path in zip(result.files, paths, strict=True):
-        merged = file.merged
-        console.print(f"wrote {path}  (M = {','.join(map(str, merged.configs))})",
-                      soft_wrap=True, markup=False, highlight=False)
-        for line in [*merged.notes, *merged.warnings]:
-            console.print(f"    {line}", soft_wrap=True, markup=False, highlight=False)
+    _write(result.files, out)
     if engine_name == "sglang":
         for line in clamp_lines(device_name, engine_version,
                                 [(f.file_name, f.merged.configs) for f in result.files]):
@@ -91,6 +86,22 @@ def export(
         because = (f"; {read.stale_skips} shape(s) lack winners because their trials are stale: "
                    "--allow-stale uses them" if read.stale_skips else "")
         raise fail(f"no file written{because}", 1)
+
+
+def _write(files: list[DeviceFile], out: Path) -> None:
+    """Write the merged files into `out` at once, one line per file with its M and notes."""
+    from tuner.files.merge import write_files_atomically
+
+    try:
+        paths = write_files_atomically(files, out)
+    except OSError as exc:
+        raise fail(f"cannot write to {out}: {exc}") from None
+    for file, path in zip(files, paths, strict=True):
+        merged = file.merged
+        console.print(f"wrote {path}  (M = {','.join(map(str, merged.configs))})",
+                      soft_wrap=True, markup=False, highlight=False)
+        for line in [*merged.notes, *merged.warnings]:
+            console.print(f"    {line}", soft_wrap=True, markup=False, highlight=False)
 
 
 def _winner_columns(*, kernels: bool, ceilings: bool) -> list[Column]:

@@ -15,6 +15,8 @@ from tuner.cli.options import DbOpt, fail, open_db, plain
 from tuner.cli.publish import NoPublishOpt, publish_device
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
+
     from tuner.files.format import ParsedFile
 
 
@@ -189,26 +191,27 @@ def _launch_checks(planned: list[Planned], engine: object) -> tuple[dict[Path, V
     return verdicts, lines
 
 
-def import_files(
-    files: Annotated[list[Path], typer.Argument(help="Config files, e.g. those shipped with "
+FilesArg = Annotated[list[Path], typer.Argument(help="Config files, e.g. those shipped with "
                                                 "vLLM (NVIDIA or AMD), or folders of them "
-                                                "(e.g. vLLM's configs folder).")],
-    label: Annotated[str, typer.Option(help="Where the files come from, e.g. vllm-0.33.0; "
-                                       "importing a label again replaces its entries.")
-                     ] = "imported",
-    device: Annotated[str | None, typer.Option(help="Store for this device (one in the store, "
+                                                "(e.g. vLLM's configs folder).")]
+LabelOpt = Annotated[str, typer.Option(help="Where the files come from, e.g. vllm-0.33.0; "
+                                       "importing a label again replaces its entries.")]
+DeviceOpt = Annotated[str | None, typer.Option(help="Store for this device (one in the store, "
                                                "aliases allowed) [default: the file name's "
-                                               "device_name].")] = None,
-    check: Annotated[bool, typer.Option(help="Compile each distinct config for the device's "
+                                               "device_name].")]
+CheckOpt = Annotated[bool, typer.Option(help="Compile each distinct config for the device's "
                                         "architecture (its trials' compute capability, else a "
                                         "table of known GPUs; no GPU needed) and leave out "
-                                        "entries that cannot launch there.")] = True,
-    no_publish: NoPublishOpt = False,
-    db: DbOpt = None,
-    engine_version: Annotated[str | None, typer.Option(
-        "--engine-version", help="SGLang's release, for the files in its spelling "
-        "(block_shape=[128, 128]): which entries it rewrites on read [default: 0.5.23].")
-    ] = None,
+                                        "entries that cannot launch there.")]
+EngineVersionOpt = Annotated[str | None, typer.Option(
+    "--engine-version", help="SGLang's release, for the files in its spelling "
+    "(block_shape=[128, 128]): which entries it rewrites on read [default: 0.5.23].")]
+
+
+def import_files(
+    files: FilesArg, label: LabelOpt = "imported", device: DeviceOpt = None,
+    check: CheckOpt = True, no_publish: NoPublishOpt = False, db: DbOpt = None,
+    engine_version: EngineVersionOpt = None,
 ) -> None:
     """Keep existing config files as a labelled source per device and shape.
 
@@ -224,7 +227,6 @@ def import_files(
     """
     from db import repo
     from db.engine import session_scope
-    from tuner.files.format import coverage_summary
 
     if not 1 <= len(label) <= 128 or not label.strip():
         raise fail("--label must be 1..128 characters")
@@ -241,6 +243,23 @@ def import_files(
     else:
         verdicts, check_lines = {}, ["not checked: --no-check; the entries were imported "
                                      "without compiling them for their device"]
+    _store(engine, planned, verdicts, label)
+    _say_imported(planned, label)
+    for line in [*check_lines, *clamped]:
+        plain(line)
+    for path, reason in [*unread, *skipped]:
+        plain(f"skipped {path.name}: {reason}")
+    if not no_publish:
+        for target in sorted({plan.target for plan in planned}):
+            publish_device(engine, target, reason="tuner import")
+
+
+def _store(engine: Engine, planned: list[Planned], verdicts: dict[Path, Verdict],
+           label: str) -> None:
+    """Record every planned file's entries in one transaction (`db.imports.record_import`)."""
+    from db import repo
+    from db.engine import session_scope
+
     with session_scope(engine) as session:
         for plan in planned:
             item = plan.item
@@ -251,15 +270,14 @@ def import_files(
                                file_name=plan.path.name, sha256=item.sha256,
                                configs=item.configs, checked_arch=verdict.arch,
                                cannot_launch=verdict.cannot_launch)
+
+
+def _say_imported(planned: list[Planned], label: str) -> None:
+    """One line per imported file: its device, label and the M it covers."""
+    from tuner.files.format import coverage_summary
+
     for plan in planned:
         moved = "" if plan.target == plan.item.name.device_name else f" (file named for " \
             f"{plan.item.name.device_name})"
         plain(f"imported {plan.path.name} for {plan.target}{moved} as '{label}': "
               f"{coverage_summary(plan.item.configs, file_order=True)}")
-    for line in [*check_lines, *clamped]:
-        plain(line)
-    for path, reason in [*unread, *skipped]:
-        plain(f"skipped {path.name}: {reason}")
-    if not no_publish:
-        for target in sorted({plan.target for plan in planned}):
-            publish_device(engine, target, reason="tuner import")

@@ -45,39 +45,40 @@ AllowStaleOpt = Annotated[
 ]
 
 
-def mounts(
-    device: DeviceOpt,
-    engine_name: EngineOpt = EngineName.vllm,
-    site_packages: Annotated[str | None, typer.Option(
-        "--site-packages", help="The engine's site-packages folder in the container [default: "
-        "vLLM image /usr/local/lib/python3.12/dist-packages; SGLang image "
-        "/sgl-workspace/sglang/python].")] = None,
-    fmt: Annotated[MountFormat, typer.Option("--format", help="docker run flags, a compose "
-                                             "volumes list, a Kubernetes ConfigMap and "
-                                             "mounts; or k8s-pull / compose-pull: `tuner pull` "
-                                             "of a pinned release from --server into a volume "
-                                             "before the engine starts.")
-                   ] = MountFormat.docker,
-    server: Annotated[str | None, typer.Option(help="With k8s-pull or compose-pull: the tuner "
+SitePackagesOpt = Annotated[str | None, typer.Option(
+    "--site-packages", help="The engine's site-packages folder in the container [default: "
+    "vLLM image /usr/local/lib/python3.12/dist-packages; SGLang image "
+    "/sgl-workspace/sglang/python].")]
+FormatOpt = Annotated[MountFormat, typer.Option("--format", help="docker run flags, a compose "
+                                                "volumes list, a Kubernetes ConfigMap and "
+                                                "mounts; or k8s-pull / compose-pull: `tuner pull` "
+                                                "of a pinned release from --server into a volume "
+                                                "before the engine starts.")]
+ServerOpt = Annotated[str | None, typer.Option(help="With k8s-pull or compose-pull: the tuner "
                                                "service's URL, as the pods reach it (a name "
                                                "only the cluster resolves is fine with "
-                                               "--release).")] = None,
-    release: Annotated[int | None, typer.Option(min=1, help="With k8s-pull or compose-pull: "
+                                               "--release).")]
+ReleaseOpt = Annotated[int | None, typer.Option(min=1, help="With k8s-pull or compose-pull: "
                                                 "the release to pin, read from the store here "
                                                 "(--db) when it holds it, without asking "
                                                 "--server [default: the server's newest]."
-                                                )] = None,
-    files: Annotated[Path | None, typer.Option(help="Folder of exported files to mount "
+                                                )]
+FilesOpt = Annotated[Path | None, typer.Option(help="Folder of exported files to mount "
                                                "[default: the device's files in the store]."
-                                               )] = None,
-    host_dir: Annotated[str | None, typer.Option(help="Host folder the files are in [default: "
-                                                 "--files, else $PWD/configs].")] = None,
-    allow_partial: Annotated[bool, typer.Option(help="From the store: also shapes whose M grid "
-                                                "is not fully tuned.")] = False,
-    allow_stale: AllowStaleOpt = False,
-    kernel: MountsKernelOpt = KernelChoice.auto,
-    db: DbOpt = None,
-    engine_version: EngineVersionOpt = None,
+                                               )]
+HostDirOpt = Annotated[str | None, typer.Option(help="Host folder the files are in [default: "
+                                                "--files, else $PWD/configs].")]
+AllowPartialOpt = Annotated[bool, typer.Option(help="From the store: also shapes whose M grid "
+                                               "is not fully tuned.")]
+
+
+def mounts(
+    device: DeviceOpt, engine_name: EngineOpt = EngineName.vllm,
+    site_packages: SitePackagesOpt = None, fmt: FormatOpt = MountFormat.docker,
+    server: ServerOpt = None, release: ReleaseOpt = None, files: FilesOpt = None,
+    host_dir: HostDirOpt = None, allow_partial: AllowPartialOpt = False,
+    allow_stale: AllowStaleOpt = False, kernel: MountsKernelOpt = KernelChoice.auto,
+    db: DbOpt = None, engine_version: EngineVersionOpt = None,
     triton_version: TritonVersionOpt = None,
 ) -> None:
     """Print read-only mounts of each config file into the engine's config folder."""
@@ -105,11 +106,7 @@ def mounts(
             device, engine_name.value, allow_partial, db, allow_stale=allow_stale,
             kernel=kernel.value)
         folder = host_dir or DEFAULT_HOST_DIR
-        # The mounts name host files that the store holds: say how to put them there.
-        note = (f"note: the mounts read the files from {folder}/ on the serving host: `tuner "
-                f"export --device {device_name} --out {folder.replace('$PWD/', '')}/"
-                f"{' --engine sglang' if engine_name == EngineName.sglang else ''}` writes "
-                "them (or unzip the release's configs.zip there)")
+        note = _export_note(folder, device_name, engine_name)
     triton_from = "--triton-version" if triton_version else "the one the files were tuned with"
     try:
         text = render_mounts(MountRequest(
@@ -124,6 +121,14 @@ def mounts(
     typer.echo(text, nl=False)
     if note:
         typer.echo(note, err=True)
+
+
+def _export_note(folder: str, device_name: str, engine_name: EngineName) -> str:
+    """The mounts name host files that the store holds: the line saying how to put them there."""
+    return (f"note: the mounts read the files from {folder}/ on the serving host: `tuner "
+            f"export --device {device_name} --out {folder.replace('$PWD/', '')}/"
+            f"{' --engine sglang' if engine_name == EngineName.sglang else ''}` writes "
+            "them (or unzip the release's configs.zip there)")
 
 
 def _folder_file_names(folder: Path, device: str, engine: str) -> tuple[list[str], str]:

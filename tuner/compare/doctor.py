@@ -199,28 +199,7 @@ def diagnose(*, arch: str | None, device_name: str | None, gpus: list[str],
     mismatch = arch_mismatch(arch, device_name, arch_from) if device_name else None
     if mismatch is not None:
         out.warnings.append(mismatch)
-    version = vllm_version()
-    problem = vllm_triton_problem() if version is not None else ""
-    if version is None:
-        say("vLLM: not importable here; a sweep here times the builtin kernels (copies of "
-            f"vLLM {VLLM_VERSION}'s); run `tuner doctor` inside the serving image to check its "
-            "vLLM")
-        pinned = pinned_triton_mismatch(installed_triton_minor()) if versions.get(
-            "triton") else None
-        if pinned is not None:
-            out.warnings.append(pinned)
-    else:
-        spec, where = vllm_triton_requirement()
-        times = (f"times the builtin kernels (--kernel auto): {problem}; for --kernel vllm, "
-                 f"{PLACEHOLDER_FIX}" if problem else
-                 "times vLLM's installed kernels (--kernel auto)")
-        say(f"vLLM {version}: requires triton {spec or 'unstated'} ({where}); a sweep here "
-            + times)
-        here = installed_triton_minor()
-        wanted = _spec_minor(spec) if spec else None
-        if wanted and here and wanted != here:
-            out.reasons.append(f"triton {here} is installed but vLLM {version} runs with "
-                               f"triton {wanted}: tune inside the serving image")
+    version, problem = _say_vllm(out, versions)
     capability = _arch_number(arch)
     table_arch = arch_of(f"{capability // 10}.{capability % 10}")
     table = {a.arch: a for a in ARCH_BACKENDS}.get(table_arch or "")
@@ -231,34 +210,81 @@ def diagnose(*, arch: str | None, device_name: str | None, gpus: list[str],
         return out
     _say_model(out, model, table_arch)
     served = _served()
-    answers = (ask_vllm(arch, model or DEFAULT_MODEL) if version is not None
-               else {family.name: Answer(None) for family in served})
-    reasons = {answers[family.name].reason for family in served}
-    if len(served) > 1 and len(reasons) == 1 and "" not in reasons:  # one for all: said once
-        say(f"{reasons.pop()}: {TABLE} answers")
-        answers = {family.name: Answer(None) for family in served}
-    asked = Asked(arch, capability, table_arch, table, model, linear_backend_triton)
-    for family in served:
-        if family.serving and family.serving.advice:
-            load_hook(family.serving.advice)(out, asked, answers.get(family.name, Answer(None)))
-    compared = {family.serving.label: family.serving.compare for family in served
-                if family.serving and family.serving.compare}
-    labels = " and ".join(compared)
-    if compare and version is not None and not problem and versions.get("triton"):
-        for hook in compared.values():
-            load_hook(hook)(out, capability)
-    elif compare and compared and version is not None and versions.get("triton"):
-        say(f"builtin vs vLLM's compiled code ({labels}): not compared: {problem}; "
-            'with CUDA_VISIBLE_DEVICES="" set vLLM keeps the real Triton, and doctor compares '
-            "them")
-    elif compare and compared and versions.get("triton"):
-        say(f"builtin vs vLLM's compiled code ({labels}): no vLLM here to compare "
-            "with (bench/vllm_equivalence.py compares with a vLLM wheel's files)")
+    _advise(out, served, Asked(arch, capability, table_arch, table, model, linear_backend_triton),
+            version)
+    if compare:
+        _compare_kernels(out, served, capability, version, problem, versions)
     if not out.helps:
         out.reasons.append(f"vLLM on {arch} reads no tuned file with default settings; "
                            f"start it with {TRITON_FLAG} (and pass --linear-backend triton "
                            "here) if tuner compare shows Triton wins")
     return out
+
+
+def _say_vllm(out: Diagnosis, versions: dict[str, str]) -> tuple[str | None, str]:
+    """The lines about the vLLM installed here and the triton it requires.
+
+    Returns:
+        vLLM's version (None when not importable) and why its Triton kernels cannot be
+        compiled here ("" when they can).
+    """
+    say = out.lines.append
+    version = vllm_version()
+    problem = vllm_triton_problem() if version is not None else ""
+    if version is None:
+        say("vLLM: not importable here; a sweep here times the builtin kernels (copies of "
+            f"vLLM {VLLM_VERSION}'s); run `tuner doctor` inside the serving image to check its "
+            "vLLM")
+        pinned = pinned_triton_mismatch(installed_triton_minor()) if versions.get(
+            "triton") else None
+        if pinned is not None:
+            out.warnings.append(pinned)
+        return version, problem
+    spec, where = vllm_triton_requirement()
+    times = (f"times the builtin kernels (--kernel auto): {problem}; for --kernel vllm, "
+             f"{PLACEHOLDER_FIX}" if problem else
+             "times vLLM's installed kernels (--kernel auto)")
+    say(f"vLLM {version}: requires triton {spec or 'unstated'} ({where}); a sweep here "
+        + times)
+    here = installed_triton_minor()
+    wanted = _spec_minor(spec) if spec else None
+    if wanted and here and wanted != here:
+        out.reasons.append(f"triton {here} is installed but vLLM {version} runs with "
+                           f"triton {wanted}: tune inside the serving image")
+    return version, problem
+
+
+def _advise(out: Diagnosis, served: list[KernelFamily], asked: Asked, version: str | None) -> None:
+    """Each served family's advice hook, with what vLLM selects for it (asked when vLLM is
+    importable; a reason shared by every family is said once)."""
+    answers = (ask_vllm(asked.arch, asked.model or DEFAULT_MODEL) if version is not None
+               else {family.name: Answer(None) for family in served})
+    reasons = {answers[family.name].reason for family in served}
+    if len(served) > 1 and len(reasons) == 1 and "" not in reasons:  # one for all: said once
+        out.lines.append(f"{reasons.pop()}: {TABLE} answers")
+        answers = {family.name: Answer(None) for family in served}
+    for family in served:
+        if family.serving and family.serving.advice:
+            load_hook(family.serving.advice)(out, asked, answers.get(family.name, Answer(None)))
+
+
+def _compare_kernels(out: Diagnosis, served: list[KernelFamily], capability: int,
+                     version: str | None, problem: str, versions: dict[str, str]) -> None:
+    """Compare the builtin kernels with vLLM's compiled code, or say why they are not."""
+    compared = {family.serving.label: family.serving.compare for family in served
+                if family.serving and family.serving.compare}
+    labels = " and ".join(compared)
+    if version is not None and not problem and versions.get("triton"):
+        for hook in compared.values():
+            load_hook(hook)(out, capability)
+    elif compared and version is not None and versions.get("triton"):
+        out.lines.append(
+            f"builtin vs vLLM's compiled code ({labels}): not compared: {problem}; "
+            'with CUDA_VISIBLE_DEVICES="" set vLLM keeps the real Triton, and doctor compares '
+            "them")
+    elif compared and versions.get("triton"):
+        out.lines.append(f"builtin vs vLLM's compiled code ({labels}): no vLLM here to compare "
+                         "with (bench/vllm_equivalence.py compares with a vLLM wheel's files)")
 
 
 def _say_model(out: Diagnosis, model: ModelAsked | None, table_arch: str) -> None:

@@ -184,46 +184,60 @@ def compare_entry(entry: Entry, runner: Any, retime: Retime, *, rounds: int,
     distinct = list(dict.fromkeys(roles.values()))
     checked = {config: _check(runner, config, block_shape) for config in distinct}
     passing = [c for c in distinct if str(checked[c].status) == "ok"]
-    timed, failure = {}, None
-    try:
-        if passing:
-            timed = {r.config: r for r in retime(runner.sample_us, passing, rounds=rounds)}
-    except Exception as exc:  # noqa: BLE001 - a failed timing is recorded, the run goes on
-        failure = f"timing failed: {type(exc).__name__}: {' '.join(str(exc).split())}"[:300]
+    timed, failure = _time_passing(runner, retime, passing, rounds)
     row: dict[str, Any] = {"N": entry.N, "K": entry.K, "M": entry.M}
     for role in ROLES:
         config = roles.get(role)
-        if config is None:
-            row[role] = None
-            continue
-        cell: dict[str, Any] = {
-            "config": config.as_dict(),
-            "key_M": entry.ours_key if role == "ours" else (entry.M if role == "shipped" else None),
-            "status": str(checked[config].status),
-        }
-        if config in timed:
-            t = timed[config]
-            cell.update(latency_us=round(t.latency_us, 3), p20_us=round(t.p20_us, 3),
-                        p80_us=round(t.p80_us, 3), rounds=t.rounds)
-        else:
-            cell.update(latency_us=None, error=checked[config].error or failure)
-        row[role] = cell
+        row[role] = None if config is None else _cell(entry, role, config, checked[config],
+                                                      timed.get(config), failure)
     spreads = [t.p80_us - t.p20_us for t in timed.values()]
     row["noise_us"] = round(max(spreads), 3) if spreads else None
     row["speedup_vs_default"] = _ratio(row["default"], row["ours"])
     row["speedup_vs_shipped"] = _ratio(row["shipped"], row["ours"])
     row["shipped_vs_default"] = _ratio(row["default"], row["shipped"])
     ours_us = (row["ours"] or {}).get("latency_us")
-    figures = None
-    if ours_us:
-        r = roofline(entry.M, entry.N, entry.K, ours_us, ceilings, block_shape=block_shape,
-                     out_dtype=out_dtype)
-        figures = {"gbps": round(r.gbps, 1), "tflops": round(r.tflops, 2),
-                   "copy_ratio": None if r.copy_ratio is None else round(r.copy_ratio, 4),
-                   "fp8_mm_ratio": None if r.fp8_mm_ratio is None else round(r.fp8_mm_ratio, 4),
-                   "bound": r.bound}
-    row["roofline"] = figures
+    row["roofline"] = (_roofline_figures(entry, ours_us, ceilings, out_dtype, block_shape)
+                       if ours_us else None)
     return row
+
+
+def _time_passing(runner: Any, retime: Retime, passing: list, rounds: int
+                  ) -> tuple[dict, str | None]:
+    """Re-time the configs that passed their check interleaved: config -> timing, and the one
+    line of a failed timing (None when it ran)."""
+    try:
+        if passing:
+            return {r.config: r for r in retime(runner.sample_us, passing, rounds=rounds)}, None
+    except Exception as exc:  # noqa: BLE001 - a failed timing is recorded, the run goes on
+        return {}, f"timing failed: {type(exc).__name__}: {' '.join(str(exc).split())}"[:300]
+    return {}, None
+
+
+def _cell(entry: Entry, role: str, config: Any, checked: Any, timing: Any,
+          failure: str | None) -> dict[str, Any]:
+    """One role's cell of a `compare_entry` row: its config, key_M, status and timing or error."""
+    cell: dict[str, Any] = {
+        "config": config.as_dict(),
+        "key_M": entry.ours_key if role == "ours" else (entry.M if role == "shipped" else None),
+        "status": str(checked.status),
+    }
+    if timing is not None:
+        cell.update(latency_us=round(timing.latency_us, 3), p20_us=round(timing.p20_us, 3),
+                    p80_us=round(timing.p80_us, 3), rounds=timing.rounds)
+    else:
+        cell.update(latency_us=None, error=checked.error or failure)
+    return cell
+
+
+def _roofline_figures(entry: Entry, ours_us: float, ceilings: Mapping[str, float] | None,
+                      out_dtype: str, block_shape: tuple[int, int]) -> dict[str, Any]:
+    """Our config's roofline figures (`tuner.measure.roofline.roofline`), rounded for JSON."""
+    r = roofline(entry.M, entry.N, entry.K, ours_us, ceilings, block_shape=block_shape,
+                 out_dtype=out_dtype)
+    return {"gbps": round(r.gbps, 1), "tflops": round(r.tflops, 2),
+            "copy_ratio": None if r.copy_ratio is None else round(r.copy_ratio, 4),
+            "fp8_mm_ratio": None if r.fp8_mm_ratio is None else round(r.fp8_mm_ratio, 4),
+            "bound": r.bound}
 
 
 def compare(entries: Sequence[Entry], runner_factory: RunnerFactory, *, rounds: int = ROUNDS,

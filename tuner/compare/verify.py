@@ -273,18 +273,10 @@ def verify_point(
 
 
 def verify_shape(
-    *,
-    N: int,
-    K: int,
-    block_shape: tuple[int, int],
-    configs: Mapping[int, Mapping[str, int]],
-    m_points: Sequence[int],
-    make_runner: RunnerFactory,
-    rounds: int | None = None,
-    retime: RetimeFn | None = None,
-    on_point: Callable[[PointResult], None] | None = None,
-    noise_floor: float = 0.0,
-    family: str = DEFAULT_FAMILY,
+    *, N: int, K: int, block_shape: tuple[int, int], configs: Mapping[int, Mapping[str, int]],
+    m_points: Sequence[int], make_runner: RunnerFactory, rounds: int | None = None,
+    retime: RetimeFn | None = None, on_point: Callable[[PointResult], None] | None = None,
+    noise_floor: float = 0.0, family: str = DEFAULT_FAMILY,
     params: tuple[tuple[str, int], ...] = (),
 ) -> ShapeVerification:
     """Time, at each M, the config vLLM would run from this file against vLLM's default config
@@ -321,11 +313,7 @@ def verify_shape(
     """
     kernel_family = get_family(family)
     shape = Shape(N, K, as_block_shape(block_shape), tuple(params))
-    if retime is None or rounds is None:
-        from tuner.measure.noise import RETIME_ROUNDS, retime_interleaved
-
-        retime = retime if retime is not None else retime_interleaved
-        rounds = rounds if rounds is not None else RETIME_ROUNDS
+    retime, rounds = _retiming(retime, rounds)
     if not configs:
         raise ValueError(f"N={N},K={K}: the file has no keys")
     parsed = {M: KernelConfig.from_dict(entry) for M, entry in configs.items()}
@@ -340,3 +328,13 @@ def verify_shape(
         results.append(result)
     return ShapeVerification(N=N, K=K, block_shape=tuple(block_shape), keys=tuple(sorted(parsed)),
                              points=tuple(results))
+
+
+def _retiming(retime: RetimeFn | None, rounds: int | None) -> tuple[RetimeFn, int]:
+    """`verify_shape`'s re-timing and rounds, tuner.measure.noise's where not given."""
+    if retime is not None and rounds is not None:
+        return retime, rounds
+    from tuner.measure.noise import RETIME_ROUNDS, retime_interleaved
+
+    return (retime if retime is not None else retime_interleaved,
+            rounds if rounds is not None else RETIME_ROUNDS)

@@ -42,7 +42,7 @@ def log_shapes(scan: LogScan, tp: int | None) -> LogShapes:
         tp=tp if tp is not None else scan.tp, pairs=[(n, k) for n, k, _ in shapes],
         experts=experts,
         block_shapes=sorted({b for _, _, b in shapes} | {b for _, _, b in experts}),
-        engines=sorted({m.engine for m in scan.missing} | ({"vllm"} if experts else set())))
+        engines=sorted({m.engine for files in scan.files.values() for m in files}))
 
 
 def save_problem(found: LogShapes, save: str) -> str | None:

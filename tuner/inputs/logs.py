@@ -13,9 +13,10 @@ Both engines warn once per missing file and process (so once per rank):
 vLLM's fused-MoE kernel warns likewise (`get_moe_configs`,
 model_executor/layers/fused_moe/fused_moe.py): `Using default MoE config. Performance might be
 sub-optimal! Config file not found at <folder>/E=..,N=..,device_name=..,dtype=fp8_w8a8,
-block_shape=[128,128].json`. Block-FP8 MoE files are kept apart (`LogScan.moe_missing`); any other
-MoE file (per-tensor `dtype=fp8_w8a8.json`, BF16 without a dtype, int8, ...) is out of scope and
-only listed by name (`LogScan.moe_out_of_scope`). TP size and model name are taken from the
+block_shape=[128,128].json`. Each family says which line names its missing file
+(`KernelFamily.log_line`) and the scan keeps each family's files apart (`LogScan.files`); any
+other MoE file (per-tensor `dtype=fp8_w8a8.json`, BF16 without a dtype, int8, ...) is out of
+scope and only listed by name (`LogScan.out_of_scope`). TP size and model name are taken from the
 engine's start-up lines when the log has them (vLLM: `non-default args: {..., 'model': '...',
 'tensor_parallel_size': 2}`, where no tensor_parallel_size means vLLM's default 1, and the
 engine's `with config: model='...', tensor_parallel_size=2`; SGLang: `tp_size=2`,
@@ -26,27 +27,19 @@ from __future__ import annotations
 
 import gzip
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
+from typing import TypeVar
 
 from tuner.inputs.backends import kernel_verdict, linear_backend_arg, selected_kernel
-from tuner.kernels.dense.naming import FP8_DTYPE, parse_config_file_name
-from tuner.kernels.moe.naming import parse_moe_config_file_name
+from tuner.kernels.dense.naming import FP8_DTYPE
+from tuner.kernels.family import KernelFamily, Shape, VllmLogLine
+from tuner.kernels.moe.family import MOE
+from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES
 
-MARKER = "Using default W8A8 Block FP8 kernel config"
-MOE_MARKER = "Using default MoE config"
-# Any fused-MoE file name at the end of a path: E=..,N=..,device_name=..[,dtype=..][,block_shape=..]
-# (SGLang's `block_shape=[128, 128]` has a space).
-_MOE_FILE_RE = re.compile(
-    r"(?:^|[/\\'\"\s\[])(?P<name>E=\d+,N=\d+,device_name=[^/\\\s]+?(?: \d+\])?\.json)")
 _NOT_FOUND_RE = re.compile(r"Config file not found at\s+(?P<rest>.*)$")
-# The file name at the end of a path; SGLang puts a space inside block_shape. The device part
-# may hold any character vLLM keeps (',' and '=' too), so it ends at the last ",dtype=".
-_FILE_RE = re.compile(
-    r"(?:^|[/\\'\"\s\[])(?P<name>N=\d+,K=\d+,device_name=[^/\\\s]+,dtype=[a-z0-9_]+,"
-    r"block_shape=\[\d+, ?\d+\]\.json)"
-)
 _ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # `tensor_parallel_size=2` (config line) or `'tensor_parallel_size': 2` (vLLM's non-default args).
 _TP_RE = re.compile(r"\b(?:tensor_parallel_size|tp_size)'?\s*[=:]\s*(\d+)")
@@ -57,6 +50,7 @@ _TP_RE = re.compile(r"\b(?:tensor_parallel_size|tp_size)'?\s*[=:]\s*(\d+)")
 _NON_DEFAULT = "non-default args: {"
 _MODEL_RE = re.compile(r"\b(?:model|model_path)'?\s*[=:]\s*'([^']+)'")
 _BINARY_PROBE_BYTES = 8192
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -64,20 +58,35 @@ class MissingConfig:
     """One config file an engine looked for and did not find.
 
     Attributes:
-        engine: "vllm" or "sglang" (from the path, else from the block_shape spelling).
+        family: the kernel family whose warning named it (`tuner.kernels.registry`).
+        engine: "vllm" or "sglang" (the family's log line's engine, else from the path, else
+            from the block_shape spelling).
         path: the full path the engine looked at.
         device_name: the engine's device key in the file name, e.g. `NVIDIA_L20`.
-        N: rows of the weight B [N, K].
-        K: columns of B [N, K].
-        block_shape: [group_n, group_k].
+        shape: what the file name says of the shape (`KernelFamily.parse_file_name`: a MoE
+            name gives K = 0 and params (("E", E),)).
     """
 
+    family: str
     engine: str
     path: str
     device_name: str
-    N: int
-    K: int
-    block_shape: tuple[int, int]
+    shape: Shape
+
+    @property
+    def N(self) -> int:
+        """Rows of the weight B [N, K] (per expert for the fused MoE)."""
+        return self.shape.N
+
+    @property
+    def K(self) -> int:
+        """Columns of B [N, K]; 0 when the file name does not hold K (fused MoE)."""
+        return self.shape.K
+
+    @property
+    def block_shape(self) -> tuple[int, int]:
+        """[group_n, group_k]."""
+        return self.shape.block_shape
 
     @property
     def folder(self) -> str:
@@ -87,51 +96,32 @@ class MissingConfig:
 
 
 @dataclass(frozen=True)
-class MissingMoeConfig:
-    """One block-FP8 fused-MoE config file vLLM looked for and did not find.
-
-    Attributes:
-        path: the full path vLLM looked at.
-        device_name: the device part of the file name (every H200 is `NVIDIA_H200` there).
-        E: number of experts (on this rank).
-        N: per-rank intermediate size (w2's last dimension).
-        block_shape: [group_n, group_k].
-    """
-
-    path: str
-    device_name: str
-    E: int
-    N: int
-    block_shape: tuple[int, int]
-
-
-@dataclass(frozen=True)
 class LogScan:
     """What a log says about missing block-FP8 config files.
 
     Attributes:
-        missing: distinct missing files, in order of first appearance.
-        warnings: how many such warnings the log has (one per rank and file).
+        files: family name -> its distinct missing files, in order of first appearance (every
+            registered family with a `log_line`, () when the log names none).
+        warnings: how many warnings of the counted families (`VllmLogLine.counted`) the log
+            has (one per rank and file).
         tp: tensor-parallel size from the engine's start-up line; None if absent or ambiguous.
         model: the served model's name or path from that line; None if absent or ambiguous.
         lines: lines read.
         linear_kernels: the block-FP8 linear kernel classes vLLM says it selected ("Selected
             <kernel> for <method>", tuner.inputs.backends), in order of first appearance.
         linear_backend: the `linear_backend` of vLLM's non-default args, or None.
-        moe_missing: distinct missing block-FP8 fused-MoE files, in order of first appearance.
-        moe_out_of_scope: distinct names of other missing fused-MoE files (per-tensor FP8,
+        out_of_scope: family name -> distinct names of its other missing files (per-tensor FP8,
             BF16, ...): this tool tunes none of them.
     """
 
-    missing: tuple[MissingConfig, ...]
+    files: Mapping[str, tuple[MissingConfig, ...]]
     warnings: int
     tp: int | None
     model: str | None
     lines: int
     linear_kernels: tuple[str, ...] = ()
     linear_backend: str | None = None
-    moe_missing: tuple[MissingMoeConfig, ...] = ()
-    moe_out_of_scope: tuple[str, ...] = ()
+    out_of_scope: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def kernel_line(self) -> str | None:
@@ -139,25 +129,55 @@ class LogScan:
         return kernel_verdict(self.linear_kernels, self.linear_backend)
 
     @property
+    def any_missing(self) -> bool:
+        """The log names a missing file of some family."""
+        return any(self.files.values())
+
+    @property
     def device_names(self) -> list[str]:
-        """The distinct device_name keys (of the dense files, else of the MoE files), sorted."""
-        return sorted({m.device_name for m in self.missing or self.moe_missing})
+        """The distinct device_name keys of the first family (registry order) with missing
+        files, sorted."""
+        found = next((files for files in self.files.values() if files), ())
+        return sorted({m.device_name for m in found})
+
+    def shapes_of(self, family: str, device_name: str | None = None) -> list[Shape]:
+        """A family's distinct missing shapes, in order of first appearance.
+
+        Args:
+            family: the family's name.
+            device_name: only files of this device; None for all.
+        """
+        return list(dict.fromkeys(
+            m.shape for m in self.files.get(family, ())
+            if device_name is None or m.device_name == device_name))
+
+    # The per-family views `tuner.cli.shapes` and `tuner.inputs.lognext` read.
+    @property
+    def missing(self) -> tuple[MissingConfig, ...]:
+        """The default family's (the dense GEMM's) missing files."""
+        return tuple(self.files.get(DEFAULT_FAMILY, ()))
+
+    @property
+    def moe_missing(self) -> tuple[MissingConfig, ...]:
+        """The fused-MoE experts' missing block-FP8 files."""
+        return tuple(self.files.get(MOE.name, ()))
+
+    @property
+    def moe_out_of_scope(self) -> tuple[str, ...]:
+        """The names of the other missing fused-MoE files."""
+        return tuple(self.out_of_scope.get(MOE.name, ()))
 
     def experts(self) -> list[tuple[int, int, tuple[int, int]]]:
         """Distinct (E, N, block_shape) of the missing block-FP8 MoE files, in order."""
-        return list(dict.fromkeys((m.E, m.N, m.block_shape) for m in self.moe_missing))
+        return [(s.param("E"), s.N, s.block_shape) for s in self.shapes_of(MOE.name)]
 
     def shapes(self, device_name: str | None = None) -> list[tuple[int, int, tuple[int, int]]]:
-        """Distinct (N, K, block_shape), in order of first appearance.
+        """Distinct (N, K, block_shape) of the dense GEMM's files, in order of first appearance.
 
         Args:
             device_name: only files of this device; None for all.
         """
-        keys = (
-            (m.N, m.K, m.block_shape) for m in self.missing
-            if device_name is None or m.device_name == device_name
-        )
-        return list(dict.fromkeys(keys))
+        return [(s.N, s.K, s.block_shape) for s in self.shapes_of(DEFAULT_FAMILY, device_name)]
 
 
 def _engine_of(path: str, name: str) -> str:
@@ -169,88 +189,105 @@ def _engine_of(path: str, name: str) -> str:
     return "sglang" if ", " in name else "vllm"
 
 
-def _one(values: set) -> object | None:
+def _one(values: set[_T]) -> _T | None:
     return next(iter(values)) if len(values) == 1 else None
 
 
+@cache
+def _file_re(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def _logged() -> list[tuple[KernelFamily, VllmLogLine]]:
+    """The registered families whose missing files a log names, in registry order."""
+    return [(family, family.log_line) for family in FAMILIES.values()
+            if family.log_line is not None]
+
+
+@dataclass
+class _StartUp:
+    """What the engine's start-up lines say: TP sizes, model names, linear kernel and backend."""
+
+    tps: set[int] = field(default_factory=set)
+    models: set[str] = field(default_factory=set)
+    kernels: dict[str, None] = field(default_factory=dict)
+    backends: set[str] = field(default_factory=set)
+
+    def read(self, line: str) -> None:
+        """Take what one line (not a missing-file warning) says."""
+        selected = selected_kernel(line)
+        if selected is not None:
+            self.kernels.setdefault(selected[0], None)
+        if _NON_DEFAULT in line:
+            self.backends.update(filter(None, [linear_backend_arg(line)]))
+            # vLLM's default TP is 1: the dict leaves tensor_parallel_size out then.
+            found_tp = _TP_RE.findall(line) or ["1"]
+            self.tps.update(int(v) for v in found_tp if 0 < int(v) <= 1024)
+            self.models.update(_MODEL_RE.findall(line)[:1])
+        elif "tensor_parallel_size=" in line or "tp_size=" in line:
+            self.tps.update(int(v) for v in _TP_RE.findall(line) if 0 < int(v) <= 1024)
+            self.models.update(_MODEL_RE.findall(line)[:1])
+
+
+@dataclass
+class _Missing:
+    """A family's missing files, keyed to drop repeats (one warning per rank), and the names
+    of its files out of scope."""
+
+    found: dict[tuple[str, Shape, str], MissingConfig] = field(default_factory=dict)
+    other: dict[str, None] = field(default_factory=dict)
+
+    def read(self, line: str, family: KernelFamily, log_line: VllmLogLine) -> bool:
+        """Record the file of one of the family's warning lines; whether the line counts as a
+        warning (a block-FP8 file the family parses)."""
+        hit = _NOT_FOUND_RE.search(line)
+        name_match = _file_re(log_line.file_re).search(hit["rest"]) if hit else None
+        if hit is None or name_match is None:
+            return False
+        name = name_match["name"]
+        try:
+            shape, device_name, dtype = family.parse_file_name(name)
+        except ValueError:
+            dtype = ""
+        if dtype != FP8_DTYPE:
+            if log_line.out_of_scope:
+                self.other.setdefault(name[:200], None)
+            return False
+        path = hit["rest"][: name_match.end("name")].strip().strip("'\"[")
+        self.found.setdefault((device_name, shape, path), MissingConfig(
+            family=family.name, engine=log_line.engine or _engine_of(path, name), path=path,
+            device_name=device_name, shape=shape))
+        return True
+
+
 def scan_lines(lines: Iterable[str]) -> LogScan:
-    """Find the missing-config warnings of the block-FP8 GEMM in log lines.
+    """Find the missing-config warnings of the block-FP8 kernels in log lines.
 
     Args:
         lines: the log's lines (line endings and ANSI colour codes are tolerated).
 
     Returns:
-        The distinct missing files and what the start-up line says about TP and model.
+        The distinct missing files per family and what the start-up line says about TP and
+        model.
     """
-    found: dict[str, MissingConfig] = {}
+    logged = _logged()
+    missing = {family.name: _Missing() for family, _ in logged}
+    start_up = _StartUp()
     warnings = 0
     count = 0
-    tps: set[int] = set()
-    models: set[str] = set()
-    kernels: dict[str, None] = {}
-    backends: set[str] = set()
-    moe: dict[str, MissingMoeConfig] = {}
-    moe_other: dict[str, None] = {}
     for raw in lines:
         count += 1
         line = _ANSI_RE.sub("", raw).rstrip("\r\n")
-        if MOE_MARKER in line:
-            _moe_warning(line, moe, moe_other)
-            continue
-        if MARKER not in line:
-            selected = selected_kernel(line)
-            if selected is not None:
-                kernels.setdefault(selected[0], None)
-            if _NON_DEFAULT in line:
-                backends.update(filter(None, [linear_backend_arg(line)]))
-                # vLLM's default TP is 1: the dict leaves tensor_parallel_size out then.
-                found_tp = _TP_RE.findall(line) or ["1"]
-                tps.update(int(v) for v in found_tp if 0 < int(v) <= 1024)
-                models.update(_MODEL_RE.findall(line)[:1])
-            elif "tensor_parallel_size=" in line or "tp_size=" in line:
-                tps.update(int(v) for v in _TP_RE.findall(line) if 0 < int(v) <= 1024)
-                models.update(_MODEL_RE.findall(line)[:1])
-            continue
-        hit = _NOT_FOUND_RE.search(line)
-        name_match = _FILE_RE.search(hit["rest"]) if hit else None
-        if name_match is None:
-            continue
-        try:
-            parsed = parse_config_file_name(name_match["name"])
-        except ValueError:
-            continue
-        if parsed.dtype != FP8_DTYPE:
-            continue
-        warnings += 1
-        path = hit["rest"][: name_match.end("name")].strip().strip("'\"[")
-        key = f"{parsed.device_name}|{parsed.N}|{parsed.K}|{parsed.block_shape}|{path}"
-        if key not in found:
-            found[key] = MissingConfig(
-                engine=_engine_of(path, name_match["name"]), path=path,
-                device_name=parsed.device_name, N=parsed.N, K=parsed.K,
-                block_shape=parsed.block_shape,
-            )
-    return LogScan(missing=tuple(found.values()), warnings=warnings, tp=_one(tps),
-                   model=_one(models), lines=count, linear_kernels=tuple(kernels),
-                   linear_backend=_one(backends), moe_missing=tuple(moe.values()),
-                   moe_out_of_scope=tuple(moe_other))
-
-
-def _moe_warning(line: str, found: dict[str, MissingMoeConfig], other: dict[str, None]) -> None:
-    """Record the file of one fused-MoE 'Config file not found' warning line."""
-    hit = _NOT_FOUND_RE.search(line)
-    name_match = _MOE_FILE_RE.search(hit["rest"]) if hit else None
-    if name_match is None:
-        return
-    name = name_match["name"]
-    try:
-        E, N, device_name, _, block_shape = parse_moe_config_file_name(name)
-    except ValueError:
-        other.setdefault(name[:200], None)
-        return
-    path = hit["rest"][: name_match.end("name")].strip().strip("'\"[")
-    found.setdefault(f"{device_name}|{E}|{N}|{block_shape}|{path}", MissingMoeConfig(
-        path=path, device_name=device_name, E=E, N=N, block_shape=block_shape))
+        family, log_line = next(((f, ll) for f, ll in logged if ll.marker in line), (None, None))
+        if family is None or log_line is None:
+            start_up.read(line)
+        elif missing[family.name].read(line, family, log_line) and log_line.counted:
+            warnings += 1
+    return LogScan(
+        files={name: tuple(m.found.values()) for name, m in missing.items()},
+        warnings=warnings, tp=_one(start_up.tps), model=_one(start_up.models), lines=count,
+        linear_kernels=tuple(start_up.kernels), linear_backend=_one(start_up.backends),
+        out_of_scope={name: tuple(m.other) for name, m in missing.items()})
 
 
 def _open_lines(path: Path) -> Iterable[str]:

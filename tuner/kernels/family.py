@@ -221,6 +221,30 @@ class VllmServing:
     files_folder: str = ""
 
 
+@dataclass(frozen=True)
+class VllmLogLine:
+    """The warning an engine logs, once per process, when it finds no config file of the
+    family (`tuner.inputs.logs` reads server logs for them).
+
+    Attributes:
+        marker: text every such warning line holds (e.g. "Using default MoE config").
+        file_re: regular expression whose group `name` is the missing file's name at the end
+            of the path the line names after "Config file not found at".
+        engine: the only engine that logs the line ("vllm"); None: the path tells, both
+            engines log it.
+        out_of_scope: a file name `file_re` matches that the family's `parse_file_name`
+            rejects (or of another dtype than block-FP8) is listed by name as out of scope;
+            False: such a line is ignored.
+        counted: each such line counts in the log's warning count (`LogScan.warnings`).
+    """
+
+    marker: str
+    file_re: str
+    engine: str | None = None
+    out_of_scope: bool = False
+    counted: bool = False
+
+
 class Workload(Protocol):
     """The tensors of one problem (a shape at one M) on a device, as a family makes them.
 
@@ -312,6 +336,8 @@ class KernelFamily:
             bytes and FLOPs the roofline counts (`tuner.measure.roofline`); None: no roofline.
         serving: what `tuner doctor` and vLLM's selection probe say of the family
             (`VllmServing`); None: doctor says nothing of it.
+        log_line: the warning a server logs when the family's file is missing
+            (`VllmLogLine`); None: logs are not read for the family.
     """
 
     name: str
@@ -373,6 +399,8 @@ class KernelFamily:
         return f"N={shape.N} K={shape.K}"
     # Doctor, selection, verify and import (tuner.compare.doctor, tuner.compare.vllm_select).
     serving: VllmServing | None = None
+    # vLLM log lines (tuner.inputs.logs)
+    log_line: VllmLogLine | None = None
 
     def respell(self, name: str, engine: str, device_name: str | None = None) -> str:
         """One of the family's file names as `engine` spells it.

@@ -27,13 +27,13 @@ def test_vllm_log_with_ranks_moe_noise_and_crlf(tmp_path: Path) -> None:
     assert scan.warnings == 2 * 2 * 5  # twice, two ranks, five shapes
     assert scan.device_names == ["NVIDIA_L20"]
     assert (scan.tp, scan.model) == (2, "Qwen/Qwen3.8-27B-FP8")
-    first = scan.missing[0]
+    first = scan.files["dense"][0]
     assert first.engine == "vllm"
     assert first.path == f"{VLLM_DIR}/{vllm_name(7168, 5120)}"
     assert first.folder == VLLM_DIR
-    assert all(m.N != 768 for m in scan.missing)  # the MoE file is kept apart
+    assert all(m.N != 768 for m in scan.files["dense"])  # the MoE file is kept apart
     assert scan.experts() == [(128, 768, (128, 128))]
-    assert scan.moe_missing[0].path.startswith("/usr/local/lib/python3.12/dist-packages/vllm/")
+    assert scan.files["moe"][0].path.startswith("/usr/local/lib/python3.12/dist-packages/vllm/")
 
 
 def test_sglang_log_spaced_block_shape(tmp_path: Path) -> None:
@@ -45,8 +45,8 @@ def test_sglang_log_spaced_block_shape(tmp_path: Path) -> None:
     assert scan.warnings == 24
     assert scan.device_names == ["NVIDIA_H20-3e"]
     assert (scan.tp, scan.model) == (8, "deepseek-ai/DeepSeek-V3")
-    assert {m.engine for m in scan.missing} == {"sglang"}
-    assert {m.folder for m in scan.missing} == {SGLANG_DIR}
+    assert {m.engine for m in scan.files["dense"]} == {"sglang"}
+    assert {m.folder for m in scan.files["dense"]} == {SGLANG_DIR}
 
 
 def test_gzip_log(tmp_path: Path) -> None:

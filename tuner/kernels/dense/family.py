@@ -12,7 +12,7 @@ from tuner.kernels.dense.naming import config_file_name, engine_file_name, parse
 from tuner.kernels.dense.space import default_config, vllm_space, why_invalid
 from tuner.kernels.dense.specialization import specialization_key
 from tuner.kernels.engines import EngineFolder
-from tuner.kernels.family import KernelFamily, Shape, VllmServing, Workload
+from tuner.kernels.family import KernelFamily, Shape, VllmLogLine, VllmServing, Workload
 from tuner.kernels.shapes_rows import int_rows
 from tuner.kernels.source import VllmKernel
 
@@ -132,4 +132,12 @@ DENSE = KernelFamily(
         # vLLM 0.33.0 reads dense files only from its package's quantization/utils/configs/
         # (fp8_utils.py, get_w8a8_block_fp8_configs).
         files_folder="vllm/model_executor/layers/quantization/utils/configs/"),
+    # vLLM's and SGLang's get_w8a8_block_fp8_configs (fp8_utils.py, fp8_kernel.py); SGLang
+    # puts a space inside block_shape. The device part may hold any character vLLM keeps
+    # (',' and '=' too), so it ends at the last ",dtype=".
+    log_line=VllmLogLine(
+        marker="Using default W8A8 Block FP8 kernel config",
+        file_re=(r"(?:^|[/\\'\"\s\[])(?P<name>N=\d+,K=\d+,device_name=[^/\\\s]+,"
+                 r"dtype=[a-z0-9_]+,block_shape=\[\d+, ?\d+\]\.json)"),
+        counted=True),
 )

@@ -11,7 +11,7 @@ from typing import Any
 
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.engines import EngineFolder
-from tuner.kernels.family import KernelFamily, Shape, VllmServing, Workload
+from tuner.kernels.family import KernelFamily, Shape, VllmLogLine, VllmServing, Workload
 from tuner.kernels.moe.naming import (
     any_engine_file_name,
     moe_config_file_name,
@@ -170,4 +170,11 @@ MOE = KernelFamily(
         # vLLM 0.33.0 fused_moe/oracle/fp8.py `_get_priority_backends`: on sm90 with 128x128
         # FP8 weights and dynamic 1x128 activations TRITON is moved first when ep_size == 1.
         triton_archs=("sm90",)),
+    # vLLM's get_moe_configs (fused_moe/fused_moe.py): any fused-MoE file name, E=..,N=..,
+    # device_name=..[,dtype=..][,block_shape=..]; the tuner tunes the block-FP8 ones only.
+    log_line=VllmLogLine(
+        marker="Using default MoE config",
+        file_re=(r"(?:^|[/\\'\"\s\[])"
+                 r"(?P<name>E=\d+,N=\d+,device_name=[^/\\\s]+?(?: \d+\])?\.json)"),
+        engine="vllm", out_of_scope=True),
 )
