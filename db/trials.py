@@ -14,9 +14,8 @@ from sqlalchemy import Connection, Table, bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from db.base import utcnow
 from db.engine import dialect_insert
-from db.models import Task, Trial
+from db.models import Task, Trial, utcnow
 from tuner.core import CONFIG_KEYS, TRIAL_STATUSES
 
 # Trial columns a record writes, in order (the statements below bind them by name).

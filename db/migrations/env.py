@@ -5,9 +5,8 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection
 
-import db.models  # noqa: F401  (registers every table on Base.metadata)
-from db.base import Base
 from db.engine import default_db_url, make_engine
+from db.models import Base
 
 config = context.config
 target_metadata = Base.metadata
