@@ -12,7 +12,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from api.settings import Settings
-from db.engine import open_store, session_scope
+from db.repo import open_store, session_scope
 
 # Starlette runs sync routes and dependencies in anyio's default thread pool of 40 threads
 # (anyio.to_thread.current_default_thread_limiter); one connection per thread, so a request

@@ -13,7 +13,7 @@ from tuner.cli.options import DbOpt, console, fail, masked, no_store_line, open_
 def db_upgrade(db: DbOpt = None) -> None:
     """Upgrade the store's schema to this version of the tuner (Alembic); a new store is
     created at it."""
-    from db.engine import make_engine, upgrade
+    from db.repo import make_engine, upgrade
 
     url = store_url(db)
     engine = make_engine(url)
@@ -37,7 +37,7 @@ def db_backup(
     """
     import sqlite3
 
-    from db.faults import sqlite_path
+    from db.repo import sqlite_path
 
     url = store_url(db, driver=False)
     path = sqlite_path(url)

@@ -165,7 +165,7 @@ def _launch_checks(planned: list[Planned], engine: object) -> tuple[dict[Path, V
     import importlib.util
 
     from db import repo
-    from db.engine import session_scope
+    from db.repo import session_scope
     from tuner.measure.compile import compile_pool
 
     by_target: dict[str, list[Planned]] = {}
@@ -223,7 +223,7 @@ def import_files(
     another config there than the file holds.
     """
     from db import repo
-    from db.engine import session_scope
+    from db.repo import session_scope
     from tuner.files.format import coverage_summary
 
     if not 1 <= len(label) <= 128 or not label.strip():

@@ -85,7 +85,7 @@ def store_url(db: str | None, *, driver: bool = True) -> str:
     from sqlalchemy import make_url
     from sqlalchemy.exc import ArgumentError
 
-    from db.engine import default_db_url, normalized_url
+    from db.repo import default_db_url, normalized_url
 
     url = db or default_db_url()
     try:
@@ -135,7 +135,7 @@ def _check_driver(url: str) -> None:
 def sqlite_missing(url: str) -> bool:
     """Whether a SQLite store URL names a file that does not exist (False for other stores and
     in-memory SQLite)."""
-    from db.faults import sqlite_path
+    from db.repo import sqlite_path
 
     path = sqlite_path(url)
     return path is not None and not path.exists()
@@ -152,7 +152,7 @@ def open_failed(exc: BaseException, url: str) -> typer.Exit:
     or refuses the login, a SQLite file that cannot be opened; return the Exit to raise."""
     from sqlalchemy.exc import DBAPIError
 
-    from db.faults import sqlite_path
+    from db.repo import sqlite_path
 
     orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
     reason = (str(orig).strip().splitlines() or [""])[0].strip()
@@ -182,7 +182,7 @@ def _read_only_or_refused(url: str, read_only: bool) -> str:
     note line), the URL itself otherwise; one error line where the command must write."""
     from sqlalchemy import make_url
 
-    from db.engine import read_only_url
+    from db.repo import read_only_url
 
     parsed = make_url(url)
     database = parsed.database or ""
@@ -216,7 +216,7 @@ def open_db(db: str | None, *, must_exist: bool = False, read_only: bool = False
     Raises:
         typer.Exit: one line, exit 2, when the store cannot be opened.
     """
-    from db.engine import SchemaError, open_store
+    from db.repo import SchemaError, open_store
 
     url = store_url(db)
     if must_exist:
@@ -245,7 +245,7 @@ def existing_store(db: str | None):
     """
     from sqlalchemy import inspect, make_url
 
-    from db.engine import make_engine
+    from db.repo import make_engine
 
     url = store_url(db)
     if sqlite_missing(url):

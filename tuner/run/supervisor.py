@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
-from db.faults import Outage, StoreUnavailable, engine_url, retry_store
+from db.repo import Outage, StoreUnavailable, engine_url, retry_store
 from tuner.run.interrupt import Terminated
 from tuner.run.worker import worker_main
 from tuner.run.worker_spec import (
@@ -233,7 +233,7 @@ class Supervisor:
     def _handle_exit(self, slot: _Slot) -> bool:
         """Account for a worker that exited; restart it if work is left. True if restarted."""
         from db import repo
-        from db.engine import session_scope
+        from db.repo import session_scope
         from tuner.kernels.config import KernelConfig
 
         assert slot.process is not None and slot.spec is not None and slot.shared is not None
@@ -294,7 +294,7 @@ class Supervisor:
         """Stop every worker and hand their tasks back, if the store answers within a few
         seconds (else the leases expire: `lease_s` after the last heartbeat)."""
         from db import repo
-        from db.engine import session_scope
+        from db.repo import session_scope
 
         running = [slot.process for slot in self.slots if slot.process is not None]
         for process in running:
