@@ -35,7 +35,7 @@ class StoreHandle:
         """The engine on a store at the expected schema revision.
 
         Raises:
-            db.engine.SchemaError: The store's schema is not the one this tuner expects.
+            db.repo.SchemaError: The store's schema is not the one this tuner expects.
         """
         with self._lock:
             if self._engine is None:
@@ -66,7 +66,7 @@ EngineDep = Annotated[Engine, Depends(get_engine)]
 
 
 def get_session(engine: EngineDep) -> Iterator[Session]:
-    """One read transaction per request (db.engine.session_scope)."""
+    """One read transaction per request (db.repo.session_scope)."""
     with session_scope(engine) as session:
         yield session
 

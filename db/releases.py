@@ -16,8 +16,8 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from db.connection import dialect_insert
 from db.devices import get_or_create_device
-from db.engine import dialect_insert
 from db.models import Blob, Device, Release, ReleaseFile, utcnow
 
 

@@ -1,4 +1,4 @@
-"""The one way into the store from outside db: connecting and migrating (`db.engine`), store
+"""The one way into the store from outside db: connecting and migrating (`db.connection`), store
 faults and their retry (`db.faults`), and the repository functions, one module per table group.
 
 Repository functions are keyword-only, take a Session and never commit.
@@ -11,6 +11,16 @@ processes on one SQLite file and on PostgreSQL.
 from __future__ import annotations
 
 from db.comparisons import ComparisonInfo, PointRow, list_comparisons, record_comparison
+from db.connection import (
+    SchemaError,
+    connect,
+    default_db_url,
+    normalized_url,
+    open_store,
+    read_only_url,
+    session_scope,
+    upgrade,
+)
 from db.decisions import (
     DecisionInfo,
     RetimeInfo,
@@ -20,25 +30,15 @@ from db.decisions import (
     task_decision,
 )
 from db.devices import get_or_create_device, get_or_create_environment
-from db.engine import (
-    SchemaError,
-    default_db_url,
-    make_engine,
-    normalized_url,
-    open_store,
-    read_only_url,
-    session_scope,
-    upgrade,
-)
 from db.faults import (
     Outage,
     StoreUnavailable,
     describe_store_error,
-    engine_url,
     is_transient,
     retry_store,
     sqlite_path,
     store_timeout_s,
+    url_of,
 )
 from db.history import TrialTimeRow, stored_trials, trial_times
 from db.imports import (
@@ -131,6 +131,7 @@ __all__ = [
     "TrialTimeRow",
     "WinnerRow",
     "blob",
+    "connect",
     "claim_task",
     "create_sweep",
     "default_db_url",
@@ -139,7 +140,6 @@ __all__ = [
     "device_environments",
     "device_trials",
     "end_trial",
-    "engine_url",
     "find_release_archive",
     "find_released_file",
     "finish_task",
@@ -157,7 +157,6 @@ __all__ = [
     "list_release_device_names",
     "list_releases",
     "list_sweeps",
-    "make_engine",
     "normalized_url",
     "open_store",
     "open_sweep",
@@ -188,6 +187,7 @@ __all__ = [
     "task_winners",
     "trial_times",
     "unfinished_tasks",
+    "url_of",
     "upgrade",
     "winners",
 ]

@@ -67,7 +67,7 @@ def sqlite_url_hint(text: str) -> str:
 
 def store_url(db: str | None, *, driver: bool = True) -> str:
     """The store's URL: --db, else $TUNER_DB_URL, else sqlite:///tuner.db; checked, and
-    `postgres://` / `postgresql://` turned into psycopg's (`db.engine.normalized_url`). Every
+    `postgres://` / `postgresql://` turned into psycopg's (`db.repo.normalized_url`). Every
     command that takes --db reads it here (through `open_db` or `existing_store` where it
     opens the store).
 
@@ -210,7 +210,7 @@ def open_db(db: str | None, *, must_exist: bool = False, read_only: bool = False
         must_exist: for commands that only read: refuse a SQLite file that does not exist (a
             mistyped --db would otherwise be created empty and read as "nothing yet").
         read_only: the command only reads: a SQLite file (or folder) this process cannot
-            write is opened read-only (`db.engine.read_only_url`), said in one note line;
+            write is opened read-only (`db.repo.read_only_url`), said in one note line;
             without it such a store is refused in one line.
 
     Raises:
@@ -245,20 +245,20 @@ def existing_store(db: str | None):
     """
     from sqlalchemy import inspect, make_url
 
-    from db.repo import make_engine
+    from db.repo import connect
 
     url = store_url(db)
     if sqlite_missing(url):
         return url, None
     if make_url(url).get_backend_name() != "sqlite":
-        engine = make_engine(url)
+        store = connect(url)
         try:
-            with engine.connect() as connection:
+            with store.connect() as connection:
                 has_tables = bool(inspect(connection).get_table_names())
         except Exception as exc:  # noqa: BLE001 - unreachable, login refused: one line
             raise open_failed(exc, url) from None
         finally:
-            engine.dispose()
+            store.dispose()
         if not has_tables:
             return url, None
     return open_db(url, must_exist=True, read_only=True)

@@ -142,11 +142,11 @@ class _Worker:
 
     def __init__(self, spec: WorkerSpec, shared: WorkerShared | None) -> None:
         from db import repo
-        from db.repo import make_engine
+        from db.repo import connect
         from tuner.kernels.config import KernelConfig
 
         self.spec, self.shared = spec, shared
-        self.engine = make_engine(spec.db_url)
+        self.engine = connect(spec.db_url)
         self.claim_lock = threading.Lock()
         if spec.parent_pid is not None:
             _ParentWatch(self.engine, spec, self.claim_lock).start()
