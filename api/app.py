@@ -31,7 +31,7 @@ from api.routes import (
     sweeps,
 )
 from api.settings import Settings
-from db.engine import SchemaError
+from db.repo import SchemaError
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

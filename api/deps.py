@@ -12,7 +12,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from api.settings import Settings
-from db.engine import open_store, session_scope
+from db.repo import open_store, session_scope
 
 # Starlette runs sync routes and dependencies in anyio's default thread pool of 40 threads
 # (anyio.to_thread.current_default_thread_limiter); one connection per thread, so a request
@@ -35,7 +35,7 @@ class StoreHandle:
         """The engine on a store at the expected schema revision.
 
         Raises:
-            db.engine.SchemaError: The store's schema is not the one this tuner expects.
+            db.repo.SchemaError: The store's schema is not the one this tuner expects.
         """
         with self._lock:
             if self._engine is None:
@@ -66,7 +66,7 @@ EngineDep = Annotated[Engine, Depends(get_engine)]
 
 
 def get_session(engine: EngineDep) -> Iterator[Session]:
-    """One read transaction per request (db.engine.session_scope)."""
+    """One read transaction per request (db.repo.session_scope)."""
     with session_scope(engine) as session:
         yield session
 

@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.deps import StoreHandle
 from db import repo
-from db.engine import session_scope
+from db.repo import session_scope
 
 # The download routes, by path template, and the `route` label their answers are counted under.
 DOWNLOAD_ROUTES = {

@@ -11,7 +11,7 @@ from html import escape
 
 from api.report_tables import HASH_SHOWN, env_cell, imports_section
 from api.svg import Series, line_chart
-from db.imports import ImportInfo
+from db.repo import ImportInfo
 from tuner.core import REQUIRED_M, VLLM_M_GRID
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.family import FamilyShape, ShapeKeyed

@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 from html import escape
 
-from db.comparisons import ComparisonInfo
+from db.repo import ComparisonInfo
 from tuner.inputs.backends import backend_lines, device_advice
 
 

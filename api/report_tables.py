@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from html import escape
 
-from db.imports import ImportInfo
+from db.repo import ImportInfo
 
 
 def imports_section(imports: Sequence[ImportInfo]) -> str:

@@ -10,7 +10,7 @@ from sqlalchemy import make_url
 from sqlalchemy.exc import ArgumentError
 
 from api.docs import check_docs_assets
-from db.engine import default_db_url
+from db.repo import default_db_url
 
 
 class Settings(BaseSettings):

@@ -217,7 +217,7 @@ dry_checks() {
   echo "== dry run: imports (TRITON_INTERPRET unset, as on the GPU)"
   env -u TRITON_INTERPRET python3 -c "import sqlalchemy, alembic, fastapi, uvicorn, optuna, \
 pydantic, pydantic_settings, typer, rich, numpy, threadpoolctl, prometheus_client, pytest
-import db.engine, db.repo, api.app, tuner.cli.app, tuner.run.worker, tuner.run.supervisor
+import db.connection, db.repo, api.app, tuner.cli.app, tuner.run.worker, tuner.run.supervisor
 import tuner.measure.runner, tuner.measure.precompile, tuner.measure.roofline, tuner.compare.verify
 import tuner.compare.backends, tuner.kernels.dense.kernel, tuner.kernels.dense.target
 import tuner.kernels.moe.kernel, tuner.kernels.moe.target, tuner.search.guided

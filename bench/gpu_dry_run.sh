@@ -44,8 +44,8 @@ PYTHONPATH=$DRY/site312:$PWD "$VENV312/bin/python" -m pip check \
   || fail "a carried package lacks a dependency on Python 3.12"
 PYTHONPATH=$DRY/site312:$PWD "$VENV312/bin/python" -c "import sqlalchemy, alembic, fastapi, \
 uvicorn, optuna, pydantic_core, pydantic_settings, typer, rich
-import db.engine, db.repo, api.app, tuner.files.merge
-from db.engine import open_store
+import db.connection, db.repo, api.app, tuner.files.merge
+from db.connection import open_store
 open_store('sqlite:///$DRY/py312.db').dispose()
 import sys; print('python', sys.version.split()[0], 'store and service import, schema created')" \
   || fail "the store or the service on Python 3.12"

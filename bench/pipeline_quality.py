@@ -87,7 +87,7 @@ def sweep(landscape_path: Path, landscape: Landscape, url: str, *, trials: int |
 def picks(url: str, landscape: Landscape) -> tuple[Picked, Picked, Picked, dict]:
     """(fastest trial, decided winner, shipped file entry) per (N, K, M), and the sweep row."""
     from db import repo
-    from db.engine import open_store, session_scope
+    from db.connection import open_store, session_scope
     from tuner.files.merge import merge_shape
 
     engine = open_store(url)
@@ -123,7 +123,7 @@ def sweep_cost(url: str, device_name: str) -> dict[str, int]:
         `invalid` (a static constraint: never compiled).
     """
     from db import repo
-    from db.engine import open_store, session_scope
+    from db.connection import open_store, session_scope
     from tuner.search.budget import PRUNED
 
     engine = open_store(url)

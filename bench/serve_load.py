@@ -196,7 +196,7 @@ def main() -> None:
             device_name = fill_store(url)
         elif device_name is None:
             from db import repo
-            from db.engine import open_store, session_scope
+            from db.connection import open_store, session_scope
             with session_scope(open_store(url)) as session:
                 device_name = repo.list_device_names(session)[0]
         static_dir = Path(folder) / "static"

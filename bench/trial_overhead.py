@@ -71,7 +71,7 @@ def with_store(url: str, landscape: Path) -> dict:
     from sqlalchemy.engine import Engine
 
     from db import repo
-    from db.engine import make_engine, session_scope
+    from db.connection import connect, session_scope
     from tuner.measure.landscape import load_landscape
     from tuner.measure.runners import ReplayRunner
     from tuner.run.sweep import worker_specs
@@ -90,7 +90,7 @@ def with_store(url: str, landscape: Path) -> dict:
     worker_main(dataclasses.replace(spec, worker_id="trial-overhead"))
     cpu_s = time.process_time() - start
     event.remove(Engine, "commit", count)
-    engine = make_engine(url)
+    engine = connect(url)
     with session_scope(engine) as session:
         progress = repo.sweep_progress(session, sweep_id=1)
     engine.dispose()

@@ -151,7 +151,7 @@ def _store_winners(url: str | None, device_name: str, out_dtype: str,
     from sqlalchemy.engine import make_url
 
     from db import repo
-    from db.engine import SchemaError, default_db_url, open_store, session_scope
+    from db.connection import SchemaError, default_db_url, open_store, session_scope
 
     given = url is not None
     url = url or default_db_url()

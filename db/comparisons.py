@@ -12,9 +12,8 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from db.comparison_models import Comparison, ComparisonPoint
 from db.devices import get_or_create_device
-from db.models import Device, Environment
+from db.models import Comparison, ComparisonPoint, Device, Environment
 
 POINT_STATUSES = ("ok", "failed", "unavailable")
 

@@ -15,8 +15,7 @@ from datetime import datetime
 from sqlalchemy import delete, insert, select
 from sqlalchemy.orm import Session
 
-from db.base import utcnow
-from db.models import DECISION_KEPT, Ceiling, Decision, Device, Environment, Retime
+from db.models import DECISION_KEPT, Ceiling, Decision, Device, Environment, Retime, utcnow
 from db.tasks import end_trial
 from tuner.core import CONFIG_KEYS
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from db.engine import dialect_insert
+from db.connection import dialect_insert
 from db.models import Device, Environment, utcnow
 from tuner.core import DEVICE_NAME_MAX, is_device_name
 

@@ -181,9 +181,9 @@ def retry_store(step: Callable[[], T], *, url: str, deadline_s: float | None = N
             pause = min(_LAST_PAUSE_S, pause * 2)
 
 
-def engine_url(engine: Engine) -> str:
-    """The engine's URL as a string with its password (for `retry_store`, which hides it)."""
-    return engine.url.render_as_string(hide_password=False)
+def url_of(store: Engine) -> str:
+    """The store's URL as a string with its password (for `retry_store`, which hides it)."""
+    return store.url.render_as_string(hide_password=False)
 
 
 class Outage:

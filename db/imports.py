@@ -15,8 +15,8 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from db.connection import dialect_insert
 from db.devices import get_or_create_device
-from db.engine import dialect_insert
 from db.models import DEFAULT_FAMILY, Device, ImportedFile, utcnow
 
 MAX_LABEL = 128

@@ -16,11 +16,9 @@ from sqlalchemy import Row, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from db.base import utcnow
+from db.connection import dialect_insert
 from db.devices import get_or_create_device
-from db.engine import dialect_insert
-from db.models import Device
-from db.release_models import Blob, Release, ReleaseFile
+from db.models import Blob, Device, Release, ReleaseFile, utcnow
 
 
 @dataclass(frozen=True)

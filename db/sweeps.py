@@ -20,10 +20,9 @@ from typing import TypedDict
 from sqlalchemy import insert, or_, select, update
 from sqlalchemy.orm import Session
 
-from db.base import utcnow
+from db.connection import dialect_insert
 from db.devices import get_or_create_device
-from db.engine import dialect_insert
-from db.models import DEFAULT_FAMILY, Device, Sweep, Task
+from db.models import DEFAULT_FAMILY, Device, Sweep, Task, utcnow
 from tuner.core import OUT_DTYPES
 
 

@@ -14,9 +14,8 @@ from sqlalchemy import Connection, Table, bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from db.base import utcnow
-from db.engine import dialect_insert
-from db.models import Task, Trial
+from db.connection import dialect_insert
+from db.models import Task, Trial, utcnow
 from tuner.core import CONFIG_KEYS, TRIAL_STATUSES
 
 # Trial columns a record writes, in order (the statements below bind them by name).
@@ -160,7 +159,7 @@ def record_held_trial(
 ) -> bool:
     """A worker's trial: check that it still holds the task (and clear the task's config in
     flight, as `end_trial`), then store the trial once, as `record_trial`. Two prepared Core
-    statements on a Connection (`engine.begin()`), the whole per-trial cost of a worker's store.
+    statements on a Connection (`store.begin()`), the whole per-trial cost of a worker's store.
 
     Args:
         connection: an open transaction; commit it to publish the trial.

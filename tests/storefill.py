@@ -9,7 +9,7 @@ from sqlalchemy import text
 
 import tuner
 from db import repo
-from db.engine import open_store, session_scope
+from db.connection import open_store, session_scope
 from tuner.files.provenance import current_kernel_hash
 from tuner.kernels.dense.family import DENSE
 from tuner.kernels.dense.space import default_config

@@ -318,3 +318,19 @@ def test_the_family_check_finds_names_imports_and_comparisons() -> None:
         "imports tuner.kernels.moe.family", "line 1: compares a family with a particular one",
         "line 1: 'dense'", "line 3: compares a family with a particular one",
         "line 3: compares a family with a particular one"]
+
+
+def test_outside_db_modules_import_only_the_store_facade() -> None:
+    """tuner and api reach the store through `db.repo` only (connecting, faults, repository
+    functions); the tables, the connection module and the repository modules are db's own."""
+    facade = "db.repo"
+
+    def past_the_facade(graph: dict[str, set[str]]) -> list[str]:
+        return sorted(f"{module} -> {target}" for module, targets in graph.items()
+                      if not _within(module, ("db",))
+                      for target in targets if _within(target, ("db",)) and target != facade)
+
+    assert past_the_facade({"api.x": {"db.repo", "db.models"}, "db.repo": {"db.models"},
+                            "tuner.y": {"db"}}) == ["api.x -> db.models", "tuner.y -> db"]
+    assert any(facade in targets for module, targets in GRAPH.items() if module.startswith("api."))
+    assert past_the_facade(GRAPH) == []

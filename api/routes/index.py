@@ -12,7 +12,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 import tuner
 from db import repo
-from db.engine import SchemaError, session_scope
+from db.repo import SchemaError, session_scope
 
 router = APIRouter(tags=["index"])
 

@@ -16,7 +16,7 @@ from api.routes.devices import (
     Partial,
     store_files,
 )
-from db import releases
+from db import repo
 from tuner.files.archive import versions_line, winner_versions
 from tuner.files.mounts import (
     DEFAULT_HOST_DIR,
@@ -136,9 +136,9 @@ def _pull_recipe(session: SessionDep, device_name: str, fmt: str, server: str,
     if not server.startswith(("http://", "https://")) or any(ch.isspace() for ch in server):
         raise HTTPException(422, detail=f"server must be an http:// or https:// URL, got "
                                         f"{server[:80]!r}")
-    info = releases.get_release(session, device_name=device_name, number=number)
+    info = repo.get_release(session, device_name=device_name, number=number)
     if info is None:
-        have = sorted(r.number for r in releases.list_releases(session, device_name=device_name))
+        have = sorted(r.number for r in repo.list_releases(session, device_name=device_name))
         if have:
             raise HTTPException(404, detail=f"{device_name} has no release {number}; releases: "
                                             f"{', '.join(map(str, have))}")

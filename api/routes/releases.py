@@ -19,7 +19,7 @@ from api.routes.devices import (
     IfNoneMatch,
     etag_matches,
 )
-from db import releases, repo
+from db import repo
 from tuner.inputs.devices import resolve
 from tuner.kernels.engines import SGLANG_NOTE
 from tuner.kernels.registry import family_of_file, respell_file_name
@@ -66,7 +66,7 @@ def _session(request: Request) -> Session:
 
 def _canonical(session: Session, device_name: str) -> str | None:
     """The stored device a path names (`L20` -> `NVIDIA_L20`), or None."""
-    known = sorted(set(releases.list_release_device_names(session))
+    known = sorted(set(repo.list_release_device_names(session))
                    | set(repo.list_device_names(session))
                    | set(repo.list_import_device_names(session)))
     names = [device_name] if device_name in known else resolve(device_name, known)
@@ -77,10 +77,10 @@ def _no_release(session: Session, device_name: str, number: int | None) -> HTTPE
     """The 404 of a device or release that is not there, naming what is."""
     stored = _canonical(session, device_name)
     if stored is None:
-        known = ", ".join(sorted(set(releases.list_release_device_names(session))
+        known = ", ".join(sorted(set(repo.list_release_device_names(session))
                                  | set(repo.list_device_names(session)))) or "(none)"
         return HTTPException(404, detail=f"unknown device {device_name!r}; known: {known}")
-    numbers = [r.number for r in releases.list_releases(session, device_name=stored)]
+    numbers = [r.number for r in repo.list_releases(session, device_name=stored)]
     if not numbers:
         return HTTPException(404, detail=f"{stored} has no release yet: `tuner publish "
                              f"--device {stored}` makes one; /devices/{stored}/preview/configs "
@@ -98,7 +98,7 @@ def _send(session: Session, *, sha256: str, number: int, pinned: bool,
         return Response(status_code=304, headers=headers)
     body = CACHE.get(sha256)
     if body is None:
-        body = releases.blob(session, sha256=sha256)
+        body = repo.blob(session, sha256=sha256)
         if body is None:  # a row without its blob: the store is damaged, not the request
             raise HTTPException(503, detail=f"release {number} lacks the bytes of {filename}",
                                 headers={"Retry-After": "60"})
@@ -119,7 +119,7 @@ def download_file(device_name: DeviceName, file_name: FileName, request: Request
                   if_none_match: IfNoneMatch = None) -> Response:
     """Download one file of a release as published."""
     with _session(request) as session:
-        found = releases.find_released_file(session, device_name=device_name,
+        found = repo.find_released_file(session, device_name=device_name,
                                             file_name=file_name, number=release)
         if found is None:  # another spelling or a device alias: the slow path
             found, device_name = _find_slow(session, device_name, file_name, release)
@@ -130,24 +130,24 @@ def download_file(device_name: DeviceName, file_name: FileName, request: Request
 
 
 def _find_slow(session: Session, device_name: str, file_name: str,
-               number: int | None) -> tuple[releases.ReleasedFile, str]:
+               number: int | None) -> tuple[repo.ReleasedFile, str]:
     stored = _canonical(session, device_name) or device_name
     try:
         family = family_of_file(file_name)
         shape, named_device, _ = family.parse_file_name(file_name)
     except ValueError as exc:
-        info = releases.get_release(session, device_name=stored, number=number)
+        info = repo.get_release(session, device_name=stored, number=number)
         names = ", ".join(f.file_name for f in info.files) if info else "(no release)"
         raise HTTPException(404, detail=f"{exc}; files: {names or '(none)'}") from None
     if named_device != family.file_device(stored):
         raise HTTPException(404, detail=f"{file_name!r} names device {named_device!r}, "
                                         f"not {stored!r}")
     wanted = family.respell(file_name, "vllm", stored)
-    found = releases.find_released_file(session, device_name=stored, file_name=wanted,
+    found = repo.find_released_file(session, device_name=stored, file_name=wanted,
                                         number=number)
     if found is not None:
         return found, stored
-    info = releases.get_release(session, device_name=stored, number=number)
+    info = repo.get_release(session, device_name=stored, number=number)
     if info is None:
         raise _no_release(session, stored, number)
     where = f"no file {wanted!r} in {stored} release {info.number}"
@@ -171,11 +171,11 @@ def download_zip(device_name: DeviceName, request: Request, release: ReleaseNumb
                  engine: Engine = "vllm", if_none_match: IfNoneMatch = None) -> Response:
     """Download all files of a release as one zip, as published."""
     with _session(request) as session:
-        found = releases.find_release_archive(session, device_name=device_name, engine=engine,
+        found = repo.find_release_archive(session, device_name=device_name, engine=engine,
                                               number=release)
         if found is None:
             stored = _canonical(session, device_name)
-            found = None if stored is None else releases.find_release_archive(
+            found = None if stored is None else repo.find_release_archive(
                 session, device_name=stored, engine=engine, number=release)
             if found is None or stored is None:
                 raise _no_release(session, device_name, release)
@@ -187,7 +187,7 @@ def download_zip(device_name: DeviceName, request: Request, release: ReleaseNumb
                      filename=f"{device_name}-configs{suffix}.zip")
 
 
-def _release(info: releases.ReleaseInfo) -> schemas.Release:
+def _release(info: repo.ReleaseInfo) -> schemas.Release:
     return schemas.Release(
         device_name=info.device_name, number=info.number, content_sha256=info.content_sha256,
         created_at=info.created_at, created_by=info.created_by, reason=info.reason,
@@ -208,7 +208,7 @@ def list_device_releases(device_name: DeviceName, request: Request) -> list[sche
         stored = _canonical(session, device_name)
         if stored is None:
             raise _no_release(session, device_name, None)
-        return [_release(info) for info in releases.list_releases(session, device_name=stored)]
+        return [_release(info) for info in repo.list_releases(session, device_name=stored)]
 
 
 @router.get("/{device_name}/configs", response_model=schemas.DeviceConfigs,
@@ -220,7 +220,7 @@ def list_configs(device_name: DeviceName, request: Request, release: ReleaseNumb
     """List the files of a release."""
     with _session(request) as session:
         stored = _canonical(session, device_name)
-        info = None if stored is None else releases.get_release(
+        info = None if stored is None else repo.get_release(
             session, device_name=stored, number=release)
         if info is None:
             raise _no_release(session, device_name, release)

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 from api import schemas
 from api.deps import EngineDep, SessionDep, WriteAccess
 from db import repo
-from db.engine import session_scope
+from db.repo import session_scope
 from tuner.inputs.devices import gpu_device_key, resolve
 from tuner.inputs.shapes import UnknownModelError, load_shapes
 from tuner.run.plan import SweepRequest

@@ -1,1 +1,1 @@
-"""Alembic migrations of the store; run them with `tuner db upgrade` (db.engine.upgrade)."""
+"""Alembic migrations of the store; run them with `tuner db upgrade` (db.connection.upgrade)."""

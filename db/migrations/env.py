@@ -1,13 +1,12 @@
-"""Alembic environment of the store: a connection from `db.engine.upgrade`, or a URL."""
+"""Alembic environment of the store: a connection from `db.connection.upgrade`, or a URL."""
 
 from __future__ import annotations
 
 from alembic import context
 from sqlalchemy import Connection
 
-import db.models  # noqa: F401  (registers every table on Base.metadata)
-from db.base import Base
-from db.engine import default_db_url, make_engine
+from db.connection import connect, default_db_url
+from db.models import Base
 
 config = context.config
 target_metadata = Base.metadata
@@ -43,17 +42,17 @@ def run_migrations_offline() -> None:
 
 
 def run_migrations_online() -> None:
-    """Run the migrations on the connection passed in, or on a new engine for the URL."""
+    """Run the migrations on the connection passed in, or on a new store connection for the URL."""
     connection = config.attributes.get("connection")
     if connection is not None:
         _migrate(connection)
         return
-    engine = make_engine(_url())
+    store = connect(_url())
     try:
-        with engine.begin() as new_connection:
+        with store.begin() as new_connection:
             _migrate(new_connection)
     finally:
-        engine.dispose()
+        store.dispose()
 
 
 if context.is_offline_mode():

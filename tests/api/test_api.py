@@ -22,7 +22,7 @@ from api.app import create_app
 from api.routes import devices, health, releases
 from api.settings import Settings
 from db import repo
-from db.engine import open_store, session_scope
+from db.connection import open_store, session_scope
 from tests.storefill import publish
 from tuner.files.format import dump_config_file
 from tuner.files.provenance import current_kernel_hash, installed_triton_minor

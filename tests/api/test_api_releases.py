@@ -63,7 +63,7 @@ def test_a_busy_store_is_503_with_retry_after(tmp_path: Path, monkeypatch) -> No
     def busy(*_args, **_kwargs):
         raise PoolTimeout("QueuePool limit of size 40 overflow 0 reached")
 
-    monkeypatch.setattr("db.releases.find_released_file", busy)
+    monkeypatch.setattr("db.repo.find_released_file", busy)
     with TestClient(create_app(Settings(db_url=url)), raise_server_exceptions=False) as client:
         response = client.get(f"/devices/L20/configs/{NAME}")
     assert response.status_code == 503

@@ -220,7 +220,7 @@ def test_report_has_a_chart_per_shape(client: TestClient) -> None:
 
 def test_report_shows_roofline_ratios_from_the_stored_ceilings(store: str) -> None:
     from db import repo
-    from db.engine import open_store, session_scope
+    from db.connection import open_store, session_scope
 
     engine = open_store(store)
     with session_scope(engine) as session:

@@ -14,7 +14,7 @@ from sqlalchemy import text
 
 from api.app import create_app
 from api.settings import Settings
-from db.engine import make_engine
+from db.connection import connect
 from tests.cli.test_robust_writers import reset_postgresql
 from tests.storefill import DEFAULT, FAST, SLOW, fill, publish
 
@@ -29,7 +29,7 @@ NAME = "N=576,K=7168,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128]
 def drop_other_connections(url: str) -> int:
     """Have the server end every other session on this database, as a restart ends them all;
     returns how many it ended."""
-    engine = make_engine(url)
+    engine = connect(url)
     try:
         with engine.connect() as connection:
             return len(connection.execute(text(

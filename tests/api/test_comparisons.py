@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.settings import Settings
 from db import repo
-from db.engine import open_store, session_scope
+from db.connection import open_store, session_scope
 from tests.storefill import DEFAULT, FAST, fill
 
 VERDICTS = ["decode (M <= 32): triton-tuned is fastest over 1 point(s); time of each vs "

@@ -28,7 +28,7 @@ from api.routes import (
     sweeps,
 )
 from api.settings import Settings
-from db.engine import open_store
+from db.connection import open_store
 from tuner.cli.app import app as cli_app
 
 

@@ -15,7 +15,7 @@ import tuner
 from api.app import create_app
 from api.settings import Settings
 from db import repo
-from db.engine import open_store, session_scope
+from db.connection import open_store, session_scope
 from tuner.kernels.dense.space import default_config
 
 TOKEN = "fuzz-token"

@@ -14,7 +14,7 @@ from api.app import create_app
 from api.report import ReportRow, ShapeReport, render_report
 from api.settings import Settings
 from db import repo
-from db.engine import open_store, session_scope
+from db.connection import open_store, session_scope
 from tuner.files.provenance import current_kernel_hash, installed_triton_minor
 from tuner.kernels.dense.naming import config_file_name
 from tuner.kernels.dense.space import default_config

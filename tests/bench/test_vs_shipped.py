@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from db.engine import open_store, session_scope
+from db.connection import open_store, session_scope
 from tests.storefill import fill
 from tests.tuner.compare.shippedfakes import CEILINGS, FAST, SLOW, A, D, FakeRunner, write_shipped
 from tuner.files.provenance import current_kernel_hash, installed_triton_minor

@@ -116,7 +116,7 @@ def trial_rows(db: Path) -> list[tuple]:
 def winners(url: str, device_name: str = "NVIDIA_L20") -> list[tuple]:
     """db.repo.winners as comparable tuples (ids left out)."""
     from db import repo
-    from db.engine import open_store, session_scope
+    from db.connection import open_store, session_scope
 
     engine = open_store(url)
     try:

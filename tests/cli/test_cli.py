@@ -100,7 +100,7 @@ def test_bad_configs_file(tmp_path):
 
 
 def test_export_unknown_device_lists_known(tmp_path):
-    from db.engine import open_store
+    from db.connection import open_store
 
     open_store(f"sqlite:///{tmp_path}/t.db").dispose()  # an empty store
     result = invoke("export", "--device", "L20", "--out", str(tmp_path / "out"),
@@ -148,7 +148,7 @@ def _stale_store(tmp_path):
     import importlib.metadata
 
     from db import repo
-    from db.engine import open_store, session_scope
+    from db.connection import open_store, session_scope
     from tests.storefill import DEFAULT, FAST, SLOW
     from tuner.files.provenance import current_kernel_hash
 
@@ -246,7 +246,7 @@ def test_winners_keeps_to_current_trials_unless_allow_stale(tmp_path, monkeypatc
 
 def test_winners_shows_the_percent_of_the_measured_ceilings(tmp_path, monkeypatch):
     from db import repo
-    from db.engine import open_store, session_scope
+    from db.connection import open_store, session_scope
     from tuner.cli import options
 
     monkeypatch.setattr(options.console, "_width", 220)

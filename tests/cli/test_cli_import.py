@@ -30,7 +30,7 @@ def invoke(*args: str):
 
 def stored(db: str) -> list[tuple[str, str, dict]]:
     from db import repo
-    from db.engine import open_store, session_scope
+    from db.connection import open_store, session_scope
 
     engine = open_store(db)
     try:

@@ -42,7 +42,7 @@ def invoke(*args: str):
 
 def stored(db: str):
     from db import repo
-    from db.engine import open_store, session_scope
+    from db.connection import open_store, session_scope
 
     engine = open_store(db)
     try:

@@ -16,7 +16,7 @@ def test_status(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(options.console, "_width", 220)  # one table row per line
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
-    from db.engine import open_store
+    from db.connection import open_store
 
     open_store(db).dispose()  # an empty store
     assert "no sweeps in the store yet" in invoke("status", "--db", db).stdout

@@ -38,7 +38,7 @@ def test_compare_tiny_on_the_interpreter(tmp_path: Path) -> None:
     assert lines[-1] == f"stored as comparison 1 of {DEVICE}"
 
     from db import repo
-    from db.engine import open_store, session_scope
+    from db.connection import open_store, session_scope
 
     engine = open_store(db)
     with session_scope(engine) as session:
@@ -161,7 +161,7 @@ def test_compare_inside_vllm_times_marlin_against_tuned_triton(tmp_path: Path, s
     assert not any(line.startswith("not timed: vllm-marlin") for line in lines)
 
     from db import repo
-    from db.engine import open_store, session_scope
+    from db.connection import open_store, session_scope
 
     engine = open_store(db)
     with session_scope(engine) as session:
@@ -190,7 +190,7 @@ def test_compare_inside_vllm_times_marlin_against_tuned_triton(tmp_path: Path, s
 
 def test_without_vllm_auto_reads_vllm_kernel_files_and_says_they_are_timed_with_the_builtin(
         tmp_path: Path, capsys) -> None:
-    from db.engine import open_store
+    from db.connection import open_store
     from tuner.cli.compare import _tuned
 
     db = f"sqlite:///{tmp_path / 'tuner.db'}"

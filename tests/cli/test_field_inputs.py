@@ -85,7 +85,7 @@ def test_amd_keys_are_kept_with_or_without_num_stages(tmp_path: Path) -> None:
     result = invoke("import", *paths, "--db", db)
     assert result.exit_code == 0, result.output
     from db import repo
-    from db.engine import open_store, session_scope
+    from db.connection import open_store, session_scope
 
     engine = open_store(db)
     with session_scope(engine) as session:

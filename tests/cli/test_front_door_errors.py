@@ -34,7 +34,7 @@ def test_a_mistyped_device_gets_the_closest_gpu(tmp_path, no_visible_gpu):
 
 
 def test_a_device_missing_from_the_store_gets_the_closest_one(tmp_path):
-    from db.engine import open_store
+    from db.connection import open_store
 
     open_store(f"sqlite:///{tmp_path}/t.db").dispose()
     assert error_line(["winners", "--device", "interpeter", "--db",
@@ -64,7 +64,7 @@ def test_a_json_that_is_no_models_config(tmp_path):
 
 
 def test_serve_on_a_busy_port(tmp_path):
-    from db.engine import open_store
+    from db.connection import open_store
 
     open_store(f"sqlite:///{tmp_path}/t.db").dispose()
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:

@@ -59,7 +59,7 @@ def _import_two_sources(tmp_path: Path) -> str:
     """An L20 store with imports only: one file by `tuner import` (unchecked), one recorded as
     `tuner import`'s launch check stores it on sm89 (M=1 left out)."""
     from db import repo
-    from db.engine import open_store, session_scope
+    from db.connection import open_store, session_scope
 
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     shipped = tmp_path / NAME

@@ -63,7 +63,7 @@ def test_record_returns_the_replayed_landscape(tmp_path):
 
 
 def test_record_fails_in_one_line_for_an_unknown_device(tmp_path):
-    from db.engine import open_store
+    from db.connection import open_store
 
     open_store(f"sqlite:///{tmp_path}/t.db").dispose()  # an empty store
     record = run("landscape", "record", "--device", "H200", "--out", "x.json", "--db",

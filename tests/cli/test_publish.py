@@ -11,7 +11,7 @@ from pathlib import Path
 from sqlalchemy import text
 from typer.testing import CliRunner
 
-from db.engine import open_store, session_scope
+from db.connection import open_store, session_scope
 from db.releases import blob, get_release, list_releases
 from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill
 from tuner.cli.app import app

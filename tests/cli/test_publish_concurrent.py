@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from db.engine import make_engine
+from db.connection import connect
 from tests.cli.robust import tuner_command, tuner_env
 from tests.cli.test_robust_writers import reset_postgresql
 from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill
@@ -36,7 +36,7 @@ def publish_at_once(url: str, cwd: Path) -> list[str]:
 
 
 def releases(url: str) -> list[int]:
-    engine = make_engine(url)
+    engine = connect(url)
     try:
         with engine.connect() as connection:
             return list(connection.execute(text("SELECT number FROM releases")).scalars())

@@ -15,7 +15,7 @@ import os
 import pytest
 from typer.testing import CliRunner
 
-import db.engine
+import db.connection
 import tuner.cli.store
 from tests.storefill import DEFAULT, FAST, fill
 from tuner.cli.app import app
@@ -49,7 +49,7 @@ def deny_writes(monkeypatch, *paths):
             return False
         return real(path, mode, **kwargs)
 
-    for module in (db.engine.os, tuner.cli.store.os):
+    for module in (db.connection.os, tuner.cli.store.os):
         monkeypatch.setattr(module, "access", access)
 
 

@@ -105,10 +105,10 @@ def test_four_workers_on_one_sqlite_file(reference):
 
 
 def reset_postgresql(url: str) -> None:
-    from db.engine import make_engine
+    from db.connection import connect
     from db.models import Base
 
-    engine = make_engine(url)
+    engine = connect(url)
     try:
         with engine.begin() as connection:
             Base.metadata.drop_all(connection)
@@ -124,11 +124,11 @@ def test_eight_workers_on_postgresql(reference):
     reset_postgresql(PG_URL)
     log = run_workers(folder, PG_URL, 8)  # no --sweep: every sweep on the device
     check_log(log)
-    from db.engine import make_engine
+    from db.connection import connect
     from db.models import Task, Trial
     from tuner.core import CONFIG_KEYS
 
-    engine = make_engine(PG_URL)
+    engine = connect(PG_URL)
     try:
         with engine.connect() as connection:
             tasks = connection.execute(select(Task.state, Task.attempts)).all()

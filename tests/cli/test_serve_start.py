@@ -9,7 +9,7 @@ import pytest
 import uvicorn
 from typer.testing import CliRunner
 
-from db.engine import open_store
+from db.connection import open_store
 from tuner.cli.app import app
 
 runner = CliRunner()

@@ -138,7 +138,7 @@ def test_a_dry_run_on_no_store_plans_and_creates_nothing(folder):
 
 
 def test_serve_opens_a_store_that_exists(folder):
-    from db.engine import open_store
+    from db.connection import open_store
 
     open_store("sqlite:///tuner.db").dispose()
     result = runner.invoke(app, ["serve", "--port", "8123", "--db", "sqlite:///tuner.db"],
@@ -148,7 +148,7 @@ def test_serve_opens_a_store_that_exists(folder):
 
 
 def test_postgres_urls_open_with_psycopg():
-    from db.engine import make_engine, normalized_url
+    from db.connection import connect, normalized_url
 
     assert normalized_url("postgres://u:p%40ss@db:5432/tuner") == (
         "postgresql+psycopg://u:p%40ss@db:5432/tuner")
@@ -156,7 +156,7 @@ def test_postgres_urls_open_with_psycopg():
     assert normalized_url("postgresql+psycopg2://u@db/tuner") == "postgresql+psycopg2://u@db/tuner"
     assert normalized_url("sqlite:///x.db") == "sqlite:///x.db"
     pytest.importorskip("psycopg")
-    engine = make_engine("postgres://u@db/tuner")
+    engine = connect("postgres://u@db/tuner")
     assert (engine.dialect.name, engine.dialect.driver) == ("postgresql", "psycopg")
     engine.dispose()
 

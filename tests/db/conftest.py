@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, text
 
-from db.engine import make_engine, open_store
+from db.connection import connect, open_store
 from db.models import Base
 
 BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get("TUNER_TEST_PG_URL") else [])
 
 
 def _reset_postgresql(url: str) -> None:
-    engine = make_engine(url)
+    engine = connect(url)
     try:
         with engine.begin() as connection:
             Base.metadata.drop_all(connection)

@@ -10,7 +10,7 @@ from sqlalchemy import Engine, delete, func, select, update
 from sqlalchemy.orm import Session
 
 from db import repo
-from db.engine import session_scope
+from db.connection import session_scope
 from db.models import Ceiling, Decision, Retime, Sweep, Task
 
 DEFAULT = {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 32,

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import Engine, func, select
 
 from db import repo
-from db.engine import session_scope
+from db.connection import session_scope
 from db.models import Sweep, Task
 
 T0 = datetime(2020, 1, 1, 12, 0, tzinfo=UTC)  # before the trials' own timestamps

@@ -13,7 +13,7 @@ from alembic.config import Config
 from sqlalchemy import Engine, text
 
 from db import repo
-from db.engine import MIGRATIONS_DIR, make_engine, session_scope, upgrade
+from db.connection import MIGRATIONS_DIR, connect, session_scope, upgrade
 
 DEFAULT = {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 32,
            "num_warps": 4, "num_stages": 2}
@@ -99,7 +99,7 @@ def test_a_store_at_0004_upgrades_its_tasks_to_dense_and_downgrades_keeping_tria
     tmp_path: Path,
 ) -> None:
     url = f"sqlite:///{tmp_path / 'families.db'}"
-    engine = make_engine(url)
+    engine = connect(url)
     try:
         upgrade(engine, "0004")
         with engine.begin() as connection:
@@ -139,7 +139,7 @@ IMPORT_AT_0009 = ("INSERT INTO imports (import_id, device_id, N, K, block_n, blo
 
 def test_a_store_at_0009_upgrades_its_imports_to_dense_and_downgrades(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'imports.db'}"
-    engine = make_engine(url)
+    engine = connect(url)
     try:
         upgrade(engine, "0009")
         with engine.begin() as connection:

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import Engine, inspect, text
 
 from db import repo
-from db.engine import make_engine, open_store, session_scope, upgrade
+from db.connection import connect, open_store, session_scope, upgrade
 from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill
 
 AMD = {"BLOCK_SIZE_K": 128, "BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "GROUP_SIZE_M": 1,
@@ -80,7 +80,7 @@ def test_overviews_and_counts(store_url: str) -> None:
 
 def test_upgrade_from_0002_adds_imports_and_keeps_rows(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'old.db'}"
-    engine = make_engine(url)
+    engine = connect(url)
     upgrade(engine, "0002")
     with engine.begin() as connection:
         connection.execute(text("INSERT INTO devices (device_name, created_at) "
@@ -123,7 +123,7 @@ def test_entries_that_cannot_launch_are_stored_and_left_out_of_merges(engine: En
 
 def test_upgrade_from_0006_keeps_imports_unchecked(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'old.db'}"
-    engine = make_engine(url)
+    engine = connect(url)
     upgrade(engine, "0006")
     with engine.begin() as connection:
         connection.execute(text("INSERT INTO devices (device_id, device_name, created_at) "

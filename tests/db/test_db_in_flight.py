@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import Engine, select, update
 
 from db import repo
-from db.engine import session_scope
+from db.connection import session_scope
 from db.models import Task
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

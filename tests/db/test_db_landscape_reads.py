@@ -5,7 +5,7 @@ from __future__ import annotations
 from sqlalchemy import Engine
 
 from db import repo
-from db.engine import session_scope
+from db.connection import session_scope
 
 DEFAULT = {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 32,
            "num_warps": 4, "num_stages": 2}

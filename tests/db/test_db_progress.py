@@ -7,7 +7,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from db import repo
-from db.engine import session_scope
+from db.connection import session_scope
 from db.models import Task
 
 DEFAULT = {

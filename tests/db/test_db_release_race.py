@@ -10,9 +10,8 @@ import pytest
 from sqlalchemy import Engine, select
 
 import tuner.files.release as release_module
-from db.engine import session_scope
-from db.models import Device
-from db.release_models import Release
+from db.connection import session_scope
+from db.models import Device, Release
 from tests.storefill import DEFAULT, FAST, SLOW, fill
 from tuner.files.release import publish
 

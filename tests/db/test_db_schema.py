@@ -11,13 +11,13 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Engine, UniqueConstraint, inspect, select, text
 
-from db.engine import (
+from db.connection import (
     MIGRATIONS_DIR,
     SchemaError,
+    connect,
     current_revision,
     default_db_url,
     head_revision,
-    make_engine,
     open_store,
     session_scope,
     upgrade,
@@ -95,7 +95,7 @@ def test_open_store_creates_schema_in_new_folder(tmp_path: Path) -> None:
 
 
 def _version(url: str) -> list[str]:
-    engine = make_engine(url)
+    engine = connect(url)
     try:
         with engine.connect() as connection:
             return list(connection.scalars(text("SELECT version_num FROM alembic_version")))
@@ -116,19 +116,19 @@ def test_unknown_revision_raises_and_changes_nothing(store_url: str) -> None:
     assert "run `tuner db upgrade`" in message
     assert "0000old" in message and head_revision() in message
     assert _version(store_url) == ["0000old"]
-    check = make_engine(store_url)
+    check = connect(store_url)
     with session_scope(check) as session:
         assert session.scalars(select(Device.device_name)).all() == ["NVIDIA_L20"]
     check.dispose()
 
 
 def test_unstamped_tables_raise(store_url: str) -> None:
-    engine = make_engine(store_url)
+    engine = connect(store_url)
     Base.metadata.create_all(engine)
     engine.dispose()
     with pytest.raises(SchemaError, match=r"revision none, .*run `tuner db upgrade`"):
         open_store(store_url)
-    check = make_engine(store_url)
+    check = connect(store_url)
     assert "alembic_version" not in inspect(check).get_table_names()
     check.dispose()
 
@@ -162,7 +162,7 @@ def test_alembic_with_a_url_up_down_and_offline(
     config.set_main_option("script_location", str(MIGRATIONS_DIR))
     config.set_main_option("sqlalchemy.url", url)
     command.upgrade(config, "head")
-    engine = make_engine(url)
+    engine = connect(url)
     try:
         assert current_revision(engine) == head_revision()
         command.downgrade(config, "base")
@@ -176,7 +176,7 @@ def test_alembic_with_a_url_up_down_and_offline(
 
 def test_a_store_made_by_the_first_schema_upgrades_and_keeps_its_rows(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'first.db'}"
-    engine = make_engine(url)
+    engine = connect(url)
     upgrade(engine, "0001")
     with engine.begin() as connection:
         connection.execute(text("INSERT INTO devices (device_name, created_at) "
@@ -186,7 +186,7 @@ def test_a_store_made_by_the_first_schema_upgrades_and_keeps_its_rows(tmp_path: 
                        r"`tuner db upgrade`"):
         open_store(url)
     assert _version(url) == ["0001"]  # refusing changed nothing
-    engine = make_engine(url)
+    engine = connect(url)
     upgrade(engine)
     columns = {column["name"] for column in inspect(engine).get_columns("tasks")}
     assert {"in_flight_config", "in_flight_since"} <= columns
@@ -199,7 +199,7 @@ def test_a_store_made_by_the_first_schema_upgrades_and_keeps_its_rows(tmp_path: 
 
 def test_a_store_at_0003_with_data_upgrades_to_head_and_back(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'third.db'}"
-    engine = make_engine(url)
+    engine = connect(url)
     upgrade(engine, "0003")
     config = "64, 128, 128, 32, 4, 2"
     statements = [
@@ -223,7 +223,7 @@ def test_a_store_at_0003_with_data_upgrades_to_head_and_back(tmp_path: Path) -> 
     engine.dispose()
     with pytest.raises(SchemaError, match=rf"revision 0003, this tuner expects {NEWEST}"):
         open_store(url)
-    engine = make_engine(url)
+    engine = connect(url)
     upgrade(engine)
     trial_sql = "SELECT trial_id, task_id, BLOCK_SIZE_M, status, latency_us FROM trials"
     with engine.connect() as connection:
@@ -244,7 +244,7 @@ def test_a_store_at_0003_with_data_upgrades_to_head_and_back(tmp_path: Path) -> 
     config_alembic.set_main_option("script_location", str(MIGRATIONS_DIR))
     config_alembic.set_main_option("sqlalchemy.url", url)
     command.downgrade(config_alembic, "0003")
-    engine = make_engine(url)
+    engine = connect(url)
     try:
         tables = set(inspect(engine).get_table_names())
         assert not tables & {"retimes", "decisions", "ceilings"}

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from db import repo
-from db.engine import session_scope
+from db.connection import session_scope
 from db.models import Device, Environment, Sweep, Task
 
 SWEEP: dict[str, Any] = {

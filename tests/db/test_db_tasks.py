@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import Engine, select
 
 from db import repo
-from db.engine import make_engine, open_store, session_scope
+from db.connection import connect, open_store, session_scope
 from db.models import Task
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -140,7 +140,7 @@ def test_naive_now_is_refused(engine: Engine) -> None:
 
 
 def _claim_all(url: str, worker_id: str, barrier: Any, out: Any) -> None:
-    engine = make_engine(url)
+    engine = connect(url)
     barrier.wait()
     claimed = []
     while True:

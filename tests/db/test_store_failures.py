@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from db import repo
-from db.engine import open_store, session_scope
+from db.connection import open_store, session_scope
 from tests.storefill import DEFAULT, fill
 
 

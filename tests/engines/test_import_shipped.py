@@ -9,7 +9,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from db import repo
-from db.engine import open_store, session_scope
+from db.connection import open_store, session_scope
 from tests.engines.engine_code import wheel_folder
 from tests.engines.vllm_host import DENSE_CONFIGS
 from tests.storefill import row_counts

@@ -118,7 +118,7 @@ def compare(
     --device interpreter times on the CPU: Triton's interpreter against torch
     on the CPU; CPU timings, useful to try the command, not to decide.
     """
-    from db.engine import session_scope
+    from db.repo import session_scope
     from tuner.cli.verify import _use_backend
     from tuner.compare.versus import verdicts
     from tuner.compare.vllm_default import default_kernels, flag_lines, table_reasons
@@ -186,7 +186,7 @@ def _store(engine, device_name: str, env: dict, model_shapes, out_dtype: str, li
            ) -> int:
     """Record the run (its environment, verdict lines and every point); its comparison id."""
     from db import repo
-    from db.engine import session_scope
+    from db.repo import session_scope
 
     with session_scope(engine) as session:
         environment_id = repo.get_or_create_environment(session, **env)

@@ -13,16 +13,16 @@ from tuner.cli.options import DbOpt, console, fail, masked, no_store_line, open_
 def db_upgrade(db: DbOpt = None) -> None:
     """Upgrade the store's schema to this version of the tuner (Alembic); a new store is
     created at it."""
-    from db.engine import make_engine, upgrade
+    from db.repo import connect, upgrade
 
     url = store_url(db)
-    engine = make_engine(url)
+    store = connect(url)
     try:
-        upgrade(engine)
+        upgrade(store)
     except Exception as exc:  # noqa: BLE001 - an unreachable server, a bad file: one line
         raise open_failed(exc, url) from None
     finally:
-        engine.dispose()
+        store.dispose()
     console.print(f"store {masked(url)} is at the current schema", soft_wrap=True)
 
 
@@ -37,7 +37,7 @@ def db_backup(
     """
     import sqlite3
 
-    from db.faults import sqlite_path
+    from db.repo import sqlite_path
 
     url = store_url(db, driver=False)
     path = sqlite_path(url)

@@ -60,7 +60,7 @@ def export(
 
     out_folder(out)
     _, engine = open_db(db, must_exist=True, read_only=True)
-    from db.engine import session_scope
+    from db.repo import session_scope
 
     with session_scope(engine) as session:
         device_name = device_in_store(session, device)
@@ -170,7 +170,7 @@ def winners(
     from tuner.kernels.registry import DEFAULT_FAMILY
 
     _, engine = open_db(db, must_exist=True, read_only=True)
-    from db.engine import session_scope
+    from db.repo import session_scope
 
     with session_scope(engine) as session:
         device_name = device_in_store(session, device)

@@ -51,7 +51,7 @@ def _store_fault_line(exc: Exception) -> str | None:
     sqlalchemy_exc = sys.modules.get("sqlalchemy.exc")
     if sqlalchemy_exc is None or not isinstance(exc, sqlalchemy_exc.DBAPIError):
         return None
-    from db.faults import is_transient
+    from db.repo import is_transient
 
     if not is_transient(exc):
         return None

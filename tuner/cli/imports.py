@@ -167,7 +167,7 @@ def _launch_checks(planned: list[Planned], engine: object) -> tuple[dict[Path, V
     import importlib.util
 
     from db import repo
-    from db.engine import session_scope
+    from db.repo import session_scope
     from tuner.measure.compile import compile_pool
 
     by_target: dict[str, list[Planned]] = {}
@@ -226,7 +226,7 @@ def import_files(
     another config there than the file holds.
     """
     from db import repo
-    from db.engine import session_scope
+    from db.repo import session_scope
 
     if not 1 <= len(label) <= 128 or not label.strip():
         raise fail("--label must be 1..128 characters")
@@ -257,8 +257,9 @@ def import_files(
 def _store(engine: Engine, planned: list[Planned], verdicts: dict[Path, Verdict],
            label: str) -> None:
     """Record every planned file's entries in one transaction (`db.imports.record_import`)."""
+    from db.repo import session_scope
+
     from db import repo
-    from db.engine import session_scope
 
     with session_scope(engine) as session:
         for plan in planned:

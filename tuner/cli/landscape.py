@@ -116,7 +116,7 @@ def landscape_record(
     bench/search_quality.py --landscape FILE measures search strategies against it.
     """
     from db import repo
-    from db.engine import session_scope
+    from db.repo import session_scope
 
     _, engine = open_db(db, must_exist=True)
     with session_scope(engine) as session:

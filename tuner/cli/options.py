@@ -303,7 +303,7 @@ def store_files(engine, device_name: str, *, out_dtype: str | None, allow_stale:
     Raises:
         typer.Exit: the winners cannot be merged (one line, exit 2).
     """
-    from db.engine import session_scope
+    from db.repo import session_scope
     from tuner.files.device import MergeError, device_files
 
     try:

@@ -47,7 +47,7 @@ def publish_device(engine, device_name: str, *, reason: str, allow_partial: bool
     Raises:
         typer.Exit: the winners cannot be merged (exit 2), or nothing to publish with required.
     """
-    from db.engine import session_scope
+    from db.repo import session_scope
     from tuner.files.device import MergeError
     from tuner.files.release import NothingToPublish, publish
 
@@ -87,7 +87,7 @@ def publish_cmd(
     versions the files were tuned with, who and when. Files identical to the latest release's
     make no new release.
     """
-    from db.engine import session_scope
+    from db.repo import session_scope
 
     _, engine = open_db(db, must_exist=True)
     with session_scope(engine) as session:

@@ -40,7 +40,7 @@ def recipe_sweep(
     from tuner.run.recipe import DB_VARIABLE, SweepRecipe, wheels_lines
 
     # postgres:// and postgresql:// open with psycopg as postgresql+psycopg:// does
-    # (db.engine.normalized_url, where the pods open the store).
+    # (db.repo.normalized_url, where the pods open the store).
     if fmt == RecipeFormat.k8s and (db is None
                                     or not db.startswith(("postgresql", "postgres://"))):
         raise fail("--format k8s needs --db postgresql+psycopg://...: the pods of a "

@@ -266,20 +266,19 @@ def _stored_release(db: str | None, device: str, number: int) -> dict | None:
     here (no --db, no $TUNER_DB_URL and no ./tuner.db) or it lacks that release."""
     import os
 
-    from db import releases
-    from db.engine import session_scope
+    from db import repo
     from tuner.files.pull import release_entry
     from tuner.inputs.devices import resolve
 
     if db is None and not os.environ.get("TUNER_DB_URL") and not Path("tuner.db").exists():
         return None
     _, store = open_db(db, must_exist=True, read_only=True)
-    with session_scope(store) as session:
-        known = releases.list_release_device_names(session)
+    with repo.session_scope(store) as session:
+        known = repo.list_release_device_names(session)
         names = [device] if device in known else resolve(device, known)
         if len(names) != 1:
             return None
-        info = releases.get_release(session, device_name=names[0], number=number)
+        info = repo.get_release(session, device_name=names[0], number=number)
         return None if info is None else release_entry(info)
 
 
@@ -289,7 +288,7 @@ def _store_file_names(device: str, engine: str, allow_partial: bool, db: str | N
     """The device's file names in the store (from the trials of `kernel`'s source: "auto",
     "vllm" or "builtin"), its vLLM key, compute capability, the versions line of what its
     winners were timed with and their one Triton version (None for none or several)."""
-    from db.engine import session_scope
+    from db.repo import session_scope
     from tuner.files.archive import versions_line, winner_versions
 
     _, store = open_db(db, must_exist=True, read_only=True)

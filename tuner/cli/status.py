@@ -16,7 +16,7 @@ def status(
 ) -> None:
     """Sweeps in the store with task and trial counts; with --sweep, that sweep's tasks."""
     from db import repo
-    from db.engine import session_scope
+    from db.repo import session_scope
 
     _, engine = open_db(db, must_exist=True, read_only=True)
     with session_scope(engine) as session:

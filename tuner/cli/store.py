@@ -67,7 +67,7 @@ def sqlite_url_hint(text: str) -> str:
 
 def store_url(db: str | None, *, driver: bool = True) -> str:
     """The store's URL: --db, else $TUNER_DB_URL, else sqlite:///tuner.db; checked, and
-    `postgres://` / `postgresql://` turned into psycopg's (`db.engine.normalized_url`). Every
+    `postgres://` / `postgresql://` turned into psycopg's (`db.repo.normalized_url`). Every
     command that takes --db reads it here (through `open_db` or `existing_store` where it
     opens the store).
 
@@ -85,7 +85,7 @@ def store_url(db: str | None, *, driver: bool = True) -> str:
     from sqlalchemy import make_url
     from sqlalchemy.exc import ArgumentError
 
-    from db.engine import default_db_url, normalized_url
+    from db.repo import default_db_url, normalized_url
 
     url = db or default_db_url()
     try:
@@ -135,7 +135,7 @@ def _check_driver(url: str) -> None:
 def sqlite_missing(url: str) -> bool:
     """Whether a SQLite store URL names a file that does not exist (False for other stores and
     in-memory SQLite)."""
-    from db.faults import sqlite_path
+    from db.repo import sqlite_path
 
     path = sqlite_path(url)
     return path is not None and not path.exists()
@@ -152,7 +152,7 @@ def open_failed(exc: BaseException, url: str) -> typer.Exit:
     or refuses the login, a SQLite file that cannot be opened; return the Exit to raise."""
     from sqlalchemy.exc import DBAPIError
 
-    from db.faults import sqlite_path
+    from db.repo import sqlite_path
 
     orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
     reason = (str(orig).strip().splitlines() or [""])[0].strip()
@@ -182,7 +182,7 @@ def _read_only_or_refused(url: str, read_only: bool) -> str:
     note line), the URL itself otherwise; one error line where the command must write."""
     from sqlalchemy import make_url
 
-    from db.engine import read_only_url
+    from db.repo import read_only_url
 
     parsed = make_url(url)
     database = parsed.database or ""
@@ -210,13 +210,13 @@ def open_db(db: str | None, *, must_exist: bool = False, read_only: bool = False
         must_exist: for commands that only read: refuse a SQLite file that does not exist (a
             mistyped --db would otherwise be created empty and read as "nothing yet").
         read_only: the command only reads: a SQLite file (or folder) this process cannot
-            write is opened read-only (`db.engine.read_only_url`), said in one note line;
+            write is opened read-only (`db.repo.read_only_url`), said in one note line;
             without it such a store is refused in one line.
 
     Raises:
         typer.Exit: one line, exit 2, when the store cannot be opened.
     """
-    from db.engine import SchemaError, open_store
+    from db.repo import SchemaError, open_store
 
     url = store_url(db)
     if must_exist:
@@ -245,20 +245,20 @@ def existing_store(db: str | None):
     """
     from sqlalchemy import inspect, make_url
 
-    from db.engine import make_engine
+    from db.repo import connect
 
     url = store_url(db)
     if sqlite_missing(url):
         return url, None
     if make_url(url).get_backend_name() != "sqlite":
-        engine = make_engine(url)
+        store = connect(url)
         try:
-            with engine.connect() as connection:
+            with store.connect() as connection:
                 has_tables = bool(inspect(connection).get_table_names())
         except Exception as exc:  # noqa: BLE001 - unreachable, login refused: one line
             raise open_failed(exc, url) from None
         finally:
-            engine.dispose()
+            store.dispose()
         if not has_tables:
             return url, None
     return open_db(url, must_exist=True, read_only=True)

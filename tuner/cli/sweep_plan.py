@@ -45,9 +45,7 @@ def _history(db: str | None, requests: list) -> tuple[list, list[int]]:
     """The device's earlier trial times and each request's stored trials, read without
     creating a store (no store yet reads as an empty history; a server that does not answer is
     one line, exit 2: `tuner.cli.options.existing_store`)."""
-    from db.engine import session_scope
-    from db.history import stored_trials, trial_times
-    from db.sweeps import sweep_key
+    from db.repo import session_scope, stored_trials, sweep_key, trial_times
 
     _, engine = existing_store(db)
     if engine is None:

@@ -271,7 +271,7 @@ def verify(
     stderr);
     2 bad input (unknown model or device, no file to check); 130 interrupted.
     """
-    from db.engine import session_scope
+    from db.repo import session_scope
     from tuner.cli.verify_fix import Fixer
     from tuner.compare.verify_run import m_set_line, no_file_line, summary_line
     from tuner.kernels.registry import DEFAULT_FAMILY, get_family

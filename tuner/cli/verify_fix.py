@@ -63,7 +63,7 @@ class Fixer:
         """Run the unfinished tasks of this device's sweeps of the model and TP over the same
         config space first: an interrupted `--fix` (or sweep) resumes, and its files are whole."""
         from db import repo
-        from db.engine import session_scope
+        from db.repo import session_scope
         from tuner.run.plan import space_name
 
         space = space_name(self.configs, None, self.kernel_label)

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 import tuner
-from db.releases import NewFile, ReleaseInfo, publish_release
+from db.repo import NewFile, ReleaseInfo, publish_release
 from tuner.files.archive import build_zip, versions_line, winner_versions
 from tuner.files.device import StoreFiles, device_files
 

@@ -43,7 +43,7 @@ class Lease:
             sqlalchemy.exc.DBAPIError: the store could not be reached.
         """
         from db import repo
-        from db.engine import session_scope
+        from db.repo import session_scope
 
         if self._lost:
             return False

@@ -144,7 +144,7 @@ def plan(engine, request: SweepRequest):
         "kept" when the stored sweep has a larger budget than asked).
     """
     from db import repo
-    from db.engine import session_scope
+    from db.repo import session_scope
 
     with session_scope(engine) as session:
         return repo.open_sweep(session, **request.sweep_fields())

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from db.history import TrialTimeRow
+from db.repo import TrialTimeRow
 from tuner.kernels.registry import get_family
 from tuner.measure.runners import Runner
 from tuner.measure.runners.gpu import GPU_COMPILE_S

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
-from db.faults import Outage, StoreUnavailable, engine_url, retry_store
+from db.repo import Outage, StoreUnavailable, retry_store, url_of
 from tuner.run.interrupt import Terminated
 from tuner.run.worker import worker_main
 from tuner.run.worker_spec import (
@@ -174,7 +174,7 @@ class Supervisor:
             StoreUnavailable: the store stayed unavailable; its str() is the one line to print.
         """
         previous = signal.signal(signal.SIGTERM, _interrupt)
-        outage = Outage(engine_url(self.engine))
+        outage = Outage(url_of(self.engine))
         try:
             for slot in self.slots:
                 self._start(slot)
@@ -233,7 +233,7 @@ class Supervisor:
     def _handle_exit(self, slot: _Slot) -> bool:
         """Account for a worker that exited; restart it if work is left. True if restarted."""
         from db import repo
-        from db.engine import session_scope
+        from db.repo import session_scope
         from tuner.kernels.config import KernelConfig
 
         assert slot.process is not None and slot.spec is not None and slot.shared is not None
@@ -294,7 +294,7 @@ class Supervisor:
         """Stop every worker and hand their tasks back, if the store answers within a few
         seconds (else the leases expire: `lease_s` after the last heartbeat)."""
         from db import repo
-        from db.engine import session_scope
+        from db.repo import session_scope
 
         running = [slot.process for slot in self.slots if slot.process is not None]
         for process in running:
@@ -309,7 +309,7 @@ class Supervisor:
                     repo.release_tasks(session, worker_id=worker_id)
 
         try:
-            retry_store(release, url=engine_url(self.engine), deadline_s=5.0)
+            retry_store(release, url=url_of(self.engine), deadline_s=5.0)
         except (StoreUnavailable, DBAPIError, PoolTimeoutError):
             self.on_event("the store did not answer: the claimed tasks go back to the queue "
                           "when their leases expire")

@@ -171,8 +171,7 @@ def _progress_readers(engine, db_url: str, sweep_id: int):
     """(read, read through a store restart) of the sweep's progress (`db.repo.sweep_progress`);
     the supervisor bounds a longer outage."""
     from db import repo
-    from db.engine import session_scope
-    from db.faults import retry_store
+    from db.repo import retry_store, session_scope
 
     def read_progress():
         with session_scope(engine) as session:
@@ -216,7 +215,7 @@ def commonest_failure(engine, sweep_id: int) -> str:
     from collections import Counter
 
     from db import repo
-    from db.engine import session_scope
+    from db.repo import session_scope
 
     with session_scope(engine) as session:
         tasks = repo.sweep_tasks(session, sweep_id=sweep_id)
@@ -316,7 +315,7 @@ def unfinished_in_scope(engine, *, sweep_id: int | None, device_name: str,
         ValueError: the sweep is on another device or over another config space (one line).
     """
     from db import repo
-    from db.engine import session_scope
+    from db.repo import session_scope
 
     with session_scope(engine) as session:
         if sweep_id is not None:

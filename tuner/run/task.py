@@ -126,7 +126,7 @@ class TaskRun:
             TaskLost: the lease could not be renewed.
         """
         from db import repo
-        from db.engine import session_scope
+        from db.repo import session_scope
         from tuner.core import TrialStatus
         from tuner.kernels.config import KernelConfig
         from tuner.measure.trial import TrialResult
@@ -254,7 +254,7 @@ class TaskRun:
             TaskLost: the task was taken from this worker; nothing was stored.
         """
         from db import repo
-        from db.faults import retry_store
+        from db.repo import retry_store
 
         def step() -> bool:
             with self.engine.begin() as connection:  # the trial's one transaction
@@ -320,8 +320,7 @@ def _retime_and_decide(engine, spec: WorkerSpec, task, environment_id: int, runn
         TaskLost: the task was taken from this worker; its decision was not stored.
     """
     from db import repo
-    from db.engine import session_scope
-    from db.faults import retry_store
+    from db.repo import retry_store, session_scope
     from tuner.kernels.config import KernelConfig
     from tuner.measure.noise import (
         RETIME_ROUNDS,

@@ -66,7 +66,7 @@ class _ParentWatch(threading.Thread):
 
     def run(self) -> None:
         from db import repo
-        from db.engine import session_scope
+        from db.repo import session_scope
 
         while os.getppid() == self.spec.parent_pid:
             time.sleep(0.25)
@@ -83,7 +83,7 @@ def _record_ceilings(engine, environment_id: int, device: str) -> None:
     them with the environment, for the roofline ratios of its winners. A failure is reported
     and the worker goes on: the ratios are then left out."""
     from db import repo
-    from db.engine import session_scope
+    from db.repo import session_scope
     from tuner.measure.roofline import ceiling_details, measure_ceilings
 
     try:
@@ -112,7 +112,7 @@ def worker_main(spec: WorkerSpec, shared: WorkerShared | None = None) -> None:
         spec: what to claim and how to measure.
         shared: counters shared with the supervisor, if any.
     """
-    from db.faults import StoreUnavailable
+    from db.repo import StoreUnavailable
 
     try:
         _work(spec, shared)
@@ -142,11 +142,11 @@ class _Worker:
 
     def __init__(self, spec: WorkerSpec, shared: WorkerShared | None) -> None:
         from db import repo
-        from db.engine import make_engine
+        from db.repo import connect
         from tuner.kernels.config import KernelConfig
 
         self.spec, self.shared = spec, shared
-        self.engine = make_engine(spec.db_url)
+        self.engine = connect(spec.db_url)
         self.claim_lock = threading.Lock()
         if spec.parent_pid is not None:
             _ParentWatch(self.engine, spec, self.claim_lock).start()
@@ -169,13 +169,13 @@ class _Worker:
 
     def stored(self, step):
         """One store transaction, retried on a fresh connection while the store is down."""
-        from db.faults import retry_store
+        from db.repo import retry_store
 
         return retry_store(step, url=self.spec.db_url)
 
     def in_session(self, function, **kwargs):
         """`function(session, **kwargs)` in one retried transaction."""
-        from db.engine import session_scope
+        from db.repo import session_scope
 
         def step():
             with session_scope(self.engine) as session:
@@ -189,7 +189,7 @@ class _Worker:
     def claim(self):
         """(a claimed task or None, the unfinished tasks in scope), under the claim lock."""
         from db import repo
-        from db.engine import session_scope
+        from db.repo import session_scope
 
         with self.claim_lock, session_scope(self.engine) as session:
             spec = self.spec
@@ -251,7 +251,7 @@ class _Worker:
         from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
         from db import repo
-        from db.faults import StoreUnavailable, is_transient, store_timeout_s
+        from db.repo import StoreUnavailable, is_transient, store_timeout_s
 
         spec = self.spec
         environment_id = self.environment_for(task)
@@ -288,7 +288,7 @@ class _Worker:
 
 
 def _store_line(exc: BaseException, url: str) -> str:
-    from db.faults import describe_store_error
+    from db.repo import describe_store_error
 
     return describe_store_error(exc, url)
 
@@ -297,8 +297,7 @@ def _hand_back(engine, spec: WorkerSpec) -> None:
     """Hand this worker's task back on the way out, if the store answers within a few seconds
     (else its supervisor tries, and past that the lease expires)."""
     from db import repo
-    from db.engine import session_scope
-    from db.faults import StoreUnavailable, retry_store
+    from db.repo import StoreUnavailable, retry_store, session_scope
 
     def step():
         with session_scope(engine) as session:

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from api.app import create_app
 from api.settings import Settings
 from db import repo
-from db.engine import session_scope
+from db.connection import session_scope
 from tests.storefill import run_one_task
 from tuner.cli import app as cli
 from tuner.files.device import device_files

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from api.app import create_app
 from api.settings import Settings
 from db import repo
-from db.engine import open_store, session_scope
+from db.connection import open_store, session_scope
 from tests.toyfamily.family import TOY3
 from tuner.inputs.shapes import ShapesFileError, load_shapes, render_shapes_file
 from tuner.kernels.config import KernelConfig

@@ -103,7 +103,7 @@ def test_a_registered_family_is_verified_against_its_own_default(trio) -> None:
 
 def test_a_registered_family_is_imported_as_its_own_family(tmp_path: Path, trio) -> None:
     from db import repo
-    from db.engine import open_store, session_scope
+    from db.connection import open_store, session_scope
 
     assert family_of_file(TRIO_FILE) is TRIO
     (tmp_path / TRIO_FILE).write_text(dump_config_file({1: SMALL.as_dict()}))

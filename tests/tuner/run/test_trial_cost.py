@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import event
 
 from db import repo
-from db.engine import session_scope
+from db.connection import session_scope
 from tests.tuner.run.test_worker import (  # noqa: F401 - stub_runner: an autouse fixture
     BUDGET,
     StubRunner,

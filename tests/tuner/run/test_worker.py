@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 
 from db import repo
-from db.engine import open_store, session_scope
+from db.connection import open_store, session_scope
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space

@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from db import repo
-from db.engine import open_store, session_scope
+from db.connection import open_store, session_scope
 from tuner.core import TrialStatus
 from tuner.kernels.dense.space import vllm_space
 from tuner.measure import runner as measure

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from db import repo
-from db.engine import session_scope
+from db.connection import session_scope
 from tests.storefill import run_one_task
 from tuner.files.device import device_files
 from tuner.files.format import dump_config_file

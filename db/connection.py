@@ -1,4 +1,5 @@
-"""Engine factory, schema-version check and the one transaction scope of the store."""
+"""Connecting to the store (a SQLAlchemy Engine, called `store` here), its schema-version check
+and the one transaction scope of the store."""
 
 from __future__ import annotations
 
@@ -139,9 +140,9 @@ def _enable_wal(cursor: Any) -> None:
             time.sleep(0.05)
 
 
-def make_engine(url: str, *, pool_size: int | None = None,
-                pool_timeout: float | None = None) -> Engine:
-    """Create an engine for a store URL.
+def connect(url: str, *, pool_size: int | None = None,
+            pool_timeout: float | None = None) -> Engine:
+    """Connect to the store at a URL: a SQLAlchemy Engine with its connection pool.
 
     SQLite files get WAL journaling with synchronous=NORMAL (no fsync per commit), a 30 s
     busy timeout and foreign keys on every connection, and the folder of the file is created.
@@ -159,7 +160,7 @@ def make_engine(url: str, *, pool_size: int | None = None,
             `sqlalchemy.exc.TimeoutError`; None for SQLAlchemy's 30.
 
     Returns:
-        The engine; nothing is connected or created in the database yet.
+        The store's Engine; nothing is connected or created in the database yet.
     """
     url = normalized_url(url)
     parsed = make_url(url)
@@ -171,14 +172,14 @@ def make_engine(url: str, *, pool_size: int | None = None,
         options |= {"pool_size": pool_size, "max_overflow": 0}
     if pool_timeout is not None and not in_memory:
         options["pool_timeout"] = pool_timeout
-    engine = create_engine(parsed, **options)
+    store = create_engine(parsed, **options)
     if is_read_only_url(url):
-        event.listen(engine, "connect", _set_read_only_pragmas)
+        event.listen(store, "connect", _set_read_only_pragmas)
     elif parsed.get_backend_name() == "sqlite":
         if database and database != ":memory:" and not database.startswith("file:"):
             Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-        event.listen(engine, "connect", _set_sqlite_pragmas)
-    return engine
+        event.listen(store, "connect", _set_sqlite_pragmas)
+    return store
 
 
 def _alembic_config() -> Config:
@@ -203,28 +204,28 @@ def _revision_of(connection: Connection) -> str | None:
     return MigrationContext.configure(connection).get_current_revision()
 
 
-def current_revision(engine: Engine) -> str | None:
+def current_revision(store: Engine) -> str | None:
     """The schema revision the store is at.
 
     Args:
-        engine: the store's engine.
+        store: the store (its Engine).
 
     Returns:
         The revision id in `alembic_version`, or None for a store never migrated.
     """
-    with engine.connect() as connection:
+    with store.connect() as connection:
         return _revision_of(connection)
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
+def upgrade(store: Engine, revision: str = "head") -> None:
     """Migrate the store's schema with Alembic (what `tuner db upgrade` runs).
 
     Args:
-        engine: the store's engine.
+        store: the store (its Engine).
         revision: the target revision id; "head" is the newest shipped.
     """
     config = _alembic_config()
-    with engine.begin() as connection:
+    with store.begin() as connection:
         if connection.dialect.name == "sqlite":
             # pysqlite runs DDL outside any transaction, so other processes would see a half
             # made schema (tables, no revision yet). One write transaction makes the whole
@@ -257,25 +258,25 @@ def dialect_insert(session: Session, entity: type[Any]) -> Any:
     )
 
 
-def _masked(engine: Engine) -> str:
-    return engine.url.render_as_string(hide_password=True)
+def _masked(store: Engine) -> str:
+    return store.url.render_as_string(hide_password=True)
 
 
-def _schema_error(engine: Engine, revision: str | None, head: str) -> SchemaError:
+def _schema_error(store: Engine, revision: str | None, head: str) -> SchemaError:
     return SchemaError(
-        f"store {_masked(engine)} is at schema revision {revision or 'none'}, "
+        f"store {_masked(store)} is at schema revision {revision or 'none'}, "
         f"this tuner expects {head}: run `tuner db upgrade`"
     )
 
 
-def _create_schema(engine: Engine, head: str) -> None:
+def _create_schema(store: Engine, head: str) -> None:
     try:
-        upgrade(engine)
+        upgrade(store)
     except DBAPIError:
         # Another process may be creating the same empty store: wait for it to finish.
         deadline = time.monotonic() + _CREATE_WAIT_S
         while time.monotonic() < deadline:
-            if current_revision(engine) == head:
+            if current_revision(store) == head:
                 return
             time.sleep(0.1)
         raise
@@ -287,45 +288,45 @@ def open_store(url: str | None = None, *, pool_size: int | None = None,
 
     Args:
         url: a SQLAlchemy URL; None means `default_db_url()`.
-        pool_size, pool_timeout: the connection pool (see `make_engine`).
+        pool_size, pool_timeout: the connection pool (see `connect`).
 
     Returns:
-        An engine on a store whose schema is at the head revision. A read-only SQLite URL
+        The Engine of a store whose schema is at the head revision. A read-only SQLite URL
         (`read_only_url`) is only checked, never migrated or created.
 
     Raises:
         SchemaError: the database has tables but is not at the head revision (older, newer,
             or never stamped). The store is left unchanged.
     """
-    engine_url = url if url is not None else default_db_url()
-    engine = make_engine(engine_url, pool_size=pool_size, pool_timeout=pool_timeout)
+    store_url = url if url is not None else default_db_url()
+    store = connect(store_url, pool_size=pool_size, pool_timeout=pool_timeout)
     try:
         head = head_revision()
-        with engine.connect() as connection:
+        with store.connect() as connection:
             has_tables = bool(inspect(connection).get_table_names())
             revision = _revision_of(connection) if has_tables else None
-        if not has_tables and is_read_only_url(engine_url):
-            raise SchemaError(f"store {_masked(engine)} is empty and read-only: nothing to read")
+        if not has_tables and is_read_only_url(store_url):
+            raise SchemaError(f"store {_masked(store)} is empty and read-only: nothing to read")
         if not has_tables:
-            _create_schema(engine, head)
+            _create_schema(store, head)
         elif revision != head:
-            raise _schema_error(engine, revision, head)
+            raise _schema_error(store, revision, head)
     except BaseException:
-        engine.dispose()
+        store.dispose()
         raise
-    return engine
+    return store
 
 
 @contextmanager
-def session_scope(engine: Engine) -> Iterator[Session]:
+def session_scope(store: Engine) -> Iterator[Session]:
     """One transaction: commit when the block succeeds, roll back when it raises.
 
     Args:
-        engine: the store's engine.
+        store: the store (its Engine).
 
     Yields:
         A session whose objects stay readable after the commit (`expire_on_commit=False`).
     """
-    factory = sessionmaker(engine, expire_on_commit=False)
+    factory = sessionmaker(store, expire_on_commit=False)
     with factory.begin() as session:
         yield session
