@@ -241,18 +241,13 @@ def test_no_file_cites_a_document_outside_the_repository() -> None:
 # particular one. What still does, until its module is moved onto the registry, and why; an
 # entry whose module no longer needs it fails too, so the list only shrinks.
 FAMILY_NAMES_ALLOWED: dict[str, str] = {
-    "tuner.compare.doctor": "checks each family's space and workload against vLLM by name",
     "tuner.compare.serving_dense": "the dense family's doctor and selection hooks (VllmServing "
                                    "names them); they use tuner.inputs and tuner.compare, above "
                                    "tuner.kernels",
     "tuner.compare.serving_moe": "the MoE family's doctor and selection hooks (as serving_dense)",
     "tuner.compare.shipped": "reads vLLM's shipped dense files with the dense parser and space",
-    "tuner.compare.verify": "checks dense files against the dense space and default",
-    "tuner.compare.verify_run": "picks the files of the default family (dense shapes)",
-    "tuner.compare.vllm_select": "a model's JSON keeps its dense and MoE shapes under family names",
     "tuner.files.format": "file import keeps dense files only (the dense name parser)",
     "tuner.files.imports": "imports dense files only (the dense name parser)",
-    "tuner.files.provenance": "imported files carry the dense kernel's hash",
     "tuner.inputs.logs": "parses a log's dense and MoE file names with each family's parser",
     "tuner.inputs.shapes": "a model's MoE rows for vllm_select (registry.EXPERTS_FAMILY would do)",
     "tuner.measure.calibrate": "calibrates the timer with the dense kernel",

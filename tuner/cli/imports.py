@@ -257,9 +257,8 @@ def import_files(
 def _store(engine: Engine, planned: list[Planned], verdicts: dict[Path, Verdict],
            label: str) -> None:
     """Record every planned file's entries in one transaction (`db.imports.record_import`)."""
-    from db.repo import session_scope
-
     from db import repo
+    from db.repo import session_scope
 
     with session_scope(engine) as session:
         for plan in planned:
