@@ -9,6 +9,7 @@ run on SQLite (3.30 or newer: window functions, FILTER) and PostgreSQL.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Select, func, select
@@ -123,7 +124,7 @@ def shape_coverage(
     *,
     device_name: str,
     out_dtype: str | None = None,
-    kernel_hash: str | None = None,
+    kernel_hash: str | Sequence[str] | None = None,
     triton_minor: str | None = None,
 ) -> list[ShapeCoverage]:
     """The requested and finished M per (family, shape_params, N, K, block_shape) of a device,
@@ -139,7 +140,8 @@ def shape_coverage(
         session: the open session.
         device_name: vLLM's device key.
         out_dtype: only sweeps with this output dtype; None for all.
-        kernel_hash: only count trials and decisions of this kernel hash; None for all.
+        kernel_hash: only count trials and decisions of this kernel hash (or any of these
+            hashes); None for all.
         triton_minor: only count trials and decisions of this triton major.minor; None for all.
 
     Returns:

@@ -254,7 +254,7 @@ def winners(
     *,
     device_name: str,
     out_dtype: str | None = None,
-    kernel_hash: str | None = None,
+    kernel_hash: str | Sequence[str] | None = None,
     triton_minor: str | None = None,
 ) -> list[WinnerRow]:
     """The winner per (family, shape_params, N, K, block_shape, M) of a device, over all its
@@ -270,8 +270,8 @@ def winners(
         session: the open session.
         device_name: vLLM's device key.
         out_dtype: only sweeps with this output dtype; None for all.
-        kernel_hash: only trials and decisions whose environment has this kernel hash; None
-            for all.
+        kernel_hash: only trials and decisions whose environment has this kernel hash, or
+            any of these hashes; None for all.
         triton_minor: only trials and decisions whose environment's triton is this
             major.minor, e.g. "3.6"; None for all.
 
@@ -306,7 +306,8 @@ def _sweeps_per_key(session: Session, scope: dict) -> dict[tuple, set[int]]:
 
 
 def stale_trials(
-    session: Session, *, device_name: str, kernel_hash: str | None, triton_minor: str | None
+    session: Session, *, device_name: str, kernel_hash: str | Sequence[str] | None,
+    triton_minor: str | None,
 ) -> int:
     """How many ok trials of a device the provenance filter leaves out (for messages such as
     "12 trials of other kernel or Triton versions left out; --allow-stale includes them").
@@ -314,7 +315,7 @@ def stale_trials(
     Args:
         session: the open session.
         device_name: vLLM's device key.
-        kernel_hash: the current kernel hash; None for any.
+        kernel_hash: the current kernel hash, or the current hashes; None for any.
         triton_minor: the current triton major.minor, e.g. "3.6"; None for any.
 
     Returns:

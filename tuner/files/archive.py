@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import textwrap
 import zipfile
+from collections.abc import Iterable
+from typing import Protocol
 
 import tuner
 from tuner.files.engine_folders import folder_for, folder_history
@@ -73,7 +75,34 @@ def _advice(device_name: str, compute_capability: str | None) -> str:
 VERSION_KEYS: tuple[str, ...] = ("torch", "triton", "vllm", "kernel_source")
 
 
-def winner_versions(environments, winners) -> dict[str, list[str]]:
+class VersionedEnvironmentLike(Protocol):
+    """An environment with the versions a release names (db.overview.EnvironmentRow)."""
+
+    @property
+    def environment_id(self) -> int: ...
+
+    @property
+    def torch(self) -> str: ...
+
+    @property
+    def triton(self) -> str: ...
+
+    @property
+    def vllm(self) -> str: ...
+
+    @property
+    def kernel_source(self) -> str: ...
+
+
+class TimedInLike(Protocol):
+    """A winner naming the environment it was timed in (db.winners.WinnerRow)."""
+
+    @property
+    def environment_id(self) -> int | None: ...
+
+
+def winner_versions(environments: Iterable[VersionedEnvironmentLike],
+                    winners: Iterable[TimedInLike]) -> dict[str, list[str]]:
     """Every torch, Triton and vLLM version and kernel source that the winners were timed with.
 
     Args:

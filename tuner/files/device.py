@@ -9,6 +9,7 @@ re-assembles the pieces.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TypedDict
 
 from sqlalchemy.orm import Session
 
@@ -27,6 +28,14 @@ class MergeError(ValueError):
     one (shape, M)); the message starts with `cannot merge <device_name>:`."""
 
 
+class ProvenanceFilters(TypedDict, total=False):
+    """The provenance keyword filters of `repo.winners`, `repo.shape_coverage` and
+    `repo.stale_trials`; empty with allow_stale (every trial counts)."""
+
+    kernel_hash: tuple[str, ...]
+    triton_minor: str | None
+
+
 @dataclass(frozen=True)
 class Scope:
     """Which trials count for a device: those of the current kernel source and Triton
@@ -43,11 +52,12 @@ class Scope:
     stale_trials: int
 
     @property
-    def filters(self) -> dict[str, str | None]:
+    def filters(self) -> ProvenanceFilters:
         """Keyword filters of `repo.winners`, `repo.shape_coverage` and `repo.stale_trials`."""
         if self.allow_stale:
-            return {}
-        return {"kernel_hash": self.current.hashes, "triton_minor": self.current.triton_minor}
+            return ProvenanceFilters()
+        return ProvenanceFilters(kernel_hash=self.current.hashes,
+                                 triton_minor=self.current.triton_minor)
 
     def note(self, device_name: str) -> str | None:
         """The line the CLI prints about stale trials left out, or None when none were."""

@@ -27,27 +27,44 @@ class PartialFileError(ValueError):
 class WinnerRowLike(WinnerLike, Protocol):
     """A winner that also names its device and shape (db.repo.WinnerRow)."""
 
-    device_name: str
-    N: int
-    K: int
-    block_shape: Sequence[int]
+    @property
+    def device_name(self) -> str: ...
+
+    @property
+    def N(self) -> int: ...
+
+    @property
+    def K(self) -> int: ...
+
+    @property
+    def block_shape(self) -> Sequence[int]: ...
 
 
 class ImportedShapeLike(Protocol):
     """Imported entries of one shape (db.repo.ImportedShape): M -> config, M -> label. It may
     also carry `left_out` (M -> (label, reason)): entries the launch check left out."""
 
-    configs: Mapping[int, Mapping[str, int]]
-    labels: Mapping[int, str]
+    @property
+    def configs(self) -> Mapping[int, Mapping[str, int]]: ...
+
+    @property
+    def labels(self) -> Mapping[int, str]: ...
 
 
 class ShapeCoverageLike(Protocol):
     """The M grid requested for a shape (db.repo.ShapeCoverage)."""
 
-    N: int
-    K: int
-    block_shape: Sequence[int]
-    m_requested: Sequence[int]
+    @property
+    def N(self) -> int: ...
+
+    @property
+    def K(self) -> int: ...
+
+    @property
+    def block_shape(self) -> Sequence[int]: ...
+
+    @property
+    def m_requested(self) -> Sequence[int]: ...
 
 
 @dataclass(frozen=True)
@@ -284,8 +301,9 @@ def _merge_key(key: FamilyShape, rows: Sequence[WinnerRowLike], m_requested: Seq
 def _file_triton(rows: Sequence[WinnerRowLike],
                  triton_of: Mapping[int, str] | None) -> str | None:
     """The Triton most of `rows` were timed with (the newer on a tie); None when unknown."""
-    counts = Counter(triton_of[row.environment_id] for row in rows
-                     if triton_of and getattr(row, "environment_id", None) in triton_of)
+    environments = (getattr(row, "environment_id", None) for row in rows)
+    counts = Counter(triton_of[e] for e in environments
+                     if triton_of and isinstance(e, int) and e in triton_of)
     if not counts:
         return None
     return max(counts, key=lambda v: (counts[v], [int(p) for p in re.findall(r"\d+", v)]))

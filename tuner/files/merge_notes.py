@@ -18,11 +18,20 @@ class WinnerLike(Protocol):
     db.repo.WinnerRow does; a winner without them counts as undecided (`decided_spread`).
     """
 
-    M: int
-    config: Mapping[str, int]
-    latency_us: float
-    default_latency_us: float | None
-    is_default: bool
+    @property
+    def M(self) -> int: ...
+
+    @property
+    def config(self) -> Mapping[str, int]: ...
+
+    @property
+    def latency_us(self) -> float: ...
+
+    @property
+    def default_latency_us(self) -> float | None: ...
+
+    @property
+    def is_default(self) -> bool: ...
 
 
 def _fmt_config(config: Mapping[str, int]) -> str:

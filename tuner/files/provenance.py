@@ -12,7 +12,7 @@ import functools
 import importlib.metadata
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -31,8 +31,11 @@ KERNEL_FUNCTION = _DEFAULT.kernel_function
 class EnvironmentLike(Protocol):
     """An environment trials ran in, as `db.repo.device_environments` lists them."""
 
-    triton: str
-    kernel_hash: str
+    @property
+    def triton(self) -> str: ...
+
+    @property
+    def kernel_hash(self) -> str: ...
     # Also read, where present (db.repo.EnvironmentRow has them): kernel_source, vllm.
 
 
@@ -251,10 +254,10 @@ def current_provenance(
     else:
         current, others = ((kernel_hash, ()) if kernel_hash is not None
                            else split_hashes(family_hashes()))
-    fields = {"kernel_hash": current, "other_hashes": others, "kernel_source": source,
-              "vllm": version}
+    provenance = Provenance(kernel_hash=current, triton_minor=None, other_hashes=others,
+                            kernel_source=source, vllm=version)
     if installed_triton is not None:
-        return Provenance(triton_minor=triton_minor(installed_triton), **fields)
+        return replace(provenance, triton_minor=triton_minor(installed_triton))
     minors = set()
     for environment in environments:
         if environment.kernel_hash in (current, *others):
@@ -263,4 +266,4 @@ def current_provenance(
             except ValueError:
                 continue
     newest = max(minors, key=_minor_key) if minors else None
-    return Provenance(triton_minor=newest, **fields)
+    return replace(provenance, triton_minor=newest)

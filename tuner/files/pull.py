@@ -209,8 +209,8 @@ def release_capabilities(release: Mapping[str, Any]) -> list[str]:
     """The compute capabilities a release's summary says its winners were timed on (its
     `tuned_with` environments, e.g. ["8.9"]; "" for one that names none), for
     `tuner.inputs.backends.device_advice`; [] when the summary has none."""
-    summary = release.get("summary") if isinstance(release.get("summary"), Mapping) else {}
-    tuned = summary.get("tuned_with") if isinstance(summary.get("tuned_with"), list) else []
+    summary = found if isinstance(found := release.get("summary"), Mapping) else {}
+    tuned = found if isinstance(found := summary.get("tuned_with"), list) else []
     return [str(e.get("compute_capability") or "") for e in tuned if isinstance(e, Mapping)]
 
 

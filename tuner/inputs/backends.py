@@ -341,9 +341,9 @@ def device_advice(device_name: str, capabilities: Sequence[str] = ()) -> DeviceA
     if device_name == _INTERPRETER:
         return DeviceAdvice(device_name, None, "", None, needs_flag=False)
     capability, source = None, ""
-    for known in capabilities:
-        if re.fullmatch(r"\d{1,2}\.\d", known.strip()):
-            capability = known.strip()
+    for recorded in capabilities:
+        if re.fullmatch(r"\d{1,2}\.\d", recorded.strip()):
+            capability = recorded.strip()
             source = f"compute capability {capability}, from its trials in the store"
             break
     model, known = gpu_model(device_name), known_capability(device_name)

@@ -173,16 +173,16 @@ def _architecture(config: Mapping, where: str) -> tuple[str, bool]:
                                                                     "hidden_size")):
         raise ValueError(f"{where}: not a model's config.json (no architectures, model_type or "
                          "hidden_size): pass the config.json of a Hugging Face checkpoint")
-    known = (isinstance(architectures, list) and len(architectures) == 1
-             and architectures[0] in KNOWN_ARCHITECTURES)
+    name = (architectures[0] if isinstance(architectures, list) and len(architectures) == 1
+            else None)
     is_moe = any(config.get(k) is not None for k in EXPERT_COUNT_KEYS)
-    if not known and not (is_moe and isinstance(architectures, list) and len(architectures) == 1
-                          and isinstance(architectures[0], str)):
+    # KNOWN_ARCHITECTURES holds names only: a known architecture is a str.
+    if not (isinstance(name, str) and (name in KNOWN_ARCHITECTURES or is_moe)):
         names = ", ".join(KNOWN_ARCHITECTURES)
         raise ValueError(f"{where}: architectures {architectures!r} is not one of {names}; "
                          "other architectures are not derived, but for their MoE experts "
                          "(shapes from a log still work)"[:400])
-    return architectures[0], known
+    return name, name in KNOWN_ARCHITECTURES
 
 
 def _check_block_multiples(column: list[tuple[str, int]], row: list[tuple[str, int]], *,

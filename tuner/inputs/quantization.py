@@ -72,8 +72,10 @@ def _compressed_tensors(quant: Mapping, where: str) -> tuple[int, int]:
                 f"{where}: {label} weights are {weights.get('type')!r:.12} with "
                 f"{weights.get('num_bits')!r:.6} bits, not FP8: vLLM runs no block-FP8 GEMM")
         if strategy != "block":
-            kind = {"group": "per-group (1 x group_size)", "tensor": "per-tensor",
-                    "channel": "per-channel"}.get(strategy, f"strategy {strategy!r:.20}")
+            kinds = {"group": "per-group (1 x group_size)", "tensor": "per-tensor",
+                     "channel": "per-channel"}
+            kind = ((kinds.get(strategy) if isinstance(strategy, str) else None)
+                    or f"strategy {strategy!r:.20}")
             raise NotBlockFp8Error(
                 f"{where}: {label} weights are FP8 {kind}, not 128x128 blocks: vLLM runs no "
                 "block-FP8 GEMM for them, so there is nothing to tune")
