@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 
 from tuner.inputs.backends import kernel_verdict, linear_backend_arg, selected_kernel
 from tuner.kernels.dense.naming import FP8_DTYPE
@@ -291,7 +291,7 @@ def scan_lines(lines: Iterable[str]) -> LogScan:
 
 
 def _open_lines(path: Path) -> Iterable[str]:
-    raw = path.open("rb")
+    raw: BinaryIO = path.open("rb")
     if raw.read(2) == b"\x1f\x8b":
         raw.close()
         raw = gzip.open(path, "rb")
