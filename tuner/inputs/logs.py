@@ -26,12 +26,13 @@ engine's `with config: model='...', tensor_parallel_size=2`; SGLang: `tp_size=2`
 from __future__ import annotations
 
 import gzip
+import io
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import BinaryIO, TypeVar
+from typing import TypeVar
 
 from tuner.inputs.backends import kernel_verdict, linear_backend_arg, selected_kernel
 from tuner.kernels.dense.naming import FP8_DTYPE
@@ -291,7 +292,7 @@ def scan_lines(lines: Iterable[str]) -> LogScan:
 
 
 def _open_lines(path: Path) -> Iterable[str]:
-    raw: BinaryIO = path.open("rb")
+    raw: io.BufferedIOBase = path.open("rb")
     if raw.read(2) == b"\x1f\x8b":
         raw.close()
         raw = gzip.open(path, "rb")
