@@ -9,22 +9,12 @@ from typing import Annotated
 
 import typer
 
-from tuner.cli.options import (
-    DbOpt,
-    DeviceOpt,
-    InterpreterRepsOpt,
-    KernelChoice,
-    KernelOpt,
-    console,
-    device_in_store,
-    fail,
-    open_db,
-    parse_m_values,
-    plain,
-    resolve_kernel_choice,
-    resolve_runner,
-    store_files,
-)
+from tuner.cli.arguments import parse_m_values
+from tuner.cli.devices import resolve_kernel_choice, resolve_runner
+from tuner.cli.errors import fail
+from tuner.cli.options import DbOpt, DeviceOpt, InterpreterRepsOpt, KernelChoice, KernelOpt
+from tuner.cli.output import console, plain
+from tuner.cli.store import device_in_store, open_db, store_files
 from tuner.cli.tables import Column, print_table
 from tuner.core import REQUIRED_M, OutDtype
 from tuner.measure.rounds import RETIME_ROUNDS

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from tuner.cli.options import fail, plain
+from tuner.cli.errors import fail
+from tuner.cli.output import plain
 
 _ARCH = re.compile(r"sm(\d{2,3})")
 

@@ -8,8 +8,10 @@ from typing import Annotated, Any
 
 import typer
 
+from tuner.cli.arguments import DEFAULT_M, load_configs, parse_m_values
+from tuner.cli.devices import resolve_kernel_choice, resolve_runner
+from tuner.cli.errors import fail
 from tuner.cli.options import (
-    DEFAULT_M,
     DEFAULT_STRATEGY_NAME,
     ConfigsOpt,
     DbOpt,
@@ -21,18 +23,11 @@ from tuner.cli.options import (
     OutDtypeOpt,
     ReplayOpt,
     TrialTimeoutOpt,
-    console,
-    fail,
-    load_configs,
-    masked,
-    open_db,
-    parse_m_values,
-    print_sweep_summary,
-    resolve_kernel_choice,
-    resolve_runner,
     strategy_names,
 )
+from tuner.cli.output import console, print_sweep_summary
 from tuner.cli.publish import NoPublishOpt, publish_device
+from tuner.cli.store import masked, open_db
 from tuner.cli.sweep_plan import DryRunOpt, YesOpt, default_lines, show_plan
 from tuner.core import OutDtype
 from tuner.run.options import DEFAULT_LEASE_S

@@ -13,7 +13,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from tuner.cli.arguments import load_configs, parse_m_values
+from tuner.cli.devices import resolve_runner
 from tuner.cli.engines import EngineVersionOpt, clamp_lines
+from tuner.cli.errors import fail
 from tuner.cli.options import (
     DEFAULT_STRATEGY_NAME,
     ConfigsOpt,
@@ -24,17 +27,11 @@ from tuner.cli.options import (
     InterpreterRepsOpt,
     LeaseOpt,
     TrialTimeoutOpt,
-    device_in_store,
-    fail,
-    load_configs,
-    open_db,
-    parse_m_values,
-    plain,
-    resolve_runner,
-    store_files,
     strategy_names,
 )
+from tuner.cli.output import plain
 from tuner.cli.publish import NoPublishOpt, publish_device
+from tuner.cli.store import device_in_store, open_db, store_files
 from tuner.core import OutDtype
 from tuner.measure.rounds import RETIME_ROUNDS
 from tuner.run.options import DEFAULT_LEASE_S
