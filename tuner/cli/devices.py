@@ -3,13 +3,21 @@ and the files carry), the runner that measures on it, whose kernels are timed he
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from tuner.cli.errors import fail
 from tuner.cli.options import KernelChoice
+from tuner.cli.store import device_in_store
 from tuner.core import ResolvedDevice
+
+if TYPE_CHECKING:
+    from tuner.measure.runners import Runner
 
 
 def resolve_kernel_choice(choice: KernelChoice) -> tuple[str, str]:
@@ -27,7 +35,7 @@ def resolve_kernel_choice(choice: KernelChoice) -> tuple[str, str]:
 
 def resolve_device(device: str, replay: Path | None, *, need_device: bool = True,
                    plan_only: bool = False) -> tuple[str, ResolvedDevice]:
-    """(backend, device) for --device and --replay: the device resolved once
+    """(runner name, device) for --device and --replay: the device resolved once
     (`tuner.inputs.devices.resolve_device`), carried by the command to its workers and files.
 
     With need_device=False a GPU model that no visible GPU matches is still accepted (its vLLM
@@ -36,8 +44,8 @@ def resolve_device(device: str, replay: Path | None, *, need_device: bool = True
     when none matches, one note line on stderr says so and the plan is for one such GPU.
 
     Returns:
-        (backend: "replay", "interpreter" or "cuda"; the device, whose `visible_ids` are the
-        workers' CUDA_VISIBLE_DEVICES entries).
+        (the runner's name: "replay", "interpreter" or "cuda"; the device, whose
+        `visible_ids` are the workers' CUDA_VISIBLE_DEVICES entries).
 
     Raises:
         typer.Exit: exit 2 with one line: no visible GPU matches (need_device, not plan_only),
@@ -71,7 +79,7 @@ def resolve_device(device: str, replay: Path | None, *, need_device: bool = True
 
 def resolve_runner(device: str, replay: Path | None, *, interpreter_reps: int = 3,
                    need_device: bool = True, plan_only: bool = False):
-    """(runner, device) for --device and --replay: `resolve_device`'s backend name parsed,
+    """(runner, device) for --device and --replay: `resolve_device`'s runner name parsed,
     here and only here, into its runner (`tuner.measure.runners.make_runner`), whose
     device_name is the resolved device's.
 
@@ -80,12 +88,70 @@ def resolve_runner(device: str, replay: Path | None, *, interpreter_reps: int = 
     """
     from tuner.measure.runners import make_runner
 
-    backend, resolved = resolve_device(device, replay, need_device=need_device,
-                                       plan_only=plan_only)
+    name, resolved = resolve_device(device, replay, need_device=need_device,
+                                    plan_only=plan_only)
     try:
-        runner = make_runner(backend, device_name=resolved.device_name,
+        runner = make_runner(name, device_name=resolved.device_name,
                              landscape=None if replay is None else str(replay),
                              interpreter_reps=interpreter_reps)
     except ValueError as exc:
         raise fail(str(exc)) from None
     return runner, resolved
+
+
+def use_runner(runner: Runner, visible: Sequence[str | None]) -> None:
+    """Make this process run the kernel on the interpreter, or on the first matching GPU.
+
+    TRITON_INTERPRET must be set before tuner.kernels.dense.kernel is imported (triton.jit
+    reads it then).
+
+    Args:
+        runner: the command's runner (`resolve_runner`).
+        visible: the resolved device's CUDA_VISIBLE_DEVICES entries; the first is used.
+
+    Raises:
+        typer.Exit: one line, exit 2, when the kernel was already loaded for the other kind
+            of device in this process.
+    """
+    interpreted = os.environ.get("TRITON_INTERPRET") == "1"
+    if not runner.on_gpu:
+        if "tuner.kernels.dense.kernel" in sys.modules and not interpreted:
+            raise fail("the kernel was already loaded for a GPU in this process; run "
+                       "`tuner verify --device interpreter` in a fresh process")
+        runner.pin(None)
+        return
+    if interpreted:
+        raise fail("TRITON_INTERPRET=1 is set: unset it to verify on a GPU")
+    import torch
+
+    from tuner.run.gpus import visible_gpus
+
+    index = next(gpu.index for gpu in visible_gpus() if gpu.visible_id == visible[0])
+    torch.cuda.set_device(index)
+
+
+def measuring_device(engine, device: str, interpreter_reps: int
+                     ) -> tuple[str, Runner, list[str | None]]:
+    """The device `tuner verify` and `tuner compare` time on in this process: its store key
+    (`tuner.cli.store.device_in_store`), its runner (`resolve_runner`), its visible ids; the
+    process made to run the kernel there (`use_runner`), before anything imports the kernel.
+
+    Args:
+        engine: the store's engine.
+        device: --device as given.
+        interpreter_reps: timed calls per trial on the interpreter.
+
+    Returns:
+        (vLLM's device key in the store, the runner, the device's CUDA_VISIBLE_DEVICES entries).
+
+    Raises:
+        typer.Exit: exit 2 with one line, as `device_in_store`, `resolve_runner`, `use_runner`.
+    """
+    from db.engine import session_scope
+
+    with session_scope(engine) as session:
+        device_name = device_in_store(session, device)
+    runner, resolved = resolve_runner(device, None, interpreter_reps=interpreter_reps)
+    visible = list(resolved.visible_ids)
+    use_runner(runner, visible)
+    return device_name, runner, visible

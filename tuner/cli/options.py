@@ -62,6 +62,8 @@ DeviceOpt = Annotated[
     typer.Option("--device", help="GPU model as vLLM names it (L20, NVIDIA_L20, H200, ...), or "
                  "'interpreter' for the CPU interpreter (device_name TRITON_INTERPRETER)."),
 ]
+ModelOpt = Annotated[str, typer.Option(help="Model key from `tuner shapes list`.")]
+TpOpt = Annotated[int | None, typer.Option(help="Tensor-parallel size (which shapes).")]
 OutDtypeOpt = Annotated[
     OutDtype, typer.Option("--out-dtype", help="Output dtype of the GEMM (bf16 when serving).")
 ]
