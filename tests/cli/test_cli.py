@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from tests.cli.tabletext import table_rows
 from tuner.cli.app import app
-from tuner.cli.options import parse_m_values
+from tuner.cli.arguments import parse_m_values
 
 runner = CliRunner()
 
@@ -223,9 +223,9 @@ def test_export_keeps_to_current_trials_unless_allow_stale(tmp_path):
 
 
 def test_winners_keeps_to_current_trials_unless_allow_stale(tmp_path, monkeypatch):
-    from tuner.cli import options
+    from tuner.cli import output
 
-    monkeypatch.setattr(options.console, "_width", 220)  # one table row per line
+    monkeypatch.setattr(output.console, "_width", 220)  # one table row per line
     db = _stale_store(tmp_path)
     current = invoke("winners", "--device", "L20", "--db", db)
     assert current.exit_code == 0, current.output
@@ -247,9 +247,9 @@ def test_winners_keeps_to_current_trials_unless_allow_stale(tmp_path, monkeypatc
 def test_winners_shows_the_percent_of_the_measured_ceilings(tmp_path, monkeypatch):
     from db import repo
     from db.connection import open_store, session_scope
-    from tuner.cli import options
+    from tuner.cli import output
 
-    monkeypatch.setattr(options.console, "_width", 220)
+    monkeypatch.setattr(output.console, "_width", 220)
     db = _stale_store(tmp_path)
     engine = open_store(db)
     with session_scope(engine) as session:

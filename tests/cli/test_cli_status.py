@@ -12,9 +12,9 @@ from tests.storefill import fill
 
 
 def test_status(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tuner.cli import options
+    from tuner.cli import output
 
-    monkeypatch.setattr(options.console, "_width", 220)  # one table row per line
+    monkeypatch.setattr(output.console, "_width", 220)  # one table row per line
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     from db.connection import open_store
 

@@ -222,7 +222,7 @@ def _gpu_table(monkeypatch, width: int) -> list[str]:
     from rich.console import Console
 
     from tuner.cli import compare as compare_cli
-    from tuner.cli import options
+    from tuner.cli import output
     from tuner.compare.kernel_names import BACKENDS, TORCH_CPU
     from tuner.compare.versus import OK, BackendTime, ComparePoint
     from tuner.compare.vllm_default import BY_SELECTION, VllmDefault
@@ -230,7 +230,7 @@ def _gpu_table(monkeypatch, width: int) -> list[str]:
     out = io.StringIO()
     console = Console(file=out, width=width, color_system=None)
     monkeypatch.setattr(compare_cli, "console", console)
-    monkeypatch.setattr(options, "console", console)
+    monkeypatch.setattr(output, "console", console)
     times = tuple(BackendTime(n, OK, 10.0 + i, 10.0 + i, 10.0 + i)
                   for i, n in enumerate(n for n in BACKENDS if n != TORCH_CPU))
     marlin = VllmDefault(("vllm-marlin",), "MarlinFP8ScaledMMLinearKernel", BY_SELECTION)

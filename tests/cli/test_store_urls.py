@@ -1,4 +1,4 @@
-"""Every command that takes --db reads the store URL in one place (`tuner.cli.options`):
+"""Every command that takes --db reads the store URL in one place (`tuner.cli.store`):
 `postgres://` and `postgresql://` mean psycopg's `postgresql+psycopg://`; a missing driver, a
 database other than SQLite or PostgreSQL, a server that does not answer and (for the commands
 that only read, `tuner serve` among them) a SQLite file that does not exist are each one line on

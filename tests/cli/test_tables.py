@@ -11,7 +11,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from tests.storefill import DEFAULT, FAST, SLOW, fill
-from tuner.cli import options
+from tuner.cli import output
 from tuner.cli.app import app
 from tuner.cli.tables import Column, fitted_columns, min_width, print_table
 
@@ -59,7 +59,7 @@ def store(tmp_path: Path) -> str:
                                      ["status", "--sweep", "1"]])
 def test_commands_fit_80_columns(store: str, command: list[str],
                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(options.console, "_width", 80)
+    monkeypatch.setattr(output.console, "_width", 80)
     result = CliRunner().invoke(app, [*command, "--db", store])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from tests.standin_vllm import VERSION, build_standin
 from tests.storefill import DEFAULT, FAST, fill
 from tuner.cli import app as cli
-from tuner.cli import options
+from tuner.cli import output
 from tuner.cli import verify as cli_verify
 from tuner.compare.verify import check_points
 from tuner.compare.verify_run import shape_grid
@@ -84,7 +84,7 @@ def fake_runner(monkeypatch):
         return lambda N, K, M: FakeRunner(M, log)
 
     monkeypatch.setattr(cli_verify, "_runner_factory", factory)
-    monkeypatch.setattr(options.console, "_width", 220)  # one table row per line
+    monkeypatch.setattr(output.console, "_width", 220)  # one table row per line
     return log
 
 
@@ -310,7 +310,7 @@ def test_inside_vllm_verify_and_fix_time_vllms_kernel(tmp_path, monkeypatch):
         return lambda N, K, M: FakeRunner(M, log)
 
     monkeypatch.setattr(cli_verify, "_runner_factory", factory)
-    monkeypatch.setattr(options.console, "_width", 220)
+    monkeypatch.setattr(output.console, "_width", 220)
     try:
         result = verify(url, "--fix", "--configs", _default_only(tmp_path), "--strategy",
                         "grid", "--interpreter-reps", "1")

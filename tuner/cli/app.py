@@ -1,8 +1,9 @@
 """The `tuner` command line: the Typer app and the one place every command is registered.
 
 Commands live in their own modules (sweep, export, imports, status, serving, db_admin, verify,
-compare, shapes, landscape, ...), which share `tuner.cli.options`; this module imports them and
-nothing imports it back.
+compare, shapes, landscape, ...), which share `tuner.cli.options` (the options),
+`tuner.cli.output`, `tuner.cli.arguments`, `tuner.cli.devices` and `tuner.cli.store`; this
+module imports them and nothing imports it back.
 """
 
 from __future__ import annotations

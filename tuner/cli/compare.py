@@ -9,22 +9,20 @@ from typing import Annotated
 
 import typer
 
+from tuner.cli.arguments import parse_m_values
+from tuner.cli.devices import measuring_device, resolve_kernel_choice
+from tuner.cli.errors import fail
 from tuner.cli.options import (
     DbOpt,
     DeviceOpt,
     InterpreterRepsOpt,
     KernelChoice,
     KernelOpt,
-    console,
-    device_in_store,
-    fail,
-    open_db,
-    parse_m_values,
-    plain,
-    resolve_kernel_choice,
-    resolve_runner,
-    store_files,
+    ModelOpt,
+    TpOpt,
 )
+from tuner.cli.output import console, plain
+from tuner.cli.store import open_db, store_files
 from tuner.cli.tables import Column, print_table
 from tuner.core import REQUIRED_M, OutDtype
 from tuner.measure.rounds import RETIME_ROUNDS
@@ -69,21 +67,19 @@ def _print_shape(N: int, K: int, points, unit: str, default) -> None:
                 plain(f"failed: {time.backend} at M={point.M}: {time.note}")
 
 
+CompareMOpt = Annotated[str, typer.Option("--m", help="M values to time, comma-separated.")]
+DEFAULT_COMPARE_M = ",".join(map(str, REQUIRED_M))
+CompareRoundsOpt = Annotated[int, typer.Option(min=2, max=10_000, help="Interleaved rounds per "
+                                               "(N, K, M): one sample of each kernel per round.")]
+CompareOutDtypeOpt = Annotated[OutDtype, typer.Option("--out-dtype", help="Output dtype.")]
+CompareSeedOpt = Annotated[int, typer.Option(min=0, max=2**31 - 1, help="Seed of the inputs.")]
+
+
 def compare(
-    device: DeviceOpt,
-    model: Annotated[str, typer.Option(help="Model key from `tuner shapes list`.")],
-    tp: Annotated[int | None, typer.Option(help="Tensor-parallel size (which shapes).")] = None,
-    m: Annotated[str, typer.Option("--m", help="M values to time, comma-separated.")
-                 ] = ",".join(map(str, REQUIRED_M)),
-    rounds: Annotated[int, typer.Option(min=2, max=10_000, help="Interleaved rounds per "
-                                        "(N, K, M): one sample of each kernel per round.")
-                      ] = RETIME_ROUNDS,
-    out_dtype: Annotated[OutDtype, typer.Option("--out-dtype", help="Output dtype.")
-                         ] = OutDtype.bfloat16,
-    seed: Annotated[int, typer.Option(min=0, max=2**31 - 1, help="Seed of the inputs.")] = 0,
-    interpreter_reps: InterpreterRepsOpt = 3,
-    kernel: KernelOpt = KernelChoice.auto,
-    db: DbOpt = None,
+    device: DeviceOpt, model: ModelOpt, tp: TpOpt = None, m: CompareMOpt = DEFAULT_COMPARE_M,
+    rounds: CompareRoundsOpt = RETIME_ROUNDS, out_dtype: CompareOutDtypeOpt = OutDtype.bfloat16,
+    seed: CompareSeedOpt = 0, interpreter_reps: InterpreterRepsOpt = 3,
+    kernel: KernelOpt = KernelChoice.auto, db: DbOpt = None,
 ) -> None:
     """Time the kernels vLLM could run for a model's block-FP8 GEMMs, and say
     whether `--linear-backend triton` with the tuned files pays off.
@@ -118,45 +114,67 @@ def compare(
     --device interpreter times on the CPU: Triton's interpreter against torch
     on the CPU; CPU timings, useful to try the command, not to decide.
     """
-    from db.repo import session_scope
-    from tuner.cli.verify import _use_backend
-    from tuner.compare.versus import verdicts
-    from tuner.compare.vllm_default import default_kernels, flag_lines, table_reasons
+    model_shapes, m_values = _parse(model, tp, m)
+    timed, read_kernel = _kernels(kernel)
+    _, engine = open_db(db, must_exist=True)
+    device_name, runner, _ = measuring_device(engine, device, interpreter_reps)
+    tuned = _tuned(engine, device_name, out_dtype.value, tuple(model_shapes.block_shape),
+                   kernel=read_kernel, timed=timed)
+    env, defaults = _defaults(runner, timed, model_shapes, out_dtype.value)
+    points = _run(model_shapes, m_values, tuned, defaults, runner=runner, kernel=timed,
+                  out_dtype=out_dtype.value, seed=seed, rounds=rounds,
+                  interpreter_reps=interpreter_reps)
+    _report(engine, device_name, env, model_shapes, out_dtype.value, points, defaults)
+
+
+def _parse(model: str, tp: int | None, m: str) -> tuple:
+    """(the model's shapes, --m's sorted M values); a bad value exits 2 with one line."""
     from tuner.inputs.shapes import UnknownModelError, load_shapes
-    from tuner.kernels.source import vllm_version
-    from tuner.run.worker import collect_environment
 
     try:
-        model_shapes = load_shapes(model, tp)
-        m_values = parse_m_values(m)
+        return load_shapes(model, tp), parse_m_values(m)
     except (UnknownModelError, ValueError) as exc:
         raise fail(str(exc).strip("'\"")) from None
+
+
+def _kernels(kernel: KernelChoice) -> tuple[str, str]:
+    """(whose Triton kernel is timed, "builtin" or "vllm"; whose trials' files are read,
+    "auto", "vllm" or "builtin") for --kernel (`tuner.cli.devices.resolve_kernel_choice`)."""
+    from tuner.kernels.source import vllm_version
+
     timed, _ = resolve_kernel_choice(kernel)
     # auto beside a vLLM whose Triton is a placeholder times the builtin (the note above says
     # why): the files are then the builtin's trials too, as a sweep here (auto) made them.
     read_kernel = "builtin" if (kernel is KernelChoice.auto and timed == "builtin"
                                 and vllm_version() is not None) else kernel.value
-    _, engine = open_db(db, must_exist=True)
-    with session_scope(engine) as session:
-        device_name = device_in_store(session, device)
-    runner, resolved = resolve_runner(device, None, interpreter_reps=interpreter_reps)
-    visible = list(resolved.visible_ids)
-    _use_backend(runner, visible)  # before anything imports the kernel
-    tuned = _tuned(engine, device_name, out_dtype.value, tuple(model_shapes.block_shape),
-                   kernel=read_kernel, timed=timed)
+    return timed, read_kernel
+
+
+def _defaults(runner, timed: str, model_shapes, out_dtype: str) -> tuple[dict, dict]:
+    """(this process's environment, (N, K) -> vLLM's default kernel here); one line per
+    reason vLLM's own selection could not be asked."""
+    from tuner.compare.vllm_default import default_kernels, table_reasons
+    from tuner.run.worker import collect_environment
+
     env = collect_environment(runner, kernel=timed)
-    defaults = default_kernels(model_shapes.pairs(), env["compute_capability"], out_dtype.value,
+    defaults = default_kernels(model_shapes.pairs(), env["compute_capability"], out_dtype,
                                model_type=model_shapes.model_type)
     for line in table_reasons(defaults):
         plain(line)
-    points = _run(model_shapes, m_values, tuned, defaults, runner=runner, kernel=timed,
-                  out_dtype=out_dtype.value, seed=seed, rounds=rounds,
-                  interpreter_reps=interpreter_reps)
+    return env, defaults
+
+
+def _report(engine, device_name: str, env: dict, model_shapes, out_dtype: str, points,
+            defaults) -> None:
+    """The verdict lines (decode, prefill, vLLM's default against the tuned files), then the
+    run stored and its comparison id said."""
+    from tuner.compare.versus import verdicts
+    from tuner.compare.vllm_default import flag_lines
+
     lines = [v.line() for v in verdicts(points)] + flag_lines(points, defaults)
     for line in lines:
         plain(line)
-    comparison_id = _store(engine, device_name, env, model_shapes, out_dtype.value, lines,
-                           points)
+    comparison_id = _store(engine, device_name, env, model_shapes, out_dtype, lines, points)
     plain(f"stored as comparison {comparison_id} of {device_name}")
 
 
@@ -237,7 +255,7 @@ def _run(model_shapes, m_values, tuned, defaults, *, runner, kernel, out_dtype, 
     plain(COLUMNS_LINE.format(
         whose="vLLM's Triton kernel" if kernel == "vllm" else "our Triton kernel"))
     time_point = partial(_point, block_shape=block_shape, default=default, library=library,
-                         unavailable=unavailable, backend=runner.name, kernel=kernel,
+                         unavailable=unavailable, runner_name=runner.name, kernel=kernel,
                          out_dtype=out_dtype, seed=seed, rounds=rounds,
                          interpreter_reps=interpreter_reps)
     points = []
@@ -257,7 +275,7 @@ def _run(model_shapes, m_values, tuned, defaults, *, runner, kernel, out_dtype, 
 
 
 def _point(N: int, K: int, M: int, configs, *, block_shape, default, library, unavailable,
-           backend, kernel, out_dtype, seed, rounds, interpreter_reps):
+           runner_name, kernel, out_dtype, seed, rounds, interpreter_reps):
     """One (N, K, M) timed (`tuner.compare.versus.compare_point`): the tuned config vLLM picks
     from `configs` (the shape's file; None: none), the default config (`default`: the default
     family's `default_config`) and the library kernels; those of `unavailable` (name -> reason)
@@ -280,6 +298,6 @@ def _point(N: int, K: int, M: int, configs, *, block_shape, default, library, un
     candidates += [Candidate(name) for name in library]
     runner = CandidateRunner(
         Problem(M=M, N=N, K=K, block_shape=block_shape, out_dtype=out_dtype, kernel=kernel),
-        backend=backend, library=library, seed=seed, interpreter_reps=interpreter_reps)
+        backend=runner_name, library=library, seed=seed, interpreter_reps=interpreter_reps)
     return compare_point(N, K, M, runner=runner, candidates=candidates, unavailable=missing,
                          rounds=rounds, retime=retime_interleaved)

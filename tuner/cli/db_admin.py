@@ -7,7 +7,10 @@ from typing import Annotated
 
 import typer
 
-from tuner.cli.options import DbOpt, console, fail, masked, no_store_line, open_failed, store_url
+from tuner.cli.errors import fail
+from tuner.cli.options import DbOpt
+from tuner.cli.output import console
+from tuner.cli.store import masked, no_store_line, open_failed, store_url
 
 
 def db_upgrade(db: DbOpt = None) -> None:

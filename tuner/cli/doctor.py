@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tuner.cli.options import fail, plain
+from tuner.cli.errors import fail
+from tuner.cli.output import plain
 
 if TYPE_CHECKING:
     from tuner.compare.vllm_select import ModelAsked

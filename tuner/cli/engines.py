@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from tuner.cli.options import fail
+from tuner.cli.errors import fail
 
 EngineVersionOpt = Annotated[str | None, typer.Option(
     "--engine-version", help="The engine's release in the serving image, which decides its "

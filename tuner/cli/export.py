@@ -9,19 +9,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tuner.cli.engines import EngineVersionOpt, clamp_lines
-from tuner.cli.options import (
-    DbOpt,
-    DeviceOpt,
-    EngineName,
-    KernelChoice,
-    TrialsKernelOpt,
-    console,
-    device_in_store,
-    fail,
-    open_db,
-    out_folder,
-    store_files,
-)
+from tuner.cli.errors import fail
+from tuner.cli.options import DbOpt, DeviceOpt, EngineName, KernelChoice, TrialsKernelOpt
+from tuner.cli.output import console, out_folder
+from tuner.cli.store import device_in_store, open_db, store_files
 from tuner.cli.tables import Column, print_table
 from tuner.core import OutDtype
 

@@ -11,8 +11,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tuner.cli.options import DbOpt, fail, open_db, plain
+from tuner.cli.errors import fail
+from tuner.cli.options import DbOpt
+from tuner.cli.output import plain
 from tuner.cli.publish import NoPublishOpt, publish_device
+from tuner.cli.store import open_db
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine

@@ -11,7 +11,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from tuner.cli.options import DbOpt, DeviceOpt, console, device_in_store, fail, open_db
+from tuner.cli.errors import fail
+from tuner.cli.options import DbOpt, DeviceOpt
+from tuner.cli.output import console
+from tuner.cli.store import device_in_store, open_db
 from tuner.cli.tables import Column, print_table
 from tuner.core import OutDtype
 

@@ -7,15 +7,10 @@ from typing import Annotated
 
 import typer
 
-from tuner.cli.options import (
-    DbOpt,
-    DeviceOpt,
-    KernelChoice,
-    console,
-    device_in_store,
-    fail,
-    open_db,
-)
+from tuner.cli.errors import fail
+from tuner.cli.options import DbOpt, DeviceOpt, KernelChoice
+from tuner.cli.output import console
+from tuner.cli.store import device_in_store, open_db
 from tuner.core import OutDtype
 
 NoPublishOpt = Annotated[bool, typer.Option(

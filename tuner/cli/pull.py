@@ -11,7 +11,9 @@ from urllib.parse import quote
 
 import typer
 
-from tuner.cli.options import EngineName, EngineOpt, fail, out_folder, plain
+from tuner.cli.errors import fail
+from tuner.cli.options import EngineName, EngineOpt
+from tuner.cli.output import out_folder, plain
 
 ServerOpt = Annotated[str, typer.Option(
     "--server", help="The tuner service's URL, e.g. http://tuner:8000.")]

@@ -8,7 +8,9 @@ from typing import Annotated
 
 import typer
 
-from tuner.cli.options import fail, masked, plain
+from tuner.cli.errors import fail
+from tuner.cli.output import plain
+from tuner.cli.store import masked
 
 
 class RecipeFormat(StrEnum):

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from tuner.cli.engines import EngineVersionOpt, TritonVersionOpt
+from tuner.cli.errors import fail
 from tuner.cli.options import (
     TRIALS_KERNEL_HELP,
     DbOpt,
@@ -18,8 +19,9 @@ from tuner.cli.options import (
     EngineName,
     EngineOpt,
     KernelChoice,
+)
+from tuner.cli.store import (
     device_in_store,
-    fail,
     no_store_line,
     open_db,
     sqlite_missing,

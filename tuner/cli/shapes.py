@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from tuner.cli.options import console, fail
+from tuner.cli.errors import fail
+from tuner.cli.output import console
 
 if TYPE_CHECKING:
     from tuner.kernels.family import KernelFamily, Shape

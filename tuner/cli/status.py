@@ -6,7 +6,10 @@ from typing import Annotated
 
 import typer
 
-from tuner.cli.options import DbOpt, console, fail, open_db, plain
+from tuner.cli.errors import fail
+from tuner.cli.options import DbOpt
+from tuner.cli.output import console, plain
+from tuner.cli.store import open_db
 from tuner.cli.tables import Column, print_table
 
 

@@ -1,7 +1,7 @@
 """Opening the store for every `tuner` command that takes --db: the URL read and checked in
 one place (`store_url`), the store opened (`open_db`) or only read if it exists
-(`existing_store`); each failure is one line with the fix and exit 2. `tuner.cli.options`
-re-exports these."""
+(`existing_store`); each failure is one line with the fix and exit 2. Also what a command
+looks up in it: the device --device names, a device's merged files."""
 
 from __future__ import annotations
 
@@ -262,3 +262,54 @@ def existing_store(db: str | None):
         if not has_tables:
             return url, None
     return open_db(url, must_exist=True, read_only=True)
+
+
+def device_in_store(session, device: str) -> str:
+    """The store's device key that `--device` names (`tuner.inputs.devices.store_device`); else
+    one line naming them, exit 2."""
+    from db import repo
+    from tuner.inputs.devices import store_device
+
+    known = set(repo.list_device_names(session)) | set(repo.list_import_device_names(session))
+    try:
+        return store_device(device, known)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+
+
+def store_files(engine, device_name: str, *, out_dtype: str | None, allow_stale: bool,
+                allow_partial: bool, engine_name: str = "vllm", hint: str = "",
+                kernel: str = "auto"):
+    """A device's files from the store (`tuner.files.device.device_files`), for `tuner export`,
+    `verify` and `mounts`; the note on stale trials left out goes to stderr.
+
+    Args:
+        engine: the store's engine.
+        device_name: vLLM's device key, present in the store.
+        out_dtype: only sweeps with this output dtype; None for all.
+        allow_stale: also trials of another kernel source or Triton major.minor.
+        allow_partial: also files of shapes whose M grid is not fully tuned.
+        engine_name: file-name spelling, "vllm" or "sglang".
+        hint: appended to the error line when the winners cannot be merged.
+        kernel: whose kernels' trials count: "auto", "vllm" or "builtin".
+
+    Returns:
+        `tuner.files.device.StoreFiles`.
+
+    Raises:
+        typer.Exit: the winners cannot be merged (one line, exit 2).
+    """
+    from db.repo import session_scope
+    from tuner.files.device import MergeError, device_files
+
+    try:
+        with session_scope(engine) as session:
+            read = device_files(session, device_name, out_dtype=out_dtype,
+                                allow_stale=allow_stale, allow_partial=allow_partial,
+                                engine=engine_name, kernel=kernel)
+    except MergeError as exc:
+        raise fail(f"{exc}{hint}") from None
+    note = read.view.scope.note(device_name)
+    if note is not None:
+        typer.echo(note, err=True)
+    return read

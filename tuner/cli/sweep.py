@@ -8,8 +8,10 @@ from typing import Annotated, Any
 
 import typer
 
+from tuner.cli.arguments import DEFAULT_M, load_configs, parse_m_values
+from tuner.cli.devices import resolve_kernel_choice, resolve_runner
+from tuner.cli.errors import fail
 from tuner.cli.options import (
-    DEFAULT_M,
     DEFAULT_STRATEGY_NAME,
     ConfigsOpt,
     DbOpt,
@@ -18,21 +20,16 @@ from tuner.cli.options import (
     KernelChoice,
     KernelOpt,
     LeaseOpt,
+    ModelOpt,
     OutDtypeOpt,
     ReplayOpt,
+    TpOpt,
     TrialTimeoutOpt,
-    console,
-    fail,
-    load_configs,
-    masked,
-    open_db,
-    parse_m_values,
-    print_sweep_summary,
-    resolve_kernel_choice,
-    resolve_runner,
     strategy_names,
 )
+from tuner.cli.output import console, print_sweep_summary
 from tuner.cli.publish import NoPublishOpt, publish_device
+from tuner.cli.store import masked, open_db
 from tuner.cli.sweep_plan import DryRunOpt, YesOpt, default_lines, show_plan
 from tuner.core import OutDtype
 from tuner.run.options import DEFAULT_LEASE_S
@@ -49,34 +46,27 @@ STRATEGY_HELP = ("guided (default: the best of bench/peers.py): neighbourhood st
                  "block tile with kicks out of local optima; guided and ils: pruned "
                  "configs free; --trials per task. grid: every config of the space.")
 
-
-def sweep(
-    device: DeviceOpt,
-    model: Annotated[str, typer.Option(help="Model key from `tuner shapes list`.")],
-    tp: Annotated[int | None, typer.Option(help="Tensor-parallel size (which shapes).")] = None,
-    m: Annotated[str, typer.Option("--m", show_default="vLLM's 18 batch sizes, 1 to 4096",
-                                   help="Batch sizes M, comma-separated.")] = DEFAULT_M,
-    strategy: Annotated[strategy_names(), typer.Option(help=STRATEGY_HELP)
-                        ] = DEFAULT_STRATEGY_NAME,
-    trials: Annotated[int, typer.Option(min=1, max=100_000, help="Configs per (N, K, M) for "
+SweepMOpt = Annotated[str, typer.Option("--m", show_default="vLLM's 18 batch sizes, 1 to 4096",
+                                        help="Batch sizes M, comma-separated.")]
+TrialsOpt = Annotated[int, typer.Option(min=1, max=100_000, help="Configs per (N, K, M) for "
                                         "every strategy but grid, vLLM's default config "
                                         "included (128: where guided reached 1.0 of the "
-                                        "optimum, geomean, in bench/search_quality.py).")
-                       ] = DEFAULT_TRIALS,
-    configs: ConfigsOpt = None,
-    seed: Annotated[int, typer.Option(min=0, max=2**31 - 1, help="Seed of the search and of the "
-                                      "random inputs.")] = 0,
-    out_dtype: OutDtypeOpt = OutDtype.bfloat16,
-    interpreter_reps: InterpreterRepsOpt = 3,
-    replay: ReplayOpt = None,
-    trial_timeout: TrialTimeoutOpt = None,
-    no_run: Annotated[bool, typer.Option("--no-run", help="Only create the sweep and its "
-                                         "tasks, for `tuner worker` on other hosts.")] = False,
-    lease: LeaseOpt = DEFAULT_LEASE_S,
-    no_publish: NoPublishOpt = False,
-    dry_run: DryRunOpt = False,
-    yes: YesOpt = False,
-    kernel: KernelOpt = KernelChoice.auto,
+                                        "optimum, geomean, in bench/search_quality.py).")]
+SweepSeedOpt = Annotated[int, typer.Option(min=0, max=2**31 - 1, help="Seed of the search and "
+                                           "of the random inputs.")]
+NoRunOpt = Annotated[bool, typer.Option("--no-run", help="Only create the sweep and its "
+                                        "tasks, for `tuner worker` on other hosts.")]
+
+
+def sweep(
+    device: DeviceOpt, model: ModelOpt, tp: TpOpt = None, m: SweepMOpt = DEFAULT_M,
+    strategy: Annotated[strategy_names(), typer.Option(help=STRATEGY_HELP)
+                        ] = DEFAULT_STRATEGY_NAME,
+    trials: TrialsOpt = DEFAULT_TRIALS, configs: ConfigsOpt = None, seed: SweepSeedOpt = 0,
+    out_dtype: OutDtypeOpt = OutDtype.bfloat16, interpreter_reps: InterpreterRepsOpt = 3,
+    replay: ReplayOpt = None, trial_timeout: TrialTimeoutOpt = None, no_run: NoRunOpt = False,
+    lease: LeaseOpt = DEFAULT_LEASE_S, no_publish: NoPublishOpt = False,
+    dry_run: DryRunOpt = False, yes: YesOpt = False, kernel: KernelOpt = KernelChoice.auto,
     db: DbOpt = None,
 ) -> None:
     """Tune every (N, K) of a model over the M grid, one worker per matching GPU; then each
@@ -88,24 +78,15 @@ def sweep(
     files are published as its next release (unless --no-publish). The plan (tasks, trials,
     compiles, a time estimate) is printed first; --dry-run prints only that.
     """
-    from tuner.core import REQUIRED_M
-    from tuner.inputs.shapes import UnknownModelError, load_shapes
     from tuner.run.options import RunOptions
     from tuner.run.plan import model_requests
 
-    try:
-        m_values = parse_m_values(m)
-        model_shapes = load_shapes(model, tp)
-    except (ValueError, UnknownModelError) as exc:
-        raise fail(str(exc).strip("'\"")) from None
+    m_values, model_shapes = _parse(m, model, tp)
     candidates = load_configs(configs)
     source, label = resolve_kernel_choice(kernel)
     runner, resolved = resolve_runner(device, replay, interpreter_reps=interpreter_reps,
                                       need_device=not no_run, plan_only=dry_run and not no_run)
     device_name, visible = resolved.device_name, list(resolved.visible_ids)
-    missing = [value for value in REQUIRED_M if value not in m_values]
-    warnings = [f"warning: M grid lacks {missing}; vLLM will use the nearest tuned M there"
-                ] if missing else []
     requests = model_requests(
         model_shapes, device_name=device_name, model=model_shapes.model, tp=model_shapes.tp,
         block_shape=model_shapes.block_shape, m_values=m_values, strategy=strategy,
@@ -113,7 +94,7 @@ def sweep(
         replay=str(replay) if replay is not None else None, kernel=source, kernel_label=label)
     if not show_plan(requests, db=db, runner=runner, workers=max(1, len(visible)),
                      dry_run=dry_run, yes=yes,
-                     warnings=warnings,
+                     warnings=_grid_warnings(m_values),
                      defaults=default_lines(model_shapes.model, model_shapes.tp, tp is not None,
                                             m)):
         return
@@ -126,6 +107,27 @@ def sweep(
         # The sweep's own kernel source: "auto" could read another source's trials here
         # (vLLM's wherever vLLM is installed, even when the sweep timed the builtin).
         publish_device(engine, device_name, reason="tuner sweep", kernel=source)
+
+
+def _parse(m: str, model: str, tp: int | None) -> tuple:
+    """(--m's sorted M values, the model's shapes); a bad value exits 2 with one line."""
+    from tuner.inputs.shapes import UnknownModelError, load_shapes
+
+    try:
+        m_values = parse_m_values(m)
+        model_shapes = load_shapes(model, tp)
+    except (ValueError, UnknownModelError) as exc:
+        raise fail(str(exc).strip("'\"")) from None
+    return m_values, model_shapes
+
+
+def _grid_warnings(m_values: tuple[int, ...]) -> list[str]:
+    """The warning line when the M grid lacks some of vLLM's batch sizes (`REQUIRED_M`)."""
+    from tuner.core import REQUIRED_M
+
+    missing = [value for value in REQUIRED_M if value not in m_values]
+    return [f"warning: M grid lacks {missing}; vLLM will use the nearest tuned M there"
+            ] if missing else []
 
 
 def _plan_and_run(engine, url: str, request, what: str, *, no_run: bool, runner,

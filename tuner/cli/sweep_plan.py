@@ -8,7 +8,10 @@ from typing import Annotated
 
 import typer
 
-from tuner.cli.options import DEFAULT_M, existing_store, fail, plain
+from tuner.cli.arguments import DEFAULT_M
+from tuner.cli.errors import fail
+from tuner.cli.output import plain
+from tuner.cli.store import existing_store
 
 DryRunOpt = Annotated[
     bool, typer.Option("--dry-run", help="Print the plan (tasks, trials, compiles, time "
@@ -44,7 +47,7 @@ def default_lines(model: str, tp: int, tp_given: bool, m: str) -> list[str]:
 def _history(db: str | None, requests: list) -> tuple[list, list[int]]:
     """The device's earlier trial times and each request's stored trials, read without
     creating a store (no store yet reads as an empty history; a server that does not answer is
-    one line, exit 2: `tuner.cli.options.existing_store`)."""
+    one line, exit 2: `tuner.cli.store.existing_store`)."""
     from db.repo import session_scope, stored_trials, sweep_key, trial_times
 
     _, engine = existing_store(db)

@@ -5,15 +5,17 @@ verified yet (one line says so)."""
 
 from __future__ import annotations
 
-import os
-import sys
 from collections.abc import Sequence
-from functools import partial
-from typing import TYPE_CHECKING, Annotated
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from tuner.cli.arguments import load_configs, parse_m_values
+from tuner.cli.devices import measuring_device
 from tuner.cli.engines import EngineVersionOpt, clamp_lines
+from tuner.cli.errors import fail
 from tuner.cli.options import (
     DEFAULT_STRATEGY_NAME,
     ConfigsOpt,
@@ -23,18 +25,14 @@ from tuner.cli.options import (
     EngineOpt,
     InterpreterRepsOpt,
     LeaseOpt,
+    ModelOpt,
+    TpOpt,
     TrialTimeoutOpt,
-    device_in_store,
-    fail,
-    load_configs,
-    open_db,
-    parse_m_values,
-    plain,
-    resolve_runner,
-    store_files,
     strategy_names,
 )
+from tuner.cli.output import plain
 from tuner.cli.publish import NoPublishOpt, publish_device
+from tuner.cli.store import open_db, store_files
 from tuner.core import OutDtype
 from tuner.measure.rounds import RETIME_ROUNDS
 from tuner.run.options import DEFAULT_LEASE_S
@@ -74,6 +72,8 @@ AllowPartialOpt = Annotated[bool, typer.Option("--allow-partial", help="Also che
                                                "--allow-partial.")]
 VerifyOutDtypeOpt = Annotated[OutDtype, typer.Option("--out-dtype", help="Output dtype of the "
                                                      "trials and of the timed GEMM.")]
+SeedOpt = Annotated[int, typer.Option(min=0, max=2**31 - 1, help="Seed of the random inputs "
+                                      "and of the --fix search.")]
 FixTrialsOpt = Annotated[int, typer.Option(min=1, max=100_000, help="Configs per (N, K, M) of "
                                            "the --fix trials.")]
 
@@ -91,32 +91,6 @@ def _runner_factory(runner: Runner, *, block_shape: tuple[int, int], out_dtype: 
         return runner.problem_runner(problem, seed=seed, warmup_s=WARMUP_S, rep_s=REP_S)
 
     return make
-
-
-def _use_backend(runner: Runner, visible: Sequence[str | None]) -> None:
-    """Make this process run the kernel on the interpreter, or on the first matching GPU.
-
-    TRITON_INTERPRET must be set before a family's kernel module is imported (triton.jit
-    reads it then).
-    """
-    from tuner.kernels.registry import FAMILIES
-
-    interpreted = os.environ.get("TRITON_INTERPRET") == "1"
-    if not runner.on_gpu:
-        loaded = any(family.kernel_module in sys.modules for family in FAMILIES.values())
-        if loaded and not interpreted:
-            raise fail("the kernel was already loaded for a GPU in this process; run "
-                       "`tuner verify --device interpreter` in a fresh process")
-        runner.pin(None)
-        return
-    if interpreted:
-        raise fail("TRITON_INTERPRET=1 is set: unset it to verify on a GPU")
-    import torch
-
-    from tuner.run.gpus import visible_gpus
-
-    index = next(gpu.index for gpu in visible_gpus() if gpu.visible_id == visible[0])
-    torch.cuda.set_device(index)
 
 
 def _parse(model: str, tp: int | None, m: str | None) -> tuple[ModelShapes, MChoice]:
@@ -219,31 +193,90 @@ def _exit_on_offending(results: Sequence[ShapeVerification], fix: bool) -> None:
                    f"{sum(len(result.offending) for result in results)} M value(s){hint}", 1)
 
 
+def _inputs(model: str, tp: int | None, m: str | None, configs: Path | None
+            ) -> tuple[ModelShapes | None, MChoice, tuple | None]:
+    """(model shapes, --m's choice, --configs' configs); one note line per family whose files
+    are not verified yet, and None for the shapes when the model has none of the default
+    family (nothing to verify). A bad value exits 2 with one line."""
+    from tuner.kernels.registry import DEFAULT_FAMILY, get_family
+
+    model_shapes, choice = _parse(model, tp, m)
+    candidates = load_configs(configs)
+    # one line per other family, then the default family's files (if the model has any)
+    for name in model_shapes.groups:
+        if name != DEFAULT_FAMILY:
+            plain(f"note: {get_family(name).short_title or name} files are not verified "
+                  f"yet ({model_shapes.family_label(name)})")
+    if not model_shapes.of(DEFAULT_FAMILY):
+        return None, choice, candidates
+    return model_shapes, choice, candidates
+
+
+@dataclass(frozen=True)
+class _DeviceFiles:
+    """A device's files in the store as verify reads them (`tuner.cli.store.store_files`) and
+    as `--fix` publishes them (`tuner.cli.publish.publish_device`)."""
+
+    engine: Any
+    device_name: str
+    out_dtype: str
+    allow_stale: bool
+    allow_partial: bool
+
+    def read(self):
+        """The device's files now (`tuner.files.device.StoreFiles`)."""
+        return store_files(self.engine, self.device_name, out_dtype=self.out_dtype,
+                           allow_stale=self.allow_stale, allow_partial=self.allow_partial)
+
+    def first(self, model_shapes: ModelShapes):
+        """The files before any check; one line, exit 2, when the model has none here."""
+        from tuner.compare.verify_run import no_file_line
+
+        read = self.read()
+        no_file = no_file_line(model_shapes, read.explained(), self.device_name)
+        if no_file is not None:
+            raise fail(no_file)
+        return read
+
+    def publish(self) -> None:
+        """Publish the files `--fix` tuned as a new release."""
+        publish_device(self.engine, self.device_name, reason="verify --fix",
+                       allow_stale=self.allow_stale, allow_partial=self.allow_partial,
+                       out_dtype=self.out_dtype)
+
+
+def _first_check(run: VerifyRun, first, choice: MChoice, device_name: str,
+                 engine_name: EngineName, engine_version: str | None
+                 ) -> list[ShapeVerification]:
+    """The check before any `--fix`: the M set's line, SGLang's rewrites (--engine sglang),
+    the tables, the files missing and the summary line."""
+    from tuner.compare.verify_run import m_set_line, summary_line
+
+    plain(m_set_line(choice))
+    if engine_name == EngineName.sglang:
+        for line in clamp_lines(device_name, engine_version,
+                                [(f.file_name, f.merged.configs) for f in first.files.files]):
+            plain(f"warning: {line}")
+    results, missing = _check(run, first, only_shapes=None, title=f"on {device_name}")
+    for line in missing:
+        plain(line)
+    nothing = nothing_timed_line(results, device_name)
+    plain(nothing if nothing is not None else summary_line(results))
+    return results
+
+
 FIX_STRATEGY_HELP = "Search of the --fix trials."
 
 
 def verify(
-    device: DeviceOpt,
-    model: Annotated[str, typer.Option(help="Model key from `tuner shapes list`.")],
-    tp: Annotated[int | None, typer.Option(help="Tensor-parallel size (which shapes).")] = None,
-    m: MOpt = None,
-    rounds: RoundsOpt = None,
-    fix: FixOpt = False,
-    allow_stale: AllowStaleOpt = False,
-    allow_partial: AllowPartialOpt = False,
-    out_dtype: VerifyOutDtypeOpt = OutDtype.bfloat16,
+    device: DeviceOpt, model: ModelOpt, tp: TpOpt = None, m: MOpt = None,
+    rounds: RoundsOpt = None, fix: FixOpt = False, allow_stale: AllowStaleOpt = False,
+    allow_partial: AllowPartialOpt = False, out_dtype: VerifyOutDtypeOpt = OutDtype.bfloat16,
     strategy: Annotated[strategy_names(), typer.Option(help=FIX_STRATEGY_HELP)] = FIX_STRATEGY,
-    trials: FixTrialsOpt = FIX_TRIALS,
-    configs: ConfigsOpt = None,
-    seed: Annotated[int, typer.Option(min=0, max=2**31 - 1, help="Seed of the random inputs "
-                                      "and of the --fix search.")] = 0,
-    interpreter_reps: InterpreterRepsOpt = 3,
-    trial_timeout: TrialTimeoutOpt = None,
-    lease: LeaseOpt = DEFAULT_LEASE_S,
-    no_publish: NoPublishOpt = False,
-    db: DbOpt = None,
-    engine_name: EngineOpt = EngineName.vllm,
-    engine_version: EngineVersionOpt = None,
+    trials: FixTrialsOpt = FIX_TRIALS, configs: ConfigsOpt = None, seed: SeedOpt = 0,
+    interpreter_reps: InterpreterRepsOpt = 3, trial_timeout: TrialTimeoutOpt = None,
+    lease: LeaseOpt = DEFAULT_LEASE_S, no_publish: NoPublishOpt = False, db: DbOpt = None,
+    engine_name: EngineOpt = EngineName.vllm, engine_version: EngineVersionOpt = None,
 ) -> None:
     """Check that the config vLLM runs from this device's files is never slower
     than vLLM's default config, on the keys and between them.
@@ -271,54 +304,26 @@ def verify(
     stderr);
     2 bad input (unknown model or device, no file to check); 130 interrupted.
     """
-    from db.repo import session_scope
     from tuner.cli.verify_fix import Fixer
-    from tuner.compare.verify_run import m_set_line, no_file_line, summary_line
-    from tuner.kernels.registry import DEFAULT_FAMILY, get_family
     from tuner.run.options import RunOptions
 
-    model_shapes, choice = _parse(model, tp, m)
-    candidates = load_configs(configs)
-    # one line per other family, then the default family's files (if the model has any)
-    for name in model_shapes.groups:
-        if name != DEFAULT_FAMILY:
-            plain(f"note: {get_family(name).short_title or name} files are not verified "
-                  f"yet ({model_shapes.family_label(name)})")
-    if not model_shapes.of(DEFAULT_FAMILY):
+    model_shapes, choice, candidates = _inputs(model, tp, m, configs)
+    if model_shapes is None:
         return
     url, engine = open_db(db, must_exist=True)
-    with session_scope(engine) as session:
-        device_name = device_in_store(session, device)
-    runner, resolved = resolve_runner(device, None, interpreter_reps=interpreter_reps)
-    visible = list(resolved.visible_ids)
-    _use_backend(runner, visible)  # before anything imports a family's kernel
-    options = RunOptions(lease, trial_timeout)
+    device_name, runner, visible = measuring_device(engine, device, interpreter_reps)
     fixer = Fixer(engine, url, model_shapes, device_name=device_name, runner=runner,
                   visible=visible, strategy=strategy, trials=trials, configs=candidates,
-                  seed=seed, out_dtype=out_dtype.value, options=options)
+                  seed=seed, out_dtype=out_dtype.value, options=RunOptions(lease, trial_timeout))
     if fix:
         fixer.finish_unfinished()
-    read = partial(store_files, engine, device_name, out_dtype=out_dtype.value,
-                   allow_stale=allow_stale, allow_partial=allow_partial)
-    first = read()
-    no_file = no_file_line(model_shapes, first.explained(), device_name)
-    if no_file is not None:
-        raise fail(no_file)
+    files = _DeviceFiles(engine, device_name, out_dtype.value, allow_stale, allow_partial)
+    first = files.first(model_shapes)
     run = _verify_run(model_shapes, choice, fixer.kernel, runner=runner,
                       out_dtype=out_dtype.value, seed=seed, rounds=rounds)
-    plain(m_set_line(choice))
-    if engine_name == EngineName.sglang:
-        for line in clamp_lines(device_name, engine_version,
-                                [(f.file_name, f.merged.configs) for f in first.files.files]):
-            plain(f"warning: {line}")
-    results, missing = _check(run, first, only_shapes=None, title=f"on {device_name}")
-    for line in missing:
-        plain(line)
-    nothing = nothing_timed_line(results, device_name)
-    plain(nothing if nothing is not None else summary_line(results))
+    results = _first_check(run, first, choice, device_name, engine_name, engine_version)
     if fix:
-        results = _fix(run, fixer, results, read)
+        results = _fix(run, fixer, results, files.read)
         if not no_publish:  # the files --fix tuned are what a fleet downloads next
-            publish_device(engine, device_name, reason="verify --fix", allow_stale=allow_stale,
-                           allow_partial=allow_partial, out_dtype=out_dtype.value)
+            files.publish()
     _exit_on_offending(results, fix)

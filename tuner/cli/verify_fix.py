@@ -5,14 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tuner.cli.options import (
-    KernelChoice,
-    console,
-    fail,
-    plain,
-    print_sweep_summary,
-    resolve_kernel_choice,
-)
+from tuner.cli.devices import resolve_kernel_choice
+from tuner.cli.errors import fail
+from tuner.cli.options import KernelChoice
+from tuner.cli.output import console, plain, print_sweep_summary
 from tuner.compare.verify_run import shape_label
 from tuner.inputs.shapes import ModelShapes
 from tuner.kernels.config import KernelConfig

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-from tuner.cli.options import console, err_console
+from tuner.cli.output import console, err_console
 from tuner.cli.tables import Column, print_table
 from tuner.compare.verify import PointResult, ShapeVerification, Verdict
 from tuner.compare.verify_run import PlannedShape, shape_label

@@ -191,33 +191,17 @@ def compile_moe_pairs(module: str, function: str, config: KernelConfig, arch: in
     """
     import importlib
 
-    import torch
-
     from tuner.kernels.moe.kernel import fused_moe_fp8_block_kernel, invoke_moe_gemm
-    from tuner.kernels.moe.specialization import max_padded_slots, uses_naive_assignment
     from tuner.kernels.moe.vllm_workload import vllm_moe_gemm
 
     vllm = importlib.import_module(module)
     theirs_fn = getattr(vllm, function)
-    meta, fp8, (gn, gk) = "meta", torch.float8_e4m3fn, block_shape
-    ids = torch.int32
-    if uses_naive_assignment(M, top_k, E):
-        routing: tuple = (None, torch.empty(M * top_k, dtype=ids, device=meta),
-                          torch.empty(1, dtype=ids, device=meta))
-    else:
-        padded = max_padded_slots(M * top_k, E, config.BLOCK_SIZE_M)
-        routing = (torch.empty(padded, dtype=ids, device=meta),
-                   torch.empty(-(-padded // config.BLOCK_SIZE_M), dtype=ids, device=meta),
-                   torch.empty(1, dtype=ids, device=meta))
+    routing = _meta_routing(M, top_k, E, config.BLOCK_SIZE_M)
     pairs = []
     for rows, n, k, launch_top_k, weighted in ((M, 2 * N, K, top_k, False),
                                                (M * top_k, K, N, 1, True)):
-        tensors = (torch.empty(rows, k, dtype=fp8, device=meta),
-                   torch.empty(rows, -(-k // gk), device=meta),
-                   torch.empty(E, n, k, dtype=fp8, device=meta),
-                   torch.empty(E, -(-n // gn), -(-k // gk), device=meta),
-                   torch.empty(rows * launch_top_k, n, dtype=torch.bfloat16, device=meta),
-                   torch.empty(M, top_k, device=meta), *routing)
+        tensors = (*_meta_operands(rows * launch_top_k, rows, n, k, E=E, M=M, top_k=top_k,
+                                   block_shape=block_shape), *routing)
         ours, theirs = _Capture(), _Capture()
         invoke_moe_gemm(*tensors, mul_routed_weight=weighted, top_k=launch_top_k,
                         config=config.as_dict(), block_shape=block_shape, arch=arch,
@@ -232,6 +216,40 @@ def compile_moe_pairs(module: str, function: str, config: KernelConfig, arch: in
         pairs.append((compile_launch(fused_moe_fp8_block_kernel, arch, ours_args, ours_kwargs),
                       compile_launch(theirs_fn, arch, their_args, _as_on(arch, their_kwargs))))
     return pairs
+
+
+def _meta_routing(M: int, top_k: int, E: int, block_m: int) -> tuple:
+    """The routing tensors (sorted token ids, expert ids, number of post-padded tokens) on
+    "meta" as vLLM routes M tokens: naive assignment for small batches (no sorted ids,
+    `uses_naive_assignment`), else padded to `block_m` per expert (`max_padded_slots`)."""
+    import torch
+
+    from tuner.kernels.moe.specialization import max_padded_slots, uses_naive_assignment
+
+    meta, ids = "meta", torch.int32
+    if uses_naive_assignment(M, top_k, E):
+        return (None, torch.empty(M * top_k, dtype=ids, device=meta),
+                torch.empty(1, dtype=ids, device=meta))
+    padded = max_padded_slots(M * top_k, E, block_m)
+    return (torch.empty(padded, dtype=ids, device=meta),
+            torch.empty(-(-padded // block_m), dtype=ids, device=meta),
+            torch.empty(1, dtype=ids, device=meta))
+
+
+def _meta_operands(out_rows: int, rows: int, n: int, k: int, *, E: int, M: int, top_k: int,
+                   block_shape: tuple[int, int]) -> tuple:
+    """One expert GEMM's operands on "meta": A [rows, k] FP8 and its block scales, B
+    [E, n, k] FP8 and its block scales, the bf16 output [out_rows, n], the routing weights
+    [M, top_k]."""
+    import torch
+
+    meta, fp8, (gn, gk) = "meta", torch.float8_e4m3fn, block_shape
+    return (torch.empty(rows, k, dtype=fp8, device=meta),
+            torch.empty(rows, -(-k // gk), device=meta),
+            torch.empty(E, n, k, dtype=fp8, device=meta),
+            torch.empty(E, -(-n // gn), -(-k // gk), device=meta),
+            torch.empty(out_rows, n, dtype=torch.bfloat16, device=meta),
+            torch.empty(M, top_k, device=meta))
 
 
 def same_code(ours: Compiled, theirs: Compiled) -> list[str]:

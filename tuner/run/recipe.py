@@ -182,7 +182,7 @@ class SweepRecipe:
         then the Job as YAML. The URL reaches the pods only through the Secret.
 
         Args:
-            masked_db: the store's URL with its password masked (`tuner.cli.options.masked`):
+            masked_db: the store's URL with its password masked (`tuner.cli.store.masked`):
                 the only form of it printed.
         """
         create = shlex.join(["tuner", "sweep", *self._sweep_args(), "--kernel", "vllm",

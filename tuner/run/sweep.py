@@ -99,17 +99,9 @@ class SweepSummary:
     times: SweepTimes | None = None
 
 
-def run_workers(
-    engine,
-    db_url: str,
-    request: SweepRequest,
-    sweep_id: int,
-    *,
-    runner: Runner,
-    visible_devices: Sequence[str | None],
-    console=None,
-    options: RunOptions | None = None,
-) -> SweepSummary:
+def run_workers(engine, db_url: str, request: SweepRequest, sweep_id: int, *, runner: Runner,
+                visible_devices: Sequence[str | None], console=None,
+                options: RunOptions | None = None) -> SweepSummary:
     """Start one spawned worker per visible device and wait, drawing a progress bar.
 
     A worker that dies is restarted while tasks remain (tuner.run.supervisor: a crash or hang is
@@ -153,8 +145,8 @@ def run_workers(
 
         def tick() -> None:  # a store error here is the supervisor's to time and bound
             now = read_progress()
-            label = f"sweep {sweep_id}: {now.tasks_done}/{now.tasks_total} tasks"
-            bar.update(bar_id, completed=min(now.trials_total, total), description=label)
+            bar.update(bar_id, completed=min(now.trials_total, total),
+                       description=_bar_label(sweep_id, now))
 
         def event(line: str) -> None:
             bar.console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -163,8 +155,13 @@ def run_workers(
                             on_event=event).run(tick)
         now = progress_now()
         bar.update(bar_id, completed=min(now.trials_total, total),
-                   description=f"sweep {sweep_id}: {now.tasks_done}/{now.tasks_total} tasks")
+                   description=_bar_label(sweep_id, now))
     return _summary(sweep_id, before, now, report, wall_s=time.perf_counter() - start)
+
+
+def _bar_label(sweep_id: int, now) -> str:
+    """The progress bar's description: the sweep's tasks done of all (`now`: its progress)."""
+    return f"sweep {sweep_id}: {now.tasks_done}/{now.tasks_total} tasks"
 
 
 def _progress_readers(engine, db_url: str, sweep_id: int):

@@ -11,7 +11,7 @@ from tuner.search.optuna_tpe import OptunaStrategy
 from tuner.search.tpe_local import TpeLocalStrategy
 
 # A new strategy: one module (a `Strategy` subclass) and one line here; the CLI's --strategy
-# choices are read from this dict when a command runs (`tuner.cli.options.StrategyChoice`).
+# choices are read from this dict when a command runs (`tuner.cli.options.strategy_names`).
 STRATEGIES: dict[str, type[Strategy]] = {
     "grid": GridStrategy,
     "optuna": OptunaStrategy,

@@ -13,7 +13,7 @@ import pytest
 from db.models import Decision, Retime, Trial
 from db.sweeps import _validate
 from db.trials import _checked
-from tuner.cli.options import DEFAULT_M, parse_m_values
+from tuner.cli.arguments import DEFAULT_M, parse_m_values
 from tuner.core import (
     CONFIG_KEYS,
     INTERPRETER_DEVICE_NAME,

@@ -1,4 +1,4 @@
-"""`tuner verify --device interpreter` switches Triton to its interpreter before any kernel is
+"""`tuner verify` and `tuner compare` on the interpreter switch Triton to it before any kernel is
 imported, and refuses a process where a registered family's kernel was loaded for a GPU."""
 
 import os
@@ -8,8 +8,11 @@ import types
 import pytest
 import typer
 
-from tuner.cli import verify as cli_verify
+from tuner.cli.devices import use_runner
 from tuner.kernels.registry import FAMILIES
+from tuner.measure.runners import InterpreterRunner
+
+INTERPRETER = InterpreterRunner("TRITON_INTERPRETER")
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -19,7 +22,7 @@ def test_interpreter_is_refused_once_a_family_kernel_was_loaded(family, monkeypa
         monkeypatch.delitem(sys.modules, other.kernel_module, raising=False)
     monkeypatch.setitem(sys.modules, FAMILIES[family].kernel_module, types.ModuleType("stub"))
     with pytest.raises(typer.Exit) as raised:
-        cli_verify._use_backend("interpreter", [None])
+        use_runner(INTERPRETER, [None])
     assert raised.value.exit_code == 2
     assert "the kernel was already loaded for a GPU in this process" in capsys.readouterr().err
     assert os.environ["TRITON_INTERPRET"] == "0"
@@ -29,5 +32,5 @@ def test_interpreter_is_switched_on_when_no_kernel_was_loaded(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     for family in FAMILIES.values():
         monkeypatch.delitem(sys.modules, family.kernel_module, raising=False)
-    cli_verify._use_backend("interpreter", [None])
+    use_runner(INTERPRETER, [None])
     assert os.environ["TRITON_INTERPRET"] == "1"
