@@ -63,7 +63,7 @@ def select(capability: int, model: ModelAsked) -> Answer:
 
     from tuner.compare.vllm_linear import block_fp8_layer_config
 
-    chosen: dict[tuple[int, int], object] = {}
+    chosen: dict[tuple[int, int], type] = {}  # vLLM's kernel classes
     configs = {}
     for N, K in model.dense or DEFAULT_DENSE:
         configs[(N, K)] = block_fp8_layer_config(N, K, torch.bfloat16)

@@ -11,13 +11,25 @@ fused-MoE files from VLLM_TUNED_CONFIG_FOLDER first, then its package's fused_mo
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from tuner.compare.doctor import OWN, TABLE, Asked, Diagnosis, compared_line, not_compared
 from tuner.compare.vllm_select import DEFAULT_MOE, Answer, ModelAsked
 from tuner.kernels.moe.family import MOE
 
+
+class MoeLayer(TypedDict):
+    """A fused-MoE layer, as `tuner.measure.fidelity.compile_moe_pairs`'s keywords."""
+
+    E: int  # experts
+    N: int  # intermediate size per expert (tensor-parallel share)
+    K: int  # hidden size
+    top_k: int  # experts per token
+
+
 # The fused-MoE comparison's layer: DeepSeek-V3 at tensor parallel 8 (shapes/deepseek-v3.toml;
 # bench/moe_fidelity.py's "deepseek-v3 tp8"); M = 1 and 256 take vLLM's two default tilings.
-MOE_COMPARED = {"E": 256, "N": 256, "K": 7168, "top_k": 8}
+MOE_COMPARED: MoeLayer = {"E": 256, "N": 256, "K": 7168, "top_k": 8}
 MOE_COMPARED_M = (1, 256)
 
 

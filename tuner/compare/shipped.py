@@ -21,6 +21,7 @@ from tuner.files.merge import merge_shape
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.naming import FP8_DTYPE, parse_config_file_name
 from tuner.kernels.dense.space import default_config, why_invalid
+from tuner.kernels.family import as_block_shape
 from tuner.measure.noise import RETIME_ROUNDS, retime_interleaved
 from tuner.measure.roofline import roofline
 from tuner.measure.runner import Problem
@@ -262,7 +263,8 @@ def compare(entries: Sequence[Entry], runner_factory: RunnerFactory, *, rounds: 
     retime = retime or retime_interleaved
     rows = []
     for entry in entries:
-        runner = runner_factory(Problem(entry.M, entry.N, entry.K, tuple(block_shape), out_dtype))
+        runner = runner_factory(Problem(entry.M, entry.N, entry.K, as_block_shape(block_shape),
+                                        out_dtype))
         row = compare_entry(entry, runner, retime, rounds=rounds, ceilings=ceilings,
                             out_dtype=out_dtype, block_shape=block_shape)
         del runner  # frees the inputs and the reference before the next M

@@ -117,12 +117,28 @@ class Verdict(StrEnum):
 
 
 class RetimeLike(Protocol):
-    """One config re-timed interleaved with others (tuner.measure.noise.Retime)."""
+    """One config re-timed interleaved with others (tuner.measure.noise.Retime, a frozen
+    dataclass: its fields are read-only here)."""
 
-    config: KernelConfig
-    latency_us: float
-    p20_us: float
-    p80_us: float
+    @property
+    def config(self) -> KernelConfig:
+        """The re-timed config."""
+        ...
+
+    @property
+    def latency_us(self) -> float:
+        """Median of its samples, microseconds per launch."""
+        ...
+
+    @property
+    def p20_us(self) -> float:
+        """20th percentile of its samples, microseconds."""
+        ...
+
+    @property
+    def p80_us(self) -> float:
+        """80th percentile of its samples, microseconds."""
+        ...
 
 
 class SamplingRunner(Protocol):
@@ -139,7 +155,14 @@ class SamplingRunner(Protocol):
 
 
 RunnerFactory = Callable[[int, int, int], SamplingRunner]  # (N, K, M) -> runner
-RetimeFn = Callable[..., Sequence[RetimeLike]]  # tuner.measure.noise.retime_interleaved's signature
+class RetimeFn(Protocol):
+    """Re-times configs interleaved (tuner.measure.noise.retime_interleaved's signature)."""
+
+    def __call__(self, sample_us: Callable[[KernelConfig], float],
+                 configs: Sequence[KernelConfig], *, rounds: int = ...
+                 ) -> Sequence[RetimeLike]:
+        """One re-timing per config of `configs`, `rounds` samples of each."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -176,6 +199,7 @@ class PointResult:
             return None
         if not self.timed:
             return 1.0
+        assert self.default_us is not None and self.chosen_us is not None, "timed: both times"
         return self.default_us / self.chosen_us
 
 
@@ -312,7 +336,8 @@ def verify_shape(
         ValueError: no configs, an entry without vLLM's six keys, or an unknown family.
     """
     kernel_family = get_family(family)
-    shape = Shape(N, K, as_block_shape(block_shape), tuple(params))
+    pair = as_block_shape(block_shape)
+    shape = Shape(N, K, pair, tuple(params))
     retime, rounds = _retiming(retime, rounds)
     if not configs:
         raise ValueError(f"N={N},K={K}: the file has no keys")
@@ -326,7 +351,7 @@ def verify_shape(
         if on_point is not None:
             on_point(result)
         results.append(result)
-    return ShapeVerification(N=N, K=K, block_shape=tuple(block_shape), keys=tuple(sorted(parsed)),
+    return ShapeVerification(N=N, K=K, block_shape=pair, keys=tuple(sorted(parsed)),
                              points=tuple(results))
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Protocol
 
 from tuner.compare.verify import (
@@ -48,11 +49,16 @@ def shape_grid(choice: MChoice, sweep_grid: Sequence[int]) -> list[int]:
 
     Returns:
         Ascending M values.
+
+    Raises:
+        ValueError: a word other than `M_ALL`.
     """
     if choice is None:
         return sorted(set(sweep_grid))
     if choice == M_ALL:
         return sorted(set(sweep_grid) | set(VLLM_M_GRID))
+    if isinstance(choice, str):
+        raise ValueError(f"--m: {choice!r} is neither {M_ALL!r} nor a list of M values")
     return sorted(set(choice))
 
 
@@ -205,7 +211,7 @@ class VerifyRun:
                 N=shape.N, K=shape.K, block_shape=self.block_shape,
                 configs=shape.configs, m_points=shape.m_points, make_runner=self.make_runner,
                 rounds=self.rounds, noise_floor=self.noise_floor, family=self.family,
-                on_point=lambda point, shape=shape: observer.point_done(shape, point))
+                on_point=partial(observer.point_done, shape))
             observer.shape_done(result)
             results.append(result)
         return results

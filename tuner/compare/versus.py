@@ -205,7 +205,8 @@ def verdict(points: Sequence[ComparePoint], regime: str, keep: Callable[[int], b
                 if chosen and all(p.latency(name) is not None for p in chosen)]
     if TRITON_TUNED not in backends:
         return Verdict(regime, len(chosen), None, {})
-    means = {name: geomean([p.latency(name) for p in chosen]) for name in backends}
+    means = {name: geomean([latency for p in chosen if (latency := p.latency(name)) is not None])
+             for name in backends}  # none is None: `backends` keeps those timed at every point
     winner = min(backends, key=lambda name: (means[name], BACKENDS.index(name)))
     tuned = means[TRITON_TUNED]
     ratios = {name: means[name] / tuned for name in backends if name != TRITON_TUNED}

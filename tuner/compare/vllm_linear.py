@@ -29,7 +29,7 @@ import contextlib
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from tuner.compare.kernel_names import VLLM_HUMMING, VLLM_MARLIN
 
@@ -141,11 +141,24 @@ def _current(vllm_config: object | None):
     return set_current_vllm_config(vllm_config)
 
 
+class _ScaledMMKernel(Protocol):
+    """What LayerKernel uses of a vLLM `FP8ScaledMMLinearKernel` object (vLLM 0.33.0,
+    kernels/linear/scaled_mm/ScaledMMLinearKernel.py)."""
+
+    def process_weights_after_loading(self, layer: Any) -> None:
+        """Turn the layer's loaded weight and scales into the kernel's own layout."""
+        ...
+
+    def apply_weights(self, layer: Any, x: Any) -> Any:
+        """C [M, N] from the layer input x [M, K] (a torch.Tensor)."""
+        ...
+
+
 @dataclass
 class _Prepared:
     """One weight copy after the class's processing: the kernel object and its layer."""
 
-    kernel: object
+    kernel: _ScaledMMKernel
     layer: object
     weight: object  # the source tensor, held so its id is not reused while this lives
 

@@ -12,6 +12,7 @@ from tuner.compare.verify_run import (
     VerifyRun,
     fix_passes,
     no_file_line,
+    shape_grid,
 )
 from tuner.files.merge import DeviceFiles, SkippedShape, dense_key
 from tuner.inputs.shapes import ModelShapes
@@ -90,3 +91,9 @@ def test_fix_passes_stop_after_three_and_raise_when_a_file_is_gone():
         fix_passes(slower, tune=lambda offending: None, say=said.append,
                    check_again=lambda shapes, n: ([], ["N=256,K=384: no file"]))
     assert said == ["N=256,K=384: no file"]
+
+
+def test_shape_grid_takes_listed_m_and_refuses_an_unknown_word():
+    assert shape_grid((64, 1, 64), [8, 16]) == [1, 64]
+    with pytest.raises(ValueError, match="'most'"):
+        shape_grid("most", [8, 16])
