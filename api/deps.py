@@ -1,4 +1,4 @@
-"""Dependencies of the routes: settings, the store's engine (opened on first use) and a session."""
+"""Dependencies of the routes: settings, the store (opened on first use) and a session."""
 
 from __future__ import annotations
 
@@ -23,32 +23,32 @@ POOL_TIMEOUT_S = 10.0
 
 
 class StoreHandle:
-    """The app's engine, opened once on first use, so a store with an old schema fails a
+    """The app's store (its Engine), opened once on first use, so a store with an old schema fails a
     request with 503 (and works again after `tuner db upgrade`) instead of failing start-up."""
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self._engine: Engine | None = None
+        self._store: Engine | None = None
         self._lock = threading.Lock()
 
-    def engine(self) -> Engine:
-        """The engine on a store at the expected schema revision.
+    def open(self) -> Engine:
+        """The store (its Engine), at the expected schema revision; opened on the first call.
 
         Raises:
             db.repo.SchemaError: The store's schema is not the one this tuner expects.
         """
         with self._lock:
-            if self._engine is None:
-                self._engine = open_store(self.url, pool_size=POOL_SIZE,
+            if self._store is None:
+                self._store = open_store(self.url, pool_size=POOL_SIZE,
                                           pool_timeout=POOL_TIMEOUT_S)
-            return self._engine
+            return self._store
 
     def dispose(self) -> None:
-        """Close the engine's connections, if it was opened."""
+        """Close the store's connections, if it was opened."""
         with self._lock:
-            if self._engine is not None:
-                self._engine.dispose()
-                self._engine = None
+            if self._store is not None:
+                self._store.dispose()
+                self._store = None
 
 
 def get_settings(request: Request) -> Settings:
@@ -56,18 +56,18 @@ def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def get_engine(request: Request) -> Engine:
-    """The store's engine, kept on `app.state.store`."""
-    return request.app.state.store.engine()
+def get_store(request: Request) -> Engine:
+    """The store (its Engine), whose handle is kept on `app.state.store`."""
+    return request.app.state.store.open()
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
-EngineDep = Annotated[Engine, Depends(get_engine)]
+StoreDep = Annotated[Engine, Depends(get_store)]
 
 
-def get_session(engine: EngineDep) -> Iterator[Session]:
+def get_session(store: StoreDep) -> Iterator[Session]:
     """One read transaction per request (db.repo.session_scope)."""
-    with session_scope(engine) as session:
+    with session_scope(store) as session:
         yield session
 
 

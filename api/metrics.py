@@ -40,7 +40,7 @@ class StoreCollector(Collector):
         """Trials by status, tasks by state, sweeps and imports, and whether the store answered."""
         up = GaugeMetricFamily("tuner_store_up", "1 when the store answered this scrape")
         try:
-            with session_scope(self._store.engine()) as session:
+            with session_scope(self._store.open()) as session:
                 counts = repo.store_counts(session)
         except Exception:  # noqa: BLE001 - a scrape must never fail: report the store as down
             up.add_metric([], 0)

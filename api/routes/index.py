@@ -34,7 +34,7 @@ def index(request: Request) -> HTMLResponse:
         f'<li><a href="{path}">{path}</a>: {what}</li>' if "{" not in path
         else f"<li><code>{path}</code>: {what}</li>" for path, what in LINKS)
     try:  # the store is opened here, not as a dependency, so that its fault spares the page
-        with session_scope(request.app.state.store.engine()) as session:
+        with session_scope(request.app.state.store.open()) as session:
             names = sorted(set(repo.list_device_names(session))
                            | set(repo.list_import_device_names(session)))
     except (SQLAlchemyError, SchemaError) as exc:  # the routes still show; /devices says 503

@@ -61,7 +61,7 @@ CACHE = BlobCache()
 
 
 def _session(request: Request) -> Session:
-    return Session(request.app.state.store.engine())
+    return Session(request.app.state.store.open())
 
 
 def _canonical(session: Session, device_name: str) -> str | None:

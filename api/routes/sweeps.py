@@ -8,7 +8,7 @@ from fastapi import APIRouter, HTTPException, Path, Response
 from sqlalchemy.orm import Session
 
 from api import schemas
-from api.deps import EngineDep, SessionDep, WriteAccess
+from api.deps import SessionDep, StoreDep, WriteAccess
 from db import repo
 from db.repo import session_scope
 from tuner.inputs.devices import gpu_device_key, resolve
@@ -50,7 +50,7 @@ def _status(session: Session, sweep_id: int) -> schemas.SweepStatus | None:
     "not list, or a device_name that is neither a device of the store nor a GPU model name "
     "(`H200`, `NVIDIA H200` and `nvidia_h200` all name `NVIDIA_H200`)."))
 def create_sweep(
-    body: schemas.SweepCreate, _auth: WriteAccess, engine: EngineDep, response: Response
+    body: schemas.SweepCreate, _auth: WriteAccess, store: StoreDep, response: Response
 ) -> schemas.SweepStatus:
     """Create a sweep and its pending tasks, or return the same one again."""
     if body.strategy not in STRATEGIES:
@@ -60,7 +60,7 @@ def create_sweep(
         shapes = load_shapes(body.model, body.tp)
     except (UnknownModelError, ValueError) as exc:
         raise HTTPException(422, detail=str(exc).strip("'\"")) from None
-    with session_scope(engine) as session:
+    with session_scope(store) as session:
         known = set(repo.list_device_names(session)) | set(repo.list_import_device_names(session))
     named = resolve(body.device_name, known)
     try:  # as `tuner sweep --device` names it: a device of the store, or a GPU model name
@@ -73,7 +73,7 @@ def create_sweep(
         strategy=body.strategy, trials=body.trials, seed=body.seed, out_dtype=body.out_dtype,
     )
     try:
-        with session_scope(engine) as session:
+        with session_scope(store) as session:
             info, created = repo.create_sweep(session, **request.sweep_fields())
             status = _status(session, info.sweep_id)
     except ValueError as exc:

@@ -75,6 +75,6 @@ def test_the_api_pool_is_sized_for_the_thread_pool(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 't.db'}"
     fill(url, PLAN, m_values=(1, 16))
     app = create_app(Settings(db_url=url))
-    pool = app.state.store.engine().pool
+    pool = app.state.store.open().pool
     assert (pool.size(), pool._max_overflow, pool._timeout) == (40, 0, 10.0)
     app.state.store.dispose()

@@ -19,14 +19,14 @@ class Lease:
     """The lease of one claimed task.
 
     Args:
-        engine: the store's engine.
+        store: the store (its Engine).
         task_id: the claimed task.
         worker_id: the worker that claimed it.
         lease_s: seconds a renewal holds the task.
     """
 
-    def __init__(self, engine, task_id: int, worker_id: str, lease_s: float) -> None:
-        self.engine, self.task_id = engine, task_id
+    def __init__(self, store, task_id: int, worker_id: str, lease_s: float) -> None:
+        self.store, self.task_id = store, task_id
         self.worker_id, self.lease_s = worker_id, lease_s
         self._renewed_at: float | None = None  # time.monotonic() before the last renewal
         self._lost = False
@@ -49,7 +49,7 @@ class Lease:
             return False
         started = time.monotonic()
         if session is None:
-            with session_scope(self.engine) as own:
+            with session_scope(self.store) as own:
                 held = repo.heartbeat(own, task_id=self.task_id, worker_id=self.worker_id,
                                       lease_s=self.lease_s)
         else:

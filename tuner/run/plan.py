@@ -131,12 +131,12 @@ class SweepRequest:
         return min(self.trials, len(space)) + extra
 
 
-def plan(engine, request: SweepRequest):
+def plan(store, request: SweepRequest):
     """Create the sweep and its tasks in the store, find it when the same sweep exists, or
     extend it when it exists with a smaller trial budget (`db.repo.open_sweep`).
 
     Args:
-        engine: the store's engine.
+        store: the store (its Engine).
         request: what to tune.
 
     Returns:
@@ -146,7 +146,7 @@ def plan(engine, request: SweepRequest):
     from db import repo
     from db.repo import session_scope
 
-    with session_scope(engine) as session:
+    with session_scope(store) as session:
         return repo.open_sweep(session, **request.sweep_fields())
 
 

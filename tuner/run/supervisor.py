@@ -128,7 +128,7 @@ class Supervisor:
     """Runs worker processes (spawn) and keeps them going until no task in their scope is left.
 
     Args:
-        engine: the store's engine.
+        store: the store (its Engine).
         specs: one template per slot; each start gets a fresh worker_id and parent_pid.
         trial_timeout_s: seconds one config may stay in flight before its worker is killed.
         on_event: called with one line per crash, timeout, restart or abandoned slot.
@@ -137,14 +137,14 @@ class Supervisor:
 
     def __init__(
         self,
-        engine,
+        store,
         specs: Sequence[WorkerSpec],
         *,
         trial_timeout_s: float,
         on_event: Callable[[str], None] = lambda line: None,
         context=None,
     ) -> None:
-        self.engine = engine
+        self.store = store
         self.slots = [_Slot(label=spec.visible_device or "cpu", template=spec) for spec in specs]
         self.trial_timeout_s = trial_timeout_s
         self.on_event = on_event
@@ -174,7 +174,7 @@ class Supervisor:
             StoreUnavailable: the store stayed unavailable; its str() is the one line to print.
         """
         previous = signal.signal(signal.SIGTERM, _interrupt)
-        outage = Outage(url_of(self.engine))
+        outage = Outage(url_of(self.store))
         try:
             for slot in self.slots:
                 self._start(slot)
@@ -252,7 +252,7 @@ class Supervisor:
         entry = slot.shared.in_flight()
         if status == "timeout" and entry is not None and entry.config != slot.overdue_config:
             entry = None  # it finished that config just before the kill
-        with session_scope(self.engine) as session:
+        with session_scope(self.store) as session:
             environment_id = slot.shared.environment_id.value
             blamed = []
             # Only while the worker held the task, and only a trial not stored yet (it may
@@ -304,12 +304,12 @@ class Supervisor:
             process.join(10)
 
         def release() -> None:
-            with session_scope(self.engine) as session:
+            with session_scope(self.store) as session:
                 for worker_id in self.worker_ids:
                     repo.release_tasks(session, worker_id=worker_id)
 
         try:
-            retry_store(release, url=url_of(self.engine), deadline_s=5.0)
+            retry_store(release, url=url_of(self.store), deadline_s=5.0)
         except (StoreUnavailable, DBAPIError, PoolTimeoutError):
             self.on_event("the store did not answer: the claimed tasks go back to the queue "
                           "when their leases expire")

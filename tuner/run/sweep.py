@@ -99,7 +99,7 @@ class SweepSummary:
     times: SweepTimes | None = None
 
 
-def run_workers(engine, db_url: str, request: SweepRequest, sweep_id: int, *, runner: Runner,
+def run_workers(store, db_url: str, request: SweepRequest, sweep_id: int, *, runner: Runner,
                 visible_devices: Sequence[str | None], console=None,
                 options: RunOptions | None = None) -> SweepSummary:
     """Start one spawned worker per visible device and wait, drawing a progress bar.
@@ -109,7 +109,7 @@ def run_workers(engine, db_url: str, request: SweepRequest, sweep_id: int, *, ru
     their tasks back for the next run.
 
     Args:
-        engine: the store's engine.
+        store: the store (its Engine).
         db_url: the store's URL, for the workers.
         request: what to tune.
         sweep_id: the planned sweep.
@@ -137,7 +137,7 @@ def run_workers(engine, db_url: str, request: SweepRequest, sweep_id: int, *, ru
                          configs=request.configs, sweep_id=sweep_id,
                          kernel=request.kernel, options=options)
     start = time.perf_counter()
-    read_progress, progress_now = _progress_readers(engine, db_url, sweep_id)
+    read_progress, progress_now = _progress_readers(store, db_url, sweep_id)
     before = progress_now()
     total = before.tasks_total * request.trials_per_task()
     with Progress(*progress_columns("trials"), console=console, transient=False) as bar:
@@ -151,7 +151,7 @@ def run_workers(engine, db_url: str, request: SweepRequest, sweep_id: int, *, ru
         def event(line: str) -> None:
             bar.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
-        report = Supervisor(engine, specs, trial_timeout_s=options.trial_timeout_for(runner),
+        report = Supervisor(store, specs, trial_timeout_s=options.trial_timeout_for(runner),
                             on_event=event).run(tick)
         now = progress_now()
         bar.update(bar_id, completed=min(now.trials_total, total),
@@ -164,14 +164,14 @@ def _bar_label(sweep_id: int, now) -> str:
     return f"sweep {sweep_id}: {now.tasks_done}/{now.tasks_total} tasks"
 
 
-def _progress_readers(engine, db_url: str, sweep_id: int):
+def _progress_readers(store, db_url: str, sweep_id: int):
     """(read, read through a store restart) of the sweep's progress (`db.repo.sweep_progress`);
     the supervisor bounds a longer outage."""
     from db import repo
     from db.repo import retry_store, session_scope
 
     def read_progress():
-        with session_scope(engine) as session:
+        with session_scope(store) as session:
             return repo.sweep_progress(session, sweep_id=sweep_id)
 
     def progress_now():
@@ -197,11 +197,11 @@ def _summary(sweep_id: int, before, now, report, *, wall_s: float) -> SweepSumma
     )
 
 
-def commonest_failure(engine, sweep_id: int) -> str:
+def commonest_failure(store, sweep_id: int) -> str:
     """What went wrong most often in a sweep, for the one line of a sweep with no ok trial.
 
     Args:
-        engine: the store's engine.
+        store: the store (its Engine).
         sweep_id: the sweep.
 
     Returns:
@@ -214,7 +214,7 @@ def commonest_failure(engine, sweep_id: int) -> str:
     from db import repo
     from db.repo import session_scope
 
-    with session_scope(engine) as session:
+    with session_scope(store) as session:
         tasks = repo.sweep_tasks(session, sweep_id=sweep_id)
         trials = [trial for task in tasks
                   for trial in repo.task_trials(session, task_id=task.task_id)]
@@ -294,12 +294,12 @@ def format_sweep_times(times: SweepTimes) -> str:
     )
 
 
-def unfinished_in_scope(engine, *, sweep_id: int | None, device_name: str,
+def unfinished_in_scope(store, *, sweep_id: int | None, device_name: str,
                         space: str) -> int:
     """The unfinished tasks a worker with this scope would claim (`tuner worker`).
 
     Args:
-        engine: the store's engine.
+        store: the store (its Engine).
         sweep_id: only this sweep's tasks; None for every sweep on the device.
         device_name: vLLM's device key of the worker's GPUs.
         space: the worker's config space (`tuner.run.plan.space_name`).
@@ -314,7 +314,7 @@ def unfinished_in_scope(engine, *, sweep_id: int | None, device_name: str,
     from db import repo
     from db.repo import session_scope
 
-    with session_scope(engine) as session:
+    with session_scope(store) as session:
         if sweep_id is not None:
             info = repo.get_sweep(session, sweep_id=sweep_id)
             if info is None:

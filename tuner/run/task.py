@@ -68,7 +68,7 @@ class TaskRun:
     asks for more stops there.
 
     Args:
-        engine: the store's engine.
+        store: the store (its Engine).
         spec: this worker (its `runner` measures, its `options` give the lease).
         task: the claimed task (`repo.TaskInfo`).
         environment_id: the environment trials are recorded with.
@@ -80,14 +80,14 @@ class TaskRun:
             (renewed when the search starts, then whenever the last renewal is old).
     """
 
-    def __init__(self, engine, spec: WorkerSpec, task, environment_id: int, space=None,
+    def __init__(self, store, spec: WorkerSpec, task, environment_id: int, space=None,
                  shared: WorkerShared | None = None, compiler: WorkerCompiler | None = None,
                  lease: Lease | None = None) -> None:
-        self.engine, self.spec, self.task = engine, spec, task
+        self.store, self.spec, self.task = store, spec, task
         self.environment_id, self.shared, self.compiler = environment_id, shared, compiler
         self.space = None if space is None else list(space)
         self.key = FamilyShape.of_row(task)  # the task's family and shape, read once
-        self.lease = lease or Lease(engine, task.task_id, spec.worker_id, spec.options.lease_s)
+        self.lease = lease or Lease(store, task.task_id, spec.worker_id, spec.options.lease_s)
         self.lost = f"task {task.task_id} is no longer held by {spec.worker_id}"
         self.done: dict = {}  # KernelConfig -> TrialResult, stored and new
         self.gate: CompileGate | None = None
@@ -133,7 +133,7 @@ class TaskRun:
         from tuner.search import get_strategy
 
         task = self.task
-        with session_scope(self.engine) as session:
+        with session_scope(self.store) as session:
             if not self.lease.renew(session):
                 raise TaskLost(self.lost)
             stored = repo.task_trials(session, task_id=task.task_id)
@@ -257,7 +257,7 @@ class TaskRun:
         from db.repo import retry_store
 
         def step() -> bool:
-            with self.engine.begin() as connection:  # the trial's one transaction
+            with self.store.begin() as connection:  # the trial's one transaction
                 return repo.record_held_trial(
                     connection, task_id=self.task.task_id, worker_id=self.spec.worker_id,
                     environment_id=self.environment_id, config=config.as_dict(),
@@ -270,11 +270,11 @@ class TaskRun:
 
     def decide(self) -> None:
         """Re-time the finalists and store the config kept (`_retime_and_decide`)."""
-        _retime_and_decide(self.engine, self.spec, self.task, self.environment_id, self.runner,
+        _retime_and_decide(self.store, self.spec, self.task, self.environment_id, self.runner,
                            self.done, self.default)
 
 
-def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
+def run_task(store, spec: WorkerSpec, task, environment_id: int, space,
              shared: WorkerShared | None = None, compiler: WorkerCompiler | None = None,
              lease: Lease | None = None) -> None:
     """Search one claimed task: `TaskRun(...).run()` (its arguments are `TaskRun`'s).
@@ -284,7 +284,7 @@ def run_task(engine, spec: WorkerSpec, task, environment_id: int, space,
         ContextLost: a config crashed on a GPU; its trial is recorded, the process must
             restart.
     """
-    TaskRun(engine, spec, task, environment_id, space, shared, compiler, lease).run()
+    TaskRun(store, spec, task, environment_id, space, shared, compiler, lease).run()
 
 
 class _BudgetSpent(Exception):
@@ -307,7 +307,7 @@ def trial_cap(budget: int, space, default) -> int:
     return min(budget, len(allowed)) + (default not in allowed)
 
 
-def _retime_and_decide(engine, spec: WorkerSpec, task, environment_id: int, runner,
+def _retime_and_decide(store, spec: WorkerSpec, task, environment_id: int, runner,
                        done: dict, default) -> None:
     """Re-time the fastest configs and the default interleaved, and store the config kept
     (`tuner.measure.noise.decide_winner`: the fastest only if it beats the runner-up by more
@@ -332,7 +332,7 @@ def _retime_and_decide(engine, spec: WorkerSpec, task, environment_id: int, runn
     finalists = select_for_retime(done, default)
     if not finalists:
         return
-    with session_scope(engine) as session:
+    with session_scope(store) as session:
         decided = repo.task_decision(session, task_id=task.task_id)
     if decided is not None and ({KernelConfig.from_dict(r.config) for r in decided.retimes}
                                 == set(finalists)):
@@ -352,7 +352,7 @@ def _retime_and_decide(engine, spec: WorkerSpec, task, environment_id: int, runn
         "spread_us": decision.spread_us, "kept": decision.kept, "note": decision.note,
     }
     def record() -> bool:
-        with session_scope(engine) as session:
+        with session_scope(store) as session:
             return repo.record_decision(session, task_id=task.task_id,
                                         worker_id=spec.worker_id,
                                         environment_id=environment_id, retimes=rows,

@@ -60,9 +60,9 @@ class _ParentWatch(threading.Thread):
     claims under that lock) cannot take a new task in between and leave it leased to no one.
     """
 
-    def __init__(self, engine, spec: WorkerSpec, claim_lock: threading.Lock) -> None:
+    def __init__(self, store, spec: WorkerSpec, claim_lock: threading.Lock) -> None:
         super().__init__(daemon=True)
-        self.engine, self.spec, self.claim_lock = engine, spec, claim_lock
+        self.store, self.spec, self.claim_lock = store, spec, claim_lock
 
     def run(self) -> None:
         from db import repo
@@ -72,13 +72,13 @@ class _ParentWatch(threading.Thread):
             time.sleep(0.25)
         self.claim_lock.acquire()
         try:
-            with session_scope(self.engine) as session:
+            with session_scope(self.store) as session:
                 repo.release_tasks(session, worker_id=self.spec.worker_id)
         finally:
             os._exit(EXIT_PARENT_GONE)  # at once: the trial in flight is lost, the rest is stored
 
 
-def _record_ceilings(engine, environment_id: int, device: str) -> None:
+def _record_ceilings(store, environment_id: int, device: str) -> None:
     """Measure this GPU's copy bandwidth and FP8-mm throughput (`tuner.measure.roofline`) and store
     them with the environment, for the roofline ratios of its winners. A failure is reported
     and the worker goes on: the ratios are then left out."""
@@ -91,7 +91,7 @@ def _record_ceilings(engine, environment_id: int, device: str) -> None:
     except Exception as exc:  # noqa: BLE001 - ceilings are a report's extra, not the job
         print(f"ceilings not measured: {type(exc).__name__}: {exc}", flush=True)
         return
-    with session_scope(engine) as session:
+    with session_scope(store) as session:
         repo.record_ceilings(session, environment_id=environment_id, ceilings=ceilings,
                              details=ceiling_details(device))
 
@@ -146,15 +146,15 @@ class _Worker:
         from tuner.kernels.config import KernelConfig
 
         self.spec, self.shared = spec, shared
-        self.engine = connect(spec.db_url)
+        self.store = connect(spec.db_url)
         self.claim_lock = threading.Lock()
         if spec.parent_pid is not None:
-            _ParentWatch(self.engine, spec, self.claim_lock).start()
+            _ParentWatch(self.store, spec, self.claim_lock).start()
         runner = spec.runner
         self.env = collect_environment(runner, kernel=spec.kernel)
         environment_id = self.in_session(repo.get_or_create_environment, **self.env)
         if runner.on_gpu:
-            _record_ceilings(self.engine, environment_id, runner.torch_device)
+            _record_ceilings(self.store, environment_id, runner.torch_device)
         self._share_environment(environment_id)
         # Each family's trials are recorded with its own kernel's hash (a replay keeps the
         # landscape's environment for all).
@@ -178,7 +178,7 @@ class _Worker:
         from db.repo import session_scope
 
         def step():
-            with session_scope(self.engine) as session:
+            with session_scope(self.store) as session:
                 return function(session, **kwargs)
         return self.stored(step)
 
@@ -191,7 +191,7 @@ class _Worker:
         from db import repo
         from db.repo import session_scope
 
-        with self.claim_lock, session_scope(self.engine) as session:
+        with self.claim_lock, session_scope(self.store) as session:
             spec = self.spec
             task = repo.claim_task(session, worker_id=spec.worker_id,
                                    lease_s=spec.options.lease_s, sweep_id=spec.sweep_id,
@@ -256,14 +256,14 @@ class _Worker:
         spec = self.spec
         environment_id = self.environment_for(task)
         self._share_environment(environment_id)
-        lease = Lease(self.engine, task.task_id, spec.worker_id, spec.options.lease_s)
+        lease = Lease(self.store, task.task_id, spec.worker_id, spec.options.lease_s)
         beat = Heartbeat(lease)
         beat.start()
         outage_since = None  # a store error is never the task's: the task is run again
         try:
             while True:
                 try:
-                    run_task(self.engine, spec, task, environment_id, self.space, self.shared,
+                    run_task(self.store, spec, task, environment_id, self.space, self.shared,
                              self.compiler, lease)
                     return "done", None
                 except (DBAPIError, PoolTimeoutError) as exc:
@@ -279,7 +279,7 @@ class _Worker:
             self.in_session(repo.release_tasks, worker_id=spec.worker_id)
             raise SystemExit(EXIT_RESTART) from None
         except StoreUnavailable:
-            _hand_back(self.engine, spec)
+            _hand_back(self.store, spec)
             raise
         except Exception as exc:  # noqa: BLE001 - the task is marked failed, the worker goes on
             return "failed", f"{type(exc).__name__}: {exc}"[:1000]
@@ -293,14 +293,14 @@ def _store_line(exc: BaseException, url: str) -> str:
     return describe_store_error(exc, url)
 
 
-def _hand_back(engine, spec: WorkerSpec) -> None:
+def _hand_back(store, spec: WorkerSpec) -> None:
     """Hand this worker's task back on the way out, if the store answers within a few seconds
     (else its supervisor tries, and past that the lease expires)."""
     from db import repo
     from db.repo import StoreUnavailable, retry_store, session_scope
 
     def step():
-        with session_scope(engine) as session:
+        with session_scope(store) as session:
             repo.release_tasks(session, worker_id=spec.worker_id)
 
     try:
