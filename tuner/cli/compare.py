@@ -280,7 +280,8 @@ def _point(N: int, K: int, M: int, configs, *, block_shape, default, library, un
     from `configs` (the shape's file; None: none), the default config (`default`: the default
     family's `default_config`) and the library kernels; those of `unavailable` (name -> reason)
     shown as not timed."""
-    from tuner.compare.backends import TRITON_DEFAULT, TRITON_TUNED, Candidate, CandidateRunner
+    from tuner.compare.backends import Candidate, CandidateRunner
+    from tuner.compare.kernel_names import TRITON_DEFAULT, TRITON_TUNED
     from tuner.compare.versus import compare_point
     from tuner.files.format import vllm_pick_key
     from tuner.kernels.config import KernelConfig

@@ -18,6 +18,8 @@ from tuner.cli.publish import NoPublishOpt, publish_device
 from tuner.cli.store import open_db
 
 if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
+
     from sqlalchemy.engine import Engine
 
     from tuner.files.format import ParsedFile
@@ -125,9 +127,11 @@ def _plan(parsed: list[tuple[Path, ParsedFile]], device: str | None,
 
 
 def _check_device(target: str, plans: list[Planned], capabilities: list[str],
-                  verdicts: dict[Path, Verdict], lines: list[str], pool: object) -> None:
+                  verdicts: dict[Path, Verdict], lines: list[str],
+                  pool: ProcessPoolExecutor | None) -> None:
     """Compile a device's planned files for its architecture; record verdicts and lines."""
-    from tuner.measure.launch_check import KNOWN_GPUS, check_entries, device_arch
+    from tuner.kernels.gpus import KNOWN_GPUS
+    from tuner.measure.launch_check import check_entries, device_arch
 
     found = device_arch(target, capabilities)
     if found is None:
@@ -163,7 +167,7 @@ def _check_device(target: str, plans: list[Planned], capabilities: list[str],
                  f"config(s) compiled, {left_out} entr{'y' if left_out == 1 else 'ies'} left out")
 
 
-def _launch_checks(planned: list[Planned], engine: object) -> tuple[dict[Path, Verdict],
+def _launch_checks(planned: list[Planned], engine: Engine) -> tuple[dict[Path, Verdict],
                                                                      list[str]]:
     """Verdicts per file and the lines to print: each device's files compiled for its
     architecture, from its trials in the store or the table of known GPUs."""

@@ -60,7 +60,9 @@ NoRunOpt = Annotated[bool, typer.Option("--no-run", help="Only create the sweep 
 
 def sweep(
     device: DeviceOpt, model: ModelOpt, tp: TpOpt = None, m: SweepMOpt = DEFAULT_M,
-    strategy: Annotated[strategy_names(), typer.Option(help=STRATEGY_HELP)
+    # mypy cannot type an annotation built at run time; Typer reads its Literal of strategies
+    strategy: Annotated[strategy_names(),  # type: ignore[valid-type]
+                        typer.Option(help=STRATEGY_HELP)
                         ] = DEFAULT_STRATEGY_NAME,
     trials: TrialsOpt = DEFAULT_TRIALS, configs: ConfigsOpt = None, seed: SweepSeedOpt = 0,
     out_dtype: OutDtypeOpt = OutDtype.bfloat16, interpreter_reps: InterpreterRepsOpt = 3,

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import Annotated
 
 import typer
@@ -63,7 +64,7 @@ def _history(db: str | None, requests: list) -> tuple[list, list[int]]:
 
 def show_plan(requests: list, *, db: str | None, runner, workers: int,
               defaults: list[str], dry_run: bool, yes: bool,
-              warnings: list[str] = ()) -> bool:
+              warnings: Sequence[str] = ()) -> bool:
     """Print the plan of a `tuner sweep` in one block; say whether to go on.
 
     Args:

@@ -113,8 +113,9 @@ def _verify_run(model_shapes: ModelShapes, choice: MChoice, kernel: str, *, runn
     kernel; on the interpreter, a note on its noise floor."""
     from tuner.compare.verify import INTERPRETER_NOISE_FLOOR
     from tuner.compare.verify_run import VerifyRun
+    from tuner.kernels.family import as_block_shape
 
-    make_runner = _runner_factory(runner, block_shape=tuple(model_shapes.block_shape),
+    make_runner = _runner_factory(runner, block_shape=as_block_shape(model_shapes.block_shape),
                                   out_dtype=out_dtype, seed=seed, kernel=kernel)
     noise_floor = 0.0 if runner.on_gpu else INTERPRETER_NOISE_FLOOR
     if not runner.on_gpu:
@@ -272,7 +273,9 @@ def verify(
     device: DeviceOpt, model: ModelOpt, tp: TpOpt = None, m: MOpt = None,
     rounds: RoundsOpt = None, fix: FixOpt = False, allow_stale: AllowStaleOpt = False,
     allow_partial: AllowPartialOpt = False, out_dtype: VerifyOutDtypeOpt = OutDtype.bfloat16,
-    strategy: Annotated[strategy_names(), typer.Option(help=FIX_STRATEGY_HELP)] = FIX_STRATEGY,
+    # mypy cannot type an annotation built at run time; Typer reads its Literal of strategies
+    strategy: Annotated[strategy_names(),  # type: ignore[valid-type]
+                        typer.Option(help=FIX_STRATEGY_HELP)] = FIX_STRATEGY,
     trials: FixTrialsOpt = FIX_TRIALS, configs: ConfigsOpt = None, seed: SeedOpt = 0,
     interpreter_reps: InterpreterRepsOpt = 3, trial_timeout: TrialTimeoutOpt = None,
     lease: LeaseOpt = DEFAULT_LEASE_S, no_publish: NoPublishOpt = False, db: DbOpt = None,
