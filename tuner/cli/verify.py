@@ -218,7 +218,7 @@ class _DeviceFiles:
     """A device's files in the store as verify reads them (`tuner.cli.store.store_files`) and
     as `--fix` publishes them (`tuner.cli.publish.publish_device`)."""
 
-    engine: Any
+    store: Any
     device_name: str
     out_dtype: str
     allow_stale: bool
@@ -226,7 +226,7 @@ class _DeviceFiles:
 
     def read(self):
         """The device's files now (`tuner.files.device.StoreFiles`)."""
-        return store_files(self.engine, self.device_name, out_dtype=self.out_dtype,
+        return store_files(self.store, self.device_name, out_dtype=self.out_dtype,
                            allow_stale=self.allow_stale, allow_partial=self.allow_partial)
 
     def first(self, model_shapes: ModelShapes):
@@ -241,7 +241,7 @@ class _DeviceFiles:
 
     def publish(self) -> None:
         """Publish the files `--fix` tuned as a new release."""
-        publish_device(self.engine, self.device_name, reason="verify --fix",
+        publish_device(self.store, self.device_name, reason="verify --fix",
                        allow_stale=self.allow_stale, allow_partial=self.allow_partial,
                        out_dtype=self.out_dtype)
 
@@ -313,14 +313,14 @@ def verify(
     model_shapes, choice, candidates = _inputs(model, tp, m, configs)
     if model_shapes is None:
         return
-    url, engine = open_db(db, must_exist=True)
-    device_name, runner, visible = measuring_device(engine, device, interpreter_reps)
-    fixer = Fixer(engine, url, model_shapes, device_name=device_name, runner=runner,
+    url, store = open_db(db, must_exist=True)
+    device_name, runner, visible = measuring_device(store, device, interpreter_reps)
+    fixer = Fixer(store, url, model_shapes, device_name=device_name, runner=runner,
                   visible=visible, strategy=strategy, trials=trials, configs=candidates,
                   seed=seed, out_dtype=out_dtype.value, options=RunOptions(lease, trial_timeout))
     if fix:
         fixer.finish_unfinished()
-    files = _DeviceFiles(engine, device_name, out_dtype.value, allow_stale, allow_partial)
+    files = _DeviceFiles(store, device_name, out_dtype.value, allow_stale, allow_partial)
     first = files.first(model_shapes)
     run = _verify_run(model_shapes, choice, fixer.kernel, runner=runner,
                       out_dtype=out_dtype.value, seed=seed, rounds=rounds)

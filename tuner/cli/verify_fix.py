@@ -19,14 +19,14 @@ from tuner.run.options import RunOptions
 class Fixer:
     """Runs `--fix` trials: sweeps planned and run as `tuner sweep` does, so they resume alike."""
 
-    def __init__(self, engine, url: str, model_shapes: ModelShapes, *, device_name: str,
+    def __init__(self, store, url: str, model_shapes: ModelShapes, *, device_name: str,
                  runner, visible: Sequence[str | None], strategy: str, trials: int,
                  configs: tuple[KernelConfig, ...] | None, seed: int, out_dtype: str,
                  options: RunOptions) -> None:
         # Whose kernels verify times and --fix tunes: vLLM's where vLLM is importable (whose
         # trials' files are then read), as `tuner sweep --kernel auto` resolves it.
         self.kernel, self.kernel_label = resolve_kernel_choice(KernelChoice.auto)
-        self.engine, self.url, self.model_shapes = engine, url, model_shapes
+        self.store, self.url, self.model_shapes = store, url, model_shapes
         self.device_name, self.runner, self.visible = device_name, runner, visible
         self.strategy, self.trials, self.configs, self.seed = strategy, trials, configs, seed
         self.out_dtype, self.options = out_dtype, options
@@ -47,7 +47,7 @@ class Fixer:
         from tuner.run.sweep import run_workers
 
         try:
-            summary = run_workers(self.engine, self.url, request, sweep_id, runner=self.runner,
+            summary = run_workers(self.store, self.url, request, sweep_id, runner=self.runner,
                                   visible_devices=self.visible, console=console,
                                   options=self.options)
         except KeyboardInterrupt as exc:  # Ctrl-C exits 130, SIGTERM 143
@@ -65,7 +65,7 @@ class Fixer:
 
         space = space_name(self.configs, None, self.kernel_label)
         shapes = self.model_shapes
-        with session_scope(self.engine) as session:
+        with session_scope(self.store) as session:
             found = [repo.get_sweep(session, sweep_id=row.sweep_id)
                      for row in repo.list_sweeps(session)
                      if (row.device_name, row.model, row.tp) == (self.device_name, shapes.model,
@@ -94,7 +94,7 @@ class Fixer:
         for group_m, shapes in sorted(groups.items()):
             request = self._request(shapes, group_m, strategy=self.strategy,
                                     trials=self.trials, seed=self.seed)
-            opened = plan(self.engine, request)
+            opened = plan(self.store, request)
             info = opened.info
             plain(f"--fix: sweep {info.sweep_id} ({opened_label(opened)}): "
                    f"{' '.join(shape_label(N, K) for N, K in shapes)} at "
