@@ -60,8 +60,7 @@ NoRunOpt = Annotated[bool, typer.Option("--no-run", help="Only create the sweep 
 
 def sweep(
     device: DeviceOpt, model: ModelOpt, tp: TpOpt = None, m: SweepMOpt = DEFAULT_M,
-    # mypy cannot type an annotation built at run time; Typer reads its Literal of strategies
-    strategy: Annotated[strategy_names(),  # type: ignore[valid-type]
+    strategy: Annotated[strategy_names(),  # type: ignore[valid-type]  # Literal built at run time
                         typer.Option(help=STRATEGY_HELP)
                         ] = DEFAULT_STRATEGY_NAME,
     trials: TrialsOpt = DEFAULT_TRIALS, configs: ConfigsOpt = None, seed: SweepSeedOpt = 0,

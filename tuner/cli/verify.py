@@ -273,8 +273,7 @@ def verify(
     device: DeviceOpt, model: ModelOpt, tp: TpOpt = None, m: MOpt = None,
     rounds: RoundsOpt = None, fix: FixOpt = False, allow_stale: AllowStaleOpt = False,
     allow_partial: AllowPartialOpt = False, out_dtype: VerifyOutDtypeOpt = OutDtype.bfloat16,
-    # mypy cannot type an annotation built at run time; Typer reads its Literal of strategies
-    strategy: Annotated[strategy_names(),  # type: ignore[valid-type]
+    strategy: Annotated[strategy_names(),  # type: ignore[valid-type]  # Literal built at run time
                         typer.Option(help=FIX_STRATEGY_HELP)] = FIX_STRATEGY,
     trials: FixTrialsOpt = FIX_TRIALS, configs: ConfigsOpt = None, seed: SeedOpt = 0,
     interpreter_reps: InterpreterRepsOpt = 3, trial_timeout: TrialTimeoutOpt = None,
