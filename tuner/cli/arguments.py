@@ -4,9 +4,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tuner.cli.errors import fail
 from tuner.core import VLLM_M_GRID
+
+if TYPE_CHECKING:
+    from tuner.kernels.config import KernelConfig
 
 # The largest M the store keeps (a 32-bit INTEGER column on PostgreSQL).
 MAX_M = 2**31 - 1
@@ -33,7 +37,7 @@ def parse_m_values(text: str) -> tuple[int, ...]:
     return tuple(sorted(values))
 
 
-def load_configs(path: Path | None):
+def load_configs(path: Path | None) -> tuple[KernelConfig, ...] | None:
     """The `--configs` file's configs (a JSON list of vLLM's six-key dicts) as KernelConfig;
     None when no file is given. Bad files exit 2 with one line (typer.Exit)."""
     from tuner.files.format import parse_config_list

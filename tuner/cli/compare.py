@@ -116,15 +116,15 @@ def compare(
     """
     model_shapes, m_values = _parse(model, tp, m)
     timed, read_kernel = _kernels(kernel)
-    _, engine = open_db(db, must_exist=True)
-    device_name, runner, _ = measuring_device(engine, device, interpreter_reps)
-    tuned = _tuned(engine, device_name, out_dtype.value, tuple(model_shapes.block_shape),
+    _, store = open_db(db, must_exist=True)
+    device_name, runner, _ = measuring_device(store, device, interpreter_reps)
+    tuned = _tuned(store, device_name, out_dtype.value, tuple(model_shapes.block_shape),
                    kernel=read_kernel, timed=timed)
     env, defaults = _defaults(runner, timed, model_shapes, out_dtype.value)
     points = _run(model_shapes, m_values, tuned, defaults, runner=runner, kernel=timed,
                   out_dtype=out_dtype.value, seed=seed, rounds=rounds,
                   interpreter_reps=interpreter_reps)
-    _report(engine, device_name, env, model_shapes, out_dtype.value, points, defaults)
+    _report(store, device_name, env, model_shapes, out_dtype.value, points, defaults)
 
 
 def _parse(model: str, tp: int | None, m: str) -> tuple:
@@ -164,7 +164,7 @@ def _defaults(runner, timed: str, model_shapes, out_dtype: str) -> tuple[dict, d
     return env, defaults
 
 
-def _report(engine, device_name: str, env: dict, model_shapes, out_dtype: str, points,
+def _report(store, device_name: str, env: dict, model_shapes, out_dtype: str, points,
             defaults) -> None:
     """The verdict lines (decode, prefill, vLLM's default against the tuned files), then the
     run stored and its comparison id said."""
@@ -174,18 +174,18 @@ def _report(engine, device_name: str, env: dict, model_shapes, out_dtype: str, p
     lines = [v.line() for v in verdicts(points)] + flag_lines(points, defaults)
     for line in lines:
         plain(line)
-    comparison_id = _store(engine, device_name, env, model_shapes, out_dtype, lines, points)
+    comparison_id = _store(store, device_name, env, model_shapes, out_dtype, lines, points)
     plain(f"stored as comparison {comparison_id} of {device_name}")
 
 
-def _tuned(engine, device_name: str, out_dtype: str, block_shape: tuple[int, ...], *,
+def _tuned(store, device_name: str, out_dtype: str, block_shape: tuple[int, ...], *,
            kernel: str, timed: str) -> dict:
     """(N, K) -> the dense file's configs (M key -> config dict) of this device in the store,
     from the trials of `kernel`'s source ("auto", "vllm" or "builtin"); one line on stderr
     says whose files they are and which kernel (`timed`, "vllm" or "builtin") runs them."""
     from tuner.files.merge import dense_key
 
-    read = store_files(engine, device_name, out_dtype=out_dtype, allow_stale=False,
+    read = store_files(store, device_name, out_dtype=out_dtype, allow_stale=False,
                        allow_partial=True, kernel=kernel)
     current = read.view.scope.current
     typer.echo(f"triton-tuned: files of {current.source_label} kernel trials, triton "
@@ -200,13 +200,13 @@ def _tuned(engine, device_name: str, out_dtype: str, block_shape: tuple[int, ...
             if f.key == dense_key(f.N, f.K, block_shape)}
 
 
-def _store(engine, device_name: str, env: dict, model_shapes, out_dtype: str, lines, points
+def _store(store, device_name: str, env: dict, model_shapes, out_dtype: str, lines, points
            ) -> int:
     """Record the run (its environment, verdict lines and every point); its comparison id."""
     from db import repo
     from db.repo import session_scope
 
-    with session_scope(engine) as session:
+    with session_scope(store) as session:
         environment_id = repo.get_or_create_environment(session, **env)
         return repo.record_comparison(
             session, device_name=device_name, environment_id=environment_id,
@@ -280,7 +280,8 @@ def _point(N: int, K: int, M: int, configs, *, block_shape, default, library, un
     from `configs` (the shape's file; None: none), the default config (`default`: the default
     family's `default_config`) and the library kernels; those of `unavailable` (name -> reason)
     shown as not timed."""
-    from tuner.compare.backends import TRITON_DEFAULT, TRITON_TUNED, Candidate, CandidateRunner
+    from tuner.compare.backends import Candidate, CandidateRunner
+    from tuner.compare.kernel_names import TRITON_DEFAULT, TRITON_TUNED
     from tuner.compare.versus import compare_point
     from tuner.files.format import vllm_pick_key
     from tuner.kernels.config import KernelConfig

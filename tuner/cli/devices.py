@@ -133,14 +133,14 @@ def use_runner(runner: Runner, visible: Sequence[str | None]) -> None:
     torch.cuda.set_device(index)
 
 
-def measuring_device(engine, device: str, interpreter_reps: int
+def measuring_device(store, device: str, interpreter_reps: int
                      ) -> tuple[str, Runner, list[str | None]]:
     """The device `tuner verify` and `tuner compare` time on in this process: its store key
     (`tuner.cli.store.device_in_store`), its runner (`resolve_runner`), its visible ids; the
     process made to run the kernel there (`use_runner`), before anything imports the kernel.
 
     Args:
-        engine: the store's engine.
+        store: the store's SQLAlchemy Engine (`tuner.cli.store.open_db`).
         device: --device as given.
         interpreter_reps: timed calls per trial on the interpreter.
 
@@ -152,7 +152,7 @@ def measuring_device(engine, device: str, interpreter_reps: int
     """
     from db.repo import session_scope
 
-    with session_scope(engine) as session:
+    with session_scope(store) as session:
         device_name = device_in_store(session, device)
     runner, resolved = resolve_runner(device, None, interpreter_reps=interpreter_reps)
     visible = list(resolved.visible_ids)

@@ -50,12 +50,12 @@ def export(
     from tuner.kernels.engines import SGLANG_NOTE
 
     out_folder(out)
-    _, engine = open_db(db, must_exist=True, read_only=True)
+    _, store = open_db(db, must_exist=True, read_only=True)
     from db.repo import session_scope
 
-    with session_scope(engine) as session:
+    with session_scope(store) as session:
         device_name = device_in_store(session, device)
-    read = store_files(engine, device_name, out_dtype=out_dtype.value if out_dtype else None,
+    read = store_files(store, device_name, out_dtype=out_dtype.value if out_dtype else None,
                        allow_stale=allow_stale, allow_partial=allow_partial,
                        engine_name=engine_name.value, hint="; pick one with --out-dtype",
                        kernel=kernel.value)
@@ -160,10 +160,10 @@ def winners(
     from tuner.kernels.family import FamilyShape
     from tuner.kernels.registry import DEFAULT_FAMILY
 
-    _, engine = open_db(db, must_exist=True, read_only=True)
+    _, store = open_db(db, must_exist=True, read_only=True)
     from db.repo import session_scope
 
-    with session_scope(engine) as session:
+    with session_scope(store) as session:
         device_name = device_in_store(session, device)
         if device_name not in repo.list_device_names(session):
             imports = repo.list_imports(session, device_name=device_name)

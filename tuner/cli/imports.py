@@ -18,6 +18,8 @@ from tuner.cli.publish import NoPublishOpt, publish_device
 from tuner.cli.store import open_db
 
 if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
+
     from sqlalchemy.engine import Engine
 
     from tuner.files.format import ParsedFile
@@ -125,9 +127,11 @@ def _plan(parsed: list[tuple[Path, ParsedFile]], device: str | None,
 
 
 def _check_device(target: str, plans: list[Planned], capabilities: list[str],
-                  verdicts: dict[Path, Verdict], lines: list[str], pool: object) -> None:
+                  verdicts: dict[Path, Verdict], lines: list[str],
+                  pool: ProcessPoolExecutor | None) -> None:
     """Compile a device's planned files for its architecture; record verdicts and lines."""
-    from tuner.measure.launch_check import KNOWN_GPUS, check_entries, device_arch
+    from tuner.kernels.gpus import KNOWN_GPUS
+    from tuner.measure.launch_check import check_entries, device_arch
 
     found = device_arch(target, capabilities)
     if found is None:
@@ -163,7 +167,7 @@ def _check_device(target: str, plans: list[Planned], capabilities: list[str],
                  f"config(s) compiled, {left_out} entr{'y' if left_out == 1 else 'ies'} left out")
 
 
-def _launch_checks(planned: list[Planned], engine: object) -> tuple[dict[Path, Verdict],
+def _launch_checks(planned: list[Planned], store: Engine) -> tuple[dict[Path, Verdict],
                                                                      list[str]]:
     """Verdicts per file and the lines to print: each device's files compiled for its
     architecture, from its trials in the store or the table of known GPUs."""
@@ -181,7 +185,7 @@ def _launch_checks(planned: list[Planned], engine: object) -> tuple[dict[Path, V
     if importlib.util.find_spec("triton.backends.nvidia") is None:
         return verdicts, ["not checked: this Triton has no NVIDIA backend to compile with; "
                           "the entries were imported unchecked"]
-    with session_scope(engine) as session:
+    with session_scope(store) as session:
         capabilities = {target: [e.compute_capability for e in
                                  repo.device_environments(session, device_name=target)]
                         for target in by_target}
@@ -236,17 +240,17 @@ def import_files(
     paths, skipped = _expand(files)
     parsed = _parse(paths)
     clamped = clamp_lines_of(parsed, engine_version)
-    _, engine = open_db(db)
-    with session_scope(engine) as session:
+    _, store = open_db(db)
+    with session_scope(store) as session:
         known = sorted(set(repo.list_device_names(session))
                        | set(repo.list_import_device_names(session)))
     planned, unread = _plan(parsed, device, known)
     if check:
-        verdicts, check_lines = _launch_checks(planned, engine)
+        verdicts, check_lines = _launch_checks(planned, store)
     else:
         verdicts, check_lines = {}, ["not checked: --no-check; the entries were imported "
                                      "without compiling them for their device"]
-    _store(engine, planned, verdicts, label)
+    _store(store, planned, verdicts, label)
     _say_imported(planned, label)
     for line in [*check_lines, *clamped]:
         plain(line)
@@ -254,16 +258,16 @@ def import_files(
         plain(f"skipped {path.name}: {reason}")
     if not no_publish:
         for target in sorted({plan.target for plan in planned}):
-            publish_device(engine, target, reason="tuner import")
+            publish_device(store, target, reason="tuner import")
 
 
-def _store(engine: Engine, planned: list[Planned], verdicts: dict[Path, Verdict],
+def _store(store: Engine, planned: list[Planned], verdicts: dict[Path, Verdict],
            label: str) -> None:
     """Record every planned file's entries in one transaction (`db.imports.record_import`)."""
     from db import repo
     from db.repo import session_scope
 
-    with session_scope(engine) as session:
+    with session_scope(store) as session:
         for plan in planned:
             item = plan.item
             verdict = verdicts.get(plan.path, Verdict())

@@ -121,8 +121,8 @@ def landscape_record(
     from db import repo
     from db.repo import session_scope
 
-    _, engine = open_db(db, must_exist=True)
-    with session_scope(engine) as session:
+    _, store = open_db(db, must_exist=True)
+    with session_scope(store) as session:
         device_name = device_in_store(session, device)
         rows = repo.device_trials(session, device_name=device_name,
                                   out_dtype=out_dtype.value if out_dtype else None)

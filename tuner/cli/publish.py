@@ -21,13 +21,13 @@ def _say(line: str) -> None:
     console.print(line, soft_wrap=True, markup=False, highlight=False)
 
 
-def publish_device(engine, device_name: str, *, reason: str, allow_partial: bool = False,
+def publish_device(store, device_name: str, *, reason: str, allow_partial: bool = False,
                    allow_stale: bool = False, out_dtype: str | None = None,
                    required: bool = False, kernel: str = "auto"):
     """Publish a device's files (`tuner.files.release.publish`) and print one line.
 
     Args:
-        engine: the store's engine.
+        store: the store's SQLAlchemy Engine (`tuner.cli.store.open_db`).
         device_name: vLLM's device key, as stored.
         reason: what publishes ("tuner sweep", ...), kept with the release.
         allow_partial, allow_stale, out_dtype: the scope of the files.
@@ -47,7 +47,7 @@ def publish_device(engine, device_name: str, *, reason: str, allow_partial: bool
     from tuner.files.release import NothingToPublish, publish
 
     try:
-        with session_scope(engine) as session:
+        with session_scope(store) as session:
             done = publish(session, device_name, reason=reason, allow_partial=allow_partial,
                            allow_stale=allow_stale, out_dtype=out_dtype, kernel=kernel)
     except MergeError as exc:
@@ -84,9 +84,9 @@ def publish_cmd(
     """
     from db.repo import session_scope
 
-    _, engine = open_db(db, must_exist=True)
-    with session_scope(engine) as session:
+    _, store = open_db(db, must_exist=True)
+    with session_scope(store) as session:
         device_name = device_in_store(session, device)
-    publish_device(engine, device_name, reason="tuner publish", allow_partial=allow_partial,
+    publish_device(store, device_name, reason="tuner publish", allow_partial=allow_partial,
                    allow_stale=allow_stale, out_dtype=out_dtype.value if out_dtype else None,
                    required=True, kernel=kernel.value)

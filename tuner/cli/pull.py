@@ -5,8 +5,9 @@ are tuner.files.pull's; this module speaks HTTP (urllib, no extra dependency).""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import quote
 
 import typer
@@ -125,7 +126,8 @@ def pull(
             plain(line)
 
 
-def _chosen_release(base: str, device: str, release: int | None, *, strict: bool) -> dict:
+def _chosen_release(base: str, device: str, release: int | None, *,
+                    strict: bool) -> Mapping[str, Any]:
     """The release to pull (`tuner.files.pull.choose_release`), after the warning line when
     the Triton or vLLM here differs from its own (with `strict`: exit 1 instead)."""
     from tuner.files.pull import PullError, choose_release, version_mismatch
@@ -144,7 +146,7 @@ def _chosen_release(base: str, device: str, release: int | None, *, strict: bool
     return chosen
 
 
-def _download(base: str, chosen: dict, engine_name: str) -> dict[str, bytes]:
+def _download(base: str, chosen: Mapping[str, Any], engine_name: str) -> dict[str, bytes]:
     """File name -> the bytes of each file of the release, each checked against its sha256
     (`tuner.files.pull.check_downloads`); exit 1 with one line when one cannot be fetched or
     does not match."""
@@ -166,7 +168,7 @@ def _download(base: str, chosen: dict, engine_name: str) -> dict[str, bytes]:
     return contents
 
 
-def release_advice(release: dict) -> list[str]:
+def release_advice(release: Mapping[str, Any]) -> list[str]:
     """Whether vLLM reads a release's files on its device (`tuner.inputs.backends`), from the
     compute capabilities the release's summary says it was tuned with
     (`tuner.files.pull.release_capabilities`).

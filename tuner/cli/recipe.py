@@ -41,12 +41,7 @@ def recipe_sweep(
     from tuner.inputs.shapes import UnknownModelError, load_shapes
     from tuner.run.recipe import DB_VARIABLE, SweepRecipe, wheels_lines
 
-    # postgres:// and postgresql:// open with psycopg as postgresql+psycopg:// does
-    # (db.repo.normalized_url, where the pods open the store).
-    if fmt == RecipeFormat.k8s and (db is None
-                                    or not db.startswith(("postgresql", "postgres://"))):
-        raise fail("--format k8s needs --db postgresql+psycopg://...: the pods of a "
-                   "Kubernetes sweep share one PostgreSQL store (a SQLite file is one host's)")
+    k8s_db = _k8s_store(db) if fmt == RecipeFormat.k8s else None
     try:  # and what the sweep in the container would refuse, refused here
         recipe = SweepRecipe(image=image, device=device, model=model, tp=tp, db=db,
                              nodes=nodes, gpus=gpus)
@@ -57,8 +52,8 @@ def recipe_sweep(
     except ValueError as exc:
         raise fail(str(exc)) from None
     served = _served_lines(device_name, recipe.device)
-    if fmt == RecipeFormat.k8s:
-        text = recipe.k8s(masked(db))
+    if k8s_db is not None:
+        text = recipe.k8s(masked(k8s_db))
         at = text.index("\napiVersion:") + 1  # the advice after the steps, before the Job
         plain((text[:at] + "\n".join(served) + "\n" + text[at:]).rstrip("\n"))
         return
@@ -67,6 +62,16 @@ def recipe_sweep(
     if db is not None:
         plain(f"# export {DB_VARIABLE}='{masked(db)}'  (with its password)")
     plain(recipe.docker())
+
+
+def _k8s_store(db: str | None) -> str:
+    """The --db of `--format k8s`: a PostgreSQL URL, since the pods of a Kubernetes sweep share
+    one store; exit 2 with one line otherwise. postgres:// and postgresql:// open with psycopg
+    as postgresql+psycopg:// does (db.repo.normalized_url, where the pods open the store)."""
+    if db is None or not db.startswith(("postgresql", "postgres://")):
+        raise fail("--format k8s needs --db postgresql+psycopg://...: the pods of a "
+                   "Kubernetes sweep share one PostgreSQL store (a SQLite file is one host's)")
+    return db
 
 
 def _served_lines(device_name: str, device: str) -> list[str]:

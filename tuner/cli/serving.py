@@ -4,9 +4,10 @@ HTTP."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -203,7 +204,8 @@ def _pull_recipe(fmt: str, device: str, server: str | None, release: int | None,
         site = check_site_packages(site_packages)
     except ValueError as exc:
         raise fail(str(exc)) from None
-    chosen = _stored_release(db, device, release) if release is not None else None
+    chosen: Mapping[str, Any] | None = (_stored_release(db, device, release)
+                                          if release is not None else None)
     if chosen is not None:
         typer.echo(f"note: {chosen['device_name']} release {release} read from the store here "
                    f"(content {chosen['content_sha256'][:12]}); {server} was not asked: it "

@@ -21,8 +21,8 @@ def status(
     from db import repo
     from db.repo import session_scope
 
-    _, engine = open_db(db, must_exist=True, read_only=True)
-    with session_scope(engine) as session:
+    _, store = open_db(db, must_exist=True, read_only=True)
+    with session_scope(store) as session:
         sweeps = repo.list_sweeps(session)
         tasks = repo.sweep_tasks(session, sweep_id=sweep) if sweep is not None and any(
             s.sweep_id == sweep for s in sweeps) else None

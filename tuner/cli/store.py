@@ -203,7 +203,7 @@ def _read_only_or_refused(url: str, read_only: bool) -> str:
 
 
 def open_db(db: str | None, *, must_exist: bool = False, read_only: bool = False):
-    """(url, engine) of the store, its schema checked (and created for a new store).
+    """(url, SQLAlchemy Engine) of the store, its schema checked (and created for a new store).
 
     Args:
         db: --db, or None for $TUNER_DB_URL / sqlite:///tuner.db.
@@ -234,10 +234,10 @@ def open_db(db: str | None, *, must_exist: bool = False, read_only: bool = False
 
 
 def existing_store(db: str | None):
-    """(url, engine) of the store for a command that reads it and must not create it (`tuner
-    sweep --dry-run`); engine is None when there is no store yet: a SQLite file that does not
-    exist, a server database without tables. A server that cannot be reached is refused, not
-    read as empty.
+    """(url, SQLAlchemy Engine) of the store for a command that reads it and must not create
+    it (`tuner sweep --dry-run`); the Engine is None when there is no store yet: a SQLite file
+    that does not exist, a server database without tables. A server that cannot be reached is
+    refused, not read as empty.
 
     Raises:
         typer.Exit: one line, exit 2: a bad URL, a missing driver, a server that does not
@@ -277,14 +277,14 @@ def device_in_store(session, device: str) -> str:
         raise fail(str(exc)) from None
 
 
-def store_files(engine, device_name: str, *, out_dtype: str | None, allow_stale: bool,
+def store_files(store, device_name: str, *, out_dtype: str | None, allow_stale: bool,
                 allow_partial: bool, engine_name: str = "vllm", hint: str = "",
                 kernel: str = "auto"):
     """A device's files from the store (`tuner.files.device.device_files`), for `tuner export`,
     `verify` and `mounts`; the note on stale trials left out goes to stderr.
 
     Args:
-        engine: the store's engine.
+        store: the store's SQLAlchemy Engine (`tuner.cli.store.open_db`).
         device_name: vLLM's device key, present in the store.
         out_dtype: only sweeps with this output dtype; None for all.
         allow_stale: also trials of another kernel source or Triton major.minor.
@@ -303,7 +303,7 @@ def store_files(engine, device_name: str, *, out_dtype: str | None, allow_stale:
     from tuner.files.device import MergeError, device_files
 
     try:
-        with session_scope(engine) as session:
+        with session_scope(store) as session:
             read = device_files(session, device_name, out_dtype=out_dtype,
                                 allow_stale=allow_stale, allow_partial=allow_partial,
                                 engine=engine_name, kernel=kernel)

@@ -60,7 +60,8 @@ NoRunOpt = Annotated[bool, typer.Option("--no-run", help="Only create the sweep 
 
 def sweep(
     device: DeviceOpt, model: ModelOpt, tp: TpOpt = None, m: SweepMOpt = DEFAULT_M,
-    strategy: Annotated[strategy_names(), typer.Option(help=STRATEGY_HELP)
+    strategy: Annotated[strategy_names(),  # type: ignore[valid-type]  # Literal built at run time
+                        typer.Option(help=STRATEGY_HELP)
                         ] = DEFAULT_STRATEGY_NAME,
     trials: TrialsOpt = DEFAULT_TRIALS, configs: ConfigsOpt = None, seed: SweepSeedOpt = 0,
     out_dtype: OutDtypeOpt = OutDtype.bfloat16, interpreter_reps: InterpreterRepsOpt = 3,
@@ -98,15 +99,15 @@ def sweep(
                      defaults=default_lines(model_shapes.model, model_shapes.tp, tp is not None,
                                             m)):
         return
-    url, engine = open_db(db)
+    url, store = open_db(db)
     options = RunOptions(lease_s=lease, trial_timeout_s=trial_timeout)
     for request, what in requests:
-        _plan_and_run(engine, url, request, what, no_run=no_run, runner=runner,
+        _plan_and_run(store, url, request, what, no_run=no_run, runner=runner,
                       visible=visible, options=options)
     if not no_run and not no_publish:
         # The sweep's own kernel source: "auto" could read another source's trials here
         # (vLLM's wherever vLLM is installed, even when the sweep timed the builtin).
-        publish_device(engine, device_name, reason="tuner sweep", kernel=source)
+        publish_device(store, device_name, reason="tuner sweep", kernel=source)
 
 
 def _parse(m: str, model: str, tp: int | None) -> tuple:
@@ -130,7 +131,7 @@ def _grid_warnings(m_values: tuple[int, ...]) -> list[str]:
             ] if missing else []
 
 
-def _plan_and_run(engine, url: str, request, what: str, *, no_run: bool, runner,
+def _plan_and_run(store, url: str, request, what: str, *, no_run: bool, runner,
                   visible: list, options) -> None:
     """Create, extend or find one sweep and run it to the end; exit 1 if tasks are left or no
     trial came out ok."""
@@ -138,7 +139,7 @@ def _plan_and_run(engine, url: str, request, what: str, *, no_run: bool, runner,
     from tuner.run.plan import opened_label, plan
     from tuner.run.sweep import commonest_failure, run_workers
 
-    opened = plan(engine, request)
+    opened = plan(store, request)
     info = opened.info
     if opened.outcome == "kept" and request.strategy != "grid":
         request = replace(request, trials=info.budget)  # the stored sweep's budget stands
@@ -157,7 +158,7 @@ def _plan_and_run(engine, url: str, request, what: str, *, no_run: bool, runner,
                       highlight=False)
         return
     try:
-        summary = run_workers(engine, url, request, info.sweep_id, runner=runner,
+        summary = run_workers(store, url, request, info.sweep_id, runner=runner,
                               visible_devices=visible, console=console, options=options)
     except KeyboardInterrupt as exc:  # Ctrl-C exits 130, SIGTERM 143
         code, what = interrupted_exit(exc)
@@ -167,7 +168,7 @@ def _plan_and_run(engine, url: str, request, what: str, *, no_run: bool, runner,
     if (summary.trials_total or summary.tasks_failed) and not summary.trials_ok:
         # Every trial crashed or failed (e.g. an interpreter that cannot launch): not a success.
         raise fail(f"sweep {info.sweep_id}: no trial ok; "
-                   f"{commonest_failure(engine, info.sweep_id)}", 1)
+                   f"{commonest_failure(store, info.sweep_id)}", 1)
     if summary.tasks_done != summary.tasks_total:
         raise fail(f"{summary.tasks_total - summary.tasks_done} task(s) not done; "
                    "see the store, then re-run to resume", 1)
@@ -203,11 +204,11 @@ def worker(
     runner, resolved = resolve_runner(device, replay, interpreter_reps=interpreter_reps)
     device_name, visible = resolved.device_name, list(resolved.visible_ids)
     replay_path = str(replay) if replay is not None else None
-    url, engine = open_db(db, must_exist=True)
+    url, store = open_db(db, must_exist=True)
     scope: dict[str, Any] = {"sweep_id": sweep_id, "device_name": device_name,
              "space": space_name(candidates, replay_path, label)}
     try:
-        unfinished = unfinished_in_scope(engine, **scope)
+        unfinished = unfinished_in_scope(store, **scope)
     except LookupError:
         raise fail(f"no sweep {sweep_id} in store {masked(url)}") from None
     except ValueError as exc:
@@ -220,14 +221,14 @@ def worker(
     options = RunOptions(lease_s=lease, trial_timeout_s=trial_timeout)
     specs = worker_specs(url, runner=runner, visible_devices=visible, configs=candidates,
                          kernel=source, options=options, **scope)
-    supervisor = Supervisor(engine, specs, trial_timeout_s=options.trial_timeout_for(runner),
+    supervisor = Supervisor(store, specs, trial_timeout_s=options.trial_timeout_for(runner),
                             on_event=_say)
     try:
         report = supervisor.run()
     except KeyboardInterrupt as exc:  # Ctrl-C exits 130, SIGTERM 143
         code, what = interrupted_exit(exc)
         raise fail(f"{what}; the tasks went back to the queue", code) from None
-    _say(f"worker done: {unfinished_in_scope(engine, **scope)} unfinished task(s) left in "
+    _say(f"worker done: {unfinished_in_scope(store, **scope)} unfinished task(s) left in "
          f"{where}; {report.crashed} crashed, {report.timeouts} timed out, "
          f"{report.restarts} restart(s)")
     if report.given_up:

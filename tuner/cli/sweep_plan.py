@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import Annotated
 
 import typer
@@ -50,20 +51,20 @@ def _history(db: str | None, requests: list) -> tuple[list, list[int]]:
     one line, exit 2: `tuner.cli.store.existing_store`)."""
     from db.repo import session_scope, stored_trials, sweep_key, trial_times
 
-    _, engine = existing_store(db)
-    if engine is None:
+    _, store = existing_store(db)
+    if store is None:
         return [], [0] * len(requests)
-    with session_scope(engine) as session:
+    with session_scope(store) as session:
         history = trial_times(session, device_name=requests[0][0].device_name)
         stored = [stored_trials(session, sweep_key=sweep_key(**request.sweep_fields()))
                   for request, _ in requests]
-    engine.dispose()
+    store.dispose()
     return history, stored
 
 
 def show_plan(requests: list, *, db: str | None, runner, workers: int,
               defaults: list[str], dry_run: bool, yes: bool,
-              warnings: list[str] = ()) -> bool:
+              warnings: Sequence[str] = ()) -> bool:
     """Print the plan of a `tuner sweep` in one block; say whether to go on.
 
     Args:

@@ -25,4 +25,5 @@ def plain_argument_usage() -> None:
     from typer.core import TyperArgument
 
     if hasattr(TyperArgument, "_usage_display_name"):
-        TyperArgument._usage_display_name = _usage_display_name
+        # Typer has no hook for an argument's usage name: its private method is replaced
+        TyperArgument._usage_display_name = _usage_display_name  # type: ignore[method-assign]

@@ -113,8 +113,9 @@ def _verify_run(model_shapes: ModelShapes, choice: MChoice, kernel: str, *, runn
     kernel; on the interpreter, a note on its noise floor."""
     from tuner.compare.verify import INTERPRETER_NOISE_FLOOR
     from tuner.compare.verify_run import VerifyRun
+    from tuner.kernels.family import as_block_shape
 
-    make_runner = _runner_factory(runner, block_shape=tuple(model_shapes.block_shape),
+    make_runner = _runner_factory(runner, block_shape=as_block_shape(model_shapes.block_shape),
                                   out_dtype=out_dtype, seed=seed, kernel=kernel)
     noise_floor = 0.0 if runner.on_gpu else INTERPRETER_NOISE_FLOOR
     if not runner.on_gpu:
@@ -217,7 +218,7 @@ class _DeviceFiles:
     """A device's files in the store as verify reads them (`tuner.cli.store.store_files`) and
     as `--fix` publishes them (`tuner.cli.publish.publish_device`)."""
 
-    engine: Any
+    store: Any
     device_name: str
     out_dtype: str
     allow_stale: bool
@@ -225,7 +226,7 @@ class _DeviceFiles:
 
     def read(self):
         """The device's files now (`tuner.files.device.StoreFiles`)."""
-        return store_files(self.engine, self.device_name, out_dtype=self.out_dtype,
+        return store_files(self.store, self.device_name, out_dtype=self.out_dtype,
                            allow_stale=self.allow_stale, allow_partial=self.allow_partial)
 
     def first(self, model_shapes: ModelShapes):
@@ -240,7 +241,7 @@ class _DeviceFiles:
 
     def publish(self) -> None:
         """Publish the files `--fix` tuned as a new release."""
-        publish_device(self.engine, self.device_name, reason="verify --fix",
+        publish_device(self.store, self.device_name, reason="verify --fix",
                        allow_stale=self.allow_stale, allow_partial=self.allow_partial,
                        out_dtype=self.out_dtype)
 
@@ -272,7 +273,8 @@ def verify(
     device: DeviceOpt, model: ModelOpt, tp: TpOpt = None, m: MOpt = None,
     rounds: RoundsOpt = None, fix: FixOpt = False, allow_stale: AllowStaleOpt = False,
     allow_partial: AllowPartialOpt = False, out_dtype: VerifyOutDtypeOpt = OutDtype.bfloat16,
-    strategy: Annotated[strategy_names(), typer.Option(help=FIX_STRATEGY_HELP)] = FIX_STRATEGY,
+    strategy: Annotated[strategy_names(),  # type: ignore[valid-type]  # Literal built at run time
+                        typer.Option(help=FIX_STRATEGY_HELP)] = FIX_STRATEGY,
     trials: FixTrialsOpt = FIX_TRIALS, configs: ConfigsOpt = None, seed: SeedOpt = 0,
     interpreter_reps: InterpreterRepsOpt = 3, trial_timeout: TrialTimeoutOpt = None,
     lease: LeaseOpt = DEFAULT_LEASE_S, no_publish: NoPublishOpt = False, db: DbOpt = None,
@@ -310,14 +312,14 @@ def verify(
     model_shapes, choice, candidates = _inputs(model, tp, m, configs)
     if model_shapes is None:
         return
-    url, engine = open_db(db, must_exist=True)
-    device_name, runner, visible = measuring_device(engine, device, interpreter_reps)
-    fixer = Fixer(engine, url, model_shapes, device_name=device_name, runner=runner,
+    url, store = open_db(db, must_exist=True)
+    device_name, runner, visible = measuring_device(store, device, interpreter_reps)
+    fixer = Fixer(store, url, model_shapes, device_name=device_name, runner=runner,
                   visible=visible, strategy=strategy, trials=trials, configs=candidates,
                   seed=seed, out_dtype=out_dtype.value, options=RunOptions(lease, trial_timeout))
     if fix:
         fixer.finish_unfinished()
-    files = _DeviceFiles(engine, device_name, out_dtype.value, allow_stale, allow_partial)
+    files = _DeviceFiles(store, device_name, out_dtype.value, allow_stale, allow_partial)
     first = files.first(model_shapes)
     run = _verify_run(model_shapes, choice, fixer.kernel, runner=runner,
                       out_dtype=out_dtype.value, seed=seed, rounds=rounds)
