@@ -5,7 +5,7 @@ tuner.compare.versus's."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
@@ -26,6 +26,9 @@ from tuner.cli.store import open_db, store_files
 from tuner.cli.tables import Column, print_table
 from tuner.core import REQUIRED_M, OutDtype
 from tuner.measure.rounds import RETIME_ROUNDS
+
+if TYPE_CHECKING:
+    from tuner.compare.versus import CandidateSampler
 
 
 def _cells(point, backends) -> list[str]:
@@ -300,5 +303,8 @@ def _point(N: int, K: int, M: int, configs, *, block_shape, default, library, un
     runner = CandidateRunner(
         Problem(M=M, N=N, K=K, block_shape=block_shape, out_dtype=out_dtype, kernel=kernel),
         backend=runner_name, library=library, seed=seed, interpreter_reps=interpreter_reps)
-    return compare_point(N, K, M, runner=runner, candidates=candidates, unavailable=missing,
+    # CandidateRunner runs KernelRunner's check and timing on Candidates (its _launch sends a
+    # Triton config to the kernel, a library backend to its kernel): a CandidateSampler.
+    sampler = cast("CandidateSampler", runner)
+    return compare_point(N, K, M, runner=sampler, candidates=candidates, unavailable=missing,
                          rounds=rounds, retime=retime_interleaved)
