@@ -32,8 +32,16 @@ LAYERS: dict[str, int] = {
 MAY_IMPORT_DB = ("tuner.files", "tuner.run", "tuner.cli", "api", "db")
 STORE_AND_WEB = ("db", "api", "sqlalchemy", "alembic", "fastapi", "starlette", "uvicorn")
 # The HTTP service and what it imports never load torch or triton, not even lazily.
-NO_TORCH = ("tuner.files", "tuner.inputs", "tuner.kernels.family", "tuner.kernels.config",
-            "tuner.kernels.registry", "tuner.core", "api", "db")
+NO_TORCH = (
+    "tuner.files",
+    "tuner.inputs",
+    "tuner.kernels.family",
+    "tuner.kernels.config",
+    "tuner.kernels.registry",
+    "tuner.core",
+    "api",
+    "db",
+)
 MAX_FUNCTION_LINES = 60
 
 
@@ -65,8 +73,10 @@ def _imports(name: str, path: Path) -> set[str]:
             if node.level:
                 parent = name.split(".")[: len(name.split(".")) - node.level + is_package]
                 base = ".".join([*parent, base] if base else parent)
-            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
-                       for alias in node.names]
+            targets = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+                for alias in node.names
+            ]
         else:
             continue
         for target in targets:
@@ -115,28 +125,41 @@ def test_imports_run_one_way_between_packages() -> None:
 
 
 def test_only_the_store_side_imports_db_sqlalchemy_or_fastapi() -> None:
-    wrong = [f"{module} -> {target}" for module, targets in GRAPH.items()
-             if not _within(module, MAY_IMPORT_DB)
-             for target in targets if _within(target, STORE_AND_WEB)]
+    wrong = [
+        f"{module} -> {target}"
+        for module, targets in GRAPH.items()
+        if not _within(module, MAY_IMPORT_DB)
+        for target in targets
+        if _within(target, STORE_AND_WEB)
+    ]
     assert wrong == []
 
 
 def test_the_service_side_never_imports_torch_or_triton() -> None:
-    wrong = [f"{module} -> {target}" for module, targets in GRAPH.items()
-             if _within(module, NO_TORCH)
-             for target in targets if target in ("torch", "triton")]
+    wrong = [
+        f"{module} -> {target}"
+        for module, targets in GRAPH.items()
+        if _within(module, NO_TORCH)
+        for target in targets
+        if target in ("torch", "triton")
+    ]
     assert wrong == []
 
 
 def test_the_core_imports_only_the_standard_library() -> None:
     import sys
 
-    core = {module: targets for module, targets in GRAPH.items()
-            if _within(module, ("tuner.core",))}
+    core = {
+        module: targets for module, targets in GRAPH.items() if _within(module, ("tuner.core",))
+    }
     assert "tuner.core.facts" in core
-    wrong = [f"{module} -> {target}" for module, targets in core.items() for target in targets
-             if not _within(target, ("tuner.core",))
-             and target.split(".")[0] not in sys.stdlib_module_names | {"__future__"}]
+    wrong = [
+        f"{module} -> {target}"
+        for module, targets in core.items()
+        for target in targets
+        if not _within(target, ("tuner.core",))
+        and target.split(".")[0] not in sys.stdlib_module_names | {"__future__"}
+    ]
     assert wrong == []
 
 
@@ -185,32 +208,51 @@ def test_the_cycle_check_finds_a_circle() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
+def _body_lines(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """Lines from a function's first statement after its docstring to its last line: its
+    signature and docstring are declarations, and the formatter lays a long signature out one
+    parameter per line."""
+    body = node.body
+    if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:] or body
+    return node.end_lineno - body[0].lineno + 1
+
+
 def _long_functions(tree: ast.AST) -> dict[str, int]:
-    """name -> lines (def line to last line, docstring included) of each function over
-    MAX_FUNCTION_LINES in a module's tree."""
-    return {node.name: length for node in ast.walk(tree)
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-            and (length := node.end_lineno - node.lineno + 1) > MAX_FUNCTION_LINES}
+    """name -> body lines (`_body_lines`) of each function over MAX_FUNCTION_LINES in a
+    module's tree."""
+    return {
+        node.name: length
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and (length := _body_lines(node)) > MAX_FUNCTION_LINES
+    }
 
 
 def test_no_function_over_60_lines_outside_kernels() -> None:
     """Files are split by concept, not by a line count; what must stay short is a function.
     Triton kernels and their launches (tuner.kernels) and migrations are exempt."""
-    long = {f"{name}.{function}": lines for name, path in MODULES.items()
-            if not _within(name, ("tuner.kernels",))
-            for function, lines in _long_functions(ast.parse(path.read_text())).items()}
+    long = {
+        f"{name}.{function}": lines
+        for name, path in MODULES.items()
+        if not _within(name, ("tuner.kernels",))
+        for function, lines in _long_functions(ast.parse(path.read_text())).items()
+    }
     assert long == {}
 
 
 def test_the_function_length_check_finds_a_long_function() -> None:
-    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
-    assert _long_functions(ast.parse(f"def long():\n{body}\n\ndef short():\n    pass\n")) == {
-        "long": MAX_FUNCTION_LINES + 1}
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES + 1))
+    source = f'def long(\n    a,\n    b,\n):\n    """Doc."""\n{body}\n\ndef short():\n    pass\n'
+    assert _long_functions(ast.parse(source)) == {"long": MAX_FUNCTION_LINES + 1}
 
 
 def test_every_package_says_what_lives_in_it() -> None:
-    silent = [name for name, path in MODULES.items()
-              if path.name == "__init__.py" and not ast.get_docstring(ast.parse(path.read_text()))]
+    silent = [
+        name
+        for name, path in MODULES.items()
+        if path.name == "__init__.py" and not ast.get_docstring(ast.parse(path.read_text()))
+    ]
     assert silent == []
 
 
@@ -222,8 +264,9 @@ OUTSIDE = ("DESIGN" + " §", "../" + "shared")
 def test_no_file_cites_a_document_outside_the_repository() -> None:
     import subprocess
 
-    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
-                             check=True).stdout.split()
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
     citing = []
     for name in tracked:
         if Path(name).suffix not in (".py", ".md", ".sh", ".toml", ".yml", ".yaml", ".html", ""):
@@ -242,8 +285,8 @@ def test_no_file_cites_a_document_outside_the_repository() -> None:
 # entry whose module no longer needs it fails too, so the list only shrinks.
 FAMILY_NAMES_ALLOWED: dict[str, str] = {
     "tuner.compare.serving_dense": "the dense family's doctor and selection hooks (VllmServing "
-                                   "names them); they use tuner.inputs and tuner.compare, above "
-                                   "tuner.kernels",
+    "names them); they use tuner.inputs and tuner.compare, above "
+    "tuner.kernels",
     "tuner.compare.serving_moe": "the MoE family's doctor and selection hooks (as serving_dense)",
     "tuner.compare.shipped": "reads vLLM's shipped dense files with the dense parser and space",
     "tuner.files.format": "file import keeps dense files only (the dense name parser)",
@@ -272,22 +315,31 @@ def _a_particular_family(node: ast.expr) -> bool:
         return any(map(_a_particular_family, node.elts))
     if isinstance(node, ast.Name):
         return node.id.isupper() and node.id.endswith("FAMILY")
-    return (isinstance(node, ast.Attribute) and node.attr == "name"
-            and isinstance(node.value, ast.Name) and node.value.id.isupper())
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr == "name"
+        and isinstance(node.value, ast.Name)
+        and node.value.id.isupper()
+    )
 
 
 def _family_specific(imports: set[str], source: str, families: set[str]) -> list[str]:
     """What a module (its `imports` and `source` text) says of particular `families`."""
-    found = [f"imports {target}" for target in sorted(imports)
-             if any(_within(target, (f"tuner.kernels.{name}",)) for name in families)]
+    found = [
+        f"imports {target}"
+        for target in sorted(imports)
+        if any(_within(target, (f"tuner.kernels.{name}",)) for name in families)
+    ]
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Constant) and node.value in families:
             found.append(f"line {node.lineno}: {node.value!r}")
         elif isinstance(node, ast.Compare):
             operands = [node.left, *node.comparators]
-            if (any(isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in node.ops)
-                    and any(map(_names_a_family, operands))
-                    and any(map(_a_particular_family, operands))):
+            if (
+                any(isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in node.ops)
+                and any(map(_names_a_family, operands))
+                and any(map(_a_particular_family, operands))
+            ):
                 found.append(f"line {node.lineno}: compares a family with a particular one")
     return found
 
@@ -296,23 +348,31 @@ def test_no_family_is_named_outside_tuner_kernels() -> None:
     from tuner.kernels.registry import FAMILIES
 
     families = set(FAMILIES)
-    named = {module: found for module, path in MODULES.items()
-             if not _within(module, ("tuner.kernels",))
-             and (found := _family_specific(GRAPH[module], path.read_text(encoding="utf-8"),
-                                            families))}
+    named = {
+        module: found
+        for module, path in MODULES.items()
+        if not _within(module, ("tuner.kernels",))
+        and (found := _family_specific(GRAPH[module], path.read_text(encoding="utf-8"), families))
+    }
     assert {m: f for m, f in named.items() if m not in FAMILY_NAMES_ALLOWED} == {}
     assert sorted(set(FAMILY_NAMES_ALLOWED) - set(named)) == [], "drop these allowlist entries"
 
 
 def test_the_family_check_finds_names_imports_and_comparisons() -> None:
-    source = ("if task.family == 'dense':\n    pass\n"
-              "if family != DEFAULT_FAMILY or row.family in (MOE.name,):\n    pass\n"
-              "same = row.family == family.name\nlabel = 'dense GEMM'\n")
-    assert _family_specific({"tuner.kernels.moe.family", "tuner.kernels.registry"}, source,
-                            {"dense", "moe"}) == [
-        "imports tuner.kernels.moe.family", "line 1: compares a family with a particular one",
-        "line 1: 'dense'", "line 3: compares a family with a particular one",
-        "line 3: compares a family with a particular one"]
+    source = (
+        "if task.family == 'dense':\n    pass\n"
+        "if family != DEFAULT_FAMILY or row.family in (MOE.name,):\n    pass\n"
+        "same = row.family == family.name\nlabel = 'dense GEMM'\n"
+    )
+    assert _family_specific(
+        {"tuner.kernels.moe.family", "tuner.kernels.registry"}, source, {"dense", "moe"}
+    ) == [
+        "imports tuner.kernels.moe.family",
+        "line 1: compares a family with a particular one",
+        "line 1: 'dense'",
+        "line 3: compares a family with a particular one",
+        "line 3: compares a family with a particular one",
+    ]
 
 
 def test_outside_db_modules_import_only_the_store_facade() -> None:
@@ -321,11 +381,16 @@ def test_outside_db_modules_import_only_the_store_facade() -> None:
     facade = "db.repo"
 
     def past_the_facade(graph: dict[str, set[str]]) -> list[str]:
-        return sorted(f"{module} -> {target}" for module, targets in graph.items()
-                      if not _within(module, ("db",))
-                      for target in targets if _within(target, ("db",)) and target != facade)
+        return sorted(
+            f"{module} -> {target}"
+            for module, targets in graph.items()
+            if not _within(module, ("db",))
+            for target in targets
+            if _within(target, ("db",)) and target != facade
+        )
 
-    assert past_the_facade({"api.x": {"db.repo", "db.models"}, "db.repo": {"db.models"},
-                            "tuner.y": {"db"}}) == ["api.x -> db.models", "tuner.y -> db"]
+    assert past_the_facade(
+        {"api.x": {"db.repo", "db.models"}, "db.repo": {"db.models"}, "tuner.y": {"db"}}
+    ) == ["api.x -> db.models", "tuner.y -> db"]
     assert any(facade in targets for module, targets in GRAPH.items() if module.startswith("api."))
     assert past_the_facade(GRAPH) == []
