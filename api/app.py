@@ -75,9 +75,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 def _include_routers(app: FastAPI) -> None:
     """Mount every route module's router on `app`."""
-    for router in (index.router, health.router, devices.router, releases.router, sweeps.router,
-                   imports.router, report.router, comparisons.router, mounts.router,
-                   metrics.router):
+    for router in (
+        index.router,
+        health.router,
+        devices.router,
+        releases.router,
+        sweeps.router,
+        imports.router,
+        report.router,
+        comparisons.router,
+        mounts.router,
+        metrics.router,
+    ):
         app.include_router(router)
 
 
@@ -85,6 +94,7 @@ def _add_error_handlers(app: FastAPI, settings: Settings) -> None:
     """Register the JSON error responses: HTTP errors, request validation, and a store that is
     busy, unreachable or at another schema (a 503 with Retry-After, never a 500).
     """
+
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         detail = exc.detail
@@ -92,8 +102,11 @@ def _add_error_handlers(app: FastAPI, settings: Settings) -> None:
             detail = f"no route for {request.method} {request.url.path}; the routes are at /docs"
         if exc.status_code == 413:  # RequestGuard's count of a body while it is read
             detail = too_large_detail(settings)
-        return JSONResponse(status_code=exc.status_code, content={"detail": detail},
-                            headers=getattr(exc, "headers", None))
+        return JSONResponse(
+            status_code=exc.status_code,
+            content={"detail": detail},
+            headers=getattr(exc, "headers", None),
+        )
 
     # Starlette types a handler as taking any Exception; this one is registered for its class only.
     app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
@@ -102,24 +115,28 @@ def _add_error_handlers(app: FastAPI, settings: Settings) -> None:
     # never a 500.
     @app.exception_handler(SchemaError)
     async def schema_error(_request: Request, exc: SchemaError) -> JSONResponse:
-        return JSONResponse(status_code=503, content={"detail": str(exc)},
-                            headers={"Retry-After": "60"})
+        return JSONResponse(
+            status_code=503, content={"detail": str(exc)}, headers={"Retry-After": "60"}
+        )
 
     @app.exception_handler(PoolTimeout)
     async def pool_busy(_request: Request, _exc: PoolTimeout) -> JSONResponse:
         detail = f"store {settings.masked_db_url()} is busy: every connection is in use"
-        return JSONResponse(status_code=503, content={"detail": detail},
-                            headers={"Retry-After": "1"})
+        return JSONResponse(
+            status_code=503, content={"detail": detail}, headers={"Retry-After": "1"}
+        )
 
     @app.exception_handler(DBAPIError)
     async def store_error(_request: Request, exc: DBAPIError) -> JSONResponse:
         reason = type(exc.orig).__name__ if exc.orig is not None else type(exc).__name__
         detail = f"store {settings.masked_db_url()} is unavailable ({reason})"
-        return JSONResponse(status_code=503, content={"detail": detail},
-                            headers={"Retry-After": "5"})
+        return JSONResponse(
+            status_code=503, content={"detail": detail}, headers={"Retry-After": "5"}
+        )
 
     @app.exception_handler(SQLAlchemyError)
     async def other_store_error(_request: Request, exc: SQLAlchemyError) -> JSONResponse:
         detail = f"store {settings.masked_db_url()} failed ({type(exc).__name__})"
-        return JSONResponse(status_code=503, content={"detail": detail},
-                            headers={"Retry-After": "5"})
+        return JSONResponse(
+            status_code=503, content={"detail": detail}, headers={"Retry-After": "5"}
+        )

@@ -39,8 +39,7 @@ class StoreHandle:
         """
         with self._lock:
             if self._store is None:
-                self._store = open_store(self.url, pool_size=POOL_SIZE,
-                                          pool_timeout=POOL_TIMEOUT_S)
+                self._store = open_store(self.url, pool_size=POOL_SIZE, pool_timeout=POOL_TIMEOUT_S)
             return self._store
 
     def dispose(self) -> None:
@@ -86,13 +85,19 @@ def write_refusal(settings: Settings, authorization: str | None) -> HTTPExceptio
         the token is wrong (compared in constant time); None when the token is right.
     """
     if settings.api_token is None:
-        return HTTPException(403, detail="writes are disabled: start the service with "
-                             "TUNER_API_TOKEN set to a non-blank token")
+        return HTTPException(
+            403,
+            detail="writes are disabled: start the service with "
+            "TUNER_API_TOKEN set to a non-blank token",
+        )
     scheme, _, token = (authorization or "").partition(" ")
     expected = settings.api_token.get_secret_value().encode()
     if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), expected):
-        return HTTPException(401, detail="a valid 'Authorization: Bearer <token>' header is "
-                             "required", headers={"WWW-Authenticate": "Bearer"})
+        return HTTPException(
+            401,
+            detail="a valid 'Authorization: Bearer <token>' header is required",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
     return None
 
 

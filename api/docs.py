@@ -43,8 +43,10 @@ def check_docs_assets(folder: Path) -> Path:
         raise ValueError(f"TUNER_DOCS_ASSETS: {folder} is not a folder")
     missing = [name for name in REQUIRED_ASSETS if not (folder / name).is_file()]
     if missing:
-        raise ValueError(f"TUNER_DOCS_ASSETS: {folder} lacks {', '.join(missing)} (copy the "
-                         "files of the swagger-ui-dist npm package, version 5 or later, there)")
+        raise ValueError(
+            f"TUNER_DOCS_ASSETS: {folder} lacks {', '.join(missing)} (copy the "
+            "files of the swagger-ui-dist npm package, version 5 or later, there)"
+        )
     return folder
 
 
@@ -58,22 +60,26 @@ def add_local_docs(app: FastAPI, folder: Path) -> None:
         folder: a folder `check_docs_assets` accepted.
     """
     app.mount(ASSETS_PATH, StaticFiles(directory=folder), name="docs-assets")
-    favicon = f"{ASSETS_PATH}/favicon-32x32.png" if (folder / "favicon-32x32.png").is_file() \
-        else "data:,"
+    favicon = (
+        f"{ASSETS_PATH}/favicon-32x32.png" if (folder / "favicon-32x32.png").is_file() else "data:,"
+    )
 
     @app.get("/docs", include_in_schema=False)
     async def docs() -> HTMLResponse:
         return get_swagger_ui_html(
-            openapi_url=app.openapi_url or "/openapi.json", title=f"{app.title} - Swagger UI",
+            openapi_url=app.openapi_url or "/openapi.json",
+            title=f"{app.title} - Swagger UI",
             swagger_js_url=f"{ASSETS_PATH}/swagger-ui-bundle.js",
-            swagger_css_url=f"{ASSETS_PATH}/swagger-ui.css", swagger_favicon_url=favicon)
+            swagger_css_url=f"{ASSETS_PATH}/swagger-ui.css",
+            swagger_favicon_url=favicon,
+        )
 
 
 # Shown until Swagger UI draws the page: so where the CDN cannot be reached.
 OFFLINE_HINT = (
     "<p>If this page stays blank, this browser cannot load Swagger UI from cdn.jsdelivr.net. "
-    "The API description is served here at <a href=\"{openapi}\">{openapi}</a> (open it in "
-    "any OpenAPI 3.1 viewer); the index is at <a href=\"/\">/</a>. For this page offline, "
+    'The API description is served here at <a href="{openapi}">{openapi}</a> (open it in '
+    'any OpenAPI 3.1 viewer); the index is at <a href="/">/</a>. For this page offline, '
     "copy the files of the swagger-ui-dist npm package, version 5 or later (Swagger UI 4 "
     "cannot render OpenAPI 3.1), to the server and start it with "
     "<code>TUNER_DOCS_ASSETS=/path/to/swagger-ui-dist tuner serve</code>.</p>"
@@ -94,6 +100,9 @@ def add_cdn_docs(app: FastAPI) -> None:
     async def docs() -> HTMLResponse:
         page = get_swagger_ui_html(openapi_url=openapi, title=f"{app.title} - Swagger UI")
         hint = OFFLINE_HINT.format(openapi=escape(openapi))
-        body = bytes(page.body).decode().replace('<div id="swagger-ui">',
-                                                 f'<div id="swagger-ui">{hint}', 1)
+        body = (
+            bytes(page.body)
+            .decode()
+            .replace('<div id="swagger-ui">', f'<div id="swagger-ui">{hint}', 1)
+        )
         return HTMLResponse(body)

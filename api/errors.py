@@ -41,8 +41,10 @@ def short_errors(errors: list[dict[str, Any]]) -> dict[str, Any]:
     Returns:
         A JSON-able dict.
     """
-    shown = [{**error, "input": excerpt(error["input"])} if "input" in error else error
-             for error in errors[:MAX_ERRORS]]
+    shown = [
+        {**error, "input": excerpt(error["input"])} if "input" in error else error
+        for error in errors[:MAX_ERRORS]
+    ]
     body: dict[str, Any] = {"detail": jsonable_encoder(shown)}
     if len(errors) > MAX_ERRORS:
         body["errors_total"] = len(errors)

@@ -19,8 +19,7 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 def too_large_detail(settings: Settings) -> str:
     """The `detail` of a 413."""
-    return (f"request body over {settings.max_body_bytes} bytes (the service's "
-            "TUNER_MAX_BODY_BYTES)")
+    return f"request body over {settings.max_body_bytes} bytes (the service's TUNER_MAX_BODY_BYTES)"
 
 
 class RequestGuard:
@@ -56,8 +55,11 @@ class RequestGuard:
         if scope["method"] not in SAFE_METHODS:
             refused = write_refusal(self.settings, headers.get("authorization"))
             if refused is not None:
-                return JSONResponse({"detail": refused.detail}, status_code=refused.status_code,
-                                    headers=refused.headers)
+                return JSONResponse(
+                    {"detail": refused.detail},
+                    status_code=refused.status_code,
+                    headers=refused.headers,
+                )
         if _length(headers) > self.settings.max_body_bytes:
             return JSONResponse({"detail": too_large_detail(self.settings)}, status_code=413)
         return None

@@ -48,8 +48,9 @@ class StoreCollector(Collector):
             return
         up.add_metric([], 1)
         yield up
-        trials = GaugeMetricFamily("tuner_trials", "Trials in the store, by status",
-                                   labels=["status"])
+        trials = GaugeMetricFamily(
+            "tuner_trials", "Trials in the store, by status", labels=["status"]
+        )
         for status, count in sorted(counts.trials.items()):
             trials.add_metric([status], count)
         yield trials
@@ -58,8 +59,9 @@ class StoreCollector(Collector):
             tasks.add_metric([state], count)
         yield tasks
         yield GaugeMetricFamily("tuner_sweeps", "Sweeps in the store", value=counts.sweeps)
-        yield GaugeMetricFamily("tuner_imports", "Imported files in the store",
-                                value=counts.imports)
+        yield GaugeMetricFamily(
+            "tuner_imports", "Imported files in the store", value=counts.imports
+        )
 
 
 class Metrics:
@@ -68,8 +70,10 @@ class Metrics:
     def __init__(self, store: StoreHandle) -> None:
         self.registry = CollectorRegistry()
         self._downloads = Counter(
-            "tuner_downloads", "Config downloads served, by route and HTTP status",
-            labelnames=["route", "status"], registry=self.registry,
+            "tuner_downloads",
+            "Config downloads served, by route and HTTP status",
+            labelnames=["route", "status"],
+            registry=self.registry,
         )
         self.registry.register(StoreCollector(store))
 

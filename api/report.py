@@ -139,14 +139,19 @@ def usable_ceilings(ceilings: Mapping[str, object] | None) -> dict[str, float]:
     usable: dict[str, float] = {}
     for key in (COPY_GBPS, FP8_MM_TFLOPS):
         value = (ceilings or {}).get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool) and \
-                math.isfinite(value) and value > 0:
+        if (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+            and value > 0
+        ):
             usable[key] = float(value)
     return usable
 
 
-def _figures(row: ReportRow, shape: ShapeReport, out_dtype: str,
-             ceilings: Mapping[str, float]) -> Roofline | None:
+def _figures(
+    row: ReportRow, shape: ShapeReport, out_dtype: str, ceilings: Mapping[str, float]
+) -> Roofline | None:
     if row.latency_us is None or not (math.isfinite(row.latency_us) and row.latency_us > 0):
         return None
     # Only a family whose calls are one GEMM has a roofline (`KernelFamily.roofline_gemm`).
@@ -157,99 +162,170 @@ def _pct(ratio: float | None) -> str:
     return "-" if ratio is None else f"{ratio * 100:.1f}%"
 
 
-def _charts(shape: ShapeReport, measured: list[ReportRow],
-            figures: Mapping[int, Roofline | None], ceilings: Mapping[str, float]) -> list[str]:
+def _charts(
+    shape: ShapeReport,
+    measured: list[ReportRow],
+    figures: Mapping[int, Roofline | None],
+    ceilings: Mapping[str, float],
+) -> list[str]:
     """The latency and speedup charts over M, and the share of the ceilings when measured."""
     if not measured:
         return []
     key, label = shape.anchor, shape.label
-    winner = Series("winner", WINNER_COLOR, tuple(
-        (r.M, r.latency_us) for r in measured if r.latency_us is not None))
-    default = Series("default config", DEFAULT_COLOR, tuple(
-        (r.M, r.default_latency_us) for r in measured if r.default_latency_us is not None
-    ), dashed=True)
-    speedups = tuple((r.M, r.default_latency_us / r.latency_us) for r in measured
-                     if r.default_latency_us is not None and r.latency_us is not None)
+    winner = Series(
+        "winner",
+        WINNER_COLOR,
+        tuple((r.M, r.latency_us) for r in measured if r.latency_us is not None),
+    )
+    default = Series(
+        "default config",
+        DEFAULT_COLOR,
+        tuple((r.M, r.default_latency_us) for r in measured if r.default_latency_us is not None),
+        dashed=True,
+    )
+    speedups = tuple(
+        (r.M, r.default_latency_us / r.latency_us)
+        for r in measured
+        if r.default_latency_us is not None and r.latency_us is not None
+    )
     charts = [
-        line_chart([winner, default], title=f"latency_us over M (log scales), {label}",
-                   x_label="M (rows of A)", y_label="latency_us", y_log=True, x_ticks=_X_TICKS,
-                   css_class=f"chart latency shape-{key}"),
-        line_chart([Series("speedup over default", SPEEDUP_COLOR, speedups)],
-                   title=f"speedup over vLLM's default config, {label}",
-                   x_label="M (rows of A)", y_label="default / winner", y_log=False,
-                   x_ticks=_X_TICKS, reference_y=1.0,
-                   reference_label="1.0 = as fast as the default (reference, not data)",
-                   css_class=f"chart speedup shape-{key}"),
+        line_chart(
+            [winner, default],
+            title=f"latency_us over M (log scales), {label}",
+            x_label="M (rows of A)",
+            y_label="latency_us",
+            y_log=True,
+            x_ticks=_X_TICKS,
+            css_class=f"chart latency shape-{key}",
+        ),
+        line_chart(
+            [Series("speedup over default", SPEEDUP_COLOR, speedups)],
+            title=f"speedup over vLLM's default config, {label}",
+            x_label="M (rows of A)",
+            y_label="default / winner",
+            y_log=False,
+            x_ticks=_X_TICKS,
+            reference_y=1.0,
+            reference_label="1.0 = as fast as the default (reference, not data)",
+            css_class=f"chart speedup shape-{key}",
+        ),
     ]
     if ceilings:
         shares = [
-            Series(name, color, tuple((M, getattr(f, field) * 100) for M, f in figures.items()
-                                      if f is not None and getattr(f, field) is not None))
+            Series(
+                name,
+                color,
+                tuple(
+                    (M, getattr(f, field) * 100)
+                    for M, f in figures.items()
+                    if f is not None and getattr(f, field) is not None
+                ),
+            )
             for name, color, field, ceiling in (
                 ("% of copy bandwidth", COPY_COLOR, "copy_ratio", COPY_GBPS),
-                ("% of FP8 mm throughput", MM_COLOR, "fp8_mm_ratio", FP8_MM_TFLOPS))
+                ("% of FP8 mm throughput", MM_COLOR, "fp8_mm_ratio", FP8_MM_TFLOPS),
+            )
             if ceiling in ceilings
         ]
-        charts.append(line_chart(
-            shares, title=f"winner's share of the device's ceilings, {label}",
-            x_label="M (rows of A)", y_label="% of ceiling", y_log=False, x_ticks=_X_TICKS,
-            reference_y=100.0, reference_label="100% = the ceiling (reference, not data)",
-            css_class=f"chart roofline shape-{key}"))
+        charts.append(
+            line_chart(
+                shares,
+                title=f"winner's share of the device's ceilings, {label}",
+                x_label="M (rows of A)",
+                y_label="% of ceiling",
+                y_log=False,
+                x_ticks=_X_TICKS,
+                reference_y=100.0,
+                reference_label="100% = the ceiling (reference, not data)",
+                css_class=f"chart roofline shape-{key}",
+            )
+        )
     return charts
 
 
 def _coverage_notes(shape: ShapeReport, done: set[int]) -> list[str]:
     """The M grid and its gaps: M without a winner (stale-only ones named), vLLM's required M
     without one, imported entries left out, vLLM's grid M not tuned."""
-    imported = {r.M: r.imported_from for r in shape.rows
-                if r.latency_us is None and r.config is not None and r.left_out is None}
+    imported = {
+        r.M: r.imported_from
+        for r in shape.rows
+        if r.latency_us is None and r.config is not None and r.left_out is None
+    }
     in_file = done | set(imported)
     gaps = [M for M in shape.m_requested if M not in done]
     lacking = [M for M in REQUIRED_M if M not in in_file]
     grid_missing = [M for M in VLLM_M_GRID if M not in done]
-    labels = ", ".join(escape(repr(label)) for label in sorted(
-        {label for label in imported.values() if label is not None}))
-    notes = [f"M grid requested: {', '.join(map(str, shape.m_requested)) or 'none'}; "
-             f"measured winners for {len(done)} M"
-             + (f"; imported entries, not measured, for {len(imported)} M (from {labels})."
-                if imported else ".")]
+    labels = ", ".join(
+        escape(repr(label))
+        for label in sorted({label for label in imported.values() if label is not None})
+    )
+    notes = [
+        f"M grid requested: {', '.join(map(str, shape.m_requested)) or 'none'}; "
+        f"measured winners for {len(done)} M"
+        + (
+            f"; imported entries, not measured, for {len(imported)} M (from {labels})."
+            if imported
+            else "."
+        )
+    ]
     if gaps:
-        notes.append(f'<span class="gap">Coverage gaps: no winner yet for M = '
-                     f'{", ".join(map(str, gaps))}.</span>')
+        notes.append(
+            f'<span class="gap">Coverage gaps: no winner yet for M = '
+            f"{', '.join(map(str, gaps))}.</span>"
+        )
     if lacking:
         # M <= 32 is decode and small batches, M >= 2048 prefill (as tuner compare splits them).
-        kinds = [f"{', '.join(map(str, group))} ({kind})" for group, kind in (
-            ([M for M in lacking if M <= 32], "decode, small batches"),
-            ([M for M in lacking if M >= 2048], "prefill")) if group]
-        notes.append(f'<span class="gap">No {"entry" if imported else "winner"} for M = '
-                     f'{"; ".join(kinds)}: vLLM will use the nearest key there.</span>')
+        kinds = [
+            f"{', '.join(map(str, group))} ({kind})"
+            for group, kind in (
+                ([M for M in lacking if M <= 32], "decode, small batches"),
+                ([M for M in lacking if M >= 2048], "prefill"),
+            )
+            if group
+        ]
+        notes.append(
+            f'<span class="gap">No {"entry" if imported else "winner"} for M = '
+            f"{'; '.join(kinds)}: vLLM will use the nearest key there.</span>"
+        )
     stale = [M for M in gaps if M in shape.m_stale]
     if stale:
-        notes.append(f'<span class="gap">M = {", ".join(map(str, stale))} only have trials of '
-                     "another kernel or Triton (?allow_stale=true shows them).</span>")
+        notes.append(
+            f'<span class="gap">M = {", ".join(map(str, stale))} only have trials of '
+            "another kernel or Triton (?allow_stale=true shows them).</span>"
+        )
     for M, label, reason in shape.left_out:
-        notes.append(f'<span class="gap">M={M}: entry imported from {escape(repr(label))} left '
-                     f"out, it cannot launch on this device: {escape(reason)}.</span>")
+        notes.append(
+            f'<span class="gap">M={M}: entry imported from {escape(repr(label))} left '
+            f"out, it cannot launch on this device: {escape(reason)}.</span>"
+        )
     if grid_missing and not gaps and done:
         notes.append(f"Not tuned from vLLM's 18-value grid: {', '.join(map(str, grid_missing))}.")
     return notes
 
 
-def _table_row(r: ReportRow, f: Roofline | None, ceilings: Mapping[str, float],
-               cpu: bool = False) -> str:
+def _table_row(
+    r: ReportRow, f: Roofline | None, ceilings: Mapping[str, float], cpu: bool = False
+) -> str:
     """One M's row: winner config, both latencies, speedup, throughput ("-" on the
     interpreter, `cpu`: its rates say nothing of a GPU), shares of the ceilings (when
     measured), what the file holds, spread and decision."""
     if cpu:
         f = None
-    speedup = (r.default_latency_us / r.latency_us
-               if r.latency_us and r.default_latency_us else None)
-    config = KernelConfig.from_dict(r.config).short() if r.config and all(
-        k in r.config for k in ("num_stages", "BLOCK_SIZE_M")) else "-"
-    shares_cells = "" if not ceilings else (
-        f"<td>{_pct(None if f is None else f.copy_ratio)}</td>"
-        f"<td>{_pct(None if f is None else f.fp8_mm_ratio)}</td>"
-        f"<td class=l>{(f and f.bound) or '-'}</td>")
+    speedup = r.default_latency_us / r.latency_us if r.latency_us and r.default_latency_us else None
+    config = (
+        KernelConfig.from_dict(r.config).short()
+        if r.config and all(k in r.config for k in ("num_stages", "BLOCK_SIZE_M"))
+        else "-"
+    )
+    shares_cells = (
+        ""
+        if not ceilings
+        else (
+            f"<td>{_pct(None if f is None else f.copy_ratio)}</td>"
+            f"<td>{_pct(None if f is None else f.fp8_mm_ratio)}</td>"
+            f"<td class=l>{(f and f.bound) or '-'}</td>"
+        )
+    )
     return (
         f"<tr><td>{r.M}</td><td class=l>{escape(config)}</td><td>{_num(r.latency_us)}</td>"
         f"<td>{_num(r.default_latency_us)}</td>"
@@ -261,22 +337,25 @@ def _table_row(r: ReportRow, f: Roofline | None, ceilings: Mapping[str, float],
     )
 
 
-def _shape_section(shape: ShapeReport, out_dtype: str, cpu: bool,
-                   ceilings: Mapping[str, float]) -> str:
+def _shape_section(
+    shape: ShapeReport, out_dtype: str, cpu: bool, ceilings: Mapping[str, float]
+) -> str:
     measured = [r for r in shape.rows if r.latency_us is not None]
     figures = {r.M: _figures(r, shape, out_dtype, ceilings) for r in shape.rows}
     charts = _charts(shape, measured, figures, ceilings)
     notes = _coverage_notes(shape, {r.M for r in measured})
     rows = [_table_row(r, figures[r.M], ceilings, cpu) for r in shape.rows]
-    shares_head = ("<th>% copy BW</th><th>% FP8 mm</th><th class=l>bound</th>"
-                   if ceilings else "")
+    shares_head = "<th>% copy BW</th><th>% FP8 mm</th><th class=l>bound</th>" if ceilings else ""
     models = f" ({escape(', '.join(shape.models))})" if shape.models else ""
     return (
         f'<section class="shape" id="shape-{shape.anchor}"><h2>{shape.label}, block_shape '
         f"[{shape.block_shape[0]}, {shape.block_shape[1]}]{models}</h2>"
         + "".join(f'<p class="note">{n}</p>' for n in notes)
-        + (f'<div class="charts">{"".join(charts)}</div>' if charts else
-           '<p class="note nochart">No measured winner for this shape yet: no chart.</p>')
+        + (
+            f'<div class="charts">{"".join(charts)}</div>'
+            if charts
+            else '<p class="note nochart">No measured winner for this shape yet: no chart.</p>'
+        )
         + f"<table><tr><th>M</th><th class=l>winner config</th><th>latency_us</th>"
         f"<th>default_us</th><th>speedup</th><th>GB/s</th><th>TFLOP/s</th>{shares_head}"
         f"<th class=l>in the file</th><th>spread_us</th><th class=l>decision</th></tr>"
@@ -286,42 +365,65 @@ def _shape_section(shape: ShapeReport, out_dtype: str, cpu: bool,
 
 def _ceilings_note(ceilings: Mapping[str, float]) -> str:
     if not ceilings:
-        return ('<p class="note">No ceilings measured for this device yet (copy bandwidth, FP8 '
-                "matrix-product throughput): no % columns.</p>")
+        return (
+            '<p class="note">No ceilings measured for this device yet (copy bandwidth, FP8 '
+            "matrix-product throughput): no % columns.</p>"
+        )
     parts = []
     if COPY_GBPS in ceilings:
-        parts.append(f"device-to-device copy {ceilings[COPY_GBPS]:,.0f} GB/s (bytes read plus "
-                     "written)")
+        parts.append(
+            f"device-to-device copy {ceilings[COPY_GBPS]:,.0f} GB/s (bytes read plus written)"
+        )
     if FP8_MM_TFLOPS in ceilings:
-        parts.append(f"FP8 matrix product {ceilings[FP8_MM_TFLOPS]:,.1f} TFLOP/s "
-                     "(torch._scaled_mm, e4m3 inputs, per-tensor scales, bf16 output)")
+        parts.append(
+            f"FP8 matrix product {ceilings[FP8_MM_TFLOPS]:,.1f} TFLOP/s "
+            "(torch._scaled_mm, e4m3 inputs, per-tensor scales, bf16 output)"
+        )
     ridge = ""
     if len(ceilings) == 2:
-        ridge = (f" The ridge is at {ceilings[FP8_MM_TFLOPS] * 1e3 / ceilings[COPY_GBPS]:,.0f} "
-                 "flops per byte: below it a call is memory-bound, above it compute-bound.")
-    return (f'<p class="note" id="ceilings">Ceilings measured on this device: '
-            f"{'; '.join(parts)}. % columns are the winner's achieved bandwidth and throughput "
-            f"over them.{ridge}</p>")
+        ridge = (
+            f" The ridge is at {ceilings[FP8_MM_TFLOPS] * 1e3 / ceilings[COPY_GBPS]:,.0f} "
+            "flops per byte: below it a call is memory-bound, above it compute-bound."
+        )
+    return (
+        f'<p class="note" id="ceilings">Ceilings measured on this device: '
+        f"{'; '.join(parts)}. % columns are the winner's achieved bandwidth and throughput "
+        f"over them.{ridge}</p>"
+    )
 
 
 def _scope_note(scope: ReportScope) -> str:
     if scope.allow_stale:
-        return ('<p class="note" id="scope">Winners from the trials of every kernel source and '
-                "Triton version (?allow_stale=true).</p>")
+        return (
+            '<p class="note" id="scope">Winners from the trials of every kernel source and '
+            "Triton version (?allow_stale=true).</p>"
+        )
     kernel = escape((scope.kernel_hash or "any")[:HASH_SHOWN])
     triton = escape(scope.triton_minor or "any")
-    left_out = (f"{scope.stale_trials} ok trial(s) of another kernel or Triton left out "
-                "(?allow_stale=true includes them)." if scope.stale_trials else
-                "no ok trials of other versions were left out.")
-    return (f'<p class="note" id="scope">Winners from the trials of the current kernel source '
-            f"(kernel {kernel}) and Triton {triton} only; {left_out}</p>")
+    left_out = (
+        f"{scope.stale_trials} ok trial(s) of another kernel or Triton left out "
+        "(?allow_stale=true includes them)."
+        if scope.stale_trials
+        else "no ok trials of other versions were left out."
+    )
+    return (
+        f'<p class="note" id="scope">Winners from the trials of the current kernel source '
+        f"(kernel {kernel}) and Triton {triton} only; {left_out}</p>"
+    )
 
 
 def render_report(
-    device_name: str, shapes: Sequence[ShapeReport], environments: Sequence[Mapping[str, object]],
-    *, version: str, out_dtype: str | None, ceilings: Mapping[str, object] | None = None,
-    scope: ReportScope | None = None, backends: str = "",
-    imports: Sequence[ImportInfo] = (), imported_only: str | None = None,
+    device_name: str,
+    shapes: Sequence[ShapeReport],
+    environments: Sequence[Mapping[str, object]],
+    *,
+    version: str,
+    out_dtype: str | None,
+    ceilings: Mapping[str, object] | None = None,
+    scope: ReportScope | None = None,
+    backends: str = "",
+    imports: Sequence[ImportInfo] = (),
+    imported_only: str | None = None,
 ) -> str:
     """The whole HTML page.
 
@@ -349,8 +451,16 @@ def render_report(
     cpu = device_name == "TRITON_INTERPRETER"
     usable = usable_ceilings(ceilings)
     bytes_dtype = out_dtype if out_dtype in OUT_BYTES else "bfloat16"  # both are 2 bytes
-    head = _page_head(device_name, len(shapes), version=version, out_dtype=out_dtype, cpu=cpu,
-                      imported_only=imported_only, scope=scope, ceilings=usable)
+    head = _page_head(
+        device_name,
+        len(shapes),
+        version=version,
+        out_dtype=out_dtype,
+        cpu=cpu,
+        imported_only=imported_only,
+        scope=scope,
+        ceilings=usable,
+    )
     nav = " · ".join(f'<a href="#shape-{s.anchor}">{s.label}</a>' for s in shapes)
     body = [f"<nav>{nav}</nav>" if shapes else "<p>No shapes in the store for this device yet.</p>"]
     body += [_shape_section(s, bytes_dtype, cpu, usable) for s in shapes]
@@ -360,22 +470,34 @@ def render_report(
     return head + "".join(body) + "</body></html>\n"
 
 
-def _page_head(device_name: str, n_shapes: int, *, version: str, out_dtype: str | None,
-               cpu: bool, imported_only: str | None, scope: ReportScope | None,
-               ceilings: Mapping[str, float]) -> str:
+def _page_head(
+    device_name: str,
+    n_shapes: int,
+    *,
+    version: str,
+    out_dtype: str | None,
+    cpu: bool,
+    imported_only: str | None,
+    scope: ReportScope | None,
+    ceilings: Mapping[str, float],
+) -> str:
     """The document's head, title and the notes above the shapes (interpreter timings,
     imported-only device, trial scope, ceilings)."""
-    head = (f"<!doctype html><html lang=en><head><meta charset=utf-8>"
-            f"<title>{escape(device_name)}: block-FP8 GEMM tuning report</title>"
-            f"<style>{_CSS}</style></head><body>"
-            f"<h1>Block-FP8 GEMM tuning report: {escape(device_name)}</h1>"
-            f'<p class="meta">blockfp8-tuner {escape(version)}; output dtype '
-            f"{escape(out_dtype or 'all')}; {n_shapes} shape(s). Bandwidth counts the bytes "
-            "of A, B, their scales and C once per call; throughput is 2·M·N·K per call.</p>")
+    head = (
+        f"<!doctype html><html lang=en><head><meta charset=utf-8>"
+        f"<title>{escape(device_name)}: block-FP8 GEMM tuning report</title>"
+        f"<style>{_CSS}</style></head><body>"
+        f"<h1>Block-FP8 GEMM tuning report: {escape(device_name)}</h1>"
+        f'<p class="meta">blockfp8-tuner {escape(version)}; output dtype '
+        f"{escape(out_dtype or 'all')}; {n_shapes} shape(s). Bandwidth counts the bytes "
+        "of A, B, their scales and C once per call; throughput is 2·M·N·K per call.</p>"
+    )
     if cpu:
-        head += ('<p class="note">TRITON_INTERPRETER: CPU timings of the Triton interpreter, '
-                 "not GPU timings; GB/s and TFLOP/s show \"-\": the interpreter's rates say "
-                 "nothing of a GPU's.</p>")
+        head += (
+            '<p class="note">TRITON_INTERPRETER: CPU timings of the Triton interpreter, '
+            'not GPU timings; GB/s and TFLOP/s show "-": the interpreter\'s rates say '
+            "nothing of a GPU's.</p>"
+        )
     if imported_only is not None:
         head += f'<p class="note" id="imported-only">{escape(imported_only)}.</p>'
     if scope is not None:
@@ -385,12 +507,27 @@ def _page_head(device_name: str, n_shapes: int, *, version: str, out_dtype: str 
 
 def _environments_section(environments: Sequence[Mapping[str, object]]) -> str:
     """The table of versions the trials ran with, one row per environment."""
-    cols = ("gpu_name", "compute_capability", "driver", "cuda", "torch", "triton", "vllm",
-            "kernel_source", "tuner", "kernel_hash", "trials")
+    cols = (
+        "gpu_name",
+        "compute_capability",
+        "driver",
+        "cuda",
+        "torch",
+        "triton",
+        "vllm",
+        "kernel_source",
+        "tuner",
+        "kernel_hash",
+        "trials",
+    )
     env_rows = "".join(
         "<tr>" + "".join(env_cell(c, str(env.get(c, "")) or "-") for c in cols) + "</tr>"
         for env in environments
     )
-    return ('<section id="environments"><h2>Versions tuned with</h2><table><tr>'
-            + "".join(f"<th class=l>{c}</th>" for c in cols) + f"</tr>{env_rows}</table>"
-            + ("" if environments else "<p>No trials yet.</p>") + "</section>")
+    return (
+        '<section id="environments"><h2>Versions tuned with</h2><table><tr>'
+        + "".join(f"<th class=l>{c}</th>" for c in cols)
+        + f"</tr>{env_rows}</table>"
+        + ("" if environments else "<p>No trials yet.</p>")
+        + "</section>"
+    )

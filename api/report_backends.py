@@ -29,7 +29,7 @@ def _table(run: ComparisonInfo, N: int, K: int) -> str:
             else:
                 cells.append(f'<td title="{escape(point.note)}">{escape(point.status)}</td>')
         rows.append(f"<tr><td>{M}</td>{''.join(cells)}</tr>")
-    return (f"<h3>N={N}, K={K}: latency_us</h3><table>{head}{''.join(rows)}</table>")
+    return f"<h3>N={N}, K={K}: latency_us</h3><table>{head}{''.join(rows)}</table>"
 
 
 def _html(text: str) -> str:
@@ -37,8 +37,9 @@ def _html(text: str) -> str:
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(text, quote=False))
 
 
-def backends_section(device_name: str, compute_capability: str | None,
-                     comparisons: Sequence[ComparisonInfo]) -> str:
+def backends_section(
+    device_name: str, compute_capability: str | None, comparisons: Sequence[ComparisonInfo]
+) -> str:
     """HTML: whether vLLM 0.33.0 reads this device's files (`device_advice`), then which
     kernel it runs per architecture (this device's marked when its compute capability is
     known), then the newest comparison's verdicts and tables.
@@ -50,19 +51,25 @@ def backends_section(device_name: str, compute_capability: str | None,
     """
     advice = device_advice(device_name, [compute_capability or ""]).lines()
     facts = backend_lines(compute_capability)
-    parts = ['<section id="backends"><h2>Which kernel vLLM runs</h2>'
-             + "".join(f"<p>{_html(line)}</p>" for line in advice)
-             + f"<p>{_html(facts[0])}</p><ul>"
-             + "".join(f"<li>{_html(line[2:])}</li>" for line in facts[1:]) + "</ul>"]
+    parts = [
+        '<section id="backends"><h2>Which kernel vLLM runs</h2>'
+        + "".join(f"<p>{_html(line)}</p>" for line in advice)
+        + f"<p>{_html(facts[0])}</p><ul>"
+        + "".join(f"<li>{_html(line[2:])}</li>" for line in facts[1:])
+        + "</ul>"
+    ]
     if not comparisons:
         parts.append("<p>No <code>tuner compare</code> run for this device yet.</p>")
     else:
         run = comparisons[0]
         kernel = "vLLM " + run.vllm + "'s" if run.kernel_source == "vllm" else "the builtin"
-        parts.append(f"<p>Latest <code>tuner compare</code>: {escape(run.model)} TP {run.tp} on "
-                     f"{escape(run.gpu_name)}, {escape(run.created_at.isoformat())}; the "
-                     f"Triton columns timed {escape(kernel)} Triton kernel.</p><ul>"
-                     + "".join(f"<li>{escape(line)}</li>" for line in run.verdicts) + "</ul>")
+        parts.append(
+            f"<p>Latest <code>tuner compare</code>: {escape(run.model)} TP {run.tp} on "
+            f"{escape(run.gpu_name)}, {escape(run.created_at.isoformat())}; the "
+            f"Triton columns timed {escape(kernel)} Triton kernel.</p><ul>"
+            + "".join(f"<li>{escape(line)}</li>" for line in run.verdicts)
+            + "</ul>"
+        )
         for N, K in dict.fromkeys((p.N, p.K) for p in run.points):
             parts.append(_table(run, N, K))
     parts.append("</section>")

@@ -159,13 +159,20 @@ class MCoverage(BaseModel):
 class ImportRequest(BaseModel):
     """An existing config file to keep as a labelled source: its name and its text."""
 
-    file_name: str = Field(min_length=1, max_length=512,
-                           description="vLLM's (or SGLang's) file name, e.g. "
-                           "`N=576,K=7168,device_name=NVIDIA_L20,dtype=fp8_w8a8,"
-                           "block_shape=[128,128].json`")
+    file_name: str = Field(
+        min_length=1,
+        max_length=512,
+        description="vLLM's (or SGLang's) file name, e.g. "
+        "`N=576,K=7168,device_name=NVIDIA_L20,dtype=fp8_w8a8,"
+        "block_shape=[128,128].json`",
+    )
     content: str = Field(min_length=1, max_length=1_048_576, description="The file's JSON text.")
-    label: str = Field(default="imported", min_length=1, max_length=128,
-                       description="Where the file comes from, e.g. `vllm-0.33.0`.")
+    label: str = Field(
+        default="imported",
+        min_length=1,
+        max_length=128,
+        description="Where the file comes from, e.g. `vllm-0.33.0`.",
+    )
 
 
 class ImportedFile(BaseModel):
@@ -196,32 +203,63 @@ MValue = Annotated[int, Field(ge=1, le=1_048_576)]
 class SweepCreate(BaseModel):
     """A sweep to create for `tuner worker` processes to run: vLLM's config space."""
 
-    model_config = {"extra": "forbid", "json_schema_extra": {"examples": [
-        {"device_name": "NVIDIA_L20", "model": "qwen3.8-27b", "tp": 2,
-         "m_values": [1, 16, 32, 2048, 4096], "strategy": DEFAULT_STRATEGY,
-         "trials": DEFAULT_TRIALS},
-    ]}}
+    model_config = {
+        "extra": "forbid",
+        "json_schema_extra": {
+            "examples": [
+                {
+                    "device_name": "NVIDIA_L20",
+                    "model": "qwen3.8-27b",
+                    "tp": 2,
+                    "m_values": [1, 16, 32, 2048, 4096],
+                    "strategy": DEFAULT_STRATEGY,
+                    "trials": DEFAULT_TRIALS,
+                },
+            ]
+        },
+    }
 
-    device_name: str = Field(pattern=DEVICE_ARG_PATTERN, max_length=DEVICE_NAME_MAX,
-                             examples=["NVIDIA_L20"],
-                             description="The device as `tuner sweep --device` names it: a "
-                             "device of the store, or a GPU model name (`H200`, `NVIDIA H200` "
-                             "and `nvidia_h200` all name vLLM's key `NVIDIA_H200`, which the "
-                             "workers claim it with).")
-    model: str = Field(pattern=r"^[a-z0-9][a-z0-9._\-]{0,63}$", examples=["qwen3.8-27b"],
-                       description="Model key of `tuner shapes list`.")
-    tp: int | None = Field(default=None, ge=1, le=1024, examples=[2],
-                           description="Tensor-parallel size; omit when the model lists one.")
-    m_values: list[MValue] = Field(default=list(VLLM_M_GRID), min_length=1, max_length=64,
-                                   examples=[[1, 16, 32, 2048, 4096]],
-                                   description="Batch sizes M to tune; default vLLM's 18 batch "
-                                   "sizes, 1 to 4096, as `tuner sweep` without --m.")
-    strategy: str = Field(default=DEFAULT_STRATEGY, pattern=r"^[a-z][a-z0-9+_\-]{0,31}$",
-                          examples=[DEFAULT_STRATEGY],
-                          description="A search strategy of tuner.search: local, optuna, "
-                                      "tpe+local, ils, grid.")
-    trials: int = Field(default=DEFAULT_TRIALS, ge=1, le=100_000,
-                        description="Configs per (N, K, M) (not grid), vLLM's default included.")
+    device_name: str = Field(
+        pattern=DEVICE_ARG_PATTERN,
+        max_length=DEVICE_NAME_MAX,
+        examples=["NVIDIA_L20"],
+        description="The device as `tuner sweep --device` names it: a "
+        "device of the store, or a GPU model name (`H200`, `NVIDIA H200` "
+        "and `nvidia_h200` all name vLLM's key `NVIDIA_H200`, which the "
+        "workers claim it with).",
+    )
+    model: str = Field(
+        pattern=r"^[a-z0-9][a-z0-9._\-]{0,63}$",
+        examples=["qwen3.8-27b"],
+        description="Model key of `tuner shapes list`.",
+    )
+    tp: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        examples=[2],
+        description="Tensor-parallel size; omit when the model lists one.",
+    )
+    m_values: list[MValue] = Field(
+        default=list(VLLM_M_GRID),
+        min_length=1,
+        max_length=64,
+        examples=[[1, 16, 32, 2048, 4096]],
+        description="Batch sizes M to tune; default vLLM's 18 batch "
+        "sizes, 1 to 4096, as `tuner sweep` without --m.",
+    )
+    strategy: str = Field(
+        default=DEFAULT_STRATEGY,
+        pattern=r"^[a-z][a-z0-9+_\-]{0,31}$",
+        examples=[DEFAULT_STRATEGY],
+        description="A search strategy of tuner.search: local, optuna, tpe+local, ils, grid.",
+    )
+    trials: int = Field(
+        default=DEFAULT_TRIALS,
+        ge=1,
+        le=100_000,
+        description="Configs per (N, K, M) (not grid), vLLM's default included.",
+    )
     seed: int = Field(default=0, ge=0, le=MAX_INT32)
     out_dtype: OutDtype = OutDtype.bfloat16
 
@@ -256,12 +294,15 @@ class ComparisonPointOut(BaseModel):
     N: int
     K: int
     M: int
-    backend: str = Field(description="triton-tuned, triton-default, torch-scaled_mm, "
-                         "torch-dequant-cpu, vllm-deepgemm, vllm-cutlass, vllm-marlin or "
-                         "vllm-humming.")
+    backend: str = Field(
+        description="triton-tuned, triton-default, torch-scaled_mm, "
+        "torch-dequant-cpu, vllm-deepgemm, vllm-cutlass, vllm-marlin or "
+        "vllm-humming."
+    )
     status: Literal["ok", "failed", "unavailable"]
-    latency_us: float | None = Field(description="Median of the interleaved samples, "
-                                     "microseconds; null unless ok.")
+    latency_us: float | None = Field(
+        description="Median of the interleaved samples, microseconds; null unless ok."
+    )
     p20_us: float | None
     p80_us: float | None
     note: str = Field(description="The Triton config, or why it failed or was not timed.")
@@ -279,6 +320,8 @@ class ComparisonOut(BaseModel):
     created_at: datetime
     verdicts: list[str]
     points: list[ComparisonPointOut]
-    kernel_source: str = Field(description="Whose Triton kernel the triton-tuned and "
-                               "triton-default points timed: builtin or vllm.")
+    kernel_source: str = Field(
+        description="Whose Triton kernel the triton-tuned and "
+        "triton-default points timed: builtin or vllm."
+    )
     vllm: str = Field(description="vLLM's version when kernel_source is vllm, else empty.")

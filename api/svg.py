@@ -95,12 +95,14 @@ class _Frame:
 
     def py(self, y: float) -> float:
         fy = math.log10 if self.y_log else (lambda v: v)
-        return _TOP + self.plot_h - (fy(y) - fy(self.y_lo)) / (fy(self.y_hi) - fy(self.y_lo)
-                                                              ) * self.plot_h
+        return (
+            _TOP
+            + self.plot_h
+            - (fy(y) - fy(self.y_lo)) / (fy(self.y_hi) - fy(self.y_lo)) * self.plot_h
+        )
 
 
-def _ranges(xs: list[float], ys: list[float], y_log: bool
-            ) -> tuple[float, float, float, float]:
+def _ranges(xs: list[float], ys: list[float], y_log: bool) -> tuple[float, float, float, float]:
     """(x_lo, x_hi, y_lo, y_hi) around the data, with room above (and below on a log axis)."""
     x_lo, x_hi = min(xs or [1.0]), max(xs or [2.0])
     if x_hi <= x_lo:
@@ -117,18 +119,27 @@ def _grid(frame: _Frame, y_ticks: list[float], x_ticks: list[float]) -> list[str
     out = []
     for tick in y_ticks:
         y = frame.py(tick)
-        out.append(f'<line x1="{frame.left}" y1="{y:.1f}" x2="{WIDTH - _RIGHT}" y2="{y:.1f}" '
-                   'class="grid"/>')
-        out.append(f'<text x="{frame.left - 6}" y="{y + 4:.1f}" class="tick" '
-                   f'text-anchor="end">{_fmt(tick)}</text>')
+        out.append(
+            f'<line x1="{frame.left}" y1="{y:.1f}" x2="{WIDTH - _RIGHT}" y2="{y:.1f}" '
+            'class="grid"/>'
+        )
+        out.append(
+            f'<text x="{frame.left - 6}" y="{y + 4:.1f}" class="tick" '
+            f'text-anchor="end">{_fmt(tick)}</text>'
+        )
     for tick in x_ticks:
         x = frame.px(tick)
-        out.append(f'<line x1="{x:.1f}" y1="{_TOP}" x2="{x:.1f}" y2="{_TOP + frame.plot_h}" '
-                   'class="grid"/>')
-        out.append(f'<text x="{x:.1f}" y="{_TOP + frame.plot_h + 16}" class="tick" '
-                   f'text-anchor="middle">{_fmt(tick)}</text>')
-    out.append(f'<rect x="{frame.left}" y="{_TOP}" width="{frame.plot_w}" '
-               f'height="{frame.plot_h}" class="frame"/>')
+        out.append(
+            f'<line x1="{x:.1f}" y1="{_TOP}" x2="{x:.1f}" y2="{_TOP + frame.plot_h}" class="grid"/>'
+        )
+        out.append(
+            f'<text x="{x:.1f}" y="{_TOP + frame.plot_h + 16}" class="tick" '
+            f'text-anchor="middle">{_fmt(tick)}</text>'
+        )
+    out.append(
+        f'<rect x="{frame.left}" y="{_TOP}" width="{frame.plot_w}" '
+        f'height="{frame.plot_h}" class="frame"/>'
+    )
     return out
 
 
@@ -142,8 +153,10 @@ def _lines(frame: _Frame, series: list[Series], points) -> list[str]:
         dash = ' stroke-dasharray="6 4"' if line.dashed else ""
         if len(drawn) > 1:
             path = " ".join(f"{frame.px(x):.1f},{frame.py(y):.1f}" for x, y in drawn)
-            out.append(f'<polyline points="{path}" fill="none" stroke="{line.color}" '
-                       f'stroke-width="2"{dash}/>')
+            out.append(
+                f'<polyline points="{path}" fill="none" stroke="{line.color}" '
+                f'stroke-width="2"{dash}/>'
+            )
         for x, y in drawn:
             out.append(
                 f'<circle class="pt" cx="{frame.px(x):.1f}" cy="{frame.py(y):.1f}" r="3.5" '
@@ -151,16 +164,25 @@ def _lines(frame: _Frame, series: list[Series], points) -> list[str]:
                 f'data-y="{y:.6g}"><title>{escape(line.name)}: M={x:g}, {_fmt(y)}</title></circle>'
             )
         ly = _TOP - 12
-        out.append(f'<line x1="{legend_x}" y1="{ly - 4}" x2="{legend_x + 22}" y2="{ly - 4}" '
-                   f'stroke="{line.color}" stroke-width="2"{dash}/>')
+        out.append(
+            f'<line x1="{legend_x}" y1="{ly - 4}" x2="{legend_x + 22}" y2="{ly - 4}" '
+            f'stroke="{line.color}" stroke-width="2"{dash}/>'
+        )
         out.append(f'<text x="{legend_x + 28}" y="{ly}" class="legend">{escape(line.name)}</text>')
         legend_x += 40 + 7 * len(line.name)
     return out
 
 
 def line_chart(
-    series: list[Series], *, title: str, x_label: str, y_label: str, y_log: bool,
-    x_ticks: list[float], reference_y: float | None = None, reference_label: str = "",
+    series: list[Series],
+    *,
+    title: str,
+    x_label: str,
+    y_label: str,
+    y_log: bool,
+    x_ticks: list[float],
+    reference_y: float | None = None,
+    reference_label: str = "",
     css_class: str = "chart",
 ) -> str:
     """An SVG chart with a log2 x axis (M) and a log10 or linear y axis.
@@ -193,23 +215,32 @@ def line_chart(
     left = max(_LEFT, _TITLE_PX + 6 + _CHAR_PX * max(len(_fmt(t)) for t in y_ticks))
     frame = _Frame(left, x_lo, x_hi, y_lo, y_hi, y_log)
     plot_w, plot_h = frame.plot_w, frame.plot_h
-    out = [f'<svg class="{escape(css_class)}" xmlns="http://www.w3.org/2000/svg" '
-           f'width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
-           f'aria-label="{escape(title)}">',
-           f'<rect x="0" y="0" width="{WIDTH}" height="{HEIGHT}" fill="#fff"/>',
-           f'<text x="{left}" y="17" class="title">{escape(title)}</text>',
-           *_grid(frame, y_ticks, x_ticks)]
+    out = [
+        f'<svg class="{escape(css_class)}" xmlns="http://www.w3.org/2000/svg" '
+        f'width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+        f'aria-label="{escape(title)}">',
+        f'<rect x="0" y="0" width="{WIDTH}" height="{HEIGHT}" fill="#fff"/>',
+        f'<text x="{left}" y="17" class="title">{escape(title)}</text>',
+        *_grid(frame, y_ticks, x_ticks),
+    ]
     if reference_y is not None and y_lo <= reference_y <= y_hi:
         y = frame.py(reference_y)
-        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{WIDTH - _RIGHT}" y2="{y:.1f}" '
-                   'class="reference"/>')
+        out.append(
+            f'<line x1="{left}" y1="{y:.1f}" x2="{WIDTH - _RIGHT}" y2="{y:.1f}" class="reference"/>'
+        )
         if reference_label:
-            out.append(f'<text x="{WIDTH - _RIGHT - 4}" y="{y - 4:.1f}" class="reference-label" '
-                       f'text-anchor="end">{escape(reference_label)}</text>')
-    out.append(f'<text x="{left + plot_w / 2:.0f}" y="{HEIGHT - 8}" class="label" '
-               f'text-anchor="middle">{escape(x_label)}</text>')
-    out.append(f'<text x="14" y="{_TOP + plot_h / 2:.0f}" class="label" text-anchor="middle" '
-               f'transform="rotate(-90 14 {_TOP + plot_h / 2:.0f})">{escape(y_label)}</text>')
+            out.append(
+                f'<text x="{WIDTH - _RIGHT - 4}" y="{y - 4:.1f}" class="reference-label" '
+                f'text-anchor="end">{escape(reference_label)}</text>'
+            )
+    out.append(
+        f'<text x="{left + plot_w / 2:.0f}" y="{HEIGHT - 8}" class="label" '
+        f'text-anchor="middle">{escape(x_label)}</text>'
+    )
+    out.append(
+        f'<text x="14" y="{_TOP + plot_h / 2:.0f}" class="label" text-anchor="middle" '
+        f'transform="rotate(-90 14 {_TOP + plot_h / 2:.0f})">{escape(y_label)}</text>'
+    )
     out.extend(_lines(frame, series, points))
     out.append("</svg>")
     return "\n".join(out)

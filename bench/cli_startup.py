@@ -31,9 +31,27 @@ OUT_DIR = ROOT / "bench" / "results"
 RUNS = 5  # fresh processes per command
 TOP_IMPORTS = 12  # slowest modules (cumulative) listed from -X importtime
 # Every command's --help; "" is `tuner --help`.
-COMMANDS = ("", "sweep", "worker", "import", "status", "mounts", "serve", "verify", "compare",
-            "export", "winners", "publish", "pull", "landscape record", "shapes list",
-            "shapes show", "shapes from-log", "shapes from-config", "db upgrade")
+COMMANDS = (
+    "",
+    "sweep",
+    "worker",
+    "import",
+    "status",
+    "mounts",
+    "serve",
+    "verify",
+    "compare",
+    "export",
+    "winners",
+    "publish",
+    "pull",
+    "landscape record",
+    "shapes list",
+    "shapes show",
+    "shapes from-log",
+    "shapes from-config",
+    "db upgrade",
+)
 
 
 def timed_runs(argv: list[str], runs: int) -> tuple[list[float], list[float]]:
@@ -44,8 +62,9 @@ def timed_runs(argv: list[str], runs: int) -> tuple[list[float], list[float]]:
     for _ in range(runs):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "tuner.cli", *argv], cwd=ROOT,
-                              capture_output=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "tuner.cli", *argv], cwd=ROOT, capture_output=True
+        )
         walls.append(time.perf_counter() - start)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
@@ -56,8 +75,13 @@ def timed_runs(argv: list[str], runs: int) -> tuple[list[float], list[float]]:
 
 def slowest_imports(module: str, top: int) -> list[dict]:
     """The `top` modules with the largest cumulative import time under `module`."""
-    done = subprocess.run([sys.executable, "-X", "importtime", "-c", f"import {module}"],
-                          cwd=ROOT, capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", f"import {module}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     rows = []
     for line in done.stderr.splitlines():
         if not line.startswith("import time:") or "|" not in line[12:]:
@@ -71,28 +95,45 @@ def slowest_imports(module: str, top: int) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=RUNS)
-    parser.add_argument("--commands", default=None,
-                        help="Comma-separated commands (default: every one), e.g. ',sweep'.")
+    parser.add_argument(
+        "--commands",
+        default=None,
+        help="Comma-separated commands (default: every one), e.g. ',sweep'.",
+    )
     args = parser.parse_args()
     commands = COMMANDS if args.commands is None else tuple(args.commands.split(","))
     rows = []
     for command in commands:
         walls, cpus = timed_runs([*command.split(), "--help"], args.runs)
-        rows.append({"command": f"tuner {command} --help".replace("  ", " "),
-                     "median_s": round(statistics.median(walls), 3),
-                     "min_s": round(min(walls), 3), "max_s": round(max(walls), 3),
-                     "cpu_median_s": round(statistics.median(cpus), 3)})
-        print(f"{rows[-1]['command']:<36} wall median {rows[-1]['median_s']:.3f} s "
-              f"(min {rows[-1]['min_s']:.3f}, max {rows[-1]['max_s']:.3f}), "
-              f"CPU median {rows[-1]['cpu_median_s']:.3f} s")
+        rows.append(
+            {
+                "command": f"tuner {command} --help".replace("  ", " "),
+                "median_s": round(statistics.median(walls), 3),
+                "min_s": round(min(walls), 3),
+                "max_s": round(max(walls), 3),
+                "cpu_median_s": round(statistics.median(cpus), 3),
+            }
+        )
+        print(
+            f"{rows[-1]['command']:<36} wall median {rows[-1]['median_s']:.3f} s "
+            f"(min {rows[-1]['min_s']:.3f}, max {rows[-1]['max_s']:.3f}), "
+            f"CPU median {rows[-1]['cpu_median_s']:.3f} s"
+        )
     imports = slowest_imports("tuner.cli.app", TOP_IMPORTS)
     for row in imports:
         print(f"  import {row['module']:<40} {row['cumulative_us'] / 1e6:.3f} s cumulative")
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    result = {"bench": "cli_startup", "date": stamp, "runs": args.runs,
-              "python": platform.python_version(), "machine": platform.machine(),
-              "cpus": os.cpu_count(), "load_1min": os.getloadavg()[0], "rows": rows,
-              "slowest_imports": imports}
+    result = {
+        "bench": "cli_startup",
+        "date": stamp,
+        "runs": args.runs,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "load_1min": os.getloadavg()[0],
+        "rows": rows,
+        "slowest_imports": imports,
+    }
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     path = OUT_DIR / f"cli_startup_{stamp}.json"
     path.write_text(json.dumps(result, indent=2) + "\n")

@@ -53,14 +53,27 @@ def run_task(first_mode: str, workers: int, measure_s: float) -> dict:
     space, default = vllm_space(), default_config(landscape.block_shape)
     strategy = get_strategy(STRATEGY)
     warm = [default]
-    first = (planned(strategy, space=space, budget=BUDGET, seed=SEED, warm_start=warm)
-             if first_mode == "planned" else warm)
+    first = (
+        planned(strategy, space=space, budget=BUDGET, seed=SEED, warm_start=warm)
+        if first_mode == "planned"
+        else warm
+    )
     with tempfile.TemporaryDirectory() as folder:
         os.environ["TRITON_CACHE_DIR"] = str(Path(folder) / "triton")  # inherited by the pool
         pool = compile_pool(workers)
-        gate = CompileGate(arch=ARCH, M=M, N=N, K=K, block_shape=landscape.block_shape,
-                           out_dtype=landscape.out_dtype, space=space, first=first, pool=pool,
-                           workers=workers, cache=CompileCache(Path(folder) / "compile"))
+        gate = CompileGate(
+            arch=ARCH,
+            M=M,
+            N=N,
+            K=K,
+            block_shape=landscape.block_shape,
+            out_dtype=landscape.out_dtype,
+            space=space,
+            first=first,
+            pool=pool,
+            workers=workers,
+            cache=CompileCache(Path(folder) / "compile"),
+        )
         launched = pruned = 0
 
         def evaluate(config):
@@ -76,37 +89,63 @@ def run_task(first_mode: str, workers: int, measure_s: float) -> dict:
             return result
 
         start = time.perf_counter()
-        history = strategy.search(evaluate, space=space, budget=BUDGET, seed=SEED,
-                                  warm_start=warm)
+        history = strategy.search(evaluate, space=space, budget=BUDGET, seed=SEED, warm_start=warm)
         wall_s = time.perf_counter() - start
         stats = gate.close()
         pool.shutdown(wait=True, cancel_futures=True)
-    return {"first": first_mode, "planned_configs": len(first), "trials": len(history),
-            "launched": launched, "pruned": pruned, "compiled": stats.compiled,
-            "compile_s": round(stats.compile_s, 2), "wait_s": round(stats.wait_s, 2),
-            "measure_s": round(launched * measure_s, 2), "wall_s": round(wall_s, 2)}
+    return {
+        "first": first_mode,
+        "planned_configs": len(first),
+        "trials": len(history),
+        "launched": launched,
+        "pruned": pruned,
+        "compiled": stats.compiled,
+        "compile_s": round(stats.compile_s, 2),
+        "wait_s": round(stats.wait_s, 2),
+        "measure_s": round(launched * measure_s, 2),
+        "wall_s": round(wall_s, 2),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=WORKERS, help="compile processes")
-    parser.add_argument("--measure-s", type=float, default=MEASURE_S,
-                        help="seconds a launched trial stands for")
+    parser.add_argument(
+        "--measure-s", type=float, default=MEASURE_S, help="seconds a launched trial stands for"
+    )
     parser.add_argument("--out", type=Path, default=None, help="result file (default: dated)")
     args = parser.parse_args()
     rows = [run_task(mode, args.workers, args.measure_s) for mode in ("warm", "planned")]
-    print(f"{'first':<8} {'queued':>6} {'trials':>6} {'compiled':>8} {'compile_s':>9} "
-          f"{'wait_s':>7} {'measure_s':>9} {'wall_s':>7}")
+    print(
+        f"{'first':<8} {'queued':>6} {'trials':>6} {'compiled':>8} {'compile_s':>9} "
+        f"{'wait_s':>7} {'measure_s':>9} {'wall_s':>7}"
+    )
     for r in rows:
-        print(f"{r['first']:<8} {r['planned_configs']:>6} {r['trials']:>6} {r['compiled']:>8} "
-              f"{r['compile_s']:>9} {r['wait_s']:>7} {r['measure_s']:>9} {r['wall_s']:>7}")
+        print(
+            f"{r['first']:<8} {r['planned_configs']:>6} {r['trials']:>6} {r['compiled']:>8} "
+            f"{r['compile_s']:>9} {r['wait_s']:>7} {r['measure_s']:>9} {r['wall_s']:>7}"
+        )
     stamp = datetime.now(UTC)
     out = args.out or OUT_DIR / f"compile_ahead_{stamp:%Y%m%dT%H%M%SZ}.json"
-    out.write_text(json.dumps({
-        "benchmark": "compile_ahead", "date": stamp.isoformat(timespec="seconds"),
-        "problem": {"N": N, "K": K, "M": M, "arch": ARCH}, "strategy": STRATEGY,
-        "budget": BUDGET, "seed": SEED, "workers": args.workers, "measure_s": args.measure_s,
-        "host": platform.node(), "cpus": os.cpu_count(), "runs": rows}, indent=1) + "\n")
+    out.write_text(
+        json.dumps(
+            {
+                "benchmark": "compile_ahead",
+                "date": stamp.isoformat(timespec="seconds"),
+                "problem": {"N": N, "K": K, "M": M, "arch": ARCH},
+                "strategy": STRATEGY,
+                "budget": BUDGET,
+                "seed": SEED,
+                "workers": args.workers,
+                "measure_s": args.measure_s,
+                "host": platform.node(),
+                "cpus": os.cpu_count(),
+                "runs": rows,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     print(f"wrote {out}")
 
 

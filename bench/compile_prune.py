@@ -49,35 +49,62 @@ def main() -> None:
     configs = vllm_space()[: args.limit]
     cache = CompileCache(args.cache_dir)
     report = {
-        "benchmark": "compile_prune", "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "host": platform.node(), "cpu_count": os.cpu_count(),
+        "benchmark": "compile_prune",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "cpu_count": os.cpu_count(),
         "versions": {name: metadata.version(name) for name in ("triton", "torch")},
-        "toolchain": cache.toolchain, "N": N, "K": K, "M": args.m, "out_dtype": OUT_DTYPE,
-        "configs": len(configs), "archs": {},
+        "toolchain": cache.toolchain,
+        "N": N,
+        "K": K,
+        "M": args.m,
+        "out_dtype": OUT_DTYPE,
+        "configs": len(configs),
+        "archs": {},
     }
     for arch in args.arch or ARCHS:
         start = time.perf_counter()
-        infos = compile_infos(configs, arch=arch, M=args.m, N=N, K=K, block_shape=BLOCK_SHAPE,
-                              out_dtype=OUT_DTYPE, cache=cache, workers=args.workers)
+        infos = compile_infos(
+            configs,
+            arch=arch,
+            M=args.m,
+            N=N,
+            K=K,
+            block_shape=BLOCK_SHAPE,
+            out_dtype=OUT_DTYPE,
+            cache=cache,
+            workers=args.workers,
+        )
         wall_s = time.perf_counter() - start
         problems = {config: launch_problem(info) for config, info in infos.items()}
         rejected = [p for p in problems.values() if p is not None]
-        kinds = Counter(p.reason.split(":")[1].split()[0] if "pruned" in p.reason else "compile"
-                        for p in rejected)
+        kinds = Counter(
+            p.reason.split(":")[1].split()[0] if "pruned" in p.reason else "compile"
+            for p in rejected
+        )
         fresh = [info.compile_s for info in infos.values() if info.compile_s > 0]
-        spilling = sum(1 for config, info in infos.items()
-                       if problems[config] is None and (info.spill_bytes or 0) > 0)
+        spilling = sum(
+            1
+            for config, info in infos.items()
+            if problems[config] is None and (info.spill_bytes or 0) > 0
+        )
         report["archs"][f"sm{arch}"] = {
             "max_shared_bytes": MAX_SHARED_BYTES[arch],
-            "rejected": len(rejected), "runnable": len(configs) - len(rejected),
-            "rejected_by": dict(kinds), "runnable_with_spills": spilling,
+            "rejected": len(rejected),
+            "runnable": len(configs) - len(rejected),
+            "rejected_by": dict(kinds),
+            "runnable_with_spills": spilling,
             "default_accepted": problems.get(default_config(BLOCK_SHAPE)) is None,
-            "compiled_now": len(fresh), "wall_s": round(wall_s, 1),
+            "compiled_now": len(fresh),
+            "wall_s": round(wall_s, 1),
             "compile_s_per_config_mean": round(statistics.fmean(fresh), 3) if fresh else None,
             "compile_s_per_config_median": round(statistics.median(fresh), 3) if fresh else None,
         }
-        print(f"sm{arch}: {len(rejected)} of {len(configs)} rejected {dict(kinds)}; "
-              f"{len(fresh)} compiled in {wall_s:.0f} s wall", flush=True)
+        print(
+            f"sm{arch}: {len(rejected)} of {len(configs)} rejected {dict(kinds)}; "
+            f"{len(fresh)} compiled in {wall_s:.0f} s wall",
+            flush=True,
+        )
     args.out_dir.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     path = args.out_dir / f"compile_prune_{stamp}.json"

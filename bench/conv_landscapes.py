@@ -39,8 +39,18 @@ from tuner.measure.trial import TrialResult  # noqa: E402
 GPUS = {1: "A100", 2: "A4000", 3: "A6000", 4: "MI250X", 5: "W6600", 6: "W7800"}  # N -> file
 K_LABEL = 4096
 VARIANTS = (1, 16)  # M labels: 16 swaps the roles of tile_size_x and tile_size_y
-KT_KEYS = ("block_size_x", "block_size_y", "tile_size_x", "tile_size_y", "read_only",
-           "use_padding", "use_shmem", "use_cmem", "filter_height", "filter_width")
+KT_KEYS = (
+    "block_size_x",
+    "block_size_y",
+    "tile_size_x",
+    "tile_size_y",
+    "read_only",
+    "use_padding",
+    "use_shmem",
+    "use_cmem",
+    "filter_height",
+    "filter_width",
+)
 BLOCK_Y = {16: 1, 32: 2, 64: 4, 128: 8, 256: 16}  # BLOCK_SIZE_M -> block_size_y
 TILE_X = {1: 1, 16: 2, 32: 3, 64: 4}  # GROUP_SIZE_M -> tile_size_x
 
@@ -49,13 +59,18 @@ def kt_keys(config, variant: int) -> list[str]:
     """The cache keys a config stands for at an M variant (one per use_padding value)."""
     tiles = (TILE_X[config.GROUP_SIZE_M], config.num_stages - 1)
     tile_x, tile_y = tiles if variant == 1 else tiles[::-1]
-    values = {"block_size_x": config.BLOCK_SIZE_N, "block_size_y": BLOCK_Y[config.BLOCK_SIZE_M],
-              "tile_size_x": tile_x, "tile_size_y": tile_y,
-              "read_only": int(config.BLOCK_SIZE_K == 128),
-              "use_shmem": int(config.num_warps == 8), "use_cmem": 1, "filter_height": 15,
-              "filter_width": 15}
-    return [",".join(str({**values, "use_padding": pad}[key]) for key in KT_KEYS)
-            for pad in (0, 1)]
+    values = {
+        "block_size_x": config.BLOCK_SIZE_N,
+        "block_size_y": BLOCK_Y[config.BLOCK_SIZE_M],
+        "tile_size_x": tile_x,
+        "tile_size_y": tile_y,
+        "read_only": int(config.BLOCK_SIZE_K == 128),
+        "use_shmem": int(config.num_warps == 8),
+        "use_cmem": 1,
+        "filter_height": 15,
+        "filter_width": 15,
+    }
+    return [",".join(str({**values, "use_padding": pad}[key]) for key in KT_KEYS) for pad in (0, 1)]
 
 
 def read_cache(path: Path, keys: tuple[str, ...] = KT_KEYS) -> dict[str, list[float]]:
@@ -66,10 +81,15 @@ def read_cache(path: Path, keys: tuple[str, ...] = KT_KEYS) -> dict[str, list[fl
     """
     body = json.loads(gzip.open(path).read())
     if tuple(body.get("tune_params_keys", ())) != keys:
-        raise ValueError(f"{path}: not a Kernel Tuner cache file of {body.get('kernel_name')} "
-                         f"with the parameters {', '.join(keys)}")
-    return {key: entry["times"] for key, entry in body["cache"].items()
-            if isinstance(entry.get("times"), list) and isinstance(entry.get("time"), float)}
+        raise ValueError(
+            f"{path}: not a Kernel Tuner cache file of {body.get('kernel_name')} "
+            f"with the parameters {', '.join(keys)}"
+        )
+    return {
+        key: entry["times"]
+        for key, entry in body["cache"].items()
+        if isinstance(entry.get("times"), list) and isinstance(entry.get("time"), float)
+    }
 
 
 def result_of(times_ms: list[float]) -> TrialResult:
@@ -79,8 +99,12 @@ def result_of(times_ms: list[float]) -> TrialResult:
     return TrialResult(TrialStatus.OK, statistics.median(us), quintiles[0], quintiles[3])
 
 
-def build(caches: dict[int, dict[str, list[float]]], keys_of=kt_keys, device_name="KT_CONV",
-          kernel="Kernel Tuner convolution_kernel 4096^2, 15x15 filter"):
+def build(
+    caches: dict[int, dict[str, list[float]]],
+    keys_of=kt_keys,
+    device_name="KT_CONV",
+    kernel="Kernel Tuner convolution_kernel 4096^2, 15x15 filter",
+):
     """The landscape over the GPUs' caches (configs with no cache entry left out: invalid).
 
     Args:
@@ -99,21 +123,32 @@ def build(caches: dict[int, dict[str, list[float]]], keys_of=kt_keys, device_nam
                     results.append((n, K_LABEL, m, config, min(runs, key=lambda r: r.latency_us)))
     return landscape_from_results(
         device_name=device_name,
-        environment={"gpu_name": f"{kernel}, on "
-                     + ", ".join(f"{GPUS[n]} (N={n})" for n in sorted(caches)),
-                     "compute_capability": "8.0/8.6/8.6/gfx90a/gfx1032/gfx1100", "driver": "",
-                     "cuda": "", "torch": "", "triton": "", "tuner": "",
-                     "kernel_hash": "benchmark_hub@8eeb99e7"},
-        recorded_at=datetime.now(UTC).isoformat(timespec="seconds"), space="vllm",
-        out_dtype="bfloat16", block_shape=(128, 128), results=results)
+        environment={
+            "gpu_name": f"{kernel}, on " + ", ".join(f"{GPUS[n]} (N={n})" for n in sorted(caches)),
+            "compute_capability": "8.0/8.6/8.6/gfx90a/gfx1032/gfx1100",
+            "driver": "",
+            "cuda": "",
+            "torch": "",
+            "triton": "",
+            "tuner": "",
+            "kernel_hash": "benchmark_hub@8eeb99e7",
+        },
+        recorded_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        space="vllm",
+        out_dtype="bfloat16",
+        block_shape=(128, 128),
+        results=results,
+    )
 
 
 def write(landscape, out: Path) -> None:
     """Write the landscape to `out` and say how many of its configs are runnable."""
     out.write_text(landscape.to_json())
     rows = sum(len(trials) for trials in landscape.problems.values())
-    print(f"wrote {out}: {len(landscape.problems)} problems, {rows} runnable configs of "
-          f"{len(landscape.problems) * len(vllm_space())}")
+    print(
+        f"wrote {out}: {len(landscape.problems)} problems, {rows} runnable configs of "
+        f"{len(landscape.problems) * len(vllm_space())}"
+    )
 
 
 def main() -> None:

@@ -31,8 +31,10 @@ def _bound_names(node: ast.AST) -> set[str]:
             bound.add(inner.id)
         elif isinstance(inner, ast.arg):
             bound.add(inner.arg)
-        elif (isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
-              and inner is not node):
+        elif (
+            isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+            and inner is not node
+        ):
             bound.add(inner.name)
         elif isinstance(inner, ast.Import | ast.ImportFrom):
             bound.update((a.asname or a.name).split(".")[0] for a in inner.names)
@@ -43,8 +45,9 @@ def _bound_names(node: ast.AST) -> set[str]:
 
 def _free_names(node: ast.AST) -> set[str]:
     """Module-level names a top-level statement reads (builtins left out)."""
-    loads = {n.id for n in ast.walk(node)
-             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    loads = {
+        n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+    }
     local = _bound_names(node) if not isinstance(node, ast.Assign | ast.AnnAssign) else set()
     return loads - local - _BUILTINS
 
@@ -63,14 +66,24 @@ def _defined(node: ast.stmt) -> list[str]:
 def _stdlib_import(node: ast.stmt) -> bool:
     if isinstance(node, ast.Import):
         return all(a.name.split(".")[0] in sys.stdlib_module_names for a in node.names)
-    return (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module is not None
-            and node.module != "__future__"
-            and node.module.split(".")[0] in sys.stdlib_module_names)
+    return (
+        isinstance(node, ast.ImportFrom)
+        and node.level == 0
+        and node.module is not None
+        and node.module != "__future__"
+        and node.module.split(".")[0] in sys.stdlib_module_names
+    )
 
 
-def load(text: str, names: Iterable[str], given: Mapping[str, object] | None = None, *,
-         filename: str, module: str = "engine_code", module_file: str | None = None
-         ) -> ModuleType:
+def load(
+    text: str,
+    names: Iterable[str],
+    given: Mapping[str, object] | None = None,
+    *,
+    filename: str,
+    module: str = "engine_code",
+    module_file: str | None = None,
+) -> ModuleType:
     """Named top-level functions (or classes) of a module's text, run here as a module of
     their own.
 
@@ -105,8 +118,11 @@ def load(text: str, names: Iterable[str], given: Mapping[str, object] | None = N
         for name in _defined(node):
             top.setdefault(name, node)
     wanted = list(names)
-    missing = [name for name in wanted if name not in top
-               or isinstance(top[name], ast.Assign | ast.AnnAssign)]
+    missing = [
+        name
+        for name in wanted
+        if name not in top or isinstance(top[name], ast.Assign | ast.AnnAssign)
+    ]
     if missing:
         raise LookupError(f"{filename} defines no top-level {', '.join(missing)}")
     keep: set[int] = set()
@@ -119,13 +135,25 @@ def load(text: str, names: Iterable[str], given: Mapping[str, object] | None = N
         keep.add(id(node))
         free = _free_names(node) - set(given)
         reads |= free
-        queue += [top[name] for name in free
-                  if name in top and isinstance(top[name], ast.Assign | ast.AnnAssign)]
-    imports = [node for node in tree.body if _stdlib_import(node) and any(
-        (a.asname or a.name).split(".")[0] in reads for a in node.names)]
+        queue += [
+            top[name]
+            for name in free
+            if name in top and isinstance(top[name], ast.Assign | ast.AnnAssign)
+        ]
+    imports = [
+        node
+        for node in tree.body
+        if _stdlib_import(node)
+        and any((a.asname or a.name).split(".")[0] in reads for a in node.names)
+    ]
     body = [node for node in tree.body if id(node) in keep or node in imports]
-    code = compile(ast.Module(body=body, type_ignores=[]), filename, "exec",
-                   flags=__future__.annotations.compiler_flag, dont_inherit=True)
+    code = compile(
+        ast.Module(body=body, type_ignores=[]),
+        filename,
+        "exec",
+        flags=__future__.annotations.compiler_flag,
+        dont_inherit=True,
+    )
     lines = text.splitlines(keepends=True)
     linecache.cache[filename] = (len(text), None, lines, filename)
     result = ModuleType(module)
@@ -133,6 +161,7 @@ def load(text: str, names: Iterable[str], given: Mapping[str, object] | None = N
     try:
         exec(code, result.__dict__)  # noqa: S102 - the engine's own definitions
     except Exception as exc:  # noqa: BLE001 - a module-level line of theirs needs a stub
-        raise RuntimeError(f"{filename}: loading {', '.join(wanted)} raised "
-                           f"{type(exc).__name__}: {exc}") from exc
+        raise RuntimeError(
+            f"{filename}: loading {', '.join(wanted)} raised {type(exc).__name__}: {exc}"
+        ) from exc
     return result

@@ -42,15 +42,21 @@ def wall(argv: list[str]) -> float:
 
 def summary(values: list[float]) -> dict[str, float]:
     """Median, min and max in seconds, to the millisecond."""
-    return {"median_s": round(statistics.median(values), 3), "min_s": round(min(values), 3),
-            "max_s": round(max(values), 3)}
+    return {
+        "median_s": round(statistics.median(values), 3),
+        "min_s": round(min(values), 3),
+        "max_s": round(max(values), 3),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=RUNS, help="Pairs of runs.")
-    parser.add_argument("--command", default="--help",
-                        help="tuner's arguments, e.g. 'sweep --help' (default: --help).")
+    parser.add_argument(
+        "--command",
+        default="--help",
+        help="tuner's arguments, e.g. 'sweep --help' (default: --help).",
+    )
     args = parser.parse_args()
     tuner_argv = [sys.executable, "-m", "tuner.cli", *args.command.split()]
     click_argv = [sys.executable, "-c", "import click"]
@@ -61,16 +67,26 @@ def main() -> None:
         tuner_s.append(wall(tuner_argv))
         click_s.append(wall(click_argv))
     ratio = statistics.median(tuner_s) / statistics.median(click_s)
-    result = {"bench": "help_vs_click", "command": f"tuner {args.command}", "runs": args.runs,
-              "tuner": summary(tuner_s), "import_click": summary(click_s),
-              "ratio_of_medians": round(ratio, 2), "target_s": TARGET_S,
-              "target_ratio": TARGET_RATIO, "python": platform.python_version(),
-              "cpus": os.cpu_count(), "load_1min": os.getloadavg()[0],
-              "date": datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")}
-    print(f"tuner {args.command}: median {result['tuner']['median_s']:.3f} s "
-          f"(min {result['tuner']['min_s']:.3f}); import click: median "
-          f"{result['import_click']['median_s']:.3f} s; ratio {ratio:.2f} "
-          f"(targets: <= {TARGET_S} s idle, <= {TARGET_RATIO:g}x); load {result['load_1min']:.2f}")
+    result = {
+        "bench": "help_vs_click",
+        "command": f"tuner {args.command}",
+        "runs": args.runs,
+        "tuner": summary(tuner_s),
+        "import_click": summary(click_s),
+        "ratio_of_medians": round(ratio, 2),
+        "target_s": TARGET_S,
+        "target_ratio": TARGET_RATIO,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "load_1min": os.getloadavg()[0],
+        "date": datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"),
+    }
+    print(
+        f"tuner {args.command}: median {result['tuner']['median_s']:.3f} s "
+        f"(min {result['tuner']['min_s']:.3f}); import click: median "
+        f"{result['import_click']['median_s']:.3f} s; ratio {ratio:.2f} "
+        f"(targets: <= {TARGET_S} s idle, <= {TARGET_RATIO:g}x); load {result['load_1min']:.2f}"
+    )
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     path = OUT_DIR / f"help_vs_click_{result['date']}.json"
     path.write_text(json.dumps(result, indent=2) + "\n")

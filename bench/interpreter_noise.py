@@ -42,28 +42,44 @@ def aa_gap(runner: KernelRunner, config: KernelConfig, rounds: int) -> dict:
         first.append(runner.sample_us(config))
         second.append(runner.sample_us(config))
     a, b = statistics.median(first), statistics.median(second)
-    return {"config": config.short(), "median_a_us": round(a, 1), "median_b_us": round(b, 1),
-            "gap_ratio": round(abs(a - b) / ((a + b) / 2), 4)}
+    return {
+        "config": config.short(),
+        "median_a_us": round(a, 1),
+        "median_b_us": round(b, 1),
+        "gap_ratio": round(abs(a - b) / ((a + b) / 2), 4),
+    }
 
 
 def main() -> None:
     rows = []
     for N, K in SHAPES:
         for M in M_VALUES:
-            runner = KernelRunner(Problem(M=M, N=N, K=K, block_shape=(128, 128),
-                                          out_dtype="bfloat16"), backend="interpreter")
+            runner = KernelRunner(
+                Problem(M=M, N=N, K=K, block_shape=(128, 128), out_dtype="bfloat16"),
+                backend="interpreter",
+            )
             for config in CONFIGS:
                 runner.check(config)  # compiles nothing, but warms the path as verify does
                 row = {"N": N, "K": K, "M": M, **aa_gap(runner, config, ROUNDS)}
                 rows.append(row)
-                print(f"N={N} K={K} M={M} {row['config']}: medians {row['median_a_us']:.0f} / "
-                      f"{row['median_b_us']:.0f} us, gap {row['gap_ratio']:.1%}", flush=True)
+                print(
+                    f"N={N} K={K} M={M} {row['config']}: medians {row['median_a_us']:.0f} / "
+                    f"{row['median_b_us']:.0f} us, gap {row['gap_ratio']:.1%}",
+                    flush=True,
+                )
     worst = max(row["gap_ratio"] for row in rows)
     print(f"largest A/A gap: {worst:.1%} over {len(rows)} points")
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    result = {"bench": "interpreter_noise", "date": stamp, "rounds": ROUNDS,
-              "python": platform.python_version(), "cpus": os.cpu_count(),
-              "load_1min": os.getloadavg()[0], "largest_gap_ratio": worst, "rows": rows}
+    result = {
+        "bench": "interpreter_noise",
+        "date": stamp,
+        "rounds": ROUNDS,
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "load_1min": os.getloadavg()[0],
+        "largest_gap_ratio": worst,
+        "rows": rows,
+    }
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     path = OUT_DIR / f"interpreter_noise_{stamp}.json"
     path.write_text(json.dumps(result, indent=2) + "\n")

@@ -40,8 +40,23 @@ from tuner.measure.trial import TrialResult  # noqa: E402
 GPUS = {1: "RTX_2080_Ti", 2: "RTX_3090", 3: "RTX_Titan"}  # N -> cache file stem
 K_LABEL = 4096
 M_VARIANTS = (1, 16, 256, 4096)
-KT_KEYS = ("MWG", "NWG", "KWG", "MDIMC", "NDIMC", "MDIMA", "NDIMB", "KWI", "VWM", "VWN",
-           "STRM", "STRN", "SA", "SB", "PRECISION")
+KT_KEYS = (
+    "MWG",
+    "NWG",
+    "KWG",
+    "MDIMC",
+    "NDIMC",
+    "MDIMA",
+    "NDIMB",
+    "KWI",
+    "VWM",
+    "VWN",
+    "STRM",
+    "STRN",
+    "SA",
+    "SB",
+    "PRECISION",
+)
 # Both mappings: the work-group tile is the block tile (BLOCK_SIZE_M 256 has none: invalid).
 TILE_M = {16: 16, 32: 32, 64: 64, 128: 128}
 TILE_N = {32: 16, 64: 32, 128: 64, 256: 128}
@@ -57,13 +72,29 @@ def _smooth(config, variant: int) -> list[dict[str, int]]:
     threads = {4: 128, 8: 256}[config.num_warps]
     sb = int(variant >= 256)
     wide = variant in (1, 256)
-    shapes = [(mc, nc) for mc in (8, 16, 32) for nc in (8, 16, 32)
-              if mc * nc == threads and (mc <= nc if wide else mc >= nc)]
-    return [dict(MWG=TILE_M[config.BLOCK_SIZE_M], NWG=TILE_N[config.BLOCK_SIZE_N], MDIMC=mc,
-                 NDIMC=nc, MDIMA=ma, NDIMB=nb, VWM=STAGES_VWM[config.num_stages],
-                 VWN={1: 1, 16: 2, 32: 4, 64: 8}[config.GROUP_SIZE_M],
-                 SA=int(config.BLOCK_SIZE_K == 128), SB=sb)
-            for mc, nc in shapes for ma in (8, 16, 32) for nb in (8, 16, 32)]
+    shapes = [
+        (mc, nc)
+        for mc in (8, 16, 32)
+        for nc in (8, 16, 32)
+        if mc * nc == threads and (mc <= nc if wide else mc >= nc)
+    ]
+    return [
+        dict(
+            MWG=TILE_M[config.BLOCK_SIZE_M],
+            NWG=TILE_N[config.BLOCK_SIZE_N],
+            MDIMC=mc,
+            NDIMC=nc,
+            MDIMA=ma,
+            NDIMB=nb,
+            VWM=STAGES_VWM[config.num_stages],
+            VWN={1: 1, 16: 2, 32: 4, 64: 8}[config.GROUP_SIZE_M],
+            SA=int(config.BLOCK_SIZE_K == 128),
+            SB=sb,
+        )
+        for mc, nc in shapes
+        for ma in (8, 16, 32)
+        for nb in (8, 16, 32)
+    ]
 
 
 def _fixed(config, variant: int) -> list[dict[str, int]]:
@@ -74,9 +105,20 @@ def _fixed(config, variant: int) -> list[dict[str, int]]:
     mc, nc = {4: (8, 16), 8: (16, 16)}[config.num_warps]
     load = {64: 8, 128: 16}[config.BLOCK_SIZE_K]
     sa, sb = {1: (0, 0), 16: (0, 1), 32: (1, 0), 64: (1, 1)}[config.GROUP_SIZE_M]
-    return [dict(MWG=TILE_M[config.BLOCK_SIZE_M], NWG=TILE_N[config.BLOCK_SIZE_N], MDIMC=mc,
-                 NDIMC=nc, MDIMA=load, NDIMB=load, VWM=STAGES_VWM[config.num_stages],
-                 VWN={1: 1, 16: 2, 256: 4, 4096: 8}[variant], SA=sa, SB=sb)]
+    return [
+        dict(
+            MWG=TILE_M[config.BLOCK_SIZE_M],
+            NWG=TILE_N[config.BLOCK_SIZE_N],
+            MDIMC=mc,
+            NDIMC=nc,
+            MDIMA=load,
+            NDIMB=load,
+            VWM=STAGES_VWM[config.num_stages],
+            VWN={1: 1, 16: 2, 256: 4, 4096: 8}[variant],
+            SA=sa,
+            SB=sb,
+        )
+    ]
 
 
 MAPPINGS = {"min": _smooth, "fixed": _fixed}
@@ -91,8 +133,11 @@ def read_cache(path: Path) -> dict[str, list[float]]:
     body = json.loads(gzip.open(path).read())
     if tuple(body.get("tune_params_keys", ())) != KT_KEYS:
         raise ValueError(f"{path}: not a Kernel Tuner Xgemm cache file")
-    return {key: entry["times"] for key, entry in body["cache"].items()
-            if isinstance(entry.get("times"), list)}
+    return {
+        key: entry["times"]
+        for key, entry in body["cache"].items()
+        if isinstance(entry.get("times"), list)
+    }
 
 
 def kt_key(params: dict[str, int]) -> str:
@@ -115,21 +160,31 @@ def build(mapping: str, caches: dict[int, dict[str, list[float]]]):
             for config in vllm_space():
                 if config.BLOCK_SIZE_M not in TILE_M:
                     continue
-                runs = [cache[key] for key in map(kt_key, MAPPINGS[mapping](config, m))
-                        if key in cache]
+                runs = [
+                    cache[key] for key in map(kt_key, MAPPINGS[mapping](config, m)) if key in cache
+                ]
                 if runs:
-                    best = min((result_of(times) for times in runs),
-                               key=lambda r: r.latency_us)
+                    best = min((result_of(times) for times in runs), key=lambda r: r.latency_us)
                     results.append((n, K_LABEL, m, config, best))
     return landscape_from_results(
         device_name=f"KT_GEMM_{mapping.upper()}",
-        environment={"gpu_name": "Kernel Tuner Xgemm FP32 4096^3 on RTX 2080 Ti (N=1), "
-                     "RTX 3090 (N=2), TITAN RTX (N=3); mapping " + mapping,
-                     "compute_capability": "7.5/8.6/7.5", "driver": "", "cuda": "",
-                     "torch": "", "triton": "", "tuner": "",
-                     "kernel_hash": "benchmark_hub@8eeb99e7"},
-        recorded_at=datetime.now(UTC).isoformat(timespec="seconds"), space="vllm",
-        out_dtype="bfloat16", block_shape=(128, 128), results=results)
+        environment={
+            "gpu_name": "Kernel Tuner Xgemm FP32 4096^3 on RTX 2080 Ti (N=1), "
+            "RTX 3090 (N=2), TITAN RTX (N=3); mapping " + mapping,
+            "compute_capability": "7.5/8.6/7.5",
+            "driver": "",
+            "cuda": "",
+            "torch": "",
+            "triton": "",
+            "tuner": "",
+            "kernel_hash": "benchmark_hub@8eeb99e7",
+        },
+        recorded_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        space="vllm",
+        out_dtype="bfloat16",
+        block_shape=(128, 128),
+        results=results,
+    )
 
 
 def main() -> None:
@@ -143,8 +198,10 @@ def main() -> None:
         out = args.out_dir / f"kt_gemm_{mapping}.json"
         out.write_text(landscape.to_json())
         rows = sum(len(trials) for trials in landscape.problems.values())
-        print(f"wrote {out}: {len(landscape.problems)} problems, {rows} runnable configs of "
-              f"{len(landscape.problems) * len(vllm_space())}")
+        print(
+            f"wrote {out}: {len(landscape.problems)} problems, {rows} runnable configs of "
+            f"{len(landscape.problems) * len(vllm_space())}"
+        )
 
 
 if __name__ == "__main__":

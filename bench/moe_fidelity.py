@@ -73,17 +73,23 @@ def launches(E: int, N: int, K: int, top_k: int, M: int, device: str = "meta"):
     fp8 = torch.float8_e4m3fn
     gn, gk = BLOCK_SHAPE
     out = []
-    for name, rows, n, k, launch_top_k, weighted in (("gate_up", M, 2 * N, K, top_k, False),
-                                                      ("down", M * top_k, K, N, 1, True)):
-        out.append({
-            "name": name, "top_k": launch_top_k, "mul_routed_weight": weighted,
-            "A": torch.empty(rows, k, dtype=fp8, device=device),
-            "A_scale": torch.empty(rows, -(-k // gk), device=device),
-            "B": torch.empty(E, n, k, dtype=fp8, device=device),
-            "B_scale": torch.empty(E, -(-n // gn), -(-k // gk), device=device),
-            "C": torch.empty(rows, launch_top_k, n, dtype=torch.bfloat16, device=device),
-            "topk_weights": torch.empty(M, top_k, device=device),
-        })
+    for name, rows, n, k, launch_top_k, weighted in (
+        ("gate_up", M, 2 * N, K, top_k, False),
+        ("down", M * top_k, K, N, 1, True),
+    ):
+        out.append(
+            {
+                "name": name,
+                "top_k": launch_top_k,
+                "mul_routed_weight": weighted,
+                "A": torch.empty(rows, k, dtype=fp8, device=device),
+                "A_scale": torch.empty(rows, -(-k // gk), device=device),
+                "B": torch.empty(E, n, k, dtype=fp8, device=device),
+                "B_scale": torch.empty(E, -(-n // gn), -(-k // gk), device=device),
+                "C": torch.empty(rows, launch_top_k, n, dtype=torch.bfloat16, device=device),
+                "topk_weights": torch.empty(M, top_k, device=device),
+            }
+        )
     return out
 
 
@@ -93,10 +99,21 @@ def ours_call(launch: dict, routing: tuple, config: dict, arch: int | None) -> t
     from tuner.kernels.moe.kernel import invoke_moe_gemm
 
     capture = Capture()
-    invoke_moe_gemm(launch["A"], launch["A_scale"], launch["B"], launch["B_scale"],
-                    launch["C"], launch["topk_weights"], *routing,
-                    mul_routed_weight=launch["mul_routed_weight"], top_k=launch["top_k"],
-                    config=config, block_shape=BLOCK_SHAPE, arch=arch, kernel=capture)
+    invoke_moe_gemm(
+        launch["A"],
+        launch["A_scale"],
+        launch["B"],
+        launch["B_scale"],
+        launch["C"],
+        launch["topk_weights"],
+        *routing,
+        mul_routed_weight=launch["mul_routed_weight"],
+        top_k=launch["top_k"],
+        config=config,
+        block_shape=BLOCK_SHAPE,
+        arch=arch,
+        kernel=capture,
+    )
     return capture.calls[0]
 
 
@@ -106,8 +123,12 @@ def compile_call(fn, arch: int, call: tuple[tuple, dict]) -> dict:
     (`tuner.measure.fidelity.compile_launch`, the compile tuner doctor uses)."""
     args, kwargs = call
     compiled = compile_launch(fn, arch, args, kwargs)
-    return {"shared": compiled.shared, "n_regs": compiled.n_regs,
-            "spill_bytes": compiled.spill_bytes, "opcodes": compiled.opcodes}
+    return {
+        "shared": compiled.shared,
+        "n_regs": compiled.n_regs,
+        "spill_bytes": compiled.spill_bytes,
+        "opcodes": compiled.opcodes,
+    }
 
 
 def pick_configs(count: int) -> list[dict]:
@@ -124,8 +145,11 @@ def pick_configs(count: int) -> list[dict]:
     space = [c.as_dict() for c in vllm_space(BLOCK_SHAPE)]
     draw = random.Random(SEED)
     for block_m in VLLM_AXES["BLOCK_SIZE_M"]:
-        fitting = [c for c in space if c["BLOCK_SIZE_M"] == block_m and c["BLOCK_SIZE_N"] >= 64
-                   and c not in picked]
+        fitting = [
+            c
+            for c in space
+            if c["BLOCK_SIZE_M"] == block_m and c["BLOCK_SIZE_N"] >= 64 and c not in picked
+        ]
         picked.append(draw.choice(fitting))
     rest = [c for c in space if c not in picked]
     return (picked + draw.sample(rest, count))[:count]
@@ -134,8 +158,11 @@ def pick_configs(count: int) -> list[dict]:
 def compare_row(ours: dict, theirs: dict) -> dict:
     """One table row: each kernel's figures and whether they agree."""
     keys = set(ours["opcodes"]) | set(theirs["opcodes"])
-    delta = {k: ours["opcodes"][k] - theirs["opcodes"][k] for k in sorted(keys)
-             if ours["opcodes"][k] != theirs["opcodes"][k]}
+    delta = {
+        k: ours["opcodes"][k] - theirs["opcodes"][k]
+        for k in sorted(keys)
+        if ours["opcodes"][k] != theirs["opcodes"][k]
+    }
     return {
         "shared": [ours["shared"], theirs["shared"]],
         "n_regs": [ours["n_regs"], theirs["n_regs"]],
@@ -164,16 +191,29 @@ def compiled_rows(vllm_file: Path, archs, configs: list[dict], shapes) -> list[d
             for config in configs:
                 routing = vllm_routing(vllm, topk_ids, config, E)
                 for launch in launches(E, N, K, top_k, M):
-                    row = {"arch": arch, "shape": label, "M": M, "launch": launch["name"],
-                           "config": config}
+                    row = {
+                        "arch": arch,
+                        "shape": label,
+                        "M": M,
+                        "launch": launch["name"],
+                        "config": config,
+                    }
                     try:
                         theirs_call = vllm_call(vllm, launch, routing, config)
-                        row.update(naive=theirs_call[1]["naive_block_assignment"],
-                                   swap_ab=theirs_call[1]["SWAP_AB"])
-                        row.update(compare_row(
-                            compile_call(fused_moe_fp8_block_kernel, arch,
-                                         ours_call(launch, routing, config, arch)),
-                            compile_call(vllm.kernel, arch, theirs_call)))
+                        row.update(
+                            naive=theirs_call[1]["naive_block_assignment"],
+                            swap_ab=theirs_call[1]["SWAP_AB"],
+                        )
+                        row.update(
+                            compare_row(
+                                compile_call(
+                                    fused_moe_fp8_block_kernel,
+                                    arch,
+                                    ours_call(launch, routing, config, arch),
+                                ),
+                                compile_call(vllm.kernel, arch, theirs_call),
+                            )
+                        )
                     except Exception as exc:  # noqa: BLE001 - a config either kernel rejects
                         row["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300]
                     rows.append(row)
@@ -182,14 +222,70 @@ def compiled_rows(vllm_file: Path, archs, configs: list[dict], shapes) -> list[d
 
 
 INTERP_CASES = (  # (M, E, N, K, top_k, config, expert -1 in block 0)
-    (5, 4, 64, 128, 2, dict(BLOCK_SIZE_M=16, BLOCK_SIZE_N=32, BLOCK_SIZE_K=64, GROUP_SIZE_M=1,
-                            num_warps=4, num_stages=2), False),
-    (33, 8, 96, 256, 3, dict(BLOCK_SIZE_M=32, BLOCK_SIZE_N=64, BLOCK_SIZE_K=128,
-                             GROUP_SIZE_M=2, num_warps=4, num_stages=3), False),
-    (20, 4, 64, 128, 1, dict(BLOCK_SIZE_M=16, BLOCK_SIZE_N=128, BLOCK_SIZE_K=128,
-                             GROUP_SIZE_M=1, num_warps=4, num_stages=3), True),
-    (2, 32, 64, 256, 4, dict(BLOCK_SIZE_M=16, BLOCK_SIZE_N=64, BLOCK_SIZE_K=128,
-                             GROUP_SIZE_M=1, num_warps=4, num_stages=4), False),
+    (
+        5,
+        4,
+        64,
+        128,
+        2,
+        dict(
+            BLOCK_SIZE_M=16,
+            BLOCK_SIZE_N=32,
+            BLOCK_SIZE_K=64,
+            GROUP_SIZE_M=1,
+            num_warps=4,
+            num_stages=2,
+        ),
+        False,
+    ),
+    (
+        33,
+        8,
+        96,
+        256,
+        3,
+        dict(
+            BLOCK_SIZE_M=32,
+            BLOCK_SIZE_N=64,
+            BLOCK_SIZE_K=128,
+            GROUP_SIZE_M=2,
+            num_warps=4,
+            num_stages=3,
+        ),
+        False,
+    ),
+    (
+        20,
+        4,
+        64,
+        128,
+        1,
+        dict(
+            BLOCK_SIZE_M=16,
+            BLOCK_SIZE_N=128,
+            BLOCK_SIZE_K=128,
+            GROUP_SIZE_M=1,
+            num_warps=4,
+            num_stages=3,
+        ),
+        True,
+    ),
+    (
+        2,
+        32,
+        64,
+        256,
+        4,
+        dict(
+            BLOCK_SIZE_M=16,
+            BLOCK_SIZE_N=64,
+            BLOCK_SIZE_K=128,
+            GROUP_SIZE_M=1,
+            num_warps=4,
+            num_stages=4,
+        ),
+        False,
+    ),
 )
 INTERP_ARCHS = (None, 90)  # no GPU (no SWAP_AB), and SWAP_AB where the config takes it
 
@@ -228,30 +324,49 @@ def interpreter_check(vllm_file: Path) -> dict:
             act_q, act_scale = quantize_groups(torch.randn(M * top_k, N), BLOCK_SHAPE[1])
             for launch in launches(E, N, K, top_k, M, device="cpu"):
                 if launch["name"] == "gate_up":
-                    launch.update(A=inputs.x, A_scale=inputs.x_scale, B=inputs.w1,
-                                  B_scale=inputs.w1_scale)
+                    launch.update(
+                        A=inputs.x, A_scale=inputs.x_scale, B=inputs.w1, B_scale=inputs.w1_scale
+                    )
                 else:
-                    launch.update(A=act_q, A_scale=act_scale, B=inputs.w2,
-                                  B_scale=inputs.w2_scale)
+                    launch.update(A=act_q, A_scale=act_scale, B=inputs.w2, B_scale=inputs.w2_scale)
                 launch["topk_weights"] = inputs.topk_weights
                 outs, seen = [], {}
                 for which in ("ours", "vllm"):
                     launch["C"] = torch.full(tuple(launch["C"].shape), 7.0, dtype=torch.bfloat16)
                     if which == "ours":
                         kwargs = ours_call(launch, routing, config, arch)[1]
-                        invoke_moe_gemm(launch["A"], launch["A_scale"], launch["B"],
-                                        launch["B_scale"], launch["C"], launch["topk_weights"],
-                                        *routing, mul_routed_weight=launch["mul_routed_weight"],
-                                        top_k=launch["top_k"], config=config,
-                                        block_shape=BLOCK_SHAPE, arch=arch)
-                        seen = {"swap_ab": kwargs["SWAP_AB"],
-                                "naive": kwargs["naive_block_assignment"]}
+                        invoke_moe_gemm(
+                            launch["A"],
+                            launch["A_scale"],
+                            launch["B"],
+                            launch["B_scale"],
+                            launch["C"],
+                            launch["topk_weights"],
+                            *routing,
+                            mul_routed_weight=launch["mul_routed_weight"],
+                            top_k=launch["top_k"],
+                            config=config,
+                            block_shape=BLOCK_SHAPE,
+                            arch=arch,
+                        )
+                        seen = {
+                            "swap_ab": kwargs["SWAP_AB"],
+                            "naive": kwargs["naive_block_assignment"],
+                        }
                     else:
                         vllm_launch(vllm, launch, routing, config)
                     outs.append(launch["C"])
-                rows.append({"arch": arch, "M": M, "launch": launch["name"], **seen,
-                             "numel": outs[0].numel(), "written": int((outs[0] != 7).sum()),
-                             "differing": int((outs[0] != outs[1]).sum())})
+                rows.append(
+                    {
+                        "arch": arch,
+                        "M": M,
+                        "launch": launch["name"],
+                        **seen,
+                        "numel": outs[0].numel(),
+                        "written": int((outs[0] != 7).sum()),
+                        "differing": int((outs[0] != outs[1]).sum()),
+                    }
+                )
     return {"cases": len(rows), "same": sum(r["differing"] == 0 for r in rows), "rows": rows}
 
 
@@ -263,28 +378,40 @@ def summary(rows: list[dict]) -> list[dict]:
     out = []
     for (arch, shape, launch), group in groups.items():
         done = [r for r in group if "error" not in r]
-        out.append({
-            "arch": arch, "shape": shape, "launch": launch, "configs": len(group),
-            "errors": len(group) - len(done),
-            "swap_ab": sum(bool(r.get("swap_ab")) for r in done),
-            "naive": sum(bool(r.get("naive")) for r in done),
-            "same_shared": sum(r["same_shared"] for r in done),
-            "same_regs": sum(r["same_regs"] for r in done),
-            "same_mix": sum(r["same_mix"] for r in done),
-            "max_instruction_delta": max((abs(r["instructions"][0] - r["instructions"][1])
-                                          for r in done), default=None),
-        })
+        out.append(
+            {
+                "arch": arch,
+                "shape": shape,
+                "launch": launch,
+                "configs": len(group),
+                "errors": len(group) - len(done),
+                "swap_ab": sum(bool(r.get("swap_ab")) for r in done),
+                "naive": sum(bool(r.get("naive")) for r in done),
+                "same_shared": sum(r["same_shared"] for r in done),
+                "same_regs": sum(r["same_regs"] for r in done),
+                "same_mix": sum(r["same_mix"] for r in done),
+                "max_instruction_delta": max(
+                    (abs(r["instructions"][0] - r["instructions"][1]) for r in done), default=None
+                ),
+            }
+        )
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--vllm-file", type=Path, required=True,
-                        help="vLLM's vllm/model_executor/layers/fused_moe/fused_moe.py")
-    parser.add_argument("--vllm-source", default="",
-                        help="what the file is (version or commit), recorded in the result")
-    parser.add_argument("--arch", type=int, action="append",
-                        help="repeat; default 90, 89 and 100")
+    parser.add_argument(
+        "--vllm-file",
+        type=Path,
+        required=True,
+        help="vLLM's vllm/model_executor/layers/fused_moe/fused_moe.py",
+    )
+    parser.add_argument(
+        "--vllm-source",
+        default="",
+        help="what the file is (version or commit), recorded in the result",
+    )
+    parser.add_argument("--arch", type=int, action="append", help="repeat; default 90, 89 and 100")
     parser.add_argument("--configs", type=int, default=CONFIGS)
     parser.add_argument("--shapes", type=int, default=len(SHAPES), help="the first SHAPES")
     parser.add_argument("--out-dir", type=Path, default=OUT_DIR)
@@ -302,30 +429,43 @@ def main() -> None:
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="moe_fidelity_cache_")
     child = subprocess.run(
         [sys.executable, __file__, "--vllm-file", str(args.vllm_file), "--interpret-only"],
-        env=dict(os.environ, TRITON_INTERPRET="1"), capture_output=True, text=True)
+        env=dict(os.environ, TRITON_INTERPRET="1"),
+        capture_output=True,
+        text=True,
+    )
     if child.returncode != 0:
         parser.exit(1, f"interpreter check failed:\n{child.stderr[-2000:]}\n")
     interp = json.loads(child.stdout.strip().splitlines()[-1])
     configs, archs = pick_configs(args.configs), args.arch or ARCHS
-    rows = compiled_rows(args.vllm_file, archs, configs, SHAPES[:args.shapes])
+    rows = compiled_rows(args.vllm_file, archs, configs, SHAPES[: args.shapes])
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     report = {
-        "benchmark": "moe_fidelity", "date": stamp, "host": platform.node(),
+        "benchmark": "moe_fidelity",
+        "date": stamp,
+        "host": platform.node(),
         "versions": {name: metadata.version(name) for name in ("triton", "torch")},
-        "vllm_file": str(args.vllm_file), "vllm_source": args.vllm_source,
-        "block_shape": list(BLOCK_SHAPE), "configs": configs, "interpreter": interp,
-        "summary": summary(rows), "rows": rows,
+        "vllm_file": str(args.vllm_file),
+        "vllm_source": args.vllm_source,
+        "block_shape": list(BLOCK_SHAPE),
+        "configs": configs,
+        "interpreter": interp,
+        "summary": summary(rows),
+        "rows": rows,
     }
     args.out_dir.mkdir(parents=True, exist_ok=True)
     path = args.out_dir / f"moe_fidelity_{'_'.join(f'sm{a}' for a in archs)}_{stamp}.json"
     path.write_text(json.dumps(report, indent=1) + "\n")
-    print("| arch | shape (M) | launch | configs | SWAP_AB | naive | same shared | same regs "
-          "| same PTX mix |")
+    print(
+        "| arch | shape (M) | launch | configs | SWAP_AB | naive | same shared | same regs "
+        "| same PTX mix |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for s in report["summary"]:
-        print(f"| sm{s['arch']} | {s['shape']} | {s['launch']} | {s['configs']} | "
-              f"{s['swap_ab']} | {s['naive']} | {s['same_shared']} | {s['same_regs']} | "
-              f"{s['same_mix']} |")
+        print(
+            f"| sm{s['arch']} | {s['shape']} | {s['launch']} | {s['configs']} | "
+            f"{s['swap_ab']} | {s['naive']} | {s['same_shared']} | {s['same_regs']} | "
+            f"{s['same_mix']} |"
+        )
     print(f"interpreter: {interp['same']} of {interp['cases']} launches bitwise equal")
     print(f"wrote {path}")
 

@@ -69,8 +69,13 @@ from peers_table import (  # noqa: E402
     versus,
 )
 
-LANDSCAPES = ("synthetic_sm90", "kt_gemm_min", "kt_gemm_fixed", "kt_dedisp",
-              "kt_conv")  # bench/landscapes/
+LANDSCAPES = (
+    "synthetic_sm90",
+    "kt_gemm_min",
+    "kt_gemm_fixed",
+    "kt_dedisp",
+    "kt_conv",
+)  # bench/landscapes/
 HELD_OUT = ("kt_conv",)  # no design is chosen on it (bench/landscapes/README.md)
 BUDGETS = (16, 32, 64, 128)  # distinct configs per (N, K, M), warm starts included
 SEEDS = 10  # seeds 0 .. SEEDS-1
@@ -80,8 +85,12 @@ MODES = ("default", "sweep")  # warm starts: vLLM's default only, or a replayed 
 # TPE and CMA-ES 3-18 at 128, as they ask again and again for configs that are measured or
 # pruned): at most this many seeds, budgets up to the given one, these modes. The table states
 # what each row covers.
-SLOW = {"kt:bayes_opt": (SEEDS, 32, MODES), "optuna:gp": (1, 16, ("default",)),
-        "optuna:tpe": (1, 128, MODES), "optuna:cmaes": (1, 128, MODES)}
+SLOW = {
+    "kt:bayes_opt": (SEEDS, 32, MODES),
+    "optuna:gp": (1, 16, ("default",)),
+    "optuna:tpe": (1, 128, MODES),
+    "optuna:cmaes": (1, 128, MODES),
+}
 PEER_SEEDS = None  # at most this many seeds for peers other than ours (None: --seeds)
 WORKERS = 2  # processes
 SAVE_EVERY = 20  # finished jobs between writes of the result file (partial until the last)
@@ -94,8 +103,12 @@ def _key(config: KernelConfig) -> str:
     return ",".join(str(value) for value in config.as_dict().values())
 
 
-def write_kt_cache(path: Path, trials: dict[KernelConfig, TrialResult],
-                   space: Sequence[KernelConfig], device_name: str) -> dict[str, list[int]]:
+def write_kt_cache(
+    path: Path,
+    trials: dict[KernelConfig, TrialResult],
+    space: Sequence[KernelConfig],
+    device_name: str,
+) -> dict[str, list[int]]:
     """Write one problem's ok timings as a Kernel Tuner cache file (`kernel_tuner.util
     .process_cache`'s format: device_name, kernel_name, problem_size, tune_params_keys,
     tune_params, objective, cache of "v1,...,v6" -> {param: value, time, times}); `time` is the
@@ -105,12 +118,27 @@ def write_kt_cache(path: Path, trials: dict[KernelConfig, TrialResult],
         tune_params: vLLM's key -> its values in the space, ascending.
     """
     tune_params = {key: sorted({getattr(c, key) for c in space}) for key in CONFIG_KEYS}
-    cache = {_key(c): {**c.as_dict(), "time": r.latency_us, "times": [r.latency_us],
-                       "compile_time": 0.0, "verification_time": 0.0, "benchmark_time": 0.0}
-             for c, r in trials.items() if r.ok}
-    body = {"device_name": device_name, "kernel_name": KT_KERNEL, "problem_size": [1, 1, 1],
-            "tune_params_keys": list(CONFIG_KEYS), "tune_params": tune_params,
-            "objective": "time", "cache": cache}
+    cache = {
+        _key(c): {
+            **c.as_dict(),
+            "time": r.latency_us,
+            "times": [r.latency_us],
+            "compile_time": 0.0,
+            "verification_time": 0.0,
+            "benchmark_time": 0.0,
+        }
+        for c, r in trials.items()
+        if r.ok
+    }
+    body = {
+        "device_name": device_name,
+        "kernel_name": KT_KERNEL,
+        "problem_size": [1, 1, 1],
+        "tune_params_keys": list(CONFIG_KEYS),
+        "tune_params": tune_params,
+        "objective": "time",
+        "cache": cache,
+    }
     path.write_text(json.dumps(body))
     return tune_params
 
@@ -120,8 +148,13 @@ class KernelTunerPeer:
 
     free = PRUNED
 
-    def __init__(self, strategy: str, cache: Path, tune_params: dict[str, list[int]],
-                 runnable: frozenset[str]) -> None:
+    def __init__(
+        self,
+        strategy: str,
+        cache: Path,
+        tune_params: dict[str, list[int]],
+        runnable: frozenset[str],
+    ) -> None:
         self.name = f"kt:{strategy}"
         self.strategy = strategy
         self.cache = cache
@@ -146,14 +179,30 @@ class KernelTunerPeer:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             results, _ = kernel_tuner.tune_kernel(
-                KT_KERNEL, "", (1, 1, 1), [], self.tune_params, restrictions=[restriction],
-                cache=str(self.cache), simulation_mode=True, strategy=self.strategy,
-                strategy_options=options, quiet=True)
+                KT_KERNEL,
+                "",
+                (1, 1, 1),
+                [],
+                self.tune_params,
+                restrictions=[restriction],
+                cache=str(self.cache),
+                simulation_mode=True,
+                strategy=self.strategy,
+                strategy_options=options,
+                quiet=True,
+            )
         keys = dict.fromkeys(",".join(str(r[key]) for key in CONFIG_KEYS) for r in results)
         return [KernelConfig(*map(int, key.split(","))) for key in keys]
 
-    def search(self, evaluate: Evaluate, *, space: Sequence[KernelConfig], budget: int,
-               seed: int, warm_start: Sequence[KernelConfig] = ()) -> History:
+    def search(
+        self,
+        evaluate: Evaluate,
+        *,
+        space: Sequence[KernelConfig],
+        budget: int,
+        seed: int,
+        warm_start: Sequence[KernelConfig] = (),
+    ) -> History:
         """Warm starts, then Kernel Tuner's run with the budget they left; its evaluations of
         warm-start configs are answered again and not counted (a rerun with that many more
         max_fevals, until its distinct new configs fill the budget or it stops short)."""
@@ -186,8 +235,15 @@ class OptunaPeer:
         self.name = f"optuna:{sampler}"
         self.sampler = sampler
 
-    def search(self, evaluate: Evaluate, *, space: Sequence[KernelConfig], budget: int,
-               seed: int, warm_start: Sequence[KernelConfig] = ()) -> History:
+    def search(
+        self,
+        evaluate: Evaluate,
+        *,
+        space: Sequence[KernelConfig],
+        budget: int,
+        seed: int,
+        warm_start: Sequence[KernelConfig] = (),
+    ) -> History:
         """Enqueue the warm starts, then ask and tell until `budget` counted trials (at most
         20 asks per trial): a pruned config is told as failed and costs nothing, a repeated
         one is told its first result again."""
@@ -196,25 +252,31 @@ class OptunaPeer:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            sampler = {"tpe": optuna.samplers.TPESampler, "gp": optuna.samplers.GPSampler,
-                       "cmaes": optuna.samplers.CmaEsSampler}[self.sampler](seed=seed)
+            sampler = {
+                "tpe": optuna.samplers.TPESampler,
+                "gp": optuna.samplers.GPSampler,
+                "cmaes": optuna.samplers.CmaEsSampler,
+            }[self.sampler](seed=seed)
         tracker = BudgetedEvaluate(evaluate, space, budget, free=self.free)
         axes = space_axes(space)
-        distributions = {axis.param: optuna.distributions.IntDistribution(axis.low, axis.high)
-                         for axis in axes}
+        distributions = {
+            axis.param: optuna.distributions.IntDistribution(axis.low, axis.high) for axis in axes
+        }
         study = optuna.create_study(direction="minimize", sampler=sampler)
         for config in dict.fromkeys(warm_start):
             if config in tracker.allowed:
-                study.enqueue_trial({axis.param: axis.coordinate(getattr(config, axis.key))
-                                     for axis in axes})
+                study.enqueue_trial(
+                    {axis.param: axis.coordinate(getattr(config, axis.key)) for axis in axes}
+                )
         asks = 0
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             while tracker.left > 0 and asks < 20 * budget:
                 asks += 1
                 trial = study.ask(distributions)
-                config = KernelConfig(**{axis.key: axis.value(trial.params[axis.param])
-                                         for axis in axes})
+                config = KernelConfig(
+                    **{axis.key: axis.value(trial.params[axis.param]) for axis in axes}
+                )
                 result = tracker(config)
                 if result is not None and result.ok:
                     study.tell(trial, result.latency_us)
@@ -229,8 +291,15 @@ class RandomPeer:
     name = "random"
     free = PRUNED
 
-    def search(self, evaluate: Evaluate, *, space: Sequence[KernelConfig], budget: int,
-               seed: int, warm_start: Sequence[KernelConfig] = ()) -> History:
+    def search(
+        self,
+        evaluate: Evaluate,
+        *,
+        space: Sequence[KernelConfig],
+        budget: int,
+        seed: int,
+        warm_start: Sequence[KernelConfig] = (),
+    ) -> History:
         """Warm starts, then random configs until `budget` counted trials."""
         tracker = BudgetedEvaluate(evaluate, space, budget, free=self.free)
         tracker.warm_start(warm_start)
@@ -264,18 +333,27 @@ def run_job(job: tuple[str, str, str, int, int]) -> dict:
                 warm = warm_start_for_task(found, N=n, K=k, M=m, default=default)
                 if getattr(peer, "reads_related", False):
                     extra["related"] = related((n, k, m), timings)
-            history = peer.search(runner.evaluate, space=space, budget=budget, seed=seed,
-                                  warm_start=warm, **extra)
+            history = peer.search(
+                runner.evaluate, space=space, budget=budget, seed=seed, warm_start=warm, **extra
+            )
             timings[(n, k, m)] = [(c, r.latency_us) for c, r in history if r.ok]
             evaluations += len(history)
             winner = best(history)
-            ratios[f"{n},{k},{m}"] = 0.0 if winner is None else (
-                runner.optimum()[1].latency_us / winner[1].latency_us)
+            ratios[f"{n},{k},{m}"] = (
+                0.0 if winner is None else (runner.optimum()[1].latency_us / winner[1].latency_us)
+            )
             if winner is not None:
                 found.append((n, k, m, winner[0]))
-    return {"peer": name, "landscape": Path(path).stem, "mode": mode, "seed": seed,
-            "budget": budget, "ratios": ratios, "evaluations": evaluations,
-            "search_s": time.perf_counter() - start}
+    return {
+        "peer": name,
+        "landscape": Path(path).stem,
+        "mode": mode,
+        "seed": seed,
+        "budget": budget,
+        "ratios": ratios,
+        "evaluations": evaluations,
+        "search_s": time.perf_counter() - start,
+    }
 
 
 _LOADED: dict[str, Landscape] = {}
@@ -288,8 +366,13 @@ def _landscape(path: str) -> Landscape:
     return _LOADED[path]
 
 
-def _peer(name: str, landscape: Landscape, problem: tuple[int, int, int], folder: Path,
-          space: Sequence[KernelConfig]):
+def _peer(
+    name: str,
+    landscape: Landscape,
+    problem: tuple[int, int, int],
+    folder: Path,
+    space: Sequence[KernelConfig],
+):
     if name in STRATEGIES:
         return get_strategy(name)
     if name == "random":
@@ -306,10 +389,13 @@ def _peer(name: str, landscape: Landscape, problem: tuple[int, int, int], folder
 
 def _versions() -> dict[str, str]:
     names = ("blockfp8-tuner", "kernel_tuner", "optuna", "cmaes", "scipy", "numpy", "torch")
-    installed = {d.metadata["Name"].lower().replace("-", "_"): d.version
-                 for d in metadata.distributions()}
-    return {"python": platform.python_version(),
-            **{n: installed.get(n.replace("-", "_"), "not installed") for n in names}}
+    installed = {
+        d.metadata["Name"].lower().replace("-", "_"): d.version for d in metadata.distributions()
+    }
+    return {
+        "python": platform.python_version(),
+        **{n: installed.get(n.replace("-", "_"), "not installed") for n in names},
+    }
 
 
 def main() -> None:
@@ -319,10 +405,18 @@ def main() -> None:
     parser.add_argument("--budget", type=int, action="append")
     parser.add_argument("--seeds", type=int, default=SEEDS)
     parser.add_argument("--mode", action="append", choices=MODES)
-    parser.add_argument("--peer-seeds", type=int, default=PEER_SEEDS,
-                        help="at most this many seeds for peers other than ours")
-    parser.add_argument("--slow-seeds", type=int, default=None,
-                        help="seeds for the SLOW peers (default: their entry in SLOW)")
+    parser.add_argument(
+        "--peer-seeds",
+        type=int,
+        default=PEER_SEEDS,
+        help="at most this many seeds for peers other than ours",
+    )
+    parser.add_argument(
+        "--slow-seeds",
+        type=int,
+        default=None,
+        help="seeds for the SLOW peers (default: their entry in SLOW)",
+    )
     parser.add_argument("--workers", type=int, default=WORKERS)
     parser.add_argument("--combine", type=Path, nargs="+", help="result files to merge instead")
     parser.add_argument("--out", type=Path, default=None, help="result file (default: dated)")
@@ -334,11 +428,19 @@ def main() -> None:
         runs = combined_runs(parts)
         landscapes = {k: v for part in parts for k, v in part["landscapes"].items()}
         commands = [c for part in parts for c in part["commands"]]
-        write_report(out, runs, landscapes, commands, start, complete=all(
-            part.get("complete", True) for part in parts))
+        write_report(
+            out,
+            runs,
+            landscapes,
+            commands,
+            start,
+            complete=all(part.get("complete", True) for part in parts),
+        )
         return
-    paths = [HERE / "landscapes" / f"{name}.json" if "/" not in name else Path(name)
-             for name in args.landscape or LANDSCAPES]
+    paths = [
+        HERE / "landscapes" / f"{name}.json" if "/" not in name else Path(name)
+        for name in args.landscape or LANDSCAPES
+    ]
     jobs = []
     for peer in args.peer or PEERS:
         seeds, top, modes = SLOW.get(peer, (args.seeds, max(BUDGETS), MODES))
@@ -346,10 +448,15 @@ def main() -> None:
             seeds = args.slow_seeds
         if peer not in OURS and args.peer_seeds is not None:
             seeds = min(seeds, args.peer_seeds)
-        jobs += [(peer, str(path), mode, seed, budget) for path in paths
-                 for mode in args.mode or MODES if mode in modes
-                 for seed in range(min(seeds, args.seeds))
-                 for budget in args.budget or BUDGETS if budget <= top]
+        jobs += [
+            (peer, str(path), mode, seed, budget)
+            for path in paths
+            for mode in args.mode or MODES
+            if mode in modes
+            for seed in range(min(seeds, args.seeds))
+            for budget in args.budget or BUDGETS
+            if budget <= top
+        ]
     # The default strategy first, then seed by seed, slow peers last: a run cut short leaves
     # a table of what finished (the file says "complete": false until the last job).
     jobs.sort(key=lambda job: (job[0] != "guided", job[0] in SLOW, job[3]))
@@ -367,25 +474,46 @@ def main() -> None:
 def combined_runs(parts: Sequence[dict]) -> list[dict]:
     """The runs of several result files, each (peer, landscape, mode, seed, budget) once: from
     the last file that has it (a rerun at more seeds replaces the seeds it repeats)."""
-    return list({(run["peer"], run["landscape"], run["mode"], run["seed"], run["budget"]): run
-                 for part in parts for run in part["runs"]}.values())
+    return list(
+        {
+            (run["peer"], run["landscape"], run["mode"], run["seed"], run["budget"]): run
+            for part in parts
+            for run in part["runs"]
+        }.values()
+    )
 
 
-def write_report(out: Path, runs: list[dict], landscapes: dict[str, str], commands: list[str],
-                 start: float, *, complete: bool) -> None:
+def write_report(
+    out: Path,
+    runs: list[dict],
+    landscapes: dict[str, str],
+    commands: list[str],
+    start: float,
+    *,
+    complete: bool,
+) -> None:
     """Summarize the runs and write the result file (and print the table when complete)."""
     rows = summarize(runs)
     table = markdown(rows)
     against = versus(runs)
     reached = targets(runs)
     ahead = leaders(runs, HELD_OUT)
-    report = {"benchmark": "peers", "date": datetime.now(UTC).isoformat(timespec="seconds"),
-              "complete": complete, "commands": commands, "landscapes": landscapes,
-              "versions": _versions(), "host": platform.node(),
-              "wall_s": round(time.perf_counter() - start), "summary": rows, "table": table,
-              "versus": against, "targets": reached,
-              "leaders": ahead,
-              "runs": runs}
+    report = {
+        "benchmark": "peers",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "complete": complete,
+        "commands": commands,
+        "landscapes": landscapes,
+        "versions": _versions(),
+        "host": platform.node(),
+        "wall_s": round(time.perf_counter() - start),
+        "summary": rows,
+        "table": table,
+        "versus": against,
+        "targets": reached,
+        "leaders": ahead,
+        "runs": runs,
+    }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n")
     if complete:

@@ -66,14 +66,36 @@ def score(landscape: Landscape, picked: Picked) -> dict[str, float]:
     return {"geomean": round(geomean, 4), "min": round(min(ratios), 4), "problems": len(ratios)}
 
 
-def sweep(landscape_path: Path, landscape: Landscape, url: str, *, trials: int | None,
-          strategy: str | None, configs: Path | None = None
-          ) -> tuple[subprocess.CompletedProcess, float]:
+def sweep(
+    landscape_path: Path,
+    landscape: Landscape,
+    url: str,
+    *,
+    trials: int | None,
+    strategy: str | None,
+    configs: Path | None = None,
+) -> tuple[subprocess.CompletedProcess, float]:
     """`tuner sweep --replay` over the landscape's (N, K) and M into the store at `url`."""
     m_values = sorted({m for _, _, m in landscape.problems})
-    command = [sys.executable, "-m", "tuner.cli", "sweep", "--device", landscape.device_name,
-               "--replay", str(landscape_path), "--model", MODEL, "--tp", str(TP),
-               "--m", ",".join(map(str, m_values)), "--db", url, "--no-publish"]
+    command = [
+        sys.executable,
+        "-m",
+        "tuner.cli",
+        "sweep",
+        "--device",
+        landscape.device_name,
+        "--replay",
+        str(landscape_path),
+        "--model",
+        MODEL,
+        "--tp",
+        str(TP),
+        "--m",
+        ",".join(map(str, m_values)),
+        "--db",
+        url,
+        "--no-publish",
+    ]
     command += ["--trials", str(trials)] if trials else []
     command += ["--strategy", strategy] if strategy else []
     command += ["--configs", str(configs)] if configs else []
@@ -95,8 +117,11 @@ def picks(url: str, landscape: Landscape) -> tuple[Picked, Picked, Picked, dict]
         with session_scope(engine) as session:  # replayed trials are not of the current kernel
             winners = repo.winners(session, device_name=landscape.device_name)
             fastest_rows = repo.task_winners(
-                session, device_name=landscape.device_name,
-                block_shape=landscape.block_shape, out_dtype=landscape.out_dtype)
+                session,
+                device_name=landscape.device_name,
+                block_shape=landscape.block_shape,
+                out_dtype=landscape.out_dtype,
+            )
             info = repo.get_sweep(session, sweep_id=1)
     finally:
         engine.dispose()
@@ -107,8 +132,11 @@ def picks(url: str, landscape: Landscape) -> tuple[Picked, Picked, Picked, dict]
     for row in winners:
         by_shape.setdefault((row.N, row.K), []).append(row)
     for (n, k), rows in by_shape.items():
-        merged = merge_shape(rows, m_requested=sorted(r.M for r in rows),
-                             default=default_config(landscape.block_shape))
+        merged = merge_shape(
+            rows,
+            m_requested=sorted(r.M for r in rows),
+            default=default_config(landscape.block_shape),
+        )
         shipped.update({(n, k, m): KernelConfig.from_dict(c) for m, c in merged.configs.items()})
     return fastest, decided, shipped, {"strategy": info.strategy, "trials": info.budget}
 
@@ -133,11 +161,17 @@ def sweep_cost(url: str, device_name: str) -> dict[str, int]:
     finally:
         engine.dispose()
     pruned = {str(status) for status in PRUNED}
-    compiles = {(specialization_key(r.M, r.N, r.K, r.block_shape), tuple(r.config.items()))
-                for r in rows if r.status != "invalid"}
-    return {"tasks": len({(r.N, r.K, r.M) for r in rows}), "trials_stored": len(rows),
-            "trials_measured": sum(r.status not in pruned for r in rows),
-            "distinct_compiles": len(compiles)}
+    compiles = {
+        (specialization_key(r.M, r.N, r.K, r.block_shape), tuple(r.config.items()))
+        for r in rows
+        if r.status != "invalid"
+    }
+    return {
+        "tasks": len({(r.N, r.K, r.M) for r in rows}),
+        "trials_stored": len(rows),
+        "trials_measured": sum(r.status not in pruned for r in rows),
+        "distinct_compiles": len(compiles),
+    }
 
 
 def full_grid_landscape(folder: Path) -> Path:
@@ -150,7 +184,8 @@ def full_grid_landscape(folder: Path) -> Path:
     from tuner.inputs.shapes import load_shapes
 
     spec = importlib.util.spec_from_file_location(
-        "synthetic_landscape", ROOT / "bench" / "synthetic_landscape.py")
+        "synthetic_landscape", ROOT / "bench" / "synthetic_landscape.py"
+    )
     model = importlib.util.module_from_spec(spec)
     sys.modules.setdefault("synthetic_landscape", model)  # its dataclasses look their module up
     spec.loader.exec_module(model)
@@ -166,10 +201,17 @@ def main() -> None:
     parser.add_argument("--landscape", type=Path, default=LANDSCAPE)
     parser.add_argument("--trials", type=int, default=None, help="default: tuner sweep's")
     parser.add_argument("--strategy", default=None, help="default: tuner sweep's")
-    parser.add_argument("--configs", type=Path, default=None,
-                        help="JSON list of candidates (default: vLLM's 1,280-config space)")
-    parser.add_argument("--full-grid", action="store_true",
-                        help="the synthetic model over vLLM's 18 M instead of --landscape")
+    parser.add_argument(
+        "--configs",
+        type=Path,
+        default=None,
+        help="JSON list of candidates (default: vLLM's 1,280-config space)",
+    )
+    parser.add_argument(
+        "--full-grid",
+        action="store_true",
+        help="the synthetic model over vLLM's 18 M instead of --landscape",
+    )
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
 
@@ -177,12 +219,14 @@ def main() -> None:
         path = full_grid_landscape(Path(folder)) if args.full_grid else args.landscape
         landscape = load_landscape(path)
         url = f"sqlite:///{folder}/pipeline.db"
-        run, wall_s = sweep(path, landscape, url, trials=args.trials,
-                            strategy=args.strategy, configs=args.configs)
+        run, wall_s = sweep(
+            path, landscape, url, trials=args.trials, strategy=args.strategy, configs=args.configs
+        )
         fastest, decided, shipped, info = picks(url, landscape)
         cost = sweep_cost(url, landscape.device_name)
     result = {
-        "landscape": "full grid (synthetic model, vLLM's 18 M)" if args.full_grid
+        "landscape": "full grid (synthetic model, vLLM's 18 M)"
+        if args.full_grid
         else args.landscape.name,
         "device_name": landscape.device_name,
         **info,
@@ -196,14 +240,17 @@ def main() -> None:
         "command": " ".join(["python", "bench/pipeline_quality.py", *sys.argv[1:]]),
     }
     out = args.out or ROOT / "bench" / "results" / (
-        f"pipeline_quality_{landscape.device_name}.json")
+        f"pipeline_quality_{landscape.device_name}.json"
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     for name in ("fastest_trial", "decided", "shipped_file"):
         print(f"{name:14s} geomean {result[name]['geomean']:.4f}  min {result[name]['min']:.4f}")
-    print(f"{info['strategy']}, {info['trials']} trials per task; {cost['tasks']} tasks, "
-          f"{cost['trials_measured']} trials measured ({cost['trials_stored']} stored), "
-          f"{cost['distinct_compiles']} distinct compiles; sweep wall {wall_s:.1f} s; wrote {out}")
+    print(
+        f"{info['strategy']}, {info['trials']} trials per task; {cost['tasks']} tasks, "
+        f"{cost['trials_measured']} trials measured ({cost['trials_stored']} stored), "
+        f"{cost['distinct_compiles']} distinct compiles; sweep wall {wall_s:.1f} s; wrote {out}"
+    )
 
 
 if __name__ == "__main__":

@@ -38,9 +38,12 @@ def check(ok: bool, what: str, detail: str = "") -> None:
 def _parameters(node: ast.FunctionDef) -> list[tuple[str, bool, str | None]]:
     args = node.args.args
     defaults = [None] * (len(args) - len(node.args.defaults)) + [
-        ast.unparse(d) for d in node.args.defaults]
-    return [(a.arg, a.annotation is not None and "constexpr" in ast.unparse(a.annotation), d)
-            for a, d in zip(args, defaults, strict=True)]
+        ast.unparse(d) for d in node.args.defaults
+    ]
+    return [
+        (a.arg, a.annotation is not None and "constexpr" in ast.unparse(a.annotation), d)
+        for a, d in zip(args, defaults, strict=True)
+    ]
 
 
 def kernel_list() -> None:
@@ -50,14 +53,26 @@ def kernel_list() -> None:
     from tuner.inputs.backends import FP8_BLOCK_KERNELS, block_kernel_order
 
     listed = [k.__name__ for k in linear._POSSIBLE_FP8_BLOCK_KERNELS[PlatformEnum.CUDA]]
-    check(listed == [name for name, _ in FP8_BLOCK_KERNELS],
-          "the 8 block-FP8 kernel classes, in vLLM's order", str(listed))
+    check(
+        listed == [name for name, _ in FP8_BLOCK_KERNELS],
+        "the 8 block-FP8 kernel classes, in vLLM's order",
+        str(listed),
+    )
     for capability in (89, 90, 100):
-        order = [k.__name__ for k in linear._resolve_backend_kernels(
-            list(linear._POSSIBLE_FP8_BLOCK_KERNELS[PlatformEnum.CUDA]), "scaled-mm",
-            quantization="fp8_block_w8a8", compute_capability=capability)]
-        check(tuple(order) == block_kernel_order(capability),
-              f"vLLM's reordered list at compute capability {capability}", str(order))
+        order = [
+            k.__name__
+            for k in linear._resolve_backend_kernels(
+                list(linear._POSSIBLE_FP8_BLOCK_KERNELS[PlatformEnum.CUDA]),
+                "scaled-mm",
+                quantization="fp8_block_w8a8",
+                compute_capability=capability,
+            )
+        ]
+        check(
+            tuple(order) == block_kernel_order(capability),
+            f"vLLM's reordered list at compute capability {capability}",
+            str(order),
+        )
 
 
 def deepgemm_reads_the_model_config() -> None:
@@ -73,14 +88,20 @@ def deepgemm_reads_the_model_config() -> None:
     bare = VllmConfig(device_config=DeviceConfig(device="cpu"))
     with set_current_vllm_config(bare):
         refused = DeepGemmFp8BlockScaledMMKernel.can_implement(layer)
-    check(refused == (False, "Model configuration is required."),
-          "DeepGEMM refuses a layer without a model config", str(refused))
+    check(
+        refused == (False, "Model configuration is required."),
+        "DeepGEMM refuses a layer without a model config",
+        str(refused),
+    )
     served = VllmConfig(device_config=DeviceConfig(device="cpu"))
     served.model_config = ModelConfigView.of("deepseek_v3")
     with set_current_vllm_config(served):
         answer = DeepGemmFp8BlockScaledMMKernel.can_implement(layer)
-    check(answer[0] or answer[1] == "The provided metadata is not supported.",
-          "DeepGEMM gets past its model checks with the model config view", str(answer))
+    check(
+        answer[0] or answer[1] == "The provided metadata is not supported.",
+        "DeepGEMM gets past its model checks with the model config view",
+        str(answer),
+    )
 
 
 def moe_signatures() -> None:
@@ -89,11 +110,14 @@ def moe_signatures() -> None:
     from tests.standin_vllm import VLLM_MOE_PARAMETERS, build_standin
 
     path = Path(vllm.__file__).parent / "model_executor/layers/fused_moe/fused_moe.py"
-    functions = {n.name: n for n in ast.parse(path.read_text()).body
-                 if isinstance(n, ast.FunctionDef)}
+    functions = {
+        n.name: n for n in ast.parse(path.read_text()).body if isinstance(n, ast.FunctionDef)
+    }
     real = _parameters(functions["fused_moe_kernel"])
-    check(real == list(VLLM_MOE_PARAMETERS),
-          f"fused_moe_kernel's {len(real)} parameters equal the stand-in's")
+    check(
+        real == list(VLLM_MOE_PARAMETERS),
+        f"fused_moe_kernel's {len(real)} parameters equal the stand-in's",
+    )
     root = build_standin(Path(tempfile.mkdtemp()) / "site")
     text = (root / "vllm/model_executor/layers/fused_moe/fused_moe.py").read_text()
     standin = {n.name: n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef)}
@@ -113,23 +137,28 @@ def config_needs_a_device() -> None:
     try:
         VllmConfig()
     except RuntimeError as exc:
-        check("Failed to infer device type" in str(exc), "VllmConfig() needs a device",
-              str(exc))
+        check("Failed to infer device type" in str(exc), "VllmConfig() needs a device", str(exc))
     else:
         check(False, "VllmConfig() needs a device", "it constructed")
 
 
 def main() -> None:
-    for fact in (kernel_list, deepgemm_reads_the_model_config, moe_signatures,
-                 config_needs_a_device):
+    for fact in (
+        kernel_list,
+        deepgemm_reads_the_model_config,
+        moe_signatures,
+        config_needs_a_device,
+    ):
         try:
             fact()
         except Exception as exc:  # noqa: BLE001 - one line per fact that cannot be checked
             check(False, fact.__name__, f"{type(exc).__name__}: {exc}"[:300])
     import vllm
 
-    print(f"{'all facts hold' if not FAILED else f'{len(FAILED)} fact(s) fail'} against "
-          f"vLLM {vllm.__version__}")
+    print(
+        f"{'all facts hold' if not FAILED else f'{len(FAILED)} fact(s) fail'} against "
+        f"vLLM {vllm.__version__}"
+    )
     sys.exit(1 if FAILED else 0)
 
 

@@ -65,18 +65,27 @@ def run_job(job: tuple[str, str, int, int, str]) -> dict:
             warm = warm_start_for_task(found, N=n, K=k, M=m, default=default)
             if strategy.reads_related:
                 learns["related"] = related((n, k, m), timings)
-        history = strategy.search(runner.evaluate, space=space, budget=budget, seed=seed,
-                                  warm_start=warm, **learns)
+        history = strategy.search(
+            runner.evaluate, space=space, budget=budget, seed=seed, warm_start=warm, **learns
+        )
         timings[(n, k, m)] = [(c, r.latency_us) for c, r in history if r.ok]
         evaluations += len(history)
         winner = best(history)
         optimum = runner.optimum()
-        ratios[f"{n},{k},{m}"] = 0.0 if winner is None else (
-            optimum[1].latency_us / winner[1].latency_us)
+        ratios[f"{n},{k},{m}"] = (
+            0.0 if winner is None else (optimum[1].latency_us / winner[1].latency_us)
+        )
         if winner is not None:
             found.append((n, k, m, winner[0]))
-    return {"strategy": name, "mode": mode, "seed": seed, "budget": budget, "ratios": ratios,
-            "evaluations": evaluations, "search_s": time.perf_counter() - start}
+    return {
+        "strategy": name,
+        "mode": mode,
+        "seed": seed,
+        "budget": budget,
+        "ratios": ratios,
+        "evaluations": evaluations,
+        "search_s": time.perf_counter() - start,
+    }
 
 
 _LOADED: dict[str, Landscape] = {}
@@ -97,13 +106,18 @@ def summarize(runs: list[dict]) -> list[dict]:
     for (name, mode, budget), group in sorted(table.items()):
         ratios = [r for run in group for r in run["ratios"].values()]
         geomean = math.exp(sum(math.log(max(r, 1e-9)) for r in ratios) / len(ratios))
-        rows.append({
-            "strategy": name, "mode": mode, "budget": budget, "geomean": round(geomean, 4),
-            "min": round(min(ratios), 4), "share_at_optimum": round(
-                sum(r >= 0.9999 for r in ratios) / len(ratios), 3),
-            "problems_x_seeds": len(ratios),
-            "search_s_per_task": round(sum(run["search_s"] for run in group) / len(ratios), 3),
-        })
+        rows.append(
+            {
+                "strategy": name,
+                "mode": mode,
+                "budget": budget,
+                "geomean": round(geomean, 4),
+                "min": round(min(ratios), 4),
+                "share_at_optimum": round(sum(r >= 0.9999 for r in ratios) / len(ratios), 3),
+                "problems_x_seeds": len(ratios),
+                "search_s_per_task": round(sum(run["search_s"] for run in group) / len(ratios), 3),
+            }
+        )
     return rows
 
 
@@ -118,29 +132,47 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="result file (default: dated)")
     args = parser.parse_args()
     landscape = load_landscape(args.landscape)
-    jobs = [(name, mode, seed, budget, str(args.landscape))
-            for name in args.strategy or STRATEGY_NAMES for mode in args.mode or MODES
-            for seed in range(args.seeds) for budget in args.budget or BUDGETS]
+    jobs = [
+        (name, mode, seed, budget, str(args.landscape))
+        for name in args.strategy or STRATEGY_NAMES
+        for mode in args.mode or MODES
+        for seed in range(args.seeds)
+        for budget in args.budget or BUDGETS
+    ]
     start = time.perf_counter()
     with mp.get_context("spawn").Pool(args.workers) as pool:
         runs = pool.map(run_job, jobs, chunksize=1)
     rows = summarize(runs)
-    print(f"landscape {args.landscape.name}: {landscape.device_name}, "
-          f"{len(landscape.problems)} problems; {args.seeds} seeds")
+    print(
+        f"landscape {args.landscape.name}: {landscape.device_name}, "
+        f"{len(landscape.problems)} problems; {args.seeds} seeds"
+    )
     print(f"{'strategy':<12}{'mode':<9}{'budget':>7}{'geomean':>9}{'min':>8}{'at opt':>8}")
     for row in rows:
-        print(f"{row['strategy']:<12}{row['mode']:<9}{row['budget']:>7}{row['geomean']:>9.4f}"
-              f"{row['min']:>8.4f}{row['share_at_optimum']:>8.3f}")
+        print(
+            f"{row['strategy']:<12}{row['mode']:<9}{row['budget']:>7}{row['geomean']:>9.4f}"
+            f"{row['min']:>8.4f}{row['share_at_optimum']:>8.3f}"
+        )
     report = {
-        "benchmark": "search_quality", "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "landscape": str(args.landscape.relative_to(HERE.parent)
-                         if args.landscape.is_relative_to(HERE.parent) else args.landscape),
+        "benchmark": "search_quality",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "landscape": str(
+            args.landscape.relative_to(HERE.parent)
+            if args.landscape.is_relative_to(HERE.parent)
+            else args.landscape
+        ),
         "landscape_sha256": hashlib.sha256(args.landscape.read_bytes()).hexdigest(),
-        "device_name": landscape.device_name, "environment": dict(landscape.environment),
-        "versions": {"python": platform.python_version(),
-                     **{name: metadata.version(name) for name in ("optuna", "blockfp8-tuner")}},
-        "host": platform.node(), "seeds": args.seeds, "wall_s": round(time.perf_counter() - start),
-        "summary": rows, "runs": runs,
+        "device_name": landscape.device_name,
+        "environment": dict(landscape.environment),
+        "versions": {
+            "python": platform.python_version(),
+            **{name: metadata.version(name) for name in ("optuna", "blockfp8-tuner")},
+        },
+        "host": platform.node(),
+        "seeds": args.seeds,
+        "wall_s": round(time.perf_counter() - start),
+        "summary": rows,
+        "runs": runs,
     }
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     out = args.out or OUT_DIR / f"search_quality_{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json"

@@ -44,11 +44,31 @@ def fill_store(url: str) -> str:
 
     landscape = load_landscape(LANDSCAPE)
     m_values = sorted({m for _, _, m in landscape.problems})
-    command = [sys.executable, "-m", "tuner.cli", "sweep", "--device", landscape.device_name,
-               "--replay", str(LANDSCAPE), "--model", MODEL, "--tp", str(TP),
-               "--m", ",".join(map(str, m_values)), "--db", url]
-    run = subprocess.run(command, capture_output=True, text=True, cwd=ROOT,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    command = [
+        sys.executable,
+        "-m",
+        "tuner.cli",
+        "sweep",
+        "--device",
+        landscape.device_name,
+        "--replay",
+        str(LANDSCAPE),
+        "--model",
+        MODEL,
+        "--tp",
+        str(TP),
+        "--m",
+        ",".join(map(str, m_values)),
+        "--db",
+        url,
+    ]
+    run = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     if run.returncode != 0:
         raise SystemExit(f"sweep failed: {run.stderr.strip() or run.stdout.strip()}")
     return landscape.device_name
@@ -76,8 +96,11 @@ def free_port() -> int:
 def start_server(url: str, static_dir: str) -> tuple[subprocess.Popen, int]:
     """Start `serve` in a child process and wait until /health answers."""
     port = free_port()
-    child = subprocess.Popen([sys.executable, __file__, "--serve", url, static_dir, str(port)],
-                             cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--serve", url, static_dir, str(port)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -115,8 +138,9 @@ async def _get(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path:
     return status
 
 
-async def _client(port: int, path: str, until: float, drain_until: float,
-                  record: list[tuple[float, float, str]]) -> None:
+async def _client(
+    port: int, path: str, until: float, drain_until: float, record: list[tuple[float, float, str]]
+) -> None:
     """Closed loop: GET, wait for the answer, GET again, until `until`."""
     connection = None
     while time.monotonic() < until:
@@ -124,8 +148,7 @@ async def _client(port: int, path: str, until: float, drain_until: float,
         try:
             if connection is None:
                 connection = await asyncio.open_connection("127.0.0.1", port)
-            status = await asyncio.wait_for(_get(*connection, path),
-                                            max(drain_until - start, 0.1))
+            status = await asyncio.wait_for(_get(*connection, path), max(drain_until - start, 0.1))
             outcome = str(status)
         except TimeoutError:
             record.append((start, float("nan"), "unfinished"))
@@ -139,8 +162,7 @@ async def _client(port: int, path: str, until: float, drain_until: float,
 
 def summarize(record: list[tuple[float, float, str]], start: float, seconds: float) -> dict:
     """Requests/s of 200s inside the window, latency percentiles (ms), outcome counts."""
-    done = sorted((end - begin) * 1000 for begin, end, outcome in record
-                  if outcome != "unfinished")
+    done = sorted((end - begin) * 1000 for begin, end, outcome in record if outcome != "unfinished")
     in_window = sum(outcome == "200" and end <= start + seconds for _, end, outcome in record)
     outcomes: dict[str, int] = {}
     for _, _, outcome in record:
@@ -150,17 +172,22 @@ def summarize(record: list[tuple[float, float, str]], start: float, seconds: flo
         return round(done[min(len(done) - 1, int(q * len(done)))], 1) if done else None
 
     errors = sum(n for outcome, n in outcomes.items() if outcome != "200")
-    return {"requests_per_s": round(in_window / seconds, 1), "responses": len(done),
-            "errors": errors, "outcomes": outcomes, "p50_ms": pct(0.50), "p99_ms": pct(0.99),
-            "max_ms": round(done[-1], 1) if done else None}
+    return {
+        "requests_per_s": round(in_window / seconds, 1),
+        "responses": len(done),
+        "errors": errors,
+        "outcomes": outcomes,
+        "p50_ms": pct(0.50),
+        "p99_ms": pct(0.99),
+        "max_ms": round(done[-1], 1) if done else None,
+    }
 
 
 async def load(port: int, path: str, clients: int, seconds: float, drain: float) -> dict:
     record: list[tuple[float, float, str]] = []
     start = time.monotonic()
     until, drain_until = start + seconds, start + seconds + drain
-    await asyncio.gather(*(_client(port, path, until, drain_until, record)
-                           for _ in range(clients)))
+    await asyncio.gather(*(_client(port, path, until, drain_until, record) for _ in range(clients)))
     return summarize(record, start, seconds)
 
 
@@ -172,9 +199,12 @@ def paths(port: int, device_name: str, static_dir: Path, query: str) -> dict[str
     quoted = urllib.request.quote(name)
     body = urllib.request.urlopen(f"{base}/configs/{quoted}{query}", timeout=120).read()
     (static_dir / "file.json").write_bytes(body)
-    return {"file": f"/devices/{device_name}/configs/{quoted}{query}",
-            "zip": f"/devices/{device_name}/configs.zip{query}",
-            "static": "/static/file.json", "_file_bytes": str(len(body))}
+    return {
+        "file": f"/devices/{device_name}/configs/{quoted}{query}",
+        "zip": f"/devices/{device_name}/configs.zip{query}",
+        "static": "/static/file.json",
+        "_file_bytes": str(len(body)),
+    }
 
 
 def main() -> None:
@@ -197,6 +227,7 @@ def main() -> None:
         elif device_name is None:
             from db import repo
             from db.connection import open_store, session_scope
+
             with session_scope(open_store(url)) as session:
                 device_name = repo.list_device_names(session)[0]
         static_dir = Path(folder) / "static"
@@ -207,21 +238,30 @@ def main() -> None:
                 child, port = start_server(url, str(static_dir))
                 try:
                     route = paths(port, device_name, static_dir, args.query)
-                    stats = asyncio.run(load(port, route[target], count, args.seconds,
-                                             args.drain))
+                    stats = asyncio.run(load(port, route[target], count, args.seconds, args.drain))
                 finally:
                     stop_server(child)
-                results.append({"target": target, "clients": count, "path": route[target],
-                                **stats})
-                print(f"{target:6s} {count:4d} clients: {stats['requests_per_s']:7.1f} req/s  "
-                      f"p50 {stats['p50_ms']} ms  p99 {stats['p99_ms']} ms  "
-                      f"errors {stats['errors']} {stats['outcomes']}", flush=True)
+                results.append({"target": target, "clients": count, "path": route[target], **stats})
+                print(
+                    f"{target:6s} {count:4d} clients: {stats['requests_per_s']:7.1f} req/s  "
+                    f"p50 {stats['p50_ms']} ms  p99 {stats['p99_ms']} ms  "
+                    f"errors {stats['errors']} {stats['outcomes']}",
+                    flush=True,
+                )
     result = {
-        "label": args.label, "device_name": device_name, "file_bytes": int(route["_file_bytes"]),
+        "label": args.label,
+        "device_name": device_name,
+        "file_bytes": int(route["_file_bytes"]),
         "store": args.db or f"replay of {LANDSCAPE.name}, {MODEL} TP {TP}",
-        "seconds": args.seconds, "drain_s": args.drain, "results": results,
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                    "python": platform.python_version(), "network": "loopback"},
+        "seconds": args.seconds,
+        "drain_s": args.drain,
+        "results": results,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "network": "loopback",
+        },
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": " ".join(["python", "bench/serve_load.py", *sys.argv[1:]]),
     }

@@ -59,9 +59,13 @@ def start_server(url: str, extra_env: dict[str, str]) -> tuple[subprocess.Popen,
     """`tuner serve` in a child process; waits until /health answers."""
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TUNER_API_TOKEN": TOKEN, **extra_env}
-    child = subprocess.Popen([sys.executable, "-m", "tuner.cli", "serve", "--db", url,
-                              "--port", str(port)], cwd=ROOT, env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tuner.cli", "serve", "--db", url, "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         try:
@@ -94,16 +98,22 @@ async def _send_body(writer: asyncio.StreamWriter, mb: int, chunked: bool) -> No
         await writer.drain()
 
 
-async def _client(port: int, mb: int, token: bool, chunked: bool,
-                  expect: bool) -> tuple[int, int]:
+async def _client(port: int, mb: int, token: bool, chunked: bool, expect: bool) -> tuple[int, int]:
     """One request; returns (status, response body bytes); status 0 if the connection broke
     before an answer came."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     head, size, tail = body_parts(mb)
-    lines = [f"POST {PATH} HTTP/1.1", f"Host: 127.0.0.1:{port}",
-             "Content-Type: application/json", "Connection: close"]
-    lines.append("Transfer-Encoding: chunked" if chunked
-                 else f"Content-Length: {len(head) + size + len(tail)}")
+    lines = [
+        f"POST {PATH} HTTP/1.1",
+        f"Host: 127.0.0.1:{port}",
+        "Content-Type: application/json",
+        "Connection: close",
+    ]
+    lines.append(
+        "Transfer-Encoding: chunked"
+        if chunked
+        else f"Content-Length: {len(head) + size + len(tail)}"
+    )
     if token:
         lines.append(f"Authorization: Bearer {TOKEN}")
     if expect:
@@ -145,8 +155,7 @@ async def _client(port: int, mb: int, token: bool, chunked: bool,
 
 async def _clients(port: int, count: int, mb: int, case: str) -> list:
     token, chunked, expect = case.startswith("token"), case.endswith("chunked"), "blind" not in case
-    return await asyncio.gather(*(_client(port, mb, token, chunked, expect)
-                                  for _ in range(count)))
+    return await asyncio.gather(*(_client(port, mb, token, chunked, expect) for _ in range(count)))
 
 
 def run_case(url: str, case: str, count: int, mb: int, extra_env: dict[str, str]) -> dict:
@@ -179,11 +188,18 @@ def run_case(url: str, case: str, count: int, mb: int, extra_env: dict[str, str]
         child.terminate()
         child.wait(timeout=30)
     mib = 1 << 20
-    return {"case": case, "clients": count, "body_mb": mb,
-            "statuses": sorted(a[0] for a in answers),
-            "response_bytes": sorted(a[1] for a in answers), "seconds": round(seconds, 2),
-            "idle_mib": round(idle / mib, 1), "peak_mib": round(peak / mib, 1),
-            "after_mib": round(after / mib, 1), "peak_over_idle_mib": round((peak - idle) / mib, 1)}
+    return {
+        "case": case,
+        "clients": count,
+        "body_mb": mb,
+        "statuses": sorted(a[0] for a in answers),
+        "response_bytes": sorted(a[1] for a in answers),
+        "seconds": round(seconds, 2),
+        "idle_mib": round(idle / mib, 1),
+        "peak_mib": round(peak / mib, 1),
+        "after_mib": round(after / mib, 1),
+        "peak_over_idle_mib": round((peak - idle) / mib, 1),
+    }
 
 
 def main() -> None:
@@ -192,8 +208,12 @@ def main() -> None:
     parser.add_argument("--mb", type=int, default=50, help="body size of each client, in MB")
     parser.add_argument("--label", default="run")
     parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--env", action="append", default=[],
-                        help="NAME=VALUE for the server, e.g. TUNER_MAX_BODY_BYTES=1048576")
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        help="NAME=VALUE for the server, e.g. TUNER_MAX_BODY_BYTES=1048576",
+    )
     args = parser.parse_args()
     extra_env = dict(item.split("=", 1) for item in args.env)
     results = []
@@ -202,14 +222,25 @@ def main() -> None:
         for case in CASES:
             result = run_case(url, case, args.clients, args.mb, extra_env)
             results.append(result)
-            print(f"{case:16s} idle {result['idle_mib']:6.1f} MiB  peak {result['peak_mib']:6.1f}"
-                  f" MiB (+{result['peak_over_idle_mib']:.1f})  after {result['after_mib']:6.1f}"
-                  f" MiB  statuses {result['statuses']}  response bytes "
-                  f"{result['response_bytes']}  {result['seconds']} s", flush=True)
+            print(
+                f"{case:16s} idle {result['idle_mib']:6.1f} MiB  peak {result['peak_mib']:6.1f}"
+                f" MiB (+{result['peak_over_idle_mib']:.1f})  after {result['after_mib']:6.1f}"
+                f" MiB  statuses {result['statuses']}  response bytes "
+                f"{result['response_bytes']}  {result['seconds']} s",
+                flush=True,
+            )
     record = {
-        "label": args.label, "path": PATH, "results": results, "env": extra_env,
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                    "python": platform.python_version(), "gpu": None, "network": "loopback"},
+        "label": args.label,
+        "path": PATH,
+        "results": results,
+        "env": extra_env,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "gpu": None,
+            "network": "loopback",
+        },
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": " ".join(["python", "bench/serve_memory.py", *sys.argv[1:]]),
     }

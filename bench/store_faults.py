@@ -50,8 +50,11 @@ def one_run(case: str, folder: Path) -> dict:
         codes.append(run_tuner(*args, "--no-run", cwd=folder).returncode)
         with sqlite3.connect(db) as connection:
             pages = connection.execute("PRAGMA page_count").fetchone()[0]
-        codes.append(run_tuner(*args, cwd=folder, TUNER_STORE_TIMEOUT_S="2",
-                               TUNER_TEST_SQLITE_MAX_PAGES=str(pages)).returncode)
+        codes.append(
+            run_tuner(
+                *args, cwd=folder, TUNER_STORE_TIMEOUT_S="2", TUNER_TEST_SQLITE_MAX_PAGES=str(pages)
+            ).returncode
+        )
         codes.append(run_tuner(*args, cwd=folder).returncode)
         expected = 4 * 96
     else:
@@ -72,18 +75,23 @@ def one_run(case: str, folder: Path) -> dict:
         if case == "outage":
             pg.start()
             time.sleep(2.5)
-            codes.append(run_tuner(*sweep_args(folder, url), cwd=folder,
-                                   TUNER_LEASE_S="2").returncode)
+            codes.append(
+                run_tuner(*sweep_args(folder, url), cwd=folder, TUNER_LEASE_S="2").returncode
+            )
         expected = TRIALS
     rows = store_rows(url)
     if pg is not None:
         pg.destroy()
     states = dict(rows["states"])
-    return {"case": case, "exit_codes": codes, "trials_expected": expected,
-            "trials_found": len(rows["trials"]),
-            "duplicates": len(rows["trials"]) - rows["distinct"][0][0],
-            "tasks_failed": states.get("failed", 0),
-            "decisions_per_task": sorted({n for *_, n in rows["decisions"]})}
+    return {
+        "case": case,
+        "exit_codes": codes,
+        "trials_expected": expected,
+        "trials_found": len(rows["trials"]),
+        "duplicates": len(rows["trials"]) - rows["distinct"][0][0],
+        "tasks_failed": states.get("failed", 0),
+        "decisions_per_task": sorted({n for *_, n in rows["decisions"]}),
+    }
 
 
 def main() -> None:
@@ -105,8 +113,12 @@ def main() -> None:
             print(" ".join(f"{k}={v}" for k, v in result.items()), flush=True)
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     out = OUT_DIR / f"store_faults_{datetime.now(UTC):%Y-%m-%d}.json"
-    summary = {"device": "cpu (replay backend)", "python": platform.python_version(),
-               "date": datetime.now(UTC).isoformat(), "runs": results}
+    summary = {
+        "device": "cpu (replay backend)",
+        "python": platform.python_version(),
+        "date": datetime.now(UTC).isoformat(),
+        "runs": results,
+    }
     out.write_text(json.dumps(summary, indent=2) + "\n")
     print(f"wrote {out}")
 

@@ -74,8 +74,11 @@ def estimate_resources(config: KernelConfig) -> Resources:
     tile_bytes = config.BLOCK_SIZE_K * (config.BLOCK_SIZE_M + config.BLOCK_SIZE_N)
     accumulator = config.BLOCK_SIZE_M * config.BLOCK_SIZE_N / (32 * config.num_warps)
     wanted = 40 + 2 * accumulator
-    return Resources(config.num_stages * tile_bytes + 1024, int(min(255, wanted)),
-                     int(max(0.0, wanted - 255) * 4 * 32))
+    return Resources(
+        config.num_stages * tile_bytes + 1024,
+        int(min(255, wanted)),
+        int(max(0.0, wanted - 255) * 4 * 32),
+    )
 
 
 def latency_us(config: KernelConfig, M: int, N: int, K: int, res: Resources) -> float | None:
@@ -85,8 +88,12 @@ def latency_us(config: KernelConfig, M: int, N: int, K: int, res: Resources) -> 
     regs_per_block = math.ceil(res.n_regs * 32 / 256) * 256 * warps
     if res.shared_bytes > SMEM_PER_BLOCK or regs_per_block > REGS_PER_SM:
         return None
-    blocks = min(SMEM_PER_SM // (res.shared_bytes + 1024), REGS_PER_SM // regs_per_block,
-                 WARPS_PER_SM // warps, 32)
+    blocks = min(
+        SMEM_PER_SM // (res.shared_bytes + 1024),
+        REGS_PER_SM // regs_per_block,
+        WARPS_PER_SM // warps,
+        32,
+    )
     tiles_m, tiles_n, k_tiles = -(-M // bm), -(-N // bn), -(-K // bk)
     programs = tiles_m * tiles_n
     per_sm = -(-programs // SMS)  # wave quantization: programs each SM runs
@@ -138,8 +145,10 @@ def trial(config: KernelConfig, M: int, N: int, K: int, res: Resources, seed: in
     """The synthetic trial of one config: ok with latencies, or out_of_resources."""
     base = latency_us(config, M, N, K, res)
     if base is None:
-        return TrialResult(TrialStatus.OUT_OF_RESOURCES,
-                           error=f"shared memory {res.shared_bytes} bytes or registers exceed sm90")
+        return TrialResult(
+            TrialStatus.OUT_OF_RESOURCES,
+            error=f"shared memory {res.shared_bytes} bytes or registers exceed sm90",
+        )
     value = round(base * noise(config, M, N, K, seed), 3)
     return TrialResult(TrialStatus.OK, value, round(value * 0.996, 3), round(value * 1.004, 3))
 
@@ -158,11 +167,17 @@ def compiler_resources(arch: int = 90) -> dict[KernelConfig, Resources]:
         cache = CompileCache()
     except OSError:
         return {}
-    infos = cache.get_many(vllm_space(), arch=arch, out_dtype="bfloat16",
-                           specialization=specialization_key(4096, 5120, 3072, (128, 128)))
-    return {config: Resources(info.shared_bytes, info.n_regs, info.spill_bytes or 0)
-            for config, info in infos.items()
-            if info.error is None and info.shared_bytes is not None and info.n_regs is not None}
+    infos = cache.get_many(
+        vllm_space(),
+        arch=arch,
+        out_dtype="bfloat16",
+        specialization=specialization_key(4096, 5120, 3072, (128, 128)),
+    )
+    return {
+        config: Resources(info.shared_bytes, info.n_regs, info.spill_bytes or 0)
+        for config, info in infos.items()
+        if info.error is None and info.shared_bytes is not None and info.n_regs is not None
+    }
 
 
 def build(shapes: tuple[tuple[int, int], ...], m_values: tuple[int, ...], seed: int) -> Landscape:
@@ -172,21 +187,37 @@ def build(shapes: tuple[tuple[int, int], ...], m_values: tuple[int, ...], seed: 
     space = vllm_space()
     measured = compiler_resources()
     resources = {config: measured.get(config) or estimate_resources(config) for config in space}
-    source = (f"compiler (tuner.measure.compile cache, sm90) for {len(measured)} of "
-              f"{len(space)} configs" if measured else "formula")
+    source = (
+        f"compiler (tuner.measure.compile cache, sm90) for {len(measured)} of {len(space)} configs"
+        if measured
+        else "formula"
+    )
     model_hash = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
-    results = [(n, k, m, config, trial(config, m, n, k, resources[config], seed))
-               for n, k in shapes for m in m_values for config in space]
+    results = [
+        (n, k, m, config, trial(config, m, n, k, resources[config], seed))
+        for n, k in shapes
+        for m in m_values
+        for config in space
+    ]
     environment = {
         "gpu_name": f"SYNTHETIC analytic sm90 model, not a measurement; resources: {source}",
-        "compute_capability": "9.0", "driver": "synthetic", "cuda": "synthetic",
-        "torch": "synthetic", "triton": "synthetic", "tuner": tuner.__version__,
+        "compute_capability": "9.0",
+        "driver": "synthetic",
+        "cuda": "synthetic",
+        "torch": "synthetic",
+        "triton": "synthetic",
+        "tuner": tuner.__version__,
         "kernel_hash": f"synthetic-model-{model_hash}",
     }
     return landscape_from_results(
-        device_name=DEVICE_NAME, environment=environment,
-        recorded_at=datetime.now(UTC).isoformat(timespec="seconds"), space="vllm",
-        out_dtype="bfloat16", block_shape=(128, 128), results=results)
+        device_name=DEVICE_NAME,
+        environment=environment,
+        recorded_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        space="vllm",
+        out_dtype="bfloat16",
+        block_shape=(128, 128),
+        results=results,
+    )
 
 
 def main() -> None:
@@ -199,8 +230,10 @@ def main() -> None:
     landscape = build(load_shapes(MODEL, TP).pairs(), M_VALUES, args.seed)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(landscape.to_json())
-    print(f"wrote {args.out} ({args.out.stat().st_size / 2**20:.1f} MiB, "
-          f"{len(landscape.problems)} problems); {landscape.environment['gpu_name']}")
+    print(
+        f"wrote {args.out} ({args.out.stat().st_size / 2**20:.1f} MiB, "
+        f"{len(landscape.problems)} problems); {landscape.environment['gpu_name']}"
+    )
 
 
 if __name__ == "__main__":

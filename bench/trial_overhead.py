@@ -40,12 +40,35 @@ MODEL, TP = "qwen3.8-27b", 2  # the five shapes of the landscapes here
 OUT_DIR = ROOT / "bench" / "results"
 
 
-def sweep_command(landscape: Path, device_name: str, m_values: list[int], url: str,
-                  trials: int | None, strategy: str | None, *extra: str) -> list[str]:
+def sweep_command(
+    landscape: Path,
+    device_name: str,
+    m_values: list[int],
+    url: str,
+    trials: int | None,
+    strategy: str | None,
+    *extra: str,
+) -> list[str]:
     """`tuner sweep --replay` over the landscape's problems (the qwen3.8-27b TP2 shapes)."""
-    command = [sys.executable, "-m", "tuner.cli", "sweep", "--device", device_name, "--replay",
-               str(landscape), "--model", MODEL, "--tp", str(TP),
-               "--m", ",".join(map(str, m_values)), "--db", url, *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "tuner.cli",
+        "sweep",
+        "--device",
+        device_name,
+        "--replay",
+        str(landscape),
+        "--model",
+        MODEL,
+        "--tp",
+        str(TP),
+        "--m",
+        ",".join(map(str, m_values)),
+        "--db",
+        url,
+        *extra,
+    ]
     command += ["--trials", str(trials)] if trials else []
     command += ["--strategy", strategy] if strategy else []
     return command
@@ -84,8 +107,7 @@ def with_store(url: str, landscape: Path) -> dict:
 
     event.listen(Engine, "commit", count)
     runner = ReplayRunner(str(landscape), load_landscape(landscape).device_name)
-    spec = worker_specs(url, runner=runner, visible_devices=[None], configs=None,
-                        sweep_id=1)[0]
+    spec = worker_specs(url, runner=runner, visible_devices=[None], configs=None, sweep_id=1)[0]
     start = time.process_time()
     worker_main(dataclasses.replace(spec, worker_id="trial-overhead"))
     cpu_s = time.process_time() - start
@@ -94,8 +116,12 @@ def with_store(url: str, landscape: Path) -> dict:
     with session_scope(engine) as session:
         progress = repo.sweep_progress(session, sweep_id=1)
     engine.dispose()
-    return {"cpu_s": cpu_s, "trials": progress.trials_total, "tasks": progress.tasks_done,
-            "commits": commits[0]}
+    return {
+        "cpu_s": cpu_s,
+        "trials": progress.trials_total,
+        "tasks": progress.tasks_done,
+        "commits": commits[0],
+    }
 
 
 def without_store(landscape_path: Path, strategy: str, trials: int) -> dict:
@@ -123,15 +149,20 @@ def without_store(landscape_path: Path, strategy: str, trials: int) -> dict:
             return done[config]
 
         warm = warm_start_for_task(kept, N=n, K=k, M=m, default=default)
-        get_strategy(strategy).search(evaluate, space=vllm_space(), budget=trials,
-                                      seed=task_seed(0, n, k, m), warm_start=warm)
+        get_strategy(strategy).search(
+            evaluate, space=vllm_space(), budget=trials, seed=task_seed(0, n, k, m), warm_start=warm
+        )
         evaluated += len(done)
         finalists = select_for_retime(done, default)
         if finalists:
             decision = decide_winner(retime_interleaved(runner.sample_us, finalists), default)
             kept.append((n, k, m, decision.config))
-    return {"cpu_s": time.process_time() - start, "landscape_read_s": read_s,
-            "trials": evaluated, "tasks": len(landscape.problems)}
+    return {
+        "cpu_s": time.process_time() - start,
+        "landscape_read_s": read_s,
+        "trials": evaluated,
+        "tasks": len(landscape.problems),
+    }
 
 
 def main() -> None:
@@ -148,11 +179,21 @@ def main() -> None:
     m_values = sorted({m for _, _, m in landscape.problems})
     with tempfile.TemporaryDirectory() as folder:
         whole = f"sqlite:///{folder}/sweep.db"
-        sweep_cpu_s, sweep_wall_s, _ = run_sweep(sweep_command(
-            args.landscape, landscape.device_name, m_values, whole, trials, strategy))
+        sweep_cpu_s, sweep_wall_s, _ = run_sweep(
+            sweep_command(args.landscape, landscape.device_name, m_values, whole, trials, strategy)
+        )
         planned = f"sqlite:///{folder}/worker.db"
-        run_sweep(sweep_command(args.landscape, landscape.device_name, m_values, planned,
-                                trials, strategy, "--no-run"))
+        run_sweep(
+            sweep_command(
+                args.landscape,
+                landscape.device_name,
+                m_values,
+                planned,
+                trials,
+                strategy,
+                "--no-run",
+            )
+        )
         stored = with_store(planned, args.landscape)
     bare = without_store(args.landscape, strategy, trials)
     per_trial_ms = {
@@ -162,22 +203,42 @@ def main() -> None:
     per_trial_ms["store"] = round(per_trial_ms["with_store"] - per_trial_ms["without_store"], 3)
     per_trial_ms["sweep"] = round(1e3 * sweep_cpu_s / stored["trials"], 3)
     report = {
-        "benchmark": "trial_overhead", "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "landscape": str(args.landscape.relative_to(ROOT) if args.landscape.is_relative_to(ROOT)
-                         else args.landscape),
-        "strategy": strategy, "trials_per_task": trials, "host": platform.node(),
+        "benchmark": "trial_overhead",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "landscape": str(
+            args.landscape.relative_to(ROOT)
+            if args.landscape.is_relative_to(ROOT)
+            else args.landscape
+        ),
+        "strategy": strategy,
+        "trials_per_task": trials,
+        "host": platform.node(),
         "python": platform.python_version(),
-        "command": " ".join(sweep_command(args.landscape, landscape.device_name, m_values,
-                                          "sqlite:///DB", trials, strategy)[1:]),
+        "command": " ".join(
+            sweep_command(
+                args.landscape, landscape.device_name, m_values, "sqlite:///DB", trials, strategy
+            )[1:]
+        ),
         "sweep": {"cpu_s": round(sweep_cpu_s, 2), "wall_s": round(sweep_wall_s, 2)},
-        "worker_with_store": {**stored, "cpu_s": round(stored["cpu_s"], 3),
-                              "commits_per_trial": round(stored["commits"] / stored["trials"], 3)},
-        "without_store": {key: round(value, 3) if isinstance(value, float) else value
-                          for key, value in bare.items()},
+        "worker_with_store": {
+            **stored,
+            "cpu_s": round(stored["cpu_s"], 3),
+            "commits_per_trial": round(stored["commits"] / stored["trials"], 3),
+        },
+        "without_store": {
+            key: round(value, 3) if isinstance(value, float) else value
+            for key, value in bare.items()
+        },
         "cpu_ms_per_trial": per_trial_ms,
     }
-    print(json.dumps({key: report[key] for key in ("sweep", "worker_with_store",
-                                                     "without_store", "cpu_ms_per_trial")}))
+    print(
+        json.dumps(
+            {
+                key: report[key]
+                for key in ("sweep", "worker_with_store", "without_store", "cpu_ms_per_trial")
+            }
+        )
+    )
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     out = args.out or OUT_DIR / f"trial_overhead_{datetime.now(UTC):%Y%m%dT%H%M%SZ}.json"
     out.write_text(json.dumps(report, indent=1) + "\n")

@@ -59,7 +59,7 @@ def load_dense_kernel(path: Path):
     for node in ast.parse(text).body:
         if isinstance(node, ast.FunctionDef) and node.name == DENSE_KERNEL:
             start = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            body = "".join(text.splitlines(keepends=True)[start - 1:node.end_lineno])
+            body = "".join(text.splitlines(keepends=True)[start - 1 : node.end_lineno])
             break
     else:
         raise ValueError(f"{path} has no {DENSE_KERNEL}")
@@ -92,14 +92,16 @@ def dense_rows(path: Path, archs, configs) -> list[dict]:
                 row = {"arch": arch, "M": M, "config": config.as_dict()}
                 try:
                     ours, vllm = compile_dense_pair(theirs, config, arch, M=M, N=N, K=K)
-                    row.update(shared=[ours.shared, vllm.shared], n_regs=[ours.n_regs,
-                               vllm.n_regs], instructions=[ours.instructions,
-                               vllm.instructions], differ=same_code(ours, vllm))
+                    row.update(
+                        shared=[ours.shared, vllm.shared],
+                        n_regs=[ours.n_regs, vllm.n_regs],
+                        instructions=[ours.instructions, vllm.instructions],
+                        differ=same_code(ours, vllm),
+                    )
                 except Exception as exc:  # noqa: BLE001 - a config either kernel rejects
                     row["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300]
                 rows.append(row)
-                print(arch, M, config.short(), row.get("differ", row.get("error")),
-                      file=sys.stderr)
+                print(arch, M, config.short(), row.get("differ", row.get("error")), file=sys.stderr)
     return rows
 
 
@@ -118,8 +120,10 @@ def dense_interpreter(path: Path) -> dict:
     for M, n, k in ((1, 256, 256), (33, 384, 512), (64, 256, 384)):
         ours = DenseWorkload.make(Shape(n, k), M, seed=M, device="cpu")
         vllm = VllmDenseWorkload(ours.inputs, ours.block_shape, theirs)
-        outs = [w.launch(default_config(), w.weights(), out=None, out_dtype=torch.bfloat16)
-                for w in (ours, vllm)]
+        outs = [
+            w.launch(default_config(), w.weights(), out=None, out_dtype=torch.bfloat16)
+            for w in (ours, vllm)
+        ]
         cases += 1
         same += bool(torch.equal(outs[0], outs[1]))
     return {"cases": cases, "same": same}
@@ -128,8 +132,9 @@ def dense_interpreter(path: Path) -> dict:
 def moe_rows(path: Path, archs, count: int) -> list[dict]:
     """bench/moe_fidelity.py's compiled comparison: vLLM's own kernel launched by its own
     `invoke_fused_moe_triton_kernel` against ours, for its first two shapes."""
-    spec = importlib.util.spec_from_file_location("moe_fidelity", REPO / "bench" /
-                                                  "moe_fidelity.py")
+    spec = importlib.util.spec_from_file_location(
+        "moe_fidelity", REPO / "bench" / "moe_fidelity.py"
+    )
     mf = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mf)
     return mf.compiled_rows(path, archs, mf.pick_configs(count), mf.SHAPES[:2])
@@ -137,8 +142,12 @@ def moe_rows(path: Path, archs, count: int) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--vllm-root", type=Path, required=True,
-                        help="a folder holding vllm/ (an unzipped vLLM wheel)")
+    parser.add_argument(
+        "--vllm-root",
+        type=Path,
+        required=True,
+        help="a folder holding vllm/ (an unzipped vLLM wheel)",
+    )
     parser.add_argument("--arch", type=int, action="append", help="repeat; default 90, 89 and 100")
     parser.add_argument("--configs", type=int, default=CONFIGS)
     parser.add_argument("--no-moe", action="store_true", help="only the dense kernel")
@@ -155,37 +164,46 @@ def main() -> None:
 
     os.environ.pop("TRITON_INTERPRET", None)
     os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="vllm_equivalence_cache_")
-    child = subprocess.run([sys.executable, __file__, "--vllm-root", str(args.vllm_root),
-                            "--interpret-only"], env=dict(os.environ, TRITON_INTERPRET="1"),
-                           capture_output=True, text=True)
+    child = subprocess.run(
+        [sys.executable, __file__, "--vllm-root", str(args.vllm_root), "--interpret-only"],
+        env=dict(os.environ, TRITON_INTERPRET="1"),
+        capture_output=True,
+        text=True,
+    )
     if child.returncode != 0:
         parser.exit(1, f"interpreter check failed:\n{child.stderr[-2000:]}\n")
     interp = json.loads(child.stdout.strip().splitlines()[-1])
     archs = args.arch or ARCHS
     dense = dense_rows(dense_path, archs, pick_configs(args.configs))
-    moe = [] if args.no_moe or not moe_path.is_file() else moe_rows(moe_path, archs,
-                                                                      args.configs)
+    moe = [] if args.no_moe or not moe_path.is_file() else moe_rows(moe_path, archs, args.configs)
     infos = sorted(args.vllm_root.glob("vllm-*.dist-info"))
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     report = {
-        "benchmark": "vllm_equivalence", "date": stamp, "host": platform.node(),
+        "benchmark": "vllm_equivalence",
+        "date": stamp,
+        "host": platform.node(),
         "versions": {name: metadata.version(name) for name in ("triton", "torch")},
         "vllm": infos[-1].name.removesuffix(".dist-info") if infos else "unknown",
-        "hashes": {"dense": source_hash(dense_path, DENSE_KERNEL),
-                   **({"moe": source_hash(moe_path, "fused_moe_kernel")}
-                      if moe_path.is_file() else {})},
+        "hashes": {
+            "dense": source_hash(dense_path, DENSE_KERNEL),
+            **({"moe": source_hash(moe_path, "fused_moe_kernel")} if moe_path.is_file() else {}),
+        },
         "dense_interpreter": interp,
         "dense_same": sum(not r.get("differ", ["error"]) for r in dense),
         "dense_compiled": len(dense),
-        "moe_same_mix": sum(bool(r.get("same_mix")) for r in moe), "moe_compiled": len(moe),
-        "dense": dense, "moe": moe,
+        "moe_same_mix": sum(bool(r.get("same_mix")) for r in moe),
+        "moe_compiled": len(moe),
+        "dense": dense,
+        "moe": moe,
     }
     args.out_dir.mkdir(parents=True, exist_ok=True)
     path = args.out_dir / f"vllm_equivalence_{'_'.join(f'sm{a}' for a in archs)}_{stamp}.json"
     path.write_text(json.dumps(report, indent=1) + "\n")
-    print(f"{report['vllm']}: dense same code {report['dense_same']}/{report['dense_compiled']}"
-          f", interpreter {interp['same']}/{interp['cases']} bitwise; MoE same PTX mix "
-          f"{report['moe_same_mix']}/{report['moe_compiled']}")
+    print(
+        f"{report['vllm']}: dense same code {report['dense_same']}/{report['dense_compiled']}"
+        f", interpreter {interp['same']}/{interp['cases']} bitwise; MoE same PTX mix "
+        f"{report['moe_same_mix']}/{report['moe_compiled']}"
+    )
     print(f"hashes a sweep inside it records: {report['hashes']}")
     print(f"wrote {path}")
 

@@ -20,8 +20,9 @@ UTILS_FUNCTIONS = ("enable_swap_ab",)
 
 
 def _engine_source():
-    spec = importlib.util.spec_from_file_location("engine_source",
-                                                  REPO / "bench" / "engine_source.py")
+    spec = importlib.util.spec_from_file_location(
+        "engine_source", REPO / "bench" / "engine_source.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -68,9 +69,11 @@ def _sized_alignment(topk_ids, block_size, num_experts, expert_map=None, **_):
     if topk_ids.device.type != "meta":
         return moe_align_block_size(topk_ids, block_size, num_experts)
     padded = max_padded_slots(topk_ids.numel(), num_experts, block_size)
-    return (torch.empty(padded, dtype=torch.int32, device="meta"),
-            torch.empty(-(-padded // block_size), dtype=torch.int32, device="meta"),
-            torch.empty(1, dtype=torch.int32, device="meta"))
+    return (
+        torch.empty(padded, dtype=torch.int32, device="meta"),
+        torch.empty(-(-padded // block_size), dtype=torch.int32, device="meta"),
+        torch.empty(1, dtype=torch.int32, device="meta"),
+    )
 
 
 def load_vllm(path: Path, arch: int | None = None) -> SimpleNamespace:
@@ -95,21 +98,37 @@ def load_vllm(path: Path, arch: int | None = None) -> SimpleNamespace:
     path = Path(path)
     text, utils = path.read_text(), (path.parent / "utils.py").read_text()
     seen = Platform(arch)
-    quiet = SimpleNamespace(**{name: (lambda *args, **kwargs: None)
-                               for name in ("info", "info_once", "warning", "warning_once")})
-    swap = es.load(utils, UTILS_FUNCTIONS, {"torch": torch, "current_platform": seen},
-                   filename=str(path.parent / "utils.py"), module="vllm_fused_moe_utils")
+    quiet = SimpleNamespace(
+        **{
+            name: (lambda *args, **kwargs: None)
+            for name in ("info", "info_once", "warning", "warning_once")
+        }
+    )
+    swap = es.load(
+        utils,
+        UTILS_FUNCTIONS,
+        {"torch": torch, "current_platform": seen},
+        filename=str(path.parent / "utils.py"),
+        module="vllm_fused_moe_utils",
+    )
     # vLLM caches enable_swap_ab (functools.lru_cache), right where the capability is fixed
     # for a process; here the architecture changes between launches, so the cache is skipped.
     swap_ab = getattr(swap.enable_swap_ab, "__wrapped__", swap.enable_swap_ab)
-    given = {"torch": torch, "triton": triton, "tl": tl, "current_platform": seen,
-             "logger": quiet, "enable_swap_ab": swap_ab,
-             "resolve_moe_use_td": lambda: False,
-             "warn_if_moe_use_td_ineffective": lambda *args, **kwargs: None,
-             "set_triton_allocator": lambda *args, **kwargs: None,
-             "moe_align_block_size": _sized_alignment}
-    module = es.load(text, KERNEL_FUNCTIONS + HOST_FUNCTIONS, given, filename=str(path),
-                     module="vllm_fused_moe")
+    given = {
+        "torch": torch,
+        "triton": triton,
+        "tl": tl,
+        "current_platform": seen,
+        "logger": quiet,
+        "enable_swap_ab": swap_ab,
+        "resolve_moe_use_td": lambda: False,
+        "warn_if_moe_use_td_ineffective": lambda *args, **kwargs: None,
+        "set_triton_allocator": lambda *args, **kwargs: None,
+        "moe_align_block_size": _sized_alignment,
+    }
+    module = es.load(
+        text, KERNEL_FUNCTIONS + HOST_FUNCTIONS, given, filename=str(path), module="vllm_fused_moe"
+    )
     return SimpleNamespace(kernel=module.fused_moe_kernel, module=module, platform=seen)
 
 
@@ -125,9 +144,13 @@ def load_vllm_kernel(path: Path):
 
     path = Path(path)
     try:
-        module = _engine_source().load(path.read_text(), KERNEL_FUNCTIONS,
-                                       {"triton": triton, "tl": tl}, filename=str(path),
-                                       module="vllm_fused_moe_kernel")
+        module = _engine_source().load(
+            path.read_text(),
+            KERNEL_FUNCTIONS,
+            {"triton": triton, "tl": tl},
+            filename=str(path),
+            module="vllm_fused_moe_kernel",
+        )
     except LookupError as exc:
         missing = str(exc).rsplit("top-level ", 1)[-1]
         raise ValueError(f"{path} has no {missing}") from exc
@@ -139,8 +162,9 @@ def vllm_routing(vllm: SimpleNamespace, topk_ids, config: dict, E: int) -> tuple
     `_prepare_expert_assignment` makes them for topk_ids [M, top_k] (no expert map, weights on
     the device)."""
     M, top_k = topk_ids.shape
-    return vllm.module._prepare_expert_assignment(topk_ids, config, M, top_k, E, None,
-                                                  ignore_invalid_experts=True)
+    return vllm.module._prepare_expert_assignment(
+        topk_ids, config, M, top_k, E, None, ignore_invalid_experts=True
+    )
 
 
 def vllm_launch(vllm: SimpleNamespace, launch: dict, routing: tuple, config: dict) -> None:
@@ -150,13 +174,29 @@ def vllm_launch(vllm: SimpleNamespace, launch: dict, routing: tuple, config: dic
     import triton.language as tl
 
     vllm.module.invoke_fused_moe_triton_kernel(
-        launch["A"], launch["B"], launch["C"], launch["A_scale"], launch["B_scale"],
-        launch["topk_weights"], *routing, launch["mul_routed_weight"], launch["top_k"],
-        dict(config), tl.bfloat16, True, False, False, False, False, list(BLOCK_SHAPE))
+        launch["A"],
+        launch["B"],
+        launch["C"],
+        launch["A_scale"],
+        launch["B_scale"],
+        launch["topk_weights"],
+        *routing,
+        launch["mul_routed_weight"],
+        launch["top_k"],
+        dict(config),
+        tl.bfloat16,
+        True,
+        False,
+        False,
+        False,
+        False,
+        list(BLOCK_SHAPE),
+    )
 
 
-def vllm_call(vllm: SimpleNamespace, launch: dict, routing: tuple,
-              config: dict) -> tuple[tuple, dict]:
+def vllm_call(
+    vllm: SimpleNamespace, launch: dict, routing: tuple, config: dict
+) -> tuple[tuple, dict]:
     """(args, kwargs) vLLM's own host code passes to `fused_moe_kernel`, captured."""
     capture, real = Capture(), vllm.module.fused_moe_kernel
     vllm.module.fused_moe_kernel = capture

@@ -65,30 +65,49 @@ def _ints(text: str) -> list[int]:
     try:
         return [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected integers like 1,16,4096, got {text!r}") \
-            from None
+        raise argparse.ArgumentTypeError(
+            f"expected integers like 1,16,4096, got {text!r}"
+        ) from None
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", help="device_name (default: the visible GPU's)")
-    parser.add_argument("--db", help="store URL with our winners (default: $TUNER_DB_URL or "
-                        "sqlite:///tuner.db)")
-    parser.add_argument("--shipped-dir", type=Path, default=SHIPPED_DIR,
-                        help="folder of vLLM's files, one subfolder per device_name [default: "
-                        ".shipped/vllm-0.33.0, made by bench/fetch_wheels.sh]")
+    parser.add_argument(
+        "--db", help="store URL with our winners (default: $TUNER_DB_URL or sqlite:///tuner.db)"
+    )
+    parser.add_argument(
+        "--shipped-dir",
+        type=Path,
+        default=SHIPPED_DIR,
+        help="folder of vLLM's files, one subfolder per device_name [default: "
+        ".shipped/vllm-0.33.0, made by bench/fetch_wheels.sh]",
+    )
     parser.add_argument("--model", default=MODEL, help="shapes/<model>.toml")
-    parser.add_argument("--tp", type=int, action="append",
-                        help="only this TP size's shapes (repeat); default every TP size")
-    parser.add_argument("--shapes", type=_pair, action="append", metavar="N,K",
-                        help="only these shapes (repeat); default: the model's")
+    parser.add_argument(
+        "--tp",
+        type=int,
+        action="append",
+        help="only this TP size's shapes (repeat); default every TP size",
+    )
+    parser.add_argument(
+        "--shapes",
+        type=_pair,
+        action="append",
+        metavar="N,K",
+        help="only these shapes (repeat); default: the model's",
+    )
     parser.add_argument("--m", type=_ints, help="only these M keys, e.g. 1,16,4096")
     parser.add_argument("--out-dtype", choices=("bfloat16", "float16"), default=OUT_DTYPE)
     parser.add_argument("--rounds", type=int, default=ROUNDS, help="interleaved rounds per M")
-    parser.add_argument("--out", type=Path, help="JSON path (default: "
-                        "bench/results/vs_shipped_<device_name>.json)")
-    parser.add_argument("--allow-stale", action="store_true", help="our winners from any "
-                        "kernel hash and Triton version (default: the current ones only)")
+    parser.add_argument(
+        "--out", type=Path, help="JSON path (default: bench/results/vs_shipped_<device_name>.json)"
+    )
+    parser.add_argument(
+        "--allow-stale",
+        action="store_true",
+        help="our winners from any kernel hash and Triton version (default: the current ones only)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="list what would be timed")
     return parser
 
@@ -114,8 +133,10 @@ def _device_name(device: str | None, shipped_dir: Path, dry_run: bool) -> tuple[
     gpus = visible_gpus()
     if device is None:
         if not gpus:
-            raise UsageError("no CUDA GPU visible: pass --device NAME (with --dry-run to see "
-                             "the plan on this host)")
+            raise UsageError(
+                "no CUDA GPU visible: pass --device NAME (with --dry-run to see "
+                "the plan on this host)"
+            )
         return gpus[0].device_name, gpus[0]
     gpu = next((g for g in gpus if matches(device, g.device_name)), None)
     if gpu is not None:
@@ -144,8 +165,9 @@ def _scope_text(scope: Mapping[str, str | None]) -> str:
     return f"kernel {scope['kernel_hash'][:12]}, Triton {scope['triton_minor'] or 'any'}"
 
 
-def _store_winners(url: str | None, device_name: str, out_dtype: str,
-                   scope: Mapping[str, str | None]) -> list[Any]:
+def _store_winners(
+    url: str | None, device_name: str, out_dtype: str, scope: Mapping[str, str | None]
+) -> list[Any]:
     """The store's winners of the device within `scope` (`_winner_filter`); none, with a
     warning, when no --db was given and the default SQLite file does not exist."""
     from sqlalchemy.engine import make_url
@@ -156,12 +178,18 @@ def _store_winners(url: str | None, device_name: str, out_dtype: str,
     given = url is not None
     url = url or default_db_url()
     parsed = make_url(url)
-    if parsed.get_backend_name() == "sqlite" and parsed.database and \
-            not Path(parsed.database).exists():
+    if (
+        parsed.get_backend_name() == "sqlite"
+        and parsed.database
+        and not Path(parsed.database).exists()
+    ):
         if given:
             raise UsageError(f"no store at {parsed.database}")
-        print(f"vs_shipped: no store at {parsed.database} (pass --db URL): timing the shipped "
-              "and default configs only", file=sys.stderr)
+        print(
+            f"vs_shipped: no store at {parsed.database} (pass --db URL): timing the shipped "
+            "and default configs only",
+            file=sys.stderr,
+        )
         return []
     try:
         engine = open_store(url)
@@ -176,8 +204,10 @@ def _store_winners(url: str | None, device_name: str, out_dtype: str,
 
 def _describe(entry: Entry) -> str:
     ours = "-" if entry.ours is None else f"{entry.ours.short()} (key {entry.ours_key})"
-    return (f"N={entry.N} K={entry.K} M={entry.M}: ours {ours}; shipped {entry.shipped.short()}; "
-            f"default {entry.default.short()}")
+    return (
+        f"N={entry.N} K={entry.K} M={entry.M}: ours {ours}; shipped {entry.shipped.short()}; "
+        f"default {entry.default.short()}"
+    )
 
 
 def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -194,9 +224,12 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     scope = _winner_filter(args.allow_stale)
     ours = our_files(_store_winners(args.db, device_name, args.out_dtype, scope))
     entries = plan(shipped, ours, shapes, m_values=args.m)
-    print(f"{device_name}: {len(entries)} (shape, M) in {len({(e.N, e.K) for e in entries})} "
-          f"shape(s) with shipped files; no shipped file for {', '.join(missing) or 'none'}; "
-          f"our winners for {len(ours)} shape(s) ({_scope_text(scope)})", flush=True)
+    print(
+        f"{device_name}: {len(entries)} (shape, M) in {len({(e.N, e.K) for e in entries})} "
+        f"shape(s) with shipped files; no shipped file for {', '.join(missing) or 'none'}; "
+        f"our winners for {len(ours)} shape(s) ({_scope_text(scope)})",
+        flush=True,
+    )
     if args.dry_run:
         for entry in entries:
             print(_describe(entry))
@@ -213,21 +246,38 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     torch.cuda.set_device(gpu.index)
     env = collect_environment(GpuRunner(gpu.device_name))
     ceilings = measure_ceilings("cuda")
-    print(f"ceilings: copy {ceilings['copy_gbps']:,.0f} GB/s, FP8 mm "
-          f"{ceilings['fp8_mm_tflops']:,.1f} TFLOP/s", flush=True)
-    rows = compare(entries, lambda problem: KernelRunner(problem, backend="cuda"),
-                   rounds=args.rounds, ceilings=ceilings, out_dtype=args.out_dtype,
-                   progress=lambda row: print(format_table([row]).splitlines()[1], flush=True))
+    print(
+        f"ceilings: copy {ceilings['copy_gbps']:,.0f} GB/s, FP8 mm "
+        f"{ceilings['fp8_mm_tflops']:,.1f} TFLOP/s",
+        flush=True,
+    )
+    rows = compare(
+        entries,
+        lambda problem: KernelRunner(problem, backend="cuda"),
+        rounds=args.rounds,
+        ceilings=ceilings,
+        out_dtype=args.out_dtype,
+        progress=lambda row: print(format_table([row]).splitlines()[1], flush=True),
+    )
     meta = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "command": shlex.join(["python", "bench/vs_shipped.py", *argv]),
-        "device_name": device_name, "gpu_name": env["gpu_name"],
-        "compute_capability": env["compute_capability"], "backend": "cuda",
-        "versions": {k: env[k] for k in ("torch", "triton", "tuner", "cuda", "driver",
-                                         "kernel_hash")},
-        "shipped_files": args.shipped_dir.name, "model": args.model, "tp": args.tp,
-        "shapes": [list(s) for s in shapes], "m": args.m, "out_dtype": args.out_dtype,
-        "block_shape": list(BLOCK_SHAPE), "rounds": args.rounds, "ceilings": ceilings,
+        "device_name": device_name,
+        "gpu_name": env["gpu_name"],
+        "compute_capability": env["compute_capability"],
+        "backend": "cuda",
+        "versions": {
+            k: env[k] for k in ("torch", "triton", "tuner", "cuda", "driver", "kernel_hash")
+        },
+        "shipped_files": args.shipped_dir.name,
+        "model": args.model,
+        "tp": args.tp,
+        "shapes": [list(s) for s in shapes],
+        "m": args.m,
+        "out_dtype": args.out_dtype,
+        "block_shape": list(BLOCK_SHAPE),
+        "rounds": args.rounds,
+        "ceilings": ceilings,
         "winners_from": scope,
     }
     print(format_table(rows))

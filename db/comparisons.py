@@ -51,9 +51,17 @@ class ComparisonInfo:
     vllm: str = ""
 
 
-def record_comparison(session: Session, *, device_name: str, environment_id: int, model: str,
-                      tp: int, out_dtype: str, verdicts: Sequence[str],
-                      points: Sequence[PointRow]) -> int:
+def record_comparison(
+    session: Session,
+    *,
+    device_name: str,
+    environment_id: int,
+    model: str,
+    tp: int,
+    out_dtype: str,
+    verdicts: Sequence[str],
+    points: Sequence[PointRow],
+) -> int:
     """Store one comparison run, all of its points in the same transaction.
 
     Args:
@@ -79,19 +87,26 @@ def record_comparison(session: Session, *, device_name: str, environment_id: int
         if key in seen:
             raise ValueError(f"N={point.N},K={point.K},M={point.M} {point.backend} twice")
         seen.add(key)
-    row = Comparison(device_id=get_or_create_device(session, device_name=device_name),
-                     environment_id=environment_id, model=model, tp=tp, out_dtype=out_dtype,
-                     verdicts=list(verdicts))
+    row = Comparison(
+        device_id=get_or_create_device(session, device_name=device_name),
+        environment_id=environment_id,
+        model=model,
+        tp=tp,
+        out_dtype=out_dtype,
+        verdicts=list(verdicts),
+    )
     session.add(row)
     session.flush()
-    session.add_all(ComparisonPoint(comparison_id=row.comparison_id, **vars(point))
-                    for point in points)
+    session.add_all(
+        ComparisonPoint(comparison_id=row.comparison_id, **vars(point)) for point in points
+    )
     session.flush()
     return row.comparison_id
 
 
-def list_comparisons(session: Session, *, device_name: str,
-                     limit: int = 20) -> list[ComparisonInfo]:
+def list_comparisons(
+    session: Session, *, device_name: str, limit: int = 20
+) -> list[ComparisonInfo]:
     """A device's comparisons, newest first, with their points.
 
     Args:
@@ -104,15 +119,36 @@ def list_comparisons(session: Session, *, device_name: str,
         .join(Device, Comparison.device_id == Device.device_id)
         .join(Environment, Comparison.environment_id == Environment.environment_id)
         .where(Device.device_name == device_name)
-        .order_by(Comparison.comparison_id.desc()).limit(limit)).all()
+        .order_by(Comparison.comparison_id.desc())
+        .limit(limit)
+    ).all()
     infos = []
     for run, gpu_name, kernel_source, vllm in runs:
-        rows = session.scalars(select(ComparisonPoint).where(
-            ComparisonPoint.comparison_id == run.comparison_id)).all()
-        points = sorted((PointRow(r.N, r.K, r.M, r.backend, r.status, r.latency_us, r.p20_us,
-                                  r.p80_us, r.note) for r in rows),
-                        key=lambda p: (p.N, p.K, p.M, p.backend))
-        infos.append(ComparisonInfo(run.comparison_id, device_name, gpu_name, run.model, run.tp,
-                                    run.out_dtype, tuple(run.verdicts), run.created_at,
-                                    tuple(points), kernel_source, vllm))
+        rows = session.scalars(
+            select(ComparisonPoint).where(ComparisonPoint.comparison_id == run.comparison_id)
+        ).all()
+        points = sorted(
+            (
+                PointRow(
+                    r.N, r.K, r.M, r.backend, r.status, r.latency_us, r.p20_us, r.p80_us, r.note
+                )
+                for r in rows
+            ),
+            key=lambda p: (p.N, p.K, p.M, p.backend),
+        )
+        infos.append(
+            ComparisonInfo(
+                run.comparison_id,
+                device_name,
+                gpu_name,
+                run.model,
+                run.tp,
+                run.out_dtype,
+                tuple(run.verdicts),
+                run.created_at,
+                tuple(points),
+                kernel_source,
+                vllm,
+            )
+        )
     return infos

@@ -121,7 +121,8 @@ def is_read_only_url(url: str) -> bool:
     parsed = make_url(url)
     query = parsed.query
     return parsed.get_backend_name() == "sqlite" and (
-        query.get("mode") == "ro" or query.get("immutable") == "1")
+        query.get("mode") == "ro" or query.get("immutable") == "1"
+    )
 
 
 def _enable_wal(cursor: Any) -> None:
@@ -140,8 +141,7 @@ def _enable_wal(cursor: Any) -> None:
             time.sleep(0.05)
 
 
-def connect(url: str, *, pool_size: int | None = None,
-            pool_timeout: float | None = None) -> Engine:
+def connect(url: str, *, pool_size: int | None = None, pool_timeout: float | None = None) -> Engine:
     """Connect to the store at a URL: a SQLAlchemy Engine with its connection pool.
 
     SQLite files get WAL journaling with synchronous=NORMAL (no fsync per commit), a 30 s
@@ -166,7 +166,8 @@ def connect(url: str, *, pool_size: int | None = None,
     parsed = make_url(url)
     database = parsed.database or ""
     in_memory = parsed.get_backend_name() == "sqlite" and (
-        database in ("", ":memory:") or database.startswith("file:"))
+        database in ("", ":memory:") or database.startswith("file:")
+    )
     options: dict[str, Any] = {"pool_pre_ping": True}
     if pool_size is not None and not in_memory:
         options |= {"pool_size": pool_size, "max_overflow": 0}
@@ -282,8 +283,9 @@ def _create_schema(store: Engine, head: str) -> None:
         raise
 
 
-def open_store(url: str | None = None, *, pool_size: int | None = None,
-               pool_timeout: float | None = None) -> Engine:
+def open_store(
+    url: str | None = None, *, pool_size: int | None = None, pool_timeout: float | None = None
+) -> Engine:
     """Open a store, creating its schema when the database is empty.
 
     Args:

@@ -20,8 +20,9 @@ from db.tasks import end_trial
 from tuner.core import CONFIG_KEYS
 
 RETIME_KEYS = frozenset({"config", "is_default", "rounds", "latency_us", "p20_us", "p80_us"})
-DECISION_KEYS = frozenset({"config", "latency_us", "default_latency_us", "runner_up", "spread_us",
-                           "kept", "note"})
+DECISION_KEYS = frozenset(
+    {"config", "latency_us", "default_latency_us", "runner_up", "spread_us", "kept", "note"}
+)
 
 
 @dataclass(frozen=True)
@@ -103,8 +104,10 @@ def _retime_row(item: Mapping, index: int) -> dict:
         **{name: _us(item[name], f"{what}.{name}") for name in ("latency_us", "p20_us", "p80_us")},
     }
     if not row["p20_us"] <= row["latency_us"] <= row["p80_us"]:
-        raise ValueError(f"{what}: need p20_us <= latency_us <= p80_us, got {row['p20_us']}, "
-                         f"{row['latency_us']}, {row['p80_us']}")
+        raise ValueError(
+            f"{what}: need p20_us <= latency_us <= p80_us, got {row['p20_us']}, "
+            f"{row['latency_us']}, {row['p80_us']}"
+        )
     return row
 
 
@@ -115,8 +118,9 @@ def _decision_row(decision: Mapping, configs: list[dict[str, int]]) -> dict:
     if config not in configs:
         raise ValueError("decision.config is not one of the re-timed configs")
     if decision["kept"] not in DECISION_KEPT:
-        raise ValueError(f"decision.kept {decision['kept']!r} is not one of "
-                         f"{', '.join(DECISION_KEPT)}")
+        raise ValueError(
+            f"decision.kept {decision['kept']!r} is not one of {', '.join(DECISION_KEPT)}"
+        )
     if not isinstance(decision["note"], str):
         raise ValueError("decision.note must be text")
     default_us = decision["default_latency_us"]
@@ -124,8 +128,9 @@ def _decision_row(decision: Mapping, configs: list[dict[str, int]]) -> dict:
     return {
         **config,
         "latency_us": _us(decision["latency_us"], "decision.latency_us"),
-        "default_latency_us": (None if default_us is None
-                               else _us(default_us, "decision.default_latency_us")),
+        "default_latency_us": (
+            None if default_us is None else _us(default_us, "decision.default_latency_us")
+        ),
         "runner_up": None if runner_up is None else _config(runner_up, "decision.runner_up"),
         "spread_us": _us(decision["spread_us"], "decision.spread_us"),
         "kept": decision["kept"],
@@ -185,12 +190,18 @@ def record_decision(
     now = utcnow()
     session.execute(delete(Retime).where(Retime.task_id == task_id))
     session.execute(delete(Decision).where(Decision.task_id == task_id))
-    session.execute(insert(Retime), [
-        {**row, "task_id": task_id, "environment_id": environment_id, "created_at": now}
-        for row in rows
-    ])
-    session.execute(insert(Decision).values(task_id=task_id, environment_id=environment_id,
-                                            created_at=now, **decided))
+    session.execute(
+        insert(Retime),
+        [
+            {**row, "task_id": task_id, "environment_id": environment_id, "created_at": now}
+            for row in rows
+        ],
+    )
+    session.execute(
+        insert(Decision).values(
+            task_id=task_id, environment_id=environment_id, created_at=now, **decided
+        )
+    )
     return True
 
 
@@ -205,21 +216,31 @@ def task_decision(session: Session, *, task_id: int) -> DecisionInfo | None:
     if decision is None:
         return None
     retimes = session.scalars(
-        select(Retime).where(Retime.task_id == task_id)
+        select(Retime)
+        .where(Retime.task_id == task_id)
         .order_by(Retime.latency_us, Retime.retime_id)
     ).all()
     return DecisionInfo(
-        decision_id=decision.decision_id, task_id=decision.task_id,
+        decision_id=decision.decision_id,
+        task_id=decision.task_id,
         environment_id=decision.environment_id,
         config={name: getattr(decision, name) for name in CONFIG_KEYS},
-        latency_us=decision.latency_us, default_latency_us=decision.default_latency_us,
+        latency_us=decision.latency_us,
+        default_latency_us=decision.default_latency_us,
         runner_up=None if decision.runner_up is None else dict(decision.runner_up),
-        spread_us=decision.spread_us, kept=decision.kept, note=decision.note,
+        spread_us=decision.spread_us,
+        kept=decision.kept,
+        note=decision.note,
         created_at=decision.created_at,
         retimes=tuple(
-            RetimeInfo(config={name: getattr(r, name) for name in CONFIG_KEYS},
-                       is_default=r.is_default, rounds=r.rounds, latency_us=r.latency_us,
-                       p20_us=r.p20_us, p80_us=r.p80_us)
+            RetimeInfo(
+                config={name: getattr(r, name) for name in CONFIG_KEYS},
+                is_default=r.is_default,
+                rounds=r.rounds,
+                latency_us=r.latency_us,
+                p20_us=r.p20_us,
+                p80_us=r.p80_us,
+            )
             for r in retimes
         ),
     )
@@ -257,13 +278,21 @@ def record_ceilings(
     rows = []
     for name, value in ceilings.items():
         if not isinstance(name, str) or not _CEILING_NAME.fullmatch(name):
-            raise ValueError(f"ceiling name {name!r} must be lowercase snake_case such as "
-                             "copy_gbps")
+            raise ValueError(
+                f"ceiling name {name!r} must be lowercase snake_case such as copy_gbps"
+            )
         number = _number(value)
         if number is None or number <= 0:
             raise ValueError(f"ceiling {name} must be a finite positive number, got {value!r}")
-        rows.append({"environment_id": environment_id, "name": name, "value": number,
-                     "detail": details.get(name), "created_at": utcnow()})
+        rows.append(
+            {
+                "environment_id": environment_id,
+                "name": name,
+                "value": number,
+                "detail": details.get(name),
+                "created_at": utcnow(),
+            }
+        )
     if rows:
         session.execute(insert(Ceiling), rows)
 

@@ -17,9 +17,11 @@ def _check_device_name(device_name: str) -> None:
     """Refuse a name that is not vLLM's key as we store it (`tuner.core.is_device_name`); it ends
     up in file names, URLs, headers and shell lines."""
     if not is_device_name(device_name):
-        raise ValueError(f"device_name {device_name!r:.160} must be vLLM's key, e.g. NVIDIA_L20 "
-                         f"or Intel(R)_Data_Center_GPU_Max_1550: 1..{DEVICE_NAME_MAX} printable "
-                         "ASCII characters without space, '\"', '/', '\\' or '..'")
+        raise ValueError(
+            f"device_name {device_name!r:.160} must be vLLM's key, e.g. NVIDIA_L20 "
+            f"or Intel(R)_Data_Center_GPU_Max_1550: 1..{DEVICE_NAME_MAX} printable "
+            "ASCII characters without space, '\"', '/', '\\' or '..'"
+        )
 
 
 def get_or_create_device(session: Session, *, device_name: str) -> int:

@@ -33,8 +33,13 @@ _FIRST_PAUSE_S, _LAST_PAUSE_S = 0.1, 2.0
 # Messages of sqlite3.OperationalError that a later try may not get (SQLite result codes
 # SQLITE_BUSY, SQLITE_LOCKED, SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN;
 # https://www.sqlite.org/rescode.html).
-_SQLITE_TRANSIENT = ("database is locked", "database table is locked", "disk i/o error",
-                     "database or disk is full", "unable to open database file")
+_SQLITE_TRANSIENT = (
+    "database is locked",
+    "database table is locked",
+    "disk i/o error",
+    "database or disk is full",
+    "unable to open database file",
+)
 
 
 class StoreUnavailable(RuntimeError):
@@ -82,11 +87,18 @@ def is_transient(exc: BaseException) -> bool:
     name = type(orig).__name__
     if module.startswith("sqlite3"):
         return name == "OperationalError" and any(
-            text in str(orig).lower() for text in _SQLITE_TRANSIENT)
+            text in str(orig).lower() for text in _SQLITE_TRANSIENT
+        )
     # psycopg: OperationalError and its subclasses (AdminShutdown, ConnectionTimeout, ...),
     # lock timeouts (LockNotAvailable) and serialization failures / deadlocks.
-    transient = ("OperationalError", "InterfaceError", "LockNotAvailable",
-                 "SerializationFailure", "DeadlockDetected", "QueryCanceled")
+    transient = (
+        "OperationalError",
+        "InterfaceError",
+        "LockNotAvailable",
+        "SerializationFailure",
+        "DeadlockDetected",
+        "QueryCanceled",
+    )
     return any(cls.__name__ in transient for cls in type(orig).__mro__)
 
 
@@ -99,8 +111,11 @@ def is_disk_full(exc: BaseException) -> bool:
     """
     orig = getattr(exc, "orig", exc)
     text = str(orig).lower()
-    return ("database or disk is full" in text or "no space left on device" in text
-            or type(orig).__name__ == "DiskFull")
+    return (
+        "database or disk is full" in text
+        or "no space left on device" in text
+        or type(orig).__name__ == "DiskFull"
+    )
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -110,7 +125,7 @@ def sqlite_path(url: str) -> Path | None:
     if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:"):
         return None
     if database.startswith("file:"):
-        database = database[len("file:"):].split("?", 1)[0]
+        database = database[len("file:") :].split("?", 1)[0]
     return Path(database).expanduser()
 
 
@@ -134,18 +149,27 @@ def describe_store_error(exc: BaseException, url: str, *, waited_s: float | None
         where = path.resolve().parent if path is not None else None
         if where is not None:
             free = shutil.disk_usage(where).free if where.exists() else 0
-            return (f"disk full at {where}: {free} bytes free (store {masked}); free space and "
-                    "run the same command")
+            return (
+                f"disk full at {where}: {free} bytes free (store {masked}); free space and "
+                "run the same command"
+            )
         return f"disk full at store {masked}; free space on its server and run the same command"
     orig = getattr(exc, "orig", None) or exc
     first = (str(orig).strip().splitlines() or [""])[0][:200]
     verb = "locked or unreadable" if path is not None else "unreachable"
-    return (f"store {masked} {verb}{waited} ({type(orig).__name__}: {first}); "
-            "fix the store and run the same command")
+    return (
+        f"store {masked} {verb}{waited} ({type(orig).__name__}: {first}); "
+        "fix the store and run the same command"
+    )
 
 
-def retry_store(step: Callable[[], T], *, url: str, deadline_s: float | None = None,
-                on_retry: Callable[[BaseException], None] | None = None) -> T:
+def retry_store(
+    step: Callable[[], T],
+    *,
+    url: str,
+    deadline_s: float | None = None,
+    on_retry: Callable[[BaseException], None] | None = None,
+) -> T:
     """Run one store step (a whole transaction), again after each transient error, until it
     succeeds or the errors have lasted `deadline_s`. SQLAlchemy's pool drops a connection whose
     error invalidated it (and `pool_pre_ping` a stale one), so a retry starts on a fresh one.

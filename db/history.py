@@ -46,25 +46,38 @@ def trial_times(session: Session, *, device_name: str) -> list[TrialTimeRow]:
         One row per (family, N, K, M), sorted; pruned trials (never launched) left out.
     """
     query = (
-        select(Task.family, Task.N, Task.K, Task.M, func.count(Trial.trial_id),
-               func.avg(Trial.measure_s))
+        select(
+            Task.family,
+            Task.N,
+            Task.K,
+            Task.M,
+            func.count(Trial.trial_id),
+            func.avg(Trial.measure_s),
+        )
         .join(Task, Trial.task_id == Task.task_id)
         .join(Sweep, Task.sweep_id == Sweep.sweep_id)
         .join(Device, Sweep.device_id == Device.device_id)
-        .where(Device.device_name == device_name, Trial.measure_s.is_not(None),
-               Trial.status.not_in(_NOT_MEASURED))
+        .where(
+            Device.device_name == device_name,
+            Trial.measure_s.is_not(None),
+            Trial.status.not_in(_NOT_MEASURED),
+        )
         .group_by(Task.family, Task.N, Task.K, Task.M)
         .order_by(Task.family, Task.N, Task.K, Task.M)
     )
-    return [TrialTimeRow(family=family, N=n, K=k, M=m, trials=count, mean_s=float(mean))
-            for family, n, k, m, count, mean in session.execute(query)]
+    return [
+        TrialTimeRow(family=family, N=n, K=k, M=m, trials=count, mean_s=float(mean))
+        for family, n, k, m, count, mean in session.execute(query)
+    ]
 
 
 def stored_trials(session: Session, *, sweep_key: str) -> int:
     """Trials already stored for the sweep with this key (`db.sweeps.sweep_key`); 0 when there
     is no such sweep."""
-    query = (select(func.count(Trial.trial_id))
-             .join(Task, Trial.task_id == Task.task_id)
-             .join(Sweep, Task.sweep_id == Sweep.sweep_id)
-             .where(Sweep.sweep_key == sweep_key))
+    query = (
+        select(func.count(Trial.trial_id))
+        .join(Task, Trial.task_id == Task.task_id)
+        .join(Sweep, Task.sweep_id == Sweep.sweep_id)
+        .where(Sweep.sweep_key == sweep_key)
+    )
     return int(session.scalar(query) or 0)

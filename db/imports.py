@@ -71,19 +71,35 @@ class ImportedShape:
 
 def _info(row: ImportedFile, device_name: str) -> ImportInfo:
     return ImportInfo(
-        import_id=row.import_id, device_name=device_name, N=row.N, K=row.K,
-        block_shape=(row.block_n, row.block_k), label=row.label, file_name=row.file_name,
-        sha256=row.sha256, configs={int(M): dict(entry) for M, entry in row.configs.items()},
-        created_at=row.created_at, checked_arch=row.checked_arch,
+        import_id=row.import_id,
+        device_name=device_name,
+        N=row.N,
+        K=row.K,
+        block_shape=(row.block_n, row.block_k),
+        label=row.label,
+        file_name=row.file_name,
+        sha256=row.sha256,
+        configs={int(M): dict(entry) for M, entry in row.configs.items()},
+        created_at=row.created_at,
+        checked_arch=row.checked_arch,
         cannot_launch={int(M): str(reason) for M, reason in (row.cannot_launch or {}).items()},
         family=row.family,
     )
 
 
 def record_import(
-    session: Session, *, device_name: str, N: int, K: int, block_shape: tuple[int, int],
-    label: str, file_name: str, sha256: str, configs: Mapping[int, Mapping[str, int]],
-    checked_arch: int | None = None, cannot_launch: Mapping[int, str] | None = None,
+    session: Session,
+    *,
+    device_name: str,
+    N: int,
+    K: int,
+    block_shape: tuple[int, int],
+    label: str,
+    file_name: str,
+    sha256: str,
+    configs: Mapping[int, Mapping[str, int]],
+    checked_arch: int | None = None,
+    cannot_launch: Mapping[int, str] | None = None,
     family: str = DEFAULT_FAMILY,
 ) -> ImportInfo:
     """Store a file's entries for a device and shape; the same label again replaces them.
@@ -115,10 +131,17 @@ def record_import(
     rejected = _checked_import(label, configs, checked_arch, cannot_launch)
     device_id = get_or_create_device(session, device_name=device_name)
     values = {
-        "device_id": device_id, "N": int(N), "K": int(K), "block_n": int(block_shape[0]),
-        "block_k": int(block_shape[1]), "label": label, "file_name": file_name[:512],
-        "sha256": sha256, "configs": {str(M): dict(configs[M]) for M in sorted(configs)},
-        "created_at": utcnow(), "checked_arch": checked_arch,
+        "device_id": device_id,
+        "N": int(N),
+        "K": int(K),
+        "block_n": int(block_shape[0]),
+        "block_k": int(block_shape[1]),
+        "label": label,
+        "file_name": file_name[:512],
+        "sha256": sha256,
+        "configs": {str(M): dict(configs[M]) for M in sorted(configs)},
+        "created_at": utcnow(),
+        "checked_arch": checked_arch,
         "cannot_launch": {str(M): str(rejected[M]) for M in sorted(rejected)},
         "family": family,
     }
@@ -128,20 +151,34 @@ def record_import(
         .values(**values)
         .on_conflict_do_update(
             index_elements=keys,
-            set_={name: values[name] for name in ("file_name", "sha256", "configs", "created_at",
-                                                  "checked_arch", "cannot_launch", "family")},
+            set_={
+                name: values[name]
+                for name in (
+                    "file_name",
+                    "sha256",
+                    "configs",
+                    "created_at",
+                    "checked_arch",
+                    "cannot_launch",
+                    "family",
+                )
+            },
         )
     )
     row = session.scalars(
-        select(ImportedFile).where(*(getattr(ImportedFile, k) == values[k] for k in keys))
+        select(ImportedFile)
+        .where(*(getattr(ImportedFile, k) == values[k] for k in keys))
         .execution_options(populate_existing=True)
     ).one()
     return _info(row, device_name)
 
 
-def _checked_import(label: str, configs: Mapping[int, Mapping[str, int]],
-                    checked_arch: int | None, cannot_launch: Mapping[int, str] | None
-                    ) -> dict[int, str]:
+def _checked_import(
+    label: str,
+    configs: Mapping[int, Mapping[str, int]],
+    checked_arch: int | None,
+    cannot_launch: Mapping[int, str] | None,
+) -> dict[int, str]:
     """`record_import`'s checks of its arguments; returns `cannot_launch` as a dict.
 
     Raises:
@@ -155,8 +192,10 @@ def _checked_import(label: str, configs: Mapping[int, Mapping[str, int]],
     if rejected and checked_arch is None:
         raise ValueError("cannot_launch needs the checked_arch it was found for")
     if set(rejected) - set(configs):
-        raise ValueError(f"cannot_launch names M not in the file: "
-                         f"{', '.join(map(str, sorted(set(rejected) - set(configs))))}")
+        raise ValueError(
+            f"cannot_launch names M not in the file: "
+            f"{', '.join(map(str, sorted(set(rejected) - set(configs))))}"
+        )
     return rejected
 
 
@@ -190,8 +229,11 @@ def list_import_device_names(session: Session) -> list[str]:
     """
     names = session.scalars(
         select(Device.device_name)
-        .where(select(ImportedFile.import_id)
-               .where(ImportedFile.device_id == Device.device_id).exists())
+        .where(
+            select(ImportedFile.import_id)
+            .where(ImportedFile.device_id == Device.device_id)
+            .exists()
+        )
         .order_by(Device.device_name)
     )
     return list(names)
@@ -217,8 +259,10 @@ def imported_configs(
         (N, K, block_shape) -> entries and the label of each.
     """
     merged: dict[tuple[int, int, tuple[int, int]], ImportedShape] = {}
-    ordered = sorted((i for i in list_imports(session, device_name=device_name)
-                      if i.family == family), key=lambda i: (i.created_at, i.import_id))
+    ordered = sorted(
+        (i for i in list_imports(session, device_name=device_name) if i.family == family),
+        key=lambda i: (i.created_at, i.import_id),
+    )
     for item in ordered:
         shape = merged.setdefault((item.N, item.K, item.block_shape), ImportedShape({}, {}))
         for M, entry in item.configs.items():

@@ -88,6 +88,7 @@ DECISION_KEPT: tuple[str, ...] = ("fastest", "default", "simpler")
 # nothing of tuner).
 DEFAULT_FAMILY = "dense"
 
+
 class Device(Base):
     """A device_name key as vLLM spells it (`NVIDIA_L20`), or `TRITON_INTERPRETER`."""
 
@@ -117,8 +118,9 @@ class Environment(Base):
     kernel_hash: Mapped[str] = mapped_column(String(128))
     # "builtin" (the tuner's kernel) or "vllm" (the installed vLLM's); vLLM's version or "".
     # Not in the unique key: the kernel hash already differs between sources.
-    kernel_source: Mapped[str] = mapped_column(String(16), default="builtin",
-                                               server_default="builtin")
+    kernel_source: Mapped[str] = mapped_column(
+        String(16), default="builtin", server_default="builtin"
+    )
     vllm: Mapped[str] = mapped_column(String(64), default="", server_default="")
 
     __table_args__ = (
@@ -172,8 +174,9 @@ class Task(Base):
     sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.sweep_id", ondelete="CASCADE"))
     # The kernel family (tuner.kernels.registry) and its dimensions beyond N and K, as
     # `name=value,...` ("" for the dense GEMM); a row that names no family is "dense".
-    family: Mapped[str] = mapped_column(String(32), default=DEFAULT_FAMILY,
-                                        server_default=DEFAULT_FAMILY)
+    family: Mapped[str] = mapped_column(
+        String(32), default=DEFAULT_FAMILY, server_default=DEFAULT_FAMILY
+    )
     shape_params: Mapped[str] = mapped_column(String(128), default="", server_default="")
     N: Mapped[int] = mapped_column(Integer)
     K: Mapped[int] = mapped_column(Integer)
@@ -255,8 +258,9 @@ class ImportedFile(Base):
     checked_arch: Mapped[int | None] = mapped_column(Integer)
     cannot_launch: Mapped[dict[str, str]] = mapped_column(JSON, default=dict, server_default="{}")
     # The kernel family the file's name parses as (`tuner.kernels.registry.family_of_file`).
-    family: Mapped[str] = mapped_column(String(32), default=DEFAULT_FAMILY,
-                                        server_default=DEFAULT_FAMILY)
+    family: Mapped[str] = mapped_column(
+        String(32), default=DEFAULT_FAMILY, server_default=DEFAULT_FAMILY
+    )
 
     __table_args__ = (UniqueConstraint("device_id", "N", "K", "block_n", "block_k", "label"),)
 
@@ -343,7 +347,8 @@ class ComparisonPoint(Base):
 
     point_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     comparison_id: Mapped[int] = mapped_column(
-        ForeignKey("comparisons.comparison_id", ondelete="CASCADE"))
+        ForeignKey("comparisons.comparison_id", ondelete="CASCADE")
+    )
     N: Mapped[int] = mapped_column(Integer)
     K: Mapped[int] = mapped_column(Integer)
     M: Mapped[int] = mapped_column(Integer)

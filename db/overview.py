@@ -97,25 +97,34 @@ def list_sweeps(session: Session) -> list[SweepSummary]:
     Returns:
         Sorted by sweep_id.
     """
-    tasks = _by_state(session.execute(
-        select(Task.sweep_id, Task.state, func.count()).group_by(Task.sweep_id, Task.state)
-    ))
+    tasks = _by_state(
+        session.execute(
+            select(Task.sweep_id, Task.state, func.count()).group_by(Task.sweep_id, Task.state)
+        )
+    )
     trials = {
         sweep_id: (ok, total)
         for sweep_id, ok, total in session.execute(
             select(Task.sweep_id, func.count().filter(Trial.status == "ok"), func.count())
-            .select_from(Trial).join(Task, Trial.task_id == Task.task_id)
+            .select_from(Trial)
+            .join(Task, Trial.task_id == Task.task_id)
             .group_by(Task.sweep_id)
         )
     }
     rows = session.execute(
-        select(Sweep, Device.device_name).join(Device, Sweep.device_id == Device.device_id)
+        select(Sweep, Device.device_name)
+        .join(Device, Sweep.device_id == Device.device_id)
         .order_by(Sweep.sweep_id)
     )
     return [
         SweepSummary(
-            sweep_id=sweep.sweep_id, device_name=name, model=sweep.model, tp=sweep.tp,
-            strategy=sweep.strategy, budget=sweep.budget, m_values=tuple(sweep.m_values),
+            sweep_id=sweep.sweep_id,
+            device_name=name,
+            model=sweep.model,
+            tp=sweep.tp,
+            strategy=sweep.strategy,
+            budget=sweep.budget,
+            m_values=tuple(sweep.m_values),
             created_at=sweep.created_at,
             tasks=dict(tasks.get(sweep.sweep_id, dict.fromkeys(TASK_STATES, 0))),
             trials_ok=trials.get(sweep.sweep_id, (0, 0))[0],
@@ -145,7 +154,9 @@ def sweep_tasks(session: Session, *, sweep_id: int) -> list[TaskSummary]:
         task_id: (n_ok, total, best, default)
         for task_id, n_ok, total, best, default in session.execute(
             select(
-                Trial.task_id, func.count().filter(ok), func.count(),
+                Trial.task_id,
+                func.count().filter(ok),
+                func.count(),
                 func.min(Trial.latency_us).filter(ok),
                 func.min(Trial.latency_us).filter(ok, Trial.is_default.is_(True)),
             )
@@ -160,11 +171,22 @@ def sweep_tasks(session: Session, *, sweep_id: int) -> list[TaskSummary]:
     result = []
     for task in tasks:
         n_ok, total, best, default = stats.get(task.task_id, (0, 0, None, None))
-        result.append(TaskSummary(
-            task_id=task.task_id, N=task.N, K=task.K, M=task.M, state=task.state,
-            attempts=task.attempts, worker_id=task.worker_id, error=task.error, trials_ok=n_ok,
-            trials_total=total, best_latency_us=best, default_latency_us=default,
-        ))
+        result.append(
+            TaskSummary(
+                task_id=task.task_id,
+                N=task.N,
+                K=task.K,
+                M=task.M,
+                state=task.state,
+                attempts=task.attempts,
+                worker_id=task.worker_id,
+                error=task.error,
+                trials_ok=n_ok,
+                trials_total=total,
+                best_latency_us=best,
+                default_latency_us=default,
+            )
+        )
     return result
 
 
@@ -180,10 +202,18 @@ def device_environments(session: Session, *, device_name: str) -> list[Environme
     """
     rows = session.execute(
         select(
-            Environment.gpu_name, Environment.compute_capability, Environment.driver,
-            Environment.cuda, Environment.torch, Environment.triton, Environment.tuner,
-            Environment.kernel_hash, func.count(Trial.trial_id), Environment.environment_id,
-            Environment.kernel_source, Environment.vllm,
+            Environment.gpu_name,
+            Environment.compute_capability,
+            Environment.driver,
+            Environment.cuda,
+            Environment.torch,
+            Environment.triton,
+            Environment.tuner,
+            Environment.kernel_hash,
+            func.count(Trial.trial_id),
+            Environment.environment_id,
+            Environment.kernel_source,
+            Environment.vllm,
         )
         .join(Trial, Trial.environment_id == Environment.environment_id)
         .join(Device, Environment.device_id == Device.device_id)
@@ -204,11 +234,15 @@ def store_counts(session: Session) -> StoreCounts:
         The counts.
     """
     trials = dict.fromkeys(TRIAL_STATUSES, 0)
-    trials.update((status, n) for status, n in session.execute(
-        select(Trial.status, func.count()).group_by(Trial.status)))
+    trials.update(
+        (status, n)
+        for status, n in session.execute(select(Trial.status, func.count()).group_by(Trial.status))
+    )
     tasks = dict.fromkeys(TASK_STATES, 0)
-    tasks.update((state, n) for state, n in session.execute(
-        select(Task.state, func.count()).group_by(Task.state)))
+    tasks.update(
+        (state, n)
+        for state, n in session.execute(select(Task.state, func.count()).group_by(Task.state))
+    )
     sweeps = session.scalar(select(func.count()).select_from(Sweep)) or 0
     imports = session.scalar(select(func.count()).select_from(ImportedFile)) or 0
     return StoreCounts(trials=trials, tasks=tasks, sweeps=sweeps, imports=imports)

@@ -103,18 +103,28 @@ def list_device_names(session: Session) -> list[str]:
     return list(names)
 
 
-def _measured_tasks(session: Session, environments: list[int], *, device_name: str,
-                    out_dtype: str | None) -> tuple[set[tuple], set[tuple]]:
+def _measured_tasks(
+    session: Session, environments: list[int], *, device_name: str, out_dtype: str | None
+) -> tuple[set[tuple], set[tuple]]:
     """The (family, shape_params, N, K, block_n, block_k, M, state) of tasks with an ok trial or
     a decision: of the matching `environments`, and of any environment."""
     current: set[tuple] = set()
     measured: set[tuple] = set()
-    key = [Task.family, Task.shape_params, Task.N, Task.K, Sweep.block_n, Sweep.block_k,
-           Task.M, Task.state]
+    key = [
+        Task.family,
+        Task.shape_params,
+        Task.N,
+        Task.K,
+        Sweep.block_n,
+        Sweep.block_k,
+        Task.M,
+        Task.state,
+    ]
     for matching, found in ((environments, current), (None, measured)):
         for select_from in (ok_trials, decided_tasks):
-            measured_query = select_from(key, environments=matching, device_name=device_name,
-                                         out_dtype=out_dtype).distinct()
+            measured_query = select_from(
+                key, environments=matching, device_name=device_name, out_dtype=out_dtype
+            ).distinct()
             found.update(tuple(row) for row in session.execute(measured_query))
     return current, measured
 
@@ -151,10 +161,14 @@ def shape_coverage(
         ValueError: triton_minor is not of the form "<major>.<minor>".
     """
     query = _task_grid_query(device_name, out_dtype)
-    environments = matching_environments(session, kernel_hash=kernel_hash,
-                                         triton_minor=triton_minor)
-    current, measured = (set(), set()) if environments is None else _measured_tasks(
-        session, environments, device_name=device_name, out_dtype=out_dtype)
+    environments = matching_environments(
+        session, kernel_hash=kernel_hash, triton_minor=triton_minor
+    )
+    current, measured = (
+        (set(), set())
+        if environments is None
+        else _measured_tasks(session, environments, device_name=device_name, out_dtype=out_dtype)
+    )
     # Keyed by (family, shape_params, N, K, block_n, block_k).
     requested: dict[tuple, set[int]] = defaultdict(set)
     done: dict[tuple, set[int]] = defaultdict(set)
@@ -178,8 +192,17 @@ def _task_grid_query(device_name: str, out_dtype: str | None) -> Select:
     """Each distinct (family, shape_params, N, K, block_n, block_k, M, state, model) of the
     device's tasks, only of sweeps with `out_dtype` unless it is None."""
     query = (
-        select(Task.family, Task.shape_params, Task.N, Task.K, Sweep.block_n, Sweep.block_k,
-               Task.M, Task.state, Sweep.model)
+        select(
+            Task.family,
+            Task.shape_params,
+            Task.N,
+            Task.K,
+            Sweep.block_n,
+            Sweep.block_k,
+            Task.M,
+            Task.state,
+            Sweep.model,
+        )
         .distinct()
         .join(Sweep, Task.sweep_id == Sweep.sweep_id)
         .join(Device, Sweep.device_id == Device.device_id)
@@ -190,9 +213,12 @@ def _task_grid_query(device_name: str, out_dtype: str | None) -> Select:
     return query
 
 
-def _coverage_entries(requested: dict[tuple, set[int]], done: dict[tuple, set[int]],
-                      models: dict[tuple, set[str]],
-                      stale: dict[tuple, set[int]]) -> list[ShapeCoverage]:
+def _coverage_entries(
+    requested: dict[tuple, set[int]],
+    done: dict[tuple, set[int]],
+    models: dict[tuple, set[str]],
+    stale: dict[tuple, set[int]],
+) -> list[ShapeCoverage]:
     """One ShapeCoverage per requested (family, shape_params, N, K, block_n, block_k), sorted
     that way; a shape missing from `done` or `stale` has none there."""
     return [
@@ -213,7 +239,14 @@ def _coverage_entries(requested: dict[tuple, set[int]], done: dict[tuple, set[in
 
 # Environment columns a landscape file records (tuner.measure.landscape.Landscape.environment).
 ENVIRONMENT_FIELDS: tuple[str, ...] = (
-    "gpu_name", "compute_capability", "driver", "cuda", "torch", "triton", "tuner", "kernel_hash",
+    "gpu_name",
+    "compute_capability",
+    "driver",
+    "cuda",
+    "torch",
+    "triton",
+    "tuner",
+    "kernel_hash",
 )
 
 
@@ -254,8 +287,17 @@ def device_trials(
         The trials, sorted by trial_id (the order they were recorded in).
     """
     query = (
-        select(Trial, Task.N, Task.K, Task.M, Sweep.block_n, Sweep.block_k, Sweep.out_dtype,
-               Sweep.space, Environment)
+        select(
+            Trial,
+            Task.N,
+            Task.K,
+            Task.M,
+            Sweep.block_n,
+            Sweep.block_k,
+            Sweep.out_dtype,
+            Sweep.space,
+            Environment,
+        )
         .join(Task, Trial.task_id == Task.task_id)
         .join(Sweep, Task.sweep_id == Sweep.sweep_id)
         .join(Device, Sweep.device_id == Device.device_id)
@@ -270,13 +312,24 @@ def device_trials(
     for trial, n, k, m, block_n, block_k, dtype, space, env in session.execute(query):
         if env.environment_id not in environments:
             environments[env.environment_id] = {
-                name: getattr(env, name) for name in ENVIRONMENT_FIELDS}
-        rows.append(DeviceTrialRow(
-            trial_id=trial.trial_id, N=n, K=k, M=m, block_shape=(block_n, block_k),
-            out_dtype=dtype, space=space,
-            config={name: getattr(trial, name) for name in CONFIG_KEYS},
-            status=trial.status, latency_us=trial.latency_us, p20_us=trial.p20_us,
-            p80_us=trial.p80_us, environment_id=env.environment_id,
-            environment=environments[env.environment_id],
-        ))
+                name: getattr(env, name) for name in ENVIRONMENT_FIELDS
+            }
+        rows.append(
+            DeviceTrialRow(
+                trial_id=trial.trial_id,
+                N=n,
+                K=k,
+                M=m,
+                block_shape=(block_n, block_k),
+                out_dtype=dtype,
+                space=space,
+                config={name: getattr(trial, name) for name in CONFIG_KEYS},
+                status=trial.status,
+                latency_us=trial.latency_us,
+                p20_us=trial.p20_us,
+                p80_us=trial.p80_us,
+                environment_id=env.environment_id,
+                environment=environments[env.environment_id],
+            )
+        )
     return rows

@@ -81,9 +81,11 @@ def content_sha256(files: Sequence[NewFile]) -> str:
 
 def _store_blob(session: Session, content: bytes) -> str:
     sha = hashlib.sha256(content).hexdigest()
-    session.execute(dialect_insert(session, Blob)
-                    .values(sha256=sha, size=len(content), content=content)
-                    .on_conflict_do_nothing(index_elements=["sha256"]))
+    session.execute(
+        dialect_insert(session, Blob)
+        .values(sha256=sha, size=len(content), content=content)
+        .on_conflict_do_nothing(index_elements=["sha256"])
+    )
     return sha
 
 
@@ -93,21 +95,41 @@ def _device_id(session: Session, device_name: str) -> int | None:
 
 def _info(session: Session, row: Release, device_name: str) -> ReleaseInfo:
     files = session.execute(
-        select(ReleaseFile, Blob.size).join(Blob, ReleaseFile.sha256 == Blob.sha256)
-        .where(ReleaseFile.release_id == row.release_id).order_by(ReleaseFile.file_name))
+        select(ReleaseFile, Blob.size)
+        .join(Blob, ReleaseFile.sha256 == Blob.sha256)
+        .where(ReleaseFile.release_id == row.release_id)
+        .order_by(ReleaseFile.file_name)
+    )
     return ReleaseInfo(
-        release_id=row.release_id, device_name=device_name, number=row.number,
-        content_sha256=row.content_sha256, archives=dict(row.archives),
-        summary=dict(row.summary), created_by=row.created_by, reason=row.reason,
+        release_id=row.release_id,
+        device_name=device_name,
+        number=row.number,
+        content_sha256=row.content_sha256,
+        archives=dict(row.archives),
+        summary=dict(row.summary),
+        created_by=row.created_by,
+        reason=row.reason,
         created_at=row.created_at,
-        files=[ReleaseFileRow(file_name=f.file_name, N=f.N, K=f.K,
-                              block_shape=(f.block_n, f.block_k), sha256=f.sha256, size=size,
-                              detail=dict(f.detail), family=f.family,
-                              shape_params=f.shape_params) for f, size in files])
+        files=[
+            ReleaseFileRow(
+                file_name=f.file_name,
+                N=f.N,
+                K=f.K,
+                block_shape=(f.block_n, f.block_k),
+                sha256=f.sha256,
+                size=size,
+                detail=dict(f.detail),
+                family=f.family,
+                shape_params=f.shape_params,
+            )
+            for f, size in files
+        ],
+    )
 
 
-def get_release(session: Session, *, device_name: str,
-                number: int | None = None) -> ReleaseInfo | None:
+def get_release(
+    session: Session, *, device_name: str, number: int | None = None
+) -> ReleaseInfo | None:
     """A device's release `number`, or its latest when None; None when there is no such one.
 
     Args:
@@ -115,17 +137,29 @@ def get_release(session: Session, *, device_name: str,
         device_name: vLLM's device key, as stored.
         number: the release number (1, 2, ...), or None for the latest.
     """
-    query = (select(Release).join(Device, Release.device_id == Device.device_id)
-             .where(Device.device_name == device_name))
-    query = (query.order_by(Release.number.desc()).limit(1) if number is None
-             else query.where(Release.number == number))
+    query = (
+        select(Release)
+        .join(Device, Release.device_id == Device.device_id)
+        .where(Device.device_name == device_name)
+    )
+    query = (
+        query.order_by(Release.number.desc()).limit(1)
+        if number is None
+        else query.where(Release.number == number)
+    )
     row = session.scalars(query).first()
     return None if row is None else _info(session, row, device_name)
 
 
 def publish_release(
-    session: Session, *, device_name: str, files: Sequence[NewFile],
-    archives: Mapping[str, bytes], summary: Mapping[str, Any], created_by: str, reason: str,
+    session: Session,
+    *,
+    device_name: str,
+    files: Sequence[NewFile],
+    archives: Mapping[str, bytes],
+    summary: Mapping[str, Any],
+    created_by: str,
+    reason: str,
 ) -> tuple[ReleaseInfo, bool]:
     """Freeze a device's files as its next release, unless they equal the latest release's.
 
@@ -168,9 +202,16 @@ def publish_release(
         number = (last.number if last is not None else 0) + 1
         try:
             with session.begin_nested():
-                row = Release(device_id=device_id, number=number, content_sha256=content,
-                              archives=zips, summary=dict(summary), created_by=created_by[:256],
-                              reason=reason[:64], created_at=utcnow())
+                row = Release(
+                    device_id=device_id,
+                    number=number,
+                    content_sha256=content,
+                    archives=zips,
+                    summary=dict(summary),
+                    created_by=created_by[:256],
+                    reason=reason[:64],
+                    created_at=utcnow(),
+                )
                 session.add(row)
                 session.flush()
                 _add_files(session, row, files, shas)
@@ -181,16 +222,21 @@ def publish_release(
     raise RuntimeError(f"could not number a release of {device_name}: too many publishers")
 
 
-def _store_blobs(session: Session, files: Sequence[NewFile], archives: Mapping[str, bytes],
-                 ) -> tuple[dict[str, str], dict[str, str]]:
+def _store_blobs(
+    session: Session,
+    files: Sequence[NewFile],
+    archives: Mapping[str, bytes],
+) -> tuple[dict[str, str], dict[str, str]]:
     """Store the files' and archives' bytes once each (`_store_blob`).
 
     Returns:
         (file name -> blob sha256, engine -> the archive's blob sha256).
     """
     # Sorted, so two publishers inserting the same blobs never wait on each other in a cycle.
-    stored = {sha: _store_blob(session, data)
-              for sha, data in sorted((f.sha256, f.content) for f in files)}
+    stored = {
+        sha: _store_blob(session, data)
+        for sha, data in sorted((f.sha256, f.content) for f in files)
+    }
     shas = {f.file_name: stored[f.sha256] for f in files}
     zips = {engine: _store_blob(session, data) for engine, data in sorted(archives.items())}
     return shas, zips
@@ -201,33 +247,52 @@ def _latest_row(session: Session, device_id: int) -> Row[int, int, str] | None:
     return session.execute(
         select(Release.release_id, Release.number, Release.content_sha256)
         .where(Release.device_id == device_id)
-        .order_by(Release.number.desc()).limit(1)).first()
+        .order_by(Release.number.desc())
+        .limit(1)
+    ).first()
 
 
-def _add_files(session: Session, row: Release, files: Sequence[NewFile],
-               shas: Mapping[str, str]) -> None:
+def _add_files(
+    session: Session, row: Release, files: Sequence[NewFile], shas: Mapping[str, str]
+) -> None:
     """Add the release's file rows (flushed `row`; `shas`: file name -> blob sha256)."""
-    session.add_all(ReleaseFile(
-        release_id=row.release_id, file_name=f.file_name, family=f.family,
-        shape_params=f.shape_params, N=f.N, K=f.K, block_n=f.block_shape[0],
-        block_k=f.block_shape[1], sha256=shas[f.file_name], detail=dict(f.detail))
-        for f in files)
+    session.add_all(
+        ReleaseFile(
+            release_id=row.release_id,
+            file_name=f.file_name,
+            family=f.family,
+            shape_params=f.shape_params,
+            N=f.N,
+            K=f.K,
+            block_n=f.block_shape[0],
+            block_k=f.block_shape[1],
+            sha256=shas[f.file_name],
+            detail=dict(f.detail),
+        )
+        for f in files
+    )
 
 
 def list_releases(session: Session, *, device_name: str) -> list[ReleaseInfo]:
     """A device's releases, newest first (with their files)."""
     rows = session.scalars(
-        select(Release).join(Device, Release.device_id == Device.device_id)
-        .where(Device.device_name == device_name).order_by(Release.number.desc()))
+        select(Release)
+        .join(Device, Release.device_id == Device.device_id)
+        .where(Device.device_name == device_name)
+        .order_by(Release.number.desc())
+    )
     return [_info(session, row, device_name) for row in rows]
 
 
 def list_release_device_names(session: Session) -> list[str]:
     """The device_name keys that have at least one release, sorted."""
-    return list(session.scalars(
-        select(Device.device_name)
-        .where(select(Release.release_id).where(Release.device_id == Device.device_id).exists())
-        .order_by(Device.device_name)))
+    return list(
+        session.scalars(
+            select(Device.device_name)
+            .where(select(Release.release_id).where(Release.device_id == Device.device_id).exists())
+            .order_by(Device.device_name)
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -238,8 +303,9 @@ class ReleasedFile:
     sha256: str
 
 
-def find_released_file(session: Session, *, device_name: str, file_name: str,
-                       number: int | None = None) -> ReleasedFile | None:
+def find_released_file(
+    session: Session, *, device_name: str, file_name: str, number: int | None = None
+) -> ReleasedFile | None:
     """One row read for a file download: the file `file_name` of release `number` (the latest
     when None) of a device; None when the device has no such release or file.
 
@@ -249,27 +315,39 @@ def find_released_file(session: Session, *, device_name: str, file_name: str,
         file_name: vLLM's spelling of the file name.
         number: the release number, or None for the latest.
     """
-    releases = (select(Release.release_id, Release.number)
-                .join(Device, Release.device_id == Device.device_id)
-                .where(Device.device_name == device_name))
-    release = (releases.order_by(Release.number.desc()).limit(1) if number is None
-               else releases.where(Release.number == number)).subquery()
+    releases = (
+        select(Release.release_id, Release.number)
+        .join(Device, Release.device_id == Device.device_id)
+        .where(Device.device_name == device_name)
+    )
+    release = (
+        releases.order_by(Release.number.desc()).limit(1)
+        if number is None
+        else releases.where(Release.number == number)
+    ).subquery()
     row = session.execute(
         select(release.c.number, ReleaseFile.sha256)
         .join(ReleaseFile, ReleaseFile.release_id == release.c.release_id)
-        .where(ReleaseFile.file_name == file_name)).first()
+        .where(ReleaseFile.file_name == file_name)
+    ).first()
     return None if row is None else ReleasedFile(row.number, row.sha256)
 
 
-def find_release_archive(session: Session, *, device_name: str, engine: str,
-                         number: int | None = None) -> ReleasedFile | None:
+def find_release_archive(
+    session: Session, *, device_name: str, engine: str, number: int | None = None
+) -> ReleasedFile | None:
     """One row read for a zip download: the archive of `engine` of release `number` (latest
     when None); None when there is no such release or archive."""
-    query = (select(Release.number, Release.archives)
-             .join(Device, Release.device_id == Device.device_id)
-             .where(Device.device_name == device_name))
-    query = (query.order_by(Release.number.desc()).limit(1) if number is None
-             else query.where(Release.number == number))
+    query = (
+        select(Release.number, Release.archives)
+        .join(Device, Release.device_id == Device.device_id)
+        .where(Device.device_name == device_name)
+    )
+    query = (
+        query.order_by(Release.number.desc()).limit(1)
+        if number is None
+        else query.where(Release.number == number)
+    )
     row = session.execute(query).first()
     if row is None or engine not in row.archives:
         return None

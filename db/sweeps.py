@@ -164,8 +164,15 @@ class OpenedSweep:
     reopened: int = 0
 
 
-def _validate(*, out_dtype: str, m_values: Sequence[int], shapes: Sequence[tuple[int, int]],
-              block_shape: tuple[int, int], tp: int, budget: int) -> None:
+def _validate(
+    *,
+    out_dtype: str,
+    m_values: Sequence[int],
+    shapes: Sequence[tuple[int, int]],
+    block_shape: tuple[int, int],
+    tp: int,
+    budget: int,
+) -> None:
     if out_dtype not in OUT_DTYPES:
         raise ValueError(f"out_dtype {out_dtype!r} is not one of {', '.join(OUT_DTYPES)}")
     if not m_values or not shapes:
@@ -183,12 +190,19 @@ def _same_but_budget(session: Session, fields: _SweepFields) -> Sweep | None:
     then the newest, when several are stored): its key is recomputed with its own budget."""
     block_n, block_k = fields["block_shape"]
     candidates = session.scalars(
-        select(Sweep).join(Device, Sweep.device_id == Device.device_id)
-        .where(Device.device_name == fields["device_name"], Sweep.model == fields["model"],
-               Sweep.tp == int(fields["tp"]), Sweep.strategy == fields["strategy"],
-               Sweep.space == fields["space"], Sweep.seed == int(fields["seed"]),
-               Sweep.out_dtype == fields["out_dtype"], Sweep.block_n == int(block_n),
-               Sweep.block_k == int(block_k))
+        select(Sweep)
+        .join(Device, Sweep.device_id == Device.device_id)
+        .where(
+            Device.device_name == fields["device_name"],
+            Sweep.model == fields["model"],
+            Sweep.tp == int(fields["tp"]),
+            Sweep.strategy == fields["strategy"],
+            Sweep.space == fields["space"],
+            Sweep.seed == int(fields["seed"]),
+            Sweep.out_dtype == fields["out_dtype"],
+            Sweep.block_n == int(block_n),
+            Sweep.block_k == int(block_k),
+        )
         .order_by(Sweep.budget.desc(), Sweep.sweep_id.desc())
     ).all()
     for sweep in candidates:
@@ -206,18 +220,22 @@ def _extend(session: Session, sweep: Sweep, budget: int, key: str) -> int | None
     finishing a task of it (`db.tasks.finish_task` with its budget) waits for the lock, then
     sees the new budget and hands the task back; on SQLite the write lock does the same."""
     raised = session.execute(
-        update(Sweep).where(Sweep.sweep_id == sweep.sweep_id, Sweep.budget == sweep.budget)
+        update(Sweep)
+        .where(Sweep.sweep_id == sweep.sweep_id, Sweep.budget == sweep.budget)
         .values(budget=int(budget), sweep_key=key)
-        .returning(Sweep.sweep_id).execution_options(synchronize_session=False)
+        .returning(Sweep.sweep_id)
+        .execution_options(synchronize_session=False)
     ).all()
     if not raised:
         return None
     # finished_at is kept: it says when each task first finished, which the warm starts of
     # the resumed searches read (`db.task_winners.task_winners`).
     reopened = session.execute(
-        update(Task).where(Task.sweep_id == sweep.sweep_id, Task.state == "done")
+        update(Task)
+        .where(Task.sweep_id == sweep.sweep_id, Task.state == "done")
         .values(state="pending", worker_id=None, lease_expires_at=None, error=None)
-        .returning(Task.task_id).execution_options(synchronize_session=False)
+        .returning(Task.task_id)
+        .execution_options(synchronize_session=False)
     ).all()
     session.expire_all()
     return len(reopened)
@@ -238,9 +256,13 @@ def reopen_store_failures(session: Session, *, sweep_id: int) -> int:
     """
     reopened = session.execute(
         update(Task)
-        .where(Task.sweep_id == sweep_id, Task.state == "failed",
-               or_(*(Task.error.startswith(prefix, autoescape=True)
-                     for prefix in STORE_ERROR_PREFIXES)))
+        .where(
+            Task.sweep_id == sweep_id,
+            Task.state == "failed",
+            or_(
+                *(Task.error.startswith(prefix, autoescape=True) for prefix in STORE_ERROR_PREFIXES)
+            ),
+        )
         .values(state="pending", error=None, worker_id=None, lease_expires_at=None)
         .returning(Task.task_id)
         .execution_options(synchronize_session=False)
@@ -297,13 +319,29 @@ def open_sweep(
     Raises:
         ValueError: an empty grid or shape list, a non-positive size, an unknown out_dtype.
     """
-    _validate(out_dtype=out_dtype, m_values=m_values, shapes=shapes, block_shape=block_shape,
-              tp=tp, budget=budget)
+    _validate(
+        out_dtype=out_dtype,
+        m_values=m_values,
+        shapes=shapes,
+        block_shape=block_shape,
+        tp=tp,
+        budget=budget,
+    )
     fields: _SweepFields = {
-        "device_name": device_name, "model": model, "tp": tp, "strategy": strategy,
-        "budget": budget, "space": space, "seed": seed, "m_values": m_values,
-        "out_dtype": out_dtype, "block_shape": block_shape, "shapes": shapes,
-        "family": family, "shape_params": shape_params}
+        "device_name": device_name,
+        "model": model,
+        "tp": tp,
+        "strategy": strategy,
+        "budget": budget,
+        "space": space,
+        "seed": seed,
+        "m_values": m_values,
+        "out_dtype": out_dtype,
+        "block_shape": block_shape,
+        "shapes": shapes,
+        "family": family,
+        "shape_params": shape_params,
+    }
     key = sweep_key(**fields)
     stored = _find_or_extend(session, key, fields)
     return stored if stored is not None else _create(session, key, fields)
@@ -332,8 +370,9 @@ def _find_or_extend(session: Session, key: str, fields: _SweepFields) -> OpenedS
     return None
 
 
-def _opened(session: Session, sweep_id: int, outcome: str, previous: int | None = None,
-            reopened: int = 0) -> OpenedSweep:
+def _opened(
+    session: Session, sweep_id: int, outcome: str, previous: int | None = None, reopened: int = 0
+) -> OpenedSweep:
     if outcome != "new":  # a task a store error failed is never final: re-running resumes it
         reopen_store_failures(session, sweep_id=sweep_id)
     info = get_sweep(session, sweep_id=sweep_id)
@@ -351,10 +390,17 @@ def _create(session: Session, key: str, fields: _SweepFields) -> OpenedSweep:
         .values(
             sweep_key=key,
             device_id=get_or_create_device(session, device_name=fields["device_name"]),
-            model=fields["model"], tp=int(fields["tp"]), strategy=fields["strategy"],
-            budget=int(fields["budget"]), space=fields["space"], seed=int(fields["seed"]),
-            m_values=grid, out_dtype=fields["out_dtype"], block_n=int(block_n),
-            block_k=int(block_k), created_at=utcnow(),
+            model=fields["model"],
+            tp=int(fields["tp"]),
+            strategy=fields["strategy"],
+            budget=int(fields["budget"]),
+            space=fields["space"],
+            seed=int(fields["seed"]),
+            m_values=grid,
+            out_dtype=fields["out_dtype"],
+            block_n=int(block_n),
+            block_k=int(block_k),
+            created_at=utcnow(),
         )
         .on_conflict_do_nothing(index_elements=["sweep_key"])
         .returning(Sweep.sweep_id)
@@ -362,8 +408,16 @@ def _create(session: Session, key: str, fields: _SweepFields) -> OpenedSweep:
     if sweep_id is None:  # another process created it between our SELECT and INSERT
         return _opened(session, session.scalars(find).one(), "resumed")
     rows = [
-        {"sweep_id": sweep_id, "family": fields["family"], "shape_params": fields["shape_params"],
-         "N": n, "K": k, "M": m, "state": "pending", "attempts": 0}
+        {
+            "sweep_id": sweep_id,
+            "family": fields["family"],
+            "shape_params": fields["shape_params"],
+            "N": n,
+            "K": k,
+            "M": m,
+            "state": "pending",
+            "attempts": 0,
+        }
         for n, k in sorted({(int(n), int(k)) for n, k in fields["shapes"]})
         for m in grid
     ]

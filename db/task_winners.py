@@ -68,15 +68,23 @@ def task_winners(
     Raises:
         ValueError: triton_minor is not of the form "<major>.<minor>".
     """
-    environments = matching_environments(session, kernel_hash=kernel_hash,
-                                         triton_minor=triton_minor)
+    environments = matching_environments(
+        session, kernel_hash=kernel_hash, triton_minor=triton_minor
+    )
     key = (Task.N, Task.K, Task.M)
     ranked = (
         ok_trials(
-            [*key, *(getattr(Trial, name) for name in CONFIG_KEYS), Trial.latency_us,
-             func.row_number().over(partition_by=key, order_by=(Trial.latency_us,
-                                                                Trial.trial_id)).label("rank")],
-            device_name=device_name, out_dtype=out_dtype, environments=environments,
+            [
+                *key,
+                *(getattr(Trial, name) for name in CONFIG_KEYS),
+                Trial.latency_us,
+                func.row_number()
+                .over(partition_by=key, order_by=(Trial.latency_us, Trial.trial_id))
+                .label("rank"),
+            ],
+            device_name=device_name,
+            out_dtype=out_dtype,
+            environments=environments,
         )
         .where(*_finished(block_shape, finished_before, family, shape_params))
         .subquery("ranked")
@@ -85,8 +93,9 @@ def task_winners(
         select(ranked).where(ranked.c.rank == 1).order_by(ranked.c.N, ranked.c.K, ranked.c.M)
     ).mappings()
     return [
-        TaskWinnerRow(N=row["N"], K=row["K"], M=row["M"], config=_config(row),
-                      latency_us=row["latency_us"])
+        TaskWinnerRow(
+            N=row["N"], K=row["K"], M=row["M"], config=_config(row), latency_us=row["latency_us"]
+        )
         for row in rows
     ]
 
@@ -128,29 +137,55 @@ def related_trials(
     Raises:
         ValueError: triton_minor is not of the form "<major>.<minor>".
     """
-    environments = matching_environments(session, kernel_hash=kernel_hash,
-                                         triton_minor=triton_minor)
+    environments = matching_environments(
+        session, kernel_hash=kernel_hash, triton_minor=triton_minor
+    )
     query = (
-        ok_trials([Task.N, Task.K, Task.M, *(getattr(Trial, name) for name in CONFIG_KEYS),
-                   Trial.latency_us],
-                  device_name=device_name, out_dtype=out_dtype, environments=environments)
-        .where(*_finished(block_shape, finished_before, family, shape_params),
-               or_(and_(Task.N == N, Task.K == K, Task.M != M),
-                   and_(or_(Task.N != N, Task.K != K), Task.M == M)))
+        ok_trials(
+            [
+                Task.N,
+                Task.K,
+                Task.M,
+                *(getattr(Trial, name) for name in CONFIG_KEYS),
+                Trial.latency_us,
+            ],
+            device_name=device_name,
+            out_dtype=out_dtype,
+            environments=environments,
+        )
+        .where(
+            *_finished(block_shape, finished_before, family, shape_params),
+            or_(
+                and_(Task.N == N, Task.K == K, Task.M != M),
+                and_(or_(Task.N != N, Task.K != K), Task.M == M),
+            ),
+        )
         .order_by(Task.N, Task.K, Task.M, Trial.trial_id)
     )
-    return [RelatedTrialRow(N=row["N"], K=row["K"], M=row["M"], config=_config(row),
-                            latency_us=row["latency_us"])
-            for row in session.execute(query).mappings()]
+    return [
+        RelatedTrialRow(
+            N=row["N"], K=row["K"], M=row["M"], config=_config(row), latency_us=row["latency_us"]
+        )
+        for row in session.execute(query).mappings()
+    ]
 
 
-def _finished(block_shape: tuple[int, int], finished_before: datetime | None, family: str,
-              shape_params: str) -> list:
+def _finished(
+    block_shape: tuple[int, int], finished_before: datetime | None, family: str, shape_params: str
+) -> list:
     """The conditions `task_winners` and `related_trials` share: finished, not failed tasks of
     the family, dimensions and block shape, first finished (and their trials stored) before
     `finished_before`."""
-    return [Task.finished_at.is_not(None), Task.state != "failed", Task.family == family,
-            Task.shape_params == shape_params, Sweep.block_n == block_shape[0],
-            Sweep.block_k == block_shape[1],
-            *([Task.finished_at < finished_before, Trial.created_at < finished_before]
-              if finished_before is not None else [])]
+    return [
+        Task.finished_at.is_not(None),
+        Task.state != "failed",
+        Task.family == family,
+        Task.shape_params == shape_params,
+        Sweep.block_n == block_shape[0],
+        Sweep.block_k == block_shape[1],
+        *(
+            [Task.finished_at < finished_before, Trial.created_at < finished_before]
+            if finished_before is not None
+            else []
+        ),
+    ]

@@ -139,9 +139,14 @@ def claim_task(
         nothing is claimable.
     """
     now = _now(now)
-    claim, candidates = _claim_statements(now, worker_id=worker_id, lease_s=lease_s,
-                                          sweep_id=sweep_id, device_name=device_name,
-                                          space=space)
+    claim, candidates = _claim_statements(
+        now,
+        worker_id=worker_id,
+        lease_s=lease_s,
+        sweep_id=sweep_id,
+        device_name=device_name,
+        space=space,
+    )
     for _ in range(_CLAIM_TRIES):
         task_id = session.execute(claim).scalar_one_or_none()
         if task_id is not None:
@@ -151,8 +156,15 @@ def claim_task(
     return None
 
 
-def _claim_statements(now: datetime, *, worker_id: str, lease_s: float, sweep_id: int | None,
-                      device_name: str | None, space: str | None) -> tuple[Update, Select]:
+def _claim_statements(
+    now: datetime,
+    *,
+    worker_id: str,
+    lease_s: float,
+    sweep_id: int | None,
+    device_name: str | None,
+    space: str | None,
+) -> tuple[Update, Select]:
     """`claim_task`'s statements: the UPDATE that claims the first claimable task in scope
     (its id picked FOR UPDATE SKIP LOCKED, re-checked claimable) RETURNING task_id, and the
     SELECT of the claimable task ids in scope.
@@ -242,15 +254,22 @@ def finish_task(
     if check:
         sweep = select(Task.sweep_id).where(Task.task_id == task_id).scalar_subquery()
         # FOR SHARE (PostgreSQL): this and an extension of the sweep wait for each other.
-        session.execute(select(Sweep.budget).where(Sweep.sweep_id == sweep)
-                        .with_for_update(read=True))
+        session.execute(
+            select(Sweep.budget).where(Sweep.sweep_id == sweep).with_for_update(read=True)
+        )
         held.append(Task.sweep_id.in_(select(Sweep.sweep_id).where(Sweep.budget == budget)))
     first = func.coalesce(Task.finished_at, literal(_now(now), UTCDateTime()))
     finished = session.execute(
         update(Task)
         .where(*held)
-        .values(state=state, error=error, finished_at=first,
-                lease_expires_at=None, in_flight_config=None, in_flight_since=None)
+        .values(
+            state=state,
+            error=error,
+            finished_at=first,
+            lease_expires_at=None,
+            in_flight_config=None,
+            in_flight_since=None,
+        )
         .returning(Task.task_id)
         .execution_options(synchronize_session=False)
     ).all()
@@ -270,8 +289,13 @@ def release_tasks(session: Session, *, worker_id: str, task_id: int | None = Non
     released = session.execute(
         update(Task)
         .where(Task.worker_id == worker_id, Task.state == "running", *only)
-        .values(state="pending", worker_id=None, lease_expires_at=None, in_flight_config=None,
-                in_flight_since=None)
+        .values(
+            state="pending",
+            worker_id=None,
+            lease_expires_at=None,
+            in_flight_config=None,
+            in_flight_since=None,
+        )
         .returning(Task.task_id)
         .execution_options(synchronize_session=False)
     ).all()
@@ -323,9 +347,14 @@ def unfinished_tasks(
     Returns:
         How many tasks are neither done nor failed.
     """
-    return session.scalar(
-        select(func.count())
-        .select_from(Task)
-        .where(Task.state.in_(("pending", "running")),
-               *_in_scope(Task, sweep_id=sweep_id, device_name=device_name, space=space))
-    ) or 0
+    return (
+        session.scalar(
+            select(func.count())
+            .select_from(Task)
+            .where(
+                Task.state.in_(("pending", "running")),
+                *_in_scope(Task, sweep_id=sweep_id, device_name=device_name, space=space),
+            )
+        )
+        or 0
+    )

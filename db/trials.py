@@ -19,9 +19,20 @@ from db.models import Task, Trial, utcnow
 from tuner.core import CONFIG_KEYS, TRIAL_STATUSES
 
 # Trial columns a record writes, in order (the statements below bind them by name).
-_RECORD_COLUMNS = ("task_id", "environment_id", *CONFIG_KEYS, "is_default", "status",
-                   "latency_us", "p20_us", "p80_us", "rel_error", "error", "measure_s",
-                   "created_at")
+_RECORD_COLUMNS = (
+    "task_id",
+    "environment_id",
+    *CONFIG_KEYS,
+    "is_default",
+    "status",
+    "latency_us",
+    "p20_us",
+    "p80_us",
+    "rel_error",
+    "error",
+    "measure_s",
+    "created_at",
+)
 
 
 @dataclass(frozen=True)
@@ -119,11 +130,15 @@ def _checked(config: Mapping[str, int], status: str) -> dict[str, int]:
 # statement per trial cost more CPU than the transaction itself).
 # A mapped class's __table__ is its Table; SQLAlchemy annotates it as the wider FromClause.
 _TASKS = cast(Table, Task.__table__)
-_HOLD = (update(_TASKS)
-         .where(_TASKS.c.task_id == bindparam("held_task_id"),
-                _TASKS.c.worker_id == bindparam("held_worker_id"),
-                _TASKS.c.state == "running")
-         .values(in_flight_config=None, in_flight_since=None))
+_HOLD = (
+    update(_TASKS)
+    .where(
+        _TASKS.c.task_id == bindparam("held_task_id"),
+        _TASKS.c.worker_id == bindparam("held_worker_id"),
+        _TASKS.c.state == "running",
+    )
+    .values(in_flight_config=None, in_flight_since=None)
+)
 _INSERTS: dict[str, Any] = {}
 
 
@@ -132,7 +147,8 @@ def _insert_trial(dialect: str) -> Any:
         module = {"sqlite": sqlite, "postgresql": postgresql}.get(dialect)
         if module is None:
             raise NotImplementedError(
-                f"store backend {dialect!r} is not supported: use SQLite or PostgreSQL")
+                f"store backend {dialect!r} is not supported: use SQLite or PostgreSQL"
+            )
         _INSERTS[dialect] = (
             module.insert(Trial.__table__)
             .values({name: bindparam(name) for name in _RECORD_COLUMNS})
@@ -180,12 +196,23 @@ def record_held_trial(
     held = connection.execute(_HOLD, {"held_task_id": task_id, "held_worker_id": worker_id})
     if held.rowcount != 1:
         return False
-    connection.execute(_insert_trial(connection.dialect.name), {
-        "task_id": task_id, "environment_id": environment_id, **values,
-        "is_default": bool(is_default), "status": str(status), "latency_us": latency_us,
-        "p20_us": p20_us, "p80_us": p80_us, "rel_error": rel_error, "error": error,
-        "measure_s": measure_s, "created_at": utcnow(),
-    })
+    connection.execute(
+        _insert_trial(connection.dialect.name),
+        {
+            "task_id": task_id,
+            "environment_id": environment_id,
+            **values,
+            "is_default": bool(is_default),
+            "status": str(status),
+            "latency_us": latency_us,
+            "p20_us": p20_us,
+            "p80_us": p80_us,
+            "rel_error": rel_error,
+            "error": error,
+            "measure_s": measure_s,
+            "created_at": utcnow(),
+        },
+    )
     return True
 
 

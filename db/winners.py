@@ -98,8 +98,11 @@ def matching_environments(
         query = query.where(Environment.kernel_hash == kernel_hash)
     elif kernel_hash is not None:
         query = query.where(Environment.kernel_hash.in_(list(kernel_hash)))
-    return sorted(env_id for env_id, triton in session.execute(query)
-                  if wanted is None or minor_of(triton) == wanted)
+    return sorted(
+        env_id
+        for env_id, triton in session.execute(query)
+        if wanted is None or minor_of(triton) == wanted
+    )
 
 
 def _scoped(query: Select, *, device_name: str, out_dtype: str | None) -> Select:
@@ -113,7 +116,10 @@ def _scoped(query: Select, *, device_name: str, out_dtype: str | None) -> Select
 
 
 def ok_trials(
-    columns: list, *, device_name: str, out_dtype: str | None,
+    columns: list,
+    *,
+    device_name: str,
+    out_dtype: str | None,
     environments: Sequence[int] | None,
 ) -> Select:
     """Trials with status ok and a latency, of tasks of sweeps on one device.
@@ -129,7 +135,8 @@ def ok_trials(
     """
     query = _scoped(
         select(*columns).select_from(Trial).join(Task, Trial.task_id == Task.task_id),
-        device_name=device_name, out_dtype=out_dtype,
+        device_name=device_name,
+        out_dtype=out_dtype,
     ).where(Trial.status == "ok", Trial.latency_us.is_not(None))
     if environments is not None:
         query = query.where(Trial.environment_id.in_(environments))
@@ -137,13 +144,17 @@ def ok_trials(
 
 
 def decided_tasks(
-    columns: list, *, device_name: str, out_dtype: str | None,
+    columns: list,
+    *,
+    device_name: str,
+    out_dtype: str | None,
     environments: Sequence[int] | None,
 ) -> Select:
     """Decisions of tasks of sweeps on one device, like `ok_trials`."""
     query = _scoped(
         select(*columns).select_from(Decision).join(Task, Decision.task_id == Task.task_id),
-        device_name=device_name, out_dtype=out_dtype,
+        device_name=device_name,
+        out_dtype=out_dtype,
     )
     if environments is not None:
         query = query.where(Decision.environment_id.in_(environments))
@@ -160,18 +171,33 @@ def _trial_winners(session: Session, device_name: str, scope: dict) -> dict[tupl
     config = [getattr(Trial, name) for name in CONFIG_KEYS]
     key = (Task.family, Task.shape_params, Task.N, Task.K, Sweep.block_n, Sweep.block_k, Task.M)
     ranked = ok_trials(
-        [Trial.trial_id, Trial.task_id, Trial.environment_id, Task.sweep_id, *key, *config,
-         Trial.latency_us, Trial.is_default,
-         func.row_number().over(partition_by=key, order_by=(Task.task_id.desc(),
-                                                            Trial.latency_us, Trial.trial_id))
-         .label("rank")],
+        [
+            Trial.trial_id,
+            Trial.task_id,
+            Trial.environment_id,
+            Task.sweep_id,
+            *key,
+            *config,
+            Trial.latency_us,
+            Trial.is_default,
+            func.row_number()
+            .over(
+                partition_by=key, order_by=(Task.task_id.desc(), Trial.latency_us, Trial.trial_id)
+            )
+            .label("rank"),
+        ],
         **scope,
     ).subquery("ranked")
     defaults = (
         ok_trials(
-            [Trial.task_id, *config, Trial.latency_us,
-             func.row_number().over(partition_by=Trial.task_id,
-                                    order_by=(Trial.latency_us, Trial.trial_id)).label("rank")],
+            [
+                Trial.task_id,
+                *config,
+                Trial.latency_us,
+                func.row_number()
+                .over(partition_by=Trial.task_id, order_by=(Trial.latency_us, Trial.trial_id))
+                .label("rank"),
+            ],
             **scope,
         )
         .where(Trial.is_default.is_(True))
@@ -179,10 +205,19 @@ def _trial_winners(session: Session, device_name: str, scope: dict) -> dict[tupl
     )
     rows = session.execute(
         select(
-            ranked.c.trial_id, ranked.c.task_id, ranked.c.environment_id, ranked.c.sweep_id,
+            ranked.c.trial_id,
+            ranked.c.task_id,
+            ranked.c.environment_id,
+            ranked.c.sweep_id,
             ranked.c.family,
-            ranked.c.shape_params, ranked.c.N, ranked.c.K, ranked.c.block_n, ranked.c.block_k,
-            ranked.c.M, ranked.c.latency_us, ranked.c.is_default,
+            ranked.c.shape_params,
+            ranked.c.N,
+            ranked.c.K,
+            ranked.c.block_n,
+            ranked.c.block_k,
+            ranked.c.M,
+            ranked.c.latency_us,
+            ranked.c.is_default,
             defaults.c.latency_us.label("default_latency_us"),
             *(ranked.c[name] for name in CONFIG_KEYS),
             *(defaults.c[name].label(f"default_{name}") for name in CONFIG_KEYS),
@@ -191,22 +226,41 @@ def _trial_winners(session: Session, device_name: str, scope: dict) -> dict[tupl
         .outerjoin(defaults, and_(defaults.c.task_id == ranked.c.task_id, defaults.c.rank == 1))
         .where(ranked.c.rank == 1)
     ).mappings()
-    return dict(_winner_row(device_name, row, has_default=row["default_latency_us"] is not None)
-                for row in rows)
+    return dict(
+        _winner_row(device_name, row, has_default=row["default_latency_us"] is not None)
+        for row in rows
+    )
 
 
 def _winner_row(device_name: str, row, *, has_default: bool, **decided) -> tuple[tuple, WinnerRow]:
     """(key, WinnerRow) of one result row of the trial or the decision query."""
-    key = (row["family"], row["shape_params"], row["N"], row["K"], row["block_n"],
-           row["block_k"], row["M"])
+    key = (
+        row["family"],
+        row["shape_params"],
+        row["N"],
+        row["K"],
+        row["block_n"],
+        row["block_k"],
+        row["M"],
+    )
     return key, WinnerRow(
-        device_name=device_name, N=row["N"], K=row["K"],
-        block_shape=(row["block_n"], row["block_k"]), M=row["M"], config=_config(row),
-        latency_us=row["latency_us"], default_latency_us=row["default_latency_us"],
+        device_name=device_name,
+        N=row["N"],
+        K=row["K"],
+        block_shape=(row["block_n"], row["block_k"]),
+        M=row["M"],
+        config=_config(row),
+        latency_us=row["latency_us"],
+        default_latency_us=row["default_latency_us"],
         default_config=_config(row, "default_") if has_default else None,
-        is_default=bool(row["is_default"]), trial_id=row["trial_id"], task_id=row["task_id"],
-        environment_id=row["environment_id"], family=row["family"],
-        shape_params=row["shape_params"], sweep_id=row["sweep_id"], **decided,
+        is_default=bool(row["is_default"]),
+        trial_id=row["trial_id"],
+        task_id=row["task_id"],
+        environment_id=row["environment_id"],
+        family=row["family"],
+        shape_params=row["shape_params"],
+        sweep_id=row["sweep_id"],
+        **decided,
     )
 
 
@@ -218,35 +272,54 @@ def _decision_winners(session: Session, device_name: str, scope: dict) -> dict[t
     """The decision made last per key (ties: the newest decision row), one query."""
     key = (Task.family, Task.shape_params, Task.N, Task.K, Sweep.block_n, Sweep.block_k, Task.M)
     ranked = decided_tasks(
-        [Decision.task_id, Decision.environment_id, Task.sweep_id, *key,
-         *(getattr(Decision, name) for name in CONFIG_KEYS),
-         Decision.latency_us, Decision.default_latency_us, Decision.spread_us,
-         func.row_number().over(partition_by=key, order_by=(Decision.created_at.desc(),
-                                                            Decision.decision_id.desc()))
-         .label("rank")],
+        [
+            Decision.task_id,
+            Decision.environment_id,
+            Task.sweep_id,
+            *key,
+            *(getattr(Decision, name) for name in CONFIG_KEYS),
+            Decision.latency_us,
+            Decision.default_latency_us,
+            Decision.spread_us,
+            func.row_number()
+            .over(
+                partition_by=key, order_by=(Decision.created_at.desc(), Decision.decision_id.desc())
+            )
+            .label("rank"),
+        ],
         **scope,
     ).subquery("ranked")
     kept = select(Retime).subquery("kept")
     default = select(Retime).where(Retime.is_default.is_(True)).subquery("default")
-    trial = select(Trial.trial_id, Trial.task_id, *(getattr(Trial, name)
-                                                    for name in CONFIG_KEYS)).subquery("trial")
+    trial = select(
+        Trial.trial_id, Trial.task_id, *(getattr(Trial, name) for name in CONFIG_KEYS)
+    ).subquery("trial")
     rows = session.execute(
         select(
-            ranked, kept.c.is_default, trial.c.trial_id,
+            ranked,
+            kept.c.is_default,
+            trial.c.trial_id,
             default.c.retime_id.label("default_retime_id"),
             *(default.c[name].label(f"default_{name}") for name in CONFIG_KEYS),
         )
         .select_from(ranked)
-        .outerjoin(kept, and_(kept.c.task_id == ranked.c.task_id,
-                              *_same_config(kept.c, ranked.c)))
-        .outerjoin(trial, and_(trial.c.task_id == ranked.c.task_id,
-                               *_same_config(trial.c, ranked.c)))
+        .outerjoin(kept, and_(kept.c.task_id == ranked.c.task_id, *_same_config(kept.c, ranked.c)))
+        .outerjoin(
+            trial, and_(trial.c.task_id == ranked.c.task_id, *_same_config(trial.c, ranked.c))
+        )
         .outerjoin(default, default.c.task_id == ranked.c.task_id)
         .where(ranked.c.rank == 1)
     ).mappings()
-    return dict(_winner_row(device_name, row, has_default=row["default_retime_id"] is not None,
-                            spread_us=row["spread_us"], decided=True)
-                for row in rows)
+    return dict(
+        _winner_row(
+            device_name,
+            row,
+            has_default=row["default_retime_id"] is not None,
+            spread_us=row["spread_us"],
+            decided=True,
+        )
+        for row in rows
+    )
 
 
 def winners(
@@ -283,22 +356,29 @@ def winners(
         ValueError: triton_minor is not of the form "<major>.<minor>".
     """
     scope = {
-        "device_name": device_name, "out_dtype": out_dtype,
-        "environments": matching_environments(session, kernel_hash=kernel_hash,
-                                              triton_minor=triton_minor),
+        "device_name": device_name,
+        "out_dtype": out_dtype,
+        "environments": matching_environments(
+            session, kernel_hash=kernel_hash, triton_minor=triton_minor
+        ),
     }
     found = _trial_winners(session, device_name, scope)
     found.update(_decision_winners(session, device_name, scope))
     sweeps = _sweeps_per_key(session, scope)
-    return [replace(found[key], other_sweeps=tuple(sorted(
-        sweeps.get(key, set()) - {found[key].sweep_id}))) for key in sorted(found)]
+    return [
+        replace(
+            found[key], other_sweeps=tuple(sorted(sweeps.get(key, set()) - {found[key].sweep_id}))
+        )
+        for key in sorted(found)
+    ]
 
 
 def _sweeps_per_key(session: Session, scope: dict) -> dict[tuple, set[int]]:
     """The sweeps with an ok trial or a decision per key (one query)."""
     key = (Task.family, Task.shape_params, Task.N, Task.K, Sweep.block_n, Sweep.block_k, Task.M)
     query = ok_trials([*key, Task.sweep_id], **scope).union(
-        decided_tasks([*key, Task.sweep_id], **scope))
+        decided_tasks([*key, Task.sweep_id], **scope)
+    )
     found: dict[tuple, set[int]] = {}
     for *row, sweep_id in session.execute(query):
         found.setdefault(tuple(row), set()).add(sweep_id)
@@ -306,7 +386,10 @@ def _sweeps_per_key(session: Session, scope: dict) -> dict[tuple, set[int]]:
 
 
 def stale_trials(
-    session: Session, *, device_name: str, kernel_hash: str | Sequence[str] | None,
+    session: Session,
+    *,
+    device_name: str,
+    kernel_hash: str | Sequence[str] | None,
     triton_minor: str | None,
 ) -> int:
     """How many ok trials of a device the provenance filter leaves out (for messages such as
@@ -325,10 +408,12 @@ def stale_trials(
     Raises:
         ValueError: triton_minor is not of the form "<major>.<minor>".
     """
-    environments = matching_environments(session, kernel_hash=kernel_hash,
-                                         triton_minor=triton_minor)
+    environments = matching_environments(
+        session, kernel_hash=kernel_hash, triton_minor=triton_minor
+    )
     if environments is None:
         return 0
-    query = ok_trials([func.count()], device_name=device_name, out_dtype=None,
-                      environments=None).where(Trial.environment_id.not_in(environments))
+    query = ok_trials(
+        [func.count()], device_name=device_name, out_dtype=None, environments=None
+    ).where(Trial.environment_id.not_in(environments))
     return session.scalar(query) or 0

@@ -11,8 +11,9 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 
 @pytest.fixture(autouse=True)
-def _user_shapes_dir(tmp_path_factory: pytest.TempPathFactory,
-                     monkeypatch: pytest.MonkeyPatch) -> None:
+def _user_shapes_dir(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TUNER_SHAPES_DIR", str(tmp_path_factory.mktemp("user-shapes")))
 
 

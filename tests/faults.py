@@ -37,8 +37,10 @@ class FaultyRunner:
     def wrapping(factory: RunnerFactory, **faults) -> RunnerFactory:
         """A registry factory (`tuner.measure.runners.register_runner`) whose runners are
         `factory`'s with `faults` (this class's other attributes)."""
+
         def make(**options) -> FaultyRunner:
             return FaultyRunner(factory(**options), **faults)
+
         return make
 
     @property
@@ -76,8 +78,9 @@ class FaultyRunner:
         return self.inner.environment(kernel, family)
 
     def problem_runner(self, problem, *, seed, warmup_s, rep_s, task_id=0):
-        inner = self.inner.problem_runner(problem, seed=seed, warmup_s=warmup_s, rep_s=rep_s,
-                                          task_id=task_id)
+        inner = self.inner.problem_runner(
+            problem, seed=seed, warmup_s=warmup_s, rep_s=rep_s, task_id=task_id
+        )
         return _FaultyProblem(self, inner, task_id)
 
     def stored(self, task_id, config):

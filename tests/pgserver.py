@@ -68,8 +68,9 @@ class PrivatePostgres:
         command = [str(self.bin_dir / args[0]), *args[1:]]
         if os.geteuid() == 0:
             command = ["runuser", "-u", "postgres", "--", *command]
-        return subprocess.run(command, capture_output=True, text=True, check=check, cwd="/",
-                              timeout=120)
+        return subprocess.run(
+            command, capture_output=True, text=True, check=check, cwd="/", timeout=120
+        )
 
     def init(self) -> PrivatePostgres:
         """initdb and start; returns self."""
@@ -82,10 +83,21 @@ class PrivatePostgres:
 
     def start(self) -> None:
         """Start the server and wait until it accepts connections."""
-        options = (f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 "
-                   "-c fsync=off -c full_page_writes=off")
-        self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l",
-                  str(self.folder / "server.log"), "-w", "start")
+        options = (
+            f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 "
+            "-c fsync=off -c full_page_writes=off"
+        )
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-o",
+            options,
+            "-l",
+            str(self.folder / "server.log"),
+            "-w",
+            "start",
+        )
 
     def stop(self) -> None:
         """Fast shutdown: open sessions are ended (psycopg sees AdminShutdown)."""

@@ -38,18 +38,61 @@ VERSION = "0.33.0"
 # vLLM 0.33.0's `fused_moe_kernel` parameters, in order, with their defaults (fused_moe.py):
 # (name, constexpr, default source or None).
 VLLM_MOE_PARAMETERS: tuple[tuple[str, bool, str | None], ...] = (
-    *((name, False, None) for name in (
-        "a_ptr", "b_ptr", "c_ptr", "b_bias_ptr", "a_scale_ptr", "b_scale_ptr",
-        "topk_weights_ptr", "sorted_token_ids_ptr", "expert_ids_ptr",
-        "num_tokens_post_padded_ptr", "N", "K", "EM", "num_valid_tokens", "stride_am",
-        "stride_ak", "stride_be", "stride_bk", "stride_bn", "stride_cm", "stride_cn",
-        "stride_asm", "stride_ask", "stride_bse", "stride_bsk", "stride_bsn", "stride_bbe",
-        "stride_bbn")),
-    *((name, True, None) for name in (
-        "group_n", "group_k", "naive_block_assignment", "BLOCK_SIZE_M", "BLOCK_SIZE_N",
-        "BLOCK_SIZE_K", "GROUP_SIZE_M", "SPLIT_K", "MUL_ROUTED_WEIGHT", "top_k",
-        "compute_type", "use_fp8_w8a8", "use_int8_w8a8", "use_int8_w8a16",
-        "per_channel_quant", "HAS_BIAS", "SWAP_AB")),
+    *(
+        (name, False, None)
+        for name in (
+            "a_ptr",
+            "b_ptr",
+            "c_ptr",
+            "b_bias_ptr",
+            "a_scale_ptr",
+            "b_scale_ptr",
+            "topk_weights_ptr",
+            "sorted_token_ids_ptr",
+            "expert_ids_ptr",
+            "num_tokens_post_padded_ptr",
+            "N",
+            "K",
+            "EM",
+            "num_valid_tokens",
+            "stride_am",
+            "stride_ak",
+            "stride_be",
+            "stride_bk",
+            "stride_bn",
+            "stride_cm",
+            "stride_cn",
+            "stride_asm",
+            "stride_ask",
+            "stride_bse",
+            "stride_bsk",
+            "stride_bsn",
+            "stride_bbe",
+            "stride_bbn",
+        )
+    ),
+    *(
+        (name, True, None)
+        for name in (
+            "group_n",
+            "group_k",
+            "naive_block_assignment",
+            "BLOCK_SIZE_M",
+            "BLOCK_SIZE_N",
+            "BLOCK_SIZE_K",
+            "GROUP_SIZE_M",
+            "SPLIT_K",
+            "MUL_ROUTED_WEIGHT",
+            "top_k",
+            "compute_type",
+            "use_fp8_w8a8",
+            "use_int8_w8a8",
+            "use_int8_w8a16",
+            "per_channel_quant",
+            "HAS_BIAS",
+            "SWAP_AB",
+        )
+    ),
     ("USE_TD", True, "False"),
 )
 
@@ -59,10 +102,11 @@ def _delegate(name: str, ours: str, module: str) -> str:
     fn = getattr(importlib.import_module(module), ours).fn
     params = list(inspect.signature(fn).parameters.values())
     constexpr = [p.name for p in params if "constexpr" in str(p.annotation)]
-    header = ",\n    ".join(f"{p.name}: tl.constexpr" if p.name in constexpr else p.name
-                           for p in params)
+    header = ",\n    ".join(
+        f"{p.name}: tl.constexpr" if p.name in constexpr else p.name for p in params
+    )
     call = ", ".join(p.name for p in params)
-    return (f"@triton.jit\ndef {name}(\n    {header},\n):\n    _{ours}({call})\n")
+    return f"@triton.jit\ndef {name}(\n    {header},\n):\n    _{ours}({call})\n"
 
 
 def _under_vllms_parameters(name: str, ours: str, module: str) -> str:
@@ -85,11 +129,12 @@ def _under_vllms_parameters(name: str, ours: str, module: str) -> str:
     node = ast.parse(text).body[0]
     assert isinstance(node, ast.FunctionDef)
     lines = text.splitlines(keepends=True)
-    header = ",\n".join(f"    {p}: tl.constexpr" + (f" = {default}" if default else "")
-                        if constexpr else f"    {p}"
-                        for p, constexpr, default in VLLM_MOE_PARAMETERS)
+    header = ",\n".join(
+        f"    {p}: tl.constexpr" + (f" = {default}" if default else "") if constexpr else f"    {p}"
+        for p, constexpr, default in VLLM_MOE_PARAMETERS
+    )
     decorators = "".join(lines[: node.lineno - 1])
-    body = "".join(lines[node.body[0].lineno - 1:])
+    body = "".join(lines[node.body[0].lineno - 1 :])
     return f"{decorators}def {name}(\n{header},\n):\n{body}"
 
 
@@ -99,7 +144,7 @@ def _under_vllms_parameters(name: str, ours: str, module: str) -> str:
 # BLOCK_SIZE_M, or rows * top_k * BLOCK_SIZE_M without sorted_token_ids (naive assignment);
 # SPLIT_K = 1; BLOCK_SIZE_K at most min(block_shape); SWAP_AB on compute capability 90 for
 # BLOCK_SIZE_M < 64 and BLOCK_SIZE_N >= 64; B_scale's N stride 0 when B_scale has one N group.
-_MOE_LAUNCH = '''
+_MOE_LAUNCH = """
 
 CALLS = []
 
@@ -152,7 +197,7 @@ def dispatch_fused_moe_kernel(A, B, C, A_scale, B_scale, B_zp, topk_weights,
         A, B, C, A_scale, B_scale, topk_weights, sorted_token_ids, expert_ids,
         num_tokens_post_padded, mul_routed_weight, top_k, config, compute_type, use_fp8_w8a8,
         use_int8_w8a8, use_int8_w8a16, use_int4_w4a16, per_channel_quant, block_shape, B_bias)
-'''
+"""
 
 
 def build_standin(root: Path, version: str = VERSION, *, triton_pin: str = "3.8.0") -> Path:
@@ -171,7 +216,8 @@ def build_standin(root: Path, version: str = VERSION, *, triton_pin: str = "3.8.
     info.mkdir()
     (info / "METADATA").write_text(
         f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n"
-        f"Requires-Dist: torch==2.14.0\nRequires-Dist: triton=={triton_pin}\n")
+        f"Requires-Dist: torch==2.14.0\nRequires-Dist: triton=={triton_pin}\n"
+    )
     (info / "RECORD").write_text("")
     dense = module_path(root, VLLM_DENSE.module)
     dense.write_text(
@@ -179,17 +225,21 @@ def build_standin(root: Path, version: str = VERSION, *, triton_pin: str = "3.8.
         "from vllm.triton_utils import tl, triton\n\n"
         "from tuner.kernels.dense.kernel import w8a8_block_fp8_matmul_kernel as "
         "_w8a8_block_fp8_matmul_kernel\n\n\n"
-        + _delegate(VLLM_DENSE.function, "w8a8_block_fp8_matmul_kernel",
-                    "tuner.kernels.dense.kernel"))
+        + _delegate(
+            VLLM_DENSE.function, "w8a8_block_fp8_matmul_kernel", "tuner.kernels.dense.kernel"
+        )
+    )
     moe = module_path(root, VLLM_MOE.module)
     moe.write_text(
         "# Stand-in of vLLM's fused_moe: its kernel is the project's own under vLLM's name and\n"
         "# parameters; its dispatcher takes vLLM's arguments and launches as vLLM's does.\n"
         "from vllm.platforms import current_platform\n"
         "from vllm.triton_utils import tl, triton\n\n\n"
-        + _under_vllms_parameters(VLLM_MOE.function, "fused_moe_fp8_block_kernel",
-                                  "tuner.kernels.moe.kernel")
-        + _MOE_LAUNCH)
+        + _under_vllms_parameters(
+            VLLM_MOE.function, "fused_moe_fp8_block_kernel", "tuner.kernels.moe.kernel"
+        )
+        + _MOE_LAUNCH
+    )
     (root / "vllm" / "__init__.py").write_text(f'__version__ = "{version}"\n')
     add_basics(root)
     add_selection(root)

@@ -75,7 +75,9 @@ _BLOCK = "from @SCALED@.BlockScaledMMLinearKernel import Fp8BlockScaledMMLinearK
 # vLLM 0.33.0's scaled_mm/deep_gemm.py: DeepGEMM's can_implement reads the current vLLM config's
 # model config (hf_text_config.model_type) and the weight shape; without a model config it
 # refuses.
-_DEEP_GEMM = _BLOCK + """
+_DEEP_GEMM = (
+    _BLOCK
+    + """
 import torch
 
 from vllm.config import get_current_vllm_config
@@ -116,15 +118,22 @@ class DeepGemmFp8BlockScaledMMKernel(Fp8BlockScaledMMLinearKernel):
             return False, "does not take this weight shape or dtype"
         return True, None
 """
+)
 
 # vLLM 0.33.0's scaled_mm/flashinfer.py and utils/flashinfer.py: FlashInfer's block-scale GEMM
 # runs on compute capability 90 only, with VLLM_BLOCKSCALE_FP8_GEMM_FLASHINFER (default 1) and
 # FlashInfer's kernels usable, for bf16 input and output, fp8 weights, N % 64 == 0 and
 # K % 128 == 0; FlashInfer DeepGEMM is the dynamic kernel of FlashInfer (base) and DeepGEMM
 # (fallback).
-_FLASHINFER = _BLOCK.replace("import Fp8BlockScaledMMLinearKernel", (
-    "import (\n    Fp8BlockScaledDynamicMMLinearKernel,\n    Fp8BlockScaledMMLinearKernel,\n)")
-) + """
+_FLASHINFER = (
+    _BLOCK.replace(
+        "import Fp8BlockScaledMMLinearKernel",
+        (
+            "import (\n    Fp8BlockScaledDynamicMMLinearKernel,\n    "
+            "Fp8BlockScaledMMLinearKernel,\n)"
+        ),
+    )
+    + """
 import os
 
 import torch
@@ -161,11 +170,14 @@ class FlashInferFp8DeepGEMMDynamicBlockScaledKernel(Fp8BlockScaledDynamicMMLinea
     base_type = FlashInferFp8BlockScaledMMKernel
     fallback_type = DeepGemmFp8BlockScaledMMKernel
 """
+)
 
 # vLLM 0.33.0's scaled_mm/cutlass.py: CUTLASS's block-FP8 GEMM where vLLM's build supports the
 # capability (its ops.cutlass_scaled_mm_supports_block_fp8: Hopper and later, so not sm89,
 # where vLLM runs Marlin).
-_CUTLASS = _BLOCK + """
+_CUTLASS = (
+    _BLOCK
+    + """
 from vllm.platforms import current_platform
 
 
@@ -176,10 +188,13 @@ class CutlassFp8BlockScaledMMKernel(Fp8BlockScaledMMLinearKernel):
             return False, f"has no block-FP8 GEMM for compute capability {compute_capability}"
         return True, None
 """
+)
 
 # vLLM 0.33.0's scaled_mm/b12x.py: the sm120 family only, with the b12x extra installed (not in
 # the stand-in).
-_B12X = _BLOCK + """
+_B12X = (
+    _BLOCK
+    + """
 from vllm.platforms import current_platform
 
 
@@ -190,10 +205,13 @@ class B12xFp8BlockScaledMMKernel(Fp8BlockScaledMMLinearKernel):
             return False, "needs a Blackwell 12x GPU"
         return False, "needs the b12x extra, which is not installed"
 """
+)
 
 # vLLM 0.33.0's scaled_mm/triton.py and pytorch.py: Triton runs on any CUDA GPU; torch's
 # block-wise scaled_mm only on compute capability 90.
-_TRITON_KERNEL = _BLOCK + """
+_TRITON_KERNEL = (
+    _BLOCK
+    + """
 from vllm.platforms import current_platform
 
 
@@ -202,8 +220,11 @@ class TritonFp8BlockScaledMMKernel(Fp8BlockScaledMMLinearKernel):
     def is_supported(cls, compute_capability=None):
         return (True, None) if current_platform.is_cuda() else (False, "needs CUDA")
 """
+)
 
-_TORCH_KERNEL = _BLOCK + """
+_TORCH_KERNEL = (
+    _BLOCK
+    + """
 from vllm.platforms import current_platform
 
 
@@ -214,6 +235,7 @@ class BlockWiseTorchFP8ScaledMMLinearKernel(Fp8BlockScaledMMLinearKernel):
             return False, "needs compute capability 90 for 1x128 and 128x128 block scales"
         return True, None
 """
+)
 
 # MarlinFP8ScaledMMLinearKernel with vLLM 0.33.0's signatures; it runs on a CUDA GPU of compute
 # capability 7.5 or newer (scaled_mm/marlin.py, marlin_utils_fp8.py); its "repacking" stores
@@ -285,15 +307,24 @@ def add_linear_kernels(root: Path) -> None:
     """vLLM 0.33.0's 8 block-FP8 linear-kernel classes at its module paths, with its class names
     and method signatures: each `is_supported` and `can_implement` as vLLM's decides (DeepGEMM
     reading the model config), Marlin computing with torch, Humming not installed."""
-    for module, text in (("ScaledMMLinearKernel", _SCALED_MM_BASE),
-                         ("BlockScaledMMLinearKernel", _BLOCK_BASE),
-                         ("deep_gemm", _DEEP_GEMM), ("flashinfer", _FLASHINFER),
-                         ("cutlass", _CUTLASS), ("b12x", _B12X), ("triton", _TRITON_KERNEL),
-                         ("pytorch", _TORCH_KERNEL), ("marlin", _MARLIN),
-                         ("humming", _HUMMING)):
+    for module, text in (
+        ("ScaledMMLinearKernel", _SCALED_MM_BASE),
+        ("BlockScaledMMLinearKernel", _BLOCK_BASE),
+        ("deep_gemm", _DEEP_GEMM),
+        ("flashinfer", _FLASHINFER),
+        ("cutlass", _CUTLASS),
+        ("b12x", _B12X),
+        ("triton", _TRITON_KERNEL),
+        ("pytorch", _TORCH_KERNEL),
+        ("marlin", _MARLIN),
+        ("humming", _HUMMING),
+    ):
         append(root, f"{SCALED_MM}.{module}", filled(text.replace("@SCALED@", SCALED_MM)))
     # vLLM 0.33.0's scaled_mm/__init__.py re-exports these (Humming it does not).
-    append(root, f"{SCALED_MM}.__init__",
-           f"\nfrom {SCALED_MM}.ScaledMMLinearKernel import (\n"
-           "    FP8ScaledMMLinearKernel,\n    FP8ScaledMMLinearLayerConfig,\n)\n"
-           f"from {SCALED_MM}.marlin import MarlinFP8ScaledMMLinearKernel\n")
+    append(
+        root,
+        f"{SCALED_MM}.__init__",
+        f"\nfrom {SCALED_MM}.ScaledMMLinearKernel import (\n"
+        "    FP8ScaledMMLinearKernel,\n    FP8ScaledMMLinearLayerConfig,\n)\n"
+        f"from {SCALED_MM}.marlin import MarlinFP8ScaledMMLinearKernel\n",
+    )

@@ -40,9 +40,13 @@ SCALED_MM = "vllm.model_executor.kernels.linear.scaled_mm"
 
 def filled(text: str) -> str:
     """A module's text with the variables' names put in for @CAPABILITY@ and the like."""
-    for mark, name in (("@CAPABILITY@", CAPABILITY_VARIABLE), ("@DENSE@", DENSE_VARIABLE),
-                       ("@MOE@", MOE_VARIABLE), ("@NO_DRIVER@", NO_DRIVER_VARIABLE),
-                       ("@FLASHINFER@", FLASHINFER_VARIABLE)):
+    for mark, name in (
+        ("@CAPABILITY@", CAPABILITY_VARIABLE),
+        ("@DENSE@", DENSE_VARIABLE),
+        ("@MOE@", MOE_VARIABLE),
+        ("@NO_DRIVER@", NO_DRIVER_VARIABLE),
+        ("@FLASHINFER@", FLASHINFER_VARIABLE),
+    ):
         text = text.replace(mark, name)
     return text
 
@@ -239,6 +243,7 @@ def get_current_vllm_config_or_none():
     return _current
 """
 
+
 def append(root: Path, module: str, text: str) -> None:
     """Add `text` to the stand-in module `module` under `root`: appended after what another
     piece of the stand-in wrote there, never written over it."""
@@ -251,8 +256,9 @@ def add_basics(root: Path) -> None:
     (platforms, config, triton_utils, quantization/utils/quant_utils.py), answering from the
     environment variables above; no vLLM code."""
     for module, text in (  # packages: their text goes in __init__.py
-            ("vllm.platforms.__init__", _PLATFORMS),
-            ("vllm.config.__init__", _CONFIG),
-            ("vllm.triton_utils.__init__", _TRITON_UTILS),
-            ("vllm.model_executor.layers.quantization.utils.quant_utils", _QUANT_UTILS)):
+        ("vllm.platforms.__init__", _PLATFORMS),
+        ("vllm.config.__init__", _CONFIG),
+        ("vllm.triton_utils.__init__", _TRITON_UTILS),
+        ("vllm.model_executor.layers.quantization.utils.quant_utils", _QUANT_UTILS),
+    ):
         append(root, module, filled(text))

@@ -231,15 +231,15 @@ def add_selection(root: Path) -> None:
     fused_moe/config.py and oracle/fp8.py), answering from the environment variables of
     `tests.standin_vllm_parts`; no vLLM code."""
     for module, text in (  # packages: their text goes in __init__.py
-            ("vllm.utils.deep_gemm", _DEEP_GEMM_UTILS),
-            ("vllm.model_executor.layers.quantization.utils.humming.__init__",
-             "\nfrom .priority import prefers_humming, prioritize_humming  # noqa: F401\n"),
-            ("vllm.model_executor.layers.quantization.utils.humming.priority",
-             _HUMMING_PRIORITY),
-            ("vllm.model_executor.kernels.linear.__init__", _LINEAR),
-            ("vllm.model_executor.layers.fused_moe.activation", _MOE_ACTIVATION),
-            ("vllm.model_executor.layers.fused_moe.config", _MOE_CONFIG),
-            ("vllm.model_executor.layers.fused_moe.oracle.fp8", _MOE_ORACLE)):
+        ("vllm.utils.deep_gemm", _DEEP_GEMM_UTILS),
+        (
+            "vllm.model_executor.layers.quantization.utils.humming.__init__",
+            "\nfrom .priority import prefers_humming, prioritize_humming  # noqa: F401\n",
+        ),
+        ("vllm.model_executor.layers.quantization.utils.humming.priority", _HUMMING_PRIORITY),
+        ("vllm.model_executor.kernels.linear.__init__", _LINEAR),
+        ("vllm.model_executor.layers.fused_moe.activation", _MOE_ACTIVATION),
+        ("vllm.model_executor.layers.fused_moe.config", _MOE_CONFIG),
+        ("vllm.model_executor.layers.fused_moe.oracle.fp8", _MOE_ORACLE),
+    ):
         append(root, module, filled(text))
-
-

@@ -19,18 +19,37 @@ from tuner.kernels.source import kernel_label
 TRITON = importlib.metadata.version("triton")
 
 DEFAULT = default_config().as_dict()
-FAST = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
-        "num_warps": 4, "num_stages": 3}
-SLOW = {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 64,
-        "num_warps": 8, "num_stages": 5}
+FAST = {
+    "BLOCK_SIZE_M": 16,
+    "BLOCK_SIZE_N": 64,
+    "BLOCK_SIZE_K": 128,
+    "GROUP_SIZE_M": 1,
+    "num_warps": 4,
+    "num_stages": 3,
+}
+SLOW = {
+    "BLOCK_SIZE_M": 128,
+    "BLOCK_SIZE_N": 256,
+    "BLOCK_SIZE_K": 128,
+    "GROUP_SIZE_M": 64,
+    "num_warps": 8,
+    "num_stages": 5,
+}
 # (N, K, M) -> [(config, is_default, status, latency_us)]
 Plan = Mapping[tuple[int, int, int], Sequence[tuple[dict, bool, str, float | None]]]
 TABLES = ("devices", "environments", "sweeps", "tasks", "trials", "imports")
 
 
-def fill(url: str, plan: Plan, *, device_name: str = "NVIDIA_L20", model: str = "test-model",
-         m_values: Sequence[int] = (1, 16, 32), fail_m: Sequence[int] = (),
-         kernel: str = "builtin") -> int:
+def fill(
+    url: str,
+    plan: Plan,
+    *,
+    device_name: str = "NVIDIA_L20",
+    model: str = "test-model",
+    m_values: Sequence[int] = (1, 16, 32),
+    fail_m: Sequence[int] = (),
+    kernel: str = "builtin",
+) -> int:
     """Create one sweep over the plan's shapes; run its tasks; return the sweep_id.
 
     Tasks whose (N, K, M) is not in the plan are left pending; M in `fail_m` end failed.
@@ -41,42 +60,73 @@ def fill(url: str, plan: Plan, *, device_name: str = "NVIDIA_L20", model: str = 
     if kernel != "builtin":  # its own sweep, named as tuner.run.plan names it
         dense = DENSE.source(kernel)
         space = f"vllm@kernel:{kernel_label(dense.name)}"
-        source = {"kernel_hash": dense.kernel_hash, "kernel_source": dense.name,
-                  "vllm": dense.version}
+        source = {
+            "kernel_hash": dense.kernel_hash,
+            "kernel_source": dense.name,
+            "vllm": dense.version,
+        }
     shapes = sorted({(n, k) for n, k, _ in plan})
     engine = open_store(url)
     try:
         with session_scope(engine) as session:
             sweep, _ = repo.create_sweep(
-                session, device_name=device_name, model=model, tp=2, strategy="grid",
-                budget=8, space=space, seed=0, m_values=list(m_values), out_dtype="bfloat16",
-                block_shape=(128, 128), shapes=shapes,
+                session,
+                device_name=device_name,
+                model=model,
+                tp=2,
+                strategy="grid",
+                budget=8,
+                space=space,
+                seed=0,
+                m_values=list(m_values),
+                out_dtype="bfloat16",
+                block_shape=(128, 128),
+                shapes=shapes,
             )
             environment_id = repo.get_or_create_environment(
-                session, device_name=device_name, gpu_name=device_name.replace("_", " "),
-                compute_capability="8.9", driver="580.1", cuda="12.9", torch="2.11.0",
-                triton=TRITON, tuner=tuner.__version__, **source,
+                session,
+                device_name=device_name,
+                gpu_name=device_name.replace("_", " "),
+                compute_capability="8.9",
+                driver="580.1",
+                cuda="12.9",
+                torch="2.11.0",
+                triton=TRITON,
+                tuner=tuner.__version__,
+                **source,
             )
         claimed = []
         while True:
             with session_scope(engine) as session:
-                task = repo.claim_task(session, sweep_id=sweep.sweep_id, worker_id="w",
-                                       lease_s=600)
+                task = repo.claim_task(session, sweep_id=sweep.sweep_id, worker_id="w", lease_s=600)
                 if task is None:
                     break
                 claimed.append(task.task_id)
                 trials = plan.get((task.N, task.K, task.M))
                 for config, is_default, status, latency_us in trials or ():
-                    repo.record_trial(session, task_id=task.task_id,
-                                      environment_id=environment_id, config=config,
-                                      is_default=is_default, status=status,
-                                      latency_us=latency_us)
+                    repo.record_trial(
+                        session,
+                        task_id=task.task_id,
+                        environment_id=environment_id,
+                        config=config,
+                        is_default=is_default,
+                        status=status,
+                        latency_us=latency_us,
+                    )
                 if trials is not None or task.M in fail_m:
-                    repo.finish_task(session, task_id=task.task_id, worker_id="w",
-                                     state="failed" if task.M in fail_m else "done")
+                    repo.finish_task(
+                        session,
+                        task_id=task.task_id,
+                        worker_id="w",
+                        state="failed" if task.M in fail_m else "done",
+                    )
         with session_scope(engine) as session:  # hand unplanned tasks back: pending
-            session.execute(text("UPDATE tasks SET state = 'pending', worker_id = NULL, "
-                                 "lease_expires_at = NULL WHERE state = 'running'"))
+            session.execute(
+                text(
+                    "UPDATE tasks SET state = 'pending', worker_id = NULL, "
+                    "lease_expires_at = NULL WHERE state = 'running'"
+                )
+            )
         return sweep.sweep_id
     finally:
         engine.dispose()
@@ -87,8 +137,10 @@ def row_counts(url: str) -> dict[str, int]:
     engine = open_store(url)
     try:
         with engine.connect() as connection:
-            return {name: connection.execute(text(f"SELECT count(*) FROM {name}")).scalar_one()
-                    for name in TABLES}
+            return {
+                name: connection.execute(text(f"SELECT count(*) FROM {name}")).scalar_one()
+                for name in TABLES
+            }
     finally:
         engine.dispose()
 
@@ -105,8 +157,17 @@ def publish(url: str, device_name: str = "NVIDIA_L20", **scope) -> int:
         engine.dispose()
 
 
-def run_one_task(url: str, *, model: str, family: str, shape_params: str,
-                 shape: tuple[int, int], M: int, space: Sequence, budget: int = 3):
+def run_one_task(
+    url: str,
+    *,
+    model: str,
+    family: str,
+    shape_params: str,
+    shape: tuple[int, int],
+    M: int,
+    space: Sequence,
+    budget: int = 3,
+):
     """Create a one-task sweep of `family` on the interpreter device, claim its task and run it
     with `run_task` over `space`; returns (engine, task). Dispose of the engine when done."""
     from tuner.measure.runners import InterpreterRunner
@@ -116,16 +177,39 @@ def run_one_task(url: str, *, model: str, family: str, shape_params: str,
     engine = open_store(url)
     with session_scope(engine) as session:
         sweep, _ = repo.create_sweep(
-            session, device_name="TRITON_INTERPRETER", model=model, tp=1, strategy="grid",
-            budget=budget, space=f"custom:{family}", seed=0, m_values=[M],
-            out_dtype="bfloat16", block_shape=(128, 128), shapes=[shape], family=family,
-            shape_params=shape_params)
+            session,
+            device_name="TRITON_INTERPRETER",
+            model=model,
+            tp=1,
+            strategy="grid",
+            budget=budget,
+            space=f"custom:{family}",
+            seed=0,
+            m_values=[M],
+            out_dtype="bfloat16",
+            block_shape=(128, 128),
+            shapes=[shape],
+            family=family,
+            shape_params=shape_params,
+        )
         environment_id = repo.get_or_create_environment(
-            session, device_name="TRITON_INTERPRETER", gpu_name="TRITON_INTERPRETER",
-            compute_capability="", driver="", cuda="", torch="t", triton="t", tuner="t",
-            kernel_hash="h")
+            session,
+            device_name="TRITON_INTERPRETER",
+            gpu_name="TRITON_INTERPRETER",
+            compute_capability="",
+            driver="",
+            cuda="",
+            torch="t",
+            triton="t",
+            tuner="t",
+            kernel_hash="h",
+        )
         task = repo.claim_task(session, sweep_id=sweep.sweep_id, worker_id="w", lease_s=600)
-    spec = WorkerSpec(db_url=url, sweep_id=sweep.sweep_id, worker_id="w",
-                      runner=InterpreterRunner("TRITON_INTERPRETER", reps=1))
+    spec = WorkerSpec(
+        db_url=url,
+        sweep_id=sweep.sweep_id,
+        worker_id="w",
+        runner=InterpreterRunner("TRITON_INTERPRETER", reps=1),
+    )
     run_task(engine, spec, task, environment_id, space)
     return engine, task

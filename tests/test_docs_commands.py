@@ -85,13 +85,15 @@ def test_shown_command_exists(page: str, snippet: str):
         # `tuner --help` or `tuner` alone is the app itself; anything else must be a command.
         assert not rest or rest[0].startswith("-"), f"{page}: no command {rest[0]!r} in {snippet!r}"
     assert not _is_group(command) or not rest or rest[0].startswith("-"), (
-        f"{page}: {' '.join(['tuner', *path])} has no subcommand {rest[0]!r} ({snippet!r})")
+        f"{page}: {' '.join(['tuner', *path])} has no subcommand {rest[0]!r} ({snippet!r})"
+    )
     known = _options(command)
     for word in rest:
         for token in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", word):
             assert token in known, (
                 f"{page}: `tuner {' '.join(path)}` has no option {token} ({snippet!r}); "
-                f"it has {sorted(known)}")
+                f"it has {sorted(known)}"
+            )
 
 
 _LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
@@ -112,14 +114,18 @@ def _leaf_paths(command: Any, path: tuple[str, ...] = ()) -> list[str]:
     """Every runnable command under `command`, as `tuner a b` strings (hidden ones left out)."""
     if not _is_group(command):
         return [" ".join(("tuner", *path))]
-    return [leaf for name, sub in sorted(command.commands.items()) if not sub.hidden
-            for leaf in _leaf_paths(sub, (*path, name))]
+    return [
+        leaf
+        for name, sub in sorted(command.commands.items())
+        if not sub.hidden
+        for leaf in _leaf_paths(sub, (*path, name))
+    ]
 
 
 def test_readme_table_lists_every_command():
     text = (ROOT / "README.md").read_text()
     start = text.index("| command | what |")
-    table = text[start:text.index("\n\n", start)]
+    table = text[start : text.index("\n\n", start)]
     shown = {" ".join(snippet.split()[:3]) for snippet in _INLINE.findall(table)}
     shown |= {" ".join(snippet.split()[:2]) for snippet in _INLINE.findall(table)}
     missing = [leaf for leaf in _leaf_paths(typer.main.get_command(app)) if leaf not in shown]

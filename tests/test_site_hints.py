@@ -31,8 +31,14 @@ def run_hint(command: str, site: Path) -> str:
     """Run a printed `python3 -c "..."` hint with the fake site-packages importable."""
     found = re.fullmatch(r'python3? -c "(.+)"', command.strip())
     assert found, command
-    done = subprocess.run([sys.executable, "-c", found[1]], capture_output=True, text=True,
-                          env={"PYTHONPATH": str(site)}, check=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", found[1]],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(site)},
+        check=True,
+        timeout=60,
+    )
     return done.stdout.strip()
 
 
@@ -45,9 +51,16 @@ def test_readme_site_hint_prints_site_packages(site: Path) -> None:
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
 def test_mounts_site_hint_prints_site_packages(site: Path, engine: str) -> None:
-    text = render_mounts(MountRequest(device_name="NVIDIA_L20", engine=engine, file_names=(A,),
-                                      host_dir="$PWD/configs", site_packages="/site",
-                                      fmt="docker"))
+    text = render_mounts(
+        MountRequest(
+            device_name="NVIDIA_L20",
+            engine=engine,
+            file_names=(A,),
+            host_dir="$PWD/configs",
+            site_packages="/site",
+            fmt="docker",
+        )
+    )
     command = re.search(r'^# \(site-packages in your image: (python3 -c ".+");$', text, re.M)
     assert command, text
     assert run_hint(command[1], site) == str(site)
@@ -57,4 +70,5 @@ def test_archive_readme_hint_prints_the_configs_folder(site: Path) -> None:
     command = re.search(r"Find the folder: (python3 -c \".+\")$", _HOW_TO, re.M)
     assert command, _HOW_TO
     assert run_hint(command[1], site) == str(
-        site / "vllm" / "model_executor" / "layers" / "quantization" / "utils" / "configs")
+        site / "vllm" / "model_executor" / "layers" / "quantization" / "utils" / "configs"
+    )

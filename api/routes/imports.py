@@ -29,16 +29,25 @@ def coverage(keys: list[int]) -> schemas.MCoverage:
         Present and missing grid M, keys outside the grid, and the summary line.
     """
     present, missing, extra = m_coverage(keys)
-    return schemas.MCoverage(grid_present=present, grid_missing=missing, extra=extra,
-                             summary=coverage_summary(keys))
+    return schemas.MCoverage(
+        grid_present=present, grid_missing=missing, extra=extra, summary=coverage_summary(keys)
+    )
 
 
 def _schema(item: repo.ImportInfo, note: str | None = None) -> schemas.ImportedFile:
     return schemas.ImportedFile(
-        device_name=item.device_name, N=item.N, K=item.K, block_shape=item.block_shape,
-        label=item.label, file_name=item.file_name, sha256=item.sha256,
-        m_keys=list(item.m_keys), coverage=coverage(list(item.m_keys)), note=note,
-        checked_arch=item.checked_arch, cannot_launch=item.cannot_launch,
+        device_name=item.device_name,
+        N=item.N,
+        K=item.K,
+        block_shape=item.block_shape,
+        label=item.label,
+        file_name=item.file_name,
+        sha256=item.sha256,
+        m_keys=list(item.m_keys),
+        coverage=coverage(list(item.m_keys)),
+        note=note,
+        checked_arch=item.checked_arch,
+        cannot_launch=item.cannot_launch,
     )
 
 
@@ -47,43 +56,59 @@ def _known(session: SessionDep) -> list[str]:
     return sorted(names)
 
 
-@router.get("/{device_name}/imports", response_model=list[schemas.ImportedFile],
-            responses={404: {"description": "No device by that name (sweeps or imports)"}},
-            description=(
-    "The files imported for a device, with each file's coverage of vLLM's M grid, sorted by "
-    "(N, K, block_shape, label); empty for a device with sweeps and no imports. 404 naming "
-    "the known devices, for a device with neither."))
+@router.get(
+    "/{device_name}/imports",
+    response_model=list[schemas.ImportedFile],
+    responses={404: {"description": "No device by that name (sweeps or imports)"}},
+    description=(
+        "The files imported for a device, with each file's coverage of vLLM's M grid, sorted by "
+        "(N, K, block_shape, label); empty for a device with sweeps and no imports. 404 naming "
+        "the known devices, for a device with neither."
+    ),
+)
 def list_imported(device_name: DeviceName, session: SessionDep) -> list[schemas.ImportedFile]:
     """List the files imported for a device with their M-grid coverage."""
     known = _known(session)
     names = [device_name] if device_name in known else resolve(device_name, known)
     if len(names) != 1:
-        raise HTTPException(404, detail=f"unknown device {device_name!r}; known: "
-                                        f"{', '.join(known) or '(none)'}")
+        raise HTTPException(
+            404, detail=f"unknown device {device_name!r}; known: {', '.join(known) or '(none)'}"
+        )
     return [_schema(item) for item in repo.list_imports(session, device_name=names[0])]
 
 
-@router.post("/{device_name}/imports", response_model=schemas.ImportedFile, status_code=201,
-             responses={401: {"description": "Missing or wrong bearer token"},
-                        403: {"description": "Writes are disabled (no TUNER_API_TOKEN)"},
-                        422: {"description": "Not a valid config file, or a device that is "
-                              "neither in the store nor the file's"}},
-             description=(
-    "Keep an existing file's configs (e.g. one shipped with vLLM) as a labelled source; "
-    "answers the stored import with its coverage of vLLM's 18 M values.\n\n"
-    "The file is checked whole before anything is stored, then the device's files are "
-    "published as its next release (when any shape is complete). Its entries fill M that have "
-    "no measured winner when the device's files are merged; they are never measured and never "
-    "claimed to beat the default. Importing the same label again replaces the entries. The "
-    "service compiles nothing (it loads no Triton), so its imports are stored without a launch "
-    "check (`checked_arch` null); `tuner import` compiles the entries for the device and "
-    "leaves out those that cannot launch there.\n\n"
-    "The path names the device to store for: one in the store, or the file's own device. 422 "
-    "for a bad name or body (one line naming the file), or a path device that is neither "
-    "known nor the file's."))
+@router.post(
+    "/{device_name}/imports",
+    response_model=schemas.ImportedFile,
+    status_code=201,
+    responses={
+        401: {"description": "Missing or wrong bearer token"},
+        403: {"description": "Writes are disabled (no TUNER_API_TOKEN)"},
+        422: {
+            "description": "Not a valid config file, or a device that is "
+            "neither in the store nor the file's"
+        },
+    },
+    description=(
+        "Keep an existing file's configs (e.g. one shipped with vLLM) as a labelled source; "
+        "answers the stored import with its coverage of vLLM's 18 M values.\n\n"
+        "The file is checked whole before anything is stored, then the device's files are "
+        "published as its next release (when any shape is complete). Its entries fill M that have "
+        "no measured winner when the device's files are merged; they are never measured and never "
+        "claimed to beat the default. Importing the same label again replaces the entries. The "
+        "service compiles nothing (it loads no Triton), so its imports are stored without a launch "
+        "check (`checked_arch` null); `tuner import` compiles the entries for the device and "
+        "leaves out those that cannot launch there.\n\n"
+        "The path names the device to store for: one in the store, or the file's own device. 422 "
+        "for a bad name or body (one line naming the file), or a path device that is neither "
+        "known nor the file's."
+    ),
+)
 def import_file(
     device_name: DeviceName,
-    body: schemas.ImportRequest, session: SessionDep, _write: WriteAccess,
+    body: schemas.ImportRequest,
+    session: SessionDep,
+    _write: WriteAccess,
     _known_devices: Annotated[list[str], Depends(_known)],
 ) -> schemas.ImportedFile:
     """Import an existing config file as a labelled source and publish."""
@@ -96,10 +121,16 @@ def import_file(
     except LookupError as exc:  # the CLI refuses it too: a typo never creates a device
         raise HTTPException(422, detail=str(exc)) from None
     item = repo.record_import(
-        session, device_name=target, N=parsed.name.N, K=parsed.name.K,
-        block_shape=parsed.name.block_shape, family=parsed.family, label=body.label,
+        session,
+        device_name=target,
+        N=parsed.name.N,
+        K=parsed.name.K,
+        block_shape=parsed.name.block_shape,
+        family=parsed.family,
+        label=body.label,
         file_name=body.file_name,
-        sha256=parsed.sha256, configs=parsed.configs,
+        sha256=parsed.sha256,
+        configs=parsed.configs,
     )
     note = None
     if target != parsed.name.device_name:

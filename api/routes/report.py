@@ -26,26 +26,41 @@ def _row(session: Session, winner: repo.WinnerRow) -> ReportRow:
     per decided winner: a report is read rarely)."""
     decision = repo.task_decision(session, task_id=winner.task_id) if winner.decided else None
     return ReportRow(
-        M=winner.M, config=winner.config, latency_us=winner.latency_us,
-        default_latency_us=winner.default_latency_us, is_default=winner.is_default,
-        decided=winner.decided, spread_us=winner.spread_us if winner.decided else None,
-        kept=decision.kept if decision else None, kept_note=decision.note if decision else None,
+        M=winner.M,
+        config=winner.config,
+        latency_us=winner.latency_us,
+        default_latency_us=winner.default_latency_us,
+        is_default=winner.is_default,
+        decided=winner.decided,
+        spread_us=winner.spread_us if winner.decided else None,
+        kept=decision.kept if decision else None,
+        kept_note=decision.note if decision else None,
     )
 
 
-@router.get("/{device_name}/report", response_class=HTMLResponse, response_model=None,
-            responses={404: {"description": "Unknown device"}}, description=(
-    "An HTML page with, per shape, winner and default latency over M (log scales), speedup "
-    "over the default, achieved bandwidth and throughput, the re-timing's spread and why a "
-    "decided winner was kept, coverage gaps, the imported files (label, M keys, entries left "
-    "out by the launch check), and the environments; inline SVG charts rendered on the "
-    "server, no script. A device with imported files only shows their entries, marked not "
-    "measured.\n\n"
-    "Winners come from trials of the current kernel source and Triton major.minor only (as "
-    "the file routes serve them), unless allow_stale; the page says which, and how many ok "
-    "trials of other versions it left out. 404 for an unknown device."))
-def read_report(device_name: KnownDevice, session: SessionDep,
-                out_dtype: OutDtype = None, allow_stale: AllowStale = False) -> HTMLResponse:
+@router.get(
+    "/{device_name}/report",
+    response_class=HTMLResponse,
+    response_model=None,
+    responses={404: {"description": "Unknown device"}},
+    description=(
+        "An HTML page with, per shape, winner and default latency over M (log scales), speedup "
+        "over the default, achieved bandwidth and throughput, the re-timing's spread and why a "
+        "decided winner was kept, coverage gaps, the imported files (label, M keys, entries left "
+        "out by the launch check), and the environments; inline SVG charts rendered on the "
+        "server, no script. A device with imported files only shows their entries, marked not "
+        "measured.\n\n"
+        "Winners come from trials of the current kernel source and Triton major.minor only (as "
+        "the file routes serve them), unless allow_stale; the page says which, and how many ok "
+        "trials of other versions it left out. 404 for an unknown device."
+    ),
+)
+def read_report(
+    device_name: KnownDevice,
+    session: SessionDep,
+    out_dtype: OutDtype = None,
+    allow_stale: AllowStale = False,
+) -> HTMLResponse:
     """Render the device's HTML report."""
     view = read_device(session, device_name, out_dtype=out_dtype, allow_stale=allow_stale)
     coverage = {FamilyShape.of_row(c): c for c in view.coverage}
@@ -58,36 +73,71 @@ def read_report(device_name: KnownDevice, session: SessionDep,
         rows = by_shape.get(key, {})
         extra = imported.get(key)
         labels = extra.labels if extra is not None else {}
-        for M, config in (extra.configs.items() if extra is not None else ()):
+        for M, config in extra.configs.items() if extra is not None else ():
             if M not in rows:
-                rows[M] = ReportRow(M=M, config=config, latency_us=None, default_latency_us=None,
-                                    is_default=False, imported_from=labels[M])
+                rows[M] = ReportRow(
+                    M=M,
+                    config=config,
+                    latency_us=None,
+                    default_latency_us=None,
+                    is_default=False,
+                    imported_from=labels[M],
+                )
         left_out = sorted(extra.left_out.items()) if extra else []
         for M, (label, reason) in left_out:
             if M not in rows:
-                rows[M] = ReportRow(M=M, config=None, latency_us=None, default_latency_us=None,
-                                    is_default=False, imported_from=label, left_out=reason)
+                rows[M] = ReportRow(
+                    M=M,
+                    config=None,
+                    latency_us=None,
+                    default_latency_us=None,
+                    is_default=False,
+                    imported_from=label,
+                    left_out=reason,
+                )
         cov = coverage.get(key)
-        shapes.append(ShapeReport(
-            key=key, rows=tuple(rows[M] for M in sorted(rows)),
-            m_requested=cov.m_requested if cov else (), models=cov.models if cov else (),
-            m_stale=tuple(cov.m_stale) if cov else (),
-            left_out=tuple((M, label, reason) for M, (label, reason) in left_out),
-        ))
+        shapes.append(
+            ShapeReport(
+                key=key,
+                rows=tuple(rows[M] for M in sorted(rows)),
+                m_requested=cov.m_requested if cov else (),
+                models=cov.models if cov else (),
+                m_stale=tuple(cov.m_stale) if cov else (),
+                left_out=tuple((M, label, reason) for M, (label, reason) in left_out),
+            )
+        )
     current = view.scope.current
-    scope = ReportScope(allow_stale=True) if allow_stale else ReportScope(
-        allow_stale=False, kernel_hash=current.kernel_hash, triton_minor=current.triton_minor,
-        stale_trials=view.scope.stale_trials,
+    scope = (
+        ReportScope(allow_stale=True)
+        if allow_stale
+        else ReportScope(
+            allow_stale=False,
+            kernel_hash=current.kernel_hash,
+            triton_minor=current.triton_minor,
+            stale_trials=view.scope.stale_trials,
+        )
     )
     environments = [asdict(e) for e in view.environments]
     ceilings = repo.device_ceilings(session, device_name=device_name)
-    backends = backends_section(device_name, view.compute_capability,
-                                repo.list_comparisons(session, device_name=device_name, limit=1))
+    backends = backends_section(
+        device_name,
+        view.compute_capability,
+        repo.list_comparisons(session, device_name=device_name, limit=1),
+    )
     imports = repo.list_imports(session, device_name=device_name)
     swept = device_name in repo.list_device_names(session)
-    html = render_report(device_name, shapes, environments, version=tuner.__version__,
-                         out_dtype=out_dtype, ceilings=ceilings, scope=scope, backends=backends,
-                         imports=imports,
-                         imported_only=None if swept or not imports
-                         else imported_only_note(device_name, imports, report=True))
+    html = render_report(
+        device_name,
+        shapes,
+        environments,
+        version=tuner.__version__,
+        out_dtype=out_dtype,
+        ceilings=ceilings,
+        scope=scope,
+        backends=backends,
+        imports=imports,
+        imported_only=None
+        if swept or not imports
+        else imported_only_note(device_name, imports, report=True),
+    )
     return HTMLResponse(html)

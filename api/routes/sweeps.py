@@ -27,35 +27,55 @@ def _status(session: Session, sweep_id: int) -> schemas.SweepStatus | None:
         return None
     progress = repo.sweep_progress(session, sweep_id=sweep_id)
     return schemas.SweepStatus(
-        sweep_id=info.sweep_id, device_name=info.device_name, model=info.model, tp=info.tp,
-        strategy=info.strategy, budget=info.budget, space=info.space, seed=info.seed,
-        m_values=list(info.m_values), out_dtype=info.out_dtype, block_shape=info.block_shape,
-        created_at=info.created_at, tasks_total=progress.tasks_total,
-        tasks_pending=progress.tasks_pending, tasks_running=progress.tasks_running,
-        tasks_done=progress.tasks_done, tasks_failed=progress.tasks_failed,
-        trials_total=progress.trials_total, trials_ok=progress.trials_ok,
+        sweep_id=info.sweep_id,
+        device_name=info.device_name,
+        model=info.model,
+        tp=info.tp,
+        strategy=info.strategy,
+        budget=info.budget,
+        space=info.space,
+        seed=info.seed,
+        m_values=list(info.m_values),
+        out_dtype=info.out_dtype,
+        block_shape=info.block_shape,
+        created_at=info.created_at,
+        tasks_total=progress.tasks_total,
+        tasks_pending=progress.tasks_pending,
+        tasks_running=progress.tasks_running,
+        tasks_done=progress.tasks_done,
+        tasks_failed=progress.tasks_failed,
+        trials_total=progress.trials_total,
+        trials_ok=progress.trials_ok,
     )
 
 
-@router.post("", response_model=schemas.SweepStatus, status_code=201, responses={
-    200: {"model": schemas.SweepStatus, "description": "The same sweep existed already"},
-    401: {"description": "Missing or wrong bearer token"},
-    403: {"description": "Writes are disabled (no TUNER_API_TOKEN)"},
-    422: {"description": "Invalid body, unknown strategy, model or TP size"},
-}, description=(
-    "Create a sweep over vLLM's config space and its pending tasks, for `tuner worker "
-    "--device <device_name>` on any host to run; answers the sweep and its progress (201 when "
-    "created). The same body again returns the same sweep (200), and with a larger `trials` "
-    "the same sweep extended. 422 for an unknown strategy or model, a TP size the model does "
-    "not list, or a device_name that is neither a device of the store nor a GPU model name "
-    "(`H200`, `NVIDIA H200` and `nvidia_h200` all name `NVIDIA_H200`)."))
+@router.post(
+    "",
+    response_model=schemas.SweepStatus,
+    status_code=201,
+    responses={
+        200: {"model": schemas.SweepStatus, "description": "The same sweep existed already"},
+        401: {"description": "Missing or wrong bearer token"},
+        403: {"description": "Writes are disabled (no TUNER_API_TOKEN)"},
+        422: {"description": "Invalid body, unknown strategy, model or TP size"},
+    },
+    description=(
+        "Create a sweep over vLLM's config space and its pending tasks, for `tuner worker "
+        "--device <device_name>` on any host to run; answers the sweep and its progress (201 when "
+        "created). The same body again returns the same sweep (200), and with a larger `trials` "
+        "the same sweep extended. 422 for an unknown strategy or model, a TP size the model does "
+        "not list, or a device_name that is neither a device of the store nor a GPU model name "
+        "(`H200`, `NVIDIA H200` and `nvidia_h200` all name `NVIDIA_H200`)."
+    ),
+)
 def create_sweep(
     body: schemas.SweepCreate, _auth: WriteAccess, store: StoreDep, response: Response
 ) -> schemas.SweepStatus:
     """Create a sweep and its pending tasks, or return the same one again."""
     if body.strategy not in STRATEGIES:
-        raise HTTPException(422, detail=f"unknown strategy '{body.strategy}'; known: "
-                            f"{', '.join(STRATEGIES)}")
+        raise HTTPException(
+            422, detail=f"unknown strategy '{body.strategy}'; known: {', '.join(STRATEGIES)}"
+        )
     try:
         shapes = load_shapes(body.model, body.tp)
     except (UnknownModelError, ValueError) as exc:
@@ -68,9 +88,16 @@ def create_sweep(
     except ValueError as exc:
         raise HTTPException(422, detail=f"device_name {exc}") from None
     request = SweepRequest(
-        device_name=device_name, model=shapes.model, tp=shapes.tp, shapes=shapes.pairs(),
-        block_shape=shapes.block_shape, m_values=tuple(sorted(set(body.m_values))),
-        strategy=body.strategy, trials=body.trials, seed=body.seed, out_dtype=body.out_dtype,
+        device_name=device_name,
+        model=shapes.model,
+        tp=shapes.tp,
+        shapes=shapes.pairs(),
+        block_shape=shapes.block_shape,
+        m_values=tuple(sorted(set(body.m_values))),
+        strategy=body.strategy,
+        trials=body.trials,
+        seed=body.seed,
+        out_dtype=body.out_dtype,
     )
     try:
         with session_scope(store) as session:
@@ -83,10 +110,15 @@ def create_sweep(
     return status
 
 
-@router.get("/{sweep_id}", response_model=schemas.SweepStatus,
-            responses={404: {"description": "No sweep with that id"}}, description=(
-    "A sweep's parameters and progress: tasks by state, trials stored. 404 when there is no "
-    "such sweep."))
+@router.get(
+    "/{sweep_id}",
+    response_model=schemas.SweepStatus,
+    responses={404: {"description": "No sweep with that id"}},
+    description=(
+        "A sweep's parameters and progress: tasks by state, trials stored. 404 when there is no "
+        "such sweep."
+    ),
+)
 def read_sweep(sweep_id: SweepId, session: SessionDep) -> schemas.SweepStatus:
     """Read a sweep's parameters and progress."""
     status = _status(session, sweep_id)

@@ -64,30 +64,41 @@ def exchange(port: int, head: list[str], body: bytes = b"") -> tuple[int, dict]:
             reply += sock.recv(65536)
         top, _, rest = reply.partition(b"\r\n\r\n")
         lines = top.decode("latin-1").split("\r\n")
-        length = next(int(line.split(":")[1]) for line in lines
-                      if line.lower().startswith("content-length:"))
+        length = next(
+            int(line.split(":")[1]) for line in lines if line.lower().startswith("content-length:")
+        )
         while len(rest) < length:
             rest += sock.recv(65536)
     return int(lines[0].split()[1]), json.loads(rest)
 
 
 def test_a_write_without_the_token_is_refused_before_its_body_is_sent(
-        port: int, store: str) -> None:
+    port: int, store: str
+) -> None:
     before = row_counts(store)
     # The head announces 100 MB and none of it is sent: an answer proves nothing was read.
-    status, body = exchange(port, [f"POST {IMPORTS} HTTP/1.1", "Content-Length: 100000000",
-                                   "Content-Type: application/json"])
+    status, body = exchange(
+        port,
+        [f"POST {IMPORTS} HTTP/1.1", "Content-Length: 100000000", "Content-Type: application/json"],
+    )
     assert (status, body) == (401, {"detail": NEEDS_TOKEN})
-    status, body = exchange(port, ["POST /sweeps HTTP/1.1", "Content-Length: 100000000",
-                                   "Authorization: Bearer wrong"])
+    status, body = exchange(
+        port, ["POST /sweeps HTTP/1.1", "Content-Length: 100000000", "Authorization: Bearer wrong"]
+    )
     assert (status, body) == (401, {"detail": NEEDS_TOKEN})
     assert row_counts(store) == before
 
 
 def test_a_body_announced_over_the_limit_is_a_413_before_it_is_sent(port: int) -> None:
-    status, body = exchange(port, [f"POST {IMPORTS} HTTP/1.1", f"Content-Length: {LIMIT + 1}",
-                                   "Content-Type: application/json",
-                                   f"Authorization: Bearer {TOKEN}"])
+    status, body = exchange(
+        port,
+        [
+            f"POST {IMPORTS} HTTP/1.1",
+            f"Content-Length: {LIMIT + 1}",
+            "Content-Type: application/json",
+            f"Authorization: Bearer {TOKEN}",
+        ],
+    )
     assert (status, body) == (413, {"detail": TOO_LARGE})
 
 
@@ -97,18 +108,32 @@ def test_a_chunked_body_is_cut_off_at_the_limit_while_it_is_read(port: int, stor
     # Five 16 KiB chunks (80 KiB > 64 KiB) and no final chunk: the server answers while the
     # body is still unfinished, so it never waited for (or kept) the whole of it.
     body = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(5))
-    status, answer = exchange(port, [f"POST {IMPORTS} HTTP/1.1", "Transfer-Encoding: chunked",
-                                     "Content-Type: application/json",
-                                     f"Authorization: Bearer {TOKEN}"], body)
+    status, answer = exchange(
+        port,
+        [
+            f"POST {IMPORTS} HTTP/1.1",
+            "Transfer-Encoding: chunked",
+            "Content-Type: application/json",
+            f"Authorization: Bearer {TOKEN}",
+        ],
+        body,
+    )
     assert (status, answer) == (413, {"detail": TOO_LARGE})
     assert row_counts(store) == before
 
 
 def test_a_body_under_the_limit_is_read(port: int) -> None:
     payload = json.dumps({"device_name": "L20", "model": "tiny", "m_values": [1, 16]}).encode()
-    status, body = exchange(port, ["POST /sweeps HTTP/1.1", f"Content-Length: {len(payload)}",
-                                   "Content-Type: application/json",
-                                   f"Authorization: Bearer {TOKEN}"], payload)
+    status, body = exchange(
+        port,
+        [
+            "POST /sweeps HTTP/1.1",
+            f"Content-Length: {len(payload)}",
+            "Content-Type: application/json",
+            f"Authorization: Bearer {TOKEN}",
+        ],
+        payload,
+    )
     assert status == 201 and body["m_values"] == [1, 16]
 
 
@@ -118,8 +143,11 @@ def test_a_blank_token_closes_the_write_routes(store: str, blank: str) -> None:
     assert settings.api_token is None
     before = row_counts(store)
     with TestClient(create_app(settings)) as client:
-        response = client.post("/sweeps", json={"device_name": "L20", "model": "tiny"},
-                               headers={"Authorization": "Bearer "})
+        response = client.post(
+            "/sweeps",
+            json={"device_name": "L20", "model": "tiny"},
+            headers={"Authorization": "Bearer "},
+        )
     assert response.status_code == 403
     assert response.json()["detail"].startswith("writes are disabled")
     assert row_counts(store) == before
@@ -137,14 +165,21 @@ def test_the_token_and_limit_come_from_the_environment(monkeypatch: pytest.Monke
 def test_a_422_quotes_an_excerpt_of_the_input(store: str) -> None:
     content = "a" * 1_500_000  # over ImportRequest's 1 MiB, under the 4 MiB body limit
     with TestClient(create_app(Settings(db_url=store, api_token=TOKEN))) as client:
-        response = client.post(IMPORTS, json={"file_name": "x.json", "content": content},
-                               headers={"Authorization": f"Bearer {TOKEN}"})
-        long_list = client.post("/sweeps", json={"device_name": "L20", "model": "tiny",
-                                                 "m_values": list(range(1, 100_001))},
-                                headers={"Authorization": f"Bearer {TOKEN}"})
-        many = client.post("/sweeps", json={"device_name": "L20", "model": "tiny",
-                                            "m_values": ["x"] * 30},
-                           headers={"Authorization": f"Bearer {TOKEN}"})
+        response = client.post(
+            IMPORTS,
+            json={"file_name": "x.json", "content": content},
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
+        long_list = client.post(
+            "/sweeps",
+            json={"device_name": "L20", "model": "tiny", "m_values": list(range(1, 100_001))},
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
+        many = client.post(
+            "/sweeps",
+            json={"device_name": "L20", "model": "tiny", "m_values": ["x"] * 30},
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
     assert response.status_code == 422 and len(response.content) < 1000
     [error] = response.json()["detail"]
     assert error["loc"] == ["body", "content"] and error["type"] == "string_too_long"
@@ -159,9 +194,12 @@ def test_a_422_quotes_an_excerpt_of_the_input(store: str) -> None:
 
 def test_every_write_route_declares_the_token(store: str) -> None:
     schema = create_app(Settings(db_url=store)).openapi()
-    writes = {(method, path): operation for path, item in schema["paths"].items()
-              for method, operation in item.items() if method in ("post", "put", "patch",
-                                                                  "delete")}
+    writes = {
+        (method, path): operation
+        for path, item in schema["paths"].items()
+        for method, operation in item.items()
+        if method in ("post", "put", "patch", "delete")
+    }
     assert {("post", "/sweeps"), ("post", "/devices/{device_name}/imports")} <= set(writes)
     for key, operation in writes.items():
         headers = {p["name"] for p in operation.get("parameters", []) if p["in"] == "header"}

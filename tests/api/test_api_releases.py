@@ -30,8 +30,11 @@ def test_pinned_release_keeps_its_bytes_after_release_2(tmp_path: Path) -> None:
         first = client.get(f"/devices/L20/configs/{NAME}")
         assert (first.text, first.headers["x-tuner-release"]) == (one, "1")
         assert first.headers["cache-control"] == "no-cache"
-        fill(url, {(576, 7168, 32): [(DEFAULT, True, "ok", 10.0), (SLOW, False, "ok", 5.0)]},
-             m_values=(32,))
+        fill(
+            url,
+            {(576, 7168, 32): [(DEFAULT, True, "ok", 10.0), (SLOW, False, "ok", 5.0)]},
+            m_values=(32,),
+        )
         # not published yet: downloads still serve release 1, the preview merges the store
         assert client.get(f"/devices/L20/configs/{NAME}").text == one
         preview = client.get(f"/devices/L20/preview/configs/{NAME}").text
@@ -42,11 +45,19 @@ def test_pinned_release_keeps_its_bytes_after_release_2(tmp_path: Path) -> None:
         pinned = client.get(f"/devices/L20/configs/{NAME}", params={"release": 1})
         assert pinned.text == one
         assert pinned.headers["cache-control"] == "public, max-age=31536000, immutable"
-        assert client.get(f"/devices/L20/configs/{NAME}", params={"release": 1},
-                          headers={"If-None-Match": pinned.headers["etag"]}).status_code == 304
+        assert (
+            client.get(
+                f"/devices/L20/configs/{NAME}",
+                params={"release": 1},
+                headers={"If-None-Match": pinned.headers["etag"]},
+            ).status_code
+            == 304
+        )
         listed = client.get("/devices/NVIDIA_L20/releases").json()
         assert [(r["number"], [f["m_keys"] for f in r["files"]]) for r in listed] == [
-            (2, [[1, 16, 32]]), (1, [[1, 16]])]
+            (2, [[1, 16, 32]]),
+            (1, [[1, 16]]),
+        ]
         assert listed[0]["reason"] == "test" and listed[0]["summary"]["measured"] is True
         missing = client.get(f"/devices/L20/configs/{NAME}", params={"release": 3})
         assert missing.status_code == 404

@@ -56,7 +56,12 @@ def test_import_then_merge(client: TestClient) -> None:
     assert response.status_code == 201, response.text
     body = response.json()
     assert (body["device_name"], body["N"], body["K"], body["m_keys"], body["note"]) == (
-        "NVIDIA_L20", 576, 7168, [1, 2048, 4096], None)
+        "NVIDIA_L20",
+        576,
+        7168,
+        [1, 2048, 4096],
+        None,
+    )
     assert body["coverage"]["grid_present"] == [1, 2048, 4096]
     assert body["coverage"]["summary"].startswith("3 of vLLM's 18 M values: 1, 2048, 4096")
     listed = client.get("/devices/NVIDIA_L20/imports").json()
@@ -73,10 +78,13 @@ def test_import_then_merge(client: TestClient) -> None:
     assert "  imported, not measured: M=2048, 4096" in readme.splitlines()
 
 
-@pytest.mark.parametrize(("headers", "code", "detail"), [
-    (None, 401, "a valid 'Authorization: Bearer <token>' header is required"),
-    ({"Authorization": "Bearer wrong"}, 401, "a valid 'Authorization: Bearer <token>'"),
-])
+@pytest.mark.parametrize(
+    ("headers", "code", "detail"),
+    [
+        (None, 401, "a valid 'Authorization: Bearer <token>' header is required"),
+        ({"Authorization": "Bearer wrong"}, 401, "a valid 'Authorization: Bearer <token>'"),
+    ],
+)
 def test_import_needs_the_token(client: TestClient, store: str, headers, code, detail) -> None:
     before = row_counts(store)
     response = post(client, {"file_name": NAME, "content": SHIPPED}, headers=headers)
@@ -90,25 +98,52 @@ def test_writes_disabled_without_a_token(store: str) -> None:
     assert response.status_code == 403
 
 
-@pytest.mark.parametrize(("body", "device", "code", "detail"), [
-    ({"file_name": NAME, "content": SHIPPED[:-9]}, "L20", 422, f"{NAME}: invalid JSON"),
-    ({"file_name": NAME, "content": '{"1": {"BLOCK_SIZE_M": 16}}'}, "L20", 422,
-     f"{NAME}: M=1: missing key(s) BLOCK_SIZE_N"),
-    ({"file_name": NAME, "content": SHIPPED.replace('"num_warps": 8', '"num_warps": 1e999')},
-     "L20", 422, "num_warps must be an integer, got inf"),
-    ({"file_name": NAME, "content": SHIPPED.replace(": 128,", ": 99999999999999999999999,", 1)},
-     "L20", 422, "is outside 1..65536"),
-    ({"file_name": NAME, "content": '{"1": {}, "1": {}}'}, "L20", 422, "duplicate key '1'"),
-    ({"file_name": "config.json", "content": SHIPPED}, "L20", 422, "is not a config file name"),
-    ({"file_name": NAME.replace("fp8", "int8"), "content": SHIPPED}, "L20", 422,
-     "dtype int8_w8a8 is not fp8_w8a8"),
-    ({"file_name": NAME, "content": SHIPPED, "label": ""}, "L20", 422, "at least 1 character"),
-    ({"file_name": NAME}, "L20", 422, "Field required"),
-    ({"file_name": NAME, "content": SHIPPED}, "H200", 422,
-     "device 'H200' is neither in the store (known: NVIDIA_L20) nor the file's device"),
-])
-def test_bad_imports_are_4xx_and_change_nothing(client: TestClient, store: str, body: dict,
-                                                device: str, code: int, detail: str) -> None:
+@pytest.mark.parametrize(
+    ("body", "device", "code", "detail"),
+    [
+        ({"file_name": NAME, "content": SHIPPED[:-9]}, "L20", 422, f"{NAME}: invalid JSON"),
+        (
+            {"file_name": NAME, "content": '{"1": {"BLOCK_SIZE_M": 16}}'},
+            "L20",
+            422,
+            f"{NAME}: M=1: missing key(s) BLOCK_SIZE_N",
+        ),
+        (
+            {"file_name": NAME, "content": SHIPPED.replace('"num_warps": 8', '"num_warps": 1e999')},
+            "L20",
+            422,
+            "num_warps must be an integer, got inf",
+        ),
+        (
+            {
+                "file_name": NAME,
+                "content": SHIPPED.replace(": 128,", ": 99999999999999999999999,", 1),
+            },
+            "L20",
+            422,
+            "is outside 1..65536",
+        ),
+        ({"file_name": NAME, "content": '{"1": {}, "1": {}}'}, "L20", 422, "duplicate key '1'"),
+        ({"file_name": "config.json", "content": SHIPPED}, "L20", 422, "is not a config file name"),
+        (
+            {"file_name": NAME.replace("fp8", "int8"), "content": SHIPPED},
+            "L20",
+            422,
+            "dtype int8_w8a8 is not fp8_w8a8",
+        ),
+        ({"file_name": NAME, "content": SHIPPED, "label": ""}, "L20", 422, "at least 1 character"),
+        ({"file_name": NAME}, "L20", 422, "Field required"),
+        (
+            {"file_name": NAME, "content": SHIPPED},
+            "H200",
+            422,
+            "device 'H200' is neither in the store (known: NVIDIA_L20) nor the file's device",
+        ),
+    ],
+)
+def test_bad_imports_are_4xx_and_change_nothing(
+    client: TestClient, store: str, body: dict, device: str, code: int, detail: str
+) -> None:
     before = row_counts(store)
     response = post(client, body, device=device)
     assert response.status_code == code, response.text
@@ -175,9 +210,12 @@ def test_metrics(client: TestClient) -> None:
     lines = set(response.text.splitlines())
     for expected in (
         "tuner_store_up 1.0",
-        'tuner_trials{status="ok"} 8.0', 'tuner_trials{status="crashed"} 0.0',
-        'tuner_tasks{state="done"} 4.0', 'tuner_tasks{state="pending"} 0.0',
-        "tuner_sweeps 1.0", "tuner_imports 0.0",
+        'tuner_trials{status="ok"} 8.0',
+        'tuner_trials{status="crashed"} 0.0',
+        'tuner_tasks{state="done"} 4.0',
+        'tuner_tasks{state="pending"} 0.0',
+        "tuner_sweeps 1.0",
+        "tuner_imports 0.0",
         'tuner_downloads_total{route="configs/file",status="200"} 2.0',
         'tuner_downloads_total{route="configs/file",status="304"} 1.0',
         'tuner_downloads_total{route="configs.zip",status="200"} 1.0',
@@ -210,8 +248,10 @@ def test_report_has_a_chart_per_shape(client: TestClient) -> None:
     assert "imported from &#x27;vllm-0.33.0&#x27; (not measured)" in html
     assert "<td>16</td><td class=l>64x128x128 g32 w4 s2</td><td>10.0</td><td>10.0</td>" in html
     assert "default (fastest)" in html
-    assert ("No winner for M = 32 (decode, small batches); 2048, 4096 (prefill): vLLM will use "
-            "the nearest key there.") in html
+    assert (
+        "No winner for M = 32 (decode, small batches); 2048, 4096 (prefill): vLLM will use "
+        "the nearest key there."
+    ) in html
     assert f"<td class=l>2.11.0</td><td class=l>{TRITON}</td>" in html
     # (7168, 2048), M=1, 16 us: A 2048 + B 7168*2048 + As 4*16 + Bs 4*56*16 + C 2*7168 bytes.
     assert "<td>918.8</td><td>1.84</td>" in html  # 14,700,096 bytes, 29,360,128 flops
@@ -224,14 +264,17 @@ def test_report_shows_roofline_ratios_from_the_stored_ceilings(store: str) -> No
 
     engine = open_store(store)
     with session_scope(engine) as session:
-        [environment_id] = [row[0] for row in session.execute(
-            text("SELECT environment_id FROM environments"))]
-        repo.record_ceilings(session, environment_id=environment_id,
-                             ceilings={"copy_gbps": 4000.0, "fp8_mm_tflops": 1000.0})
+        [environment_id] = [
+            row[0] for row in session.execute(text("SELECT environment_id FROM environments"))
+        ]
+        repo.record_ceilings(
+            session,
+            environment_id=environment_id,
+            ceilings={"copy_gbps": 4000.0, "fp8_mm_tflops": 1000.0},
+        )
     engine.dispose()
     with TestClient(create_app(Settings(db_url=store, api_token=TOKEN))) as client:
         html = client.get("/devices/L20/report").text
     assert "<th>TFLOP/s</th><th>% copy BW</th><th>% FP8 mm</th>" in html
     # (7168, 2048), M=1, 16 us: 918.8 GB/s of 4000 is 23.0%; 1.84 TFLOP/s of 1000 is 0.2%.
-    assert ("<td>918.8</td><td>1.84</td><td>23.0%</td><td>0.2%</td><td class=l>memory</td>"
-            in html)
+    assert "<td>918.8</td><td>1.84</td><td>23.0%</td><td>0.2%</td><td class=l>memory</td>" in html

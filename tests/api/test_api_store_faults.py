@@ -32,15 +32,22 @@ def drop_other_connections(url: str) -> int:
     engine = connect(url)
     try:
         with engine.connect() as connection:
-            return len(connection.execute(text(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()")).all())
+            return len(
+                connection.execute(
+                    text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                    )
+                ).all()
+            )
     finally:
         engine.dispose()
 
 
-@pytest.mark.skipif(not PG_URL, reason="TUNER_TEST_PG_URL is not set (a scratch PostgreSQL "
-                    "database, as .ci/run sets up)")
+@pytest.mark.skipif(
+    not PG_URL,
+    reason="TUNER_TEST_PG_URL is not set (a scratch PostgreSQL database, as .ci/run sets up)",
+)
 def test_the_first_request_after_the_server_dropped_the_pool_succeeds() -> None:
     reset_postgresql(PG_URL)
     fill(PG_URL, PLAN, m_values=(1, 16))
@@ -64,13 +71,16 @@ def test_downloads_are_counted_whatever_their_status(tmp_path: Path) -> None:
         assert client.get("/devices/L20/configs.zip", params={"release": 0}).status_code == 422
         assert client.get("/devices/L20/preview/configs.zip").status_code == 200
         lines = set(client.get("/metrics").text.splitlines())
-    for expected in ('tuner_downloads_total{route="configs/file",status="200"} 1.0',
-                     'tuner_downloads_total{route="configs.zip",status="404"} 1.0',
-                     'tuner_downloads_total{route="configs.zip",status="422"} 1.0',
-                     'tuner_downloads_total{route="preview/configs.zip",status="200"} 1.0'):
+    for expected in (
+        'tuner_downloads_total{route="configs/file",status="200"} 1.0',
+        'tuner_downloads_total{route="configs.zip",status="404"} 1.0',
+        'tuner_downloads_total{route="configs.zip",status="422"} 1.0',
+        'tuner_downloads_total{route="preview/configs.zip",status="200"} 1.0',
+    ):
         assert expected in lines, expected
-    assert not any(line.startswith('tuner_downloads_total{route="devices')
-                   for line in lines)  # other routes are not downloads
+    assert not any(
+        line.startswith('tuner_downloads_total{route="devices') for line in lines
+    )  # other routes are not downloads
 
 
 def test_a_503_download_is_counted(tmp_path: Path) -> None:

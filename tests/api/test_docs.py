@@ -59,7 +59,10 @@ def test_docs_assets_serve_swagger_ui_from_the_service(tmp_path: Path, assets: P
         page = http.get("/docs")
         assert page.status_code == 200
         assert re.findall(r'(?:src|href)="([^"]+)"', page.text) == [
-            "/docs/assets/swagger-ui.css", "data:,", "/docs/assets/swagger-ui-bundle.js"]
+            "/docs/assets/swagger-ui.css",
+            "data:,",
+            "/docs/assets/swagger-ui-bundle.js",
+        ]
         assert "http" not in page.text  # nothing from outside the service
         assert "url: '/openapi.json'" in page.text
         js = http.get("/docs/assets/swagger-ui-bundle.js")
@@ -73,14 +76,18 @@ def test_the_favicon_is_used_when_the_folder_has_it(tmp_path: Path, assets: Path
     (assets / "favicon-32x32.png").write_bytes(b"\x89PNG")
     with client(tmp_path, docs_assets=assets) as http:
         assert '<link rel="shortcut icon" href="/docs/assets/favicon-32x32.png">' in (
-            http.get("/docs").text)
+            http.get("/docs").text
+        )
 
 
-def test_a_folder_without_swagger_ui_is_one_line(tmp_path: Path, assets: Path,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_folder_without_swagger_ui_is_one_line(
+    tmp_path: Path, assets: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (assets / "swagger-ui.css").unlink()
-    message = (f"TUNER_DOCS_ASSETS: {assets} lacks swagger-ui.css (copy the files of the "
-               "swagger-ui-dist npm package, version 5 or later, there)")
+    message = (
+        f"TUNER_DOCS_ASSETS: {assets} lacks swagger-ui.css (copy the files of the "
+        "swagger-ui-dist npm package, version 5 or later, there)"
+    )
     with pytest.raises(ValidationError, match=re.escape(message)):
         Settings(docs_assets=assets)
     monkeypatch.setenv("TUNER_DOCS_ASSETS", str(tmp_path / "none"))
@@ -88,15 +95,17 @@ def test_a_folder_without_swagger_ui_is_one_line(tmp_path: Path, assets: Path,
     result = CliRunner().invoke(cli_app, ["serve", "--db", f"sqlite:///{tmp_path / 't.db'}"])
     assert result.exit_code == 2, result.output
     assert result.stderr.strip().splitlines() == [
-        f"error: TUNER_DOCS_ASSETS: {tmp_path / 'none'} is not a folder"]
+        f"error: TUNER_DOCS_ASSETS: {tmp_path / 'none'} is not a folder"
+    ]
 
 
 def test_the_cdn_page_says_what_to_do_offline(tmp_path: Path) -> None:
     with client(tmp_path) as http:
         page = http.get("/docs").text
     hint = page.split('<div id="swagger-ui">', 1)[1].split("</div>", 1)[0]
-    assert hint.startswith("<p>If this page stays blank, this browser cannot load Swagger UI "
-                           "from cdn.jsdelivr.net.")
+    assert hint.startswith(
+        "<p>If this page stays blank, this browser cannot load Swagger UI from cdn.jsdelivr.net."
+    )
     assert "swagger-ui-dist npm package, version 5 or later" in hint
     assert "<code>TUNER_DOCS_ASSETS=/path/to/swagger-ui-dist tuner serve</code>" in hint
     assert '<a href="/openapi.json">/openapi.json</a>' in hint
@@ -113,24 +122,27 @@ def test_the_root_is_an_index_of_the_routes(tmp_path: Path) -> None:
         for link in links:
             assert http.get(link).status_code == 200, link
         assert "/" not in http.get("/openapi.json").json()["paths"]
-        assert ("<h2>Devices</h2><p>None in the store yet (<code>tuner sweep</code> or "
-                "<code>tuner import</code> adds one).</p>") in response.text
+        assert (
+            "<h2>Devices</h2><p>None in the store yet (<code>tuner sweep</code> or "
+            "<code>tuner import</code> adds one).</p>"
+        ) in response.text
 
 
 def test_the_root_links_each_devices_report(tmp_path: Path) -> None:
     from tests.storefill import DEFAULT, fill
 
     db = f"sqlite:///{tmp_path / 't.db'}"
-    fill(db, {(256, 384, 1): [(DEFAULT, True, "ok", 10.0)]}, device_name="NVIDIA_L20",
-         m_values=(1,))
-    fill(db, {(256, 384, 1): [(DEFAULT, True, "ok", 10.0)]}, device_name="NVIDIA_H200",
-         m_values=(1,))
+    fill(
+        db, {(256, 384, 1): [(DEFAULT, True, "ok", 10.0)]}, device_name="NVIDIA_L20", m_values=(1,)
+    )
+    fill(
+        db, {(256, 384, 1): [(DEFAULT, True, "ok", 10.0)]}, device_name="NVIDIA_H200", m_values=(1,)
+    )
     with TestClient(create_app(Settings(db_url=db))) as http:
         page = http.get("/").text
         links = re.findall(r'<a href="(/devices/[^"]+)">', page)
         assert links == ["/devices/NVIDIA_H200/report", "/devices/NVIDIA_L20/report"]
-        assert ('<li><a href="/devices/NVIDIA_L20/report">NVIDIA_L20</a>: its report'
-                "</li>") in page
+        assert ('<li><a href="/devices/NVIDIA_L20/report">NVIDIA_L20</a>: its report</li>') in page
         assert [http.get(link).status_code for link in links] == [200, 200]
 
 
@@ -140,16 +152,31 @@ def test_openapi_descriptions_are_for_api_users(tmp_path: Path) -> None:
     with TestClient(app) as http:
         paths = http.get("/openapi.json").json()["paths"]
     operations = [(path, method, op) for path, ops in paths.items() for method, op in ops.items()]
-    modules = (comparisons, devices, health, imports, index, metrics, mounts, releases, report,
-               sweeps)
+    modules = (
+        comparisons,
+        devices,
+        health,
+        imports,
+        index,
+        metrics,
+        mounts,
+        releases,
+        report,
+        sweeps,
+    )
     # These are every router module, and the schema describes each route of theirs that is in
     # it and nothing else: the checks below cover every operation and every endpoint.
     routers = {info.name for info in pkgutil.iter_modules(api.routes.__path__)}
     assert {module.__name__.rsplit(".", 1)[1] for module in modules} == routers
-    routes = [route for module in modules for route in module.router.routes
-              if isinstance(route, APIRoute)]
-    in_schema = {(route.path, method.lower()) for route in routes if route.include_in_schema
-                 for method in route.methods}
+    routes = [
+        route for module in modules for route in module.router.routes if isinstance(route, APIRoute)
+    ]
+    in_schema = {
+        (route.path, method.lower())
+        for route in routes
+        if route.include_in_schema
+        for method in route.methods
+    }
     assert in_schema and {(path, method) for path, method, _ in operations} == in_schema
     for path, method, op in operations:
         where = f"{method.upper()} {path}"
@@ -172,5 +199,7 @@ def test_the_index_page_stays_up_when_the_store_does_not_answer(tmp_path: Path) 
         response = test_client.get("/")
     assert response.status_code == 200
     assert '<a href="/devices">/devices</a>' in response.text
-    assert ("<h2>Devices</h2><p>The store does not answer now (OperationalError): try again, "
-            "or see /health.</p>") in response.text
+    assert (
+        "<h2>Devices</h2><p>The store does not answer now (OperationalError): try again, "
+        "or see /health.</p>"
+    ) in response.text

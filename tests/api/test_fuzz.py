@@ -29,22 +29,57 @@ def fill(url: str) -> None:
     try:
         with session_scope(engine) as session:
             sweep, _ = repo.create_sweep(
-                session, device_name="NVIDIA_L20", model="tiny", tp=1, strategy="grid",
-                budget=2, space="vllm", seed=0, m_values=[1, 16], out_dtype="bfloat16",
-                block_shape=(128, 128), shapes=[(256, 384), (576, 256)])
+                session,
+                device_name="NVIDIA_L20",
+                model="tiny",
+                tp=1,
+                strategy="grid",
+                budget=2,
+                space="vllm",
+                seed=0,
+                m_values=[1, 16],
+                out_dtype="bfloat16",
+                block_shape=(128, 128),
+                shapes=[(256, 384), (576, 256)],
+            )
             repo.create_sweep(
-                session, device_name="TRITON_INTERPRETER", model="tiny", tp=1, strategy="grid",
-                budget=2, space="vllm", seed=0, m_values=[1], out_dtype="bfloat16",
-                block_shape=(128, 128), shapes=[(256, 384)])
+                session,
+                device_name="TRITON_INTERPRETER",
+                model="tiny",
+                tp=1,
+                strategy="grid",
+                budget=2,
+                space="vllm",
+                seed=0,
+                m_values=[1],
+                out_dtype="bfloat16",
+                block_shape=(128, 128),
+                shapes=[(256, 384)],
+            )
             environment_id = repo.get_or_create_environment(
-                session, device_name="NVIDIA_L20", gpu_name="NVIDIA L20",
-                compute_capability="8.9", driver="", cuda="", torch="", triton="",
-                tuner=tuner.__version__, kernel_hash="fuzz")
-            while task := repo.claim_task(session, sweep_id=sweep.sweep_id, worker_id="w",
-                                          lease_s=60):
-                repo.record_trial(session, task_id=task.task_id, environment_id=environment_id,
-                                  config=default_config().as_dict(), is_default=True,
-                                  status="ok", latency_us=10.0 + task.M)
+                session,
+                device_name="NVIDIA_L20",
+                gpu_name="NVIDIA L20",
+                compute_capability="8.9",
+                driver="",
+                cuda="",
+                torch="",
+                triton="",
+                tuner=tuner.__version__,
+                kernel_hash="fuzz",
+            )
+            while task := repo.claim_task(
+                session, sweep_id=sweep.sweep_id, worker_id="w", lease_s=60
+            ):
+                repo.record_trial(
+                    session,
+                    task_id=task.task_id,
+                    environment_id=environment_id,
+                    config=default_config().as_dict(),
+                    is_default=True,
+                    status="ok",
+                    latency_us=10.0 + task.M,
+                )
                 repo.finish_task(session, task_id=task.task_id, worker_id="w")
     finally:
         engine.dispose()
@@ -64,20 +99,31 @@ def fuzz(operation, mode, headers: dict, codes: Counter, errors: list[str]) -> N
     """
 
     @given(case=operation.as_strategy(generation_mode=mode))
-    @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
-              phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     def call(case):
         response = case.call(headers=headers)
         codes[response.status_code] += 1
         if response.status_code >= 500:
-            errors.append(f"{response.status_code} {case.method} {response.request.url}: "
-                          f"{response.text[:200]}")
+            errors.append(
+                f"{response.status_code} {case.method} {response.request.url}: "
+                f"{response.text[:200]}"
+            )
 
     try:
         call()
     except Unsatisfiable:
-        assert mode is GenerationMode.NEGATIVE and not operation.path_parameters and (
-            not operation.query and not operation.body), operation.label
+        assert (
+            mode is GenerationMode.NEGATIVE
+            and not operation.path_parameters
+            and (not operation.query and not operation.body)
+        ), operation.label
 
 
 def test_no_request_gets_a_5xx(app):

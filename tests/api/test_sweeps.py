@@ -15,8 +15,13 @@ from api.settings import Settings
 
 TOKEN = "t0ken"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-BODY = {"device_name": "NVIDIA_L20", "model": "tiny", "m_values": [16, 1, 16],
-        "strategy": "grid", "seed": 7}
+BODY = {
+    "device_name": "NVIDIA_L20",
+    "model": "tiny",
+    "m_values": [16, 1, 16],
+    "strategy": "grid",
+    "seed": 7,
+}
 
 
 @pytest.fixture
@@ -36,11 +41,24 @@ def test_create_then_read(client: TestClient) -> None:
     body = created.json()
     assert body.pop("created_at")
     assert body == {
-        "sweep_id": 1, "device_name": "NVIDIA_L20", "model": "tiny", "tp": 1,
-        "strategy": "grid", "budget": 1281, "space": "vllm", "seed": 7, "m_values": [1, 16],
-        "out_dtype": "bfloat16", "block_shape": [128, 128], "tasks_total": 4,
-        "tasks_pending": 4, "tasks_running": 0, "tasks_done": 0, "tasks_failed": 0,
-        "trials_total": 0, "trials_ok": 0,
+        "sweep_id": 1,
+        "device_name": "NVIDIA_L20",
+        "model": "tiny",
+        "tp": 1,
+        "strategy": "grid",
+        "budget": 1281,
+        "space": "vllm",
+        "seed": 7,
+        "m_values": [1, 16],
+        "out_dtype": "bfloat16",
+        "block_shape": [128, 128],
+        "tasks_total": 4,
+        "tasks_pending": 4,
+        "tasks_running": 0,
+        "tasks_done": 0,
+        "tasks_failed": 0,
+        "trials_total": 0,
+        "trials_ok": 0,
     }
     again = client.post("/sweeps", json=BODY, headers=AUTH)
     assert again.status_code == 200
@@ -50,8 +68,9 @@ def test_create_then_read(client: TestClient) -> None:
     assert read.json() == again.json()
 
 
-def test_m_values_default_to_vllms_18_batch_sizes_as_the_cli(client: TestClient, url: str,
-                                                            tmp_path) -> None:
+def test_m_values_default_to_vllms_18_batch_sizes_as_the_cli(
+    client: TestClient, url: str, tmp_path
+) -> None:
     body = {k: v for k, v in BODY.items() if k != "m_values"}
     created = client.post("/sweeps", json=body, headers=AUTH)
     assert created.status_code == 201, created.text
@@ -63,33 +82,83 @@ def test_m_values_default_to_vllms_18_batch_sizes_as_the_cli(client: TestClient,
     assert "m_values" not in schema.get("required", [])
     # `tuner sweep --no-run` without --m is the same sweep.
     run = subprocess.run(
-        [sys.executable, "-m", "tuner.cli", "sweep", "--device", "L20", "--model", "tiny",
-         "--strategy", "grid", "--seed", "7", "--no-run", "--db", url],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        [
+            sys.executable,
+            "-m",
+            "tuner.cli",
+            "sweep",
+            "--device",
+            "L20",
+            "--model",
+            "tiny",
+            "--strategy",
+            "grid",
+            "--seed",
+            "7",
+            "--no-run",
+            "--db",
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()  # the plan first (tuner.run.preview), then the sweep
     assert lines[0] == "plan: NVIDIA_L20, tiny TP 1, grid"
-    assert any(line.startswith("sweep 1 (resumed): NVIDIA_L20, tiny TP 1, 2 shapes x 18 M")
-               for line in lines)
+    assert any(
+        line.startswith("sweep 1 (resumed): NVIDIA_L20, tiny TP 1, 2 shapes x 18 M")
+        for line in lines
+    )
 
 
 def test_the_cli_finds_the_same_sweep(client: TestClient, url: str, tmp_path) -> None:
     body = {**BODY, "strategy": "optuna", "trials": 5}
     assert client.post("/sweeps", json=body, headers=AUTH).status_code == 201
     run = subprocess.run(
-        [sys.executable, "-m", "tuner.cli", "sweep", "--device", "L20", "--model", "tiny",
-         "--m", "1,16", "--strategy", "optuna", "--trials", "5", "--seed", "7", "--no-run",
-         "--db", url],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        [
+            sys.executable,
+            "-m",
+            "tuner.cli",
+            "sweep",
+            "--device",
+            "L20",
+            "--model",
+            "tiny",
+            "--m",
+            "1,16",
+            "--strategy",
+            "optuna",
+            "--trials",
+            "5",
+            "--seed",
+            "7",
+            "--no-run",
+            "--db",
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert run.returncode == 0, run.stderr
-    assert any(line.startswith("sweep 1 (resumed): NVIDIA_L20, tiny TP 1, 2 shapes x 2 M")
-               for line in run.stdout.splitlines())
+    assert any(
+        line.startswith("sweep 1 (resumed): NVIDIA_L20, tiny TP 1, 2 shapes x 2 M")
+        for line in run.stdout.splitlines()
+    )
     assert "tuner worker --device NVIDIA_L20 --sweep 1" in " ".join(run.stdout.split())
 
 
-@pytest.mark.parametrize(("headers", "code"), [
-    ({}, 401), ({"Authorization": "Bearer wrong"}, 401), ({"Authorization": TOKEN}, 401),
-])
+@pytest.mark.parametrize(
+    ("headers", "code"),
+    [
+        ({}, 401),
+        ({"Authorization": "Bearer wrong"}, 401),
+        ({"Authorization": TOKEN}, 401),
+    ],
+)
 def test_writes_need_the_token(client: TestClient, headers: dict, code: int) -> None:
     response = client.post("/sweeps", json=BODY, headers=headers)
     assert response.status_code == code
@@ -104,30 +173,36 @@ def test_writes_are_off_without_a_token(url: str) -> None:
     assert "TUNER_API_TOKEN" in response.json()["detail"]
 
 
-@pytest.mark.parametrize(("change", "detail"), [
-    ({"model": "llama3"}, "unknown model 'llama3'; known: "),
-    ({"tp": 3}, "model 'tiny' has no shapes for TP 3; listed: 1"),
-    ({"strategy": "random"}, "unknown strategy 'random'; known: grid, optuna"),
-])
+@pytest.mark.parametrize(
+    ("change", "detail"),
+    [
+        ({"model": "llama3"}, "unknown model 'llama3'; known: "),
+        ({"tp": 3}, "model 'tiny' has no shapes for TP 3; listed: 1"),
+        ({"strategy": "random"}, "unknown strategy 'random'; known: grid, optuna"),
+    ],
+)
 def test_unknown_model_or_tp(client: TestClient, change: dict, detail: str) -> None:
     response = client.post("/sweeps", json={**BODY, **change}, headers=AUTH)
     assert response.status_code == 422
     assert response.json()["detail"].startswith(detail)
 
 
-@pytest.mark.parametrize(("change", "field"), [
-    ({"m_values": []}, "m_values"),
-    ({"m_values": [0]}, "m_values"),
-    ({"m_values": list(range(1, 66))}, "m_values"),
-    ({"device_name": "../etc"}, "device_name"),
-    ({"device_name": 'quote"d'}, "device_name"),
-    ({"model": "../../etc/passwd"}, "model"),
-    ({"seed": 2**31}, "seed"),
-    ({"trials": 0}, "trials"),
-    ({"strategy": "Random!"}, "strategy"),
-    ({"out_dtype": "float32"}, "out_dtype"),
-    ({"extra": 1}, "extra"),
-])
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"m_values": []}, "m_values"),
+        ({"m_values": [0]}, "m_values"),
+        ({"m_values": list(range(1, 66))}, "m_values"),
+        ({"device_name": "../etc"}, "device_name"),
+        ({"device_name": 'quote"d'}, "device_name"),
+        ({"model": "../../etc/passwd"}, "model"),
+        ({"seed": 2**31}, "seed"),
+        ({"trials": 0}, "trials"),
+        ({"strategy": "Random!"}, "strategy"),
+        ({"out_dtype": "float32"}, "out_dtype"),
+        ({"extra": 1}, "extra"),
+    ],
+)
 def test_invalid_bodies_are_422(client: TestClient, change: dict, field: str) -> None:
     response = client.post("/sweeps", json={**BODY, **change}, headers=AUTH)
     assert response.status_code == 422
@@ -147,14 +222,22 @@ def test_a_name_no_gpu_has_is_422_and_creates_nothing(client: TestClient, typo: 
     assert response.status_code == 422
     assert response.json()["detail"] == (
         f"device_name {typo!r} is not a GPU model name such as L20, H200, NVIDIA H200, "
-        "nvidia_h200 or NVIDIA_H100_80GB_HBM3")
+        "nvidia_h200 or NVIDIA_H100_80GB_HBM3"
+    )
     assert client.get("/devices").json() == []
 
 
-@pytest.mark.parametrize(("path", "code"), [
-    ("/sweeps/1", 404), ("/sweeps/0", 422), ("/sweeps/-1", 422), ("/sweeps/abc", 422),
-    ("/sweeps/2147483648", 422), ("/sweeps/1.5", 422),
-])
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [
+        ("/sweeps/1", 404),
+        ("/sweeps/0", 422),
+        ("/sweeps/-1", 422),
+        ("/sweeps/abc", 422),
+        ("/sweeps/2147483648", 422),
+        ("/sweeps/1.5", 422),
+    ],
+)
 def test_sweep_ids_are_validated(client: TestClient, path: str, code: int) -> None:
     response = client.get(path)
     assert response.status_code == code

@@ -15,8 +15,9 @@ from tuner.kernels.dense.space import default_config
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
-SPEC = importlib.util.spec_from_file_location("dedisp_landscapes",
-                                              REPO / "bench" / "dedisp_landscapes.py")
+SPEC = importlib.util.spec_from_file_location(
+    "dedisp_landscapes", REPO / "bench" / "dedisp_landscapes.py"
+)
 dedisp = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(dedisp)
 
@@ -31,9 +32,14 @@ def test_a_config_is_one_dedispersion_config_and_m_16_takes_other_tile_heights()
 
 def test_the_cache_is_read_in_microseconds_and_checked_for_its_parameters(tmp_path: Path):
     key = dedisp.kt_keys(default_config(), 1)[0]
-    body = {"tune_params_keys": list(dedisp.KT_KEYS), "kernel_name": "dedispersion_kernel",
-            "cache": {key: {"time": 2.0, "times": [1.0, 2.0, 3.0, 4.0, 5.0]},
-                      "1,32,1,1,1,0,0,0": {"time": "InvalidConfig"}}}
+    body = {
+        "tune_params_keys": list(dedisp.KT_KEYS),
+        "kernel_name": "dedispersion_kernel",
+        "cache": {
+            key: {"time": 2.0, "times": [1.0, 2.0, 3.0, 4.0, 5.0]},
+            "1,32,1,1,1,0,0,0": {"time": "InvalidConfig"},
+        },
+    }
     path = tmp_path / "A100.json.gz"
     path.write_bytes(gzip.compress(json.dumps(body).encode()))
     cache = dedisp.read_cache(path, dedisp.KT_KEYS)

@@ -47,20 +47,42 @@ def test_ptx_opcodes_counts_instructions_by_full_opcode():
     """The count both the bench's compile (`compile_call`) and tuner doctor use."""
     from tuner.measure.fidelity import ptx_opcodes
 
-    assert ptx_opcodes(PTX) == Counter({
-        "mov.u32": 1, "setp.lt.s32": 2, "ld.global.v4.b32": 1, "cvt.rn.bf16x2.f32": 1,
-        "bra": 1, "ret": 1})
+    assert ptx_opcodes(PTX) == Counter(
+        {
+            "mov.u32": 1,
+            "setp.lt.s32": 2,
+            "ld.global.v4.b32": 1,
+            "cvt.rn.bf16x2.f32": 1,
+            "bra": 1,
+            "ret": 1,
+        }
+    )
 
 
 def test_compare_row_lists_the_opcodes_that_differ():
-    ours = {"shared": 100, "n_regs": 80, "spill_bytes": 0,
-            "opcodes": Counter({"add.s32": 3, "ret": 1})}
-    theirs = {"shared": 100, "n_regs": 88, "spill_bytes": 0,
-              "opcodes": Counter({"add.s32": 1, "mul.lo.s32": 2, "ret": 1})}
+    ours = {
+        "shared": 100,
+        "n_regs": 80,
+        "spill_bytes": 0,
+        "opcodes": Counter({"add.s32": 3, "ret": 1}),
+    }
+    theirs = {
+        "shared": 100,
+        "n_regs": 88,
+        "spill_bytes": 0,
+        "opcodes": Counter({"add.s32": 1, "mul.lo.s32": 2, "ret": 1}),
+    }
     row = mf.compare_row(ours, theirs)
-    assert row == {"shared": [100, 100], "n_regs": [80, 88], "spill_bytes": [0, 0],
-                   "instructions": [4, 4], "opcode_delta": {"add.s32": 2, "mul.lo.s32": -2},
-                   "same_shared": True, "same_regs": False, "same_mix": False}
+    assert row == {
+        "shared": [100, 100],
+        "n_regs": [80, 88],
+        "spill_bytes": [0, 0],
+        "instructions": [4, 4],
+        "opcode_delta": {"add.s32": 2, "mul.lo.s32": -2},
+        "same_shared": True,
+        "same_regs": False,
+        "same_mix": False,
+    }
 
 
 def test_load_vllm_kernel_takes_only_the_two_functions(tmp_path):
@@ -71,7 +93,8 @@ def test_load_vllm_kernel_takes_only_the_two_functions(tmp_path):
         "@triton.jit\ndef write_zeros_to_output(c_ptr, N):\n    pass\n\n\n"
         "def unrelated():\n    raise SystemExit\n\n\n"
         "@triton.jit\ndef fused_moe_kernel(a_ptr, N, BLOCK_SIZE_M: tl.constexpr):\n"
-        "    write_zeros_to_output(a_ptr, N)\n")
+        "    write_zeros_to_output(a_ptr, N)\n"
+    )
     kernel = host.load_vllm_kernel(source)
     assert list(inspect.signature(kernel.fn).parameters) == ["a_ptr", "N", "BLOCK_SIZE_M"]
     assert "unrelated" not in kernel.fn.__globals__ and "envs" not in kernel.fn.__globals__
@@ -85,9 +108,19 @@ def test_load_vllm_kernel_says_which_function_is_missing(tmp_path):
 
 
 def test_the_bench_refuses_a_missing_file_in_one_line(tmp_path):
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "moe_fidelity.py"),
-                           "--vllm-file", str(tmp_path / "nope.py")],
-                          capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "moe_fidelity.py"),
+            "--vllm-file",
+            str(tmp_path / "nope.py"),
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+    )
     assert (done.returncode, done.stdout, done.stderr) == (
-        2, "", f"no such file: {tmp_path / 'nope.py'}\n")
+        2,
+        "",
+        f"no such file: {tmp_path / 'nope.py'}\n",
+    )

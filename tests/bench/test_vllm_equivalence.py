@@ -15,8 +15,9 @@ from tuner.kernels.dense.kernel import w8a8_block_fp8_matmul_kernel
 from tuner.kernels.source import function_source
 
 REPO = Path(__file__).resolve().parents[2]
-SPEC = importlib.util.spec_from_file_location("vllm_equivalence",
-                                              REPO / "bench" / "vllm_equivalence.py")
+SPEC = importlib.util.spec_from_file_location(
+    "vllm_equivalence", REPO / "bench" / "vllm_equivalence.py"
+)
 ve = importlib.util.module_from_spec(SPEC)
 sys.modules["vllm_equivalence"] = ve
 SPEC.loader.exec_module(ve)
@@ -25,8 +26,10 @@ SPEC.loader.exec_module(ve)
 def _fp8_utils(root: Path, change: tuple[str, str] | None = None) -> Path:
     """A file at vLLM's path whose `_w8a8_triton_block_scaled_mm` is our kernel's text under
     vLLM's name (with one change when asked), beside an import that must never run."""
-    text = function_source(Path(w8a8_block_fp8_matmul_kernel.fn.__code__.co_filename)
-                           .read_text(), "w8a8_block_fp8_matmul_kernel")
+    text = function_source(
+        Path(w8a8_block_fp8_matmul_kernel.fn.__code__.co_filename).read_text(),
+        "w8a8_block_fp8_matmul_kernel",
+    )
     text = text.replace("def w8a8_block_fp8_matmul_kernel(", f"def {ve.DENSE_KERNEL}(")
     if change is not None:
         assert change[0] in text
@@ -40,10 +43,25 @@ def _fp8_utils(root: Path, change: tuple[str, str] | None = None) -> Path:
 def _bench(root: Path, out: Path) -> str:
     """The bench's summary line, run as a user runs it (no TRITON_INTERPRET: it compiles)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    run = subprocess.run([sys.executable, str(REPO / "bench" / "vllm_equivalence.py"),
-                          "--vllm-root", str(root), "--arch", "90", "--configs", "1",
-                          "--no-moe", "--out-dir", str(out)], env=env, capture_output=True,
-                         text=True, timeout=900)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "vllm_equivalence.py"),
+            "--vllm-root",
+            str(root),
+            "--arch",
+            "90",
+            "--configs",
+            "1",
+            "--no-moe",
+            "--out-dir",
+            str(out),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert run.returncode == 0, run.stderr
     return run.stdout.splitlines()[0]
 
@@ -51,10 +69,12 @@ def _bench(root: Path, out: Path) -> str:
 def test_a_faithful_copy_compiles_to_the_same_code_and_a_changed_one_does_not(tmp_path) -> None:
     _fp8_utils(tmp_path / "a")
     assert _bench(tmp_path / "a", tmp_path / "out") == (
-        "unknown: dense same code 3/3, interpreter 3/3 bitwise; MoE same PTX mix 0/0")
+        "unknown: dense same code 3/3, interpreter 3/3 bitwise; MoE same PTX mix 0/0"
+    )
     # Masking one K element more of A's load changes the code of every specialization.
-    _fp8_utils(tmp_path / "b", ("mask=offs_k[None, :] < k_left,",
-                                "mask=offs_k[None, :] < k_left - 1,"))
+    _fp8_utils(
+        tmp_path / "b", ("mask=offs_k[None, :] < k_left,", "mask=offs_k[None, :] < k_left - 1,")
+    )
     assert _bench(tmp_path / "b", tmp_path / "out").startswith("unknown: dense same code 0/3,")
 
 

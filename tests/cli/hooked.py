@@ -30,18 +30,23 @@ from tuner.measure.runners import register_runner, runner_factory
 
 
 def _labels(variable: str) -> frozenset[str]:
-    return frozenset(label.strip() for label in os.environ.get(variable, "").split(";")
-                     if label.strip())
+    return frozenset(
+        label.strip() for label in os.environ.get(variable, "").split(";") if label.strip()
+    )
 
 
-_FAULTS = dict(crash=_labels("TUNER_FAULT_CRASH"), hang=_labels("TUNER_FAULT_HANG"),
-               measure_log=os.environ.get("TUNER_TEST_MEASURE_LOG") or None,
-               sleep_s=float(os.environ.get("TUNER_TEST_TRIAL_SLEEP_S") or 0.0))
+_FAULTS = dict(
+    crash=_labels("TUNER_FAULT_CRASH"),
+    hang=_labels("TUNER_FAULT_HANG"),
+    measure_log=os.environ.get("TUNER_TEST_MEASURE_LOG") or None,
+    sleep_s=float(os.environ.get("TUNER_TEST_TRIAL_SLEEP_S") or 0.0),
+)
 for _name in ("cuda", "interpreter", "replay"):
     register_runner(_name, FaultyRunner.wrapping(runner_factory(_name), **_FAULTS))
 
 _MAX_PAGES = os.environ.get("TUNER_TEST_SQLITE_MAX_PAGES")
 if _MAX_PAGES:
+
     @event.listens_for(Engine, "connect")
     def _cap_pages(dbapi_connection, _connection_record) -> None:
         if isinstance(dbapi_connection, sqlite3.Connection):

@@ -18,14 +18,24 @@ from tuner.measure.landscape import landscape_from_results
 from tuner.measure.trial import TrialResult
 
 SHAPES = ((256, 384), (576, 256))  # the `tiny` model
-ENVIRONMENT = {"gpu_name": "NVIDIA L20", "compute_capability": "8.9", "driver": "580.1",
-               "cuda": "12.9", "torch": "2.11.0", "triton": "3.6.0", "tuner": "0.1.0",
-               "kernel_hash": "robust"}
+ENVIRONMENT = {
+    "gpu_name": "NVIDIA L20",
+    "compute_capability": "8.9",
+    "driver": "580.1",
+    "cuda": "12.9",
+    "torch": "2.11.0",
+    "triton": "3.6.0",
+    "tuner": "0.1.0",
+    "kernel_hash": "robust",
+}
 # 96 candidates; vLLM's default (64x128x128 g32 w4 s2) among them.
 CONFIGS = tuple(
     KernelConfig(bm, bn, 128, group, warps, stages)
-    for bm in (16, 32, 64, 128) for bn in (64, 128, 256) for group in (1, 32)
-    for warps in (4, 8) for stages in (2, 3)
+    for bm in (16, 32, 64, 128)
+    for bn in (64, 128, 256)
+    for group in (1, 32)
+    for warps in (4, 8)
+    for stages in (2, 3)
 )
 assert default_config() in CONFIGS
 
@@ -34,8 +44,14 @@ def latency_us(n: int, k: int, m: int, config: KernelConfig) -> float:
     """A made-up, deterministic latency with a per-(problem, config) jitter, so that searches
     of different M take different paths."""
     jitter = zlib.crc32(f"{n}:{k}:{m}:{config.short()}".encode()) % 1000 / 100
-    return (20.0 + abs(config.BLOCK_SIZE_M - 2 * m) / 8 + 512 / config.BLOCK_SIZE_N
-            + config.num_stages + config.num_warps / 4 + jitter)
+    return (
+        20.0
+        + abs(config.BLOCK_SIZE_M - 2 * m) / 8
+        + 512 / config.BLOCK_SIZE_N
+        + config.num_stages
+        + config.num_warps / 4
+        + jitter
+    )
 
 
 def write_landscape(folder: Path, m_values: tuple[int, ...]) -> tuple[Path, Path]:
@@ -55,14 +71,25 @@ def write_landscape(folder: Path, m_values: tuple[int, ...]) -> tuple[Path, Path
                     result = TrialResult(TrialStatus.OK, us, us - 0.5, us + 0.5)
                 results.append((n, k, m, config, result))
     landscape = landscape_from_results(
-        device_name="NVIDIA_L20", environment=ENVIRONMENT, recorded_at="2026-12-01T00:00:00Z",
-        space="robust", out_dtype="bfloat16", block_shape=(128, 128), results=results)
+        device_name="NVIDIA_L20",
+        environment=ENVIRONMENT,
+        recorded_at="2026-12-01T00:00:00Z",
+        space="robust",
+        out_dtype="bfloat16",
+        block_shape=(128, 128),
+        results=results,
+    )
     path = folder / "l20.json"
     path.write_text(landscape.to_json())
     configs = folder / "configs.json"
-    configs.write_text("[" + ",".join(
-        "{" + ",".join(f'"{key}": {value}' for key, value in c.as_dict().items()) + "}"
-        for c in CONFIGS) + "]")
+    configs.write_text(
+        "["
+        + ",".join(
+            "{" + ",".join(f'"{key}": {value}' for key, value in c.as_dict().items()) + "}"
+            for c in CONFIGS
+        )
+        + "]"
+    )
     return path, configs
 
 
@@ -78,17 +105,25 @@ def tuner_command(*args: str) -> list[str]:
 def tuner_env(**extra: str) -> dict[str, str]:
     """This process's environment without fault variables, the repository on PYTHONPATH (for
     `tests.cli.hooked` and `tests.faults`), then `extra`."""
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("TUNER_FAULT_", "TUNER_TEST_"))
-           or key == "TUNER_TEST_PG_URL"}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("TUNER_FAULT_", "TUNER_TEST_")) or key == "TUNER_TEST_PG_URL"
+    }
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     env.update(extra)
     return env
 
 
 def run_tuner(*args: str, cwd: Path, timeout: float = 300, **env: str):
-    return subprocess.run(tuner_command(*args), cwd=cwd, env=tuner_env(**env),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        tuner_command(*args),
+        cwd=cwd,
+        env=tuner_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def query(db: Path, sql: str, *params) -> list[tuple]:
@@ -103,9 +138,11 @@ def count(db: Path, sql: str) -> int:
         return 0
 
 
-TRIAL_ROWS = ("SELECT t.N, t.K, t.M, r.BLOCK_SIZE_M, r.BLOCK_SIZE_N, r.BLOCK_SIZE_K, "
-              "r.GROUP_SIZE_M, r.num_warps, r.num_stages, r.status, r.latency_us, r.is_default "
-              "FROM trials r JOIN tasks t USING (task_id)")
+TRIAL_ROWS = (
+    "SELECT t.N, t.K, t.M, r.BLOCK_SIZE_M, r.BLOCK_SIZE_N, r.BLOCK_SIZE_K, "
+    "r.GROUP_SIZE_M, r.num_warps, r.num_stages, r.status, r.latency_us, r.is_default "
+    "FROM trials r JOIN tasks t USING (task_id)"
+)
 
 
 def trial_rows(db: Path) -> list[tuple]:
@@ -124,8 +161,9 @@ def winners(url: str, device_name: str = "NVIDIA_L20") -> list[tuple]:
             rows = repo.winners(session, device_name=device_name)
     finally:
         engine.dispose()
-    return [(r.N, r.K, r.M, tuple(r.config.values()), r.latency_us, r.default_latency_us)
-            for r in rows]
+    return [
+        (r.N, r.K, r.M, tuple(r.config.values()), r.latency_us, r.default_latency_us) for r in rows
+    ]
 
 
 def measure_log(path: Path) -> list[tuple[int, str, int, str]]:

@@ -26,21 +26,36 @@ def one_line_error(result, text):
 def test_help_lists_the_commands():
     result = invoke("--help")
     assert result.exit_code == 0
-    for command in ("sweep", "worker", "export", "winners", "verify", "serve", "shapes", "db",
-                    "import", "status", "mounts", "landscape"):
+    for command in (
+        "sweep",
+        "worker",
+        "export",
+        "winners",
+        "verify",
+        "serve",
+        "shapes",
+        "db",
+        "import",
+        "status",
+        "mounts",
+        "landscape",
+    ):
         assert command in result.stdout
     sweep_help = " ".join(invoke("sweep", "--help").stdout.split())
     assert "--strategy" in sweep_help and "--trials" in sweep_help and "TUNER_DB_URL" in sweep_help
 
 
-@pytest.mark.parametrize(("command", "usage"), [
-    (["shapes", "from-config"], "Usage: tuner shapes from-config [OPTIONS] CONFIG"),
-    (["shapes", "show"], "Usage: tuner shapes show [OPTIONS] MODEL"),
-    (["shapes", "from-log"], "Usage: tuner shapes from-log [OPTIONS] LOG"),
-    (["db", "backup"], "Usage: tuner db backup [OPTIONS] OUT"),
-    (["landscape", "stats"], "Usage: tuner landscape stats [OPTIONS] FILE"),
-    (["import"], "Usage: tuner import [OPTIONS] FILES..."),
-])
+@pytest.mark.parametrize(
+    ("command", "usage"),
+    [
+        (["shapes", "from-config"], "Usage: tuner shapes from-config [OPTIONS] CONFIG"),
+        (["shapes", "show"], "Usage: tuner shapes show [OPTIONS] MODEL"),
+        (["shapes", "from-log"], "Usage: tuner shapes from-log [OPTIONS] LOG"),
+        (["db", "backup"], "Usage: tuner db backup [OPTIONS] OUT"),
+        (["landscape", "stats"], "Usage: tuner landscape stats [OPTIONS] FILE"),
+        (["import"], "Usage: tuner import [OPTIONS] FILES..."),
+    ],
+)
 def test_usage_names_arguments_without_braces(command, usage):
     result = runner.invoke(app, [*command, "--help"], prog_name="tuner")
     assert result.exit_code == 0
@@ -68,57 +83,96 @@ def test_shapes_list_and_show():
     # One source for the TP size (the README says so), not one per shape.
     assert [line for line in shown.stdout.splitlines() if "source" in line] == [
         "source: field report: vLLM 'Config file not found' warnings, Qwen3.8-27B-FP8, TP 2, "
-        "2x NVIDIA L20 (field report in README.md, Why)"]
+        "2x NVIDIA L20 (field report in README.md, Why)"
+    ]
 
 
 def test_unknown_model_lists_known_ones():
-    one_line_error(invoke("shapes", "show", "llama3"),
-                   "unknown model 'llama3'; known: deepseek-v3, qwen3-30b-a3b-fp8, qwen3.8-27b, "
-                   "tiny, tiny-moe")
-    one_line_error(invoke("sweep", "--device", "interpreter", "--model", "llama3"),
-                   "unknown model 'llama3'; known: deepseek-v3, qwen3-30b-a3b-fp8, qwen3.8-27b, "
-                   "tiny, tiny-moe")
+    one_line_error(
+        invoke("shapes", "show", "llama3"),
+        "unknown model 'llama3'; known: deepseek-v3, qwen3-30b-a3b-fp8, qwen3.8-27b, "
+        "tiny, tiny-moe",
+    )
+    one_line_error(
+        invoke("sweep", "--device", "interpreter", "--model", "llama3"),
+        "unknown model 'llama3'; known: deepseek-v3, qwen3-30b-a3b-fp8, qwen3.8-27b, "
+        "tiny, tiny-moe",
+    )
 
 
 def test_no_matching_gpu_names_what_is_visible(no_visible_gpu):
-    one_line_error(invoke("sweep", "--device", "L20", "--model", "tiny"),
-                   "no visible GPU matches --device L20; visible: no CUDA GPU")
+    one_line_error(
+        invoke("sweep", "--device", "L20", "--model", "tiny"),
+        "no visible GPU matches --device L20; visible: no CUDA GPU",
+    )
 
 
 def test_bad_m_grid():
-    one_line_error(invoke("sweep", "--device", "interpreter", "--model", "tiny", "--m", "1,a"),
-                   "--m: 'a' is not a positive integer (expected e.g. 1,16,32)")
+    one_line_error(
+        invoke("sweep", "--device", "interpreter", "--model", "tiny", "--m", "1,a"),
+        "--m: 'a' is not a positive integer (expected e.g. 1,16,32)",
+    )
 
 
 def test_bad_configs_file(tmp_path):
     bad = tmp_path / "configs.json"
     bad.write_text('[{"BLOCK_SIZE_M": 16}]')
-    result = invoke("sweep", "--device", "interpreter", "--model", "tiny", "--configs", str(bad),
-                    "--db", f"sqlite:///{tmp_path}/t.db")
-    one_line_error(result, f"{bad}: config #1: missing key(s) BLOCK_SIZE_N, BLOCK_SIZE_K, "
-                   "GROUP_SIZE_M, num_warps, num_stages")
+    result = invoke(
+        "sweep",
+        "--device",
+        "interpreter",
+        "--model",
+        "tiny",
+        "--configs",
+        str(bad),
+        "--db",
+        f"sqlite:///{tmp_path}/t.db",
+    )
+    one_line_error(
+        result,
+        f"{bad}: config #1: missing key(s) BLOCK_SIZE_N, BLOCK_SIZE_K, "
+        "GROUP_SIZE_M, num_warps, num_stages",
+    )
 
 
 def test_export_unknown_device_lists_known(tmp_path):
     from db.connection import open_store
 
     open_store(f"sqlite:///{tmp_path}/t.db").dispose()  # an empty store
-    result = invoke("export", "--device", "L20", "--out", str(tmp_path / "out"),
-                    "--db", f"sqlite:///{tmp_path}/t.db")
-    one_line_error(result, "no device in the store matches 'L20'; known: none; `tuner sweep "
-                   "--device L20` on that GPU, or `tuner import` of its files, adds it")
+    result = invoke(
+        "export",
+        "--device",
+        "L20",
+        "--out",
+        str(tmp_path / "out"),
+        "--db",
+        f"sqlite:///{tmp_path}/t.db",
+    )
+    one_line_error(
+        result,
+        "no device in the store matches 'L20'; known: none; `tuner sweep "
+        "--device L20` on that GPU, or `tuner import` of its files, adds it",
+    )
 
 
-@pytest.mark.parametrize("command", [
-    ["export", "--device", "L20", "--out", "out"], ["winners", "--device", "L20"], ["status"],
-    ["verify", "--device", "interpreter", "--model", "tiny"],
-    ["mounts", "--device", "L20"], ["landscape", "record", "--device", "L20", "--out", "x.json"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["export", "--device", "L20", "--out", "out"],
+        ["winners", "--device", "L20"],
+        ["status"],
+        ["verify", "--device", "interpreter", "--model", "tiny"],
+        ["mounts", "--device", "L20"],
+        ["landscape", "record", "--device", "L20", "--out", "x.json"],
+    ],
+)
 def test_reading_commands_refuse_a_store_that_does_not_exist(tmp_path, command):
     url = f"sqlite:///{tmp_path}/typo/t.db"
     result = invoke(*command, "--db", url)
-    one_line_error(result, f"no store at {url}: run `tuner sweep` first, or point --db (or "
-                   "TUNER_DB_URL) at the store")
+    one_line_error(
+        result,
+        f"no store at {url}: run `tuner sweep` first, or point --db (or TUNER_DB_URL) at the store",
+    )
     assert not (tmp_path / "typo").exists()  # nothing created
 
 
@@ -127,8 +181,9 @@ def test_old_schema_asks_for_upgrade(tmp_path):
     with sqlite3.connect(store) as connection:
         connection.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)")
         connection.execute("INSERT INTO alembic_version VALUES ('0000')")
-    result = invoke("export", "--device", "L20", "--out", str(tmp_path / "out"),
-                    "--db", f"sqlite:///{store}")
+    result = invoke(
+        "export", "--device", "L20", "--out", str(tmp_path / "out"), "--db", f"sqlite:///{store}"
+    )
     assert result.exit_code == 2
     assert result.stderr.count("\n") == 1
     assert "schema revision 0000" in result.stderr and "run `tuner db upgrade`" in result.stderr
@@ -156,33 +211,65 @@ def _stale_store(tmp_path):
     engine = open_store(url)
     with session_scope(engine) as session:
         sweep, _ = repo.create_sweep(
-            session, device_name="NVIDIA_L20", model="m", tp=1, strategy="grid", budget=4,
-            space="vllm", seed=0, m_values=[1, 16], out_dtype="bfloat16",
-            block_shape=(128, 128), shapes=[(5120, 3072)])
+            session,
+            device_name="NVIDIA_L20",
+            model="m",
+            tp=1,
+            strategy="grid",
+            budget=4,
+            space="vllm",
+            seed=0,
+            m_values=[1, 16],
+            out_dtype="bfloat16",
+            block_shape=(128, 128),
+            shapes=[(5120, 3072)],
+        )
         env = {
             name: repo.get_or_create_environment(
-                session, device_name="NVIDIA_L20", gpu_name="NVIDIA L20",
-                compute_capability="8.9", driver="", cuda="", torch="2.11.0",
-                triton=importlib.metadata.version("triton"), tuner="0.1.0", kernel_hash=kernel)
+                session,
+                device_name="NVIDIA_L20",
+                gpu_name="NVIDIA L20",
+                compute_capability="8.9",
+                driver="",
+                cuda="",
+                torch="2.11.0",
+                triton=importlib.metadata.version("triton"),
+                tuner="0.1.0",
+                kernel_hash=kernel,
+            )
             for name, kernel in (("current", current_kernel_hash()), ("old", "0ld"))
         }
-        plan = {1: [("current", DEFAULT, True, 10.0), ("current", FAST, False, 8.0),
-                    ("old", SLOW, False, 5.0)],
-                16: [("old", DEFAULT, True, 20.0), ("old", FAST, False, 15.0)]}
-        while (task := repo.claim_task(session, sweep_id=sweep.sweep_id, worker_id="w",
-                                       lease_s=60)) is not None:
+        plan = {
+            1: [
+                ("current", DEFAULT, True, 10.0),
+                ("current", FAST, False, 8.0),
+                ("old", SLOW, False, 5.0),
+            ],
+            16: [("old", DEFAULT, True, 20.0), ("old", FAST, False, 15.0)],
+        }
+        while (
+            task := repo.claim_task(session, sweep_id=sweep.sweep_id, worker_id="w", lease_s=60)
+        ) is not None:
             for name, config, is_default, latency_us in plan[task.M]:
-                repo.record_trial(session, task_id=task.task_id, environment_id=env[name],
-                                  config=config, is_default=is_default, status="ok",
-                                  latency_us=latency_us)
+                repo.record_trial(
+                    session,
+                    task_id=task.task_id,
+                    environment_id=env[name],
+                    config=config,
+                    is_default=is_default,
+                    status="ok",
+                    latency_us=latency_us,
+                )
             repo.finish_task(session, task_id=task.task_id, worker_id="w")
     engine.dispose()
     return url
 
 
-STALE_NOTE = ("note: left out 3 ok trial(s) of NVIDIA_L20 timed with another kernel or Triton "
-              "than the current (builtin kernel {kernel}, triton {triton}); --allow-stale uses "
-              "them, --kernel picks the source")
+STALE_NOTE = (
+    "note: left out 3 ok trial(s) of NVIDIA_L20 timed with another kernel or Triton "
+    "than the current (builtin kernel {kernel}, triton {triton}); --allow-stale uses "
+    "them, --kernel picks the source"
+)
 
 
 def _stale_note():
@@ -210,15 +297,16 @@ def test_export_keeps_to_current_trials_unless_allow_stale(tmp_path):
         "error: no file written; 1 shape(s) lack winners because their trials are stale: "
         "--allow-stale uses them",
     ]
-    partial = invoke("export", "--device", "L20", "--out", str(tmp_path / "b"), "--db", db,
-                     "--allow-partial")
+    partial = invoke(
+        "export", "--device", "L20", "--out", str(tmp_path / "b"), "--db", db, "--allow-partial"
+    )
     assert partial.exit_code == 0, partial.output
     assert json.loads((tmp_path / "b" / name).read_text()) == {"1": FAST}
-    stale = invoke("export", "--device", "L20", "--out", str(tmp_path / "c"), "--db", db,
-                   "--allow-stale")
+    stale = invoke(
+        "export", "--device", "L20", "--out", str(tmp_path / "c"), "--db", db, "--allow-stale"
+    )
     assert stale.exit_code == 0, stale.output
-    assert stale.stderr == ("winners of trials of every kernel source and Triton "
-                            "(--allow-stale)\n")
+    assert stale.stderr == ("winners of trials of every kernel source and Triton (--allow-stale)\n")
     assert json.loads((tmp_path / "c" / name).read_text()) == {"1": SLOW, "16": FAST}
 
 
@@ -233,14 +321,15 @@ def test_winners_keeps_to_current_trials_unless_allow_stale(tmp_path, monkeypatc
     # M=1, 8 us: A 3072 + B 5120*3072 + As 4*24 + Bs 4*40*24 + C 2*5120 = 15,745,888 bytes
     # (1968.2 GB/s); 2*1*5120*3072 = 31,457,280 flops (3.93 TFLOP/s).
     assert rows == [
-        ["5120", "3072", "1", "16x64x128 g1 w4 s3", "8.0", "10.0", "1.25x", "-", "1968.2",
-         "3.93"]]
+        ["5120", "3072", "1", "16x64x128 g1 w4 s3", "8.0", "10.0", "1.25x", "-", "1968.2", "3.93"]
+    ]
     assert current.stderr.splitlines() == [_stale_note()]
     stale = invoke("winners", "--device", "L20", "--db", db, "--allow-stale")
     rows = table_rows(stale.stdout)
     assert [row[2:6] for row in rows] == [
         ["1", "128x256x128 g64 w8 s5", "5.0", "10.0"],
-        ["16", "16x64x128 g1 w4 s3", "15.0", "20.0"]]
+        ["16", "16x64x128 g1 w4 s3", "15.0", "20.0"],
+    ]
     assert stale.stderr == ""
 
 
@@ -253,18 +342,21 @@ def test_winners_shows_the_percent_of_the_measured_ceilings(tmp_path, monkeypatc
     db = _stale_store(tmp_path)
     engine = open_store(db)
     with session_scope(engine) as session:
-        environment_id = max(e.environment_id for e in repo.device_environments(
-            session, device_name="NVIDIA_L20"))
-        repo.record_ceilings(session, environment_id=environment_id,
-                             ceilings={"copy_gbps": 4000.0, "fp8_mm_tflops": 1000.0})
+        environment_id = max(
+            e.environment_id for e in repo.device_environments(session, device_name="NVIDIA_L20")
+        )
+        repo.record_ceilings(
+            session,
+            environment_id=environment_id,
+            ceilings={"copy_gbps": 4000.0, "fp8_mm_tflops": 1000.0},
+        )
     engine.dispose()
     shown = invoke("winners", "--device", "L20", "--db", db)
     assert shown.exit_code == 0, shown.output
     assert "% copy BW" in shown.stdout and "% FP8 mm" in shown.stdout
     rows = table_rows(shown.stdout)
     # 1968.2 GB/s of 4000 and 3.93 TFLOP/s of 1000.
-    assert [row[8:] for row in rows] == [
-        ["1968.2", "3.93", "49.2", "0.4"]]
+    assert [row[8:] for row in rows] == [["1968.2", "3.93", "49.2", "0.4"]]
 
 
 def test_mounts_from_the_store_allow_stale(tmp_path):
@@ -272,8 +364,10 @@ def test_mounts_from_the_store_allow_stale(tmp_path):
     refused = invoke("mounts", "--device", "L20", "--db", db)
     assert refused.exit_code == 2
     assert refused.stderr.splitlines() == [
-        _stale_note(), "error: NVIDIA_L20 has no complete file yet; --allow-partial mounts what "
-        "there is; --allow-stale also uses stale trials"]
+        _stale_note(),
+        "error: NVIDIA_L20 has no complete file yet; --allow-partial mounts what "
+        "there is; --allow-stale also uses stale trials",
+    ]
     mounted = invoke("mounts", "--device", "L20", "--db", db, "--allow-stale")
     assert mounted.exit_code == 0, mounted.output
     assert "N=5120,K=3072,device_name=NVIDIA_L20" in mounted.stdout

@@ -85,8 +85,10 @@ def test_folder_imports_what_vllm_reads_and_says_what_it_skipped(tmp_path: Path)
         "skipped sub: a folder (folders inside the folder are not read)",
     ]
     # The vLLM spelling's entries are stored (FAST at M=1), not the SGLang file's (SLOW).
-    assert stored(db) == [("NVIDIA_L20", VLLM_NAME, {1: FAST}),
-                          ("NVIDIA_L20", OTHER_NAME, {16: SLOW})]  # by N, K
+    assert stored(db) == [
+        ("NVIDIA_L20", VLLM_NAME, {1: FAST}),
+        ("NVIDIA_L20", OTHER_NAME, {16: SLOW}),
+    ]  # by N, K
 
 
 def test_the_two_spellings_as_files_keep_the_vllm_one(tmp_path: Path) -> None:
@@ -96,7 +98,8 @@ def test_the_two_spellings_as_files_keep_the_vllm_one(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout.strip().splitlines()[2] == (
         f"skipped {SGLANG_NAME}: vLLM never reads this name (SGLang's spelling); imported "
-        f"{VLLM_NAME}, the name vLLM reads")
+        f"{VLLM_NAME}, the name vLLM reads"
+    )
     assert stored(db) == [("NVIDIA_L20", VLLM_NAME, {1: FAST})]
 
 
@@ -117,7 +120,8 @@ def test_a_bad_config_file_in_the_folder_still_stores_nothing(tmp_path: Path) ->
     assert result.exit_code == 2, result.output
     assert result.stderr.strip().splitlines() == [
         f"error: {folder / OTHER_NAME}: M=16: missing key(s) BLOCK_SIZE_N, BLOCK_SIZE_K, "
-        "GROUP_SIZE_M, num_warps, num_stages"]
+        "GROUP_SIZE_M, num_warps, num_stages"
+    ]
     assert row_counts(db)["imports"] == 0
 
 
@@ -129,7 +133,8 @@ def test_a_folder_without_config_files_is_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [
         f"error: {tmp_path / 'empty'}: no fp8_w8a8 config files in this folder (names like "
-        "N=...,K=...,device_name=...,dtype=fp8_w8a8,block_shape=[128,128].json)"]
+        "N=...,K=...,device_name=...,dtype=fp8_w8a8,block_shape=[128,128].json)"
+    ]
 
 
 def test_two_different_files_for_one_shape_are_still_refused(tmp_path: Path) -> None:
@@ -141,17 +146,20 @@ def test_two_different_files_for_one_shape_are_still_refused(tmp_path: Path) -> 
     result = invoke("import", str(first), str(second), "--db", db)
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [
-        f"error: {second}: same device and shape as {first}; import one per shape and label"]
+        f"error: {second}: same device and shape as {first}; import one per shape and label"
+    ]
     assert row_counts(db)["imports"] == 0
 
 
 def test_import_flags_entries_sglang_rewrites_and_follows_the_files_key_order(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     amd = engine_file_name(config_file_name(576, 7168, "AMD_Instinct_MI300X"), "sglang")
     # Hand-written, keys descending: vLLM's min() keeps 5120 at the M=4096 tie.
-    (tmp_path / amd).write_text(json.dumps({"5120": {**FAST, "BLOCK_SIZE_K": 64},
-                                            "3072": {**FAST, "BLOCK_SIZE_K": 32}}))
+    (tmp_path / amd).write_text(
+        json.dumps({"5120": {**FAST, "BLOCK_SIZE_K": 64}, "3072": {**FAST, "BLOCK_SIZE_K": 32}})
+    )
     nvidia = tmp_path / SGLANG_NAME  # 64 divides 128: SGLang on CUDA keeps it
     nvidia.write_text(dump_config_file({1: {**FAST, "BLOCK_SIZE_K": 64}}))
     result = invoke("import", str(tmp_path / amd), str(nvidia), "--db", db, "--no-publish")
@@ -160,12 +168,15 @@ def test_import_flags_entries_sglang_rewrites_and_follows_the_files_key_order(
     assert lines[0] == (
         f"imported {amd} for AMD_Instinct_MI300X as 'imported': 1 of vLLM's 18 M values: 3072; "
         "missing 1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 4096; "
-        "other keys 5120; M=1 runs the M=3072 entry; M=4096 runs the M=5120 entry")
+        "other keys 5120; M=1 runs the M=3072 entry; M=4096 runs the M=5120 entry"
+    )
     assert lines[-1] == (
         f"warning: SGLang 0.5.23 rewrites {amd} as it reads it: BLOCK_SIZE_K raised to 128 at "
         "M=5120 (BLOCK_SIZE_K 64), M=3072 (BLOCK_SIZE_K 32); it runs those entries, not the "
-        "file's")
+        "file's"
+    )
     assert sum(line.startswith("warning:") for line in lines) == 1
-    older = invoke("import", str(tmp_path / amd), "--db", db, "--no-publish",
-                   "--engine-version", "0.5.11")
+    older = invoke(
+        "import", str(tmp_path / amd), "--db", db, "--no-publish", "--engine-version", "0.5.11"
+    )
     assert older.exit_code == 0 and "warning" not in older.stdout  # 0.5.11 rewrites nothing

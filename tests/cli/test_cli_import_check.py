@@ -20,18 +20,29 @@ from tuner.measure.launch_check import KNOWN_GPUS, device_arch, gpu_model
 
 runner = CliRunner()
 # Tuned on sm90: 128x256x128 tiles, 4 stages, about 145 KiB of shared memory (too much on sm89).
-HOPPER = {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
-          "num_warps": 8, "num_stages": 4}
+HOPPER = {
+    "BLOCK_SIZE_M": 128,
+    "BLOCK_SIZE_N": 256,
+    "BLOCK_SIZE_K": 128,
+    "GROUP_SIZE_M": 1,
+    "num_warps": 8,
+    "num_stages": 4,
+}
 NAME = config_file_name(576, 7168, "NVIDIA_L20")
-REASON = ("config 128x256x128 g1 w8 s4 needs 148480 bytes of shared memory; NVIDIA_L20 (sm89) "
-          "has 101376 per block")
-PLAN = {(576, 7168, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 6.0)],
-        (576, 7168, 16): [(DEFAULT, True, "ok", 10.0)]}
+REASON = (
+    "config 128x256x128 g1 w8 s4 needs 148480 bytes of shared memory; NVIDIA_L20 (sm89) "
+    "has 101376 per block"
+)
+PLAN = {
+    (576, 7168, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 6.0)],
+    (576, 7168, 16): [(DEFAULT, True, "ok", 10.0)],
+}
 
 
 @pytest.fixture(autouse=True)
-def _compile_cache(tmp_path_factory: pytest.TempPathFactory,
-                   monkeypatch: pytest.MonkeyPatch) -> None:
+def _compile_cache(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """One compile cache for this module's tests (each distinct config compiles once)."""
     monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "launch-cache"))
 
@@ -47,25 +58,37 @@ def stored(db: str):
     engine = open_store(db)
     try:
         with session_scope(engine) as session:
-            return [(i.device_name, i.checked_arch, i.cannot_launch)
-                    for i in repo.list_imports(session)]
+            return [
+                (i.device_name, i.checked_arch, i.cannot_launch) for i in repo.list_imports(session)
+            ]
     finally:
         engine.dispose()
 
 
 def test_gpu_models_and_architectures() -> None:
-    assert [gpu_model(n) for n in ("NVIDIA_H100_80GB_HBM3", "NVIDIA_A100-SXM4-80GB",
-                                   "NVIDIA_GeForce_RTX_4090", "NVIDIA_L40S", "AMD_Instinct_MI300X")
-            ] == ["H100", "A100", "RTX_4090", "L40S", "AMD"]
+    assert [
+        gpu_model(n)
+        for n in (
+            "NVIDIA_H100_80GB_HBM3",
+            "NVIDIA_A100-SXM4-80GB",
+            "NVIDIA_GeForce_RTX_4090",
+            "NVIDIA_L40S",
+            "AMD_Instinct_MI300X",
+        )
+    ] == ["H100", "A100", "RTX_4090", "L40S", "AMD"]
     assert device_arch("NVIDIA_L20", []).arch == 89
     assert device_arch("NVIDIA_L20", []).shared_bytes == 101376
     assert (device_arch("NVIDIA_H20", []).arch, device_arch("NVIDIA_H20", []).shared_bytes) == (
-        90, 232448)
+        90,
+        232448,
+    )
     assert device_arch("NVIDIA_A100-SXM4-80GB", []).shared_bytes == 166912
     # The store's trials win over the table; the interpreter's "" says nothing.
     found = device_arch("NVIDIA_L20", ["", "9.0"])
-    assert (found.arch, found.source) == (90, "from its trials in the store, compute "
-                                              "capability 9.0")
+    assert (found.arch, found.source) == (
+        90,
+        "from its trials in the store, compute capability 9.0",
+    )
     assert device_arch("NVIDIA_Foo", [""]) is None
     assert device_arch("AMD_Instinct_MI300X", []) is None
 
@@ -88,16 +111,20 @@ def test_an_sm90_entry_is_left_out_on_an_l20_everywhere(tmp_path: Path) -> None:
     exported = invoke("export", "--device", "L20", "--out", str(out), "--db", db)
     assert exported.exit_code == 0, exported.output
     assert (out / NAME).read_text() == dump_config_file({1: FAST, 16: DEFAULT})
-    note = (f"M=2048: entry imported from 'vllm-h100' left out, it cannot launch on this "
-            f"device: {REASON}")
+    note = (
+        f"M=2048: entry imported from 'vllm-h100' left out, it cannot launch on this "
+        f"device: {REASON}"
+    )
     assert note in " ".join(exported.stdout.split())
     with TestClient(create_app(Settings(db_url=db))) as client:
         files = client.get("/devices/L20/preview/configs").json()["files"]
         page = client.get("/devices/L20/report").text
         listed = client.get("/devices/L20/imports").json()
     assert note in files[0]["notes"]
-    assert (f"M=2048: entry imported from &#x27;vllm-h100&#x27; left out, it cannot launch on "
-            f"this device: {REASON}.") in page
+    assert (
+        f"M=2048: entry imported from &#x27;vllm-h100&#x27; left out, it cannot launch on "
+        f"this device: {REASON}."
+    ) in page
     assert "left out: imported from &#x27;vllm-h100&#x27;, cannot launch here" in page
     assert (listed[0]["checked_arch"], listed[0]["cannot_launch"]) == (89, {"2048": REASON})
 
@@ -110,7 +137,8 @@ def test_a_known_gpu_without_trials_is_checked_from_the_table(tmp_path: Path) ->
     assert result.exit_code == 0, result.output
     assert result.stdout.strip().splitlines()[1:] == [
         "checked the entries for NVIDIA_H20 on sm90 (from the table of known GPUs, H20; 232448 "
-        "bytes of shared memory per block): 1 distinct config(s) compiled, 0 entries left out"]
+        "bytes of shared memory per block): 1 distinct config(s) compiled, 0 entries left out"
+    ]
     assert stored(db) == [("NVIDIA_H20", 90, {})]
 
 
@@ -122,10 +150,12 @@ def test_an_unknown_device_is_imported_unchecked(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert result.stdout.strip().splitlines()[1:] == [
         f"not checked: NVIDIA_Foo_GPU has no trials in the store and is not a known GPU "
-        f"({', '.join(KNOWN_GPUS)}); its entries were imported unchecked"]
+        f"({', '.join(KNOWN_GPUS)}); its entries were imported unchecked"
+    ]
     assert stored(db) == [("NVIDIA_Foo_GPU", None, {})]
-    unchecked = invoke("import", str(path), "--label", "again", "--no-check", "--db", db,
-                       "--no-publish")
+    unchecked = invoke(
+        "import", str(path), "--label", "again", "--no-check", "--db", db, "--no-publish"
+    )
     assert unchecked.stdout.strip().splitlines()[1:] == [
-        "not checked: --no-check; the entries were imported without compiling them for their "
-        "device"]
+        "not checked: --no-check; the entries were imported without compiling them for their device"
+    ]

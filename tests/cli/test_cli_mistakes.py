@@ -14,18 +14,22 @@ from tuner.cli.app import app
 runner = CliRunner()
 
 
-@pytest.mark.parametrize("args, env, url", [
-    (["status", "--db", "tuner.db"], {}, "tuner.db"),
-    (["winners", "--device", "L20"], {"TUNER_DB_URL": "/some/file.db"}, "/some/file.db"),
-    (["db", "upgrade", "--db", "x.db"], {}, "x.db"),
-    (["serve", "--db", "tuner.db"], {}, "tuner.db"),
-])
+@pytest.mark.parametrize(
+    "args, env, url",
+    [
+        (["status", "--db", "tuner.db"], {}, "tuner.db"),
+        (["winners", "--device", "L20"], {"TUNER_DB_URL": "/some/file.db"}, "/some/file.db"),
+        (["db", "upgrade", "--db", "x.db"], {}, "x.db"),
+        (["serve", "--db", "tuner.db"], {}, "tuner.db"),
+    ],
+)
 def test_a_plain_path_as_the_store_suggests_its_sqlite_url(args, env, url) -> None:
     result = runner.invoke(app, args, env=env)
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [
         f"error: --db (or TUNER_DB_URL) {url!r} is not a database URL; for a SQLite file use "
-        f"sqlite:///{url}"]
+        f"sqlite:///{url}"
+    ]
     assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
@@ -33,7 +37,8 @@ def test_a_url_that_is_not_a_path_gets_no_sqlite_hint() -> None:
     result = runner.invoke(app, ["status", "--db", "my db://x"])
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [
-        "error: --db (or TUNER_DB_URL) 'my db://x' is not a database URL"]
+        "error: --db (or TUNER_DB_URL) 'my db://x' is not a database URL"
+    ]
 
 
 @pytest.mark.parametrize("port", ["0", "99999"])
@@ -46,9 +51,21 @@ def test_serve_refuses_a_port_out_of_range(port: str) -> None:
 
 def test_a_new_store_in_a_new_folder_says_it_created_the_folder(tmp_path: Path) -> None:
     folder = tmp_path / "no" / "such"
-    result = runner.invoke(app, ["sweep", "--device", "interpreter", "--model", "tiny",
-                                 "--m", "1", "--no-run", "--db",
-                                 f"sqlite:///{folder / 'x.db'}"])
+    result = runner.invoke(
+        app,
+        [
+            "sweep",
+            "--device",
+            "interpreter",
+            "--model",
+            "tiny",
+            "--m",
+            "1",
+            "--no-run",
+            "--db",
+            f"sqlite:///{folder / 'x.db'}",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert f"note: created folder {folder} for the store" in result.stderr.splitlines()
     assert (folder / "x.db").exists()

@@ -43,8 +43,9 @@ def test_from_log_names_a_packaged_model_that_covers_it(tmp_path: Path) -> None:
     result = invoke("shapes", "from-log", str(log))
     assert result.exit_code == 0, result.output
     out = flat(result.stdout)
-    assert ("20 warning(s) from vllm; device_name NVIDIA_L20; model Qwen/Qwen3.8-27B-FP8; TP 2"
-            in out)
+    assert (
+        "20 warning(s) from vllm; device_name NVIDIA_L20; model Qwen/Qwen3.8-27B-FP8; TP 2" in out
+    )
     assert "5 shape(s) without a config file, block_shape [128, 128]" in out
     for n, k in QWEN_TP2:
         assert re.search(rf"\b{n}\s*│\s*{k}\b", result.stdout)
@@ -59,7 +60,8 @@ def test_from_log_save_then_show(tmp_path: Path) -> None:
     assert suggested.exit_code == 0
     assert flat(suggested.stdout).endswith(
         "tuner sweep --device NVIDIA_H20-3e --model deepseek-v3-log --tp 8 "
-        "tuner export --device NVIDIA_H20-3e --out configs/ --engine sglang")
+        "tuner export --device NVIDIA_H20-3e --out configs/ --engine sglang"
+    )
     saved = invoke("shapes", "from-log", str(log), "--save", "dsv3-h20")
     assert saved.exit_code == 0, saved.output
     assert "tuner sweep --device NVIDIA_H20-3e --model dsv3-h20 --tp 8" in flat(saved.stdout)
@@ -79,11 +81,20 @@ def run_suggested_save(stdout: str) -> tuple[str, object]:
 
 
 def test_from_log_suggests_a_free_name_whose_command_runs(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TUNER_SHAPES_DIR", str(tmp_path / "shapes"))
     log = tmp_path / "dsv3 serve.log"  # a space: the suggested command quotes the path
-    log.write_text(vllm_log(DSV3_TP8, ranks=range(8), model="deepseek-ai/DeepSeek-V3", tp=8,
-                            config_line=False, device="NVIDIA_H200"))
+    log.write_text(
+        vllm_log(
+            DSV3_TP8,
+            ranks=range(8),
+            model="deepseek-ai/DeepSeek-V3",
+            tp=8,
+            config_line=False,
+            device="NVIDIA_H200",
+        )
+    )
     result = invoke("shapes", "from-log", str(log))
     assert result.exit_code == 0, result.output
     assert "model deepseek-ai/DeepSeek-V3; TP 8" in flat(result.stdout)  # from non-default args
@@ -91,7 +102,8 @@ def test_from_log_suggests_a_free_name_whose_command_runs(
     # deepseek-v3 is packaged (its TP 8 lacks 2112 x 7168): the suggestion is a free name.
     assert command == f"tuner shapes from-log '{log}' --save deepseek-v3-log"
     assert flat(result.stdout).endswith(
-        "tuner sweep --device NVIDIA_H200 --model deepseek-v3-log --tp 8")
+        "tuner sweep --device NVIDIA_H200 --model deepseek-v3-log --tp 8"
+    )
     assert saved.exit_code == 0, saved.output
     assert "saved as model 'deepseek-v3-log', TP 8" in saved.stdout
     from tuner.inputs.shapes import load_shapes
@@ -101,8 +113,15 @@ def test_from_log_suggests_a_free_name_whose_command_runs(
     assert "these are shapes of model 'deepseek-v3-log' TP 8" in flat(again.stdout)
     # Another DeepSeek-V3 log with other shapes: deepseek-v3-log is taken now.
     other = tmp_path / "other.log"
-    other.write_text(vllm_log([(2112, 7168), (7168, 256)], ranks=range(8),
-                              model="deepseek-ai/DeepSeek-V3", tp=8, device="NVIDIA_H200"))
+    other.write_text(
+        vllm_log(
+            [(2112, 7168), (7168, 256)],
+            ranks=range(8),
+            model="deepseek-ai/DeepSeek-V3",
+            tp=8,
+            device="NVIDIA_H200",
+        )
+    )
     command, saved = run_suggested_save(invoke("shapes", "from-log", str(other)).stdout)
     assert command == f"tuner shapes from-log {other} --save deepseek-v3-log-2"
     assert saved.exit_code == 0, saved.output
@@ -117,15 +136,20 @@ def test_from_log_suggests_a_free_name_whose_command_runs(
 def test_from_log_save_needs_a_tp(tmp_path: Path) -> None:
     log = tmp_path / "x.log"
     log.write_text("\n".join(vllm_log().splitlines()[4:]))  # without the start-up lines
-    one_line_error(invoke("shapes", "from-log", str(log), "--save", "x"),
-                   "the log does not state the tensor-parallel size: pass --tp with --save")
+    one_line_error(
+        invoke("shapes", "from-log", str(log), "--save", "x"),
+        "the log does not state the tensor-parallel size: pass --tp with --save",
+    )
     assert invoke("shapes", "from-log", str(log), "--save", "x", "--tp", "2").exit_code == 0
 
 
-@pytest.mark.parametrize(("content", "problem"), [
-    (b"", "empty file, not a server log"),
-    (b"\x00\x01\x02binary\x00", "binary file, not a text log"),
-])
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b"", "empty file, not a server log"),
+        (b"\x00\x01\x02binary\x00", "binary file, not a text log"),
+    ],
+)
 def test_from_log_bad_files(tmp_path: Path, content: bytes, problem: str) -> None:
     log = tmp_path / "bad.log"
     log.write_bytes(content)
@@ -142,19 +166,35 @@ def test_from_log_without_warnings_exits_1(tmp_path: Path) -> None:
 
 def test_from_config_and_save(tmp_path: Path) -> None:
     config = tmp_path / "config.json"
-    config.write_text(json.dumps({
-        "architectures": ["Qwen3ForCausalLM"], "hidden_size": 4096, "num_attention_heads": 32,
-        "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 12288,
-        "quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic",
-                                "weight_block_size": [128, 128]}}))
+    config.write_text(
+        json.dumps(
+            {
+                "architectures": ["Qwen3ForCausalLM"],
+                "hidden_size": 4096,
+                "num_attention_heads": 32,
+                "num_key_value_heads": 8,
+                "head_dim": 128,
+                "intermediate_size": 12288,
+                "quantization_config": {
+                    "quant_method": "fp8",
+                    "activation_scheme": "dynamic",
+                    "weight_block_size": [128, 128],
+                },
+            }
+        )
+    )
     result = invoke("shapes", "from-config", str(config), "--tp", "2", "--save", "qwen3-8b")
     assert result.exit_code == 0, result.output
     assert "Qwen3ForCausalLM, TP 2, block_shape [128, 128]" in flat(result.stdout)
     assert flat(result.stdout).endswith("tuner sweep --device <device> --model qwen3-8b --tp 2")
     from tuner.inputs.shapes import load_shapes
 
-    assert load_shapes("qwen3-8b", 2).pairs() == ((3072, 4096), (4096, 2048), (12288, 4096),
-                                                  (4096, 6144))
+    assert load_shapes("qwen3-8b", 2).pairs() == (
+        (3072, 4096),
+        (4096, 2048),
+        (12288, 4096),
+        (4096, 6144),
+    )
 
 
 def test_from_config_refuses_bf16_and_reads_compressed_tensors_blocks(tmp_path: Path) -> None:
@@ -162,32 +202,46 @@ def test_from_config_refuses_bf16_and_reads_compressed_tensors_blocks(tmp_path: 
 
     config = tmp_path / "config.json"
     config.write_text(json.dumps(with_quant(None)))
-    one_line_error(invoke("shapes", "from-config", str(config), "--tp", "2"),
-                   f"{config}: no quantization_config: an unquantized (BF16/FP16) checkpoint; "
-                   "vLLM runs no block-FP8 GEMM for it, so there is nothing to tune")
+    one_line_error(
+        invoke("shapes", "from-config", str(config), "--tp", "2"),
+        f"{config}: no quantization_config: an unquantized (BF16/FP16) checkpoint; "
+        "vLLM runs no block-FP8 GEMM for it, so there is nothing to tune",
+    )
     config.write_text(json.dumps(with_quant(FP8_GROUP)))
-    one_line_error(invoke("shapes", "from-config", str(config), "--tp", "2"),
-                   f"{config}: config_groups.group_0 weights are FP8 per-group (1 x group_size), "
-                   "not 128x128 blocks: vLLM runs no block-FP8 GEMM for them, so there is "
-                   "nothing to tune")
+    one_line_error(
+        invoke("shapes", "from-config", str(config), "--tp", "2"),
+        f"{config}: config_groups.group_0 weights are FP8 per-group (1 x group_size), "
+        "not 128x128 blocks: vLLM runs no block-FP8 GEMM for them, so there is "
+        "nothing to tune",
+    )
     config.write_text(json.dumps(with_quant(FP8_BLOCK)))
     result = invoke("shapes", "from-config", str(config), "--tp", "2")
     assert result.exit_code == 0, result.output
     assert "LlamaForCausalLM, TP 2, block_shape [128, 128]" in flat(result.stdout)
-    rows = [[cell.strip() for cell in line.strip("│ ").split("│")]
-            for line in result.stdout.splitlines() if re.match(r"│\s*\d", line)]
-    assert rows == [["3072", "4096", "qkv_proj"], ["4096", "2048", "o_proj"],
-                    ["14336", "4096", "gate_up_proj"], ["4096", "7168", "down_proj"]]
+    rows = [
+        [cell.strip() for cell in line.strip("│ ").split("│")]
+        for line in result.stdout.splitlines()
+        if re.match(r"│\s*\d", line)
+    ]
+    assert rows == [
+        ["3072", "4096", "qkv_proj"],
+        ["4096", "2048", "o_proj"],
+        ["14336", "4096", "gate_up_proj"],
+        ["4096", "7168", "down_proj"],
+    ]
 
 
 def test_from_config_refuses_unknown_architectures(tmp_path: Path) -> None:
     config = tmp_path / "config.json"
     config.write_text(json.dumps({"architectures": ["DeepseekV3ForCausalLM"]}))
     result = invoke("shapes", "from-config", str(config), "--tp", "8")
-    one_line_error(result, f"{config}: architectures ['DeepseekV3ForCausalLM'] is not one of "
-                   "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
-                   "Qwen3MoeForCausalLM; other architectures are not derived, but for their MoE "
-                   "experts (shapes from a log still work)")
+    one_line_error(
+        result,
+        f"{config}: architectures ['DeepseekV3ForCausalLM'] is not one of "
+        "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+        "Qwen3MoeForCausalLM; other architectures are not derived, but for their MoE "
+        "experts (shapes from a log still work)",
+    )
 
 
 def test_malformed_user_shapes_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -199,29 +253,49 @@ def test_malformed_user_shapes_file(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     one_line_error(listed, message)
     assert "qwen3.8-27b" in listed.stdout  # the good ones are still listed
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
-    one_line_error(invoke("sweep", "--device", "interpreter", "--model", "broken", "--db", db),
-                   message)
+    one_line_error(
+        invoke("sweep", "--device", "interpreter", "--model", "broken", "--db", db), message
+    )
 
 
 GOOD = dump_config_file({1: FAST, 4096: SLOW})
 
 
-@pytest.mark.parametrize(("name", "content", "problem"), [
-    (config_file_name(576, 7168, "NVIDIA_L20"), GOOD[:-20], "invalid JSON"),
-    (config_file_name(576, 7168, "NVIDIA_L20"), '{"1": {"BLOCK_SIZE_M": "16"}}',
-     "M=1: missing key(s) BLOCK_SIZE_N"),
-    (config_file_name(576, 7168, "NVIDIA_L20"),
-     GOOD.replace('"num_warps": 4', '"num_warps": 4, "waves": 2'), "M=1: unknown key(s) 'waves'"),
-    (config_file_name(576, 7168, "NVIDIA_L20"), GOOD.replace(": 16,", ": 1" + "0" * 40 + ","),
-     "M=1: BLOCK_SIZE_M=a 41-digit number is outside 1..65536"),
-    (config_file_name(576, 7168, "NVIDIA_L20"), GOOD.replace(": 16,", ": 16.0,"),
-     "M=1: BLOCK_SIZE_M must be an integer, got 16.0"),
-    ("config.json", GOOD, "'config.json' is not a config file name"),
-    ("N=576,K=7168,device_name=NVIDIA_L20,dtype=int8_w8a8,block_shape=[128,128].json", GOOD,
-     "dtype int8_w8a8 is not fp8_w8a8"),
-])
-def test_bad_import_files_change_nothing(tmp_path: Path, name: str, content: str,
-                                         problem: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "content", "problem"),
+    [
+        (config_file_name(576, 7168, "NVIDIA_L20"), GOOD[:-20], "invalid JSON"),
+        (
+            config_file_name(576, 7168, "NVIDIA_L20"),
+            '{"1": {"BLOCK_SIZE_M": "16"}}',
+            "M=1: missing key(s) BLOCK_SIZE_N",
+        ),
+        (
+            config_file_name(576, 7168, "NVIDIA_L20"),
+            GOOD.replace('"num_warps": 4', '"num_warps": 4, "waves": 2'),
+            "M=1: unknown key(s) 'waves'",
+        ),
+        (
+            config_file_name(576, 7168, "NVIDIA_L20"),
+            GOOD.replace(": 16,", ": 1" + "0" * 40 + ","),
+            "M=1: BLOCK_SIZE_M=a 41-digit number is outside 1..65536",
+        ),
+        (
+            config_file_name(576, 7168, "NVIDIA_L20"),
+            GOOD.replace(": 16,", ": 16.0,"),
+            "M=1: BLOCK_SIZE_M must be an integer, got 16.0",
+        ),
+        ("config.json", GOOD, "'config.json' is not a config file name"),
+        (
+            "N=576,K=7168,device_name=NVIDIA_L20,dtype=int8_w8a8,block_shape=[128,128].json",
+            GOOD,
+            "dtype int8_w8a8 is not fp8_w8a8",
+        ),
+    ],
+)
+def test_bad_import_files_change_nothing(
+    tmp_path: Path, name: str, content: str, problem: str
+) -> None:
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     fill(db, PLAN)
     good = tmp_path / "good" / config_file_name(5120, 3072, "NVIDIA_L20")
@@ -244,9 +318,11 @@ def test_import_for_an_unknown_device_changes_nothing(tmp_path: Path) -> None:
     path = tmp_path / config_file_name(576, 7168, "NVIDIA_H200")
     path.write_text(GOOD)
     before = row_counts(db)
-    one_line_error(invoke("import", str(path), "--device", "L40S", "--db", db),
-                   f"{path}: device 'L40S' is neither in the store (known: NVIDIA_L20) nor the "
-                   "file's device 'NVIDIA_H200'")
+    one_line_error(
+        invoke("import", str(path), "--device", "L40S", "--db", db),
+        f"{path}: device 'L40S' is neither in the store (known: NVIDIA_L20) nor the "
+        "file's device 'NVIDIA_H200'",
+    )
     assert row_counts(db) == before
     moved = invoke("import", str(path), "--device", "L20", "--db", db, "--no-check")
     assert moved.exit_code == 0
@@ -259,11 +335,14 @@ def test_export_merges_imports_and_spells_for_sglang(tmp_path: Path) -> None:
     shipped = tmp_path / config_file_name(576, 7168, "NVIDIA_L20")
     shipped.write_text(dump_config_file({1: SLOW, 2048: SLOW}))
     # --no-check: SLOW needs more shared memory than an L20 has; the check has its own tests.
-    assert invoke("import", str(shipped), "--label", "vllm-0.33.0", "--db", db,
-                  "--no-check").exit_code == 0
+    assert (
+        invoke("import", str(shipped), "--label", "vllm-0.33.0", "--db", db, "--no-check").exit_code
+        == 0
+    )
     out = tmp_path / "out"
-    result = invoke("export", "--device", "L20", "--out", str(out), "--engine", "sglang",
-                    "--db", db)
+    result = invoke(
+        "export", "--device", "L20", "--out", str(out), "--engine", "sglang", "--db", db
+    )
     assert result.exit_code == 0, result.output
     name = engine_file_name(shipped.name, "sglang")
     assert [p.name for p in out.iterdir()] == [name]
@@ -272,8 +351,9 @@ def test_export_merges_imports_and_spells_for_sglang(tmp_path: Path) -> None:
     assert written == {"1": FAST, "16": DEFAULT, "2048": SLOW}
     out_text = flat(result.stdout)
     assert "M=1: measured winner replaces the entry imported from 'vllm-0.33.0'" in out_text
-    assert ("M=2048: imported from 'vllm-0.33.0', not measured here (no comparison with the "
-            "default)") in out_text
+    assert (
+        "M=2048: imported from 'vllm-0.33.0', not measured here (no comparison with the default)"
+    ) in out_text
     assert "a sweep against SGLang's kernel is the exact answer" in result.stderr
 
 
@@ -286,54 +366,95 @@ def test_mounts_from_store_and_folder(tmp_path: Path) -> None:
     site = "/usr/local/lib/python3.12/dist-packages"
     target = f"{site}/vllm/model_executor/layers/quantization/utils/configs/{name}"
     assert f'  -v "$PWD/configs/{name}:{target}:ro" \\' in result.stdout.splitlines()
-    assert result.stderr == ("note: the mounts read the files from $PWD/configs/ on the serving "
-                             "host: `tuner export --device NVIDIA_L20 --out configs/` writes them "
-                             "(or unzip the release's configs.zip there)\n")
+    assert result.stderr == (
+        "note: the mounts read the files from $PWD/configs/ on the serving "
+        "host: `tuner export --device NVIDIA_L20 --out configs/` writes them "
+        "(or unzip the release's configs.zip there)\n"
+    )
     tuned = f"# Tuned with torch 2.11.0, triton {TRITON}, kernels of builtin."
     assert tuned in result.stdout.splitlines()
     folder = tmp_path / "cfg"
     folder.mkdir()
     (folder / name).write_text(GOOD)
-    k8s = invoke("mounts", "--device", "L20", "--files", str(folder), "--engine", "sglang",
-                 "--format", "k8s", "--site-packages", "/opt/py")
+    k8s = invoke(
+        "mounts",
+        "--device",
+        "L20",
+        "--files",
+        str(folder),
+        "--engine",
+        "sglang",
+        "--format",
+        "k8s",
+        "--site-packages",
+        "/opt/py",
+    )
     assert k8s.exit_code == 0, k8s.output
     spaced = engine_file_name(name, "sglang")
-    assert (f'    mountPath: "/opt/py/sglang/kernels/ops/gemm/configs/{spaced}"'
-            in k8s.stdout.splitlines())
+    assert (
+        f'    mountPath: "/opt/py/sglang/kernels/ops/gemm/configs/{spaced}"'
+        in k8s.stdout.splitlines()
+    )
     assert "# Tuned with" not in k8s.stdout  # a folder of files says nothing of its versions
-    one_line_error(invoke("mounts", "--device", "H200", "--files", str(folder)),
-                   f"{folder}: no config files for --device H200; devices there: NVIDIA_L20")
-    one_line_error(invoke("mounts", "--device", "L20", "--db", db, "--site-packages", "rel"),
-                   "--site-packages must be an absolute path without quotes, '$', '\\\\' or "
-                   "'..', got 'rel'")
+    one_line_error(
+        invoke("mounts", "--device", "H200", "--files", str(folder)),
+        f"{folder}: no config files for --device H200; devices there: NVIDIA_L20",
+    )
+    one_line_error(
+        invoke("mounts", "--device", "L20", "--db", db, "--site-packages", "rel"),
+        "--site-packages must be an absolute path without quotes, '$', '\\\\' or '..', got 'rel'",
+    )
 
 
 CONFIG = json.dumps(FAST)
 
 
-@pytest.mark.parametrize(("content", "problem"), [
-    (f"[{CONFIG}"[:-5].encode(), "invalid JSON: Unterminated string"),
-    (f"[{CONFIG}]".replace(": 16,", ': "16",', 1).encode(),
-     "config #1: BLOCK_SIZE_M must be an integer, got '16'"),
-    (f"[{CONFIG}]".replace('"num_stages": 3', '"num_stages": 3, "num_ctas": 2').encode(),
-     "config #1: unknown key(s) 'num_ctas'"),
-    (f"[{CONFIG}]".replace(": 16,", ": 1" + "0" * 30 + ",", 1).encode(),
-     "config #1: BLOCK_SIZE_M=a 31-digit number is outside 1..65536"),
-    (f"[{CONFIG}, {CONFIG[:-1]}, \"kpack\": 1}}]".encode(),
-     "config #2: AMD key(s) kpack do not apply to this kernel"),
-    (b"{}", "expected a non-empty JSON list of config objects"),
-    (b"\xff\xfe[]", "not UTF-8 text"),
-])
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (f"[{CONFIG}"[:-5].encode(), "invalid JSON: Unterminated string"),
+        (
+            f"[{CONFIG}]".replace(": 16,", ': "16",', 1).encode(),
+            "config #1: BLOCK_SIZE_M must be an integer, got '16'",
+        ),
+        (
+            f"[{CONFIG}]".replace('"num_stages": 3', '"num_stages": 3, "num_ctas": 2').encode(),
+            "config #1: unknown key(s) 'num_ctas'",
+        ),
+        (
+            f"[{CONFIG}]".replace(": 16,", ": 1" + "0" * 30 + ",", 1).encode(),
+            "config #1: BLOCK_SIZE_M=a 31-digit number is outside 1..65536",
+        ),
+        (
+            f'[{CONFIG}, {CONFIG[:-1]}, "kpack": 1}}]'.encode(),
+            "config #2: AMD key(s) kpack do not apply to this kernel",
+        ),
+        (b"{}", "expected a non-empty JSON list of config objects"),
+        (b"\xff\xfe[]", "not UTF-8 text"),
+    ],
+)
 def test_bad_configs_files_change_nothing(tmp_path: Path, content: bytes, problem: str) -> None:
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     fill(db, PLAN)
     before = row_counts(db)
     bad = tmp_path / "configs.json"
     bad.write_bytes(content)
-    result = invoke("sweep", "--device", "interpreter", "--model", "tiny", "--m", "1",
-                    "--strategy", "grid", "--configs", str(bad), "--db", db)
+    result = invoke(
+        "sweep",
+        "--device",
+        "interpreter",
+        "--model",
+        "tiny",
+        "--m",
+        "1",
+        "--strategy",
+        "grid",
+        "--configs",
+        str(bad),
+        "--db",
+        db,
+    )
     assert result.exit_code == 2, result.output
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"error: {bad}: ") and problem in line
     assert row_counts(db) == before
-

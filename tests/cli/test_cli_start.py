@@ -18,9 +18,24 @@ ROOT = Path(__file__).resolve().parents[2]
 # (fastapi, uvicorn) and the tuner's own working modules.
 # pydantic: the service's models, and Typer's coercion of an unset flag (tuner.cli.app's
 # GROUP_CONTEXT keeps the groups' --help set).
-HEAVY = ("sqlalchemy", "torch", "triton", "numpy", "optuna", "fastapi", "uvicorn", "pydantic", "db",
-         "tuner.files", "tuner.compare", "tuner.run", "tuner.kernels", "tuner.search",
-         "tuner.measure", "tuner.inputs")
+HEAVY = (
+    "sqlalchemy",
+    "torch",
+    "triton",
+    "numpy",
+    "optuna",
+    "fastapi",
+    "uvicorn",
+    "pydantic",
+    "db",
+    "tuner.files",
+    "tuner.compare",
+    "tuner.run",
+    "tuner.kernels",
+    "tuner.search",
+    "tuner.measure",
+    "tuner.inputs",
+)
 
 # The modules of HEAVY that the CLI does load at start, each a leaf of constants that an
 # option's default or help names, importing nothing beyond the standard library:
@@ -49,8 +64,13 @@ print(json.dumps(sorted(m for m in sys.modules
 
 def loaded_heavy(*, build: bool) -> list[str]:
     """The modules of HEAVY loaded in a fresh interpreter by PROGRAM."""
-    done = subprocess.run([sys.executable, "-c", PROGRAM.format(build=build, heavy=HEAVY)],
-                          cwd=ROOT, capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", PROGRAM.format(build=build, heavy=HEAVY)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(done.stdout)
 
 
@@ -64,26 +84,29 @@ def test_building_every_command_loads_only_the_strategy_registry_besides():
     # --help: the registry and the strategy modules it registers load, with the two modules
     # they share (tuner.kernels.config's KernelConfig, tuner.measure.trial's TrialResult).
     loaded = loaded_heavy(build=True)
-    strategies = [m for m in loaded if m.startswith("tuner.search.")
-                  and m != "tuner.search.defaults"]
+    strategies = [
+        m for m in loaded if m.startswith("tuner.search.") and m != "tuner.search.defaults"
+    ]
     assert "tuner.search.registry" in strategies
-    assert [m for m in loaded if m not in strategies] == sorted([
-        *LIGHT_AT_START, "tuner.kernels", "tuner.kernels.config", "tuner.measure.trial"])
+    assert [m for m in loaded if m not in strategies] == sorted(
+        [*LIGHT_AT_START, "tuner.kernels", "tuner.kernels.config", "tuner.measure.trial"]
+    )
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["verify", "--help"], ["shapes", "list", "--help"]])
 def test_help_through_the_entry_point_loads_what_building_loads(argv):
     # The console script's main() (tuner.cli.guard.run_guarded) names store faults without
     # importing sqlalchemy first; the list goes to stderr, after --help's text on stdout.
-    program = ("import atexit, json, sys\n"
-               f"heavy = {HEAVY!r}\n"
-               "atexit.register(lambda: print(json.dumps(sorted(m for m in sys.modules if any("
-               "m == h or m.startswith(h + '.') for h in heavy))), file=sys.stderr))\n"
-               f"sys.argv = {['tuner', *argv]!r}\n"
-               "from tuner.cli.app import main\n"
-               "main()\n")
-    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True,
-                          text=True)
+    program = (
+        "import atexit, json, sys\n"
+        f"heavy = {HEAVY!r}\n"
+        "atexit.register(lambda: print(json.dumps(sorted(m for m in sys.modules if any("
+        "m == h or m.startswith(h + '.') for h in heavy))), file=sys.stderr))\n"
+        f"sys.argv = {['tuner', *argv]!r}\n"
+        "from tuner.cli.app import main\n"
+        "main()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     usage = " ".join(["Usage: tuner", *argv[:-1]])
     assert done.stdout.startswith(f"{usage} [OPTIONS]")

@@ -23,8 +23,9 @@ def test_status(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     sweep_id = fill(db, PLAN, m_values=(1, 16, 32), fail_m=(32,))
     table = invoke("status", "--db", db)
     assert table.exit_code == 0
-    assert table_rows(table.stdout) == [[str(sweep_id), "NVIDIA_L20", "test-model", "2", "grid",
-                                         "2/3", "0", "0", "1", "4/4"]]
+    assert table_rows(table.stdout) == [
+        [str(sweep_id), "NVIDIA_L20", "test-model", "2", "grid", "2/3", "0", "0", "1", "4/4"]
+    ]
     tasks = invoke("status", "--db", db, "--sweep", str(sweep_id))
     assert tasks.exit_code == 0
     rows = table_rows(tasks.stdout, first="576")
@@ -33,5 +34,6 @@ def test_status(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         ["576", "7168", "16", "done", "1", "2/2", "10.0", "10.0", "1.00x"],
         ["576", "7168", "32", "failed", "1", "0/0", "-", "-", "-"],
     ]
-    one_line_error(invoke("status", "--db", db, "--sweep", "99"),
-                   f"no sweep with id 99; sweeps: {sweep_id}")
+    one_line_error(
+        invoke("status", "--db", db, "--sweep", "99"), f"no sweep with id 99; sweeps: {sweep_id}"
+    )

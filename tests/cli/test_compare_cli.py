@@ -24,11 +24,31 @@ DEVICE = "TRITON_INTERPRETER"
 def test_compare_tiny_on_the_interpreter(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     # N=256,K=384 has a file whose M=1 winner is FAST; N=576,K=256 has no trials.
-    fill(db, {(256, 384, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 5.0)]},
-         device_name=DEVICE, model="tiny", m_values=(1,))
-    result = runner.invoke(app, ["compare", "--device", "interpreter", "--model", "tiny",
-                                 "--m", "1", "--rounds", "2", "--interpreter-reps", "1",
-                                 "--db", db])
+    fill(
+        db,
+        {(256, 384, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 5.0)]},
+        device_name=DEVICE,
+        model="tiny",
+        m_values=(1,),
+    )
+    result = runner.invoke(
+        app,
+        [
+            "compare",
+            "--device",
+            "interpreter",
+            "--model",
+            "tiny",
+            "--m",
+            "1",
+            "--rounds",
+            "2",
+            "--interpreter-reps",
+            "1",
+            "--db",
+            db,
+        ],
+    )
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert "triton-tuned: M=1 16x64x128 g1 w4 s3" in lines
@@ -45,17 +65,25 @@ def test_compare_tiny_on_the_interpreter(tmp_path: Path) -> None:
         (stored,) = repo.list_comparisons(session, device_name=DEVICE)
     engine.dispose()
     assert (stored.model, stored.tp, stored.gpu_name) == ("tiny", 1, DEVICE)
-    assert stored.verdicts[1] == "prefill (M >= 2048): no point where the kernels could all be " \
+    assert (
+        stored.verdicts[1] == "prefill (M >= 2048): no point where the kernels could all be "
         "compared"
+    )
     status = {(p.N, p.backend): p.status for p in stored.points}
     assert status == {
-        (256, "triton-tuned"): "ok", (256, "triton-default"): "ok",
-        (256, "torch-dequant-cpu"): "ok", (256, "torch-scaled_mm"): "unavailable",
-        (256, "vllm-cutlass"): "unavailable", (256, "vllm-deepgemm"): "unavailable",
+        (256, "triton-tuned"): "ok",
+        (256, "triton-default"): "ok",
+        (256, "torch-dequant-cpu"): "ok",
+        (256, "torch-scaled_mm"): "unavailable",
+        (256, "vllm-cutlass"): "unavailable",
+        (256, "vllm-deepgemm"): "unavailable",
         (256, "vllm-marlin"): "unavailable",
-        (576, "triton-tuned"): "unavailable", (576, "triton-default"): "ok",
-        (576, "torch-dequant-cpu"): "ok", (576, "torch-scaled_mm"): "unavailable",
-        (576, "vllm-cutlass"): "unavailable", (576, "vllm-deepgemm"): "unavailable",
+        (576, "triton-tuned"): "unavailable",
+        (576, "triton-default"): "ok",
+        (576, "torch-dequant-cpu"): "ok",
+        (576, "torch-scaled_mm"): "unavailable",
+        (576, "vllm-cutlass"): "unavailable",
+        (576, "vllm-deepgemm"): "unavailable",
         (576, "vllm-marlin"): "unavailable",
     }
     tuned = next(p for p in stored.points if (p.N, p.backend) == (256, "triton-tuned"))
@@ -66,8 +94,13 @@ def test_compare_tiny_on_the_interpreter(tmp_path: Path) -> None:
 
 def test_compare_bad_input(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
-    fill(db, {(256, 384, 1): [(DEFAULT, True, "ok", 10.0)]}, device_name=DEVICE, model="tiny",
-         m_values=(1,))
+    fill(
+        db,
+        {(256, 384, 1): [(DEFAULT, True, "ok", 10.0)]},
+        device_name=DEVICE,
+        model="tiny",
+        m_values=(1,),
+    )
     for args, message in [
         (["--model", "nope"], "unknown model 'nope'"),
         (["--model", "tiny", "--m", "0"], "--m: '0' is not a positive integer"),
@@ -86,29 +119,38 @@ def _minor() -> str:
 def test_from_log_says_whether_the_server_reads_the_files(tmp_path: Path) -> None:
     from tests.tuner.inputs.logfixtures import vllm_log
 
-    selected = ("(VllmWorker rank=0 pid=4101) INFO 12-01 10:00:30 [__init__.py:640] Selected "
-                "{} for Fp8LinearMethod")
+    selected = (
+        "(VllmWorker rank=0 pid=4101) INFO 12-01 10:00:30 [__init__.py:640] Selected "
+        "{} for Fp8LinearMethod"
+    )
     marlin = tmp_path / "marlin.log"
-    marlin.write_text("INFO non-default args: {'model': 'Qwen/Qwen3.8-27B-FP8', "
-                      "'tensor_parallel_size': 2}\n"
-                      + selected.format("MarlinFP8ScaledMMLinearKernel") + "\n")
+    marlin.write_text(
+        "INFO non-default args: {'model': 'Qwen/Qwen3.8-27B-FP8', "
+        "'tensor_parallel_size': 2}\n" + selected.format("MarlinFP8ScaledMMLinearKernel") + "\n"
+    )
     result = runner.invoke(app, ["shapes", "from-log", str(marlin)])
     assert result.exit_code == 1, result.output
     assert result.stdout.splitlines() == [
         "vLLM selected Marlin (weight-only FP8, W8A16) (MarlinFP8ScaledMMLinearKernel) for "
         "block-FP8 layers: the tuned files are NOT read with this server's settings; "
         "--linear-backend triton makes it run the Triton kernel that reads them (measure first: "
-        "tuner compare)."]
+        "tuner compare)."
+    ]
     assert "the Triton kernel did not run" in result.stderr
     triton = tmp_path / "triton.log"
-    triton.write_text(vllm_log().replace(
-        "Model loading took", selected.format("TritonFp8BlockScaledMMKernel") + "\nModel "
-        "loading took", 1))
+    triton.write_text(
+        vllm_log().replace(
+            "Model loading took",
+            selected.format("TritonFp8BlockScaledMMKernel") + "\nModel loading took",
+            1,
+        )
+    )
     result = runner.invoke(app, ["shapes", "from-log", str(triton)])
     assert result.exit_code == 0, result.output
-    assert ("vLLM selected Triton (reads the tuned files) (TritonFp8BlockScaledMMKernel) for "
-            "block-FP8 layers: the tuned files are read with this server's settings."
-            ) in result.stdout.splitlines()
+    assert (
+        "vLLM selected Triton (reads the tuned files) (TritonFp8BlockScaledMMKernel) for "
+        "block-FP8 layers: the tuned files are read with this server's settings."
+    ) in result.stdout.splitlines()
 
 
 @pytest.fixture
@@ -116,24 +158,38 @@ def standin(tmp_path, monkeypatch):
     """The stand-in vLLM on sys.path, seeing an sm89 GPU (its Marlin runs only there), vLLM's
     selection answering Marlin; its modules dropped from sys.modules afterwards."""
     monkeypatch.setenv(CAPABILITY_VARIABLE, "8.9")
-    monkeypatch.setattr("tuner.compare.vllm_default.vllm_choice",
-                        lambda N, K, out_dtype, model_type: "MarlinFP8ScaledMMLinearKernel")
+    monkeypatch.setattr(
+        "tuner.compare.vllm_default.vllm_choice",
+        lambda N, K, out_dtype, model_type: "MarlinFP8ScaledMMLinearKernel",
+    )
     with importable(build_standin(tmp_path / "site"), monkeypatch) as root:
         yield root
 
 
-def test_compare_inside_vllm_times_marlin_against_tuned_triton(tmp_path: Path, standin,
-                                                               monkeypatch) -> None:
+def test_compare_inside_vllm_times_marlin_against_tuned_triton(
+    tmp_path: Path, standin, monkeypatch
+) -> None:
     from tuner.compare.backends import CandidateRunner
     from tuner.compare.vllm_default import beats
 
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     # The builtin kernel's trials pick SLOW at M=1, vLLM's kernel's pick FAST: with vLLM
     # importable, compare reads vLLM's files and times vLLM's kernel with them.
-    fill(db, {(256, 384, 1): [(DEFAULT, True, "ok", 10.0), (SLOW, False, "ok", 5.0)]},
-         device_name=DEVICE, model="tiny", m_values=(1,))
-    fill(db, {(256, 384, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 5.0)]},
-         device_name=DEVICE, model="tiny", m_values=(1,), kernel="vllm")
+    fill(
+        db,
+        {(256, 384, 1): [(DEFAULT, True, "ok", 10.0), (SLOW, False, "ok", 5.0)]},
+        device_name=DEVICE,
+        model="tiny",
+        m_values=(1,),
+    )
+    fill(
+        db,
+        {(256, 384, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 5.0)]},
+        device_name=DEVICE,
+        model="tiny",
+        m_values=(1,),
+        kernel="vllm",
+    )
     workloads = []
     made = CandidateRunner.__init__
 
@@ -142,22 +198,46 @@ def test_compare_inside_vllm_times_marlin_against_tuned_triton(tmp_path: Path, s
         workloads.append((problem.N, problem.kernel, type(self.workload).__name__))
 
     monkeypatch.setattr(CandidateRunner, "__init__", spy)
-    result = runner.invoke(app, ["compare", "--device", "interpreter", "--model", "tiny",
-                                 "--m", "1", "--rounds", "2", "--interpreter-reps", "1",
-                                 "--db", db])
+    result = runner.invoke(
+        app,
+        [
+            "compare",
+            "--device",
+            "interpreter",
+            "--model",
+            "tiny",
+            "--m",
+            "1",
+            "--rounds",
+            "2",
+            "--interpreter-reps",
+            "1",
+            "--db",
+            db,
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert workloads == [(256, "vllm", "VllmDenseWorkload"), (576, "vllm", "VllmDenseWorkload")]
-    assert (f"triton-tuned: files of vllm {VERSION} kernel trials, triton {_minor()}; timed "
-            "with the vllm kernel") in result.stderr.splitlines()
+    assert (
+        f"triton-tuned: files of vllm {VERSION} kernel trials, triton {_minor()}; timed "
+        "with the vllm kernel"
+    ) in result.stderr.splitlines()
     lines = result.stdout.splitlines()
     assert "triton-tuned: M=1 16x64x128 g1 w4 s3" in lines
-    assert lines[0].startswith("columns (microseconds per GEMM): triton-tuned = vLLM's Triton "
-                               "kernel ")
-    assert lines.count("* vLLM's default kernel here: MarlinFP8ScaledMMLinearKernel (from "
-                       "vLLM's own selection)") == 2
+    assert lines[0].startswith(
+        "columns (microseconds per GEMM): triton-tuned = vLLM's Triton kernel "
+    )
+    assert (
+        lines.count(
+            "* vLLM's default kernel here: MarlinFP8ScaledMMLinearKernel (from "
+            "vLLM's own selection)"
+        )
+        == 2
+    )
     assert sum("marlin*" in line for line in lines) == 2  # one table header per shape
-    assert ("not timed: vllm-humming: HummingFP8ScaledMMLinearKernel: Humming is not "
-            "installed") in lines
+    assert (
+        "not timed: vllm-humming: HummingFP8ScaledMMLinearKernel: Humming is not installed"
+    ) in lines
     assert not any(line.startswith("not timed: vllm-marlin") for line in lines)
 
     from db import repo
@@ -172,24 +252,31 @@ def test_compare_inside_vllm_times_marlin_against_tuned_triton(tmp_path: Path, s
     assert min(rows[(256, "vllm-marlin")].latency_us, rows[(576, "vllm-marlin")].latency_us) > 0
     assert rows[(256, "vllm-humming")].status == "unavailable"
     # Only N=256 has a tuned file: the per-M verdict is its marlin / tuned ratio.
-    ratio = math.exp(math.log(rows[(256, "vllm-marlin")].latency_us
-                              / rows[(256, "triton-tuned")].latency_us))
+    ratio = math.exp(
+        math.log(rows[(256, "vllm-marlin")].latency_us / rows[(256, "triton-tuned")].latency_us)
+    )
     assert f"  M=1: {beats(ratio, 'vllm-marlin')}" in lines
-    assert (f"--linear-backend triton, decode (M <= 32): {beats(ratio, 'vllm-marlin')} over 1 "
-            "point(s)") in lines
-    assert ("--linear-backend triton, prefill (M >= 2048): no point where Triton and "
-            "vllm-marlin both ran") in lines
-    assert stored.verdicts[2].startswith("vLLM's default here: MarlinFP8ScaledMMLinearKernel "
-                                         "(timed as vllm-marlin; from vLLM's own selection)")
+    assert (
+        f"--linear-backend triton, decode (M <= 32): {beats(ratio, 'vllm-marlin')} over 1 point(s)"
+    ) in lines
+    assert (
+        "--linear-backend triton, prefill (M >= 2048): no point where Triton and "
+        "vllm-marlin both ran"
+    ) in lines
+    assert stored.verdicts[2].startswith(
+        "vLLM's default here: MarlinFP8ScaledMMLinearKernel "
+        "(timed as vllm-marlin; from vLLM's own selection)"
+    )
     with sqlite3.connect(tmp_path / "tuner.db") as connection:
         recorded = connection.execute(
-            "SELECT kernel_source, vllm FROM environments JOIN comparisons USING "
-            "(environment_id)").fetchall()
+            "SELECT kernel_source, vllm FROM environments JOIN comparisons USING (environment_id)"
+        ).fetchall()
     assert recorded == [("vllm", VERSION)]
 
 
 def test_without_vllm_auto_reads_vllm_kernel_files_and_says_they_are_timed_with_the_builtin(
-        tmp_path: Path, capsys) -> None:
+    tmp_path: Path, capsys
+) -> None:
     from db.connection import open_store
     from tuner.cli.compare import _tuned
 
@@ -197,8 +284,14 @@ def test_without_vllm_auto_reads_vllm_kernel_files_and_says_they_are_timed_with_
     with pytest.MonkeyPatch.context() as patch:  # vLLM importable only while the store fills
         patch.syspath_prepend(str(build_standin(tmp_path / "site")))
         importlib.invalidate_caches()
-        fill(db, {(256, 384, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 5.0)]},
-             device_name=DEVICE, model="tiny", m_values=(1,), kernel="vllm")
+        fill(
+            db,
+            {(256, 384, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 5.0)]},
+            device_name=DEVICE,
+            model="tiny",
+            m_values=(1,),
+            kernel="vllm",
+        )
         for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
             del sys.modules[name]
     importlib.invalidate_caches()
@@ -212,7 +305,8 @@ def test_without_vllm_auto_reads_vllm_kernel_files_and_says_they_are_timed_with_
         f"triton-tuned: files of vllm {VERSION} kernel trials, triton {_minor()}; timed with the "
         "builtin kernel",
         "note: vLLM is not importable here: its kernel's files are timed with the builtin kernel "
-        "(--kernel builtin reads the builtin's trials)"]
+        "(--kernel builtin reads the builtin's trials)",
+    ]
 
 
 def _gpu_table(monkeypatch, width: int) -> list[str]:
@@ -231,8 +325,10 @@ def _gpu_table(monkeypatch, width: int) -> list[str]:
     console = Console(file=out, width=width, color_system=None)
     monkeypatch.setattr(compare_cli, "console", console)
     monkeypatch.setattr(output, "console", console)
-    times = tuple(BackendTime(n, OK, 10.0 + i, 10.0 + i, 10.0 + i)
-                  for i, n in enumerate(n for n in BACKENDS if n != TORCH_CPU))
+    times = tuple(
+        BackendTime(n, OK, 10.0 + i, 10.0 + i, 10.0 + i)
+        for i, n in enumerate(n for n in BACKENDS if n != TORCH_CPU)
+    )
     marlin = VllmDefault(("vllm-marlin",), "MarlinFP8ScaledMMLinearKernel", BY_SELECTION)
     compare_cli._print_shape(256, 384, [ComparePoint(256, 384, 1, times)], "GPU timings", marlin)
     return out.getvalue().splitlines()
@@ -240,16 +336,35 @@ def _gpu_table(monkeypatch, width: int) -> list[str]:
 
 def test_the_table_heads_each_kernel_with_its_one_name(monkeypatch) -> None:
     wide = _gpu_table(monkeypatch, 140)
-    assert wide[1].split() == ["M", "triton-tuned", "triton-default", "torch-scaled_mm",
-                               "vllm-deepgemm", "vllm-cutlass", "vllm-marlin*", "vllm-humming",
-                               "fastest"]
-    assert wide[3].split() == ["1", "10.0", "11.0", "12.0", "13.0", "14.0", "15.0", "16.0",
-                               "triton-tuned"]
-    assert wide[4] == ("* vLLM's default kernel here: MarlinFP8ScaledMMLinearKernel (from "
-                       "vLLM's own selection)")
+    assert wide[1].split() == [
+        "M",
+        "triton-tuned",
+        "triton-default",
+        "torch-scaled_mm",
+        "vllm-deepgemm",
+        "vllm-cutlass",
+        "vllm-marlin*",
+        "vllm-humming",
+        "fastest",
+    ]
+    assert wide[3].split() == [
+        "1",
+        "10.0",
+        "11.0",
+        "12.0",
+        "13.0",
+        "14.0",
+        "15.0",
+        "16.0",
+        "triton-tuned",
+    ]
+    assert wide[4] == (
+        "* vLLM's default kernel here: MarlinFP8ScaledMMLinearKernel (from vLLM's own selection)"
+    )
     # At 80 columns the names break after their '-' and the fastest column goes first.
     narrow = _gpu_table(monkeypatch, 80)
     assert [line.split() for line in narrow[1:3]] == [
         ["triton-", "triton-", "torch-", "vllm-", "vllm-", "vllm-", "vllm-"],
-        ["M", "tuned", "default", "scaled_mm", "deepgemm", "cutlass", "marlin*", "humming"]]
+        ["M", "tuned", "default", "scaled_mm", "deepgemm", "cutlass", "marlin*", "humming"],
+    ]
     assert narrow[5] == "(fastest left out at 80 columns; a wider terminal shows them)"

@@ -23,8 +23,9 @@ def test_backup_has_the_commits_still_in_the_wal(tmp_path):
         writer.execute("UPDATE trials SET latency_us = 7.5")
         writer.commit()
         shutil.copy(path, tmp_path / "copy.db")
-        result = runner.invoke(app, ["db", "backup", str(tmp_path / "backup.db"), "--db",
-                                     f"sqlite:///{path}"])
+        result = runner.invoke(
+            app, ["db", "backup", str(tmp_path / "backup.db"), "--db", f"sqlite:///{path}"]
+        )
     finally:
         writer.close()
     assert result.exit_code == 0, result.output
@@ -34,7 +35,8 @@ def test_backup_has_the_commits_still_in_the_wal(tmp_path):
         assert backup.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     with sqlite3.connect(tmp_path / "copy.db") as copy:  # tuner.db alone: the commit is lost
         assert copy.execute("SELECT latency_us FROM trials").fetchall() == [(10.0,)]
-    again = runner.invoke(app, ["db", "backup", str(tmp_path / "backup.db"), "--db",
-                                f"sqlite:///{path}"])
+    again = runner.invoke(
+        app, ["db", "backup", str(tmp_path / "backup.db"), "--db", f"sqlite:///{path}"]
+    )
     assert again.exit_code == 2
     assert again.stderr == f"error: {tmp_path / 'backup.db'} exists: name a new file\n"

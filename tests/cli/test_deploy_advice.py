@@ -55,25 +55,39 @@ ADVICE = {
         "sm90 with 128x128 FP8 weights and ep_size 1.",
     ],
 }
-INTERPRETER_ADVICE = ["TRITON_INTERPRETER is Triton's CPU interpreter: its files carry CPU "
-                      "timings, for trying the tuner out; no vLLM server reads them."]
+INTERPRETER_ADVICE = [
+    "TRITON_INTERPRETER is Triton's CPU interpreter: its files carry CPU "
+    "timings, for trying the tuner out; no vLLM server reads them."
+]
 # The flag, in each format's syntax, as the text's last lines (compose-pull: before the
 # top-level `volumes:`), appended to the user's arguments, never a `command:`/`args:` key.
-DOCKER_FLAG = ["# After the image name, with the server's other arguments (vLLM reads the files "
-               "only with it):", "  --linear-backend triton"]
+DOCKER_FLAG = [
+    "# After the image name, with the server's other arguments (vLLM reads the files "
+    "only with it):",
+    "  --linear-backend triton",
+]
 COMPOSE_FLAG = [
     "    # vLLM reads the files only with --linear-backend triton: add these two items to the end "
     "of",
     "    # this service's existing command: list, after --model and your other arguments",
     '    # (a command written as one string: add " --linear-backend triton" to its end):',
-    "    #   - --linear-backend", "    #   - triton"]
+    "    #   - --linear-backend",
+    "    #   - triton",
+]
 K8S_FLAG = [
     "# vLLM reads the files only with --linear-backend triton: add these two items to the end of "
     "the",
     "# serving container's existing args: list, after --model and your other arguments:",
-    "#   - --linear-backend", "#   - triton"]
-FLAG = {"docker": DOCKER_FLAG, "compose": COMPOSE_FLAG, "k8s": K8S_FLAG,
-        "k8s-pull": K8S_FLAG, "compose-pull": COMPOSE_FLAG}
+    "#   - --linear-backend",
+    "#   - triton",
+]
+FLAG = {
+    "docker": DOCKER_FLAG,
+    "compose": COMPOSE_FLAG,
+    "k8s": K8S_FLAG,
+    "k8s-pull": K8S_FLAG,
+    "compose-pull": COMPOSE_FLAG,
+}
 FORMATS = tuple(FLAG)
 DEVICES = {"NVIDIA_L20": "L20", "NVIDIA_H200": "H200"}
 
@@ -88,9 +102,11 @@ def store(tmp_path_factory) -> str:
         fill(db, PLAN, m_values=(1,), device_name=device)
     with sqlite3.connect(folder / "tuner.db") as con:
         for device, capability in (("NVIDIA_H200", "9.0"), ("TRITON_INTERPRETER", "")):
-            con.execute("UPDATE environments SET compute_capability = ? WHERE device_id IN "
-                        "(SELECT device_id FROM devices WHERE device_name = ?)",
-                        (capability, device))
+            con.execute(
+                "UPDATE environments SET compute_capability = ? WHERE device_id IN "
+                "(SELECT device_id FROM devices WHERE device_name = ?)",
+                (capability, device),
+            )
     for device in ("L20", "H200", "interpreter"):
         assert runner.invoke(app, ["publish", "--device", device, "--db", db]).exit_code == 0
     return db
@@ -113,7 +129,7 @@ def assert_advice(text: str, device_name: str) -> None:
     found = comments(text)
     advice = ADVICE[device_name]
     at = found.index(advice[0])
-    assert found[at:at + len(advice)] == advice
+    assert found[at : at + len(advice)] == advice
 
 
 def assert_flag(text: str, fmt: str) -> None:
@@ -122,9 +138,10 @@ def assert_flag(text: str, fmt: str) -> None:
     if fmt == "compose-pull":
         assert lines[-2:] == ["volumes:", "  blockfp8-configs: {}"]
         lines = lines[:-2]
-    assert lines[-len(flag):] == flag
+    assert lines[-len(flag) :] == flag
     assert sum("--linear-backend" in line for line in text.splitlines()) == (
-        2 if fmt == "docker" else 3) + (1 if fmt.startswith("compose") else 0)
+        2 if fmt == "docker" else 3
+    ) + (1 if fmt.startswith("compose") else 0)
 
 
 def assert_pastes(text: str, fmt: str) -> None:
@@ -158,8 +175,9 @@ def test_tuner_mounts_every_format(store: str, no_server, device_name: str, fmt:
     run = runner.invoke(app, args)
     assert run.exit_code == 0, run.output
     if fmt.endswith("-pull"):
-        assert run.stderr.startswith(f"note: {device_name} release 1 read from the store here "
-                                     "(content ")
+        assert run.stderr.startswith(
+            f"note: {device_name} release 1 read from the store here (content "
+        )
         assert run.stderr.endswith(f"); {SERVER} was not asked: it must serve the same store\n")
     assert_advice(run.stdout, device_name)
     assert_flag(run.stdout, fmt)
@@ -169,13 +187,29 @@ def test_tuner_mounts_every_format(store: str, no_server, device_name: str, fmt:
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_no_flag_for_sglang_or_the_interpreter(store: str, no_server, fmt: str) -> None:
     pull = ["--server", SERVER, "--release", "1"] if fmt.endswith("-pull") else []
-    sglang = runner.invoke(app, ["mounts", "--device", "L20", "--format", fmt, "--db", store,
-                                 "--engine", "sglang", "--triton-version", "3.8.0", *pull])
+    sglang = runner.invoke(
+        app,
+        [
+            "mounts",
+            "--device",
+            "L20",
+            "--format",
+            fmt,
+            "--db",
+            store,
+            "--engine",
+            "sglang",
+            "--triton-version",
+            "3.8.0",
+            *pull,
+        ],
+    )
     assert sglang.exit_code == 0, sglang.output
     assert "--linear-backend" not in sglang.stdout and "Marlin" not in sglang.stdout
     assert f"# {SGLANG_NOTE}" in sglang.stdout.splitlines()
-    cpu = runner.invoke(app, ["mounts", "--device", "interpreter", "--format", fmt, "--db",
-                              store, *pull])
+    cpu = runner.invoke(
+        app, ["mounts", "--device", "interpreter", "--format", fmt, "--db", store, *pull]
+    )
     assert cpu.exit_code == 0, cpu.output
     assert "--linear-backend" not in cpu.stdout
     assert " ".join(INTERPRETER_ADVICE) in " ".join(comments(cpu.stdout))
@@ -185,39 +219,59 @@ def test_no_flag_for_sglang_or_the_interpreter(store: str, no_server, fmt: str) 
 def test_the_http_mounts_route_every_format(store: str, device_name: str) -> None:
     with TestClient(create_app(Settings(db_url=store))) as client:
         for fmt in FORMATS:
-            response = client.get(f"/devices/{DEVICES[device_name]}/mounts",
-                                  params={"format": fmt, "server": SERVER})
+            response = client.get(
+                f"/devices/{DEVICES[device_name]}/mounts", params={"format": fmt, "server": SERVER}
+            )
             assert response.status_code == 200, response.text
             assert_advice(response.text, device_name)
             assert_flag(response.text, fmt)
             assert_pastes(response.text, fmt)
-        pinned = client.get(f"/devices/{DEVICES[device_name]}/mounts",
-                            params={"format": "k8s-pull", "release": 1, "server": SERVER})
-        assert (f'    command: ["tuner", "pull", "--server", "{SERVER}", "--device", '
-                f'"{device_name}", "--release", "1", "--engine", "vllm", "--out", '
-                '"/configs"]') in pinned.text.splitlines()
-        unknown = client.get(f"/devices/{DEVICES[device_name]}/mounts",
-                             params={"format": "helm"})
-        assert (unknown.status_code, unknown.json()) == (422, {
-            "detail": "format 'helm' is not one of docker, compose, k8s, k8s-pull, "
-                      "compose-pull"})
-        missing = client.get(f"/devices/{DEVICES[device_name]}/mounts",
-                             params={"format": "k8s-pull", "release": 7})
-        assert (missing.status_code, missing.json()) == (404, {
-            "detail": f"{device_name} has no release 7; releases: 1"})
+        pinned = client.get(
+            f"/devices/{DEVICES[device_name]}/mounts",
+            params={"format": "k8s-pull", "release": 1, "server": SERVER},
+        )
+        assert (
+            f'    command: ["tuner", "pull", "--server", "{SERVER}", "--device", '
+            f'"{device_name}", "--release", "1", "--engine", "vllm", "--out", '
+            '"/configs"]'
+        ) in pinned.text.splitlines()
+        unknown = client.get(f"/devices/{DEVICES[device_name]}/mounts", params={"format": "helm"})
+        assert (unknown.status_code, unknown.json()) == (
+            422,
+            {"detail": "format 'helm' is not one of docker, compose, k8s, k8s-pull, compose-pull"},
+        )
+        missing = client.get(
+            f"/devices/{DEVICES[device_name]}/mounts", params={"format": "k8s-pull", "release": 7}
+        )
+        assert (missing.status_code, missing.json()) == (
+            404,
+            {"detail": f"{device_name} has no release 7; releases: 1"},
+        )
 
 
 @pytest.mark.parametrize("device_name", DEVICES)
-def test_tuner_pull_and_the_download_readme(store: str, tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch,
-                                            device_name: str) -> None:
+def test_tuner_pull_and_the_download_readme(
+    store: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, device_name: str
+) -> None:
     with TestClient(create_app(Settings(db_url=store))) as client:
-        monkeypatch.setattr(pull_module, "fetch",
-                            lambda url: client.get(url[len(SERVER):]).content)
-        run = runner.invoke(app, ["pull", "--server", SERVER, "--device", DEVICES[device_name],
-                                  "--out", str(tmp_path / "configs")])
-        readme = zipfile.ZipFile(io.BytesIO(client.get(
-            f"/devices/{DEVICES[device_name]}/configs.zip").content)).read("README.txt")
+        monkeypatch.setattr(
+            pull_module, "fetch", lambda url: client.get(url[len(SERVER) :]).content
+        )
+        run = runner.invoke(
+            app,
+            [
+                "pull",
+                "--server",
+                SERVER,
+                "--device",
+                DEVICES[device_name],
+                "--out",
+                str(tmp_path / "configs"),
+            ],
+        )
+        readme = zipfile.ZipFile(
+            io.BytesIO(client.get(f"/devices/{DEVICES[device_name]}/configs.zip").content)
+        ).read("README.txt")
     assert run.exit_code == 0, run.output
     # `tuner pull` prints the same sentences unwrapped, after its one line on what it wrote.
     assert " ".join(run.stdout.splitlines()[1:]) == " ".join(ADVICE[device_name])
@@ -225,52 +279,80 @@ def test_tuner_pull_and_the_download_readme(store: str, tmp_path: Path,
     assert " ".join(ADVICE[device_name]) in " ".join(text.split())
 
 
-@pytest.mark.parametrize(("device", "first"), [
-    ("L20", "NVIDIA_L20 is sm89 (L20: compute capability 8.9, from the table of known GPUs)."),
-    ("H200", "NVIDIA_H200 is sm90 (H200: compute capability 9.0, from the table of known GPUs)."),
-])
+@pytest.mark.parametrize(
+    ("device", "first"),
+    [
+        ("L20", "NVIDIA_L20 is sm89 (L20: compute capability 8.9, from the table of known GPUs)."),
+        (
+            "H200",
+            "NVIDIA_H200 is sm90 (H200: compute capability 9.0, from the table of known GPUs).",
+        ),
+    ],
+)
 def test_the_sweep_recipes_carry_the_advice(device: str, first: str) -> None:
     for args in ((), ("--format", "k8s", "--db", "postgresql+psycopg://tuner@db/tuner")):
-        run = runner.invoke(app, ["recipe", "sweep", "--image", "vllm/vllm-openai:v0.33.0",
-                                  "--device", device, "--model", "qwen3.8-27b", *args])
+        run = runner.invoke(
+            app,
+            [
+                "recipe",
+                "sweep",
+                "--image",
+                "vllm/vllm-openai:v0.33.0",
+                "--device",
+                device,
+                "--model",
+                "qwen3.8-27b",
+                *args,
+            ],
+        )
         assert run.exit_code == 0, run.output
         found = comments(run.stdout)
         at = found.index(first)
-        assert found[at + 3 if device == "L20" else at + 4:][:4] == FLAG_SENTENCE
+        assert found[at + 3 if device == "L20" else at + 4 :][:4] == FLAG_SENTENCE
 
 
 def test_mounts_help_says_what_kernel_picks_there() -> None:
     run = runner.invoke(app, ["mounts", "--help"])
     flat = " ".join(run.stdout.split())
     assert "time" not in flat.split("--kernel <auto|vllm|builtin>")[1].split("--db")[0]
-    assert ("--kernel <auto|vllm|builtin> From the store, as `tuner export --kernel`. Whose "
-            "kernel's trials the files are merged from: vllm (trials of vLLM's own kernel, a sweep "
-            "inside the serving image), builtin (the tuner's copies), auto (vllm where vLLM is "
-            "importable here or the device has trials of it, else builtin). Not used with "
-            "--files. [default: auto]") in flat
+    assert (
+        "--kernel <auto|vllm|builtin> From the store, as `tuner export --kernel`. Whose "
+        "kernel's trials the files are merged from: vllm (trials of vLLM's own kernel, a sweep "
+        "inside the serving image), builtin (the tuner's copies), auto (vllm where vLLM is "
+        "importable here or the device has trials of it, else builtin). Not used with "
+        "--files. [default: auto]"
+    ) in flat
 
 
 @pytest.mark.parametrize("fmt", ["k8s", "k8s-pull"])
-def test_the_kubernetes_forms_make_a_valid_pod_as_the_comments_say(store: str, no_server,
-                                                                   fmt: str) -> None:
+def test_the_kubernetes_forms_make_a_valid_pod_as_the_comments_say(
+    store: str, no_server, fmt: str
+) -> None:
     """The printed pod-spec and container parts, put where their comments say, with the two
     flag items appended to the container's own args, make a Pod valid against Kubernetes'
     published schema (kubernetes-validate, offline)."""
     import kubernetes_validate
 
     pull = ["--server", SERVER, "--release", "1"] if fmt == "k8s-pull" else []
-    text = runner.invoke(app, ["mounts", "--device", "L20", "--format", fmt, "--db", store,
-                               *pull]).stdout
+    text = runner.invoke(
+        app, ["mounts", "--device", "L20", "--format", fmt, "--db", store, *pull]
+    ).stdout
     parts = yaml.safe_load(text)
     items = [line.removeprefix("#   - ") for line in text.splitlines()[-2:]]
     assert items == ["--linear-backend", "triton"]
-    container = {"name": "vllm", "image": "vllm/vllm-openai:v0.33.0",
-                 "args": ["--model", "Qwen/Qwen3.8-27B-FP8", "--tensor-parallel-size", "2",
-                          *items],
-                 "volumeMounts": parts.pop("volumeMounts")}
+    container = {
+        "name": "vllm",
+        "image": "vllm/vllm-openai:v0.33.0",
+        "args": ["--model", "Qwen/Qwen3.8-27B-FP8", "--tensor-parallel-size", "2", *items],
+        "volumeMounts": parts.pop("volumeMounts"),
+    }
     if "env" in parts:
         container["env"] = parts.pop("env")
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "vllm"},
-           "spec": {**parts, "containers": [container]}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "vllm"},
+        "spec": {**parts, "containers": [container]},
+    }
     assert set(parts) <= {"volumes", "initContainers"}
     assert kubernetes_validate.validate(pod, "1.33", strict=True) == "1.33"

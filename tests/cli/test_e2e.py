@@ -13,14 +13,33 @@ import zipfile
 import httpx
 import pytest
 
-SWEEP = ["sweep", "--device", "interpreter", "--model", "tiny", "--m", "1,16,32",
-         "--strategy", "optuna", "--trials", "3", "--interpreter-reps", "2"]
+SWEEP = [
+    "sweep",
+    "--device",
+    "interpreter",
+    "--model",
+    "tiny",
+    "--m",
+    "1,16,32",
+    "--strategy",
+    "optuna",
+    "--trials",
+    "3",
+    "--interpreter-reps",
+    "2",
+]
 KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
 
 
 def tuner(*args, cwd, env=None):
-    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "tuner.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -43,40 +62,60 @@ def expected_files(folder):
     tasks = rows(folder, "SELECT task_id, N, K, M FROM tasks")
     files = {}
     for task_id, n, k, m in tasks:
-        [decided] = rows(folder, f"SELECT {', '.join(KEYS)}, latency_us, default_latency_us "
-                         f"FROM decisions WHERE task_id = {task_id}")
+        [decided] = rows(
+            folder,
+            f"SELECT {', '.join(KEYS)}, latency_us, default_latency_us "
+            f"FROM decisions WHERE task_id = {task_id}",
+        )
         default = (64, 128, 128, 32, 4, 2)
         chosen = decided if decided[6] < decided[7] else default
-        name = (f"N={n},K={k},device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,"
-                f"block_shape=[128,128].json")
+        name = (
+            f"N={n},K={k},device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128,128].json"
+        )
         files.setdefault(name, {})[m] = dict(zip(KEYS, chosen[:6], strict=True))
-    return {name: json.dumps({str(m): configs[m] for m in sorted(configs)}, indent=4) + "\n"
-            for name, configs in files.items()}
+    return {
+        name: json.dumps({str(m): configs[m] for m in sorted(configs)}, indent=4) + "\n"
+        for name, configs in files.items()
+    }
 
 
 def test_every_trial_is_stored_checked_and_the_default_is_timed_in_every_task(swept):
     folder, run = swept
     assert rows(folder, "SELECT count(*), sum(state = 'done') FROM tasks") == [(6, 6)]
     assert sorted(rows(folder, "SELECT N, K, M FROM tasks")) == [
-        (256, 384, 1), (256, 384, 16), (256, 384, 32), (576, 256, 1), (576, 256, 16),
-        (576, 256, 32)]
-    per_task = rows(folder, "SELECT task_id, count(*), sum(is_default), sum(status = 'ok'), "
-                    "max(rel_error) FROM trials GROUP BY task_id")
+        (256, 384, 1),
+        (256, 384, 16),
+        (256, 384, 32),
+        (576, 256, 1),
+        (576, 256, 16),
+        (576, 256, 32),
+    ]
+    per_task = rows(
+        folder,
+        "SELECT task_id, count(*), sum(is_default), sum(status = 'ok'), "
+        "max(rel_error) FROM trials GROUP BY task_id",
+    )
     assert len(per_task) == 6
     for _, trials, defaults, ok, max_error in per_task:
         assert (trials, defaults, ok) == (3, 1, 3)
         assert 0 < max_error < 1e-2
     defaults = rows(folder, f"SELECT DISTINCT {', '.join(KEYS)} FROM trials WHERE is_default")
     assert defaults == [(64, 128, 128, 32, 4, 2)]
-    assert rows(folder, "SELECT count(*) FROM trials WHERE latency_us IS NULL "
-                "OR p20_us > latency_us OR latency_us > p80_us") == [(0,)]
+    assert rows(
+        folder,
+        "SELECT count(*) FROM trials WHERE latency_us IS NULL "
+        "OR p20_us > latency_us OR latency_us > p80_us",
+    ) == [(0,)]
     assert rows(folder, "SELECT device_name FROM devices") == [("TRITON_INTERPRETER",)]
     assert "6/6 tasks done, 0 failed; 18 trials run now" in " ".join(run.stdout.split())
     # The time line: no pruning and no compile pool on the interpreter; measure seconds are the
     # sum of the trials' measure_s, which the wall time covers.
-    times = re.search(r"18 trials run, 0 pruned before launch; compile 0\.0 s \(0\.0 s waited\), "
-                      r"measure ([\d.]+) s; per trial run: compile 0\.000 s, measure [\d.]+ s; "
-                      r"wall ([\d.]+) s", " ".join(run.stdout.split()))
+    times = re.search(
+        r"18 trials run, 0 pruned before launch; compile 0\.0 s \(0\.0 s waited\), "
+        r"measure ([\d.]+) s; per trial run: compile 0\.000 s, measure [\d.]+ s; "
+        r"wall ([\d.]+) s",
+        " ".join(run.stdout.split()),
+    )
     assert times, run.stdout
     [(measure_s,)] = rows(folder, "SELECT sum(measure_s) FROM trials")
     assert float(times[1]) == pytest.approx(measure_s, abs=0.06)
@@ -101,8 +140,20 @@ def test_files_over_http_match_the_winners_in_the_store(swept):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     server = subprocess.Popen(
-        [sys.executable, "-m", "tuner.cli", "serve", "--db", f"sqlite:///{folder}/tuner.db",
-         "--port", str(port)], cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        [
+            sys.executable,
+            "-m",
+            "tuner.cli",
+            "serve",
+            "--db",
+            f"sqlite:///{folder}/tuner.db",
+            "--port",
+            str(port),
+        ],
+        cwd=folder,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -117,8 +168,11 @@ def test_files_over_http_match_the_winners_in_the_store(swept):
         archive = httpx.get(f"{base}/devices/TRITON_INTERPRETER/configs.zip")
         assert archive.status_code == 200
         with zipfile.ZipFile(io.BytesIO(archive.content)) as zipped:
-            got = {name: zipped.read(name).decode() for name in zipped.namelist()
-                   if name.endswith(".json")}
+            got = {
+                name: zipped.read(name).decode()
+                for name in zipped.namelist()
+                if name.endswith(".json")
+            }
         assert got == expected
         name = sorted(expected)[1]
         one = httpx.get(f"{base}/devices/TRITON_INTERPRETER/configs/{name}")

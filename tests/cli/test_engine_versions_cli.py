@@ -18,39 +18,99 @@ def test_mounts_follow_the_engine_and_triton_versions(tmp_path: Path) -> None:
     folder = tmp_path / "cfg"
     folder.mkdir()
     (folder / name).write_text(GOOD)
-    older = invoke("mounts", "--device", "L20", "--files", str(folder), "--engine", "sglang",
-                   "--engine-version", "0.5.15", "--site-packages", "/opt/py")
+    older = invoke(
+        "mounts",
+        "--device",
+        "L20",
+        "--files",
+        str(folder),
+        "--engine",
+        "sglang",
+        "--engine-version",
+        "0.5.15",
+        "--site-packages",
+        "/opt/py",
+    )
     assert older.exit_code == 0, older.output
-    assert (f'  -v "{folder.resolve()}/{name}:/opt/py/sglang/srt/layers/quantization/configs/'
-            f'{spaced}:ro" \\' in older.stdout.splitlines())
+    assert (
+        f'  -v "{folder.resolve()}/{name}:/opt/py/sglang/srt/layers/quantization/configs/'
+        f'{spaced}:ro" \\' in older.stdout.splitlines()
+    )
     moe = "E=128,N=384,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
     (folder / moe).write_text(dump_config_file({1: FAST}, triton_version="3.6.0"))
-    one_line_error(invoke("mounts", "--device", "L20", "--files", str(folder), "--engine",
-                          "sglang", "--triton-version", "3.8.0"),
-                   f"{folder / moe}: its \"triton_version\" key makes SGLang's get_moe_configs "
-                   "fail (it reads every key as an M); write the files with `tuner export "
-                   "--engine sglang`")
+    one_line_error(
+        invoke(
+            "mounts",
+            "--device",
+            "L20",
+            "--files",
+            str(folder),
+            "--engine",
+            "sglang",
+            "--triton-version",
+            "3.8.0",
+        ),
+        f'{folder / moe}: its "triton_version" key makes SGLang\'s get_moe_configs '
+        "fail (it reads every key as an M); write the files with `tuner export "
+        "--engine sglang`",
+    )
     (folder / moe).write_text(dump_config_file({1: FAST}))  # as export --engine sglang writes
-    one_line_error(invoke("mounts", "--device", "L20", "--files", str(folder), "--engine",
-                          "sglang"),
-                   "sglang reads fused-MoE files from a folder per Triton version (sglang/srt/"
-                   "layers/moe/moe_runner/triton_utils/configs/triton_<X_Y_Z>): give the "
-                   "serving image's Triton (--triton-version, e.g. 3.8.0)")
+    one_line_error(
+        invoke("mounts", "--device", "L20", "--files", str(folder), "--engine", "sglang"),
+        "sglang reads fused-MoE files from a folder per Triton version (sglang/srt/"
+        "layers/moe/moe_runner/triton_utils/configs/triton_<X_Y_Z>): give the "
+        "serving image's Triton (--triton-version, e.g. 3.8.0)",
+    )
     triton_dir = "/opt/py/sglang/srt/layers/moe/moe_runner/triton_utils/configs"
-    with_moe = invoke("mounts", "--device", "L20", "--files", str(folder), "--engine", "sglang",
-                      "--site-packages", "/opt/py", "--triton-version", "3.8.0")
+    with_moe = invoke(
+        "mounts",
+        "--device",
+        "L20",
+        "--files",
+        str(folder),
+        "--engine",
+        "sglang",
+        "--site-packages",
+        "/opt/py",
+        "--triton-version",
+        "3.8.0",
+    )
     assert with_moe.exit_code == 0, with_moe.output
-    assert (f'  -v "{folder.resolve()}/{moe}:{triton_dir}/triton_3_8_0/'
-            f'{engine_file_name(name, "sglang").replace("N=576,K=7168", "E=128,N=384")}:ro" '
-            '\\') in with_moe.stdout.splitlines()
+    assert (
+        f'  -v "{folder.resolve()}/{moe}:{triton_dir}/triton_3_8_0/'
+        f'{engine_file_name(name, "sglang").replace("N=576,K=7168", "E=128,N=384")}:ro" '
+        "\\"
+    ) in with_moe.stdout.splitlines()
     assert "(--triton-version;" in with_moe.stdout
-    one_line_error(invoke("mounts", "--device", "L20", "--files", str(folder), "--engine",
-                          "sglang", "--triton-version", "3.8"),
-                   "Triton version '3.8' is not like 3.8.0 (the serving image's: python3 -c "
-                   "\"import triton; print(triton.__version__)\")")
-    one_line_error(invoke("mounts", "--device", "L20", "--files", str(folder), "--engine",
-                          "sglang", "--engine-version", "new"),
-                   "engine version 'new' is not a release number like 0.5.23")
+    one_line_error(
+        invoke(
+            "mounts",
+            "--device",
+            "L20",
+            "--files",
+            str(folder),
+            "--engine",
+            "sglang",
+            "--triton-version",
+            "3.8",
+        ),
+        "Triton version '3.8' is not like 3.8.0 (the serving image's: python3 -c "
+        '"import triton; print(triton.__version__)")',
+    )
+    one_line_error(
+        invoke(
+            "mounts",
+            "--device",
+            "L20",
+            "--files",
+            str(folder),
+            "--engine",
+            "sglang",
+            "--engine-version",
+            "new",
+        ),
+        "engine version 'new' is not a release number like 0.5.23",
+    )
 
 
 def test_export_for_sglang_flags_entries_it_rewrites_on_read(tmp_path: Path) -> None:
@@ -58,21 +118,42 @@ def test_export_for_sglang_flags_entries_it_rewrites_on_read(tmp_path: Path) -> 
     fill(db, PLAN, m_values=(1, 16))
     shipped = tmp_path / config_file_name(576, 7168, "AMD_Instinct_MI300X")
     shipped.write_text(dump_config_file({1: {**FAST, "BLOCK_SIZE_K": 64}, 16: FAST}))
-    assert invoke("import", str(shipped), "--db", db, "--no-check",
-                  "--no-publish").exit_code == 0
+    assert invoke("import", str(shipped), "--db", db, "--no-check", "--no-publish").exit_code == 0
     out = tmp_path / "out"
-    result = invoke("export", "--device", "AMD_Instinct_MI300X", "--out", str(out), "--engine",
-                    "sglang", "--db", db)
+    result = invoke(
+        "export",
+        "--device",
+        "AMD_Instinct_MI300X",
+        "--out",
+        str(out),
+        "--engine",
+        "sglang",
+        "--db",
+        db,
+    )
     assert result.exit_code == 0, result.output
     name = engine_file_name(shipped.name, "sglang")
     assert [line for line in result.stderr.splitlines() if line.startswith("warning:")] == [
         f"warning: SGLang 0.5.23 rewrites {name} as it reads it: BLOCK_SIZE_K raised to 128 at "
-        "M=1 (BLOCK_SIZE_K 64); it runs those entries, not the file's"]
-    older = invoke("export", "--device", "AMD_Instinct_MI300X", "--out", str(out), "--engine",
-                   "sglang", "--engine-version", "0.5.11", "--db", db)
+        "M=1 (BLOCK_SIZE_K 64); it runs those entries, not the file's"
+    ]
+    older = invoke(
+        "export",
+        "--device",
+        "AMD_Instinct_MI300X",
+        "--out",
+        str(out),
+        "--engine",
+        "sglang",
+        "--engine-version",
+        "0.5.11",
+        "--db",
+        db,
+    )
     assert older.exit_code == 0 and "warning:" not in older.stderr
-    vllm = invoke("export", "--device", "AMD_Instinct_MI300X", "--out", str(tmp_path / "v"),
-                  "--db", db)
+    vllm = invoke(
+        "export", "--device", "AMD_Instinct_MI300X", "--out", str(tmp_path / "v"), "--db", db
+    )
     assert vllm.exit_code == 0 and "rewrites" not in vllm.stderr
 
 
@@ -86,6 +167,9 @@ def test_an_h200_nvl_mounts_vllms_moe_files_named_for_every_h200(tmp_path: Path)
         done = invoke("mounts", "--device", device, "--files", str(folder))
         assert done.exit_code == 0, done.output
         assert f'  -v "{folder.resolve()}:/opt/blockfp8-tuner/moe-configs:ro" \\' in (
-            done.stdout.splitlines()), done.stdout
-    one_line_error(invoke("mounts", "--device", "L20", "--files", str(folder)),
-                   f"{folder}: no config files for --device L20; devices there: NVIDIA_H200")
+            done.stdout.splitlines()
+        ), done.stdout
+    one_line_error(
+        invoke("mounts", "--device", "L20", "--files", str(folder)),
+        f"{folder}: no config files for --device L20; devices there: NVIDIA_H200",
+    )

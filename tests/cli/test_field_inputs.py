@@ -35,8 +35,9 @@ def test_a_device_with_parentheses_exports_and_serves(tmp_path: Path) -> None:
     fill(db, PLAN, device_name=INTEL, m_values=(1, 16))
     out = tmp_path / "out"
     # The GPU's own name, as a user would type it, names the device.
-    result = invoke("export", "--device", "Intel(R) Data Center GPU Max 1550", "--out", str(out),
-                    "--db", db)
+    result = invoke(
+        "export", "--device", "Intel(R) Data Center GPU Max 1550", "--out", str(out), "--db", db
+    )
     assert result.exit_code == 0, result.output
     name = config_file_name(576, 7168, INTEL)
     assert [p.name for p in out.iterdir()] == [name]
@@ -51,8 +52,10 @@ def test_a_device_with_parentheses_exports_and_serves(tmp_path: Path) -> None:
         one = client.get(f"/devices/{quote(INTEL)}/configs/{quote(name)}")
         assert one.status_code == 200, one.text
         assert one.content == exported
-        assert client.get(f"/devices/{quote('Intel(R) Data Center GPU Max 1550')}/configs"
-                          ).status_code == 200
+        assert (
+            client.get(f"/devices/{quote('Intel(R) Data Center GPU Max 1550')}/configs").status_code
+            == 200
+        )
 
 
 def test_import_a_file_named_for_an_intel_gpu(tmp_path: Path) -> None:
@@ -91,14 +94,26 @@ def test_amd_keys_are_kept_with_or_without_num_stages(tmp_path: Path) -> None:
     with session_scope(engine) as session:
         stored = {item.device_name: item.configs for item in repo.list_imports(session)}
     engine.dispose()
-    assert stored == {"AMD_Instinct_MI300X": {1: mi300x},
-                      "AMD_Instinct_MI325X": {1: mi325x, 64: mi325x}}
+    assert stored == {
+        "AMD_Instinct_MI300X": {1: mi300x},
+        "AMD_Instinct_MI325X": {1: mi325x, 64: mi325x},
+    }
     assert list(stored["AMD_Instinct_MI325X"][1]) == list(mi325x)  # the file's key order
 
 
 def test_a_sweep_planned_for_an_intel_gpu_keeps_its_name(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
-    result = invoke("sweep", "--device", "Intel(R) Data Center GPU Max 1550", "--model", "tiny",
-                    "--m", "1", "--no-run", "--db", db)
+    result = invoke(
+        "sweep",
+        "--device",
+        "Intel(R) Data Center GPU Max 1550",
+        "--model",
+        "tiny",
+        "--m",
+        "1",
+        "--no-run",
+        "--db",
+        db,
+    )
     assert result.exit_code == 0, result.output
     assert f"sweep 1 (new): {INTEL}, tiny TP 1, 2 shapes x 1 M" in result.stdout

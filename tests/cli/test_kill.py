@@ -10,8 +10,19 @@ from pathlib import Path
 
 import pytest
 
-SWEEP = ["sweep", "--device", "interpreter", "--model", "tiny", "--m", "3,5,7,9,11,13",
-         "--trials", "3", "--interpreter-reps", "3"]
+SWEEP = [
+    "sweep",
+    "--device",
+    "interpreter",
+    "--model",
+    "tiny",
+    "--m",
+    "3,5,7,9,11,13",
+    "--trials",
+    "3",
+    "--interpreter-reps",
+    "3",
+]
 TASKS, TRIALS = 12, 36  # 2 shapes x 6 M; 3 trials each
 
 
@@ -55,8 +66,9 @@ def wait_for(predicate, timeout_s, what):
 def test_killed_sweep_leaves_no_worker_and_resumes(tmp_path, sig):
     db = tmp_path / "tuner.db"
     command = [sys.executable, "-m", "tuner.cli", *SWEEP, "--db", f"sqlite:///{db}"]
-    sweep = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True)
+    sweep = subprocess.Popen(
+        command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     wait_for(lambda: stored_trials(db) >= 2, 120, "no trial stored")
     workers = children(sweep.pid)
     assert workers, "the sweep has no worker process"
@@ -66,7 +78,8 @@ def test_killed_sweep_leaves_no_worker_and_resumes(tmp_path, sig):
         assert sweep.returncode == 143  # 128 + SIGTERM, as a shell reports it
         assert sweep.stderr.read().splitlines()[-1] == (
             "error: terminated (SIGTERM); finished trials are stored: run the same command to "
-            "resume")
+            "resume"
+        )
     wait_for(lambda: not any(alive(pid) for pid in workers), 8, "a worker outlived the sweep")
     assert count(db, "SELECT count(*) FROM tasks WHERE state = 'running'") == 0
     stored = count(db, "SELECT count(*) FROM trials")

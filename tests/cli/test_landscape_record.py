@@ -14,9 +14,16 @@ from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.measure.landscape import landscape_from_results, load_landscape
 from tuner.measure.trial import TrialResult
 
-ENVIRONMENT = {"gpu_name": "NVIDIA L20", "compute_capability": "8.9", "driver": "580.1",
-               "cuda": "12.9", "torch": "2.11.0", "triton": "3.6.0", "tuner": "0.1.0",
-               "kernel_hash": "abc"}
+ENVIRONMENT = {
+    "gpu_name": "NVIDIA L20",
+    "compute_capability": "8.9",
+    "driver": "580.1",
+    "cuda": "12.9",
+    "torch": "2.11.0",
+    "triton": "3.6.0",
+    "tuner": "0.1.0",
+    "kernel_hash": "abc",
+}
 CONFIGS = [default_config(), *vllm_space()[::160]]  # 9 configs, the default first
 
 
@@ -28,28 +35,59 @@ def result(config: KernelConfig, m: int) -> TrialResult:
 
 
 def run(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], capture_output=True,
-                          text=True, timeout=300, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "tuner.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+    )
 
 
 def test_record_returns_the_replayed_landscape(tmp_path):
     source = landscape_from_results(
-        device_name="NVIDIA_L20", environment=ENVIRONMENT, recorded_at="2026-11-30T00:00:00Z",
-        space="vllm", out_dtype="bfloat16", block_shape=(128, 128),
-        results=[(n, k, m, c, result(c, m)) for n, k in ((256, 384), (576, 256))
-                 for m in (1, 16) for c in vllm_space()])
+        device_name="NVIDIA_L20",
+        environment=ENVIRONMENT,
+        recorded_at="2026-11-30T00:00:00Z",
+        space="vllm",
+        out_dtype="bfloat16",
+        block_shape=(128, 128),
+        results=[
+            (n, k, m, c, result(c, m))
+            for n, k in ((256, 384), (576, 256))
+            for m in (1, 16)
+            for c in vllm_space()
+        ],
+    )
     (tmp_path / "l20.json").write_text(source.to_json())
     (tmp_path / "configs.json").write_text(json.dumps([c.as_dict() for c in CONFIGS]))
     db = f"sqlite:///{tmp_path}/t.db"
-    sweep = run("sweep", "--device", "L20", "--model", "tiny", "--m", "1,16", "--strategy",
-                "grid", "--configs", "configs.json", "--replay", "l20.json", "--db", db,
-                cwd=tmp_path)
+    sweep = run(
+        "sweep",
+        "--device",
+        "L20",
+        "--model",
+        "tiny",
+        "--m",
+        "1,16",
+        "--strategy",
+        "grid",
+        "--configs",
+        "configs.json",
+        "--replay",
+        "l20.json",
+        "--db",
+        db,
+        cwd=tmp_path,
+    )
     assert sweep.returncode == 0, sweep.stderr
-    record = run("landscape", "record", "--device", "L20", "--out", "rec/l20.json", "--db", db,
-                 cwd=tmp_path)
+    record = run(
+        "landscape", "record", "--device", "L20", "--out", "rec/l20.json", "--db", db, cwd=tmp_path
+    )
     assert record.returncode == 0, record.stderr
-    assert record.stdout.startswith("wrote rec/l20.json: NVIDIA_L20, 4 (N, K, M), 36 trials "
-                                    "(32 ok), triton 3.6.0")
+    assert record.stdout.startswith(
+        "wrote rec/l20.json: NVIDIA_L20, 4 (N, K, M), 36 trials (32 ok), triton 3.6.0"
+    )
     recorded = load_landscape(tmp_path / "rec" / "l20.json")
     assert recorded.device_name == "NVIDIA_L20"
     assert dict(recorded.environment) == ENVIRONMENT
@@ -66,8 +104,17 @@ def test_record_fails_in_one_line_for_an_unknown_device(tmp_path):
     from db.connection import open_store
 
     open_store(f"sqlite:///{tmp_path}/t.db").dispose()  # an empty store
-    record = run("landscape", "record", "--device", "H200", "--out", "x.json", "--db",
-                 f"sqlite:///{tmp_path}/t.db", cwd=tmp_path)
+    record = run(
+        "landscape",
+        "record",
+        "--device",
+        "H200",
+        "--out",
+        "x.json",
+        "--db",
+        f"sqlite:///{tmp_path}/t.db",
+        cwd=tmp_path,
+    )
     assert record.returncode == 2
     assert record.stderr.startswith("error: no device in the store matches 'H200'")
     assert record.stderr.count("\n") == 1
@@ -86,14 +133,21 @@ class Row:
 
 def test_build_keeps_the_largest_environment_and_the_latest_trial():
     other = KernelConfig(16, 32, 64, 1, 4, 2)
-    rows = [Row(1, 6, 9.0), Row(2, 9, 7.0), Row(3, 9, 8.0, other), Row(4, 9, 5.0),
-            Row(5, 9, 1.0, out_dtype="float16")]
+    rows = [
+        Row(1, 6, 9.0),
+        Row(2, 9, 7.0),
+        Row(3, 9, 8.0, other),
+        Row(4, 9, 5.0),
+        Row(5, 9, 1.0, out_dtype="float16"),
+    ]
     landscape, notes = build_landscape(rows, device_name="NVIDIA_L20", recorded_at="now")
     assert landscape.environment["triton"] == "3.9.0"
     trials = landscape.problems[(256, 384, 1)]
     assert {c: r.latency_us for c, r in trials.items()} == {default_config(): 5.0, other: 8.0}
-    assert notes == ["kept the 4 trials of environment 9; left out 1 of 1 other environment(s)",
-                     "kept block_shape [128, 128] bfloat16; left out 1 trials of other kinds"]
+    assert notes == [
+        "kept the 4 trials of environment 9; left out 1 of 1 other environment(s)",
+        "kept block_shape [128, 128] bfloat16; left out 1 trials of other kinds",
+    ]
 
 
 def test_complete_only_drops_the_partial_problem_a_cut_sweep_leaves():
@@ -107,12 +161,15 @@ def test_complete_only_drops_the_partial_problem_a_cut_sweep_leaves():
     everything, notes = build_landscape(rows, device_name="NVIDIA_H200", recorded_at="now")
     assert sorted(everything.problems) == [(256, 384, 1), (256, 384, 16), (256, 384, 256)]
     assert notes == []
-    complete, notes = build_landscape(rows, device_name="NVIDIA_H200", recorded_at="now",
-                                      complete_only=True)
+    complete, notes = build_landscape(
+        rows, device_name="NVIDIA_H200", recorded_at="now", complete_only=True
+    )
     assert sorted(complete.problems) == [(256, 384, 1), (256, 384, 16)]
     assert all(len(trials) == 1280 for trials in complete.problems.values())
     assert notes == ["left out 1 partial (N, K, M) (fewer than 1280 configs): 256,384,256 (700)"]
-    with pytest.raises(ValueError, match="no \\(N, K, M\\) has all 1280 configs; the fullest "
-                                         "has 700"):
-        build_landscape(rows[-700:], device_name="NVIDIA_H200", recorded_at="now",
-                        complete_only=True)
+    with pytest.raises(
+        ValueError, match="no \\(N, K, M\\) has all 1280 configs; the fullest has 700"
+    ):
+        build_landscape(
+            rows[-700:], device_name="NVIDIA_H200", recorded_at="now", complete_only=True
+        )

@@ -18,21 +18,41 @@ from tuner.cli.app import app
 
 MOE = "E=4,N=64,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128,128].json"
 DENSE = "N=256,K=128,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128,128].json"
-KEYS = {"BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps",
-        "num_stages"}
+KEYS = {"BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages"}
 runner = CliRunner()
 
 
 def test_tiny_moe_sweep_publish_download(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path}/t.db"
-    sweep = subprocess.run([sys.executable, "-m", "tuner.cli", "sweep", "--device", "interpreter",
-                            "--model", "tiny-moe", "--m", "1", "--trials", "2", "--db", db],
-                           cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    sweep = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tuner.cli",
+            "sweep",
+            "--device",
+            "interpreter",
+            "--model",
+            "tiny-moe",
+            "--m",
+            "1",
+            "--trials",
+            "2",
+            "--db",
+            db,
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert sweep.returncode == 0, sweep.stderr
     assert sweep.stdout.splitlines()[-1].startswith(
-        "published TRITON_INTERPRETER release 1: 2 file(s), content ")
-    export = runner.invoke(app, ["export", "--device", "interpreter", "--out",
-                                 str(tmp_path / "out"), "--db", db])
+        "published TRITON_INTERPRETER release 1: 2 file(s), content "
+    )
+    export = runner.invoke(
+        app, ["export", "--device", "interpreter", "--out", str(tmp_path / "out"), "--db", db]
+    )
     assert export.exit_code == 0, export.output
     exported = (tmp_path / "out" / MOE).read_bytes()
     entry = json.loads(exported)
@@ -53,20 +73,40 @@ def test_tiny_moe_sweep_publish_download(tmp_path: Path) -> None:
         preview = client.get(f"/devices/TRITON_INTERPRETER/preview/configs/{MOE}")
         assert (preview.status_code, preview.content) == (200, exported)
         report = client.get("/devices/TRITON_INTERPRETER/report").text
-        assert ('<h2>MoE E=4, N=64, K=128 (top_k=2), block_shape [128, 128] (tiny-moe)</h2>'
-                in report)
+        assert (
+            "<h2>MoE E=4, N=64, K=128 (top_k=2), block_shape [128, 128] (tiny-moe)</h2>" in report
+        )
         mounts = client.get("/devices/TRITON_INTERPRETER/mounts").text
         assert mounts.splitlines()[-2:] == [
             '  -v "$PWD/configs:/opt/blockfp8-tuner/moe-configs:ro" \\',
-            "  -e VLLM_TUNED_CONFIG_FOLDER=/opt/blockfp8-tuner/moe-configs \\"]
-    winners = runner.invoke(app, ["winners", "--device", "interpreter", "--db", db],
-                            env={"COLUMNS": "200"})
+            "  -e VLLM_TUNED_CONFIG_FOLDER=/opt/blockfp8-tuner/moe-configs \\",
+        ]
+    winners = runner.invoke(
+        app, ["winners", "--device", "interpreter", "--db", db], env={"COLUMNS": "200"}
+    )
     assert winners.exit_code == 0, winners.output
-    kernels = [line.split()[:4] for line in winners.stdout.splitlines()
-               if line.startswith(("dense", "moe"))]
+    kernels = [
+        line.split()[:4]
+        for line in winners.stdout.splitlines()
+        if line.startswith(("dense", "moe"))
+    ]
     assert kernels == [["dense", "256", "128", "1"], ["moe", "E=4,top_k=2", "64", "128"]]
-    verify = runner.invoke(app, ["verify", "--device", "interpreter", "--model", "tiny-moe",
-                                 "--db", db, "--m", "1", "--no-publish"])
+    verify = runner.invoke(
+        app,
+        [
+            "verify",
+            "--device",
+            "interpreter",
+            "--model",
+            "tiny-moe",
+            "--db",
+            db,
+            "--m",
+            "1",
+            "--no-publish",
+        ],
+    )
     assert verify.exit_code == 0, verify.output
     assert verify.stdout.splitlines()[0] == (
-        "note: MoE files are not verified yet (tiny-moe TP 1: E=4 N=64)")
+        "note: MoE files are not verified yet (tiny-moe TP 1: E=4 N=64)"
+    )

@@ -17,26 +17,51 @@ from tuner.kernels.moe.space import default_config
 
 
 def tuner(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "tuner.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path) -> None:
     db = f"sqlite:///{tmp_path}/tuner.db"
     (tmp_path / "configs.json").write_text(json.dumps([default_config(1).as_dict()]))
-    run = tuner("sweep", "--device", "interpreter", "--model", "tiny-moe", "--m", "1",
-                "--strategy", "grid", "--configs", "configs.json", "--interpreter-reps", "1",
-                "--db", db, cwd=tmp_path)
+    run = tuner(
+        "sweep",
+        "--device",
+        "interpreter",
+        "--model",
+        "tiny-moe",
+        "--m",
+        "1",
+        "--strategy",
+        "grid",
+        "--configs",
+        "configs.json",
+        "--interpreter-reps",
+        "1",
+        "--db",
+        db,
+        cwd=tmp_path,
+    )
     assert run.returncode == 0, run.stderr
-    heads = [line.split(", store")[0] for line in run.stdout.splitlines()
-             if line.startswith("sweep ") and "(new)" in line]
+    heads = [
+        line.split(", store")[0]
+        for line in run.stdout.splitlines()
+        if line.startswith("sweep ") and "(new)" in line
+    ]
     assert heads == [
         "sweep 1 (new): TRITON_INTERPRETER, tiny-moe TP 1, 1 shapes x 1 M, grid, 1 worker(s)",
         "sweep 2 (new): TRITON_INTERPRETER, tiny-moe TP 1, MoE E=4 N=64 K=128 top_k=2 x 1 M, "
-        "grid, 1 worker(s)"]
+        "grid, 1 worker(s)",
+    ]
     with sqlite3.connect(tmp_path / "tuner.db") as connection:
         tasks = connection.execute(
-            "SELECT family, shape_params, N, K, M, state FROM tasks ORDER BY task_id").fetchall()
+            "SELECT family, shape_params, N, K, M, state FROM tasks ORDER BY task_id"
+        ).fetchall()
         statuses = connection.execute("SELECT DISTINCT status FROM trials").fetchall()
     assert tasks == [("dense", "", 256, 128, 1, "done"), ("moe", "E=4,top_k=2", 64, 128, 1, "done")]
     assert statuses == [("ok",)]
@@ -44,16 +69,30 @@ def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path) -> None:
     assert export.returncode == 0, export.stderr
     name = "E=4,N=64,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128,128].json"
     assert json.loads((tmp_path / "out" / name).read_text()) == {
-        "triton_version": importlib.metadata.version("triton"), "1": default_config(1).as_dict()}
-    dense_name = ("N=256,K=128,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,"
-                  "block_shape=[128,128].json")
+        "triton_version": importlib.metadata.version("triton"),
+        "1": default_config(1).as_dict(),
+    }
+    dense_name = (
+        "N=256,K=128,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128,128].json"
+    )
     assert (tmp_path / "out" / dense_name).is_file()
     # SGLang's get_moe_configs int()s every key: its files carry no "triton_version".
-    sglang = tuner("export", "--device", "interpreter", "--out", "sgl", "--engine", "sglang",
-                   "--db", db, cwd=tmp_path)
+    sglang = tuner(
+        "export",
+        "--device",
+        "interpreter",
+        "--out",
+        "sgl",
+        "--engine",
+        "sglang",
+        "--db",
+        db,
+        cwd=tmp_path,
+    )
     assert sglang.returncode == 0, sglang.stderr
     assert (tmp_path / "sgl" / name.replace("[128,128]", "[128, 128]")).read_text() == (
-        json.dumps({"1": default_config(1).as_dict()}, indent=4) + "\n")
+        json.dumps({"1": default_config(1).as_dict()}, indent=4) + "\n"
+    )
     # Each family's trials carry the hash of its own kernel ...
     with sqlite3.connect(tmp_path / "tuner.db") as connection:
         hashes = connection.execute(
@@ -64,10 +103,11 @@ def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path) -> None:
     assert hashes == [("dense", dense_kernel_hash()), ("moe", moe_kernel_hash())]
     # ... so an MoE kernel change leaves the MoE trials stale and the dense ones current.
     with sqlite3.connect(tmp_path / "tuner.db") as connection:
-        connection.execute("UPDATE environments SET kernel_hash = 'an older moe kernel' "
-                           "WHERE kernel_hash = ?", (moe_kernel_hash(),))
-    again = tuner("export", "--device", "interpreter", "--out", "out2", "--db", db,
-                  cwd=tmp_path)
+        connection.execute(
+            "UPDATE environments SET kernel_hash = 'an older moe kernel' WHERE kernel_hash = ?",
+            (moe_kernel_hash(),),
+        )
+    again = tuner("export", "--device", "interpreter", "--out", "out2", "--db", db, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert sorted(p.name for p in (tmp_path / "out2").glob("*.json")) == [dense_name]
 

@@ -25,10 +25,17 @@ PG_URL = os.environ.get("TUNER_TEST_PG_URL")
 
 def publish_at_once(url: str, cwd: Path) -> list[str]:
     """PROCESSES `tuner publish` started together; their stdout lines once all exit 0."""
-    processes = [subprocess.Popen(tuner_command("publish", "--device", "L20", "--db", url),
-                                  cwd=cwd, env=tuner_env(), stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True)
-                 for _ in range(PROCESSES)]
+    processes = [
+        subprocess.Popen(
+            tuner_command("publish", "--device", "L20", "--db", url),
+            cwd=cwd,
+            env=tuner_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(PROCESSES)
+    ]
     results = [(p.communicate(timeout=120), p.returncode) for p in processes]
     for (_, err), code in results:
         assert code == 0, err
@@ -47,8 +54,10 @@ def releases(url: str) -> list[int]:
 def check(url: str, cwd: Path) -> None:
     fill(url, PLAN, m_values=(1, 16))
     lines = publish_at_once(url, cwd)
-    unchanged = ("NVIDIA_L20: files unchanged since release 1; no new release; tuned with "
-                 f"torch 2.11.0, triton {TRITON}, kernels of builtin")
+    unchanged = (
+        "NVIDIA_L20: files unchanged since release 1; no new release; tuned with "
+        f"torch 2.11.0, triton {TRITON}, kernels of builtin"
+    )
     assert lines[:-1] == [unchanged] * (PROCESSES - 1), lines
     assert lines[-1].startswith("published NVIDIA_L20 release 1: 1 file(s), content "), lines
     assert releases(url) == [1]
@@ -58,8 +67,10 @@ def test_concurrent_publish_on_sqlite(tmp_path: Path) -> None:
     check(f"sqlite:///{tmp_path / 'tuner.db'}", tmp_path)
 
 
-@pytest.mark.skipif(not PG_URL, reason="TUNER_TEST_PG_URL is not set (a scratch PostgreSQL "
-                    "database, as .ci/run sets up)")
+@pytest.mark.skipif(
+    not PG_URL,
+    reason="TUNER_TEST_PG_URL is not set (a scratch PostgreSQL database, as .ci/run sets up)",
+)
 def test_concurrent_publish_on_postgresql(tmp_path: Path) -> None:
     reset_postgresql(PG_URL)
     check(PG_URL, tmp_path)

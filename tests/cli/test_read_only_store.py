@@ -27,8 +27,13 @@ runner = CliRunner()
 def store(tmp_path):
     folder = tmp_path / "store"
     path = folder / "tuner.db"
-    fill(f"sqlite:///{path}", {(256, 384, m): [(DEFAULT, True, "ok", 10.0),
-                                              (FAST, False, "ok", 5.0)] for m in (1, 16, 32)})
+    fill(
+        f"sqlite:///{path}",
+        {
+            (256, 384, m): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 5.0)]
+            for m in (1, 16, 32)
+        },
+    )
     assert not path.with_name("tuner.db-wal").exists()  # closed cleanly: checkpointed
     expected = runner.invoke(app, ["winners", "--device", "L20", "--db", f"sqlite:///{path}"])
     assert expected.exit_code == 0, expected.output
@@ -73,7 +78,8 @@ def test_read_only_store_is_read_and_left_unchanged(store, monkeypatch, what):
     assert result.stdout == expected
     label = "the file" if what == "file" else "its folder"
     assert result.stderr.splitlines() == [
-        f"note: store {path} is read-only ({label} is not writable): opened for reading only"]
+        f"note: store {path} is read-only ({label} is not writable): opened for reading only"
+    ]
     assert status.exit_code == 0, status.output
     assert "1/3" not in status.stdout and "3/3" in status.stdout
     assert sha(path) == before
@@ -95,4 +101,5 @@ def test_a_command_that_writes_refuses_a_read_only_store_in_one_line(store, monk
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [
         f"error: store {path} is read-only (the file is not writable) and this command writes "
-        "to it: make it writable or copy it (`tuner db backup`)"]
+        "to it: make it writable or copy it (`tuner db backup`)"
+    ]

@@ -18,8 +18,10 @@ IMAGE = "vllm/vllm-openai:v0.33.0"
 
 
 def recipe(*args: str):
-    return runner.invoke(app, ["recipe", "sweep", "--image", IMAGE, "--device", "L20",
-                               "--model", "qwen3.8-27b", *args])
+    return runner.invoke(
+        app,
+        ["recipe", "sweep", "--image", IMAGE, "--device", "L20", "--model", "qwen3.8-27b", *args],
+    )
 
 
 def test_the_docker_line_round_trips_through_shell_quoting() -> None:
@@ -28,28 +30,61 @@ def test_the_docker_line_round_trips_through_shell_quoting() -> None:
     *comments, line = run.stdout.splitlines()
     assert all(c.startswith("#") for c in comments)
     argv = shlex.split(line)
-    assert argv[:9] == ["docker", "run", "--rm", "--gpus", "all", "--ipc=host", "-v",
-                        "$PWD/wheels:/wheels:ro", "-v"]
-    assert argv[9:16] == ["$PWD/tuner-store:/store", "-e",
-                          "TUNER_DB_URL=sqlite:////store/tuner.db", "--entrypoint", "bash",
-                          IMAGE, "-c"]
+    assert argv[:9] == [
+        "docker",
+        "run",
+        "--rm",
+        "--gpus",
+        "all",
+        "--ipc=host",
+        "-v",
+        "$PWD/wheels:/wheels:ro",
+        "-v",
+    ]
+    assert argv[9:16] == [
+        "$PWD/tuner-store:/store",
+        "-e",
+        "TUNER_DB_URL=sqlite:////store/tuner.db",
+        "--entrypoint",
+        "bash",
+        IMAGE,
+        "-c",
+    ]
     pins, install, rest = argv[16].split(" && ")
     doctor, sweep = rest.split(" ; ")
     # Every package of the image held at its version: nothing of the engine's moves.
     assert pins == "pip list --format=freeze > /tmp/engine-pins.txt"
-    assert shlex.split(install) == ["pip", "install", "--no-index", "--find-links", "/wheels",
-                                    "--constraint", "/tmp/engine-pins.txt",
-                                    "blockfp8-tuner[postgres]"]
+    assert shlex.split(install) == [
+        "pip",
+        "install",
+        "--no-index",
+        "--find-links",
+        "/wheels",
+        "--constraint",
+        "/tmp/engine-pins.txt",
+        "blockfp8-tuner[postgres]",
+    ]
     assert shlex.split(doctor) == ["tuner", "doctor", "--no-compile"]
-    assert shlex.split(sweep) == ["tuner", "sweep", "--device", "L20", "--model",
-                                  "qwen3.8-27b", "--tp", "2", "--kernel", "vllm"]
+    assert shlex.split(sweep) == [
+        "tuner",
+        "sweep",
+        "--device",
+        "L20",
+        "--model",
+        "qwen3.8-27b",
+        "--tp",
+        "2",
+        "--kernel",
+        "vllm",
+    ]
     assert len(argv) == 17
 
 
 def test_shell_characters_in_the_image_stay_one_word() -> None:
     tricky = "registry.local/v'llm:$(touch${IFS}x)`y`\\"
-    run = runner.invoke(app, ["recipe", "sweep", "--image", tricky, "--device", "L20",
-                              "--model", "tiny"])
+    run = runner.invoke(
+        app, ["recipe", "sweep", "--image", tricky, "--device", "L20", "--model", "tiny"]
+    )
     assert run.exit_code == 0, run.output
     argv = shlex.split(run.stdout.splitlines()[-1])
     assert argv[argv.index("--entrypoint") + 2] == tricky
@@ -64,49 +99,88 @@ def test_a_postgres_store_is_passed_by_variable_never_printed() -> None:
 
 
 def test_the_kubernetes_job_is_valid_against_the_published_schema() -> None:
-    run = recipe("--format", "k8s", "--nodes", "3", "--gpus", "2", "--db",
-                 "postgresql+psycopg://tuner:pw@db/tuner")
+    run = recipe(
+        "--format",
+        "k8s",
+        "--nodes",
+        "3",
+        "--gpus",
+        "2",
+        "--db",
+        "postgresql+psycopg://tuner:pw@db/tuner",
+    )
     assert run.exit_code == 0, run.output
     assert "pw@" not in run.stdout
     job = yaml.safe_load(run.stdout)
     assert kubernetes_validate.validate(job, "1.33", strict=True) == "1.33"
     spec = job["spec"]
-    assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == (
-        "Indexed", 3, 3)
+    assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 3, 3)
     pod = spec["template"]["spec"]
     (container,) = pod["containers"]
     assert container["resources"]["limits"] == {"nvidia.com/gpu": 2}
-    assert container["env"] == [{"name": "TUNER_DB_URL", "valueFrom": {"secretKeyRef": {
-        "name": "blockfp8-store", "key": "url"}}}]
+    assert container["env"] == [
+        {
+            "name": "TUNER_DB_URL",
+            "valueFrom": {"secretKeyRef": {"name": "blockfp8-store", "key": "url"}},
+        }
+    ]
     assert container["command"][:2] == ["bash", "-c"]
     pins, install, work = container["command"][2].split(" && ")
     assert pins == "pip list --format=freeze > /tmp/engine-pins.txt"
-    assert shlex.split(install) == ["pip", "install", "--no-index", "--find-links", "/wheels",
-                                    "--constraint", "/tmp/engine-pins.txt",
-                                    "blockfp8-tuner[postgres]"]
+    assert shlex.split(install) == [
+        "pip",
+        "install",
+        "--no-index",
+        "--find-links",
+        "/wheels",
+        "--constraint",
+        "/tmp/engine-pins.txt",
+        "blockfp8-tuner[postgres]",
+    ]
     assert shlex.split(work) == ["tuner", "worker", "--device", "L20", "--kernel", "vllm"]
     anti = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert anti[0]["topologyKey"] == "kubernetes.io/hostname"
     (created,) = [line for line in run.stdout.splitlines() if "--no-run" in line]
     # Created inside the image, the store's URL from this shell's variable, never the line.
     argv = shlex.split(created.removeprefix("#   "))
-    assert argv[:9] == ["docker", "run", "--rm", "-e", "TUNER_DB_URL", "-v",
-                        "$PWD/wheels:/wheels:ro", "--entrypoint", "bash"]
+    assert argv[:9] == [
+        "docker",
+        "run",
+        "--rm",
+        "-e",
+        "TUNER_DB_URL",
+        "-v",
+        "$PWD/wheels:/wheels:ro",
+        "--entrypoint",
+        "bash",
+    ]
     assert argv[9:11] == [IMAGE, "-c"] and len(argv) == 12
     assert shlex.split(argv[11].split(" && ")[-1]) == [
-        "tuner", "sweep", "--device", "L20", "--model", "qwen3.8-27b", "--kernel", "vllm",
-        "--no-run"]
+        "tuner",
+        "sweep",
+        "--device",
+        "L20",
+        "--model",
+        "qwen3.8-27b",
+        "--kernel",
+        "vllm",
+        "--no-run",
+    ]
     lines = run.stdout.splitlines()
     assert lines[2:4] == [
         "#   export TUNER_DB_URL='postgresql+psycopg://tuner:***@db/tuner'",
-        '#   kubectl create secret generic blockfp8-store --from-literal=url="$TUNER_DB_URL"']
-    assert ('#    tuner serve --db "$TUNER_DB_URL" (or tuner export --device L20 --out configs/ '
-            '--db "$TUNER_DB_URL").') in lines
+        '#   kubectl create secret generic blockfp8-store --from-literal=url="$TUNER_DB_URL"',
+    ]
+    assert (
+        '#    tuner serve --db "$TUNER_DB_URL" (or tuner export --device L20 --out configs/ '
+        '--db "$TUNER_DB_URL").'
+    ) in lines
 
 
 def test_a_broken_job_fails_the_schema() -> None:
-    job = yaml.safe_load(recipe("--format", "k8s", "--db",
-                                "postgresql+psycopg://tuner@db/tuner").stdout)
+    job = yaml.safe_load(
+        recipe("--format", "k8s", "--db", "postgresql+psycopg://tuner@db/tuner").stdout
+    )
     job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] = "2 GPUs"
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(job, "1.33", strict=True)
@@ -116,25 +190,37 @@ def test_k8s_needs_postgres_and_words_must_be_words() -> None:
     for store in (("--db", "sqlite:///t.db"), ()):  # a k8s sweep across pods shares a store
         run = recipe("--format", "k8s", *store)
         assert (run.exit_code, run.stdout) == (2, "")
-        assert run.stderr == ("error: --format k8s needs --db postgresql+psycopg://...: the pods "
-                              "of a Kubernetes sweep share one PostgreSQL store (a SQLite file "
-                              "is one host's)\n")
+        assert run.stderr == (
+            "error: --format k8s needs --db postgresql+psycopg://...: the pods "
+            "of a Kubernetes sweep share one PostgreSQL store (a SQLite file "
+            "is one host's)\n"
+        )
     for url in ("postgres://tuner@db/tuner", "postgresql://tuner@db/tuner"):  # psycopg's
         assert recipe("--format", "k8s", "--db", url).exit_code == 0
-    bad = runner.invoke(app, ["recipe", "sweep", "--image", "a b", "--device", "L20",
-                              "--model", "m"])
+    bad = runner.invoke(
+        app, ["recipe", "sweep", "--image", "a b", "--device", "L20", "--model", "m"]
+    )
     assert bad.exit_code == 2
     assert bad.stderr.strip() == "error: --image must be one word, got 'a b'"
 
 
-@pytest.mark.parametrize(("args", "line"), [
-    (("--device", "L20", "--model", "nosuchmodel"),
-     "error: unknown model 'nosuchmodel'; known: "),
-    (("--device", "NoSuchGPU", "--model", "qwen3.8-27b"),
-     "error: 'NoSuchGPU' is not a GPU model name such as L20"),
-    (("--device", "L20", "--model", "qwen3.8-27b", "--tp", "3"),
-     "error: model 'qwen3.8-27b' has no shapes for TP 3; listed: 2"),
-])
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (
+            ("--device", "L20", "--model", "nosuchmodel"),
+            "error: unknown model 'nosuchmodel'; known: ",
+        ),
+        (
+            ("--device", "NoSuchGPU", "--model", "qwen3.8-27b"),
+            "error: 'NoSuchGPU' is not a GPU model name such as L20",
+        ),
+        (
+            ("--device", "L20", "--model", "qwen3.8-27b", "--tp", "3"),
+            "error: model 'qwen3.8-27b' has no shapes for TP 3; listed: 2",
+        ),
+    ],
+)
 def test_what_the_sweep_would_refuse_is_refused_before_printing(args, line) -> None:
     run = runner.invoke(app, ["recipe", "sweep", "--image", IMAGE, *args])
     assert (run.exit_code, run.stdout) == (2, "")
@@ -149,7 +235,7 @@ WHEELS = [
     "sysconfig.get_platform())').",
     "# Wheels built by another Python (3.11: cp311 psycopg-binary, pydantic-core, ...) do not "
     "install",
-    "# there: pip install --no-index stops with \"No matching distribution found\".",
+    '# there: pip install --no-index stops with "No matching distribution found".',
     "#   pip wheel --no-deps -w wheels <tuner source>",
     "#   pip download --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 "
     "--platform manylinux2014_x86_64 --find-links wheels -d wheels "
@@ -176,11 +262,14 @@ def test_the_wheels_are_built_for_the_image_s_python_and_platform() -> None:
 def test_both_recipes_say_what_makes_vllm_read_the_files_on_the_device() -> None:
     for args in ((), ("--format", "k8s", "--db", "postgresql+psycopg://tuner@db/tuner")):
         lines = recipe(*args).stdout.splitlines()
-        at = lines.index("# After the sweep: tuner mounts --device L20 (or tuner pull) hands out "
-                         "the files. Serving them:")
-        assert lines[at + 1:at + 5] == [
+        at = lines.index(
+            "# After the sweep: tuner mounts --device L20 (or tuner pull) hands out "
+            "the files. Serving them:"
+        )
+        assert lines[at + 1 : at + 5] == [
             "# NVIDIA_L20 is sm89 (L20: compute capability 8.9, from the table of known GPUs).",
             "# vLLM 0.33.0's default kernel for block-FP8 linear layers there is Marlin "
             "(weight-only FP8,",
             "# W8A16): these files are NOT read with default settings.",
-            "# To have them read, start vLLM with --linear-backend triton (or"]
+            "# To have them read, start vLLM with --linear-backend triton (or",
+        ]

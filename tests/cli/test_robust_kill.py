@@ -39,10 +39,25 @@ LEASE_S = "3"
 
 
 def sweep_args(folder: Path, db: Path) -> list[str]:
-    return ["sweep", "--device", "L20", "--model", "tiny", "--m", ",".join(map(str, M_VALUES)),
-            "--strategy", "optuna", "--trials", str(TRIALS),
-            "--configs", str(folder / "configs.json"), "--replay", str(folder / "l20.json"),
-            "--db", f"sqlite:///{db}"]
+    return [
+        "sweep",
+        "--device",
+        "L20",
+        "--model",
+        "tiny",
+        "--m",
+        ",".join(map(str, M_VALUES)),
+        "--strategy",
+        "optuna",
+        "--trials",
+        str(TRIALS),
+        "--configs",
+        str(folder / "configs.json"),
+        "--replay",
+        str(folder / "l20.json"),
+        "--db",
+        f"sqlite:///{db}",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +92,11 @@ def new_trials_then(db: Path, process: subprocess.Popen, after: int, pause_s: fl
         time.sleep(0.005)
     if after == 0:
         deadline = time.monotonic() + pause_s
-        while (time.monotonic() < deadline and process.poll() is None
-               and count(db, "SELECT count(*) FROM trials") == base):
+        while (
+            time.monotonic() < deadline
+            and process.poll() is None
+            and count(db, "SELECT count(*) FROM trials") == base
+        ):
             time.sleep(0.005)
     else:
         time.sleep(pause_s)
@@ -100,8 +118,10 @@ def check_against(db: Path, log_path: Path, deaths: int, uninterrupted) -> None:
     # A kill between a trial's commit and its "done" line (microseconds, but with trials at
     # 0.5 ms of CPU a kill lands there now and then) stores the trial without the line.
     assert TASKS * TRIALS - deaths <= len(done) <= TASKS * TRIALS
-    print(f"deaths {deaths}: trials {len(rows)}, lost in flight and re-measured {lost}, "
-          "stored twice 0")
+    print(
+        f"deaths {deaths}: trials {len(rows)}, lost in flight and re-measured {lost}, "
+        "stored twice 0"
+    )
 
 
 def test_sweep_killed_20_times_resumes_to_the_same_trials_and_winners(
@@ -118,8 +138,9 @@ def test_sweep_killed_20_times_resumes_to_the_same_trials_and_winners(
         after, pause_s = rng.choice([0, 1, 1, 2, 3, 4]), rng.uniform(0.0, 0.03)
         if after == 0:
             pause_s = rng.uniform(0.1, 1.0)
-        sweep = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL)
+        sweep = subprocess.Popen(
+            command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         running = new_trials_then(db, sweep, after, pause_s)
         if not running:
             break
@@ -128,8 +149,12 @@ def test_sweep_killed_20_times_resumes_to_the_same_trials_and_winners(
         kills.append((after, round(pause_s, 3), count(db, "SELECT count(*) FROM trials")))
     print(f"seed {seed}: {len(kills)} sweep kills (new trials, pause s, trials stored): {kills}")
     assert len(kills) == SWEEP_KILLS, "the sweep finished before all kills: shorten them"
-    last = run_tuner(*sweep_args(landscape, db), cwd=tmp_path, TUNER_LEASE_S=LEASE_S,
-                     TUNER_TEST_MEASURE_LOG=str(log_path))
+    last = run_tuner(
+        *sweep_args(landscape, db),
+        cwd=tmp_path,
+        TUNER_LEASE_S=LEASE_S,
+        TUNER_TEST_MEASURE_LOG=str(log_path),
+    )
     assert last.returncode == 0, last.stderr
     check_against(db, log_path, len(kills), uninterrupted)
 
@@ -152,21 +177,33 @@ def test_worker_killed_while_the_sweep_runs_is_restarted_and_loses_nothing(
     rng = random.Random(seed)
     db, log_path = tmp_path / "tuner.db", tmp_path / "measured.log"
     env = tuner_env(TUNER_LEASE_S=LEASE_S, TUNER_TEST_MEASURE_LOG=str(log_path))
-    sweep = subprocess.Popen(tuner_command(*sweep_args(landscape, db)), cwd=tmp_path, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sweep = subprocess.Popen(
+        tuner_command(*sweep_args(landscape, db)),
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     kills = []
     try:
         for _ in range(WORKER_KILLS):
-            wait_for(lambda: worker_of(sweep.pid) is not None or sweep.poll() is not None, 30,
-                     "no worker process")
+            wait_for(
+                lambda: worker_of(sweep.pid) is not None or sweep.poll() is not None,
+                30,
+                "no worker process",
+            )
             after, pause_s = rng.randint(1, 4), rng.uniform(0.0, 0.03)
             if not new_trials_then(db, sweep, after, pause_s):
                 break
             pid = worker_of(sweep.pid)
             os.kill(pid, signal.SIGKILL)
             kills.append((after, round(pause_s, 3), pid))
-            wait_for(lambda pid=pid: worker_of(sweep.pid) not in (None, pid)
-                     or sweep.poll() is not None, 30, "the worker was not restarted")
+            wait_for(
+                lambda pid=pid: worker_of(sweep.pid) not in (None, pid) or sweep.poll() is not None,
+                30,
+                "the worker was not restarted",
+            )
         out, err = sweep.communicate(timeout=120)
     finally:
         sweep.kill()

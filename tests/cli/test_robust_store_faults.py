@@ -34,8 +34,10 @@ M = "1,16"
 TASKS, TRIALS = 4, 4 * len(SMALL)
 SLOW = "0.25"  # seconds per trial: the fault lands inside one
 
-needs_pg = pytest.mark.skipif(not PrivatePostgres.available(),
-                              reason="no PostgreSQL binaries (initdb, pg_ctl) to run a server")
+needs_pg = pytest.mark.skipif(
+    not PrivatePostgres.available(),
+    reason="no PostgreSQL binaries (initdb, pg_ctl) to run a server",
+)
 
 
 @pytest.fixture(scope="module")
@@ -47,21 +49,36 @@ def folder(tmp_path_factory):
 
 
 def sweep_args(folder, url: str, configs: str = "small.json") -> list[str]:
-    return ["sweep", "--device", "L20", "--model", "tiny", "--m", M, "--strategy", "grid",
-            "--configs", str(folder / configs), "--replay", str(folder / "l20.json"),
-            "--no-publish", "--db", url]
+    return [
+        "sweep",
+        "--device",
+        "L20",
+        "--model",
+        "tiny",
+        "--m",
+        M,
+        "--strategy",
+        "grid",
+        "--configs",
+        str(folder / configs),
+        "--replay",
+        str(folder / "l20.json"),
+        "--no-publish",
+        "--db",
+        url,
+    ]
 
 
 ROWS = {
-    "trials": "SELECT t.\"N\", t.\"K\", t.\"M\", r.\"BLOCK_SIZE_M\", r.\"BLOCK_SIZE_N\", "
-              "r.\"GROUP_SIZE_M\", r.num_warps, r.num_stages, r.status, r.latency_us "
-              "FROM trials r JOIN tasks t ON t.task_id = r.task_id",
-    "decisions": "SELECT t.\"N\", t.\"K\", t.\"M\", count(d.task_id) FROM tasks t LEFT JOIN "
-                 "decisions d ON d.task_id = t.task_id GROUP BY t.\"N\", t.\"K\", t.\"M\"",
+    "trials": 'SELECT t."N", t."K", t."M", r."BLOCK_SIZE_M", r."BLOCK_SIZE_N", '
+    'r."GROUP_SIZE_M", r.num_warps, r.num_stages, r.status, r.latency_us '
+    "FROM trials r JOIN tasks t ON t.task_id = r.task_id",
+    "decisions": 'SELECT t."N", t."K", t."M", count(d.task_id) FROM tasks t LEFT JOIN '
+    'decisions d ON d.task_id = t.task_id GROUP BY t."N", t."K", t."M"',
     "states": "SELECT state, count(*) FROM tasks GROUP BY state",
-    "distinct": "SELECT count(*) FROM (SELECT DISTINCT task_id, \"BLOCK_SIZE_M\", "
-                "\"BLOCK_SIZE_N\", \"BLOCK_SIZE_K\", \"GROUP_SIZE_M\", num_warps, num_stages "
-                "FROM trials) AS d",
+    "distinct": 'SELECT count(*) FROM (SELECT DISTINCT task_id, "BLOCK_SIZE_M", '
+    '"BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", num_warps, num_stages '
+    "FROM trials) AS d",
 }
 
 
@@ -70,8 +87,10 @@ def store_rows(url: str) -> dict[str, list]:
     engine = create_engine(url)
     try:
         with engine.connect() as connection:
-            return {name: sorted(tuple(row) for row in connection.execute(text(sql)))
-                    for name, sql in ROWS.items()}
+            return {
+                name: sorted(tuple(row) for row in connection.execute(text(sql)))
+                for name, sql in ROWS.items()
+            }
     finally:
         engine.dispose()
 
@@ -99,23 +118,31 @@ def server():
 
 
 def start_slow_sweep(folder, url: str, log, **env: str) -> subprocess.Popen:
-    return subprocess.Popen(tuner_command(*sweep_args(folder, url)), cwd=folder,
-                            env=tuner_env(TUNER_TEST_TRIAL_SLEEP_S=SLOW,
-                                          TUNER_TEST_MEASURE_LOG=str(log), **env),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        tuner_command(*sweep_args(folder, url)),
+        cwd=folder,
+        env=tuner_env(TUNER_TEST_TRIAL_SLEEP_S=SLOW, TUNER_TEST_MEASURE_LOG=str(log), **env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def wait_inside_a_trial(log, started: int) -> None:
     """Until the `started`-th measurement began, then a little into it."""
-    wait_for(lambda: sum(e == "start" for _, e, _, _ in measure_log(log)) >= started, 60,
-             "the sweep never got that far")
+    wait_for(
+        lambda: sum(e == "start" for _, e, _, _ in measure_log(log)) >= started,
+        60,
+        "the sweep never got that far",
+    )
     time.sleep(0.1)
 
 
 @needs_pg
 @pytest.mark.parametrize("fault", ["restart", "stop-start"])
 def test_postgres_restart_or_stop_during_a_trial_loses_and_fails_nothing(
-        folder, reference, server, tmp_path, fault):
+    folder, reference, server, tmp_path, fault
+):
     log = tmp_path / "measure.log"
     sweep = start_slow_sweep(folder, server.url, log)
     wait_inside_a_trial(log, 5)
@@ -134,10 +161,10 @@ def test_postgres_restart_or_stop_during_a_trial_loses_and_fails_nothing(
 
 @needs_pg
 def test_postgres_that_stays_down_stops_the_sweep_in_one_line_and_resumes(
-        folder, reference, server, tmp_path):
+    folder, reference, server, tmp_path
+):
     log = tmp_path / "measure.log"
-    sweep = start_slow_sweep(folder, server.url, log, TUNER_STORE_TIMEOUT_S="3",
-                             TUNER_LEASE_S="2")
+    sweep = start_slow_sweep(folder, server.url, log, TUNER_STORE_TIMEOUT_S="3", TUNER_LEASE_S="2")
     wait_inside_a_trial(log, 5)
     server.stop()
     began = time.monotonic()
@@ -172,8 +199,9 @@ def test_full_sqlite_store_stops_with_one_line_and_resumes_once_there_is_room(fo
     assert created.returncode == 0, created.stderr
     with sqlite3.connect(db) as connection:
         pages = connection.execute("PRAGMA page_count").fetchone()[0]
-    full = run_tuner(*args, cwd=folder, TUNER_STORE_TIMEOUT_S="2",
-                     TUNER_TEST_SQLITE_MAX_PAGES=str(pages))
+    full = run_tuner(
+        *args, cwd=folder, TUNER_STORE_TIMEOUT_S="2", TUNER_TEST_SQLITE_MAX_PAGES=str(pages)
+    )
     assert full.returncode == 2, full.stderr
     errors = [line for line in full.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "Traceback" not in full.stderr, full.stderr

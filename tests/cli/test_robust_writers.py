@@ -32,8 +32,16 @@ PG_URL = os.environ.get("TUNER_TEST_PG_URL")
 
 
 def sweep_args(folder, url: str) -> list[str]:
-    return ["--device", "L20", "--configs", str(folder / "configs8.json"),
-            "--replay", str(folder / "l20.json"), "--db", url]
+    return [
+        "--device",
+        "L20",
+        "--configs",
+        str(folder / "configs8.json"),
+        "--replay",
+        str(folder / "l20.json"),
+        "--db",
+        url,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -44,32 +52,60 @@ def reference(tmp_path_factory):
     # A grid over TRIALS configs: concurrent workers warm-start each task from whatever the
     # store knows when they claim it, so only an exhaustive search measures the same trials
     # as a single worker whatever the order.
-    chosen = [*CONFIGS[:TRIALS - 1], default_config()]
+    chosen = [*CONFIGS[: TRIALS - 1], default_config()]
     assert len(set(chosen)) == TRIALS
     (folder / "configs8.json").write_text(json.dumps([c.as_dict() for c in chosen]))
     db = folder / "reference.db"
-    run = run_tuner("sweep", "--model", "tiny", "--m", ",".join(map(str, M_VALUES)),
-                    "--strategy", "grid", "--trials", str(TRIALS),
-                    *sweep_args(folder, f"sqlite:///{db}"), cwd=folder)
+    run = run_tuner(
+        "sweep",
+        "--model",
+        "tiny",
+        "--m",
+        ",".join(map(str, M_VALUES)),
+        "--strategy",
+        "grid",
+        "--trials",
+        str(TRIALS),
+        *sweep_args(folder, f"sqlite:///{db}"),
+        cwd=folder,
+    )
     assert run.returncode == 0, run.stderr
     return folder, trial_rows(db), winners(f"sqlite:///{db}")
 
 
 def run_workers(folder, url: str, workers: int, *scope: str):
     """Create the sweep with --no-run, then run `workers` `tuner worker` processes at once."""
-    created = run_tuner("sweep", "--model", "tiny", "--m", ",".join(map(str, M_VALUES)),
-                        "--strategy", "grid", "--trials", str(TRIALS), "--no-run",
-                        *sweep_args(folder, url), cwd=folder)
+    created = run_tuner(
+        "sweep",
+        "--model",
+        "tiny",
+        "--m",
+        ",".join(map(str, M_VALUES)),
+        "--strategy",
+        "grid",
+        "--trials",
+        str(TRIALS),
+        "--no-run",
+        *sweep_args(folder, url),
+        cwd=folder,
+    )
     assert created.returncode == 0, created.stderr
     assert "grid, no run" in created.stdout
     log_path = folder / f"measured-{workers}.log"
     # Replayed trials take well under a millisecond: 50 ms each keeps a worker busy long
     # enough (24 tasks x 8 trials, about 10 s alone) for the others to start and claim tasks.
-    env = tuner_env(TUNER_LEASE_S="4", TUNER_TEST_MEASURE_LOG=str(log_path),
-                    TUNER_TEST_TRIAL_SLEEP_S="0.05")
+    env = tuner_env(
+        TUNER_LEASE_S="4", TUNER_TEST_MEASURE_LOG=str(log_path), TUNER_TEST_TRIAL_SLEEP_S="0.05"
+    )
     processes = [
-        subprocess.Popen(tuner_command("worker", *scope, *sweep_args(folder, url)), cwd=folder,
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            tuner_command("worker", *scope, *sweep_args(folder, url)),
+            cwd=folder,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(workers)
     ]
     results = [(p.communicate(timeout=240), p.returncode) for p in processes]
@@ -117,8 +153,10 @@ def reset_postgresql(url: str) -> None:
         engine.dispose()
 
 
-@pytest.mark.skipif(not PG_URL, reason="TUNER_TEST_PG_URL is not set (a scratch PostgreSQL "
-                    "database, as .ci/run sets up)")
+@pytest.mark.skipif(
+    not PG_URL,
+    reason="TUNER_TEST_PG_URL is not set (a scratch PostgreSQL database, as .ci/run sets up)",
+)
 def test_eight_workers_on_postgresql(reference):
     folder, rows, best = reference
     reset_postgresql(PG_URL)
@@ -133,9 +171,16 @@ def test_eight_workers_on_postgresql(reference):
         with engine.connect() as connection:
             tasks = connection.execute(select(Task.state, Task.attempts)).all()
             stored = connection.execute(
-                select(Task.N, Task.K, Task.M, *(getattr(Trial, c) for c in CONFIG_KEYS),
-                       Trial.status, Trial.latency_us, Trial.is_default)
-                .join(Task, Trial.task_id == Task.task_id)).all()
+                select(
+                    Task.N,
+                    Task.K,
+                    Task.M,
+                    *(getattr(Trial, c) for c in CONFIG_KEYS),
+                    Trial.status,
+                    Trial.latency_us,
+                    Trial.is_default,
+                ).join(Task, Trial.task_id == Task.task_id)
+            ).all()
     finally:
         engine.dispose()
     assert sorted(tasks) == [("done", 1)] * TASKS  # every task claimed and done exactly once

@@ -13,22 +13,27 @@ from db.connection import open_store
 from tuner.cli.app import app
 
 runner = CliRunner()
-CLOSED = ("note: TUNER_API_TOKEN is unset or blank: write routes (POST /sweeps, POST "
-          "/devices/{device_name}/imports) answer 403")
+CLOSED = (
+    "note: TUNER_API_TOKEN is unset or blank: write routes (POST /sweeps, POST "
+    "/devices/{device_name}/imports) answer 403"
+)
 
 
-@pytest.mark.parametrize(("token", "lines"), [(None, [CLOSED]), ("", [CLOSED]),
-                                              ("  ", [CLOSED]), ("tok", [])])
-def test_serve_says_when_writes_are_closed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                           token: str | None, lines: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("token", "lines"), [(None, [CLOSED]), ("", [CLOSED]), ("  ", [CLOSED]), ("tok", [])]
+)
+def test_serve_says_when_writes_are_closed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, token: str | None, lines: list[str]
+) -> None:
     served = []
     monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.append((app, kw)))
     monkeypatch.delenv("TUNER_API_TOKEN", raising=False)
     env = {} if token is None else {"TUNER_API_TOKEN": token}
     monkeypatch.setenv("TUNER_MAX_BODY_BYTES", "5000")
     open_store(f"sqlite:///{tmp_path / 't.db'}").dispose()  # serve refuses a missing store
-    result = runner.invoke(app, ["serve", "--db", f"sqlite:///{tmp_path / 't.db'}",
-                                 "--port", "8123"], env=env)
+    result = runner.invoke(
+        app, ["serve", "--db", f"sqlite:///{tmp_path / 't.db'}", "--port", "8123"], env=env
+    )
     assert result.exit_code == 0, result.output
     assert result.stderr.splitlines() == lines
     [(service, options)] = served

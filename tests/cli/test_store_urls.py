@@ -21,8 +21,10 @@ from tuner.cli.app import app
 runner = CliRunner()
 
 IMPORTED = "N=256,K=128,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
-CONFIG = ('{"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, '
-          '"GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 3}}')
+CONFIG = (
+    '{"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, '
+    '"GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 3}}'
+)
 
 # The commands that read a store and never create one, with the arguments they need.
 READERS = {
@@ -76,9 +78,11 @@ def refused(args: list[str], url: str, folder: Path) -> list[str]:
 
 
 def unreachable_line(port: int) -> str:
-    return (f'error: cannot connect to the store postgresql+psycopg://tuner@127.0.0.1:{port}/'
-            f'tuner (connection to server at "127.0.0.1", port {port} failed: Connection '
-            'refused): start its server, or point --db (or TUNER_DB_URL) at one that runs')
+    return (
+        f"error: cannot connect to the store postgresql+psycopg://tuner@127.0.0.1:{port}/"
+        f'tuner (connection to server at "127.0.0.1", port {port} failed: Connection '
+        "refused): start its server, or point --db (or TUNER_DB_URL) at one that runs"
+    )
 
 
 @pytest.mark.parametrize("scheme", ["postgres", "postgresql", "postgresql+psycopg"])
@@ -98,7 +102,8 @@ def test_a_missing_psycopg_names_the_install(folder, monkeypatch, command, schem
     shown = url.replace(f"{scheme}://", "postgresql+psycopg://")
     assert refused(EVERY[command], url, folder) == [
         f"error: --db (or TUNER_DB_URL) {shown} needs the psycopg driver, which is not "
-        'installed: pip install -e ".[postgres]" (or pip install "psycopg[binary]")']
+        'installed: pip install -e ".[postgres]" (or pip install "psycopg[binary]")'
+    ]
 
 
 @pytest.mark.parametrize("url", ["mysql://tuner@127.0.0.1/tuner", "redis://127.0.0.1:6379/0"])
@@ -108,7 +113,8 @@ def test_a_database_the_store_cannot_be_is_one_line(folder, command, url):
     assert refused(EVERY[command], url, folder) == [
         f"error: --db (or TUNER_DB_URL) {url}: the store is SQLite or PostgreSQL, not "
         f"'{scheme}': use sqlite:///PATH for a SQLite file (sqlite:////abs/path for an "
-        "absolute one) or postgresql://USER@HOST/DB for PostgreSQL"]
+        "absolute one) or postgresql://USER@HOST/DB for PostgreSQL"
+    ]
 
 
 @pytest.mark.parametrize("url", ["sqlite:///tuner.db", "sqlite:///nonexistent/tuner.db"])
@@ -117,21 +123,25 @@ def test_reading_commands_refuse_a_missing_sqlite_file(folder, command, url):
     serve = "; or --create-store to serve an empty one" if command == "serve" else ""
     assert refused(READERS[command], url, folder) == [
         f"error: no store at {url}: run `tuner sweep` first, or point --db (or TUNER_DB_URL) "
-        f"at the store{serve}"]
+        f"at the store{serve}"
+    ]
 
 
 def test_backup_of_a_missing_file_and_of_a_server(folder):
     assert refused(["db", "backup", "copy.db"], "sqlite:///tuner.db", folder) == [
         "error: no store at sqlite:///tuner.db: run `tuner sweep` first, or point --db (or "
-        "TUNER_DB_URL) at the store"]
+        "TUNER_DB_URL) at the store"
+    ]
     assert refused(["db", "backup", "copy.db"], "postgres://tuner@db/tuner", folder) == [
         "error: store postgresql+psycopg://tuner@db/tuner is not a SQLite file: back up "
-        "PostgreSQL with pg_dump"]
+        "PostgreSQL with pg_dump"
+    ]
 
 
 def test_a_dry_run_on_no_store_plans_and_creates_nothing(folder):
-    result = runner.invoke(app, [*WRITERS["sweep --dry-run"], "--m", "1,16", "--db",
-                                 "sqlite:///new/tuner.db"])
+    result = runner.invoke(
+        app, [*WRITERS["sweep --dry-run"], "--m", "1,16", "--db", "sqlite:///new/tuner.db"]
+    )
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[0] == "plan: TRITON_INTERPRETER, tiny TP 1, guided"
     assert sorted(os.listdir(folder)) == [IMPORTED]
@@ -141,8 +151,11 @@ def test_serve_opens_a_store_that_exists(folder):
     from db.connection import open_store
 
     open_store("sqlite:///tuner.db").dispose()
-    result = runner.invoke(app, ["serve", "--port", "8123", "--db", "sqlite:///tuner.db"],
-                           env={"TUNER_API_TOKEN": "tok"})
+    result = runner.invoke(
+        app,
+        ["serve", "--port", "8123", "--db", "sqlite:///tuner.db"],
+        env={"TUNER_API_TOKEN": "tok"},
+    )
     assert result.exit_code == 0, result.output
     assert result.stderr == ""
 
@@ -151,7 +164,8 @@ def test_postgres_urls_open_with_psycopg():
     from db.connection import connect, normalized_url
 
     assert normalized_url("postgres://u:p%40ss@db:5432/tuner") == (
-        "postgresql+psycopg://u:p%40ss@db:5432/tuner")
+        "postgresql+psycopg://u:p%40ss@db:5432/tuner"
+    )
     assert normalized_url("postgresql://u@db/tuner") == "postgresql+psycopg://u@db/tuner"
     assert normalized_url("postgresql+psycopg2://u@db/tuner") == "postgresql+psycopg2://u@db/tuner"
     assert normalized_url("sqlite:///x.db") == "sqlite:///x.db"
@@ -161,19 +175,37 @@ def test_postgres_urls_open_with_psycopg():
     engine.dispose()
 
 
-@pytest.mark.parametrize(("given", "line"), [
-    ("sqlite:/data/x.db", "error: --db (or TUNER_DB_URL) 'sqlite:/data/x.db' is not a database "
-     "URL; for the file /data/x.db use sqlite:////data/x.db"),
-    ("sqlite:data/x.db", "error: --db (or TUNER_DB_URL) 'sqlite:data/x.db' is not a database "
-     "URL; for the file data/x.db use sqlite:///data/x.db"),
-    ("sqlite://data/x.db", "error: --db (or TUNER_DB_URL) sqlite://data/x.db is not a SQLite "
-     "URL (it names a host); for the file data/x.db (relative) use sqlite:///data/x.db, for "
-     "/data/x.db sqlite:////data/x.db"),
-    ("/data/x.db", "error: --db (or TUNER_DB_URL) '/data/x.db' is not a database URL; for a "
-     "SQLite file use sqlite:////data/x.db"),
-    ("data/x.db", "error: --db (or TUNER_DB_URL) 'data/x.db' is not a database URL; for a "
-     "SQLite file use sqlite:///data/x.db"),
-])
+@pytest.mark.parametrize(
+    ("given", "line"),
+    [
+        (
+            "sqlite:/data/x.db",
+            "error: --db (or TUNER_DB_URL) 'sqlite:/data/x.db' is not a database "
+            "URL; for the file /data/x.db use sqlite:////data/x.db",
+        ),
+        (
+            "sqlite:data/x.db",
+            "error: --db (or TUNER_DB_URL) 'sqlite:data/x.db' is not a database "
+            "URL; for the file data/x.db use sqlite:///data/x.db",
+        ),
+        (
+            "sqlite://data/x.db",
+            "error: --db (or TUNER_DB_URL) sqlite://data/x.db is not a SQLite "
+            "URL (it names a host); for the file data/x.db (relative) use sqlite:///data/x.db, for "
+            "/data/x.db sqlite:////data/x.db",
+        ),
+        (
+            "/data/x.db",
+            "error: --db (or TUNER_DB_URL) '/data/x.db' is not a database URL; for a "
+            "SQLite file use sqlite:////data/x.db",
+        ),
+        (
+            "data/x.db",
+            "error: --db (or TUNER_DB_URL) 'data/x.db' is not a database URL; for a "
+            "SQLite file use sqlite:///data/x.db",
+        ),
+    ],
+)
 def test_a_malformed_sqlite_url_gets_the_one_it_meant(folder, given, line):
     assert refused(["status"], given, folder) == [line]
 
@@ -182,14 +214,18 @@ def test_a_path_under_home_gets_the_expanded_url(folder, monkeypatch):
     monkeypatch.setenv("HOME", "/home/someone")
     assert refused(["status"], "~/x.db", folder) == [
         "error: --db (or TUNER_DB_URL) '~/x.db' is not a database URL; for a SQLite file use "
-        "sqlite:////home/someone/x.db"]
+        "sqlite:////home/someone/x.db"
+    ]
 
 
 def test_serve_creates_a_missing_store_only_when_asked(folder):
     import sqlite3
 
-    result = runner.invoke(app, ["serve", "--port", "8123", "--create-store", "--db",
-                                 "sqlite:///data/tuner.db"], env={"TUNER_API_TOKEN": "tok"})
+    result = runner.invoke(
+        app,
+        ["serve", "--port", "8123", "--create-store", "--db", "sqlite:///data/tuner.db"],
+        env={"TUNER_API_TOKEN": "tok"},
+    )
     assert result.exit_code == 0, result.output
     assert result.stderr.splitlines() == ["note: created folder data for the store"]
     with sqlite3.connect(folder / "data" / "tuner.db") as connection:

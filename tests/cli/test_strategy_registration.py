@@ -16,7 +16,7 @@ from tuner.kernels.dense.space import default_config
 
 # A program that registers a test-only strategy, then runs the tuner's CLI. `reverse` measures
 # the space from its end, ignoring warm starts, so its trials tell it apart from every builtin.
-PROGRAM = '''
+PROGRAM = """
 import sys
 
 from tuner.search.base import Strategy
@@ -37,15 +37,20 @@ if __name__ == "__main__":
 
     sys.argv[0] = "tuner"
     main()
-'''
+"""
 # Three configs of the dense space that run at the `tiny` shapes; vLLM's default is none.
 KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
 SPACE = [dict(default_config().as_dict(), GROUP_SIZE_M=g) for g in (1, 8, 16)]
 
 
 def run(folder: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(folder / "program.py"), *args], cwd=folder,
-                          capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, str(folder / "program.py"), *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -63,22 +68,49 @@ def test_a_registered_strategy_is_a_choice_in_help(folder: Path) -> None:
 
 
 def test_a_sweep_runs_a_registered_strategy_and_stores_its_trials(folder: Path) -> None:
-    swept = run(folder, "sweep", "--device", "interpreter", "--model", "tiny", "--m", "1",
-                "--strategy", "reverse", "--trials", "2", "--configs", "configs.json",
-                "--interpreter-reps", "1", "--no-publish", "--db", "sqlite:///tuner.db")
+    swept = run(
+        folder,
+        "sweep",
+        "--device",
+        "interpreter",
+        "--model",
+        "tiny",
+        "--m",
+        "1",
+        "--strategy",
+        "reverse",
+        "--trials",
+        "2",
+        "--configs",
+        "configs.json",
+        "--interpreter-reps",
+        "1",
+        "--no-publish",
+        "--db",
+        "sqlite:///tuner.db",
+    )
     assert swept.returncode == 0, swept.stderr
     with sqlite3.connect(folder / "tuner.db") as connection:
         tasks = connection.execute(
             "SELECT task_id, N, K, strategy, state FROM tasks JOIN sweeps USING (sweep_id) "
-            "ORDER BY N").fetchall()
+            "ORDER BY N"
+        ).fetchall()
         trials = connection.execute(
-            f"SELECT task_id, {', '.join(KEYS)}, is_default, status FROM trials "
-            "ORDER BY trial_id").fetchall()
+            f"SELECT task_id, {', '.join(KEYS)}, is_default, status FROM trials ORDER BY trial_id"
+        ).fetchall()
     assert [(N, K, strategy, state) for _, N, K, strategy, state in tasks] == [
-        (256, 384, "reverse", "done"), (576, 256, "reverse", "done")]
+        (256, 384, "reverse", "done"),
+        (576, 256, "reverse", "done"),
+    ]
     for task_id, *_ in tasks:
-        mine = [(dict(zip(KEYS, row[1:7], strict=True)), row[7], row[8])
-                for row in trials if row[0] == task_id]
+        mine = [
+            (dict(zip(KEYS, row[1:7], strict=True)), row[7], row[8])
+            for row in trials
+            if row[0] == task_id
+        ]
         # vLLM's default first (every task's baseline), then the space from its end.
-        assert mine == [(default_config().as_dict(), 1, "ok"), (SPACE[2], 0, "ok"),
-                        (SPACE[1], 0, "ok")]
+        assert mine == [
+            (default_config().as_dict(), 1, "ok"),
+            (SPACE[2], 0, "ok"),
+            (SPACE[1], 0, "ok"),
+        ]

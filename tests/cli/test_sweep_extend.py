@@ -15,11 +15,28 @@ runner = CliRunner()
 
 
 def _sweep(folder: Path, db: str, trials: int) -> str:
-    result = runner.invoke(app, [
-        "sweep", "--device", "L20", "--model", "tiny", "--m", "1,16", "--trials", str(trials),
-        "--strategy", "local",  # its winners at 3 and 4 trials agree here, so do warm starts
-        "--replay", str(folder / "l20.json"), "--configs", str(folder / "configs.json"),
-        "--db", f"sqlite:///{folder / db}"])
+    result = runner.invoke(
+        app,
+        [
+            "sweep",
+            "--device",
+            "L20",
+            "--model",
+            "tiny",
+            "--m",
+            "1,16",
+            "--trials",
+            str(trials),
+            "--strategy",
+            "local",  # its winners at 3 and 4 trials agree here, so do warm starts
+            "--replay",
+            str(folder / "l20.json"),
+            "--configs",
+            str(folder / "configs.json"),
+            "--db",
+            f"sqlite:///{folder / db}",
+        ],
+    )
     assert result.exit_code == 0, result.output
     return " ".join(result.stdout.split())
 
@@ -29,8 +46,10 @@ def _rows(path: Path, query: str) -> list[tuple]:
         return connection.execute(query).fetchall()
 
 
-CONFIGS = ("SELECT task_id, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, num_warps, "
-           "num_stages FROM trials ORDER BY 1, 2, 3, 4, 5, 6, 7")
+CONFIGS = (
+    "SELECT task_id, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, num_warps, "
+    "num_stages FROM trials ORDER BY 1, 2, 3, 4, 5, 6, 7"
+)
 
 
 def test_more_trials_extend_the_sweep_and_measure_only_the_new_ones(tmp_path: Path) -> None:
@@ -42,18 +61,25 @@ def test_more_trials_extend_the_sweep_and_measure_only_the_new_ones(tmp_path: Pa
     assert len(before) == 12
 
     extended = _sweep(tmp_path, "t.db", 4)
-    assert ("sweep 1 (extended from 3 to 4 trials per task, 4 done task(s) reopened): "
-            "NVIDIA_L20, tiny TP 1, 2 shapes x 2 M, local, 1 worker(s)") in extended
+    assert (
+        "sweep 1 (extended from 3 to 4 trials per task, 4 done task(s) reopened): "
+        "NVIDIA_L20, tiny TP 1, 2 shapes x 2 M, local, 1 worker(s)"
+    ) in extended
     assert "sweep 1: 4/4 tasks done, 0 failed; 4 trials run now (16 stored, 16 ok)" in extended
     assert _rows(db, "SELECT sweep_id, budget FROM sweeps") == [(1, 4)]
-    assert _rows(db, "SELECT task_id, state, count(*) FROM tasks JOIN trials USING (task_id) "
-                 "GROUP BY task_id ORDER BY task_id") == [
-        (1, "done", 4), (2, "done", 4), (3, "done", 4), (4, "done", 4)]
+    assert _rows(
+        db,
+        "SELECT task_id, state, count(*) FROM tasks JOIN trials USING (task_id) "
+        "GROUP BY task_id ORDER BY task_id",
+    ) == [(1, "done", 4), (2, "done", 4), (3, "done", 4), (4, "done", 4)]
     # The first run's trials are untouched, and no config is stored twice for a task.
     assert _rows(db, "SELECT * FROM trials ORDER BY trial_id")[:12] == before
-    assert _rows(db, "SELECT count(*) FROM (SELECT DISTINCT task_id, BLOCK_SIZE_M, "
-                 "BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, num_warps, num_stages "
-                 "FROM trials)") == [(16,)]
+    assert _rows(
+        db,
+        "SELECT count(*) FROM (SELECT DISTINCT task_id, BLOCK_SIZE_M, "
+        "BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, num_warps, num_stages "
+        "FROM trials)",
+    ) == [(16,)]
     assert _rows(db, "SELECT count(*) FROM decisions") == [(4,)]
 
     # The same trials as one run at --trials 4 (warm starts of the first run, same search).
@@ -61,8 +87,7 @@ def test_more_trials_extend_the_sweep_and_measure_only_the_new_ones(tmp_path: Pa
     assert _rows(db, CONFIGS) == _rows(tmp_path / "u.db", CONFIGS)
 
     # Equal or smaller budgets: the finished sweep stands, nothing is measured.
-    for trials, label in ((4, "resumed"),
-                          (3, "resumed at its 4 trials per task, more than asked")):
+    for trials, label in ((4, "resumed"), (3, "resumed at its 4 trials per task, more than asked")):
         again = _sweep(tmp_path, "t.db", trials)
         assert f"sweep 1 ({label}): NVIDIA_L20" in again
         assert "sweep 1: 4/4 tasks done, 0 failed; 0 trials run now (16 stored" in again

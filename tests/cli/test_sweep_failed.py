@@ -10,8 +10,16 @@ from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.measure.landscape import landscape_from_results
 from tuner.measure.trial import TrialResult
 
-ENVIRONMENT = {"gpu_name": "NVIDIA L20", "compute_capability": "8.9", "driver": "", "cuda": "",
-               "torch": "2.11.0", "triton": "3.6.0", "tuner": "0.1.0", "kernel_hash": "abc"}
+ENVIRONMENT = {
+    "gpu_name": "NVIDIA L20",
+    "compute_capability": "8.9",
+    "driver": "",
+    "cuda": "",
+    "torch": "2.11.0",
+    "triton": "3.6.0",
+    "tuner": "0.1.0",
+    "kernel_hash": "abc",
+}
 CONFIGS = [default_config(), *vllm_space()[::320]]  # 5 configs, the default first
 
 
@@ -24,17 +32,47 @@ def outcome(index: int) -> TrialResult:
 
 def test_a_sweep_with_no_ok_trial_exits_1_naming_the_commonest_failure(tmp_path) -> None:
     landscape = landscape_from_results(
-        device_name="NVIDIA_L20", environment=ENVIRONMENT, recorded_at="2026-12-01T00:00:00Z",
-        space="vllm", out_dtype="bfloat16", block_shape=(128, 128),
-        results=[(n, k, 1, config, outcome(i)) for n, k in ((256, 384), (576, 256))
-                 for i, config in enumerate(CONFIGS)])
+        device_name="NVIDIA_L20",
+        environment=ENVIRONMENT,
+        recorded_at="2026-12-01T00:00:00Z",
+        space="vllm",
+        out_dtype="bfloat16",
+        block_shape=(128, 128),
+        results=[
+            (n, k, 1, config, outcome(i))
+            for n, k in ((256, 384), (576, 256))
+            for i, config in enumerate(CONFIGS)
+        ],
+    )
     (tmp_path / "l20.json").write_text(landscape.to_json())
     (tmp_path / "configs.json").write_text(json.dumps([c.as_dict() for c in CONFIGS]))
     sweep = subprocess.run(
-        [sys.executable, "-m", "tuner.cli", "sweep", "--device", "L20", "--model", "tiny",
-         "--m", "1", "--strategy", "grid", "--configs", "configs.json", "--replay", "l20.json",
-         "--no-publish", "--db", f"sqlite:///{tmp_path}/t.db"],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        [
+            sys.executable,
+            "-m",
+            "tuner.cli",
+            "sweep",
+            "--device",
+            "L20",
+            "--model",
+            "tiny",
+            "--m",
+            "1",
+            "--strategy",
+            "grid",
+            "--configs",
+            "configs.json",
+            "--replay",
+            "l20.json",
+            "--no-publish",
+            "--db",
+            f"sqlite:///{tmp_path}/t.db",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert sweep.returncode == 1, sweep.stdout + sweep.stderr
     errors = [line for line in sweep.stderr.splitlines() if line.startswith("error:")]
     # A replayed trial carries no error text; a measured one would name its exception here.

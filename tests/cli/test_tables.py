@@ -15,8 +15,13 @@ from tuner.cli import output
 from tuner.cli.app import app
 from tuner.cli.tables import Column, fitted_columns, min_width, print_table
 
-COLUMNS = [Column("N"), Column("config", text=True), Column("latency_us"),
-           Column("spread_us", optional=True), Column("GB/s", optional=True)]
+COLUMNS = [
+    Column("N"),
+    Column("config", text=True),
+    Column("latency_us"),
+    Column("spread_us", optional=True),
+    Column("GB/s", optional=True),
+]
 ROWS = [["17408", "16x64x128 g1 w4 s3", "120000.2", "0.25", "1536.2"]]
 
 
@@ -41,24 +46,34 @@ def test_print_table_keeps_numbers_whole_and_says_what_it_left_out() -> None:
     lines = console.export_text().splitlines()
     assert all(len(line) <= 40 for line in lines)
     assert any(re.search(r"\b17408\b.*\b120000\.2\b", line) for line in lines)
-    assert " ".join(" ".join(lines[-2:]).split()) == \
-        "(spread_us, GB/s left out at 40 columns; a wider terminal shows them)"
+    assert (
+        " ".join(" ".join(lines[-2:]).split())
+        == "(spread_us, GB/s left out at 40 columns; a wider terminal shows them)"
+    )
     assert "latency_us" in lines[0]
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path}/tuner.db"
-    plan = {(17408, 5120, m): [(DEFAULT, True, "ok", 144072.7), (FAST, False, "ok", 120000.25),
-                               (SLOW, False, "ok", 150000.0)] for m in (1, 16, 32)}
+    plan = {
+        (17408, 5120, m): [
+            (DEFAULT, True, "ok", 144072.7),
+            (FAST, False, "ok", 120000.25),
+            (SLOW, False, "ok", 150000.0),
+        ]
+        for m in (1, 16, 32)
+    }
     fill(url, plan)
     return url
 
 
-@pytest.mark.parametrize("command", [["winners", "--device", "L20"], ["status"],
-                                     ["status", "--sweep", "1"]])
-def test_commands_fit_80_columns(store: str, command: list[str],
-                                 monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "command", [["winners", "--device", "L20"], ["status"], ["status", "--sweep", "1"]]
+)
+def test_commands_fit_80_columns(
+    store: str, command: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(output.console, "_width", 80)
     result = CliRunner().invoke(app, [*command, "--db", store])
     assert result.exit_code == 0, result.output
@@ -84,8 +99,7 @@ def _commands() -> list[list[str]]:
 
 @pytest.mark.parametrize("command", _commands(), ids=" ".join)
 def test_help_fits_80_columns_uncut(command: list[str]) -> None:
-    result = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "80"},
-                                terminal_width=80)
+    result = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "80"}, terminal_width=80)
     assert result.exit_code == 0, result.output
     assert "…" not in result.stdout
     assert all(len(line) <= 80 for line in result.stdout.splitlines())
@@ -93,11 +107,30 @@ def test_help_fits_80_columns_uncut(command: list[str]) -> None:
 
 def test_a_word_too_long_for_80_columns_folds_and_keeps_the_last_column() -> None:
     # A device name without spaces must not push "trials ok/total" off the edge when piped.
-    columns = [Column("sweep"), Column("device", text=True), Column("model", text=True),
-               Column("TP"), Column("strategy", text=True), Column("tasks done"),
-               Column("running", optional=True), Column("failed"), Column("trials ok/total")]
-    rows = [["3", "Intel(R)_Data_Center_GPU_Max_1550", "deepseek-v3", "8", "guided", "1/180",
-             "1", "0", "11520/23040"]]
+    columns = [
+        Column("sweep"),
+        Column("device", text=True),
+        Column("model", text=True),
+        Column("TP"),
+        Column("strategy", text=True),
+        Column("tasks done"),
+        Column("running", optional=True),
+        Column("failed"),
+        Column("trials ok/total"),
+    ]
+    rows = [
+        [
+            "3",
+            "Intel(R)_Data_Center_GPU_Max_1550",
+            "deepseek-v3",
+            "8",
+            "guided",
+            "1/180",
+            "1",
+            "0",
+            "11520/23040",
+        ]
+    ]
     console = Console(width=80, record=True, color_system=None)
     print_table(console, columns, rows)
     lines = console.export_text().splitlines()

@@ -94,26 +94,81 @@ def store(tmp_path):
     the default config everything else (kernel hash "abc123": stale)."""
     url = f"sqlite:///{tmp_path}/tuner.db"
     ok_default = [(DEFAULT, True, "ok", 100.0)]
-    fill(url, {(*SMALL, 1): [*ok_default, (FAST, False, "ok", 50.0)], (*SMALL, 16): ok_default,
-               (*BIG, 1): ok_default, (*BIG, 16): ok_default},
-         device_name="TRITON_INTERPRETER", model="tiny", m_values=(1, 16))
+    fill(
+        url,
+        {
+            (*SMALL, 1): [*ok_default, (FAST, False, "ok", 50.0)],
+            (*SMALL, 16): ok_default,
+            (*BIG, 1): ok_default,
+            (*BIG, 16): ok_default,
+        },
+        device_name="TRITON_INTERPRETER",
+        model="tiny",
+        m_values=(1, 16),
+    )
     with sqlite3.connect(tmp_path / "tuner.db") as connection:  # timed by another kernel
         connection.execute("UPDATE environments SET kernel_hash = 'abc123'")
     return url, tmp_path
 
 
 def verify(url, *args, m=("--m", "1,16")):
-    return runner.invoke(cli.app, ["verify", "--device", "interpreter", "--model", "tiny",
-                                   *m, "--rounds", "3", "--db", url, *args])
+    return runner.invoke(
+        cli.app,
+        [
+            "verify",
+            "--device",
+            "interpreter",
+            "--model",
+            "tiny",
+            *m,
+            "--rounds",
+            "3",
+            "--db",
+            url,
+            *args,
+        ],
+    )
 
 
 def test_shape_grid_default_is_the_sweeps_grid_and_all_adds_vllms_18():
     keys, sweep_grid = (1, 16, 32), (1, 16, 32, 64)
     assert check_points(keys, shape_grid(None, sweep_grid)) == [
-        1, 2, 8, 15, 16, 17, 24, 31, 32, 33, 64]
+        1,
+        2,
+        8,
+        15,
+        16,
+        17,
+        24,
+        31,
+        32,
+        33,
+        64,
+    ]
     assert check_points(keys, shape_grid("all", sweep_grid)) == [
-        1, 2, 4, 8, 15, 16, 17, 24, 31, 32, 33, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048,
-        3072, 4096]
+        1,
+        2,
+        4,
+        8,
+        15,
+        16,
+        17,
+        24,
+        31,
+        32,
+        33,
+        48,
+        64,
+        96,
+        128,
+        256,
+        512,
+        1024,
+        1536,
+        2048,
+        3072,
+        4096,
+    ]
     assert shape_grid((2, 3), sweep_grid) == [2, 3]
 
 
@@ -133,13 +188,16 @@ def test_bad_input_is_one_line_and_exit_2(store, fake_runner):
     stale = verify(url)
     assert stale.exit_code == 2
     note, error = stale.stderr.strip().splitlines()
-    assert note.startswith("note: left out 5 ok trial(s) of TRITON_INTERPRETER timed with "
-                           "another kernel or Triton than the current")
+    assert note.startswith(
+        "note: left out 5 ok trial(s) of TRITON_INTERPRETER timed with "
+        "another kernel or Triton than the current"
+    )
     assert error == (
         "error: no file of tiny TP 1 on TRITON_INTERPRETER to check (N=256,K=384: no M has a "
         "winner: nothing to write; M=1, 16 only have trials of another kernel or Triton "
         "(--allow-stale uses them); N=576,K=256: no M has a winner: nothing to write; M=1, 16 "
-        "only have trials of another kernel or Triton (--allow-stale uses them))")
+        "only have trials of another kernel or Triton (--allow-stale uses them))"
+    )
     assert fake_runner == []
 
 
@@ -147,9 +205,10 @@ def test_off_grid_loss_is_flagged_and_default_picks_are_not_timed(store, fake_ru
     url, _ = store
     result = verify(url, "--allow-stale")
     assert result.exit_code == 1, result.output
-    assert ("M checked per shape (--m): 1, 16, its keys, the midpoint of each pair of "
-            "neighbouring keys (where vLLM's nearest-key pick switches) and key - 1, key + 1"
-            ) in result.stdout.splitlines()
+    assert (
+        "M checked per shape (--m): 1, 16, its keys, the midpoint of each pair of "
+        "neighbouring keys (where vLLM's nearest-key pick switches) and key - 1, key + 1"
+    ) in result.stdout.splitlines()
     found = sections(result.stdout)
     assert list(found) == ["N=256,K=384", "N=576,K=256"]
     small = found["N=256,K=384"]
@@ -167,7 +226,8 @@ def test_off_grid_loss_is_flagged_and_default_picks_are_not_timed(store, fake_ru
     assert {tuple(row[3:]) for row in small[3:]} == {("-", "-", "-", "1.00x", "ok (default)")}
     assert column(found["N=576,K=256"], 7) == ["ok (default)"] * 6
     assert "2 shape(s), 12 M values: 11 ok (9 run the default config), 1 slower, 0 failed" in (
-        result.stdout)
+        result.stdout
+    )
     progress, *rest = result.stderr.splitlines()
     assert PROGRESS.match(progress).groups() == ("3", "3")  # M 1, 2, 8 of N=256,K=384 timed
     assert rest == [
@@ -183,38 +243,68 @@ def test_a_loss_inside_the_interpreters_noise_is_no_verdict(store, fake_runner, 
     # the 30% the CPU's timings swing (bench/interpreter_noise.py), so not slower.
     fast = KernelConfig.from_dict(FAST)
     original = FakeRunner.sample_us
-    monkeypatch.setattr(FakeRunner, "sample_us", lambda self, config: 115.0 if config == fast
-                        else original(self, config))
+    monkeypatch.setattr(
+        FakeRunner,
+        "sample_us",
+        lambda self, config: 115.0 if config == fast else original(self, config),
+    )
     url, _ = store
     result = verify(url, "--allow-stale")
     assert result.exit_code == 0, result.output
     assert [row[3:] for row in sections(result.stdout)["N=256,K=384"][:3]] == [
-        ["115.0", "100.0", "30.0", "0.87x", "ok"]] * 3
-    assert ("note: the interpreter's timings are CPU timings, not a GPU's: a pick is slower only "
-            "past 30% of the default's median (CPU noise) and the spread") in result.stdout
+        ["115.0", "100.0", "30.0", "0.87x", "ok"]
+    ] * 3
+    assert (
+        "note: the interpreter's timings are CPU timings, not a GPU's: a pick is slower only "
+        "past 30% of the default's median (CPU noise) and the spread"
+    ) in result.stdout
     assert "2 shape(s), 12 M values: 12 ok (9 run the default config), 0 slower, 0 failed" in (
-        result.stdout)
+        result.stdout
+    )
 
 
 def test_default_m_set_is_the_sweeps_grid_and_m_all_adds_vllms_18(store, fake_runner):
     url, _ = store
     result = verify(url, "--allow-stale", m=())
     assert result.exit_code == 1, result.output
-    assert ("M checked per shape: its keys, the M grid of the sweeps that made it, the midpoint "
-            "of each pair of neighbouring keys (where vLLM's nearest-key pick switches) and "
-            "key - 1, key + 1, up to 4096 or the largest key; `--m all` adds vLLM's 18 batch "
-            "sizes") in result.stdout.splitlines()
+    assert (
+        "M checked per shape: its keys, the M grid of the sweeps that made it, the midpoint "
+        "of each pair of neighbouring keys (where vLLM's nearest-key pick switches) and "
+        "key - 1, key + 1, up to 4096 or the largest key; `--m all` adds vLLM's 18 batch "
+        "sizes"
+    ) in result.stdout.splitlines()
     found = sections(result.stdout)
     assert column(found["N=256,K=384"], 0) == ["1", "2", "8", "15", "16", "17"]  # sweep: 1, 16
     every = verify(url, "--allow-stale", m=("--m", "all"))
     assert every.exit_code == 1, every.output
-    assert ("M checked per shape (--m all): vLLM's 18 batch sizes, the M grid of the sweeps "
-            "that made it, its keys, the midpoint of each pair of neighbouring keys (where "
-            "vLLM's nearest-key pick switches) and key - 1, key + 1") in every.stdout.splitlines()
+    assert (
+        "M checked per shape (--m all): vLLM's 18 batch sizes, the M grid of the sweeps "
+        "that made it, its keys, the midpoint of each pair of neighbouring keys (where "
+        "vLLM's nearest-key pick switches) and key - 1, key + 1"
+    ) in every.stdout.splitlines()
     rows = sections(every.stdout)["N=256,K=384"]
     assert column(rows, 0) == [
-        "1", "2", "4", "8", "15", "16", "17", "24", "32", "48", "64", "96", "128", "256", "512",
-        "1024", "1536", "2048", "3072", "4096"]
+        "1",
+        "2",
+        "4",
+        "8",
+        "15",
+        "16",
+        "17",
+        "24",
+        "32",
+        "48",
+        "64",
+        "96",
+        "128",
+        "256",
+        "512",
+        "1024",
+        "1536",
+        "2048",
+        "3072",
+        "4096",
+    ]
     assert [row[-1] for row in rows[:4]] == ["ok", "ok", "ok", "slower"]  # FAST from key 1
     # the bar counts only the M where a kernel runs: 1, 2, 4 and 8 run FAST against the default
     assert PROGRESS.match(every.stderr.splitlines()[0]).groups() == ("4", "4")
@@ -223,8 +313,13 @@ def test_default_m_set_is_the_sweeps_grid_and_m_all_adds_vllms_18(store, fake_ru
 
 def test_wrong_result_is_a_failure(store, fake_runner, monkeypatch):
     url, _ = store
-    monkeypatch.setattr(FakeRunner, "check", lambda self, config: TrialResult(
-        TrialStatus.WRONG_RESULT, error="relative error 0.5 >= 0.01"))
+    monkeypatch.setattr(
+        FakeRunner,
+        "check",
+        lambda self, config: TrialResult(
+            TrialStatus.WRONG_RESULT, error="relative error 0.5 >= 0.01"
+        ),
+    )
     result = verify(url, "--allow-stale")
     assert result.exit_code == 1
     rows = sections(result.stdout)["N=256,K=384"]
@@ -244,13 +339,23 @@ def _tasks(tmp_path):
         return connection.execute(
             "SELECT s.sweep_id, s.model, s.tp, t.N, t.K, t.M, t.state FROM tasks t "
             "JOIN sweeps s USING (sweep_id) WHERE s.model = 'tiny' AND s.tp = 1 "
-            "ORDER BY s.sweep_id, t.N, t.M").fetchall()
+            "ORDER BY s.sweep_id, t.N, t.M"
+        ).fetchall()
 
 
 def test_fix_tunes_the_offending_m_and_checks_it_again(store, fake_runner):
     url, tmp_path = store
-    result = verify(url, "--allow-stale", "--fix", "--configs", _default_only(tmp_path),
-                    "--strategy", "grid", "--interpreter-reps", "1")
+    result = verify(
+        url,
+        "--allow-stale",
+        "--fix",
+        "--configs",
+        _default_only(tmp_path),
+        "--strategy",
+        "grid",
+        "--interpreter-reps",
+        "1",
+    )
     assert result.exit_code == 0, result.output
     # one sweep for the one shape with a slower M, at that M only
     assert _tasks(tmp_path) == [(2, "tiny", 1, 256, 384, 8, "done")]
@@ -260,8 +365,16 @@ def test_fix_tunes_the_offending_m_and_checks_it_again(store, fake_runner):
     again = found["N=256,K=384 again"]
     assert column(again, 0) == ["1", "2", "4", "7", "8", "9", "12", "15", "16", "17"]
     assert column(again, 1) == ["1", "1", "1", "8", "8", "8", "8", "16", "16", "16"]
-    assert again[4] == ["8", "8", KernelConfig.from_dict(DEFAULT).short(), "-", "-", "-",
-                        "1.00x", "ok (default)"]
+    assert again[4] == [
+        "8",
+        "8",
+        KernelConfig.from_dict(DEFAULT).short(),
+        "-",
+        "-",
+        "-",
+        "1.00x",
+        "ok (default)",
+    ]
     assert "after --fix pass 1: 1 shape(s), 10 M values: 10 ok" in result.stdout
     assert "--fix: sweep 3" not in result.stdout  # nothing left for a second pass
     # the next check sees the same keys 1, 8, 16 and the same verdicts
@@ -273,22 +386,56 @@ def test_fix_tunes_the_offending_m_and_checks_it_again(store, fake_runner):
 def test_fix_first_finishes_unfinished_sweeps_so_an_interrupted_fix_resumes(store, fake_runner):
     url, tmp_path = store
     configs = _default_only(tmp_path)
-    planned = runner.invoke(cli.app, [
-        "sweep", "--device", "interpreter", "--model", "tiny", "--m", "8", "--configs", configs,
-        "--strategy", "grid", "--no-run", "--db", url])
+    planned = runner.invoke(
+        cli.app,
+        [
+            "sweep",
+            "--device",
+            "interpreter",
+            "--model",
+            "tiny",
+            "--m",
+            "8",
+            "--configs",
+            configs,
+            "--strategy",
+            "grid",
+            "--no-run",
+            "--db",
+            url,
+        ],
+    )
     assert planned.exit_code == 0, planned.output
     partial = verify(url, "--allow-stale")
     assert partial.exit_code == 2
     assert "no winner yet for M=8" in partial.stderr
-    resumed = verify(url, "--allow-stale", "--fix", "--configs", configs, "--strategy", "grid",
-                     "--interpreter-reps", "1")
+    resumed = verify(
+        url,
+        "--allow-stale",
+        "--fix",
+        "--configs",
+        configs,
+        "--strategy",
+        "grid",
+        "--interpreter-reps",
+        "1",
+    )
     assert resumed.exit_code == 0, resumed.output
     assert "resuming sweep 2 (M=8)" in resumed.stdout
     assert [row[-1] for row in _tasks(tmp_path)] == ["done", "done"]
     assert "--fix:" not in resumed.stdout  # nothing left to fix
     assert column(sections(resumed.stdout)["N=256,K=384"], 1) == [
-        "1", "1", "1", "8", "8", "8", "8", "16", "16", "16"]
-
+        "1",
+        "1",
+        "1",
+        "8",
+        "8",
+        "8",
+        "8",
+        "16",
+        "16",
+        "16",
+    ]
 
 
 def test_inside_vllm_verify_and_fix_time_vllms_kernel(tmp_path, monkeypatch):
@@ -299,9 +446,19 @@ def test_inside_vllm_verify_and_fix_time_vllms_kernel(tmp_path, monkeypatch):
     importlib.invalidate_caches()
     url = f"sqlite:///{tmp_path}/tuner.db"
     ok_default = [(DEFAULT, True, "ok", 100.0)]
-    fill(url, {(*SMALL, 1): [*ok_default, (FAST, False, "ok", 50.0)], (*SMALL, 16): ok_default,
-               (*BIG, 1): ok_default, (*BIG, 16): ok_default},
-         device_name="TRITON_INTERPRETER", model="tiny", m_values=(1, 16), kernel="vllm")
+    fill(
+        url,
+        {
+            (*SMALL, 1): [*ok_default, (FAST, False, "ok", 50.0)],
+            (*SMALL, 16): ok_default,
+            (*BIG, 1): ok_default,
+            (*BIG, 16): ok_default,
+        },
+        device_name="TRITON_INTERPRETER",
+        model="tiny",
+        m_values=(1, 16),
+        kernel="vllm",
+    )
     log: list = []
     kernels = set()
 
@@ -312,13 +469,22 @@ def test_inside_vllm_verify_and_fix_time_vllms_kernel(tmp_path, monkeypatch):
     monkeypatch.setattr(cli_verify, "_runner_factory", factory)
     monkeypatch.setattr(output.console, "_width", 220)
     try:
-        result = verify(url, "--fix", "--configs", _default_only(tmp_path), "--strategy",
-                        "grid", "--interpreter-reps", "1")
+        result = verify(
+            url,
+            "--fix",
+            "--configs",
+            _default_only(tmp_path),
+            "--strategy",
+            "grid",
+            "--interpreter-reps",
+            "1",
+        )
         with sqlite3.connect(tmp_path / "tuner.db") as connection:
             fixed = connection.execute(
                 "SELECT DISTINCT s.space, e.kernel_source, e.vllm FROM trials JOIN tasks t "
                 "USING (task_id) JOIN sweeps s USING (sweep_id) JOIN environments e USING "
-                "(environment_id) WHERE s.sweep_id = 2").fetchall()
+                "(environment_id) WHERE s.sweep_id = 2"
+            ).fetchall()
     finally:
         for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
             del sys.modules[name]
@@ -329,45 +495,104 @@ def test_inside_vllm_verify_and_fix_time_vllms_kernel(tmp_path, monkeypatch):
     assert (source, version) == ("vllm", VERSION)
     assert "after --fix pass 1: 1 shape(s), 10 M values: 10 ok" in result.stdout
     assert column(sections(result.stdout)["N=256,K=384 again"], 1) == [
-        "1", "1", "1", "8", "8", "8", "8", "16", "16", "16"]
+        "1",
+        "1",
+        "1",
+        "8",
+        "8",
+        "8",
+        "8",
+        "16",
+        "16",
+        "16",
+    ]
 
 
 # End to end: a real sweep, then a real check on the interpreter (timings are the CPU's).
-CANDIDATE = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
-             "num_warps": 4, "num_stages": 2}
+CANDIDATE = {
+    "BLOCK_SIZE_M": 16,
+    "BLOCK_SIZE_N": 256,
+    "BLOCK_SIZE_K": 128,
+    "GROUP_SIZE_M": 1,
+    "num_warps": 4,
+    "num_stages": 2,
+}
 
 
 def tuner(*args, cwd):
     env = {**os.environ, "COLUMNS": "220"}
-    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "tuner.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_end_to_end_on_the_interpreter(tmp_path):
     url = f"sqlite:///{tmp_path}/tuner.db"
     configs = tmp_path / "configs.json"
     configs.write_text(json.dumps([CANDIDATE]))
-    swept = tuner("sweep", "--device", "interpreter", "--model", "tiny", "--m", "1,16",
-                  "--configs", str(configs), "--strategy", "grid", "--interpreter-reps", "1",
-                  "--db", url, cwd=tmp_path)
+    swept = tuner(
+        "sweep",
+        "--device",
+        "interpreter",
+        "--model",
+        "tiny",
+        "--m",
+        "1,16",
+        "--configs",
+        str(configs),
+        "--strategy",
+        "grid",
+        "--interpreter-reps",
+        "1",
+        "--db",
+        url,
+        cwd=tmp_path,
+    )
     assert swept.returncode == 0, swept.stderr
-    exported = tuner("export", "--device", "interpreter", "--out", str(tmp_path / "out"),
-                     "--db", url, cwd=tmp_path)
+    exported = tuner(
+        "export",
+        "--device",
+        "interpreter",
+        "--out",
+        str(tmp_path / "out"),
+        "--db",
+        url,
+        cwd=tmp_path,
+    )
     assert exported.returncode == 0, exported.stderr
-    checked = tuner("verify", "--device", "interpreter", "--model", "tiny", "--m", "1,16",
-                    "--rounds", "3", "--db", url, cwd=tmp_path)
+    checked = tuner(
+        "verify",
+        "--device",
+        "interpreter",
+        "--model",
+        "tiny",
+        "--m",
+        "1,16",
+        "--rounds",
+        "3",
+        "--db",
+        url,
+        cwd=tmp_path,
+    )
     assert checked.returncode in (0, 1), checked.stderr
     found = sections(checked.stdout)
     assert list(found) == ["N=256,K=384", "N=576,K=256"]
     bad = []
     for (n, k), rows in zip((SMALL, BIG), found.values(), strict=True):
-        name = (f"N={n},K={k},device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,"
-                "block_shape=[128,128].json")
+        name = (
+            f"N={n},K={k},device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128,128].json"
+        )
         file = json.loads((tmp_path / "out" / name).read_text())
         assert column(rows, 0) == ["1", "2", "8", "15", "16", "17"]
         assert column(rows, 1) == ["1", "1", "1", "16", "16", "16"]
-        assert column(rows, 2) == [KernelConfig.from_dict(file[key]).short()
-                                   for key in column(rows, 1)]
+        assert column(rows, 2) == [
+            KernelConfig.from_dict(file[key]).short() for key in column(rows, 1)
+        ]
         for row in rows:
             is_default = file[row[1]] == DEFAULT
             assert (row[3] == "-") == is_default and (row[7] == "ok (default)") == is_default
@@ -386,15 +611,25 @@ def test_for_sglang_verify_names_the_entries_it_rewrites_on_read(tmp_path, fake_
     url = f"sqlite:///{tmp_path}/tuner.db"
     k64 = {**FAST, "BLOCK_SIZE_K": 64}
     ok_default = [(DEFAULT, True, "ok", 100.0)]
-    fill(url, {(*SMALL, 1): [*ok_default, (k64, False, "ok", 50.0)], (*SMALL, 16): ok_default,
-               (*BIG, 1): ok_default, (*BIG, 16): ok_default},
-         device_name="TRITON_INTERPRETER", model="tiny", m_values=(1, 16))
+    fill(
+        url,
+        {
+            (*SMALL, 1): [*ok_default, (k64, False, "ok", 50.0)],
+            (*SMALL, 16): ok_default,
+            (*BIG, 1): ok_default,
+            (*BIG, 16): ok_default,
+        },
+        device_name="TRITON_INTERPRETER",
+        model="tiny",
+        m_values=(1, 16),
+    )
     name = "N=256,K=384,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128,128].json"
     # SGLang 0.5.13 raised every BLOCK_SIZE_K below block_k; 0.5.14 on CUDA only non-divisors.
     old = verify(url, "--allow-stale", "--engine", "sglang", "--engine-version", "0.5.13")
     assert [line for line in old.stdout.splitlines() if line.startswith("warning:")] == [
         f"warning: SGLang 0.5.13 rewrites {name} as it reads it: BLOCK_SIZE_K raised to 128 at "
-        "M=1 (BLOCK_SIZE_K 64); it runs those entries, not the file's"]
+        "M=1 (BLOCK_SIZE_K 64); it runs those entries, not the file's"
+    ]
     for args in (("--engine", "sglang"), ()):
         result = verify(url, "--allow-stale", *args)
         assert "warning:" not in result.stdout

@@ -26,13 +26,22 @@ SLOW = dict(default_config().as_dict(), GROUP_SIZE_M=16)
 def tuner(*args, cwd, vllm=None, extra=None):
     """Run `tuner` in a child process, with the stand-in vLLM importable when given and the
     environment variables `extra`."""
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("PYTHONPATH", "CUDA_VISIBLE_DEVICES") and not key.startswith("STANDIN_")}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("PYTHONPATH", "CUDA_VISIBLE_DEVICES") and not key.startswith("STANDIN_")
+    }
     if vllm is not None:
         env["PYTHONPATH"] = str(vllm)
     env.update(extra or {})
-    return subprocess.run([sys.executable, "-m", "tuner.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=900)
+    return subprocess.run(
+        [sys.executable, "-m", "tuner.cli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def rows(db, sql):
@@ -48,11 +57,28 @@ def swept(tmp_path_factory):
     vllm = build_standin(home / "site")
     (home / "configs.json").write_text(json.dumps([FAST, SLOW]))
     db = f"sqlite:///{home}/tuner.db"
-    common = ("sweep", "--device", "interpreter", "--model", "tiny-moe", "--m", "1",
-              "--strategy", "grid", "--configs", "configs.json", "--interpreter-reps", "1",
-              "--no-publish", "--db", db)
-    runs = [tuner(*common, cwd=home, vllm=vllm), tuner(*common, "--kernel", "builtin", cwd=home,
-                                                       vllm=vllm)]
+    common = (
+        "sweep",
+        "--device",
+        "interpreter",
+        "--model",
+        "tiny-moe",
+        "--m",
+        "1",
+        "--strategy",
+        "grid",
+        "--configs",
+        "configs.json",
+        "--interpreter-reps",
+        "1",
+        "--no-publish",
+        "--db",
+        db,
+    )
+    runs = [
+        tuner(*common, cwd=home, vllm=vllm),
+        tuner(*common, "--kernel", "builtin", cwd=home, vllm=vllm),
+    ]
     return home, vllm, db, runs
 
 
@@ -60,25 +86,37 @@ def test_auto_times_vllms_kernels_and_says_so(swept) -> None:
     home, vllm, _, (auto, builtin) = swept
     assert auto.returncode == 0, auto.stderr
     assert builtin.returncode == 0, builtin.stderr
-    heads = [line.rsplit(", kernel ", 1)[1] for line in auto.stdout.splitlines()
-             if line.startswith("sweep ") and "(new)" in line]
+    heads = [
+        line.rsplit(", kernel ", 1)[1]
+        for line in auto.stdout.splitlines()
+        if line.startswith("sweep ") and "(new)" in line
+    ]
     assert heads == ["vllm-0.33.0", "vllm-0.33.0"]
-    heads = [line.rsplit(", kernel ", 1)[1] for line in builtin.stdout.splitlines()
-             if line.startswith("sweep ") and "(new)" in line]
+    heads = [
+        line.rsplit(", kernel ", 1)[1]
+        for line in builtin.stdout.splitlines()
+        if line.startswith("sweep ") and "(new)" in line
+    ]
     assert heads == ["builtin", "builtin"]
     spaces = rows(home / "tuner.db", "SELECT sweep_id, space FROM sweeps ORDER BY sweep_id")
     assert [space.split("@", 1)[1:] for _, space in spaces] == [
-        ["kernel:vllm-0.33.0"], ["kernel:vllm-0.33.0"], [], []]
+        ["kernel:vllm-0.33.0"],
+        ["kernel:vllm-0.33.0"],
+        [],
+        [],
+    ]
 
 
 def test_every_trial_records_source_version_and_the_hash_of_what_it_timed(swept) -> None:
     home, vllm, _, _ = swept
-    found = rows(home / "tuner.db",
-                 "SELECT DISTINCT tasks.family, environments.kernel_source, environments.vllm, "
-                 "environments.kernel_hash, COUNT(*) FROM trials "
-                 "JOIN tasks ON trials.task_id = tasks.task_id JOIN environments ON "
-                 "trials.environment_id = environments.environment_id "
-                 "GROUP BY 1, 2, 3, 4 ORDER BY 1, 2")
+    found = rows(
+        home / "tuner.db",
+        "SELECT DISTINCT tasks.family, environments.kernel_source, environments.vllm, "
+        "environments.kernel_hash, COUNT(*) FROM trials "
+        "JOIN tasks ON trials.task_id = tasks.task_id JOIN environments ON "
+        "trials.environment_id = environments.environment_id "
+        "GROUP BY 1, 2, 3, 4 ORDER BY 1, 2",
+    )
     dense_path = vllm / "vllm/model_executor/layers/quantization/utils/fp8_utils.py"
     moe_path = vllm / "vllm/model_executor/layers/fused_moe/fused_moe.py"
     assert found == [
@@ -104,11 +142,22 @@ def test_winners_of_two_sources_never_mix(swept) -> None:
                     "UPDATE trials SET latency_us = ?, p20_us = ?, p80_us = ? WHERE "
                     "GROUP_SIZE_M = ? AND environment_id IN "
                     "(SELECT environment_id FROM environments WHERE kernel_source = ?)",
-                    (latency, latency, latency, group, source))
+                    (latency, latency, latency, group, source),
+                )
 
     def exported(out, *flags, vllm_path=None):
-        run = tuner("export", "--device", "interpreter", "--out", out, "--db", db, *flags,
-                    cwd=home, vllm=vllm_path)
+        run = tuner(
+            "export",
+            "--device",
+            "interpreter",
+            "--out",
+            out,
+            "--db",
+            db,
+            *flags,
+            cwd=home,
+            vllm=vllm_path,
+        )
         assert run.returncode == 0, run.stderr
         dense = json.loads((home / out / DENSE_FILE).read_text())["1"]["GROUP_SIZE_M"]
         moe = json.loads((home / out / MOE_FILE).read_text())["1"]["GROUP_SIZE_M"]
@@ -131,12 +180,25 @@ def _minor() -> str:
 
 
 def test_kernel_vllm_without_vllm_is_one_line_and_exit_2(tmp_path) -> None:
-    run = tuner("sweep", "--device", "interpreter", "--model", "tiny-moe", "--m", "1",
-                "--kernel", "vllm", "--db", f"sqlite:///{tmp_path}/t.db", cwd=tmp_path)
+    run = tuner(
+        "sweep",
+        "--device",
+        "interpreter",
+        "--model",
+        "tiny-moe",
+        "--m",
+        "1",
+        "--kernel",
+        "vllm",
+        "--db",
+        f"sqlite:///{tmp_path}/t.db",
+        cwd=tmp_path,
+    )
     assert run.returncode == 2
     assert run.stderr.strip().splitlines() == [
         "error: --kernel vllm: vLLM is not importable here (run inside the serving image, "
-        "or use --kernel builtin)"]
+        "or use --kernel builtin)"
+    ]
 
 
 def test_mounts_say_whose_kernel_trials_they_mount(swept) -> None:
@@ -144,8 +206,9 @@ def test_mounts_say_whose_kernel_trials_they_mount(swept) -> None:
     home, vllm, db, _ = swept
 
     def tuned_line(*flags, vllm_path=None):
-        run = tuner("mounts", "--device", "interpreter", "--db", db, *flags, cwd=home,
-                    vllm=vllm_path)
+        run = tuner(
+            "mounts", "--device", "interpreter", "--db", db, *flags, cwd=home, vllm=vllm_path
+        )
         assert run.returncode == 0, run.stderr
         return [line for line in run.stdout.splitlines() if line.startswith("# Tuned with")]
 
@@ -159,8 +222,24 @@ def test_mounts_say_whose_kernel_trials_they_mount(swept) -> None:
 def _tiny(home, db: str, *flags: str) -> tuple[str, ...]:
     """A two-config dense sweep of `tiny` at M = 1 on the interpreter."""
     (home / "configs.json").write_text(json.dumps([FAST, SLOW]))
-    return ("sweep", "--device", "interpreter", "--model", "tiny", "--m", "1", "--strategy",
-            "grid", "--configs", "configs.json", "--interpreter-reps", "1", "--db", db, *flags)
+    return (
+        "sweep",
+        "--device",
+        "interpreter",
+        "--model",
+        "tiny",
+        "--m",
+        "1",
+        "--strategy",
+        "grid",
+        "--configs",
+        "configs.json",
+        "--interpreter-reps",
+        "1",
+        "--db",
+        db,
+        *flags,
+    )
 
 
 def test_a_builtin_sweep_beside_vllm_publishes_its_own_files(tmp_path) -> None:
@@ -187,31 +266,43 @@ def test_on_a_driverless_host_auto_times_the_builtin_and_vllm_is_refused(tmp_pat
     vllm = build_standin(tmp_path / "site")
     driverless = {NO_DRIVER_VARIABLE: "1"}
     db = f"sqlite:///{tmp_path}/tuner.db"
-    refused = tuner(*_tiny(tmp_path, db, "--kernel", "vllm"), cwd=tmp_path, vllm=vllm,
-                    extra=driverless)
+    refused = tuner(
+        *_tiny(tmp_path, db, "--kernel", "vllm"), cwd=tmp_path, vllm=vllm, extra=driverless
+    )
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines() == [
         "error: --kernel vllm: vLLM 0.33.0 replaces triton with a placeholder here "
         "(vllm/triton_utils/importing.py finds no single active GPU driver), so its kernels "
         "cannot run: run where a GPU driver is active (inside the serving image, on its GPU), "
         'or, on the CPU interpreter (--device interpreter), with CUDA_VISIBLE_DEVICES="" set, '
-        "under which vLLM keeps the real Triton"]
+        "under which vLLM keeps the real Triton"
+    ]
     auto = tuner(*_tiny(tmp_path, db), cwd=tmp_path, vllm=vllm, extra=driverless)
     assert auto.returncode == 0, auto.stderr
     notes = [line for line in auto.stderr.splitlines() if line.startswith("note: --kernel auto")]
-    assert notes == ["note: --kernel auto times the builtin kernels: vLLM 0.33.0 replaces "
-                     "triton with a placeholder here (vllm/triton_utils/importing.py finds no "
-                     "single active GPU driver), so its kernels cannot run (for --kernel vllm: "
-                     'run where a GPU driver is active (inside the serving image, on its GPU), '
-                     'or, on the CPU interpreter (--device interpreter), with '
-                     'CUDA_VISIBLE_DEVICES="" set, under which vLLM keeps the real Triton)']
-    assert [line.rsplit(", kernel ", 1)[1] for line in auto.stdout.splitlines()
-            if line.startswith("sweep 1 (new)")] == ["builtin"]
+    assert notes == [
+        "note: --kernel auto times the builtin kernels: vLLM 0.33.0 replaces "
+        "triton with a placeholder here (vllm/triton_utils/importing.py finds no "
+        "single active GPU driver), so its kernels cannot run (for --kernel vllm: "
+        "run where a GPU driver is active (inside the serving image, on its GPU), "
+        "or, on the CPU interpreter (--device interpreter), with "
+        'CUDA_VISIBLE_DEVICES="" set, under which vLLM keeps the real Triton)'
+    ]
+    assert [
+        line.rsplit(", kernel ", 1)[1]
+        for line in auto.stdout.splitlines()
+        if line.startswith("sweep 1 (new)")
+    ] == ["builtin"]
     assert any(line.endswith(", kernels of builtin") for line in auto.stdout.splitlines())
-    kept = tuner(*_tiny(tmp_path, db, "--kernel", "vllm"), cwd=tmp_path, vllm=vllm,
-                 extra={**driverless, "CUDA_VISIBLE_DEVICES": ""})
+    kept = tuner(
+        *_tiny(tmp_path, db, "--kernel", "vllm"),
+        cwd=tmp_path,
+        vllm=vllm,
+        extra={**driverless, "CUDA_VISIBLE_DEVICES": ""},
+    )
     assert kept.returncode == 0, kept.stderr
-    assert rows(tmp_path / "tuner.db",
-                "SELECT DISTINCT environments.kernel_source, trials.status FROM trials JOIN "
-                "environments USING (environment_id) ORDER BY 1") == [
-        ("builtin", "ok"), ("vllm", "ok")]
+    assert rows(
+        tmp_path / "tuner.db",
+        "SELECT DISTINCT environments.kernel_source, trials.status FROM trials JOIN "
+        "environments USING (environment_id) ORDER BY 1",
+    ) == [("builtin", "ok"), ("vllm", "ok")]

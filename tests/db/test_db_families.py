@@ -15,15 +15,39 @@ from sqlalchemy import Engine, text
 from db import repo
 from db.connection import MIGRATIONS_DIR, connect, session_scope, upgrade
 
-DEFAULT = {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 32,
-           "num_warps": 4, "num_stages": 2}
+DEFAULT = {
+    "BLOCK_SIZE_M": 64,
+    "BLOCK_SIZE_N": 128,
+    "BLOCK_SIZE_K": 128,
+    "GROUP_SIZE_M": 32,
+    "num_warps": 4,
+    "num_stages": 2,
+}
 FAST = {**DEFAULT, "BLOCK_SIZE_M": 16}
-SWEEP = {"device_name": "NVIDIA_H200", "model": "m", "tp": 1, "strategy": "grid", "budget": 4,
-         "space": "vllm", "seed": 0, "m_values": [16], "out_dtype": "bfloat16",
-         "block_shape": (128, 128), "shapes": [(512, 256)]}
-ENVIRONMENT = {"device_name": "NVIDIA_H200", "gpu_name": "NVIDIA H200", "compute_capability": "9.0",
-               "driver": "570", "cuda": "12.8", "torch": "2.11.0", "triton": "3.6.0",
-               "tuner": "0.1.0", "kernel_hash": "k"}
+SWEEP = {
+    "device_name": "NVIDIA_H200",
+    "model": "m",
+    "tp": 1,
+    "strategy": "grid",
+    "budget": 4,
+    "space": "vllm",
+    "seed": 0,
+    "m_values": [16],
+    "out_dtype": "bfloat16",
+    "block_shape": (128, 128),
+    "shapes": [(512, 256)],
+}
+ENVIRONMENT = {
+    "device_name": "NVIDIA_H200",
+    "gpu_name": "NVIDIA H200",
+    "compute_capability": "9.0",
+    "driver": "570",
+    "cuda": "12.8",
+    "torch": "2.11.0",
+    "triton": "3.6.0",
+    "tuner": "0.1.0",
+    "kernel_hash": "k",
+}
 
 
 def _finish(engine: Engine, sweep_id: int, latency_us: float) -> repo.TaskInfo:
@@ -32,8 +56,15 @@ def _finish(engine: Engine, sweep_id: int, latency_us: float) -> repo.TaskInfo:
         task = repo.claim_task(session, sweep_id=sweep_id, worker_id="w", lease_s=60)
         environment_id = repo.get_or_create_environment(session, **ENVIRONMENT)
         for config, is_default, us in ((DEFAULT, True, 2 * latency_us), (FAST, False, latency_us)):
-            repo.record_trial(session, task_id=task.task_id, environment_id=environment_id,
-                              config=config, is_default=is_default, status="ok", latency_us=us)
+            repo.record_trial(
+                session,
+                task_id=task.task_id,
+                environment_id=environment_id,
+                config=config,
+                is_default=is_default,
+                status="ok",
+                latency_us=us,
+            )
         repo.finish_task(session, task_id=task.task_id, worker_id="w", state="done")
     return task
 
@@ -49,15 +80,25 @@ def test_tasks_of_a_sweep_carry_its_family(engine: Engine) -> None:
     with session_scope(engine) as session:
         winners = repo.winners(session, device_name="NVIDIA_H200")
         coverage = repo.shape_coverage(session, device_name="NVIDIA_H200")
-        warm_dense = repo.task_winners(session, device_name="NVIDIA_H200",
-                                       block_shape=(128, 128), out_dtype="bfloat16")
-        warm_moe = repo.task_winners(session, device_name="NVIDIA_H200", block_shape=(128, 128),
-                                     out_dtype="bfloat16", family="moe",
-                                     shape_params="E=8,top_k=2")
+        warm_dense = repo.task_winners(
+            session, device_name="NVIDIA_H200", block_shape=(128, 128), out_dtype="bfloat16"
+        )
+        warm_moe = repo.task_winners(
+            session,
+            device_name="NVIDIA_H200",
+            block_shape=(128, 128),
+            out_dtype="bfloat16",
+            family="moe",
+            shape_params="E=8,top_k=2",
+        )
     assert [(w.family, w.shape_params, w.N, w.K, w.M, w.latency_us) for w in winners] == [
-        ("dense", "", 512, 256, 16, 10.0), ("moe", "E=8,top_k=2", 512, 256, 16, 7.0)]
+        ("dense", "", 512, 256, 16, 10.0),
+        ("moe", "E=8,top_k=2", 512, 256, 16, 7.0),
+    ]
     assert [(c.family, c.shape_params, c.m_done) for c in coverage] == [
-        ("dense", "", (16,)), ("moe", "E=8,top_k=2", (16,))]
+        ("dense", "", (16,)),
+        ("moe", "E=8,top_k=2", (16,)),
+    ]
     assert [w.latency_us for w in warm_dense] == [10.0]
     assert [w.latency_us for w in warm_moe] == [7.0]
 
@@ -116,9 +157,13 @@ def test_a_store_at_0004_upgrades_its_tasks_to_dense_and_downgrades_keeping_tria
         # Later revisions first, so that only 0005's downgrade runs (and refuses) below.
         command.downgrade(_alembic(url), "0005")
         with engine.begin() as connection:
-            connection.execute(text("INSERT INTO tasks (task_id, sweep_id, family, shape_params, "
-                                    "N, K, M, state, attempts) VALUES (2, 1, 'moe', 'E=8', 512, "
-                                    "256, 32, 'pending', 0)"))
+            connection.execute(
+                text(
+                    "INSERT INTO tasks (task_id, sweep_id, family, shape_params, "
+                    "N, K, M, state, attempts) VALUES (2, 1, 'moe', 'E=8', 512, "
+                    "256, 32, 'pending', 0)"
+                )
+            )
         with pytest.raises(RuntimeError, match=r"1 task\(s\) of another kernel family"):
             command.downgrade(_alembic(url), "0004")
         with engine.begin() as connection:
@@ -132,9 +177,11 @@ def test_a_store_at_0004_upgrades_its_tasks_to_dense_and_downgrades_keeping_tria
         engine.dispose()
 
 
-IMPORT_AT_0009 = ("INSERT INTO imports (import_id, device_id, N, K, block_n, block_k, label, "
-                  "file_name, sha256, configs, created_at, cannot_launch) VALUES (1, 1, 512, "
-                  "256, 128, 128, 'vllm', 'f.json', 'ab', '{}', '2026-12-01 00:00:00', '{}')")
+IMPORT_AT_0009 = (
+    "INSERT INTO imports (import_id, device_id, N, K, block_n, block_k, label, "
+    "file_name, sha256, configs, created_at, cannot_launch) VALUES (1, 1, 512, "
+    "256, 128, 128, 'vllm', 'f.json', 'ab', '{}', '2026-12-01 00:00:00', '{}')"
+)
 
 
 def test_a_store_at_0009_upgrades_its_imports_to_dense_and_downgrades(tmp_path: Path) -> None:
@@ -143,16 +190,29 @@ def test_a_store_at_0009_upgrades_its_imports_to_dense_and_downgrades(tmp_path: 
     try:
         upgrade(engine, "0009")
         with engine.begin() as connection:
-            connection.execute(text("INSERT INTO devices (device_id, device_name, created_at) "
-                                    "VALUES (1, 'NVIDIA_H200', '2026-12-01 00:00:00')"))
+            connection.execute(
+                text(
+                    "INSERT INTO devices (device_id, device_name, created_at) "
+                    "VALUES (1, 'NVIDIA_H200', '2026-12-01 00:00:00')"
+                )
+            )
             connection.execute(text(IMPORT_AT_0009))
         upgrade(engine)
         with session_scope(engine) as session:
             (stored,) = repo.list_imports(session)
             assert (stored.family, stored.N, stored.label) == ("dense", 512, "vllm")
-            toy = repo.record_import(session, device_name="NVIDIA_H200", N=64, K=32,
-                                     block_shape=(128, 128), label="toy", file_name="t.json",
-                                     sha256="cd", configs={1: DEFAULT}, family="toy")
+            toy = repo.record_import(
+                session,
+                device_name="NVIDIA_H200",
+                N=64,
+                K=32,
+                block_shape=(128, 128),
+                label="toy",
+                file_name="t.json",
+                sha256="cd",
+                configs={1: DEFAULT},
+                family="toy",
+            )
         assert toy.family == "toy"
         with pytest.raises(RuntimeError, match=r"1 import\(s\) of another kernel family"):
             command.downgrade(_alembic(url), "0009")

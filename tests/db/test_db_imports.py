@@ -11,14 +11,29 @@ from db import repo
 from db.connection import connect, open_store, session_scope, upgrade
 from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill
 
-AMD = {"BLOCK_SIZE_K": 128, "BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "GROUP_SIZE_M": 1,
-       "kpack": 1, "matrix_instr_nonkdim": 16, "num_warps": 4}
+AMD = {
+    "BLOCK_SIZE_K": 128,
+    "BLOCK_SIZE_M": 32,
+    "BLOCK_SIZE_N": 32,
+    "GROUP_SIZE_M": 1,
+    "kpack": 1,
+    "matrix_instr_nonkdim": 16,
+    "num_warps": 4,
+}
 
 
 def record(session, label: str, configs: dict, device_name: str = "NVIDIA_L20"):
-    return repo.record_import(session, device_name=device_name, N=576, K=7168,
-                              block_shape=(128, 128), label=label, file_name="f.json",
-                              sha256=label * 2, configs=configs)
+    return repo.record_import(
+        session,
+        device_name=device_name,
+        N=576,
+        K=7168,
+        block_shape=(128, 128),
+        label=label,
+        file_name="f.json",
+        sha256=label * 2,
+        configs=configs,
+    )
 
 
 def test_record_list_and_replace(engine: Engine) -> None:
@@ -51,8 +66,13 @@ def test_record_refuses(engine: Engine) -> None:
 
 
 def test_overviews_and_counts(store_url: str) -> None:
-    plan = {(576, 7168, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 5.0),
-                             (SLOW, False, "wrong_result", None)]}
+    plan = {
+        (576, 7168, 1): [
+            (DEFAULT, True, "ok", 10.0),
+            (FAST, False, "ok", 5.0),
+            (SLOW, False, "wrong_result", None),
+        ]
+    }
     sweep_id = fill(store_url, plan, m_values=(1, 16))
     engine = open_store(store_url)
     try:
@@ -65,13 +85,20 @@ def test_overviews_and_counts(store_url: str) -> None:
                 repo.sweep_tasks(session, sweep_id=99)
     finally:
         engine.dispose()
-    assert (summary.sweep_id, summary.model, summary.tasks, summary.trials_ok,
-            summary.trials_total) == (sweep_id, "test-model",
-                                      {"pending": 1, "running": 0, "done": 1, "failed": 0}, 2, 3)
-    assert [(t.M, t.state, t.trials_ok, t.trials_total, t.best_latency_us, t.default_latency_us)
-            for t in tasks] == [(1, "done", 2, 3, 5.0, 10.0), (16, "pending", 0, 0, None, None)]
+    assert (
+        summary.sweep_id,
+        summary.model,
+        summary.tasks,
+        summary.trials_ok,
+        summary.trials_total,
+    ) == (sweep_id, "test-model", {"pending": 1, "running": 0, "done": 1, "failed": 0}, 2, 3)
+    assert [
+        (t.M, t.state, t.trials_ok, t.trials_total, t.best_latency_us, t.default_latency_us)
+        for t in tasks
+    ] == [(1, "done", 2, 3, 5.0, 10.0), (16, "pending", 0, 0, None, None)]
     assert [(e.gpu_name, e.torch, e.triton, e.trials) for e in envs] == [
-        ("NVIDIA L20", "2.11.0", TRITON, 3)]
+        ("NVIDIA L20", "2.11.0", TRITON, 3)
+    ]
     assert counts.trials["ok"] == 2 and counts.trials["wrong_result"] == 1
     assert counts.trials["crashed"] == 0
     assert counts.tasks == {"pending": 1, "running": 0, "done": 1, "failed": 0}
@@ -83,8 +110,12 @@ def test_upgrade_from_0002_adds_imports_and_keeps_rows(tmp_path: Path) -> None:
     engine = connect(url)
     upgrade(engine, "0002")
     with engine.begin() as connection:
-        connection.execute(text("INSERT INTO devices (device_name, created_at) "
-                                "VALUES ('NVIDIA_L20', '2026-11-30 00:00:00')"))
+        connection.execute(
+            text(
+                "INSERT INTO devices (device_name, created_at) "
+                "VALUES ('NVIDIA_L20', '2026-11-30 00:00:00')"
+            )
+        )
     assert "imports" not in inspect(engine).get_table_names()
     upgrade(engine)
     assert "imports" in inspect(engine).get_table_names()
@@ -100,21 +131,49 @@ def test_entries_that_cannot_launch_are_stored_and_left_out_of_merges(engine: En
     reason = "config 128x256x128 g64 w8 s5 needs 200000 bytes of shared memory"
     with session_scope(engine) as session:
         older = repo.record_import(
-            session, device_name="NVIDIA_L20", N=576, K=7168, block_shape=(128, 128),
-            label="old", file_name="f.json", sha256="a", configs={16: FAST})
+            session,
+            device_name="NVIDIA_L20",
+            N=576,
+            K=7168,
+            block_shape=(128, 128),
+            label="old",
+            file_name="f.json",
+            sha256="a",
+            configs={16: FAST},
+        )
         item = repo.record_import(
-            session, device_name="NVIDIA_L20", N=576, K=7168, block_shape=(128, 128),
-            label="h100", file_name="f.json", sha256="b", configs={1: FAST, 16: SLOW, 64: SLOW},
-            checked_arch=89, cannot_launch={16: reason, 64: reason})
+            session,
+            device_name="NVIDIA_L20",
+            N=576,
+            K=7168,
+            block_shape=(128, 128),
+            label="h100",
+            file_name="f.json",
+            sha256="b",
+            configs={1: FAST, 16: SLOW, 64: SLOW},
+            checked_arch=89,
+            cannot_launch={16: reason, 64: reason},
+        )
         shape = repo.imported_configs(session, device_name="NVIDIA_L20")[(576, 7168, (128, 128))]
     assert (older.checked_arch, older.cannot_launch) == (None, {})
     assert (item.checked_arch, item.cannot_launch, item.m_keys) == (
-        89, {16: reason, 64: reason}, (1, 16, 64))
+        89,
+        {16: reason, 64: reason},
+        (1, 16, 64),
+    )
     # M=16 falls back on the older import's entry; M=64 has none.
     assert (shape.configs, shape.labels) == ({16: FAST, 1: FAST}, {16: "old", 1: "h100"})
     assert shape.left_out == {16: ("h100", reason), 64: ("h100", reason)}
-    record_checked = dict(device_name="NVIDIA_L20", N=576, K=7168, block_shape=(128, 128),
-                          label="x", file_name="f.json", sha256="c", configs={1: FAST})
+    record_checked = dict(
+        device_name="NVIDIA_L20",
+        N=576,
+        K=7168,
+        block_shape=(128, 128),
+        label="x",
+        file_name="f.json",
+        sha256="c",
+        configs={1: FAST},
+    )
     with session_scope(engine) as session, pytest.raises(ValueError, match="needs the checked"):
         repo.record_import(session, **record_checked, cannot_launch={1: reason})
     with session_scope(engine) as session, pytest.raises(ValueError, match="not in the file: 2"):
@@ -126,12 +185,19 @@ def test_upgrade_from_0006_keeps_imports_unchecked(tmp_path: Path) -> None:
     engine = connect(url)
     upgrade(engine, "0006")
     with engine.begin() as connection:
-        connection.execute(text("INSERT INTO devices (device_id, device_name, created_at) "
-                                "VALUES (1, 'NVIDIA_L20', '2026-11-30 00:00:00')"))
-        connection.execute(text(
-            "INSERT INTO imports (device_id, N, K, block_n, block_k, label, file_name, sha256, "
-            "configs, created_at) VALUES (1, 576, 7168, 128, 128, 'vllm', 'f.json', 'ab', "
-            "'{\"1\": {\"BLOCK_SIZE_M\": 16}}', '2026-11-30 00:00:00')"))
+        connection.execute(
+            text(
+                "INSERT INTO devices (device_id, device_name, created_at) "
+                "VALUES (1, 'NVIDIA_L20', '2026-11-30 00:00:00')"
+            )
+        )
+        connection.execute(
+            text(
+                "INSERT INTO imports (device_id, N, K, block_n, block_k, label, file_name, sha256, "
+                "configs, created_at) VALUES (1, 576, 7168, 128, 128, 'vllm', 'f.json', 'ab', "
+                "'{\"1\": {\"BLOCK_SIZE_M\": 16}}', '2026-11-30 00:00:00')"
+            )
+        )
     upgrade(engine)
     engine.dispose()
     engine = open_store(url)

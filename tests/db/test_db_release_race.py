@@ -44,14 +44,20 @@ def _race(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, bo
 
 def _releases(engine: Engine) -> list[tuple[int, str]]:
     with engine.connect() as connection:
-        return [tuple(row) for row in connection.execute(
-            select(Release.number, Release.content_sha256)
-            .join(Device, Release.device_id == Device.device_id)
-            .where(Device.device_name == "NVIDIA_L20").order_by(Release.number))]
+        return [
+            tuple(row)
+            for row in connection.execute(
+                select(Release.number, Release.content_sha256)
+                .join(Device, Release.device_id == Device.device_id)
+                .where(Device.device_name == "NVIDIA_L20")
+                .order_by(Release.number)
+            )
+        ]
 
 
 def test_concurrent_identical_publishes_make_one_release(
-        engine: Engine, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine: Engine, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fill(store_url, PLAN, m_values=(1, 16))
     outcomes = _race(engine, monkeypatch)
     assert sorted(outcomes) == [(1, False)] * (PUBLISHERS - 1) + [(1, True)]
@@ -59,12 +65,19 @@ def test_concurrent_identical_publishes_make_one_release(
 
 
 def test_a_changed_store_still_makes_the_next_release(
-        engine: Engine, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine: Engine, store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fill(store_url, PLAN, m_values=(1, 16))
     with session_scope(engine) as session:
         assert publish(session, "NVIDIA_L20", reason="first").release.number == 1
-    fill(store_url, {(7168, 2048, 1): [(DEFAULT, True, "ok", 20.0)],
-                     (7168, 2048, 16): [(DEFAULT, True, "ok", 30.0)]}, m_values=(1, 16))
+    fill(
+        store_url,
+        {
+            (7168, 2048, 1): [(DEFAULT, True, "ok", 20.0)],
+            (7168, 2048, 16): [(DEFAULT, True, "ok", 30.0)],
+        },
+        m_values=(1, 16),
+    )
     outcomes = _race(engine, monkeypatch)
     assert sorted(outcomes) == [(2, False)] * (PUBLISHERS - 1) + [(2, True)]
     numbers, contents = zip(*_releases(engine), strict=True)

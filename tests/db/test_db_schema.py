@@ -26,12 +26,26 @@ from db.models import Base, Device
 from tuner.core import CONFIG_KEYS
 
 # Tables the store must have (the models may add more: the migrations must then create them).
-TABLES = {"devices", "environments", "sweeps", "tasks", "trials", "imports", "retimes", "decisions",
-          "comparisons", "comparison_points",
-          "ceilings", "blobs", "releases", "release_files"}
+TABLES = {
+    "devices",
+    "environments",
+    "sweeps",
+    "tasks",
+    "trials",
+    "imports",
+    "retimes",
+    "decisions",
+    "comparisons",
+    "comparison_points",
+    "ceilings",
+    "blobs",
+    "releases",
+    "release_files",
+}
 # The revision of the newest migration file, `NNNN_<what>.py`: the one a store is upgraded to.
-NEWEST = max(path.name[:4]
-             for path in (MIGRATIONS_DIR / "versions").glob("[0-9][0-9][0-9][0-9]_*.py"))
+NEWEST = max(
+    path.name[:4] for path in (MIGRATIONS_DIR / "versions").glob("[0-9][0-9][0-9][0-9]_*.py")
+)
 
 
 def test_migration_equals_models(engine: Engine) -> None:
@@ -63,8 +77,10 @@ def test_migration_equals_models(engine: Engine) -> None:
         retime_uniques = inspector.get_unique_constraints("retimes")
         assert [tuple(u["column_names"]) for u in retime_uniques] == [("task_id", *CONFIG_KEYS)]
         cascades = {
-            table: {fk["referred_table"]: (fk["options"] or {}).get("ondelete")
-                    for fk in inspector.get_foreign_keys(table)}
+            table: {
+                fk["referred_table"]: (fk["options"] or {}).get("ondelete")
+                for fk in inspector.get_foreign_keys(table)
+            }
             for table in ("retimes", "decisions", "ceilings")
         }
         assert cascades == {
@@ -87,8 +103,12 @@ def test_open_store_creates_schema_in_new_folder(tmp_path: Path) -> None:
                 for name in ("journal_mode", "busy_timeout", "foreign_keys", "synchronous")
             }
         # synchronous 1: NORMAL, no fsync per commit (WAL keeps it consistent)
-        assert pragmas == {"journal_mode": "wal", "busy_timeout": 30000, "foreign_keys": 1,
-                           "synchronous": 1}
+        assert pragmas == {
+            "journal_mode": "wal",
+            "busy_timeout": 30000,
+            "foreign_keys": 1,
+            "synchronous": 1,
+        }
     finally:
         engine.dispose()
     open_store(f"sqlite:///{path}").dispose()  # a store at head opens again
@@ -179,11 +199,18 @@ def test_a_store_made_by_the_first_schema_upgrades_and_keeps_its_rows(tmp_path: 
     engine = connect(url)
     upgrade(engine, "0001")
     with engine.begin() as connection:
-        connection.execute(text("INSERT INTO devices (device_name, created_at) "
-                                "VALUES ('NVIDIA_L20', '2026-11-30 00:00:00')"))
+        connection.execute(
+            text(
+                "INSERT INTO devices (device_name, created_at) "
+                "VALUES ('NVIDIA_L20', '2026-11-30 00:00:00')"
+            )
+        )
     engine.dispose()
-    with pytest.raises(SchemaError, match=rf"revision 0001, this tuner expects {NEWEST}: run "
-                       r"`tuner db upgrade`"):
+    with pytest.raises(
+        SchemaError,
+        match=rf"revision 0001, this tuner expects {NEWEST}: run "
+        r"`tuner db upgrade`",
+    ):
         open_store(url)
     assert _version(url) == ["0001"]  # refusing changed nothing
     engine = connect(url)
@@ -237,8 +264,12 @@ def test_a_store_at_0003_with_data_upgrades_to_head_and_back(tmp_path: Path) -> 
     assert _version(url) == [NEWEST]
     opened = open_store(url)
     with session_scope(opened) as session:
-        session.execute(text("INSERT INTO ceilings (environment_id, name, value, created_at) "
-                             "VALUES (1, 'copy_gbps', 4300.0, '2026-12-02 00:00:00')"))
+        session.execute(
+            text(
+                "INSERT INTO ceilings (environment_id, name, value, created_at) "
+                "VALUES (1, 'copy_gbps', 4300.0, '2026-12-02 00:00:00')"
+            )
+        )
     opened.dispose()
     config_alembic = Config()
     config_alembic.set_main_option("script_location", str(MIGRATIONS_DIR))

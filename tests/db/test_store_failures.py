@@ -12,11 +12,14 @@ from tests.storefill import DEFAULT, fill
 def test_store_failures_are_reopened_and_config_failures_stay(tmp_path):
     path = tmp_path / "tuner.db"
     url = f"sqlite:///{path}"
-    sweep_id = fill(url, {(256, 384, m): [(DEFAULT, True, "ok", 10.0)] for m in (1, 16, 32)},
-                    fail_m=(16, 32))
+    sweep_id = fill(
+        url, {(256, 384, m): [(DEFAULT, True, "ok", 10.0)] for m in (1, 16, 32)}, fail_m=(16, 32)
+    )
     with sqlite3.connect(path) as connection:
-        connection.execute("UPDATE tasks SET error = 'OperationalError: (psycopg."
-                           "OperationalError) AdminShutdown' WHERE \"M\" = 16")
+        connection.execute(
+            "UPDATE tasks SET error = 'OperationalError: (psycopg."
+            'OperationalError) AdminShutdown\' WHERE "M" = 16'
+        )
         connection.execute("UPDATE tasks SET error = 'ValueError: bad' WHERE \"M\" = 32")
     engine = open_store(url)
     try:

@@ -46,16 +46,30 @@ def vllm_dense_call(root: Path, config: dict, M: int) -> tuple[tuple, dict]:
     capture = stand_ins.Capture()
     path = root / FP8_UTILS
     envs = SimpleNamespace(VLLM_BATCH_INVARIANT=False)
-    given = {"torch": torch, "triton": triton, "envs": envs,
-             "current_platform": stand_ins.Platform(90), "_w8a8_triton_block_scaled_mm": capture,
-             "get_w8a8_block_fp8_configs": lambda *shape: {1: dict(config)}}
-    host = bench("engine_source").load(path.read_text(), ("w8a8_triton_block_scaled_mm",), given,
-                                        filename=str(path), module="vllm_fp8_utils")
+    given = {
+        "torch": torch,
+        "triton": triton,
+        "envs": envs,
+        "current_platform": stand_ins.Platform(90),
+        "_w8a8_triton_block_scaled_mm": capture,
+        "get_w8a8_block_fp8_configs": lambda *shape: {1: dict(config)},
+    }
+    host = bench("engine_source").load(
+        path.read_text(),
+        ("w8a8_triton_block_scaled_mm",),
+        given,
+        filename=str(path),
+        module="vllm_fp8_utils",
+    )
     fp8, meta, N, K = torch.float8_e4m3fn, {"device": "meta"}, DENSE_N, DENSE_K
     host.w8a8_triton_block_scaled_mm(
-        torch.empty(M, K, dtype=fp8, **meta), torch.empty(N, K, dtype=fp8, **meta),
-        torch.empty(M, K // 128, **meta), torch.empty(N // 128, K // 128, **meta),
-        [128, 128], torch.bfloat16)
+        torch.empty(M, K, dtype=fp8, **meta),
+        torch.empty(N, K, dtype=fp8, **meta),
+        torch.empty(M, K // 128, **meta),
+        torch.empty(N // 128, K // 128, **meta),
+        [128, 128],
+        torch.bfloat16,
+    )
     return capture.calls[0]
 
 
@@ -72,10 +86,16 @@ def dense(root: Path, archs: list[int]) -> list[dict]:
             for M in DENSE_M:
                 ours = compile_dense_pair(theirs, config, arch, M=M, N=DENSE_N, K=DENSE_K)[0]
                 vllm = compile_launch(theirs, arch, *vllm_dense_call(root, config.as_dict(), M))
-                rows.append({"arch": arch, "M": M, "config": config.as_dict(),
-                             "regs": [ours.n_regs, vllm.n_regs],
-                             "shared": [ours.shared, vllm.shared],
-                             "differ": same_code(ours, vllm)})
+                rows.append(
+                    {
+                        "arch": arch,
+                        "M": M,
+                        "config": config.as_dict(),
+                        "regs": [ours.n_regs, vllm.n_regs],
+                        "shared": [ours.shared, vllm.shared],
+                        "differ": same_code(ours, vllm),
+                    }
+                )
     return rows
 
 
@@ -95,16 +115,37 @@ def moe(root: Path, archs: list[int]) -> list[dict]:
     at M = 1 (vLLM's naive assignment)."""
     mf = bench("moe_fidelity")
     path = root / FUSED_MOE
-    tiny, naive = (next(s for s in mf.SHAPES if s[0].startswith(name))
-                   for name in ("tiny-moe", "deepseek-v3"))
+    tiny, naive = (
+        next(s for s in mf.SHAPES if s[0].startswith(name)) for name in ("tiny-moe", "deepseek-v3")
+    )
     configs = moe_configs()
-    rows = (mf.compiled_rows(path, archs, configs, [tiny])
-            + mf.compiled_rows(path, archs, configs[:1], [naive]))
-    keys = ("arch", "shape", "launch", "config", "swap_ab", "naive", "n_regs", "shared",
-            "spill_bytes", "opcode_delta", "error")
-    return [{key: row.get(key) for key in keys}
-            | {"same": "error" not in row and row["same_mix"] and row["same_regs"]
-               and row["same_shared"] and len(set(row["spill_bytes"])) == 1} for row in rows]
+    rows = mf.compiled_rows(path, archs, configs, [tiny]) + mf.compiled_rows(
+        path, archs, configs[:1], [naive]
+    )
+    keys = (
+        "arch",
+        "shape",
+        "launch",
+        "config",
+        "swap_ab",
+        "naive",
+        "n_regs",
+        "shared",
+        "spill_bytes",
+        "opcode_delta",
+        "error",
+    )
+    return [
+        {key: row.get(key) for key in keys}
+        | {
+            "same": "error" not in row
+            and row["same_mix"]
+            and row["same_regs"]
+            and row["same_shared"]
+            and len(set(row["spill_bytes"])) == 1
+        }
+        for row in rows
+    ]
 
 
 def main() -> None:

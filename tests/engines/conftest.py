@@ -28,8 +28,10 @@ def engine_wheels() -> Path:
     """The folder of downloaded engine wheels; skips the test when TUNER_ENGINE_WHEELS is unset."""
     folder = wheels_folder()
     if folder is None:
-        pytest.skip(f"{WHEELS_ENV} is not set: the real-engine lane reads vLLM's and SGLang's "
-                    f"wheels ({FETCH}, then set {WHEELS_ENV} to the folder it prints)")
+        pytest.skip(
+            f"{WHEELS_ENV} is not set: the real-engine lane reads vLLM's and SGLang's "
+            f"wheels ({FETCH}, then set {WHEELS_ENV} to the folder it prints)"
+        )
     return folder
 
 

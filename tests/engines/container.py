@@ -64,8 +64,12 @@ class Coverage:
     block_shape: tuple[int, int] = (128, 128)
 
 
-def tuned_files(device_name: str, shapes: Sequence[tuple[str, str, int, int, Sequence[int]]],
-                *, engine: str = "vllm") -> list[DeviceFile]:
+def tuned_files(
+    device_name: str,
+    shapes: Sequence[tuple[str, str, int, int, Sequence[int]]],
+    *,
+    engine: str = "vllm",
+) -> list[DeviceFile]:
     """The files `tuner export --engine ENGINE` writes for winners of these shapes, built by
     the merge (`build_device_files`) with a different config of the family's space at each M,
     so that which entry an engine picks shows.
@@ -80,11 +84,19 @@ def tuned_files(device_name: str, shapes: Sequence[tuple[str, str, int, int, Seq
     for index, (family, params, N, K, m_values) in enumerate(shapes):
         space = get_family(family).space()
         coverage.append(Coverage(family, params, N, K, tuple(m_values)))
-        winners += [Winner(family, params, N, K, M, space[(97 * (index + 1) * (i + 1)) %
-                                                       len(space)].as_dict(), device_name)
-                    for i, M in enumerate(m_values)]
-    built = build_device_files(winners, coverage, engine=engine,
-                               triton_of={ENVIRONMENT_ID: TRITON})
+        winners += [
+            Winner(
+                family,
+                params,
+                N,
+                K,
+                M,
+                space[(97 * (index + 1) * (i + 1)) % len(space)].as_dict(),
+                device_name,
+            )
+            for i, M in enumerate(m_values)
+        ]
+    built = build_device_files(winners, coverage, engine=engine, triton_of={ENVIRONMENT_ID: TRITON})
     assert not built.skipped, built.skipped
     return built.files
 
@@ -113,8 +125,9 @@ class Container:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
 
-    def mount(self, files: Sequence[DeviceFile], device_name: str, engine: str,
-              host: Path, *options: str) -> dict:
+    def mount(
+        self, files: Sequence[DeviceFile], device_name: str, engine: str, host: Path, *options: str
+    ) -> dict:
         """Write `files` to the host folder `host`, ask `tuner mounts --files` for compose
         mounts of them for `engine` (with `options`, more `tuner mounts` arguments), and apply
         them: each bind mount's source replaces its
@@ -125,12 +138,28 @@ class Container:
             The compose fragment the mounts printed, parsed.
         """
         write_files_atomically(files, host)
-        printed = CliRunner().invoke(app, [
-            "mounts", "--device", device_name, "--files", str(host), "--engine", engine,
-            "--format", "compose", "--site-packages", SITE, *options])
+        printed = CliRunner().invoke(
+            app,
+            [
+                "mounts",
+                "--device",
+                device_name,
+                "--files",
+                str(host),
+                "--engine",
+                engine,
+                "--format",
+                "compose",
+                "--site-packages",
+                SITE,
+                *options,
+            ],
+        )
         if printed.exit_code != 0:
-            pytest.fail(f"tuner mounts --engine {engine} failed: "
-                        f"{printed.output.strip()[-300:]}", pytrace=False)
+            pytest.fail(
+                f"tuner mounts --engine {engine} failed: {printed.output.strip()[-300:]}",
+                pytrace=False,
+            )
         compose = yaml.safe_load(printed.stdout)
         for volume in compose.get("volumes", []):
             assert volume["type"] == "bind" and volume["read_only"] is True, volume
@@ -163,6 +192,7 @@ class Logged:
     def __getattr__(self, method: str):
         def log(message: str, *args: object, **_: object) -> None:
             self.records.append((method, message % args if args else message))
+
         return log
 
 

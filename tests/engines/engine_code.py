@@ -31,7 +31,8 @@ FETCH = "bash tests/engines/fetch_engines.sh"
 
 # The loader itself lives with the benches that run the engines' code too.
 _SPEC = importlib.util.spec_from_file_location(
-    "engine_source", Path(__file__).resolve().parents[2] / "bench" / "engine_source.py")
+    "engine_source", Path(__file__).resolve().parents[2] / "bench" / "engine_source.py"
+)
 assert _SPEC is not None and _SPEC.loader is not None
 _engine_source = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(_engine_source)
@@ -48,8 +49,9 @@ def engine_wheel(folder: Path, engine: str) -> Path:
     version = RELEASES[engine]
     found = sorted(folder.glob(f"{engine}-{version}-*.whl")) if folder.is_dir() else []
     if not found:
-        pytest.fail(f"no {engine}-{version} wheel in {folder} ({WHEELS_ENV}): run {FETCH}",
-                    pytrace=False)
+        pytest.fail(
+            f"no {engine}-{version} wheel in {folder} ({WHEELS_ENV}): run {FETCH}", pytrace=False
+        )
     return found[0]
 
 
@@ -59,8 +61,9 @@ def _members(wheel: Path) -> frozenset[str]:
         with zipfile.ZipFile(wheel) as archive:
             return frozenset(archive.namelist())
     except (OSError, zipfile.BadZipFile) as exc:
-        pytest.fail(f"{wheel} is not a readable wheel ({exc}): delete it and run {FETCH}",
-                    pytrace=False)
+        pytest.fail(
+            f"{wheel} is not a readable wheel ({exc}): delete it and run {FETCH}", pytrace=False
+        )
 
 
 def wheel_bytes(wheel: Path, member: str) -> bytes:
@@ -77,35 +80,50 @@ def wheel_text(wheel: Path, member: str) -> str:
     return wheel_bytes(wheel, member).decode("utf-8")
 
 
-def wheel_folder(wheel: Path, folder: str, suffix: str = ".json", *,
-                 recursive: bool = False) -> dict[str, bytes]:
+def wheel_folder(
+    wheel: Path, folder: str, suffix: str = ".json", *, recursive: bool = False
+) -> dict[str, bytes]:
     """The files in one folder of a wheel whose names end in `suffix` (those in its subfolders
     too when `recursive`): path below the folder -> bytes, sorted; fails the test (one line)
     when there are none."""
     prefix = folder.rstrip("/") + "/"
-    names = sorted(m for m in _members(wheel) if m.startswith(prefix) and m.endswith(suffix)
-                   and not m.endswith("/") and (recursive or "/" not in m[len(prefix):]))
+    names = sorted(
+        m
+        for m in _members(wheel)
+        if m.startswith(prefix)
+        and m.endswith(suffix)
+        and not m.endswith("/")
+        and (recursive or "/" not in m[len(prefix) :])
+    )
     if not names:
         pytest.fail(f"{wheel.name} has no {prefix}*{suffix}", pytrace=False)
     with zipfile.ZipFile(wheel) as archive:
-        return {name[len(prefix):]: archive.read(name) for name in names}
+        return {name[len(prefix) :]: archive.read(name) for name in names}
 
 
-def load(text: str, names: Iterable[str], given: Mapping[str, object] | None = None, *,
-         filename: str, module: str = "engine_code", module_file: str | None = None
-         ) -> ModuleType:
+def load(
+    text: str,
+    names: Iterable[str],
+    given: Mapping[str, object] | None = None,
+    *,
+    filename: str,
+    module: str = "engine_code",
+    module_file: str | None = None,
+) -> ModuleType:
     """`bench/engine_source.py`'s `load` (named top-level functions of an engine module's
     text, run here with `given` in place of its imports; see there), failing the test in one
     line where that raises."""
     try:
-        return _engine_source.load(text, names, given, filename=filename, module=module,
-                                   module_file=module_file)
+        return _engine_source.load(
+            text, names, given, filename=filename, module=module, module_file=module_file
+        )
     except (LookupError, RuntimeError) as exc:
         pytest.fail(str(exc), pytrace=False)
 
 
-def install_module(monkeypatch: pytest.MonkeyPatch, dotted: str,
-                   attributes: Mapping[str, object]) -> ModuleType:
+def install_module(
+    monkeypatch: pytest.MonkeyPatch, dotted: str, attributes: Mapping[str, object]
+) -> ModuleType:
     """Put a module named `dotted` (and empty parent packages that are missing) into
     sys.modules for the test, for the imports an engine function makes when it runs (e.g.
     `from vllm.model_executor.layers.fused_moe import get_config`)."""

@@ -24,52 +24,106 @@ DENSE_CONFIGS = "sglang/kernels/ops/gemm/configs"
 MOE_CONFIGS = "sglang/srt/layers/moe/moe_runner/triton_utils/configs"
 
 
-def _load(wheel: Path, member: str, names: list[str], given: dict,
-          container: Container | None = None):
-    return load(wheel_text(wheel, member), names, given, filename=f"{wheel.name}/{member}",
-                module=member.removesuffix(".py").replace("/", "."),
-                module_file=container.module_file(member) if container else None)
+def _load(
+    wheel: Path, member: str, names: list[str], given: dict, container: Container | None = None
+):
+    return load(
+        wheel_text(wheel, member),
+        names,
+        given,
+        filename=f"{wheel.name}/{member}",
+        module=member.removesuffix(".py").replace("/", "."),
+        module_file=container.module_file(member) if container else None,
+    )
 
 
-def dense_lookup(wheel: Path, container: Container, gpu_name: str, logger: Logged,
-                 kernel: Launches, *, sm90: bool = True):
+def dense_lookup(
+    wheel: Path,
+    container: Container,
+    gpu_name: str,
+    logger: Logged,
+    kernel: Launches,
+    *,
+    sm90: bool = True,
+):
     """fp8_kernel.py's `get_w8a8_block_fp8_configs` and `w8a8_block_fp8_matmul_triton` on a
     CUDA GPU named `gpu_name` (SGLang's get_device_name is torch's name of it), with the Triton
     kernel replaced by `kernel`."""
-    return _load(wheel, FP8_KERNEL, [
-        "get_w8a8_block_fp8_configs", "prepare_block_fp8_matmul_inputs",
-        "select_w8a8_block_fp8_matmul_kernel", "w8a8_block_fp8_matmul_triton"], {
-        "torch": torch, "triton": triton, "logger": logger, "_is_cuda": True, "_is_hip": False,
-        "_is_gfx1250": False, "get_device_name": lambda device_id=0: gpu_name,
-        "log_info_on_rank0": lambda log, message: log.info(message),
-        "get_platform": lambda: SimpleNamespace(is_sm90=sm90),
-        "_w8a8_block_fp8_matmul": kernel}, container)
+    return _load(
+        wheel,
+        FP8_KERNEL,
+        [
+            "get_w8a8_block_fp8_configs",
+            "prepare_block_fp8_matmul_inputs",
+            "select_w8a8_block_fp8_matmul_kernel",
+            "w8a8_block_fp8_matmul_triton",
+        ],
+        {
+            "torch": torch,
+            "triton": triton,
+            "logger": logger,
+            "_is_cuda": True,
+            "_is_hip": False,
+            "_is_gfx1250": False,
+            "get_device_name": lambda device_id=0: gpu_name,
+            "log_info_on_rank0": lambda log, message: log.info(message),
+            "get_platform": lambda: SimpleNamespace(is_sm90=sm90),
+            "_w8a8_block_fp8_matmul": kernel,
+        },
+        container,
+    )
 
 
-def launch_dense(sglang, kernel: Launches, M: int, N: int, K: int,
-                 block_shape: tuple[int, int] = (128, 128)) -> dict[str, object]:
+def launch_dense(
+    sglang, kernel: Launches, M: int, N: int, K: int, block_shape: tuple[int, int] = (128, 128)
+) -> dict[str, object]:
     """The config `w8a8_block_fp8_matmul_triton` launches its kernel with for A [M, K] and a
     weight [N, K] (`meta_operands`), without the `needs_masking` flag it adds."""
-    sglang.w8a8_block_fp8_matmul_triton(*meta_operands(M, N, K, block_shape), list(block_shape),
-                                        torch.bfloat16)
+    sglang.w8a8_block_fp8_matmul_triton(
+        *meta_operands(M, N, K, block_shape), list(block_shape), torch.bfloat16
+    )
     launched = kernel.configs.pop()
     launched.pop("needs_masking")
     return launched
 
 
-def moe_lookup(wheel: Path, monkeypatch: pytest.MonkeyPatch, container: Container,
-               gpu_name: str, logger: Logged, triton_version: str):
+def moe_lookup(
+    wheel: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    container: Container,
+    gpu_name: str,
+    logger: Logged,
+    triton_version: str,
+):
     """fused_moe_triton_config.py's `get_config_file_name`, `get_moe_configs`,
     `get_default_config` and `try_get_optimal_moe_config` under Triton `triton_version` (the
     `configs/triton_<version>/` folder it reads first), no deterministic inference and no
     override config (SGLang's own `get_config`, triton_utils/__init__.py)."""
     package = _load(wheel, MOE_PACKAGE, ["get_config"], {})
-    install_module(monkeypatch, "sglang.srt.layers.moe.moe_runner.triton_utils",
-                   {"get_config": package.get_config})
-    no_determinism = SimpleNamespace(deterministic=SimpleNamespace(
-        enable_deterministic_inference=False))
-    return _load(wheel, MOE_CONFIG, ["get_config_file_name", "get_moe_configs",
-                                     "get_default_config", "try_get_optimal_moe_config"], {
-        "torch": torch, "triton": SimpleNamespace(__version__=triton_version),
-        "logger": logger, "_is_hip": False, "get_exec": lambda: no_determinism,
-        "get_device_name": lambda device_id=0: gpu_name}, container)
+    install_module(
+        monkeypatch,
+        "sglang.srt.layers.moe.moe_runner.triton_utils",
+        {"get_config": package.get_config},
+    )
+    no_determinism = SimpleNamespace(
+        deterministic=SimpleNamespace(enable_deterministic_inference=False)
+    )
+    return _load(
+        wheel,
+        MOE_CONFIG,
+        [
+            "get_config_file_name",
+            "get_moe_configs",
+            "get_default_config",
+            "try_get_optimal_moe_config",
+        ],
+        {
+            "torch": torch,
+            "triton": SimpleNamespace(__version__=triton_version),
+            "logger": logger,
+            "_is_hip": False,
+            "get_exec": lambda: no_determinism,
+            "get_device_name": lambda device_id=0: gpu_name,
+        },
+        container,
+    )

@@ -45,9 +45,14 @@ def _compiling_env(tmp_path: Path) -> dict[str, str]:
 def compiled(kind: str, root: Path, archs, tmp_path: Path) -> list[dict]:
     """tests/engines/compiled_code.py's rows, run without TRITON_INTERPRET."""
     env = _compiling_env(tmp_path)
-    done = subprocess.run([sys.executable, "-m", "tests.engines.compiled_code", kind, str(root),
-                           *map(str, archs)], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=1200)
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.engines.compiled_code", kind, str(root), *map(str, archs)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -88,9 +93,14 @@ rows = mf.compiled_rows(Path(sys.argv[1]) / FUSED_MOE, [89], moe_configs()[:1],
                         [s for s in mf.SHAPES if s[0].startswith("tiny-moe")])
 print(json.dumps([row.get("same_mix") for row in rows]))
 """
-    done = subprocess.run([sys.executable, "-c", child, str(reverted)], cwd=REPO,
-                          env=_compiling_env(tmp_path),
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", child, str(reverted)],
+        cwd=REPO,
+        env=_compiling_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == [False, False]
 
@@ -99,10 +109,14 @@ def test_both_kernels_give_the_same_output_under_the_interpreter(vllm_root) -> N
     assert os.environ.get("TRITON_INTERPRET") == "1"  # tests/conftest.py
     moe = bench("moe_fidelity").interpreter_check(vllm_root / FUSED_MOE)
     assert [(row["arch"], row["M"], row["launch"], row["differing"]) for row in moe["rows"]] == [
-        (arch, M, launch, 0) for arch in (None, 90) for M in (5, 33, 20, 2)
-        for launch in ("gate_up", "down")]
+        (arch, M, launch, 0)
+        for arch in (None, 90)
+        for M in (5, 33, 20, 2)
+        for launch in ("gate_up", "down")
+    ]
     assert [(row["swap_ab"], row["naive"]) for row in moe["rows"] if row["arch"] == 90] == [
-        (False, False)] * 2 + [(True, False)] * 4 + [(True, True)] * 2
+        (False, False)
+    ] * 2 + [(True, False)] * 4 + [(True, True)] * 2
     # every launch wrote (C starts as 7 in both), so equality is not vacuous
     assert all(row["written"] > row["numel"] // 4 for row in moe["rows"])
     dense = bench("vllm_equivalence").dense_interpreter(vllm_root / FP8_UTILS)

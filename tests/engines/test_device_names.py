@@ -22,8 +22,7 @@ GPU_NAMES = {
     "NVIDIA H20": "NVIDIA_H20",
     "NVIDIA B200": "NVIDIA_B200",
     "NVIDIA A100-SXM4-80GB": "NVIDIA_A100-SXM4-80GB",
-    "NVIDIA RTX PRO 6000 Blackwell Server Edition":
-        "NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition",
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition": "NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition",
     "AMD Instinct MI300X": "AMD_Instinct_MI300X",
     "Intel(R) Data Center GPU Max 1550": "Intel(R)_Data_Center_GPU_Max_1550",
     "NVIDIA GeForce GTX 1080/PCIe/SSE2": "NVIDIA_GeForce_GTX_1080_PCIe_SSE2",

@@ -32,8 +32,9 @@ def shipped(wheel: Path, device_name: str, folder: Path) -> list[Path]:
 def test_import_of_vllms_l20_files_reports_their_coverage(vllm_wheel, tmp_path) -> None:
     files = shipped(vllm_wheel, "NVIDIA_L20", tmp_path / "l20")
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
-    result = CliRunner().invoke(app, ["import", *map(str, files), "--label", "vllm-0.33.0",
-                                      "--db", db, "--no-check"])
+    result = CliRunner().invoke(
+        app, ["import", *map(str, files), "--label", "vllm-0.33.0", "--db", db, "--no-check"]
+    )
     assert result.exit_code == 0, result.output
     *lines, unchecked, last = result.stdout.strip().splitlines()
     assert unchecked.startswith("not checked: --no-check;")
@@ -41,11 +42,14 @@ def test_import_of_vllms_l20_files_reports_their_coverage(vllm_wheel, tmp_path) 
     # imported-only devices are published like any other
     assert last.startswith("published NVIDIA_L20 release 1: 14 file(s), content ")
     coverage = {line.split()[1]: line.split(": ", 1)[1] for line in lines}
-    three = ("3 of vLLM's 18 M values: 2048, 3072, 4096; missing 1, 2, 4, 8, 16, 24, 32, 48, 64, "
-             "96, 128, 256, 512, 1024, 1536; M=1 runs the M=2048 entry")
+    three = (
+        "3 of vLLM's 18 M values: 2048, 3072, 4096; missing 1, 2, 4, 8, 16, 24, 32, 48, 64, "
+        "96, 128, 256, 512, 1024, 1536; M=1 runs the M=2048 entry"
+    )
     assert coverage.pop(config_file_name(576, 7168, "NVIDIA_L20")) == (
         "2 of vLLM's 18 M values: 4, 8; missing 1, 2, 16, 24, 32, 48, 64, 96, 128, 256, 512, "
-        "1024, 1536, 2048, 3072, 4096; M=1 runs the M=4 entry; M=4096 runs the M=8 entry")
+        "1024, 1536, 2048, 3072, 4096; M=1 runs the M=4 entry; M=4096 runs the M=8 entry"
+    )
     assert list(coverage.values()) == [three] * 13
     assert all(" for NVIDIA_L20 as 'vllm-0.33.0'" in line for line in lines)
     assert row_counts(db)["imports"] == 14
@@ -53,8 +57,11 @@ def test_import_of_vllms_l20_files_reports_their_coverage(vllm_wheel, tmp_path) 
 
 def test_an_amd_file_is_imported_with_its_keys(vllm_wheel, tmp_path) -> None:
     name = config_file_name(1536, 7168, "AMD_Instinct_MI300X")
-    (amd,) = (path for path in shipped(vllm_wheel, "AMD_Instinct_MI300X", tmp_path / "amd")
-              if path.name == name)
+    (amd,) = (
+        path
+        for path in shipped(vllm_wheel, "AMD_Instinct_MI300X", tmp_path / "amd")
+        if path.name == name
+    )
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     result = CliRunner().invoke(app, ["import", str(amd), "--db", db])
     assert result.exit_code == 0, result.output

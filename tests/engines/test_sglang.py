@@ -19,10 +19,14 @@ from tuner.core import VLLM_M_GRID
 from tuner.files.format import parse_config_file, vllm_pick_key
 
 M_MAX = 8192
-DENSE_SHAPES = [("dense", "", 5120, 3072, VLLM_M_GRID),
-                ("dense", "", 7168, 5120, (16, 32, 2048, 4096))]
-MOE_SHAPES = [("moe", "E=128,top_k=8", 384, 2048, VLLM_M_GRID),
-              ("moe", "E=8,top_k=2", 64, 128, (1, 64, 1024))]
+DENSE_SHAPES = [
+    ("dense", "", 5120, 3072, VLLM_M_GRID),
+    ("dense", "", 7168, 5120, (16, 32, 2048, 4096)),
+]
+MOE_SHAPES = [
+    ("moe", "E=128,top_k=8", 384, 2048, VLLM_M_GRID),
+    ("moe", "E=8,top_k=2", 64, 128, (1, 64, 1024)),
+]
 
 
 def _expected(text: str) -> list[dict]:
@@ -47,10 +51,12 @@ def _warnings(logger: Logged) -> str:
     return "\n".join(text for method, text in logger.records if method != "info")
 
 
-def test_sglang_runs_the_dense_files_where_the_mounts_put_them(sglang_wheel, tmp_path,
-                                                               monkeypatch) -> None:
-    files, container = _mounted(sglang_wheel, DENSE_CONFIGS, "NVIDIA_H200", DENSE_SHAPES,
-                                tmp_path, monkeypatch)
+def test_sglang_runs_the_dense_files_where_the_mounts_put_them(
+    sglang_wheel, tmp_path, monkeypatch
+) -> None:
+    files, container = _mounted(
+        sglang_wheel, DENSE_CONFIGS, "NVIDIA_H200", DENSE_SHAPES, tmp_path, monkeypatch
+    )
     assert all("block_shape=[128, 128]" in file.file_name for file in files)
     logger, kernel = Logged(), Launches()
     sglang = dense_lookup(sglang_wheel, container, "NVIDIA H200", logger, kernel)
@@ -61,12 +67,21 @@ def test_sglang_runs_the_dense_files_where_the_mounts_put_them(sglang_wheel, tmp
     assert len(logger.records) == len(files)
 
 
-def test_sglang_runs_the_moe_files_where_the_mounts_put_them(sglang_wheel, tmp_path,
-                                                             monkeypatch) -> None:
+def test_sglang_runs_the_moe_files_where_the_mounts_put_them(
+    sglang_wheel, tmp_path, monkeypatch
+) -> None:
     # SGLang names MoE files by the device as torch names it: no H200 folding.
     # A folder of files carries no Triton version: the serving image's is given.
-    files, container = _mounted(sglang_wheel, MOE_CONFIGS, "NVIDIA_H200_NVL", MOE_SHAPES,
-                                tmp_path, monkeypatch, "--triton-version", TRITON)
+    files, container = _mounted(
+        sglang_wheel,
+        MOE_CONFIGS,
+        "NVIDIA_H200_NVL",
+        MOE_SHAPES,
+        tmp_path,
+        monkeypatch,
+        "--triton-version",
+        TRITON,
+    )
     assert all("device_name=NVIDIA_H200_NVL," in file.file_name for file in files)
     logger = Logged()
     # The Triton the winners were timed with, as the serving image's.
@@ -75,10 +90,17 @@ def test_sglang_runs_the_moe_files_where_the_mounts_put_them(sglang_wheel, tmp_p
         shape = file.key.shape
         E, top_k = shape.param("E"), shape.param("top_k")
         assert sglang.get_config_file_name(E, file.N, "fp8_w8a8", [128, 128]) == file.file_name
-        picks = [sglang.try_get_optimal_moe_config((E, 2 * file.N, file.K), (E, file.K, file.N),
-                                                   top_k, "fp8_w8a8", M, block_shape=[128, 128])
-                 for M in range(1, M_MAX + 1)]
+        picks = [
+            sglang.try_get_optimal_moe_config(
+                (E, 2 * file.N, file.K),
+                (E, file.K, file.N),
+                top_k,
+                "fp8_w8a8",
+                M,
+                block_shape=[128, 128],
+            )
+            for M in range(1, M_MAX + 1)
+        ]
         assert not _warnings(logger), f"{file.file_name}: SGLang: {_warnings(logger)}"
         assert picks == _expected(file.merged.text), file.file_name
     assert [method for method, _ in logger.records] == ["info"] * len(files)
-

@@ -50,8 +50,11 @@ def test_vllms_dense_files_come_back_byte_for_byte(vllm_wheel) -> None:
         configs = parse_config_file(files[name].decode())
         assert list(configs) == sorted(configs), name
         parts = parse_config_file_name(name)
-        assert config_file_name(parts.N, parts.K, parts.device_name, parts.block_shape,
-                                parts.dtype) == parts.name == name
+        assert (
+            config_file_name(parts.N, parts.K, parts.device_name, parts.block_shape, parts.dtype)
+            == parts.name
+            == name
+        )
 
 
 def test_vllms_block_fp8_moe_files_come_back_byte_for_byte(vllm_wheel) -> None:
@@ -71,31 +74,46 @@ def test_vllms_block_fp8_moe_files_come_back_byte_for_byte(vllm_wheel) -> None:
     # 25 of them start with the Triton they were tuned with, as the tuner writes MoE files.
     firsts = [next(iter(json.loads(data))) for data in files.values()]
     assert firsts.count("triton_version") == 25 and "triton_version" not in {
-        key for data in files.values() for key in list(json.loads(data))[1:]}
+        key for data in files.values() for key in list(json.loads(data))[1:]
+    }
 
 
 def test_an_amd_file_keeps_its_keys_and_order(vllm_wheel) -> None:
     configs = parse_config_file(wheel_folder(vllm_wheel, DENSE_CONFIGS)[AMD_FILE].decode())
     assert list(configs) == list(VLLM_M_GRID)
-    assert list(configs[1]) == ["BLOCK_SIZE_K", "BLOCK_SIZE_M", "BLOCK_SIZE_N", "GROUP_SIZE_M",
-                                "kpack", "matrix_instr_nonkdim", "num_warps"]
+    assert list(configs[1]) == [
+        "BLOCK_SIZE_K",
+        "BLOCK_SIZE_M",
+        "BLOCK_SIZE_N",
+        "GROUP_SIZE_M",
+        "kpack",
+        "matrix_instr_nonkdim",
+        "num_warps",
+    ]
     assert configs[1]["matrix_instr_nonkdim"] == 16
 
 
 def test_the_merge_with_a_shipped_file_keeps_what_the_store_did_not_measure(vllm_wheel) -> None:
     existing = parse_config_file(wheel_folder(vllm_wheel, DENSE_CONFIGS)[L20_576].decode())
     assert list(existing) == [4, 8]
-    merged = merge_shape([Winner(8, FAST, 1.0), Winner(1, FAST, 1.0)], m_requested=[1, 8],
-                         default=DEFAULT, existing=existing)
+    merged = merge_shape(
+        [Winner(8, FAST, 1.0), Winner(1, FAST, 1.0)],
+        m_requested=[1, 8],
+        default=DEFAULT,
+        existing=existing,
+    )
     assert merged.configs == {1: FAST, 4: existing[4], 8: FAST}
-    assert merged.notes == ["M=8: measured winner replaces the existing entry",
-                            "M=4: kept from the existing file, not measured here"]
+    assert merged.notes == [
+        "M=8: measured winner replaces the existing entry",
+        "M=4: kept from the existing file, not measured here",
+    ]
     assert merged.m_imported == [4]
     assert merged.warnings[0] == "M=16 is not in the file: vLLM will use the M=8 entry"
 
 
-def test_vs_shipped_dry_run_on_the_shipped_h200_files(vllm_wheel, tmp_path, capsys,
-                                                      monkeypatch) -> None:
+def test_vs_shipped_dry_run_on_the_shipped_h200_files(
+    vllm_wheel, tmp_path, capsys, monkeypatch
+) -> None:
     shipped = tmp_path / "shipped" / "NVIDIA_H200"  # vs_shipped reads one folder per device
     shipped.mkdir(parents=True)
     for name, data in wheel_folder(vllm_wheel, DENSE_CONFIGS).items():
@@ -109,8 +127,9 @@ def test_vs_shipped_dry_run_on_the_shipped_h200_files(vllm_wheel, tmp_path, caps
     # DeepSeek-V3 over TP 1, 2, 4, 8: 19 of its 33 (N, K) have an H200 file in vLLM 0.33.0.
     assert lines[0].startswith("NVIDIA_H200: 38 (shape, M) in 19 shape(s) with shipped files")
     assert len(lines) == 1 + 38
-    assert lines[1] == ("N=576 K=7168 M=1: ours -; shipped 16x32x128 g64 w4 s4; "
-                        "default 64x128x128 g32 w4 s2")
+    assert lines[1] == (
+        "N=576 K=7168 M=1: ours -; shipped 16x32x128 g64 w4 s4; default 64x128x128 g32 w4 s2"
+    )
     assert "no store at tuner.db" in captured.err
     assert vs.main([*args, "--tp", "8"]) == 0
     # TP 8: 14 shapes, all shipped for the H200, 18 M keys each

@@ -29,8 +29,9 @@ def _mounted(vllm_wheel: Path, tmp_path: Path, monkeypatch, files) -> tuple[Cont
     return container, compose
 
 
-def test_vllm_launches_the_entry_the_tuner_names_at_every_m(vllm_wheel, tmp_path,
-                                                            monkeypatch) -> None:
+def test_vllm_launches_the_entry_the_tuner_names_at_every_m(
+    vllm_wheel, tmp_path, monkeypatch
+) -> None:
     files = tuned_files(DEVICE, SHAPES)
     container, compose = _mounted(vllm_wheel, tmp_path, monkeypatch, files)
     targets = {Path(v["target"]).name: v["target"] for v in compose["volumes"]}
@@ -46,14 +47,17 @@ def test_vllm_launches_the_entry_the_tuner_names_at_every_m(vllm_wheel, tmp_path
             if launched != configs[vllm_pick_key(configs, M)]:
                 wrong.append((M, launched))
         assert wrong == [], f"{file.file_name}: {wrong[:3]}"
-        assert logger.records.pop() == ("info", (
-            f"Using configuration from {container.path(targets[file.file_name])} "
-            "for W8A8 Block FP8 kernel."))
+        assert logger.records.pop() == (
+            "info",
+            (
+                f"Using configuration from {container.path(targets[file.file_name])} "
+                "for W8A8 Block FP8 kernel."
+            ),
+        )
     assert logger.records == []
 
 
-def test_without_a_file_vllm_launches_the_tuners_default(vllm_wheel, tmp_path,
-                                                         monkeypatch) -> None:
+def test_without_a_file_vllm_launches_the_tuners_default(vllm_wheel, tmp_path, monkeypatch) -> None:
     files = tuned_files(DEVICE, SHAPES[:1])
     container, compose = _mounted(vllm_wheel, tmp_path, monkeypatch, files)
     folder = Path(compose["volumes"][0]["target"]).parent
@@ -64,8 +68,14 @@ def test_without_a_file_vllm_launches_the_tuners_default(vllm_wheel, tmp_path,
     assert not missing.exists() and missing.parent.is_dir()
     launched = {M: launch_dense(vllm, kernel, M, N, K) for M in (1, 16, 100, 4096, M_MAX)}
     assert launched == dict.fromkeys(launched, default_config().as_dict())
-    assert logger.records == [("warning", (
-        "Using default W8A8 Block FP8 kernel config. Performance might be sub-optimal! "
-        f"Config file not found at {missing}"))]
+    assert logger.records == [
+        (
+            "warning",
+            (
+                "Using default W8A8 Block FP8 kernel config. Performance might be sub-optimal! "
+                f"Config file not found at {missing}"
+            ),
+        )
+    ]
     # group_n 64: vLLM's default takes BLOCK_SIZE_N and BLOCK_SIZE_K from the block shape.
     assert launch_dense(vllm, kernel, 1, N, K, (64, 64)) == default_config((64, 64)).as_dict()

@@ -26,10 +26,18 @@ DEVICE = "NVIDIA_H200_NVL"
 FILE_DEVICE = "NVIDIA_H200"
 M_MAX = 8192
 BLOCK_SHAPE = [128, 128]
-SHAPES = [("moe", "E=128,top_k=8", 384, 2048, VLLM_M_GRID),
-          ("moe", "E=8,top_k=2", 64, 128, (1, 64, 1024))]
-MOE_GPUS = ["NVIDIA H200", "NVIDIA H200 NVL", "NVIDIA GH200 480GB", "NVIDIA H100 80GB HBM3",
-            "NVIDIA L20", "NVIDIA B200"]
+SHAPES = [
+    ("moe", "E=128,top_k=8", 384, 2048, VLLM_M_GRID),
+    ("moe", "E=8,top_k=2", 64, 128, (1, 64, 1024)),
+]
+MOE_GPUS = [
+    "NVIDIA H200",
+    "NVIDIA H200 NVL",
+    "NVIDIA GH200 480GB",
+    "NVIDIA H100 80GB HBM3",
+    "NVIDIA L20",
+    "NVIDIA B200",
+]
 
 
 def _container(vllm_wheel: Path, tmp_path: Path) -> Container:
@@ -40,8 +48,12 @@ def _container(vllm_wheel: Path, tmp_path: Path) -> Container:
 
 def _picks(vllm, E: int, N: int, K: int, top_k: int) -> list[dict]:
     """What vLLM runs at M = 1..M_MAX for this expert shape (w1 [E, 2N, K], w2 [E, K, N])."""
-    return [vllm.try_get_optimal_moe_config((E, 2 * N, K), (E, K, N), top_k, "fp8_w8a8", M,
-                                            block_shape=BLOCK_SHAPE) for M in range(1, M_MAX + 1)]
+    return [
+        vllm.try_get_optimal_moe_config(
+            (E, 2 * N, K), (E, K, N), top_k, "fp8_w8a8", M, block_shape=BLOCK_SHAPE
+        )
+        for M in range(1, M_MAX + 1)
+    ]
 
 
 def _expected(configs: dict[int, dict]) -> list[dict]:
@@ -54,8 +66,9 @@ def test_vllm_reads_the_tuned_folder_the_mounts_set(vllm_wheel, tmp_path, monkey
     compose = container.mount(files, FILE_DEVICE, "vllm", tmp_path / "host")
     container.apply(monkeypatch)
     folder = container.environment["VLLM_TUNED_CONFIG_FOLDER"]
-    assert [v["target"] for v in compose["volumes"]] == [compose["environment"][
-        "VLLM_TUNED_CONFIG_FOLDER"]]
+    assert [v["target"] for v in compose["volumes"]] == [
+        compose["environment"]["VLLM_TUNED_CONFIG_FOLDER"]
+    ]
     logger = Logged()
     vllm = moe_lookup(vllm_wheel, monkeypatch, container, Platform(GPU), logger)
     for file in files:
@@ -63,13 +76,16 @@ def test_vllm_reads_the_tuned_folder_the_mounts_set(vllm_wheel, tmp_path, monkey
         assert list(json.loads(file.merged.text))[0] == "triton_version"  # popped by vLLM
         configs = parse_config_file(file.merged.text)
         assert _picks(vllm, E, file.N, file.K, top_k) == _expected(configs), file.file_name
-        assert logger.records.pop() == ("info_once", (
-            f"Using configuration from {folder}/{file.file_name} for MoE layer."))
+        assert logger.records.pop() == (
+            "info_once",
+            (f"Using configuration from {folder}/{file.file_name} for MoE layer."),
+        )
     assert logger.records == []
 
 
-def test_the_tuned_folder_comes_before_the_package_folder(vllm_wheel, tmp_path,
-                                                          monkeypatch) -> None:
+def test_the_tuned_folder_comes_before_the_package_folder(
+    vllm_wheel, tmp_path, monkeypatch
+) -> None:
     (file,) = tuned_files(DEVICE, SHAPES[1:])
     E, N, K, top_k = 8, 64, 128, 2
     shipped = {1: MOE.default_config(file.key.shape, 1).as_dict()}
@@ -101,10 +117,13 @@ def test_file_names_are_vllms_with_the_h200_rule(vllm_wheel, monkeypatch, tmp_pa
         assert theirs == ours == moe_config_file_name(128, 384, vllm_device_name(gpu)), gpu
         names[gpu] = theirs.split(",")[2]
     assert names == {
-        "NVIDIA H200": "device_name=NVIDIA_H200", "NVIDIA H200 NVL": "device_name=NVIDIA_H200",
+        "NVIDIA H200": "device_name=NVIDIA_H200",
+        "NVIDIA H200 NVL": "device_name=NVIDIA_H200",
         "NVIDIA GH200 480GB": "device_name=NVIDIA_GH200_480GB",
         "NVIDIA H100 80GB HBM3": "device_name=NVIDIA_H100_80GB_HBM3",
-        "NVIDIA L20": "device_name=NVIDIA_L20", "NVIDIA B200": "device_name=NVIDIA_B200"}
+        "NVIDIA L20": "device_name=NVIDIA_L20",
+        "NVIDIA B200": "device_name=NVIDIA_B200",
+    }
 
 
 def _packaged_moe_shapes() -> list[tuple[str, int, tuple[int, int, int, int], tuple[int, int]]]:
@@ -113,13 +132,16 @@ def _packaged_moe_shapes() -> list[tuple[str, int, tuple[int, int, int, int], tu
     for model in known_models():
         for tp in tp_sizes(model):
             shapes = load_shapes(model, tp)
-            found += [(model, tp, (s.param("E"), s.N, s.K, s.param("top_k")), shapes.block_shape)
-                      for s in shapes.of("moe")]
+            found += [
+                (model, tp, (s.param("E"), s.N, s.K, s.param("top_k")), shapes.block_shape)
+                for s in shapes.of("moe")
+            ]
     return found
 
 
-def test_vllms_default_is_ours_at_every_m_of_every_packaged_moe_model(vllm_wheel, tmp_path,
-                                                                     monkeypatch) -> None:
+def test_vllms_default_is_ours_at_every_m_of_every_packaged_moe_model(
+    vllm_wheel, tmp_path, monkeypatch
+) -> None:
     packaged = _packaged_moe_shapes()
     assert {model for model, *_ in packaged} == {"deepseek-v3", "qwen3-30b-a3b-fp8", "tiny-moe"}
     container = _container(vllm_wheel, tmp_path)

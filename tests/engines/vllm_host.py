@@ -37,6 +37,7 @@ class Launches:
     def __getitem__(self, grid: object):
         def launch(*args: object, **kwargs: object) -> None:
             self.configs.append(kwargs)
+
         return launch
 
 
@@ -44,11 +45,17 @@ def _module(member: str) -> str:
     return member.removesuffix(".py").replace("/", ".")
 
 
-def _load(wheel: Path, member: str, names: list[str], given: dict,
-          container: Container | None = None):
-    return load(wheel_text(wheel, member), names, given, filename=f"{wheel.name}/{member}",
-                module=_module(member),
-                module_file=container.module_file(member) if container else None)
+def _load(
+    wheel: Path, member: str, names: list[str], given: dict, container: Container | None = None
+):
+    return load(
+        wheel_text(wheel, member),
+        names,
+        given,
+        filename=f"{wheel.name}/{member}",
+        module=_module(member),
+        module_file=container.module_file(member) if container else None,
+    )
 
 
 def device_name_rule(wheel: Path, monkeypatch: pytest.MonkeyPatch, platform: Platform):
@@ -58,56 +65,99 @@ def device_name_rule(wheel: Path, monkeypatch: pytest.MonkeyPatch, platform: Pla
     install_module(monkeypatch, "vllm.platforms", {"current_platform": platform})
     # vLLM imports the `regex` package as re; for this pattern ([\s/]+ on str) the standard re
     # matches the same characters.
-    return _load(wheel, PLATFORM_UTILS, ["get_device_name_as_file_name"],
-                 {"re": re}).get_device_name_as_file_name
+    return _load(
+        wheel, PLATFORM_UTILS, ["get_device_name_as_file_name"], {"re": re}
+    ).get_device_name_as_file_name
 
 
-def dense_lookup(wheel: Path, monkeypatch: pytest.MonkeyPatch, container: Container,
-                 platform: Platform, logger: Logged, kernel: Launches):
+def dense_lookup(
+    wheel: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    container: Container,
+    platform: Platform,
+    logger: Logged,
+    kernel: Launches,
+):
     """fp8_utils.py's `get_w8a8_block_fp8_configs` and `w8a8_triton_block_scaled_mm` with the
     Triton kernel replaced by `kernel`, reading the container's files."""
-    return _load(wheel, FP8_UTILS, ["get_w8a8_block_fp8_configs", "w8a8_triton_block_scaled_mm"],
-                 {"torch": torch, "triton": triton, "envs": VllmEnvs(), "logger": logger,
-                  "current_platform": platform, "_w8a8_triton_block_scaled_mm": kernel,
-                  "get_device_name_as_file_name": device_name_rule(wheel, monkeypatch, platform)},
-                 container)
+    return _load(
+        wheel,
+        FP8_UTILS,
+        ["get_w8a8_block_fp8_configs", "w8a8_triton_block_scaled_mm"],
+        {
+            "torch": torch,
+            "triton": triton,
+            "envs": VllmEnvs(),
+            "logger": logger,
+            "current_platform": platform,
+            "_w8a8_triton_block_scaled_mm": kernel,
+            "get_device_name_as_file_name": device_name_rule(wheel, monkeypatch, platform),
+        },
+        container,
+    )
 
 
-def meta_operands(M: int, N: int, K: int, block_shape: tuple[int, int] = (128, 128)
-                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def meta_operands(
+    M: int, N: int, K: int, block_shape: tuple[int, int] = (128, 128)
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """A [M, K] and the weight B [N, K] in FP8 e4m3 with their float32 scales As
     [M, ceil(K / group_k)] and Bs [ceil(N / group_n), ceil(K / group_k)], as meta tensors:
     shapes and strides for the host code, nothing to compute."""
     group_n, group_k = block_shape
     meta = {"device": "meta"}
-    return (torch.empty((M, K), dtype=torch.float8_e4m3fn, **meta),
-            torch.empty((N, K), dtype=torch.float8_e4m3fn, **meta),
-            torch.empty((M, triton.cdiv(K, group_k)), dtype=torch.float32, **meta),
-            torch.empty((triton.cdiv(N, group_n), triton.cdiv(K, group_k)),
-                        dtype=torch.float32, **meta))
+    return (
+        torch.empty((M, K), dtype=torch.float8_e4m3fn, **meta),
+        torch.empty((N, K), dtype=torch.float8_e4m3fn, **meta),
+        torch.empty((M, triton.cdiv(K, group_k)), dtype=torch.float32, **meta),
+        torch.empty(
+            (triton.cdiv(N, group_n), triton.cdiv(K, group_k)), dtype=torch.float32, **meta
+        ),
+    )
 
 
-def launch_dense(vllm, kernel: Launches, M: int, N: int, K: int,
-                 block_shape: tuple[int, int] = (128, 128)) -> dict[str, object]:
+def launch_dense(
+    vllm, kernel: Launches, M: int, N: int, K: int, block_shape: tuple[int, int] = (128, 128)
+) -> dict[str, object]:
     """The config `w8a8_triton_block_scaled_mm` launches its kernel with for A [M, K] and a
     weight [N, K] (`meta_operands`)."""
-    vllm.w8a8_triton_block_scaled_mm(*meta_operands(M, N, K, block_shape), list(block_shape),
-                                     torch.bfloat16)
+    vllm.w8a8_triton_block_scaled_mm(
+        *meta_operands(M, N, K, block_shape), list(block_shape), torch.bfloat16
+    )
     return kernel.configs.pop()
 
 
-def moe_lookup(wheel: Path, monkeypatch: pytest.MonkeyPatch, container: Container,
-               platform: Platform, logger: Logged):
+def moe_lookup(
+    wheel: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    container: Container,
+    platform: Platform,
+    logger: Logged,
+):
     """fused_moe.py's `get_config_file_name`, `get_moe_configs`, `get_default_config` and
     `try_get_optimal_moe_config`, reading the container's files; the `get_config` that
     `try_get_optimal_moe_config` imports when called is vLLM's own (fused_moe/__init__.py, no
     override in force)."""
     package = _load(wheel, FUSED_MOE_PACKAGE, ["get_config"], {})
-    install_module(monkeypatch, _module(FUSED_MOE_PACKAGE).removesuffix(".__init__"),
-                   {"get_config": package.get_config})
-    return _load(wheel, FUSED_MOE, ["get_config_file_name", "get_moe_configs",
-                                    "get_default_config", "try_get_optimal_moe_config"],
-                 {"torch": torch, "envs": VllmEnvs(), "logger": logger,
-                  "current_platform": platform,
-                  "get_device_name_as_file_name": device_name_rule(wheel, monkeypatch, platform)},
-                 container)
+    install_module(
+        monkeypatch,
+        _module(FUSED_MOE_PACKAGE).removesuffix(".__init__"),
+        {"get_config": package.get_config},
+    )
+    return _load(
+        wheel,
+        FUSED_MOE,
+        [
+            "get_config_file_name",
+            "get_moe_configs",
+            "get_default_config",
+            "try_get_optimal_moe_config",
+        ],
+        {
+            "torch": torch,
+            "envs": VllmEnvs(),
+            "logger": logger,
+            "current_platform": platform,
+            "get_device_name_as_file_name": device_name_rule(wheel, monkeypatch, platform),
+        },
+        container,
+    )

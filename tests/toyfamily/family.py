@@ -34,9 +34,16 @@ def _parse_file_name(name: str) -> tuple[Shape, str, str]:
 
 
 def _parse_shapes(rows: object, where: str, block_shape: tuple[int, int]) -> tuple[Shape, ...]:
-    return tuple(Shape(N, K, block_shape, (("G", G),))
-                 for N, K, G in int_rows(rows, where, names=("N", "K", "G"), row_label="toy",
-                                         not_a_list="toy must be a list of [N, K, G]"))
+    return tuple(
+        Shape(N, K, block_shape, (("G", G),))
+        for N, K, G in int_rows(
+            rows,
+            where,
+            names=("N", "K", "G"),
+            row_label="toy",
+            not_a_list="toy must be a list of [N, K, G]",
+        )
+    )
 
 
 def _describe(shapes: Sequence[Shape]) -> str:
@@ -44,11 +51,25 @@ def _describe(shapes: Sequence[Shape]) -> str:
 
 
 TOY3 = dataclasses.replace(
-    DENSE, name="toy3", title="the dense kernel as a third family",
-    default_config=_default, file_name=_file_name, parse_file_name=_parse_file_name,
-    file_name_start="toy3,", respell_file_name=None, vllm=None,
+    DENSE,
+    name="toy3",
+    title="the dense kernel as a third family",
+    default_config=_default,
+    file_name=_file_name,
+    parse_file_name=_parse_file_name,
+    file_name_start="toy3,",
+    respell_file_name=None,
+    vllm=None,
     # Model shapes, planning and report: its own key, one sweep for all, generic labels.
-    short_title="", shapes_key="toy", shapes_row="[N, K, G]", parse_shapes=_parse_shapes,
-    shape_row=lambda shape: (shape.N, shape.K, shape.param("G")), sweep_per_shape=False,
-    describe_shapes=_describe, brief_shape=None, label=None, anchor=None, roofline_gemm=None,
+    short_title="",
+    shapes_key="toy",
+    shapes_row="[N, K, G]",
+    parse_shapes=_parse_shapes,
+    shape_row=lambda shape: (shape.N, shape.K, shape.param("G")),
+    sweep_per_shape=False,
+    describe_shapes=_describe,
+    brief_shape=None,
+    label=None,
+    anchor=None,
+    roofline_gemm=None,
 )

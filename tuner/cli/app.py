@@ -45,16 +45,26 @@ app = typer.Typer(
     rich_markup_mode=PLAIN_HELP,
     context_settings=GROUP_CONTEXT,
 )
-shapes_app = typer.Typer(help="Models and their (N, K) per TP size: list, show, and read them "
-                         "from a server log or a config.json.",
-                         no_args_is_help=True, rich_markup_mode=PLAIN_HELP,
-                         context_settings=GROUP_CONTEXT)
-db_app = typer.Typer(help="Manage the store: its schema, its backup.", no_args_is_help=True,
-                     rich_markup_mode=PLAIN_HELP, context_settings=GROUP_CONTEXT)
-landscape_app = typer.Typer(help="Landscapes: recorded timings of a device, replayed by "
-                            "`tuner sweep --replay` and bench/search_quality.py.",
-                            no_args_is_help=True, rich_markup_mode=PLAIN_HELP,
-                            context_settings=GROUP_CONTEXT)
+shapes_app = typer.Typer(
+    help="Models and their (N, K) per TP size: list, show, and read them "
+    "from a server log or a config.json.",
+    no_args_is_help=True,
+    rich_markup_mode=PLAIN_HELP,
+    context_settings=GROUP_CONTEXT,
+)
+db_app = typer.Typer(
+    help="Manage the store: its schema, its backup.",
+    no_args_is_help=True,
+    rich_markup_mode=PLAIN_HELP,
+    context_settings=GROUP_CONTEXT,
+)
+landscape_app = typer.Typer(
+    help="Landscapes: recorded timings of a device, replayed by "
+    "`tuner sweep --replay` and bench/search_quality.py.",
+    no_args_is_help=True,
+    rich_markup_mode=PLAIN_HELP,
+    context_settings=GROUP_CONTEXT,
+)
 app.add_typer(shapes_app, name="shapes")
 app.add_typer(db_app, name="db")
 
@@ -72,8 +82,9 @@ app.command()(export.winners)
 app.command("publish")(publish.publish_cmd)
 app.command("pull")(pull.pull)
 app.add_typer(landscape_app, name="landscape")
-recipe_app = typer.Typer(help="Ready-to-run text for sweeps inside the serving image.",
-                         context_settings=GROUP_CONTEXT)
+recipe_app = typer.Typer(
+    help="Ready-to-run text for sweeps inside the serving image.", context_settings=GROUP_CONTEXT
+)
 app.add_typer(recipe_app, name="recipe")
 recipe_app.command("sweep")(recipe.recipe_sweep)
 landscape_app.command("record")(landscape.landscape_record)
@@ -84,6 +95,7 @@ shapes_app.command("from-log")(shapes.from_log)
 shapes_app.command("from-config")(shapes.from_config)
 db_app.command("upgrade")(db_admin.db_upgrade)
 db_app.command("backup")(db_admin.db_backup)
+
 
 def main() -> None:
     """Console-script entry point: a store fault or Ctrl-C is one line (tuner.cli.guard)."""

@@ -31,8 +31,9 @@ def parse_m_values(text: str) -> tuple[int, ...]:
         if not part.isdigit() or int(part) < 1:
             raise ValueError(f"--m: '{part}' is not a positive integer (expected e.g. 1,16,32)")
         if int(part) > MAX_M:
-            raise ValueError(f"--m: {part} is larger than {MAX_M} (the store keeps M as a "
-                             "32-bit integer)")
+            raise ValueError(
+                f"--m: {part} is larger than {MAX_M} (the store keeps M as a 32-bit integer)"
+            )
         values.add(int(part))
     return tuple(sorted(values))
 

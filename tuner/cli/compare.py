@@ -46,8 +46,11 @@ def _print_shape(N: int, K: int, points, unit: str, default) -> None:
     from tuner.compare.kernel_names import TRITON_TUNED, column_header
     from tuner.compare.vllm_default import default_backend
 
-    shown = [t.backend for t in points[0].times if t.status != "unavailable"
-             or any(p.latency(t.backend) is not None for p in points)]
+    shown = [
+        t.backend
+        for t in points[0].times
+        if t.status != "unavailable" or any(p.latency(t.backend) is not None for p in points)
+    ]
     marked = default_backend(points, default)
     # Each column is headed by the kernel's one name, broken after its '-' when the names
     # whole do not fit the terminal; the fastest column goes first when it is still too narrow.
@@ -55,8 +58,10 @@ def _print_shape(N: int, K: int, points, unit: str, default) -> None:
     headers = [name + ("*" if name == marked else "") for name in shown]
     widths = [max(len(h), *(len(row[i + 1]) for row in rows)) for i, h in enumerate(headers)]
     fastest = max(len("fastest"), *(len(row[-1]) for row in rows))
-    if sum(widths) + fastest + len(str(max(p.M for p in points))) + 3 * (len(widths) + 1) \
-            > console.width:
+    if (
+        sum(widths) + fastest + len(str(max(p.M for p in points))) + 3 * (len(widths) + 1)
+        > console.width
+    ):
         headers = [column_header(h) for h in headers]
     columns = [Column("M"), *(Column(h) for h in headers), Column("fastest", optional=True)]
     print_table(console, columns, rows, title=f"N={N},K={K}, latency_us, {unit}")
@@ -72,17 +77,29 @@ def _print_shape(N: int, K: int, points, unit: str, default) -> None:
 
 CompareMOpt = Annotated[str, typer.Option("--m", help="M values to time, comma-separated.")]
 DEFAULT_COMPARE_M = ",".join(map(str, REQUIRED_M))
-CompareRoundsOpt = Annotated[int, typer.Option(min=2, max=10_000, help="Interleaved rounds per "
-                                               "(N, K, M): one sample of each kernel per round.")]
+CompareRoundsOpt = Annotated[
+    int,
+    typer.Option(
+        min=2,
+        max=10_000,
+        help="Interleaved rounds per (N, K, M): one sample of each kernel per round.",
+    ),
+]
 CompareOutDtypeOpt = Annotated[OutDtype, typer.Option("--out-dtype", help="Output dtype.")]
 CompareSeedOpt = Annotated[int, typer.Option(min=0, max=2**31 - 1, help="Seed of the inputs.")]
 
 
 def compare(
-    device: DeviceOpt, model: ModelOpt, tp: TpOpt = None, m: CompareMOpt = DEFAULT_COMPARE_M,
-    rounds: CompareRoundsOpt = RETIME_ROUNDS, out_dtype: CompareOutDtypeOpt = OutDtype.bfloat16,
-    seed: CompareSeedOpt = 0, interpreter_reps: InterpreterRepsOpt = 3,
-    kernel: KernelOpt = KernelChoice.auto, db: DbOpt = None,
+    device: DeviceOpt,
+    model: ModelOpt,
+    tp: TpOpt = None,
+    m: CompareMOpt = DEFAULT_COMPARE_M,
+    rounds: CompareRoundsOpt = RETIME_ROUNDS,
+    out_dtype: CompareOutDtypeOpt = OutDtype.bfloat16,
+    seed: CompareSeedOpt = 0,
+    interpreter_reps: InterpreterRepsOpt = 3,
+    kernel: KernelOpt = KernelChoice.auto,
+    db: DbOpt = None,
 ) -> None:
     """Time the kernels vLLM could run for a model's block-FP8 GEMMs, and say
     whether `--linear-backend triton` with the tuned files pays off.
@@ -121,12 +138,27 @@ def compare(
     timed, read_kernel = _kernels(kernel)
     _, store = open_db(db, must_exist=True)
     device_name, runner, _ = measuring_device(store, device, interpreter_reps)
-    tuned = _tuned(store, device_name, out_dtype.value, tuple(model_shapes.block_shape),
-                   kernel=read_kernel, timed=timed)
+    tuned = _tuned(
+        store,
+        device_name,
+        out_dtype.value,
+        tuple(model_shapes.block_shape),
+        kernel=read_kernel,
+        timed=timed,
+    )
     env, defaults = _defaults(runner, timed, model_shapes, out_dtype.value)
-    points = _run(model_shapes, m_values, tuned, defaults, runner=runner, kernel=timed,
-                  out_dtype=out_dtype.value, seed=seed, rounds=rounds,
-                  interpreter_reps=interpreter_reps)
+    points = _run(
+        model_shapes,
+        m_values,
+        tuned,
+        defaults,
+        runner=runner,
+        kernel=timed,
+        out_dtype=out_dtype.value,
+        seed=seed,
+        rounds=rounds,
+        interpreter_reps=interpreter_reps,
+    )
     _report(store, device_name, env, model_shapes, out_dtype.value, points, defaults)
 
 
@@ -148,8 +180,11 @@ def _kernels(kernel: KernelChoice) -> tuple[str, str]:
     timed, _ = resolve_kernel_choice(kernel)
     # auto beside a vLLM whose Triton is a placeholder times the builtin (the note above says
     # why): the files are then the builtin's trials too, as a sweep here (auto) made them.
-    read_kernel = "builtin" if (kernel is KernelChoice.auto and timed == "builtin"
-                                and vllm_version() is not None) else kernel.value
+    read_kernel = (
+        "builtin"
+        if (kernel is KernelChoice.auto and timed == "builtin" and vllm_version() is not None)
+        else kernel.value
+    )
     return timed, read_kernel
 
 
@@ -160,15 +195,20 @@ def _defaults(runner, timed: str, model_shapes, out_dtype: str) -> tuple[dict, d
     from tuner.run.worker import collect_environment
 
     env = collect_environment(runner, kernel=timed)
-    defaults = default_kernels(model_shapes.pairs(), env["compute_capability"], out_dtype,
-                               model_type=model_shapes.model_type)
+    defaults = default_kernels(
+        model_shapes.pairs(),
+        env["compute_capability"],
+        out_dtype,
+        model_type=model_shapes.model_type,
+    )
     for line in table_reasons(defaults):
         plain(line)
     return env, defaults
 
 
-def _report(store, device_name: str, env: dict, model_shapes, out_dtype: str, points,
-            defaults) -> None:
+def _report(
+    store, device_name: str, env: dict, model_shapes, out_dtype: str, points, defaults
+) -> None:
     """The verdict lines (decode, prefill, vLLM's default against the tuned files), then the
     run stored and its comparison id said."""
     from tuner.compare.versus import verdicts
@@ -181,30 +221,51 @@ def _report(store, device_name: str, env: dict, model_shapes, out_dtype: str, po
     plain(f"stored as comparison {comparison_id} of {device_name}")
 
 
-def _tuned(store, device_name: str, out_dtype: str, block_shape: tuple[int, ...], *,
-           kernel: str, timed: str) -> dict:
+def _tuned(
+    store,
+    device_name: str,
+    out_dtype: str,
+    block_shape: tuple[int, ...],
+    *,
+    kernel: str,
+    timed: str,
+) -> dict:
     """(N, K) -> the dense file's configs (M key -> config dict) of this device in the store,
     from the trials of `kernel`'s source ("auto", "vllm" or "builtin"); one line on stderr
     says whose files they are and which kernel (`timed`, "vllm" or "builtin") runs them."""
     from tuner.files.merge import dense_key
 
-    read = store_files(store, device_name, out_dtype=out_dtype, allow_stale=False,
-                       allow_partial=True, kernel=kernel)
+    read = store_files(
+        store,
+        device_name,
+        out_dtype=out_dtype,
+        allow_stale=False,
+        allow_partial=True,
+        kernel=kernel,
+    )
     current = read.view.scope.current
-    typer.echo(f"triton-tuned: files of {current.source_label} kernel trials, triton "
-               f"{current.triton_minor or 'any'}; timed with the {timed} kernel", err=True)
+    typer.echo(
+        f"triton-tuned: files of {current.source_label} kernel trials, triton "
+        f"{current.triton_minor or 'any'}; timed with the {timed} kernel",
+        err=True,
+    )
     if current.kernel_source != timed:
         # auto where vLLM is not importable reads a device's vLLM-kernel trials, if it has any
         # (tuner.files.provenance.read_source), but only the builtin kernel can run here.
-        typer.echo("note: vLLM is not importable here: its kernel's files are timed with the "
-                   "builtin kernel (--kernel builtin reads the builtin's trials)", err=True)
+        typer.echo(
+            "note: vLLM is not importable here: its kernel's files are timed with the "
+            "builtin kernel (--kernel builtin reads the builtin's trials)",
+            err=True,
+        )
     files = read.explained()
-    return {(f.N, f.K): f.merged.configs for f in files.files
-            if f.key == dense_key(f.N, f.K, block_shape)}
+    return {
+        (f.N, f.K): f.merged.configs
+        for f in files.files
+        if f.key == dense_key(f.N, f.K, block_shape)
+    }
 
 
-def _store(store, device_name: str, env: dict, model_shapes, out_dtype: str, lines, points
-           ) -> int:
+def _store(store, device_name: str, env: dict, model_shapes, out_dtype: str, lines, points) -> int:
     """Record the run (its environment, verdict lines and every point); its comparison id."""
     from db import repo
     from db.repo import session_scope
@@ -212,11 +273,21 @@ def _store(store, device_name: str, env: dict, model_shapes, out_dtype: str, lin
     with session_scope(store) as session:
         environment_id = repo.get_or_create_environment(session, **env)
         return repo.record_comparison(
-            session, device_name=device_name, environment_id=environment_id,
-            model=model_shapes.model, tp=model_shapes.tp, out_dtype=out_dtype,
-            verdicts=lines, points=[repo.PointRow(p.N, p.K, p.M, t.backend, t.status,
-                                                  t.latency_us, t.p20_us, t.p80_us, t.note)
-                                    for p in points for t in p.times])
+            session,
+            device_name=device_name,
+            environment_id=environment_id,
+            model=model_shapes.model,
+            tp=model_shapes.tp,
+            out_dtype=out_dtype,
+            verdicts=lines,
+            points=[
+                repo.PointRow(
+                    p.N, p.K, p.M, t.backend, t.status, t.latency_us, t.p20_us, t.p80_us, t.note
+                )
+                for p in points
+                for t in p.times
+            ],
+        )
 
 
 # The line above the tables: what each column times ({whose}: whose Triton kernel).
@@ -226,11 +297,23 @@ COLUMNS_LINE = (
     "torch scaled_mm, block-wise scales; torch-dequant-cpu = dequantize + matmul on the CPU (a "
     "stand-in, not a vLLM kernel); vllm-deepgemm, vllm-cutlass = vLLM's ops; vllm-marlin, "
     "vllm-humming = vLLM's kernel classes' apply_weights on bf16/fp16 activations (weight "
-    "processing not timed)")
+    "processing not timed)"
+)
 
 
-def _run(model_shapes, m_values, tuned, defaults, *, runner, kernel, out_dtype, seed, rounds,
-         interpreter_reps):
+def _run(
+    model_shapes,
+    m_values,
+    tuned,
+    defaults,
+    *,
+    runner,
+    kernel,
+    out_dtype,
+    seed,
+    rounds,
+    interpreter_reps,
+):
     """Every (shape, M) point, with a progress bar on stderr; prints each shape's table, vLLM's
     default kernel (`defaults`: (N, K) -> VllmDefault) marked. `kernel` ("builtin" or "vllm")
     is whose Triton kernel the tuned and default columns time."""
@@ -253,14 +336,32 @@ def _run(model_shapes, m_values, tuned, defaults, *, runner, kernel, out_dtype, 
     library, unavailable = library_kernels(runner.torch_device, block_shape)
     default = get_family(DEFAULT_FAMILY).default_config
     unit = "GPU timings" if runner.on_gpu else f"CPU timings ({runner.name})"
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
-    plain(COLUMNS_LINE.format(
-        whose="vLLM's Triton kernel" if kernel == "vllm" else "our Triton kernel"))
-    time_point = partial(_point, block_shape=block_shape, default=default, library=library,
-                         unavailable=unavailable, runner_name=runner.name, kernel=kernel,
-                         out_dtype=out_dtype, seed=seed, rounds=rounds,
-                         interpreter_reps=interpreter_reps)
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+    plain(
+        COLUMNS_LINE.format(
+            whose="vLLM's Triton kernel" if kernel == "vllm" else "our Triton kernel"
+        )
+    )
+    time_point = partial(
+        _point,
+        block_shape=block_shape,
+        default=default,
+        library=library,
+        unavailable=unavailable,
+        runner_name=runner.name,
+        kernel=kernel,
+        out_dtype=out_dtype,
+        seed=seed,
+        rounds=rounds,
+        interpreter_reps=interpreter_reps,
+    )
     points = []
     with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
         bar_id = bar.add_task("compare", total=len(model_shapes.pairs()) * len(m_values))
@@ -277,8 +378,23 @@ def _run(model_shapes, m_values, tuned, defaults, *, runner, kernel, out_dtype, 
     return points
 
 
-def _point(N: int, K: int, M: int, configs, *, block_shape, default, library, unavailable,
-           runner_name, kernel, out_dtype, seed, rounds, interpreter_reps):
+def _point(
+    N: int,
+    K: int,
+    M: int,
+    configs,
+    *,
+    block_shape,
+    default,
+    library,
+    unavailable,
+    runner_name,
+    kernel,
+    out_dtype,
+    seed,
+    rounds,
+    interpreter_reps,
+):
     """One (N, K, M) timed (`tuner.compare.versus.compare_point`): the tuned config vLLM picks
     from `configs` (the shape's file; None: none), the default config (`default`: the default
     family's `default_config`) and the library kernels; those of `unavailable` (name -> reason)
@@ -302,9 +418,21 @@ def _point(N: int, K: int, M: int, configs, *, block_shape, default, library, un
     candidates += [Candidate(name) for name in library]
     runner = CandidateRunner(
         Problem(M=M, N=N, K=K, block_shape=block_shape, out_dtype=out_dtype, kernel=kernel),
-        backend=runner_name, library=library, seed=seed, interpreter_reps=interpreter_reps)
+        backend=runner_name,
+        library=library,
+        seed=seed,
+        interpreter_reps=interpreter_reps,
+    )
     # CandidateRunner runs KernelRunner's check and timing on Candidates (its _launch sends a
     # Triton config to the kernel, a library backend to its kernel): a CandidateSampler.
     sampler = cast("CandidateSampler", runner)
-    return compare_point(N, K, M, runner=sampler, candidates=candidates, unavailable=missing,
-                         rounds=rounds, retime=retime_interleaved)
+    return compare_point(
+        N,
+        K,
+        M,
+        runner=sampler,
+        candidates=candidates,
+        unavailable=missing,
+        rounds=rounds,
+        retime=retime_interleaved,
+    )

@@ -45,8 +45,7 @@ def db_backup(
     url = store_url(db, driver=False)
     path = sqlite_path(url)
     if path is None:
-        raise fail(f"store {masked(url)} is not a SQLite file: back up PostgreSQL with "
-                   "pg_dump")
+        raise fail(f"store {masked(url)} is not a SQLite file: back up PostgreSQL with pg_dump")
     if not path.exists():
         raise fail(no_store_line(url))
     if out.exists():
@@ -64,5 +63,9 @@ def db_backup(
     except sqlite3.Error as exc:
         out.unlink(missing_ok=True)
         raise fail(f"backup of {path} to {out} failed: {exc}") from None
-    console.print(f"backed up {path} to {out} ({out.stat().st_size} bytes)", soft_wrap=True,
-                  markup=False, highlight=False)
+    console.print(
+        f"backed up {path} to {out} ({out.stat().st_size} bytes)",
+        soft_wrap=True,
+        markup=False,
+        highlight=False,
+    )

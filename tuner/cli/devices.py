@@ -33,8 +33,9 @@ def resolve_kernel_choice(choice: KernelChoice) -> tuple[str, str]:
     return chosen.source, kernel_label(chosen.source)
 
 
-def resolve_device(device: str, replay: Path | None, *, need_device: bool = True,
-                   plan_only: bool = False) -> tuple[str, ResolvedDevice]:
+def resolve_device(
+    device: str, replay: Path | None, *, need_device: bool = True, plan_only: bool = False
+) -> tuple[str, ResolvedDevice]:
     """(runner name, device) for --device and --replay: the device resolved once
     (`tuner.inputs.devices.resolve_device`), carried by the command to its workers and files.
 
@@ -62,14 +63,16 @@ def resolve_device(device: str, replay: Path | None, *, need_device: bool = True
         except ValueError as exc:
             raise fail(str(exc)) from None
         if not matches(device, landscape.device_name):
-            raise fail(f"--device {device} does not name the landscape's device "
-                       f"{landscape.device_name}")
+            raise fail(
+                f"--device {device} does not name the landscape's device {landscape.device_name}"
+            )
         return "replay", ResolvedDevice(landscape.device_name, visible_ids=(None,))
     from tuner.run.gpus import visible_gpus
 
     try:
-        resolved, note = resolve_named(device, visible_gpus, need_device=need_device,
-                                       plan_only=plan_only)
+        resolved, note = resolve_named(
+            device, visible_gpus, need_device=need_device, plan_only=plan_only
+        )
     except ValueError as exc:
         raise fail(str(exc)) from None
     if note is not None:
@@ -77,8 +80,14 @@ def resolve_device(device: str, replay: Path | None, *, need_device: bool = True
     return ("interpreter" if resolved.interpreter else "cuda"), resolved
 
 
-def resolve_runner(device: str, replay: Path | None, *, interpreter_reps: int = 3,
-                   need_device: bool = True, plan_only: bool = False):
+def resolve_runner(
+    device: str,
+    replay: Path | None,
+    *,
+    interpreter_reps: int = 3,
+    need_device: bool = True,
+    plan_only: bool = False,
+):
     """(runner, device) for --device and --replay: `resolve_device`'s runner name parsed,
     here and only here, into its runner (`tuner.measure.runners.make_runner`), whose
     device_name is the resolved device's.
@@ -88,12 +97,14 @@ def resolve_runner(device: str, replay: Path | None, *, interpreter_reps: int = 
     """
     from tuner.measure.runners import make_runner
 
-    name, resolved = resolve_device(device, replay, need_device=need_device,
-                                    plan_only=plan_only)
+    name, resolved = resolve_device(device, replay, need_device=need_device, plan_only=plan_only)
     try:
-        runner = make_runner(name, device_name=resolved.device_name,
-                             landscape=None if replay is None else str(replay),
-                             interpreter_reps=interpreter_reps)
+        runner = make_runner(
+            name,
+            device_name=resolved.device_name,
+            landscape=None if replay is None else str(replay),
+            interpreter_reps=interpreter_reps,
+        )
     except ValueError as exc:
         raise fail(str(exc)) from None
     return runner, resolved
@@ -119,8 +130,10 @@ def use_runner(runner: Runner, visible: Sequence[str | None]) -> None:
     if not runner.on_gpu:
         loaded = any(family.kernel_module in sys.modules for family in FAMILIES.values())
         if loaded and not interpreted:
-            raise fail("the kernel was already loaded for a GPU in this process; run "
-                       "`tuner verify --device interpreter` in a fresh process")
+            raise fail(
+                "the kernel was already loaded for a GPU in this process; run "
+                "`tuner verify --device interpreter` in a fresh process"
+            )
         runner.pin(None)
         return
     if interpreted:
@@ -133,8 +146,9 @@ def use_runner(runner: Runner, visible: Sequence[str | None]) -> None:
     torch.cuda.set_device(index)
 
 
-def measuring_device(store, device: str, interpreter_reps: int
-                     ) -> tuple[str, Runner, list[str | None]]:
+def measuring_device(
+    store, device: str, interpreter_reps: int
+) -> tuple[str, Runner, list[str | None]]:
     """The device `tuner verify` and `tuner compare` time on in this process: its store key
     (`tuner.cli.store.device_in_store`), its runner (`resolve_runner`), its visible ids; the
     process made to run the kernel there (`use_runner`), before anything imports the kernel.

@@ -16,29 +16,56 @@ if TYPE_CHECKING:
 _ARCH = re.compile(r"sm(\d{2,3})")
 
 
-ArchOpt = Annotated[str | None, typer.Option(
-    "--arch", help="GPU architecture to answer for without that GPU: sm89, sm90, sm100, "
-    "sm120 [default: the visible GPU's].")]
-DeviceOpt = Annotated[str | None, typer.Option(
-    "--device", help="GPU model vLLM serves on (L20, H200, ...) [default: the visible "
-    "GPU]; without a GPU and --arch, a known model gives the architecture.")]
-LinearBackendOpt = Annotated[str | None, typer.Option(
-    "--linear-backend", help="The server's --linear-backend: triton makes it read the "
-    "dense files.")]
-NoCompileOpt = Annotated[bool, typer.Option(
-    "--no-compile", help="Skip compiling the builtin and vLLM's dense and fused-MoE "
-    "kernels for the architecture (about 20 s without a GPU).")]
-ModelOpt = Annotated[str | None, typer.Option(
-    "--model", help="Model key from `tuner shapes list`: vLLM's kernel choice is asked "
-    "for its weight shapes and model type, as its server makes it [default: one "
-    "DeepSeek-V3 layer].")]
-TpOpt = Annotated[int | None, typer.Option(help="Tensor-parallel size of --model (which "
-                                           "shapes).")]
+ArchOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--arch",
+        help="GPU architecture to answer for without that GPU: sm89, sm90, sm100, "
+        "sm120 [default: the visible GPU's].",
+    ),
+]
+DeviceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--device",
+        help="GPU model vLLM serves on (L20, H200, ...) [default: the visible "
+        "GPU]; without a GPU and --arch, a known model gives the architecture.",
+    ),
+]
+LinearBackendOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--linear-backend",
+        help="The server's --linear-backend: triton makes it read the dense files.",
+    ),
+]
+NoCompileOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-compile",
+        help="Skip compiling the builtin and vLLM's dense and fused-MoE "
+        "kernels for the architecture (about 20 s without a GPU).",
+    ),
+]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        help="Model key from `tuner shapes list`: vLLM's kernel choice is asked "
+        "for its weight shapes and model type, as its server makes it [default: one "
+        "DeepSeek-V3 layer].",
+    ),
+]
+TpOpt = Annotated[int | None, typer.Option(help="Tensor-parallel size of --model (which shapes).")]
 
 
 def doctor(
-    arch: ArchOpt = None, device: DeviceOpt = None, linear_backend: LinearBackendOpt = None,
-    no_compile: NoCompileOpt = False, model: ModelOpt = None, tp: TpOpt = None,
+    arch: ArchOpt = None,
+    device: DeviceOpt = None,
+    linear_backend: LinearBackendOpt = None,
+    no_compile: NoCompileOpt = False,
+    model: ModelOpt = None,
+    tp: TpOpt = None,
 ) -> None:
     """GPUs, versions, the kernels vLLM runs by default on the architecture, whether the tuned
     files are read and what makes them read, and whether the builtin kernels compile to
@@ -51,17 +78,26 @@ def doctor(
     asked, linear_backend = _checked_options(arch, tp, model, linear_backend)
     versions, gpus = _installed()
     device_name = _device_key(device) if device is not None else None
-    lines = [f"{g.index}: {g.gpu_name} (sm{g.compute_capability.replace('.', '')}, "
-             f"{g.device_name})" for g in gpus]
+    lines = [
+        f"{g.index}: {g.gpu_name} (sm{g.compute_capability.replace('.', '')}, {g.device_name})"
+        for g in gpus
+    ]
     arch_from = "--arch" if arch is not None else "the visible GPU"
     if gpus:
         arch = arch or f"sm{gpus[0].compute_capability.replace('.', '')}"
         device_name = device_name or gpus[0].device_name
     elif arch is None and device_name is not None:
         arch = _known_arch(device_name)
-    found = diagnose(arch=arch, device_name=device_name, gpus=lines, versions=versions,
-                     linear_backend_triton=linear_backend == "triton", compare=not no_compile,
-                     model=asked, arch_from=arch_from)
+    found = diagnose(
+        arch=arch,
+        device_name=device_name,
+        gpus=lines,
+        versions=versions,
+        linear_backend_triton=linear_backend == "triton",
+        compare=not no_compile,
+        model=asked,
+        arch_from=arch_from,
+    )
     for line in found.lines:
         plain(line)
     for warning in found.warnings:
@@ -73,8 +109,9 @@ def doctor(
     plain(f"tuning here changes what vLLM runs: its {' and '.join(found.helps)} files")
 
 
-def _checked_options(arch: str | None, tp: int | None, model: str | None,
-                     linear_backend: str | None) -> tuple[ModelAsked | None, str | None]:
+def _checked_options(
+    arch: str | None, tp: int | None, model: str | None, linear_backend: str | None
+) -> tuple[ModelAsked | None, str | None]:
     """--arch, --tp, --model and --linear-backend checked: the model asked about (None without
     --model) and the backend's canonical value; a bad one exits with one line."""
     from tuner.compare.vllm_select import ModelAsked
@@ -108,7 +145,7 @@ def _device_key(device: str) -> str:
 
 
 def _known_arch(device_name: str) -> str | None:
-    """"sm89" and so on for a GPU model in the table of known GPUs
+    """ "sm89" and so on for a GPU model in the table of known GPUs
     (`tuner.kernels.gpus.KNOWN_GPUS`), e.g. NVIDIA_L20; None for another model."""
     from tuner.kernels.gpus import known_capability
 

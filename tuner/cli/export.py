@@ -1,5 +1,4 @@
-"""`tuner export` and `tuner winners`: the store's winners as vLLM files, and as a table.
-"""
+"""`tuner export` and `tuner winners`: the store's winners as vLLM files, and as a table."""
 
 from __future__ import annotations
 
@@ -21,23 +20,39 @@ if TYPE_CHECKING:
 
 
 OutOpt = Annotated[Path, typer.Option(help="Folder to write the vLLM config files to.")]
-AllowPartialOpt = Annotated[bool, typer.Option(help="Also write files whose M grid is not "
-                                                "fully tuned yet.")]
-OutDtypeOpt = Annotated[OutDtype | None, typer.Option(help="Only trials with this output "
-                                                       "dtype [default: all].")]
-EngineNameOpt = Annotated[EngineName, typer.Option(
-    "--engine", help="File-name spelling: vllm, or sglang (block_shape=[128, 128]).",
-)]
-AllowStaleOpt = Annotated[bool, typer.Option(
-    "--allow-stale", help="Also use trials timed with another kernel source or another "
-    "Triton major.minor than the current ones.")]
+AllowPartialOpt = Annotated[
+    bool, typer.Option(help="Also write files whose M grid is not fully tuned yet.")
+]
+OutDtypeOpt = Annotated[
+    OutDtype | None, typer.Option(help="Only trials with this output dtype [default: all].")
+]
+EngineNameOpt = Annotated[
+    EngineName,
+    typer.Option(
+        "--engine",
+        help="File-name spelling: vllm, or sglang (block_shape=[128, 128]).",
+    ),
+]
+AllowStaleOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-stale",
+        help="Also use trials timed with another kernel source or another "
+        "Triton major.minor than the current ones.",
+    ),
+]
 
 
 def export(
-    device: DeviceOpt, out: OutOpt, allow_partial: AllowPartialOpt = False,
-    out_dtype: OutDtypeOpt = None, engine_name: EngineNameOpt = EngineName.vllm,
-    allow_stale: AllowStaleOpt = False, kernel: TrialsKernelOpt = KernelChoice.auto,
-    db: DbOpt = None, engine_version: EngineVersionOpt = None,
+    device: DeviceOpt,
+    out: OutOpt,
+    allow_partial: AllowPartialOpt = False,
+    out_dtype: OutDtypeOpt = None,
+    engine_name: EngineNameOpt = EngineName.vllm,
+    allow_stale: AllowStaleOpt = False,
+    kernel: TrialsKernelOpt = KernelChoice.auto,
+    db: DbOpt = None,
+    engine_version: EngineVersionOpt = None,
 ) -> None:
     """Write one vLLM config file per (N, K) of a device from the winners in the store.
 
@@ -55,27 +70,42 @@ def export(
 
     with session_scope(store) as session:
         device_name = device_in_store(session, device)
-    read = store_files(store, device_name, out_dtype=out_dtype.value if out_dtype else None,
-                       allow_stale=allow_stale, allow_partial=allow_partial,
-                       engine_name=engine_name.value, hint="; pick one with --out-dtype",
-                       kernel=kernel.value)
+    read = store_files(
+        store,
+        device_name,
+        out_dtype=out_dtype.value if out_dtype else None,
+        allow_stale=allow_stale,
+        allow_partial=allow_partial,
+        engine_name=engine_name.value,
+        hint="; pick one with --out-dtype",
+        kernel=kernel.value,
+    )
     result = read.explained()
     current = read.view.scope.current
-    typer.echo("winners of trials of every kernel source and Triton (--allow-stale)"
-               if allow_stale else f"winners of {current.source_label} kernel trials, triton "
-               f"{current.triton_minor or 'any'}", err=True)
+    typer.echo(
+        "winners of trials of every kernel source and Triton (--allow-stale)"
+        if allow_stale
+        else f"winners of {current.source_label} kernel trials, triton "
+        f"{current.triton_minor or 'any'}",
+        err=True,
+    )
     if engine_name == "sglang":
         typer.echo(f"note: {SGLANG_NOTE}", err=True)
     _write(result.files, out)
     if engine_name == "sglang":
-        for line in clamp_lines(device_name, engine_version,
-                                [(f.file_name, f.merged.configs) for f in result.files]):
+        for line in clamp_lines(
+            device_name, engine_version, [(f.file_name, f.merged.configs) for f in result.files]
+        ):
             typer.echo(f"warning: {line}", err=True)
     for skipped in result.skipped:
         typer.echo(f"skipped N={skipped.N},K={skipped.K}: {skipped.reason}", err=True)
     if not result.files:
-        because = (f"; {read.stale_skips} shape(s) lack winners because their trials are stale: "
-                   "--allow-stale uses them" if read.stale_skips else "")
+        because = (
+            f"; {read.stale_skips} shape(s) lack winners because their trials are stale: "
+            "--allow-stale uses them"
+            if read.stale_skips
+            else ""
+        )
         raise fail(f"no file written{because}", 1)
 
 
@@ -89,8 +119,12 @@ def _write(files: list[DeviceFile], out: Path) -> None:
         raise fail(f"cannot write to {out}: {exc}") from None
     for file, path in zip(files, paths, strict=True):
         merged = file.merged
-        console.print(f"wrote {path}  (M = {','.join(map(str, merged.configs))})",
-                      soft_wrap=True, markup=False, highlight=False)
+        console.print(
+            f"wrote {path}  (M = {','.join(map(str, merged.configs))})",
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
         for line in [*merged.notes, *merged.warnings]:
             console.print(f"    {line}", soft_wrap=True, markup=False, highlight=False)
 
@@ -100,10 +134,18 @@ def _winner_columns(*, kernels: bool, ceilings: bool) -> list[Column]:
     MoE) are among them, the shares of the ceilings when measured. On a narrow terminal the
     roofline figures go first, then the spread (tuner.cli.tables)."""
     columns = [Column("kernel", text=True)] if kernels else []
-    columns += [Column("N"), Column("K"), Column("M"), Column("winner", text=True),
-               Column("latency_us"), Column("default_us"), Column("speedup"),
-               Column("spread_us", optional=True), Column("GB/s", optional=True),
-               Column("TFLOP/s", optional=True)]
+    columns += [
+        Column("N"),
+        Column("K"),
+        Column("M"),
+        Column("winner", text=True),
+        Column("latency_us"),
+        Column("default_us"),
+        Column("speedup"),
+        Column("spread_us", optional=True),
+        Column("GB/s", optional=True),
+        Column("TFLOP/s", optional=True),
+    ]
     if ceilings:
         columns += [Column("% copy BW", optional=True), Column("% FP8 mm", optional=True)]
     return columns
@@ -121,26 +163,37 @@ def _winner_cells(row, *, kernels: bool, ceilings) -> list[str]:
     figures = shape_roofline(key, row.M, row.latency_us, ceilings)
     kernel = " ".join(filter(None, (key.family, key.shape.params_text)))
     cells = ([kernel] if kernels else []) + [
-        str(row.N), str(row.K), str(row.M), KernelConfig.from_dict(row.config).short(),
-        f"{row.latency_us:.1f}", "-" if default_us is None else f"{default_us:.1f}",
+        str(row.N),
+        str(row.K),
+        str(row.M),
+        KernelConfig.from_dict(row.config).short(),
+        f"{row.latency_us:.1f}",
+        "-" if default_us is None else f"{default_us:.1f}",
         "-" if default_us is None else f"{default_us / row.latency_us:.2f}x",
         "-" if row.spread_us is None else f"{row.spread_us:.2f}",
         *((_figure(figures.gbps, 1), _figure(figures.tflops, 2)) if figures else ("-", "-")),
     ]
     if ceilings:
-        cells += ["-" if ratio is None else f"{100 * ratio:.1f}"
-                  for ratio in ((figures.copy_ratio, figures.fp8_mm_ratio) if figures
-                                else (None, None))]
+        cells += [
+            "-" if ratio is None else f"{100 * ratio:.1f}"
+            for ratio in ((figures.copy_ratio, figures.fp8_mm_ratio) if figures else (None, None))
+        ]
     return cells
 
 
 def winners(
     device: DeviceOpt,
-    out_dtype: Annotated[OutDtype | None, typer.Option(help="Only trials with this output "
-                                                       "dtype [default: all].")] = None,
-    allow_stale: Annotated[bool, typer.Option(
-        "--allow-stale", help="Also use trials timed with another kernel source or another "
-        "Triton major.minor than the current ones.")] = False,
+    out_dtype: Annotated[
+        OutDtype | None, typer.Option(help="Only trials with this output dtype [default: all].")
+    ] = None,
+    allow_stale: Annotated[
+        bool,
+        typer.Option(
+            "--allow-stale",
+            help="Also use trials timed with another kernel source or another "
+            "Triton major.minor than the current ones.",
+        ),
+    ] = False,
     db: DbOpt = None,
 ) -> None:
     """Per (N, K, M): the winning config in the store against vLLM's default config.
@@ -169,8 +222,12 @@ def winners(
             imports = repo.list_imports(session, device_name=device_name)
             typer.echo(imported_only_line(device_name, imports))
             return
-        view = read_device(session, device_name, allow_stale=allow_stale,
-                           out_dtype=out_dtype.value if out_dtype else None)
+        view = read_device(
+            session,
+            device_name,
+            allow_stale=allow_stale,
+            out_dtype=out_dtype.value if out_dtype else None,
+        )
         ceilings = repo.device_ceilings(session, device_name=device_name)
     rows, note = view.winners, view.scope.note(device_name)
     # A kernel column where rows are not all of the default family (e.g. fused-MoE ones).
@@ -195,10 +252,12 @@ def imported_only_line(device_name: str, imports) -> str:
     """
     from tuner.files.imports import imported_files_summary
 
-    return (f"{device_name}: no winners, it has only imported files "
-            f"({imported_files_summary(imports)}), never swept here; `tuner export --device "
-            f"{device_name} --out DIR` writes them with a note per entry, GET "
-            f"/devices/{device_name}/imports lists them")
+    return (
+        f"{device_name}: no winners, it has only imported files "
+        f"({imported_files_summary(imports)}), never swept here; `tuner export --device "
+        f"{device_name} --out DIR` writes them with a note per entry, GET "
+        f"/devices/{device_name}/imports lists them"
+    )
 
 
 def runs_summary(rows) -> str | None:
@@ -212,9 +271,11 @@ def runs_summary(rows) -> str | None:
     if not aside:
         return None
     keys = sum(bool(row.other_sweeps) for row in rows)
-    return (f"note: {keys} (N, K, M) were tuned by several sweeps; each shows the winner decided "
-            f"last (else the newest sweep's), not the lowest latency across runs; set aside: "
-            f"sweep(s) {', '.join(map(str, aside))} (`tuner verify` re-times interleaved)")
+    return (
+        f"note: {keys} (N, K, M) were tuned by several sweeps; each shows the winner decided "
+        f"last (else the newest sweep's), not the lowest latency across runs; set aside: "
+        f"sweep(s) {', '.join(map(str, aside))} (`tuner verify` re-times interleaved)"
+    )
 
 
 def _figure(value: float, decimals: int) -> str:

@@ -32,8 +32,7 @@ def run_guarded(app: Callable[[], object]) -> None:
         from tuner.run.interrupt import interrupted_exit
 
         code, what = interrupted_exit(exc)
-        print(f"{what}; finished work is stored: run the same command to resume",
-              file=sys.stderr)
+        print(f"{what}; finished work is stored: run the same command to resume", file=sys.stderr)
         sys.exit(code)
 
 
@@ -57,5 +56,4 @@ def _store_fault_line(exc: Exception) -> str | None:
         return None
     orig = exc.orig if exc.orig is not None else exc
     first = (str(orig).strip().splitlines() or [""])[0][:200]
-    return (f"error: the store failed ({type(orig).__name__}: {first}); run the same command "
-            "again")
+    return f"error: the store failed ({type(orig).__name__}: {first}); run the same command again"

@@ -58,8 +58,10 @@ def _expand(paths: list[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:
         except OSError as exc:
             raise fail(f"{path}: cannot list: {exc.strerror or exc}") from None
         if not listing.files:
-            raise fail(f"{path}: no fp8_w8a8 config files in this folder (names like "
-                       "N=...,K=...,device_name=...,dtype=fp8_w8a8,block_shape=[128,128].json)")
+            raise fail(
+                f"{path}: no fp8_w8a8 config files in this folder (names like "
+                "N=...,K=...,device_name=...,dtype=fp8_w8a8,block_shape=[128,128].json)"
+            )
         files.extend(listing.files)
         skipped.extend(listing.skipped)
     return files, skipped
@@ -81,8 +83,7 @@ def _parse(files: list[Path]) -> list[tuple[Path, ParsedFile]]:
     return parsed
 
 
-def clamp_lines_of(parsed: list[tuple[Path, ParsedFile]],
-                   engine_version: str | None) -> list[str]:
+def clamp_lines_of(parsed: list[tuple[Path, ParsedFile]], engine_version: str | None) -> list[str]:
     """`warning: ...` for each file in SGLang's spelling whose entries SGLang rewrites on read
     (`tuner.files.engine_folders.sglang_clamp_lines`), on the platform of the device in its
     name (AMD_... runs on ROCm)."""
@@ -92,13 +93,18 @@ def clamp_lines_of(parsed: list[tuple[Path, ParsedFile]],
     for path, item in parsed:
         if path.name == item.vllm_name:  # vLLM's spelling: a file for vLLM
             continue
-        lines += [f"warning: {line}" for line in clamp_lines(
-            item.name.device_name, engine_version, [(path.name, item.configs)])]
+        lines += [
+            f"warning: {line}"
+            for line in clamp_lines(
+                item.name.device_name, engine_version, [(path.name, item.configs)]
+            )
+        ]
     return lines
 
 
-def _plan(parsed: list[tuple[Path, ParsedFile]], device: str | None,
-          known: list[str]) -> tuple[list[Planned], list[tuple[Path, str]]]:
+def _plan(
+    parsed: list[tuple[Path, ParsedFile]], device: str | None, known: list[str]
+) -> tuple[list[Planned], list[tuple[Path, str]]]:
     """One file per (device, shape): of two spellings of one file, the one vLLM reads."""
     from tuner.files.imports import never_read_by_vllm, target_device
 
@@ -117,58 +123,85 @@ def _plan(parsed: list[tuple[Path, ParsedFile]], device: str | None,
             continue
         unread = never_read_by_vllm(other.path.name, path.name)
         if unread is None:
-            raise fail(f"{path}: same device and shape as {other.path}; import one per shape "
-                       "and label")
+            raise fail(
+                f"{path}: same device and shape as {other.path}; import one per shape and label"
+            )
         kept, dropped = (here, other) if unread == other.path.name else (other, here)
         planned[key] = kept
-        skipped.append((dropped.path, f"vLLM never reads this name (SGLang's spelling); "
-                                      f"imported {kept.path.name}, the name vLLM reads"))
+        skipped.append(
+            (
+                dropped.path,
+                f"vLLM never reads this name (SGLang's spelling); "
+                f"imported {kept.path.name}, the name vLLM reads",
+            )
+        )
     return list(planned.values()), skipped
 
 
-def _check_device(target: str, plans: list[Planned], capabilities: list[str],
-                  verdicts: dict[Path, Verdict], lines: list[str],
-                  pool: ProcessPoolExecutor | None) -> None:
+def _check_device(
+    target: str,
+    plans: list[Planned],
+    capabilities: list[str],
+    verdicts: dict[Path, Verdict],
+    lines: list[str],
+    pool: ProcessPoolExecutor | None,
+) -> None:
     """Compile a device's planned files for its architecture; record verdicts and lines."""
     from tuner.kernels.gpus import KNOWN_GPUS
     from tuner.measure.launch_check import check_entries, device_arch
 
     found = device_arch(target, capabilities)
     if found is None:
-        lines.append(f"not checked: {target} has no trials in the store and is not a known GPU "
-                     f"({', '.join(KNOWN_GPUS)}); its entries were imported unchecked")
+        lines.append(
+            f"not checked: {target} has no trials in the store and is not a known GPU "
+            f"({', '.join(KNOWN_GPUS)}); its entries were imported unchecked"
+        )
         return
     if found.shared_bytes is None:
-        lines.append(f"not checked: no shared-memory limit known for sm{found.arch} "
-                     f"({found.source}); the entries of {target} were imported unchecked")
+        lines.append(
+            f"not checked: no shared-memory limit known for sm{found.arch} "
+            f"({found.source}); the entries of {target} were imported unchecked"
+        )
         return
     left_out = 0
     configs = 0
     for plan in plans:
         item = plan.item
         try:
-            verdict = check_entries(item.configs, arch=found.arch, device_name=target,
-                                    N=item.name.N, K=item.name.K,
-                                    block_shape=item.name.block_shape, pool=pool,
-                                    family=item.family)
+            verdict = check_entries(
+                item.configs,
+                arch=found.arch,
+                device_name=target,
+                N=item.name.N,
+                K=item.name.K,
+                block_shape=item.name.block_shape,
+                pool=pool,
+                family=item.family,
+            )
         except Exception as exc:  # noqa: BLE001 - a broken compiler leaves the file unchecked
-            lines.append(f"not checked {plan.path.name}: compiling failed: "
-                         f"{' '.join(str(exc).split())[:200]}")
+            lines.append(
+                f"not checked {plan.path.name}: compiling failed: "
+                f"{' '.join(str(exc).split())[:200]}"
+            )
             continue
         verdicts[plan.path] = Verdict(found.arch, verdict.cannot_launch)
         configs += verdict.configs
         left_out += len(verdict.cannot_launch)
-        lines.extend(f"left out {plan.path.name} M={M}: {reason}; vLLM would fail with "
-                     "OutOfResources there" for M, reason in verdict.cannot_launch.items())
-        lines.extend(f"not checked {plan.path.name} M={M}: {why}"
-                     for M, why in verdict.unchecked.items())
-    lines.append(f"checked the entries for {target} on sm{found.arch} ({found.source}; "
-                 f"{found.shared_bytes} bytes of shared memory per block): {configs} distinct "
-                 f"config(s) compiled, {left_out} entr{'y' if left_out == 1 else 'ies'} left out")
+        lines.extend(
+            f"left out {plan.path.name} M={M}: {reason}; vLLM would fail with OutOfResources there"
+            for M, reason in verdict.cannot_launch.items()
+        )
+        lines.extend(
+            f"not checked {plan.path.name} M={M}: {why}" for M, why in verdict.unchecked.items()
+        )
+    lines.append(
+        f"checked the entries for {target} on sm{found.arch} ({found.source}; "
+        f"{found.shared_bytes} bytes of shared memory per block): {configs} distinct "
+        f"config(s) compiled, {left_out} entr{'y' if left_out == 1 else 'ies'} left out"
+    )
 
 
-def _launch_checks(planned: list[Planned], store: Engine) -> tuple[dict[Path, Verdict],
-                                                                     list[str]]:
+def _launch_checks(planned: list[Planned], store: Engine) -> tuple[dict[Path, Verdict], list[str]]:
     """Verdicts per file and the lines to print: each device's files compiled for its
     architecture, from its trials in the store or the table of known GPUs."""
     import importlib.util
@@ -183,12 +216,17 @@ def _launch_checks(planned: list[Planned], store: Engine) -> tuple[dict[Path, Ve
     verdicts: dict[Path, Verdict] = {}
     lines: list[str] = []
     if importlib.util.find_spec("triton.backends.nvidia") is None:
-        return verdicts, ["not checked: this Triton has no NVIDIA backend to compile with; "
-                          "the entries were imported unchecked"]
+        return verdicts, [
+            "not checked: this Triton has no NVIDIA backend to compile with; "
+            "the entries were imported unchecked"
+        ]
     with session_scope(store) as session:
-        capabilities = {target: [e.compute_capability for e in
-                                 repo.device_environments(session, device_name=target)]
-                        for target in by_target}
+        capabilities = {
+            target: [
+                e.compute_capability for e in repo.device_environments(session, device_name=target)
+            ]
+            for target in by_target
+        }
     pool = compile_pool(min(4, max(1, (os.cpu_count() or 2) - 1)))
     try:
         for target, plans in by_target.items():
@@ -198,26 +236,55 @@ def _launch_checks(planned: list[Planned], store: Engine) -> tuple[dict[Path, Ve
     return verdicts, lines
 
 
-FilesArg = Annotated[list[Path], typer.Argument(help="Config files, e.g. those shipped with "
-                                                "vLLM (NVIDIA or AMD), or folders of them "
-                                                "(e.g. vLLM's configs folder).")]
-LabelOpt = Annotated[str, typer.Option(help="Where the files come from, e.g. vllm-0.33.0; "
-                                       "importing a label again replaces its entries.")]
-DeviceOpt = Annotated[str | None, typer.Option(help="Store for this device (one in the store, "
-                                               "aliases allowed) [default: the file name's "
-                                               "device_name].")]
-CheckOpt = Annotated[bool, typer.Option(help="Compile each distinct config for the device's "
-                                        "architecture (its trials' compute capability, else a "
-                                        "table of known GPUs; no GPU needed) and leave out "
-                                        "entries that cannot launch there.")]
-EngineVersionOpt = Annotated[str | None, typer.Option(
-    "--engine-version", help="SGLang's release, for the files in its spelling "
-    "(block_shape=[128, 128]): which entries it rewrites on read [default: 0.5.23].")]
+FilesArg = Annotated[
+    list[Path],
+    typer.Argument(
+        help="Config files, e.g. those shipped with "
+        "vLLM (NVIDIA or AMD), or folders of them "
+        "(e.g. vLLM's configs folder)."
+    ),
+]
+LabelOpt = Annotated[
+    str,
+    typer.Option(
+        help="Where the files come from, e.g. vllm-0.33.0; "
+        "importing a label again replaces its entries."
+    ),
+]
+DeviceOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Store for this device (one in the store, "
+        "aliases allowed) [default: the file name's "
+        "device_name]."
+    ),
+]
+CheckOpt = Annotated[
+    bool,
+    typer.Option(
+        help="Compile each distinct config for the device's "
+        "architecture (its trials' compute capability, else a "
+        "table of known GPUs; no GPU needed) and leave out "
+        "entries that cannot launch there."
+    ),
+]
+EngineVersionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--engine-version",
+        help="SGLang's release, for the files in its spelling "
+        "(block_shape=[128, 128]): which entries it rewrites on read [default: 0.5.23].",
+    ),
+]
 
 
 def import_files(
-    files: FilesArg, label: LabelOpt = "imported", device: DeviceOpt = None,
-    check: CheckOpt = True, no_publish: NoPublishOpt = False, db: DbOpt = None,
+    files: FilesArg,
+    label: LabelOpt = "imported",
+    device: DeviceOpt = None,
+    check: CheckOpt = True,
+    no_publish: NoPublishOpt = False,
+    db: DbOpt = None,
     engine_version: EngineVersionOpt = None,
 ) -> None:
     """Keep existing config files as a labelled source per device and shape.
@@ -242,14 +309,20 @@ def import_files(
     clamped = clamp_lines_of(parsed, engine_version)
     _, store = open_db(db)
     with session_scope(store) as session:
-        known = sorted(set(repo.list_device_names(session))
-                       | set(repo.list_import_device_names(session)))
+        known = sorted(
+            set(repo.list_device_names(session)) | set(repo.list_import_device_names(session))
+        )
     planned, unread = _plan(parsed, device, known)
     if check:
         verdicts, check_lines = _launch_checks(planned, store)
     else:
-        verdicts, check_lines = {}, ["not checked: --no-check; the entries were imported "
-                                     "without compiling them for their device"]
+        verdicts, check_lines = (
+            {},
+            [
+                "not checked: --no-check; the entries were imported "
+                "without compiling them for their device"
+            ],
+        )
     _store(store, planned, verdicts, label)
     _say_imported(planned, label)
     for line in [*check_lines, *clamped]:
@@ -261,8 +334,9 @@ def import_files(
             publish_device(store, target, reason="tuner import")
 
 
-def _store(store: Engine, planned: list[Planned], verdicts: dict[Path, Verdict],
-           label: str) -> None:
+def _store(
+    store: Engine, planned: list[Planned], verdicts: dict[Path, Verdict], label: str
+) -> None:
     """Record every planned file's entries in one transaction (`db.imports.record_import`)."""
     from db import repo
     from db.repo import session_scope
@@ -271,12 +345,20 @@ def _store(store: Engine, planned: list[Planned], verdicts: dict[Path, Verdict],
         for plan in planned:
             item = plan.item
             verdict = verdicts.get(plan.path, Verdict())
-            repo.record_import(session, device_name=plan.target, N=item.name.N, K=item.name.K,
-                               block_shape=item.name.block_shape, family=item.family,
-                               label=label,
-                               file_name=plan.path.name, sha256=item.sha256,
-                               configs=item.configs, checked_arch=verdict.arch,
-                               cannot_launch=verdict.cannot_launch)
+            repo.record_import(
+                session,
+                device_name=plan.target,
+                N=item.name.N,
+                K=item.name.K,
+                block_shape=item.name.block_shape,
+                family=item.family,
+                label=label,
+                file_name=plan.path.name,
+                sha256=item.sha256,
+                configs=item.configs,
+                checked_arch=verdict.arch,
+                cannot_launch=verdict.cannot_launch,
+            )
 
 
 def _say_imported(planned: list[Planned], label: str) -> None:
@@ -284,7 +366,12 @@ def _say_imported(planned: list[Planned], label: str) -> None:
     from tuner.files.format import coverage_summary
 
     for plan in planned:
-        moved = "" if plan.target == plan.item.name.device_name else f" (file named for " \
-            f"{plan.item.name.device_name})"
-        plain(f"imported {plan.path.name} for {plan.target}{moved} as '{label}': "
-              f"{coverage_summary(plan.item.configs, file_order=True)}")
+        moved = (
+            ""
+            if plan.target == plan.item.name.device_name
+            else f" (file named for {plan.item.name.device_name})"
+        )
+        plain(
+            f"imported {plan.path.name} for {plan.target}{moved} as '{label}': "
+            f"{coverage_summary(plan.item.configs, file_order=True)}"
+        )

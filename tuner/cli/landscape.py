@@ -22,8 +22,12 @@ if TYPE_CHECKING:
     from db.repo import DeviceTrialRow
     from tuner.measure.landscape import Landscape
 
+
 def build_landscape(
-    rows: Sequence[DeviceTrialRow], *, device_name: str, recorded_at: str,
+    rows: Sequence[DeviceTrialRow],
+    *,
+    device_name: str,
+    recorded_at: str,
     complete_only: bool = False,
 ) -> tuple[Landscape, list[str]]:
     """One landscape from a device's trials, and notes on what was left out.
@@ -58,18 +62,29 @@ def build_landscape(
     block_shape, out_dtype = max(kinds, key=lambda kind: (kinds[kind], kind))
     notes = []
     if len(counts) > 1:
-        notes.append(f"kept the {counts[environment_id]} trials of environment "
-                     f"{environment_id}; left out {len(rows) - len(kept)} of "
-                     f"{len(counts) - 1} other environment(s)")
+        notes.append(
+            f"kept the {counts[environment_id]} trials of environment "
+            f"{environment_id}; left out {len(rows) - len(kept)} of "
+            f"{len(counts) - 1} other environment(s)"
+        )
     if len(kinds) > 1:
-        notes.append(f"kept block_shape {list(block_shape)} {out_dtype}; left out "
-                     f"{len(kept) - kinds[(block_shape, out_dtype)]} trials of other kinds")
+        notes.append(
+            f"kept block_shape {list(block_shape)} {out_dtype}; left out "
+            f"{len(kept) - kinds[(block_shape, out_dtype)]} trials of other kinds"
+        )
     kept = [row for row in kept if (row.block_shape, row.out_dtype) == (block_shape, out_dtype)]
-    latest = {(row.N, row.K, row.M, tuple(row.config.values())): row
-              for row in sorted(kept, key=lambda row: row.trial_id)}
+    latest = {
+        (row.N, row.K, row.M, tuple(row.config.values())): row
+        for row in sorted(kept, key=lambda row: row.trial_id)
+    }
     results = [
-        (row.N, row.K, row.M, KernelConfig.from_dict(row.config),
-         TrialResult(TrialStatus(row.status), row.latency_us, row.p20_us, row.p80_us))
+        (
+            row.N,
+            row.K,
+            row.M,
+            KernelConfig.from_dict(row.config),
+            TrialResult(TrialStatus(row.status), row.latency_us, row.p20_us, row.p80_us),
+        )
         for row in latest.values()
     ]
     spaces = sorted({row.space for row in kept})
@@ -78,8 +93,14 @@ def build_landscape(
         if note:
             notes.append(note)
     landscape = landscape_from_results(
-        device_name=device_name, environment=kept[0].environment, recorded_at=recorded_at,
-        space="+".join(spaces), out_dtype=out_dtype, block_shape=block_shape, results=results)
+        device_name=device_name,
+        environment=kept[0].environment,
+        recorded_at=recorded_at,
+        space="+".join(spaces),
+        out_dtype=out_dtype,
+        block_shape=block_shape,
+        results=results,
+    )
     return landscape, notes
 
 
@@ -94,23 +115,35 @@ def _complete(results: list, spaces: list[str]) -> tuple[list, str]:
     expected = len(space()) if spaces == ["vllm"] else max(configs.values())
     partial = sorted(problem for problem, count in configs.items() if count < expected)
     if len(partial) == len(configs):
-        raise ValueError(f"no (N, K, M) has all {expected} configs; the fullest has "
-                         f"{max(configs.values())}")
+        raise ValueError(
+            f"no (N, K, M) has all {expected} configs; the fullest has {max(configs.values())}"
+        )
     kept = [row for row in results if row[:3] not in partial]
-    note = "" if not partial else (
-        f"left out {len(partial)} partial (N, K, M) (fewer than {expected} configs): "
-        + ", ".join(f"{n},{k},{m} ({configs[(n, k, m)]})" for n, k, m in partial))
+    note = (
+        ""
+        if not partial
+        else (
+            f"left out {len(partial)} partial (N, K, M) (fewer than {expected} configs): "
+            + ", ".join(f"{n},{k},{m} ({configs[(n, k, m)]})" for n, k, m in partial)
+        )
+    )
     return kept, note
 
 
 def landscape_record(
     device: DeviceOpt,
     out: Annotated[Path, typer.Option(help="Landscape file to write (JSON).")],
-    out_dtype: Annotated[OutDtype | None, typer.Option(help="Only sweeps with this output "
-                                                       "dtype [default: all].")] = None,
-    complete_only: Annotated[bool, typer.Option(
-        "--complete-only", help="Keep only the (N, K, M) with a trial of every config of the "
-        "space (a sweep cut short leaves its last one partial).")] = False,
+    out_dtype: Annotated[
+        OutDtype | None, typer.Option(help="Only sweeps with this output dtype [default: all].")
+    ] = None,
+    complete_only: Annotated[
+        bool,
+        typer.Option(
+            "--complete-only",
+            help="Keep only the (N, K, M) with a trial of every config of the "
+            "space (a sweep cut short leaves its last one partial).",
+        ),
+    ] = False,
     db: DbOpt = None,
 ) -> None:
     """Write every stored trial of a device (all its sweeps) as a landscape file.
@@ -124,13 +157,16 @@ def landscape_record(
     _, store = open_db(db, must_exist=True)
     with session_scope(store) as session:
         device_name = device_in_store(session, device)
-        rows = repo.device_trials(session, device_name=device_name,
-                                  out_dtype=out_dtype.value if out_dtype else None)
+        rows = repo.device_trials(
+            session, device_name=device_name, out_dtype=out_dtype.value if out_dtype else None
+        )
     try:
         landscape, notes = build_landscape(
-            rows, device_name=device_name,
+            rows,
+            device_name=device_name,
             recorded_at=datetime.now(UTC).isoformat(timespec="seconds"),
-            complete_only=complete_only)
+            complete_only=complete_only,
+        )
     except ValueError as exc:
         raise fail(str(exc), 1) from None
     for note in notes:
@@ -142,17 +178,30 @@ def landscape_record(
         raise fail(f"cannot write {out}: {exc.strerror or exc}") from None
     trials = sum(len(problem) for problem in landscape.problems.values())
     ok = sum(result.ok for problem in landscape.problems.values() for result in problem.values())
-    console.print(f"wrote {out}: {device_name}, {len(landscape.problems)} (N, K, M), {trials} "
-                  f"trials ({ok} ok), triton {landscape.environment.get('triton', '?')}",
-                  soft_wrap=True, markup=False, highlight=False)
+    console.print(
+        f"wrote {out}: {device_name}, {len(landscape.problems)} (N, K, M), {trials} "
+        f"trials ({ok} ok), triton {landscape.environment.get('triton', '?')}",
+        soft_wrap=True,
+        markup=False,
+        highlight=False,
+    )
 
 
 def landscape_stats(
-    file: Annotated[Path, typer.Argument(help="Landscape file (JSON), e.g. from `tuner "
-                                         "landscape record` or bench/landscapes/.")],
-    ratios: Annotated[str, typer.Option(
-        metavar="R,R,...", help="Count the configs at least these fractions of the optimum's "
-        "speed, each in (0, 1].")] = "0.98,0.97,0.95",
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="Landscape file (JSON), e.g. from `tuner landscape record` or bench/landscapes/."
+        ),
+    ],
+    ratios: Annotated[
+        str,
+        typer.Option(
+            metavar="R,R,...",
+            help="Count the configs at least these fractions of the optimum's "
+            "speed, each in (0, 1].",
+        ),
+    ] = "0.98,0.97,0.95",
 ) -> None:
     """Per (N, K, M) of a landscape: the optimum, how much faster it is than vLLM's default
     config, and how many configs come near it.
@@ -179,20 +228,43 @@ def landscape_stats(
     stats = problem_stats(landscape, get_family(DEFAULT_FAMILY).default_config, fractions)
     if not stats:
         raise fail(f"{file}: no (N, K, M) has an ok config", 1)
-    columns = [Column("N"), Column("K"), Column("M"), Column("ok"), Column("optimum", text=True),
-               Column("optimum_us"), Column("vs default"),
-               *(Column(f">= {r:g}") for r in fractions)]
-    rows = [[str(s.N), str(s.K), str(s.M), f"{s.ok}/{s.recorded}", s.optimum.short(),
-             f"{s.optimum_us:.2f}",
-             "cannot run" if s.default_speedup is None else f"{s.default_speedup:.2f}x",
-             *(str(count) for count in s.near)] for s in stats]
+    columns = [
+        Column("N"),
+        Column("K"),
+        Column("M"),
+        Column("ok"),
+        Column("optimum", text=True),
+        Column("optimum_us"),
+        Column("vs default"),
+        *(Column(f">= {r:g}") for r in fractions),
+    ]
+    rows = [
+        [
+            str(s.N),
+            str(s.K),
+            str(s.M),
+            f"{s.ok}/{s.recorded}",
+            s.optimum.short(),
+            f"{s.optimum_us:.2f}",
+            "cannot run" if s.default_speedup is None else f"{s.default_speedup:.2f}x",
+            *(str(count) for count in s.near),
+        ]
+        for s in stats
+    ]
     print_table(console, columns, rows, title=f"{landscape.device_name} ({file.name})")
     speedups = [s.default_speedup for s in stats if s.default_speedup is not None]
     fewest = min(stats, key=lambda s: (s.near[-1], s.N, s.K, s.M))
-    gain = ("vLLM's default runs on none of them" if not speedups else
-            f"the optimum is {geometric_mean(speedups):.2f}x "
-            f"vLLM's default (geomean of the {len(speedups)} where it runs)")
-    console.print(f"{len(stats)} (N, K, M): {gain}; configs at >= {fractions[-1]:g} of the "
-                  f"optimum: median {median_high(s.near[-1] for s in stats)}, "
-                  f"fewest {fewest.near[-1]} ({fewest.N},{fewest.K},{fewest.M})",
-                  soft_wrap=True, markup=False, highlight=False)
+    gain = (
+        "vLLM's default runs on none of them"
+        if not speedups
+        else f"the optimum is {geometric_mean(speedups):.2f}x "
+        f"vLLM's default (geomean of the {len(speedups)} where it runs)"
+    )
+    console.print(
+        f"{len(stats)} (N, K, M): {gain}; configs at >= {fractions[-1]:g} of the "
+        f"optimum: median {median_high(s.near[-1] for s in stats)}, "
+        f"fewest {fewest.near[-1]} ({fewest.N},{fewest.K},{fewest.M})",
+        soft_wrap=True,
+        markup=False,
+        highlight=False,
+    )

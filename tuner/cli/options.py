@@ -34,8 +34,12 @@ class EngineName(StrEnum):
 
 
 EngineOpt = Annotated[
-    EngineName, typer.Option("--engine", help="Serving engine: its config folder and its "
-                             "file-name spelling (SGLang: block_shape=[128, 128]).")
+    EngineName,
+    typer.Option(
+        "--engine",
+        help="Serving engine: its config folder and its "
+        "file-name spelling (SGLang: block_shape=[128, 128]).",
+    ),
 ]
 
 
@@ -49,18 +53,25 @@ class KernelChoice(StrEnum):
 
 DbOpt = Annotated[
     str | None,
-    typer.Option("--db", envvar="TUNER_DB_URL", show_envvar=True,
-                 help="SQLAlchemy URL of the store (default: sqlite:///tuner.db in the current "
-                 "folder; sqlite:////abs/path.db for an absolute path); postgresql://user@host/db "
-                 "(psycopg; postgres:// too) to share one store between hosts. A store that "
-                 "cannot be opened when the command starts is one line and exit 2; one that "
-                 "then stays unreachable, locked or full for $TUNER_STORE_TIMEOUT_S seconds "
-                 "(default 180) stops the command the same way."),
+    typer.Option(
+        "--db",
+        envvar="TUNER_DB_URL",
+        show_envvar=True,
+        help="SQLAlchemy URL of the store (default: sqlite:///tuner.db in the current "
+        "folder; sqlite:////abs/path.db for an absolute path); postgresql://user@host/db "
+        "(psycopg; postgres:// too) to share one store between hosts. A store that "
+        "cannot be opened when the command starts is one line and exit 2; one that "
+        "then stays unreachable, locked or full for $TUNER_STORE_TIMEOUT_S seconds "
+        "(default 180) stops the command the same way.",
+    ),
 ]
 DeviceOpt = Annotated[
     str,
-    typer.Option("--device", help="GPU model as vLLM names it (L20, NVIDIA_L20, H200, ...), or "
-                 "'interpreter' for the CPU interpreter (device_name TRITON_INTERPRETER)."),
+    typer.Option(
+        "--device",
+        help="GPU model as vLLM names it (L20, NVIDIA_L20, H200, ...), or "
+        "'interpreter' for the CPU interpreter (device_name TRITON_INTERPRETER).",
+    ),
 ]
 ModelOpt = Annotated[str, typer.Option(help="Model key from `tuner shapes list`.")]
 TpOpt = Annotated[int | None, typer.Option(help="Tensor-parallel size (which shapes).")]
@@ -68,40 +79,62 @@ OutDtypeOpt = Annotated[
     OutDtype, typer.Option("--out-dtype", help="Output dtype of the GEMM (bf16 when serving).")
 ]
 ConfigsOpt = Annotated[
-    Path | None, typer.Option("--configs", help="JSON list of configs to search instead of "
-                              "vLLM's 1,280-config space.")
+    Path | None,
+    typer.Option(
+        "--configs", help="JSON list of configs to search instead of vLLM's 1,280-config space."
+    ),
 ]
 ReplayOpt = Annotated[
-    Path | None, typer.Option("--replay", help="Answer every trial from this landscape file "
-                              "(recorded timings) instead of a device: for tests and search "
-                              "benchmarks.")
+    Path | None,
+    typer.Option(
+        "--replay",
+        help="Answer every trial from this landscape file "
+        "(recorded timings) instead of a device: for tests and search "
+        "benchmarks.",
+    ),
 ]
 InterpreterRepsOpt = Annotated[
-    int, typer.Option("--interpreter-reps", min=1, help="Timed calls per trial on the "
-                      "interpreter.")
+    int, typer.Option("--interpreter-reps", min=1, help="Timed calls per trial on the interpreter.")
 ]
 TrialTimeoutOpt = Annotated[
-    float | None, typer.Option("--trial-timeout", min=0.1, show_default="300 on a GPU, 1800 on "
-                               "the interpreter", help="Seconds one config may take (compile, "
-                               "check, timing); then its worker is killed, the config recorded "
-                               "as timeout, and the task goes on in a new worker.")
+    float | None,
+    typer.Option(
+        "--trial-timeout",
+        min=0.1,
+        show_default="300 on a GPU, 1800 on the interpreter",
+        help="Seconds one config may take (compile, "
+        "check, timing); then its worker is killed, the config recorded "
+        "as timeout, and the task goes on in a new worker.",
+    ),
 ]
 KernelOpt = Annotated[
-    KernelChoice, typer.Option("--kernel", help="Whose Triton kernels to time: vllm (the "
-                               "installed vLLM's, called as vLLM calls them), builtin (the "
-                               "tuner's copies), auto (vllm where vLLM is importable and "
-                               "keeps the real Triton). A sweep's winners have one source.")
+    KernelChoice,
+    typer.Option(
+        "--kernel",
+        help="Whose Triton kernels to time: vllm (the "
+        "installed vLLM's, called as vLLM calls them), builtin (the "
+        "tuner's copies), auto (vllm where vLLM is importable and "
+        "keeps the real Triton). A sweep's winners have one source.",
+    ),
 ]
 # Commands that time nothing: --kernel picks whose kernel's trials the files come from.
-TRIALS_KERNEL_HELP = ("Whose kernel's trials the files are merged from: vllm (trials of vLLM's "
-                      "own kernel, a sweep inside the serving image), builtin (the tuner's "
-                      "copies), auto (vllm where vLLM is importable here or the device has "
-                      "trials of it, else builtin).")
+TRIALS_KERNEL_HELP = (
+    "Whose kernel's trials the files are merged from: vllm (trials of vLLM's "
+    "own kernel, a sweep inside the serving image), builtin (the tuner's "
+    "copies), auto (vllm where vLLM is importable here or the device has "
+    "trials of it, else builtin)."
+)
 TrialsKernelOpt = Annotated[KernelChoice, typer.Option("--kernel", help=TRIALS_KERNEL_HELP)]
 
 
 # Hidden: tests shorten the lease so that tasks of killed workers come back in seconds.
 LeaseOpt = Annotated[
-    float, typer.Option("--lease", envvar="TUNER_LEASE_S", min=1.0, hidden=True,
-                        help="Seconds a claimed task stays leased without a heartbeat.")
+    float,
+    typer.Option(
+        "--lease",
+        envvar="TUNER_LEASE_S",
+        min=1.0,
+        hidden=True,
+        help="Seconds a claimed task stays leased without a heartbeat.",
+    ),
 ]

@@ -13,17 +13,29 @@ from tuner.cli.output import console
 from tuner.cli.store import device_in_store, open_db
 from tuner.core import OutDtype
 
-NoPublishOpt = Annotated[bool, typer.Option(
-    "--no-publish", help="Don't publish the device's files as a new release when done.")]
+NoPublishOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-publish", help="Don't publish the device's files as a new release when done."
+    ),
+]
 
 
 def _say(line: str) -> None:
     console.print(line, soft_wrap=True, markup=False, highlight=False)
 
 
-def publish_device(store, device_name: str, *, reason: str, allow_partial: bool = False,
-                   allow_stale: bool = False, out_dtype: str | None = None,
-                   required: bool = False, kernel: str = "auto"):
+def publish_device(
+    store,
+    device_name: str,
+    *,
+    reason: str,
+    allow_partial: bool = False,
+    allow_stale: bool = False,
+    out_dtype: str | None = None,
+    required: bool = False,
+    kernel: str = "auto",
+):
     """Publish a device's files (`tuner.files.release.publish`) and print one line.
 
     Args:
@@ -48,8 +60,15 @@ def publish_device(store, device_name: str, *, reason: str, allow_partial: bool 
 
     try:
         with session_scope(store) as session:
-            done = publish(session, device_name, reason=reason, allow_partial=allow_partial,
-                           allow_stale=allow_stale, out_dtype=out_dtype, kernel=kernel)
+            done = publish(
+                session,
+                device_name,
+                reason=reason,
+                allow_partial=allow_partial,
+                allow_stale=allow_stale,
+                out_dtype=out_dtype,
+                kernel=kernel,
+            )
     except MergeError as exc:
         raise fail(f"{exc}; pick one with --out-dtype") from None
     except NothingToPublish as exc:
@@ -63,16 +82,27 @@ def publish_device(store, device_name: str, *, reason: str, allow_partial: bool 
 
 def publish_cmd(
     device: DeviceOpt,
-    allow_partial: Annotated[bool, typer.Option(help="Also publish files whose M grid is not "
-                                                "fully tuned yet.")] = False,
-    allow_stale: Annotated[bool, typer.Option(
-        "--allow-stale", help="Also use trials timed with another kernel source or another "
-        "Triton major.minor than the current ones.")] = False,
-    out_dtype: Annotated[OutDtype | None, typer.Option(help="Only trials with this output "
-                                                       "dtype [default: all].")] = None,
-    kernel: Annotated[KernelChoice, typer.Option(
-        "--kernel", help="Whose kernels' trials the files come from: vllm, builtin, or auto "
-        "(vllm where vLLM is importable or the device has vLLM-kernel trials).")
+    allow_partial: Annotated[
+        bool, typer.Option(help="Also publish files whose M grid is not fully tuned yet.")
+    ] = False,
+    allow_stale: Annotated[
+        bool,
+        typer.Option(
+            "--allow-stale",
+            help="Also use trials timed with another kernel source or another "
+            "Triton major.minor than the current ones.",
+        ),
+    ] = False,
+    out_dtype: Annotated[
+        OutDtype | None, typer.Option(help="Only trials with this output dtype [default: all].")
+    ] = None,
+    kernel: Annotated[
+        KernelChoice,
+        typer.Option(
+            "--kernel",
+            help="Whose kernels' trials the files come from: vllm, builtin, or auto "
+            "(vllm where vLLM is importable or the device has vLLM-kernel trials).",
+        ),
     ] = KernelChoice.auto,
     db: DbOpt = None,
 ) -> None:
@@ -87,6 +117,13 @@ def publish_cmd(
     _, store = open_db(db, must_exist=True)
     with session_scope(store) as session:
         device_name = device_in_store(session, device)
-    publish_device(store, device_name, reason="tuner publish", allow_partial=allow_partial,
-                   allow_stale=allow_stale, out_dtype=out_dtype.value if out_dtype else None,
-                   required=True, kernel=kernel.value)
+    publish_device(
+        store,
+        device_name,
+        reason="tuner publish",
+        allow_partial=allow_partial,
+        allow_stale=allow_stale,
+        out_dtype=out_dtype.value if out_dtype else None,
+        required=True,
+        kernel=kernel.value,
+    )

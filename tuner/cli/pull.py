@@ -16,10 +16,12 @@ from tuner.cli.errors import fail
 from tuner.cli.options import EngineName, EngineOpt
 from tuner.cli.output import out_folder, plain
 
-ServerOpt = Annotated[str, typer.Option(
-    "--server", help="The tuner service's URL, e.g. http://tuner:8000.")]
-ReleaseOpt = Annotated[int | None, typer.Option(
-    "--release", min=1, help="The release to pull [default: the newest].")]
+ServerOpt = Annotated[
+    str, typer.Option("--server", help="The tuner service's URL, e.g. http://tuner:8000.")
+]
+ReleaseOpt = Annotated[
+    int | None, typer.Option("--release", min=1, help="The release to pull [default: the newest].")
+]
 TIMEOUT_S = 30
 
 
@@ -43,9 +45,14 @@ def fetch(url: str) -> bytes:
             detail = None
         # The tuner service answers every error with a JSON detail; without one, something
         # else answered at that address.
-        raise OSError(f"HTTP {exc.code} from {url}" + (
-            f": {detail}" if detail else ", with no detail: not the tuner service's answer "
-            "(check --server)")) from None
+        raise OSError(
+            f"HTTP {exc.code} from {url}"
+            + (
+                f": {detail}"
+                if detail
+                else ", with no detail: not the tuner service's answer (check --server)"
+            )
+        ) from None
     except URLError as exc:  # no answer at all: refused, unknown host, timed out
         reason = getattr(exc.reason, "strerror", None) or exc.reason
         raise OSError(f"cannot reach {url}: {reason}") from None
@@ -81,15 +88,26 @@ def releases_of(server: str, device: str, hint: str = "") -> list[dict]:
 
 def pull(
     server: ServerOpt,
-    device: Annotated[str, typer.Option(help="The device, as the service names it (aliases "
-                                        "such as L20 work).")],
-    out: Annotated[Path, typer.Option(help="The folder to fill; files of the previous pull "
-                                      "that the release no longer has are removed.")],
+    device: Annotated[
+        str, typer.Option(help="The device, as the service names it (aliases such as L20 work).")
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            help="The folder to fill; files of the previous pull "
+            "that the release no longer has are removed."
+        ),
+    ],
     release: ReleaseOpt = None,
     engine_name: EngineOpt = EngineName.vllm,
-    strict: Annotated[bool, typer.Option(
-        "--strict", help="Exit 1 (writing nothing) when the Triton or vLLM here differs from "
-        "the release's.")] = False,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="Exit 1 (writing nothing) when the Triton or vLLM here differs from "
+            "the release's.",
+        ),
+    ] = False,
 ) -> None:
     """Download a published release of a device's config files into a folder.
 
@@ -119,15 +137,17 @@ def pull(
     except OSError as exc:
         raise fail(f"{out}: cannot write: {exc.strerror or exc}", 1) from None
     gone = f"; removed {len(removed)} file(s) of the previous release" if removed else ""
-    plain(f"pulled {name} release {number} into {out}: {len(written)} file(s), sha256 "
-          f"checked{gone}")
+    plain(
+        f"pulled {name} release {number} into {out}: {len(written)} file(s), sha256 checked{gone}"
+    )
     if engine_name == EngineName.vllm:
         for line in release_advice(chosen):
             plain(line)
 
 
-def _chosen_release(base: str, device: str, release: int | None, *,
-                    strict: bool) -> Mapping[str, Any]:
+def _chosen_release(
+    base: str, device: str, release: int | None, *, strict: bool
+) -> Mapping[str, Any]:
     """The release to pull (`tuner.files.pull.choose_release`), after the warning line when
     the Triton or vLLM here differs from its own (with `strict`: exit 1 instead)."""
     from tuner.files.pull import PullError, choose_release, version_mismatch
@@ -155,8 +175,10 @@ def _download(base: str, chosen: Mapping[str, Any], engine_name: str) -> dict[st
     name, number = chosen["device_name"], chosen["number"]
     contents = {}
     for wanted in wanted_files(chosen, engine_name):
-        url = (f"{base}/devices/{quote(name, safe='')}/configs/"
-               f"{quote(wanted.file_name, safe='')}?release={number}")
+        url = (
+            f"{base}/devices/{quote(name, safe='')}/configs/"
+            f"{quote(wanted.file_name, safe='')}?release={number}"
+        )
         try:
             contents[wanted.file_name] = fetch(url)
         except OSError as exc:

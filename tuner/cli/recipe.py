@@ -19,20 +19,32 @@ class RecipeFormat(StrEnum):
 
 
 def recipe_sweep(
-    image: Annotated[str, typer.Option(help="The serving image, e.g. "
-                                       "vllm/vllm-openai:v0.33.0: the sweep times its vLLM's "
-                                       "kernels with its Triton.")],
+    image: Annotated[
+        str,
+        typer.Option(
+            help="The serving image, e.g. "
+            "vllm/vllm-openai:v0.33.0: the sweep times its vLLM's "
+            "kernels with its Triton."
+        ),
+    ],
     device: Annotated[str, typer.Option(help="GPU model as `tuner sweep --device` takes it.")],
     model: Annotated[str, typer.Option(help="Model key from `tuner shapes list`.")],
     tp: Annotated[int | None, typer.Option(help="Tensor-parallel size.")] = None,
-    fmt: Annotated[RecipeFormat, typer.Option("--format", help="docker: one host; k8s: an "
-                                              "Indexed Job, one pod per GPU node.")
-                   ] = RecipeFormat.docker,
+    fmt: Annotated[
+        RecipeFormat,
+        typer.Option(
+            "--format", help="docker: one host; k8s: an Indexed Job, one pod per GPU node."
+        ),
+    ] = RecipeFormat.docker,
     nodes: Annotated[int, typer.Option(min=1, help="k8s: GPU nodes (pods).")] = 1,
     gpus: Annotated[int, typer.Option(min=1, help="k8s: GPUs per pod.")] = 1,
-    db: Annotated[str | None, typer.Option(
-        "--db", help="The store's URL (PostgreSQL for k8s); it is passed through "
-        "TUNER_DB_URL, never printed [default for docker: a SQLite file in ./tuner-store].")
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            help="The store's URL (PostgreSQL for k8s); it is passed through "
+            "TUNER_DB_URL, never printed [default for docker: a SQLite file in ./tuner-store].",
+        ),
     ] = None,
 ) -> None:
     """Print the commands that sweep inside the serving image: the tuner is installed from a
@@ -43,8 +55,9 @@ def recipe_sweep(
 
     k8s_db = _k8s_store(db) if fmt == RecipeFormat.k8s else None
     try:  # and what the sweep in the container would refuse, refused here
-        recipe = SweepRecipe(image=image, device=device, model=model, tp=tp, db=db,
-                             nodes=nodes, gpus=gpus)
+        recipe = SweepRecipe(
+            image=image, device=device, model=model, tp=tp, db=db, nodes=nodes, gpus=gpus
+        )
         device_name = gpu_device_key(device)
         load_shapes(model, tp)
     except UnknownModelError as exc:  # a KeyError: its str() is quoted
@@ -69,8 +82,10 @@ def _k8s_store(db: str | None) -> str:
     one store; exit 2 with one line otherwise. postgres:// and postgresql:// open with psycopg
     as postgresql+psycopg:// does (db.repo.normalized_url, where the pods open the store)."""
     if db is None or not db.startswith(("postgresql", "postgres://")):
-        raise fail("--format k8s needs --db postgresql+psycopg://...: the pods of a "
-                   "Kubernetes sweep share one PostgreSQL store (a SQLite file is one host's)")
+        raise fail(
+            "--format k8s needs --db postgresql+psycopg://...: the pods of a "
+            "Kubernetes sweep share one PostgreSQL store (a SQLite file is one host's)"
+        )
     return db
 
 
@@ -79,5 +94,7 @@ def _served_lines(device_name: str, device: str) -> list[str]:
     advice_comments`, from the table of known GPUs: the sweep has not run yet)."""
     from tuner.files.mounts import advice_comments
 
-    return [f"# After the sweep: tuner mounts --device {device} (or tuner pull) hands out the "
-            "files. Serving them:"] + advice_comments(device_name, [], "vllm")
+    return [
+        f"# After the sweep: tuner mounts --device {device} (or tuner pull) hands out the "
+        "files. Serving them:"
+    ] + advice_comments(device_name, [], "vllm")

@@ -39,49 +39,92 @@ class MountFormat(StrEnum):
     compose_pull = "compose-pull"
 
 
-MountsKernelOpt = Annotated[KernelChoice, typer.Option(
-    "--kernel", help=f"From the store, as `tuner export --kernel`. {TRIALS_KERNEL_HELP} Not used "
-    "with --files.")]
+MountsKernelOpt = Annotated[
+    KernelChoice,
+    typer.Option(
+        "--kernel",
+        help=f"From the store, as `tuner export --kernel`. {TRIALS_KERNEL_HELP} Not used "
+        "with --files.",
+    ),
+]
 AllowStaleOpt = Annotated[
-    bool, typer.Option("--allow-stale", help="Also use trials timed with another kernel source "
-                       "or another Triton major.minor than the current ones.")
+    bool,
+    typer.Option(
+        "--allow-stale",
+        help="Also use trials timed with another kernel source "
+        "or another Triton major.minor than the current ones.",
+    ),
 ]
 
 
-SitePackagesOpt = Annotated[str | None, typer.Option(
-    "--site-packages", help="The engine's site-packages folder in the container [default: "
-    "vLLM image /usr/local/lib/python3.12/dist-packages; SGLang image "
-    "/sgl-workspace/sglang/python].")]
-FormatOpt = Annotated[MountFormat, typer.Option("--format", help="docker run flags, a compose "
-                                                "volumes list, a Kubernetes ConfigMap and "
-                                                "mounts; or k8s-pull / compose-pull: `tuner pull` "
-                                                "of a pinned release from --server into a volume "
-                                                "before the engine starts.")]
-ServerOpt = Annotated[str | None, typer.Option(help="With k8s-pull or compose-pull: the tuner "
-                                               "service's URL, as the pods reach it (a name "
-                                               "only the cluster resolves is fine with "
-                                               "--release).")]
-ReleaseOpt = Annotated[int | None, typer.Option(min=1, help="With k8s-pull or compose-pull: "
-                                                "the release to pin, read from the store here "
-                                                "(--db) when it holds it, without asking "
-                                                "--server [default: the server's newest]."
-                                                )]
-FilesOpt = Annotated[Path | None, typer.Option(help="Folder of exported files to mount "
-                                               "[default: the device's files in the store]."
-                                               )]
-HostDirOpt = Annotated[str | None, typer.Option(help="Host folder the files are in [default: "
-                                                "--files, else $PWD/configs].")]
-AllowPartialOpt = Annotated[bool, typer.Option(help="From the store: also shapes whose M grid "
-                                               "is not fully tuned.")]
+SitePackagesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--site-packages",
+        help="The engine's site-packages folder in the container [default: "
+        "vLLM image /usr/local/lib/python3.12/dist-packages; SGLang image "
+        "/sgl-workspace/sglang/python].",
+    ),
+]
+FormatOpt = Annotated[
+    MountFormat,
+    typer.Option(
+        "--format",
+        help="docker run flags, a compose "
+        "volumes list, a Kubernetes ConfigMap and "
+        "mounts; or k8s-pull / compose-pull: `tuner pull` "
+        "of a pinned release from --server into a volume "
+        "before the engine starts.",
+    ),
+]
+ServerOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="With k8s-pull or compose-pull: the tuner "
+        "service's URL, as the pods reach it (a name "
+        "only the cluster resolves is fine with "
+        "--release)."
+    ),
+]
+ReleaseOpt = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="With k8s-pull or compose-pull: "
+        "the release to pin, read from the store here "
+        "(--db) when it holds it, without asking "
+        "--server [default: the server's newest].",
+    ),
+]
+FilesOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="Folder of exported files to mount [default: the device's files in the store]."
+    ),
+]
+HostDirOpt = Annotated[
+    str | None,
+    typer.Option(help="Host folder the files are in [default: --files, else $PWD/configs]."),
+]
+AllowPartialOpt = Annotated[
+    bool, typer.Option(help="From the store: also shapes whose M grid is not fully tuned.")
+]
 
 
 def mounts(
-    device: DeviceOpt, engine_name: EngineOpt = EngineName.vllm,
-    site_packages: SitePackagesOpt = None, fmt: FormatOpt = MountFormat.docker,
-    server: ServerOpt = None, release: ReleaseOpt = None, files: FilesOpt = None,
-    host_dir: HostDirOpt = None, allow_partial: AllowPartialOpt = False,
-    allow_stale: AllowStaleOpt = False, kernel: MountsKernelOpt = KernelChoice.auto,
-    db: DbOpt = None, engine_version: EngineVersionOpt = None,
+    device: DeviceOpt,
+    engine_name: EngineOpt = EngineName.vllm,
+    site_packages: SitePackagesOpt = None,
+    fmt: FormatOpt = MountFormat.docker,
+    server: ServerOpt = None,
+    release: ReleaseOpt = None,
+    files: FilesOpt = None,
+    host_dir: HostDirOpt = None,
+    allow_partial: AllowPartialOpt = False,
+    allow_stale: AllowStaleOpt = False,
+    kernel: MountsKernelOpt = KernelChoice.auto,
+    db: DbOpt = None,
+    engine_version: EngineVersionOpt = None,
     triton_version: TritonVersionOpt = None,
 ) -> None:
     """Print read-only mounts of each config file into the engine's config folder."""
@@ -93,9 +136,17 @@ def mounts(
     )
 
     if fmt in (MountFormat.k8s_pull, MountFormat.compose_pull):
-        _pull_recipe(fmt.value, device, server, release, engine_name.value,
-                     site_packages or DEFAULT_SITE_PACKAGES[engine_name],
-                     engine_version=engine_version, triton_version=triton_version, db=db)
+        _pull_recipe(
+            fmt.value,
+            device,
+            server,
+            release,
+            engine_name.value,
+            site_packages or DEFAULT_SITE_PACKAGES[engine_name],
+            engine_version=engine_version,
+            triton_version=triton_version,
+            db=db,
+        )
         return
     note = ""
     if files is not None:
@@ -106,19 +157,32 @@ def mounts(
             _check_sglang_moe(files, names)
     else:
         names, device_name, capability, tuned_with, tuned_triton = _store_file_names(
-            device, engine_name.value, allow_partial, db, allow_stale=allow_stale,
-            kernel=kernel.value)
+            device,
+            engine_name.value,
+            allow_partial,
+            db,
+            allow_stale=allow_stale,
+            kernel=kernel.value,
+        )
         folder = host_dir or DEFAULT_HOST_DIR
         note = _export_note(folder, device_name, engine_name)
     triton_from = "--triton-version" if triton_version else "the one the files were tuned with"
     try:
-        text = render_mounts(MountRequest(
-            device_name=device_name, engine=engine_name.value, file_names=tuple(names),
-            host_dir=folder, site_packages=site_packages or DEFAULT_SITE_PACKAGES[engine_name],
-            fmt=fmt.value, compute_capability=capability, tuned_with=tuned_with,
-            engine_version=engine_version, triton_version=triton_version or tuned_triton,
-            triton_from=triton_from,
-        ))
+        text = render_mounts(
+            MountRequest(
+                device_name=device_name,
+                engine=engine_name.value,
+                file_names=tuple(names),
+                host_dir=folder,
+                site_packages=site_packages or DEFAULT_SITE_PACKAGES[engine_name],
+                fmt=fmt.value,
+                compute_capability=capability,
+                tuned_with=tuned_with,
+                engine_version=engine_version,
+                triton_version=triton_version or tuned_triton,
+                triton_from=triton_from,
+            )
+        )
     except ValueError as exc:
         raise fail(str(exc)) from None
     typer.echo(text, nl=False)
@@ -128,10 +192,12 @@ def mounts(
 
 def _export_note(folder: str, device_name: str, engine_name: EngineName) -> str:
     """The mounts name host files that the store holds: the line saying how to put them there."""
-    return (f"note: the mounts read the files from {folder}/ on the serving host: `tuner "
-            f"export --device {device_name} --out {folder.replace('$PWD/', '')}/"
-            f"{' --engine sglang' if engine_name == EngineName.sglang else ''}` writes "
-            "them (or unzip the release's configs.zip there)")
+    return (
+        f"note: the mounts read the files from {folder}/ on the serving host: `tuner "
+        f"export --device {device_name} --out {folder.replace('$PWD/', '')}/"
+        f"{' --engine sglang' if engine_name == EngineName.sglang else ''}` writes "
+        "them (or unzip the release's configs.zip there)"
+    )
 
 
 def _folder_file_names(folder: Path, device: str, engine: str) -> tuple[list[str], str]:
@@ -160,8 +226,10 @@ def _folder_file_names(folder: Path, device: str, engine: str) -> tuple[list[str
         if key and config_files_in(entries, key, engine):
             chosen = [key]
     if len(chosen) != 1:
-        raise fail(f"{folder}: no config files for --device {device}; devices there: "
-                   f"{', '.join(sorted(seen)) or 'none'}")
+        raise fail(
+            f"{folder}: no config files for --device {device}; devices there: "
+            f"{', '.join(sorted(seen)) or 'none'}"
+        )
     return config_files_in(entries, chosen[0], engine), chosen[0]
 
 
@@ -181,14 +249,25 @@ def _check_sglang_moe(folder: Path, names: list[str]) -> None:
         except (OSError, ValueError, TypeError):
             continue
         if carries:
-            raise fail(f"{folder / name}: its \"triton_version\" key makes SGLang's "
-                       "get_moe_configs fail (it reads every key as an M); write the files with "
-                       "`tuner export --engine sglang`")
+            raise fail(
+                f'{folder / name}: its "triton_version" key makes SGLang\'s '
+                "get_moe_configs fail (it reads every key as an M); write the files with "
+                "`tuner export --engine sglang`"
+            )
 
 
-def _pull_recipe(fmt: str, device: str, server: str | None, release: int | None, engine: str,
-                 site_packages: str, *, engine_version: str | None = None,
-                 triton_version: str | None = None, db: str | None = None) -> None:
+def _pull_recipe(
+    fmt: str,
+    device: str,
+    server: str | None,
+    release: int | None,
+    engine: str,
+    site_packages: str,
+    *,
+    engine_version: str | None = None,
+    triton_version: str | None = None,
+    db: str | None = None,
+) -> None:
     """Print a `tuner pull` recipe for a release (tuner.files.pull). A pinned release
     (`release`) is read from the store here when it holds it, so that --server may be a name
     only the pods resolve (http://tuner:8000); otherwise the server is asked for its releases.
@@ -204,30 +283,47 @@ def _pull_recipe(fmt: str, device: str, server: str | None, release: int | None,
         site = check_site_packages(site_packages)
     except ValueError as exc:
         raise fail(str(exc)) from None
-    chosen: Mapping[str, Any] | None = (_stored_release(db, device, release)
-                                          if release is not None else None)
+    chosen: Mapping[str, Any] | None = (
+        _stored_release(db, device, release) if release is not None else None
+    )
     if chosen is not None:
-        typer.echo(f"note: {chosen['device_name']} release {release} read from the store here "
-                   f"(content {chosen['content_sha256'][:12]}); {server} was not asked: it "
-                   "must serve the same store", err=True)
+        typer.echo(
+            f"note: {chosen['device_name']} release {release} read from the store here "
+            f"(content {chosen['content_sha256'][:12]}); {server} was not asked: it "
+            "must serve the same store",
+            err=True,
+        )
     else:
         try:
-            chosen = choose_release(releases_of(server, device, hint=_unreachable_hint(
-                fmt, device, server, release)), device, release)
+            chosen = choose_release(
+                releases_of(server, device, hint=_unreachable_hint(fmt, device, server, release)),
+                device,
+                release,
+            )
         except PullError as exc:
             raise fail(str(exc), 1) from None
     try:
-        text = render_pull_recipe(fmt, server=server.rstrip("/"), release=chosen, engine=engine,
-                                  site_packages=site, engine_version_=engine_version,
-                                  triton_version=triton_version, triton_from="--triton-version")
+        text = render_pull_recipe(
+            fmt,
+            server=server.rstrip("/"),
+            release=chosen,
+            engine=engine,
+            site_packages=site,
+            engine_version_=engine_version,
+            triton_version=triton_version,
+            triton_from="--triton-version",
+        )
     except ValueError as exc:
         raise fail(str(exc)) from None
     typer.echo(text, nl=False)
     address = _address(server)
     if address is not None and address.is_loopback:
-        typer.echo(f"note: the recipe's containers pull from {server}, which inside a container "
-                   "or pod is itself, not this host: give --server as they reach the service "
-                   "(e.g. http://tuner:8000)", err=True)
+        typer.echo(
+            f"note: the recipe's containers pull from {server}, which inside a container "
+            "or pod is itself, not this host: give --server as they reach the service "
+            "(e.g. http://tuner:8000)",
+            err=True,
+        )
 
 
 def _address(server: str):
@@ -253,15 +349,20 @@ def _unreachable_hint(fmt: str, device: str, server: str, release: int | None) -
     host = parts.hostname or "tuner"
     port = parts.port or (443 if parts.scheme == "https" else 80)
     pin = f"&release={release}" if release is not None else ""
-    store = (f"; the store here holds no release {release} of {device}" if release is not None
-             else "; with --release N the recipe is made from the store here (--db) without "
-             "asking the server")
+    store = (
+        f"; the store here holds no release {release} of {device}"
+        if release is not None
+        else "; with --release N the recipe is made from the store here (--db) without "
+        "asking the server"
+    )
     if _address(server) is not None:  # an address names no Kubernetes service
         return f"{store}; or start the service at {server} (tuner serve --port {port})"
     service = host.split(".")[0]
-    return (f"{store}; or ask the service in the cluster: kubectl port-forward svc/{service} "
-            f"8000:{port}, then curl 'http://127.0.0.1:8000/devices/{quote(device, safe='')}"
-            f"/mounts?format={fmt}&server={quote(server, safe=':/')}{pin}'")
+    return (
+        f"{store}; or ask the service in the cluster: kubectl port-forward svc/{service} "
+        f"8000:{port}, then curl 'http://127.0.0.1:8000/devices/{quote(device, safe='')}"
+        f"/mounts?format={fmt}&server={quote(server, safe=':/')}{pin}'"
+    )
 
 
 def _stored_release(db: str | None, device: str, number: int) -> dict | None:
@@ -286,9 +387,15 @@ def _stored_release(db: str | None, device: str, number: int) -> dict | None:
         return None if info is None else release_entry(info)
 
 
-def _store_file_names(device: str, engine: str, allow_partial: bool, db: str | None, *,
-                      allow_stale: bool = False, kernel: str = "auto"
-                      ) -> tuple[list[str], str, str | None, str, str | None]:
+def _store_file_names(
+    device: str,
+    engine: str,
+    allow_partial: bool,
+    db: str | None,
+    *,
+    allow_stale: bool = False,
+    kernel: str = "auto",
+) -> tuple[list[str], str, str | None, str, str | None]:
     """The device's file names in the store (from the trials of `kernel`'s source: "auto",
     "vllm" or "builtin"), its vLLM key, compute capability, the versions line of what its
     winners were timed with and their one Triton version (None for none or several)."""
@@ -298,27 +405,45 @@ def _store_file_names(device: str, engine: str, allow_partial: bool, db: str | N
     _, store = open_db(db, must_exist=True, read_only=True)
     with session_scope(store) as session:
         device_name = device_in_store(session, device)
-    read = store_files(store, device_name, out_dtype=None, allow_stale=allow_stale,
-                       allow_partial=allow_partial, engine_name=engine, kernel=kernel)
+    read = store_files(
+        store,
+        device_name,
+        out_dtype=None,
+        allow_stale=allow_stale,
+        allow_partial=allow_partial,
+        engine_name=engine,
+        kernel=kernel,
+    )
     if not read.files.files:
         stale = "; --allow-stale also uses stale trials" if read.view.scope.stale_trials else ""
-        raise fail(f"{device_name} has no complete file yet; --allow-partial mounts what there "
-                   f"is{stale}")
+        raise fail(
+            f"{device_name} has no complete file yet; --allow-partial mounts what there is{stale}"
+        )
     view = read.view
     versions = winner_versions(view.environments, view.winners)
     tritons = versions["triton"]
-    return ([f.file_name for f in read.files.files], device_name, view.compute_capability,
-            versions_line(versions), tritons[0] if len(tritons) == 1 else None)
+    return (
+        [f.file_name for f in read.files.files],
+        device_name,
+        view.compute_capability,
+        versions_line(versions),
+        tritons[0] if len(tritons) == 1 else None,
+    )
 
 
 def serve(
     db: DbOpt = None,
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="Port to bind.")] = 8000,
-    create_store: Annotated[bool, typer.Option(
-        "--create-store", help="Create an empty store when the SQLite file does not exist "
-        "(a fresh volume of the service's image, which then takes POST /sweeps and imports); "
-        "without it a missing store is refused, as `tuner status` refuses it.")] = False,
+    create_store: Annotated[
+        bool,
+        typer.Option(
+            "--create-store",
+            help="Create an empty store when the SQLite file does not exist "
+            "(a fresh volume of the service's image, which then takes POST /sweeps and imports); "
+            "without it a missing store is refused, as `tuner status` refuses it.",
+        ),
+    ] = False,
 ) -> None:
     """Serve the merged config files over HTTP (FastAPI under uvicorn).
 
@@ -344,8 +469,11 @@ def serve(
         raise fail(str(error.get("ctx", {}).get("error") or error["msg"])) from None
     _check_port_free(host, port)
     if settings.api_token is None:
-        typer.echo("note: TUNER_API_TOKEN is unset or blank: write routes (POST /sweeps, POST "
-                   "/devices/{device_name}/imports) answer 403", err=True)
+        typer.echo(
+            "note: TUNER_API_TOKEN is unset or blank: write routes (POST /sweeps, POST "
+            "/devices/{device_name}/imports) answer 403",
+            err=True,
+        )
     uvicorn.run(create_app(settings), host=host, port=port)
 
 
@@ -366,8 +494,8 @@ def _check_port_free(host: str, port: int) -> None:
             probe.bind((host, port))
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
-            raise fail(f"port {port} on {host} is in use (another tuner serve?): pass a free "
-                       "--port, or stop the server that holds it") from None
+            raise fail(
+                f"port {port} on {host} is in use (another tuner serve?): pass a free "
+                "--port, or stop the server that holds it"
+            ) from None
         raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-
-

@@ -19,9 +19,13 @@ if TYPE_CHECKING:
 
 SaveOpt = Annotated[
     str | None,
-    typer.Option("--save", metavar="NAME", help="Save the shapes as model NAME in your shapes "
-                 "folder ($TUNER_SHAPES_DIR, else ~/.config/blockfp8-tuner/shapes/), so that "
-                 "`tuner sweep --model NAME` finds them."),
+    typer.Option(
+        "--save",
+        metavar="NAME",
+        help="Save the shapes as model NAME in your shapes "
+        "folder ($TUNER_SHAPES_DIR, else ~/.config/blockfp8-tuner/shapes/), so that "
+        "`tuner sweep --model NAME` finds them.",
+    ),
 ]
 
 
@@ -41,8 +45,11 @@ def shapes_list() -> None:
         table.add_row(name, ", ".join(map(str, sizes)), description)
     console.print(table)
     if broken:
-        raise fail(broken[0] if len(broken) == 1 else f"{broken[0]} (and {len(broken) - 1} "
-                   "more malformed shapes file(s))")
+        raise fail(
+            broken[0]
+            if len(broken) == 1
+            else f"{broken[0]} (and {len(broken) - 1} more malformed shapes file(s))"
+        )
 
 
 def shapes_show(
@@ -57,8 +64,9 @@ def shapes_show(
     except (UnknownModelError, ValueError) as exc:
         raise fail(str(exc).strip("'\"")) from None
     group_n, group_k = entry.block_shape
-    console.print(f"{entry.model} TP {entry.tp}, block_shape [{group_n}, {group_k}]",
-                  soft_wrap=True)
+    console.print(
+        f"{entry.model} TP {entry.tp}, block_shape [{group_n}, {group_k}]", soft_wrap=True
+    )
     table = Table("N", "K")
     for n, k in entry.pairs():
         table.add_row(str(n), str(k))
@@ -80,8 +88,12 @@ def _print_moe(moe: Sequence[tuple[int, int, int, int]]) -> None:
     console.print(table)
 
 
-def _expert_shapes(family: KernelFamily, rows: Sequence[tuple[int, int, int, int]],
-                   block_shape: tuple[int, int], where: str) -> list[Shape]:
+def _expert_shapes(
+    family: KernelFamily,
+    rows: Sequence[tuple[int, int, int, int]],
+    block_shape: tuple[int, int],
+    where: str,
+) -> list[Shape]:
     """The shapes of (E, N, K, top_k) rows as the experts' family reads them from a shapes
     file (`KernelFamily.parse_shapes`); [] for no rows."""
     if not rows or family.parse_shapes is None:
@@ -89,9 +101,17 @@ def _expert_shapes(family: KernelFamily, rows: Sequence[tuple[int, int, int, int
     return list(family.parse_shapes([list(row) for row in rows], where, block_shape))
 
 
-def _save(name: str, *, tp: int, pairs: Sequence[tuple[int, int]],
-          block_shape: tuple[int, int], source: str, description: str,
-          moe: Sequence[tuple[int, int, int, int]] = (), model_type: str | None = None) -> None:
+def _save(
+    name: str,
+    *,
+    tp: int,
+    pairs: Sequence[tuple[int, int]],
+    block_shape: tuple[int, int],
+    source: str,
+    description: str,
+    moe: Sequence[tuple[int, int, int, int]] = (),
+    model_type: str | None = None,
+) -> None:
     """Save the dense (N, K) `pairs` and fused-MoE `moe` rows (E, N, K, top_k) derived from a
     log or config.json as model `name` at TP `tp`."""
     from tuner.inputs.shapes import ShapesFileError, save_shapes
@@ -100,52 +120,86 @@ def _save(name: str, *, tp: int, pairs: Sequence[tuple[int, int]],
 
     experts = get_family(EXPERTS_FAMILY)
     try:
-        groups = {DEFAULT_FAMILY: [Shape(n, k, block_shape) for n, k in pairs],
-                  experts.name: _expert_shapes(experts, moe, block_shape, source)}
-        path = save_shapes(name, tp=tp, groups=groups, block_shape=block_shape, source=source,
-                           description=description, model_type=model_type)
+        groups = {
+            DEFAULT_FAMILY: [Shape(n, k, block_shape) for n, k in pairs],
+            experts.name: _expert_shapes(experts, moe, block_shape, source),
+        }
+        path = save_shapes(
+            name,
+            tp=tp,
+            groups=groups,
+            block_shape=block_shape,
+            source=source,
+            description=description,
+            model_type=model_type,
+        )
     except (ShapesFileError, ValueError) as exc:
         raise fail(str(exc)) from None
     except OSError as exc:
         raise fail(f"cannot write the shapes file: {exc.strerror or exc}") from None
-    console.print(f"saved as model '{name}', TP {tp}: {path}", soft_wrap=True, markup=False,
-                  highlight=False)
+    console.print(
+        f"saved as model '{name}', TP {tp}: {path}", soft_wrap=True, markup=False, highlight=False
+    )
 
 
-def _next_step(device_names: Sequence[str], model: str, tp: int | None,
-               sglang: bool = False) -> None:
+def _next_step(
+    device_names: Sequence[str], model: str, tp: int | None, sglang: bool = False
+) -> None:
     tp_text = f" --tp {tp}" if tp is not None else " --tp <TP>"
     for device_name in device_names or ["<device>"]:
-        console.print(f"tuner sweep --device {device_name} --model {model}{tp_text}",
-                      soft_wrap=True, markup=False, highlight=False)
+        console.print(
+            f"tuner sweep --device {device_name} --model {model}{tp_text}",
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
         if sglang:
-            console.print(f"tuner export --device {device_name} --out configs/ --engine sglang",
-                          soft_wrap=True, markup=False, highlight=False)
+            console.print(
+                f"tuner export --device {device_name} --out configs/ --engine sglang",
+                soft_wrap=True,
+                markup=False,
+                highlight=False,
+            )
 
 
 def _print_experts(scan, log: Path) -> None:
     """The MoE part of a log: block-FP8 files without a config, and those out of scope."""
     experts = scan.experts()
     if experts:
-        console.print(f"{len(experts)} fused-MoE expert shape(s) without a config file:",
-                      highlight=False)
+        console.print(
+            f"{len(experts)} fused-MoE expert shape(s) without a config file:", highlight=False
+        )
         table = Table("E", "N", "block_shape")
         for E, N, (bn, bk) in experts:
             table.add_row(str(E), str(N), f"[{bn}, {bk}]")
         console.print(table)
         for folder in sorted({m.path.rsplit("/", 1)[0] for m in scan.moe_missing if "/" in m.path}):
-            console.print(f"vLLM looks for them in $VLLM_TUNED_CONFIG_FOLDER, then {folder}/",
-                          soft_wrap=True, markup=False, highlight=False)
+            console.print(
+                f"vLLM looks for them in $VLLM_TUNED_CONFIG_FOLDER, then {folder}/",
+                soft_wrap=True,
+                markup=False,
+                highlight=False,
+            )
     for name in scan.moe_out_of_scope:
-        console.print(f"out of scope: {name} (a fused-MoE file that is not block FP8 "
-                      "'dtype=fp8_w8a8,block_shape=[...]'; this tool does not tune it)",
-                      soft_wrap=True, markup=False, highlight=False)
+        console.print(
+            f"out of scope: {name} (a fused-MoE file that is not block FP8 "
+            "'dtype=fp8_w8a8,block_shape=[...]'; this tool does not tune it)",
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
 
 
 def from_log(
     log: Annotated[Path, typer.Argument(help="A vLLM or SGLang server log (plain or .gz).")],
-    tp: Annotated[int | None, typer.Option(min=1, max=1024, help="Tensor-parallel size the log "
-                                           "was served with [default: read from the log].")] = None,
+    tp: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=1024,
+            help="Tensor-parallel size the log was served with [default: read from the log].",
+        ),
+    ] = None,
     save: SaveOpt = None,
 ) -> None:
     """Shapes whose block-FP8 config file the engine did not find, from its log.
@@ -168,9 +222,12 @@ def from_log(
         if scan.kernel_line is not None:
             console.print(scan.kernel_line, soft_wrap=True, markup=False, highlight=False)
         _print_experts(scan, log)
-        raise fail(f"{log}: no 'Config file not found' warning of the W8A8 block-FP8 kernel in "
-                   f"{scan.lines} lines: every shape had a file, the Triton kernel did not run, "
-                   "or this is not a vLLM/SGLang server log", 1)
+        raise fail(
+            f"{log}: no 'Config file not found' warning of the W8A8 block-FP8 kernel in "
+            f"{scan.lines} lines: every shape had a file, the Triton kernel did not run, "
+            "or this is not a vLLM/SGLang server log",
+            1,
+        )
     found = log_shapes(scan, tp)
     _print_log_shapes(scan, found, log)
     if save is not None:
@@ -189,18 +246,25 @@ def _print_log_shapes(scan, found, log: Path) -> None:
     console.print(
         f"{log}: {scan.warnings} warning(s) from {', '.join(found.engines)}; device_name "
         f"{', '.join(scan.device_names)}; model {scan.model or 'not stated'}; "
-        f"TP {found.tp if found.tp is not None else 'not stated'}", soft_wrap=True,
-        markup=False, highlight=False)
+        f"TP {found.tp if found.tp is not None else 'not stated'}",
+        soft_wrap=True,
+        markup=False,
+        highlight=False,
+    )
     if scan.kernel_line is not None:
         console.print(scan.kernel_line, soft_wrap=True, markup=False, highlight=False)
     if found.pairs:
-        console.print(f"{len(found.pairs)} shape(s) without a config file, block_shape "
-                      f"{' and '.join(f'[{b[0]}, {b[1]}]' for b in found.block_shapes)}:",
-                      soft_wrap=True, highlight=False)
+        console.print(
+            f"{len(found.pairs)} shape(s) without a config file, block_shape "
+            f"{' and '.join(f'[{b[0]}, {b[1]}]' for b in found.block_shapes)}:",
+            soft_wrap=True,
+            highlight=False,
+        )
         _print_shapes(found.pairs)
     for folder in sorted({m.folder for m in scan.missing if m.folder}):
-        console.print(f"the engine looks for them in {folder}/", soft_wrap=True, markup=False,
-                      highlight=False)
+        console.print(
+            f"the engine looks for them in {folder}/", soft_wrap=True, markup=False, highlight=False
+        )
     _print_experts(scan, log)
 
 
@@ -211,13 +275,22 @@ def _save_log_shapes(scan, found, log: Path, save: str) -> None:
     problem = save_problem(found, save)
     if problem is not None:
         raise fail(problem)
-    _save(save, tp=found.tp, pairs=found.pairs, block_shape=found.block_shapes[0],
-          source=f"'Config file not found' warnings in {log.name}",
-          description=f"{scan.model or save}: shapes read from a server log")
+    _save(
+        save,
+        tp=found.tp,
+        pairs=found.pairs,
+        block_shape=found.block_shapes[0],
+        source=f"'Config file not found' warnings in {log.name}",
+        description=f"{scan.model or save}: shapes read from a server log",
+    )
     if found.experts:
-        console.print("the MoE experts are not saved (a log has no K or top_k): add them with "
-                      f"tuner shapes from-config config.json --tp {found.tp} --save {save}",
-                      soft_wrap=True, markup=False, highlight=False)
+        console.print(
+            "the MoE experts are not saved (a log has no K or top_k): add them with "
+            f"tuner shapes from-config config.json --tp {found.tp} --save {save}",
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
     console.print("next:", highlight=False)
     _next_step(scan.device_names, save, found.tp, found.sglang)
 
@@ -244,26 +317,48 @@ def from_config(
     except ValueError as exc:
         raise fail(str(exc)) from None
     bn, bk = derived.block_shape
-    console.print(f"{config}: {derived.architecture}"
-                  f"{f' ({derived.model})' if derived.model else ''}, TP {tp}, "
-                  f"block_shape [{bn}, {bk}]", soft_wrap=True, markup=False, highlight=False)
+    console.print(
+        f"{config}: {derived.architecture}"
+        f"{f' ({derived.model})' if derived.model else ''}, TP {tp}, "
+        f"block_shape [{bn}, {bk}]",
+        soft_wrap=True,
+        markup=False,
+        highlight=False,
+    )
     if derived.layers:
-        _print_shapes([(layer.N, layer.K) for layer in derived.layers],
-                      [layer.layer for layer in derived.layers])
+        _print_shapes(
+            [(layer.N, layer.K) for layer in derived.layers],
+            [layer.layer for layer in derived.layers],
+        )
     else:
-        console.print(f"dense layers of {derived.architecture} are not derived; MoE experts only",
-                      soft_wrap=True, markup=False, highlight=False)
+        console.print(
+            f"dense layers of {derived.architecture} are not derived; MoE experts only",
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
     moe = [(m.E, m.N, m.K, m.top_k) for m in derived.moe]
     if moe:
         _print_moe(moe)
     if save is None:
-        console.print(f"save them with --save NAME, then: tuner sweep --device <device> "
-                      f"--model NAME --tp {tp}", soft_wrap=True, markup=False, highlight=False)
+        console.print(
+            f"save them with --save NAME, then: tuner sweep --device <device> "
+            f"--model NAME --tp {tp}",
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
         return
-    _save(save, tp=tp, pairs=derived.shapes, block_shape=derived.block_shape,
-          source=f"{config.name} ({derived.architecture}), derived by tuner.inputs.hfconfig's rule",
-          description=f"{derived.model or save}: "
-          f"{'dense layers and MoE experts' if moe else 'dense layers'} derived from config.json",
-          moe=moe, model_type=derived.model_type)
+    _save(
+        save,
+        tp=tp,
+        pairs=derived.shapes,
+        block_shape=derived.block_shape,
+        source=f"{config.name} ({derived.architecture}), derived by tuner.inputs.hfconfig's rule",
+        description=f"{derived.model or save}: "
+        f"{'dense layers and MoE experts' if moe else 'dense layers'} derived from config.json",
+        moe=moe,
+        model_type=derived.model_type,
+    )
     console.print("next:", highlight=False)
     _next_step([], save, tp)

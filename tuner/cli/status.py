@@ -24,8 +24,11 @@ def status(
     _, store = open_db(db, must_exist=True, read_only=True)
     with session_scope(store) as session:
         sweeps = repo.list_sweeps(session)
-        tasks = repo.sweep_tasks(session, sweep_id=sweep) if sweep is not None and any(
-            s.sweep_id == sweep for s in sweeps) else None
+        tasks = (
+            repo.sweep_tasks(session, sweep_id=sweep)
+            if sweep is not None and any(s.sweep_id == sweep for s in sweeps)
+            else None
+        )
     if sweep is not None and tasks is None:
         listed = ", ".join(str(s.sweep_id) for s in sweeps) or "none"
         raise fail(f"no sweep with id {sweep}; sweeps: {listed}")
@@ -40,32 +43,77 @@ def status(
 
 def _print_sweeps(sweeps) -> None:
     """One row per sweep (`db.repo.SweepRow`): its scope, task counts by state, trials ok."""
-    columns = [Column("sweep"), Column("device", text=True), Column("model", text=True),
-               Column("TP"), Column("strategy", text=True), Column("tasks done"),
-               Column("running", optional=True), Column("pending", optional=True),
-               Column("failed"), Column("trials ok/total")]
-    rows = [[str(s.sweep_id), s.device_name, s.model, str(s.tp), s.strategy,
-             f"{s.tasks['done']}/{sum(s.tasks.values())}", str(s.tasks["running"]),
-             str(s.tasks["pending"]), str(s.tasks["failed"]),
-             f"{s.trials_ok}/{s.trials_total}"] for s in sweeps]
+    columns = [
+        Column("sweep"),
+        Column("device", text=True),
+        Column("model", text=True),
+        Column("TP"),
+        Column("strategy", text=True),
+        Column("tasks done"),
+        Column("running", optional=True),
+        Column("pending", optional=True),
+        Column("failed"),
+        Column("trials ok/total"),
+    ]
+    rows = [
+        [
+            str(s.sweep_id),
+            s.device_name,
+            s.model,
+            str(s.tp),
+            s.strategy,
+            f"{s.tasks['done']}/{sum(s.tasks.values())}",
+            str(s.tasks["running"]),
+            str(s.tasks["pending"]),
+            str(s.tasks["failed"]),
+            f"{s.trials_ok}/{s.trials_total}",
+        ]
+        for s in sweeps
+    ]
     print_table(console, columns, rows, title="sweeps")
 
 
 def _print_tasks(tasks, sweep: int | None) -> None:
     """One row per task of a sweep (`db.repo.TaskRow`): its state, trials, search timings."""
-    columns = [Column("N"), Column("K"), Column("M"), Column("state", text=True),
-               Column("attempts", optional=True), Column("trials ok/total"), Column("best_us"),
-               Column("default_us"), Column("speedup"), Column("worker", text=True,
-                                                               optional=True),
-               Column("error", text=True)]
+    columns = [
+        Column("N"),
+        Column("K"),
+        Column("M"),
+        Column("state", text=True),
+        Column("attempts", optional=True),
+        Column("trials ok/total"),
+        Column("best_us"),
+        Column("default_us"),
+        Column("speedup"),
+        Column("worker", text=True, optional=True),
+        Column("error", text=True),
+    ]
     rows = []
     for t in tasks:
-        speedup = (f"{t.default_latency_us / t.best_latency_us:.2f}x"
-                   if t.best_latency_us and t.default_latency_us else "-")
-        rows.append([str(t.N), str(t.K), str(t.M), t.state, str(t.attempts),
-                     f"{t.trials_ok}/{t.trials_total}",
-                     "-" if t.best_latency_us is None else f"{t.best_latency_us:.1f}",
-                     "-" if t.default_latency_us is None else f"{t.default_latency_us:.1f}",
-                     speedup, t.worker_id or "-", (t.error or "")[:60]])
-    print_table(console, columns, rows, title=f"sweep {sweep}",
-                caption="timings of the search; `tuner winners` shows the re-timed winners")
+        speedup = (
+            f"{t.default_latency_us / t.best_latency_us:.2f}x"
+            if t.best_latency_us and t.default_latency_us
+            else "-"
+        )
+        rows.append(
+            [
+                str(t.N),
+                str(t.K),
+                str(t.M),
+                t.state,
+                str(t.attempts),
+                f"{t.trials_ok}/{t.trials_total}",
+                "-" if t.best_latency_us is None else f"{t.best_latency_us:.1f}",
+                "-" if t.default_latency_us is None else f"{t.default_latency_us:.1f}",
+                speedup,
+                t.worker_id or "-",
+                (t.error or "")[:60],
+            ]
+        )
+    print_table(
+        console,
+        columns,
+        rows,
+        title=f"sweep {sweep}",
+        caption="timings of the search; `tuner winners` shows the re-timed winners",
+    )

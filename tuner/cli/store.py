@@ -21,8 +21,10 @@ def masked(url: str) -> str:
 
 
 # What --db may be, for the lines that refuse it.
-STORE_URL_FORMS = ("sqlite:///PATH for a SQLite file (sqlite:////abs/path for an absolute one) "
-                   "or postgresql://USER@HOST/DB for PostgreSQL")
+STORE_URL_FORMS = (
+    "sqlite:///PATH for a SQLite file (sqlite:////abs/path for an absolute one) "
+    "or postgresql://USER@HOST/DB for PostgreSQL"
+)
 PSYCOPG_INSTALL = 'pip install -e ".[postgres]" (or pip install "psycopg[binary]")'
 _DB_NAMED = "--db (or TUNER_DB_URL)"
 
@@ -44,19 +46,23 @@ def sqlite_url_hint(text: str) -> str:
     Returns:
         e.g. "; for a SQLite file use sqlite:////data/x.db".
     """
+
     def url_of(path: str) -> str:
-        return f"sqlite:///{Path(path).expanduser()}" if path.startswith("~") else \
-            f"sqlite:///{path}"
+        return (
+            f"sqlite:///{Path(path).expanduser()}" if path.startswith("~") else f"sqlite:///{path}"
+        )
 
     lower = text.lower()
     if lower.startswith("sqlite:"):
-        rest = text[len("sqlite:"):]
+        rest = text[len("sqlite:") :]
         if rest.startswith("//") and not rest.startswith("///"):
             path = rest[2:]
             if not path:
                 return ""
-            return (f"; for the file {path} (relative) use {url_of(path)}, for /{path} "
-                    f"{url_of('/' + path)}")
+            return (
+                f"; for the file {path} (relative) use {url_of(path)}, for /{path} "
+                f"{url_of('/' + path)}"
+            )
         if not rest.startswith("//"):  # sqlite:/data/x.db, sqlite:data/x.db
             return f"; for the file {rest} use {url_of(rest)}" if rest.strip("/") else ""
         return ""
@@ -98,8 +104,10 @@ def store_url(db: str | None, *, driver: bool = True) -> str:
         hint = sqlite_url_hint(url) or f": use {STORE_URL_FORMS}"
         raise fail(f"{_DB_NAMED} {masked(url)} is not a SQLite URL (it names a host){hint}")
     if backend not in ("sqlite", "postgresql"):
-        raise fail(f"{_DB_NAMED} {masked(url)}: the store is SQLite or PostgreSQL, not "
-                   f"{parsed.drivername!r}: use {STORE_URL_FORMS}")
+        raise fail(
+            f"{_DB_NAMED} {masked(url)}: the store is SQLite or PostgreSQL, not "
+            f"{parsed.drivername!r}: use {STORE_URL_FORMS}"
+        )
     if driver:
         _check_driver(url)
     return url
@@ -115,11 +123,15 @@ def _check_driver(url: str) -> None:
     try:
         dialect = parsed.get_dialect()
     except NoSuchModuleError:
-        raise fail(f"{_DB_NAMED} {masked(url)}: SQLAlchemy knows no driver "
-                   f"{parsed.drivername!r}: use {STORE_URL_FORMS} (psycopg)") from None
+        raise fail(
+            f"{_DB_NAMED} {masked(url)}: SQLAlchemy knows no driver "
+            f"{parsed.drivername!r}: use {STORE_URL_FORMS} (psycopg)"
+        ) from None
     if getattr(dialect, "is_async", False):
-        raise fail(f"{_DB_NAMED} {masked(url)}: {parsed.get_driver_name()} is an asyncio "
-                   "driver; the store needs a blocking one: use postgresql://... (psycopg)")
+        raise fail(
+            f"{_DB_NAMED} {masked(url)}: {parsed.get_driver_name()} is an asyncio "
+            "driver; the store needs a blocking one: use postgresql://... (psycopg)"
+        )
     try:
         dialect.import_dbapi()
     except ImportError as exc:
@@ -128,8 +140,9 @@ def _check_driver(url: str) -> None:
             fix = PSYCOPG_INSTALL
         else:
             fix = f"install {name}, or use postgresql://... with psycopg: {PSYCOPG_INSTALL}"
-        raise fail(f"{_DB_NAMED} {masked(url)} needs the {name} driver, which is not "
-                   f"installed: {fix}") from None
+        raise fail(
+            f"{_DB_NAMED} {masked(url)} needs the {name} driver, which is not installed: {fix}"
+        ) from None
 
 
 def sqlite_missing(url: str) -> bool:
@@ -143,8 +156,10 @@ def sqlite_missing(url: str) -> bool:
 
 def no_store_line(url: str) -> str:
     """The line that refuses a SQLite store URL whose file does not exist."""
-    return (f"no store at {masked(url)}: run `tuner sweep` first, or point --db (or "
-            "TUNER_DB_URL) at the store")
+    return (
+        f"no store at {masked(url)}: run `tuner sweep` first, or point --db (or "
+        "TUNER_DB_URL) at the store"
+    )
 
 
 def open_failed(exc: BaseException, url: str) -> typer.Exit:
@@ -158,10 +173,14 @@ def open_failed(exc: BaseException, url: str) -> typer.Exit:
     reason = (str(orig).strip().splitlines() or [""])[0].strip()
     reason = reason.removeprefix("connection failed: ")[:200] or type(orig).__name__
     if sqlite_path(url) is None and isinstance(exc, DBAPIError):
-        return fail(f"cannot connect to the store {masked(url)} ({reason}): start its server, "
-                    f"or point {_DB_NAMED} at one that runs")
-    return fail(f"cannot open store {masked(url)} ({type(orig).__name__}: {reason}): fix the "
-                f"store or point {_DB_NAMED} at another")
+        return fail(
+            f"cannot connect to the store {masked(url)} ({reason}): start its server, "
+            f"or point {_DB_NAMED} at one that runs"
+        )
+    return fail(
+        f"cannot open store {masked(url)} ({type(orig).__name__}: {reason}): fix the "
+        f"store or point {_DB_NAMED} at another"
+    )
 
 
 def _note_new_folder(url: str) -> None:
@@ -170,8 +189,12 @@ def _note_new_folder(url: str) -> None:
 
     parsed = make_url(url)
     database = parsed.database or ""
-    if (parsed.get_backend_name() == "sqlite" and database and database != ":memory:"
-            and not database.startswith("file:")):
+    if (
+        parsed.get_backend_name() == "sqlite"
+        and database
+        and database != ":memory:"
+        and not database.startswith("file:")
+    ):
         folder = Path(database).expanduser().parent
         if not folder.exists():
             typer.echo(f"note: created folder {folder} for the store", err=True)
@@ -186,8 +209,12 @@ def _read_only_or_refused(url: str, read_only: bool) -> str:
 
     parsed = make_url(url)
     database = parsed.database or ""
-    if (parsed.get_backend_name() != "sqlite" or database in ("", ":memory:")
-            or database.startswith("file:") or not Path(database).expanduser().exists()):
+    if (
+        parsed.get_backend_name() != "sqlite"
+        or database in ("", ":memory:")
+        or database.startswith("file:")
+        or not Path(database).expanduser().exists()
+    ):
         return url
     ro_url = read_only_url(database)
     if ro_url is None:
@@ -195,10 +222,14 @@ def _read_only_or_refused(url: str, read_only: bool) -> str:
     path = Path(database).expanduser()
     what = "its folder" if os.access(path, os.W_OK) else "the file"
     if not read_only:
-        raise fail(f"store {path} is read-only ({what} is not writable) and this command "
-                   "writes to it: make it writable or copy it (`tuner db backup`)")
-    typer.echo(f"note: store {path} is read-only ({what} is not writable): opened for "
-               "reading only", err=True)
+        raise fail(
+            f"store {path} is read-only ({what} is not writable) and this command "
+            "writes to it: make it writable or copy it (`tuner db backup`)"
+        )
+    typer.echo(
+        f"note: store {path} is read-only ({what} is not writable): opened for reading only",
+        err=True,
+    )
     return ro_url
 
 
@@ -277,9 +308,17 @@ def device_in_store(session, device: str) -> str:
         raise fail(str(exc)) from None
 
 
-def store_files(store, device_name: str, *, out_dtype: str | None, allow_stale: bool,
-                allow_partial: bool, engine_name: str = "vllm", hint: str = "",
-                kernel: str = "auto"):
+def store_files(
+    store,
+    device_name: str,
+    *,
+    out_dtype: str | None,
+    allow_stale: bool,
+    allow_partial: bool,
+    engine_name: str = "vllm",
+    hint: str = "",
+    kernel: str = "auto",
+):
     """A device's files from the store (`tuner.files.device.device_files`), for `tuner export`,
     `verify` and `mounts`; the note on stale trials left out goes to stderr.
 
@@ -304,9 +343,15 @@ def store_files(store, device_name: str, *, out_dtype: str | None, allow_stale: 
 
     try:
         with session_scope(store) as session:
-            read = device_files(session, device_name, out_dtype=out_dtype,
-                                allow_stale=allow_stale, allow_partial=allow_partial,
-                                engine=engine_name, kernel=kernel)
+            read = device_files(
+                session,
+                device_name,
+                out_dtype=out_dtype,
+                allow_stale=allow_stale,
+                allow_partial=allow_partial,
+                engine=engine_name,
+                kernel=kernel,
+            )
     except MergeError as exc:
         raise fail(f"{exc}{hint}") from None
     note = read.view.scope.note(device_name)

@@ -37,37 +37,69 @@ from tuner.search.defaults import DEFAULT_TRIALS
 
 # `tuner sweep --strategy`: what each search does. The option's type is built with the command
 # (`strategy_names`), so it stays in the signature.
-STRATEGY_HELP = ("guided (default: the best of bench/peers.py): neighbourhood steps "
-                 "with every block tile tried between them and, when they stall, the "
-                 "runner-up tiles with the settings tuned so far, then the configs a ridge "
-                 "regression of the trials predicts fastest; local: neighbourhood "
-                 "search from vLLM's default and the winners the store knows for the "
-                 "device; optuna: TPE; tpe+local: TPE, then local; ils: local from every "
-                 "block tile with kicks out of local optima; guided and ils: pruned "
-                 "configs free; --trials per task. grid: every config of the space.")
+STRATEGY_HELP = (
+    "guided (default: the best of bench/peers.py): neighbourhood steps "
+    "with every block tile tried between them and, when they stall, the "
+    "runner-up tiles with the settings tuned so far, then the configs a ridge "
+    "regression of the trials predicts fastest; local: neighbourhood "
+    "search from vLLM's default and the winners the store knows for the "
+    "device; optuna: TPE; tpe+local: TPE, then local; ils: local from every "
+    "block tile with kicks out of local optima; guided and ils: pruned "
+    "configs free; --trials per task. grid: every config of the space."
+)
 
-SweepMOpt = Annotated[str, typer.Option("--m", show_default="vLLM's 18 batch sizes, 1 to 4096",
-                                        help="Batch sizes M, comma-separated.")]
-TrialsOpt = Annotated[int, typer.Option(min=1, max=100_000, help="Configs per (N, K, M) for "
-                                        "every strategy but grid, vLLM's default config "
-                                        "included (128: where guided reached 1.0 of the "
-                                        "optimum, geomean, in bench/search_quality.py).")]
-SweepSeedOpt = Annotated[int, typer.Option(min=0, max=2**31 - 1, help="Seed of the search and "
-                                           "of the random inputs.")]
-NoRunOpt = Annotated[bool, typer.Option("--no-run", help="Only create the sweep and its "
-                                        "tasks, for `tuner worker` on other hosts.")]
+SweepMOpt = Annotated[
+    str,
+    typer.Option(
+        "--m",
+        show_default="vLLM's 18 batch sizes, 1 to 4096",
+        help="Batch sizes M, comma-separated.",
+    ),
+]
+TrialsOpt = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        max=100_000,
+        help="Configs per (N, K, M) for "
+        "every strategy but grid, vLLM's default config "
+        "included (128: where guided reached 1.0 of the "
+        "optimum, geomean, in bench/search_quality.py).",
+    ),
+]
+SweepSeedOpt = Annotated[
+    int, typer.Option(min=0, max=2**31 - 1, help="Seed of the search and of the random inputs.")
+]
+NoRunOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-run", help="Only create the sweep and its tasks, for `tuner worker` on other hosts."
+    ),
+]
 
 
 def sweep(
-    device: DeviceOpt, model: ModelOpt, tp: TpOpt = None, m: SweepMOpt = DEFAULT_M,
-    strategy: Annotated[strategy_names(),  # type: ignore[valid-type]  # Literal built at run time
-                        typer.Option(help=STRATEGY_HELP)
-                        ] = DEFAULT_STRATEGY_NAME,
-    trials: TrialsOpt = DEFAULT_TRIALS, configs: ConfigsOpt = None, seed: SweepSeedOpt = 0,
-    out_dtype: OutDtypeOpt = OutDtype.bfloat16, interpreter_reps: InterpreterRepsOpt = 3,
-    replay: ReplayOpt = None, trial_timeout: TrialTimeoutOpt = None, no_run: NoRunOpt = False,
-    lease: LeaseOpt = DEFAULT_LEASE_S, no_publish: NoPublishOpt = False,
-    dry_run: DryRunOpt = False, yes: YesOpt = False, kernel: KernelOpt = KernelChoice.auto,
+    device: DeviceOpt,
+    model: ModelOpt,
+    tp: TpOpt = None,
+    m: SweepMOpt = DEFAULT_M,
+    strategy: Annotated[
+        strategy_names(),  # type: ignore[valid-type]  # Literal built at run time
+        typer.Option(help=STRATEGY_HELP),
+    ] = DEFAULT_STRATEGY_NAME,
+    trials: TrialsOpt = DEFAULT_TRIALS,
+    configs: ConfigsOpt = None,
+    seed: SweepSeedOpt = 0,
+    out_dtype: OutDtypeOpt = OutDtype.bfloat16,
+    interpreter_reps: InterpreterRepsOpt = 3,
+    replay: ReplayOpt = None,
+    trial_timeout: TrialTimeoutOpt = None,
+    no_run: NoRunOpt = False,
+    lease: LeaseOpt = DEFAULT_LEASE_S,
+    no_publish: NoPublishOpt = False,
+    dry_run: DryRunOpt = False,
+    yes: YesOpt = False,
+    kernel: KernelOpt = KernelChoice.auto,
     db: DbOpt = None,
 ) -> None:
     """Tune every (N, K) of a model over the M grid, one worker per matching GPU; then each
@@ -85,25 +117,54 @@ def sweep(
     m_values, model_shapes = _parse(m, model, tp)
     candidates = load_configs(configs)
     source, label = resolve_kernel_choice(kernel)
-    runner, resolved = resolve_runner(device, replay, interpreter_reps=interpreter_reps,
-                                      need_device=not no_run, plan_only=dry_run and not no_run)
+    runner, resolved = resolve_runner(
+        device,
+        replay,
+        interpreter_reps=interpreter_reps,
+        need_device=not no_run,
+        plan_only=dry_run and not no_run,
+    )
     device_name, visible = resolved.device_name, list(resolved.visible_ids)
     requests = model_requests(
-        model_shapes, device_name=device_name, model=model_shapes.model, tp=model_shapes.tp,
-        block_shape=model_shapes.block_shape, m_values=m_values, strategy=strategy,
-        trials=trials, seed=seed, out_dtype=out_dtype.value, configs=candidates,
-        replay=str(replay) if replay is not None else None, kernel=source, kernel_label=label)
-    if not show_plan(requests, db=db, runner=runner, workers=max(1, len(visible)),
-                     dry_run=dry_run, yes=yes,
-                     warnings=_grid_warnings(m_values),
-                     defaults=default_lines(model_shapes.model, model_shapes.tp, tp is not None,
-                                            m)):
+        model_shapes,
+        device_name=device_name,
+        model=model_shapes.model,
+        tp=model_shapes.tp,
+        block_shape=model_shapes.block_shape,
+        m_values=m_values,
+        strategy=strategy,
+        trials=trials,
+        seed=seed,
+        out_dtype=out_dtype.value,
+        configs=candidates,
+        replay=str(replay) if replay is not None else None,
+        kernel=source,
+        kernel_label=label,
+    )
+    if not show_plan(
+        requests,
+        db=db,
+        runner=runner,
+        workers=max(1, len(visible)),
+        dry_run=dry_run,
+        yes=yes,
+        warnings=_grid_warnings(m_values),
+        defaults=default_lines(model_shapes.model, model_shapes.tp, tp is not None, m),
+    ):
         return
     url, store = open_db(db)
     options = RunOptions(lease_s=lease, trial_timeout_s=trial_timeout)
     for request, what in requests:
-        _plan_and_run(store, url, request, what, no_run=no_run, runner=runner,
-                      visible=visible, options=options)
+        _plan_and_run(
+            store,
+            url,
+            request,
+            what,
+            no_run=no_run,
+            runner=runner,
+            visible=visible,
+            options=options,
+        )
     if not no_run and not no_publish:
         # The sweep's own kernel source: "auto" could read another source's trials here
         # (vLLM's wherever vLLM is installed, even when the sweep timed the builtin).
@@ -127,12 +188,16 @@ def _grid_warnings(m_values: tuple[int, ...]) -> list[str]:
     from tuner.core import REQUIRED_M
 
     missing = [value for value in REQUIRED_M if value not in m_values]
-    return [f"warning: M grid lacks {missing}; vLLM will use the nearest tuned M there"
-            ] if missing else []
+    return (
+        [f"warning: M grid lacks {missing}; vLLM will use the nearest tuned M there"]
+        if missing
+        else []
+    )
 
 
-def _plan_and_run(store, url: str, request, what: str, *, no_run: bool, runner,
-                  visible: list, options) -> None:
+def _plan_and_run(
+    store, url: str, request, what: str, *, no_run: bool, runner, visible: list, options
+) -> None:
     """Create, extend or find one sweep and run it to the end; exit 1 if tasks are left or no
     trial came out ok."""
     from tuner.run.interrupt import interrupted_exit
@@ -152,33 +217,56 @@ def _plan_and_run(store, url: str, request, what: str, *, no_run: bool, runner,
         soft_wrap=True,
     )
     if no_run:
-        console.print(f"run `tuner worker --device {request.device_name} --sweep "
-                      f"{info.sweep_id} --kernel {request.kernel}` with the same --db (and "
-                      "--configs, --replay) on each host", soft_wrap=True, markup=False,
-                      highlight=False)
+        console.print(
+            f"run `tuner worker --device {request.device_name} --sweep "
+            f"{info.sweep_id} --kernel {request.kernel}` with the same --db (and "
+            "--configs, --replay) on each host",
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
         return
     try:
-        summary = run_workers(store, url, request, info.sweep_id, runner=runner,
-                              visible_devices=visible, console=console, options=options)
+        summary = run_workers(
+            store,
+            url,
+            request,
+            info.sweep_id,
+            runner=runner,
+            visible_devices=visible,
+            console=console,
+            options=options,
+        )
     except KeyboardInterrupt as exc:  # Ctrl-C exits 130, SIGTERM 143
         code, what = interrupted_exit(exc)
-        raise fail(f"{what}; finished trials are stored: run the same command to resume",
-                   code) from None
+        raise fail(
+            f"{what}; finished trials are stored: run the same command to resume", code
+        ) from None
     print_sweep_summary(summary)
     if (summary.trials_total or summary.tasks_failed) and not summary.trials_ok:
         # Every trial crashed or failed (e.g. an interpreter that cannot launch): not a success.
-        raise fail(f"sweep {info.sweep_id}: no trial ok; "
-                   f"{commonest_failure(store, info.sweep_id)}", 1)
+        raise fail(
+            f"sweep {info.sweep_id}: no trial ok; {commonest_failure(store, info.sweep_id)}", 1
+        )
     if summary.tasks_done != summary.tasks_total:
-        raise fail(f"{summary.tasks_total - summary.tasks_done} task(s) not done; "
-                   "see the store, then re-run to resume", 1)
+        raise fail(
+            f"{summary.tasks_total - summary.tasks_done} task(s) not done; "
+            "see the store, then re-run to resume",
+            1,
+        )
 
 
 def worker(
     device: DeviceOpt,
-    sweep_id: Annotated[int | None, typer.Option("--sweep", min=1, max=2**31 - 1,
-                                                 help="Only tasks of this sweep [default: "
-                                                 "every sweep on the device].")] = None,
+    sweep_id: Annotated[
+        int | None,
+        typer.Option(
+            "--sweep",
+            min=1,
+            max=2**31 - 1,
+            help="Only tasks of this sweep [default: every sweep on the device].",
+        ),
+    ] = None,
     configs: ConfigsOpt = None,
     replay: ReplayOpt = None,
     interpreter_reps: InterpreterRepsOpt = 3,
@@ -205,8 +293,11 @@ def worker(
     device_name, visible = resolved.device_name, list(resolved.visible_ids)
     replay_path = str(replay) if replay is not None else None
     url, store = open_db(db, must_exist=True)
-    scope: dict[str, Any] = {"sweep_id": sweep_id, "device_name": device_name,
-             "space": space_name(candidates, replay_path, label)}
+    scope: dict[str, Any] = {
+        "sweep_id": sweep_id,
+        "device_name": device_name,
+        "space": space_name(candidates, replay_path, label),
+    }
     try:
         unfinished = unfinished_in_scope(store, **scope)
     except LookupError:
@@ -216,21 +307,32 @@ def worker(
     where = f"sweep {sweep_id}" if sweep_id is not None else f"sweeps on {device_name}"
     if not unfinished:
         return _say(f"nothing to do: no unfinished task in {where} (space {scope['space']})")
-    _say(f"{len(visible)} worker(s) on {where}: {unfinished} unfinished task(s), "
-         f"store {masked(url)}")
+    _say(
+        f"{len(visible)} worker(s) on {where}: {unfinished} unfinished task(s), store {masked(url)}"
+    )
     options = RunOptions(lease_s=lease, trial_timeout_s=trial_timeout)
-    specs = worker_specs(url, runner=runner, visible_devices=visible, configs=candidates,
-                         kernel=source, options=options, **scope)
-    supervisor = Supervisor(store, specs, trial_timeout_s=options.trial_timeout_for(runner),
-                            on_event=_say)
+    specs = worker_specs(
+        url,
+        runner=runner,
+        visible_devices=visible,
+        configs=candidates,
+        kernel=source,
+        options=options,
+        **scope,
+    )
+    supervisor = Supervisor(
+        store, specs, trial_timeout_s=options.trial_timeout_for(runner), on_event=_say
+    )
     try:
         report = supervisor.run()
     except KeyboardInterrupt as exc:  # Ctrl-C exits 130, SIGTERM 143
         code, what = interrupted_exit(exc)
         raise fail(f"{what}; the tasks went back to the queue", code) from None
-    _say(f"worker done: {unfinished_in_scope(store, **scope)} unfinished task(s) left in "
-         f"{where}; {report.crashed} crashed, {report.timeouts} timed out, "
-         f"{report.restarts} restart(s)")
+    _say(
+        f"worker done: {unfinished_in_scope(store, **scope)} unfinished task(s) left in "
+        f"{where}; {report.crashed} crashed, {report.timeouts} timed out, "
+        f"{report.restarts} restart(s)"
+    )
     if report.given_up:
         raise fail(f"gave up on worker(s) {', '.join(report.given_up)}; see the lines above", 1)
 

@@ -15,12 +15,18 @@ from tuner.cli.output import plain
 from tuner.cli.store import existing_store
 
 DryRunOpt = Annotated[
-    bool, typer.Option("--dry-run", help="Print the plan (tasks, trials, compiles, time "
-                       "estimate) and exit; the store is read, never written.")
+    bool,
+    typer.Option(
+        "--dry-run",
+        help="Print the plan (tasks, trials, compiles, time "
+        "estimate) and exit; the store is read, never written.",
+    ),
 ]
 YesOpt = Annotated[
-    bool, typer.Option("--yes", help="Start a plan estimated above an hour on the interpreter "
-                       "without asking.")
+    bool,
+    typer.Option(
+        "--yes", help="Start a plan estimated above an hour on the interpreter without asking."
+    ),
 ]
 
 
@@ -38,8 +44,7 @@ def default_lines(model: str, tp: int, tp_given: bool, m: str) -> list[str]:
     """
     lines = []
     if m == DEFAULT_M:
-        lines.append("M grid not given: vLLM's 18 batch sizes, 1 to 4096 (--m 1,16,32 for "
-                     "fewer)")
+        lines.append("M grid not given: vLLM's 18 batch sizes, 1 to 4096 (--m 1,16,32 for fewer)")
     if not tp_given:
         lines.append(f"TP not given: {tp}, the only size shapes/{model} lists (--tp to choose)")
     return lines
@@ -56,15 +61,25 @@ def _history(db: str | None, requests: list) -> tuple[list, list[int]]:
         return [], [0] * len(requests)
     with session_scope(store) as session:
         history = trial_times(session, device_name=requests[0][0].device_name)
-        stored = [stored_trials(session, sweep_key=sweep_key(**request.sweep_fields()))
-                  for request, _ in requests]
+        stored = [
+            stored_trials(session, sweep_key=sweep_key(**request.sweep_fields()))
+            for request, _ in requests
+        ]
     store.dispose()
     return history, stored
 
 
-def show_plan(requests: list, *, db: str | None, runner, workers: int,
-              defaults: list[str], dry_run: bool, yes: bool,
-              warnings: Sequence[str] = ()) -> bool:
+def show_plan(
+    requests: list,
+    *,
+    db: str | None,
+    runner,
+    workers: int,
+    defaults: list[str],
+    dry_run: bool,
+    yes: bool,
+    warnings: Sequence[str] = (),
+) -> bool:
     """Print the plan of a `tuner sweep` in one block; say whether to go on.
 
     Args:
@@ -94,21 +109,30 @@ def show_plan(requests: list, *, db: str | None, runner, workers: int,
         typer.echo(line, err=True)
     compile_workers = max(1, ((os.cpu_count() or 2) - workers) // max(1, workers))
     families = {request.family for request, _ in requests}
-    calibration = (None if families <= {row.family for row in history}
-                   else runner.calibration())
-    preview = preview_sweeps(requests, runner=runner, history=history, stored=stored,
-                             workers=workers, compile_workers=compile_workers, defaults=defaults,
-                             calibration=calibration)
+    calibration = None if families <= {row.family for row in history} else runner.calibration()
+    preview = preview_sweeps(
+        requests,
+        runner=runner,
+        history=history,
+        stored=stored,
+        workers=workers,
+        compile_workers=compile_workers,
+        defaults=defaults,
+        calibration=calibration,
+    )
     for line in preview.lines:
         plain(line)
     if dry_run:
         return False
     if not yes and needs_confirmation(preview, runner):
-        longer = (f"this plan is about {duration(preview.estimate_s)} on the {runner.name}, "
-                  f"over {duration(runner.confirm_above_s)}")
+        longer = (
+            f"this plan is about {duration(preview.estimate_s)} on the {runner.name}, "
+            f"over {duration(runner.confirm_above_s)}"
+        )
         if sys.stdin.isatty() and sys.stdout.isatty():
             if typer.confirm(f"{longer}; start it?", default=False):
                 return True
-        raise fail(f"{longer}: pass --yes to start it, or make it smaller with --m, --trials "
-                   "or --tp")
+        raise fail(
+            f"{longer}: pass --yes to start it, or make it smaller with --m, --trials or --tp"
+        )
     return True

@@ -45,26 +45,36 @@ def min_width(column: Column, cells: Sequence[str]) -> int:
     return max([_longest_word(column.header), *widths])
 
 
-def _table(columns: Sequence[Column], rows: Sequence[Sequence[str]], title: str | None,
-           caption: str | None, width: int) -> Table:
-    table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD, show_edge=False,
-                  pad_edge=False)
+def _table(
+    columns: Sequence[Column],
+    rows: Sequence[Sequence[str]],
+    title: str | None,
+    caption: str | None,
+    width: int,
+) -> Table:
+    table = Table(
+        title=title, caption=caption, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False
+    )
     narrowest = [min_width(column, [row[i] for row in rows]) for i, column in enumerate(columns)]
     # A numeric column is exactly as wide as its widest number, or as its header when the
     # table fits that way; else its header wraps between words. Text columns share the rest,
     # each at least as wide as its longest word.
-    whole = [n if c.text else max(n, len(c.header))
-             for c, n in zip(columns, narrowest, strict=True)]
+    whole = [
+        n if c.text else max(n, len(c.header)) for c, n in zip(columns, narrowest, strict=True)
+    ]
     if sum(whole) + GAP * (len(columns) - 1) <= width:
         narrowest = whole
     folded = _folded(columns, narrowest, width)
     fixed_text = folded != narrowest  # rich's own collapse can overshoot by a column or two
     narrowest = folded
     for index, column in enumerate(columns):
-        table.add_column(column.header, overflow="fold",
-                         justify="left" if column.text else "right",
-                         min_width=narrowest[index],
-                         width=None if column.text and not fixed_text else narrowest[index])
+        table.add_column(
+            column.header,
+            overflow="fold",
+            justify="left" if column.text else "right",
+            min_width=narrowest[index],
+            width=None if column.text and not fixed_text else narrowest[index],
+        )
     for row in rows:
         table.add_row(*row)
     return table
@@ -76,8 +86,11 @@ def _folded(columns: Sequence[Column], widths: list[int], width: int) -> list[in
     Intel(R)_Data_Center_GPU_Max_1550) then fold onto the next line instead of pushing the last
     columns off the edge. Numeric columns keep their widths; no text column gets narrower than
     its header's longest word or 4."""
-    room = width - GAP * (len(columns) - 1) - sum(
-        w for c, w in zip(columns, widths, strict=True) if not c.text)
+    room = (
+        width
+        - GAP * (len(columns) - 1)
+        - sum(w for c, w in zip(columns, widths, strict=True) if not c.text)
+    )
     text = {i: w for i, (c, w) in enumerate(zip(columns, widths, strict=True)) if c.text}
     floor = {i: max(4, _longest_word(columns[i].header)) for i in text}
     while sum(text.values()) > room:
@@ -89,8 +102,9 @@ def _folded(columns: Sequence[Column], widths: list[int], width: int) -> list[in
     return [text.get(i, w) for i, w in enumerate(widths)]
 
 
-def fitted_columns(width: int, columns: Sequence[Column],
-                   rows: Sequence[Sequence[str]]) -> list[int]:
+def fitted_columns(
+    width: int, columns: Sequence[Column], rows: Sequence[Sequence[str]]
+) -> list[int]:
     """The indices of the columns to show: all of them when the table fits `width` without
     splitting a number or a word, else without the optional columns, the last first, until
     it fits (or none is left to drop)."""
@@ -104,8 +118,14 @@ def fitted_columns(width: int, columns: Sequence[Column],
         keep.remove(optional[-1])
 
 
-def print_table(console: Console, columns: Sequence[Column], rows: Sequence[Sequence[str]], *,
-                title: str | None = None, caption: str | None = None) -> None:
+def print_table(
+    console: Console,
+    columns: Sequence[Column],
+    rows: Sequence[Sequence[str]],
+    *,
+    title: str | None = None,
+    caption: str | None = None,
+) -> None:
     """Print the rows under the columns that fit the console (`fitted_columns`); when some were
     left out, a line names them.
 
@@ -117,10 +137,19 @@ def print_table(console: Console, columns: Sequence[Column], rows: Sequence[Sequ
         caption: below the table.
     """
     keep = fitted_columns(console.width, columns, rows)
-    table = _table([columns[i] for i in keep], [[row[i] for i in keep] for row in rows], title,
-                   caption, console.width)
+    table = _table(
+        [columns[i] for i in keep],
+        [[row[i] for i in keep] for row in rows],
+        title,
+        caption,
+        console.width,
+    )
     console.print(table)
     dropped = [columns[i].header for i in range(len(columns)) if i not in keep]
     if dropped:
-        console.print(f"({', '.join(dropped)} left out at {console.width} columns; a wider "
-                      "terminal shows them)", markup=False, highlight=False)
+        console.print(
+            f"({', '.join(dropped)} left out at {console.width} columns; a wider "
+            "terminal shows them)",
+            markup=False,
+            highlight=False,
+        )

@@ -52,34 +52,68 @@ FIX_STRATEGY = DEFAULT_STRATEGY_NAME  # what `tuner sweep` runs by default
 FIX_TRIALS = DEFAULT_TRIALS
 
 # The options of `tuner verify` (beside the shared ones of tuner.cli.options).
-MOpt = Annotated[str | None, typer.Option(
-    "--m", show_default="the M grid of the shape's sweeps",
-    help="Grid M values to check, comma-separated, or `all`: the sweeps' grid and vLLM's "
-    "18 batch sizes (keys, midpoints and neighbours of keys are always checked).")]
-RoundsOpt = Annotated[int | None, typer.Option(
-    min=2, max=10_000, show_default=str(RETIME_ROUNDS),
-    help="Interleaved rounds (chosen, default, chosen, default, ...) per M.")]
-FixOpt = Annotated[bool, typer.Option("--fix", help="Tune the slower or failed M values (a "
-                                      "sweep of those M, like `tuner sweep`), then check them "
-                                      "again. It first finishes unfinished sweeps of this "
-                                      "device, model and TP, so an interrupted --fix resumes "
-                                      "when run again.")]
-AllowStaleOpt = Annotated[bool, typer.Option("--allow-stale", help="Also use winners measured "
-                                             "with another kernel source or Triton "
-                                             "major.minor.")]
-AllowPartialOpt = Annotated[bool, typer.Option("--allow-partial", help="Also check files "
-                                               "`tuner export` writes only with "
-                                               "--allow-partial.")]
-VerifyOutDtypeOpt = Annotated[OutDtype, typer.Option("--out-dtype", help="Output dtype of the "
-                                                     "trials and of the timed GEMM.")]
-SeedOpt = Annotated[int, typer.Option(min=0, max=2**31 - 1, help="Seed of the random inputs "
-                                      "and of the --fix search.")]
-FixTrialsOpt = Annotated[int, typer.Option(min=1, max=100_000, help="Configs per (N, K, M) of "
-                                           "the --fix trials.")]
+MOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--m",
+        show_default="the M grid of the shape's sweeps",
+        help="Grid M values to check, comma-separated, or `all`: the sweeps' grid and vLLM's "
+        "18 batch sizes (keys, midpoints and neighbours of keys are always checked).",
+    ),
+]
+RoundsOpt = Annotated[
+    int | None,
+    typer.Option(
+        min=2,
+        max=10_000,
+        show_default=str(RETIME_ROUNDS),
+        help="Interleaved rounds (chosen, default, chosen, default, ...) per M.",
+    ),
+]
+FixOpt = Annotated[
+    bool,
+    typer.Option(
+        "--fix",
+        help="Tune the slower or failed M values (a "
+        "sweep of those M, like `tuner sweep`), then check them "
+        "again. It first finishes unfinished sweeps of this "
+        "device, model and TP, so an interrupted --fix resumes "
+        "when run again.",
+    ),
+]
+AllowStaleOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-stale",
+        help="Also use winners measured with another kernel source or Triton major.minor.",
+    ),
+]
+AllowPartialOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-partial", help="Also check files `tuner export` writes only with --allow-partial."
+    ),
+]
+VerifyOutDtypeOpt = Annotated[
+    OutDtype, typer.Option("--out-dtype", help="Output dtype of the trials and of the timed GEMM.")
+]
+SeedOpt = Annotated[
+    int,
+    typer.Option(min=0, max=2**31 - 1, help="Seed of the random inputs and of the --fix search."),
+]
+FixTrialsOpt = Annotated[
+    int, typer.Option(min=1, max=100_000, help="Configs per (N, K, M) of the --fix trials.")
+]
 
 
-def _runner_factory(runner: Runner, *, block_shape: tuple[int, int], out_dtype: str,
-                    seed: int, kernel: str = "builtin") -> RunnerFactory:
+def _runner_factory(
+    runner: Runner,
+    *,
+    block_shape: tuple[int, int],
+    out_dtype: str,
+    seed: int,
+    kernel: str = "builtin",
+) -> RunnerFactory:
     """(N, K, M) -> `runner`'s problem runner (tuner.measure.runner.KernelRunner) on this
     process's device, timing `kernel`'s ("builtin" or "vllm") Triton kernel (tests replace
     this)."""
@@ -100,32 +134,47 @@ def _parse(model: str, tp: int | None, m: str | None) -> tuple[ModelShapes, MCho
 
     try:
         model_shapes = load_shapes(model, tp)
-        choice = (None if m is None else M_ALL if m.strip().lower() == M_ALL
-                  else parse_m_values(m))
+        choice = None if m is None else M_ALL if m.strip().lower() == M_ALL else parse_m_values(m)
     except (UnknownModelError, ValueError) as exc:
         raise fail(str(exc).strip("'\"")) from None
     return model_shapes, choice
 
 
-def _verify_run(model_shapes: ModelShapes, choice: MChoice, kernel: str, *, runner: Runner,
-                out_dtype: str, seed: int, rounds: int | None) -> VerifyRun:
+def _verify_run(
+    model_shapes: ModelShapes,
+    choice: MChoice,
+    kernel: str,
+    *,
+    runner: Runner,
+    out_dtype: str,
+    seed: int,
+    rounds: int | None,
+) -> VerifyRun:
     """The check on this process's device, timing `kernel`'s ("builtin" or "vllm") Triton
     kernel; on the interpreter, a note on its noise floor."""
     from tuner.compare.verify import INTERPRETER_NOISE_FLOOR
     from tuner.compare.verify_run import VerifyRun
     from tuner.kernels.family import as_block_shape
 
-    make_runner = _runner_factory(runner, block_shape=as_block_shape(model_shapes.block_shape),
-                                  out_dtype=out_dtype, seed=seed, kernel=kernel)
+    make_runner = _runner_factory(
+        runner,
+        block_shape=as_block_shape(model_shapes.block_shape),
+        out_dtype=out_dtype,
+        seed=seed,
+        kernel=kernel,
+    )
     noise_floor = 0.0 if runner.on_gpu else INTERPRETER_NOISE_FLOOR
     if not runner.on_gpu:
-        plain(f"note: the interpreter's timings are CPU timings, not a GPU's: a pick is slower "
-              f"only past {noise_floor:.0%} of the default's median (CPU noise) and the spread")
+        plain(
+            f"note: the interpreter's timings are CPU timings, not a GPU's: a pick is slower "
+            f"only past {noise_floor:.0%} of the default's median (CPU noise) and the spread"
+        )
     return VerifyRun(model_shapes, choice, make_runner, rounds=rounds, noise_floor=noise_floor)
 
 
-def _check(run: VerifyRun, read, *, only_shapes: set[tuple[int, int]] | None, title: str
-           ) -> tuple[list[ShapeVerification], list[str]]:
+def _check(
+    run: VerifyRun, read, *, only_shapes: set[tuple[int, int]] | None, title: str
+) -> tuple[list[ShapeVerification], list[str]]:
     """`run` over the files of `read` (`tuner.files.device.StoreFiles`) with a progress bar on
     stderr counting the timed M; exits 130 when interrupted."""
     from tuner.cli.verify_show import shown
@@ -161,22 +210,30 @@ def nothing_timed_line(results: Sequence[ShapeVerification], device_name: str) -
     points = [point for result in results for point in result.points]
     if not points or any(point.timed for point in points):
         return None
-    return (f"nothing to time: at all {len(points)} M value(s) of {len(results)} shape(s) "
-            f"vLLM's pick from {device_name}'s files is its default config, the baseline "
-            "itself (the sweeps found no faster config there; `tuner winners` shows them); "
-            "nothing is slower")
+    return (
+        f"nothing to time: at all {len(points)} M value(s) of {len(results)} shape(s) "
+        f"vLLM's pick from {device_name}'s files is its default config, the baseline "
+        "itself (the sweeps found no faster config there; `tuner winners` shows them); "
+        "nothing is slower"
+    )
 
 
-def _fix(run: VerifyRun, fixer: Fixer, results: list[ShapeVerification], read
-         ) -> list[ShapeVerification]:
+def _fix(
+    run: VerifyRun, fixer: Fixer, results: list[ShapeVerification], read
+) -> list[ShapeVerification]:
     """`--fix`'s passes (`tuner.compare.verify_run.fix_passes`); a touched shape without a
     file afterwards exits 1."""
     from tuner.compare.verify_run import MissingAfterFix, fix_passes
 
     try:
-        return fix_passes(results, tune=fixer.tune, say=plain, check_again=lambda shapes, n:
-                          _check(run, read(), only_shapes=shapes,
-                                 title=f"after --fix pass {n}"))
+        return fix_passes(
+            results,
+            tune=fixer.tune,
+            say=plain,
+            check_again=lambda shapes, n: _check(
+                run, read(), only_shapes=shapes, title=f"after --fix pass {n}"
+            ),
+        )
     except MissingAfterFix as exc:
         raise fail(str(exc), 1) from None
 
@@ -190,12 +247,16 @@ def _exit_on_offending(results: Sequence[ShapeVerification], fix: bool) -> None:
         for line in lines:
             typer.echo(line, err=True)
         hint = "" if fix else "; `--fix` tunes these M values"
-        raise fail(f"vLLM's pick is slower than its default config or failed at "
-                   f"{sum(len(result.offending) for result in results)} M value(s){hint}", 1)
+        raise fail(
+            f"vLLM's pick is slower than its default config or failed at "
+            f"{sum(len(result.offending) for result in results)} M value(s){hint}",
+            1,
+        )
 
 
-def _inputs(model: str, tp: int | None, m: str | None, configs: Path | None
-            ) -> tuple[ModelShapes | None, MChoice, tuple | None]:
+def _inputs(
+    model: str, tp: int | None, m: str | None, configs: Path | None
+) -> tuple[ModelShapes | None, MChoice, tuple | None]:
     """(model shapes, --m's choice, --configs' configs); one note line per family whose files
     are not verified yet, and None for the shapes when the model has none of the default
     family (nothing to verify). A bad value exits 2 with one line."""
@@ -206,8 +267,10 @@ def _inputs(model: str, tp: int | None, m: str | None, configs: Path | None
     # one line per other family, then the default family's files (if the model has any)
     for name in model_shapes.groups:
         if name != DEFAULT_FAMILY:
-            plain(f"note: {get_family(name).short_title or name} files are not verified "
-                  f"yet ({model_shapes.family_label(name)})")
+            plain(
+                f"note: {get_family(name).short_title or name} files are not verified "
+                f"yet ({model_shapes.family_label(name)})"
+            )
     if not model_shapes.of(DEFAULT_FAMILY):
         return None, choice, candidates
     return model_shapes, choice, candidates
@@ -226,8 +289,13 @@ class _DeviceFiles:
 
     def read(self):
         """The device's files now (`tuner.files.device.StoreFiles`)."""
-        return store_files(self.store, self.device_name, out_dtype=self.out_dtype,
-                           allow_stale=self.allow_stale, allow_partial=self.allow_partial)
+        return store_files(
+            self.store,
+            self.device_name,
+            out_dtype=self.out_dtype,
+            allow_stale=self.allow_stale,
+            allow_partial=self.allow_partial,
+        )
 
     def first(self, model_shapes: ModelShapes):
         """The files before any check; one line, exit 2, when the model has none here."""
@@ -241,22 +309,35 @@ class _DeviceFiles:
 
     def publish(self) -> None:
         """Publish the files `--fix` tuned as a new release."""
-        publish_device(self.store, self.device_name, reason="verify --fix",
-                       allow_stale=self.allow_stale, allow_partial=self.allow_partial,
-                       out_dtype=self.out_dtype)
+        publish_device(
+            self.store,
+            self.device_name,
+            reason="verify --fix",
+            allow_stale=self.allow_stale,
+            allow_partial=self.allow_partial,
+            out_dtype=self.out_dtype,
+        )
 
 
-def _first_check(run: VerifyRun, first, choice: MChoice, device_name: str,
-                 engine_name: EngineName, engine_version: str | None
-                 ) -> list[ShapeVerification]:
+def _first_check(
+    run: VerifyRun,
+    first,
+    choice: MChoice,
+    device_name: str,
+    engine_name: EngineName,
+    engine_version: str | None,
+) -> list[ShapeVerification]:
     """The check before any `--fix`: the M set's line, SGLang's rewrites (--engine sglang),
     the tables, the files missing and the summary line."""
     from tuner.compare.verify_run import m_set_line, summary_line
 
     plain(m_set_line(choice))
     if engine_name == EngineName.sglang:
-        for line in clamp_lines(device_name, engine_version,
-                                [(f.file_name, f.merged.configs) for f in first.files.files]):
+        for line in clamp_lines(
+            device_name,
+            engine_version,
+            [(f.file_name, f.merged.configs) for f in first.files.files],
+        ):
             plain(f"warning: {line}")
     results, missing = _check(run, first, only_shapes=None, title=f"on {device_name}")
     for line in missing:
@@ -270,15 +351,29 @@ FIX_STRATEGY_HELP = "Search of the --fix trials."
 
 
 def verify(
-    device: DeviceOpt, model: ModelOpt, tp: TpOpt = None, m: MOpt = None,
-    rounds: RoundsOpt = None, fix: FixOpt = False, allow_stale: AllowStaleOpt = False,
-    allow_partial: AllowPartialOpt = False, out_dtype: VerifyOutDtypeOpt = OutDtype.bfloat16,
-    strategy: Annotated[strategy_names(),  # type: ignore[valid-type]  # Literal built at run time
-                        typer.Option(help=FIX_STRATEGY_HELP)] = FIX_STRATEGY,
-    trials: FixTrialsOpt = FIX_TRIALS, configs: ConfigsOpt = None, seed: SeedOpt = 0,
-    interpreter_reps: InterpreterRepsOpt = 3, trial_timeout: TrialTimeoutOpt = None,
-    lease: LeaseOpt = DEFAULT_LEASE_S, no_publish: NoPublishOpt = False, db: DbOpt = None,
-    engine_name: EngineOpt = EngineName.vllm, engine_version: EngineVersionOpt = None,
+    device: DeviceOpt,
+    model: ModelOpt,
+    tp: TpOpt = None,
+    m: MOpt = None,
+    rounds: RoundsOpt = None,
+    fix: FixOpt = False,
+    allow_stale: AllowStaleOpt = False,
+    allow_partial: AllowPartialOpt = False,
+    out_dtype: VerifyOutDtypeOpt = OutDtype.bfloat16,
+    strategy: Annotated[
+        strategy_names(),  # type: ignore[valid-type]  # Literal built at run time
+        typer.Option(help=FIX_STRATEGY_HELP),
+    ] = FIX_STRATEGY,
+    trials: FixTrialsOpt = FIX_TRIALS,
+    configs: ConfigsOpt = None,
+    seed: SeedOpt = 0,
+    interpreter_reps: InterpreterRepsOpt = 3,
+    trial_timeout: TrialTimeoutOpt = None,
+    lease: LeaseOpt = DEFAULT_LEASE_S,
+    no_publish: NoPublishOpt = False,
+    db: DbOpt = None,
+    engine_name: EngineOpt = EngineName.vllm,
+    engine_version: EngineVersionOpt = None,
 ) -> None:
     """Check that the config vLLM runs from this device's files is never slower
     than vLLM's default config, on the keys and between them.
@@ -314,15 +409,33 @@ def verify(
         return
     url, store = open_db(db, must_exist=True)
     device_name, runner, visible = measuring_device(store, device, interpreter_reps)
-    fixer = Fixer(store, url, model_shapes, device_name=device_name, runner=runner,
-                  visible=visible, strategy=strategy, trials=trials, configs=candidates,
-                  seed=seed, out_dtype=out_dtype.value, options=RunOptions(lease, trial_timeout))
+    fixer = Fixer(
+        store,
+        url,
+        model_shapes,
+        device_name=device_name,
+        runner=runner,
+        visible=visible,
+        strategy=strategy,
+        trials=trials,
+        configs=candidates,
+        seed=seed,
+        out_dtype=out_dtype.value,
+        options=RunOptions(lease, trial_timeout),
+    )
     if fix:
         fixer.finish_unfinished()
     files = _DeviceFiles(store, device_name, out_dtype.value, allow_stale, allow_partial)
     first = files.first(model_shapes)
-    run = _verify_run(model_shapes, choice, fixer.kernel, runner=runner,
-                      out_dtype=out_dtype.value, seed=seed, rounds=rounds)
+    run = _verify_run(
+        model_shapes,
+        choice,
+        fixer.kernel,
+        runner=runner,
+        out_dtype=out_dtype.value,
+        seed=seed,
+        rounds=rounds,
+    )
     results = _first_check(run, first, choice, device_name, engine_name, engine_version)
     if fix:
         results = _fix(run, fixer, results, files.read)

@@ -27,14 +27,30 @@ def _verdict_text(point: PointResult) -> str:
 def print_shape_table(result: ShapeVerification, *, title: str, out=console) -> None:
     """One row per checked M: vLLM's key and config there, both medians, speedup, verdict;
     on the rich console `out`."""
-    columns = [Column("M"), Column("key"), Column("config", text=True), Column("chosen_us"),
-               Column("default_us"), Column("noise_us", optional=True), Column("speedup"),
-               Column("verdict", text=True)]
-    rows = [[str(point.M), str(point.key), point.config.short(),
-             *("-" if us is None else f"{us:.1f}"
-               for us in (point.chosen_us, point.default_us, point.noise_us)),
-             "-" if point.speedup is None else f"{point.speedup:.2f}x", _verdict_text(point)]
-            for point in result.points]
+    columns = [
+        Column("M"),
+        Column("key"),
+        Column("config", text=True),
+        Column("chosen_us"),
+        Column("default_us"),
+        Column("noise_us", optional=True),
+        Column("speedup"),
+        Column("verdict", text=True),
+    ]
+    rows = [
+        [
+            str(point.M),
+            str(point.key),
+            point.config.short(),
+            *(
+                "-" if us is None else f"{us:.1f}"
+                for us in (point.chosen_us, point.default_us, point.noise_us)
+            ),
+            "-" if point.speedup is None else f"{point.speedup:.2f}x",
+            _verdict_text(point),
+        ]
+        for point in result.points
+    ]
     print_table(out, columns, rows, title=title)
 
 
@@ -46,16 +62,22 @@ class _Shown:
 
     def shape_started(self, shape: PlannedShape) -> None:
         self.bar.update(self.task, description=f"verify {shape_label(shape.N, shape.K)}")
-        self.out.print(f"{shape_label(shape.N, shape.K)}: keys "
-                       f"{', '.join(map(str, shape.configs))}; checking {len(shape.m_points)} "
-                       "M values", soft_wrap=True, markup=False, highlight=False)
+        self.out.print(
+            f"{shape_label(shape.N, shape.K)}: keys "
+            f"{', '.join(map(str, shape.configs))}; checking {len(shape.m_points)} "
+            "M values",
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
 
     def point_done(self, shape: PlannedShape, point: PointResult) -> None:
         self.bar.advance(self.task, int(point.M in shape.timed))
 
     def shape_done(self, result: ShapeVerification) -> None:
-        print_shape_table(result, title=f"{shape_label(result.N, result.K)} {self.title}",
-                          out=self.out)
+        print_shape_table(
+            result, title=f"{shape_label(result.N, result.K)} {self.title}", out=self.out
+        )
 
 
 @contextmanager
@@ -70,9 +92,13 @@ def shown(planned: Sequence[PlannedShape], *, title: str) -> Iterator[_Shown]:
     # otherwise (a pipe or file) stdout gets them as they are and rich draws the bar only on a
     # terminal (elsewhere it writes its last state once, at the end).
     out = err_console if console.is_terminal and err_console.is_terminal else console
-    with Progress(*progress_columns("timed M"), console=err_console, transient=False,
-                  speed_estimate_period=ETA_WINDOW_S,
-                  redirect_stdout=console.is_terminal) as bar:
+    with Progress(
+        *progress_columns("timed M"),
+        console=err_console,
+        transient=False,
+        speed_estimate_period=ETA_WINDOW_S,
+        redirect_stdout=console.is_terminal,
+    ) as bar:
         task = bar.add_task("verify", total=sum(len(shape.timed) for shape in planned))
         bar.advance(task, 0)  # the ETA's first sample: now
         yield _Shown(bar, task, out, title)

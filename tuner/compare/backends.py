@@ -61,29 +61,37 @@ def _torch_scaled_mm() -> LibraryKernel:
     def outer(scale):  # the same values, stored with the first dimension fastest
         return scale.t().contiguous().t()
 
-    layouts = [lambda As, Bs: (outer(As), Bs), lambda As, Bs: (outer(As), Bs.t()),
-               lambda As, Bs: (As, Bs), lambda As, Bs: (As, Bs.t()),
-               lambda As, Bs: (outer(As), outer(Bs))]
+    layouts = [
+        lambda As, Bs: (outer(As), Bs),
+        lambda As, Bs: (outer(As), Bs.t()),
+        lambda As, Bs: (As, Bs),
+        lambda As, Bs: (As, Bs.t()),
+        lambda As, Bs: (outer(As), outer(Bs)),
+    ]
     chosen: list[Callable] = []
 
     def run(A, As, B, Bs, out_dtype, block_shape):
         if chosen:
             scale_a, scale_b = chosen[0](As, Bs)
-            return F.scaled_mm(A, B.t(), scale_a, recipe_a, scale_b, recipe_b,
-                               output_dtype=out_dtype)
+            return F.scaled_mm(
+                A, B.t(), scale_a, recipe_a, scale_b, recipe_b, output_dtype=out_dtype
+            )
         errors = []
         for layout in layouts:
             scale_a, scale_b = layout(As, Bs)
             try:
-                result = F.scaled_mm(A, B.t(), scale_a, recipe_a, scale_b, recipe_b,
-                                     output_dtype=out_dtype)
+                result = F.scaled_mm(
+                    A, B.t(), scale_a, recipe_a, scale_b, recipe_b, output_dtype=out_dtype
+                )
             except (RuntimeError, ValueError, NotImplementedError) as exc:
                 errors.append(exc)
                 continue
             chosen.append(layout)
             return result
-        raise RuntimeError(f"torch {torch.__version__} runs no block-wise scale layout here: "
-                           f"{_one_line(errors[0])}")
+        raise RuntimeError(
+            f"torch {torch.__version__} runs no block-wise scale layout here: "
+            f"{_one_line(errors[0])}"
+        )
 
     return run
 
@@ -148,8 +156,9 @@ def _probe(kernel: LibraryKernel, device: str) -> str | None:
     return None
 
 
-def library_kernels(device: str, block_shape: tuple[int, int] = (128, 128)
-                    ) -> tuple[dict[str, LibraryKernel], dict[str, str]]:
+def library_kernels(
+    device: str, block_shape: tuple[int, int] = (128, 128)
+) -> tuple[dict[str, LibraryKernel], dict[str, str]]:
     """The library kernels to time on `device` ("cuda" or "cpu"), and why others are left out.
 
     Marlin and Humming run through vLLM's kernel classes (`tuner.compare.vllm_linear`) when
@@ -177,8 +186,9 @@ def library_kernels(device: str, block_shape: tuple[int, int] = (128, 128)
     else:
         import torch
 
-        unavailable[TORCH_SCALED_MM] = (f"torch {torch.__version__} has no "
-                                        "torch.nn.functional.scaled_mm with ScalingType")
+        unavailable[TORCH_SCALED_MM] = (
+            f"torch {torch.__version__} has no torch.nn.functional.scaled_mm with ScalingType"
+        )
     if device == "cpu":
         kernels[TORCH_CPU] = _torch_cpu_dequant
         reason = "CPU run: vLLM's GPU kernels are not timed"
@@ -210,19 +220,23 @@ class CandidateRunner(KernelRunner):
         **options: KernelRunner's other options.
     """
 
-    def __init__(self, problem: Problem, *, backend: str,
-                 library: Mapping[str, LibraryKernel], **options) -> None:
+    def __init__(
+        self, problem: Problem, *, backend: str, library: Mapping[str, LibraryKernel], **options
+    ) -> None:
         super().__init__(problem, backend=backend, **options)
         # A kernel with per-problem state (vllm_linear.LayerKernel) gets its own copy.
-        self.library = {name: kernel.fresh() if hasattr(kernel, "fresh") else kernel
-                        for name, kernel in library.items()}
+        self.library = {
+            name: kernel.fresh() if hasattr(kernel, "fresh") else kernel
+            for name, kernel in library.items()
+        }
         self._building: Candidate | None = None
 
     def _library(self, candidate: Candidate, weights):
         B, Bs = weights
         inputs = self.workload.inputs
-        return self.library[candidate.backend](inputs.A, inputs.As, B, Bs, self.out_dtype,
-                                               tuple(self.problem.block_shape))
+        return self.library[candidate.backend](
+            inputs.A, inputs.As, B, Bs, self.out_dtype, tuple(self.problem.block_shape)
+        )
 
     def _launch(self, config, out=None):
         if config.config is not None:

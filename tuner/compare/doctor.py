@@ -138,11 +138,13 @@ def arch_mismatch(arch: str, device_name: str, arch_from: str) -> str | None:
     model, capability = gpu_model(device_name), known_capability(device_name)
     if capability is None or f"sm{capability}" == arch:
         return None
-    return (f"{model} is sm{capability} (compute capability {capability // 10}.{capability % 10}, "
-            f"from the table of known GPUs), not {arch} ({arch_from}): this answers for "
-            f"{arch}; pass --arch sm{capability}"
-            + (" (or drop --arch)" if arch_from == "--arch" else "")
-            + f" to answer for {model}")
+    return (
+        f"{model} is sm{capability} (compute capability {capability // 10}.{capability % 10}, "
+        f"from the table of known GPUs), not {arch} ({arch_from}): this answers for "
+        f"{arch}; pass --arch sm{capability}"
+        + (" (or drop --arch)" if arch_from == "--arch" else "")
+        + f" to answer for {model}"
+    )
 
 
 def pinned_triton_mismatch(installed_minor: str | None) -> str | None:
@@ -157,17 +159,26 @@ def pinned_triton_mismatch(installed_minor: str | None) -> str | None:
     wanted = _spec_minor(VLLM_TRITON_PIN)
     if installed_minor is None or wanted is None or installed_minor == wanted:
         return None
-    return (f"triton {installed_minor} is installed here, but vLLM {VLLM_VERSION} runs with "
-            f"triton {wanted} (it pins torch{VLLM_TORCH_PIN}, which requires "
-            f"triton{VLLM_TRITON_PIN}): configs timed here may not be the fastest there; tune "
-            "inside the serving image (`tuner recipe sweep`), or install "
-            f"triton{VLLM_TRITON_PIN} here")
+    return (
+        f"triton {installed_minor} is installed here, but vLLM {VLLM_VERSION} runs with "
+        f"triton {wanted} (it pins torch{VLLM_TORCH_PIN}, which requires "
+        f"triton{VLLM_TRITON_PIN}): configs timed here may not be the fastest there; tune "
+        "inside the serving image (`tuner recipe sweep`), or install "
+        f"triton{VLLM_TRITON_PIN} here"
+    )
 
 
-def diagnose(*, arch: str | None, device_name: str | None, gpus: list[str],
-             versions: dict[str, str], linear_backend_triton: bool,
-             compare: bool = True, model: ModelAsked | None = None,
-             arch_from: str = "--arch") -> Diagnosis:
+def diagnose(
+    *,
+    arch: str | None,
+    device_name: str | None,
+    gpus: list[str],
+    versions: dict[str, str],
+    linear_backend_triton: bool,
+    compare: bool = True,
+    model: ModelAsked | None = None,
+    arch_from: str = "--arch",
+) -> Diagnosis:
     """The findings for one architecture.
 
     Args:
@@ -190,11 +201,15 @@ def diagnose(*, arch: str | None, device_name: str | None, gpus: list[str],
     say = out.lines.append
     say("GPUs: " + ("; ".join(gpus) if gpus else "none visible"))
     say(f"architecture: {arch or 'unknown'}, device_name: {device_name or 'unknown'}")
-    say(f"torch {versions.get('torch') or 'not installed'}, triton "
-        f"{versions.get('triton') or 'not installed'}, CUDA {versions.get('cuda') or 'none'}")
+    say(
+        f"torch {versions.get('torch') or 'not installed'}, triton "
+        f"{versions.get('triton') or 'not installed'}, CUDA {versions.get('cuda') or 'none'}"
+    )
     if arch is None:
-        out.reasons.append("no GPU visible, no --arch and no --device of a known GPU model: say "
-                           "which GPU vLLM serves on")
+        out.reasons.append(
+            "no GPU visible, no --arch and no --device of a known GPU model: say "
+            "which GPU vLLM serves on"
+        )
         return out
     mismatch = arch_mismatch(arch, device_name, arch_from) if device_name else None
     if mismatch is not None:
@@ -204,20 +219,28 @@ def diagnose(*, arch: str | None, device_name: str | None, gpus: list[str],
     table_arch = arch_of(f"{capability // 10}.{capability % 10}")
     table = {a.arch: a for a in ARCH_BACKENDS}.get(table_arch or "")
     if table is None or table_arch is None:
-        say("dense block-FP8 linear: vLLM runs no FP8 block kernel (FP8 needs sm89 or newer) "
-            f"({TABLE})")
+        say(
+            "dense block-FP8 linear: vLLM runs no FP8 block kernel (FP8 needs sm89 or newer) "
+            f"({TABLE})"
+        )
         out.reasons.append(f"{arch} has no FP8 dot: the block-FP8 kernels cannot run")
         return out
     _say_model(out, model, table_arch)
     served = _served()
-    _advise(out, served, Asked(arch, capability, table_arch, table, model, linear_backend_triton),
-            version)
+    _advise(
+        out,
+        served,
+        Asked(arch, capability, table_arch, table, model, linear_backend_triton),
+        version,
+    )
     if compare:
         _compare_kernels(out, served, capability, version, problem, versions)
     if not out.helps:
-        out.reasons.append(f"vLLM on {arch} reads no tuned file with default settings; "
-                           f"start it with {TRITON_FLAG} (and pass --linear-backend triton "
-                           "here) if tuner compare shows Triton wins")
+        out.reasons.append(
+            f"vLLM on {arch} reads no tuned file with default settings; "
+            f"start it with {TRITON_FLAG} (and pass --linear-backend triton "
+            "here) if tuner compare shows Triton wins"
+        )
     return out
 
 
@@ -232,33 +255,43 @@ def _say_vllm(out: Diagnosis, versions: dict[str, str]) -> tuple[str | None, str
     version = vllm_version()
     problem = vllm_triton_problem() if version is not None else ""
     if version is None:
-        say("vLLM: not importable here; a sweep here times the builtin kernels (copies of "
+        say(
+            "vLLM: not importable here; a sweep here times the builtin kernels (copies of "
             f"vLLM {VLLM_VERSION}'s); run `tuner doctor` inside the serving image to check its "
-            "vLLM")
-        pinned = pinned_triton_mismatch(installed_triton_minor()) if versions.get(
-            "triton") else None
+            "vLLM"
+        )
+        pinned = (
+            pinned_triton_mismatch(installed_triton_minor()) if versions.get("triton") else None
+        )
         if pinned is not None:
             out.warnings.append(pinned)
         return version, problem
     spec, where = vllm_triton_requirement()
-    times = (f"times the builtin kernels (--kernel auto): {problem}; for --kernel vllm, "
-             f"{PLACEHOLDER_FIX}" if problem else
-             "times vLLM's installed kernels (--kernel auto)")
-    say(f"vLLM {version}: requires triton {spec or 'unstated'} ({where}); a sweep here "
-        + times)
+    times = (
+        f"times the builtin kernels (--kernel auto): {problem}; for --kernel vllm, "
+        f"{PLACEHOLDER_FIX}"
+        if problem
+        else "times vLLM's installed kernels (--kernel auto)"
+    )
+    say(f"vLLM {version}: requires triton {spec or 'unstated'} ({where}); a sweep here " + times)
     here = installed_triton_minor()
     wanted = _spec_minor(spec) if spec else None
     if wanted and here and wanted != here:
-        out.reasons.append(f"triton {here} is installed but vLLM {version} runs with "
-                           f"triton {wanted}: tune inside the serving image")
+        out.reasons.append(
+            f"triton {here} is installed but vLLM {version} runs with "
+            f"triton {wanted}: tune inside the serving image"
+        )
     return version, problem
 
 
 def _advise(out: Diagnosis, served: list[KernelFamily], asked: Asked, version: str | None) -> None:
     """Each served family's advice hook, with what vLLM selects for it (asked when vLLM is
     importable; a reason shared by every family is said once)."""
-    answers = (ask_vllm(asked.arch, asked.model or DEFAULT_MODEL) if version is not None
-               else {family.name: Answer(None) for family in served})
+    answers = (
+        ask_vllm(asked.arch, asked.model or DEFAULT_MODEL)
+        if version is not None
+        else {family.name: Answer(None) for family in served}
+    )
     reasons = {answers[family.name].reason for family in served}
     if len(served) > 1 and len(reasons) == 1 and "" not in reasons:  # one for all: said once
         out.lines.append(f"{reasons.pop()}: {TABLE} answers")
@@ -268,11 +301,20 @@ def _advise(out: Diagnosis, served: list[KernelFamily], asked: Asked, version: s
             load_hook(family.serving.advice)(out, asked, answers.get(family.name, Answer(None)))
 
 
-def _compare_kernels(out: Diagnosis, served: list[KernelFamily], capability: int,
-                     version: str | None, problem: str, versions: dict[str, str]) -> None:
+def _compare_kernels(
+    out: Diagnosis,
+    served: list[KernelFamily],
+    capability: int,
+    version: str | None,
+    problem: str,
+    versions: dict[str, str],
+) -> None:
     """Compare the builtin kernels with vLLM's compiled code, or say why they are not."""
-    compared = {family.serving.label: family.serving.compare for family in served
-                if family.serving and family.serving.compare}
+    compared = {
+        family.serving.label: family.serving.compare
+        for family in served
+        if family.serving and family.serving.compare
+    }
     labels = " and ".join(compared)
     if version is not None and not problem and versions.get("triton"):
         for hook in compared.values():
@@ -281,10 +323,13 @@ def _compare_kernels(out: Diagnosis, served: list[KernelFamily], capability: int
         out.lines.append(
             f"builtin vs vLLM's compiled code ({labels}): not compared: {problem}; "
             'with CUDA_VISIBLE_DEVICES="" set vLLM keeps the real Triton, and doctor compares '
-            "them")
+            "them"
+        )
     elif compared and versions.get("triton"):
-        out.lines.append(f"builtin vs vLLM's compiled code ({labels}): no vLLM here to compare "
-                         "with (bench/vllm_equivalence.py compares with a vLLM wheel's files)")
+        out.lines.append(
+            f"builtin vs vLLM's compiled code ({labels}): no vLLM here to compare "
+            "with (bench/vllm_equivalence.py compares with a vLLM wheel's files)"
+        )
 
 
 def _say_model(out: Diagnosis, model: ModelAsked | None, table_arch: str) -> None:
@@ -295,12 +340,14 @@ def _say_model(out: Diagnosis, model: ModelAsked | None, table_arch: str) -> Non
             f"no --model: vLLM's kernel choice is asked for {DEFAULT_MODEL.label} (model type "
             f"{DEFAULT_MODEL.model_type}, N={N}, K={K}); it depends on the model's type and "
             "weight shapes (DeepGEMM checks both): pass --model (and --tp) for the model you "
-            "serve")
+            "serve"
+        )
     elif model.model_type is None and table_arch == "sm100/sm120":
         out.lines.append(
             f"model type of {model.label} not known (its shapes file names none; `tuner shapes "
             "from-config config.json --save` records it): vLLM is asked as for a model type "
-            "it does not turn DeepGEMM off for")
+            "it does not turn DeepGEMM off for"
+        )
 
 
 def not_compared(head: str, exc: Exception) -> str:
@@ -317,5 +364,7 @@ def compared_line(head: str, pairs: list, hint: str, where: str) -> str:
     if differ:
         return f"{head}: DIFFERENT code (" + "; ".join(differ) + f"): {hint}"
     ours = pairs[0][0]
-    return (f"{head}: same code (shared {ours.shared} bytes, {ours.n_regs} registers, "
-            f"{ours.instructions} PTX instructions {where})")
+    return (
+        f"{head}: same code (shared {ours.shared} bytes, {ours.n_regs} registers, "
+        f"{ours.instructions} PTX instructions {where})"
+    )

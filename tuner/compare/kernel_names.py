@@ -15,8 +15,16 @@ VLLM_CUTLASS = "vllm-cutlass"
 VLLM_MARLIN = "vllm-marlin"
 VLLM_HUMMING = "vllm-humming"
 # Column order of the tables.
-BACKENDS = (TRITON_TUNED, TRITON_DEFAULT, TORCH_SCALED_MM, TORCH_CPU, VLLM_DEEPGEMM,
-            VLLM_CUTLASS, VLLM_MARLIN, VLLM_HUMMING)
+BACKENDS = (
+    TRITON_TUNED,
+    TRITON_DEFAULT,
+    TORCH_SCALED_MM,
+    TORCH_CPU,
+    VLLM_DEEPGEMM,
+    VLLM_CUTLASS,
+    VLLM_MARLIN,
+    VLLM_HUMMING,
+)
 
 
 def column_header(name: str) -> str:

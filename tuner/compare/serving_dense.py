@@ -30,8 +30,9 @@ def _walk_order(linear, capability: int) -> list:
     resolve = getattr(linear, "_resolve_backend_kernels", None)
     if resolve is None:
         return kernels
-    return list(resolve(kernels, "scaled-mm", quantization="fp8_block_w8a8",
-                        compute_capability=capability))
+    return list(
+        resolve(kernels, "scaled-mm", quantization="fp8_block_w8a8", compute_capability=capability)
+    )
 
 
 def _passed_over(linear, chosen, config, capability: int) -> str:
@@ -68,19 +69,23 @@ def select(capability: int, model: ModelAsked) -> Answer:
     for N, K in model.dense or DEFAULT_DENSE:
         configs[(N, K)] = block_fp8_layer_config(N, K, torch.bfloat16)
         chosen[(N, K)] = linear.choose_scaled_mm_linear_kernel(
-            configs[(N, K)], linear._POSSIBLE_FP8_BLOCK_KERNELS, capability,
-            quantization="fp8_block_w8a8")
+            configs[(N, K)],
+            linear._POSSIBLE_FP8_BLOCK_KERNELS,
+            capability,
+            quantization="fp8_block_w8a8",
+        )
     counts = Counter(chosen.values())
     main = max(counts, key=lambda kernel: counts[kernel])  # the first of the most common
     first = next(shape for shape, kernel in chosen.items() if kernel is main)
     others: dict[str, list[str]] = {}
     for (N, K), kernel in chosen.items():
         if kernel is not main:
-            others.setdefault(getattr(kernel, "__name__", str(kernel)), []).append(
-                f"N={N},K={K}")
-    return Answer(main.__name__, _passed_over(linear, main, configs[first], capability),
-                  others="; ".join(f"{name} for {' and '.join(shapes)}"
-                                   for name, shapes in others.items()))
+            others.setdefault(getattr(kernel, "__name__", str(kernel)), []).append(f"N={N},K={K}")
+    return Answer(
+        main.__name__,
+        _passed_over(linear, main, configs[first], capability),
+        others="; ".join(f"{name} for {' and '.join(shapes)}" for name, shapes in others.items()),
+    )
 
 
 def _say_table_shapes(out: Diagnosis, capability: int, model: ModelAsked) -> None:
@@ -91,10 +96,15 @@ def _say_table_shapes(out: Diagnosis, capability: int, model: ModelAsked) -> Non
         label = dict(FP8_BLOCK_KERNELS)[name].split(" (")[0] if name else "not known here"
         by_kernel.setdefault(label, []).append(f"N={N},K={K}")
     if by_kernel:
-        out.lines.append(f"  {model.label}: " + "; ".join(
-            f"{label} for {len(shapes)} of {len(model.dense)} shapes"
-            + (f" ({', '.join(shapes)})" if len(shapes) < len(model.dense) else "")
-            for label, shapes in by_kernel.items()) + f" ({TABLE})")
+        out.lines.append(
+            f"  {model.label}: "
+            + "; ".join(
+                f"{label} for {len(shapes)} of {len(model.dense)} shapes"
+                + (f" ({', '.join(shapes)})" if len(shapes) < len(model.dense) else "")
+                for label, shapes in by_kernel.items()
+            )
+            + f" ({TABLE})"
+        )
 
 
 def advise(out: Diagnosis, asked: Asked, answer: Answer) -> None:
@@ -124,8 +134,10 @@ def advise(out: Diagnosis, asked: Asked, answer: Answer) -> None:
         say(f"  files read: yes, {how} (from {folder} in the image)")
         out.helps.append(DENSE.name)
     else:
-        say(f"  files read: no; {TRITON_FLAG} makes vLLM run the Triton kernel that reads "
-            f"them (mount them at {folder}); measure first: tuner compare")
+        say(
+            f"  files read: no; {TRITON_FLAG} makes vLLM run the Triton kernel that reads "
+            f"them (mount them at {folder}); measure first: tuner compare"
+        )
     if kernel is None and asked.model is not None:
         _say_table_shapes(out, asked.capability, asked.model)
 
@@ -148,10 +160,13 @@ def compare(out: Diagnosis, capability: int) -> None:
         return
     try:
         theirs = vllm_kernel(DENSE.vllm.module, DENSE.vllm.function)
-        pairs = [compile_dense_pair(theirs, default_config(), capability, M=M, N=4096, K=4096)
-                 for M in (1, 64)]
+        pairs = [
+            compile_dense_pair(theirs, default_config(), capability, M=M, N=4096, K=4096)
+            for M in (1, 64)
+        ]
     except Exception as exc:  # noqa: BLE001 - any import or compile failure is the finding
         out.lines.append(not_compared(head, exc))
         return
-    out.lines.append(compared_line(head, pairs, "tune with --kernel vllm here",
-                                   "at M=1, default config"))
+    out.lines.append(
+        compared_line(head, pairs, "tune with --kernel vllm here", "at M=1, default config")
+    )

@@ -59,13 +59,24 @@ def select(capability: int, model: ModelAsked) -> Answer:
 
     E, N, K, top_k = model.moe or DEFAULT_MOE
     layer = FusedMoEConfig(
-        num_experts=E, experts_per_token=top_k, hidden_dim=K, intermediate_size=N,
-        num_local_experts=E, num_logical_experts=E, activation=MoEActivation.SILU,
-        device="cuda", routing_method=RoutingMethodType.DeepSeekV3,
-        moe_parallel_config=FusedMoEParallelConfig.make_no_parallel(), in_dtype=torch.bfloat16)
-    backend, experts = select_fp8_moe_backend(layer, weight_key=kFp8Static128BlockSym,
-                                              activation_key=kFp8Dynamic128Sym,
-                                              allow_vllm_cutlass=False)
+        num_experts=E,
+        experts_per_token=top_k,
+        hidden_dim=K,
+        intermediate_size=N,
+        num_local_experts=E,
+        num_logical_experts=E,
+        activation=MoEActivation.SILU,
+        device="cuda",
+        routing_method=RoutingMethodType.DeepSeekV3,
+        moe_parallel_config=FusedMoEParallelConfig.make_no_parallel(),
+        in_dtype=torch.bfloat16,
+    )
+    backend, experts = select_fp8_moe_backend(
+        layer,
+        weight_key=kFp8Static128BlockSym,
+        activation_key=kFp8Dynamic128Sym,
+        allow_vllm_cutlass=False,
+    )
     return Answer(backend.value, experts.__name__ if experts is not None else "")
 
 
@@ -82,14 +93,22 @@ def advise(out: Diagnosis, asked: Asked, answer: Answer) -> None:
     variable = MOE.tuned_folder_env
     if answer.kernel is not None:
         experts = f" ({answer.detail})" if answer.detail else ""
-        say(f"fused-MoE block-FP8: vLLM runs {answer.kernel}{experts} by default with 128x128 "
-            f"weights and ep_size 1 ({OWN})")
+        say(
+            f"fused-MoE block-FP8: vLLM runs {answer.kernel}{experts} by default with 128x128 "
+            f"weights and ep_size 1 ({OWN})"
+        )
         triton = answer.kernel == "TRITON"
     else:
-        say("fused-MoE block-FP8: vLLM runs " + (
-            "Triton (fused_moe_kernel) by default with 128x128 weights and ep_size 1"
-            if table_triton else "the first of its MoE backends that supports the GPU (not "
-            "verified here for this architecture)") + f" ({TABLE})")
+        say(
+            "fused-MoE block-FP8: vLLM runs "
+            + (
+                "Triton (fused_moe_kernel) by default with 128x128 weights and ep_size 1"
+                if table_triton
+                else "the first of its MoE backends that supports the GPU (not "
+                "verified here for this architecture)"
+            )
+            + f" ({TABLE})"
+        )
         if answer.reason:
             say(f"  {answer.reason}: {TABLE} answers")
         triton = table_triton
@@ -117,12 +136,22 @@ def compare(out: Diagnosis, capability: int) -> None:
         out.lines.append(f"{head}: not compared (the family names no vLLM kernel)")
         return
     try:
-        pairs = [pair for M in MOE_COMPARED_M for pair in compile_moe_pairs(
-            moe.module, moe.function, default_config(M), capability, M=M, **MOE_COMPARED)]
+        pairs = [
+            pair
+            for M in MOE_COMPARED_M
+            for pair in compile_moe_pairs(
+                moe.module, moe.function, default_config(M), capability, M=M, **MOE_COMPARED
+            )
+        ]
     except Exception as exc:  # noqa: BLE001 - any import or compile failure is the finding
         out.lines.append(not_compared(head, exc))
         return
-    out.lines.append(compared_line(
-        head, pairs, "tune MoE with --kernel vllm here",
-        f"in the gate_up GEMM at M={MOE_COMPARED_M[0]}, default configs at M="
-        + " and ".join(map(str, MOE_COMPARED_M))))
+    out.lines.append(
+        compared_line(
+            head,
+            pairs,
+            "tune MoE with --kernel vllm here",
+            f"in the gate_up GEMM at M={MOE_COMPARED_M[0]}, default configs at M="
+            + " and ".join(map(str, MOE_COMPARED_M)),
+        )
+    )

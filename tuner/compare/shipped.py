@@ -53,8 +53,9 @@ class Entry:
     ours_key: int | None  # the M key of our file that vLLM picks for M
 
 
-def read_shipped(folder: Path, device_name: str,
-                 block_shape: tuple[int, int] = BLOCK_SHAPE) -> dict[tuple[int, int], dict]:
+def read_shipped(
+    folder: Path, device_name: str, block_shape: tuple[int, int] = BLOCK_SHAPE
+) -> dict[tuple[int, int], dict]:
     """vLLM's shipped block-FP8 files of one device.
 
     Args:
@@ -73,8 +74,10 @@ def read_shipped(folder: Path, device_name: str,
     where = folder / device_name
     if not where.is_dir():
         have = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
-        raise ValueError(f"no shipped files for {device_name} under {folder} "
-                         f"(devices there: {', '.join(have) or 'none'})")
+        raise ValueError(
+            f"no shipped files for {device_name} under {folder} "
+            f"(devices there: {', '.join(have) or 'none'})"
+        )
     files = {}
     for path in sorted(where.glob("*.json")):
         name = parse_config_file_name(path.name)
@@ -83,8 +86,9 @@ def read_shipped(folder: Path, device_name: str,
     return files
 
 
-def our_files(winners: Sequence[Any], block_shape: tuple[int, int] = BLOCK_SHAPE
-              ) -> dict[tuple[int, int], dict[int, dict[str, int]]]:
+def our_files(
+    winners: Sequence[Any], block_shape: tuple[int, int] = BLOCK_SHAPE
+) -> dict[tuple[int, int], dict[int, dict[str, int]]]:
     """What our merged files would hold, per (N, K).
 
     Args:
@@ -99,15 +103,22 @@ def our_files(winners: Sequence[Any], block_shape: tuple[int, int] = BLOCK_SHAPE
     for row in winners:
         if tuple(row.block_shape) == tuple(block_shape):
             grouped.setdefault((row.N, row.K), []).append(row)
-    return {key: merge_shape(rows, m_requested=[], default=default_config(block_shape),
-                             allow_partial=True).configs
-            for key, rows in sorted(grouped.items())}
+    return {
+        key: merge_shape(
+            rows, m_requested=[], default=default_config(block_shape), allow_partial=True
+        ).configs
+        for key, rows in sorted(grouped.items())
+    }
 
 
-def plan(shipped: Mapping[tuple[int, int], Mapping[int, Mapping[str, int]]],
-         ours: Mapping[tuple[int, int], Mapping[int, Mapping[str, int]]],
-         shapes: Sequence[tuple[int, int]], *, m_values: Sequence[int] | None = None,
-         block_shape: tuple[int, int] = BLOCK_SHAPE) -> list[Entry]:
+def plan(
+    shipped: Mapping[tuple[int, int], Mapping[int, Mapping[str, int]]],
+    ours: Mapping[tuple[int, int], Mapping[int, Mapping[str, int]]],
+    shapes: Sequence[tuple[int, int]],
+    *,
+    m_values: Sequence[int] | None = None,
+    block_shape: tuple[int, int] = BLOCK_SHAPE,
+) -> list[Entry]:
     """The (shape, M) to time.
 
     Args:
@@ -130,11 +141,17 @@ def plan(shipped: Mapping[tuple[int, int], Mapping[int, Mapping[str, int]]],
             if m_values is not None and M not in m_values:
                 continue
             key = vllm_pick_key(mine, M) if mine else None
-            entries.append(Entry(
-                N=N, K=K, M=M, shipped=KernelConfig.from_dict(shipped[(N, K)][M]),
-                default=default_config(block_shape), ours_key=key,
-                ours=None if key is None else KernelConfig.from_dict(mine[key]),
-            ))
+            entries.append(
+                Entry(
+                    N=N,
+                    K=K,
+                    M=M,
+                    shipped=KernelConfig.from_dict(shipped[(N, K)][M]),
+                    default=default_config(block_shape),
+                    ours_key=key,
+                    ours=None if key is None else KernelConfig.from_dict(mine[key]),
+                )
+            )
     return entries
 
 
@@ -144,8 +161,12 @@ def _roles(entry: Entry) -> dict[str, KernelConfig]:
 
 
 def _ratio(numerator: dict | None, denominator: dict | None) -> float | None:
-    if not numerator or not denominator or numerator.get("latency_us") is None \
-            or denominator.get("latency_us") is None:
+    if (
+        not numerator
+        or not denominator
+        or numerator.get("latency_us") is None
+        or denominator.get("latency_us") is None
+    ):
         return None
     return round(numerator["latency_us"] / denominator["latency_us"], 4)
 
@@ -159,9 +180,16 @@ def _check(runner: Any, config: KernelConfig, block_shape: tuple[int, int]) -> T
     return runner.check(config)
 
 
-def compare_entry(entry: Entry, runner: Any, retime: Retime, *, rounds: int,
-                  ceilings: Mapping[str, float] | None, out_dtype: str = OUT_DTYPE,
-                  block_shape: tuple[int, int] = BLOCK_SHAPE) -> dict:
+def compare_entry(
+    entry: Entry,
+    runner: Any,
+    retime: Retime,
+    *,
+    rounds: int,
+    ceilings: Mapping[str, float] | None,
+    out_dtype: str = OUT_DTYPE,
+    block_shape: tuple[int, int] = BLOCK_SHAPE,
+) -> dict:
     """Check each distinct config of one entry, then re-time the passing ones interleaved.
 
     Args:
@@ -189,21 +217,26 @@ def compare_entry(entry: Entry, runner: Any, retime: Retime, *, rounds: int,
     row: dict[str, Any] = {"N": entry.N, "K": entry.K, "M": entry.M}
     for role in ROLES:
         config = roles.get(role)
-        row[role] = None if config is None else _cell(entry, role, config, checked[config],
-                                                      timed.get(config), failure)
+        row[role] = (
+            None
+            if config is None
+            else _cell(entry, role, config, checked[config], timed.get(config), failure)
+        )
     spreads = [t.p80_us - t.p20_us for t in timed.values()]
     row["noise_us"] = round(max(spreads), 3) if spreads else None
     row["speedup_vs_default"] = _ratio(row["default"], row["ours"])
     row["speedup_vs_shipped"] = _ratio(row["shipped"], row["ours"])
     row["shipped_vs_default"] = _ratio(row["default"], row["shipped"])
     ours_us = (row["ours"] or {}).get("latency_us")
-    row["roofline"] = (_roofline_figures(entry, ours_us, ceilings, out_dtype, block_shape)
-                       if ours_us else None)
+    row["roofline"] = (
+        _roofline_figures(entry, ours_us, ceilings, out_dtype, block_shape) if ours_us else None
+    )
     return row
 
 
-def _time_passing(runner: Any, retime: Retime, passing: list, rounds: int
-                  ) -> tuple[dict, str | None]:
+def _time_passing(
+    runner: Any, retime: Retime, passing: list, rounds: int
+) -> tuple[dict, str | None]:
     """Re-time the configs that passed their check interleaved: config -> timing, and the one
     line of a failed timing (None when it ran)."""
     try:
@@ -214,8 +247,9 @@ def _time_passing(runner: Any, retime: Retime, passing: list, rounds: int
     return {}, None
 
 
-def _cell(entry: Entry, role: str, config: Any, checked: Any, timing: Any,
-          failure: str | None) -> dict[str, Any]:
+def _cell(
+    entry: Entry, role: str, config: Any, checked: Any, timing: Any, failure: str | None
+) -> dict[str, Any]:
     """One role's cell of a `compare_entry` row: its config, key_M, status and timing or error."""
     cell: dict[str, Any] = {
         "config": config.as_dict(),
@@ -223,28 +257,48 @@ def _cell(entry: Entry, role: str, config: Any, checked: Any, timing: Any,
         "status": str(checked.status),
     }
     if timing is not None:
-        cell.update(latency_us=round(timing.latency_us, 3), p20_us=round(timing.p20_us, 3),
-                    p80_us=round(timing.p80_us, 3), rounds=timing.rounds)
+        cell.update(
+            latency_us=round(timing.latency_us, 3),
+            p20_us=round(timing.p20_us, 3),
+            p80_us=round(timing.p80_us, 3),
+            rounds=timing.rounds,
+        )
     else:
         cell.update(latency_us=None, error=checked.error or failure)
     return cell
 
 
-def _roofline_figures(entry: Entry, ours_us: float, ceilings: Mapping[str, float] | None,
-                      out_dtype: str, block_shape: tuple[int, int]) -> dict[str, Any]:
+def _roofline_figures(
+    entry: Entry,
+    ours_us: float,
+    ceilings: Mapping[str, float] | None,
+    out_dtype: str,
+    block_shape: tuple[int, int],
+) -> dict[str, Any]:
     """Our config's roofline figures (`tuner.measure.roofline.roofline`), rounded for JSON."""
-    r = roofline(entry.M, entry.N, entry.K, ours_us, ceilings, block_shape=block_shape,
-                 out_dtype=out_dtype)
-    return {"gbps": round(r.gbps, 1), "tflops": round(r.tflops, 2),
-            "copy_ratio": None if r.copy_ratio is None else round(r.copy_ratio, 4),
-            "fp8_mm_ratio": None if r.fp8_mm_ratio is None else round(r.fp8_mm_ratio, 4),
-            "bound": r.bound}
+    r = roofline(
+        entry.M, entry.N, entry.K, ours_us, ceilings, block_shape=block_shape, out_dtype=out_dtype
+    )
+    return {
+        "gbps": round(r.gbps, 1),
+        "tflops": round(r.tflops, 2),
+        "copy_ratio": None if r.copy_ratio is None else round(r.copy_ratio, 4),
+        "fp8_mm_ratio": None if r.fp8_mm_ratio is None else round(r.fp8_mm_ratio, 4),
+        "bound": r.bound,
+    }
 
 
-def compare(entries: Sequence[Entry], runner_factory: RunnerFactory, *, rounds: int = ROUNDS,
-            ceilings: Mapping[str, float] | None = None, retime: Retime | None = None,
-            out_dtype: str = OUT_DTYPE, block_shape: tuple[int, int] = BLOCK_SHAPE,
-            progress: Callable[[dict], None] | None = None) -> list[dict]:
+def compare(
+    entries: Sequence[Entry],
+    runner_factory: RunnerFactory,
+    *,
+    rounds: int = ROUNDS,
+    ceilings: Mapping[str, float] | None = None,
+    retime: Retime | None = None,
+    out_dtype: str = OUT_DTYPE,
+    block_shape: tuple[int, int] = BLOCK_SHAPE,
+    progress: Callable[[dict], None] | None = None,
+) -> list[dict]:
     """Time every entry; one runner (inputs, reference) per (shape, M).
 
     Args:
@@ -263,10 +317,18 @@ def compare(entries: Sequence[Entry], runner_factory: RunnerFactory, *, rounds: 
     retime = retime or retime_interleaved
     rows = []
     for entry in entries:
-        runner = runner_factory(Problem(entry.M, entry.N, entry.K, as_block_shape(block_shape),
-                                        out_dtype))
-        row = compare_entry(entry, runner, retime, rounds=rounds, ceilings=ceilings,
-                            out_dtype=out_dtype, block_shape=block_shape)
+        runner = runner_factory(
+            Problem(entry.M, entry.N, entry.K, as_block_shape(block_shape), out_dtype)
+        )
+        row = compare_entry(
+            entry,
+            runner,
+            retime,
+            rounds=rounds,
+            ceilings=ceilings,
+            out_dtype=out_dtype,
+            block_shape=block_shape,
+        )
         del runner  # frees the inputs and the reference before the next M
         rows.append(row)
         if progress is not None:
@@ -292,6 +354,7 @@ def summarize(rows: Sequence[dict]) -> dict:
     """Geometric means of the speedups over the rows that have them, and the (N, K, M) where
     one config is slower than another by more than the noise (the larger p80 - p20 of the
     configs timed together)."""
+
     def have(key: str) -> list[float]:
         return [row[key] for row in rows if row[key] is not None]
 
@@ -322,18 +385,23 @@ def _x(value: float | None) -> str:
 def format_table(rows: Sequence[dict]) -> str:
     """The rows as a plain-text table: a header, then one line per (shape, M) with the three
     latencies in microseconds, our key, the speedups and our % of each ceiling."""
-    head = (f"{'N':>6} {'K':>6} {'M':>5} {'ours_us':>9} {'key':>5} {'shipped_us':>10} "
-            f"{'default_us':>10} {'vs_default':>10} {'vs_shipped':>10} {'%copy':>6} {'%fp8':>6}")
+    head = (
+        f"{'N':>6} {'K':>6} {'M':>5} {'ours_us':>9} {'key':>5} {'shipped_us':>10} "
+        f"{'default_us':>10} {'vs_default':>10} {'vs_shipped':>10} {'%copy':>6} {'%fp8':>6}"
+    )
     lines = [head]
     for r in rows:
         fig = r["roofline"] or {}
-        pct = [("-" if fig.get(k) is None else f"{fig[k] * 100:.1f}")
-               for k in ("copy_ratio", "fp8_mm_ratio")]
+        pct = [
+            ("-" if fig.get(k) is None else f"{fig[k] * 100:.1f}")
+            for k in ("copy_ratio", "fp8_mm_ratio")
+        ]
         key = "-" if r["ours"] is None else str(r["ours"]["key_M"])
         lines.append(
             f"{r['N']:>6} {r['K']:>6} {r['M']:>5} {_us(r['ours']):>9} {key:>5} "
             f"{_us(r['shipped']):>10} {_us(r['default']):>10} {_x(r['speedup_vs_default']):>10} "
-            f"{_x(r['speedup_vs_shipped']):>10} {pct[0]:>6} {pct[1]:>6}")
+            f"{_x(r['speedup_vs_shipped']):>10} {pct[0]:>6} {pct[1]:>6}"
+        )
     return "\n".join(lines)
 
 

@@ -71,9 +71,14 @@ def check_points(keys: Iterable[int], grid: Iterable[int]) -> list[int]:
     return sorted(set(ordered) | grid | {M for M in derived if M <= limit})
 
 
-def timed_points(configs: Mapping[int, Mapping[str, int]], m_points: Iterable[int],
-                 block_shape: tuple[int, int], *, family: str = DEFAULT_FAMILY,
-                 shape: Shape | None = None) -> list[int]:
+def timed_points(
+    configs: Mapping[int, Mapping[str, int]],
+    m_points: Iterable[int],
+    block_shape: tuple[int, int],
+    *,
+    family: str = DEFAULT_FAMILY,
+    shape: Shape | None = None,
+) -> list[int]:
     """The M of `m_points` where `verify_shape` runs a kernel: vLLM's pick there is not the
     default config at that M (where it is, nothing runs). Progress counts these.
 
@@ -97,8 +102,11 @@ def timed_points(configs: Mapping[int, Mapping[str, int]], m_points: Iterable[in
     parsed = {M: KernelConfig.from_dict(entry) for M, entry in configs.items()}
     kernel_family = get_family(family)
     shape = shape if shape is not None else Shape(0, 0, as_block_shape(block_shape))
-    return [M for M in m_points
-            if parsed[vllm_pick_key(parsed, M)] != kernel_family.default_config(shape, M)]
+    return [
+        M
+        for M in m_points
+        if parsed[vllm_pick_key(parsed, M)] != kernel_family.default_config(shape, M)
+    ]
 
 
 # The least noise a loss must exceed on the interpreter, as a fraction of the default's median:
@@ -155,12 +163,18 @@ class SamplingRunner(Protocol):
 
 
 RunnerFactory = Callable[[int, int, int], SamplingRunner]  # (N, K, M) -> runner
+
+
 class RetimeFn(Protocol):
     """Re-times configs interleaved (tuner.measure.noise.retime_interleaved's signature)."""
 
-    def __call__(self, sample_us: Callable[[KernelConfig], float],
-                 configs: Sequence[KernelConfig], *, rounds: int = ...
-                 ) -> Sequence[RetimeLike]:
+    def __call__(
+        self,
+        sample_us: Callable[[KernelConfig], float],
+        configs: Sequence[KernelConfig],
+        *,
+        rounds: int = ...,
+    ) -> Sequence[RetimeLike]:
         """One re-timing per config of `configs`, `rounds` samples of each."""
         ...
 
@@ -229,8 +243,9 @@ class ShapeVerification:
         return sorted(self.slower + self.failed)
 
 
-def judge(chosen: RetimeLike, default: RetimeLike, noise_floor: float = 0.0
-          ) -> tuple[Verdict, float]:
+def judge(
+    chosen: RetimeLike, default: RetimeLike, noise_floor: float = 0.0
+) -> tuple[Verdict, float]:
     """Slower or ok, from the interleaved re-timings of the pick and the default config.
 
     The noise is the larger p80 - p20 spread of the two, and at least `noise_floor` times the
@@ -247,8 +262,11 @@ def judge(chosen: RetimeLike, default: RetimeLike, noise_floor: float = 0.0
     Returns:
         (verdict, noise_us).
     """
-    noise_us = max(chosen.p80_us - chosen.p20_us, default.p80_us - default.p20_us,
-                   noise_floor * default.latency_us)
+    noise_us = max(
+        chosen.p80_us - chosen.p20_us,
+        default.p80_us - default.p20_us,
+        noise_floor * default.latency_us,
+    )
     slower = chosen.latency_us - default.latency_us > noise_us
     return (Verdict.SLOWER if slower else Verdict.OK), noise_us
 
@@ -258,9 +276,19 @@ def _one_line(exc: BaseException) -> str:
 
 
 def verify_point(
-    M: int, *, N: int, K: int, configs: Mapping[int, KernelConfig], default: KernelConfig,
-    block_shape: tuple[int, int], make_runner: RunnerFactory, rounds: int, retime: RetimeFn,
-    noise_floor: float = 0.0, family: str = DEFAULT_FAMILY, shape: Shape | None = None,
+    M: int,
+    *,
+    N: int,
+    K: int,
+    configs: Mapping[int, KernelConfig],
+    default: KernelConfig,
+    block_shape: tuple[int, int],
+    make_runner: RunnerFactory,
+    rounds: int,
+    retime: RetimeFn,
+    noise_floor: float = 0.0,
+    family: str = DEFAULT_FAMILY,
+    shape: Shape | None = None,
 ) -> PointResult:
     """Time vLLM's pick for one M against the default config (see `verify_shape`); `family`
     checks the pick (`KernelFamily.why_invalid` for `shape`, by default N, K and
@@ -272,8 +300,14 @@ def verify_point(
     shape = shape if shape is not None else Shape(N, K, as_block_shape(block_shape))
     reason = get_family(family).why_invalid(config, shape)
     if reason is not None:
-        return PointResult(M=M, key=key, config=config, verdict=Verdict.FAILED, timed=False,
-                           error=f"invalid config: {reason}")
+        return PointResult(
+            M=M,
+            key=key,
+            config=config,
+            verdict=Verdict.FAILED,
+            timed=False,
+            error=f"invalid config: {reason}",
+        )
     runner = make_runner(N, K, M)
     for checked_config, label in ((config, ""), (default, "default config ")):
         try:
@@ -281,26 +315,54 @@ def verify_point(
         except Exception as exc:  # noqa: BLE001 - a config that cannot run fails, not crashes
             checked = TrialResult(TrialStatus.CRASHED, error=_one_line(exc))
         if checked.status is not TrialStatus.OK:
-            return PointResult(M=M, key=key, config=config, verdict=Verdict.FAILED,
-                               timed=False,
-                               error=f"{label}{checked.status.value}: {checked.error}")
+            return PointResult(
+                M=M,
+                key=key,
+                config=config,
+                verdict=Verdict.FAILED,
+                timed=False,
+                error=f"{label}{checked.status.value}: {checked.error}",
+            )
     try:
-        timings = {result.config: result
-                   for result in retime(runner.sample_us, [config, default], rounds=rounds)}
+        timings = {
+            result.config: result
+            for result in retime(runner.sample_us, [config, default], rounds=rounds)
+        }
     except Exception as exc:  # noqa: BLE001
-        return PointResult(M=M, key=key, config=config, verdict=Verdict.FAILED, timed=False,
-                           error=f"timing failed: {_one_line(exc)}")
+        return PointResult(
+            M=M,
+            key=key,
+            config=config,
+            verdict=Verdict.FAILED,
+            timed=False,
+            error=f"timing failed: {_one_line(exc)}",
+        )
     verdict, noise_us = judge(timings[config], timings[default], noise_floor)
-    return PointResult(M=M, key=key, config=config, verdict=verdict, timed=True,
-                       chosen_us=timings[config].latency_us,
-                       default_us=timings[default].latency_us, noise_us=noise_us)
+    return PointResult(
+        M=M,
+        key=key,
+        config=config,
+        verdict=verdict,
+        timed=True,
+        chosen_us=timings[config].latency_us,
+        default_us=timings[default].latency_us,
+        noise_us=noise_us,
+    )
 
 
 def verify_shape(
-    *, N: int, K: int, block_shape: tuple[int, int], configs: Mapping[int, Mapping[str, int]],
-    m_points: Sequence[int], make_runner: RunnerFactory, rounds: int | None = None,
-    retime: RetimeFn | None = None, on_point: Callable[[PointResult], None] | None = None,
-    noise_floor: float = 0.0, family: str = DEFAULT_FAMILY,
+    *,
+    N: int,
+    K: int,
+    block_shape: tuple[int, int],
+    configs: Mapping[int, Mapping[str, int]],
+    m_points: Sequence[int],
+    make_runner: RunnerFactory,
+    rounds: int | None = None,
+    retime: RetimeFn | None = None,
+    on_point: Callable[[PointResult], None] | None = None,
+    noise_floor: float = 0.0,
+    family: str = DEFAULT_FAMILY,
     params: tuple[tuple[str, int], ...] = (),
 ) -> ShapeVerification:
     """Time, at each M, the config vLLM would run from this file against vLLM's default config
@@ -344,15 +406,26 @@ def verify_shape(
     parsed = {M: KernelConfig.from_dict(entry) for M, entry in configs.items()}
     results = []
     for M in m_points:
-        result = verify_point(M, N=N, K=K, configs=parsed,
-                              default=kernel_family.default_config(shape, M),
-                              block_shape=block_shape, make_runner=make_runner, rounds=rounds,
-                              retime=retime, noise_floor=noise_floor, family=family, shape=shape)
+        result = verify_point(
+            M,
+            N=N,
+            K=K,
+            configs=parsed,
+            default=kernel_family.default_config(shape, M),
+            block_shape=block_shape,
+            make_runner=make_runner,
+            rounds=rounds,
+            retime=retime,
+            noise_floor=noise_floor,
+            family=family,
+            shape=shape,
+        )
         if on_point is not None:
             on_point(result)
         results.append(result)
-    return ShapeVerification(N=N, K=K, block_shape=pair, keys=tuple(sorted(parsed)),
-                             points=tuple(results))
+    return ShapeVerification(
+        N=N, K=K, block_shape=pair, keys=tuple(sorted(parsed)), points=tuple(results)
+    )
 
 
 def _retiming(retime: RetimeFn | None, rounds: int | None) -> tuple[RetimeFn, int]:
@@ -361,5 +434,7 @@ def _retiming(retime: RetimeFn | None, rounds: int | None) -> tuple[RetimeFn, in
         return retime, rounds
     from tuner.measure.noise import RETIME_ROUNDS, retime_interleaved
 
-    return (retime if retime is not None else retime_interleaved,
-            rounds if rounds is not None else RETIME_ROUNDS)
+    return (
+        retime if retime is not None else retime_interleaved,
+        rounds if rounds is not None else RETIME_ROUNDS,
+    )

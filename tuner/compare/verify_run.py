@@ -28,8 +28,10 @@ from tuner.kernels.registry import DEFAULT_FAMILY
 MAX_FIX_PASSES = 3
 # `--m all`: vLLM's 18 batch sizes on top of the sweeps' grid.
 M_ALL = "all"
-WHERE_PICK_SWITCHES = ("the midpoint of each pair of neighbouring keys (where vLLM's nearest-key "
-                       "pick switches) and key - 1, key + 1")
+WHERE_PICK_SWITCHES = (
+    "the midpoint of each pair of neighbouring keys (where vLLM's nearest-key "
+    "pick switches) and key - 1, key + 1"
+)
 # `--m`: None (the sweeps' grid), M_ALL, or the listed M values.
 MChoice = str | tuple[int, ...] | None
 
@@ -65,14 +67,19 @@ def shape_grid(choice: MChoice, sweep_grid: Sequence[int]) -> list[int]:
 def m_set_line(choice: MChoice) -> str:
     """One line: which M values verify checks per shape, and why."""
     if choice is None:
-        return (f"M checked per shape: its keys, the M grid of the sweeps that made it, "
-                f"{WHERE_PICK_SWITCHES}, up to {VLLM_M_GRID[-1]} or the largest key; "
-                f"`--m all` adds vLLM's {len(VLLM_M_GRID)} batch sizes")
+        return (
+            f"M checked per shape: its keys, the M grid of the sweeps that made it, "
+            f"{WHERE_PICK_SWITCHES}, up to {VLLM_M_GRID[-1]} or the largest key; "
+            f"`--m all` adds vLLM's {len(VLLM_M_GRID)} batch sizes"
+        )
     if choice == M_ALL:
-        return (f"M checked per shape (--m all): vLLM's {len(VLLM_M_GRID)} batch sizes, the M "
-                f"grid of the sweeps that made it, its keys, {WHERE_PICK_SWITCHES}")
-    return (f"M checked per shape (--m): {', '.join(map(str, choice))}, its keys, "
-            f"{WHERE_PICK_SWITCHES}")
+        return (
+            f"M checked per shape (--m all): vLLM's {len(VLLM_M_GRID)} batch sizes, the M "
+            f"grid of the sweeps that made it, its keys, {WHERE_PICK_SWITCHES}"
+        )
+    return (
+        f"M checked per shape (--m): {', '.join(map(str, choice))}, its keys, {WHERE_PICK_SWITCHES}"
+    )
 
 
 def summary_line(results: Sequence[ShapeVerification]) -> str:
@@ -80,25 +87,28 @@ def summary_line(results: Sequence[ShapeVerification]) -> str:
     points = [point for result in results for point in result.points]
     counts = {verdict: sum(point.verdict is verdict for point in points) for verdict in Verdict}
     untimed = sum(point.verdict is Verdict.OK and not point.timed for point in points)
-    return (f"{len(results)} shape(s), {len(points)} M values: {counts[Verdict.OK]} ok "
-            f"({untimed} run the default config), {counts[Verdict.SLOWER]} slower, "
-            f"{counts[Verdict.FAILED]} failed")
+    return (
+        f"{len(results)} shape(s), {len(points)} M values: {counts[Verdict.OK]} ok "
+        f"({untimed} run the default config), {counts[Verdict.SLOWER]} slower, "
+        f"{counts[Verdict.FAILED]} failed"
+    )
 
 
 def offending_lines(results: Sequence[ShapeVerification]) -> list[str]:
     """One line per shape with slower or failed M, naming them."""
     lines = []
     for result in results:
-        for what, values in (("slower than the default", result.slower),
-                             ("failed", result.failed)):
+        for what, values in (("slower than the default", result.slower), ("failed", result.failed)):
             if values:
-                lines.append(f"{shape_label(result.N, result.K)}: {what} at "
-                             f"M={', '.join(map(str, values))}")
+                lines.append(
+                    f"{shape_label(result.N, result.K)}: {what} at M={', '.join(map(str, values))}"
+                )
     return lines
 
 
-def no_file_line(model_shapes: ModelShapes, files: DeviceFiles, device_name: str,
-                 family: str = DEFAULT_FAMILY) -> str | None:
+def no_file_line(
+    model_shapes: ModelShapes, files: DeviceFiles, device_name: str, family: str = DEFAULT_FAMILY
+) -> str | None:
     """The error line when none of the model's GEMM shapes (`ModelShapes.shapes`, of the
     default family unless `family` says otherwise) has a file to check, else None."""
     group_n, group_k = model_shapes.block_shape
@@ -106,11 +116,18 @@ def no_file_line(model_shapes: ModelShapes, files: DeviceFiles, device_name: str
     wanted = {FamilyShape(family, Shape(N, K, (group_n, group_k))) for N, K in shapes}
     if any(f.key in wanted for f in files.files):
         return None
-    reasons = "; ".join(f"{shape_label(item.N, item.K)}: {item.reason}"
-                        for item in files.skipped if (item.N, item.K) in shapes
-                        ) or "no trials of its shapes"
-    return (f"no file of {model_shapes.model} TP {model_shapes.tp} on {device_name} "
-            f"to check ({reasons})")
+    reasons = (
+        "; ".join(
+            f"{shape_label(item.N, item.K)}: {item.reason}"
+            for item in files.skipped
+            if (item.N, item.K) in shapes
+        )
+        or "no trials of its shapes"
+    )
+    return (
+        f"no file of {model_shapes.model} TP {model_shapes.tp} on {device_name} "
+        f"to check ({reasons})"
+    )
 
 
 @dataclass(frozen=True)
@@ -175,9 +192,13 @@ class VerifyRun:
         group_n, group_k = self.model_shapes.block_shape
         return (group_n, group_k)
 
-    def plan(self, files: DeviceFiles, grids: Mapping[FamilyShape, Sequence[int]], *,
-             only_shapes: set[tuple[int, int]] | None = None
-             ) -> tuple[list[PlannedShape], list[str]]:
+    def plan(
+        self,
+        files: DeviceFiles,
+        grids: Mapping[FamilyShape, Sequence[int]],
+        *,
+        only_shapes: set[tuple[int, int]] | None = None,
+    ) -> tuple[list[PlannedShape], list[str]]:
         """The shapes to check (each model shape, or those of `only_shapes`, in model order)
         and one line per shape without a file (vLLM runs its default config there)."""
         block_shape = self.block_shape
@@ -191,37 +212,56 @@ class VerifyRun:
             file = by_shape.get(key)
             if file is None:
                 reason = skipped.get(key, "no trials in the store")
-                missing.append(f"{shape_label(N, K)}: no file ({reason}); vLLM runs its "
-                               "default config there")
+                missing.append(
+                    f"{shape_label(N, K)}: no file ({reason}); vLLM runs its default config there"
+                )
                 continue
             configs = file.merged.configs
             m_points = check_points(configs, shape_grid(self.choice, grids.get(key, ())))
-            planned.append(PlannedShape(N, K, configs, tuple(m_points), frozenset(
-                timed_points(configs, m_points, block_shape, family=self.family,
-                             shape=key.shape))))
+            planned.append(
+                PlannedShape(
+                    N,
+                    K,
+                    configs,
+                    tuple(m_points),
+                    frozenset(
+                        timed_points(
+                            configs, m_points, block_shape, family=self.family, shape=key.shape
+                        )
+                    ),
+                )
+            )
         return planned, missing
 
-    def check(self, planned: Sequence[PlannedShape], observer: VerifyObserver
-              ) -> list[ShapeVerification]:
+    def check(
+        self, planned: Sequence[PlannedShape], observer: VerifyObserver
+    ) -> list[ShapeVerification]:
         """Time each planned shape (`tuner.compare.verify.verify_shape`), in order."""
         results = []
         for shape in planned:
             observer.shape_started(shape)
             result = verify_shape(
-                N=shape.N, K=shape.K, block_shape=self.block_shape,
-                configs=shape.configs, m_points=shape.m_points, make_runner=self.make_runner,
-                rounds=self.rounds, noise_floor=self.noise_floor, family=self.family,
-                on_point=partial(observer.point_done, shape))
+                N=shape.N,
+                K=shape.K,
+                block_shape=self.block_shape,
+                configs=shape.configs,
+                m_points=shape.m_points,
+                make_runner=self.make_runner,
+                rounds=self.rounds,
+                noise_floor=self.noise_floor,
+                family=self.family,
+                on_point=partial(observer.point_done, shape),
+            )
             observer.shape_done(result)
             results.append(result)
         return results
 
 
 def fix_passes(
-    results: Sequence[ShapeVerification], *,
+    results: Sequence[ShapeVerification],
+    *,
     tune: Callable[[dict[tuple[int, int], list[int]]], None],
-    check_again: Callable[[set[tuple[int, int]], int],
-                          tuple[list[ShapeVerification], list[str]]],
+    check_again: Callable[[set[tuple[int, int]], int], tuple[list[ShapeVerification], list[str]]],
     say: Callable[[str], None],
 ) -> list[ShapeVerification]:
     """`--fix`: tune the offending M of each shape, then check the shapes it touched again in
@@ -242,8 +282,9 @@ def fix_passes(
     """
     latest = {(result.N, result.K): result for result in results}
     for fix_pass in range(1, MAX_FIX_PASSES + 1):
-        offending = {shape: result.offending for shape, result in latest.items()
-                     if result.offending}
+        offending = {
+            shape: result.offending for shape, result in latest.items() if result.offending
+        }
         if not offending:
             break
         tune(offending)

@@ -63,8 +63,11 @@ class ComparePoint:
     @property
     def fastest(self) -> str | None:
         """The backend with the lowest median here; None when none ran."""
-        timed = [(t.latency_us, BACKENDS.index(t.backend), t.backend)
-                 for t in self.times if t.status == OK]
+        timed = [
+            (t.latency_us, BACKENDS.index(t.backend), t.backend)
+            for t in self.times
+            if t.status == OK
+        ]
         return min(timed)[2] if timed else None
 
 
@@ -79,9 +82,17 @@ class CandidateSampler(Protocol):
 RetimeFn = Callable[..., Sequence]  # tuner.measure.noise.retime_interleaved
 
 
-def compare_point(N: int, K: int, M: int, *, runner: CandidateSampler,
-                  candidates: Sequence[Candidate], unavailable: Mapping[str, str], rounds: int,
-                  retime: RetimeFn) -> ComparePoint:
+def compare_point(
+    N: int,
+    K: int,
+    M: int,
+    *,
+    runner: CandidateSampler,
+    candidates: Sequence[Candidate],
+    unavailable: Mapping[str, str],
+    rounds: int,
+    retime: RetimeFn,
+) -> ComparePoint:
     """Check each candidate against the float64 reference, then time those that pass
     interleaved, one sample of each per round (`retime`), as verify does.
 
@@ -101,9 +112,10 @@ def compare_point(N: int, K: int, M: int, *, runner: CandidateSampler,
         One BackendTime per candidate and per unavailable backend, in BACKENDS order.
     """
     times: dict[str, BackendTime] = {
-        name: BackendTime(name, UNAVAILABLE, note=reason) for name, reason in unavailable.items()}
+        name: BackendTime(name, UNAVAILABLE, note=reason) for name, reason in unavailable.items()
+    }
     configs = {c.backend: c.config for c in candidates}
-    same = (TRITON_TUNED in configs and configs[TRITON_TUNED] == configs.get(TRITON_DEFAULT))
+    same = TRITON_TUNED in configs and configs[TRITON_TUNED] == configs.get(TRITON_DEFAULT)
     passed = []
     for candidate in candidates:
         if same and candidate.backend == TRITON_TUNED:
@@ -120,17 +132,29 @@ def compare_point(N: int, K: int, M: int, *, runner: CandidateSampler,
             reason = " ".join(f"{checked.status.value}: {checked.error}".split())[:200]
             times[candidate.backend] = BackendTime(candidate.backend, FAILED, note=reason)
     if passed:
-        for candidate, result in zip(passed, _timed(runner, passed, rounds, retime),
-                                     strict=True):
+        for candidate, result in zip(passed, _timed(runner, passed, rounds, retime), strict=True):
             times[candidate.backend] = (
-                BackendTime(candidate.backend, FAILED, note=result) if isinstance(result, str)
-                else BackendTime(candidate.backend, OK, result.latency_us, result.p20_us,
-                                 result.p80_us, times[candidate.backend].note))
+                BackendTime(candidate.backend, FAILED, note=result)
+                if isinstance(result, str)
+                else BackendTime(
+                    candidate.backend,
+                    OK,
+                    result.latency_us,
+                    result.p20_us,
+                    result.p80_us,
+                    times[candidate.backend].note,
+                )
+            )
     if same:
         default = times[TRITON_DEFAULT]
-        times[TRITON_TUNED] = BackendTime(TRITON_TUNED, default.status, default.latency_us,
-                                          default.p20_us, default.p80_us,
-                                          "vLLM's default config (the file picks it here)")
+        times[TRITON_TUNED] = BackendTime(
+            TRITON_TUNED,
+            default.status,
+            default.latency_us,
+            default.p20_us,
+            default.p80_us,
+            "vLLM's default config (the file picks it here)",
+        )
     ordered = tuple(times[name] for name in BACKENDS if name in times)
     return ComparePoint(N, K, M, ordered)
 
@@ -148,8 +172,9 @@ def _alone(runner: CandidateSampler, candidate: Candidate, rounds: int) -> _Time
     return _Timed(*percentiles([runner.sample_us(candidate) for _ in range(max(rounds, 2))]))
 
 
-def _timed(runner: CandidateSampler, passed: Sequence[Candidate], rounds: int,
-           retime: RetimeFn) -> list:
+def _timed(
+    runner: CandidateSampler, passed: Sequence[Candidate], rounds: int, retime: RetimeFn
+) -> list:
     """Interleaved results of the passed candidates; when timing them together raises (a
     kernel that checks but cannot be timed, e.g. not capturable), each is timed alone and one
     that still raises gets the one-line reason (a str) instead of a result."""
@@ -190,8 +215,10 @@ class Verdict:
         if self.winner is None:
             return f"{self.regime}: no point where the kernels could all be compared"
         ratios = ", ".join(f"{name} {ratio:.3g}x" for name, ratio in self.tuned_vs.items())
-        return (f"{self.regime}: {self.winner} is fastest over {self.points} point(s); "
-                f"time of each vs triton-tuned (above 1: tuned Triton faster): {ratios}")
+        return (
+            f"{self.regime}: {self.winner} is fastest over {self.points} point(s); "
+            f"time of each vs triton-tuned (above 1: tuned Triton faster): {ratios}"
+        )
 
 
 def verdict(points: Sequence[ComparePoint], regime: str, keep: Callable[[int], bool]) -> Verdict:
@@ -201,12 +228,15 @@ def verdict(points: Sequence[ComparePoint], regime: str, keep: Callable[[int], b
     others are left out of the verdict (their rows still show).
     """
     chosen = [p for p in points if keep(p.M)]
-    backends = [name for name in BACKENDS
-                if chosen and all(p.latency(name) is not None for p in chosen)]
+    backends = [
+        name for name in BACKENDS if chosen and all(p.latency(name) is not None for p in chosen)
+    ]
     if TRITON_TUNED not in backends:
         return Verdict(regime, len(chosen), None, {})
-    means = {name: geomean([latency for p in chosen if (latency := p.latency(name)) is not None])
-             for name in backends}  # none is None: `backends` keeps those timed at every point
+    means = {
+        name: geomean([latency for p in chosen if (latency := p.latency(name)) is not None])
+        for name in backends
+    }  # none is None: `backends` keeps those timed at every point
     winner = min(backends, key=lambda name: (means[name], BACKENDS.index(name)))
     tuned = means[TRITON_TUNED]
     ratios = {name: means[name] / tuned for name in backends if name != TRITON_TUNED}
@@ -215,8 +245,10 @@ def verdict(points: Sequence[ComparePoint], regime: str, keep: Callable[[int], b
 
 def verdicts(points: Sequence[ComparePoint]) -> list[Verdict]:
     """Decode (M <= 32) and prefill (M >= 2048) verdicts."""
-    return [verdict(points, f"decode (M <= {DECODE_MAX_M})", lambda M: M <= DECODE_MAX_M),
-            verdict(points, f"prefill (M >= {PREFILL_MIN_M})", lambda M: M >= PREFILL_MIN_M)]
+    return [
+        verdict(points, f"decode (M <= {DECODE_MAX_M})", lambda M: M <= DECODE_MAX_M),
+        verdict(points, f"prefill (M >= {PREFILL_MIN_M})", lambda M: M >= PREFILL_MIN_M),
+    ]
 
 
 def per_m(points: Sequence[ComparePoint], against: str) -> dict[int, float]:

@@ -77,7 +77,8 @@ def vllm_choice(N: int, K: int, out_dtype: str, model_type: str | None = None) -
     config = block_fp8_layer_config(N, K, getattr(torch, out_dtype))
     with server_vllm_config(model_type):
         chosen = linear.choose_scaled_mm_linear_kernel(
-            config, linear._POSSIBLE_FP8_BLOCK_KERNELS, quantization="fp8_block_w8a8")
+            config, linear._POSSIBLE_FP8_BLOCK_KERNELS, quantization="fp8_block_w8a8"
+        )
     return chosen.__name__
 
 
@@ -87,18 +88,26 @@ def _capability_int(compute_capability: str | None) -> int | None:
     return int(major) * 10 + int(minor) if major.isdigit() and minor.isdigit() else None
 
 
-def _table(N: int, K: int, capability: int | None, out_dtype: str,
-           model_type: str | None, reason: str) -> VllmDefault:
-    name = (table_dense_kernel(capability, N, K, out_dtype, model_type)
-            if capability is not None else None)
+def _table(
+    N: int, K: int, capability: int | None, out_dtype: str, model_type: str | None, reason: str
+) -> VllmDefault:
+    name = (
+        table_dense_kernel(capability, N, K, out_dtype, model_type)
+        if capability is not None
+        else None
+    )
     backend = KERNEL_BACKENDS.get(name or "")
     return VllmDefault((backend,) if backend else (), name, BY_TABLE, reason)
 
 
-def default_kernels(shapes: Iterable[tuple[int, int]], compute_capability: str | None,
-                    out_dtype: str, *, model_type: str | None = None,
-                    choose: Callable[..., str] | None = None
-                    ) -> dict[tuple[int, int], VllmDefault]:
+def default_kernels(
+    shapes: Iterable[tuple[int, int]],
+    compute_capability: str | None,
+    out_dtype: str,
+    *,
+    model_type: str | None = None,
+    choose: Callable[..., str] | None = None,
+) -> dict[tuple[int, int], VllmDefault]:
     """vLLM's default kernel per (N, K): its own selection when that runs here (asked as a
     server of the model asks it), else the tuner's table per shape.
 
@@ -121,9 +130,14 @@ def default_kernels(shapes: Iterable[tuple[int, int]], compute_capability: str |
             name = choose(N, K, out_dtype, model_type)
         except Exception as exc:  # noqa: BLE001 - no vLLM here, or its selection failed
             why = " ".join(str(exc).split())[:160]
-            result[(N, K)] = _table(N, K, capability, out_dtype, model_type,
-                                    f"vLLM's selection did not answer here "
-                                    f"({type(exc).__name__}: {why})")
+            result[(N, K)] = _table(
+                N,
+                K,
+                capability,
+                out_dtype,
+                model_type,
+                f"vLLM's selection did not answer here ({type(exc).__name__}: {why})",
+            )
             continue
         backend = KERNEL_BACKENDS.get(name)
         result[(N, K)] = VllmDefault((backend,) if backend else (), name, BY_SELECTION)
@@ -132,8 +146,10 @@ def default_kernels(shapes: Iterable[tuple[int, int]], compute_capability: str |
 
 def table_reasons(defaults: Mapping[tuple[int, int], VllmDefault]) -> list[str]:
     """The one-line reasons the table answered instead of vLLM's selection, each once."""
-    return [f"{reason}: {BY_TABLE} answers"
-            for reason in dict.fromkeys(d.reason for d in defaults.values() if d.reason)]
+    return [
+        f"{reason}: {BY_TABLE} answers"
+        for reason in dict.fromkeys(d.reason for d in defaults.values() if d.reason)
+    ]
 
 
 def default_backend(points: Sequence[ComparePoint], default: VllmDefault) -> str | None:
@@ -149,13 +165,15 @@ def beats(ratio: float, other: str) -> str:
     if ratio > 1:
         return f"Triton beats {other} by {(ratio - 1) * 100:.1f}% ({other} takes {ratio:.3g}x)"
     if ratio < 1:
-        return (f"{other} beats Triton by {(1 / ratio - 1) * 100:.1f}% "
-                f"(Triton takes {1 / ratio:.3g}x)")
+        return (
+            f"{other} beats Triton by {(1 / ratio - 1) * 100:.1f}% (Triton takes {1 / ratio:.3g}x)"
+        )
     return f"Triton and {other} tie"
 
 
-def _ratios(points: Sequence[ComparePoint], chosen: Mapping[tuple[int, int], str]
-            ) -> dict[int, list[float]]:
+def _ratios(
+    points: Sequence[ComparePoint], chosen: Mapping[tuple[int, int], str]
+) -> dict[int, list[float]]:
     """M -> (default's latency / tuned Triton's) over the shapes where both ran."""
     ratios: dict[int, list[float]] = {}
     for point in points:
@@ -172,16 +190,21 @@ def _not_compared(defaults: Mapping[tuple[int, int], VllmDefault]) -> list[str]:
     if not kernels:
         why = "no vLLM default kernel is timed on this backend"
     elif all(d.backends == (TRITON_TUNED,) for d in defaults.values()):
-        return [f"vLLM's default here is its Triton kernel ({', '.join(kernels)}): it reads "
-                "the tuned files without --linear-backend triton"]
+        return [
+            f"vLLM's default here is its Triton kernel ({', '.join(kernels)}): it reads "
+            "the tuned files without --linear-backend triton"
+        ]
     else:
         why = f"here it is {', '.join(kernels)}, not timed here"
-    return [f"vLLM's default kernel was not compared ({why}); the verdicts above compare the "
-            "kernels that ran"]
+    return [
+        f"vLLM's default kernel was not compared ({why}); the verdicts above compare the "
+        "kernels that ran"
+    ]
 
 
-def flag_lines(points: Sequence[ComparePoint],
-               defaults: Mapping[tuple[int, int], VllmDefault]) -> list[str]:
+def flag_lines(
+    points: Sequence[ComparePoint], defaults: Mapping[tuple[int, int], VllmDefault]
+) -> list[str]:
     """Whether `--linear-backend triton` with the tuned files beats vLLM's default kernel:
     per M (geometric mean over shapes of default time / tuned Triton time), then decode
     (M <= DECODE_MAX_M) and prefill (M >= PREFILL_MIN_M) apart (geometric mean over their
@@ -194,9 +217,11 @@ def flag_lines(points: Sequence[ComparePoint],
     by_shape: dict[tuple[int, int], list[ComparePoint]] = {}
     for point in points:
         by_shape.setdefault((point.N, point.K), []).append(point)
-    chosen = {shape: name for shape, shape_points in by_shape.items()
-              if (name := default_backend(shape_points, defaults[shape])) not in (
-                  None, TRITON_TUNED)}
+    chosen = {
+        shape: name
+        for shape, shape_points in by_shape.items()
+        if (name := default_backend(shape_points, defaults[shape])) not in (None, TRITON_TUNED)
+    }
     ratios = _ratios(points, chosen)
     if not ratios:
         return _not_compared(defaults)
@@ -204,14 +229,23 @@ def flag_lines(points: Sequence[ComparePoint],
     kernels = sorted({d.kernel for d in defaults.values() if d.kernel})
     source = sorted({d.source for d in defaults.values()})
     other = " / ".join(names)
-    lines = [f"vLLM's default here: {', '.join(kernels)} (timed as {other}; from "
-             f"{', '.join(source)}). --linear-backend triton with the tuned files vs it, per M "
-             "(geometric mean over shapes):"]
+    lines = [
+        f"vLLM's default here: {', '.join(kernels)} (timed as {other}; from "
+        f"{', '.join(source)}). --linear-backend triton with the tuned files vs it, per M "
+        "(geometric mean over shapes):"
+    ]
     lines += [f"  M={M}: {beats(geomean(values), other)}" for M, values in ratios.items()]
-    for regime, keep in ((f"decode (M <= {DECODE_MAX_M})", lambda M: M <= DECODE_MAX_M),
-                         (f"prefill (M >= {PREFILL_MIN_M})", lambda M: M >= PREFILL_MIN_M)):
+    for regime, keep in (
+        (f"decode (M <= {DECODE_MAX_M})", lambda M: M <= DECODE_MAX_M),
+        (f"prefill (M >= {PREFILL_MIN_M})", lambda M: M >= PREFILL_MIN_M),
+    ):
         values = [v for M, vs in ratios.items() if keep(M) for v in vs]
-        lines.append(f"--linear-backend triton, {regime}: "
-                     + (f"{beats(geomean(values), other)} over {len(values)} point(s)"
-                        if values else f"no point where Triton and {other} both ran"))
+        lines.append(
+            f"--linear-backend triton, {regime}: "
+            + (
+                f"{beats(geomean(values), other)} over {len(values)} point(s)"
+                if values
+                else f"no point where Triton and {other} both ran"
+            )
+        )
     return lines

@@ -66,8 +66,13 @@ def block_fp8_layer_config(N: int, K: int, dtype) -> Any:
         Exception: whatever importing vLLM's config class or keys raises.
     """
     config_class, weight_key, activation_key = _layer_config_parts()
-    return config_class(weight_quant_key=weight_key, activation_quant_key=activation_key,
-                        weight_shape=(N, K), input_dtype=dtype, out_dtype=dtype)
+    return config_class(
+        weight_quant_key=weight_key,
+        activation_quant_key=activation_key,
+        weight_shape=(N, K),
+        input_dtype=dtype,
+        out_dtype=dtype,
+    )
 
 
 def default_vllm_config():
@@ -197,8 +202,9 @@ class LayerKernel:
         config = block_fp8_layer_config(N, K, out_dtype)
         layer: Any = torch.nn.Module()  # carries vLLM's layer attributes too
         layer.register_parameter("weight", torch.nn.Parameter(B.clone(), requires_grad=False))
-        layer.register_parameter("weight_scale_inv",
-                                 torch.nn.Parameter(Bs.clone(), requires_grad=False))
+        layer.register_parameter(
+            "weight_scale_inv", torch.nn.Parameter(Bs.clone(), requires_grad=False)
+        )
         layer.input_size_per_partition, layer.output_size_per_partition = K, N
         layer.logical_widths, layer.orig_dtype = [N], out_dtype
         layer.weight_block_size = [128, 128]
@@ -214,7 +220,7 @@ class LayerKernel:
         """x [M, K] in out_dtype: A dequantized with its per-(1 x group_k) scales As."""
         if self._x is None or self._x[0] is not A:
             group_k = -(-A.shape[1] // As.shape[1])
-            x = (A.float() * As.repeat_interleave(group_k, dim=1)[:, : A.shape[1]])
+            x = A.float() * As.repeat_interleave(group_k, dim=1)[:, : A.shape[1]]
             self._x = (A, x.to(out_dtype))
         return self._x[1]
 
@@ -252,8 +258,9 @@ def vllm_classes_importable() -> bool:
     return True
 
 
-def layer_kernels(block_shape: tuple[int, int] = (128, 128)
-                  ) -> tuple[dict[str, Callable[..., object]], dict[str, str]] | None:
+def layer_kernels(
+    block_shape: tuple[int, int] = (128, 128),
+) -> tuple[dict[str, Callable[..., object]], dict[str, str]] | None:
     """Marlin and Humming through vLLM's classes, when vLLM's kernel classes are importable.
 
     Args:

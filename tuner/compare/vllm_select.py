@@ -59,8 +59,12 @@ class ModelAsked:
     @classmethod
     def of(cls, shapes) -> ModelAsked:
         """The model of a `tuner.inputs.shapes.ModelShapes` (its first MoE shape, if any)."""
-        return cls(f"{shapes.model} TP {shapes.tp}", shapes.model_type, tuple(shapes.shapes),
-                   tuple(shapes.moe[0]) if shapes.moe else None)
+        return cls(
+            f"{shapes.model} TP {shapes.tp}",
+            shapes.model_type,
+            tuple(shapes.shapes),
+            tuple(shapes.moe[0]) if shapes.moe else None,
+        )
 
 
 def _tuples(value: Any) -> Any:
@@ -72,8 +76,9 @@ def _tuples(value: Any) -> Any:
 # dense weight N x K at TP 1, the routed experts E, N = moe_intermediate_size, hidden, top_k).
 DEFAULT_DENSE = ((7168, 18432),)
 DEFAULT_MOE = (256, 2048, 7168, 8)
-DEFAULT_MODEL = ModelAsked("one DeepSeek-V3 layer", "deepseek_v3", DEFAULT_DENSE, DEFAULT_MOE,
-                           given=False)
+DEFAULT_MODEL = ModelAsked(
+    "one DeepSeek-V3 layer", "deepseek_v3", DEFAULT_DENSE, DEFAULT_MOE, given=False
+)
 
 
 @dataclass(frozen=True)
@@ -99,8 +104,11 @@ class Answer:
 
 def _probes() -> dict[str, str]:
     """family name -> its selection probe (`VllmServing.select`), in registry order."""
-    return {name: family.serving.select for name, family in FAMILIES.items()
-            if family.serving is not None and family.serving.select is not None}
+    return {
+        name: family.serving.select
+        for name, family in FAMILIES.items()
+        if family.serving is not None and family.serving.select is not None
+    }
 
 
 def _asked() -> list[str]:
@@ -126,9 +134,13 @@ def ask_vllm(arch: str, model: ModelAsked = DEFAULT_MODEL) -> dict[str, Answer]:
     """
     env = {**os.environ, **_QUIET}
     try:
-        run = subprocess.run([sys.executable, "-m", "tuner.compare.vllm_select", arch,
-                              model.to_json()], env=env, capture_output=True, text=True,
-                             timeout=TIMEOUT_S)
+        run = subprocess.run(
+            [sys.executable, "-m", "tuner.compare.vllm_select", arch, model.to_json()],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+        )
     except subprocess.TimeoutExpired:
         return _each(f"vLLM's selection code did not answer within {TIMEOUT_S} s")
     lines = run.stdout.strip().splitlines()
@@ -137,13 +149,13 @@ def ask_vllm(arch: str, model: ModelAsked = DEFAULT_MODEL) -> dict[str, Answer]:
         return {name: Answer(**found[name]) for name in _asked()}
     except (IndexError, ValueError, KeyError, TypeError):
         tail = (run.stderr.strip().splitlines() or ["no output"])[-1]
-        return _each(f"asking vLLM's selection code failed (exit {run.returncode}: "
-                     f"{tail[:200]})")
+        return _each(f"asking vLLM's selection code failed (exit {run.returncode}: {tail[:200]})")
 
 
 def _failed(exc: Exception) -> str:
-    return (f"vLLM's selection code failed ({type(exc).__name__}: "
-            f"{' '.join(str(exc).split())[:200]})")
+    return (
+        f"vLLM's selection code failed ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
+    )
 
 
 def _seen_capability(arch: str) -> tuple[int | None, str]:
@@ -151,15 +163,17 @@ def _seen_capability(arch: str) -> tuple[int | None, str]:
     else (None, why not)."""
     from vllm.platforms import current_platform
 
-    capability = current_platform.get_device_capability() if current_platform.is_cuda() \
-        else None
+    capability = current_platform.get_device_capability() if current_platform.is_cuda() else None
     if capability is None:
-        return None, ("vLLM's own selection code answers only for the GPU it sees, and it sees "
-                      "no CUDA GPU here")
+        return None, (
+            "vLLM's own selection code answers only for the GPU it sees, and it sees "
+            "no CUDA GPU here"
+        )
     seen = f"sm{capability[0]}{capability[1]}"
     if seen != arch:
-        return None, (f"vLLM's own selection code answers only for the GPU it sees ({seen}), "
-                      f"not {arch}")
+        return None, (
+            f"vLLM's own selection code answers only for the GPU it sees ({seen}), not {arch}"
+        )
     return capability[0] * 10 + capability[1], ""
 
 

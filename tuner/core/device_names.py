@@ -64,8 +64,11 @@ def is_device_name(name: str) -> bool:
         Whether it is 1..DEVICE_NAME_MAX printable ASCII characters without space, `"`, `/`,
         `\\` or `..` (see DEVICE_NAME_PATTERN).
     """
-    return (isinstance(name, str) and len(name) <= DEVICE_NAME_MAX
-            and DEVICE_NAME_RE.fullmatch(name) is not None)
+    return (
+        isinstance(name, str)
+        and len(name) <= DEVICE_NAME_MAX
+        and DEVICE_NAME_RE.fullmatch(name) is not None
+    )
 
 
 @dataclass(frozen=True)

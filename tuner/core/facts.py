@@ -33,6 +33,7 @@ class TrialStatus(StrEnum):
 # The values of TrialStatus, in its order: what the store's status column accepts.
 TRIAL_STATUSES: tuple[str, ...] = tuple(status.value for status in TrialStatus)
 
+
 class OutDtype(StrEnum):
     """The GEMM's output dtypes, by torch's names: bfloat16 when serving (vLLM's W8A8 block-FP8
     linear), float16 the default of vLLM's tuning script (benchmark_w8a8_block_fp8.py)."""

@@ -67,9 +67,12 @@ def _advice(device_name: str, compute_capability: str | None) -> str:
     while wrapping)."""
     advice = device_advice(device_name, [compute_capability or ""])
     held = TRITON_FLAG.replace(" ", "\0")
-    return "\n".join(textwrap.fill(line.replace(TRITON_FLAG, held), width=92,
-                                    break_on_hyphens=False).replace("\0", " ")
-                      for line in advice.lines())
+    return "\n".join(
+        textwrap.fill(line.replace(TRITON_FLAG, held), width=92, break_on_hyphens=False).replace(
+            "\0", " "
+        )
+        for line in advice.lines()
+    )
 
 
 VERSION_KEYS: tuple[str, ...] = ("torch", "triton", "vllm", "kernel_source")
@@ -101,8 +104,9 @@ class TimedInLike(Protocol):
     def environment_id(self) -> int | None: ...
 
 
-def winner_versions(environments: Iterable[VersionedEnvironmentLike],
-                    winners: Iterable[TimedInLike]) -> dict[str, list[str]]:
+def winner_versions(
+    environments: Iterable[VersionedEnvironmentLike], winners: Iterable[TimedInLike]
+) -> dict[str, list[str]]:
     """Every torch, Triton and vLLM version and kernel source that the winners were timed with.
 
     Args:
@@ -122,16 +126,23 @@ def winner_versions(environments: Iterable[VersionedEnvironmentLike],
 def versions_line(versions: dict) -> str:
     """A release's `versions` summary (`tuner.files.release`) as one line: "torch 2.14.0,
     triton 3.8.0, vLLM 0.33.0, kernels of vllm"; "" when it names none."""
-    parts = [f"{label} {', '.join(versions[key])}" for key, label in
-             (("torch", "torch"), ("triton", "triton"), ("vllm", "vLLM"))
-             if versions.get(key)]
+    parts = [
+        f"{label} {', '.join(versions[key])}"
+        for key, label in (("torch", "torch"), ("triton", "triton"), ("vllm", "vLLM"))
+        if versions.get(key)
+    ]
     if versions.get("kernel_source"):
         parts.append(f"kernels of {', '.join(versions['kernel_source'])}")
     return ", ".join(parts)
 
 
-def readme_text(device_name: str, device_files: DeviceFiles, engine: str = "vllm",
-                compute_capability: str | None = None, tuned_with: str = "") -> str:
+def readme_text(
+    device_name: str,
+    device_files: DeviceFiles,
+    engine: str = "vllm",
+    compute_capability: str | None = None,
+    tuned_with: str = "",
+) -> str:
     """The README put in a device's archive: whether vLLM reads the files on this device, what
     they were tuned with, how to install them, and the merge report.
 
@@ -149,8 +160,11 @@ def readme_text(device_name: str, device_files: DeviceFiles, engine: str = "vllm
     lines = [
         f"Tuned configs of vLLM's W8A8 block-FP8 Triton GEMM for device_name {device_name}",
         f"Merged from the store by blockfp8-tuner {tuner.__version__}.",
-        *([f"Tuned with {tuned_with} (serve with the same Triton and vLLM)."]
-          if tuned_with else []),
+        *(
+            [f"Tuned with {tuned_with} (serve with the same Triton and vLLM)."]
+            if tuned_with
+            else []
+        ),
         "",
     ]
     if engine != "sglang":
@@ -174,13 +188,20 @@ def readme_text(device_name: str, device_files: DeviceFiles, engine: str = "vllm
         lines.extend(f"  warning: {warning}" for warning in merged.warnings)
     if device_files.skipped:
         lines += ["", "Left out"]
-        lines.extend(f"- N={s.N}, K={s.K}, block_shape=[{s.block_shape[0]},{s.block_shape[1]}]: "
-                     f"{s.reason}" for s in device_files.skipped)
+        lines.extend(
+            f"- N={s.N}, K={s.K}, block_shape=[{s.block_shape[0]},{s.block_shape[1]}]: {s.reason}"
+            for s in device_files.skipped
+        )
     return "\n".join(lines) + "\n"
 
 
-def build_zip(device_name: str, device_files: DeviceFiles, engine: str = "vllm",
-              compute_capability: str | None = None, tuned_with: str = "") -> bytes:
+def build_zip(
+    device_name: str,
+    device_files: DeviceFiles,
+    engine: str = "vllm",
+    compute_capability: str | None = None,
+    tuned_with: str = "",
+) -> bytes:
     """Zip a device's files and README, byte-identical for identical input.
 
     Entries are sorted by name, stamped 1980-01-01 00:00, mode 0644, deflated.
@@ -196,8 +217,9 @@ def build_zip(device_name: str, device_files: DeviceFiles, engine: str = "vllm",
         The archive's bytes.
     """
     entries = {f.file_name: f.merged.text for f in device_files.files}
-    entries[README_NAME] = readme_text(device_name, device_files, engine, compute_capability,
-                                       tuned_with)
+    entries[README_NAME] = readme_text(
+        device_name, device_files, engine, compute_capability, tuned_with
+    )
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         for name in sorted(entries):

@@ -56,17 +56,20 @@ class Scope:
         """Keyword filters of `repo.winners`, `repo.shape_coverage` and `repo.stale_trials`."""
         if self.allow_stale:
             return ProvenanceFilters()
-        return ProvenanceFilters(kernel_hash=self.current.hashes,
-                                 triton_minor=self.current.triton_minor)
+        return ProvenanceFilters(
+            kernel_hash=self.current.hashes, triton_minor=self.current.triton_minor
+        )
 
     def note(self, device_name: str) -> str | None:
         """The line the CLI prints about stale trials left out, or None when none were."""
         if not self.stale_trials:
             return None
-        return (f"note: left out {self.stale_trials} ok trial(s) of {device_name} timed with "
-                f"another kernel or Triton than the current ({self.current.source_label} kernel "
-                f"{self.current.kernel_hash[:12]}, triton {self.current.triton_minor or 'any'}); "
-                f"{CLI_STALE_HINT} uses them, --kernel picks the source")
+        return (
+            f"note: left out {self.stale_trials} ok trial(s) of {device_name} timed with "
+            f"another kernel or Triton than the current ({self.current.source_label} kernel "
+            f"{self.current.kernel_hash[:12]}, triton {self.current.triton_minor or 'any'}); "
+            f"{CLI_STALE_HINT} uses them, --kernel picks the source"
+        )
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,8 @@ class DeviceView:
     winners: list[repo.WinnerRow]
     coverage: list[repo.ShapeCoverage]
     imported: dict[tuple[int, int, tuple[int, int]], repo.ImportedShape] = field(
-        default_factory=dict)
+        default_factory=dict
+    )
 
     @property
     def compute_capability(self) -> str | None:
@@ -117,11 +121,15 @@ class DeviceView:
             MergeError: the winners cannot be merged.
         """
         try:
-            return build_device_files(self.winners, self.coverage, allow_partial=allow_partial,
-                                      imported=self.imported, device_name=self.device_name,
-                                      engine=engine, triton_of={
-                                          e.environment_id: e.triton
-                                          for e in self.environments})
+            return build_device_files(
+                self.winners,
+                self.coverage,
+                allow_partial=allow_partial,
+                imported=self.imported,
+                device_name=self.device_name,
+                engine=engine,
+                triton_of={e.environment_id: e.triton for e in self.environments},
+            )
         except ValueError as exc:
             raise MergeError(f"cannot merge {self.device_name}: {exc}") from None
 
@@ -143,14 +151,18 @@ class StoreFiles:
         stale = sorted(set(skipped.m_missing) & set(self.view.stale.get(skipped.key, ())))
         if not stale:
             return ""
-        return (f"; M={', '.join(map(str, stale))} only have trials of another kernel or Triton "
-                f"({hint} uses them)")
+        return (
+            f"; M={', '.join(map(str, stale))} only have trials of another kernel or Triton "
+            f"({hint} uses them)"
+        )
 
     def explained(self, hint: str = CLI_STALE_HINT) -> DeviceFiles:
         """The files, with each skipped shape's reason naming the M that have only stale
         trials (and `hint`, how to use them)."""
-        skipped = [replace(item, reason=item.reason + self.stale_reason(item, hint))
-                   for item in self.files.skipped]
+        skipped = [
+            replace(item, reason=item.reason + self.stale_reason(item, hint))
+            for item in self.files.skipped
+        ]
         return DeviceFiles(files=self.files.files, skipped=skipped)
 
     @property
@@ -159,9 +171,14 @@ class StoreFiles:
         return sum(bool(self.stale_reason(item)) for item in self.files.skipped)
 
 
-def read_scope(session: Session, device_name: str, allow_stale: bool, *,
-               environments: list[repo.EnvironmentRow] | None = None,
-               kernel: str = "auto") -> Scope:
+def read_scope(
+    session: Session,
+    device_name: str,
+    allow_stale: bool,
+    *,
+    environments: list[repo.EnvironmentRow] | None = None,
+    kernel: str = "auto",
+) -> Scope:
     """Which of a device's trials count (see `Scope`); counts the ok trials it leaves out.
 
     Args:
@@ -174,17 +191,28 @@ def read_scope(session: Session, device_name: str, allow_stale: bool, *,
     """
     if environments is None:
         environments = repo.device_environments(session, device_name=device_name)
-    current = current_provenance(environments, installed_triton=installed_triton_minor(),
-                                 kernel=kernel)
+    current = current_provenance(
+        environments, installed_triton=installed_triton_minor(), kernel=kernel
+    )
     if allow_stale:
         return Scope(True, current, 0)
-    stale = repo.stale_trials(session, device_name=device_name, kernel_hash=current.hashes,
-                              triton_minor=current.triton_minor)
+    stale = repo.stale_trials(
+        session,
+        device_name=device_name,
+        kernel_hash=current.hashes,
+        triton_minor=current.triton_minor,
+    )
     return Scope(False, current, stale)
 
 
-def read_device(session: Session, device_name: str, *, out_dtype: str | None,
-                allow_stale: bool, kernel: str = "auto") -> DeviceView:
+def read_device(
+    session: Session,
+    device_name: str,
+    *,
+    out_dtype: str | None,
+    allow_stale: bool,
+    kernel: str = "auto",
+) -> DeviceView:
     """Read what the store holds for a device: its scope, environments, winners, coverage and
     imported entries.
 
@@ -196,21 +224,31 @@ def read_device(session: Session, device_name: str, *, out_dtype: str | None,
         kernel: whose kernels' trials count (`read_scope`).
     """
     environments = repo.device_environments(session, device_name=device_name)
-    scope = read_scope(session, device_name, allow_stale, environments=environments,
-                       kernel=kernel)
+    scope = read_scope(session, device_name, allow_stale, environments=environments, kernel=kernel)
     filters = scope.filters
     return DeviceView(
-        device_name=device_name, out_dtype=out_dtype, scope=scope, environments=environments,
+        device_name=device_name,
+        out_dtype=out_dtype,
+        scope=scope,
+        environments=environments,
         winners=repo.winners(session, device_name=device_name, out_dtype=out_dtype, **filters),
-        coverage=repo.shape_coverage(session, device_name=device_name, out_dtype=out_dtype,
-                                     **filters),
+        coverage=repo.shape_coverage(
+            session, device_name=device_name, out_dtype=out_dtype, **filters
+        ),
         imported=repo.imported_configs(session, device_name=device_name),
     )
 
 
-def device_files(session: Session, device_name: str, *, out_dtype: str | None,
-                 allow_stale: bool, allow_partial: bool, engine: str = "vllm",
-                 kernel: str = "auto") -> StoreFiles:
+def device_files(
+    session: Session,
+    device_name: str,
+    *,
+    out_dtype: str | None,
+    allow_stale: bool,
+    allow_partial: bool,
+    engine: str = "vllm",
+    kernel: str = "auto",
+) -> StoreFiles:
     """Turn the store into a device's files: `read_device`, then the merge.
 
     Winners come from trials of the current kernel source and Triton major.minor unless
@@ -228,6 +266,7 @@ def device_files(session: Session, device_name: str, *, out_dtype: str | None,
     Raises:
         MergeError: the winners cannot be merged (e.g. two output dtypes for one (shape, M)).
     """
-    view = read_device(session, device_name, out_dtype=out_dtype, allow_stale=allow_stale,
-                       kernel=kernel)
+    view = read_device(
+        session, device_name, out_dtype=out_dtype, allow_stale=allow_stale, kernel=kernel
+    )
     return StoreFiles(view, view.merge(allow_partial=allow_partial, engine=engine))

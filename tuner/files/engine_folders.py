@@ -31,13 +31,17 @@ def family_rows(engine: str, family: str) -> list[EngineFolder]:
     """
     registered = FAMILIES.get(family)
     rows = registered.engine_folders if registered is not None else ()
-    return sorted((row for row in rows if row.engine == engine),
-                  key=lambda row: version_key(row.first_version))
+    return sorted(
+        (row for row in rows if row.engine == engine),
+        key=lambda row: version_key(row.first_version),
+    )
 
 
-_VERSION_RE = re.compile(r"v?(?P<release>[0-9]{1,6}(?:\.[0-9]{1,6}){0,3})"
-                         r"(?:\.?post(?P<post>[0-9]{1,6}))?"
-                         r"(?:\.?(?:a|b|rc|dev)[0-9]{0,6})?(?:\+[A-Za-z0-9.]{1,64})?")
+_VERSION_RE = re.compile(
+    r"v?(?P<release>[0-9]{1,6}(?:\.[0-9]{1,6}){0,3})"
+    r"(?:\.?post(?P<post>[0-9]{1,6}))?"
+    r"(?:\.?(?:a|b|rc|dev)[0-9]{0,6})?(?:\+[A-Za-z0-9.]{1,64})?"
+)
 _TRITON_RE = re.compile(r"[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,4}")
 
 
@@ -90,8 +94,10 @@ def engine_folder(engine: str, family: str, version: str | None = None) -> Engin
     rows = family_rows(engine, family)
     if not rows:
         raise ValueError(f"{engine} has no folder for {family!r} files")
-    return max((row for row in rows if version_key(row.first_version) <= key),
-               key=lambda row: version_key(row.first_version))
+    return max(
+        (row for row in rows if version_key(row.first_version) <= key),
+        key=lambda row: version_key(row.first_version),
+    )
 
 
 def triton_folder(triton_version: str) -> str:
@@ -105,13 +111,16 @@ def triton_folder(triton_version: str) -> str:
         ValueError: not a version like 3.8.0.
     """
     if not _TRITON_RE.fullmatch(triton_version):
-        raise ValueError(f"Triton version {triton_version[:40]!r} is not like 3.8.0 (the serving "
-                         "image's: python3 -c \"import triton; print(triton.__version__)\")")
+        raise ValueError(
+            f"Triton version {triton_version[:40]!r} is not like 3.8.0 (the serving "
+            'image\'s: python3 -c "import triton; print(triton.__version__)")'
+        )
     return f"triton_{triton_version.replace('.', '_')}"
 
 
-def folder_for(engine: str, family: str, version: str | None = None,
-               triton_version: str | None = None) -> str:
+def folder_for(
+    engine: str, family: str, version: str | None = None, triton_version: str | None = None
+) -> str:
     """The folder, relative to site-packages, that a release reads `family`'s files from.
 
     Args:
@@ -129,9 +138,11 @@ def folder_for(engine: str, family: str, version: str | None = None,
     if TRITON_PLACEHOLDER not in folder:
         return folder
     if triton_version is None:
-        raise ValueError(f"{engine} reads fused-MoE files from a folder per Triton version "
-                         f"({folder.replace(TRITON_PLACEHOLDER, 'triton_<X_Y_Z>')}): give the "
-                         "serving image's Triton (--triton-version, e.g. 3.8.0)")
+        raise ValueError(
+            f"{engine} reads fused-MoE files from a folder per Triton version "
+            f"({folder.replace(TRITON_PLACEHOLDER, 'triton_<X_Y_Z>')}): give the "
+            "serving image's Triton (--triton-version, e.g. 3.8.0)"
+        )
     return folder.replace(TRITON_PLACEHOLDER, triton_folder(triton_version))
 
 
@@ -146,8 +157,11 @@ def folder_history(engine: str, family: str) -> list[str]:
         if row.first_version == "0":
             span = f"before {after}" if after else "every release"
         else:
-            span = f"{row.first_version} to before {after}" if after else \
-                f"{row.first_version} and later"
+            span = (
+                f"{row.first_version} to before {after}"
+                if after
+                else f"{row.first_version} and later"
+            )
         lines.append(f"{span}: {row.folder.replace(TRITON_PLACEHOLDER, 'triton_<X_Y_Z>')}")
     return lines
 
@@ -167,8 +181,12 @@ def cuda_device(device_name: str) -> bool:
     return not device_name.startswith(("AMD_", "Intel(R)_"))
 
 
-def sglang_clamped(configs: Mapping[int, Mapping[str, int]], block_k: int, device_name: str,
-                   version: str | None = None) -> list[tuple[int, int]]:
+def sglang_clamped(
+    configs: Mapping[int, Mapping[str, int]],
+    block_k: int,
+    device_name: str,
+    version: str | None = None,
+) -> list[tuple[int, int]]:
     """The entries a release of SGLang rewrites as it reads a dense file: (M, BLOCK_SIZE_K in
     the file) for each, in the file's order; it runs them with BLOCK_SIZE_K = block_k.
 
@@ -194,20 +212,26 @@ def sglang_clamped(configs: Mapping[int, Mapping[str, int]], block_k: int, devic
     return clamped
 
 
-def sglang_clamp_line(file_name: str, clamped: list[tuple[int, int]], block_k: int,
-                      version: str | None = None) -> str | None:
-    """One line naming a file's entries SGLang rewrites on read (`sglang_clamped`); None for none.
-    """
+def sglang_clamp_line(
+    file_name: str, clamped: list[tuple[int, int]], block_k: int, version: str | None = None
+) -> str | None:
+    """One line naming a file's entries SGLang rewrites on read (`sglang_clamped`); None for
+    none."""
     if not clamped:
         return None
     entries = ", ".join(f"M={M} (BLOCK_SIZE_K {block})" for M, block in clamped)
-    return (f"SGLang {engine_version('sglang', version)} rewrites {file_name} as it reads it: "
-            f"BLOCK_SIZE_K raised to {block_k} at {entries}; it runs those entries, not the "
-            "file's")
+    return (
+        f"SGLang {engine_version('sglang', version)} rewrites {file_name} as it reads it: "
+        f"BLOCK_SIZE_K raised to {block_k} at {entries}; it runs those entries, not the "
+        "file's"
+    )
 
 
-def sglang_clamp_lines(files: Iterable[tuple[str, Mapping[int, Mapping[str, int]]]],
-                       device_name: str, version: str | None = None) -> list[str]:
+def sglang_clamp_lines(
+    files: Iterable[tuple[str, Mapping[int, Mapping[str, int]]]],
+    device_name: str,
+    version: str | None = None,
+) -> list[str]:
     """`sglang_clamp_line` for each dense file SGLang would rewrite on read, in the order given.
 
     Args:
@@ -226,8 +250,9 @@ def sglang_clamp_lines(files: Iterable[tuple[str, Mapping[int, Mapping[str, int]
         if not family.sglang_clamps_block_k:
             continue
         block_k = family.parse_file_name(file_name)[0].block_shape[1]
-        line = sglang_clamp_line(file_name, sglang_clamped(configs, block_k, device_name,
-                                                           version), block_k, version)
+        line = sglang_clamp_line(
+            file_name, sglang_clamped(configs, block_k, device_name, version), block_k, version
+        )
         if line is not None:
             lines.append(line)
     return lines

@@ -64,8 +64,9 @@ def coverage_summary(keys: Iterable[int], *, file_order: bool = False) -> str:
     text += f": {', '.join(map(str, present))}" if present else ""
     text += f"; missing {', '.join(map(str, missing))}" if missing else "; complete"
     if extra:
-        shown = ", ".join(map(str, extra[:8])) + (f", ... ({len(extra)} in all)"
-                                                   if len(extra) > 8 else "")
+        shown = ", ".join(map(str, extra[:8])) + (
+            f", ... ({len(extra)} in all)" if len(extra) > 8 else ""
+        )
         text += f"; other keys {shown}"
     for M in (1, VLLM_M_GRID[-1]):
         if keys and M not in keys:
@@ -76,8 +77,7 @@ def coverage_summary(keys: Iterable[int], *, file_order: bool = False) -> str:
 def _check_entry(entry: object, where: str) -> dict[str, int]:
     """One M's config, validated; NVIDIA keys in vLLM's order, other files' keys as given."""
     if not isinstance(entry, Mapping):
-        raise ValueError(f"{where}: expected an object of config keys, got "
-                         f"{type(entry).__name__}")
+        raise ValueError(f"{where}: expected an object of config keys, got {type(entry).__name__}")
     unknown = [key for key in entry if key not in CONFIG_KEYS and key not in AMD_KEYS]
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {', '.join(repr(k)[:40] for k in unknown[:5])}")
@@ -148,8 +148,9 @@ def parse_config_file(text: str, *, source: str = "<text>") -> dict[int, dict[st
     return configs
 
 
-def dump_config_file(configs: Mapping[int, Mapping[str, int]],
-                     triton_version: str | None = None) -> str:
+def dump_config_file(
+    configs: Mapping[int, Mapping[str, int]], triton_version: str | None = None
+) -> str:
     """Serialize configs exactly as vLLM's tuning script writes them.
 
     Keys ascending by M; NVIDIA entries in `CONFIG_KEYS` order, AMD entries in their own order;
@@ -168,8 +169,7 @@ def dump_config_file(configs: Mapping[int, Mapping[str, int]],
     """
     if not configs:
         raise ValueError("no M entries: vLLM treats an empty file as no file")
-    body: dict[str, object] = {} if triton_version is None else {
-        "triton_version": triton_version}
+    body: dict[str, object] = {} if triton_version is None else {"triton_version": triton_version}
     for M in sorted(configs):
         if isinstance(M, bool) or not isinstance(M, int) or not 1 <= M <= MAX_M:
             raise ValueError(f"M={M!r} is not an integer in 1..{MAX_M}")
@@ -239,8 +239,10 @@ def parse_import_name(file_name: str) -> tuple[str, ConfigFileName]:
     family = family_of_file(file_name)
     shape, device_name, dtype = family.parse_file_name(file_name)
     if shape.params:
-        raise ValueError(f"{file_name!r} is a {family.title} file ({shape.params_text}): "
-                         "imports keep N, K and block_shape only")
+        raise ValueError(
+            f"{file_name!r} is a {family.title} file ({shape.params_text}): "
+            "imports keep N, K and block_shape only"
+        )
     return family.name, ConfigFileName(shape.N, shape.K, device_name, dtype, shape.block_shape)
 
 
@@ -269,18 +271,26 @@ def parse_file_for_import(file_name: str, data: bytes, source: str | None = None
     except ValueError as exc:
         raise ValueError(f"{source}: {exc}" if source != file_name else str(exc)) from None
     if name.dtype != FP8_DTYPE:
-        raise ValueError(f"{source}: dtype {name.dtype} is not {FP8_DTYPE}: this tuner keeps "
-                         "configs of the FP8 kernel only")
+        raise ValueError(
+            f"{source}: dtype {name.dtype} is not {FP8_DTYPE}: this tuner keeps "
+            "configs of the FP8 kernel only"
+        )
     if len(data) > MAX_FILE_BYTES:
-        raise ValueError(f"{source}: {len(data)} bytes, more than {MAX_FILE_BYTES}: not a "
-                         "config file")
+        raise ValueError(
+            f"{source}: {len(data)} bytes, more than {MAX_FILE_BYTES}: not a config file"
+        )
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise ValueError(f"{source}: not UTF-8 text") from None
     configs = parse_config_file(text, source=source)
-    return ParsedFile(name=name, configs=configs, sha256=hashlib.sha256(data).hexdigest(),
-                      family=family, vllm_name=get_family(family).respell(file_name, "vllm"))
+    return ParsedFile(
+        name=name,
+        configs=configs,
+        sha256=hashlib.sha256(data).hexdigest(),
+        family=family,
+        vllm_name=get_family(family).respell(file_name, "vllm"),
+    )
 
 
 def parse_config_list(text: str, *, source: str = "<text>") -> list[dict[str, int]]:

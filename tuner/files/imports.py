@@ -40,8 +40,10 @@ def target_device(requested: str | None, file_device: str, known: Sequence[str])
     if matches(requested, file_device):
         return file_device
     listed = ", ".join(sorted(known)) or "(none)"
-    raise LookupError(f"device {requested!r} is neither in the store (known: {listed}) nor the "
-                      f"file's device {file_device!r}")
+    raise LookupError(
+        f"device {requested!r} is neither in the store (known: {listed}) nor the "
+        f"file's device {file_device!r}"
+    )
 
 
 # Why an entry of a folder is not imported (one line each; the batch goes on without it).
@@ -121,7 +123,9 @@ def never_read_by_vllm(first: str, second: str) -> str | None:
         ValueError: a name that is not a config file name.
     """
     (family_first, parsed_first), (family_second, parsed_second) = (
-        parse_import_name(first), parse_import_name(second))
+        parse_import_name(first),
+        parse_import_name(second),
+    )
     if first == second or (family_first, parsed_first) != (family_second, parsed_second):
         return None
     vllm_name = get_family(family_first).respell(first, "vllm")
@@ -142,6 +146,9 @@ def imported_files_summary(imports: Sequence) -> str:
     """
     labels = ", ".join(repr(label) for label in sorted({i.label for i in imports}))
     left_out = sum(len(i.cannot_launch) for i in imports)
-    dropped = (f"; {left_out} entr{'y' if left_out == 1 else 'ies'} left out, cannot launch "
-               "there" if left_out else "")
+    dropped = (
+        f"; {left_out} entr{'y' if left_out == 1 else 'ies'} left out, cannot launch there"
+        if left_out
+        else ""
+    )
     return f"{len(imports)} file(s) from {labels}{dropped}"

@@ -92,9 +92,12 @@ def _winners_by_m(winners: Sequence[WinnerLike]) -> dict[int, WinnerLike]:
 
 
 def merge_shape(
-    winners: Sequence[WinnerLike], *, m_requested: Sequence[int],
+    winners: Sequence[WinnerLike],
+    *,
+    m_requested: Sequence[int],
     default: KernelConfig | Callable[[int], KernelConfig],
-    existing: Mapping[int, Mapping[str, int]] | None = None, allow_partial: bool = False,
+    existing: Mapping[int, Mapping[str, int]] | None = None,
+    allow_partial: bool = False,
     existing_labels: Mapping[int, str] | None = None,
     left_out: Mapping[int, tuple[str, str]] | None = None,
     triton_version: str | None = None,
@@ -130,8 +133,7 @@ def merge_shape(
     configs = {M: dict(entry) for M, entry in (existing or {}).items()}
     labels = dict(existing_labels or {})
     by_m = _winners_by_m(winners)
-    notes = _put_winners(configs, by_m, labels,
-                         default if callable(default) else lambda M: default)
+    notes = _put_winners(configs, by_m, labels, default if callable(default) else lambda M: default)
     m_imported = [M for M in sorted(configs) if M not in by_m]
     notes.extend(unmeasured_notes(m_imported, labels, left_out or {}))
     m_missing = sorted({M for M in m_requested if M not in by_m})
@@ -139,30 +141,40 @@ def merge_shape(
     warnings = _lookup_warnings(configs)
     text = dump_config_file(configs, triton_version)
     return MergedFile(
-        configs={M: configs[M] for M in sorted(configs)}, text=text,
-        sha256=hashlib.sha256(text.encode()).hexdigest(), notes=notes, warnings=warnings,
-        m_missing=m_missing, partial=bool(m_missing), m_imported=m_imported,
+        configs={M: configs[M] for M in sorted(configs)},
+        text=text,
+        sha256=hashlib.sha256(text.encode()).hexdigest(),
+        notes=notes,
+        warnings=warnings,
+        m_missing=m_missing,
+        partial=bool(m_missing),
+        m_imported=m_imported,
     )
 
 
-def _put_winners(configs: dict[int, dict[str, int]], by_m: Mapping[int, WinnerLike],
-                 labels: Mapping[int, str], default_at: Callable[[int], KernelConfig]
-                 ) -> list[str]:
+def _put_winners(
+    configs: dict[int, dict[str, int]],
+    by_m: Mapping[int, WinnerLike],
+    labels: Mapping[int, str],
+    default_at: Callable[[int], KernelConfig],
+) -> list[str]:
     """Put each winner's entry (`winner_entry`) in `configs`, over an existing one; the notes,
     in M order."""
     notes: list[str] = []
     for M in sorted(by_m):
         if M in configs:
-            origin = (f"the entry imported from '{labels[M]}'" if M in labels
-                      else "the existing entry")
+            origin = (
+                f"the entry imported from '{labels[M]}'" if M in labels else "the existing entry"
+            )
             notes.append(f"M={M}: measured winner replaces {origin}")
         configs[M], winner_notes = winner_entry(by_m[M], default_at)
         notes.extend(winner_notes)
     return notes
 
 
-def _check_complete(configs: Mapping[int, object], m_missing: Sequence[int],
-                    allow_partial: bool) -> None:
+def _check_complete(
+    configs: Mapping[int, object], m_missing: Sequence[int], allow_partial: bool
+) -> None:
     """Raise PartialFileError when there is nothing to write, or M without a winner that
     `allow_partial` does not allow."""
     if not configs:
@@ -173,8 +185,11 @@ def _check_complete(configs: Mapping[int, object], m_missing: Sequence[int],
 
 def _lookup_warnings(configs: Mapping[int, Mapping[str, int]]) -> list[str]:
     """For each M vLLM always looks up (`REQUIRED_M`) that the file lacks, the entry it uses."""
-    return [f"M={M} is not in the file: vLLM will use the M={vllm_pick_key(configs, M)} entry"
-            for M in REQUIRED_M if M not in configs]
+    return [
+        f"M={M} is not in the file: vLLM will use the M={vllm_pick_key(configs, M)} entry"
+        for M in REQUIRED_M
+        if M not in configs
+    ]
 
 
 @dataclass(frozen=True)
@@ -210,10 +225,13 @@ def dense_key(N: int, K: int, block_shape: Sequence[int]) -> FamilyShape:
 
 
 def build_device_files(
-    winners: Sequence[WinnerRowLike], coverage: Sequence[ShapeCoverageLike], *,
+    winners: Sequence[WinnerRowLike],
+    coverage: Sequence[ShapeCoverageLike],
+    *,
     allow_partial: bool = False,
     imported: Mapping[tuple[int, int, tuple[int, int]], ImportedShapeLike] | None = None,
-    device_name: str | None = None, engine: str = "vllm",
+    device_name: str | None = None,
+    engine: str = "vllm",
     triton_of: Mapping[int, str] | None = None,
 ) -> DeviceFiles:
     """Merge a device's winners into one file per `FamilyShape` (family and shape),
@@ -249,16 +267,19 @@ def build_device_files(
     for row in winners:
         grouped.setdefault(FamilyShape.of_row(row), []).append(row)
     requested = {FamilyShape.of_row(row): list(row.m_requested) for row in coverage}
-    imports = {dense_key(N, K, block_shape): entries
-               for (N, K, block_shape), entries in (imported or {}).items()}
+    imports = {
+        dense_key(N, K, block_shape): entries
+        for (N, K, block_shape), entries in (imported or {}).items()
+    }
     files: list[DeviceFile] = []
     skipped: list[SkippedShape] = []
     for key in sorted(set(grouped) | set(requested) | set(imports)):
         m_requested = requested.get(key, [])
         rows = grouped.get(key, [])
         try:
-            merged = _merge_key(key, rows, m_requested, imports.get(key), allow_partial,
-                                engine, triton_of)
+            merged = _merge_key(
+                key, rows, m_requested, imports.get(key), allow_partial, engine, triton_of
+            )
         except PartialFileError as exc:
             done = {row.M for row in rows}
             missing = sorted({M for M in m_requested if M not in done})
@@ -274,36 +295,48 @@ def _one_device(winners: Sequence[WinnerRowLike], device_name: str | None) -> st
     named = {row.device_name for row in winners}
     devices = sorted(named if device_name is None else named | {device_name})
     if len(devices) != 1:
-        raise ValueError(f"winners of several devices: {', '.join(devices)}" if devices
-                         else "no winners and no device_name")
+        raise ValueError(
+            f"winners of several devices: {', '.join(devices)}"
+            if devices
+            else "no winners and no device_name"
+        )
     return devices[0]
 
 
-def _merge_key(key: FamilyShape, rows: Sequence[WinnerRowLike], m_requested: Sequence[int],
-               extra: ImportedShapeLike | None, allow_partial: bool, engine: str,
-               triton_of: Mapping[int, str] | None) -> MergedFile:
+def _merge_key(
+    key: FamilyShape,
+    rows: Sequence[WinnerRowLike],
+    m_requested: Sequence[int],
+    extra: ImportedShapeLike | None,
+    allow_partial: bool,
+    engine: str,
+    triton_of: Mapping[int, str] | None,
+) -> MergedFile:
     """`merge_shape` of one family's shape: its winners over its imported entries, defaulted
     by the family, with the Triton version when the family records it (vLLM only)."""
     family, shape = get_family(key.family), key.shape
     return merge_shape(
-        rows, m_requested=m_requested,
+        rows,
+        m_requested=m_requested,
         default=lambda M: family.default_config(shape, M),
-        allow_partial=allow_partial, existing=extra.configs if extra else None,
+        allow_partial=allow_partial,
+        existing=extra.configs if extra else None,
         existing_labels=extra.labels if extra else None,
         left_out=getattr(extra, "left_out", None),
         # SGLang's get_moe_configs turns every key into an int (0.5.23,
         # fused_moe_triton_config.py): a "triton_version" key would make it raise.
         triton_version=_file_triton(rows, triton_of)
-        if family.file_triton_version and engine == "vllm" else None,
+        if family.file_triton_version and engine == "vllm"
+        else None,
     )
 
 
-def _file_triton(rows: Sequence[WinnerRowLike],
-                 triton_of: Mapping[int, str] | None) -> str | None:
+def _file_triton(rows: Sequence[WinnerRowLike], triton_of: Mapping[int, str] | None) -> str | None:
     """The Triton most of `rows` were timed with (the newer on a tie); None when unknown."""
     environments = (getattr(row, "environment_id", None) for row in rows)
-    counts = Counter(triton_of[e] for e in environments
-                     if triton_of and isinstance(e, int) and e in triton_of)
+    counts = Counter(
+        triton_of[e] for e in environments if triton_of and isinstance(e, int) and e in triton_of
+    )
     if not counts:
         return None
     return max(counts, key=lambda v: (counts[v], [int(p) for p in re.findall(r"\d+", v)]))

@@ -71,8 +71,10 @@ def runs_note(winner: WinnerLike) -> str | None:
         return None
     how = "decided last" if getattr(winner, "decided", False) else "the newest sweep"
     also = f"sweep {others[0]}" if len(others) == 1 else f"sweeps {', '.join(map(str, others))}"
-    return (f"M={winner.M}: sweep {getattr(winner, 'sweep_id', '?')}'s winner ({how}) stands; "
-            f"{also} also tuned it, not compared by latency (another run)")
+    return (
+        f"M={winner.M}: sweep {getattr(winner, 'sweep_id', '?')}'s winner ({how}) stands; "
+        f"{also} also tuned it, not compared by latency (another run)"
+    )
 
 
 def _default_note(winner: WinnerLike) -> str:
@@ -84,12 +86,15 @@ def _default_note(winner: WinnerLike) -> str:
     # fastest leads it by no more than the spread (tuner.measure.noise.decide_winner): either way no
     # config beat it by more than the noise, which is all a winner row can tell.
     noise = "" if spread_us is None else f" (spread {spread_us:.2f} us)"
-    return (f"M={winner.M}: default config kept after interleaved re-timing: no config beat it "
-            f"by more than the noise{noise}")
+    return (
+        f"M={winner.M}: default config kept after interleaved re-timing: no config beat it "
+        f"by more than the noise{noise}"
+    )
 
 
-def winner_entry(winner: WinnerLike, default_at: Callable[[int], KernelConfig]
-                  ) -> tuple[dict, list[str]]:
+def winner_entry(
+    winner: WinnerLike, default_at: Callable[[int], KernelConfig]
+) -> tuple[dict, list[str]]:
     """The entry one winner puts in the file (it, or the default config when it is not
     faster), and its notes."""
     M = winner.M
@@ -97,22 +102,34 @@ def winner_entry(winner: WinnerLike, default_at: Callable[[int], KernelConfig]
     if winner.is_default:
         return default_at(M).as_dict(), [*notes, _default_note(winner)]
     if winner.default_latency_us is None:
-        return dict(winner.config), [*notes, f"M={M}: no default-config baseline measured; "
-                                     "winner kept unchecked"]
+        return dict(winner.config), [
+            *notes,
+            f"M={M}: no default-config baseline measured; winner kept unchecked",
+        ]
     if winner.latency_us >= winner.default_latency_us:
-        return default_at(M).as_dict(), [*notes, (
-            f"M={M}: best config {_fmt_config(winner.config)} ({winner.latency_us:.2f} us) "
-            f"is not faster than the default ({winner.default_latency_us:.2f} us); "
-            "emitting the default config")]
+        return default_at(M).as_dict(), [
+            *notes,
+            (
+                f"M={M}: best config {_fmt_config(winner.config)} ({winner.latency_us:.2f} us) "
+                f"is not faster than the default ({winner.default_latency_us:.2f} us); "
+                "emitting the default config"
+            ),
+        ]
     return dict(winner.config), notes
 
 
-def unmeasured_notes(m_imported: Sequence[int], labels: Mapping[int, str],
-                      left_out: Mapping[int, tuple[str, str]]) -> list[str]:
+def unmeasured_notes(
+    m_imported: Sequence[int], labels: Mapping[int, str], left_out: Mapping[int, tuple[str, str]]
+) -> list[str]:
     """Notes on the entries kept without a measurement, and on imported ones left out."""
-    notes = [f"M={M}: imported from '{labels[M]}', not measured here (no comparison with the "
-             "default)" if M in labels else f"M={M}: kept from the existing file, not measured "
-             "here" for M in m_imported]
-    notes.extend(f"M={M}: entry imported from '{label}' left out, it cannot launch on this "
-                 f"device: {reason}" for M, (label, reason) in sorted(left_out.items()))
+    notes = [
+        f"M={M}: imported from '{labels[M]}', not measured here (no comparison with the default)"
+        if M in labels
+        else f"M={M}: kept from the existing file, not measured here"
+        for M in m_imported
+    ]
+    notes.extend(
+        f"M={M}: entry imported from '{label}' left out, it cannot launch on this device: {reason}"
+        for M, (label, reason) in sorted(left_out.items())
+    )
     return notes

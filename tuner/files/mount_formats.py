@@ -37,7 +37,7 @@ def _double_quoted(text: str, pwd_at: int = 0) -> str:
     """A shell double-quoted word; a $PWD at `pwd_at` (where the host folder starts) stays
     expandable, every other `\\`, `"`, backquote and `$` is escaped."""
     keep = "$PWD" if text.startswith("$PWD", pwd_at) else ""
-    head, rest = text[:pwd_at], text[pwd_at + len(keep):]
+    head, rest = text[:pwd_at], text[pwd_at + len(keep) :]
     escaped = [re.sub(r'([\\"`$])', r"\\\1", part) for part in (head, rest)]
     return f'"{escaped[0]}{keep}{escaped[1]}"'
 
@@ -53,8 +53,10 @@ def _docker_mount(source: str, target: str) -> str:
     if ":" not in source and ":" not in target:
         return f"-v {_double_quoted(f'{source}:{target}:ro')}"
     field = 'type=bind,"source='
-    value = (f'{field}{source.replace(chr(34), chr(34) * 2)}",'
-             f'"target={target.replace(chr(34), chr(34) * 2)}",readonly')
+    value = (
+        f'{field}{source.replace(chr(34), chr(34) * 2)}",'
+        f'"target={target.replace(chr(34), chr(34) * 2)}",readonly'
+    )
     return f"--mount {_double_quoted(value, pwd_at=len(field))}"
 
 
@@ -97,27 +99,30 @@ def docker_body(files: Sequence[FileMount], moe: Sequence[MoeFile], host_dir: st
     """`docker run` flags: one per file, then the MoE folder and its variable."""
     flags = [_docker_mount(f"{host_dir}/{src}", target) for src, target, _, _ in files]
     if moe:
-        flags += [_docker_mount(host_dir, MOE_CONTAINER_DIR),
-                  f"-e {MOE_ENV}={MOE_CONTAINER_DIR}"]
+        flags += [_docker_mount(host_dir, MOE_CONTAINER_DIR), f"-e {MOE_ENV}={MOE_CONTAINER_DIR}"]
     return [DOCKER_HEAD] + [f"  {flag} \\" for flag in flags]
 
 
-def compose_body(files: Sequence[FileMount], moe: Sequence[MoeFile], host_dir: str
-                 ) -> list[str]:
+def compose_body(files: Sequence[FileMount], moe: Sequence[MoeFile], host_dir: str) -> list[str]:
     """The serving service's bind mounts: one per file, then the MoE folder and its variable."""
     body = ["# Under the serving service of docker-compose.yml:", "    volumes:"]
     mounts = [(f"{host_dir}/{src}", target) for src, target, _, _ in files]
     mounts += [(host_dir, MOE_CONTAINER_DIR)] if moe else []
     for source, target in mounts:
-        body += ["      - type: bind", f"        source: {_yaml(source)}",
-                 f"        target: {_yaml(target)}", "        read_only: true"]
+        body += [
+            "      - type: bind",
+            f"        source: {_yaml(source)}",
+            f"        target: {_yaml(target)}",
+            "        read_only: true",
+        ]
     if moe:
         body += ["    environment:", f"      {MOE_ENV}: {_yaml(MOE_CONTAINER_DIR)}"]
     return body
 
 
-def k8s_body(device_name: str, files: Sequence[FileMount], moe: Sequence[MoeFile],
-             host_dir: str) -> list[str]:
+def k8s_body(
+    device_name: str, files: Sequence[FileMount], moe: Sequence[MoeFile], host_dir: str
+) -> list[str]:
     """The ConfigMaps to make from the host files, the pod's volumes, and the serving
     container's mounts (one subPath per file) and env."""
     cm = _configmap_name(device_name)
@@ -125,33 +130,54 @@ def k8s_body(device_name: str, files: Sequence[FileMount], moe: Sequence[MoeFile
     if files:
         body.append("# Make the ConfigMap from the host files:")
         body.append(f"#   kubectl create configmap {cm} \\")
-        body += [f"#     --from-file={key}={_double_quoted(f'{host_dir}/{src}')} \\"
-                 for src, _, key, _ in files]
+        body += [
+            f"#     --from-file={key}={_double_quoted(f'{host_dir}/{src}')} \\"
+            for src, _, key, _ in files
+        ]
         body.append("#     --dry-run=client -o yaml | kubectl apply -f -")
     if moe:
-        body += ["# Make the fused-MoE ConfigMap from the host files:",
-                 f"#   kubectl create configmap {cm}-moe \\"]
-        body += [f"#     --from-file={key}={_double_quoted(f'{host_dir}/{src}')} \\"
-                 for src, key in moe]
+        body += [
+            "# Make the fused-MoE ConfigMap from the host files:",
+            f"#   kubectl create configmap {cm}-moe \\",
+        ]
+        body += [
+            f"#     --from-file={key}={_double_quoted(f'{host_dir}/{src}')} \\" for src, key in moe
+        ]
         body.append("#     --dry-run=client -o yaml | kubectl apply -f -")
     body += ["# In the pod spec:", "volumes:"]
     if files:
-        body += ["  - name: blockfp8-configs", "    configMap:", f"      name: {cm}",
-                 "      items:"]
+        body += [
+            "  - name: blockfp8-configs",
+            "    configMap:",
+            f"      name: {cm}",
+            "      items:",
+        ]
         for _, _, key, dst in files:
-            body += [f"        - key: {key}",
-                     f"          path: {_yaml(dst)}"]
+            body += [f"        - key: {key}", f"          path: {_yaml(dst)}"]
     if moe:
-        body += ["  - name: blockfp8-moe-configs", "    configMap:", f"      name: {cm}-moe",
-                 "      items:"]
+        body += [
+            "  - name: blockfp8-moe-configs",
+            "    configMap:",
+            f"      name: {cm}-moe",
+            "      items:",
+        ]
         for src, key in moe:
             body += [f"        - key: {key}", f"          path: {_yaml(src)}"]
     body += ["# In the serving container:", "volumeMounts:"]
     for _, target, _key, dst in files:
-        body += ["  - name: blockfp8-configs", f"    mountPath: {_yaml(target)}",
-                 f"    subPath: {_yaml(dst)}", "    readOnly: true"]
+        body += [
+            "  - name: blockfp8-configs",
+            f"    mountPath: {_yaml(target)}",
+            f"    subPath: {_yaml(dst)}",
+            "    readOnly: true",
+        ]
     if moe:
-        body += ["  - name: blockfp8-moe-configs", f"    mountPath: {_yaml(MOE_CONTAINER_DIR)}",
-                 "    readOnly: true", "env:", f"  - name: {MOE_ENV}",
-                 f"    value: {_yaml(MOE_CONTAINER_DIR)}"]
+        body += [
+            "  - name: blockfp8-moe-configs",
+            f"    mountPath: {_yaml(MOE_CONTAINER_DIR)}",
+            "    readOnly: true",
+            "env:",
+            f"  - name: {MOE_ENV}",
+            f"    value: {_yaml(MOE_CONTAINER_DIR)}",
+        ]
     return body

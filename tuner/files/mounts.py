@@ -47,9 +47,9 @@ DEFAULT_SITE_PACKAGES: dict[str, str] = {
 }
 DEFAULT_HOST_DIR = "$PWD/configs"
 # Prints the container's site-packages folder for the engine.
-_FIND_SITE = "python3 -c \"import os, {0}; print(os.path.dirname(os.path.dirname({0}.__file__)))\""
+_FIND_SITE = 'python3 -c "import os, {0}; print(os.path.dirname(os.path.dirname({0}.__file__)))"'
 # Prints the engine's release in the container.
-_FIND_VERSION = "python3 -c \"import {0}; print({0}.__version__)\""
+_FIND_VERSION = 'python3 -c "import {0}; print({0}.__version__)"'
 _SITE_RE = re.compile(r"/[^\x00\n\r\"'`$\\]{0,511}")
 
 
@@ -103,8 +103,10 @@ def check_site_packages(path: str) -> str:
         ValueError: the path is relative or has characters that would need quoting.
     """
     if not _SITE_RE.fullmatch(path) or "/../" in f"{path}/":
-        raise ValueError(f"--site-packages must be an absolute path without quotes, '$', "
-                         f"'\\\\' or '..', got {path[:80]!r}")
+        raise ValueError(
+            f"--site-packages must be an absolute path without quotes, '$', "
+            f"'\\\\' or '..', got {path[:80]!r}"
+        )
     return path.rstrip("/") or "/"
 
 
@@ -138,18 +140,22 @@ def render_mounts(request: MountRequest) -> str:
     files, moe, moe_dir = _placed(request, site, release, target_dir)
     head = _mounts_head(request, release, target_dir, len(files))
     if moe:
-        head += [f"# {len(moe)} fused-MoE file(s) (E=...): one read-only folder mount of "
-                 f"{host_dir}/ at {MOE_CONTAINER_DIR}/,",
-                 f"# with {MOE_ENV}={MOE_CONTAINER_DIR} (vLLM reads MoE files there first)."]
+        head += [
+            f"# {len(moe)} fused-MoE file(s) (E=...): one read-only folder mount of "
+            f"{host_dir}/ at {MOE_CONTAINER_DIR}/,",
+            f"# with {MOE_ENV}={MOE_CONTAINER_DIR} (vLLM reads MoE files there first).",
+        ]
     if moe_dir is not None:
         head += _sglang_moe_head(request, moe_dir)
     capabilities = [request.compute_capability or ""]
     head += advice_comments(request.device_name, capabilities, request.engine)
-    flag = needs_flag(request.device_name, capabilities, request.engine,
-                      [file.dst for file in files])
+    flag = needs_flag(
+        request.device_name, capabilities, request.engine, [file.dst for file in files]
+    )
     if not files and not moe:
-        raise ValueError(f"no config files for {request.device_name} to mount with "
-                         f"{request.engine}")
+        raise ValueError(
+            f"no config files for {request.device_name} to mount with {request.engine}"
+        )
     if request.fmt == "docker":
         body = docker_body(files, moe, host_dir)
     elif request.fmt == "compose":
@@ -159,8 +165,9 @@ def render_mounts(request: MountRequest) -> str:
     return "\n".join(head + body + (flag_lines(request.fmt) if flag else [])) + "\n"
 
 
-def _placed(request: MountRequest, site: str, release: str, target_dir: str
-            ) -> tuple[list[FileMount], list[MoeFile], str | None]:
+def _placed(
+    request: MountRequest, site: str, release: str, target_dir: str
+) -> tuple[list[FileMount], list[MoeFile], str | None]:
     """Where each file goes, by name: the mounts of single files (dense ones in `target_dir`,
     SGLang's MoE ones in its folder for the Triton version), vLLM's MoE files (one folder
     mount), and SGLang's MoE folder (None without MoE files)."""
@@ -201,12 +208,14 @@ def _mounts_head(request: MountRequest, release: str, target_dir: str, count: in
 
 def _sglang_moe_head(request: MountRequest, moe_dir: str) -> list[str]:
     """SGLang's MoE files: the folder for the serving image's Triton, and why it must match."""
-    return [f"# Fused-MoE files (E=...) from {moe_dir}/, written by "
-            "`tuner export --engine sglang` (no \"triton_version\" key: SGLang cannot "
-            "read one);",
-            f"# SGLang's folder for Triton {request.triton_version} ({request.triton_from}; "
-            "it must be the serving image's, else SGLang falls back to another Triton's "
-            "folder or its default config)."]
+    return [
+        f"# Fused-MoE files (E=...) from {moe_dir}/, written by "
+        '`tuner export --engine sglang` (no "triton_version" key: SGLang cannot '
+        "read one);",
+        f"# SGLang's folder for Triton {request.triton_version} ({request.triton_from}; "
+        "it must be the serving image's, else SGLang falls back to another Triton's "
+        "folder or its default config).",
+    ]
 
 
 def advice_comments(device_name: str, capabilities: Sequence[str], engine: str) -> list[str]:
@@ -228,14 +237,16 @@ def advice_comments(device_name: str, capabilities: Sequence[str], engine: str) 
     if engine != "vllm":
         return [f"# {SGLANG_NOTE}"]
     held = TRITON_FLAG.replace(" ", "\0")
-    return [f"# {part.replace(chr(0), ' ')}"
-            for line in device_advice(device_name, capabilities).lines()
-            for part in textwrap.wrap(line.replace(TRITON_FLAG, held), width=94,
-                                      break_on_hyphens=False)]
+    return [
+        f"# {part.replace(chr(0), ' ')}"
+        for line in device_advice(device_name, capabilities).lines()
+        for part in textwrap.wrap(line.replace(TRITON_FLAG, held), width=94, break_on_hyphens=False)
+    ]
 
 
-def needs_flag(device_name: str, capabilities: Sequence[str], engine: str,
-               file_names: Sequence[str]) -> bool:
+def needs_flag(
+    device_name: str, capabilities: Sequence[str], engine: str, file_names: Sequence[str]
+) -> bool:
     """True when the files are read only with `TRITON_FLAG`: vLLM, a device where Triton is not
     the default dense kernel (`tuner.inputs.backends.DeviceAdvice.needs_flag`: every CUDA GPU,
     not the interpreter) and at least one dense file (fused-MoE files, `E=...`, are read
@@ -245,8 +256,11 @@ def needs_flag(device_name: str, capabilities: Sequence[str], engine: str,
         device_name, capabilities, engine: as `advice_comments` takes them.
         file_names: the files handed out, in either spelling.
     """
-    return (engine == "vllm" and device_advice(device_name, capabilities).needs_flag
-            and any(not name.startswith("E=") for name in file_names))
+    return (
+        engine == "vllm"
+        and device_advice(device_name, capabilities).needs_flag
+        and any(not name.startswith("E=") for name in file_names)
+    )
 
 
 def flag_lines(fmt: str) -> list[str]:
@@ -265,23 +279,31 @@ def flag_lines(fmt: str) -> list[str]:
     """
     name, value = TRITON_FLAG.split()
     if fmt == "docker":
-        return ["# After the image name, with the server's other arguments (vLLM reads the "
-                "files only with it):", f"  {TRITON_FLAG}"]
+        return [
+            "# After the image name, with the server's other arguments (vLLM reads the "
+            "files only with it):",
+            f"  {TRITON_FLAG}",
+        ]
     if fmt.startswith("compose"):
-        return [f"    # vLLM reads the files only with {TRITON_FLAG}: add these two items to "
-                "the end of",
-                "    # this service's existing command: list, after --model and your other "
-                "arguments",
-                f"    # (a command written as one string: add \" {TRITON_FLAG}\" to its end):",
-                f"    #   - {name}", f"    #   - {value}"]
-    return [f"# vLLM reads the files only with {TRITON_FLAG}: add these two items to the end of "
-            "the",
-            "# serving container's existing args: list, after --model and your other arguments:",
-            f"#   - {name}", f"#   - {value}"]
+        return [
+            f"    # vLLM reads the files only with {TRITON_FLAG}: add these two items to "
+            "the end of",
+            "    # this service's existing command: list, after --model and your other arguments",
+            f'    # (a command written as one string: add " {TRITON_FLAG}" to its end):',
+            f"    #   - {name}",
+            f"    #   - {value}",
+        ]
+    return [
+        f"# vLLM reads the files only with {TRITON_FLAG}: add these two items to the end of the",
+        "# serving container's existing args: list, after --model and your other arguments:",
+        f"#   - {name}",
+        f"#   - {value}",
+    ]
 
 
-def config_files_in(folder_names: Sequence[str], device_name: str,
-                    engine: str = "vllm") -> list[str]:
+def config_files_in(
+    folder_names: Sequence[str], device_name: str, engine: str = "vllm"
+) -> list[str]:
     """The names among a folder's entries that are config files of one device, each under the
     device part `engine` reads: for vLLM the family's (`KernelFamily.file_device`: its fused-MoE
     names fold every H200 into NVIDIA_H200, vLLM 0.33.0 fused_moe.get_config_file_name), for

@@ -36,6 +36,7 @@ class EnvironmentLike(Protocol):
 
     @property
     def kernel_hash(self) -> str: ...
+
     # Also read, where present (db.repo.EnvironmentRow has them): kernel_source, vllm.
 
 
@@ -65,7 +66,7 @@ class Provenance:
 
     @property
     def source_label(self) -> str:
-        """"builtin", or "vllm 0.33.0": whose kernels the current trials timed."""
+        """ "builtin", or "vllm 0.33.0": whose kernels the current trials timed."""
         return self.kernel_source if not self.vllm else f"{self.kernel_source} {self.vllm}"
 
 
@@ -115,8 +116,9 @@ def family_kernel_hash(family_name: str) -> str:
         OSError, LookupError: as `current_kernel_hash`.
     """
     family = get_family(family_name)
-    source = kernel_source(family.module_path(family.kernel_module).read_text(encoding="utf-8"),
-                           family.kernel_function)
+    source = kernel_source(
+        family.module_path(family.kernel_module).read_text(encoding="utf-8"), family.kernel_function
+    )
     return kernel_source_hash(source)
 
 
@@ -215,13 +217,17 @@ def _vllm_hashes(environments: list[EnvironmentLike]) -> tuple[tuple[str, ...], 
     if not timed:
         return (), ""
     newest = max((getattr(e, "vllm", "") for e in timed), key=_version_key)
-    return tuple(dict.fromkeys(e.kernel_hash for e in timed
-                               if getattr(e, "vllm", "") == newest)), newest
+    return tuple(
+        dict.fromkeys(e.kernel_hash for e in timed if getattr(e, "vllm", "") == newest)
+    ), newest
 
 
 def current_provenance(
-    environments: Iterable[EnvironmentLike], *, installed_triton: str | None,
-    kernel_hash: str | None = None, kernel: str = "auto",
+    environments: Iterable[EnvironmentLike],
+    *,
+    installed_triton: str | None,
+    kernel_hash: str | None = None,
+    kernel: str = "auto",
 ) -> Provenance:
     """The provenance current trials must have, on this machine, for one device.
 
@@ -252,10 +258,16 @@ def current_provenance(
         # No vLLM trial and no vLLM here: a hash no trial has, so nothing is current.
         current, others = (hashes[0], hashes[1:]) if hashes else ("none", ())
     else:
-        current, others = ((kernel_hash, ()) if kernel_hash is not None
-                           else split_hashes(family_hashes()))
-    provenance = Provenance(kernel_hash=current, triton_minor=None, other_hashes=others,
-                            kernel_source=source, vllm=version)
+        current, others = (
+            (kernel_hash, ()) if kernel_hash is not None else split_hashes(family_hashes())
+        )
+    provenance = Provenance(
+        kernel_hash=current,
+        triton_minor=None,
+        other_hashes=others,
+        kernel_source=source,
+        vllm=version,
+    )
     if installed_triton is not None:
         return replace(provenance, triton_minor=triton_minor(installed_triton))
     minors = set()

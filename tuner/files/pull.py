@@ -48,8 +48,9 @@ class Wanted:
     sha256: str
 
 
-def choose_release(releases: Sequence[Mapping[str, Any]], device_name: str,
-                   number: int | None) -> Mapping[str, Any]:
+def choose_release(
+    releases: Sequence[Mapping[str, Any]], device_name: str, number: int | None
+) -> Mapping[str, Any]:
     """The release to pull: number `number`, or the newest.
 
     Args:
@@ -61,8 +62,10 @@ def choose_release(releases: Sequence[Mapping[str, Any]], device_name: str,
         PullError: the device has no release, or none with that number.
     """
     if not releases:
-        raise PullError(f"{device_name} has no published release on the server (`tuner publish "
-                        f"--device {device_name}` there makes one)")
+        raise PullError(
+            f"{device_name} has no published release on the server (`tuner publish "
+            f"--device {device_name}` there makes one)"
+        )
     if number is None:
         return max(releases, key=lambda r: r["number"])
     for release in releases:
@@ -74,15 +77,24 @@ def choose_release(releases: Sequence[Mapping[str, Any]], device_name: str,
 
 def wanted_files(release: Mapping[str, Any], engine: str) -> list[Wanted]:
     """The release's files with the names `engine` reads them under."""
-    return [Wanted(f["file_name"], respell_file_name(f["file_name"], engine,
-                                                     release["device_name"]), f["sha256"])
-            for f in release["files"]]
+    return [
+        Wanted(
+            f["file_name"],
+            respell_file_name(f["file_name"], engine, release["device_name"]),
+            f["sha256"],
+        )
+        for f in release["files"]
+    ]
 
 
 def _marker(release: Mapping[str, Any], engine: str, files: Sequence[Wanted]) -> dict:
-    return {"device_name": release["device_name"], "release": release["number"],
-            "engine": engine, "content_sha256": release["content_sha256"],
-            "files": {w.save_as: w.sha256 for w in files}}
+    return {
+        "device_name": release["device_name"],
+        "release": release["number"],
+        "engine": engine,
+        "content_sha256": release["content_sha256"],
+        "files": {w.save_as: w.sha256 for w in files},
+    }
 
 
 def _sha256(path: Path) -> str | None:
@@ -133,8 +145,10 @@ def check_downloads(files: Sequence[Wanted], contents: Mapping[str, bytes]) -> N
             raise PullError(f"{wanted.file_name}: not downloaded")
         got = hashlib.sha256(body).hexdigest()
         if got != wanted.sha256:
-            raise PullError(f"{wanted.file_name}: sha256 {got} is not the release's "
-                            f"{wanted.sha256}; nothing written")
+            raise PullError(
+                f"{wanted.file_name}: sha256 {got} is not the release's "
+                f"{wanted.sha256}; nothing written"
+            )
 
 
 def _write(path: Path, body: bytes) -> None:
@@ -144,8 +158,9 @@ def _write(path: Path, body: bytes) -> None:
         os.fsync(handle.fileno())
 
 
-def replace_folder(folder: Path, release: Mapping[str, Any], engine: str,
-                   contents: Mapping[str, bytes]) -> tuple[list[str], list[str]]:
+def replace_folder(
+    folder: Path, release: Mapping[str, Any], engine: str, contents: Mapping[str, bytes]
+) -> tuple[list[str], list[str]]:
     """Put a checked release into `folder`: every file written to a temporary name first, then
     all renamed into place (a reader sees each file whole, old or new); files of the previous
     pull that the release no longer has are removed; the marker is written last. Each file is
@@ -185,24 +200,44 @@ def replace_folder(folder: Path, release: Mapping[str, Any], engine: str,
             (folder / name).unlink()
             removed.append(name)
     marker = folder / f".{MARKER}.part-{os.getpid()}"
-    _write(marker, (json.dumps({**_marker(release, engine, files), "written": written},
-                               indent=2) + "\n").encode())
+    _write(
+        marker,
+        (
+            json.dumps({**_marker(release, engine, files), "written": written}, indent=2) + "\n"
+        ).encode(),
+    )
     os.replace(marker, folder / MARKER)
     return [w.save_as for w in files], removed
 
 
 def _pull_args(server: str, device_name: str, number: int, engine: str) -> list[str]:
-    return ["tuner", "pull", "--server", server, "--device", device_name, "--release",
-            str(number), "--engine", engine, "--out", "/configs"]
+    return [
+        "tuner",
+        "pull",
+        "--server",
+        server,
+        "--device",
+        device_name,
+        "--release",
+        str(number),
+        "--engine",
+        engine,
+        "--out",
+        "/configs",
+    ]
 
 
 def release_entry(info: Any) -> dict[str, Any]:
     """A stored release (`db.releases.ReleaseInfo`) as the fields of one entry of `GET
     /devices/{device}/releases` that `choose_release` and the recipes read: device_name,
     number, content_sha256, files (file_name, sha256) and summary."""
-    return {"device_name": info.device_name, "number": info.number,
-            "content_sha256": info.content_sha256, "summary": dict(info.summary or {}),
-            "files": [{"file_name": f.file_name, "sha256": f.sha256} for f in info.files]}
+    return {
+        "device_name": info.device_name,
+        "number": info.number,
+        "content_sha256": info.content_sha256,
+        "summary": dict(info.summary or {}),
+        "files": [{"file_name": f.file_name, "sha256": f.sha256} for f in info.files],
+    }
 
 
 def release_capabilities(release: Mapping[str, Any]) -> list[str]:
@@ -222,10 +257,18 @@ def release_triton(release: Mapping[str, Any]) -> str | None:
     return timed[0] if len(timed) == 1 else None
 
 
-def render_pull_recipe(fmt: str, *, server: str, release: Mapping[str, Any], engine: str,
-                       site_packages: str, image: str = DEFAULT_PULL_IMAGE,
-                       engine_version_: str | None = None, triton_version: str | None = None,
-                       triton_from: str = "given") -> str:
+def render_pull_recipe(
+    fmt: str,
+    *,
+    server: str,
+    release: Mapping[str, Any],
+    engine: str,
+    site_packages: str,
+    image: str = DEFAULT_PULL_IMAGE,
+    engine_version_: str | None = None,
+    triton_version: str | None = None,
+    triton_from: str = "given",
+) -> str:
     """A recipe that runs `tuner pull` of one pinned release into a volume before the engine
     starts, and mounts each dense file of that volume read-only where the engine's release reads
     it (`tuner.files.engine_folders`); for vLLM, the fused-MoE files (`E=...`) are read from the
@@ -263,8 +306,10 @@ def render_pull_recipe(fmt: str, *, server: str, release: Mapping[str, Any], eng
         head += _vllm_moe_head(len(moe))
     elif moe:
         if triton_version is None:
-            triton_version, triton_from = release_triton(release), "the one the release was " \
-                "tuned with"
+            triton_version, triton_from = (
+                release_triton(release),
+                "the one the release was tuned with",
+            )
         moe_family = family_of_file(moe[0].file_name).name
         moe_dir = f"{site_packages}/{folder_for(engine, moe_family, version, triton_version)}"
         mounted += [(w, moe_dir) for w in moe]
@@ -272,8 +317,7 @@ def render_pull_recipe(fmt: str, *, server: str, release: Mapping[str, Any], eng
     moe_mount = bool(moe) and engine == "vllm"
     capabilities = release_capabilities(release)
     head += advice_comments(release["device_name"], capabilities, engine)
-    flag = needs_flag(release["device_name"], capabilities, engine,
-                      [w.file_name for w in files])
+    flag = needs_flag(release["device_name"], capabilities, engine, [w.file_name for w in files])
     mounted.sort(key=lambda pair: pair[0].save_as)
     head += _image_note(image, fmt)
     args = _pull_args(server, release["device_name"], release["number"], engine)
@@ -284,89 +328,151 @@ def render_pull_recipe(fmt: str, *, server: str, release: Mapping[str, Any], eng
     return "\n".join(head + body) + "\n"
 
 
-def _pull_head(release: Mapping[str, Any], count: int, engine: str, version: str,
-               target_dir: str) -> list[str]:
+def _pull_head(
+    release: Mapping[str, Any], count: int, engine: str, version: str, target_dir: str
+) -> list[str]:
     """The recipe's first comment lines: the release pulled and where the dense files go."""
-    return [f"# {release['device_name']} release {release['number']} ({count} file(s), "
-            f"content {release['content_sha256'][:12]}), pulled before {engine} {version} starts "
-            "and mounted read-only file by file.",
-            f"# tuner pull checks every sha256 and exits non-zero on a mismatch; {engine} "
-            f"{version} reads dense files only from {target_dir}/"]
+    return [
+        f"# {release['device_name']} release {release['number']} ({count} file(s), "
+        f"content {release['content_sha256'][:12]}), pulled before {engine} {version} starts "
+        "and mounted read-only file by file.",
+        f"# tuner pull checks every sha256 and exits non-zero on a mismatch; {engine} "
+        f"{version} reads dense files only from {target_dir}/",
+    ]
 
 
 def _vllm_moe_head(count: int) -> list[str]:
     """vLLM's MoE files: the whole volume at MOE_CONTAINER_DIR, MOE_ENV pointing there."""
-    return [f"# {count} fused-MoE file(s) (E=...): the whole volume mounted read-only "
-            f"at {MOE_CONTAINER_DIR}/,",
-            f"# with {MOE_ENV}={MOE_CONTAINER_DIR} (vLLM reads MoE files there first)."]
+    return [
+        f"# {count} fused-MoE file(s) (E=...): the whole volume mounted read-only "
+        f"at {MOE_CONTAINER_DIR}/,",
+        f"# with {MOE_ENV}={MOE_CONTAINER_DIR} (vLLM reads MoE files there first).",
+    ]
 
 
-def _sglang_moe_head(count: int, moe_dir: str, triton_version: str | None,
-                     triton_from: str) -> list[str]:
+def _sglang_moe_head(
+    count: int, moe_dir: str, triton_version: str | None, triton_from: str
+) -> list[str]:
     """SGLang's MoE files: each mounted in the folder for the serving image's Triton."""
-    return [f"# {count} fused-MoE file(s) (E=...) in {moe_dir}/:",
-            f"# SGLang's folder for Triton {triton_version} ({triton_from}; it must be the "
-            "serving image's)."]
+    return [
+        f"# {count} fused-MoE file(s) (E=...) in {moe_dir}/:",
+        f"# SGLang's folder for Triton {triton_version} ({triton_from}; it must be the "
+        "serving image's).",
+    ]
 
 
 def _image_note(image: str, fmt: str) -> list[str]:
     """How to build the project's image, when the recipe runs it (none for another image)."""
     if image != DEFAULT_PULL_IMAGE:
         return []
-    return [f"# {image}: docker build -t {image} . in the tuner's source" + (
-        f" (a cluster: tag and push it, e.g. docker tag {image} <registry>/{image} && "
-        f"docker push <registry>/{image}, and set image: to it)." if fmt == "k8s-pull"
-        else ", on this host.")]
+    return [
+        f"# {image}: docker build -t {image} . in the tuner's source"
+        + (
+            f" (a cluster: tag and push it, e.g. docker tag {image} <registry>/{image} && "
+            f"docker push <registry>/{image}, and set image: to it)."
+            if fmt == "k8s-pull"
+            else ", on this host."
+        )
+    ]
 
 
-def _k8s_pull_body(image: str, args: list[str], mounted: Sequence[tuple[Wanted, str]], *,
-                   moe_mount: bool, flag: bool) -> list[str]:
+def _k8s_pull_body(
+    image: str,
+    args: list[str],
+    mounted: Sequence[tuple[Wanted, str]],
+    *,
+    moe_mount: bool,
+    flag: bool,
+) -> list[str]:
     """The pod spec's parts: an emptyDir, the init container, the serving container's mounts
     (one subPath per file, the whole volume for vLLM's MoE files) and env."""
-    body = ["# In the pod spec:", "volumes:", "  - name: blockfp8-configs",
-            "    emptyDir: {}", "initContainers:", "  - name: blockfp8-pull",
-            f"    image: {image}", f"    command: {json.dumps(args)}",
-            "    volumeMounts:", "      - name: blockfp8-configs",
-            "        mountPath: /configs", "# In the serving container:", "volumeMounts:"]
+    body = [
+        "# In the pod spec:",
+        "volumes:",
+        "  - name: blockfp8-configs",
+        "    emptyDir: {}",
+        "initContainers:",
+        "  - name: blockfp8-pull",
+        f"    image: {image}",
+        f"    command: {json.dumps(args)}",
+        "    volumeMounts:",
+        "      - name: blockfp8-configs",
+        "        mountPath: /configs",
+        "# In the serving container:",
+        "volumeMounts:",
+    ]
     for wanted, folder in mounted:
-        body += ["  - name: blockfp8-configs",
-                 f"    mountPath: {json.dumps(f'{folder}/{wanted.save_as}')}",
-                 f"    subPath: {json.dumps(wanted.save_as)}", "    readOnly: true"]
+        body += [
+            "  - name: blockfp8-configs",
+            f"    mountPath: {json.dumps(f'{folder}/{wanted.save_as}')}",
+            f"    subPath: {json.dumps(wanted.save_as)}",
+            "    readOnly: true",
+        ]
     if moe_mount:
-        body += ["  - name: blockfp8-configs",
-                 f"    mountPath: {json.dumps(MOE_CONTAINER_DIR)}", "    readOnly: true",
-                 "env:", f"  - name: {MOE_ENV}", f"    value: {json.dumps(MOE_CONTAINER_DIR)}"]
+        body += [
+            "  - name: blockfp8-configs",
+            f"    mountPath: {json.dumps(MOE_CONTAINER_DIR)}",
+            "    readOnly: true",
+            "env:",
+            f"  - name: {MOE_ENV}",
+            f"    value: {json.dumps(MOE_CONTAINER_DIR)}",
+        ]
     if flag:
         body += flag_lines("k8s-pull")
     return body
 
 
-def _compose_pull_body(image: str, args: list[str], engine: str,
-                       mounted: Sequence[tuple[Wanted, str]], *, moe_mount: bool,
-                       flag: bool) -> list[str]:
+def _compose_pull_body(
+    image: str,
+    args: list[str],
+    engine: str,
+    mounted: Sequence[tuple[Wanted, str]],
+    *,
+    moe_mount: bool,
+    flag: bool,
+) -> list[str]:
     """The compose file: the one-shot pull service, the serving service's volumes (one
     subpath per file, the whole volume for vLLM's MoE files) and the named volume."""
-    body = ["# docker-compose.yml:", "services:", "  blockfp8-pull:", f"    image: {image}",
-            f"    command: {json.dumps(args)}", "    volumes:",
-            "      - blockfp8-configs:/configs", f"  {engine}:  # your serving service",
-            "    depends_on:", "      blockfp8-pull:",
-            "        condition: service_completed_successfully", "    volumes:"]
+    body = [
+        "# docker-compose.yml:",
+        "services:",
+        "  blockfp8-pull:",
+        f"    image: {image}",
+        f"    command: {json.dumps(args)}",
+        "    volumes:",
+        "      - blockfp8-configs:/configs",
+        f"  {engine}:  # your serving service",
+        "    depends_on:",
+        "      blockfp8-pull:",
+        "        condition: service_completed_successfully",
+        "    volumes:",
+    ]
     for wanted, folder in mounted:
-        body += ["      - type: volume", "        source: blockfp8-configs",
-                 f"        target: {json.dumps(f'{folder}/{wanted.save_as}')}",
-                 "        read_only: true", "        volume:",
-                 f"          subpath: {json.dumps(wanted.save_as)}"]
+        body += [
+            "      - type: volume",
+            "        source: blockfp8-configs",
+            f"        target: {json.dumps(f'{folder}/{wanted.save_as}')}",
+            "        read_only: true",
+            "        volume:",
+            f"          subpath: {json.dumps(wanted.save_as)}",
+        ]
     if moe_mount:
-        body += ["      - type: volume", "        source: blockfp8-configs",
-                 f"        target: {json.dumps(MOE_CONTAINER_DIR)}", "        read_only: true",
-                 "    environment:", f"      {MOE_ENV}: {json.dumps(MOE_CONTAINER_DIR)}"]
+        body += [
+            "      - type: volume",
+            "        source: blockfp8-configs",
+            f"        target: {json.dumps(MOE_CONTAINER_DIR)}",
+            "        read_only: true",
+            "    environment:",
+            f"      {MOE_ENV}: {json.dumps(MOE_CONTAINER_DIR)}",
+        ]
     if flag:
         body += flag_lines("compose-pull")
     return body + ["volumes:", "  blockfp8-configs: {}"]
 
 
-def version_mismatch(release: Mapping[str, Any], *, triton: str | None,
-                     vllm: str | None) -> str | None:
+def version_mismatch(
+    release: Mapping[str, Any], *, triton: str | None, vllm: str | None
+) -> str | None:
     """One line when the Triton or vLLM importable here differs from what the release's
     winners were timed with (its summary's `versions`); None when they agree, when nothing
     is importable here, or when the release (published before versions were recorded) says
@@ -390,8 +496,13 @@ def version_mismatch(release: Mapping[str, Any], *, triton: str | None,
         differ.append("the release timed the tuner's builtin kernels, not this vLLM's")
     if not differ:
         return None
-    return ("warning: release " + str(release.get("number")) + " was tuned elsewhere: "
-            + "; ".join(differ) + " (configs are facts about one Triton and kernel)")
+    return (
+        "warning: release "
+        + str(release.get("number"))
+        + " was tuned elsewhere: "
+        + "; ".join(differ)
+        + " (configs are facts about one Triton and kernel)"
+    )
 
 
 def _minor(version: str) -> str:

@@ -54,10 +54,13 @@ class Published:
         tuned = versions_line(self.candidate.summary.get("versions") or {})
         tuned = f"; tuned with {tuned}" if tuned else ""
         if not self.created:
-            return (f"{r.device_name}: files unchanged since release {r.number}; "
-                    f"no new release{tuned}")
-        return (f"published {r.device_name} release {r.number}: {len(r.files)} file(s), "
-                f"content {r.content_sha256[:12]}{tuned}")
+            return (
+                f"{r.device_name}: files unchanged since release {r.number}; no new release{tuned}"
+            )
+        return (
+            f"published {r.device_name} release {r.number}: {len(r.files)} file(s), "
+            f"content {r.content_sha256[:12]}{tuned}"
+        )
 
 
 def who() -> str:
@@ -69,40 +72,69 @@ def who() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
-def _summary(read: StoreFiles, *, allow_partial: bool, allow_stale: bool,
-             out_dtype: str | None) -> dict[str, Any]:
+def _summary(
+    read: StoreFiles, *, allow_partial: bool, allow_stale: bool, out_dtype: str | None
+) -> dict[str, Any]:
     view = read.view
     winners = Counter(row.environment_id for row in view.winners)
     tuned_with = [
-        {"gpu_name": e.gpu_name, "compute_capability": e.compute_capability,
-         "driver": e.driver, "cuda": e.cuda, "torch": e.torch, "triton": e.triton,
-         "tuner": e.tuner, "kernel_hash": e.kernel_hash, "kernel_source": e.kernel_source,
-         "vllm": e.vllm, "winners": winners[e.environment_id]}
-        for e in view.environments if winners.get(e.environment_id)
+        {
+            "gpu_name": e.gpu_name,
+            "compute_capability": e.compute_capability,
+            "driver": e.driver,
+            "cuda": e.cuda,
+            "torch": e.torch,
+            "triton": e.triton,
+            "tuner": e.tuner,
+            "kernel_hash": e.kernel_hash,
+            "kernel_source": e.kernel_source,
+            "vllm": e.vllm,
+            "winners": winners[e.environment_id],
+        }
+        for e in view.environments
+        if winners.get(e.environment_id)
     ]
     measured = bool(view.winners)
     current = view.scope.current
     return {
-        "scope": {"allow_partial": allow_partial, "allow_stale": allow_stale,
-                  "out_dtype": out_dtype, "kernel_hash": current.kernel_hash,
-                  "triton_minor": current.triton_minor, "kernel_source": current.kernel_source,
-                  "vllm": current.vllm},
+        "scope": {
+            "allow_partial": allow_partial,
+            "allow_stale": allow_stale,
+            "out_dtype": out_dtype,
+            "kernel_hash": current.kernel_hash,
+            "triton_minor": current.triton_minor,
+            "kernel_source": current.kernel_source,
+            "vllm": current.vllm,
+        },
         # What the serving side compares with its own (`tuner pull`): every version the
         # winners were timed with, and whose kernels.
         "versions": winner_versions(view.environments, view.winners),
         "tuned_with": tuned_with,
         "measured": measured,
         "note": None if measured else IMPORTED_NOTE,
-        "skipped": [{"N": s.N, "K": s.K, "block_shape": list(s.block_shape),
-                     "m_missing": list(s.m_missing), "reason": s.reason}
-                    for s in read.explained().skipped],
+        "skipped": [
+            {
+                "N": s.N,
+                "K": s.K,
+                "block_shape": list(s.block_shape),
+                "m_missing": list(s.m_missing),
+                "reason": s.reason,
+            }
+            for s in read.explained().skipped
+        ],
         "tuner": tuner.__version__,
     }
 
 
-def candidate(session: Session, device_name: str, *, allow_partial: bool = False,
-              allow_stale: bool = False, out_dtype: str | None = None,
-              kernel: str = "auto") -> Candidate:
+def candidate(
+    session: Session,
+    device_name: str,
+    *,
+    allow_partial: bool = False,
+    allow_stale: bool = False,
+    out_dtype: str | None = None,
+    kernel: str = "auto",
+) -> Candidate:
     """What `publish` would freeze now for a device, read in the given session.
 
     Args:
@@ -117,30 +149,69 @@ def candidate(session: Session, device_name: str, *, allow_partial: bool = False
     Raises:
         tuner.files.device.MergeError: the winners cannot be merged.
     """
-    read = device_files(session, device_name, out_dtype=out_dtype, allow_stale=allow_stale,
-                        allow_partial=allow_partial, kernel=kernel)
-    sglang = device_files(session, device_name, out_dtype=out_dtype, allow_stale=allow_stale,
-                          allow_partial=allow_partial, engine="sglang", kernel=kernel).files
+    read = device_files(
+        session,
+        device_name,
+        out_dtype=out_dtype,
+        allow_stale=allow_stale,
+        allow_partial=allow_partial,
+        kernel=kernel,
+    )
+    sglang = device_files(
+        session,
+        device_name,
+        out_dtype=out_dtype,
+        allow_stale=allow_stale,
+        allow_partial=allow_partial,
+        engine="sglang",
+        kernel=kernel,
+    ).files
     files = [
-        NewFile(file_name=f.file_name, N=f.N, K=f.K, block_shape=f.block_shape,
-                content=f.merged.text.encode(), **f.key.store_fields(),
-                detail={"m_keys": list(f.merged.configs), "m_imported": f.merged.m_imported,
-                        "m_missing": f.merged.m_missing, "partial": f.merged.partial,
-                        "notes": f.merged.notes, "warnings": f.merged.warnings})
+        NewFile(
+            file_name=f.file_name,
+            N=f.N,
+            K=f.K,
+            block_shape=f.block_shape,
+            content=f.merged.text.encode(),
+            **f.key.store_fields(),
+            detail={
+                "m_keys": list(f.merged.configs),
+                "m_imported": f.merged.m_imported,
+                "m_missing": f.merged.m_missing,
+                "partial": f.merged.partial,
+                "notes": f.merged.notes,
+                "warnings": f.merged.warnings,
+            },
+        )
         for f in read.files.files
     ]
-    summary = _summary(read, allow_partial=allow_partial, allow_stale=allow_stale,
-                       out_dtype=out_dtype)
+    summary = _summary(
+        read, allow_partial=allow_partial, allow_stale=allow_stale, out_dtype=out_dtype
+    )
     tuned_with = versions_line(summary["versions"])
-    archives = {"vllm": build_zip(device_name, read.files, tuned_with=tuned_with,
-                                  compute_capability=read.view.compute_capability),
-                "sglang": build_zip(device_name, sglang, engine="sglang", tuned_with=tuned_with)}
+    archives = {
+        "vllm": build_zip(
+            device_name,
+            read.files,
+            tuned_with=tuned_with,
+            compute_capability=read.view.compute_capability,
+        ),
+        "sglang": build_zip(device_name, sglang, engine="sglang", tuned_with=tuned_with),
+    }
     return Candidate(files=files, archives=archives, summary=summary, read=read)
 
 
-def publish(session: Session, device_name: str, *, reason: str, created_by: str | None = None,
-            allow_partial: bool = False, allow_stale: bool = False,
-            out_dtype: str | None = None, kernel: str = "auto") -> Published:
+def publish(
+    session: Session,
+    device_name: str,
+    *,
+    reason: str,
+    created_by: str | None = None,
+    allow_partial: bool = False,
+    allow_stale: bool = False,
+    out_dtype: str | None = None,
+    kernel: str = "auto",
+) -> Published:
     """Freeze a device's files as its next release (nothing new when they equal the latest).
 
     Args:
@@ -155,15 +226,25 @@ def publish(session: Session, device_name: str, *, reason: str, created_by: str 
             shape's reason, or says the device has nothing).
         tuner.files.device.MergeError: the winners cannot be merged.
     """
-    found = candidate(session, device_name, allow_partial=allow_partial,
-                      allow_stale=allow_stale, out_dtype=out_dtype, kernel=kernel)
+    found = candidate(
+        session,
+        device_name,
+        allow_partial=allow_partial,
+        allow_stale=allow_stale,
+        out_dtype=out_dtype,
+        kernel=kernel,
+    )
     if not found.files:
         skipped = found.read.explained().skipped
-        why = (f"; e.g. N={skipped[0].N}, K={skipped[0].K}: {skipped[0].reason}"
-               if skipped else "")
-        raise NothingToPublish(f"nothing to publish for {device_name}: no complete file"
-                               f"{why}")
+        why = f"; e.g. N={skipped[0].N}, K={skipped[0].K}: {skipped[0].reason}" if skipped else ""
+        raise NothingToPublish(f"nothing to publish for {device_name}: no complete file{why}")
     release, created = publish_release(
-        session, device_name=device_name, files=found.files, archives=found.archives,
-        summary=found.summary, created_by=created_by or who(), reason=reason)
+        session,
+        device_name=device_name,
+        files=found.files,
+        archives=found.archives,
+        summary=found.summary,
+        created_by=created_by or who(),
+        reason=reason,
+    )
     return Published(release, created, found)

@@ -25,8 +25,10 @@ VLLM_TRITON_PIN = "~=3.8.0"
 # `_POSSIBLE_FP8_BLOCK_KERNELS[CUDA]` of vLLM 0.33.0, as listed (before any reordering):
 # (class name, label). The class names are the wheel's (kernels/linear/scaled_mm/*.py).
 FP8_BLOCK_KERNELS: tuple[tuple[str, str], ...] = (
-    ("FlashInferFp8DeepGEMMDynamicBlockScaledKernel",
-     "FlashInfer DeepGEMM (FlashInfer below M = 32, DeepGEMM from 32)"),
+    (
+        "FlashInferFp8DeepGEMMDynamicBlockScaledKernel",
+        "FlashInfer DeepGEMM (FlashInfer below M = 32, DeepGEMM from 32)",
+    ),
     ("DeepGemmFp8BlockScaledMMKernel", "DeepGEMM"),
     ("CutlassFp8BlockScaledMMKernel", "CUTLASS"),
     ("B12xFp8BlockScaledMMKernel", "B12x"),
@@ -48,7 +50,10 @@ HUMMING_FIRST_CAPABILITIES = (90,)
 # vLLM 0.33.0, vllm/utils/deep_gemm.py `_DEEPGEMM_BLACKWELL_EXCLUDED_MODEL_TYPES`: model types
 # DeepGEMM is turned off for, per Blackwell family (compute capability // 10 * 10).
 DEEPGEMM_OFF_ON_BLACKWELL: dict[str, tuple[int, ...]] = {
-    "qwen3_5_text": (100, 120), "qwen3_5_moe_text": (100, 120), "kolibri1": (120,)}
+    "qwen3_5_text": (100, 120),
+    "qwen3_5_moe_text": (100, 120),
+    "kolibri1": (120,),
+}
 
 
 def block_kernel_order(capability: int | None) -> tuple[str, ...]:
@@ -61,8 +66,9 @@ def block_kernel_order(capability: int | None) -> tuple[str, ...]:
     return tuple(names)
 
 
-def deepgemm_refusal(capability: int, N: int, K: int, out_dtype: str,
-                     model_type: str | None) -> str:
+def deepgemm_refusal(
+    capability: int, N: int, K: int, out_dtype: str, model_type: str | None
+) -> str:
     """Why vLLM 0.33.0's DeepGEMM linear kernel cannot take a block-FP8 layer on a compute
     capability; "" when it can. Its checks (kernels/linear/scaled_mm/deep_gemm.py, utils/
     deep_gemm.py): a Hopper (90) or Blackwell (100, 120 families) GPU, bf16 output,
@@ -88,8 +94,9 @@ def deepgemm_refusal(capability: int, N: int, K: int, out_dtype: str,
     return ""
 
 
-def table_dense_kernel(capability: int, N: int, K: int, out_dtype: str,
-                       model_type: str | None) -> str | None:
+def table_dense_kernel(
+    capability: int, N: int, K: int, out_dtype: str, model_type: str | None
+) -> str | None:
     """The block-FP8 linear kernel class vLLM 0.33.0 selects by default for weight [N, K], as
     this table knows it without asking vLLM: Marlin on sm89; DeepGEMM on sm90 and Blackwell
     where `deepgemm_refusal` finds nothing, else CUTLASS (sm90, sm100 family). On sm90 a server
@@ -109,18 +116,40 @@ def table_dense_kernel(capability: int, N: int, K: int, out_dtype: str,
     if not deepgemm_refusal(capability, N, K, out_dtype, model_type):
         return DEEPGEMM
     return CUTLASS if capability == 90 or capability // 10 * 10 == 100 else None
+
+
 _LABELS = dict(FP8_BLOCK_KERNELS)
 # Every kernel ahead of Triton: what VLLM_DISABLED_KERNELS must name to reach it without the flag.
 AHEAD_OF_TRITON: tuple[str, ...] = tuple(
-    name for name, _ in FP8_BLOCK_KERNELS[: [n for n, _ in FP8_BLOCK_KERNELS].index(TRITON_KERNEL)])
+    name for name, _ in FP8_BLOCK_KERNELS[: [n for n, _ in FP8_BLOCK_KERNELS].index(TRITON_KERNEL)]
+)
 
 TRITON_FLAG = "--linear-backend triton"
 # vLLM 0.33.0's --linear-backend values (`LinearBackend` in vllm/config/kernel.py); vLLM
 # lower-cases a value and turns "-" into "_" before checking it (`_normalize_linear_backend`).
-LINEAR_BACKENDS = ("auto", "cutlass", "flashinfer_cutlass", "flashinfer_cutedsl",
-                   "flashinfer_trtllm", "flashinfer_cudnn", "flashinfer_b12x", "b12x", "marlin",
-                   "humming", "triton", "deep_gemm", "torch", "aiter", "machete", "fbgemm",
-                   "conch", "exllama", "emulation", "xpu", "xpu_woq")
+LINEAR_BACKENDS = (
+    "auto",
+    "cutlass",
+    "flashinfer_cutlass",
+    "flashinfer_cutedsl",
+    "flashinfer_trtllm",
+    "flashinfer_cudnn",
+    "flashinfer_b12x",
+    "b12x",
+    "marlin",
+    "humming",
+    "triton",
+    "deep_gemm",
+    "torch",
+    "aiter",
+    "machete",
+    "fbgemm",
+    "conch",
+    "exllama",
+    "emulation",
+    "xpu",
+    "xpu_woq",
+)
 
 
 def linear_backend_value(value: str) -> str:
@@ -132,12 +161,15 @@ def linear_backend_value(value: str) -> str:
     """
     normalized = value.strip().lower().replace("-", "_")
     if normalized not in LINEAR_BACKENDS:
-        raise ValueError(f"--linear-backend {value!r} is not one of vLLM 0.33.0's: "
-                         f"{', '.join(LINEAR_BACKENDS)}")
+        raise ValueError(
+            f"--linear-backend {value!r} is not one of vLLM 0.33.0's: {', '.join(LINEAR_BACKENDS)}"
+        )
     return normalized
+
+
 TRITON_WAYS = (
     f"`{TRITON_FLAG}`",
-    "`linear_backend_per_quant={\"fp8_block_w8a8\": \"triton\"}`",
+    '`linear_backend_per_quant={"fp8_block_w8a8": "triton"}`',
     "`VLLM_DISABLED_KERNELS` naming every kernel ahead of Triton",
 )
 BATCH_INVARIANT_NOTE = "VLLM_BATCH_INVARIANT=1 ignores the files"
@@ -166,18 +198,28 @@ class ArchBackend:
 # where FlashInfer's kernels are usable, else DeepGEMM, and CUTLASS where DeepGEMM cannot take
 # the layer (`deepgemm_refusal`); Blackwell runs DeepGEMM, else CUTLASS or B12x.
 ARCH_BACKENDS: tuple[ArchBackend, ...] = (
-    ArchBackend("sm89", "L20, L40S, RTX 4090", "Marlin (weight-only FP8, W8A16)",
-                "with Marlin disabled Humming runs, so disabling Marlin alone is not enough"),
-    ArchBackend("sm90", "H100, H200, H20",
-                "DeepGEMM (FlashInfer DeepGEMM where FlashInfer's kernels are installed or can "
-                "be built), or CUTLASS where DeepGEMM cannot run",
-                "DeepGEMM needs bf16 output, N % 64 == 0 and K % 128 == 0; FlashInfer DeepGEMM "
-                "runs FlashInfer below M = 32 and DeepGEMM from 32"),
-    ArchBackend("sm100/sm120", "B200, RTX 5090", "DeepGEMM, or CUTLASS or B12x where DeepGEMM "
-                "cannot run",
-                "DeepGEMM needs bf16 output, N % 64 == 0 and K % 128 == 0, and vLLM turns it "
-                "off for some model types (qwen3_5_text and qwen3_5_moe_text; kolibri1 on "
-                "sm120)"),
+    ArchBackend(
+        "sm89",
+        "L20, L40S, RTX 4090",
+        "Marlin (weight-only FP8, W8A16)",
+        "with Marlin disabled Humming runs, so disabling Marlin alone is not enough",
+    ),
+    ArchBackend(
+        "sm90",
+        "H100, H200, H20",
+        "DeepGEMM (FlashInfer DeepGEMM where FlashInfer's kernels are installed or can "
+        "be built), or CUTLASS where DeepGEMM cannot run",
+        "DeepGEMM needs bf16 output, N % 64 == 0 and K % 128 == 0; FlashInfer DeepGEMM "
+        "runs FlashInfer below M = 32 and DeepGEMM from 32",
+    ),
+    ArchBackend(
+        "sm100/sm120",
+        "B200, RTX 5090",
+        "DeepGEMM, or CUTLASS or B12x where DeepGEMM cannot run",
+        "DeepGEMM needs bf16 output, N % 64 == 0 and K % 128 == 0, and vLLM turns it "
+        "off for some model types (qwen3_5_text and qwen3_5_moe_text; kolibri1 on "
+        "sm120)",
+    ),
 )
 
 
@@ -209,16 +251,21 @@ def backend_lines(compute_capability: str | None = None) -> list[str]:
         One unwrapped line each (callers wrap them to their width).
     """
     mine = arch_of(compute_capability)
-    lines = [f"Which kernel vLLM {VLLM_VERSION} runs for block-FP8 linear layers (other "
-             "versions may differ):"]
+    lines = [
+        f"Which kernel vLLM {VLLM_VERSION} runs for block-FP8 linear layers (other "
+        "versions may differ):"
+    ]
     for arch in ARCH_BACKENDS:
         mark = " (this device)" if arch.arch == mine else ""
-        lines.append(f"- {arch.arch}{mark} ({arch.gpus}): by default {arch.default}; "
-                     f"{arch.note}.")
-    lines.append("- Triton, and so these files, runs by default on none of them; only with "
-                 f"{', or '.join(TRITON_WAYS)}; {BATCH_INVARIANT_NOTE}.")
-    lines.append("- Measure before switching: `tuner compare` times the tuned Triton kernel "
-                 "against the alternatives on your GPU.")
+        lines.append(f"- {arch.arch}{mark} ({arch.gpus}): by default {arch.default}; {arch.note}.")
+    lines.append(
+        "- Triton, and so these files, runs by default on none of them; only with "
+        f"{', or '.join(TRITON_WAYS)}; {BATCH_INVARIANT_NOTE}."
+    )
+    lines.append(
+        "- Measure before switching: `tuner compare` times the tuned Triton kernel "
+        "against the alternatives on your GPU."
+    )
     return lines
 
 
@@ -255,16 +302,22 @@ def kernel_verdict(kernels: tuple[str, ...], linear_backend: str | None) -> str 
     """
     if not kernels:
         if linear_backend == "triton":
-            return ("vLLM was started with linear_backend triton: it runs the Triton kernel "
-                    "and reads the tuned files.")
+            return (
+                "vLLM was started with linear_backend triton: it runs the Triton kernel "
+                "and reads the tuned files."
+            )
         return None
     labels = ", ".join(f"{_LABELS[k]} ({k})" for k in kernels)
     if kernels == (TRITON_KERNEL,):
-        return (f"vLLM selected {labels} for block-FP8 layers: the tuned files are read with "
-                "this server's settings.")
-    return (f"vLLM selected {labels} for block-FP8 layers: the tuned files are NOT read with "
-            f"this server's settings; {TRITON_FLAG} makes it run the Triton kernel that reads "
-            "them (measure first: tuner compare).")
+        return (
+            f"vLLM selected {labels} for block-FP8 layers: the tuned files are read with "
+            "this server's settings."
+        )
+    return (
+        f"vLLM selected {labels} for block-FP8 layers: the tuned files are NOT read with "
+        f"this server's settings; {TRITON_FLAG} makes it run the Triton kernel that reads "
+        "them (measure first: tuner compare)."
+    )
 
 
 # The form of the flag in a vLLM engine-args config or Python call (vLLM 0.33.0,
@@ -296,28 +349,40 @@ class DeviceAdvice:
     def lines(self) -> list[str]:
         """The advice as plain-text sentences (no markup), one unwrapped line each."""
         if self.device_name == _INTERPRETER:
-            return [f"{self.device_name} is Triton's CPU interpreter: its files carry CPU "
-                    "timings, for trying the tuner out; no vLLM server reads them."]
+            return [
+                f"{self.device_name} is Triton's CPU interpreter: its files carry CPU "
+                "timings, for trying the tuner out; no vLLM server reads them."
+            ]
         if self.arch is None:
-            lines = [f"{self.device_name}: architecture not known (no trial in the store names a "
-                     "compute capability, and the GPU is not in the table of known GPUs).",
-                     f"vLLM {VLLM_VERSION} runs the Triton kernel, and so reads these files, by "
-                     "default on no CUDA GPU."]
+            lines = [
+                f"{self.device_name}: architecture not known (no trial in the store names a "
+                "compute capability, and the GPU is not in the table of known GPUs).",
+                f"vLLM {VLLM_VERSION} runs the Triton kernel, and so reads these files, by "
+                "default on no CUDA GPU.",
+            ]
         elif self.default_kernel is None:
-            return [f"{self.device_name} is {self.arch} ({self.arch_source}): no FP8 dot "
-                    "(compute capability below 8.9), so the Triton block-FP8 kernel, and these "
-                    "files, cannot run there."]
+            return [
+                f"{self.device_name} is {self.arch} ({self.arch_source}): no FP8 dot "
+                "(compute capability below 8.9), so the Triton block-FP8 kernel, and these "
+                "files, cannot run there."
+            ]
         else:
-            lines = [f"{self.device_name} is {self.arch} ({self.arch_source}).",
-                     f"vLLM {VLLM_VERSION}'s default kernel for block-FP8 linear layers there is "
-                     f"{self.default_kernel}: these files are NOT read with default settings."]
-        lines.append(f"To have them read, start vLLM with {TRITON_FLAG} (or {PER_QUANT_FORM}); "
-                     f"{BATCH_INVARIANT_NOTE}. Measure first: tuner compare times the tuned "
-                     "Triton kernel against the default kernels on this GPU.")
+            lines = [
+                f"{self.device_name} is {self.arch} ({self.arch_source}).",
+                f"vLLM {VLLM_VERSION}'s default kernel for block-FP8 linear layers there is "
+                f"{self.default_kernel}: these files are NOT read with default settings.",
+            ]
+        lines.append(
+            f"To have them read, start vLLM with {TRITON_FLAG} (or {PER_QUANT_FORM}); "
+            f"{BATCH_INVARIANT_NOTE}. Measure first: tuner compare times the tuned "
+            "Triton kernel against the default kernels on this GPU."
+        )
         if self.arch == "sm90":
-            lines.append("Fused-MoE files (E=...) are read by default here: vLLM moves its "
-                         "Triton MoE kernel first on sm90 with 128x128 FP8 weights and "
-                         "ep_size 1.")
+            lines.append(
+                "Fused-MoE files (E=...) are read by default here: vLLM moves its "
+                "Triton MoE kernel first on sm90 with 128x128 FP8 weights and "
+                "ep_size 1."
+            )
         return lines
 
 
@@ -354,7 +419,8 @@ def device_advice(device_name: str, capabilities: Sequence[str] = ()) -> DeviceA
         return DeviceAdvice(device_name, None, "", None, needs_flag=True)
     arch = arch_of(capability)
     if arch is None:  # older than sm89: no FP8 dot
-        return DeviceAdvice(device_name, f"sm{capability.replace('.', '')}", source, None,
-                            needs_flag=False)
+        return DeviceAdvice(
+            device_name, f"sm{capability.replace('.', '')}", source, None, needs_flag=False
+        )
     default = next(a.default for a in ARCH_BACKENDS if a.arch == arch)
     return DeviceAdvice(device_name, arch, source, default, needs_flag=True)

@@ -20,8 +20,10 @@ INTERPRETER_ALIASES_SHOWN = "interpreter"
 # so a typo like "H2OO" matches no rule.
 _NVIDIA_MODEL_RE = re.compile(
     r"(?:GeForce_)?(?:(?:RTX|GTX|TITAN)_?)?(?:[A-Z]{1,3}\d{1,4}(?:S|G|X|Ti|e)?|\d{3,4}(?:Ti)?)"
-    r"(?:[_-][A-Za-z0-9]+)*")
+    r"(?:[_-][A-Za-z0-9]+)*"
+)
 GPU_NAME_EXAMPLES = "L20, H200, NVIDIA H200, nvidia_h200 or NVIDIA_H100_80GB_HBM3"
+
 
 def gpu_device_key(name: str) -> str:
     """vLLM's device key for a GPU named by a user, who need not have it at hand.
@@ -43,7 +45,7 @@ def gpu_device_key(name: str) -> str:
     key = vllm_device_name(name)
     if is_device_name(key) and key.startswith(("AMD_", "Intel(R)_")):
         return key
-    model = key[len("nvidia_"):] if key.lower().startswith("nvidia_") else key
+    model = key[len("nvidia_") :] if key.lower().startswith("nvidia_") else key
     for spelled in (model, model.upper()):
         if _NVIDIA_MODEL_RE.fullmatch(spelled) and is_device_name(f"NVIDIA_{spelled}"):
             return f"NVIDIA_{spelled}"
@@ -73,8 +75,6 @@ def resolve(device: str, known: Iterable[str]) -> list[str]:
     return sorted(name for name in set(known) if matches(device, name))
 
 
-
-
 def device_hint(device: str, known: Iterable[str] = ()) -> str:
     """A "did you mean" for a `--device` that names nothing: the closest of the known device
     names (vendor prefix dropped, as users type them) and the GPUs of `KNOWN_GPUS`.
@@ -88,8 +88,11 @@ def device_hint(device: str, known: Iterable[str] = ()) -> str:
     """
     from tuner.inputs.suggest import did_you_mean
 
-    names = {re.sub(r"^NVIDIA_", "", name, flags=re.IGNORECASE) for name in known
-             if name != INTERPRETER_DEVICE_NAME}
+    names = {
+        re.sub(r"^NVIDIA_", "", name, flags=re.IGNORECASE)
+        for name in known
+        if name != INTERPRETER_DEVICE_NAME
+    }
     names |= set(KNOWN_GPUS) | {INTERPRETER_ALIASES_SHOWN}
     typed = re.sub(r"^NVIDIA[_ ]", "", device.strip(), flags=re.IGNORECASE)
     if typed.lower() in {name.lower() for name in names}:
@@ -126,18 +129,26 @@ def store_device(device: str, known: Iterable[str]) -> str:
     known = sorted(set(known))
     names = resolve(device, known)
     if len(names) > 1:
-        raise ValueError(f"'{device}' names {len(names)} devices in the store: "
-                         f"{', '.join(names)}; give one of them")
+        raise ValueError(
+            f"'{device}' names {len(names)} devices in the store: "
+            f"{', '.join(names)}; give one of them"
+        )
     if not names:
-        raise ValueError(f"no device in the store matches '{device}'{device_hint(device, known)}; "
-                         f"known: {', '.join(known) or 'none'}; `tuner sweep --device {device}` "
-                         "on that GPU, or `tuner import` of its files, adds it")
+        raise ValueError(
+            f"no device in the store matches '{device}'{device_hint(device, known)}; "
+            f"known: {', '.join(known) or 'none'}; `tuner sweep --device {device}` "
+            "on that GPU, or `tuner import` of its files, adds it"
+        )
     return names[0]
 
 
-def resolve_device(device: str, find_gpus: Callable[[], Sequence[VisibleGpu]], *,
-                   need_device: bool = True,
-                   plan_only: bool = False) -> tuple[ResolvedDevice, str | None]:
+def resolve_device(
+    device: str,
+    find_gpus: Callable[[], Sequence[VisibleGpu]],
+    *,
+    need_device: bool = True,
+    plan_only: bool = False,
+) -> tuple[ResolvedDevice, str | None]:
     """A `--device` argument resolved once against the visible GPUs.
 
     The interpreter's aliases name `INTERPRETER_DEVICE_NAME`; a GPU model names the visible
@@ -162,14 +173,19 @@ def resolve_device(device: str, find_gpus: Callable[[], Sequence[VisibleGpu]], *
             that is no GPU model.
     """
     if is_interpreter(device):
-        return ResolvedDevice(INTERPRETER_DEVICE_NAME, INTERPRETER_DEVICE_NAME,
-                              interpreter=True, visible_ids=(None,)), None
+        return ResolvedDevice(
+            INTERPRETER_DEVICE_NAME, INTERPRETER_DEVICE_NAME, interpreter=True, visible_ids=(None,)
+        ), None
     gpus = find_gpus() if need_device or plan_only else []
     chosen = [gpu for gpu in gpus if matches(device, gpu.device_name)]
     if chosen:
         first = chosen[0]
-        return ResolvedDevice(first.device_name, first.gpu_name, first.compute_capability,
-                              visible_ids=tuple(gpu.visible_id for gpu in chosen)), None
+        return ResolvedDevice(
+            first.device_name,
+            first.gpu_name,
+            first.compute_capability,
+            visible_ids=tuple(gpu.visible_id for gpu in chosen),
+        ), None
     if not need_device:
         return ResolvedDevice(_typed_gpu_key(device)), None
     names = sorted({gpu.device_name for gpu in gpus})
@@ -177,10 +193,12 @@ def resolve_device(device: str, find_gpus: Callable[[], Sequence[VisibleGpu]], *
     visible = ", ".join(names) or "no CUDA GPU"
     if plan_only:
         key = _typed_gpu_key(device)
-        note = (f"note: no visible GPU matches --device {device} here{hint} (visible: "
-                f"{visible}): the sweep would stop with that error; this plan is for one "
-                f"{key}, one worker per matching GPU where it runs (or --no-run there for "
-                "`tuner worker`)")
+        note = (
+            f"note: no visible GPU matches --device {device} here{hint} (visible: "
+            f"{visible}): the sweep would stop with that error; this plan is for one "
+            f"{key}, one worker per matching GPU where it runs (or --no-run there for "
+            "`tuner worker`)"
+        )
         return ResolvedDevice(key, visible_ids=(None,)), note
     raise ValueError(f"no visible GPU matches --device {device}{hint}; visible: {visible}")
 
@@ -190,5 +208,7 @@ def _typed_gpu_key(device: str) -> str:
     try:
         return gpu_device_key(device)
     except ValueError:
-        raise ValueError(f"--device {device!r} is not a GPU model name such as L20 or "
-                         f"NVIDIA_H200{device_hint(device)}") from None
+        raise ValueError(
+            f"--device {device!r} is not a GPU model name such as L20 or "
+            f"NVIDIA_H200{device_hint(device)}"
+        ) from None

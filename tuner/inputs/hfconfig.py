@@ -122,8 +122,9 @@ def _divide(numerator: int, denominator: int, what: str, where: str) -> int:
     return numerator // denominator
 
 
-def derive_moe(config: Mapping, tp: int, block_shape: tuple[int, int], *,
-               where: str = "config.json") -> tuple[MoeShape, ...]:
+def derive_moe(
+    config: Mapping, tp: int, block_shape: tuple[int, int], *, where: str = "config.json"
+) -> tuple[MoeShape, ...]:
     """The routed experts' shape per rank (rule in the module doc), or () without an expert count.
 
     Args:
@@ -147,13 +148,16 @@ def derive_moe(config: Mapping, tp: int, block_shape: tuple[int, int], *,
     if top_k > experts:
         raise ValueError(f"{where}: num_experts_per_tok {top_k} is more than {key} {experts}")
     hidden = _size(config, "hidden_size", where)
-    n = _divide(_size(config, "moe_intermediate_size", where), tp,
-                "moe_intermediate_size over tp", where)
+    n = _divide(
+        _size(config, "moe_intermediate_size", where), tp, "moe_intermediate_size over tp", where
+    )
     group_n, group_k = block_shape
     if n % group_n or (tp > 1 and n % group_k):
         group = group_n if n % group_n else group_k
-        raise ValueError(f"{where}: at TP {tp} the experts have {n} intermediate rows per rank, "
-                         f"not a multiple of the block size {group}: vLLM refuses this checkpoint")
+        raise ValueError(
+            f"{where}: at TP {tp} the experts have {n} intermediate rows per rank, "
+            f"not a multiple of the block size {group}: vLLM refuses this checkpoint"
+        )
     return (MoeShape(E=experts, N=n, K=hidden, top_k=top_k),)
 
 
@@ -169,37 +173,49 @@ def _architecture(config: Mapping, where: str) -> tuple[str, bool]:
     KNOWN_ARCHITECTURES); another is accepted only with an expert count (MoE experts only).
     ValueError (one line) for a file that is no model's config or an unknown dense model."""
     architectures = config.get("architectures")
-    if architectures is None and not any(key in config for key in ("model_type",
-                                                                    "hidden_size")):
-        raise ValueError(f"{where}: not a model's config.json (no architectures, model_type or "
-                         "hidden_size): pass the config.json of a Hugging Face checkpoint")
-    name = (architectures[0] if isinstance(architectures, list) and len(architectures) == 1
-            else None)
+    if architectures is None and not any(key in config for key in ("model_type", "hidden_size")):
+        raise ValueError(
+            f"{where}: not a model's config.json (no architectures, model_type or "
+            "hidden_size): pass the config.json of a Hugging Face checkpoint"
+        )
+    name = architectures[0] if isinstance(architectures, list) and len(architectures) == 1 else None
     is_moe = any(config.get(k) is not None for k in EXPERT_COUNT_KEYS)
     # KNOWN_ARCHITECTURES holds names only: a known architecture is a str.
     if not (isinstance(name, str) and (name in KNOWN_ARCHITECTURES or is_moe)):
         names = ", ".join(KNOWN_ARCHITECTURES)
-        raise ValueError(f"{where}: architectures {architectures!r} is not one of {names}; "
-                         "other architectures are not derived, but for their MoE experts "
-                         "(shapes from a log still work)"[:400])
+        raise ValueError(
+            f"{where}: architectures {architectures!r} is not one of {names}; "
+            "other architectures are not derived, but for their MoE experts "
+            "(shapes from a log still work)"[:400]
+        )
     return name, name in KNOWN_ARCHITECTURES
 
 
-def _check_block_multiples(column: list[tuple[str, int]], row: list[tuple[str, int]], *,
-                           tp: int, block_shape: tuple[int, int], where: str) -> None:
+def _check_block_multiples(
+    column: list[tuple[str, int]],
+    row: list[tuple[str, int]],
+    *,
+    tp: int,
+    block_shape: tuple[int, int],
+    where: str,
+) -> None:
     """vLLM's validate_fp8_block_shape: each merged column-parallel part's rows per rank are a
     multiple of group_n, and (tp > 1) each row-parallel K per rank of group_k; ValueError
     (one line) otherwise."""
     group_n, group_k = block_shape
     for what, size in column:
         if size % group_n:
-            raise ValueError(f"{where}: at TP {tp} the {what} has {size} rows per rank, not a "
-                             f"multiple of group_n {group_n}: vLLM refuses this checkpoint")
+            raise ValueError(
+                f"{where}: at TP {tp} the {what} has {size} rows per rank, not a "
+                f"multiple of group_n {group_n}: vLLM refuses this checkpoint"
+            )
     if tp > 1:
         for what, size in row:
             if size % group_k:
-                raise ValueError(f"{where}: at TP {tp} {what} has K = {size} per rank, not a "
-                                 f"multiple of group_k {group_k}: vLLM refuses this checkpoint")
+                raise ValueError(
+                    f"{where}: at TP {tp} {what} has K = {size} per rank, not a "
+                    f"multiple of group_k {group_k}: vLLM refuses this checkpoint"
+                )
 
 
 def derive_shapes(config: Mapping, tp: int, *, where: str = "config.json") -> DerivedShapes:
@@ -230,20 +246,29 @@ def derive_shapes(config: Mapping, tp: int, *, where: str = "config.json") -> De
         layers, block_shape = _dense_layers(config, tp, architecture, where)
     else:  # MoE experts only
         block_shape = block_shape_of(config, where)
-    return DerivedShapes(architecture=architecture, tp=tp, block_shape=block_shape,
-                         layers=layers, model=_model_name(config),
-                         moe=derive_moe(config, tp, block_shape, where=where),
-                         model_type=model_type_of(config))
+    return DerivedShapes(
+        architecture=architecture,
+        tp=tp,
+        block_shape=block_shape,
+        layers=layers,
+        model=_model_name(config),
+        moe=derive_moe(config, tp, block_shape, where=where),
+        model_type=model_type_of(config),
+    )
 
 
-def _dense_layers(config: Mapping, tp: int, architecture: str, where: str
-                  ) -> tuple[tuple[LayerShape, ...], tuple[int, int]]:
+def _dense_layers(
+    config: Mapping, tp: int, architecture: str, where: str
+) -> tuple[tuple[LayerShape, ...], tuple[int, int]]:
     """The dense layers per rank of a known architecture (module doc), checked against the
     block_shape as vLLM checks them; and the block_shape."""
     hidden = _size(config, "hidden_size", where)
     heads = _size(config, "num_attention_heads", where)
-    kv = _size(config, "num_key_value_heads", where) if config.get(
-        "num_key_value_heads") is not None else heads
+    kv = (
+        _size(config, "num_key_value_heads", where)
+        if config.get("num_key_value_heads") is not None
+        else heads
+    )
     dense_mlp = _dense_mlp(config, architecture)
     intermediate = _size(config, "intermediate_size", where) if dense_mlp else 0
     head_dim = _head_dim(config, hidden, heads, where)
@@ -261,8 +286,14 @@ def _dense_layers(config: Mapping, tp: int, architecture: str, where: str
     layers = (
         LayerShape("qkv_proj", q_size + 2 * kv_size, hidden),
         LayerShape("o_proj", hidden, q_size),
-    ) + ((LayerShape("gate_up_proj", 2 * inter_per_rank, hidden),
-          LayerShape("down_proj", hidden, inter_per_rank)) if dense_mlp else ())
+    ) + (
+        (
+            LayerShape("gate_up_proj", 2 * inter_per_rank, hidden),
+            LayerShape("down_proj", hidden, inter_per_rank),
+        )
+        if dense_mlp
+        else ()
+    )
     return layers, block_shape
 
 

@@ -39,10 +39,12 @@ def log_shapes(scan: LogScan, tp: int | None) -> LogShapes:
     """The shapes of `scan` (`tuner.inputs.logs.read_log`), at `tp` or else the log's TP."""
     shapes, experts = scan.shapes(), scan.experts()
     return LogShapes(
-        tp=tp if tp is not None else scan.tp, pairs=[(n, k) for n, k, _ in shapes],
+        tp=tp if tp is not None else scan.tp,
+        pairs=[(n, k) for n, k, _ in shapes],
         experts=experts,
         block_shapes=sorted({b for _, _, b in shapes} | {b for _, _, b in experts}),
-        engines=sorted({m.engine for files in scan.files.values() for m in files}))
+        engines=sorted({m.engine for files in scan.files.values() for m in files}),
+    )
 
 
 def save_problem(found: LogShapes, save: str) -> str | None:
@@ -52,9 +54,11 @@ def save_problem(found: LogShapes, save: str) -> str | None:
     if len(found.block_shapes) != 1:
         return "the log has shapes of several block_shapes; a shapes entry has one"
     if not found.pairs:
-        return ("the log names the MoE experts' E and N but not their K (hidden size) or "
-                f"top_k: save them with `tuner shapes from-config config.json --tp {found.tp} "
-                f"--save {save}`")
+        return (
+            "the log names the MoE experts' E and N but not their K (hidden size) or "
+            f"top_k: save them with `tuner shapes from-config config.json --tp {found.tp} "
+            f"--save {save}`"
+        )
     return None
 
 
@@ -72,18 +76,25 @@ class NextStep:
 def _moe_step(found: LogShapes) -> NextStep:
     """The MoE experts' lines; a next step when a known model covers them and no dense shapes
     are left, else only lines (`model` None)."""
-    covering = (find_covering([], found.block_shapes[0], found.tp,
-                              [(e, n) for e, n, _ in found.experts])
-                if len(found.block_shapes) == 1 else [])
+    covering = (
+        find_covering([], found.block_shapes[0], found.tp, [(e, n) for e, n, _ in found.experts])
+        if len(found.block_shapes) == 1
+        else []
+    )
     if covering:
         model, size = covering[0]
         if not found.pairs:
-            return NextStep((f"these are MoE experts of model '{model}' TP {size}; next:",),
-                            model, size)
+            return NextStep(
+                (f"these are MoE experts of model '{model}' TP {size}; next:",), model, size
+            )
         return NextStep((f"the MoE experts are those of model '{model}' TP {size}",))
-    return NextStep(("no known model lists these MoE experts; derive them (E, N, K, top_k) with: "
-                     f"tuner shapes from-config config.json --tp {found.tp or '<TP>'} "
-                     "--save NAME",))
+    return NextStep(
+        (
+            "no known model lists these MoE experts; derive them (E, N, K, top_k) with: "
+            f"tuner shapes from-config config.json --tp {found.tp or '<TP>'} "
+            "--save NAME",
+        )
+    )
 
 
 def next_step(scan: LogScan, found: LogShapes, log: Path) -> NextStep:
@@ -101,15 +112,30 @@ def next_step(scan: LogScan, found: LogShapes, log: Path) -> NextStep:
         if moe.model is not None or not found.pairs:
             return moe
         lines = moe.lines
-    covering = find_covering(found.pairs, found.block_shapes[0], found.tp) if len(
-        found.block_shapes) == 1 else []
+    covering = (
+        find_covering(found.pairs, found.block_shapes[0], found.tp)
+        if len(found.block_shapes) == 1
+        else []
+    )
     if covering:
         model, size = covering[0]
-        return NextStep((*lines, f"these are shapes of model '{model}' TP {size}; next:"),
-                        model, size, found.sglang)
+        return NextStep(
+            (*lines, f"these are shapes of model '{model}' TP {size}; next:"),
+            model,
+            size,
+            found.sglang,
+        )
     # A name `--save` accepts: not a packaged model's, nor one saved before (whose shapes
     # differ, or find_covering would have named it).
     name = free_model_key(suggest_model_key(scan.model or log.stem))
     tp_flag = "" if found.tp is not None and found.tp == scan.tp else f" --tp {found.tp or '<TP>'}"
-    return NextStep((*lines, f"save them first (tuner shapes from-log {shlex.quote(str(log))} "
-                     f"--save {name}{tp_flag}), then:"), name, found.tp, found.sglang)
+    return NextStep(
+        (
+            *lines,
+            f"save them first (tuner shapes from-log {shlex.quote(str(log))} "
+            f"--save {name}{tp_flag}), then:",
+        ),
+        name,
+        found.tp,
+        found.sglang,
+    )

@@ -148,9 +148,13 @@ class LogScan:
             family: the family's name.
             device_name: only files of this device; None for all.
         """
-        return list(dict.fromkeys(
-            m.shape for m in self.files.get(family, ())
-            if device_name is None or m.device_name == device_name))
+        return list(
+            dict.fromkeys(
+                m.shape
+                for m in self.files.get(family, ())
+                if device_name is None or m.device_name == device_name
+            )
+        )
 
     # The per-family views `tuner.cli.shapes` and `tuner.inputs.lognext` read.
     @property
@@ -201,8 +205,9 @@ def _file_re(pattern: str) -> re.Pattern[str]:
 
 def _logged() -> list[tuple[KernelFamily, VllmLogLine]]:
     """The registered families whose missing files a log names, in registry order."""
-    return [(family, family.log_line) for family in FAMILIES.values()
-            if family.log_line is not None]
+    return [
+        (family, family.log_line) for family in FAMILIES.values() if family.log_line is not None
+    ]
 
 
 @dataclass
@@ -255,9 +260,16 @@ class _Missing:
                 self.other.setdefault(name[:200], None)
             return False
         path = hit["rest"][: name_match.end("name")].strip().strip("'\"[")
-        self.found.setdefault((device_name, shape, path), MissingConfig(
-            family=family.name, engine=log_line.engine or _engine_of(path, name), path=path,
-            device_name=device_name, shape=shape))
+        self.found.setdefault(
+            (device_name, shape, path),
+            MissingConfig(
+                family=family.name,
+                engine=log_line.engine or _engine_of(path, name),
+                path=path,
+                device_name=device_name,
+                shape=shape,
+            ),
+        )
         return True
 
 
@@ -286,9 +298,14 @@ def scan_lines(lines: Iterable[str]) -> LogScan:
             warnings += 1
     return LogScan(
         files={name: tuple(m.found.values()) for name, m in missing.items()},
-        warnings=warnings, tp=_one(start_up.tps), model=_one(start_up.models), lines=count,
-        linear_kernels=tuple(start_up.kernels), linear_backend=_one(start_up.backends),
-        out_of_scope={name: tuple(m.other) for name, m in missing.items()})
+        warnings=warnings,
+        tp=_one(start_up.tps),
+        model=_one(start_up.models),
+        lines=count,
+        linear_kernels=tuple(start_up.kernels),
+        linear_backend=_one(start_up.backends),
+        out_of_scope={name: tuple(m.other) for name, m in missing.items()},
+    )
 
 
 def _open_lines(path: Path) -> Iterable[str]:

@@ -51,7 +51,9 @@ def free_model_key(base: str) -> str:
 
 
 def find_covering(
-    shapes: Sequence[tuple[int, int]], block_shape: tuple[int, int], tp: int | None,
+    shapes: Sequence[tuple[int, int]],
+    block_shape: tuple[int, int],
+    tp: int | None,
     experts: Sequence[tuple[int, int]] = (),
 ) -> list[tuple[str, int]]:
     """Known (model, TP) entries whose shapes include all of `shapes` and whose MoE shapes
@@ -82,7 +84,6 @@ def find_covering(
         for size, (_, groups) in doc.entries.items():
             listed = {layers.file_key(s) for s in groups.get(layers.name, ())}
             listed_experts = {experts_of.file_key(s) for s in groups.get(experts_of.name, ())}
-            if ((tp is None or size == tp) and wanted <= listed
-                    and wanted_experts <= listed_experts):
+            if (tp is None or size == tp) and wanted <= listed and wanted_experts <= listed_experts:
                 found.append((name, size))
     return sorted(found)

@@ -33,11 +33,17 @@ class NotBlockFp8Error(ValueError):
 
 
 def _two_ints(value: object, what: str, where: str) -> tuple[int, int]:
-    if (not isinstance(value, list) or len(value) != 2
-            or any(isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= _BLOCK_LIMIT
-                   for v in value)):
-        raise ValueError(f"{where}: {what} must be two integers in 1..{_BLOCK_LIMIT}, "
-                         f"got {value!r}"[:200])
+    if (
+        not isinstance(value, list)
+        or len(value) != 2
+        or any(
+            isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= _BLOCK_LIMIT
+            for v in value
+        )
+    ):
+        raise ValueError(
+            f"{where}: {what} must be two integers in 1..{_BLOCK_LIMIT}, got {value!r}"[:200]
+        )
     return value[0], value[1]
 
 
@@ -46,13 +52,15 @@ def _fp8_method(quant: Mapping, where: str) -> tuple[int, int]:
     if block is None:
         raise NotBlockFp8Error(
             f"{where}: quant_method 'fp8' without weight_block_size is per-tensor FP8: vLLM runs "
-            "no block-FP8 GEMM for it, so there is nothing to tune")
+            "no block-FP8 GEMM for it, so there is nothing to tune"
+        )
     shape = _two_ints(block, "quantization_config.weight_block_size", where)
     scheme = quant.get("activation_scheme", "dynamic")
     if scheme != "dynamic":
         raise NotBlockFp8Error(
             f"{where}: activation_scheme {scheme!r:.30} with weight_block_size: vLLM refuses "
-            "block-wise FP8 without dynamic activations")
+            "block-wise FP8 without dynamic activations"
+        )
     return shape
 
 
@@ -70,25 +78,35 @@ def _compressed_tensors(quant: Mapping, where: str) -> tuple[int, int]:
         if weights.get("type") != "float" or weights.get("num_bits") != 8:
             raise NotBlockFp8Error(
                 f"{where}: {label} weights are {weights.get('type')!r:.12} with "
-                f"{weights.get('num_bits')!r:.6} bits, not FP8: vLLM runs no block-FP8 GEMM")
+                f"{weights.get('num_bits')!r:.6} bits, not FP8: vLLM runs no block-FP8 GEMM"
+            )
         if strategy != "block":
-            kinds = {"group": "per-group (1 x group_size)", "tensor": "per-tensor",
-                     "channel": "per-channel"}
-            kind = ((kinds.get(strategy) if isinstance(strategy, str) else None)
-                    or f"strategy {strategy!r:.20}")
+            kinds = {
+                "group": "per-group (1 x group_size)",
+                "tensor": "per-tensor",
+                "channel": "per-channel",
+            }
+            kind = (
+                kinds.get(strategy) if isinstance(strategy, str) else None
+            ) or f"strategy {strategy!r:.20}"
             raise NotBlockFp8Error(
                 f"{where}: {label} weights are FP8 {kind}, not 128x128 blocks: vLLM runs no "
-                "block-FP8 GEMM for them, so there is nothing to tune")
+                "block-FP8 GEMM for them, so there is nothing to tune"
+            )
         activations = group.get("input_activations")
         if not isinstance(activations, Mapping) or activations.get("dynamic") is not True:
             raise NotBlockFp8Error(
                 f"{where}: {label} block FP8 weights without dynamic input_activations: vLLM "
-                "runs block FP8 only with dynamic activation groups")
-        shapes.add(_two_ints(weights.get("block_structure"),
-                             f"{label}.weights.block_structure", where))
+                "runs block FP8 only with dynamic activation groups"
+            )
+        shapes.add(
+            _two_ints(weights.get("block_structure"), f"{label}.weights.block_structure", where)
+        )
     if len(shapes) != 1:
-        raise ValueError(f"{where}: config_groups have several block_structures "
-                         f"{sorted(shapes)}; a shapes entry has one")
+        raise ValueError(
+            f"{where}: config_groups have several block_structures "
+            f"{sorted(shapes)}; a shapes entry has one"
+        )
     return shapes.pop()
 
 
@@ -112,7 +130,8 @@ def block_shape_of(config: Mapping, where: str) -> tuple[int, int]:
     if quant is None:
         raise NotBlockFp8Error(
             f"{where}: no quantization_config: an unquantized (BF16/FP16) checkpoint; vLLM runs "
-            "no block-FP8 GEMM for it, so there is nothing to tune")
+            "no block-FP8 GEMM for it, so there is nothing to tune"
+        )
     if not isinstance(quant, Mapping):
         raise ValueError(f"{where}: quantization_config must be an object")
     method = quant.get("quant_method")
@@ -124,4 +143,5 @@ def block_shape_of(config: Mapping, where: str) -> tuple[int, int]:
         raise ValueError(f"{where}: quantization_config has no quant_method")
     raise NotBlockFp8Error(
         f"{where}: quant_method {method!r:.40} is not block FP8 (only 'fp8' with "
-        "weight_block_size and 'compressed-tensors' with block weights are)")
+        "weight_block_size and 'compressed-tensors' with block weights are)"
+    )

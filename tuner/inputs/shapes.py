@@ -79,8 +79,10 @@ class ModelShapes:
     @property
     def moe(self) -> tuple[tuple[int, int, int, int], ...]:
         """The fused-MoE family's rows (E, N, K, top_k), for `tuner.compare.vllm_select`."""
-        return tuple((shape.param("E"), shape.N, shape.K, shape.param("top_k"))
-                     for shape in self.of(MOE.name))
+        return tuple(
+            (shape.param("E"), shape.N, shape.K, shape.param("top_k"))
+            for shape in self.of(MOE.name)
+        )
 
     def family_label(self, family: str) -> str:
         """The model, TP and one family's shapes in one phrase, e.g. "tiny-moe TP 1: E=4 N=64"
@@ -157,25 +159,33 @@ def _parse(data: dict, label: str, key: str) -> _ShapesDoc:
     """Check a parsed shapes document strictly; errors name `label`."""
     unknown = [k for k in data if k not in _TOP_KEYS]
     if unknown:
-        raise ShapesFileError(f"{label}: unknown key(s) {', '.join(map(repr, unknown))}; "
-                              f"allowed: {', '.join(_TOP_KEYS)}")
+        raise ShapesFileError(
+            f"{label}: unknown key(s) {', '.join(map(repr, unknown))}; "
+            f"allowed: {', '.join(_TOP_KEYS)}"
+        )
     model = data.get("model")
     if model != key:
-        raise ShapesFileError(f"{label}: model = {model!r:.70} differs from the file name "
-                              f"({key}.toml)")
+        raise ShapesFileError(
+            f"{label}: model = {model!r:.70} differs from the file name ({key}.toml)"
+        )
     description = data.get("description", "")
     if not isinstance(description, str):
         raise ShapesFileError(f"{label}: description must be a string")
     model_type = data.get("model_type")
-    if model_type is not None and (not isinstance(model_type, str)
-                                   or not MODEL_TYPE_RE.fullmatch(model_type)):
-        raise ShapesFileError(f"{label}: model_type = {model_type!r:.70} is not a Hugging Face "
-                              "model type such as \"deepseek_v3\"")
+    if model_type is not None and (
+        not isinstance(model_type, str) or not MODEL_TYPE_RE.fullmatch(model_type)
+    ):
+        raise ShapesFileError(
+            f"{label}: model_type = {model_type!r:.70} is not a Hugging Face "
+            'model type such as "deepseek_v3"'
+        )
     block = data.get("block_shape")
     if not isinstance(block, list) or len(block) != 2:
         raise ShapesFileError(f"{label}: block_shape = {block!r:.40} is not [group_n, group_k]")
-    block_shape = (_positive(block[0], f"{label}: group_n", MAX_GROUP),
-                   _positive(block[1], f"{label}: group_k", MAX_GROUP))
+    block_shape = (
+        _positive(block[0], f"{label}: group_n", MAX_GROUP),
+        _positive(block[1], f"{label}: group_k", MAX_GROUP),
+    )
     tables = data.get("tp")
     if not isinstance(tables, dict) or not tables:
         raise ShapesFileError(f"{label}: needs at least one [tp.<size>] table")
@@ -190,8 +200,10 @@ def _parse(data: dict, label: str, key: str) -> _ShapesDoc:
             raise ShapesFileError(f"{where}: expected a table with source and shapes")
         extra = [k for k in table if k not in tp_keys]
         if extra:
-            raise ShapesFileError(f"{where}: unknown key(s) {', '.join(map(repr, extra))}; "
-                                  f"allowed: {', '.join(tp_keys)}")
+            raise ShapesFileError(
+                f"{where}: unknown key(s) {', '.join(map(repr, extra))}; "
+                f"allowed: {', '.join(tp_keys)}"
+            )
         source = table.get("source")
         if not isinstance(source, str) or not source.strip():
             raise ShapesFileError(f"{where}: source must be a non-empty string")
@@ -199,23 +211,28 @@ def _parse(data: dict, label: str, key: str) -> _ShapesDoc:
     return _ShapesDoc(model, description, block_shape, entries, model_type)
 
 
-def _parse_groups(table: dict, where: str, block_shape: tuple[int, int],
-                  keyed: Mapping[str, KernelFamily]) -> dict[str, tuple[Shape, ...]]:
+def _parse_groups(
+    table: dict, where: str, block_shape: tuple[int, int], keyed: Mapping[str, KernelFamily]
+) -> dict[str, tuple[Shape, ...]]:
     """Family name -> shapes of one TP table, each family parsing its own key; at least one
     family must list some."""
     groups: dict[str, tuple[Shape, ...]] = {}
     for key, family in keyed.items():
         try:
-            shapes = family.parse_shapes(table.get(key, []), where,  # type: ignore[misc]
-                                         block_shape)
+            shapes = family.parse_shapes(
+                table.get(key, []),
+                where,  # type: ignore[misc]
+                block_shape,
+            )
         except ValueError as exc:
             raise ShapesFileError(str(exc)) from None
         if shapes:
             groups[family.name] = shapes
     if not groups:
         default = get_family(DEFAULT_FAMILY)
-        raise ShapesFileError(f"{where}: {default.shapes_key} must be a non-empty list of "
-                              f"{default.shapes_row}")
+        raise ShapesFileError(
+            f"{where}: {default.shapes_key} must be a non-empty list of {default.shapes_row}"
+        )
     return groups
 
 
@@ -236,8 +253,9 @@ def _read(model: str) -> _ShapesDoc:
     path = user_shapes_dir() / f"{model}.toml"
     if not MODEL_KEY_RE.fullmatch(model) or not path.is_file():
         known = known_models()
-        raise UnknownModelError(f"unknown model '{model}'{did_you_mean(model, known)}; known: "
-                                f"{', '.join(known)}")
+        raise UnknownModelError(
+            f"unknown model '{model}'{did_you_mean(model, known)}; known: {', '.join(known)}"
+        )
     try:
         text = path.read_bytes().decode("utf-8")
     except OSError as exc:
@@ -275,18 +293,22 @@ def load_shapes(model: str, tp: int | None = None) -> ModelShapes:
     sizes = sorted(doc.entries)
     if tp is None:
         if len(sizes) != 1:
-            raise UnknownModelError(
-                f"model '{model}' lists TP sizes {sizes}; choose one with --tp"
-            )
+            raise UnknownModelError(f"model '{model}' lists TP sizes {sizes}; choose one with --tp")
         tp = sizes[0]
     if tp not in doc.entries:
         raise UnknownModelError(
             f"model '{model}' has no shapes for TP {tp}; listed: {', '.join(map(str, sizes))}"
         )
     source, groups = doc.entries[tp]
-    return ModelShapes(model=doc.model, description=doc.description, tp=tp,
-                       block_shape=doc.block_shape, source=source, groups=groups,
-                       model_type=doc.model_type)
+    return ModelShapes(
+        model=doc.model,
+        description=doc.description,
+        tp=tp,
+        block_shape=doc.block_shape,
+        source=source,
+        groups=groups,
+        model_type=doc.model_type,
+    )
 
 
 def _toml_string(text: str) -> str:
@@ -295,7 +317,9 @@ def _toml_string(text: str) -> str:
 
 
 def render_shapes_file(
-    model: str, description: str, block_shape: tuple[int, int],
+    model: str,
+    description: str,
+    block_shape: tuple[int, int],
     entries: Mapping[int, tuple[str, Mapping[str, Sequence[Shape]]]],
     model_type: str | None = None,
 ) -> str:
@@ -333,15 +357,26 @@ def render_shapes_file(
         for family in FAMILIES.values():
             shapes = groups.get(family.name, ())
             if shapes and family.shape_row is not None:
-                lines += [f"{family.shapes_key} = [",
-                          *(f"    [{', '.join(str(int(v)) for v in family.shape_row(shape))}],"
-                            for shape in shapes), "]"]
+                lines += [
+                    f"{family.shapes_key} = [",
+                    *(
+                        f"    [{', '.join(str(int(v)) for v in family.shape_row(shape))}],"
+                        for shape in shapes
+                    ),
+                    "]",
+                ]
     return "\n".join(lines) + "\n"
 
 
 def save_shapes(
-    model: str, *, tp: int, groups: Mapping[str, Sequence[Shape]], block_shape: tuple[int, int],
-    source: str, description: str = "", model_type: str | None = None,
+    model: str,
+    *,
+    tp: int,
+    groups: Mapping[str, Sequence[Shape]],
+    block_shape: tuple[int, int],
+    source: str,
+    description: str = "",
+    model_type: str | None = None,
 ) -> Path:
     """Write (or add a TP size to) a shapes file in `user_shapes_dir()`.
 
@@ -367,8 +402,10 @@ def save_shapes(
             file that is malformed (ShapesFileError).
     """
     if not MODEL_KEY_RE.fullmatch(model):
-        raise ValueError(f"--save: {model!r} is not a model key (lower case letters, digits, "
-                         "'.', '_', '-'; at most 64)")
+        raise ValueError(
+            f"--save: {model!r} is not a model key (lower case letters, digits, "
+            "'.', '_', '-'; at most 64)"
+        )
     if model in _packaged_names():
         raise ValueError(f"--save: '{model}' is a packaged model; choose another name")
     unique = {name: tuple(dict.fromkeys(shapes)) for name, shapes in groups.items()}
@@ -378,8 +415,10 @@ def save_shapes(
     if path.is_file():
         existing = _read(model)
         if existing.block_shape != tuple(block_shape):
-            raise ValueError(f"{path}: has block_shape {list(existing.block_shape)}, the new "
-                             f"shapes {list(block_shape)}; save them under another name")
+            raise ValueError(
+                f"{path}: has block_shape {list(existing.block_shape)}, the new "
+                f"shapes {list(block_shape)}; save them under another name"
+            )
         entries.update(existing.entries)
         description = description or existing.description
         model_type = model_type or existing.model_type

@@ -23,9 +23,14 @@ class KernelConfig:
     def as_dict(self) -> dict[str, int]:
         """The config as vLLM's dict, keys in vLLM's order."""
         # Not dataclasses.asdict: its deep copy cost 80 us a call, in every search step.
-        return {"BLOCK_SIZE_M": self.BLOCK_SIZE_M, "BLOCK_SIZE_N": self.BLOCK_SIZE_N,
-                "BLOCK_SIZE_K": self.BLOCK_SIZE_K, "GROUP_SIZE_M": self.GROUP_SIZE_M,
-                "num_warps": self.num_warps, "num_stages": self.num_stages}
+        return {
+            "BLOCK_SIZE_M": self.BLOCK_SIZE_M,
+            "BLOCK_SIZE_N": self.BLOCK_SIZE_N,
+            "BLOCK_SIZE_K": self.BLOCK_SIZE_K,
+            "GROUP_SIZE_M": self.GROUP_SIZE_M,
+            "num_warps": self.num_warps,
+            "num_stages": self.num_stages,
+        }
 
     @classmethod
     def from_dict(cls, values: Mapping[str, object]) -> KernelConfig:

@@ -75,8 +75,9 @@ class Shape:
         return dict(self.params)[name]
 
     @classmethod
-    def from_store(cls, N: int, K: int, block_shape: tuple[int, int] | list[int],
-                   params_text: str = "") -> Shape:
+    def from_store(
+        cls, N: int, K: int, block_shape: tuple[int, int] | list[int], params_text: str = ""
+    ) -> Shape:
         """The shape of a stored task (`params_text` as `params_text` writes it).
 
         Raises:
@@ -143,9 +144,10 @@ class FamilyShape:
         Raises:
             ValueError: `shape_params` is not `name=value` pairs.
         """
-        return cls(getattr(row, "family", _ROW_DEFAULT_FAMILY),
-                   Shape.from_store(row.N, row.K, row.block_shape,
-                                    getattr(row, "shape_params", "")))
+        return cls(
+            getattr(row, "family", _ROW_DEFAULT_FAMILY),
+            Shape.from_store(row.N, row.K, row.block_shape, getattr(row, "shape_params", "")),
+        )
 
     def store_fields(self) -> dict[str, str]:
         """The store's `family` and `shape_params` columns of this key (`store_columns`)."""
@@ -267,8 +269,9 @@ class Workload(Protocol):
         launch does."""
         ...
 
-    def launch(self, config: KernelConfig, weights: tuple[Any, ...], *, out: Any,
-               out_dtype: Any) -> Any:
+    def launch(
+        self, config: KernelConfig, weights: tuple[Any, ...], *, out: Any, out_dtype: Any
+    ) -> Any:
         """Run the kernel once with `config`, reading `weights` (one copy of `weights()`),
         writing `out` (a new tensor when None) in `out_dtype`; returns the output."""
         ...
@@ -397,6 +400,7 @@ class KernelFamily:
         if self.brief_shape is not None:
             return self.brief_shape(shape)
         return f"N={shape.N} K={shape.K}"
+
     # Doctor, selection, verify and import (tuner.compare.doctor, tuner.compare.vllm_select).
     serving: VllmServing | None = None
     # vLLM log lines (tuner.inputs.logs)
@@ -433,8 +437,15 @@ class KernelFamily:
         name = resolve_kernel(choice)
         if name == BUILTIN:
             path = self.module_path(self.kernel_module)
-            return KernelSource(self.name, BUILTIN, "", source_hash(path, self.kernel_function),
-                                path, self.kernel_function, self.workload)
+            return KernelSource(
+                self.name,
+                BUILTIN,
+                "",
+                source_hash(path, self.kernel_function),
+                path,
+                self.kernel_function,
+                self.workload,
+            )
         if self.vllm is None:
             raise ValueError(f"kernel family {self.name} has no vLLM kernel: use --kernel builtin")
         try:
@@ -442,8 +453,15 @@ class KernelFamily:
             digest = source_hash(path, self.vllm.function)
         except (LookupError, OSError) as exc:
             raise ValueError(f"--kernel vllm for {self.name}: {exc}") from None
-        return KernelSource(self.name, name, vllm_version() or "", digest, path,
-                            self.vllm.function, self.vllm.workload)
+        return KernelSource(
+            self.name,
+            name,
+            vllm_version() or "",
+            digest,
+            path,
+            self.vllm.function,
+            self.vllm.workload,
+        )
 
     def module_path(self, module: str) -> Path:
         """The source file of one of the family's modules, found without importing it.
@@ -455,4 +473,3 @@ class KernelFamily:
         if spec is None or spec.origin is None:
             raise LookupError(f"module {module} of kernel family {self.name} not found")
         return Path(spec.origin)
-

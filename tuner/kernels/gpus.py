@@ -14,8 +14,14 @@ import re
 # block): 101,376 B on sm89, 232,448 B on sm90, 166,912 B on sm80 (mirage-project/mirage PR
 # 412 measured sharedMemPerBlockOptin on L4, L40S, A100, H100 and H200 to the same figures).
 KNOWN_GPUS: dict[str, int] = {
-    "L4": 89, "L20": 89, "L40": 89, "L40S": 89, "RTX_4090": 89,
-    "H100": 90, "H200": 90, "H20": 90,
+    "L4": 89,
+    "L20": 89,
+    "L40": 89,
+    "L40S": 89,
+    "RTX_4090": 89,
+    "H100": 90,
+    "H200": 90,
+    "H20": 90,
     "A100": 80,
 }
 

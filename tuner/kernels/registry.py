@@ -48,8 +48,11 @@ def family_of_file(name: str) -> KernelFamily:
             errors[family.name] = exc
             continue
         return family
-    started = [family.name for family in FAMILIES.values()
-               if family.file_name_start and name.startswith(family.file_name_start)]
+    started = [
+        family.name
+        for family in FAMILIES.values()
+        if family.file_name_start and name.startswith(family.file_name_start)
+    ]
     raise errors[started[0] if started else DEFAULT_FAMILY]
 
 

@@ -30,8 +30,15 @@ def positive(value: object, where: str, limit: int) -> int:
     return value
 
 
-def int_rows(rows: object, where: str, *, names: Sequence[str], not_a_list: str,
-             row_label: str, value_label: str = "") -> list[tuple[int, ...]]:
+def int_rows(
+    rows: object,
+    where: str,
+    *,
+    names: Sequence[str],
+    not_a_list: str,
+    row_label: str,
+    value_label: str = "",
+) -> list[tuple[int, ...]]:
     """Check a list of rows of positive integers, one per name.
 
     Args:
@@ -56,6 +63,10 @@ def int_rows(rows: object, where: str, *, names: Sequence[str], not_a_list: str,
     for row in rows:
         if not isinstance(row, list) or len(row) != len(names):
             raise ValueError(f"{where}: {row_label} {row!r:.60} is not {row_text}")
-        parsed.append(tuple(positive(value, f"{where}: {prefix}{name}", MAX_DIM)
-                            for value, name in zip(row, names, strict=True)))
+        parsed.append(
+            tuple(
+                positive(value, f"{where}: {prefix}{name}", MAX_DIM)
+                for value, name in zip(row, names, strict=True)
+            )
+        )
     return parsed

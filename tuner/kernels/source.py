@@ -54,7 +54,7 @@ def function_source(text: str, name: str) -> str:
     for node in ast.parse(text).body:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
             first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-            lines = text.splitlines(keepends=True)[first - 1:]
+            lines = text.splitlines(keepends=True)[first - 1 :]
             # inspect.getsource ends the block with inspect.getblock; use it for the same cut.
             return textwrap.dedent("".join(inspect.getblock(lines)))
     raise LookupError(f"no top-level function {name} in the kernel source")
@@ -109,9 +109,11 @@ print(json.dumps(bool(HAS_TRITON)))
 PROBE_TIMEOUT_S = 180
 # What makes vLLM keep the real Triton, said with every refusal (vLLM 0.33.0,
 # vllm/triton_utils/importing.py: one active driver, or CUDA_VISIBLE_DEVICES set and empty).
-PLACEHOLDER_FIX = ('run where a GPU driver is active (inside the serving image, on its GPU), '
-                   'or, on the CPU interpreter (--device interpreter), with '
-                   'CUDA_VISIBLE_DEVICES="" set, under which vLLM keeps the real Triton')
+PLACEHOLDER_FIX = (
+    "run where a GPU driver is active (inside the serving image, on its GPU), "
+    "or, on the CPU interpreter (--device interpreter), with "
+    'CUDA_VISIBLE_DEVICES="" set, under which vLLM keeps the real Triton'
+)
 
 
 def vllm_triton_problem() -> str:
@@ -140,17 +142,24 @@ def _ask_triton(site: str, environment: tuple[tuple[str, str], ...]) -> str:
     env["VLLM_CONFIGURE_LOGGING"] = "0"  # vLLM's INFO lines would go to stdout
     version = vllm_version()
     try:
-        run = subprocess.run([sys.executable, "-c", _TRITON_PROBE], env=env,
-                             capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+        run = subprocess.run(
+            [sys.executable, "-c", _TRITON_PROBE],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+        )
     except subprocess.TimeoutExpired:
         return f"importing vLLM {version}'s triton_utils took over {PROBE_TIMEOUT_S} s"
     lines = run.stdout.strip().splitlines()
     if run.returncode == 0 and lines and lines[-1] in ("true", "false"):
         if lines[-1] == "true":
             return ""
-        return (f"vLLM {version} replaces triton with a placeholder here "
-                "(vllm/triton_utils/importing.py finds no single active GPU driver), so its "
-                "kernels cannot run")
+        return (
+            f"vLLM {version} replaces triton with a placeholder here "
+            "(vllm/triton_utils/importing.py finds no single active GPU driver), so its "
+            "kernels cannot run"
+        )
     tail = (run.stderr.strip().splitlines() or ["no output"])[-1]
     return f"importing vLLM {version}'s triton_utils failed (exit {run.returncode}: {tail[:200]})"
 
@@ -192,8 +201,11 @@ def choose_kernel(choice: str) -> KernelResolution:
         return KernelResolution(VLLM)
     if choice == VLLM:
         raise ValueError(f"--kernel vllm: {problem}: {PLACEHOLDER_FIX}")
-    return KernelResolution(BUILTIN, f"--kernel auto times the builtin kernels: {problem} "
-                            f"(for --kernel vllm: {PLACEHOLDER_FIX})")
+    return KernelResolution(
+        BUILTIN,
+        f"--kernel auto times the builtin kernels: {problem} "
+        f"(for --kernel vllm: {PLACEHOLDER_FIX})",
+    )
 
 
 def resolve_kernel(choice: str) -> str:
@@ -216,8 +228,10 @@ def resolve_kernel(choice: str) -> str:
     if choice == "auto":
         return VLLM if installed else BUILTIN
     if choice == VLLM and not installed:
-        raise ValueError("--kernel vllm: vLLM is not importable here (run inside the serving "
-                         "image, or use --kernel builtin)")
+        raise ValueError(
+            "--kernel vllm: vLLM is not importable here (run inside the serving "
+            "image, or use --kernel builtin)"
+        )
     return choice
 
 
@@ -285,5 +299,5 @@ class KernelSource:
 
     @property
     def label(self) -> str:
-        """"builtin", or "vllm 0.33.0"."""
+        """ "builtin", or "vllm 0.33.0"."""
         return self.name if not self.version else f"{self.name} {self.version}"

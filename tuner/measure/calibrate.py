@@ -23,12 +23,17 @@ def _trial_here(interpreter_reps: int) -> float:
     from tuner.measure.runner import KernelRunner, Problem
 
     N, K, M = CALIBRATION_SHAPE
-    runner = KernelRunner(Problem(M, N, K, (128, 128), "bfloat16"), backend="interpreter",
-                          interpreter_reps=interpreter_reps)
+    runner = KernelRunner(
+        Problem(M, N, K, (128, 128), "bfloat16"),
+        backend="interpreter",
+        interpreter_reps=interpreter_reps,
+    )
     # As a sweep's task: vLLM's default first (its first call in the process is the dearest),
     # then other configs.
-    configs = [get_family(DEFAULT_FAMILY).default_config(Shape(N, K), M),
-               *(KernelConfig(*config) for config in CALIBRATION_CONFIGS)]
+    configs = [
+        get_family(DEFAULT_FAMILY).default_config(Shape(N, K), M),
+        *(KernelConfig(*config) for config in CALIBRATION_CONFIGS),
+    ]
     times = [runner.evaluate(config).measure_s or 0.0 for config in configs]
     return sum(times) / len(times)
 
@@ -62,12 +67,18 @@ def interpreter_trial_s(interpreter_reps: int = 3) -> float | None:
             return _trial_here(interpreter_reps)
     except ImportError:
         return None
-    code = ("import json, sys; from tuner.measure.calibrate import _trial_here; "
-            "print(json.dumps(_trial_here(int(sys.argv[1]))))")
+    code = (
+        "import json, sys; from tuner.measure.calibrate import _trial_here; "
+        "print(json.dumps(_trial_here(int(sys.argv[1]))))"
+    )
     try:
-        done = subprocess.run([sys.executable, "-c", code, str(interpreter_reps)],
-                              env=dict(os.environ, TRITON_INTERPRET="1"), capture_output=True,
-                              text=True, timeout=_CHILD_S)
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(interpreter_reps)],
+            env=dict(os.environ, TRITON_INTERPRET="1"),
+            capture_output=True,
+            text=True,
+            timeout=_CHILD_S,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if done.returncode != 0 or not done.stdout.strip():

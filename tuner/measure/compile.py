@@ -123,8 +123,9 @@ def compile_job(job: CompileJob) -> CompileInfo:
     shared = registers = spills = error = None
     try:
         with contextlib.redirect_stdout(log):
-            kernel = family.compile_for_target(job.config, job.arch, shape=job.shape, M=job.M,
-                                               out_dtype=out_dtype)
+            kernel = family.compile_for_target(
+                job.config, job.arch, shape=job.shape, M=job.M, out_dtype=out_dtype
+            )
         shared = int(kernel.metadata.shared)
     except Exception as exc:  # noqa: BLE001 - any compiler failure is this config's result
         error = f"compile error: {type(exc).__name__}: {' '.join(str(exc).split())}"[:500]
@@ -133,9 +134,17 @@ def compile_job(job: CompileJob) -> CompileInfo:
         registers = int(match.group(1))
         spill = _PTXAS_SPILLS.search(text)
         spills = int(spill.group(1)) if spill else 0
-    return CompileInfo(job.arch, job.config, family.specialization(job.shape, job.M),
-                       job.out_dtype, shared, registers, spills, time.perf_counter() - start,
-                       error)
+    return CompileInfo(
+        job.arch,
+        job.config,
+        family.specialization(job.shape, job.M),
+        job.out_dtype,
+        shared,
+        registers,
+        spills,
+        time.perf_counter() - start,
+        error,
+    )
 
 
 def compile_pool(workers: int | None = None) -> ProcessPoolExecutor:
@@ -192,9 +201,20 @@ def prune(
     Raises:
         ValueError: an architecture without known limits, or an unknown out_dtype.
     """
-    infos = compile_infos(configs, arch=arch, M=M, N=N, K=K, block_shape=block_shape,
-                          out_dtype=out_dtype, cache=cache, workers=workers, pool=pool,
-                          family=family, params=params)
+    infos = compile_infos(
+        configs,
+        arch=arch,
+        M=M,
+        N=N,
+        K=K,
+        block_shape=block_shape,
+        out_dtype=out_dtype,
+        cache=cache,
+        workers=workers,
+        pool=pool,
+        family=family,
+        params=params,
+    )
     runnable: list[KernelConfig] = []
     rejected: list[Rejection] = []
     for config in configs:
@@ -229,8 +249,10 @@ def compile_infos(
         ValueError: an architecture without known limits, or an unknown out_dtype.
     """
     if arch not in MAX_SHARED_BYTES:
-        raise ValueError(f"no resource limits known for sm{arch}; known: "
-                         f"{', '.join(f'sm{a}' for a in MAX_SHARED_BYTES)}")
+        raise ValueError(
+            f"no resource limits known for sm{arch}; known: "
+            f"{', '.join(f'sm{a}' for a in MAX_SHARED_BYTES)}"
+        )
     if out_dtype not in OUT_DTYPES:
         raise ValueError(f"out_dtype must be bfloat16 or float16, got {out_dtype!r}")
     cache = cache or CompileCache(family=family)
@@ -239,8 +261,20 @@ def compile_infos(
     infos = cache.get_many(unique, arch=arch, specialization=spec, out_dtype=out_dtype)
     missing = [config for config in unique if config not in infos]
     if missing:
-        jobs = [CompileJob(config, arch, M, N, K, as_block_shape(block_shape), out_dtype,
-                           family=family, params=params) for config in missing]
+        jobs = [
+            CompileJob(
+                config,
+                arch,
+                M,
+                N,
+                K,
+                as_block_shape(block_shape),
+                out_dtype,
+                family=family,
+                params=params,
+            )
+            for config in missing
+        ]
         executor = compile_pool(workers) if pool is None else pool
         try:
             for info in executor.map(compile_job, jobs):

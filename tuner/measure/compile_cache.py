@@ -44,8 +44,9 @@ def toolchain_key(family: str = DEFAULT_FAMILY) -> str:
     except metadata.PackageNotFoundError:
         triton_version = "none"
     kernel_family = get_family(family)
-    source = b"".join(kernel_family.module_path(module).read_bytes()
-                      for module in kernel_family.compile_modules)
+    source = b"".join(
+        kernel_family.module_path(module).read_bytes() for module in kernel_family.compile_modules
+    )
     return f"triton-{triton_version}:kernel-{hashlib.sha256(source).hexdigest()[:16]}"
 
 
@@ -57,8 +58,9 @@ class CompileCache:
     `INSERT OR REPLACE`.
     """
 
-    def __init__(self, directory: Path | str | None = None, *,
-                 family: str = DEFAULT_FAMILY) -> None:
+    def __init__(
+        self, directory: Path | str | None = None, *, family: str = DEFAULT_FAMILY
+    ) -> None:
         self.directory = Path(directory) if directory is not None else default_cache_dir()
         self.path = self.directory / "compile.sqlite"
         self.toolchain = toolchain_key(family)
@@ -75,8 +77,9 @@ class CompileCache:
         db.execute("PRAGMA journal_mode=WAL")
         return db
 
-    def _key(self, arch: int, specialization: str, out_dtype: str,
-             config: KernelConfig) -> tuple[str, int, str, str, str]:
+    def _key(
+        self, arch: int, specialization: str, out_dtype: str, config: KernelConfig
+    ) -> tuple[str, int, str, str, str]:
         values = ",".join(str(value) for value in config.as_dict().values())
         return (self.toolchain, arch, specialization, out_dtype, values)
 
@@ -103,6 +106,8 @@ class CompileCache:
         with contextlib.closing(self._connect()) as db, db:
             db.execute(
                 "INSERT OR REPLACE INTO compile_info VALUES (?, ?, ?, ?, ?, ?)",
-                (*self._key(info.arch, info.specialization, info.out_dtype, info.config),
-                 json.dumps(body)),
+                (
+                    *self._key(info.arch, info.specialization, info.out_dtype, info.config),
+                    json.dumps(body),
+                ),
             )

@@ -57,16 +57,25 @@ class Landscape:
         problems = []
         for (n, k, m), trials in sorted(self.problems.items()):
             rows = [
-                [*config.as_dict().values(), result.status.value, result.latency_us,
-                 result.p20_us, result.p80_us]
+                [
+                    *config.as_dict().values(),
+                    result.status.value,
+                    result.latency_us,
+                    result.p20_us,
+                    result.p80_us,
+                ]
                 for config, result in sorted(trials.items())
             ]
             problems.append({"N": n, "K": k, "M": m, "rows": rows})
         body = {
-            "format": FORMAT, "device_name": self.device_name,
-            "environment": dict(self.environment), "recorded_at": self.recorded_at,
-            "space": self.space, "out_dtype": self.out_dtype,
-            "block_shape": list(self.block_shape), "row_fields": list(ROW_FIELDS),
+            "format": FORMAT,
+            "device_name": self.device_name,
+            "environment": dict(self.environment),
+            "recorded_at": self.recorded_at,
+            "space": self.space,
+            "out_dtype": self.out_dtype,
+            "block_shape": list(self.block_shape),
+            "row_fields": list(ROW_FIELDS),
             "problems": problems,
         }
         return json.dumps(body, indent=1) + "\n"
@@ -105,16 +114,21 @@ def parse_landscape(text: str, *, source: str = "<landscape>") -> Landscape:
                 config = configs.get(values)
                 if config is None:
                     config = configs[values] = KernelConfig.from_dict(
-                        dict(zip(CONFIG_KEYS, values, strict=True)))
+                        dict(zip(CONFIG_KEYS, values, strict=True))
+                    )
                 status, latency_us, p20_us, p80_us = row[6:]
-                trials[config] = TrialResult(TrialStatus(status), latency_us, p20_us, p80_us,
-                                             measure_s=0.0)  # as `recorded` keeps it
+                trials[config] = TrialResult(
+                    TrialStatus(status), latency_us, p20_us, p80_us, measure_s=0.0
+                )  # as `recorded` keeps it
             problems[(int(problem["N"]), int(problem["K"]), int(problem["M"]))] = trials
         group_n, group_k = body["block_shape"]
         return Landscape(
-            device_name=str(body["device_name"]), environment=dict(body["environment"]),
-            recorded_at=str(body["recorded_at"]), space=str(body["space"]),
-            out_dtype=str(body["out_dtype"]), block_shape=(int(group_n), int(group_k)),
+            device_name=str(body["device_name"]),
+            environment=dict(body["environment"]),
+            recorded_at=str(body["recorded_at"]),
+            space=str(body["space"]),
+            out_dtype=str(body["out_dtype"]),
+            block_shape=(int(group_n), int(group_k)),
             problems=problems,
         )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -163,8 +177,9 @@ def cached_landscape(path: Path | str) -> Landscape:
 
 def recorded(result: TrialResult) -> TrialResult:
     """What a landscape keeps of a trial: status and latencies; replaying it takes no time."""
-    return TrialResult(result.status, result.latency_us, result.p20_us, result.p80_us,
-                       measure_s=0.0)
+    return TrialResult(
+        result.status, result.latency_us, result.p20_us, result.p80_us, measure_s=0.0
+    )
 
 
 class RecordedTimings:
@@ -180,8 +195,9 @@ class RecordedTimings:
 
     def evaluate(self, config: KernelConfig) -> TrialResult:
         """The recorded result of a config."""
-        return self.trials.get(config) or TrialResult(TrialStatus.INVALID, error=NOT_RECORDED,
-                                                      measure_s=0.0)
+        return self.trials.get(config) or TrialResult(
+            TrialStatus.INVALID, error=NOT_RECORDED, measure_s=0.0
+        )
 
     def sample_us(self, config: KernelConfig) -> float:
         """One made-up timing sample of a recorded ok config, as `KernelRunner.sample_us` gives.
@@ -232,8 +248,9 @@ def landscape_from_results(
     problems: dict[tuple[int, int, int], dict[KernelConfig, TrialResult]] = {}
     for n, k, m, config, result in results:
         problems.setdefault((n, k, m), {})[config] = recorded(result)
-    return Landscape(device_name, dict(environment), recorded_at, space, out_dtype,
-                     block_shape, problems)
+    return Landscape(
+        device_name, dict(environment), recorded_at, space, out_dtype, block_shape, problems
+    )
 
 
 @dataclass(frozen=True)
@@ -264,9 +281,11 @@ class ProblemStats:
     near: tuple[int, ...]
 
 
-def problem_stats(landscape: Landscape,
-                  default: KernelConfig | Callable[[Shape, int], KernelConfig],
-                  ratios: Iterable[float] = (0.98, 0.97, 0.95)) -> list[ProblemStats]:
+def problem_stats(
+    landscape: Landscape,
+    default: KernelConfig | Callable[[Shape, int], KernelConfig],
+    ratios: Iterable[float] = (0.98, 0.97, 0.95),
+) -> list[ProblemStats]:
     """Per (N, K, M) of `landscape` with an ok config, in (N, K, M) order: its optimum, what
     it gains over `default`, and how many configs come within each of `ratios` of it. Few
     configs near the optimum make a needle no search finds in a few trials: on the held-out
@@ -288,11 +307,22 @@ def problem_stats(landscape: Landscape,
         optimum, result = best
         optimum_us = result.ok_latency_us
         speeds = [optimum_us / r.ok_latency_us for r in trials.values() if r.ok]
-        fallback = trials.get(default(Shape(n, k, landscape.block_shape), m)
-                              if callable(default) else default)
-        found.append(ProblemStats(
-            n, k, m, len(trials), len(speeds), optimum, optimum_us,
-            fallback.ok_latency_us / optimum_us if fallback is not None and fallback.ok
-            else None,
-            tuple(sum(speed >= ratio for speed in speeds) for ratio in ratios)))
+        fallback = trials.get(
+            default(Shape(n, k, landscape.block_shape), m) if callable(default) else default
+        )
+        found.append(
+            ProblemStats(
+                n,
+                k,
+                m,
+                len(trials),
+                len(speeds),
+                optimum,
+                optimum_us,
+                fallback.ok_latency_us / optimum_us
+                if fallback is not None and fallback.ok
+                else None,
+                tuple(sum(speed >= ratio for speed in speeds) for ratio in ratios),
+            )
+        )
     return found

@@ -56,8 +56,9 @@ def device_arch(device_name: str, capabilities: Sequence[str]) -> DeviceArch | N
         match = re.fullmatch(r"(\d{1,2})\.(\d)", capability.strip())
         if match:
             arch = int(match[1]) * 10 + int(match[2])
-            return DeviceArch(arch, f"from its trials in the store, compute capability "
-                                    f"{capability.strip()}")
+            return DeviceArch(
+                arch, f"from its trials in the store, compute capability {capability.strip()}"
+            )
     model = gpu_model(device_name)
     if model in KNOWN_GPUS:
         return DeviceArch(KNOWN_GPUS[model], f"from the table of known GPUs, {model}")
@@ -82,9 +83,16 @@ class LaunchVerdict:
 
 
 def check_entries(
-    configs: Mapping[int, Mapping[str, int]], *, arch: int, device_name: str, N: int, K: int,
-    block_shape: tuple[int, int], cache: CompileCache | None = None,
-    pool: ProcessPoolExecutor | None = None, family: str = DEFAULT_FAMILY,
+    configs: Mapping[int, Mapping[str, int]],
+    *,
+    arch: int,
+    device_name: str,
+    N: int,
+    K: int,
+    block_shape: tuple[int, int],
+    cache: CompileCache | None = None,
+    pool: ProcessPoolExecutor | None = None,
+    family: str = DEFAULT_FAMILY,
 ) -> LaunchVerdict:
     """Compile each distinct config of a file for `arch` and say which entries cannot launch.
 
@@ -118,8 +126,9 @@ def check_entries(
     first_m: dict[KernelConfig, int] = {}
     for M, config in by_m.items():
         first_m.setdefault(config, M)
-    infos = _compile_first_uses(first_m, arch=arch, N=N, K=K, block_shape=block_shape,
-                                cache=cache, pool=pool, family=family)
+    infos = _compile_first_uses(
+        first_m, arch=arch, N=N, K=K, block_shape=block_shape, cache=cache, pool=pool, family=family
+    )
     cannot_launch: dict[int, str] = {}
     for M, config in by_m.items():
         info = infos[config]
@@ -129,16 +138,19 @@ def check_entries(
         if info.error is not None:
             unchecked[M] = f"config {config.short()} did not compile here: {info.error}"
         elif info.shared_bytes is not None and info.shared_bytes > limit:
-            cannot_launch[M] = (f"config {config.short()} needs {info.shared_bytes} bytes of "
-                                f"shared memory; {device_name} (sm{arch}) has {limit} per block")
+            cannot_launch[M] = (
+                f"config {config.short()} needs {info.shared_bytes} bytes of "
+                f"shared memory; {device_name} (sm{arch}) has {limit} per block"
+            )
         else:
             reason = problem.reason.removeprefix("pruned before launch: ")
             cannot_launch[M] = f"config {config.short()}: {reason} on {device_name} (sm{arch})"
     return LaunchVerdict(arch, cannot_launch, dict(sorted(unchecked.items())), len(first_m))
 
 
-def _entries_to_check(configs: Mapping[int, Mapping[str, int]]
-                      ) -> tuple[dict[int, KernelConfig], dict[int, str]]:
+def _entries_to_check(
+    configs: Mapping[int, Mapping[str, int]],
+) -> tuple[dict[int, KernelConfig], dict[int, str]]:
     """M -> the config of each entry to compile, in M order; M -> why an AMD entry is not."""
     by_m: dict[int, KernelConfig] = {}
     unchecked: dict[int, str] = {}
@@ -151,10 +163,17 @@ def _entries_to_check(configs: Mapping[int, Mapping[str, int]]
     return by_m, unchecked
 
 
-def _compile_first_uses(first_m: Mapping[KernelConfig, int], *, arch: int, N: int, K: int,
-                        block_shape: tuple[int, int], cache: CompileCache | None,
-                        pool: ProcessPoolExecutor | None, family: str
-                        ) -> dict[KernelConfig, CompileInfo]:
+def _compile_first_uses(
+    first_m: Mapping[KernelConfig, int],
+    *,
+    arch: int,
+    N: int,
+    K: int,
+    block_shape: tuple[int, int],
+    cache: CompileCache | None,
+    pool: ProcessPoolExecutor | None,
+    family: str,
+) -> dict[KernelConfig, CompileInfo]:
     """Each config of `family`'s kernel compiled for `arch` at the launch specialization of
     the first M that uses it: one `compile_infos` call per specialization, its first M in
     `first_m`'s order."""
@@ -166,7 +185,18 @@ def _compile_first_uses(first_m: Mapping[KernelConfig, int], *, arch: int, N: in
         groups.setdefault(spec, (M, []))[1].append(config)
     infos: dict[KernelConfig, CompileInfo] = {}
     for M, group in groups.values():
-        infos.update(compile_infos(group, arch=arch, M=M, N=N, K=K, block_shape=block_shape,
-                                   out_dtype=CHECK_OUT_DTYPE, cache=cache, pool=pool,
-                                   family=family))
+        infos.update(
+            compile_infos(
+                group,
+                arch=arch,
+                M=M,
+                N=N,
+                K=K,
+                block_shape=block_shape,
+                out_dtype=CHECK_OUT_DTYPE,
+                cache=cache,
+                pool=pool,
+                family=family,
+            )
+        )
     return infos

@@ -171,26 +171,46 @@ def decide_winner(retimes: Sequence[Retime], default: KernelConfig) -> Decision:
     fastest = ranked[0]
     if len(ranked) == 1:
         spread_us = fastest.p80_us - fastest.p20_us
-        return Decision(fastest.config, fastest.latency_us, default_latency_us, None, spread_us,
-                        KEPT_FASTEST, f"only candidate; spread {spread_us:.1f} us")
+        return Decision(
+            fastest.config,
+            fastest.latency_us,
+            default_latency_us,
+            None,
+            spread_us,
+            KEPT_FASTEST,
+            f"only candidate; spread {spread_us:.1f} us",
+        )
     runner_up = ranked[1]
     spread_us = max(fastest.p80_us - fastest.p20_us, runner_up.p80_us - runner_up.p20_us)
     margin_us = runner_up.latency_us - fastest.latency_us
     if margin_us > spread_us:
         return Decision(
-            fastest.config, fastest.latency_us, default_latency_us, runner_up.config, spread_us,
+            fastest.config,
+            fastest.latency_us,
+            default_latency_us,
+            runner_up.config,
+            spread_us,
             KEPT_FASTEST,
             f"beats runner-up {runner_up.config.short()} by {margin_us:.1f} us "
             f"> spread {spread_us:.1f} us",
         )
     tied = [r for r in ranked if r.latency_us - fastest.latency_us <= spread_us]
-    within = (f"{fastest.config.short()} leads runner-up {runner_up.config.short()} by only "
-              f"{margin_us:.1f} us <= spread {spread_us:.1f} us")
+    within = (
+        f"{fastest.config.short()} leads runner-up {runner_up.config.short()} by only "
+        f"{margin_us:.1f} us <= spread {spread_us:.1f} us"
+    )
     chosen = next((r for r in tied if r.config == default), None)
     if chosen is not None:
         kept, why = KEPT_DEFAULT, "kept the default"
     else:
         chosen = min(tied, key=lambda r: simplicity(r.config))
         kept, why = KEPT_SIMPLER, f"kept the simplest of {len(tied)} within the spread"
-    return Decision(chosen.config, chosen.latency_us, default_latency_us, runner_up.config,
-                    spread_us, kept, f"{within}; {why}")
+    return Decision(
+        chosen.config,
+        chosen.latency_us,
+        default_latency_us,
+        runner_up.config,
+        spread_us,
+        kept,
+        f"{within}; {why}",
+    )

@@ -78,15 +78,27 @@ class Precompiler:
         params: the family's other dimensions (`tuner.kernels.family.Shape.params`).
     """
 
-    def __init__(self, *, arch: int, M: int, N: int, K: int, block_shape: tuple[int, int],
-                 out_dtype: str, pool: ProcessPoolExecutor | None = None,
-                 workers: int | None = None, cache: CompileCache | None = None,
-                 family: str = DEFAULT_FAMILY, params: tuple[tuple[str, int], ...] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        arch: int,
+        M: int,
+        N: int,
+        K: int,
+        block_shape: tuple[int, int],
+        out_dtype: str,
+        pool: ProcessPoolExecutor | None = None,
+        workers: int | None = None,
+        cache: CompileCache | None = None,
+        family: str = DEFAULT_FAMILY,
+        params: tuple[tuple[str, int], ...] = (),
+    ) -> None:
         self.arch, self.M, self.N, self.K = arch, M, N, K
         self.block_shape, self.out_dtype = as_block_shape(block_shape), out_dtype
         self.family, self.params = family, params
         self.specialization = get_family(family).specialization(
-            Shape(N, K, self.block_shape, params), M)
+            Shape(N, K, self.block_shape, params), M
+        )
         self._owns_pool = pool is None
         self._pool = pool if pool is not None else compile_pool(workers)
         self._slots = 2 * (workers or max(1, (os.cpu_count() or 2) - 1))
@@ -113,15 +125,27 @@ class Precompiler:
             configs: configs to compile; ones queued, compiling or done already are skipped.
         """
         configs = list(configs)
-        fresh = [c for c in dict.fromkeys(configs)
-                 if c not in self._known and c not in self._done and c not in self._running]
+        fresh = [
+            c
+            for c in dict.fromkeys(configs)
+            if c not in self._known and c not in self._done and c not in self._running
+        ]
         if fresh:
-            self._known.update(self._cache.get_many(fresh, arch=self.arch, out_dtype=self.out_dtype,
-                                                    specialization=self.specialization))
+            self._known.update(
+                self._cache.get_many(
+                    fresh,
+                    arch=self.arch,
+                    out_dtype=self.out_dtype,
+                    specialization=self.specialization,
+                )
+            )
         with self._lock:
             for config in configs:
-                if config not in self._queue and config not in self._running and (
-                        config not in self._done):
+                if (
+                    config not in self._queue
+                    and config not in self._running
+                    and (config not in self._done)
+                ):
                     self._queue[config] = None
             self._fill()
 
@@ -144,9 +168,14 @@ class Precompiler:
             if config not in self._done and config not in self._running:
                 self._queue.pop(config, None)
                 if config not in self._known:
-                    self._known.update(self._cache.get_many(
-                        [config], arch=self.arch, out_dtype=self.out_dtype,
-                        specialization=self.specialization))
+                    self._known.update(
+                        self._cache.get_many(
+                            [config],
+                            arch=self.arch,
+                            out_dtype=self.out_dtype,
+                            specialization=self.specialization,
+                        )
+                    )
                 self._dispatch(config)
             finished = self._finished_events[config]
         finished.wait()
@@ -183,8 +212,9 @@ class Precompiler:
     def unknown_info(self, config: KernelConfig) -> CompileInfo:
         """What a config nobody compiled is answered with: no numbers, no error, so
         `launch_problem` lets it launch."""
-        return CompileInfo(self.arch, config, self.specialization, self.out_dtype, None, None,
-                           None, 0.0)
+        return CompileInfo(
+            self.arch, config, self.specialization, self.out_dtype, None, None, None, 0.0
+        )
 
     def _answer_without_compile(self, config: KernelConfig) -> None:
         """Finish a config the pool did not compile (lock held): its info from the on-disk
@@ -200,9 +230,18 @@ class Precompiler:
 
     def _dispatch(self, config: KernelConfig) -> None:
         """Send one compile to the pool (lock held); answer it at once if the pool is broken."""
-        job = CompileJob(config, self.arch, self.M, self.N, self.K, self.block_shape,
-                         self.out_dtype, need_info=config not in self._known,
-                         family=self.family, params=self.params)
+        job = CompileJob(
+            config,
+            self.arch,
+            self.M,
+            self.N,
+            self.K,
+            self.block_shape,
+            self.out_dtype,
+            need_info=config not in self._known,
+            family=self.family,
+            params=self.params,
+        )
         self._finished_events[config] = threading.Event()
         future = None
         if not self.broken:

@@ -17,8 +17,13 @@ from tuner.measure.trial import TrialResult
 # a launch whose `metadata.shared` exceeds the device's opt-in maximum (`OutOfResources` in
 # triton/compiler/compiler.py, CompiledKernel._init_handles), which is what this table predicts.
 MAX_SHARED_BYTES: dict[int, int] = {
-    80: 163 * 1024, 86: 99 * 1024, 87: 163 * 1024, 89: 99 * 1024,
-    90: 227 * 1024, 100: 227 * 1024, 120: 99 * 1024,
+    80: 163 * 1024,
+    86: 99 * 1024,
+    87: 163 * 1024,
+    89: 99 * 1024,
+    90: 227 * 1024,
+    100: 227 * 1024,
+    120: 99 * 1024,
 }
 
 
@@ -90,7 +95,8 @@ def launch_problem(info: CompileInfo) -> Rejection | None:
     limit = MAX_SHARED_BYTES[info.arch]
     if info.shared_bytes is not None and info.shared_bytes > limit:
         return Rejection(
-            info.config, TrialStatus.OUT_OF_RESOURCES,
+            info.config,
+            TrialStatus.OUT_OF_RESOURCES,
             f"pruned before launch: shared memory {info.shared_bytes} bytes > {limit} bytes per "
             f"block on sm{info.arch}",
         )
@@ -99,7 +105,8 @@ def launch_problem(info: CompileInfo) -> Rejection | None:
         per_block = per_warp * info.config.num_warps
         if per_block > MAX_REGISTERS_PER_BLOCK:
             return Rejection(
-                info.config, TrialStatus.OUT_OF_RESOURCES,
+                info.config,
+                TrialStatus.OUT_OF_RESOURCES,
                 f"pruned before launch: {info.n_regs} registers x {info.config.num_warps} warps "
                 f"= {per_block} > {MAX_REGISTERS_PER_BLOCK} registers per block",
             )

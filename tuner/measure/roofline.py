@@ -38,7 +38,10 @@ def _positive_int(name: str, value: object) -> int:
 
 
 def gemm_bytes(
-    M: int, N: int, K: int, block_shape: tuple[int, int] = (128, 128),
+    M: int,
+    N: int,
+    K: int,
+    block_shape: tuple[int, int] = (128, 128),
     out_dtype: str = "bfloat16",
 ) -> int:
     """Compulsory memory traffic of one block-FP8 GEMM call, in bytes.
@@ -61,15 +64,25 @@ def gemm_bytes(
     Raises:
         ValueError: a non-positive size or block, or an unknown out_dtype.
     """
-    for name, value in (("M", M), ("N", N), ("K", K), ("group_n", block_shape[0]),
-                        ("group_k", block_shape[1])):
+    for name, value in (
+        ("M", M),
+        ("N", N),
+        ("K", K),
+        ("group_n", block_shape[0]),
+        ("group_k", block_shape[1]),
+    ):
         _positive_int(name, value)
     if out_dtype not in OUT_BYTES:
         raise ValueError(f"out_dtype must be one of {', '.join(OUT_BYTES)}, got {out_dtype!r}")
     group_n, group_k = block_shape
     k_groups = math.ceil(K / group_k)
-    return (M * K + N * K + 4 * M * k_groups + 4 * math.ceil(N / group_n) * k_groups
-            + OUT_BYTES[out_dtype] * M * N)
+    return (
+        M * K
+        + N * K
+        + 4 * M * k_groups
+        + 4 * math.ceil(N / group_n) * k_groups
+        + OUT_BYTES[out_dtype] * M * N
+    )
 
 
 def gemm_flops(M: int, N: int, K: int) -> int:
@@ -130,15 +143,24 @@ def _ceiling(ceilings: Mapping[str, float], key: str) -> float | None:
     value = ceilings.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not (
-            math.isfinite(value) and value > 0):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (math.isfinite(value) and value > 0)
+    ):
         raise ValueError(f"ceiling {key} must be a positive finite number, got {value!r}")
     return float(value)
 
 
 def roofline(
-    M: int, N: int, K: int, latency_us: float, ceilings: Mapping[str, float] | None = None, *,
-    block_shape: tuple[int, int] = (128, 128), out_dtype: str = "bfloat16",
+    M: int,
+    N: int,
+    K: int,
+    latency_us: float,
+    ceilings: Mapping[str, float] | None = None,
+    *,
+    block_shape: tuple[int, int] = (128, 128),
+    out_dtype: str = "bfloat16",
 ) -> Roofline:
     """Achieved bandwidth and throughput of one call, and their ratios to the ceilings.
 
@@ -159,8 +181,11 @@ def roofline(
         ValueError: latency_us not positive and finite, a bad size, or a ceiling that is not a
             positive finite number.
     """
-    if isinstance(latency_us, bool) or not isinstance(latency_us, int | float) or not (
-            math.isfinite(latency_us) and latency_us > 0):
+    if (
+        isinstance(latency_us, bool)
+        or not isinstance(latency_us, int | float)
+        or not (math.isfinite(latency_us) and latency_us > 0)
+    ):
         raise ValueError(f"latency_us must be a positive finite number, got {latency_us!r}")
     nbytes = gemm_bytes(M, N, K, block_shape, out_dtype)
     flops = gemm_flops(M, N, K)
@@ -175,15 +200,22 @@ def roofline(
         bound = "memory" if intensity < ridge else "compute"
         roofline_ratio = tflops / min(mm_tflops, intensity * copy_gbps / 1e3)
     return Roofline(
-        latency_us=float(latency_us), bytes=nbytes, flops=flops, gbps=gbps, tflops=tflops,
+        latency_us=float(latency_us),
+        bytes=nbytes,
+        flops=flops,
+        gbps=gbps,
+        tflops=tflops,
         intensity=intensity,
         copy_ratio=None if copy_gbps is None else gbps / copy_gbps,
         fp8_mm_ratio=None if mm_tflops is None else tflops / mm_tflops,
-        ridge_intensity=ridge, bound=bound, roofline_ratio=roofline_ratio,
+        ridge_intensity=ridge,
+        bound=bound,
+        roofline_ratio=roofline_ratio,
     )
 
 
 # ----- measurement (imports torch when called) -----
+
 
 def median_ms(fn: Callable[[], object], device: str) -> float:
     """Median run time of `fn` in milliseconds.
@@ -218,7 +250,10 @@ def _check_device(device: str) -> None:
 
 
 def measure_copy_gbps(
-    nbytes: int | None = None, device: str = "cuda", *, timer: Timer | None = None,
+    nbytes: int | None = None,
+    device: str = "cuda",
+    *,
+    timer: Timer | None = None,
 ) -> float:
     """The device-to-device copy ceiling: one `dst.copy_(src)` of `nbytes` bytes, timed.
 
@@ -284,8 +319,13 @@ def fp8_mm_operands(M: int, N: int, K: int, device: str, *, seed: int = 0):
 
 
 def measure_fp8_mm_tflops(
-    M: int | None = None, N: int | None = None, K: int | None = None, device: str = "cuda", *,
-    fast_accum: bool = True, timer: Timer | None = None,
+    M: int | None = None,
+    N: int | None = None,
+    K: int | None = None,
+    device: str = "cuda",
+    *,
+    fast_accum: bool = True,
+    timer: Timer | None = None,
 ) -> float:
     """The FP8 throughput ceiling: torch's per-tensor-scaled e4m3 product with bf16 output.
 
@@ -315,8 +355,14 @@ def measure_fp8_mm_tflops(
     a, b, scale_a, scale_b = fp8_mm_operands(M, N, K, device)
 
     def product():
-        return torch._scaled_mm(a, b, scale_a=scale_a, scale_b=scale_b,
-                                out_dtype=torch.bfloat16, use_fast_accum=fast_accum)
+        return torch._scaled_mm(
+            a,
+            b,
+            scale_a=scale_a,
+            scale_b=scale_b,
+            out_dtype=torch.bfloat16,
+            use_fast_accum=fast_accum,
+        )
 
     ms = (timer or (lambda fn: median_ms(fn, device)))(product)
     return gemm_flops(M, N, K) / (ms * 1e-3) / 1e12
@@ -359,11 +405,12 @@ def ceiling_details(device: str = "cuda") -> dict[str, str]:
     _check_device(device)
     cpu = device == "cpu"
     nbytes, size = (CPU_COPY_BYTES, CPU_MM_SIZE) if cpu else (GPU_COPY_BYTES, GPU_MM_SIZE)
-    timing = f"median of {CPU_REPS} perf_counter calls" if cpu else \
-        "median of triton.testing.do_bench"
+    timing = (
+        f"median of {CPU_REPS} perf_counter calls" if cpu else "median of triton.testing.do_bench"
+    )
     return {
         COPY_GBPS: f"dst.copy_(src) of {nbytes} bytes on {device}, read plus write counted; "
-                   f"{timing}",
+        f"{timing}",
         FP8_MM_TFLOPS: f"torch._scaled_mm {size}x{size}x{size} e4m3, per-tensor scales, bf16 "
-                       f"out, use_fast_accum=True on {device}; {timing}",
+        f"out, use_fast_accum=True on {device}; {timing}",
     }

@@ -188,8 +188,9 @@ class KernelRunner:
         from tuner.kernels.accuracy import relative_error
 
         torch = self._torch
-        out = torch.full(self.workload.out_shape, float("nan"), dtype=self.out_dtype,
-                         device=self.device)
+        out = torch.full(
+            self.workload.out_shape, float("nan"), dtype=self.out_dtype, device=self.device
+        )
         try:
             self._launch(config, out=out)
             if self.on_gpu:
@@ -199,11 +200,17 @@ class KernelRunner:
         unwritten = int(torch.isnan(out).sum())
         error = relative_error(out, self.reference)
         if unwritten:
-            return TrialResult(TrialStatus.WRONG_RESULT, rel_error=error,
-                               error=f"{unwritten} output elements not written")
+            return TrialResult(
+                TrialStatus.WRONG_RESULT,
+                rel_error=error,
+                error=f"{unwritten} output elements not written",
+            )
         if not error < REL_TOL:
-            return TrialResult(TrialStatus.WRONG_RESULT, rel_error=error,
-                               error=f"relative error {error:.3g} >= {REL_TOL:g}")
+            return TrialResult(
+                TrialStatus.WRONG_RESULT,
+                rel_error=error,
+                error=f"relative error {error:.3g} >= {REL_TOL:g}",
+            )
         return TrialResult(TrialStatus.OK, rel_error=error)
 
     def time_us(self, config: KernelConfig) -> tuple[float, float, float]:
@@ -258,15 +265,17 @@ class KernelRunner:
 
     def _launch_copy(self, config: KernelConfig, copy: int) -> None:
         """Launch into the shared timing output, reading weight copy `copy`."""
-        self.workload.launch(config, self.weights[copy], out=self._timed_out,
-                             out_dtype=self.out_dtype)
+        self.workload.launch(
+            config, self.weights[copy], out=self._timed_out, out_dtype=self.out_dtype
+        )
 
     def _ensure_copies(self, copies: int) -> None:
         """Clone the weight until there are `copies` copies; make the timing output."""
         torch = self._torch
         if self._timed_out is None:
-            self._timed_out = torch.empty(self.workload.out_shape, dtype=self.out_dtype,
-                                          device=self.device)
+            self._timed_out = torch.empty(
+                self.workload.out_shape, dtype=self.out_dtype, device=self.device
+            )
         while len(self.weights) < copies:
             self.weights.append(tuple(tensor.clone() for tensor in self.weights[0]))
 
@@ -326,12 +335,18 @@ class KernelRunner:
         probe.replay()
         launch_s = max(timer.stop(), 1e-9) / ESTIMATE_LAUNCHES
         del probe
-        plan = cuda_plan(copy_bytes=copy_bytes, l2_bytes=l2_bytes, launch_s=launch_s,
-                         warmup_s=self.warmup_s, rep_s=self.rep_s)
+        plan = cuda_plan(
+            copy_bytes=copy_bytes,
+            l2_bytes=l2_bytes,
+            launch_s=launch_s,
+            warmup_s=self.warmup_s,
+            rep_s=self.rep_s,
+        )
         self._ensure_copies(plan.copies)
         graphs = [
-            capture_graph([partial(self._launch_copy, config, copy)
-                           for copy in plan.copy_order(batch)])
+            capture_graph(
+                [partial(self._launch_copy, config, copy) for copy in plan.copy_order(batch)]
+            )
             for batch in range(plan.batches)
         ]
         return Sampler(plan, lambda batch: graphs[batch].replay(), timer)
@@ -353,10 +368,14 @@ class KernelRunner:
         try:
             median_us, p20_us, p80_us = self.time_us(config)
         except Exception as exc:  # noqa: BLE001
-            return TrialResult(classify_error(exc), error=_one_line(exc),
-                               measure_s=time.perf_counter() - start)
+            return TrialResult(
+                classify_error(exc), error=_one_line(exc), measure_s=time.perf_counter() - start
+            )
         return TrialResult(
-            TrialStatus.OK, latency_us=median_us, p20_us=p20_us, p80_us=p80_us,
-            rel_error=checked.rel_error, measure_s=time.perf_counter() - start,
+            TrialStatus.OK,
+            latency_us=median_us,
+            p20_us=p20_us,
+            p80_us=p80_us,
+            rel_error=checked.rel_error,
+            measure_s=time.perf_counter() - start,
         )
-

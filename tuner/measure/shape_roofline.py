@@ -10,9 +10,14 @@ from tuner.kernels.registry import get_family
 from tuner.measure.roofline import Roofline, roofline
 
 
-def shape_roofline(key: FamilyShape, M: int, latency_us: float,
-                   ceilings: Mapping[str, float] | None = None, *,
-                   out_dtype: str = "bfloat16") -> Roofline | None:
+def shape_roofline(
+    key: FamilyShape,
+    M: int,
+    latency_us: float,
+    ceilings: Mapping[str, float] | None = None,
+    *,
+    out_dtype: str = "bfloat16",
+) -> Roofline | None:
     """Achieved bandwidth and throughput of one call of a family's shape at M, against the
     device's ceilings.
 
@@ -34,5 +39,6 @@ def shape_roofline(key: FamilyShape, M: int, latency_us: float,
     if gemm is None:
         return None
     gemm_M, N, K = gemm(key.shape, M)
-    return roofline(gemm_M, N, K, latency_us, ceilings, block_shape=key.shape.block_shape,
-                    out_dtype=out_dtype)
+    return roofline(
+        gemm_M, N, K, latency_us, ceilings, block_shape=key.shape.block_shape, out_dtype=out_dtype
+    )

@@ -122,8 +122,10 @@ class TimingPlan:
         if min(self.copies, self.launches, self.samples) < 1 or self.warmup < 0:
             raise ValueError(f"bad timing plan {self}")
         if self.copies % self.launches and self.launches % self.copies:
-            raise ValueError(f"copies={self.copies} and launches={self.launches}: neither is a "
-                             "multiple of the other")
+            raise ValueError(
+                f"copies={self.copies} and launches={self.launches}: neither is a "
+                "multiple of the other"
+            )
 
     @property
     def batches(self) -> int:

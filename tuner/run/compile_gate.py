@@ -40,15 +40,37 @@ class CompileGate:
         params: the family's other dimensions (`tuner.kernels.family.Shape.params`).
     """
 
-    def __init__(self, *, arch: int, M: int, N: int, K: int, block_shape: tuple[int, int],
-                 out_dtype: str, space: Sequence[KernelConfig],
-                 first: Sequence[KernelConfig] = (), pool: ProcessPoolExecutor | None = None,
-                 workers: int | None = None, cache: CompileCache | None = None,
-                 ahead: int = 8, family: str = DEFAULT_FAMILY,
-                 params: tuple[tuple[str, int], ...] = ()) -> None:
-        self.precompiler = Precompiler(arch=arch, M=M, N=N, K=K, block_shape=block_shape,
-                                       out_dtype=out_dtype, pool=pool, workers=workers,
-                                       cache=cache, family=family, params=params)
+    def __init__(
+        self,
+        *,
+        arch: int,
+        M: int,
+        N: int,
+        K: int,
+        block_shape: tuple[int, int],
+        out_dtype: str,
+        space: Sequence[KernelConfig],
+        first: Sequence[KernelConfig] = (),
+        pool: ProcessPoolExecutor | None = None,
+        workers: int | None = None,
+        cache: CompileCache | None = None,
+        ahead: int = 8,
+        family: str = DEFAULT_FAMILY,
+        params: tuple[tuple[str, int], ...] = (),
+    ) -> None:
+        self.precompiler = Precompiler(
+            arch=arch,
+            M=M,
+            N=N,
+            K=K,
+            block_shape=block_shape,
+            out_dtype=out_dtype,
+            pool=pool,
+            workers=workers,
+            cache=cache,
+            family=family,
+            params=params,
+        )
         self.space = list(space)
         self.ahead = ahead
         self.pruned = 0
@@ -134,10 +156,20 @@ class WorkerCompiler:
     def gate(self, problem, space, first) -> CompileGate:
         """A gate for one task (a `tuner.measure.runner.Problem`) over its candidates, `first`
         queued for compiling (see `CompileGate`)."""
-        return CompileGate(arch=self.arch, M=problem.M, N=problem.N, K=problem.K,
-                           block_shape=problem.block_shape, out_dtype=problem.out_dtype,
-                           space=space, first=first, pool=self.pool, workers=self.workers,
-                           family=problem.family, params=problem.params)
+        return CompileGate(
+            arch=self.arch,
+            M=problem.M,
+            N=problem.N,
+            K=problem.K,
+            block_shape=problem.block_shape,
+            out_dtype=problem.out_dtype,
+            space=space,
+            first=first,
+            pool=self.pool,
+            workers=self.workers,
+            family=problem.family,
+            params=problem.params,
+        )
 
     def closed(self, gate, shared: WorkerShared | None) -> None:
         """Close a task's gate and add its compile and wait seconds to the shared counters."""

@@ -50,11 +50,13 @@ class Lease:
         started = time.monotonic()
         if session is None:
             with session_scope(self.store) as own:
-                held = repo.heartbeat(own, task_id=self.task_id, worker_id=self.worker_id,
-                                      lease_s=self.lease_s)
+                held = repo.heartbeat(
+                    own, task_id=self.task_id, worker_id=self.worker_id, lease_s=self.lease_s
+                )
         else:
-            held = repo.heartbeat(session, task_id=self.task_id, worker_id=self.worker_id,
-                                  lease_s=self.lease_s)
+            held = repo.heartbeat(
+                session, task_id=self.task_id, worker_id=self.worker_id, lease_s=self.lease_s
+            )
         with self._lock:
             if not held:
                 self._lost = True
@@ -72,8 +74,10 @@ class Lease:
         with self._lock:
             if self._lost:
                 return False
-            fresh = (self._renewed_at is not None
-                     and time.monotonic() - self._renewed_at < self.lease_s / 2)
+            fresh = (
+                self._renewed_at is not None
+                and time.monotonic() - self._renewed_at < self.lease_s / 2
+            )
         return True if fresh else self.renew()
 
 

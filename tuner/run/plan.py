@@ -14,8 +14,7 @@ from tuner.kernels.family import FamilyShape, Shape, as_block_shape, store_colum
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 
 
-def space_name(configs: Sequence[KernelConfig] | None, replay: str | None,
-               kernel: str = "") -> str:
+def space_name(configs: Sequence[KernelConfig] | None, replay: str | None, kernel: str = "") -> str:
     """The name of a config space, part of a sweep's key; workers claim only sweeps of theirs.
 
     Args:
@@ -107,17 +106,23 @@ class SweepRequest:
     def sweep_fields(self) -> dict:
         """Keyword arguments of `db.repo.create_sweep` for this request."""
         return {
-            "device_name": self.device_name, "model": self.model, "tp": self.tp,
-            "strategy": self.strategy, "budget": self.budget, "space": self.space_name,
-            "seed": self.seed, "m_values": list(self.m_values), "out_dtype": self.out_dtype,
-            "block_shape": self.block_shape, "shapes": list(self.shapes),
+            "device_name": self.device_name,
+            "model": self.model,
+            "tp": self.tp,
+            "strategy": self.strategy,
+            "budget": self.budget,
+            "space": self.space_name,
+            "seed": self.seed,
+            "m_values": list(self.m_values),
+            "out_dtype": self.out_dtype,
+            "block_shape": self.block_shape,
+            "shapes": list(self.shapes),
             **store_columns(self.family, self.params),
         }
 
     def key(self, N: int, K: int) -> FamilyShape:
         """The family and shape of the sweep's tasks at (N, K)."""
-        return FamilyShape(self.family, Shape(N, K, as_block_shape(self.block_shape),
-                                              self.params))
+        return FamilyShape(self.family, Shape(N, K, as_block_shape(self.block_shape), self.params))
 
     def trials_per_task(self) -> int:
         """Distinct configs each task measures: the budget, plus the default if outside it (the
@@ -158,8 +163,10 @@ def opened_label(opened) -> str:
         opened: `db.repo.OpenedSweep`.
     """
     if opened.outcome == "extended":
-        return (f"extended from {opened.previous_budget} to {opened.info.budget} trials per "
-                f"task, {opened.reopened} done task(s) reopened")
+        return (
+            f"extended from {opened.previous_budget} to {opened.info.budget} trials per "
+            f"task, {opened.reopened} done task(s) reopened"
+        )
     if opened.outcome == "kept":
         return f"resumed at its {opened.info.budget} trials per task, more than asked"
     return opened.outcome
@@ -185,7 +192,11 @@ def model_requests(model_shapes, **common) -> list[tuple[SweepRequest, str]]:
         for index, shape in enumerate(shapes):
             batches.setdefault(index if family.sweep_per_shape else shape.params, []).append(shape)
         for batch in batches.values():
-            request = SweepRequest(shapes=tuple((shape.N, shape.K) for shape in batch),
-                                   family=name, params=batch[0].params, **common)
+            request = SweepRequest(
+                shapes=tuple((shape.N, shape.K) for shape in batch),
+                family=name,
+                params=batch[0].params,
+                **common,
+            )
             requests.append((request, family.describe_shapes(batch)))
     return requests

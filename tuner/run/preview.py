@@ -65,8 +65,12 @@ class _TrialClock:
     there; else the runner's default model, scaled by how the device's earlier trials of the
     family compared with that model; else the model as it is."""
 
-    def __init__(self, runner: Runner, history: Sequence[TrialTimeRow],
-                 calibration: tuple[tuple[int, int, int], float] | None = None):
+    def __init__(
+        self,
+        runner: Runner,
+        history: Sequence[TrialTimeRow],
+        calibration: tuple[tuple[int, int, int], float] | None = None,
+    ):
         self.runner = runner
         self.calibration = calibration
         self.exact = {(r.family, r.N, r.K, r.M): r.mean_s for r in history}
@@ -74,10 +78,15 @@ class _TrialClock:
         sums: dict[str, tuple[float, float]] = {}
         for row in history:
             measured, modelled = sums.get(row.family, (0.0, 0.0))
-            sums[row.family] = (measured + row.mean_s * row.trials,
-                                modelled + runner.trial_model_s(row.N, row.K, row.M) * row.trials)
-        self.scale = {family: measured / modelled
-                      for family, (measured, modelled) in sums.items() if modelled > 0}
+            sums[row.family] = (
+                measured + row.mean_s * row.trials,
+                modelled + runner.trial_model_s(row.N, row.K, row.M) * row.trials,
+            )
+        self.scale = {
+            family: measured / modelled
+            for family, (measured, modelled) in sums.items()
+            if modelled > 0
+        }
         # No trials of a family yet: the model scaled by a trial measured here now.
         self.measured_scale = 1.0
         if self.calibration is not None:
@@ -96,9 +105,14 @@ class _TrialClock:
 
 
 def preview_sweeps(
-    requests: Sequence[tuple[SweepRequest, str]], *, runner: Runner,
-    history: Sequence[TrialTimeRow], stored: Sequence[int], workers: int,
-    compile_workers: int = 1, defaults: Sequence[str] = (),
+    requests: Sequence[tuple[SweepRequest, str]],
+    *,
+    runner: Runner,
+    history: Sequence[TrialTimeRow],
+    stored: Sequence[int],
+    workers: int,
+    compile_workers: int = 1,
+    defaults: Sequence[str] = (),
     calibration: tuple[tuple[int, int, int], float] | None = None,
 ) -> SweepPreview:
     """The plan of one `tuner sweep` command over its sweeps (dense, then each MoE shape).
@@ -127,15 +141,20 @@ def preview_sweeps(
         tasks = len(request.shapes) * len(request.m_values)
         planned = tasks * per_task
         left = max(0, planned - done)
-        seconds = sum(clock.seconds(request.family, N, K, M) * per_task
-                      for N, K in request.shapes for M in request.m_values)
+        seconds = sum(
+            clock.seconds(request.family, N, K, M) * per_task
+            for N, K in request.shapes
+            for M in request.m_values
+        )
         seconds *= left / planned if planned else 0.0
         compiles = _compiles(request)
         resumed = f", {done:,} already stored" if done else ""
         # Only a GPU sweep compiles ahead of launch; the interpreter runs the Python source.
         compiled = f"; at most {compiles:,} distinct compiles" if runner.on_gpu else ""
-        lines.append(f"  {what} x {len(request.m_values)} M: {tasks} task(s) x {per_task} "
-                     f"trial(s) = {planned:,} trial(s){resumed}{compiled}")
+        lines.append(
+            f"  {what} x {len(request.m_values)} M: {tasks} task(s) x {per_task} "
+            f"trial(s) = {planned:,} trial(s){resumed}{compiled}"
+        )
         total_s += seconds
         total_tasks += tasks
         total_trials += left
@@ -145,16 +164,21 @@ def preview_sweeps(
     if runner.on_gpu:
         # Compiles overlap the measuring (tuner.run.compile_gate): the longer of the two counts.
         compile_s = total_compiles * GPU_COMPILE_S / max(1, workers * compile_workers)
-        what_takes = (f"about {duration(max(measure_s, compile_s))}, the longer of "
-                      f"{duration(compile_s)} of compiling on {workers * compile_workers} "
-                      f"process(es) and {duration(measure_s)} of measuring")
+        what_takes = (
+            f"about {duration(max(measure_s, compile_s))}, the longer of "
+            f"{duration(compile_s)} of compiling on {workers * compile_workers} "
+            f"process(es) and {duration(measure_s)} of measuring"
+        )
         measure_s = max(measure_s, compile_s)
-    lines.append(f"  total: {total_tasks} task(s), {total_trials:,} trial(s) to run, "
-                 f"{workers} worker(s); {what_takes} ({clock.source(first.device_name)})")
+    lines.append(
+        f"  total: {total_tasks} task(s), {total_trials:,} trial(s) to run, "
+        f"{workers} worker(s); {what_takes} ({clock.source(first.device_name)})"
+    )
     lines += [f"  {line}" for line in runner.plan_notes()]
     lines += [f"  {line}" for line in defaults]
-    return SweepPreview(lines=tuple(lines), estimate_s=measure_s, tasks=total_tasks,
-                        trials=total_trials)
+    return SweepPreview(
+        lines=tuple(lines), estimate_s=measure_s, tasks=total_tasks, trials=total_trials
+    )
 
 
 def needs_confirmation(preview: SweepPreview, runner: Runner) -> bool:

@@ -51,9 +51,18 @@ def wheels_lines(image: str, indent: str = "") -> list[str]:
     from tuner import __version__
 
     platforms = " ".join(f"--platform {p}" for p in IMAGE_PLATFORMS)
-    check = shlex.join(["docker", "run", "--rm", "--entrypoint", "python3", image, "-c",
-                        "import sys, sysconfig; print(sys.version.split()[0], "
-                        "sysconfig.get_platform())"])
+    check = shlex.join(
+        [
+            "docker",
+            "run",
+            "--rm",
+            "--entrypoint",
+            "python3",
+            image,
+            "-c",
+            "import sys, sysconfig; print(sys.version.split()[0], sysconfig.get_platform())",
+        ]
+    )
     image_word = shlex.quote(image)
     lines = [
         " The wheels folder, once, on a host with a package index, built for the image's "
@@ -61,12 +70,12 @@ def wheels_lines(image: str, indent: str = "") -> list[str]:
         f" CPython {IMAGE_PYTHON} on glibc x86_64 in vLLM's image (check: {check}).",
         " Wheels built by another Python (3.11: cp311 psycopg-binary, pydantic-core, ...) do "
         "not install",
-        " there: pip install --no-index stops with \"No matching distribution found\".",
+        ' there: pip install --no-index stops with "No matching distribution found".',
         "   pip wheel --no-deps -w wheels <tuner source>",
         f"   pip download --only-binary=:all: --python-version {IMAGE_PYTHON} {platforms} "
         f"--find-links wheels -d wheels 'blockfp8-tuner[postgres]=={__version__}'",
         " or build them all inside the image (it needs a package index there):",
-        f"   docker run --rm -v \"$PWD:/out\" -v <tuner source>:/src:ro --entrypoint pip "
+        f'   docker run --rm -v "$PWD:/out" -v <tuner source>:/src:ro --entrypoint pip '
         f"{image_word} wheel -w /out/wheels '/src[postgres]'",
     ]
     return [f"#{indent}{line}" for line in lines]
@@ -99,8 +108,7 @@ class SweepRecipe:
     wheels_claim: str = "blockfp8-wheels"
 
     def __post_init__(self) -> None:
-        for name, value in (("image", self.image), ("device", self.device),
-                            ("model", self.model)):
+        for name, value in (("image", self.image), ("device", self.device), ("model", self.model)):
             if not value or any(ch.isspace() for ch in value):
                 raise ValueError(f"--{name} must be one word, got {value!r}")
         if self.nodes < 1 or self.gpus < 1:
@@ -114,30 +122,55 @@ class SweepRecipe:
         """The shell commands that put the tuner into the image from the wheels folder, every
         package the image has held at its version (`PINS_FILE`)."""
         extra = "[postgres]" if self.db is None or self.db.startswith("postgresql") else ""
-        return " && ".join([
-            f"{shlex.join(['pip', 'list', '--format=freeze'])} > {PINS_FILE}",
-            shlex.join(["pip", "install", "--no-index", "--find-links", WHEELS_DIR,
-                        "--constraint", PINS_FILE, f"blockfp8-tuner{extra}"])])
+        return " && ".join(
+            [
+                f"{shlex.join(['pip', 'list', '--format=freeze'])} > {PINS_FILE}",
+                shlex.join(
+                    [
+                        "pip",
+                        "install",
+                        "--no-index",
+                        "--find-links",
+                        WHEELS_DIR,
+                        "--constraint",
+                        PINS_FILE,
+                        f"blockfp8-tuner{extra}",
+                    ]
+                ),
+            ]
+        )
 
     def docker(self) -> str:
         """One `docker run --gpus all` line: install, `tuner doctor`, then `tuner sweep` with
         vLLM's kernels against the store (a mounted SQLite folder, or `db` via the variable)."""
         store = f"sqlite:///{STORE_DIR}/tuner.db" if self.db is None else None
-        script = " && ".join([
-            self.install(),
-            shlex.join(["tuner", "doctor", "--no-compile"]) + " ; " + shlex.join(
-                ["tuner", "sweep", *self._sweep_args(), "--kernel", "vllm"]),
-        ])
-        argv = ["docker", "run", "--rm", "--gpus", "all", "--ipc=host",
-                "-v", "$PWD/wheels:/wheels:ro"]
+        script = " && ".join(
+            [
+                self.install(),
+                shlex.join(["tuner", "doctor", "--no-compile"])
+                + " ; "
+                + shlex.join(["tuner", "sweep", *self._sweep_args(), "--kernel", "vllm"]),
+            ]
+        )
+        argv = [
+            "docker",
+            "run",
+            "--rm",
+            "--gpus",
+            "all",
+            "--ipc=host",
+            "-v",
+            "$PWD/wheels:/wheels:ro",
+        ]
         if store is not None:
             argv += ["-v", f"$PWD/tuner-store:{STORE_DIR}", "-e", f"{DB_VARIABLE}={store}"]
         else:
             argv += ["-e", DB_VARIABLE]  # passed from the caller's environment, not the line
         argv += ["--entrypoint", "bash", self.image, "-c", script]
         # $PWD expands in the caller's shell: those words are double-quoted, the rest shlex'd.
-        return " ".join(f'"{word}"' if word.startswith("$PWD/") else shlex.quote(word)
-                        for word in argv)
+        return " ".join(
+            f'"{word}"' if word.startswith("$PWD/") else shlex.quote(word) for word in argv
+        )
 
     def job_name(self) -> str:
         """A DNS-1123 name for the Job, from the device and model."""
@@ -148,32 +181,60 @@ class SweepRecipe:
         name), each requesting `gpus` GPUs and running `tuner worker` with vLLM's kernels on
         the sweeps `tuner sweep --no-run` created, the store's URL from the Secret."""
         name = self.job_name()
-        script = " && ".join([self.install(), shlex.join(
-            ["tuner", "worker", "--device", self.device, "--kernel", "vllm"])])
+        script = " && ".join(
+            [
+                self.install(),
+                shlex.join(["tuner", "worker", "--device", self.device, "--kernel", "vllm"]),
+            ]
+        )
         container = {
-            "name": "tuner-worker", "image": self.image, "command": ["bash", "-c", script],
-            "env": [{"name": DB_VARIABLE, "valueFrom": {"secretKeyRef": {
-                "name": self.secret, "key": "url"}}}],
+            "name": "tuner-worker",
+            "image": self.image,
+            "command": ["bash", "-c", script],
+            "env": [
+                {
+                    "name": DB_VARIABLE,
+                    "valueFrom": {"secretKeyRef": {"name": self.secret, "key": "url"}},
+                }
+            ],
             "resources": {"limits": {"nvidia.com/gpu": self.gpus}},
-            "volumeMounts": [{"name": "wheels", "mountPath": WHEELS_DIR, "readOnly": True},
-                             {"name": "shm", "mountPath": "/dev/shm"}],
+            "volumeMounts": [
+                {"name": "wheels", "mountPath": WHEELS_DIR, "readOnly": True},
+                {"name": "shm", "mountPath": "/dev/shm"},
+            ],
         }
         pod = {
             "restartPolicy": "OnFailure",
-            "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-                {"labelSelector": {"matchLabels": {"app": name}},
-                 "topologyKey": "kubernetes.io/hostname"}]}},
+            "affinity": {
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "labelSelector": {"matchLabels": {"app": name}},
+                            "topologyKey": "kubernetes.io/hostname",
+                        }
+                    ]
+                }
+            },
             "containers": [container],
-            "volumes": [{"name": "wheels", "persistentVolumeClaim": {
-                            "claimName": self.wheels_claim, "readOnly": True}},
-                        {"name": "shm", "emptyDir": {"medium": "Memory"}}],
+            "volumes": [
+                {
+                    "name": "wheels",
+                    "persistentVolumeClaim": {"claimName": self.wheels_claim, "readOnly": True},
+                },
+                {"name": "shm", "emptyDir": {"medium": "Memory"}},
+            ],
         }
         return {
-            "apiVersion": "batch/v1", "kind": "Job",
+            "apiVersion": "batch/v1",
+            "kind": "Job",
             "metadata": {"name": name, "labels": {"app": name}},
-            "spec": {"completionMode": "Indexed", "completions": self.nodes,
-                     "parallelism": self.nodes, "backoffLimit": 4 * self.nodes,
-                     "template": {"metadata": {"labels": {"app": name}}, "spec": pod}},
+            "spec": {
+                "completionMode": "Indexed",
+                "completions": self.nodes,
+                "parallelism": self.nodes,
+                "backoffLimit": 4 * self.nodes,
+                "template": {"metadata": {"labels": {"app": name}}, "spec": pod},
+            },
         }
 
     def k8s(self, masked_db: str) -> str:
@@ -185,20 +246,30 @@ class SweepRecipe:
             masked_db: the store's URL with its password masked (`tuner.cli.store.masked`):
                 the only form of it printed.
         """
-        create = shlex.join(["tuner", "sweep", *self._sweep_args(), "--kernel", "vllm",
-                             "--no-run"])
-        inside = " ".join([
-            "docker", "run", "--rm", "-e", DB_VARIABLE, "-v", '"$PWD/wheels:/wheels:ro"',
-            "--entrypoint", "bash", shlex.quote(self.image), "-c",
-            shlex.quote(f"{self.install()} && {create}")])
+        create = shlex.join(["tuner", "sweep", *self._sweep_args(), "--kernel", "vllm", "--no-run"])
+        inside = " ".join(
+            [
+                "docker",
+                "run",
+                "--rm",
+                "-e",
+                DB_VARIABLE,
+                "-v",
+                '"$PWD/wheels:/wheels:ro"',
+                "--entrypoint",
+                "bash",
+                shlex.quote(self.image),
+                "-c",
+                shlex.quote(f"{self.install()} && {create}"),
+            ]
+        )
         device = shlex.quote(self.device)
         head = [
             "# 1. The store's URL (PostgreSQL, reachable from the pods and from here), with "
             "its password, in this shell,",
             "#    then as a Secret (the URL is never written into this file):",
             f"#   export {DB_VARIABLE}='{masked_db}'",
-            f"#   kubectl create secret generic {self.secret} --from-literal=url=\"$"
-            f"{DB_VARIABLE}\"",
+            f'#   kubectl create secret generic {self.secret} --from-literal=url="${DB_VARIABLE}"',
             "# 2." + wheels_lines(self.image)[0][1:],
             *wheels_lines(self.image, "   ")[1:],
             f"#    then copy the folder into the PersistentVolumeClaim {self.wheels_claim} "
@@ -212,10 +283,10 @@ class SweepRecipe:
             f"#   {inside}",
             "# 5. kubectl apply -f this file; kubectl wait --for=condition=complete "
             f"--timeout=24h job/{self.job_name()}",
-            f"# 6. The results, from the same store: tuner status --db \"${DB_VARIABLE}\"; "
-            f"tuner publish --device {device} --db \"${DB_VARIABLE}\";",
-            f"#    tuner serve --db \"${DB_VARIABLE}\" (or tuner export --device {device} "
-            f"--out configs/ --db \"${DB_VARIABLE}\").",
+            f'# 6. The results, from the same store: tuner status --db "${DB_VARIABLE}"; '
+            f'tuner publish --device {device} --db "${DB_VARIABLE}";',
+            f'#    tuner serve --db "${DB_VARIABLE}" (or tuner export --device {device} '
+            f'--out configs/ --db "${DB_VARIABLE}").',
         ]
         return "\n".join(head) + "\n" + to_yaml(self.job())
 
@@ -235,8 +306,9 @@ def to_yaml(value: dict[str, Any] | list[Any], indent: int = 0) -> str:
     lines = []
     for item in value:
         text = to_yaml(item, indent + 2) if isinstance(item, dict | list) else _scalar(item)
-        lines.append(f"{pad}- {text.lstrip()}" if isinstance(item, dict | list)
-                     else f"{pad}- {text}")
+        lines.append(
+            f"{pad}- {text.lstrip()}" if isinstance(item, dict | list) else f"{pad}- {text}"
+        )
     return "\n".join(lines)
 
 

@@ -187,23 +187,30 @@ class Supervisor:
                     for slot in list(live):
                         if slot.process is not None and not slot.process.is_alive():
                             if slot.process.exitcode == EXIT_STORE and slot.shared is not None:
-                                raise StoreUnavailable(slot.shared.store_error()
-                                                       or "the store stayed unavailable")
+                                raise StoreUnavailable(
+                                    slot.shared.store_error() or "the store stayed unavailable"
+                                )
                             if not self._handle_exit(slot):
                                 live.remove(slot)
                     outage.ok()
                 except (DBAPIError, PoolTimeoutError) as exc:  # down or busy: next tick
                     if outage.failed(exc):
-                        self.on_event(f"store unavailable ({type(exc).__name__}: "
-                                      f"{_first_line(exc)}); retrying for up to "
-                                      f"{outage.deadline_s:g} s")
+                        self.on_event(
+                            f"store unavailable ({type(exc).__name__}: "
+                            f"{_first_line(exc)}); retrying for up to "
+                            f"{outage.deadline_s:g} s"
+                        )
         except (KeyboardInterrupt, StoreUnavailable):
             self._stop_all()
             raise
         finally:
             signal.signal(signal.SIGTERM, previous)
         return SupervisorReport(
-            self.failures, self.restarts, self.crashed, self.timeouts, tuple(self.given_up),
+            self.failures,
+            self.restarts,
+            self.crashed,
+            self.timeouts,
+            tuple(self.given_up),
             trials_pruned=sum(shared.trials_pruned.value for shared in self.shared),
             measure_s=sum(shared.measure_s.value for shared in self.shared),
             compile_s=sum(shared.compile_s.value for shared in self.shared),
@@ -215,8 +222,9 @@ class Supervisor:
         spec = dataclasses.replace(slot.template, worker_id=worker_id, parent_pid=os.getpid())
         slot.spec, slot.shared, slot.overdue_config = spec, WorkerShared(self.context), None
         self.shared.append(slot.shared)
-        slot.process = self.context.Process(target=worker_main, args=(spec, slot.shared),
-                                            daemon=False)
+        slot.process = self.context.Process(
+            target=worker_main, args=(spec, slot.shared), daemon=False
+        )
         self.worker_ids.append(spec.worker_id)
         slot.process.start()
 
@@ -224,8 +232,12 @@ class Supervisor:
         deadline = time.time() - self.trial_timeout_s
         for slot in live:
             entry = slot.shared.in_flight() if slot.shared is not None else None
-            if (entry is not None and entry.since < deadline and slot.process is not None
-                    and slot.process.is_alive()):
+            if (
+                entry is not None
+                and entry.since < deadline
+                and slot.process is not None
+                and slot.process.is_alive()
+            ):
                 slot.overdue_config = entry.config
                 slot.process.kill()
                 slot.process.join()
@@ -257,22 +269,34 @@ class Supervisor:
             blamed = []
             # Only while the worker held the task, and only a trial not stored yet (it may
             # have died between storing the trial and clearing the mark).
-            if (status is not None and environment_id and entry is not None
-                    and repo.end_trial(session, task_id=entry.task_id, worker_id=spec.worker_id)
-                    and repo.record_trial(session, task_id=entry.task_id,
-                                          environment_id=environment_id, config=entry.config,
-                                          status=status, error=error,
-                                          is_default=entry.is_default)):
+            if (
+                status is not None
+                and environment_id
+                and entry is not None
+                and repo.end_trial(session, task_id=entry.task_id, worker_id=spec.worker_id)
+                and repo.record_trial(
+                    session,
+                    task_id=entry.task_id,
+                    environment_id=environment_id,
+                    config=entry.config,
+                    status=status,
+                    error=error,
+                    is_default=entry.is_default,
+                )
+            ):
                 blamed.append((entry, KernelConfig.from_dict(entry.config)))
             repo.release_tasks(session, worker_id=spec.worker_id)
-            unfinished = repo.unfinished_tasks(session, sweep_id=spec.sweep_id,
-                                               device_name=spec.device_name, space=spec.space)
+            unfinished = repo.unfinished_tasks(
+                session, sweep_id=spec.sweep_id, device_name=spec.device_name, space=spec.space
+            )
         self.failures += 1  # counted once the store has it: a failed transaction is retried
         for entry, config in blamed:
             self.crashed += status == "crashed"
             self.timeouts += status == "timeout"
-            self.on_event(f"worker {slot.label} {how} while measuring {config.short()} for "
-                          f"N={entry.N}, K={entry.K}, M={entry.M}: recorded as {status}")
+            self.on_event(
+                f"worker {slot.label} {how} while measuring {config.short()} for "
+                f"N={entry.N}, K={entry.K}, M={entry.M}: recorded as {status}"
+            )
         if not blamed:
             log = worker_log_path(spec.worker_id)
             where = f" (traceback in {log})" if exitcode == 1 and log.exists() else ""
@@ -283,8 +307,10 @@ class Supervisor:
             return False
         if slot.idle_deaths >= MAX_IDLE_RESTARTS:
             self.given_up.append(slot.label)
-            self.on_event(f"worker {slot.label} died {slot.idle_deaths} times in a row without "
-                          "storing a trial; giving up on it")
+            self.on_event(
+                f"worker {slot.label} died {slot.idle_deaths} times in a row without "
+                "storing a trial; giving up on it"
+            )
             return False
         self.restarts += 1
         self._start(slot)
@@ -311,8 +337,10 @@ class Supervisor:
         try:
             retry_store(release, url=url_of(self.store), deadline_s=5.0)
         except (StoreUnavailable, DBAPIError, PoolTimeoutError):
-            self.on_event("the store did not answer: the claimed tasks go back to the queue "
-                          "when their leases expire")
+            self.on_event(
+                "the store did not answer: the claimed tasks go back to the queue "
+                "when their leases expire"
+            )
 
 
 def _first_line(exc: BaseException) -> str:

@@ -28,8 +28,15 @@ def progress_columns(unit: str) -> tuple:
         TimeRemainingColumn,
     )
 
-    return (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn(unit), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+    return (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(unit),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
 
 
 def worker_specs(
@@ -67,16 +74,26 @@ def worker_specs(
     if not runner.on_gpu:
         compile_workers = 0
     elif compile_workers is None:
-        compile_workers = max(1, ((os.cpu_count() or 2) - len(visible_devices))
-                              // max(1, len(visible_devices)))
+        compile_workers = max(
+            1, ((os.cpu_count() or 2) - len(visible_devices)) // max(1, len(visible_devices))
+        )
     items = None
     if configs is not None:
         items = tuple(tuple(config.as_dict().items()) for config in configs)
     return [
-        WorkerSpec(db_url=db_url, sweep_id=sweep_id, worker_id="", runner=runner,
-                   visible_device=device, configs=items,
-                   device_name=device_name, space=space, compile_workers=compile_workers,
-                   kernel=kernel, options=options or RunOptions())
+        WorkerSpec(
+            db_url=db_url,
+            sweep_id=sweep_id,
+            worker_id="",
+            runner=runner,
+            visible_device=device,
+            configs=items,
+            device_name=device_name,
+            space=space,
+            compile_workers=compile_workers,
+            kernel=kernel,
+            options=options or RunOptions(),
+        )
         for device in visible_devices
     ]
 
@@ -99,9 +116,17 @@ class SweepSummary:
     times: SweepTimes | None = None
 
 
-def run_workers(store, db_url: str, request: SweepRequest, sweep_id: int, *, runner: Runner,
-                visible_devices: Sequence[str | None], console=None,
-                options: RunOptions | None = None) -> SweepSummary:
+def run_workers(
+    store,
+    db_url: str,
+    request: SweepRequest,
+    sweep_id: int,
+    *,
+    runner: Runner,
+    visible_devices: Sequence[str | None],
+    console=None,
+    options: RunOptions | None = None,
+) -> SweepSummary:
     """Start one spawned worker per visible device and wait, drawing a progress bar.
 
     A worker that dies is restarted while tasks remain (tuner.run.supervisor: a crash or hang is
@@ -133,9 +158,15 @@ def run_workers(store, db_url: str, request: SweepRequest, sweep_id: int, *, run
     from tuner.run.supervisor import Supervisor
 
     options = options or RunOptions()
-    specs = worker_specs(db_url, runner=runner, visible_devices=visible_devices,
-                         configs=request.configs, sweep_id=sweep_id,
-                         kernel=request.kernel, options=options)
+    specs = worker_specs(
+        db_url,
+        runner=runner,
+        visible_devices=visible_devices,
+        configs=request.configs,
+        sweep_id=sweep_id,
+        kernel=request.kernel,
+        options=options,
+    )
     start = time.perf_counter()
     read_progress, progress_now = _progress_readers(store, db_url, sweep_id)
     before = progress_now()
@@ -145,17 +176,22 @@ def run_workers(store, db_url: str, request: SweepRequest, sweep_id: int, *, run
 
         def tick() -> None:  # a store error here is the supervisor's to time and bound
             now = read_progress()
-            bar.update(bar_id, completed=min(now.trials_total, total),
-                       description=_bar_label(sweep_id, now))
+            bar.update(
+                bar_id,
+                completed=min(now.trials_total, total),
+                description=_bar_label(sweep_id, now),
+            )
 
         def event(line: str) -> None:
             bar.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
-        report = Supervisor(store, specs, trial_timeout_s=options.trial_timeout_for(runner),
-                            on_event=event).run(tick)
+        report = Supervisor(
+            store, specs, trial_timeout_s=options.trial_timeout_for(runner), on_event=event
+        ).run(tick)
         now = progress_now()
-        bar.update(bar_id, completed=min(now.trials_total, total),
-                   description=_bar_label(sweep_id, now))
+        bar.update(
+            bar_id, completed=min(now.trials_total, total), description=_bar_label(sweep_id, now)
+        )
     return _summary(sweep_id, before, now, report, wall_s=time.perf_counter() - start)
 
 
@@ -184,16 +220,26 @@ def _summary(sweep_id: int, before, now, report, *, wall_s: float) -> SweepSumma
     """The counts of the store before and after (`db.repo.SweepProgress`) and the
     supervisor's report, as a SweepSummary with its times."""
     times = SweepTimes(
-        trials_run=now.trials_total - before.trials_total, trials_pruned=report.trials_pruned,
-        compile_s=report.compile_s, compile_wait_s=report.compile_wait_s,
-        measure_s=report.measure_s, wall_s=wall_s,
+        trials_run=now.trials_total - before.trials_total,
+        trials_pruned=report.trials_pruned,
+        compile_s=report.compile_s,
+        compile_wait_s=report.compile_wait_s,
+        measure_s=report.measure_s,
+        wall_s=wall_s,
     )
     return SweepSummary(
-        sweep_id=sweep_id, tasks_done=now.tasks_done, tasks_failed=now.tasks_failed,
-        tasks_total=now.tasks_total, trials_total=now.trials_total, trials_ok=now.trials_ok,
+        sweep_id=sweep_id,
+        tasks_done=now.tasks_done,
+        tasks_failed=now.tasks_failed,
+        tasks_total=now.tasks_total,
+        trials_total=now.trials_total,
+        trials_ok=now.trials_ok,
         trials_run_now=now.trials_total - before.trials_total,
-        wall_s=wall_s, worker_failures=report.worker_failures,
-        trials_crashed_now=report.crashed, trials_timed_out_now=report.timeouts, times=times,
+        wall_s=wall_s,
+        worker_failures=report.worker_failures,
+        trials_crashed_now=report.crashed,
+        trials_timed_out_now=report.timeouts,
+        times=times,
     )
 
 
@@ -216,15 +262,17 @@ def commonest_failure(store, sweep_id: int) -> str:
 
     with session_scope(store) as session:
         tasks = repo.sweep_tasks(session, sweep_id=sweep_id)
-        trials = [trial for task in tasks
-                  for trial in repo.task_trials(session, task_id=task.task_id)]
+        trials = [
+            trial for task in tasks for trial in repo.task_trials(session, task_id=task.task_id)
+        ]
 
     def first_line(text: str | None) -> str:
         lines = (text or "").strip().splitlines()
         return lines[0][:300] if lines else "no error text"
 
-    failed = Counter((trial.status, first_line(trial.error)) for trial in trials
-                     if trial.status != "ok")
+    failed = Counter(
+        (trial.status, first_line(trial.error)) for trial in trials if trial.status != "ok"
+    )
     if failed:
         (status, error), n = failed.most_common(1)[0]
         return f"{n} of {len(trials)} trials {status}: {error}"
@@ -238,13 +286,20 @@ def commonest_failure(store, sweep_id: int) -> str:
 def summary_lines(summary: SweepSummary) -> list[str]:
     """The closing lines of a sweep run: tasks and trials, then where the time went
     (`tuner.run.sweep.format_sweep_times`) when it is known."""
-    counts = "".join(f", {n} {what}" for n, what in ((summary.trials_crashed_now, "crashed"),
-                                                     (summary.trials_timed_out_now, "timed out"))
-                     if n)
-    lines = [f"sweep {summary.sweep_id}: {summary.tasks_done}/{summary.tasks_total} tasks done, "
-             f"{summary.tasks_failed} failed; {summary.trials_run_now} trials run now "
-             f"({summary.trials_total} stored, {summary.trials_ok} ok{counts}); "
-             f"wall {summary.wall_s:.1f} s"]
+    counts = "".join(
+        f", {n} {what}"
+        for n, what in (
+            (summary.trials_crashed_now, "crashed"),
+            (summary.trials_timed_out_now, "timed out"),
+        )
+        if n
+    )
+    lines = [
+        f"sweep {summary.sweep_id}: {summary.tasks_done}/{summary.tasks_total} tasks done, "
+        f"{summary.tasks_failed} failed; {summary.trials_run_now} trials run now "
+        f"({summary.trials_total} stored, {summary.trials_ok} ok{counts}); "
+        f"wall {summary.wall_s:.1f} s"
+    ]
     if summary.times is not None:
         lines.append(format_sweep_times(summary.times))
     return lines
@@ -285,8 +340,10 @@ def format_sweep_times(times: SweepTimes) -> str:
     """
     per_trial = ""
     if times.trials_run:
-        per_trial = (f"; per trial run: compile {times.compile_s / times.trials_run:.3f} s, "
-                     f"measure {times.measure_s / times.trials_run:.3f} s")
+        per_trial = (
+            f"; per trial run: compile {times.compile_s / times.trials_run:.3f} s, "
+            f"measure {times.measure_s / times.trials_run:.3f} s"
+        )
     return (
         f"{times.trials_run} trials run, {times.trials_pruned} pruned before launch; "
         f"compile {times.compile_s:.1f} s ({times.compile_wait_s:.1f} s waited), "
@@ -294,8 +351,7 @@ def format_sweep_times(times: SweepTimes) -> str:
     )
 
 
-def unfinished_in_scope(store, *, sweep_id: int | None, device_name: str,
-                        space: str) -> int:
+def unfinished_in_scope(store, *, sweep_id: int | None, device_name: str, space: str) -> int:
     """The unfinished tasks a worker with this scope would claim (`tuner worker`).
 
     Args:
@@ -320,11 +376,13 @@ def unfinished_in_scope(store, *, sweep_id: int | None, device_name: str,
             if info is None:
                 raise LookupError(sweep_id)
             if info.device_name != device_name:
-                raise ValueError(f"sweep {sweep_id} is for {info.device_name}, not "
-                                 f"{device_name}")
+                raise ValueError(f"sweep {sweep_id} is for {info.device_name}, not {device_name}")
             if info.space != space:
-                raise ValueError(f"sweep {sweep_id} searches config space {info.space}, this "
-                                 f"worker {space}: pass the --configs/--replay file and "
-                                 "--kernel the sweep was made with")
-        return repo.unfinished_tasks(session, sweep_id=sweep_id, device_name=device_name,
-                                     space=space)
+                raise ValueError(
+                    f"sweep {sweep_id} searches config space {info.space}, this "
+                    f"worker {space}: pass the --configs/--replay file and "
+                    "--kernel the sweep was made with"
+                )
+        return repo.unfinished_tasks(
+            session, sweep_id=sweep_id, device_name=device_name, space=space
+        )

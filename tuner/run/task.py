@@ -80,9 +80,17 @@ class TaskRun:
             (renewed when the search starts, then whenever the last renewal is old).
     """
 
-    def __init__(self, store, spec: WorkerSpec, task, environment_id: int, space=None,
-                 shared: WorkerShared | None = None, compiler: WorkerCompiler | None = None,
-                 lease: Lease | None = None) -> None:
+    def __init__(
+        self,
+        store,
+        spec: WorkerSpec,
+        task,
+        environment_id: int,
+        space=None,
+        shared: WorkerShared | None = None,
+        compiler: WorkerCompiler | None = None,
+        lease: Lease | None = None,
+    ) -> None:
         self.store, self.spec, self.task = store, spec, task
         self.environment_id, self.shared, self.compiler = environment_id, shared, compiler
         self.space = None if space is None else list(space)
@@ -108,8 +116,14 @@ class TaskRun:
         try:
             self.evaluate(self.default)  # the baseline of every task, whatever the strategy
             learns = {"related": self.related} if self.strategy.reads_related else {}
-            self.strategy.search(self.evaluate, space=self.space, budget=self.task.budget,
-                                 seed=self.seed, warm_start=self.warm, **learns)
+            self.strategy.search(
+                self.evaluate,
+                space=self.space,
+                budget=self.task.budget,
+                seed=self.seed,
+                warm_start=self.warm,
+                **learns,
+            )
         except _BudgetSpent:
             pass
         finally:
@@ -139,17 +153,30 @@ class TaskRun:
             stored = repo.task_trials(session, task_id=task.task_id)
             self.done = {
                 KernelConfig.from_dict(t.config): TrialResult(
-                    TrialStatus(t.status), t.latency_us, t.p20_us, t.p80_us, t.rel_error,
-                    t.error, t.measure_s)
+                    TrialStatus(t.status),
+                    t.latency_us,
+                    t.p20_us,
+                    t.p80_us,
+                    t.rel_error,
+                    t.error,
+                    t.measure_s,
+                )
                 for t in stored
             }
             first_trial_at = min((t.created_at for t in stored if t.created_at), default=None)
-            scope = dict(device_name=task.device_name, block_shape=tuple(task.block_shape),
-                         out_dtype=task.out_dtype, finished_before=first_trial_at,
-                         **self.key.store_fields())
+            scope = dict(
+                device_name=task.device_name,
+                block_shape=tuple(task.block_shape),
+                out_dtype=task.out_dtype,
+                finished_before=first_trial_at,
+                **self.key.store_fields(),
+            )
             winners = repo.task_winners(session, **scope)
-            related = (repo.related_trials(session, N=task.N, K=task.K, M=task.M, **scope)
-                       if get_strategy(task.strategy).reads_related else [])
+            related = (
+                repo.related_trials(session, N=task.N, K=task.K, M=task.M, **scope)
+                if get_strategy(task.strategy).reads_related
+                else []
+            )
             return winners, related
 
     def plan(self, known: list, related: list) -> None:
@@ -166,20 +193,37 @@ class TaskRun:
         family, shape = get_family(self.key.family), self.key.shape
         if self.space is None:
             self.space = family.space()
-        self.problem = Problem(task.M, task.N, task.K, shape.block_shape, task.out_dtype,
-                               family=family.name, params=shape.params, kernel=spec.kernel)
+        self.problem = Problem(
+            task.M,
+            task.N,
+            task.K,
+            shape.block_shape,
+            task.out_dtype,
+            family=family.name,
+            params=shape.params,
+            kernel=spec.kernel,
+        )
         self.seed = task_seed(task.seed, *_nkm(task))
-        self.runner = spec.runner.problem_runner(self.problem, task_id=task.task_id,
-                                                 seed=self.seed, warmup_s=SEARCH_WARMUP_S,
-                                                 rep_s=SEARCH_REP_S)
+        self.runner = spec.runner.problem_runner(
+            self.problem,
+            task_id=task.task_id,
+            seed=self.seed,
+            warmup_s=SEARCH_WARMUP_S,
+            rep_s=SEARCH_REP_S,
+        )
         self.default = family.default_config(shape, task.M)
         self.warm = warm_start_for_task(
             [(w.N, w.K, w.M, KernelConfig.from_dict(w.config)) for w in known],
-            N=task.N, K=task.K, M=task.M, default=self.default)
+            N=task.N,
+            K=task.K,
+            M=task.M,
+            default=self.default,
+        )
         timings: dict[tuple[int, int, int], list[tuple[KernelConfig, float]]] = {}
         for row in related:
             timings.setdefault((row.N, row.K, row.M), []).append(
-                (KernelConfig.from_dict(row.config), row.latency_us))
+                (KernelConfig.from_dict(row.config), row.latency_us)
+            )
         self.related = related_timings((task.N, task.K, task.M), timings)
         self.strategy = get_strategy(task.strategy)
         self.free = self.strategy.free  # statuses its budget does not count
@@ -192,10 +236,16 @@ class TaskRun:
 
         if self.compiler is None:
             return
-        first = planned(self.strategy, space=self.space, budget=self.task.budget,
-                        seed=self.seed, warm_start=self.warm)
-        self.gate = self.compiler.gate(self.problem, self.space,
-                                       [c for c in first if c not in self.done])
+        first = planned(
+            self.strategy,
+            space=self.space,
+            budget=self.task.budget,
+            seed=self.seed,
+            warm_start=self.warm,
+        )
+        self.gate = self.compiler.gate(
+            self.problem, self.space, [c for c in first if c not in self.done]
+        )
 
     def evaluate(self, config):
         """The search's objective: the stored result of `config`, or a new trial measured and
@@ -209,15 +259,18 @@ class TaskRun:
 
         if config in self.done:
             return self.done[config]
-        if self.cap is not None and sum(r.status not in self.free
-                                        for r in self.done.values()) >= self.cap:
+        if (
+            self.cap is not None
+            and sum(r.status not in self.free for r in self.done.values()) >= self.cap
+        ):
             raise _BudgetSpent
         if not self.lease.holds():
             raise TaskLost(self.lost)
         is_default = config == self.default
         if self.shared is not None:
-            self.shared.mark_in_flight(self.task.task_id, _nkm(self.task), config.as_dict(),
-                                       is_default, time.time())
+            self.shared.mark_in_flight(
+                self.task.task_id, _nkm(self.task), config.as_dict(), is_default, time.time()
+            )
         try:
             result, pruned = self.measure(config)
             self.record(config, result, is_default)
@@ -259,24 +312,47 @@ class TaskRun:
         def step() -> bool:
             with self.store.begin() as connection:  # the trial's one transaction
                 return repo.record_held_trial(
-                    connection, task_id=self.task.task_id, worker_id=self.spec.worker_id,
-                    environment_id=self.environment_id, config=config.as_dict(),
-                    is_default=is_default, status=result.status.value,
-                    latency_us=result.latency_us, p20_us=result.p20_us, p80_us=result.p80_us,
-                    rel_error=result.rel_error, error=result.error, measure_s=result.measure_s)
+                    connection,
+                    task_id=self.task.task_id,
+                    worker_id=self.spec.worker_id,
+                    environment_id=self.environment_id,
+                    config=config.as_dict(),
+                    is_default=is_default,
+                    status=result.status.value,
+                    latency_us=result.latency_us,
+                    p20_us=result.p20_us,
+                    p80_us=result.p80_us,
+                    rel_error=result.rel_error,
+                    error=result.error,
+                    measure_s=result.measure_s,
+                )
 
         if not retry_store(step, url=self.spec.db_url):
             raise TaskLost(f"task {self.task.task_id} was taken from {self.spec.worker_id}")
 
     def decide(self) -> None:
         """Re-time the finalists and store the config kept (`_retime_and_decide`)."""
-        _retime_and_decide(self.store, self.spec, self.task, self.environment_id, self.runner,
-                           self.done, self.default)
+        _retime_and_decide(
+            self.store,
+            self.spec,
+            self.task,
+            self.environment_id,
+            self.runner,
+            self.done,
+            self.default,
+        )
 
 
-def run_task(store, spec: WorkerSpec, task, environment_id: int, space,
-             shared: WorkerShared | None = None, compiler: WorkerCompiler | None = None,
-             lease: Lease | None = None) -> None:
+def run_task(
+    store,
+    spec: WorkerSpec,
+    task,
+    environment_id: int,
+    space,
+    shared: WorkerShared | None = None,
+    compiler: WorkerCompiler | None = None,
+    lease: Lease | None = None,
+) -> None:
     """Search one claimed task: `TaskRun(...).run()` (its arguments are `TaskRun`'s).
 
     Raises:
@@ -307,8 +383,9 @@ def trial_cap(budget: int, space, default) -> int:
     return min(budget, len(allowed)) + (default not in allowed)
 
 
-def _retime_and_decide(store, spec: WorkerSpec, task, environment_id: int, runner,
-                       done: dict, default) -> None:
+def _retime_and_decide(
+    store, spec: WorkerSpec, task, environment_id: int, runner, done: dict, default
+) -> None:
     """Re-time the fastest configs and the default interleaved, and store the config kept
     (`tuner.measure.noise.decide_winner`: the fastest only if it beats the runner-up by more
     than the measured spread). A task whose decision re-timed the finalists its trials give
@@ -334,29 +411,44 @@ def _retime_and_decide(store, spec: WorkerSpec, task, environment_id: int, runne
         return
     with session_scope(store) as session:
         decided = repo.task_decision(session, task_id=task.task_id)
-    if decided is not None and ({KernelConfig.from_dict(r.config) for r in decided.retimes}
-                                == set(finalists)):
+    if decided is not None and (
+        {KernelConfig.from_dict(r.config) for r in decided.retimes} == set(finalists)
+    ):
         return
     rounds = spec.runner.retime_rounds(RETIME_ROUNDS)
     retimes = retime_interleaved(runner.sample_us, finalists, rounds=rounds)
     decision = decide_winner(retimes, default)
     rows = [
-        {"config": r.config.as_dict(), "is_default": r.config == default, "rounds": r.rounds,
-         "latency_us": r.latency_us, "p20_us": r.p20_us, "p80_us": r.p80_us}
+        {
+            "config": r.config.as_dict(),
+            "is_default": r.config == default,
+            "rounds": r.rounds,
+            "latency_us": r.latency_us,
+            "p20_us": r.p20_us,
+            "p80_us": r.p80_us,
+        }
         for r in retimes
     ]
     kept = {
-        "config": decision.config.as_dict(), "latency_us": decision.latency_us,
+        "config": decision.config.as_dict(),
+        "latency_us": decision.latency_us,
         "default_latency_us": decision.default_latency_us,
         "runner_up": None if decision.runner_up is None else decision.runner_up.as_dict(),
-        "spread_us": decision.spread_us, "kept": decision.kept, "note": decision.note,
+        "spread_us": decision.spread_us,
+        "kept": decision.kept,
+        "note": decision.note,
     }
+
     def record() -> bool:
         with session_scope(store) as session:
-            return repo.record_decision(session, task_id=task.task_id,
-                                        worker_id=spec.worker_id,
-                                        environment_id=environment_id, retimes=rows,
-                                        decision=kept)
+            return repo.record_decision(
+                session,
+                task_id=task.task_id,
+                worker_id=spec.worker_id,
+                environment_id=environment_id,
+                retimes=rows,
+                decision=kept,
+            )
 
     if not retry_store(record, url=spec.db_url):  # the re-timing is kept through an outage
         raise TaskLost(f"task {task.task_id} was taken from {spec.worker_id}")

@@ -37,8 +37,9 @@ if TYPE_CHECKING:
 # environment (`Runner.pin`): this module is imported by the parent too.
 
 
-def collect_environment(runner: Runner, family: str = DEFAULT_FAMILY,
-                        kernel: str = "builtin") -> dict[str, str]:
+def collect_environment(
+    runner: Runner, family: str = DEFAULT_FAMILY, kernel: str = "builtin"
+) -> dict[str, str]:
     """GPU, versions and kernel of this process, as `db.repo.get_or_create_environment` takes
     (`Runner.environment`).
 
@@ -92,8 +93,12 @@ def _record_ceilings(store, environment_id: int, device: str) -> None:
         print(f"ceilings not measured: {type(exc).__name__}: {exc}", flush=True)
         return
     with session_scope(store) as session:
-        repo.record_ceilings(session, environment_id=environment_id, ceilings=ceilings,
-                             details=ceiling_details(device))
+        repo.record_ceilings(
+            session,
+            environment_id=environment_id,
+            ceilings=ceilings,
+            details=ceiling_details(device),
+        )
 
 
 def worker_main(spec: WorkerSpec, shared: WorkerShared | None = None) -> None:
@@ -158,8 +163,7 @@ class _Worker:
         self._share_environment(environment_id)
         # Each family's trials are recorded with its own kernel's hash (a replay keeps the
         # landscape's environment for all).
-        self.environments = {DEFAULT_FAMILY if runner.family_environments else None:
-                             environment_id}
+        self.environments = {DEFAULT_FAMILY if runner.family_environments else None: environment_id}
         self.space = None  # each task's family's space (vLLM's grid), unless configs are named
         if spec.configs is not None:
             self.space = [KernelConfig.from_dict(dict(items)) for items in spec.configs]
@@ -180,6 +184,7 @@ class _Worker:
         def step():
             with session_scope(self.store) as session:
                 return function(session, **kwargs)
+
         return self.stored(step)
 
     def _share_environment(self, environment_id: int) -> None:
@@ -193,11 +198,17 @@ class _Worker:
 
         with self.claim_lock, session_scope(self.store) as session:
             spec = self.spec
-            task = repo.claim_task(session, worker_id=spec.worker_id,
-                                   lease_s=spec.options.lease_s, sweep_id=spec.sweep_id,
-                                   device_name=spec.device_name, space=spec.space)
-            return task, repo.unfinished_tasks(session, sweep_id=spec.sweep_id,
-                                               device_name=spec.device_name, space=spec.space)
+            task = repo.claim_task(
+                session,
+                worker_id=spec.worker_id,
+                lease_s=spec.options.lease_s,
+                sweep_id=spec.sweep_id,
+                device_name=spec.device_name,
+                space=spec.space,
+            )
+            return task, repo.unfinished_tasks(
+                session, sweep_id=spec.sweep_id, device_name=spec.device_name, space=spec.space
+            )
 
     def environment_for(self, task) -> int:
         """The environment the task's trials are recorded with (its family's kernel)."""
@@ -206,8 +217,7 @@ class _Worker:
         key = task.family if self.spec.runner.family_environments else None
         if key not in self.environments:
             family_env = {**self.env, **source_fields(task.family, self.spec.kernel)}
-            self.environments[key] = self.in_session(repo.get_or_create_environment,
-                                                     **family_env)
+            self.environments[key] = self.in_session(repo.get_or_create_environment, **family_env)
         return self.environments[key]
 
     def claim_loop(self) -> None:
@@ -226,8 +236,14 @@ class _Worker:
             state, error = self.run_claimed(task)
             if state is None:
                 continue  # the task was taken from this worker: another worker has it now
-            self.in_session(repo.finish_task, task_id=task.task_id, worker_id=spec.worker_id,
-                            state=state, error=error, budget=task.budget)
+            self.in_session(
+                repo.finish_task,
+                task_id=task.task_id,
+                worker_id=spec.worker_id,
+                state=state,
+                error=error,
+                budget=task.budget,
+            )
             if state == "failed" and spec.runner.on_gpu and not _cuda_usable():
                 # A sticky CUDA error raised outside a trial (re-timing, inputs): every later
                 # task of this process would fail at once. The failed task stays failed; a
@@ -263,8 +279,16 @@ class _Worker:
         try:
             while True:
                 try:
-                    run_task(self.store, spec, task, environment_id, self.space, self.shared,
-                             self.compiler, lease)
+                    run_task(
+                        self.store,
+                        spec,
+                        task,
+                        environment_id,
+                        self.space,
+                        self.shared,
+                        self.compiler,
+                        lease,
+                    )
                     return "done", None
                 except (DBAPIError, PoolTimeoutError) as exc:
                     if not is_transient(exc):

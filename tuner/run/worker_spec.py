@@ -142,14 +142,20 @@ class WorkerShared:
     def set_store_error(self, line: str) -> None:
         """Say why the worker stopped for the store (before exiting with EXIT_STORE)."""
         data = line.encode()[:511]
-        self._store_error[:len(data) + 1] = data + b"\0"
+        self._store_error[: len(data) + 1] = data + b"\0"
 
     def store_error(self) -> str:
         """The line set by `set_store_error`, or ""."""
         return bytes(self._store_error[:]).split(b"\0", 1)[0].decode(errors="replace")
 
-    def mark_in_flight(self, task_id: int, nkm: tuple[int, int, int], config: dict[str, int],
-                       is_default: bool, since: float) -> None:
+    def mark_in_flight(
+        self,
+        task_id: int,
+        nkm: tuple[int, int, int],
+        config: dict[str, int],
+        is_default: bool,
+        since: float,
+    ) -> None:
         """Say which config the worker starts measuring (the worker's side; one writer).
 
         Args:
@@ -191,6 +197,12 @@ class WorkerShared:
             return None
         if values[1] == 0:
             return None
-        return InFlight(task_id=values[1], N=values[2], K=values[3], M=values[4],
-                        config=dict(zip(CONFIG_KEYS, values[5:11], strict=True)),
-                        is_default=bool(values[11]), since=since)
+        return InFlight(
+            task_id=values[1],
+            N=values[2],
+            K=values[3],
+            M=values[4],
+            config=dict(zip(CONFIG_KEYS, values[5:11], strict=True)),
+            is_default=bool(values[11]),
+            since=since,
+        )

@@ -13,9 +13,16 @@ from typing import Any
 
 # Public name -> the module that defines it.
 _EXPORTS: dict[str, str] = {
-    "Evaluate": "base", "History": "base", "Strategy": "base", "best": "base",
-    "planned": "base", "DEFAULT_STRATEGY": "defaults", "DEFAULT_TRIALS": "defaults",
-    "STRATEGIES": "registry", "get_strategy": "registry", "warm_start_configs": "warm_start",
+    "Evaluate": "base",
+    "History": "base",
+    "Strategy": "base",
+    "best": "base",
+    "planned": "base",
+    "DEFAULT_STRATEGY": "defaults",
+    "DEFAULT_TRIALS": "defaults",
+    "STRATEGIES": "registry",
+    "get_strategy": "registry",
+    "warm_start_configs": "warm_start",
     "warm_start_for_task": "warm_start",
 }
 

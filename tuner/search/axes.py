@@ -85,16 +85,24 @@ def space_axes(space: Sequence[KernelConfig]) -> tuple[Axis, ...]:
     for key in CONFIG_KEYS:
         values = tuple(sorted({getattr(config, key) for config in space}))
         exponents = [value.bit_length() - 1 for value in values]
-        log2 = all(_is_power_of_two(value) for value in values) and exponents == list(
-            range(exponents[0], exponents[-1] + 1)) and len(values) > 1
+        log2 = (
+            all(_is_power_of_two(value) for value in values)
+            and exponents == list(range(exponents[0], exponents[-1] + 1))
+            and len(values) > 1
+        )
         if key == "num_stages":
             log2 = False  # stages are counted, not scaled
         axes.append(Axis(key, values, log2))
     return tuple(axes)
 
 
-def neighbours(config: KernelConfig, axes: Sequence[Axis], *, pairs: bool = False,
-               categorical: frozenset[str] = frozenset()) -> Iterator[KernelConfig]:
+def neighbours(
+    config: KernelConfig,
+    axes: Sequence[Axis],
+    *,
+    pairs: bool = False,
+    categorical: frozenset[str] = frozenset(),
+) -> Iterator[KernelConfig]:
     """Configs one step away along one axis (the next value up or down), and with `pairs`
     also one step along each of two axes at once.
 
@@ -116,14 +124,18 @@ def neighbours(config: KernelConfig, axes: Sequence[Axis], *, pairs: bool = Fals
     def steps(axis: Axis) -> list[int]:
         if axis.key not in categorical:
             return [-1, 1]
-        return [i - position[axis.key] for i in range(len(axis.values))
-                if i != position[axis.key]]
+        return [i - position[axis.key] for i in range(len(axis.values)) if i != position[axis.key]]
 
-    moves: list[tuple[tuple[str, int], ...]] = [((axis.key, step),) for axis in axes
-                                                 for step in steps(axis)]
+    moves: list[tuple[tuple[str, int], ...]] = [
+        ((axis.key, step),) for axis in axes for step in steps(axis)
+    ]
     if pairs:
-        moves += [((a.key, sa), (b.key, sb)) for a, b in combinations(axes, 2)
-                  for sa in steps(a) for sb in steps(b)]
+        moves += [
+            ((a.key, sa), (b.key, sb))
+            for a, b in combinations(axes, 2)
+            for sa in steps(a)
+            for sb in steps(b)
+        ]
     by_key = {axis.key: axis for axis in axes}
     for move in moves:
         values = config.as_dict()

@@ -62,8 +62,9 @@ class Strategy(Protocol):
         """
         ...
 
-    def planned(self, *, space: Sequence[KernelConfig], seed: int,
-                warm_start: Sequence[KernelConfig] = ()) -> list[KernelConfig]:
+    def planned(
+        self, *, space: Sequence[KernelConfig], seed: int, warm_start: Sequence[KernelConfig] = ()
+    ) -> list[KernelConfig]:
         """The configs `search` (same arguments) evaluates first whatever their results, in
         order: what a compile pool can prepare before the GPU asks (`base.planned` cuts it to
         the budget). By default the warm starts that are in the space, each once; a strategy
@@ -82,8 +83,14 @@ def best(history: History) -> tuple[KernelConfig, TrialResult] | None:
     return min(ok, key=lambda item: item[1].ok_latency_us)
 
 
-def planned(strategy: Strategy, *, space: Sequence[KernelConfig], budget: int, seed: int,
-            warm_start: Sequence[KernelConfig] = ()) -> list[KernelConfig]:
+def planned(
+    strategy: Strategy,
+    *,
+    space: Sequence[KernelConfig],
+    budget: int,
+    seed: int,
+    warm_start: Sequence[KernelConfig] = (),
+) -> list[KernelConfig]:
     """The configs `strategy.search` (same arguments) will evaluate first whatever their
     results, in order, at most `budget` of them (`Strategy.planned`): what a compile pool can
     prepare before the GPU asks (`tuner.run.compile_gate`).

@@ -27,8 +27,13 @@ class BudgetedEvaluate:
         spent: configs measured that count against the budget.
     """
 
-    def __init__(self, evaluate: Evaluate, space: Sequence[KernelConfig], budget: int,
-                 free: frozenset[TrialStatus] = frozenset()) -> None:
+    def __init__(
+        self,
+        evaluate: Evaluate,
+        space: Sequence[KernelConfig],
+        budget: int,
+        free: frozenset[TrialStatus] = frozenset(),
+    ) -> None:
         self._evaluate = evaluate
         self.allowed = frozenset(space)
         self.budget = min(budget, len(self.allowed))

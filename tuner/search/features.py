@@ -16,27 +16,31 @@ if TYPE_CHECKING:  # numpy is imported where it is used (see `guided`)
 
 
 @functools.lru_cache(maxsize=4)
-def encoded(space: tuple[KernelConfig, ...], axes: tuple[Axis, ...],
-            categorical: frozenset[str]) -> tuple[np.ndarray, np.ndarray]:
+def encoded(
+    space: tuple[KernelConfig, ...], axes: tuple[Axis, ...], categorical: frozenset[str]
+) -> tuple[np.ndarray, np.ndarray]:
     """`features` of a space and its neighbour matrix, kept for the next task (a sweep
     searches the same space for every task): adjacent[i, j] is True where config j is one or
     two axes away from config i, each of those axes one value up or down (any other value on
     a categorical axis), as `neighbours(..., pairs=True, categorical=...)` yields them."""
     import numpy as np
+
     index = _value_index(space, axes).astype(np.int8)
     step = index[:, None, :] - index[None, :, :]
     moved = step != 0
     jumps = np.array([axis.key in categorical for axis in axes])
     changed = moved.sum(axis=2)
-    adjacent = ((changed >= 1) & (changed <= 2)
-                & ~(moved & (np.abs(step) != 1) & ~jumps).any(axis=2))
+    adjacent = (changed >= 1) & (changed <= 2) & ~(moved & (np.abs(step) != 1) & ~jumps).any(axis=2)
     return features(space, axes), adjacent
 
 
 def _value_index(space: Sequence[KernelConfig], axes: Sequence[Axis]) -> np.ndarray:
     import numpy as np
-    return np.array([[axis.values.index(getattr(config, axis.key)) for axis in axes]
-                     for config in space], dtype=np.int64).reshape(len(space), len(axes))
+
+    return np.array(
+        [[axis.values.index(getattr(config, axis.key)) for axis in axes] for config in space],
+        dtype=np.int64,
+    ).reshape(len(space), len(axes))
 
 
 def features(space: Sequence[KernelConfig], axes: Sequence[Axis]) -> np.ndarray:
@@ -52,9 +56,13 @@ def features(space: Sequence[KernelConfig], axes: Sequence[Axis]) -> np.ndarray:
         axes, the product of their sizes: 21 + 180 = 201 for vLLM's grid.
     """
     import numpy as np
+
     index = _value_index(space, axes)
     columns = [index[:, a] == v for a, axis in enumerate(axes) for v in range(len(axis.values))]
     for a, b in combinations(range(len(axes)), 2):
-        columns += [(index[:, a] == va) & (index[:, b] == vb)
-                    for va in range(len(axes[a].values)) for vb in range(len(axes[b].values))]
+        columns += [
+            (index[:, a] == va) & (index[:, b] == vb)
+            for va in range(len(axes[a].values))
+            for vb in range(len(axes[b].values))
+        ]
     return np.stack(columns, axis=1).astype(np.float64)

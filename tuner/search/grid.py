@@ -36,8 +36,9 @@ class GridStrategy(Strategy):
             tracker(config)
         return tracker.history
 
-    def planned(self, *, space: Sequence[KernelConfig], seed: int,
-                warm_start: Sequence[KernelConfig] = ()) -> list[KernelConfig]:
+    def planned(
+        self, *, space: Sequence[KernelConfig], seed: int, warm_start: Sequence[KernelConfig] = ()
+    ) -> list[KernelConfig]:
         """Every config `search` measures, in order (`base.planned`)."""
         allowed = frozenset(space)
         return [c for c in dict.fromkeys([*warm_start, *space]) if c in allowed]

@@ -65,12 +65,19 @@ class RidgeGuide:
     fastest among the unmeasured neighbours (diagonal ones too) of the LOCAL_TOP fastest configs
     (local: it polishes where the measurements are). Ties go to the config first in `space`."""
 
-    def __init__(self, space: Sequence[KernelConfig], axes: Sequence[Axis], *,
-                 ridge: float = RIDGE, local_top: int = LOCAL_TOP,
-                 categorical: frozenset[str] = CATEGORICAL) -> None:
+    def __init__(
+        self,
+        space: Sequence[KernelConfig],
+        axes: Sequence[Axis],
+        *,
+        ridge: float = RIDGE,
+        local_top: int = LOCAL_TOP,
+        categorical: frozenset[str] = CATEGORICAL,
+    ) -> None:
         """Args: space: the configs it may propose; axes: from `space_axes`; ridge, local_top,
         categorical: see RIDGE, LOCAL_TOP, CATEGORICAL."""
         import numpy as np
+
         self.configs = list(space)
         self.row = {config: i for i, config in enumerate(self.configs)}
         self.x, self.adjacent = encoded(tuple(self.configs), tuple(axes), categorical)
@@ -87,7 +94,8 @@ class RidgeGuide:
 
     def _update(self, tracker: BudgetedEvaluate) -> None:
         import numpy as np
-        for config, result in tracker.history[self.seen:]:
+
+        for config, result in tracker.history[self.seen :]:
             row = self.row.get(config)
             if row is not None:
                 self.measured[row] = True
@@ -100,6 +108,7 @@ class RidgeGuide:
         """Predicted log(latency_us) of every config of the space (in `configs` order), or None
         with fewer than MIN_FIT ok trials in `tracker`."""
         import numpy as np
+
         self._update(tracker)
         if len(self.ok_rows) < MIN_FIT:
             return None
@@ -121,13 +130,14 @@ class RidgeGuide:
     def __call__(self, tracker: BudgetedEvaluate) -> KernelConfig | None:
         """The next proposal (see the class), or None: too few ok trials, or nothing left."""
         import numpy as np
+
         predicted = self.predict(tracker)
         if predicted is None:
             return None
         self.calls += 1
         candidates = ~self.measured
         if self.calls % 2 == 0:
-            order = np.argsort(np.array(self.ok_y), kind="stable")[:self.local_top]
+            order = np.argsort(np.array(self.ok_y), kind="stable")[: self.local_top]
             local = candidates & self.adjacent[[self.ok_rows[i] for i in order]].any(axis=0)
             if local.any():
                 candidates = local
@@ -136,9 +146,13 @@ class RidgeGuide:
         return self.configs[int(np.argmin(np.where(candidates, predicted, np.inf)))]
 
 
-def repaired(tracker: BudgetedEvaluate, blocked: KernelConfig, axes: Sequence[Axis],
-             rng: random.Random, categorical: frozenset[str] = CATEGORICAL
-             ) -> list[KernelConfig]:
+def repaired(
+    tracker: BudgetedEvaluate,
+    blocked: KernelConfig,
+    axes: Sequence[Axis],
+    rng: random.Random,
+    categorical: frozenset[str] = CATEGORICAL,
+) -> list[KernelConfig]:
     """The repairs of a best-first step that cannot launch (pruned: invalid, compile error,
     out of resources): the unmeasured configs of the space one step from it (`neighbours`),
     in a seeded order. The step's centre, measured, is not among them, so each is the blocked
@@ -157,18 +171,29 @@ def repaired(tracker: BudgetedEvaluate, blocked: KernelConfig, axes: Sequence[Ax
         axes, categorical: as for `neighbours`.
         rng: orders the repairs.
     """
-    found = [c for c in neighbours(blocked, axes, categorical=categorical)
-             if c in tracker.allowed and c not in tracker.results]
+    found = [
+        c
+        for c in neighbours(blocked, axes, categorical=categorical)
+        if c in tracker.allowed and c not in tracker.results
+    ]
     rng.shuffle(found)
     return found
 
 
-def run_guided(tracker: BudgetedEvaluate, axes: Sequence[Axis], guide: RidgeGuide, *,
-               seed: int, batch: Sequence[KernelConfig] = (), spread: int = SPREAD,
-               guide_after: int = GUIDE_AFTER, transfer_tiles: int = TRANSFER_TILES,
-               categorical: frozenset[str] = CATEGORICAL,
-               fresh_axes_first: bool = FRESH_AXES_FIRST,
-               prior: Mapping[KernelConfig, float] | None = None) -> None:
+def run_guided(
+    tracker: BudgetedEvaluate,
+    axes: Sequence[Axis],
+    guide: RidgeGuide,
+    *,
+    seed: int,
+    batch: Sequence[KernelConfig] = (),
+    spread: int = SPREAD,
+    guide_after: int = GUIDE_AFTER,
+    transfer_tiles: int = TRANSFER_TILES,
+    categorical: frozenset[str] = CATEGORICAL,
+    fresh_axes_first: bool = FRESH_AXES_FIRST,
+    prior: Mapping[KernelConfig, float] | None = None,
+) -> None:
     """Search until the budget (or the space) is spent: best-first steps as `run_local` (with
     `categorical` axes), and after every `spread` of them the next tile of `batch` (`TileBatch`).
     A step that cannot launch (`PRUNED`) is followed by its `repaired` configs, which count as
@@ -196,9 +221,21 @@ def run_guided(tracker: BudgetedEvaluate, axes: Sequence[Axis], guide: RidgeGuid
         fresh_axes_first: see FRESH_AXES_FIRST.
         prior: orders each centre's neighbours (`local.neighbourhood_order`); None: seeded.
     """
-    _GuidedRun(tracker, axes, guide, _Settings(
-        seed=seed, spread=spread, guide_after=guide_after, transfer_tiles=transfer_tiles,
-        categorical=categorical, fresh_axes_first=fresh_axes_first, prior=prior), batch).run()
+    _GuidedRun(
+        tracker,
+        axes,
+        guide,
+        _Settings(
+            seed=seed,
+            spread=spread,
+            guide_after=guide_after,
+            transfer_tiles=transfer_tiles,
+            categorical=categorical,
+            fresh_axes_first=fresh_axes_first,
+            prior=prior,
+        ),
+        batch,
+    ).run()
 
 
 @dataclass(frozen=True)
@@ -233,8 +270,14 @@ class _GuidedRun:
         carried: the last move of a step that found a faster config.
     """
 
-    def __init__(self, tracker: BudgetedEvaluate, axes: Sequence[Axis], guide: RidgeGuide,
-                 settings: _Settings, batch: Sequence[KernelConfig]) -> None:
+    def __init__(
+        self,
+        tracker: BudgetedEvaluate,
+        axes: Sequence[Axis],
+        guide: RidgeGuide,
+        settings: _Settings,
+        batch: Sequence[KernelConfig],
+    ) -> None:
         self.tracker = tracker
         self.axes = axes
         self.guide = guide
@@ -277,8 +320,9 @@ class _GuidedRun:
         if not self._stalled():
             return None
         if self.transfers is None and self.incumbent is not None:
-            self.transfers = retiled(self.tracker, self.tiles.measured, self.incumbent[0],
-                                     self.settings.transfer_tiles)
+            self.transfers = retiled(
+                self.tracker, self.tiles.measured, self.incumbent[0], self.settings.transfer_tiles
+            )
         return self.transfers.pop(0) if self.transfers else self.guide(self.tracker)
 
     def _step(self) -> None:
@@ -288,20 +332,28 @@ class _GuidedRun:
         step = False
         candidate = self._next_repair()
         if candidate is None:
-            candidate = best_first_step(tracker, self.axes, self.rng, self.queues, self.moves,
-                                        settings.categorical,
-                                        fresh_axes_first=settings.fresh_axes_first,
-                                        prior=settings.prior)
+            candidate = best_first_step(
+                tracker,
+                self.axes,
+                self.rng,
+                self.queues,
+                self.moves,
+                settings.categorical,
+                fresh_axes_first=settings.fresh_axes_first,
+                prior=settings.prior,
+            )
             step = candidate is not None
         if candidate is None:
-            candidate = self.rng.choice([c for c in sorted(tracker.allowed, key=_key)
-                                         if c not in tracker.results])
+            candidate = self.rng.choice(
+                [c for c in sorted(tracker.allowed, key=_key) if c not in tracker.results]
+            )
         left = tracker.left
         result = tracker(candidate)
         self._count_stall(result, counted=tracker.left < left)
         if step and result is not None and result.status in PRUNED:
-            self.repairs[:0] = repaired(tracker, candidate, self.axes, self.repair_rng,
-                                        settings.categorical)
+            self.repairs[:0] = repaired(
+                tracker, candidate, self.axes, self.repair_rng, settings.categorical
+            )
         self._bookkeeping(candidate, result, step=step)
 
     def _next_repair(self) -> KernelConfig | None:
@@ -312,19 +364,27 @@ class _GuidedRun:
 
     def _count_stall(self, result: TrialResult | None, *, counted: bool) -> None:
         """A step that cost budget and came no closer than FLAT to the incumbent is a stall."""
-        flat = (result is not None and result.ok and self.incumbent is not None
-                and result.ok_latency_us <= self.incumbent[1] * (1 + FLAT))
+        flat = (
+            result is not None
+            and result.ok
+            and self.incumbent is not None
+            and result.ok_latency_us <= self.incumbent[1] * (1 + FLAT)
+        )
         self.stall += counted and not flat
 
-    def _bookkeeping(self, candidate: KernelConfig, result: TrialResult | None, *,
-                     step: bool) -> None:
+    def _bookkeeping(
+        self, candidate: KernelConfig, result: TrialResult | None, *, step: bool
+    ) -> None:
         """Carry the last paying move over to a config that did not come by a step (its first
         step, once it is the fastest, is that pattern move), and take a faster config as the
         incumbent (which ends a stall)."""
         if not step and self.carried is not None:
             self.moves.setdefault(candidate, self.carried)
-        if result is not None and result.ok and (self.incumbent is None
-                                                 or result.ok_latency_us < self.incumbent[1]):
+        if (
+            result is not None
+            and result.ok
+            and (self.incumbent is None or result.ok_latency_us < self.incumbent[1])
+        ):
             self.incumbent, self.stall = (candidate, result.ok_latency_us), 0
             if step:
                 self.carried = self.moves[candidate]
@@ -365,8 +425,9 @@ class GuidedStrategy(Strategy):
         tracker = BudgetedEvaluate(evaluate, space, budget, free=self.free)
         axes = space_axes(space)
         tracker.warm_start(warm_start)
-        batch = first_batch(tracker.allowed, axes, warm_start, seed=seed,
-                            large_tile_warps=LARGE_TILE_WARPS)
+        batch = first_batch(
+            tracker.allowed, axes, warm_start, seed=seed, large_tile_warps=LARGE_TILE_WARPS
+        )
         from threadpoolctl import threadpool_limits
 
         # The fits are small (a few hundred rows): a multi-threaded BLAS only spins its
@@ -374,6 +435,13 @@ class GuidedStrategy(Strategy):
         with threadpool_limits(limits=1, user_api="blas"):
             guide = RidgeGuide(sorted(tracker.allowed, key=_key), axes)
             prior = fit_prior(guide.configs, guide.x, related, RIDGE) if related else None
-            run_guided(tracker, axes, guide, seed=seed, batch=batch,
-                       fresh_axes_first=FRESH_AXES_FIRST, prior=prior)
+            run_guided(
+                tracker,
+                axes,
+                guide,
+                seed=seed,
+                batch=batch,
+                fresh_axes_first=FRESH_AXES_FIRST,
+                prior=prior,
+            )
         return tracker.history

@@ -38,8 +38,9 @@ def kicked(config: KernelConfig, axes: Sequence[Axis], rng: random.Random) -> Ke
     return KernelConfig(**values)
 
 
-def climb(tracker: BudgetedEvaluate, axes: Sequence[Axis], rng: random.Random,
-          start: KernelConfig) -> KernelConfig:
+def climb(
+    tracker: BudgetedEvaluate, axes: Sequence[Axis], rng: random.Random, start: KernelConfig
+) -> KernelConfig:
     """First-improvement hill climb over one-step neighbours, in a seeded order, from an ok
     config; stops at a config none of whose one-step neighbours is faster, or when the budget
     is spent. Returns where it stopped."""
@@ -51,8 +52,11 @@ def climb(tracker: BudgetedEvaluate, axes: Sequence[Axis], rng: random.Random,
             if tracker.left <= 0:
                 return current
             result = tracker(config)
-            if (result is not None and result.ok
-                    and result.ok_latency_us < tracker.results[current].ok_latency_us):
+            if (
+                result is not None
+                and result.ok
+                and result.ok_latency_us < tracker.results[current].ok_latency_us
+            ):
                 current = config
                 break
         else:
@@ -60,8 +64,12 @@ def climb(tracker: BudgetedEvaluate, axes: Sequence[Axis], rng: random.Random,
     return current
 
 
-def tile_batch(base: KernelConfig, axes: Sequence[Axis], rng: random.Random,
-               large_tile_warps: int | None = None) -> list[KernelConfig]:
+def tile_batch(
+    base: KernelConfig,
+    axes: Sequence[Axis],
+    rng: random.Random,
+    large_tile_warps: int | None = None,
+) -> list[KernelConfig]:
     """`base` with every (BLOCK_SIZE_M, BLOCK_SIZE_N) of the axes, in a seeded order: one
     start per block tile, the axes a GEMM's time depends on most.
 
@@ -69,12 +77,17 @@ def tile_batch(base: KernelConfig, axes: Sequence[Axis], rng: random.Random,
     with that many warps: a 128x128 tile on 4 warps holds 128 accumulators per thread, so it
     would start its basin far from its best."""
     by_key = {axis.key: axis for axis in axes}
-    batch = [KernelConfig(**{**base.as_dict(), "BLOCK_SIZE_M": m, "BLOCK_SIZE_N": n})
-             for m in by_key["BLOCK_SIZE_M"].values for n in by_key["BLOCK_SIZE_N"].values]
+    batch = [
+        KernelConfig(**{**base.as_dict(), "BLOCK_SIZE_M": m, "BLOCK_SIZE_N": n})
+        for m in by_key["BLOCK_SIZE_M"].values
+        for n in by_key["BLOCK_SIZE_N"].values
+    ]
     if large_tile_warps is not None:
-        batch += [KernelConfig(**{**c.as_dict(), "num_warps": large_tile_warps}) for c in batch
-                  if c.BLOCK_SIZE_M * c.BLOCK_SIZE_N >= LARGE_TILE
-                  and c.num_warps != large_tile_warps]
+        batch += [
+            KernelConfig(**{**c.as_dict(), "num_warps": large_tile_warps})
+            for c in batch
+            if c.BLOCK_SIZE_M * c.BLOCK_SIZE_N >= LARGE_TILE and c.num_warps != large_tile_warps
+        ]
     rng.shuffle(batch)
     return batch
 
@@ -108,16 +121,21 @@ def run_ils(tracker: BudgetedEvaluate, axes: Sequence[Axis], *, seed: int) -> No
                 candidate = rng.choice([c for c in ordered_space if c not in tracker.results])
             left = tracker.left
             result = tracker(candidate)
-            flat = (result is not None and result.ok and incumbent is not None
-                    and result.ok_latency_us <= incumbent[1] * (1 + FLAT))
+            flat = (
+                result is not None
+                and result.ok
+                and incumbent is not None
+                and result.ok_latency_us <= incumbent[1] * (1 + FLAT)
+            )
             stall += tracker.left < left and not flat
         now = tracker.incumbent()
         if now is not None and (incumbent is None or now[1] < incumbent[1]):
             incumbent, stall = now, 0
 
 
-def _kick(tracker: BudgetedEvaluate, axes: Sequence[Axis], rng: random.Random,
-          incumbent: KernelConfig) -> None:
+def _kick(
+    tracker: BudgetedEvaluate, axes: Sequence[Axis], rng: random.Random, incumbent: KernelConfig
+) -> None:
     found: list[tuple[float, KernelConfig]] = []
     for _ in range(KICK_DRAWS):
         if tracker.left <= 0 or len(found) >= KICKS:
@@ -158,14 +176,20 @@ class IteratedLocalStrategy(Strategy):
         run_ils(tracker, axes, seed=seed)
         return tracker.history
 
-    def planned(self, *, space: Sequence[KernelConfig], seed: int,
-                warm_start: Sequence[KernelConfig] = ()) -> list[KernelConfig]:
+    def planned(
+        self, *, space: Sequence[KernelConfig], seed: int, warm_start: Sequence[KernelConfig] = ()
+    ) -> list[KernelConfig]:
         """The configs `search` measures first whatever their results (`base.planned`)."""
         return planned_start(space, warm_start, seed=seed)
 
 
-def start_from_tiles(tracker: BudgetedEvaluate, axes: Sequence[Axis],
-                     warm_start: Sequence[KernelConfig], *, seed: int) -> None:
+def start_from_tiles(
+    tracker: BudgetedEvaluate,
+    axes: Sequence[Axis],
+    warm_start: Sequence[KernelConfig],
+    *,
+    seed: int,
+) -> None:
     """Measure `warm_start` in order, then the tile batch of the first warm start of the space
     (of the space's first config without one), within the budget.
 
@@ -182,17 +206,23 @@ def start_from_tiles(tracker: BudgetedEvaluate, axes: Sequence[Axis],
         tracker(config)
 
 
-def first_batch(allowed: frozenset[KernelConfig], axes: Sequence[Axis],
-                warm_start: Sequence[KernelConfig], *, seed: int,
-                large_tile_warps: int | None = None) -> list[KernelConfig]:
+def first_batch(
+    allowed: frozenset[KernelConfig],
+    axes: Sequence[Axis],
+    warm_start: Sequence[KernelConfig],
+    *,
+    seed: int,
+    large_tile_warps: int | None = None,
+) -> list[KernelConfig]:
     """`tile_batch` of the first warm start in `allowed` (of the first config of `allowed`
     without one), seeded by `seed`."""
     starts = [c for c in warm_start if c in allowed] or [min(allowed)]
     return tile_batch(starts[0], axes, random.Random(seed), large_tile_warps)
 
 
-def planned_start(space: Sequence[KernelConfig], warm_start: Sequence[KernelConfig], *,
-                  seed: int) -> list[KernelConfig]:
+def planned_start(
+    space: Sequence[KernelConfig], warm_start: Sequence[KernelConfig], *, seed: int
+) -> list[KernelConfig]:
     """What `start_from_tiles` measures, in order, whatever the results: the warm starts and
     the tile batch, each config of the space once (configs pruned for free let it measure more
     within a budget, never others).

@@ -11,8 +11,7 @@ from tuner.search.base import Evaluate, History, Strategy
 from tuner.search.budget import BudgetedEvaluate
 
 
-def run_local(tracker: BudgetedEvaluate, axes: Sequence[Axis], *, seed: int,
-              stop_at: int) -> None:
+def run_local(tracker: BudgetedEvaluate, axes: Sequence[Axis], *, seed: int, stop_at: int) -> None:
     """Measure neighbours of the best configs so far until `stop_at` distinct configs ran.
 
     Each step takes the fastest ok config that still has an unmeasured neighbour in the space
@@ -47,12 +46,17 @@ def run_local(tracker: BudgetedEvaluate, axes: Sequence[Axis], *, seed: int,
         tracker(candidate)
 
 
-def best_first_step(tracker: BudgetedEvaluate, axes: Sequence[Axis], rng: random.Random,
-                    queues: dict[KernelConfig, list[KernelConfig]],
-                    moves: dict[KernelConfig, tuple[int, ...]],
-                    categorical: frozenset[str] = frozenset(), *,
-                    fresh_axes_first: bool = False,
-                    prior: Mapping[KernelConfig, float] | None = None) -> KernelConfig | None:
+def best_first_step(
+    tracker: BudgetedEvaluate,
+    axes: Sequence[Axis],
+    rng: random.Random,
+    queues: dict[KernelConfig, list[KernelConfig]],
+    moves: dict[KernelConfig, tuple[int, ...]],
+    categorical: frozenset[str] = frozenset(),
+    *,
+    fresh_axes_first: bool = False,
+    prior: Mapping[KernelConfig, float] | None = None,
+) -> KernelConfig | None:
     """The next unmeasured neighbour (in `neighbourhood_order`) of the fastest ok config that
     still has one, or None when no ok config has any. Takes it off its centre's queue in
     `queues` (built on first use) and records the move that reached it in `moves`.
@@ -61,28 +65,40 @@ def best_first_step(tracker: BudgetedEvaluate, axes: Sequence[Axis], rng: random
     config's move in `moves` has changed (`fresh_axes`) comes before the rest of the queue.
     `prior`: as for `neighbourhood_order`."""
     fresh = fresh_axes(tracker, moves, len(axes)) if fresh_axes_first else set()
-    for _, _, centre in sorted((result.latency_us, index, config) for index, (
-            config, result) in enumerate(tracker.history) if result.ok):
+    for _, _, centre in sorted(
+        (result.latency_us, index, config)
+        for index, (config, result) in enumerate(tracker.history)
+        if result.ok
+    ):
         queue = queues.get(centre)
         if queue is None:
-            queue = queues[centre] = neighbourhood_order(centre, axes, tracker, rng, moves,
-                                                         categorical, prior)
+            queue = queues[centre] = neighbourhood_order(
+                centre, axes, tracker, rng, moves, categorical, prior
+            )
         while queue and queue[0] in tracker.results:
             queue.pop(0)
         if queue:
             pick = 0
             if fresh and (centre not in moves or queue[0] != _apply(centre, moves[centre], axes)):
-                pick = next((i for i, c in enumerate(queue) if c not in tracker.results
-                             and len(moved := _moved_axes(move_of(centre, c, axes))) == 1
-                             and moved <= fresh), 0)
+                pick = next(
+                    (
+                        i
+                        for i, c in enumerate(queue)
+                        if c not in tracker.results
+                        and len(moved := _moved_axes(move_of(centre, c, axes))) == 1
+                        and moved <= fresh
+                    ),
+                    0,
+                )
             candidate = queue.pop(pick)
             moves.setdefault(candidate, move_of(centre, candidate, axes))
             return candidate
     return None
 
 
-def fresh_axes(tracker: BudgetedEvaluate, moves: dict[KernelConfig, tuple[int, ...]],
-               count: int) -> set[int]:
+def fresh_axes(
+    tracker: BudgetedEvaluate, moves: dict[KernelConfig, tuple[int, ...]], count: int
+) -> set[int]:
     """Indices (of `count` axes) that no move in `moves` of a config measured in `tracker`
     changed: the axes the search has not yet stepped along in this task."""
     moved: set[int] = set()
@@ -96,21 +112,26 @@ def _moved_axes(move: tuple[int, ...]) -> set[int]:
     return {axis for axis, step in enumerate(move) if step}
 
 
-def neighbourhood_order(centre: KernelConfig, axes: Sequence[Axis],
-                        tracker: BudgetedEvaluate, rng: random.Random,
-                        moves: dict[KernelConfig, tuple[int, ...]],
-                        categorical: frozenset[str] = frozenset(),
-                        prior: Mapping[KernelConfig, float] | None = None
-                        ) -> list[KernelConfig]:
+def neighbourhood_order(
+    centre: KernelConfig,
+    axes: Sequence[Axis],
+    tracker: BudgetedEvaluate,
+    rng: random.Random,
+    moves: dict[KernelConfig, tuple[int, ...]],
+    categorical: frozenset[str] = frozenset(),
+    prior: Mapping[KernelConfig, float] | None = None,
+) -> list[KernelConfig]:
     """The order in which a centre's neighbours of the space are tried: the pattern move that
     reached it first (if any), then its one-step neighbours, then its diagonal ones, each
     group in a seeded random order, or, with a `prior` (lower is faster, e.g.
     `prior.fit_prior`), fastest predicted first (ties in the seeded order). `categorical`: as
     for `neighbours`."""
-    singles = [c for c in neighbours(centre, axes, categorical=categorical)
-               if c in tracker.allowed]
-    diagonals = [c for c in neighbours(centre, axes, pairs=True, categorical=categorical)
-                 if c in tracker.allowed and c not in singles]
+    singles = [c for c in neighbours(centre, axes, categorical=categorical) if c in tracker.allowed]
+    diagonals = [
+        c
+        for c in neighbours(centre, axes, pairs=True, categorical=categorical)
+        if c in tracker.allowed and c not in singles
+    ]
     rng.shuffle(singles)
     rng.shuffle(diagonals)
     if prior is not None:  # after the shuffles, so the seeded draws stay those without one
@@ -123,12 +144,15 @@ def neighbourhood_order(centre: KernelConfig, axes: Sequence[Axis],
 
 def move_of(centre: KernelConfig, config: KernelConfig, axes: Sequence[Axis]) -> tuple[int, ...]:
     """Index steps along each axis from centre to config (a pattern move)."""
-    return tuple(axis.values.index(getattr(config, axis.key))
-                 - axis.values.index(getattr(centre, axis.key)) for axis in axes)
+    return tuple(
+        axis.values.index(getattr(config, axis.key)) - axis.values.index(getattr(centre, axis.key))
+        for axis in axes
+    )
 
 
-def _apply(config: KernelConfig, move: tuple[int, ...], axes: Sequence[Axis]
-           ) -> KernelConfig | None:
+def _apply(
+    config: KernelConfig, move: tuple[int, ...], axes: Sequence[Axis]
+) -> KernelConfig | None:
     """The config one move further on, or None past the end of an axis."""
     values = config.as_dict()
     for axis, step in zip(axes, move, strict=True):

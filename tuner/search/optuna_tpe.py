@@ -18,8 +18,14 @@ MAX_ASKS_PER_TRIAL = 20
 N_STARTUP_TRIALS = 8
 
 
-def run_tpe(tracker: BudgetedEvaluate, axes: Sequence[Axis], *, seed: int,
-            warm_start: Sequence[KernelConfig], stop_at: int) -> None:
+def run_tpe(
+    tracker: BudgetedEvaluate,
+    axes: Sequence[Axis],
+    *,
+    seed: int,
+    warm_start: Sequence[KernelConfig],
+    stop_at: int,
+) -> None:
     """Let TPE propose configs until the tracker has measured `stop_at` distinct configs.
 
     Every axis is an integer parameter (`Axis.coordinate`: log2 exponents of block sizes and
@@ -42,20 +48,27 @@ def run_tpe(tracker: BudgetedEvaluate, axes: Sequence[Axis], *, seed: int,
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     with warnings.catch_warnings():  # multivariate TPE is marked experimental
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=N_STARTUP_TRIALS,
-                                             multivariate=True)
+        sampler = optuna.samplers.TPESampler(
+            seed=seed, n_startup_trials=N_STARTUP_TRIALS, multivariate=True
+        )
     study = optuna.create_study(direction="minimize", sampler=sampler)
     distributions: dict[str, optuna.distributions.BaseDistribution] = {
-        axis.param: optuna.distributions.IntDistribution(axis.low, axis.high) for axis in axes}
+        axis.param: optuna.distributions.IntDistribution(axis.low, axis.high) for axis in axes
+    }
 
     def params(config: KernelConfig) -> dict[str, int]:
         return {axis.param: axis.coordinate(getattr(config, axis.key)) for axis in axes}
 
     for config, result in tracker.history:
         state = optuna.trial.TrialState.COMPLETE if result.ok else optuna.trial.TrialState.FAIL
-        study.add_trial(optuna.trial.create_trial(
-            params=params(config), distributions=distributions, state=state,
-            value=result.latency_us if result.ok else None))
+        study.add_trial(
+            optuna.trial.create_trial(
+                params=params(config),
+                distributions=distributions,
+                state=state,
+                value=result.latency_us if result.ok else None,
+            )
+        )
     for config in dict.fromkeys(warm_start):
         if config in tracker.allowed and config not in tracker.results:
             study.enqueue_trial(params(config))
@@ -91,6 +104,7 @@ class OptunaStrategy(Strategy):
     ) -> History:
         """Enqueue `warm_start`, then let TPE propose until `budget` distinct configs ran."""
         tracker = BudgetedEvaluate(evaluate, space, budget)
-        run_tpe(tracker, space_axes(space), seed=seed, warm_start=warm_start,
-                stop_at=tracker.budget)
+        run_tpe(
+            tracker, space_axes(space), seed=seed, warm_start=warm_start, stop_at=tracker.budget
+        )
         return tracker.history

@@ -31,9 +31,13 @@ NEIGHBOURS = 1
 SAME_M_OTHERS = 1
 
 
-def related(task: tuple[int, int, int], timings: Mapping[tuple[int, int, int], TaskTimings], *,
-            max_neighbours: int = NEIGHBOURS, max_same_m_others: int = SAME_M_OTHERS
-            ) -> list[TaskTimings]:
+def related(
+    task: tuple[int, int, int],
+    timings: Mapping[tuple[int, int, int], TaskTimings],
+    *,
+    max_neighbours: int = NEIGHBOURS,
+    max_same_m_others: int = SAME_M_OTHERS,
+) -> list[TaskTimings]:
     """The timings a task learns from, the nearest of the tasks its warm starts come from
     (`warm_start.related_tasks`): the same (N, K) at the nearest other M in log2 (ties: the
     smaller M), then other (N, K) at the same M, in (N, K) order. Only the nearest: the
@@ -49,8 +53,9 @@ def related(task: tuple[int, int, int], timings: Mapping[tuple[int, int, int], T
     return [timings[key] for key in near[:max_neighbours] + others[:max_same_m_others]]
 
 
-def fit_prior(configs: Sequence[KernelConfig], x: np.ndarray, tasks: Sequence[TaskTimings],
-              ridge: float) -> dict[KernelConfig, float] | None:
+def fit_prior(
+    configs: Sequence[KernelConfig], x: np.ndarray, tasks: Sequence[TaskTimings], ridge: float
+) -> dict[KernelConfig, float] | None:
     """Predicted log(latency_us), relative across configs, of every config of a space: a ridge
     regression on `x`'s features of every related task's ok trials, each task's log(latency_us)
     centred on its own mean (tasks differ in scale, not in which config is faster).

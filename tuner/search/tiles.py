@@ -11,8 +11,14 @@ from tuner.search.budget import BudgetedEvaluate
 
 def with_tile(settings: KernelConfig, tile: KernelConfig) -> KernelConfig:
     """`settings` with the block tile (BLOCK_SIZE_M, BLOCK_SIZE_N) and num_warps of `tile`."""
-    return KernelConfig(**{**settings.as_dict(), "BLOCK_SIZE_M": tile.BLOCK_SIZE_M,
-                           "BLOCK_SIZE_N": tile.BLOCK_SIZE_N, "num_warps": tile.num_warps})
+    return KernelConfig(
+        **{
+            **settings.as_dict(),
+            "BLOCK_SIZE_M": tile.BLOCK_SIZE_M,
+            "BLOCK_SIZE_N": tile.BLOCK_SIZE_N,
+            "num_warps": tile.num_warps,
+        }
+    )
 
 
 class TileBatch:
@@ -24,11 +30,13 @@ class TileBatch:
         self.pending = list(batch)
         self.measured: list[KernelConfig] = []  # the configs tried for the tiles, in order
 
-    def next(self, tracker: BudgetedEvaluate,
-             incumbent: tuple[KernelConfig, float] | None) -> KernelConfig | None:
+    def next(
+        self, tracker: BudgetedEvaluate, incumbent: tuple[KernelConfig, float] | None
+    ) -> KernelConfig | None:
         """The config to measure for the next tile not yet measured as drawn, or None."""
-        while self.pending and (self.pending[0] in tracker.results
-                                or self.pending[0] not in tracker.allowed):
+        while self.pending and (
+            self.pending[0] in tracker.results or self.pending[0] not in tracker.allowed
+        ):
             self.pending.pop(0)
         if not self.pending:
             return None
@@ -41,8 +49,9 @@ class TileBatch:
         return config
 
 
-def retiled(tracker: BudgetedEvaluate, tiles: Sequence[KernelConfig], incumbent: KernelConfig,
-            count: int) -> list[KernelConfig]:
+def retiled(
+    tracker: BudgetedEvaluate, tiles: Sequence[KernelConfig], incumbent: KernelConfig, count: int
+) -> list[KernelConfig]:
     """Up to `count` unmeasured configs of the space: the incumbent with the block tile and
     num_warps of each of the fastest ok configs of `tiles`, fastest first, skipping the
     incumbent's own tile. A tile was measured with the settings (BLOCK_SIZE_K, GROUP_SIZE_M,
@@ -57,15 +66,20 @@ def retiled(tracker: BudgetedEvaluate, tiles: Sequence[KernelConfig], incumbent:
         incumbent: the fastest config so far.
         count: see `guided.TRANSFER_TILES`.
     """
-    ranked = sorted((tracker.results[c].latency_us, i) for i, c in enumerate(tiles)
-                    if c in tracker.results and tracker.results[c].ok)
+    ranked = sorted(
+        (tracker.results[c].latency_us, i)
+        for i, c in enumerate(tiles)
+        if c in tracker.results and tracker.results[c].ok
+    )
     found: list[KernelConfig] = []
     for _, i in ranked:
         if len(found) == count:
             break
         tile = tiles[i]
-        if (tile.BLOCK_SIZE_M, tile.BLOCK_SIZE_N) == (incumbent.BLOCK_SIZE_M,
-                                                      incumbent.BLOCK_SIZE_N):
+        if (tile.BLOCK_SIZE_M, tile.BLOCK_SIZE_N) == (
+            incumbent.BLOCK_SIZE_M,
+            incumbent.BLOCK_SIZE_N,
+        ):
             continue
         config = with_tile(incumbent, tile)
         if config in tracker.allowed and config not in tracker.results:

@@ -65,12 +65,15 @@ def warm_start_for_task(
     """
     near, others = related_tasks(winners, N=N, K=K, M=M)
     return warm_start_configs(
-        default, list(dict.fromkeys(config for *_, config in near))[:max_neighbours],
-        list(dict.fromkeys(config for *_, config in others))[:max_same_m_others])
+        default,
+        list(dict.fromkeys(config for *_, config in near))[:max_neighbours],
+        list(dict.fromkeys(config for *_, config in others))[:max_same_m_others],
+    )
 
 
-def related_tasks(tasks: Iterable[_Task], *, N: int, K: int, M: int
-                  ) -> tuple[list[_Task], list[_Task]]:
+def related_tasks(
+    tasks: Iterable[_Task], *, N: int, K: int, M: int
+) -> tuple[list[_Task], list[_Task]]:
     """The tasks a task of (N, K, M) takes its warm starts from (`warm_start_for_task`) and
     learns from (`prior.related`), nearest first.
 

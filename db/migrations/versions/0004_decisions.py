@@ -39,11 +39,14 @@ def _task_and_environment(table: str) -> list[sa.schema.SchemaItem]:
         sa.Column("environment_id", sa.Integer(), nullable=False),
         *(sa.Column(name, sa.Integer(), nullable=False) for name in CONFIG_COLUMNS),
         sa.ForeignKeyConstraint(
-            ["task_id"], ["tasks.task_id"], name=op.f(f"fk_{table}_task_id_tasks"),
+            ["task_id"],
+            ["tasks.task_id"],
+            name=op.f(f"fk_{table}_task_id_tasks"),
             ondelete="CASCADE",
         ),
         sa.ForeignKeyConstraint(
-            ["environment_id"], ["environments.environment_id"],
+            ["environment_id"],
+            ["environments.environment_id"],
             name=op.f(f"fk_{table}_environment_id_environments"),
         ),
     ]
@@ -90,7 +93,8 @@ def upgrade() -> None:
         sa.Column("detail", sa.Text(), nullable=True),
         _timestamp("created_at"),
         sa.ForeignKeyConstraint(
-            ["environment_id"], ["environments.environment_id"],
+            ["environment_id"],
+            ["environments.environment_id"],
             name=op.f("fk_ceilings_environment_id_environments"),
         ),
         sa.PrimaryKeyConstraint("ceiling_id", name=op.f("pk_ceilings")),

@@ -31,10 +31,14 @@ def upgrade() -> None:
         sa.Column("verdicts", sa.JSON(), nullable=False),
         # Timezone-aware UTC (db.models.UTCDateTime); SQLite keeps it as naive UTC text.
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(["device_id"], ["devices.device_id"],
-                                name=op.f("fk_comparisons_device_id_devices")),
-        sa.ForeignKeyConstraint(["environment_id"], ["environments.environment_id"],
-                                name=op.f("fk_comparisons_environment_id_environments")),
+        sa.ForeignKeyConstraint(
+            ["device_id"], ["devices.device_id"], name=op.f("fk_comparisons_device_id_devices")
+        ),
+        sa.ForeignKeyConstraint(
+            ["environment_id"],
+            ["environments.environment_id"],
+            name=op.f("fk_comparisons_environment_id_environments"),
+        ),
         sa.PrimaryKeyConstraint("comparison_id", name=op.f("pk_comparisons")),
     )
     op.create_table(
@@ -50,14 +54,24 @@ def upgrade() -> None:
         sa.Column("p20_us", sa.Float(), nullable=True),
         sa.Column("p80_us", sa.Float(), nullable=True),
         sa.Column("note", sa.Text(), nullable=False),
-        sa.CheckConstraint("status IN ('ok', 'failed', 'unavailable')",
-                           name=op.f("ck_comparison_points_status")),
-        sa.ForeignKeyConstraint(["comparison_id"], ["comparisons.comparison_id"],
-                                name=op.f("fk_comparison_points_comparison_id_comparisons"),
-                                ondelete="CASCADE"),
+        sa.CheckConstraint(
+            "status IN ('ok', 'failed', 'unavailable')", name=op.f("ck_comparison_points_status")
+        ),
+        sa.ForeignKeyConstraint(
+            ["comparison_id"],
+            ["comparisons.comparison_id"],
+            name=op.f("fk_comparison_points_comparison_id_comparisons"),
+            ondelete="CASCADE",
+        ),
         sa.PrimaryKeyConstraint("point_id", name=op.f("pk_comparison_points")),
-        sa.UniqueConstraint("comparison_id", "N", "K", "M", "backend",
-                            name=op.f("uq_comparison_points_comparison_id")),
+        sa.UniqueConstraint(
+            "comparison_id",
+            "N",
+            "K",
+            "M",
+            "backend",
+            name=op.f("uq_comparison_points_comparison_id"),
+        ),
     )
 
 

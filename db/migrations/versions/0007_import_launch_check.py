@@ -26,8 +26,7 @@ def upgrade() -> None:
     """Add imports.checked_arch (NULL: not checked) and imports.cannot_launch ({})."""
     with op.batch_alter_table("imports") as batch:
         batch.add_column(sa.Column("checked_arch", sa.Integer(), nullable=True))
-        batch.add_column(sa.Column("cannot_launch", sa.JSON(), nullable=False,
-                                   server_default="{}"))
+        batch.add_column(sa.Column("cannot_launch", sa.JSON(), nullable=False, server_default="{}"))
 
 
 def downgrade() -> None:

@@ -60,7 +60,8 @@ def upgrade() -> None:
         sa.Column("sha256", sa.String(length=64), nullable=False),
         sa.Column("detail", sa.JSON(), nullable=False),
         sa.ForeignKeyConstraint(
-            ["release_id"], ["releases.release_id"],
+            ["release_id"],
+            ["releases.release_id"],
             name=op.f("fk_release_files_release_id_releases"),
         ),
         sa.ForeignKeyConstraint(

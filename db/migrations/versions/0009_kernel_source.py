@@ -27,19 +27,26 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     """Add environments.kernel_source ("builtin" for every existing one) and .vllm ("")."""
     with op.batch_alter_table("environments") as batch:
-        batch.add_column(sa.Column("kernel_source", sa.String(length=16), nullable=False,
-                                   server_default="builtin"))
-        batch.add_column(sa.Column("vllm", sa.String(length=64), nullable=False,
-                                   server_default=""))
+        batch.add_column(
+            sa.Column(
+                "kernel_source", sa.String(length=16), nullable=False, server_default="builtin"
+            )
+        )
+        batch.add_column(sa.Column("vllm", sa.String(length=64), nullable=False, server_default=""))
 
 
 def downgrade() -> None:
     """Drop the two columns; refused while environments of vLLM's kernel exist (their trials
     would pass for the builtin kernel's)."""
-    others = op.get_bind().execute(sa.text(
-        "SELECT COUNT(*) FROM environments WHERE kernel_source != 'builtin'")).scalar()
+    others = (
+        op.get_bind()
+        .execute(sa.text("SELECT COUNT(*) FROM environments WHERE kernel_source != 'builtin'"))
+        .scalar()
+    )
     if others:
-        raise RuntimeError(f"{others} environment(s) of vLLM's kernel: delete their sweeps "
-                           "before downgrading below revision 0009")
+        raise RuntimeError(
+            f"{others} environment(s) of vLLM's kernel: delete their sweeps "
+            "before downgrading below revision 0009"
+        )
     op.drop_column("environments", "vllm")
     op.drop_column("environments", "kernel_source")

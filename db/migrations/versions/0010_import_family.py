@@ -25,16 +25,22 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     """Add imports.family ("dense" for every existing import)."""
     with op.batch_alter_table("imports") as batch:
-        batch.add_column(sa.Column("family", sa.String(length=32), nullable=False,
-                                   server_default="dense"))
+        batch.add_column(
+            sa.Column("family", sa.String(length=32), nullable=False, server_default="dense")
+        )
 
 
 def downgrade() -> None:
     """Drop the column; refused while imports of another family than "dense" exist (they
     would be taken for dense GEMM files)."""
-    others = op.get_bind().execute(sa.text(
-        "SELECT COUNT(*) FROM imports WHERE family != 'dense'")).scalar()
+    others = (
+        op.get_bind()
+        .execute(sa.text("SELECT COUNT(*) FROM imports WHERE family != 'dense'"))
+        .scalar()
+    )
     if others:
-        raise RuntimeError(f"{others} import(s) of another kernel family than dense: delete "
-                           "them before downgrading below revision 0010")
+        raise RuntimeError(
+            f"{others} import(s) of another kernel family than dense: delete "
+            "them before downgrading below revision 0010"
+        )
     op.drop_column("imports", "family")

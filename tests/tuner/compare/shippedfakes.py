@@ -25,11 +25,16 @@ SHIPPED = {A: {1: S1, 16: FAST, 64: S64}, B: {1: WRONG, 4096: S4096}}
 # Fake base latency_us per (N, K, M, config); samples are base, base + 1, base + 2 repeating,
 # so with 3 rounds every config's median is base + 1, p20 base + 0.4, p80 base + 1.6.
 BASE = {
-    (*A, 1, FAST): 10, (*A, 1, S1): 15, (*A, 1, D): 20,
-    (*A, 16, FAST): 12, (*A, 16, D): 18,
-    (*A, 64, S64): 25, (*A, 64, D): 30,
+    (*A, 1, FAST): 10,
+    (*A, 1, S1): 15,
+    (*A, 1, D): 20,
+    (*A, 16, FAST): 12,
+    (*A, 16, D): 18,
+    (*A, 64, S64): 25,
+    (*A, 64, D): 30,
     (*B, 1, D): 40,
-    (*B, 4096, S4096): 300, (*B, 4096, D): 200,
+    (*B, 4096, S4096): 300,
+    (*B, 4096, D): 200,
 }
 CEILINGS = {"copy_gbps": 4000.0, "fp8_mm_tflops": 1000.0}
 
@@ -62,8 +67,9 @@ class FakeRunner:
     def check(self, config):
         self.log.append(("check", self.problem.M, config))
         if config == WRONG:
-            return TrialResult(TrialStatus.WRONG_RESULT, rel_error=0.5,
-                               error="relative error 0.5 >= 0.01")
+            return TrialResult(
+                TrialStatus.WRONG_RESULT, rel_error=0.5, error="relative error 0.5 >= 0.01"
+            )
         return TrialResult(TrialStatus.OK, rel_error=1e-3)
 
     def sample_us(self, config):

@@ -40,17 +40,34 @@ class FakeRunner:
 
 
 def test_kernels_are_checked_then_timed_interleaved() -> None:
-    runner = FakeRunner({TRITON_TUNED: [10.0, 12.0, 11.0], TRITON_DEFAULT: [20.0, 22.0, 21.0]},
-                        broken={TORCH_SCALED_MM})
+    runner = FakeRunner(
+        {TRITON_TUNED: [10.0, 12.0, 11.0], TRITON_DEFAULT: [20.0, 22.0, 21.0]},
+        broken={TORCH_SCALED_MM},
+    )
     point = compare_point(
-        5120, 3072, 16, runner=runner, rounds=3, retime=retime_interleaved,
-        candidates=[Candidate(TRITON_TUNED, TUNED), Candidate(TRITON_DEFAULT, DEFAULT),
-                    Candidate(TORCH_SCALED_MM)],
-        unavailable={"vllm-marlin": "not wired"})
+        5120,
+        3072,
+        16,
+        runner=runner,
+        rounds=3,
+        retime=retime_interleaved,
+        candidates=[
+            Candidate(TRITON_TUNED, TUNED),
+            Candidate(TRITON_DEFAULT, DEFAULT),
+            Candidate(TORCH_SCALED_MM),
+        ],
+        unavailable={"vllm-marlin": "not wired"},
+    )
     assert runner.checked == [TRITON_TUNED, TRITON_DEFAULT, TORCH_SCALED_MM]
     # One sample of each per round, each round starting one later (A B, B A, A B).
-    assert runner.sampled == [TRITON_TUNED, TRITON_DEFAULT, TRITON_DEFAULT, TRITON_TUNED,
-                              TRITON_TUNED, TRITON_DEFAULT]
+    assert runner.sampled == [
+        TRITON_TUNED,
+        TRITON_DEFAULT,
+        TRITON_DEFAULT,
+        TRITON_TUNED,
+        TRITON_TUNED,
+        TRITON_DEFAULT,
+    ]
     assert [(t.backend, t.status, t.latency_us, t.note) for t in point.times] == [
         (TRITON_TUNED, "ok", 11.0, "16x64x128 g1 w4 s3"),
         (TRITON_DEFAULT, "ok", 21.0, "64x128x128 g32 w4 s2"),
@@ -62,9 +79,16 @@ def test_kernels_are_checked_then_timed_interleaved() -> None:
 
 def test_a_tuned_config_that_is_the_default_is_timed_once() -> None:
     runner = FakeRunner({TRITON_DEFAULT: [20.0, 30.0]})
-    point = compare_point(256, 384, 1, runner=runner, rounds=2, retime=retime_interleaved,
-                          candidates=[Candidate(TRITON_TUNED, DEFAULT),
-                                      Candidate(TRITON_DEFAULT, DEFAULT)], unavailable={})
+    point = compare_point(
+        256,
+        384,
+        1,
+        runner=runner,
+        rounds=2,
+        retime=retime_interleaved,
+        candidates=[Candidate(TRITON_TUNED, DEFAULT), Candidate(TRITON_DEFAULT, DEFAULT)],
+        unavailable={},
+    )
     assert runner.checked == [TRITON_DEFAULT]
     assert point.latency(TRITON_TUNED) == point.latency(TRITON_DEFAULT) == 25.0
 
@@ -77,21 +101,33 @@ def test_a_kernel_that_checks_but_cannot_be_timed_fails_and_the_others_are_timed
             return super().sample_us(candidate)
 
     runner = Uncapturable({TRITON_TUNED: [10.0, 12.0, 14.0, 16.0]})
-    point = compare_point(256, 384, 1, runner=runner, rounds=2, retime=retime_interleaved,
-                          candidates=[Candidate(TRITON_TUNED, TUNED), Candidate("vllm-marlin")],
-                          unavailable={})
+    point = compare_point(
+        256,
+        384,
+        1,
+        runner=runner,
+        rounds=2,
+        retime=retime_interleaved,
+        candidates=[Candidate(TRITON_TUNED, TUNED), Candidate("vllm-marlin")],
+        unavailable={},
+    )
     # Interleaved: tuned's first sample, then marlin raised; tuned alone then takes 2 more.
     assert [(t.backend, t.status, t.latency_us, t.note) for t in point.times] == [
         (TRITON_TUNED, "ok", 13.0, "16x64x128 g1 w4 s3"),
-        ("vllm-marlin", "failed", None,
-         "timing: RuntimeError: operation not permitted when stream is capturing"),
+        (
+            "vllm-marlin",
+            "failed",
+            None,
+            "timing: RuntimeError: operation not permitted when stream is capturing",
+        ),
     ]
 
 
 def _point(M: int, N: int = 1, **latency: float) -> ComparePoint:
     names = {"tuned": TRITON_TUNED, "default": TRITON_DEFAULT, "torch": TORCH_SCALED_MM}
-    return ComparePoint(N, 128, M, tuple(BackendTime(names[k], "ok", v) for k, v in
-                                         latency.items()))
+    return ComparePoint(
+        N, 128, M, tuple(BackendTime(names[k], "ok", v) for k, v in latency.items())
+    )
 
 
 def test_verdicts_by_regime() -> None:
@@ -114,7 +150,8 @@ def test_verdicts_by_regime() -> None:
     assert prefill.tuned_vs[TORCH_SCALED_MM] == pytest.approx(math.sqrt(9000) / 100)
     assert decode.line().startswith("decode (M <= 32): triton-tuned is fastest over 3 point(s)")
     assert per_m(points, TRITON_DEFAULT) == pytest.approx(
-        {1: math.sqrt(2.0), 16: 1.5, 512: 1.0, 2048: 1.0, 4096: 1.1})
+        {1: math.sqrt(2.0), 16: 1.5, 512: 1.0, 2048: 1.0, 4096: 1.1}
+    )
 
 
 def test_a_backend_missing_at_some_point_is_left_out_of_the_verdict() -> None:

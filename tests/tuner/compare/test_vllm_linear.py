@@ -39,13 +39,16 @@ def test_without_vllm_nothing_is_built() -> None:
 def test_inside_vllm_marlin_is_built_and_humming_says_why_not(standin) -> None:
     kernels, unavailable = layer_kernels()
     assert list(kernels) == [VLLM_MARLIN] and isinstance(kernels[VLLM_MARLIN], LayerKernel)
-    assert unavailable == {VLLM_HUMMING: "HummingFP8ScaledMMLinearKernel: Humming is not "
-                                         "installed"}
-    assert layer_kernels((64, 128)) == ({}, {
-        VLLM_MARLIN: "block_shape [64, 128]: only [128, 128] is wired to "
-                     "MarlinFP8ScaledMMLinearKernel",
-        VLLM_HUMMING: "block_shape [64, 128]: only [128, 128] is wired to "
-                      "HummingFP8ScaledMMLinearKernel"})
+    assert unavailable == {VLLM_HUMMING: "HummingFP8ScaledMMLinearKernel: Humming is not installed"}
+    assert layer_kernels((64, 128)) == (
+        {},
+        {
+            VLLM_MARLIN: "block_shape [64, 128]: only [128, 128] is wired to "
+            "MarlinFP8ScaledMMLinearKernel",
+            VLLM_HUMMING: "block_shape [64, 128]: only [128, 128] is wired to "
+            "HummingFP8ScaledMMLinearKernel",
+        },
+    )
     library, missing = library_kernels("cpu")
     assert VLLM_MARLIN in library and VLLM_MARLIN not in missing
     assert missing[VLLM_HUMMING] == unavailable[VLLM_HUMMING]
@@ -70,8 +73,9 @@ def test_marlin_processes_each_weight_copy_untimed_and_matches_the_reference(sta
     marlin = importlib.import_module(MARLIN)
     kernels, _ = library_kernels("cpu")
     problem = Problem(M=3, N=200, K=256)  # N not a multiple of 128: a partial scale block
-    runner = CandidateRunner(problem, backend="interpreter", library=kernels,
-                             interpreter_reps=2, timer=_Timer(marlin))
+    runner = CandidateRunner(
+        problem, backend="interpreter", library=kernels, interpreter_reps=2, timer=_Timer(marlin)
+    )
     checked = runner.check(Candidate(VLLM_MARLIN))
     assert checked.status is TrialStatus.OK and checked.rel_error < 5e-3
     assert marlin.PROCESSED == [(200, 256)] and marlin.APPLIED == [(3, 256)]
@@ -81,7 +85,7 @@ def test_marlin_processes_each_weight_copy_untimed_and_matches_the_reference(sta
     # What it computed: bf16 activations A * As times the dequantized weight.
     inputs = runner.workload.inputs
     B, Bs = runner.weights[0]
-    x = (inputs.A.double() * inputs.As.double().repeat_interleave(128, 1)[:, :256])
+    x = inputs.A.double() * inputs.As.double().repeat_interleave(128, 1)[:, :256]
     w = B.double() * Bs.double().repeat_interleave(128, 0).repeat_interleave(128, 1)[:200, :256]
     out = runner.library[VLLM_MARLIN](inputs.A, inputs.As, B, Bs, torch.bfloat16, (128, 128))
     assert out.dtype == torch.bfloat16 and out.shape == (3, 200)
@@ -100,7 +104,7 @@ def test_each_runner_gets_its_own_layers(standin) -> None:
 
 
 # vLLM 0.33.0's config/vllm.py names: VllmConfig, set_current_vllm_config(vllm_config, ...).
-_CONFIG = '''
+_CONFIG = """
 import contextlib as _contextlib
 
 CURRENT = []
@@ -119,11 +123,12 @@ def set_current_vllm_config(vllm_config, check_compile=False, prefix=None):
         yield
     finally:
         CURRENT.pop()
-'''
+"""
 
 
-def test_the_kernel_is_built_and_processed_under_one_current_vllm_config(standin,
-                                                                         monkeypatch) -> None:
+def test_the_kernel_is_built_and_processed_under_one_current_vllm_config(
+    standin, monkeypatch
+) -> None:
     package = standin / "vllm" / "config"
     append(standin, "vllm.config.__init__" if package.is_dir() else "vllm.config", _CONFIG)
     importlib.invalidate_caches()
@@ -136,11 +141,13 @@ def test_the_kernel_is_built_and_processed_under_one_current_vllm_config(standin
         seen.append(list(config.CURRENT))
         process(self, layer)
 
-    monkeypatch.setattr(marlin.MarlinFP8ScaledMMLinearKernel, "process_weights_after_loading",
-                        recording)
+    monkeypatch.setattr(
+        marlin.MarlinFP8ScaledMMLinearKernel, "process_weights_after_loading", recording
+    )
     kernels, _ = library_kernels("cpu")
-    runner = CandidateRunner(Problem(M=2, N=128, K=128), backend="interpreter",
-                             library=kernels, interpreter_reps=1)
+    runner = CandidateRunner(
+        Problem(M=2, N=128, K=128), backend="interpreter", library=kernels, interpreter_reps=1
+    )
     assert runner.check(Candidate(VLLM_MARLIN)).status is TrialStatus.OK
     assert runner.sample_us(Candidate(VLLM_MARLIN)) > 0
     assert len(config.MADE) == 1 and seen == [config.MADE, config.MADE]
@@ -159,7 +166,9 @@ def test_the_standin_adds_to_modules_another_part_wrote(tmp_path, monkeypatch) -
     try:
         module = importlib.import_module(MARLIN)
         assert module.EARLIER == 1 and module.MarlinFP8ScaledMMLinearKernel.is_supported() == (
-            True, None)
+            True,
+            None,
+        )
     finally:
         for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
             del sys.modules[name]

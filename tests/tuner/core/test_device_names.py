@@ -10,10 +10,28 @@ import pytest
 from db.devices import _check_device_name
 from tuner.core import DEVICE_ARG_PATTERN, DEVICE_NAME_MAX, is_device_name
 
-KEPT = ["Intel(R)_Data_Center_GPU_Max_1550", "Intel(R)_Arc(TM)_Pro_B70_Graphics",
-        "AMD_Instinct_MI300X", "NVIDIA_A100-SXM4-80GB", "Odd,name=[x]:y;z", "a.b", "x" * 128]
-REFUSED = ["", "has space", 'quote"d', "sl/ash", "back\\slash", "dot..dot", "..", ".", "tab\tx",
-           "caf\u00e9", "x" * 129]
+KEPT = [
+    "Intel(R)_Data_Center_GPU_Max_1550",
+    "Intel(R)_Arc(TM)_Pro_B70_Graphics",
+    "AMD_Instinct_MI300X",
+    "NVIDIA_A100-SXM4-80GB",
+    "Odd,name=[x]:y;z",
+    "a.b",
+    "x" * 128,
+]
+REFUSED = [
+    "",
+    "has space",
+    'quote"d',
+    "sl/ash",
+    "back\\slash",
+    "dot..dot",
+    "..",
+    ".",
+    "tab\tx",
+    "caf\u00e9",
+    "x" * 129,
+]
 
 
 @pytest.mark.parametrize("device", KEPT)

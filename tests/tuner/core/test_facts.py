@@ -35,20 +35,25 @@ from tuner.kernels.config import KernelConfig
 # vLLM 0.33.0, vllm/utils/platform_utils.py, get_device_name_as_file_name: the whole rule.
 VLLM_RULE = re.compile(r"[\s/]+")
 # vLLM's benchmarks/kernels/benchmark_w8a8_block_fp8.py, main(): the batch sizes it tunes.
-VLLM_BATCH_SIZES = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072,
-                    4096]
+VLLM_BATCH_SIZES = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096]
 CONFIG = dict.fromkeys(CONFIG_KEYS, 16)
 
 
-@pytest.mark.parametrize(("gpu_name", "key"), [
-    ("NVIDIA H200 NVL", "NVIDIA_H200_NVL"),
-    ("NVIDIA L20", "NVIDIA_L20"),
-    ("NVIDIA H100 80GB HBM3", "NVIDIA_H100_80GB_HBM3"),
-    ("NVIDIA A100-SXM4-80GB", "NVIDIA_A100-SXM4-80GB"),
-    ("AMD Instinct MI300X/MI308X", "AMD_Instinct_MI300X_MI308X"),  # '/' would be a subfolder
-    ("Intel(R) Data Center GPU  Max\t1550", "Intel(R)_Data_Center_GPU_Max_1550"),  # one '_' a run
-    ("a / b", "a_b"),
-])
+@pytest.mark.parametrize(
+    ("gpu_name", "key"),
+    [
+        ("NVIDIA H200 NVL", "NVIDIA_H200_NVL"),
+        ("NVIDIA L20", "NVIDIA_L20"),
+        ("NVIDIA H100 80GB HBM3", "NVIDIA_H100_80GB_HBM3"),
+        ("NVIDIA A100-SXM4-80GB", "NVIDIA_A100-SXM4-80GB"),
+        ("AMD Instinct MI300X/MI308X", "AMD_Instinct_MI300X_MI308X"),  # '/' would be a subfolder
+        (
+            "Intel(R) Data Center GPU  Max\t1550",
+            "Intel(R)_Data_Center_GPU_Max_1550",
+        ),  # one '_' a run
+        ("a / b", "a_b"),
+    ],
+)
 def test_the_device_name_rule_is_vllms(gpu_name: str, key: str) -> None:
     assert vllm_device_name(gpu_name) == key
     assert VLLM_RULE.sub("_", gpu_name) == key
@@ -70,8 +75,14 @@ def test_the_m_grid_is_vllms_eighteen_batch_sizes() -> None:
 
 
 def test_config_keys_are_vllms_in_its_file_order() -> None:
-    assert CONFIG_KEYS == ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M",
-                           "num_warps", "num_stages")
+    assert CONFIG_KEYS == (
+        "BLOCK_SIZE_M",
+        "BLOCK_SIZE_N",
+        "BLOCK_SIZE_K",
+        "GROUP_SIZE_M",
+        "num_warps",
+        "num_stages",
+    )
     assert tuple(f.name for f in dataclasses.fields(KernelConfig)) == CONFIG_KEYS
     assert list(KernelConfig.from_dict(CONFIG).as_dict()) == list(CONFIG_KEYS)
 
@@ -83,8 +94,15 @@ def test_the_stores_config_columns_are_the_config_keys(table) -> None:
 
 
 def test_trial_statuses_are_the_stored_values() -> None:
-    assert TRIAL_STATUSES == ("ok", "invalid", "compile_error", "out_of_resources",
-                              "wrong_result", "timeout", "crashed")
+    assert TRIAL_STATUSES == (
+        "ok",
+        "invalid",
+        "compile_error",
+        "out_of_resources",
+        "wrong_result",
+        "timeout",
+        "crashed",
+    )
     assert tuple(TrialStatus) == TRIAL_STATUSES
     for status in TRIAL_STATUSES:
         assert _checked(CONFIG, status) == CONFIG  # the store takes each
@@ -103,18 +121,29 @@ def test_out_dtypes_are_torchs_names_of_the_kernels_dtypes() -> None:
 
 
 def test_the_store_takes_exactly_the_out_dtypes() -> None:
-    fields = {"m_values": [1], "shapes": [(256, 384)], "block_shape": (128, 128), "tp": 1,
-              "budget": 1}
+    fields = {
+        "m_values": [1],
+        "shapes": [(256, 384)],
+        "block_shape": (128, 128),
+        "tp": 1,
+        "budget": 1,
+    }
     for dtype in OUT_DTYPES:
         _validate(out_dtype=dtype, **fields)
     with pytest.raises(ValueError, match="'float32' is not one of bfloat16, float16"):
         _validate(out_dtype="float32", **fields)
 
 
-@pytest.mark.parametrize(("version", "minor"), [
-    ("3.6.0", (3, 6)), ("3.6.1+git3f2a", (3, 6)), ("3.10", (3, 10)), (" 3.9.0 ", (3, 9)),
-    ("03.06.0", (3, 6)),
-])
+@pytest.mark.parametrize(
+    ("version", "minor"),
+    [
+        ("3.6.0", (3, 6)),
+        ("3.6.1+git3f2a", (3, 6)),
+        ("3.10", (3, 10)),
+        (" 3.9.0 ", (3, 9)),
+        ("03.06.0", (3, 6)),
+    ],
+)
 def test_triton_minor(version: str, minor: tuple[int, int]) -> None:
     assert minor_of(version) == minor
     assert triton_minor(version) == f"{minor[0]}.{minor[1]}"
@@ -131,7 +160,8 @@ def test_the_kernel_source_hash_is_sha256_of_its_utf8_text() -> None:
     text = "@triton.jit\ndef k(x):  # \u00e9\n    pass\n"
     assert kernel_source_hash(text) == hashlib.sha256(text.encode("utf-8")).hexdigest()
     assert kernel_source_hash("") == (
-        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    )
 
 
 def test_the_kernels_record_the_core_hash_of_their_source() -> None:

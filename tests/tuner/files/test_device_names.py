@@ -23,28 +23,53 @@ def test_vllm_keeps_every_character_but_the_space() -> None:
     # vLLM 0.33.0: get_device_name().replace(" ", "_") (fp8_utils.get_w8a8_block_fp8_configs).
     assert vllm_device_name("Intel(R) Data Center GPU Max 1550") == INTEL
     assert vllm_device_name("Intel(R) Arc(TM) Pro B70 Graphics") == (
-        "Intel(R)_Arc(TM)_Pro_B70_Graphics")
+        "Intel(R)_Arc(TM)_Pro_B70_Graphics"
+    )
     assert vllm_device_name("NVIDIA GeForce RTX 4090 D") == "NVIDIA_GeForce_RTX_4090_D"
 
 
-@pytest.mark.parametrize("device", [
-    INTEL, "Intel(R)_Arc(TM)_Pro_B70_Graphics", "AMD_Instinct_MI300X", "NVIDIA_A100-SXM4-80GB",
-    "Odd,name=[x]:y;z", "a.b", "x" * 128,
-])
+@pytest.mark.parametrize(
+    "device",
+    [
+        INTEL,
+        "Intel(R)_Arc(TM)_Pro_B70_Graphics",
+        "AMD_Instinct_MI300X",
+        "NVIDIA_A100-SXM4-80GB",
+        "Odd,name=[x]:y;z",
+        "a.b",
+        "x" * 128,
+    ],
+)
 def test_file_names_round_trip(device: str) -> None:
     name = config_file_name(5120, 3072, device)
     assert name == f"N=5120,K=3072,device_name={device},dtype=fp8_w8a8,block_shape=[128,128].json"
     parsed = parse_config_file_name(name)
     assert (parsed.N, parsed.K, parsed.device_name, parsed.block_shape) == (
-        5120, 3072, device, (128, 128))
+        5120,
+        3072,
+        device,
+        (128, 128),
+    )
     sglang = parse_config_file_name(name.replace("[128,128]", "[128, 128]"))
     assert sglang.device_name == device
 
 
-@pytest.mark.parametrize("device", [
-    "", "has space", 'quote"d', "sl/ash", "back\\slash", "dot..dot", "..", ".", "tab\tx",
-    "caf\u00e9", "x" * 129,
-])
+@pytest.mark.parametrize(
+    "device",
+    [
+        "",
+        "has space",
+        'quote"d',
+        "sl/ash",
+        "back\\slash",
+        "dot..dot",
+        "..",
+        ".",
+        "tab\tx",
+        "caf\u00e9",
+        "x" * 129,
+    ],
+)
 def test_file_names_with_names_vllm_cannot_key_are_refused(device: str) -> None:
     # The rule itself: tests/tuner/kernels/test_device_name.py.
     with pytest.raises(ValueError, match="must be 1..128 printable ASCII characters"):
@@ -60,14 +85,21 @@ def test_from_log_reads_warnings_of_any_device() -> None:
     scan = scan_lines(log)
     assert scan.device_names == [INTEL, "Odd,name=[x]"]
     assert [(m.device_name, m.N, m.K) for m in scan.missing] == [
-        (INTEL, 5120, 3072), ("Odd,name=[x]", 7168, 5120)]
+        (INTEL, 5120, 3072),
+        ("Odd,name=[x]", 7168, 5120),
+    ]
     assert scan.missing[0].path == f"{VLLM}/{names[0]}"
 
 
 def _request(device: str, fmt: str) -> MountRequest:
-    return MountRequest(device_name=device, engine="vllm",
-                        file_names=(config_file_name(5120, 3072, device),),
-                        host_dir="$PWD/configs", site_packages=SITE, fmt=fmt)
+    return MountRequest(
+        device_name=device,
+        engine="vllm",
+        file_names=(config_file_name(5120, 3072, device),),
+        host_dir="$PWD/configs",
+        site_packages=SITE,
+        fmt=fmt,
+    )
 
 
 def test_docker_mounts_quote_names_with_shell_characters() -> None:
@@ -82,8 +114,10 @@ def test_docker_uses_mount_when_a_name_holds_a_colon() -> None:
     lines = render_mounts(_request(device, "docker")).splitlines()
     # --mount's value is CSV: source and target fields quoted; the shell word escapes '$'.
     escaped = name.replace("$", "\\$")
-    assert (f'  --mount "type=bind,\\"source=$PWD/configs/{escaped}\\",'
-            f'\\"target={VLLM}/{escaped}\\",readonly" \\') in lines
+    assert (
+        f'  --mount "type=bind,\\"source=$PWD/configs/{escaped}\\",'
+        f'\\"target={VLLM}/{escaped}\\",readonly" \\'
+    ) in lines
 
 
 def test_k8s_names_stay_dns_labels() -> None:

@@ -17,28 +17,49 @@ from tuner.files.engine_folders import (
 )
 from tuner.kernels.registry import FAMILIES
 
-ENTRY = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
-         "num_warps": 4, "num_stages": 3}
+ENTRY = {
+    "BLOCK_SIZE_M": 16,
+    "BLOCK_SIZE_N": 128,
+    "BLOCK_SIZE_K": 128,
+    "GROUP_SIZE_M": 1,
+    "num_warps": 4,
+    "num_stages": 3,
+}
 
 
-@pytest.mark.parametrize(("engine", "family", "version", "folder"), [
-    ("vllm", "dense", None, "vllm/model_executor/layers/quantization/utils/configs"),
-    ("vllm", "dense", "0.20.0", "vllm/model_executor/layers/quantization/utils/configs"),
-    ("vllm", "moe", None, "vllm/model_executor/layers/fused_moe/configs"),
-    ("sglang", "dense", None, "sglang/kernels/ops/gemm/configs"),
-    ("sglang", "dense", "0.5.21", "sglang/kernels/ops/gemm/configs"),
-    ("sglang", "dense", "0.5.20", "sglang/kernels/ops/quantization/configs"),
-    ("sglang", "dense", "0.5.16", "sglang/kernels/ops/quantization/configs"),
-    ("sglang", "dense", "0.5.15.post1", "sglang/srt/layers/quantization/configs"),
-    ("sglang", "dense", "0.4.0", "sglang/srt/layers/quantization/configs"),
-    ("sglang", "moe", None, "sglang/srt/layers/moe/moe_runner/triton_utils/configs/triton_3_8_0"),
-    ("sglang", "moe", "0.5.11", "sglang/srt/layers/moe/moe_runner/triton_utils/configs/"
-     "triton_3_8_0"),
-    ("sglang", "moe", "0.5.10.post1", "sglang/srt/layers/moe/fused_moe_triton/configs/"
-     "triton_3_8_0"),
-])
-def test_folder_of_each_release(engine: str, family: str, version: str | None,
-                                folder: str) -> None:
+@pytest.mark.parametrize(
+    ("engine", "family", "version", "folder"),
+    [
+        ("vllm", "dense", None, "vllm/model_executor/layers/quantization/utils/configs"),
+        ("vllm", "dense", "0.20.0", "vllm/model_executor/layers/quantization/utils/configs"),
+        ("vllm", "moe", None, "vllm/model_executor/layers/fused_moe/configs"),
+        ("sglang", "dense", None, "sglang/kernels/ops/gemm/configs"),
+        ("sglang", "dense", "0.5.21", "sglang/kernels/ops/gemm/configs"),
+        ("sglang", "dense", "0.5.20", "sglang/kernels/ops/quantization/configs"),
+        ("sglang", "dense", "0.5.16", "sglang/kernels/ops/quantization/configs"),
+        ("sglang", "dense", "0.5.15.post1", "sglang/srt/layers/quantization/configs"),
+        ("sglang", "dense", "0.4.0", "sglang/srt/layers/quantization/configs"),
+        (
+            "sglang",
+            "moe",
+            None,
+            "sglang/srt/layers/moe/moe_runner/triton_utils/configs/triton_3_8_0",
+        ),
+        (
+            "sglang",
+            "moe",
+            "0.5.11",
+            "sglang/srt/layers/moe/moe_runner/triton_utils/configs/triton_3_8_0",
+        ),
+        (
+            "sglang",
+            "moe",
+            "0.5.10.post1",
+            "sglang/srt/layers/moe/fused_moe_triton/configs/triton_3_8_0",
+        ),
+    ],
+)
+def test_folder_of_each_release(engine: str, family: str, version: str | None, folder: str) -> None:
     assert folder_for(engine, family, version, "3.8.0") == folder
 
 
@@ -47,7 +68,11 @@ def test_the_families_have_one_row_per_engine_family_and_first_version() -> None
     keys = [(row.engine, name, version_key(row.first_version)) for name, row in rows]
     assert len(keys) == len(set(keys))
     assert {(row.engine, name) for name, row in rows if row.first_version == "0"} == {
-        ("vllm", "dense"), ("vllm", "moe"), ("sglang", "dense"), ("sglang", "moe")}
+        ("vllm", "dense"),
+        ("vllm", "moe"),
+        ("sglang", "dense"),
+        ("sglang", "moe"),
+    }
 
 
 def test_versions_sort_as_releases() -> None:
@@ -64,9 +89,11 @@ def test_history_lines() -> None:
     assert folder_history("sglang", "dense") == [
         "before 0.5.16: sglang/srt/layers/quantization/configs",
         "0.5.16 to before 0.5.21: sglang/kernels/ops/quantization/configs",
-        "0.5.21 and later: sglang/kernels/ops/gemm/configs"]
+        "0.5.21 and later: sglang/kernels/ops/gemm/configs",
+    ]
     assert folder_history("vllm", "dense") == [
-        "every release: vllm/model_executor/layers/quantization/utils/configs"]
+        "every release: vllm/model_executor/layers/quantization/utils/configs"
+    ]
 
 
 def test_triton_folder() -> None:
@@ -94,8 +121,11 @@ def test_clamp_rule_of_0_5_23_at_every_block_size_k(device_name: str, block_k: i
 
 
 def test_clamp_rule_by_release() -> None:
-    configs = {1: {**ENTRY, "BLOCK_SIZE_K": 64}, 16: {**ENTRY, "BLOCK_SIZE_K": 128},
-               32: {**ENTRY, "BLOCK_SIZE_K": 48}}
+    configs = {
+        1: {**ENTRY, "BLOCK_SIZE_K": 64},
+        16: {**ENTRY, "BLOCK_SIZE_K": 128},
+        32: {**ENTRY, "BLOCK_SIZE_K": 48},
+    }
     assert sglang_clamped(configs, 128, "NVIDIA_L20") == [(32, 48)]  # 64 divides 128 on CUDA
     assert sglang_clamped(configs, 128, "AMD_Instinct_MI300X") == [(1, 64), (32, 48)]
     assert sglang_clamped(configs, 128, "NVIDIA_L20", "0.5.13") == [(1, 64), (32, 48)]
@@ -105,13 +135,25 @@ def test_clamp_rule_by_release() -> None:
 
 def test_clamp_lines() -> None:
     name = "N=576,K=7168,device_name=AMD_Instinct_MI300X,dtype=fp8_w8a8,block_shape=[128, 128].json"
-    configs = {4096: {**ENTRY, "BLOCK_SIZE_K": 64}, 1: {**ENTRY, "BLOCK_SIZE_K": 32},
-               16: ENTRY}
-    assert sglang_clamp_lines([(name, configs), ("E=8,N=512,device_name=AMD_Instinct_MI300X,"
-                               "dtype=fp8_w8a8,block_shape=[128, 128].json", configs)],
-                              "AMD_Instinct_MI300X") == [
+    configs = {4096: {**ENTRY, "BLOCK_SIZE_K": 64}, 1: {**ENTRY, "BLOCK_SIZE_K": 32}, 16: ENTRY}
+    assert sglang_clamp_lines(
+        [
+            (name, configs),
+            (
+                "E=8,N=512,device_name=AMD_Instinct_MI300X,"
+                "dtype=fp8_w8a8,block_shape=[128, 128].json",
+                configs,
+            ),
+        ],
+        "AMD_Instinct_MI300X",
+    ) == [
         f"SGLang 0.5.23 rewrites {name} as it reads it: BLOCK_SIZE_K raised to 128 at "
-        "M=4096 (BLOCK_SIZE_K 64), M=1 (BLOCK_SIZE_K 32); it runs those entries, not the file's"]
+        "M=4096 (BLOCK_SIZE_K 64), M=1 (BLOCK_SIZE_K 32); it runs those entries, not the file's"
+    ]
     assert sglang_clamp_line(name, [], 128) is None
-    assert sglang_clamp_lines([(name.replace("AMD_Instinct_MI300X", "NVIDIA_H200"), configs)],
-                              "NVIDIA_H200") == []
+    assert (
+        sglang_clamp_lines(
+            [(name.replace("AMD_Instinct_MI300X", "NVIDIA_H200"), configs)], "NVIDIA_H200"
+        )
+        == []
+    )

@@ -33,10 +33,22 @@ from tuner.kernels.dense.naming import (
 from tuner.kernels.dense.space import default_config
 
 DEFAULT = default_config()
-FAST = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
-        "num_warps": 4, "num_stages": 3}
-SLOW = {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 64,
-        "num_warps": 8, "num_stages": 5}
+FAST = {
+    "BLOCK_SIZE_M": 16,
+    "BLOCK_SIZE_N": 64,
+    "BLOCK_SIZE_K": 128,
+    "GROUP_SIZE_M": 1,
+    "num_warps": 4,
+    "num_stages": 3,
+}
+SLOW = {
+    "BLOCK_SIZE_M": 128,
+    "BLOCK_SIZE_N": 256,
+    "BLOCK_SIZE_K": 128,
+    "GROUP_SIZE_M": 64,
+    "num_warps": 8,
+    "num_stages": 5,
+}
 
 
 @dataclass
@@ -74,22 +86,26 @@ def test_name_parts() -> None:
     name = config_file_name(17408, 5120, "NVIDIA_L20")
     assert name == "N=17408,K=5120,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
     sglang = name.replace("[128,128]", "[128, 128]")
-    assert parse_config_file_name(sglang) == ConfigFileName(17408, 5120, "NVIDIA_L20", "fp8_w8a8",
-                                                            (128, 128))
+    assert parse_config_file_name(sglang) == ConfigFileName(
+        17408, 5120, "NVIDIA_L20", "fp8_w8a8", (128, 128)
+    )
     assert parse_config_file_name(sglang).name == name
 
 
-@pytest.mark.parametrize("name", [
-    "E=256,N=7168,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json",
-    "N=0128,K=512,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json",
-    "N=128,K=512,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128]",
-    "N=128,K=512,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,  128].json",
-    "N=128,K=512,device_name=../../etc,dtype=fp8_w8a8,block_shape=[128,128].json",
-    "N=128,K=512,device_name=NVIDIA L20,dtype=fp8_w8a8,block_shape=[128,128].json",
-    "N=128,K=512,device_name=NVIDIA_L20,dtype=fp16,block_shape=[128,128].json",
-    "N=128,K=512,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json/x",
-    "",
-])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "E=256,N=7168,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json",
+        "N=0128,K=512,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json",
+        "N=128,K=512,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128]",
+        "N=128,K=512,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,  128].json",
+        "N=128,K=512,device_name=../../etc,dtype=fp8_w8a8,block_shape=[128,128].json",
+        "N=128,K=512,device_name=NVIDIA L20,dtype=fp8_w8a8,block_shape=[128,128].json",
+        "N=128,K=512,device_name=NVIDIA_L20,dtype=fp16,block_shape=[128,128].json",
+        "N=128,K=512,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json/x",
+        "",
+    ],
+)
 def test_bad_names_are_rejected(name: str) -> None:
     with pytest.raises(ValueError, match="is not a config file name"):
         parse_config_file_name(name)
@@ -102,22 +118,26 @@ def test_config_file_name_rejects_bad_parts() -> None:
         config_file_name(0, 512, "NVIDIA_L20")
 
 
-@pytest.mark.parametrize(("keys", "M", "expected"), [
-    ([1, 3], 2, 1),            # tie: the smaller key, as vLLM's min() over an ascending file
-    ([3, 1], 2, 1),            # whatever order we are given
-    ([1, 3], 0, 1),            # below the first key
-    ([1, 3], 10_000, 3),       # beyond the last key
-    ([16, 32], 24, 16),
-    ([2048, 3072, 4096], 1, 2048),  # vLLM 0.33.0's L20 files: decode runs the M=2048 config
-    (list(VLLM_M_GRID), 3000, 3072),
-])
+@pytest.mark.parametrize(
+    ("keys", "M", "expected"),
+    [
+        ([1, 3], 2, 1),  # tie: the smaller key, as vLLM's min() over an ascending file
+        ([3, 1], 2, 1),  # whatever order we are given
+        ([1, 3], 0, 1),  # below the first key
+        ([1, 3], 10_000, 3),  # beyond the last key
+        ([16, 32], 24, 16),
+        ([2048, 3072, 4096], 1, 2048),  # vLLM 0.33.0's L20 files: decode runs the M=2048 config
+        (list(VLLM_M_GRID), 3000, 3072),
+    ],
+)
 def test_vllm_pick_key(keys: list[int], M: int, expected: int) -> None:
     assert vllm_pick_key(keys, M) == expected
 
 
 # A hand-written file, keys descending (the tuner writes ascending files).
-DESCENDING = "{\n" + ",\n".join(f'    "{M}": {json.dumps(FAST)}' for M in reversed(VLLM_M_GRID)) \
-    + "\n}\n"
+DESCENDING = (
+    "{\n" + ",\n".join(f'    "{M}": {json.dumps(FAST)}' for M in reversed(VLLM_M_GRID)) + "\n}\n"
+)
 
 
 def test_vllm_pick_key_follows_a_file_read_from_disk_as_vllm_does() -> None:
@@ -132,8 +152,12 @@ def test_vllm_pick_key_follows_a_file_read_from_disk_as_vllm_does() -> None:
     assert differ == [3, 6, 12, 20, 28, 40, 56, 80, 112, 192, 384, 768, 1280, 1792, 2560, 3584]
     assert [vllm[M] for M in differ[:3]] == [4, 8, 16]
     ascending = parse_config_file(dump_config_file(configs))
-    assert all(vllm_pick_key(ascending, M, file_order=True) == vllm_pick_key(configs, M)
-               == min(ascending.keys(), key=lambda x: abs(x - M)) for M in range(1, 8193))
+    assert all(
+        vllm_pick_key(ascending, M, file_order=True)
+        == vllm_pick_key(configs, M)
+        == min(ascending.keys(), key=lambda x: abs(x - M))
+        for M in range(1, 8193)
+    )
     assert vllm_pick_key([5, 1, 5, 3], 2, file_order=True) == 1  # duplicates keep first place
 
 
@@ -142,7 +166,8 @@ def test_import_describes_the_entry_vllm_runs_from_the_files_order() -> None:
 
     keys = [5120, 3072]  # M=4096 is a tie: vLLM's min keeps 5120, first in this file
     assert coverage_summary(keys, file_order=True).endswith(
-        "M=1 runs the M=3072 entry; M=4096 runs the M=5120 entry")
+        "M=1 runs the M=3072 entry; M=4096 runs the M=5120 entry"
+    )
     assert coverage_summary(keys).endswith("M=4096 runs the M=3072 entry")
 
 
@@ -195,8 +220,15 @@ def test_parse_errors_are_one_line_and_name_the_source(text: str, problem: str) 
 
 
 def test_amd_entry_without_num_stages_is_accepted() -> None:
-    entry = {"BLOCK_SIZE_K": 128, "BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "GROUP_SIZE_M": 1,
-             "kpack": 2, "matrix_instr_nonkdim": 16, "num_warps": 4}
+    entry = {
+        "BLOCK_SIZE_K": 128,
+        "BLOCK_SIZE_M": 32,
+        "BLOCK_SIZE_N": 32,
+        "GROUP_SIZE_M": 1,
+        "kpack": 2,
+        "matrix_instr_nonkdim": 16,
+        "num_warps": 4,
+    }
     assert parse_config_file(_body(entry)) == {1: entry}
     assert dump_config_file({1: entry}) == json.dumps({"1": entry}, indent=4) + "\n"
 
@@ -212,15 +244,20 @@ def test_dump_rejects_what_parse_rejects() -> None:
 
 def test_merge_emits_default_where_winner_is_not_faster() -> None:
     winners = [
-        Winner(1, FAST, 8.0),                                     # faster: kept
-        Winner(16, SLOW, 12.5),                                   # slower: default emitted
-        Winner(32, SLOW, 10.0),                                   # equal: default emitted
-        Winner(64, dict(DEFAULT.as_dict()), 9.0, 9.0, True),      # the default itself won
-        Winner(128, FAST, 5.0, None),                             # no baseline: kept, noted
+        Winner(1, FAST, 8.0),  # faster: kept
+        Winner(16, SLOW, 12.5),  # slower: default emitted
+        Winner(32, SLOW, 10.0),  # equal: default emitted
+        Winner(64, dict(DEFAULT.as_dict()), 9.0, 9.0, True),  # the default itself won
+        Winner(128, FAST, 5.0, None),  # no baseline: kept, noted
     ]
     merged = merge_shape(winners, m_requested=[1, 16, 32, 64, 128], default=DEFAULT)
-    assert merged.configs == {1: FAST, 16: DEFAULT.as_dict(), 32: DEFAULT.as_dict(),
-                              64: DEFAULT.as_dict(), 128: FAST}
+    assert merged.configs == {
+        1: FAST,
+        16: DEFAULT.as_dict(),
+        32: DEFAULT.as_dict(),
+        64: DEFAULT.as_dict(),
+        128: FAST,
+    }
     assert merged.notes == [
         "M=16: best config 128x256x128 g64 w8 s5 (12.50 us) is not faster than the default "
         "(10.00 us); emitting the default config",
@@ -239,10 +276,10 @@ def test_merge_notes_say_a_decided_default_was_kept_within_the_noise() -> None:
     winners = [
         # a decision kept the default: no config beat it by more than the spread
         Winner(1, default, 9.9, 9.9, True, spread_us=0.8, decided=True),
-        Winner(16, default, 9.0, 9.0, True),                      # an undecided default trial
+        Winner(16, default, 9.0, 9.0, True),  # an undecided default trial
         Winner(32, FAST, 7.0, 9.0, spread_us=0.5, decided=True),  # decided, faster: no note
         Winner(64, default, 9.0, 9.0, True, spread_us=None, decided=True),
-        Winner(128, default, 9.0, 9.0, True, spread_us=0.3),      # spread without a decision
+        Winner(128, default, 9.0, 9.0, True, spread_us=0.3),  # spread without a decision
     ]
     merged = merge_shape(winners, m_requested=[1, 16, 32, 64, 128], default=DEFAULT)
     assert merged.configs == {1: default, 16: default, 32: FAST, 64: default, 128: default}
@@ -286,16 +323,18 @@ def test_merge_refuses_a_partial_file_unless_asked() -> None:
 
 
 def test_short_grid_is_complete_but_warned() -> None:
-    merged = merge_shape([Winner(16, FAST, 1.0), Winner(32, FAST, 1.0)], m_requested=[16, 32],
-                         default=DEFAULT)
+    merged = merge_shape(
+        [Winner(16, FAST, 1.0), Winner(32, FAST, 1.0)], m_requested=[16, 32], default=DEFAULT
+    )
     assert not merged.partial
     assert merged.warnings == [
         "M=1 is not in the file: vLLM will use the M=16 entry",
         "M=2048 is not in the file: vLLM will use the M=32 entry",
         "M=4096 is not in the file: vLLM will use the M=32 entry",
     ]
-    full = merge_shape([Winner(M, FAST, 1.0) for M in VLLM_M_GRID], m_requested=VLLM_M_GRID,
-                       default=DEFAULT)
+    full = merge_shape(
+        [Winner(M, FAST, 1.0) for M in VLLM_M_GRID], m_requested=VLLM_M_GRID, default=DEFAULT
+    )
     assert full.warnings == []
 
 
@@ -307,9 +346,11 @@ def test_merge_rejects_two_winners_for_one_m() -> None:
 def test_build_device_files_skips_partial_shapes() -> None:
     winners = [Winner(M, FAST, 1.0) for M in (1, 16)]
     winners += [Winner(1, FAST, 1.0, N=7168, K=5120), Winner(16, SLOW, 20.0, N=7168, K=5120)]
-    coverage = [Coverage(5120, 3072, (128, 128), [1, 16]),
-                Coverage(7168, 5120, (128, 128), [1, 16, 32]),
-                Coverage(8192, 5120, (128, 128), [1])]
+    coverage = [
+        Coverage(5120, 3072, (128, 128), [1, 16]),
+        Coverage(7168, 5120, (128, 128), [1, 16, 32]),
+        Coverage(8192, 5120, (128, 128), [1]),
+    ]
     result = build_device_files(winners, coverage)
     assert [(f.N, f.K) for f in result.files] == [(5120, 3072)]
     assert result.files[0].file_name == config_file_name(5120, 3072, "NVIDIA_L20")
@@ -348,8 +389,9 @@ def test_kernel_config_round_trip() -> None:
 
 
 def test_import_is_pure() -> None:
-    code = ("import sys, tuner.files.format, tuner.files.merge; "
-            "bad = {'torch', 'triton', 'sqlalchemy', 'fastapi'} & set(sys.modules); "
-            "assert not bad, bad")
+    code = (
+        "import sys, tuner.files.format, tuner.files.merge; "
+        "bad = {'torch', 'triton', 'sqlalchemy', 'fastapi'} & set(sys.modules); "
+        "assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
-

@@ -6,8 +6,14 @@ from __future__ import annotations
 from tuner.files.format import dump_config_file, parse_config_file
 from tuner.files.merge import _file_triton
 
-ENTRY = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
-         "num_warps": 4, "num_stages": 3}
+ENTRY = {
+    "BLOCK_SIZE_M": 16,
+    "BLOCK_SIZE_N": 64,
+    "BLOCK_SIZE_K": 128,
+    "GROUP_SIZE_M": 1,
+    "num_warps": 4,
+    "num_stages": 3,
+}
 
 
 def test_a_moe_file_carries_triton_version_first_and_reading_drops_it() -> None:

@@ -92,18 +92,29 @@ def test_a_changed_kernel_changes_the_hash(tmp_path: Path) -> None:
 
 
 def test_importing_provenance_imports_neither_triton_nor_torch() -> None:
-    code = ("import sys, tuner.files.provenance as p; p.current_kernel_hash(); "
-            "p.installed_triton_minor(); "
-            "print(sorted(m for m in ('triton', 'torch') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
+    code = (
+        "import sys, tuner.files.provenance as p; p.current_kernel_hash(); "
+        "p.installed_triton_minor(); "
+        "print(sorted(m for m in ('triton', 'torch') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     assert out.strip() == "[]"
 
 
-@pytest.mark.parametrize(("version", "minor"), [
-    ("3.6.0", "3.6"), ("3.6", "3.6"), ("3.6.1+git3f2a", "3.6"), ("3.60.0", "3.60"),
-    (" 3.9.0 ", "3.9"), ("03.06.0", "3.6"), ("3.6rc1", "3.6"),
-])
+@pytest.mark.parametrize(
+    ("version", "minor"),
+    [
+        ("3.6.0", "3.6"),
+        ("3.6", "3.6"),
+        ("3.6.1+git3f2a", "3.6"),
+        ("3.60.0", "3.60"),
+        (" 3.9.0 ", "3.9"),
+        ("03.06.0", "3.6"),
+        ("3.6rc1", "3.6"),
+    ],
+)
 def test_triton_minor(version: str, minor: str) -> None:
     assert triton_minor(version) == minor
 
@@ -136,17 +147,27 @@ class Env:
 
 
 def test_current_provenance_falls_back_to_the_newest_triton_of_the_current_kernel() -> None:
-    environments = [Env("3.5.1", "k1"), Env("3.10.0", "k0"), Env("3.6.2+git", "k1"),
-                    Env("", "k1"), Env("3.4.0", "k1")]
-    assert current_provenance(environments, installed_triton="3.9.0", kernel_hash="k1") == \
-        Provenance(kernel_hash="k1", triton_minor="3.9")
-    assert current_provenance(environments, installed_triton=None, kernel_hash="k1") == \
-        Provenance(kernel_hash="k1", triton_minor="3.6")
-    assert current_provenance(environments, installed_triton=None, kernel_hash="k2") == \
-        Provenance(kernel_hash="k2", triton_minor=None)
-    assert current_provenance([], installed_triton=None) == \
-        Provenance(kernel_hash=current_kernel_hash(), triton_minor=None,
-                   other_hashes=(family_kernel_hash("moe"),))
+    environments = [
+        Env("3.5.1", "k1"),
+        Env("3.10.0", "k0"),
+        Env("3.6.2+git", "k1"),
+        Env("", "k1"),
+        Env("3.4.0", "k1"),
+    ]
+    assert current_provenance(
+        environments, installed_triton="3.9.0", kernel_hash="k1"
+    ) == Provenance(kernel_hash="k1", triton_minor="3.9")
+    assert current_provenance(environments, installed_triton=None, kernel_hash="k1") == Provenance(
+        kernel_hash="k1", triton_minor="3.6"
+    )
+    assert current_provenance(environments, installed_triton=None, kernel_hash="k2") == Provenance(
+        kernel_hash="k2", triton_minor=None
+    )
+    assert current_provenance([], installed_triton=None) == Provenance(
+        kernel_hash=current_kernel_hash(),
+        triton_minor=None,
+        other_hashes=(family_kernel_hash("moe"),),
+    )
 
 
 def test_each_familys_hash_is_its_kernel_modules_and_the_moe_one_is_current() -> None:

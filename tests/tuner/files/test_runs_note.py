@@ -15,14 +15,25 @@ FAST = KernelConfig(32, 128, 128, 1, 4, 3)
 
 
 def _winner(M: int, other_sweeps: tuple[int, ...], decided: bool = True):
-    return SimpleNamespace(M=M, config=FAST.as_dict(), latency_us=5.0, default_latency_us=9.0,
-                           is_default=False, decided=decided, spread_us=0.1, sweep_id=3,
-                           other_sweeps=other_sweeps)
+    return SimpleNamespace(
+        M=M,
+        config=FAST.as_dict(),
+        latency_us=5.0,
+        default_latency_us=9.0,
+        is_default=False,
+        decided=decided,
+        spread_us=0.1,
+        sweep_id=3,
+        other_sweeps=other_sweeps,
+    )
 
 
 def test_the_standing_sweep_and_those_set_aside_are_named() -> None:
-    merged = merge_shape([_winner(1, ()), _winner(16, (1,)), _winner(32, (1, 2), False)],
-                         m_requested=[1, 16, 32], default=default_config())
+    merged = merge_shape(
+        [_winner(1, ()), _winner(16, (1,)), _winner(32, (1, 2), False)],
+        m_requested=[1, 16, 32],
+        default=default_config(),
+    )
     assert merged.notes == [
         "M=16: sweep 3's winner (decided last) stands; sweep 1 also tuned it, not compared by "
         "latency (another run)",
@@ -33,5 +44,6 @@ def test_the_standing_sweep_and_those_set_aside_are_named() -> None:
     assert runs_summary([_winner(1, ()), _winner(16, (1,)), _winner(32, (1, 2))]) == (
         "note: 2 (N, K, M) were tuned by several sweeps; each shows the winner decided last "
         "(else the newest sweep's), not the lowest latency across runs; set aside: sweep(s) "
-        "1, 2 (`tuner verify` re-times interleaved)")
+        "1, 2 (`tuner verify` re-times interleaved)"
+    )
     assert runs_summary([_winner(1, ())]) is None

@@ -21,62 +21,91 @@ PREFIX = "(VllmWorker rank=0 pid=4101) INFO 12-01 10:00:30 [__init__.py:640] "
 
 def test_per_architecture_lines() -> None:
     lines = backend_lines("8.9")
-    assert lines[0] == ("Which kernel vLLM 0.33.0 runs for block-FP8 linear layers (other "
-                        "versions may differ):")
-    assert lines[1] == ("- sm89 (this device) (L20, L40S, RTX 4090): by default Marlin "
-                        "(weight-only FP8, W8A16); with Marlin disabled Humming runs, so "
-                        "disabling Marlin alone is not enough.")
-    assert lines[2].startswith("- sm90 (H100, H200, H20): by default DeepGEMM (FlashInfer "
-                               "DeepGEMM where FlashInfer's kernels are installed or can be "
-                               "built), or CUTLASS where DeepGEMM cannot run;")
+    assert lines[0] == (
+        "Which kernel vLLM 0.33.0 runs for block-FP8 linear layers (other versions may differ):"
+    )
+    assert lines[1] == (
+        "- sm89 (this device) (L20, L40S, RTX 4090): by default Marlin "
+        "(weight-only FP8, W8A16); with Marlin disabled Humming runs, so "
+        "disabling Marlin alone is not enough."
+    )
+    assert lines[2].startswith(
+        "- sm90 (H100, H200, H20): by default DeepGEMM (FlashInfer "
+        "DeepGEMM where FlashInfer's kernels are installed or can be "
+        "built), or CUTLASS where DeepGEMM cannot run;"
+    )
     assert "--linear-backend triton" in lines[4] and "VLLM_BATCH_INVARIANT=1" in lines[4]
     assert "(this device)" not in " ".join(backend_lines(None))
     assert [arch_of(cc) for cc in ("8.9", "9.0", "10.0", "12.0", "8.0", "", None)] == [
-        "sm89", "sm90", "sm100/sm120", "sm100/sm120", None, None, None]
-    assert AHEAD_OF_TRITON[-2:] == ("MarlinFP8ScaledMMLinearKernel",
-                                    "HummingFP8ScaledMMLinearKernel")
+        "sm89",
+        "sm90",
+        "sm100/sm120",
+        "sm100/sm120",
+        None,
+        None,
+        None,
+    ]
+    assert AHEAD_OF_TRITON[-2:] == (
+        "MarlinFP8ScaledMMLinearKernel",
+        "HummingFP8ScaledMMLinearKernel",
+    )
 
 
 def test_the_kernel_list_is_vllms_with_its_class_names_and_its_reordering() -> None:
     """vLLM 0.33.0's 8 block-FP8 kernels (kernels/linear/__init__.py), the torch one spelled
     as the wheel spells it, and Humming moved ahead of Marlin on sm90 only (humming/
     priority.py)."""
-    listed = ("FlashInferFp8DeepGEMMDynamicBlockScaledKernel", "DeepGemmFp8BlockScaledMMKernel",
-              "CutlassFp8BlockScaledMMKernel", "B12xFp8BlockScaledMMKernel",
-              "MarlinFP8ScaledMMLinearKernel", "HummingFP8ScaledMMLinearKernel",
-              "TritonFp8BlockScaledMMKernel", "BlockWiseTorchFP8ScaledMMLinearKernel")
+    listed = (
+        "FlashInferFp8DeepGEMMDynamicBlockScaledKernel",
+        "DeepGemmFp8BlockScaledMMKernel",
+        "CutlassFp8BlockScaledMMKernel",
+        "B12xFp8BlockScaledMMKernel",
+        "MarlinFP8ScaledMMLinearKernel",
+        "HummingFP8ScaledMMLinearKernel",
+        "TritonFp8BlockScaledMMKernel",
+        "BlockWiseTorchFP8ScaledMMLinearKernel",
+    )
     assert tuple(name for name, _ in FP8_BLOCK_KERNELS) == listed
     assert block_kernel_order(89) == block_kernel_order(None) == block_kernel_order(100) == listed
     assert block_kernel_order(90) == (*listed[:4], listed[5], listed[4], *listed[6:])
-    assert selected_kernel("Selected BlockWiseTorchFP8ScaledMMLinearKernel for Fp8LinearMethod"
-                           ) == ("BlockWiseTorchFP8ScaledMMLinearKernel", "Fp8LinearMethod")
+    assert selected_kernel(
+        "Selected BlockWiseTorchFP8ScaledMMLinearKernel for Fp8LinearMethod"
+    ) == ("BlockWiseTorchFP8ScaledMMLinearKernel", "Fp8LinearMethod")
 
 
 def test_the_table_names_deepgemm_where_vllm_runs_it() -> None:
     assert table_dense_kernel(90, 7168, 18432, "bfloat16", "deepseek_v3") == (
-        "DeepGemmFp8BlockScaledMMKernel")
+        "DeepGemmFp8BlockScaledMMKernel"
+    )
     assert table_dense_kernel(90, 7168, 18432, "bfloat16", None) == (
-        "DeepGemmFp8BlockScaledMMKernel")
+        "DeepGemmFp8BlockScaledMMKernel"
+    )
     assert table_dense_kernel(90, 7168, 18432, "float16", None) == "CutlassFp8BlockScaledMMKernel"
     assert table_dense_kernel(90, 200, 256, "bfloat16", None) == "CutlassFp8BlockScaledMMKernel"
     assert table_dense_kernel(89, 7168, 18432, "bfloat16", None) == (
-        "MarlinFP8ScaledMMLinearKernel")
+        "MarlinFP8ScaledMMLinearKernel"
+    )
     # Blackwell: DeepGEMM unless vLLM turns it off for the model type on that family.
     assert table_dense_kernel(100, 7168, 18432, "bfloat16", "qwen3_5_text") == (
-        "CutlassFp8BlockScaledMMKernel")
+        "CutlassFp8BlockScaledMMKernel"
+    )
     assert table_dense_kernel(100, 7168, 18432, "bfloat16", "kolibri1") == (
-        "DeepGemmFp8BlockScaledMMKernel")
+        "DeepGemmFp8BlockScaledMMKernel"
+    )
     assert table_dense_kernel(120, 7168, 18432, "bfloat16", "kolibri1") is None
     assert table_dense_kernel(80, 7168, 18432, "bfloat16", None) is None
     assert deepgemm_refusal(90, 200, 256, "bfloat16", None) == (
-        "DeepGEMM needs N % 64 == 0 and K % 128 == 0 (N=200, K=256)")
+        "DeepGEMM needs N % 64 == 0 and K % 128 == 0 (N=200, K=256)"
+    )
     assert deepgemm_refusal(120, 7168, 18432, "bfloat16", "kolibri1") == (
-        "vLLM turns DeepGEMM off for model type kolibri1 on sm120")
+        "vLLM turns DeepGEMM off for model type kolibri1 on sm120"
+    )
 
 
 def test_selected_kernel_lines() -> None:
-    assert selected_kernel(PREFIX + "Selected MarlinFP8ScaledMMLinearKernel for Fp8LinearMethod"
-                           ) == ("MarlinFP8ScaledMMLinearKernel", "Fp8LinearMethod")
+    assert selected_kernel(
+        PREFIX + "Selected MarlinFP8ScaledMMLinearKernel for Fp8LinearMethod"
+    ) == ("MarlinFP8ScaledMMLinearKernel", "Fp8LinearMethod")
     # A per-tensor FP8 kernel is not one of the block-FP8 list.
     assert selected_kernel(PREFIX + "Selected CutlassFP8ScaledMMLinearKernel for Fp8Linear") is None
     assert selected_kernel("nothing here") is None
@@ -84,17 +113,21 @@ def test_selected_kernel_lines() -> None:
 
 
 def test_a_marlin_log_says_the_files_are_not_read() -> None:
-    scan = scan_lines([
-        "INFO 12-01 10:00:01 [utils.py:326] non-default args: {'model': 'Qwen/Qwen3.8-27B-FP8', "
-        "'tensor_parallel_size': 2}",
-        PREFIX + "Selected MarlinFP8ScaledMMLinearKernel for Fp8LinearMethod",
-    ])
+    scan = scan_lines(
+        [
+            "INFO 12-01 10:00:01 [utils.py:326] non-default args: {'model': "
+            "'Qwen/Qwen3.8-27B-FP8', "
+            "'tensor_parallel_size': 2}",
+            PREFIX + "Selected MarlinFP8ScaledMMLinearKernel for Fp8LinearMethod",
+        ]
+    )
     assert scan.linear_kernels == ("MarlinFP8ScaledMMLinearKernel",)
     assert scan.kernel_line == (
         "vLLM selected Marlin (weight-only FP8, W8A16) (MarlinFP8ScaledMMLinearKernel) for "
         "block-FP8 layers: the tuned files are NOT read with this server's settings; "
         "--linear-backend triton makes it run the Triton kernel that reads them (measure "
-        "first: tuner compare).")
+        "first: tuner compare)."
+    )
 
 
 def test_a_triton_log_says_the_files_are_read() -> None:
@@ -102,5 +135,7 @@ def test_a_triton_log_says_the_files_are_read() -> None:
     assert triton.kernel_line.endswith("the tuned files are read with this server's settings.")
     flag = scan_lines(["INFO non-default args: {'model': 'x', 'linear_backend': 'triton'}"])
     assert (flag.linear_kernels, flag.linear_backend) == ((), "triton")
-    assert flag.kernel_line == ("vLLM was started with linear_backend triton: it runs the "
-                                "Triton kernel and reads the tuned files.")
+    assert flag.kernel_line == (
+        "vLLM was started with linear_backend triton: it runs the "
+        "Triton kernel and reads the tuned files."
+    )

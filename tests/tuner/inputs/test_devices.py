@@ -36,14 +36,21 @@ def test_resolve():
     assert resolve("H200", known) == []
 
 
-@pytest.mark.parametrize(("name", "key"), [
-    ("H200", "NVIDIA_H200"), ("NVIDIA H200", "NVIDIA_H200"), ("nvidia_h200", "NVIDIA_H200"),
-    ("l40s", "NVIDIA_L40S"), ("RTX 4090", "NVIDIA_RTX_4090"),
-    ("NVIDIA GeForce RTX 4090 D", "NVIDIA_GeForce_RTX_4090_D"),
-    ("A100-SXM4-80GB", "NVIDIA_A100-SXM4-80GB"), ("H100 80GB HBM3", "NVIDIA_H100_80GB_HBM3"),
-    ("AMD_Instinct_MI300X", "AMD_Instinct_MI300X"),
-    ("Intel(R) Data Center GPU Max 1550", "Intel(R)_Data_Center_GPU_Max_1550"),
-])
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [
+        ("H200", "NVIDIA_H200"),
+        ("NVIDIA H200", "NVIDIA_H200"),
+        ("nvidia_h200", "NVIDIA_H200"),
+        ("l40s", "NVIDIA_L40S"),
+        ("RTX 4090", "NVIDIA_RTX_4090"),
+        ("NVIDIA GeForce RTX 4090 D", "NVIDIA_GeForce_RTX_4090_D"),
+        ("A100-SXM4-80GB", "NVIDIA_A100-SXM4-80GB"),
+        ("H100 80GB HBM3", "NVIDIA_H100_80GB_HBM3"),
+        ("AMD_Instinct_MI300X", "AMD_Instinct_MI300X"),
+        ("Intel(R) Data Center GPU Max 1550", "Intel(R)_Data_Center_GPU_Max_1550"),
+    ],
+)
 def test_gpu_names_as_users_type_them(name: str, key: str) -> None:
     assert gpu_device_key(name) == key
 
@@ -54,9 +61,11 @@ def test_names_no_gpu_has_are_refused(name: str) -> None:
         gpu_device_key(name)
 
 
-H200S = [GpuInfo(0, "2", "NVIDIA H200", "NVIDIA_H200", "9.0"),
-         GpuInfo(1, "3", "NVIDIA H200", "NVIDIA_H200", "9.0"),
-         GpuInfo(2, "5", "NVIDIA L20", "NVIDIA_L20", "8.9")]
+H200S = [
+    GpuInfo(0, "2", "NVIDIA H200", "NVIDIA_H200", "9.0"),
+    GpuInfo(1, "3", "NVIDIA H200", "NVIDIA_H200", "9.0"),
+    GpuInfo(2, "5", "NVIDIA L20", "NVIDIA_L20", "8.9"),
+]
 
 
 def _no_lookup() -> list:
@@ -65,29 +74,42 @@ def _no_lookup() -> list:
 
 def test_a_device_is_resolved_once_with_what_cuda_reports() -> None:
     assert resolve_device("h200", lambda: H200S) == (
-        ResolvedDevice("NVIDIA_H200", "NVIDIA H200", "9.0", visible_ids=("2", "3")), None)
-    assert resolve_device("interpreter", _no_lookup) == (ResolvedDevice(
-        "TRITON_INTERPRETER", "TRITON_INTERPRETER", interpreter=True, visible_ids=(None,)), None)
+        ResolvedDevice("NVIDIA_H200", "NVIDIA H200", "9.0", visible_ids=("2", "3")),
+        None,
+    )
+    assert resolve_device("interpreter", _no_lookup) == (
+        ResolvedDevice(
+            "TRITON_INTERPRETER", "TRITON_INTERPRETER", interpreter=True, visible_ids=(None,)
+        ),
+        None,
+    )
     # A sweep that workers on other hosts run: the key of the name typed, no GPU looked up.
     assert resolve_device("NVIDIA H100 80GB HBM3", _no_lookup, need_device=False) == (
-        ResolvedDevice("NVIDIA_H100_80GB_HBM3"), None)
+        ResolvedDevice("NVIDIA_H100_80GB_HBM3"),
+        None,
+    )
 
 
 def test_a_device_no_gpu_here_matches() -> None:
     with pytest.raises(ValueError) as error:
         resolve_device("L40S", lambda: H200S)
     assert str(error.value) == (
-        "no visible GPU matches --device L40S; visible: NVIDIA_H200, NVIDIA_L20")
+        "no visible GPU matches --device L40S; visible: NVIDIA_H200, NVIDIA_L20"
+    )
     device, note = resolve_device("L40S", lambda: H200S, plan_only=True)
     assert device == ResolvedDevice("NVIDIA_L40S", visible_ids=(None,))
     assert note is not None and note.startswith(
-        "note: no visible GPU matches --device L40S here (visible: NVIDIA_H200, NVIDIA_L20)")
+        "note: no visible GPU matches --device L40S here (visible: NVIDIA_H200, NVIDIA_L20)"
+    )
     with pytest.raises(ValueError, match=r"^--device 'H2OO' is not a GPU model name such as L20 "):
         resolve_device("H2OO", lambda: [], need_device=False)
 
 
 def test_the_stores_device_named_by_a_device_argument() -> None:
     assert store_device("l20", ["NVIDIA_L20", "NVIDIA_L20S"]) == "NVIDIA_L20"
-    with pytest.raises(ValueError, match="^no device in the store matches 'H100'; known: "
-                                         "NVIDIA_L20; `tuner sweep --device H100` on that GPU"):
+    with pytest.raises(
+        ValueError,
+        match="^no device in the store matches 'H100'; known: "
+        "NVIDIA_L20; `tuner sweep --device H100` on that GPU",
+    ):
         store_device("H100", ["NVIDIA_L20"])

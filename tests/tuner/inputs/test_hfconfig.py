@@ -12,49 +12,114 @@ from tuner.inputs.hfconfig import KNOWN_ARCHITECTURES, MoeShape, derive_shapes, 
 
 FP8 = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
 # Llama-3-8B-like: no head_dim (hidden / heads = 128), GQA 32 / 8.
-LLAMA = {"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "num_attention_heads": 32,
-         "num_key_value_heads": 8, "intermediate_size": 14336, "quantization_config": FP8}
+LLAMA = {
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "intermediate_size": 14336,
+    "quantization_config": FP8,
+}
 # Qwen2-7B-like: 28 heads, 4 kv heads, no head_dim.
-QWEN2 = {"architectures": ["Qwen2ForCausalLM"], "hidden_size": 3584, "num_attention_heads": 28,
-         "num_key_value_heads": 4, "intermediate_size": 18944, "quantization_config": FP8}
+QWEN2 = {
+    "architectures": ["Qwen2ForCausalLM"],
+    "hidden_size": 3584,
+    "num_attention_heads": 28,
+    "num_key_value_heads": 4,
+    "intermediate_size": 18944,
+    "quantization_config": FP8,
+}
 # Qwen3-0.6B-like: explicit head_dim 128 while hidden / heads = 64.
-QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "hidden_size": 1024, "num_attention_heads": 16,
-         "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 3072,
-         "_name_or_path": "Qwen/Qwen3-0.6B-FP8", "quantization_config": FP8}
+QWEN3 = {
+    "architectures": ["Qwen3ForCausalLM"],
+    "hidden_size": 1024,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 8,
+    "head_dim": 128,
+    "intermediate_size": 3072,
+    "_name_or_path": "Qwen/Qwen3-0.6B-FP8",
+    "quantization_config": FP8,
+}
 
 
 def layers(config: dict, tp: int) -> list[tuple[str, int, int]]:
     return [(layer.layer, layer.N, layer.K) for layer in derive_shapes(config, tp).layers]
 
 
-@pytest.mark.parametrize(("tp", "expected"), [
-    (1, [("qkv_proj", 6144, 4096), ("o_proj", 4096, 4096), ("gate_up_proj", 28672, 4096),
-         ("down_proj", 4096, 14336)]),
-    (2, [("qkv_proj", 3072, 4096), ("o_proj", 4096, 2048), ("gate_up_proj", 14336, 4096),
-         ("down_proj", 4096, 7168)]),
-    (8, [("qkv_proj", 768, 4096), ("o_proj", 4096, 512), ("gate_up_proj", 3584, 4096),
-         ("down_proj", 4096, 1792)]),
-    # tp 16 > 8 kv heads: each rank keeps one kv head (replicated on 2 ranks).
-    (16, [("qkv_proj", 512, 4096), ("o_proj", 4096, 256), ("gate_up_proj", 1792, 4096),
-          ("down_proj", 4096, 896)]),
-])
+@pytest.mark.parametrize(
+    ("tp", "expected"),
+    [
+        (
+            1,
+            [
+                ("qkv_proj", 6144, 4096),
+                ("o_proj", 4096, 4096),
+                ("gate_up_proj", 28672, 4096),
+                ("down_proj", 4096, 14336),
+            ],
+        ),
+        (
+            2,
+            [
+                ("qkv_proj", 3072, 4096),
+                ("o_proj", 4096, 2048),
+                ("gate_up_proj", 14336, 4096),
+                ("down_proj", 4096, 7168),
+            ],
+        ),
+        (
+            8,
+            [
+                ("qkv_proj", 768, 4096),
+                ("o_proj", 4096, 512),
+                ("gate_up_proj", 3584, 4096),
+                ("down_proj", 4096, 1792),
+            ],
+        ),
+        # tp 16 > 8 kv heads: each rank keeps one kv head (replicated on 2 ranks).
+        (
+            16,
+            [
+                ("qkv_proj", 512, 4096),
+                ("o_proj", 4096, 256),
+                ("gate_up_proj", 1792, 4096),
+                ("down_proj", 4096, 896),
+            ],
+        ),
+    ],
+)
 def test_llama(tp: int, expected: list) -> None:
     assert layers(LLAMA, tp) == expected
 
 
 def test_qwen2_tp2_and_tp4_replicates_no_kv() -> None:
-    assert layers(QWEN2, 2) == [("qkv_proj", 2304, 3584), ("o_proj", 3584, 1792),
-                                ("gate_up_proj", 18944, 3584), ("down_proj", 3584, 9472)]
-    assert layers(QWEN2, 4) == [("qkv_proj", 1152, 3584), ("o_proj", 3584, 896),
-                                ("gate_up_proj", 9472, 3584), ("down_proj", 3584, 4736)]
+    assert layers(QWEN2, 2) == [
+        ("qkv_proj", 2304, 3584),
+        ("o_proj", 3584, 1792),
+        ("gate_up_proj", 18944, 3584),
+        ("down_proj", 3584, 9472),
+    ]
+    assert layers(QWEN2, 4) == [
+        ("qkv_proj", 1152, 3584),
+        ("o_proj", 3584, 896),
+        ("gate_up_proj", 9472, 3584),
+        ("down_proj", 3584, 4736),
+    ]
 
 
 def test_qwen3_uses_its_explicit_head_dim() -> None:
     derived = derive_shapes(QWEN3, 1)
     assert [(layer.N, layer.K) for layer in derived.layers] == [
-        (4096, 1024), (1024, 2048), (6144, 1024), (1024, 3072)]
+        (4096, 1024),
+        (1024, 2048),
+        (6144, 1024),
+        (1024, 3072),
+    ]
     assert (derived.architecture, derived.model, derived.block_shape) == (
-        "Qwen3ForCausalLM", "Qwen/Qwen3-0.6B-FP8", (128, 128))
+        "Qwen3ForCausalLM",
+        "Qwen/Qwen3-0.6B-FP8",
+        (128, 128),
+    )
     assert derived.shapes == ((4096, 1024), (1024, 2048), (6144, 1024), (1024, 3072))
 
 
@@ -65,9 +130,15 @@ def test_weight_block_size_comes_from_the_config() -> None:
 
 def test_qwen38_field_report_cross_check() -> None:
     # hidden 5120 and intermediate 17408 give three of the five field-report shapes at TP 2...
-    config = {"architectures": ["Qwen3ForCausalLM"], "hidden_size": 5120,
-              "num_attention_heads": 24, "num_key_value_heads": 4, "head_dim": 256,
-              "intermediate_size": 17408, "quantization_config": FP8}
+    config = {
+        "architectures": ["Qwen3ForCausalLM"],
+        "hidden_size": 5120,
+        "num_attention_heads": 24,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "intermediate_size": 17408,
+        "quantization_config": FP8,
+    }
     got = set(derive_shapes(config, 2).shapes)
     field = {(17408, 5120), (5120, 3072), (5120, 8704), (7168, 5120), (8192, 5120)}
     assert got & field == {(17408, 5120), (5120, 3072), (5120, 8704)}
@@ -76,8 +147,12 @@ def test_qwen38_field_report_cross_check() -> None:
     for head_dim in (64, 128, 256, 512):
         heads = 6144 // head_dim
         for kv in (k for k in range(1, heads + 1) if heads % k == 0):
-            cfg = {**config, "num_attention_heads": heads, "num_key_value_heads": kv,
-                   "head_dim": head_dim}
+            cfg = {
+                **config,
+                "num_attention_heads": heads,
+                "num_key_value_heads": kv,
+                "head_dim": head_dim,
+            }
             try:
                 qkv = derive_shapes(cfg, 2).layers[0]
             except ValueError:
@@ -85,28 +160,55 @@ def test_qwen38_field_report_cross_check() -> None:
             assert qkv.N not in (7168, 8192)
 
 
-@pytest.mark.parametrize(("config", "tp", "message"), [
-    ({**LLAMA, "architectures": ["Qwen3NextForCausalLM"]}, 2,
-     "architectures ['Qwen3NextForCausalLM'] is not one of LlamaForCausalLM, MistralForCausalLM, "
-     "Qwen2ForCausalLM, Qwen3ForCausalLM"),
-    ({k: v for k, v in LLAMA.items() if k != "architectures"}, 1, "architectures None is not"),
-    (QWEN2, 8, "num_attention_heads over tp: 28 is not divisible by 8"),
-    ({**QWEN2, "num_attention_heads": 24, "num_key_value_heads": 3, "head_dim": 128}, 2,
-     "num_key_value_heads over tp: 3 is not divisible by 2"),
-    ({**LLAMA, "num_key_value_heads": 3, "num_attention_heads": 48, "head_dim": 128}, 4,
-     "tp over num_key_value_heads (kv head replicas): 4 is not divisible by 3"),
-    ({**QWEN2, "num_attention_heads": 24}, 1,
-     "head_dim = hidden_size / num_attention_heads: 3584 is not divisible by 24"),
-    # Llama-2-7B's 11008 at TP 4 is 2752 rows per rank: vLLM refuses the block-FP8 checkpoint.
-    ({**LLAMA, "intermediate_size": 11008}, 4,
-     "the gate/up part of gate_up_proj has 2752 rows per rank, not a multiple of group_n 128"),
-    ({**LLAMA, "hidden_size": "4096"}, 1, "hidden_size = '4096' is not an integer"),
-    ({**LLAMA, "hidden_size": True}, 1, "hidden_size = True is not an integer"),
-    ({**LLAMA, "intermediate_size": 10**40}, 1, "intermediate_size=a 41-digit number is outside"),
-    ({**LLAMA, "num_attention_heads": 0}, 1, "num_attention_heads=0 is outside 1..16777216"),
-    ({**LLAMA, "quantization_config": {**FP8, "weight_block_size": [128]}}, 1,
-     "weight_block_size must be two integers"),
-])
+@pytest.mark.parametrize(
+    ("config", "tp", "message"),
+    [
+        (
+            {**LLAMA, "architectures": ["Qwen3NextForCausalLM"]},
+            2,
+            "architectures ['Qwen3NextForCausalLM'] is not one of LlamaForCausalLM, "
+            "MistralForCausalLM, "
+            "Qwen2ForCausalLM, Qwen3ForCausalLM",
+        ),
+        ({k: v for k, v in LLAMA.items() if k != "architectures"}, 1, "architectures None is not"),
+        (QWEN2, 8, "num_attention_heads over tp: 28 is not divisible by 8"),
+        (
+            {**QWEN2, "num_attention_heads": 24, "num_key_value_heads": 3, "head_dim": 128},
+            2,
+            "num_key_value_heads over tp: 3 is not divisible by 2",
+        ),
+        (
+            {**LLAMA, "num_key_value_heads": 3, "num_attention_heads": 48, "head_dim": 128},
+            4,
+            "tp over num_key_value_heads (kv head replicas): 4 is not divisible by 3",
+        ),
+        (
+            {**QWEN2, "num_attention_heads": 24},
+            1,
+            "head_dim = hidden_size / num_attention_heads: 3584 is not divisible by 24",
+        ),
+        # Llama-2-7B's 11008 at TP 4 is 2752 rows per rank: vLLM refuses the block-FP8 checkpoint.
+        (
+            {**LLAMA, "intermediate_size": 11008},
+            4,
+            "the gate/up part of gate_up_proj has 2752 rows per rank, not a multiple of group_n "
+            "128",
+        ),
+        ({**LLAMA, "hidden_size": "4096"}, 1, "hidden_size = '4096' is not an integer"),
+        ({**LLAMA, "hidden_size": True}, 1, "hidden_size = True is not an integer"),
+        (
+            {**LLAMA, "intermediate_size": 10**40},
+            1,
+            "intermediate_size=a 41-digit number is outside",
+        ),
+        ({**LLAMA, "num_attention_heads": 0}, 1, "num_attention_heads=0 is outside 1..16777216"),
+        (
+            {**LLAMA, "quantization_config": {**FP8, "weight_block_size": [128]}},
+            1,
+            "weight_block_size must be two integers",
+        ),
+    ],
+)
 def test_refusals_are_one_line(config: dict, tp: int, message: str) -> None:
     with pytest.raises(ValueError) as raised:
         derive_shapes(config, tp, where="cfg.json")
@@ -116,8 +218,13 @@ def test_refusals_are_one_line(config: dict, tp: int, message: str) -> None:
 
 
 def test_the_five_architectures_are_known_and_every_known_one_is_read() -> None:
-    assert {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-            "Qwen3MoeForCausalLM"} <= set(KNOWN_ARCHITECTURES)
+    assert {
+        "LlamaForCausalLM",
+        "MistralForCausalLM",
+        "Qwen2ForCausalLM",
+        "Qwen3ForCausalLM",
+        "Qwen3MoeForCausalLM",
+    } <= set(KNOWN_ARCHITECTURES)
     for architecture in KNOWN_ARCHITECTURES:  # the attention layers by the rule, at least
         derived = derive_shapes({**LLAMA, "architectures": [architecture]}, 1)
         assert derived.architecture == architecture
@@ -125,11 +232,20 @@ def test_the_five_architectures_are_known_and_every_known_one_is_read() -> None:
 
 
 # The MoE fields of Qwen/Qwen3-30B-A3B-FP8's config.json.
-QWEN3_MOE = {"architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 2048,
-             "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
-             "intermediate_size": 6144, "moe_intermediate_size": 768, "num_experts": 128,
-             "num_experts_per_tok": 8, "decoder_sparse_step": 1, "mlp_only_layers": [],
-             "quantization_config": FP8}
+QWEN3_MOE = {
+    "architectures": ["Qwen3MoeForCausalLM"],
+    "hidden_size": 2048,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 4,
+    "head_dim": 128,
+    "intermediate_size": 6144,
+    "moe_intermediate_size": 768,
+    "num_experts": 128,
+    "num_experts_per_tok": 8,
+    "decoder_sparse_step": 1,
+    "mlp_only_layers": [],
+    "quantization_config": FP8,
+}
 
 
 def test_qwen3_moe_at_tp2_gives_e128_n384_and_attention_only() -> None:
@@ -139,45 +255,79 @@ def test_qwen3_moe_at_tp2_gives_e128_n384_and_attention_only() -> None:
     assert derive_shapes(QWEN3_MOE, 1).moe == (MoeShape(E=128, N=768, K=2048, top_k=8),)
     # A dense MLP layer (mlp_only_layers) brings gate_up/down of intermediate_size back.
     assert layers({**QWEN3_MOE, "mlp_only_layers": [0]}, 2)[2:] == [
-        ("gate_up_proj", 6144, 2048), ("down_proj", 2048, 3072)]
+        ("gate_up_proj", 6144, 2048),
+        ("down_proj", 2048, 3072),
+    ]
     assert derive_shapes(QWEN3, 1).moe == ()
 
 
 def test_other_moe_architectures_give_experts_only() -> None:
-    dsv3 = {"architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 7168,
-            "n_routed_experts": 256, "moe_intermediate_size": 2048, "num_experts_per_tok": 8,
-            "quantization_config": FP8}
+    dsv3 = {
+        "architectures": ["DeepseekV3ForCausalLM"],
+        "hidden_size": 7168,
+        "n_routed_experts": 256,
+        "moe_intermediate_size": 2048,
+        "num_experts_per_tok": 8,
+        "quantization_config": FP8,
+    }
     derived = derive_shapes(dsv3, 8)
     assert (derived.layers, derived.moe) == ((), (MoeShape(256, 256, 7168, 8),))
-    mixtral = {**dsv3, "architectures": ["MixtralForCausalLM"], "n_routed_experts": None,
-               "num_local_experts": 8, "num_experts_per_tok": 2}
+    mixtral = {
+        **dsv3,
+        "architectures": ["MixtralForCausalLM"],
+        "n_routed_experts": None,
+        "num_local_experts": 8,
+        "num_experts_per_tok": 2,
+    }
     assert derive_shapes(mixtral, 1).moe == (MoeShape(8, 2048, 7168, 2),)
 
 
-@pytest.mark.parametrize(("config", "tp", "message"), [
-    # TP 4: 768 / 4 = 192 rows per rank, not a multiple of 128.
-    (QWEN3_MOE, 4, "at TP 4 the experts have 192 intermediate rows per rank, not a multiple of "
-     "the block size 128: vLLM refuses this checkpoint"),
-    ({**QWEN3_MOE, "num_experts_per_tok": 129}, 1, "num_experts_per_tok 129 is more than "
-     "num_experts 128"),
-    ({**QWEN3_MOE, "moe_intermediate_size": None}, 1, "moe_intermediate_size = None is not an "
-     "integer"),
-    ({**QWEN3_MOE, "moe_intermediate_size": 768 * 3}, 3, "num_attention_heads over tp: 32 is not "
-     "divisible by 3"),
-])
+@pytest.mark.parametrize(
+    ("config", "tp", "message"),
+    [
+        # TP 4: 768 / 4 = 192 rows per rank, not a multiple of 128.
+        (
+            QWEN3_MOE,
+            4,
+            "at TP 4 the experts have 192 intermediate rows per rank, not a multiple of "
+            "the block size 128: vLLM refuses this checkpoint",
+        ),
+        (
+            {**QWEN3_MOE, "num_experts_per_tok": 129},
+            1,
+            "num_experts_per_tok 129 is more than num_experts 128",
+        ),
+        (
+            {**QWEN3_MOE, "moe_intermediate_size": None},
+            1,
+            "moe_intermediate_size = None is not an integer",
+        ),
+        (
+            {**QWEN3_MOE, "moe_intermediate_size": 768 * 3},
+            3,
+            "num_attention_heads over tp: 32 is not divisible by 3",
+        ),
+    ],
+)
 def test_moe_refusals_are_one_line(config: dict, tp: int, message: str) -> None:
     with pytest.raises(ValueError) as raised:
         derive_shapes(config, tp, where="cfg.json")
     assert str(raised.value) == f"cfg.json: {message}"
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    (b"", "empty file"),
-    (b'{"hidden_size": 4096,', "invalid JSON: Expecting property name enclosed in double quotes"),
-    (b"[1, 2]", "expected a JSON object, got list"),
-    (b"\xff\xfe{}", "not UTF-8 text"),
-    (b"[" * 100000, "JSON nested too deeply"),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "empty file"),
+        (
+            b'{"hidden_size": 4096,',
+            "invalid JSON: Expecting property name enclosed in double quotes",
+        ),
+        (b"[1, 2]", "expected a JSON object, got list"),
+        (b"\xff\xfe{}", "not UTF-8 text"),
+        (b"[" * 100000, "JSON nested too deeply"),
+    ],
+)
 def test_bad_config_files(tmp_path: Path, content: bytes, message: str) -> None:
     path = tmp_path / "config.json"
     path.write_bytes(content)
@@ -196,7 +346,9 @@ def test_the_model_type_is_the_text_configs_as_vllm_reads_it() -> None:
     from tuner.inputs.hfconfig import model_type_of
 
     assert model_type_of({"model_type": "deepseek_v3"}) == "deepseek_v3"
-    assert model_type_of({"model_type": "qwen3_5", "text_config": {
-        "model_type": "qwen3_5_text"}}) == "qwen3_5_text"
+    assert (
+        model_type_of({"model_type": "qwen3_5", "text_config": {"model_type": "qwen3_5_text"}})
+        == "qwen3_5_text"
+    )
     assert model_type_of({"architectures": ["X"]}) is None
     assert model_type_of({"model_type": "Not A Type"}) is None

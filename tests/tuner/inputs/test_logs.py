@@ -40,8 +40,11 @@ def test_sglang_log_spaced_block_shape(tmp_path: Path) -> None:
     path = tmp_path / "sglang.log"
     path.write_text(sglang_log())
     scan = read_log(path)
-    assert scan.shapes() == [(24576, 1536, (128, 128)), (576, 7168, (128, 128)),
-                             (7168, 2048, (128, 128))]
+    assert scan.shapes() == [
+        (24576, 1536, (128, 128)),
+        (576, 7168, (128, 128)),
+        (7168, 2048, (128, 128)),
+    ]
     assert scan.warnings == 24
     assert scan.device_names == ["NVIDIA_H20-3e"]
     assert (scan.tp, scan.model) == (8, "deepseek-ai/DeepSeek-V3")
@@ -56,8 +59,14 @@ def test_gzip_log(tmp_path: Path) -> None:
 
 
 def test_tp_and_model_from_vllm_non_default_args_alone() -> None:
-    text = vllm_log(DSV3_TP8, ranks=range(8), model="deepseek-ai/DeepSeek-V3", tp=8,
-                    config_line=False, device="NVIDIA_H200")
+    text = vllm_log(
+        DSV3_TP8,
+        ranks=range(8),
+        model="deepseek-ai/DeepSeek-V3",
+        tp=8,
+        config_line=False,
+        device="NVIDIA_H200",
+    )
     assert "tensor_parallel_size=" not in text
     scan = scan_lines(text.splitlines())
     assert (scan.tp, scan.model) == (8, "deepseek-ai/DeepSeek-V3")
@@ -69,7 +78,9 @@ def test_non_default_args_without_tp_mean_vllms_default_1() -> None:
     text = vllm_log(model="/models/qwen3-8b", tp=None, config_line=False)
     assert "tensor_parallel_size" not in text
     assert (scan_lines(text.splitlines()).tp, scan_lines(text.splitlines()).model) == (
-        1, "/models/qwen3-8b")
+        1,
+        "/models/qwen3-8b",
+    )
     # With the engine's config line too (vLLM prints both), they agree.
     assert scan_lines(vllm_log(tp=None).splitlines()).tp == 1
 
@@ -80,8 +91,10 @@ def test_conflicting_tp_is_not_guessed() -> None:
 
 
 def test_int8_and_unparseable_names_are_skipped() -> None:
-    warning = ("WARNING Using default W8A8 Block FP8 kernel config. Performance might be "
-               "sub-optimal! Config file not found at /x/")
+    warning = (
+        "WARNING Using default W8A8 Block FP8 kernel config. Performance might be "
+        "sub-optimal! Config file not found at /x/"
+    )
     lines = [
         warning + "N=1,K=2,device_name=A,dtype=int8_w8a8,block_shape=[128,128].json",
         warning + "N=0,K=2,device_name=A,dtype=fp8_w8a8,block_shape=[128,128].json",
@@ -91,12 +104,15 @@ def test_int8_and_unparseable_names_are_skipped() -> None:
     assert scan_lines(lines).shapes() == [(256, 512, (128, 128))]
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    (b"", "empty file, not a server log"),
-    (b"  \r\n\n", "empty file, not a server log"),
-    (b"\x7fELF\x02\x01\x01\x00\x00\x00binary", "binary file, not a text log"),
-    (b"\x1f\x8b\x08\x00\x00\x00\x00\x00", "truncated gzip file"),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "empty file, not a server log"),
+        (b"  \r\n\n", "empty file, not a server log"),
+        (b"\x7fELF\x02\x01\x01\x00\x00\x00binary", "binary file, not a text log"),
+        (b"\x1f\x8b\x08\x00\x00\x00\x00\x00", "truncated gzip file"),
+    ],
+)
 def test_bad_log_files_are_one_line(tmp_path: Path, content: bytes, message: str) -> None:
     path = tmp_path / "bad.log"
     path.write_bytes(content)

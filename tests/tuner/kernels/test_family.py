@@ -35,8 +35,9 @@ from tuner.kernels.registry import FAMILIES, family_of_file, get_family, respell
 
 def test_the_dense_gemm_is_the_registered_family() -> None:
     assert get_family("dense") is DENSE and list(FAMILIES)[:2] == ["dense", "moe"]  # dense first
-    assert all(get_family(name) is family and family.name == name
-               for name, family in FAMILIES.items())
+    assert all(
+        get_family(name) is family and family.name == name for name, family in FAMILIES.items()
+    )
     with pytest.raises(ValueError, match=r"unknown kernel family 'toy'; known: dense \(W8A8"):
         get_family("toy")
 
@@ -49,8 +50,10 @@ def test_the_dense_family_gives_vllms_names_space_and_default() -> None:
     assert DENSE.parse_file_name(name) == (shape, "NVIDIA_L20", "fp8_w8a8")
     assert DENSE.space() == vllm_space() and len(DENSE.space()) == 1280
     assert {DENSE.default_config(shape, M) for M in (1, 16, 4096)} == {default_config()}
-    assert DENSE.why_invalid(KernelConfig(64, 128, 256, 32, 4, 2), shape) == \
-        "BLOCK_SIZE_K=256 does not divide group_k=128"
+    assert (
+        DENSE.why_invalid(KernelConfig(64, 128, 256, 32, 4, 2), shape)
+        == "BLOCK_SIZE_K=256 does not divide group_k=128"
+    )
     assert DENSE.specialization(shape, 1) == specialization_key(1, 5120, 3072, (128, 128))
     assert DENSE.module_path(DENSE.kernel_module).name == "kernel.py"
 
@@ -77,18 +80,25 @@ def test_shape_params_round_trip_through_the_store_text() -> None:
 
 
 def test_a_family_shape_reads_and_writes_the_store_columns_and_sorts_as_files_do() -> None:
-    moe = FamilyShape.of_row(dataclasses.make_dataclass("Row", [
-        "family", "shape_params", "N", "K", "block_shape"])("moe", "top_k=8,E=128", 384, 2048,
-                                                            [128, 128]))
+    moe = FamilyShape.of_row(
+        dataclasses.make_dataclass("Row", ["family", "shape_params", "N", "K", "block_shape"])(
+            "moe", "top_k=8,E=128", 384, 2048, [128, 128]
+        )
+    )
     assert moe == FamilyShape("moe", Shape(384, 2048, (128, 128), (("E", 128), ("top_k", 8))))
     assert moe.store_fields() == {"family": "moe", "shape_params": "E=128,top_k=8"}
     assert store_columns("moe", (("top_k", 8), ("E", 64))) == {
-        "family": "moe", "shape_params": "E=64,top_k=8"}
+        "family": "moe",
+        "shape_params": "E=64,top_k=8",
+    }
     # A row without family columns (an import) is the dense GEMM's.
-    dense = FamilyShape.of_row(dataclasses.make_dataclass("Imported", ["N", "K", "block_shape"])(
-        7168, 2048, (128, 128)))
+    dense = FamilyShape.of_row(
+        dataclasses.make_dataclass("Imported", ["N", "K", "block_shape"])(7168, 2048, (128, 128))
+    )
     assert dense == FamilyShape("dense", Shape(7168, 2048)) and dense.store_fields() == {
-        "family": "dense", "shape_params": ""}
+        "family": "dense",
+        "shape_params": "",
+    }
     # Files are listed by family, params as stored text ("E=128" before "E=64"), N, K.
     e64 = FamilyShape("moe", Shape(1, 2, params=(("E", 64),)))
     e128 = FamilyShape("moe", Shape(9, 2, params=(("E", 128),)))
@@ -96,8 +106,10 @@ def test_a_family_shape_reads_and_writes_the_store_columns_and_sorts_as_files_do
 
 
 def test_the_registry_loads_no_torch() -> None:
-    code = ("import sys, tuner.kernels.registry, tuner.files.device; "
-            "assert 'torch' not in sys.modules and 'triton' not in sys.modules")
+    code = (
+        "import sys, tuner.kernels.registry, tuner.files.device; "
+        "assert 'torch' not in sys.modules and 'triton' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -120,11 +132,16 @@ def _toy_parse(name: str) -> tuple[Shape, str, str]:
 # another name, file name (and its parser) and an M-dependent default, with a dimension beyond
 # N and K.
 TOY = dataclasses.replace(
-    DENSE, name="toy", title="the dense kernel as a second family",
+    DENSE,
+    name="toy",
+    title="the dense kernel as a second family",
     default_config=_toy_default,
-    file_name=lambda shape, device, engine: (f"toy,{shape.params_text},N={shape.N},K={shape.K},"
-                                             f"device_name={device}.json"),
-    parse_file_name=_toy_parse, file_name_start="toy,", respell_file_name=None,
+    file_name=lambda shape, device, engine: (
+        f"toy,{shape.params_text},N={shape.N},K={shape.K},device_name={device}.json"
+    ),
+    parse_file_name=_toy_parse,
+    file_name_start="toy,",
+    respell_file_name=None,
 )
 SPACE = [KernelConfig(32, 64, 128, 1, 4, 2), KernelConfig(16, 128, 64, 1, 4, 2)]
 
@@ -136,13 +153,21 @@ def toy(monkeypatch: pytest.MonkeyPatch) -> KernelFamily:
 
 
 def test_a_registered_family_is_tuned_stored_and_merged(tmp_path, toy) -> None:
-    engine, task = run_one_task(f"sqlite:///{tmp_path}/tuner.db", model="toy", family="toy",
-                                shape_params="E=2", shape=(128, 128), M=2, space=SPACE)
+    engine, task = run_one_task(
+        f"sqlite:///{tmp_path}/tuner.db",
+        model="toy",
+        family="toy",
+        shape_params="E=2",
+        shape=(128, 128),
+        M=2,
+        space=SPACE,
+    )
     assert (task.family, task.shape_params) == ("toy", "E=2")
     with session_scope(engine) as session:
         trials = repo.task_trials(session, task_id=task.task_id)
-        read = device_files(session, "TRITON_INTERPRETER", out_dtype=None, allow_stale=True,
-                            allow_partial=False)
+        read = device_files(
+            session, "TRITON_INTERPRETER", out_dtype=None, allow_stale=True, allow_partial=False
+        )
     engine.dispose()
     defaults = [KernelConfig.from_dict(t.config) for t in trials if t.is_default]
     assert defaults == [_toy_default(Shape(128, 128), 2)]  # the family's default at M=2
@@ -151,7 +176,10 @@ def test_a_registered_family_is_tuned_stored_and_merged(tmp_path, toy) -> None:
     (file,) = read.files.files
     assert file.file_name == "toy,E=2,N=128,K=128,device_name=TRITON_INTERPRETER.json"
     assert (file.family, file.key.shape.params_text, list(file.merged.configs)) == (
-        "toy", "E=2", [2])
+        "toy",
+        "E=2",
+        [2],
+    )
     assert KernelConfig.from_dict(file.merged.configs[2]) in {*SPACE, defaults[0]}
 
 
@@ -162,16 +190,33 @@ def test_a_registered_family_goes_through_export_and_the_file_routes(tmp_path, t
     """No layer outside tuner/kernels knows the toy family, yet its file is exported, found by
     name over HTTP (either spelling) and in the device's archive."""
     url = f"sqlite:///{tmp_path}/tuner.db"
-    engine, _ = run_one_task(url, model="toy", family="toy", shape_params="E=2",
-                             shape=(128, 128), M=2, space=SPACE)
+    engine, _ = run_one_task(
+        url, model="toy", family="toy", shape_params="E=2", shape=(128, 128), M=2, space=SPACE
+    )
     with session_scope(engine) as session:
-        text = device_files(session, "TRITON_INTERPRETER", out_dtype=None, allow_stale=True,
-                            allow_partial=False).files.files[0].merged.text
+        text = (
+            device_files(
+                session, "TRITON_INTERPRETER", out_dtype=None, allow_stale=True, allow_partial=False
+            )
+            .files.files[0]
+            .merged.text
+        )
     engine.dispose()
     assert family_of_file(TOY_FILE) is TOY
     assert respell_file_name(TOY_FILE, "sglang") == TOY_FILE
-    exported = CliRunner().invoke(cli.app, ["export", "--device", "interpreter", "--out",
-                                            str(tmp_path / "out"), "--allow-stale", "--db", url])
+    exported = CliRunner().invoke(
+        cli.app,
+        [
+            "export",
+            "--device",
+            "interpreter",
+            "--out",
+            str(tmp_path / "out"),
+            "--allow-stale",
+            "--db",
+            url,
+        ],
+    )
     assert exported.exit_code == 0, exported.output
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [TOY_FILE]
     assert (tmp_path / "out" / TOY_FILE).read_text() == text
@@ -180,12 +225,13 @@ def test_a_registered_family_goes_through_export_and_the_file_routes(tmp_path, t
         served = client.get(f"{base}/{TOY_FILE}", params={"allow_stale": True})
         assert served.status_code == 200, served.text
         assert served.text == text
-        missing = client.get(f"{base}/{TOY_FILE.replace('E=2', 'E=3')}",
-                             params={"allow_stale": True})
+        missing = client.get(
+            f"{base}/{TOY_FILE.replace('E=2', 'E=3')}", params={"allow_stale": True}
+        )
         assert missing.status_code == 404
         assert missing.json()["detail"] == (
-            f"no file {TOY_FILE.replace('E=2', 'E=3')!r} for TRITON_INTERPRETER; "
-            f"files: {TOY_FILE}")
+            f"no file {TOY_FILE.replace('E=2', 'E=3')!r} for TRITON_INTERPRETER; files: {TOY_FILE}"
+        )
         archive = client.get(f"{base}.zip", params={"allow_stale": True})
         assert archive.status_code == 200
         with zipfile.ZipFile(io.BytesIO(archive.content)) as zipped:
@@ -196,13 +242,25 @@ def test_a_registered_familys_files_are_mounted_and_pulled(toy) -> None:
     site = "/usr/local/lib/python3.12/dist-packages"
     target = f"{site}/vllm/model_executor/layers/quantization/utils/configs/{TOY_FILE}"
     assert config_files_in([TOY_FILE, "config.json"], "TRITON_INTERPRETER") == [TOY_FILE]
-    mounts = render_mounts(MountRequest(
-        device_name="TRITON_INTERPRETER", engine="vllm", file_names=(TOY_FILE,),
-        host_dir="/srv/configs", site_packages=site, fmt="k8s")).splitlines()
+    mounts = render_mounts(
+        MountRequest(
+            device_name="TRITON_INTERPRETER",
+            engine="vllm",
+            file_names=(TOY_FILE,),
+            host_dir="/srv/configs",
+            site_packages=site,
+            fmt="k8s",
+        )
+    ).splitlines()
     assert f'#     --from-file=e2-n128-k128-b128x128.json="/srv/configs/{TOY_FILE}" \\' in mounts
-    assert '  - name: blockfp8-configs' in mounts and f'    mountPath: "{target}"' in mounts
-    release = {"device_name": "TRITON_INTERPRETER", "number": 1, "content_sha256": "ab" * 32,
-               "files": [{"file_name": TOY_FILE, "sha256": "1" * 64}]}
-    pulled = render_pull_recipe("k8s-pull", server="http://tuner:8000", release=release,
-                                engine="vllm", site_packages=site).splitlines()
+    assert "  - name: blockfp8-configs" in mounts and f'    mountPath: "{target}"' in mounts
+    release = {
+        "device_name": "TRITON_INTERPRETER",
+        "number": 1,
+        "content_sha256": "ab" * 32,
+        "files": [{"file_name": TOY_FILE, "sha256": "1" * 64}],
+    }
+    pulled = render_pull_recipe(
+        "k8s-pull", server="http://tuner:8000", release=release, engine="vllm", site_packages=site
+    ).splitlines()
     assert f'    mountPath: "{target}"' in pulled

@@ -26,9 +26,11 @@ from tuner.run.worker_spec import WorkerSpec
 
 # The dense GEMM's key as before, and the toy family's own: two shapes of one G (one sweep),
 # one of another G (a sweep of its own: a sweep tunes one set of a family's params).
-TOML = ('model = "toymodel"\ndescription = "d"\nblock_shape = [128, 128]\n\n'
-        '[tp.1]\nsource = "s"\nshapes = [\n    [256, 128],\n]\n'
-        'toy = [\n    [128, 128, 2],\n    [256, 128, 2],\n    [128, 256, 5],\n]\n')
+TOML = (
+    'model = "toymodel"\ndescription = "d"\nblock_shape = [128, 128]\n\n'
+    '[tp.1]\nsource = "s"\nshapes = [\n    [256, 128],\n]\n'
+    "toy = [\n    [128, 128, 2],\n    [256, 128, 2],\n    [128, 256, 5],\n]\n"
+)
 SPACE = (KernelConfig(32, 64, 128, 1, 4, 2), KernelConfig(16, 128, 64, 1, 4, 2))
 
 
@@ -43,14 +45,17 @@ def test_a_shapes_key_belongs_to_its_registered_family(monkeypatch) -> None:
     path = _write_model()
     with pytest.raises(ShapesFileError) as unknown:  # not registered: nobody reads `toy`
         load_shapes("toymodel", 1)
-    assert str(unknown.value) == (f"{path}, TP 1: unknown key(s) 'toy'; allowed: source, "
-                                  "shapes, moe")
+    assert str(unknown.value) == (
+        f"{path}, TP 1: unknown key(s) 'toy'; allowed: source, shapes, moe"
+    )
     monkeypatch.setitem(FAMILIES, TOY3.name, TOY3)
     model = load_shapes("toymodel", 1)
     assert model.pairs() == ((256, 128),)
-    assert model.of("toy3") == (Shape(128, 128, (128, 128), (("G", 2),)),
-                                Shape(256, 128, (128, 128), (("G", 2),)),
-                                Shape(128, 256, (128, 128), (("G", 5),)))
+    assert model.of("toy3") == (
+        Shape(128, 128, (128, 128), (("G", 2),)),
+        Shape(256, 128, (128, 128), (("G", 2),)),
+        Shape(128, 256, (128, 128), (("G", 5),)),
+    )
     # The family writes its rows back as they were read, after the families before it.
     assert render_shapes_file("toymodel", "d", (128, 128), {1: ("s", model.groups)}) == TOML
     path.write_text(TOML.replace("[128, 256, 5]", "[128, 256]"))
@@ -62,10 +67,19 @@ def test_a_registered_family_is_planned_swept_and_reported(tmp_path, monkeypatch
     _write_model()
     monkeypatch.setitem(FAMILIES, TOY3.name, TOY3)
     model = load_shapes("toymodel", 1)
-    requests = model_requests(model, device_name="TRITON_INTERPRETER", model=model.model,
-                              tp=model.tp, block_shape=model.block_shape, m_values=(2,),
-                              strategy="grid", trials=3, seed=0, out_dtype="bfloat16",
-                              configs=SPACE)
+    requests = model_requests(
+        model,
+        device_name="TRITON_INTERPRETER",
+        model=model.model,
+        tp=model.tp,
+        block_shape=model.block_shape,
+        m_values=(2,),
+        strategy="grid",
+        trials=3,
+        seed=0,
+        out_dtype="bfloat16",
+        configs=SPACE,
+    )
     assert [(r.family, r.params, r.shapes, words) for r, words in requests] == [
         ("dense", (), ((256, 128),), "1 shapes"),
         ("toy3", (("G", 2),), ((128, 128), (256, 128)), "2 toy shape(s)"),
@@ -77,16 +91,29 @@ def test_a_registered_family_is_planned_swept_and_reported(tmp_path, monkeypatch
     opened = plan(engine, request)
     with session_scope(engine) as session:
         environment_id = repo.get_or_create_environment(
-            session, device_name="TRITON_INTERPRETER", gpu_name="TRITON_INTERPRETER",
-            compute_capability="", driver="", cuda="", torch="t", triton="t", tuner="t",
-            kernel_hash="h")
-    spec = WorkerSpec(db_url=url, sweep_id=opened.info.sweep_id, worker_id="w",
-                      runner=InterpreterRunner("TRITON_INTERPRETER", reps=1))
+            session,
+            device_name="TRITON_INTERPRETER",
+            gpu_name="TRITON_INTERPRETER",
+            compute_capability="",
+            driver="",
+            cuda="",
+            torch="t",
+            triton="t",
+            tuner="t",
+            kernel_hash="h",
+        )
+    spec = WorkerSpec(
+        db_url=url,
+        sweep_id=opened.info.sweep_id,
+        worker_id="w",
+        runner=InterpreterRunner("TRITON_INTERPRETER", reps=1),
+    )
     tasks = []
     while True:
         with session_scope(engine) as session:
-            task = repo.claim_task(session, sweep_id=opened.info.sweep_id, worker_id="w",
-                                   lease_s=600)
+            task = repo.claim_task(
+                session, sweep_id=opened.info.sweep_id, worker_id="w", lease_s=600
+            )
         if task is None:
             break
         tasks.append((task.family, task.shape_params, task.N, task.K))
@@ -98,6 +125,8 @@ def test_a_registered_family_is_planned_swept_and_reported(tmp_path, monkeypatch
     assert page.status_code == 200, page.text
     html = page.text
     for N in (128, 256):  # the family's generic label and anchor: its name, params, N, K
-        assert (f'<section class="shape" id="shape-toy3-G2-{N}x128"><h2>toy3 G=2, N={N}, '
-                f'K=128, block_shape [128, 128] (toymodel)</h2>') in html
+        assert (
+            f'<section class="shape" id="shape-toy3-G2-{N}x128"><h2>toy3 G=2, N={N}, '
+            f"K=128, block_shape [128, 128] (toymodel)</h2>"
+        ) in html
         assert f'<a href="#shape-toy3-G2-{N}x128">toy3 G=2, N={N}, K=128</a>' in html

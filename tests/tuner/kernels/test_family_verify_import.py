@@ -45,10 +45,16 @@ def _parse(name: str) -> tuple[Shape, str, str]:
 
 
 TRIO = dataclasses.replace(
-    DENSE, name="trio", title="a third family", default_config=_default,
-    why_invalid=_why_invalid, parse_file_name=_parse, file_name_start="trio,",
-    file_name=lambda shape, device, engine: f"trio,N={shape.N},K={shape.K},"
-                                            f"device_name={device}.json",
+    DENSE,
+    name="trio",
+    title="a third family",
+    default_config=_default,
+    why_invalid=_why_invalid,
+    parse_file_name=_parse,
+    file_name_start="trio,",
+    file_name=lambda shape, device, engine: (
+        f"trio,N={shape.N},K={shape.K},device_name={device}.json"
+    ),
     respell_file_name=None,
 )
 TRIO_FILE = "trio,N=256,K=384,device_name=NVIDIA_L20.json"
@@ -86,15 +92,28 @@ def test_a_registered_family_is_verified_against_its_own_default(trio) -> None:
     # against the toy's default at M=24 (LARGE, not the dense GEMM's), so slower; M=4096's
     # entry breaks the toy's rule.
     assert timed_points(configs, [1, 8, 24, 4096], (128, 128), family="trio") == [24, 4096]
-    result = verify_shape(N=256, K=384, block_shape=(128, 128), configs=configs,
-                          m_points=[1, 8, 24, 4096], make_runner=make_runner, rounds=4,
-                          family="trio")
+    result = verify_shape(
+        N=256,
+        K=384,
+        block_shape=(128, 128),
+        configs=configs,
+        m_points=[1, 8, 24, 4096],
+        make_runner=make_runner,
+        rounds=4,
+        family="trio",
+    )
     assert result.points == (
         PointResult(1, 1, SMALL, Verdict.OK, False),
         PointResult(8, 1, SMALL, Verdict.OK, False),
         PointResult(24, 32, faster, Verdict.SLOWER, True, 10.0, 5.0, 0.0),
-        PointResult(4096, 4096, ODD, Verdict.FAILED, False,
-                    error="invalid config: the toy runs BLOCK_SIZE_N=128 only"),
+        PointResult(
+            4096,
+            4096,
+            ODD,
+            Verdict.FAILED,
+            False,
+            error="invalid config: the toy runs BLOCK_SIZE_N=128 only",
+        ),
     )
     assert made == [(256, 384, 24)]
     # The same file as the dense GEMM's: its default (64x128x128 g32) is timed at M=1 too.
@@ -108,11 +127,23 @@ def test_a_registered_family_is_imported_as_its_own_family(tmp_path: Path, trio)
     assert family_of_file(TRIO_FILE) is TRIO
     (tmp_path / TRIO_FILE).write_text(dump_config_file({1: SMALL.as_dict()}))
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
-    result = CliRunner().invoke(app, ["import", str(tmp_path / TRIO_FILE), "--label", "mine",
-                                      "--db", db, "--no-check", "--no-publish"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "import",
+            str(tmp_path / TRIO_FILE),
+            "--label",
+            "mine",
+            "--db",
+            db,
+            "--no-check",
+            "--no-publish",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[0].startswith(
-        f"imported {TRIO_FILE} for NVIDIA_L20 as 'mine': ")
+        f"imported {TRIO_FILE} for NVIDIA_L20 as 'mine': "
+    )
     engine = open_store(db)
     try:
         with session_scope(engine) as session:
@@ -122,7 +153,12 @@ def test_a_registered_family_is_imported_as_its_own_family(tmp_path: Path, trio)
     finally:
         engine.dispose()
     assert (stored.family, stored.N, stored.K, stored.file_name, stored.configs) == (
-        "trio", 256, 384, TRIO_FILE, {1: SMALL.as_dict()})
+        "trio",
+        256,
+        384,
+        TRIO_FILE,
+        {1: SMALL.as_dict()},
+    )
     assert dense == {}  # never taken for the dense GEMM's file of (256, 384)
     assert own[(256, 384, (128, 128))].configs == {1: SMALL.as_dict()}
 
@@ -138,11 +174,18 @@ def test_doctor_says_what_a_registered_family_says_of_itself(monkeypatch) -> Non
     from tuner.kernels.family import VllmServing
 
     hook = f"{__name__}:advise"
-    monkeypatch.setitem(FAMILIES, "trio", dataclasses.replace(
-        TRIO, serving=VllmServing(label="trio", advice=hook)))
+    monkeypatch.setitem(
+        FAMILIES, "trio", dataclasses.replace(TRIO, serving=VllmServing(label="trio", advice=hook))
+    )
     monkeypatch.setattr("tuner.compare.doctor.vllm_version", lambda: None)
-    out = diagnose(arch="sm90", device_name=None, gpus=[], versions={"triton": ""},
-                   linear_backend_triton=False, compare=False)
+    out = diagnose(
+        arch="sm90",
+        device_name=None,
+        gpus=[],
+        versions={"triton": ""},
+        linear_backend_triton=False,
+        compare=False,
+    )
     assert out.lines[-1] == "trio on sm90 (sm90): table"
     assert out.helps == ["moe", "trio"]  # sm90: vLLM runs the Triton MoE kernel by default
     assert any(line.startswith("fused-MoE block-FP8: vLLM runs Triton") for line in out.lines)

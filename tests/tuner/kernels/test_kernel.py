@@ -129,8 +129,14 @@ def run_case(inputs: BlockFp8Inputs, case: Case, out_shape: tuple[int, ...]) -> 
     out = torch.full(out_shape, math.nan, dtype=case.out_dtype, device=DEVICE)
     try:
         result = w8a8_block_fp8_matmul(
-            inputs.A, inputs.B, inputs.As, inputs.Bs, BLOCK_SHAPE, case.config.as_dict(),
-            out_dtype=case.out_dtype, out=out,
+            inputs.A,
+            inputs.B,
+            inputs.As,
+            inputs.Bs,
+            BLOCK_SHAPE,
+            case.config.as_dict(),
+            out_dtype=case.out_dtype,
+            out=out,
         )
     except OutOfResources as exc:
         if INTERPRETED:
@@ -156,16 +162,15 @@ def test_fixed_cases_cover_the_must_haves() -> None:
     # Every GROUP_SIZE_M > 1 also runs with more row tiles than one group holds, so the
     # swizzle's last, partial group is exercised.
     for group in (16, 32, 64):
-        assert any(case.config.GROUP_SIZE_M == group and case.row_tiles > group
-                   for case in cases)
+        assert any(case.config.GROUP_SIZE_M == group and case.row_tiles > group for case in cases)
     assert {case.out_dtype for case in cases} == {BF16, FP16}
     assert len(CASES) >= 30
     print(f"KERNEL_TEST_SEED={SEED}: {len(CASES)} cases")
 
 
 def test_random_cases_replay_from_seed() -> None:
-    assert random_cases(SEED, RANDOM_CASES) == CASES[len(FIXED_CASES):]
-    assert all(case.programs <= MAX_PROGRAMS for case in CASES[len(FIXED_CASES):])
+    assert random_cases(SEED, RANDOM_CASES) == CASES[len(FIXED_CASES) :]
+    assert all(case.programs <= MAX_PROGRAMS for case in CASES[len(FIXED_CASES) :])
 
 
 @needs_device
@@ -185,8 +190,9 @@ def test_kernel_matches_float64_reference(case: Case) -> None:
 def test_kernel_takes_activations_with_leading_dims() -> None:
     """A [2, 5, K] is an M = 10 problem; C comes back as [2, 5, N]."""
     flat = make_inputs(10, 192, 160, BLOCK_SHAPE, seed=SEED, device=DEVICE)
-    inputs = BlockFp8Inputs(A=flat.A.view(2, 5, 160), B=flat.B, As=flat.As.view(2, 5, 2),
-                            Bs=flat.Bs)
+    inputs = BlockFp8Inputs(
+        A=flat.A.view(2, 5, 160), B=flat.B, As=flat.As.view(2, 5, 2), Bs=flat.Bs
+    )
     case = Case(10, 192, 160, default_config(), BF16)
     out = run_case(inputs, case, (2, 5, 192))
     assert bool(torch.isfinite(out).all())
@@ -196,21 +202,33 @@ def test_kernel_takes_activations_with_leading_dims() -> None:
 @needs_device
 def test_kernel_allocates_output_and_handles_empty_m() -> None:
     inputs = make_inputs(3, 64, 128, BLOCK_SHAPE, seed=SEED, device=DEVICE)
-    out = w8a8_block_fp8_matmul(inputs.A, inputs.B, inputs.As, inputs.Bs, BLOCK_SHAPE,
-                                default_config().as_dict(), out_dtype=FP16)
+    out = w8a8_block_fp8_matmul(
+        inputs.A,
+        inputs.B,
+        inputs.As,
+        inputs.Bs,
+        BLOCK_SHAPE,
+        default_config().as_dict(),
+        out_dtype=FP16,
+    )
     assert out.shape == (3, 64) and out.dtype == FP16
     assert relative_error(out, reference_matmul(inputs, BLOCK_SHAPE)) < TOLERANCE
     empty = make_inputs(0, 64, 128, BLOCK_SHAPE, seed=SEED, device=DEVICE)
-    out = w8a8_block_fp8_matmul(empty.A, empty.B, empty.As, empty.Bs, BLOCK_SHAPE,
-                                default_config().as_dict())
+    out = w8a8_block_fp8_matmul(
+        empty.A, empty.B, empty.As, empty.Bs, BLOCK_SHAPE, default_config().as_dict()
+    )
     assert out.shape == (0, 64)
 
 
 def _bad_call(**changes: object) -> None:
     inputs = make_inputs(4, 256, 256, BLOCK_SHAPE, seed=0)
     args: dict[str, object] = {
-        "A": inputs.A, "B": inputs.B, "As": inputs.As, "Bs": inputs.Bs,
-        "block_shape": BLOCK_SHAPE, "config": default_config().as_dict(),
+        "A": inputs.A,
+        "B": inputs.B,
+        "As": inputs.As,
+        "Bs": inputs.Bs,
+        "block_shape": BLOCK_SHAPE,
+        "config": default_config().as_dict(),
     }
     args.update(changes)
     w8a8_block_fp8_matmul(**args)  # type: ignore[arg-type]
@@ -225,8 +243,10 @@ def _bad_call(**changes: object) -> None:
         ({"As": torch.zeros(4, 3)}, "As must be"),
         ({"Bs": torch.zeros(1, 2)}, "Bs must be"),
         ({"B": torch.zeros(256, 256, dtype=torch.float8_e4m3fn).t()}, "B must be contiguous"),
-        ({"config": {**default_config().as_dict(), "BLOCK_SIZE_K": 256}},
-         "BLOCK_SIZE_K=256 does not divide group_k=128"),
+        (
+            {"config": {**default_config().as_dict(), "BLOCK_SIZE_K": 256}},
+            "BLOCK_SIZE_K=256 does not divide group_k=128",
+        ),
         ({"config": {**default_config().as_dict(), "BLOCK_SIZE_N": 48}}, "BLOCK_SIZE_N=48"),
         ({"config": {"BLOCK_SIZE_M": 64}}, "config lacks"),
         ({"block_shape": (128,)}, "block_shape"),
@@ -244,9 +264,7 @@ def test_reference_on_hand_computed_case() -> None:
     """block_shape [2, 2], N = 3 and K = 3: the last row of B and the last column of K fall in
     partial blocks."""
     A = torch.tensor([[1.0, 2.0, 3.0], [-4.0, 0.5, 8.0]]).to(torch.float8_e4m3fn)
-    B = torch.tensor([[1.0, 1.0, 1.0], [2.0, 0.0, -1.0], [0.25, 16.0, 2.0]]).to(
-        torch.float8_e4m3fn
-    )
+    B = torch.tensor([[1.0, 1.0, 1.0], [2.0, 0.0, -1.0], [0.25, 16.0, 2.0]]).to(torch.float8_e4m3fn)
     As = torch.tensor([[0.5, 2.0], [1.0, 0.25]])  # row m: k in {0, 1} -> As[m, 0], k = 2 -> [m, 1]
     Bs = torch.tensor([[1.0, 4.0], [0.5, 3.0]])  # rows n in {0, 1} -> Bs[0], n = 2 -> Bs[1]
     ref = reference_matmul(BlockFp8Inputs(A=A, B=B, As=As, Bs=Bs), (2, 2))

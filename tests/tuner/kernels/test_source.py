@@ -52,8 +52,10 @@ def test_a_standin_vllm_is_found_by_path_and_version_without_import(standin) -> 
     assert "vllm" not in sys.modules
     assert resolve_kernel("auto") == "vllm"
     assert kernel_label("vllm") == "vllm-0.33.0"
-    for family, path in (("dense", "model_executor/layers/quantization/utils/fp8_utils.py"),
-                         ("moe", "model_executor/layers/fused_moe/fused_moe.py")):
+    for family, path in (
+        ("dense", "model_executor/layers/quantization/utils/fp8_utils.py"),
+        ("moe", "model_executor/layers/fused_moe/fused_moe.py"),
+    ):
         source = get_family(family).source("auto")
         assert source.name == "vllm" and source.label == "vllm 0.33.0"
         assert source.module_path == standin / "vllm" / path
@@ -67,8 +69,11 @@ def test_a_standin_vllm_is_found_by_path_and_version_without_import(standin) -> 
 def test_a_vllm_without_the_moe_kernel_is_one_clear_error(standin) -> None:
     (standin / "vllm" / "model_executor" / "layers" / "fused_moe" / "fused_moe.py").unlink()
     assert get_family("dense").source("vllm").name == "vllm"
-    with pytest.raises(ValueError, match=r"^--kernel vllm for moe: the installed vLLM has no "
-                       r"vllm\.model_executor\.layers\.fused_moe\.fused_moe"):
+    with pytest.raises(
+        ValueError,
+        match=r"^--kernel vllm for moe: the installed vLLM has no "
+        r"vllm\.model_executor\.layers\.fused_moe\.fused_moe",
+    ):
         get_family("moe").source("vllm")
 
 
@@ -79,10 +84,12 @@ def test_function_source_cuts_one_function_with_its_decorator() -> None:
         function_source(text, "h")
 
 
-@pytest.mark.parametrize(("family", "shape", "M"), [("dense", Shape(256, 256), 5),
-                                                    ("moe", MOE_SHAPE, 3)])
+@pytest.mark.parametrize(
+    ("family", "shape", "M"), [("dense", Shape(256, 256), 5), ("moe", MOE_SHAPE, 3)]
+)
 def test_the_standin_kernels_run_through_vllms_launch_and_match_the_builtin(
-        standin, family, shape, M) -> None:
+    standin, family, shape, M
+) -> None:
     """Under the interpreter (a child process: TRITON_INTERPRET must be set before Triton is
     imported) both sources' outputs are bitwise equal, and the MoE source went through vLLM's
     dispatcher with vLLM's arguments."""
@@ -103,8 +110,9 @@ def test_the_standin_kernels_run_through_vllms_launch_and_match_the_builtin(
         "print(getattr(moe, 'CALLS', None))\n"
     )
     env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(standin)}
-    run = subprocess.run([sys.executable, "-c", code], env=env,
-                         capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600
+    )
     assert run.returncode == 0, run.stderr
     equal, calls = run.stdout.strip().splitlines()
     if family == "dense":
@@ -116,8 +124,9 @@ def test_the_standin_kernels_run_through_vllms_launch_and_match_the_builtin(
         assert calls == "[((6, 1, 128), 2, False), ((6, 1, 128), 1, True)]"
 
 
-def test_a_driverless_host_takes_the_builtin_for_auto_and_refuses_vllm(standin,
-                                                                       monkeypatch) -> None:
+def test_a_driverless_host_takes_the_builtin_for_auto_and_refuses_vllm(
+    standin, monkeypatch
+) -> None:
     """vLLM replaces triton with a placeholder where no GPU driver is active (the stand-in's
     switch, as vllm/triton_utils/importing.py decides): auto says why it takes the builtin,
     --kernel vllm is refused with the fix; CUDA_VISIBLE_DEVICES="" keeps the real Triton. A
@@ -128,11 +137,15 @@ def test_a_driverless_host_takes_the_builtin_for_auto_and_refuses_vllm(standin,
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert choose_kernel("auto") == KernelResolution("vllm")
     monkeypatch.setenv(NO_DRIVER_VARIABLE, "1")
-    problem = ("vLLM 0.33.0 replaces triton with a placeholder here (vllm/triton_utils/"
-               "importing.py finds no single active GPU driver), so its kernels cannot run")
+    problem = (
+        "vLLM 0.33.0 replaces triton with a placeholder here (vllm/triton_utils/"
+        "importing.py finds no single active GPU driver), so its kernels cannot run"
+    )
     assert choose_kernel("auto") == KernelResolution(
-        "builtin", f"--kernel auto times the builtin kernels: {problem} (for --kernel vllm: "
-        f"{PLACEHOLDER_FIX})")
+        "builtin",
+        f"--kernel auto times the builtin kernels: {problem} (for --kernel vllm: "
+        f"{PLACEHOLDER_FIX})",
+    )
     with pytest.raises(ValueError) as refused:
         choose_kernel("vllm")
     assert str(refused.value) == f"--kernel vllm: {problem}: {PLACEHOLDER_FIX}"
@@ -148,22 +161,29 @@ def test_under_the_placeholder_vllms_kernels_crash_as_the_real_ones_do(standin) 
     fails with "'function' object is not subscriptable"."""
     from tests.standin_vllm import NO_DRIVER_VARIABLE
 
-    code = ("import torch\n"
-            "from tuner.kernels.registry import get_family\n"
-            "from tuner.kernels.family import Shape\n"
-            "family = get_family('dense')\n"
-            "shape = Shape(256, 128, (128, 128))\n"
-            "w = family.source('vllm').workload(shape, 2, seed=1, device='cpu')\n"
-            "try:\n"
-            "    w.launch(family.default_config(shape, 2), w.weights(), out=None,\n"
-            "             out_dtype=torch.bfloat16)\n"
-            "except TypeError as exc:\n"
-            "    print(exc)\n")
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(standin),
-           NO_DRIVER_VARIABLE: "1"}
+    code = (
+        "import torch\n"
+        "from tuner.kernels.registry import get_family\n"
+        "from tuner.kernels.family import Shape\n"
+        "family = get_family('dense')\n"
+        "shape = Shape(256, 128, (128, 128))\n"
+        "w = family.source('vllm').workload(shape, 2, seed=1, device='cpu')\n"
+        "try:\n"
+        "    w.launch(family.default_config(shape, 2), w.weights(), out=None,\n"
+        "             out_dtype=torch.bfloat16)\n"
+        "except TypeError as exc:\n"
+        "    print(exc)\n"
+    )
+    env = {
+        **os.environ,
+        "TRITON_INTERPRET": "1",
+        "PYTHONPATH": str(standin),
+        NO_DRIVER_VARIABLE: "1",
+    }
     env.pop("CUDA_VISIBLE_DEVICES", None)
-    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, timeout=600)
+    run = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "'function' object is not subscriptable"
 
@@ -195,8 +215,27 @@ def _dispatch(module, *, rows: int, top_k: int, config: dict, sorted_ids: bool):
     kernel = _Launch()
     module.fused_moe_kernel = kernel
     module.dispatch_fused_moe_kernel(
-        A, B, C, A_scale, B_scale, None, None, ids, experts, padded, False, top_k, config,
-        None, True, False, False, False, False, block_shape=[128, 128])
+        A,
+        B,
+        C,
+        A_scale,
+        B_scale,
+        None,
+        None,
+        ids,
+        experts,
+        padded,
+        False,
+        top_k,
+        config,
+        None,
+        True,
+        False,
+        False,
+        False,
+        False,
+        block_shape=[128, 128],
+    )
     return kernel.calls[0]
 
 
@@ -209,15 +248,26 @@ def test_the_standin_launches_fused_moe_as_vllm_does(standin, monkeypatch) -> No
     from tests.standin_vllm import CAPABILITY_VARIABLE, VLLM_MOE_PARAMETERS
 
     module = importlib.import_module("vllm.model_executor.layers.fused_moe.fused_moe")
-    small = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 256, "GROUP_SIZE_M": 1,
-             "num_warps": 4, "num_stages": 3}
+    small = {
+        "BLOCK_SIZE_M": 16,
+        "BLOCK_SIZE_N": 64,
+        "BLOCK_SIZE_K": 256,
+        "GROUP_SIZE_M": 1,
+        "num_warps": 4,
+        "num_stages": 3,
+    }
     monkeypatch.setenv(CAPABILITY_VARIABLE, "9.0")
     grid, args, kwargs = _dispatch(module, rows=3, top_k=2, config=small, sorted_ids=True)
     EM = args[12]
     assert EM == 3 * 2 * 16 and grid == (EM // 16 * (256 // 64),)  # cut from 4096
-    assert (kwargs["SWAP_AB"], kwargs["naive_block_assignment"], kwargs["SPLIT_K"],
-            kwargs["BLOCK_SIZE_K"], kwargs["HAS_BIAS"], kwargs["USE_TD"]) == (
-        True, False, 1, 128, False, False)
+    assert (
+        kwargs["SWAP_AB"],
+        kwargs["naive_block_assignment"],
+        kwargs["SPLIT_K"],
+        kwargs["BLOCK_SIZE_K"],
+        kwargs["HAS_BIAS"],
+        kwargs["USE_TD"],
+    ) == (True, False, 1, 128, False, False)
     names = [name for name, _, _ in VLLM_MOE_PARAMETERS]
     # Every parameter of vLLM's kernel is passed once (positional, then by name), plus the
     # launch options.

@@ -16,15 +16,20 @@ def test_vllm_space_is_the_1280_config_grid_in_script_order():
     assert space[0] == KernelConfig(16, 32, 64, 1, 4, 2)
     assert space[1] == KernelConfig(16, 32, 64, 16, 4, 2)
     assert space[-1] == KernelConfig(256, 256, 128, 64, 8, 5)
-    assert Counter(c.BLOCK_SIZE_M for c in space) == {16: 256, 32: 256, 64: 256, 128: 256,
-                                                      256: 256}
+    assert Counter(c.BLOCK_SIZE_M for c in space) == {16: 256, 32: 256, 64: 256, 128: 256, 256: 256}
     assert Counter(c.num_stages for c in space) == {2: 320, 3: 320, 4: 320, 5: 320}
 
 
 def test_default_config_is_vllms_and_lies_in_the_space():
     default = default_config((128, 128))
-    assert default.as_dict() == {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128,
-                                 "GROUP_SIZE_M": 32, "num_warps": 4, "num_stages": 2}
+    assert default.as_dict() == {
+        "BLOCK_SIZE_M": 64,
+        "BLOCK_SIZE_N": 128,
+        "BLOCK_SIZE_K": 128,
+        "GROUP_SIZE_M": 32,
+        "num_warps": 4,
+        "num_stages": 2,
+    }
     assert list(default.as_dict()) == list(CONFIG_KEYS)
     assert default in vllm_space()
     assert default_config((64, 64)).BLOCK_SIZE_K == 64

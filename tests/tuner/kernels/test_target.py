@@ -87,8 +87,12 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     env["TRITON_DEFAULT_FP_FUSION"] = "1"  # Triton 3.9 warns when unset; 1 is its default
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     proc = subprocess.run(
-        [sys.executable, "-c", COMPILE_SCRIPT], cwd=REPO_ROOT, env=env, capture_output=True,
-        text=True, timeout=300,
+        [sys.executable, "-c", COMPILE_SCRIPT],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -18,8 +18,7 @@ def test_a_trial_runs_here_under_the_interpreter() -> None:
     assert seconds is not None and 0 < seconds < 120
 
 
-def test_elsewhere_it_runs_in_a_child_with_the_interpreter(monkeypatch: pytest.MonkeyPatch
-                                                           ) -> None:
+def test_elsewhere_it_runs_in_a_child_with_the_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(calibrate, "_runs_interpreted", lambda: False)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(sys.path))
     seconds = calibrate.interpreter_trial_s(interpreter_reps=1)

@@ -47,20 +47,26 @@ def test_launch_problem_reasons():
     assert launch_problem(info(shared=101376)) is None
     over = launch_problem(info(shared=101377))
     assert over.status is TrialStatus.OUT_OF_RESOURCES
-    assert over.reason == ("pruned before launch: shared memory 101377 bytes > 101376 bytes per "
-                           "block on sm89")
+    assert over.reason == (
+        "pruned before launch: shared memory 101377 bytes > 101376 bytes per block on sm89"
+    )
     assert launch_problem(info(arch=90, shared=101377)) is None
     # 255 registers round up to 8,192 per warp: 8 warps just fit 65,536, 16 warps do not.
     wide = KernelConfig(64, 128, 128, 32, 16, 2)
     assert launch_problem(info(config=KernelConfig(64, 128, 128, 32, 8, 2), regs=255)) is None
     assert launch_problem(info(config=wide, regs=255)).reason == (
-        "pruned before launch: 255 registers x 16 warps = 131072 > 65536 registers per block")
+        "pruned before launch: 255 registers x 16 warps = 131072 > 65536 registers per block"
+    )
     assert launch_problem(info(spills=4096)) is None  # spills are slow, not fatal
     broken = launch_problem(info(shared=None, regs=None, error="compile error: boom"))
     assert (broken.status, broken.reason) == (TrialStatus.COMPILE_ERROR, "compile error: boom")
     recorded = over.as_result()
     assert (recorded.status, recorded.latency_us, recorded.error, recorded.measure_s) == (
-        TrialStatus.OUT_OF_RESOURCES, None, over.reason, 0.0)
+        TrialStatus.OUT_OF_RESOURCES,
+        None,
+        over.reason,
+        0.0,
+    )
 
 
 def test_cache_round_trip_and_toolchain_key(tmp_path):
@@ -94,10 +100,13 @@ def compiled(tmp_path_factory):
         out = {}
         with compile_pool(2) as pool:
             for arch in (89, 90):
-                out[arch] = prune(SAMPLE, arch=arch, cache=CompileCache(cache_dir), pool=pool,
-                                  **SHAPE)
-        out["infos"] = {arch: compile_infos(SAMPLE, arch=arch, cache=CompileCache(cache_dir),
-                                            **SHAPE) for arch in (89, 90)}
+                out[arch] = prune(
+                    SAMPLE, arch=arch, cache=CompileCache(cache_dir), pool=pool, **SHAPE
+                )
+        out["infos"] = {
+            arch: compile_infos(SAMPLE, arch=arch, cache=CompileCache(cache_dir), **SHAPE)
+            for arch in (89, 90)
+        }
     out["triton_cache"] = triton_cache
     return out
 
@@ -119,24 +128,35 @@ def test_compiler_numbers_are_cached(compiled):
     for arch in (89, 90):
         infos = compiled["infos"][arch]
         assert all(i.compile_s == 0.0 for i in infos.values())  # second time: from the cache
-        assert all(i.error is None and 0 < i.n_regs <= 255 and i.spill_bytes >= 0
-                   for i in infos.values())
+        assert all(
+            i.error is None and 0 < i.n_regs <= 255 and i.spill_bytes >= 0 for i in infos.values()
+        )
         # One stage of A (64 x 128) and B (128 x 128) fp8 tiles is 24 KiB.
         assert 24 * 1024 <= infos[DEFAULT].shared_bytes < 2 * 24 * 1024 + 2048
         assert infos[BIG].shared_bytes > MAX_SHARED_BYTES[90]
     assert any(compiled["triton_cache"].iterdir())  # the binaries are in Triton's cache
 
 
-SMALL_CONFIGS = [KernelConfig(16, 32, 64, 1, 4, 2), KernelConfig(16, 64, 64, 1, 4, 2),
-                 KernelConfig(32, 32, 64, 1, 4, 2), KernelConfig(32, 64, 64, 1, 4, 2)]
+SMALL_CONFIGS = [
+    KernelConfig(16, 32, 64, 1, 4, 2),
+    KernelConfig(16, 64, 64, 1, 4, 2),
+    KernelConfig(32, 32, 64, 1, 4, 2),
+    KernelConfig(32, 64, 64, 1, 4, 2),
+]
 
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
     """A task shape with M = 33 (its own specialization) and one cache for its tests."""
     root = tmp_path_factory.mktemp("small")
-    return root, {"M": 33, "N": 512, "K": 256, "block_shape": (128, 128),
-                  "out_dtype": "float16", "cache": CompileCache(root / "cache")}
+    return root, {
+        "M": 33,
+        "N": 512,
+        "K": 256,
+        "block_shape": (128, 128),
+        "out_dtype": "float16",
+        "cache": CompileCache(root / "cache"),
+    }
 
 
 def test_precompiler_serves_waits_first_and_counts(small, monkeypatch):
@@ -190,12 +210,22 @@ def test_likely_next_is_the_neighbourhood():
 
 
 def test_sweep_times_line():
-    times = SweepTimes(trials_run=120, trials_pruned=14, compile_s=80.04, compile_wait_s=4.1,
-                       measure_s=300.2, wall_s=320.5)
+    times = SweepTimes(
+        trials_run=120,
+        trials_pruned=14,
+        compile_s=80.04,
+        compile_wait_s=4.1,
+        measure_s=300.2,
+        wall_s=320.5,
+    )
     assert format_sweep_times(times) == (
         "120 trials run, 14 pruned before launch; compile 80.0 s (4.1 s waited), measure 300.2 s;"
-        " per trial run: compile 0.667 s, measure 2.502 s; wall 320.5 s")
-    resumed = SweepTimes(trials_run=0, trials_pruned=0, compile_s=0.0, compile_wait_s=0.0,
-                         measure_s=0.0, wall_s=1.25)
-    assert format_sweep_times(resumed) == ("0 trials run, 0 pruned before launch; compile 0.0 s "
-                                           "(0.0 s waited), measure 0.0 s; wall 1.2 s")
+        " per trial run: compile 0.667 s, measure 2.502 s; wall 320.5 s"
+    )
+    resumed = SweepTimes(
+        trials_run=0, trials_pruned=0, compile_s=0.0, compile_wait_s=0.0, measure_s=0.0, wall_s=1.25
+    )
+    assert format_sweep_times(resumed) == (
+        "0 trials run, 0 pruned before launch; compile 0.0 s "
+        "(0.0 s waited), measure 0.0 s; wall 1.2 s"
+    )

@@ -17,9 +17,16 @@ from tuner.measure.landscape import (
 )
 from tuner.measure.trial import TrialResult
 
-ENVIRONMENT = {"gpu_name": "NVIDIA L20", "compute_capability": "8.9", "driver": "580.1",
-               "cuda": "12.9", "torch": "2.11.0", "triton": "3.6.0", "tuner": "0.1.0",
-               "kernel_hash": "abc"}
+ENVIRONMENT = {
+    "gpu_name": "NVIDIA L20",
+    "compute_capability": "8.9",
+    "driver": "580.1",
+    "cuda": "12.9",
+    "torch": "2.11.0",
+    "triton": "3.6.0",
+    "tuner": "0.1.0",
+    "kernel_hash": "abc",
+}
 
 
 def synthetic(config, m):
@@ -32,11 +39,21 @@ def synthetic(config, m):
 
 
 def make_landscape(shapes=((256, 384), (576, 256)), m_values=(1, 16)):
-    results = [(n, k, m, config, synthetic(config, m))
-               for n, k in shapes for m in m_values for config in vllm_space()]
+    results = [
+        (n, k, m, config, synthetic(config, m))
+        for n, k in shapes
+        for m in m_values
+        for config in vllm_space()
+    ]
     return landscape_from_results(
-        device_name="NVIDIA_L20", environment=ENVIRONMENT, recorded_at="2026-11-30T00:00:00Z",
-        space="vllm", out_dtype="bfloat16", block_shape=(128, 128), results=results)
+        device_name="NVIDIA_L20",
+        environment=ENVIRONMENT,
+        recorded_at="2026-11-30T00:00:00Z",
+        space="vllm",
+        out_dtype="bfloat16",
+        block_shape=(128, 128),
+        results=results,
+    )
 
 
 def test_round_trip_and_answers(tmp_path):
@@ -49,8 +66,9 @@ def test_round_trip_and_answers(tmp_path):
     runner = loaded.runner(576, 256, 16)
     default = default_config()
     expected = synthetic(default, 16)
-    assert runner.evaluate(default) == TrialResult(expected.status, expected.latency_us,
-                                                   expected.p20_us, expected.p80_us, measure_s=0.0)
+    assert runner.evaluate(default) == TrialResult(
+        expected.status, expected.latency_us, expected.p20_us, expected.p80_us, measure_s=0.0
+    )
     missing = runner.evaluate(default.__class__(64, 128, 128, 32, 2, 2))
     assert (missing.status, missing.error) == (TrialStatus.INVALID, NOT_RECORDED)
     best, result = runner.optimum()
@@ -60,11 +78,14 @@ def test_round_trip_and_answers(tmp_path):
         loaded.runner(1, 2, 3)
 
 
-@pytest.mark.parametrize(("text", "reason"), [
-    ("{", "Expecting property name"),
-    ('{"format": "other"}', "format is 'other'"),
-    (json.dumps({"format": FORMAT}), "missing field 'problems'"),
-])
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("{", "Expecting property name"),
+        ('{"format": "other"}', "format is 'other'"),
+        (json.dumps({"format": FORMAT}), "missing field 'problems'"),
+    ],
+)
 def test_malformed_files_give_one_line(tmp_path, text, reason):
     path = tmp_path / "bad.json"
     path.write_text(text)
@@ -79,22 +100,45 @@ def test_replayed_sweep_stores_the_recorded_timings(tmp_path):
     path.write_text(landscape.to_json())
     db = tmp_path / "tuner.db"
     run = subprocess.run(
-        [sys.executable, "-m", "tuner.cli", "sweep", "--device", "L20", "--model", "tiny",
-         "--m", "1,16", "--trials", "12", "--replay", str(path), "--db", f"sqlite:///{db}"],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        [
+            sys.executable,
+            "-m",
+            "tuner.cli",
+            "sweep",
+            "--device",
+            "L20",
+            "--model",
+            "tiny",
+            "--m",
+            "1,16",
+            "--trials",
+            "12",
+            "--replay",
+            str(path),
+            "--db",
+            f"sqlite:///{db}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert run.returncode == 0, run.stderr
     with sqlite3.connect(db) as connection:
         rows = connection.execute(
             "SELECT t.N, t.K, t.M, r.BLOCK_SIZE_M, r.BLOCK_SIZE_N, r.BLOCK_SIZE_K, "
             "r.GROUP_SIZE_M, r.num_warps, r.num_stages, r.status, r.latency_us "
-            "FROM trials r JOIN tasks t USING (task_id)").fetchall()
+            "FROM trials r JOIN tasks t USING (task_id)"
+        ).fetchall()
         environment = connection.execute(
-            "SELECT gpu_name, triton, kernel_hash FROM environments").fetchall()
+            "SELECT gpu_name, triton, kernel_hash FROM environments"
+        ).fetchall()
         devices = connection.execute("SELECT device_name FROM devices").fetchall()
     assert len(rows) == 4 * 12
     for n, k, m, *config, status, latency_us in rows:
-        recorded = landscape.runner(n, k, m).evaluate(default_config().from_dict(
-            dict(zip(default_config().as_dict(), config, strict=True))))
+        recorded = landscape.runner(n, k, m).evaluate(
+            default_config().from_dict(dict(zip(default_config().as_dict(), config, strict=True)))
+        )
         assert (status, latency_us) == (recorded.status.value, recorded.latency_us)
     assert environment == [("NVIDIA L20", "3.6.0", "abc")]
     assert devices == [("NVIDIA_L20",)]
@@ -104,9 +148,25 @@ def test_replay_device_must_match(tmp_path):
     path = tmp_path / "l20.json"
     path.write_text(make_landscape(m_values=(1,)).to_json())
     run = subprocess.run(
-        [sys.executable, "-m", "tuner.cli", "sweep", "--device", "H200", "--model", "tiny",
-         "--replay", str(path), "--db", f"sqlite:///{tmp_path}/t.db"],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        [
+            sys.executable,
+            "-m",
+            "tuner.cli",
+            "sweep",
+            "--device",
+            "H200",
+            "--model",
+            "tiny",
+            "--replay",
+            str(path),
+            "--db",
+            f"sqlite:///{tmp_path}/t.db",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert run.returncode == 2
     assert run.stderr == "error: --device H200 does not name the landscape's device NVIDIA_L20\n"
 
@@ -116,9 +176,11 @@ def test_replay_samples_are_reproducible_and_inside_the_recorded_spread():
     from tuner.measure.landscape import RecordedTimings
 
     default, other = default_config(), KernelConfig(32, 64, 128, 1, 4, 3)
-    trials = {default: TrialResult(TrialStatus.OK, 11.0, 10.0, 12.0),
-              other: TrialResult(TrialStatus.OK, 20.0, 20.0, 20.0),
-              KernelConfig(256, 64, 128, 1, 4, 5): TrialResult(TrialStatus.OUT_OF_RESOURCES)}
+    trials = {
+        default: TrialResult(TrialStatus.OK, 11.0, 10.0, 12.0),
+        other: TrialResult(TrialStatus.OK, 20.0, 20.0, 20.0),
+        KernelConfig(256, 64, 128, 1, 4, 5): TrialResult(TrialStatus.OUT_OF_RESOURCES),
+    }
     first = RecordedTimings(trials)
     samples = [first.sample_us(default) for _ in range(4)]
     # the first four draws of this config, fixed by sha256 of "64,128,128,32,4,2#<n>"
@@ -129,8 +191,11 @@ def test_replay_samples_are_reproducible_and_inside_the_recorded_spread():
     assert [second.sample_us(default) for _ in range(4)] == samples
     many = [second.sample_us(default) for _ in range(200)]
     assert 10.0 <= min(many) < 10.1 and 11.9 < max(many) < 12.0
-    with pytest.raises(ValueError, match=r"^cannot sample config 256x64x128 g1 w4 s5: "
-                                         r"recorded as out_of_resources, not ok$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^cannot sample config 256x64x128 g1 w4 s5: "
+        r"recorded as out_of_resources, not ok$",
+    ):
         first.sample_us(KernelConfig(256, 64, 128, 1, 4, 5))
     with pytest.raises(ValueError, match="not in the landscape, not ok"):
         first.sample_us(KernelConfig(16, 64, 128, 1, 4, 2))

@@ -96,12 +96,15 @@ def test_launch_failures_are_classified():
 
     from tuner.measure.runner import classify_error
 
-    assert classify_error(OutOfResources(300_000, 232_448, "shared memory")) is \
-        TrialStatus.OUT_OF_RESOURCES
+    assert (
+        classify_error(OutOfResources(300_000, 232_448, "shared memory"))
+        is TrialStatus.OUT_OF_RESOURCES
+    )
     assert classify_error(PTXASError("`ptxas` raised SIGSEGV")) is TrialStatus.COMPILE_ERROR
     assert classify_error(CompilationError("src", None, "bad")) is TrialStatus.COMPILE_ERROR
-    assert classify_error(RuntimeError("CUDA error: an illegal memory access")) is \
-        TrialStatus.CRASHED
+    assert (
+        classify_error(RuntimeError("CUDA error: an illegal memory access")) is TrialStatus.CRASHED
+    )
 
 
 def test_fp16_output_and_bad_arguments():
@@ -189,10 +192,14 @@ def test_cuda_path_plan_graphs_and_per_launch_time(monkeypatch):
         return captured[-1]
 
     monkeypatch.setattr(measure, "capture_graph", capture)
-    monkeypatch.setattr(torch.cuda, "get_device_properties",
-                        lambda device: SimpleNamespace(L2_cache_size=4 * COPY_BYTES))
-    runner = KernelRunner(TIMED, backend="interpreter", warmup_s=0.003, rep_s=0.01,
-                          timer=WallTimer(clock))
+    monkeypatch.setattr(
+        torch.cuda,
+        "get_device_properties",
+        lambda device: SimpleNamespace(L2_cache_size=4 * COPY_BYTES),
+    )
+    runner = KernelRunner(
+        TIMED, backend="interpreter", warmup_s=0.003, rep_s=0.01, timer=WallTimer(clock)
+    )
     replaying = []
 
     def launch(config, copy):
@@ -238,7 +245,8 @@ def test_samplers_are_kept_for_the_last_configs_only(monkeypatch):
     monkeypatch.setattr(runner, "_launch_copy", lambda config, copy: clock.launched(copy))
     configs = [KernelConfig(16, 64, 64, group, 4, 2) for group in range(1, KEPT_SAMPLERS + 2)]
     assert [runner.sample_us(config) for config in configs] == pytest.approx(
-        [1000.0] * len(configs))  # each new config starts at copy 0
+        [1000.0] * len(configs)
+    )  # each new config starts at copy 0
     assert list(runner._samplers) == configs[1:]
     assert runner.sample_us(configs[1]) == pytest.approx(2000.0)  # kept: goes on with copy 1
     assert runner.sample_us(configs[0]) == pytest.approx(1000.0)  # dropped: starts again
@@ -247,7 +255,8 @@ def test_samplers_are_kept_for_the_last_configs_only(monkeypatch):
 
 ON_GPU = pytest.mark.skipif(
     os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available(),
-    reason="needs a CUDA GPU and TRITON_INTERPRET=0 (bench/gpu_check.sh runs it)")
+    reason="needs a CUDA GPU and TRITON_INTERPRET=0 (bench/gpu_check.sh runs it)",
+)
 
 
 @ON_GPU
@@ -256,8 +265,9 @@ def test_graph_replays_on_a_gpu_write_the_right_result_into_every_copy(M):
     """The CUDA path for real: captured graphs over rotated weight copies compute the GEMM."""
     from tuner.kernels.accuracy import relative_error
 
-    runner = KernelRunner(Problem(M=M, N=512, K=384), backend="cuda", seed=2,
-                          warmup_s=0.002, rep_s=0.01)
+    runner = KernelRunner(
+        Problem(M=M, N=512, K=384), backend="cuda", seed=2, warmup_s=0.002, rep_s=0.01
+    )
     result = runner.evaluate(default_config())
     assert result.status is TrialStatus.OK, result.error
     assert 0 < result.p20_us <= result.latency_us <= result.p80_us

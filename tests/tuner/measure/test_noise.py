@@ -51,11 +51,14 @@ def test_interleaved_order_rotates_the_start_and_results_keep_the_input_order():
     assert (retimes[1].p20_us, retimes[1].p80_us) == pytest.approx((8.8, 11.2))
 
 
-@pytest.mark.parametrize(("configs", "rounds", "message"), [
-    ([], 5, "no configs"),
-    ([FAST, NEXT, FAST], 5, "listed twice"),
-    ([FAST], 1, "at least 2 rounds, got 1"),
-])
+@pytest.mark.parametrize(
+    ("configs", "rounds", "message"),
+    [
+        ([], 5, "no configs"),
+        ([FAST, NEXT, FAST], 5, "listed twice"),
+        ([FAST], 1, "at least 2 rounds, got 1"),
+    ],
+)
 def test_retime_rejects(configs, rounds, message):
     with pytest.raises(ValueError, match=message):
         retime_interleaved(lambda config: 1.0, configs, rounds=rounds)
@@ -69,9 +72,14 @@ def decide(medians_us, default=DEFAULT):
 def test_a_clearly_faster_config_wins():
     decision = decide({DEFAULT: 20.0, FAST: 12.0, NEXT: 17.0})
     assert decision == Decision(
-        config=FAST, latency_us=12.0, default_latency_us=20.0, runner_up=NEXT,
-        spread_us=pytest.approx(2.4), kept="fastest",
-        note="beats runner-up 64x128x128 g16 w4 s3 by 5.0 us > spread 2.4 us")
+        config=FAST,
+        latency_us=12.0,
+        default_latency_us=20.0,
+        runner_up=NEXT,
+        spread_us=pytest.approx(2.4),
+        kept="fastest",
+        note="beats runner-up 64x128x128 g16 w4 s3 by 5.0 us > spread 2.4 us",
+    )
 
 
 def test_within_the_noise_the_default_is_kept():
@@ -79,8 +87,10 @@ def test_within_the_noise_the_default_is_kept():
     assert (decision.config, decision.latency_us, decision.kept) == (DEFAULT, 14.0, "default")
     assert (decision.runner_up, decision.default_latency_us) == (DEFAULT, 14.0)
     assert decision.spread_us == pytest.approx(2.4)
-    assert decision.note == ("128x128x128 g1 w8 s4 leads runner-up 64x128x128 g32 w4 s2 by only "
-                             "2.0 us <= spread 2.4 us; kept the default")
+    assert decision.note == (
+        "128x128x128 g1 w8 s4 leads runner-up 64x128x128 g32 w4 s2 by only "
+        "2.0 us <= spread 2.4 us; kept the default"
+    )
 
 
 def test_without_the_default_among_the_tied_the_simplest_is_kept():
@@ -88,14 +98,17 @@ def test_without_the_default_among_the_tied_the_simplest_is_kept():
     decision = decide({DEFAULT: 20.0, FAST: 12.0, NEXT: 13.0, SMALL: 14.0})
     assert (decision.config, decision.latency_us, decision.kept) == (SMALL, 14.0, "simpler")
     assert (decision.runner_up, decision.default_latency_us) == (NEXT, 20.0)
-    assert decision.note == ("128x128x128 g1 w8 s4 leads runner-up 64x128x128 g16 w4 s3 by only "
-                             "1.0 us <= spread 2.4 us; kept the simplest of 3 within the spread")
+    assert decision.note == (
+        "128x128x128 g1 w8 s4 leads runner-up 64x128x128 g16 w4 s3 by only "
+        "1.0 us <= spread 2.4 us; kept the simplest of 3 within the spread"
+    )
 
 
 def test_a_single_config_is_kept_with_its_own_spread():
     retime = Retime(FAST, 12.0, 11.0, 12.5, rounds=12)
     assert decide_winner([retime], DEFAULT) == Decision(
-        FAST, 12.0, None, None, 1.5, "fastest", "only candidate; spread 1.5 us")
+        FAST, 12.0, None, None, 1.5, "fastest", "only candidate; spread 1.5 us"
+    )
     with pytest.raises(ValueError, match="no re-timed configs"):
         decide_winner([], DEFAULT)
     with pytest.raises(ValueError, match="re-timed twice"):
@@ -113,13 +126,20 @@ def test_equal_medians_fall_to_config_order_and_the_larger_spread_counts():
 
 
 def test_simplicity_order():
-    configs = [KernelConfig(16, 32, 64, 1, 8, 2), KernelConfig(128, 128, 128, 64, 4, 2),
-               KernelConfig(16, 32, 64, 1, 4, 3), KernelConfig(32, 32, 64, 1, 4, 2),
-               KernelConfig(32, 16, 64, 1, 4, 2)]
+    configs = [
+        KernelConfig(16, 32, 64, 1, 8, 2),
+        KernelConfig(128, 128, 128, 64, 4, 2),
+        KernelConfig(16, 32, 64, 1, 4, 3),
+        KernelConfig(32, 32, 64, 1, 4, 2),
+        KernelConfig(32, 16, 64, 1, 4, 2),
+    ]
     assert sorted(configs, key=simplicity) == [
-        KernelConfig(32, 16, 64, 1, 4, 2), KernelConfig(32, 32, 64, 1, 4, 2),
-        KernelConfig(128, 128, 128, 64, 4, 2), KernelConfig(16, 32, 64, 1, 8, 2),
-        KernelConfig(16, 32, 64, 1, 4, 3)]
+        KernelConfig(32, 16, 64, 1, 4, 2),
+        KernelConfig(32, 32, 64, 1, 4, 2),
+        KernelConfig(128, 128, 128, 64, 4, 2),
+        KernelConfig(16, 32, 64, 1, 8, 2),
+        KernelConfig(16, 32, 64, 1, 4, 3),
+    ]
 
 
 def ok(latency_us):
@@ -128,8 +148,14 @@ def ok(latency_us):
 
 def test_select_the_fastest_ok_and_the_default_first():
     a, b, c, d = (KernelConfig(16, 64, 128, g, 4, 2) for g in (1, 16, 32, 64))
-    results = {a: ok(9.0), b: ok(8.0), c: ok(8.0), d: ok(12.0), DEFAULT: ok(10.0),
-               KernelConfig(256, 256, 128, 1, 8, 5): TrialResult(TrialStatus.OUT_OF_RESOURCES)}
+    results = {
+        a: ok(9.0),
+        b: ok(8.0),
+        c: ok(8.0),
+        d: ok(12.0),
+        DEFAULT: ok(10.0),
+        KernelConfig(256, 256, 128, 1, 8, 5): TrialResult(TrialStatus.OUT_OF_RESOURCES),
+    }
     assert RETIME_TOP == 3
     assert select_for_retime(results, DEFAULT) == [DEFAULT, b, c, a]  # b, c tie: config order
     assert select_for_retime(results, DEFAULT, top=4) == [DEFAULT, b, c, a]  # default is 4th
@@ -153,8 +179,16 @@ def test_retime_on_a_replay_runner_is_reproducible_and_ties_go_to_the_simpler():
     decision = decide_winner(retimes, DEFAULT)
     # FAST and NEXT overlap within their recorded [p20, p80]; the default is far behind
     assert (decision.config, decision.kept, decision.default_latency_us) == (
-        NEXT, "simpler", retimes[0].latency_us)
-    assert decision.note.endswith("by only 0.4 us <= spread 0.7 us; kept the simplest of 2 "
-                                  "within the spread")
-    assert decide_winner(retime_interleaved(RecordedTimings(runner.trials).sample_us, configs),
-                         DEFAULT) == decision
+        NEXT,
+        "simpler",
+        retimes[0].latency_us,
+    )
+    assert decision.note.endswith(
+        "by only 0.4 us <= spread 0.7 us; kept the simplest of 2 within the spread"
+    )
+    assert (
+        decide_winner(
+            retime_interleaved(RecordedTimings(runner.trials).sample_us, configs), DEFAULT
+        )
+        == decision
+    )

@@ -18,10 +18,13 @@ from tuner.measure.resources import CompileInfo, launch_problem
 from tuner.measure.runner import Problem
 from tuner.run.compile_gate import CompileGate, WorkerCompiler
 
-SPEC = {"arch": 90, "M": 33, "N": 512, "K": 256, "block_shape": (128, 128),
-        "out_dtype": "float16"}
-CONFIGS = [KernelConfig(16, 32, 64, 1, 4, 2), KernelConfig(16, 64, 64, 1, 4, 2),
-           KernelConfig(32, 32, 64, 1, 4, 2), KernelConfig(32, 64, 64, 1, 4, 2)]
+SPEC = {"arch": 90, "M": 33, "N": 512, "K": 256, "block_shape": (128, 128), "out_dtype": "float16"}
+CONFIGS = [
+    KernelConfig(16, 32, 64, 1, 4, 2),
+    KernelConfig(16, 64, 64, 1, 4, 2),
+    KernelConfig(32, 32, 64, 1, 4, 2),
+    KernelConfig(32, 64, 64, 1, 4, 2),
+]
 
 
 class FakePool:
@@ -34,8 +37,9 @@ class FakePool:
 
     def submit(self, fn, job):
         if self.dead:
-            raise BrokenProcessPool("A child process terminated abruptly, the process pool is "
-                                    "not usable anymore")
+            raise BrokenProcessPool(
+                "A child process terminated abruptly, the process pool is not usable anymore"
+            )
         self.jobs.append(job.config)
         self.futures.append(Future())
         return self.futures[-1]
@@ -45,22 +49,25 @@ class FakePool:
         self.dead = True
         for future in self.futures:
             if not future.done():
-                future.set_exception(BrokenProcessPool("A process in the process pool was "
-                                                       "terminated abruptly"))
+                future.set_exception(
+                    BrokenProcessPool("A process in the process pool was terminated abruptly")
+                )
 
     def shutdown(self, wait=True, cancel_futures=False):
         self.shut_down = True
 
 
 def unknown(config):
-    return CompileInfo(90, config, "M=any,N=d16,K=d16,gn=d16,gk=d16,kg=any", "float16", None,
-                       None, None, 0.0)
+    return CompileInfo(
+        90, config, "M=any,N=d16,K=d16,gn=d16,gk=d16,kg=any", "float16", None, None, None, 0.0
+    )
 
 
 def test_a_dead_compile_process_answers_every_wait_without_rejecting(tmp_path):
     cache = CompileCache(tmp_path)
-    too_big = CompileInfo(90, CONFIGS[3], "M=any,N=d16,K=d16,gn=d16,gk=d16,kg=any", "float16",
-                          300_000, 128, 0, 2.0)
+    too_big = CompileInfo(
+        90, CONFIGS[3], "M=any,N=d16,K=d16,gn=d16,gk=d16,kg=any", "float16", 300_000, 128, 0, 2.0
+    )
     cache.put(too_big)  # known from an earlier run: its numbers still count
     pool = FakePool()
     pre = Precompiler(pool=pool, workers=1, cache=cache, **SPEC)
@@ -75,8 +82,7 @@ def test_a_dead_compile_process_answers_every_wait_without_rejecting(tmp_path):
     assert launch_problem(infos[3]).status is TrialStatus.OUT_OF_RESOURCES
     assert pool.jobs == CONFIGS[:2] and pre.dispatched == CONFIGS[:2]
     # nothing was cached for the configs the pool failed
-    got = cache.get_many(CONFIGS, arch=90, specialization=pre.specialization,
-                         out_dtype="float16")
+    got = cache.get_many(CONFIGS, arch=90, specialization=pre.specialization, out_dtype="float16")
     assert list(got) == [CONFIGS[3]]
     stats = pre.stats()
     assert (stats.compiled, stats.cached) == (0, 1)
@@ -91,14 +97,22 @@ def test_a_cancelled_compile_is_not_cached_as_a_compile_error(tmp_path):
     pool.futures[0].cancel()  # what shutdown(cancel_futures=True) does to a queued compile
     assert pre.wait(CONFIGS[0]) == unknown(CONFIGS[0])
     assert not pre.broken
-    assert cache.get_many(CONFIGS[:1], arch=90, specialization=pre.specialization,
-                          out_dtype="float16") == {}
+    assert (
+        cache.get_many(CONFIGS[:1], arch=90, specialization=pre.specialization, out_dtype="float16")
+        == {}
+    )
 
 
 def test_the_gate_launches_what_a_broken_pool_could_not_compile(tmp_path):
     pool = FakePool()
-    gate = CompileGate(space=vllm_space(), first=CONFIGS[:1], pool=pool, workers=1,
-                       cache=CompileCache(tmp_path), **SPEC)
+    gate = CompileGate(
+        space=vllm_space(),
+        first=CONFIGS[:1],
+        pool=pool,
+        workers=1,
+        cache=CompileCache(tmp_path),
+        **SPEC,
+    )
     pool.die()
     assert gate.before(CONFIGS[0]) is None and gate.before(CONFIGS[1]) is None
     assert gate.pruned == 0
@@ -131,5 +145,8 @@ def test_the_worker_replaces_a_broken_pool_after_the_task(tmp_path, monkeypatch)
 @pytest.fixture(autouse=True)
 def _no_real_pool(monkeypatch):
     """Fail loudly if a test would start real compile processes."""
-    monkeypatch.setattr(compile_module.ProcessPoolExecutor, "__init__",
-                        lambda *a, **k: pytest.fail("a real pool was made"))
+    monkeypatch.setattr(
+        compile_module.ProcessPoolExecutor,
+        "__init__",
+        lambda *a, **k: pytest.fail("a real pool was made"),
+    )

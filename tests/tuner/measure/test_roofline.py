@@ -29,18 +29,22 @@ def test_gemm_bytes_counts_each_operand_once():
     assert gemm_bytes(1, 7168, 2048) == 2048 + 14_680_064 + 64 + 3_584 + 14_336 == 14_700_096
     # K and N not multiples of the groups: scales round up (K=200 -> 2 groups, N=130 -> 2).
     assert gemm_bytes(3, 130, 200, (128, 128), "float16") == (
-        3 * 200 + 130 * 200 + 4 * 3 * 2 + 4 * 2 * 2 + 2 * 3 * 130)
+        3 * 200 + 130 * 200 + 4 * 3 * 2 + 4 * 2 * 2 + 2 * 3 * 130
+    )
     assert gemm_flops(1, 7168, 2048) == 29_360_128
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda: gemm_bytes(0, 1, 1), "M must be a positive integer, got 0"),
-    (lambda: gemm_bytes(1, 1, 1, out_dtype="float32"), "out_dtype must be one of"),
-    (lambda: gemm_flops(1, True, 1), "N must be a positive integer, got True"),
-    (lambda: roofline(1, 128, 128, 0.0), "latency_us must be a positive finite number"),
-    (lambda: roofline(1, 128, 128, math.nan), "latency_us must be a positive finite number"),
-    (lambda: roofline(1, 128, 128, 1.0, {"copy_gbps": -1.0}), "ceiling copy_gbps must be"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: gemm_bytes(0, 1, 1), "M must be a positive integer, got 0"),
+        (lambda: gemm_bytes(1, 1, 1, out_dtype="float32"), "out_dtype must be one of"),
+        (lambda: gemm_flops(1, True, 1), "N must be a positive integer, got True"),
+        (lambda: roofline(1, 128, 128, 0.0), "latency_us must be a positive finite number"),
+        (lambda: roofline(1, 128, 128, math.nan), "latency_us must be a positive finite number"),
+        (lambda: roofline(1, 128, 128, 1.0, {"copy_gbps": -1.0}), "ceiling copy_gbps must be"),
+    ],
+)
 def test_bad_input_raises_value_error(call, message):
     with pytest.raises(ValueError, match=message):
         call()
@@ -53,7 +57,12 @@ def test_roofline_without_ceilings_has_figures_and_no_ratios():
     assert r.tflops == pytest.approx(1.835008)
     assert r.intensity == pytest.approx(29_360_128 / 14_700_096)
     assert (r.copy_ratio, r.fp8_mm_ratio, r.ridge_intensity, r.bound, r.roofline_ratio) == (
-        None, None, None, None, None)
+        None,
+        None,
+        None,
+        None,
+        None,
+    )
     only_copy = roofline(1, 7168, 2048, 16.0, {"copy_gbps": 4000.0, "other": 1.0})
     assert only_copy.copy_ratio == pytest.approx(918.756 / 4000)
     assert (only_copy.fp8_mm_ratio, only_copy.bound) == (None, None)
@@ -85,8 +94,10 @@ def test_compute_bound_call():
 
 
 def test_pure_part_imports_neither_torch_nor_triton():
-    code = ("import sys, tuner.measure.roofline as r; r.roofline(1, 128, 128, 1.0); "
-            "print('torch' in sys.modules, 'triton' in sys.modules)")
+    code = (
+        "import sys, tuner.measure.roofline as r; r.roofline(1, 128, 128, 1.0); "
+        "print('torch' in sys.modules, 'triton' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
 
@@ -132,12 +143,16 @@ def test_fp8_operands_reject_sizes_scaled_mm_cannot_take():
 def test_ceilings_use_the_cpu_sizes_on_the_cpu():
     timer = FakeTimer([1.0, 1.0])
     ceilings = measure_ceilings("cpu", timer=timer)
-    assert ceilings == pytest.approx({
-        "copy_gbps": 2 * CPU_COPY_BYTES / 1e-3 / 1e9,  # 33.554432
-        "fp8_mm_tflops": 2 * CPU_MM_SIZE**3 / 1e-3 / 1e12,  # 0.033554432
-    })
-    assert [tuple(r.shape) for r in timer.results] == [(CPU_COPY_BYTES,),
-                                                      (CPU_MM_SIZE, CPU_MM_SIZE)]
+    assert ceilings == pytest.approx(
+        {
+            "copy_gbps": 2 * CPU_COPY_BYTES / 1e-3 / 1e9,  # 33.554432
+            "fp8_mm_tflops": 2 * CPU_MM_SIZE**3 / 1e-3 / 1e12,  # 0.033554432
+        }
+    )
+    assert [tuple(r.shape) for r in timer.results] == [
+        (CPU_COPY_BYTES,),
+        (CPU_MM_SIZE, CPU_MM_SIZE),
+    ]
 
 
 def test_real_cpu_measurement_at_small_sizes():
@@ -150,10 +165,11 @@ def test_real_cpu_measurement_at_small_sizes():
 def test_ceiling_details_say_how_each_was_measured():
     assert ceiling_details("cuda") == {
         "copy_gbps": "dst.copy_(src) of 1073741824 bytes on cuda, read plus write counted; "
-                     "median of triton.testing.do_bench",
+        "median of triton.testing.do_bench",
         "fp8_mm_tflops": "torch._scaled_mm 8192x8192x8192 e4m3, per-tensor scales, bf16 out, "
-                         "use_fast_accum=True on cuda; median of triton.testing.do_bench",
+        "use_fast_accum=True on cuda; median of triton.testing.do_bench",
     }
     assert ceiling_details("cpu")["copy_gbps"] == (
         "dst.copy_(src) of 16777216 bytes on cpu, read plus write counted; median of 5 "
-        "perf_counter calls")
+        "perf_counter calls"
+    )

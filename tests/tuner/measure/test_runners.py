@@ -20,23 +20,33 @@ from tuner.measure.runners import (
 
 def test_each_backend_name_parses_into_its_runner():
     assert make_runner("cuda", device_name="NVIDIA_H200") == GpuRunner("NVIDIA_H200")
-    assert make_runner("interpreter", device_name="TRITON_INTERPRETER",
-                       interpreter_reps=5) == InterpreterRunner("TRITON_INTERPRETER", 5)
+    assert make_runner(
+        "interpreter", device_name="TRITON_INTERPRETER", interpreter_reps=5
+    ) == InterpreterRunner("TRITON_INTERPRETER", 5)
     assert make_runner("replay", device_name="NVIDIA_H100", landscape="l.json") == ReplayRunner(
-        "l.json", "NVIDIA_H100")
+        "l.json", "NVIDIA_H100"
+    )
 
 
 def test_unknown_names_and_a_replay_without_landscape_are_one_line_errors():
-    with pytest.raises(ValueError, match=r"unknown backend 'rocm' \(known: cuda, interpreter, "
-                                         r"replay\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"unknown backend 'rocm' \(known: cuda, interpreter, "
+        r"replay\)",
+    ):
         make_runner("rocm", device_name="x")
     with pytest.raises(ValueError, match="the replay runner needs a landscape file"):
         make_runner("replay", device_name="x")
 
 
-@pytest.mark.parametrize("runner", [GpuRunner("NVIDIA_H200"),
-                                    InterpreterRunner("TRITON_INTERPRETER"),
-                                    ReplayRunner("l.json", "NVIDIA_H100")])
+@pytest.mark.parametrize(
+    "runner",
+    [
+        GpuRunner("NVIDIA_H200"),
+        InterpreterRunner("TRITON_INTERPRETER"),
+        ReplayRunner("l.json", "NVIDIA_H100"),
+    ],
+)
 def test_every_runner_meets_the_protocol_and_pickles_for_spawn(runner):
     assert isinstance(runner, Runner)
     assert pickle.loads(pickle.dumps(runner)) == runner

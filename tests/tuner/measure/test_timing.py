@@ -31,19 +31,26 @@ def test_copies_hold_twice_the_l2():
         copies_for(0, 10_000)
 
 
-@pytest.mark.parametrize(("copy_bytes", "launch_s", "plan"), [
-    # 7.6 us launches: 132 fill 1 ms, rounded up to a multiple of the 20 copies
-    (1000, 2**-17, TimingPlan(copies=20, launches=140, warmup=24, samples=94)),
-    # 205 copies at 11 launches per graph: 19 graphs, 209 copies
-    (98, 2**-10 / 10, TimingPlan(copies=209, launches=11, warmup=24, samples=94)),
-    # 3 copies, 10 launches rounded up to 12
-    (7000, 1e-4, TimingPlan(copies=3, launches=12, warmup=21, samples=84)),
-    # a 10 ms kernel: one launch per sample, 2 graphs, MIN_SAMPLES, one replay of each graph
-    # plus one more for the 25 ms warmup
-    (10**9, 0.01, TimingPlan(copies=2, launches=1, warmup=3, samples=10)),
-    # a 10 ns estimate hits the caps
-    (1000, 1e-8, TimingPlan(copies=20, launches=MAX_LAUNCHES, warmup=2500, samples=MAX_SAMPLES)),
-])
+@pytest.mark.parametrize(
+    ("copy_bytes", "launch_s", "plan"),
+    [
+        # 7.6 us launches: 132 fill 1 ms, rounded up to a multiple of the 20 copies
+        (1000, 2**-17, TimingPlan(copies=20, launches=140, warmup=24, samples=94)),
+        # 205 copies at 11 launches per graph: 19 graphs, 209 copies
+        (98, 2**-10 / 10, TimingPlan(copies=209, launches=11, warmup=24, samples=94)),
+        # 3 copies, 10 launches rounded up to 12
+        (7000, 1e-4, TimingPlan(copies=3, launches=12, warmup=21, samples=84)),
+        # a 10 ms kernel: one launch per sample, 2 graphs, MIN_SAMPLES, one replay of each graph
+        # plus one more for the 25 ms warmup
+        (10**9, 0.01, TimingPlan(copies=2, launches=1, warmup=3, samples=10)),
+        # a 10 ns estimate hits the caps
+        (
+            1000,
+            1e-8,
+            TimingPlan(copies=20, launches=MAX_LAUNCHES, warmup=2500, samples=MAX_SAMPLES),
+        ),
+    ],
+)
 def test_cuda_plan(copy_bytes, launch_s, plan):
     assert cuda_plan(copy_bytes=copy_bytes, l2_bytes=10_000, launch_s=launch_s) == plan
     assert plan.copies * copy_bytes >= 2 * 10_000

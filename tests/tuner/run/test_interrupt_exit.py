@@ -22,12 +22,21 @@ def test_exit_codes_of_sigterm_and_ctrl_c():
     assert interrupted_exit(KeyboardInterrupt()) == (130, "interrupted")
 
 
-@pytest.mark.parametrize(("raised", "code", "line"), [
-    (Terminated, 143, "terminated (SIGTERM); finished work is stored: run the same command to "
-     "resume"),
-    (KeyboardInterrupt, 130, "interrupted; finished work is stored: run the same command to "
-     "resume"),
-])
+@pytest.mark.parametrize(
+    ("raised", "code", "line"),
+    [
+        (
+            Terminated,
+            143,
+            "terminated (SIGTERM); finished work is stored: run the same command to resume",
+        ),
+        (
+            KeyboardInterrupt,
+            130,
+            "interrupted; finished work is stored: run the same command to resume",
+        ),
+    ],
+)
 def test_an_interrupt_reaching_the_top_is_one_line(capsys, raised, code, line):
     def app():
         raise raised

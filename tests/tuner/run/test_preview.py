@@ -10,16 +10,31 @@ GPU = GpuRunner("NVIDIA_H200")
 
 
 def _request(**changes) -> SweepRequest:
-    fields = dict(device_name="TRITON_INTERPRETER", model="tiny", tp=1,
-                  shapes=((256, 384), (576, 256)), block_shape=(128, 128), m_values=(1, 16, 32),
-                  strategy="guided", trials=3, seed=0, out_dtype="bfloat16")
+    fields = dict(
+        device_name="TRITON_INTERPRETER",
+        model="tiny",
+        tp=1,
+        shapes=((256, 384), (576, 256)),
+        block_shape=(128, 128),
+        m_values=(1, 16, 32),
+        strategy="guided",
+        trials=3,
+        seed=0,
+        out_dtype="bfloat16",
+    )
     fields.update(changes)
     return SweepRequest(**fields)
 
 
 def test_a_new_interpreter_plan_uses_the_stated_default():
-    preview = preview_sweeps([(_request(), "2 shapes")], runner=INTERPRETER, history=[],
-                             stored=[0], workers=1, defaults=["TP not given: 1"])
+    preview = preview_sweeps(
+        [(_request(), "2 shapes")],
+        runner=INTERPRETER,
+        history=[],
+        stored=[0],
+        workers=1,
+        defaults=["TP not given: 1"],
+    )
     # 0.7 s + 4 calls x 0.1 s / (512 * 1024) x N*K a trial: 0.775 s at (256, 384), 0.8125 s at
     # (576, 256); x 3 M x 3 trials.
     assert preview.lines == (
@@ -37,10 +52,13 @@ def test_a_new_interpreter_plan_uses_the_stated_default():
 
 
 def test_the_device_history_sets_the_estimate_and_stored_trials_are_left_out():
-    history = [TrialTimeRow("dense", 256, 384, 1, 3, 2.0), TrialTimeRow("dense", 256, 384, 16,
-                                                                        3, 2.0)]
-    preview = preview_sweeps([(_request(), "2 shapes")], runner=INTERPRETER, history=history,
-                             stored=[9], workers=1)
+    history = [
+        TrialTimeRow("dense", 256, 384, 1, 3, 2.0),
+        TrialTimeRow("dense", 256, 384, 16, 3, 2.0),
+    ]
+    preview = preview_sweeps(
+        [(_request(), "2 shapes")], runner=INTERPRETER, history=history, stored=[9], workers=1
+    )
     # Measured 2.0 s where the model says 0.775 s: the other (N, K, M) are scaled by
     # 12 / 4.65 (measured / modelled over the 6 trials): 2.0 s at (256, 384, 32), 2.0968 s at
     # (576, 256); x 3 trials, half of the 18 left.
@@ -52,50 +70,81 @@ def test_the_device_history_sets_the_estimate_and_stored_trials_are_left_out():
 
 
 def test_grid_compiles_every_config_once_per_launch_specialization():
-    request = _request(strategy="grid", device_name="NVIDIA_H200", shapes=((256, 384),),
-                       m_values=(1, 16, 32, 48, 7))
-    preview = preview_sweeps([(request, "1 shapes")], runner=GPU, history=[], stored=[0],
-                             workers=2, compile_workers=7)
+    request = _request(
+        strategy="grid",
+        device_name="NVIDIA_H200",
+        shapes=((256, 384),),
+        m_values=(1, 16, 32, 48, 7),
+    )
+    preview = preview_sweeps(
+        [(request, "1 shapes")], runner=GPU, history=[], stored=[0], workers=2, compile_workers=7
+    )
     # Specializations M=1, M % 16 == 0 (16, 32, 48), other (7): 3 x 1,280 configs (the default
     # is one of them).
-    assert preview.lines[1] == ("  1 shapes x 5 M: 5 task(s) x 1280 trial(s) = 6,400 trial(s); "
-                                "at most 3,840 distinct compiles")
+    assert preview.lines[1] == (
+        "  1 shapes x 5 M: 5 task(s) x 1280 trial(s) = 6,400 trial(s); "
+        "at most 3,840 distinct compiles"
+    )
     # Compiling (3,840 x 0.6 s over 14 processes) outlasts measuring (6,400 x 25 ms / 2).
     assert round(preview.estimate_s, 6) == round(3840 * 0.6 / 14, 6)
     assert preview.lines[2] == (
         "  total: 5 task(s), 6,400 trial(s) to run, 2 worker(s); about 3 min, the longer of "
         "3 min of compiling on 14 process(es) and 80 s of measuring (no earlier trials of "
         "NVIDIA_H200 in the store: default 25 ms of measuring a trial, compiles at 0.6 s each "
-        "on one core, overlapped)")
+        "on one core, overlapped)"
+    )
     assert not needs_confirmation(preview, GPU)
 
 
 def test_only_long_interpreter_plans_need_confirmation():
-    big = preview_sweeps([(_request(trials=128, m_values=(1, 512, 1024, 2048, 4096)), "2 shapes")],
-                         runner=INTERPRETER, history=[], stored=[0], workers=1)
+    big = preview_sweeps(
+        [(_request(trials=128, m_values=(1, 512, 1024, 2048, 4096)), "2 shapes")],
+        runner=INTERPRETER,
+        history=[],
+        stored=[0],
+        workers=1,
+    )
     assert big.estimate_s > 3600 and needs_confirmation(big, INTERPRETER)
-    small = preview_sweeps([(_request(), "2 shapes")], runner=INTERPRETER, history=[],
-                           stored=[0], workers=1)
+    small = preview_sweeps(
+        [(_request(), "2 shapes")], runner=INTERPRETER, history=[], stored=[0], workers=1
+    )
     assert not needs_confirmation(small, INTERPRETER)
 
 
 def test_duration():
     assert [duration(s) for s in (40, 720, 3600 * 3.5, 86400 * 2.1)] == [
-        "40 s", "12 min", "3.5 h", "2.1 days"]
+        "40 s",
+        "12 min",
+        "3.5 h",
+        "2.1 days",
+    ]
 
 
 def test_a_trial_measured_here_scales_the_model_where_the_store_has_none():
     # measured 1.5 s at (256, 256, 16), where the model says 0.7 + 4 x 0.1 x 65536 / 524288
     # = 0.75 s: every trial of the plan is twice the model's
-    preview = preview_sweeps([(_request(), "2 shapes")], runner=INTERPRETER, history=[],
-                             stored=[0], workers=1, calibration=((256, 256, 16), 1.5))
+    preview = preview_sweeps(
+        [(_request(), "2 shapes")],
+        runner=INTERPRETER,
+        history=[],
+        stored=[0],
+        workers=1,
+        calibration=((256, 256, 16), 1.5),
+    )
     assert round(preview.estimate_s, 4) == round(2 * 14.2875, 4)
     assert preview.lines[2] == (
         "  total: 6 task(s), 18 trial(s) to run, 1 worker(s); about 29 s of measuring (no "
         "earlier trials of TRITON_INTERPRETER in the store: scaled by a trial measured here "
-        "now, 1.50 s at N=256, K=256, M=16)")
+        "now, 1.50 s at N=256, K=256, M=16)"
+    )
     # the device's own trials win over the calibration
     history = [TrialTimeRow("dense", 256, 384, 1, 3, 2.0)]
-    known = preview_sweeps([(_request(), "2 shapes")], runner=INTERPRETER, history=history,
-                           stored=[0], workers=1, calibration=((256, 256, 16), 1.5))
+    known = preview_sweeps(
+        [(_request(), "2 shapes")],
+        runner=INTERPRETER,
+        history=history,
+        stored=[0],
+        workers=1,
+        calibration=((256, 256, 16), 1.5),
+    )
     assert "(from 3 earlier trial(s) of TRITON_INTERPRETER in the store)" in known.lines[2]

@@ -54,8 +54,9 @@ def test_the_mark_in_flight_round_trips_and_clears():
     assert shared.in_flight() is None
     config = default_config().as_dict()
     shared.mark_in_flight(7, (256, 384, 16), config, True, 1234.5)
-    assert shared.in_flight() == InFlight(task_id=7, N=256, K=384, M=16, config=config,
-                                          is_default=True, since=1234.5)
+    assert shared.in_flight() == InFlight(
+        task_id=7, N=256, K=384, M=16, config=config, is_default=True, since=1234.5
+    )
     shared.clear_in_flight()
     assert shared.in_flight() is None
     shared.mark_in_flight(8, (576, 256, 1), config, False, 1.0)
@@ -84,24 +85,43 @@ def test_a_fresh_lease_answers_from_memory_and_a_stale_one_asks_the_store(store)
 def test_record_held_trial_writes_only_for_the_holder_and_once(store):
     engine, spec, environment_id = store
     task = claim(engine, spec)
-    values = {"environment_id": environment_id, "config": default_config().as_dict(),
-              "is_default": True, "status": "ok", "latency_us": 10.0, "p20_us": 9.5,
-              "p80_us": 10.5, "measure_s": 0.25}
+    values = {
+        "environment_id": environment_id,
+        "config": default_config().as_dict(),
+        "is_default": True,
+        "status": "ok",
+        "latency_us": 10.0,
+        "p20_us": 9.5,
+        "p80_us": 10.5,
+        "measure_s": 0.25,
+    }
     with engine.begin() as connection:
-        assert not repo.record_held_trial(connection, task_id=task.task_id, worker_id="w2",
-                                          **values)
+        assert not repo.record_held_trial(
+            connection, task_id=task.task_id, worker_id="w2", **values
+        )
     assert stored(engine, task.task_id) == []
     for _ in range(2):
         with engine.begin() as connection:
-            assert repo.record_held_trial(connection, task_id=task.task_id,
-                                          worker_id=spec.worker_id, **values)
+            assert repo.record_held_trial(
+                connection, task_id=task.task_id, worker_id=spec.worker_id, **values
+            )
     [trial] = stored(engine, task.task_id)
-    assert (trial.config, trial.is_default, trial.status, trial.latency_us, trial.p20_us,
-            trial.p80_us, trial.measure_s) == (default_config().as_dict(), True, "ok", 10.0,
-                                               9.5, 10.5, 0.25)
+    assert (
+        trial.config,
+        trial.is_default,
+        trial.status,
+        trial.latency_us,
+        trial.p20_us,
+        trial.p80_us,
+        trial.measure_s,
+    ) == (default_config().as_dict(), True, "ok", 10.0, 9.5, 10.5, 0.25)
     with engine.begin() as connection, pytest.raises(ValueError, match="trial status 'fine'"):
-        repo.record_held_trial(connection, task_id=task.task_id, worker_id=spec.worker_id,
-                               **{**values, "status": "fine"})
+        repo.record_held_trial(
+            connection,
+            task_id=task.task_id,
+            worker_id=spec.worker_id,
+            **{**values, "status": "fine"},
+        )
 
 
 def test_ils_stores_its_pruned_trials_beyond_the_budget_and_resumes_without_measuring(store):

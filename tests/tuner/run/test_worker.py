@@ -57,15 +57,37 @@ def make_store(folder, strategy="optuna"):
     engine = open_store(url)
     with session_scope(engine) as session:
         sweep, _ = repo.create_sweep(
-            session, device_name="TRITON_INTERPRETER", model="tiny", tp=1, strategy=strategy,
-            budget=BUDGET, space="vllm", seed=3, m_values=[16], out_dtype="bfloat16",
-            block_shape=(128, 128), shapes=[(256, 384)])
+            session,
+            device_name="TRITON_INTERPRETER",
+            model="tiny",
+            tp=1,
+            strategy=strategy,
+            budget=BUDGET,
+            space="vllm",
+            seed=3,
+            m_values=[16],
+            out_dtype="bfloat16",
+            block_shape=(128, 128),
+            shapes=[(256, 384)],
+        )
         environment_id = repo.get_or_create_environment(
-            session, device_name="TRITON_INTERPRETER", gpu_name="TRITON_INTERPRETER",
-            compute_capability="", driver="", cuda="", torch="t", triton="t", tuner="t",
-            kernel_hash="h")
-    spec = WorkerSpec(db_url=url, sweep_id=sweep.sweep_id, worker_id="w1",
-                      runner=InterpreterRunner("TRITON_INTERPRETER"))
+            session,
+            device_name="TRITON_INTERPRETER",
+            gpu_name="TRITON_INTERPRETER",
+            compute_capability="",
+            driver="",
+            cuda="",
+            torch="t",
+            triton="t",
+            tuner="t",
+            kernel_hash="h",
+        )
+    spec = WorkerSpec(
+        db_url=url,
+        sweep_id=sweep.sweep_id,
+        worker_id="w1",
+        runner=InterpreterRunner("TRITON_INTERPRETER"),
+    )
     return engine, spec, environment_id
 
 
@@ -84,8 +106,9 @@ def store(tmp_path):
 
 def claim(engine, spec, now=None):
     with session_scope(engine) as session:
-        return repo.claim_task(session, sweep_id=spec.sweep_id, worker_id=spec.worker_id,
-                               lease_s=60, now=now)
+        return repo.claim_task(
+            session, sweep_id=spec.sweep_id, worker_id=spec.worker_id, lease_s=60, now=now
+        )
 
 
 def stored(engine, task_id):
@@ -125,7 +148,7 @@ def test_killed_task_resumes_without_losing_or_repeating_a_trial(tmp_path, kill_
     StubRunner.kill_at = None
     first_run = list(StubRunner.measured)
     run_task(engine, spec, task, environment_id, vllm_space())
-    resumed = StubRunner.measured[len(first_run):]
+    resumed = StubRunner.measured[len(first_run) :]
     assert not set(resumed) & set(first_run)  # nothing measured twice
     final = [(t.config, t.status, t.latency_us) for t in stored(engine, task.task_id)]
     assert final == uninterrupted  # same trials, same order, same winner as without the kill
@@ -141,16 +164,31 @@ def test_finalists_are_retimed_interleaved_and_the_decision_stored_once(store):
     default = default_config()
     fast, second = KernelConfig(32, 256, 128, 64, 8, 2), KernelConfig(128, 256, 64, 16, 8, 4)
     # Three rounds (the interpreter's timed calls per trial), the start moving by one each round.
-    assert StubRunner.sampled == [default, fast, second, fast, second, default,
-                                  second, default, fast]
+    assert StubRunner.sampled == [
+        default,
+        fast,
+        second,
+        fast,
+        second,
+        default,
+        second,
+        default,
+        fast,
+    ]
     with session_scope(engine) as session:
         decision = repo.task_decision(session, task_id=task.task_id)
     assert sorted((r.latency_us, r.is_default, r.rounds) for r in decision.retimes) == [
-        (70.0, False, 3), (72.0, False, 3), (86.0, True, 3)]
+        (70.0, False, 3),
+        (72.0, False, 3),
+        (86.0, True, 3),
+    ]
     assert KernelConfig.from_dict(decision.config) == fast and decision.kept == "fastest"
     assert KernelConfig.from_dict(decision.runner_up) == second
     assert (decision.latency_us, decision.default_latency_us, decision.spread_us) == (
-        70.0, 86.0, 0.0)
+        70.0,
+        86.0,
+        0.0,
+    )
 
     StubRunner.measured, StubRunner.sampled = [], []
     run_task(engine, spec, task, environment_id, vllm_space())  # resumed after its decision
@@ -166,8 +204,11 @@ class RejectingGate:
     def before(self, config):
         self.before_calls.append(config)
         if config.num_warps == 8:
-            return TrialResult(TrialStatus.OUT_OF_RESOURCES, error="shared memory 300000 B > "
-                               "232448 B (compiled for sm90)", measure_s=0.0)
+            return TrialResult(
+                TrialStatus.OUT_OF_RESOURCES,
+                error="shared memory 300000 B > 232448 B (compiled for sm90)",
+                measure_s=0.0,
+            )
         return None
 
     def after(self, config, result):
@@ -223,19 +264,32 @@ def then_m32(engine, spec, environment_id, strategy: str) -> tuple[int, WorkerSp
     with session_scope(engine) as session:
         repo.finish_task(session, task_id=task.task_id, worker_id=spec.worker_id, state="done")
         sweep, _ = repo.create_sweep(
-            session, device_name="TRITON_INTERPRETER", model="tiny", tp=1, strategy=strategy,
-            budget=BUDGET, space="vllm", seed=3, m_values=[32], out_dtype="bfloat16",
-            block_shape=(128, 128), shapes=[(256, 384)])
-    return task.task_id, WorkerSpec(db_url=spec.db_url, sweep_id=sweep.sweep_id, worker_id="w1",
-                                    runner=InterpreterRunner("TRITON_INTERPRETER"))
+            session,
+            device_name="TRITON_INTERPRETER",
+            model="tiny",
+            tp=1,
+            strategy=strategy,
+            budget=BUDGET,
+            space="vllm",
+            seed=3,
+            m_values=[32],
+            out_dtype="bfloat16",
+            block_shape=(128, 128),
+            shapes=[(256, 384)],
+        )
+    return task.task_id, WorkerSpec(
+        db_url=spec.db_url,
+        sweep_id=sweep.sweep_id,
+        worker_id="w1",
+        runner=InterpreterRunner("TRITON_INTERPRETER"),
+    )
 
 
 def test_a_task_warm_starts_from_the_winner_of_a_neighbouring_m(store):
     engine, spec, environment_id = store
     _, later = then_m32(engine, spec, environment_id, "optuna")
     compiler = FakeCompiler()
-    run_task(engine, later, claim(engine, later), environment_id, vllm_space(),
-             compiler=compiler)
+    run_task(engine, later, claim(engine, later), environment_id, vllm_space(), compiler=compiler)
     # M=16's fastest trial (70 us) is the neighbour M=32 starts from, after the default.
     assert compiler.gates == [(32, (default_config(), KernelConfig(32, 256, 128, 64, 8, 2)))]
 
@@ -255,8 +309,11 @@ def test_a_guided_task_learns_from_the_trials_of_a_neighbouring_m(tmp_path, monk
     first, later = then_m32(engine, spec, environment_id, "guided")
     run_task(engine, later, claim(engine, later), environment_id, vllm_space())
     # M=16's ok trials, in the order they were stored (its 256-row tiles ran out of resources).
-    ok = [(KernelConfig.from_dict(t.config), t.latency_us) for t in stored(engine, first)
-          if t.status == "ok"]
+    ok = [
+        (KernelConfig.from_dict(t.config), t.latency_us)
+        for t in stored(engine, first)
+        if t.status == "ok"
+    ]
     assert len(ok) >= BUDGET - 1 and given == [[], [ok]]
     engine.dispose()
 
@@ -285,8 +342,11 @@ def test_a_larger_budget_resumes_the_search_and_measures_only_new_trials(tmp_pat
     assert tie in StubRunner.measured and tie not in first_retimed
     assert set(StubRunner.sampled) == set(first_retimed) | {tie}
     assert [(KernelConfig.from_dict(r.config), r.latency_us) for r in decision.retimes] == [
-        (KernelConfig(32, 256, 128, 64, 8, 2), 70.0), (tie, 70.0),
-        (KernelConfig(128, 256, 64, 16, 8, 4), 72.0), (default_config(), 86.0)]
+        (KernelConfig(32, 256, 128, 64, 8, 2), 70.0),
+        (tie, 70.0),
+        (KernelConfig(128, 256, 64, 16, 8, 4), 72.0),
+        (default_config(), 86.0),
+    ]
     assert (KernelConfig.from_dict(decision.config), decision.kept) == (tie, "simpler")
 
 
@@ -301,7 +361,12 @@ def test_a_resumed_search_stops_at_the_budget_whatever_it_asks(store):
     StubRunner.measured = []
     run_task(engine, spec, replace(task, strategy="grid"), environment_id, vllm_space())
     assert StubRunner.measured == []
-    run_task(engine, spec, replace(task, strategy="grid", budget=BUDGET + 2), environment_id,
-             vllm_space())
+    run_task(
+        engine,
+        spec,
+        replace(task, strategy="grid", budget=BUDGET + 2),
+        environment_id,
+        vllm_space(),
+    )
     assert len(StubRunner.measured) == 2
     assert len(stored(engine, task.task_id)) == BUDGET + 2

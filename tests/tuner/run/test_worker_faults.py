@@ -51,12 +51,31 @@ def make_store(folder, backend):
     engine = open_store(url)
     with session_scope(engine) as session:
         sweep, _ = repo.create_sweep(
-            session, device_name="NVIDIA_L20", model="tiny", tp=1, strategy="grid",
-            budget=BUDGET, space="custom", seed=3, m_values=[16], out_dtype="bfloat16",
-            block_shape=(128, 128), shapes=[(256, 384)])
+            session,
+            device_name="NVIDIA_L20",
+            model="tiny",
+            tp=1,
+            strategy="grid",
+            budget=BUDGET,
+            space="custom",
+            seed=3,
+            m_values=[16],
+            out_dtype="bfloat16",
+            block_shape=(128, 128),
+            shapes=[(256, 384)],
+        )
         environment_id = repo.get_or_create_environment(
-            session, device_name="NVIDIA_L20", gpu_name="NVIDIA L20", compute_capability="8.9",
-            driver="", cuda="", torch="t", triton="t", tuner="t", kernel_hash="h")
+            session,
+            device_name="NVIDIA_L20",
+            gpu_name="NVIDIA L20",
+            compute_capability="8.9",
+            driver="",
+            cuda="",
+            torch="t",
+            triton="t",
+            tuner="t",
+            kernel_hash="h",
+        )
     runner = make_runner(backend, device_name="NVIDIA_L20")
     spec = WorkerSpec(db_url=url, sweep_id=sweep.sweep_id, worker_id="w1", runner=runner)
     return engine, spec, environment_id
@@ -64,19 +83,28 @@ def make_store(folder, backend):
 
 def claim(engine, spec):
     with session_scope(engine) as session:
-        return repo.claim_task(session, sweep_id=spec.sweep_id, worker_id=spec.worker_id,
-                               lease_s=60)
+        return repo.claim_task(
+            session, sweep_id=spec.sweep_id, worker_id=spec.worker_id, lease_s=60
+        )
 
 
 def stored(engine, task_id):
     with session_scope(engine) as session:
-        return [(t.config["BLOCK_SIZE_N"], t.status) for t in
-                repo.task_trials(session, task_id=task_id)]
+        return [
+            (t.config["BLOCK_SIZE_N"], t.status) for t in repo.task_trials(session, task_id=task_id)
+        ]
 
 
 # vLLM's default first (BLOCK_SIZE_N 128), then the grid in order: its 4th config crashes.
-SPACE = [c for c in vllm_space() if c.BLOCK_SIZE_K == 128 and c.GROUP_SIZE_M == 1
-         and c.num_warps == 4 and c.num_stages == 2 and c.BLOCK_SIZE_M in (16, 32)][:6]
+SPACE = [
+    c
+    for c in vllm_space()
+    if c.BLOCK_SIZE_K == 128
+    and c.GROUP_SIZE_M == 1
+    and c.num_warps == 4
+    and c.num_stages == 2
+    and c.BLOCK_SIZE_M in (16, 32)
+][:6]
 
 
 def test_a_crash_on_cuda_restarts_the_process_and_the_task_goes_on(tmp_path):
@@ -86,8 +114,7 @@ def test_a_crash_on_cuda_restarts_the_process_and_the_task_goes_on(tmp_path):
     task = claim(engine, spec)
     run_task(engine, spec, task, environment_id, SPACE)  # records the crash and goes on
     uninterrupted = stored(engine, task.task_id)
-    assert uninterrupted[:5] == [(128, "ok"), (32, "ok"), (64, "ok"), (128, "ok"),
-                                 (256, "crashed")]
+    assert uninterrupted[:5] == [(128, "ok"), (32, "ok"), (64, "ok"), (128, "ok"), (256, "crashed")]
     assert len(uninterrupted) > 5
 
     engine, spec, environment_id = make_store(tmp_path, "cuda")
@@ -119,8 +146,9 @@ def test_a_task_taken_from_the_worker_records_nothing(tmp_path):
 
 
 @pytest.mark.parametrize("usable", [True, False])
-def test_a_task_that_fails_on_a_broken_cuda_context_restarts_the_process(tmp_path, monkeypatch,
-                                                                        usable):
+def test_a_task_that_fails_on_a_broken_cuda_context_restarts_the_process(
+    tmp_path, monkeypatch, usable
+):
     """An error outside a trial (here: in re-timing) fails its task; if it left the CUDA context
     unusable, the process exits for a fresh one instead of failing every later task at once."""
     from sqlalchemy import select
@@ -129,9 +157,17 @@ def test_a_task_that_fails_on_a_broken_cuda_context_restarts_the_process(tmp_pat
     from tuner.run import worker
 
     engine, spec, _ = make_store(tmp_path, "cuda")
-    env = {"device_name": "NVIDIA_L20", "gpu_name": "NVIDIA L20", "compute_capability": "8.9",
-           "driver": "", "cuda": "", "torch": "t", "triton": "t", "tuner": "t",
-           "kernel_hash": "h"}
+    env = {
+        "device_name": "NVIDIA_L20",
+        "gpu_name": "NVIDIA L20",
+        "compute_capability": "8.9",
+        "driver": "",
+        "cuda": "",
+        "torch": "t",
+        "triton": "t",
+        "tuner": "t",
+        "kernel_hash": "h",
+    }
     calls = []
 
     def failing_task(*args, **kwargs):

@@ -28,11 +28,14 @@ DEFAULT = default_config()  # 64x128x128 g32 w4 s2
 LANDSCAPES = Path(__file__).resolve().parents[3] / "bench" / "landscapes"
 
 # Per-axis latency factors of a log-additive landscape: its optimum is 128x64x64 g16 w8 s4.
-FACTORS = {"BLOCK_SIZE_M": {16: 1.9, 32: 1.5, 64: 1.2, 128: 1.0, 256: 1.3},
-           "BLOCK_SIZE_N": {32: 1.4, 64: 1.0, 128: 1.1, 256: 1.6},
-           "BLOCK_SIZE_K": {64: 1.0, 128: 1.1}, "GROUP_SIZE_M": {1: 1.3, 16: 1.0, 32: 1.15,
-                                                                  64: 1.25},
-           "num_warps": {4: 1.2, 8: 1.0}, "num_stages": {2: 1.4, 3: 1.2, 4: 1.0, 5: 1.15}}
+FACTORS = {
+    "BLOCK_SIZE_M": {16: 1.9, 32: 1.5, 64: 1.2, 128: 1.0, 256: 1.3},
+    "BLOCK_SIZE_N": {32: 1.4, 64: 1.0, 128: 1.1, 256: 1.6},
+    "BLOCK_SIZE_K": {64: 1.0, 128: 1.1},
+    "GROUP_SIZE_M": {1: 1.3, 16: 1.0, 32: 1.15, 64: 1.25},
+    "num_warps": {4: 1.2, 8: 1.0},
+    "num_stages": {2: 1.4, 3: 1.2, 4: 1.0, 5: 1.15},
+}
 ADDITIVE_OPTIMUM = KernelConfig(128, 64, 64, 16, 8, 4)
 
 
@@ -64,8 +67,11 @@ def test_the_global_proposal_is_the_optimum_of_an_additive_landscape_from_a_samp
     assert guide(tracker) == ADDITIVE_OPTIMUM  # first call: the whole space's argmin
     tracker(ADDITIVE_OPTIMUM)
     top5 = sorted(tracker.history, key=lambda item: item[1].latency_us)[:5]
-    near = {n for c, _ in top5 for n in neighbours(c, AXES, pairs=True,
-                                                   categorical=frozenset({"GROUP_SIZE_M"}))}
+    near = {
+        n
+        for c, _ in top5
+        for n in neighbours(c, AXES, pairs=True, categorical=frozenset({"GROUP_SIZE_M"}))
+    }
     local = guide(tracker)  # second call: among the neighbours of the five fastest
     assert local in near and local not in tracker.results
 
@@ -80,9 +86,11 @@ def test_too_few_ok_trials_propose_nothing():
 def test_categorical_steps_reach_every_other_value_of_the_axis():
     config = KernelConfig(64, 128, 128, 1, 4, 2)
     ordinal = {c.GROUP_SIZE_M for c in neighbours(config, AXES) if c.GROUP_SIZE_M != 1}
-    anywhere = {c.GROUP_SIZE_M for c in neighbours(config, AXES,
-                                                   categorical=frozenset({"GROUP_SIZE_M"}))
-                if c.GROUP_SIZE_M != 1}
+    anywhere = {
+        c.GROUP_SIZE_M
+        for c in neighbours(config, AXES, categorical=frozenset({"GROUP_SIZE_M"}))
+        if c.GROUP_SIZE_M != 1
+    }
     assert ordinal == {16}
     assert anywhere == {16, 32, 64}
 
@@ -98,18 +106,29 @@ def test_a_tile_comes_after_every_three_steps_at_the_settings_tuned_so_far():
     """From vLLM's default alone, trials 1-3 are best-first steps, trial 4 the batch's first
     tile with the incumbent's BLOCK_SIZE_K, GROUP_SIZE_M and num_stages; once the steps stall
     on the additive landscape's optimum, every tile of the batch has been tried."""
-    history = get_strategy("guided").search(additive, space=SPACE, budget=128, seed=5,
-                                            warm_start=[DEFAULT])
+    history = get_strategy("guided").search(
+        additive, space=SPACE, budget=128, seed=5, warm_start=[DEFAULT]
+    )
     configs = [config for config, _ in history]
     batch = tile_batch(DEFAULT, AXES, random.Random(5), large_tile_warps=8)
     first = batch[0]
     incumbent = min(configs[:4], key=lambda c: additive(c).latency_us)
     assert incumbent != DEFAULT  # the steps found a faster config: its settings are tuned
-    assert configs[4] == KernelConfig(first.BLOCK_SIZE_M, first.BLOCK_SIZE_N,
-                                      incumbent.BLOCK_SIZE_K, incumbent.GROUP_SIZE_M,
-                                      first.num_warps, incumbent.num_stages)
-    assert all(any(c in set(neighbours(before, AXES, pairs=True, categorical=frozenset(
-        {"GROUP_SIZE_M"}))) for before in configs[:i]) for i, c in enumerate(configs[1:4], 1))
+    assert configs[4] == KernelConfig(
+        first.BLOCK_SIZE_M,
+        first.BLOCK_SIZE_N,
+        incumbent.BLOCK_SIZE_K,
+        incumbent.GROUP_SIZE_M,
+        first.num_warps,
+        incumbent.num_stages,
+    )
+    assert all(
+        any(
+            c in set(neighbours(before, AXES, pairs=True, categorical=frozenset({"GROUP_SIZE_M"})))
+            for before in configs[:i]
+        )
+        for i, c in enumerate(configs[1:4], 1)
+    )
     tried = {(c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.num_warps) for c in configs}
     assert {(c.BLOCK_SIZE_M, c.BLOCK_SIZE_N, c.num_warps) for c in batch} <= tried
     assert ADDITIVE_OPTIMUM in configs
@@ -125,10 +144,19 @@ def test_finds_the_optimum_of_real_timings_where_local_search_stops_short(proble
     optimum = runner.optimum()[1].latency_us
     found = {}
     for name in ("local", "guided"):
-        found[name] = [optimum / best(get_strategy(name).search(
-            runner.evaluate, space=SPACE, budget=128, seed=seed,
-            warm_start=[default_config(landscape.block_shape)]))[1].latency_us
-            for seed in range(5)]
+        found[name] = [
+            optimum
+            / best(
+                get_strategy(name).search(
+                    runner.evaluate,
+                    space=SPACE,
+                    budget=128,
+                    seed=seed,
+                    warm_start=[default_config(landscape.block_shape)],
+                )
+            )[1].latency_us
+            for seed in range(5)
+        ]
     assert found["guided"] == [1.0] * 5
     assert min(found["local"]) < 0.97
 
@@ -137,17 +165,32 @@ def test_a_larger_budget_begins_with_the_trials_of_a_smaller_one():
     """What `tuner sweep` relies on to extend a finished sweep with more --trials."""
     landscape = load_landscape(LANDSCAPES / "kt_gemm_min.json")
     runner = landscape.runner(2, 4096, 16)
-    runs = {budget: [config for config, _ in get_strategy("guided").search(
-        runner.evaluate, space=SPACE, budget=budget, seed=3,
-        warm_start=[default_config(landscape.block_shape)])] for budget in (40, 90)}
-    assert runs[90][:len(runs[40])] == runs[40]
+    runs = {
+        budget: [
+            config
+            for config, _ in get_strategy("guided").search(
+                runner.evaluate,
+                space=SPACE,
+                budget=budget,
+                seed=3,
+                warm_start=[default_config(landscape.block_shape)],
+            )
+        ]
+        for budget in (40, 90)
+    }
+    assert runs[90][: len(runs[40])] == runs[40]
     assert len(runs[90]) > len(runs[40]) >= 40
 
 
 def test_retiled_gives_the_fastest_other_tiles_the_incumbents_tuned_settings():
-    batch = [KernelConfig(128, 128, 128, 32, 8, 2), KernelConfig(64, 64, 128, 32, 4, 2),
-             KernelConfig(64, 128, 128, 32, 4, 2), KernelConfig(256, 64, 128, 32, 8, 2),
-             KernelConfig(32, 64, 128, 32, 4, 2), KernelConfig(128, 64, 128, 32, 4, 2)]
+    batch = [
+        KernelConfig(128, 128, 128, 32, 8, 2),
+        KernelConfig(64, 64, 128, 32, 4, 2),
+        KernelConfig(64, 128, 128, 32, 4, 2),
+        KernelConfig(256, 64, 128, 32, 8, 2),
+        KernelConfig(32, 64, 128, 32, 4, 2),
+        KernelConfig(128, 64, 128, 32, 4, 2),
+    ]
     latency_us = dict(zip(batch, (20.0, 25.0, 19.0, 21.0, 30.0, 22.0), strict=True))
     incumbent = KernelConfig(64, 128, 64, 16, 4, 4)  # tuned from the batch's fastest tile
     measured = KernelConfig(256, 64, 64, 16, 8, 4)  # 256x64 with these settings: done already
@@ -161,8 +204,10 @@ def test_retiled_gives_the_fastest_other_tiles_the_incumbents_tuned_settings():
         tracker(config)
     # Fastest first: 64x128 (the incumbent's own tile) is skipped, 256x64 is measured.
     assert retiled(tracker, batch, incumbent, 3) == [
-        KernelConfig(128, 128, 64, 16, 8, 4), KernelConfig(128, 64, 64, 16, 4, 4),
-        KernelConfig(64, 64, 64, 16, 4, 4)]
+        KernelConfig(128, 128, 64, 16, 8, 4),
+        KernelConfig(128, 64, 64, 16, 4, 4),
+        KernelConfig(64, 64, 64, 16, 4, 4),
+    ]
     assert retiled(tracker, batch, incumbent, 1) == [KernelConfig(128, 128, 64, 16, 8, 4)]
 
 
@@ -173,10 +218,14 @@ def test_the_runner_up_tiles_with_tuned_stages_reach_an_optimum_the_batch_ranked
     landscape = load_landscape(LANDSCAPES / "synthetic_sm90.json")
     runner = landscape.runner(5120, 3072, 256)
     optimum = runner.optimum()[1].latency_us
-    warm = [default_config(landscape.block_shape), KernelConfig(32, 64, 128, 1, 8, 5),
-            KernelConfig(16, 64, 128, 64, 4, 5)]
-    history = get_strategy("guided").search(runner.evaluate, space=SPACE, budget=128, seed=3,
-                                            warm_start=warm)
+    warm = [
+        default_config(landscape.block_shape),
+        KernelConfig(32, 64, 128, 1, 8, 5),
+        KernelConfig(16, 64, 128, 64, 4, 5),
+    ]
+    history = get_strategy("guided").search(
+        runner.evaluate, space=SPACE, budget=128, seed=3, warm_start=warm
+    )
     assert optimum / best(history)[1].latency_us >= 0.99
 
 
@@ -196,10 +245,15 @@ def test_the_repairs_of_a_step_that_cannot_launch_are_its_unmeasured_neighbours(
         tracker(config)
     found = repaired(tracker, blocked, AXES, random.Random(0))
     assert sorted(found, key=lambda c: tuple(c.as_dict().values())) == [
-        KernelConfig(32, 128, 128, 1, 4, 2), KernelConfig(64, 64, 128, 1, 4, 2),
-        KernelConfig(64, 128, 128, 1, 4, 3), KernelConfig(64, 128, 128, 1, 8, 2),
-        KernelConfig(64, 128, 128, 16, 4, 2), KernelConfig(64, 128, 128, 64, 4, 2),
-        KernelConfig(64, 256, 128, 1, 4, 2), KernelConfig(128, 128, 128, 1, 4, 2)]
+        KernelConfig(32, 128, 128, 1, 4, 2),
+        KernelConfig(64, 64, 128, 1, 4, 2),
+        KernelConfig(64, 128, 128, 1, 4, 3),
+        KernelConfig(64, 128, 128, 1, 8, 2),
+        KernelConfig(64, 128, 128, 16, 4, 2),
+        KernelConfig(64, 128, 128, 64, 4, 2),
+        KernelConfig(64, 256, 128, 1, 4, 2),
+        KernelConfig(128, 128, 128, 1, 4, 2),
+    ]
     assert found != repaired(tracker, blocked, AXES, random.Random(1))  # a seeded order
 
 
@@ -221,10 +275,19 @@ def replayed_quality(name: str, problem: tuple[int, int, int], budget: int) -> l
     landscape = load_landscape(LANDSCAPES / f"{name}.json")
     runner = landscape.runner(*problem)
     optimum = runner.optimum()[1].latency_us
-    return [optimum / best(get_strategy("guided").search(
-        runner.evaluate, space=SPACE, budget=budget, seed=seed,
-        warm_start=[default_config(landscape.block_shape)]))[1].latency_us
-        for seed in range(10)]
+    return [
+        optimum
+        / best(
+            get_strategy("guided").search(
+                runner.evaluate,
+                space=SPACE,
+                budget=budget,
+                seed=seed,
+                warm_start=[default_config(landscape.block_shape)],
+            )
+        )[1].latency_us
+        for seed in range(10)
+    ]
 
 
 def test_a_tile_that_becomes_the_fastest_is_first_stepped_along_the_move_that_last_paid_off():
@@ -234,11 +297,20 @@ def test_a_tile_that_becomes_the_fastest_is_first_stepped_along_the_move_that_la
     direction."""
     landscape = load_landscape(LANDSCAPES / "synthetic_sm90.json")
     runner = landscape.runner(5120, 3072, 16)
-    history = get_strategy("guided").search(runner.evaluate, space=SPACE, budget=16, seed=0,
-                                            warm_start=[default_config(landscape.block_shape)])
+    history = get_strategy("guided").search(
+        runner.evaluate,
+        space=SPACE,
+        budget=16,
+        seed=0,
+        warm_start=[default_config(landscape.block_shape)],
+    )
     ok = [config for config, result in history if result.ok]
-    assert ok[6:10] == [KernelConfig(64, 128, 128, 32, 8, 3), KernelConfig(64, 128, 128, 32, 8, 4),
-                        KernelConfig(16, 32, 128, 32, 4, 4), KernelConfig(16, 32, 128, 32, 4, 5)]
+    assert ok[6:10] == [
+        KernelConfig(64, 128, 128, 32, 8, 3),
+        KernelConfig(64, 128, 128, 32, 8, 4),
+        KernelConfig(16, 32, 128, 32, 4, 4),
+        KernelConfig(16, 32, 128, 32, 4, 5),
+    ]
     latency_us = {config: result.latency_us for config, result in history if result.ok}
     assert latency_us[ok[9]] < latency_us[ok[8]] < latency_us[ok[7]] < latency_us[ok[6]]
 
@@ -246,6 +318,7 @@ def test_a_tile_that_becomes_the_fastest_is_first_stepped_along_the_move_that_la
 def test_a_step_goes_first_along_an_axis_no_step_has_moved_along():
     """vLLM's default is the fastest, and steps have moved along every axis but num_stages:
     its next step is to 3 stages, whatever the seed; in the plain seeded order it is not."""
+
     def evaluate(config: KernelConfig) -> TrialResult:
         latency = 1.0 if config == DEFAULT else 2.0
         return TrialResult(TrialStatus.OK, latency, latency, latency)
@@ -254,13 +327,24 @@ def test_a_step_goes_first_along_an_axis_no_step_has_moved_along():
         tracker = BudgetedEvaluate(evaluate, SPACE, budget=1280)
         tracker(DEFAULT)
         moves = {}
-        for stepped in (KernelConfig(128, 128, 128, 32, 4, 2), KernelConfig(64, 64, 128, 32, 4, 2),
-                        KernelConfig(64, 128, 64, 32, 4, 2), KernelConfig(64, 128, 128, 1, 4, 2),
-                        KernelConfig(64, 128, 128, 32, 8, 2)):
+        for stepped in (
+            KernelConfig(128, 128, 128, 32, 4, 2),
+            KernelConfig(64, 64, 128, 32, 4, 2),
+            KernelConfig(64, 128, 64, 32, 4, 2),
+            KernelConfig(64, 128, 128, 1, 4, 2),
+            KernelConfig(64, 128, 128, 32, 8, 2),
+        ):
             tracker(stepped)
             moves[stepped] = move_of(DEFAULT, stepped, AXES)
-        return best_first_step(tracker, AXES, random.Random(seed), {}, moves,
-                               guided.CATEGORICAL, fresh_axes_first=fresh_axes_first)
+        return best_first_step(
+            tracker,
+            AXES,
+            random.Random(seed),
+            {},
+            moves,
+            guided.CATEGORICAL,
+            fresh_axes_first=fresh_axes_first,
+        )
 
     assert {first_step(seed, True) for seed in range(10)} == {KernelConfig(64, 128, 128, 32, 4, 3)}
     assert len({first_step(seed, False) for seed in range(10)}) > 1
@@ -273,5 +357,6 @@ def test_fresh_axes_first_leaves_no_task_at_vllms_two_stages(monkeypatch):
     at 0.40."""
     assert min(replayed_quality("synthetic_sm90", (5120, 3072, 16), budget=16)) > 0.76
     monkeypatch.setattr(guided, "FRESH_AXES_FIRST", False)
-    assert sum(q < 0.5 for q in replayed_quality("synthetic_sm90", (5120, 3072, 16),
-                                                 budget=16)) == 2
+    assert (
+        sum(q < 0.5 for q in replayed_quality("synthetic_sm90", (5120, 3072, 16), budget=16)) == 2
+    )

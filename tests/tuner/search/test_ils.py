@@ -26,8 +26,12 @@ def two_basins(config: KernelConfig) -> TrialResult:
     group = abs((1, 16, 32, 64).index(config.GROUP_SIZE_M) - 2)  # steps from 32
     steps = abs(config.num_stages - 2) + (config.num_warps != 4) + group
     if (config.BLOCK_SIZE_M, config.BLOCK_SIZE_N) == (256, 32):
-        latency = 60.0 + 5 * (abs(config.num_stages - 4) + (config.num_warps != 8) + group
-                              + (config.BLOCK_SIZE_K != 128))
+        latency = 60.0 + 5 * (
+            abs(config.num_stages - 4)
+            + (config.num_warps != 8)
+            + group
+            + (config.BLOCK_SIZE_K != 128)
+        )
     elif (config.BLOCK_SIZE_M, config.BLOCK_SIZE_N) in ((64, 128), (64, 64), (32, 128)):
         latency = 100.0 + 4 * steps + 10 * (config.BLOCK_SIZE_K != 128)
     else:
@@ -46,8 +50,9 @@ class Recorder:
 
 def test_pruned_configs_cost_no_budget_and_the_tile_batch_follows_the_warm_starts():
     recorder = Recorder()
-    history = get_strategy("ils").search(recorder, space=SPACE, budget=40, seed=5,
-                                         warm_start=[DEFAULT])
+    history = get_strategy("ils").search(
+        recorder, space=SPACE, budget=40, seed=5, warm_start=[DEFAULT]
+    )
     pruned = [c for c in recorder.calls if c.BLOCK_SIZE_M == 16]
     assert len(recorder.calls) == len(set(recorder.calls)) == 40 + len(pruned)
     assert len(pruned) >= 4  # the tile batch's four 16-row tiles at least
@@ -59,12 +64,15 @@ def test_pruned_configs_cost_no_budget_and_the_tile_batch_follows_the_warm_start
 def test_escapes_the_basin_local_stays_in():
     results = {}
     for name in ("local", "ils"):
-        history = get_strategy(name).search(two_basins, space=SPACE, budget=48, seed=1,
-                                            warm_start=[DEFAULT])
+        history = get_strategy(name).search(
+            two_basins, space=SPACE, budget=48, seed=1, warm_start=[DEFAULT]
+        )
         results[name] = best(history)
     assert results["local"][1].latency_us == 100.0  # the default's basin
-    assert results["ils"] == (KernelConfig(256, 32, 128, 32, 8, 4), two_basins(
-        KernelConfig(256, 32, 128, 32, 8, 4)))
+    assert results["ils"] == (
+        KernelConfig(256, 32, 128, 32, 8, 4),
+        two_basins(KernelConfig(256, 32, 128, 32, 8, 4)),
+    )
 
 
 def test_kicked_changes_two_or_three_axes_to_other_values_of_the_space():

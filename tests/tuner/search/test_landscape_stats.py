@@ -26,10 +26,15 @@ FAILED = TrialResult(TrialStatus.OUT_OF_RESOURCES, error="shared memory")
 RESULTS = [
     # 256,384,1: A is the optimum, B at 10/10.2 = 0.980 of its speed, C at 0.962, the default
     # 2x slower, D cannot run
-    (256, 384, 1, DEFAULT, ok(20.0)), (256, 384, 1, A, ok(10.0)), (256, 384, 1, B, ok(10.2)),
-    (256, 384, 1, C, ok(10.4)), (256, 384, 1, D, FAILED),
+    (256, 384, 1, DEFAULT, ok(20.0)),
+    (256, 384, 1, A, ok(10.0)),
+    (256, 384, 1, B, ok(10.2)),
+    (256, 384, 1, C, ok(10.4)),
+    (256, 384, 1, D, FAILED),
     # 256,384,16: the default cannot run; B at 0.909
-    (256, 384, 16, DEFAULT, FAILED), (256, 384, 16, A, ok(5.0)), (256, 384, 16, B, ok(5.5)),
+    (256, 384, 16, DEFAULT, FAILED),
+    (256, 384, 16, A, ok(5.0)),
+    (256, 384, 16, B, ok(5.5)),
     # 576,256,1: nothing ran: left out
     (576, 256, 1, D, FAILED),
 ]
@@ -37,16 +42,40 @@ RESULTS = [
 
 def landscape():
     return landscape_from_results(
-        device_name="NVIDIA_L20", environment={}, recorded_at="2026-12-03T00:00:00Z",
-        space="vllm", out_dtype="bfloat16", block_shape=(128, 128), results=RESULTS)
+        device_name="NVIDIA_L20",
+        environment={},
+        recorded_at="2026-12-03T00:00:00Z",
+        space="vllm",
+        out_dtype="bfloat16",
+        block_shape=(128, 128),
+        results=RESULTS,
+    )
 
 
 def test_stats_give_the_optimum_the_gain_over_the_default_and_the_configs_near_it():
     assert problem_stats(landscape(), DEFAULT) == [
-        ProblemStats(256, 384, 1, recorded=5, ok=4, optimum=A, optimum_us=10.0,
-                     default_speedup=2.0, near=(2, 2, 3)),
-        ProblemStats(256, 384, 16, recorded=3, ok=2, optimum=A, optimum_us=5.0,
-                     default_speedup=None, near=(1, 1, 1)),
+        ProblemStats(
+            256,
+            384,
+            1,
+            recorded=5,
+            ok=4,
+            optimum=A,
+            optimum_us=10.0,
+            default_speedup=2.0,
+            near=(2, 2, 3),
+        ),
+        ProblemStats(
+            256,
+            384,
+            16,
+            recorded=3,
+            ok=2,
+            optimum=A,
+            optimum_us=5.0,
+            default_speedup=None,
+            near=(1, 1, 1),
+        ),
     ]
     [first, _] = problem_stats(landscape(), DEFAULT, ratios=(0.9, 1.0))
     assert first.near == (3, 1)  # A, B, C; the optimum alone
@@ -66,9 +95,14 @@ def test_a_default_per_problem_comes_from_a_family_default_config():
 
 
 def run(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "tuner.cli", "landscape", "stats", *args],
-                          capture_output=True, text=True, timeout=120, cwd=cwd,
-                          env={**os.environ, "COLUMNS": "200"})
+    return subprocess.run(
+        [sys.executable, "-m", "tuner.cli", "landscape", "stats", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env={**os.environ, "COLUMNS": "200"},
+    )
 
 
 def test_the_command_prints_a_row_per_problem_and_a_summary(tmp_path):
@@ -77,24 +111,59 @@ def test_the_command_prints_a_row_per_problem_and_a_summary(tmp_path):
     assert done.returncode == 0, done.stderr
     assert run("l20.json", "--ratios", "0.95,0.97,0.98,0.97", cwd=tmp_path).stdout == done.stdout
     rows = [line.split() for line in done.stdout.splitlines()]
-    assert rows[1] == ["N", "K", "M", "ok", "optimum", "optimum_us", "vs", "default", ">=",
-                       "0.98", ">=", "0.97", ">=", "0.95"]
+    assert rows[1] == [
+        "N",
+        "K",
+        "M",
+        "ok",
+        "optimum",
+        "optimum_us",
+        "vs",
+        "default",
+        ">=",
+        "0.98",
+        ">=",
+        "0.97",
+        ">=",
+        "0.95",
+    ]
     assert rows[3:5] == [
         ["256", "384", "1", "4/5", "16x64x128", "g1", "w4", "s3", "10.00", "2.00x", "2", "2", "3"],
-        ["256", "384", "16", "2/3", "16x64x128", "g1", "w4", "s3", "5.00", "cannot", "run", "1",
-         "1", "1"]]
+        [
+            "256",
+            "384",
+            "16",
+            "2/3",
+            "16x64x128",
+            "g1",
+            "w4",
+            "s3",
+            "5.00",
+            "cannot",
+            "run",
+            "1",
+            "1",
+            "1",
+        ],
+    ]
     assert done.stdout.splitlines()[-1] == (
         "2 (N, K, M): the optimum is 2.00x vLLM's default (geomean of the 1 where it runs); "
-        "configs at >= 0.95 of the optimum: median 3, fewest 1 (256,384,16)")
+        "configs at >= 0.95 of the optimum: median 3, fewest 1 (256,384,16)"
+    )
 
 
 def test_bad_input_gets_one_line(tmp_path):
     (tmp_path / "l20.json").write_text(landscape().to_json())
     for args, message in [
-            (("l20.json", "--ratios", "0.9,1.5"),
-             "error: --ratios '0.9,1.5': give fractions in (0, 1], e.g. 0.98,0.95"),
-            (("l20.json", "--ratios", "x"),
-             "error: --ratios 'x': give fractions in (0, 1], e.g. 0.98,0.95"),
-            (("missing.json",), "error: missing.json: No such file or directory")]:
+        (
+            ("l20.json", "--ratios", "0.9,1.5"),
+            "error: --ratios '0.9,1.5': give fractions in (0, 1], e.g. 0.98,0.95",
+        ),
+        (
+            ("l20.json", "--ratios", "x"),
+            "error: --ratios 'x': give fractions in (0, 1], e.g. 0.98,0.95",
+        ),
+        (("missing.json",), "error: missing.json: No such file or directory"),
+    ]:
         done = run(*args, cwd=tmp_path)
         assert (done.returncode, done.stderr, done.stdout) == (2, message + "\n", "")

@@ -20,7 +20,10 @@ def test_axes_of_vllms_space():
     assert (m.param, m.low, m.high, m.log2) == ("log2_BLOCK_SIZE_M", 4, 8, True)
     assert m.coordinate(64) == 6 and m.value(6) == 64
     assert (axes["num_warps"].param, axes["num_warps"].low, axes["num_warps"].high) == (
-        "log2_num_warps", 2, 3)
+        "log2_num_warps",
+        2,
+        3,
+    )
     stages = axes["num_stages"]
     assert (stages.param, stages.low, stages.high) == ("num_stages", 2, 5)
     group = axes["GROUP_SIZE_M"]  # 1, 16, 32, 64: not consecutive powers of two
@@ -40,8 +43,11 @@ def test_neighbours_step_one_value_along_one_or_two_axes():
     assert KernelConfig(64, 128, 128, 64, 4, 2) in singles
     pairs = list(neighbours(DEFAULT, axes, pairs=True))
     assert singles == pairs[:9] and KernelConfig(32, 256, 128, 32, 4, 2) in pairs
-    assert all(sum(a != b for a, b in zip(c.as_dict().values(), DEFAULT.as_dict().values(),
-                                          strict=True)) in (1, 2) for c in pairs)
+    assert all(
+        sum(a != b for a, b in zip(c.as_dict().values(), DEFAULT.as_dict().values(), strict=True))
+        in (1, 2)
+        for c in pairs
+    )
 
 
 def test_budgeted_evaluate_measures_each_config_of_the_space_once():
@@ -71,8 +77,7 @@ def test_warm_start_for_task_picks_nearest_m_then_same_m_of_other_shapes():
     other = SPACE[500]
     winners = [(5120, 3072, m, config) for m, config in cfg.items()]
     winners += [(7168, 5120, 32, other), (7168, 5120, 16, SPACE[600]), (5120, 3072, 32, other)]
-    chosen = warm_start_for_task(winners, N=5120, K=3072, M=32, default=DEFAULT,
-                                 max_neighbours=3)
+    chosen = warm_start_for_task(winners, N=5120, K=3072, M=32, default=DEFAULT, max_neighbours=3)
     # |log2 M - 5|: 16 and 64 at 1, then 256 at 3; 2048 and 1 are further away. Same M (32)
     # on 7168x5120 follows; (5120, 3072, 32) itself is the task and is skipped.
     assert chosen == [DEFAULT, cfg[16], cfg[64], cfg[256], other]
@@ -80,12 +85,21 @@ def test_warm_start_for_task_picks_nearest_m_then_same_m_of_other_shapes():
 
 def test_local_search_climbs_a_smooth_landscape():
     def evaluate(config):
-        latency = (abs(config.BLOCK_SIZE_M.bit_length() - 8) + abs(config.num_stages - 4)
-                   + abs(config.BLOCK_SIZE_N.bit_length() - 7) + config.num_warps / 8)
+        latency = (
+            abs(config.BLOCK_SIZE_M.bit_length() - 8)
+            + abs(config.num_stages - 4)
+            + abs(config.BLOCK_SIZE_N.bit_length() - 7)
+            + config.num_warps / 8
+        )
         return TrialResult(TrialStatus.OK, 10.0 + latency)
 
-    history = get_strategy("local").search(evaluate, space=SPACE, budget=40, seed=0,
-                                           warm_start=[KernelConfig(16, 32, 128, 1, 8, 2)])
+    history = get_strategy("local").search(
+        evaluate, space=SPACE, budget=40, seed=0, warm_start=[KernelConfig(16, 32, 128, 1, 8, 2)]
+    )
     best = min(history, key=lambda item: item[1].latency_us)
-    assert (best[0].BLOCK_SIZE_M, best[0].BLOCK_SIZE_N, best[0].num_stages,
-            best[0].num_warps) == (128, 64, 4, 4)
+    assert (best[0].BLOCK_SIZE_M, best[0].BLOCK_SIZE_N, best[0].num_stages, best[0].num_warps) == (
+        128,
+        64,
+        4,
+        4,
+    )

@@ -54,8 +54,9 @@ def test_registry():
 
 def test_grid_evaluates_warm_start_then_every_config_once():
     recorder = Recorder()
-    history = get_strategy("grid").search(recorder, space=SPACE, budget=10_000, seed=0,
-                                          warm_start=[DEFAULT])
+    history = get_strategy("grid").search(
+        recorder, space=SPACE, budget=10_000, seed=0, warm_start=[DEFAULT]
+    )
     assert recorder.calls[0] == DEFAULT
     assert len(recorder.calls) == len(set(recorder.calls)) == 1280
     winner, result = best(history)
@@ -71,8 +72,9 @@ def test_grid_budget_caps():
 
 def test_optuna_budget_warm_start_and_determinism():
     first, second = Recorder(), Recorder()
-    history = get_strategy("optuna").search(first, space=SPACE, budget=40, seed=7,
-                                            warm_start=[DEFAULT])
+    history = get_strategy("optuna").search(
+        first, space=SPACE, budget=40, seed=7, warm_start=[DEFAULT]
+    )
     get_strategy("optuna").search(second, space=SPACE, budget=40, seed=7, warm_start=[DEFAULT])
     assert first.calls[0] == DEFAULT
     assert len(first.calls) == len(set(first.calls)) == 40 == len(history)
@@ -84,8 +86,9 @@ def test_optuna_budget_warm_start_and_determinism():
 
 
 def test_optuna_beats_the_default_on_a_smooth_landscape():
-    history = get_strategy("optuna").search(Recorder(), space=SPACE, budget=60, seed=0,
-                                            warm_start=[DEFAULT])
+    history = get_strategy("optuna").search(
+        Recorder(), space=SPACE, budget=60, seed=0, warm_start=[DEFAULT]
+    )
     _, result = best(history)
     assert result.latency_us < landscape(DEFAULT).latency_us
     assert result.latency_us <= 11.5  # within 15% of the optimum (10.0) after 60 of 1,280

@@ -43,8 +43,14 @@ def make_runner(fail_all: bool = False):
             result = TrialResult(TrialStatus.CRASHED, error="crashed")
         results.append((512, 1024, 16, config, result))
     landscape = landscape_from_results(
-        device_name="NVIDIA_L20", environment={}, recorded_at="2026-11-30T00:00:00Z",
-        space="vllm", out_dtype="bfloat16", block_shape=(128, 128), results=results)
+        device_name="NVIDIA_L20",
+        environment={},
+        recorded_at="2026-11-30T00:00:00Z",
+        space="vllm",
+        out_dtype="bfloat16",
+        block_shape=(128, 128),
+        results=results,
+    )
     return landscape.runner(512, 1024, 16)
 
 
@@ -69,8 +75,9 @@ def counted(name, calls, runner=None):
 
 def search(name, budget=40, seed=3, space=SPACE, warm_start=WARM, runner=None):
     recorder = Recorder(runner or make_runner())
-    history = get_strategy(name).search(recorder, space=space, budget=budget, seed=seed,
-                                        warm_start=warm_start)
+    history = get_strategy(name).search(
+        recorder, space=space, budget=budget, seed=seed, warm_start=warm_start
+    )
     return recorder, history
 
 
@@ -157,9 +164,10 @@ def test_what_a_strategy_plans_is_what_it_measures_first(name, budget):
     strategy = get_strategy(name)
     warm = [*WARM, KernelConfig(512, 64, 128, 1, 4, 2)]  # not in the space: never planned
     plan = planned(strategy, space=SPACE, budget=budget, seed=11, warm_start=warm)
-    history = get_strategy(name).search(Recorder(make_runner()), space=SPACE, budget=budget,
-                                        seed=11, warm_start=warm)
-    assert [config for config, _ in history[:len(plan)]] == plan
+    history = get_strategy(name).search(
+        Recorder(make_runner()), space=SPACE, budget=budget, seed=11, warm_start=warm
+    )
+    assert [config for config, _ in history[: len(plan)]] == plan
     # 3 warm starts, then the tile batch: 20 tiles (ils), one of them the default; grid: the
     # whole space; the others (guided tries its tiles between steps): the warm starts alone.
     fixed_start = {"grid": len(SPACE), "ils": 3 + 20 - 1}

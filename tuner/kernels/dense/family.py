@@ -27,8 +27,9 @@ def _default_config(shape: Shape, M: int) -> KernelConfig:
 
 
 def _file_name(shape: Shape, device_name: str, engine: str = "vllm") -> str:
-    return engine_file_name(config_file_name(shape.N, shape.K, device_name, shape.block_shape),
-                            engine)
+    return engine_file_name(
+        config_file_name(shape.N, shape.K, device_name, shape.block_shape), engine
+    )
 
 
 def _parse_file_name(name: str) -> tuple[Shape, str, str]:
@@ -50,8 +51,9 @@ def _workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
 def _vllm_workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
     from tuner.kernels.dense.vllm_workload import VllmDenseWorkload
 
-    return VllmDenseWorkload.from_vllm(shape, M, seed=seed, device=device,
-                                       module=VLLM_DENSE.module, function=VLLM_DENSE.function)
+    return VllmDenseWorkload.from_vllm(
+        shape, M, seed=seed, device=device, module=VLLM_DENSE.module, function=VLLM_DENSE.function
+    )
 
 
 # vLLM 0.33.0 keeps the kernel in fp8_utils.py and launches it from w8a8_triton_block_scaled_mm
@@ -64,12 +66,20 @@ VLLM_DENSE = VllmKernel(
 )
 
 
-def _compile_for_target(config: KernelConfig, arch: int, *, shape: Shape, M: int,
-                        out_dtype: Any) -> Any:
+def _compile_for_target(
+    config: KernelConfig, arch: int, *, shape: Shape, M: int, out_dtype: Any
+) -> Any:
     from tuner.kernels.dense.target import compile_for_target
 
-    return compile_for_target(config.as_dict(), arch, M=M, N=shape.N, K=shape.K,
-                              block_shape=shape.block_shape, out_dtype=out_dtype)
+    return compile_for_target(
+        config.as_dict(),
+        arch,
+        M=M,
+        N=shape.N,
+        K=shape.K,
+        block_shape=shape.block_shape,
+        out_dtype=out_dtype,
+    )
 
 
 def _specialization(shape: Shape, M: int) -> str:
@@ -78,8 +88,13 @@ def _specialization(shape: Shape, M: int) -> str:
 
 def _parse_shapes(rows: object, where: str, block_shape: tuple[int, int]) -> tuple[Shape, ...]:
     """A shapes file's `shapes = [[N, K], ...]`: one GEMM weight [N, K] each."""
-    pairs = int_rows(rows, where, names=("N", "K"), row_label="shape",
-                     not_a_list="shapes must be a non-empty list of [N, K]")
+    pairs = int_rows(
+        rows,
+        where,
+        names=("N", "K"),
+        row_label="shape",
+        not_a_list="shapes must be a non-empty list of [N, K]",
+    )
     return tuple(Shape(N, K, block_shape) for N, K in pairs)
 
 
@@ -126,18 +141,23 @@ DENSE = KernelFamily(
     anchor=lambda shape: f"{shape.N}x{shape.K}",
     roofline_gemm=lambda shape, M: (M, shape.N, shape.K),
     serving=VllmServing(
-        label="dense", select="tuner.compare.serving_dense:select",
+        label="dense",
+        select="tuner.compare.serving_dense:select",
         advice="tuner.compare.serving_dense:advise",
         compare="tuner.compare.serving_dense:compare",
         # vLLM 0.33.0 reads dense files only from its package's quantization/utils/configs/
         # (fp8_utils.py, get_w8a8_block_fp8_configs).
-        files_folder="vllm/model_executor/layers/quantization/utils/configs/"),
+        files_folder="vllm/model_executor/layers/quantization/utils/configs/",
+    ),
     # vLLM's and SGLang's get_w8a8_block_fp8_configs (fp8_utils.py, fp8_kernel.py); SGLang
     # puts a space inside block_shape. The device part may hold any character vLLM keeps
     # (',' and '=' too), so it ends at the last ",dtype=".
     log_line=VllmLogLine(
         marker="Using default W8A8 Block FP8 kernel config",
-        file_re=(r"(?:^|[/\\'\"\s\[])(?P<name>N=\d+,K=\d+,device_name=[^/\\\s]+,"
-                 r"dtype=[a-z0-9_]+,block_shape=\[\d+, ?\d+\]\.json)"),
-        counted=True),
+        file_re=(
+            r"(?:^|[/\\'\"\s\[])(?P<name>N=\d+,K=\d+,device_name=[^/\\\s]+,"
+            r"dtype=[a-z0-9_]+,block_shape=\[\d+, ?\d+\]\.json)"
+        ),
+        counted=True,
+    ),
 )

@@ -44,7 +44,10 @@ class ConfigFileName:
 
 
 def config_file_name(
-    N: int, K: int, device_name: str, block_shape: tuple[int, int] = DEFAULT_BLOCK_SHAPE,
+    N: int,
+    K: int,
+    device_name: str,
+    block_shape: tuple[int, int] = DEFAULT_BLOCK_SHAPE,
     dtype: str = FP8_DTYPE,
 ) -> str:
     """The name vLLM looks up for weight B [N, K] on a device.
@@ -67,8 +70,10 @@ def config_file_name(
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{label} must be a positive integer, got {value!r}")
     if not is_device_name(device_name):
-        raise ValueError(f"device_name {device_name!r} must be 1..{DEVICE_NAME_MAX} printable "
-                         "ASCII characters without space, '\"', '/', '\\' or '..'")
+        raise ValueError(
+            f"device_name {device_name!r} must be 1..{DEVICE_NAME_MAX} printable "
+            "ASCII characters without space, '\"', '/', '\\' or '..'"
+        )
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
     return f"N={N},K={K},device_name={device_name},dtype={dtype},block_shape=[{bn},{bk}].json"
@@ -112,10 +117,12 @@ def parse_config_file_name(name: str) -> ConfigFileName:
     match = _FILE_NAME_RE.fullmatch(name) if len(name) <= 512 else None
     if match is None or match["dtype"] not in DTYPES or not is_device_name(match["device"]):
         raise ValueError(
-            f"{name!r} is not a config file name like "
-            f"'{config_file_name(1024, 512, 'NVIDIA_L20')}'"
+            f"{name!r} is not a config file name like '{config_file_name(1024, 512, 'NVIDIA_L20')}'"
         )
     return ConfigFileName(
-        N=int(match["N"]), K=int(match["K"]), device_name=match["device"],
-        dtype=match["dtype"], block_shape=(int(match["bn"]), int(match["bk"])),
+        N=int(match["N"]),
+        K=int(match["K"]),
+        device_name=match["device"],
+        dtype=match["dtype"],
+        block_shape=(int(match["bn"]), int(match["bk"])),
     )

@@ -131,9 +131,8 @@ def reference_matmul(inputs: BlockFp8Inputs, block_shape: tuple[int, int]) -> to
     """
     group_n, group_k = block_shape
     N, K = inputs.B.shape
-    a = dequantize(inputs.A.reshape(-1, K), inputs.As.reshape(-1, inputs.As.shape[-1]),
-                   (1, group_k))
+    a = dequantize(
+        inputs.A.reshape(-1, K), inputs.As.reshape(-1, inputs.As.shape[-1]), (1, group_k)
+    )
     b = dequantize(inputs.B, inputs.Bs, (group_n, group_k))
     return a @ b.T
-
-

@@ -39,8 +39,10 @@ VLLM_AXES: dict[str, tuple[int, ...]] = {
 def vllm_space() -> list[KernelConfig]:
     """vLLM's 1,280-config tuning grid, in the order its tuning script enumerates it."""
     names = list(VLLM_AXES)
-    return [KernelConfig(**dict(zip(names, values, strict=True)))
-            for values in product(*VLLM_AXES.values())]
+    return [
+        KernelConfig(**dict(zip(names, values, strict=True)))
+        for values in product(*VLLM_AXES.values())
+    ]
 
 
 def check_block_k(config: KernelConfig, block_shape: tuple[int, int]) -> str | None:
@@ -82,8 +84,6 @@ def why_invalid(config: KernelConfig, block_shape: tuple[int, int]) -> str | Non
     return None
 
 
-def iter_valid(
-    configs: list[KernelConfig], block_shape: tuple[int, int]
-) -> Iterator[KernelConfig]:
+def iter_valid(configs: list[KernelConfig], block_shape: tuple[int, int]) -> Iterator[KernelConfig]:
     """The configs that pass every constraint, in their given order."""
     return (config for config in configs if why_invalid(config, block_shape) is None)

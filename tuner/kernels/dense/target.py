@@ -50,7 +50,10 @@ def _launcher_lists_constexpr_attrs() -> bool:
 
 
 def argument_specialization(
-    kernel_fn, pointers: Mapping[str, str], ints: Mapping[str, int], meta: Mapping[str, Any],
+    kernel_fn,
+    pointers: Mapping[str, str],
+    ints: Mapping[str, int],
+    meta: Mapping[str, Any],
 ) -> tuple[dict[str, str], dict[tuple[int, ...], Any], dict[tuple[int, ...], list]]:
     """How Triton's launcher specializes a kernel's arguments, for `triton.compile`.
 
@@ -92,7 +95,12 @@ def argument_specialization(
 
 
 def launch_specialization(
-    config: KernelConfig, M: int, N: int, K: int, group_n: int, group_k: int,
+    config: KernelConfig,
+    M: int,
+    N: int,
+    K: int,
+    group_n: int,
+    group_k: int,
     out_dtype: torch.dtype,
 ) -> Specialization:
     """(signature, constexprs, attrs) of the launch for contiguous, 16-byte aligned tensors.
@@ -106,18 +114,34 @@ def launch_specialization(
     k_groups = triton.cdiv(K, group_k)
     # Scalar arguments with the strides of contiguous tensors (B and Bs are read transposed).
     ints = {
-        "M": M, "N": N, "K": K, "group_n": group_n, "group_k": group_k,
-        "stride_am": K, "stride_ak": 1, "stride_bk": 1, "stride_bn": K,
-        "stride_cm": N, "stride_cn": 1,
-        "stride_as_m": k_groups, "stride_as_k": 1, "stride_bs_k": 1, "stride_bs_n": k_groups,
+        "M": M,
+        "N": N,
+        "K": K,
+        "group_n": group_n,
+        "group_k": group_k,
+        "stride_am": K,
+        "stride_ak": 1,
+        "stride_bk": 1,
+        "stride_bn": K,
+        "stride_cm": N,
+        "stride_cn": 1,
+        "stride_as_m": k_groups,
+        "stride_as_k": 1,
+        "stride_bs_k": 1,
+        "stride_bs_n": k_groups,
     }
     pointers = {
-        "a_ptr": "*fp8e4nv", "b_ptr": "*fp8e4nv", "c_ptr": _POINTER_TYPES[out_dtype],
-        "a_s_ptr": "*fp32", "b_s_ptr": "*fp32",
+        "a_ptr": "*fp8e4nv",
+        "b_ptr": "*fp8e4nv",
+        "c_ptr": _POINTER_TYPES[out_dtype],
+        "a_s_ptr": "*fp32",
+        "b_s_ptr": "*fp32",
     }
     meta = {
-        "BLOCK_SIZE_M": config.BLOCK_SIZE_M, "BLOCK_SIZE_N": config.BLOCK_SIZE_N,
-        "BLOCK_SIZE_K": config.BLOCK_SIZE_K, "GROUP_SIZE_M": config.GROUP_SIZE_M,
+        "BLOCK_SIZE_M": config.BLOCK_SIZE_M,
+        "BLOCK_SIZE_N": config.BLOCK_SIZE_N,
+        "BLOCK_SIZE_K": config.BLOCK_SIZE_K,
+        "GROUP_SIZE_M": config.GROUP_SIZE_M,
     }
     return argument_specialization(w8a8_block_fp8_matmul_kernel.fn, pointers, ints, meta)
 

@@ -42,15 +42,22 @@ class VllmDenseWorkload(DenseWorkload):
     kernel: Any = None
 
     @classmethod
-    def from_vllm(cls, shape: Shape, M: int, *, seed: int, device: str, module: str,
-                  function: str) -> VllmDenseWorkload:
+    def from_vllm(
+        cls, shape: Shape, M: int, *, seed: int, device: str, module: str, function: str
+    ) -> VllmDenseWorkload:
         """Draw the inputs of (shape, M) as the builtin workload does (same seed, same data)
         and import vLLM's kernel `function` from `module`."""
         base = DenseWorkload.make(shape, M, seed=seed, device=device)
         return cls(base.inputs, base.block_shape, vllm_kernel(module, function))
 
-    def launch(self, config: KernelConfig, weights: tuple[torch.Tensor, torch.Tensor], *,
-               out: torch.Tensor | None, out_dtype: torch.dtype) -> torch.Tensor:
+    def launch(
+        self,
+        config: KernelConfig,
+        weights: tuple[torch.Tensor, torch.Tensor],
+        *,
+        out: torch.Tensor | None,
+        out_dtype: torch.dtype,
+    ) -> torch.Tensor:
         """One launch of vLLM's kernel reading the weight copy `weights` = (B, Bs), argument for
         argument as `w8a8_triton_block_scaled_mm` launches it.
 
@@ -71,9 +78,26 @@ class VllmDenseWorkload(DenseWorkload):
         C = out
         fix_interpreter_index()  # Triton < 3.8's interpreter under numpy >= 2.4 only
         self.kernel[grid](
-            A, B, C, As, Bs, M, N, K, block_n, block_k,
-            A.stride(-2), A.stride(-1), B.stride(1), B.stride(0), C.stride(-2), C.stride(-1),
-            As.stride(-2), As.stride(-1), Bs.stride(1), Bs.stride(0),
+            A,
+            B,
+            C,
+            As,
+            Bs,
+            M,
+            N,
+            K,
+            block_n,
+            block_k,
+            A.stride(-2),
+            A.stride(-1),
+            B.stride(1),
+            B.stride(0),
+            C.stride(-2),
+            C.stride(-1),
+            As.stride(-2),
+            As.stride(-1),
+            Bs.stride(1),
+            Bs.stride(0),
             **meta,
         )
         return C

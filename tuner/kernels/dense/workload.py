@@ -46,9 +46,23 @@ class DenseWorkload:
         intermediate, so out_dtype changes nothing."""
         return reference_matmul(self.inputs, self.block_shape)
 
-    def launch(self, config: KernelConfig, weights: tuple[torch.Tensor, torch.Tensor], *,
-               out: torch.Tensor | None, out_dtype: torch.dtype) -> torch.Tensor:
+    def launch(
+        self,
+        config: KernelConfig,
+        weights: tuple[torch.Tensor, torch.Tensor],
+        *,
+        out: torch.Tensor | None,
+        out_dtype: torch.dtype,
+    ) -> torch.Tensor:
         """One launch of `w8a8_block_fp8_matmul` reading the weight copy `weights` = (B, Bs)."""
         B, Bs = weights
-        return w8a8_block_fp8_matmul(self.inputs.A, B, self.inputs.As, Bs, self.block_shape,
-                                     config.as_dict(), out_dtype=out_dtype, out=out)
+        return w8a8_block_fp8_matmul(
+            self.inputs.A,
+            B,
+            self.inputs.As,
+            Bs,
+            self.block_shape,
+            config.as_dict(),
+            out_dtype=out_dtype,
+            out=out,
+        )

@@ -56,8 +56,9 @@ def moe_align_block_size(
         ValueError: block_size or num_experts not positive, or an id out of range.
     """
     if block_size < 1 or num_experts < 1:
-        raise ValueError(f"block_size and num_experts must be positive, got {block_size}, "
-                         f"{num_experts}")
+        raise ValueError(
+            f"block_size and num_experts must be positive, got {block_size}, {num_experts}"
+        )
     device = topk_ids.device
     flat = topk_ids.reshape(-1).to(torch.int64)
     numel = flat.numel()
@@ -79,13 +80,15 @@ def moe_align_block_size(
     blocks = padded // block_size
     used = int(blocks.sum())
     expert_ids[:used] = torch.repeat_interleave(
-        torch.arange(num_experts, device=device, dtype=torch.int32), blocks)
+        torch.arange(num_experts, device=device, dtype=torch.int32), blocks
+    )
     num_tokens_post_padded = torch.tensor([used * block_size], dtype=torch.int32, device=device)
     return sorted_token_ids, expert_ids, num_tokens_post_padded
 
 
-def naive_assignment(topk_ids: torch.Tensor, block_size: int) -> tuple[None, torch.Tensor,
-                                                                       torch.Tensor]:
+def naive_assignment(
+    topk_ids: torch.Tensor, block_size: int
+) -> tuple[None, torch.Tensor, torch.Tensor]:
     """What vLLM passes the expert GEMMs instead of `moe_align_block_size`'s outputs when it
     assigns one routed slot per program (`tuner.kernels.moe.specialization.uses_naive_assignment`).
 
@@ -107,6 +110,7 @@ def naive_assignment(topk_ids: torch.Tensor, block_size: int) -> tuple[None, tor
         raise ValueError(f"block_size must be positive, got {block_size}")
     if topk_ids.dtype != torch.int32:
         raise ValueError(f"topk_ids must be int32, got {topk_ids.dtype}")
-    padded = torch.tensor([topk_ids.numel() * block_size], dtype=torch.int32,
-                          device=topk_ids.device)
+    padded = torch.tensor(
+        [topk_ids.numel() * block_size], dtype=torch.int32, device=topk_ids.device
+    )
     return None, topk_ids.reshape(-1).contiguous(), padded

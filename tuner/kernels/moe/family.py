@@ -69,22 +69,33 @@ VLLM_MOE = VllmKernel(
 )
 
 
-def _compile_for_target(config: KernelConfig, arch: int, *, shape: Shape, M: int,
-                        out_dtype: Any) -> Any:
+def _compile_for_target(
+    config: KernelConfig, arch: int, *, shape: Shape, M: int, out_dtype: Any
+) -> Any:
     from tuner.kernels.moe.target import compile_for_target
 
-    return compile_for_target(config.as_dict(), arch, M=M, N=shape.N, K=shape.K,
-                              E=shape.param("E"), top_k=shape.param("top_k"),
-                              block_shape=shape.block_shape, out_dtype=out_dtype)
+    return compile_for_target(
+        config.as_dict(),
+        arch,
+        M=M,
+        N=shape.N,
+        K=shape.K,
+        E=shape.param("E"),
+        top_k=shape.param("top_k"),
+        block_shape=shape.block_shape,
+        out_dtype=out_dtype,
+    )
 
 
 def _specialization(shape: Shape, M: int) -> str:
-    return moe_specialization_key(M, shape.N, shape.K, shape.param("E"), shape.param("top_k"),
-                                  shape.block_shape)
+    return moe_specialization_key(
+        M, shape.N, shape.K, shape.param("E"), shape.param("top_k"), shape.block_shape
+    )
 
 
-def expert_shape(E: int, N: int, K: int, top_k: int,
-                 block_shape: tuple[int, int] = (128, 128)) -> Shape:
+def expert_shape(
+    E: int, N: int, K: int, top_k: int, block_shape: tuple[int, int] = (128, 128)
+) -> Shape:
     """The shape of fused-MoE experts: E experts of weight [N, K] (N = moe_intermediate_size /
     TP, vLLM's w2_shape[2]; K = hidden size), top_k experts per token."""
     return Shape(N, K, block_shape, (("E", E), ("top_k", top_k)))
@@ -93,9 +104,14 @@ def expert_shape(E: int, N: int, K: int, top_k: int,
 def _parse_shapes(rows: object, where: str, block_shape: tuple[int, int]) -> tuple[Shape, ...]:
     """A shapes file's `moe = [[E, N, K, top_k], ...]`."""
     shapes = []
-    for E, N, K, top_k in int_rows(rows, where, names=("E", "N", "K", "top_k"),
-                                   not_a_list="moe must be a list of [E, N, K, top_k]",
-                                   row_label="moe shape", value_label="moe"):
+    for E, N, K, top_k in int_rows(
+        rows,
+        where,
+        names=("E", "N", "K", "top_k"),
+        not_a_list="moe must be a list of [E, N, K, top_k]",
+        row_label="moe shape",
+        value_label="moe",
+    ):
         if top_k > E:
             raise ValueError(f"{where}: moe top_k = {top_k} is more than E = {E}")
         shapes.append(expert_shape(E, N, K, top_k, block_shape))
@@ -107,8 +123,7 @@ def _shape_row(shape: Shape) -> tuple[int, int, int, int]:
 
 
 def _describe(shapes: Sequence[Shape]) -> str:
-    return "; ".join("MoE E={} N={} K={} top_k={}".format(*_shape_row(shape))
-                     for shape in shapes)
+    return "; ".join("MoE E={} N={} K={} top_k={}".format(*_shape_row(shape)) for shape in shapes)
 
 
 def _label(shape: Shape) -> str:
@@ -124,11 +139,13 @@ def _label(shape: Shape) -> str:
 # package's folder whole): sglang/srt/layers/moe/fused_moe_triton/ in the wheels 0.5.5 to
 # 0.5.10.post1, sglang/srt/layers/moe/moe_runner/triton_utils/ in 0.5.11 to 0.5.23.
 MOE_ENGINE_FOLDERS = (
-    EngineFolder("vllm", "0", "vllm/model_executor/layers/fused_moe/configs",
-                 env="VLLM_TUNED_CONFIG_FOLDER"),
+    EngineFolder(
+        "vllm", "0", "vllm/model_executor/layers/fused_moe/configs", env="VLLM_TUNED_CONFIG_FOLDER"
+    ),
     EngineFolder("sglang", "0", "sglang/srt/layers/moe/fused_moe_triton/configs/{triton}"),
-    EngineFolder("sglang", "0.5.11",
-                 "sglang/srt/layers/moe/moe_runner/triton_utils/configs/{triton}"),
+    EngineFolder(
+        "sglang", "0.5.11", "sglang/srt/layers/moe/moe_runner/triton_utils/configs/{triton}"
+    ),
 )
 
 MOE = KernelFamily(
@@ -165,16 +182,23 @@ MOE = KernelFamily(
     brief_shape=lambda shape: f"E={shape.param('E')} N={shape.N}",
     label=_label,
     serving=VllmServing(
-        label="fused-MoE", select="tuner.compare.serving_moe:select",
-        advice="tuner.compare.serving_moe:advise", compare="tuner.compare.serving_moe:compare",
+        label="fused-MoE",
+        select="tuner.compare.serving_moe:select",
+        advice="tuner.compare.serving_moe:advise",
+        compare="tuner.compare.serving_moe:compare",
         # vLLM 0.33.0 fused_moe/oracle/fp8.py `_get_priority_backends`: on sm90 with 128x128
         # FP8 weights and dynamic 1x128 activations TRITON is moved first when ep_size == 1.
-        triton_archs=("sm90",)),
+        triton_archs=("sm90",),
+    ),
     # vLLM's get_moe_configs (fused_moe/fused_moe.py): any fused-MoE file name, E=..,N=..,
     # device_name=..[,dtype=..][,block_shape=..]; the tuner tunes the block-FP8 ones only.
     log_line=VllmLogLine(
         marker="Using default MoE config",
-        file_re=(r"(?:^|[/\\'\"\s\[])"
-                 r"(?P<name>E=\d+,N=\d+,device_name=[^/\\\s]+?(?: \d+\])?\.json)"),
-        engine="vllm", out_of_scope=True),
+        file_re=(
+            r"(?:^|[/\\'\"\s\[])"
+            r"(?P<name>E=\d+,N=\d+,device_name=[^/\\\s]+?(?: \d+\])?\.json)"
+        ),
+        engine="vllm",
+        out_of_scope=True,
+    ),
 )

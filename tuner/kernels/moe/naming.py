@@ -24,8 +24,9 @@ def moe_device_name(device_name: str) -> str:
     return "NVIDIA_H200" if "H200" in device_name.split("_") else device_name
 
 
-def moe_config_file_name(E: int, N: int, device_name: str,
-                         block_shape: tuple[int, int] = (128, 128)) -> str:
+def moe_config_file_name(
+    E: int, N: int, device_name: str, block_shape: tuple[int, int] = (128, 128)
+) -> str:
     """`E={E},N={N},device_name={dev},dtype=fp8_w8a8,block_shape=[{bn},{bk}].json`, the name
     vLLM 0.33.0's `get_moe_configs` looks for (in VLLM_TUNED_CONFIG_FOLDER first, then its
     package's fused_moe/configs/). N is the per-rank intermediate size (w2's last dimension).
@@ -39,8 +40,10 @@ def moe_config_file_name(E: int, N: int, device_name: str,
             raise ValueError(f"{label} must be a positive integer, got {value!r}")
     if not is_device_name(device_name):
         raise ValueError(f"device_name {device_name!r} is not a device name we store")
-    return (f"E={E},N={N},device_name={moe_device_name(device_name)},dtype={FP8_DTYPE},"
-            f"block_shape=[{bn},{bk}].json")
+    return (
+        f"E={E},N={N},device_name={moe_device_name(device_name)},dtype={FP8_DTYPE},"
+        f"block_shape=[{bn},{bk}].json"
+    )
 
 
 def parse_moe_config_file_name(name: str) -> tuple[int, int, str, str, tuple[int, int]]:
@@ -55,14 +58,22 @@ def parse_moe_config_file_name(name: str) -> tuple[int, int, str, str, tuple[int
     """
     match = _MOE_NAME_RE.fullmatch(name) if len(name) <= 512 else None
     if match is None or match["dtype"] != FP8_DTYPE or not is_device_name(match["device"]):
-        raise ValueError(f"{name!r} is not a block-FP8 MoE config file name like "
-                         f"'{moe_config_file_name(128, 384, 'NVIDIA_H200')}'")
-    return (int(match["E"]), int(match["N"]), match["device"], match["dtype"],
-            (int(match["bn"]), int(match["bk"])))
+        raise ValueError(
+            f"{name!r} is not a block-FP8 MoE config file name like "
+            f"'{moe_config_file_name(128, 384, 'NVIDIA_H200')}'"
+        )
+    return (
+        int(match["E"]),
+        int(match["N"]),
+        match["device"],
+        match["dtype"],
+        (int(match["bn"]), int(match["bk"])),
+    )
 
 
-def sglang_moe_config_file_name(E: int, N: int, device_name: str,
-                                block_shape: tuple[int, int] = (128, 128)) -> str:
+def sglang_moe_config_file_name(
+    E: int, N: int, device_name: str, block_shape: tuple[int, int] = (128, 128)
+) -> str:
     """The name SGLang looks for the same file under. Its `get_config_file_name` (SGLang
     0.5.23, sglang/srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py) writes the
     block shape as a Python list, `[128, 128]`, and the device as torch names it with spaces as
@@ -75,8 +86,7 @@ def sglang_moe_config_file_name(E: int, N: int, device_name: str,
     """
     moe_config_file_name(E, N, device_name, block_shape)  # the same checks
     bn, bk = block_shape
-    return (f"E={E},N={N},device_name={device_name},dtype={FP8_DTYPE},"
-            f"block_shape=[{bn}, {bk}].json")
+    return f"E={E},N={N},device_name={device_name},dtype={FP8_DTYPE},block_shape=[{bn}, {bk}].json"
 
 
 def any_engine_file_name(name: str, engine: str, device_name: str | None = None) -> str:

@@ -68,9 +68,17 @@ def quantize_groups(values: torch.Tensor, group_k: int) -> tuple[torch.Tensor, t
     return q.view(rows, groups * group_k)[:, :cols].contiguous(), scales.float()
 
 
-def make_moe_inputs(M: int, E: int, N: int, K: int, top_k: int,
-                    block_shape: tuple[int, int] = (128, 128), *, seed: int,
-                    device: str | torch.device = "cpu") -> MoeInputs:
+def make_moe_inputs(
+    M: int,
+    E: int,
+    N: int,
+    K: int,
+    top_k: int,
+    block_shape: tuple[int, int] = (128, 128),
+    *,
+    seed: int,
+    device: str | torch.device = "cpu",
+) -> MoeInputs:
     """Draw one fused-MoE problem, the same on every device.
 
     As vLLM's benchmark_moe.py (vLLM 0.33.0) draws it: activations and weights standard normal
@@ -88,8 +96,9 @@ def make_moe_inputs(M: int, E: int, N: int, K: int, top_k: int,
     """
     group_n, group_k = block_shape
     if min(M, E, N, K, top_k, group_n, group_k) < 1 or top_k > E:
-        raise ValueError(f"bad MoE problem M={M} E={E} N={N} K={K} top_k={top_k} "
-                         f"block_shape={list(block_shape)}")
+        raise ValueError(
+            f"bad MoE problem M={M} E={E} N={N} K={K} top_k={top_k} block_shape={list(block_shape)}"
+        )
     generator = torch.Generator(device="cpu").manual_seed(seed)
 
     def normal(*shape: int) -> torch.Tensor:
@@ -111,10 +120,16 @@ def make_moe_inputs(M: int, E: int, N: int, K: int, top_k: int,
     return MoeInputs(*(tensor.to(device) for tensor in tensors))
 
 
-def reference_moe_gemm(a: torch.Tensor, a_scale: torch.Tensor, b: torch.Tensor,
-                       b_scale: torch.Tensor, topk_ids: torch.Tensor, top_k: int,
-                       block_shape: tuple[int, int],
-                       topk_weights: torch.Tensor | None = None) -> torch.Tensor:
+def reference_moe_gemm(
+    a: torch.Tensor,
+    a_scale: torch.Tensor,
+    b: torch.Tensor,
+    b_scale: torch.Tensor,
+    topk_ids: torch.Tensor,
+    top_k: int,
+    block_shape: tuple[int, int],
+    topk_weights: torch.Tensor | None = None,
+) -> torch.Tensor:
     """What one expert GEMM approximates, in float64: slot s = row * top_k + j of the flattened
     routing gets (a[s // top_k] * a_scale) @ (b[e] * b_scale[e])^T with e = topk_ids[s], times
     topk_weights[s] when given.
@@ -158,8 +173,9 @@ def _truncate_to_bf16(values: torch.Tensor) -> torch.Tensor:
     return bits.view(torch.float32).double()
 
 
-def reference_expert_mlp(inputs: MoeInputs, block_shape: tuple[int, int],
-                         intermediate_dtype: torch.dtype | None = None) -> torch.Tensor:
+def reference_expert_mlp(
+    inputs: MoeInputs, block_shape: tuple[int, int], intermediate_dtype: torch.dtype | None = None
+) -> torch.Tensor:
     """The whole expert MLP in float64, with the activation re-quantization the kernel path does:
     h = gate_up GEMM [M * top_k, 2N]; a = silu_and_mul(h) re-quantized to fp8 per 1 x group_k
     group (in float64); y = down GEMM of a times the routing weights [M * top_k, K]; out = the
@@ -184,11 +200,13 @@ def reference_expert_mlp(inputs: MoeInputs, block_shape: tuple[int, int],
     def stored(values: torch.Tensor) -> torch.Tensor:
         return values if intermediate_dtype is None else values.to(intermediate_dtype).double()
 
-    h = reference_moe_gemm(inputs.x, inputs.x_scale, inputs.w1, inputs.w1_scale,
-                           inputs.topk_ids, top_k, block_shape)
+    h = reference_moe_gemm(
+        inputs.x, inputs.x_scale, inputs.w1, inputs.w1_scale, inputs.topk_ids, top_k, block_shape
+    )
     interpreted = h.device.type == "cpu" and intermediate_dtype == torch.bfloat16
     h = _truncate_to_bf16(h) if interpreted else stored(h)
     a, a_scale = quantize_groups(stored(silu_and_mul(h)), block_shape[1])
-    y = reference_moe_gemm(a, a_scale, inputs.w2, inputs.w2_scale, inputs.topk_ids, 1,
-                           block_shape, inputs.topk_weights)
+    y = reference_moe_gemm(
+        a, a_scale, inputs.w2, inputs.w2_scale, inputs.topk_ids, 1, block_shape, inputs.topk_weights
+    )
     return y.view(M, top_k, -1).sum(dim=1)

@@ -74,8 +74,10 @@ def vllm_space(block_shape: tuple[int, int] = DEFAULT_BLOCK_SHAPE) -> list[Kerne
     """benchmark_moe.py's grid in its order, filtered by `fits_block_quant` (all 1,920 configs
     pass for [128, 128]; BLOCK_SIZE_K 256 runs as 128, see `effective_block_k`)."""
     names = list(VLLM_AXES)
-    configs = [KernelConfig(**dict(zip(names, values, strict=True)))
-               for values in product(*VLLM_AXES.values())]
+    configs = [
+        KernelConfig(**dict(zip(names, values, strict=True)))
+        for values in product(*VLLM_AXES.values())
+    ]
     return [config for config in configs if fits_block_quant(config, block_shape)]
 
 

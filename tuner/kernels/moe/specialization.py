@@ -46,8 +46,9 @@ def uses_swap_ab(block_size_m: int, block_size_n: int, arch: int | None) -> bool
 BLOCK_SIZES_M = (16, 32, 64, 128, 256)
 
 
-def launch_em(slots: int, E: int, block_size_m: int, rows: int, launch_top_k: int, *,
-              naive: bool = False) -> int:
+def launch_em(
+    slots: int, E: int, block_size_m: int, rows: int, launch_top_k: int, *, naive: bool = False
+) -> int:
     """EM as vLLM 0.33.0's invoke_fused_moe_triton_kernel passes it: the alignment's length (for
     `slots` routed slots), cut to rows * launch_top_k * BLOCK_SIZE_M when A has fewer rows than
     BLOCK_SIZE_M; with naive assignment (no alignment) rows * launch_top_k * BLOCK_SIZE_M."""
@@ -57,8 +58,9 @@ def launch_em(slots: int, E: int, block_size_m: int, rows: int, launch_top_k: in
     return min(em, rows * launch_top_k * block_size_m) if rows < block_size_m else em
 
 
-def moe_specialization_key(M: int, N: int, K: int, E: int, top_k: int,
-                           block_shape: tuple[int, int]) -> str:
+def moe_specialization_key(
+    M: int, N: int, K: int, E: int, top_k: int, block_shape: tuple[int, int]
+) -> str:
     """The part of a problem that selects a different binary of either GEMM, as a short string.
 
     The integer arguments are N, K, EM, num_valid_tokens and strides equal to K, N, N * K and
@@ -76,7 +78,9 @@ def moe_specialization_key(M: int, N: int, K: int, E: int, top_k: int,
         kg, ng = -(-k // group_k), -(-n // group_n)
         values = {"N": n, "K": k, "NK": n * k, "kg": kg, "sg": ng * kg, "T": M * top_k}
         text = ",".join(f"{name}={_int_class(value)}" for name, value in values.items())
-        em = "".join(_int_class(launch_em(M * top_k, E, bm, rows, slots_k, naive=naive))[0]
-                     for bm in BLOCK_SIZES_M)
+        em = "".join(
+            _int_class(launch_em(M * top_k, E, bm, rows, slots_k, naive=naive))[0]
+            for bm in BLOCK_SIZES_M
+        )
         parts.append(f"{label}:{text},EM={em},topk={slots_k}")
     return ";".join(parts + ["naive"] * naive)

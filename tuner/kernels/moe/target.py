@@ -18,10 +18,20 @@ from tuner.kernels.moe.specialization import launch_em, uses_naive_assignment, u
 _POINTER_TYPES = {torch.bfloat16: "*bf16", torch.float16: "*fp16"}
 
 
-def launch_specialization(config: KernelConfig, *, N: int, K: int, EM: int, slots: int,
-                          top_k: int, mul_routed_weight: bool, block_shape: tuple[int, int],
-                          out_dtype: torch.dtype, naive: bool = False,
-                          swap_ab: bool = False) -> tuple[dict, dict, dict]:
+def launch_specialization(
+    config: KernelConfig,
+    *,
+    N: int,
+    K: int,
+    EM: int,
+    slots: int,
+    top_k: int,
+    mul_routed_weight: bool,
+    block_shape: tuple[int, int],
+    out_dtype: torch.dtype,
+    naive: bool = False,
+    swap_ab: bool = False,
+) -> tuple[dict, dict, dict]:
     """(signature, constexprs, attrs) of one launch with contiguous, 16-byte aligned tensors
     (the rules of `tuner.kernels.dense.target.launch_specialization`), as `invoke_moe_gemm`
     launches it.
@@ -38,15 +48,32 @@ def launch_specialization(config: KernelConfig, *, N: int, K: int, EM: int, slot
     group_n, group_k = block_shape
     kg, ng = -(-K // group_k), -(-N // group_n)
     ints = {
-        "N": N, "K": K, "EM": EM, "num_valid_tokens": slots,
-        "stride_am": K, "stride_ak": 1, "stride_be": N * K, "stride_bk": 1, "stride_bn": K,
-        "stride_cm": N, "stride_cn": 1, "stride_asm": kg, "stride_ask": 1,
-        "stride_bse": ng * kg, "stride_bsk": 1, "stride_bsn": kg if ng > 1 else 0,
+        "N": N,
+        "K": K,
+        "EM": EM,
+        "num_valid_tokens": slots,
+        "stride_am": K,
+        "stride_ak": 1,
+        "stride_be": N * K,
+        "stride_bk": 1,
+        "stride_bn": K,
+        "stride_cm": N,
+        "stride_cn": 1,
+        "stride_asm": kg,
+        "stride_ask": 1,
+        "stride_bse": ng * kg,
+        "stride_bsk": 1,
+        "stride_bsn": kg if ng > 1 else 0,
     }  # stride_bsn: 0 for one block of N, as invoke_moe_gemm passes it
     pointers = {
-        "a_ptr": "*fp8e4nv", "b_ptr": "*fp8e4nv", "c_ptr": _POINTER_TYPES[out_dtype],
-        "a_scale_ptr": "*fp32", "b_scale_ptr": "*fp32", "topk_weights_ptr": "*fp32",
-        "sorted_token_ids_ptr": "*i32", "expert_ids_ptr": "*i32",
+        "a_ptr": "*fp8e4nv",
+        "b_ptr": "*fp8e4nv",
+        "c_ptr": _POINTER_TYPES[out_dtype],
+        "a_scale_ptr": "*fp32",
+        "b_scale_ptr": "*fp32",
+        "topk_weights_ptr": "*fp32",
+        "sorted_token_ids_ptr": "*i32",
+        "expert_ids_ptr": "*i32",
         "num_tokens_post_padded_ptr": "*i32",
     }
     meta: dict[str, Any] = {}
@@ -54,18 +81,32 @@ def launch_specialization(config: KernelConfig, *, N: int, K: int, EM: int, slot
         del pointers["sorted_token_ids_ptr"]
         meta["sorted_token_ids_ptr"] = None
     meta |= {
-        "group_n": group_n, "group_k": group_k, "naive_block_assignment": naive,
-        "BLOCK_SIZE_M": config.BLOCK_SIZE_M, "BLOCK_SIZE_N": config.BLOCK_SIZE_N,
+        "group_n": group_n,
+        "group_k": group_k,
+        "naive_block_assignment": naive,
+        "BLOCK_SIZE_M": config.BLOCK_SIZE_M,
+        "BLOCK_SIZE_N": config.BLOCK_SIZE_N,
         "BLOCK_SIZE_K": effective_block_k(config, block_shape),
-        "GROUP_SIZE_M": config.GROUP_SIZE_M, "MUL_ROUTED_WEIGHT": mul_routed_weight,
-        "top_k": top_k, "SWAP_AB": swap_ab,
+        "GROUP_SIZE_M": config.GROUP_SIZE_M,
+        "MUL_ROUTED_WEIGHT": mul_routed_weight,
+        "top_k": top_k,
+        "SWAP_AB": swap_ab,
     }
     return argument_specialization(fused_moe_fp8_block_kernel.fn, pointers, ints, meta)
 
 
-def compile_for_target(config: Mapping[str, int], arch: int, *, M: int, N: int, K: int, E: int,
-                       top_k: int, block_shape: tuple[int, int] = (128, 128),
-                       out_dtype: torch.dtype = torch.bfloat16) -> Any:
+def compile_for_target(
+    config: Mapping[str, int],
+    arch: int,
+    *,
+    M: int,
+    N: int,
+    K: int,
+    E: int,
+    top_k: int,
+    block_shape: tuple[int, int] = (128, 128),
+    out_dtype: torch.dtype = torch.bfloat16,
+) -> Any:
     """Compile both launches of the expert MLP (gate_up: B [E, 2N, K], top_k; down: B [E, K, N],
     top_k 1, routing weights) for an NVIDIA architecture, as a launch at M tokens on that
     architecture specializes them (naive assignment and SWAP_AB where vLLM uses them); both
@@ -89,8 +130,10 @@ def compile_for_target(config: Mapping[str, int], arch: int, *, M: int, N: int, 
     if min(M, N, K, E, top_k) <= 0:
         raise ValueError(f"M, N, K, E, top_k must be positive, got {M}, {N}, {K}, {E}, {top_k}")
     if not isinstance(fused_moe_fp8_block_kernel, JITFunction):
-        raise RuntimeError("compile_for_target needs a process without TRITON_INTERPRET=1 "
-                           "(this module was imported under Triton's interpreter)")
+        raise RuntimeError(
+            "compile_for_target needs a process without TRITON_INTERPRET=1 "
+            "(this module was imported under Triton's interpreter)"
+        )
     slots = M * top_k
     naive = uses_naive_assignment(M, top_k, E)
     swap_ab = uses_swap_ab(parsed.BLOCK_SIZE_M, parsed.BLOCK_SIZE_N, arch)
@@ -102,11 +145,20 @@ def compile_for_target(config: Mapping[str, int], arch: int, *, M: int, N: int, 
     kernels = []
     for n, k, em, launch_top_k, weighted in launches:
         signature, constexprs, attrs = launch_specialization(
-            parsed, N=n, K=k, EM=em, slots=slots, top_k=launch_top_k,
-            mul_routed_weight=weighted, block_shape=block_shape, out_dtype=out_dtype,
-            naive=naive, swap_ab=swap_ab)
-        source = ASTSource(fn=fused_moe_fp8_block_kernel, signature=signature,
-                           constexprs=constexprs, attrs=attrs)
-        kernels.append(triton.compile(source, target=GPUTarget("cuda", arch, 32),
-                                      options=options))
+            parsed,
+            N=n,
+            K=k,
+            EM=em,
+            slots=slots,
+            top_k=launch_top_k,
+            mul_routed_weight=weighted,
+            block_shape=block_shape,
+            out_dtype=out_dtype,
+            naive=naive,
+            swap_ab=swap_ab,
+        )
+        source = ASTSource(
+            fn=fused_moe_fp8_block_kernel, signature=signature, constexprs=constexprs, attrs=attrs
+        )
+        kernels.append(triton.compile(source, target=GPUTarget("cuda", arch, 32), options=options))
     return kernels[0]

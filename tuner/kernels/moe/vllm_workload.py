@@ -23,11 +23,21 @@ from tuner.kernels.moe.workload import MoeWorkload
 
 
 def vllm_moe_gemm(
-    A: torch.Tensor, A_scale: torch.Tensor, B: torch.Tensor, B_scale: torch.Tensor,
-    C: torch.Tensor, topk_weights: torch.Tensor | None, sorted_token_ids: torch.Tensor,
-    expert_ids: torch.Tensor, num_tokens_post_padded: torch.Tensor, *,
-    mul_routed_weight: bool, top_k: int, config: Mapping[str, object],
-    block_shape: tuple[int, int] = (128, 128), module: str,
+    A: torch.Tensor,
+    A_scale: torch.Tensor,
+    B: torch.Tensor,
+    B_scale: torch.Tensor,
+    C: torch.Tensor,
+    topk_weights: torch.Tensor | None,
+    sorted_token_ids: torch.Tensor,
+    expert_ids: torch.Tensor,
+    num_tokens_post_padded: torch.Tensor,
+    *,
+    mul_routed_weight: bool,
+    top_k: int,
+    config: Mapping[str, object],
+    block_shape: tuple[int, int] = (128, 128),
+    module: str,
 ) -> torch.Tensor:
     """One expert GEMM by vLLM's kernel, taking `tuner.kernels.moe.kernel.invoke_moe_gemm`'s
     arguments (shapes there) and passing them as vLLM's `fused_experts_impl` does.
@@ -44,11 +54,27 @@ def vllm_moe_gemm(
     compute_type = tl.bfloat16 if C.dtype == torch.bfloat16 else tl.float16
     fix_interpreter_index()  # Triton < 3.8's interpreter under numpy >= 2.4 only
     importlib.import_module(module).dispatch_fused_moe_kernel(
-        A, B, C.view(-1, 1, C.shape[-1]), A_scale, B_scale, None, topk_weights,
-        sorted_token_ids, expert_ids, num_tokens_post_padded, mul_routed_weight, top_k,
-        dict(config), compute_type=compute_type, use_fp8_w8a8=True, use_int8_w8a8=False,
-        use_int8_w8a16=False, use_int4_w4a16=False, per_channel_quant=False,
-        block_shape=list(block_shape), B_bias=None,
+        A,
+        B,
+        C.view(-1, 1, C.shape[-1]),
+        A_scale,
+        B_scale,
+        None,
+        topk_weights,
+        sorted_token_ids,
+        expert_ids,
+        num_tokens_post_padded,
+        mul_routed_weight,
+        top_k,
+        dict(config),
+        compute_type=compute_type,
+        use_fp8_w8a8=True,
+        use_int8_w8a8=False,
+        use_int8_w8a16=False,
+        use_int4_w4a16=False,
+        per_channel_quant=False,
+        block_shape=list(block_shape),
+        B_bias=None,
     )
     return C
 
@@ -58,11 +84,16 @@ class VllmMoeWorkload(MoeWorkload):
     """An MoE problem (`MoeWorkload`) whose expert GEMMs run vLLM's installed kernel."""
 
     @classmethod
-    def from_vllm(cls, shape: Shape, M: int, *, seed: int, device: str,
-                  module: str) -> VllmMoeWorkload:
+    def from_vllm(
+        cls, shape: Shape, M: int, *, seed: int, device: str, module: str
+    ) -> VllmMoeWorkload:
         """Draw the problem as the builtin workload does (same seed, same data); its GEMMs
         call `module`'s dispatcher (imported here, so a missing vLLM fails at once)."""
         importlib.import_module(module)
         base = MoeWorkload.make(shape, M, seed=seed, device=device)
-        return cls(base.inputs, base.block_shape, base.num_experts,
-                   gemm=partial(vllm_moe_gemm, module=module))
+        return cls(
+            base.inputs,
+            base.block_shape,
+            base.num_experts,
+            gemm=partial(vllm_moe_gemm, module=module),
+        )

@@ -25,11 +25,17 @@ from tuner.kernels.moe.specialization import uses_naive_assignment
 Alignment = tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]
 
 
-def fused_experts(inputs: MoeInputs, weights: tuple[torch.Tensor, ...],
-                  config: Mapping[str, object], alignment: Alignment, *,
-                  block_shape: tuple[int, int], out: torch.Tensor | None,
-                  out_dtype: torch.dtype,
-                  gemm: Callable[..., torch.Tensor] = invoke_moe_gemm) -> torch.Tensor:
+def fused_experts(
+    inputs: MoeInputs,
+    weights: tuple[torch.Tensor, ...],
+    config: Mapping[str, object],
+    alignment: Alignment,
+    *,
+    block_shape: tuple[int, int],
+    out: torch.Tensor | None,
+    out_dtype: torch.dtype,
+    gemm: Callable[..., torch.Tensor] = invoke_moe_gemm,
+) -> torch.Tensor:
     """The expert MLP after routing, as vLLM 0.33.0's `fused_experts_impl` runs it with one
     config for both GEMMs: gate_up GEMM into [M * top_k, 2N], SiLU-and-mul (float32 math, stored
     in out_dtype), re-quantization per 1 x group_k group, down GEMM with the routing weights into
@@ -66,15 +72,39 @@ def fused_experts(inputs: MoeInputs, weights: tuple[torch.Tensor, ...],
         raise ValueError(f"out must be a contiguous [{M}, {K}] {out_dtype} tensor")
     sorted_ids, expert_ids, padded = alignment
     gate_up = torch.empty(M * top_k, 2 * N, dtype=out_dtype, device=device)
-    gemm(inputs.x, inputs.x_scale, w1, w1_scale, gate_up, inputs.topk_weights, sorted_ids,
-         expert_ids, padded, mul_routed_weight=False, top_k=top_k, config=config,
-         block_shape=block_shape)
+    gemm(
+        inputs.x,
+        inputs.x_scale,
+        w1,
+        w1_scale,
+        gate_up,
+        inputs.topk_weights,
+        sorted_ids,
+        expert_ids,
+        padded,
+        mul_routed_weight=False,
+        top_k=top_k,
+        config=config,
+        block_shape=block_shape,
+    )
     act = silu_and_mul(gate_up.float()).to(out_dtype)
     act_q, act_scale = quantize_groups(act.float(), block_shape[1])
     down = torch.empty(M, top_k, K, dtype=out_dtype, device=device)
-    gemm(act_q, act_scale, w2, w2_scale, down, inputs.topk_weights, sorted_ids,
-         expert_ids, padded, mul_routed_weight=True, top_k=1, config=config,
-         block_shape=block_shape)
+    gemm(
+        act_q,
+        act_scale,
+        w2,
+        w2_scale,
+        down,
+        inputs.topk_weights,
+        sorted_ids,
+        expert_ids,
+        padded,
+        mul_routed_weight=True,
+        top_k=1,
+        config=config,
+        block_shape=block_shape,
+    )
     return torch.sum(down, dim=1, out=out)
 
 
@@ -109,8 +139,9 @@ class MoeWorkload:
             KeyError: shape.params lack E or top_k.
         """
         E, top_k = shape.param("E"), shape.param("top_k")
-        inputs = make_moe_inputs(M, E, shape.N, shape.K, top_k, shape.block_shape, seed=seed,
-                                 device=device)
+        inputs = make_moe_inputs(
+            M, E, shape.N, shape.K, top_k, shape.block_shape, seed=seed, device=device
+        )
         return cls(inputs, shape.block_shape, E)
 
     @property
@@ -140,13 +171,27 @@ class MoeWorkload:
                 self._alignments[block_size_m] = naive_assignment(topk_ids, block_size_m)
             else:
                 self._alignments[block_size_m] = moe_align_block_size(
-                    topk_ids, block_size_m, self.num_experts)
+                    topk_ids, block_size_m, self.num_experts
+                )
         return self._alignments[block_size_m]
 
-    def launch(self, config: KernelConfig, weights: tuple[torch.Tensor, ...], *,
-               out: torch.Tensor | None, out_dtype: torch.dtype) -> torch.Tensor:
+    def launch(
+        self,
+        config: KernelConfig,
+        weights: tuple[torch.Tensor, ...],
+        *,
+        out: torch.Tensor | None,
+        out_dtype: torch.dtype,
+    ) -> torch.Tensor:
         """One run of `fused_experts` reading the weight copy `weights`."""
         parsed = parse_config(config.as_dict(), self.block_shape)
-        return fused_experts(self.inputs, weights, parsed.as_dict(),
-                             self.alignment(parsed.BLOCK_SIZE_M), block_shape=self.block_shape,
-                             out=out, out_dtype=out_dtype, gemm=self.gemm)
+        return fused_experts(
+            self.inputs,
+            weights,
+            parsed.as_dict(),
+            self.alignment(parsed.BLOCK_SIZE_M),
+            block_shape=self.block_shape,
+            out=out,
+            out_dtype=out_dtype,
+            gemm=self.gemm,
+        )

@@ -12,5 +12,14 @@ from tuner.measure.runners.registry import (
 )
 from tuner.measure.runners.replay import ReplayRunner
 
-__all__ = ["GpuRunner", "InterpreterRunner", "ProblemRunner", "ReplayRunner", "Runner",
-           "RunnerFactory", "make_runner", "register_runner", "runner_factory"]
+__all__ = [
+    "GpuRunner",
+    "InterpreterRunner",
+    "ProblemRunner",
+    "ReplayRunner",
+    "Runner",
+    "RunnerFactory",
+    "make_runner",
+    "register_runner",
+    "runner_factory",
+]

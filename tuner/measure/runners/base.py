@@ -93,8 +93,9 @@ class Runner(Protocol):
         """
         ...
 
-    def problem_runner(self, problem: Problem, *, seed: int, warmup_s: float, rep_s: float,
-                       task_id: int = 0) -> ProblemRunner:
+    def problem_runner(
+        self, problem: Problem, *, seed: int, warmup_s: float, rep_s: float, task_id: int = 0
+    ) -> ProblemRunner:
         """The runner of one task's problem.
 
         Args:
@@ -120,8 +121,9 @@ class Runner(Protocol):
         """The plan's default seconds per trial at (N, K, M), before any measured trial."""
         ...
 
-    def model_source(self, device_name: str,
-                     calibration: tuple[tuple[int, int, int], float] | None) -> str:
+    def model_source(
+        self, device_name: str, calibration: tuple[tuple[int, int, int], float] | None
+    ) -> str:
         """Where the plan's time comes from when the store has no trials of the device."""
         ...
 
@@ -148,9 +150,15 @@ def process_environment(kernel: str, family: str) -> dict[str, str]:
 
     import tuner
 
-    return {"torch": torch.__version__, "triton": triton.__version__,
-            "tuner": tuner.__version__, **source_fields(family, kernel),
-            "driver": "", "cuda": "", "compute_capability": ""}
+    return {
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "tuner": tuner.__version__,
+        **source_fields(family, kernel),
+        "driver": "",
+        "cuda": "",
+        "compute_capability": "",
+    }
 
 
 def source_fields(family: str, kernel: str) -> dict[str, str]:
@@ -163,5 +171,4 @@ def source_fields(family: str, kernel: str) -> dict[str, str]:
     from tuner.kernels.registry import get_family
 
     source = get_family(family).source(kernel)
-    return {"kernel_hash": source.kernel_hash, "kernel_source": source.name,
-            "vllm": source.version}
+    return {"kernel_hash": source.kernel_hash, "kernel_source": source.name, "vllm": source.version}

@@ -38,8 +38,9 @@ class GpuRunner:
     confirm_above_s = None
 
     @classmethod
-    def from_options(cls, *, device_name: str, landscape: str | None = None,
-                     interpreter_reps: int = 3) -> GpuRunner:
+    def from_options(
+        cls, *, device_name: str, landscape: str | None = None, interpreter_reps: int = 3
+    ) -> GpuRunner:
         """The registry's factory (`tuner.measure.runners.base.make_runner`); the landscape
         and the interpreter's reps do not apply."""
         return cls(device_name)
@@ -58,17 +59,22 @@ class GpuRunner:
         import torch
 
         major, minor = torch.cuda.get_device_capability()
-        return {**process_environment(kernel, family), "gpu_name": torch.cuda.get_device_name(),
-                "device_name": self.device_name, "compute_capability": f"{major}.{minor}",
-                "cuda": torch.version.cuda or "", "driver": _driver_version()}
+        return {
+            **process_environment(kernel, family),
+            "gpu_name": torch.cuda.get_device_name(),
+            "device_name": self.device_name,
+            "compute_capability": f"{major}.{minor}",
+            "cuda": torch.version.cuda or "",
+            "driver": _driver_version(),
+        }
 
-    def problem_runner(self, problem: Problem, *, seed: int, warmup_s: float, rep_s: float,
-                       task_id: int = 0) -> ProblemRunner:
+    def problem_runner(
+        self, problem: Problem, *, seed: int, warmup_s: float, rep_s: float, task_id: int = 0
+    ) -> ProblemRunner:
         """A `KernelRunner` on the GPU."""
         from tuner.measure.runner import KernelRunner
 
-        return KernelRunner(problem, backend=self.name, seed=seed, warmup_s=warmup_s,
-                            rep_s=rep_s)
+        return KernelRunner(problem, backend=self.name, seed=seed, warmup_s=warmup_s, rep_s=rep_s)
 
     def stored(self, task_id: int, config: KernelConfig) -> None:
         """Nothing to do."""
@@ -81,12 +87,15 @@ class GpuRunner:
         """`GPU_TRIAL_S` whatever the shape."""
         return GPU_TRIAL_S
 
-    def model_source(self, device_name: str,
-                     calibration: tuple[tuple[int, int, int], float] | None) -> str:
+    def model_source(
+        self, device_name: str, calibration: tuple[tuple[int, int, int], float] | None
+    ) -> str:
         """The default measuring and compile times."""
-        return (f"no earlier trials of {device_name} in the store: default "
-                f"{GPU_TRIAL_S * 1000:.0f} ms of measuring a trial, compiles at "
-                f"{GPU_COMPILE_S} s each on one core, overlapped")
+        return (
+            f"no earlier trials of {device_name} in the store: default "
+            f"{GPU_TRIAL_S * 1000:.0f} ms of measuring a trial, compiles at "
+            f"{GPU_COMPILE_S} s each on one core, overlapped"
+        )
 
     def calibration(self) -> tuple[tuple[int, int, int], float] | None:
         """None: the model stands as it is."""

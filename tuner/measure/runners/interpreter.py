@@ -50,8 +50,9 @@ class InterpreterRunner:
     confirm_above_s = CONFIRM_ABOVE_S
 
     @classmethod
-    def from_options(cls, *, device_name: str, landscape: str | None = None,
-                     interpreter_reps: int = 3) -> InterpreterRunner:
+    def from_options(
+        cls, *, device_name: str, landscape: str | None = None, interpreter_reps: int = 3
+    ) -> InterpreterRunner:
         """The registry's factory (`tuner.measure.runners.base.make_runner`); a landscape
         does not apply."""
         return cls(device_name, interpreter_reps)
@@ -66,16 +67,26 @@ class InterpreterRunner:
         Raises:
             ValueError: an unknown family or kernel choice.
         """
-        return {**process_environment(kernel, family), "gpu_name": self.device_name,
-                "device_name": self.device_name}
+        return {
+            **process_environment(kernel, family),
+            "gpu_name": self.device_name,
+            "device_name": self.device_name,
+        }
 
-    def problem_runner(self, problem: Problem, *, seed: int, warmup_s: float, rep_s: float,
-                       task_id: int = 0) -> ProblemRunner:
+    def problem_runner(
+        self, problem: Problem, *, seed: int, warmup_s: float, rep_s: float, task_id: int = 0
+    ) -> ProblemRunner:
         """A `KernelRunner` on the interpreter, `reps` timed calls a trial."""
         from tuner.measure.runner import KernelRunner
 
-        return KernelRunner(problem, backend=self.name, seed=seed, interpreter_reps=self.reps,
-                            warmup_s=warmup_s, rep_s=rep_s)
+        return KernelRunner(
+            problem,
+            backend=self.name,
+            seed=seed,
+            interpreter_reps=self.reps,
+            warmup_s=warmup_s,
+            rep_s=rep_s,
+        )
 
     def stored(self, task_id: int, config: KernelConfig) -> None:
         """Nothing to do."""
@@ -88,19 +99,25 @@ class InterpreterRunner:
     def trial_model_s(self, N: int, K: int, M: int) -> float:
         """The fitted cost model: `INTERPRETER_TRIAL_S` plus the work of each call (the
         check and `reps` timed calls)."""
-        return (INTERPRETER_TRIAL_S
-                + INTERPRETER_S_PER_WORK * interpreter_work(N, K, M) * (self.reps + 1))
+        return INTERPRETER_TRIAL_S + INTERPRETER_S_PER_WORK * interpreter_work(N, K, M) * (
+            self.reps + 1
+        )
 
-    def model_source(self, device_name: str,
-                     calibration: tuple[tuple[int, int, int], float] | None) -> str:
+    def model_source(
+        self, device_name: str, calibration: tuple[tuple[int, int, int], float] | None
+    ) -> str:
         """The trial measured here now, or the model's default at two shapes."""
         if calibration is not None:
             (N, K, M), measured_s = calibration
-            return (f"no earlier trials of {device_name} in the store: scaled by a trial "
-                    f"measured here now, {measured_s:.2f} s at N={N}, K={K}, M={M}")
-        return (f"no earlier trials of {device_name} in the store: default "
-                f"{self.trial_model_s(512, 1024, 64):.1f} s a trial at N=512, K=1024, M<=64, "
-                f"{self.trial_model_s(5120, 3072, 1):.0f} s at N=5120, K=3072")
+            return (
+                f"no earlier trials of {device_name} in the store: scaled by a trial "
+                f"measured here now, {measured_s:.2f} s at N={N}, K={K}, M={M}"
+            )
+        return (
+            f"no earlier trials of {device_name} in the store: default "
+            f"{self.trial_model_s(512, 1024, 64):.1f} s a trial at N=512, K=1024, M<=64, "
+            f"{self.trial_model_s(5120, 3072, 1):.0f} s at N=5120, K=3072"
+        )
 
     def calibration(self) -> tuple[tuple[int, int, int], float] | None:
         """Trials measured on this host now, in a child process (`tuner.measure.calibrate`):
@@ -112,5 +129,7 @@ class InterpreterRunner:
 
     def plan_notes(self) -> list[str]:
         """Nothing compiles ahead, and the timings are CPU timings."""
-        return ["on the interpreter nothing is compiled ahead (that is a GPU's cost) and "
-                "the timings are CPU timings"]
+        return [
+            "on the interpreter nothing is compiled ahead (that is a GPU's cost) and "
+            "the timings are CPU timings"
+        ]

@@ -14,7 +14,8 @@ from tuner.measure.runners.replay import ReplayRunner
 # A backend's name -> a factory of its runner (`register_runner` adds one).
 RunnerFactory = Callable[..., Runner]
 _RUNNERS: dict[str, RunnerFactory] = {
-    cls.name: cls.from_options for cls in (GpuRunner, InterpreterRunner, ReplayRunner)}
+    cls.name: cls.from_options for cls in (GpuRunner, InterpreterRunner, ReplayRunner)
+}
 
 
 def register_runner(name: str, factory: RunnerFactory) -> None:
@@ -42,8 +43,9 @@ def runner_factory(name: str) -> RunnerFactory:
         raise ValueError(f"unknown backend {name!r} (known: {known})") from None
 
 
-def make_runner(name: str, *, device_name: str, landscape: str | None = None,
-                interpreter_reps: int = 3) -> Runner:
+def make_runner(
+    name: str, *, device_name: str, landscape: str | None = None, interpreter_reps: int = 3
+) -> Runner:
     """Parse a backend's name into its runner: the one place a name becomes behaviour.
 
     Args:
@@ -59,6 +61,6 @@ def make_runner(name: str, *, device_name: str, landscape: str | None = None,
     Raises:
         ValueError: an unknown name, or a replay without a landscape.
     """
-    return runner_factory(name)(device_name=device_name, landscape=landscape,
-                                interpreter_reps=interpreter_reps)
-
+    return runner_factory(name)(
+        device_name=device_name, landscape=landscape, interpreter_reps=interpreter_reps
+    )

@@ -36,8 +36,9 @@ class ReplayRunner:
     confirm_above_s = None
 
     @classmethod
-    def from_options(cls, *, device_name: str, landscape: str | None = None,
-                     interpreter_reps: int = 3) -> ReplayRunner:
+    def from_options(
+        cls, *, device_name: str, landscape: str | None = None, interpreter_reps: int = 3
+    ) -> ReplayRunner:
         """The registry's factory (`tuner.measure.runners.base.make_runner`).
 
         Raises:
@@ -61,8 +62,9 @@ class ReplayRunner:
         landscape = cached_landscape(self.landscape)
         return {**landscape.environment, "device_name": landscape.device_name}
 
-    def problem_runner(self, problem: Problem, *, seed: int, warmup_s: float, rep_s: float,
-                       task_id: int = 0) -> ProblemRunner:
+    def problem_runner(
+        self, problem: Problem, *, seed: int, warmup_s: float, rep_s: float, task_id: int = 0
+    ) -> ProblemRunner:
         """The landscape's recorded timings of the problem's (N, K, M).
 
         Raises:
@@ -83,8 +85,9 @@ class ReplayRunner:
         """`REPLAY_TRIAL_S` whatever the shape."""
         return REPLAY_TRIAL_S
 
-    def model_source(self, device_name: str,
-                     calibration: tuple[tuple[int, int, int], float] | None) -> str:
+    def model_source(
+        self, device_name: str, calibration: tuple[tuple[int, int, int], float] | None
+    ) -> str:
         """A replayed trial's cost."""
         return f"replayed: about {REPLAY_TRIAL_S * 1000:.0f} ms a trial"
 

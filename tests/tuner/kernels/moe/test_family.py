@@ -29,14 +29,18 @@ QWEN3_TP2 = Shape(384, 2048, (128, 128), (("E", 128), ("top_k", 8)))
 def test_file_names_are_vllms_with_the_h200_rule() -> None:
     assert get_family("moe") is MOE
     assert MOE.file_name(QWEN3_TP2, "NVIDIA_H100_80GB_HBM3", "vllm") == (
-        "E=128,N=384,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8,block_shape=[128,128].json")
+        "E=128,N=384,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8,block_shape=[128,128].json"
+    )
     # Every device of the H200 family is NVIDIA_H200 in vLLM 0.33.0's MoE names.
     assert moe_config_file_name(128, 384, "NVIDIA_H200_NVL") == (
-        "E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json")
+        "E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json"
+    )
     assert moe_config_file_name(8, 64, "NVIDIA_GH200_480GB").startswith(
-        "E=8,N=64,device_name=NVIDIA_GH200_480GB,")
+        "E=8,N=64,device_name=NVIDIA_GH200_480GB,"
+    )
     parsed = MOE.parse_file_name(
-        "E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json")
+        "E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json"
+    )
     assert parsed == (Shape(256, 0, (128, 128), (("E", 256),)), "NVIDIA_H200", "fp8_w8a8")
     with pytest.raises(ValueError, match="not a block-FP8 MoE config file name"):
         MOE.parse_file_name("E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8.json")
@@ -45,14 +49,18 @@ def test_file_names_are_vllms_with_the_h200_rule() -> None:
 def test_sglang_names_keep_the_device_and_space_the_block_shape() -> None:
     # SGLang's get_config_file_name: the block shape as a Python list, the device unfolded.
     assert MOE.file_name(QWEN3_TP2, "NVIDIA_H200_NVL", "sglang") == (
-        "E=128,N=384,device_name=NVIDIA_H200_NVL,dtype=fp8_w8a8,block_shape=[128, 128].json")
+        "E=128,N=384,device_name=NVIDIA_H200_NVL,dtype=fp8_w8a8,block_shape=[128, 128].json"
+    )
     assert MOE.file_name(QWEN3_TP2, "NVIDIA_H200_NVL", "vllm") == (
-        "E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json")
+        "E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json"
+    )
     vllm_name = moe_config_file_name(128, 384, "NVIDIA_H200_NVL")
     assert any_engine_file_name(vllm_name, "sglang", "NVIDIA_H200_NVL") == (
-        "E=128,N=384,device_name=NVIDIA_H200_NVL,dtype=fp8_w8a8,block_shape=[128, 128].json")
+        "E=128,N=384,device_name=NVIDIA_H200_NVL,dtype=fp8_w8a8,block_shape=[128, 128].json"
+    )
     assert any_engine_file_name(vllm_name, "sglang") == (
-        "E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json")
+        "E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json"
+    )
     assert any_engine_file_name(vllm_name, "vllm", "NVIDIA_H200_NVL") == vllm_name
 
 
@@ -61,9 +69,16 @@ def test_the_default_depends_on_m_as_vllm_0_33_0s() -> None:
     # M = 8 (group_n a multiple of 64), 4 stages only up to M = 4.
     Ms = (1, 4, 5, 8, 9, 16, 17, 64, 65)
     assert [MOE.default_config(QWEN3_TP2, M).short() for M in Ms] == [
-        "16x64x128 g1 w4 s4", "16x64x128 g1 w4 s4", "16x64x128 g1 w4 s3",
-        "16x64x128 g1 w4 s3", "16x128x128 g1 w4 s3", "16x128x128 g1 w4 s3",
-        "16x128x128 g32 w4 s3", "16x128x128 g32 w4 s3", "64x128x128 g32 w4 s3"]
+        "16x64x128 g1 w4 s4",
+        "16x64x128 g1 w4 s4",
+        "16x64x128 g1 w4 s3",
+        "16x64x128 g1 w4 s3",
+        "16x128x128 g1 w4 s3",
+        "16x128x128 g1 w4 s3",
+        "16x128x128 g32 w4 s3",
+        "16x128x128 g32 w4 s3",
+        "64x128x128 g32 w4 s3",
+    ]
     assert default_config(4096) == KernelConfig(64, 128, 128, 32, 4, 3)
     # group_n 96 is no multiple of 64: its own width and 3 stages even at M = 1; 192 is one.
     assert default_config(1, (96, 128)) == KernelConfig(16, 96, 128, 1, 4, 3)
@@ -84,7 +99,8 @@ def test_the_space_is_benchmark_moes_grid_in_its_order() -> None:
     assert vllm_space((96, 96)) == []
     assert MOE.why_invalid(KernelConfig(16, 64, 32, 1, 4, 2), Shape(64, 64, (128, 96))) is None
     assert MOE.why_invalid(KernelConfig(16, 64, 64, 1, 4, 2), Shape(64, 64, (128, 96))) == (
-        "BLOCK_SIZE_K=64 (as launched) does not divide group_k=96")
+        "BLOCK_SIZE_K=64 (as launched) does not divide group_k=96"
+    )
 
 
 def test_the_specialization_separates_what_compiles_differently() -> None:
@@ -96,25 +112,40 @@ def test_the_specialization_separates_what_compiles_differently() -> None:
 
 def test_an_moe_task_is_tuned_on_the_interpreter_and_merged(tmp_path) -> None:
     space = [KernelConfig(16, 64, 128, 1, 4, 2), KernelConfig(32, 128, 64, 16, 4, 3)]
-    engine, task = run_one_task(f"sqlite:///{tmp_path}/tuner.db", model="tiny-moe",
-                                family="moe", shape_params="E=4,top_k=2", shape=(64, 128), M=3,
-                                space=space)
+    engine, task = run_one_task(
+        f"sqlite:///{tmp_path}/tuner.db",
+        model="tiny-moe",
+        family="moe",
+        shape_params="E=4,top_k=2",
+        shape=(64, 128),
+        M=3,
+        space=space,
+    )
     with session_scope(engine) as session:
         trials = repo.task_trials(session, task_id=task.task_id)
-        read = device_files(session, "TRITON_INTERPRETER", out_dtype=None, allow_stale=True,
-                            allow_partial=False)
-        sglang = device_files(session, "TRITON_INTERPRETER", out_dtype=None, allow_stale=True,
-                              allow_partial=False, engine="sglang")  # what configs.zip holds
+        read = device_files(
+            session, "TRITON_INTERPRETER", out_dtype=None, allow_stale=True, allow_partial=False
+        )
+        sglang = device_files(
+            session,
+            "TRITON_INTERPRETER",
+            out_dtype=None,
+            allow_stale=True,
+            allow_partial=False,
+            engine="sglang",
+        )  # what configs.zip holds
     engine.dispose()
     assert [f.file_name for f in sglang.files.files] == [
-        "E=4,N=64,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128, 128].json"]
+        "E=4,N=64,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128, 128].json"
+    ]
     default = default_config(3)
     assert [KernelConfig.from_dict(t.config) for t in trials if t.is_default] == [default]
     assert {KernelConfig.from_dict(t.config) for t in trials} == {*space, default}
     assert all(t.status == "ok" and t.rel_error < 1e-2 for t in trials)
     (file,) = read.files.files
     assert file.file_name == (
-        "E=4,N=64,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128,128].json")
+        "E=4,N=64,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128,128].json"
+    )
     assert (file.family, file.key.shape.params_text) == ("moe", "E=4,top_k=2")
     text = json.loads(dump_config_file(file.merged.configs))
     assert list(text) == ["3"] and KernelConfig.from_dict(text["3"]) in {*space, default}
@@ -130,10 +161,18 @@ def test_both_launches_compile_for_sm90_without_a_gpu() -> None:
         "s = Shape(384, 2048, (128, 128), (('E', 128), ('top_k', 8)))\n"
         "k = MOE.compile_for_target(default_config(1), 90, shape=s, M=1,\n"
         "                           out_dtype=torch.bfloat16)\n"
-        "print(json.dumps({'shared': k.metadata.shared}))\n")
+        "print(json.dumps({'shared': k.metadata.shared}))\n"
+    )
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          check=True, timeout=600, cwd=Path(__file__).resolve().parents[4])
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+        cwd=Path(__file__).resolve().parents[4],
+    )
     result = json.loads(done.stdout.strip().splitlines()[-1])
     if not result:
         pytest.skip("this Triton has no NVIDIA backend")

@@ -80,14 +80,25 @@ print(json.dumps(rows))
 def test_launch_specialization_is_tritons_binding_of_invoke_moe_gemms_launch(tmp_path) -> None:
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
     env.update(PYTHONPATH=str(REPO_ROOT), TRITON_CACHE_DIR=str(tmp_path))
-    done = subprocess.run([sys.executable, "-c", PARITY], cwd=REPO_ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", PARITY],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     rows = json.loads(done.stdout.strip().splitlines()[-1])
     assert [(row["naive"], row["swap_ab"], row["stride_bsn"]) for row in rows] == [
-        (False, False, 0), (False, False, 0),  # tiny-moe: one block of N, stride 0 as vLLM's
-        (False, True, 16), (False, True, 6),
-        (False, False, 16), (False, False, 6),
-        (True, True, 56), (True, True, 2)]
+        (False, False, 0),
+        (False, False, 0),  # tiny-moe: one block of N, stride 0 as vLLM's
+        (False, True, 16),
+        (False, True, 6),
+        (False, False, 16),
+        (False, False, 6),
+        (True, True, 56),
+        (True, True, 2),
+    ]
     for row in rows:
         assert row["same"], (row["case"], row["ours"], row["triton"])
