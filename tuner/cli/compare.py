@@ -418,7 +418,7 @@ def _point(
     candidates += [Candidate(name) for name in library]
     runner = CandidateRunner(
         Problem(M=M, N=N, K=K, block_shape=block_shape, out_dtype=out_dtype, kernel=kernel),
-        backend=runner_name,
+        runner_name=runner_name,
         library=library,
         seed=seed,
         interpreter_reps=interpreter_reps,

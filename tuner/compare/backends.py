@@ -215,15 +215,15 @@ class CandidateRunner(KernelRunner):
 
     Args:
         problem: the GEMM.
-        backend: "cuda" or "interpreter".
+        runner_name: the runner's name, "cuda" or "interpreter".
         library: backend name -> library kernel (`library_kernels`).
         **options: KernelRunner's other options.
     """
 
     def __init__(
-        self, problem: Problem, *, backend: str, library: Mapping[str, LibraryKernel], **options
+        self, problem: Problem, *, runner_name: str, library: Mapping[str, LibraryKernel], **options
     ) -> None:
-        super().__init__(problem, backend=backend, **options)
+        super().__init__(problem, runner_name=runner_name, **options)
         # A kernel with per-problem state (vllm_linear.LayerKernel) gets its own copy.
         self.library = {
             name: kernel.fresh() if hasattr(kernel, "fresh") else kernel

@@ -25,7 +25,7 @@ def _trial_here(interpreter_reps: int) -> float:
     N, K, M = CALIBRATION_SHAPE
     runner = KernelRunner(
         Problem(M, N, K, (128, 128), "bfloat16"),
-        backend="interpreter",
+        runner_name="interpreter",
         interpreter_reps=interpreter_reps,
     )
     # As a sweep's task: vLLM's default first (its first call in the process is the dearest),

@@ -31,7 +31,7 @@ from tuner.measure.timing import (
 from tuner.measure.trial import TrialResult
 
 # KernelRunner's backends -> the torch device their tensors live on (parsed once per runner).
-BACKEND_DEVICES = {"cuda": "cuda", "interpreter": "cpu"}
+RUNNER_DEVICES = {"cuda": "cuda", "interpreter": "cpu"}
 # Relative Frobenius error a bf16 output must stay under: bf16 keeps 8 significant bits (a
 # relative step of 2^-8, about 4e-3), so 1e-2 passes a correct FP8 product and fails a wrong
 # tile or scale.
@@ -117,13 +117,13 @@ class KernelRunner:
     poisoned with NaN and checked against the reference (relative Frobenius error below
     `REL_TOL`, every element written); only then is it timed, as `time_us` describes: weight
     copies rotated so B is not L2-resident, launches replayed from a CUDA graph, median and
-    20th/80th percentiles of the per-launch time. On `backend="interpreter"` (TRITON_INTERPRET=1
+    20th/80th percentiles of the per-launch time. On `runner_name="interpreter"` (TRITON_INTERPRET=1
     set before triton was imported) the same loop runs eagerly on a wall clock; those are CPU
     timings of the interpreter, not GPU ones.
 
     Args:
         problem: the GEMM to tune.
-        backend: "cuda" or "interpreter".
+        runner_name: the runner's name (`Runner.name`), "cuda" or "interpreter".
         seed: seed of the random inputs.
         interpreter_reps: timed samples per config on the interpreter.
         clock: wall clock in seconds for the interpreter, replaceable in tests.
@@ -133,14 +133,14 @@ class KernelRunner:
             interpreter when None.
 
     Raises:
-        ValueError: unknown backend or out_dtype.
+        ValueError: unknown runner_name or out_dtype.
     """
 
     def __init__(
         self,
         problem: Problem,
         *,
-        backend: str,
+        runner_name: str,
         seed: int = 0,
         interpreter_reps: int = 3,
         clock: Callable[[], float] = time.perf_counter,
@@ -150,19 +150,19 @@ class KernelRunner:
     ) -> None:
         import torch
 
-        if backend not in BACKEND_DEVICES:
-            raise ValueError(f"backend must be 'cuda' or 'interpreter', got {backend!r}")
+        if runner_name not in RUNNER_DEVICES:
+            raise ValueError(f"runner_name must be 'cuda' or 'interpreter', got {runner_name!r}")
         if problem.out_dtype not in OUT_DTYPES:
             raise ValueError(f"out_dtype must be one of {OUT_DTYPES}, got {problem.out_dtype!r}")
         self.problem = problem
-        self.backend = backend
+        self.runner_name = runner_name
         self.interpreter_reps = interpreter_reps
         self.clock = clock
         self.warmup_s = warmup_s
         self.rep_s = rep_s
         self._torch = torch
         self.family = get_family(problem.family)
-        self.device = BACKEND_DEVICES[backend]
+        self.device = RUNNER_DEVICES[runner_name]
         self.on_gpu = self.device != "cpu"
         source = self.family.source(problem.kernel)
         self.workload = source.workload(problem.shape, problem.M, seed=seed, device=self.device)

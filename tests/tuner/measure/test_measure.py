@@ -39,7 +39,9 @@ def test_summarize_us():
 
 def test_default_config_passes_the_gate_and_is_timed_with_the_clock():
     clock = FakeClock([0.003, 0.001, 0.002])
-    runner = KernelRunner(PROBLEM, backend="interpreter", seed=1, interpreter_reps=3, clock=clock)
+    runner = KernelRunner(
+        PROBLEM, runner_name="interpreter", seed=1, interpreter_reps=3, clock=clock
+    )
     result = runner.evaluate(default_config())
     assert result.status is TrialStatus.OK
     assert result.ok
@@ -49,7 +51,7 @@ def test_default_config_passes_the_gate_and_is_timed_with_the_clock():
 
 
 def test_invalid_config_is_not_launched():
-    runner = KernelRunner(PROBLEM, backend="interpreter")
+    runner = KernelRunner(PROBLEM, runner_name="interpreter")
     result = runner.evaluate(KernelConfig(64, 128, 256, 32, 4, 2))
     assert result.status is TrialStatus.INVALID
     assert result.error == "BLOCK_SIZE_K=256 does not divide group_k=128"
@@ -57,7 +59,7 @@ def test_invalid_config_is_not_launched():
 
 
 def test_wrong_result_is_caught():
-    runner = KernelRunner(PROBLEM, backend="interpreter")
+    runner = KernelRunner(PROBLEM, runner_name="interpreter")
     runner.reference = runner.reference * 1.05  # a 5% error, as a wrong scale would give
     result = runner.evaluate(SMALL)
     assert result.status is TrialStatus.WRONG_RESULT
@@ -67,7 +69,7 @@ def test_wrong_result_is_caught():
 
 
 def test_unwritten_output_is_caught(monkeypatch):
-    runner = KernelRunner(PROBLEM, backend="interpreter")
+    runner = KernelRunner(PROBLEM, runner_name="interpreter")
 
     def writes_half(config, out=None):
         out[: PROBLEM.M // 2] = runner.reference[: PROBLEM.M // 2].to(out.dtype)
@@ -79,7 +81,7 @@ def test_unwritten_output_is_caught(monkeypatch):
 
 
 def test_a_launch_that_raises_is_recorded_not_raised(monkeypatch):
-    runner = KernelRunner(PROBLEM, backend="interpreter")
+    runner = KernelRunner(PROBLEM, runner_name="interpreter")
 
     def boom(config, out=None):
         raise RuntimeError("CUDA error: an illegal memory access\nwas encountered")
@@ -108,13 +110,13 @@ def test_launch_failures_are_classified():
 
 
 def test_fp16_output_and_bad_arguments():
-    runner = KernelRunner(Problem(1, 64, 128, out_dtype="float16"), backend="interpreter")
+    runner = KernelRunner(Problem(1, 64, 128, out_dtype="float16"), runner_name="interpreter")
     assert runner.evaluate(SMALL).ok
     assert runner.out_dtype is torch.float16
-    with pytest.raises(ValueError, match="backend must be"):
-        KernelRunner(PROBLEM, backend="rocm")
+    with pytest.raises(ValueError, match="runner_name must be"):
+        KernelRunner(PROBLEM, runner_name="rocm")
     with pytest.raises(ValueError, match="out_dtype must be one of"):
-        KernelRunner(Problem(1, 64, 128, out_dtype="float32"), backend="interpreter")
+        KernelRunner(Problem(1, 64, 128, out_dtype="float32"), runner_name="interpreter")
 
 
 TIMED = Problem(M=16, N=256, K=256)
@@ -139,7 +141,7 @@ class DeviceClock:
 
 def test_interpreter_timing_rotates_real_weight_copies(monkeypatch):
     clock = DeviceClock([0.003, 0.005])
-    runner = KernelRunner(TIMED, backend="interpreter", interpreter_reps=3, clock=clock)
+    runner = KernelRunner(TIMED, runner_name="interpreter", interpreter_reps=3, clock=clock)
     real_launch = runner._launch_copy
     outputs = []
 
@@ -198,7 +200,7 @@ def test_cuda_path_plan_graphs_and_per_launch_time(monkeypatch):
         lambda device: SimpleNamespace(L2_cache_size=4 * COPY_BYTES),
     )
     runner = KernelRunner(
-        TIMED, backend="interpreter", warmup_s=0.003, rep_s=0.01, timer=WallTimer(clock)
+        TIMED, runner_name="interpreter", warmup_s=0.003, rep_s=0.01, timer=WallTimer(clock)
     )
     replaying = []
 
@@ -241,7 +243,7 @@ def test_samplers_are_kept_for_the_last_configs_only(monkeypatch):
     from tuner.measure.runner import KEPT_SAMPLERS
 
     clock = DeviceClock([0.001, 0.002])
-    runner = KernelRunner(TIMED, backend="interpreter", clock=clock)
+    runner = KernelRunner(TIMED, runner_name="interpreter", clock=clock)
     monkeypatch.setattr(runner, "_launch_copy", lambda config, copy: clock.launched(copy))
     configs = [KernelConfig(16, 64, 64, group, 4, 2) for group in range(1, KEPT_SAMPLERS + 2)]
     assert [runner.sample_us(config) for config in configs] == pytest.approx(
@@ -266,7 +268,7 @@ def test_graph_replays_on_a_gpu_write_the_right_result_into_every_copy(M):
     from tuner.kernels.accuracy import relative_error
 
     runner = KernelRunner(
-        Problem(M=M, N=512, K=384), backend="cuda", seed=2, warmup_s=0.002, rep_s=0.01
+        Problem(M=M, N=512, K=384), runner_name="cuda", seed=2, warmup_s=0.002, rep_s=0.01
     )
     result = runner.evaluate(default_config())
     assert result.status is TrialStatus.OK, result.error

@@ -31,7 +31,7 @@ def test_each_backend_name_parses_into_its_runner():
 def test_unknown_names_and_a_replay_without_landscape_are_one_line_errors():
     with pytest.raises(
         ValueError,
-        match=r"unknown backend 'rocm' \(known: cuda, interpreter, "
+        match=r"unknown runner 'rocm' \(known: cuda, interpreter, "
         r"replay\)",
     ):
         make_runner("rocm", device_name="x")

@@ -74,7 +74,9 @@ class GpuRunner:
         """A `KernelRunner` on the GPU."""
         from tuner.measure.runner import KernelRunner
 
-        return KernelRunner(problem, backend=self.name, seed=seed, warmup_s=warmup_s, rep_s=rep_s)
+        return KernelRunner(
+            problem, runner_name=self.name, seed=seed, warmup_s=warmup_s, rep_s=rep_s
+        )
 
     def stored(self, task_id: int, config: KernelConfig) -> None:
         """Nothing to do."""

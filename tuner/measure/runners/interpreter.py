@@ -81,7 +81,7 @@ class InterpreterRunner:
 
         return KernelRunner(
             problem,
-            backend=self.name,
+            runner_name=self.name,
             seed=seed,
             interpreter_reps=self.reps,
             warmup_s=warmup_s,

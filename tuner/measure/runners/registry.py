@@ -40,7 +40,7 @@ def runner_factory(name: str) -> RunnerFactory:
         return _RUNNERS[name]
     except KeyError:
         known = ", ".join(sorted(_RUNNERS))
-        raise ValueError(f"unknown backend {name!r} (known: {known})") from None
+        raise ValueError(f"unknown runner {name!r} (known: {known})") from None
 
 
 def make_runner(
