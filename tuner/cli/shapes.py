@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from tuner.cli.errors import fail
-from tuner.cli.output import console
+from tuner.cli.output import console, plain
 
 if TYPE_CHECKING:
     from tuner.kernels.family import KernelFamily, Shape
@@ -162,32 +162,29 @@ def _next_step(
             )
 
 
-def _print_experts(scan, log: Path) -> None:
-    """The MoE part of a log: block-FP8 files without a config, and those out of scope."""
-    experts = scan.experts()
-    if experts:
-        console.print(
-            f"{len(experts)} fused-MoE expert shape(s) without a config file:", highlight=False
-        )
-        table = Table("E", "N", "block_shape")
-        for E, N, (bn, bk) in experts:
-            table.add_row(str(E), str(N), f"[{bn}, {bk}]")
-        console.print(table)
-        for folder in sorted({m.path.rsplit("/", 1)[0] for m in scan.moe_missing if "/" in m.path}):
-            console.print(
-                f"vLLM looks for them in $VLLM_TUNED_CONFIG_FOLDER, then {folder}/",
-                soft_wrap=True,
-                markup=False,
-                highlight=False,
-            )
-    for name in scan.moe_out_of_scope:
-        console.print(
-            f"out of scope: {name} (a fused-MoE file that is not block FP8 "
-            "'dtype=fp8_w8a8,block_shape=[...]'; this tool does not tune it)",
-            soft_wrap=True,
-            markup=False,
-            highlight=False,
-        )
+def _print_other_families(scan) -> None:
+    """Each other family's part of a log (`KernelFamily.log_line`): its shapes without a config
+    file, where vLLM looks for them, and its files out of scope."""
+    from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES
+
+    for family in FAMILIES.values():
+        line = family.log_line
+        if family.name == DEFAULT_FAMILY or line is None:
+            continue
+        shapes = scan.shapes_of(family.name)
+        if shapes:
+            console.print(f"{len(shapes)} {line.what} without a config file:", highlight=False)
+            table = Table(*line.key_names, "block_shape")
+            for shape in shapes:
+                bn, bk = shape.block_shape
+                table.add_row(*map(str, family.file_key(shape)), f"[{bn}, {bk}]")
+            console.print(table)
+            missing = scan.files.get(family.name, ())
+            for folder in sorted({m.path.rsplit("/", 1)[0] for m in missing if "/" in m.path}):
+                first = f"${family.tuned_folder_env}, then " if family.tuned_folder_env else ""
+                plain(f"vLLM looks for them in {first}{folder}/")
+        for name in scan.out_of_scope.get(family.name, ()):
+            plain(f"out of scope: {name} ({line.out_of_scope_why})")
 
 
 def from_log(
@@ -218,10 +215,10 @@ def from_log(
         scan = read_log(log)
     except ValueError as exc:
         raise fail(str(exc)) from None
-    if not scan.missing and not scan.moe_missing:
+    if not scan.any_missing:
         if scan.kernel_line is not None:
             console.print(scan.kernel_line, soft_wrap=True, markup=False, highlight=False)
-        _print_experts(scan, log)
+        _print_other_families(scan)
         raise fail(
             f"{log}: no 'Config file not found' warning of the W8A8 block-FP8 kernel in "
             f"{scan.lines} lines: every shape had a file, the Triton kernel did not run, "
@@ -265,7 +262,7 @@ def _print_log_shapes(scan, found, log: Path) -> None:
         console.print(
             f"the engine looks for them in {folder}/", soft_wrap=True, markup=False, highlight=False
         )
-    _print_experts(scan, log)
+    _print_other_families(scan)
 
 
 def _save_log_shapes(scan, found, log: Path, save: str) -> None:

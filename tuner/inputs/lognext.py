@@ -37,7 +37,14 @@ class LogShapes:
 
 def log_shapes(scan: LogScan, tp: int | None) -> LogShapes:
     """The shapes of `scan` (`tuner.inputs.logs.read_log`), at `tp` or else the log's TP."""
-    shapes, experts = scan.shapes(), scan.experts()
+    from tuner.kernels.registry import EXPERTS_FAMILY, get_family
+
+    experts_family = get_family(EXPERTS_FAMILY)
+    shapes = scan.shapes()
+    experts: list[tuple[int, int, tuple[int, int]]] = []
+    for shape in scan.shapes_of(EXPERTS_FAMILY):
+        E, N = experts_family.file_key(shape)  # what a log's file name names of an expert
+        experts.append((E, N, shape.block_shape))
     return LogShapes(
         tp=tp if tp is not None else scan.tp,
         pairs=[(n, k) for n, k, _ in shapes],

@@ -37,7 +37,6 @@ from typing import TypeVar
 from tuner.inputs.backends import kernel_verdict, linear_backend_arg, selected_kernel
 from tuner.kernels.dense.naming import FP8_DTYPE
 from tuner.kernels.family import KernelFamily, Shape, VllmLogLine
-from tuner.kernels.moe.family import MOE
 from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES
 
 _NOT_FOUND_RE = re.compile(r"Config file not found at\s+(?P<rest>.*)$")
@@ -156,25 +155,11 @@ class LogScan:
             )
         )
 
-    # The per-family views `tuner.cli.shapes` and `tuner.inputs.lognext` read.
+    # The default family's views that `tuner.cli.shapes` and `tuner.inputs.lognext` read.
     @property
     def missing(self) -> tuple[MissingConfig, ...]:
         """The default family's (the dense GEMM's) missing files."""
         return tuple(self.files.get(DEFAULT_FAMILY, ()))
-
-    @property
-    def moe_missing(self) -> tuple[MissingConfig, ...]:
-        """The fused-MoE experts' missing block-FP8 files."""
-        return tuple(self.files.get(MOE.name, ()))
-
-    @property
-    def moe_out_of_scope(self) -> tuple[str, ...]:
-        """The names of the other missing fused-MoE files."""
-        return tuple(self.out_of_scope.get(MOE.name, ()))
-
-    def experts(self) -> list[tuple[int, int, tuple[int, int]]]:
-        """Distinct (E, N, block_shape) of the missing block-FP8 MoE files, in order."""
-        return [(s.param("E"), s.N, s.block_shape) for s in self.shapes_of(MOE.name)]
 
     def shapes(self, device_name: str | None = None) -> list[tuple[int, int, tuple[int, int]]]:
         """Distinct (N, K, block_shape) of the dense GEMM's files, in order of first appearance.

@@ -238,6 +238,12 @@ class VllmLogLine:
             rejects (or of another dtype than block-FP8) is listed by name as out of scope;
             False: such a line is ignored.
         counted: each such line counts in the log's warning count (`LogScan.warnings`).
+        what: what `tuner shapes from-log` calls the shapes of such files, plural, e.g.
+            "fused-MoE expert shape(s)".
+        key_names: the columns of its table of them: the dimensions a file name carries
+            (`KernelFamily.file_key`), e.g. ("E", "N").
+        out_of_scope_why: why a file listed as out of scope is not tuned, e.g. "a fused-MoE
+            file that is not block FP8 ...".
     """
 
     marker: str
@@ -245,6 +251,9 @@ class VllmLogLine:
     engine: str | None = None
     out_of_scope: bool = False
     counted: bool = False
+    what: str = "shape(s)"
+    key_names: tuple[str, ...] = ("N", "K")
+    out_of_scope_why: str = ""
 
 
 class Workload(Protocol):

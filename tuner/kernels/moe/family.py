@@ -200,5 +200,11 @@ MOE = KernelFamily(
         ),
         engine="vllm",
         out_of_scope=True,
+        what="fused-MoE expert shape(s)",
+        key_names=("E", "N"),
+        out_of_scope_why=(
+            "a fused-MoE file that is not block FP8 'dtype=fp8_w8a8,block_shape=[...]'; "
+            "this tool does not tune it"
+        ),
     ),
 )
