@@ -162,16 +162,8 @@ def _pct(ratio: float | None) -> str:
     return "-" if ratio is None else f"{ratio * 100:.1f}%"
 
 
-def _charts(
-    shape: ShapeReport,
-    measured: list[ReportRow],
-    figures: Mapping[int, Roofline | None],
-    ceilings: Mapping[str, float],
-) -> list[str]:
-    """The latency and speedup charts over M, and the share of the ceilings when measured."""
-    if not measured:
-        return []
-    key, label = shape.anchor, shape.label
+def _latency_chart(measured: list[ReportRow], key: str, label: str) -> str:
+    """The winner's and the default config's latency over M, both axes log scale."""
     winner = Series(
         "winner",
         WINNER_COLOR,
@@ -183,63 +175,83 @@ def _charts(
         tuple((r.M, r.default_latency_us) for r in measured if r.default_latency_us is not None),
         dashed=True,
     )
+    return line_chart(
+        [winner, default],
+        title=f"latency_us over M (log scales), {label}",
+        x_label="M (rows of A)",
+        y_label="latency_us",
+        y_log=True,
+        x_ticks=_X_TICKS,
+        css_class=f"chart latency shape-{key}",
+    )
+
+
+def _speedup_chart(measured: list[ReportRow], key: str, label: str) -> str:
+    """Default latency / winner latency over M, at the M where both were measured."""
     speedups = tuple(
         (r.M, r.default_latency_us / r.latency_us)
         for r in measured
         if r.default_latency_us is not None and r.latency_us is not None
     )
-    charts = [
-        line_chart(
-            [winner, default],
-            title=f"latency_us over M (log scales), {label}",
-            x_label="M (rows of A)",
-            y_label="latency_us",
-            y_log=True,
-            x_ticks=_X_TICKS,
-            css_class=f"chart latency shape-{key}",
-        ),
-        line_chart(
-            [Series("speedup over default", SPEEDUP_COLOR, speedups)],
-            title=f"speedup over vLLM's default config, {label}",
-            x_label="M (rows of A)",
-            y_label="default / winner",
-            y_log=False,
-            x_ticks=_X_TICKS,
-            reference_y=1.0,
-            reference_label="1.0 = as fast as the default (reference, not data)",
-            css_class=f"chart speedup shape-{key}",
-        ),
-    ]
-    if ceilings:
-        shares = [
-            Series(
-                name,
-                color,
-                tuple(
-                    (M, getattr(f, field) * 100)
-                    for M, f in figures.items()
-                    if f is not None and getattr(f, field) is not None
-                ),
-            )
-            for name, color, field, ceiling in (
-                ("% of copy bandwidth", COPY_COLOR, "copy_ratio", COPY_GBPS),
-                ("% of FP8 mm throughput", MM_COLOR, "fp8_mm_ratio", FP8_MM_TFLOPS),
-            )
-            if ceiling in ceilings
-        ]
-        charts.append(
-            line_chart(
-                shares,
-                title=f"winner's share of the device's ceilings, {label}",
-                x_label="M (rows of A)",
-                y_label="% of ceiling",
-                y_log=False,
-                x_ticks=_X_TICKS,
-                reference_y=100.0,
-                reference_label="100% = the ceiling (reference, not data)",
-                css_class=f"chart roofline shape-{key}",
-            )
+    return line_chart(
+        [Series("speedup over default", SPEEDUP_COLOR, speedups)],
+        title=f"speedup over vLLM's default config, {label}",
+        x_label="M (rows of A)",
+        y_label="default / winner",
+        y_log=False,
+        x_ticks=_X_TICKS,
+        reference_y=1.0,
+        reference_label="1.0 = as fast as the default (reference, not data)",
+        css_class=f"chart speedup shape-{key}",
+    )
+
+
+def _ceilings_chart(
+    figures: Mapping[int, Roofline | None], ceilings: Mapping[str, float], key: str, label: str
+) -> str:
+    """The winner's share (%) of each ceiling the device has, over M."""
+    shares = [
+        Series(
+            name,
+            color,
+            tuple(
+                (M, getattr(f, field) * 100)
+                for M, f in figures.items()
+                if f is not None and getattr(f, field) is not None
+            ),
         )
+        for name, color, field, ceiling in (
+            ("% of copy bandwidth", COPY_COLOR, "copy_ratio", COPY_GBPS),
+            ("% of FP8 mm throughput", MM_COLOR, "fp8_mm_ratio", FP8_MM_TFLOPS),
+        )
+        if ceiling in ceilings
+    ]
+    return line_chart(
+        shares,
+        title=f"winner's share of the device's ceilings, {label}",
+        x_label="M (rows of A)",
+        y_label="% of ceiling",
+        y_log=False,
+        x_ticks=_X_TICKS,
+        reference_y=100.0,
+        reference_label="100% = the ceiling (reference, not data)",
+        css_class=f"chart roofline shape-{key}",
+    )
+
+
+def _charts(
+    shape: ShapeReport,
+    measured: list[ReportRow],
+    figures: Mapping[int, Roofline | None],
+    ceilings: Mapping[str, float],
+) -> list[str]:
+    """The latency and speedup charts over M, and the share of the ceilings when measured."""
+    if not measured:
+        return []
+    key, label = shape.anchor, shape.label
+    charts = [_latency_chart(measured, key, label), _speedup_chart(measured, key, label)]
+    if ceilings:
+        charts.append(_ceilings_chart(figures, ceilings, key, label))
     return charts
 
 

@@ -14,7 +14,7 @@ from api.report import ReportRow, ReportScope, ShapeReport, render_report
 from api.report_backends import backends_section
 from api.routes.devices import AllowStale, KnownDevice, OutDtype, imported_only_note
 from db import repo
-from tuner.files.device import read_device
+from tuner.files.device import DeviceView, read_device
 from tuner.files.merge import dense_key
 from tuner.kernels.family import FamilyShape
 
@@ -35,6 +35,77 @@ def _row(session: Session, winner: repo.WinnerRow) -> ReportRow:
         spread_us=winner.spread_us if winner.decided else None,
         kept=decision.kept if decision else None,
         kept_note=decision.note if decision else None,
+    )
+
+
+def _imported_rows(rows: dict[int, ReportRow], extra: repo.ImportedShape | None) -> None:
+    """Add to a shape's rows (M -> row) the imported entries at M without a measured winner:
+    the configs that launch (marked not measured) and those the launch check left out."""
+    if extra is None:
+        return
+    for M, config in extra.configs.items():
+        if M not in rows:
+            rows[M] = ReportRow(
+                M=M,
+                config=config,
+                latency_us=None,
+                default_latency_us=None,
+                is_default=False,
+                imported_from=extra.labels[M],
+            )
+    for M, (label, reason) in sorted(extra.left_out.items()):
+        if M not in rows:
+            rows[M] = ReportRow(
+                M=M,
+                config=None,
+                latency_us=None,
+                default_latency_us=None,
+                is_default=False,
+                imported_from=label,
+                left_out=reason,
+            )
+
+
+def _shapes(session: Session, view: DeviceView) -> list[ShapeReport]:
+    """One report section per shape with a winner, coverage or imported entries, in shape
+    order: its rows by M (measured winners first, then imported entries at the other M) and
+    its coverage."""
+    coverage = {FamilyShape.of_row(c): c for c in view.coverage}
+    imported = {dense_key(*key): entries for key, entries in view.imported.items()}
+    by_shape: dict[FamilyShape, dict[int, ReportRow]] = {}
+    for w in view.winners:
+        by_shape.setdefault(FamilyShape.of_row(w), {})[w.M] = _row(session, w)
+    shapes = []
+    for key in sorted(set(by_shape) | set(coverage) | set(imported)):
+        rows = by_shape.get(key, {})
+        extra = imported.get(key)
+        _imported_rows(rows, extra)
+        left_out = sorted(extra.left_out.items()) if extra else []
+        cov = coverage.get(key)
+        shapes.append(
+            ShapeReport(
+                key=key,
+                rows=tuple(rows[M] for M in sorted(rows)),
+                m_requested=cov.m_requested if cov else (),
+                models=cov.models if cov else (),
+                m_stale=tuple(cov.m_stale) if cov else (),
+                left_out=tuple((M, label, reason) for M, (label, reason) in left_out),
+            )
+        )
+    return shapes
+
+
+def _scope(view: DeviceView, allow_stale: bool) -> ReportScope:
+    """Which trials the page counts: every one under allow_stale, else the current kernel
+    source and Triton major.minor, with how many ok trials of other versions were left out."""
+    if allow_stale:
+        return ReportScope(allow_stale=True)
+    current = view.scope.current
+    return ReportScope(
+        allow_stale=False,
+        kernel_hash=current.kernel_hash,
+        triton_minor=current.triton_minor,
+        stale_trials=view.scope.stale_trials,
     )
 
 
@@ -63,61 +134,7 @@ def read_report(
 ) -> HTMLResponse:
     """Render the device's HTML report."""
     view = read_device(session, device_name, out_dtype=out_dtype, allow_stale=allow_stale)
-    coverage = {FamilyShape.of_row(c): c for c in view.coverage}
-    imported = {dense_key(*key): entries for key, entries in view.imported.items()}
-    by_shape: dict[FamilyShape, dict[int, ReportRow]] = {}
-    for w in view.winners:
-        by_shape.setdefault(FamilyShape.of_row(w), {})[w.M] = _row(session, w)
-    shapes = []
-    for key in sorted(set(by_shape) | set(coverage) | set(imported)):
-        rows = by_shape.get(key, {})
-        extra = imported.get(key)
-        labels = extra.labels if extra is not None else {}
-        for M, config in extra.configs.items() if extra is not None else ():
-            if M not in rows:
-                rows[M] = ReportRow(
-                    M=M,
-                    config=config,
-                    latency_us=None,
-                    default_latency_us=None,
-                    is_default=False,
-                    imported_from=labels[M],
-                )
-        left_out = sorted(extra.left_out.items()) if extra else []
-        for M, (label, reason) in left_out:
-            if M not in rows:
-                rows[M] = ReportRow(
-                    M=M,
-                    config=None,
-                    latency_us=None,
-                    default_latency_us=None,
-                    is_default=False,
-                    imported_from=label,
-                    left_out=reason,
-                )
-        cov = coverage.get(key)
-        shapes.append(
-            ShapeReport(
-                key=key,
-                rows=tuple(rows[M] for M in sorted(rows)),
-                m_requested=cov.m_requested if cov else (),
-                models=cov.models if cov else (),
-                m_stale=tuple(cov.m_stale) if cov else (),
-                left_out=tuple((M, label, reason) for M, (label, reason) in left_out),
-            )
-        )
-    current = view.scope.current
-    scope = (
-        ReportScope(allow_stale=True)
-        if allow_stale
-        else ReportScope(
-            allow_stale=False,
-            kernel_hash=current.kernel_hash,
-            triton_minor=current.triton_minor,
-            stale_trials=view.scope.stale_trials,
-        )
-    )
-    environments = [asdict(e) for e in view.environments]
+    shapes = _shapes(session, view)
     ceilings = repo.device_ceilings(session, device_name=device_name)
     backends = backends_section(
         device_name,
@@ -129,11 +146,11 @@ def read_report(
     html = render_report(
         device_name,
         shapes,
-        environments,
+        [asdict(e) for e in view.environments],
         version=tuner.__version__,
         out_dtype=out_dtype,
         ceilings=ceilings,
-        scope=scope,
+        scope=_scope(view, allow_stale),
         backends=backends,
         imports=imports,
         imported_only=None
