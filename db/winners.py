@@ -23,7 +23,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from sqlalchemy import Select, and_, func, select
+from sqlalchemy import Select, Subquery, and_, func, select
 from sqlalchemy.orm import Session
 
 from db.models import DEFAULT_FAMILY, Decision, Device, Environment, Retime, Sweep, Task, Trial
@@ -168,41 +168,8 @@ def _config(row, prefix: str = "") -> dict[str, int]:
 def _trial_winners(session: Session, device_name: str, scope: dict) -> dict[tuple, WinnerRow]:
     """The fastest ok trial of the newest task per key, with the default-config trial of that
     task (one query)."""
-    config = [getattr(Trial, name) for name in CONFIG_KEYS]
-    key = (Task.family, Task.shape_params, Task.N, Task.K, Sweep.block_n, Sweep.block_k, Task.M)
-    ranked = ok_trials(
-        [
-            Trial.trial_id,
-            Trial.task_id,
-            Trial.environment_id,
-            Task.sweep_id,
-            *key,
-            *config,
-            Trial.latency_us,
-            Trial.is_default,
-            func.row_number()
-            .over(
-                partition_by=key, order_by=(Task.task_id.desc(), Trial.latency_us, Trial.trial_id)
-            )
-            .label("rank"),
-        ],
-        **scope,
-    ).subquery("ranked")
-    defaults = (
-        ok_trials(
-            [
-                Trial.task_id,
-                *config,
-                Trial.latency_us,
-                func.row_number()
-                .over(partition_by=Trial.task_id, order_by=(Trial.latency_us, Trial.trial_id))
-                .label("rank"),
-            ],
-            **scope,
-        )
-        .where(Trial.is_default.is_(True))
-        .subquery("defaults")
-    )
+    ranked = _ranked_trials(scope)
+    defaults = _ranked_defaults(scope)
     rows = session.execute(
         select(
             ranked.c.trial_id,
@@ -229,6 +196,50 @@ def _trial_winners(session: Session, device_name: str, scope: dict) -> dict[tupl
     return dict(
         _winner_row(device_name, row, has_default=row["default_latency_us"] is not None)
         for row in rows
+    )
+
+
+def _ranked_trials(scope: dict) -> Subquery:
+    """Subquery "ranked": the ok trials in scope, `rank` 1 for the fastest trial of the newest
+    task per key (ties: the lowest trial id)."""
+    key = (Task.family, Task.shape_params, Task.N, Task.K, Sweep.block_n, Sweep.block_k, Task.M)
+    return ok_trials(
+        [
+            Trial.trial_id,
+            Trial.task_id,
+            Trial.environment_id,
+            Task.sweep_id,
+            *key,
+            *(getattr(Trial, name) for name in CONFIG_KEYS),
+            Trial.latency_us,
+            Trial.is_default,
+            func.row_number()
+            .over(
+                partition_by=key, order_by=(Task.task_id.desc(), Trial.latency_us, Trial.trial_id)
+            )
+            .label("rank"),
+        ],
+        **scope,
+    ).subquery("ranked")
+
+
+def _ranked_defaults(scope: dict) -> Subquery:
+    """Subquery "defaults": the ok default-config trials in scope, `rank` 1 for the fastest of
+    each task (ties: the lowest trial id)."""
+    return (
+        ok_trials(
+            [
+                Trial.task_id,
+                *(getattr(Trial, name) for name in CONFIG_KEYS),
+                Trial.latency_us,
+                func.row_number()
+                .over(partition_by=Trial.task_id, order_by=(Trial.latency_us, Trial.trial_id))
+                .label("rank"),
+            ],
+            **scope,
+        )
+        .where(Trial.is_default.is_(True))
+        .subquery("defaults")
     )
 
 

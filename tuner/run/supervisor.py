@@ -23,6 +23,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
@@ -34,10 +35,14 @@ from tuner.run.worker_spec import (
     EXIT_PARENT_GONE,
     EXIT_RESTART,
     EXIT_STORE,
+    InFlight,
     WorkerShared,
     WorkerSpec,
     worker_log_path,
 )
+
+if TYPE_CHECKING:
+    from tuner.kernels.config import KernelConfig
 
 # Deaths in a row with no trial stored before a slot is given up (a worker that cannot start).
 MAX_IDLE_RESTARTS = 3
@@ -244,29 +249,54 @@ class Supervisor:
 
     def _handle_exit(self, slot: _Slot) -> bool:
         """Account for a worker that exited; restart it if work is left. True if restarted."""
-        from db import repo
-        from db.repo import session_scope
-        from tuner.kernels.config import KernelConfig
-
         assert slot.process is not None and slot.spec is not None and slot.shared is not None
         exitcode = slot.process.exitcode
         assert exitcode is not None  # the worker has exited (joined by the caller)
         if exitcode == 0:
             return False
-        spec, stored = slot.spec, slot.shared.trials_stored.value
         how = describe_exit(exitcode)
-        status, error = None, None
+        status, error = self._blame(slot, exitcode, how)
+        blamed, unfinished = self._record_exit(slot, status, error)
+        self.failures += 1  # counted once the store has it: a failed transaction is retried
+        self._report_exit(slot, exitcode, how, status, blamed)
+        progressed = (
+            blamed is not None or slot.shared.trials_stored.value > 0 or exitcode == EXIT_RESTART
+        )
+        slot.idle_deaths = 0 if progressed else slot.idle_deaths + 1
+        return bool(unfinished) and self._restart(slot)
+
+    def _blame(self, slot: _Slot, exitcode: int, how: str) -> tuple[str | None, str | None]:
+        """(status, error) to record for the config in flight: "timeout" when this supervisor
+        killed it as overdue, "crashed" when the exit blames the config, else (None, None)."""
         if slot.overdue_config is not None:
-            status = "timeout"
             error = f"no result after {self.trial_timeout_s:g} s (trial timeout); worker killed"
-        elif blames_config(exitcode):
-            status, error = "crashed", f"worker {how} while measuring this config"
+            return "timeout", error
+        if blames_config(exitcode):
+            return "crashed", f"worker {how} while measuring this config"
+        return None, None
+
+    def _record_exit(
+        self, slot: _Slot, status: str | None, error: str | None
+    ) -> tuple[tuple[InFlight, KernelConfig] | None, int]:
+        """In one transaction: record the config in flight as `status` (if any, and only while
+        the worker held its task), hand the worker's tasks back, count the unfinished tasks.
+
+        Returns:
+            ((in-flight entry, its KernelConfig) or None when nothing was recorded, the
+            number of unfinished tasks of the worker's sweep).
+        """
+        from db import repo
+        from db.repo import session_scope
+        from tuner.kernels.config import KernelConfig
+
+        assert slot.spec is not None and slot.shared is not None
+        spec = slot.spec
         entry = slot.shared.in_flight()
         if status == "timeout" and entry is not None and entry.config != slot.overdue_config:
             entry = None  # it finished that config just before the kill
         with session_scope(self.store) as session:
             environment_id = slot.shared.environment_id.value
-            blamed = []
+            blamed: tuple[InFlight, KernelConfig] | None = None
             # Only while the worker held the task, and only a trial not stored yet (it may
             # have died between storing the trial and clearing the mark).
             if (
@@ -284,27 +314,39 @@ class Supervisor:
                     is_default=entry.is_default,
                 )
             ):
-                blamed.append((entry, KernelConfig.from_dict(entry.config)))
+                blamed = (entry, KernelConfig.from_dict(entry.config))
             repo.release_tasks(session, worker_id=spec.worker_id)
             unfinished = repo.unfinished_tasks(
                 session, sweep_id=spec.sweep_id, device_name=spec.device_name, space=spec.space
             )
-        self.failures += 1  # counted once the store has it: a failed transaction is retried
-        for entry, config in blamed:
-            self.crashed += status == "crashed"
-            self.timeouts += status == "timeout"
-            self.on_event(
-                f"worker {slot.label} {how} while measuring {config.short()} for "
-                f"N={entry.N}, K={entry.K}, M={entry.M}: recorded as {status}"
-            )
-        if not blamed:
-            log = worker_log_path(spec.worker_id)
+        return blamed, unfinished
+
+    def _report_exit(
+        self,
+        slot: _Slot,
+        exitcode: int,
+        how: str,
+        status: str | None,
+        blamed: tuple[InFlight, KernelConfig] | None,
+    ) -> None:
+        """Count a recorded crashed or timed-out trial and say what became of the exit."""
+        assert slot.spec is not None
+        if blamed is None:
+            log = worker_log_path(slot.spec.worker_id)
             where = f" (traceback in {log})" if exitcode == 1 and log.exists() else ""
             self.on_event(f"worker {slot.label} {how}{where}; its task goes back to the queue")
-        progressed = bool(blamed) or stored > 0 or exitcode == EXIT_RESTART
-        slot.idle_deaths = 0 if progressed else slot.idle_deaths + 1
-        if not unfinished:
-            return False
+            return
+        entry, config = blamed
+        self.crashed += status == "crashed"
+        self.timeouts += status == "timeout"
+        self.on_event(
+            f"worker {slot.label} {how} while measuring {config.short()} for "
+            f"N={entry.N}, K={entry.K}, M={entry.M}: recorded as {status}"
+        )
+
+    def _restart(self, slot: _Slot) -> bool:
+        """Start a fresh worker in the slot, unless it died `MAX_IDLE_RESTARTS` times in a row
+        without storing a trial (then give up on it). True if restarted."""
         if slot.idle_deaths >= MAX_IDLE_RESTARTS:
             self.given_up.append(slot.label)
             self.on_event(
