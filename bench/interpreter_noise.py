@@ -56,7 +56,7 @@ def main() -> None:
         for M in M_VALUES:
             runner = KernelRunner(
                 Problem(M=M, N=N, K=K, block_shape=(128, 128), out_dtype="bfloat16"),
-                backend="interpreter",
+                runner_name="interpreter",
             )
             for config in CONFIGS:
                 runner.check(config)  # compiles nothing, but warms the path as verify does

@@ -29,7 +29,7 @@ class StubRunner:
     sampled: list = []
     kill_at: int | None = None
 
-    def __init__(self, problem, *, backend, seed, interpreter_reps=3, warmup_s, rep_s):
+    def __init__(self, problem, *, runner_name, seed, interpreter_reps=3, warmup_s, rep_s):
         self.problem = problem
         StubRunner.budgets = (warmup_s, rep_s)
 

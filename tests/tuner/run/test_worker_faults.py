@@ -24,7 +24,7 @@ class StubRunner:
 
     measured: list = []
 
-    def __init__(self, problem, *, backend, seed, interpreter_reps=3, warmup_s, rep_s):
+    def __init__(self, problem, *, runner_name, seed, interpreter_reps=3, warmup_s, rep_s):
         self.problem = problem
         StubRunner.budgets = (warmup_s, rep_s)
 
