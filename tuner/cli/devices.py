@@ -13,7 +13,7 @@ import typer
 
 from tuner.cli.errors import fail
 from tuner.cli.options import KernelChoice
-from tuner.cli.store import device_in_store
+from tuner.cli.store import stored_device
 from tuner.core import ResolvedDevice
 
 if TYPE_CHECKING:
@@ -149,9 +149,10 @@ def use_runner(runner: Runner, visible: Sequence[str | None]) -> None:
 def measuring_device(
     store, device: str, interpreter_reps: int
 ) -> tuple[str, Runner, list[str | None]]:
-    """The device `tuner verify` and `tuner compare` time on in this process: its store key
-    (`tuner.cli.store.device_in_store`), its runner (`resolve_runner`), its visible ids; the
-    process made to run the kernel there (`use_runner`), before anything imports the kernel.
+    """The device `tuner verify` and `tuner compare` time on in this process, resolved once
+    (`resolve_runner`): its vLLM key, which must then be in the store as it is, its runner and
+    its visible ids; the process made to run the kernel there (`use_runner`), before anything
+    imports the kernel. The files checked are therefore always those of the GPU that times them.
 
     Args:
         store: the store's SQLAlchemy Engine (`tuner.cli.store.open_db`).
@@ -159,16 +160,17 @@ def measuring_device(
         interpreter_reps: timed calls per trial on the interpreter.
 
     Returns:
-        (vLLM's device key in the store, the runner, the device's CUDA_VISIBLE_DEVICES entries).
+        (vLLM's device key, in the store; the runner; the device's CUDA_VISIBLE_DEVICES
+        entries).
 
     Raises:
-        typer.Exit: exit 2 with one line, as `device_in_store`, `resolve_runner`, `use_runner`.
+        typer.Exit: exit 2 with one line, as `resolve_runner`, `stored_device`, `use_runner`.
     """
     from db.repo import session_scope
 
-    with session_scope(store) as session:
-        device_name = device_in_store(session, device)
     runner, resolved = resolve_runner(device, None, interpreter_reps=interpreter_reps)
+    with session_scope(store) as session:
+        device_name = stored_device(session, device, resolved.device_name)
     visible = list(resolved.visible_ids)
     use_runner(runner, visible)
     return device_name, runner, visible

@@ -308,6 +308,20 @@ def device_in_store(session, device: str) -> str:
         raise fail(str(exc)) from None
 
 
+def stored_device(session, device: str, device_name: str) -> str:
+    """`device_name`, the vLLM key that `--device` resolved to, if the store has trials or
+    imports of it (`tuner.inputs.devices.require_stored`); else one line naming the store's
+    devices, exit 2."""
+    from db import repo
+    from tuner.inputs.devices import require_stored
+
+    known = set(repo.list_device_names(session)) | set(repo.list_import_device_names(session))
+    try:
+        return require_stored(device, device_name, known)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+
+
 def store_files(
     store,
     device_name: str,

@@ -142,6 +142,33 @@ def store_device(device: str, known: Iterable[str]) -> str:
     return names[0]
 
 
+def require_stored(device: str, device_name: str, known: Iterable[str]) -> str:
+    """`device_name`, the key that `device` resolved to (`resolve_device`), when the store has
+    it; a command that times files on this device checks only this device's files.
+
+    Args:
+        device: what the user typed, e.g. "H200".
+        device_name: vLLM's key it resolved to among the visible GPUs, e.g. "NVIDIA_H200".
+        known: the store's device names (trials' and imports').
+
+    Returns:
+        `device_name`.
+
+    Raises:
+        ValueError: the store has no trials or imports of `device_name`; one line that names
+            the store's devices.
+    """
+    known = sorted(set(known))
+    if device_name in known:
+        return device_name
+    resolved = "" if device_name == device else f" ({device_name})"
+    raise ValueError(
+        f"no device in the store matches '{device}'{resolved}{device_hint(device, known)}; "
+        f"known: {', '.join(known) or 'none'}; `tuner sweep --device {device}` on that GPU, "
+        "or `tuner import` of its files, adds it"
+    )
+
+
 def resolve_device(
     device: str,
     find_gpus: Callable[[], Sequence[VisibleGpu]],

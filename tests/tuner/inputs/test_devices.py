@@ -3,7 +3,14 @@
 import pytest
 
 from tuner.core import ResolvedDevice, vllm_device_name
-from tuner.inputs.devices import gpu_device_key, matches, resolve, resolve_device, store_device
+from tuner.inputs.devices import (
+    gpu_device_key,
+    matches,
+    require_stored,
+    resolve,
+    resolve_device,
+    store_device,
+)
 from tuner.run.gpus import GpuInfo
 
 
@@ -113,3 +120,19 @@ def test_the_stores_device_named_by_a_device_argument() -> None:
         "NVIDIA_L20; `tuner sweep --device H100` on that GPU",
     ):
         store_device("H100", ["NVIDIA_L20"])
+
+
+def test_a_resolved_device_is_looked_up_in_the_store_as_it_is() -> None:
+    known = ["NVIDIA_H100_80GB_HBM3", "NVIDIA_H100_PCIe"]
+    # "H100" names both stored keys; the visible GPU's key picks the one checked
+    assert require_stored("H100", "NVIDIA_H100_PCIe", known) == "NVIDIA_H100_PCIe"
+    with pytest.raises(ValueError) as raised:
+        require_stored("H100", "NVIDIA_H100_NVL", known)
+    assert str(raised.value) == (
+        "no device in the store matches 'H100' (NVIDIA_H100_NVL); known: "
+        "NVIDIA_H100_80GB_HBM3, NVIDIA_H100_PCIe; `tuner sweep --device H100` on that GPU, or "
+        "`tuner import` of its files, adds it"
+    )
+    assert require_stored("interpreter", "TRITON_INTERPRETER", ["TRITON_INTERPRETER"]) == (
+        "TRITON_INTERPRETER"
+    )
