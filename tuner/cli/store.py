@@ -99,11 +99,11 @@ def store_url(db: str | None, *, driver: bool = True) -> str:
         parsed = make_url(url)
     except ArgumentError:
         raise fail(f"{_DB_NAMED} {url!r} is not a database URL{sqlite_url_hint(url)}") from None
-    backend = parsed.get_backend_name()
-    if backend == "sqlite" and (parsed.host or parsed.username or parsed.port):
+    dialect = parsed.get_backend_name()
+    if dialect == "sqlite" and (parsed.host or parsed.username or parsed.port):
         hint = sqlite_url_hint(url) or f": use {STORE_URL_FORMS}"
         raise fail(f"{_DB_NAMED} {masked(url)} is not a SQLite URL (it names a host){hint}")
-    if backend not in ("sqlite", "postgresql"):
+    if dialect not in ("sqlite", "postgresql"):
         raise fail(
             f"{_DB_NAMED} {masked(url)}: the store is SQLite or PostgreSQL, not "
             f"{parsed.drivername!r}: use {STORE_URL_FORMS}"

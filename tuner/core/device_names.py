@@ -26,7 +26,7 @@ DEVICE_NAME_RE = re.compile(DEVICE_NAME_PATTERN)
 # with spaces ("NVIDIA L20"); resolved against the store's keys before use.
 DEVICE_ARG_PATTERN = rf"^[ .{DEVICE_NAME_CHARS}]{{1,{DEVICE_NAME_MAX}}}$"
 
-# Key of the CPU interpreter backend in the store and in file names; no GPU is named so.
+# Key of Triton's CPU interpreter in the store and in file names; no GPU is named so.
 INTERPRETER_DEVICE_NAME = "TRITON_INTERPRETER"
 
 # vLLM's rule: each run of whitespace or '/' becomes one '_'.
@@ -81,7 +81,7 @@ class ResolvedDevice:
             "NVIDIA H200"); `INTERPRETER_DEVICE_NAME` on the interpreter (what its trials
             record); "" where no such GPU is visible here (a replay, a GPU of another host).
         compute_capability: e.g. "9.0"; "" where not known.
-        interpreter: whether it is the CPU interpreter backend.
+        interpreter: whether it is Triton's CPU interpreter.
         visible_ids: the CUDA_VISIBLE_DEVICES entries of the matching GPUs here, one worker
             each; (None,) for one worker pinned to no GPU (the interpreter, a plan, a replay);
             empty where no worker runs here (a sweep that workers on other hosts run).

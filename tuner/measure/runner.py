@@ -30,7 +30,7 @@ from tuner.measure.timing import (
 )
 from tuner.measure.trial import TrialResult
 
-# KernelRunner's backends -> the torch device their tensors live on (parsed once per runner).
+# KernelRunner's runner names -> the torch device their tensors live on (parsed once per runner).
 RUNNER_DEVICES = {"cuda": "cuda", "interpreter": "cpu"}
 # Relative Frobenius error a bf16 output must stay under: bf16 keeps 8 significant bits (a
 # relative step of 2^-8, about 4e-3), so 1e-2 passes a correct FP8 product and fails a wrong

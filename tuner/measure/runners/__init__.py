@@ -1,5 +1,5 @@
 """The ways a sweep measures, behind one protocol (`Runner`): a live GPU, Triton's CPU
-interpreter, a recorded landscape; and the registry that parses a backend's name into one."""
+interpreter, a recorded landscape; and the registry that parses a runner's name into one."""
 
 from tuner.measure.runners.base import ProblemRunner, Runner
 from tuner.measure.runners.gpu import GpuRunner

@@ -1,5 +1,5 @@
 """The `Runner` protocol: what differs between the ways a sweep measures (a live GPU, Triton's
-CPU interpreter, a recorded landscape); `tuner.measure.runners.registry` turns a backend's name
+CPU interpreter, a recorded landscape); `tuner.measure.runners.registry` turns a runner's name
 into one.
 
 A runner is made in the process that starts a run and carried to every worker in its spec, so
@@ -34,7 +34,7 @@ class Runner(Protocol):
     """One way of measuring, with everything a run needs to know of it.
 
     Attributes:
-        name: the backend's name in the CLI and the registry ("cuda", "interpreter", "replay").
+        name: the runner's name in the CLI and the registry ("cuda", "interpreter", "replay").
         device_name: vLLM's key of the device measured on.
         torch_device: where its tensors live ("cuda" or "cpu").
         default_trial_timeout_s: seconds a config may take (compile, check, timing) before

@@ -1,5 +1,5 @@
 """The interpreter runner: trials checked and timed on the CPU with Triton's interpreter
-(TRITON_INTERPRET=1), a development backend whose timings are CPU timings."""
+(TRITON_INTERPRET=1), a development runner whose timings are CPU timings."""
 
 from __future__ import annotations
 
@@ -93,7 +93,7 @@ class InterpreterRunner:
 
     def retime_rounds(self, rounds: int) -> int:
         """As many rounds as timed calls per trial (at least 2): CPU timings of a development
-        backend, not a GPU's count."""
+        runner, not a GPU's count."""
         return max(2, self.reps)
 
     def trial_model_s(self, N: int, K: int, M: int) -> float:

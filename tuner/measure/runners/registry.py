@@ -1,4 +1,4 @@
-"""The registry of runners: a backend's name (the string of the CLI's --device/--replay, e.g.
+"""The registry of runners: a runner's name (the string of the CLI's --device/--replay, e.g.
 "cuda") -> the factory of its `Runner`, parsed once where the command reads it, as optuna names
 its samplers. A test registers a runner of its own under a name (`register_runner`)."""
 
@@ -11,7 +11,7 @@ from tuner.measure.runners.gpu import GpuRunner
 from tuner.measure.runners.interpreter import InterpreterRunner
 from tuner.measure.runners.replay import ReplayRunner
 
-# A backend's name -> a factory of its runner (`register_runner` adds one).
+# A runner's name -> a factory of its runner (`register_runner` adds one).
 RunnerFactory = Callable[..., Runner]
 _RUNNERS: dict[str, RunnerFactory] = {
     cls.name: cls.from_options for cls in (GpuRunner, InterpreterRunner, ReplayRunner)
@@ -23,7 +23,7 @@ def register_runner(name: str, factory: RunnerFactory) -> None:
     interpreter_reps=...)`, in place of the runner registered under that name before.
 
     Args:
-        name: the backend's name, as the CLI gives it.
+        name: the runner's name, as the CLI gives it.
         factory: keyword arguments `device_name` (str), `landscape` (str or None) and
             `interpreter_reps` (int); returns a `Runner`.
     """
@@ -46,7 +46,7 @@ def runner_factory(name: str) -> RunnerFactory:
 def make_runner(
     name: str, *, device_name: str, landscape: str | None = None, interpreter_reps: int = 3
 ) -> Runner:
-    """Parse a backend's name into its runner: the one place a name becomes behaviour.
+    """Parse a runner's name into its runner: the one place a name becomes behaviour.
 
     Args:
         name: "cuda", "interpreter" or "replay" (or a name given to `register_runner`).
