@@ -288,10 +288,6 @@ FAMILY_NAMES_ALLOWED: dict[str, str] = {
     "names them); they use tuner.inputs and tuner.compare, above "
     "tuner.kernels",
     "tuner.compare.serving_moe": "the MoE family's doctor and selection hooks (as serving_dense)",
-    "tuner.compare.shipped": "reads vLLM's shipped dense files with the dense parser and space",
-    "tuner.files.format": "file import keeps dense files only (the dense name parser)",
-    "tuner.files.imports": "imports dense files only (the dense name parser)",
-    "tuner.inputs.logs": "parses a log's dense and MoE file names with each family's parser",
     "tuner.inputs.shapes": "a model's MoE rows for vllm_select (registry.EXPERTS_FAMILY would do)",
     "tuner.measure.calibrate": "calibrates the timer with the dense kernel",
     "tuner.measure.fidelity": "compares each family's kernel with vLLM's, by family",

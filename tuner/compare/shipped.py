@@ -12,16 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from tuner.core import TrialStatus, geomean
+from tuner.core import FP8_DTYPE, TrialStatus, geomean
 from tuner.files.format import parse_config_file, vllm_pick_key
 from tuner.files.merge import merge_shape
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.dense.naming import FP8_DTYPE, parse_config_file_name
-from tuner.kernels.dense.space import default_config, why_invalid
-from tuner.kernels.family import as_block_shape
+from tuner.kernels.family import KernelFamily, Shape, as_block_shape
+from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.measure.noise import RETIME_ROUNDS, retime_interleaved
 from tuner.measure.roofline import roofline
 from tuner.measure.runner import Problem
@@ -31,6 +31,13 @@ OUT_DTYPE = "bfloat16"  # what serving uses
 BLOCK_SHAPE = (128, 128)  # [group_n, group_k]; vLLM's shipped block-FP8 files are all 128x128
 ROUNDS = RETIME_ROUNDS  # interleaved rounds per (shape, M): samples per config
 ROLES = ("ours", "shipped", "default")
+
+
+def _family() -> KernelFamily:
+    """The family whose files vLLM ships beside its GEMM and this comparison times: the default
+    family's (`tuner.kernels.registry.DEFAULT_FAMILY`, the dense GEMM): its file names, its
+    constraints (`why_invalid`) and vLLM's default config."""
+    return get_family(DEFAULT_FAMILY)
 
 
 # Problem -> a runner with check(config) -> TrialResult and sample_us(config) -> float
@@ -79,10 +86,11 @@ def read_shipped(
             f"(devices there: {', '.join(have) or 'none'})"
         )
     files = {}
+    parse_file_name = _family().parse_file_name
     for path in sorted(where.glob("*.json")):
-        name = parse_config_file_name(path.name)
-        if name.dtype == FP8_DTYPE and name.block_shape == tuple(block_shape):
-            files[(name.N, name.K)] = parse_config_file(path.read_text(), source=path.name)
+        shape, _, dtype = parse_file_name(path.name)
+        if dtype == FP8_DTYPE and shape.block_shape == tuple(block_shape):
+            files[(shape.N, shape.K)] = parse_config_file(path.read_text(), source=path.name)
     return files
 
 
@@ -104,10 +112,13 @@ def our_files(
         if tuple(row.block_shape) == tuple(block_shape):
             grouped.setdefault((row.N, row.K), []).append(row)
     return {
-        key: merge_shape(
-            rows, m_requested=[], default=default_config(block_shape), allow_partial=True
+        (N, K): merge_shape(
+            rows,
+            m_requested=[],
+            default=partial(_family().default_config, Shape(N, K, as_block_shape(block_shape))),
+            allow_partial=True,
         ).configs
-        for key, rows in sorted(grouped.items())
+        for (N, K), rows in sorted(grouped.items())
     }
 
 
@@ -133,6 +144,7 @@ def plan(
         the config of our key that vLLM picks for M (nearest, ties to the smaller).
     """
     entries = []
+    default_config = _family().default_config
     for N, K in shapes:
         if (N, K) not in shipped:
             continue
@@ -147,7 +159,7 @@ def plan(
                     K=K,
                     M=M,
                     shipped=KernelConfig.from_dict(shipped[(N, K)][M]),
-                    default=default_config(block_shape),
+                    default=default_config(Shape(N, K, as_block_shape(block_shape)), M),
                     ours_key=key,
                     ours=None if key is None else KernelConfig.from_dict(mine[key]),
                 )
@@ -171,10 +183,10 @@ def _ratio(numerator: dict | None, denominator: dict | None) -> float | None:
     return round(numerator["latency_us"] / denominator["latency_us"], 4)
 
 
-def _check(runner: Any, config: KernelConfig, block_shape: tuple[int, int]) -> TrialResult:
+def _check(runner: Any, config: KernelConfig, shape: Shape) -> TrialResult:
     """The runner's correctness check, or `invalid` without a launch for a config our kernel's
-    constraints refuse (a shipped file may hold one)."""
-    reason = why_invalid(config, block_shape)
+    constraints refuse (the family's `why_invalid`; a shipped file may hold one)."""
+    reason = _family().why_invalid(config, shape)
     if reason is not None:
         return TrialResult(TrialStatus.INVALID, error=reason)
     return runner.check(config)
@@ -211,7 +223,8 @@ def compare_entry(
     """
     roles = _roles(entry)
     distinct = list(dict.fromkeys(roles.values()))
-    checked = {config: _check(runner, config, block_shape) for config in distinct}
+    shape = Shape(entry.N, entry.K, as_block_shape(block_shape))
+    checked = {config: _check(runner, config, shape) for config in distinct}
     passing = [c for c in distinct if str(checked[c].status) == "ok"]
     timed, failure = _time_passing(runner, retime, passing, rounds)
     row: dict[str, Any] = {"N": entry.N, "K": entry.K, "M": entry.M}
@@ -318,7 +331,14 @@ def compare(
     rows = []
     for entry in entries:
         runner = runner_factory(
-            Problem(entry.M, entry.N, entry.K, as_block_shape(block_shape), out_dtype)
+            Problem(
+                entry.M,
+                entry.N,
+                entry.K,
+                as_block_shape(block_shape),
+                out_dtype,
+                family=_family().name,
+            )
         )
         row = compare_entry(
             entry,

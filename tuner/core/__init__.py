@@ -1,6 +1,7 @@
-"""The project's facts, each defined once: vLLM's config keys, trial statuses and output dtypes,
-the device-name rule, the M grids, the Triton-version rule, the kernel source hash and the
-geometric mean. Standard library only, below every other package (`db` may import it too).
+"""The project's facts, each defined once: vLLM's config keys, trial statuses, output dtypes and
+the dtype label of FP8 file names, the device-name rule, the M grids, the Triton-version rule,
+the kernel source hash and the geometric mean. Standard library only, below every other package
+(`db` may import it too).
 
 This module only re-exports; the definitions live in the modules named below.
 """
@@ -14,6 +15,7 @@ from tuner.core.device_names import ResolvedDevice as ResolvedDevice
 from tuner.core.device_names import is_device_name as is_device_name
 from tuner.core.device_names import vllm_device_name as vllm_device_name
 from tuner.core.facts import CONFIG_KEYS as CONFIG_KEYS
+from tuner.core.facts import FP8_DTYPE as FP8_DTYPE
 from tuner.core.facts import OUT_DTYPES as OUT_DTYPES
 from tuner.core.facts import TRIAL_STATUSES as TRIAL_STATUSES
 from tuner.core.facts import OutDtype as OutDtype

@@ -1,5 +1,6 @@
-"""vLLM's config keys, the outcomes of a trial and the output dtypes: the values the store's
-columns, the kernels' configs, the CLI's choices and the files share."""
+"""vLLM's config keys, the outcomes of a trial, the output dtypes and the dtype label of FP8
+config file names: the values the store's columns, the kernels' configs, the CLI's choices and the
+files share."""
 
 from __future__ import annotations
 
@@ -16,6 +17,12 @@ CONFIG_KEYS: tuple[str, ...] = (
     "num_warps",
     "num_stages",
 )
+
+# The dtype label vLLM puts in the names of its W8A8 block-FP8 config files, dense and fused-MoE
+# alike (`dtype=fp8_w8a8`): vLLM 0.33.0's get_w8a8_block_configs (model_executor/layers/
+# quantization/utils/fp8_utils.py) and get_config_file_name (model_executor/layers/fused_moe/
+# fused_moe.py). The only dtype this tuner tunes and imports.
+FP8_DTYPE = "fp8_w8a8"
 
 
 class TrialStatus(StrEnum):

@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tuner.core import FP8_DTYPE
 from tuner.files.format import parse_import_name
 from tuner.inputs.devices import matches, resolve
-from tuner.kernels.dense.naming import FP8_DTYPE
 from tuner.kernels.registry import get_family
 
 

@@ -34,8 +34,8 @@ from functools import cache
 from pathlib import Path
 from typing import TypeVar
 
+from tuner.core import FP8_DTYPE
 from tuner.inputs.backends import kernel_verdict, linear_backend_arg, selected_kernel
-from tuner.kernels.dense.naming import FP8_DTYPE
 from tuner.kernels.family import KernelFamily, Shape, VllmLogLine
 from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES
 

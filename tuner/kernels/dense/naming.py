@@ -5,12 +5,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tuner.core import DEVICE_NAME_CHARS, DEVICE_NAME_MAX, is_device_name
+from tuner.core import DEVICE_NAME_CHARS, DEVICE_NAME_MAX, FP8_DTYPE, is_device_name
 from tuner.kernels.dense.space import DEFAULT_BLOCK_SHAPE
 from tuner.kernels.engines import ENGINES
-
-FP8_DTYPE = "fp8_w8a8"
-
 
 # The dtype labels vLLM puts in block-scaled W8A8 file names (get_w8a8_block_configs, fp8_utils).
 DTYPES: tuple[str, ...] = (FP8_DTYPE, "int8_w8a8")

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import re
 
-from tuner.core import DEVICE_NAME_CHARS, DEVICE_NAME_MAX, is_device_name
+from tuner.core import DEVICE_NAME_CHARS, DEVICE_NAME_MAX, FP8_DTYPE, is_device_name
 from tuner.kernels.dense.naming import engine_file_name
 from tuner.kernels.engines import ENGINES
-
-FP8_DTYPE = "fp8_w8a8"
 
 _MOE_NAME_RE = re.compile(
     r"E=(?P<E>[1-9][0-9]{0,8}),N=(?P<N>[1-9][0-9]{0,8}),"
