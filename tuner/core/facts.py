@@ -19,9 +19,10 @@ CONFIG_KEYS: tuple[str, ...] = (
 )
 
 # The dtype label vLLM puts in the names of its W8A8 block-FP8 config files, dense and fused-MoE
-# alike (`dtype=fp8_w8a8`): vLLM 0.33.0's get_w8a8_block_configs (model_executor/layers/
-# quantization/utils/fp8_utils.py) and get_config_file_name (model_executor/layers/fused_moe/
-# fused_moe.py). The only dtype this tuner tunes and imports.
+# alike (`dtype=fp8_w8a8`): vLLM 0.33.0's get_w8a8_block_fp8_configs (model_executor/layers/
+# quantization/utils/fp8_utils.py) writes it into the dense name; _get_config_dtype_str
+# (model_executor/layers/fused_moe/config.py) gives it to get_config_file_name for MoE. The only
+# dtype this tuner tunes and imports.
 FP8_DTYPE = "fp8_w8a8"
 
 
