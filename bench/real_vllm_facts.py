@@ -5,7 +5,7 @@ rest on, checked against an installed vLLM, without a GPU: run with that vLLM's 
 
 Checks, one line each ("ok: ..." or "FAIL: ..."), exit 1 when one fails:
 - the 8 block-FP8 kernel classes of `_POSSIBLE_FP8_BLOCK_KERNELS[CUDA]` and their order, as
-  `tuner.inputs.backends.FP8_BLOCK_KERNELS` lists them, and after vLLM's own reordering
+  `tuner.kernels.vllm_table.FP8_BLOCK_KERNELS` lists them, and after vLLM's own reordering
   (`_resolve_backend_kernels`) at compute capability 89 and 90, as `block_kernel_order` gives;
 - DeepGEMM's `can_implement` refuses a layer under a vLLM config without a model config, and
   gets past its model checks under `tuner.compare.vllm_linear.ModelConfigView` (on a host
@@ -50,7 +50,7 @@ def kernel_list() -> None:
     from vllm.model_executor.kernels import linear
     from vllm.platforms import PlatformEnum
 
-    from tuner.inputs.backends import FP8_BLOCK_KERNELS, block_kernel_order
+    from tuner.kernels.vllm_table import FP8_BLOCK_KERNELS, block_kernel_order
 
     listed = [k.__name__ for k in linear._POSSIBLE_FP8_BLOCK_KERNELS[PlatformEnum.CUDA]]
     check(
@@ -82,7 +82,8 @@ def deepgemm_reads_the_model_config() -> None:
         DeepGemmFp8BlockScaledMMKernel,
     )
 
-    from tuner.compare.vllm_linear import ModelConfigView, block_fp8_layer_config
+    from tuner.compare.vllm_linear import ModelConfigView
+    from tuner.kernels.vllm_layers import block_fp8_layer_config
 
     layer = block_fp8_layer_config(7168, 18432, torch.bfloat16)
     bare = VllmConfig(device_config=DeviceConfig(device="cpu"))

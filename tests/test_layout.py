@@ -284,13 +284,8 @@ def test_no_file_cites_a_document_outside_the_repository() -> None:
 # particular one. What still does, until its module is moved onto the registry, and why; an
 # entry whose module no longer needs it fails too, so the list only shrinks.
 FAMILY_NAMES_ALLOWED: dict[str, str] = {
-    "tuner.compare.serving_dense": "the dense family's doctor and selection hooks (VllmServing "
-    "names them); they use tuner.inputs and tuner.compare, above "
-    "tuner.kernels",
-    "tuner.compare.serving_moe": "the MoE family's doctor and selection hooks (as serving_dense)",
     "tuner.inputs.shapes": "a model's MoE rows for vllm_select (registry.EXPERTS_FAMILY would do)",
     "tuner.measure.calibrate": "calibrates the timer with the dense kernel",
-    "tuner.measure.fidelity": "compares each family's kernel with vLLM's, by family",
     "db.models": "the store's column default: a task that names no family is the dense GEMM's",
     "db.releases": "the store's default family of a release file (as db.models)",
     "db.sweeps": "a sweep's hash leaves out the store's default family (as db.models)",

@@ -11,7 +11,7 @@ from tuner.cli.errors import fail
 from tuner.cli.output import plain
 
 if TYPE_CHECKING:
-    from tuner.compare.vllm_select import ModelAsked
+    from tuner.kernels.serving import ModelAsked
 
 _ARCH = re.compile(r"sm(\d{2,3})")
 
@@ -114,9 +114,9 @@ def _checked_options(
 ) -> tuple[ModelAsked | None, str | None]:
     """--arch, --tp, --model and --linear-backend checked: the model asked about (None without
     --model) and the backend's canonical value; a bad one exits with one line."""
-    from tuner.compare.vllm_select import ModelAsked
     from tuner.inputs.backends import linear_backend_value
     from tuner.inputs.shapes import ShapesFileError, UnknownModelError, load_shapes
+    from tuner.kernels.serving import ModelAsked
 
     if arch is not None and _ARCH.fullmatch(arch) is None:
         raise fail(f"--arch {arch!r} is not an architecture such as sm89 or sm90")

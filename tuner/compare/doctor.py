@@ -3,32 +3,23 @@ versions, vLLM's default kernels per family on the architecture, whether the tun
 read and what makes them read, the kernel source a sweep here would time, and whether each
 family's builtin kernel compiles to vLLM's code. Facts, not a GPU run: works with --arch alone.
 What is said of each family is the family's (`tuner.kernels.family.VllmServing`: its advice and
-comparison hooks)."""
+comparison hooks, in the family's folder, on `tuner.kernels.serving`)."""
 
 from __future__ import annotations
 
 import importlib.metadata
 import re
-from dataclasses import dataclass, field
 
-from tuner.compare.vllm_select import DEFAULT_MODEL, Answer, ModelAsked, ask_vllm
+from tuner.compare.vllm_select import ask_vllm
 from tuner.core import triton_minor
 from tuner.files.provenance import installed_triton_minor
-from tuner.inputs.backends import (
-    ARCH_BACKENDS,
-    TRITON_FLAG,
-    VLLM_TORCH_PIN,
-    VLLM_TRITON_PIN,
-    VLLM_VERSION,
-    ArchBackend,
-    arch_of,
-)
+from tuner.inputs.backends import VLLM_TORCH_PIN, VLLM_TRITON_PIN
 from tuner.kernels.family import KernelFamily, load_hook
 from tuner.kernels.registry import FAMILIES
+from tuner.kernels.serving import DEFAULT_MODEL, TABLE, Answer, Asked, Diagnosis, ModelAsked
 from tuner.kernels.source import PLACEHOLDER_FIX, vllm_triton_problem, vllm_version
+from tuner.kernels.vllm_table import ARCH_BACKENDS, TRITON_FLAG, VLLM_VERSION, arch_of
 
-TABLE = f"the tuner's table of vLLM {VLLM_VERSION}"
-OWN = "vLLM's own selection code"
 # A requirement line such as "triton==3.8.0" or "triton~=3.8.0; platform_system == 'Linux'".
 _REQUIRES = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)\s*(?P<spec>[^;]*)")
 
@@ -72,46 +63,6 @@ def _spec_minor(spec: str) -> str | None:
         return triton_minor(spec.lstrip("=~<>! "))
     except ValueError:
         return None
-
-
-@dataclass
-class Diagnosis:
-    """What `tuner doctor` prints and why it exits as it does.
-
-    Attributes:
-        lines: the screen, one finding a line.
-        reasons: why tuning here will not change what vLLM runs; [] exits 0.
-        helps: the families whose tuned files vLLM will read.
-        warnings: facts the answer may not hold for, one line each (printed as `warning:`):
-            --arch and --device disagreeing, a Triton other than the serving vLLM's.
-    """
-
-    lines: list[str] = field(default_factory=list)
-    reasons: list[str] = field(default_factory=list)
-    helps: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Asked:
-    """What a family's doctor advice (`VllmServing.advice`) is asked about.
-
-    Attributes:
-        arch: "sm90", ...: the architecture doctor answers for.
-        capability: the same as an int, e.g. 90.
-        table_arch: its key in the tuner's table of vLLM's backends (`arch_of`), e.g.
-            "sm100/sm120".
-        table: that row of the table (`tuner.inputs.backends.ARCH_BACKENDS`).
-        model: the model vLLM serves (--model), None when not given.
-        linear_backend_triton: the server runs with `--linear-backend triton`.
-    """
-
-    arch: str
-    capability: int
-    table_arch: str
-    table: ArchBackend
-    model: ModelAsked | None
-    linear_backend_triton: bool
 
 
 def _served() -> list[KernelFamily]:
@@ -348,23 +299,3 @@ def _say_model(out: Diagnosis, model: ModelAsked | None, table_arch: str) -> Non
             "from-config config.json --save` records it): vLLM is asked as for a model type "
             "it does not turn DeepGEMM off for"
         )
-
-
-def not_compared(head: str, exc: Exception) -> str:
-    """The line on a comparison that could not be made: `head`, the exception in one line."""
-    return f"{head}: not compared ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
-
-
-def compared_line(head: str, pairs: list, hint: str, where: str) -> str:
-    """The line on (builtin, vLLM's) compiled pairs: DIFFERENT code with what differs and
-    `hint`, or same code with the first pair's shared memory, registers and PTX count."""
-    from tuner.measure.fidelity import same_code
-
-    differ = sorted({phrase for ours, theirs in pairs for phrase in same_code(ours, theirs)})
-    if differ:
-        return f"{head}: DIFFERENT code (" + "; ".join(differ) + f"): {hint}"
-    ours = pairs[0][0]
-    return (
-        f"{head}: same code (shared {ours.shared} bytes, {ours.n_regs} registers, "
-        f"{ours.instructions} PTX instructions {where})"
-    )

@@ -7,7 +7,7 @@ vllm/model_executor/kernels/linear/__init__.py: `choose_scaled_mm_linear_kernel`
 with a model config of the model's type, as a server's
 (`tuner.compare.vllm_linear.server_vllm_config`: DeepGEMM's `can_implement` reads the model
 config and refuses without one; the linear backend is "auto", i.e. the default); else the
-tuner's table of vLLM 0.33.0 per shape (`tuner.inputs.backends.table_dense_kernel`)."""
+tuner's table of vLLM 0.33.0 per shape (`tuner.kernels.vllm_table.table_dense_kernel`)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from tuner.compare.kernel_names import (
 )
 from tuner.compare.versus import DECODE_MAX_M, PREFILL_MIN_M, ComparePoint
 from tuner.core import geomean
-from tuner.inputs.backends import table_dense_kernel
+from tuner.kernels.vllm_table import table_dense_kernel
 
 # vLLM 0.33.0 class name (kernels/linear/scaled_mm/*.py) -> the compare backend that times it.
 # Its Triton kernel reads the tuned files: there the default is already what the flag gives.
@@ -71,7 +71,8 @@ def vllm_choice(N: int, K: int, out_dtype: str, model_type: str | None = None) -
     """
     import torch
 
-    from tuner.compare.vllm_linear import block_fp8_layer_config, server_vllm_config
+    from tuner.compare.vllm_linear import server_vllm_config
+    from tuner.kernels.vllm_layers import block_fp8_layer_config
 
     linear = importlib.import_module(_LINEAR)
     config = block_fp8_layer_config(N, K, getattr(torch, out_dtype))

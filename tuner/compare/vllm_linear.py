@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tuner.compare.kernel_names import VLLM_HUMMING, VLLM_MARLIN
+from tuner.kernels.vllm_layers import LAYER_CONFIG, block_fp8_layer_config, layer_config_parts
 
 _SCALED_MM = "vllm.model_executor.kernels.linear.scaled_mm"
 # backend -> (module, class name), vLLM 0.33.0.
@@ -39,40 +40,12 @@ CLASSES = {
     VLLM_MARLIN: (f"{_SCALED_MM}.marlin", "MarlinFP8ScaledMMLinearKernel"),
     VLLM_HUMMING: (f"{_SCALED_MM}.humming", "HummingFP8ScaledMMLinearKernel"),
 }
-_CONFIG = (f"{_SCALED_MM}.ScaledMMLinearKernel", "FP8ScaledMMLinearLayerConfig")
-_QUANT_UTILS = "vllm.model_executor.layers.quantization.utils.quant_utils"
 _PARAM_NAMES = ["weight", "weight_scale", "input_scale", "input_scale_ub"]
 
 
 def _one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text}"[:200]
-
-
-def _layer_config_parts() -> tuple[Any, Any, Any]:
-    """vLLM's FP8ScaledMMLinearLayerConfig class and its block-FP8 keys (kFp8Static128BlockSym,
-    kFp8Dynamic128Sym); raises whatever importing them raises."""
-    config_class = getattr(importlib.import_module(_CONFIG[0]), _CONFIG[1])
-    keys = importlib.import_module(_QUANT_UTILS)
-    return config_class, keys.kFp8Static128BlockSym, keys.kFp8Dynamic128Sym
-
-
-def block_fp8_layer_config(N: int, K: int, dtype) -> Any:
-    """vLLM's description of a block-FP8 linear layer, as `init_fp8_linear_kernel` makes it
-    (vLLM 0.33.0, kernels/linear/__init__.py): weight [N, K] with 128x128 static FP8 blocks,
-    activations in dynamic 1x128 groups, input and output in `dtype` (a torch dtype).
-
-    Raises:
-        Exception: whatever importing vLLM's config class or keys raises.
-    """
-    config_class, weight_key, activation_key = _layer_config_parts()
-    return config_class(
-        weight_quant_key=weight_key,
-        activation_quant_key=activation_key,
-        weight_shape=(N, K),
-        input_dtype=dtype,
-        out_dtype=dtype,
-    )
 
 
 def default_vllm_config():
@@ -240,7 +213,7 @@ def _load(backend: str, block_shape: tuple[int, int]) -> LayerKernel | str:
     if tuple(block_shape) != (128, 128):
         return f"block_shape {list(block_shape)}: only [128, 128] is wired to {name}"
     try:
-        _layer_config_parts()  # the layer's description must be importable too
+        layer_config_parts()  # the layer's description must be importable too
         supported, reason = kernel_class.is_supported()
         if not supported:
             return f"{name}: {reason}"
@@ -252,7 +225,7 @@ def _load(backend: str, block_shape: tuple[int, int]) -> LayerKernel | str:
 def vllm_classes_importable() -> bool:
     """Whether vLLM's scaled-mm kernel config class can be imported here."""
     try:
-        importlib.import_module(_CONFIG[0])
+        importlib.import_module(LAYER_CONFIG[0])
     except Exception:  # noqa: BLE001
         return False
     return True

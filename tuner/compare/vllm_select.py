@@ -1,10 +1,10 @@
 """Ask the installed vLLM's own selection code which block-FP8 kernels a server runs on the GPU
-it sees, for one model: each registered family's probe (`VllmServing.select`: the dense linear
-kernel of each weight shape, `tuner.compare.serving_dense`; the fused-MoE backend,
-`tuner.compare.serving_moe`), all under a current vLLM config whose model config carries the
-model's type, as a server's does. vLLM is imported only in a child process (`python -m
-tuner.compare.vllm_select sm90 <model JSON>`), so its logging, CUDA start-up or a crash stay out
-of `tuner doctor`; the child prints one JSON line, family -> answer.
+it sees, for one model: each registered family's probe (`VllmServing.select`, in the family's
+folder: e.g. the linear kernel of each weight shape, or the fused-MoE backend), all under a
+current vLLM config whose model config carries the model's type, as a server's does. vLLM is
+imported only in a child process (`python -m tuner.compare.vllm_select sm90 <model JSON>`), so
+its logging, CUDA start-up or a crash stay out of `tuner doctor`; the child prints one JSON line,
+family -> answer.
 
 Facts (vLLM 0.33.0): `kernels/linear/scaled_mm/deep_gemm.py` (DeepGEMM's can_implement refuses
 without a model config, reads `hf_text_config.model_type` and the weight shape). Most of vLLM's
@@ -18,88 +18,14 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
-from typing import Any
 
 from tuner.kernels.family import load_hook
 from tuner.kernels.registry import FAMILIES
+from tuner.kernels.serving import DEFAULT_MODEL, Answer, ModelAsked
 
 TIMEOUT_S = 180
 # vLLM's logging goes to stdout; unconfigured, its INFO lines go nowhere (vllm/envs.py).
 _QUIET = {"VLLM_CONFIGURE_LOGGING": "0"}
-
-
-@dataclass(frozen=True)
-class ModelAsked:
-    """The model vLLM's selection is asked about.
-
-    Attributes:
-        label: how lines name it, e.g. "deepseek-v3 TP 8".
-        model_type: its Hugging Face model type (e.g. "deepseek_v3"); None when not known.
-        dense: (N, K) of its block-FP8 linear weights.
-        moe: (E, N, K, top_k) of its fused-MoE experts (N per rank, K the hidden size), or None.
-        given: the user named it (--model); False for `DEFAULT_MODEL`.
-    """
-
-    label: str
-    model_type: str | None
-    dense: tuple[tuple[int, int], ...]
-    moe: tuple[int, int, int, int] | None
-    given: bool = True
-
-    def to_json(self) -> str:
-        """The model as one JSON text (`from_json` reads it back)."""
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_json(cls, text: str) -> ModelAsked:
-        """The model `to_json` wrote (its JSON lists read back as tuples)."""
-        return cls(**{name: _tuples(value) for name, value in json.loads(text).items()})
-
-    @classmethod
-    def of(cls, shapes) -> ModelAsked:
-        """The model of a `tuner.inputs.shapes.ModelShapes` (its first MoE shape, if any)."""
-        return cls(
-            f"{shapes.model} TP {shapes.tp}",
-            shapes.model_type,
-            tuple(shapes.shapes),
-            tuple(shapes.moe[0]) if shapes.moe else None,
-        )
-
-
-def _tuples(value: Any) -> Any:
-    """`value` with every JSON list in it turned into a tuple."""
-    return tuple(_tuples(item) for item in value) if isinstance(value, list) else value
-
-
-# Without --model: one DeepSeek-V3 layer (shapes/deepseek-v3.toml: model_type deepseek_v3, a
-# dense weight N x K at TP 1, the routed experts E, N = moe_intermediate_size, hidden, top_k).
-DEFAULT_DENSE = ((7168, 18432),)
-DEFAULT_MOE = (256, 2048, 7168, 8)
-DEFAULT_MODEL = ModelAsked(
-    "one DeepSeek-V3 layer", "deepseek_v3", DEFAULT_DENSE, DEFAULT_MOE, given=False
-)
-
-
-@dataclass(frozen=True)
-class Answer:
-    """One family's answer from vLLM's selection code.
-
-    Attributes:
-        kernel: the kernel class ("DeepGemmFp8BlockScaledMMKernel") or MoE backend ("TRITON");
-            for dense layers the one chosen for most of the model's shapes; None when vLLM's
-            code was not asked or failed.
-        detail: more of vLLM's answer: the MoE experts class, or the kernels it tried before
-            the dense one (in its order) with its reasons for passing them over; "" when none.
-        reason: why the tuner's table answers instead, one line; "" when vLLM answered.
-        others: the shapes for which vLLM chose another dense kernel, e.g.
-            "CutlassFp8BlockScaledMMKernel for N=576,K=256"; "" when none.
-    """
-
-    kernel: str | None
-    detail: str = ""
-    reason: str = ""
-    others: str = ""
 
 
 def _probes() -> dict[str, str]:

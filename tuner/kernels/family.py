@@ -194,22 +194,24 @@ def load_hook(ref: str) -> Any:
 class VllmServing:
     """How vLLM serves a family's layers: what `tuner doctor` and vLLM's selection probe say
     of it. The hooks are `module:name` references (`load_hook`), imported when first used, as
-    `KernelFamily.kernel_module` is: they import vLLM, Triton, or the tuner's own doctor.
+    `KernelFamily.kernel_module` is: they import vLLM or Triton. They live in the family's own
+    folder (e.g. `tuner.kernels.dense.serving`) and take and give `tuner.kernels.serving`'s
+    records.
 
     Attributes:
         label: how doctor's lines name the family's kernels, e.g. "dense" ("builtin vs vLLM's
             compiled code (dense and fused-MoE)").
-        select: (compute capability as vLLM's int, e.g. 90, `tuner.compare.vllm_select.
-            ModelAsked`) -> `tuner.compare.vllm_select.Answer`: vLLM's own selection code's
+        select: (compute capability as vLLM's int, e.g. 90, `tuner.kernels.serving.
+            ModelAsked`) -> `tuner.kernels.serving.Answer`: vLLM's own selection code's
             choice for the family's layer of the model; run in the child process that imports
             vLLM (`tuner.compare.vllm_select`). None: vLLM has no selection to ask.
-        advice: (`tuner.compare.doctor.Diagnosis`, `tuner.compare.doctor.Asked`, the
+        advice: (`tuner.kernels.serving.Diagnosis`, `tuner.kernels.serving.Asked`, the
             family's Answer) -> None: doctor's lines on what vLLM runs for the family on the
             architecture and whether it reads the family's files; it appends the family's name
             to `Diagnosis.helps` when it does.
         compare: (Diagnosis, compute capability, e.g. 90) -> None: doctor's line on whether the
             builtin kernel compiles to vLLM's code; None: not compared.
-        triton_archs: the architectures (`tuner.inputs.backends.arch_of`) on which vLLM runs
+        triton_archs: the architectures (`tuner.kernels.vllm_table.arch_of`) on which vLLM runs
             the family's Triton kernel by default, where its own code is not asked.
         files_folder: where vLLM reads the family's files from, for doctor's lines; "" when
             `KernelFamily.tuned_folder_env` names it.

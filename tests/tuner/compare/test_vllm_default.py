@@ -92,7 +92,8 @@ def test_on_sm90_the_selection_names_deepgemm_as_a_server_does(seen, monkeypatch
     """Finding 3: asked under a current config with the model's config, vLLM's DeepGEMM takes
     a DeepSeek-V3 layer on sm90; under a default VllmConfig() (no model config) it refuses,
     and CUTLASS was named instead."""
-    from tuner.compare.vllm_linear import block_fp8_layer_config, default_vllm_config
+    from tuner.compare.vllm_linear import default_vllm_config
+    from tuner.kernels.vllm_layers import block_fp8_layer_config
 
     seen("9.0")
     assert vllm_choice(*DEEPSEEK, "bfloat16", "deepseek_v3") == "DeepGemmFp8BlockScaledMMKernel"

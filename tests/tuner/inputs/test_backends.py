@@ -5,16 +5,18 @@ from __future__ import annotations
 
 from tuner.inputs.backends import (
     AHEAD_OF_TRITON,
-    FP8_BLOCK_KERNELS,
-    arch_of,
     backend_lines,
-    block_kernel_order,
-    deepgemm_refusal,
     kernel_verdict,
     selected_kernel,
-    table_dense_kernel,
 )
 from tuner.inputs.logs import scan_lines
+from tuner.kernels.vllm_table import (
+    FP8_BLOCK_KERNELS,
+    arch_of,
+    block_kernel_order,
+    deepgemm_refusal,
+    table_dense_kernel,
+)
 
 PREFIX = "(VllmWorker rank=0 pid=4101) INFO 12-01 10:00:30 [__init__.py:640] "
 

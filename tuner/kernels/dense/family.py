@@ -142,9 +142,9 @@ DENSE = KernelFamily(
     roofline_gemm=lambda shape, M: (M, shape.N, shape.K),
     serving=VllmServing(
         label="dense",
-        select="tuner.compare.serving_dense:select",
-        advice="tuner.compare.serving_dense:advise",
-        compare="tuner.compare.serving_dense:compare",
+        select="tuner.kernels.dense.serving:select",
+        advice="tuner.kernels.dense.serving:advise",
+        compare="tuner.kernels.dense.serving:compare",
         # vLLM 0.33.0 reads dense files only from its package's quantization/utils/configs/
         # (fp8_utils.py, get_w8a8_block_fp8_configs).
         files_folder="vllm/model_executor/layers/quantization/utils/configs/",

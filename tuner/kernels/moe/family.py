@@ -183,9 +183,9 @@ MOE = KernelFamily(
     label=_label,
     serving=VllmServing(
         label="fused-MoE",
-        select="tuner.compare.serving_moe:select",
-        advice="tuner.compare.serving_moe:advise",
-        compare="tuner.compare.serving_moe:compare",
+        select="tuner.kernels.moe.serving:select",
+        advice="tuner.kernels.moe.serving:advise",
+        compare="tuner.kernels.moe.serving:compare",
         # vLLM 0.33.0 fused_moe/oracle/fp8.py `_get_priority_backends`: on sm90 with 128x128
         # FP8 weights and dynamic 1x128 activations TRITON is moved first when ep_size == 1.
         triton_archs=("sm90",),

@@ -1,5 +1,6 @@
-"""The fused-MoE pair compile of `tuner doctor` (`tuner.measure.fidelity`): vLLM's SWAP_AB rule
-for the target architecture, and a kernel compiled from the launch its host code makes."""
+"""The fused-MoE pair compile of `tuner doctor` (`tuner.kernels.moe.fidelity`, on
+`tuner.kernels.fidelity`): vLLM's SWAP_AB rule for the target architecture, and a kernel compiled
+from the launch its host code makes."""
 
 from __future__ import annotations
 
@@ -7,19 +8,20 @@ import os
 import subprocess
 import sys
 
-from tuner.measure.fidelity import _as_on, ptx_opcodes
+from tuner.kernels.fidelity import ptx_opcodes
+from tuner.kernels.moe.fidelity import as_on
 
 
 def test_swap_ab_follows_vllms_rule_for_the_target_not_the_host() -> None:
     small = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "SWAP_AB": False}
-    assert _as_on(90, small) == dict(small, SWAP_AB=True)
-    assert _as_on(89, dict(small, SWAP_AB=True)) == dict(small, SWAP_AB=False)
-    assert _as_on(100, dict(small, SWAP_AB=True)) == dict(small, SWAP_AB=False)
-    assert _as_on(90, dict(small, BLOCK_SIZE_M=64))["SWAP_AB"] is False
-    assert _as_on(90, dict(small, BLOCK_SIZE_N=32))["SWAP_AB"] is False
-    assert _as_on(90, dict(small, BLOCK_SIZE_M=32, BLOCK_SIZE_N=256))["SWAP_AB"] is True
+    assert as_on(90, small) == dict(small, SWAP_AB=True)
+    assert as_on(89, dict(small, SWAP_AB=True)) == dict(small, SWAP_AB=False)
+    assert as_on(100, dict(small, SWAP_AB=True)) == dict(small, SWAP_AB=False)
+    assert as_on(90, dict(small, BLOCK_SIZE_M=64))["SWAP_AB"] is False
+    assert as_on(90, dict(small, BLOCK_SIZE_N=32))["SWAP_AB"] is False
+    assert as_on(90, dict(small, BLOCK_SIZE_M=32, BLOCK_SIZE_N=256))["SWAP_AB"] is True
     other = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64}  # a kernel without SWAP_AB: untouched
-    assert _as_on(90, other) == other
+    assert as_on(90, other) == other
 
 
 def test_ptx_opcodes_counts_full_opcodes_without_predicates() -> None:
@@ -37,7 +39,8 @@ def test_the_builtin_moe_kernel_against_itself_renamed_compiles_to_the_same_code
         "from pathlib import Path\nimport sys\n"
         f"sys.path.insert(0, str(build_standin(Path({str(tmp_path / 'site')!r}))))\n"
         "from tuner.kernels.moe.space import default_config\n"
-        "from tuner.measure.fidelity import compile_moe_pairs, same_code\n"
+        "from tuner.kernels.fidelity import same_code\n"
+        "from tuner.kernels.moe.fidelity import compile_moe_pairs\n"
         "pairs = compile_moe_pairs('vllm.model_executor.layers.fused_moe.fused_moe',\n"
         "    'fused_moe_kernel', default_config(1), 90, M=1, E=8, N=256, K=512, top_k=2)\n"
         "print([(o.shared, same_code(o, t)) for o, t in pairs])\n"

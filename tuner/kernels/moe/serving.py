@@ -13,13 +13,22 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from tuner.compare.doctor import OWN, TABLE, Asked, Diagnosis, compared_line, not_compared
-from tuner.compare.vllm_select import DEFAULT_MOE, Answer, ModelAsked
 from tuner.kernels.moe.family import MOE
+from tuner.kernels.serving import (
+    DEFAULT_MOE,
+    OWN,
+    TABLE,
+    Answer,
+    Asked,
+    Diagnosis,
+    ModelAsked,
+    compared_line,
+    not_compared,
+)
 
 
 class MoeLayer(TypedDict):
-    """A fused-MoE layer, as `tuner.measure.fidelity.compile_moe_pairs`'s keywords."""
+    """A fused-MoE layer, as `tuner.kernels.moe.fidelity.compile_moe_pairs`'s keywords."""
 
     E: int  # experts
     N: int  # intermediate size per expert (tensor-parallel share)
@@ -127,8 +136,8 @@ def compare(out: Diagnosis, capability: int) -> None:
         out: the diagnosis to add the line to.
         capability: the architecture to compile for, e.g. 90.
     """
+    from tuner.kernels.moe.fidelity import compile_moe_pairs
     from tuner.kernels.moe.space import default_config
-    from tuner.measure.fidelity import compile_moe_pairs
 
     moe = MOE.vllm
     head = f"builtin vs vLLM's fused-MoE kernel on sm{capability}"

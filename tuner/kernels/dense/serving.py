@@ -14,10 +14,24 @@ from __future__ import annotations
 
 from collections import Counter
 
-from tuner.compare.doctor import OWN, TABLE, Asked, Diagnosis, compared_line, not_compared
-from tuner.compare.vllm_select import DEFAULT_DENSE, Answer, ModelAsked
-from tuner.inputs.backends import FP8_BLOCK_KERNELS, TRITON_FLAG, TRITON_KERNEL, table_dense_kernel
 from tuner.kernels.dense.family import DENSE
+from tuner.kernels.serving import (
+    DEFAULT_DENSE,
+    OWN,
+    TABLE,
+    Answer,
+    Asked,
+    Diagnosis,
+    ModelAsked,
+    compared_line,
+    not_compared,
+)
+from tuner.kernels.vllm_table import (
+    FP8_BLOCK_KERNELS,
+    TRITON_FLAG,
+    TRITON_KERNEL,
+    table_dense_kernel,
+)
 
 
 def _walk_order(linear, capability: int) -> list:
@@ -62,7 +76,7 @@ def select(capability: int, model: ModelAsked) -> Answer:
     import torch
     from vllm.model_executor.kernels import linear
 
-    from tuner.compare.vllm_linear import block_fp8_layer_config
+    from tuner.kernels.vllm_layers import block_fp8_layer_config
 
     chosen: dict[tuple[int, int], type] = {}  # vLLM's kernel classes
     configs = {}
@@ -150,9 +164,9 @@ def compare(out: Diagnosis, capability: int) -> None:
         out: the diagnosis to add the line to.
         capability: the architecture to compile for, e.g. 90.
     """
+    from tuner.kernels.dense.fidelity import compile_dense_pair
     from tuner.kernels.dense.space import default_config
     from tuner.kernels.dense.vllm_workload import vllm_kernel
-    from tuner.measure.fidelity import compile_dense_pair
 
     head = f"builtin vs vLLM's dense kernel on sm{capability}"
     if DENSE.vllm is None:
