@@ -295,9 +295,6 @@ FAMILY_NAMES_ALLOWED: dict[str, str] = {
     "tuner.inputs.shapes": "a model's MoE rows for vllm_select (registry.EXPERTS_FAMILY would do)",
     "tuner.measure.calibrate": "calibrates the timer with the dense kernel",
     "tuner.measure.fidelity": "compares each family's kernel with vLLM's, by family",
-    "db.models": "the store's column default: a task that names no family is the dense GEMM's",
-    "db.releases": "the store's default family of a release file (as db.models)",
-    "db.sweeps": "a sweep's hash leaves out the store's default family (as db.models)",
 }
 
 

@@ -338,6 +338,11 @@ class KernelFamily:
         shape_row: shape -> the row a shapes file lists it as (what `parse_shapes` reads).
         sweep_per_shape: a model's shapes of this family are tuned one sweep each (fused MoE)
             rather than in one sweep (`tuner.run.plan.model_requests`).
+        sweep_key_has_family: the family's name (and its shape params) enter the key of its
+            sweeps (`db.sweeps.sweep_key`), so two families' sweeps of the same parameters
+            differ. False only for the dense GEMM, whose sweeps were keyed before the store
+            knew families: its keys stay as stored, so those sweeps resume. A family made with
+            `dataclasses.replace` of the dense one must set it back to True.
         describe_shapes: shapes of one sweep -> a few words for the plan line (default: "5
             shapes").
         brief_shape: shape -> a short phrase for notes, e.g. "E=4 N=64"; None: "N=.. K=..".
@@ -381,6 +386,7 @@ class KernelFamily:
     parse_shapes: Callable[[object, str, tuple[int, int]], tuple[Shape, ...]] | None = None
     shape_row: Callable[[Shape], tuple[int, ...]] | None = None
     sweep_per_shape: bool = False
+    sweep_key_has_family: bool = True
     describe_shapes: Callable[[Sequence[Shape]], str] = lambda shapes: f"{len(shapes)} shapes"
     brief_shape: Callable[[Shape], str] | None = None
     label: Callable[[Shape], str] | None = None

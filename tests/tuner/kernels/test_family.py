@@ -142,6 +142,7 @@ TOY = dataclasses.replace(
     parse_file_name=_toy_parse,
     file_name_start="toy,",
     respell_file_name=None,
+    sweep_key_has_family=True,
 )
 SPACE = [KernelConfig(32, 64, 128, 1, 4, 2), KernelConfig(16, 128, 64, 1, 4, 2)]
 
