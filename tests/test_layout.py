@@ -292,7 +292,6 @@ FAMILY_NAMES_ALLOWED: dict[str, str] = {
     "tuner.files.format": "file import keeps dense files only (the dense name parser)",
     "tuner.files.imports": "imports dense files only (the dense name parser)",
     "tuner.inputs.logs": "parses a log's dense and MoE file names with each family's parser",
-    "tuner.inputs.shapes": "a model's MoE rows for vllm_select (registry.EXPERTS_FAMILY would do)",
     "tuner.measure.fidelity": "compares each family's kernel with vLLM's, by family",
 }
 
