@@ -111,6 +111,7 @@ def picks(url: str, landscape: Landscape) -> tuple[Picked, Picked, Picked, dict]
     from db import repo
     from db.connection import open_store, session_scope
     from tuner.files.merge import merge_shape
+    from tuner.kernels.registry import DEFAULT_FAMILY
 
     engine = open_store(url)
     try:
@@ -121,6 +122,7 @@ def picks(url: str, landscape: Landscape) -> tuple[Picked, Picked, Picked, dict]
                 device_name=landscape.device_name,
                 block_shape=landscape.block_shape,
                 out_dtype=landscape.out_dtype,
+                family=DEFAULT_FAMILY,
             )
             info = repo.get_sweep(session, sweep_id=1)
     finally:

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from db.connection import dialect_insert
 from db.devices import get_or_create_device
-from db.models import DEFAULT_FAMILY, Device, ImportedFile, utcnow
+from db.models import Device, ImportedFile, utcnow
 
 MAX_LABEL = 128
 
@@ -42,9 +42,9 @@ class ImportInfo:
     sha256: str
     configs: dict[int, dict[str, int]]
     created_at: datetime
+    family: str
     checked_arch: int | None = None
     cannot_launch: dict[int, str] = field(default_factory=dict)
-    family: str = DEFAULT_FAMILY
 
     @property
     def m_keys(self) -> tuple[int, ...]:
@@ -100,7 +100,7 @@ def record_import(
     configs: Mapping[int, Mapping[str, int]],
     checked_arch: int | None = None,
     cannot_launch: Mapping[int, str] | None = None,
-    family: str = DEFAULT_FAMILY,
+    family: str,
 ) -> ImportInfo:
     """Store a file's entries for a device and shape; the same label again replaces them.
 
@@ -119,7 +119,7 @@ def record_import(
         cannot_launch: M -> why its entry cannot launch on `checked_arch`; those entries are
             stored but left out of every merge.
         family: the kernel family the file's name parses as
-            (`tuner.kernels.registry.family_of_file`); the dense GEMM's by default.
+            (`tuner.kernels.registry.family_of_file`).
 
     Returns:
         The stored import.
@@ -240,10 +240,10 @@ def list_import_device_names(session: Session) -> list[str]:
 
 
 def imported_configs(
-    session: Session, *, device_name: str, family: str = DEFAULT_FAMILY
+    session: Session, *, device_name: str, family: str
 ) -> dict[tuple[int, int, tuple[int, int]], ImportedShape]:
     """Per (N, K, block_shape) of a device, the imported entries of one kernel family a merge
-    can fall back on (another family's files are never taken for the dense GEMM's).
+    can fall back on (one family's files are never taken for another's).
 
     Where several imports carry an M, the latest import (by created_at, then import_id) wins,
     among the entries that can launch: an entry the launch check found cannot launch on the
@@ -252,8 +252,7 @@ def imported_configs(
     Args:
         session: the open session.
         device_name: vLLM's device key.
-        family: the kernel family of the imports (`ImportInfo.family`); the dense GEMM's by
-            default.
+        family: the kernel family of the imports (`ImportInfo.family`).
 
     Returns:
         (N, K, block_shape) -> entries and the label of each.

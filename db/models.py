@@ -84,10 +84,6 @@ TASK_STATES: tuple[str, ...] = ("pending", "running", "done", "failed")
 # by more than the spread; or it did not, and the default or a simpler config was kept.
 DECISION_KEPT: tuple[str, ...] = ("fastest", "default", "simpler")
 
-# The kernel family of tasks that name none (tuner.kernels.registry.DEFAULT_FAMILY; db imports
-# nothing of tuner).
-DEFAULT_FAMILY = "dense"
-
 
 class Device(Base):
     """A device_name key as vLLM spells it (`NVIDIA_L20`), or `TRITON_INTERPRETER`."""
@@ -173,10 +169,9 @@ class Task(Base):
     task_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.sweep_id", ondelete="CASCADE"))
     # The kernel family (tuner.kernels.registry) and its dimensions beyond N and K, as
-    # `name=value,...` ("" for the dense GEMM); a row that names no family is "dense".
-    family: Mapped[str] = mapped_column(
-        String(32), default=DEFAULT_FAMILY, server_default=DEFAULT_FAMILY
-    )
+    # `name=value,...` ("" for none). Every writer names the family (`db.sweeps.open_sweep`);
+    # rows stored before families existed got theirs from the migration that added the column.
+    family: Mapped[str] = mapped_column(String(32))
     shape_params: Mapped[str] = mapped_column(String(128), default="", server_default="")
     N: Mapped[int] = mapped_column(Integer)
     K: Mapped[int] = mapped_column(Integer)
@@ -257,10 +252,10 @@ class ImportedFile(Base):
     # launch there. Merges leave those entries out.
     checked_arch: Mapped[int | None] = mapped_column(Integer)
     cannot_launch: Mapped[dict[str, str]] = mapped_column(JSON, default=dict, server_default="{}")
-    # The kernel family the file's name parses as (`tuner.kernels.registry.family_of_file`).
-    family: Mapped[str] = mapped_column(
-        String(32), default=DEFAULT_FAMILY, server_default=DEFAULT_FAMILY
-    )
+    # The kernel family the file's name parses as (`tuner.kernels.registry.family_of_file`);
+    # every writer names it (`db.imports.record_import`), older rows got theirs from the
+    # migration that added the column.
+    family: Mapped[str] = mapped_column(String(32))
 
     __table_args__ = (UniqueConstraint("device_id", "N", "K", "block_n", "block_k", "label"),)
 

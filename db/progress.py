@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
-from db.models import DEFAULT_FAMILY, Device, Environment, Sweep, Task, Trial
+from db.models import Device, Environment, Sweep, Task, Trial
 from db.winners import decided_tasks, matching_environments, ok_trials
 from tuner.core import CONFIG_KEYS
 
@@ -50,8 +50,8 @@ class ShapeCoverage:
     m_requested: tuple[int, ...]
     m_done: tuple[int, ...]
     models: tuple[str, ...]
+    family: str
     m_stale: tuple[int, ...] = ()
-    family: str = DEFAULT_FAMILY
     shape_params: str = ""
 
 

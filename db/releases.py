@@ -23,8 +23,8 @@ from db.models import Blob, Device, Release, ReleaseFile, utcnow
 
 @dataclass(frozen=True)
 class NewFile:
-    """A file to publish: vLLM's name, its shape, its exact bytes and the merge's detail
-    (m_keys, m_imported, m_missing, partial, notes, warnings)."""
+    """A file to publish: vLLM's name, its kernel family and shape, its exact bytes and the
+    merge's detail (m_keys, m_imported, m_missing, partial, notes, warnings)."""
 
     file_name: str
     N: int
@@ -32,7 +32,7 @@ class NewFile:
     block_shape: tuple[int, int]
     content: bytes
     detail: Mapping[str, Any]
-    family: str = "dense"
+    family: str
     shape_params: str = ""
 
     @property
@@ -52,7 +52,7 @@ class ReleaseFileRow:
     sha256: str
     size: int
     detail: dict[str, Any]
-    family: str = "dense"
+    family: str
     shape_params: str = ""
 
 

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from db.connection import dialect_insert
 from db.devices import get_or_create_device
-from db.models import DEFAULT_FAMILY, Device, Sweep, Task, utcnow
+from db.models import Device, Sweep, Task, utcnow
 from tuner.core import OUT_DTYPES
 
 
@@ -42,6 +42,7 @@ class _SweepFields(TypedDict):
     shapes: Sequence[tuple[int, int]]
     family: str
     shape_params: str
+    family_in_key: bool
 
 
 @dataclass(frozen=True)
@@ -76,14 +77,23 @@ def sweep_key(
     out_dtype: str,
     block_shape: tuple[int, int],
     shapes: Sequence[tuple[int, int]],
-    family: str = DEFAULT_FAMILY,
-    shape_params: str = "",
+    family: str,
+    shape_params: str,
+    family_in_key: bool,
 ) -> str:
     """The identity of a sweep: sha256 of the canonical JSON of its parameters.
 
     `m_values` and `shapes` are deduplicated and sorted first, so their order does not matter.
-    The family and its shape params enter only when they are not the dense GEMM's, so a dense
-    sweep's key hashes no family field.
+    The family and its shape params enter when `family_in_key` or when there are shape params:
+    a family whose sweeps were keyed before the store knew families keeps those keys (and so
+    resumes those sweeps) by leaving its name out.
+
+    Args:
+        family: the kernel family of the sweep's tasks.
+        shape_params: the family's dimensions beyond N and K, `name=value,...` ("" for none).
+        family_in_key: the family's name enters the key (the family says so:
+            `tuner.kernels.family.KernelFamily.sweep_key_has_family`).
+        (the others): as `open_sweep`'s.
 
     Returns:
         64 lowercase hex digits.
@@ -101,7 +111,7 @@ def sweep_key(
         "block_shape": [int(block_shape[0]), int(block_shape[1])],
         "shapes": sorted({(int(n), int(k)) for n, k in shapes}),
     }
-    if family != DEFAULT_FAMILY or shape_params:
+    if family_in_key or shape_params:
         params.update(family=family, shape_params=shape_params)
     canonical = json.dumps(params, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
@@ -284,8 +294,9 @@ def open_sweep(
     out_dtype: str,
     block_shape: tuple[int, int],
     shapes: Sequence[tuple[int, int]],
-    family: str = DEFAULT_FAMILY,
-    shape_params: str = "",
+    family: str,
+    shape_params: str,
+    family_in_key: bool,
 ) -> OpenedSweep:
     """Find the sweep with these parameters, extend the same sweep stored with a smaller
     budget, or create it with one pending task per (N, K, M).
@@ -311,6 +322,7 @@ def open_sweep(
         shapes: the (N, K) weight shapes.
         family: the kernel family of its tasks (`tuner.kernels.registry`).
         shape_params: the family's dimensions beyond N and K, `name=value,...` ("" for none).
+        family_in_key: the family's name enters the sweep's key (`sweep_key`).
 
     Returns:
         What was done (`OpenedSweep`). New tasks are created in (N, K, M) order, which is
@@ -341,6 +353,7 @@ def open_sweep(
         "shapes": shapes,
         "family": family,
         "shape_params": shape_params,
+        "family_in_key": family_in_key,
     }
     key = sweep_key(**fields)
     stored = _find_or_extend(session, key, fields)

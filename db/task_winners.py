@@ -13,7 +13,7 @@ from datetime import datetime
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
-from db.models import DEFAULT_FAMILY, Sweep, Task, Trial
+from db.models import Sweep, Task, Trial
 from db.winners import _config, matching_environments, ok_trials
 from tuner.core import CONFIG_KEYS
 
@@ -38,7 +38,7 @@ def task_winners(
     kernel_hash: str | None = None,
     triton_minor: str | None = None,
     finished_before: datetime | None = None,
-    family: str = DEFAULT_FAMILY,
+    family: str,
     shape_params: str = "",
 ) -> list[TaskWinnerRow]:
     """Winners of the finished tasks of a device (done, or reopened by a larger budget after
@@ -123,7 +123,7 @@ def related_trials(
     kernel_hash: str | None = None,
     triton_minor: str | None = None,
     finished_before: datetime | None = None,
-    family: str = DEFAULT_FAMILY,
+    family: str,
     shape_params: str = "",
 ) -> list[RelatedTrialRow]:
     """The ok trials of the finished tasks of a device related to (N, K, M): the same (N, K)

@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, Update, and_, func, literal, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
-from db.models import DEFAULT_FAMILY, Device, Sweep, Task, UTCDateTime, utcnow
+from db.models import Device, Sweep, Task, UTCDateTime, utcnow
 
 # A claim that loses a race on PostgreSQL (all candidates locked by other claimers) retries.
 _CLAIM_TRIES = 5
@@ -45,7 +45,7 @@ class TaskInfo:
     seed: int
     space: str
     attempts: int
-    family: str = DEFAULT_FAMILY
+    family: str
     shape_params: str = ""
 
 

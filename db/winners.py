@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from sqlalchemy import Select, Subquery, and_, func, select
 from sqlalchemy.orm import Session
 
-from db.models import DEFAULT_FAMILY, Decision, Device, Environment, Retime, Sweep, Task, Trial
+from db.models import Decision, Device, Environment, Retime, Sweep, Task, Trial
 from tuner.core import CONFIG_KEYS, minor_of
 
 
@@ -58,10 +58,10 @@ class WinnerRow:
     is_default: bool
     trial_id: int | None
     task_id: int
+    family: str
     spread_us: float | None = None
     decided: bool = False
     environment_id: int | None = None
-    family: str = DEFAULT_FAMILY
     shape_params: str = ""
     sweep_id: int | None = None
     other_sweeps: tuple[int, ...] = ()

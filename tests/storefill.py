@@ -35,6 +35,9 @@ SLOW = {
     "num_warps": 8,
     "num_stages": 5,
 }
+# What `tuner.run.plan.SweepRequest.sweep_fields` passes `repo.create_sweep` of a dense GEMM
+# sweep beyond its parameters: its family, no shape params, and a key without the family.
+DENSE_SWEEP = {"family": "dense", "shape_params": "", "family_in_key": False}
 # (N, K, M) -> [(config, is_default, status, latency_us)]
 Plan = Mapping[tuple[int, int, int], Sequence[tuple[dict, bool, str, float | None]]]
 TABLES = ("devices", "environments", "sweeps", "tasks", "trials", "imports")
@@ -82,6 +85,7 @@ def fill(
                 out_dtype="bfloat16",
                 block_shape=(128, 128),
                 shapes=shapes,
+                **DENSE_SWEEP,
             )
             environment_id = repo.get_or_create_environment(
                 session,
@@ -170,6 +174,7 @@ def run_one_task(
 ):
     """Create a one-task sweep of `family` on the interpreter device, claim its task and run it
     with `run_task` over `space`; returns (engine, task). Dispose of the engine when done."""
+    from tuner.kernels.registry import get_family
     from tuner.measure.runners import InterpreterRunner
     from tuner.run.task import run_task
     from tuner.run.worker_spec import WorkerSpec
@@ -191,6 +196,7 @@ def run_one_task(
             shapes=[shape],
             family=family,
             shape_params=shape_params,
+            family_in_key=get_family(family).sweep_key_has_family,
         )
         environment_id = repo.get_or_create_environment(
             session,

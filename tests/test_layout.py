@@ -281,15 +281,7 @@ def test_no_file_cites_a_document_outside_the_repository() -> None:
 
 # A kernel family is one folder of tuner/kernels plus one registry line: outside tuner.kernels
 # no module imports a family's subpackage, spells a family's name, or compares a family with a
-# particular one. What still does, until its module is moved onto the registry, and why; an
-# entry whose module no longer needs it fails too, so the list only shrinks.
-FAMILY_NAMES_ALLOWED: dict[str, str] = {
-    "tuner.inputs.shapes": "a model's MoE rows for vllm_select (registry.EXPERTS_FAMILY would do)",
-    "tuner.measure.calibrate": "calibrates the timer with the dense kernel",
-    "db.models": "the store's column default: a task that names no family is the dense GEMM's",
-    "db.releases": "the store's default family of a release file (as db.models)",
-    "db.sweeps": "a sweep's hash leaves out the store's default family (as db.models)",
-}
+# particular one.
 
 
 def _names_a_family(node: ast.expr) -> bool:
@@ -345,8 +337,7 @@ def test_no_family_is_named_outside_tuner_kernels() -> None:
         if not _within(module, ("tuner.kernels",))
         and (found := _family_specific(GRAPH[module], path.read_text(encoding="utf-8"), families))
     }
-    assert {m: f for m, f in named.items() if m not in FAMILY_NAMES_ALLOWED} == {}
-    assert sorted(set(FAMILY_NAMES_ALLOWED) - set(named)) == [], "drop these allowlist entries"
+    assert named == {}
 
 
 def test_the_family_check_finds_names_imports_and_comparisons() -> None:

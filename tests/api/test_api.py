@@ -23,7 +23,7 @@ from api.routes import devices, health, releases
 from api.settings import Settings
 from db import repo
 from db.connection import open_store, session_scope
-from tests.storefill import publish
+from tests.storefill import DENSE_SWEEP, publish
 from tuner.files.format import dump_config_file
 from tuner.files.provenance import current_kernel_hash, installed_triton_minor
 from tuner.kernels.dense.naming import config_file_name
@@ -88,6 +88,7 @@ def _fill(url: str) -> None:
                 out_dtype="bfloat16",
                 block_shape=(128, 128),
                 shapes=[SHAPE_A, SHAPE_B],
+                **DENSE_SWEEP,
             )
             repo.create_sweep(
                 session,
@@ -102,6 +103,7 @@ def _fill(url: str) -> None:
                 out_dtype="bfloat16",
                 block_shape=(128, 128),
                 shapes=[(256, 512)],
+                **DENSE_SWEEP,
             )
             environment_id = repo.get_or_create_environment(
                 session,

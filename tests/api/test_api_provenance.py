@@ -16,6 +16,7 @@ from api.app import create_app
 from api.settings import Settings
 from db import repo
 from db.connection import open_store, session_scope
+from tests.storefill import DENSE_SWEEP
 from tuner.files.format import dump_config_file
 from tuner.files.provenance import current_kernel_hash, installed_triton_minor
 from tuner.kernels.dense.naming import config_file_name
@@ -97,6 +98,7 @@ def _fill(url: str) -> None:
                 out_dtype="bfloat16",
                 block_shape=(128, 128),
                 shapes=[SHAPE_A, SHAPE_B],
+                **DENSE_SWEEP,
             )
             env = {
                 name: repo.get_or_create_environment(

@@ -16,6 +16,7 @@ from api.app import create_app
 from api.settings import Settings
 from db import repo
 from db.connection import open_store, session_scope
+from tests.storefill import DENSE_SWEEP
 from tuner.kernels.dense.space import default_config
 
 TOKEN = "fuzz-token"
@@ -41,6 +42,7 @@ def fill(url: str) -> None:
                 out_dtype="bfloat16",
                 block_shape=(128, 128),
                 shapes=[(256, 384), (576, 256)],
+                **DENSE_SWEEP,
             )
             repo.create_sweep(
                 session,
@@ -55,6 +57,7 @@ def fill(url: str) -> None:
                 out_dtype="bfloat16",
                 block_shape=(128, 128),
                 shapes=[(256, 384)],
+                **DENSE_SWEEP,
             )
             environment_id = repo.get_or_create_environment(
                 session,

@@ -15,6 +15,7 @@ from api.report import ReportRow, ShapeReport, render_report
 from api.settings import Settings
 from db import repo
 from db.connection import open_store, session_scope
+from tests.storefill import DENSE_SWEEP
 from tuner.files.provenance import current_kernel_hash, installed_triton_minor
 from tuner.kernels.dense.naming import config_file_name
 from tuner.kernels.dense.space import default_config
@@ -103,6 +104,7 @@ def _fill(url: str) -> None:
                     out_dtype="bfloat16",
                     block_shape=(128, 128),
                     shapes=shapes,
+                    **DENSE_SWEEP,
                 )
                 env = {
                     name: repo.get_or_create_environment(

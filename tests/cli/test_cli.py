@@ -204,7 +204,7 @@ def _stale_store(tmp_path):
 
     from db import repo
     from db.connection import open_store, session_scope
-    from tests.storefill import DEFAULT, FAST, SLOW
+    from tests.storefill import DEFAULT, DENSE_SWEEP, FAST, SLOW
     from tuner.files.provenance import current_kernel_hash
 
     url = f"sqlite:///{tmp_path / 'stale.db'}"
@@ -223,6 +223,7 @@ def _stale_store(tmp_path):
             out_dtype="bfloat16",
             block_shape=(128, 128),
             shapes=[(5120, 3072)],
+            **DENSE_SWEEP,
         )
         env = {
             name: repo.get_or_create_environment(

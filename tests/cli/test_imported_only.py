@@ -97,6 +97,7 @@ def _import_two_sources(tmp_path: Path) -> str:
                 configs={1: SLOW, 64: FAST},
                 checked_arch=89,
                 cannot_launch={1: LEFT_OUT},
+                family="dense",
             )
     finally:
         engine.dispose()

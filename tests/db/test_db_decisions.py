@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from db import repo
 from db.connection import session_scope
 from db.models import Ceiling, Decision, Retime, Sweep, Task
+from tests.storefill import DENSE_SWEEP
 
 DEFAULT = {
     "BLOCK_SIZE_M": 64,
@@ -61,6 +62,7 @@ def _sweep(session: Session, model: str, m_values: list[int]) -> int:
         out_dtype="bfloat16",
         block_shape=(128, 128),
         shapes=[(256, 512)],
+        **DENSE_SWEEP,
     )
     return info.sweep_id
 

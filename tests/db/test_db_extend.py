@@ -12,6 +12,7 @@ from sqlalchemy import Engine, func, select
 from db import repo
 from db.connection import session_scope
 from db.models import Sweep, Task
+from tests.storefill import DENSE_SWEEP
 
 T0 = datetime(2020, 1, 1, 12, 0, tzinfo=UTC)  # before the trials' own timestamps
 FIELDS: dict[str, Any] = {
@@ -25,6 +26,7 @@ FIELDS: dict[str, Any] = {
     "out_dtype": "bfloat16",
     "block_shape": (128, 128),
     "shapes": [(256, 384)],
+    **DENSE_SWEEP,
 }
 C1 = {
     "BLOCK_SIZE_M": 16,
@@ -183,7 +185,11 @@ def test_warm_starts_of_a_reopened_sweep_are_those_of_its_first_run(engine: Engi
         )
         assert repo.finish_task(session, task_id=task.task_id, worker_id="w", budget=4)
         fresh = repo.task_winners(
-            session, device_name="NVIDIA_L20", block_shape=(128, 128), out_dtype="bfloat16"
+            session,
+            device_name="NVIDIA_L20",
+            block_shape=(128, 128),
+            out_dtype="bfloat16",
+            family="dense",
         )
         first_of_m16 = min(
             t.created_at for t in repo.task_trials(session, task_id=task.task_id + 1)
@@ -194,6 +200,7 @@ def test_warm_starts_of_a_reopened_sweep_are_those_of_its_first_run(engine: Engi
             block_shape=(128, 128),
             out_dtype="bfloat16",
             finished_before=first_of_m16,
+            family="dense",
         )
     assert [(w.M, w.config) for w in fresh] == [(1, C2), (16, C1)]
     assert [(w.M, w.config) for w in resumed] == [(1, C1)]  # not C2, nor M=16 itself

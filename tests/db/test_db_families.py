@@ -14,6 +14,7 @@ from sqlalchemy import Engine, text
 
 from db import repo
 from db.connection import MIGRATIONS_DIR, connect, session_scope, upgrade
+from tests.storefill import DENSE_SWEEP
 
 DEFAULT = {
     "BLOCK_SIZE_M": 64,
@@ -37,6 +38,7 @@ SWEEP = {
     "block_shape": (128, 128),
     "shapes": [(512, 256)],
 }
+MOE_SWEEP = {"family": "moe", "shape_params": "E=8,top_k=2", "family_in_key": True}
 ENVIRONMENT = {
     "device_name": "NVIDIA_H200",
     "gpu_name": "NVIDIA H200",
@@ -71,8 +73,8 @@ def _finish(engine: Engine, sweep_id: int, latency_us: float) -> repo.TaskInfo:
 
 def test_tasks_of_a_sweep_carry_its_family(engine: Engine) -> None:
     with session_scope(engine) as session:
-        dense, _ = repo.create_sweep(session, **SWEEP)
-        moe, created = repo.create_sweep(session, **SWEEP, family="moe", shape_params="E=8,top_k=2")
+        dense, _ = repo.create_sweep(session, **SWEEP, **DENSE_SWEEP)
+        moe, created = repo.create_sweep(session, **SWEEP, **MOE_SWEEP)
     assert created and moe.sweep_id != dense.sweep_id
     dense_task, moe_task = _finish(engine, dense.sweep_id, 10.0), _finish(engine, moe.sweep_id, 7.0)
     assert (dense_task.family, dense_task.shape_params) == ("dense", "")
@@ -81,7 +83,11 @@ def test_tasks_of_a_sweep_carry_its_family(engine: Engine) -> None:
         winners = repo.winners(session, device_name="NVIDIA_H200")
         coverage = repo.shape_coverage(session, device_name="NVIDIA_H200")
         warm_dense = repo.task_winners(
-            session, device_name="NVIDIA_H200", block_shape=(128, 128), out_dtype="bfloat16"
+            session,
+            device_name="NVIDIA_H200",
+            block_shape=(128, 128),
+            out_dtype="bfloat16",
+            family="dense",
         )
         warm_moe = repo.task_winners(
             session,
@@ -103,13 +109,29 @@ def test_tasks_of_a_sweep_carry_its_family(engine: Engine) -> None:
     assert [w.latency_us for w in warm_moe] == [7.0]
 
 
+def _digest(params: dict) -> str:
+    return hashlib.sha256(
+        json.dumps(params, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
+
+
 def test_the_dense_family_keeps_the_sweep_keys_stored_before_families() -> None:
-    # A dense sweep's key: the canonical JSON of its parameters, with no family field.
+    # A dense sweep's key: the canonical JSON of its parameters, with no family field; the
+    # digest is the one stores made before families hold for these parameters.
     before = {**SWEEP, "block_shape": [128, 128], "shapes": [(512, 256)], "m_values": [16]}
-    canonical = json.dumps(before, sort_keys=True, separators=(",", ":"))
-    assert repo.sweep_key(**SWEEP) == hashlib.sha256(canonical.encode()).hexdigest()
-    assert repo.sweep_key(**SWEEP, family="dense", shape_params="") == repo.sweep_key(**SWEEP)
-    assert repo.sweep_key(**SWEEP, family="moe") != repo.sweep_key(**SWEEP)
+    dense = repo.sweep_key(**SWEEP, **DENSE_SWEEP)
+    assert dense == _digest(before)
+    assert dense == "14a5117f7c5d2c609692778382c5d2f05a70feefdd40979904bc221855870880"
+    # Another family's name and shape params enter its key.
+    moe = repo.sweep_key(**SWEEP, **MOE_SWEEP)
+    assert moe == _digest({**before, "family": "moe", "shape_params": "E=8,top_k=2"})
+    assert moe == "8c0278628de43ce3ad75546f015860a9ab28e818013edf517e46ddb61528c2dd"
+    # A family with no shape params is told apart from the dense GEMM by its name alone.
+    plain = {"family": "toy", "shape_params": "", "family_in_key": True}
+    assert repo.sweep_key(**SWEEP, **plain) == _digest(
+        {**before, "family": "toy", "shape_params": ""}
+    )
+    assert repo.sweep_key(**SWEEP, **plain) != dense
 
 
 def _alembic(url: str) -> Config:

@@ -33,6 +33,7 @@ def record(session, label: str, configs: dict, device_name: str = "NVIDIA_L20"):
         file_name="f.json",
         sha256=label * 2,
         configs=configs,
+        family="dense",
     )
 
 
@@ -47,7 +48,7 @@ def test_record_list_and_replace(engine: Engine) -> None:
     with session_scope(engine) as session:
         record(session, "mine", {4: SLOW, 16: DEFAULT})
         listed = repo.list_imports(session, device_name="NVIDIA_L20")
-        merged = repo.imported_configs(session, device_name="NVIDIA_L20")
+        merged = repo.imported_configs(session, device_name="NVIDIA_L20", family="dense")
         assert repo.list_import_device_names(session) == ["NVIDIA_L20"]
         assert repo.list_device_names(session) == []  # imports are not sweeps
     assert [(i.label, i.m_keys) for i in listed] == [("mine", (4, 16)), ("vllm", (2048,))]
@@ -140,6 +141,7 @@ def test_entries_that_cannot_launch_are_stored_and_left_out_of_merges(engine: En
             file_name="f.json",
             sha256="a",
             configs={16: FAST},
+            family="dense",
         )
         item = repo.record_import(
             session,
@@ -153,8 +155,11 @@ def test_entries_that_cannot_launch_are_stored_and_left_out_of_merges(engine: En
             configs={1: FAST, 16: SLOW, 64: SLOW},
             checked_arch=89,
             cannot_launch={16: reason, 64: reason},
+            family="dense",
         )
-        shape = repo.imported_configs(session, device_name="NVIDIA_L20")[(576, 7168, (128, 128))]
+        shape = repo.imported_configs(session, device_name="NVIDIA_L20", family="dense")[
+            (576, 7168, (128, 128))
+        ]
     assert (older.checked_arch, older.cannot_launch) == (None, {})
     assert (item.checked_arch, item.cannot_launch, item.m_keys) == (
         89,
@@ -165,6 +170,7 @@ def test_entries_that_cannot_launch_are_stored_and_left_out_of_merges(engine: En
     assert (shape.configs, shape.labels) == ({16: FAST, 1: FAST}, {16: "old", 1: "h100"})
     assert shape.left_out == {16: ("h100", reason), 64: ("h100", reason)}
     record_checked = dict(
+        family="dense",
         device_name="NVIDIA_L20",
         N=576,
         K=7168,

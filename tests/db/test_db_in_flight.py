@@ -11,6 +11,7 @@ from sqlalchemy import Engine, select, update
 from db import repo
 from db.connection import session_scope
 from db.models import Task
+from tests.storefill import DENSE_SWEEP
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 CONFIG = {
@@ -38,6 +39,7 @@ def _sweep(engine: Engine, device_name: str = "NVIDIA_L20", space: str = "vllm")
             out_dtype="bfloat16",
             block_shape=(128, 128),
             shapes=[(256, 384)],
+            **DENSE_SWEEP,
         )
     return info.sweep_id
 

@@ -6,6 +6,7 @@ from sqlalchemy import Engine
 
 from db import repo
 from db.connection import session_scope
+from tests.storefill import DENSE_SWEEP
 
 DEFAULT = {
     "BLOCK_SIZE_M": 64,
@@ -52,6 +53,7 @@ def _setup(engine: Engine) -> dict[str, int]:
                 out_dtype="bfloat16",
                 block_shape=(128, 128),
                 shapes=[(256, 512)],
+                **DENSE_SWEEP,
             )
             ids[key] = info.sweep_id
     with session_scope(engine) as session:
@@ -117,11 +119,19 @@ def test_task_winners_are_the_fastest_ok_trial_of_done_tasks(engine: Engine):
     _setup(engine)
     with session_scope(engine) as session:
         winners = repo.task_winners(
-            session, device_name="NVIDIA_L20", block_shape=(128, 128), out_dtype="bfloat16"
+            session,
+            device_name="NVIDIA_L20",
+            block_shape=(128, 128),
+            out_dtype="bfloat16",
+            family="dense",
         )
         assert (
             repo.task_winners(
-                session, device_name="NVIDIA_L20", block_shape=(128, 64), out_dtype="bfloat16"
+                session,
+                device_name="NVIDIA_L20",
+                block_shape=(128, 64),
+                out_dtype="bfloat16",
+                family="dense",
             )
             == []
         )
@@ -132,6 +142,7 @@ def test_task_winners_are_the_fastest_ok_trial_of_done_tasks(engine: Engine):
                 block_shape=(128, 128),
                 out_dtype="bfloat16",
                 kernel_hash="other",
+                family="dense",
             )
             == []
         )
@@ -160,6 +171,7 @@ def test_related_trials_are_the_ok_trials_of_done_tasks_at_the_same_nk_or_the_sa
             out_dtype="bfloat16",
             block_shape=(128, 128),
             shapes=[(256, 512), (512, 256)],
+            **DENSE_SWEEP,
         )
     with session_scope(engine) as session:
         tasks = {}
@@ -194,6 +206,7 @@ def test_related_trials_are_the_ok_trials_of_done_tasks_at_the_same_nk_or_the_sa
             N=256,
             K=512,
             M=16,
+            family="dense",
         )
         first = min(t.created_at for t in repo.task_trials(session, task_id=tasks[(256, 512, 16)]))
         before = repo.related_trials(
@@ -205,6 +218,7 @@ def test_related_trials_are_the_ok_trials_of_done_tasks_at_the_same_nk_or_the_sa
             K=512,
             M=16,
             finished_before=first,
+            family="dense",
         )
         assert (
             repo.related_trials(
@@ -215,6 +229,7 @@ def test_related_trials_are_the_ok_trials_of_done_tasks_at_the_same_nk_or_the_sa
                 N=256,
                 K=512,
                 M=16,
+                family="dense",
             )
             == []
         )

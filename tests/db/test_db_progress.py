@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 from db import repo
 from db.connection import session_scope
 from db.models import Task
+from tests.storefill import DENSE_SWEEP
 
 DEFAULT = {
     "BLOCK_SIZE_M": 64,
@@ -48,6 +49,7 @@ def _sweep(
         out_dtype=out_dtype,
         block_shape=block_shape,
         shapes=shapes,
+        **DENSE_SWEEP,
     )
     return info.sweep_id
 

@@ -9,6 +9,7 @@ from sqlalchemy.orm import Session
 
 from db import repo
 from db.connection import session_scope
+from tests.storefill import DENSE_SWEEP
 
 DEFAULT = {
     "BLOCK_SIZE_M": 64,
@@ -71,6 +72,7 @@ def store(engine: Engine) -> dict[str, int]:
             out_dtype="bfloat16",
             block_shape=(128, 128),
             shapes=[(256, 512)],
+            **DENSE_SWEEP,
         )
         tasks = {}
         while (
@@ -245,9 +247,14 @@ def test_task_winners_filter(engine: Engine, store: dict[str, int]) -> None:
             block_shape=(128, 128),
             out_dtype="bfloat16",
             **CURRENT,
+            family="dense",
         )
         every = repo.task_winners(
-            session, device_name="NVIDIA_L20", block_shape=(128, 128), out_dtype="bfloat16"
+            session,
+            device_name="NVIDIA_L20",
+            block_shape=(128, 128),
+            out_dtype="bfloat16",
+            family="dense",
         )
     assert [(r.M, r.config, r.latency_us) for r in rows] == [(1, C1, 8.0), (32, C3, 25.0)]
     assert [(r.M, r.latency_us) for r in every] == [(1, 5.0), (16, 9.0), (32, 25.0)]

@@ -10,6 +10,7 @@ from sqlalchemy import Engine, func, select
 from db import repo
 from db.connection import session_scope
 from db.models import Device, Environment, Sweep, Task
+from tests.storefill import DENSE_SWEEP
 
 SWEEP: dict[str, Any] = {
     "device_name": "NVIDIA_L20",
@@ -23,6 +24,7 @@ SWEEP: dict[str, Any] = {
     "out_dtype": "bfloat16",
     "block_shape": (128, 128),
     "shapes": [(5120, 3072), (17408, 5120)],
+    **DENSE_SWEEP,
 }
 
 ENV = {

@@ -13,6 +13,7 @@ from sqlalchemy import Engine, select
 from db import repo
 from db.connection import connect, open_store, session_scope
 from db.models import Task
+from tests.storefill import DENSE_SWEEP
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -32,6 +33,7 @@ def _sweep(engine: Engine, shapes: list[tuple[int, int]], m_values: list[int]) -
             out_dtype="bfloat16",
             block_shape=(128, 128),
             shapes=shapes,
+            **DENSE_SWEEP,
         )
     return info.sweep_id
 

@@ -10,6 +10,7 @@ from sqlalchemy import Engine, func, select
 from db import repo
 from db.connection import session_scope
 from db.models import Trial
+from tests.storefill import DENSE_SWEEP
 from tuner.core import CONFIG_KEYS
 
 DEFAULT = {
@@ -37,6 +38,7 @@ def _task_and_environment(engine: Engine) -> tuple[int, int]:
             out_dtype="float16",
             block_shape=(128, 128),
             shapes=[(256, 512)],
+            **DENSE_SWEEP,
         )
         task = repo.claim_task(session, sweep_id=None, worker_id="w", lease_s=60)
         environment_id = repo.get_or_create_environment(

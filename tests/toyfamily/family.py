@@ -67,6 +67,7 @@ TOY3 = dataclasses.replace(
     parse_shapes=_parse_shapes,
     shape_row=lambda shape: (shape.N, shape.K, shape.param("G")),
     sweep_per_shape=False,
+    sweep_key_has_family=True,  # the dense family's sweeps alone predate families
     describe_shapes=_describe,
     brief_shape=None,
     label=None,

@@ -115,13 +115,13 @@ def _save(
     """Save the dense (N, K) `pairs` and fused-MoE `moe` rows (E, N, K, top_k) derived from a
     log or config.json as model `name` at TP `tp`."""
     from tuner.inputs.shapes import ShapesFileError, save_shapes
-    from tuner.kernels.family import Shape
-    from tuner.kernels.registry import DEFAULT_FAMILY, EXPERTS_FAMILY, get_family
+    from tuner.kernels.family import EXPERTS, LINEAR_LAYERS, Shape
+    from tuner.kernels.registry import family_of_part
 
-    experts = get_family(EXPERTS_FAMILY)
+    layers, experts = family_of_part(LINEAR_LAYERS), family_of_part(EXPERTS)
     try:
         groups = {
-            DEFAULT_FAMILY: [Shape(n, k, block_shape) for n, k in pairs],
+            layers.name: [Shape(n, k, block_shape) for n, k in pairs],
             experts.name: _expert_shapes(experts, moe, block_shape, source),
         }
         path = save_shapes(

@@ -13,12 +13,15 @@ from tuner.files.engine_folders import folder_for, folder_history
 from tuner.files.merge import DeviceFiles
 from tuner.inputs.backends import TRITON_FLAG, device_advice
 from tuner.kernels.engines import SGLANG_NOTE
-from tuner.kernels.registry import DEFAULT_FAMILY, EXPERTS_FAMILY
+from tuner.kernels.family import EXPERTS, LINEAR_LAYERS
+from tuner.kernels.registry import family_of_part
 
 README_NAME = "README.txt"
 # 1980-01-01 is the earliest time a zip entry can carry; a fixed time keeps the bytes stable.
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
-_CONFIGS_DIR = folder_for("vllm", DEFAULT_FAMILY)
+# The families of a model's linear layers ("Dense files") and of its experts ("Fused-MoE files").
+_LAYERS, _EXPERTS = family_of_part(LINEAR_LAYERS).name, family_of_part(EXPERTS).name
+_CONFIGS_DIR = folder_for("vllm", _LAYERS)
 
 # Where vLLM 0.33.0 reads these files and when it runs this Triton kernel.
 _HOW_TO = f"""\
@@ -31,7 +34,7 @@ Where vLLM reads these files
     -v "$PWD/<file name>:<site-packages>/{_CONFIGS_DIR}/<file name>:ro"
   A file of the same name shipped with vLLM is hidden by the mount.
 - Fused-MoE files (E=...,N=...): from the folder named by VLLM_TUNED_CONFIG_FOLDER first, then
-  <site-packages>/{folder_for("vllm", EXPERTS_FAMILY)}/ (get_moe_configs).
+  <site-packages>/{folder_for("vllm", _EXPERTS)}/ (get_moe_configs).
 - The name must carry the device_name vLLM computes for the GPU (its name with spaces as "_").
 - vLLM reads a file once per process; for an M not in the file it uses the entry of the
   nearest M key (a tie goes to the key first in the file: the smaller one in these files).
@@ -40,8 +43,8 @@ Where vLLM reads these files
 
 def _sglang_how_to() -> str:
     """Where each SGLang release reads the files (`KernelFamily.engine_folders`)."""
-    dense = "\n".join(f"    {line}" for line in folder_history("sglang", DEFAULT_FAMILY))
-    moe = "\n".join(f"    {line}" for line in folder_history("sglang", EXPERTS_FAMILY))
+    dense = "\n".join(f"    {line}" for line in folder_history("sglang", _LAYERS))
+    moe = "\n".join(f"    {line}" for line in folder_history("sglang", _EXPERTS))
     return f"""\
 These files carry SGLang's spelling of the name (block_shape=[128, 128]).
 {SGLANG_NOTE}

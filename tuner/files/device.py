@@ -17,6 +17,7 @@ from db import repo
 from tuner.files.merge import DeviceFiles, SkippedShape, build_device_files
 from tuner.files.provenance import Provenance, current_provenance, installed_triton_minor
 from tuner.kernels.family import FamilyShape
+from tuner.kernels.registry import DEFAULT_FAMILY
 
 # How each front end tells a user to take stale trials too.
 CLI_STALE_HINT = "--allow-stale"
@@ -83,7 +84,7 @@ class DeviceView:
         environments: the device's environments (`repo.device_environments`).
         winners: one per (shape, M, out_dtype) (`repo.winners`).
         coverage: one per shape (`repo.shape_coverage`).
-        imported: imported entries per shape (`repo.imported_configs`).
+        imported: imported entries of the default family per shape (`repo.imported_configs`).
     """
 
     device_name: str
@@ -235,7 +236,7 @@ def read_device(
         coverage=repo.shape_coverage(
             session, device_name=device_name, out_dtype=out_dtype, **filters
         ),
-        imported=repo.imported_configs(session, device_name=device_name),
+        imported=repo.imported_configs(session, device_name=device_name, family=DEFAULT_FAMILY),
     )
 
 

@@ -37,12 +37,13 @@ class LogShapes:
 
 def log_shapes(scan: LogScan, tp: int | None) -> LogShapes:
     """The shapes of `scan` (`tuner.inputs.logs.read_log`), at `tp` or else the log's TP."""
-    from tuner.kernels.registry import EXPERTS_FAMILY, get_family
+    from tuner.kernels.family import EXPERTS
+    from tuner.kernels.registry import family_of_part
 
-    experts_family = get_family(EXPERTS_FAMILY)
+    experts_family = family_of_part(EXPERTS)
     shapes = scan.shapes()
     experts: list[tuple[int, int, tuple[int, int]]] = []
-    for shape in scan.shapes_of(EXPERTS_FAMILY):
+    for shape in scan.shapes_of(experts_family.name):
         E, N = experts_family.file_key(shape)  # what a log's file name names of an expert
         experts.append((E, N, shape.block_shape))
     return LogShapes(

@@ -12,7 +12,8 @@ from tuner.inputs.shapes import (
     _read,
     known_models,
 )
-from tuner.kernels.registry import DEFAULT_FAMILY, EXPERTS_FAMILY, get_family
+from tuner.kernels.family import EXPERTS, LINEAR_LAYERS
+from tuner.kernels.registry import family_of_part
 
 
 def suggest_model_key(name: str) -> str:
@@ -62,17 +63,19 @@ def find_covering(
     Malformed files are skipped (they fail loudly where they are loaded by name).
 
     Args:
-        shapes: (N, K) pairs, as the default family's file names carry them (`file_key`).
+        shapes: (N, K) pairs, as the file names of the family of the model's linear layers
+            carry them (`file_key`).
         block_shape: [group_n, group_k].
         tp: only this TP size; None for any.
         experts: (E, N) of fused-MoE files (a log names no K or top_k): `file_key` of the
-            shapes of `tuner.kernels.registry.EXPERTS_FAMILY`.
+            shapes of the family of the model's experts (`tuner.kernels.registry.
+            family_of_part`).
 
     Returns:
         (model key, TP size) pairs, sorted.
     """
     wanted, wanted_experts = set(shapes), set(experts)
-    layers, experts_of = get_family(DEFAULT_FAMILY), get_family(EXPERTS_FAMILY)
+    layers, experts_of = family_of_part(LINEAR_LAYERS), family_of_part(EXPERTS)
     found = []
     for name in known_models():
         try:

@@ -14,9 +14,8 @@ from importlib import resources
 from pathlib import Path
 
 from tuner.inputs.suggest import did_you_mean
-from tuner.kernels.family import KernelFamily, Shape
-from tuner.kernels.moe.family import MOE
-from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES, get_family
+from tuner.kernels.family import EXPERTS, KernelFamily, Shape
+from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES, family_of_part, get_family
 from tuner.kernels.shapes_rows import positive
 
 # A model key is a file name: lower case, digits, '.', '_' and '-'.
@@ -77,12 +76,12 @@ class ModelShapes:
         return self.pairs()
 
     @property
-    def moe(self) -> tuple[tuple[int, int, int, int], ...]:
-        """The fused-MoE family's rows (E, N, K, top_k), for `tuner.compare.vllm_select`."""
-        return tuple(
-            (shape.param("E"), shape.N, shape.K, shape.param("top_k"))
-            for shape in self.of(MOE.name)
-        )
+    def moe(self) -> tuple[tuple[int, ...], ...]:
+        """The rows (E, N, K, top_k) of the family tuning the model's fused-MoE experts
+        (`KernelFamily.model_part`, its `shape_row`), for `tuner.compare.vllm_select`."""
+        experts = family_of_part(EXPERTS)
+        assert experts.shape_row is not None  # a family of a model's part lists its rows
+        return tuple(experts.shape_row(shape) for shape in self.of(experts.name))
 
     def family_label(self, family: str) -> str:
         """The model, TP and one family's shapes in one phrase, e.g. "tiny-moe TP 1: E=4 N=64"

@@ -180,6 +180,12 @@ class ShapeKeyed:
         return self.key.family
 
 
+# The parts of a model whose shapes a family tunes (`KernelFamily.model_part`): the weights
+# [N, K] of its block-FP8 linear layers, or its fused-MoE experts (E, N, K, top_k).
+LINEAR_LAYERS = "linear layers"
+EXPERTS = "experts"
+
+
 def load_hook(ref: str) -> Any:
     """The object a `module:name` reference of a family names (`VllmServing`), imported now.
 
@@ -338,8 +344,18 @@ class KernelFamily:
         parse_shapes: (rows, where, block_shape) -> the shapes of the key's value (`where`
             names the file and TP table); ValueError, one line naming `where`, if malformed.
         shape_row: shape -> the row a shapes file lists it as (what `parse_shapes` reads).
+        model_part: the part of a model whose shapes the family tunes: `LINEAR_LAYERS` (what
+            `tuner shapes from-config` derives from a config.json's linear layers and a log's
+            files without K name as N, K) or `EXPERTS` (its fused-MoE experts, from the
+            config's expert count; a log's `E=...` files); None: neither
+            (`tuner.kernels.registry.family_of_part`).
         sweep_per_shape: a model's shapes of this family are tuned one sweep each (fused MoE)
             rather than in one sweep (`tuner.run.plan.model_requests`).
+        sweep_key_has_family: the family's name (and its shape params) enter the key of its
+            sweeps (`db.sweeps.sweep_key`), so two families' sweeps of the same parameters
+            differ. False only for the dense GEMM, whose sweeps were keyed before the store
+            knew families: its keys stay as stored, so those sweeps resume. A family made with
+            `dataclasses.replace` of the dense one must set it back to True.
         describe_shapes: shapes of one sweep -> a few words for the plan line (default: "5
             shapes").
         brief_shape: shape -> a short phrase for notes, e.g. "E=4 N=64"; None: "N=.. K=..".
@@ -382,7 +398,9 @@ class KernelFamily:
     shapes_row: str = ""
     parse_shapes: Callable[[object, str, tuple[int, int]], tuple[Shape, ...]] | None = None
     shape_row: Callable[[Shape], tuple[int, ...]] | None = None
+    model_part: str | None = None
     sweep_per_shape: bool = False
+    sweep_key_has_family: bool = True
     describe_shapes: Callable[[Sequence[Shape]], str] = lambda shapes: f"{len(shapes)} shapes"
     brief_shape: Callable[[Shape], str] | None = None
     label: Callable[[Shape], str] | None = None

@@ -10,9 +10,6 @@ from tuner.kernels.moe.family import MOE
 FAMILIES: dict[str, KernelFamily] = {family.name: family for family in (DENSE, MOE)}
 # The family of stored tasks and of sweeps that name none (a task row's default family).
 DEFAULT_FAMILY = DENSE.name
-# The family of a model's fused-MoE experts: what `tuner shapes from-config` derives from a
-# config.json's expert count (`tuner.inputs.hfconfig`) and what a log's `E=...` files name.
-EXPERTS_FAMILY = MOE.name
 
 
 def get_family(name: str) -> KernelFamily:
@@ -26,6 +23,22 @@ def get_family(name: str) -> KernelFamily:
     except KeyError:
         known = ", ".join(f"{key} ({family.title})" for key, family in FAMILIES.items())
         raise ValueError(f"unknown kernel family {name!r}; known: {known}") from None
+
+
+def family_of_part(part: str) -> KernelFamily:
+    """The registered family that tunes a part of a model (`KernelFamily.model_part`), the
+    first in registry order when several do.
+
+    Args:
+        part: `tuner.kernels.family.LINEAR_LAYERS` or `tuner.kernels.family.EXPERTS`.
+
+    Raises:
+        LookupError: no registered family tunes that part.
+    """
+    for family in FAMILIES.values():
+        if family.model_part == part:
+            return family
+    raise LookupError(f"no kernel family tunes a model's {part}")
 
 
 def family_of_file(name: str) -> KernelFamily:

@@ -4,50 +4,68 @@ several times between hosts and hours)."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
 import sys
+from typing import TYPE_CHECKING
 
-# The trials timed: a small dense GEMM (N, K, M), bf16 out, and three configs of vLLM's space
-# (a sweep's trials are of distinct configs, each its first call: dearer than a repeat).
+from tuner.kernels.registry import DEFAULT_FAMILY, get_family
+
+if TYPE_CHECKING:
+    from tuner.kernels.config import KernelConfig
+    from tuner.measure.runner import Problem
+
+# The trials timed: a small GEMM (N, K, M) of the registry's default family, bf16 out, and
+# three configs of vLLM's space (a sweep's trials are of distinct configs, each its first call:
+# dearer than a repeat).
 CALIBRATION_SHAPE = (256, 256, 16)
 CALIBRATION_CONFIGS = ((16, 64, 128, 1, 4, 3), (32, 128, 128, 8, 4, 2), (64, 64, 64, 16, 8, 4))
 _CHILD_S = 300  # a child that takes longer than this reports nothing
 
 
-def _trial_here(interpreter_reps: int) -> float:
+def calibration_trials() -> tuple[Problem, list[KernelConfig]]:
+    """The problem and configs the calibration times, as a sweep's task of the registry's
+    default family: CALIBRATION_SHAPE with bf16 out, vLLM's default config first (its first call
+    in the process is the dearest), then CALIBRATION_CONFIGS.
+
+    Returns:
+        (the problem, its configs in timing order).
+    """
     from tuner.kernels.config import KernelConfig
     from tuner.kernels.family import Shape
-    from tuner.kernels.registry import DEFAULT_FAMILY, get_family
-    from tuner.measure.runner import KernelRunner, Problem
+    from tuner.measure.runner import Problem
 
     N, K, M = CALIBRATION_SHAPE
-    runner = KernelRunner(
-        Problem(M, N, K, (128, 128), "bfloat16"),
-        runner_name="interpreter",
-        interpreter_reps=interpreter_reps,
-    )
-    # As a sweep's task: vLLM's default first (its first call in the process is the dearest),
-    # then other configs.
+    problem = Problem(M, N, K, (128, 128), "bfloat16", family=DEFAULT_FAMILY)
     configs = [
         get_family(DEFAULT_FAMILY).default_config(Shape(N, K), M),
         *(KernelConfig(*config) for config in CALIBRATION_CONFIGS),
     ]
+    return problem, configs
+
+
+def _trial_here(interpreter_reps: int) -> float:
+    from tuner.measure.runner import KernelRunner
+
+    problem, configs = calibration_trials()
+    runner = KernelRunner(problem, runner_name="interpreter", interpreter_reps=interpreter_reps)
     times = [runner.evaluate(config).measure_s or 0.0 for config in configs]
     return sum(times) / len(times)
 
 
 def _runs_interpreted() -> bool:
-    """True when this process's builtin kernel is Triton's interpreted function (TRITON_INTERPRET
-    was 1 when it was imported), so a trial can run here."""
-    if "tuner.kernels.dense.kernel" not in sys.modules:
+    """True when this process's builtin kernel of the default family (its `kernel_module` and
+    `kernel_function`) is Triton's interpreted function (TRITON_INTERPRET was 1 when it was
+    imported), so a trial can run here."""
+    family = get_family(DEFAULT_FAMILY)
+    if family.kernel_module not in sys.modules:
         return os.environ.get("TRITON_INTERPRET") == "1" and "triton" not in sys.modules
     from triton.runtime.interpreter import InterpretedFunction
 
-    from tuner.kernels.dense.kernel import w8a8_block_fp8_matmul_kernel
-
-    return isinstance(w8a8_block_fp8_matmul_kernel, InterpretedFunction)
+    kernel = getattr(importlib.import_module(family.kernel_module), family.kernel_function)
+    return isinstance(kernel, InterpretedFunction)
 
 
 def interpreter_trial_s(interpreter_reps: int = 3) -> float | None:

@@ -118,6 +118,7 @@ class SweepRequest:
             "block_shape": self.block_shape,
             "shapes": list(self.shapes),
             **store_columns(self.family, self.params),
+            "family_in_key": get_family(self.family).sweep_key_has_family,
         }
 
     def key(self, N: int, K: int) -> FamilyShape:

@@ -28,9 +28,22 @@ from tuner.kernels.dense.family import DENSE
 from tuner.kernels.dense.naming import config_file_name
 from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.kernels.dense.specialization import specialization_key
-from tuner.kernels.family import FamilyShape, KernelFamily, Shape, store_columns
+from tuner.kernels.family import (
+    EXPERTS,
+    LINEAR_LAYERS,
+    FamilyShape,
+    KernelFamily,
+    Shape,
+    store_columns,
+)
 from tuner.kernels.moe.family import MOE
-from tuner.kernels.registry import FAMILIES, family_of_file, get_family, respell_file_name
+from tuner.kernels.registry import (
+    FAMILIES,
+    family_of_file,
+    family_of_part,
+    get_family,
+    respell_file_name,
+)
 
 
 def test_the_dense_gemm_is_the_registered_family() -> None:
@@ -40,6 +53,18 @@ def test_the_dense_gemm_is_the_registered_family() -> None:
     )
     with pytest.raises(ValueError, match=r"unknown kernel family 'toy'; known: dense \(W8A8"):
         get_family("toy")
+
+
+def test_each_part_of_a_model_is_tuned_by_the_family_that_says_so(monkeypatch) -> None:
+    assert family_of_part(LINEAR_LAYERS) is DENSE and family_of_part(EXPERTS) is MOE
+    assert (DENSE.model_part, MOE.model_part) == ("linear layers", "experts")
+    # The first registered family of a part answers; a part no family tunes is refused.
+    monkeypatch.setitem(FAMILIES, "toy", dataclasses.replace(MOE, name="toy"))
+    assert family_of_part(EXPERTS) is MOE
+    monkeypatch.setitem(FAMILIES, "moe", dataclasses.replace(MOE, model_part=None))
+    assert family_of_part(EXPERTS).name == "toy"
+    with pytest.raises(LookupError, match="no kernel family tunes a model's attention"):
+        family_of_part("attention")
 
 
 def test_the_dense_family_gives_vllms_names_space_and_default() -> None:
@@ -142,6 +167,7 @@ TOY = dataclasses.replace(
     parse_file_name=_toy_parse,
     file_name_start="toy,",
     respell_file_name=None,
+    sweep_key_has_family=True,
 )
 SPACE = [KernelConfig(32, 64, 128, 1, 4, 2), KernelConfig(16, 128, 64, 1, 4, 2)]
 

@@ -56,6 +56,7 @@ TRIO = dataclasses.replace(
         f"trio,N={shape.N},K={shape.K},device_name={device}.json"
     ),
     respell_file_name=None,
+    sweep_key_has_family=True,
 )
 TRIO_FILE = "trio,N=256,K=384,device_name=NVIDIA_L20.json"
 
@@ -148,7 +149,7 @@ def test_a_registered_family_is_imported_as_its_own_family(tmp_path: Path, trio)
     try:
         with session_scope(engine) as session:
             (stored,) = repo.list_imports(session)
-            dense = repo.imported_configs(session, device_name="NVIDIA_L20")
+            dense = repo.imported_configs(session, device_name="NVIDIA_L20", family="dense")
             own = repo.imported_configs(session, device_name="NVIDIA_L20", family="trio")
     finally:
         engine.dispose()

@@ -6,6 +6,7 @@ import pytest
 
 from db import repo
 from db.connection import open_store, session_scope
+from tests.storefill import DENSE_SWEEP
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
@@ -69,6 +70,7 @@ def make_store(folder, strategy="optuna"):
             out_dtype="bfloat16",
             block_shape=(128, 128),
             shapes=[(256, 384)],
+            **DENSE_SWEEP,
         )
         environment_id = repo.get_or_create_environment(
             session,
@@ -276,6 +278,7 @@ def then_m32(engine, spec, environment_id, strategy: str) -> tuple[int, WorkerSp
             out_dtype="bfloat16",
             block_shape=(128, 128),
             shapes=[(256, 384)],
+            **DENSE_SWEEP,
         )
     return task.task_id, WorkerSpec(
         db_url=spec.db_url,

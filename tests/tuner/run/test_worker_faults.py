@@ -7,6 +7,7 @@ import pytest
 
 from db import repo
 from db.connection import open_store, session_scope
+from tests.storefill import DENSE_SWEEP
 from tuner.core import TrialStatus
 from tuner.kernels.dense.space import vllm_space
 from tuner.measure import runner as measure
@@ -63,6 +64,7 @@ def make_store(folder, backend):
             out_dtype="bfloat16",
             block_shape=(128, 128),
             shapes=[(256, 384)],
+            **DENSE_SWEEP,
         )
         environment_id = repo.get_or_create_environment(
             session,

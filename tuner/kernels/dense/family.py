@@ -12,7 +12,14 @@ from tuner.kernels.dense.naming import config_file_name, engine_file_name, parse
 from tuner.kernels.dense.space import default_config, vllm_space, why_invalid
 from tuner.kernels.dense.specialization import specialization_key
 from tuner.kernels.engines import EngineFolder
-from tuner.kernels.family import KernelFamily, Shape, VllmLogLine, VllmServing, Workload
+from tuner.kernels.family import (
+    LINEAR_LAYERS,
+    KernelFamily,
+    Shape,
+    VllmLogLine,
+    VllmServing,
+    Workload,
+)
 from tuner.kernels.shapes_rows import int_rows
 from tuner.kernels.source import VllmKernel
 
@@ -137,9 +144,12 @@ DENSE = KernelFamily(
     shapes_row="[N, K]",
     parse_shapes=_parse_shapes,
     shape_row=lambda shape: (shape.N, shape.K),
+    model_part=LINEAR_LAYERS,
     label=lambda shape: f"N={shape.N}, K={shape.K}",
     anchor=lambda shape: f"{shape.N}x{shape.K}",
     roofline_gemm=lambda shape, M: (M, shape.N, shape.K),
+    # Dense sweeps were keyed before the store knew families: their keys hash no family.
+    sweep_key_has_family=False,
     serving=VllmServing(
         label="dense",
         select="tuner.kernels.dense.serving:select",

@@ -11,7 +11,14 @@ from typing import Any
 
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.engines import EngineFolder
-from tuner.kernels.family import KernelFamily, Shape, VllmLogLine, VllmServing, Workload
+from tuner.kernels.family import (
+    EXPERTS,
+    KernelFamily,
+    Shape,
+    VllmLogLine,
+    VllmServing,
+    Workload,
+)
 from tuner.kernels.moe.naming import (
     any_engine_file_name,
     moe_config_file_name,
@@ -177,6 +184,7 @@ MOE = KernelFamily(
     shapes_row="[E, N, K, top_k]",
     parse_shapes=_parse_shapes,
     shape_row=_shape_row,
+    model_part=EXPERTS,
     sweep_per_shape=True,
     describe_shapes=_describe,
     brief_shape=lambda shape: f"E={shape.param('E')} N={shape.N}",
