@@ -31,7 +31,7 @@ def _trial_here(interpreter_reps: int) -> float:
     # As a sweep's task: vLLM's default first (its first call in the process is the dearest),
     # then other configs.
     configs = [
-        get_family(DEFAULT_FAMILY).default_config(Shape(N, K), M),
+        get_family(DEFAULT_FAMILY).default_config(Shape(N, K, (128, 128)), M),
         *(KernelConfig(*config) for config in CALIBRATION_CONFIGS),
     ]
     times = [runner.evaluate(config).measure_s or 0.0 for config in configs]
