@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from tuner.core import CONFIG_KEYS, VLLM_M_GRID
-from tuner.kernels.dense.naming import FP8_DTYPE, ConfigFileName
+from tuner.kernels.dense.naming import FP8_DTYPE
 from tuner.kernels.dense.naming import parse_config_file_name as parse_config_file_name
 from tuner.kernels.registry import DEFAULT_FAMILY, family_of_file, get_family
 
@@ -204,6 +204,25 @@ def vllm_pick_key(keys: Iterable[int], M: int, *, file_order: bool = False) -> i
 
 
 @dataclass(frozen=True)
+class ImportName:
+    """The parts of an imported file's name that the store keeps, of any family.
+
+    Attributes:
+        N: rows of the weight [N, K].
+        K: the reduction dimension (0 where the name holds none, e.g. fused MoE).
+        device_name: the device key the name carries.
+        dtype: the name's dtype, e.g. "fp8_w8a8".
+        block_shape: [group_n, group_k], or None for a family without block scales.
+    """
+
+    N: int
+    K: int
+    device_name: str
+    dtype: str
+    block_shape: tuple[int, int] | None
+
+
+@dataclass(frozen=True)
 class ParsedFile:
     """A config file read for import: its name's parts, entries and the sha256 of its bytes.
 
@@ -215,14 +234,14 @@ class ParsedFile:
         vllm_name: the name as vLLM spells it (`KernelFamily.respell`); "" when not given.
     """
 
-    name: ConfigFileName
+    name: ImportName
     configs: dict[int, dict[str, int]]
     sha256: str
     family: str = DEFAULT_FAMILY
     vllm_name: str = ""
 
 
-def parse_import_name(file_name: str) -> tuple[str, ConfigFileName]:
+def parse_import_name(file_name: str) -> tuple[str, ImportName]:
     """The kernel family of an imported file's name and the name's parts.
 
     Args:
@@ -243,7 +262,7 @@ def parse_import_name(file_name: str) -> tuple[str, ConfigFileName]:
             f"{file_name!r} is a {family.title} file ({shape.params_text}): "
             "imports keep N, K and block_shape only"
         )
-    return family.name, ConfigFileName(shape.N, shape.K, device_name, dtype, shape.block_shape)
+    return family.name, ImportName(shape.N, shape.K, device_name, dtype, shape.block_shape)
 
 
 MAX_FILE_BYTES = 1_048_576  # vLLM's largest shipped files are a few KiB
