@@ -194,8 +194,8 @@ def model_requests(model_shapes, **common) -> list[tuple[SweepRequest, str]]:
         family = get_family(name)
         batches: dict[object, list[Shape]] = {}
         for index, shape in enumerate(shapes):
-            batch = index if family.sweep_per_shape else (shape.params, shape.block_shape)
-            batches.setdefault(batch, []).append(shape)
+            group = index if family.sweep_per_shape else (shape.params, shape.block_shape)
+            batches.setdefault(group, []).append(shape)
         for batch in batches.values():
             request = SweepRequest(
                 **{
