@@ -14,7 +14,7 @@ from api.svg import Series, line_chart
 from db.repo import ImportInfo
 from tuner.core import REQUIRED_M, VLLM_M_GRID
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.family import FamilyShape, ShapeKeyed
+from tuner.kernels.family import PER_TENSOR, FamilyShape, ShapeKeyed
 from tuner.kernels.registry import get_family
 from tuner.measure.roofline import COPY_GBPS, FP8_MM_TFLOPS, OUT_BYTES, Roofline
 from tuner.measure.shape_roofline import shape_roofline
@@ -349,6 +349,13 @@ def _table_row(
     )
 
 
+def _blocks(block_shape: tuple[int, int] | None) -> str:
+    """How a section's heading names a block shape: "block_shape [128, 128]", or per-tensor."""
+    if block_shape is None:
+        return PER_TENSOR
+    return f"block_shape [{block_shape[0]}, {block_shape[1]}]"
+
+
 def _shape_section(
     shape: ShapeReport, out_dtype: str, cpu: bool, ceilings: Mapping[str, float]
 ) -> str:
@@ -360,8 +367,8 @@ def _shape_section(
     shares_head = "<th>% copy BW</th><th>% FP8 mm</th><th class=l>bound</th>" if ceilings else ""
     models = f" ({escape(', '.join(shape.models))})" if shape.models else ""
     return (
-        f'<section class="shape" id="shape-{shape.anchor}"><h2>{shape.label}, block_shape '
-        f"[{shape.block_shape[0]}, {shape.block_shape[1]}]{models}</h2>"
+        f'<section class="shape" id="shape-{shape.anchor}"><h2>{shape.label}, '
+        f"{_blocks(shape.block_shape)}{models}</h2>"
         + "".join(f'<p class="note">{n}</p>' for n in notes)
         + (
             f'<div class="charts">{"".join(charts)}</div>'

@@ -25,7 +25,7 @@ class ShapeCoverage(BaseModel):
 
     N: int
     K: int
-    block_shape: tuple[int, int]
+    block_shape: tuple[int, int] | None
     m_requested: list[int]
     m_covered: list[int]
     complete: bool
@@ -68,7 +68,7 @@ class DeviceImport(BaseModel):
     file_name: str
     N: int
     K: int
-    block_shape: tuple[int, int]
+    block_shape: tuple[int, int] | None
     m_keys: list[int]
     m_left_out: list[int] = []
 
@@ -92,7 +92,7 @@ class ConfigFile(BaseModel):
     file_name: str
     N: int
     K: int
-    block_shape: tuple[int, int]
+    block_shape: tuple[int, int] | None
     sha256: str
     m_keys: list[int]
     partial: bool
@@ -107,7 +107,7 @@ class SkippedShape(BaseModel):
 
     N: int
     K: int
-    block_shape: tuple[int, int]
+    block_shape: tuple[int, int] | None
     reason: str
     m_missing: list[int]
 
@@ -184,7 +184,7 @@ class ImportedFile(BaseModel):
     device_name: str
     N: int
     K: int
-    block_shape: tuple[int, int]
+    block_shape: tuple[int, int] | None
     label: str
     file_name: str
     sha256: str
@@ -277,7 +277,7 @@ class SweepStatus(BaseModel):
     seed: int
     m_values: list[int]
     out_dtype: str
-    block_shape: tuple[int, int]
+    block_shape: tuple[int, int] | None
     created_at: datetime
     tasks_total: int
     tasks_pending: int

@@ -119,7 +119,7 @@ def dense_interpreter(path: Path) -> dict:
     theirs = load_dense_kernel(path)
     cases = same = 0
     for M, n, k in ((1, 256, 256), (33, 384, 512), (64, 256, 384)):
-        ours = DenseWorkload.make(Shape(n, k), M, seed=M, device="cpu")
+        ours = DenseWorkload.make(Shape(n, k, (128, 128)), M, seed=M, device="cpu")
         vllm = VllmDenseWorkload(ours.inputs, ours.block_shape, theirs)
         outs = [
             w.launch(default_config(), w.weights(), out=None, out_dtype=torch.bfloat16)

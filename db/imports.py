@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from db.connection import dialect_insert
 from db.devices import get_or_create_device
-from db.models import Device, ImportedFile, utcnow
+from db.models import Device, ImportedFile, block_columns, block_shape_of, utcnow
 
 MAX_LABEL = 128
 
@@ -36,7 +36,7 @@ class ImportInfo:
     device_name: str
     N: int
     K: int
-    block_shape: tuple[int, int]
+    block_shape: tuple[int, int] | None
     label: str
     file_name: str
     sha256: str
@@ -75,7 +75,7 @@ def _info(row: ImportedFile, device_name: str) -> ImportInfo:
         device_name=device_name,
         N=row.N,
         K=row.K,
-        block_shape=(row.block_n, row.block_k),
+        block_shape=block_shape_of(row.block_n, row.block_k),
         label=row.label,
         file_name=row.file_name,
         sha256=row.sha256,
@@ -93,7 +93,7 @@ def record_import(
     device_name: str,
     N: int,
     K: int,
-    block_shape: tuple[int, int],
+    block_shape: tuple[int, int] | None,
     label: str,
     file_name: str,
     sha256: str,
@@ -109,7 +109,7 @@ def record_import(
         device_name: vLLM's device key to store the entries for (added if new).
         N: rows of the weight B [N, K].
         K: columns of B [N, K].
-        block_shape: [group_n, group_k].
+        block_shape: [group_n, group_k]; None for a file without block scales.
         label: where the file comes from, e.g. "vllm-0.33.0".
         file_name: the file's name as given.
         sha256: hex sha256 of the file's bytes.
@@ -130,12 +130,13 @@ def record_import(
     """
     rejected = _checked_import(label, configs, checked_arch, cannot_launch)
     device_id = get_or_create_device(session, device_name=device_name)
+    block_n, block_k = block_columns(block_shape)
     values = {
         "device_id": device_id,
         "N": int(N),
         "K": int(K),
-        "block_n": int(block_shape[0]),
-        "block_k": int(block_shape[1]),
+        "block_n": block_n,
+        "block_k": block_k,
         "label": label,
         "file_name": file_name[:512],
         "sha256": sha256,
@@ -207,7 +208,8 @@ def list_imports(session: Session, *, device_name: str | None = None) -> list[Im
         device_name: only this device; None for all.
 
     Returns:
-        Sorted by (device_name, N, K, block_shape, label).
+        Sorted by (device_name, N, K, block_shape, label); a file without block scales
+        before those with.
     """
     query = select(ImportedFile, Device.device_name).join(
         Device, ImportedFile.device_id == Device.device_id
@@ -215,7 +217,9 @@ def list_imports(session: Session, *, device_name: str | None = None) -> list[Im
     if device_name is not None:
         query = query.where(Device.device_name == device_name)
     rows = [_info(row, name) for row, name in session.execute(query)]
-    return sorted(rows, key=lambda i: (i.device_name, i.N, i.K, i.block_shape, i.label))
+    return sorted(
+        rows, key=lambda i: (i.device_name, i.N, i.K, block_columns(i.block_shape), i.label)
+    )
 
 
 def list_import_device_names(session: Session) -> list[str]:
@@ -241,7 +245,7 @@ def list_import_device_names(session: Session) -> list[str]:
 
 def imported_configs(
     session: Session, *, device_name: str, family: str
-) -> dict[tuple[int, int, tuple[int, int]], ImportedShape]:
+) -> dict[tuple[int, int, tuple[int, int] | None], ImportedShape]:
     """Per (N, K, block_shape) of a device, the imported entries of one kernel family a merge
     can fall back on (one family's files are never taken for another's).
 
@@ -257,7 +261,7 @@ def imported_configs(
     Returns:
         (N, K, block_shape) -> entries and the label of each.
     """
-    merged: dict[tuple[int, int, tuple[int, int]], ImportedShape] = {}
+    merged: dict[tuple[int, int, tuple[int, int] | None], ImportedShape] = {}
     ordered = sorted(
         (i for i in list_imports(session, device_name=device_name) if i.family == family),
         key=lambda i: (i.created_at, i.import_id),

@@ -134,11 +134,40 @@ class Environment(Base):
     )
 
 
+# A shape without block scales (per-tensor; None in every dataclass of db) is stored as
+# block_n = block_k = 0: the columns stay NOT NULL, since NULLs never collide in a unique key
+# (imports' upsert would add duplicates). The two functions below are the only places the
+# encoding is written or read.
+NO_BLOCK = (0, 0)
+
+
+def block_columns(block_shape: tuple[int, int] | None) -> tuple[int, int]:
+    """The (block_n, block_k) columns of a block shape.
+
+    Args:
+        block_shape: [group_n, group_k] of the weight scales, or None for per-tensor scales.
+
+    Returns:
+        (group_n, group_k) as ints; (0, 0) for None.
+    """
+    if block_shape is None:
+        return NO_BLOCK
+    return (int(block_shape[0]), int(block_shape[1]))
+
+
+def block_shape_of(block_n: int, block_k: int) -> tuple[int, int] | None:
+    """The block shape of stored (block_n, block_k) columns: None for (0, 0) (per-tensor)."""
+    if (block_n, block_k) == NO_BLOCK:
+        return None
+    return (int(block_n), int(block_k))
+
+
 class Sweep(Base):
     """One tuning command: a set of (N, K) shapes over an M grid on one device_name.
 
     `sweep_key` is the sha256 of the canonical JSON of all parameters, so that re-running
-    the same command finds the same sweep.
+    the same command finds the same sweep. `block_n`/`block_k` are the weight scales' block
+    shape; 0/0 for a family without block scales (`block_columns`, `block_shape_of`).
     """
 
     __tablename__ = "sweeps"
@@ -231,7 +260,10 @@ class Trial(TaskConfig, Base):
 class ImportedFile(Base):
     """The configs of an existing file (for example one shipped with vLLM), kept as a labelled
     source for one device and shape. Never measured here: a merge uses its entries only for M
-    without a measured winner, and never those that cannot launch on the device."""
+    without a measured winner, and never those that cannot launch on the device.
+
+    `block_n`/`block_k` are 0/0 for a file without block scales (`block_columns`): never NULL,
+    so that the unique key, and the upsert on it, sees two imports of such a file as one."""
 
     __tablename__ = "imports"
 
@@ -392,7 +424,8 @@ class Release(Base):
 
 
 class ReleaseFile(Base):
-    """One file of a release, named as vLLM looks it up; its bytes are the blob `sha256`."""
+    """One file of a release, named as vLLM looks it up; its bytes are the blob `sha256`.
+    `block_n`/`block_k` are 0/0 for a file without block scales (`block_columns`)."""
 
     __tablename__ = "release_files"
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
-from db.models import Device, Environment, Sweep, Task, Trial
+from db.models import Device, Environment, Sweep, Task, Trial, block_shape_of
 from db.winners import decided_tasks, matching_environments, ok_trials
 from tuner.core import CONFIG_KEYS
 
@@ -41,12 +41,12 @@ class ShapeCoverage:
     `m_requested` is the sorted union of the M of all its tasks, `m_done` the M whose task is
     done in at least one sweep, `models` the sorted names of the models of those sweeps.
     `m_stale` (with a provenance filter only) the M whose ok trials and decisions all come from
-    other kernel or Triton versions.
+    other kernel or Triton versions. `block_shape` is None for per-tensor scales.
     """
 
     N: int
     K: int
-    block_shape: tuple[int, int]
+    block_shape: tuple[int, int] | None
     m_requested: tuple[int, ...]
     m_done: tuple[int, ...]
     models: tuple[str, ...]
@@ -220,12 +220,13 @@ def _coverage_entries(
     stale: dict[tuple, set[int]],
 ) -> list[ShapeCoverage]:
     """One ShapeCoverage per requested (family, shape_params, N, K, block_n, block_k), sorted
-    that way; a shape missing from `done` or `stale` has none there."""
+    that way (a shape without block scales, stored as 0/0, first); a shape missing from `done`
+    or `stale` has none there."""
     return [
         ShapeCoverage(
             N=shape[2],
             K=shape[3],
-            block_shape=(shape[4], shape[5]),
+            block_shape=block_shape_of(shape[4], shape[5]),
             m_requested=tuple(sorted(requested[shape])),
             m_done=tuple(sorted(done.get(shape, ()))),
             models=tuple(sorted(models[shape])),
@@ -255,13 +256,14 @@ class DeviceTrialRow:
     """One stored trial of a device with its problem, sweep and environment.
 
     `environment` holds ENVIRONMENT_FIELDS; rows of one environment share one dict.
+    `block_shape` is None for per-tensor scales.
     """
 
     trial_id: int
     N: int
     K: int
     M: int
-    block_shape: tuple[int, int]
+    block_shape: tuple[int, int] | None
     out_dtype: str
     space: str
     config: dict[str, int]
@@ -320,7 +322,7 @@ def device_trials(
                 N=n,
                 K=k,
                 M=m,
-                block_shape=(block_n, block_k),
+                block_shape=block_shape_of(block_n, block_k),
                 out_dtype=dtype,
                 space=space,
                 config={name: getattr(trial, name) for name in CONFIG_KEYS},

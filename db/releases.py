@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from db.connection import dialect_insert
 from db.devices import get_or_create_device
-from db.models import Blob, Device, Release, ReleaseFile, utcnow
+from db.models import Blob, Device, Release, ReleaseFile, block_columns, block_shape_of, utcnow
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class NewFile:
     file_name: str
     N: int
     K: int
-    block_shape: tuple[int, int]
+    block_shape: tuple[int, int] | None
     content: bytes
     detail: Mapping[str, Any]
     family: str
@@ -48,7 +48,7 @@ class ReleaseFileRow:
     file_name: str
     N: int
     K: int
-    block_shape: tuple[int, int]
+    block_shape: tuple[int, int] | None
     sha256: str
     size: int
     detail: dict[str, Any]
@@ -115,7 +115,7 @@ def _info(session: Session, row: Release, device_name: str) -> ReleaseInfo:
                 file_name=f.file_name,
                 N=f.N,
                 K=f.K,
-                block_shape=(f.block_n, f.block_k),
+                block_shape=block_shape_of(f.block_n, f.block_k),
                 sha256=f.sha256,
                 size=size,
                 detail=dict(f.detail),
@@ -256,21 +256,22 @@ def _add_files(
     session: Session, row: Release, files: Sequence[NewFile], shas: Mapping[str, str]
 ) -> None:
     """Add the release's file rows (flushed `row`; `shas`: file name -> blob sha256)."""
-    session.add_all(
-        ReleaseFile(
-            release_id=row.release_id,
-            file_name=f.file_name,
-            family=f.family,
-            shape_params=f.shape_params,
-            N=f.N,
-            K=f.K,
-            block_n=f.block_shape[0],
-            block_k=f.block_shape[1],
-            sha256=shas[f.file_name],
-            detail=dict(f.detail),
+    for f in files:
+        block_n, block_k = block_columns(f.block_shape)
+        session.add(
+            ReleaseFile(
+                release_id=row.release_id,
+                file_name=f.file_name,
+                family=f.family,
+                shape_params=f.shape_params,
+                N=f.N,
+                K=f.K,
+                block_n=block_n,
+                block_k=block_k,
+                sha256=shas[f.file_name],
+                detail=dict(f.detail),
+            )
         )
-        for f in files
-    )
 
 
 def list_releases(session: Session, *, device_name: str) -> list[ReleaseInfo]:

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from db.connection import dialect_insert
 from db.devices import get_or_create_device
-from db.models import Device, Sweep, Task, utcnow
+from db.models import Device, Sweep, Task, block_columns, block_shape_of, utcnow
 from tuner.core import OUT_DTYPES
 
 
@@ -38,7 +38,7 @@ class _SweepFields(TypedDict):
     seed: int
     m_values: Sequence[int]
     out_dtype: str
-    block_shape: tuple[int, int]
+    block_shape: tuple[int, int] | None
     shapes: Sequence[tuple[int, int]]
     family: str
     shape_params: str
@@ -47,7 +47,8 @@ class _SweepFields(TypedDict):
 
 @dataclass(frozen=True)
 class SweepInfo:
-    """A sweep's parameters; `block_shape` is [group_n, group_k], `m_values` sorted."""
+    """A sweep's parameters; `block_shape` is [group_n, group_k] (None: per-tensor scales),
+    `m_values` sorted."""
 
     sweep_id: int
     sweep_key: str
@@ -60,7 +61,7 @@ class SweepInfo:
     seed: int
     m_values: tuple[int, ...]
     out_dtype: str
-    block_shape: tuple[int, int]
+    block_shape: tuple[int, int] | None
     created_at: datetime
 
 
@@ -75,7 +76,7 @@ def sweep_key(
     seed: int,
     m_values: Sequence[int],
     out_dtype: str,
-    block_shape: tuple[int, int],
+    block_shape: tuple[int, int] | None,
     shapes: Sequence[tuple[int, int]],
     family: str,
     shape_params: str,
@@ -86,7 +87,8 @@ def sweep_key(
     `m_values` and `shapes` are deduplicated and sorted first, so their order does not matter.
     The family and its shape params enter when `family_in_key` or when there are shape params:
     a family whose sweeps were keyed before the store knew families keeps those keys (and so
-    resumes those sweeps) by leaving its name out.
+    resumes those sweeps) by leaving its name out. A block shape hashes as [group_n, group_k],
+    None (per-tensor scales) as null.
 
     Args:
         family: the kernel family of the sweep's tasks.
@@ -108,7 +110,9 @@ def sweep_key(
         "seed": int(seed),
         "m_values": sorted({int(m) for m in m_values}),
         "out_dtype": out_dtype,
-        "block_shape": [int(block_shape[0]), int(block_shape[1])],
+        "block_shape": (
+            None if block_shape is None else [int(block_shape[0]), int(block_shape[1])]
+        ),
         "shapes": sorted({(int(n), int(k)) for n, k in shapes}),
     }
     if family_in_key or shape_params:
@@ -148,7 +152,7 @@ def get_sweep(session: Session, *, sweep_id: int) -> SweepInfo | None:
         seed=sweep.seed,
         m_values=tuple(sweep.m_values),
         out_dtype=sweep.out_dtype,
-        block_shape=(sweep.block_n, sweep.block_k),
+        block_shape=block_shape_of(sweep.block_n, sweep.block_k),
         created_at=sweep.created_at,
     )
 
@@ -179,7 +183,7 @@ def _validate(
     out_dtype: str,
     m_values: Sequence[int],
     shapes: Sequence[tuple[int, int]],
-    block_shape: tuple[int, int],
+    block_shape: tuple[int, int] | None,
     tp: int,
     budget: int,
 ) -> None:
@@ -189,16 +193,19 @@ def _validate(
         raise ValueError("a sweep needs at least one M value and one (N, K) shape")
     _positive("m_values", list(m_values))
     _positive("shapes", [size for shape in shapes for size in shape])
-    _positive("block_shape", list(block_shape))
+    if block_shape is not None:
+        _positive("block_shape", list(block_shape))
     _positive("tp and budget", [tp, budget])
-    if len(block_shape) != 2 or any(len(shape) != 2 for shape in shapes):
+    if (block_shape is not None and len(block_shape) != 2) or any(
+        len(shape) != 2 for shape in shapes
+    ):
         raise ValueError("block_shape and every shape must be pairs: (group_n, group_k), (N, K)")
 
 
 def _same_but_budget(session: Session, fields: _SweepFields) -> Sweep | None:
     """The stored sweep whose parameters are `fields`' except the budget (the largest budget,
     then the newest, when several are stored): its key is recomputed with its own budget."""
-    block_n, block_k = fields["block_shape"]
+    block_n, block_k = block_columns(fields["block_shape"])
     candidates = session.scalars(
         select(Sweep)
         .join(Device, Sweep.device_id == Device.device_id)
@@ -210,8 +217,8 @@ def _same_but_budget(session: Session, fields: _SweepFields) -> Sweep | None:
             Sweep.space == fields["space"],
             Sweep.seed == int(fields["seed"]),
             Sweep.out_dtype == fields["out_dtype"],
-            Sweep.block_n == int(block_n),
-            Sweep.block_k == int(block_k),
+            Sweep.block_n == block_n,
+            Sweep.block_k == block_k,
         )
         .order_by(Sweep.budget.desc(), Sweep.sweep_id.desc())
     ).all()
@@ -292,7 +299,7 @@ def open_sweep(
     seed: int,
     m_values: Sequence[int],
     out_dtype: str,
-    block_shape: tuple[int, int],
+    block_shape: tuple[int, int] | None,
     shapes: Sequence[tuple[int, int]],
     family: str,
     shape_params: str,
@@ -318,7 +325,8 @@ def open_sweep(
         seed: the strategy's seed.
         m_values: the M grid.
         out_dtype: "bfloat16" or "float16".
-        block_shape: [group_n, group_k] of the weight scales, e.g. (128, 128).
+        block_shape: [group_n, group_k] of the weight scales, e.g. (128, 128); None for
+            per-tensor scales.
         shapes: the (N, K) weight shapes.
         family: the kernel family of its tasks (`tuner.kernels.registry`).
         shape_params: the family's dimensions beyond N and K, `name=value,...` ("" for none).
@@ -397,7 +405,7 @@ def _create(session: Session, key: str, fields: _SweepFields) -> OpenedSweep:
     """Insert the sweep and its tasks, or find it when another process inserted it first."""
     find = select(Sweep.sweep_id).where(Sweep.sweep_key == key)
     grid = sorted({int(m) for m in fields["m_values"]})
-    block_n, block_k = fields["block_shape"]
+    block_n, block_k = block_columns(fields["block_shape"])
     sweep_id = session.execute(
         dialect_insert(session, Sweep)
         .values(
@@ -411,8 +419,8 @@ def _create(session: Session, key: str, fields: _SweepFields) -> OpenedSweep:
             seed=int(fields["seed"]),
             m_values=grid,
             out_dtype=fields["out_dtype"],
-            block_n=int(block_n),
-            block_k=int(block_k),
+            block_n=block_n,
+            block_k=block_k,
             created_at=utcnow(),
         )
         .on_conflict_do_nothing(index_elements=["sweep_key"])

@@ -13,7 +13,7 @@ from datetime import datetime
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
-from db.models import Sweep, Task, Trial
+from db.models import Sweep, Task, Trial, block_columns
 from db.winners import _config, matching_environments, ok_trials
 from tuner.core import CONFIG_KEYS
 
@@ -33,7 +33,7 @@ def task_winners(
     session: Session,
     *,
     device_name: str,
-    block_shape: tuple[int, int],
+    block_shape: tuple[int, int] | None,
     out_dtype: str,
     kernel_hash: str | None = None,
     triton_minor: str | None = None,
@@ -49,7 +49,7 @@ def task_winners(
     Args:
         session: the open session.
         device_name: vLLM's device key.
-        block_shape: [group_n, group_k] of the sweeps to read.
+        block_shape: [group_n, group_k] of the sweeps to read; None: per-tensor sweeps.
         out_dtype: output dtype of the sweeps to read.
         kernel_hash: only trials whose environment has this kernel hash; None for all.
         triton_minor: only trials whose environment's triton is this major.minor; None for all.
@@ -115,7 +115,7 @@ def related_trials(
     session: Session,
     *,
     device_name: str,
-    block_shape: tuple[int, int],
+    block_shape: tuple[int, int] | None,
     out_dtype: str,
     N: int,
     K: int,
@@ -171,18 +171,22 @@ def related_trials(
 
 
 def _finished(
-    block_shape: tuple[int, int], finished_before: datetime | None, family: str, shape_params: str
+    block_shape: tuple[int, int] | None,
+    finished_before: datetime | None,
+    family: str,
+    shape_params: str,
 ) -> list:
     """The conditions `task_winners` and `related_trials` share: finished, not failed tasks of
     the family, dimensions and block shape, first finished (and their trials stored) before
     `finished_before`."""
+    block_n, block_k = block_columns(block_shape)
     return [
         Task.finished_at.is_not(None),
         Task.state != "failed",
         Task.family == family,
         Task.shape_params == shape_params,
-        Sweep.block_n == block_shape[0],
-        Sweep.block_k == block_shape[1],
+        Sweep.block_n == block_n,
+        Sweep.block_k == block_k,
         *(
             [Task.finished_at < finished_before, Trial.created_at < finished_before]
             if finished_before is not None

@@ -21,7 +21,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, Select, Update, and_, func, literal, or_, select, update
 from sqlalchemy.orm import Session, aliased
 
-from db.models import Device, Sweep, Task, UTCDateTime, utcnow
+from db.models import Device, Sweep, Task, UTCDateTime, block_shape_of, utcnow
 
 # A claim that loses a race on PostgreSQL (all candidates locked by other claimers) retries.
 _CLAIM_TRIES = 5
@@ -38,7 +38,7 @@ class TaskInfo:
     N: int
     K: int
     M: int
-    block_shape: tuple[int, int]
+    block_shape: tuple[int, int] | None
     out_dtype: str
     strategy: str
     budget: int
@@ -96,7 +96,7 @@ def _task_info(session: Session, *, task_id: int) -> TaskInfo:
         N=task.N,
         K=task.K,
         M=task.M,
-        block_shape=(sweep.block_n, sweep.block_k),
+        block_shape=block_shape_of(sweep.block_n, sweep.block_k),
         out_dtype=sweep.out_dtype,
         strategy=sweep.strategy,
         budget=sweep.budget,

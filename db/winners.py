@@ -26,7 +26,16 @@ from dataclasses import dataclass, replace
 from sqlalchemy import Select, Subquery, and_, func, select
 from sqlalchemy.orm import Session
 
-from db.models import Decision, Device, Environment, Retime, Sweep, Task, Trial
+from db.models import (
+    Decision,
+    Device,
+    Environment,
+    Retime,
+    Sweep,
+    Task,
+    Trial,
+    block_shape_of,
+)
 from tuner.core import CONFIG_KEYS, minor_of
 
 
@@ -43,13 +52,13 @@ class WinnerRow:
     trial of the same task (None when that task has none) and `spread_us` None. `is_default`
     says the winner is the default config itself; `trial_id` is the winner's trial (None for a
     decided config with no trial in its task); `environment_id` the environment of the winning
-    trial or decision. Latencies in microseconds.
+    trial or decision. Latencies in microseconds. `block_shape` is None for per-tensor scales.
     """
 
     device_name: str
     N: int
     K: int
-    block_shape: tuple[int, int]
+    block_shape: tuple[int, int] | None
     M: int
     config: dict[str, int]
     latency_us: float
@@ -258,7 +267,7 @@ def _winner_row(device_name: str, row, *, has_default: bool, **decided) -> tuple
         device_name=device_name,
         N=row["N"],
         K=row["K"],
-        block_shape=(row["block_n"], row["block_k"]),
+        block_shape=block_shape_of(row["block_n"], row["block_k"]),
         M=row["M"],
         config=_config(row),
         latency_us=row["latency_us"],

@@ -22,6 +22,7 @@ from api.routes.devices import (
 from db import repo
 from tuner.inputs.devices import resolve
 from tuner.kernels.engines import SGLANG_NOTE
+from tuner.kernels.family import as_block_shape
 from tuner.kernels.registry import family_of_file, respell_file_name
 
 router = APIRouter(prefix="/devices", tags=["releases"])
@@ -197,7 +198,7 @@ def _find_slow(
         raise _no_release(session, stored, number)
     where = f"no file {wanted!r} in {stored} release {info.number}"
     for skipped in info.summary.get("skipped", []):
-        if (skipped["N"], skipped["K"], tuple(skipped["block_shape"])) == (
+        if (skipped["N"], skipped["K"], as_block_shape(skipped["block_shape"])) == (
             shape.N,
             shape.K,
             shape.block_shape,
@@ -344,7 +345,7 @@ def list_configs(
         schemas.SkippedShape(
             N=s["N"],
             K=s["K"],
-            block_shape=tuple(s["block_shape"]),
+            block_shape=as_block_shape(s["block_shape"]),
             reason=s["reason"],
             m_missing=s["m_missing"],
         )

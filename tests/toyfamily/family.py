@@ -1,24 +1,52 @@
 """A third kernel family, known to no product module: the dense kernel under another name, its
-own file names, an M-dependent default, one dimension G beyond N and K, and its own key in a
-model's shapes file (`toy = [[N, K, G], ...]`). A test registers it (monkeypatching
-`tuner.kernels.registry.FAMILIES`); nothing else names it."""
+own file names, an M-dependent default, one dimension G beyond N and K, its own key in a
+model's shapes file (`toy = [[N, K, G], ...]`), and no block scales: its shapes carry
+block_shape None, its file names no block shape, and its weight is quantized per tensor (one
+scale for the whole weight [N, K], one activation scale per row of A), which the dense kernel
+runs as a single scale block of (N, K): group_n = N, group_k = K. A test registers it
+(monkeypatching `tuner.kernels.registry.FAMILIES`); nothing else names it."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.family import DENSE
-from tuner.kernels.family import Shape
+from tuner.kernels.dense.space import why_invalid
+from tuner.kernels.family import Shape, Workload
 from tuner.kernels.shapes_rows import int_rows
 
 _NAME = re.compile(r"toy3,G=(\d+),N=(\d+),K=(\d+),device_name=([A-Za-z0-9_]+)\.json")
 
 
+def as_dense(shape: Shape) -> Shape:
+    """The shape as the dense kernel runs it: per-tensor scales are one scale block (N, K)."""
+    if shape.block_shape is not None:
+        raise ValueError(f"toy3 shapes have no block shape, got {shape.block_shape}")
+    return dataclasses.replace(shape, block_shape=(shape.N, shape.K), params=())
+
+
+def _why_invalid(config: KernelConfig, shape: Shape) -> str | None:
+    """The dense kernel's rules for the one scale block: BLOCK_SIZE_K must divide K."""
+    return why_invalid(config, (shape.N, shape.K))
+
+
 def _default(shape: Shape, M: int) -> KernelConfig:
     return KernelConfig(16 if M <= 16 else 64, 128, 128, 1, 4, 2)
+
+
+def _workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
+    """The dense GEMM's tensors with per-tensor weight scales (Bs [1, 1], As [M, 1])."""
+    return DENSE.workload(as_dense(shape), M, seed=seed, device=device)
+
+
+def _compile_for_target(
+    config: KernelConfig, arch: int, *, shape: Shape, M: int, out_dtype: Any
+) -> Any:
+    return DENSE.compile_for_target(config, arch, shape=as_dense(shape), M=M, out_dtype=out_dtype)
 
 
 def _file_name(shape: Shape, device: str, engine: str) -> str:
@@ -30,12 +58,13 @@ def _parse_file_name(name: str) -> tuple[Shape, str, str]:
     if match is None:
         raise ValueError(f"{name!r} is not a toy3 file name")
     G, N, K, device = match.groups()
-    return Shape(int(N), int(K), (128, 128), (("G", int(G)),)), device, "fp8_w8a8"
+    return Shape(int(N), int(K), None, (("G", int(G)),)), device, "fp8_w8a8"
 
 
 def _parse_shapes(rows: object, where: str, block_shape: tuple[int, int]) -> tuple[Shape, ...]:
+    """`toy = [[N, K, G], ...]`; the model's block shape is not the toy's: it has none."""
     return tuple(
-        Shape(N, K, block_shape, (("G", G),))
+        Shape(N, K, None, (("G", G),))
         for N, K, G in int_rows(
             rows,
             where,
@@ -54,7 +83,12 @@ TOY3 = dataclasses.replace(
     DENSE,
     name="toy3",
     title="the dense kernel as a third family",
+    why_invalid=_why_invalid,
     default_config=_default,
+    workload=_workload,
+    compile_for_target=_compile_for_target,
+    specialization=lambda shape, M: DENSE.specialization(as_dense(shape), M),
+    sglang_clamps_block_k=False,
     file_name=_file_name,
     parse_file_name=_parse_file_name,
     file_name_start="toy3,",

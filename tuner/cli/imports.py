@@ -108,7 +108,7 @@ def _plan(
     """One file per (device, shape): of two spellings of one file, the one vLLM reads."""
     from tuner.files.imports import never_read_by_vllm, target_device
 
-    planned: dict[tuple[str, int, int, tuple[int, int]], Planned] = {}
+    planned: dict[tuple[str, int, int, tuple[int, int] | None], Planned] = {}
     skipped: list[tuple[Path, str]] = []
     for path, item in parsed:
         try:

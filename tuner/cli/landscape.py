@@ -17,6 +17,7 @@ from tuner.cli.output import console
 from tuner.cli.store import device_in_store, open_db
 from tuner.cli.tables import Column, print_table
 from tuner.core import OutDtype
+from tuner.kernels.family import block_shape_text, block_sort_key
 
 if TYPE_CHECKING:
     from db.repo import DeviceTrialRow
@@ -59,7 +60,9 @@ def build_landscape(
     environment_id = max(counts, key=lambda env: (counts[env], env))
     kept = [row for row in rows if row.environment_id == environment_id]
     kinds = Counter((row.block_shape, row.out_dtype) for row in kept)
-    block_shape, out_dtype = max(kinds, key=lambda kind: (kinds[kind], kind))
+    block_shape, out_dtype = max(
+        kinds, key=lambda kind: (kinds[kind], block_sort_key(kind[0]), kind[1])
+    )
     notes = []
     if len(counts) > 1:
         notes.append(
@@ -69,7 +72,7 @@ def build_landscape(
         )
     if len(kinds) > 1:
         notes.append(
-            f"kept block_shape {list(block_shape)} {out_dtype}; left out "
+            f"kept block_shape {block_shape_text(block_shape)} {out_dtype}; left out "
             f"{len(kept) - kinds[(block_shape, out_dtype)]} trials of other kinds"
         )
     kept = [row for row in kept if (row.block_shape, row.out_dtype) == (block_shape, out_dtype)]

@@ -165,6 +165,7 @@ def _next_step(
 def _print_other_families(scan) -> None:
     """Each other family's part of a log (`KernelFamily.log_line`): its shapes without a config
     file, where vLLM looks for them, and its files out of scope."""
+    from tuner.kernels.family import block_shape_text
     from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES
 
     for family in FAMILIES.values():
@@ -176,8 +177,9 @@ def _print_other_families(scan) -> None:
             console.print(f"{len(shapes)} {line.what} without a config file:", highlight=False)
             table = Table(*line.key_names, "block_shape")
             for shape in shapes:
-                bn, bk = shape.block_shape
-                table.add_row(*map(str, family.file_key(shape)), f"[{bn}, {bk}]")
+                table.add_row(
+                    *map(str, family.file_key(shape)), block_shape_text(shape.block_shape)
+                )
             console.print(table)
             missing = scan.files.get(family.name, ())
             for folder in sorted({m.path.rsplit("/", 1)[0] for m in missing if "/" in m.path}):

@@ -109,7 +109,7 @@ FixTrialsOpt = Annotated[
 def _runner_factory(
     runner: Runner,
     *,
-    block_shape: tuple[int, int],
+    block_shape: tuple[int, int] | None,
     out_dtype: str,
     seed: int,
     kernel: str = "builtin",

@@ -234,8 +234,11 @@ class CandidateRunner(KernelRunner):
     def _library(self, candidate: Candidate, weights):
         B, Bs = weights
         inputs = self.workload.inputs
+        block_shape = self.problem.block_shape
+        if block_shape is None:
+            raise ValueError("vLLM's linear backends need a block shape [group_n, group_k]")
         return self.library[candidate.backend](
-            inputs.A, inputs.As, B, Bs, self.out_dtype, tuple(self.problem.block_shape)
+            inputs.A, inputs.As, B, Bs, self.out_dtype, tuple(block_shape)
         )
 
     def _launch(self, config, out=None):

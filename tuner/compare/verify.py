@@ -74,7 +74,7 @@ def check_points(keys: Iterable[int], grid: Iterable[int]) -> list[int]:
 def timed_points(
     configs: Mapping[int, Mapping[str, int]],
     m_points: Iterable[int],
-    block_shape: tuple[int, int],
+    block_shape: tuple[int, int] | None,
     *,
     family: str = DEFAULT_FAMILY,
     shape: Shape | None = None,
@@ -223,7 +223,7 @@ class ShapeVerification:
 
     N: int
     K: int
-    block_shape: tuple[int, int]
+    block_shape: tuple[int, int] | None
     keys: tuple[int, ...]
     points: tuple[PointResult, ...]
 
@@ -282,7 +282,7 @@ def verify_point(
     K: int,
     configs: Mapping[int, KernelConfig],
     default: KernelConfig,
-    block_shape: tuple[int, int],
+    block_shape: tuple[int, int] | None,
     make_runner: RunnerFactory,
     rounds: int,
     retime: RetimeFn,
@@ -354,7 +354,7 @@ def verify_shape(
     *,
     N: int,
     K: int,
-    block_shape: tuple[int, int],
+    block_shape: tuple[int, int] | None,
     configs: Mapping[int, Mapping[str, int]],
     m_points: Sequence[int],
     make_runner: RunnerFactory,

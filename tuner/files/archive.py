@@ -13,7 +13,7 @@ from tuner.files.engine_folders import folder_for, folder_history
 from tuner.files.merge import DeviceFiles
 from tuner.inputs.backends import TRITON_FLAG, device_advice
 from tuner.kernels.engines import SGLANG_NOTE
-from tuner.kernels.family import EXPERTS, LINEAR_LAYERS
+from tuner.kernels.family import EXPERTS, LINEAR_LAYERS, PER_TENSOR
 from tuner.kernels.registry import family_of_part
 
 README_NAME = "README.txt"
@@ -139,6 +139,13 @@ def versions_line(versions: dict) -> str:
     return ", ".join(parts)
 
 
+def _blocks(block_shape: tuple[int, int] | None) -> str:
+    """How the README names a block shape: `block_shape=[128,128]`, or per-tensor."""
+    if block_shape is None:
+        return PER_TENSOR
+    return f"block_shape=[{block_shape[0]},{block_shape[1]}]"
+
+
 def readme_text(
     device_name: str,
     device_files: DeviceFiles,
@@ -192,7 +199,7 @@ def readme_text(
     if device_files.skipped:
         lines += ["", "Left out"]
         lines.extend(
-            f"- N={s.N}, K={s.K}, block_shape=[{s.block_shape[0]},{s.block_shape[1]}]: {s.reason}"
+            f"- N={s.N}, K={s.K}, {_blocks(s.block_shape)}: {s.reason}"
             for s in device_files.skipped
         )
     return "\n".join(lines) + "\n"

@@ -93,7 +93,7 @@ class DeviceView:
     environments: list[repo.EnvironmentRow]
     winners: list[repo.WinnerRow]
     coverage: list[repo.ShapeCoverage]
-    imported: dict[tuple[int, int, tuple[int, int]], repo.ImportedShape] = field(
+    imported: dict[tuple[int, int, tuple[int, int] | None], repo.ImportedShape] = field(
         default_factory=dict
     )
 

@@ -237,7 +237,8 @@ def sglang_clamp_lines(
     Args:
         files: (file name in either spelling, its entries in the file's order); files of a
             family SGLang reads as they are (not `KernelFamily.sglang_clamps_block_k`, e.g.
-            fused-MoE: get_moe_configs rewrites nothing) are skipped.
+            fused-MoE: get_moe_configs rewrites nothing) and files without a block shape are
+            skipped.
         device_name: the device key the files are for.
         version: SGLang's release; None for `DEFAULT_ENGINE_VERSIONS["sglang"]`.
 
@@ -249,7 +250,10 @@ def sglang_clamp_lines(
         family = family_of_file(file_name)
         if not family.sglang_clamps_block_k:
             continue
-        block_k = family.parse_file_name(file_name)[0].block_shape[1]
+        block_shape = family.parse_file_name(file_name)[0].block_shape
+        if block_shape is None:  # no group_k to raise BLOCK_SIZE_K to
+            continue
+        block_k = block_shape[1]
         line = sglang_clamp_line(
             file_name, sglang_clamped(configs, block_k, device_name, version), block_k, version
         )

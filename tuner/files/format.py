@@ -211,14 +211,15 @@ class ImportName:
         K: the reduction dimension.
         device_name: the device key in the name, e.g. `NVIDIA_L20`.
         dtype: the dtype label in the name, e.g. `fp8_w8a8`.
-        block_shape: [group_n, group_k] of the weight scales.
+        block_shape: [group_n, group_k] of the weight scales, or None for a family without
+            block scales.
     """
 
     N: int
     K: int
     device_name: str
     dtype: str
-    block_shape: tuple[int, int]
+    block_shape: tuple[int, int] | None
 
 
 @dataclass(frozen=True)

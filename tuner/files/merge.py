@@ -37,7 +37,7 @@ class WinnerRowLike(WinnerLike, Protocol):
     def K(self) -> int: ...
 
     @property
-    def block_shape(self) -> Sequence[int]: ...
+    def block_shape(self) -> Sequence[int] | None: ...
 
 
 class ImportedShapeLike(Protocol):
@@ -61,7 +61,7 @@ class ShapeCoverageLike(Protocol):
     def K(self) -> int: ...
 
     @property
-    def block_shape(self) -> Sequence[int]: ...
+    def block_shape(self) -> Sequence[int] | None: ...
 
     @property
     def m_requested(self) -> Sequence[int]: ...
@@ -219,7 +219,7 @@ class DeviceFiles:
     skipped: list[SkippedShape]
 
 
-def dense_key(N: int, K: int, block_shape: Sequence[int]) -> FamilyShape:
+def dense_key(N: int, K: int, block_shape: Sequence[int] | None) -> FamilyShape:
     """The key of the dense GEMM's file of (N, K, block_shape); imported files are all such."""
     return FamilyShape(DEFAULT_FAMILY, Shape(N, K, as_block_shape(block_shape)))
 
@@ -229,7 +229,7 @@ def build_device_files(
     coverage: Sequence[ShapeCoverageLike],
     *,
     allow_partial: bool = False,
-    imported: Mapping[tuple[int, int, tuple[int, int]], ImportedShapeLike] | None = None,
+    imported: Mapping[tuple[int, int, tuple[int, int] | None], ImportedShapeLike] | None = None,
     device_name: str | None = None,
     engine: str = "vllm",
     triton_of: Mapping[int, str] | None = None,

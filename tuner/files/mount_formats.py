@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from tuner.kernels.family import Shape
+from tuner.kernels.family import PER_TENSOR, Shape
 
 # Where the MoE files' folder is mounted in the container; vLLM is told by VLLM_TUNED_CONFIG_FOLDER.
 MOE_CONTAINER_DIR = "/opt/blockfp8-tuner/moe-configs"
@@ -84,11 +84,14 @@ def _configmap_name(device_name: str) -> str:
 
 def configmap_key(shape: Shape) -> str:
     """A file's key in a ConfigMap, from the shape its name gives: `n5120-k3072-b128x128.json`,
-    `e128-n384-b128x128.json` (a fused-MoE name holds no K: its shape's K is 0)."""
+    `e128-n384-b128x128.json` (a fused-MoE name holds no K: its shape's K is 0),
+    `n512-k256-per-tensor.json` (a shape without block scales)."""
     # ConfigMap keys allow only [-._a-zA-Z0-9]; vLLM's names have '=', ',' and '['.
     params = "".join(f"{name.lower()}{value}-" for name, value in shape.params)
     k = f"-k{shape.K}" if shape.K else ""
-    return f"{params}n{shape.N}{k}-b{shape.block_shape[0]}x{shape.block_shape[1]}.json"
+    block = shape.block_shape
+    blocks = PER_TENSOR if block is None else f"b{block[0]}x{block[1]}"
+    return f"{params}n{shape.N}{k}-{blocks}.json"
 
 
 # Every line continues the command: the block goes into a multi-line `docker run`.

@@ -116,7 +116,7 @@ def _summary(
             {
                 "N": s.N,
                 "K": s.K,
-                "block_shape": list(s.block_shape),
+                "block_shape": None if s.block_shape is None else list(s.block_shape),
                 "m_missing": list(s.m_missing),
                 "reason": s.reason,
             }

@@ -84,8 +84,8 @@ class MissingConfig:
         return self.shape.K
 
     @property
-    def block_shape(self) -> tuple[int, int]:
-        """[group_n, group_k]."""
+    def block_shape(self) -> tuple[int, int] | None:
+        """[group_n, group_k]; None for a family without block scales."""
         return self.shape.block_shape
 
     @property
@@ -167,7 +167,10 @@ class LogScan:
         Args:
             device_name: only files of this device; None for all.
         """
-        return [(s.N, s.K, s.block_shape) for s in self.shapes_of(DEFAULT_FAMILY, device_name)]
+        return [
+            (s.N, s.K, s.block_pair(DEFAULT_FAMILY))
+            for s in self.shapes_of(DEFAULT_FAMILY, device_name)
+        ]
 
 
 def _engine_of(path: str, name: str) -> str:

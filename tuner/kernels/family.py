@@ -34,37 +34,95 @@ def _params_text(params: Sequence[tuple[str, int]]) -> str:
     return ",".join(f"{name}={value}" for name, value in params)
 
 
-def as_block_shape(block_shape: Sequence[int]) -> tuple[int, int]:
-    """[group_n, group_k] as a pair of ints (the store and JSON give lists).
+# How text (CLI tables, notes, the HTML report) names a shape without block scales: one weight
+# scale for the whole weight and one activation scale per row (JSON and HTTP give null).
+PER_TENSOR = "per-tensor"
+
+
+def as_block_shape(block_shape: Sequence[int] | None) -> tuple[int, int] | None:
+    """[group_n, group_k] as a pair of ints (the store and JSON give lists), or None for a
+    shape without block scales (per-tensor; the store's repository and JSON give None/null).
 
     Raises:
-        ValueError: not two values.
+        ValueError: neither None nor two values.
     """
+    if block_shape is None:
+        return None
     group_n, group_k = block_shape
     return (int(group_n), int(group_k))
 
 
-@dataclass(frozen=True, order=True)
+def block_shape_text(block_shape: Sequence[int] | None) -> str:
+    """How text names a block shape: "[128, 128]", or `PER_TENSOR` for None."""
+    if block_shape is None:
+        return PER_TENSOR
+    return f"[{block_shape[0]}, {block_shape[1]}]"
+
+
+def block_sort_key(block_shape: tuple[int, int] | None) -> tuple[int, ...]:
+    """A block shape as it sorts: None (per-tensor) as (), before every pair."""
+    return () if block_shape is None else block_shape
+
+
+@dataclass(frozen=True)
 class Shape:
     """What a family's GEMM is tuned for, apart from the batch size M.
 
     Attributes:
         N: rows of the weight [N, K] (per expert, for a fused-MoE family).
         K: the reduction dimension.
-        block_shape: [group_n, group_k] of the weight scales.
+        block_shape: [group_n, group_k] of the weight scales, or None for a family without
+            block scales (one scale per tensor; text names it `PER_TENSOR`). Always given:
+            no family's block shape is assumed.
         params: the family's other dimensions as sorted (name, value) pairs, e.g.
             (("E", 128), ("top_k", 8)) for MoE experts; () for the dense GEMM.
     """
 
     N: int
     K: int
-    block_shape: tuple[int, int] = (128, 128)
+    block_shape: tuple[int, int] | None
     params: tuple[tuple[str, int], ...] = ()
+
+    def __lt__(self, other: Shape) -> bool:
+        """Order by N, K, block shape (None first, `block_sort_key`), params."""
+        return self._order < other._order
+
+    def __le__(self, other: Shape) -> bool:
+        """Order by N, K, block shape (None first, `block_sort_key`), params."""
+        return self._order <= other._order
+
+    def __gt__(self, other: Shape) -> bool:
+        """Order by N, K, block shape (None first, `block_sort_key`), params."""
+        return self._order > other._order
+
+    def __ge__(self, other: Shape) -> bool:
+        """Order by N, K, block shape (None first, `block_sort_key`), params."""
+        return self._order >= other._order
+
+    @property
+    def _order(self) -> tuple[int, int, tuple[int, ...], tuple[tuple[str, int], ...]]:
+        return (self.N, self.K, block_sort_key(self.block_shape), self.params)
 
     @property
     def params_text(self) -> str:
         """`params` as the store keeps them: `E=128,top_k=8`, or "" when there are none."""
         return _params_text(self.params)
+
+    def block_pair(self, family: str) -> tuple[int, int]:
+        """`block_shape` for a family whose kernel reads block scales (dense, fused MoE).
+
+        Args:
+            family: the family's name, for the message.
+
+        Raises:
+            ValueError: the shape has no block shape (per-tensor scales).
+        """
+        if self.block_shape is None:
+            raise ValueError(
+                f"the {family} family needs a block shape [group_n, group_k]; "
+                f"N={self.N} K={self.K} has none ({PER_TENSOR})"
+            )
+        return self.block_shape
 
     def param(self, name: str) -> int:
         """One of `params` by name.
@@ -76,9 +134,14 @@ class Shape:
 
     @classmethod
     def from_store(
-        cls, N: int, K: int, block_shape: tuple[int, int] | list[int], params_text: str = ""
+        cls,
+        N: int,
+        K: int,
+        block_shape: tuple[int, int] | list[int] | None,
+        params_text: str = "",
     ) -> Shape:
-        """The shape of a stored task (`params_text` as `params_text` writes it).
+        """The shape of a stored task (`params_text` as `params_text` writes it; `block_shape`
+        None, as the store's repository gives it, for a shape without block scales).
 
         Raises:
             ValueError: `params_text` is not `name=value` pairs separated by commas.
@@ -126,10 +189,17 @@ class FamilyShape:
     shape: Shape
 
     @property
-    def sort_key(self) -> tuple[str, str, int, int, tuple[int, int]]:
-        """(family, params text, N, K, block_shape): the order of a device's files."""
+    def sort_key(self) -> tuple[str, str, int, int, tuple[int, ...]]:
+        """(family, params text, N, K, block_shape): the order of a device's files; a shape
+        without block scales sorts its block shape as () (`block_sort_key`)."""
         shape = self.shape
-        return (self.family, shape.params_text, shape.N, shape.K, shape.block_shape)
+        return (
+            self.family,
+            shape.params_text,
+            shape.N,
+            shape.K,
+            block_sort_key(shape.block_shape),
+        )
 
     def __lt__(self, other: FamilyShape) -> bool:
         """Order by `sort_key`."""
@@ -170,8 +240,8 @@ class ShapeKeyed:
         return self.key.shape.K
 
     @property
-    def block_shape(self) -> tuple[int, int]:
-        """[group_n, group_k] of the weight scales."""
+    def block_shape(self) -> tuple[int, int] | None:
+        """[group_n, group_k] of the weight scales; None: per-tensor scales."""
         return self.key.shape.block_shape
 
     @property

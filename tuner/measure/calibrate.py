@@ -40,7 +40,7 @@ def calibration_trials() -> tuple[Problem, list[KernelConfig]]:
     N, K, M = CALIBRATION_SHAPE
     problem = Problem(M, N, K, (128, 128), "bfloat16", family=DEFAULT_FAMILY)
     configs = [
-        get_family(DEFAULT_FAMILY).default_config(Shape(N, K), M),
+        get_family(DEFAULT_FAMILY).default_config(Shape(N, K, (128, 128)), M),
         *(KernelConfig(*config) for config in CALIBRATION_CONFIGS),
     ]
     return problem, configs

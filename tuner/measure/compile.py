@@ -42,7 +42,7 @@ class CompileJob:
     M: int
     N: int
     K: int
-    block_shape: tuple[int, int]
+    block_shape: tuple[int, int] | None
     out_dtype: str
     need_info: bool = True
     family: str = DEFAULT_FAMILY
@@ -167,7 +167,7 @@ def prune(
     M: int,
     N: int,
     K: int,
-    block_shape: tuple[int, int],
+    block_shape: tuple[int, int] | None,
     out_dtype: str,
     cache: CompileCache | None = None,
     workers: int | None = None,
@@ -233,7 +233,7 @@ def compile_infos(
     M: int,
     N: int,
     K: int,
-    block_shape: tuple[int, int],
+    block_shape: tuple[int, int] | None,
     out_dtype: str,
     cache: CompileCache | None = None,
     workers: int | None = None,

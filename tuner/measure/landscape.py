@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tuner.core import CONFIG_KEYS, TrialStatus
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.family import Shape
+from tuner.kernels.family import Shape, as_block_shape
 from tuner.measure.trial import TrialResult
 
 FORMAT = "blockfp8-tuner-landscape/1"
@@ -38,7 +38,7 @@ class Landscape:
         recorded_at: when it was recorded.
         space: name of the config space, e.g. "vllm".
         out_dtype: output dtype of the GEMM.
-        block_shape: [group_n, group_k].
+        block_shape: [group_n, group_k]; None (JSON null) for per-tensor scales.
         problems: (N, K, M) -> config -> result.
     """
 
@@ -47,7 +47,7 @@ class Landscape:
     recorded_at: str
     space: str
     out_dtype: str
-    block_shape: tuple[int, int]
+    block_shape: tuple[int, int] | None
     problems: Mapping[tuple[int, int, int], Mapping[KernelConfig, TrialResult]] = field(
         default_factory=dict
     )
@@ -74,7 +74,7 @@ class Landscape:
             "recorded_at": self.recorded_at,
             "space": self.space,
             "out_dtype": self.out_dtype,
-            "block_shape": list(self.block_shape),
+            "block_shape": None if self.block_shape is None else list(self.block_shape),
             "row_fields": list(ROW_FIELDS),
             "problems": problems,
         }
@@ -121,14 +121,14 @@ def parse_landscape(text: str, *, source: str = "<landscape>") -> Landscape:
                     TrialStatus(status), latency_us, p20_us, p80_us, measure_s=0.0
                 )  # as `recorded` keeps it
             problems[(int(problem["N"]), int(problem["K"]), int(problem["M"]))] = trials
-        group_n, group_k = body["block_shape"]
+        block_shape = as_block_shape(body["block_shape"])
         return Landscape(
             device_name=str(body["device_name"]),
             environment=dict(body["environment"]),
             recorded_at=str(body["recorded_at"]),
             space=str(body["space"]),
             out_dtype=str(body["out_dtype"]),
-            block_shape=(int(group_n), int(group_k)),
+            block_shape=block_shape,
             problems=problems,
         )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -238,7 +238,7 @@ def landscape_from_results(
     recorded_at: str,
     space: str,
     out_dtype: str,
-    block_shape: tuple[int, int],
+    block_shape: tuple[int, int] | None,
     results: Iterable[tuple[int, int, int, KernelConfig, TrialResult]],
 ) -> Landscape:
     """Build a landscape from (N, K, M, config, result) tuples, e.g. read from the store.

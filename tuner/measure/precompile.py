@@ -85,7 +85,7 @@ class Precompiler:
         M: int,
         N: int,
         K: int,
-        block_shape: tuple[int, int],
+        block_shape: tuple[int, int] | None,
         out_dtype: str,
         pool: ProcessPoolExecutor | None = None,
         workers: int | None = None,

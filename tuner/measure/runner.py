@@ -60,7 +60,7 @@ class Problem:
     M: int
     N: int
     K: int
-    block_shape: tuple[int, int] = (128, 128)
+    block_shape: tuple[int, int] | None = (128, 128)
     out_dtype: str = "bfloat16"
     family: str = DEFAULT_FAMILY
     params: tuple[tuple[str, int], ...] = ()

@@ -39,6 +39,8 @@ def shape_roofline(
     if gemm is None:
         return None
     gemm_M, N, K = gemm(key.shape, M)
+    # Per-tensor scales read as many bytes as one scale block of the whole weight [N, K].
+    block_shape = key.shape.block_shape or (N, K)
     return roofline(
-        gemm_M, N, K, latency_us, ceilings, block_shape=key.shape.block_shape, out_dtype=out_dtype
+        gemm_M, N, K, latency_us, ceilings, block_shape=block_shape, out_dtype=out_dtype
     )

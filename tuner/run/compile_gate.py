@@ -47,7 +47,7 @@ class CompileGate:
         M: int,
         N: int,
         K: int,
-        block_shape: tuple[int, int],
+        block_shape: tuple[int, int] | None,
         out_dtype: str,
         space: Sequence[KernelConfig],
         first: Sequence[KernelConfig] = (),

@@ -72,7 +72,7 @@ class SweepRequest:
     model: str
     tp: int
     shapes: tuple[tuple[int, int], ...]
-    block_shape: tuple[int, int]
+    block_shape: tuple[int, int] | None
     m_values: tuple[int, ...]
     strategy: str
     trials: int
@@ -178,6 +178,10 @@ def model_requests(model_shapes, **common) -> list[tuple[SweepRequest, str]]:
     tunes its shapes in one sweep per params (the dense GEMM: all its (N, K) in one), or each
     shape in its own where it says so (`KernelFamily.sweep_per_shape`: fused-MoE experts).
 
+    A sweep has one block shape too: its shapes' (`Shape.block_shape`, which the family's
+    shapes parser gives: the model's, or None for a family without block scales), whatever
+    `common` says.
+
     Args:
         model_shapes: `tuner.inputs.shapes.ModelShapes` (its shapes per family, `groups`).
         common: every other `SweepRequest` field (device, model, M grid, strategy, ...).
@@ -191,13 +195,17 @@ def model_requests(model_shapes, **common) -> list[tuple[SweepRequest, str]]:
         family = get_family(name)
         batches: dict[object, list[Shape]] = {}
         for index, shape in enumerate(shapes):
-            batches.setdefault(index if family.sweep_per_shape else shape.params, []).append(shape)
+            group = index if family.sweep_per_shape else (shape.params, shape.block_shape)
+            batches.setdefault(group, []).append(shape)
         for batch in batches.values():
             request = SweepRequest(
-                shapes=tuple((shape.N, shape.K) for shape in batch),
-                family=name,
-                params=batch[0].params,
-                **common,
+                **{
+                    **common,
+                    "shapes": tuple((shape.N, shape.K) for shape in batch),
+                    "family": name,
+                    "params": batch[0].params,
+                    "block_shape": batch[0].block_shape,
+                }
             )
             requests.append((request, family.describe_shapes(batch)))
     return requests

@@ -166,7 +166,7 @@ class TaskRun:
             first_trial_at = min((t.created_at for t in stored if t.created_at), default=None)
             scope = dict(
                 device_name=task.device_name,
-                block_shape=tuple(task.block_shape),
+                block_shape=task.block_shape,
                 out_dtype=task.out_dtype,
                 finished_before=first_trial_at,
                 **self.key.store_fields(),

@@ -27,7 +27,7 @@ SHAPES = [(7168, 5120), (5120, 3072)]
 def groups(pairs=(), moe=()) -> dict[str, list[Shape]]:
     """save_shapes' groups of dense (N, K) pairs and MoE rows (E, N, K, top_k)."""
     return {
-        DEFAULT_FAMILY: [Shape(n, k) for n, k in pairs],
+        DEFAULT_FAMILY: [Shape(n, k, (128, 128)) for n, k in pairs],
         MOE.name: [expert_shape(*row) for row in moe],
     }
 

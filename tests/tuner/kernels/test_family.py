@@ -34,6 +34,8 @@ from tuner.kernels.family import (
     FamilyShape,
     KernelFamily,
     Shape,
+    as_block_shape,
+    block_shape_text,
     store_columns,
 )
 from tuner.kernels.moe.family import MOE
@@ -68,7 +70,7 @@ def test_each_part_of_a_model_is_tuned_by_the_family_that_says_so(monkeypatch) -
 
 
 def test_the_dense_family_gives_vllms_names_space_and_default() -> None:
-    shape = Shape(5120, 3072)
+    shape = Shape(5120, 3072, (128, 128))
     name = config_file_name(5120, 3072, "NVIDIA_L20")
     assert DENSE.file_name(shape, "NVIDIA_L20", "vllm") == name
     assert DENSE.file_name(shape, "NVIDIA_L20", "sglang").endswith("block_shape=[128, 128].json")
@@ -120,14 +122,43 @@ def test_a_family_shape_reads_and_writes_the_store_columns_and_sorts_as_files_do
     dense = FamilyShape.of_row(
         dataclasses.make_dataclass("Imported", ["N", "K", "block_shape"])(7168, 2048, (128, 128))
     )
-    assert dense == FamilyShape("dense", Shape(7168, 2048)) and dense.store_fields() == {
+    assert dense == FamilyShape(
+        "dense", Shape(7168, 2048, (128, 128))
+    ) and dense.store_fields() == {
         "family": "dense",
         "shape_params": "",
     }
     # Files are listed by family, params as stored text ("E=128" before "E=64"), N, K.
-    e64 = FamilyShape("moe", Shape(1, 2, params=(("E", 64),)))
-    e128 = FamilyShape("moe", Shape(9, 2, params=(("E", 128),)))
+    e64 = FamilyShape("moe", Shape(1, 2, (128, 128), (("E", 64),)))
+    e128 = FamilyShape("moe", Shape(9, 2, (128, 128), (("E", 128),)))
     assert sorted([e64, e128, dense]) == [dense, e128, e64]
+
+
+def test_a_shape_without_block_scales_sorts_before_the_pairs() -> None:
+    def key(N: int, block_shape: tuple[int, int] | None) -> FamilyShape:
+        return FamilyShape("pt", Shape(N, 256, block_shape))
+
+    keys = [key(512, (128, 128)), key(512, None), key(512, (64, 128)), key(256, (128, 128))]
+    assert sorted(keys) == [keys[3], keys[1], keys[2], keys[0]]
+    assert key(512, None).sort_key == ("pt", "", 512, 256, ())
+    shapes = [Shape(1, 2, (128, 128)), Shape(1, 2, None, (("G", 2),)), Shape(1, 2, None)]
+    assert sorted(shapes) == [shapes[2], shapes[1], shapes[0]]
+    assert Shape(1, 2, None) < Shape(1, 2, (1, 1)) and not Shape(1, 2, None) > Shape(1, 3, None)
+    # The store's rows give None (db reads 0/0 as None); JSON gives null or a list.
+    assert Shape.from_store(512, 256, None, "G=2") == Shape(512, 256, None, (("G", 2),))
+    assert as_block_shape(None) is None and as_block_shape([64, 128]) == (64, 128)
+    assert block_shape_text(None) == "per-tensor" and block_shape_text((64, 128)) == "[64, 128]"
+
+
+def test_the_dense_and_moe_families_need_a_block_shape() -> None:
+    per_tensor = Shape(512, 256, None, (("E", 8), ("top_k", 2)))
+    for family in (get_family("dense"), get_family("moe")):
+        with pytest.raises(ValueError) as refused:
+            family.default_config(per_tensor, 16)
+        assert str(refused.value) == (
+            f"the {family.name} family needs a block shape [group_n, group_k]; "
+            "N=512 K=256 has none (per-tensor)"
+        )
 
 
 def test_the_registry_loads_no_torch() -> None:
@@ -196,7 +227,7 @@ def test_a_registered_family_is_tuned_stored_and_merged(tmp_path, toy) -> None:
         )
     engine.dispose()
     defaults = [KernelConfig.from_dict(t.config) for t in trials if t.is_default]
-    assert defaults == [_toy_default(Shape(128, 128), 2)]  # the family's default at M=2
+    assert defaults == [_toy_default(Shape(128, 128, (128, 128)), 2)]  # the family's default at M=2
     assert {KernelConfig.from_dict(t.config) for t in trials} == {*SPACE, defaults[0]}
     assert all(t.status == "ok" and t.rel_error < 1e-2 for t in trials)  # the real kernel ran
     (file,) = read.files.files

@@ -1,6 +1,7 @@
 """A third kernel family that only registers itself (one entry in `FAMILIES`) is verified
 against its own default config and imported as its own family's file, with no product file
-aware of it."""
+aware of it. Both test families here have no block scales (per-tensor): block_shape None from
+the file name to the store (0/0 there) and back."""
 
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ def _parse(name: str) -> tuple[Shape, str, str]:
     if match is None:
         raise ValueError(f"{name!r} is not a trio file name")
     N, K, device = match.groups()
-    return Shape(int(N), int(K)), device, "fp8_w8a8"
+    return Shape(int(N), int(K), None), device, "fp8_w8a8"
 
 
 TRIO = dataclasses.replace(
@@ -92,11 +93,11 @@ def test_a_registered_family_is_verified_against_its_own_default(trio) -> None:
     # M=1 runs the toy's own default (nothing timed); M=24 picks key 32 (faster), timed
     # against the toy's default at M=24 (LARGE, not the dense GEMM's), so slower; M=4096's
     # entry breaks the toy's rule.
-    assert timed_points(configs, [1, 8, 24, 4096], (128, 128), family="trio") == [24, 4096]
+    assert timed_points(configs, [1, 8, 24, 4096], None, family="trio") == [24, 4096]
     result = verify_shape(
         N=256,
         K=384,
-        block_shape=(128, 128),
+        block_shape=None,
         configs=configs,
         m_points=[1, 8, 24, 4096],
         make_runner=make_runner,
@@ -117,6 +118,7 @@ def test_a_registered_family_is_verified_against_its_own_default(trio) -> None:
         ),
     )
     assert made == [(256, 384, 24)]
+    assert result.block_shape is None
     # The same file as the dense GEMM's: its default (64x128x128 g32) is timed at M=1 too.
     assert timed_points(configs, [1, 8, 24, 4096], (128, 128)) == [1, 8, 24, 4096]
 
@@ -161,7 +163,80 @@ def test_a_registered_family_is_imported_as_its_own_family(tmp_path: Path, trio)
         {1: SMALL.as_dict()},
     )
     assert dense == {}  # never taken for the dense GEMM's file of (256, 384)
-    assert own[(256, 384, (128, 128))].configs == {1: SMALL.as_dict()}
+    assert stored.block_shape is None
+    assert own[(256, 384, None)].configs == {1: SMALL.as_dict()}
+
+
+def test_a_per_tensor_import_is_stored_as_0_0_and_replaced_by_its_label(
+    tmp_path: Path, trio
+) -> None:
+    from sqlalchemy import select
+
+    from db import repo
+    from db.connection import open_store, session_scope
+    from db.models import ImportedFile
+
+    (tmp_path / TRIO_FILE).write_text(dump_config_file({1: SMALL.as_dict()}))
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    args = ["import", str(tmp_path / TRIO_FILE), "--db", db, "--no-check", "--no-publish"]
+    for _ in range(2):  # the same label twice: one row (0/0 collides in the unique key)
+        result = CliRunner().invoke(app, [*args, "--label", "mine"])
+        assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(app, [*args, "--label", "theirs"])
+    assert result.exit_code == 0, result.output
+    engine = open_store(db)
+    try:
+        with session_scope(engine) as session:
+            rows = session.execute(
+                select(ImportedFile.label, ImportedFile.block_n, ImportedFile.block_k)
+            ).all()
+            listed = repo.list_imports(session, device_name="NVIDIA_L20")
+    finally:
+        engine.dispose()
+    assert sorted(tuple(row) for row in rows) == [("mine", 0, 0), ("theirs", 0, 0)]
+    assert [(i.label, i.block_shape) for i in listed] == [("mine", None), ("theirs", None)]
+
+
+def test_the_toys_merged_file_is_verified_on_the_interpreter(monkeypatch) -> None:
+    from tests.toyfamily.family import TOY3
+    from tuner.measure.runner import Problem
+    from tuner.measure.runners import InterpreterRunner
+
+    monkeypatch.setitem(FAMILIES, TOY3.name, TOY3)
+    params = (("G", 2),)
+    runner = InterpreterRunner("TRITON_INTERPRETER", reps=1)
+
+    def make_runner(N: int, K: int, M: int):
+        problem = Problem(M, N, K, None, "bfloat16", family="toy3", params=params)
+        return runner.problem_runner(problem, seed=0, warmup_s=0.0, rep_s=0.0)
+
+    # A file of the toy's: M=1 runs ODD, checked against the float64 reference and timed
+    # against the toy's default; M=4096's BLOCK_SIZE_K=256 breaks the toy's rule for K=128
+    # (one scale block of the whole weight: group_k = K).
+    wide = KernelConfig(64, 128, 256, 1, 4, 2)
+    result = verify_shape(
+        N=128,
+        K=128,
+        block_shape=None,
+        configs={1: ODD.as_dict(), 4096: wide.as_dict()},
+        m_points=[1, 4096],
+        make_runner=make_runner,
+        rounds=2,
+        family="toy3",
+        params=params,
+    )
+    first, last = result.points
+    assert (first.M, first.config, first.timed, first.error) == (1, ODD, True, None)
+    assert first.verdict in (Verdict.OK, Verdict.SLOWER)  # it ran and matched the reference
+    assert last == PointResult(
+        4096,
+        4096,
+        wide,
+        Verdict.FAILED,
+        False,
+        error="invalid config: BLOCK_SIZE_K=256 does not divide group_k=128",
+    )
+    assert result.block_shape is None
 
 
 def advise(out, asked, answer) -> None:

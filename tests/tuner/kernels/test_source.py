@@ -85,7 +85,7 @@ def test_function_source_cuts_one_function_with_its_decorator() -> None:
 
 
 @pytest.mark.parametrize(
-    ("family", "shape", "M"), [("dense", Shape(256, 256), 5), ("moe", MOE_SHAPE, 3)]
+    ("family", "shape", "M"), [("dense", Shape(256, 256, (128, 128)), 5), ("moe", MOE_SHAPE, 3)]
 )
 def test_the_standin_kernels_run_through_vllms_launch_and_match_the_builtin(
     standin, family, shape, M

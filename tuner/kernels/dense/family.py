@@ -25,17 +25,17 @@ from tuner.kernels.source import VllmKernel
 
 
 def _why_invalid(config: KernelConfig, shape: Shape) -> str | None:
-    return why_invalid(config, shape.block_shape)
+    return why_invalid(config, shape.block_pair("dense"))
 
 
 def _default_config(shape: Shape, M: int) -> KernelConfig:
     """vLLM runs one default for every M of the dense GEMM (`space.default_config`)."""
-    return default_config(shape.block_shape)
+    return default_config(shape.block_pair("dense"))
 
 
 def _file_name(shape: Shape, device_name: str, engine: str = "vllm") -> str:
     return engine_file_name(
-        config_file_name(shape.N, shape.K, device_name, shape.block_shape), engine
+        config_file_name(shape.N, shape.K, device_name, shape.block_pair("dense")), engine
     )
 
 
@@ -84,13 +84,13 @@ def _compile_for_target(
         M=M,
         N=shape.N,
         K=shape.K,
-        block_shape=shape.block_shape,
+        block_shape=shape.block_pair("dense"),
         out_dtype=out_dtype,
     )
 
 
 def _specialization(shape: Shape, M: int) -> str:
-    return specialization_key(M, shape.N, shape.K, shape.block_shape)
+    return specialization_key(M, shape.N, shape.K, shape.block_pair("dense"))
 
 
 def _parse_shapes(rows: object, where: str, block_shape: tuple[int, int]) -> tuple[Shape, ...]:

@@ -28,9 +28,14 @@ class DenseWorkload:
 
     @classmethod
     def make(cls, shape: Shape, M: int, *, seed: int, device: str) -> DenseWorkload:
-        """Draw the inputs of (shape, M) with `seed` on `device` ("cuda" or "cpu")."""
-        inputs = make_inputs(M, shape.N, shape.K, shape.block_shape, seed=seed, device=device)
-        return cls(inputs, shape.block_shape)
+        """Draw the inputs of (shape, M) with `seed` on `device` ("cuda" or "cpu").
+
+        Raises:
+            ValueError: the shape has no block shape (`Shape.block_pair`).
+        """
+        block_shape = shape.block_pair("dense")
+        inputs = make_inputs(M, shape.N, shape.K, block_shape, seed=seed, device=device)
+        return cls(inputs, block_shape)
 
     @property
     def out_shape(self) -> tuple[int, int]:

@@ -33,18 +33,18 @@ from tuner.kernels.source import VllmKernel
 
 
 def _why_invalid(config: KernelConfig, shape: Shape) -> str | None:
-    return why_invalid(config, shape.block_shape)
+    return why_invalid(config, shape.block_pair("moe"))
 
 
 def _default_config(shape: Shape, M: int) -> KernelConfig:
-    return default_config(M, shape.block_shape)
+    return default_config(M, shape.block_pair("moe"))
 
 
 def _file_name(shape: Shape, device_name: str, engine: str = "vllm") -> str:
     """The name the engine reads: vLLM's (`moe_config_file_name`) or SGLang's
     (`sglang_moe_config_file_name`)."""
     name = sglang_moe_config_file_name if engine == "sglang" else moe_config_file_name
-    return name(shape.param("E"), shape.N, device_name, shape.block_shape)
+    return name(shape.param("E"), shape.N, device_name, shape.block_pair("moe"))
 
 
 def _parse_file_name(name: str) -> tuple[Shape, str, str]:
@@ -89,14 +89,14 @@ def _compile_for_target(
         K=shape.K,
         E=shape.param("E"),
         top_k=shape.param("top_k"),
-        block_shape=shape.block_shape,
+        block_shape=shape.block_pair("moe"),
         out_dtype=out_dtype,
     )
 
 
 def _specialization(shape: Shape, M: int) -> str:
     return moe_specialization_key(
-        M, shape.N, shape.K, shape.param("E"), shape.param("top_k"), shape.block_shape
+        M, shape.N, shape.K, shape.param("E"), shape.param("top_k"), shape.block_pair("moe")
     )
 
 

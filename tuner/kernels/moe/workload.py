@@ -137,12 +137,14 @@ class MoeWorkload:
 
         Raises:
             KeyError: shape.params lack E or top_k.
+            ValueError: the shape has no block shape (`Shape.block_pair`).
         """
         E, top_k = shape.param("E"), shape.param("top_k")
+        block_shape = shape.block_pair("moe")
         inputs = make_moe_inputs(
-            M, E, shape.N, shape.K, top_k, shape.block_shape, seed=seed, device=device
+            M, E, shape.N, shape.K, top_k, block_shape, seed=seed, device=device
         )
-        return cls(inputs, shape.block_shape, E)
+        return cls(inputs, block_shape, E)
 
     @property
     def out_shape(self) -> tuple[int, int]:
