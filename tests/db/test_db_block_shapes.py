@@ -12,6 +12,7 @@ from sqlalchemy import Engine, select
 from db import repo
 from db.connection import session_scope
 from db.models import Sweep, block_columns, block_shape_of
+from tests.storefill import DENSE_SWEEP
 
 SWEEP: dict[str, Any] = {
     "device_name": "NVIDIA_L20",
@@ -46,18 +47,18 @@ def test_no_block_shape_is_stored_as_0_0_and_read_back_as_none() -> None:
     ],
 )
 def test_a_pair_keeps_its_sweep_key(block_shape: Any, key: str) -> None:
-    assert repo.sweep_key(**SWEEP, block_shape=block_shape, family="dense") == key
+    assert repo.sweep_key(**SWEEP, block_shape=block_shape, **DENSE_SWEEP) == key
 
 
 def test_no_block_shape_has_a_sweep_key_of_its_own() -> None:
-    none = repo.sweep_key(**SWEEP, block_shape=None, family="dense")
+    none = repo.sweep_key(**SWEEP, block_shape=None, **DENSE_SWEEP)
     assert none == "90a38e89467bf715fb3b5a84ae094fa02f34b6664bda02c37562bb454d0731f9"
     pairs = {(0, 0), (1, 1), (128, 128)}
-    assert none not in {repo.sweep_key(**SWEEP, block_shape=p, family="dense") for p in pairs}
+    assert none not in {repo.sweep_key(**SWEEP, block_shape=p, **DENSE_SWEEP) for p in pairs}
 
 
 def test_a_per_tensor_sweep_round_trips_none(engine: Engine) -> None:
-    fields = {**SWEEP, "family": "pt", "shape_params": ""}
+    fields = {**SWEEP, "family": "pt", "shape_params": "", "family_in_key": True}
     with session_scope(engine) as session:
         info, created = repo.create_sweep(session, **fields, block_shape=None)
         again, created_again = repo.create_sweep(session, **fields, block_shape=None)
@@ -82,4 +83,4 @@ def test_a_zero_group_is_not_a_block_shape(engine: Engine, block_shape: tuple) -
         session_scope(engine) as session,
         pytest.raises(ValueError, match="block_shape must be positive integers"),
     ):
-        repo.create_sweep(session, **SWEEP, block_shape=block_shape, family="dense")
+        repo.create_sweep(session, **SWEEP, block_shape=block_shape, **DENSE_SWEEP)

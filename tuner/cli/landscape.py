@@ -17,7 +17,6 @@ from tuner.cli.output import console
 from tuner.cli.store import device_in_store, open_db
 from tuner.cli.tables import Column, print_table
 from tuner.core import OutDtype
-from tuner.kernels.family import block_shape_text, block_sort_key
 
 if TYPE_CHECKING:
     from db.repo import DeviceTrialRow
@@ -51,6 +50,7 @@ def build_landscape(
     """
     from tuner.core import TrialStatus
     from tuner.kernels.config import KernelConfig
+    from tuner.kernels.family import block_shape_text, block_sort_key
     from tuner.measure.landscape import landscape_from_results
     from tuner.measure.trial import TrialResult
 
