@@ -238,7 +238,7 @@ def _coverage_entries(
     ]
 
 
-# Environment columns a landscape file records (tuner.measure.landscape.Landscape.environment).
+# Environment columns a landscape file records (`tuner.measure.landscape.Landscape`'s environment).
 ENVIRONMENT_FIELDS: tuple[str, ...] = (
     "gpu_name",
     "compute_capability",

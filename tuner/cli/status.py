@@ -42,7 +42,7 @@ def status(
 
 
 def _print_sweeps(sweeps) -> None:
-    """One row per sweep (`db.repo.SweepRow`): its scope, task counts by state, trials ok."""
+    """One row per sweep (`db.repo.SweepSummary`): its scope, task counts by state, trials ok."""
     columns = [
         Column("sweep"),
         Column("device", text=True),
@@ -74,7 +74,7 @@ def _print_sweeps(sweeps) -> None:
 
 
 def _print_tasks(tasks, sweep: int | None) -> None:
-    """One row per task of a sweep (`db.repo.TaskRow`): its state, trials, search timings."""
+    """One row per task of a sweep (`db.repo.TaskSummary`): its state, trials, search timings."""
     columns = [
         Column("N"),
         Column("K"),

@@ -77,7 +77,7 @@ def sglang_moe_config_file_name(
     block shape as a Python list, `[128, 128]`, and the device as torch names it with spaces as
     `_` (our device key), without vLLM's H200 rule; it reads the file from
     `configs/triton_<X_Y_Z>/` beside that module or under $SGLANG_MOE_CONFIG_DIR
-    (`tuner.files.engine_folders.ENGINE_FOLDERS` has the folder of each release).
+    (the family's `engine_folders` rows have the folder of each release).
 
     Raises:
         ValueError: as `moe_config_file_name`.

@@ -41,7 +41,7 @@ class GpuRunner:
     def from_options(
         cls, *, device_name: str, landscape: str | None = None, interpreter_reps: int = 3
     ) -> GpuRunner:
-        """The registry's factory (`tuner.measure.runners.base.make_runner`); the landscape
+        """The registry's factory (`tuner.measure.runners.registry.make_runner`); the landscape
         and the interpreter's reps do not apply."""
         return cls(device_name)
 

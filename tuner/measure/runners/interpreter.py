@@ -53,7 +53,7 @@ class InterpreterRunner:
     def from_options(
         cls, *, device_name: str, landscape: str | None = None, interpreter_reps: int = 3
     ) -> InterpreterRunner:
-        """The registry's factory (`tuner.measure.runners.base.make_runner`); a landscape
+        """The registry's factory (`tuner.measure.runners.registry.make_runner`); a landscape
         does not apply."""
         return cls(device_name, interpreter_reps)
 
