@@ -34,6 +34,7 @@ def record(session, label: str, configs: dict, device_name: str = "NVIDIA_L20"):
         sha256=label * 2,
         configs=configs,
         family="dense",
+        shape_params="",
     )
 
 
@@ -48,11 +49,12 @@ def test_record_list_and_replace(engine: Engine) -> None:
     with session_scope(engine) as session:
         record(session, "mine", {4: SLOW, 16: DEFAULT})
         listed = repo.list_imports(session, device_name="NVIDIA_L20")
-        merged = repo.imported_configs(session, device_name="NVIDIA_L20", family="dense")
+        merged = repo.imported_configs(session, device_name="NVIDIA_L20")
         assert repo.list_import_device_names(session) == ["NVIDIA_L20"]
         assert repo.list_device_names(session) == []  # imports are not sweeps
     assert [(i.label, i.m_keys) for i in listed] == [("mine", (4, 16)), ("vllm", (2048,))]
-    shape = merged[(576, 7168, (128, 128))]
+    assert list(merged) == [("dense", "", 576, 7168, (128, 128))]
+    shape = merged[("dense", "", 576, 7168, (128, 128))]
     assert shape.configs == {2048: SLOW, 4: SLOW, 16: DEFAULT}
     assert shape.labels == {2048: "vllm", 4: "mine", 16: "mine"}
 
@@ -142,6 +144,7 @@ def test_entries_that_cannot_launch_are_stored_and_left_out_of_merges(engine: En
             sha256="a",
             configs={16: FAST},
             family="dense",
+            shape_params="",
         )
         item = repo.record_import(
             session,
@@ -156,9 +159,10 @@ def test_entries_that_cannot_launch_are_stored_and_left_out_of_merges(engine: En
             checked_arch=89,
             cannot_launch={16: reason, 64: reason},
             family="dense",
+            shape_params="",
         )
-        shape = repo.imported_configs(session, device_name="NVIDIA_L20", family="dense")[
-            (576, 7168, (128, 128))
+        shape = repo.imported_configs(session, device_name="NVIDIA_L20")[
+            ("dense", "", 576, 7168, (128, 128))
         ]
     assert (older.checked_arch, older.cannot_launch) == (None, {})
     assert (item.checked_arch, item.cannot_launch, item.m_keys) == (
@@ -171,6 +175,7 @@ def test_entries_that_cannot_launch_are_stored_and_left_out_of_merges(engine: En
     assert shape.left_out == {16: ("h100", reason), 64: ("h100", reason)}
     record_checked = dict(
         family="dense",
+        shape_params="",
         device_name="NVIDIA_L20",
         N=576,
         K=7168,
