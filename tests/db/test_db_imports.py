@@ -59,6 +59,43 @@ def test_record_list_and_replace(engine: Engine) -> None:
     assert shape.labels == {2048: "vllm", 4: "mine", 16: "mine"}
 
 
+def test_one_shape_and_label_of_two_families_or_two_e_are_three_imports(engine: Engine) -> None:
+    def record(family: str, shape_params: str, configs: dict) -> repo.ImportInfo:
+        return repo.record_import(
+            session,
+            device_name="NVIDIA_L20",
+            N=576,
+            K=7168,
+            block_shape=(128, 128),
+            label="vllm",
+            file_name=f"{family}.json",
+            sha256="ab",
+            configs=configs,
+            family=family,
+            shape_params=shape_params,
+        )
+
+    with session_scope(engine) as session:
+        dense = record("dense", "", {1: FAST})
+        moe = record("moe", "E=8", {1: SLOW})
+        other = record("moe", "E=16", {16: DEFAULT})
+        again = record("moe", "E=8", {2: SLOW})  # the same key: replaces, one row
+        listed = repo.list_imports(session)
+        imported = repo.imported_configs(session, device_name="NVIDIA_L20")
+    assert len({dense.import_id, moe.import_id, other.import_id}) == 3
+    assert again.import_id == moe.import_id
+    assert [(i.family, i.shape_params, i.configs) for i in listed] == [
+        ("dense", "", {1: FAST}),
+        ("moe", "E=16", {16: DEFAULT}),
+        ("moe", "E=8", {2: SLOW}),
+    ]
+    assert {key: shape.configs for key, shape in imported.items()} == {
+        ("dense", "", 576, 7168, (128, 128)): {1: FAST},
+        ("moe", "E=16", 576, 7168, (128, 128)): {16: DEFAULT},
+        ("moe", "E=8", 576, 7168, (128, 128)): {2: SLOW},
+    }
+
+
 def test_record_refuses(engine: Engine) -> None:
     with session_scope(engine) as session, pytest.raises(ValueError, match="label must be"):
         record(session, "", {1: FAST})
