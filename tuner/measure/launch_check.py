@@ -120,7 +120,9 @@ def check_entries(
         The verdict for every M of `configs`.
 
     Raises:
-        ValueError: an architecture without known limits, or an unknown family.
+        ValueError: an architecture without known limits, an unknown family, or a shape
+            without a dimension the family's kernel is compiled for (a fused-MoE file's name
+            gives E and N, not K or top_k).
     """
     limit = MAX_SHARED_BYTES.get(arch)
     if limit is None:
@@ -186,7 +188,13 @@ def _compile_first_uses(
     kernel_family = get_family(family)
     groups: dict[str, tuple[int, list[KernelConfig]]] = {}
     for config, M in first_m.items():
-        spec = kernel_family.specialization(shape, M)
+        try:
+            spec = kernel_family.specialization(shape, M)
+        except KeyError as exc:  # a dimension the file's name does not carry (MoE: top_k)
+            raise ValueError(
+                f"the file's name does not give {exc.args[0]}, which the {family} kernel "
+                "is compiled for"
+            ) from None
         groups.setdefault(spec, (M, []))[1].append(config)
     infos: dict[KernelConfig, CompileInfo] = {}
     for M, group in groups.values():
