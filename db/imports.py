@@ -29,7 +29,9 @@ class ImportInfo:
     `checked_arch` is the compute capability (e.g. 89) the entries were compiled for at import,
     None when they were not checked; `cannot_launch` maps the M whose entry cannot launch there
     to the reason (config, shared memory needed and available); `family` is the kernel family
-    the file's name parses as (`tuner.kernels.registry.family_of_file`).
+    the file's name parses as (`tuner.kernels.registry.family_of_file`) and `shape_params` the
+    family's dimensions beyond N and K that the name carries, as tasks store them ("E=8";
+    "" for none).
     """
 
     import_id: int
@@ -43,6 +45,7 @@ class ImportInfo:
     configs: dict[int, dict[str, int]]
     created_at: datetime
     family: str
+    shape_params: str
     checked_arch: int | None = None
     cannot_launch: dict[int, str] = field(default_factory=dict)
 
@@ -54,7 +57,7 @@ class ImportInfo:
 
 @dataclass(frozen=True)
 class ImportedShape:
-    """What the imports of one (N, K, block_shape) give a merge.
+    """What the imports of one family's shape (`ImportKey`) give a merge.
 
     Attributes:
         configs: M -> config; for an M in several imports, the latest import's entry that can
@@ -67,6 +70,11 @@ class ImportedShape:
     configs: dict[int, dict[str, int]]
     labels: dict[int, str]
     left_out: dict[int, tuple[str, str]] = field(default_factory=dict)
+
+
+# (family, shape_params, N, K, block_shape): the shape an import is a file of, as its name
+# says; two imports fill one file only when all five are equal.
+ImportKey = tuple[str, str, int, int, tuple[int, int] | None]
 
 
 def _info(row: ImportedFile, device_name: str) -> ImportInfo:
@@ -84,6 +92,7 @@ def _info(row: ImportedFile, device_name: str) -> ImportInfo:
         checked_arch=row.checked_arch,
         cannot_launch={int(M): str(reason) for M, reason in (row.cannot_launch or {}).items()},
         family=row.family,
+        shape_params=row.shape_params,
     )
 
 
@@ -101,8 +110,10 @@ def record_import(
     checked_arch: int | None = None,
     cannot_launch: Mapping[int, str] | None = None,
     family: str,
+    shape_params: str,
 ) -> ImportInfo:
-    """Store a file's entries for a device and shape; the same label again replaces them.
+    """Store a file's entries for a device and shape; the same label again replaces them (the
+    shape: family, shape_params, N, K and block_shape).
 
     Args:
         session: the open session.
@@ -120,6 +131,8 @@ def record_import(
             stored but left out of every merge.
         family: the kernel family the file's name parses as
             (`tuner.kernels.registry.family_of_file`).
+        shape_params: the family's dimensions beyond N and K in the file's name, as
+            `tuner.kernels.family.Shape.params_text` writes them ("E=8"; "" for none).
 
     Returns:
         The stored import.
@@ -145,8 +158,9 @@ def record_import(
         "checked_arch": checked_arch,
         "cannot_launch": {str(M): str(rejected[M]) for M in sorted(rejected)},
         "family": family,
+        "shape_params": shape_params,
     }
-    keys = ["device_id", "N", "K", "block_n", "block_k", "label"]
+    keys = ["device_id", "family", "shape_params", "N", "K", "block_n", "block_k", "label"]
     session.execute(
         dialect_insert(session, ImportedFile)
         .values(**values)
@@ -161,7 +175,6 @@ def record_import(
                     "created_at",
                     "checked_arch",
                     "cannot_launch",
-                    "family",
                 )
             },
         )
@@ -208,8 +221,8 @@ def list_imports(session: Session, *, device_name: str | None = None) -> list[Im
         device_name: only this device; None for all.
 
     Returns:
-        Sorted by (device_name, N, K, block_shape, label); a file without block scales
-        before those with.
+        Sorted by (device_name, N, K, block_shape, family, shape_params, label); a file
+        without block scales before those with.
     """
     query = select(ImportedFile, Device.device_name).join(
         Device, ImportedFile.device_id == Device.device_id
@@ -218,7 +231,16 @@ def list_imports(session: Session, *, device_name: str | None = None) -> list[Im
         query = query.where(Device.device_name == device_name)
     rows = [_info(row, name) for row, name in session.execute(query)]
     return sorted(
-        rows, key=lambda i: (i.device_name, i.N, i.K, block_columns(i.block_shape), i.label)
+        rows,
+        key=lambda i: (
+            i.device_name,
+            i.N,
+            i.K,
+            block_columns(i.block_shape),
+            i.family,
+            i.shape_params,
+            i.label,
+        ),
     )
 
 
@@ -243,11 +265,10 @@ def list_import_device_names(session: Session) -> list[str]:
     return list(names)
 
 
-def imported_configs(
-    session: Session, *, device_name: str, family: str
-) -> dict[tuple[int, int, tuple[int, int] | None], ImportedShape]:
-    """Per (N, K, block_shape) of a device, the imported entries of one kernel family a merge
-    can fall back on (one family's files are never taken for another's).
+def imported_configs(session: Session, *, device_name: str) -> dict[ImportKey, ImportedShape]:
+    """Per shape of a device (`ImportKey`: family, shape_params, N, K, block_shape), the
+    imported entries a merge of that shape can fall back on: one family's files are never
+    taken for another's, nor a file of one E for a file of another.
 
     Where several imports carry an M, the latest import (by created_at, then import_id) wins,
     among the entries that can launch: an entry the launch check found cannot launch on the
@@ -256,18 +277,18 @@ def imported_configs(
     Args:
         session: the open session.
         device_name: vLLM's device key.
-        family: the kernel family of the imports (`ImportInfo.family`).
 
     Returns:
-        (N, K, block_shape) -> entries and the label of each.
+        (family, shape_params, N, K, block_shape) -> entries and the label of each.
     """
-    merged: dict[tuple[int, int, tuple[int, int] | None], ImportedShape] = {}
+    merged: dict[ImportKey, ImportedShape] = {}
     ordered = sorted(
-        (i for i in list_imports(session, device_name=device_name) if i.family == family),
+        list_imports(session, device_name=device_name),
         key=lambda i: (i.created_at, i.import_id),
     )
     for item in ordered:
-        shape = merged.setdefault((item.N, item.K, item.block_shape), ImportedShape({}, {}))
+        key = (item.family, item.shape_params, item.N, item.K, item.block_shape)
+        shape = merged.setdefault(key, ImportedShape({}, {}))
         for M, entry in item.configs.items():
             if M in item.cannot_launch:
                 shape.left_out[M] = (item.label, item.cannot_launch[M])

@@ -288,8 +288,16 @@ class ImportedFile(Base):
     # every writer names it (`db.imports.record_import`), older rows got theirs from the
     # migration that added the column.
     family: Mapped[str] = mapped_column(String(32))
+    # The family's dimensions beyond N and K that the file's name carries, as tasks store them
+    # (`tuner.kernels.family.store_columns`): "E=8" for a fused-MoE file, "" for none. With
+    # the family in the unique key: one (N, K, block_shape, label) may hold a file of each.
+    shape_params: Mapped[str] = mapped_column(String(128), server_default="")
 
-    __table_args__ = (UniqueConstraint("device_id", "N", "K", "block_n", "block_k", "label"),)
+    __table_args__ = (
+        UniqueConstraint(
+            "device_id", "family", "shape_params", "N", "K", "block_n", "block_k", "label"
+        ),
+    )
 
 
 class Retime(TaskConfig, Base):

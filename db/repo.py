@@ -44,6 +44,7 @@ from db.history import TrialTimeRow, stored_trials, trial_times
 from db.imports import (
     ImportedShape,
     ImportInfo,
+    ImportKey,
     imported_configs,
     list_import_device_names,
     list_imports,
@@ -109,6 +110,7 @@ __all__ = [
     "EnvironmentRow",
     "ImportInfo",
     "ImportedShape",
+    "ImportKey",
     "NewFile",
     "OpenedSweep",
     "Outage",

@@ -127,6 +127,7 @@ def import_file(
         K=parsed.name.K,
         block_shape=parsed.name.block_shape,
         family=parsed.family,
+        shape_params=parsed.name.params_text,
         label=body.label,
         file_name=body.file_name,
         sha256=parsed.sha256,

@@ -15,7 +15,7 @@ from api.report_backends import backends_section
 from api.routes.devices import AllowStale, KnownDevice, OutDtype, imported_only_note
 from db import repo
 from tuner.files.device import DeviceView, read_device
-from tuner.files.merge import dense_key
+from tuner.files.merge import import_targets
 from tuner.kernels.family import FamilyShape
 
 router = APIRouter(prefix="/devices", tags=["report"])
@@ -71,10 +71,10 @@ def _shapes(session: Session, view: DeviceView) -> list[ShapeReport]:
     order: its rows by M (measured winners first, then imported entries at the other M) and
     its coverage."""
     coverage = {FamilyShape.of_row(c): c for c in view.coverage}
-    imported = {dense_key(*key): entries for key, entries in view.imported.items()}
     by_shape: dict[FamilyShape, dict[int, ReportRow]] = {}
     for w in view.winners:
         by_shape.setdefault(FamilyShape.of_row(w), {})[w.M] = _row(session, w)
+    imported = import_targets(set(by_shape) | set(coverage), view.imported, view.device_name)
     shapes = []
     for key in sorted(set(by_shape) | set(coverage) | set(imported)):
         rows = by_shape.get(key, {})

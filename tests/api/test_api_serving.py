@@ -278,3 +278,20 @@ def test_report_shows_roofline_ratios_from_the_stored_ceilings(store: str) -> No
     assert "<th>TFLOP/s</th><th>% copy BW</th><th>% FP8 mm</th>" in html
     # (7168, 2048), M=1, 16 us: 918.8 GB/s of 4000 is 23.0%; 1.84 TFLOP/s of 1000 is 0.2%.
     assert "<td>918.8</td><td>1.84</td><td>23.0%</td><td>0.2%</td><td class=l>memory</td>" in html
+
+
+def test_an_imported_moe_file_is_served_and_reported_beside_the_dense_files(
+    client: TestClient,
+) -> None:
+    moe_name = "E=4,N=64,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
+    content = dump_config_file({1: SLOW, 64: FAST})
+    response = post(client, {"file_name": moe_name, "content": content, "label": "vllm"})
+    assert response.status_code == 201, response.text
+    assert (response.json()["N"], response.json()["K"]) == (64, 0)  # the name has no K
+    configs = client.get("/devices/L20/configs").json()
+    names = [f["file_name"] for f in configs["files"]]
+    assert moe_name in names and NAME in names
+    assert client.get(f"/devices/L20/configs/{moe_name}").text == content
+    report = client.get("/devices/L20/report")
+    assert report.status_code == 200, report.text
+    assert "MoE E=4, N=64 (imported file)" in report.text

@@ -20,6 +20,8 @@ SGLANG_NAME = engine_file_name(VLLM_NAME, "sglang")
 OTHER_NAME = config_file_name(1536, 7168, "NVIDIA_L20")
 INT8_NAME = config_file_name(576, 7168, "NVIDIA_L20", dtype="int8_w8a8")
 MOE_NAME = "E=256,N=256,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
+# A fused-MoE file without block scales (bf16 weights): no registered family reads it.
+UNQUANTIZED_MOE_NAME = "E=8,N=14336,device_name=NVIDIA_L20.json"
 
 
 def invoke(*args: str):
@@ -49,7 +51,8 @@ def vllm_folder(root: Path) -> Path:
     (folder / SGLANG_NAME).write_text(dump_config_file({1: SLOW}))
     (folder / OTHER_NAME).write_text(dump_config_file({16: SLOW}))
     (folder / INT8_NAME).write_text(dump_config_file({1: FAST}))
-    (folder / MOE_NAME).write_text('{"1": {"BLOCK_SIZE_M": 16}}')
+    (folder / MOE_NAME).write_text(dump_config_file({1: SLOW, 64: FAST}))
+    (folder / UNQUANTIZED_MOE_NAME).write_text(dump_config_file({1: FAST}))
     (folder / "README").write_text("Configs of the block-scaled GEMM.\n")
     (folder / "__init__.py").write_text("")
     return folder
@@ -68,17 +71,19 @@ def test_folder_imports_what_vllm_reads_and_says_what_it_skipped(tmp_path: Path)
     result = invoke("import", str(vllm_folder(tmp_path)), "--label", "vllm-0.33.0", "--db", db)
     assert result.exit_code == 0, result.output
     lines = result.stdout.strip().splitlines()
-    assert [line.split(":", 1)[0] for line in lines[:2]] == [
+    # The fused-MoE block-FP8 file is imported as its family's (by name: E=... first).
+    assert [line.split(":", 1)[0] for line in lines[:3]] == [
+        f"imported {MOE_NAME} for NVIDIA_L20 as 'vllm-0.33.0'",
         f"imported {OTHER_NAME} for NVIDIA_L20 as 'vllm-0.33.0'",
         f"imported {VLLM_NAME} for NVIDIA_L20 as 'vllm-0.33.0'",
     ]
-    assert lines[-1].startswith("published NVIDIA_L20 release 1: 2 file(s), content ")
-    assert lines[2:-1] == [
+    assert lines[-1].startswith("published NVIDIA_L20 release 1: 3 file(s), content ")
+    assert lines[3:-1] == [
         "not checked: --no-check; the entries were imported without compiling them for their "
         "device",
         f"skipped {SGLANG_NAME}: vLLM never reads this name (SGLang's spelling); imported "
         f"{VLLM_NAME}, the name vLLM reads",
-        f"skipped {MOE_NAME}: not a block-FP8 GEMM config file name",
+        f"skipped {UNQUANTIZED_MOE_NAME}: not a block-FP8 GEMM config file name",
         f"skipped {INT8_NAME}: dtype int8_w8a8: only fp8_w8a8 configs are kept",
         "skipped README: not a block-FP8 GEMM config file name",
         "skipped __init__.py: not a block-FP8 GEMM config file name",
@@ -86,9 +91,10 @@ def test_folder_imports_what_vllm_reads_and_says_what_it_skipped(tmp_path: Path)
     ]
     # The vLLM spelling's entries are stored (FAST at M=1), not the SGLang file's (SLOW).
     assert stored(db) == [
+        ("NVIDIA_L20", MOE_NAME, {1: SLOW, 64: FAST}),
         ("NVIDIA_L20", VLLM_NAME, {1: FAST}),
         ("NVIDIA_L20", OTHER_NAME, {16: SLOW}),
-    ]  # by N, K
+    ]  # by N, K (a fused-MoE name has no K: 0)
 
 
 def test_the_two_spellings_as_files_keep_the_vllm_one(tmp_path: Path) -> None:

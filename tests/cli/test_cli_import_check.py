@@ -159,3 +159,22 @@ def test_an_unknown_device_is_imported_unchecked(tmp_path: Path) -> None:
     assert unchecked.stdout.strip().splitlines()[1:] == [
         "not checked: --no-check; the entries were imported without compiling them for their device"
     ]
+
+
+def test_an_moe_file_is_imported_unchecked_with_the_dimension_its_name_lacks(
+    tmp_path: Path,
+) -> None:
+    # A fused-MoE name gives E and N; the kernel compiles for K and top_k too.
+    name = "E=4,N=64,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
+    (tmp_path / name).write_text(dump_config_file({1: FAST}))
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    result = invoke("import", str(tmp_path / name), "--db", db, "--no-publish")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip().splitlines()[1:] == [
+        f"not checked {name}: compiling failed: the file's name does not give top_k, which "
+        "the moe kernel is compiled for",
+        "checked the entries for NVIDIA_L20 on sm89 (from the table of known GPUs, L20; "
+        "101376 bytes of shared memory per block): 0 distinct config(s) compiled, 0 entries "
+        "left out",
+    ]
+    assert stored(db) == [("NVIDIA_L20", None, {})]

@@ -98,6 +98,7 @@ def _import_two_sources(tmp_path: Path) -> str:
                 checked_arch=89,
                 cannot_launch={1: LEFT_OUT},
                 family="dense",
+                shape_params="",
             )
     finally:
         engine.dispose()

@@ -234,6 +234,7 @@ def test_a_store_at_0009_upgrades_its_imports_to_dense_and_downgrades(tmp_path: 
                 sha256="cd",
                 configs={1: DEFAULT},
                 family="toy",
+                shape_params="",
             )
         assert toy.family == "toy"
         with pytest.raises(RuntimeError, match=r"1 import\(s\) of another kernel family"):
@@ -245,5 +246,63 @@ def test_a_store_at_0009_upgrades_its_imports_to_dense_and_downgrades(tmp_path: 
             columns = [row[1] for row in connection.execute(text("PRAGMA table_info(imports)"))]
             assert list(connection.scalars(text("SELECT label FROM imports"))) == ["vllm"]
         assert "family" not in columns and "cannot_launch" in columns
+    finally:
+        engine.dispose()
+
+
+IMPORT_AT_0010 = (
+    "INSERT INTO imports (import_id, device_id, N, K, block_n, block_k, label, file_name, "
+    "sha256, configs, created_at, cannot_launch, family) VALUES (1, 1, 512, 256, 128, 128, "
+    "'vllm', 'f.json', 'ab', '{\"1\": {}}', '2026-12-01 00:00:00', '{}', 'dense')"
+)
+
+
+def test_a_store_at_0010_upgrades_its_imports_to_no_shape_params_and_downgrades(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'imports.db'}"
+    engine = connect(url)
+    try:
+        upgrade(engine, "0010")
+        with engine.begin() as connection:
+            connection.execute(
+                text(
+                    "INSERT INTO devices (device_id, device_name, created_at) "
+                    "VALUES (1, 'NVIDIA_H200', '2026-12-01 00:00:00')"
+                )
+            )
+            connection.execute(text(IMPORT_AT_0010))
+        upgrade(engine)
+        with engine.connect() as connection:
+            rows = connection.execute(text("SELECT import_id, family, shape_params FROM imports"))
+            assert list(rows) == [(1, "dense", "")]
+        with session_scope(engine) as session:
+            # One (N, K, block_shape, label) of another family and E: a second import.
+            moe = repo.record_import(
+                session,
+                device_name="NVIDIA_H200",
+                N=512,
+                K=256,
+                block_shape=(128, 128),
+                label="vllm",
+                file_name="e.json",
+                sha256="cd",
+                configs={1: DEFAULT},
+                family="moe",
+                shape_params="E=8",
+            )
+            listed = [(i.import_id, i.family, i.shape_params) for i in repo.list_imports(session)]
+        assert (moe.import_id, moe.shape_params) == (2, "E=8")
+        assert listed == [(1, "dense", ""), (2, "moe", "E=8")]
+        with pytest.raises(RuntimeError, match=r"1 import\(s\) with shape params and 1 key"):
+            command.downgrade(_alembic(url), "0010")
+        with engine.begin() as connection:
+            connection.execute(text("DELETE FROM imports WHERE import_id = 2"))
+        command.downgrade(_alembic(url), "0010")
+        with engine.connect() as connection:
+            columns = [row[1] for row in connection.execute(text("PRAGMA table_info(imports)"))]
+            rows = connection.execute(text("SELECT import_id, family, label FROM imports"))
+            assert list(rows) == [(1, "dense", "vllm")]
+        assert "shape_params" not in columns and "family" in columns
     finally:
         engine.dispose()

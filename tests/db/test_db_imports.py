@@ -34,6 +34,7 @@ def record(session, label: str, configs: dict, device_name: str = "NVIDIA_L20"):
         sha256=label * 2,
         configs=configs,
         family="dense",
+        shape_params="",
     )
 
 
@@ -48,13 +49,51 @@ def test_record_list_and_replace(engine: Engine) -> None:
     with session_scope(engine) as session:
         record(session, "mine", {4: SLOW, 16: DEFAULT})
         listed = repo.list_imports(session, device_name="NVIDIA_L20")
-        merged = repo.imported_configs(session, device_name="NVIDIA_L20", family="dense")
+        merged = repo.imported_configs(session, device_name="NVIDIA_L20")
         assert repo.list_import_device_names(session) == ["NVIDIA_L20"]
         assert repo.list_device_names(session) == []  # imports are not sweeps
     assert [(i.label, i.m_keys) for i in listed] == [("mine", (4, 16)), ("vllm", (2048,))]
-    shape = merged[(576, 7168, (128, 128))]
+    assert list(merged) == [("dense", "", 576, 7168, (128, 128))]
+    shape = merged[("dense", "", 576, 7168, (128, 128))]
     assert shape.configs == {2048: SLOW, 4: SLOW, 16: DEFAULT}
     assert shape.labels == {2048: "vllm", 4: "mine", 16: "mine"}
+
+
+def test_one_shape_and_label_of_two_families_or_two_e_are_three_imports(engine: Engine) -> None:
+    def record(family: str, shape_params: str, configs: dict) -> repo.ImportInfo:
+        return repo.record_import(
+            session,
+            device_name="NVIDIA_L20",
+            N=576,
+            K=7168,
+            block_shape=(128, 128),
+            label="vllm",
+            file_name=f"{family}.json",
+            sha256="ab",
+            configs=configs,
+            family=family,
+            shape_params=shape_params,
+        )
+
+    with session_scope(engine) as session:
+        dense = record("dense", "", {1: FAST})
+        moe = record("moe", "E=8", {1: SLOW})
+        other = record("moe", "E=16", {16: DEFAULT})
+        again = record("moe", "E=8", {2: SLOW})  # the same key: replaces, one row
+        listed = repo.list_imports(session)
+        imported = repo.imported_configs(session, device_name="NVIDIA_L20")
+    assert len({dense.import_id, moe.import_id, other.import_id}) == 3
+    assert again.import_id == moe.import_id
+    assert [(i.family, i.shape_params, i.configs) for i in listed] == [
+        ("dense", "", {1: FAST}),
+        ("moe", "E=16", {16: DEFAULT}),
+        ("moe", "E=8", {2: SLOW}),
+    ]
+    assert {key: shape.configs for key, shape in imported.items()} == {
+        ("dense", "", 576, 7168, (128, 128)): {1: FAST},
+        ("moe", "E=16", 576, 7168, (128, 128)): {16: DEFAULT},
+        ("moe", "E=8", 576, 7168, (128, 128)): {2: SLOW},
+    }
 
 
 def test_record_refuses(engine: Engine) -> None:
@@ -142,6 +181,7 @@ def test_entries_that_cannot_launch_are_stored_and_left_out_of_merges(engine: En
             sha256="a",
             configs={16: FAST},
             family="dense",
+            shape_params="",
         )
         item = repo.record_import(
             session,
@@ -156,9 +196,10 @@ def test_entries_that_cannot_launch_are_stored_and_left_out_of_merges(engine: En
             checked_arch=89,
             cannot_launch={16: reason, 64: reason},
             family="dense",
+            shape_params="",
         )
-        shape = repo.imported_configs(session, device_name="NVIDIA_L20", family="dense")[
-            (576, 7168, (128, 128))
+        shape = repo.imported_configs(session, device_name="NVIDIA_L20")[
+            ("dense", "", 576, 7168, (128, 128))
         ]
     assert (older.checked_arch, older.cannot_launch) == (None, {})
     assert (item.checked_arch, item.cannot_launch, item.m_keys) == (
@@ -171,6 +212,7 @@ def test_entries_that_cannot_launch_are_stored_and_left_out_of_merges(engine: En
     assert shape.left_out == {16: ("h100", reason), 64: ("h100", reason)}
     record_checked = dict(
         family="dense",
+        shape_params="",
         device_name="NVIDIA_L20",
         N=576,
         K=7168,

@@ -108,14 +108,15 @@ def _plan(
     """One file per (device, shape): of two spellings of one file, the one vLLM reads."""
     from tuner.files.imports import never_read_by_vllm, target_device
 
-    planned: dict[tuple[str, int, int, tuple[int, int] | None], Planned] = {}
+    planned: dict[tuple[str, str, str, int, int, tuple[int, int] | None], Planned] = {}
     skipped: list[tuple[Path, str]] = []
     for path, item in parsed:
         try:
             target = target_device(device, item.name.device_name, known)
         except LookupError as exc:
             raise fail(f"{path}: {exc}") from None
-        key = (target, item.name.N, item.name.K, item.name.block_shape)
+        name = item.name
+        key = (target, item.family, name.params_text, name.N, name.K, name.block_shape)
         here = Planned(path, item, target)
         other = planned.get(key)
         if other is None:
@@ -177,6 +178,7 @@ def _check_device(
                 block_shape=item.name.block_shape,
                 pool=pool,
                 family=item.family,
+                params=item.name.params,
             )
         except Exception as exc:  # noqa: BLE001 - a broken compiler leaves the file unchecked
             lines.append(
@@ -352,6 +354,7 @@ def _store(
                 K=item.name.K,
                 block_shape=item.name.block_shape,
                 family=item.family,
+                shape_params=item.name.params_text,
                 label=label,
                 file_name=plan.path.name,
                 sha256=item.sha256,

@@ -16,8 +16,7 @@ from sqlalchemy.orm import Session
 from db import repo
 from tuner.files.merge import DeviceFiles, SkippedShape, build_device_files
 from tuner.files.provenance import Provenance, current_provenance, installed_triton_minor
-from tuner.kernels.family import FamilyShape
-from tuner.kernels.registry import DEFAULT_FAMILY
+from tuner.kernels.family import FamilyShape, Shape
 
 # How each front end tells a user to take stale trials too.
 CLI_STALE_HINT = "--allow-stale"
@@ -84,7 +83,8 @@ class DeviceView:
         environments: the device's environments (`repo.device_environments`).
         winners: one per (shape, M, out_dtype) (`repo.winners`).
         coverage: one per shape (`repo.shape_coverage`).
-        imported: imported entries of the default family per shape (`repo.imported_configs`).
+        imported: imported entries per import key, the family and the shape its file's name
+            says (`repo.imported_configs`, `imported_keys`).
     """
 
     device_name: str
@@ -93,9 +93,7 @@ class DeviceView:
     environments: list[repo.EnvironmentRow]
     winners: list[repo.WinnerRow]
     coverage: list[repo.ShapeCoverage]
-    imported: dict[tuple[int, int, tuple[int, int] | None], repo.ImportedShape] = field(
-        default_factory=dict
-    )
+    imported: dict[FamilyShape, repo.ImportedShape] = field(default_factory=dict)
 
     @property
     def compute_capability(self) -> str | None:
@@ -236,8 +234,29 @@ def read_device(
         coverage=repo.shape_coverage(
             session, device_name=device_name, out_dtype=out_dtype, **filters
         ),
-        imported=repo.imported_configs(session, device_name=device_name, family=DEFAULT_FAMILY),
+        imported=imported_keys(repo.imported_configs(session, device_name=device_name)),
     )
+
+
+def imported_keys(
+    imported: dict[repo.ImportKey, repo.ImportedShape],
+) -> dict[FamilyShape, repo.ImportedShape]:
+    """The store's imported entries keyed by family and shape (`FamilyShape`).
+
+    Args:
+        imported: (family, shape_params, N, K, block_shape) -> entries
+            (`repo.imported_configs`).
+
+    Returns:
+        The same entries by `FamilyShape`.
+
+    Raises:
+        ValueError: stored shape params that are not `name=value` pairs.
+    """
+    return {
+        FamilyShape(family, Shape.from_store(N, K, block_shape, params)): entries
+        for (family, params, N, K, block_shape), entries in imported.items()
+    }
 
 
 def device_files(

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from tuner.core import CONFIG_KEYS, FP8_DTYPE, VLLM_M_GRID
+from tuner.kernels.family import Shape
 from tuner.kernels.registry import DEFAULT_FAMILY, family_of_file, get_family
 
 # Extra keys of AMD (ROCm) files, Triton's HIP compile options; such entries may lack num_stages.
@@ -213,6 +214,9 @@ class ImportName:
         dtype: the dtype label in the name, e.g. `fp8_w8a8`.
         block_shape: [group_n, group_k] of the weight scales, or None for a family without
             block scales.
+        params: the family's dimensions beyond N and K that the name carries, as sorted
+            (name, value) pairs (`Shape.params`), e.g. (("E", 8),) for a fused-MoE file; ()
+            for none.
     """
 
     N: int
@@ -220,6 +224,17 @@ class ImportName:
     device_name: str
     dtype: str
     block_shape: tuple[int, int] | None
+    params: tuple[tuple[str, int], ...]
+
+    @property
+    def shape(self) -> Shape:
+        """The shape the name says (N, K, block_shape and params), as its family keys it."""
+        return Shape(self.N, self.K, self.block_shape, self.params)
+
+    @property
+    def params_text(self) -> str:
+        """`params` as the store keeps them (`Shape.params_text`): "E=8", or "" for none."""
+        return self.shape.params_text
 
 
 @dataclass(frozen=True)
@@ -227,7 +242,7 @@ class ParsedFile:
     """A config file read for import: its name's parts, entries and the sha256 of its bytes.
 
     Attributes:
-        name: N, K, device_name, dtype and block_shape of the file's name.
+        name: N, K, device_name, dtype, block_shape and params of the file's name.
         configs: M -> config as in the file.
         sha256: hex sha256 of the file's bytes.
         family: the kernel family whose file names it parses as (`family_of_file`).
@@ -248,21 +263,19 @@ def parse_import_name(file_name: str) -> tuple[str, ImportName]:
         file_name: the bare file name, in vLLM's or SGLang's spelling.
 
     Returns:
-        (the family's key, N, K, device_name, dtype and block_shape of the name).
+        (the family's key, N, K, device_name, dtype, block_shape and the family's other
+        dimensions of the name); a fused-MoE name gives its E and N, and K = 0 (the name
+        carries no K: `KernelFamily.parse_file_name`).
 
     Raises:
         ValueError: no registered family parses the name (the error of
-            `tuner.kernels.registry.family_of_file`), or the family's shape has dimensions
-            beyond N, K and block_shape, which an import does not keep.
+            `tuner.kernels.registry.family_of_file`).
     """
     family = family_of_file(file_name)
     shape, device_name, dtype = family.parse_file_name(file_name)
-    if shape.params:
-        raise ValueError(
-            f"{file_name!r} is a {family.title} file ({shape.params_text}): "
-            "imports keep N, K and block_shape only"
-        )
-    return family.name, ImportName(shape.N, shape.K, device_name, dtype, shape.block_shape)
+    return family.name, ImportName(
+        shape.N, shape.K, device_name, dtype, shape.block_shape, tuple(sorted(shape.params))
+    )
 
 
 MAX_FILE_BYTES = 1_048_576  # vLLM's largest shipped files are a few KiB

@@ -68,9 +68,10 @@ class FolderListing:
 def list_config_folder(folder: Path) -> FolderListing:
     """Sort a folder's entries (not its subfolders') into config files to import and the rest.
 
-    A folder laid out like vLLM's configs folder also holds a README, `__init__.py`, configs of
-    other kernels (fused MoE `E=...` files, whose extra dimensions an import does not keep:
-    `tuner.files.format.parse_import_name`) and int8_w8a8 files; those are skipped, not errors.
+    A folder laid out like vLLM's configs folder also holds a README, `__init__.py`, files no
+    registered family names (`tuner.files.format.parse_import_name`; a fused-MoE block-FP8
+    `E=...` file is one of a family's, imported with its E) and int8_w8a8 files; those are
+    skipped, not errors.
     A file named like a config file is not read here: a bad body still fails the import.
 
     Args:

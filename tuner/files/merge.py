@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from tuner.core import REQUIRED_M
 from tuner.files.format import dump_config_file, vllm_pick_key
@@ -18,6 +18,8 @@ from tuner.files.merge_notes import WinnerLike, unmeasured_notes, winner_entry
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.family import FamilyShape, Shape, ShapeKeyed, as_block_shape
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
+
+Entries = TypeVar("Entries")
 
 
 class PartialFileError(ValueError):
@@ -220,8 +222,39 @@ class DeviceFiles:
 
 
 def dense_key(N: int, K: int, block_shape: Sequence[int] | None) -> FamilyShape:
-    """The key of the dense GEMM's file of (N, K, block_shape); imported files are all such."""
+    """The key of the dense GEMM's file of (N, K, block_shape)."""
     return FamilyShape(DEFAULT_FAMILY, Shape(N, K, as_block_shape(block_shape)))
+
+
+def import_targets(
+    keys: Iterable[FamilyShape], imported: Mapping[FamilyShape, Entries], device_name: str
+) -> dict[FamilyShape, Entries]:
+    """Imported entries keyed by the shape whose file they fill.
+
+    An import's key is the shape its file's name says (`tuner.files.format.parse_import_name`),
+    which may carry fewer dimensions than a swept shape: a fused-MoE name has E and N, not K
+    or top_k. Its entries fill each of `keys` of the same family whose file vLLM reads under
+    the same name (`KernelFamily.file_name`); an import no such key matches keeps its own key
+    (a file of imported entries only). Files of another family, or another E, never match.
+
+    Args:
+        keys: the shapes with winners or a requested M grid.
+        imported: import key (family and the shape of its file's name) -> its entries.
+        device_name: the device the files are named for.
+
+    Returns:
+        Shape key -> the imported entries of its file.
+    """
+    by_name: dict[tuple[str, str], list[FamilyShape]] = {}
+    for key in keys:
+        name = get_family(key.family).file_name(key.shape, device_name, "vllm")
+        by_name.setdefault((key.family, name), []).append(key)
+    targets: dict[FamilyShape, Entries] = {}
+    for key, entries in imported.items():
+        name = get_family(key.family).file_name(key.shape, device_name, "vllm")
+        for target in by_name.get((key.family, name), [key]):
+            targets[target] = entries
+    return targets
 
 
 def build_device_files(
@@ -229,7 +262,7 @@ def build_device_files(
     coverage: Sequence[ShapeCoverageLike],
     *,
     allow_partial: bool = False,
-    imported: Mapping[tuple[int, int, tuple[int, int] | None], ImportedShapeLike] | None = None,
+    imported: Mapping[FamilyShape, ImportedShapeLike] | None = None,
     device_name: str | None = None,
     engine: str = "vllm",
     triton_of: Mapping[int, str] | None = None,
@@ -245,8 +278,9 @@ def build_device_files(
         winners: The device's winners, one per (N, K, block_shape, M).
         coverage: The requested M grid of each shape.
         allow_partial: Emit files for shapes with missing M instead of skipping them.
-        imported: (N, K, block_shape) -> imported entries and their labels (db.repo); imports
-            are files of the dense GEMM.
+        imported: an import's key (its family and the shape its file's name says) -> imported
+            entries and their labels (db.repo); each fills the file of the same family and
+            name (`import_targets`).
         device_name: The device's key; needed only when `winners` is empty.
         engine: File-name spelling, "vllm" or "sglang" (tuner.kernels.engines.ENGINES).
         triton_of: environment_id -> Triton version, for the files of families that record
@@ -267,10 +301,7 @@ def build_device_files(
     for row in winners:
         grouped.setdefault(FamilyShape.of_row(row), []).append(row)
     requested = {FamilyShape.of_row(row): list(row.m_requested) for row in coverage}
-    imports = {
-        dense_key(N, K, block_shape): entries
-        for (N, K, block_shape), entries in (imported or {}).items()
-    }
+    imports = import_targets(set(grouped) | set(requested), imported or {}, device)
     files: list[DeviceFile] = []
     skipped: list[SkippedShape] = []
     for key in sorted(set(grouped) | set(requested) | set(imports)):

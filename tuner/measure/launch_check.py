@@ -93,6 +93,7 @@ def check_entries(
     cache: CompileCache | None = None,
     pool: ProcessPoolExecutor | None = None,
     family: str = DEFAULT_FAMILY,
+    params: tuple[tuple[str, int], ...] = (),
 ) -> LaunchVerdict:
     """Compile each distinct config of a file for `arch` and say which entries cannot launch.
 
@@ -112,12 +113,16 @@ def check_entries(
         pool: a pool from `tuner.measure.compile.compile_pool` (one is made when None).
         family: the kernel family of the file (`tuner.kernels.registry`), whose kernel is
             compiled.
+        params: the family's dimensions beyond N and K that the file's name carries
+            (`tuner.kernels.family.Shape.params`).
 
     Returns:
         The verdict for every M of `configs`.
 
     Raises:
-        ValueError: an architecture without known limits, or an unknown family.
+        ValueError: an architecture without known limits, an unknown family, or a shape
+            without a dimension the family's kernel is compiled for (a fused-MoE file's name
+            gives E and N, not K or top_k).
     """
     limit = MAX_SHARED_BYTES.get(arch)
     if limit is None:
@@ -127,7 +132,12 @@ def check_entries(
     for M, config in by_m.items():
         first_m.setdefault(config, M)
     infos = _compile_first_uses(
-        first_m, arch=arch, N=N, K=K, block_shape=block_shape, cache=cache, pool=pool, family=family
+        first_m,
+        shape=Shape(N, K, as_block_shape(block_shape), params),
+        arch=arch,
+        cache=cache,
+        pool=pool,
+        family=family,
     )
     cannot_launch: dict[int, str] = {}
     for M, config in by_m.items():
@@ -166,10 +176,8 @@ def _entries_to_check(
 def _compile_first_uses(
     first_m: Mapping[KernelConfig, int],
     *,
+    shape: Shape,
     arch: int,
-    N: int,
-    K: int,
-    block_shape: tuple[int, int] | None,
     cache: CompileCache | None,
     pool: ProcessPoolExecutor | None,
     family: str,
@@ -178,10 +186,15 @@ def _compile_first_uses(
     the first M that uses it: one `compile_infos` call per specialization, its first M in
     `first_m`'s order."""
     kernel_family = get_family(family)
-    shape = Shape(N, K, as_block_shape(block_shape), ())
     groups: dict[str, tuple[int, list[KernelConfig]]] = {}
     for config, M in first_m.items():
-        spec = kernel_family.specialization(shape, M)
+        try:
+            spec = kernel_family.specialization(shape, M)
+        except KeyError as exc:  # a dimension the file's name does not carry (MoE: top_k)
+            raise ValueError(
+                f"the file's name does not give {exc.args[0]}, which the {family} kernel "
+                "is compiled for"
+            ) from None
         groups.setdefault(spec, (M, []))[1].append(config)
     infos: dict[KernelConfig, CompileInfo] = {}
     for M, group in groups.values():
@@ -190,13 +203,14 @@ def _compile_first_uses(
                 group,
                 arch=arch,
                 M=M,
-                N=N,
-                K=K,
-                block_shape=block_shape,
+                N=shape.N,
+                K=shape.K,
+                block_shape=shape.block_shape,
                 out_dtype=CHECK_OUT_DTYPE,
                 cache=cache,
                 pool=pool,
                 family=family,
+                params=shape.params,
             )
         )
     return infos

@@ -151,8 +151,7 @@ def test_a_registered_family_is_imported_as_its_own_family(tmp_path: Path, trio)
     try:
         with session_scope(engine) as session:
             (stored,) = repo.list_imports(session)
-            dense = repo.imported_configs(session, device_name="NVIDIA_L20", family="dense")
-            own = repo.imported_configs(session, device_name="NVIDIA_L20", family="trio")
+            imported = repo.imported_configs(session, device_name="NVIDIA_L20")
     finally:
         engine.dispose()
     assert (stored.family, stored.N, stored.K, stored.file_name, stored.configs) == (
@@ -162,9 +161,10 @@ def test_a_registered_family_is_imported_as_its_own_family(tmp_path: Path, trio)
         TRIO_FILE,
         {1: SMALL.as_dict()},
     )
-    assert dense == {}  # never taken for the dense GEMM's file of (256, 384)
+    # Keyed by its own family: never taken for the dense GEMM's file of (256, 384).
+    assert list(imported) == [("trio", "", 256, 384, None)]
     assert stored.block_shape is None
-    assert own[(256, 384, None)].configs == {1: SMALL.as_dict()}
+    assert imported[("trio", "", 256, 384, None)].configs == {1: SMALL.as_dict()}
 
 
 def test_a_per_tensor_import_is_stored_as_0_0_and_replaced_by_its_label(
@@ -195,6 +195,58 @@ def test_a_per_tensor_import_is_stored_as_0_0_and_replaced_by_its_label(
         engine.dispose()
     assert sorted(tuple(row) for row in rows) == [("mine", 0, 0), ("theirs", 0, 0)]
     assert [(i.label, i.block_shape) for i in listed] == [("mine", None), ("theirs", None)]
+
+
+def test_the_toys_file_is_imported_with_its_g_and_exported_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sqlalchemy import select
+
+    from db.connection import open_store, session_scope
+    from db.models import ImportedFile
+    from tests.toyfamily.family import TOY3
+
+    monkeypatch.setitem(FAMILIES, TOY3.name, TOY3)
+    name = TOY3.file_name(Shape(128, 256, None, (("G", 2),)), "NVIDIA_L20", "vllm")
+    assert name == "toy3,G=2,N=128,K=256,device_name=NVIDIA_L20.json"
+    configs = {1: SMALL.as_dict(), 64: LARGE.as_dict()}
+    data = dump_config_file(configs).encode()
+    (tmp_path / name).write_bytes(data)
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    args = ["import", str(tmp_path / name), "--label", "mine", "--db", db]
+    for _ in range(2):  # again: the same row, replaced
+        result = CliRunner().invoke(app, [*args, "--no-check", "--no-publish"])
+        assert result.exit_code == 0, result.output
+        assert result.stdout.splitlines()[0].startswith(
+            f"imported {name} for NVIDIA_L20 as 'mine': "
+        )
+    engine = open_store(db)
+    try:
+        with session_scope(engine) as session:
+            rows = session.execute(
+                select(
+                    ImportedFile.family,
+                    ImportedFile.shape_params,
+                    ImportedFile.N,
+                    ImportedFile.K,
+                    ImportedFile.block_n,
+                    ImportedFile.block_k,
+                    ImportedFile.label,
+                    ImportedFile.configs,
+                )
+            ).all()
+    finally:
+        engine.dispose()
+    assert [tuple(row) for row in rows] == [
+        ("toy3", "G=2", 128, 256, 0, 0, "mine", {"1": SMALL.as_dict(), "64": LARGE.as_dict()})
+    ]
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        app, ["export", "--device", "NVIDIA_L20", "--out", str(out), "--db", db]
+    )
+    assert result.exit_code == 0, result.output
+    assert sorted(path.name for path in out.iterdir()) == [name]
+    assert (out / name).read_bytes() == data  # the toy's own file, as imported
 
 
 def test_the_toys_merged_file_is_verified_on_the_interpreter(monkeypatch) -> None:

@@ -134,6 +134,8 @@ def _describe(shapes: Sequence[Shape]) -> str:
 
 
 def _label(shape: Shape) -> str:
+    if "top_k" not in dict(shape.params):  # an imported file's shape: its name has E and N
+        return f"MoE E={shape.param('E')}, N={shape.N} (imported file)"
     return "MoE E={}, N={}, K={} (top_k={})".format(*_shape_row(shape))
 
 
