@@ -14,8 +14,8 @@ from api.svg import Series, line_chart
 from db.repo import ImportInfo
 from tuner.core import REQUIRED_M, VLLM_M_GRID
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.family import PER_TENSOR, FamilyShape, ShapeKeyed
 from tuner.kernels.registry import get_family
+from tuner.kernels.shape import PER_TENSOR, FamilyShape, ShapeKeyed
 from tuner.measure.roofline import COPY_GBPS, FP8_MM_TFLOPS, OUT_BYTES, Roofline
 from tuner.measure.shape_roofline import shape_roofline
 

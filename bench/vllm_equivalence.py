@@ -114,7 +114,7 @@ def dense_interpreter(path: Path) -> dict:
     from tuner.kernels.dense.space import default_config
     from tuner.kernels.dense.vllm_workload import VllmDenseWorkload
     from tuner.kernels.dense.workload import DenseWorkload
-    from tuner.kernels.family import Shape
+    from tuner.kernels.shape import Shape
 
     theirs = load_dense_kernel(path)
     cases = same = 0

@@ -132,7 +132,7 @@ def record_import(
         family: the kernel family the file's name parses as
             (`tuner.kernels.registry.family_of_file`).
         shape_params: the family's dimensions beyond N and K in the file's name, as
-            `tuner.kernels.family.Shape.params_text` writes them ("E=8"; "" for none).
+            `tuner.kernels.shape.Shape.params_text` writes them ("E=8"; "" for none).
 
     Returns:
         The stored import.

@@ -289,7 +289,7 @@ class ImportedFile(Base):
     # migration that added the column.
     family: Mapped[str] = mapped_column(String(32))
     # The family's dimensions beyond N and K that the file's name carries, as tasks store them
-    # (`tuner.kernels.family.store_columns`): "E=8" for a fused-MoE file, "" for none. With
+    # (`tuner.kernels.shape.store_columns`): "E=8" for a fused-MoE file, "" for none. With
     # the family in the unique key: one (N, K, block_shape, label) may hold a file of each.
     shape_params: Mapped[str] = mapped_column(String(128), server_default="")
 

@@ -36,6 +36,7 @@ NO_TORCH = (
     "tuner.files",
     "tuner.inputs",
     "tuner.kernels.family",
+    "tuner.kernels.shape",
     "tuner.kernels.config",
     "tuner.kernels.registry",
     "tuner.core",

@@ -26,8 +26,8 @@ from tuner.files.imports import imported_files_summary
 from tuner.files.provenance import Provenance
 from tuner.inputs.devices import resolve
 from tuner.kernels.engines import SGLANG_NOTE
-from tuner.kernels.family import FamilyShape
 from tuner.kernels.registry import family_of_file, get_family
+from tuner.kernels.shape import FamilyShape
 
 router = APIRouter(prefix="/devices", tags=["devices"])
 

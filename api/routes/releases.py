@@ -22,8 +22,8 @@ from api.routes.devices import (
 from db import repo
 from tuner.inputs.devices import resolve
 from tuner.kernels.engines import SGLANG_NOTE
-from tuner.kernels.family import as_block_shape
 from tuner.kernels.registry import family_of_file, respell_file_name
+from tuner.kernels.shape import as_block_shape
 
 router = APIRouter(prefix="/devices", tags=["releases"])
 

@@ -16,7 +16,7 @@ from api.routes.devices import AllowStale, KnownDevice, OutDtype, imported_only_
 from db import repo
 from tuner.files.device import DeviceView, read_device
 from tuner.files.merge import import_targets
-from tuner.kernels.family import FamilyShape
+from tuner.kernels.shape import FamilyShape
 
 router = APIRouter(prefix="/devices", tags=["report"])
 

@@ -19,7 +19,7 @@ from tests.storefill import DENSE_SWEEP
 from tuner.files.provenance import current_kernel_hash, installed_triton_minor
 from tuner.kernels.dense.naming import config_file_name
 from tuner.kernels.dense.space import default_config
-from tuner.kernels.family import FamilyShape, Shape
+from tuner.kernels.shape import FamilyShape, Shape
 
 DEVICE = "NVIDIA_L20"
 DEFAULT = default_config().as_dict()

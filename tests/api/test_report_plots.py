@@ -9,7 +9,7 @@ import pytest
 
 from api.report import ReportRow, ShapeReport, render_report
 from api.svg import Series, _log_ticks, line_chart
-from tuner.kernels.family import FamilyShape, Shape
+from tuner.kernels.shape import FamilyShape, Shape
 
 
 @pytest.mark.parametrize(

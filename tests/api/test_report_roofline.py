@@ -4,7 +4,7 @@ ceilings the % of each, the bound and a chart of those % over M (render_report, 
 from __future__ import annotations
 
 from api.report import ReportRow, ShapeReport, render_report, usable_ceilings
-from tuner.kernels.family import FamilyShape, Shape
+from tuner.kernels.shape import FamilyShape, Shape
 
 CONFIG = {
     "BLOCK_SIZE_M": 16,

@@ -16,8 +16,8 @@ from tests.storefill import DEFAULT, FAST, SLOW
 from tuner.cli.app import app
 from tuner.files.format import dump_config_file
 from tuner.files.merge import build_device_files, dense_key, import_targets
-from tuner.kernels.family import FamilyShape, Shape
 from tuner.kernels.moe.family import MOE, expert_shape
+from tuner.kernels.shape import FamilyShape, Shape
 
 DEVICE = "NVIDIA_L20"
 

@@ -15,9 +15,9 @@ from tests.storefill import TRITON
 from tuner.core import VLLM_M_GRID, vllm_device_name
 from tuner.files.format import dump_config_file, parse_config_file, vllm_pick_key
 from tuner.inputs.shapes import known_models, load_shapes, tp_sizes
-from tuner.kernels.family import Shape
 from tuner.kernels.moe.family import MOE
 from tuner.kernels.moe.naming import moe_config_file_name
+from tuner.kernels.shape import Shape
 
 GPU = "NVIDIA H200 NVL"
 DEVICE = "NVIDIA_H200_NVL"

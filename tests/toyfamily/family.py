@@ -16,7 +16,8 @@ from typing import Any
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.family import DENSE
 from tuner.kernels.dense.space import why_invalid
-from tuner.kernels.family import Shape, Workload
+from tuner.kernels.family import Workload
+from tuner.kernels.shape import Shape
 from tuner.kernels.shapes_rows import int_rows
 
 _NAME = re.compile(r"toy3,G=(\d+),N=(\d+),K=(\d+),device_name=([A-Za-z0-9_]+)\.json")

@@ -404,7 +404,7 @@ def _point(
     from tuner.compare.versus import compare_point
     from tuner.files.format import vllm_pick_key
     from tuner.kernels.config import KernelConfig
-    from tuner.kernels.family import Shape
+    from tuner.kernels.shape import Shape
     from tuner.measure.noise import retime_interleaved
     from tuner.measure.runner import Problem
 

@@ -154,7 +154,7 @@ def _winner_columns(*, kernels: bool, ceilings: bool) -> list[Column]:
 def _winner_cells(row, *, kernels: bool, ceilings) -> list[str]:
     """One winner row's cells (`db.repo.WinnerRow`), under `_winner_columns`."""
     from tuner.kernels.config import KernelConfig
-    from tuner.kernels.family import FamilyShape
+    from tuner.kernels.shape import FamilyShape
     from tuner.measure.shape_roofline import shape_roofline
 
     default_us = row.default_latency_us
@@ -210,8 +210,8 @@ def winners(
     """
     from db import repo
     from tuner.files.device import read_device
-    from tuner.kernels.family import FamilyShape
     from tuner.kernels.registry import DEFAULT_FAMILY
+    from tuner.kernels.shape import FamilyShape
 
     _, store = open_db(db, must_exist=True, read_only=True)
     from db.repo import session_scope

@@ -50,7 +50,7 @@ def build_landscape(
     """
     from tuner.core import TrialStatus
     from tuner.kernels.config import KernelConfig
-    from tuner.kernels.family import block_shape_text, block_sort_key
+    from tuner.kernels.shape import block_shape_text, block_sort_key
     from tuner.measure.landscape import landscape_from_results
     from tuner.measure.trial import TrialResult
 

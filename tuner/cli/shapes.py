@@ -15,7 +15,8 @@ from tuner.cli.errors import fail
 from tuner.cli.output import console, plain
 
 if TYPE_CHECKING:
-    from tuner.kernels.family import KernelFamily, Shape
+    from tuner.kernels.family import KernelFamily
+    from tuner.kernels.shape import Shape
 
 SaveOpt = Annotated[
     str | None,
@@ -115,8 +116,9 @@ def _save(
     """Save the dense (N, K) `pairs` and fused-MoE `moe` rows (E, N, K, top_k) derived from a
     log or config.json as model `name` at TP `tp`."""
     from tuner.inputs.shapes import ShapesFileError, save_shapes
-    from tuner.kernels.family import EXPERTS, LINEAR_LAYERS, Shape
+    from tuner.kernels.family import EXPERTS, LINEAR_LAYERS
     from tuner.kernels.registry import family_of_part
+    from tuner.kernels.shape import Shape
 
     layers, experts = family_of_part(LINEAR_LAYERS), family_of_part(EXPERTS)
     try:
@@ -165,8 +167,8 @@ def _next_step(
 def _print_other_families(scan) -> None:
     """Each other family's part of a log (`KernelFamily.log_line`): its shapes without a config
     file, where vLLM looks for them, and its files out of scope."""
-    from tuner.kernels.family import block_shape_text
     from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES
+    from tuner.kernels.shape import block_shape_text
 
     for family in FAMILIES.values():
         line = family.log_line

@@ -154,7 +154,7 @@ def _verify_run(
     kernel; on the interpreter, a note on its noise floor."""
     from tuner.compare.verify import INTERPRETER_NOISE_FLOOR
     from tuner.compare.verify_run import VerifyRun
-    from tuner.kernels.family import as_block_shape
+    from tuner.kernels.shape import as_block_shape
 
     make_runner = _runner_factory(
         runner,

@@ -12,7 +12,7 @@ from tuner.cli.output import console, plain, print_sweep_summary
 from tuner.compare.verify_run import shape_label
 from tuner.inputs.shapes import ModelShapes
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.family import as_block_shape
+from tuner.kernels.shape import as_block_shape
 from tuner.run.options import RunOptions
 
 

@@ -20,8 +20,9 @@ from tuner.core import FP8_DTYPE, TrialStatus, geomean
 from tuner.files.format import parse_config_file, vllm_pick_key
 from tuner.files.merge import merge_shape
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.family import KernelFamily, Shape, as_block_shape
+from tuner.kernels.family import KernelFamily
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
+from tuner.kernels.shape import Shape, as_block_shape
 from tuner.measure.noise import RETIME_ROUNDS, retime_interleaved
 from tuner.measure.roofline import roofline
 from tuner.measure.runner import Problem

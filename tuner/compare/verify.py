@@ -16,8 +16,8 @@ from typing import Protocol
 from tuner.core import VLLM_M_GRID, TrialStatus
 from tuner.files.format import vllm_pick_key
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.family import Shape, as_block_shape
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
+from tuner.kernels.shape import Shape, as_block_shape
 from tuner.measure.trial import TrialResult
 
 

@@ -21,8 +21,8 @@ from tuner.compare.verify import (
 from tuner.core import VLLM_M_GRID
 from tuner.files.merge import DeviceFiles
 from tuner.inputs.shapes import ModelShapes
-from tuner.kernels.family import FamilyShape, Shape
 from tuner.kernels.registry import DEFAULT_FAMILY
+from tuner.kernels.shape import FamilyShape, Shape
 
 # Tune-and-check passes of `--fix`: each new key adds midpoints and neighbours to check.
 MAX_FIX_PASSES = 3

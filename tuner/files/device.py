@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from db import repo
 from tuner.files.merge import DeviceFiles, SkippedShape, build_device_files
 from tuner.files.provenance import Provenance, current_provenance, installed_triton_minor
-from tuner.kernels.family import FamilyShape, Shape
+from tuner.kernels.shape import FamilyShape, Shape
 
 # How each front end tells a user to take stale trials too.
 CLI_STALE_HINT = "--allow-stale"

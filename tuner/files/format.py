@@ -9,8 +9,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from tuner.core import CONFIG_KEYS, FP8_DTYPE, VLLM_M_GRID
-from tuner.kernels.family import Shape
 from tuner.kernels.registry import DEFAULT_FAMILY, family_of_file, get_family
+from tuner.kernels.shape import Shape
 
 # Extra keys of AMD (ROCm) files, Triton's HIP compile options; such entries may lack num_stages.
 # vLLM's MI300X/MI325X files carry kpack and matrix_instr_nonkdim without num_stages (e.g.

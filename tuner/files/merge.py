@@ -16,8 +16,8 @@ from tuner.core import REQUIRED_M
 from tuner.files.format import dump_config_file, vllm_pick_key
 from tuner.files.merge_notes import WinnerLike, unmeasured_notes, winner_entry
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.family import FamilyShape, Shape, ShapeKeyed, as_block_shape
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
+from tuner.kernels.shape import FamilyShape, Shape, ShapeKeyed, as_block_shape
 
 Entries = TypeVar("Entries")
 

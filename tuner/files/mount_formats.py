@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from tuner.kernels.family import PER_TENSOR, Shape
+from tuner.kernels.shape import PER_TENSOR, Shape
 
 # Where the MoE files' folder is mounted in the container; vLLM is told by VLLM_TUNED_CONFIG_FOLDER.
 MOE_CONTAINER_DIR = "/opt/blockfp8-tuner/moe-configs"

@@ -36,8 +36,9 @@ from typing import TypeVar
 
 from tuner.core import FP8_DTYPE
 from tuner.inputs.backends import kernel_verdict, linear_backend_arg, selected_kernel
-from tuner.kernels.family import KernelFamily, Shape, VllmLogLine
+from tuner.kernels.family import KernelFamily, VllmLogLine
 from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES
+from tuner.kernels.shape import Shape
 
 _NOT_FOUND_RE = re.compile(r"Config file not found at\s+(?P<rest>.*)$")
 _ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")

@@ -14,8 +14,9 @@ from importlib import resources
 from pathlib import Path
 
 from tuner.inputs.suggest import did_you_mean
-from tuner.kernels.family import EXPERTS, KernelFamily, Shape
+from tuner.kernels.family import EXPERTS, KernelFamily
 from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES, family_of_part, get_family
+from tuner.kernels.shape import Shape
 from tuner.kernels.shapes_rows import positive
 
 # A model key is a file name: lower case, digits, '.', '_' and '-'.

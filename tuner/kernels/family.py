@@ -1,6 +1,7 @@
-"""The seam a kernel family plugs into: the shape it is tuned for, the tensors of one problem
-(`Workload`), and what the family provides (`KernelFamily`). The run, search, measurement and
-merge code reach a family only through these; `tuner.kernels.registry` names them.
+"""The seam a kernel family plugs into: the tensors of one problem (`Workload`) and what the
+family provides (`KernelFamily`); the shape it is tuned for is `tuner.kernels.shape`'s. The
+run, search, measurement and merge code reach a family only through these;
+`tuner.kernels.registry` names them.
 
 Importable without torch or triton: a family's kernel, reference and compile-for-target are
 imported when first called.
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.engines import EngineFolder
+from tuner.kernels.shape import Shape
 from tuner.kernels.source import (
     BUILTIN,
     KernelSource,
@@ -26,229 +27,6 @@ from tuner.kernels.source import (
     source_hash,
     vllm_version,
 )
-
-_PARAM_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]{0,31})=(\d{1,9})")
-
-
-def _params_text(params: Sequence[tuple[str, int]]) -> str:
-    return ",".join(f"{name}={value}" for name, value in params)
-
-
-# How text (CLI tables, notes, the HTML report) names a shape without block scales: one weight
-# scale for the whole weight and one activation scale per row (JSON and HTTP give null).
-PER_TENSOR = "per-tensor"
-
-
-def as_block_shape(block_shape: Sequence[int] | None) -> tuple[int, int] | None:
-    """[group_n, group_k] as a pair of ints (the store and JSON give lists), or None for a
-    shape without block scales (per-tensor; the store's repository and JSON give None/null).
-
-    Raises:
-        ValueError: neither None nor two values.
-    """
-    if block_shape is None:
-        return None
-    group_n, group_k = block_shape
-    return (int(group_n), int(group_k))
-
-
-def block_shape_text(block_shape: Sequence[int] | None) -> str:
-    """How text names a block shape: "[128, 128]", or `PER_TENSOR` for None."""
-    if block_shape is None:
-        return PER_TENSOR
-    return f"[{block_shape[0]}, {block_shape[1]}]"
-
-
-def block_sort_key(block_shape: tuple[int, int] | None) -> tuple[int, ...]:
-    """A block shape as it sorts: None (per-tensor) as (), before every pair."""
-    return () if block_shape is None else block_shape
-
-
-@dataclass(frozen=True)
-class Shape:
-    """What a family's GEMM is tuned for, apart from the batch size M.
-
-    Attributes:
-        N: rows of the weight [N, K] (per expert, for a fused-MoE family).
-        K: the reduction dimension.
-        block_shape: [group_n, group_k] of the weight scales, or None for a family without
-            block scales (one scale per tensor; text names it `PER_TENSOR`). Always given:
-            no family's block shape is assumed.
-        params: the family's other dimensions as sorted (name, value) pairs, e.g.
-            (("E", 128), ("top_k", 8)) for MoE experts; () for the dense GEMM.
-    """
-
-    N: int
-    K: int
-    block_shape: tuple[int, int] | None
-    params: tuple[tuple[str, int], ...] = ()
-
-    def __lt__(self, other: Shape) -> bool:
-        """Order by N, K, block shape (None first, `block_sort_key`), params."""
-        return self._order < other._order
-
-    def __le__(self, other: Shape) -> bool:
-        """Order by N, K, block shape (None first, `block_sort_key`), params."""
-        return self._order <= other._order
-
-    def __gt__(self, other: Shape) -> bool:
-        """Order by N, K, block shape (None first, `block_sort_key`), params."""
-        return self._order > other._order
-
-    def __ge__(self, other: Shape) -> bool:
-        """Order by N, K, block shape (None first, `block_sort_key`), params."""
-        return self._order >= other._order
-
-    @property
-    def _order(self) -> tuple[int, int, tuple[int, ...], tuple[tuple[str, int], ...]]:
-        return (self.N, self.K, block_sort_key(self.block_shape), self.params)
-
-    @property
-    def params_text(self) -> str:
-        """`params` as the store keeps them: `E=128,top_k=8`, or "" when there are none."""
-        return _params_text(self.params)
-
-    def block_pair(self, family: str) -> tuple[int, int]:
-        """`block_shape` for a family whose kernel reads block scales (dense, fused MoE).
-
-        Args:
-            family: the family's name, for the message.
-
-        Raises:
-            ValueError: the shape has no block shape (per-tensor scales).
-        """
-        if self.block_shape is None:
-            raise ValueError(
-                f"the {family} family needs a block shape [group_n, group_k]; "
-                f"N={self.N} K={self.K} has none ({PER_TENSOR})"
-            )
-        return self.block_shape
-
-    def param(self, name: str) -> int:
-        """One of `params` by name.
-
-        Raises:
-            KeyError: the shape has no such dimension.
-        """
-        return dict(self.params)[name]
-
-    @classmethod
-    def from_store(
-        cls,
-        N: int,
-        K: int,
-        block_shape: tuple[int, int] | list[int] | None,
-        params_text: str = "",
-    ) -> Shape:
-        """The shape of a stored task (`params_text` as `params_text` writes it; `block_shape`
-        None, as the store's repository gives it, for a shape without block scales).
-
-        Raises:
-            ValueError: `params_text` is not `name=value` pairs separated by commas.
-        """
-        params = []
-        for item in filter(None, params_text.split(",")):
-            match = _PARAM_RE.fullmatch(item)
-            if match is None:
-                raise ValueError(f"shape params {params_text!r} are not name=value pairs")
-            params.append((match[1], int(match[2])))
-        return cls(int(N), int(K), as_block_shape(block_shape), tuple(sorted(params)))
-
-
-# The family of a store row that names none (imported files are the dense GEMM's): the name of
-# `tuner.kernels.dense.family.DENSE` (the registry, which imports this module, names it too).
-_ROW_DEFAULT_FAMILY = "dense"
-
-
-def store_columns(family: str, params: Sequence[tuple[str, int]] = ()) -> dict[str, str]:
-    """The store's loose columns of a kernel family and its dimensions beyond N and K: the one
-    place they are written (`db.repo.create_sweep`, `task_winners`, a release's files).
-
-    Args:
-        family: the family's key, e.g. "moe".
-        params: sorted (name, value) pairs, as `Shape.params`.
-
-    Returns:
-        {"family": family, "shape_params": "E=128,top_k=8"} ("" for no params).
-    """
-    return {"family": family, "shape_params": _params_text(sorted(params))}
-
-
-@dataclass(frozen=True)
-class FamilyShape:
-    """A kernel family's key and the shape it tunes: what a task, a merged file, a skipped
-    shape and a report section are keyed by. Sorts as files are listed: by family, the params
-    as the store writes them, N, K, block_shape.
-
-    Attributes:
-        family: the family's key (`KernelFamily.name`, e.g. "dense", "moe").
-        shape: N, K, block_shape and the family's other dimensions.
-    """
-
-    family: str
-    shape: Shape
-
-    @property
-    def sort_key(self) -> tuple[str, str, int, int, tuple[int, ...]]:
-        """(family, params text, N, K, block_shape): the order of a device's files; a shape
-        without block scales sorts its block shape as () (`block_sort_key`)."""
-        shape = self.shape
-        return (
-            self.family,
-            shape.params_text,
-            shape.N,
-            shape.K,
-            block_sort_key(shape.block_shape),
-        )
-
-    def __lt__(self, other: FamilyShape) -> bool:
-        """Order by `sort_key`."""
-        return self.sort_key < other.sort_key
-
-    @classmethod
-    def of_row(cls, row: Any) -> FamilyShape:
-        """The key of a store row (a task, winner or coverage row): its `N`, `K`,
-        `block_shape`, and `family` and `shape_params` where it has them (a row without is the
-        dense GEMM's, as imports are). The one place those columns are read.
-
-        Raises:
-            ValueError: `shape_params` is not `name=value` pairs.
-        """
-        return cls(
-            getattr(row, "family", _ROW_DEFAULT_FAMILY),
-            Shape.from_store(row.N, row.K, row.block_shape, getattr(row, "shape_params", "")),
-        )
-
-    def store_fields(self) -> dict[str, str]:
-        """The store's `family` and `shape_params` columns of this key (`store_columns`)."""
-        return store_columns(self.family, self.shape.params)
-
-
-class ShapeKeyed:
-    """A record that carries a `key` (`FamilyShape`): its N, K, block_shape and family."""
-
-    key: FamilyShape
-
-    @property
-    def N(self) -> int:
-        """The rows of the weight [N, K]."""
-        return self.key.shape.N
-
-    @property
-    def K(self) -> int:
-        """The reduction dimension."""
-        return self.key.shape.K
-
-    @property
-    def block_shape(self) -> tuple[int, int] | None:
-        """[group_n, group_k] of the weight scales; None: per-tensor scales."""
-        return self.key.shape.block_shape
-
-    @property
-    def family(self) -> str:
-        """The kernel family's key, e.g. "moe"."""
-        return self.key.family
-
 
 # The parts of a model whose shapes a family tunes (`KernelFamily.model_part`): the weights
 # [N, K] of its block-FP8 linear layers, or its fused-MoE experts (E, N, K, top_k).

@@ -34,7 +34,7 @@ def calibration_trials() -> tuple[Problem, list[KernelConfig]]:
         (the problem, its configs in timing order).
     """
     from tuner.kernels.config import KernelConfig
-    from tuner.kernels.family import Shape
+    from tuner.kernels.shape import Shape
     from tuner.measure.runner import Problem
 
     N, K, M = CALIBRATION_SHAPE

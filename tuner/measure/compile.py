@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from tuner.core import OUT_DTYPES
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.family import Shape, as_block_shape
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
+from tuner.kernels.shape import Shape, as_block_shape
 from tuner.measure.compile_cache import CompileCache
 from tuner.measure.resources import MAX_SHARED_BYTES, CompileInfo, Rejection, launch_problem
 
@@ -193,7 +193,7 @@ def prune(
         workers: processes of the pool made for the misses (see `compile_pool`).
         pool: a pool from `compile_pool` to use instead of making one.
         family: the kernel family (`tuner.kernels.registry`).
-        params: the family's other dimensions (`tuner.kernels.family.Shape.params`).
+        params: the family's other dimensions (`tuner.kernels.shape.Shape.params`).
 
     Returns:
         (runnable configs in their given order, rejections in their given order).

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tuner.core import CONFIG_KEYS, TrialStatus
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.family import Shape, as_block_shape
+from tuner.kernels.shape import Shape, as_block_shape
 from tuner.measure.trial import TrialResult
 
 FORMAT = "blockfp8-tuner-landscape/1"

@@ -14,9 +14,9 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.family import Shape, as_block_shape
 from tuner.kernels.gpus import KNOWN_GPUS, gpu_model
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
+from tuner.kernels.shape import Shape, as_block_shape
 from tuner.measure.compile import compile_infos
 from tuner.measure.compile_cache import CompileCache
 from tuner.measure.resources import MAX_SHARED_BYTES, CompileInfo, launch_problem
@@ -114,7 +114,7 @@ def check_entries(
         family: the kernel family of the file (`tuner.kernels.registry`), whose kernel is
             compiled.
         params: the family's dimensions beyond N and K that the file's name carries
-            (`tuner.kernels.family.Shape.params`).
+            (`tuner.kernels.shape.Shape.params`).
 
     Returns:
         The verdict for every M of `configs`.

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from functools import partial
 
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.family import Shape, as_block_shape
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
+from tuner.kernels.shape import Shape, as_block_shape
 from tuner.measure.compile import CompileJob, compile_job, compile_pool
 from tuner.measure.compile_cache import CompileCache
 from tuner.measure.resources import CompileInfo
@@ -75,7 +75,7 @@ class Precompiler:
         workers: processes of the pool (made here when `pool` is None, or the size of `pool`).
         cache: the on-disk CompileInfo cache; default `CompileCache(family=family)`.
         family: the kernel family (`tuner.kernels.registry`).
-        params: the family's other dimensions (`tuner.kernels.family.Shape.params`).
+        params: the family's other dimensions (`tuner.kernels.shape.Shape.params`).
     """
 
     def __init__(

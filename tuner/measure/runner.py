@@ -12,8 +12,8 @@ from functools import partial
 
 from tuner.core import OUT_DTYPES, TrialStatus
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.family import Shape, as_block_shape
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
+from tuner.kernels.shape import Shape, as_block_shape
 from tuner.measure.timing import (
     ESTIMATE_LAUNCHES,
     REP_S,
@@ -53,7 +53,7 @@ class Problem:
         block_shape: [group_n, group_k] of the weight scales.
         out_dtype: "bfloat16" (serving) or "float16" (vLLM's tuning script default).
         family: the kernel family's name (`tuner.kernels.registry`).
-        params: the family's other dimensions (`tuner.kernels.family.Shape.params`).
+        params: the family's other dimensions (`tuner.kernels.shape.Shape.params`).
         kernel: whose kernel to time, "builtin" or "vllm" (`KernelFamily.source`).
     """
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tuner.kernels.family import FamilyShape
 from tuner.kernels.registry import get_family
+from tuner.kernels.shape import FamilyShape
 from tuner.measure.roofline import Roofline, roofline
 
 

@@ -37,7 +37,7 @@ class CompileGate:
         cache: the on-disk CompileInfo cache; default `CompileCache(family=family)`.
         ahead: how many likely-next configs to queue after each new incumbent.
         family: the kernel family (`tuner.kernels.registry`).
-        params: the family's other dimensions (`tuner.kernels.family.Shape.params`).
+        params: the family's other dimensions (`tuner.kernels.shape.Shape.params`).
     """
 
     def __init__(

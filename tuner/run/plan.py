@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.family import FamilyShape, Shape, as_block_shape, store_columns
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
+from tuner.kernels.shape import FamilyShape, Shape, as_block_shape, store_columns
 
 
 def space_name(configs: Sequence[KernelConfig] | None, replay: str | None, kernel: str = "") -> str:
@@ -63,7 +63,7 @@ class SweepRequest:
         replay: a landscape file whose recorded timings answer instead of a device.
         family: the kernel family every task of the sweep tunes (`tuner.kernels.registry`).
         params: the family's dimensions beyond N and K, sorted (name, value) pairs, as
-            `tuner.kernels.family.Shape.params` (() for none).
+            `tuner.kernels.shape.Shape.params` (() for none).
         kernel: "builtin" or "vllm": whose kernels the sweep's trials time.
         kernel_label: how the space name tells the source (`space_name`'s `kernel`).
     """

@@ -14,7 +14,7 @@ import time
 import zlib
 from typing import TYPE_CHECKING
 
-from tuner.kernels.family import FamilyShape
+from tuner.kernels.shape import FamilyShape
 from tuner.run.lease import Lease
 from tuner.run.worker_spec import (
     ContextLost,

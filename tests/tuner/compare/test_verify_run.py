@@ -18,7 +18,7 @@ from tuner.files.merge import DeviceFiles, SkippedShape, dense_key
 from tuner.inputs.shapes import ModelShapes
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config
-from tuner.kernels.family import Shape
+from tuner.kernels.shape import Shape
 
 BLOCK = (128, 128)
 DEFAULT = default_config(BLOCK)

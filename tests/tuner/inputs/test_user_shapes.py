@@ -17,9 +17,9 @@ from tuner.inputs.shapes import (
     tp_sizes,
     user_shapes_dir,
 )
-from tuner.kernels.family import Shape
 from tuner.kernels.moe.family import MOE, expert_shape
 from tuner.kernels.registry import DEFAULT_FAMILY
+from tuner.kernels.shape import Shape
 
 SHAPES = [(7168, 5120), (5120, 3072)]
 

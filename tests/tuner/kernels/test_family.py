@@ -28,16 +28,7 @@ from tuner.kernels.dense.family import DENSE
 from tuner.kernels.dense.naming import config_file_name
 from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.kernels.dense.specialization import specialization_key
-from tuner.kernels.family import (
-    EXPERTS,
-    LINEAR_LAYERS,
-    FamilyShape,
-    KernelFamily,
-    Shape,
-    as_block_shape,
-    block_shape_text,
-    store_columns,
-)
+from tuner.kernels.family import EXPERTS, LINEAR_LAYERS, KernelFamily
 from tuner.kernels.moe.family import MOE
 from tuner.kernels.registry import (
     FAMILIES,
@@ -46,6 +37,7 @@ from tuner.kernels.registry import (
     get_family,
     respell_file_name,
 )
+from tuner.kernels.shape import FamilyShape, Shape, as_block_shape, block_shape_text, store_columns
 
 
 def test_the_dense_gemm_is_the_registered_family() -> None:

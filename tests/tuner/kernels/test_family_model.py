@@ -24,8 +24,8 @@ from tuner.files.device import device_files
 from tuner.files.release import publish
 from tuner.inputs.shapes import ShapesFileError, load_shapes, render_shapes_file
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.family import Shape
 from tuner.kernels.registry import FAMILIES
+from tuner.kernels.shape import Shape
 from tuner.measure.runner import KernelRunner, Problem
 from tuner.measure.runners import InterpreterRunner
 from tuner.measure.trial import TrialStatus

@@ -17,8 +17,9 @@ from tuner.compare.verify import PointResult, Verdict, timed_points, verify_shap
 from tuner.files.format import dump_config_file
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.family import DENSE
-from tuner.kernels.family import KernelFamily, Shape
+from tuner.kernels.family import KernelFamily
 from tuner.kernels.registry import FAMILIES, family_of_file
+from tuner.kernels.shape import Shape
 from tuner.measure.trial import TrialResult, TrialStatus
 
 SMALL = KernelConfig(16, 128, 128, 1, 4, 2)  # the toy's default up to M = 16

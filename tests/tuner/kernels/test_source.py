@@ -11,8 +11,8 @@ import pytest
 
 from tests.standin_vllm import build_standin, importable
 from tuner.files.provenance import family_kernel_hash
-from tuner.kernels.family import Shape
 from tuner.kernels.registry import get_family
+from tuner.kernels.shape import Shape
 from tuner.kernels.source import (
     function_source,
     kernel_label,
@@ -96,7 +96,7 @@ def test_the_standin_kernels_run_through_vllms_launch_and_match_the_builtin(
     code = (
         "import torch\n"
         "from tuner.kernels.registry import get_family\n"
-        "from tuner.kernels.family import Shape\n"
+        "from tuner.kernels.shape import Shape\n"
         f"shape = {shape!r}\n"
         f"family = get_family({family!r})\n"
         "outs = []\n"
@@ -164,7 +164,7 @@ def test_under_the_placeholder_vllms_kernels_crash_as_the_real_ones_do(standin) 
     code = (
         "import torch\n"
         "from tuner.kernels.registry import get_family\n"
-        "from tuner.kernels.family import Shape\n"
+        "from tuner.kernels.shape import Shape\n"
         "family = get_family('dense')\n"
         "shape = Shape(256, 128, (128, 128))\n"
         "w = family.source('vllm').workload(shape, 2, seed=1, device='cpu')\n"

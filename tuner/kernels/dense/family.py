@@ -12,14 +12,8 @@ from tuner.kernels.dense.naming import config_file_name, engine_file_name, parse
 from tuner.kernels.dense.space import default_config, vllm_space, why_invalid
 from tuner.kernels.dense.specialization import specialization_key
 from tuner.kernels.engines import EngineFolder
-from tuner.kernels.family import (
-    LINEAR_LAYERS,
-    KernelFamily,
-    Shape,
-    VllmLogLine,
-    VllmServing,
-    Workload,
-)
+from tuner.kernels.family import LINEAR_LAYERS, KernelFamily, VllmLogLine, VllmServing, Workload
+from tuner.kernels.shape import Shape
 from tuner.kernels.shapes_rows import int_rows
 from tuner.kernels.source import VllmKernel
 

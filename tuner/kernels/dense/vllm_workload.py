@@ -16,8 +16,8 @@ import triton
 
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.workload import DenseWorkload
-from tuner.kernels.family import Shape
 from tuner.kernels.interpreter import fix_interpreter_index
+from tuner.kernels.shape import Shape
 
 
 def vllm_kernel(module: str, function: str) -> Any:

@@ -10,7 +10,7 @@ import torch
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.kernel import w8a8_block_fp8_matmul
 from tuner.kernels.dense.reference import BlockFp8Inputs, make_inputs, reference_matmul
-from tuner.kernels.family import Shape
+from tuner.kernels.shape import Shape
 
 
 @dataclass(frozen=True)

@@ -11,14 +11,7 @@ from typing import Any
 
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.engines import EngineFolder
-from tuner.kernels.family import (
-    EXPERTS,
-    KernelFamily,
-    Shape,
-    VllmLogLine,
-    VllmServing,
-    Workload,
-)
+from tuner.kernels.family import EXPERTS, KernelFamily, VllmLogLine, VllmServing, Workload
 from tuner.kernels.moe.naming import (
     any_engine_file_name,
     moe_config_file_name,
@@ -28,6 +21,7 @@ from tuner.kernels.moe.naming import (
 )
 from tuner.kernels.moe.space import default_config, vllm_space, why_invalid
 from tuner.kernels.moe.specialization import moe_specialization_key
+from tuner.kernels.shape import Shape
 from tuner.kernels.shapes_rows import int_rows
 from tuner.kernels.source import VllmKernel
 

@@ -17,9 +17,9 @@ from functools import partial
 
 import torch
 
-from tuner.kernels.family import Shape
 from tuner.kernels.interpreter import fix_interpreter_index
 from tuner.kernels.moe.workload import MoeWorkload
+from tuner.kernels.shape import Shape
 
 
 def vllm_moe_gemm(

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 import torch
 
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.family import Shape
 from tuner.kernels.moe.align import moe_align_block_size, naive_assignment
 from tuner.kernels.moe.kernel import OUT_DTYPES, invoke_moe_gemm, parse_config
 from tuner.kernels.moe.reference import (
@@ -20,6 +19,7 @@ from tuner.kernels.moe.reference import (
     silu_and_mul,
 )
 from tuner.kernels.moe.specialization import uses_naive_assignment
+from tuner.kernels.shape import Shape
 
 # (sorted_token_ids or None for naive assignment, expert_ids, num_tokens_post_padded)
 Alignment = tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]

@@ -17,11 +17,11 @@ from tests.storefill import run_one_task
 from tuner.files.device import device_files
 from tuner.files.format import dump_config_file
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.family import Shape
 from tuner.kernels.moe.family import MOE
 from tuner.kernels.moe.naming import any_engine_file_name, moe_config_file_name
 from tuner.kernels.moe.space import default_config, vllm_space
 from tuner.kernels.registry import get_family
+from tuner.kernels.shape import Shape
 
 QWEN3_TP2 = Shape(384, 2048, (128, 128), (("E", 128), ("top_k", 8)))
 
@@ -154,7 +154,7 @@ def test_an_moe_task_is_tuned_on_the_interpreter_and_merged(tmp_path) -> None:
 def test_both_launches_compile_for_sm90_without_a_gpu() -> None:
     code = (
         "import json, torch, triton\n"
-        "from tuner.kernels.family import Shape\n"
+        "from tuner.kernels.shape import Shape\n"
         "from tuner.kernels.moe.family import MOE\n"
         "from tuner.kernels.moe.space import default_config\n"
         "if 'nvidia' not in triton.backends.backends: print('{}'); raise SystemExit\n"

@@ -9,12 +9,12 @@ import torch
 
 from tuner.kernels.accuracy import relative_error
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.family import Shape
 from tuner.kernels.moe.align import moe_align_block_size
 from tuner.kernels.moe.kernel import invoke_moe_gemm
 from tuner.kernels.moe.reference import make_moe_inputs, reference_moe_gemm
 from tuner.kernels.moe.space import default_config
 from tuner.kernels.moe.workload import MoeWorkload
+from tuner.kernels.shape import Shape
 
 BLOCK = (128, 128)
 
