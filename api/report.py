@@ -154,7 +154,7 @@ def _figures(
 ) -> Roofline | None:
     if row.latency_us is None or not (math.isfinite(row.latency_us) and row.latency_us > 0):
         return None
-    # Only a family whose calls are one GEMM has a roofline (`KernelFamily.roofline_gemm`).
+    # Only a family whose calls are one GEMM has a roofline (`FamilyReport.roofline_gemm`).
     return shape_roofline(shape.key, row.M, row.latency_us, ceilings, out_dtype=out_dtype)
 
 

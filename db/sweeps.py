@@ -94,7 +94,7 @@ def sweep_key(
         family: the kernel family of the sweep's tasks.
         shape_params: the family's dimensions beyond N and K, `name=value,...` ("" for none).
         family_in_key: the family's name enters the key (the family says so:
-            `tuner.kernels.family.KernelFamily.sweep_key_has_family`).
+            `tuner.kernels.family.FamilyShapes.sweep_key_has_family`).
         (the others): as `open_sweep`'s.
 
     Returns:

@@ -196,7 +196,7 @@ def run_one_task(
             shapes=[shape],
             family=family,
             shape_params=shape_params,
-            family_in_key=get_family(family).sweep_key_has_family,
+            family_in_key=get_family(family).shapes.sweep_key_has_family,
         )
         environment_id = repo.get_or_create_environment(
             session,

@@ -144,7 +144,7 @@ def _shapes(view: DeviceView) -> list[schemas.ShapeCoverage]:
     for key in sorted(set(covered) | set(requested)):
         m_covered = covered.get(key, set())
         m_requested = requested.get(key, [])
-        file_name = get_family(key.family).file_name(key.shape, view.device_name, "vllm")
+        file_name = get_family(key.family).files.file_name(key.shape, view.device_name, "vllm")
         shapes.append(
             schemas.ShapeCoverage(
                 N=key.shape.N,
@@ -454,16 +454,16 @@ def preview_file(
                 if_none_match=if_none_match,
                 sha256=f.merged.sha256,
             )
-    wanted_shape, named_device, _ = family.parse_file_name(file_name)
-    if family.file_device(named_device) != family.file_device(device_name):
+    wanted_shape, named_device, _ = family.files.parse_file_name(file_name)
+    if family.files.file_device(named_device) != family.files.file_device(device_name):
         raise HTTPException(
             404, detail=f"{file_name!r} names device {named_device!r}, not {device_name!r}"
         )
-    wanted_file = family.file_name(wanted_shape, device_name, "vllm")
+    wanted_file = family.files.file_name(wanted_shape, device_name, "vllm")
     for s in merged.skipped:
         if (
             s.family == family.name
-            and family.file_name(s.key.shape, device_name, "vllm") == wanted_file
+            and family.files.file_name(s.key.shape, device_name, "vllm") == wanted_file
         ):
             hint = "; ?partial=true serves what there is" if s.m_missing and not allow else ""
             hint += read.stale_reason(s, HTTP_STALE_HINT)

@@ -180,12 +180,12 @@ def _find_slow(
     stored = _canonical(session, device_name) or device_name
     try:
         family = family_of_file(file_name)
-        shape, named_device, _ = family.parse_file_name(file_name)
+        shape, named_device, _ = family.files.parse_file_name(file_name)
     except ValueError as exc:
         info = repo.get_release(session, device_name=stored, number=number)
         names = ", ".join(f.file_name for f in info.files) if info else "(no release)"
         raise HTTPException(404, detail=f"{exc}; files: {names or '(none)'}") from None
-    if named_device != family.file_device(stored):
+    if named_device != family.files.file_device(stored):
         raise HTTPException(
             404, detail=f"{file_name!r} names device {named_device!r}, not {stored!r}"
         )

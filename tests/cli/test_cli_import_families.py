@@ -27,7 +27,7 @@ def moe_file_key(E: int, N: int) -> FamilyShape:
     return FamilyShape("moe", Shape(N, 0, (128, 128), (("E", E),)))
 
 
-MOE_NAME = MOE.file_name(moe_file_key(4, 64).shape, DEVICE, "vllm")
+MOE_NAME = MOE.files.file_name(moe_file_key(4, 64).shape, DEVICE, "vllm")
 
 
 def stored_rows(db: str) -> list[tuple]:
@@ -123,7 +123,10 @@ def test_an_imported_moe_file_fills_the_swept_file_of_its_name_only() -> None:
     assert by_name == {
         # The measured winner at M=3 beats the import; M=1 comes from the E=4 file only.
         MOE_NAME: (swept, {1: SLOW, 3: FAST}),
-        MOE.file_name(moe_file_key(8, 64).shape, DEVICE, "vllm"): (moe_file_key(8, 64), {1: FAST}),
+        MOE.files.file_name(moe_file_key(8, 64).shape, DEVICE, "vllm"): (
+            moe_file_key(8, 64),
+            {1: FAST},
+        ),
         "N=64,K=128,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json": (
             dense_key(64, 128, (128, 128)),
             {1: DEFAULT},

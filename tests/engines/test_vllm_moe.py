@@ -113,7 +113,7 @@ def test_file_names_are_vllms_with_the_h200_rule(vllm_wheel, monkeypatch, tmp_pa
         rule.cache_clear()
         shape = Shape(384, 2048, (128, 128), (("E", 128), ("top_k", 8)))
         theirs = vllm.get_config_file_name(128, 384, "fp8_w8a8", BLOCK_SHAPE)
-        ours = MOE.file_name(shape, vllm_device_name(gpu), "vllm")
+        ours = MOE.files.file_name(shape, vllm_device_name(gpu), "vllm")
         assert theirs == ours == moe_config_file_name(128, 384, vllm_device_name(gpu)), gpu
         names[gpu] = theirs.split(",")[2]
     assert names == {

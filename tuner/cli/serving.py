@@ -212,7 +212,7 @@ def _folder_file_names(folder: Path, device: str, engine: str) -> tuple[list[str
     seen = set()
     for name in entries:
         try:
-            seen.add(family_of_file(name).parse_file_name(name)[1])
+            seen.add(family_of_file(name).files.parse_file_name(name)[1])
         except ValueError:
             continue
     chosen = resolve(device, seen)

@@ -96,10 +96,10 @@ def _expert_shapes(
     where: str,
 ) -> list[Shape]:
     """The shapes of (E, N, K, top_k) rows as the experts' family reads them from a shapes
-    file (`KernelFamily.parse_shapes`); [] for no rows."""
-    if not rows or family.parse_shapes is None:
+    file (`FamilyShapes.parse_shapes`); [] for no rows."""
+    if not rows or family.shapes.parse_shapes is None:
         return []
-    return list(family.parse_shapes([list(row) for row in rows], where, block_shape))
+    return list(family.shapes.parse_shapes([list(row) for row in rows], where, block_shape))
 
 
 def _save(
@@ -180,12 +180,13 @@ def _print_other_families(scan) -> None:
             table = Table(*line.key_names, "block_shape")
             for shape in shapes:
                 table.add_row(
-                    *map(str, family.file_key(shape)), block_shape_text(shape.block_shape)
+                    *map(str, family.files.file_key(shape)), block_shape_text(shape.block_shape)
                 )
             console.print(table)
             missing = scan.files.get(family.name, ())
             for folder in sorted({m.path.rsplit("/", 1)[0] for m in missing if "/" in m.path}):
-                first = f"${family.tuned_folder_env}, then " if family.tuned_folder_env else ""
+                env = family.files.tuned_folder_env
+                first = f"${env}, then " if env else ""
                 plain(f"vLLM looks for them in {first}{folder}/")
         for name in scan.out_of_scope.get(family.name, ()):
             plain(f"out of scope: {name} ({line.out_of_scope_why})")

@@ -268,7 +268,7 @@ def _inputs(
     for name in model_shapes.groups:
         if name != DEFAULT_FAMILY:
             plain(
-                f"note: {get_family(name).short_title or name} files are not verified "
+                f"note: {get_family(name).report.short_title or name} files are not verified "
                 f"yet ({model_shapes.family_label(name)})"
             )
     if not model_shapes.of(DEFAULT_FAMILY):

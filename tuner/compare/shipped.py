@@ -87,7 +87,7 @@ def read_shipped(
             f"(devices there: {', '.join(have) or 'none'})"
         )
     files = {}
-    parse_file_name = _family().parse_file_name
+    parse_file_name = _family().files.parse_file_name
     for path in sorted(where.glob("*.json")):
         shape, _, dtype = parse_file_name(path.name)
         if dtype == FP8_DTYPE and shape.block_shape == tuple(block_shape):

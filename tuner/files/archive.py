@@ -43,7 +43,7 @@ Where vLLM reads these files
 
 
 def _sglang_how_to() -> str:
-    """Where each SGLang release reads the files (`KernelFamily.engine_folders`)."""
+    """Where each SGLang release reads the files (`FamilyFiles.engine_folders`)."""
     dense = "\n".join(f"    {line}" for line in folder_history("sglang", _LAYERS))
     moe = "\n".join(f"    {line}" for line in folder_history("sglang", _EXPERTS))
     return f"""\

@@ -1,7 +1,7 @@
 """Where each release of vLLM and SGLang reads block-FP8 config files, and which entries SGLang
 rewrites when it reads them (pure).
 
-Each kernel family lists where the engines read its files (`KernelFamily.engine_folders`, rows of
+Each kernel family lists where the engines read its files (`FamilyFiles.engine_folders`, rows of
 engine, first version and folder under site-packages). A release reads from the row of its engine
 with the highest first version not above its own, so the next move of a folder is one more row.
 """
@@ -30,7 +30,7 @@ def family_rows(engine: str, family: str) -> list[EngineFolder]:
         engine that does not read the family's files.
     """
     registered = FAMILIES.get(family)
-    rows = registered.engine_folders if registered is not None else ()
+    rows = registered.files.engine_folders if registered is not None else ()
     return sorted(
         (row for row in rows if row.engine == engine),
         key=lambda row: version_key(row.first_version),
@@ -236,7 +236,7 @@ def sglang_clamp_lines(
 
     Args:
         files: (file name in either spelling, its entries in the file's order); files of a
-            family SGLang reads as they are (not `KernelFamily.sglang_clamps_block_k`, e.g.
+            family SGLang reads as they are (not `FamilyFiles.sglang_clamps_block_k`, e.g.
             fused-MoE: get_moe_configs rewrites nothing) and files without a block shape are
             skipped.
         device_name: the device key the files are for.
@@ -248,9 +248,9 @@ def sglang_clamp_lines(
     lines = []
     for file_name, configs in files:
         family = family_of_file(file_name)
-        if not family.sglang_clamps_block_k:
+        if not family.files.sglang_clamps_block_k:
             continue
-        block_shape = family.parse_file_name(file_name)[0].block_shape
+        block_shape = family.files.parse_file_name(file_name)[0].block_shape
         if block_shape is None:  # no group_k to raise BLOCK_SIZE_K to
             continue
         block_k = block_shape[1]

@@ -205,7 +205,7 @@ def vllm_pick_key(keys: Iterable[int], M: int, *, file_order: bool = False) -> i
 @dataclass(frozen=True)
 class ImportName:
     """What an imported file's name says, whatever its kernel family
-    (`KernelFamily.parse_file_name`).
+    (`FamilyFiles.parse_file_name`).
 
     Attributes:
         N: rows of the weight [N, K].
@@ -265,14 +265,14 @@ def parse_import_name(file_name: str) -> tuple[str, ImportName]:
     Returns:
         (the family's key, N, K, device_name, dtype, block_shape and the family's other
         dimensions of the name); a fused-MoE name gives its E and N, and K = 0 (the name
-        carries no K: `KernelFamily.parse_file_name`).
+        carries no K: `FamilyFiles.parse_file_name`).
 
     Raises:
         ValueError: no registered family parses the name (the error of
             `tuner.kernels.registry.family_of_file`).
     """
     family = family_of_file(file_name)
-    shape, device_name, dtype = family.parse_file_name(file_name)
+    shape, device_name, dtype = family.files.parse_file_name(file_name)
     return family.name, ImportName(
         shape.N, shape.K, device_name, dtype, shape.block_shape, tuple(sorted(shape.params))
     )

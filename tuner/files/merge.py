@@ -234,7 +234,7 @@ def import_targets(
     An import's key is the shape its file's name says (`tuner.files.format.parse_import_name`),
     which may carry fewer dimensions than a swept shape: a fused-MoE name has E and N, not K
     or top_k. Its entries fill each of `keys` of the same family whose file vLLM reads under
-    the same name (`KernelFamily.file_name`); an import no such key matches keeps its own key
+    the same name (`FamilyFiles.file_name`); an import no such key matches keeps its own key
     (a file of imported entries only). Files of another family, or another E, never match.
 
     Args:
@@ -247,11 +247,11 @@ def import_targets(
     """
     by_name: dict[tuple[str, str], list[FamilyShape]] = {}
     for key in keys:
-        name = get_family(key.family).file_name(key.shape, device_name, "vllm")
+        name = get_family(key.family).files.file_name(key.shape, device_name, "vllm")
         by_name.setdefault((key.family, name), []).append(key)
     targets: dict[FamilyShape, Entries] = {}
     for key, entries in imported.items():
-        name = get_family(key.family).file_name(key.shape, device_name, "vllm")
+        name = get_family(key.family).files.file_name(key.shape, device_name, "vllm")
         for target in by_name.get((key.family, name), [key]):
             targets[target] = entries
     return targets
@@ -284,7 +284,7 @@ def build_device_files(
         device_name: The device's key; needed only when `winners` is empty.
         engine: File-name spelling, "vllm" or "sglang" (tuner.kernels.engines.ENGINES).
         triton_of: environment_id -> Triton version, for the files of families that record
-            it (`KernelFamily.file_triton_version`): the version most of a file's winners
+            it (`FamilyFiles.file_triton_version`): the version most of a file's winners
             were timed with (the newer on a tie). SGLang's files never carry it (its MoE
             loader would fail on the key).
 
@@ -316,7 +316,7 @@ def build_device_files(
             missing = sorted({M for M in m_requested if M not in done})
             skipped.append(SkippedShape(key, str(exc), missing))
             continue
-        name = get_family(key.family).file_name(key.shape, device, engine)
+        name = get_family(key.family).files.file_name(key.shape, device, engine)
         files.append(DeviceFile(name, key, merged))
     return DeviceFiles(files=files, skipped=skipped)
 
@@ -357,7 +357,7 @@ def _merge_key(
         # SGLang's get_moe_configs turns every key into an int (0.5.23,
         # fused_moe_triton_config.py): a "triton_version" key would make it raise.
         triton_version=_file_triton(rows, triton_of)
-        if family.file_triton_version and engine == "vllm"
+        if family.files.file_triton_version and engine == "vllm"
         else None,
     )
 

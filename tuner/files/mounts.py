@@ -1,6 +1,6 @@
 """Ready-to-paste read-only mounts of config files into a serving container (pure text).
 
-Each release reads a family's files where `KernelFamily.engine_folders` says (vLLM 0.33.0:
+Each release reads a family's files where `FamilyFiles.engine_folders` says (vLLM 0.33.0:
 dense files only from `<site-packages>/vllm/model_executor/layers/quantization/utils/configs/`,
 `VLLM_TUNED_CONFIG_FOLDER` does not apply to them; SGLang 0.5.23:
 `<site-packages>/sglang/kernels/ops/gemm/configs/`). Each file is mounted on its own, so the
@@ -175,12 +175,12 @@ def _placed(
     moe_dir = None
     for name in sorted(request.file_names):
         family = family_of_file(name)
-        key = configmap_key(family.parse_file_name(name)[0])
-        if family.tuned_folder_env and request.engine == "vllm":
+        key = configmap_key(family.files.parse_file_name(name)[0])
+        if family.files.tuned_folder_env and request.engine == "vllm":
             moe.append(MoeFile(name, key))
             continue
         folder = target_dir
-        if family.tuned_folder_env:
+        if family.files.tuned_folder_env:
             moe_folder = folder_for(request.engine, family.name, release, request.triton_version)
             moe_dir = folder = f"{site}/{moe_folder}"
         dst = family.respell(name, request.engine, request.device_name)
@@ -305,7 +305,7 @@ def config_files_in(
     folder_names: Sequence[str], device_name: str, engine: str = "vllm"
 ) -> list[str]:
     """The names among a folder's entries that are config files of one device, each under the
-    device part `engine` reads: for vLLM the family's (`KernelFamily.file_device`: its fused-MoE
+    device part `engine` reads: for vLLM the family's (`FamilyFiles.file_device`: its fused-MoE
     names fold every H200 into NVIDIA_H200, vLLM 0.33.0 fused_moe.get_config_file_name), for
     SGLang the device key itself (SGLang 0.5.23 names MoE files by the device as torch names it;
     `tuner export --engine sglang` writes them so).
@@ -324,7 +324,7 @@ def config_files_in(
             family = family_of_file(name)
         except ValueError:
             continue
-        wanted = family.file_device(device_name) if engine == "vllm" else device_name
-        if family.parse_file_name(name)[1] == wanted:
+        wanted = family.files.file_device(device_name) if engine == "vllm" else device_name
+        if family.files.parse_file_name(name)[1] == wanted:
             found.append(name)
     return sorted(found)

@@ -128,7 +128,7 @@ def engine_bytes(file_name: str, body: bytes, engine: str) -> bytes:
     """
     from tuner.files.format import dump_config_file, parse_config_file
 
-    if engine != "sglang" or not family_of_file(file_name).file_triton_version:
+    if engine != "sglang" or not family_of_file(file_name).files.file_triton_version:
         return body
     return dump_config_file(parse_config_file(body.decode("utf-8"), source=file_name)).encode()
 
@@ -299,7 +299,7 @@ def render_pull_recipe(
     version = engine_version(engine, engine_version_)
     target_dir = f"{site_packages}/{folder_for(engine, DEFAULT_FAMILY, version)}"
     files = wanted_files(release, engine)
-    moe = [w for w in files if family_of_file(w.file_name).tuned_folder_env]
+    moe = [w for w in files if family_of_file(w.file_name).files.tuned_folder_env]
     mounted = [(w, target_dir) for w in files if w not in moe]
     head = _pull_head(release, len(files), engine, version, target_dir)
     if moe and engine == "vllm":

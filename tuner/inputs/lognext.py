@@ -44,7 +44,7 @@ def log_shapes(scan: LogScan, tp: int | None) -> LogShapes:
     shapes = scan.shapes()
     experts: list[tuple[int, int, tuple[int, int]]] = []
     for shape in scan.shapes_of(experts_family.name):
-        E, N = experts_family.file_key(shape)  # what a log's file name names of an expert
+        E, N = experts_family.files.file_key(shape)  # what a log's file name names of an expert
         experts.append((E, N, shape.block_pair(experts_family.name)))
     return LogShapes(
         tp=tp if tp is not None else scan.tp,

@@ -64,7 +64,7 @@ class MissingConfig:
             from the block_shape spelling).
         path: the full path the engine looked at.
         device_name: the engine's device key in the file name, e.g. `NVIDIA_L20`.
-        shape: what the file name says of the shape (`KernelFamily.parse_file_name`: a MoE
+        shape: what the file name says of the shape (`FamilyFiles.parse_file_name`: a MoE
             name gives K = 0 and params (("E", E),)).
     """
 
@@ -241,7 +241,7 @@ class _Missing:
             return False
         name = name_match["name"]
         try:
-            shape, device_name, dtype = family.parse_file_name(name)
+            shape, device_name, dtype = family.files.parse_file_name(name)
         except ValueError:
             dtype = ""
         if dtype != FP8_DTYPE:

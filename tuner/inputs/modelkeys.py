@@ -85,8 +85,8 @@ def find_covering(
         if doc.block_shape != tuple(block_shape):
             continue
         for size, (_, groups) in doc.entries.items():
-            listed = {layers.file_key(s) for s in groups.get(layers.name, ())}
-            listed_experts = {experts_of.file_key(s) for s in groups.get(experts_of.name, ())}
+            listed = {layers.files.file_key(s) for s in groups.get(layers.name, ())}
+            listed_experts = {experts_of.files.file_key(s) for s in groups.get(experts_of.name, ())}
             if (tp is None or size == tp) and wanted <= listed and wanted_experts <= listed_experts:
                 found.append((name, size))
     return sorted(found)

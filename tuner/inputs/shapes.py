@@ -48,7 +48,7 @@ class ModelShapes:
         block_shape: [group_n, group_k] of the weight scales.
         source: where the shapes come from.
         groups: kernel family name -> its shapes, in the registry's order, for the families
-            the file lists shapes of (each family parses its own key, `KernelFamily.shapes_key`,
+            the file lists shapes of (each family parses its own key, `FamilyShapes.shapes_key`,
             e.g. the dense GEMM's [N, K] weights under `shapes`, fused-MoE experts under `moe`).
         model_type: the model's Hugging Face model type (its text config's, e.g.
             "deepseek_v3"), which vLLM's kernel selection reads; None when the file names none.
@@ -79,17 +79,18 @@ class ModelShapes:
     @property
     def moe(self) -> tuple[tuple[int, ...], ...]:
         """The rows (E, N, K, top_k) of the family tuning the model's fused-MoE experts
-        (`KernelFamily.model_part`, its `shape_row`), for `tuner.compare.vllm_select`."""
+        (`FamilyShapes.model_part`, its `shape_row`), for `tuner.compare.vllm_select`."""
         experts = family_of_part(EXPERTS)
-        assert experts.shape_row is not None  # a family of a model's part lists its rows
-        return tuple(experts.shape_row(shape) for shape in self.of(experts.name))
+        assert experts.shapes.shape_row is not None  # a family of a model's part lists its rows
+        return tuple(experts.shapes.shape_row(shape) for shape in self.of(experts.name))
 
     def family_label(self, family: str) -> str:
         """The model, TP and one family's shapes in one phrase, e.g. "tiny-moe TP 1: E=4 N=64"
         (`KernelFamily.shape_brief`)."""
         kind = get_family(family)
         briefs = ", ".join(kind.shape_brief(shape) for shape in self.of(family))
-        return f"{self.model} TP {self.tp}: {briefs or f'no {kind.short_title or family} shapes'}"
+        title = kind.report.short_title or family
+        return f"{self.model} TP {self.tp}: {briefs or f'no {title} shapes'}"
 
 
 # tp -> (source, family name -> shapes)
@@ -110,8 +111,8 @@ def _keyed_families() -> dict[str, KernelFamily]:
     registered, should two name the same key)."""
     keyed: dict[str, KernelFamily] = {}
     for family in FAMILIES.values():
-        if family.shapes_key is not None and family.parse_shapes is not None:
-            keyed.setdefault(family.shapes_key, family)
+        if family.shapes.shapes_key is not None and family.shapes.parse_shapes is not None:
+            keyed.setdefault(family.shapes.shapes_key, family)
     return keyed
 
 
@@ -219,7 +220,7 @@ def _parse_groups(
     groups: dict[str, tuple[Shape, ...]] = {}
     for key, family in keyed.items():
         try:
-            shapes = family.parse_shapes(
+            shapes = family.shapes.parse_shapes(
                 table.get(key, []),
                 where,  # type: ignore[misc]
                 block_shape,
@@ -229,7 +230,7 @@ def _parse_groups(
         if shapes:
             groups[family.name] = shapes
     if not groups:
-        default = get_family(DEFAULT_FAMILY)
+        default = get_family(DEFAULT_FAMILY).shapes
         raise ShapesFileError(
             f"{where}: {default.shapes_key} must be a non-empty list of {default.shapes_row}"
         )
@@ -330,8 +331,8 @@ def render_shapes_file(
         description: one line about the model.
         block_shape: [group_n, group_k].
         entries: TP size -> (source, kernel family name -> shapes); each family's shapes are
-            written under its key (`KernelFamily.shapes_key`) as its rows
-            (`KernelFamily.shape_row`), in the registry's order.
+            written under its key (`FamilyShapes.shapes_key`) as its rows
+            (`FamilyShapes.shape_row`), in the registry's order.
         model_type: the model's Hugging Face model type; None writes none.
 
     Returns:
@@ -351,16 +352,16 @@ def render_shapes_file(
         source, groups = entries[tp]
         for name in groups:
             family = get_family(name)
-            if family.shapes_key is None or family.shape_row is None:
+            if family.shapes.shapes_key is None or family.shapes.shape_row is None:
                 raise ValueError(f"kernel family {name} lists no shapes in shapes files")
         lines += ["", f"[tp.{int(tp)}]", f"source = {_toml_string(source)}"]
         for family in FAMILIES.values():
             shapes = groups.get(family.name, ())
-            if shapes and family.shape_row is not None:
+            if shapes and family.shapes.shape_row is not None:
                 lines += [
-                    f"{family.shapes_key} = [",
+                    f"{family.shapes.shapes_key} = [",
                     *(
-                        f"    [{', '.join(str(int(v)) for v in family.shape_row(shape))}],"
+                        f"    [{', '.join(str(int(v)) for v in family.shapes.shape_row(shape))}],"
                         for shape in shapes
                     ),
                     "]",

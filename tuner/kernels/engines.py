@@ -1,5 +1,5 @@
 """The serving engines that read a kernel family's config files, and the row type of where each
-release reads them (pure). Each family lists its own rows (`KernelFamily.engine_folders`);
+release reads them (pure). Each family lists its own rows (`FamilyFiles.engine_folders`);
 `tuner.files.engine_folders` looks them up by release."""
 
 from __future__ import annotations

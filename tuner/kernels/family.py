@@ -1,7 +1,8 @@
 """The seam a kernel family plugs into: the tensors of one problem (`Workload`) and what the
-family provides (`KernelFamily`); the shape it is tuned for is `tuner.kernels.shape`'s. The
-run, search, measurement and merge code reach a family only through these;
-`tuner.kernels.registry` names them.
+family provides (`KernelFamily`: its kernel and search space, with its facts grouped by concern
+in `FamilyFiles`, `FamilyShapes`, `FamilyReport`, `VllmServing` and `VllmLogLine`); the shape
+it is tuned for is `tuner.kernels.shape`'s. The run, search, measurement and merge code reach a
+family only through these; `tuner.kernels.registry` names them.
 
 Importable without torch or triton: a family's kernel, reference and compile-for-target are
 imported when first called.
@@ -28,7 +29,7 @@ from tuner.kernels.source import (
     vllm_version,
 )
 
-# The parts of a model whose shapes a family tunes (`KernelFamily.model_part`): the weights
+# The parts of a model whose shapes a family tunes (`FamilyShapes.model_part`): the weights
 # [N, K] of its block-FP8 linear layers, or its fused-MoE experts (E, N, K, top_k).
 LINEAR_LAYERS = "linear layers"
 EXPERTS = "experts"
@@ -68,7 +69,7 @@ class VllmServing:
         triton_archs: the architectures (`tuner.kernels.vllm_table.arch_of`) on which vLLM runs
             the family's Triton kernel by default, where its own code is not asked.
         files_folder: where vLLM reads the family's files from, for doctor's lines; "" when
-            `KernelFamily.tuned_folder_env` names it.
+            `FamilyFiles.tuned_folder_env` names it.
     """
 
     label: str
@@ -97,7 +98,7 @@ class VllmLogLine:
         what: what `tuner shapes from-log` calls the shapes of such files, plural, e.g.
             "fused-MoE expert shape(s)".
         key_names: the columns of its table of them: the dimensions a file name carries
-            (`KernelFamily.file_key`), e.g. ("E", "N").
+            (`FamilyFiles.file_key`), e.g. ("E", "N").
         out_of_scope_why: why a file listed as out of scope is not tuned, e.g. "a fused-MoE
             file that is not block FP8 ...".
     """
@@ -143,30 +144,13 @@ class Workload(Protocol):
 
 
 @dataclass(frozen=True)
-class KernelFamily:
-    """What a kernel family gives the tuner. Register one in `tuner.kernels.registry`.
+class FamilyFiles:
+    """How a kernel family's config files are named, read and placed by the engines.
 
     Attributes:
-        name: the family's key, stored with every task (e.g. "dense").
-        title: one line for people, e.g. "W8A8 block-FP8 GEMM".
-        kernel_module: dotted name of the module holding the Triton kernel.
-        kernel_function: the kernel's name there; its source text is the kernel hash that
-            winners must match (`tuner.files.provenance`).
-        compile_modules: dotted names of the modules whose bytes key the compile cache (the
-            kernel and its launch specialization).
-        space: vLLM's tuning grid for the family, in its tuning script's order.
-        why_invalid: (config, shape) -> the first static constraint the config breaks, or None.
-        default_config: (shape, M) -> the config vLLM runs at M when no file exists.
         file_name: (shape, device_name, engine) -> the config file name the engine reads.
         parse_file_name: file name -> (shape, device_name, dtype label); ValueError if it is
             not one of the family's names.
-        workload: (shape, M, *, seed, device) -> the `Workload` of one problem (imports torch).
-        compile_for_target: (config, arch, *, shape, M, out_dtype) -> Triton's CompiledKernel,
-            specialized as a launch is, without a GPU (imports triton).
-        specialization: (shape, M) -> a short string that differs exactly when a launch
-            compiles to a different binary (it keys the compile cache).
-        vllm: where the installed vLLM keeps this family's kernel and the workload that
-            launches it as vLLM does; None when vLLM has no such kernel.
         file_triton_version: the family's files carry `"triton_version"` (vLLM's MoE loader
             drops the key; its dense loader would choke on it).
         file_name_start: how each of the family's file names starts (e.g. "N=" dense, "E="
@@ -178,14 +162,35 @@ class KernelFamily:
             files from before its package's own (e.g. VLLM_TUNED_CONFIG_FOLDER); None when
             vLLM reads them from its package only.
         respell_file_name: (name, engine, device_name or None) -> the name as the engine
-            spells it; None: `file_name` of what `parse_file_name` gives (see `respell`).
+            spells it; None: `file_name` of what `parse_file_name` gives (see
+            `KernelFamily.respell`).
         engine_folders: where each engine release reads the family's files, one row per engine
             and first version (`tuner.files.engine_folders` picks a release's row).
         sglang_clamps_block_k: SGLang's loader of the family's files raises BLOCK_SIZE_K to
             block_k in some releases (`tuner.files.engine_folders.sglang_clamped`).
         file_key: shape -> the dimensions its file name carries, which is all a log names of it:
             (N, K) by default; (E, N) for MoE files, which carry no K or top_k.
-        short_title: how labels name the family (e.g. "MoE"); "" names it by `name`.
+    """
+
+    file_name: Callable[[Shape, str, str], str]
+    parse_file_name: Callable[[str], tuple[Shape, str, str]]
+    file_triton_version: bool = False
+    file_name_start: str = ""
+    file_device: Callable[[str], str] = lambda device_name: device_name
+    tuned_folder_env: str | None = None
+    respell_file_name: Callable[[str, str, str | None], str] | None = None
+    engine_folders: tuple[EngineFolder, ...] = ()
+    sglang_clamps_block_k: bool = False
+    file_key: Callable[[Shape], tuple[int, ...]] = lambda shape: (shape.N, shape.K)
+
+
+@dataclass(frozen=True)
+class FamilyShapes:
+    """How a kernel family's shapes are listed in a model's shapes file and become sweeps
+    (`tuner.inputs.shapes`, `tuner.run.plan`). Not `tuner.inputs.shapes.ModelShapes`, a
+    model's shapes at one TP.
+
+    Attributes:
         shapes_key: the key listing the family's shapes in a model's `[tp.<size>]` tables
             (`tuner.inputs.shapes`), e.g. "shapes" (dense), "moe"; None: not in shapes files.
         shapes_row: a row of that list for messages, e.g. "[N, K]".
@@ -206,12 +211,67 @@ class KernelFamily:
             `dataclasses.replace` of the dense one must set it back to True.
         describe_shapes: shapes of one sweep -> a few words for the plan line (default: "5
             shapes").
+    """
+
+    shapes_key: str | None = None
+    shapes_row: str = ""
+    parse_shapes: Callable[[object, str, tuple[int, int]], tuple[Shape, ...]] | None = None
+    shape_row: Callable[[Shape], tuple[int, ...]] | None = None
+    model_part: str | None = None
+    sweep_per_shape: bool = False
+    sweep_key_has_family: bool = True
+    describe_shapes: Callable[[Sequence[Shape]], str] = lambda shapes: f"{len(shapes)} shapes"
+
+
+@dataclass(frozen=True)
+class FamilyReport:
+    """How labels, notes and the HTML report (`api.report`) name a kernel family's shapes.
+
+    Attributes:
+        short_title: how labels name the family (e.g. "MoE"); "" names it by
+            `KernelFamily.name`.
         brief_shape: shape -> a short phrase for notes, e.g. "E=4 N=64"; None: "N=.. K=..".
         label: shape -> the heading of its report section; None: the family, its params, N, K.
         anchor: shape -> the report section's id suffix, unique per device; None: from the
             family, params, N and K.
         roofline_gemm: (shape, M) -> the (M, N, K) of the one block-FP8 GEMM a call is, whose
             bytes and FLOPs the roofline counts (`tuner.measure.roofline`); None: no roofline.
+    """
+
+    short_title: str = ""
+    brief_shape: Callable[[Shape], str] | None = None
+    label: Callable[[Shape], str] | None = None
+    anchor: Callable[[Shape], str] | None = None
+    roofline_gemm: Callable[[Shape, int], tuple[int, int, int]] | None = None
+
+
+@dataclass(frozen=True)
+class KernelFamily:
+    """What a kernel family gives the tuner. Register one in `tuner.kernels.registry`.
+
+    Attributes:
+        name: the family's key, stored with every task (e.g. "dense").
+        title: one line for people, e.g. "W8A8 block-FP8 GEMM".
+        kernel_module: dotted name of the module holding the Triton kernel.
+        kernel_function: the kernel's name there; its source text is the kernel hash that
+            winners must match (`tuner.files.provenance`).
+        compile_modules: dotted names of the modules whose bytes key the compile cache (the
+            kernel and its launch specialization).
+        space: vLLM's tuning grid for the family, in its tuning script's order.
+        why_invalid: (config, shape) -> the first static constraint the config breaks, or None.
+        default_config: (shape, M) -> the config vLLM runs at M when no file exists.
+        files: how its config files are named, read and placed (`FamilyFiles`).
+        workload: (shape, M, *, seed, device) -> the `Workload` of one problem (imports torch).
+        compile_for_target: (config, arch, *, shape, M, out_dtype) -> Triton's CompiledKernel,
+            specialized as a launch is, without a GPU (imports triton).
+        specialization: (shape, M) -> a short string that differs exactly when a launch
+            compiles to a different binary (it keys the compile cache).
+        vllm: where the installed vLLM keeps this family's kernel and the workload that
+            launches it as vLLM does; None when vLLM has no such kernel.
+        shapes: how a model's shapes file lists its shapes and how they become sweeps
+            (`FamilyShapes`; default: in no shapes file, one sweep for all).
+        report: how labels, notes and the report name its shapes (`FamilyReport`; default:
+            generic labels, no roofline).
         serving: what `tuner doctor` and vLLM's selection probe say of the family
             (`VllmServing`); None: doctor says nothing of it.
         log_line: the warning a server logs when the family's file is missing
@@ -226,56 +286,38 @@ class KernelFamily:
     space: Callable[[], list[KernelConfig]]
     why_invalid: Callable[[KernelConfig, Shape], str | None]
     default_config: Callable[[Shape, int], KernelConfig]
-    file_name: Callable[[Shape, str, str], str]
-    parse_file_name: Callable[[str], tuple[Shape, str, str]]
+    files: FamilyFiles
     workload: Callable[..., Workload]
     compile_for_target: Callable[..., Any]
     specialization: Callable[[Shape, int], str]
     vllm: VllmKernel | None = None
-    file_triton_version: bool = False
-    file_name_start: str = ""
-    file_device: Callable[[str], str] = lambda device_name: device_name
-    tuned_folder_env: str | None = None
-    respell_file_name: Callable[[str, str, str | None], str] | None = None
-    engine_folders: tuple[EngineFolder, ...] = ()
-    sglang_clamps_block_k: bool = False
-    file_key: Callable[[Shape], tuple[int, ...]] = lambda shape: (shape.N, shape.K)
-    # Model shapes, planning and report (tuner.inputs.shapes, tuner.run.plan, api.report)
-    short_title: str = ""
-    shapes_key: str | None = None
-    shapes_row: str = ""
-    parse_shapes: Callable[[object, str, tuple[int, int]], tuple[Shape, ...]] | None = None
-    shape_row: Callable[[Shape], tuple[int, ...]] | None = None
-    model_part: str | None = None
-    sweep_per_shape: bool = False
-    sweep_key_has_family: bool = True
-    describe_shapes: Callable[[Sequence[Shape]], str] = lambda shapes: f"{len(shapes)} shapes"
-    brief_shape: Callable[[Shape], str] | None = None
-    label: Callable[[Shape], str] | None = None
-    anchor: Callable[[Shape], str] | None = None
-    roofline_gemm: Callable[[Shape, int], tuple[int, int, int]] | None = None
+    # Model shapes and planning (tuner.inputs.shapes, tuner.run.plan)
+    shapes: FamilyShapes = FamilyShapes()
+    # Labels, notes and the report (api.report)
+    report: FamilyReport = FamilyReport()
 
     def shape_label(self, shape: Shape) -> str:
-        """The heading of a shape's report section (`label`), e.g. "N=512, K=256" or
-        "MoE E=4, N=64, K=128 (top_k=2)"; by default the family's short title, its params,
+        """The heading of a shape's report section (`FamilyReport.label`), e.g. "N=512, K=256"
+        or "MoE E=4, N=64, K=128 (top_k=2)"; by default the family's short title, its params,
         N and K."""
-        if self.label is not None:
-            return self.label(shape)
+        if self.report.label is not None:
+            return self.report.label(shape)
         params = "".join(f"{name}={value}, " for name, value in shape.params)
-        return f"{self.short_title or self.name} {params}N={shape.N}, K={shape.K}"
+        return f"{self.report.short_title or self.name} {params}N={shape.N}, K={shape.K}"
 
     def shape_anchor(self, shape: Shape) -> str:
-        """The report section's id suffix of a shape (`anchor`), e.g. "512x256"; by default
-        `<name>-<params>-<N>x<K>`."""
-        if self.anchor is not None:
-            return self.anchor(shape)
+        """The report section's id suffix of a shape (`FamilyReport.anchor`), e.g. "512x256";
+        by default `<name>-<params>-<N>x<K>`."""
+        if self.report.anchor is not None:
+            return self.report.anchor(shape)
         params = "".join(f"{name}{value}" for name, value in shape.params)
         return f"{self.name}-{params}-{shape.N}x{shape.K}"
 
     def shape_brief(self, shape: Shape) -> str:
-        """A short phrase for a shape in notes (`brief_shape`), by default "N=.. K=.."."""
-        if self.brief_shape is not None:
-            return self.brief_shape(shape)
+        """A short phrase for a shape in notes (`FamilyReport.brief_shape`), by default
+        "N=.. K=.."."""
+        if self.report.brief_shape is not None:
+            return self.report.brief_shape(shape)
         return f"N={shape.N} K={shape.K}"
 
     # Doctor, selection, verify and import (tuner.compare.doctor, tuner.compare.vllm_select).
@@ -295,10 +337,11 @@ class KernelFamily:
         Raises:
             ValueError: not one of the family's names, or an unknown engine.
         """
-        if self.respell_file_name is not None:
-            return self.respell_file_name(name, engine, device_name)
-        shape, named_device, _ = self.parse_file_name(name)
-        return self.file_name(shape, device_name or named_device, engine)
+        files = self.files
+        if files.respell_file_name is not None:
+            return files.respell_file_name(name, engine, device_name)
+        shape, named_device, _ = files.parse_file_name(name)
+        return files.file_name(shape, device_name or named_device, engine)
 
     def source(self, choice: str = BUILTIN) -> KernelSource:
         """The kernel this family's trials time for a `--kernel` choice: the builtin copy, or

@@ -26,7 +26,7 @@ def get_family(name: str) -> KernelFamily:
 
 
 def family_of_part(part: str) -> KernelFamily:
-    """The registered family that tunes a part of a model (`KernelFamily.model_part`), the
+    """The registered family that tunes a part of a model (`FamilyShapes.model_part`), the
     first in registry order when several do.
 
     Args:
@@ -36,13 +36,13 @@ def family_of_part(part: str) -> KernelFamily:
         LookupError: no registered family tunes that part.
     """
     for family in FAMILIES.values():
-        if family.model_part == part:
+        if family.shapes.model_part == part:
             return family
     raise LookupError(f"no kernel family tunes a model's {part}")
 
 
 def family_of_file(name: str) -> KernelFamily:
-    """The registered family one of whose parsers (`KernelFamily.parse_file_name`) accepts a
+    """The registered family one of whose parsers (`FamilyFiles.parse_file_name`) accepts a
     config file name, in either engine's spelling.
 
     Args:
@@ -50,13 +50,13 @@ def family_of_file(name: str) -> KernelFamily:
 
     Raises:
         ValueError: no family parses the name; the message is the parse error of the family
-            whose names start as this one does (`KernelFamily.file_name_start`), else the
+            whose names start as this one does (`FamilyFiles.file_name_start`), else the
             default family's.
     """
     errors: dict[str, ValueError] = {}
     for family in FAMILIES.values():
         try:
-            family.parse_file_name(name)
+            family.files.parse_file_name(name)
         except ValueError as exc:
             errors[family.name] = exc
             continue
@@ -64,7 +64,7 @@ def family_of_file(name: str) -> KernelFamily:
     started = [
         family.name
         for family in FAMILIES.values()
-        if family.file_name_start and name.startswith(family.file_name_start)
+        if family.files.file_name_start and name.startswith(family.files.file_name_start)
     ]
     raise errors[started[0] if started else DEFAULT_FAMILY]
 

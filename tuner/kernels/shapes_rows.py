@@ -1,6 +1,6 @@
 """Rows of integers as a model's shapes file lists them for a kernel family (e.g. `shapes =
 [[N, K], ...]`, `moe = [[E, N, K, top_k], ...]` in a `[tp.<size>]` table): the checks every
-family's parser shares (`KernelFamily.parse_shapes`). Pure; errors are one line naming `where`.
+family's parser shares (`FamilyShapes.parse_shapes`). Pure; errors are one line naming `where`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The roofline figures of one timed call of any kernel family's shape: the family says which
-block-FP8 GEMM a call is (`KernelFamily.roofline_gemm`), `tuner.measure.roofline` counts it."""
+block-FP8 GEMM a call is (`FamilyReport.roofline_gemm`), `tuner.measure.roofline` counts it."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def shape_roofline(
     Raises:
         ValueError: an unknown family, or a latency or size `roofline` refuses.
     """
-    gemm = get_family(key.family).roofline_gemm
+    gemm = get_family(key.family).report.roofline_gemm
     if gemm is None:
         return None
     gemm_M, N, K = gemm(key.shape, M)

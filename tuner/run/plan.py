@@ -118,7 +118,7 @@ class SweepRequest:
             "block_shape": self.block_shape,
             "shapes": list(self.shapes),
             **store_columns(self.family, self.params),
-            "family_in_key": get_family(self.family).sweep_key_has_family,
+            "family_in_key": get_family(self.family).shapes.sweep_key_has_family,
         }
 
     def key(self, N: int, K: int) -> FamilyShape:
@@ -176,7 +176,7 @@ def opened_label(opened) -> str:
 def model_requests(model_shapes, **common) -> list[tuple[SweepRequest, str]]:
     """The sweeps a model needs, each of one kernel family and one set of its params: a family
     tunes its shapes in one sweep per params (the dense GEMM: all its (N, K) in one), or each
-    shape in its own where it says so (`KernelFamily.sweep_per_shape`: fused-MoE experts).
+    shape in its own where it says so (`FamilyShapes.sweep_per_shape`: fused-MoE experts).
 
     A sweep has one block shape too: its shapes' (`Shape.block_shape`, which the family's
     shapes parser gives: the model's, or None for a family without block scales), whatever
@@ -187,7 +187,7 @@ def model_requests(model_shapes, **common) -> list[tuple[SweepRequest, str]]:
         common: every other `SweepRequest` field (device, model, M grid, strategy, ...).
 
     Returns:
-        (request, a few words on what it tunes, `KernelFamily.describe_shapes`) per sweep, in
+        (request, a few words on what it tunes, `FamilyShapes.describe_shapes`) per sweep, in
         the registry's order of families (the dense one first).
     """
     requests = []
@@ -195,7 +195,7 @@ def model_requests(model_shapes, **common) -> list[tuple[SweepRequest, str]]:
         family = get_family(name)
         batches: dict[object, list[Shape]] = {}
         for index, shape in enumerate(shapes):
-            group = index if family.sweep_per_shape else (shape.params, shape.block_shape)
+            group = index if family.shapes.sweep_per_shape else (shape.params, shape.block_shape)
             batches.setdefault(group, []).append(shape)
         for batch in batches.values():
             request = SweepRequest(
@@ -207,5 +207,5 @@ def model_requests(model_shapes, **common) -> list[tuple[SweepRequest, str]]:
                     "block_shape": batch[0].block_shape,
                 }
             )
-            requests.append((request, family.describe_shapes(batch)))
+            requests.append((request, family.shapes.describe_shapes(batch)))
     return requests

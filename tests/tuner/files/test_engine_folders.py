@@ -64,7 +64,9 @@ def test_folder_of_each_release(engine: str, family: str, version: str | None, f
 
 
 def test_the_families_have_one_row_per_engine_family_and_first_version() -> None:
-    rows = [(family.name, row) for family in FAMILIES.values() for row in family.engine_folders]
+    rows = [
+        (family.name, row) for family in FAMILIES.values() for row in family.files.engine_folders
+    ]
     keys = [(row.engine, name, version_key(row.first_version)) for name, row in rows]
     assert len(keys) == len(set(keys))
     assert {(row.engine, name) for name, row in rows if row.first_version == "0"} == {

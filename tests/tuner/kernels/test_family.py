@@ -51,11 +51,15 @@ def test_the_dense_gemm_is_the_registered_family() -> None:
 
 def test_each_part_of_a_model_is_tuned_by_the_family_that_says_so(monkeypatch) -> None:
     assert family_of_part(LINEAR_LAYERS) is DENSE and family_of_part(EXPERTS) is MOE
-    assert (DENSE.model_part, MOE.model_part) == ("linear layers", "experts")
+    assert (DENSE.shapes.model_part, MOE.shapes.model_part) == ("linear layers", "experts")
     # The first registered family of a part answers; a part no family tunes is refused.
     monkeypatch.setitem(FAMILIES, "toy", dataclasses.replace(MOE, name="toy"))
     assert family_of_part(EXPERTS) is MOE
-    monkeypatch.setitem(FAMILIES, "moe", dataclasses.replace(MOE, model_part=None))
+    monkeypatch.setitem(
+        FAMILIES,
+        "moe",
+        dataclasses.replace(MOE, shapes=dataclasses.replace(MOE.shapes, model_part=None)),
+    )
     assert family_of_part(EXPERTS).name == "toy"
     with pytest.raises(LookupError, match="no kernel family tunes a model's attention"):
         family_of_part("attention")
@@ -64,9 +68,11 @@ def test_each_part_of_a_model_is_tuned_by_the_family_that_says_so(monkeypatch) -
 def test_the_dense_family_gives_vllms_names_space_and_default() -> None:
     shape = Shape(5120, 3072, (128, 128))
     name = config_file_name(5120, 3072, "NVIDIA_L20")
-    assert DENSE.file_name(shape, "NVIDIA_L20", "vllm") == name
-    assert DENSE.file_name(shape, "NVIDIA_L20", "sglang").endswith("block_shape=[128, 128].json")
-    assert DENSE.parse_file_name(name) == (shape, "NVIDIA_L20", "fp8_w8a8")
+    assert DENSE.files.file_name(shape, "NVIDIA_L20", "vllm") == name
+    assert DENSE.files.file_name(shape, "NVIDIA_L20", "sglang").endswith(
+        "block_shape=[128, 128].json"
+    )
+    assert DENSE.files.parse_file_name(name) == (shape, "NVIDIA_L20", "fp8_w8a8")
     assert DENSE.space() == vllm_space() and len(DENSE.space()) == 1280
     assert {DENSE.default_config(shape, M) for M in (1, 16, 4096)} == {default_config()}
     assert (
@@ -184,13 +190,19 @@ TOY = dataclasses.replace(
     name="toy",
     title="the dense kernel as a second family",
     default_config=_toy_default,
-    file_name=lambda shape, device, engine: (
-        f"toy,{shape.params_text},N={shape.N},K={shape.K},device_name={device}.json"
+    files=dataclasses.replace(
+        DENSE.files,
+        file_name=lambda shape, device, engine: (
+            f"toy,{shape.params_text},N={shape.N},K={shape.K},device_name={device}.json"
+        ),
+        parse_file_name=_toy_parse,
+        file_name_start="toy,",
+        respell_file_name=None,
     ),
-    parse_file_name=_toy_parse,
-    file_name_start="toy,",
-    respell_file_name=None,
-    sweep_key_has_family=True,
+    shapes=dataclasses.replace(
+        DENSE.shapes,
+        sweep_key_has_family=True,
+    ),
 )
 SPACE = [KernelConfig(32, 64, 128, 1, 4, 2), KernelConfig(16, 128, 64, 1, 4, 2)]
 

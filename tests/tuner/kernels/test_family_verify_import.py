@@ -52,13 +52,19 @@ TRIO = dataclasses.replace(
     title="a third family",
     default_config=_default,
     why_invalid=_why_invalid,
-    parse_file_name=_parse,
-    file_name_start="trio,",
-    file_name=lambda shape, device, engine: (
-        f"trio,N={shape.N},K={shape.K},device_name={device}.json"
+    files=dataclasses.replace(
+        DENSE.files,
+        parse_file_name=_parse,
+        file_name_start="trio,",
+        file_name=lambda shape, device, engine: (
+            f"trio,N={shape.N},K={shape.K},device_name={device}.json"
+        ),
+        respell_file_name=None,
     ),
-    respell_file_name=None,
-    sweep_key_has_family=True,
+    shapes=dataclasses.replace(
+        DENSE.shapes,
+        sweep_key_has_family=True,
+    ),
 )
 TRIO_FILE = "trio,N=256,K=384,device_name=NVIDIA_L20.json"
 
@@ -208,7 +214,7 @@ def test_the_toys_file_is_imported_with_its_g_and_exported_as_it_was(
     from tests.toyfamily.family import TOY3
 
     monkeypatch.setitem(FAMILIES, TOY3.name, TOY3)
-    name = TOY3.file_name(Shape(128, 256, None, (("G", 2),)), "NVIDIA_L20", "vllm")
+    name = TOY3.files.file_name(Shape(128, 256, None, (("G", 2),)), "NVIDIA_L20", "vllm")
     assert name == "toy3,G=2,N=128,K=256,device_name=NVIDIA_L20.json"
     configs = {1: SMALL.as_dict(), 64: LARGE.as_dict()}
     data = dump_config_file(configs).encode()

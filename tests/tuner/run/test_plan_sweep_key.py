@@ -77,7 +77,14 @@ def test_a_moe_sweep_key_holds_the_family_and_its_params() -> None:
     ("family", "params"),
     [
         (TOY3, (("G", 4),)),
-        (dataclasses.replace(DENSE, name="plain", sweep_key_has_family=True), ()),
+        (
+            dataclasses.replace(
+                DENSE,
+                name="plain",
+                shapes=dataclasses.replace(DENSE.shapes, sweep_key_has_family=True),
+            ),
+            (),
+        ),
     ],
 )
 def test_a_registered_familys_key_holds_its_name(family, params, monkeypatch) -> None:

@@ -12,7 +12,16 @@ from tuner.kernels.dense.naming import config_file_name, engine_file_name, parse
 from tuner.kernels.dense.space import default_config, vllm_space, why_invalid
 from tuner.kernels.dense.specialization import specialization_key
 from tuner.kernels.engines import EngineFolder
-from tuner.kernels.family import LINEAR_LAYERS, KernelFamily, VllmLogLine, VllmServing, Workload
+from tuner.kernels.family import (
+    LINEAR_LAYERS,
+    FamilyFiles,
+    FamilyReport,
+    FamilyShapes,
+    KernelFamily,
+    VllmLogLine,
+    VllmServing,
+    Workload,
+)
 from tuner.kernels.shape import Shape
 from tuner.kernels.shapes_rows import int_rows
 from tuner.kernels.source import VllmKernel
@@ -123,27 +132,33 @@ DENSE = KernelFamily(
     space=vllm_space,
     why_invalid=_why_invalid,
     default_config=_default_config,
-    file_name=_file_name,
-    parse_file_name=_parse_file_name,
+    files=FamilyFiles(
+        file_name=_file_name,
+        parse_file_name=_parse_file_name,
+        file_name_start="N=",
+        respell_file_name=_respell,
+        engine_folders=DENSE_ENGINE_FOLDERS,
+        # get_w8a8_block_fp8_configs raises BLOCK_SIZE_K to block_k (SGLang 0.5.12 on).
+        sglang_clamps_block_k=True,
+    ),
     workload=_workload,
     compile_for_target=_compile_for_target,
     specialization=_specialization,
     vllm=VLLM_DENSE,
-    file_name_start="N=",
-    respell_file_name=_respell,
-    engine_folders=DENSE_ENGINE_FOLDERS,
-    # get_w8a8_block_fp8_configs raises BLOCK_SIZE_K to block_k (SGLang 0.5.12 on).
-    sglang_clamps_block_k=True,
-    shapes_key="shapes",
-    shapes_row="[N, K]",
-    parse_shapes=_parse_shapes,
-    shape_row=lambda shape: (shape.N, shape.K),
-    model_part=LINEAR_LAYERS,
-    label=lambda shape: f"N={shape.N}, K={shape.K}",
-    anchor=lambda shape: f"{shape.N}x{shape.K}",
-    roofline_gemm=lambda shape, M: (M, shape.N, shape.K),
-    # Dense sweeps were keyed before the store knew families: their keys hash no family.
-    sweep_key_has_family=False,
+    shapes=FamilyShapes(
+        shapes_key="shapes",
+        shapes_row="[N, K]",
+        parse_shapes=_parse_shapes,
+        shape_row=lambda shape: (shape.N, shape.K),
+        model_part=LINEAR_LAYERS,
+        # Dense sweeps were keyed before the store knew families: their keys hash no family.
+        sweep_key_has_family=False,
+    ),
+    report=FamilyReport(
+        label=lambda shape: f"N={shape.N}, K={shape.K}",
+        anchor=lambda shape: f"{shape.N}x{shape.K}",
+        roofline_gemm=lambda shape, M: (M, shape.N, shape.K),
+    ),
     serving=VllmServing(
         label="dense",
         select="tuner.kernels.dense.serving:select",

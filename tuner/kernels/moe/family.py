@@ -11,7 +11,16 @@ from typing import Any
 
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.engines import EngineFolder
-from tuner.kernels.family import EXPERTS, KernelFamily, VllmLogLine, VllmServing, Workload
+from tuner.kernels.family import (
+    EXPERTS,
+    FamilyFiles,
+    FamilyReport,
+    FamilyShapes,
+    KernelFamily,
+    VllmLogLine,
+    VllmServing,
+    Workload,
+)
 from tuner.kernels.moe.naming import (
     any_engine_file_name,
     moe_config_file_name,
@@ -160,31 +169,37 @@ MOE = KernelFamily(
     space=vllm_space,
     why_invalid=_why_invalid,
     default_config=_default_config,
-    file_name=_file_name,
-    parse_file_name=_parse_file_name,
+    files=FamilyFiles(
+        file_name=_file_name,
+        parse_file_name=_parse_file_name,
+        # benchmark_moe.py writes it (vLLM PR #24769); get_moe_configs pops it (fused_moe.py).
+        file_triton_version=True,
+        file_name_start="E=",
+        file_device=moe_device_name,
+        # get_moe_configs reads VLLM_TUNED_CONFIG_FOLDER before fused_moe/configs/ (fused_moe.py).
+        tuned_folder_env="VLLM_TUNED_CONFIG_FOLDER",
+        respell_file_name=any_engine_file_name,
+        engine_folders=MOE_ENGINE_FOLDERS,
+        file_key=lambda shape: (shape.param("E"), shape.N),
+    ),
     workload=_workload,
     compile_for_target=_compile_for_target,
     specialization=_specialization,
     vllm=VLLM_MOE,
-    # benchmark_moe.py writes it (vLLM PR #24769); get_moe_configs pops it (fused_moe.py).
-    file_triton_version=True,
-    file_name_start="E=",
-    file_device=moe_device_name,
-    # get_moe_configs reads VLLM_TUNED_CONFIG_FOLDER before fused_moe/configs/ (fused_moe.py).
-    tuned_folder_env="VLLM_TUNED_CONFIG_FOLDER",
-    respell_file_name=any_engine_file_name,
-    engine_folders=MOE_ENGINE_FOLDERS,
-    file_key=lambda shape: (shape.param("E"), shape.N),
-    short_title="MoE",
-    shapes_key="moe",
-    shapes_row="[E, N, K, top_k]",
-    parse_shapes=_parse_shapes,
-    shape_row=_shape_row,
-    model_part=EXPERTS,
-    sweep_per_shape=True,
-    describe_shapes=_describe,
-    brief_shape=lambda shape: f"E={shape.param('E')} N={shape.N}",
-    label=_label,
+    report=FamilyReport(
+        short_title="MoE",
+        brief_shape=lambda shape: f"E={shape.param('E')} N={shape.N}",
+        label=_label,
+    ),
+    shapes=FamilyShapes(
+        shapes_key="moe",
+        shapes_row="[E, N, K, top_k]",
+        parse_shapes=_parse_shapes,
+        shape_row=_shape_row,
+        model_part=EXPERTS,
+        sweep_per_shape=True,
+        describe_shapes=_describe,
+    ),
     serving=VllmServing(
         label="fused-MoE",
         select="tuner.kernels.moe.serving:select",

@@ -99,7 +99,7 @@ def advise(out: Diagnosis, asked: Asked, answer: Answer) -> None:
     """
     say = out.lines.append
     table_triton = MOE.serving is not None and asked.table_arch in MOE.serving.triton_archs
-    variable = MOE.tuned_folder_env
+    variable = MOE.files.tuned_folder_env
     if answer.kernel is not None:
         experts = f" ({answer.detail})" if answer.detail else ""
         say(

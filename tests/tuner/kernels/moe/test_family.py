@@ -28,7 +28,7 @@ QWEN3_TP2 = Shape(384, 2048, (128, 128), (("E", 128), ("top_k", 8)))
 
 def test_file_names_are_vllms_with_the_h200_rule() -> None:
     assert get_family("moe") is MOE
-    assert MOE.file_name(QWEN3_TP2, "NVIDIA_H100_80GB_HBM3", "vllm") == (
+    assert MOE.files.file_name(QWEN3_TP2, "NVIDIA_H100_80GB_HBM3", "vllm") == (
         "E=128,N=384,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8,block_shape=[128,128].json"
     )
     # Every device of the H200 family is NVIDIA_H200 in vLLM 0.33.0's MoE names.
@@ -38,20 +38,20 @@ def test_file_names_are_vllms_with_the_h200_rule() -> None:
     assert moe_config_file_name(8, 64, "NVIDIA_GH200_480GB").startswith(
         "E=8,N=64,device_name=NVIDIA_GH200_480GB,"
     )
-    parsed = MOE.parse_file_name(
+    parsed = MOE.files.parse_file_name(
         "E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json"
     )
     assert parsed == (Shape(256, 0, (128, 128), (("E", 256),)), "NVIDIA_H200", "fp8_w8a8")
     with pytest.raises(ValueError, match="not a block-FP8 MoE config file name"):
-        MOE.parse_file_name("E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8.json")
+        MOE.files.parse_file_name("E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8.json")
 
 
 def test_sglang_names_keep_the_device_and_space_the_block_shape() -> None:
     # SGLang's get_config_file_name: the block shape as a Python list, the device unfolded.
-    assert MOE.file_name(QWEN3_TP2, "NVIDIA_H200_NVL", "sglang") == (
+    assert MOE.files.file_name(QWEN3_TP2, "NVIDIA_H200_NVL", "sglang") == (
         "E=128,N=384,device_name=NVIDIA_H200_NVL,dtype=fp8_w8a8,block_shape=[128, 128].json"
     )
-    assert MOE.file_name(QWEN3_TP2, "NVIDIA_H200_NVL", "vllm") == (
+    assert MOE.files.file_name(QWEN3_TP2, "NVIDIA_H200_NVL", "vllm") == (
         "E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json"
     )
     vllm_name = moe_config_file_name(128, 384, "NVIDIA_H200_NVL")
