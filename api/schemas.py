@@ -182,6 +182,11 @@ class ImportedFile(BaseModel):
     cannot launch on the device; merges leave those entries out)."""
 
     device_name: str
+    family: str = Field(description="The kernel family whose name the file has, e.g. `dense`.")
+    shape_params: str = Field(
+        description="The family's dimensions beyond N and K that the name carries, "
+        '`name=value,...` (e.g. `E=8` for a fused-MoE file); "" for none.'
+    )
     N: int
     K: int
     block_shape: tuple[int, int] | None

@@ -37,6 +37,8 @@ def coverage(keys: list[int]) -> schemas.MCoverage:
 def _schema(item: repo.ImportInfo, note: str | None = None) -> schemas.ImportedFile:
     return schemas.ImportedFile(
         device_name=item.device_name,
+        family=item.family,
+        shape_params=item.shape_params,
         N=item.N,
         K=item.K,
         block_shape=item.block_shape,

@@ -55,6 +55,7 @@ def test_import_then_merge(client: TestClient) -> None:
     response = post(client, {"file_name": NAME, "content": SHIPPED, "label": "vllm-0.33.0"})
     assert response.status_code == 201, response.text
     body = response.json()
+    assert (body["family"], body["shape_params"]) == ("dense", "")
     assert (body["device_name"], body["N"], body["K"], body["m_keys"], body["note"]) == (
         "NVIDIA_L20",
         576,
@@ -287,7 +288,12 @@ def test_an_imported_moe_file_is_served_and_reported_beside_the_dense_files(
     content = dump_config_file({1: SLOW, 64: FAST})
     response = post(client, {"file_name": moe_name, "content": content, "label": "vllm"})
     assert response.status_code == 201, response.text
-    assert (response.json()["N"], response.json()["K"]) == (64, 0)  # the name has no K
+    body = response.json()
+    assert (body["family"], body["shape_params"], body["N"], body["K"]) == ("moe", "E=4", 64, 0)
+    listed = client.get("/devices/NVIDIA_L20/imports").json()
+    assert sorted((i["family"], i["shape_params"], i["file_name"]) for i in listed) == [
+        ("moe", "E=4", moe_name)
+    ]
     configs = client.get("/devices/L20/configs").json()
     names = [f["file_name"] for f in configs["files"]]
     assert moe_name in names and NAME in names
