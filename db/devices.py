@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from db.connection import dialect_insert
-from db.models import Device, Environment, utcnow
+from db.models import Device, Environment, ImportedFile, Sweep, utcnow
 from tuner.core import DEVICE_NAME_MAX, is_device_name
 
 
@@ -22,6 +22,26 @@ def _check_device_name(device_name: str) -> None:
             f"or Intel(R)_Data_Center_GPU_Max_1550: 1..{DEVICE_NAME_MAX} printable "
             "ASCII characters without space, '\"', '/', '\\' or '..'"
         )
+
+
+def known_device_names(session: Session) -> list[str]:
+    """The device_name keys the store knows a device by: those with a sweep or an import (what
+    a `--device` argument or a URL's device is matched against).
+
+    Args:
+        session: the open session.
+
+    Returns:
+        The names, sorted.
+    """
+    swept = select(Sweep.sweep_id).where(Sweep.device_id == Device.device_id).exists()
+    imported = (
+        select(ImportedFile.import_id).where(ImportedFile.device_id == Device.device_id).exists()
+    )
+    names = session.scalars(
+        select(Device.device_name).where(swept | imported).order_by(Device.device_name)
+    )
+    return list(names)
 
 
 def get_or_create_device(session: Session, *, device_name: str) -> int:

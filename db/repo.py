@@ -29,7 +29,7 @@ from db.decisions import (
     record_decision,
     task_decision,
 )
-from db.devices import get_or_create_device, get_or_create_environment
+from db.devices import get_or_create_device, get_or_create_environment, known_device_names
 from db.faults import (
     Outage,
     StoreUnavailable,
@@ -153,6 +153,7 @@ __all__ = [
     "imported_configs",
     "is_transient",
     "list_comparisons",
+    "known_device_names",
     "list_device_names",
     "list_import_device_names",
     "list_imports",

@@ -89,9 +89,7 @@ def known_device(device_name: DeviceName, session: SessionDep) -> str:
     Raises:
         HTTPException: 404 naming the known devices when none (or several) match.
     """
-    known = sorted(
-        set(repo.list_device_names(session)) | set(repo.list_import_device_names(session))
-    )
+    known = repo.known_device_names(session)
     names = [device_name] if device_name in known else resolve(device_name, known)
     if len(names) != 1:
         listed = ", ".join(known) or "(none)"
@@ -290,7 +288,7 @@ def list_devices(
     swept = set(repo.list_device_names(session))
     return [
         _device(session, name, out_dtype=out_dtype, allow_stale=allow_stale, swept=name in swept)
-        for name in sorted(swept | set(repo.list_import_device_names(session)))
+        for name in repo.known_device_names(session)
     ]
 
 

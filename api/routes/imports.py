@@ -54,8 +54,7 @@ def _schema(item: repo.ImportInfo, note: str | None = None) -> schemas.ImportedF
 
 
 def _known(session: SessionDep) -> list[str]:
-    names = set(repo.list_device_names(session)) | set(repo.list_import_device_names(session))
-    return sorted(names)
+    return repo.known_device_names(session)
 
 
 @router.get(

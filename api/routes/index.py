@@ -38,9 +38,7 @@ def index(request: Request) -> HTMLResponse:
     )
     try:  # the store is opened here, not as a dependency, so that its fault spares the page
         with session_scope(request.app.state.store.open()) as session:
-            names = sorted(
-                set(repo.list_device_names(session)) | set(repo.list_import_device_names(session))
-            )
+            names = repo.known_device_names(session)
     except (SQLAlchemyError, SchemaError) as exc:  # the routes still show; /devices says 503
         return _page(
             items,

@@ -73,9 +73,7 @@ def _session(request: Request) -> Session:
 def _canonical(session: Session, device_name: str) -> str | None:
     """The stored device a path names (`L20` -> `NVIDIA_L20`), or None."""
     known = sorted(
-        set(repo.list_release_device_names(session))
-        | set(repo.list_device_names(session))
-        | set(repo.list_import_device_names(session))
+        set(repo.list_release_device_names(session)) | set(repo.known_device_names(session))
     )
     names = [device_name] if device_name in known else resolve(device_name, known)
     return names[0] if len(names) == 1 else None

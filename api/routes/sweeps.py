@@ -81,7 +81,7 @@ def create_sweep(
     except (UnknownModelError, ValueError) as exc:
         raise HTTPException(422, detail=str(exc).strip("'\"")) from None
     with session_scope(store) as session:
-        known = set(repo.list_device_names(session)) | set(repo.list_import_device_names(session))
+        known = repo.known_device_names(session)
     named = resolve(body.device_name, known)
     try:  # as `tuner sweep --device` names it: a device of the store, or a GPU model name
         device_name = named[0] if len(named) == 1 else gpu_device_key(body.device_name)

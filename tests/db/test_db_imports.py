@@ -253,3 +253,27 @@ def test_upgrade_from_0006_keeps_imports_unchecked(tmp_path: Path) -> None:
         (item,) = repo.list_imports(session)
     engine.dispose()
     assert (item.label, item.checked_arch, item.cannot_launch) == ("vllm", None, {})
+
+
+def test_the_known_devices_are_those_with_a_sweep_or_an_import(engine: Engine) -> None:
+    from tests.storefill import DENSE_SWEEP
+
+    sweep = {
+        "model": "m",
+        "tp": 1,
+        "strategy": "grid",
+        "budget": 1,
+        "space": "vllm",
+        "seed": 0,
+        "m_values": [1],
+        "out_dtype": "bfloat16",
+        "block_shape": (128, 128),
+        "shapes": [(256, 384)],
+        **DENSE_SWEEP,
+    }
+    with session_scope(engine) as session:
+        repo.create_sweep(session, device_name="NVIDIA_H200", **sweep)
+        record(session, "vllm", {1: FAST}, device_name="NVIDIA_L20")
+        record(session, "vllm", {1: FAST}, device_name="NVIDIA_H200")
+        repo.get_or_create_device(session, device_name="NVIDIA_B200")  # neither
+        assert repo.known_device_names(session) == ["NVIDIA_H200", "NVIDIA_L20"]

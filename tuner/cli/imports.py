@@ -311,9 +311,7 @@ def import_files(
     clamped = clamp_lines_of(parsed, engine_version)
     _, store = open_db(db)
     with session_scope(store) as session:
-        known = sorted(
-            set(repo.list_device_names(session)) | set(repo.list_import_device_names(session))
-        )
+        known = repo.known_device_names(session)
     planned, unread = _plan(parsed, device, known)
     if check:
         verdicts, check_lines = _launch_checks(planned, store)

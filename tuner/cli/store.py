@@ -301,9 +301,8 @@ def device_in_store(session, device: str) -> str:
     from db import repo
     from tuner.inputs.devices import store_device
 
-    known = set(repo.list_device_names(session)) | set(repo.list_import_device_names(session))
     try:
-        return store_device(device, known)
+        return store_device(device, repo.known_device_names(session))
     except ValueError as exc:
         raise fail(str(exc)) from None
 
@@ -315,9 +314,8 @@ def stored_device(session, device: str, device_name: str) -> str:
     from db import repo
     from tuner.inputs.devices import require_stored
 
-    known = set(repo.list_device_names(session)) | set(repo.list_import_device_names(session))
     try:
-        return require_stored(device, device_name, known)
+        return require_stored(device, device_name, repo.known_device_names(session))
     except ValueError as exc:
         raise fail(str(exc)) from None
 
