@@ -11,11 +11,12 @@ from typing import Protocol
 import tuner
 from tuner.files.engine_folders import folder_for, folder_history
 from tuner.files.merge import DeviceFiles
-from tuner.inputs.backends import TRITON_FLAG, device_advice
+from tuner.inputs.backends import device_advice
 from tuner.kernels.engines import SGLANG_NOTE
 from tuner.kernels.family import EXPERTS, LINEAR_LAYERS
 from tuner.kernels.registry import family_of_part
 from tuner.kernels.shape import PER_TENSOR
+from tuner.kernels.vllm_table import TRITON_FLAG
 
 README_NAME = "README.txt"
 # 1980-01-01 is the earliest time a zip entry can carry; a fixed time keeps the bytes stable.

@@ -33,9 +33,10 @@ from tuner.files.mount_formats import (
     docker_body,
     k8s_body,
 )
-from tuner.inputs.backends import TRITON_FLAG, device_advice
+from tuner.inputs.backends import device_advice
 from tuner.kernels.engines import ENGINES, SGLANG_NOTE
 from tuner.kernels.registry import DEFAULT_FAMILY, family_of_file
+from tuner.kernels.vllm_table import TRITON_FLAG
 
 FORMATS: tuple[str, ...] = ("docker", "compose", "k8s")
 # Where the engine's package lives in its usual image: vLLM's vllm/vllm-openai image installs

@@ -17,13 +17,11 @@ from dataclasses import dataclass
 from tuner.kernels.vllm_table import (
     ARCH_BACKENDS,
     FP8_BLOCK_KERNELS,
+    TRITON_FLAG,
     TRITON_KERNEL,
     VLLM_VERSION,
     arch_of,
 )
-
-# `tuner.files` names the flag from here.
-from tuner.kernels.vllm_table import TRITON_FLAG as TRITON_FLAG
 
 # What vLLM 0.33.0 runs with, from its wheel's METADATA (`Requires-Dist: torch==2.14.0`) and
 # torch 2.14.0's wheel METADATA (`Requires-Dist: triton~=3.8.0`): the Triton its kernels, and
