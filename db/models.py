@@ -5,6 +5,8 @@ blobs of their bytes (SQLAlchemy 2 ORM)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -160,6 +162,22 @@ def block_shape_of(block_n: int, block_k: int) -> tuple[int, int] | None:
     if (block_n, block_k) == NO_BLOCK:
         return None
     return (int(block_n), int(block_k))
+
+
+def config_of(row: Any, prefix: str = "") -> dict[str, int]:
+    """vLLM's six config keys of a row (an ORM object, a mapping), named with `prefix`."""
+    if isinstance(row, Mapping):
+        return {name: row[prefix + name] for name in CONFIG_KEYS}
+    return {name: getattr(row, prefix + name) for name in CONFIG_KEYS}
+
+
+def take(cls: Any, row: Any, **given: Any) -> Any:
+    """A dataclass `cls` of the fields `given`, the others read from `row` by name (an ORM
+    object's attributes or a mapping's keys) where it has them."""
+    names = [f.name for f in fields(cls) if f.name not in given]
+    if isinstance(row, Mapping):
+        return cls(**{name: row[name] for name in names if name in row}, **given)
+    return cls(**{name: getattr(row, name) for name in names if hasattr(row, name)}, **given)
 
 
 class Sweep(Base):

@@ -12,7 +12,7 @@ from sqlalchemy import text
 from typer.testing import CliRunner
 
 from db.connection import open_store, session_scope
-from db.releases import blob, get_release, list_releases
+from db.repo import blob, get_release, list_releases
 from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill
 from tuner.cli.app import app
 

@@ -50,7 +50,7 @@ def test_record_list_and_replace(engine: Engine) -> None:
         record(session, "mine", {4: SLOW, 16: DEFAULT})
         listed = repo.list_imports(session, device_name="NVIDIA_L20")
         merged = repo.imported_configs(session, device_name="NVIDIA_L20")
-        assert repo.list_import_device_names(session) == ["NVIDIA_L20"]
+        assert repo.known_device_names(session) == ["NVIDIA_L20"]
         assert repo.list_device_names(session) == []  # imports are not sweeps
     assert [(i.label, i.m_keys) for i in listed] == [("mine", (4, 16)), ("vllm", (2048,))]
     assert list(merged) == [("dense", "", 576, 7168, (128, 128))]

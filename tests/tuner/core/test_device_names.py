@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from db.devices import _check_device_name
+from db.work import _check_device_name
 from tuner.core import DEVICE_ARG_PATTERN, DEVICE_NAME_MAX, is_device_name
 
 KEPT = [

@@ -11,8 +11,7 @@ import re
 import pytest
 
 from db.models import Decision, Retime, Trial
-from db.sweeps import _validate
-from db.trials import _checked
+from db.work import _checked, _validate
 from tuner.cli.arguments import DEFAULT_M, parse_m_values
 from tuner.core import (
     CONFIG_KEYS,

@@ -1,6 +1,6 @@
 """The plan `tuner sweep` prints: counts, compiles and the time estimate (tuner.run.preview)."""
 
-from db.history import TrialTimeRow
+from db.repo import TrialTimeRow
 from tuner.measure.runners import GpuRunner, InterpreterRunner
 from tuner.run.plan import SweepRequest
 from tuner.run.preview import duration, needs_confirmation, preview_sweeps

@@ -1,0 +1,545 @@
+"""Files the store keeps beside its timings: imported config files (existing files, for example
+vLLM's own, kept per device and shape as labelled sources), releases (a device's files frozen as
+published, numbered per device, never changed; every file's and archive's bytes stored once per
+sha256) and `tuner compare` runs.
+
+Like every repository function these are keyword-only, take a Session, never commit and return
+frozen dataclasses. Imported entries are stored as given (AMD keys kept) and never measured
+here; with them, the verdict of `tuner import`'s launch check, which merges honour.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Select, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from db.connection import dialect_insert
+from db.models import (
+    Blob,
+    Comparison,
+    ComparisonPoint,
+    Device,
+    Environment,
+    ImportedFile,
+    Release,
+    ReleaseFile,
+    block_columns,
+    block_shape_of,
+    take,
+    utcnow,
+)
+from db.work import get_or_create_device
+
+MAX_LABEL = 128
+POINT_STATUSES = ("ok", "failed", "unavailable")
+_IMPORT_KEY = ("device_id", "family", "shape_params", "N", "K", "block_n", "block_k", "label")
+
+# --- imports ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImportInfo:
+    """One imported file: its device and shape, label, name, sha256 and entries (M -> config).
+
+    `checked_arch`: the compute capability (89) the entries were compiled for at import, None
+    when not checked; `cannot_launch`: M -> why its entry cannot launch there; `family` the
+    kernel family the name parses as, `shape_params` its dimensions beyond N and K ("E=8").
+    """
+
+    import_id: int
+    device_name: str
+    N: int
+    K: int
+    block_shape: tuple[int, int] | None
+    label: str
+    file_name: str
+    sha256: str
+    configs: dict[int, dict[str, int]]
+    created_at: datetime
+    family: str
+    shape_params: str
+    checked_arch: int | None = None
+    cannot_launch: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def m_keys(self) -> tuple[int, ...]:
+        """The file's M keys, ascending."""
+        return tuple(sorted(self.configs))
+
+
+@dataclass(frozen=True)
+class ImportedShape:
+    """What the imports of one shape (`ImportKey`) give a merge: `configs` M -> entry (of an M
+    in several imports, the latest import's that can launch), `labels` M -> its import's label,
+    `left_out` M -> (label, why it cannot launch) of entries the launch check left out."""
+
+    configs: dict[int, dict[str, int]]
+    labels: dict[int, str]
+    left_out: dict[int, tuple[str, str]] = field(default_factory=dict)
+
+
+# (family, shape_params, N, K, block_shape): the file an import is, as its name says.
+ImportKey = tuple[str, str, int, int, tuple[int, int] | None]
+
+
+def _import_info(row: ImportedFile, device_name: str) -> ImportInfo:
+    return take(
+        ImportInfo,
+        row,
+        device_name=device_name,
+        block_shape=block_shape_of(row.block_n, row.block_k),
+        configs={int(M): dict(entry) for M, entry in row.configs.items()},
+        cannot_launch={int(M): str(why) for M, why in (row.cannot_launch or {}).items()},
+    )
+
+
+def record_import(
+    session: Session,
+    *,
+    device_name: str,
+    N: int,
+    K: int,
+    block_shape: tuple[int, int] | None,
+    label: str,
+    file_name: str,
+    sha256: str,
+    configs: Mapping[int, Mapping[str, int]],
+    checked_arch: int | None = None,
+    cannot_launch: Mapping[int, str] | None = None,
+    family: str,
+    shape_params: str,
+) -> ImportInfo:
+    """Store a file's entries (M -> config, already checked) for a device and shape; the same
+    shape (family, shape_params, N, K, block_shape) and label again replaces them (an upsert).
+
+    `label` says where the file comes from ("vllm-0.33.0"); `checked_arch` is the compute
+    capability the entries were checked for (None: not checked), `cannot_launch` M -> why its
+    entry cannot launch there (stored, left out of every merge).
+
+    Raises:
+        ValueError: an empty or over-long label, no entries, a bad device_name, or
+            `cannot_launch` naming an M not in `configs` or given without `checked_arch`.
+    """
+    if not label.strip() or len(label) > MAX_LABEL:
+        raise ValueError(f"label must be 1..{MAX_LABEL} characters, got {len(label)}")
+    if not configs:
+        raise ValueError("no M entries to import")
+    rejected = dict(cannot_launch or {})
+    if rejected and checked_arch is None:
+        raise ValueError("cannot_launch needs the checked_arch it was found for")
+    if set(rejected) - set(configs):
+        missing = ", ".join(map(str, sorted(set(rejected) - set(configs))))
+        raise ValueError(f"cannot_launch names M not in the file: {missing}")
+    block_n, block_k = block_columns(block_shape)
+    key: dict[str, Any] = {"device_id": get_or_create_device(session, device_name=device_name)}
+    key["N"] = int(N)
+    key |= {"K": int(K), "block_n": block_n, "block_k": block_k, "label": label}
+    key |= {"family": family, "shape_params": shape_params}
+    values = {
+        "file_name": file_name[:512],
+        "sha256": sha256,
+        "configs": {str(M): dict(configs[M]) for M in sorted(configs)},
+        "created_at": utcnow(),
+        "checked_arch": checked_arch,
+        "cannot_launch": {str(M): str(rejected[M]) for M in sorted(rejected)},
+    }
+    upsert = dialect_insert(session, ImportedFile).values(**key, **values)
+    session.execute(upsert.on_conflict_do_update(index_elements=list(key), set_=values))
+    row = session.scalars(
+        select(ImportedFile)
+        .where(*(getattr(ImportedFile, name) == value for name, value in key.items()))
+        .execution_options(populate_existing=True)
+    ).one()
+    return _import_info(row, device_name)
+
+
+def list_imports(session: Session, *, device_name: str | None = None) -> list[ImportInfo]:
+    """Imported files of one device (None: all), sorted by (device_name, N, K, block_shape,
+    family, shape_params, label); a file without block scales before those with."""
+    query = select(ImportedFile, Device.device_name).join(
+        Device, ImportedFile.device_id == Device.device_id
+    )
+    if device_name is not None:
+        query = query.where(Device.device_name == device_name)
+    rows = [_import_info(row, name) for row, name in session.execute(query)]
+    return sorted(
+        rows,
+        key=lambda i: (
+            (i.device_name, i.N, i.K, block_columns(i.block_shape), i.family)
+            + (i.shape_params, i.label)
+        ),
+    )
+
+
+def imported_configs(session: Session, *, device_name: str) -> dict[ImportKey, ImportedShape]:
+    """Per shape of a device (`ImportKey`), the imported entries a merge of that shape can fall
+    back on (one family's files are never taken for another's, nor one E for another). Where
+    several imports carry an M, the latest (created_at, import_id) that can launch wins; an
+    entry that cannot launch is never used and is listed in `left_out`."""
+    merged: dict[ImportKey, ImportedShape] = {}
+    imports = list_imports(session, device_name=device_name)
+    for item in sorted(imports, key=lambda i: (i.created_at, i.import_id)):
+        key = (item.family, item.shape_params, item.N, item.K, item.block_shape)
+        shape = merged.setdefault(key, ImportedShape({}, {}))
+        for M, entry in item.configs.items():
+            if M in item.cannot_launch:
+                shape.left_out[M] = (item.label, item.cannot_launch[M])
+            else:
+                shape.configs[M], shape.labels[M] = entry, item.label
+    return merged
+
+
+# --- releases ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NewFile:
+    """A file to publish: vLLM's name, its kernel family and shape, its exact bytes and the
+    merge's detail (m_keys, m_imported, m_missing, partial, notes, warnings)."""
+
+    file_name: str
+    N: int
+    K: int
+    block_shape: tuple[int, int] | None
+    content: bytes
+    detail: Mapping[str, Any]
+    family: str
+    shape_params: str = ""
+
+    @property
+    def sha256(self) -> str:
+        """Hex sha256 of the bytes."""
+        return hashlib.sha256(self.content).hexdigest()
+
+
+@dataclass(frozen=True)
+class ReleaseFileRow:
+    """One file of a release as stored (its bytes are the blob `sha256`, `size` bytes)."""
+
+    file_name: str
+    N: int
+    K: int
+    block_shape: tuple[int, int] | None
+    sha256: str
+    size: int
+    detail: dict[str, Any]
+    family: str
+    shape_params: str = ""
+
+
+@dataclass(frozen=True)
+class ReleaseInfo:
+    """A release: its device, number, content hash, archives (engine -> zip sha256), summary,
+    who published it and why, when (UTC), and its files sorted by name."""
+
+    release_id: int
+    device_name: str
+    number: int
+    content_sha256: str
+    archives: dict[str, str]
+    summary: dict[str, Any]
+    created_by: str
+    reason: str
+    created_at: datetime
+    files: list[ReleaseFileRow] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ReleasedFile:
+    """What a download needs: the release number and the file's (or archive's) sha256."""
+
+    number: int
+    sha256: str
+
+
+def content_sha256(files: Sequence[NewFile]) -> str:
+    """What makes two releases the same: sha256 of the sorted "name sha256" lines."""
+    lines = sorted(f"{f.file_name} {f.sha256}\n" for f in files)
+    return hashlib.sha256("".join(lines).encode()).hexdigest()
+
+
+def _release_info(session: Session, row: Release, device_name: str) -> ReleaseInfo:
+    files = session.execute(
+        select(ReleaseFile, Blob.size)
+        .join(Blob, ReleaseFile.sha256 == Blob.sha256)
+        .where(ReleaseFile.release_id == row.release_id)
+        .order_by(ReleaseFile.file_name)
+    )
+    return take(
+        ReleaseInfo,
+        row,
+        device_name=device_name,
+        archives=dict(row.archives),
+        summary=dict(row.summary),
+        files=[
+            take(
+                ReleaseFileRow,
+                f,
+                block_shape=block_shape_of(f.block_n, f.block_k),
+                size=size,
+                detail=dict(f.detail),
+            )
+            for f, size in files
+        ],
+    )
+
+
+def _releases(*columns: Any, device_name: str, number: int | None) -> Select:
+    """A device's release `number`, or its latest when None."""
+    query = select(*columns).join(Device, Release.device_id == Device.device_id)
+    query = query.where(Device.device_name == device_name)
+    if number is None:
+        return query.order_by(Release.number.desc()).limit(1)
+    return query.where(Release.number == number)
+
+
+def get_release(
+    session: Session, *, device_name: str, number: int | None = None
+) -> ReleaseInfo | None:
+    """A device's release `number` (1, 2, ...), or its latest when None; None when there is no
+    such one."""
+    row = session.scalars(_releases(Release, device_name=device_name, number=number)).first()
+    return None if row is None else _release_info(session, row, device_name)
+
+
+def list_releases(session: Session, *, device_name: str) -> list[ReleaseInfo]:
+    """A device's releases, newest first (with their files)."""
+    query = (
+        select(Release)
+        .join(Device, Release.device_id == Device.device_id)
+        .where(Device.device_name == device_name)
+    )
+    rows = session.scalars(query.order_by(Release.number.desc()))
+    return [_release_info(session, row, device_name) for row in rows]
+
+
+def _store_blob(session: Session, content: bytes) -> str:
+    sha = hashlib.sha256(content).hexdigest()
+    blob_row = dialect_insert(session, Blob).values(sha256=sha, size=len(content), content=content)
+    session.execute(blob_row.on_conflict_do_nothing(index_elements=["sha256"]))
+    return sha
+
+
+def publish_release(
+    session: Session,
+    *,
+    device_name: str,
+    files: Sequence[NewFile],
+    archives: Mapping[str, bytes],
+    summary: Mapping[str, Any],
+    created_by: str,
+    reason: str,
+) -> tuple[ReleaseInfo, bool]:
+    """Freeze a device's files (distinct names) as its next release, with `archives` (engine ->
+    zip bytes), `summary` (JSON-able), who published (user@host) and what ("tuner publish"),
+    unless they equal the latest release's.
+
+    Returns:
+        (the new release, True), or (the latest release, False) when its files have the same
+        names and bytes.
+
+    Raises:
+        ValueError: two files of one name, or a bad device_name.
+    """
+    names = [f.file_name for f in files]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two files named alike among {names}")
+    content = content_sha256(files)
+    latest = get_release(session, device_name=device_name)
+    if latest is not None and latest.content_sha256 == content:  # the common case: no write
+        return latest, False
+    device_id = get_or_create_device(session, device_name=device_name)
+    # Sorted, so two publishers inserting the same blobs never wait on each other in a cycle.
+    for data in sorted({f.sha256: f.content for f in files}.items()):
+        _store_blob(session, data[1])
+    zips = {engine: _store_blob(session, data) for engine, data in sorted(archives.items())}
+    # The check above may be stale: so the unchanged check and the next number come from one
+    # read of the latest release after this transaction has written. On SQLite it then holds
+    # the write lock; on PostgreSQL two publishers may read the same latest release, but only
+    # one can insert its successor (unique device_id, number): the other's insert fails, and
+    # its retry reads the release that was just committed.
+    for _ in range(5):
+        last = session.scalars(
+            select(Release).where(Release.device_id == device_id).order_by(Release.number.desc())
+        ).first()
+        if last is not None and last.content_sha256 == content:
+            return _release_info(session, last, device_name), False
+        row = Release(
+            device_id=device_id,
+            number=(last.number if last is not None else 0) + 1,
+            content_sha256=content,
+            archives=zips,
+            summary=dict(summary),
+            created_by=created_by[:256],
+            reason=reason[:64],
+            created_at=utcnow(),
+        )
+        try:
+            with session.begin_nested():
+                session.add(row)
+                session.flush()
+                session.add_all(_file_row(row.release_id, f) for f in files)
+                session.flush()
+        except IntegrityError:
+            continue
+        return _release_info(session, row, device_name), True
+    raise RuntimeError(f"could not number a release of {device_name}: too many publishers")
+
+
+def _file_row(release_id: int, f: NewFile) -> ReleaseFile:
+    block_n, block_k = block_columns(f.block_shape)
+    return ReleaseFile(
+        release_id=release_id,
+        block_n=block_n,
+        block_k=block_k,
+        detail=dict(f.detail),
+        sha256=f.sha256,
+        **{name: getattr(f, name) for name in ("file_name", "family", "shape_params", "N", "K")},
+    )
+
+
+def find_released_file(
+    session: Session, *, device_name: str, file_name: str, number: int | None = None
+) -> ReleasedFile | None:
+    """One read for a file download: `file_name` of release `number` (latest when None) of a
+    device; None when there is no such release or file."""
+    release = _releases(Release.release_id, Release.number, device_name=device_name, number=number)
+    found = release.subquery()
+    row = session.execute(
+        select(found.c.number, ReleaseFile.sha256)
+        .join(ReleaseFile, ReleaseFile.release_id == found.c.release_id)
+        .where(ReleaseFile.file_name == file_name)
+    ).first()
+    return None if row is None else ReleasedFile(row.number, row.sha256)
+
+
+def find_release_archive(
+    session: Session, *, device_name: str, engine: str, number: int | None = None
+) -> ReleasedFile | None:
+    """One read for a zip download: the archive of `engine` of release `number` (latest when
+    None); None when there is no such release or archive."""
+    query = _releases(Release.number, Release.archives, device_name=device_name, number=number)
+    row = session.execute(query).first()
+    if row is None or engine not in row.archives:
+        return None
+    return ReleasedFile(row.number, row.archives[engine])
+
+
+def blob(session: Session, *, sha256: str) -> bytes | None:
+    """The stored bytes of content `sha256`, or None."""
+    return session.scalar(select(Blob.content).where(Blob.sha256 == sha256))
+
+
+# --- comparisons ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PointRow:
+    """One kernel at one (N, K, M): `status` ok, failed or unavailable; times in microseconds
+    (None unless ok); `note` the Triton config or the reason."""
+
+    N: int
+    K: int
+    M: int
+    backend: str
+    status: str
+    latency_us: float | None
+    p20_us: float | None
+    p80_us: float | None
+    note: str
+
+
+@dataclass(frozen=True)
+class ComparisonInfo:
+    """One comparison run with its points (sorted by N, K, M, backend) and verdict lines."""
+
+    comparison_id: int
+    device_name: str
+    gpu_name: str
+    model: str
+    tp: int
+    out_dtype: str
+    verdicts: tuple[str, ...]
+    created_at: datetime
+    points: tuple[PointRow, ...]
+    kernel_source: str = "builtin"
+    vllm: str = ""
+
+
+def record_comparison(
+    session: Session,
+    *,
+    device_name: str,
+    environment_id: int,
+    model: str,
+    tp: int,
+    out_dtype: str,
+    verdicts: Sequence[str],
+    points: Sequence[PointRow],
+) -> int:
+    """Store one comparison run (where it ran, the model and TP, the decode and prefill verdict
+    lines) with every kernel at every (N, K, M), in one transaction; its comparison_id.
+
+    Raises:
+        ValueError: a point with an unknown status, or the same (N, K, M, backend) twice.
+    """
+    seen = set()
+    for point in points:
+        if point.status not in POINT_STATUSES:
+            raise ValueError(f"status {point.status!r} is not one of {POINT_STATUSES}")
+        if (point.N, point.K, point.M, point.backend) in seen:
+            raise ValueError(f"N={point.N},K={point.K},M={point.M} {point.backend} twice")
+        seen.add((point.N, point.K, point.M, point.backend))
+    row = Comparison(
+        device_id=get_or_create_device(session, device_name=device_name),
+        environment_id=environment_id,
+        model=model,
+        tp=tp,
+        out_dtype=out_dtype,
+        verdicts=list(verdicts),
+    )
+    session.add(row)
+    session.flush()
+    session.add_all(ComparisonPoint(comparison_id=row.comparison_id, **vars(p)) for p in points)
+    session.flush()
+    return row.comparison_id
+
+
+def list_comparisons(
+    session: Session, *, device_name: str, limit: int = 20
+) -> list[ComparisonInfo]:
+    """A device's comparisons (at most `limit`), newest first, with their points."""
+    runs = session.execute(
+        select(Comparison, Environment)
+        .join(Device, Comparison.device_id == Device.device_id)
+        .join(Environment, Comparison.environment_id == Environment.environment_id)
+        .where(Device.device_name == device_name)
+        .order_by(Comparison.comparison_id.desc())
+        .limit(limit)
+    ).all()
+    infos = []
+    for run, env in runs:
+        rows = session.scalars(
+            select(ComparisonPoint).where(ComparisonPoint.comparison_id == run.comparison_id)
+        )
+        points = sorted((take(PointRow, r) for r in rows), key=lambda p: (p.N, p.K, p.M, p.backend))
+        infos.append(
+            take(
+                ComparisonInfo,
+                run,
+                device_name=device_name,
+                gpu_name=env.gpu_name,
+                verdicts=tuple(run.verdicts),
+                points=tuple(points),
+                kernel_source=env.kernel_source,
+                vllm=env.vllm,
+            )
+        )
+    return infos

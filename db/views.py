@@ -1,0 +1,798 @@
+"""What the store's rows say, read-only: the winner per (family, shape_params, N, K, block_shape,
+M) of a device, the warm starts and related trials a new task's search reads, how much of each
+shape's M grid is tuned, sweeps and tasks with their counts, environments, trials, totals.
+
+Runs are never compared by absolute latency: timings of two sweeps (another day, clock, load)
+are only comparable re-timed interleaved (`tuner verify`). Where several sweeps tuned a key, the
+decision made last stands (a task decides when it finishes, an extended task again when its
+finalists change); with no decision, the newest task's fastest ok trial.
+
+Provenance filter: `kernel_hash` keeps trials and decisions whose environment has that kernel
+hash (or any of a sequence of hashes, one per kernel family); `triton_minor` ("3.6") those whose
+environment's triton has that major.minor ("3.6", "3.6.1+git" match; "3.60" does not). None
+leaves that part out. Each function is a fixed number of queries, none per task.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Select, and_, func, or_, select
+from sqlalchemy.orm import Session
+
+from db.models import (
+    TASK_STATES,
+    Ceiling,
+    Decision,
+    Device,
+    Environment,
+    ImportedFile,
+    Release,
+    Retime,
+    Sweep,
+    Task,
+    Trial,
+    block_columns,
+    block_shape_of,
+    config_of,
+    take,
+)
+from tuner.core import CONFIG_KEYS, TrialStatus, minor_of
+
+OK = TrialStatus.OK.value
+# The key of a winner: one file's entry.
+KEY = (Task.family, Task.shape_params, Task.N, Task.K, Sweep.block_n, Sweep.block_k, Task.M)
+CONFIG = [getattr(Trial, name) for name in CONFIG_KEYS]
+# Environment columns a landscape file records (`tuner.measure.landscape`).
+ENVIRONMENT_FIELDS: tuple[str, ...] = ("gpu_name", "compute_capability", "driver", "cuda")
+ENVIRONMENT_FIELDS += ("torch", "triton", "tuner", "kernel_hash")
+# Trials that were never launched (compile-for-target pruning) take no measuring time.
+_NOT_MEASURED = (TrialStatus.OUT_OF_RESOURCES.value,)
+
+
+@dataclass(frozen=True)
+class WinnerRow:
+    """The winner of one (device_name, family, shape_params, N, K, block_shape, M) over all
+    sweeps: that of task `task_id` of sweep `sweep_id`; `other_sweeps` are the other sweeps with
+    a decision or an ok trial for the key, set aside without comparing latencies.
+
+    Decided (`decided`): the decided config with the decision's re-timed `latency_us`,
+    `default_latency_us` and `spread_us`, `default_config` the re-timed default (None when not
+    re-timed). Otherwise the fastest ok trial, `default_latency_us` and `default_config` from
+    the task's default-config trial (None without one), `spread_us` None. `trial_id` is the
+    winner's trial (None for a decided config without one), `environment_id` that of the
+    winning trial or decision. Latencies in microseconds; `block_shape` None: per-tensor.
+    """
+
+    device_name: str
+    N: int
+    K: int
+    block_shape: tuple[int, int] | None
+    M: int
+    config: dict[str, int]
+    latency_us: float
+    default_latency_us: float | None
+    default_config: dict[str, int] | None
+    is_default: bool
+    trial_id: int | None
+    task_id: int
+    family: str
+    spread_us: float | None = None
+    decided: bool = False
+    environment_id: int | None = None
+    shape_params: str = ""
+    sweep_id: int | None = None
+    other_sweeps: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class TaskWinnerRow:
+    """The fastest ok config of one (N, K, M) among finished tasks of a device; also one ok
+    trial of a related finished task (`related_trials`)."""
+
+    N: int
+    K: int
+    M: int
+    config: dict[str, int]
+    latency_us: float
+
+
+RelatedTrialRow = TaskWinnerRow
+
+
+def matching_environments(
+    session: Session, *, kernel_hash: str | Sequence[str] | None, triton_minor: str | None
+) -> list[int] | None:
+    """The sorted environment_ids that pass the provenance filter; None without a filter.
+
+    Raises:
+        ValueError: triton_minor is not of the form "<major>.<minor>".
+    """
+    if kernel_hash is None and triton_minor is None:
+        return None
+    if triton_minor is not None and not re.fullmatch(r"\d+\.\d+", triton_minor):
+        raise ValueError(f"triton_minor {triton_minor!r} is not major.minor, e.g. 3.6")
+    hashes = [kernel_hash] if isinstance(kernel_hash, str) else kernel_hash
+    query = select(Environment.environment_id, Environment.triton)
+    if hashes is not None:
+        query = query.where(Environment.kernel_hash.in_(list(hashes)))
+    wanted = None if triton_minor is None else minor_of(triton_minor)
+    rows = session.execute(query)
+    return sorted(env for env, triton in rows if wanted is None or minor_of(triton) == wanted)
+
+
+def _on_device(query: Select, device_name: str, out_dtype: str | None = None) -> Select:
+    """Restrict a query that selects from Task to tasks of sweeps on one device (and dtype)."""
+    query = query.join(Sweep, Task.sweep_id == Sweep.sweep_id)
+    query = query.join(Device, Sweep.device_id == Device.device_id)
+    query = query.where(Device.device_name == device_name)
+    return query if out_dtype is None else query.where(Sweep.out_dtype == out_dtype)
+
+
+def _measured(
+    table: Any, columns: Sequence[Any], scope: dict[str, Any], environments: Any = ()
+) -> Select:
+    """Ok trials with a latency (table Trial) or decisions (Decision) of tasks of sweeps on one
+    device (`scope`: device_name, out_dtype, environments), of `environments` unless ()."""
+    query = select(*columns).select_from(table).join(Task, table.task_id == Task.task_id)
+    query = _on_device(query, scope["device_name"], scope["out_dtype"])
+    if table is Trial:
+        query = query.where(Trial.status == OK, Trial.latency_us.is_not(None))
+    environments = scope["environments"] if environments == () else environments
+    return query if environments is None else query.where(table.environment_id.in_(environments))
+
+
+def _firsts(session: Session, query: Select, partition: Sequence[Any], order: Sequence[Any]):
+    """The first row of `query` per `partition` in `order` (row_number), as mappings."""
+    rank = func.row_number().over(partition_by=partition, order_by=order).label("rank")
+    ranked = query.add_columns(rank).subquery()
+    return session.execute(select(ranked).where(ranked.c.rank == 1)).mappings().all()
+
+
+def _winner(device_name: str, row: Any, default: Any, **given: Any) -> WinnerRow:
+    """The WinnerRow of one result row of the trial or decision query, with its default."""
+    return take(
+        WinnerRow,
+        row,
+        device_name=device_name,
+        block_shape=block_shape_of(row["block_n"], row["block_k"]),
+        config=config_of(row),
+        default_config=None if default is None else config_of(default),
+        is_default=bool(row["is_default"]),
+        **given,
+    )
+
+
+def _trial_winners(session: Session, scope: dict[str, Any]) -> dict[tuple, WinnerRow]:
+    """The fastest ok trial of the newest task per key, with the task's fastest ok default."""
+    columns = [Trial.trial_id, Trial.task_id, Trial.environment_id, Task.sweep_id, *KEY, *CONFIG]
+    columns += [Trial.latency_us, Trial.is_default]
+    order = (Task.task_id.desc(), Trial.latency_us, Trial.trial_id)
+    best = _firsts(session, _measured(Trial, columns, scope), KEY, order)
+    defaults_query = _measured(Trial, columns, scope).where(Trial.is_default.is_(True))
+    defaults = {
+        row["task_id"]: row for row in _firsts(session, defaults_query, [Trial.task_id], order[1:])
+    }
+    found = {}
+    for row in best:
+        default = defaults.get(row["task_id"])
+        default_us = None if default is None else default["latency_us"]
+        found[tuple(row[c.key] for c in KEY)] = _winner(
+            scope["device_name"], row, default, default_latency_us=default_us
+        )
+    return found
+
+
+def _decision_winners(session: Session, scope: dict[str, Any]) -> dict[tuple, WinnerRow]:
+    """The decision made last per key (ties: the newest decision row), with the kept retime
+    (is it the default), the trial of the decided config and the re-timed default."""
+    columns = [Decision.task_id, Decision.environment_id, Task.sweep_id, *KEY]
+    columns += [getattr(Decision, name) for name in CONFIG_KEYS]
+    columns += [Decision.latency_us, Decision.default_latency_us, Decision.spread_us]
+    order = (Decision.created_at.desc(), Decision.decision_id.desc())
+    rank = func.row_number().over(partition_by=KEY, order_by=order).label("rank")
+    ranked = _measured(Decision, columns, scope).add_columns(rank).subquery("ranked")
+    kept, trial = select(Retime).subquery("kept"), select(Trial).subquery("trial")
+    default = select(Retime).where(Retime.is_default.is_(True)).subquery("default")
+
+    def same(table: Any) -> Any:
+        configs = (table.c[name] == ranked.c[name] for name in CONFIG_KEYS)
+        return and_(table.c.task_id == ranked.c.task_id, *configs)
+
+    query = (
+        select(ranked, kept.c.is_default, trial.c.trial_id, default.c.retime_id)
+        .add_columns(*(default.c[name].label(f"default_{name}") for name in CONFIG_KEYS))
+        .outerjoin(kept, same(kept))
+        .outerjoin(trial, same(trial))
+        .outerjoin(default, default.c.task_id == ranked.c.task_id)
+        .where(ranked.c.rank == 1)
+    )
+    found = {}
+    for row in session.execute(query).mappings():
+        retimed = None if row["retime_id"] is None else config_of(row, "default_")
+        found[tuple(row[c.key] for c in KEY)] = _winner(
+            scope["device_name"], row, retimed, decided=True
+        )
+    return found
+
+
+def winners(
+    session: Session,
+    *,
+    device_name: str,
+    out_dtype: str | None = None,
+    kernel_hash: str | Sequence[str] | None = None,
+    triton_minor: str | None = None,
+) -> list[WinnerRow]:
+    """The winner per (family, shape_params, N, K, block_shape, M) of a device over all its
+    sweeps (only those of `out_dtype` unless None), with the provenance filter: the decided
+    config where some task of the key has a decision (among several, the decision made last),
+    else the fastest ok trial of its newest task (ties in latency to the lowest trial_id).
+
+    Returns:
+        One row per key with an ok trial or a decision, sorted by key.
+
+    Raises:
+        ValueError: triton_minor is not of the form "<major>.<minor>".
+    """
+    environments = matching_environments(
+        session, kernel_hash=kernel_hash, triton_minor=triton_minor
+    )
+    scope = {"device_name": device_name, "out_dtype": out_dtype, "environments": environments}
+    found = _trial_winners(session, scope)
+    found.update(_decision_winners(session, scope))
+    columns = [*KEY, Task.sweep_id]
+    sweeps = defaultdict(set)
+    for *key, sweep_id in session.execute(
+        _measured(Trial, columns, scope).union(_measured(Decision, columns, scope))
+    ):
+        sweeps[tuple(key)].add(sweep_id)
+    return [
+        replace(row, other_sweeps=tuple(sorted(sweeps[key] - {row.sweep_id})))
+        for key, row in sorted(found.items())
+    ]
+
+
+def stale_trials(
+    session: Session,
+    *,
+    device_name: str,
+    kernel_hash: str | Sequence[str] | None,
+    triton_minor: str | None,
+) -> int:
+    """How many ok trials of a device the provenance filter leaves out (0 without a filter), for
+    "12 trials of other kernel or Triton versions left out; --allow-stale includes them"."""
+    environments = matching_environments(
+        session, kernel_hash=kernel_hash, triton_minor=triton_minor
+    )
+    if environments is None:
+        return 0
+    scope = {"device_name": device_name, "out_dtype": None, "environments": None}
+    query = _measured(Trial, [func.count()], scope).where(Trial.environment_id.not_in(environments))
+    return session.scalar(query) or 0
+
+
+def _finished_trials(
+    columns: Sequence[Any],
+    *,
+    device_name: str,
+    block_shape: tuple[int, int] | None,
+    out_dtype: str,
+    family: str,
+    shape_params: str,
+    environments: list[int] | None,
+    finished_before: datetime | None,
+) -> Select:
+    """Ok trials of finished, not failed tasks of a device's sweeps of one family, dimensions,
+    block shape and dtype; tasks first finished, and trials stored, before `finished_before`."""
+    block_n, block_k = block_columns(block_shape)
+    scope = {"device_name": device_name, "out_dtype": out_dtype, "environments": environments}
+    query = _measured(Trial, columns, scope).where(
+        Task.finished_at.is_not(None),
+        Task.state != "failed",
+        Task.family == family,
+        Task.shape_params == shape_params,
+        Sweep.block_n == block_n,
+        Sweep.block_k == block_k,
+    )
+    if finished_before is None:
+        return query
+    return query.where(Task.finished_at < finished_before, Trial.created_at < finished_before)
+
+
+def task_winners(
+    session: Session,
+    *,
+    device_name: str,
+    block_shape: tuple[int, int] | None,
+    out_dtype: str,
+    kernel_hash: str | None = None,
+    triton_minor: str | None = None,
+    finished_before: datetime | None = None,
+    family: str,
+    shape_params: str = "",
+) -> list[TaskWinnerRow]:
+    """The fastest ok trial per (N, K, M) of a device's finished tasks (done, or reopened by a
+    larger budget after they were done), ties to the lowest trial_id, sorted by (N, K, M): what
+    a new task warm-starts from (decisions are not read: a warm start wants fast configs).
+
+    `finished_before` keeps tasks first finished, and trials stored, before it: a resumed task
+    passes the time of its first trial, so it gets the warm starts its first run got, and a
+    killed or extended sweep resumes into the trials of an uninterrupted one.
+
+    Raises:
+        ValueError: triton_minor is not of the form "<major>.<minor>".
+    """
+    environments = matching_environments(
+        session, kernel_hash=kernel_hash, triton_minor=triton_minor
+    )
+    query = _finished_trials(
+        [Task.N, Task.K, Task.M, *CONFIG, Trial.latency_us],
+        device_name=device_name,
+        block_shape=block_shape,
+        out_dtype=out_dtype,
+        family=family,
+        shape_params=shape_params,
+        environments=environments,
+        finished_before=finished_before,
+    )
+    rows = _firsts(session, query, (Task.N, Task.K, Task.M), (Trial.latency_us, Trial.trial_id))
+    rows = sorted(rows, key=lambda row: (row["N"], row["K"], row["M"]))
+    return [take(TaskWinnerRow, row, config=config_of(row)) for row in rows]
+
+
+def related_trials(
+    session: Session,
+    *,
+    device_name: str,
+    block_shape: tuple[int, int] | None,
+    out_dtype: str,
+    N: int,
+    K: int,
+    M: int,
+    kernel_hash: str | None = None,
+    triton_minor: str | None = None,
+    finished_before: datetime | None = None,
+    family: str,
+    shape_params: str = "",
+) -> list[RelatedTrialRow]:
+    """The ok trials of the finished tasks related to (N, K, M): the same (N, K) at another M,
+    another (N, K) at the same M; tasks and trials chosen as by `task_winners` (same
+    arguments). Sorted by (N, K, M, trial_id).
+
+    Raises:
+        ValueError: triton_minor is not of the form "<major>.<minor>".
+    """
+    environments = matching_environments(
+        session, kernel_hash=kernel_hash, triton_minor=triton_minor
+    )
+    query = _finished_trials(
+        [Task.N, Task.K, Task.M, *CONFIG, Trial.latency_us],
+        device_name=device_name,
+        block_shape=block_shape,
+        out_dtype=out_dtype,
+        family=family,
+        shape_params=shape_params,
+        environments=environments,
+        finished_before=finished_before,
+    ).where(
+        or_(
+            and_(Task.N == N, Task.K == K, Task.M != M),
+            and_(or_(Task.N != N, Task.K != K), Task.M == M),
+        )
+    )
+    rows = session.execute(query.order_by(Task.N, Task.K, Task.M, Trial.trial_id)).mappings()
+    return [take(RelatedTrialRow, row, config=config_of(row)) for row in rows]
+
+
+@dataclass(frozen=True)
+class ShapeCoverage:
+    """How much of the M grid of one (family, shape_params, N, K, block_shape) of a device is
+    tuned: `m_requested` the M of all its tasks, `m_done` those whose task is done in some
+    sweep, `models` those sweeps' models, `m_stale` (with a provenance filter) the M whose ok
+    trials and decisions all come from other kernel or Triton versions. All sorted."""
+
+    N: int
+    K: int
+    block_shape: tuple[int, int] | None
+    m_requested: tuple[int, ...]
+    m_done: tuple[int, ...]
+    models: tuple[str, ...]
+    family: str
+    m_stale: tuple[int, ...] = ()
+    shape_params: str = ""
+
+
+def _has_result(environments: list[int] | None) -> Any:
+    """Whether the task has an ok trial or a decision (of `environments`, unless None)."""
+    trial = select(Trial.trial_id).where(
+        Trial.task_id == Task.task_id, Trial.status == OK, Trial.latency_us.is_not(None)
+    )
+    decision = select(Decision.decision_id).where(Decision.task_id == Task.task_id)
+    if environments is not None:
+        trial = trial.where(Trial.environment_id.in_(environments))
+        decision = decision.where(Decision.environment_id.in_(environments))
+    return or_(trial.exists(), decision.exists())
+
+
+def shape_coverage(
+    session: Session,
+    *,
+    device_name: str,
+    out_dtype: str | None = None,
+    kernel_hash: str | Sequence[str] | None = None,
+    triton_minor: str | None = None,
+) -> list[ShapeCoverage]:
+    """The requested and finished M per (family, shape_params, N, K, block_shape) of a device,
+    over its sweeps (of `out_dtype` unless None), sorted that way (per-tensor first).
+
+    With a provenance filter an M counts as done only when its task is done and has an ok trial
+    or a decision of a matching environment, and `m_stale` lists the M with ok trials or
+    decisions, none matching: those `winners` with the same filter leaves without a winner.
+
+    Raises:
+        ValueError: triton_minor is not of the form "<major>.<minor>".
+    """
+    environments = matching_environments(
+        session, kernel_hash=kernel_hash, triton_minor=triton_minor
+    )
+    query = select(*KEY, Task.state, Sweep.model, _has_result(environments), _has_result(None))
+    requested, done, current, measured = (defaultdict[tuple, set[int]](set) for _ in range(4))
+    models: dict[tuple, set[str]] = defaultdict(set)
+    for row in session.execute(_on_device(query.select_from(Task), device_name, out_dtype)):
+        shape, (m, state, model, matching, any_result) = tuple(row[:6]), row[6:]
+        requested[shape].add(m)
+        models[shape].add(model)
+        if state == "done" and (matching or environments is None):
+            done[shape].add(m)
+        if matching or any_result:
+            (current if matching else measured)[shape].add(m)
+    return [
+        ShapeCoverage(
+            family=family,
+            shape_params=params,
+            N=n,
+            K=k,
+            block_shape=block_shape_of(block_n, block_k),
+            m_requested=tuple(sorted(requested[shape])),
+            m_done=tuple(sorted(done[shape])),
+            models=tuple(sorted(models[shape])),
+            m_stale=tuple(
+                sorted(measured[shape] - current[shape]) if environments is not None else ()
+            ),
+        )
+        for shape in sorted(requested)
+        for family, params, n, k, block_n, block_k in [shape]
+    ]
+
+
+@dataclass(frozen=True)
+class SweepProgress:
+    """Task counts by state and trial counts of one sweep."""
+
+    tasks_total: int
+    tasks_pending: int
+    tasks_running: int
+    tasks_done: int
+    tasks_failed: int
+    trials_total: int
+    trials_ok: int
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """One sweep with its task counts by state and trial counts."""
+
+    sweep_id: int
+    device_name: str
+    model: str
+    tp: int
+    strategy: str
+    budget: int
+    m_values: tuple[int, ...]
+    created_at: datetime
+    tasks: dict[str, int]
+    trials_ok: int
+    trials_total: int
+
+
+def list_sweeps(session: Session, *, sweep_id: int | None = None) -> list[SweepSummary]:
+    """Every sweep (or only `sweep_id`) with task counts by state and trial counts, by id."""
+    only = [] if sweep_id is None else [Task.sweep_id == sweep_id]
+    tasks: dict[int, dict[str, int]] = defaultdict(lambda: dict.fromkeys(TASK_STATES, 0))
+    for sweep, state, count in session.execute(
+        select(Task.sweep_id, Task.state, func.count())
+        .where(*only)
+        .group_by(Task.sweep_id, Task.state)
+    ):
+        tasks[sweep][state] = count
+    trials = {
+        sweep: (ok, total)
+        for sweep, ok, total in session.execute(
+            select(Task.sweep_id, func.count().filter(Trial.status == OK), func.count())
+            .select_from(Trial)
+            .join(Task, Trial.task_id == Task.task_id)
+            .where(*only)
+            .group_by(Task.sweep_id)
+        )
+    }
+    query = (
+        select(Sweep, Device.device_name)
+        .join(Device, Sweep.device_id == Device.device_id)
+        .order_by(Sweep.sweep_id)
+    )
+    rows = session.execute(query if sweep_id is None else query.where(Sweep.sweep_id == sweep_id))
+    return [
+        take(
+            SweepSummary,
+            sweep,
+            device_name=name,
+            m_values=tuple(sweep.m_values),
+            tasks=dict(tasks[sweep.sweep_id]),
+            trials_ok=trials.get(sweep.sweep_id, (0, 0))[0],
+            trials_total=trials.get(sweep.sweep_id, (0, 0))[1],
+        )
+        for sweep, name in rows
+    ]
+
+
+def sweep_progress(session: Session, *, sweep_id: int) -> SweepProgress:
+    """Count the tasks and trials of a sweep.
+
+    Raises:
+        LookupError: there is no sweep with that id.
+    """
+    found = list_sweeps(session, sweep_id=sweep_id)
+    if not found:
+        raise LookupError(f"no sweep with sweep_id {sweep_id}")
+    tasks = {f"tasks_{state}": count for state, count in found[0].tasks.items()}
+    trials = {"trials_total": found[0].trials_total, "trials_ok": found[0].trials_ok}
+    return SweepProgress(tasks_total=sum(tasks.values()), **tasks, **trials)
+
+
+@dataclass(frozen=True)
+class TaskSummary:
+    """One task of a sweep with its trial counts and best and default latency (ok trials)."""
+
+    task_id: int
+    N: int
+    K: int
+    M: int
+    state: str
+    attempts: int
+    worker_id: str | None
+    error: str | None
+    trials_ok: int
+    trials_total: int
+    best_latency_us: float | None
+    default_latency_us: float | None
+
+
+def sweep_tasks(session: Session, *, sweep_id: int) -> list[TaskSummary]:
+    """The tasks of one sweep with trial counts and latencies, sorted by (N, K, M).
+
+    Raises:
+        LookupError: there is no sweep with that id.
+    """
+    if session.get(Sweep, sweep_id) is None:
+        raise LookupError(f"no sweep with sweep_id {sweep_id}")
+    ok = Trial.status == OK
+    stats = {
+        task_id: stat
+        for task_id, *stat in session.execute(
+            select(Trial.task_id, func.count().filter(ok), func.count())
+            .add_columns(func.min(Trial.latency_us).filter(ok))
+            .add_columns(func.min(Trial.latency_us).filter(ok, Trial.is_default.is_(True)))
+            .join(Task, Trial.task_id == Task.task_id)
+            .where(Task.sweep_id == sweep_id)
+            .group_by(Trial.task_id)
+        )
+    }
+    tasks = session.scalars(
+        select(Task).where(Task.sweep_id == sweep_id).order_by(Task.N, Task.K, Task.M)
+    )
+    names = ("trials_ok", "trials_total", "best_latency_us", "default_latency_us")
+    return [
+        take(
+            TaskSummary,
+            task,
+            **dict(zip(names, stats.get(task.task_id, (0, 0, None, None)), strict=True)),
+        )
+        for task in tasks
+    ]
+
+
+@dataclass(frozen=True)
+class EnvironmentRow:
+    """An environment that trials of a device ran in, and how many trials; `environment_id`
+    is what `WinnerRow.environment_id` refers to."""
+
+    gpu_name: str
+    compute_capability: str
+    driver: str
+    cuda: str
+    torch: str
+    triton: str
+    tuner: str
+    kernel_hash: str
+    trials: int
+    environment_id: int
+    kernel_source: str = "builtin"
+    vllm: str = ""
+
+
+def device_environments(session: Session, *, device_name: str) -> list[EnvironmentRow]:
+    """The environments trials of a device ran in, with trial counts: most trials first, then
+    by versions."""
+    rows = session.execute(
+        select(Environment, func.count(Trial.trial_id))
+        .join(Trial, Trial.environment_id == Environment.environment_id)
+        .join(Device, Environment.device_id == Device.device_id)
+        .where(Device.device_name == device_name)
+        .group_by(Environment.environment_id)
+    )
+    found = [take(EnvironmentRow, env, trials=count) for env, count in rows]
+    return sorted(found, key=lambda e: (-e.trials, e.torch, e.triton, e.tuner, e.kernel_hash))
+
+
+@dataclass(frozen=True)
+class DeviceTrialRow:
+    """One stored trial of a device with its problem, sweep and environment (ENVIRONMENT_FIELDS;
+    rows of one environment share one dict). `block_shape` None: per-tensor."""
+
+    trial_id: int
+    N: int
+    K: int
+    M: int
+    block_shape: tuple[int, int] | None
+    out_dtype: str
+    space: str
+    config: dict[str, int]
+    status: str
+    latency_us: float | None
+    p20_us: float | None
+    p80_us: float | None
+    environment_id: int
+    environment: dict[str, str]
+
+
+def device_trials(
+    session: Session, *, device_name: str, out_dtype: str | None = None
+) -> list[DeviceTrialRow]:
+    """Every trial of a device over its sweeps (of `out_dtype` unless None) by trial_id, e.g.
+    to record a landscape file."""
+    query = select(Trial, Task, Sweep, Environment).join_from(
+        Trial, Task, Trial.task_id == Task.task_id
+    )
+    query = _on_device(query, device_name, out_dtype)
+    query = query.join(Environment, Trial.environment_id == Environment.environment_id)
+    environments: dict[int, dict[str, str]] = {}
+    rows = []
+    for trial, task, sweep, env in session.execute(query.order_by(Trial.trial_id)):
+        if env.environment_id not in environments:
+            environments[env.environment_id] = {
+                name: getattr(env, name) for name in ENVIRONMENT_FIELDS
+            }
+        rows.append(
+            take(
+                DeviceTrialRow,
+                trial,
+                N=task.N,
+                K=task.K,
+                M=task.M,
+                block_shape=block_shape_of(sweep.block_n, sweep.block_k),
+                out_dtype=sweep.out_dtype,
+                space=sweep.space,
+                config=config_of(trial),
+                environment=environments[env.environment_id],
+            )
+        )
+    return rows
+
+
+@dataclass(frozen=True)
+class TrialTimeRow:
+    """Mean measuring seconds (`mean_s`, check and timing, compile excluded) of the `trials` of
+    a device with a recorded `measure_s` at one (N, K, M) of one kernel family."""
+
+    family: str
+    N: int
+    K: int
+    M: int
+    trials: int
+    mean_s: float
+
+
+def trial_times(session: Session, *, device_name: str) -> list[TrialTimeRow]:
+    """Mean measuring seconds of every (family, N, K, M) a device has trials of, sorted; pruned
+    trials (never launched) left out: the time estimate `tuner sweep` prints."""
+    group = (Task.family, Task.N, Task.K, Task.M)
+    query = _on_device(
+        select(*group, func.count(Trial.trial_id), func.avg(Trial.measure_s)).join_from(
+            Trial, Task, Trial.task_id == Task.task_id
+        ),
+        device_name,
+    ).where(Trial.measure_s.is_not(None), Trial.status.not_in(_NOT_MEASURED))
+    return [
+        TrialTimeRow(family, n, k, m, count, float(mean))
+        for family, n, k, m, count, mean in session.execute(query.group_by(*group).order_by(*group))
+    ]
+
+
+def stored_trials(session: Session, *, sweep_key: str) -> int:
+    """Trials already stored for the sweep with this key (0 when there is none)."""
+    query = (
+        select(func.count(Trial.trial_id))
+        .join_from(Trial, Task, Trial.task_id == Task.task_id)
+        .join(Sweep, Task.sweep_id == Sweep.sweep_id)
+    )
+    return int(session.scalar(query.where(Sweep.sweep_key == sweep_key)) or 0)
+
+
+def _device_names(session: Session, *tables: Any) -> list[str]:
+    """The sorted device_name keys with a row in any of `tables` (each with a device_id)."""
+    has_row = (select(t).where(t.device_id == Device.device_id).exists() for t in tables)
+    return list(
+        session.scalars(
+            select(Device.device_name).where(or_(*has_row)).order_by(Device.device_name)
+        )
+    )
+
+
+def list_device_names(session: Session) -> list[str]:
+    """The device_name keys that have a sweep, sorted."""
+    return _device_names(session, Sweep)
+
+
+def known_device_names(session: Session) -> list[str]:
+    """The device_name keys the store knows a device by: those with a sweep or an import (what
+    a `--device` argument or a URL's device is matched against), sorted."""
+    return _device_names(session, Sweep, ImportedFile)
+
+
+def list_release_device_names(session: Session) -> list[str]:
+    """The device_name keys that have a release, sorted."""
+    return _device_names(session, Release)
+
+
+@dataclass(frozen=True)
+class StoreCounts:
+    """Totals of the whole store: trials by status, tasks by state, sweeps, imports."""
+
+    trials: dict[str, int]
+    tasks: dict[str, int]
+    sweeps: int
+    imports: int
+
+
+def store_counts(session: Session) -> StoreCounts:
+    """Totals over the whole store (for /metrics): every status and state, zeros included."""
+    trials = dict.fromkeys((status.value for status in TrialStatus), 0)
+    trials.update(session.execute(select(Trial.status, func.count()).group_by(Trial.status)).all())
+    tasks = dict.fromkeys(TASK_STATES, 0)
+    tasks.update(session.execute(select(Task.state, func.count()).group_by(Task.state)).all())
+    sweeps = session.scalar(select(func.count()).select_from(Sweep)) or 0
+    imports = session.scalar(select(func.count()).select_from(ImportedFile)) or 0
+    return StoreCounts(trials=trials, tasks=tasks, sweeps=sweeps, imports=imports)
+
+
+def device_ceilings(session: Session, *, device_name: str) -> dict[str, float]:
+    """The latest measured value of each ceiling over the environments of a device: name ->
+    value (unit in the name), sorted by name; {} when none was measured."""
+    query = (
+        select(Ceiling.name, Ceiling.value)
+        .join(Environment, Ceiling.environment_id == Environment.environment_id)
+        .join(Device, Environment.device_id == Device.device_id)
+        .where(Device.device_name == device_name)
+    )
+    order = (Ceiling.created_at.desc(), Ceiling.ceiling_id.desc())
+    return dict(
+        sorted(
+            (row["name"], row["value"]) for row in _firsts(session, query, [Ceiling.name], order)
+        )
+    )
