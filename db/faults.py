@@ -42,6 +42,15 @@ _SQLITE_TRANSIENT = (
 )
 
 
+_PG_TRANSIENT: tuple[str, ...] = (
+    "OperationalError",
+    "InterfaceError",
+    "LockNotAvailable",
+    "SerializationFailure",
+)
+_PG_TRANSIENT += ("DeadlockDetected", "QueryCanceled")
+
+
 class StoreUnavailable(RuntimeError):
     """The store stayed unreachable, locked or full past the deadline; str() is one line."""
 
@@ -53,10 +62,8 @@ def store_timeout_s() -> float:
         ValueError: the variable is set but not a positive number.
     """
     raw = os.environ.get(STORE_TIMEOUT_ENV, "").strip()
-    if not raw:
-        return DEFAULT_STORE_TIMEOUT_S
     try:
-        value = float(raw)
+        value = float(raw) if raw else DEFAULT_STORE_TIMEOUT_S
     except ValueError:
         value = -1.0
     if not value > 0:
@@ -76,12 +83,10 @@ def is_transient(exc: BaseException) -> bool:
         admin shutdown, lock timeout, serialization failure), and SQLite's locked, I/O, full and
         cannot-open errors; False for everything else.
     """
-    if isinstance(exc, PoolTimeoutError):
+    if isinstance(exc, PoolTimeoutError) or getattr(exc, "connection_invalidated", False):
         return True
     if not isinstance(exc, DBAPIError):
         return False
-    if exc.connection_invalidated:
-        return True
     orig = exc.orig
     module = type(orig).__module__ or ""
     name = type(orig).__name__
@@ -91,15 +96,7 @@ def is_transient(exc: BaseException) -> bool:
         )
     # psycopg: OperationalError and its subclasses (AdminShutdown, ConnectionTimeout, ...),
     # lock timeouts (LockNotAvailable) and serialization failures / deadlocks.
-    transient = (
-        "OperationalError",
-        "InterfaceError",
-        "LockNotAvailable",
-        "SerializationFailure",
-        "DeadlockDetected",
-        "QueryCanceled",
-    )
-    return any(cls.__name__ in transient for cls in type(orig).__mro__)
+    return any(cls.__name__ in _PG_TRANSIENT for cls in type(orig).__mro__)
 
 
 def is_disk_full(exc: BaseException) -> bool:
@@ -111,11 +108,9 @@ def is_disk_full(exc: BaseException) -> bool:
     """
     orig = getattr(exc, "orig", exc)
     text = str(orig).lower()
-    return (
-        "database or disk is full" in text
-        or "no space left on device" in text
-        or type(orig).__name__ == "DiskFull"
-    )
+    return any(
+        full in text for full in ("database or disk is full", "no space left on device")
+    ) or (type(orig).__name__ == "DiskFull")
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -188,20 +183,19 @@ def retry_store(
         StoreUnavailable: transient errors for longer than the deadline (chained to the last).
         Exception: any error that is not transient, at once.
     """
-    limit = store_timeout_s() if deadline_s is None else deadline_s
-    started, pause = time.monotonic(), _FIRST_PAUSE_S
+    outage, pause = Outage(url, deadline_s), _FIRST_PAUSE_S
+    outage.since = time.monotonic()
     while True:
         try:
             return step()
         except Exception as exc:
             if not is_transient(exc):
                 raise
-            waited = time.monotonic() - started
-            if waited >= limit:
-                raise StoreUnavailable(describe_store_error(exc, url, waited_s=waited)) from exc
+            outage.failed(exc)
             if on_retry is not None:
                 on_retry(exc)
-            time.sleep(min(pause, max(0.0, limit - waited)))
+            left = outage.deadline_s - (time.monotonic() - outage.since)
+            time.sleep(min(pause, max(0.0, left)))
             pause = min(_LAST_PAUSE_S, pause * 2)
 
 

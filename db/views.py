@@ -277,32 +277,29 @@ def stale_trials(
     return session.scalar(query) or 0
 
 
-def _finished_trials(
-    columns: Sequence[Any],
-    *,
-    device_name: str,
-    block_shape: tuple[int, int] | None,
-    out_dtype: str,
-    family: str,
-    shape_params: str,
-    environments: list[int] | None,
-    finished_before: datetime | None,
-) -> Select:
-    """Ok trials of finished, not failed tasks of a device's sweeps of one family, dimensions,
-    block shape and dtype; tasks first finished, and trials stored, before `finished_before`."""
-    block_n, block_k = block_columns(block_shape)
-    scope = {"device_name": device_name, "out_dtype": out_dtype, "environments": environments}
-    query = _measured(Trial, columns, scope).where(
+def _finished_trials(session: Session, scope: dict[str, Any]) -> Select:
+    """Ok trials (N, K, M, config, latency) of finished, not failed tasks of a device's sweeps
+    of one family, dimensions, block shape and dtype (`task_winners`' arguments, `scope`);
+    tasks first finished, and trials stored, before `finished_before`."""
+    before = scope["finished_before"]
+    environments = matching_environments(
+        session, kernel_hash=scope["kernel_hash"], triton_minor=scope["triton_minor"]
+    )
+    columns = [Task.N, Task.K, Task.M, *CONFIG, Trial.latency_us]
+    block_n, block_k = block_columns(scope["block_shape"])
+    query = _measured(Trial, columns, scope | {"environments": environments}).where(
         Task.finished_at.is_not(None),
         Task.state != "failed",
-        Task.family == family,
-        Task.shape_params == shape_params,
+        Task.family == scope["family"],
+        Task.shape_params == scope["shape_params"],
         Sweep.block_n == block_n,
         Sweep.block_k == block_k,
     )
-    if finished_before is None:
-        return query
-    return query.where(Task.finished_at < finished_before, Trial.created_at < finished_before)
+    return (
+        query
+        if before is None
+        else query.where(Task.finished_at < before, Trial.created_at < before)
+    )
 
 
 def task_winners(
@@ -328,22 +325,14 @@ def task_winners(
     Raises:
         ValueError: triton_minor is not of the form "<major>.<minor>".
     """
-    environments = matching_environments(
-        session, kernel_hash=kernel_hash, triton_minor=triton_minor
-    )
-    query = _finished_trials(
-        [Task.N, Task.K, Task.M, *CONFIG, Trial.latency_us],
-        device_name=device_name,
-        block_shape=block_shape,
-        out_dtype=out_dtype,
-        family=family,
-        shape_params=shape_params,
-        environments=environments,
-        finished_before=finished_before,
-    )
-    rows = _firsts(session, query, (Task.N, Task.K, Task.M), (Trial.latency_us, Trial.trial_id))
-    rows = sorted(rows, key=lambda row: (row["N"], row["K"], row["M"]))
+    query = _finished_trials(session, locals())
+    order = (Trial.latency_us, Trial.trial_id)
+    rows = sorted(_firsts(session, query, (Task.N, Task.K, Task.M), order), key=_nkm)
     return [take(TaskWinnerRow, row, config=config_of(row)) for row in rows]
+
+
+def _nkm(row: Any) -> tuple[int, int, int]:
+    return row["N"], row["K"], row["M"]
 
 
 def related_trials(
@@ -368,19 +357,7 @@ def related_trials(
     Raises:
         ValueError: triton_minor is not of the form "<major>.<minor>".
     """
-    environments = matching_environments(
-        session, kernel_hash=kernel_hash, triton_minor=triton_minor
-    )
-    query = _finished_trials(
-        [Task.N, Task.K, Task.M, *CONFIG, Trial.latency_us],
-        device_name=device_name,
-        block_shape=block_shape,
-        out_dtype=out_dtype,
-        family=family,
-        shape_params=shape_params,
-        environments=environments,
-        finished_before=finished_before,
-    ).where(
+    query = _finished_trials(session, locals()).where(
         or_(
             and_(Task.N == N, Task.K == K, Task.M != M),
             and_(or_(Task.N != N, Task.K != K), Task.M == M),

@@ -69,6 +69,8 @@ _CLAIM_TRIES = 5
 # The error text of a task that a store error failed (`f"{type(exc).__name__}: {exc}"` of
 # SQLAlchemy's wrappers); re-running the same command re-opens such tasks.
 STORE_ERROR_PREFIXES = ("OperationalError: ", "InterfaceError: ", "TimeoutError: QueuePool")
+_NOT_FLYING = {"in_flight_config": None, "in_flight_since": None}
+_PENDING = {"state": "pending", "worker_id": None, "lease_expires_at": None}
 _ENV_KEY = ("gpu_name", "compute_capability", "driver", "cuda", "torch", "triton", "tuner")
 _CEILING_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")  # the unit is its suffix: copy_gbps
 _RETIME_KEYS = {"config", "is_default", "rounds", "latency_us", "p20_us", "p80_us"}
@@ -369,7 +371,7 @@ def _extend(session: Session, sweep: Sweep, budget: int, key: str) -> int | None
         session,
         update(Task)
         .where(Task.sweep_id == sweep.sweep_id, Task.state == "done")
-        .values(state="pending", worker_id=None, lease_expires_at=None, error=None),
+        .values(**_PENDING, error=None),
     )
     session.expire_all()
     return reopened
@@ -383,7 +385,7 @@ def reopen_store_failures(session: Session, *, sweep_id: int) -> int:
         session,
         update(Task)
         .where(Task.sweep_id == sweep_id, Task.state == "failed", store_error)
-        .values(state="pending", error=None, worker_id=None, lease_expires_at=None),
+        .values(**_PENDING, error=None),
     )
 
 
@@ -513,16 +515,8 @@ def claim_task(
     claim = (
         update(Task)
         .where(Task.task_id == pick.scalar_subquery(), _claimable(Task, now))
-        .values(
-            state="running",
-            worker_id=worker_id,
-            lease_expires_at=now + timedelta(seconds=lease_s),
-            attempts=Task.attempts + 1,
-            started_at=now,
-            error=None,
-            in_flight_config=None,
-            in_flight_since=None,
-        )
+        .values(state="running", worker_id=worker_id, attempts=Task.attempts + 1, error=None)
+        .values(lease_expires_at=now + timedelta(seconds=lease_s), started_at=now, **_NOT_FLYING)
         .returning(Task.task_id)
         .execution_options(synchronize_session=False)
     )
@@ -595,14 +589,7 @@ def finish_task(
         session,
         update(Task)
         .where(*held)
-        .values(
-            state=state,
-            error=error,
-            finished_at=first,
-            lease_expires_at=None,
-            in_flight_config=None,
-            in_flight_since=None,
-        ),
+        .values(state=state, error=error, finished_at=first, lease_expires_at=None, **_NOT_FLYING),
     )
     if check and not finished:  # the budget grew: searched again to it, by whoever claims it
         release_tasks(session, worker_id=worker_id, task_id=task_id)
@@ -617,21 +604,16 @@ def release_tasks(session: Session, *, worker_id: str, task_id: int | None = Non
         session,
         update(Task)
         .where(Task.worker_id == worker_id, Task.state == "running", *only)
-        .values(
-            state="pending",
-            worker_id=None,
-            lease_expires_at=None,
-            in_flight_config=None,
-            in_flight_since=None,
-        ),
+        .values(**_PENDING, **_NOT_FLYING),
     )
 
 
 def end_trial(session: Session, *, task_id: int, worker_id: str) -> bool:
     """Clear the config in flight, in the transaction that records the trial. False: the task
     was taken from this worker (lease expired and re-claimed, or released): roll back."""
-    cleared = update(Task).where(_held(task_id, worker_id))
-    return _returning(session, cleared.values(in_flight_config=None, in_flight_since=None)) == 1
+    return (
+        _returning(session, update(Task).where(_held(task_id, worker_id)).values(_NOT_FLYING)) == 1
+    )
 
 
 def unfinished_tasks(
@@ -670,14 +652,10 @@ class TrialInfo:
 
 def _checked(config: Mapping[str, int], status: str) -> dict[str, int]:
     """The config as six ints; ValueError for other keys, a non-positive value, a bad status."""
-    if set(config) != set(CONFIG_KEYS):
-        raise ValueError(f"config keys {sorted(config)} are not {', '.join(CONFIG_KEYS)}")
-    for name in CONFIG_KEYS:
-        _positive(f"config key {name}", [config[name]])
     if str(status) not in {s.value for s in TrialStatus}:
         statuses = ", ".join(s.value for s in TrialStatus)
         raise ValueError(f"trial status {status!r} is not one of {statuses}")
-    return {name: int(config[name]) for name in CONFIG_KEYS}
+    return _config(config, "config")
 
 
 # Core statements of a trial's record, built once (per dialect): building an ORM statement per
@@ -690,7 +668,7 @@ _HOLD = (
         _TASKS.c.worker_id == bindparam("held_worker_id"),
         _TASKS.c.state == "running",
     )
-    .values(in_flight_config=None, in_flight_since=None)
+    .values(_NOT_FLYING)
 )
 _TRIAL_COLUMNS = ("task_id", "environment_id", *CONFIG_KEYS, "is_default", "status", "latency_us")
 _TRIAL_COLUMNS += ("p20_us", "p80_us", "rel_error", "error", "measure_s", "created_at")
