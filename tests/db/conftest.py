@@ -1,4 +1,5 @@
-"""Store fixtures: a fresh store per test on a temporary SQLite file, and on PostgreSQL too.
+"""Store fixtures: a fresh store per test on a temporary SQLite file, and on PostgreSQL too; and
+the rows most store tests start from (configs, an environment, a sweep, claimed tasks, trials).
 
 PostgreSQL runs only when TUNER_TEST_PG_URL names a scratch database (for example
 `postgresql+psycopg://postgres@127.0.0.1:5432/tuner_test`): every tuner table in it is dropped
@@ -10,14 +11,31 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, text
+from sqlalchemy.orm import Session
 
+from db import repo
 from db.connection import connect, open_store
 from db.models import Base
+from tests.storefill import DENSE_SWEEP
 
 BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get("TUNER_TEST_PG_URL") else [])
+
+C0 = {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 32}
+C0 |= {"num_warps": 4, "num_stages": 2}  # the default config of these tests
+C1 = {**C0, "BLOCK_SIZE_M": 16}
+C2 = {**C0, "BLOCK_SIZE_M": 32}
+C3 = {**C0, "num_stages": 3}
+C4 = {**C0, "num_warps": 8}
+ENV = {"device_name": "NVIDIA_L20", "gpu_name": "NVIDIA L20", "compute_capability": "8.9"}
+ENV |= {"driver": "580", "cuda": "12.9", "torch": "2.11.0", "triton": "3.6.0", "tuner": "0.1.0"}
+ENV |= {"kernel_hash": "k1"}
+SWEEP: dict[str, Any] = {"device_name": "NVIDIA_L20", "model": "m", "tp": 1, "strategy": "grid"}
+SWEEP |= {"budget": 4, "space": "vllm", "seed": 0, "m_values": [1, 16], "out_dtype": "bfloat16"}
+SWEEP |= {"block_shape": (128, 128), "shapes": [(256, 512)], **DENSE_SWEEP}
 
 
 def _reset_postgresql(url: str) -> None:
@@ -46,3 +64,61 @@ def engine(store_url: str) -> Iterator[Engine]:
     opened = open_store(store_url)
     yield opened
     opened.dispose()
+
+
+def environment(session: Session, **changes: str) -> int:
+    """The environment ENV with `changes`."""
+    return repo.get_or_create_environment(session, **{**ENV, **changes})
+
+
+def sweep(session: Session, **changes: Any) -> int:
+    """The sweep SWEEP with `changes`: its id."""
+    return repo.create_sweep(session, **{**SWEEP, **changes})[0].sweep_id
+
+
+def claim_all(session: Session, sweep_id: int | None, worker_id: str = "w") -> dict[Any, int]:
+    """Claim every claimable task (of a sweep): M -> task_id, and (N, K, M) -> task_id."""
+    tasks: dict[Any, int] = {}
+    while task := repo.claim_task(session, sweep_id=sweep_id, worker_id=worker_id, lease_s=600):
+        tasks[task.M] = tasks[(task.N, task.K, task.M)] = task.task_id
+    return tasks
+
+
+def trials(session: Session, task_id: int, env: int, rows: list[tuple]) -> None:
+    """Record (config, is_default, latency_us[, status]) rows as trials of a task."""
+    for config, is_default, latency_us, *status in rows:
+        assert repo.record_trial(
+            session,
+            task_id=task_id,
+            environment_id=env,
+            config=config,
+            is_default=is_default,
+            status=status[0] if status else "ok",
+            latency_us=latency_us,
+        )
+
+
+def retime(config: dict, latency_us: float, *, is_default: bool = False) -> dict:
+    """One re-timed config, 0.5 us either side."""
+    times = {"latency_us": latency_us, "p20_us": latency_us - 0.5, "p80_us": latency_us + 0.5}
+    return {"config": config, "is_default": is_default, "rounds": 5, **times}
+
+
+def decision(config: dict, us: float, default_us: float | None = 10.0, **given: Any) -> dict:
+    """A decision keeping `config` ("fastest" unless `kept` is given)."""
+    kept = given.pop("kept", "fastest")
+    made = {"config": config, "latency_us": us, "default_latency_us": default_us}
+    made |= {"runner_up": None, "spread_us": 0.4, "kept": kept, "note": f"{kept} kept"}
+    return made | given
+
+
+def decide(session: Session, task_id: int, env: int, retimes: list, made: dict, worker="w"):
+    """record_decision of a task `worker` holds; whether it was stored."""
+    return repo.record_decision(
+        session,
+        task_id=task_id,
+        worker_id=worker,
+        environment_id=env,
+        retimes=retimes,
+        decision=made,
+    )
