@@ -68,9 +68,21 @@ def normalized_url(url: str) -> str:
 def _set_sqlite_pragmas(dbapi_connection: Any, _connection_record: Any) -> None:
     cursor = dbapi_connection.cursor()
     try:
-        # busy_timeout first, so that switching to WAL waits for other writers.
+        # busy_timeout first, so that switching to WAL waits for other writers. Switching a file
+        # to WAL needs an exclusive lock, and SQLite answers "database is locked" at once,
+        # without its busy handler, while another connection holds one (two processes opening
+        # a new store together): retry for up to the busy timeout. An in-memory database stays
+        # in "memory" mode; that answer is final too.
         cursor.execute("PRAGMA busy_timeout=30000")
-        _enable_wal(cursor)
+        deadline = time.monotonic() + 30.0
+        while True:
+            try:
+                cursor.execute("PRAGMA journal_mode=WAL")
+                break
+            except sqlite3.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
         # No fsync per commit (only at checkpoints): a worker commits once per trial, and an
         # fsync cost it 1-2 ms of wall time, GPU time lost. In WAL mode this stays consistent
         # and loses nothing when a process is killed; a power loss or OS crash may roll back
@@ -123,22 +135,6 @@ def is_read_only_url(url: str) -> bool:
     return parsed.get_backend_name() == "sqlite" and (
         query.get("mode") == "ro" or query.get("immutable") == "1"
     )
-
-
-def _enable_wal(cursor: Any) -> None:
-    # Switching a file to WAL needs an exclusive lock and SQLite answers "database is locked" at
-    # once, without its busy handler, while another connection holds one (seen with two processes
-    # opening a new store together): retry for up to the busy timeout.
-    # An in-memory database stays in "memory" mode; that answer is final too.
-    deadline = time.monotonic() + 30.0
-    while True:
-        try:
-            cursor.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
 
 
 def connect(url: str, *, pool_size: int | None = None, pool_timeout: float | None = None) -> Engine:
@@ -250,13 +246,12 @@ def dialect_insert(session: Session, entity: type[Any]) -> Any:
         NotImplementedError: the store is neither SQLite nor PostgreSQL.
     """
     dialect = session.get_bind().dialect.name
-    if dialect == "sqlite":
-        return sqlite.insert(entity)
-    if dialect == "postgresql":
-        return postgresql.insert(entity)
-    raise NotImplementedError(
-        f"store backend {dialect!r} is not supported: use SQLite or PostgreSQL"
-    )
+    module = {"sqlite": sqlite, "postgresql": postgresql}.get(dialect)
+    if module is None:
+        raise NotImplementedError(
+            f"store backend {dialect!r} is not supported: use SQLite or PostgreSQL"
+        )
+    return module.insert(entity)
 
 
 def _masked(store: Engine) -> str:

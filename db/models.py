@@ -99,6 +99,19 @@ class Device(Base):
     __table_args__ = (UniqueConstraint("device_name"),)
 
 
+# What tells two environments apart (with the device): not kernel_source and vllm, since the
+# kernel hash already differs between sources.
+ENVIRONMENT_KEY: tuple[str, ...] = (
+    "gpu_name",
+    "compute_capability",
+    "driver",
+    "cuda",
+    "torch",
+    "triton",
+)
+ENVIRONMENT_KEY += ("tuner", "kernel_hash")
+
+
 class Environment(Base):
     """The software and hardware a trial ran on; "" stands for a value that does not apply."""
 
@@ -121,19 +134,7 @@ class Environment(Base):
     )
     vllm: Mapped[str] = mapped_column(String(64), default="", server_default="")
 
-    __table_args__ = (
-        UniqueConstraint(
-            "device_id",
-            "gpu_name",
-            "compute_capability",
-            "driver",
-            "cuda",
-            "torch",
-            "triton",
-            "tuner",
-            "kernel_hash",
-        ),
-    )
+    __table_args__ = (UniqueConstraint("device_id", *ENVIRONMENT_KEY),)
 
 
 # A shape without block scales (per-tensor; None in every dataclass of db) is stored as
@@ -216,7 +217,7 @@ class Task(Base):
     task_id: Mapped[int] = mapped_column(Integer, primary_key=True)
     sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.sweep_id", ondelete="CASCADE"))
     # The kernel family (tuner.kernels.registry) and its dimensions beyond N and K, as
-    # `name=value,...` ("" for none). Every writer names the family (`db.sweeps.open_sweep`);
+    # `name=value,...` ("" for none). Every writer names the family (`db.repo.open_sweep`);
     # rows stored before families existed got theirs from the migration that added the column.
     family: Mapped[str] = mapped_column(String(32))
     shape_params: Mapped[str] = mapped_column(String(128), default="", server_default="")
@@ -303,7 +304,7 @@ class ImportedFile(Base):
     checked_arch: Mapped[int | None] = mapped_column(Integer)
     cannot_launch: Mapped[dict[str, str]] = mapped_column(JSON, default=dict, server_default="{}")
     # The kernel family the file's name parses as (`tuner.kernels.registry.family_of_file`);
-    # every writer names it (`db.imports.record_import`), older rows got theirs from the
+    # every writer names it (`db.repo.record_import`), older rows got theirs from the
     # migration that added the column.
     family: Mapped[str] = mapped_column(String(32))
     # The family's dimensions beyond N and K that the file's name carries, as tasks store them

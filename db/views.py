@@ -26,6 +26,7 @@ from sqlalchemy import Select, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from db.models import (
+    ENVIRONMENT_KEY,
     TASK_STATES,
     Ceiling,
     Decision,
@@ -48,9 +49,6 @@ OK = TrialStatus.OK.value
 # The key of a winner: one file's entry.
 KEY = (Task.family, Task.shape_params, Task.N, Task.K, Sweep.block_n, Sweep.block_k, Task.M)
 CONFIG = [getattr(Trial, name) for name in CONFIG_KEYS]
-# Environment columns a landscape file records (`tuner.measure.landscape`).
-ENVIRONMENT_FIELDS: tuple[str, ...] = ("gpu_name", "compute_capability", "driver", "cuda")
-ENVIRONMENT_FIELDS += ("torch", "triton", "tuner", "kernel_hash")
 # Trials that were never launched (compile-for-target pruning) take no measuring time.
 _NOT_MEASURED = (TrialStatus.OUT_OF_RESOURCES.value,)
 
@@ -619,7 +617,7 @@ def device_environments(session: Session, *, device_name: str) -> list[Environme
 
 @dataclass(frozen=True)
 class DeviceTrialRow:
-    """One stored trial of a device with its problem, sweep and environment (ENVIRONMENT_FIELDS;
+    """One stored trial of a device with its problem, sweep and environment (ENVIRONMENT_KEY;
     rows of one environment share one dict). `block_shape` None: per-tensor."""
 
     trial_id: int
@@ -653,7 +651,7 @@ def device_trials(
     for trial, task, sweep, env in session.execute(query.order_by(Trial.trial_id)):
         if env.environment_id not in environments:
             environments[env.environment_id] = {
-                name: getattr(env, name) for name in ENVIRONMENT_FIELDS
+                name: getattr(env, name) for name in ENVIRONMENT_KEY
             }
         rows.append(
             take(

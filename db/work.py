@@ -47,6 +47,7 @@ from sqlalchemy.orm import Session, aliased
 from db.connection import dialect_insert
 from db.models import (
     DECISION_KEPT,
+    ENVIRONMENT_KEY,
     Ceiling,
     Decision,
     Device,
@@ -71,7 +72,6 @@ _CLAIM_TRIES = 5
 STORE_ERROR_PREFIXES = ("OperationalError: ", "InterfaceError: ", "TimeoutError: QueuePool")
 _NOT_FLYING = {"in_flight_config": None, "in_flight_since": None}
 _PENDING = {"state": "pending", "worker_id": None, "lease_expires_at": None}
-_ENV_KEY = ("gpu_name", "compute_capability", "driver", "cuda", "torch", "triton", "tuner")
 _CEILING_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")  # the unit is its suffix: copy_gbps
 _RETIME_KEYS = {"config", "is_default", "rounds", "latency_us", "p20_us", "p80_us"}
 _DECISION_KEYS = {"config", "latency_us", "default_latency_us", "runner_up", "spread_us"}
@@ -140,15 +140,9 @@ def get_or_create_environment(
     """The environment_id of the environment trials ran in ("" for what does not apply), added
     if new. It is found by all but kernel_source ("builtin" or "vllm") and vllm (vLLM's version
     or ""): the first vLLM version that timed a kernel text is the one kept for it."""
-    values = dict(
-        zip(
-            _ENV_KEY,
-            (gpu_name, compute_capability, driver, cuda, torch, triton, tuner),
-            strict=True,
-        )
-    )
-    key = {"device_id": get_or_create_device(session, device_name=device_name), **values}
-    key["kernel_hash"] = kernel_hash
+    given = dict(locals())
+    key = {"device_id": get_or_create_device(session, device_name=device_name)}
+    key |= {name: given[name] for name in ENVIRONMENT_KEY}
     return _get_or_insert(session, Environment, key, kernel_source=kernel_source, vllm=vllm)
 
 
@@ -304,16 +298,13 @@ def open_sweep(
     Raises:
         ValueError: an empty grid or shape list, a non-positive size, an unknown out_dtype.
     """
+    fields = dict(locals())
+    del fields["session"]
     _validate(
-        out_dtype=out_dtype,
-        m_values=m_values,
-        shapes=shapes,
-        block_shape=block_shape,
+        **{name: fields[name] for name in ("out_dtype", "m_values", "shapes", "block_shape")},
         tp=tp,
         budget=budget,
     )
-    fields = dict(locals())
-    del fields["session"]
     key = sweep_key(**fields)
     for _ in range(3):  # another process may extend the same sweep between our reads
         sweep_id = session.scalar(select(Sweep.sweep_id).where(Sweep.sweep_key == key))

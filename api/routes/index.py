@@ -45,7 +45,7 @@ def index(request: Request) -> HTMLResponse:
             "<h2>Devices</h2><p>The store does not answer now "
             f"({escape(type(exc).__name__)}): try again, or see /health.</p>",
         )
-    # Device names are vLLM's keys (db.devices: printable ASCII without space, quote, slash or
+    # Device names are vLLM's keys (db.work: printable ASCII without space, quote, slash or
     # backslash), escaped all the same; quote() keeps them one path segment.
     devices = "".join(
         f'<li><a href="/devices/{quote(name, safe="")}/report">{escape(name)}</a>: its report</li>'

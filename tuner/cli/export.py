@@ -262,7 +262,7 @@ def imported_only_line(device_name: str, imports) -> str:
 
 def runs_summary(rows) -> str | None:
     """One line naming the sweeps whose winners were set aside for a later sweep's (per (N, K,
-    M), the decision made last stands; `db.winners`), or None when no key has several.
+    M), the decision made last stands; `db.views`), or None when no key has several.
 
     Args:
         rows: `db.repo.WinnerRow`s.

@@ -337,7 +337,7 @@ def import_files(
 def _store(
     store: Engine, planned: list[Planned], verdicts: dict[Path, Verdict], label: str
 ) -> None:
-    """Record every planned file's entries in one transaction (`db.imports.record_import`)."""
+    """Record every planned file's entries in one transaction (`db.repo.record_import`)."""
     from db import repo
     from db.repo import session_scope
 

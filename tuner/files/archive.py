@@ -84,7 +84,7 @@ VERSION_KEYS: tuple[str, ...] = ("torch", "triton", "vllm", "kernel_source")
 
 
 class VersionedEnvironmentLike(Protocol):
-    """An environment with the versions a release names (db.overview.EnvironmentRow)."""
+    """An environment with the versions a release names (db.repo.EnvironmentRow)."""
 
     @property
     def environment_id(self) -> int: ...
@@ -103,7 +103,7 @@ class VersionedEnvironmentLike(Protocol):
 
 
 class TimedInLike(Protocol):
-    """A winner naming the environment it was timed in (db.winners.WinnerRow)."""
+    """A winner naming the environment it was timed in (db.repo.WinnerRow)."""
 
     @property
     def environment_id(self) -> int | None: ...
@@ -115,7 +115,7 @@ def winner_versions(
     """Every torch, Triton and vLLM version and kernel source that the winners were timed with.
 
     Args:
-        environments: the device's environments (`db.overview.EnvironmentRow`-like: attributes
+        environments: the device's environments (`db.repo.EnvironmentRow`-like: attributes
             `environment_id` and each of `VERSION_KEYS`).
         winners: its winners (attribute `environment_id`).
 

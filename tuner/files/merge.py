@@ -108,7 +108,7 @@ def merge_shape(
 
     A winner not faster than the default config for its M (equal median included: no measured
     gain) is replaced by the default, with a note. A winner that stands over other sweeps' (see
-    `db.winners`) says so (`runs_note`). A winner that is the default config gets a
+    `db.views`) says so (`runs_note`). A winner that is the default config gets a
     note too: "was fastest" for a trial, or, for a decided winner (`decided_spread`), that no
     config beat it by more than the re-timing's spread. `existing` entries fill M without a winner;
     they were not measured here, so their notes say where they came from and claim nothing about

@@ -228,7 +228,7 @@ def _pull_args(server: str, device_name: str, number: int, engine: str) -> list[
 
 
 def release_entry(info: Any) -> dict[str, Any]:
-    """A stored release (`db.releases.ReleaseInfo`) as the fields of one entry of `GET
+    """A stored release (`db.repo.ReleaseInfo`) as the fields of one entry of `GET
     /devices/{device}/releases` that `choose_release` and the recipes read: device_name,
     number, content_sha256, files (file_name, sha256) and summary."""
     return {

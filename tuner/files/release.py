@@ -1,5 +1,5 @@
 """Publishing: a device's merged files (`tuner.files.device.device_files`) frozen in the store as
-an immutable, numbered release (`db.releases`) that downloads serve byte for byte.
+an immutable, numbered release (`db.files`) that downloads serve byte for byte.
 
 `tuner publish`, the end of `tuner sweep`, `verify --fix`, `tuner import` and the HTTP import
 route publish through `publish`; the preview routes show `candidate` without storing it.

@@ -205,7 +205,7 @@ class FamilyShapes:
         sweep_per_shape: a model's shapes of this family are tuned one sweep each (fused MoE)
             rather than in one sweep (`tuner.run.plan.model_requests`).
         sweep_key_has_family: the family's name (and its shape params) enter the key of its
-            sweeps (`db.sweeps.sweep_key`), so two families' sweeps of the same parameters
+            sweeps (`db.repo.sweep_key`), so two families' sweeps of the same parameters
             differ. False only for the dense GEMM, whose sweeps were keyed before the store
             knew families: its keys stay as stored, so those sweeps resume. A family made with
             `dataclasses.replace` of the dense one must set it back to True.

@@ -1,6 +1,6 @@
 """The plan `tuner sweep` shows before it measures: tasks, trials, distinct compiles and a time
 estimate, from what the device has measured before (the store) or its runner's stated default
-(`Runner.trial_model_s`). Pure arithmetic and text; the caller reads the store (`db.history`)."""
+(`Runner.trial_model_s`). Pure arithmetic and text; the caller reads the store (`db.views`)."""
 
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ def preview_sweeps(
     Args:
         requests: each sweep's request and what it tunes ("2 shapes", "MoE E=...").
         runner: how the sweep measures (its time model, whether it compiles for a GPU).
-        history: the device's earlier trial times (`db.history.trial_times`).
+        history: the device's earlier trial times (`db.repo.trial_times`).
         stored: trials each request's sweep already holds (0 for a new sweep), same order.
         workers: processes measuring at once (one per matching GPU; 1 on the CPU).
         compile_workers: compile processes per GPU worker (GPU runners only).

@@ -60,7 +60,7 @@ class TaskRun:
     again; new ones are recorded as they finish, so a kill loses at most one. A resumed task
     takes its warm starts (and its related trials) from the tasks finished before its first
     trial, as its first run did, so a killed sweep resumes into the trials of an uninterrupted
-    one, and an extended one (a larger budget, `db.sweeps.open_sweep`) measures only the
+    one, and an extended one (a larger budget, `db.repo.open_sweep`) measures only the
     trials an uninterrupted search at the larger budget adds (for strategies whose first
     trials do not depend on the budget: all but tpe+local, whose TPE phase is a quarter of it).
     A resumed task never stores more distinct configs than the budget allows (`trial_cap`;

@@ -1,5 +1,5 @@
 """The device_name rule every family and layer checks (`tuner.core.is_device_name`), and the
-store's check (`db.devices`), which applies it."""
+store's check (`db.work`), which applies it."""
 
 from __future__ import annotations
 

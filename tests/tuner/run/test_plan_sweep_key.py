@@ -1,4 +1,4 @@
-"""A sweep's key as `tuner sweep` makes it (`SweepRequest.sweep_fields` into `db.sweeps.sweep_key`):
+"""A sweep's key as `tuner sweep` makes it (`SweepRequest.sweep_fields` into `db.repo.sweep_key`):
 the family decides whether its name enters it. A dense sweep keeps the key stores made before
 families, so such a sweep resumes; any other family's key holds its name."""
 
@@ -39,7 +39,7 @@ def _request(**changes) -> SweepRequest:
 
 
 def _canonical(request: SweepRequest, **family) -> str:
-    """The key `db.sweeps.sweep_key` hashes: the parameters, plus `family` when given."""
+    """The key `db.repo.sweep_key` hashes: the parameters, plus `family` when given."""
     params = {
         "device_name": request.device_name,
         "model": request.model,
