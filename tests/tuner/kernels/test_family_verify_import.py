@@ -295,7 +295,7 @@ def advise(out, asked, answer) -> None:
 
 
 def test_doctor_says_what_a_registered_family_says_of_itself(monkeypatch) -> None:
-    from tuner.compare.doctor import diagnose
+    from tuner.compare.doctor import Question, diagnose
     from tuner.kernels.family import VllmServing
 
     hook = f"{__name__}:advise"
@@ -303,14 +303,7 @@ def test_doctor_says_what_a_registered_family_says_of_itself(monkeypatch) -> Non
         FAMILIES, "trio", dataclasses.replace(TRIO, serving=VllmServing(label="trio", advice=hook))
     )
     monkeypatch.setattr("tuner.compare.doctor.vllm_version", lambda: None)
-    out = diagnose(
-        arch="sm90",
-        device_name=None,
-        gpus=[],
-        versions={"triton": ""},
-        linear_backend_triton=False,
-        compare=False,
-    )
+    out = diagnose(Question("sm90", compare=False), [], {"triton": ""})
     assert out.lines[-1] == "trio on sm90 (sm90): table"
     assert out.helps == ["moe", "trio"]  # sm90: vLLM runs the Triton MoE kernel by default
     assert any(line.startswith("fused-MoE block-FP8: vLLM runs Triton") for line in out.lines)
