@@ -189,8 +189,8 @@ def test_vllms_own_selection_answers_for_the_gpu_it_sees(vllm) -> None:
         "deepseek_v3, N=7168, K=18432); it depends on the model's type and weight shapes"
     )
     assert lines[at + 1 :] == [
-        "  passed over first: FlashInferFp8DeepGEMMDynamicBlockScaledKernel its base is not "
-        "supported: has no usable FlashInfer block-scale FP8 GEMM here",
+        "  passed over first: FlashInferFp8DeepGEMMDynamicBlockScaledKernel has no usable "
+        "FlashInfer block-scale FP8 GEMM here",
         "  files read: no; --linear-backend triton makes vLLM run the Triton kernel that reads "
         "them (mount them at vllm/model_executor/layers/quantization/utils/configs/); measure "
         "first: tuner compare",
