@@ -82,6 +82,27 @@ OutDtypeOpt = Annotated[
 SeedOpt = Annotated[
     int, typer.Option(min=0, max=2**31 - 1, help="Seed of the random inputs (and of --fix).")
 ]
+HELP = """Check that the config vLLM runs from this device's files is never slower
+than vLLM's default config, on the keys and between them.
+
+For each (N, K) of the model the file is the one `tuner export` writes. The
+M values checked: every key, the M grid of the sweeps that made the file
+(or --m's list; --m all adds vLLM's 18 batch sizes), the midpoint of each
+pair of neighbouring keys (where vLLM's pick switches), and key - 1 and
+key + 1, up to 4096 or the largest key. At each M the config of the
+nearest key (ties to the smaller key, as vLLM picks it) is checked against
+the float64 reference, then timed against the default config interleaved
+(A B A B ...). It is slower when its median exceeds the default's by more
+than the larger p80 - p20 spread of the two (or 30% on the interpreter).
+Where vLLM's pick is the default config itself nothing is timed; where every
+pick is, one line says so instead of the tables.
+
+Runs on this machine's GPU matching --device, or on the CPU interpreter
+(--device interpreter: CPU timings).
+
+Exit codes: 0 every M ok (nothing timed included); 1 some M slower or failed (named on
+stderr); 2 bad input (unknown model or device, no file to check); 130 interrupted.
+"""
 # Seconds of progress the ETA averages over: all of it (a timed M can take minutes on the
 # interpreter; rich's 30 s default would leave the ETA blank there).
 ETA_WINDOW_S = 7 * 24 * 3600.0
@@ -125,6 +146,25 @@ class _Verify:
         block_shape = as_block_shape(self.model_shapes.block_shape)
         problem = Problem(M, N, K, block_shape, self.out_dtype, kernel=self.kernel)
         return self.runner.problem_runner(problem, seed=self.seed, warmup_s=WARMUP_S, rep_s=REP_S)
+
+    def first_check(self) -> list[ShapeVerification]:
+        """The check before any --fix, with its lines: which M, the shapes without a file, the
+        summary (or that nothing was timed). No file to check exits 2."""
+        no_file = core.no_file_line(self.model_shapes, self.files().explained(), self.device_name)
+        if no_file is not None:
+            raise fail(no_file)
+        if not self.runner.on_gpu:
+            plain(
+                f"note: the interpreter's timings are CPU timings, not a GPU's: a pick is slower "
+                f"only past {core.INTERPRETER_NOISE_FLOOR:.0%} of the default's median (CPU "
+                "noise) and the spread"
+            )
+        plain(core.m_set_line(self.choice))
+        results, missing = self.check(None, f"on {self.device_name}")
+        for line in missing:
+            plain(line)
+        plain(core.nothing_timed_line(results, self.device_name) or core.summary_line(results))
+        return results
 
     def check(self, only: set[tuple[int, int]] | None, title: str):
         """(results, lines of shapes without a file) of the files now, with a progress bar on
@@ -354,27 +394,7 @@ def verify(
     no_publish: NoPublishOpt = False,
     db: DbOpt = None,
 ) -> None:
-    """Check that the config vLLM runs from this device's files is never slower
-    than vLLM's default config, on the keys and between them.
-
-    For each (N, K) of the model the file is the one `tuner export` writes. The
-    M values checked: every key, the M grid of the sweeps that made the file
-    (or --m's list; --m all adds vLLM's 18 batch sizes), the midpoint of each
-    pair of neighbouring keys (where vLLM's pick switches), and key - 1 and
-    key + 1, up to 4096 or the largest key. At each M the config of the
-    nearest key (ties to the smaller key, as vLLM picks it) is checked against
-    the float64 reference, then timed against the default config interleaved
-    (A B A B ...). It is slower when its median exceeds the default's by more
-    than the larger p80 - p20 spread of the two (or 30% on the interpreter).
-    Where vLLM's pick is the default config itself nothing is timed; where every
-    pick is, one line says so instead of the tables.
-
-    Runs on this machine's GPU matching --device, or on the CPU interpreter
-    (--device interpreter: CPU timings).
-
-    Exit codes: 0 every M ok (nothing timed included); 1 some M slower or failed (named on
-    stderr); 2 bad input (unknown model or device, no file to check); 130 interrupted.
-    """
+    """`tuner verify` (HELP)."""
     model_shapes, choice = _model(model, tp, m)
     candidates = load_configs(configs)
     if not model_shapes.of(DEFAULT_FAMILY):
@@ -397,37 +417,32 @@ def verify(
     )
     if fix:
         run.finish_unfinished()
-    no_file = core.no_file_line(model_shapes, run.files().explained(), device_name)
-    if no_file is not None:
-        raise fail(no_file)
-    if not runner.on_gpu:
-        plain(
-            f"note: the interpreter's timings are CPU timings, not a GPU's: a pick is slower "
-            f"only past {core.INTERPRETER_NOISE_FLOOR:.0%} of the default's median (CPU "
-            "noise) and the spread"
-        )
-    plain(core.m_set_line(choice))
-    results, missing = run.check(None, f"on {device_name}")
-    for line in missing:
-        plain(line)
-    plain(core.nothing_timed_line(results, device_name) or core.summary_line(results))
+    results = run.first_check()
     if fix:
-        try:
-            results = core.fix_passes(
-                results, run.tune, lambda only, n: run.check(only, f"after --fix pass {n}"), plain
-            )
-        except ValueError as exc:
-            raise fail(str(exc), 1) from None
-        if not no_publish:  # the files --fix tuned are what a fleet downloads next
-            publish_device(
-                store,
-                device_name,
-                reason="verify --fix",
-                allow_stale=allow_stale,
-                allow_partial=allow_partial,
-                out_dtype=out_dtype.value,
-            )
+        results = _fix(run, results, publish=not no_publish)
     _exit_on_offending(results, fix)
+
+
+def _fix(run: _Verify, results: list[ShapeVerification], publish: bool) -> list:
+    """`--fix`'s passes; then the files they tuned published as the device's next release
+    (what a fleet downloads next). A touched shape left without a file exits 1."""
+    try:
+        results = core.fix_passes(
+            results, run.tune, lambda only, n: run.check(only, f"after --fix pass {n}"), plain
+        )
+    except ValueError as exc:
+        raise fail(str(exc), 1) from None
+    if publish:
+        stale, partial = run.allow
+        publish_device(
+            run.store,
+            run.device_name,
+            reason="verify --fix",
+            allow_stale=stale,
+            allow_partial=partial,
+            out_dtype=run.out_dtype,
+        )
+    return results
 
 
 def _exit_on_offending(results: Sequence[ShapeVerification], fix: bool) -> None:
