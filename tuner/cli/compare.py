@@ -1,7 +1,36 @@
-"""`tuner compare`: on this machine's GPU (or the interpreter), time the tuned Triton config,
-vLLM's default Triton config, torch's block-scaled FP8 matmul and vLLM's own kernels when
-importable, per (N, K, M) of a model; say which wins at decode and prefill, store it. The
-timing and the verdicts are tuner.compare.versus's."""
+"""Time the kernels vLLM could run for a model's block-FP8 GEMMs, and say
+whether `--linear-backend triton` with the tuned files pays off.
+
+Per (N, K, M), on one GPU and with the same inputs: our Triton kernel with
+the config vLLM would pick from this device's files (triton-tuned) and with
+vLLM's default config (triton-default), torch.nn.functional.scaled_mm with
+block-wise scales (torch-scaled_mm; on the interpreter, torch-dequant-cpu),
+vLLM's CUTLASS and DeepGEMM ops when vLLM is importable (vllm-cutlass,
+vllm-deepgemm), and Marlin and Humming through vLLM's own kernel classes
+(vllm-marlin, vllm-humming; their weight processing done before timing).
+Each kernel has that one name in the tables, the summary, the stored run
+and the report. Each is first checked against the float64
+reference; those that pass are timed interleaved as verify does. A kernel
+that cannot run here is shown as unavailable with the reason.
+
+Prints a table per shape, vLLM's default kernel on this GPU marked with *
+(vLLM's own selection, asked as a server of the model asks it, with its model
+type and weight shapes, where vLLM sees this GPU; else the tuner's table per
+shape, and one line says why), then
+for decode (M <= 32) and prefill (M >= 2048) the fastest kernel over the
+model's shapes, and per M, for decode and for prefill, whether
+`--linear-backend triton` with the tuned files beats vLLM's default and by
+how much. The run is stored (GET /devices/{device}/comparisons, the report).
+
+--kernel says whose Triton kernel is timed and whose trials' files are read,
+one source for both: auto is the installed vLLM's where vLLM is importable
+with the real Triton, else the builtin (whose files are those `tuner export
+--kernel auto` writes; beside a vLLM whose Triton is its placeholder, a host
+without an active GPU driver, the builtin's trials).
+
+--device interpreter times on the CPU: Triton's interpreter against torch
+on the CPU; CPU timings, useful to try the command, not to decide.
+"""
 
 from __future__ import annotations
 
@@ -56,39 +85,6 @@ RoundsOpt = Annotated[
 ]
 OutDtypeOpt = Annotated[OutDtype, typer.Option("--out-dtype", help="Output dtype.")]
 SeedOpt = Annotated[int, typer.Option(min=0, max=2**31 - 1, help="Seed of the inputs.")]
-HELP = """Time the kernels vLLM could run for a model's block-FP8 GEMMs, and say
-whether `--linear-backend triton` with the tuned files pays off.
-
-Per (N, K, M), on one GPU and with the same inputs: our Triton kernel with
-the config vLLM would pick from this device's files (triton-tuned) and with
-vLLM's default config (triton-default), torch.nn.functional.scaled_mm with
-block-wise scales (torch-scaled_mm; on the interpreter, torch-dequant-cpu),
-vLLM's CUTLASS and DeepGEMM ops when vLLM is importable (vllm-cutlass,
-vllm-deepgemm), and Marlin and Humming through vLLM's own kernel classes
-(vllm-marlin, vllm-humming; their weight processing done before timing).
-Each kernel has that one name in the tables, the summary, the stored run
-and the report. Each is first checked against the float64
-reference; those that pass are timed interleaved as verify does. A kernel
-that cannot run here is shown as unavailable with the reason.
-
-Prints a table per shape, vLLM's default kernel on this GPU marked with *
-(vLLM's own selection, asked as a server of the model asks it, with its model
-type and weight shapes, where vLLM sees this GPU; else the tuner's table per
-shape, and one line says why), then
-for decode (M <= 32) and prefill (M >= 2048) the fastest kernel over the
-model's shapes, and per M, for decode and for prefill, whether
-`--linear-backend triton` with the tuned files beats vLLM's default and by
-how much. The run is stored (GET /devices/{device}/comparisons, the report).
-
---kernel says whose Triton kernel is timed and whose trials' files are read,
-one source for both: auto is the installed vLLM's where vLLM is importable
-with the real Triton, else the builtin (whose files are those `tuner export
---kernel auto` writes; beside a vLLM whose Triton is its placeholder, a host
-without an active GPU driver, the builtin's trials).
-
---device interpreter times on the CPU: Triton's interpreter against torch
-on the CPU; CPU timings, useful to try the command, not to decide.
-"""
 # The line above the tables: what each column times ({whose}: whose Triton kernel).
 COLUMNS_LINE = (
     "columns (microseconds per GEMM): triton-tuned = {whose} with the config vLLM picks from "
@@ -112,7 +108,7 @@ def compare(
     kernel: KernelOpt = KernelChoice.auto,
     db: DbOpt = None,
 ) -> None:
-    """`tuner compare` (HELP)."""
+    """`tuner compare`: its help is this module's docstring (`app.command(help=...)`)."""
     try:
         model_shapes, m_values = load_shapes(model, tp), parse_m_values(m)
     except (UnknownModelError, ValueError) as exc:

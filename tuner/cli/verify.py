@@ -1,7 +1,24 @@
-"""`tuner verify`: time the config vLLM runs from a device's files against its default, on and
-off the keys, with a progress bar and a table per shape; `--fix` tunes the M values where it
-loses, as `tuner sweep` does. The checks are tuner.compare.verify's. Fused-MoE files are not
-verified yet (one line says so)."""
+"""Check that the config vLLM runs from this device's files is never slower
+than vLLM's default config, on the keys and between them.
+
+For each (N, K) of the model the file is the one `tuner export` writes. The
+M values checked: every key, the M grid of the sweeps that made the file
+(or --m's list; --m all adds vLLM's 18 batch sizes), the midpoint of each
+pair of neighbouring keys (where vLLM's pick switches), and key - 1 and
+key + 1, up to 4096 or the largest key. At each M the config of the
+nearest key (ties to the smaller key, as vLLM picks it) is checked against
+the float64 reference, then timed against the default config interleaved
+(A B A B ...). It is slower when its median exceeds the default's by more
+than the larger p80 - p20 spread of the two (or 30% on the interpreter).
+Where vLLM's pick is the default config itself nothing is timed; where every
+pick is, one line says so instead of the tables.
+
+Runs on this machine's GPU matching --device, or on the CPU interpreter
+(--device interpreter: CPU timings).
+
+Exit codes: 0 every M ok (nothing timed included); 1 some M slower or failed (named on
+stderr); 2 bad input (unknown model or device, no file to check); 130 interrupted.
+"""
 
 from __future__ import annotations
 
@@ -82,27 +99,6 @@ OutDtypeOpt = Annotated[
 SeedOpt = Annotated[
     int, typer.Option(min=0, max=2**31 - 1, help="Seed of the random inputs (and of --fix).")
 ]
-HELP = """Check that the config vLLM runs from this device's files is never slower
-than vLLM's default config, on the keys and between them.
-
-For each (N, K) of the model the file is the one `tuner export` writes. The
-M values checked: every key, the M grid of the sweeps that made the file
-(or --m's list; --m all adds vLLM's 18 batch sizes), the midpoint of each
-pair of neighbouring keys (where vLLM's pick switches), and key - 1 and
-key + 1, up to 4096 or the largest key. At each M the config of the
-nearest key (ties to the smaller key, as vLLM picks it) is checked against
-the float64 reference, then timed against the default config interleaved
-(A B A B ...). It is slower when its median exceeds the default's by more
-than the larger p80 - p20 spread of the two (or 30% on the interpreter).
-Where vLLM's pick is the default config itself nothing is timed; where every
-pick is, one line says so instead of the tables.
-
-Runs on this machine's GPU matching --device, or on the CPU interpreter
-(--device interpreter: CPU timings).
-
-Exit codes: 0 every M ok (nothing timed included); 1 some M slower or failed (named on
-stderr); 2 bad input (unknown model or device, no file to check); 130 interrupted.
-"""
 # Seconds of progress the ETA averages over: all of it (a timed M can take minutes on the
 # interpreter; rich's 30 s default would leave the ETA blank there).
 ETA_WINDOW_S = 7 * 24 * 3600.0
@@ -394,7 +390,7 @@ def verify(
     no_publish: NoPublishOpt = False,
     db: DbOpt = None,
 ) -> None:
-    """`tuner verify` (HELP)."""
+    """`tuner verify`: its help is this module's docstring (`app.command(help=...)`)."""
     model_shapes, choice = _model(model, tp, m)
     candidates = load_configs(configs)
     if not model_shapes.of(DEFAULT_FAMILY):
