@@ -18,7 +18,6 @@ import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.standin_vllm_kernels import add_linear_kernels
 from tests.standin_vllm_parts import (  # noqa: F401 - append and the variables: for tests
     CAPABILITY_VARIABLE,
     DENSE_VARIABLE,
@@ -243,7 +242,6 @@ def build_standin(root: Path, version: str = VERSION, *, triton_pin: str = "3.8.
     (root / "vllm" / "__init__.py").write_text(f'__version__ = "{version}"\n')
     add_basics(root)
     add_selection(root)
-    add_linear_kernels(root)
     return root
 
 

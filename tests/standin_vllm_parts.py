@@ -1,7 +1,7 @@
 """The base of the stand-in vLLM (`tests.standin_vllm`): vLLM 0.33.0's platform, config,
 triton_utils and quantization keys at its module paths with its names and signatures,
 answering from the environment variables the tests set, and the helpers the other parts
-(`tests.standin_vllm_select`, `tests.standin_vllm_kernels`) write with. No vLLM code: names,
+(`tests.standin_vllm_select`) write with. No vLLM code: names,
 signatures, module paths and behaviour only (the facts are cited where each piece is
 written)."""
 

@@ -1,6 +1,10 @@
-"""The stand-in vLLM's selection (`tests.standin_vllm`): vLLM 0.33.0's DeepGEMM helpers, its
-Humming reordering, `choose_scaled_mm_linear_kernel` over its 8 block-FP8 kernels, and the
-fused-MoE config and oracle, at its module paths with its names and signatures. No vLLM code."""
+"""The stand-in vLLM's block-FP8 linear kernels and selection (`tests.standin_vllm`): vLLM
+0.33.0's 8 kernel classes, `choose_scaled_mm_linear_kernel` and the fused-MoE config and oracle at
+its module paths with its names and signatures, answering from the environment variables of
+`tests.standin_vllm_parts`. Each kernel refuses with one rule, enough to exercise what the tuner
+does with vLLM's answers; the facts of vLLM's own table (its kernels, their order, DeepGEMM's model
+types) are checked against the real wheel in tests/engines/test_vllm_selection.py. Marlin
+computes with torch. No vLLM code."""
 
 from __future__ import annotations
 
@@ -8,121 +12,162 @@ from pathlib import Path
 
 from tests.standin_vllm_parts import SCALED_MM, append, filled
 
-# vLLM 0.33.0, vllm/utils/deep_gemm.py: the model types DeepGEMM is turned off for, per
-# Blackwell family (`_DEEPGEMM_BLACKWELL_EXCLUDED_MODEL_TYPES`); DeepGEMM runs on a Hopper or
-# Blackwell GPU with VLLM_USE_DEEP_GEMM (default 1), and for a linear layer needs bf16 output,
-# N % 64 == 0 and K % 128 == 0 (should_use_deepgemm_for_fp8_linear).
-_DEEP_GEMM_UTILS = """
+# Every class in ScaledMMLinearKernel.py; each of vLLM's modules re-exports its own.
+_KERNELS = """
 import os
+from dataclasses import dataclass
 
 import torch
 
+from vllm.config import get_current_vllm_config
 from vllm.platforms import current_platform
 
-_OFF_ON_BLACKWELL = {"qwen3_5_text": (100, 120), "qwen3_5_moe_text": (100, 120),
-                     "kolibri1": (120,)}
+PROCESSED = []
+APPLIED = []
 
 
-def is_deep_gemm_supported():
-    return (current_platform.support_deep_gemm()
-            and os.environ.get("VLLM_USE_DEEP_GEMM", "1") != "0")
+@dataclass
+class FP8ScaledMMLinearLayerConfig:
+    weight_quant_key: object
+    activation_quant_key: object
+    weight_shape: tuple
+    input_dtype: torch.dtype
+    out_dtype: torch.dtype
 
 
-def should_auto_disable_deep_gemm(model_type):
-    return any(current_platform.is_device_capability_family(family)
-               for family in _OFF_ON_BLACKWELL.get(model_type, ()))
+def _seen(compute_capability):
+    seen = current_platform.get_device_capability()
+    return compute_capability or (seen.to_int() if seen is not None else 0)
 
 
-def should_use_deepgemm_for_fp8_linear(output_dtype, weight_shape, supports_deep_gemm=None):
-    if supports_deep_gemm is None:
-        supports_deep_gemm = is_deep_gemm_supported()
-    return (supports_deep_gemm and output_dtype == torch.bfloat16
-            and weight_shape[0] % 64 == 0 and weight_shape[1] % 128 == 0)
+class FP8ScaledMMLinearKernel:
+    NEEDS = ()  # the compute capabilities it runs on; () any CUDA GPU
+
+    def __init__(self, c, layer_param_names):
+        assert self.is_supported()[0] and self.can_implement(c)[0]
+        self.config, self.layer_param_names = c, layer_param_names
+
+    @classmethod
+    def is_supported(cls, compute_capability=None):
+        if not current_platform.is_cuda():
+            return False, "needs CUDA"
+        if cls.NEEDS and _seen(compute_capability) not in cls.NEEDS:
+            return False, f"needs compute capability {cls.NEEDS}"
+        return True, None
+
+    @classmethod
+    def can_implement(cls, config):
+        return True, None
+
+
+class DeepGemmFp8BlockScaledMMKernel(FP8ScaledMMLinearKernel):
+    NEEDS = (90, 100, 120)
+
+    @classmethod
+    def can_implement(cls, config):
+        model_config = get_current_vllm_config().model_config
+        if model_config is None:
+            return False, "needs a model configuration"
+        model_type = model_config.hf_text_config.model_type
+        if model_type == "qwen3_5_text" and _seen(None) >= 100:
+            return False, f"is turned off for model type {model_type} here"
+        N, K = config.weight_shape
+        if config.out_dtype != torch.bfloat16 or N % 64 or K % 128:
+            return False, "does not take this weight shape or dtype"
+        return True, None
+
+
+class FlashInferFp8DeepGEMMDynamicBlockScaledKernel(DeepGemmFp8BlockScaledMMKernel):
+    @classmethod
+    def is_supported(cls, compute_capability=None):
+        if os.environ.get("@FLASHINFER@") != "1" or _seen(compute_capability) != 90:
+            return False, "has no usable FlashInfer block-scale FP8 GEMM here"
+        return super().is_supported(compute_capability)
+
+
+class CutlassFp8BlockScaledMMKernel(FP8ScaledMMLinearKernel):
+    NEEDS = (90, 100)  # Hopper and later: not sm89
+
+
+class B12xFp8BlockScaledMMKernel(FP8ScaledMMLinearKernel):
+    NEEDS = (120,)
+
+
+class HummingFP8ScaledMMLinearKernel(FP8ScaledMMLinearKernel):
+    @classmethod
+    def is_supported(cls, compute_capability=None):
+        return False, "Humming is not installed"
+
+
+class TritonFp8BlockScaledMMKernel(FP8ScaledMMLinearKernel):
+    pass
+
+
+class BlockWiseTorchFP8ScaledMMLinearKernel(FP8ScaledMMLinearKernel):
+    NEEDS = (90,)
+
+
+class MarlinFP8ScaledMMLinearKernel(FP8ScaledMMLinearKernel):
+    # Its "repacking" stores the dequantized weight as [K, N] float32: a caller that skipped
+    # processing gets a wrong product. PROCESSED and APPLIED count the calls.
+    def process_weights_after_loading(self, layer):
+        group_n, group_k = layer.weight_block_size
+        N, K = layer.output_size_per_partition, layer.input_size_per_partition
+        scale = layer.weight_scale_inv.repeat_interleave(group_n, 0)
+        scale = scale.repeat_interleave(group_k, 1)[:N, :K]
+        dense = (layer.weight.float() * scale).t().contiguous()
+        layer.weight = torch.nn.Parameter(dense, requires_grad=False)
+        PROCESSED.append((N, K))
+
+    def apply_weights(self, layer, x, bias=None):
+        APPLIED.append(tuple(x.shape))
+        return (x.float() @ layer.weight).to(x.dtype)
 """
+_MODULES = {
+    "deep_gemm": "DeepGemmFp8BlockScaledMMKernel",
+    "flashinfer": "FlashInferFp8DeepGEMMDynamicBlockScaledKernel",
+    "cutlass": "CutlassFp8BlockScaledMMKernel",
+    "b12x": "B12xFp8BlockScaledMMKernel",
+    "triton": "TritonFp8BlockScaledMMKernel",
+    "pytorch": "BlockWiseTorchFP8ScaledMMLinearKernel",
+    "marlin": "MarlinFP8ScaledMMLinearKernel, PROCESSED, APPLIED",
+    "humming": "HummingFP8ScaledMMLinearKernel",
+}
 
-# vLLM 0.33.0, model_executor/layers/quantization/utils/humming/priority.py: on compute
-# capability 90 Humming moves directly ahead of Marlin; every other kernel keeps its place.
-_HUMMING_PRIORITY = """
-from enum import Enum
-
-
-def prefers_humming(compute_capability=None):
-    if compute_capability is None:
-        from vllm.platforms import current_platform
-
-        seen = current_platform.get_device_capability()
-        compute_capability = seen.to_int() if seen is not None else None
-    return compute_capability == 90
-
-
-def prioritize_humming(kernels, compute_capability=None):
-    if not prefers_humming(compute_capability):
-        return kernels
-    names = [(k.name if isinstance(k, Enum) else k.__name__).lower() for k in kernels]
-    humming = next((i for i, n in enumerate(names) if "humming" in n), None)
-    marlin = next((i for i, n in enumerate(names) if "marlin" in n), None)
-    if humming is None or marlin is None or humming < marlin:
-        return kernels
-    moved = list(kernels)
-    moved.insert(marlin, moved.pop(humming))
-    return moved
-"""
-
-# vLLM 0.33.0's kernels/linear/__init__.py: the 8 block-FP8 kernels of
-# `_POSSIBLE_FP8_BLOCK_KERNELS[CUDA]` in its order; the selection walks them after the Humming
-# reordering and the --linear-backend filter (`_resolve_backend_kernels`), each refusal with its
+# kernels/linear/__init__.py: the 8 kernels in vLLM's order, Humming moved ahead of Marlin on
+# compute capability 90, the --linear-backend filter, and the walk, each refusal with its
 # reason. DENSE_VARIABLE overrides the answer (a class name, or raise:<text>).
 _LINEAR = """
 import os as _os
 
 from vllm.config import get_current_vllm_config as _get_current_vllm_config
 from vllm.config import get_current_vllm_config_or_none as _config_or_none
-from vllm.model_executor.layers.quantization.utils.humming import prioritize_humming
 from vllm.platforms import PlatformEnum as _PlatformEnum
 from vllm.platforms import current_platform as _current_platform
-from @SCALED@ import FP8ScaledMMLinearLayerConfig  # noqa: F401
-from @SCALED@.b12x import B12xFp8BlockScaledMMKernel
-from @SCALED@.cutlass import CutlassFp8BlockScaledMMKernel
-from @SCALED@.deep_gemm import DeepGemmFp8BlockScaledMMKernel
-from @SCALED@.flashinfer import FlashInferFp8DeepGEMMDynamicBlockScaledKernel
-from @SCALED@.humming import HummingFP8ScaledMMLinearKernel
-from @SCALED@.marlin import MarlinFP8ScaledMMLinearKernel
-from @SCALED@.pytorch import BlockWiseTorchFP8ScaledMMLinearKernel
-from @SCALED@.triton import TritonFp8BlockScaledMMKernel
+from @SCALED@ import ScaledMMLinearKernel as _k
 
 _POSSIBLE_FP8_BLOCK_KERNELS = {_PlatformEnum.CUDA: [
-    FlashInferFp8DeepGEMMDynamicBlockScaledKernel, DeepGemmFp8BlockScaledMMKernel,
-    CutlassFp8BlockScaledMMKernel, B12xFp8BlockScaledMMKernel, MarlinFP8ScaledMMLinearKernel,
-    HummingFP8ScaledMMLinearKernel, TritonFp8BlockScaledMMKernel,
-    BlockWiseTorchFP8ScaledMMLinearKernel]}
-_BY_BACKEND = {"triton": TritonFp8BlockScaledMMKernel, "marlin": MarlinFP8ScaledMMLinearKernel,
-               "humming": HummingFP8ScaledMMLinearKernel,
-               "deep_gemm": DeepGemmFp8BlockScaledMMKernel,
-               "cutlass": CutlassFp8BlockScaledMMKernel, "b12x": B12xFp8BlockScaledMMKernel,
-               "flashinfer_cutlass": FlashInferFp8DeepGEMMDynamicBlockScaledKernel,
-               "torch": BlockWiseTorchFP8ScaledMMLinearKernel}
+    _k.FlashInferFp8DeepGEMMDynamicBlockScaledKernel, _k.DeepGemmFp8BlockScaledMMKernel,
+    _k.CutlassFp8BlockScaledMMKernel, _k.B12xFp8BlockScaledMMKernel,
+    _k.MarlinFP8ScaledMMLinearKernel, _k.HummingFP8ScaledMMLinearKernel,
+    _k.TritonFp8BlockScaledMMKernel, _k.BlockWiseTorchFP8ScaledMMLinearKernel]}
 
 
 def _resolve_backend_kernels(kernels, layer_desc, *, quantization, compute_capability=None):
-    kernels = prioritize_humming(kernels, compute_capability)
+    kernels = list(kernels)
+    if _k._seen(compute_capability) == 90:
+        humming = kernels.pop(kernels.index(_k.HummingFP8ScaledMMLinearKernel))
+        kernels.insert(kernels.index(_k.MarlinFP8ScaledMMLinearKernel), humming)
     config = _config_or_none()
     backend = "auto" if config is None else config.kernel_config.linear_backend
-    kept = [kernel for kernel in kernels if kernel is _BY_BACKEND.get(backend)]
-    return kept or kernels
+    return [k for k in kernels if backend in k.__name__.lower()] or kernels
 
 
 def is_supported_and_can_implement_kernel(kernel, config, compute_capability):
-    if kernel.__name__ in _os.environ.get("VLLM_DISABLED_KERNELS", "").split(","):
-        return False, f"{kernel.__name__} is disabled by VLLM_DISABLED_KERNELS"
-    seen = _current_platform.get_device_capability()
-    if compute_capability is None and seen is not None:
-        compute_capability = seen.to_int()
-    supported, why = kernel.is_supported(compute_capability)
-    if not supported:
-        return False, f"{kernel.__name__} {why}."
-    implements, why = kernel.can_implement(config)
-    if not implements:
-        return False, f"{kernel.__name__} {why}."
+    supported = kernel.is_supported(_k._seen(compute_capability))
+    for ok, why in (supported, kernel.can_implement(config)):
+        if not ok:
+            return False, f"{kernel.__name__} {why}."
     return True, ""
 
 
@@ -138,14 +183,11 @@ def choose_scaled_mm_linear_kernel(config, possible_kernels, compute_capability=
                                        compute_capability=compute_capability)
     if answer:
         return next((k for k in kernels if k.__name__ == answer), None) or type(answer, (), {})
-    reasons = []
     for kernel in kernels:
-        ok, why = is_supported_and_can_implement_kernel(kernel, config, compute_capability)
-        if ok:
+        if is_supported_and_can_implement_kernel(kernel, config, compute_capability)[0]:
             return kernel
-        reasons.append(why)
-    raise ValueError("stand-in: no kernel can implement the layer: " + "; ".join(reasons))
-""".replace("@SCALED@", SCALED_MM)
+    raise ValueError("stand-in: no kernel can implement the layer")
+"""
 
 _MOE_ACTIVATION = """
 from enum import Enum
@@ -226,18 +268,16 @@ def select_fp8_moe_backend(config, weight_key, activation_key, allow_vllm_cutlas
 
 
 def add_selection(root: Path) -> None:
-    """vLLM 0.33.0's selection functions at its module paths with its signatures
-    (utils/deep_gemm.py, quantization/utils/humming/, kernels/linear/__init__.py,
-    fused_moe/config.py and oracle/fp8.py), answering from the environment variables of
-    `tests.standin_vllm_parts`; no vLLM code."""
+    """The kernel classes at vLLM 0.33.0's module paths (scaled_mm/*.py), its selection
+    (kernels/linear/__init__.py) and its fused-MoE config and oracle (fused_moe/config.py,
+    oracle/fp8.py)."""
+    append(root, f"{SCALED_MM}.ScaledMMLinearKernel", filled(_KERNELS))
+    for module, names in _MODULES.items():
+        append(
+            root, f"{SCALED_MM}.{module}", f"from .ScaledMMLinearKernel import {names}  # noqa\n"
+        )
     for module, text in (  # packages: their text goes in __init__.py
-        ("vllm.utils.deep_gemm", _DEEP_GEMM_UTILS),
-        (
-            "vllm.model_executor.layers.quantization.utils.humming.__init__",
-            "\nfrom .priority import prefers_humming, prioritize_humming  # noqa: F401\n",
-        ),
-        ("vllm.model_executor.layers.quantization.utils.humming.priority", _HUMMING_PRIORITY),
-        ("vllm.model_executor.kernels.linear.__init__", _LINEAR),
+        ("vllm.model_executor.kernels.linear.__init__", _LINEAR.replace("@SCALED@", SCALED_MM)),
         ("vllm.model_executor.layers.fused_moe.activation", _MOE_ACTIVATION),
         ("vllm.model_executor.layers.fused_moe.config", _MOE_CONFIG),
         ("vllm.model_executor.layers.fused_moe.oracle.fp8", _MOE_ORACLE),

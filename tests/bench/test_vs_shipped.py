@@ -13,8 +13,8 @@ import pytest
 from sqlalchemy import text
 
 from db.connection import open_store, session_scope
+from tests.bench.shippedfakes import CEILINGS, FAST, SLOW, A, D, FakeRunner, write_shipped
 from tests.storefill import fill
-from tests.tuner.compare.shippedfakes import CEILINGS, FAST, SLOW, A, D, FakeRunner, write_shipped
 from tuner.files.provenance import current_kernel_hash, installed_triton_minor
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,6 +9,7 @@ import math
 import sqlite3
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from typer.testing import CliRunner
@@ -19,6 +20,7 @@ from tuner.cli.app import app
 
 runner = CliRunner()
 DEVICE = "TRITON_INTERPRETER"
+COMPARE = "compare --device interpreter --model tiny --m 1 --rounds 2 --interpreter-reps 1".split()
 
 
 def test_compare_tiny_on_the_interpreter(tmp_path: Path) -> None:
@@ -31,28 +33,12 @@ def test_compare_tiny_on_the_interpreter(tmp_path: Path) -> None:
         model="tiny",
         m_values=(1,),
     )
-    result = runner.invoke(
-        app,
-        [
-            "compare",
-            "--device",
-            "interpreter",
-            "--model",
-            "tiny",
-            "--m",
-            "1",
-            "--rounds",
-            "2",
-            "--interpreter-reps",
-            "1",
-            "--db",
-            db,
-        ],
-    )
+    result = runner.invoke(app, [*COMPARE, "--db", db])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert "triton-tuned: M=1 16x64x128 g1 w4 s3" in lines
-    assert "not timed: vllm-marlin: CPU run: vLLM's GPU kernels are not timed" in lines
+    assert "not timed: vllm-cutlass: CPU run: vLLM's GPU kernels are not timed" in lines
+    assert any(line.startswith("not timed: vllm-marlin: MarlinFP8ScaledMMLinear") for line in lines)
     assert any(line.startswith("decode (M <= 32): ") for line in lines)
     assert "prefill (M >= 2048): no point where the kernels could all be compared" in lines
     assert lines[-1] == f"stored as comparison 1 of {DEVICE}"
@@ -78,6 +64,7 @@ def test_compare_tiny_on_the_interpreter(tmp_path: Path) -> None:
         (256, "vllm-cutlass"): "unavailable",
         (256, "vllm-deepgemm"): "unavailable",
         (256, "vllm-marlin"): "unavailable",
+        (256, "vllm-humming"): "unavailable",
         (576, "triton-tuned"): "unavailable",
         (576, "triton-default"): "ok",
         (576, "torch-dequant-cpu"): "ok",
@@ -85,6 +72,7 @@ def test_compare_tiny_on_the_interpreter(tmp_path: Path) -> None:
         (576, "vllm-cutlass"): "unavailable",
         (576, "vllm-deepgemm"): "unavailable",
         (576, "vllm-marlin"): "unavailable",
+        (576, "vllm-humming"): "unavailable",
     }
     tuned = next(p for p in stored.points if (p.N, p.backend) == (256, "triton-tuned"))
     assert tuned.note == "16x64x128 g1 w4 s3" and tuned.p20_us <= tuned.latency_us <= tuned.p80_us
@@ -159,7 +147,7 @@ def standin(tmp_path, monkeypatch):
     selection answering Marlin; its modules dropped from sys.modules afterwards."""
     monkeypatch.setenv(CAPABILITY_VARIABLE, "8.9")
     monkeypatch.setattr(
-        "tuner.compare.vllm_default.vllm_choice",
+        "tuner.cli.compare.vllm_choice",
         lambda N, K, out_dtype, model_type: "MarlinFP8ScaledMMLinearKernel",
     )
     with importable(build_standin(tmp_path / "site"), monkeypatch) as root:
@@ -170,7 +158,7 @@ def test_compare_inside_vllm_times_marlin_against_tuned_triton(
     tmp_path: Path, standin, monkeypatch
 ) -> None:
     from tuner.compare.backends import CandidateRunner
-    from tuner.compare.vllm_default import beats
+    from tuner.compare.versus import beats
 
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     # The builtin kernel's trials pick SLOW at M=1, vLLM's kernel's pick FAST: with vLLM
@@ -198,24 +186,7 @@ def test_compare_inside_vllm_times_marlin_against_tuned_triton(
         workloads.append((problem.N, problem.kernel, type(self.workload).__name__))
 
     monkeypatch.setattr(CandidateRunner, "__init__", spy)
-    result = runner.invoke(
-        app,
-        [
-            "compare",
-            "--device",
-            "interpreter",
-            "--model",
-            "tiny",
-            "--m",
-            "1",
-            "--rounds",
-            "2",
-            "--interpreter-reps",
-            "1",
-            "--db",
-            db,
-        ],
-    )
+    result = runner.invoke(app, [*COMPARE, "--db", db])
     assert result.exit_code == 0, result.output
     assert workloads == [(256, "vllm", "VllmDenseWorkload"), (576, "vllm", "VllmDenseWorkload")]
     assert (
@@ -297,7 +268,8 @@ def test_without_vllm_auto_reads_vllm_kernel_files_and_says_they_are_timed_with_
     importlib.invalidate_caches()
     engine = open_store(db)
     try:
-        tuned = _tuned(engine, DEVICE, "bfloat16", (128, 128), kernel="auto", timed="builtin")
+        run = SimpleNamespace(out_dtype="bfloat16", block_shape=(128, 128), kernel="builtin")
+        tuned = _tuned(engine, DEVICE, run, "auto")
     finally:
         engine.dispose()
     assert tuned == {(256, 384): {1: FAST}}
@@ -317,16 +289,22 @@ def _gpu_table(monkeypatch, width: int) -> list[str]:
 
     from tuner.cli import compare as compare_cli
     from tuner.cli import output
-    from tuner.compare.kernel_names import BACKENDS, TORCH_CPU
-    from tuner.compare.versus import OK, BackendTime, ComparePoint
-    from tuner.compare.vllm_default import BY_SELECTION, VllmDefault
+    from tuner.compare.versus import (
+        BACKENDS,
+        BY_SELECTION,
+        TORCH_CPU,
+        BackendTime,
+        ComparePoint,
+        VllmDefault,
+    )
+    from tuner.core import ComparisonStatus
 
     out = io.StringIO()
     console = Console(file=out, width=width, color_system=None)
     monkeypatch.setattr(compare_cli, "console", console)
     monkeypatch.setattr(output, "console", console)
     times = tuple(
-        BackendTime(n, OK, 10.0 + i, 10.0 + i, 10.0 + i)
+        BackendTime(n, ComparisonStatus.OK, 10.0 + i, 10.0 + i, 10.0 + i)
         for i, n in enumerate(n for n in BACKENDS if n != TORCH_CPU)
     )
     marlin = VllmDefault(("vllm-marlin",), "MarlinFP8ScaledMMLinearKernel", BY_SELECTION)
@@ -336,28 +314,14 @@ def _gpu_table(monkeypatch, width: int) -> list[str]:
 
 def test_the_table_heads_each_kernel_with_its_one_name(monkeypatch) -> None:
     wide = _gpu_table(monkeypatch, 140)
-    assert wide[1].split() == [
-        "M",
-        "triton-tuned",
-        "triton-default",
-        "torch-scaled_mm",
-        "vllm-deepgemm",
-        "vllm-cutlass",
-        "vllm-marlin*",
-        "vllm-humming",
-        "fastest",
-    ]
-    assert wide[3].split() == [
-        "1",
-        "10.0",
-        "11.0",
-        "12.0",
-        "13.0",
-        "14.0",
-        "15.0",
-        "16.0",
-        "triton-tuned",
-    ]
+    assert (
+        wide[1].split()
+        == (
+            "M triton-tuned triton-default torch-scaled_mm vllm-deepgemm vllm-cutlass vllm-marlin* "
+            "vllm-humming fastest"
+        ).split()
+    )
+    assert wide[3].split() == "1 10.0 11.0 12.0 13.0 14.0 15.0 16.0 triton-tuned".split()
     assert wide[4] == (
         "* vLLM's default kernel here: MarlinFP8ScaledMMLinearKernel (from vLLM's own selection)"
     )

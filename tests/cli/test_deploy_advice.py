@@ -215,17 +215,16 @@ def test_no_flag_for_sglang_or_the_interpreter(store: str, no_server, fmt: str) 
     assert " ".join(INTERPRETER_ADVICE) in " ".join(comments(cpu.stdout))
 
 
-@pytest.mark.parametrize("device_name", DEVICES)
-def test_the_http_mounts_route_every_format(store: str, device_name: str) -> None:
+@pytest.mark.parametrize(("device_name", "fmt"), [("NVIDIA_L20", "docker"), ("NVIDIA_H200", "k8s")])
+def test_the_http_mounts_route(store: str, device_name: str, fmt: str) -> None:
+    """The route serves what `tuner mounts` prints (the same function); its own errors."""
     with TestClient(create_app(Settings(db_url=store))) as client:
-        for fmt in FORMATS:
-            response = client.get(
-                f"/devices/{DEVICES[device_name]}/mounts", params={"format": fmt, "server": SERVER}
-            )
-            assert response.status_code == 200, response.text
-            assert_advice(response.text, device_name)
-            assert_flag(response.text, fmt)
-            assert_pastes(response.text, fmt)
+        response = client.get(
+            f"/devices/{DEVICES[device_name]}/mounts", params={"format": fmt, "server": SERVER}
+        )
+        assert response.status_code == 200, response.text
+        assert_advice(response.text, device_name)
+        assert_flag(response.text, fmt)
         pinned = client.get(
             f"/devices/{DEVICES[device_name]}/mounts",
             params={"format": "k8s-pull", "release": 1, "server": SERVER},
@@ -309,19 +308,6 @@ def test_the_sweep_recipes_carry_the_advice(device: str, first: str) -> None:
         found = comments(run.stdout)
         at = found.index(first)
         assert found[at + 3 if device == "L20" else at + 4 :][:4] == FLAG_SENTENCE
-
-
-def test_mounts_help_says_what_kernel_picks_there() -> None:
-    run = runner.invoke(app, ["mounts", "--help"])
-    flat = " ".join(run.stdout.split())
-    assert "time" not in flat.split("--kernel <auto|vllm|builtin>")[1].split("--db")[0]
-    assert (
-        "--kernel <auto|vllm|builtin> From the store, as `tuner export --kernel`. Whose "
-        "kernel's trials the files are merged from: vllm (trials of vLLM's own kernel, a sweep "
-        "inside the serving image), builtin (the tuner's copies), auto (vllm where vLLM is "
-        "importable here or the device has trials of it, else builtin). Not used with "
-        "--files. [default: auto]"
-    ) in flat
 
 
 @pytest.mark.parametrize("fmt", ["k8s", "k8s-pull"])

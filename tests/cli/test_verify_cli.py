@@ -3,10 +3,8 @@ resume, and one end-to-end run on the interpreter after a real sweep of the `tin
 
 import importlib
 import json
-import os
 import re
 import sqlite3
-import subprocess
 import sys
 
 import pytest
@@ -17,8 +15,6 @@ from tests.storefill import DEFAULT, FAST, fill
 from tuner.cli import app as cli
 from tuner.cli import output
 from tuner.cli import verify as cli_verify
-from tuner.compare.verify import check_points
-from tuner.compare.verify_run import shape_grid
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.measure.trial import TrialResult
@@ -77,99 +73,48 @@ class FakeRunner:
 
 @pytest.fixture
 def fake_runner(monkeypatch):
+    """What the fake runners ran, in order; each entry's kernel source in `kernels`."""
     log: list = []
 
-    def factory(runner, **_):
-        assert runner.name == "interpreter"
-        return lambda N, K, M: FakeRunner(M, log)
+    def make(self, N, K, M):
+        assert self.runner.name == "interpreter"
+        log.append(("kernel", self.kernel))
+        return FakeRunner(M, log)
 
-    monkeypatch.setattr(cli_verify, "_runner_factory", factory)
+    monkeypatch.setattr(cli_verify._Verify, "make_runner", make)
     monkeypatch.setattr(output.console, "_width", 220)  # one table row per line
     return log
 
 
+def ran(log):
+    return [entry for entry in log if entry[0] == "check"]
+
+
+def _fill(url, fast=FAST, kernel="builtin"):
+    """TRITON_INTERPRETER with keys 1 and 16 for both tiny shapes: `fast` won M=1 of
+    (256, 384), the default config everything else."""
+    ok_default = [(DEFAULT, True, "ok", 100.0)]
+    trials = {(*shape, M): ok_default for shape in (SMALL, BIG) for M in (1, 16)}
+    if fast is not None:
+        trials[(*SMALL, 1)] = [*ok_default, (fast, False, "ok", 50.0)]
+    fill(
+        url, trials, device_name="TRITON_INTERPRETER", model="tiny", m_values=(1, 16), kernel=kernel
+    )
+
+
 @pytest.fixture
 def store(tmp_path):
-    """TRITON_INTERPRETER with keys 1 and 16 for both tiny shapes: FAST won M=1 of (256, 384),
-    the default config everything else (kernel hash "abc123": stale)."""
+    """`_fill`'s store, its trials timed by another kernel (hash "abc123": stale)."""
     url = f"sqlite:///{tmp_path}/tuner.db"
-    ok_default = [(DEFAULT, True, "ok", 100.0)]
-    fill(
-        url,
-        {
-            (*SMALL, 1): [*ok_default, (FAST, False, "ok", 50.0)],
-            (*SMALL, 16): ok_default,
-            (*BIG, 1): ok_default,
-            (*BIG, 16): ok_default,
-        },
-        device_name="TRITON_INTERPRETER",
-        model="tiny",
-        m_values=(1, 16),
-    )
-    with sqlite3.connect(tmp_path / "tuner.db") as connection:  # timed by another kernel
+    _fill(url)
+    with sqlite3.connect(tmp_path / "tuner.db") as connection:
         connection.execute("UPDATE environments SET kernel_hash = 'abc123'")
     return url, tmp_path
 
 
 def verify(url, *args, m=("--m", "1,16")):
-    return runner.invoke(
-        cli.app,
-        [
-            "verify",
-            "--device",
-            "interpreter",
-            "--model",
-            "tiny",
-            *m,
-            "--rounds",
-            "3",
-            "--db",
-            url,
-            *args,
-        ],
-    )
-
-
-def test_shape_grid_default_is_the_sweeps_grid_and_all_adds_vllms_18():
-    keys, sweep_grid = (1, 16, 32), (1, 16, 32, 64)
-    assert check_points(keys, shape_grid(None, sweep_grid)) == [
-        1,
-        2,
-        8,
-        15,
-        16,
-        17,
-        24,
-        31,
-        32,
-        33,
-        64,
-    ]
-    assert check_points(keys, shape_grid("all", sweep_grid)) == [
-        1,
-        2,
-        4,
-        8,
-        15,
-        16,
-        17,
-        24,
-        31,
-        32,
-        33,
-        48,
-        64,
-        96,
-        128,
-        256,
-        512,
-        1024,
-        1536,
-        2048,
-        3072,
-        4096,
-    ]
-    assert shape_grid((2, 3), sweep_grid) == [2, 3]
+    args = ["--device", "interpreter", "--model", "tiny", *m, "--rounds", "3", "--db", url, *args]
+    return runner.invoke(cli.app, ["verify", *args])
 
 
 def test_the_device_is_resolved_once_among_the_gpus_then_looked_up_in_the_store(
@@ -216,7 +161,7 @@ def test_bad_input_is_one_line_and_exit_2(store, fake_runner, no_visible_gpu):
         "(--allow-stale uses them); N=576,K=256: no M has a winner: nothing to write; M=1, 16 "
         "only have trials of another kernel or Triton (--allow-stale uses them))"
     )
-    assert fake_runner == []
+    assert ran(fake_runner) == []
 
 
 def test_off_grid_loss_is_flagged_and_default_picks_are_not_timed(store, fake_runner):
@@ -253,7 +198,7 @@ def test_off_grid_loss_is_flagged_and_default_picks_are_not_timed(store, fake_ru
         "error: vLLM's pick is slower than its default config or failed at 1 M value(s); "
         "`--fix` tunes these M values",
     ]
-    assert fake_runner == [("check", M, short) for M in (1, 2, 8) for short in (fast, default)]
+    assert ran(fake_runner) == [("check", M, s) for M in (1, 2, 8) for s in (fast, default)]
 
 
 def test_a_loss_inside_the_interpreters_noise_is_no_verdict(store, fake_runner, monkeypatch):
@@ -301,32 +246,14 @@ def test_default_m_set_is_the_sweeps_grid_and_m_all_adds_vllms_18(store, fake_ru
         "vLLM's nearest-key pick switches) and key - 1, key + 1"
     ) in every.stdout.splitlines()
     rows = sections(every.stdout)["N=256,K=384"]
-    assert column(rows, 0) == [
-        "1",
-        "2",
-        "4",
-        "8",
-        "15",
-        "16",
-        "17",
-        "24",
-        "32",
-        "48",
-        "64",
-        "96",
-        "128",
-        "256",
-        "512",
-        "1024",
-        "1536",
-        "2048",
-        "3072",
-        "4096",
-    ]
+    assert (
+        column(rows, 0)
+        == "1 2 4 8 15 16 17 24 32 48 64 96 128 256 512 1024 1536 2048 3072 4096".split()
+    )
     assert [row[-1] for row in rows[:4]] == ["ok", "ok", "ok", "slower"]  # FAST from key 1
     # the bar counts only the M where a kernel runs: 1, 2, 4 and 8 run FAST against the default
     assert PROGRESS.match(every.stderr.splitlines()[0]).groups() == ("4", "4")
-    assert len(fake_runner) == 4 * 2 + 3 * 2  # checks of both configs: 4 M now, 3 before
+    assert len(ran(fake_runner)) == 4 * 2 + 3 * 2  # checks of both configs: 4 M now, 3 before
 
 
 def test_wrong_result_is_a_failure(store, fake_runner, monkeypatch):
@@ -361,31 +288,54 @@ def _tasks(tmp_path):
         ).fetchall()
 
 
-def test_fix_tunes_the_offending_m_and_checks_it_again(store, fake_runner):
-    url, tmp_path = store
-    result = verify(
-        url,
-        "--allow-stale",
-        "--fix",
-        "--configs",
-        _default_only(tmp_path),
-        "--strategy",
-        "grid",
-        "--interpreter-reps",
-        "1",
-    )
+def test_nothing_to_time_is_one_line_and_exit_0(tmp_path, fake_runner):
+    url = f"sqlite:///{tmp_path}/tuner.db"
+    _fill(url, fast=None)
+    result = verify(url)
     assert result.exit_code == 0, result.output
-    # one sweep for the one shape with a slower M, at that M only
-    assert _tasks(tmp_path) == [(2, "tiny", 1, 256, 384, 8, "done")]
-    found = sections(result.stdout)
-    assert "--fix: sweep 2 (new): N=256,K=384 at M=8, grid, 1 worker(s)" in result.stdout
-    # The shape is checked again in full: key 8 brings midpoints 4 and 12 and neighbours 7, 9.
-    again = found["N=256,K=384 again"]
+    assert result.stdout.splitlines()[-1] == (
+        "nothing to time: at all 12 M value(s) of 2 shape(s) vLLM's pick from "
+        "TRITON_INTERPRETER's files is its default config, the baseline itself (the sweeps "
+        "found no faster config there; `tuner winners` shows them); nothing is slower"
+    )
+    assert sections(result.stdout) == {}  # no table of "ok (default)" rows
+    assert result.stderr == ""  # no "0/0 timed M" bar
+    assert fake_runner == []  # nothing ran
+
+
+def test_inside_vllm_fix_tunes_the_offending_m_with_vllms_kernel_and_checks_again(
+    tmp_path, monkeypatch, fake_runner
+):
+    """With vLLM importable the files come from its kernel's trials: verify times that kernel,
+    --fix's trials time it too, and the shape is checked again in full with the new key."""
+    root = build_standin(tmp_path / "site")
+    monkeypatch.syspath_prepend(str(root))
+    importlib.invalidate_caches()
+    url = f"sqlite:///{tmp_path}/tuner.db"
+    _fill(url, kernel="vllm")
+    try:
+        result = verify(url, "--fix", "--configs", _default_only(tmp_path))
+    finally:
+        for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
+            del sys.modules[name]
+    assert result.exit_code == 0, result.output
+    assert {entry[1] for entry in fake_runner if entry[0] == "kernel"} == {"vllm"}
+    with sqlite3.connect(tmp_path / "tuner.db") as connection:
+        fixed = connection.execute(
+            "SELECT DISTINCT s.space, e.kernel_source, e.vllm, t.N, t.K, t.M, t.state FROM trials "
+            "JOIN tasks t USING (task_id) JOIN sweeps s USING (sweep_id) JOIN environments e "
+            "USING (environment_id) WHERE s.sweep_id = 2"
+        ).fetchall()
+    # one sweep for the one shape with a slower M, at that M only, of vLLM's kernel
+    ((space, source, version, *task),) = fixed
+    assert space.startswith("custom:") and space.endswith(f"@kernel:vllm-{VERSION}")
+    assert (source, version, task) == ("vllm", VERSION, [256, 384, 8, "done"])
+    assert "--fix of N=256,K=384 x 1 M" in result.stdout
+    # checked again in full: key 8 brings midpoints 4 and 12 and neighbours 7, 9
+    again = sections(result.stdout)["N=256,K=384 again"]
     assert column(again, 0) == ["1", "2", "4", "7", "8", "9", "12", "15", "16", "17"]
     assert column(again, 1) == ["1", "1", "1", "8", "8", "8", "8", "16", "16", "16"]
-    assert again[4] == [
-        "8",
-        "8",
+    assert again[4][2:] == [
         KernelConfig.from_dict(DEFAULT).short(),
         "-",
         "-",
@@ -394,136 +344,40 @@ def test_fix_tunes_the_offending_m_and_checks_it_again(store, fake_runner):
         "ok (default)",
     ]
     assert "after --fix pass 1: 1 shape(s), 10 M values: 10 ok" in result.stdout
-    assert "--fix: sweep 3" not in result.stdout  # nothing left for a second pass
-    # the next check sees the same keys 1, 8, 16 and the same verdicts
-    after = verify(url, "--allow-stale")
-    assert after.exit_code == 0, after.output
-    assert sections(after.stdout)["N=256,K=384"] == again
+    assert "--fix of N=256,K=384 x 1 M" not in result.stdout.split("after --fix pass 1")[1]
+
+
+def _default_only(tmp_path):
+    path = tmp_path / "default.json"
+    path.write_text(json.dumps([DEFAULT]))
+    return str(path)
+
+
+def _tasks(tmp_path):
+    with sqlite3.connect(tmp_path / "tuner.db") as connection:
+        return connection.execute(
+            "SELECT s.sweep_id, s.model, s.tp, t.N, t.K, t.M, t.state FROM tasks t "
+            "JOIN sweeps s USING (sweep_id) WHERE s.model = 'tiny' AND s.tp = 1 "
+            "ORDER BY s.sweep_id, t.N, t.M"
+        ).fetchall()
 
 
 def test_fix_first_finishes_unfinished_sweeps_so_an_interrupted_fix_resumes(store, fake_runner):
     url, tmp_path = store
     configs = _default_only(tmp_path)
-    planned = runner.invoke(
-        cli.app,
-        [
-            "sweep",
-            "--device",
-            "interpreter",
-            "--model",
-            "tiny",
-            "--m",
-            "8",
-            "--configs",
-            configs,
-            "--strategy",
-            "grid",
-            "--no-run",
-            "--db",
-            url,
-        ],
-    )
+    sweep = ["sweep", "--device", "interpreter", "--model", "tiny", "--m", "8", "--db", url]
+    planned = runner.invoke(cli.app, [*sweep, "--configs", configs, "--no-run"])
     assert planned.exit_code == 0, planned.output
     partial = verify(url, "--allow-stale")
     assert partial.exit_code == 2
     assert "no winner yet for M=8" in partial.stderr
-    resumed = verify(
-        url,
-        "--allow-stale",
-        "--fix",
-        "--configs",
-        configs,
-        "--strategy",
-        "grid",
-        "--interpreter-reps",
-        "1",
-    )
+    resumed = verify(url, "--allow-stale", "--fix", "--configs", configs, "--no-publish")
     assert resumed.exit_code == 0, resumed.output
     assert "resuming sweep 2 (M=8)" in resumed.stdout
     assert [row[-1] for row in _tasks(tmp_path)] == ["done", "done"]
-    assert "--fix:" not in resumed.stdout  # nothing left to fix
-    assert column(sections(resumed.stdout)["N=256,K=384"], 1) == [
-        "1",
-        "1",
-        "1",
-        "8",
-        "8",
-        "8",
-        "8",
-        "16",
-        "16",
-        "16",
-    ]
-
-
-def test_inside_vllm_verify_and_fix_time_vllms_kernel(tmp_path, monkeypatch):
-    """With vLLM importable the files come from its kernel's trials: verify times that kernel,
-    and --fix's trials time it too, so the next check sees their keys."""
-    root = build_standin(tmp_path / "site")
-    monkeypatch.syspath_prepend(str(root))
-    importlib.invalidate_caches()
-    url = f"sqlite:///{tmp_path}/tuner.db"
-    ok_default = [(DEFAULT, True, "ok", 100.0)]
-    fill(
-        url,
-        {
-            (*SMALL, 1): [*ok_default, (FAST, False, "ok", 50.0)],
-            (*SMALL, 16): ok_default,
-            (*BIG, 1): ok_default,
-            (*BIG, 16): ok_default,
-        },
-        device_name="TRITON_INTERPRETER",
-        model="tiny",
-        m_values=(1, 16),
-        kernel="vllm",
-    )
-    log: list = []
-    kernels = set()
-
-    def factory(runner, *, kernel, **_):
-        kernels.add(kernel)
-        return lambda N, K, M: FakeRunner(M, log)
-
-    monkeypatch.setattr(cli_verify, "_runner_factory", factory)
-    monkeypatch.setattr(output.console, "_width", 220)
-    try:
-        result = verify(
-            url,
-            "--fix",
-            "--configs",
-            _default_only(tmp_path),
-            "--strategy",
-            "grid",
-            "--interpreter-reps",
-            "1",
-        )
-        with sqlite3.connect(tmp_path / "tuner.db") as connection:
-            fixed = connection.execute(
-                "SELECT DISTINCT s.space, e.kernel_source, e.vllm FROM trials JOIN tasks t "
-                "USING (task_id) JOIN sweeps s USING (sweep_id) JOIN environments e USING "
-                "(environment_id) WHERE s.sweep_id = 2"
-            ).fetchall()
-    finally:
-        for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
-            del sys.modules[name]
-    assert result.exit_code == 0, result.output
-    assert kernels == {"vllm"}
-    ((space, source, version),) = fixed
-    assert (space.startswith("custom:"), space.split("@")[1:]) == (True, [f"kernel:vllm-{VERSION}"])
-    assert (source, version) == ("vllm", VERSION)
-    assert "after --fix pass 1: 1 shape(s), 10 M values: 10 ok" in result.stdout
-    assert column(sections(result.stdout)["N=256,K=384 again"], 1) == [
-        "1",
-        "1",
-        "1",
-        "8",
-        "8",
-        "8",
-        "8",
-        "16",
-        "16",
-        "16",
-    ]
+    assert "--fix of" not in resumed.stdout  # nothing left to fix
+    keys = column(sections(resumed.stdout)["N=256,K=384"], 1)
+    assert keys == ["1", "1", "1", "8", "8", "8", "8", "16", "16", "16"]
 
 
 # End to end: a real sweep, then a real check on the interpreter (timings are the CPU's).
@@ -537,77 +391,33 @@ CANDIDATE = {
 }
 
 
-def tuner(*args, cwd):
-    env = {**os.environ, "COLUMNS": "220"}
-    return subprocess.run(
-        [sys.executable, "-m", "tuner.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-
-def test_end_to_end_on_the_interpreter(tmp_path):
+def test_end_to_end_on_the_interpreter(tmp_path, monkeypatch):
     url = f"sqlite:///{tmp_path}/tuner.db"
     configs = tmp_path / "configs.json"
     configs.write_text(json.dumps([CANDIDATE]))
-    swept = tuner(
-        "sweep",
-        "--device",
-        "interpreter",
-        "--model",
-        "tiny",
-        "--m",
-        "1,16",
-        "--configs",
-        str(configs),
-        "--strategy",
-        "grid",
-        "--interpreter-reps",
-        "1",
-        "--db",
-        url,
-        cwd=tmp_path,
-    )
-    assert swept.returncode == 0, swept.stderr
-    exported = tuner(
-        "export",
-        "--device",
-        "interpreter",
-        "--out",
-        str(tmp_path / "out"),
-        "--db",
-        url,
-        cwd=tmp_path,
-    )
-    assert exported.returncode == 0, exported.stderr
-    checked = tuner(
-        "verify",
-        "--device",
-        "interpreter",
-        "--model",
-        "tiny",
-        "--m",
-        "1,16",
-        "--rounds",
-        "3",
-        "--db",
-        url,
-        cwd=tmp_path,
-    )
-    assert checked.returncode in (0, 1), checked.stderr
+    monkeypatch.setattr(output.console, "_width", 220)
+    tiny = ["--device", "interpreter", "--model", "tiny", "--m", "1", "--db", url]
+    sweep = [*tiny, "--configs", str(configs), "--strategy", "grid", "--interpreter-reps", "1"]
+    swept = runner.invoke(cli.app, ["sweep", *sweep])
+    assert swept.exit_code == 0, swept.output
+    out = ["--device", "interpreter", "--out", str(tmp_path / "out"), "--db", url]
+    exported = runner.invoke(cli.app, ["export", *out])
+    assert exported.exit_code == 0, exported.output
+    checked = runner.invoke(cli.app, ["verify", *tiny, "--rounds", "2"])
+    assert checked.exit_code in (0, 1), checked.output
+    name = "N={},K={},device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128,128].json"
+    files = [
+        json.loads((tmp_path / "out" / name.format(*shape)).read_text()) for shape in (SMALL, BIG)
+    ]
     found = sections(checked.stdout)
-    assert list(found) == ["N=256,K=384", "N=576,K=256"]
+    if all(file["1"] == DEFAULT for file in files):  # the candidate won nowhere
+        assert found == {} and "nothing to time" in checked.stdout
+    else:
+        assert list(found) == ["N=256,K=384", "N=576,K=256"]
     bad = []
-    for (n, k), rows in zip((SMALL, BIG), found.values(), strict=True):
-        name = (
-            f"N={n},K={k},device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128,128].json"
-        )
-        file = json.loads((tmp_path / "out" / name).read_text())
-        assert column(rows, 0) == ["1", "2", "8", "15", "16", "17"]
-        assert column(rows, 1) == ["1", "1", "1", "16", "16", "16"]
+    for (n, k), rows, file in zip((SMALL, BIG), found.values(), files, strict=False):
+        assert column(rows, 0) == ["1", "2"]
+        assert column(rows, 1) == ["1", "1"]
         assert column(rows, 2) == [
             KernelConfig.from_dict(file[key]).short() for key in column(rows, 1)
         ]
@@ -621,33 +431,5 @@ def test_end_to_end_on_the_interpreter(tmp_path):
                     assert row[7] == ("slower" if chosen_us - default_us > noise_us else "ok")
                 if row[7] == "slower":
                     bad.append((f"N={n},K={k}", row[0]))
-    assert checked.returncode == (1 if bad else 0)
+    assert checked.exit_code == (1 if bad else 0)
     assert "note: the interpreter's timings are CPU timings" in checked.stdout
-
-
-def test_for_sglang_verify_names_the_entries_it_rewrites_on_read(tmp_path, fake_runner):
-    url = f"sqlite:///{tmp_path}/tuner.db"
-    k64 = {**FAST, "BLOCK_SIZE_K": 64}
-    ok_default = [(DEFAULT, True, "ok", 100.0)]
-    fill(
-        url,
-        {
-            (*SMALL, 1): [*ok_default, (k64, False, "ok", 50.0)],
-            (*SMALL, 16): ok_default,
-            (*BIG, 1): ok_default,
-            (*BIG, 16): ok_default,
-        },
-        device_name="TRITON_INTERPRETER",
-        model="tiny",
-        m_values=(1, 16),
-    )
-    name = "N=256,K=384,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128,128].json"
-    # SGLang 0.5.13 raised every BLOCK_SIZE_K below block_k; 0.5.14 on CUDA only non-divisors.
-    old = verify(url, "--allow-stale", "--engine", "sglang", "--engine-version", "0.5.13")
-    assert [line for line in old.stdout.splitlines() if line.startswith("warning:")] == [
-        f"warning: SGLang 0.5.13 rewrites {name} as it reads it: BLOCK_SIZE_K raised to 128 at "
-        "M=1 (BLOCK_SIZE_K 64); it runs those entries, not the file's"
-    ]
-    for args in (("--engine", "sglang"), ()):
-        result = verify(url, "--allow-stale", *args)
-        assert "warning:" not in result.stdout

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import re
-from typing import TYPE_CHECKING, Annotated
+from dataclasses import replace
+from typing import Annotated
 
 import typer
 
 from tuner.cli.errors import fail
 from tuner.cli.output import plain
-
-if TYPE_CHECKING:
-    from tuner.kernels.serving import ModelAsked
-
-_ARCH = re.compile(r"sm(\d{2,3})")
-
+from tuner.compare.doctor import Question, diagnose
+from tuner.inputs.backends import linear_backend_value
+from tuner.inputs.devices import resolve_device
+from tuner.inputs.shapes import ShapesFileError, UnknownModelError, load_shapes
+from tuner.kernels.gpus import known_capability
+from tuner.kernels.serving import ModelAsked
+from tuner.kernels.vllm_table import capability_number
+from tuner.run.gpus import visible_gpus
 
 ArchOpt = Annotated[
     str | None,
@@ -73,102 +77,66 @@ def doctor(
     it will not. A `warning:` line says when --device's GPU is another architecture than
     --arch, and when the installed Triton is not the one vLLM 0.33.0 runs with (torch 2.14.0's
     triton 3.8; with vLLM importable, the one its metadata requires)."""
-    from tuner.compare.doctor import diagnose
+    question = _question(arch, device, linear_backend, model, tp, not no_compile)
+    versions = {name: _installed(name) for name in ("torch", "triton")}
+    gpus = visible_gpus() if versions["torch"] else []
+    if versions["torch"]:
+        import torch
 
-    asked, linear_backend = _checked_options(arch, tp, model, linear_backend)
-    versions, gpus = _installed()
-    device_name = _device_key(device) if device is not None else None
+        versions["cuda"] = torch.version.cuda or ""
     lines = [
-        f"{g.index}: {g.gpu_name} (sm{g.compute_capability.replace('.', '')}, {g.device_name})"
+        f"{g.index}: {g.gpu_name} (sm{capability_number(g.compute_capability)}, {g.device_name})"
         for g in gpus
     ]
-    arch_from = "--arch" if arch is not None else "the visible GPU"
-    if gpus:
-        arch = arch or f"sm{gpus[0].compute_capability.replace('.', '')}"
-        device_name = device_name or gpus[0].device_name
-    elif arch is None and device_name is not None:
-        arch = _known_arch(device_name)
-    found = diagnose(
-        arch=arch,
-        device_name=device_name,
-        gpus=lines,
-        versions=versions,
-        linear_backend_triton=linear_backend == "triton",
-        compare=not no_compile,
-        model=asked,
-        arch_from=arch_from,
-    )
+    if gpus:  # the visible GPU answers what --arch and --device do not
+        visible = f"sm{capability_number(gpus[0].compute_capability)}"
+        question = replace(
+            question, arch=arch or visible, device_name=question.device_name or gpus[0].device_name
+        )
+    elif arch is None and question.device_name is not None:
+        known = known_capability(question.device_name)
+        question = replace(question, arch=f"sm{known}" if known else None)
+    found = diagnose(question, lines, versions)
     for line in found.lines:
         plain(line)
     for warning in found.warnings:
         typer.echo(f"warning: {warning}", err=True)
+    for reason in found.reasons:
+        typer.echo(f"tuning here will not change what vLLM runs: {reason}", err=True)
     if found.reasons:
-        for reason in found.reasons:
-            typer.echo(f"tuning here will not change what vLLM runs: {reason}", err=True)
         raise typer.Exit(1)
     plain(f"tuning here changes what vLLM runs: its {' and '.join(found.helps)} files")
 
 
-def _checked_options(
-    arch: str | None, tp: int | None, model: str | None, linear_backend: str | None
-) -> tuple[ModelAsked | None, str | None]:
-    """--arch, --tp, --model and --linear-backend checked: the model asked about (None without
-    --model) and the backend's canonical value; a bad one exits with one line."""
-    from tuner.inputs.backends import linear_backend_value
-    from tuner.inputs.shapes import ShapesFileError, UnknownModelError, load_shapes
-    from tuner.kernels.serving import ModelAsked
-
-    if arch is not None and _ARCH.fullmatch(arch) is None:
+def _question(
+    arch: str | None,
+    device: str | None,
+    linear_backend: str | None,
+    model: str | None,
+    tp: int | None,
+    compare: bool,
+) -> Question:
+    """The options checked, as the question doctor answers before the visible GPU is asked; a
+    bad one exits 2 with one line."""
+    if arch is not None and re.fullmatch(r"sm\d{2,3}", arch) is None:
         raise fail(f"--arch {arch!r} is not an architecture such as sm89 or sm90")
     if tp is not None and model is None:
         raise fail("--tp needs --model")
     try:
         asked = ModelAsked.of(load_shapes(model, tp)) if model is not None else None
-    except (UnknownModelError, ShapesFileError) as exc:
+        backend = linear_backend_value(linear_backend) if linear_backend is not None else None
+        device_name = (
+            resolve_device(device, list, need_device=False)[0].device_name if device else None
+        )
+    except (UnknownModelError, ShapesFileError, ValueError) as exc:
         raise fail(str(exc).strip("'\"")) from None
-    if linear_backend is not None:
-        try:
-            linear_backend = linear_backend_value(linear_backend)
-        except ValueError as exc:
-            raise fail(str(exc)) from None
-    return asked, linear_backend
+    arch_from = "--arch" if arch is not None else "the visible GPU"
+    return Question(arch, device_name, arch_from, asked, backend == "triton", compare)
 
 
-def _device_key(device: str) -> str:
-    """vLLM's device key of --device; not a GPU model name exits with one line."""
-    from tuner.inputs.devices import gpu_device_key
-
+def _installed(name: str) -> str:
+    """The installed distribution's version; "" when not installed."""
     try:
-        return gpu_device_key(device)
-    except ValueError:
-        raise fail(f"--device {device!r} is not a GPU model name such as L20") from None
-
-
-def _known_arch(device_name: str) -> str | None:
-    """ "sm89" and so on for a GPU model in the table of known GPUs
-    (`tuner.kernels.gpus.KNOWN_GPUS`), e.g. NVIDIA_L20; None for another model."""
-    from tuner.kernels.gpus import known_capability
-
-    capability = known_capability(device_name)
-    return None if capability is None else f"sm{capability}"
-
-
-def _installed():
-    """(torch, triton and CUDA versions, visible GPUs); "" and [] where not installed."""
-    import importlib.metadata
-
-    versions = {}
-    for name in ("torch", "triton"):
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            versions[name] = ""
-    gpus = []
-    if versions["torch"]:
-        import torch
-
-        from tuner.run.gpus import visible_gpus
-
-        versions["cuda"] = torch.version.cuda or ""
-        gpus = visible_gpus()
-    return versions, gpus
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return ""

@@ -1,59 +1,103 @@
-"""The kernels `tuner compare` times against each other on one problem: our Triton kernel with a
-config (tuned or vLLM's default), torch's block-scaled FP8 matmul, and vLLM's own ops when vLLM
-is importable. One runner checks each against the float64 reference and times them all with
-the same method as a trial (`tuner.measure.runner.KernelRunner`)."""
+"""The kernels `tuner compare` times besides our Triton kernel, and vLLM's own selection of one:
+torch's block-scaled FP8 matmul, vLLM's CUTLASS and DeepGEMM ops, and vLLM's Marlin and Humming
+classes, each on the inputs of one `CandidateRunner` (our KernelRunner: the same check against
+the float64 reference and the same timing as a trial).
+
+Facts about vLLM 0.33.0 (its files under vllm/model_executor/):
+- kernels/linear/scaled_mm/marlin.py `MarlinFP8ScaledMMLinearKernel` and humming.py
+  `HummingFP8ScaledMMLinearKernel` subclass `FP8ScaledMMLinearKernel`, whose constructor takes
+  `(FP8ScaledMMLinearLayerConfig, layer_param_names)`; `is_supported()` is a `(bool, reason)`
+  classmethod. Marlin is weight-only FP8 (W8A16): `apply_weights` takes the layer input as it is.
+- layers/quantization/fp8.py `Fp8LinearMethod.create_weights`: the layer carries `weight`
+  [N, K] fp8, the block scales as `weight_scale_inv`, `input_size_per_partition` (K),
+  `output_size_per_partition` (N), `orig_dtype`, `logical_widths`, `weight_block_size`;
+  block-FP8 layers get layer_param_names ["weight", "weight_scale", "input_scale",
+  "input_scale_ub"] (kernels/linear/__init__.py `init_fp8_linear_kernel`).
+- Building a kernel constructs a CustomOp, which needs a current vLLM config (config/vllm.py
+  `get_current_vllm_config`); DeepGEMM's `can_implement` (kernels/linear/scaled_mm/deep_gemm.py)
+  refuses a layer without a model config and reads `hf_text_config.model_type`.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
-from tuner.compare.kernel_names import (  # noqa: F401 - re-exported, the names' old home
-    BACKENDS,
+from tuner.compare.versus import (
     TORCH_CPU,
     TORCH_SCALED_MM,
-    TRITON_DEFAULT,
-    TRITON_TUNED,
     VLLM_CUTLASS,
     VLLM_DEEPGEMM,
     VLLM_HUMMING,
     VLLM_MARLIN,
+    Candidate,
 )
-from tuner.compare.vllm_linear import layer_kernels
-from tuner.kernels.config import KernelConfig
+from tuner.kernels.vllm_layers import block_fp8_layer_config
 from tuner.measure.runner import KernelRunner, Problem
 
 # A library kernel: (A [M, K] fp8, As [M, ceil(K/group_k)] fp32, B [N, K] fp8,
-# Bs [ceil(N/group_n), ceil(K/group_k)] fp32, out dtype, block_shape [group_n, group_k])
-# -> C [M, N].
+# Bs [ceil(N/group_n), ceil(K/group_k)] fp32, out dtype, block_shape) -> C [M, N].
 LibraryKernel = Callable[..., object]
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One kernel to time: a Triton config, or a library kernel by backend name.
-
-    Attributes:
-        backend: one of BACKENDS.
-        config: the Triton config; None for a library kernel.
-    """
-
-    backend: str
-    config: KernelConfig | None = None
+_SCALED_MM = "vllm.model_executor.kernels.linear.scaled_mm"
+# kernel name -> (module, class name), vLLM 0.33.0.
+CLASSES = {
+    VLLM_MARLIN: (f"{_SCALED_MM}.marlin", "MarlinFP8ScaledMMLinearKernel"),
+    VLLM_HUMMING: (f"{_SCALED_MM}.humming", "HummingFP8ScaledMMLinearKernel"),
+}
 
 
 def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}"[:200]
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:200]
+
+
+def model_config_view(model_type: str | None) -> SimpleNamespace:
+    """What vLLM's selection reads of a server's model config: `model_type` as
+    `hf_text_config` and `hf_config` (its own ModelConfig needs the checkpoint's files)."""
+    text = SimpleNamespace(model_type=model_type)
+    return SimpleNamespace(hf_text_config=text, hf_config=text)
+
+
+def server_vllm_config(model_type: str | None):
+    """A context in which vLLM's current config is a `VllmConfig()` whose model config carries
+    `model_type` (`model_config_view`): what a server's selection sees.
+
+    Raises:
+        Exception: whatever importing vllm.config or `VllmConfig()` raises (vLLM 0.33.0:
+            "Failed to infer device type" where it sees no GPU).
+    """
+    from vllm.config import VllmConfig, set_current_vllm_config
+
+    vllm_config = VllmConfig()
+    vllm_config.model_config = model_config_view(model_type)  # a pydantic dataclass field
+    return set_current_vllm_config(vllm_config)
+
+
+def vllm_choice(N: int, K: int, out_dtype: str, model_type: str | None) -> str:
+    """The class vLLM selects for a block-FP8 linear layer with weight [N, K] here, as a server
+    of a model of `model_type` selects it (input and output in out_dtype).
+
+    Raises:
+        Exception: whatever importing vLLM, its config or its selection raises.
+    """
+    import torch
+
+    linear = importlib.import_module("vllm.model_executor.kernels.linear")
+    config = block_fp8_layer_config(N, K, getattr(torch, out_dtype))
+    with server_vllm_config(model_type):
+        chosen = linear.choose_scaled_mm_linear_kernel(
+            config, linear._POSSIBLE_FP8_BLOCK_KERNELS, quantization="fp8_block_w8a8"
+        )
+    return chosen.__name__
 
 
 def _torch_scaled_mm() -> LibraryKernel:
     """`torch.nn.functional.scaled_mm` with BlockWise1x128 scales for A and BlockWise128x128
-    for B (torch 2.13). Which memory layout of the scales a build accepts differs by build and
-    GPU, so the first call tries the layouts in turn and keeps the first that runs; the
-    caller's check against the float64 reference decides whether its result counts."""
-    import torch
+    for B. Which memory layout of the scales a build accepts differs by build and GPU, so the
+    first call tries the layouts in turn and keeps the first that runs (the check against the
+    float64 reference decides whether its result counts)."""
     import torch.nn.functional as F
 
     recipe_a, recipe_b = F.ScalingType.BlockWise1x128, F.ScalingType.BlockWise128x128
@@ -68,16 +112,10 @@ def _torch_scaled_mm() -> LibraryKernel:
         lambda As, Bs: (As, Bs.t()),
         lambda As, Bs: (outer(As), outer(Bs)),
     ]
-    chosen: list[Callable] = []
 
     def run(A, As, B, Bs, out_dtype, block_shape):
-        if chosen:
-            scale_a, scale_b = chosen[0](As, Bs)
-            return F.scaled_mm(
-                A, B.t(), scale_a, recipe_a, scale_b, recipe_b, output_dtype=out_dtype
-            )
         errors = []
-        for layout in layouts:
+        for layout in list(layouts):
             scale_a, scale_b = layout(As, Bs)
             try:
                 result = F.scaled_mm(
@@ -86,19 +124,16 @@ def _torch_scaled_mm() -> LibraryKernel:
             except (RuntimeError, ValueError, NotImplementedError) as exc:
                 errors.append(exc)
                 continue
-            chosen.append(layout)
+            layouts[:] = [layout]  # this build's layout, from now on
             return result
-        raise RuntimeError(
-            f"torch {torch.__version__} runs no block-wise scale layout here: "
-            f"{_one_line(errors[0])}"
-        )
+        raise RuntimeError(f"torch runs no block-wise scale layout here: {_one_line(errors[0])}")
 
     return run
 
 
 def _torch_cpu_dequant(A, As, B, Bs, out_dtype, block_shape):
-    """A CPU stand-in for torch: dequantize both operands blockwise to float32 and multiply.
-    Not a vLLM backend; on CPU it gives the interpreter's Triton timings a torch neighbour."""
+    """The interpreter's torch neighbour (not a vLLM kernel): both operands dequantized
+    blockwise to float32 and multiplied on the CPU."""
     import torch
 
     group_n, group_k = block_shape
@@ -108,70 +143,75 @@ def _torch_cpu_dequant(A, As, B, Bs, out_dtype, block_shape):
     return torch.matmul(a, b.t()).to(out_dtype)
 
 
-def _vllm_kernels() -> tuple[dict[str, LibraryKernel], dict[str, str]]:
-    """vLLM's block-FP8 ops, when vLLM is importable here (its CUDA build, on a GPU)."""
+def _vllm_ops() -> tuple[dict[str, LibraryKernel], dict[str, str]]:
+    """vLLM's CUTLASS op (fp8_utils.cutlass_scaled_mm's call) and DeepGEMM's `fp8_gemm_nt`,
+    where vLLM's CUDA build is importable."""
+    import torch
+
     try:
         from vllm import _custom_ops as ops
     except Exception as exc:  # noqa: BLE001 - any import failure means "not here"
-        reason = f"vLLM not importable here ({_one_line(exc)})"
-        return {}, {VLLM_DEEPGEMM: reason, VLLM_CUTLASS: reason, VLLM_MARLIN: reason}
-    kernels: dict[str, LibraryKernel] = {}
-    unavailable: dict[str, str] = {}
+        return {}, dict.fromkeys(
+            (VLLM_DEEPGEMM, VLLM_CUTLASS), f"vLLM not importable here ({_one_line(exc)})"
+        )
 
-    # vLLM's fp8_utils.cutlass_scaled_mm: ops.cutlass_scaled_mm(A, B.T, scale_a=As,
-    # scale_b=Bs.T, out_dtype=...).
     def cutlass(A, As, B, Bs, out_dtype, block_shape):
         return ops.cutlass_scaled_mm(A, B.t(), out_dtype=out_dtype, scale_a=As, scale_b=Bs.t())
 
-    kernels[VLLM_CUTLASS] = cutlass
     try:
         from vllm.utils.deep_gemm import fp8_gemm_nt
     except Exception as exc:  # noqa: BLE001
-        unavailable[VLLM_DEEPGEMM] = f"DeepGEMM not importable ({_one_line(exc)})"
-    else:
-        import torch
+        return {VLLM_CUTLASS: cutlass}, {
+            VLLM_DEEPGEMM: f"DeepGEMM not importable ({_one_line(exc)})"
+        }
 
-        def deepgemm(A, As, B, Bs, out_dtype, block_shape):
-            out = torch.empty(A.shape[0], B.shape[0], dtype=out_dtype, device=A.device)
-            fp8_gemm_nt((A, As), (B, Bs), out)
-            return out
+    def deepgemm(A, As, B, Bs, out_dtype, block_shape):
+        out = torch.empty(A.shape[0], B.shape[0], dtype=out_dtype, device=A.device)
+        fp8_gemm_nt((A, As), (B, Bs), out)
+        return out
 
-        kernels[VLLM_DEEPGEMM] = deepgemm
-    return kernels, unavailable
+    return {VLLM_CUTLASS: cutlass, VLLM_DEEPGEMM: deepgemm}, {}
 
 
 def _probe(kernel: LibraryKernel, device: str) -> str | None:
-    """None when `kernel` runs a 128 x 256 x 256 block-FP8 product on `device`, else why not.
-    (Whether its result is right is checked per problem, against the float64 reference.)"""
+    """None when `kernel` runs a 128 x 256 x 256 block-FP8 product on `device`, else why not."""
     import torch
 
-    A = torch.ones(128, 256, device=device).to(torch.float8_e4m3fn)
-    B = torch.ones(256, 256, device=device).to(torch.float8_e4m3fn)
-    As = torch.ones(128, 2, device=device)
-    Bs = torch.ones(2, 2, device=device)
+    fp8 = torch.float8_e4m3fn
+    A, B = torch.ones(128, 256, device=device).to(fp8), torch.ones(256, 256, device=device).to(fp8)
     try:
-        kernel(A, As, B, Bs, torch.bfloat16, (128, 128))
+        kernel(
+            A,
+            torch.ones(128, 2, device=device),
+            B,
+            torch.ones(2, 2, device=device),
+            torch.bfloat16,
+            (128, 128),
+        )
     except Exception as exc:  # noqa: BLE001 - any failure means "cannot run here"
         return f"cannot run here: {_one_line(exc)}"
     return None
 
 
+def _layer_class(name: str, block_shape: tuple[int, int]) -> LayerKernel | str:
+    """vLLM's class of this kernel as a LayerKernel, or why it is not timed (one line)."""
+    module, class_name = CLASSES[name]
+    try:
+        kernel_class = getattr(importlib.import_module(module), class_name)
+        if tuple(block_shape) != (128, 128):
+            return f"block_shape {list(block_shape)}: only [128, 128] is wired to {class_name}"
+        supported, reason = kernel_class.is_supported()
+    except Exception as exc:  # noqa: BLE001 - any import failure means "not here"
+        return f"{class_name} not importable ({_one_line(exc)})"
+    return LayerKernel(kernel_class) if supported else f"{class_name}: {reason}"
+
+
 def library_kernels(
     device: str, block_shape: tuple[int, int] = (128, 128)
 ) -> tuple[dict[str, LibraryKernel], dict[str, str]]:
-    """The library kernels to time on `device` ("cuda" or "cpu"), and why others are left out.
-
-    Marlin and Humming run through vLLM's kernel classes (`tuner.compare.vllm_linear`) when
-    those are importable, on either device (vLLM's own `is_supported` says whether they run
-    here); otherwise Marlin is listed as before and Humming not at all.
-
-    Args:
-        device: "cuda" or "cpu".
-        block_shape: [group_n, group_k] of the weights.
-
-    Returns:
-        (backend -> kernel, backend -> one-line reason it is not timed).
-    """
+    """(kernel name -> library kernel, kernel name -> why it is not timed) on `device`
+    ("cuda" or "cpu"): torch's, vLLM's ops on a GPU, and Marlin and Humming through vLLM's
+    classes wherever vLLM's own `is_supported` says they run."""
     import torch.nn.functional as F
 
     kernels: dict[str, LibraryKernel] = {}
@@ -179,67 +219,117 @@ def library_kernels(
     if hasattr(F, "scaled_mm") and hasattr(F, "ScalingType"):
         scaled_mm = _torch_scaled_mm()
         reason = _probe(scaled_mm, device)
-        if reason is None:
-            kernels[TORCH_SCALED_MM] = scaled_mm
-        else:
-            unavailable[TORCH_SCALED_MM] = reason
+        kernels.update({TORCH_SCALED_MM: scaled_mm} if reason is None else {})
+        unavailable.update({TORCH_SCALED_MM: reason} if reason is not None else {})
     else:
-        import torch
-
         unavailable[TORCH_SCALED_MM] = (
-            f"torch {torch.__version__} has no torch.nn.functional.scaled_mm with ScalingType"
+            "this torch has no torch.nn.functional.scaled_mm with ScalingType"
         )
     if device == "cpu":
         kernels[TORCH_CPU] = _torch_cpu_dequant
-        reason = "CPU run: vLLM's GPU kernels are not timed"
-        unavailable.update({VLLM_DEEPGEMM: reason, VLLM_CUTLASS: reason, VLLM_MARLIN: reason})
+        unavailable.update(
+            dict.fromkeys(
+                (VLLM_DEEPGEMM, VLLM_CUTLASS), "CPU run: vLLM's GPU kernels are not timed"
+            )
+        )
     else:
-        vllm_kernels, vllm_unavailable = _vllm_kernels()
-        kernels.update(vllm_kernels)
-        unavailable.update(vllm_unavailable)
-    layered = layer_kernels(block_shape)
-    if layered is None:
-        unavailable.setdefault(VLLM_MARLIN, "vLLM's kernel classes are not importable here")
-        return kernels, unavailable
-    for name in layered[0]:
-        unavailable.pop(name, None)
-    kernels.update(layered[0])
-    unavailable.update(layered[1])
+        ops, why = _vllm_ops()
+        kernels.update(ops)
+        unavailable.update(why)
+    for name in CLASSES:
+        loaded = _layer_class(name, block_shape)
+        if isinstance(loaded, str):
+            unavailable[name] = loaded
+        else:
+            kernels[name] = loaded
     return kernels, unavailable
+
+
+class LayerKernel:
+    """A vLLM linear-kernel class as a library kernel: per weight copy B a layer is built and
+    the class's `process_weights_after_loading` runs on it (`prepare`, untimed); the
+    activations x = A * As (dequantized, in out_dtype: what the layer receives in serving) are
+    made once per A; a call then runs `apply_weights(layer, x)` only. `fresh()` per problem."""
+
+    def __init__(self, kernel_class) -> None:
+        self.kernel_class = kernel_class
+        self._layers: dict[int, tuple[Any, Any, Any]] = {}  # id(B) -> (kernel, layer, B)
+        self._x: tuple[Any, Any] | None = None
+        self._vllm_config: Any = None
+
+    def fresh(self) -> LayerKernel:
+        """A copy with no prepared layers."""
+        return LayerKernel(self.kernel_class)
+
+    def _current(self):
+        """vLLM's current config while the class is built: one default `VllmConfig()`, as
+        vLLM's benchmarks use outside an engine; nothing where vLLM has none."""
+        try:
+            from vllm.config import VllmConfig, set_current_vllm_config
+        except ImportError:
+            return contextlib.nullcontext()
+        self._vllm_config = self._vllm_config or VllmConfig()
+        return set_current_vllm_config(self._vllm_config)
+
+    def prepare(self, B, Bs, out_dtype) -> None:
+        """Build and process the layer of weight copy B [N, K] fp8, Bs fp32 (untimed)."""
+        if id(B) in self._layers:
+            return
+        import torch
+
+        N, K = B.shape
+        layer: Any = torch.nn.Module()  # carries vLLM's layer attributes too
+        layer.register_parameter("weight", torch.nn.Parameter(B.clone(), requires_grad=False))
+        layer.register_parameter(
+            "weight_scale_inv", torch.nn.Parameter(Bs.clone(), requires_grad=False)
+        )
+        layer.input_size_per_partition, layer.output_size_per_partition = K, N
+        layer.logical_widths, layer.orig_dtype = [N], out_dtype
+        layer.weight_block_size, layer.input_scale = [128, 128], None
+        names = ["weight", "weight_scale", "input_scale", "input_scale_ub"]
+        with self._current():
+            kernel = self.kernel_class(
+                block_fp8_layer_config(N, K, out_dtype), layer_param_names=names
+            )
+            kernel.process_weights_after_loading(layer)
+        self._layers[id(B)] = (kernel, layer, B)  # B held: its id is not reused meanwhile
+
+    def activations(self, A, As, out_dtype):
+        """x [M, K] in out_dtype: A dequantized with its per-(1 x group_k) scales As."""
+        if self._x is None or self._x[0] is not A:
+            group_k = -(-A.shape[1] // As.shape[1])
+            x = A.float() * As.repeat_interleave(group_k, dim=1)[:, : A.shape[1]]
+            self._x = (A, x.to(out_dtype))
+        return self._x[1]
+
+    def __call__(self, A, As, B, Bs, out_dtype, block_shape):
+        self.prepare(B, Bs, out_dtype)
+        kernel, layer, _ = self._layers[id(B)]
+        return kernel.apply_weights(layer, self.activations(A, As, out_dtype))
 
 
 class CandidateRunner(KernelRunner):
     """A KernelRunner whose "configs" are Candidates: a Triton config runs our kernel, a library
-    backend runs its kernel on the same inputs, into the same checks and the same timing
-    (weight copies rotated, CUDA graphs, interleaved samples). Dense family only.
-
-    Args:
-        problem: the GEMM.
-        runner_name: the runner's name, "cuda" or "interpreter".
-        library: backend name -> library kernel (`library_kernels`).
-        **options: KernelRunner's other options.
-    """
+    kernel runs on the same inputs, into the same checks and timing (weight copies rotated,
+    CUDA graphs, interleaved samples). Dense family only; `library`: `library_kernels`'s."""
 
     def __init__(
         self, problem: Problem, *, runner_name: str, library: Mapping[str, LibraryKernel], **options
     ) -> None:
         super().__init__(problem, runner_name=runner_name, **options)
-        # A kernel with per-problem state (vllm_linear.LayerKernel) gets its own copy.
         self.library = {
-            name: kernel.fresh() if hasattr(kernel, "fresh") else kernel
+            name: kernel.fresh() if isinstance(kernel, LayerKernel) else kernel
             for name, kernel in library.items()
         }
         self._building: Candidate | None = None
 
     def _library(self, candidate: Candidate, weights):
         B, Bs = weights
-        inputs = self.workload.inputs
-        block_shape = self.problem.block_shape
+        inputs, block_shape = self.workload.inputs, self.problem.block_shape
         if block_shape is None:
             raise ValueError("vLLM's linear backends need a block shape [group_n, group_k]")
-        return self.library[candidate.backend](
-            inputs.A, inputs.As, B, Bs, self.out_dtype, tuple(block_shape)
-        )
+        kernel = self.library[candidate.backend]
+        return kernel(inputs.A, inputs.As, B, Bs, self.out_dtype, tuple(block_shape))
 
     def _launch(self, config, out=None):
         if config.config is not None:
@@ -263,15 +353,13 @@ class CandidateRunner(KernelRunner):
             self._building = None
 
     def _ensure_copies(self, copies: int) -> None:
-        """Clone the weights as KernelRunner does; then, for a kernel that processes its
-        weights (vLLM's classes), process every copy now, before any capture or timed
-        launch."""
+        """Clone the weights as KernelRunner does; then, for vLLM's classes, process every
+        copy now, before any capture or timed launch."""
         super()._ensure_copies(copies)
         building = self._building
-        kernel: Any = self.library.get(building.backend) if building is not None else None
-        if building is None or building.config is not None or not hasattr(kernel, "prepare"):
-            return
-        inputs = self.workload.inputs
-        kernel.activations(inputs.A, inputs.As, self.out_dtype)
-        for B, Bs in self.weights:
-            kernel.prepare(B, Bs, self.out_dtype)
+        kernel = self.library.get(building.backend) if building is not None else None
+        if isinstance(kernel, LayerKernel):
+            inputs = self.workload.inputs
+            kernel.activations(inputs.A, inputs.As, self.out_dtype)
+            for B, Bs in self.weights:
+                kernel.prepare(B, Bs, self.out_dtype)

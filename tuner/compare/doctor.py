@@ -8,29 +8,62 @@ comparison hooks, in the family's folder, on `tuner.kernels.serving`)."""
 from __future__ import annotations
 
 import importlib.metadata
-import re
+from dataclasses import dataclass
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import Version
 
 from tuner.compare.vllm_select import ask_vllm
-from tuner.core import triton_minor
 from tuner.files.provenance import installed_triton_minor
 from tuner.inputs.backends import VLLM_TORCH_PIN, VLLM_TRITON_PIN
 from tuner.kernels.family import KernelFamily, load_hook
+from tuner.kernels.gpus import gpu_model, known_capability
 from tuner.kernels.registry import FAMILIES
 from tuner.kernels.serving import DEFAULT_MODEL, TABLE, Answer, Asked, Diagnosis, ModelAsked
 from tuner.kernels.source import PLACEHOLDER_FIX, vllm_triton_problem, vllm_version
-from tuner.kernels.vllm_table import ARCH_BACKENDS, TRITON_FLAG, VLLM_VERSION, arch_of
+from tuner.kernels.vllm_table import (
+    ARCH_BACKENDS,
+    TRITON_FLAG,
+    VLLM_VERSION,
+    arch_of,
+    capability_number,
+    capability_text,
+)
 
-# A requirement line such as "triton==3.8.0" or "triton~=3.8.0; platform_system == 'Linux'".
-_REQUIRES = re.compile(r"^(?P<name>[A-Za-z0-9_.-]+)\s*(?P<spec>[^;]*)")
+
+@dataclass(frozen=True)
+class Question:
+    """What doctor answers for.
+
+    Attributes:
+        arch: "sm90", "sm89", ...: the visible GPU's or --arch; None when neither is known.
+        device_name: vLLM's key of the GPU (visible or --device); None when unknown.
+        arch_from: where `arch` came from ("--arch", "the visible GPU"), for the warning when
+            `device_name`'s GPU model is another architecture.
+        model: the model vLLM serves (--model, --tp); None asks about one DeepSeek-V3 layer.
+        linear_backend_triton: the server runs with `--linear-backend triton`.
+        compare: compile the builtin kernels and vLLM's for the arch (needs triton).
+    """
+
+    arch: str | None
+    device_name: str | None = None
+    arch_from: str = "--arch"
+    model: ModelAsked | None = None
+    linear_backend_triton: bool = False
+    compare: bool = True
 
 
 def required_version(requires: list[str] | None, name: str) -> str | None:
-    """The version spec a distribution's `Requires-Dist` lines give `name` ("==2.14.0"), or
-    None when they do not name it."""
+    """The version specifier a distribution's `Requires-Dist` lines give `name` ("==2.14.0",
+    "any" for none), or None when they do not name it."""
     for line in requires or ():
-        match = _REQUIRES.match(line.strip())
-        if match and match["name"].lower().replace("_", "-") == name:
-            return match["spec"].strip() or "any"
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if requirement.name.lower().replace("_", "-") == name:
+            return str(requirement.specifier) or "any"
     return None
 
 
@@ -38,7 +71,7 @@ def vllm_triton_requirement() -> tuple[str | None, str]:
     """The Triton the importable vLLM needs and where that is stated: vLLM's own metadata
     when it names triton, else the metadata of the torch it pins, when that torch is the
     installed one (vLLM 0.33.0 pins torch`VLLM_TORCH_PIN`, whose wheel requires
-    triton`VLLM_TRITON_PIN`, `tuner.inputs.backends`)."""
+    triton`VLLM_TRITON_PIN`)."""
     try:
         requires = importlib.metadata.requires("vllm")
     except importlib.metadata.PackageNotFoundError:
@@ -46,69 +79,47 @@ def vllm_triton_requirement() -> tuple[str | None, str]:
     direct = required_version(requires, "triton")
     if direct is not None:
         return direct, "vLLM's metadata"
-    torch_pin = required_version(requires, "torch")
+    torch_pin = required_version(requires, "torch") or ""
     try:
         installed = importlib.metadata.version("torch")
-        torch_requires = importlib.metadata.requires("torch")
+        spec = required_version(importlib.metadata.requires("torch"), "triton")
     except importlib.metadata.PackageNotFoundError:
-        return None, f"vLLM pins torch{torch_pin or ''}, which is not installed"
-    spec = required_version(torch_requires, "triton")
+        return None, f"vLLM pins torch{torch_pin}, which is not installed"
     if spec is None:
         return None, f"the installed torch {installed} names no triton"
-    return spec, f"torch {installed}'s metadata (vLLM pins torch{torch_pin or ''})"
+    return spec, f"torch {installed}'s metadata (vLLM pins torch{torch_pin})"
 
 
-def _spec_minor(spec: str) -> str | None:
+def spec_minor(spec: str) -> str | None:
+    """The major.minor a version specifier pins ("~=3.8.0" -> "3.8"); None for none."""
     try:
-        return triton_minor(spec.lstrip("=~<>! "))
-    except ValueError:
+        versions = [Version(item.version) for item in SpecifierSet(spec)]
+    except (InvalidSpecifier, ValueError):
         return None
-
-
-def _served() -> list[KernelFamily]:
-    """The registered families doctor speaks of (those with `serving`), in registry order."""
-    return [family for family in FAMILIES.values() if family.serving is not None]
-
-
-def _arch_number(arch: str) -> int:
-    return int(arch.removeprefix("sm"))
+    return f"{versions[0].major}.{versions[0].minor}" if versions else None
 
 
 def arch_mismatch(arch: str, device_name: str, arch_from: str) -> str | None:
     """One line when the GPU model of `device_name` is, by the table of known GPUs
     (`tuner.kernels.gpus.KNOWN_GPUS`), another architecture than `arch`; None when they agree
-    or the model is not in the table.
-
-    Args:
-        arch: "sm90", ...: the architecture doctor answers for.
-        device_name: vLLM's key of the GPU named, e.g. "NVIDIA_L20".
-        arch_from: where `arch` came from, e.g. "--arch" or "the visible GPU".
-    """
-    from tuner.kernels.gpus import gpu_model, known_capability
-
+    or the model is not in the table."""
     model, capability = gpu_model(device_name), known_capability(device_name)
     if capability is None or f"sm{capability}" == arch:
         return None
+    drop = " (or drop --arch)" if arch_from == "--arch" else ""
     return (
-        f"{model} is sm{capability} (compute capability {capability // 10}.{capability % 10}, "
+        f"{model} is sm{capability} (compute capability {capability_text(capability)}, "
         f"from the table of known GPUs), not {arch} ({arch_from}): this answers for "
-        f"{arch}; pass --arch sm{capability}"
-        + (" (or drop --arch)" if arch_from == "--arch" else "")
-        + f" to answer for {model}"
+        f"{arch}; pass --arch sm{capability}{drop} to answer for {model}"
     )
 
 
 def pinned_triton_mismatch(installed_minor: str | None) -> str | None:
     """One line when the installed Triton's major.minor is not the one vLLM `VLLM_VERSION`
     runs with (`VLLM_TRITON_PIN`, through its torch pin); None when it is, or when no triton
-    is installed. For a host where vLLM is not importable: the serving image's vLLM is taken
-    to be `VLLM_VERSION`.
-
-    Args:
-        installed_minor: e.g. "3.9" (`installed_triton_minor()`).
-    """
-    wanted = _spec_minor(VLLM_TRITON_PIN)
-    if installed_minor is None or wanted is None or installed_minor == wanted:
+    is installed. For a host where vLLM is not importable."""
+    wanted = spec_minor(VLLM_TRITON_PIN)
+    if installed_minor is None or installed_minor == wanted:
         return None
     return (
         f"triton {installed_minor} is installed here, but vLLM {VLLM_VERSION} runs with "
@@ -119,39 +130,13 @@ def pinned_triton_mismatch(installed_minor: str | None) -> str | None:
     )
 
 
-def diagnose(
-    *,
-    arch: str | None,
-    device_name: str | None,
-    gpus: list[str],
-    versions: dict[str, str],
-    linear_backend_triton: bool,
-    compare: bool = True,
-    model: ModelAsked | None = None,
-    arch_from: str = "--arch",
-) -> Diagnosis:
-    """The findings for one architecture.
-
-    Args:
-        arch: "sm90", "sm89", ...: the visible GPU's or --arch; None when neither is known.
-        device_name: vLLM's key of the GPU (visible or --device); None when unknown.
-        gpus: one line per visible GPU ([] when none).
-        versions: torch, triton and cuda versions ("" when not installed).
-        linear_backend_triton: the server runs with `--linear-backend triton`.
-        compare: compile the builtin dense and fused-MoE kernels and vLLM's for the arch
-            (needs triton).
-        model: the model vLLM serves (--model, --tp); None asks about one DeepSeek-V3 layer
-            and says that the answer depends on the model.
-        arch_from: where `arch` came from ("--arch", "the visible GPU", ...), for the
-            warning when `device_name`'s GPU model is another architecture.
-
-    Returns:
-        The Diagnosis.
-    """
+def diagnose(question: Question, gpus: list[str], versions: dict[str, str]) -> Diagnosis:
+    """The findings for one architecture: `gpus`, one line per visible GPU ([] when none);
+    `versions`, torch's, triton's and cuda's ("" when not installed)."""
     out = Diagnosis()
-    say = out.lines.append
+    say, arch = out.lines.append, question.arch
     say("GPUs: " + ("; ".join(gpus) if gpus else "none visible"))
-    say(f"architecture: {arch or 'unknown'}, device_name: {device_name or 'unknown'}")
+    say(f"architecture: {arch or 'unknown'}, device_name: {question.device_name or 'unknown'}")
     say(
         f"torch {versions.get('torch') or 'not installed'}, triton "
         f"{versions.get('triton') or 'not installed'}, CUDA {versions.get('cuda') or 'none'}"
@@ -162,13 +147,13 @@ def diagnose(
             "which GPU vLLM serves on"
         )
         return out
-    mismatch = arch_mismatch(arch, device_name, arch_from) if device_name else None
-    if mismatch is not None:
-        out.warnings.append(mismatch)
+    if question.device_name:
+        out.warnings += filter(
+            None, [arch_mismatch(arch, question.device_name, question.arch_from)]
+        )
     version, problem = _say_vllm(out, versions)
-    capability = _arch_number(arch)
-    table_arch = arch_of(f"{capability // 10}.{capability % 10}")
-    table = {a.arch: a for a in ARCH_BACKENDS}.get(table_arch or "")
+    capability, table_arch = capability_number(arch) or 0, arch_of(arch)
+    table = next((a for a in ARCH_BACKENDS if a.arch == table_arch), None)
     if table is None or table_arch is None:
         say(
             "dense block-FP8 linear: vLLM runs no FP8 block kernel (FP8 needs sm89 or newer) "
@@ -176,16 +161,14 @@ def diagnose(
         )
         out.reasons.append(f"{arch} has no FP8 dot: the block-FP8 kernels cannot run")
         return out
-    _say_model(out, model, table_arch)
-    served = _served()
-    _advise(
-        out,
-        served,
-        Asked(arch, capability, table_arch, table, model, linear_backend_triton),
-        version,
+    _say_model(out, question.model, table_arch)
+    served = [family for family in FAMILIES.values() if family.serving is not None]
+    asked = Asked(
+        arch, capability, table_arch, table, question.model, question.linear_backend_triton
     )
-    if compare:
-        _compare_kernels(out, served, capability, version, problem, versions)
+    _advise(out, served, asked, version)
+    if question.compare:
+        _compare_kernels(out, served, capability, version, problem, bool(versions.get("triton")))
     if not out.helps:
         out.reasons.append(
             f"vLLM on {arch} reads no tuned file with default settings; "
@@ -196,17 +179,12 @@ def diagnose(
 
 
 def _say_vllm(out: Diagnosis, versions: dict[str, str]) -> tuple[str | None, str]:
-    """The lines about the vLLM installed here and the triton it requires.
-
-    Returns:
-        vLLM's version (None when not importable) and why its Triton kernels cannot be
-        compiled here ("" when they can).
-    """
-    say = out.lines.append
+    """The lines about the vLLM installed here and the triton it requires: (vLLM's version,
+    None when not importable; why its Triton kernels cannot be compiled here, "" when they
+    can)."""
     version = vllm_version()
-    problem = vllm_triton_problem() if version is not None else ""
     if version is None:
-        say(
+        out.lines.append(
             "vLLM: not importable here; a sweep here times the builtin kernels (copies of "
             f"vLLM {VLLM_VERSION}'s); run `tuner doctor` inside the serving image to check its "
             "vLLM"
@@ -214,23 +192,24 @@ def _say_vllm(out: Diagnosis, versions: dict[str, str]) -> tuple[str | None, str
         pinned = (
             pinned_triton_mismatch(installed_triton_minor()) if versions.get("triton") else None
         )
-        if pinned is not None:
-            out.warnings.append(pinned)
-        return version, problem
+        out.warnings += filter(None, [pinned])
+        return version, ""
+    problem = vllm_triton_problem()
     spec, where = vllm_triton_requirement()
     times = (
         f"times the builtin kernels (--kernel auto): {problem}; for --kernel vllm, "
-        f"{PLACEHOLDER_FIX}"
+        + PLACEHOLDER_FIX
         if problem
         else "times vLLM's installed kernels (--kernel auto)"
     )
-    say(f"vLLM {version}: requires triton {spec or 'unstated'} ({where}); a sweep here " + times)
-    here = installed_triton_minor()
-    wanted = _spec_minor(spec) if spec else None
+    out.lines.append(
+        f"vLLM {version}: requires triton {spec or 'unstated'} ({where}); a sweep here " + times
+    )
+    here, wanted = installed_triton_minor(), spec_minor(spec) if spec else None
     if wanted and here and wanted != here:
         out.reasons.append(
-            f"triton {here} is installed but vLLM {version} runs with "
-            f"triton {wanted}: tune inside the serving image"
+            f"triton {here} is installed but vLLM {version} runs with triton {wanted}: tune "
+            "inside the serving image"
         )
     return version, problem
 
@@ -258,29 +237,28 @@ def _compare_kernels(
     capability: int,
     version: str | None,
     problem: str,
-    versions: dict[str, str],
+    triton: bool,
 ) -> None:
     """Compare the builtin kernels with vLLM's compiled code, or say why they are not."""
     compared = {
-        family.serving.label: family.serving.compare
-        for family in served
-        if family.serving and family.serving.compare
+        f.serving.label: f.serving.compare for f in served if f.serving and f.serving.compare
     }
-    labels = " and ".join(compared)
-    if version is not None and not problem and versions.get("triton"):
+    head = f"builtin vs vLLM's compiled code ({' and '.join(compared)})"
+    if not compared or not triton:
+        return
+    if version is None:
+        out.lines.append(
+            f"{head}: no vLLM here to compare with (bench/vllm_equivalence.py compares with a "
+            "vLLM wheel's files)"
+        )
+    elif problem:
+        out.lines.append(
+            f'{head}: not compared: {problem}; with CUDA_VISIBLE_DEVICES="" set vLLM keeps '
+            "the real Triton, and doctor compares them"
+        )
+    else:
         for hook in compared.values():
             load_hook(hook)(out, capability)
-    elif compared and version is not None and versions.get("triton"):
-        out.lines.append(
-            f"builtin vs vLLM's compiled code ({labels}): not compared: {problem}; "
-            'with CUDA_VISIBLE_DEVICES="" set vLLM keeps the real Triton, and doctor compares '
-            "them"
-        )
-    elif compared and versions.get("triton"):
-        out.lines.append(
-            f"builtin vs vLLM's compiled code ({labels}): no vLLM here to compare "
-            "with (bench/vllm_equivalence.py compares with a vLLM wheel's files)"
-        )
 
 
 def _say_model(out: Diagnosis, model: ModelAsked | None, table_arch: str) -> None:

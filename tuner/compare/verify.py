@@ -1,9 +1,10 @@
-"""`tuner verify`'s core: the M values to check, and vLLM's pick timed against the default (pure).
+"""`tuner verify`'s core: the M values each file is checked at, vLLM's pick there timed against
+its default config, and `--fix`'s tune-and-check passes. Nothing here reads the store or prints:
+the caller passes the files, a factory of runners and callbacks.
 
 vLLM runs, for any M, the config of the file key nearest to M (vLLM 0.33.0's
-`min(configs, key=lambda x: abs(x - M))`: a tie goes to the key first in the file), so a file
-is only as good as its configs away from the keys. Nothing here reads the store or touches a
-device: the caller passes the file's configs and a factory of runners.
+`min(configs, key=lambda x: abs(x - M))`: a tie goes to the smaller key), so a file is only as
+good as its configs away from the keys.
 """
 
 from __future__ import annotations
@@ -11,109 +12,111 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from typing import Any
 
 from tuner.core import VLLM_M_GRID, TrialStatus
 from tuner.files.format import vllm_pick_key
+from tuner.files.merge import DeviceFiles
+from tuner.inputs.shapes import ModelShapes
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
-from tuner.kernels.shape import Shape, as_block_shape
+from tuner.kernels.shape import FamilyShape, Shape, as_block_shape
+from tuner.measure.noise import retime_interleaved
+from tuner.measure.rounds import RETIME_ROUNDS
 from tuner.measure.trial import TrialResult
 
+# The least noise a loss must exceed on the interpreter, as a fraction of the default's median:
+# CPU timings swing between rounds more than a few samples' spread shows. From
+# bench/interpreter_noise.py (A/A gap of one config's medians): the largest gap, 14.4% on 2 busy
+# cores (results/interpreter_noise_20261201T223042Z.json), doubled and rounded.
+INTERPRETER_NOISE_FLOOR = 0.3
+# Tune-and-check passes of `--fix`: each new key adds midpoints and neighbours to check.
+MAX_FIX_PASSES = 3
+# `--m all`: vLLM's 18 batch sizes on top of the sweeps' grid.
+M_ALL = "all"
+# `--m`: None (the sweeps' grid), M_ALL, or the listed M values.
+MChoice = str | tuple[int, ...] | None
+# (N, K, M) -> a runner with check(config) -> TrialResult and sample_us(config) -> float
+# (tuner.measure.runner.KernelRunner on a device or the interpreter).
+RunnerFactory = Callable[[int, int, int], Any]
+WHERE_PICK_SWITCHES = (
+    "the midpoint of each pair of neighbouring keys (where vLLM's nearest-key "
+    "pick switches) and key - 1, key + 1"
+)
 
-def m_limit(keys: Iterable[int]) -> int:
-    """The largest M worth checking for a file: vLLM's largest batch size (4096), or the file's
-    largest key when that is larger. key + 1 of the largest key is left out above it.
 
-    Raises:
-        ValueError: no keys.
-    """
-    keys = list(keys)
-    if not keys:
-        raise ValueError("no keys to check")
-    return max(VLLM_M_GRID[-1], *keys)
+def shape_label(N: int, K: int) -> str:
+    """`N=5120,K=3072`, as vLLM's file names write a shape."""
+    return f"N={N},K={K}"
 
 
 def check_points(keys: Iterable[int], grid: Iterable[int]) -> list[int]:
-    """The M values at which `tuner verify` times vLLM's pick against the default config.
+    """The M values at which vLLM's pick is timed against the default config: every key, every
+    grid M, the midpoint `(a + b) // 2` of each pair of neighbouring keys (the largest M that
+    still runs key a's config), and key - 1 and key + 1 of every key; 0 and derived values
+    above vLLM's largest batch size (or the largest key, when larger) are left out.
 
-    The union of:
-    - every key of the file;
-    - every grid M (the caller's choice: by default the M grid of the sweeps that made the
-      file; with `--m all` also vLLM's 18 batch sizes; or the `--m` list);
-    - the midpoint `(a + b) // 2` of each pair of consecutive keys a < b: the largest M that
-      still runs key a's config, the next one runs b's (when a + b is even it is the tie,
-      which vLLM gives to a);
-    - key - 1 and key + 1 of every key, the M values next to it; 0 is left out, and so is
-      anything above `m_limit(keys)` (the keys and grid M are always kept).
-
-    Args:
-        keys: the file's M keys (at least one).
-        grid: grid M values, each >= 1.
-
-    Returns:
-        The M values, ascending, without duplicates; e.g. keys (1, 16), grid (1, 16, 32) ->
-        [1, 2, 8, 15, 16, 17, 32]; keys (16, 4096), grid () -> [15, 16, 17, 2056, 4095, 4096].
+    E.g. keys (1, 16), grid (1, 16, 32) -> [1, 2, 8, 15, 16, 17, 32].
 
     Raises:
         ValueError: no keys, or a key or grid M below 1.
     """
-    ordered = sorted(set(keys))
-    grid = set(grid)
+    ordered, grid = sorted(set(keys)), set(grid)
     if not ordered:
         raise ValueError("no keys to check")
     if ordered[0] < 1 or (grid and min(grid) < 1):
         raise ValueError("M values must be >= 1")
     derived = {(a + b) // 2 for a, b in zip(ordered, ordered[1:], strict=False)}
-    derived.update(key + 1 for key in ordered)
-    derived.update(key - 1 for key in ordered if key > 1)
-    limit = m_limit(ordered)
+    derived |= {key + 1 for key in ordered} | {key - 1 for key in ordered if key > 1}
+    limit = max(VLLM_M_GRID[-1], *ordered)
     return sorted(set(ordered) | grid | {M for M in derived if M <= limit})
+
+
+def shape_grid(choice: MChoice, sweep_grid: Sequence[int]) -> list[int]:
+    """The grid M checked for one file besides its keys, midpoints and neighbours: the sweeps'
+    grid (None), that and vLLM's 18 batch sizes (`M_ALL`), or `--m`'s list."""
+    if choice is None:
+        return sorted(set(sweep_grid))
+    if choice == M_ALL:
+        return sorted(set(sweep_grid) | set(VLLM_M_GRID))
+    if isinstance(choice, str):
+        raise ValueError(f"--m: {choice!r} is neither {M_ALL!r} nor a list of M values")
+    return sorted(set(choice))
+
+
+def m_set_line(choice: MChoice) -> str:
+    """One line: which M values verify checks per shape, and why."""
+    if choice is None:
+        return (
+            f"M checked per shape: its keys, the M grid of the sweeps that made it, "
+            f"{WHERE_PICK_SWITCHES}, up to {VLLM_M_GRID[-1]} or the largest key; "
+            f"`--m all` adds vLLM's {len(VLLM_M_GRID)} batch sizes"
+        )
+    if choice == M_ALL:
+        return (
+            f"M checked per shape (--m all): vLLM's {len(VLLM_M_GRID)} batch sizes, the M "
+            f"grid of the sweeps that made it, its keys, {WHERE_PICK_SWITCHES}"
+        )
+    listed = ", ".join(map(str, choice))
+    return f"M checked per shape (--m): {listed}, its keys, {WHERE_PICK_SWITCHES}"
+
+
+def _parsed(configs: Mapping[int, Mapping[str, int]]) -> dict[int, KernelConfig]:
+    if not configs:
+        raise ValueError("the file has no keys")
+    return {M: KernelConfig.from_dict(entry) for M, entry in configs.items()}
 
 
 def timed_points(
     configs: Mapping[int, Mapping[str, int]],
     m_points: Iterable[int],
-    block_shape: tuple[int, int] | None,
-    *,
+    shape: Shape,
     family: str = DEFAULT_FAMILY,
-    shape: Shape | None = None,
 ) -> list[int]:
-    """The M of `m_points` where `verify_shape` runs a kernel: vLLM's pick there is not the
-    default config at that M (where it is, nothing runs). Progress counts these.
-
-    Args:
-        configs: the file: M key -> config with vLLM's six keys.
-        m_points: M values, each >= 1.
-        block_shape: [group_n, group_k] of the weight scales.
-        family: the kernel family of the file (`tuner.kernels.registry`), whose
-            `default_config` vLLM runs without a file.
-        shape: the family's shape of the file; None: one of `block_shape` (the family's
-            defaults and checks read no more of it than block_shape and its params).
-
-    Returns:
-        Those M, in the order of `m_points`.
-
-    Raises:
-        ValueError: no configs, or an entry without vLLM's six keys.
-    """
-    if not configs:
-        raise ValueError("the file has no keys")
-    parsed = {M: KernelConfig.from_dict(entry) for M, entry in configs.items()}
-    kernel_family = get_family(family)
-    shape = shape if shape is not None else Shape(0, 0, as_block_shape(block_shape))
-    return [
-        M
-        for M in m_points
-        if parsed[vllm_pick_key(parsed, M)] != kernel_family.default_config(shape, M)
-    ]
-
-
-# The least noise a loss must exceed on the interpreter, as a fraction of the default's median:
-# CPU timings swing between rounds more than a few samples' spread shows (75-500 ms seen).
-# From bench/interpreter_noise.py (A/A gap of one config's medians): the largest gap, 14.4% on
-# 2 busy cores (results/interpreter_noise_20261201T223042Z.json), doubled and rounded.
-INTERPRETER_NOISE_FLOOR = 0.3
+    """The M of `m_points` where vLLM's pick from `configs` is not the family's default config
+    for `shape` at that M: where `verify_shape` runs a kernel (progress counts these)."""
+    parsed, default = _parsed(configs), get_family(family).default_config
+    return [M for M in m_points if parsed[vllm_pick_key(parsed, M)] != default(shape, M)]
 
 
 class Verdict(StrEnum):
@@ -124,77 +127,11 @@ class Verdict(StrEnum):
     FAILED = "failed"  # the chosen config cannot run here or gave a wrong result
 
 
-class RetimeLike(Protocol):
-    """One config re-timed interleaved with others (tuner.measure.noise.Retime, a frozen
-    dataclass: its fields are read-only here)."""
-
-    @property
-    def config(self) -> KernelConfig:
-        """The re-timed config."""
-        ...
-
-    @property
-    def latency_us(self) -> float:
-        """Median of its samples, microseconds per launch."""
-        ...
-
-    @property
-    def p20_us(self) -> float:
-        """20th percentile of its samples, microseconds."""
-        ...
-
-    @property
-    def p80_us(self) -> float:
-        """80th percentile of its samples, microseconds."""
-        ...
-
-
-class SamplingRunner(Protocol):
-    """Runs one (N, K, M) problem (tuner.measure.runner.KernelRunner on a device or the
-    interpreter)."""
-
-    def check(self, config: KernelConfig) -> TrialResult:
-        """Run once and compare with the float64 reference."""
-        ...
-
-    def sample_us(self, config: KernelConfig) -> float:
-        """One timing sample of a config, microseconds per launch."""
-        ...
-
-
-RunnerFactory = Callable[[int, int, int], SamplingRunner]  # (N, K, M) -> runner
-
-
-class RetimeFn(Protocol):
-    """Re-times configs interleaved (tuner.measure.noise.retime_interleaved's signature)."""
-
-    def __call__(
-        self,
-        sample_us: Callable[[KernelConfig], float],
-        configs: Sequence[KernelConfig],
-        *,
-        rounds: int = ...,
-    ) -> Sequence[RetimeLike]:
-        """One re-timing per config of `configs`, `rounds` samples of each."""
-        ...
-
-
 @dataclass(frozen=True)
 class PointResult:
-    """vLLM's pick at one M and how it compared with the default config.
-
-    Attributes:
-        M: rows of A [M, K].
-        key: the file key vLLM picks for M.
-        config: that key's config.
-        verdict: ok, slower or failed.
-        timed: False when the pick is the default config itself (nothing to compare) or failed
-            before timing.
-        chosen_us: median of the pick's interleaved samples, microseconds; None if not timed.
-        default_us: median of the default config's samples, microseconds; None if not timed.
-        noise_us: the larger p80 - p20 spread of the two, microseconds; None if not timed.
-        error: why the pick failed; None otherwise.
-    """
+    """vLLM's pick at one M: its key and config, the verdict, whether it was timed (not when
+    it is the default config itself or failed first), both medians and the noise in
+    microseconds (None when not timed), and why it failed."""
 
     M: int
     key: int
@@ -211,9 +148,8 @@ class PointResult:
         """Default time over the pick's time: 1.0 for the default itself, None when failed."""
         if self.verdict is Verdict.FAILED:
             return None
-        if not self.timed:
+        if self.default_us is None or self.chosen_us is None:
             return 1.0
-        assert self.default_us is not None and self.chosen_us is not None, "timed: both times"
         return self.default_us / self.chosen_us
 
 
@@ -227,41 +163,21 @@ class ShapeVerification:
     keys: tuple[int, ...]
     points: tuple[PointResult, ...]
 
-    @property
-    def slower(self) -> list[int]:
-        """The M where the pick is slower than the default by more than the noise."""
-        return [point.M for point in self.points if point.verdict is Verdict.SLOWER]
-
-    @property
-    def failed(self) -> list[int]:
-        """The M where the pick failed its check or could not run."""
-        return [point.M for point in self.points if point.verdict is Verdict.FAILED]
+    def at(self, verdict: Verdict) -> list[int]:
+        """The M with this verdict."""
+        return [point.M for point in self.points if point.verdict is verdict]
 
     @property
     def offending(self) -> list[int]:
         """The M that `--fix` adds keys for: slower or failed, ascending."""
-        return sorted(self.slower + self.failed)
+        return sorted(self.at(Verdict.SLOWER) + self.at(Verdict.FAILED))
 
 
-def judge(
-    chosen: RetimeLike, default: RetimeLike, noise_floor: float = 0.0
-) -> tuple[Verdict, float]:
-    """Slower or ok, from the interleaved re-timings of the pick and the default config.
-
-    The noise is the larger p80 - p20 spread of the two, and at least `noise_floor` times the
-    default's median; the pick is slower when its median exceeds the default's by more than
-    that.
-
-    Args:
-        chosen: the pick's re-timing.
-        default: the default config's re-timing.
-        noise_floor: the backend's measured noise as a fraction of a median (0 on a GPU,
-            whose spread is measured per point; CPU timings of the interpreter swing more
-            between rounds than a few samples' spread shows).
-
-    Returns:
-        (verdict, noise_us).
-    """
+def judge(chosen: Any, default: Any, noise_floor: float = 0.0) -> tuple[Verdict, float]:
+    """(verdict, noise_us) from the interleaved re-timings (tuner.measure.noise.Retime) of the
+    pick and the default: the pick is slower when its median exceeds the default's by more
+    than the larger p80 - p20 spread of the two, and than `noise_floor` times the default's
+    median (0 on a GPU; CPU timings swing more between rounds than their spread shows)."""
     noise_us = max(
         chosen.p80_us - chosen.p20_us,
         default.p80_us - default.p20_us,
@@ -275,166 +191,205 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
 
 
-def verify_point(
-    M: int,
-    *,
-    N: int,
-    K: int,
-    configs: Mapping[int, KernelConfig],
-    default: KernelConfig,
-    block_shape: tuple[int, int] | None,
-    make_runner: RunnerFactory,
-    rounds: int,
-    retime: RetimeFn,
-    noise_floor: float = 0.0,
-    family: str = DEFAULT_FAMILY,
-    shape: Shape | None = None,
-) -> PointResult:
-    """Time vLLM's pick for one M against the default config (see `verify_shape`); `family`
-    checks the pick (`KernelFamily.why_invalid` for `shape`, by default N, K and
-    `block_shape`)."""
-    key = vllm_pick_key(configs, M)
-    config = configs[key]
-    if config == default:
-        return PointResult(M=M, key=key, config=config, verdict=Verdict.OK, timed=False)
-    shape = shape if shape is not None else Shape(N, K, as_block_shape(block_shape))
-    reason = get_family(family).why_invalid(config, shape)
-    if reason is not None:
-        return PointResult(
-            M=M,
-            key=key,
-            config=config,
-            verdict=Verdict.FAILED,
-            timed=False,
-            error=f"invalid config: {reason}",
-        )
-    runner = make_runner(N, K, M)
+def _failure(runner: Any, config: KernelConfig, default: KernelConfig) -> str | None:
+    """Why the pick or the default fails its check against the float64 reference, or None."""
     for checked_config, label in ((config, ""), (default, "default config ")):
         try:
             checked = runner.check(checked_config)
         except Exception as exc:  # noqa: BLE001 - a config that cannot run fails, not crashes
             checked = TrialResult(TrialStatus.CRASHED, error=_one_line(exc))
         if checked.status is not TrialStatus.OK:
-            return PointResult(
-                M=M,
-                key=key,
-                config=config,
-                verdict=Verdict.FAILED,
-                timed=False,
-                error=f"{label}{checked.status.value}: {checked.error}",
-            )
-    try:
-        timings = {
-            result.config: result
-            for result in retime(runner.sample_us, [config, default], rounds=rounds)
-        }
-    except Exception as exc:  # noqa: BLE001
-        return PointResult(
-            M=M,
-            key=key,
-            config=config,
-            verdict=Verdict.FAILED,
-            timed=False,
-            error=f"timing failed: {_one_line(exc)}",
-        )
-    verdict, noise_us = judge(timings[config], timings[default], noise_floor)
-    return PointResult(
-        M=M,
-        key=key,
-        config=config,
-        verdict=verdict,
-        timed=True,
-        chosen_us=timings[config].latency_us,
-        default_us=timings[default].latency_us,
-        noise_us=noise_us,
-    )
+            return f"{label}{checked.status.value}: {checked.error}"
+    return None
+
+
+def _failed(M: int, key: int, config: KernelConfig, error: str) -> PointResult:
+    return PointResult(M, key, config, Verdict.FAILED, False, error=error)
+
+
+@dataclass(frozen=True)
+class _Check:
+    """What every M of one file is checked with."""
+
+    shape: Shape
+    family: str
+    make_runner: RunnerFactory
+    rounds: int
+    noise_floor: float
+    retime: Callable[..., Sequence[Any]]
+
+    def point(self, M: int, configs: Mapping[int, KernelConfig]) -> PointResult:
+        """Time vLLM's pick for M against the default config."""
+        key = vllm_pick_key(configs, M)
+        config, family = configs[key], get_family(self.family)
+        default = family.default_config(self.shape, M)
+        if config == default:
+            return PointResult(M, key, config, Verdict.OK, False)
+        reason = family.why_invalid(config, self.shape)
+        if reason is not None:
+            return _failed(M, key, config, f"invalid config: {reason}")
+        runner = self.make_runner(self.shape.N, self.shape.K, M)
+        error = _failure(runner, config, default)
+        if error is not None:
+            return _failed(M, key, config, error)
+        try:
+            retimed = self.retime(runner.sample_us, [config, default], rounds=self.rounds)
+        except Exception as exc:  # noqa: BLE001
+            return _failed(M, key, config, f"timing failed: {_one_line(exc)}")
+        timings = {result.config: result for result in retimed}
+        verdict, noise_us = judge(timings[config], timings[default], self.noise_floor)
+        chosen_us, default_us = timings[config].latency_us, timings[default].latency_us
+        return PointResult(M, key, config, verdict, True, chosen_us, default_us, noise_us)
 
 
 def verify_shape(
-    *,
-    N: int,
-    K: int,
-    block_shape: tuple[int, int] | None,
+    shape: Shape,
     configs: Mapping[int, Mapping[str, int]],
     m_points: Sequence[int],
     make_runner: RunnerFactory,
-    rounds: int | None = None,
-    retime: RetimeFn | None = None,
-    on_point: Callable[[PointResult], None] | None = None,
-    noise_floor: float = 0.0,
+    *,
     family: str = DEFAULT_FAMILY,
-    params: tuple[tuple[str, int], ...] = (),
+    rounds: int = RETIME_ROUNDS,
+    noise_floor: float = 0.0,
+    retime: Callable[..., Sequence[Any]] = retime_interleaved,
+    on_point: Callable[[PointResult], None] = lambda point: None,
 ) -> ShapeVerification:
-    """Time, at each M, the config vLLM would run from this file against vLLM's default config
-    at that M (`KernelFamily.default_config` of the file's family).
-
-    For each M: the key vLLM picks (`tuner.files.format.vllm_pick_key`) and its config. If that
-    is the default config, the speedup is 1 and nothing runs. Otherwise a runner for (N, K, M)
-    checks the config, then the default, against the float64 reference (a wrong result or a
-    launch failure of either is verdict FAILED), then `retime` samples the two interleaved
-    (A B B A A B ...) and `judge` decides between SLOWER and OK.
-
-    Args:
-        N: rows of the weight B [N, K].
-        K: reduction dimension.
-        block_shape: [group_n, group_k] of the weight scales.
-        configs: the file: M key -> config with vLLM's six keys (extra keys are ignored).
-        m_points: the M values to check (`check_points`), each >= 1.
-        make_runner: (N, K, M) -> a runner with `check` and `sample_us`; called once per M
-            that is timed.
-        rounds: interleaved rounds per M; None for tuner.measure.noise.RETIME_ROUNDS.
-        retime: `retime(sample_us, configs, rounds=...)` returning one re-timing per config;
-            None for tuner.measure.noise.retime_interleaved.
-        on_point: called with each result as soon as it is known (progress output).
-        noise_floor: the least noise `judge` assumes, as a fraction of the default's median.
-        family: the file's kernel family (`tuner.kernels.registry`): its default config, its
-            checks of a config.
-        params: the family's dimensions beyond N and K, as `Shape.params`.
-
-    Returns:
-        The results in the order of `m_points`.
+    """Time, at each M of `m_points`, the config vLLM runs from this file (`configs`: M key ->
+    vLLM's six keys) against the family's default config at that M. Where the pick is the
+    default nothing runs; otherwise a runner for (N, K, M) checks the pick, then the default,
+    against the float64 reference (a wrong result or a failed launch is FAILED), then `retime`
+    samples both interleaved and `judge` decides. `on_point` sees each result as it comes.
 
     Raises:
         ValueError: no configs, an entry without vLLM's six keys, or an unknown family.
     """
-    kernel_family = get_family(family)
-    pair = as_block_shape(block_shape)
-    shape = Shape(N, K, pair, tuple(params))
-    retime, rounds = _retiming(retime, rounds)
-    if not configs:
-        raise ValueError(f"N={N},K={K}: the file has no keys")
-    parsed = {M: KernelConfig.from_dict(entry) for M, entry in configs.items()}
+    parsed = _parsed(configs)
+    check = _Check(shape, family, make_runner, rounds, noise_floor, retime)
     results = []
     for M in m_points:
-        result = verify_point(
-            M,
-            N=N,
-            K=K,
-            configs=parsed,
-            default=kernel_family.default_config(shape, M),
-            block_shape=block_shape,
-            make_runner=make_runner,
-            rounds=rounds,
-            retime=retime,
-            noise_floor=noise_floor,
-            family=family,
-            shape=shape,
-        )
-        if on_point is not None:
-            on_point(result)
-        results.append(result)
-    return ShapeVerification(
-        N=N, K=K, block_shape=pair, keys=tuple(sorted(parsed)), points=tuple(results)
+        results.append(check.point(M, parsed))
+        on_point(results[-1])
+    keys = tuple(sorted(parsed))
+    return ShapeVerification(shape.N, shape.K, shape.block_shape, keys, tuple(results))
+
+
+@dataclass(frozen=True)
+class PlannedShape:
+    """One shape's file and the M values it is checked at; `timed`: those where a kernel runs."""
+
+    shape: Shape
+    configs: Mapping[int, Mapping[str, int]]
+    m_points: tuple[int, ...]
+    timed: frozenset[int]
+
+
+def plan(
+    model_shapes: ModelShapes,
+    files: DeviceFiles,
+    grids: Mapping[FamilyShape, Sequence[int]],
+    choice: MChoice,
+    only: set[tuple[int, int]] | None = None,
+) -> tuple[list[PlannedShape], list[str]]:
+    """The model's dense shapes to check (those of `only` when given), in model order, and one
+    line per shape without a file (vLLM runs its default config there)."""
+    by_key = {file.key: file for file in files.files}
+    skipped = {item.key: item.reason for item in files.skipped}
+    planned, missing = [], []
+    for N, K in model_shapes.shapes:
+        key = FamilyShape(DEFAULT_FAMILY, Shape(N, K, as_block_shape(model_shapes.block_shape)))
+        if only is not None and (N, K) not in only:
+            continue
+        if key not in by_key:
+            reason = skipped.get(key, "no trials in the store")
+            missing.append(
+                f"{shape_label(N, K)}: no file ({reason}); vLLM runs its default config there"
+            )
+            continue
+        configs = by_key[key].merged.configs
+        m_points = check_points(configs, shape_grid(choice, grids.get(key, ())))
+        timed = frozenset(timed_points(configs, m_points, key.shape))
+        planned.append(PlannedShape(key.shape, configs, tuple(m_points), timed))
+    return planned, missing
+
+
+def no_file_line(model_shapes: ModelShapes, files: DeviceFiles, device_name: str) -> str | None:
+    """The error line when none of the model's dense shapes has a file to check, else None."""
+    planned, _ = plan(model_shapes, files, {}, ())
+    if planned:
+        return None
+    shapes = set(model_shapes.shapes)
+    reasons = "; ".join(
+        f"{shape_label(item.N, item.K)}: {item.reason}"
+        for item in files.skipped
+        if (item.N, item.K) in shapes
     )
-
-
-def _retiming(retime: RetimeFn | None, rounds: int | None) -> tuple[RetimeFn, int]:
-    """`verify_shape`'s re-timing and rounds, tuner.measure.noise's where not given."""
-    if retime is not None and rounds is not None:
-        return retime, rounds
-    from tuner.measure.noise import RETIME_ROUNDS, retime_interleaved
-
     return (
-        retime if retime is not None else retime_interleaved,
-        rounds if rounds is not None else RETIME_ROUNDS,
+        f"no file of {model_shapes.model} TP {model_shapes.tp} on {device_name} "
+        f"to check ({reasons or 'no trials of its shapes'})"
     )
+
+
+def summary_line(results: Sequence[ShapeVerification]) -> str:
+    """e.g. "2 shape(s), 12 M values: 10 ok (7 run the default config), 2 slower, 0 failed"."""
+    points = [point for result in results for point in result.points]
+    counts = {verdict: sum(point.verdict is verdict for point in points) for verdict in Verdict}
+    untimed = sum(point.verdict is Verdict.OK and not point.timed for point in points)
+    return (
+        f"{len(results)} shape(s), {len(points)} M values: {counts[Verdict.OK]} ok "
+        f"({untimed} run the default config), {counts[Verdict.SLOWER]} slower, "
+        f"{counts[Verdict.FAILED]} failed"
+    )
+
+
+def nothing_timed_line(results: Sequence[ShapeVerification], device_name: str) -> str | None:
+    """The line that says there was nothing to time (every pick is the default config, the
+    baseline itself); None when some M was timed."""
+    points = [point for result in results for point in result.points]
+    if not points or any(point.timed for point in points):
+        return None
+    return (
+        f"nothing to time: at all {len(points)} M value(s) of {len(results)} shape(s) "
+        f"vLLM's pick from {device_name}'s files is its default config, the baseline "
+        "itself (the sweeps found no faster config there; `tuner winners` shows them); "
+        "nothing is slower"
+    )
+
+
+def offending_lines(results: Sequence[ShapeVerification]) -> list[str]:
+    """One line per shape and verdict with slower or failed M, naming them."""
+    words = {Verdict.SLOWER: "slower than the default", Verdict.FAILED: "failed"}
+    return [
+        f"{shape_label(result.N, result.K)}: {what} at M={', '.join(map(str, values))}"
+        for result in results
+        for verdict, what in words.items()
+        if (values := result.at(verdict))
+    ]
+
+
+def fix_passes(
+    results: Sequence[ShapeVerification],
+    tune: Callable[[dict[tuple[int, int], list[int]]], None],
+    check_again: Callable[[set[tuple[int, int]], int], tuple[list[ShapeVerification], list[str]]],
+    say: Callable[[str], None],
+) -> list[ShapeVerification]:
+    """`--fix`: tune each shape's offending M (`tune`), then check the shapes it touched again
+    in full (`check_again(shapes, pass)`: new keys make new midpoints), up to MAX_FIX_PASSES
+    times; the latest result of every shape.
+
+    Raises:
+        ValueError: a touched shape has no file afterwards.
+    """
+    latest = {(result.N, result.K): result for result in results}
+    for fix_pass in range(1, MAX_FIX_PASSES + 1):
+        offending = {shape: r.offending for shape, r in latest.items() if r.offending}
+        if not offending:
+            break
+        tune(offending)
+        again, missing = check_again(set(offending), fix_pass)
+        for line in missing:
+            say(line)
+        if missing:
+            raise ValueError(f"{len(missing)} shape(s) have no file after --fix; see above")
+        latest.update({(result.N, result.K): result for result in again})
+        say(f"after --fix pass {fix_pass}: " + summary_line(again))
+    return list(latest.values())

@@ -1,43 +1,90 @@
-"""`tuner compare`'s core (pure): time the kernels of one (N, K, M) interleaved, and turn the
-points of a model into verdicts for decode and prefill. The runner and the clock come from the
-caller, so this runs the same with a GPU, the interpreter or fakes."""
+"""`tuner compare`'s core (pure): the one name of each kernel it times, the kernels of one
+(N, K, M) checked and timed interleaved, vLLM's default kernel per shape, and the verdicts:
+which kernel wins decode and prefill, and whether `--linear-backend triton` with the tuned
+files beats vLLM's default. The runner and the clock come from the caller, so this runs the
+same with a GPU, the interpreter or fakes; nothing here imports torch, Triton or vLLM.
+
+vLLM's default is its own selection when that answers here (vLLM 0.33.0,
+vllm/model_executor/kernels/linear/__init__.py: `choose_scaled_mm_linear_kernel`, asked by
+`tuner.compare.backends.vllm_choice` as a server asks it), else the tuner's table of vLLM 0.33.0
+per shape (`tuner.kernels.vllm_table.table_dense_kernel`).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
-from tuner.compare.backends import Candidate
-from tuner.compare.kernel_names import BACKENDS, TRITON_DEFAULT, TRITON_TUNED
-from tuner.core import TrialStatus, geomean
+from tuner.core import ComparisonStatus, TrialStatus, geomean
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.vllm_table import capability_number, table_dense_kernel
+from tuner.measure.timing import percentiles
 from tuner.measure.trial import TrialResult
 
+# The one name of each kernel, alike in the tables, summary lines, "not timed" lines, the stored
+# comparison (GET /devices/{d}/comparisons) and the report.
+TRITON_TUNED = "triton-tuned"  # the Triton kernel with the config vLLM picks from the files
+TRITON_DEFAULT = "triton-default"  # the Triton kernel with vLLM's default config
+TORCH_SCALED_MM = "torch-scaled_mm"  # torch.nn.functional.scaled_mm, block-wise scales
+TORCH_CPU = "torch-dequant-cpu"  # dequantize + matmul on the CPU (the interpreter's stand-in)
+VLLM_DEEPGEMM = "vllm-deepgemm"
+VLLM_CUTLASS = "vllm-cutlass"
+VLLM_MARLIN = "vllm-marlin"
+VLLM_HUMMING = "vllm-humming"
+# Column order of the tables.
+BACKENDS = (
+    TRITON_TUNED,
+    TRITON_DEFAULT,
+    TORCH_SCALED_MM,
+    TORCH_CPU,
+    VLLM_DEEPGEMM,
+    VLLM_CUTLASS,
+    VLLM_MARLIN,
+    VLLM_HUMMING,
+)
+# vLLM 0.33.0 class name (kernels/linear/scaled_mm/*.py) -> the kernel name that times it. Its
+# Triton kernel reads the tuned files: there the default is already what the flag gives.
+KERNEL_BACKENDS = {
+    "DeepGemmFp8BlockScaledMMKernel": VLLM_DEEPGEMM,
+    "CutlassFp8BlockScaledMMKernel": VLLM_CUTLASS,
+    "MarlinFP8ScaledMMLinearKernel": VLLM_MARLIN,
+    "HummingFP8ScaledMMLinearKernel": VLLM_HUMMING,
+    "TritonFp8BlockScaledMMKernel": TRITON_TUNED,
+}
+BY_SELECTION = "vLLM's own selection"
+BY_TABLE = "the tuner's table of vLLM 0.33.0"
 # The verdicts' M ranges: decode is M <= 32, prefill M >= 2048.
-DECODE_MAX_M = 32
-PREFILL_MIN_M = 2048
+REGIMES: tuple[tuple[str, Callable[[int], bool]], ...] = (
+    ("decode (M <= 32)", lambda M: M <= 32),
+    ("prefill (M >= 2048)", lambda M: M >= 2048),
+)
 
-OK = "ok"
-FAILED = "failed"
-UNAVAILABLE = "unavailable"
+
+def column_header(name: str) -> str:
+    """A table header for a kernel's name, broken after each '-' for a narrow column."""
+    return name.replace("-", "-\n")
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    return " ".join(text.split())[:limit]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One kernel to time: a Triton config, or a library kernel by name (`config` None)."""
+
+    backend: str
+    config: KernelConfig | None = None
 
 
 @dataclass(frozen=True)
 class BackendTime:
-    """One kernel at one (N, K, M).
-
-    Attributes:
-        backend: one of tuner.compare.kernel_names.BACKENDS.
-        status: "ok" (checked, then timed), "failed" (wrong result or did not run) or
-            "unavailable" (not timed here).
-        latency_us: median of its interleaved samples, microseconds; None unless ok.
-        p20_us: 20th percentile, microseconds; None unless ok.
-        p80_us: 80th percentile, microseconds; None unless ok.
-        note: the Triton config, or why it failed or was not timed.
-    """
+    """One kernel at one (N, K, M): its status, its median and percentiles in microseconds
+    (None unless ok), and the Triton config or why it failed or was not timed."""
 
     backend: str
-    status: str
+    status: ComparisonStatus
     latency_us: float | None = None
     p20_us: float | None = None
     p80_us: float | None = None
@@ -46,7 +93,7 @@ class BackendTime:
 
 @dataclass(frozen=True)
 class ComparePoint:
-    """Every kernel at one (N, K, M)."""
+    """Every kernel at one (N, K, M), in BACKENDS order."""
 
     N: int
     K: int
@@ -56,7 +103,7 @@ class ComparePoint:
     def latency(self, backend: str) -> float | None:
         """The backend's median in microseconds, None when it was not timed ok."""
         for time in self.times:
-            if time.backend == backend and time.status == OK:
+            if time.backend == backend and time.status is ComparisonStatus.OK:
                 return time.latency_us
         return None
 
@@ -66,198 +113,225 @@ class ComparePoint:
         timed = [
             (t.latency_us, BACKENDS.index(t.backend), t.backend)
             for t in self.times
-            if t.status == OK
+            if t.status is ComparisonStatus.OK
         ]
         return min(timed)[2] if timed else None
 
 
-class CandidateSampler(Protocol):
-    """tuner.compare.backends.CandidateRunner, or a fake."""
-
-    def check(self, config: Candidate) -> TrialResult: ...
-
-    def sample_us(self, config: Candidate) -> float: ...
-
-
-RetimeFn = Callable[..., Sequence]  # tuner.measure.noise.retime_interleaved
-
-
-def compare_point(
-    N: int,
-    K: int,
-    M: int,
-    *,
-    runner: CandidateSampler,
-    candidates: Sequence[Candidate],
-    unavailable: Mapping[str, str],
-    rounds: int,
-    retime: RetimeFn,
-) -> ComparePoint:
-    """Check each candidate against the float64 reference, then time those that pass
-    interleaved, one sample of each per round (`retime`), as verify does.
-
-    When the tuned config is vLLM's default config, it is timed once, as triton-default, and
-    triton-tuned gets the same numbers.
-
-    Args:
-        N, K, M: the problem.
-        runner: checks and samples candidates of this problem.
-        candidates: at most one per backend.
-        unavailable: backend -> why it is not timed here.
-        rounds: interleaved rounds.
-        retime: `retime(sample_us, candidates, rounds=...)` -> one result per candidate with
-            latency_us, p20_us, p80_us.
-
-    Returns:
-        One BackendTime per candidate and per unavailable backend, in BACKENDS order.
-    """
-    times: dict[str, BackendTime] = {
-        name: BackendTime(name, UNAVAILABLE, note=reason) for name, reason in unavailable.items()
-    }
-    configs = {c.backend: c.config for c in candidates}
-    same = TRITON_TUNED in configs and configs[TRITON_TUNED] == configs.get(TRITON_DEFAULT)
-    passed = []
-    for candidate in candidates:
-        if same and candidate.backend == TRITON_TUNED:
-            continue
-        note = candidate.config.short() if candidate.config is not None else ""
-        try:
-            checked = runner.check(candidate)
-        except Exception as exc:  # noqa: BLE001 - a kernel that cannot run fails, not crashes
-            checked = TrialResult(TrialStatus.CRASHED, error=f"{type(exc).__name__}: {exc}")
-        if checked.status is TrialStatus.OK:
-            passed.append(candidate)
-            times[candidate.backend] = BackendTime(candidate.backend, OK, note=note)
-        else:
-            reason = " ".join(f"{checked.status.value}: {checked.error}".split())[:200]
-            times[candidate.backend] = BackendTime(candidate.backend, FAILED, note=reason)
-    if passed:
-        for candidate, result in zip(passed, _timed(runner, passed, rounds, retime), strict=True):
-            times[candidate.backend] = (
-                BackendTime(candidate.backend, FAILED, note=result)
-                if isinstance(result, str)
-                else BackendTime(
-                    candidate.backend,
-                    OK,
-                    result.latency_us,
-                    result.p20_us,
-                    result.p80_us,
-                    times[candidate.backend].note,
-                )
-            )
-    if same:
-        default = times[TRITON_DEFAULT]
-        times[TRITON_TUNED] = BackendTime(
-            TRITON_TUNED,
-            default.status,
-            default.latency_us,
-            default.p20_us,
-            default.p80_us,
-            "vLLM's default config (the file picks it here)",
-        )
-    ordered = tuple(times[name] for name in BACKENDS if name in times)
-    return ComparePoint(N, K, M, ordered)
+def _checked(runner: Any, candidate: Candidate) -> BackendTime:
+    """A candidate checked against the float64 reference: ok (untimed yet) or failed."""
+    note = candidate.config.short() if candidate.config is not None else ""
+    try:
+        checked = runner.check(candidate)
+    except Exception as exc:  # noqa: BLE001 - a kernel that cannot run fails, not crashes
+        checked = TrialResult(TrialStatus.CRASHED, error=f"{type(exc).__name__}: {exc}")
+    if checked.status is TrialStatus.OK:
+        return BackendTime(candidate.backend, ComparisonStatus.OK, note=note)
+    reason = _one_line(f"{checked.status.value}: {checked.error}")
+    return BackendTime(candidate.backend, ComparisonStatus.FAILED, note=reason)
 
 
-@dataclass(frozen=True)
-class _Timed:
-    latency_us: float
-    p20_us: float
-    p80_us: float
-
-
-def _alone(runner: CandidateSampler, candidate: Candidate, rounds: int) -> _Timed:
-    from tuner.measure.timing import percentiles
-
-    return _Timed(*percentiles([runner.sample_us(candidate) for _ in range(max(rounds, 2))]))
-
-
-def _timed(
-    runner: CandidateSampler, passed: Sequence[Candidate], rounds: int, retime: RetimeFn
-) -> list:
+def _timed(runner: Any, passed: Sequence[Candidate], rounds: int, retime: Callable) -> list:
     """Interleaved results of the passed candidates; when timing them together raises (a
-    kernel that checks but cannot be timed, e.g. not capturable), each is timed alone and one
-    that still raises gets the one-line reason (a str) instead of a result."""
+    kernel that checks but cannot be timed, e.g. not capturable), each is timed alone, and one
+    that still raises gets its one-line reason (a str) instead of a result."""
     if len(passed) > 1:
         try:
-            return list(retime(runner.sample_us, passed, rounds=rounds))
+            return [
+                (r.latency_us, r.p20_us, r.p80_us)
+                for r in retime(runner.sample_us, passed, rounds=rounds)
+            ]
         except Exception:  # noqa: BLE001 - find the culprit below, alone
             pass
     results: list = []
     for candidate in passed:
         try:
-            results.append(_alone(runner, candidate, rounds))
+            results.append(
+                percentiles([runner.sample_us(candidate) for _ in range(max(rounds, 2))])
+            )
         except Exception as exc:  # noqa: BLE001 - a kernel that cannot be timed fails
-            results.append(" ".join(f"timing: {type(exc).__name__}: {exc}".split())[:200])
+            results.append(_one_line(f"timing: {type(exc).__name__}: {exc}"))
     return results
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """Which kernel wins one regime (decode or prefill) over a model's shapes.
-
-    Attributes:
-        regime: "decode (M <= 32)" or "prefill (M >= 2048)".
-        points: how many (shape, M) points fall in it.
-        winner: the backend with the lowest geometric-mean latency over the points where every
-            compared backend ran; None when no point qualifies.
-        tuned_vs: backend -> geometric mean of (its latency / triton-tuned's) over those points:
-            above 1 means the tuned Triton kernel is faster.
-    """
-
-    regime: str
-    points: int
-    winner: str | None
-    tuned_vs: dict[str, float]
-
-    def line(self) -> str:
-        """One line for the terminal and the report."""
-        if self.winner is None:
-            return f"{self.regime}: no point where the kernels could all be compared"
-        ratios = ", ".join(f"{name} {ratio:.3g}x" for name, ratio in self.tuned_vs.items())
-        return (
-            f"{self.regime}: {self.winner} is fastest over {self.points} point(s); "
-            f"time of each vs triton-tuned (above 1: tuned Triton faster): {ratios}"
+def compare_point(
+    shape: tuple[int, int, int],
+    runner: Any,
+    candidates: Sequence[Candidate],
+    unavailable: Mapping[str, str],
+    *,
+    rounds: int,
+    retime: Callable,
+) -> ComparePoint:
+    """Check each candidate of (N, K, M) = `shape` against the float64 reference with
+    `runner` (`check` and `sample_us` of a Candidate), then time those that pass interleaved,
+    one sample of each per round (`retime`, tuner.measure.noise.retime_interleaved), as verify
+    does. A tuned config that is vLLM's default config is timed once, as triton-default, and
+    triton-tuned gets its numbers. `unavailable`: kernel -> why it is not timed here."""
+    times = {
+        name: BackendTime(name, ComparisonStatus.UNAVAILABLE, note=reason)
+        for name, reason in unavailable.items()
+    }
+    configs = {c.backend: c.config for c in candidates}
+    same = TRITON_TUNED in configs and configs[TRITON_TUNED] == configs.get(TRITON_DEFAULT)
+    timing = [c for c in candidates if not (same and c.backend == TRITON_TUNED)]
+    times.update({c.backend: _checked(runner, c) for c in timing})
+    passed = [c for c in timing if times[c.backend].status is ComparisonStatus.OK]
+    for candidate, result in zip(passed, _timed(runner, passed, rounds, retime), strict=True):
+        old = times[candidate.backend]
+        times[candidate.backend] = (
+            replace(old, status=ComparisonStatus.FAILED, note=result)
+            if isinstance(result, str)
+            else replace(old, latency_us=result[0], p20_us=result[1], p80_us=result[2])
         )
+    if same:
+        note = "vLLM's default config (the file picks it here)"
+        times[TRITON_TUNED] = replace(times[TRITON_DEFAULT], backend=TRITON_TUNED, note=note)
+    return ComparePoint(*shape, tuple(times[name] for name in BACKENDS if name in times))
 
 
-def verdict(points: Sequence[ComparePoint], regime: str, keep: Callable[[int], bool]) -> Verdict:
-    """The verdict of one regime: the points whose M `keep` accepts.
-
-    Backends compared: those timed ok at every such point, triton-tuned among them; the
-    others are left out of the verdict (their rows still show).
-    """
+def _regime_line(points: Sequence[ComparePoint], regime: str, keep: Callable[[int], bool]) -> str:
+    """Which kernel wins one regime over a model's shapes: the lowest geometric mean over its
+    points of the kernels timed at every one of them, and each one's time over tuned
+    Triton's (above 1: tuned Triton faster)."""
     chosen = [p for p in points if keep(p.M)]
-    backends = [
-        name for name in BACKENDS if chosen and all(p.latency(name) is not None for p in chosen)
-    ]
-    if TRITON_TUNED not in backends:
-        return Verdict(regime, len(chosen), None, {})
-    means = {
-        name: geomean([latency for p in chosen if (latency := p.latency(name)) is not None])
-        for name in backends
-    }  # none is None: `backends` keeps those timed at every point
-    winner = min(backends, key=lambda name: (means[name], BACKENDS.index(name)))
-    tuned = means[TRITON_TUNED]
-    ratios = {name: means[name] / tuned for name in backends if name != TRITON_TUNED}
-    return Verdict(regime, len(chosen), winner, ratios)
+    names = [n for n in BACKENDS if chosen and all(p.latency(n) is not None for p in chosen)]
+    if TRITON_TUNED not in names:
+        return f"{regime}: no point where the kernels could all be compared"
+    means = {n: geomean([p.latency(n) or 0.0 for p in chosen]) for n in names}
+    winner = min(names, key=lambda name: (means[name], BACKENDS.index(name)))
+    ratios = ", ".join(
+        f"{name} {means[name] / means[TRITON_TUNED]:.3g}x" for name in names if name != TRITON_TUNED
+    )
+    return (
+        f"{regime}: {winner} is fastest over {len(chosen)} point(s); "
+        f"time of each vs triton-tuned (above 1: tuned Triton faster): {ratios}"
+    )
 
 
-def verdicts(points: Sequence[ComparePoint]) -> list[Verdict]:
-    """Decode (M <= 32) and prefill (M >= 2048) verdicts."""
+def verdict_lines(points: Sequence[ComparePoint]) -> list[str]:
+    """The decode (M <= 32) and prefill (M >= 2048) verdicts."""
+    return [_regime_line(points, regime, keep) for regime, keep in REGIMES]
+
+
+@dataclass(frozen=True)
+class VllmDefault:
+    """vLLM's default kernel for one (N, K): the kernel names that time it, in order of
+    preference (empty when compare times none); vLLM's class name (None when unknown); who
+    said so (BY_SELECTION or BY_TABLE); and why the table answered ("" when vLLM did)."""
+
+    backends: tuple[str, ...]
+    kernel: str | None
+    source: str
+    reason: str = ""
+
+
+def _default(name: str | None, source: str, reason: str = "") -> VllmDefault:
+    backend = KERNEL_BACKENDS.get(name or "")
+    return VllmDefault((backend,) if backend else (), name, source, reason)
+
+
+def default_kernels(
+    shapes: Iterable[tuple[int, int]],
+    compute_capability: str | None,
+    out_dtype: str,
+    model_type: str | None,
+    choose: Callable[[int, int, str, str | None], str],
+) -> dict[tuple[int, int], VllmDefault]:
+    """(N, K) -> vLLM's default kernel: `choose(N, K, out_dtype, model_type)` (vLLM's own
+    selection, `tuner.compare.backends.vllm_choice`) where it answers, else the tuner's table
+    with the one-line reason (the interpreter's compute capability "" knows none)."""
+    capability = capability_number(compute_capability)
+    result = {}
+    for N, K in shapes:
+        try:
+            result[(N, K)] = _default(choose(N, K, out_dtype, model_type), BY_SELECTION)
+        except Exception as exc:  # noqa: BLE001 - no vLLM here, or its selection failed
+            error = f"{type(exc).__name__}: {_one_line(str(exc), 160)}"
+            why = f"vLLM's selection did not answer here ({error})"
+            name = (
+                table_dense_kernel(capability, N, K, out_dtype, model_type) if capability else None
+            )
+            result[(N, K)] = _default(name, BY_TABLE, why)
+    return result
+
+
+def table_reasons(defaults: Mapping[tuple[int, int], VllmDefault]) -> list[str]:
+    """The one-line reasons the table answered instead of vLLM's selection, each once."""
+    reasons = dict.fromkeys(d.reason for d in defaults.values() if d.reason)
+    return [f"{reason}: {BY_TABLE} answers" for reason in reasons]
+
+
+def default_backend(points: Sequence[ComparePoint], default: VllmDefault) -> str | None:
+    """Of `default.backends`, the first timed at some point of `points` (one shape's)."""
+    return next(
+        (n for n in default.backends if any(p.latency(n) is not None for p in points)), None
+    )
+
+
+def beats(ratio: float, other: str) -> str:
+    """Words for `ratio` = other's time / tuned Triton's (above 1: Triton faster)."""
+    if ratio > 1:
+        return f"Triton beats {other} by {(ratio - 1) * 100:.1f}% ({other} takes {ratio:.3g}x)"
+    if ratio < 1:
+        return (
+            f"{other} beats Triton by {(1 / ratio - 1) * 100:.1f}% (Triton takes {1 / ratio:.3g}x)"
+        )
+    return f"Triton and {other} tie"
+
+
+def _not_compared(defaults: Mapping[tuple[int, int], VllmDefault]) -> list[str]:
+    kernels = ", ".join(sorted({d.kernel for d in defaults.values() if d.kernel}))
+    if kernels and all(d.backends == (TRITON_TUNED,) for d in defaults.values()):
+        return [
+            f"vLLM's default here is its Triton kernel ({kernels}): it reads "
+            "the tuned files without --linear-backend triton"
+        ]
+    why = (
+        f"here it is {kernels}, not timed here"
+        if kernels
+        else "no vLLM default kernel is timed on this backend"
+    )
     return [
-        verdict(points, f"decode (M <= {DECODE_MAX_M})", lambda M: M <= DECODE_MAX_M),
-        verdict(points, f"prefill (M >= {PREFILL_MIN_M})", lambda M: M >= PREFILL_MIN_M),
+        f"vLLM's default kernel was not compared ({why}); the verdicts above compare the "
+        "kernels that ran"
     ]
 
 
-def per_m(points: Sequence[ComparePoint], against: str) -> dict[int, float]:
-    """M -> geometric mean over shapes of (`against`'s latency / triton-tuned's), over the
-    shapes where both ran: above 1 means `--linear-backend triton` with the tuned files beats
-    `against` at that M by that factor."""
+def flag_lines(
+    points: Sequence[ComparePoint], defaults: Mapping[tuple[int, int], VllmDefault]
+) -> list[str]:
+    """Whether `--linear-backend triton` with the tuned files beats vLLM's default kernel
+    (`defaults`, per shape): per M (geometric mean over shapes of the default's time over
+    tuned Triton's), then decode and prefill apart (over their points)."""
+    chosen: dict[tuple[int, int], str] = {}
+    for N, K in {(p.N, p.K) for p in points}:
+        name = default_backend([p for p in points if (p.N, p.K) == (N, K)], defaults[(N, K)])
+        if name is not None and name != TRITON_TUNED:
+            chosen[(N, K)] = name
     ratios: dict[int, list[float]] = {}
     for point in points:
-        tuned, other = point.latency(TRITON_TUNED), point.latency(against)
-        if tuned is not None and other is not None:
-            ratios.setdefault(point.M, []).append(other / tuned)
-    return {M: geomean(values) for M, values in sorted(ratios.items())}
+        tuned = point.latency(TRITON_TUNED)
+        name = chosen.get((point.N, point.K))
+        default_us = point.latency(name) if name else None
+        if tuned is not None and default_us is not None:
+            ratios.setdefault(point.M, []).append(default_us / tuned)
+    if not ratios:
+        return _not_compared(defaults)
+    other = " / ".join(sorted(set(chosen.values())))
+    kernels = ", ".join(sorted({d.kernel for d in defaults.values() if d.kernel}))
+    sources = ", ".join(sorted({d.source for d in defaults.values()}))
+    lines = [
+        f"vLLM's default here: {kernels} (timed as {other}; from {sources}). "
+        "--linear-backend triton with the tuned files vs it, per M (geometric mean over shapes):"
+    ]
+    lines += [f"  M={M}: {beats(geomean(v), other)}" for M, v in sorted(ratios.items())]
+    for regime, keep in REGIMES:
+        values = [v for M, vs in ratios.items() if keep(M) for v in vs]
+        said = (
+            f"{beats(geomean(values), other)} over {len(values)} point(s)"
+            if values
+            else f"no point where Triton and {other} both ran"
+        )
+        lines.append(f"--linear-backend triton, {regime}: {said}")
+    return lines

@@ -116,10 +116,10 @@ def _answer(arch: str, model: ModelAsked) -> dict:
 
 def _ask_all(capability: int, model: ModelAsked) -> dict:
     """Each family asked inside a current vLLM config with the model's config, as a server's
-    (`tuner.compare.vllm_linear.server_vllm_config`): vLLM's selection reads it (DeepGEMM's
+    (`tuner.compare.backends.server_vllm_config`): vLLM's selection reads it (DeepGEMM's
     `can_implement`, the MoE oracle's model-type rule) and get_current_vllm_config raises
     outside set_current_vllm_config (vllm/config/vllm.py)."""
-    from tuner.compare.vllm_linear import server_vllm_config
+    from tuner.compare.backends import server_vllm_config
 
     found = {}
     with server_vllm_config(model.model_type):

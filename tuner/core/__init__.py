@@ -18,6 +18,7 @@ from tuner.core.facts import CONFIG_KEYS as CONFIG_KEYS
 from tuner.core.facts import FP8_DTYPE as FP8_DTYPE
 from tuner.core.facts import OUT_DTYPES as OUT_DTYPES
 from tuner.core.facts import TRIAL_STATUSES as TRIAL_STATUSES
+from tuner.core.facts import ComparisonStatus as ComparisonStatus
 from tuner.core.facts import OutDtype as OutDtype
 from tuner.core.facts import TrialStatus as TrialStatus
 from tuner.core.hashing import kernel_source_hash as kernel_source_hash

@@ -38,6 +38,15 @@ class TrialStatus(StrEnum):
     CRASHED = "crashed"
 
 
+class ComparisonStatus(StrEnum):
+    """How one kernel fared at one (N, K, M) of `tuner compare`, as stored in
+    `comparison_points.status`."""
+
+    OK = "ok"  # checked against the float64 reference, then timed
+    FAILED = "failed"  # wrong result, or did not run or could not be timed
+    UNAVAILABLE = "unavailable"  # not timed here (not installed, no such GPU support)
+
+
 # The values of TrialStatus, in its order: what the store's status column accepts.
 TRIAL_STATUSES: tuple[str, ...] = tuple(status.value for status in TrialStatus)
 

@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tuner.kernels.gpus import gpu_model, known_capability
 from tuner.kernels.vllm_table import (
     ARCH_BACKENDS,
     FP8_BLOCK_KERNELS,
@@ -21,6 +22,8 @@ from tuner.kernels.vllm_table import (
     TRITON_KERNEL,
     VLLM_VERSION,
     arch_of,
+    capability_number,
+    capability_text,
 )
 
 # What vLLM 0.33.0 runs with, from its wheel's METADATA (`Requires-Dist: torch==2.14.0`) and
@@ -37,28 +40,10 @@ AHEAD_OF_TRITON: tuple[str, ...] = tuple(
 
 # vLLM 0.33.0's --linear-backend values (`LinearBackend` in vllm/config/kernel.py); vLLM
 # lower-cases a value and turns "-" into "_" before checking it (`_normalize_linear_backend`).
-LINEAR_BACKENDS = (
-    "auto",
-    "cutlass",
-    "flashinfer_cutlass",
-    "flashinfer_cutedsl",
-    "flashinfer_trtllm",
-    "flashinfer_cudnn",
-    "flashinfer_b12x",
-    "b12x",
-    "marlin",
-    "humming",
-    "triton",
-    "deep_gemm",
-    "torch",
-    "aiter",
-    "machete",
-    "fbgemm",
-    "conch",
-    "exllama",
-    "emulation",
-    "xpu",
-    "xpu_woq",
+LINEAR_BACKENDS = tuple(
+    "auto cutlass flashinfer_cutlass flashinfer_cutedsl flashinfer_trtllm flashinfer_cudnn "
+    "flashinfer_b12x b12x marlin humming triton deep_gemm torch aiter machete fbgemm conch "
+    "exllama emulation xpu xpu_woq".split()
 )
 
 
@@ -247,26 +232,22 @@ def device_advice(device_name: str, capabilities: Sequence[str] = ()) -> DeviceA
     Returns:
         The advice; `DeviceAdvice.lines` says it in words.
     """
-    from tuner.kernels.gpus import gpu_model, known_capability
-
     if device_name == _INTERPRETER:
         return DeviceAdvice(device_name, None, "", None, needs_flag=False)
-    capability, source = None, ""
-    for recorded in capabilities:
-        if re.fullmatch(r"\d{1,2}\.\d", recorded.strip()):
-            capability = recorded.strip()
-            source = f"compute capability {capability}, from its trials in the store"
-            break
-    model, known = gpu_model(device_name), known_capability(device_name)
-    if capability is None and known is not None:
-        capability = "{}.{}".format(*divmod(known, 10))
+    known = known_capability(device_name)
+    recorded = next(filter(None, map(capability_number, capabilities)), None)
+    if recorded is not None:
+        capability = capability_text(recorded)
+        source = f"compute capability {capability}, from its trials in the store"
+    elif known is not None:
+        capability = capability_text(known)
+        model = gpu_model(device_name)
         source = f"{model}: compute capability {capability}, from the table of known GPUs"
-    if capability is None:
+    else:
         return DeviceAdvice(device_name, None, "", None, needs_flag=True)
     arch = arch_of(capability)
     if arch is None:  # older than sm89: no FP8 dot
-        return DeviceAdvice(
-            device_name, f"sm{capability.replace('.', '')}", source, None, needs_flag=False
-        )
+        number = recorded or known
+        return DeviceAdvice(device_name, f"sm{number}", source, None, needs_flag=False)
     default = next(a.default for a in ARCH_BACKENDS if a.arch == arch)
     return DeviceAdvice(device_name, arch, source, default, needs_flag=True)

@@ -73,7 +73,7 @@ class ModelShapes:
     @property
     def shapes(self) -> tuple[tuple[int, int], ...]:
         """The default family's (N, K) pairs (`pairs()`), for the comparisons that read them
-        (`tuner.compare.verify_run`, `tuner.compare.vllm_select`)."""
+        (`tuner.compare.verify`, `tuner.compare.vllm_select`)."""
         return self.pairs()
 
     @property

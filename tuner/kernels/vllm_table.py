@@ -164,17 +164,24 @@ ARCH_BACKENDS: tuple[ArchBackend, ...] = (
 )
 
 
+def capability_number(compute_capability: str | None) -> int | None:
+    """The compute capability as vLLM's int: 89 for "8.9", 90 for "9.0" or "sm90", 120 for
+    "12.0"; None for "" (the interpreter), None or an unreadable value. The one parser of a
+    compute capability."""
+    text = (compute_capability or "").strip()
+    match = re.fullmatch(r"(\d{1,2})\.(\d)", text) or re.fullmatch(r"sm(\d{1,2})(\d)", text)
+    return int(match[1]) * 10 + int(match[2]) if match else None
+
+
+def capability_text(capability: int) -> str:
+    """ "8.9" for 89, as torch and the store write a compute capability."""
+    return f"{capability // 10}.{capability % 10}"
+
+
 def arch_of(compute_capability: str | None) -> str | None:
-    """The ARCH_BACKENDS family of a compute capability such as "8.9"; None when unknown or
-    older than sm89 (no FP8 dot: our kernel cannot run there)."""
-    match = re.fullmatch(r"(\d+)\.(\d+)", compute_capability or "")
-    if match is None:
+    """The ARCH_BACKENDS family of a compute capability such as "8.9" or "sm89"; None when
+    unknown or older than sm89 (no FP8 dot: our kernel cannot run there)."""
+    capability = capability_number(compute_capability)
+    if capability is None or capability < 89:
         return None
-    major, minor = int(match[1]), int(match[2])
-    if (major, minor) == (8, 9):
-        return "sm89"
-    if major == 9:
-        return "sm90"
-    if major >= 10:
-        return "sm100/sm120"
-    return None
+    return "sm89" if capability < 90 else "sm90" if capability < 100 else "sm100/sm120"

@@ -1,34 +1,41 @@
-"""The kernels tuner compare times, on the CPU: our Triton kernel under the interpreter and the
-torch stand-in are checked against the float64 reference by the same runner."""
+"""The kernels tuner compare times, on the CPU: our Triton kernel under the interpreter, the
+torch stand-in and, through the stand-in vLLM, vLLM's Marlin class (weights processed before any
+timed region, only apply_weights timed) checked against the float64 reference by one runner;
+and vLLM's selection asked as a server asks it."""
 
 from __future__ import annotations
 
+import importlib
+
+import pytest
 import torch
 
-from tuner.compare.backends import (
+from tests.standin_vllm import CAPABILITY_VARIABLE, append, build_standin, importable
+from tuner.compare.backends import CandidateRunner, LayerKernel, library_kernels, vllm_choice
+from tuner.compare.versus import (
     TORCH_CPU,
     TORCH_SCALED_MM,
     TRITON_DEFAULT,
+    VLLM_CUTLASS,
+    VLLM_HUMMING,
+    VLLM_MARLIN,
     Candidate,
-    CandidateRunner,
-    library_kernels,
 )
 from tuner.core import TrialStatus
 from tuner.kernels.accuracy import relative_error
 from tuner.kernels.dense.space import default_config
 from tuner.measure.runner import Problem
 
+MARLIN = "vllm.model_executor.kernels.linear.scaled_mm.marlin"
 
-def test_library_on_the_cpu() -> None:
+
+def test_on_the_cpu_triton_and_torch_pass_the_same_check_and_a_wrong_kernel_fails() -> None:
     kernels, unavailable = library_kernels("cpu")
     assert list(kernels) == [TORCH_CPU]
     # torch 2.13's CPU build runs only tensor-wise and row-wise scaled_mm.
     assert unavailable[TORCH_SCALED_MM].startswith("cannot run here: RuntimeError: torch ")
-    assert unavailable["vllm-cutlass"] == "CPU run: vLLM's GPU kernels are not timed"
-
-
-def test_triton_and_torch_pass_the_same_check() -> None:
-    kernels, _ = library_kernels("cpu")
+    assert unavailable[VLLM_CUTLASS] == "CPU run: vLLM's GPU kernels are not timed"
+    assert unavailable[VLLM_MARLIN].startswith("MarlinFP8ScaledMMLinearKernel not importable")
     problem = Problem(M=3, N=200, K=256)  # N not a multiple of 128: a partial scale block
     runner = CandidateRunner(
         problem, runner_name="interpreter", library=kernels, interpreter_reps=1
@@ -38,20 +45,113 @@ def test_triton_and_torch_pass_the_same_check() -> None:
     assert (triton.status, torch_cpu.status) == (TrialStatus.OK, TrialStatus.OK)
     # bf16 output: both within bf16 rounding of the float64 reference.
     assert triton.rel_error < 5e-3 and torch_cpu.rel_error < 5e-3
-    inputs = runner.workload.inputs
-    out = kernels[TORCH_CPU](inputs.A, inputs.As, inputs.B, inputs.Bs, torch.bfloat16, (128, 128))
-    assert out.shape == (3, 200) and out.dtype == torch.bfloat16
-    assert relative_error(out, runner.reference) == torch_cpu.rel_error
     assert runner.sample_us(Candidate(TORCH_CPU)) > 0
 
-
-def test_a_wrong_library_kernel_fails_its_check() -> None:
     def zeros(A, As, B, Bs, out_dtype, block_shape):
         return torch.zeros(A.shape[0], B.shape[0], dtype=out_dtype)
 
     runner = CandidateRunner(
-        Problem(M=2, N=128, K=128), runner_name="interpreter", library={"torch-scaled_mm": zeros}
+        Problem(M=2, N=128, K=128), runner_name="interpreter", library={"z": zeros}
     )
-    result = runner.check(Candidate("torch-scaled_mm"))
-    assert result.status is TrialStatus.WRONG_RESULT
-    assert result.rel_error == 1.0
+    wrong = runner.check(Candidate("z"))
+    assert (wrong.status, wrong.rel_error) == (TrialStatus.WRONG_RESULT, 1.0)
+
+
+@pytest.fixture
+def standin(tmp_path, monkeypatch):
+    """The stand-in vLLM on sys.path, seeing an sm89 GPU (vLLM's Marlin runs only on CUDA, and
+    its VllmConfig needs a device); its modules dropped from sys.modules afterwards."""
+    monkeypatch.setenv(CAPABILITY_VARIABLE, "8.9")
+    with importable(build_standin(tmp_path / "site"), monkeypatch) as root:
+        yield root
+
+
+class _Timer:
+    """A timer that checks nothing but apply_weights runs in its timed region: 2 us each."""
+
+    def __init__(self, marlin) -> None:
+        self.marlin = marlin
+
+    def start(self) -> None:
+        self.counts = (len(self.marlin.PROCESSED), len(self.marlin.APPLIED))
+
+    def stop(self) -> float:
+        processed, applied = len(self.marlin.PROCESSED), len(self.marlin.APPLIED)
+        assert (processed, applied) == (self.counts[0], self.counts[1] + 1)
+        return 2e-6
+
+
+def test_marlin_processes_each_weight_copy_untimed_and_matches_the_reference(standin) -> None:
+    marlin = importlib.import_module(MARLIN)
+    kernels, unavailable = library_kernels("cpu")
+    assert isinstance(kernels[VLLM_MARLIN], LayerKernel)
+    assert unavailable[VLLM_HUMMING] == "HummingFP8ScaledMMLinearKernel: Humming is not installed"
+    assert library_kernels("cpu", (64, 128))[1][VLLM_MARLIN] == (
+        "block_shape [64, 128]: only [128, 128] is wired to MarlinFP8ScaledMMLinearKernel"
+    )
+    problem = Problem(M=3, N=200, K=256)
+    runner = CandidateRunner(
+        problem,
+        runner_name="interpreter",
+        library=kernels,
+        interpreter_reps=2,
+        timer=_Timer(marlin),
+    )
+    checked = runner.check(Candidate(VLLM_MARLIN))
+    assert checked.status is TrialStatus.OK and checked.rel_error < 5e-3
+    assert marlin.PROCESSED == [(200, 256)] and marlin.APPLIED == [(3, 256)]
+    assert runner.sample_us(Candidate(VLLM_MARLIN)) == 2.0
+    # The interpreter plan rotates 2 weight copies: the clone was processed before timing.
+    assert len(runner.weights) == 2 and marlin.PROCESSED == [(200, 256), (200, 256)]
+    # What it computed: bf16 activations A * As times the dequantized weight.
+    inputs = runner.workload.inputs
+    B, Bs = runner.weights[0]
+    x = inputs.A.double() * inputs.As.double().repeat_interleave(128, 1)[:, :256]
+    w = B.double() * Bs.double().repeat_interleave(128, 0).repeat_interleave(128, 1)[:200, :256]
+    out = runner.library[VLLM_MARLIN](inputs.A, inputs.As, B, Bs, torch.bfloat16, (128, 128))
+    assert out.dtype == torch.bfloat16 and out.shape == (3, 200)
+    assert relative_error(out, (x @ w.t()).to(torch.bfloat16)) < 5e-3
+    # each runner gets its own layers; the library's own kernel stays unprepared
+    assert (
+        runner.library[VLLM_MARLIN] is not kernels[VLLM_MARLIN]
+        and kernels[VLLM_MARLIN]._layers == {}
+    )
+
+
+# A selection at vLLM 0.33.0's path and with its signature (kernels/linear/__init__.py) that
+# records what it was asked and under which current config.
+_SELECTION = """
+from vllm.config import get_current_vllm_config
+from vllm.model_executor.kernels.linear.scaled_mm.marlin import MarlinFP8ScaledMMLinearKernel
+
+CHOSEN = []
+_POSSIBLE_FP8_BLOCK_KERNELS = {"cuda": [MarlinFP8ScaledMMLinearKernel]}
+
+
+def choose_scaled_mm_linear_kernel(config, possible_kernels, compute_capability=None,
+                                   force_kernel=None, *, quantization):
+    served = get_current_vllm_config().model_config.hf_text_config.model_type
+    CHOSEN.append((config.weight_shape, config.weight_quant_key.scale.group_shape.row,
+                   config.activation_quant_key.scale.group_shape.col, config.out_dtype,
+                   quantization, served))
+    return possible_kernels["cuda"][0]
+"""
+
+
+def test_vllms_selection_is_asked_for_a_block_fp8_layer_as_a_server_asks(
+    tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setenv(CAPABILITY_VARIABLE, "9.0")
+    root = build_standin(tmp_path / "site")
+    append(root, "vllm.model_executor.kernels.linear.__init__", _SELECTION)
+    with importable(root, monkeypatch):
+        assert (
+            vllm_choice(7168, 18432, "bfloat16", "deepseek_v3") == "MarlinFP8ScaledMMLinearKernel"
+        )
+        linear = importlib.import_module("vllm.model_executor.kernels.linear")
+        assert linear.CHOSEN == [
+            ((7168, 18432), 128, 128, torch.bfloat16, "fp8_block_w8a8", "deepseek_v3")
+        ]
+        monkeypatch.delenv(CAPABILITY_VARIABLE)  # VllmConfig() cannot infer a device type
+        with pytest.raises(RuntimeError, match="Failed to infer device type"):
+            vllm_choice(7168, 18432, "bfloat16", "deepseek_v3")

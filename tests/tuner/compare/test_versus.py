@@ -1,15 +1,27 @@
-"""tuner compare's core with a fake runner: which kernels are timed, failed or unavailable, and
-the decode/prefill verdicts computed from exact latencies."""
+"""tuner compare's core with a fake runner and exact latencies: which kernels are timed, failed
+or unavailable; the decode/prefill verdicts; vLLM's default kernel (its selection, else the
+table per shape) and the verdict on `--linear-backend triton` against it."""
 
 from __future__ import annotations
 
-import math
-
-import pytest
-
-from tuner.compare.backends import TORCH_SCALED_MM, TRITON_DEFAULT, TRITON_TUNED, Candidate
-from tuner.compare.versus import BackendTime, ComparePoint, compare_point, per_m, verdicts
-from tuner.core import TrialStatus
+from tuner.compare.versus import (
+    BY_SELECTION,
+    BY_TABLE,
+    TORCH_SCALED_MM,
+    TRITON_DEFAULT,
+    TRITON_TUNED,
+    VLLM_MARLIN,
+    BackendTime,
+    Candidate,
+    ComparePoint,
+    VllmDefault,
+    compare_point,
+    default_kernels,
+    flag_lines,
+    table_reasons,
+    verdict_lines,
+)
+from tuner.core import ComparisonStatus, TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config
 from tuner.measure.noise import retime_interleaved
@@ -17,14 +29,16 @@ from tuner.measure.trial import TrialResult
 
 DEFAULT = default_config()
 TUNED = KernelConfig(16, 64, 128, 1, 4, 3)
+OK, FAILED, UNAVAILABLE = ComparisonStatus
 
 
 class FakeRunner:
-    """Fixed samples per candidate; `broken` candidates fail their check."""
+    """Fixed samples per candidate; `broken` candidates fail their check, `uncapturable` ones
+    raise when sampled."""
 
-    def __init__(self, samples: dict[str, list[float]], broken: set[str] = frozenset()) -> None:
+    def __init__(self, samples, broken=(), uncapturable=()) -> None:
         self.samples = {name: list(values) for name, values in samples.items()}
-        self.broken = broken
+        self.broken, self.uncapturable = broken, uncapturable
         self.checked: list[str] = []
         self.sampled: list[str] = []
 
@@ -35,102 +49,90 @@ class FakeRunner:
         return TrialResult(TrialStatus.OK, rel_error=0.001)
 
     def sample_us(self, candidate: Candidate) -> float:
+        if candidate.backend in self.uncapturable:
+            raise RuntimeError("operation not permitted when stream is capturing")
         self.sampled.append(candidate.backend)
         return self.samples[candidate.backend].pop(0)
 
 
-def test_kernels_are_checked_then_timed_interleaved() -> None:
-    runner = FakeRunner(
-        {TRITON_TUNED: [10.0, 12.0, 11.0], TRITON_DEFAULT: [20.0, 22.0, 21.0]},
-        broken={TORCH_SCALED_MM},
-    )
-    point = compare_point(
-        5120,
-        3072,
-        16,
-        runner=runner,
-        rounds=3,
+def _compare(runner, candidates, unavailable=None, rounds=3):
+    return compare_point(
+        (5120, 3072, 16),
+        runner,
+        candidates,
+        unavailable or {},
+        rounds=rounds,
         retime=retime_interleaved,
-        candidates=[
-            Candidate(TRITON_TUNED, TUNED),
-            Candidate(TRITON_DEFAULT, DEFAULT),
-            Candidate(TORCH_SCALED_MM),
-        ],
-        unavailable={"vllm-marlin": "not wired"},
     )
+
+
+def test_kernels_are_checked_then_timed_interleaved() -> None:
+    samples = {TRITON_TUNED: [10.0, 12.0, 11.0], TRITON_DEFAULT: [20.0, 22.0, 21.0]}
+    runner = FakeRunner(samples, broken={TORCH_SCALED_MM})
+    candidates = [
+        Candidate(TRITON_TUNED, TUNED),
+        Candidate(TRITON_DEFAULT, DEFAULT),
+        Candidate(TORCH_SCALED_MM),
+    ]
+    point = _compare(runner, candidates, {VLLM_MARLIN: "not wired"})
     assert runner.checked == [TRITON_TUNED, TRITON_DEFAULT, TORCH_SCALED_MM]
     # One sample of each per round, each round starting one later (A B, B A, A B).
-    assert runner.sampled == [
-        TRITON_TUNED,
-        TRITON_DEFAULT,
-        TRITON_DEFAULT,
-        TRITON_TUNED,
+    assert runner.sampled == [TRITON_TUNED, TRITON_DEFAULT, TRITON_DEFAULT, TRITON_TUNED] + [
         TRITON_TUNED,
         TRITON_DEFAULT,
     ]
     assert [(t.backend, t.status, t.latency_us, t.note) for t in point.times] == [
-        (TRITON_TUNED, "ok", 11.0, "16x64x128 g1 w4 s3"),
-        (TRITON_DEFAULT, "ok", 21.0, "64x128x128 g32 w4 s2"),
-        (TORCH_SCALED_MM, "failed", None, "wrong_result: relative error 0.5 >= 0.01"),
-        ("vllm-marlin", "unavailable", None, "not wired"),
+        (TRITON_TUNED, OK, 11.0, "16x64x128 g1 w4 s3"),
+        (TRITON_DEFAULT, OK, 21.0, "64x128x128 g32 w4 s2"),
+        (TORCH_SCALED_MM, FAILED, None, "wrong_result: relative error 0.5 >= 0.01"),
+        (VLLM_MARLIN, UNAVAILABLE, None, "not wired"),
     ]
-    assert point.fastest == TRITON_TUNED
+    assert (point.N, point.K, point.M, point.fastest) == (5120, 3072, 16, TRITON_TUNED)
 
 
 def test_a_tuned_config_that_is_the_default_is_timed_once() -> None:
     runner = FakeRunner({TRITON_DEFAULT: [20.0, 30.0]})
-    point = compare_point(
-        256,
-        384,
-        1,
-        runner=runner,
-        rounds=2,
-        retime=retime_interleaved,
-        candidates=[Candidate(TRITON_TUNED, DEFAULT), Candidate(TRITON_DEFAULT, DEFAULT)],
-        unavailable={},
+    point = _compare(
+        runner, [Candidate(TRITON_TUNED, DEFAULT), Candidate(TRITON_DEFAULT, DEFAULT)], rounds=2
     )
     assert runner.checked == [TRITON_DEFAULT]
     assert point.latency(TRITON_TUNED) == point.latency(TRITON_DEFAULT) == 25.0
 
 
 def test_a_kernel_that_checks_but_cannot_be_timed_fails_and_the_others_are_timed() -> None:
-    class Uncapturable(FakeRunner):
-        def sample_us(self, candidate: Candidate) -> float:
-            if candidate.backend == "vllm-marlin":
-                raise RuntimeError("operation not permitted when stream is capturing")
-            return super().sample_us(candidate)
-
-    runner = Uncapturable({TRITON_TUNED: [10.0, 12.0, 14.0, 16.0]})
-    point = compare_point(
-        256,
-        384,
-        1,
-        runner=runner,
-        rounds=2,
-        retime=retime_interleaved,
-        candidates=[Candidate(TRITON_TUNED, TUNED), Candidate("vllm-marlin")],
-        unavailable={},
-    )
+    runner = FakeRunner({TRITON_TUNED: [10.0, 12.0, 14.0, 16.0]}, uncapturable={VLLM_MARLIN})
+    point = _compare(runner, [Candidate(TRITON_TUNED, TUNED), Candidate(VLLM_MARLIN)], rounds=2)
     # Interleaved: tuned's first sample, then marlin raised; tuned alone then takes 2 more.
     assert [(t.backend, t.status, t.latency_us, t.note) for t in point.times] == [
-        (TRITON_TUNED, "ok", 13.0, "16x64x128 g1 w4 s3"),
+        (TRITON_TUNED, OK, 13.0, "16x64x128 g1 w4 s3"),
         (
-            "vllm-marlin",
-            "failed",
+            VLLM_MARLIN,
+            FAILED,
             None,
             "timing: RuntimeError: operation not permitted when stream is capturing",
         ),
     ]
 
 
-def _point(M: int, N: int = 1, **latency: float) -> ComparePoint:
-    names = {"tuned": TRITON_TUNED, "default": TRITON_DEFAULT, "torch": TORCH_SCALED_MM}
+def _point(M: int, N: int = 1, **latency: float | None) -> ComparePoint:
+    names = {
+        "tuned": TRITON_TUNED,
+        "default": TRITON_DEFAULT,
+        "torch": TORCH_SCALED_MM,
+        "marlin": VLLM_MARLIN,
+    }
     return ComparePoint(
-        N, 128, M, tuple(BackendTime(names[k], "ok", v) for k, v in latency.items())
+        N,
+        128,
+        M,
+        tuple(
+            BackendTime(names[k], OK, v) if v is not None else BackendTime(names[k], UNAVAILABLE)
+            for k, v in latency.items()
+        ),
     )
 
 
-def test_verdicts_by_regime() -> None:
+def test_verdicts_by_regime_leave_out_a_kernel_missing_at_some_point() -> None:
     points = [
         _point(1, tuned=10.0, default=20.0, torch=40.0),
         _point(1, N=2, tuned=10.0, default=10.0, torch=10.0),
@@ -139,24 +141,92 @@ def test_verdicts_by_regime() -> None:
         _point(4096, tuned=100.0, default=110.0, torch=180.0),
         _point(512, tuned=1.0, default=1.0, torch=1.0),  # neither decode nor prefill
     ]
-    decode, prefill = verdicts(points)
-    assert (decode.points, prefill.points) == (3, 2)
-    # decode geomeans: tuned 10, default (20*10*15)^(1/3), torch (40*10*5)^(1/3) = 2000^(1/3).
-    assert decode.winner == TRITON_TUNED
-    assert decode.tuned_vs[TRITON_DEFAULT] == pytest.approx(3000 ** (1 / 3) / 10)
-    assert decode.tuned_vs[TORCH_SCALED_MM] == pytest.approx(2000 ** (1 / 3) / 10)
-    # prefill: torch sqrt(50*180) = 94.9 beats tuned's 100.
-    assert prefill.winner == TORCH_SCALED_MM
-    assert prefill.tuned_vs[TORCH_SCALED_MM] == pytest.approx(math.sqrt(9000) / 100)
-    assert decode.line().startswith("decode (M <= 32): triton-tuned is fastest over 3 point(s)")
-    assert per_m(points, TRITON_DEFAULT) == pytest.approx(
-        {1: math.sqrt(2.0), 16: 1.5, 512: 1.0, 2048: 1.0, 4096: 1.1}
-    )
+    # decode geomeans: tuned 10, default 3000^(1/3) = 14.4, torch 2000^(1/3) = 12.6;
+    # prefill: torch sqrt(50*180) = 94.9 beats tuned's 100, default sqrt(11000) = 104.9
+    assert verdict_lines(points) == [
+        "decode (M <= 32): triton-tuned is fastest over 3 point(s); time of each vs "
+        "triton-tuned (above 1: tuned Triton faster): triton-default 1.44x, torch-scaled_mm 1.26x",
+        "prefill (M >= 2048): torch-scaled_mm is fastest over 2 point(s); time of each vs "
+        "triton-tuned (above 1: tuned Triton faster): triton-default 1.05x, torch-scaled_mm 0.949x",
+    ]
+    missing = [_point(1, tuned=10.0, default=20.0, torch=1.0), _point(16, tuned=10.0, default=20.0)]
+    assert verdict_lines(missing) == [
+        "decode (M <= 32): triton-tuned is fastest over 2 point(s); time of each vs "
+        "triton-tuned (above 1: tuned Triton faster): triton-default 2x",
+        "prefill (M >= 2048): no point where the kernels could all be compared",
+    ]
 
 
-def test_a_backend_missing_at_some_point_is_left_out_of_the_verdict() -> None:
-    points = [_point(1, tuned=10.0, default=20.0, torch=1.0), _point(16, tuned=10.0, default=20.0)]
-    (decode, prefill) = verdicts(points)
-    assert decode.tuned_vs == {TRITON_DEFAULT: pytest.approx(2.0)}
-    assert prefill.winner is None
-    assert prefill.line() == "prefill (M >= 2048): no point where the kernels could all be compared"
+SHAPES = [(256, 384), (576, 256)]
+
+
+def test_vllms_selection_answers_else_the_table_per_shape_with_the_reason() -> None:
+    def no_vllm(*args):
+        raise ImportError("No module named 'vllm'")
+
+    why = "vLLM's selection did not answer here (ImportError: No module named 'vllm')"
+    table = default_kernels([(7168, 18432), (200, 256)], "9.0", "bfloat16", "deepseek_v3", no_vllm)
+    assert table == {
+        (7168, 18432): VllmDefault(
+            ("vllm-deepgemm",), "DeepGemmFp8BlockScaledMMKernel", BY_TABLE, why
+        ),
+        (200, 256): VllmDefault(("vllm-cutlass",), "CutlassFp8BlockScaledMMKernel", BY_TABLE, why),
+    }
+    assert table_reasons(table) == [f"{why}: the tuner's table of vLLM 0.33.0 answers"]
+    marlin = VllmDefault(("vllm-marlin",), "MarlinFP8ScaledMMLinearKernel", BY_TABLE, why)
+    assert default_kernels(SHAPES[:1], "8.9", "bfloat16", None, no_vllm) == {SHAPES[0]: marlin}
+    assert default_kernels(SHAPES[:1], "", "bfloat16", None, no_vllm) == {
+        SHAPES[0]: VllmDefault((), None, BY_TABLE, why)  # the interpreter
+    }
+    asked = []
+
+    def choose(N, K, out_dtype, model_type):
+        asked.append((N, K, out_dtype, model_type))
+        return (
+            "CutlassFp8BlockScaledMMKernel"
+            if N == 256
+            else "FlashInferFp8DeepGEMMDynamicBlockScaledKernel"
+        )
+
+    assert default_kernels(SHAPES, "9.0", "bfloat16", "qwen3_5_text", choose) == {
+        (256, 384): VllmDefault(("vllm-cutlass",), "CutlassFp8BlockScaledMMKernel", BY_SELECTION),
+        (576, 256): VllmDefault((), "FlashInferFp8DeepGEMMDynamicBlockScaledKernel", BY_SELECTION),
+    }
+    assert asked == [(*shape, "bfloat16", "qwen3_5_text") for shape in SHAPES]
+
+
+MARLIN = VllmDefault(("vllm-marlin",), "MarlinFP8ScaledMMLinearKernel", BY_SELECTION)
+
+
+def test_the_flag_against_vllms_default_per_m_and_for_decode_and_prefill() -> None:
+    points = [
+        _point(1, N=256, tuned=10.0, marlin=12.5),
+        _point(1, N=576, tuned=10.0, marlin=20.0),  # 1.25x and 2x
+        _point(512, N=256, tuned=50.0, marlin=50.0),
+        _point(512, N=576, tuned=40.0, marlin=None),
+        _point(2048, N=256, tuned=100.0, marlin=80.0),
+        _point(2048, N=576, tuned=200.0, marlin=160.0),
+    ]
+    defaults = {(256, 128): MARLIN, (576, 128): MARLIN}
+    assert flag_lines(points, defaults) == [
+        "vLLM's default here: MarlinFP8ScaledMMLinearKernel (timed as vllm-marlin; from vLLM's "
+        "own selection). --linear-backend triton with the tuned files vs it, per M (geometric "
+        "mean over shapes):",
+        "  M=1: Triton beats vllm-marlin by 58.1% (vllm-marlin takes 1.58x)",  # sqrt(1.25 * 2)
+        "  M=512: Triton and vllm-marlin tie",
+        "  M=2048: vllm-marlin beats Triton by 25.0% (Triton takes 1.25x)",
+        "--linear-backend triton, decode (M <= 32): Triton beats vllm-marlin by 58.1% "
+        "(vllm-marlin takes 1.58x) over 2 point(s)",
+        "--linear-backend triton, prefill (M >= 2048): vllm-marlin beats Triton by 25.0% "
+        "(Triton takes 1.25x) over 2 point(s)",
+    ]
+    one = [_point(1, N=256, tuned=10.0, marlin=None)]
+    assert flag_lines(one, {(256, 128): VllmDefault((), None, BY_TABLE)}) == [
+        "vLLM's default kernel was not compared (no vLLM default kernel is timed on this "
+        "backend); the verdicts above compare the kernels that ran"
+    ]
+    triton = VllmDefault(("triton-tuned",), "TritonFp8BlockScaledMMKernel", BY_SELECTION)
+    assert flag_lines(one, {(256, 128): triton}) == [
+        "vLLM's default here is its Triton kernel (TritonFp8BlockScaledMMKernel): it reads the "
+        "tuned files without --linear-backend triton"
+    ]

@@ -299,7 +299,7 @@ def test_decided_spread_of_rows_with_and_without_the_fields() -> None:
     assert decided_spread(Winner(1, FAST, 1.0, spread_us=1.25)) == (False, None)
 
     @dataclass
-    class Bare:  # a duck-typed winner without the decision fields (e.g. tuner.compare.shipped's)
+    class Bare:  # a duck-typed winner without the decision fields (e.g. bench/vs_shipped.py's)
         M: int = 1
         config: dict = field(default_factory=dict)
         latency_us: float = 1.0

@@ -53,26 +53,11 @@ def test_per_architecture_lines() -> None:
     )
 
 
-def test_the_kernel_list_is_vllms_with_its_class_names_and_its_reordering() -> None:
-    """vLLM 0.33.0's 8 block-FP8 kernels (kernels/linear/__init__.py), the torch one spelled
-    as the wheel spells it, and Humming moved ahead of Marlin on sm90 only (humming/
-    priority.py)."""
-    listed = (
-        "FlashInferFp8DeepGEMMDynamicBlockScaledKernel",
-        "DeepGemmFp8BlockScaledMMKernel",
-        "CutlassFp8BlockScaledMMKernel",
-        "B12xFp8BlockScaledMMKernel",
-        "MarlinFP8ScaledMMLinearKernel",
-        "HummingFP8ScaledMMLinearKernel",
-        "TritonFp8BlockScaledMMKernel",
-        "BlockWiseTorchFP8ScaledMMLinearKernel",
-    )
-    assert tuple(name for name, _ in FP8_BLOCK_KERNELS) == listed
+def test_humming_moves_ahead_of_marlin_on_sm90_only() -> None:
+    """The wheel's own list and capabilities: tests/engines/test_vllm_selection.py."""
+    listed = tuple(name for name, _ in FP8_BLOCK_KERNELS)
     assert block_kernel_order(89) == block_kernel_order(None) == block_kernel_order(100) == listed
     assert block_kernel_order(90) == (*listed[:4], listed[5], listed[4], *listed[6:])
-    assert selected_kernel(
-        "Selected BlockWiseTorchFP8ScaledMMLinearKernel for Fp8LinearMethod"
-    ) == ("BlockWiseTorchFP8ScaledMMLinearKernel", "Fp8LinearMethod")
 
 
 def test_the_table_names_deepgemm_where_vllm_runs_it() -> None:

@@ -100,16 +100,9 @@ def test_a_registered_family_is_verified_against_its_own_default(trio) -> None:
     # M=1 runs the toy's own default (nothing timed); M=24 picks key 32 (faster), timed
     # against the toy's default at M=24 (LARGE, not the dense GEMM's), so slower; M=4096's
     # entry breaks the toy's rule.
-    assert timed_points(configs, [1, 8, 24, 4096], None, family="trio") == [24, 4096]
+    assert timed_points(configs, [1, 8, 24, 4096], Shape(256, 384, None), "trio") == [24, 4096]
     result = verify_shape(
-        N=256,
-        K=384,
-        block_shape=None,
-        configs=configs,
-        m_points=[1, 8, 24, 4096],
-        make_runner=make_runner,
-        rounds=4,
-        family="trio",
+        Shape(256, 384, None), configs, [1, 8, 24, 4096], make_runner, rounds=4, family="trio"
     )
     assert result.points == (
         PointResult(1, 1, SMALL, Verdict.OK, False),
@@ -127,7 +120,7 @@ def test_a_registered_family_is_verified_against_its_own_default(trio) -> None:
     assert made == [(256, 384, 24)]
     assert result.block_shape is None
     # The same file as the dense GEMM's: its default (64x128x128 g32) is timed at M=1 too.
-    assert timed_points(configs, [1, 8, 24, 4096], (128, 128)) == [1, 8, 24, 4096]
+    assert timed_points(configs, [1, 8, 24, 4096], Shape(256, 384, (128, 128))) == [1, 8, 24, 4096]
 
 
 def test_a_registered_family_is_imported_as_its_own_family(tmp_path: Path, trio) -> None:
@@ -274,15 +267,12 @@ def test_the_toys_merged_file_is_verified_on_the_interpreter(monkeypatch) -> Non
     # (one scale block of the whole weight: group_k = K).
     wide = KernelConfig(64, 128, 256, 1, 4, 2)
     result = verify_shape(
-        N=128,
-        K=128,
-        block_shape=None,
-        configs={1: ODD.as_dict(), 4096: wide.as_dict()},
-        m_points=[1, 4096],
-        make_runner=make_runner,
+        Shape(128, 128, None, params),
+        {1: ODD.as_dict(), 4096: wide.as_dict()},
+        [1, 4096],
+        make_runner,
         rounds=2,
         family="toy3",
-        params=params,
     )
     first, last = result.points
     assert (first.M, first.config, first.timed, first.error) == (1, ODD, True, None)
@@ -305,7 +295,7 @@ def advise(out, asked, answer) -> None:
 
 
 def test_doctor_says_what_a_registered_family_says_of_itself(monkeypatch) -> None:
-    from tuner.compare.doctor import diagnose
+    from tuner.compare.doctor import Question, diagnose
     from tuner.kernels.family import VllmServing
 
     hook = f"{__name__}:advise"
@@ -313,14 +303,7 @@ def test_doctor_says_what_a_registered_family_says_of_itself(monkeypatch) -> Non
         FAMILIES, "trio", dataclasses.replace(TRIO, serving=VllmServing(label="trio", advice=hook))
     )
     monkeypatch.setattr("tuner.compare.doctor.vllm_version", lambda: None)
-    out = diagnose(
-        arch="sm90",
-        device_name=None,
-        gpus=[],
-        versions={"triton": ""},
-        linear_backend_triton=False,
-        compare=False,
-    )
+    out = diagnose(Question("sm90", compare=False), [], {"triton": ""})
     assert out.lines[-1] == "trio on sm90 (sm90): table"
     assert out.helps == ["moe", "trio"]  # sm90: vLLM runs the Triton MoE kernel by default
     assert any(line.startswith("fused-MoE block-FP8: vLLM runs Triton") for line in out.lines)

@@ -1,5 +1,6 @@
-"""tuner.compare.shipped: shipped files read, our merged configs picked as vLLM would, every config
-checked then re-timed interleaved with fake timings, and the result document checked exactly."""
+"""bench/vs_shipped.py's rows: shipped files read, our merged configs picked as vLLM would,
+every config checked then re-timed interleaved with fake timings, and the result document
+checked exactly."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.tuner.compare.shippedfakes import (
+from tests.bench.shippedfakes import (
     CEILINGS,
     FAST,
     S1,
@@ -23,7 +24,7 @@ from tests.tuner.compare.shippedfakes import (
     FakeRunner,
     write_shipped,
 )
-from tuner.compare import shipped as core
+from tests.bench.test_vs_shipped import vs as core
 from tuner.measure.roofline import gemm_bytes, gemm_flops
 
 

@@ -1,4 +1,4 @@
-"""Stand-ins for tuner.compare.shipped and bench/vs_shipped.py tests: shipped files, winners and a
+"""Stand-ins for bench/vs_shipped.py tests: shipped files, winners and a
 runner whose checks and timings are known."""
 
 from __future__ import annotations
