@@ -8,7 +8,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 from tuner.core import DEVICE_ARG_PATTERN, DEVICE_NAME_MAX, VLLM_M_GRID, OutDtype
+from tuner.inputs.shapes import MODEL_KEY_RE
 from tuner.search import DEFAULT_STRATEGY, DEFAULT_TRIALS
+
+# A file's name spelled as vLLM or SGLang spells it (`?engine=`).
+EngineName = Literal["vllm", "sglang"]
 
 
 class Health(BaseModel):
@@ -87,18 +91,19 @@ class Device(BaseModel):
 
 
 class ConfigFile(BaseModel):
-    """One merged file of a device: its name as vLLM looks it up, hash and merge report."""
+    """One merged file of a device: its name as vLLM looks it up, hash and merge report (a
+    release's file `detail`, with defaults for what an older release did not record)."""
 
     file_name: str
     N: int
     K: int
     block_shape: tuple[int, int] | None
     sha256: str
-    m_keys: list[int]
-    partial: bool
-    m_missing: list[int]
-    notes: list[str]
-    warnings: list[str]
+    m_keys: list[int] = []
+    partial: bool = False
+    m_missing: list[int] = []
+    notes: list[str] = []
+    warnings: list[str] = []
     m_imported: list[int] = []
 
 
@@ -118,7 +123,7 @@ class DeviceConfigs(BaseModel):
     device_name: str
     files: list[ConfigFile]
     skipped: list[SkippedShape]
-    engine: Literal["vllm", "sglang"] = "vllm"
+    engine: EngineName = "vllm"
     engine_note: str | None = None
     release: int | None = None
 
@@ -129,7 +134,7 @@ class ReleaseFile(BaseModel):
     file_name: str
     sha256: str
     size: int
-    m_keys: list[int]
+    m_keys: list[int] = []
     m_imported: list[int] = []
 
 
@@ -234,7 +239,7 @@ class SweepCreate(BaseModel):
         "workers claim it with).",
     )
     model: str = Field(
-        pattern=r"^[a-z0-9][a-z0-9._\-]{0,63}$",
+        pattern=f"^{MODEL_KEY_RE.pattern}$",
         examples=["qwen3.8-27b"],
         description="Model key of `tuner shapes list`.",
     )
