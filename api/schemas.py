@@ -213,21 +213,7 @@ MValue = Annotated[int, Field(ge=1, le=1_048_576)]
 class SweepCreate(BaseModel):
     """A sweep to create for `tuner worker` processes to run: vLLM's config space."""
 
-    model_config = {
-        "extra": "forbid",
-        "json_schema_extra": {
-            "examples": [
-                {
-                    "device_name": "NVIDIA_L20",
-                    "model": "qwen3.8-27b",
-                    "tp": 2,
-                    "m_values": [1, 16, 32, 2048, 4096],
-                    "strategy": DEFAULT_STRATEGY,
-                    "trials": DEFAULT_TRIALS,
-                },
-            ]
-        },
-    }
+    model_config = {"extra": "forbid"}
 
     device_name: str = Field(
         pattern=DEVICE_ARG_PATTERN,

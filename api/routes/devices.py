@@ -6,10 +6,10 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Response
+from fastapi import APIRouter, Depends, HTTPException, Query, Response
 from sqlalchemy.orm import Session
 
 from api import schemas
@@ -93,6 +93,41 @@ def store_files(
     except MergeError as exc:
         hint = "; pick one with ?out_dtype=bfloat16 or float16" if out_dtype is None else ""
         raise HTTPException(409, detail=f"{exc}{hint}") from None
+
+
+@dataclass(frozen=True)
+class Preview:
+    """A device's files merged on this request, as the preview routes' query asks."""
+
+    device_name: str
+    engine: schemas.EngineName
+    partial: bool
+    read: StoreFiles
+
+
+def preview(
+    device_name: KnownDevice,
+    session: SessionDep,
+    settings: SettingsDep,
+    partial: Partial = None,
+    out_dtype: OutDtypeQuery = None,
+    engine: EngineParam = "vllm",
+    allow_stale: AllowStale = False,
+) -> Preview:
+    """The merge the preview routes serve."""
+    allow = settings.allow_partial if partial is None else partial
+    read = store_files(
+        session,
+        device_name,
+        partial=allow,
+        out_dtype=out_dtype,
+        engine=engine,
+        allow_stale=allow_stale,
+    )
+    return Preview(device_name, engine, allow, read)
+
+
+PreviewDep = Annotated[Preview, Depends(preview)]
 
 
 def imported_only_note(device_name: str, imports: list[repo.ImportInfo], report: bool) -> str:
@@ -204,15 +239,7 @@ def list_comparisons(
     response_model=schemas.DeviceConfigs,
     responses={404: {"description": "Unknown device"}},
 )
-def preview_configs(
-    device_name: KnownDevice,
-    session: SessionDep,
-    settings: SettingsDep,
-    partial: Partial = None,
-    out_dtype: OutDtypeQuery = None,
-    engine: EngineParam = "vllm",
-    allow_stale: AllowStale = False,
-) -> schemas.DeviceConfigs:
+def preview_configs(merged: PreviewDep) -> schemas.DeviceConfigs:
     """What the next publish would contain, merged on this request.
 
     The merged files of a device, with hashes and merge notes, and the shapes left out. Files
@@ -220,15 +247,6 @@ def preview_configs(
     only stale trials); SGLang names come with a note that SGLang's kernel differs. 404 for an
     unknown device, 409 if the winners cannot be merged.
     """
-    allow = settings.allow_partial if partial is None else partial
-    read = store_files(
-        session,
-        device_name,
-        partial=allow,
-        out_dtype=out_dtype,
-        engine=engine,
-        allow_stale=allow_stale,
-    )
     files = [
         schemas.ConfigFile(
             **asdict(f.merged),
@@ -236,18 +254,18 @@ def preview_configs(
             file_name=f.file_name,
             m_keys=list(f.merged.configs),
         )
-        for f in read.files.files
+        for f in merged.read.files.files
     ]
     skipped = [
         schemas.SkippedShape(**asdict(s.key.shape), reason=s.reason, m_missing=s.m_missing)
-        for s in read.explained(HTTP_STALE_HINT).skipped
+        for s in merged.read.explained(HTTP_STALE_HINT).skipped
     ]
     return schemas.DeviceConfigs(
-        device_name=device_name,
+        device_name=merged.device_name,
         files=files,
         skipped=skipped,
-        engine=engine,
-        engine_note=SGLANG_NOTE if engine == "sglang" else None,
+        engine=merged.engine,
+        engine_note=SGLANG_NOTE if merged.engine == "sglang" else None,
     )
 
 
@@ -257,39 +275,22 @@ def preview_configs(
     response_model=None,
     responses=ZIP_FILE,
 )
-def preview_zip(
-    device_name: KnownDevice,
-    session: SessionDep,
-    settings: SettingsDep,
-    partial: Partial = None,
-    out_dtype: OutDtypeQuery = None,
-    engine: EngineParam = "vllm",
-    allow_stale: AllowStale = False,
-    if_none_match: IfNoneMatch = None,
-) -> Response:
+def preview_zip(merged: PreviewDep, if_none_match: IfNoneMatch = None) -> Response:
     """The device's merged files and a README.txt as one zip, merged on this request.
 
     Deterministic bytes, `ETag: "<sha256>"`; 304 if the client's copy is current (the release
     route serves what was published). 404 for an unknown device, 409 if the winners cannot be
     merged.
     """
-    allow = settings.allow_partial if partial is None else partial
-    read = store_files(
-        session,
-        device_name,
-        partial=allow,
-        out_dtype=out_dtype,
-        engine=engine,
-        allow_stale=allow_stale,
-    )
+    name, read = merged.device_name, merged.read
     archive = build_zip(
-        device_name, read.files, engine=engine, compute_capability=read.view.compute_capability
+        name, read.files, engine=merged.engine, compute_capability=read.view.compute_capability
     )
-    suffix = "" if engine == "vllm" else f"-{engine}"
+    suffix = "" if merged.engine == "vllm" else f"-{merged.engine}"
     return download(
         archive,
         sha256=hashlib.sha256(archive).hexdigest(),
-        filename=f"{device_name}-configs{suffix}.zip",
+        filename=f"{name}-configs{suffix}.zip",
         if_none_match=if_none_match,
     )
 
@@ -301,15 +302,7 @@ def preview_zip(
     responses=JSON_FILE,
 )
 def preview_file(
-    device_name: KnownDevice,
-    file_name: FileName,
-    session: SessionDep,
-    settings: SettingsDep,
-    partial: Partial = None,
-    out_dtype: OutDtypeQuery = None,
-    engine: EngineParam = "vllm",
-    allow_stale: AllowStale = False,
-    if_none_match: IfNoneMatch = None,
+    file_name: FileName, merged: PreviewDep, if_none_match: IfNoneMatch = None
 ) -> Response:
     """One merged file as the next publish would hold it, merged on this request.
 
@@ -318,15 +311,7 @@ def preview_file(
     another device, or a shape with no (complete) file (the detail lists the device's files);
     409 if the winners cannot be merged.
     """
-    allow = settings.allow_partial if partial is None else partial
-    read = store_files(
-        session,
-        device_name,
-        partial=allow,
-        out_dtype=out_dtype,
-        engine=engine,
-        allow_stale=allow_stale,
-    )
+    device_name, read = merged.device_name, merged.read
     names = ", ".join(f.file_name for f in read.files.files) or "(none)"
     try:
         family = family_of_file(file_name)
@@ -355,7 +340,9 @@ def preview_file(
             )
     for s in read.files.skipped:
         if named(s.key):
-            hint = "; ?partial=true serves what there is" if s.m_missing and not allow else ""
+            hint = (
+                "; ?partial=true serves what there is" if s.m_missing and not merged.partial else ""
+            )
             hint += read.stale_reason(s, HTTP_STALE_HINT)
             raise HTTPException(404, detail=f"no file {name!r} yet: {s.reason}{hint}")
     raise HTTPException(404, detail=f"no file {name!r} for {device_name}; files: {names}")
