@@ -210,6 +210,20 @@ def _gap(text: str) -> str:
     return f'<span class="gap">{text}</span>'
 
 
+def _lacking_note(lacking: list[int], kind: str) -> str:
+    """vLLM's required M without a winner (or entry): it uses the nearest key there. M <= 32 is
+    decode and small batches, M >= 2048 prefill (as tuner compare splits them)."""
+    groups = [
+        f"{', '.join(map(str, group))} ({name})"
+        for group, name in (
+            ([M for M in lacking if M <= 32], "decode, small batches"),
+            ([M for M in lacking if M >= 2048], "prefill"),
+        )
+        if group
+    ]
+    return _gap(f"No {kind} for M = {'; '.join(groups)}: vLLM will use the nearest key there.")
+
+
 def _coverage_notes(shape: ShapeReport, done: set[int]) -> list[str]:
     """The M grid and its gaps: M without a winner (stale-only ones named), vLLM's required M
     without one, imported entries left out, vLLM's grid M not tuned."""
@@ -228,22 +242,8 @@ def _coverage_notes(shape: ShapeReport, done: set[int]) -> list[str]:
     ]
     if gaps:
         notes.append(_gap(f"Coverage gaps: no winner yet for M = {', '.join(map(str, gaps))}."))
-    # M <= 32 is decode and small batches, M >= 2048 prefill (as tuner compare splits them).
-    kinds = [
-        f"{', '.join(map(str, group))} ({kind})"
-        for group, kind in (
-            ([M for M in lacking if M <= 32], "decode, small batches"),
-            ([M for M in lacking if M >= 2048], "prefill"),
-        )
-        if group
-    ]
-    if kinds:
-        notes.append(
-            _gap(
-                f"No {'entry' if imported else 'winner'} for M = {'; '.join(kinds)}: vLLM will "
-                "use the nearest key there."
-            )
-        )
+    if lacking:
+        notes.append(_lacking_note(lacking, "entry" if imported else "winner"))
     stale = [M for M in gaps if M in shape.m_stale]
     if stale:
         notes.append(
@@ -479,8 +479,13 @@ def _environments_section(environments: Sequence[Mapping[str, object]]) -> str:
 
 
 def _page_head(
-    device_name: str, n_shapes: int, version: str, out_dtype: str | None, notes: Sequence[str]
+    device_name: str,
+    n_shapes: int,
+    version: str,
+    out_dtype: str | None,
+    notes: Sequence[str | None],
 ) -> str:
+    """The document's head, title and the notes above the shapes."""
     return (
         f"<!doctype html><html lang=en><head><meta charset=utf-8>"
         f"<title>{escape(device_name)}: block-FP8 GEMM tuning report</title>"
@@ -489,8 +494,14 @@ def _page_head(
         f'<p class="meta">blockfp8-tuner {escape(version)}; output dtype '
         f"{escape(out_dtype or 'all')}; {n_shapes} shape(s). Bandwidth counts the bytes "
         "of A, B, their scales and C once per call; throughput is 2·M·N·K per call.</p>"
-        + "".join(notes)
+        + "".join(note for note in notes if note)
     )
+
+
+CPU_NOTE = (
+    '<p class="note">TRITON_INTERPRETER: CPU timings of the Triton interpreter, not GPU timings; '
+    "GB/s and TFLOP/s show \"-\": the interpreter's rates say nothing of a GPU's.</p>"
+)
 
 
 def render_report(
@@ -508,31 +519,18 @@ def render_report(
 ) -> str:
     """The whole page: a standalone HTML document (inline CSS and SVG, no script).
 
-    Args:
-        device_name: vLLM's device key.
-        shapes: per shape: rows by M, requested grid, models.
-        environments: the versions trials ran with (db.repo.EnvironmentRow as dicts).
-        version: this tuner's version.
-        out_dtype: the output dtype the winners were filtered by, if any.
-        ceilings: the device's measured ceilings (db.repo.device_ceilings); with them the
-            tables get % of each ceiling and the bound, and each shape a chart of those %.
-        scope: which trials the winners come from; None leaves that note out.
-        backends: the section on which kernel vLLM runs (`backends_section`).
-        imports: the device's imported files (db.repo.list_imports).
-        imported_only: for a device with imported files and no sweeps, the line saying so.
+    `environments` are the versions trials ran with (db.repo.EnvironmentRow as dicts);
+    `ceilings` the device's measured ceilings (db.repo.device_ceilings), which add % of each
+    and the bound to the tables and a chart of those %; `scope` which trials the winners come
+    from (None: no note); `backends` the section on which kernel vLLM runs
+    (`backends_section`); `imported_only` the line for a device with imported files only.
     """
     cpu = device_name == "TRITON_INTERPRETER"
     usable = usable_ceilings(ceilings)
     notes = [
-        '<p class="note">TRITON_INTERPRETER: CPU timings of the Triton interpreter, not GPU '
-        'timings; GB/s and TFLOP/s show "-": the interpreter\'s rates say nothing of a '
-        "GPU's.</p>"
-        if cpu
-        else "",
-        ""
-        if imported_only is None
-        else f'<p class="note" id="imported-only">{escape(imported_only)}.</p>',
-        "" if scope is None else _scope_note(scope),
+        CPU_NOTE if cpu else None,
+        imported_only and f'<p class="note" id="imported-only">{escape(imported_only)}.</p>',
+        None if scope is None else _scope_note(scope),
         _ceilings_note(usable),
     ]
     nav = " · ".join(f'<a href="#shape-{s.anchor}">{s.label}</a>' for s in shapes)

@@ -23,13 +23,18 @@ class Health(BaseModel):
     store: str
 
 
-class ShapeCoverage(BaseModel):
-    """One (N, K, block_shape) of a device: its M grid, which M have a winner, and which M have
-    only stale trials (another kernel source or Triton major.minor; empty with allow_stale)."""
+class ShapeFields(BaseModel):
+    """A shape: N, K and the weight scales' block shape (null: per-tensor scales)."""
 
     N: int
     K: int
     block_shape: tuple[int, int] | None
+
+
+class ShapeCoverage(ShapeFields):
+    """One (N, K, block_shape) of a device: its M grid, which M have a winner, and which M have
+    only stale trials (another kernel source or Triton major.minor; empty with allow_stale)."""
+
     m_requested: list[int]
     m_covered: list[int]
     complete: bool
@@ -63,16 +68,13 @@ class TunedWith(BaseModel):
     current: bool
 
 
-class DeviceImport(BaseModel):
+class DeviceImport(ShapeFields):
     """One file imported for a device (`tuner import`, POST /devices/{d}/imports): where it
     came from (`label`), its name and shape, its M keys, and the M whose entries the launch
     check left out (they cannot launch on the device; GET /devices/{d}/imports says why)."""
 
     label: str
     file_name: str
-    N: int
-    K: int
-    block_shape: tuple[int, int] | None
     m_keys: list[int]
     m_left_out: list[int] = []
 
@@ -90,14 +92,11 @@ class Device(BaseModel):
     note: str | None = None
 
 
-class ConfigFile(BaseModel):
+class ConfigFile(ShapeFields):
     """One merged file of a device: its name as vLLM looks it up, hash and merge report (a
     release's file `detail`, with defaults for what an older release did not record)."""
 
     file_name: str
-    N: int
-    K: int
-    block_shape: tuple[int, int] | None
     sha256: str
     m_keys: list[int] = []
     partial: bool = False
@@ -107,12 +106,9 @@ class ConfigFile(BaseModel):
     m_imported: list[int] = []
 
 
-class SkippedShape(BaseModel):
+class SkippedShape(ShapeFields):
     """A shape with no file, and why (usually: M without a winner yet)."""
 
-    N: int
-    K: int
-    block_shape: tuple[int, int] | None
     reason: str
     m_missing: list[int]
 
@@ -180,7 +176,7 @@ class ImportRequest(BaseModel):
     )
 
 
-class ImportedFile(BaseModel):
+class ImportedFile(ShapeFields):
     """An imported file of a device: its shape, label, hash, M keys and their coverage, and the
     launch check `tuner import` ran: `checked_arch` (compute capability as an int, e.g. 89;
     None: not checked, as for files imported over HTTP) and `cannot_launch` (M -> why its entry
@@ -192,9 +188,6 @@ class ImportedFile(BaseModel):
         description="The family's dimensions beyond N and K that the name carries, "
         '`name=value,...` (e.g. `E=8` for a fused-MoE file); "" for none.'
     )
-    N: int
-    K: int
-    block_shape: tuple[int, int] | None
     label: str
     file_name: str
     sha256: str

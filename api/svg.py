@@ -5,7 +5,6 @@ and `data-y` and a `<title>` tooltip, so a reader (or a test) finds each value i
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from html import escape
 from typing import NamedTuple
 
@@ -67,29 +66,72 @@ def _y_axis(ys: list[float], y_log: bool) -> tuple[float, float, list[float]]:
     return y_lo, y_hi, linear_ticks(y_lo, y_hi)
 
 
+class _Plot(NamedTuple):
+    """The plot area (`left` of it in pixels) and the ranges it maps: log2 x, log10 or linear y."""
+
+    left: float
+    x_lo: float
+    x_hi: float
+    y_lo: float
+    y_hi: float
+    y_log: bool
+
+    @property
+    def width(self) -> float:
+        return WIDTH - self.left - RIGHT
+
+    def px(self, x: float) -> float:
+        return self.left + math.log2(x / self.x_lo) / math.log2(self.x_hi / self.x_lo) * self.width
+
+    def py(self, y: float) -> float:
+        fy = math.log10 if self.y_log else float
+        share = (fy(y) - fy(self.y_lo)) / (fy(self.y_hi) - fy(self.y_lo))
+        return HEIGHT - BOTTOM - share * (HEIGHT - TOP - BOTTOM)
+
+
+def _axes(plot: _Plot, ticks: list[float], x_ticks: list[float], y_label: str) -> list[str]:
+    """The grid lines and tick labels of both axes, the plot's frame and the axis labels."""
+    left, mid_y = plot.left, (TOP + HEIGHT - BOTTOM) / 2
+    out = [
+        f'<line x1="{left}" y1="{plot.py(t):.1f}" x2="{WIDTH - RIGHT}" y2="{plot.py(t):.1f}" '
+        f'class="grid"/><text x="{left - 6}" y="{plot.py(t) + 4:.1f}" class="tick" '
+        f'text-anchor="end">{fmt(t)}</text>'
+        for t in ticks
+    ]
+    out += [
+        f'<line x1="{plot.px(t):.1f}" y1="{TOP}" x2="{plot.px(t):.1f}" y2="{HEIGHT - BOTTOM}" '
+        f'class="grid"/><text x="{plot.px(t):.1f}" y="{HEIGHT - BOTTOM + 16}" class="tick" '
+        f'text-anchor="middle">{fmt(t)}</text>'
+        for t in x_ticks
+    ]
+    out.append(
+        f'<rect x="{left}" y="{TOP}" width="{plot.width}" height="{HEIGHT - TOP - BOTTOM}" '
+        f'class="frame"/><text x="{left + plot.width / 2:.0f}" y="{HEIGHT - 8}" class="label" '
+        f'text-anchor="middle">M (rows of A)</text><text x="14" y="{mid_y:.0f}" class="label" '
+        f'text-anchor="middle" transform="rotate(-90 14 {mid_y:.0f})">{escape(y_label)}</text>'
+    )
+    return out
+
+
 def _lines(
-    series: list[Series],
-    points: list[tuple[Series, float, float]],
-    px: Callable[[float], float],
-    py: Callable[[float], float],
-    left: float,
+    plot: _Plot, series: list[Series], points: list[tuple[Series, float, float]]
 ) -> list[str]:
     """Each series' line, its points and its legend entry (one row above the plot)."""
     out = []
-    legend_x = left
+    legend_x = plot.left
     for line in series:
-        drawn = [(x, y) for s, x, y in points if s is line]
+        drawn = [(plot.px(x), plot.py(y), x, y) for s, x, y in points if s is line]
         dash = ' stroke-dasharray="6 4"' if line.dashed else ""
         name = escape(line.name)
-        path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in drawn)
+        path = " ".join(f"{cx:.1f},{cy:.1f}" for cx, cy, _, _ in drawn)
         out.append(
             f'<polyline points="{path}" fill="none" stroke="{line.color}" stroke-width="2"{dash}/>'
         )
         out.extend(
-            f'<circle class="pt" cx="{px(x):.1f}" cy="{py(y):.1f}" r="3.5" fill="{line.color}" '
+            f'<circle class="pt" cx="{cx:.1f}" cy="{cy:.1f}" r="3.5" fill="{line.color}" '
             f'data-series="{name}" data-x="{x:g}" data-y="{y:.6g}"><title>{name}: M={x:g}, '
             f"{fmt(y)}</title></circle>"
-            for x, y in drawn
+            for cx, cy, x, y in drawn
         )
         out.append(
             f'<line x1="{legend_x}" y1="{TOP - 16}" x2="{legend_x + 22}" y2="{TOP - 16}" '
@@ -115,49 +157,21 @@ def line_chart(
     points = [(s, x, y) for s in series for x, y in s.points if x > 0 and (y > 0 or not y_log)]
     xs = [x for _, x, _ in points] + x_ticks
     ys = [y for _, _, y in points] + ([reference[0]] if reference else [])
-    x_lo, x_hi = min(xs), max(max(xs), min(xs) * 2)
     y_lo, y_hi, ticks = _y_axis(ys, y_log)
     left = max(64, TITLE_PX + 6 + CHAR_PX * max(len(fmt(t)) for t in ticks))
-    plot_w, plot_h = WIDTH - left - RIGHT, HEIGHT - TOP - BOTTOM
-    fy = math.log10 if y_log else float
-
-    def px(x: float) -> float:
-        return left + math.log2(x / x_lo) / math.log2(x_hi / x_lo) * plot_w
-
-    def py(y: float) -> float:
-        return TOP + plot_h - (fy(y) - fy(y_lo)) / (fy(y_hi) - fy(y_lo)) * plot_h
-
+    plot = _Plot(left, min(xs), max(max(xs), min(xs) * 2), y_lo, y_hi, y_log)
     out = [
         f'<svg class="{escape(css_class)}" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" '
         f'height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{escape(title)}">'
         f'<rect x="0" y="0" width="{WIDTH}" height="{HEIGHT}" fill="#fff"/>'
-        f'<text x="{left}" y="17" class="title">{escape(title)}</text>'
+        f'<text x="{left}" y="17" class="title">{escape(title)}</text>',
+        *_axes(plot, ticks, x_ticks, y_label),
     ]
-    for t in ticks:
-        out.append(
-            f'<line x1="{left}" y1="{py(t):.1f}" x2="{WIDTH - RIGHT}" y2="{py(t):.1f}" '
-            f'class="grid"/><text x="{left - 6}" y="{py(t) + 4:.1f}" class="tick" '
-            f'text-anchor="end">{fmt(t)}</text>'
-        )
-    for t in x_ticks:
-        out.append(
-            f'<line x1="{px(t):.1f}" y1="{TOP}" x2="{px(t):.1f}" y2="{TOP + plot_h}" class="grid"/>'
-            f'<text x="{px(t):.1f}" y="{TOP + plot_h + 16}" class="tick" '
-            f'text-anchor="middle">{fmt(t)}</text>'
-        )
-    out.append(
-        f'<rect x="{left}" y="{TOP}" width="{plot_w}" height="{plot_h}" class="frame"/>'
-        f'<text x="{left + plot_w / 2:.0f}" y="{HEIGHT - 8}" class="label" '
-        f'text-anchor="middle">M (rows of A)</text><text x="14" y="{TOP + plot_h / 2:.0f}" '
-        f'class="label" text-anchor="middle" transform="rotate(-90 14 {TOP + plot_h / 2:.0f})">'
-        f"{escape(y_label)}</text>"
-    )
     if reference and y_lo <= reference[0] <= y_hi:
-        y = py(reference[0])
+        y = plot.py(reference[0])
         out.append(
             f'<line x1="{left}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" class="reference"/>'
             f'<text x="{WIDTH - RIGHT - 4}" y="{y - 4:.1f}" class="reference-label" '
             f'text-anchor="end">{escape(reference[1])}</text>'
         )
-    out.extend(_lines(series, points, px, py, left))
-    return "\n".join(out) + "\n</svg>"
+    return "\n".join([*out, *_lines(plot, series, points), "</svg>"])
