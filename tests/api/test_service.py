@@ -105,6 +105,8 @@ def test_docs_from_the_cdn_or_from_a_local_folder(tmp_path: Path, assets: Path) 
     hint = page.split('<div id="swagger-ui">', 1)[1].split("</div>", 1)[0]  # what to do offline
     assert hint.startswith("<p>If this page stays blank, this browser cannot load Swagger UI")
     assert "<code>TUNER_DOCS_ASSETS=/path/to/swagger-ui-dist tuner serve</code>" in hint
+    with app_on(tmp_path / "t.db", docs_assets=assets) as http:  # no favicon: none fetched
+        assert '<link rel="shortcut icon" href="data:,">' in http.get("/docs").text
     (assets / "favicon-32x32.png").write_bytes(b"\x89PNG")
     with app_on(tmp_path / "t.db", docs_assets=assets) as http:
         page = http.get("/docs").text
