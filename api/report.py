@@ -18,7 +18,7 @@ from tuner.files.device import Scope
 from tuner.inputs.backends import backend_lines, device_advice
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import get_family
-from tuner.kernels.shape import PER_TENSOR, FamilyShape, ShapeKeyed
+from tuner.kernels.shape import FamilyShape, ShapeKeyed, block_shape_text
 from tuner.measure.roofline import COPY_GBPS, FP8_MM_TFLOPS, OUT_BYTES, Roofline
 from tuner.measure.shape_roofline import shape_roofline
 
@@ -29,18 +29,9 @@ REFERENCES = {
 }
 HASH_SHOWN = 12  # hex digits of a kernel hash shown (the cell's title holds all 64)
 ENV_COLUMNS = (
-    "gpu_name",
-    "compute_capability",
-    "driver",
-    "cuda",
-    "torch",
-    "triton",
-    "vllm",
-    "kernel_source",
-    "tuner",
-    "kernel_hash",
-    "trials",
-)
+    "gpu_name compute_capability driver cuda torch triton vllm kernel_source tuner kernel_hash "
+    "trials"
+).split()
 CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 24px; color: #1f2328; background: #fff; }
 h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 17px; margin: 28px 0 6px; }
@@ -301,11 +292,7 @@ def _shape_section(
     rows = [_table_row(r, None if cpu else figures.get(r.M), ceilings) for r in shape.rows]
     shares_head = "<th>% copy BW</th><th>% FP8 mm</th><th class=l>bound</th>" if ceilings else ""
     models = f" ({escape(', '.join(shape.models))})" if shape.models else ""
-    blocks = (
-        PER_TENSOR
-        if shape.block_shape is None
-        else "block_shape [{}, {}]".format(*shape.block_shape)
-    )
+    blocks = ("block_shape " if shape.block_shape else "") + block_shape_text(shape.block_shape)
     return (
         f'<section class="shape" id="shape-{shape.anchor}"><h2>{shape.label}, {blocks}{models}'
         "</h2>"
