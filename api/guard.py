@@ -10,16 +10,12 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.deps import write_refusal
+from api.errors import too_large_detail
 from api.settings import Settings
 
 # Methods that only read. Every other method is a write, and every write route of the service
 # needs the token (tests/api/test_api_hostile.py checks that each one declares it).
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-
-
-def too_large_detail(settings: Settings) -> str:
-    """The `detail` of a 413."""
-    return f"request body over {settings.max_body_bytes} bytes (the service's TUNER_MAX_BODY_BYTES)"
 
 
 class RequestGuard:

@@ -8,7 +8,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field
 
 from tuner.core import DEVICE_ARG_PATTERN, DEVICE_NAME_MAX, VLLM_M_GRID, OutDtype
+from tuner.inputs.shapes import MODEL_KEY_RE
 from tuner.search import DEFAULT_STRATEGY, DEFAULT_TRIALS
+
+# A file's name spelled as vLLM or SGLang spells it (`?engine=`).
+EngineName = Literal["vllm", "sglang"]
 
 
 class Health(BaseModel):
@@ -19,13 +23,18 @@ class Health(BaseModel):
     store: str
 
 
-class ShapeCoverage(BaseModel):
-    """One (N, K, block_shape) of a device: its M grid, which M have a winner, and which M have
-    only stale trials (another kernel source or Triton major.minor; empty with allow_stale)."""
+class ShapeFields(BaseModel):
+    """A shape: N, K and the weight scales' block shape (null: per-tensor scales)."""
 
     N: int
     K: int
     block_shape: tuple[int, int] | None
+
+
+class ShapeCoverage(ShapeFields):
+    """One (N, K, block_shape) of a device: its M grid, which M have a winner, and which M have
+    only stale trials (another kernel source or Triton major.minor; empty with allow_stale)."""
+
     m_requested: list[int]
     m_covered: list[int]
     complete: bool
@@ -59,16 +68,13 @@ class TunedWith(BaseModel):
     current: bool
 
 
-class DeviceImport(BaseModel):
+class DeviceImport(ShapeFields):
     """One file imported for a device (`tuner import`, POST /devices/{d}/imports): where it
     came from (`label`), its name and shape, its M keys, and the M whose entries the launch
     check left out (they cannot launch on the device; GET /devices/{d}/imports says why)."""
 
     label: str
     file_name: str
-    N: int
-    K: int
-    block_shape: tuple[int, int] | None
     m_keys: list[int]
     m_left_out: list[int] = []
 
@@ -86,28 +92,23 @@ class Device(BaseModel):
     note: str | None = None
 
 
-class ConfigFile(BaseModel):
-    """One merged file of a device: its name as vLLM looks it up, hash and merge report."""
+class ConfigFile(ShapeFields):
+    """One merged file of a device: its name as vLLM looks it up, hash and merge report (a
+    release's file `detail`, with defaults for what an older release did not record)."""
 
     file_name: str
-    N: int
-    K: int
-    block_shape: tuple[int, int] | None
     sha256: str
-    m_keys: list[int]
-    partial: bool
-    m_missing: list[int]
-    notes: list[str]
-    warnings: list[str]
+    m_keys: list[int] = []
+    partial: bool = False
+    m_missing: list[int] = []
+    notes: list[str] = []
+    warnings: list[str] = []
     m_imported: list[int] = []
 
 
-class SkippedShape(BaseModel):
+class SkippedShape(ShapeFields):
     """A shape with no file, and why (usually: M without a winner yet)."""
 
-    N: int
-    K: int
-    block_shape: tuple[int, int] | None
     reason: str
     m_missing: list[int]
 
@@ -118,7 +119,7 @@ class DeviceConfigs(BaseModel):
     device_name: str
     files: list[ConfigFile]
     skipped: list[SkippedShape]
-    engine: Literal["vllm", "sglang"] = "vllm"
+    engine: EngineName = "vllm"
     engine_note: str | None = None
     release: int | None = None
 
@@ -129,7 +130,7 @@ class ReleaseFile(BaseModel):
     file_name: str
     sha256: str
     size: int
-    m_keys: list[int]
+    m_keys: list[int] = []
     m_imported: list[int] = []
 
 
@@ -175,7 +176,7 @@ class ImportRequest(BaseModel):
     )
 
 
-class ImportedFile(BaseModel):
+class ImportedFile(ShapeFields):
     """An imported file of a device: its shape, label, hash, M keys and their coverage, and the
     launch check `tuner import` ran: `checked_arch` (compute capability as an int, e.g. 89;
     None: not checked, as for files imported over HTTP) and `cannot_launch` (M -> why its entry
@@ -187,9 +188,6 @@ class ImportedFile(BaseModel):
         description="The family's dimensions beyond N and K that the name carries, "
         '`name=value,...` (e.g. `E=8` for a fused-MoE file); "" for none.'
     )
-    N: int
-    K: int
-    block_shape: tuple[int, int] | None
     label: str
     file_name: str
     sha256: str
@@ -208,21 +206,7 @@ MValue = Annotated[int, Field(ge=1, le=1_048_576)]
 class SweepCreate(BaseModel):
     """A sweep to create for `tuner worker` processes to run: vLLM's config space."""
 
-    model_config = {
-        "extra": "forbid",
-        "json_schema_extra": {
-            "examples": [
-                {
-                    "device_name": "NVIDIA_L20",
-                    "model": "qwen3.8-27b",
-                    "tp": 2,
-                    "m_values": [1, 16, 32, 2048, 4096],
-                    "strategy": DEFAULT_STRATEGY,
-                    "trials": DEFAULT_TRIALS,
-                },
-            ]
-        },
-    }
+    model_config = {"extra": "forbid"}
 
     device_name: str = Field(
         pattern=DEVICE_ARG_PATTERN,
@@ -234,7 +218,7 @@ class SweepCreate(BaseModel):
         "workers claim it with).",
     )
     model: str = Field(
-        pattern=r"^[a-z0-9][a-z0-9._\-]{0,63}$",
+        pattern=f"^{MODEL_KEY_RE.pattern}$",
         examples=["qwen3.8-27b"],
         description="Model key of `tuner shapes list`.",
     )

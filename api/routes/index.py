@@ -1,20 +1,22 @@
-"""`GET /`: a small index of the service for a person with a browser: its routes, and a link to
-each device's report (the store's device names, swept or imported)."""
+"""The service's own routes: `GET /` (an index for a person with a browser: the routes, and a
+link to each device's report), `GET /health` and `GET /metrics`."""
 
 from __future__ import annotations
 
 from html import escape
 from urllib.parse import quote
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
 from sqlalchemy.exc import SQLAlchemyError
 
 import tuner
+from api.deps import SettingsDep
+from api.schemas import Health
 from db import repo
 from db.repo import SchemaError, session_scope
 
-router = APIRouter(tags=["index"])
+router = APIRouter()
 
 # (path, what it is); {device_name} is for the reader to fill in.
 LINKS: tuple[tuple[str, str], ...] = (
@@ -29,40 +31,63 @@ LINKS: tuple[tuple[str, str], ...] = (
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
 def index(request: Request) -> HTMLResponse:
-    """Render an HTML page linking the service's main routes and each device's report."""
+    """An HTML page linking the service's main routes and each device's report."""
     items = "".join(
-        f'<li><a href="{path}">{path}</a>: {what}</li>'
-        if "{" not in path
-        else f"<li><code>{path}</code>: {what}</li>"
+        f"<li><code>{path}</code>: {what}</li>"
+        if "{" in path
+        else f'<li><a href="{path}">{path}</a>: {what}</li>'
         for path, what in LINKS
     )
     try:  # the store is opened here, not as a dependency, so that its fault spares the page
         with session_scope(request.app.state.store.open()) as session:
             names = repo.known_device_names(session)
     except (SQLAlchemyError, SchemaError) as exc:  # the routes still show; /devices says 503
-        return _page(
-            items,
-            "<h2>Devices</h2><p>The store does not answer now "
-            f"({escape(type(exc).__name__)}): try again, or see /health.</p>",
+        listed = (
+            f"<p>The store does not answer now ({escape(type(exc).__name__)}): try again, "
+            "or see /health.</p>"
         )
-    # Device names are vLLM's keys (db.work: printable ASCII without space, quote, slash or
-    # backslash), escaped all the same; quote() keeps them one path segment.
-    devices = "".join(
-        f'<li><a href="/devices/{quote(name, safe="")}/report">{escape(name)}</a>: its report</li>'
-        for name in names
-    )
-    listed = (
-        f"<h2>Devices</h2><ul>{devices}</ul>"
-        if names
-        else "<h2>Devices</h2><p>None in the store yet (<code>tuner sweep</code> or "
-        "<code>tuner import</code> adds one).</p>"
-    )
-    return _page(items, listed)
-
-
-def _page(items: str, listed: str) -> HTMLResponse:
+    else:  # quote() keeps a device name one path segment
+        listed = (
+            "<ul>"
+            + "".join(
+                f'<li><a href="/devices/{quote(n, safe="")}/report">{escape(n)}</a>: '
+                "its report</li>"
+                for n in names
+            )
+            + "</ul>"
+            if names
+            else "<p>None in the store yet (<code>tuner sweep</code> or <code>tuner import</code> "
+            "adds one).</p>"
+        )
     return HTMLResponse(
         f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>blockfp8-tuner</title>'
         f"</head><body><h1>blockfp8-tuner {tuner.__version__}</h1><p>Tuned vLLM block-FP8 "
-        f"GEMM config files, merged from the store.</p><ul>{items}</ul>{listed}</body></html>"
+        f"GEMM config files, merged from the store.</p><ul>{items}</ul><h2>Devices</h2>{listed}"
+        "</body></html>"
     )
+
+
+@router.get("/health", response_model=Health, tags=["health"])
+def read_health(settings: SettingsDep) -> Health:
+    """The service is up: status, tuner version and the store URL with any password masked.
+
+    The store is not touched.
+    """
+    return Health(status="ok", version=tuner.__version__, store=settings.masked_db_url())
+
+
+@router.get(
+    "/metrics",
+    response_class=Response,
+    response_model=None,
+    responses={200: {"content": {"text/plain": {}}}},
+    tags=["metrics"],
+)
+def read_metrics(request: Request) -> Response:
+    """The app's metrics in Prometheus' text format (the store is read at each scrape).
+
+    `tuner_trials{status}`, `tuner_tasks{state}`, `tuner_sweeps`, `tuner_imports`,
+    `tuner_store_up` and `tuner_downloads_total{route,status}`.
+    """
+    body, content_type = request.app.state.metrics.render()
+    return Response(content=body, media_type=content_type)

@@ -1,34 +1,83 @@
-"""Ready-to-paste read-only mounts of a device's files (docker, compose or Kubernetes)."""
+"""Ready-to-paste read-only mounts of a device's files (docker, compose or Kubernetes), or the
+recipe that pulls a release before the engine starts."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import PlainTextResponse
+from pydantic import AnyHttpUrl, BaseModel, Field
+from sqlalchemy.orm import Session
 
-from api.deps import SessionDep, SettingsDep
-from api.routes.devices import (
-    AllowStale,
-    Engine,
-    KnownDevice,
-    OutDtype,
-    Partial,
-    store_files,
-)
-from db import repo
+from api.deps import KnownDevice, SessionDep, SettingsDep
+from api.routes.devices import store_files
+from api.routes.releases import release_of
+from api.schemas import MAX_INT32, EngineName
+from tuner.core import OutDtype
 from tuner.files.archive import versions_line, winner_versions
 from tuner.files.mounts import (
     DEFAULT_HOST_DIR,
     DEFAULT_SITE_PACKAGES,
-    FORMATS,
     MountRequest,
     check_site_packages,
     render_mounts,
 )
-from tuner.files.pull import PULL_FORMATS, release_entry, render_pull_recipe
+from tuner.files.pull import release_entry, render_pull_recipe
 
 router = APIRouter(prefix="/devices", tags=["mounts"])
+
+# tuner.files.mounts.FORMATS, then tuner.files.pull.PULL_FORMATS (tests check they agree).
+MountFormat = Literal["docker", "compose", "k8s", "k8s-pull", "compose-pull"]
+
+
+class MountQuery(BaseModel):
+    """The query of GET /devices/{d}/mounts, as `tuner mounts` takes its options."""
+
+    format: MountFormat = Field(
+        "docker",
+        description="docker (run flags), compose (a volumes list), k8s (a ConfigMap with volume "
+        "mounts), or k8s-pull / compose-pull (`tuner pull` of a release into a volume before "
+        "the engine starts).",
+    )
+    engine: EngineName = Field("vllm", description="The engine whose folders the files go to.")
+    site_packages: str | None = Field(
+        None,
+        max_length=512,
+        description="The engine's site-packages folder in the container (default: the usual "
+        "image's, as `tuner mounts` prints it).",
+    )
+    host_dir: str = Field(
+        DEFAULT_HOST_DIR, max_length=512, description="Host folder holding the exported files."
+    )
+    partial: bool | None = Field(
+        None, description="Also mount partial files (default: TUNER_ALLOW_PARTIAL)."
+    )
+    out_dtype: OutDtype | None = Field(None, description="Only trials of this output dtype.")
+    allow_stale: bool = Field(False, description="Also trials of another kernel or Triton.")
+    engine_version: str | None = Field(
+        None,
+        max_length=64,
+        description="The engine's release in the image, which decides its config folders "
+        "(default: vLLM 0.33.0, SGLang 0.5.23).",
+    )
+    triton_version: str | None = Field(
+        None,
+        max_length=64,
+        description="SGLang: the image's Triton, e.g. 3.8.0; fused-MoE files go to "
+        "configs/triton_3_8_0/ (default: the Triton the files were tuned with).",
+    )
+    server: AnyHttpUrl | None = Field(
+        None,
+        description="k8s-pull / compose-pull: the tuner service's URL as the pods reach it, "
+        "e.g. http://tuner:8000 (default: the URL this request reached).",
+    )
+    release: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_INT32,
+        description="k8s-pull / compose-pull: the release to pin (default: the latest).",
+    )
 
 
 @router.get(
@@ -40,142 +89,58 @@ router = APIRouter(prefix="/devices", tags=["mounts"])
         404: {"description": "Unknown device or release, or no files to mount"},
         422: {"description": "Bad format, site-packages path or server URL"},
     },
-    description=(
-        "The same text as `tuner mounts --device ...`: one read-only mount per file of the "
-        "device, commented, to paste, with the device's advice on what makes vLLM read the files "
-        "(and `--linear-backend triton` where it is needed). `?format=k8s-pull|compose-pull`: the "
-        "recipe that runs `tuner pull` of a release (`?release=N`, default the latest) from "
-        "`?server=` (default: the URL this request reached) before the engine starts. 404 for an "
-        "unknown device or release, or no files (saying how many stale trials were left out); "
-        "409 if the winners cannot be merged; 422, with a one-line detail, for an unknown format, "
-        "a bad site-packages path, server URL, engine or Triton version, or a bad allow_stale."
-    ),
 )
 def read_mounts(
     device_name: KnownDevice,
+    query: Annotated[MountQuery, Query()],
     session: SessionDep,
     settings: SettingsDep,
     request: Request,
-    engine: Engine = "vllm",
-    site_packages: Annotated[
-        str | None,
-        Query(
-            max_length=512,
-            description="The engine's site-packages folder in the container "
-            "(default: the usual image's, as `tuner mounts` prints it).",
-        ),
-    ] = None,
-    format: Annotated[
-        str,
-        Query(
-            max_length=32,
-            description="docker (run flags), compose (a volumes list), k8s (a "
-            "ConfigMap with volume mounts), or k8s-pull / compose-pull (`tuner pull` of a release "
-            "into a volume before the engine starts).",
-        ),
-    ] = "docker",
-    host_dir: Annotated[
-        str, Query(max_length=512, description="Host folder holding the exported files.")
-    ] = DEFAULT_HOST_DIR,
-    partial: Partial = None,
-    out_dtype: OutDtype = None,
-    allow_stale: AllowStale = False,
-    engine_version: Annotated[
-        str | None,
-        Query(
-            max_length=64,
-            description="The engine's release in the image, which decides its "
-            "config folders (default: vLLM 0.33.0, SGLang 0.5.23).",
-        ),
-    ] = None,
-    triton_version: Annotated[
-        str | None,
-        Query(
-            max_length=64,
-            description="SGLang: the image's Triton, e.g. 3.8.0; fused-MoE files go "
-            "to configs/triton_3_8_0/ (default: the Triton the files were tuned with).",
-        ),
-    ] = None,
-    server: Annotated[
-        str | None,
-        Query(
-            max_length=512,
-            description="k8s-pull / compose-pull: the tuner service's URL as the "
-            "pods reach it, e.g. http://tuner:8000 (default: the URL this request reached).",
-        ),
-    ] = None,
-    release: Annotated[
-        int | None,
-        Query(
-            ge=1,
-            le=2**31 - 1,
-            description="k8s-pull / compose-pull: the release to pin (default: the latest).",
-        ),
-    ] = None,
 ) -> PlainTextResponse:
-    """Render read-only mounts of the device's files, as `tuner mounts` does."""
-    if format in PULL_FORMATS:
-        return _pull_recipe(
-            session,
-            device_name,
-            format,
-            server or str(request.base_url),
-            release,
-            engine=engine,
-            site_packages=site_packages or DEFAULT_SITE_PACKAGES[engine],
-            engine_version=engine_version,
-            triton_version=triton_version,
-        )
-    if format not in FORMATS:
-        raise HTTPException(
-            422, detail=f"format {format[:32]!r} is not one of {', '.join(FORMATS + PULL_FORMATS)}"
-        )
-    allow = settings.allow_partial if partial is None else partial
-    return _file_mounts(
-        session,
-        device_name,
-        engine=engine,
-        site_packages=site_packages,
-        fmt=format,
-        host_dir=host_dir,
-        partial=allow,
-        out_dtype=out_dtype,
-        allow_stale=allow_stale,
-        engine_version=engine_version,
-        triton_version=triton_version,
-    )
+    """The same text as `tuner mounts --device ...`, to paste.
 
-
-def _file_mounts(
-    session: SessionDep,
-    device_name: str,
-    *,
-    engine: str,
-    site_packages: str | None,
-    fmt: str,
-    host_dir: str,
-    partial: bool,
-    out_dtype: str | None,
-    allow_stale: bool,
-    engine_version: str | None,
-    triton_version: str | None,
-) -> PlainTextResponse:
-    """Mounts of the device's merged files from the store: `tuner.files.mounts.render_mounts`.
-
-    Raises:
-        HTTPException: 404 when the device has no file to mount; 409 when its winners cannot
-            be merged; 422 (one line) for a bad site-packages path, engine or Triton version.
+    One read-only mount per file of the device, commented, with the device's advice on what
+    makes vLLM read the files (and `--linear-backend triton` where it is needed).
+    `?format=k8s-pull|compose-pull`: the recipe that runs `tuner pull` of a release
+    (`?release=N`, default the latest) from `?server=` (default: the URL this request reached)
+    before the engine starts. 404 for an unknown device or release, or no files (saying how many
+    stale trials were left out); 409 if the winners cannot be merged; 422 for an unknown format,
+    a bad site-packages path, server URL, engine or Triton version, or a bad allow_stale.
     """
+    site_packages = query.site_packages or DEFAULT_SITE_PACKAGES[query.engine]
+    try:
+        if query.format.endswith("-pull"):
+            text = render_pull_recipe(
+                query.format,
+                server=str(query.server or request.base_url).rstrip("/"),
+                release=release_entry(release_of(session, device_name, query.release)),
+                engine=query.engine,
+                site_packages=check_site_packages(site_packages),
+                engine_version_=query.engine_version,
+                triton_version=query.triton_version,
+                triton_from="as asked",
+            )
+        else:
+            allow = settings.allow_partial if query.partial is None else query.partial
+            text = render_mounts(_mount_request(session, device_name, query, allow))
+    except ValueError as exc:
+        raise HTTPException(422, detail=str(exc)) from None
+    return PlainTextResponse(text)
+
+
+def _mount_request(
+    session: Session, device_name: str, query: MountQuery, partial: bool
+) -> MountRequest:
+    """The device's merged files to mount; 404 when there is none."""
     read = store_files(
         session,
         device_name,
         partial=partial,
-        out_dtype=out_dtype,
-        engine=engine,
-        allow_stale=allow_stale,
+        out_dtype=query.out_dtype,
+        engine=query.engine,
+        allow_stale=query.allow_stale,
     )
-    merged = read.files
-    if not merged.files:
+    if not read.files.files:
         stale = read.view.scope.stale_trials
         hint = (
             f"; {stale} ok trial(s) of another kernel or Triton left out "
@@ -190,75 +155,16 @@ def _file_mounts(
         )
     versions = winner_versions(read.view.environments, read.view.winners)
     tuned_triton = versions["triton"][0] if len(versions["triton"]) == 1 else None
-    try:
-        text = render_mounts(
-            MountRequest(
-                device_name=device_name,
-                engine=engine,
-                file_names=tuple(f.file_name for f in merged.files),
-                host_dir=host_dir,
-                site_packages=site_packages or DEFAULT_SITE_PACKAGES[engine],
-                fmt=fmt,
-                compute_capability=read.view.compute_capability,
-                tuned_with=versions_line(versions),
-                engine_version=engine_version,
-                triton_version=triton_version or tuned_triton,
-                triton_from="as asked" if triton_version else "the one the files were tuned with",
-            )
-        )
-    except ValueError as exc:
-        raise HTTPException(422, detail=str(exc)) from None
-    return PlainTextResponse(text)
-
-
-def _pull_recipe(
-    session: SessionDep,
-    device_name: str,
-    fmt: str,
-    server: str,
-    number: int | None,
-    *,
-    engine: str,
-    site_packages: str,
-    engine_version: str | None,
-    triton_version: str | None,
-) -> PlainTextResponse:
-    """`tuner mounts --format k8s-pull|compose-pull` from the store's own release (no request
-    to any server): `tuner.files.pull.render_pull_recipe`.
-
-    Raises:
-        HTTPException: 404 for no such release; 422 (one line) for a bad server URL,
-            site-packages path or engine version.
-    """
-    if not server.startswith(("http://", "https://")) or any(ch.isspace() for ch in server):
-        raise HTTPException(
-            422, detail=f"server must be an http:// or https:// URL, got {server[:80]!r}"
-        )
-    info = repo.get_release(session, device_name=device_name, number=number)
-    if info is None:
-        have = sorted(r.number for r in repo.list_releases(session, device_name=device_name))
-        if have:
-            raise HTTPException(
-                404,
-                detail=f"{device_name} has no release {number}; releases: "
-                f"{', '.join(map(str, have))}",
-            )
-        raise HTTPException(
-            404,
-            detail=f"{device_name} has no published release (`tuner "
-            f"publish --device {device_name}` makes one)",
-        )
-    try:
-        text = render_pull_recipe(
-            fmt,
-            server=server.rstrip("/"),
-            release=release_entry(info),
-            engine=engine,
-            site_packages=check_site_packages(site_packages),
-            engine_version_=engine_version,
-            triton_version=triton_version,
-            triton_from="as asked",
-        )
-    except ValueError as exc:
-        raise HTTPException(422, detail=str(exc)) from None
-    return PlainTextResponse(text)
+    return MountRequest(
+        device_name=device_name,
+        engine=query.engine,
+        file_names=tuple(f.file_name for f in read.files.files),
+        host_dir=query.host_dir,
+        site_packages=query.site_packages or DEFAULT_SITE_PACKAGES[query.engine],
+        fmt=query.format,
+        compute_capability=read.view.compute_capability,
+        tuned_with=versions_line(versions),
+        engine_version=query.engine_version,
+        triton_version=query.triton_version or tuned_triton,
+        triton_from="as asked" if query.triton_version else "the one the files were tuned with",
+    )

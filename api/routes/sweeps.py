@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Response
 from sqlalchemy.orm import Session
 
 from api import schemas
-from api.deps import SessionDep, StoreDep, WriteAccess
+from api.deps import SessionDep, WriteAccess
 from db import repo
-from db.repo import session_scope
-from tuner.inputs.devices import gpu_device_key, resolve
+from tuner.inputs.devices import gpu_device_key, store_device
 from tuner.inputs.shapes import UnknownModelError, load_shapes
 from tuner.run.plan import SweepRequest
 from tuner.search import STRATEGIES
@@ -21,32 +21,24 @@ router = APIRouter(prefix="/sweeps", tags=["sweeps"])
 SweepId = Annotated[int, Path(ge=1, le=schemas.MAX_INT32, description="The sweep's id.")]
 
 
-def _status(session: Session, sweep_id: int) -> schemas.SweepStatus | None:
+def _status(session: Session, sweep_id: int) -> schemas.SweepStatus:
     info = repo.get_sweep(session, sweep_id=sweep_id)
     if info is None:
-        return None
+        raise HTTPException(404, detail=f"no sweep with id {sweep_id}")
     progress = repo.sweep_progress(session, sweep_id=sweep_id)
-    return schemas.SweepStatus(
-        sweep_id=info.sweep_id,
-        device_name=info.device_name,
-        model=info.model,
-        tp=info.tp,
-        strategy=info.strategy,
-        budget=info.budget,
-        space=info.space,
-        seed=info.seed,
-        m_values=list(info.m_values),
-        out_dtype=info.out_dtype,
-        block_shape=info.block_shape,
-        created_at=info.created_at,
-        tasks_total=progress.tasks_total,
-        tasks_pending=progress.tasks_pending,
-        tasks_running=progress.tasks_running,
-        tasks_done=progress.tasks_done,
-        tasks_failed=progress.tasks_failed,
-        trials_total=progress.trials_total,
-        trials_ok=progress.trials_ok,
-    )
+    return schemas.SweepStatus(**asdict(info), **asdict(progress))
+
+
+def _device_key(device_name: str, known: list[str]) -> str:
+    """As `tuner sweep --device` names a device: one of the store's, else a GPU model's key."""
+    try:
+        return store_device(device_name, known)
+    except ValueError:
+        pass
+    try:
+        return gpu_device_key(device_name)
+    except ValueError as exc:
+        raise HTTPException(422, detail=f"device_name {exc}") from None
 
 
 @router.post(
@@ -59,19 +51,19 @@ def _status(session: Session, sweep_id: int) -> schemas.SweepStatus | None:
         403: {"description": "Writes are disabled (no TUNER_API_TOKEN)"},
         422: {"description": "Invalid body, unknown strategy, model or TP size"},
     },
-    description=(
-        "Create a sweep over vLLM's config space and its pending tasks, for `tuner worker "
-        "--device <device_name>` on any host to run; answers the sweep and its progress (201 when "
-        "created). The same body again returns the same sweep (200), and with a larger `trials` "
-        "the same sweep extended. 422 for an unknown strategy or model, a TP size the model does "
-        "not list, or a device_name that is neither a device of the store nor a GPU model name "
-        "(`H200`, `NVIDIA H200` and `nvidia_h200` all name `NVIDIA_H200`)."
-    ),
 )
 def create_sweep(
-    body: schemas.SweepCreate, _auth: WriteAccess, store: StoreDep, response: Response
+    body: schemas.SweepCreate, _auth: WriteAccess, session: SessionDep, response: Response
 ) -> schemas.SweepStatus:
-    """Create a sweep and its pending tasks, or return the same one again."""
+    """Create a sweep and its pending tasks, or return the same one again.
+
+    A sweep over vLLM's config space for `tuner worker --device <device_name>` on any host to
+    run; answers the sweep and its progress (201 when created). The same body again returns the
+    same sweep (200), and with a larger `trials` the same sweep extended. 422 for an unknown
+    strategy or model, a TP size the model does not list, or a device_name that is neither a
+    device of the store nor a GPU model name (`H200`, `NVIDIA H200` and `nvidia_h200` all name
+    `NVIDIA_H200`).
+    """
     if body.strategy not in STRATEGIES:
         raise HTTPException(
             422, detail=f"unknown strategy '{body.strategy}'; known: {', '.join(STRATEGIES)}"
@@ -80,15 +72,8 @@ def create_sweep(
         shapes = load_shapes(body.model, body.tp)
     except (UnknownModelError, ValueError) as exc:
         raise HTTPException(422, detail=str(exc).strip("'\"")) from None
-    with session_scope(store) as session:
-        known = repo.known_device_names(session)
-    named = resolve(body.device_name, known)
-    try:  # as `tuner sweep --device` names it: a device of the store, or a GPU model name
-        device_name = named[0] if len(named) == 1 else gpu_device_key(body.device_name)
-    except ValueError as exc:
-        raise HTTPException(422, detail=f"device_name {exc}") from None
     request = SweepRequest(
-        device_name=device_name,
+        device_name=_device_key(body.device_name, repo.known_device_names(session)),
         model=shapes.model,
         tp=shapes.tp,
         shapes=shapes.pairs(),
@@ -100,28 +85,21 @@ def create_sweep(
         out_dtype=body.out_dtype,
     )
     try:
-        with session_scope(store) as session:
-            info, created = repo.create_sweep(session, **request.sweep_fields())
-            status = _status(session, info.sweep_id)
+        info, created = repo.create_sweep(session, **request.sweep_fields())
     except ValueError as exc:
         raise HTTPException(422, detail=str(exc)) from None
     response.status_code = 201 if created else 200
-    assert status is not None  # created or found in this transaction
-    return status
+    return _status(session, info.sweep_id)
 
 
 @router.get(
     "/{sweep_id}",
     response_model=schemas.SweepStatus,
     responses={404: {"description": "No sweep with that id"}},
-    description=(
-        "A sweep's parameters and progress: tasks by state, trials stored. 404 when there is no "
-        "such sweep."
-    ),
 )
 def read_sweep(sweep_id: SweepId, session: SessionDep) -> schemas.SweepStatus:
-    """Read a sweep's parameters and progress."""
-    status = _status(session, sweep_id)
-    if status is None:
-        raise HTTPException(404, detail=f"no sweep with id {sweep_id}")
-    return status
+    """A sweep's parameters and progress: tasks by state, trials stored.
+
+    404 when there is no such sweep.
+    """
+    return _status(session, sweep_id)

@@ -1,0 +1,294 @@
+"""The service itself: /health, the index page, /docs with and without a CDN, /metrics, the
+OpenAPI description of every route, and store faults answered 503 with Retry-After, never 500."""
+
+from __future__ import annotations
+
+import os
+import pkgutil
+import re
+import sqlite3
+import subprocess
+import sys
+from importlib import import_module
+from pathlib import Path
+from typing import get_args
+
+import pytest
+from fastapi.routing import APIRoute
+from fastapi.testclient import TestClient
+from pydantic import ValidationError
+from sqlalchemy import text
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from typer.testing import CliRunner
+
+import api.routes
+import tuner
+from api.app import create_app
+from api.routes.mounts import MountFormat
+from api.schemas import EngineName
+from api.settings import Settings
+from db.connection import connect, open_store
+from tests.api.conftest import FILE_A
+from tests.cli.test_robust_writers import reset_postgresql
+from tests.storefill import DEFAULT, FAST, fill, publish
+from tuner.cli.app import app as cli_app
+from tuner.files.mounts import FORMATS
+from tuner.files.pull import PULL_FORMATS
+from tuner.kernels.engines import ENGINES
+
+PG_URL = os.environ.get("TUNER_TEST_PG_URL")
+
+
+def app_on(path: Path, **settings) -> TestClient:
+    return TestClient(create_app(Settings(db_url=f"sqlite:///{path}", **settings)))
+
+
+def test_health_index_and_settings(client: TestClient, store_url: str, monkeypatch) -> None:
+    health = {"status": "ok", "version": tuner.__version__, "store": store_url}
+    assert client.get("/health").json() == health
+    masked = Settings(db_url="postgresql+psycopg://tuner:s3cret@db.example/tuner").masked_db_url()
+    assert masked == "postgresql+psycopg://tuner:***@db.example/tuner"
+    page = client.get("/").text
+    links = re.findall(r'<a href="([^"]+)">', page)
+    assert links == [
+        "/docs",
+        "/openapi.json",
+        "/health",
+        "/devices",
+        "/devices/NVIDIA_H200/report",
+        "/devices/NVIDIA_L20/report",
+    ]
+    assert all(client.get(link).status_code == 200 for link in links)
+    assert "<code>/devices/{device_name}/report</code>" in page
+    for name, value in (("DB_URL", store_url), ("ALLOW_PARTIAL", "true"), ("PORT", "8123")):
+        monkeypatch.setenv(f"TUNER_{name}", value)
+    monkeypatch.setenv("TUNER_API_TOKEN", "  padded  ")  # blank around it: stripped
+    monkeypatch.setenv("TUNER_MAX_BODY_BYTES", "1000")
+    settings = Settings()
+    assert (settings.db_url, settings.allow_partial, settings.port, settings.host) == (
+        store_url,
+        True,
+        8123,
+        "127.0.0.1",
+    )
+    assert (settings.api_token.get_secret_value(), settings.max_body_bytes) == ("padded", 1000)
+
+
+def test_the_index_of_an_empty_store_and_of_one_that_does_not_answer(tmp_path: Path) -> None:
+    open_store(f"sqlite:///{tmp_path / 't.db'}").dispose()
+    with app_on(tmp_path / "t.db") as client:
+        assert (
+            "<h2>Devices</h2><p>None in the store yet (<code>tuner sweep</code> or "
+            "<code>tuner import</code> adds one).</p>"
+        ) in client.get("/").text
+    with app_on(tmp_path) as client:  # a folder: SQLite cannot open it
+        assert (
+            "<h2>Devices</h2><p>The store does not answer now (OperationalError): try again, "
+            "or see /health.</p>"
+        ) in client.get("/").text
+
+
+@pytest.fixture
+def assets(tmp_path: Path) -> Path:
+    folder = tmp_path / "swagger-ui-dist"
+    folder.mkdir()
+    (folder / "swagger-ui-bundle.js").write_bytes(b"window.SwaggerUIBundle = 1;\n")
+    (folder / "swagger-ui.css").write_bytes(b".swagger-ui {}\n")
+    return folder
+
+
+def test_docs_from_the_cdn_or_from_a_local_folder(tmp_path: Path, assets: Path) -> None:
+    with app_on(tmp_path / "t.db") as http:
+        page = http.get("/docs").text
+        assert "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui-bundle.js" in page
+        assert "https://cdn.jsdelivr.net/npm/redoc@2" in http.get("/redoc").text
+    hint = page.split('<div id="swagger-ui">', 1)[1].split("</div>", 1)[0]  # what to do offline
+    assert hint.startswith("<p>If this page stays blank, this browser cannot load Swagger UI")
+    assert "<code>TUNER_DOCS_ASSETS=/path/to/swagger-ui-dist tuner serve</code>" in hint
+    with app_on(tmp_path / "t.db", docs_assets=assets) as http:  # no favicon: none fetched
+        assert '<link rel="shortcut icon" href="data:,">' in http.get("/docs").text
+    (assets / "favicon-32x32.png").write_bytes(b"\x89PNG")
+    with app_on(tmp_path / "t.db", docs_assets=assets) as http:
+        page = http.get("/docs").text
+        assert re.findall(r'(?:src|href)="([^"]+)"', page) == [
+            "/docs/assets/swagger-ui.css",
+            "/docs/assets/favicon-32x32.png",
+            "/docs/assets/swagger-ui-bundle.js",
+        ]
+        assert "http" not in page and "url: '/openapi.json'" in page
+        js = http.get("/docs/assets/swagger-ui-bundle.js").content
+        assert js == b"window.SwaggerUIBundle = 1;\n"
+        assert http.get("/docs/assets/nope.js").status_code == 404
+
+
+def test_a_docs_folder_without_swagger_ui_is_one_line(
+    tmp_path: Path, assets: Path, monkeypatch
+) -> None:
+    (assets / "swagger-ui.css").unlink()
+    message = (
+        f"TUNER_DOCS_ASSETS: {assets} lacks swagger-ui.css (copy the files of the swagger-ui-dist"
+    )
+    with pytest.raises(ValidationError, match=re.escape(message)):
+        Settings(docs_assets=assets)
+    monkeypatch.setenv("TUNER_DOCS_ASSETS", str(tmp_path / "none"))
+    open_store(f"sqlite:///{tmp_path / 't.db'}").dispose()
+    result = CliRunner().invoke(cli_app, ["serve", "--db", f"sqlite:///{tmp_path / 't.db'}"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().splitlines() == [
+        f"error: TUNER_DOCS_ASSETS: {tmp_path / 'none'} is not a folder"
+    ]
+
+
+ROUTES = sorted(
+    [f"get /devices{path}" for path in ("", "/{device_name}/comparisons", "/{device_name}/configs")]
+    + [
+        f"get /devices/{{device_name}}/{path}"
+        for path in (
+            "configs.zip",
+            "configs/{file_name}",
+            "imports",
+            "mounts",
+            "preview/configs",
+            "preview/configs.zip",
+            "preview/configs/{file_name}",
+            "releases",
+            "report",
+        )
+    ]
+    + ["get /health", "get /metrics", "get /sweeps/{sweep_id}", "post /sweeps"]
+    + ["post /devices/{device_name}/imports"]
+)
+
+
+def test_every_route_is_described_typed_and_answers_a_model(tmp_path: Path) -> None:
+    app = create_app(Settings(db_url=f"sqlite:///{tmp_path / 't.db'}"))
+    paths = app.openapi()["paths"]
+    modules = [
+        import_module(f"api.routes.{m.name}") for m in pkgutil.iter_modules(api.routes.__path__)
+    ]
+    routes = [
+        r
+        for m in modules
+        for r in m.router.routes
+        if isinstance(r, APIRoute) and r.include_in_schema
+    ]
+    assert {(r.path, m.lower()) for r in routes for m in r.methods} == {
+        (path, method) for path, ops in paths.items() for method in ops
+    }
+    assert sorted(f"{m} {p}" for p, ops in paths.items() for m in ops) == ROUTES  # and GET /
+    for route in routes:  # JSON has a model; files, text, HTML and metrics are Responses
+        assert (
+            route.response_model is not None or route.response_class.__name__ != "JSONResponse"
+        ), route.path
+    for path, ops in paths.items():
+        for method, op in ops.items():
+            assert (
+                op["summary"] and op["description"].strip() and "Args:" not in op["description"]
+            ), path
+            for parameter in op.get("parameters", []):
+                assert parameter.get("description", "").strip(), (path, parameter["name"])
+                if parameter["name"] in ("engine", "format", "out_dtype"):  # typed, not free text
+                    schema = parameter["schema"].get("anyOf", [parameter["schema"]])[0]
+                    assert "enum" in schema or "$ref" in schema, (path, parameter["name"])
+            if method == "post":  # RequestGuard asks every write for the token
+                assert "authorization" in {
+                    p["name"] for p in op["parameters"] if p["in"] == "header"
+                }
+    assert get_args(EngineName) == ENGINES and get_args(MountFormat) == FORMATS + PULL_FORMATS
+
+
+def test_the_service_imports_no_torch_or_triton() -> None:
+    code = "import api.app, sys; assert not {'torch', 'triton'} & set(sys.modules)"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_metrics_count_every_download_by_status(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 't.db'}"
+    fill(
+        url,
+        {(576, 7168, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 6.0)]},
+        m_values=(1,),
+    )
+    publish(url)
+    name = "N=576,K=7168,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
+    with TestClient(create_app(Settings(db_url=url))) as client:
+        etag = client.get(f"/devices/L20/configs/{name}").headers["etag"]
+        client.get(f"/devices/L20/configs/{name}", headers={"If-None-Match": etag})
+        client.get("/devices/H100/configs.zip")
+        client.get("/devices/L20/configs.zip", params={"release": 0})
+        client.get("/devices/L20/preview/configs.zip")
+        client.get("/devices/L20")
+        response = client.get("/metrics")
+    assert response.headers["content-type"].startswith("text/plain")
+    lines = set(response.text.splitlines())
+    assert {
+        "tuner_store_up 1.0",
+        'tuner_trials{status="ok"} 2.0',
+        'tuner_tasks{state="done"} 1.0',
+        "tuner_sweeps 1.0",
+        "tuner_imports 0.0",
+        'tuner_downloads_total{route="configs/file",status="200"} 1.0',
+        'tuner_downloads_total{route="configs/file",status="304"} 1.0',
+        'tuner_downloads_total{route="configs.zip",status="404"} 1.0',
+        'tuner_downloads_total{route="configs.zip",status="422"} 1.0',
+        'tuner_downloads_total{route="preview/configs.zip",status="200"} 1.0',
+    } <= lines
+    assert len([line for line in lines if line.startswith("tuner_downloads_total{")]) == 5
+
+
+def test_a_store_at_another_schema_is_503_and_counted(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as connection:  # tables, no schema revision: open_store refuses
+        connection.execute("CREATE TABLE sweeps (sweep_id INTEGER PRIMARY KEY)")
+    with app_on(path) as client:
+        response = client.get(f"/devices/L20/configs/{FILE_A}")
+        assert (response.status_code, response.headers["retry-after"]) == (503, "60")
+        assert "tuner db upgrade" in response.json()["detail"]
+        assert client.get("/health").status_code == 200
+        metrics = client.get("/metrics").text.splitlines()
+    assert "tuner_store_up 0.0" in metrics
+    assert 'tuner_downloads_total{route="configs/file",status="503"} 1.0' in metrics
+
+
+def test_an_unreachable_or_busy_store_is_503(tmp_path: Path, store_url: str, monkeypatch) -> None:
+    url = f"sqlite:///{tmp_path}"  # a folder: SQLite cannot open it
+    with TestClient(create_app(Settings(db_url=url)), raise_server_exceptions=False) as client:
+        response = client.get("/devices/L20/configs")
+    assert (response.status_code, response.headers["retry-after"]) == (503, "5")
+    assert response.json() == {"detail": f"store {url} is unavailable (OperationalError)"}
+
+    def busy(*_args, **_kwargs):
+        raise PoolTimeout("QueuePool limit of size 40 overflow 0 reached")
+
+    monkeypatch.setattr("db.repo.find_released_file", busy)
+    with TestClient(
+        create_app(Settings(db_url=store_url)), raise_server_exceptions=False
+    ) as client:
+        response = client.get(f"/devices/L20/configs/{FILE_A}")
+        pool = client.app.state.store.open().pool
+    assert (response.status_code, response.headers["retry-after"]) == (503, "1")
+    assert response.json() == {"detail": f"store {store_url} is busy: every connection is in use"}
+    assert (pool.size(), pool._max_overflow, pool._timeout) == (40, 0, 10.0)  # a thread each
+
+
+@pytest.mark.skipif(
+    not PG_URL, reason="TUNER_TEST_PG_URL is not set (a scratch PostgreSQL database)"
+)
+def test_the_first_request_after_the_server_dropped_the_pool_succeeds() -> None:
+    reset_postgresql(PG_URL)
+    fill(PG_URL, {(576, 7168, 1): [(DEFAULT, True, "ok", 10.0)]}, m_values=(1,))
+    publish(PG_URL)
+    with TestClient(create_app(Settings(db_url=PG_URL))) as client:
+        assert client.get("/devices/L20/configs").status_code == 200  # pools a connection
+        engine = connect(PG_URL)
+        with engine.connect() as connection:  # as a server restart ends every session
+            ended = connection.execute(
+                text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            ).all()
+        engine.dispose()
+        assert ended
+        for path in ("/devices/L20/configs", "/devices"):
+            assert client.get(path).status_code == 200, path
