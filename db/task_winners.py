@@ -1,6 +1,6 @@
 """What a device's finished tasks tell the next task's search: their winners, as warm starts
-(`tuner.search.warm_start_for_task`), and the ok trials of the related ones, as a prior
-(`tuner.search.prior`).
+(`tuner.search.warm_start.warm_start_for_task`), and the ok trials of the related ones, as a
+prior (`tuner.search.guided.fit_prior`).
 
 Re-exported by `db.repo`; like the repository functions it takes a Session and is keyword-only.
 """
@@ -43,7 +43,7 @@ def task_winners(
 ) -> list[TaskWinnerRow]:
     """Winners of the finished tasks of a device (done, or reopened by a larger budget after
     they were done): what a new task warm-starts from
-    (`tuner.search.warm_start_for_task`). One query with a `row_number()` ranking of ok
+    (`tuner.search.warm_start.warm_start_for_task`). One query with a `row_number()` ranking of ok
     trials (decisions are not consulted: a warm start wants fast configs, not the kept one).
 
     Args:
@@ -127,7 +127,7 @@ def related_trials(
     shape_params: str = "",
 ) -> list[RelatedTrialRow]:
     """The ok trials of the finished tasks of a device related to (N, K, M): the same (N, K)
-    at another M, and another (N, K) at the same M (`tuner.search.prior.related`). The tasks
+    at another M, and another (N, K) at the same M (`tuner.search.warm_start.related`). The tasks
     and trials are chosen as by `task_winners` (same arguments), so a resumed task that passes
     the time of its first trial gets the trials its first run got.
 

@@ -14,7 +14,7 @@ from db.repo import session_scope
 from tuner.inputs.devices import gpu_device_key, resolve
 from tuner.inputs.shapes import UnknownModelError, load_shapes
 from tuner.run.plan import SweepRequest
-from tuner.search import STRATEGIES
+from tuner.search.registry import STRATEGIES
 
 router = APIRouter(prefix="/sweeps", tags=["sweeps"])
 

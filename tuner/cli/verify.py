@@ -36,7 +36,7 @@ from tuner.cli.store import open_db, store_files
 from tuner.core import OutDtype
 from tuner.measure.rounds import RETIME_ROUNDS
 from tuner.run.options import DEFAULT_LEASE_S
-from tuner.search.defaults import DEFAULT_TRIALS
+from tuner.search.registry import DEFAULT_TRIALS
 
 # The check's modules (tuner.compare.*, tuner.inputs.shapes and the kernels they import) are
 # imported where they run, not when the CLI starts (`tuner --help` stays quick).
