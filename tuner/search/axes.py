@@ -85,27 +85,17 @@ def neighbours(
     values: on a log2 axis, half or double), then with `pairs` one step along each of two axes
     at once, in a fixed order. A step along a `categorical` axis (unordered values) goes to any
     other value. They may lie outside the space (one that is not a full product of its axes)."""
-    position = {axis.key: axis.values.index(getattr(config, axis.key)) for axis in axes}
-
-    def steps(axis: Axis) -> list[int]:
-        if axis.key not in categorical:
-            return [-1, 1]
-        return [i - position[axis.key] for i in range(len(axis.values)) if i != position[axis.key]]
-
-    moves: list[tuple[tuple[Axis, int], ...]] = [((a, step),) for a in axes for step in steps(a)]
+    values = config.as_dict()
+    targets = []  # per axis, the indices of the values one step away
+    for axis in axes:
+        at = axis.values.index(values[axis.key])
+        near = range(len(axis.values)) if axis.key in categorical else (at - 1, at + 1)
+        targets.append([i for i in near if i != at and 0 <= i < len(axis.values)])
+    for axis, indices in zip(axes, targets, strict=True):
+        for i in indices:
+            yield KernelConfig(**{**values, axis.key: axis.values[i]})
     if pairs:
-        moves += [
-            ((a, sa), (b, sb))
-            for a, b in combinations(axes, 2)
-            for sa in steps(a)
-            for sb in steps(b)
-        ]
-    for move in moves:
-        values = config.as_dict()
-        for axis, step in move:
-            index = position[axis.key] + step
-            if not 0 <= index < len(axis.values):
-                break
-            values[axis.key] = axis.values[index]
-        else:
-            yield KernelConfig(**values)
+        for (a, first), (b, second) in combinations(zip(axes, targets, strict=True), 2):
+            for i in first:
+                for j in second:
+                    yield KernelConfig(**{**values, a.key: a.values[i], b.key: b.values[j]})

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from itertools import combinations
 
@@ -238,6 +238,13 @@ def repaired(
     return found
 
 
+def _pop_new(pending: list[KernelConfig], done: Mapping) -> KernelConfig | None:
+    """Take the first config of `pending` not in `done` off it (and those before it)."""
+    while pending and pending[0] in done:
+        pending.pop(0)
+    return pending.pop(0) if pending else None
+
+
 def move_of(centre: KernelConfig, config: KernelConfig, axes: Sequence[Axis]) -> Move:
     """Index steps along each axis from centre to config."""
     return tuple(
@@ -296,7 +303,8 @@ class _Search:
         self.prior = fit_prior(configs, self.guide.x, related) if related else None
         self.rng, self.repair_rng = random.Random(seed), random.Random(f"repair {seed}")
         starts = [c for c in warm_start if c in tracker.allowed] or [min(tracker.allowed)]
-        self.tiles = tile_batch(starts[0], axes, random.Random(seed))
+        tiles = tile_batch(starts[0], axes, random.Random(seed))
+        self.tiles = [c for c in tiles if c in tracker.allowed]
         self.tried: list[KernelConfig] = []
         self.queues: dict[KernelConfig, list[KernelConfig]] = {}
         self.moves: dict[KernelConfig, Move] = {}
@@ -335,13 +343,9 @@ class _Search:
         """The next tile of the batch not measured yet, with the incumbent's BLOCK_SIZE_K,
         GROUP_SIZE_M and num_stages when that config is in the space and new."""
         tracker = self.tracker
-        while self.tiles and (
-            self.tiles[0] in tracker.results or self.tiles[0] not in tracker.allowed
-        ):
-            self.tiles.pop(0)
-        if not self.tiles:
+        config = _pop_new(self.tiles, tracker.results)
+        if config is None:
             return None
-        config = self.tiles.pop(0)
         if self.incumbent is not None:
             tuned = with_tile(self.incumbent[0], config)
             if tuned in tracker.allowed and tuned not in tracker.results:
@@ -369,9 +373,7 @@ class _Search:
         """Measure a repair, else a best-first step, else a random unmeasured config: the
         only kinds that count towards a stall. A pruned best-first step queues its repairs."""
         tracker = self.tracker
-        while self.repairs and self.repairs[0] in tracker.results:
-            self.repairs.pop(0)
-        candidate = self.repairs.pop(0) if self.repairs else None
+        candidate = _pop_new(self.repairs, tracker.results)
         step = False
         if candidate is None:
             candidate = self.best_first()

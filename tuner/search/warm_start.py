@@ -30,29 +30,21 @@ def warm_start_for_task(
     K: int,
     M: int,
     default: KernelConfig,
-    max_neighbours: int = MAX_NEIGHBOURS,
-    max_same_m_others: int = MAX_SAME_M_OTHERS,
 ) -> list[KernelConfig]:
     """A task's warm starts, distinct: `default` (vLLM's default config), then the winners of
-    the same (N, K) at other M, nearest in log2(M) first (ties: the smaller M), then winners
-    of other (N, K) at exactly this M, in (N, K) order.
+    MAX_NEIGHBOURS tasks of the same (N, K) at other M, nearest in log2(M) first (ties: the
+    smaller M), then of MAX_SAME_M_OTHERS tasks of other (N, K) at exactly this M, in (N, K)
+    order.
 
     Args:
         winners: (N, K, M, config) of finished tasks of the device (same block_shape and
             out_dtype), e.g. from `db.repo.task_winners`.
         N, K, M: the task's.
-        max_neighbours, max_same_m_others: most winners of each kind.
     """
     near, others = related_tasks(winners, N=N, K=K, M=M)
-    return list(
-        dict.fromkeys(
-            [
-                default,
-                *list(dict.fromkeys(config for *_, config in near))[:max_neighbours],
-                *list(dict.fromkeys(config for *_, config in others))[:max_same_m_others],
-            ]
-        )
-    )
+    nearest = list(dict.fromkeys(config for *_, config in near))[:MAX_NEIGHBOURS]
+    same_m = list(dict.fromkeys(config for *_, config in others))[:MAX_SAME_M_OTHERS]
+    return list(dict.fromkeys([default, *nearest, *same_m]))
 
 
 def related(

@@ -179,10 +179,10 @@ def test_warm_starts_and_related_tasks_are_the_nearest_m_then_the_same_m_of_othe
     other = SPACE[500]
     winners = [(5120, 3072, m, c) for m, c in config.items()]
     winners += [(7168, 5120, 32, other), (7168, 5120, 16, SPACE[600]), (5120, 3072, 32, other)]
-    chosen = warm_start_for_task(winners, N=5120, K=3072, M=32, default=DEFAULT, max_neighbours=3)
-    # |log2 M - 5|: 16 and 64 at 1, then 256 at 3; 2048 and 1 are further away. Same M (32)
-    # on 7168x5120 follows; (5120, 3072, 32) itself is the task and is skipped.
-    assert chosen == [DEFAULT, config[16], config[64], config[256], other]
+    chosen = warm_start_for_task(winners, N=5120, K=3072, M=32, default=DEFAULT)
+    # |log2 M - 5|: 16 and 64 at 1, 256 further away. Same M (32) on 7168x5120 follows, once;
+    # (5120, 3072, 32) itself is the task and is skipped.
+    assert chosen == [DEFAULT, config[16], config[64], other]
     assert warm_start_for_task([(1, 1, 2, DEFAULT)], N=1, K=1, M=1, default=DEFAULT) == [DEFAULT]
     keys = [(256, 512, 1), (256, 512, 32), (256, 512, 16), (512, 256, 16), (1024, 256, 16)]
     timings = {key: [(DEFAULT, float(i + 1))] for i, key in enumerate(keys)}
