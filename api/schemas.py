@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from tuner.core import DEVICE_ARG_PATTERN, DEVICE_NAME_MAX, VLLM_M_GRID, OutDtype
 from tuner.inputs.shapes import MODEL_KEY_RE
-from tuner.search import DEFAULT_STRATEGY, DEFAULT_TRIALS
+from tuner.search.registry import DEFAULT_STRATEGY, DEFAULT_TRIALS, STRATEGIES
 
 # A file's name spelled as vLLM or SGLang spells it (`?engine=`).
 EngineName = Literal["vllm", "sglang"]
@@ -241,7 +241,9 @@ class SweepCreate(BaseModel):
         default=DEFAULT_STRATEGY,
         pattern=r"^[a-z][a-z0-9+_\-]{0,31}$",
         examples=[DEFAULT_STRATEGY],
-        description="A search strategy of tuner.search: local, optuna, tpe+local, ils, grid.",
+        description="A registered search strategy, as `tuner sweep --strategy` names it.",
+        # The registry's names when the schema is built: a strategy registered at run time too.
+        json_schema_extra=lambda schema: schema.update(enum=list(STRATEGIES)),
     )
     trials: int = Field(
         default=DEFAULT_TRIALS,

@@ -1,7 +1,7 @@
 """Compile ahead: how long measuring waits for the compiler in one task, when the compile gate
 queues only the warm starts first, and when it queues everything the search will ask first
-whatever the results (`tuner.search.planned`: ils's tile batch; guided, the default, plans
-only its warm starts, as its tiles take the settings tuned so far).
+whatever the results (`Strategy.planned`: grid's whole space; guided, the default,
+plans only its warm starts, as its tiles take the settings tuned so far).
 
     python bench/compile_ahead.py            # defaults below; writes bench/results/*.json
 
@@ -31,14 +31,14 @@ from tuner.measure.compile import compile_pool  # noqa: E402
 from tuner.measure.compile_cache import CompileCache  # noqa: E402
 from tuner.measure.landscape import load_landscape  # noqa: E402
 from tuner.run.compile_gate import CompileGate  # noqa: E402
-from tuner.search import get_strategy, planned  # noqa: E402
+from tuner.search.registry import get_strategy  # noqa: E402
 
 LANDSCAPE = Path(__file__).resolve().parent / "landscapes" / "synthetic_sm90.json"
 N, K, M = 5120, 3072, 256  # a Qwen3.8-27B TP2 shape (shapes/qwen3.8-27b.toml), a prefill batch
 ARCH = 90  # compile for Hopper (H100, H200), the landscape's architecture
-# ils: the strategy with a planned start beyond its warm starts (guided, the default, tries its
+# grid: the strategy with a planned start beyond its warm starts (guided, the default, tries its
 # tiles at the settings tuned so far, so it plans only the warm starts: the first row's case).
-STRATEGY, BUDGET, SEED = "ils", 128, 0  # tuner sweep's default budget; the task's seed
+STRATEGY, BUDGET, SEED = "grid", 128, 0  # tuner sweep's default budget; the task's seed
 # GPU seconds per searched trial: the search rung's ~20 samples of ~1 ms graph replays plus
 # launch overhead (tuner.run.task SEARCH_REP_S + SEARCH_WARMUP_S); an estimate, not measured.
 MEASURE_S = 0.025
@@ -54,7 +54,7 @@ def run_task(first_mode: str, workers: int, measure_s: float) -> dict:
     strategy = get_strategy(STRATEGY)
     warm = [default]
     first = (
-        planned(strategy, space=space, budget=BUDGET, seed=SEED, warm_start=warm)
+        strategy.planned(space=space, seed=SEED, warm_start=warm)[:BUDGET]
         if first_mode == "planned"
         else warm
     )

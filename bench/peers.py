@@ -5,7 +5,7 @@
 
 Peers, each searching vLLM's 1,280-config space of every (N, K, M) of each landscape through
 its recorded timings (no GPU); quality = optimum latency_us / best latency_us found:
-- ours: the strategies of `tuner.search` (`guided`, `local`, `ils`, ...);
+- ours: the strategies of `tuner.search` (`guided`, `optuna`);
 - `kt:<name>`: Kernel Tuner 1.5's strategies in its simulation mode, from a cache file built
   from the landscape (one per problem): the space is `tune_params` with vLLM's values and a
   restriction that admits the configs the landscape recorded as ok, so configs that cannot
@@ -23,7 +23,7 @@ Python's and numpy's global generators, which they draw from (Kernel Tuner 1.5 u
 `seed` option only in pymoo strategies). In "sweep" mode ours also get the ok trials of the
 earlier related tasks (`related`: same (N, K) at another M, other (N, K) at the same M), as
 `tuner sweep` hands them from its store: `guided` orders its steps by a prior fitted on them
-(`tuner.search.prior`); the other peers get the winners only. Writes
+(`tuner.search.guided.fit_prior`); the other peers get the winners only. Writes
 bench/results/peers_<date>.json with versions, landscape sha256s and date.
 """
 
@@ -51,11 +51,10 @@ from tuner.kernels.config import KernelConfig  # noqa: E402
 from tuner.kernels.dense.space import default_config, vllm_space  # noqa: E402
 from tuner.measure.landscape import Landscape, load_landscape  # noqa: E402
 from tuner.measure.trial import TrialResult  # noqa: E402
-from tuner.search import STRATEGIES, best, get_strategy, warm_start_for_task  # noqa: E402
 from tuner.search.axes import space_axes  # noqa: E402
-from tuner.search.base import Evaluate, History  # noqa: E402
-from tuner.search.budget import PRUNED, BudgetedEvaluate  # noqa: E402
-from tuner.search.prior import related  # noqa: E402
+from tuner.search.base import PRUNED, BudgetedEvaluate, Evaluate, History, best  # noqa: E402
+from tuner.search.registry import STRATEGIES, get_strategy  # noqa: E402
+from tuner.search.warm_start import related, warm_start_for_task  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

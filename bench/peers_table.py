@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-OURS = ("guided", "local", "ils", "optuna")  # our strategies (tuner.search): not peers
+OURS = ("guided", "optuna")  # our strategies (tuner.search): not peers
 KT = (
     "greedy_ils",
     "genetic_algorithm",

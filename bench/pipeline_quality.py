@@ -154,7 +154,7 @@ def sweep_cost(url: str, device_name: str) -> dict[str, int]:
     """
     from db import repo
     from db.connection import open_store, session_scope
-    from tuner.search.budget import PRUNED
+    from tuner.search.base import PRUNED
 
     engine = open_store(url)
     try:

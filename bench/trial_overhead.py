@@ -131,7 +131,8 @@ def without_store(landscape_path: Path, strategy: str, trials: int) -> dict:
     from tuner.kernels.dense.space import default_config, vllm_space
     from tuner.measure.noise import decide_winner, retime_interleaved, select_for_retime
     from tuner.run.task import task_seed
-    from tuner.search import get_strategy, warm_start_for_task
+    from tuner.search.registry import get_strategy
+    from tuner.search.warm_start import warm_start_for_task
 
     start = time.process_time()
     landscape = load_landscape(landscape_path)
@@ -172,7 +173,7 @@ def main() -> None:
     parser.add_argument("--strategy", default=None, help="search strategy (sweep default)")
     parser.add_argument("--out", type=Path, default=None, help="result file (default: dated)")
     args = parser.parse_args()
-    from tuner.search.defaults import DEFAULT_STRATEGY, DEFAULT_TRIALS
+    from tuner.search.registry import DEFAULT_STRATEGY, DEFAULT_TRIALS
 
     strategy, trials = args.strategy or DEFAULT_STRATEGY, args.trials or DEFAULT_TRIALS
     landscape = load_landscape(args.landscape)

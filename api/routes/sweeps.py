@@ -14,7 +14,7 @@ from db import repo
 from tuner.inputs.devices import gpu_device_key, store_device
 from tuner.inputs.shapes import UnknownModelError, load_shapes
 from tuner.run.plan import SweepRequest
-from tuner.search import STRATEGIES
+from tuner.search.registry import STRATEGIES
 
 router = APIRouter(prefix="/sweeps", tags=["sweeps"])
 

@@ -14,15 +14,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 # Packages a command needs only while it runs: the store (db, sqlalchemy), the GPU and kernel
-# stack (torch, triton, numpy, tuner.kernels), the search (optuna, tuner.search), the service
-# (fastapi, uvicorn) and the tuner's own working modules.
+# stack (torch, triton, tuner.kernels), optuna, the service (fastapi, uvicorn) and the tuner's
+# own working modules. The search's registry (tuner.search, numpy) loads with the CLI: its
+# names are `--strategy`'s choices.
 # pydantic: the service's models, and Typer's coercion of an unset flag (tuner.cli.app's
 # GROUP_CONTEXT keeps the groups' --help set).
 HEAVY = (
     "sqlalchemy",
     "torch",
     "triton",
-    "numpy",
     "optuna",
     "fastapi",
     "uvicorn",
@@ -32,7 +32,6 @@ HEAVY = (
     "tuner.compare",
     "tuner.run",
     "tuner.kernels",
-    "tuner.search",
     "tuner.measure",
     "tuner.inputs",
 )
@@ -40,12 +39,13 @@ HEAVY = (
 # The modules of HEAVY that the CLI does load at start, each a leaf of constants that an
 # option's default or help names, importing nothing beyond the standard library:
 LIGHT_AT_START = [
+    "tuner.kernels",  # the search's KernelConfig
+    "tuner.kernels.config",
     "tuner.measure",  # an empty package __init__ (the parent of rounds)
     "tuner.measure.rounds",  # RETIME_ROUNDS: `--rounds` of compare and verify
+    "tuner.measure.trial",  # the search's TrialResult
     "tuner.run",  # an empty package __init__ (the parent of options)
     "tuner.run.options",  # DEFAULT_LEASE_S: `--lease` of sweep and verify (os, time, dataclasses)
-    "tuner.search",  # a lazy package __init__ (importlib; its names load on first use)
-    "tuner.search.defaults",  # DEFAULT_STRATEGY, DEFAULT_TRIALS: `--strategy`, `--trials`
 ]
 
 # `import tuner.cli.app`, or building every command as `--help` does (typer.main.get_command),
@@ -78,19 +78,8 @@ def test_importing_the_cli_loads_no_heavy_module():
     assert loaded_heavy(build=False) == LIGHT_AT_START
 
 
-def test_building_every_command_loads_only_the_strategy_registry_besides():
-    # `--strategy`'s choices are the registry's names when the command is built
-    # (tuner.cli.options.strategy_names), so a strategy registered at run time is listed in
-    # --help: the registry and the strategy modules it registers load, with the two modules
-    # they share (tuner.kernels.config's KernelConfig, tuner.measure.trial's TrialResult).
-    loaded = loaded_heavy(build=True)
-    strategies = [
-        m for m in loaded if m.startswith("tuner.search.") and m != "tuner.search.defaults"
-    ]
-    assert "tuner.search.registry" in strategies
-    assert [m for m in loaded if m not in strategies] == sorted(
-        [*LIGHT_AT_START, "tuner.kernels", "tuner.kernels.config", "tuner.measure.trial"]
-    )
+def test_building_every_command_loads_nothing_more():
+    assert loaded_heavy(build=True) == LIGHT_AT_START
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["verify", "--help"], ["shapes", "list", "--help"]])

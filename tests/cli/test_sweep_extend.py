@@ -28,7 +28,7 @@ def _sweep(folder: Path, db: str, trials: int) -> str:
             "--trials",
             str(trials),
             "--strategy",
-            "local",  # its winners at 3 and 4 trials agree here, so do warm starts
+            "optuna",  # its winners at 3 and 4 trials agree here, so do warm starts
             "--replay",
             str(folder / "l20.json"),
             "--configs",
@@ -56,14 +56,14 @@ def test_more_trials_extend_the_sweep_and_measure_only_the_new_ones(tmp_path: Pa
     write_landscape(tmp_path, (1, 16))
     db = tmp_path / "t.db"
     first = _sweep(tmp_path, "t.db", 3)
-    assert "sweep 1 (new): NVIDIA_L20, tiny TP 1, 2 shapes x 2 M, local" in first
+    assert "sweep 1 (new): NVIDIA_L20, tiny TP 1, 2 shapes x 2 M, optuna" in first
     before = _rows(db, "SELECT * FROM trials ORDER BY trial_id")
     assert len(before) == 12
 
     extended = _sweep(tmp_path, "t.db", 4)
     assert (
         "sweep 1 (extended from 3 to 4 trials per task, 4 done task(s) reopened): "
-        "NVIDIA_L20, tiny TP 1, 2 shapes x 2 M, local, 1 worker(s)"
+        "NVIDIA_L20, tiny TP 1, 2 shapes x 2 M, optuna, 1 worker(s)"
     ) in extended
     assert "sweep 1: 4/4 tasks done, 0 failed; 4 trials run now (16 stored, 16 ok)" in extended
     assert _rows(db, "SELECT sweep_id, budget FROM sweeps") == [(1, 4)]

@@ -12,16 +12,14 @@ from typing import Annotated, Any, Literal
 import typer
 
 from tuner.core import OutDtype
-from tuner.search.defaults import DEFAULT_STRATEGY
+from tuner.search.registry import DEFAULT_STRATEGY, STRATEGIES
 
 
 def strategy_names() -> Any:
-    """The type of a `--strategy` value: a `Literal` of the names in
-    `tuner.search.registry.STRATEGIES` as they are when the command is built. Typer reads a
-    command's annotations each time the app runs, so `Annotated[strategy_names(), ...]` makes a
-    strategy registered at run time a choice, listed in --help, with no change here."""
-    from tuner.search.registry import STRATEGIES
-
+    """The type of a `--strategy` value: a `Literal` of the names in `STRATEGIES` as they are
+    when the command is built. Typer reads a command's annotations each time the app runs, so
+    `Annotated[strategy_names(), ...]` makes a strategy registered at run time a choice,
+    listed in --help, with no change here."""
     return Literal[tuple(STRATEGIES)]  # Literal[("a", "b")] is Literal["a", "b"]
 
 

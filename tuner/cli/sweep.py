@@ -33,19 +33,13 @@ from tuner.cli.store import masked, open_db
 from tuner.cli.sweep_plan import DryRunOpt, YesOpt, default_lines, show_plan
 from tuner.core import OutDtype
 from tuner.run.options import DEFAULT_LEASE_S
-from tuner.search.defaults import DEFAULT_TRIALS
+from tuner.search.registry import DEFAULT_TRIALS
 
 # `tuner sweep --strategy`: what each search does. The option's type is built with the command
 # (`strategy_names`), so it stays in the signature.
 STRATEGY_HELP = (
-    "guided (default: the best of bench/peers.py): neighbourhood steps "
-    "with every block tile tried between them and, when they stall, the "
-    "runner-up tiles with the settings tuned so far, then the configs a ridge "
-    "regression of the trials predicts fastest; local: neighbourhood "
-    "search from vLLM's default and the winners the store knows for the "
-    "device; optuna: TPE; tpe+local: TPE, then local; ils: local from every "
-    "block tile with kicks out of local optima; guided and ils: pruned "
-    "configs free; --trials per task. grid: every config of the space."
+    "The search of each (N, K, M), among the registered strategies (docs/search.md); "
+    "grid measures every config of the space whatever --trials."
 )
 
 SweepMOpt = Annotated[

@@ -61,7 +61,7 @@ from tuner.measure.timing import REP_S, WARMUP_S
 from tuner.run.options import RunOptions
 from tuner.run.plan import SweepRequest, space_name
 from tuner.run.sweep import progress_columns
-from tuner.search.defaults import DEFAULT_TRIALS
+from tuner.search.registry import DEFAULT_TRIALS
 
 MOpt = Annotated[
     str | None,

@@ -30,7 +30,7 @@ class CompileGate:
         out_dtype: "bfloat16" or "float16".
         space: the task's candidates (for `likely_next`).
         first: configs the search will measure first, whatever their results (its warm
-            starts, and the tile batch of `ils`: `tuner.search.planned`); queued
+            starts, and for `grid` the space: `Strategy.planned`); queued
             for compiling at once, in order.
         pool: a pool from `tuner.measure.compile.compile_pool`, shared between tasks of the worker.
         workers: the size of `pool` (or of the pool made when it is None).
@@ -112,8 +112,8 @@ def likely_next(incumbent: KernelConfig, space: Sequence[KernelConfig]) -> list[
 
     Returns:
         Its one-step neighbours on the ordered axes, then the two-axis diagonal ones, those of
-        the space only (what `tuner.search.local` measures next; TPE also samples near the
-        best configs).
+        the space only (what `guided`'s best-first steps measure next; TPE also samples near
+        the best configs).
     """
     allowed = set(space)
     axes = space_axes(space)

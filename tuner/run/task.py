@@ -61,11 +61,10 @@ class TaskRun:
     takes its warm starts (and its related trials) from the tasks finished before its first
     trial, as its first run did, so a killed sweep resumes into the trials of an uninterrupted
     one, and an extended one (a larger budget, `db.repo.open_sweep`) measures only the
-    trials an uninterrupted search at the larger budget adds (for strategies whose first
-    trials do not depend on the budget: all but tpe+local, whose TPE phase is a quarter of it).
-    A resumed task never stores more distinct configs than the budget allows (`trial_cap`;
-    trials the strategy does not count, such as the pruned ones of `ils`, aside): a search that
-    asks for more stops there.
+    trials an uninterrupted search at the larger budget adds (no strategy's first trials
+    depend on the budget). A resumed task never stores more distinct configs than the budget
+    allows (`trial_cap`; trials the strategy does not count, such as the pruned ones of
+    `guided`, aside): a search that asks for more stops there.
 
     Args:
         store: the store (its Engine).
@@ -93,7 +92,7 @@ class TaskRun:
     ) -> None:
         self.store, self.spec, self.task = store, spec, task
         self.environment_id, self.shared, self.compiler = environment_id, shared, compiler
-        self.space = None if space is None else list(space)
+        self.space: list = list(space or ())  # empty: the family's space, read by `plan`
         self.key = FamilyShape.of_row(task)  # the task's family and shape, read once
         self.lease = lease or Lease(store, task.task_id, spec.worker_id, spec.options.lease_s)
         self.lost = f"task {task.task_id} is no longer held by {spec.worker_id}"
@@ -144,7 +143,7 @@ class TaskRun:
         from tuner.core import TrialStatus
         from tuner.kernels.config import KernelConfig
         from tuner.measure.trial import TrialResult
-        from tuner.search import get_strategy
+        from tuner.search.registry import get_strategy
 
         task = self.task
         with session_scope(self.store) as session:
@@ -186,12 +185,13 @@ class TaskRun:
         from tuner.kernels.config import KernelConfig
         from tuner.kernels.registry import get_family
         from tuner.measure.runner import Problem
-        from tuner.search import get_strategy, warm_start_for_task
-        from tuner.search.prior import related as related_timings
+        from tuner.search.registry import get_strategy
+        from tuner.search.warm_start import related as related_timings
+        from tuner.search.warm_start import warm_start_for_task
 
         task, spec = self.task, self.spec
         family, shape = get_family(self.key.family), self.key.shape
-        if self.space is None:
+        if not self.space:
             self.space = family.space()
         self.problem = Problem(
             task.M,
@@ -232,17 +232,10 @@ class TaskRun:
     def open_gate(self) -> None:
         """GPU runners only: start compiling what the search asks first, whatever the
         results."""
-        from tuner.search import planned
-
         if self.compiler is None:
             return
-        first = planned(
-            self.strategy,
-            space=self.space,
-            budget=self.task.budget,
-            seed=self.seed,
-            warm_start=self.warm,
-        )
+        first = self.strategy.planned(space=self.space, seed=self.seed, warm_start=self.warm)
+        first = first[: self.task.budget]
         self.gate = self.compiler.gate(
             self.problem, self.space, [c for c in first if c not in self.done]
         )

@@ -1,5 +1,5 @@
-"""The axes of a config space as ordered integer coordinates: log2 exponents for power-of-two
-axes, so that searches can use the order of block sizes, warps and stages."""
+"""The axes of a config space as ordered integer coordinates (log2 exponents for power-of-two
+axes), and the neighbours of a config along them."""
 
 from __future__ import annotations
 
@@ -11,19 +11,10 @@ from tuner.core import CONFIG_KEYS
 from tuner.kernels.config import KernelConfig
 
 
-def _is_power_of_two(value: int) -> bool:
-    return value > 0 and value & (value - 1) == 0
-
-
 @dataclass(frozen=True)
 class Axis:
-    """One config key, its values in the space (ascending) and how they map to integers.
-
-    Attributes:
-        key: vLLM's config key, e.g. "BLOCK_SIZE_M".
-        values: the values the space uses, ascending.
-        log2: the values are consecutive powers of two: coordinates are log2 exponents.
-    """
+    """One config key and its values in the space, ascending; `log2`: they are consecutive
+    powers of two, whose coordinates are their exponents."""
 
     key: str
     values: tuple[int, ...]
@@ -36,30 +27,24 @@ class Axis:
 
     @property
     def low(self) -> int:
-        """Smallest coordinate."""
         return self.coordinate(self.values[0])
 
     @property
     def high(self) -> int:
-        """Largest coordinate."""
         return self.coordinate(self.values[-1])
 
     def coordinate(self, value: int) -> int:
-        """A value's integer coordinate: its log2 for log2 axes, its value for consecutive
-        integers (num_stages), else its index among the values (GROUP_SIZE_M: 1, 16, 32, 64)."""
+        """A value's integer coordinate: its log2 on a log2 axis, the value itself for
+        consecutive integers (num_stages), else its index (GROUP_SIZE_M: 1, 16, 32, 64)."""
         if self.log2:
             return value.bit_length() - 1
-        if self._consecutive:
-            return value
-        return self.values.index(value)
+        return value if self._consecutive else self.values.index(value)
 
     def value(self, coordinate: int) -> int:
         """Inverse of `coordinate`."""
         if self.log2:
             return 1 << coordinate
-        if self._consecutive:
-            return coordinate
-        return self.values[coordinate]
+        return coordinate if self._consecutive else self.values[coordinate]
 
     @property
     def _consecutive(self) -> bool:
@@ -67,14 +52,8 @@ class Axis:
 
 
 def space_axes(space: Sequence[KernelConfig]) -> tuple[Axis, ...]:
-    """The six axes of a space, in vLLM's key order.
-
-    Args:
-        space: the candidate configs.
-
-    Returns:
-        One Axis per config key; power-of-two axes with consecutive exponents (block sizes,
-        num_warps) are log2 axes, num_stages never is.
+    """The six axes of a space, in vLLM's key order; num_stages is never a log2 axis (stages
+    are counted, not scaled).
 
     Raises:
         ValueError: the space is empty.
@@ -86,12 +65,11 @@ def space_axes(space: Sequence[KernelConfig]) -> tuple[Axis, ...]:
         values = tuple(sorted({getattr(config, key) for config in space}))
         exponents = [value.bit_length() - 1 for value in values]
         log2 = (
-            all(_is_power_of_two(value) for value in values)
-            and exponents == list(range(exponents[0], exponents[-1] + 1))
+            key != "num_stages"
             and len(values) > 1
+            and all(value > 0 and value & (value - 1) == 0 for value in values)
+            and exponents == list(range(exponents[0], exponents[-1] + 1))
         )
-        if key == "num_stages":
-            log2 = False  # stages are counted, not scaled
         axes.append(Axis(key, values, log2))
     return tuple(axes)
 
@@ -103,46 +81,21 @@ def neighbours(
     pairs: bool = False,
     categorical: frozenset[str] = frozenset(),
 ) -> Iterator[KernelConfig]:
-    """Configs one step away along one axis (the next value up or down), and with `pairs`
-    also one step along each of two axes at once.
-
-    Steps follow each axis's sorted values, so on a log2 axis a step halves or doubles.
-
-    Args:
-        config: the centre; its values must be on the axes.
-        axes: from `space_axes`.
-        pairs: also yield the two-axis (diagonal) moves, after the one-axis ones.
-        categorical: keys of axes whose values are unordered: a step along one goes to any
-            other value of the axis, not only the next one up or down.
-
-    Returns:
-        An iterator of configs in a fixed order; they may lie outside the space (a space that
-        is not a full product of its axes).
-    """
-    position = {axis.key: axis.values.index(getattr(config, axis.key)) for axis in axes}
-
-    def steps(axis: Axis) -> list[int]:
-        if axis.key not in categorical:
-            return [-1, 1]
-        return [i - position[axis.key] for i in range(len(axis.values)) if i != position[axis.key]]
-
-    moves: list[tuple[tuple[str, int], ...]] = [
-        ((axis.key, step),) for axis in axes for step in steps(axis)
-    ]
+    """Configs one step away along one axis (the next value up or down in the axis's sorted
+    values: on a log2 axis, half or double), then with `pairs` one step along each of two axes
+    at once, in a fixed order. A step along a `categorical` axis (unordered values) goes to any
+    other value. They may lie outside the space (one that is not a full product of its axes)."""
+    values = config.as_dict()
+    targets = []  # per axis, the indices of the values one step away
+    for axis in axes:
+        at = axis.values.index(values[axis.key])
+        near = range(len(axis.values)) if axis.key in categorical else (at - 1, at + 1)
+        targets.append([i for i in near if i != at and 0 <= i < len(axis.values)])
+    for axis, indices in zip(axes, targets, strict=True):
+        for i in indices:
+            yield KernelConfig(**{**values, axis.key: axis.values[i]})
     if pairs:
-        moves += [
-            ((a.key, sa), (b.key, sb))
-            for a, b in combinations(axes, 2)
-            for sa in steps(a)
-            for sb in steps(b)
-        ]
-    by_key = {axis.key: axis for axis in axes}
-    for move in moves:
-        values = config.as_dict()
-        for key, step in move:
-            index = position[key] + step
-            if not 0 <= index < len(by_key[key].values):
-                break
-            values[key] = by_key[key].values[index]
-        else:
-            yield KernelConfig(**values)
+        for (a, first), (b, second) in combinations(zip(axes, targets, strict=True), 2):
+            for i in first:
+                for j in second:
+                    yield KernelConfig(**{**values, a.key: a.values[i], b.key: b.values[j]})

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tuner.kernels.config import KernelConfig
-from tuner.search.base import Evaluate, History, Strategy
-from tuner.search.budget import BudgetedEvaluate
+from tuner.search.base import BudgetedEvaluate, Evaluate, History, Strategy
 
 
 class GridStrategy(Strategy):
@@ -29,16 +28,12 @@ class GridStrategy(Strategy):
         """Evaluate the warm-start configs of the space, then the space in its order, up to
         `budget` distinct configs. Warm-start configs outside the space are not evaluated."""
         tracker = BudgetedEvaluate(evaluate, space, budget)
-        tracker.warm_start(warm_start)
-        for config in space:
-            if tracker.left <= 0:
-                break
-            tracker(config)
+        tracker.warm_start(self.planned(space=space, seed=seed, warm_start=warm_start))
         return tracker.history
 
     def planned(
         self, *, space: Sequence[KernelConfig], seed: int, warm_start: Sequence[KernelConfig] = ()
     ) -> list[KernelConfig]:
-        """Every config `search` measures, in order (`base.planned`)."""
+        """Every config `search` measures, in order."""
         allowed = frozenset(space)
         return [c for c in dict.fromkeys([*warm_start, *space]) if c in allowed]

@@ -1,409 +1,69 @@
-"""Model-guided search ("guided"): best-first steps (a step that cannot launch is repaired by
-a second one; a centre's neighbours in the order a prior fitted on the related tasks' trials
-predicts fastest, when the store has some), with every block tile tried in turn between them
-at the settings tuned so far;
-when the steps stall, the rest of the tiles, then the runner-up tiles with the settings tuned by
-then; after that, whenever they stall, the configs a ridge regression on every trial so far
-predicts fastest."""
+"""Model-guided search ("guided"), the default: best-first steps from the warm starts (a step
+that cannot launch is repaired by a second one; a centre's neighbours in the order a prior
+fitted on the related tasks' trials predicts fastest, when the store has some), with every
+block tile tried in turn between them at the settings tuned so far; when the steps stall, the
+rest of the tiles, then the runner-up tiles with the settings tuned by then; after that,
+whenever they stall, the configs a ridge regression on every trial so far predicts fastest.
+
+The constants were chosen on replayed landscapes (bench/README.md, *Search design choices*).
+"""
 
 from __future__ import annotations
 
+import functools
+import math
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import replace
+from itertools import combinations
+
+import numpy as np
+from threadpoolctl import threadpool_limits
 
 from tuner.kernels.config import KernelConfig
 from tuner.measure.trial import TrialResult
 from tuner.search.axes import Axis, neighbours, space_axes
-from tuner.search.base import Evaluate, History, Strategy, TaskTimings
-from tuner.search.budget import PRUNED, BudgetedEvaluate
-from tuner.search.features import encoded
-from tuner.search.ils import FLAT, first_batch
-from tuner.search.local import best_first_step
-from tuner.search.prior import fit_prior
-from tuner.search.tiles import TileBatch, retiled
-
-if TYPE_CHECKING:  # numpy is imported where it is used: `tuner.search` is on the CLI's
-    import numpy as np  # start-up path, which should not pay 50 ms for it
+from tuner.search.base import PRUNED, BudgetedEvaluate, Evaluate, History, Strategy, TaskTimings
 
 # Ridge penalty on the feature weights (0/1 features, target log(latency_us)), the guide's and
-# the prior's. Tried 0.3, 1, 3 (bench/README.md).
+# the prior's. Tried 0.3, 1, 3.
 RIDGE = 1.0
-# Fewest ok trials before the model proposes anything.
+# Fewest ok trials before the guide proposes anything, or before a prior is fitted.
 MIN_FIT = 8
-# Counted best-first steps (since the last faster config) that neither found a faster config
-# nor came within FLAT of the incumbent before the tiles left, the transfers and the model take
-# over (until a faster config is found). Tried 0-8; 4 until repairs and carried moves came,
-# then 8 (3-8 tried again, bench/README.md).
+# Counted steps in a row (since the last faster config) that neither found a faster config nor
+# came within FLAT of the incumbent before the tiles left, the transfers and the guide take over
+# (until a faster config is found). Tried 3-8.
 GUIDE_AFTER = 8
-# The model's local proposals come from the neighbours of this many fastest configs. Tried 3,
+FLAT = 0.05
+# The guide's local proposals come from the neighbours of this many fastest configs. Tried 3,
 # 5, 8.
 LOCAL_TOP = 5
 # GROUP_SIZE_M's values (1, 16, 32, 64: L2 swizzle widths) are not evenly spaced, so a step
 # along it may go to any other value.
 CATEGORICAL = frozenset({"GROUP_SIZE_M"})
-# Tiles of 128x128 and up are tried with 4 and with 8 warps in the tile batch.
-LARGE_TILE_WARPS = 8
-# The next tile of the batch is tried after this many steps (best-first or the model's) that
-# were not tiles. Tried 1, 2, 3, 4 and the whole batch first (bench/README.md).
+# Tiles of at least 128x128 are tried with 4 and with 8 warps in the tile batch: on 4 warps a
+# 128x128 tile holds 128 accumulators per thread, far from its best.
+LARGE_TILE, LARGE_TILE_WARPS = 128 * 128, 8
+# The next tile of the batch is tried after this many turns that were not tiles. Tried 1-4 and
+# the whole batch first.
 SPREAD = 3
-# At the first stall, this many of the fastest tiles of the tile batch (other than the
-# incumbent's) are tried again with the incumbent's BLOCK_SIZE_K, GROUP_SIZE_M and num_stages.
-# Tried 2, 3, 4, 6 (bench/README.md).
+# At the first stall, this many of the fastest tiles of the batch (other than the incumbent's)
+# are tried again with the incumbent's BLOCK_SIZE_K, GROUP_SIZE_M and num_stages: a tile was
+# measured with the settings known when its turn came, which can hide its best. Tried 2-6.
 TRANSFER_TILES = 3
 # A best-first step goes first along an axis no step has moved along yet in the task (after
-# the pattern move): num_stages is worth 2x at small M on the synthetic sm90 landscape, where 10
-# of 300 tasks at 16 trials stayed at vLLM's 2 stages, below 0.5 of the optimum (bench/README.md).
+# the pattern move): num_stages is worth 2x at small M on the synthetic sm90 landscape.
 FRESH_AXES_FIRST = True
 
-
-class RidgeGuide:
-    """Proposes configs from a ridge regression of log(latency_us) on `features`, refitted to
-    every ok trial at each call: alternately the unmeasured config of the whole space predicted
-    fastest (global: it finds a distant optimum the trials point at) and the one predicted
-    fastest among the unmeasured neighbours (diagonal ones too) of the LOCAL_TOP fastest configs
-    (local: it polishes where the measurements are). Ties go to the config first in `space`."""
-
-    def __init__(
-        self,
-        space: Sequence[KernelConfig],
-        axes: Sequence[Axis],
-        *,
-        ridge: float = RIDGE,
-        local_top: int = LOCAL_TOP,
-        categorical: frozenset[str] = CATEGORICAL,
-    ) -> None:
-        """Args: space: the configs it may propose; axes: from `space_axes`; ridge, local_top,
-        categorical: see RIDGE, LOCAL_TOP, CATEGORICAL."""
-        import numpy as np
-
-        self.configs = list(space)
-        self.row = {config: i for i, config in enumerate(self.configs)}
-        self.x, self.adjacent = encoded(tuple(self.configs), tuple(axes), categorical)
-        self.ridge = ridge
-        self.local_top = local_top
-        self.calls = 0
-        # Trials seen so far (a prefix of the tracker's history): measured rows, and the rows
-        # and log(latency_us) of the ok ones, in history order.
-        self.seen = 0
-        self.measured = np.zeros(len(self.configs), dtype=bool)
-        self.ok_rows: list[int] = []
-        self.ok_y: list[float] = []
-        self.gram = np.empty((0, 0))  # X X^T of the ok rows
-
-    def _update(self, tracker: BudgetedEvaluate) -> None:
-        import numpy as np
-
-        for config, result in tracker.history[self.seen :]:
-            row = self.row.get(config)
-            if row is not None:
-                self.measured[row] = True
-                if result.ok:
-                    self.ok_rows.append(row)
-                    self.ok_y.append(float(np.log(result.ok_latency_us)))
-        self.seen = len(tracker.history)
-
-    def predict(self, tracker: BudgetedEvaluate) -> np.ndarray | None:
-        """Predicted log(latency_us) of every config of the space (in `configs` order), or None
-        with fewer than MIN_FIT ok trials in `tracker`."""
-        import numpy as np
-
-        self._update(tracker)
-        if len(self.ok_rows) < MIN_FIT:
-            return None
-        y = np.array(self.ok_y)
-        x = self.x[self.ok_rows]
-        n = len(self.gram)
-        if n < len(y):  # extend X X^T by the new trials' rows and columns
-            gram = np.empty((len(y), len(y)))
-            gram[:n, :n] = self.gram
-            gram[n:, :] = x[n:] @ x.T
-            gram[:n, n:] = gram[n:, :n].T
-            self.gram = gram
-        # Dual form, as there are fewer trials than features: w = X^T (X X^T + ridge I)^-1 y,
-        # with y centred (the mean is the unpenalised intercept).
-        alpha = np.linalg.solve(self.gram + self.ridge * np.eye(len(y)), y - y.mean())
-        predicted: np.ndarray = self.x @ (x.T @ alpha) + y.mean()
-        return predicted
-
-    def __call__(self, tracker: BudgetedEvaluate) -> KernelConfig | None:
-        """The next proposal (see the class), or None: too few ok trials, or nothing left."""
-        import numpy as np
-
-        predicted = self.predict(tracker)
-        if predicted is None:
-            return None
-        self.calls += 1
-        candidates = ~self.measured
-        if self.calls % 2 == 0:
-            order = np.argsort(np.array(self.ok_y), kind="stable")[: self.local_top]
-            local = candidates & self.adjacent[[self.ok_rows[i] for i in order]].any(axis=0)
-            if local.any():
-                candidates = local
-        if not candidates.any():
-            return None
-        return self.configs[int(np.argmin(np.where(candidates, predicted, np.inf)))]
-
-
-def repaired(
-    tracker: BudgetedEvaluate,
-    blocked: KernelConfig,
-    axes: Sequence[Axis],
-    rng: random.Random,
-    categorical: frozenset[str] = CATEGORICAL,
-) -> list[KernelConfig]:
-    """The repairs of a best-first step that cannot launch (pruned: invalid, compile error,
-    out of resources): the unmeasured configs of the space one step from it (`neighbours`),
-    in a seeded order. The step's centre, measured, is not among them, so each is the blocked
-    move with one more step, most often along another axis: a larger tile with one stage
-    fewer, a BLOCK_SIZE_K the constraints allow only with another GROUP_SIZE_M. Best-first
-    would reach them only after every other neighbour of its centre (they are two axes from
-    it), and a model fitted to the configs measured so far predicts them from the value
-    that failed. On `kt_dedisp`'s MI250X problems the optimum's GROUP_SIZE_M cannot launch with
-    the BLOCK_SIZE_K of vLLM's default, and its BLOCK_SIZE_K is 3x slower with the default's
-    GROUP_SIZE_M: without repairs 6 of 10 seeds stopped at 0.739 of the optimum at 64 trials
-    (bench/README.md).
-
-    Args:
-        tracker: the task's budgeted evaluate; `blocked` measured in it.
-        blocked: the pruned config.
-        axes, categorical: as for `neighbours`.
-        rng: orders the repairs.
-    """
-    found = [
-        c
-        for c in neighbours(blocked, axes, categorical=categorical)
-        if c in tracker.allowed and c not in tracker.results
-    ]
-    rng.shuffle(found)
-    return found
-
-
-def run_guided(
-    tracker: BudgetedEvaluate,
-    axes: Sequence[Axis],
-    guide: RidgeGuide,
-    *,
-    seed: int,
-    batch: Sequence[KernelConfig] = (),
-    spread: int = SPREAD,
-    guide_after: int = GUIDE_AFTER,
-    transfer_tiles: int = TRANSFER_TILES,
-    categorical: frozenset[str] = CATEGORICAL,
-    fresh_axes_first: bool = FRESH_AXES_FIRST,
-    prior: Mapping[KernelConfig, float] | None = None,
-) -> None:
-    """Search until the budget (or the space) is spent: best-first steps as `run_local` (with
-    `categorical` axes), and after every `spread` of them the next tile of `batch` (`TileBatch`).
-    A step that cannot launch (`PRUNED`) is followed by its `repaired` configs, which count as
-    steps. A config that came other than by a step (a tile, a transfer, a guide's proposal, a
-    repair) is first stepped from, once it is the fastest, along the last step's move that
-    found a faster config: the pattern move of `run_local`, carried over to it.
-    Once `guide_after` counted steps in a row neither found a faster config nor came within
-    FLAT of the incumbent: the tiles left, one after another; then, the first time, `retiled`
-    configs of the tiles measured; then the guide's proposals, until a config is faster
-    (which restarts the steps). No choice depends on the budget, so a larger budget begins
-    with the trials of a smaller one (what `tuner sweep` relies on to extend a sweep). Ties
-    between near-equal configs are left to the re-timing's noise rule, as for every strategy.
-
-    Args:
-        tracker: the shared, budgeted evaluate (warm starts measured in it).
-        axes: the axes of the space.
-        guide: proposes the next config, or None (then a best-first step is taken).
-        seed: seed of the order among neighbours and of random picks.
-        batch: the tile batch, in the order its tiles are tried (empty: no tiles, no
-            transfers).
-        spread: see SPREAD.
-        guide_after: see GUIDE_AFTER.
-        transfer_tiles: see TRANSFER_TILES.
-        categorical: see CATEGORICAL.
-        fresh_axes_first: see FRESH_AXES_FIRST.
-        prior: orders each centre's neighbours (`local.neighbourhood_order`); None: seeded.
-    """
-    _GuidedRun(
-        tracker,
-        axes,
-        guide,
-        _Settings(
-            seed=seed,
-            spread=spread,
-            guide_after=guide_after,
-            transfer_tiles=transfer_tiles,
-            categorical=categorical,
-            fresh_axes_first=fresh_axes_first,
-            prior=prior,
-        ),
-        batch,
-    ).run()
-
-
-@dataclass(frozen=True)
-class _Settings:
-    """`run_guided`'s keyword arguments (see there)."""
-
-    seed: int
-    spread: int
-    guide_after: int
-    transfer_tiles: int
-    categorical: frozenset[str]
-    fresh_axes_first: bool
-    prior: Mapping[KernelConfig, float] | None
-
-
-class _GuidedRun:
-    """One `run_guided` search: each turn proposes a config (a tile, a transfer or the guide's
-    pick, `_proposal`) or else takes a step (a repair, a best-first step or a random config,
-    `_step`), then keeps the books (`_bookkeeping`).
-
-    Attributes:
-        rng: orders the neighbours and draws the random configs.
-        repair_rng: orders the repairs; their own generator, so that the steps' order stays
-            the same whatever number of repairs came before.
-        queues, moves: `best_first_step`'s neighbour queues and moves.
-        incumbent: the fastest ok config so far and its latency_us, or None.
-        tiles: the tile batch.
-        stall: counted steps since the last faster config that were not within FLAT.
-        since_tile: turns since the last tile.
-        transfers: the `retiled` configs, built at the first stall, then drained.
-        repairs: the `repaired` configs of pruned steps still to try.
-        carried: the last move of a step that found a faster config.
-    """
-
-    def __init__(
-        self,
-        tracker: BudgetedEvaluate,
-        axes: Sequence[Axis],
-        guide: RidgeGuide,
-        settings: _Settings,
-        batch: Sequence[KernelConfig],
-    ) -> None:
-        self.tracker = tracker
-        self.axes = axes
-        self.guide = guide
-        self.settings = settings
-        self.rng = random.Random(settings.seed)
-        self.repair_rng = random.Random(f"repair {settings.seed}")
-        self.queues: dict[KernelConfig, list[KernelConfig]] = {}
-        self.moves: dict[KernelConfig, tuple[int, ...]] = {}
-        self.incumbent: tuple[KernelConfig, float] | None = tracker.incumbent()
-        self.tiles = TileBatch(batch)
-        self.stall = 0
-        self.since_tile = 0
-        self.transfers: list[KernelConfig] | None = None
-        self.repairs: list[KernelConfig] = []
-        self.carried: tuple[int, ...] | None = None
-
-    def run(self) -> None:
-        """Turns until the budget or the space is spent."""
-        tracker = self.tracker
-        while tracker.left > 0 and len(tracker.results) < len(tracker.allowed):
-            candidate = self._proposal()
-            if candidate is not None:
-                self._bookkeeping(candidate, tracker(candidate), step=False)
-            else:
-                self._step()
-
-    def _stalled(self) -> bool:
-        return self.stall >= self.settings.guide_after
-
-    def _proposal(self) -> KernelConfig | None:
-        """The next tile when one is due (every `spread` turns, or each turn once stalled);
-        else, once stalled, the next transfer or the guide's pick; else None."""
-        candidate = None
-        if self.since_tile >= self.settings.spread or self._stalled():
-            candidate = self.tiles.next(self.tracker, self.incumbent)
-        if candidate is not None:
-            self.since_tile = 0
-            return candidate
-        self.since_tile += 1
-        if not self._stalled():
-            return None
-        if self.transfers is None and self.incumbent is not None:
-            self.transfers = retiled(
-                self.tracker, self.tiles.measured, self.incumbent[0], self.settings.transfer_tiles
-            )
-        return self.transfers.pop(0) if self.transfers else self.guide(self.tracker)
-
-    def _step(self) -> None:
-        """Measure a repair, else a best-first step, else a random unmeasured config: the
-        only kinds that count towards a stall. A pruned best-first step queues its repairs."""
-        tracker, settings = self.tracker, self.settings
-        step = False
-        candidate = self._next_repair()
-        if candidate is None:
-            candidate = best_first_step(
-                tracker,
-                self.axes,
-                self.rng,
-                self.queues,
-                self.moves,
-                settings.categorical,
-                fresh_axes_first=settings.fresh_axes_first,
-                prior=settings.prior,
-            )
-            step = candidate is not None
-        if candidate is None:
-            candidate = self.rng.choice(
-                [c for c in sorted(tracker.allowed, key=_key) if c not in tracker.results]
-            )
-        left = tracker.left
-        result = tracker(candidate)
-        self._count_stall(result, counted=tracker.left < left)
-        if step and result is not None and result.status in PRUNED:
-            self.repairs[:0] = repaired(
-                tracker, candidate, self.axes, self.repair_rng, settings.categorical
-            )
-        self._bookkeeping(candidate, result, step=step)
-
-    def _next_repair(self) -> KernelConfig | None:
-        """The first queued repair not measured since, or None."""
-        while self.repairs and self.repairs[0] in self.tracker.results:
-            self.repairs.pop(0)
-        return self.repairs.pop(0) if self.repairs else None
-
-    def _count_stall(self, result: TrialResult | None, *, counted: bool) -> None:
-        """A step that cost budget and came no closer than FLAT to the incumbent is a stall."""
-        flat = (
-            result is not None
-            and result.ok
-            and self.incumbent is not None
-            and result.ok_latency_us <= self.incumbent[1] * (1 + FLAT)
-        )
-        self.stall += counted and not flat
-
-    def _bookkeeping(
-        self, candidate: KernelConfig, result: TrialResult | None, *, step: bool
-    ) -> None:
-        """Carry the last paying move over to a config that did not come by a step (its first
-        step, once it is the fastest, is that pattern move), and take a faster config as the
-        incumbent (which ends a stall)."""
-        if not step and self.carried is not None:
-            self.moves.setdefault(candidate, self.carried)
-        if (
-            result is not None
-            and result.ok
-            and (self.incumbent is None or result.ok_latency_us < self.incumbent[1])
-        ):
-            self.incumbent, self.stall = (candidate, result.ok_latency_us), 0
-            if step:
-                self.carried = self.moves[candidate]
-
-
-def _key(config: KernelConfig) -> tuple[int, ...]:
-    """KernelConfig's own order (its fields in turn), without a dataclass comparison per step."""
-    return tuple(config.as_dict().values())
+Move = tuple[int, ...]  # index steps along each axis, from a centre to a config
 
 
 class GuidedStrategy(Strategy):
-    """Warm starts, then `run_guided`: best-first steps (pruned ones repaired, `repaired`; a
-    centre's neighbours ordered by the related tasks' prior, `prior.fit_prior`) with the block
-    tiles (vLLM's default's tile batch, the large tiles with 8 warps too) tried between them at
-    the settings tuned so far; at the first stall the tiles left and the runner-up tiles with
-    the tuned settings (`retiled`), and `RidgeGuide`'s proposals whenever the steps stall.
-    Configs pruned before launch (`budget.PRUNED`) cost no budget, so a task may store more
-    than `budget` trials, of which at most `budget` were measured. What it measures after the
-    warm starts depends on their results, so only they are `planned`."""
+    """Warm starts, then `_Search`. Configs pruned before launch (`PRUNED`) cost no budget, so
+    a task may store more than `budget` trials, of which at most `budget` were measured. What
+    it measures after the warm starts depends on their results, so only they are `planned`.
+    No choice depends on the budget, so a larger budget begins with the trials of a smaller
+    one (what `tuner sweep` relies on to extend a sweep)."""
 
     name = "guided"
     free = PRUNED
@@ -419,29 +79,381 @@ class GuidedStrategy(Strategy):
         warm_start: Sequence[KernelConfig] = (),
         related: Sequence[TaskTimings] = (),
     ) -> History:
-        """Measure `warm_start` in order, then `run_guided` to `budget` counted trials (see
-        the class), each centre's neighbours ordered by `prior.fit_prior` of `related` (the
-        ok trials of the device's related tasks) when there are enough of them."""
+        """Measure `warm_start` in order, then search to `budget` counted trials, each centre's
+        neighbours ordered by `fit_prior` of `related` (the ok trials of the device's related
+        tasks) when there are enough of them."""
         tracker = BudgetedEvaluate(evaluate, space, budget, free=self.free)
-        axes = space_axes(space)
         tracker.warm_start(warm_start)
-        batch = first_batch(
-            tracker.allowed, axes, warm_start, seed=seed, large_tile_warps=LARGE_TILE_WARPS
-        )
-        from threadpoolctl import threadpool_limits
-
-        # The fits are small (a few hundred rows): a multi-threaded BLAS only spins its
-        # threads (twice the CPU of a replayed sweep, measured in bench/README.md).
+        # The fits are small (a few hundred rows): a multi-threaded BLAS only spins its threads.
         with threadpool_limits(limits=1, user_api="blas"):
-            guide = RidgeGuide(sorted(tracker.allowed, key=_key), axes)
-            prior = fit_prior(guide.configs, guide.x, related, RIDGE) if related else None
-            run_guided(
-                tracker,
-                axes,
-                guide,
-                seed=seed,
-                batch=batch,
-                fresh_axes_first=FRESH_AXES_FIRST,
-                prior=prior,
-            )
+            _Search(tracker, space_axes(space), seed, warm_start, related).run()
         return tracker.history
+
+
+def tile_batch(start: KernelConfig, axes: Sequence[Axis], rng: random.Random) -> list[KernelConfig]:
+    """`start` with every (BLOCK_SIZE_M, BLOCK_SIZE_N) of the axes, the large tiles also with
+    LARGE_TILE_WARPS warps, in a seeded order: the axes a GEMM's time depends on most."""
+    sizes = {axis.key: axis.values for axis in axes}
+    batch = [
+        replace(start, BLOCK_SIZE_M=m, BLOCK_SIZE_N=n)
+        for m in sizes["BLOCK_SIZE_M"]
+        for n in sizes["BLOCK_SIZE_N"]
+    ]
+    batch += [
+        replace(c, num_warps=LARGE_TILE_WARPS)
+        for c in batch
+        if c.BLOCK_SIZE_M * c.BLOCK_SIZE_N >= LARGE_TILE and c.num_warps != LARGE_TILE_WARPS
+    ]
+    rng.shuffle(batch)
+    return batch
+
+
+def with_tile(settings: KernelConfig, tile: KernelConfig) -> KernelConfig:
+    """`settings` with the block tile (BLOCK_SIZE_M, BLOCK_SIZE_N) and num_warps of `tile`."""
+    m, n, warps = tile.BLOCK_SIZE_M, tile.BLOCK_SIZE_N, tile.num_warps
+    return replace(settings, BLOCK_SIZE_M=m, BLOCK_SIZE_N=n, num_warps=warps)
+
+
+@functools.lru_cache(maxsize=4)
+def encoded(space: tuple[KernelConfig, ...], axes: tuple[Axis, ...]) -> tuple[np.ndarray, ...]:
+    """The features of a space and its neighbour matrix, kept for the next task (a sweep
+    searches the same space for every task).
+
+    features: one 0/1 float64 row per config, one column per (axis, value) and one per pair
+    of values of two different axes (e.g. BLOCK_SIZE_N=128 with num_warps=8): 21 + 180 = 201
+    for vLLM's grid. adjacent[i, j]: config j is one or two axes from config i, each of those
+    axes one value up or down (any other value on a CATEGORICAL axis), as `neighbours(...,
+    pairs=True, categorical=CATEGORICAL)` yields them.
+    """
+    index = np.array(
+        [[axis.values.index(getattr(config, axis.key)) for axis in axes] for config in space]
+    ).reshape(len(space), len(axes))
+    columns = [index[:, a] == v for a, axis in enumerate(axes) for v in range(len(axis.values))]
+    for a, b in combinations(range(len(axes)), 2):
+        columns += [
+            (index[:, a] == va) & (index[:, b] == vb)
+            for va in range(len(axes[a].values))
+            for vb in range(len(axes[b].values))
+        ]
+    small = index.astype(np.int8)  # 1,280 x 1,280 x 6 steps
+    step = small[:, None, :] - small[None, :, :]
+    moved = step != 0
+    jumps = np.array([axis.key in CATEGORICAL for axis in axes])
+    changed = moved.sum(axis=2)
+    adjacent = (changed >= 1) & (changed <= 2) & ~(moved & (np.abs(step) != 1) & ~jumps).any(axis=2)
+    return np.stack(columns, axis=1).astype(np.float64), adjacent
+
+
+def fit_prior(
+    configs: Sequence[KernelConfig], x: np.ndarray, tasks: Sequence[TaskTimings]
+) -> dict[KernelConfig, float] | None:
+    """Predicted log(latency_us), relative across configs (lower is faster), of every config
+    of a space (`x`: its `encoded` features): a ridge regression on the related tasks' ok
+    trials, each task's log(latency_us) centred on its own mean (tasks differ in scale, not in
+    which config is faster). Configs outside `configs` are skipped, a config timed twice in a
+    task counts once at its fastest; None with fewer than MIN_FIT usable trials."""
+    row = {config: i for i, config in enumerate(configs)}
+    rows: list[int] = []
+    y: list[float] = []
+    for timings in tasks:
+        fastest: dict[int, float] = {}
+        for config, latency_us in timings:
+            i = row.get(config)
+            if i is not None and latency_us > 0:
+                fastest[i] = min(fastest.get(i, math.inf), latency_us)
+        if len(fastest) < 2:
+            continue
+        logs = {i: math.log(latency_us) for i, latency_us in fastest.items()}
+        mean = sum(logs.values()) / len(logs)
+        rows += logs
+        y += [value - mean for value in logs.values()]
+    if len(rows) < MIN_FIT:
+        return None
+    a = x[rows]
+    weights = np.linalg.solve(a.T @ a + RIDGE * np.eye(a.shape[1]), a.T @ np.array(y))
+    return dict(zip(configs, (x @ weights).tolist(), strict=True))
+
+
+class RidgeGuide:
+    """Proposes configs from a ridge regression of log(latency_us) on the `encoded` features
+    of every ok trial so far: alternately the unmeasured config of the whole space predicted
+    fastest (it finds a distant optimum the trials point at) and the one predicted fastest
+    among the unmeasured neighbours of the LOCAL_TOP fastest configs (it polishes where the
+    measurements are). Ties go to the config first in `configs`."""
+
+    def __init__(self, configs: Sequence[KernelConfig], axes: Sequence[Axis]) -> None:
+        self.configs = list(configs)
+        self.row = {config: i for i, config in enumerate(self.configs)}
+        self.x, self.adjacent = encoded(tuple(self.configs), tuple(axes))
+        self.calls = 0
+        # Trials seen so far (a prefix of the tracker's history): the measured rows, and the
+        # rows and log(latency_us) of the ok ones, in history order.
+        self.seen = 0
+        self.measured = np.zeros(len(self.configs), dtype=bool)
+        self.ok_rows: list[int] = []
+        self.ok_y: list[float] = []
+
+    def __call__(self, tracker: BudgetedEvaluate) -> KernelConfig | None:
+        """The next proposal, or None: fewer than MIN_FIT ok trials, or nothing left."""
+        for config, result in tracker.history[self.seen :]:
+            self.measured[self.row[config]] = True
+            if result.ok:
+                self.ok_rows.append(self.row[config])
+                self.ok_y.append(float(np.log(result.ok_latency_us)))
+        self.seen = len(tracker.history)
+        if len(self.ok_rows) < MIN_FIT:
+            return None
+        self.calls += 1
+        y = np.array(self.ok_y)
+        x = self.x[self.ok_rows]
+        # Dual form, as there are fewer trials than features: w = X^T (X X^T + ridge I)^-1 y,
+        # with y centred (the mean is the unpenalised intercept).
+        alpha = np.linalg.solve(x @ x.T + RIDGE * np.eye(len(y)), y - y.mean())
+        predicted = self.x @ (x.T @ alpha) + y.mean()
+        candidates = ~self.measured
+        if self.calls % 2 == 0:
+            top = [self.ok_rows[i] for i in np.argsort(y, kind="stable")[:LOCAL_TOP]]
+            local = candidates & self.adjacent[top].any(axis=0)
+            if local.any():
+                candidates = local
+        if not candidates.any():
+            return None
+        return self.configs[int(np.argmin(np.where(candidates, predicted, np.inf)))]
+
+
+def repaired(
+    tracker: BudgetedEvaluate, blocked: KernelConfig, axes: Sequence[Axis], rng: random.Random
+) -> list[KernelConfig]:
+    """The repairs of a best-first step that cannot launch (`PRUNED`): its unmeasured
+    neighbours of the space, in a seeded order. Each is the blocked move with one more step,
+    most often along another axis (a larger tile with one stage fewer, a BLOCK_SIZE_K the
+    constraints allow only with another GROUP_SIZE_M), which best-first would reach only after
+    every other neighbour of its centre, and a model predicts from the value that failed."""
+    found = [
+        c
+        for c in neighbours(blocked, axes, categorical=CATEGORICAL)
+        if c in tracker.allowed and c not in tracker.results
+    ]
+    rng.shuffle(found)
+    return found
+
+
+def _pop_new(pending: list[KernelConfig], done: Mapping) -> KernelConfig | None:
+    """Take the first config of `pending` not in `done` off it (and those before it)."""
+    while pending and pending[0] in done:
+        pending.pop(0)
+    return pending.pop(0) if pending else None
+
+
+def move_of(centre: KernelConfig, config: KernelConfig, axes: Sequence[Axis]) -> Move:
+    """Index steps along each axis from centre to config."""
+    return tuple(
+        axis.values.index(getattr(config, axis.key)) - axis.values.index(getattr(centre, axis.key))
+        for axis in axes
+    )
+
+
+def moved_axes(move: Move) -> set[int]:
+    return {axis for axis, step in enumerate(move) if step}
+
+
+def apply(config: KernelConfig, move: Move, axes: Sequence[Axis]) -> KernelConfig | None:
+    """The config one move further on, or None past the end of an axis."""
+    values = config.as_dict()
+    for axis, step in zip(axes, move, strict=True):
+        index = axis.values.index(values[axis.key]) + step
+        if not 0 <= index < len(axis.values):
+            return None
+        values[axis.key] = axis.values[index]
+    return KernelConfig(**values)
+
+
+class _Search:
+    """One guided search after the warm starts. Each turn proposes a config (a tile, a
+    transfer or the guide's pick, `proposal`) or else takes a step (a repair, a best-first
+    step or a random config, `step`), then keeps the books (`record`).
+
+    Attributes:
+        rng: orders the neighbours and draws the random configs; repair_rng orders the
+            repairs (its own, so that the steps' order does not depend on them).
+        queues: each centre's unmeasured neighbours, in the order they are tried.
+        moves: the move that first reached a config (from its centre, or carried over).
+        incumbent: the fastest ok config so far and its latency_us, or None.
+        tiles: the tile batch still to try; tried: the configs tried for it, in order.
+        stall: counted steps since the last faster config that came no closer than FLAT.
+        since_tile: turns since the last tile.
+        transfers: the runner-up tiles with the tuned settings (`retiled`), from the first
+            stall on.
+        repairs: the `repaired` configs of pruned steps still to try.
+        carried: the last move of a step that found a faster config.
+    """
+
+    def __init__(
+        self,
+        tracker: BudgetedEvaluate,
+        axes: Sequence[Axis],
+        seed: int,
+        warm_start: Sequence[KernelConfig],
+        related: Sequence[TaskTimings],
+    ) -> None:
+        self.tracker, self.axes = tracker, axes
+        # KernelConfig's own order (its fields in turn), without a dataclass comparison each.
+        configs = sorted(tracker.allowed, key=lambda c: tuple(c.as_dict().values()))
+        self.guide = RidgeGuide(configs, axes)
+        self.prior = fit_prior(configs, self.guide.x, related) if related else None
+        self.rng, self.repair_rng = random.Random(seed), random.Random(f"repair {seed}")
+        starts = [c for c in warm_start if c in tracker.allowed] or [min(tracker.allowed)]
+        tiles = tile_batch(starts[0], axes, random.Random(seed))
+        self.tiles = [c for c in tiles if c in tracker.allowed]
+        self.tried: list[KernelConfig] = []
+        self.queues: dict[KernelConfig, list[KernelConfig]] = {}
+        self.moves: dict[KernelConfig, Move] = {}
+        ok = [(c, r.ok_latency_us) for c, r in tracker.history if r.ok]  # the warm starts
+        self.incumbent = min(ok, key=lambda item: item[1], default=None)
+        self.stall = self.since_tile = 0
+        self.transfers: list[KernelConfig] | None = None
+        self.repairs: list[KernelConfig] = []
+        self.carried: Move | None = None
+
+    def run(self) -> None:
+        tracker = self.tracker
+        while tracker.left > 0 and len(tracker.results) < len(tracker.allowed):
+            candidate = self.proposal()
+            if candidate is not None:
+                self.record(candidate, tracker(candidate), step=False)
+            else:
+                self.step()
+
+    def proposal(self) -> KernelConfig | None:
+        """The next tile when one is due (every SPREAD turns, or each turn once stalled);
+        else, once stalled, the next transfer or the guide's pick; else None."""
+        stalled = self.stall >= GUIDE_AFTER
+        tile = self.next_tile() if self.since_tile >= SPREAD or stalled else None
+        if tile is not None:
+            self.since_tile = 0
+            return tile
+        self.since_tile += 1
+        if not stalled:
+            return None
+        if self.transfers is None and self.incumbent is not None:
+            self.transfers = self.retiled(self.incumbent[0])
+        return self.transfers.pop(0) if self.transfers else self.guide(self.tracker)
+
+    def next_tile(self) -> KernelConfig | None:
+        """The next tile of the batch not measured yet, with the incumbent's BLOCK_SIZE_K,
+        GROUP_SIZE_M and num_stages when that config is in the space and new."""
+        tracker = self.tracker
+        config = _pop_new(self.tiles, tracker.results)
+        if config is None:
+            return None
+        if self.incumbent is not None:
+            tuned = with_tile(self.incumbent[0], config)
+            if tuned in tracker.allowed and tuned not in tracker.results:
+                config = tuned
+        self.tried.append(config)
+        return config
+
+    def retiled(self, incumbent: KernelConfig) -> list[KernelConfig]:
+        """Up to TRANSFER_TILES unmeasured configs: the incumbent with the tile and num_warps
+        of each of the fastest ok configs tried for the batch, fastest first, skipping the
+        incumbent's own tile."""
+        results, own = self.tracker.results, (incumbent.BLOCK_SIZE_M, incumbent.BLOCK_SIZE_N)
+        ranked = sorted(
+            (results[c].latency_us, i) for i, c in enumerate(self.tried) if results[c].ok
+        )
+        found = [
+            with_tile(incumbent, self.tried[i])
+            for _, i in ranked
+            if (self.tried[i].BLOCK_SIZE_M, self.tried[i].BLOCK_SIZE_N) != own
+        ]
+        found = [c for c in found if c in self.tracker.allowed and c not in results]
+        return found[:TRANSFER_TILES]
+
+    def step(self) -> None:
+        """Measure a repair, else a best-first step, else a random unmeasured config: the
+        only kinds that count towards a stall. A pruned best-first step queues its repairs."""
+        tracker = self.tracker
+        candidate = _pop_new(self.repairs, tracker.results)
+        step = False
+        if candidate is None:
+            candidate = self.best_first()
+            step = candidate is not None
+        if candidate is None:
+            candidate = self.rng.choice([c for c in self.guide.configs if c not in tracker.results])
+        left = tracker.left
+        result = tracker(candidate)
+        flat = (
+            result is not None
+            and result.ok
+            and self.incumbent is not None
+            and result.ok_latency_us <= self.incumbent[1] * (1 + FLAT)
+        )
+        self.stall += tracker.left < left and not flat
+        if step and result is not None and result.status in PRUNED:
+            self.repairs[:0] = repaired(tracker, candidate, self.axes, self.repair_rng)
+        self.record(candidate, result, step=step)
+
+    def record(self, candidate: KernelConfig, result: TrialResult | None, *, step: bool) -> None:
+        """Carry the last paying move over to a config that did not come by a step (its first
+        step, once it is the fastest, is that pattern move), and take a faster config as the
+        incumbent (which ends a stall)."""
+        if not step and self.carried is not None:
+            self.moves.setdefault(candidate, self.carried)
+        if (
+            result is not None
+            and result.ok
+            and (self.incumbent is None or result.ok_latency_us < self.incumbent[1])
+        ):
+            self.incumbent, self.stall = (candidate, result.ok_latency_us), 0
+            if step:
+                self.carried = self.moves[candidate]
+
+    def best_first(self) -> KernelConfig | None:
+        """The next unmeasured neighbour of the fastest ok config that still has one, or None.
+        With FRESH_AXES_FIRST, a centre's pattern move is still first, but then its first
+        one-axis neighbour along an axis that no measured config's move has changed."""
+        tracker, axes, moves = self.tracker, self.axes, self.moves
+        moved = set().union(*(moved_axes(m) for c, m in moves.items() if c in tracker.results))
+        fresh = [{a} for a in range(len(axes)) if a not in moved] if FRESH_AXES_FIRST else []
+        ok = sorted((r.latency_us, i, c) for i, (c, r) in enumerate(tracker.history) if r.ok)
+        for _, _, centre in ok:
+            if centre not in self.queues:
+                self.queues[centre] = self.neighbourhood(centre)
+            queue = self.queues[centre]
+            while queue and queue[0] in tracker.results:
+                queue.pop(0)
+            if not queue:
+                continue
+            pick = 0
+            if fresh and (centre not in moves or queue[0] != apply(centre, moves[centre], axes)):
+                along_fresh = (
+                    i
+                    for i, c in enumerate(queue)
+                    if c not in tracker.results and moved_axes(move_of(centre, c, axes)) in fresh
+                )
+                pick = next(along_fresh, 0)
+            candidate = queue.pop(pick)
+            moves.setdefault(candidate, move_of(centre, candidate, axes))
+            return candidate
+        return None
+
+    def neighbourhood(self, centre: KernelConfig) -> list[KernelConfig]:
+        """The order in which a centre's neighbours of the space are tried: the pattern move
+        that reached it first (if any), then its one-step neighbours, then its diagonal ones,
+        each group in a seeded order, or, with a prior, fastest predicted first."""
+        allowed, axes = self.tracker.allowed, self.axes
+        singles = [c for c in neighbours(centre, axes, categorical=CATEGORICAL) if c in allowed]
+        diagonals = [
+            c
+            for c in neighbours(centre, axes, pairs=True, categorical=CATEGORICAL)
+            if c in allowed and c not in singles
+        ]
+        self.rng.shuffle(singles)
+        self.rng.shuffle(diagonals)
+        if self.prior is not None:  # after the shuffles, so the seeded draws stay those without
+            prior = self.prior
+            singles.sort(key=lambda c: prior.get(c, 0.0))
+            diagonals.sort(key=lambda c: prior.get(c, 0.0))
+        ahead = apply(centre, self.moves[centre], axes) if centre in self.moves else None
+        first = [ahead] if ahead is not None and ahead in allowed else []
+        return first + [c for c in singles + diagonals if c != ahead]

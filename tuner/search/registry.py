@@ -1,34 +1,42 @@
-"""The registry of search strategies: name -> strategy class."""
+"""The registry of search strategies (name -> strategy class) and the default search."""
 
 from __future__ import annotations
 
 from tuner.search.base import Strategy
 from tuner.search.grid import GridStrategy
 from tuner.search.guided import GuidedStrategy
-from tuner.search.ils import IteratedLocalStrategy
-from tuner.search.local import LocalStrategy
 from tuner.search.optuna_tpe import OptunaStrategy
-from tuner.search.tpe_local import TpeLocalStrategy
 
-# A new strategy: one module (a `Strategy` subclass) and one line here; the CLI's --strategy
-# choices are read from this dict when a command runs (`tuner.cli.options.strategy_names`).
+# A new strategy: one module (a `Strategy` subclass) and one line here. `tuner sweep
+# --strategy`'s choices and the HTTP API's schema are read from this dict.
 STRATEGIES: dict[str, type[Strategy]] = {
     "grid": GridStrategy,
     "optuna": OptunaStrategy,
-    "local": LocalStrategy,
-    "tpe+local": TpeLocalStrategy,
-    "ils": IteratedLocalStrategy,
     "guided": GuidedStrategy,
 }
+# The default search of `tuner sweep`, `POST /sweeps` and `tuner verify --fix`: the strategy and
+# budget that came closest to the exhaustive optimum in bench/search_quality.py and
+# bench/peers.py (bench/README.md).
+DEFAULT_STRATEGY = "guided"
+DEFAULT_TRIALS = 128
+# Strategies of earlier releases, removed as `guided` reached at least their quality at every
+# budget (bench/README.md); sweeps that name them stay readable, not resumable.
+REMOVED = ("local", "tpe+local", "ils")
 
 
 def get_strategy(name: str) -> Strategy:
     """A new strategy by name.
 
     Raises:
-        ValueError: unknown name (the message lists the known ones).
+        ValueError: unknown name (one line that lists the known ones).
     """
     try:
         return STRATEGIES[name]()
     except KeyError:
-        raise ValueError(f"unknown strategy '{name}'; known: {', '.join(STRATEGIES)}") from None
+        known = ", ".join(STRATEGIES)
+        if name in REMOVED:
+            raise ValueError(
+                f"strategy '{name}' was removed (guided, the default, does at least as well); "
+                f"run a new sweep with one of: {known}"
+            ) from None
+        raise ValueError(f"unknown strategy '{name}'; known: {known}") from None

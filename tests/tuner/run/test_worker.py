@@ -244,17 +244,17 @@ def test_pruned_configs_are_recorded_without_a_launch(store):
     assert [config for config, _ in gate.after_calls] == gate.before_calls
 
 
-def test_the_gate_compiles_the_tile_batch_of_ils_before_it_is_asked(tmp_path):
-    engine, spec, environment_id = make_store(tmp_path, strategy="ils")
+def test_the_gate_compiles_the_planned_start_of_grid_before_it_is_asked(tmp_path):
+    engine, spec, environment_id = make_store(tmp_path, strategy="grid")
     compiler = FakeCompiler()
     task = claim(engine, spec)
     run_task(engine, spec, task, environment_id, vllm_space(), compiler=compiler)
     [(m, first)] = compiler.gates
     trials = [KernelConfig.from_dict(t.config) for t in stored(engine, task.task_id)]
-    # The default, then the first tiles of the batch: what the search measured first, in order.
+    # The default, then the space in order: what the search measured first, in order.
     assert m == 16 and len(first) == BUDGET and first[0] == default_config()
     assert trials[:BUDGET] == list(first)
-    assert {(c.BLOCK_SIZE_K, c.GROUP_SIZE_M, c.num_stages) for c in first} == {(128, 32, 2)}
+    assert list(first[1:]) == [c for c in vllm_space() if c != default_config()][: BUDGET - 1]
     engine.dispose()
 
 

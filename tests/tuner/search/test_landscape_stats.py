@@ -1,10 +1,9 @@
 """`problem_stats` and `tuner landscape stats`: a landscape's optima, what they gain over vLLM's
 default, and how many configs come near them."""
 
-import os
-import subprocess
-import sys
+from typer.testing import CliRunner
 
+from tuner.cli.app import app
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config
@@ -53,117 +52,49 @@ def landscape():
 
 
 def test_stats_give_the_optimum_the_gain_over_the_default_and_the_configs_near_it():
-    assert problem_stats(landscape(), DEFAULT) == [
-        ProblemStats(
-            256,
-            384,
-            1,
-            recorded=5,
-            ok=4,
-            optimum=A,
-            optimum_us=10.0,
-            default_speedup=2.0,
-            near=(2, 2, 3),
-        ),
-        ProblemStats(
-            256,
-            384,
-            16,
-            recorded=3,
-            ok=2,
-            optimum=A,
-            optimum_us=5.0,
-            default_speedup=None,
-            near=(1, 1, 1),
-        ),
-    ]
+    first, second = problem_stats(landscape(), DEFAULT)
+    assert first == ProblemStats(256, 384, 1, 5, 4, A, 10.0, 2.0, (2, 2, 3))
+    assert second == ProblemStats(256, 384, 16, 3, 2, A, 5.0, None, (1, 1, 1))
     [first, _] = problem_stats(landscape(), DEFAULT, ratios=(0.9, 1.0))
     assert first.near == (3, 1)  # A, B, C; the optimum alone
-
-
-def test_a_default_per_problem_comes_from_a_family_default_config():
     asked = []
 
-    def default(shape, M):
+    def default(shape, M):  # a family's default config per problem
         asked.append((shape.N, shape.K, shape.block_shape, M))
         return A if M == 1 else DEFAULT
 
     [first, second] = problem_stats(landscape(), default)
     assert asked == [(256, 384, (128, 128), 1), (256, 384, (128, 128), 16)]
-    assert first.default_speedup == 1.0  # A is the optimum at M=1
-    assert second.default_speedup is None  # the default cannot run at M=16
+    assert (first.default_speedup, second.default_speedup) == (1.0, None)
 
 
-def run(*args, cwd):
-    return subprocess.run(
-        [sys.executable, "-m", "tuner.cli", "landscape", "stats", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=cwd,
-        env={**os.environ, "COLUMNS": "200"},
-    )
+def run(*args):
+    return CliRunner().invoke(app, ["landscape", "stats", *args], env={"COLUMNS": "200"})
 
 
-def test_the_command_prints_a_row_per_problem_and_a_summary(tmp_path):
+def test_the_command_prints_a_row_per_problem_and_a_summary_and_bad_input_one_line(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
     (tmp_path / "l20.json").write_text(landscape().to_json())
-    done = run("l20.json", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert run("l20.json", "--ratios", "0.95,0.97,0.98,0.97", cwd=tmp_path).stdout == done.stdout
+    done = run("l20.json")
+    assert done.exit_code == 0, done.output
+    assert run("l20.json", "--ratios", "0.95,0.97,0.98,0.97").stdout == done.stdout
     rows = [line.split() for line in done.stdout.splitlines()]
-    assert rows[1] == [
-        "N",
-        "K",
-        "M",
-        "ok",
-        "optimum",
-        "optimum_us",
-        "vs",
-        "default",
-        ">=",
-        "0.98",
-        ">=",
-        "0.97",
-        ">=",
-        "0.95",
-    ]
+    assert rows[1] == "N K M ok optimum optimum_us vs default >= 0.98 >= 0.97 >= 0.95".split()
     assert rows[3:5] == [
-        ["256", "384", "1", "4/5", "16x64x128", "g1", "w4", "s3", "10.00", "2.00x", "2", "2", "3"],
-        [
-            "256",
-            "384",
-            "16",
-            "2/3",
-            "16x64x128",
-            "g1",
-            "w4",
-            "s3",
-            "5.00",
-            "cannot",
-            "run",
-            "1",
-            "1",
-            "1",
-        ],
+        "256 384 1 4/5 16x64x128 g1 w4 s3 10.00 2.00x 2 2 3".split(),
+        "256 384 16 2/3 16x64x128 g1 w4 s3 5.00 cannot run 1 1 1".split(),
     ]
     assert done.stdout.splitlines()[-1] == (
         "2 (N, K, M): the optimum is 2.00x vLLM's default (geomean of the 1 where it runs); "
         "configs at >= 0.95 of the optimum: median 3, fewest 1 (256,384,16)"
     )
-
-
-def test_bad_input_gets_one_line(tmp_path):
-    (tmp_path / "l20.json").write_text(landscape().to_json())
+    ratios = "error: --ratios '{}': give fractions in (0, 1], e.g. 0.98,0.95\n"
     for args, message in [
-        (
-            ("l20.json", "--ratios", "0.9,1.5"),
-            "error: --ratios '0.9,1.5': give fractions in (0, 1], e.g. 0.98,0.95",
-        ),
-        (
-            ("l20.json", "--ratios", "x"),
-            "error: --ratios 'x': give fractions in (0, 1], e.g. 0.98,0.95",
-        ),
-        (("missing.json",), "error: missing.json: No such file or directory"),
+        (("l20.json", "--ratios", "0.9,1.5"), ratios.format("0.9,1.5")),
+        (("l20.json", "--ratios", "x"), ratios.format("x")),
+        (("missing.json",), "error: missing.json: No such file or directory\n"),
     ]:
-        done = run(*args, cwd=tmp_path)
-        assert (done.returncode, done.stderr, done.stdout) == (2, message + "\n", "")
+        done = run(*args)
+        assert (done.exit_code, done.stderr, done.stdout) == (2, message, "")

@@ -1,4 +1,5 @@
-"""Strategies on a synthetic landscape: budgets, warm start, determinism, failures."""
+"""Every registered strategy keeps the Strategy contract on a replayed landscape; the registry,
+grid, the axes and the warm starts that strategies are built on."""
 
 import math
 
@@ -7,103 +8,184 @@ import pytest
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
+from tuner.measure.landscape import landscape_from_results
 from tuner.measure.trial import TrialResult
-from tuner.search import STRATEGIES, best, get_strategy
+from tuner.search.axes import neighbours, space_axes
+from tuner.search.base import best
+from tuner.search.registry import STRATEGIES, get_strategy
+from tuner.search.warm_start import related, warm_start_for_task
 
 SPACE = vllm_space()
-DEFAULT = default_config()
+DEFAULT = default_config()  # 64x128x128 g32 w4 s2
+NAMES = sorted(STRATEGIES)
+# Warm starts as a worker passes them: the default, then winners of other tasks.
+WARM = [DEFAULT, KernelConfig(16, 64, 128, 1, 4, 5), KernelConfig(128, 128, 128, 16, 8, 3)]
 
 
-def landscape(config: KernelConfig) -> TrialResult:
-    """A smooth made-up latency with its optimum at 32x64x128 g16 w4 s3; BLOCK_SIZE_M=256 with
-    8 warps fails, as an out-of-resources config would."""
-    if config.BLOCK_SIZE_M == 256 and config.num_warps == 8:
+def synthetic(config: KernelConfig) -> TrialResult:
+    """A bumpy made-up latency; about one config in six fails (out of resources, wrong result,
+    compile error)."""
+    if config.BLOCK_SIZE_M * config.BLOCK_SIZE_N * config.num_stages > 2**17:
         return TrialResult(TrialStatus.OUT_OF_RESOURCES, error="shared memory")
-    latency = (
-        10.0
-        + 3 * abs(math.log2(config.BLOCK_SIZE_M / 32))
-        + 2 * abs(math.log2(config.BLOCK_SIZE_N / 64))
-        + (0 if config.BLOCK_SIZE_K == 128 else 1.5)
-        + 0.5 * abs(math.log2(config.GROUP_SIZE_M / 16)) / 6
-        + (0 if config.num_warps == 4 else 0.7)
-        + abs(config.num_stages - 3) * 0.4
+    if config.GROUP_SIZE_M == 64 and config.num_stages == 2:
+        return TrialResult(TrialStatus.WRONG_RESULT, rel_error=0.5)
+    if config.BLOCK_SIZE_K == 64 and config.num_warps == 8 and config.BLOCK_SIZE_M == 16:
+        return TrialResult(TrialStatus.COMPILE_ERROR, error="compile error")
+    bumps = math.sin(config.BLOCK_SIZE_M / 7.0) + math.cos(config.BLOCK_SIZE_N * config.num_stages)
+    latency = 20.0 + 3 * abs(math.log2(config.BLOCK_SIZE_M / 64)) + bumps + config.num_warps / 4
+    return TrialResult(TrialStatus.OK, latency, latency - 0.1, latency + 0.1)
+
+
+def make_runner(fail_all: bool = False):
+    """A replay runner; BLOCK_SIZE_N=32 with 8 warps is not recorded (it answers invalid)."""
+    results = [
+        (512, 1024, 16, c, TrialResult(TrialStatus.CRASHED) if fail_all else synthetic(c))
+        for c in SPACE
+        if not (c.BLOCK_SIZE_N == 32 and c.num_warps == 8)
+    ]
+    landscape = landscape_from_results(
+        device_name="NVIDIA_L20",
+        environment={},
+        recorded_at="2026-11-30T00:00:00Z",
+        space="vllm",
+        out_dtype="bfloat16",
+        block_shape=(128, 128),
+        results=results,
     )
-    return TrialResult(TrialStatus.OK, latency_us=latency, p20_us=latency, p80_us=latency)
+    return landscape.runner(512, 1024, 16)
 
 
-class Recorder:
-    def __init__(self):
-        self.calls: list[KernelConfig] = []
-
-    def __call__(self, config):
-        self.calls.append(config)
-        return landscape(config)
+RUNNER, FAILING = make_runner(), make_runner(fail_all=True)
 
 
-def test_registry():
-    # The strategies the docs and CLI name are registered, first and in this order; what every
-    # registered strategy does on the replay runner is test_strategy_conformance.py's.
-    assert list(STRATEGIES)[:6] == ["grid", "optuna", "local", "tpe+local", "ils", "guided"]
-    for name, strategy in STRATEGIES.items():
-        assert type(get_strategy(name)) is strategy
-    known = ", ".join(STRATEGIES)
-    with pytest.raises(ValueError) as unknown:
-        get_strategy("random")
-    assert str(unknown.value) == f"unknown strategy 'random'; known: {known}"
+def search(name, budget=40, seed=3, space=SPACE, warm_start=WARM, runner=RUNNER):
+    """The configs `evaluate` was called with, in order, and the history."""
+    calls = []
 
+    def evaluate(config):
+        calls.append(config)
+        return runner.evaluate(config)
 
-def test_grid_evaluates_warm_start_then_every_config_once():
-    recorder = Recorder()
-    history = get_strategy("grid").search(
-        recorder, space=SPACE, budget=10_000, seed=0, warm_start=[DEFAULT]
+    history = get_strategy(name).search(
+        evaluate, space=space, budget=budget, seed=seed, warm_start=warm_start
     )
-    assert recorder.calls[0] == DEFAULT
-    assert len(recorder.calls) == len(set(recorder.calls)) == 1280
-    winner, result = best(history)
-    assert winner == KernelConfig(32, 64, 128, 16, 4, 3)
-    assert result.latency_us == pytest.approx(10.0)
+    return calls, history
 
 
-def test_grid_budget_caps():
-    recorder = Recorder()
-    get_strategy("grid").search(recorder, space=SPACE, budget=5, seed=0)
-    assert recorder.calls == SPACE[:5]
+def counted(name, calls, runner=RUNNER):
+    """Calls that count against the budget: all but the statuses the strategy declares free."""
+    return sum(runner.evaluate(c).status not in get_strategy(name).free for c in calls)
 
 
-def test_optuna_budget_warm_start_and_determinism():
-    first, second = Recorder(), Recorder()
-    history = get_strategy("optuna").search(
-        first, space=SPACE, budget=40, seed=7, warm_start=[DEFAULT]
-    )
-    get_strategy("optuna").search(second, space=SPACE, budget=40, seed=7, warm_start=[DEFAULT])
-    assert first.calls[0] == DEFAULT
-    assert len(first.calls) == len(set(first.calls)) == 40 == len(history)
-    assert first.calls == second.calls  # same seed, same sequence: resumable and replayable
-    assert set(first.calls) <= set(SPACE)
-    third = Recorder()
-    get_strategy("optuna").search(third, space=SPACE, budget=40, seed=8, warm_start=[DEFAULT])
-    assert third.calls != first.calls
-
-
-def test_optuna_beats_the_default_on_a_smooth_landscape():
-    history = get_strategy("optuna").search(
-        Recorder(), space=SPACE, budget=60, seed=0, warm_start=[DEFAULT]
-    )
+@pytest.mark.parametrize("name", NAMES)
+def test_budget_distinct_configs_warm_starts_first_and_seeded(name):
+    outside = KernelConfig(64, 128, 128, 32, 2, 2)  # 2 warps: not in vLLM's space
+    warm = [WARM[1], outside, WARM[0], WARM[1], WARM[2]]
+    calls, history = search(name, budget=64, warm_start=warm)
+    assert calls[:3] == [WARM[1], WARM[0], WARM[2]] and outside not in calls
+    assert len(calls) == len(set(calls)) and counted(name, calls) == 64
+    assert len(calls) == 64 or get_strategy(name).free  # guided: pruned configs are free
+    assert history == [(c, RUNNER.evaluate(c)) for c in calls]
+    assert TrialStatus.OK in {r.status for _, r in history} and not all(r.ok for _, r in history)
     _, result = best(history)
-    assert result.latency_us < landscape(DEFAULT).latency_us
-    assert result.latency_us <= 11.5  # within 15% of the optimum (10.0) after 60 of 1,280
+    assert result.latency_us == min(r.latency_us for _, r in history if r.ok)
+    assert result.latency_us <= RUNNER.evaluate(DEFAULT).latency_us
+    assert search(name, budget=64, warm_start=warm)[0] == calls  # resumable, replayable
+    assert (search(name, budget=64, seed=4, warm_start=warm)[0] == calls) == (name == "grid")
 
 
-def test_optuna_on_a_small_explicit_list_stops_at_its_size():
-    space = SPACE[:3]
-    recorder = Recorder()
-    history = get_strategy("optuna").search(recorder, space=space, budget=10, seed=0)
-    assert sorted(recorder.calls) == sorted(space)
-    assert len(history) == 3
+@pytest.mark.parametrize("name", NAMES)
+def test_only_configs_of_the_space_each_once_and_none_at_budget_zero(name):
+    subspace = [c for c in SPACE if c.BLOCK_SIZE_K == 128 and c.num_stages in (3, 4)]
+    calls, _ = search(name, space=subspace)
+    assert counted(name, calls) == 40 and set(calls) <= set(subspace)
+    assert DEFAULT not in calls  # a warm start outside the space (2 stages)
+    small = SPACE[:5]
+    calls, history = search(name, budget=50, space=small, warm_start=[small[3]])
+    assert calls[0] == small[3] and sorted(calls) == sorted(small) and len(history) == 5
+    assert search(name, budget=0) == ([], [])
 
 
-def test_best_ignores_failures():
-    failed = TrialResult(TrialStatus.WRONG_RESULT, rel_error=0.5)
-    ok = TrialResult(TrialStatus.OK, latency_us=5.0)
-    assert best([(DEFAULT, failed)]) is None
-    assert best([(SPACE[0], failed), (DEFAULT, ok)]) == (DEFAULT, ok)
+@pytest.mark.parametrize("name", NAMES)
+def test_everything_failing_spends_the_budget_and_has_no_winner(name):
+    calls, history = search(name, budget=24, runner=FAILING)
+    assert len(calls) == len(set(calls))
+    assert counted(name, calls, FAILING) == 24 <= len(calls)  # invalid ones: free for guided
+    assert best(history) is None
+
+
+@pytest.mark.parametrize("budget", [5, 40])
+@pytest.mark.parametrize("name", NAMES)
+def test_what_a_strategy_plans_is_what_it_measures_first(name, budget):
+    """`planned` (what the compile pool prepares ahead of the GPU) is a prefix of the history:
+    grid's whole space, the others' warm starts of the space."""
+    warm = [*WARM, KernelConfig(512, 64, 128, 1, 4, 2)]  # not in the space: never planned
+    plan = get_strategy(name).planned(space=SPACE, seed=11, warm_start=warm)[:budget]
+    _, history = search(name, budget=budget, seed=11, warm_start=warm)
+    assert [config for config, _ in history[: len(plan)]] == plan
+    assert len(plan) == min(budget, len(SPACE) if name == "grid" else len(WARM))
+
+
+def test_the_registry_names_the_strategies_and_says_which_were_removed():
+    assert list(STRATEGIES) == ["grid", "optuna", "guided"]
+    with pytest.raises(
+        ValueError, match=r"^unknown strategy 'random'; known: grid, optuna, guided$"
+    ):
+        get_strategy("random")
+    with pytest.raises(ValueError, match=r"^strategy 'ils' was removed .*: grid, optuna, guided$"):
+        get_strategy("ils")
+
+
+def test_grid_measures_the_warm_starts_then_the_space_in_order():
+    calls, _ = search("grid", budget=10_000, warm_start=[DEFAULT])
+    assert calls == [DEFAULT, *(c for c in SPACE if c != DEFAULT)]
+    assert search("grid", budget=5, warm_start=[])[0] == SPACE[:5]
+
+
+def test_axes_and_neighbours_of_vllms_space():
+    axes = {axis.key: axis for axis in space_axes(SPACE)}
+    m = axes["BLOCK_SIZE_M"]
+    assert (m.param, m.low, m.high, m.coordinate(64), m.value(6)) == (
+        "log2_BLOCK_SIZE_M",
+        4,
+        8,
+        6,
+        64,
+    )
+    stages = axes["num_stages"]  # counted, not scaled
+    assert (stages.param, stages.low, stages.high, stages.value(3)) == ("num_stages", 2, 5, 3)
+    group = axes["GROUP_SIZE_M"]  # 1, 16, 32, 64: not consecutive powers of two
+    assert (group.param, group.low, group.high, group.coordinate(32)) == ("GROUP_SIZE_M", 0, 3, 2)
+    assert [group.value(i) for i in range(4)] == [1, 16, 32, 64]
+    with pytest.raises(ValueError, match="empty"):
+        space_axes([])
+    ordered = list(axes.values())
+    singles = list(neighbours(DEFAULT, ordered))
+    # BLOCK_SIZE_M 32/128, BLOCK_SIZE_N 64/256, BLOCK_SIZE_K 64, GROUP_SIZE_M 16/64,
+    # num_warps 8, num_stages 3 (2 is the lowest).
+    assert len(singles) == 9 and KernelConfig(32, 128, 128, 32, 4, 2) in singles
+    pairs = list(neighbours(DEFAULT, ordered, pairs=True))
+    assert pairs[:9] == singles and KernelConfig(32, 256, 128, 32, 4, 2) in pairs
+    assert {
+        sum(a != b for a, b in zip(c.as_dict().values(), DEFAULT.as_dict().values(), strict=True))
+        for c in pairs
+    } == {1, 2}
+    anywhere = neighbours(DEFAULT, ordered, categorical=frozenset({"GROUP_SIZE_M"}))
+    assert {c.GROUP_SIZE_M for c in anywhere} == {1, 16, 32, 64}
+
+
+def test_warm_starts_and_related_tasks_are_the_nearest_m_then_the_same_m_of_other_shapes():
+    config = {m: SPACE[i] for i, m in enumerate((1, 16, 32, 64, 256, 2048, 4096))}
+    other = SPACE[500]
+    winners = [(5120, 3072, m, c) for m, c in config.items()]
+    winners += [(7168, 5120, 32, other), (7168, 5120, 16, SPACE[600]), (5120, 3072, 32, other)]
+    chosen = warm_start_for_task(winners, N=5120, K=3072, M=32, default=DEFAULT)
+    # |log2 M - 5|: 16 and 64 at 1, 256 further away. Same M (32) on 7168x5120 follows, once;
+    # (5120, 3072, 32) itself is the task and is skipped.
+    assert chosen == [DEFAULT, config[16], config[64], other]
+    assert warm_start_for_task([(1, 1, 2, DEFAULT)], N=1, K=1, M=1, default=DEFAULT) == [DEFAULT]
+    keys = [(256, 512, 1), (256, 512, 32), (256, 512, 16), (512, 256, 16), (1024, 256, 16)]
+    timings = {key: [(DEFAULT, float(i + 1))] for i, key in enumerate(keys)}
+    # One of each kind: M 32 of the same shape (M 1 is further), the first other shape at M 16.
+    assert related((256, 512, 16), timings) == [timings[(256, 512, 32)], timings[(512, 256, 16)]]
+    assert related((2048, 2048, 16), {}) == []
