@@ -12,7 +12,8 @@ from sqlalchemy.orm import Session
 from api import schemas
 from api.deps import SessionDep, SettingsDep
 from db import repo
-from tuner.core import DEVICE_ARG_PATTERN, facts, triton_minor
+from tuner import core
+from tuner.core import DEVICE_ARG_PATTERN, triton_minor
 from tuner.files.archive import build_zip
 from tuner.files.device import (
     HTTP_STALE_HINT,
@@ -39,7 +40,7 @@ DeviceName = Annotated[
     ),
 ]
 OutDtype = Annotated[
-    facts.OutDtype | None,
+    core.OutDtype | None,
     Query(
         description="Only trials timed with this output dtype; needed when a device has both.",
     ),
