@@ -4,10 +4,6 @@ tuned on the interpreter, stored and merged into an E=... file."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -111,7 +107,7 @@ def test_the_specialization_separates_what_compiles_differently() -> None:
 
 
 def test_an_moe_task_is_tuned_on_the_interpreter_and_merged(tmp_path) -> None:
-    space = [KernelConfig(16, 64, 128, 1, 4, 2), KernelConfig(32, 128, 64, 16, 4, 3)]
+    space = [KernelConfig(32, 128, 64, 16, 4, 3)]
     engine, task = run_one_task(
         f"sqlite:///{tmp_path}/tuner.db",
         model="tiny-moe",
@@ -149,35 +145,3 @@ def test_an_moe_task_is_tuned_on_the_interpreter_and_merged(tmp_path) -> None:
     assert (file.family, file.key.shape.params_text) == ("moe", "E=4,top_k=2")
     text = json.loads(dump_config_file(file.merged.configs))
     assert list(text) == ["3"] and KernelConfig.from_dict(text["3"]) in {*space, default}
-
-
-def test_both_launches_compile_for_sm90_without_a_gpu() -> None:
-    code = (
-        "import json, torch, triton\n"
-        "from tuner.kernels.shape import Shape\n"
-        "from tuner.kernels.moe.family import MOE\n"
-        "from tuner.kernels.moe.space import default_config\n"
-        "if 'nvidia' not in triton.backends.backends: print('{}'); raise SystemExit\n"
-        "s = Shape(384, 2048, (128, 128), (('E', 128), ('top_k', 8)))\n"
-        "k = MOE.compile_for_target(default_config(1), 90, shape=s, M=1,\n"
-        "                           out_dtype=torch.bfloat16)\n"
-        "print(json.dumps({'shared': k.metadata.shared}))\n"
-    )
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=600,
-        cwd=Path(__file__).resolve().parents[4],
-    )
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    if not result:
-        pytest.skip("this Triton has no NVIDIA backend")
-    # M = 1 with 128 experts and top_k 8 is vLLM's naive assignment, and the 16x64 tile runs
-    # with SWAP_AB on sm90: 16x64x128 tiles, 4 stages of fp8 A and B, all 4 buffered:
-    # (16 + 64) * 128 bytes * 4 = 40,960 (vLLM 0.33.0's kernel gives the same: the real-engine
-    # lane, tests/engines/test_compile_equivalence.py).
-    assert result["shared"] == 40960

@@ -1,0 +1,199 @@
+"""Run in a process without TRITON_INTERPRET (test_target.py): compile the dense and fused-MoE
+kernels for GPU targets without a GPU, and compare our launch specialization with the one
+Triton's own launcher binding makes from the host code's arguments. Prints one JSON object."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+import triton
+from triton import knobs
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource, make_backend
+from triton.runtime.cache import get_cache_key
+from triton.runtime.jit import create_function_from_signature
+
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.dense import kernel as dense
+from tuner.kernels.dense.space import default_config
+from tuner.kernels.dense.target import compile_for_target, launch_specialization
+from tuner.kernels.fidelity import Capture
+from tuner.kernels.moe import target as moe_target
+from tuner.kernels.moe.family import MOE
+from tuner.kernels.moe.kernel import fused_moe_fp8_block_kernel, invoke_moe_gemm, parse_config
+from tuner.kernels.moe.space import default_config as moe_default
+from tuner.kernels.moe.specialization import (
+    launch_em,
+    max_padded_slots,
+    uses_naive_assignment,
+    uses_swap_ab,
+)
+from tuner.kernels.shape import Shape
+
+
+def _binder(fn, arch: int):
+    backend = make_backend(GPUTarget("cuda", arch, 32))
+    return backend, create_function_from_signature(fn.signature, fn.params, backend)
+
+
+def dense_parity() -> list[list]:
+    """[ours == Triton's specialization, same compile cache key, ours, Triton's] per launch."""
+    fn = dense.w8a8_block_fp8_matmul_kernel
+    backend, binder = _binder(fn, 90)
+    meta = dict(BLOCK_SIZE_M=64, BLOCK_SIZE_N=128, BLOCK_SIZE_K=128, GROUP_SIZE_M=32)
+    rows = []
+    for M, N, K, dtype in (
+        (1, 576, 7168, torch.bfloat16),
+        (64, 2112, 7168, torch.float16),
+        (33, 100, 17, torch.bfloat16),
+        (4096, 7168, 18432, torch.bfloat16),
+    ):
+        kt, nt = -(-K // 128), -(-N // 128)
+        A, B = (
+            torch.empty(M, K, dtype=torch.float8_e4m3fn),
+            torch.empty(N, K, dtype=torch.float8_e4m3fn),
+        )
+        C, As, Bs = torch.empty(M, N, dtype=dtype), torch.empty(M, kt), torch.empty(nt, kt)
+        bound, spec, options = binder(
+            A,
+            B,
+            C,
+            As,
+            Bs,
+            M,
+            N,
+            K,
+            128,
+            128,
+            A.stride(0),
+            A.stride(1),
+            B.stride(1),
+            B.stride(0),
+            C.stride(0),
+            C.stride(1),
+            As.stride(0),
+            As.stride(1),
+            Bs.stride(1),
+            Bs.stride(0),
+            **meta,
+        )
+        theirs = fn._pack_args(backend, meta, bound, spec, options)[1:]
+        ours = launch_specialization(default_config(), M, N, K, 128, 128, dtype)
+        # The whole compile cache key: the launch's options are num_warps, num_stages and what
+        # JITFunction.run adds (debug, and the compilation knobs this Triton has).
+        launch = dict(meta, num_warps=4, num_stages=2, debug=knobs.runtime.debug)
+        for knob in ("instrumentation_mode", "fpsan_homomorphic_casts"):
+            if hasattr(knobs.compilation, knob):
+                launch[knob] = getattr(knobs.compilation, knob)
+        keys = [
+            get_cache_key(ASTSource(fn, *spec3), backend, backend.parse_options(opts), env_vars={})
+            for spec3, opts in ((ours, {"num_warps": 4, "num_stages": 2}), (theirs, launch))
+        ]
+        rows.append([ours == tuple(theirs), keys[0] == keys[1], repr(ours), repr(theirs)])
+    return rows
+
+
+def moe_parity() -> list[dict]:
+    """Per launch of `invoke_moe_gemm`: naive, SWAP_AB, stride_bsn, and ours == Triton's."""
+    fn = fused_moe_fp8_block_kernel
+    rows = []
+    # (M, E, N, K, top_k, BLOCK_SIZE_M, BLOCK_SIZE_N, arch): tiny-moe (one block of N in both
+    # GEMMs), Qwen3-30B-A3B with SWAP_AB on sm90 and without on sm89, DeepSeek-V3 at M = 1.
+    for M, E, N, K, top_k, bm, bn, arch in (
+        (33, 4, 64, 128, 2, 16, 64, 89),
+        (256, 128, 768, 2048, 8, 16, 128, 90),
+        (256, 128, 768, 2048, 8, 64, 128, 89),
+        (1, 256, 256, 7168, 8, 16, 64, 90),
+    ):
+        config = dict(
+            BLOCK_SIZE_M=bm,
+            BLOCK_SIZE_N=bn,
+            BLOCK_SIZE_K=128,
+            GROUP_SIZE_M=1,
+            num_warps=4,
+            num_stages=3,
+        )
+        backend, binder = _binder(fn, arch)
+        meta, fp8, ids, slots = "meta", torch.float8_e4m3fn, torch.int32, M * top_k
+        naive = uses_naive_assignment(M, top_k, E)
+        padded = slots if naive else max_padded_slots(slots, E, bm)
+        routing = (
+            None if naive else torch.empty(padded, dtype=ids, device=meta),
+            torch.empty(slots if naive else -(-padded // bm), dtype=ids, device=meta),
+            torch.empty(1, dtype=ids, device=meta),
+        )
+        for a_rows, n, k, launch_top_k, weighted in (
+            (M, 2 * N, K, top_k, False),
+            (slots, K, N, 1, True),
+        ):
+            capture = Capture()
+            invoke_moe_gemm(
+                torch.empty(a_rows, k, dtype=fp8, device=meta),
+                torch.empty(a_rows, -(-k // 128), device=meta),
+                torch.empty(E, n, k, dtype=fp8, device=meta),
+                torch.empty(E, -(-n // 128), -(-k // 128), device=meta),
+                torch.empty(a_rows * launch_top_k, n, dtype=torch.bfloat16, device=meta),
+                torch.empty(M, top_k, device=meta),
+                *routing,
+                mul_routed_weight=weighted,
+                top_k=launch_top_k,
+                config=config,
+                block_shape=(128, 128),
+                arch=arch,
+                kernel=capture,
+            )
+            args, kwargs = capture.calls[0]
+            bound, spec, options = binder(*args, **kwargs)
+            theirs = fn._pack_args(backend, kwargs, bound, spec, options)[1:]
+            ours = moe_target.launch_specialization(
+                parse_config(config, (128, 128)),
+                N=n,
+                K=k,
+                EM=launch_em(slots, E, bm, a_rows, launch_top_k, naive=naive),
+                slots=slots,
+                top_k=launch_top_k,
+                mul_routed_weight=weighted,
+                block_shape=(128, 128),
+                out_dtype=torch.bfloat16,
+                naive=naive,
+                swap_ab=uses_swap_ab(bm, bn, arch),
+            )
+            stride_bsn = kwargs.get("stride_bsn", args[fn.arg_names.index("stride_bsn")])
+            rows.append(
+                {
+                    "naive": naive,
+                    "swap_ab": kwargs["SWAP_AB"],
+                    "stride_bsn": stride_bsn,
+                    "same": ours == tuple(theirs),
+                    "ours": repr(ours),
+                    "triton": repr(theirs),
+                }
+            )
+    return rows
+
+
+def main() -> None:
+    if "nvidia" not in triton.backends.backends:
+        print(json.dumps({"skip": "this Triton has no NVIDIA backend"}))
+        return
+    too_big = KernelConfig(128, 128, 128, 1, 4, 5)  # 5 stages of 32 KiB: over 99 KiB
+    qwen3 = Shape(384, 2048, (128, 128), (("E", 128), ("top_k", 8)))
+    shared = {
+        "default-sm90": compile_for_target(default_config().as_dict(), 90, M=64, N=576, K=7168),
+        "too-big-sm89": compile_for_target(too_big.as_dict(), 89, M=64, N=576, K=7168),
+        "moe-sm90": MOE.compile_for_target(
+            moe_default(1), 90, shape=qwen3, M=1, out_dtype=torch.bfloat16
+        ),
+    }
+    result = {
+        "hash": dense.kernel_source_hash(),
+        "shared": {name: kernel.metadata.shared for name, kernel in shared.items()},
+        "dense": dense_parity(),
+        "moe": moe_parity(),
+    }
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
