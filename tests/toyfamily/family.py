@@ -74,25 +74,19 @@ def _why_invalid(config: KernelConfig, shape: Shape) -> str | None:
 
 
 def _compile_for_target(config: KernelConfig, arch: int, *, shape: Shape, M: int, out_dtype):
-    import torch
-    import triton
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
     from tests.toyfamily.kernel import scaled_gemm_kernel
-    from tuner.kernels.dense.target import argument_specialization
+    from tuner.kernels.dense.target import (
+        POINTER_TYPES,
+        argument_specialization,
+        compile_specialized,
+    )
 
-    c_type = {torch.bfloat16: "*bf16", torch.float16: "*fp16"}[out_dtype]
-    pointers = {"a_ptr": "*fp8e4nv", "b_ptr": "*fp8e4nv", "c_ptr": c_type}
+    pointers = {"a_ptr": "*fp8e4nv", "b_ptr": "*fp8e4nv", "c_ptr": POINTER_TYPES[out_dtype]}
     pointers |= {"a_scale_ptr": "*fp32", "b_scale_ptr": "*fp32"}
     ints = {"M": M, "N": shape.N, "K": shape.K}
     meta = {key: value for key, value in config.as_dict().items() if key.isupper()}
-    signature, constexprs, attrs = argument_specialization(
-        scaled_gemm_kernel.fn, pointers, ints, meta
-    )
-    source = ASTSource(scaled_gemm_kernel, signature, constexprs, attrs)
-    options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
-    return triton.compile(source, target=GPUTarget("cuda", arch, 32), options=options)
+    specialization = argument_specialization(scaled_gemm_kernel.fn, pointers, ints, meta)
+    return compile_specialized(scaled_gemm_kernel, specialization, arch, config)
 
 
 def _file_name(shape: Shape, device: str, engine: str) -> str:

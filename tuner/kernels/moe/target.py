@@ -7,15 +7,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-import triton
 
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.dense.target import argument_specialization
+from tuner.kernels.dense.target import POINTER_TYPES, argument_specialization, compile_specialized
 from tuner.kernels.moe.kernel import OUT_DTYPES, fused_moe_fp8_block_kernel, parse_config
 from tuner.kernels.moe.space import effective_block_k
 from tuner.kernels.moe.specialization import launch_em, uses_naive_assignment, uses_swap_ab
-
-_POINTER_TYPES = {torch.bfloat16: "*bf16", torch.float16: "*fp16"}
 
 
 def launch_specialization(
@@ -68,7 +65,7 @@ def launch_specialization(
     pointers = {
         "a_ptr": "*fp8e4nv",
         "b_ptr": "*fp8e4nv",
-        "c_ptr": _POINTER_TYPES[out_dtype],
+        "c_ptr": POINTER_TYPES[out_dtype],
         "a_scale_ptr": "*fp32",
         "b_scale_ptr": "*fp32",
         "topk_weights_ptr": "*fp32",
@@ -120,20 +117,11 @@ def compile_for_target(
         RuntimeError: imported under TRITON_INTERPRET=1.
         triton.CompilationError: the compiler rejected the kernel.
     """
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    from triton.runtime.jit import JITFunction
-
     parsed = parse_config(config, block_shape)
     if out_dtype not in OUT_DTYPES:
         raise ValueError(f"out_dtype must be torch.bfloat16 or torch.float16, got {out_dtype}")
     if min(M, N, K, E, top_k) <= 0:
         raise ValueError(f"M, N, K, E, top_k must be positive, got {M}, {N}, {K}, {E}, {top_k}")
-    if not isinstance(fused_moe_fp8_block_kernel, JITFunction):
-        raise RuntimeError(
-            "compile_for_target needs a process without TRITON_INTERPRET=1 "
-            "(this module was imported under Triton's interpreter)"
-        )
     slots = M * top_k
     naive = uses_naive_assignment(M, top_k, E)
     swap_ab = uses_swap_ab(parsed.BLOCK_SIZE_M, parsed.BLOCK_SIZE_N, arch)
@@ -141,10 +129,9 @@ def compile_for_target(
         (2 * N, K, launch_em(slots, E, parsed.BLOCK_SIZE_M, M, top_k, naive=naive), top_k, False),
         (K, N, launch_em(slots, E, parsed.BLOCK_SIZE_M, slots, 1, naive=naive), 1, True),
     )
-    options = {"num_warps": parsed.num_warps, "num_stages": parsed.num_stages}
     kernels = []
     for n, k, em, launch_top_k, weighted in launches:
-        signature, constexprs, attrs = launch_specialization(
+        specialization = launch_specialization(
             parsed,
             N=n,
             K=k,
@@ -157,8 +144,7 @@ def compile_for_target(
             naive=naive,
             swap_ab=swap_ab,
         )
-        source = ASTSource(
-            fn=fused_moe_fp8_block_kernel, signature=signature, constexprs=constexprs, attrs=attrs
+        kernels.append(
+            compile_specialized(fused_moe_fp8_block_kernel, specialization, arch, parsed)
         )
-        kernels.append(triton.compile(source, target=GPUTarget("cuda", arch, 32), options=options))
     return kernels[0]
