@@ -1,10 +1,14 @@
 """Run in a process without TRITON_INTERPRET (test_target.py): compile the dense and fused-MoE
-kernels for GPU targets without a GPU, and compare our launch specialization with the one
-Triton's own launcher binding makes from the host code's arguments. Prints one JSON object."""
+kernels for GPU targets without a GPU, compare our launch specialization with the one Triton's
+own launcher binding makes from the host code's arguments, and compile doctor's MoE pair (our
+kernel and a stand-in vLLM's copy of it). Prints one JSON object."""
 
 from __future__ import annotations
 
 import json
+import sys
+import tempfile
+from pathlib import Path
 
 import torch
 import triton
@@ -14,13 +18,15 @@ from triton.compiler import ASTSource, make_backend
 from triton.runtime.cache import get_cache_key
 from triton.runtime.jit import create_function_from_signature
 
+from tests.standin_vllm import build_standin
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense import kernel as dense
 from tuner.kernels.dense.space import default_config
 from tuner.kernels.dense.target import compile_for_target, launch_specialization
-from tuner.kernels.fidelity import Capture
+from tuner.kernels.fidelity import Capture, same_code
 from tuner.kernels.moe import target as moe_target
 from tuner.kernels.moe.family import MOE
+from tuner.kernels.moe.fidelity import compile_moe_pairs
 from tuner.kernels.moe.kernel import fused_moe_fp8_block_kernel, invoke_moe_gemm, parse_config
 from tuner.kernels.moe.space import default_config as moe_default
 from tuner.kernels.moe.specialization import (
@@ -186,7 +192,20 @@ def main() -> None:
             moe_default(1), 90, shape=qwen3, M=1, out_dtype=torch.bfloat16
         ),
     }
+    sys.path.insert(0, str(build_standin(Path(tempfile.mkdtemp()) / "site")))
+    pairs = compile_moe_pairs(
+        "vllm.model_executor.layers.fused_moe.fused_moe",
+        "fused_moe_kernel",
+        moe_default(1),
+        90,
+        M=1,
+        E=8,
+        N=256,
+        K=512,
+        top_k=2,
+    )
     result = {
+        "moe_pairs": [[ours.shared, same_code(ours, theirs)] for ours, theirs in pairs],
         "hash": dense.kernel_source_hash(),
         "shared": {name: kernel.metadata.shared for name, kernel in shared.items()},
         "dense": dense_parity(),

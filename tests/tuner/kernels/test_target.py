@@ -1,6 +1,7 @@
-"""Compiling the kernels for a GPU target without a GPU (each family's `target.py`): what the
-compiler says, and the same specialization and compile cache key as Triton's own launcher, so a
-precompiled binary is the one a launch looks up. One process without TRITON_INTERPRET
+"""Compiling the kernels for a GPU target without a GPU (each family's `target.py`, and doctor's
+pair compile, `tuner.kernels.moe.fidelity`): what the compiler says, and the same
+specialization and compile cache key as Triton's own launcher, so a precompiled binary is the
+one a launch looks up. One process without TRITON_INTERPRET
 (`compile_probe.py`) does the compiling: once the interpreter has run a kernel, Triton's
 language module stays patched in that process and code generation fails."""
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tuner.kernels.dense.kernel import kernel_source_hash
+from tuner.kernels.moe.fidelity import as_on
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -54,6 +56,14 @@ def test_the_kernels_compile_for_ada_and_hopper_without_a_gpu(probe: dict) -> No
     assert probe["hash"] == kernel_source_hash()  # with and without the interpreter
 
 
+def test_doctors_moe_pair_compiles_both_launches_as_their_host_code_makes_them(probe) -> None:
+    """Our kernel against a copy of itself under vLLM's name and parameter list (the stand-in
+    vLLM), each launched by its own host code: the same code. vLLM's default at M = 1 on sm90
+    runs with SWAP_AB and naive assignment (1 x 2 x 4 <= 8 experts): (16 x 128 + 64 x 128)
+    fp8 bytes a stage x 4 buffered stages = 40960 bytes."""
+    assert probe["moe_pairs"] == [[40960, []], [40960, []]]
+
+
 def test_the_dense_specialization_and_cache_key_match_tritons_launcher(probe: dict) -> None:
     assert len(probe["dense"]) == 4
     for same, same_key, ours, theirs in probe["dense"]:
@@ -74,3 +84,15 @@ def test_the_moe_specialization_is_tritons_binding_of_invoke_moe_gemms_launch(pr
     ]
     for row in rows:
         assert row["same"], (row["ours"], row["triton"])
+
+
+def test_swap_ab_follows_vllms_rule_for_the_target_not_the_host() -> None:
+    small = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "SWAP_AB": False}
+    assert as_on(90, small) == dict(small, SWAP_AB=True)
+    assert as_on(89, dict(small, SWAP_AB=True)) == dict(small, SWAP_AB=False)
+    assert as_on(100, dict(small, SWAP_AB=True)) == dict(small, SWAP_AB=False)
+    assert as_on(90, dict(small, BLOCK_SIZE_M=64))["SWAP_AB"] is False
+    assert as_on(90, dict(small, BLOCK_SIZE_N=32))["SWAP_AB"] is False
+    assert as_on(90, dict(small, BLOCK_SIZE_M=32, BLOCK_SIZE_N=256))["SWAP_AB"] is True
+    other = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64}  # a kernel without SWAP_AB: untouched
+    assert as_on(90, other) == other
