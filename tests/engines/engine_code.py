@@ -116,6 +116,19 @@ def load(
         pytest.fail(str(exc), pytrace=False)
 
 
+def load_member(wheel: Path, member: str, names: list[str], given: dict, container=None):
+    """`load` of the named functions of one module of a wheel (e.g. "vllm/.../fp8_utils.py"),
+    with `__file__` at its place in a `tests.engines.container.Container` when given."""
+    return load(
+        wheel_text(wheel, member),
+        names,
+        given,
+        filename=f"{wheel.name}/{member}",
+        module=member.removesuffix(".py").replace("/", "."),
+        module_file=container.module_file(member) if container else None,
+    )
+
+
 def install_module(
     monkeypatch: pytest.MonkeyPatch, dotted: str, attributes: Mapping[str, object]
 ) -> ModuleType:

@@ -146,28 +146,20 @@ def test_point_statuses_are_the_stored_values() -> None:
     assert "status IN ('ok', 'failed', 'unavailable')" in checks
 
 
-def test_out_dtypes_are_torchs_names_of_the_kernels_dtypes() -> None:
-    torch = pytest.importorskip("torch")
+def test_out_dtypes_are_torchs_names_of_the_kernels_dtypes_and_the_stores() -> None:
+    import torch
+
     from tuner.kernels.dense.kernel import OUT_DTYPES as DENSE_DTYPES
     from tuner.kernels.moe.kernel import OUT_DTYPES as MOE_DTYPES
 
     assert OUT_DTYPES == ("bfloat16", "float16") and DEFAULT_OUT_DTYPE == "bfloat16"
     assert tuple(OutDtype) == OUT_DTYPES  # `--out-dtype`'s choices
     assert DENSE_DTYPES == MOE_DTYPES == tuple(getattr(torch, name) for name in OUT_DTYPES)
-
-
-def test_the_store_takes_exactly_the_out_dtypes() -> None:
-    fields = {
-        "m_values": [1],
-        "shapes": [(256, 384)],
-        "block_shape": (128, 128),
-        "tp": 1,
-        "budget": 1,
-    }
+    fields = {"m_values": [1], "shapes": [(256, 384)], "block_shape": (128, 128), "tp": 1}
     for dtype in OUT_DTYPES:
-        _validate(out_dtype=dtype, **fields)
+        _validate(out_dtype=dtype, budget=1, **fields)
     with pytest.raises(ValueError, match="'float32' is not one of bfloat16, float16"):
-        _validate(out_dtype="float32", **fields)
+        _validate(out_dtype="float32", budget=1, **fields)
 
 
 @pytest.mark.parametrize(
@@ -180,35 +172,26 @@ def test_the_store_takes_exactly_the_out_dtypes() -> None:
         ("03.06.0", (3, 6)),
         ("v3.6", (3, 6)),
         ("3.8.0rc1", (3, 8)),
+        *((bad, None) for bad in ("3", "three.six", "", "36", "3.6 beta")),
     ],
 )
-def test_triton_minor(version: str, minor: tuple[int, int]) -> None:
+def test_triton_minor(version: str, minor: tuple[int, int] | None) -> None:
     assert minor_of(version) == minor
-    assert triton_minor(version) == f"{minor[0]}.{minor[1]}"
+    if minor is None:
+        with pytest.raises(ValueError, match="is not a version such as 3.6.0"):
+            triton_minor(version)
+    else:
+        assert triton_minor(version) == f"{minor[0]}.{minor[1]}"
 
 
-@pytest.mark.parametrize("version", ["3", "three.six", "", "36", "3.6 beta"])
-def test_not_a_triton_version(version: str) -> None:
-    assert minor_of(version) is None
-    with pytest.raises(ValueError, match="is not a version such as 3.6.0"):
-        triton_minor(version)
-
-
-def test_the_kernel_source_hash_is_sha256_of_its_utf8_text() -> None:
-    text = "@triton.jit\ndef k(x):  # \u00e9\n    pass\n"
-    assert kernel_source_hash(text) == hashlib.sha256(text.encode("utf-8")).hexdigest()
-    assert kernel_source_hash("") == (
-        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-    )
-
-
-def test_the_kernels_record_the_core_hash_of_their_source() -> None:
-    pytest.importorskip("triton")
+def test_the_kernels_record_the_sha256_of_their_source_text() -> None:
     import inspect
     import textwrap
 
     from tuner.kernels.dense import kernel as dense
 
+    text = "@triton.jit\ndef k(x):  # \u00e9\n    pass\n"
+    assert kernel_source_hash(text) == hashlib.sha256(text.encode("utf-8")).hexdigest()
     source = textwrap.dedent(inspect.getsource(dense.w8a8_block_fp8_matmul_kernel.fn))
     assert dense.kernel_source_hash() == kernel_source_hash(source)
 

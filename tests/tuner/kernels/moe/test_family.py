@@ -22,42 +22,32 @@ from tuner.kernels.shape import Shape
 QWEN3_TP2 = Shape(384, 2048, (128, 128), (("E", 128), ("top_k", 8)))
 
 
-def test_file_names_are_vllms_with_the_h200_rule() -> None:
+def test_file_names_are_vllms_with_the_h200_rule_and_sglangs_without() -> None:
     assert get_family("moe") is MOE
-    assert MOE.files.file_name(QWEN3_TP2, "NVIDIA_H100_80GB_HBM3", "vllm") == (
-        "E=128,N=384,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8,block_shape=[128,128].json"
+    name = "E=128,N=384,device_name={},dtype=fp8_w8a8,block_shape=[128{}128].json"
+    assert MOE.files.file_name(QWEN3_TP2, "NVIDIA_H100_80GB_HBM3", "vllm") == name.format(
+        "NVIDIA_H100_80GB_HBM3", ","
     )
-    # Every device of the H200 family is NVIDIA_H200 in vLLM 0.33.0's MoE names.
-    assert moe_config_file_name(128, 384, "NVIDIA_H200_NVL") == (
-        "E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json"
+    # Every device of the H200 family is NVIDIA_H200 in vLLM 0.33.0's MoE names; SGLang's
+    # get_config_file_name keeps the device and writes the block shape as a Python list.
+    vllm_name = moe_config_file_name(128, 384, "NVIDIA_H200_NVL")
+    assert vllm_name == MOE.files.file_name(QWEN3_TP2, "NVIDIA_H200_NVL", "vllm")
+    assert vllm_name == name.format("NVIDIA_H200", ",")
+    assert MOE.files.file_name(QWEN3_TP2, "NVIDIA_H200_NVL", "sglang") == name.format(
+        "NVIDIA_H200_NVL", ", "
     )
+    assert any_engine_file_name(vllm_name, "sglang", "NVIDIA_H200_NVL") == name.format(
+        "NVIDIA_H200_NVL", ", "
+    )
+    assert any_engine_file_name(vllm_name, "sglang") == name.format("NVIDIA_H200", ", ")
+    assert any_engine_file_name(vllm_name, "vllm", "NVIDIA_H200_NVL") == vllm_name
     assert moe_config_file_name(8, 64, "NVIDIA_GH200_480GB").startswith(
         "E=8,N=64,device_name=NVIDIA_GH200_480GB,"
     )
-    parsed = MOE.files.parse_file_name(
-        "E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json"
-    )
-    assert parsed == (Shape(256, 0, (128, 128), (("E", 256),)), "NVIDIA_H200", "fp8_w8a8")
+    parsed = MOE.files.parse_file_name(name.format("NVIDIA_H200", ", ").replace("128,N", "256,N"))
+    assert parsed == (Shape(384, 0, (128, 128), (("E", 256),)), "NVIDIA_H200", "fp8_w8a8")
     with pytest.raises(ValueError, match="not a block-FP8 MoE config file name"):
         MOE.files.parse_file_name("E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8.json")
-
-
-def test_sglang_names_keep_the_device_and_space_the_block_shape() -> None:
-    # SGLang's get_config_file_name: the block shape as a Python list, the device unfolded.
-    assert MOE.files.file_name(QWEN3_TP2, "NVIDIA_H200_NVL", "sglang") == (
-        "E=128,N=384,device_name=NVIDIA_H200_NVL,dtype=fp8_w8a8,block_shape=[128, 128].json"
-    )
-    assert MOE.files.file_name(QWEN3_TP2, "NVIDIA_H200_NVL", "vllm") == (
-        "E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json"
-    )
-    vllm_name = moe_config_file_name(128, 384, "NVIDIA_H200_NVL")
-    assert any_engine_file_name(vllm_name, "sglang", "NVIDIA_H200_NVL") == (
-        "E=128,N=384,device_name=NVIDIA_H200_NVL,dtype=fp8_w8a8,block_shape=[128, 128].json"
-    )
-    assert any_engine_file_name(vllm_name, "sglang") == (
-        "E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json"
-    )
-    assert any_engine_file_name(vllm_name, "vllm", "NVIDIA_H200_NVL") == vllm_name
 
 
 def test_the_default_depends_on_m_as_vllm_0_33_0s() -> None:
