@@ -213,40 +213,6 @@ def test_the_familys_files_are_mounted_and_pulled_into_its_own_folder(toy) -> No
     assert f"  - name: {ENV}" in pulled
 
 
-def test_the_familys_kernel_is_checked_and_a_file_verified_on_the_interpreter(toy) -> None:
-    params = (("G", 2),)
-    checked = KernelRunner(
-        Problem(3, 96, 80, None, "bfloat16", family="toy", params=params),
-        runner_name="interpreter",
-    ).check(SPACE[0])
-    assert checked.status is TrialStatus.OK and checked.rel_error < 1e-2, checked
-    runner = InterpreterRunner(DEVICE, reps=1)
-
-    def make_runner(N: int, K: int, M: int):
-        problem = Problem(M, N, K, None, "bfloat16", family="toy", params=params)
-        return runner.problem_runner(problem, seed=0, warmup_s=0.0, rep_s=0.0)
-
-    # M=1 runs SPACE[1], checked against the float64 reference and timed against the toy's
-    # default; M=4096's BLOCK_SIZE_K=256 breaks the toy's rule for K=64.
-    result = verify_shape(
-        N=64,
-        K=64,
-        block_shape=None,
-        configs={1: SPACE[1].as_dict(), 4096: WIDE.as_dict()},
-        m_points=[1, 4096],
-        make_runner=make_runner,
-        rounds=2,
-        family="toy",
-        params=params,
-    )
-    first, last = result.points
-    assert (first.M, first.config, first.timed, first.error) == (1, SPACE[1], True, None)
-    assert first.verdict in (Verdict.OK, Verdict.SLOWER)
-    error = "invalid config: BLOCK_SIZE_K=256 is more than K=64"
-    assert last == PointResult(4096, 4096, WIDE, Verdict.FAILED, False, error=error)
-    assert result.block_shape is None
-
-
 class Runner:
     """Checks pass; `sample_us` answers a fixed time per config."""
 
@@ -261,8 +227,13 @@ class Runner:
 
 
 def test_a_file_is_verified_against_the_familys_own_default(toy) -> None:
+    checked = KernelRunner(
+        Problem(3, 96, 80, None, "bfloat16", family="toy", params=(("G", 2),)),
+        runner_name="interpreter",
+    ).check(SPACE[0])  # the toy's kernel against its float64 reference
+    assert checked.status is TrialStatus.OK and checked.rel_error < 1e-2, checked
     faster = KernelConfig(32, 32, 32, 1, 4, 2)
-    configs = {1: SMALL.as_dict(), 32: faster.as_dict()}
+    configs = {1: SMALL.as_dict(), 32: faster.as_dict(), 4096: WIDE.as_dict()}
     made = []
 
     def make_runner(N: int, K: int, M: int) -> Runner:
@@ -270,25 +241,29 @@ def test_a_file_is_verified_against_the_familys_own_default(toy) -> None:
         return Runner({faster: 10.0, SMALL: 20.0, LARGE: 5.0})
 
     # M=1 and 8 run the toy's own default (nothing timed); M=24 picks key 32, timed against
-    # the toy's default at M=24 (LARGE, not the dense GEMM's), so slower.
-    assert timed_points(configs, [1, 8, 24], None, family="toy") == [24]
+    # the toy's default at M=24 (LARGE, not the dense GEMM's), so slower; M=4096's
+    # BLOCK_SIZE_K=256 breaks the toy's rule for K=64.
+    m_points = [1, 8, 24, 4096]
+    assert timed_points(configs, m_points, None, family="toy") == [24, 4096]
     result = verify_shape(
         N=64,
         K=64,
         block_shape=None,
         configs=configs,
-        m_points=[1, 8, 24],
+        m_points=m_points,
         make_runner=make_runner,
         rounds=4,
         family="toy",
         params=(("G", 2),),
     )
+    error = "invalid config: BLOCK_SIZE_K=256 is more than K=64"
     assert result.points == (
         PointResult(1, 1, SMALL, Verdict.OK, False),
         PointResult(8, 1, SMALL, Verdict.OK, False),
         PointResult(24, 32, faster, Verdict.SLOWER, True, 10.0, 5.0, 0.0),
+        PointResult(4096, 4096, WIDE, Verdict.FAILED, False, error=error),
     )
-    assert made == [(64, 64, 24)]
+    assert made == [(64, 64, 24)] and result.block_shape is None
 
 
 def test_a_file_is_imported_as_its_own_familys_and_exported_as_it_was(tmp_path, toy) -> None:
