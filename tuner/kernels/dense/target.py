@@ -13,6 +13,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource, CompiledKernel
 from triton.runtime.jit import JITFunction
 
+from tuner.core import DEFAULT_OUT_DTYPE
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.kernel import (
     OUT_DTYPES,
@@ -24,6 +25,8 @@ from tuner.kernels.interpreter import triton_version
 
 # Triton's names of the pointer arguments' element types.
 POINTER_TYPES = {torch.bfloat16: "*bf16", torch.float16: "*fp16"}
+# The output dtype compiled for when none is asked (`tuner.core.DEFAULT_OUT_DTYPE`, serving's).
+DEFAULT_TORCH_DTYPE: torch.dtype = getattr(torch, DEFAULT_OUT_DTYPE)
 _DIVISIBLE_BY_16 = [["tt.divisibility", 16]]
 
 Specialization = tuple[
@@ -161,7 +164,7 @@ def compile_for_target(
     N: int,
     K: int,
     block_shape: tuple[int, int] | list[int] = (128, 128),
-    out_dtype: torch.dtype = torch.bfloat16,
+    out_dtype: torch.dtype = DEFAULT_TORCH_DTYPE,
 ) -> CompiledKernel:
     """Compile the kernel for an NVIDIA architecture without a GPU, specialized as a launch is.
 

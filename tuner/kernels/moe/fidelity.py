@@ -4,8 +4,16 @@ host code for both GEMMs of the expert MLP and compiled for a GPU target
 
 from __future__ import annotations
 
+import importlib
+
+import torch
+
 from tuner.kernels.config import KernelConfig
+from tuner.kernels.dense.target import DEFAULT_TORCH_DTYPE
 from tuner.kernels.fidelity import Capture, Compiled, compile_launch
+from tuner.kernels.moe.kernel import fused_moe_fp8_block_kernel, invoke_moe_gemm
+from tuner.kernels.moe.specialization import max_padded_slots, uses_naive_assignment, uses_swap_ab
+from tuner.kernels.moe.vllm_workload import vllm_moe_gemm
 
 
 def as_on(arch: int, kwargs: dict) -> dict:
@@ -20,8 +28,6 @@ def as_on(arch: int, kwargs: dict) -> dict:
     Returns:
         `kwargs`, with SWAP_AB as vLLM sets it on `arch` where the kernel takes it.
     """
-    from tuner.kernels.moe.specialization import uses_swap_ab
-
     if "SWAP_AB" not in kwargs:
         return kwargs
     return dict(kwargs, SWAP_AB=uses_swap_ab(kwargs["BLOCK_SIZE_M"], kwargs["BLOCK_SIZE_N"], arch))
@@ -60,11 +66,6 @@ def compile_moe_pairs(
         ImportError, AttributeError: no such vLLM module or kernel.
         triton.CompilationError: either kernel does not compile.
     """
-    import importlib
-
-    from tuner.kernels.moe.kernel import fused_moe_fp8_block_kernel, invoke_moe_gemm
-    from tuner.kernels.moe.vllm_workload import vllm_moe_gemm
-
     vllm = importlib.import_module(module)
     theirs_fn = getattr(vllm, function)
     routing = _meta_routing(M, top_k, E, config.BLOCK_SIZE_M)
@@ -115,10 +116,6 @@ def _meta_routing(M: int, top_k: int, E: int, block_m: int) -> tuple:
     """The routing tensors (sorted token ids, expert ids, number of post-padded tokens) on
     "meta" as vLLM routes M tokens: naive assignment for small batches (no sorted ids,
     `uses_naive_assignment`), else padded to `block_m` per expert (`max_padded_slots`)."""
-    import torch
-
-    from tuner.kernels.moe.specialization import max_padded_slots, uses_naive_assignment
-
     meta, ids = "meta", torch.int32
     if uses_naive_assignment(M, top_k, E):
         return (
@@ -148,14 +145,12 @@ def _meta_operands(
     """One expert GEMM's operands on "meta": A [rows, k] FP8 and its block scales, B
     [E, n, k] FP8 and its block scales, the bf16 output [out_rows, n], the routing weights
     [M, top_k]."""
-    import torch
-
     meta, fp8, (gn, gk) = "meta", torch.float8_e4m3fn, block_shape
     return (
         torch.empty(rows, k, dtype=fp8, device=meta),
         torch.empty(rows, -(-k // gk), device=meta),
         torch.empty(E, n, k, dtype=fp8, device=meta),
         torch.empty(E, -(-n // gn), -(-k // gk), device=meta),
-        torch.empty(out_rows, n, dtype=torch.bfloat16, device=meta),
+        torch.empty(out_rows, n, dtype=DEFAULT_TORCH_DTYPE, device=meta),
         torch.empty(M, top_k, device=meta),
     )

@@ -9,7 +9,12 @@ from typing import Any
 import torch
 
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.dense.target import POINTER_TYPES, argument_specialization, compile_specialized
+from tuner.kernels.dense.target import (
+    DEFAULT_TORCH_DTYPE,
+    POINTER_TYPES,
+    argument_specialization,
+    compile_specialized,
+)
 from tuner.kernels.moe.kernel import OUT_DTYPES, fused_moe_fp8_block_kernel, parse_config
 from tuner.kernels.moe.space import effective_block_k
 from tuner.kernels.moe.specialization import launch_em, uses_naive_assignment, uses_swap_ab
@@ -102,7 +107,7 @@ def compile_for_target(
     E: int,
     top_k: int,
     block_shape: tuple[int, int] = (128, 128),
-    out_dtype: torch.dtype = torch.bfloat16,
+    out_dtype: torch.dtype = DEFAULT_TORCH_DTYPE,
 ) -> Any:
     """Compile both launches of the expert MLP (gate_up: B [E, 2N, K], top_k; down: B [E, K, N],
     top_k 1, routing weights) for an NVIDIA architecture, as a launch at M tokens on that
