@@ -43,6 +43,21 @@ def _binder(fn, arch: int):
     return backend, create_function_from_signature(fn.signature, fn.params, backend)
 
 
+def _same_cache_key(fn, backend, ours, theirs, meta: dict) -> bool:
+    """Whether our specialization compiles under the cache key of Triton's launch: the launch's
+    options are num_warps, num_stages and what JITFunction.run adds (debug, and the
+    compilation knobs this Triton has)."""
+    launch = dict(meta, num_warps=4, num_stages=2, debug=knobs.runtime.debug)
+    for knob in ("instrumentation_mode", "fpsan_homomorphic_casts"):
+        if hasattr(knobs.compilation, knob):
+            launch[knob] = getattr(knobs.compilation, knob)
+    keys = [
+        get_cache_key(ASTSource(fn, *spec), backend, backend.parse_options(opts), env_vars={})
+        for spec, opts in ((ours, {"num_warps": 4, "num_stages": 2}), (theirs, launch))
+    ]
+    return keys[0] == keys[1]
+
+
 def dense_parity() -> list[list]:
     """[ours == Triton's specialization, same compile cache key, ours, Triton's] per launch."""
     fn = dense.w8a8_block_fp8_matmul_kernel
@@ -56,48 +71,51 @@ def dense_parity() -> list[list]:
         (4096, 7168, 18432, torch.bfloat16),
     ):
         kt, nt = -(-K // 128), -(-N // 128)
-        A, B = (
-            torch.empty(M, K, dtype=torch.float8_e4m3fn),
-            torch.empty(N, K, dtype=torch.float8_e4m3fn),
-        )
+        A, B = (torch.empty(rows, K, dtype=torch.float8_e4m3fn) for rows in (M, N))
         C, As, Bs = torch.empty(M, N, dtype=dtype), torch.empty(M, kt), torch.empty(nt, kt)
-        bound, spec, options = binder(
-            A,
-            B,
-            C,
-            As,
-            Bs,
-            M,
-            N,
-            K,
-            128,
-            128,
-            A.stride(0),
-            A.stride(1),
-            B.stride(1),
-            B.stride(0),
-            C.stride(0),
-            C.stride(1),
-            As.stride(0),
-            As.stride(1),
-            Bs.stride(1),
-            Bs.stride(0),
-            **meta,
-        )
+        strides = (*A.stride(), *B.stride()[::-1], *C.stride(), *As.stride(), *Bs.stride()[::-1])
+        bound, spec, options = binder(A, B, C, As, Bs, M, N, K, 128, 128, *strides, **meta)
         theirs = fn._pack_args(backend, meta, bound, spec, options)[1:]
         ours = launch_specialization(default_config(), M, N, K, 128, 128, dtype)
-        # The whole compile cache key: the launch's options are num_warps, num_stages and what
-        # JITFunction.run adds (debug, and the compilation knobs this Triton has).
-        launch = dict(meta, num_warps=4, num_stages=2, debug=knobs.runtime.debug)
-        for knob in ("instrumentation_mode", "fpsan_homomorphic_casts"):
-            if hasattr(knobs.compilation, knob):
-                launch[knob] = getattr(knobs.compilation, knob)
-        keys = [
-            get_cache_key(ASTSource(fn, *spec3), backend, backend.parse_options(opts), env_vars={})
-            for spec3, opts in ((ours, {"num_warps": 4, "num_stages": 2}), (theirs, launch))
-        ]
-        rows.append([ours == tuple(theirs), keys[0] == keys[1], repr(ours), repr(theirs)])
+        same_key = _same_cache_key(fn, backend, ours, theirs, meta)
+        rows.append([ours == tuple(theirs), same_key, repr(ours), repr(theirs)])
     return rows
+
+
+def _moe_launches(M: int, E: int, N: int, K: int, top_k: int, config: dict, arch: int):
+    """(our Launch, naive, the (args, kwargs) `invoke_moe_gemm` passes its kernel) for both
+    GEMMs of the expert MLP on "meta" tensors."""
+    meta, fp8, ids, slots = "meta", torch.float8_e4m3fn, torch.int32, M * top_k
+    bm = config["BLOCK_SIZE_M"]
+    naive = uses_naive_assignment(M, top_k, E)
+    padded = slots if naive else max_padded_slots(slots, E, bm)
+    routing = (
+        None if naive else torch.empty(padded, dtype=ids, device=meta),
+        torch.empty(slots if naive else -(-padded // bm), dtype=ids, device=meta),
+        torch.empty(1, dtype=ids, device=meta),
+    )
+    for a_rows, n, k, launch_top_k, weighted in (
+        (M, 2 * N, K, top_k, False),
+        (slots, K, N, 1, True),
+    ):
+        capture = Capture()
+        invoke_moe_gemm(
+            torch.empty(a_rows, k, dtype=fp8, device=meta),
+            torch.empty(a_rows, -(-k // 128), device=meta),
+            torch.empty(E, n, k, dtype=fp8, device=meta),
+            torch.empty(E, -(-n // 128), -(-k // 128), device=meta),
+            torch.empty(a_rows * launch_top_k, n, dtype=torch.bfloat16, device=meta),
+            torch.empty(M, top_k, device=meta),
+            *routing,
+            mul_routed_weight=weighted,
+            top_k=launch_top_k,
+            config=config,
+            block_shape=(128, 128),
+            arch=arch,
+            kernel=capture,
+        )
+        em = launch_em(slots, E, bm, a_rows, launch_top_k, naive=naive)
+        yield moe_target.Launch(n, k, em, slots, launch_top_k, weighted), naive, capture.calls[0]
 
 
 def moe_parity() -> list[dict]:
@@ -112,70 +130,24 @@ def moe_parity() -> list[dict]:
         (256, 128, 768, 2048, 8, 64, 128, 89),
         (1, 256, 256, 7168, 8, 16, 64, 90),
     ):
-        config = dict(
-            BLOCK_SIZE_M=bm,
-            BLOCK_SIZE_N=bn,
-            BLOCK_SIZE_K=128,
-            GROUP_SIZE_M=1,
-            num_warps=4,
-            num_stages=3,
-        )
+        config = dict(BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=128, GROUP_SIZE_M=1)
+        config |= dict(num_warps=4, num_stages=3)
         backend, binder = _binder(fn, arch)
-        meta, fp8, ids, slots = "meta", torch.float8_e4m3fn, torch.int32, M * top_k
-        naive = uses_naive_assignment(M, top_k, E)
-        padded = slots if naive else max_padded_slots(slots, E, bm)
-        routing = (
-            None if naive else torch.empty(padded, dtype=ids, device=meta),
-            torch.empty(slots if naive else -(-padded // bm), dtype=ids, device=meta),
-            torch.empty(1, dtype=ids, device=meta),
-        )
-        for a_rows, n, k, launch_top_k, weighted in (
-            (M, 2 * N, K, top_k, False),
-            (slots, K, N, 1, True),
-        ):
-            capture = Capture()
-            invoke_moe_gemm(
-                torch.empty(a_rows, k, dtype=fp8, device=meta),
-                torch.empty(a_rows, -(-k // 128), device=meta),
-                torch.empty(E, n, k, dtype=fp8, device=meta),
-                torch.empty(E, -(-n // 128), -(-k // 128), device=meta),
-                torch.empty(a_rows * launch_top_k, n, dtype=torch.bfloat16, device=meta),
-                torch.empty(M, top_k, device=meta),
-                *routing,
-                mul_routed_weight=weighted,
-                top_k=launch_top_k,
-                config=config,
-                block_shape=(128, 128),
-                arch=arch,
-                kernel=capture,
-            )
-            args, kwargs = capture.calls[0]
+        for launch, naive, (args, kwargs) in _moe_launches(M, E, N, K, top_k, config, arch):
             bound, spec, options = binder(*args, **kwargs)
             theirs = fn._pack_args(backend, kwargs, bound, spec, options)[1:]
             ours = moe_target.launch_specialization(
                 parse_config(config, (128, 128)),
-                N=n,
-                K=k,
-                EM=launch_em(slots, E, bm, a_rows, launch_top_k, naive=naive),
-                slots=slots,
-                top_k=launch_top_k,
-                mul_routed_weight=weighted,
+                launch,
                 block_shape=(128, 128),
                 out_dtype=torch.bfloat16,
                 naive=naive,
                 swap_ab=uses_swap_ab(bm, bn, arch),
             )
             stride_bsn = kwargs.get("stride_bsn", args[fn.arg_names.index("stride_bsn")])
-            rows.append(
-                {
-                    "naive": naive,
-                    "swap_ab": kwargs["SWAP_AB"],
-                    "stride_bsn": stride_bsn,
-                    "same": ours == tuple(theirs),
-                    "ours": repr(ours),
-                    "triton": repr(theirs),
-                }
-            )
+            same = ours == tuple(theirs)
+            rows.append({"naive": naive, "swap_ab": kwargs["SWAP_AB"], "stride_bsn": stride_bsn})
+            rows[-1] |= {"same": same, "ours": repr(ours), "triton": repr(theirs)}
     return rows
 
 

@@ -126,6 +126,32 @@ def _requests():
     )
 
 
+def _check_the_store_and_publish(url: str, sweep_id: int) -> None:
+    """Every config and the family's own default at M=2 ran and matched the float64
+    reference; no block shape is 0/0 in the store (never NULL), in the sweep and a release."""
+    engine = open_store(url)
+    with session_scope(engine) as session:
+        stored = session.get(Sweep, sweep_id)
+        assert stored is not None and (stored.block_n, stored.block_k) == (0, 0)
+        trials = [
+            t
+            for task in repo.sweep_tasks(session, sweep_id=sweep_id)
+            for t in repo.task_trials(session, task_id=task.task_id)
+        ]
+        coverage = repo.shape_coverage(session, device_name=DEVICE)
+    args = ["publish", "--device", "interpreter", "--allow-stale", "--db", url]
+    published = CliRunner().invoke(app, args)
+    assert published.exit_code == 0, published.output
+    with session_scope(engine) as session:
+        release_rows = session.execute(select(ReleaseFile.block_n, ReleaseFile.block_k)).all()
+    engine.dispose()
+    defaults = {KernelConfig.from_dict(t.config) for t in trials if t.is_default}
+    assert defaults == {TOY.default_config(toy_shape(64, 64, 2), 2)}
+    assert len(trials) == 6 and all(t.status == "ok" and t.rel_error < 1e-2 for t in trials)
+    assert [(c.N, c.K, c.block_shape) for c in coverage] == [(64, 64, None), (96, 64, None)]
+    assert [tuple(row) for row in release_rows] == [(0, 0), (0, 0)]
+
+
 def test_the_family_is_planned_swept_stored_reported_and_exported(tmp_path, toy) -> None:
     requests = _requests()
     assert [(r.family, r.params, r.shapes, r.block_shape, words) for r, words in requests] == [
@@ -135,29 +161,7 @@ def test_the_family_is_planned_swept_stored_reported_and_exported(tmp_path, toy)
     ]
     url = f"sqlite:///{tmp_path}/tuner.db"
     sweep_id = _sweep(url, requests[1][0])
-    engine = open_store(url)
-    with session_scope(engine) as session:
-        stored = session.get(Sweep, sweep_id)  # no block shape: 0/0 in the store, never NULL
-        assert stored is not None and (stored.block_n, stored.block_k) == (0, 0)
-        trials = [
-            t
-            for task in repo.sweep_tasks(session, sweep_id=sweep_id)
-            for t in repo.task_trials(session, task_id=task.task_id)
-        ]
-        defaults = {KernelConfig.from_dict(t.config) for t in trials if t.is_default}
-        coverage = repo.shape_coverage(session, device_name=DEVICE)
-        assert [(c.N, c.K, c.block_shape) for c in coverage] == [(64, 64, None), (96, 64, None)]
-        repo_publish = CliRunner().invoke(
-            app, ["publish", "--device", "interpreter", "--allow-stale", "--db", url]
-        )
-        assert repo_publish.exit_code == 0, repo_publish.output
-    with session_scope(engine) as session:
-        release_rows = session.execute(select(ReleaseFile.block_n, ReleaseFile.block_k)).all()
-    engine.dispose()
-    # Every config and the family's own default at M=2 ran and matched the float64 reference.
-    assert defaults == {TOY.default_config(toy_shape(64, 64, 2), 2)}
-    assert len(trials) == 6 and all(t.status == "ok" and t.rel_error < 1e-2 for t in trials)
-    assert [tuple(row) for row in release_rows] == [(0, 0), (0, 0)]
+    _check_the_store_and_publish(url, sweep_id)
     out = tmp_path / "out"
     exported = CliRunner().invoke(
         app, ["export", "--device", "interpreter", "--out", str(out), "--allow-stale", "--db", url]

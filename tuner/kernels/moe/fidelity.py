@@ -5,6 +5,7 @@ host code for both GEMMs of the expert MLP and compiled for a GPU target
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 import torch
 
@@ -46,18 +47,11 @@ def compile_moe_pairs(
     top_k: int,
     block_shape: tuple[int, int] = (128, 128),
 ) -> list[tuple[Compiled, Compiled]]:
-    """Compile the builtin fused-MoE kernel and vLLM's (`module`.`function`, launched by that
-    module's `dispatch_fused_moe_kernel`) for both GEMMs of the expert MLP at M tokens, each
-    with the arguments its own host code passes on a GPU of `arch` (captured on "meta"
-    tensors: nothing runs), with the routing vLLM uses at M (naive assignment for small
-    batches, `uses_naive_assignment`).
-
-    Args:
-        module, function: vLLM's fused_moe module and kernel (`tuner.kernels.moe.family.VLLM_MOE`).
-        config: vLLM's six keys.
-        arch: compute capability as an int.
-        M: tokens; E experts; N the per-rank intermediate size; K the hidden size; top_k.
-        block_shape: [group_n, group_k].
+    """Compile the builtin fused-MoE kernel and vLLM's (`module`.`function` of
+    `tuner.kernels.moe.family.VLLM_MOE`, launched by that module's `dispatch_fused_moe_kernel`)
+    for both GEMMs of the expert MLP at M tokens (E experts, N the per-rank intermediate size, K
+    the hidden size), each with the arguments its own host code passes on a GPU of `arch`
+    (captured on "meta" tensors: nothing runs), with the routing vLLM uses at M.
 
     Returns:
         [(builtin's, vLLM's)] for the gate_up GEMM (B [E, 2N, K]) and the down GEMM (B [E, K, N]).
@@ -67,49 +61,42 @@ def compile_moe_pairs(
         triton.CompilationError: either kernel does not compile.
     """
     vllm = importlib.import_module(module)
-    theirs_fn = getattr(vllm, function)
     routing = _meta_routing(M, top_k, E, config.BLOCK_SIZE_M)
     pairs = []
     for rows, n, k, launch_top_k, weighted in (
         (M, 2 * N, K, top_k, False),
         (M * top_k, K, N, 1, True),
     ):
-        tensors = (
-            *_meta_operands(
-                rows * launch_top_k, rows, n, k, E=E, M=M, top_k=top_k, block_shape=block_shape
-            ),
-            *routing,
+        operands = _meta_operands(
+            rows * launch_top_k, rows, n, k, E=E, M=M, top_k=top_k, block_shape=block_shape
         )
-        ours, theirs = Capture(), Capture()
-        invoke_moe_gemm(
-            *tensors,
-            mul_routed_weight=weighted,
-            top_k=launch_top_k,
-            config=config.as_dict(),
-            block_shape=block_shape,
-            arch=arch,
-            kernel=ours,
-        )
-        setattr(vllm, function, theirs)
-        try:
-            vllm_moe_gemm(
-                *tensors,
-                mul_routed_weight=weighted,
-                top_k=launch_top_k,
-                config=config.as_dict(),
-                block_shape=block_shape,
-                module=module,
-            )
-        finally:
-            setattr(vllm, function, theirs_fn)
-        (ours_args, ours_kwargs), (their_args, their_kwargs) = ours.calls[0], theirs.calls[0]
+        launch = {
+            "mul_routed_weight": weighted,
+            "top_k": launch_top_k,
+            "config": config.as_dict(),
+            "block_shape": block_shape,
+        }
+        ours, theirs = _captured(vllm, function, (*operands, *routing), launch, arch, module)
         pairs.append(
             (
-                compile_launch(fused_moe_fp8_block_kernel, arch, ours_args, ours_kwargs),
-                compile_launch(theirs_fn, arch, their_args, as_on(arch, their_kwargs)),
+                compile_launch(fused_moe_fp8_block_kernel, arch, *ours),
+                compile_launch(getattr(vllm, function), arch, theirs[0], as_on(arch, theirs[1])),
             )
         )
     return pairs
+
+
+def _captured(vllm: Any, function: str, tensors: tuple, launch: dict, arch: int, module: str):
+    """((args, kwargs) our host code, (args, kwargs) vLLM's passes to its kernel for one
+    launch: each launched on `tensors` with vLLM's kernel swapped for a `Capture` meanwhile."""
+    ours, theirs, kernel = Capture(), Capture(), getattr(vllm, function)
+    invoke_moe_gemm(*tensors, **launch, arch=arch, kernel=ours)
+    setattr(vllm, function, theirs)
+    try:
+        vllm_moe_gemm(*tensors, **launch, module=module)
+    finally:
+        setattr(vllm, function, kernel)
+    return ours.calls[0], theirs.calls[0]
 
 
 def _meta_routing(M: int, top_k: int, E: int, block_m: int) -> tuple:
