@@ -190,10 +190,12 @@ def geomean(values: Sequence[float]) -> float:
 
 def minor_of(version: str) -> tuple[int, int] | None:
     """(major, minor) of a version string (`packaging.version`); None when it is not a version
-    with at least a major and a minor, e.g. "3.6.0", "3.6.1+git3f2a", " 3.10" -> (3, 10)."""
+    with at least a major and a minor, e.g. "3.6.0", "3.6.1+git3f2a", " 3.10" -> (3, 10). It
+    must start with a digit, as Triton's do (packaging would take "v3.6")."""
+    text = version.strip() if isinstance(version, str) else ""
     try:
-        release = Version(version.strip()).release
-    except (InvalidVersion, AttributeError):
+        release = Version(text).release if text[:1].isdigit() else ()
+    except InvalidVersion:
         return None
     return (release[0], release[1]) if len(release) >= 2 else None
 
