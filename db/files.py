@@ -36,9 +36,9 @@ from db.models import (
     utcnow,
 )
 from db.work import get_or_create_device
+from tuner.core import COMPARISON_STATUSES
 
 MAX_LABEL = 128
-POINT_STATUSES = ("ok", "failed", "unavailable")
 _IMPORT_KEY = ("device_id", "family", "shape_params", "N", "K", "block_n", "block_k", "label")
 
 # --- imports ----------------------------------------------------------------------------------
@@ -492,8 +492,8 @@ def record_comparison(
     """
     seen = set()
     for point in points:
-        if point.status not in POINT_STATUSES:
-            raise ValueError(f"status {point.status!r} is not one of {POINT_STATUSES}")
+        if point.status not in COMPARISON_STATUSES:
+            raise ValueError(f"status {point.status!r} is not one of {COMPARISON_STATUSES}")
         if (point.N, point.K, point.M, point.backend) in seen:
             raise ValueError(f"N={point.N},K={point.K},M={point.M} {point.backend} twice")
         seen.add((point.N, point.K, point.M, point.backend))

@@ -1,5 +1,5 @@
-"""The real-engine lane: fixtures giving vLLM 0.33.0's and SGLang 0.5.23's wheels, a file's text
-from one and the ast loader (`tests.engines.engine_code`).
+"""The real-engine lane: fixtures giving vLLM 0.33.0's and SGLang 0.5.23's wheels
+(`tests.engines.engine_code` reads files from them and runs functions cut out of them).
 
 Without TUNER_ENGINE_WHEELS the lane's tests are skipped with one reason, so the suite runs
 without network. With it set (`.ci/run` sets it), they never skip: a missing wheel or file fails
@@ -8,19 +8,11 @@ its test, and a skip or xfail of any test in this folder is turned into a failur
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.engines.engine_code import (
-    FETCH,
-    WHEELS_ENV,
-    engine_wheel,
-    load,
-    wheel_text,
-    wheels_folder,
-)
+from tests.engines.engine_code import FETCH, WHEELS_ENV, engine_wheel, wheels_folder
 
 
 @pytest.fixture(scope="session")
@@ -45,19 +37,6 @@ def vllm_wheel(engine_wheels: Path) -> Path:
 def sglang_wheel(engine_wheels: Path) -> Path:
     """The sglang-0.5.23 wheel."""
     return engine_wheel(engine_wheels, "sglang")
-
-
-@pytest.fixture(scope="session")
-def engine_text() -> Callable[[Path, str], str]:
-    """`wheel_text(wheel, member)`: one file of a wheel as text (fails the test when absent)."""
-    return wheel_text
-
-
-@pytest.fixture(scope="session")
-def engine_load() -> Callable[..., object]:
-    """`load(text, names, given, *, filename, module, module_file)`: top-level functions of an
-    engine module, cut out with ast and run with `given` in place of its imports."""
-    return load
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -66,18 +66,13 @@ def _members(wheel: Path) -> frozenset[str]:
         )
 
 
-def wheel_bytes(wheel: Path, member: str) -> bytes:
-    """One file of a wheel, e.g. `vllm/model_executor/layers/fused_moe/fused_moe.py`; fails the
-    test (one line) when the wheel has no such file."""
+def wheel_text(wheel: Path, member: str) -> str:
+    """One file of a wheel as text, e.g. `vllm/model_executor/layers/fused_moe/fused_moe.py`;
+    fails the test (one line) when the wheel has no such file."""
     if member not in _members(wheel):
         pytest.fail(f"{wheel.name} has no {member}", pytrace=False)
     with zipfile.ZipFile(wheel) as archive:
-        return archive.read(member)
-
-
-def wheel_text(wheel: Path, member: str) -> str:
-    """One file of a wheel as UTF-8 text (`wheel_bytes`)."""
-    return wheel_bytes(wheel, member).decode("utf-8")
+        return archive.read(member).decode("utf-8")
 
 
 def wheel_folder(
@@ -119,6 +114,19 @@ def load(
         )
     except (LookupError, RuntimeError) as exc:
         pytest.fail(str(exc), pytrace=False)
+
+
+def load_member(wheel: Path, member: str, names: list[str], given: dict, container=None):
+    """`load` of the named functions of one module of a wheel (e.g. "vllm/.../fp8_utils.py"),
+    with `__file__` at its place in a `tests.engines.container.Container` when given."""
+    return load(
+        wheel_text(wheel, member),
+        names,
+        given,
+        filename=f"{wheel.name}/{member}",
+        module=member.removesuffix(".py").replace("/", "."),
+        module_file=container.module_file(member) if container else None,
+    )
 
 
 def install_module(

@@ -13,7 +13,7 @@ import torch
 import triton
 
 from tests.engines.container import Container, Logged
-from tests.engines.engine_code import install_module, load, wheel_text
+from tests.engines.engine_code import install_module, load_member
 from tests.engines.vllm_host import Launches, meta_operands
 
 FP8_KERNEL = "sglang/kernels/ops/gemm/fp8_kernel.py"
@@ -22,19 +22,6 @@ MOE_PACKAGE = "sglang/srt/layers/moe/moe_runner/triton_utils/__init__.py"
 # The folders of the files SGLang ships (the wheel's; `Container.install` copies them).
 DENSE_CONFIGS = "sglang/kernels/ops/gemm/configs"
 MOE_CONFIGS = "sglang/srt/layers/moe/moe_runner/triton_utils/configs"
-
-
-def _load(
-    wheel: Path, member: str, names: list[str], given: dict, container: Container | None = None
-):
-    return load(
-        wheel_text(wheel, member),
-        names,
-        given,
-        filename=f"{wheel.name}/{member}",
-        module=member.removesuffix(".py").replace("/", "."),
-        module_file=container.module_file(member) if container else None,
-    )
 
 
 def dense_lookup(
@@ -49,7 +36,7 @@ def dense_lookup(
     """fp8_kernel.py's `get_w8a8_block_fp8_configs` and `w8a8_block_fp8_matmul_triton` on a
     CUDA GPU named `gpu_name` (SGLang's get_device_name is torch's name of it), with the Triton
     kernel replaced by `kernel`."""
-    return _load(
+    return load_member(
         wheel,
         FP8_KERNEL,
         [
@@ -99,7 +86,7 @@ def moe_lookup(
     `get_default_config` and `try_get_optimal_moe_config` under Triton `triton_version` (the
     `configs/triton_<version>/` folder it reads first), no deterministic inference and no
     override config (SGLang's own `get_config`, triton_utils/__init__.py)."""
-    package = _load(wheel, MOE_PACKAGE, ["get_config"], {})
+    package = load_member(wheel, MOE_PACKAGE, ["get_config"], {})
     install_module(
         monkeypatch,
         "sglang.srt.layers.moe.moe_runner.triton_utils",
@@ -108,7 +95,7 @@ def moe_lookup(
     no_determinism = SimpleNamespace(
         deterministic=SimpleNamespace(enable_deterministic_inference=False)
     )
-    return _load(
+    return load_member(
         wheel,
         MOE_CONFIG,
         [

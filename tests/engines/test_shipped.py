@@ -46,6 +46,18 @@ def test_vllms_dense_files_come_back_byte_for_byte(vllm_wheel) -> None:
     assert wrong == []
     assert (len(same), len(newline)) == (106, 138)  # vLLM 0.33.0's 244 files
     assert AMD_FILE in newline and L20_576 in same
+    # An AMD file keeps its keys and their order.
+    amd = parse_config_file(files[AMD_FILE].decode())
+    assert list(amd) == list(VLLM_M_GRID) and amd[1]["matrix_instr_nonkdim"] == 16
+    assert list(amd[1]) == [
+        "BLOCK_SIZE_K",
+        "BLOCK_SIZE_M",
+        "BLOCK_SIZE_N",
+        "GROUP_SIZE_M",
+        "kpack",
+        "matrix_instr_nonkdim",
+        "num_warps",
+    ]
     for name in files:
         configs = parse_config_file(files[name].decode())
         assert list(configs) == sorted(configs), name
@@ -76,21 +88,6 @@ def test_vllms_block_fp8_moe_files_come_back_byte_for_byte(vllm_wheel) -> None:
     assert firsts.count("triton_version") == 25 and "triton_version" not in {
         key for data in files.values() for key in list(json.loads(data))[1:]
     }
-
-
-def test_an_amd_file_keeps_its_keys_and_order(vllm_wheel) -> None:
-    configs = parse_config_file(wheel_folder(vllm_wheel, DENSE_CONFIGS)[AMD_FILE].decode())
-    assert list(configs) == list(VLLM_M_GRID)
-    assert list(configs[1]) == [
-        "BLOCK_SIZE_K",
-        "BLOCK_SIZE_M",
-        "BLOCK_SIZE_N",
-        "GROUP_SIZE_M",
-        "kpack",
-        "matrix_instr_nonkdim",
-        "num_warps",
-    ]
-    assert configs[1]["matrix_instr_nonkdim"] == 16
 
 
 def test_the_merge_with_a_shipped_file_keeps_what_the_store_did_not_measure(vllm_wheel) -> None:

@@ -60,9 +60,19 @@ def _expected(configs: dict[int, dict]) -> list[dict]:
     return [configs[vllm_pick_key(configs, M)] for M in range(1, M_MAX + 1)]
 
 
-def test_vllm_reads_the_tuned_folder_the_mounts_set(vllm_wheel, tmp_path, monkeypatch) -> None:
+def test_vllm_reads_the_tuned_folder_the_mounts_set_before_its_own(
+    vllm_wheel, tmp_path, monkeypatch
+) -> None:
     files = tuned_files(DEVICE, SHAPES)
     container = _container(vllm_wheel, tmp_path)
+    # Without the variable vLLM reads the package's file, as it reads the files it ships.
+    shipped = {1: MOE.default_config(files[1].key.shape, 1).as_dict()}
+    package_file = Path(container.module_file(f"{MOE_CONFIGS}/{files[1].file_name}"))
+    package_file.write_text(dump_config_file(shipped, TRITON))
+    container.apply(monkeypatch)
+    vllm = moe_lookup(vllm_wheel, monkeypatch, container, Platform(GPU), Logged())
+    assert _picks(vllm, 8, 64, 128, 2) == [shipped[1]] * M_MAX
+    # With the mounts' folder set, vLLM reads ours first.
     compose = container.mount(files, FILE_DEVICE, "vllm", tmp_path / "host")
     container.apply(monkeypatch)
     folder = container.environment["VLLM_TUNED_CONFIG_FOLDER"]
@@ -81,26 +91,6 @@ def test_vllm_reads_the_tuned_folder_the_mounts_set(vllm_wheel, tmp_path, monkey
             (f"Using configuration from {folder}/{file.file_name} for MoE layer."),
         )
     assert logger.records == []
-
-
-def test_the_tuned_folder_comes_before_the_package_folder(
-    vllm_wheel, tmp_path, monkeypatch
-) -> None:
-    (file,) = tuned_files(DEVICE, SHAPES[1:])
-    E, N, K, top_k = 8, 64, 128, 2
-    shipped = {1: MOE.default_config(file.key.shape, 1).as_dict()}
-    container = _container(vllm_wheel, tmp_path)
-    package_file = Path(container.module_file(f"{MOE_CONFIGS}/{file.file_name}"))
-    package_file.write_text(dump_config_file(shipped, TRITON))
-    # Without the variable vLLM reads the package's file, as it reads the files it ships.
-    container.apply(monkeypatch)
-    vllm = moe_lookup(vllm_wheel, monkeypatch, container, Platform(GPU), Logged())
-    assert _picks(vllm, E, N, K, top_k) == [shipped[1]] * M_MAX
-    # With the mounts' folder set, vLLM reads ours first.
-    container.mount([file], FILE_DEVICE, "vllm", tmp_path / "host")
-    container.apply(monkeypatch)
-    vllm = moe_lookup(vllm_wheel, monkeypatch, container, Platform(GPU), Logged())
-    assert _picks(vllm, E, N, K, top_k) == _expected(parse_config_file(file.merged.text))
 
 
 def test_file_names_are_vllms_with_the_h200_rule(vllm_wheel, monkeypatch, tmp_path) -> None:

@@ -16,7 +16,7 @@ import torch
 import triton
 
 from tests.engines.container import Container, Logged, Platform, VllmEnvs
-from tests.engines.engine_code import install_module, load, wheel_text
+from tests.engines.engine_code import install_module, load_member
 
 PLATFORM_UTILS = "vllm/utils/platform_utils.py"
 FP8_UTILS = "vllm/model_executor/layers/quantization/utils/fp8_utils.py"
@@ -41,23 +41,6 @@ class Launches:
         return launch
 
 
-def _module(member: str) -> str:
-    return member.removesuffix(".py").replace("/", ".")
-
-
-def _load(
-    wheel: Path, member: str, names: list[str], given: dict, container: Container | None = None
-):
-    return load(
-        wheel_text(wheel, member),
-        names,
-        given,
-        filename=f"{wheel.name}/{member}",
-        module=_module(member),
-        module_file=container.module_file(member) if container else None,
-    )
-
-
 def device_name_rule(wheel: Path, monkeypatch: pytest.MonkeyPatch, platform: Platform):
     """vLLM's `get_device_name_as_file_name` (platform_utils.py) on `platform`'s GPU: the
     function imports `current_platform` when called, from a `vllm.platforms` set up here.
@@ -65,7 +48,7 @@ def device_name_rule(wheel: Path, monkeypatch: pytest.MonkeyPatch, platform: Pla
     install_module(monkeypatch, "vllm.platforms", {"current_platform": platform})
     # vLLM imports the `regex` package as re; for this pattern ([\s/]+ on str) the standard re
     # matches the same characters.
-    return _load(
+    return load_member(
         wheel, PLATFORM_UTILS, ["get_device_name_as_file_name"], {"re": re}
     ).get_device_name_as_file_name
 
@@ -80,7 +63,7 @@ def dense_lookup(
 ):
     """fp8_utils.py's `get_w8a8_block_fp8_configs` and `w8a8_triton_block_scaled_mm` with the
     Triton kernel replaced by `kernel`, reading the container's files."""
-    return _load(
+    return load_member(
         wheel,
         FP8_UTILS,
         ["get_w8a8_block_fp8_configs", "w8a8_triton_block_scaled_mm"],
@@ -137,13 +120,13 @@ def moe_lookup(
     `try_get_optimal_moe_config`, reading the container's files; the `get_config` that
     `try_get_optimal_moe_config` imports when called is vLLM's own (fused_moe/__init__.py, no
     override in force)."""
-    package = _load(wheel, FUSED_MOE_PACKAGE, ["get_config"], {})
+    package = load_member(wheel, FUSED_MOE_PACKAGE, ["get_config"], {})
     install_module(
         monkeypatch,
-        _module(FUSED_MOE_PACKAGE).removesuffix(".__init__"),
+        "vllm.model_executor.layers.fused_moe",
         {"get_config": package.get_config},
     )
-    return _load(
+    return load_member(
         wheel,
         FUSED_MOE,
         [

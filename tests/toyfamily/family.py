@@ -1,120 +1,142 @@
-"""A third kernel family, known to no product module: the dense kernel under another name, its
-own file names, an M-dependent default, one dimension G beyond N and K, its own key in a
-model's shapes file (`toy = [[N, K, G], ...]`), and no block scales: its shapes carry
-block_shape None, its file names no block shape, and its weight is quantized per tensor (one
-scale for the whole weight [N, K], one activation scale per row of A), which the dense kernel
-runs as a single scale block of (N, K): group_n = N, group_k = K. A test registers it
-(monkeypatching `tuner.kernels.registry.FAMILIES`); nothing else names it."""
+"""The proof family: a kernel family that no product module names, with its own Triton kernel
+(`tests.toyfamily.kernel`: a per-tensor-scaled FP8 GEMM), its own file names
+(`toy,G=..,N=..,K=..,device_name=...json`, no block shape), its own key in a model's shapes
+file (`toy = [[N, K, G], ...]`), one dimension G beyond N and K, an M-dependent default, and
+its own engine folder, read first from the folder $TOY_CONFIG_FOLDER names. A test registers
+it (monkeypatching `tuner.kernels.registry.FAMILIES`)."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from tuner.core import FP8_DTYPE
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.dense.family import DENSE
-from tuner.kernels.dense.space import why_invalid
-from tuner.kernels.family import Workload
+from tuner.kernels.engines import EngineFolder
+from tuner.kernels.family import FamilyFiles, FamilyShapes, KernelFamily
 from tuner.kernels.shape import Shape
 from tuner.kernels.shapes_rows import int_rows
 
-_NAME = re.compile(r"toy3,G=(\d+),N=(\d+),K=(\d+),device_name=([A-Za-z0-9_]+)\.json")
+ENV = "TOY_CONFIG_FOLDER"
+_NAME = re.compile(r"toy,G=(\d+),N=(\d+),K=(\d+),device_name=([A-Za-z0-9_]+)\.json")
+SPACE = [KernelConfig(bm, bn, bk, 1, 4, 2) for bm in (16, 32) for bn in (32, 64) for bk in (32, 64)]
 
 
-def as_dense(shape: Shape) -> Shape:
-    """The shape as the dense kernel runs it: per-tensor scales are one scale block (N, K)."""
-    if shape.block_shape is not None:
-        raise ValueError(f"toy3 shapes have no block shape, got {shape.block_shape}")
-    return dataclasses.replace(shape, block_shape=(shape.N, shape.K), params=())
+def toy_shape(N: int, K: int, G: int) -> Shape:
+    """A toy shape: per-tensor scales (no block shape) and its dimension G."""
+    return Shape(N, K, None, (("G", G),))
+
+
+@dataclass(frozen=True)
+class ToyWorkload:
+    """A [M, K] and B [N, K] in FP8 drawn from `seed`, and one float32 scale each."""
+
+    A: Any
+    B: Any
+    scales: Any
+
+    @classmethod
+    def make(cls, shape: Shape, M: int, *, seed: int, device: str) -> ToyWorkload:
+        import torch
+
+        gen = torch.Generator().manual_seed(seed)
+        A, B = (
+            (torch.randn(rows, shape.K, generator=gen) * 64).to(torch.float8_e4m3fn).to(device)
+            for rows in (M, shape.N)
+        )
+        scales = ((torch.rand(2, 1, generator=gen) + 0.5) / 64).to(device)
+        return cls(A, B, scales)
+
+    @property
+    def out_shape(self) -> tuple[int, int]:
+        return (self.A.shape[0], self.B.shape[0])
+
+    def weights(self) -> tuple[Any, ...]:
+        return (self.B,)
+
+    def reference(self, out_dtype: Any = None) -> Any:
+        return (self.A.double() @ self.B.double().T) * float(self.scales.double().prod())
+
+    def launch(self, config: KernelConfig, weights: tuple[Any, ...], *, out: Any, out_dtype: Any):
+        from tests.toyfamily.kernel import scaled_gemm
+
+        return scaled_gemm(
+            self.A, weights[0], *self.scales, config.as_dict(), out=out, out_dtype=out_dtype
+        )
 
 
 def _why_invalid(config: KernelConfig, shape: Shape) -> str | None:
-    """The dense kernel's rules for the one scale block: BLOCK_SIZE_K must divide K."""
-    return why_invalid(config, (shape.N, shape.K))
+    if config.BLOCK_SIZE_K > shape.K:
+        return f"BLOCK_SIZE_K={config.BLOCK_SIZE_K} is more than K={shape.K}"
+    return None
 
 
-def _default(shape: Shape, M: int) -> KernelConfig:
-    return KernelConfig(16 if M <= 16 else 64, 128, 128, 1, 4, 2)
+def _compile_for_target(config: KernelConfig, arch: int, *, shape: Shape, M: int, out_dtype):
+    from tests.toyfamily.kernel import scaled_gemm_kernel
+    from tuner.kernels.dense.target import (
+        POINTER_TYPES,
+        argument_specialization,
+        compile_specialized,
+    )
 
-
-def _workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
-    """The dense GEMM's tensors with per-tensor weight scales (Bs [1, 1], As [M, 1])."""
-    return DENSE.workload(as_dense(shape), M, seed=seed, device=device)
-
-
-def _compile_for_target(
-    config: KernelConfig, arch: int, *, shape: Shape, M: int, out_dtype: Any
-) -> Any:
-    return DENSE.compile_for_target(config, arch, shape=as_dense(shape), M=M, out_dtype=out_dtype)
+    pointers = {"a_ptr": "*fp8e4nv", "b_ptr": "*fp8e4nv", "c_ptr": POINTER_TYPES[out_dtype]}
+    pointers |= {"a_scale_ptr": "*fp32", "b_scale_ptr": "*fp32"}
+    ints = {"M": M, "N": shape.N, "K": shape.K}
+    meta = {key: value for key, value in config.as_dict().items() if key.isupper()}
+    specialization = argument_specialization(scaled_gemm_kernel.fn, pointers, ints, meta)
+    return compile_specialized(scaled_gemm_kernel, specialization, arch, config)
 
 
 def _file_name(shape: Shape, device: str, engine: str) -> str:
-    return f"toy3,{shape.params_text},N={shape.N},K={shape.K},device_name={device}.json"
+    return f"toy,{shape.params_text},N={shape.N},K={shape.K},device_name={device}.json"
 
 
 def _parse_file_name(name: str) -> tuple[Shape, str, str]:
     match = _NAME.fullmatch(name)
     if match is None:
-        raise ValueError(f"{name!r} is not a toy3 file name")
+        raise ValueError(f"{name!r} is not a toy file name")
     G, N, K, device = match.groups()
-    return Shape(int(N), int(K), None, (("G", int(G)),)), device, "fp8_w8a8"
+    return toy_shape(int(N), int(K), int(G)), device, FP8_DTYPE
 
 
-def _parse_shapes(rows: object, where: str, block_shape: tuple[int, int]) -> tuple[Shape, ...]:
+def _parse_shapes(rows: object, where: str, block_shape: Any) -> tuple[Shape, ...]:
     """`toy = [[N, K, G], ...]`; the model's block shape is not the toy's: it has none."""
-    return tuple(
-        Shape(N, K, None, (("G", G),))
-        for N, K, G in int_rows(
-            rows,
-            where,
-            names=("N", "K", "G"),
-            row_label="toy",
-            not_a_list="toy must be a list of [N, K, G]",
-        )
-    )
+    names = ("N", "K", "G")
+    not_a_list = "toy must be a list of [N, K, G]"
+    rows = int_rows(rows, where, names=names, row_label="toy", not_a_list=not_a_list)
+    return tuple(toy_shape(N, K, G) for N, K, G in rows)
 
 
 def _describe(shapes: Sequence[Shape]) -> str:
     return f"{len(shapes)} toy shape(s)"
 
 
-TOY3 = dataclasses.replace(
-    DENSE,
-    name="toy3",
-    title="the dense kernel as a third family",
+TOY = KernelFamily(
+    name="toy",
+    title="a per-tensor-scaled FP8 GEMM (tests only)",
+    kernel_module="tests.toyfamily.kernel",
+    kernel_function="scaled_gemm_kernel",
+    compile_modules=("tests.toyfamily.kernel", "tests.toyfamily.family"),
+    space=lambda: list(SPACE),
     why_invalid=_why_invalid,
-    default_config=_default,
-    workload=_workload,
-    compile_for_target=_compile_for_target,
-    specialization=lambda shape, M: DENSE.specialization(as_dense(shape), M),
-    files=dataclasses.replace(
-        DENSE.files,
-        sglang_clamps_block_k=False,
+    default_config=lambda shape, M: KernelConfig(16 if M <= 16 else 32, 64, 32, 1, 4, 2),
+    files=FamilyFiles(
         file_name=_file_name,
         parse_file_name=_parse_file_name,
-        file_name_start="toy3,",
-        respell_file_name=None,
+        file_name_start="toy,",
+        tuned_folder_env=ENV,
+        engine_folders=(EngineFolder("vllm", "0", "toyengine/configs", env=ENV),),
     ),
-    vllm=None,
-    # Model shapes, planning and report: its own key, one sweep for all, generic labels.
-    shapes=dataclasses.replace(
-        DENSE.shapes,
+    workload=ToyWorkload.make,
+    compile_for_target=_compile_for_target,
+    specialization=lambda shape, M: "M=1" if M == 1 else f"M%16={M % 16 == 0}",
+    shapes=FamilyShapes(
         shapes_key="toy",
         shapes_row="[N, K, G]",
         parse_shapes=_parse_shapes,
         shape_row=lambda shape: (shape.N, shape.K, shape.param("G")),
-        sweep_per_shape=False,
-        sweep_key_has_family=True,  # the dense family's sweeps alone predate families
         describe_shapes=_describe,
-    ),
-    report=dataclasses.replace(
-        DENSE.report,
-        short_title="",
-        brief_shape=None,
-        label=None,
-        anchor=None,
-        roofline_gemm=None,
     ),
 )

@@ -27,10 +27,17 @@ class FileMount(NamedTuple):
 
 
 class MoeFile(NamedTuple):
-    """A vLLM fused-MoE file, read from the one folder mount: its name and ConfigMap key."""
+    """A file vLLM reads from the folder a variable names (`FamilyFiles.tuned_folder_env`,
+    e.g. fused-MoE's), from the one folder mount: its name, ConfigMap key and variable."""
 
     src: str
     key: str
+    env: str = MOE_ENV
+
+
+def folder_envs(moe: Sequence[MoeFile]) -> list[str]:
+    """The variables to set to the one folder mount, in the order the files first name them."""
+    return list(dict.fromkeys(file.env for file in moe))
 
 
 def _double_quoted(text: str, pwd_at: int = 0) -> str:
@@ -102,7 +109,8 @@ def docker_body(files: Sequence[FileMount], moe: Sequence[MoeFile], host_dir: st
     """`docker run` flags: one per file, then the MoE folder and its variable."""
     flags = [_docker_mount(f"{host_dir}/{src}", target) for src, target, _, _ in files]
     if moe:
-        flags += [_docker_mount(host_dir, MOE_CONTAINER_DIR), f"-e {MOE_ENV}={MOE_CONTAINER_DIR}"]
+        flags.append(_docker_mount(host_dir, MOE_CONTAINER_DIR))
+        flags += [f"-e {env}={MOE_CONTAINER_DIR}" for env in folder_envs(moe)]
     return [DOCKER_HEAD] + [f"  {flag} \\" for flag in flags]
 
 
@@ -119,7 +127,8 @@ def compose_body(files: Sequence[FileMount], moe: Sequence[MoeFile], host_dir: s
             "        read_only: true",
         ]
     if moe:
-        body += ["    environment:", f"      {MOE_ENV}: {_yaml(MOE_CONTAINER_DIR)}"]
+        body.append("    environment:")
+        body += [f"      {env}: {_yaml(MOE_CONTAINER_DIR)}" for env in folder_envs(moe)]
     return body
 
 
@@ -144,7 +153,8 @@ def k8s_body(
             f"#   kubectl create configmap {cm}-moe \\",
         ]
         body += [
-            f"#     --from-file={key}={_double_quoted(f'{host_dir}/{src}')} \\" for src, key in moe
+            f"#     --from-file={key}={_double_quoted(f'{host_dir}/{src}')} \\"
+            for src, key, _ in moe
         ]
         body.append("#     --dry-run=client -o yaml | kubectl apply -f -")
     body += ["# In the pod spec:", "volumes:"]
@@ -164,7 +174,7 @@ def k8s_body(
             f"      name: {cm}-moe",
             "      items:",
         ]
-        for src, key in moe:
+        for src, key, _ in moe:
             body += [f"        - key: {key}", f"          path: {_yaml(src)}"]
     body += ["# In the serving container:", "volumeMounts:"]
     for _, target, _key, dst in files:
@@ -180,7 +190,7 @@ def k8s_body(
             f"    mountPath: {_yaml(MOE_CONTAINER_DIR)}",
             "    readOnly: true",
             "env:",
-            f"  - name: {MOE_ENV}",
-            f"    value: {_yaml(MOE_CONTAINER_DIR)}",
         ]
+        for env in folder_envs(moe):
+            body += [f"  - name: {env}", f"    value: {_yaml(MOE_CONTAINER_DIR)}"]
     return body

@@ -31,6 +31,7 @@ from tuner.files.mount_formats import (
     compose_body,
     configmap_key,
     docker_body,
+    folder_envs,
     k8s_body,
 )
 from tuner.inputs.backends import device_advice
@@ -144,7 +145,8 @@ def render_mounts(request: MountRequest) -> str:
         head += [
             f"# {len(moe)} fused-MoE file(s) (E=...): one read-only folder mount of "
             f"{host_dir}/ at {MOE_CONTAINER_DIR}/,",
-            f"# with {MOE_ENV}={MOE_CONTAINER_DIR} (vLLM reads MoE files there first).",
+            f"# with {' and '.join(f'{env}={MOE_CONTAINER_DIR}' for env in folder_envs(moe))} "
+            "(vLLM reads MoE files there first).",
         ]
     if moe_dir is not None:
         head += _sglang_moe_head(request, moe_dir)
@@ -178,7 +180,7 @@ def _placed(
         family = family_of_file(name)
         key = configmap_key(family.files.parse_file_name(name)[0])
         if family.files.tuned_folder_env and request.engine == "vllm":
-            moe.append(MoeFile(name, key))
+            moe.append(MoeFile(name, key, family.files.tuned_folder_env))
             continue
         folder = target_dir
         if family.files.tuned_folder_env:

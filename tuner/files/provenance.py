@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from tuner.core import kernel_source_hash, triton_minor
+from tuner.core import triton_minor
+from tuner.core.hashing import kernel_source_hash
 from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES, get_family
 from tuner.kernels.source import BUILTIN, VLLM, function_source, vllm_version
 

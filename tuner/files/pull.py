@@ -19,7 +19,6 @@ from typing import Any
 from tuner.files.engine_folders import engine_version, folder_for
 from tuner.files.mounts import (
     MOE_CONTAINER_DIR,
-    MOE_ENV,
     advice_comments,
     flag_lines,
     needs_flag,
@@ -302,8 +301,9 @@ def render_pull_recipe(
     moe = [w for w in files if family_of_file(w.file_name).files.tuned_folder_env]
     mounted = [(w, target_dir) for w in files if w not in moe]
     head = _pull_head(release, len(files), engine, version, target_dir)
+    envs = list(dict.fromkeys(family_of_file(w.file_name).files.tuned_folder_env for w in moe))
     if moe and engine == "vllm":
-        head += _vllm_moe_head(len(moe))
+        head += _vllm_moe_head(len(moe), envs)
     elif moe:
         if triton_version is None:
             triton_version, triton_from = (
@@ -314,7 +314,7 @@ def render_pull_recipe(
         moe_dir = f"{site_packages}/{folder_for(engine, moe_family, version, triton_version)}"
         mounted += [(w, moe_dir) for w in moe]
         head += _sglang_moe_head(len(moe), moe_dir, triton_version, triton_from)
-    moe_mount = bool(moe) and engine == "vllm"
+    moe_envs = [env for env in envs if env] if engine == "vllm" else []
     capabilities = release_capabilities(release)
     head += advice_comments(release["device_name"], capabilities, engine)
     flag = needs_flag(release["device_name"], capabilities, engine, [w.file_name for w in files])
@@ -322,9 +322,9 @@ def render_pull_recipe(
     head += _image_note(image, fmt)
     args = _pull_args(server, release["device_name"], release["number"], engine)
     if fmt == "k8s-pull":
-        body = _k8s_pull_body(image, args, mounted, moe_mount=moe_mount, flag=flag)
+        body = _k8s_pull_body(image, args, mounted, moe_envs=moe_envs, flag=flag)
     else:
-        body = _compose_pull_body(image, args, engine, mounted, moe_mount=moe_mount, flag=flag)
+        body = _compose_pull_body(image, args, engine, mounted, moe_envs=moe_envs, flag=flag)
     return "\n".join(head + body) + "\n"
 
 
@@ -341,12 +341,14 @@ def _pull_head(
     ]
 
 
-def _vllm_moe_head(count: int) -> list[str]:
-    """vLLM's MoE files: the whole volume at MOE_CONTAINER_DIR, MOE_ENV pointing there."""
+def _vllm_moe_head(count: int, envs: Sequence[str | None]) -> list[str]:
+    """vLLM's MoE files: the whole volume at MOE_CONTAINER_DIR, their variables pointing
+    there."""
     return [
         f"# {count} fused-MoE file(s) (E=...): the whole volume mounted read-only "
         f"at {MOE_CONTAINER_DIR}/,",
-        f"# with {MOE_ENV}={MOE_CONTAINER_DIR} (vLLM reads MoE files there first).",
+        f"# with {' and '.join(f'{env}={MOE_CONTAINER_DIR}' for env in envs)} "
+        "(vLLM reads MoE files there first).",
     ]
 
 
@@ -381,7 +383,7 @@ def _k8s_pull_body(
     args: list[str],
     mounted: Sequence[tuple[Wanted, str]],
     *,
-    moe_mount: bool,
+    moe_envs: Sequence[str],
     flag: bool,
 ) -> list[str]:
     """The pod spec's parts: an emptyDir, the init container, the serving container's mounts
@@ -408,15 +410,15 @@ def _k8s_pull_body(
             f"    subPath: {json.dumps(wanted.save_as)}",
             "    readOnly: true",
         ]
-    if moe_mount:
+    if moe_envs:
         body += [
             "  - name: blockfp8-configs",
             f"    mountPath: {json.dumps(MOE_CONTAINER_DIR)}",
             "    readOnly: true",
             "env:",
-            f"  - name: {MOE_ENV}",
-            f"    value: {json.dumps(MOE_CONTAINER_DIR)}",
         ]
+        for env in moe_envs:
+            body += [f"  - name: {env}", f"    value: {json.dumps(MOE_CONTAINER_DIR)}"]
     if flag:
         body += flag_lines("k8s-pull")
     return body
@@ -428,7 +430,7 @@ def _compose_pull_body(
     engine: str,
     mounted: Sequence[tuple[Wanted, str]],
     *,
-    moe_mount: bool,
+    moe_envs: Sequence[str],
     flag: bool,
 ) -> list[str]:
     """The compose file: the one-shot pull service, the serving service's volumes (one
@@ -456,15 +458,15 @@ def _compose_pull_body(
             "        volume:",
             f"          subpath: {json.dumps(wanted.save_as)}",
         ]
-    if moe_mount:
+    if moe_envs:
         body += [
             "      - type: volume",
             "        source: blockfp8-configs",
             f"        target: {json.dumps(MOE_CONTAINER_DIR)}",
             "        read_only: true",
             "    environment:",
-            f"      {MOE_ENV}: {json.dumps(MOE_CONTAINER_DIR)}",
         ]
+        body += [f"      {env}: {json.dumps(MOE_CONTAINER_DIR)}" for env in moe_envs]
     if flag:
         body += flag_lines("compose-pull")
     return body + ["volumes:", "  blockfp8-configs: {}"]

@@ -8,6 +8,7 @@ Standard library only: importable without torch or triton.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ def block_sort_key(block_shape: tuple[int, int] | None) -> tuple[int, ...]:
     return () if block_shape is None else block_shape
 
 
+@functools.total_ordering
 @dataclass(frozen=True)
 class Shape:
     """What a family's GEMM is tuned for, apart from the batch size M.
@@ -72,18 +74,6 @@ class Shape:
     def __lt__(self, other: Shape) -> bool:
         """Order by N, K, block shape (None first, `block_sort_key`), params."""
         return self._order < other._order
-
-    def __le__(self, other: Shape) -> bool:
-        """Order by N, K, block shape (None first, `block_sort_key`), params."""
-        return self._order <= other._order
-
-    def __gt__(self, other: Shape) -> bool:
-        """Order by N, K, block shape (None first, `block_sort_key`), params."""
-        return self._order > other._order
-
-    def __ge__(self, other: Shape) -> bool:
-        """Order by N, K, block shape (None first, `block_sort_key`), params."""
-        return self._order >= other._order
 
     @property
     def _order(self) -> tuple[int, int, tuple[int, ...], tuple[tuple[str, int], ...]]:

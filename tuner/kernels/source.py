@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tuner.core import kernel_source_hash
+from tuner.core.hashing import kernel_source_hash
 
 BUILTIN = "builtin"
 VLLM = "vllm"

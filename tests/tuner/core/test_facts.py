@@ -10,25 +10,30 @@ import re
 
 import pytest
 
-from db.models import Decision, Retime, Trial
-from db.work import _checked, _validate
+from db.models import ComparisonPoint, Decision, Retime, Trial
+from db.work import _check_device_name, _checked, _validate
 from tuner.cli.arguments import DEFAULT_M, parse_m_values
 from tuner.core import (
+    COMPARISON_STATUSES,
     CONFIG_KEYS,
+    DEFAULT_OUT_DTYPE,
+    DEVICE_ARG_PATTERN,
+    DEVICE_NAME_MAX,
     INTERPRETER_DEVICE_NAME,
     OUT_DTYPES,
     REQUIRED_M,
     TRIAL_STATUSES,
     VLLM_M_GRID,
+    ComparisonStatus,
     OutDtype,
     TrialStatus,
     geomean,
     is_device_name,
-    kernel_source_hash,
     minor_of,
     triton_minor,
     vllm_device_name,
 )
+from tuner.core.hashing import kernel_source_hash
 from tuner.kernels.config import KernelConfig
 
 # vLLM 0.33.0, vllm/utils/platform_utils.py, get_device_name_as_file_name: the whole rule.
@@ -63,6 +68,28 @@ def test_a_typed_name_loses_its_outer_spaces_only() -> None:
     assert vllm_device_name("  NVIDIA L20 ") == "NVIDIA_L20"
     assert is_device_name(INTERPRETER_DEVICE_NAME)
     assert INTERPRETER_DEVICE_NAME == "TRITON_INTERPRETER"
+
+
+KEPT = ["Intel(R)_Arc(TM)_Pro_B70_Graphics", "NVIDIA_A100-SXM4-80GB", "Odd,name=[x]:y;z", "a.b"]
+REFUSED = ["", "has space", 'quote"d', "sl/ash", "back\\slash", "dot..dot", ".", "tab\tx"]
+
+
+@pytest.mark.parametrize("device", [*KEPT, "x" * 128, *REFUSED, "caf\u00e9", "x" * 129])
+def test_vllms_keys_are_device_names_and_the_store_takes_exactly_those(device: str) -> None:
+    kept = device in KEPT or device == "x" * 128
+    assert is_device_name(device) is kept
+    if kept:
+        _check_device_name(device)
+    else:
+        with pytest.raises(ValueError, match="must be vLLM's key"):
+            _check_device_name(device)
+
+
+def test_a_device_argument_may_hold_the_gpus_spaces() -> None:
+    assert DEVICE_NAME_MAX == 128
+    assert re.fullmatch(DEVICE_ARG_PATTERN, "NVIDIA L20")
+    assert not re.fullmatch(DEVICE_ARG_PATTERN, "sl/ash")
+    assert not re.fullmatch(DEVICE_ARG_PATTERN, "x" * 129)
 
 
 def test_the_m_grid_is_vllms_eighteen_batch_sizes() -> None:
@@ -109,28 +136,26 @@ def test_trial_statuses_are_the_stored_values() -> None:
         _checked(CONFIG, "oom")
 
 
-def test_out_dtypes_are_torchs_names_of_the_kernels_dtypes() -> None:
-    torch = pytest.importorskip("torch")
+def test_point_statuses_are_the_stored_values() -> None:
+    assert COMPARISON_STATUSES == tuple(ComparisonStatus) == ("ok", "failed", "unavailable")
+    checks = [str(getattr(c, "sqltext", "")) for c in ComparisonPoint.__table__.constraints]
+    assert "status IN ('ok', 'failed', 'unavailable')" in checks
+
+
+def test_out_dtypes_are_torchs_names_of_the_kernels_dtypes_and_the_stores() -> None:
+    import torch
+
     from tuner.kernels.dense.kernel import OUT_DTYPES as DENSE_DTYPES
     from tuner.kernels.moe.kernel import OUT_DTYPES as MOE_DTYPES
 
-    assert OUT_DTYPES == ("bfloat16", "float16")
+    assert OUT_DTYPES == ("bfloat16", "float16") and DEFAULT_OUT_DTYPE == "bfloat16"
     assert tuple(OutDtype) == OUT_DTYPES  # `--out-dtype`'s choices
     assert DENSE_DTYPES == MOE_DTYPES == tuple(getattr(torch, name) for name in OUT_DTYPES)
-
-
-def test_the_store_takes_exactly_the_out_dtypes() -> None:
-    fields = {
-        "m_values": [1],
-        "shapes": [(256, 384)],
-        "block_shape": (128, 128),
-        "tp": 1,
-        "budget": 1,
-    }
+    fields = {"m_values": [1], "shapes": [(256, 384)], "block_shape": (128, 128), "tp": 1}
     for dtype in OUT_DTYPES:
-        _validate(out_dtype=dtype, **fields)
+        _validate(out_dtype=dtype, budget=1, **fields)
     with pytest.raises(ValueError, match="'float32' is not one of bfloat16, float16"):
-        _validate(out_dtype="float32", **fields)
+        _validate(out_dtype="float32", budget=1, **fields)
 
 
 @pytest.mark.parametrize(
@@ -141,35 +166,27 @@ def test_the_store_takes_exactly_the_out_dtypes() -> None:
         ("3.10", (3, 10)),
         (" 3.9.0 ", (3, 9)),
         ("03.06.0", (3, 6)),
+        ("3.8.0rc1", (3, 8)),
+        *((bad, None) for bad in ("3", "three.six", "", "36", "3.6 beta", "v3.6")),
     ],
 )
-def test_triton_minor(version: str, minor: tuple[int, int]) -> None:
+def test_triton_minor(version: str, minor: tuple[int, int] | None) -> None:
     assert minor_of(version) == minor
-    assert triton_minor(version) == f"{minor[0]}.{minor[1]}"
+    if minor is None:
+        with pytest.raises(ValueError, match="is not a version such as 3.6.0"):
+            triton_minor(version)
+    else:
+        assert triton_minor(version) == f"{minor[0]}.{minor[1]}"
 
 
-@pytest.mark.parametrize("version", ["3", "three.six", "", "36", "v3.6"])
-def test_not_a_triton_version(version: str) -> None:
-    assert minor_of(version) is None
-    with pytest.raises(ValueError, match="is not a version such as 3.6.0"):
-        triton_minor(version)
-
-
-def test_the_kernel_source_hash_is_sha256_of_its_utf8_text() -> None:
-    text = "@triton.jit\ndef k(x):  # \u00e9\n    pass\n"
-    assert kernel_source_hash(text) == hashlib.sha256(text.encode("utf-8")).hexdigest()
-    assert kernel_source_hash("") == (
-        "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-    )
-
-
-def test_the_kernels_record_the_core_hash_of_their_source() -> None:
-    pytest.importorskip("triton")
+def test_the_kernels_record_the_sha256_of_their_source_text() -> None:
     import inspect
     import textwrap
 
     from tuner.kernels.dense import kernel as dense
 
+    text = "@triton.jit\ndef k(x):  # \u00e9\n    pass\n"
+    assert kernel_source_hash(text) == hashlib.sha256(text.encode("utf-8")).hexdigest()
     source = textwrap.dedent(inspect.getsource(dense.w8a8_block_fp8_matmul_kernel.fn))
     assert dense.kernel_source_hash() == kernel_source_hash(source)
 

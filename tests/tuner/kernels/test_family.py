@@ -1,41 +1,26 @@
-"""The kernel-family seam: the dense GEMM through it, and a second family that only registers
-itself, tuned by the worker and merged into its own files with no change elsewhere."""
+"""The kernel-family seam: the registry, the dense and MoE families through it, and the shape
+keys every layer shares (a family that only registers itself: test_proof_family.py)."""
 
 from __future__ import annotations
 
 import dataclasses
-import io
-import re
 import subprocess
 import sys
-import zipfile
 
 import pytest
-from fastapi.testclient import TestClient
-from typer.testing import CliRunner
 
-from api.app import create_app
-from api.settings import Settings
-from db import repo
-from db.connection import session_scope
-from tests.storefill import run_one_task
-from tuner.cli import app as cli
-from tuner.files.device import device_files
-from tuner.files.mounts import MountRequest, config_files_in, render_mounts
-from tuner.files.pull import render_pull_recipe
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.family import DENSE
 from tuner.kernels.dense.naming import config_file_name
 from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.kernels.dense.specialization import specialization_key
-from tuner.kernels.family import EXPERTS, LINEAR_LAYERS, KernelFamily
+from tuner.kernels.family import EXPERTS, LINEAR_LAYERS
 from tuner.kernels.moe.family import MOE
 from tuner.kernels.registry import (
     FAMILIES,
     family_of_file,
     family_of_part,
     get_family,
-    respell_file_name,
 )
 from tuner.kernels.shape import FamilyShape, Shape, as_block_shape, block_shape_text, store_columns
 
@@ -165,163 +150,3 @@ def test_the_registry_loads_no_torch() -> None:
         "assert 'torch' not in sys.modules and 'triton' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
-
-
-def _toy_default(shape: Shape, M: int) -> KernelConfig:
-    return KernelConfig(16 if M <= 16 else 64, 128, 128, 1, 4, 2)
-
-
-_TOY_NAME = re.compile(r"toy,E=(\d+),N=(\d+),K=(\d+),device_name=([A-Za-z0-9_]+)\.json")
-
-
-def _toy_parse(name: str) -> tuple[Shape, str, str]:
-    match = _TOY_NAME.fullmatch(name)
-    if match is None:
-        raise ValueError(f"{name!r} is not a toy file name")
-    E, N, K, device = match.groups()
-    return Shape(int(N), int(K), (128, 128), (("E", int(E)),)), device, "fp8_w8a8"
-
-
-# A second family that registers itself and changes nothing else: the dense kernel under
-# another name, file name (and its parser) and an M-dependent default, with a dimension beyond
-# N and K.
-TOY = dataclasses.replace(
-    DENSE,
-    name="toy",
-    title="the dense kernel as a second family",
-    default_config=_toy_default,
-    files=dataclasses.replace(
-        DENSE.files,
-        file_name=lambda shape, device, engine: (
-            f"toy,{shape.params_text},N={shape.N},K={shape.K},device_name={device}.json"
-        ),
-        parse_file_name=_toy_parse,
-        file_name_start="toy,",
-        respell_file_name=None,
-    ),
-    shapes=dataclasses.replace(
-        DENSE.shapes,
-        sweep_key_has_family=True,
-    ),
-)
-SPACE = [KernelConfig(32, 64, 128, 1, 4, 2), KernelConfig(16, 128, 64, 1, 4, 2)]
-
-
-@pytest.fixture
-def toy(monkeypatch: pytest.MonkeyPatch) -> KernelFamily:
-    monkeypatch.setitem(FAMILIES, "toy", TOY)
-    return TOY
-
-
-def test_a_registered_family_is_tuned_stored_and_merged(tmp_path, toy) -> None:
-    engine, task = run_one_task(
-        f"sqlite:///{tmp_path}/tuner.db",
-        model="toy",
-        family="toy",
-        shape_params="E=2",
-        shape=(128, 128),
-        M=2,
-        space=SPACE,
-    )
-    assert (task.family, task.shape_params) == ("toy", "E=2")
-    with session_scope(engine) as session:
-        trials = repo.task_trials(session, task_id=task.task_id)
-        read = device_files(
-            session, "TRITON_INTERPRETER", out_dtype=None, allow_stale=True, allow_partial=False
-        )
-    engine.dispose()
-    defaults = [KernelConfig.from_dict(t.config) for t in trials if t.is_default]
-    assert defaults == [_toy_default(Shape(128, 128, (128, 128)), 2)]  # the family's default at M=2
-    assert {KernelConfig.from_dict(t.config) for t in trials} == {*SPACE, defaults[0]}
-    assert all(t.status == "ok" and t.rel_error < 1e-2 for t in trials)  # the real kernel ran
-    (file,) = read.files.files
-    assert file.file_name == "toy,E=2,N=128,K=128,device_name=TRITON_INTERPRETER.json"
-    assert (file.family, file.key.shape.params_text, list(file.merged.configs)) == (
-        "toy",
-        "E=2",
-        [2],
-    )
-    assert KernelConfig.from_dict(file.merged.configs[2]) in {*SPACE, defaults[0]}
-
-
-TOY_FILE = "toy,E=2,N=128,K=128,device_name=TRITON_INTERPRETER.json"
-
-
-def test_a_registered_family_goes_through_export_and_the_file_routes(tmp_path, toy) -> None:
-    """No layer outside tuner/kernels knows the toy family, yet its file is exported, found by
-    name over HTTP (either spelling) and in the device's archive."""
-    url = f"sqlite:///{tmp_path}/tuner.db"
-    engine, _ = run_one_task(
-        url, model="toy", family="toy", shape_params="E=2", shape=(128, 128), M=2, space=SPACE
-    )
-    with session_scope(engine) as session:
-        text = (
-            device_files(
-                session, "TRITON_INTERPRETER", out_dtype=None, allow_stale=True, allow_partial=False
-            )
-            .files.files[0]
-            .merged.text
-        )
-    engine.dispose()
-    assert family_of_file(TOY_FILE) is TOY
-    assert respell_file_name(TOY_FILE, "sglang") == TOY_FILE
-    exported = CliRunner().invoke(
-        cli.app,
-        [
-            "export",
-            "--device",
-            "interpreter",
-            "--out",
-            str(tmp_path / "out"),
-            "--allow-stale",
-            "--db",
-            url,
-        ],
-    )
-    assert exported.exit_code == 0, exported.output
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [TOY_FILE]
-    assert (tmp_path / "out" / TOY_FILE).read_text() == text
-    with TestClient(create_app(Settings(db_url=url))) as client:
-        base = "/devices/TRITON_INTERPRETER/preview/configs"
-        served = client.get(f"{base}/{TOY_FILE}", params={"allow_stale": True})
-        assert served.status_code == 200, served.text
-        assert served.text == text
-        missing = client.get(
-            f"{base}/{TOY_FILE.replace('E=2', 'E=3')}", params={"allow_stale": True}
-        )
-        assert missing.status_code == 404
-        assert missing.json()["detail"] == (
-            f"no file {TOY_FILE.replace('E=2', 'E=3')!r} for TRITON_INTERPRETER; files: {TOY_FILE}"
-        )
-        archive = client.get(f"{base}.zip", params={"allow_stale": True})
-        assert archive.status_code == 200
-        with zipfile.ZipFile(io.BytesIO(archive.content)) as zipped:
-            assert zipped.read(TOY_FILE).decode() == text
-
-
-def test_a_registered_familys_files_are_mounted_and_pulled(toy) -> None:
-    site = "/usr/local/lib/python3.12/dist-packages"
-    target = f"{site}/vllm/model_executor/layers/quantization/utils/configs/{TOY_FILE}"
-    assert config_files_in([TOY_FILE, "config.json"], "TRITON_INTERPRETER") == [TOY_FILE]
-    mounts = render_mounts(
-        MountRequest(
-            device_name="TRITON_INTERPRETER",
-            engine="vllm",
-            file_names=(TOY_FILE,),
-            host_dir="/srv/configs",
-            site_packages=site,
-            fmt="k8s",
-        )
-    ).splitlines()
-    assert f'#     --from-file=e2-n128-k128-b128x128.json="/srv/configs/{TOY_FILE}" \\' in mounts
-    assert "  - name: blockfp8-configs" in mounts and f'    mountPath: "{target}"' in mounts
-    release = {
-        "device_name": "TRITON_INTERPRETER",
-        "number": 1,
-        "content_sha256": "ab" * 32,
-        "files": [{"file_name": TOY_FILE, "sha256": "1" * 64}],
-    }
-    pulled = render_pull_recipe(
-        "k8s-pull", server="http://tuner:8000", release=release, engine="vllm", site_packages=site
-    ).splitlines()
-    assert f'    mountPath: "{target}"' in pulled

@@ -1,5 +1,9 @@
-"""Compiling the dense kernel for a GPU target without a GPU (tuner.kernels.dense.target): what
-the compiler says, and the same specialization and cache key as Triton's own launcher."""
+"""Compiling the kernels for a GPU target without a GPU (each family's `target.py`, and doctor's
+pair compile, `tuner.kernels.moe.fidelity`): what the compiler says, and the same
+specialization and compile cache key as Triton's own launcher, so a precompiled binary is the
+one a launch looks up. One process without TRITON_INTERPRET
+(`compile_probe.py`) does the compiling: once the interpreter has run a kernel, Triton's
+language module stays patched in that process and code generation fails."""
 
 from __future__ import annotations
 
@@ -12,87 +16,24 @@ from pathlib import Path
 import pytest
 
 from tuner.kernels.dense.kernel import kernel_source_hash
+from tuner.kernels.moe.fidelity import as_on
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
-COMPILE_SCRIPT = """
-import json, torch, triton
-from tuner.kernels.config import KernelConfig
-from tuner.kernels.dense.kernel import kernel_source_hash, w8a8_block_fp8_matmul_kernel as fn
-from tuner.kernels.dense.space import default_config
-from tuner.kernels.dense.target import compile_for_target, launch_specialization
-
-if "nvidia" not in triton.backends.backends:
-    print(json.dumps({"skip": "this Triton has no NVIDIA backend"}))
-    raise SystemExit
-result = {"hash": kernel_source_hash(), "shared": {}, "parity": None}
-big = KernelConfig(256, 256, 128, 1, 8, 5)
-for arch in (89, 90):
-    for name, config in (("default", default_config()), ("big", big)):
-        kernel = compile_for_target(config.as_dict(), arch, M=64, N=576, K=7168)
-        result["shared"][f"{name}-sm{arch}"] = kernel.metadata.shared
-
-try:  # Triton's own launcher binding, private API: compare our specialization with it
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import make_backend
-    from triton.runtime.jit import create_function_from_signature
-    backend = make_backend(GPUTarget("cuda", 90, 32))
-    binder = create_function_from_signature(fn.signature, fn.params, backend)
-except (ImportError, AttributeError, TypeError) as error:
-    binder = None
-    result["parity"] = f"unavailable: {error!r}"
-if binder is not None:
-    result["parity"] = []
-    for M, N, K, dtype in ((1, 576, 7168, torch.bfloat16), (64, 2112, 7168, torch.float16),
-                           (33, 100, 17, torch.bfloat16), (4096, 7168, 18432, torch.bfloat16)):
-        kt, nt = -(-K // 128), -(-N // 128)
-        A = torch.empty(M, K, dtype=torch.float8_e4m3fn)
-        B = torch.empty(N, K, dtype=torch.float8_e4m3fn)
-        C = torch.empty(M, N, dtype=dtype)
-        As, Bs = torch.empty(M, kt), torch.empty(nt, kt)
-        config = default_config()
-        meta = dict(BLOCK_SIZE_M=64, BLOCK_SIZE_N=128, BLOCK_SIZE_K=128, GROUP_SIZE_M=32)
-        bound, spec, options = binder(
-            A, B, C, As, Bs, M, N, K, 128, 128, A.stride(0), A.stride(1), B.stride(1),
-            B.stride(0), C.stride(0), C.stride(1), As.stride(0), As.stride(1), Bs.stride(1),
-            Bs.stride(0), **meta)
-        _, theirs_sig, theirs_const, theirs_attrs = fn._pack_args(backend, meta, bound, spec,
-                                                                  options)
-        ours = launch_specialization(config, M, N, K, 128, 128, dtype)
-        result["parity"].append([ours == (theirs_sig, theirs_const, theirs_attrs),
-                                 repr(ours), repr((theirs_sig, theirs_const, theirs_attrs))])
-        # The whole compile cache key: the launch's options are num_warps, num_stages and what
-        # JITFunction.run adds (debug, and the compilation knobs this Triton has).
-        from triton import knobs
-        from triton.compiler import ASTSource
-        from triton.runtime.cache import get_cache_key
-        launch = dict(meta, num_warps=4, num_stages=2, debug=knobs.runtime.debug)
-        for knob in ("instrumentation_mode", "fpsan_homomorphic_casts"):
-            if hasattr(knobs.compilation, knob):
-                launch[knob] = getattr(knobs.compilation, knob)
-        theirs_opts = backend.parse_options(launch)
-        ours_opts = backend.parse_options({"num_warps": 4, "num_stages": 2})
-        keys = [get_cache_key(ASTSource(fn, *spec3), backend, opts, env_vars={})
-                for spec3, opts in ((ours, ours_opts),
-                                    ((theirs_sig, theirs_const, theirs_attrs), theirs_opts))]
-        result.setdefault("keys", []).append(keys[0] == keys[1])
-print(json.dumps(result))
-"""
-
 
 @pytest.fixture(scope="module")
-def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+def probe(tmp_path_factory: pytest.TempPathFactory) -> dict:
     env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = str(tmp_path_factory.mktemp("triton-cache"))
     env["TRITON_DEFAULT_FP_FUSION"] = "1"  # Triton 3.9 warns when unset; 1 is its default
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     proc = subprocess.run(
-        [sys.executable, "-c", COMPILE_SCRIPT],
+        [sys.executable, "-m", "tests.tuner.kernels.compile_probe"],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -101,27 +42,57 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     return result
 
 
-def test_compiles_for_ada_and_hopper_without_gpu(compiled: dict[str, object]) -> None:
-    shared = compiled["shared"]
-    assert isinstance(shared, dict)
+def test_the_kernels_compile_for_ada_and_hopper_without_a_gpu(probe: dict) -> None:
+    shared = probe["shared"]
     # An A tile (64 x 128) plus a B tile (128 x 128) of fp8 is 24 KiB per pipeline stage.
-    for arch in (89, 90):
-        assert 24 * 1024 <= shared[f"default-sm{arch}"] < 100 * 1024
-        # 256 x 128 + 128 x 256 fp8 is 64 KiB a stage; 5 stages exceed the 227 KiB an sm90
-        # program may use (and the 99 KiB of sm89), so this config must be out of resources.
-        assert shared[f"big-sm{arch}"] > 227 * 1024
+    assert 24 * 1024 <= shared["default-sm90"] < 100 * 1024
+    # 5 stages of 128 x 128 + 128 x 128 fp8 exceed the 99 KiB an sm89 program may use.
+    assert shared["too-big-sm89"] > 99 * 1024
+    # M = 1 with 128 experts and top_k 8 is vLLM's naive assignment, and the 16x64 tile runs
+    # with SWAP_AB on sm90: 16x64x128 tiles, 4 stages of fp8 A and B, all 4 buffered:
+    # (16 + 64) * 128 bytes * 4 = 40,960 (vLLM 0.33.0's kernel gives the same: the real-engine
+    # lane, tests/engines/test_compile_equivalence.py).
+    assert shared["moe-sm90"] == 40960
+    assert probe["hash"] == kernel_source_hash()  # with and without the interpreter
 
 
-def test_source_hash_is_the_same_with_and_without_interpreter(compiled: dict[str, object]) -> None:
-    assert compiled["hash"] == kernel_source_hash()
+def test_doctors_moe_pair_compiles_both_launches_as_their_host_code_makes_them(probe) -> None:
+    """Our kernel against a copy of itself under vLLM's name and parameter list (the stand-in
+    vLLM), each launched by its own host code: the same code. vLLM's default at M = 1 on sm90
+    runs with SWAP_AB and naive assignment (1 x 2 x 4 <= 8 experts): (16 x 128 + 64 x 128)
+    fp8 bytes a stage x 4 buffered stages = 40960 bytes."""
+    assert probe["moe_pairs"] == [[40960, []], [40960, []]]
 
 
-def test_specialization_matches_tritons_launcher(compiled: dict[str, object]) -> None:
-    parity = compiled["parity"]
-    if isinstance(parity, str):
-        pytest.skip(f"Triton's launcher binding is not importable here: {parity}")
-    assert isinstance(parity, list) and len(parity) == 4
-    for same, ours, theirs in parity:
-        assert same, f"ours {ours}\ntheirs {theirs}"
-    # Same specialization and options: a precompiled binary is found by the launch.
-    assert compiled["keys"] == [True] * 4
+def test_the_dense_specialization_and_cache_key_match_tritons_launcher(probe: dict) -> None:
+    assert len(probe["dense"]) == 4
+    for same, same_key, ours, theirs in probe["dense"]:
+        assert same and same_key, f"ours {ours}\ntheirs {theirs}"
+
+
+def test_the_moe_specialization_is_tritons_binding_of_invoke_moe_gemms_launch(probe) -> None:
+    rows = probe["moe"]
+    assert [(row["naive"], row["swap_ab"], row["stride_bsn"]) for row in rows] == [
+        (False, False, 0),
+        (False, False, 0),  # tiny-moe: one block of N, stride 0 as vLLM's
+        (False, True, 16),
+        (False, True, 6),
+        (False, False, 16),
+        (False, False, 6),
+        (True, True, 56),
+        (True, True, 2),
+    ]
+    for row in rows:
+        assert row["same"], (row["ours"], row["triton"])
+
+
+def test_swap_ab_follows_vllms_rule_for_the_target_not_the_host() -> None:
+    small = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "SWAP_AB": False}
+    assert as_on(90, small) == dict(small, SWAP_AB=True)
+    assert as_on(89, dict(small, SWAP_AB=True)) == dict(small, SWAP_AB=False)
+    assert as_on(100, dict(small, SWAP_AB=True)) == dict(small, SWAP_AB=False)
+    assert as_on(90, dict(small, BLOCK_SIZE_M=64))["SWAP_AB"] is False
+    assert as_on(90, dict(small, BLOCK_SIZE_N=32))["SWAP_AB"] is False
+    assert as_on(90, dict(small, BLOCK_SIZE_M=32, BLOCK_SIZE_N=256))["SWAP_AB"] is True
+    other = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64}  # a kernel without SWAP_AB: untouched
+    assert as_on(90, other) == other

@@ -12,7 +12,7 @@ import pytest
 
 from db import repo
 from tests.storefill import DENSE_SWEEP
-from tests.toyfamily.family import TOY3
+from tests.toyfamily.family import TOY
 from tuner.kernels.dense.family import DENSE
 from tuner.kernels.registry import FAMILIES
 from tuner.run.plan import SweepRequest
@@ -76,7 +76,7 @@ def test_a_moe_sweep_key_holds_the_family_and_its_params() -> None:
 @pytest.mark.parametrize(
     ("family", "params"),
     [
-        (TOY3, (("G", 4),)),
+        (TOY, (("G", 4),)),
         (
             dataclasses.replace(
                 DENSE,
@@ -89,7 +89,7 @@ def test_a_moe_sweep_key_holds_the_family_and_its_params() -> None:
 )
 def test_a_registered_familys_key_holds_its_name(family, params, monkeypatch) -> None:
     """A family made from the dense one that says its sweeps are keyed by name, with shape
-    params (TOY3) or without (`plain`: its key differs from the dense GEMM's by the name
+    params (TOY) or without (`plain`: its key differs from the dense GEMM's by the name
     alone)."""
     monkeypatch.setitem(FAMILIES, family.name, family)
     request = _request(family=family.name, params=params)

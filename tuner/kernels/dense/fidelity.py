@@ -8,6 +8,8 @@ import inspect
 from typing import Any
 
 from tuner.kernels.config import KernelConfig
+from tuner.kernels.dense.kernel import w8a8_block_fp8_matmul_kernel
+from tuner.kernels.dense.target import DEFAULT_TORCH_DTYPE, launch_specialization
 from tuner.kernels.fidelity import Compiled, compile_specialized
 
 
@@ -39,13 +41,8 @@ def compile_dense_pair(
         ValueError: `theirs` has another number of parameters.
         triton.CompilationError: either kernel does not compile.
     """
-    import torch
-
-    from tuner.kernels.dense.kernel import w8a8_block_fp8_matmul_kernel as ours
-    from tuner.kernels.dense.target import launch_specialization
-
     signature, constexprs, attrs = launch_specialization(
-        config, M, N, K, *block_shape, torch.bfloat16
+        config, M, N, K, *block_shape, DEFAULT_TORCH_DTYPE
     )
     names = list(inspect.signature(theirs.fn).parameters)
     if len(names) != len(signature):
@@ -56,6 +53,8 @@ def compile_dense_pair(
     renamed = {name: value for name, value in zip(names, signature.values(), strict=True)}
     options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
     return (
-        compile_specialized(ours, signature, constexprs, attrs, arch, options),
+        compile_specialized(
+            w8a8_block_fp8_matmul_kernel, signature, constexprs, attrs, arch, options
+        ),
         compile_specialized(theirs, renamed, constexprs, attrs, arch, options),
     )

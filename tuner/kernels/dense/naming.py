@@ -13,15 +13,36 @@ from tuner.kernels.engines import ENGINES
 DTYPES: tuple[str, ...] = (FP8_DTYPE, "int8_w8a8")
 
 
-# The device part may hold ',', '=' and '['. The name ends in `,dtype=<label>,block_shape=[n,k]
-# .json` (SGLang: `[n, k]`) with no ',' or '=' in the label, so that ending is found from the end
-# of the name: the split is unique and parsing gives back the device_name that was put in.
-_FILE_NAME_RE = re.compile(
-    r"N=(?P<N>[1-9][0-9]{0,8}),K=(?P<K>[1-9][0-9]{0,8}),"
-    rf"device_name=(?P<device>[.{DEVICE_NAME_CHARS}]{{1,{DEVICE_NAME_MAX}}}),"
-    r"dtype=(?P<dtype>[a-z0-9_]{1,32}),"
-    r"block_shape=\[(?P<bn>[1-9][0-9]{0,5}), ?(?P<bk>[1-9][0-9]{0,5})\]\.json"
-)
+def name_pattern(head: str) -> str:
+    """The regular expression of a block-FP8 file name after its `head` (e.g. the dense
+    `N=..,K=..,`): the device part (which may hold ',', '=' and '['), then `,dtype=<label>,
+    block_shape=[n,k].json` (SGLang: `[n, k]`) with no ',' or '=' in the label, so that ending
+    is found from the end of the name: the split is unique and parsing gives back the
+    device_name that was put in."""
+    return (
+        rf"{head}device_name=(?P<device>[.{DEVICE_NAME_CHARS}]{{1,{DEVICE_NAME_MAX}}}),"
+        r"dtype=(?P<dtype>[a-z0-9_]{1,32}),"
+        r"block_shape=\[(?P<bn>[1-9][0-9]{0,5}), ?(?P<bk>[1-9][0-9]{0,5})\]\.json"
+    )
+
+
+def check_name_parts(device_name: str, **sizes: int) -> None:
+    """Refuse a part that would make a name vLLM never reads or we cannot parse back.
+
+    Raises:
+        ValueError: a size that is not a positive integer, or a device name we do not store.
+    """
+    for label, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{label} must be a positive integer, got {value!r}")
+    if not is_device_name(device_name):
+        raise ValueError(
+            f"device_name {device_name!r} must be 1..{DEVICE_NAME_MAX} printable "
+            "ASCII characters without space, '\"', '/', '\\' or '..'"
+        )
+
+
+_FILE_NAME_RE = re.compile(name_pattern(r"N=(?P<N>[1-9][0-9]{0,8}),K=(?P<K>[1-9][0-9]{0,8}),"))
 
 
 @dataclass(frozen=True)
@@ -63,14 +84,7 @@ def config_file_name(
         ValueError: A part that would make a name vLLM never reads or we cannot parse back.
     """
     bn, bk = block_shape
-    for label, value in (("N", N), ("K", K), ("group_n", bn), ("group_k", bk)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{label} must be a positive integer, got {value!r}")
-    if not is_device_name(device_name):
-        raise ValueError(
-            f"device_name {device_name!r} must be 1..{DEVICE_NAME_MAX} printable "
-            "ASCII characters without space, '\"', '/', '\\' or '..'"
-        )
+    check_name_parts(device_name, N=N, K=K, group_n=bn, group_k=bk)
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
     return f"N={N},K={K},device_name={device_name},dtype={dtype},block_shape=[{bn},{bk}].json"

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource, CompiledKernel
+from triton.runtime.jit import JITFunction
 
+from tuner.core import DEFAULT_OUT_DTYPE
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.kernel import (
     OUT_DTYPES,
@@ -17,36 +21,40 @@ from tuner.kernels.dense.kernel import (
     _check_config,
     w8a8_block_fp8_matmul_kernel,
 )
-
-if TYPE_CHECKING:
-    from triton.compiler import CompiledKernel
+from tuner.kernels.interpreter import triton_version
 
 # Triton's names of the pointer arguments' element types.
-_POINTER_TYPES = {torch.bfloat16: "*bf16", torch.float16: "*fp16"}
-
-
+POINTER_TYPES = {torch.bfloat16: "*bf16", torch.float16: "*fp16"}
+# The output dtype compiled for when none is asked (`tuner.core.DEFAULT_OUT_DTYPE`, serving's).
+DEFAULT_TORCH_DTYPE: torch.dtype = getattr(torch, DEFAULT_OUT_DTYPE)
 _DIVISIBLE_BY_16 = [["tt.divisibility", 16]]
 
-
 Specialization = tuple[
-    dict[str, str], dict[tuple[int, ...], int], dict[tuple[int, ...], list[list[object]]]
+    dict[str, str], dict[tuple[int, ...], Any], dict[tuple[int, ...], list[list[object]]]
 ]
 
 
-def _launcher_lists_constexpr_attrs() -> bool:
-    """Whether the installed Triton's launcher gives constexpr arguments an (empty) entry in the
-    attributes it compiles with.
+def compile_specialized(
+    fn: Any, specialization: Specialization, arch: int, config: KernelConfig
+) -> CompiledKernel:
+    """Compile the JITFunction `fn` with a launch's (signature, constexprs, attrs) and the
+    config's warps and stages for GPUTarget("cuda", arch, 32); the binary lands in Triton's
+    cache under the key that launch computes.
 
-    The attributes enter the compile cache key (`ASTSource.hash` hashes `str(self.attrs)`,
-    triton/compiler/compiler.py, 3.6 and 3.9 alike), so they must match the launcher's exactly
-    or a precompiled binary is never found and the first launch compiles again. Triton 3.6's
-    `JITFunction._pack_args` (triton/runtime/jit.py: `attrvals = [x[1] for x in
-    specialization]`, then only string values kept) leaves constexprs out, their value being
-    the constant itself; 3.8 and 3.9 (`'' if x[0] == 'constexpr' else x[1]`) list them with no
-    attribute. 3.7 is not verified and is taken as 3.6.
+    Raises:
+        RuntimeError: `fn` is no JITFunction: its module was imported under TRITON_INTERPRET=1
+            (once the interpreter has run, triton.language stays patched in the process and
+            code generation fails, so compile in a process without it).
+        triton.CompilationError: the compiler rejected the kernel.
     """
-    major, minor = (int(part) for part in triton.__version__.split(".")[:2])
-    return (major, minor) >= (3, 8)
+    if not isinstance(fn, JITFunction):
+        raise RuntimeError(
+            "compile_for_target needs a process without TRITON_INTERPRET=1 "
+            "(this module was imported under Triton's interpreter)"
+        )
+    options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
+    source = ASTSource(fn, *specialization)
+    return triton.compile(source, target=GPUTarget("cuda", arch, 32), options=options)
 
 
 def argument_specialization(
@@ -60,7 +68,7 @@ def argument_specialization(
     Pointers get their type and are taken as 16-byte aligned; a constexpr (a `meta` entry) or
     an integer equal to 1 becomes a constant; any other integer is i32 (i64 past int32) and
     gets the divisibility-by-16 attribute when it is a multiple of 16 (constexprs get no
-    attribute entry at all on Triton before 3.8, see `_launcher_lists_constexpr_attrs`).
+    attribute entry at all on Triton before 3.8).
 
     Args:
         kernel_fn: the @triton.jit kernel's Python function (its parameters, in order).
@@ -74,7 +82,10 @@ def argument_specialization(
     signature: dict[str, str] = {}
     constexprs: dict[tuple[int, ...], Any] = {}
     attrs: dict[tuple[int, ...], list] = {}
-    constexpr_attrs = _launcher_lists_constexpr_attrs()
+    # The attributes enter the compile cache key (`ASTSource.hash`), so they must be the
+    # launcher's exactly: Triton 3.6's `JITFunction._pack_args` leaves constexprs out, 3.8 and
+    # 3.9 list them with no attribute (3.7 is not verified and is taken as 3.6).
+    constexpr_attrs = triton_version() >= (3, 8)
     for index, name in enumerate(inspect.signature(kernel_fn).parameters):
         path = (index,)
         attrs[path] = []
@@ -107,9 +118,8 @@ def launch_specialization(
 
     Mirrors Triton 3.x's launcher (`native_specialize_impl`, `JITFunction._pack_args`): an int
     equal to 1 becomes a constant, an int divisible by 16 gets `tt.divisibility` 16, pointers are
-    taken as 16-byte aligned; every other argument gets no attribute (constexprs get no entry at
-    all on Triton before 3.8, see `_launcher_lists_constexpr_attrs`). So M = 1, M % 16 == 0 and
-    other M compile to different binaries, as on the GPU.
+    taken as 16-byte aligned; every other argument gets no attribute (`argument_specialization`).
+    So M = 1, M % 16 == 0 and other M compile to different binaries, as on the GPU.
     """
     k_groups = triton.cdiv(K, group_k)
     # Scalar arguments with the strides of contiguous tensors (B and Bs are read transposed).
@@ -133,7 +143,7 @@ def launch_specialization(
     pointers = {
         "a_ptr": "*fp8e4nv",
         "b_ptr": "*fp8e4nv",
-        "c_ptr": _POINTER_TYPES[out_dtype],
+        "c_ptr": POINTER_TYPES[out_dtype],
         "a_s_ptr": "*fp32",
         "b_s_ptr": "*fp32",
     }
@@ -154,7 +164,7 @@ def compile_for_target(
     N: int,
     K: int,
     block_shape: tuple[int, int] | list[int] = (128, 128),
-    out_dtype: torch.dtype = torch.bfloat16,
+    out_dtype: torch.dtype = DEFAULT_TORCH_DTYPE,
 ) -> CompiledKernel:
     """Compile the kernel for an NVIDIA architecture without a GPU, specialized as a launch is.
 
@@ -179,28 +189,11 @@ def compile_for_target(
         RuntimeError: this module was imported under TRITON_INTERPRET=1.
         triton.CompilationError: the compiler rejected the kernel.
     """
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    from triton.runtime.jit import JITFunction
-
     group_n, group_k = _check_block_shape(block_shape)
     parsed = _check_config(config, (group_n, group_k))
     if out_dtype not in OUT_DTYPES:
         raise ValueError(f"out_dtype must be torch.bfloat16 or torch.float16, got {out_dtype}")
     if M <= 0 or N <= 0 or K <= 0:
         raise ValueError(f"M, N, K must be positive, got M={M} N={N} K={K}")
-    fn = w8a8_block_fp8_matmul_kernel
-    if not isinstance(fn, JITFunction):
-        # Under TRITON_INTERPRET=1 the decorated kernel is an interpreter object, and once the
-        # interpreter has run, triton.language stays patched in this process and code generation
-        # fails; so compile in a process that imported this module without it.
-        raise RuntimeError(
-            "compile_for_target needs a process without TRITON_INTERPRET=1 "
-            "(this module was imported under Triton's interpreter)"
-        )
-    signature, constexprs, attrs = launch_specialization(
-        parsed, M, N, K, group_n, group_k, out_dtype
-    )
-    source = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
-    options = {"num_warps": parsed.num_warps, "num_stages": parsed.num_stages}
-    return triton.compile(source, target=GPUTarget("cuda", arch, 32), options=options)
+    specialization = launch_specialization(parsed, M, N, K, group_n, group_k, out_dtype)
+    return compile_specialized(w8a8_block_fp8_matmul_kernel, specialization, arch, parsed)

@@ -4,16 +4,11 @@ from __future__ import annotations
 
 import re
 
-from tuner.core import DEVICE_NAME_CHARS, DEVICE_NAME_MAX, FP8_DTYPE, is_device_name
-from tuner.kernels.dense.naming import engine_file_name
+from tuner.core import FP8_DTYPE, is_device_name
+from tuner.kernels.dense.naming import check_name_parts, engine_file_name, name_pattern
 from tuner.kernels.engines import ENGINES
 
-_MOE_NAME_RE = re.compile(
-    r"E=(?P<E>[1-9][0-9]{0,8}),N=(?P<N>[1-9][0-9]{0,8}),"
-    rf"device_name=(?P<device>[.{DEVICE_NAME_CHARS}]{{1,{DEVICE_NAME_MAX}}}),"
-    r"dtype=(?P<dtype>[a-z0-9_]{1,32}),"
-    r"block_shape=\[(?P<bn>[1-9][0-9]{0,5}), ?(?P<bk>[1-9][0-9]{0,5})\]\.json"
-)
+_MOE_NAME_RE = re.compile(name_pattern(r"E=(?P<E>[1-9][0-9]{0,8}),N=(?P<N>[1-9][0-9]{0,8}),"))
 
 
 def moe_device_name(device_name: str) -> str:
@@ -30,14 +25,10 @@ def moe_config_file_name(
     package's fused_moe/configs/). N is the per-rank intermediate size (w2's last dimension).
 
     Raises:
-        ValueError: a non-positive size or a device name we do not store.
+        ValueError: a non-positive size or a device name we do not store (`check_name_parts`).
     """
     bn, bk = block_shape
-    for label, value in (("E", E), ("N", N), ("group_n", bn), ("group_k", bk)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{label} must be a positive integer, got {value!r}")
-    if not is_device_name(device_name):
-        raise ValueError(f"device_name {device_name!r} is not a device name we store")
+    check_name_parts(device_name, E=E, N=N, group_n=bn, group_k=bk)
     return (
         f"E={E},N={N},device_name={moe_device_name(device_name)},dtype={FP8_DTYPE},"
         f"block_shape=[{bn},{bk}].json"

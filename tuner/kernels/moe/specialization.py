@@ -5,6 +5,7 @@ constexpr switches from the batch and the GPU (`uses_naive_assignment`, `uses_sw
 from __future__ import annotations
 
 from tuner.kernels.dense.specialization import _int_class
+from tuner.kernels.moe.space import VLLM_AXES
 
 
 def max_padded_slots(numel: int, num_experts: int, block_size: int) -> int:
@@ -42,10 +43,6 @@ def uses_swap_ab(block_size_m: int, block_size_n: int, arch: int | None) -> bool
     return arch == 90 and block_size_m < 64 and block_size_n >= 64
 
 
-# BLOCK_SIZE_M values of the tuning grid (tuner.kernels.moe.space.VLLM_AXES).
-BLOCK_SIZES_M = (16, 32, 64, 128, 256)
-
-
 def launch_em(
     slots: int, E: int, block_size_m: int, rows: int, launch_top_k: int, *, naive: bool = False
 ) -> int:
@@ -80,7 +77,7 @@ def moe_specialization_key(
         text = ",".join(f"{name}={_int_class(value)}" for name, value in values.items())
         em = "".join(
             _int_class(launch_em(M * top_k, E, bm, rows, slots_k, naive=naive))[0]
-            for bm in BLOCK_SIZES_M
+            for bm in VLLM_AXES["BLOCK_SIZE_M"]
         )
         parts.append(f"{label}:{text},EM={em},topk={slots_k}")
     return ";".join(parts + ["naive"] * naive)

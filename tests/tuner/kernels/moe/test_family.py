@@ -4,10 +4,6 @@ tuned on the interpreter, stored and merged into an E=... file."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -26,42 +22,32 @@ from tuner.kernels.shape import Shape
 QWEN3_TP2 = Shape(384, 2048, (128, 128), (("E", 128), ("top_k", 8)))
 
 
-def test_file_names_are_vllms_with_the_h200_rule() -> None:
+def test_file_names_are_vllms_with_the_h200_rule_and_sglangs_without() -> None:
     assert get_family("moe") is MOE
-    assert MOE.files.file_name(QWEN3_TP2, "NVIDIA_H100_80GB_HBM3", "vllm") == (
-        "E=128,N=384,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8,block_shape=[128,128].json"
+    name = "E=128,N=384,device_name={},dtype=fp8_w8a8,block_shape=[128{}128].json"
+    assert MOE.files.file_name(QWEN3_TP2, "NVIDIA_H100_80GB_HBM3", "vllm") == name.format(
+        "NVIDIA_H100_80GB_HBM3", ","
     )
-    # Every device of the H200 family is NVIDIA_H200 in vLLM 0.33.0's MoE names.
-    assert moe_config_file_name(128, 384, "NVIDIA_H200_NVL") == (
-        "E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json"
+    # Every device of the H200 family is NVIDIA_H200 in vLLM 0.33.0's MoE names; SGLang's
+    # get_config_file_name keeps the device and writes the block shape as a Python list.
+    vllm_name = moe_config_file_name(128, 384, "NVIDIA_H200_NVL")
+    assert vllm_name == MOE.files.file_name(QWEN3_TP2, "NVIDIA_H200_NVL", "vllm")
+    assert vllm_name == name.format("NVIDIA_H200", ",")
+    assert MOE.files.file_name(QWEN3_TP2, "NVIDIA_H200_NVL", "sglang") == name.format(
+        "NVIDIA_H200_NVL", ", "
     )
+    assert any_engine_file_name(vllm_name, "sglang", "NVIDIA_H200_NVL") == name.format(
+        "NVIDIA_H200_NVL", ", "
+    )
+    assert any_engine_file_name(vllm_name, "sglang") == name.format("NVIDIA_H200", ", ")
+    assert any_engine_file_name(vllm_name, "vllm", "NVIDIA_H200_NVL") == vllm_name
     assert moe_config_file_name(8, 64, "NVIDIA_GH200_480GB").startswith(
         "E=8,N=64,device_name=NVIDIA_GH200_480GB,"
     )
-    parsed = MOE.files.parse_file_name(
-        "E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json"
-    )
-    assert parsed == (Shape(256, 0, (128, 128), (("E", 256),)), "NVIDIA_H200", "fp8_w8a8")
+    parsed = MOE.files.parse_file_name(name.format("NVIDIA_H200", ", ").replace("128,N", "256,N"))
+    assert parsed == (Shape(384, 0, (128, 128), (("E", 256),)), "NVIDIA_H200", "fp8_w8a8")
     with pytest.raises(ValueError, match="not a block-FP8 MoE config file name"):
         MOE.files.parse_file_name("E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8.json")
-
-
-def test_sglang_names_keep_the_device_and_space_the_block_shape() -> None:
-    # SGLang's get_config_file_name: the block shape as a Python list, the device unfolded.
-    assert MOE.files.file_name(QWEN3_TP2, "NVIDIA_H200_NVL", "sglang") == (
-        "E=128,N=384,device_name=NVIDIA_H200_NVL,dtype=fp8_w8a8,block_shape=[128, 128].json"
-    )
-    assert MOE.files.file_name(QWEN3_TP2, "NVIDIA_H200_NVL", "vllm") == (
-        "E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json"
-    )
-    vllm_name = moe_config_file_name(128, 384, "NVIDIA_H200_NVL")
-    assert any_engine_file_name(vllm_name, "sglang", "NVIDIA_H200_NVL") == (
-        "E=128,N=384,device_name=NVIDIA_H200_NVL,dtype=fp8_w8a8,block_shape=[128, 128].json"
-    )
-    assert any_engine_file_name(vllm_name, "sglang") == (
-        "E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json"
-    )
-    assert any_engine_file_name(vllm_name, "vllm", "NVIDIA_H200_NVL") == vllm_name
 
 
 def test_the_default_depends_on_m_as_vllm_0_33_0s() -> None:
@@ -111,7 +97,7 @@ def test_the_specialization_separates_what_compiles_differently() -> None:
 
 
 def test_an_moe_task_is_tuned_on_the_interpreter_and_merged(tmp_path) -> None:
-    space = [KernelConfig(16, 64, 128, 1, 4, 2), KernelConfig(32, 128, 64, 16, 4, 3)]
+    space = [KernelConfig(32, 128, 64, 16, 4, 3)]
     engine, task = run_one_task(
         f"sqlite:///{tmp_path}/tuner.db",
         model="tiny-moe",
@@ -149,35 +135,3 @@ def test_an_moe_task_is_tuned_on_the_interpreter_and_merged(tmp_path) -> None:
     assert (file.family, file.key.shape.params_text) == ("moe", "E=4,top_k=2")
     text = json.loads(dump_config_file(file.merged.configs))
     assert list(text) == ["3"] and KernelConfig.from_dict(text["3"]) in {*space, default}
-
-
-def test_both_launches_compile_for_sm90_without_a_gpu() -> None:
-    code = (
-        "import json, torch, triton\n"
-        "from tuner.kernels.shape import Shape\n"
-        "from tuner.kernels.moe.family import MOE\n"
-        "from tuner.kernels.moe.space import default_config\n"
-        "if 'nvidia' not in triton.backends.backends: print('{}'); raise SystemExit\n"
-        "s = Shape(384, 2048, (128, 128), (('E', 128), ('top_k', 8)))\n"
-        "k = MOE.compile_for_target(default_config(1), 90, shape=s, M=1,\n"
-        "                           out_dtype=torch.bfloat16)\n"
-        "print(json.dumps({'shared': k.metadata.shared}))\n"
-    )
-    env = {key: value for key, value in os.environ.items() if key != "TRITON_INTERPRET"}
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=600,
-        cwd=Path(__file__).resolve().parents[4],
-    )
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    if not result:
-        pytest.skip("this Triton has no NVIDIA backend")
-    # M = 1 with 128 experts and top_k 8 is vLLM's naive assignment, and the 16x64 tile runs
-    # with SWAP_AB on sm90: 16x64x128 tiles, 4 stages of fp8 A and B, all 4 buffered:
-    # (16 + 64) * 128 bytes * 4 = 40,960 (vLLM 0.33.0's kernel gives the same: the real-engine
-    # lane, tests/engines/test_compile_equivalence.py).
-    assert result["shared"] == 40960

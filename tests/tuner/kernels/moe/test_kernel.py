@@ -1,6 +1,7 @@
 """The fused-MoE block-FP8 kernel on Triton's interpreter against its float64 references: each
 expert GEMM and the whole expert MLP, ragged M, top_k 1..8, experts without tokens, E up to 128,
-bf16 and fp16, every output element written."""
+bf16 and fp16, SWAP_AB and naive assignment as vLLM launches them, every output element
+written."""
 
 from __future__ import annotations
 
@@ -17,60 +18,59 @@ from tuner.kernels.moe.workload import MoeWorkload
 from tuner.kernels.shape import Shape
 
 BLOCK = (128, 128)
+BF16, FP16 = torch.bfloat16, torch.float16
+SMALL = KernelConfig(16, 64, 128, 1, 4, 2)
 
 
-def _gate_up(inputs, config: KernelConfig, out_dtype: torch.dtype, E: int) -> torch.Tensor:
-    """The gate_up GEMM into a NaN-poisoned [M * top_k, 2N] output."""
-    M, top_k = inputs.topk_ids.shape
-    out = torch.full((M * top_k, inputs.w1.shape[1]), float("nan"), dtype=out_dtype)
-    alignment = moe_align_block_size(inputs.topk_ids, config.BLOCK_SIZE_M, E)
-    return invoke_moe_gemm(
-        inputs.x,
-        inputs.x_scale,
-        inputs.w1,
-        inputs.w1_scale,
-        out,
-        None,
-        *alignment,
-        mul_routed_weight=False,
-        top_k=top_k,
-        config=config.as_dict(),
-        block_shape=BLOCK,
-    )
+def _gemm(inputs, out, alignment, config: object = SMALL, *, top_k: int, **changes):
+    """One launch of the gate_up GEMM of `inputs` (`changes` replace its arguments)."""
+    args = {
+        "A": inputs.x,
+        "A_scale": inputs.x_scale,
+        "B": inputs.w1,
+        "B_scale": inputs.w1_scale,
+        "C": out,
+        "topk_weights": None,
+        "mul_routed_weight": False,
+        "top_k": top_k,
+        "config": config.as_dict() if isinstance(config, KernelConfig) else config,
+        "block_shape": BLOCK,
+    } | changes
+    values = list(args.values())
+    return invoke_moe_gemm(*values[:6], *alignment, **dict(list(args.items())[6:]))
+
+
+def _nan(*shape: int, dtype=BF16) -> torch.Tensor:
+    return torch.full(shape, float("nan"), dtype=dtype)
 
 
 @pytest.mark.parametrize(
-    ("M", "E", "top_k", "config"),
+    ("M", "E", "top_k", "config", "out_dtype"),
     [
-        (1, 4, 1, KernelConfig(16, 64, 128, 1, 4, 4)),  # one token, one expert
-        (7, 8, 3, KernelConfig(32, 128, 64, 16, 4, 2)),  # ragged M, BLOCK_SIZE_K < group_k
-        (19, 16, 8, KernelConfig(16, 32, 256, 64, 8, 3)),  # K-tile 256 runs as 128, as vLLM's
-        (2, 128, 8, KernelConfig(64, 64, 128, 32, 4, 3)),  # E=128: most experts get no token
+        (1, 4, 1, KernelConfig(16, 64, 128, 1, 4, 4), BF16),  # one token, one expert
+        (7, 8, 3, KernelConfig(32, 128, 64, 16, 4, 2), FP16),  # ragged M, BLOCK_SIZE_K < group_k
+        (5, 16, 8, KernelConfig(16, 32, 256, 64, 8, 3), BF16),  # K-tile 256 runs as 128
+        (2, 128, 8, KernelConfig(64, 64, 128, 32, 4, 3), FP16),  # E=128: most experts idle
     ],
 )
-@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16])
 def test_the_gate_up_gemm_writes_every_slot_and_matches_float64(
     M, E, top_k, config, out_dtype
 ) -> None:
     N, K = 96, 320  # 2N = 192 and K are not multiples of 128: partial scale blocks
     inputs = make_moe_inputs(M, E, N, K, top_k, BLOCK, seed=M)
-    out = _gate_up(inputs, config, out_dtype, E)
+    alignment = moe_align_block_size(inputs.topk_ids, config.BLOCK_SIZE_M, E)
+    out = _gemm(inputs, _nan(M * top_k, 2 * N, dtype=out_dtype), alignment, config, top_k=top_k)
     ref = reference_moe_gemm(
         inputs.x, inputs.x_scale, inputs.w1, inputs.w1_scale, inputs.topk_ids, top_k, BLOCK
     )
     assert int(torch.isnan(out).sum()) == 0
     assert relative_error(out, ref) < 5e-3
-    # Slot t of token t // top_k went to expert topk_ids[t]: row 0 of the output is token 0
-    # through its first expert, as a plain dequantized product.
+    # Slot 0 is token 0 through its first expert: a plain dequantized product.
     expert = int(inputs.topk_ids[0, 0])
-    dense = (inputs.x[0].double() * inputs.x_scale[0].double().repeat_interleave(128)[:K]) @ (
-        inputs.w1[expert].double()
-        * inputs.w1_scale[expert]
-        .double()
-        .repeat_interleave(128, 0)[: 2 * N]
-        .repeat_interleave(128, 1)[:, :K]
-    ).T
-    assert torch.allclose(out[0].double(), dense, rtol=2e-2, atol=1e-3)
+    w_scale = inputs.w1_scale[expert].double().repeat_interleave(128, 0)[: 2 * N]
+    w = inputs.w1[expert].double() * w_scale.repeat_interleave(128, 1)[:, :K]
+    x = inputs.x[0].double() * inputs.x_scale[0].double().repeat_interleave(128)[:K]
+    assert torch.allclose(out[0].double(), x @ w.T, rtol=2e-2, atol=1e-3)
 
 
 def test_the_down_gemm_multiplies_each_slot_by_its_routing_weight() -> None:
@@ -81,49 +81,29 @@ def test_the_down_gemm_multiplies_each_slot_by_its_routing_weight() -> None:
     a_scale = inputs.x_scale.repeat_interleave(top_k, 0).contiguous()
     w2 = inputs.w1[:, :K, :K].contiguous()  # [E, K, K]: hidden K back to K
     w2_scale = inputs.w1_scale[:, :1, :1].contiguous()
-    config = KernelConfig(16, 32, 64, 1, 4, 2)
     alignment = moe_align_block_size(inputs.topk_ids, 16, E)
-    out = torch.full((M, top_k, K), float("nan"), dtype=torch.float16)
-    invoke_moe_gemm(
-        a,
-        a_scale,
-        w2,
-        w2_scale,
-        out,
-        inputs.topk_weights,
-        *alignment,
-        mul_routed_weight=True,
-        top_k=1,
-        config=config.as_dict(),
-        block_shape=BLOCK,
-    )
-    ref = reference_moe_gemm(
-        a, a_scale, w2, w2_scale, inputs.topk_ids, 1, BLOCK, inputs.topk_weights
-    )
+    out = _nan(M, top_k, K, dtype=FP16)
+    weights = inputs.topk_weights
+    down = {"A": a, "A_scale": a_scale, "B": w2, "B_scale": w2_scale, "topk_weights": weights}
+    config = KernelConfig(16, 32, 64, 1, 4, 2)
+    _gemm(inputs, out, alignment, config, top_k=1, mul_routed_weight=True, **down)
+    ref = reference_moe_gemm(a, a_scale, w2, w2_scale, inputs.topk_ids, 1, BLOCK, weights)
     assert int(torch.isnan(out).sum()) == 0
     assert relative_error(out, ref) < 2e-3
     unweighted = reference_moe_gemm(a, a_scale, w2, w2_scale, inputs.topk_ids, 1, BLOCK)
     assert relative_error(out, unweighted) > 0.1  # the weights (< 1) were applied
 
 
-@pytest.mark.parametrize(
-    ("M", "top_k", "out_dtype"),
-    [
-        (1, 1, torch.bfloat16),
-        (3, 2, torch.float16),
-        (13, 4, torch.bfloat16),
-        (6, 8, torch.float16),
-    ],
-)
+@pytest.mark.parametrize(("M", "top_k", "out_dtype"), [(1, 1, BF16), (6, 8, FP16)])
 def test_the_expert_mlp_matches_float64_with_the_default_config(M, top_k, out_dtype) -> None:
     shape = Shape(128, 256, BLOCK, (("E", 8), ("top_k", top_k)))
     workload = MoeWorkload.make(shape, M, seed=1, device="cpu")
-    out = torch.full(workload.out_shape, float("nan"), dtype=out_dtype)
+    out = _nan(*workload.out_shape, dtype=out_dtype)
     workload.launch(default_config(M), workload.weights(), out=out, out_dtype=out_dtype)
     assert workload.out_shape == (M, 256) and int(torch.isnan(out).sum()) == 0
     # bf16: Triton's interpreter rounds the stored bf16 toward zero (the reference mirrors it
     # for the gate_up output; the down output's truncation is the 0.4%).
-    bound = 6e-3 if out_dtype == torch.bfloat16 else 1e-3
+    bound = 6e-3 if out_dtype == BF16 else 1e-3
     assert relative_error(out, workload.reference(out_dtype)) < bound
 
 
@@ -131,68 +111,32 @@ def test_the_mlp_reference_without_rounding_is_off_by_the_requantization() -> No
     """Why the reference rounds the intermediates: unrounded, bf16 misses it by about 2%."""
     shape = Shape(128, 256, BLOCK, (("E", 4), ("top_k", 2)))
     workload = MoeWorkload.make(shape, 9, seed=0, device="cpu")
-    out = workload.launch(
-        KernelConfig(16, 64, 128, 1, 4, 2), workload.weights(), out=None, out_dtype=torch.bfloat16
-    )
-    assert relative_error(out, workload.reference(torch.bfloat16)) < 6e-3
+    out = workload.launch(SMALL, workload.weights(), out=None, out_dtype=BF16)
+    assert relative_error(out, workload.reference(BF16)) < 6e-3
     assert relative_error(out, workload.reference(None)) > 1e-2
 
 
 def test_the_wrapper_rejects_bad_input_in_one_line() -> None:
     inputs = make_moe_inputs(2, 4, 64, 128, 2, BLOCK, seed=0)
     alignment = moe_align_block_size(inputs.topk_ids, 16, 4)
-    out = torch.empty(4, 128, dtype=torch.bfloat16)
+    out = torch.empty(4, 128, dtype=BF16)
+    odd = {**KernelConfig(24, 64, 128, 1, 4, 2).as_dict(), "SPLIT_K": 1}
     with pytest.raises(ValueError, match="BLOCK_SIZE_M=24 is not a power of two"):
-        invoke_moe_gemm(
-            inputs.x,
-            inputs.x_scale,
-            inputs.w1,
-            inputs.w1_scale,
-            out,
-            None,
-            *alignment,
-            mul_routed_weight=False,
-            top_k=2,
-            block_shape=BLOCK,
-            config={**KernelConfig(24, 64, 128, 1, 4, 2).as_dict(), "SPLIT_K": 1},
-        )
+        _gemm(inputs, out, alignment, odd, top_k=2)
     with pytest.raises(ValueError, match=r"B_scale must be \[4, 1, 1\]"):
-        invoke_moe_gemm(
-            inputs.x,
-            inputs.x_scale,
-            inputs.w1,
-            inputs.w1_scale[:, :, :0],
-            out,
-            None,
-            *alignment,
-            mul_routed_weight=False,
-            top_k=2,
-            block_shape=BLOCK,
-            config=KernelConfig(16, 64, 128, 1, 4, 2).as_dict(),
-        )
+        _gemm(inputs, out, alignment, top_k=2, B_scale=inputs.w1_scale[:, :, :0])
     with pytest.raises(ValueError, match="topk_weights must hold 4"):
-        invoke_moe_gemm(
-            inputs.x,
-            inputs.x_scale,
-            inputs.w1,
-            inputs.w1_scale,
-            out,
-            None,
-            *alignment,
-            mul_routed_weight=True,
-            top_k=2,
-            block_shape=BLOCK,
-            config=KernelConfig(16, 64, 128, 1, 4, 2).as_dict(),
-        )
+        _gemm(inputs, out, alignment, top_k=2, mul_routed_weight=True)
+    naive = (None, torch.zeros(3, dtype=torch.int32), torch.tensor([64], dtype=torch.int32))
+    with pytest.raises(ValueError, match="expert_ids must hold the expert of each of the 4"):
+        _gemm(inputs, out, naive, top_k=2)
 
 
-@pytest.mark.parametrize(
-    "config", [KernelConfig(16, 64, 128, 1, 4, 4), KernelConfig(32, 128, 64, 16, 4, 3)]
-)
-def test_swap_ab_computes_the_same_gemm_transposed(config) -> None:
+def test_swap_ab_computes_the_same_gemm_transposed() -> None:
     """vLLM's sm90 launch (`uses_swap_ab`: BLOCK_SIZE_M < 64, BLOCK_SIZE_N >= 64) run on the
     interpreter by naming the architecture: the same slots, within float64's bound."""
     M, E, N, K, top_k = 9, 4, 96, 320, 2
+    config = KernelConfig(32, 128, 64, 16, 4, 3)
     inputs = make_moe_inputs(M, E, N, K, top_k, BLOCK, seed=11)
     alignment = moe_align_block_size(inputs.topk_ids, config.BLOCK_SIZE_M, E)
     ref = reference_moe_gemm(
@@ -200,51 +144,19 @@ def test_swap_ab_computes_the_same_gemm_transposed(config) -> None:
     )
     outs = {}
     for arch in (89, 90):
-        out = torch.full((M * top_k, 2 * N), float("nan"), dtype=torch.float32).bfloat16()
-        invoke_moe_gemm(
-            inputs.x,
-            inputs.x_scale,
-            inputs.w1,
-            inputs.w1_scale,
-            out,
-            None,
-            *alignment,
-            mul_routed_weight=False,
-            top_k=top_k,
-            config=config.as_dict(),
-            block_shape=BLOCK,
-            arch=arch,
-        )
+        out = _gemm(inputs, _nan(M * top_k, 2 * N), alignment, config, top_k=top_k, arch=arch)
         assert int(torch.isnan(out).sum()) == 0
         assert relative_error(out, ref) < 5e-3
         outs[arch] = out.double()
     assert relative_error(outs[90], outs[89]) < 5e-3
     launched = []
-    capture = type(
-        "Capture",
-        (),
-        {
-            "__getitem__": lambda self, grid: (
-                lambda *args, **kwargs: launched.append(kwargs["SWAP_AB"])
-            )
-        },
-    )()
+
+    class Capture:
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: launched.append(kwargs["SWAP_AB"])
+
     for arch in (89, 90, None):
-        invoke_moe_gemm(
-            inputs.x,
-            inputs.x_scale,
-            inputs.w1,
-            inputs.w1_scale,
-            out,
-            None,
-            *alignment,
-            mul_routed_weight=False,
-            top_k=top_k,
-            config=config.as_dict(),
-            block_shape=BLOCK,
-            arch=arch,
-            kernel=capture,
-        )
+        _gemm(inputs, out, alignment, config, top_k=top_k, arch=arch, kernel=Capture())
     assert launched == [False, True, False]  # None: CPU tensors, no GPU capability
 
 
@@ -253,36 +165,14 @@ def test_small_batches_take_vllms_naive_assignment_and_match_float64() -> None:
     `_prepare_expert_assignment`); the expert MLP through it matches the aligned path's
     reference."""
     shape = Shape(128, 256, BLOCK, (("E", 32), ("top_k", 4)))
-    for M in (1, 2):
-        workload = MoeWorkload.make(shape, M, seed=5, device="cpu")
-        config = default_config(M)
-        sorted_ids, expert_ids, padded = workload.alignment(config.BLOCK_SIZE_M)
-        assert sorted_ids is None
-        assert expert_ids.tolist() == workload.inputs.topk_ids.reshape(-1).tolist()
-        assert padded.tolist() == [M * 4 * config.BLOCK_SIZE_M]
-        out = workload.launch(config, workload.weights(), out=None, out_dtype=torch.float16)
-        assert relative_error(out, workload.reference(torch.float16)) < 1e-3
+    workload = MoeWorkload.make(shape, 2, seed=5, device="cpu")
+    config = default_config(2)
+    sorted_ids, expert_ids, padded = workload.alignment(config.BLOCK_SIZE_M)
+    assert sorted_ids is None
+    assert expert_ids.tolist() == workload.inputs.topk_ids.reshape(-1).tolist()
+    assert padded.tolist() == [2 * 4 * config.BLOCK_SIZE_M]
+    out = workload.launch(config, workload.weights(), out=None, out_dtype=FP16)
+    assert relative_error(out, workload.reference(FP16)) < 1e-3
     # One more token is past the rule: sorted by expert as before.
     workload = MoeWorkload.make(shape, 3, seed=5, device="cpu")
     assert workload.alignment(16)[0] is not None
-
-
-def test_naive_assignment_needs_one_expert_per_slot() -> None:
-    inputs = make_moe_inputs(2, 16, 64, 128, 2, BLOCK, seed=0)
-    out = torch.empty(4, 128, dtype=torch.bfloat16)
-    with pytest.raises(ValueError, match="expert_ids must hold the expert of each of the 4"):
-        invoke_moe_gemm(
-            inputs.x,
-            inputs.x_scale,
-            inputs.w1,
-            inputs.w1_scale,
-            out,
-            None,
-            None,
-            torch.zeros(3, dtype=torch.int32),
-            torch.tensor([64], dtype=torch.int32),
-            mul_routed_weight=False,
-            top_k=2,
-            block_shape=BLOCK,
-            config=KernelConfig(16, 64, 128, 1, 4, 2).as_dict(),
-        )
