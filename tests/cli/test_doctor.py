@@ -4,6 +4,9 @@ whether the files are read, the Triton vLLM needs, the compiled-code check and t
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -15,6 +18,10 @@ from tuner.files.provenance import installed_triton_minor
 from tuner.inputs.backends import linear_backend_value
 
 HERE = installed_triton_minor()
+NO_GPU_TUNER = (
+    "import sys; import tuner.run.gpus as gpus; gpus.visible_gpus = lambda: []; "
+    "sys.argv[0] = 'tuner'; from tuner.cli.app import main; main()"
+)
 TABLE = "the tuner's table of vLLM 0.33.0"
 PINNED_WARNING = (
     "warning: triton {here} is installed here, but vLLM 0.33.0 runs with triton 3.8 (it pins "
@@ -28,8 +35,8 @@ def no_gpu(monkeypatch):
     """doctor takes its default arch and device from the visible GPUs: none here, as on CI,
     whatever GPU the machine running the tests has."""
     monkeypatch.setattr("tuner.cli.doctor.visible_gpus", lambda: [])
-    for key in [k for k in os.environ if k.startswith("STANDIN_")] + ["TRITON_INTERPRET"]:
-        monkeypatch.delenv(key, raising=False)
+    for key in [k for k in os.environ if k.startswith("STANDIN_")]:
+        monkeypatch.delenv(key)
 
 
 def doctor(*args):
@@ -148,7 +155,20 @@ def test_versions_and_mismatch_lines() -> None:
 
 
 def test_inside_vllm_on_sm90_the_builtin_kernels_compile_to_vllms_code(vllm) -> None:
-    code, lines, errors = doctor("--arch", "sm90", "--device", "H200")
+    # A child process: this one's kernels were imported under Triton's interpreter, and doctor
+    # compiles for the architecture as on a user's machine (sees no GPU, as on CI).
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES")
+    }
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(Path(__file__).parents[2])])
+    run = subprocess.run(
+        [sys.executable, "-c", NO_GPU_TUNER, "doctor", "--arch", "sm90", "--device", "H200"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    code, lines, errors = run.returncode, run.stdout.splitlines(), run.stderr.splitlines()
     assert code == 0 and [e for e in errors if e.startswith("warning")] == []  # its own Triton
     assert (
         f"vLLM 0.33.0: requires triton =={HERE}.0 (vLLM's metadata); a sweep here times vLLM's "

@@ -199,9 +199,11 @@ class _Verify:
             on_point=on_point,
         )
 
-    def request(self, shapes, m_values, strategy: str, trials: int, seed: int) -> SweepRequest:
-        """The sweep of `shapes` at `m_values` that --fix runs."""
-        return SweepRequest(
+    def run(self, shapes, m_values, search: tuple[str, int, int], what: str) -> None:
+        """Plan and run the sweep of `shapes` at `m_values` with `search` (strategy, trials,
+        seed), as `tuner sweep` does."""
+        strategy, trials, seed = search
+        request = SweepRequest(
             device_name=self.device_name,
             model=self.model_shapes.model,
             tp=self.model_shapes.tp,
@@ -216,9 +218,6 @@ class _Verify:
             kernel=self.kernel,
             kernel_label=self.kernel_label,
         )
-
-    def run(self, request: SweepRequest, what: str) -> None:
-        """Plan and run one sweep, as `tuner sweep` does."""
         _plan_and_run(
             self.store,
             self.url,
@@ -265,17 +264,16 @@ class _Verify:
                 )
                 continue
             plain(f"resuming sweep {info.sweep_id} (M={','.join(map(str, info.m_values))})")
-            request = self.request(
-                self.model_shapes.pairs(), info.m_values, info.strategy, info.budget, info.seed
-            )
-            self.run(request, f"{len(request.shapes)} shape(s)")
+            shapes = self.model_shapes.pairs()
+            search = (info.strategy, info.budget, info.seed)
+            self.run(shapes, info.m_values, search, f"{len(shapes)} shape(s)")
 
     def tune(self, offending: dict[tuple[int, int], list[int]]) -> None:
         """One sweep per set of offending M, over the shapes that share it, with the search of
         the latest sweep of this config space (`tuner sweep`'s defaults where there is none)."""
         space = space_name(self.configs, None, self.kernel_label)
         made = [info for info, _ in self.sweeps() if info.space == space]
-        strategy, trials, seed = (
+        search = (
             (made[-1].strategy, made[-1].budget, made[-1].seed)
             if made
             else (DEFAULT_STRATEGY_NAME, DEFAULT_TRIALS, self.seed)
@@ -285,7 +283,7 @@ class _Verify:
             groups.setdefault(tuple(m_values), []).append(shape)
         for group_m, shapes in sorted(groups.items()):
             what = f"--fix of {' '.join(shape_label(N, K) for N, K in shapes)}"
-            self.run(self.request(shapes, group_m, strategy, trials, seed), what)
+            self.run(shapes, group_m, search, what)
 
 
 @contextmanager

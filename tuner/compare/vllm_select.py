@@ -37,13 +37,8 @@ def _probes() -> dict[str, str]:
     }
 
 
-def _asked() -> list[str]:
-    """The registered families with a selection probe, in order."""
-    return list(_probes())
-
-
 def _each(why: str) -> dict[str, Answer]:
-    return {name: Answer(None, reason=why) for name in _asked()}
+    return {name: Answer(None, reason=why) for name in _probes()}
 
 
 def ask_vllm(arch: str, model: ModelAsked = DEFAULT_MODEL) -> dict[str, Answer]:
@@ -72,7 +67,7 @@ def ask_vllm(arch: str, model: ModelAsked = DEFAULT_MODEL) -> dict[str, Answer]:
     lines = run.stdout.strip().splitlines()
     try:
         found = json.loads(lines[-1])
-        return {name: Answer(**found[name]) for name in _asked()}
+        return {name: Answer(**found[name]) for name in _probes()}
     except (IndexError, ValueError, KeyError, TypeError):
         tail = (run.stderr.strip().splitlines() or ["no output"])[-1]
         return _each(f"asking vLLM's selection code failed (exit {run.returncode}: {tail[:200]})")

@@ -14,34 +14,23 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# (module, class name) of vLLM's description of a scaled-mm linear layer.
-LAYER_CONFIG = (
-    "vllm.model_executor.kernels.linear.scaled_mm.ScaledMMLinearKernel",
-    "FP8ScaledMMLinearLayerConfig",
-)
+_LAYER_CONFIG = "vllm.model_executor.kernels.linear.scaled_mm.ScaledMMLinearKernel"
 _QUANT_UTILS = "vllm.model_executor.layers.quantization.utils.quant_utils"
-
-
-def layer_config_parts() -> tuple[Any, Any, Any]:
-    """vLLM's FP8ScaledMMLinearLayerConfig class and its block-FP8 keys (kFp8Static128BlockSym,
-    kFp8Dynamic128Sym); raises whatever importing them raises."""
-    config_class = getattr(importlib.import_module(LAYER_CONFIG[0]), LAYER_CONFIG[1])
-    keys = importlib.import_module(_QUANT_UTILS)
-    return config_class, keys.kFp8Static128BlockSym, keys.kFp8Dynamic128Sym
 
 
 def block_fp8_layer_config(N: int, K: int, dtype) -> Any:
     """vLLM's description of a block-FP8 linear layer, as `init_fp8_linear_kernel` makes it
-    (vLLM 0.33.0, kernels/linear/__init__.py): weight [N, K] with 128x128 static FP8 blocks,
-    activations in dynamic 1x128 groups, input and output in `dtype` (a torch dtype).
+    (vLLM 0.33.0, kernels/linear/__init__.py): weight [N, K] with 128x128 static FP8 blocks
+    (`kFp8Static128BlockSym`), activations in dynamic 1x128 groups (`kFp8Dynamic128Sym`),
+    input and output in `dtype` (a torch dtype).
 
     Raises:
         Exception: whatever importing vLLM's config class or keys raises.
     """
-    config_class, weight_key, activation_key = layer_config_parts()
-    return config_class(
-        weight_quant_key=weight_key,
-        activation_quant_key=activation_key,
+    keys = importlib.import_module(_QUANT_UTILS)
+    return importlib.import_module(_LAYER_CONFIG).FP8ScaledMMLinearLayerConfig(
+        weight_quant_key=keys.kFp8Static128BlockSym,
+        activation_quant_key=keys.kFp8Dynamic128Sym,
         weight_shape=(N, K),
         input_dtype=dtype,
         out_dtype=dtype,
