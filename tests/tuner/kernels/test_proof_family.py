@@ -32,6 +32,7 @@ from tuner.inputs.shapes import ShapesFileError, load_shapes, render_shapes_file
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.family import VllmServing
 from tuner.kernels.registry import FAMILIES, family_of_file, respell_file_name
+from tuner.kernels.shape import Shape
 from tuner.measure.runner import KernelRunner, Problem
 from tuner.measure.runners import InterpreterRunner
 from tuner.measure.trial import TrialResult, TrialStatus
@@ -248,18 +249,9 @@ def test_a_file_is_verified_against_the_familys_own_default(toy) -> None:
     # the toy's default at M=24 (LARGE, not the dense GEMM's), so slower; M=4096's
     # BLOCK_SIZE_K=256 breaks the toy's rule for K=64.
     m_points = [1, 8, 24, 4096]
-    assert timed_points(configs, m_points, None, family="toy") == [24, 4096]
-    result = verify_shape(
-        N=64,
-        K=64,
-        block_shape=None,
-        configs=configs,
-        m_points=m_points,
-        make_runner=make_runner,
-        rounds=4,
-        family="toy",
-        params=(("G", 2),),
-    )
+    shape = Shape(64, 64, None, (("G", 2),))
+    assert timed_points(configs, m_points, shape, family="toy") == [24, 4096]
+    result = verify_shape(shape, configs, m_points, make_runner, rounds=4, family="toy")
     error = "invalid config: BLOCK_SIZE_K=256 is more than K=64"
     assert result.points == (
         PointResult(1, 1, SMALL, Verdict.OK, False),
@@ -310,18 +302,11 @@ def advise(out, asked, answer) -> None:
 
 
 def test_doctor_says_what_a_registered_family_says_of_itself(monkeypatch) -> None:
-    from tuner.compare.doctor import diagnose
+    from tuner.compare.doctor import Question, diagnose
 
     serving = VllmServing(label="toy", advice=f"{__name__}:advise")
     monkeypatch.setitem(FAMILIES, "toy", dataclasses.replace(TOY, serving=serving))
     monkeypatch.setattr("tuner.compare.doctor.vllm_version", lambda: None)
-    out = diagnose(
-        arch="sm90",
-        device_name=None,
-        gpus=[],
-        versions={"triton": ""},
-        linear_backend_triton=False,
-        compare=False,
-    )
+    out = diagnose(Question(arch="sm90"), gpus=[], versions={"triton": ""})
     assert out.lines[-1] == "toy on sm90 (sm90): table"
     assert out.helps == ["moe", "toy"]  # sm90: vLLM runs the Triton MoE kernel by default
