@@ -1,12 +1,11 @@
 """The config files vLLM 0.33.0 ships, read from its wheel: the tuner's parser and writer give
-each one back byte for byte, its name parses and is built again, and the tools that read
-shipped files (the merge with an existing file, bench/vs_shipped.py) work on them."""
+each one back byte for byte, its name parses and is built again, and the merge with an
+existing file works on them."""
 
 from __future__ import annotations
 
 import json
 
-from tests.bench.test_vs_shipped import vs
 from tests.engines.engine_code import wheel_folder
 from tests.engines.vllm_host import DENSE_CONFIGS, MOE_CONFIGS
 from tests.tuner.files.test_format_merge import DEFAULT, FAST, Winner
@@ -106,28 +105,3 @@ def test_the_merge_with_a_shipped_file_keeps_what_the_store_did_not_measure(vllm
     ]
     assert merged.m_imported == [4]
     assert merged.warnings[0] == "M=16 is not in the file: vLLM will use the M=8 entry"
-
-
-def test_vs_shipped_dry_run_on_the_shipped_h200_files(
-    vllm_wheel, tmp_path, capsys, monkeypatch
-) -> None:
-    shipped = tmp_path / "shipped" / "NVIDIA_H200"  # vs_shipped reads one folder per device
-    shipped.mkdir(parents=True)
-    for name, data in wheel_folder(vllm_wheel, DENSE_CONFIGS).items():
-        if parse_config_file_name(name).device_name == "NVIDIA_H200":
-            (shipped / name).write_bytes(data)
-    monkeypatch.chdir(tmp_path)  # no tuner.db here: shipped and default only, with a warning
-    args = ["--dry-run", "--device", "NVIDIA_H200", "--shipped-dir", str(shipped.parent)]
-    assert vs.main([*args, "--m", "1,4096"]) == 0
-    captured = capsys.readouterr()
-    lines = captured.out.splitlines()
-    # DeepSeek-V3 over TP 1, 2, 4, 8: 19 of its 33 (N, K) have an H200 file in vLLM 0.33.0.
-    assert lines[0].startswith("NVIDIA_H200: 38 (shape, M) in 19 shape(s) with shipped files")
-    assert len(lines) == 1 + 38
-    assert lines[1] == (
-        "N=576 K=7168 M=1: ours -; shipped 16x32x128 g64 w4 s4; default 64x128x128 g32 w4 s2"
-    )
-    assert "no store at tuner.db" in captured.err
-    assert vs.main([*args, "--tp", "8"]) == 0
-    # TP 8: 14 shapes, all shipped for the H200, 18 M keys each
-    assert capsys.readouterr().out.startswith("NVIDIA_H200: 252 (shape, M) in 14 shape(s)")
