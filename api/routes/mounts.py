@@ -204,6 +204,8 @@ def _file_mounts(
                 engine_version=engine_version,
                 triton_version=triton_version or tuned_triton,
                 triton_from="as asked" if triton_version else "the one the files were tuned with",
+                contents={f.file_name: f.merged.text for f in merged.files},
+                left_out=tuple(f"# {line}" for line in merged.left_out),
             )
         )
     except ValueError as exc:

@@ -9,6 +9,7 @@ import shlex
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill, row_counts
@@ -285,6 +286,12 @@ GOOD = dump_config_file({1: FAST, 4096: SLOW})
             GOOD.replace(": 16,", ": 16.0,"),
             "M=1: BLOCK_SIZE_M must be an integer, got 16.0",
         ),
+        (
+            config_file_name(576, 7168, "NVIDIA_L20"),
+            GOOD.replace('"BLOCK_SIZE_K": 128', '"BLOCK_SIZE_K": 96', 1),
+            "M=1: BLOCK_SIZE_K=96 is not a power of two (Triton compiles none other: the "
+            "engine cannot run this entry)",
+        ),
         ("config.json", GOOD, "'config.json' is not a config file name"),
         (
             "N=576,K=7168,device_name=NVIDIA_L20,dtype=int8_w8a8,block_shape=[128,128].json",
@@ -391,15 +398,19 @@ def test_mounts_from_store_and_folder(tmp_path: Path) -> None:
     )
     assert k8s.exit_code == 0, k8s.output
     spaced = engine_file_name(name, "sglang")
-    assert (
-        f'    mountPath: "/opt/py/sglang/kernels/ops/gemm/configs/{spaced}"'
-        in k8s.stdout.splitlines()
+    parts = [doc for doc in yaml.safe_load_all(k8s.stdout) if doc]
+    assert parts[0]["data"] == {"n576-k7168-b128x128.json": GOOD}
+    assert parts[-1]["volumeMounts"][0]["mountPath"] == (
+        f"/opt/py/sglang/kernels/ops/gemm/configs/{spaced}"
     )
     assert "# Tuned with" not in k8s.stdout  # a folder of files says nothing of its versions
     one_line_error(
         invoke("mounts", "--device", "H200", "--files", str(folder)),
         f"{folder}: no config files for --device H200; devices there: NVIDIA_L20",
     )
+    (folder / name).write_text("not json")  # a file the engine could not read
+    error = invoke("mounts", "--device", "L20", "--files", str(folder)).stderr
+    assert error.startswith(f"error: {folder / name}: invalid JSON: Expecting value")
     one_line_error(
         invoke("mounts", "--device", "L20", "--db", db, "--site-packages", "rel"),
         "--site-packages must be an absolute path without quotes, '$', '\\\\' or '..', got 'rel'",

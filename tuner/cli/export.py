@@ -14,8 +14,10 @@ from tuner.cli.output import console, out_folder
 from tuner.cli.store import device_in_store, open_db, store_files
 from tuner.cli.tables import Column, print_table
 from tuner.core import OutDtype
+from tuner.files.merge import entries_left_out
 
 if TYPE_CHECKING:
+    from tuner.files.device import StoreFiles
     from tuner.files.merge import DeviceFile
 
 
@@ -81,14 +83,7 @@ def export(
         kernel=kernel.value,
     )
     result = read.explained()
-    current = read.view.scope.current
-    typer.echo(
-        "winners of trials of every kernel source and Triton (--allow-stale)"
-        if allow_stale
-        else f"winners of {current.source_label} kernel trials, triton "
-        f"{current.triton_minor or 'any'}",
-        err=True,
-    )
+    typer.echo(source_line(read, allow_stale), err=True)
     if engine_name == "sglang":
         typer.echo(f"note: {SGLANG_NOTE}", err=True)
     _write(result.files, out)
@@ -99,6 +94,11 @@ def export(
             typer.echo(f"warning: {line}", err=True)
     for skipped in result.skipped:
         typer.echo(f"skipped N={skipped.N},K={skipped.K}: {skipped.reason}", err=True)
+    for line in result.left_out:
+        typer.echo(line, err=True)
+    if result.left_out:
+        count = entries_left_out(len(result.left_out))
+        typer.echo(f"{count}: they cannot launch on {device_name}", err=True)
     if not result.files:
         because = (
             f"; {read.stale_skips} shape(s) lack winners because their trials are stale: "
@@ -107,6 +107,20 @@ def export(
             else ""
         )
         raise fail(f"no file written{because}", 1)
+
+
+def source_line(read: StoreFiles, allow_stale: bool) -> str:
+    """What the files hold: winners of which trials, or only imported entries."""
+    if not read.view.winners and read.view.imported:
+        return (
+            f"{read.view.device_name}: imported entries only (`tuner import`), never measured here"
+        )
+    if allow_stale:
+        return "winners of trials of every kernel source and Triton (--allow-stale)"
+    current = read.view.scope.current
+    return (
+        f"winners of {current.source_label} kernel trials, triton {current.triton_minor or 'any'}"
+    )
 
 
 def _write(files: list[DeviceFile], out: Path) -> None:

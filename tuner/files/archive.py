@@ -198,12 +198,13 @@ def readme_text(
             lines.append(f"  PARTIAL: no winner yet for M={', '.join(map(str, merged.m_missing))}")
         lines.extend(f"  note: {note}" for note in merged.notes)
         lines.extend(f"  warning: {warning}" for warning in merged.warnings)
-    if device_files.skipped:
+    if device_files.skipped or device_files.left_out:
         lines += ["", "Left out"]
         lines.extend(
             f"- N={s.N}, K={s.K}, {_blocks(s.block_shape)}: {s.reason}"
             for s in device_files.skipped
         )
+        lines.extend(f"- {line}" for line in device_files.left_out)
     return "\n".join(lines) + "\n"
 
 

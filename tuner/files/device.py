@@ -162,7 +162,7 @@ class StoreFiles:
             replace(item, reason=item.reason + self.stale_reason(item, hint))
             for item in self.files.skipped
         ]
-        return DeviceFiles(files=self.files.files, skipped=skipped)
+        return replace(self.files, skipped=skipped)
 
     @property
     def stale_skips(self) -> int:

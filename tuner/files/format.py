@@ -26,6 +26,8 @@ ZERO_ALLOWED: frozenset[str] = frozenset({"waves_per_eu", "matrix_instr_nonkdim"
 _M_KEY_RE = re.compile(r"[1-9][0-9]{0,9}")
 MAX_M = 2**31 - 1  # Triton passes M as int32
 MAX_VALUE = 2**16  # far above any block size, group size, warp or stage count
+# Triton compiles only powers of two for these (tl.arange's ranges; warps per block).
+POWER_OF_TWO_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "num_warps")
 
 
 def m_coverage(keys: Iterable[int]) -> tuple[list[int], list[int], list[int]]:
@@ -124,7 +126,8 @@ def parse_config_file(text: str, *, source: str = "<text>") -> dict[int, dict[st
         ValueError: One line naming `source` and the problem: bad JSON, duplicate or non-decimal
             M keys, M outside 1..2**31-1, unknown or missing keys, non-integer, boolean or
             out-of-range values (1..65536; 0..65536 for waves_per_eu and
-            matrix_instr_nonkdim), or an empty object.
+            matrix_instr_nonkdim), a block size or num_warps that is not a power of two, or an
+            empty object.
     """
     try:
         data = json.loads(text, object_pairs_hook=_reject_duplicates)
@@ -143,7 +146,14 @@ def parse_config_file(text: str, *, source: str = "<text>") -> dict[int, dict[st
     for key, entry in data.items():
         if not _M_KEY_RE.fullmatch(key) or int(key) > MAX_M:
             raise ValueError(f"{source}: M key {key[:40]!r} is not a decimal integer in 1..{MAX_M}")
-        configs[int(key)] = _check_entry(entry, f"{source}: M={key}")
+        where = f"{source}: M={key}"
+        configs[int(key)] = entry = _check_entry(entry, where)
+        for name in POWER_OF_TWO_KEYS:
+            if entry.get(name, 1) & (entry.get(name, 1) - 1):
+                raise ValueError(
+                    f"{where}: {name}={entry[name]} is not a power of two (Triton compiles "
+                    "none other: the engine cannot run this entry)"
+                )
     return configs
 
 

@@ -215,10 +215,17 @@ class SkippedShape(ShapeKeyed):
 
 @dataclass(frozen=True)
 class DeviceFiles:
-    """All files of a device, and the shapes left out."""
+    """All files of a device, the shapes left out, and one line per imported entry left out
+    because it cannot launch on the device (`tuner import`'s launch check)."""
 
     files: list[DeviceFile]
     skipped: list[SkippedShape]
+    left_out: list[str] = field(default_factory=list)
+
+
+def entries_left_out(count: int) -> str:
+    """ "1 entry left out", "2 entries left out"."""
+    return f"{count} entr{'y' if count == 1 else 'ies'} left out"
 
 
 def dense_key(N: int, K: int, block_shape: Sequence[int] | None) -> FamilyShape:
@@ -318,7 +325,13 @@ def build_device_files(
             continue
         name = get_family(key.family).files.file_name(key.shape, device, engine)
         files.append(DeviceFile(name, key, merged))
-    return DeviceFiles(files=files, skipped=skipped)
+    left_out = [
+        f"left out {get_family(key.family).files.file_name(key.shape, device, engine)} M={M} "
+        f"(imported from '{label}'): {reason}"
+        for key in sorted(imports)
+        for M, (label, reason) in sorted(getattr(imports[key], "left_out", {}).items())
+    ]
+    return DeviceFiles(files=files, skipped=skipped, left_out=list(dict.fromkeys(left_out)))
 
 
 def _one_device(winners: Sequence[WinnerRowLike], device_name: str | None) -> str:

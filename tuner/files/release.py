@@ -19,6 +19,7 @@ import tuner
 from db.repo import NewFile, ReleaseInfo, publish_release
 from tuner.files.archive import build_zip, versions_line, winner_versions
 from tuner.files.device import StoreFiles, device_files
+from tuner.files.merge import entries_left_out
 
 IMPORTED_NOTE = "imported, not measured here"
 
@@ -53,6 +54,8 @@ class Published:
         r = self.release
         tuned = versions_line(self.candidate.summary.get("versions") or {})
         tuned = f"; tuned with {tuned}" if tuned else ""
+        left_out = self.candidate.read.files.left_out
+        tuned += f"; {entries_left_out(len(left_out))}, cannot launch there" if left_out else ""
         if not self.created:
             return (
                 f"{r.device_name}: files unchanged since release {r.number}; no new release{tuned}"
@@ -122,6 +125,7 @@ def _summary(
             }
             for s in read.explained().skipped
         ],
+        "left_out": read.files.left_out,
         "tuner": tuner.__version__,
     }
 

@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from tuner.core import INTERPRETER_DEVICE_NAME, ResolvedDevice, is_device_name, vllm_device_name
+from tuner.inputs.suggest import did_you_mean
 from tuner.kernels.gpus import KNOWN_GPUS
 
 INTERPRETER_ALIASES = frozenset({"interpreter", "cpu", INTERPRETER_DEVICE_NAME.lower()})
@@ -86,8 +87,6 @@ def device_hint(device: str, known: Iterable[str] = ()) -> str:
     Returns:
         e.g. " (did you mean 'L20'?)", or "" when nothing is close.
     """
-    from tuner.inputs.suggest import did_you_mean
-
     names = {
         re.sub(r"^NVIDIA_", "", name, flags=re.IGNORECASE)
         for name in known
@@ -113,8 +112,40 @@ class VisibleGpu(Protocol):
     def compute_capability(self) -> str: ...  # noqa: D102
 
 
+def device_key(device: str, known: Iterable[str] = ()) -> str:
+    """The one device key a `--device` argument (or an API path's device) names: the
+    interpreter's; else the one of `known` it `matches` (the store's devices, the visible GPUs',
+    a folder's files'); else, when it matches none, the GPU model's key (`gpu_device_key`). The
+    CLI, the API and the file names all take this key.
+
+    Args:
+        device: what the user typed, e.g. "L20", "NVIDIA L20", "interpreter".
+        known: device keys to look among first, e.g. "NVIDIA_L20".
+
+    Raises:
+        ValueError: one line: several of `known` match, or no rule makes a GPU model's key.
+    """
+    if is_interpreter(device):
+        return INTERPRETER_DEVICE_NAME
+    names = _named(device, known)
+    return names[0] if names else gpu_device_key(device)
+
+
+def _named(device: str, known: Iterable[str]) -> list[str]:
+    """The names of `known` a `--device` argument names: itself when known, else those it
+    `matches`; ValueError (one line) for several."""
+    known = set(known)
+    names = [device] if device in known else resolve(device, known)
+    if len(names) > 1:
+        raise ValueError(
+            f"'{device}' names {len(names)} devices in the store: "
+            f"{', '.join(names)}; give one of them"
+        )
+    return names
+
+
 def store_device(device: str, known: Iterable[str]) -> str:
-    """The one device_name of the store's that a `--device` argument names.
+    """`device_key` of a device the store must have.
 
     Args:
         device: what the user typed, e.g. "L20", "NVIDIA L20", "interpreter".
@@ -127,19 +158,14 @@ def store_device(device: str, known: Iterable[str]) -> str:
         ValueError: the argument names several or none of them; one line that lists them.
     """
     known = sorted(set(known))
-    names = resolve(device, known)
-    if len(names) > 1:
-        raise ValueError(
-            f"'{device}' names {len(names)} devices in the store: "
-            f"{', '.join(names)}; give one of them"
-        )
-    if not names:
-        raise ValueError(
-            f"no device in the store matches '{device}'{device_hint(device, known)}; "
-            f"known: {', '.join(known) or 'none'}; `tuner sweep --device {device}` "
-            "on that GPU, or `tuner import` of its files, adds it"
-        )
-    return names[0]
+    names = _named(device, known)
+    if names:
+        return names[0]
+    raise ValueError(
+        f"no device in the store matches '{device}'{device_hint(device, known)}; "
+        f"known: {', '.join(known) or 'none'}; `tuner sweep --device {device}` "
+        "on that GPU, or `tuner import` of its files, adds it"
+    )
 
 
 def require_stored(device: str, device_name: str, known: Iterable[str]) -> str:
