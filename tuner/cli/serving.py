@@ -160,14 +160,11 @@ def mounts(
             db=db,
         )
         return
-    note = ""
-    left_out: list[str] = []
     if files is not None:
-        contents, device_name = _folder_files(files, device, engine_name.value)
+        fields = _folder_files(files, device, engine_name.value)
         folder = host_dir or str(files.resolve())
-        capability, tuned_with, tuned_triton = None, "", None
     else:
-        contents, device_name, capability, tuned_with, tuned_triton, left_out = _store_files(
+        fields = _store_files(
             device,
             engine_name.value,
             allow_partial,
@@ -176,31 +173,28 @@ def mounts(
             kernel=kernel.value,
         )
         folder = host_dir or DEFAULT_HOST_DIR
-        note = _export_note(folder, device_name, engine_name)
-    triton_from = "--triton-version" if triton_version else "the one the files were tuned with"
+    tuned_triton = fields.pop("triton_version", None)
     try:
         text = render_mounts(
             MountRequest(
-                device_name=device_name,
                 engine=engine_name.value,
-                file_names=tuple(contents),
+                file_names=tuple(fields["contents"]),
                 host_dir=folder,
                 site_packages=site_packages or DEFAULT_SITE_PACKAGES[engine_name],
                 fmt=fmt.value,
-                compute_capability=capability,
-                tuned_with=tuned_with,
                 engine_version=engine_version,
                 triton_version=triton_version or tuned_triton,
-                triton_from=triton_from,
-                contents=contents,
-                left_out=tuple(f"# {line}" for line in left_out),
+                triton_from="--triton-version"
+                if triton_version
+                else "the one the files were tuned with",
+                **fields,
             )
         )
     except ValueError as exc:
         raise fail(str(exc)) from None
     typer.echo(text, nl=False)
-    if note:
-        typer.echo(note, err=True)
+    if files is None:
+        typer.echo(_export_note(folder, fields["device_name"], engine_name), err=True)
 
 
 def _export_note(folder: str, device_name: str, engine_name: EngineName) -> str:
@@ -213,9 +207,10 @@ def _export_note(folder: str, device_name: str, engine_name: EngineName) -> str:
     )
 
 
-def _folder_files(folder: Path, device: str, engine: str) -> tuple[dict[str, str], str]:
-    """The config files of one device in `folder` (name -> text) and its key; each file is
-    read as the engine reads it, and one it could not read is refused in one line."""
+def _folder_files(folder: Path, device: str, engine: str) -> dict[str, Any]:
+    """The mounts' fields of one device's config files in `folder`: its key and the files
+    (name -> text); each file is read as the engine reads it, and one it could not read is
+    refused in one line."""
     try:
         entries = [p.name for p in folder.iterdir() if p.is_file()]
     except OSError as exc:
@@ -247,7 +242,7 @@ def _folder_files(folder: Path, device: str, engine: str) -> tuple[dict[str, str
             raise fail(str(exc)) from None
         if engine == "sglang" and family_of_file(name).files.file_triton_version:
             _check_sglang_file(folder / name, text)
-    return contents, key
+    return {"device_name": key, "contents": contents}
 
 
 def _check_sglang_file(path: Path, text: str) -> None:
@@ -387,10 +382,11 @@ def _store_files(
     *,
     allow_stale: bool = False,
     kernel: str = "auto",
-) -> tuple[dict[str, str], str, str | None, str, str | None, list[str]]:
-    """The device's files in the store (name -> text; from the trials of `kernel`'s source),
-    its vLLM key, compute capability, the versions line of what its winners were timed with,
-    their one Triton version (None for none or several) and the imported entries left out."""
+) -> dict[str, Any]:
+    """The mounts' fields of a device's files in the store (from the trials of `kernel`'s
+    source): its key, the files (name -> text), its compute capability, what its winners were
+    timed with, their one Triton version (None for none or several), the GPU's names and the
+    imported entries left out."""
     from db.repo import session_scope
 
     _, store = open_db(db, must_exist=True, read_only=True)
@@ -412,15 +408,15 @@ def _store_files(
         )
     view = read.view
     versions = winner_versions(view.environments, view.winners)
-    tritons = versions["triton"]
-    return (
-        {f.file_name: f.merged.text for f in read.files.files},
-        device_name,
-        view.compute_capability,
-        versions_line(versions),
-        tritons[0] if len(tritons) == 1 else None,
-        read.files.left_out,
-    )
+    return {
+        "device_name": device_name,
+        "contents": {f.file_name: f.merged.text for f in read.files.files},
+        "compute_capability": view.compute_capability,
+        "tuned_with": versions_line(versions),
+        "triton_version": versions["triton"][0] if len(versions["triton"]) == 1 else None,
+        "gpu_names": tuple(e.gpu_name for e in view.environments),
+        "left_out": tuple(f"# {line}" for line in read.files.left_out),
+    }
 
 
 def serve(

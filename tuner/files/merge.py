@@ -273,6 +273,7 @@ def build_device_files(
     device_name: str | None = None,
     engine: str = "vllm",
     triton_of: Mapping[int, str] | None = None,
+    file_device: str | None = None,
 ) -> DeviceFiles:
     """Merge a device's winners into one file per `FamilyShape` (family and shape),
     named and defaulted by its kernel family (`tuner.kernels.registry`).
@@ -294,6 +295,8 @@ def build_device_files(
             it (`FamilyFiles.file_triton_version`): the version most of a file's winners
             were timed with (the newer on a tie). SGLang's files never carry it (its MoE
             loader would fail on the key).
+        file_device: the device part of the file names where the engine's differs from the
+            device's key (`tuner.inputs.devices.engine_device_name`); None: the key.
 
     Returns:
         Files sorted by key (`FamilyShape.sort_key`), and the shapes skipped with
@@ -304,6 +307,7 @@ def build_device_files(
             winners for one (shape, M), no device name at all, or an unknown engine.
     """
     device = _one_device(winners, device_name)
+    named = file_device or device
     grouped: dict[FamilyShape, list[WinnerRowLike]] = {}
     for row in winners:
         grouped.setdefault(FamilyShape.of_row(row), []).append(row)
@@ -323,10 +327,10 @@ def build_device_files(
             missing = sorted({M for M in m_requested if M not in done})
             skipped.append(SkippedShape(key, str(exc), missing))
             continue
-        name = get_family(key.family).files.file_name(key.shape, device, engine)
+        name = get_family(key.family).files.file_name(key.shape, named, engine)
         files.append(DeviceFile(name, key, merged))
     left_out = [
-        f"left out {get_family(key.family).files.file_name(key.shape, device, engine)} M={M} "
+        f"left out {get_family(key.family).files.file_name(key.shape, named, engine)} M={M} "
         f"(imported from '{label}'): {reason}"
         for key in sorted(imports)
         for M, (label, reason) in sorted(getattr(imports[key], "left_out", {}).items())

@@ -22,6 +22,7 @@ import yaml
 
 from tuner.files.engine_folders import engine_folder, engine_version, folder_for, unchecked_line
 from tuner.inputs.backends import device_advice
+from tuner.inputs.devices import engine_device_name
 from tuner.kernels.engines import ENGINES, SGLANG_NOTE, TRITON_PLACEHOLDER
 from tuner.kernels.family import LINEAR_LAYERS, KernelFamily
 from tuner.kernels.registry import DEFAULT_FAMILY, family_of_file, get_family
@@ -94,7 +95,8 @@ class MountRequest:
         triton_version: the serving image's Triton (SGLang's fused-MoE folder); None for none.
         triton_from: how `triton_version` was chosen, said in the header.
         contents: file name -> its text: the ConfigMaps' data (`k8s` needs it).
-        left_out: lines on imported entries the files leave out (`DeviceFiles.left_out_lines`).
+        left_out: comment lines on imported entries the files leave out (`DeviceFiles.left_out`).
+        gpu_names: the GPU's names as CUDA reported them (the engine's device part).
     """
 
     device_name: str
@@ -110,6 +112,7 @@ class MountRequest:
     triton_from: str = "given"
     contents: Mapping[str, str] | None = None
     left_out: tuple[str, ...] = ()
+    gpu_names: tuple[str, ...] = ()
 
 
 def check_site_packages(path: str) -> str:
@@ -155,6 +158,7 @@ def place(
     site: str,
     release: str,
     triton: tuple[str | None, str] = (None, "given"),
+    gpu_names: Sequence[str] = (),
 ) -> Placed:
     """Where `engine`'s release reads each file (each family's own row), sorted by name.
 
@@ -165,6 +169,8 @@ def place(
         site: the engine's site-packages folder (checked).
         release: the engine's release.
         triton: (the serving image's Triton or None, how it was chosen).
+        gpu_names: the GPU's names as CUDA reported them, for the engine's device part
+            (`engine_device_name`).
 
     Raises:
         ValueError: a name no family parses; a folder per Triton and no Triton version.
@@ -172,9 +178,11 @@ def place(
     files: list[FileMount] = []
     folders: dict[str, FolderMount] = {}
     notes: list[str] = []
+    device = engine_device_name(engine, device_name, gpu_names)
     for name in sorted(names):
         family = family_of_file(name)
-        key = configmap_key(family.files.parse_file_name(name)[0])
+        shape = family.files.parse_file_name(name)[0]
+        key = configmap_key(shape)
         row = engine_folder(engine, family.name, release)
         if row.env:
             target = f"{FOLDER_ROOT}/{family.name}-configs"
@@ -184,7 +192,7 @@ def place(
         folder = f"{site}/{folder_for(engine, family.name, release, triton[0])}"
         if TRITON_PLACEHOLDER in row.folder and not notes:
             notes += _triton_note(family, folder, triton)
-        dst = family.respell(name, engine, device_name)
+        dst = family.files.file_name(shape, device, engine)
         files.append(FileMount(name, f"{folder}/{dst}", key, dst))
     return Placed(files, list(folders.values()), notes)
 
@@ -237,6 +245,7 @@ def render_mounts(request: MountRequest) -> str:
         site,
         release,
         (request.triton_version, request.triton_from),
+        request.gpu_names,
     )
     head = _mounts_head(request, release, dense_dir, len(placed.files))
     head += folder_lines(placed, f"{host_dir}/") + placed.notes + list(request.left_out)

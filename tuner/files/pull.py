@@ -29,7 +29,8 @@ from tuner.files.mounts import (
     place,
     pod_parts,
 )
-from tuner.kernels.registry import DEFAULT_FAMILY, family_of_file, respell_file_name
+from tuner.inputs.devices import engine_device_name
+from tuner.kernels.registry import DEFAULT_FAMILY, family_of_file
 
 # Written last into the folder: which release it holds, so a second pull of it does nothing.
 MARKER = ".blockfp8-release.json"
@@ -81,15 +82,28 @@ def choose_release(
 
 
 def wanted_files(release: Mapping[str, Any], engine: str) -> list[Wanted]:
-    """The release's files with the names `engine` reads them under."""
-    return [
-        Wanted(
-            f["file_name"],
-            respell_file_name(f["file_name"], engine, release["device_name"]),
-            f["sha256"],
+    """The release's files with the names `engine` reads them under (its device part too)."""
+    device = engine_device_name(engine, release["device_name"], release_gpu_names(release))
+    wanted = []
+    for f in release["files"]:
+        family = family_of_file(f["file_name"])
+        shape = family.files.parse_file_name(f["file_name"])[0]
+        wanted.append(
+            Wanted(f["file_name"], family.files.file_name(shape, device, engine), f["sha256"])
         )
-        for f in release["files"]
-    ]
+    return wanted
+
+
+def release_gpu_names(release: Mapping[str, Any]) -> list[str]:
+    """The GPU names a release's summary says its winners were timed on (`tuned_with`)."""
+    return _tuned_with(release, "gpu_name")
+
+
+def _tuned_with(release: Mapping[str, Any], key: str) -> list[str]:
+    """One field of each environment in a release summary's `tuned_with` ("" where absent)."""
+    summary = found if isinstance(found := release.get("summary"), Mapping) else {}
+    tuned = found if isinstance(found := summary.get("tuned_with"), list) else []
+    return [str(e.get(key) or "") for e in tuned if isinstance(e, Mapping)]
 
 
 def _marker(release: Mapping[str, Any], engine: str, files: Sequence[Wanted]) -> dict:
@@ -227,12 +241,9 @@ def release_entry(info: Any) -> dict[str, Any]:
 
 
 def release_capabilities(release: Mapping[str, Any]) -> list[str]:
-    """The compute capabilities a release's summary says its winners were timed on (its
-    `tuned_with` environments, e.g. ["8.9"]; "" for one that names none), for
-    `tuner.inputs.backends.device_advice`; [] when the summary has none."""
-    summary = found if isinstance(found := release.get("summary"), Mapping) else {}
-    tuned = found if isinstance(found := summary.get("tuned_with"), list) else []
-    return [str(e.get("compute_capability") or "") for e in tuned if isinstance(e, Mapping)]
+    """The compute capabilities a release's summary says its winners were timed on (e.g.
+    ["8.9"]; "" for one that names none), for `tuner.inputs.backends.device_advice`."""
+    return _tuned_with(release, "compute_capability")
 
 
 def release_triton(release: Mapping[str, Any]) -> str | None:
@@ -283,7 +294,10 @@ def render_pull_recipe(
         triton_version, triton_from = release_triton(release), "the one the release was tuned with"
     device = release["device_name"]
     names = [f["file_name"] for f in release["files"]]
-    placed = place(names, device, engine, site_packages, version, (triton_version, triton_from))
+    triton = (triton_version, triton_from)
+    placed = place(
+        names, device, engine, site_packages, version, triton, release_gpu_names(release)
+    )
     dense_dir = f"{site_packages}/{folder_for(engine, DEFAULT_FAMILY, version)}"
     head = [
         f"# {device} release {release['number']} ({len(names)} file(s), content "

@@ -53,6 +53,22 @@ def gpu_device_key(name: str) -> str:
     raise ValueError(f"{name!r:.80} is not a GPU model name such as {GPU_NAME_EXAMPLES}")
 
 
+def engine_device_name(engine: str, device_name: str, gpu_names: Iterable[str] = ()) -> str:
+    """The device part `engine` puts in its file names. vLLM 0.33.0: the key itself (each run of
+    whitespace or '/' of the GPU's name as one '_', `vllm_device_name`). SGLang 0.5.23:
+    `get_device_name().replace(" ", "_")` of the GPU's name, taken from `gpu_names` (the names
+    CUDA reported for this key's trials); it differs from the key where the name has a run of
+    whitespace. Without such a name, or where SGLang's would hold a '/', the key.
+    """
+    if engine == "vllm":
+        return device_name
+    for gpu in gpu_names:
+        key = gpu.replace(" ", "_")
+        if gpu and vllm_device_name(gpu) == device_name and is_device_name(key):
+            return key
+    return device_name
+
+
 def is_interpreter(device: str) -> bool:
     """True when a `--device` argument asks for the CPU interpreter backend."""
     return device.strip().lower() in INTERPRETER_ALIASES
