@@ -14,11 +14,16 @@ from tuner.cli.output import console, out_folder
 from tuner.cli.store import device_in_store, open_db, store_files
 from tuner.cli.tables import Column, print_table
 from tuner.core import OutDtype
-from tuner.files.merge import entries_left_out
+from tuner.files.imports import imported_files_summary
+from tuner.files.merge import entries_left_out, write_files_atomically
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.engines import SGLANG_NOTE
+from tuner.kernels.registry import DEFAULT_FAMILY
+from tuner.kernels.shape import FamilyShape
 
 if TYPE_CHECKING:
     from tuner.files.device import StoreFiles
-    from tuner.files.merge import DeviceFile
+    from tuner.files.merge import DeviceFile, DeviceFiles
 
 
 OutOpt = Annotated[Path, typer.Option(help="Folder to write the vLLM config files to.")]
@@ -64,11 +69,10 @@ def export(
     sglang, one line per file names the entries SGLang rewrites as it reads them (BLOCK_SIZE_K
     raised to block_k).
     """
-    from tuner.kernels.engines import SGLANG_NOTE
+    from db.repo import session_scope  # the store's stack loads only when a command opens it
 
     out_folder(out)
     _, store = open_db(db, must_exist=True, read_only=True)
-    from db.repo import session_scope
 
     with session_scope(store) as session:
         device_name = device_in_store(session, device)
@@ -92,6 +96,12 @@ def export(
             device_name, engine_version, [(f.file_name, f.merged.configs) for f in result.files]
         ):
             typer.echo(f"warning: {line}", err=True)
+    _say_left_out(result, device_name, read.stale_skips)
+
+
+def _say_left_out(result: DeviceFiles, device_name: str, stale_skips: int) -> None:
+    """The shapes and imported entries left out, one line each, and a count; exit 1 when no
+    file was written."""
     for skipped in result.skipped:
         typer.echo(f"skipped N={skipped.N},K={skipped.K}: {skipped.reason}", err=True)
     for line in result.left_out:
@@ -101,9 +111,9 @@ def export(
         typer.echo(f"{count}: they cannot launch on {device_name}", err=True)
     if not result.files:
         because = (
-            f"; {read.stale_skips} shape(s) lack winners because their trials are stale: "
+            f"; {stale_skips} shape(s) lack winners because their trials are stale: "
             "--allow-stale uses them"
-            if read.stale_skips
+            if stale_skips
             else ""
         )
         raise fail(f"no file written{because}", 1)
@@ -125,8 +135,6 @@ def source_line(read: StoreFiles, allow_stale: bool) -> str:
 
 def _write(files: list[DeviceFile], out: Path) -> None:
     """Write the merged files into `out` at once, one line per file with its M and notes."""
-    from tuner.files.merge import write_files_atomically
-
     try:
         paths = write_files_atomically(files, out)
     except OSError as exc:
@@ -167,8 +175,6 @@ def _winner_columns(*, kernels: bool, ceilings: bool) -> list[Column]:
 
 def _winner_cells(row, *, kernels: bool, ceilings) -> list[str]:
     """One winner row's cells (`db.repo.WinnerRow`), under `_winner_columns`."""
-    from tuner.kernels.config import KernelConfig
-    from tuner.kernels.shape import FamilyShape
     from tuner.measure.shape_roofline import shape_roofline
 
     default_us = row.default_latency_us
@@ -223,12 +229,10 @@ def winners(
     swept) has no winners: one line says so and how to see its files.
     """
     from db import repo
+    from db.repo import session_scope
     from tuner.files.device import read_device
-    from tuner.kernels.registry import DEFAULT_FAMILY
-    from tuner.kernels.shape import FamilyShape
 
     _, store = open_db(db, must_exist=True, read_only=True)
-    from db.repo import session_scope
 
     with session_scope(store) as session:
         device_name = device_in_store(session, device)
@@ -264,8 +268,6 @@ def imported_only_line(device_name: str, imports) -> str:
         device_name: vLLM's device key, as stored.
         imports: its imported files (`db.repo.list_imports`), at least one.
     """
-    from tuner.files.imports import imported_files_summary
-
     return (
         f"{device_name}: no winners, it has only imported files "
         f"({imported_files_summary(imports)}), never swept here; `tuner export --device "

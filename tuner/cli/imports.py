@@ -11,18 +11,28 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from tuner.cli.engines import clamp_lines
 from tuner.cli.errors import fail
 from tuner.cli.options import DbOpt
 from tuner.cli.output import plain
 from tuner.cli.publish import NoPublishOpt, publish_device
 from tuner.cli.store import open_db
+from tuner.files.format import (
+    MAX_FILE_BYTES,
+    ParsedFile,
+    coverage_summary,
+    parse_file_for_import,
+)
+from tuner.files.imports import list_config_folder, never_read_by_vllm, target_device
+from tuner.files.merge import entries_left_out
+from tuner.kernels.gpus import KNOWN_GPUS
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
 
     from sqlalchemy.engine import Engine
 
-    from tuner.files.format import ParsedFile
+    from tuner.measure.launch_check import LaunchVerdict
 
 
 @dataclass(frozen=True)
@@ -45,8 +55,6 @@ class Verdict:
 
 def _expand(paths: list[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:
     """Files given, and the config files of folders given; what the folders hold besides."""
-    from tuner.files.imports import list_config_folder
-
     files: list[Path] = []
     skipped: list[tuple[Path, str]] = []
     for path in paths:
@@ -68,8 +76,6 @@ def _expand(paths: list[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:
 
 
 def _parse(files: list[Path]) -> list[tuple[Path, ParsedFile]]:
-    from tuner.files.format import MAX_FILE_BYTES, parse_file_for_import
-
     parsed = []
     for path in files:
         try:
@@ -87,8 +93,6 @@ def clamp_lines_of(parsed: list[tuple[Path, ParsedFile]], engine_version: str | 
     """`warning: ...` for each file in SGLang's spelling whose entries SGLang rewrites on read
     (`tuner.files.engine_folders.sglang_clamp_lines`), on the platform of the device in its
     name (AMD_... runs on ROCm)."""
-    from tuner.cli.engines import clamp_lines
-
     lines = []
     for path, item in parsed:
         if path.name == item.vllm_name:  # vLLM's spelling: a file for vLLM
@@ -106,8 +110,6 @@ def _plan(
     parsed: list[tuple[Path, ParsedFile]], device: str | None, known: list[str]
 ) -> tuple[list[Planned], list[tuple[Path, str]]]:
     """One file per (device, shape): of two spellings of one file, the one vLLM reads."""
-    from tuner.files.imports import never_read_by_vllm, target_device
-
     planned: dict[tuple[str, str, str, int, int, tuple[int, int] | None], Planned] = {}
     skipped: list[tuple[Path, str]] = []
     for path, item in parsed:
@@ -148,8 +150,7 @@ def _check_device(
     pool: ProcessPoolExecutor | None,
 ) -> None:
     """Compile a device's planned files for its architecture; record verdicts and lines."""
-    from tuner.kernels.gpus import KNOWN_GPUS
-    from tuner.measure.launch_check import check_entries, device_arch
+    from tuner.measure.launch_check import device_arch
 
     found = device_arch(target, capabilities)
     if found is None:
@@ -164,43 +165,53 @@ def _check_device(
             f"({found.source}); the entries of {target} were imported unchecked"
         )
         return
-    left_out = 0
-    configs = 0
+    left_out = configs = 0
     for plan in plans:
-        item = plan.item
-        try:
-            verdict = check_entries(
-                item.configs,
-                arch=found.arch,
-                device_name=target,
-                N=item.name.N,
-                K=item.name.K,
-                block_shape=item.name.block_shape,
-                pool=pool,
-                family=item.family,
-                params=item.name.params,
-            )
-        except Exception as exc:  # noqa: BLE001 - a broken compiler leaves the file unchecked
-            lines.append(
-                f"not checked {plan.path.name}: compiling failed: "
-                f"{' '.join(str(exc).split())[:200]}"
-            )
+        verdict = _check_plan(plan, found.arch, target, pool, lines)
+        if verdict is None:
             continue
         verdicts[plan.path] = Verdict(found.arch, verdict.cannot_launch)
         configs += verdict.configs
         left_out += len(verdict.cannot_launch)
-        lines.extend(
-            f"left out {plan.path.name} M={M}: {reason}; vLLM would fail with OutOfResources there"
-            for M, reason in verdict.cannot_launch.items()
-        )
-        lines.extend(
-            f"not checked {plan.path.name} M={M}: {why}" for M, why in verdict.unchecked.items()
-        )
     lines.append(
         f"checked the entries for {target} on sm{found.arch} ({found.source}; "
         f"{found.shared_bytes} bytes of shared memory per block): {configs} distinct "
-        f"config(s) compiled, {left_out} entr{'y' if left_out == 1 else 'ies'} left out"
+        f"config(s) compiled, {entries_left_out(left_out)}"
     )
+
+
+def _check_plan(
+    plan: Planned, arch: int, target: str, pool: ProcessPoolExecutor | None, lines: list[str]
+) -> LaunchVerdict | None:
+    """One file's entries compiled for `arch`, a line for each left out or unchecked; None
+    (and a line) when compiling failed."""
+    from tuner.measure.launch_check import check_entries  # loads Triton's compiler
+
+    item = plan.item
+    try:
+        verdict = check_entries(
+            item.configs,
+            arch=arch,
+            device_name=target,
+            N=item.name.N,
+            K=item.name.K,
+            block_shape=item.name.block_shape,
+            pool=pool,
+            family=item.family,
+            params=item.name.params,
+        )
+    except Exception as exc:  # noqa: BLE001 - a broken compiler leaves the file unchecked
+        text = " ".join(str(exc).split())[:200]
+        lines.append(f"not checked {plan.path.name}: compiling failed: {text}")
+        return None
+    lines.extend(
+        f"left out {plan.path.name} M={M}: {reason}; vLLM would fail with OutOfResources there"
+        for M, reason in verdict.cannot_launch.items()
+    )
+    lines.extend(
+        f"not checked {plan.path.name} M={M}: {why}" for M, why in verdict.unchecked.items()
+    )
+    return verdict
 
 
 def _launch_checks(planned: list[Planned], store: Engine) -> tuple[dict[Path, Verdict], list[str]]:
@@ -364,8 +375,6 @@ def _store(
 
 def _say_imported(planned: list[Planned], label: str) -> None:
     """One line per imported file: its device, label and the M it covers."""
-    from tuner.files.format import coverage_summary
-
     for plan in planned:
         moved = (
             ""

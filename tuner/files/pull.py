@@ -266,23 +266,13 @@ def render_pull_recipe(
     triton_version: str | None = None,
     triton_from: str = "given",
 ) -> str:
-    """A recipe that runs `tuner pull` of one pinned release into a volume before the engine
-    starts, then mounts each file of that volume read-only where the engine's release reads it
-    (`tuner.files.mounts.place`): file by file, or the whole volume where a family's folder is
-    named by a variable (vLLM's fused-MoE files, VLLM_TUNED_CONFIG_FOLDER).
-
-    Args:
-        fmt: "k8s-pull" (an init container and an emptyDir) or "compose-pull" (a one-shot
-            service and a named volume; per-file `volume.subpath` needs Docker Engine 26+).
-        server: the tuner service's URL, as the pods reach it.
-        release: the pinned release (`choose_release`).
-        engine: "vllm" or "sglang".
-        site_packages: the engine's site-packages folder in its container (checked).
-        image: an image with `tuner` installed (the project's Dockerfile).
-        engine_version_: the engine's release; None for the newest checked.
-        triton_version: the serving image's Triton (SGLang's MoE folder); None: the release's
-            (`release_triton`).
-        triton_from: how `triton_version` was chosen, said in the head.
+    """A recipe that runs `tuner pull` of a pinned release (`choose_release`) into a volume
+    before the engine starts, then mounts each file of it read-only where the engine's release
+    reads it (`tuner.files.mounts.place`; a family's folder named by a variable: the whole
+    volume). `fmt`: "k8s-pull" (an init container, an emptyDir) or "compose-pull" (a one-shot
+    service, a named volume; per-file `volume.subpath` needs Docker Engine 26+). `server`: the
+    service's URL as the pods reach it; `image`: one with `tuner` installed; `triton_version`:
+    the serving image's (SGLang's MoE folder), None for the release's (`release_triton`).
 
     Raises:
         ValueError: an unknown format or engine version; SGLang MoE files and no Triton version.
