@@ -148,17 +148,9 @@ def mounts(
 ) -> None:
     """Print read-only mounts of each config file into the engine's config folder."""
     if fmt in (MountFormat.k8s_pull, MountFormat.compose_pull):
-        _pull_recipe(
-            fmt.value,
-            device,
-            server,
-            release,
-            engine_name.value,
-            site_packages or DEFAULT_SITE_PACKAGES[engine_name],
-            engine_version=engine_version,
-            triton_version=triton_version,
-            db=db,
-        )
+        site = site_packages or DEFAULT_SITE_PACKAGES[engine_name]
+        _pull_recipe(fmt.value, device, server, release, engine_name.value, site, db=db,
+                     engine_version=engine_version, triton_version=triton_version)  # fmt: skip
         return
     if files is not None:
         fields = _folder_files(files, device, engine_name.value)
@@ -174,6 +166,7 @@ def mounts(
         )
         folder = host_dir or DEFAULT_HOST_DIR
     tuned_triton = fields.pop("triton_version", None)
+    triton_from = "--triton-version" if triton_version else "the one the files were tuned with"
     try:
         text = render_mounts(
             MountRequest(
@@ -184,9 +177,7 @@ def mounts(
                 fmt=fmt.value,
                 engine_version=engine_version,
                 triton_version=triton_version or tuned_triton,
-                triton_from="--triton-version"
-                if triton_version
-                else "the one the files were tuned with",
+                triton_from=triton_from,
                 **fields,
             )
         )
@@ -279,25 +270,7 @@ def _pull_recipe(
         site = check_site_packages(site_packages)
     except ValueError as exc:
         raise fail(str(exc)) from None
-    chosen: Mapping[str, Any] | None = (
-        _stored_release(db, device, release) if release is not None else None
-    )
-    if chosen is not None:
-        typer.echo(
-            f"note: {chosen['device_name']} release {release} read from the store here "
-            f"(content {chosen['content_sha256'][:12]}); {server} was not asked: it "
-            "must serve the same store",
-            err=True,
-        )
-    else:
-        try:
-            chosen = choose_release(
-                releases_of(server, device, hint=_unreachable_hint(fmt, device, server, release)),
-                device,
-                release,
-            )
-        except PullError as exc:
-            raise fail(str(exc), 1) from None
+    chosen = _release_for_recipe(fmt, device, server, release, db)
     try:
         text = render_pull_recipe(
             fmt,
@@ -320,6 +293,27 @@ def _pull_recipe(
             "(e.g. http://tuner:8000)",
             err=True,
         )
+
+
+def _release_for_recipe(
+    fmt: str, device: str, server: str, release: int | None, db: str | None
+) -> Mapping[str, Any]:
+    """The release a recipe pins: from the store here when it holds `release` (the server is
+    not asked: it may be a name only the pods resolve), else from the server's list."""
+    chosen = _stored_release(db, device, release) if release is not None else None
+    if chosen is not None:
+        typer.echo(
+            f"note: {chosen['device_name']} release {release} read from the store here "
+            f"(content {chosen['content_sha256'][:12]}); {server} was not asked: it "
+            "must serve the same store",
+            err=True,
+        )
+        return chosen
+    try:
+        hint = _unreachable_hint(fmt, device, server, release)
+        return choose_release(releases_of(server, device, hint=hint), device, release)
+    except PullError as exc:
+        raise fail(str(exc), 1) from None
 
 
 def _address(server: str):

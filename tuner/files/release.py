@@ -139,16 +139,8 @@ def candidate(
     out_dtype: str | None = None,
     kernel: str = "auto",
 ) -> Candidate:
-    """What `publish` would freeze now for a device, read in the given session.
-
-    Args:
-        session: an open session.
-        device_name: vLLM's device key, as stored.
-        allow_partial: also files of shapes whose M grid is not fully tuned.
-        allow_stale: also trials of another kernel source or Triton major.minor.
-        out_dtype: only sweeps of this output dtype; None for all.
-        kernel: whose kernels' trials count: "auto", "vllm" or "builtin"
-            (`tuner.files.provenance.read_source`).
+    """What `publish` would freeze now for a device (vLLM's key, as stored), read in the
+    given session; the scope as `tuner.files.device.device_files` takes it.
 
     Raises:
         tuner.files.device.MergeError: the winners cannot be merged.
@@ -161,15 +153,7 @@ def candidate(
         allow_partial=allow_partial,
         kernel=kernel,
     )
-    sglang = device_files(
-        session,
-        device_name,
-        out_dtype=out_dtype,
-        allow_stale=allow_stale,
-        allow_partial=allow_partial,
-        engine="sglang",
-        kernel=kernel,
-    ).files
+    sglang = read.view.merge(allow_partial=allow_partial, engine="sglang")
     files = [
         NewFile(
             file_name=f.file_name,
