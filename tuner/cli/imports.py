@@ -4,6 +4,7 @@ as a labelled source per device and shape, leaving out entries that cannot launc
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -217,7 +218,6 @@ def _check_plan(
 def _launch_checks(planned: list[Planned], store: Engine) -> tuple[dict[Path, Verdict], list[str]]:
     """Verdicts per file and the lines to print: each device's files compiled for its
     architecture, from its trials in the store or the table of known GPUs."""
-    import importlib.util
 
     from db import repo
     from db.repo import session_scope
