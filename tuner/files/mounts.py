@@ -415,11 +415,17 @@ def advice_comments(device_name: str, capabilities: Sequence[str], engine: str) 
     """
     if engine != "vllm":
         return [f"# {SGLANG_NOTE}"]
+    return [f"# {line}" for line in wrapped_advice(device_name, capabilities, 94)]
+
+
+def wrapped_advice(device_name: str, capabilities: Sequence[str], width: int) -> list[str]:
+    """`tuner.inputs.backends.device_advice`'s lines wrapped at `width`, `TRITON_FLAG` kept on
+    one line (its space held by a NUL while wrapping)."""
     held = TRITON_FLAG.replace(" ", "\0")
     return [
-        f"# {part.replace(chr(0), ' ')}"
+        part.replace("\0", " ")
         for line in device_advice(device_name, capabilities).lines()
-        for part in textwrap.wrap(line.replace(TRITON_FLAG, held), width=94, break_on_hyphens=False)
+        for part in textwrap.wrap(line.replace(TRITON_FLAG, held), width, break_on_hyphens=False)
     ]
 
 
