@@ -3,12 +3,12 @@ into the `tuner.core.ResolvedDevice` a command carries to its file names."""
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from tuner.core import INTERPRETER_DEVICE_NAME, ResolvedDevice, is_device_name, vllm_device_name
-from tuner.inputs.suggest import did_you_mean
 from tuner.kernels.gpus import KNOWN_GPUS
 
 INTERPRETER_ALIASES = frozenset({"interpreter", "cpu", INTERPRETER_DEVICE_NAME.lower()})
@@ -24,6 +24,24 @@ _NVIDIA_MODEL_RE = re.compile(
     r"(?:[_-][A-Za-z0-9]+)*"
 )
 GPU_NAME_EXAMPLES = "L20, H200, NVIDIA H200, nvidia_h200 or NVIDIA_H100_80GB_HBM3"
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """A hint naming the known names closest to a mistyped one, in any case
+    (`difflib.get_close_matches`), or "" when none is close.
+
+    Args:
+        name: what the user typed, e.g. "qwen3.8-27B" or "L2O".
+        known: the names it should have been one of.
+
+    Returns:
+        e.g. " (did you mean 'qwen3.8-27b'?)", or "".
+    """
+    by_lower = {item.lower(): item for item in known}
+    close = difflib.get_close_matches(name.strip().lower(), list(by_lower), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(f"'{by_lower[item]}'" for item in close) + "?)"
 
 
 def gpu_device_key(name: str) -> str:
