@@ -13,6 +13,7 @@ from rich.table import Table
 
 from tuner.cli.errors import fail
 from tuner.cli.output import console, plain
+from tuner.files.engine_folders import family_rows
 from tuner.inputs.hfconfig import derive_shapes, read_config
 from tuner.inputs.lognext import log_shapes, next_step, save_problem
 from tuner.inputs.logs import read_log
@@ -191,7 +192,8 @@ def _print_other_families(scan) -> None:
             console.print(table)
             missing = scan.files.get(family.name, ())
             for folder in sorted({m.path.rsplit("/", 1)[0] for m in missing if "/" in m.path}):
-                env = family.files.tuned_folder_env
+                rows = family_rows("vllm", family.name)  # the newest release's row
+                env = rows[-1].env if rows else None
                 first = f"${env}, then " if env else ""
                 plain(f"vLLM looks for them in {first}{folder}/")
         for name in scan.out_of_scope.get(family.name, ()):
