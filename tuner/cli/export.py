@@ -14,12 +14,6 @@ from tuner.cli.output import console, out_folder
 from tuner.cli.store import device_in_store, open_db, store_files
 from tuner.cli.tables import Column, print_table
 from tuner.core import OutDtype
-from tuner.files.imports import imported_files_summary
-from tuner.files.merge import entries_left_out, write_files_atomically
-from tuner.kernels.config import KernelConfig
-from tuner.kernels.engines import SGLANG_NOTE
-from tuner.kernels.registry import DEFAULT_FAMILY
-from tuner.kernels.shape import FamilyShape
 
 if TYPE_CHECKING:
     from tuner.files.device import StoreFiles
@@ -70,6 +64,7 @@ def export(
     raised to block_k).
     """
     from db.repo import session_scope  # the store's stack loads only when a command opens it
+    from tuner.kernels.engines import SGLANG_NOTE
 
     out_folder(out)
     _, store = open_db(db, must_exist=True, read_only=True)
@@ -102,6 +97,8 @@ def export(
 def _say_left_out(result: DeviceFiles, device_name: str, stale_skips: int) -> None:
     """The shapes and imported entries left out, one line each, and a count; exit 1 when no
     file was written."""
+    from tuner.files.merge import entries_left_out
+
     for skipped in result.skipped:
         typer.echo(f"skipped N={skipped.N},K={skipped.K}: {skipped.reason}", err=True)
     for line in result.left_out:
@@ -135,6 +132,8 @@ def source_line(read: StoreFiles, allow_stale: bool) -> str:
 
 def _write(files: list[DeviceFile], out: Path) -> None:
     """Write the merged files into `out` at once, one line per file with its M and notes."""
+    from tuner.files.merge import write_files_atomically
+
     try:
         paths = write_files_atomically(files, out)
     except OSError as exc:
@@ -175,6 +174,8 @@ def _winner_columns(*, kernels: bool, ceilings: bool) -> list[Column]:
 
 def _winner_cells(row, *, kernels: bool, ceilings) -> list[str]:
     """One winner row's cells (`db.repo.WinnerRow`), under `_winner_columns`."""
+    from tuner.kernels.config import KernelConfig
+    from tuner.kernels.shape import FamilyShape
     from tuner.measure.shape_roofline import shape_roofline
 
     default_us = row.default_latency_us
@@ -231,6 +232,8 @@ def winners(
     from db import repo
     from db.repo import session_scope
     from tuner.files.device import read_device
+    from tuner.kernels.registry import DEFAULT_FAMILY
+    from tuner.kernels.shape import FamilyShape
 
     _, store = open_db(db, must_exist=True, read_only=True)
 
@@ -268,6 +271,8 @@ def imported_only_line(device_name: str, imports) -> str:
         device_name: vLLM's device key, as stored.
         imports: its imported files (`db.repo.list_imports`), at least one.
     """
+    from tuner.files.imports import imported_files_summary
+
     return (
         f"{device_name}: no winners, it has only imported files "
         f"({imported_files_summary(imports)}), never swept here; `tuner export --device "

@@ -18,21 +18,13 @@ from tuner.cli.options import DbOpt
 from tuner.cli.output import plain
 from tuner.cli.publish import NoPublishOpt, publish_device
 from tuner.cli.store import open_db
-from tuner.files.format import (
-    MAX_FILE_BYTES,
-    ParsedFile,
-    coverage_summary,
-    parse_file_for_import,
-)
-from tuner.files.imports import list_config_folder, never_read_by_vllm, target_device
-from tuner.files.merge import entries_left_out
-from tuner.kernels.gpus import KNOWN_GPUS
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
 
     from sqlalchemy.engine import Engine
 
+    from tuner.files.format import ParsedFile
     from tuner.measure.launch_check import LaunchVerdict
 
 
@@ -56,6 +48,8 @@ class Verdict:
 
 def _expand(paths: list[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:
     """Files given, and the config files of folders given; what the folders hold besides."""
+    from tuner.files.imports import list_config_folder
+
     files: list[Path] = []
     skipped: list[tuple[Path, str]] = []
     for path in paths:
@@ -77,6 +71,8 @@ def _expand(paths: list[Path]) -> tuple[list[Path], list[tuple[Path, str]]]:
 
 
 def _parse(files: list[Path]) -> list[tuple[Path, ParsedFile]]:
+    from tuner.files.format import MAX_FILE_BYTES, parse_file_for_import
+
     parsed = []
     for path in files:
         try:
@@ -111,6 +107,8 @@ def _plan(
     parsed: list[tuple[Path, ParsedFile]], device: str | None, known: list[str]
 ) -> tuple[list[Planned], list[tuple[Path, str]]]:
     """One file per (device, shape): of two spellings of one file, the one vLLM reads."""
+    from tuner.files.imports import never_read_by_vllm, target_device
+
     planned: dict[tuple[str, str, str, int, int, tuple[int, int] | None], Planned] = {}
     skipped: list[tuple[Path, str]] = []
     for path, item in parsed:
@@ -151,6 +149,8 @@ def _check_device(
     pool: ProcessPoolExecutor | None,
 ) -> None:
     """Compile a device's planned files for its architecture; record verdicts and lines."""
+    from tuner.files.merge import entries_left_out
+    from tuner.kernels.gpus import KNOWN_GPUS
     from tuner.measure.launch_check import device_arch
 
     found = device_arch(target, capabilities)
@@ -375,6 +375,8 @@ def _store(
 
 def _say_imported(planned: list[Planned], label: str) -> None:
     """One line per imported file: its device, label and the M it covers."""
+    from tuner.files.format import coverage_summary
+
     for plan in planned:
         moved = (
             ""

@@ -16,18 +16,6 @@ import typer
 from tuner.cli.errors import fail
 from tuner.cli.options import EngineName, EngineOpt
 from tuner.cli.output import out_folder, plain
-from tuner.files.pull import (
-    PullError,
-    check_downloads,
-    choose_release,
-    holds,
-    release_capabilities,
-    replace_folder,
-    version_mismatch,
-    wanted_files,
-)
-from tuner.inputs.backends import device_advice
-from tuner.kernels.source import vllm_version
 
 ServerOpt = Annotated[
     str, typer.Option("--server", help="The tuner service's URL, e.g. http://tuner:8000.")
@@ -135,6 +123,7 @@ def pull(
     exist or a file's bytes do not match (the folder is untouched), or --strict and the
     versions differ; 2 bad input.
     """
+    from tuner.files.pull import holds, replace_folder
 
     out_folder(out)
     base = server_url(server)
@@ -162,6 +151,8 @@ def _chosen_release(
 ) -> Mapping[str, Any]:
     """The release to pull (`tuner.files.pull.choose_release`), after the warning line when
     the Triton or vLLM here differs from its own (with `strict`: exit 1 instead)."""
+    from tuner.files.pull import PullError, choose_release, version_mismatch
+    from tuner.kernels.source import vllm_version
 
     listed = releases_of(base, device)
     try:
@@ -180,6 +171,7 @@ def _download(base: str, chosen: Mapping[str, Any], engine_name: str) -> dict[st
     """File name -> the bytes of each file of the release, each checked against its sha256
     (`tuner.files.pull.check_downloads`); exit 1 with one line when one cannot be fetched or
     does not match."""
+    from tuner.files.pull import PullError, check_downloads, wanted_files
 
     name, number = chosen["device_name"], chosen["number"]
     contents = {}
@@ -210,6 +202,8 @@ def release_advice(release: Mapping[str, Any]) -> list[str]:
     Returns:
         The advice lines.
     """
+    from tuner.files.pull import release_capabilities
+    from tuner.inputs.backends import device_advice
 
     return device_advice(str(release["device_name"]), release_capabilities(release)).lines()
 

@@ -11,10 +11,6 @@ import typer
 from tuner.cli.errors import fail
 from tuner.cli.output import plain
 from tuner.cli.store import masked
-from tuner.files.mounts import advice_comments
-from tuner.inputs.devices import device_key
-from tuner.inputs.shapes import UnknownModelError, load_shapes
-from tuner.run.recipe import DB_VARIABLE, SweepRecipe, wheels_lines
 
 
 class RecipeFormat(StrEnum):
@@ -53,6 +49,10 @@ def recipe_sweep(
 ) -> None:
     """Print the commands that sweep inside the serving image: the tuner is installed from a
     wheels folder (no internet needed) without touching the image's torch or Triton."""
+    from tuner.inputs.devices import device_key
+    from tuner.inputs.shapes import UnknownModelError, load_shapes
+    from tuner.run.recipe import DB_VARIABLE, SweepRecipe, wheels_lines
+
     k8s_db = _k8s_store(db) if fmt == RecipeFormat.k8s else None
     try:  # and what the sweep in the container would refuse, refused here
         recipe = SweepRecipe(
@@ -92,6 +92,8 @@ def _k8s_store(db: str | None) -> str:
 def _served_lines(device_name: str, device: str) -> list[str]:
     """What to do with the sweep's files, and the device's advice (`tuner.files.mounts.
     advice_comments`, from the table of known GPUs: the sweep has not run yet)."""
+    from tuner.files.mounts import advice_comments
+
     return [
         f"# After the sweep: tuner mounts --device {device} (or tuner pull) hands out the "
         "files. Serving them:"

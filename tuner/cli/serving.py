@@ -35,19 +35,6 @@ from tuner.cli.store import (
     store_files,
     store_url,
 )
-from tuner.files.archive import versions_line, winner_versions
-from tuner.files.format import parse_config_file
-from tuner.files.mounts import (
-    DEFAULT_HOST_DIR,
-    DEFAULT_SITE_PACKAGES,
-    MountRequest,
-    check_site_packages,
-    config_files_in,
-    render_mounts,
-)
-from tuner.files.pull import PullError, choose_release, release_entry, render_pull_recipe
-from tuner.inputs.devices import device_key, store_device
-from tuner.kernels.registry import family_of_file
 
 
 class MountFormat(StrEnum):
@@ -147,6 +134,13 @@ def mounts(
     triton_version: TritonVersionOpt = None,
 ) -> None:
     """Print read-only mounts of each config file into the engine's config folder."""
+    from tuner.files.mounts import (
+        DEFAULT_HOST_DIR,
+        DEFAULT_SITE_PACKAGES,
+        MountRequest,
+        render_mounts,
+    )
+
     if fmt in (MountFormat.k8s_pull, MountFormat.compose_pull):
         site = site_packages or DEFAULT_SITE_PACKAGES[engine_name]
         _pull_recipe(fmt.value, device, server, release, engine_name.value, site, db=db,
@@ -202,6 +196,11 @@ def _folder_files(folder: Path, device: str, engine: str) -> dict[str, Any]:
     """The mounts' fields of one device's config files in `folder`: its key and the files
     (name -> text); each file is read as the engine reads it, and one it could not read is
     refused in one line."""
+    from tuner.files.format import parse_config_file
+    from tuner.files.mounts import config_files_in
+    from tuner.inputs.devices import device_key
+    from tuner.kernels.registry import family_of_file
+
     try:
         entries = [p.name for p in folder.iterdir() if p.is_file()]
     except OSError as exc:
@@ -263,6 +262,9 @@ def _pull_recipe(
     (`release`) is read from the store here when it holds it, so that --server may be a name
     only the pods resolve (http://tuner:8000); otherwise the server is asked for its releases.
     """
+    from tuner.files.mounts import check_site_packages
+    from tuner.files.pull import render_pull_recipe
+
     if server is None:
         raise fail(f"--format {fmt} needs --server, the tuner service's URL")
     server = server_url(server)
@@ -300,6 +302,8 @@ def _release_for_recipe(
 ) -> Mapping[str, Any]:
     """The release a recipe pins: from the store here when it holds `release` (the server is
     not asked: it may be a name only the pods resolve), else from the server's list."""
+    from tuner.files.pull import PullError, choose_release
+
     chosen = _stored_release(db, device, release) if release is not None else None
     if chosen is not None:
         typer.echo(
@@ -354,6 +358,9 @@ def _stored_release(db: str | None, device: str, number: int) -> dict | None:
     """Release `number` of the device from the store here, as an entry of `GET
     /devices/{d}/releases` (`tuner.files.pull.release_entry`); None when there is no store
     here (no --db, no $TUNER_DB_URL and no ./tuner.db) or it lacks that release."""
+    from tuner.files.pull import release_entry
+    from tuner.inputs.devices import store_device
+
     if db is None and not os.environ.get("TUNER_DB_URL") and not Path("tuner.db").exists():
         return None
     from db import repo
@@ -382,6 +389,7 @@ def _store_files(
     timed with, their one Triton version (None for none or several), the GPU's names and the
     imported entries left out."""
     from db.repo import session_scope
+    from tuner.files.archive import versions_line, winner_versions
 
     _, store = open_db(db, must_exist=True, read_only=True)
     with session_scope(store) as session:

@@ -13,21 +13,6 @@ from rich.table import Table
 
 from tuner.cli.errors import fail
 from tuner.cli.output import console, plain
-from tuner.files.engine_folders import family_rows
-from tuner.inputs.hfconfig import derive_shapes, read_config
-from tuner.inputs.lognext import log_shapes, next_step, save_problem
-from tuner.inputs.logs import read_log
-from tuner.inputs.shapes import (
-    ShapesFileError,
-    UnknownModelError,
-    known_models,
-    load_shapes,
-    save_shapes,
-    tp_sizes,
-)
-from tuner.kernels.family import EXPERTS, LINEAR_LAYERS
-from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES, family_of_part
-from tuner.kernels.shape import Shape, block_shape_text
 
 if TYPE_CHECKING:
     from tuner.kernels.family import KernelFamily
@@ -47,6 +32,7 @@ SaveOpt = Annotated[
 
 def shapes_list() -> None:
     """Models with shapes (packaged, then your shapes folder), TP sizes and descriptions."""
+    from tuner.inputs.shapes import ShapesFileError, known_models, load_shapes, tp_sizes
 
     table = Table("model", "TP sizes", "description")
     broken = []
@@ -72,6 +58,7 @@ def shapes_show(
     tp: Annotated[int | None, typer.Option(help="Tensor-parallel size.")] = None,
 ) -> None:
     """The (N, K) of a model at one TP size, with their source."""
+    from tuner.inputs.shapes import UnknownModelError, load_shapes
 
     try:
         entry = load_shapes(model, tp)
@@ -128,6 +115,10 @@ def _save(
 ) -> None:
     """Save the dense (N, K) `pairs` and fused-MoE `moe` rows (E, N, K, top_k) derived from a
     log or config.json as model `name` at TP `tp`."""
+    from tuner.inputs.shapes import ShapesFileError, save_shapes
+    from tuner.kernels.family import EXPERTS, LINEAR_LAYERS
+    from tuner.kernels.registry import family_of_part
+    from tuner.kernels.shape import Shape
 
     layers, experts = family_of_part(LINEAR_LAYERS), family_of_part(EXPERTS)
     try:
@@ -176,6 +167,9 @@ def _next_step(
 def _print_other_families(scan) -> None:
     """Each other family's part of a log (`KernelFamily.log_line`): its shapes without a config
     file, where vLLM looks for them, and its files out of scope."""
+    from tuner.files.engine_folders import family_rows
+    from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES
+    from tuner.kernels.shape import block_shape_text
 
     for family in FAMILIES.values():
         line = family.log_line
@@ -221,6 +215,8 @@ def from_log(
     FP8, BF16) are reported as out of scope. A log states no MoE K or top_k: `--save` keeps the
     dense shapes only (use `from-config` for the experts).
     """
+    from tuner.inputs.lognext import log_shapes, next_step
+    from tuner.inputs.logs import read_log
 
     try:
         scan = read_log(log)
@@ -278,6 +274,7 @@ def _print_log_shapes(scan, found, log: Path) -> None:
 
 def _save_log_shapes(scan, found, log: Path, save: str) -> None:
     """`from-log --save NAME`: the dense shapes saved as model NAME, then the next step."""
+    from tuner.inputs.lognext import save_problem
 
     problem = save_problem(found, save)
     if problem is not None:
@@ -317,6 +314,7 @@ def from_config(
     num_experts_per_tok (other MoE architectures: experts only). Splits that do not divide and
     checkpoints that are not block FP8 (BF16, per-tensor/channel/group FP8) are refused.
     """
+    from tuner.inputs.hfconfig import derive_shapes, read_config
 
     try:
         derived = derive_shapes(read_config(config), tp, where=str(config))

@@ -108,6 +108,16 @@ def _reject_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
     return result
 
 
+def _load_json(text: str, source: str) -> object:
+    """JSON without duplicate keys; ValueError, one line naming `source`, otherwise."""
+    try:
+        return json.loads(text, object_pairs_hook=_reject_duplicates)
+    except RecursionError:
+        raise ValueError(f"{source}: JSON nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, duplicate keys, ints over Python's digit limit
+        raise ValueError(f"{source}: invalid JSON: {str(exc).splitlines()[0]}") from None
+
+
 def parse_config_file(text: str, *, source: str = "<text>") -> dict[int, dict[str, int]]:
     """Parse and check a config file body strictly.
 
@@ -129,12 +139,7 @@ def parse_config_file(text: str, *, source: str = "<text>") -> dict[int, dict[st
             matrix_instr_nonkdim), a block size or num_warps that is not a power of two, or an
             empty object.
     """
-    try:
-        data = json.loads(text, object_pairs_hook=_reject_duplicates)
-    except RecursionError:
-        raise ValueError(f"{source}: JSON nested too deeply") from None
-    except ValueError as exc:  # JSONDecodeError, duplicate keys, ints over Python's digit limit
-        raise ValueError(f"{source}: invalid JSON: {str(exc).splitlines()[0]}") from None
+    data = _load_json(text, source)
     if not isinstance(data, dict):
         raise ValueError(f"{source}: expected a JSON object keyed by M, got {type(data).__name__}")
     # A fused-MoE file's Triton version (`dump_config_file`), dropped as get_moe_configs does.
@@ -350,12 +355,7 @@ def parse_config_list(text: str, *, source: str = "<text>") -> list[dict[str, in
             not an object, unknown or missing keys (AMD keys too: this kernel has no use for
             them), or values that are not integers in 1..65536.
     """
-    try:
-        data = json.loads(text, object_pairs_hook=_reject_duplicates)
-    except RecursionError:
-        raise ValueError(f"{source}: JSON nested too deeply") from None
-    except ValueError as exc:
-        raise ValueError(f"{source}: invalid JSON: {str(exc).splitlines()[0]}") from None
+    data = _load_json(text, source)
     if not isinstance(data, list) or not data:
         raise ValueError(f"{source}: expected a non-empty JSON list of config objects")
     configs = []
