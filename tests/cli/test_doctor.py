@@ -51,8 +51,14 @@ def test_known_gpu_models_give_the_architecture() -> None:
 
     assert [
         _known_arch(name)
-        for name in ("NVIDIA_L20", "NVIDIA_H200", "NVIDIA_A100-SXM4-80GB", "NVIDIA_A10")
-    ] == ["sm89", "sm90", "sm80", None]
+        for name in (
+            "NVIDIA_L20",
+            "NVIDIA_H200",
+            "NVIDIA_A100-SXM4-80GB",
+            "NVIDIA_A10",
+            "NVIDIA_B9",
+        )
+    ] == ["sm89", "sm90", "sm80", "sm86", None]
 
 
 def test_sm89_without_vllm_says_marlin_runs_and_exits_1() -> None:
@@ -407,7 +413,7 @@ def test_the_mismatch_lines_name_the_table_and_vllms_pins() -> None:
     from tuner.compare.doctor import arch_mismatch, pinned_triton_mismatch
 
     assert arch_mismatch("sm90", "NVIDIA_H200", "--arch") is None
-    assert arch_mismatch("sm90", "NVIDIA_A10", "--arch") is None  # not in the table
+    assert arch_mismatch("sm90", "NVIDIA_B9", "--arch") is None  # not in the table
     assert arch_mismatch("sm90", "NVIDIA_L40S", "the visible GPU") == (
         "L40S is sm89 (compute capability 8.9, from the table of known GPUs), not sm90 (the "
         "visible GPU): this answers for sm90; pass --arch sm89 to answer for L40S"

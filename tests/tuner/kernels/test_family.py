@@ -311,10 +311,11 @@ def test_a_registered_familys_files_are_mounted_and_pulled(toy) -> None:
             host_dir="/srv/configs",
             site_packages=site,
             fmt="k8s",
+            contents={TOY_FILE: "{}\n"},
         )
     ).splitlines()
-    assert f'#     --from-file=e2-n128-k128-b128x128.json="/srv/configs/{TOY_FILE}" \\' in mounts
-    assert "  - name: blockfp8-configs" in mounts and f'    mountPath: "{target}"' in mounts
+    assert "  e2-n128-k128-b128x128.json: |" in mounts  # the ConfigMap's key for the file
+    assert f"  mountPath: {target}" in mounts
     release = {
         "device_name": "TRITON_INTERPRETER",
         "number": 1,
@@ -324,4 +325,4 @@ def test_a_registered_familys_files_are_mounted_and_pulled(toy) -> None:
     pulled = render_pull_recipe(
         "k8s-pull", server="http://tuner:8000", release=release, engine="vllm", site_packages=site
     ).splitlines()
-    assert f'    mountPath: "{target}"' in pulled
+    assert f"  mountPath: {target}" in pulled
