@@ -167,4 +167,6 @@ def _mount_request(
         engine_version=query.engine_version,
         triton_version=query.triton_version or tuned_triton,
         triton_from="as asked" if query.triton_version else "the one the files were tuned with",
+        contents={f.file_name: f.merged.text for f in read.files.files},
+        left_out=tuple(f"# {line}" for line in read.files.left_out),
     )

@@ -94,19 +94,37 @@ def test_gpu_models_and_architectures() -> None:
 
 
 def test_an_sm90_entry_is_left_out_on_an_l20_everywhere(tmp_path: Path) -> None:
+    # One import, one compile pool: an L20 with trials (sm89 from them), an H20 without (sm90
+    # from the table of known GPUs) and a GPU neither knows (imported unchecked).
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     fill(db, PLAN, m_values=(1, 16))  # trials on compute capability 8.9
     path = tmp_path / NAME
     path.write_text(dump_config_file({1: FAST, 2048: HOPPER}))
-    result = invoke("import", str(path), "--label", "vllm-h100", "--db", db, "--no-publish")
+    h20, foo = (tmp_path / config_file_name(576, 7168, d) for d in ("NVIDIA_H20", "NVIDIA_Foo"))
+    for other in (h20, foo):
+        other.write_text(dump_config_file({2048: HOPPER}))
+    args = ["import", str(path), str(h20), str(foo), "--db", db, "--no-publish"]
+    result = invoke(*args, "--label", "vllm-h100")
     assert result.exit_code == 0, result.output
-    assert result.stdout.strip().splitlines()[1:] == [
+    assert result.stdout.strip().splitlines()[3:] == [
         f"left out {NAME} M=2048: {REASON}; vLLM would fail with OutOfResources there",
         "checked the entries for NVIDIA_L20 on sm89 (from its trials in the store, compute "
         "capability 8.9; 101376 bytes of shared memory per block): 2 distinct config(s) "
         "compiled, 1 entry left out",
+        "checked the entries for NVIDIA_H20 on sm90 (from the table of known GPUs, H20; 232448 "
+        "bytes of shared memory per block): 1 distinct config(s) compiled, 0 entries left out",
+        "not checked: NVIDIA_Foo has no trials in the store and is not a known GPU "
+        f"({', '.join(KNOWN_GPUS)}); its entries were imported unchecked",
     ]
-    assert stored(db) == [("NVIDIA_L20", 89, {2048: REASON})]
+    assert sorted(stored(db)) == [
+        ("NVIDIA_Foo", None, {}),
+        ("NVIDIA_H20", 90, {}),
+        ("NVIDIA_L20", 89, {2048: REASON}),
+    ]
+    unchecked = invoke("import", str(foo), "--label", "again", "--no-check", "--db", db)
+    assert unchecked.stdout.strip().splitlines()[1] == (
+        "not checked: --no-check; the entries were imported without compiling them for their device"
+    )
     out = tmp_path / "out"
     exported = invoke("export", "--device", "L20", "--out", str(out), "--db", db)
     assert exported.exit_code == 0, exported.output
@@ -127,38 +145,7 @@ def test_an_sm90_entry_is_left_out_on_an_l20_everywhere(tmp_path: Path) -> None:
     ) in page
     assert "left out: imported from &#x27;vllm-h100&#x27;, cannot launch here" in page
     assert (listed[0]["checked_arch"], listed[0]["cannot_launch"]) == (89, {"2048": REASON})
-
-
-def test_a_known_gpu_without_trials_is_checked_from_the_table(tmp_path: Path) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
-    path = tmp_path / config_file_name(576, 7168, "NVIDIA_H20")
-    path.write_text(dump_config_file({2048: HOPPER}))
-    result = invoke("import", str(path), "--db", db, "--no-publish")
-    assert result.exit_code == 0, result.output
-    assert result.stdout.strip().splitlines()[1:] == [
-        "checked the entries for NVIDIA_H20 on sm90 (from the table of known GPUs, H20; 232448 "
-        "bytes of shared memory per block): 1 distinct config(s) compiled, 0 entries left out"
-    ]
-    assert stored(db) == [("NVIDIA_H20", 90, {})]
-
-
-def test_an_unknown_device_is_imported_unchecked(tmp_path: Path) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
-    path = tmp_path / config_file_name(576, 7168, "NVIDIA_Foo_GPU")
-    path.write_text(dump_config_file({2048: HOPPER}))
-    result = invoke("import", str(path), "--db", db, "--no-publish")
-    assert result.exit_code == 0, result.output
-    assert result.stdout.strip().splitlines()[1:] == [
-        f"not checked: NVIDIA_Foo_GPU has no trials in the store and is not a known GPU "
-        f"({', '.join(KNOWN_GPUS)}); its entries were imported unchecked"
-    ]
-    assert stored(db) == [("NVIDIA_Foo_GPU", None, {})]
-    unchecked = invoke(
-        "import", str(path), "--label", "again", "--no-check", "--db", db, "--no-publish"
-    )
-    assert unchecked.stdout.strip().splitlines()[1:] == [
-        "not checked: --no-check; the entries were imported without compiling them for their device"
-    ]
+    assert [i["device_name"] for i in listed] == ["NVIDIA_L20"]
 
 
 def test_an_moe_file_is_imported_unchecked_with_the_dimension_its_name_lacks(

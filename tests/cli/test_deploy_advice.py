@@ -59,20 +59,12 @@ INTERPRETER_ADVICE = [
     "TRITON_INTERPRETER is Triton's CPU interpreter: its files carry CPU "
     "timings, for trying the tuner out; no vLLM server reads them."
 ]
-# The flag, in each format's syntax, as the text's last lines (compose-pull: before the
-# top-level `volumes:`), appended to the user's arguments, never a `command:`/`args:` key.
+# The flag, in each format's syntax, as the text's last lines, appended to the user's
+# arguments, never a `command:`/`args:` key.
 DOCKER_FLAG = [
     "# After the image name, with the server's other arguments (vLLM reads the files "
     "only with it):",
     "  --linear-backend triton",
-]
-COMPOSE_FLAG = [
-    "    # vLLM reads the files only with --linear-backend triton: add these two items to the end "
-    "of",
-    "    # this service's existing command: list, after --model and your other arguments",
-    '    # (a command written as one string: add " --linear-backend triton" to its end):',
-    "    #   - --linear-backend",
-    "    #   - triton",
 ]
 K8S_FLAG = [
     "# vLLM reads the files only with --linear-backend triton: add these two items to the end of "
@@ -81,6 +73,11 @@ K8S_FLAG = [
     "#   - --linear-backend",
     "#   - triton",
 ]
+COMPOSE_FLAG = [
+    K8S_FLAG[0],
+    K8S_FLAG[1].replace("container's existing args", "service's existing command"),
+]
+COMPOSE_FLAG += K8S_FLAG[2:]
 FLAG = {
     "docker": DOCKER_FLAG,
     "compose": COMPOSE_FLAG,
@@ -135,13 +132,8 @@ def assert_advice(text: str, device_name: str) -> None:
 def assert_flag(text: str, fmt: str) -> None:
     lines = text.splitlines()
     flag = FLAG[fmt]
-    if fmt == "compose-pull":
-        assert lines[-2:] == ["volumes:", "  blockfp8-configs: {}"]
-        lines = lines[:-2]
     assert lines[-len(flag) :] == flag
-    assert sum("--linear-backend" in line for line in text.splitlines()) == (
-        2 if fmt == "docker" else 3
-    ) + (1 if fmt.startswith("compose") else 0)
+    assert sum("--linear-backend" in line for line in lines) == (2 if fmt == "docker" else 3)
 
 
 def assert_pastes(text: str, fmt: str) -> None:
@@ -155,10 +147,10 @@ def assert_pastes(text: str, fmt: str) -> None:
         # pasted into a multi-line docker run, the command goes on to the image's line
         assert block and all(line.endswith(" \\") for line in block)
         return
-    parsed = yaml.safe_load(text)
+    parsed = [doc for doc in yaml.safe_load_all(text) if doc][-1]
     assert isinstance(parsed, dict)
     if fmt == "compose":
-        assert set(parsed) == {"volumes"}
+        assert set(parsed["services"]["vllm"]) == {"volumes"}
     elif fmt == "compose-pull":
         assert set(parsed["services"]["vllm"]) == {"depends_on", "volumes"}
     else:
@@ -229,11 +221,10 @@ def test_the_http_mounts_route(store: str, device_name: str, fmt: str) -> None:
             f"/devices/{DEVICES[device_name]}/mounts",
             params={"format": "k8s-pull", "release": 1, "server": SERVER},
         )
-        assert (
-            f'    command: ["tuner", "pull", "--server", "{SERVER}", "--device", '
-            f'"{device_name}", "--release", "1", "--engine", "vllm", "--out", '
-            '"/configs"]'
-        ) in pinned.text.splitlines()
+        assert yaml.safe_load(pinned.text)["initContainers"][0]["command"] == [
+            *("tuner", "pull", "--server", SERVER, "--device", device_name, "--release", "1"),
+            *("--engine", "vllm", "--out", "/configs"),
+        ]
         unknown = client.get(f"/devices/{DEVICES[device_name]}/mounts", params={"format": "helm"})
         (error,) = unknown.json()["detail"]  # a Literal: FastAPI's 422 lists the formats
         assert (unknown.status_code, error["loc"], error["input"]) == (
@@ -328,7 +319,7 @@ def test_the_kubernetes_forms_make_a_valid_pod_as_the_comments_say(
     text = runner.invoke(
         app, ["mounts", "--device", "L20", "--format", fmt, "--db", store, *pull]
     ).stdout
-    parts = yaml.safe_load(text)
+    parts = [doc for doc in yaml.safe_load_all(text) if doc][-1]
     items = [line.removeprefix("#   - ") for line in text.splitlines()[-2:]]
     assert items == ["--linear-backend", "triton"]
     container = {

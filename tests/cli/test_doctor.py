@@ -145,7 +145,7 @@ def test_versions_and_mismatch_lines() -> None:
         "auto",
     ]
     assert arch_mismatch("sm90", "NVIDIA_H200", "--arch") is None
-    assert arch_mismatch("sm90", "NVIDIA_A10", "--arch") is None  # not in the table
+    assert arch_mismatch("sm90", "NVIDIA_B9", "--arch") is None  # not in the table
     assert arch_mismatch("sm90", "NVIDIA_L40S", "the visible GPU") == (
         "L40S is sm89 (compute capability 8.9, from the table of known GPUs), not sm90 (the "
         "visible GPU): this answers for sm90; pass --arch sm89 to answer for L40S"

@@ -228,3 +228,36 @@ def test_swept_device_lists_its_imports_without_the_imported_only_note(tmp_path:
         "2.00x",
         "-",
     ]
+
+
+def test_an_entry_that_cannot_launch_is_left_out_of_every_output(tmp_path: Path) -> None:
+    import io
+    import zipfile
+
+    import yaml
+
+    db = _import_two_sources(tmp_path)
+    line = f"left out {NAME_B} M=1 (imported from 'shipped L20'): {LEFT_OUT}"
+    exported = runner.invoke(app, ["export", "--device", "L20", "--out", str(tmp_path), "--db", db])
+    assert exported.exit_code == 0, exported.output
+    assert json.loads((tmp_path / NAME_B).read_text()) == {"64": FAST}
+    assert exported.stderr.splitlines() == [
+        "NVIDIA_L20: imported entries only (`tuner import`), never measured here",
+        line,
+        "1 entry left out: they cannot launch on NVIDIA_L20",
+    ]
+    published = runner.invoke(app, ["publish", "--device", "L20", "--db", db])
+    assert published.stdout.strip().endswith("; 1 entry left out, cannot launch there")
+    mounts = runner.invoke(app, ["mounts", "--device", "L20", "--format", "k8s", "--db", db])
+    assert f"# {line}" in mounts.stdout.splitlines()
+    data = [doc for doc in yaml.safe_load_all(mounts.stdout) if doc and "data" in doc][0]["data"]
+    assert json.loads(data["n1536-k7168-b128x128.json"]) == {"64": FAST}
+    with TestClient(create_app(Settings(db_url=db))) as client:
+        text = client.get("/devices/L20/mounts", params={"format": "k8s"}).text
+        (release,) = client.get("/devices/L20/releases").json()
+        archive = client.get("/devices/L20/configs.zip").content
+    assert text == mounts.stdout
+    assert release["summary"]["left_out"] == [line]
+    with zipfile.ZipFile(io.BytesIO(archive)) as zipped:
+        assert json.loads(zipped.read(NAME_B)) == {"64": FAST}
+        assert f"- {line}" in zipped.read("README.txt").decode().splitlines()

@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
+import yaml
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
@@ -149,15 +150,20 @@ def test_pull_recipes_pin_the_release(served) -> None:
     assert k8s.exit_code == 0, k8s.output
     lines = k8s.stdout.splitlines()
     assert lines[0].startswith("# NVIDIA_L20 release 1 (1 file(s), content ")
+    pod = yaml.safe_load(k8s.stdout)
+    assert pod["initContainers"][0]["command"] == [
+        *("tuner", "pull", "--server", "http://tuner:8000", "--device", "NVIDIA_L20"),
+        *("--release", "1", "--engine", "vllm", "--out", "/configs"),
+    ]
     assert (
-        '    command: ["tuner", "pull", "--server", "http://tuner:8000", "--device", '
-        '"NVIDIA_L20", "--release", "1", "--engine", "vllm", "--out", "/configs"]'
-    ) in lines
-    assert f'    mountPath: "{target}/{A}"' in lines and f'    subPath: "{A}"' in lines
+        pod["volumeMounts"][0] | {"mountPath": f"{target}/{A}", "subPath": A}
+        == (pod["volumeMounts"][0])
+    )
     compose = invoke("mounts", "--device", "L20", "--format", "compose-pull", "--server", SERVER)
     assert compose.exit_code == 0, compose.output
-    assert "        condition: service_completed_successfully" in compose.stdout.splitlines()
-    assert f'          subpath: "{B}"' in compose.stdout.splitlines()  # release 2 has B
+    serving = yaml.safe_load(compose.stdout)["services"]["vllm"]
+    assert serving["depends_on"]["blockfp8-pull"] == {"condition": "service_completed_successfully"}
+    assert [v["volume"]["subpath"] for v in serving["volumes"]] == sorted([A, B])  # release 2
     missing = invoke("mounts", "--device", "L20", "--format", "k8s-pull")
     assert missing.exit_code == 2
     assert (

@@ -135,7 +135,7 @@ class Container:
         are kept, paths mapped below the root.
 
         Returns:
-            The compose fragment the mounts printed, parsed.
+            The serving service of the compose file the mounts printed, parsed.
         """
         write_files_atomically(files, host)
         printed = CliRunner().invoke(
@@ -160,7 +160,7 @@ class Container:
                 f"tuner mounts --engine {engine} failed: {printed.output.strip()[-300:]}",
                 pytrace=False,
             )
-        compose = yaml.safe_load(printed.stdout)
+        compose = yaml.safe_load(printed.stdout)["services"][engine]
         for volume in compose.get("volumes", []):
             assert volume["type"] == "bind" and volume["read_only"] is True, volume
             source, target = Path(volume["source"]), self.path(volume["target"])

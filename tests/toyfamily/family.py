@@ -126,7 +126,6 @@ TOY = KernelFamily(
         file_name=_file_name,
         parse_file_name=_parse_file_name,
         file_name_start="toy,",
-        tuned_folder_env=ENV,
         engine_folders=(EngineFolder("vllm", "0", "toyengine/configs", env=ENV),),
     ),
     workload=ToyWorkload.make,

@@ -16,7 +16,8 @@ from tuner.cli.tables import Column, print_table
 from tuner.core import OutDtype
 
 if TYPE_CHECKING:
-    from tuner.files.merge import DeviceFile
+    from tuner.files.device import StoreFiles
+    from tuner.files.merge import DeviceFile, DeviceFiles
 
 
 OutOpt = Annotated[Path, typer.Option(help="Folder to write the vLLM config files to.")]
@@ -62,11 +63,11 @@ def export(
     sglang, one line per file names the entries SGLang rewrites as it reads them (BLOCK_SIZE_K
     raised to block_k).
     """
+    from db.repo import session_scope  # the store's stack loads only when a command opens it
     from tuner.kernels.engines import SGLANG_NOTE
 
     out_folder(out)
     _, store = open_db(db, must_exist=True, read_only=True)
-    from db.repo import session_scope
 
     with session_scope(store) as session:
         device_name = device_in_store(session, device)
@@ -81,14 +82,7 @@ def export(
         kernel=kernel.value,
     )
     result = read.explained()
-    current = read.view.scope.current
-    typer.echo(
-        "winners of trials of every kernel source and Triton (--allow-stale)"
-        if allow_stale
-        else f"winners of {current.source_label} kernel trials, triton "
-        f"{current.triton_minor or 'any'}",
-        err=True,
-    )
+    typer.echo(source_line(read, allow_stale), err=True)
     if engine_name == "sglang":
         typer.echo(f"note: {SGLANG_NOTE}", err=True)
     _write(result.files, out)
@@ -97,16 +91,43 @@ def export(
             device_name, engine_version, [(f.file_name, f.merged.configs) for f in result.files]
         ):
             typer.echo(f"warning: {line}", err=True)
+    _say_left_out(result, device_name, read.stale_skips)
+
+
+def _say_left_out(result: DeviceFiles, device_name: str, stale_skips: int) -> None:
+    """The shapes and imported entries left out, one line each, and a count; exit 1 when no
+    file was written."""
+    from tuner.files.merge import entries_left_out
+
     for skipped in result.skipped:
         typer.echo(f"skipped N={skipped.N},K={skipped.K}: {skipped.reason}", err=True)
+    for line in result.left_out:
+        typer.echo(line, err=True)
+    if result.left_out:
+        count = entries_left_out(len(result.left_out))
+        typer.echo(f"{count}: they cannot launch on {device_name}", err=True)
     if not result.files:
         because = (
-            f"; {read.stale_skips} shape(s) lack winners because their trials are stale: "
+            f"; {stale_skips} shape(s) lack winners because their trials are stale: "
             "--allow-stale uses them"
-            if read.stale_skips
+            if stale_skips
             else ""
         )
         raise fail(f"no file written{because}", 1)
+
+
+def source_line(read: StoreFiles, allow_stale: bool) -> str:
+    """What the files hold: winners of which trials, or only imported entries."""
+    if not read.view.winners and read.view.imported:
+        return (
+            f"{read.view.device_name}: imported entries only (`tuner import`), never measured here"
+        )
+    if allow_stale:
+        return "winners of trials of every kernel source and Triton (--allow-stale)"
+    current = read.view.scope.current
+    return (
+        f"winners of {current.source_label} kernel trials, triton {current.triton_minor or 'any'}"
+    )
 
 
 def _write(files: list[DeviceFile], out: Path) -> None:
@@ -209,12 +230,12 @@ def winners(
     swept) has no winners: one line says so and how to see its files.
     """
     from db import repo
+    from db.repo import session_scope
     from tuner.files.device import read_device
     from tuner.kernels.registry import DEFAULT_FAMILY
     from tuner.kernels.shape import FamilyShape
 
     _, store = open_db(db, must_exist=True, read_only=True)
-    from db.repo import session_scope
 
     with session_scope(store) as session:
         device_name = device_in_store(session, device)

@@ -4,6 +4,7 @@ as a labelled source per device and shape, leaving out entries that cannot launc
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from tuner.cli.engines import clamp_lines
 from tuner.cli.errors import fail
 from tuner.cli.options import DbOpt
 from tuner.cli.output import plain
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
     from tuner.files.format import ParsedFile
+    from tuner.measure.launch_check import LaunchVerdict
 
 
 @dataclass(frozen=True)
@@ -87,8 +90,6 @@ def clamp_lines_of(parsed: list[tuple[Path, ParsedFile]], engine_version: str | 
     """`warning: ...` for each file in SGLang's spelling whose entries SGLang rewrites on read
     (`tuner.files.engine_folders.sglang_clamp_lines`), on the platform of the device in its
     name (AMD_... runs on ROCm)."""
-    from tuner.cli.engines import clamp_lines
-
     lines = []
     for path, item in parsed:
         if path.name == item.vllm_name:  # vLLM's spelling: a file for vLLM
@@ -148,8 +149,9 @@ def _check_device(
     pool: ProcessPoolExecutor | None,
 ) -> None:
     """Compile a device's planned files for its architecture; record verdicts and lines."""
+    from tuner.files.merge import entries_left_out
     from tuner.kernels.gpus import KNOWN_GPUS
-    from tuner.measure.launch_check import check_entries, device_arch
+    from tuner.measure.launch_check import device_arch
 
     found = device_arch(target, capabilities)
     if found is None:
@@ -164,49 +166,58 @@ def _check_device(
             f"({found.source}); the entries of {target} were imported unchecked"
         )
         return
-    left_out = 0
-    configs = 0
+    left_out = configs = 0
     for plan in plans:
-        item = plan.item
-        try:
-            verdict = check_entries(
-                item.configs,
-                arch=found.arch,
-                device_name=target,
-                N=item.name.N,
-                K=item.name.K,
-                block_shape=item.name.block_shape,
-                pool=pool,
-                family=item.family,
-                params=item.name.params,
-            )
-        except Exception as exc:  # noqa: BLE001 - a broken compiler leaves the file unchecked
-            lines.append(
-                f"not checked {plan.path.name}: compiling failed: "
-                f"{' '.join(str(exc).split())[:200]}"
-            )
+        verdict = _check_plan(plan, found.arch, target, pool, lines)
+        if verdict is None:
             continue
         verdicts[plan.path] = Verdict(found.arch, verdict.cannot_launch)
         configs += verdict.configs
         left_out += len(verdict.cannot_launch)
-        lines.extend(
-            f"left out {plan.path.name} M={M}: {reason}; vLLM would fail with OutOfResources there"
-            for M, reason in verdict.cannot_launch.items()
-        )
-        lines.extend(
-            f"not checked {plan.path.name} M={M}: {why}" for M, why in verdict.unchecked.items()
-        )
     lines.append(
         f"checked the entries for {target} on sm{found.arch} ({found.source}; "
         f"{found.shared_bytes} bytes of shared memory per block): {configs} distinct "
-        f"config(s) compiled, {left_out} entr{'y' if left_out == 1 else 'ies'} left out"
+        f"config(s) compiled, {entries_left_out(left_out)}"
     )
+
+
+def _check_plan(
+    plan: Planned, arch: int, target: str, pool: ProcessPoolExecutor | None, lines: list[str]
+) -> LaunchVerdict | None:
+    """One file's entries compiled for `arch`, a line for each left out or unchecked; None
+    (and a line) when compiling failed."""
+    from tuner.measure.launch_check import check_entries  # loads Triton's compiler
+
+    item = plan.item
+    try:
+        verdict = check_entries(
+            item.configs,
+            arch=arch,
+            device_name=target,
+            N=item.name.N,
+            K=item.name.K,
+            block_shape=item.name.block_shape,
+            pool=pool,
+            family=item.family,
+            params=item.name.params,
+        )
+    except Exception as exc:  # noqa: BLE001 - a broken compiler leaves the file unchecked
+        text = " ".join(str(exc).split())[:200]
+        lines.append(f"not checked {plan.path.name}: compiling failed: {text}")
+        return None
+    lines.extend(
+        f"left out {plan.path.name} M={M}: {reason}; vLLM would fail with OutOfResources there"
+        for M, reason in verdict.cannot_launch.items()
+    )
+    lines.extend(
+        f"not checked {plan.path.name} M={M}: {why}" for M, why in verdict.unchecked.items()
+    )
+    return verdict
 
 
 def _launch_checks(planned: list[Planned], store: Engine) -> tuple[dict[Path, Verdict], list[str]]:
     """Verdicts per file and the lines to print: each device's files compiled for its
     architecture, from its trials in the store or the table of known GPUs."""
-    import importlib.util
 
     from db import repo
     from db.repo import session_scope

@@ -4,6 +4,7 @@ are tuner.files.pull's; this module speaks HTTP (urllib, no extra dependency).""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -209,7 +210,6 @@ def release_advice(release: Mapping[str, Any]) -> list[str]:
 
 def _installed(name: str) -> str | None:
     """A package's version from its metadata (not imported), or None."""
-    import importlib.metadata
 
     try:
         return importlib.metadata.version(name)

@@ -49,7 +49,7 @@ def recipe_sweep(
 ) -> None:
     """Print the commands that sweep inside the serving image: the tuner is installed from a
     wheels folder (no internet needed) without touching the image's torch or Triton."""
-    from tuner.inputs.devices import gpu_device_key
+    from tuner.inputs.devices import device_key
     from tuner.inputs.shapes import UnknownModelError, load_shapes
     from tuner.run.recipe import DB_VARIABLE, SweepRecipe, wheels_lines
 
@@ -58,7 +58,7 @@ def recipe_sweep(
         recipe = SweepRecipe(
             image=image, device=device, model=model, tp=tp, db=db, nodes=nodes, gpus=gpus
         )
-        device_name = gpu_device_key(device)
+        device_name = device_key(device)
         load_shapes(model, tp)
     except UnknownModelError as exc:  # a KeyError: its str() is quoted
         raise fail(str(exc).strip("'\"")) from None

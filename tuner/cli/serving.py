@@ -3,11 +3,16 @@ HTTP."""
 
 from __future__ import annotations
 
+import errno
+import ipaddress
 import json
+import os
+import socket
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote, urlsplit
 
 import typer
 
@@ -21,6 +26,7 @@ from tuner.cli.options import (
     EngineOpt,
     KernelChoice,
 )
+from tuner.cli.pull import releases_of, server_url
 from tuner.cli.store import (
     device_in_store,
     no_store_line,
@@ -136,27 +142,15 @@ def mounts(
     )
 
     if fmt in (MountFormat.k8s_pull, MountFormat.compose_pull):
-        _pull_recipe(
-            fmt.value,
-            device,
-            server,
-            release,
-            engine_name.value,
-            site_packages or DEFAULT_SITE_PACKAGES[engine_name],
-            engine_version=engine_version,
-            triton_version=triton_version,
-            db=db,
-        )
+        site = site_packages or DEFAULT_SITE_PACKAGES[engine_name]
+        _pull_recipe(fmt.value, device, server, release, engine_name.value, site, db=db,
+                     engine_version=engine_version, triton_version=triton_version)  # fmt: skip
         return
-    note = ""
     if files is not None:
-        names, device_name = _folder_file_names(files, device, engine_name.value)
+        fields = _folder_files(files, device, engine_name.value)
         folder = host_dir or str(files.resolve())
-        capability, tuned_with, tuned_triton = None, "", None
-        if engine_name == EngineName.sglang:
-            _check_sglang_moe(files, names)
     else:
-        names, device_name, capability, tuned_with, tuned_triton = _store_file_names(
+        fields = _store_files(
             device,
             engine_name.value,
             allow_partial,
@@ -165,29 +159,27 @@ def mounts(
             kernel=kernel.value,
         )
         folder = host_dir or DEFAULT_HOST_DIR
-        note = _export_note(folder, device_name, engine_name)
+    tuned_triton = fields.pop("triton_version", None)
     triton_from = "--triton-version" if triton_version else "the one the files were tuned with"
     try:
         text = render_mounts(
             MountRequest(
-                device_name=device_name,
                 engine=engine_name.value,
-                file_names=tuple(names),
+                file_names=tuple(fields["contents"]),
                 host_dir=folder,
                 site_packages=site_packages or DEFAULT_SITE_PACKAGES[engine_name],
                 fmt=fmt.value,
-                compute_capability=capability,
-                tuned_with=tuned_with,
                 engine_version=engine_version,
                 triton_version=triton_version or tuned_triton,
                 triton_from=triton_from,
+                **fields,
             )
         )
     except ValueError as exc:
         raise fail(str(exc)) from None
     typer.echo(text, nl=False)
-    if note:
-        typer.echo(note, err=True)
+    if files is None:
+        typer.echo(_export_note(folder, fields["device_name"], engine_name), err=True)
 
 
 def _export_note(folder: str, device_name: str, engine_name: EngineName) -> str:
@@ -200,9 +192,13 @@ def _export_note(folder: str, device_name: str, engine_name: EngineName) -> str:
     )
 
 
-def _folder_file_names(folder: Path, device: str, engine: str) -> tuple[list[str], str]:
+def _folder_files(folder: Path, device: str, engine: str) -> dict[str, Any]:
+    """The mounts' fields of one device's config files in `folder`: its key and the files
+    (name -> text); each file is read as the engine reads it, and one it could not read is
+    refused in one line."""
+    from tuner.files.format import parse_config_file
     from tuner.files.mounts import config_files_in
-    from tuner.inputs.devices import gpu_device_key, resolve
+    from tuner.inputs.devices import device_key
     from tuner.kernels.registry import family_of_file
 
     try:
@@ -215,45 +211,39 @@ def _folder_file_names(folder: Path, device: str, engine: str) -> tuple[list[str
             seen.add(family_of_file(name).files.parse_file_name(name)[1])
         except ValueError:
             continue
-    chosen = resolve(device, seen)
-    if not chosen and engine == "vllm":
-        # vLLM names several devices' MoE files alike (every H200 as NVIDIA_H200): a device
-        # whose files all carry another device's name is still named by its own key.
-        try:
-            key = gpu_device_key(device)
-        except ValueError:
-            key = ""
-        if key and config_files_in(entries, key, engine):
-            chosen = [key]
-    if len(chosen) != 1:
+    try:
+        key = device_key(device, seen)
+    except ValueError:
+        key = ""
+    names = config_files_in(entries, key, engine) if key else []
+    if not names:
         raise fail(
             f"{folder}: no config files for --device {device}; devices there: "
             f"{', '.join(sorted(seen)) or 'none'}"
         )
-    return config_files_in(entries, chosen[0], engine), chosen[0]
-
-
-def _check_sglang_moe(folder: Path, names: list[str]) -> None:
-    """Refuse fused-MoE files that carry `"triton_version"` (`tuner export --engine vllm` and
-    vLLM's benchmark_moe.py write it first): SGLang 0.5.23's get_moe_configs turns every key
-    into an int and would fail on it.
-
-    Raises:
-        typer.Exit: exit 2 naming the first such file.
-    """
+    contents = {}
     for name in names:
-        if not name.startswith("E="):
-            continue
         try:
-            carries = "triton_version" in json.loads((folder / name).read_text())
-        except (OSError, ValueError, TypeError):
-            continue
-        if carries:
-            raise fail(
-                f'{folder / name}: its "triton_version" key makes SGLang\'s '
-                "get_moe_configs fail (it reads every key as an M); write the files with "
-                "`tuner export --engine sglang`"
-            )
+            contents[name] = text = (folder / name).read_text()
+            parse_config_file(text, source=str(folder / name))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise fail(f"{folder / name}: cannot read: {exc}") from None
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+        if engine == "sglang" and family_of_file(name).files.file_triton_version:
+            _check_sglang_file(folder / name, text)
+    return {"device_name": key, "contents": contents}
+
+
+def _check_sglang_file(path: Path, text: str) -> None:
+    """Refuse a file that carries `"triton_version"` (`tuner export --engine vllm` and vLLM's
+    benchmark_moe.py write it first): SGLang 0.5.23's get_moe_configs reads every key as an M
+    and would fail on it."""
+    if "triton_version" in json.loads(text):
+        raise fail(
+            f'{path}: its "triton_version" key makes SGLang\'s get_moe_configs fail (it reads '
+            "every key as an M); write the files with `tuner export --engine sglang`"
+        )
 
 
 def _pull_recipe(
@@ -272,9 +262,8 @@ def _pull_recipe(
     (`release`) is read from the store here when it holds it, so that --server may be a name
     only the pods resolve (http://tuner:8000); otherwise the server is asked for its releases.
     """
-    from tuner.cli.pull import releases_of, server_url
     from tuner.files.mounts import check_site_packages
-    from tuner.files.pull import PullError, choose_release, render_pull_recipe
+    from tuner.files.pull import render_pull_recipe
 
     if server is None:
         raise fail(f"--format {fmt} needs --server, the tuner service's URL")
@@ -283,25 +272,7 @@ def _pull_recipe(
         site = check_site_packages(site_packages)
     except ValueError as exc:
         raise fail(str(exc)) from None
-    chosen: Mapping[str, Any] | None = (
-        _stored_release(db, device, release) if release is not None else None
-    )
-    if chosen is not None:
-        typer.echo(
-            f"note: {chosen['device_name']} release {release} read from the store here "
-            f"(content {chosen['content_sha256'][:12]}); {server} was not asked: it "
-            "must serve the same store",
-            err=True,
-        )
-    else:
-        try:
-            chosen = choose_release(
-                releases_of(server, device, hint=_unreachable_hint(fmt, device, server, release)),
-                device,
-                release,
-            )
-        except PullError as exc:
-            raise fail(str(exc), 1) from None
+    chosen = _release_for_recipe(fmt, device, server, release, db)
     try:
         text = render_pull_recipe(
             fmt,
@@ -326,12 +297,32 @@ def _pull_recipe(
         )
 
 
+def _release_for_recipe(
+    fmt: str, device: str, server: str, release: int | None, db: str | None
+) -> Mapping[str, Any]:
+    """The release a recipe pins: from the store here when it holds `release` (the server is
+    not asked: it may be a name only the pods resolve), else from the server's list."""
+    from tuner.files.pull import PullError, choose_release
+
+    chosen = _stored_release(db, device, release) if release is not None else None
+    if chosen is not None:
+        typer.echo(
+            f"note: {chosen['device_name']} release {release} read from the store here "
+            f"(content {chosen['content_sha256'][:12]}); {server} was not asked: it "
+            "must serve the same store",
+            err=True,
+        )
+        return chosen
+    try:
+        hint = _unreachable_hint(fmt, device, server, release)
+        return choose_release(releases_of(server, device, hint=hint), device, release)
+    except PullError as exc:
+        raise fail(str(exc), 1) from None
+
+
 def _address(server: str):
     """The URL's host as an `ipaddress` address (localhost as 127.0.0.1), or None for a name
     (one a Kubernetes service may have)."""
-    import ipaddress
-    from urllib.parse import urlsplit
-
     host = urlsplit(server).hostname or ""
     try:
         return ipaddress.ip_address("127.0.0.1" if host == "localhost" else host)
@@ -343,8 +334,6 @@ def _unreachable_hint(fmt: str, device: str, server: str, release: int | None) -
     """What to do when --server does not answer from here (a name only the cluster
     resolves): pin a release the store here holds, or ask the service through a port-forward
     for the same recipe."""
-    from urllib.parse import quote, urlsplit
-
     parts = urlsplit(server)
     host = parts.hostname or "tuner"
     port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -369,25 +358,24 @@ def _stored_release(db: str | None, device: str, number: int) -> dict | None:
     """Release `number` of the device from the store here, as an entry of `GET
     /devices/{d}/releases` (`tuner.files.pull.release_entry`); None when there is no store
     here (no --db, no $TUNER_DB_URL and no ./tuner.db) or it lacks that release."""
-    import os
-
-    from db import repo
     from tuner.files.pull import release_entry
-    from tuner.inputs.devices import resolve
+    from tuner.inputs.devices import store_device
 
     if db is None and not os.environ.get("TUNER_DB_URL") and not Path("tuner.db").exists():
         return None
+    from db import repo
+
     _, store = open_db(db, must_exist=True, read_only=True)
     with repo.session_scope(store) as session:
-        known = repo.list_release_device_names(session)
-        names = [device] if device in known else resolve(device, known)
-        if len(names) != 1:
+        try:
+            name = store_device(device, repo.list_release_device_names(session))
+        except ValueError:
             return None
-        info = repo.get_release(session, device_name=names[0], number=number)
+        info = repo.get_release(session, device_name=name, number=number)
         return None if info is None else release_entry(info)
 
 
-def _store_file_names(
+def _store_files(
     device: str,
     engine: str,
     allow_partial: bool,
@@ -395,10 +383,11 @@ def _store_file_names(
     *,
     allow_stale: bool = False,
     kernel: str = "auto",
-) -> tuple[list[str], str, str | None, str, str | None]:
-    """The device's file names in the store (from the trials of `kernel`'s source: "auto",
-    "vllm" or "builtin"), its vLLM key, compute capability, the versions line of what its
-    winners were timed with and their one Triton version (None for none or several)."""
+) -> dict[str, Any]:
+    """The mounts' fields of a device's files in the store (from the trials of `kernel`'s
+    source): its key, the files (name -> text), its compute capability, what its winners were
+    timed with, their one Triton version (None for none or several), the GPU's names and the
+    imported entries left out."""
     from db.repo import session_scope
     from tuner.files.archive import versions_line, winner_versions
 
@@ -421,14 +410,15 @@ def _store_file_names(
         )
     view = read.view
     versions = winner_versions(view.environments, view.winners)
-    tritons = versions["triton"]
-    return (
-        [f.file_name for f in read.files.files],
-        device_name,
-        view.compute_capability,
-        versions_line(versions),
-        tritons[0] if len(tritons) == 1 else None,
-    )
+    return {
+        "device_name": device_name,
+        "contents": {f.file_name: f.merged.text for f in read.files.files},
+        "compute_capability": view.compute_capability,
+        "tuned_with": versions_line(versions),
+        "triton_version": versions["triton"][0] if len(versions["triton"]) == 1 else None,
+        "gpu_names": tuple(e.gpu_name for e in view.environments),
+        "left_out": tuple(f"# {line}" for line in read.files.left_out),
+    }
 
 
 def serve(
@@ -451,6 +441,8 @@ def serve(
     a --db that names no SQLite file is refused in one line, exit 2, as `tuner status`
     refuses it.
     """
+    # The HTTP service's stack (FastAPI, uvicorn, the store) loads only to serve: every other
+    # command starts without it.
     import uvicorn
     from pydantic import ValidationError
 
@@ -484,9 +476,6 @@ def _check_port_free(host: str, port: int) -> None:
     Raises:
         typer.Exit: exit 2 when the port is taken or the address cannot be bound.
     """
-    import errno
-    import socket
-
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
         with socket.socket(family, socket.SOCK_STREAM) as probe:

@@ -167,6 +167,7 @@ def _next_step(
 def _print_other_families(scan) -> None:
     """Each other family's part of a log (`KernelFamily.log_line`): its shapes without a config
     file, where vLLM looks for them, and its files out of scope."""
+    from tuner.files.engine_folders import family_rows
     from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES
     from tuner.kernels.shape import block_shape_text
 
@@ -185,7 +186,8 @@ def _print_other_families(scan) -> None:
             console.print(table)
             missing = scan.files.get(family.name, ())
             for folder in sorted({m.path.rsplit("/", 1)[0] for m in missing if "/" in m.path}):
-                env = family.files.tuned_folder_env
+                rows = family_rows("vllm", family.name)  # the newest release's row
+                env = rows[-1].env if rows else None
                 first = f"${env}, then " if env else ""
                 plain(f"vLLM looks for them in {first}{folder}/")
         for name in scan.out_of_scope.get(family.name, ()):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import textwrap
 import zipfile
 from collections.abc import Iterable
 from typing import Protocol
@@ -11,12 +10,11 @@ from typing import Protocol
 import tuner
 from tuner.files.engine_folders import folder_for, folder_history
 from tuner.files.merge import DeviceFiles
-from tuner.inputs.backends import device_advice
+from tuner.files.mounts import wrapped_advice
 from tuner.kernels.engines import SGLANG_NOTE
 from tuner.kernels.family import EXPERTS, LINEAR_LAYERS
 from tuner.kernels.registry import family_of_part
 from tuner.kernels.shape import PER_TENSOR
-from tuner.kernels.vllm_table import TRITON_FLAG
 
 README_NAME = "README.txt"
 # 1980-01-01 is the earliest time a zip entry can carry; a fixed time keeps the bytes stable.
@@ -67,17 +65,8 @@ Where SGLang reads these files (by release: python3 -c "import sglang; print(sgl
 
 
 def _advice(device_name: str, compute_capability: str | None) -> str:
-    """Whether vLLM reads the files on this device (`tuner.inputs.backends.device_advice`;
-    docs/vllm-backends.md), wrapped; the flag stays on one line (its space is held by a NUL
-    while wrapping)."""
-    advice = device_advice(device_name, [compute_capability or ""])
-    held = TRITON_FLAG.replace(" ", "\0")
-    return "\n".join(
-        textwrap.fill(line.replace(TRITON_FLAG, held), width=92, break_on_hyphens=False).replace(
-            "\0", " "
-        )
-        for line in advice.lines()
-    )
+    """Whether vLLM reads the files on this device (docs/vllm-backends.md), wrapped."""
+    return "\n".join(wrapped_advice(device_name, [compute_capability or ""], 92))
 
 
 VERSION_KEYS: tuple[str, ...] = ("torch", "triton", "vllm", "kernel_source")
@@ -198,12 +187,13 @@ def readme_text(
             lines.append(f"  PARTIAL: no winner yet for M={', '.join(map(str, merged.m_missing))}")
         lines.extend(f"  note: {note}" for note in merged.notes)
         lines.extend(f"  warning: {warning}" for warning in merged.warnings)
-    if device_files.skipped:
+    if device_files.skipped or device_files.left_out:
         lines += ["", "Left out"]
         lines.extend(
             f"- N={s.N}, K={s.K}, {_blocks(s.block_shape)}: {s.reason}"
             for s in device_files.skipped
         )
+        lines.extend(f"- {line}" for line in device_files.left_out)
     return "\n".join(lines) + "\n"
 
 

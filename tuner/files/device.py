@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from db import repo
 from tuner.files.merge import DeviceFiles, SkippedShape, build_device_files
 from tuner.files.provenance import Provenance, current_provenance, installed_triton_minor
+from tuner.inputs.devices import engine_device_name
 from tuner.kernels.shape import FamilyShape, Shape
 
 # How each front end tells a user to take stale trials too.
@@ -128,6 +129,9 @@ class DeviceView:
                 device_name=self.device_name,
                 engine=engine,
                 triton_of={e.environment_id: e.triton for e in self.environments},
+                file_device=engine_device_name(
+                    engine, self.device_name, [e.gpu_name for e in self.environments]
+                ),
             )
         except ValueError as exc:
             raise MergeError(f"cannot merge {self.device_name}: {exc}") from None
@@ -162,7 +166,7 @@ class StoreFiles:
             replace(item, reason=item.reason + self.stale_reason(item, hint))
             for item in self.files.skipped
         ]
-        return DeviceFiles(files=self.files.files, skipped=skipped)
+        return replace(self.files, skipped=skipped)
 
     @property
     def stale_skips(self) -> int:

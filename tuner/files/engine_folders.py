@@ -11,24 +11,27 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
+from packaging.version import InvalidVersion, Version
+
 from tuner.kernels.engines import TRITON_PLACEHOLDER, EngineFolder
 from tuner.kernels.registry import FAMILIES, family_of_file
+from tuner.kernels.vllm_table import VLLM_VERSION
 
-# The releases whose sources these rows were checked in last: the default `--engine-version`.
-DEFAULT_ENGINE_VERSIONS: dict[str, str] = {"vllm": "0.33.0", "sglang": "0.5.23"}
+# The releases whose sources the families' rows were checked in, oldest and newest (the
+# families' comments beside their rows say which): the newest is the default `--engine-version`.
+CHECKED_RELEASES: dict[str, tuple[str, str]] = {
+    "vllm": (VLLM_VERSION, VLLM_VERSION),
+    "sglang": ("0.5.5", "0.5.23"),
+}
+DEFAULT_ENGINE_VERSIONS: dict[str, str] = {
+    engine: newest for engine, (_, newest) in CHECKED_RELEASES.items()
+}
+_TRITON_RE = re.compile(r"[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,4}")
 
 
 def family_rows(engine: str, family: str) -> list[EngineFolder]:
-    """The rows of a registered family's `engine_folders` for one engine, oldest first.
-
-    Args:
-        engine: "vllm" or "sglang".
-        family: a registered family's name (`tuner.kernels.registry.FAMILIES`).
-
-    Returns:
-        The rows sorted by `version_key` of their first version; [] for an unknown family or an
-        engine that does not read the family's files.
-    """
+    """The rows of a registered family's `engine_folders` for one engine, oldest first; [] for
+    an unknown family or an engine that does not read its files."""
     registered = FAMILIES.get(family)
     rows = registered.files.engine_folders if registered is not None else ()
     return sorted(
@@ -37,32 +40,21 @@ def family_rows(engine: str, family: str) -> list[EngineFolder]:
     )
 
 
-_VERSION_RE = re.compile(
-    r"v?(?P<release>[0-9]{1,6}(?:\.[0-9]{1,6}){0,3})"
-    r"(?:\.?post(?P<post>[0-9]{1,6}))?"
-    r"(?:\.?(?:a|b|rc|dev)[0-9]{0,6})?(?:\+[A-Za-z0-9.]{1,64})?"
-)
-_TRITON_RE = re.compile(r"[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,4}")
-
-
-def version_key(version: str) -> tuple[int, ...]:
-    """A release number as a tuple that sorts as releases do: "0.5.15.post1" > "0.5.15".
-
-    Pre-release and local parts ("rc1", ".dev12", "+cu130") are dropped: a build of 0.33.1 is
-    taken to read where 0.33.1 does.
-
-    Args:
-        version: e.g. "0.5.23", "v0.33.0", "0.5.15.post1", "0.34.0.dev3+g1234abc".
+def version_key(version: str) -> Version:
+    """A release number that sorts as releases do ("0.5.15.post1" > "0.5.15"), pre-release,
+    dev and local parts dropped: a build of 0.33.1rc1+cu130 reads where 0.33.1 does.
 
     Raises:
         ValueError: not such a version (one line).
     """
-    match = _VERSION_RE.fullmatch(version.strip())
-    if match is None:
+    try:
+        parsed = Version(version.strip())
+    except InvalidVersion:
+        parsed = None
+    if parsed is None or parsed.epoch:
         raise ValueError(f"engine version {version[:40]!r} is not a release number like 0.5.23")
-    release = [int(part) for part in match["release"].split(".")]
-    release += [0] * (4 - len(release))
-    return (*release, int(match["post"] or -1) + 1)
+    post = f".post{parsed.post}" if parsed.post is not None else ""
+    return Version(".".join(map(str, parsed.release)) + post)
 
 
 def engine_version(engine: str, version: str | None) -> str:
@@ -77,6 +69,19 @@ def engine_version(engine: str, version: str | None) -> str:
         return DEFAULT_ENGINE_VERSIONS[engine]
     version_key(version)
     return version.strip()
+
+
+def unchecked_line(engine: str, version: str) -> str | None:
+    """A line saying that `version` of `engine` is outside the releases whose sources were
+    read (`CHECKED_RELEASES`), so its folders are assumed; None for a checked release."""
+    first, last = CHECKED_RELEASES[engine]
+    if version_key(first) <= version_key(version) <= version_key(last):
+        return None
+    span = first if first == last else f"{first} to {last}"
+    return (
+        f"note: {engine} {version} was never checked (only {span}): its folders are assumed "
+        f"to be those of the nearest checked release; look in the image if files are not read"
+    )
 
 
 def engine_folder(engine: str, family: str, version: str | None = None) -> EngineFolder:

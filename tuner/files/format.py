@@ -26,6 +26,8 @@ ZERO_ALLOWED: frozenset[str] = frozenset({"waves_per_eu", "matrix_instr_nonkdim"
 _M_KEY_RE = re.compile(r"[1-9][0-9]{0,9}")
 MAX_M = 2**31 - 1  # Triton passes M as int32
 MAX_VALUE = 2**16  # far above any block size, group size, warp or stage count
+# Triton compiles only powers of two for these (tl.arange's ranges; warps per block).
+POWER_OF_TWO_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "num_warps")
 
 
 def m_coverage(keys: Iterable[int]) -> tuple[list[int], list[int], list[int]]:
@@ -106,6 +108,16 @@ def _reject_duplicates(pairs: list[tuple[str, object]]) -> dict[str, object]:
     return result
 
 
+def _load_json(text: str, source: str) -> object:
+    """JSON without duplicate keys; ValueError, one line naming `source`, otherwise."""
+    try:
+        return json.loads(text, object_pairs_hook=_reject_duplicates)
+    except RecursionError:
+        raise ValueError(f"{source}: JSON nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, duplicate keys, ints over Python's digit limit
+        raise ValueError(f"{source}: invalid JSON: {str(exc).splitlines()[0]}") from None
+
+
 def parse_config_file(text: str, *, source: str = "<text>") -> dict[int, dict[str, int]]:
     """Parse and check a config file body strictly.
 
@@ -124,14 +136,10 @@ def parse_config_file(text: str, *, source: str = "<text>") -> dict[int, dict[st
         ValueError: One line naming `source` and the problem: bad JSON, duplicate or non-decimal
             M keys, M outside 1..2**31-1, unknown or missing keys, non-integer, boolean or
             out-of-range values (1..65536; 0..65536 for waves_per_eu and
-            matrix_instr_nonkdim), or an empty object.
+            matrix_instr_nonkdim), a block size or num_warps that is not a power of two, or an
+            empty object.
     """
-    try:
-        data = json.loads(text, object_pairs_hook=_reject_duplicates)
-    except RecursionError:
-        raise ValueError(f"{source}: JSON nested too deeply") from None
-    except ValueError as exc:  # JSONDecodeError, duplicate keys, ints over Python's digit limit
-        raise ValueError(f"{source}: invalid JSON: {str(exc).splitlines()[0]}") from None
+    data = _load_json(text, source)
     if not isinstance(data, dict):
         raise ValueError(f"{source}: expected a JSON object keyed by M, got {type(data).__name__}")
     # A fused-MoE file's Triton version (`dump_config_file`), dropped as get_moe_configs does.
@@ -143,7 +151,14 @@ def parse_config_file(text: str, *, source: str = "<text>") -> dict[int, dict[st
     for key, entry in data.items():
         if not _M_KEY_RE.fullmatch(key) or int(key) > MAX_M:
             raise ValueError(f"{source}: M key {key[:40]!r} is not a decimal integer in 1..{MAX_M}")
-        configs[int(key)] = _check_entry(entry, f"{source}: M={key}")
+        where = f"{source}: M={key}"
+        configs[int(key)] = entry = _check_entry(entry, where)
+        for name in POWER_OF_TWO_KEYS:
+            if entry.get(name, 1) & (entry.get(name, 1) - 1):
+                raise ValueError(
+                    f"{where}: {name}={entry[name]} is not a power of two (Triton compiles "
+                    "none other: the engine cannot run this entry)"
+                )
     return configs
 
 
@@ -340,12 +355,7 @@ def parse_config_list(text: str, *, source: str = "<text>") -> list[dict[str, in
             not an object, unknown or missing keys (AMD keys too: this kernel has no use for
             them), or values that are not integers in 1..65536.
     """
-    try:
-        data = json.loads(text, object_pairs_hook=_reject_duplicates)
-    except RecursionError:
-        raise ValueError(f"{source}: JSON nested too deeply") from None
-    except ValueError as exc:
-        raise ValueError(f"{source}: invalid JSON: {str(exc).splitlines()[0]}") from None
+    data = _load_json(text, source)
     if not isinstance(data, list) or not data:
         raise ValueError(f"{source}: expected a non-empty JSON list of config objects")
     configs = []

@@ -9,41 +9,28 @@ from pathlib import Path
 
 from tuner.core import FP8_DTYPE
 from tuner.files.format import parse_import_name
-from tuner.inputs.devices import matches, resolve
+from tuner.files.merge import entries_left_out
+from tuner.inputs.devices import store_device
 from tuner.kernels.registry import get_family
 
 
 def target_device(requested: str | None, file_device: str, known: Sequence[str]) -> str:
-    """The device an import is stored for.
-
-    With no request, the device_name in the file's name. Otherwise a device already in the
-    store (sweeps or imports) that the request names, aliases allowed ("L20"); or the file's own
-    device when the request names it. Anything else is refused, so that a typo never creates a
-    device.
-
-    Args:
-        requested: `--device` or the URL's device, or None.
-        file_device: the device_name in the file's name.
-        known: device_names with sweeps or imports.
-
-    Returns:
-        The device_name to store under.
+    """The device an import is stored for: the file name's device, or the one of the store's
+    devices and the file's own that `requested` names (`store_device`), so that a typo never
+    creates a device.
 
     Raises:
         LookupError: the request names neither a known device nor the file's device.
     """
     if requested is None:
         return file_device
-    names = [requested] if requested in known else resolve(requested, known)
-    if len(names) == 1:
-        return names[0]
-    if matches(requested, file_device):
-        return file_device
-    listed = ", ".join(sorted(known)) or "(none)"
-    raise LookupError(
-        f"device {requested!r} is neither in the store (known: {listed}) nor the "
-        f"file's device {file_device!r}"
-    )
+    try:
+        return store_device(requested, [*known, file_device])
+    except ValueError:
+        raise LookupError(
+            f"device {requested!r} is neither in the store (known: "
+            f"{', '.join(sorted(known)) or '(none)'}) nor the file's device {file_device!r}"
+        ) from None
 
 
 # Why an entry of a folder is not imported (one line each; the batch goes on without it).
@@ -147,9 +134,5 @@ def imported_files_summary(imports: Sequence) -> str:
     """
     labels = ", ".join(repr(label) for label in sorted({i.label for i in imports}))
     left_out = sum(len(i.cannot_launch) for i in imports)
-    dropped = (
-        f"; {left_out} entr{'y' if left_out == 1 else 'ies'} left out, cannot launch there"
-        if left_out
-        else ""
-    )
+    dropped = f"; {entries_left_out(left_out)}, cannot launch there" if left_out else ""
     return f"{len(imports)} file(s) from {labels}{dropped}"

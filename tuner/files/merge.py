@@ -215,10 +215,17 @@ class SkippedShape(ShapeKeyed):
 
 @dataclass(frozen=True)
 class DeviceFiles:
-    """All files of a device, and the shapes left out."""
+    """All files of a device, the shapes left out, and one line per imported entry left out
+    because it cannot launch on the device (`tuner import`'s launch check)."""
 
     files: list[DeviceFile]
     skipped: list[SkippedShape]
+    left_out: list[str] = field(default_factory=list)
+
+
+def entries_left_out(count: int) -> str:
+    """ "1 entry left out", "2 entries left out"."""
+    return f"{count} entr{'y' if count == 1 else 'ies'} left out"
 
 
 def dense_key(N: int, K: int, block_shape: Sequence[int] | None) -> FamilyShape:
@@ -266,37 +273,29 @@ def build_device_files(
     device_name: str | None = None,
     engine: str = "vllm",
     triton_of: Mapping[int, str] | None = None,
+    file_device: str | None = None,
 ) -> DeviceFiles:
-    """Merge a device's winners into one file per `FamilyShape` (family and shape),
-    named and defaulted by its kernel family (`tuner.kernels.registry`).
-
-    Imported entries fill the M of a shape that have no winner (measured winners beat them); a
-    shape with imported entries only (e.g. a device whose files were imported, never swept) gets
-    a file of those entries, each noted "imported from <label>, not measured here".
+    """Merge a device's winners into one file per `FamilyShape`, named and defaulted by its
+    kernel family; imported entries fill the M without a winner (a shape with imported entries
+    only gets a file of them, each noted "imported from <label>, not measured here").
 
     Args:
-        winners: The device's winners, one per (N, K, block_shape, M).
-        coverage: The requested M grid of each shape.
-        allow_partial: Emit files for shapes with missing M instead of skipping them.
-        imported: an import's key (its family and the shape its file's name says) -> imported
-            entries and their labels (db.repo); each fills the file of the same family and
-            name (`import_targets`).
-        device_name: The device's key; needed only when `winners` is empty.
-        engine: File-name spelling, "vllm" or "sglang" (tuner.kernels.engines.ENGINES).
-        triton_of: environment_id -> Triton version, for the files of families that record
-            it (`FamilyFiles.file_triton_version`): the version most of a file's winners
-            were timed with (the newer on a tie). SGLang's files never carry it (its MoE
-            loader would fail on the key).
-
-    Returns:
-        Files sorted by key (`FamilyShape.sort_key`), and the shapes skipped with
-        their reasons.
+        winners: one per (N, K, block_shape, M); coverage: the requested M grid of each shape.
+        allow_partial: emit files for shapes with missing M instead of skipping them.
+        imported: an import's key (family, the shape its file's name says) -> its entries and
+            labels (db.repo); each fills the file of the same family and name (`import_targets`).
+        device_name: the device's key; needed only when `winners` is empty.
+        engine: file-name spelling, "vllm" or "sglang".
+        triton_of: environment_id -> Triton version, written into the files of families that
+            record it (the version most of a file's winners were timed with; never for SGLang).
+        file_device: the engine's device part of the names (`engine_device_name`); None: the key.
 
     Raises:
-        ValueError: Winners of more than one device (or of another than `device_name`), two
-            winners for one (shape, M), no device name at all, or an unknown engine.
+        ValueError: winners of several devices (or another than `device_name`), two winners
+            for one (shape, M), no device name at all, or an unknown engine.
     """
     device = _one_device(winners, device_name)
+    named = file_device or device
     grouped: dict[FamilyShape, list[WinnerRowLike]] = {}
     for row in winners:
         grouped.setdefault(FamilyShape.of_row(row), []).append(row)
@@ -316,9 +315,15 @@ def build_device_files(
             missing = sorted({M for M in m_requested if M not in done})
             skipped.append(SkippedShape(key, str(exc), missing))
             continue
-        name = get_family(key.family).files.file_name(key.shape, device, engine)
+        name = get_family(key.family).files.file_name(key.shape, named, engine)
         files.append(DeviceFile(name, key, merged))
-    return DeviceFiles(files=files, skipped=skipped)
+    left_out = [
+        f"left out {get_family(key.family).files.file_name(key.shape, named, engine)} M={M} "
+        f"(imported from '{label}'): {reason}"
+        for key in sorted(imports)
+        for M, (label, reason) in sorted(getattr(imports[key], "left_out", {}).items())
+    ]
+    return DeviceFiles(files=files, skipped=skipped, left_out=list(dict.fromkeys(left_out)))
 
 
 def _one_device(winners: Sequence[WinnerRowLike], device_name: str | None) -> str:

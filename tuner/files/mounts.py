@@ -1,42 +1,32 @@
-"""Ready-to-paste read-only mounts of config files into a serving container (pure text).
+"""Ready-to-paste read-only mounts of config files into a serving container: `docker run`
+flags, or YAML dumped from data (PyYAML) for compose and Kubernetes.
 
-Each release reads a family's files where `FamilyFiles.engine_folders` says (vLLM 0.33.0:
-dense files only from `<site-packages>/vllm/model_executor/layers/quantization/utils/configs/`,
-`VLLM_TUNED_CONFIG_FOLDER` does not apply to them; SGLang 0.5.23:
-`<site-packages>/sglang/kernels/ops/gemm/configs/`). Each file is mounted on its own, so the
-files the engine ships stay visible.
-
-Fused-MoE files (`E=...,N=...`) are read by vLLM 0.33.0's `get_moe_configs` from
-`VLLM_TUNED_CONFIG_FOLDER` first, then from its package's `fused_moe/configs/`: they go in one
-read-only folder mount at `MOE_CONTAINER_DIR` with that variable set to it (docker `-e`, compose
-`environment:`, Kubernetes `env:`). SGLang reads them from a folder per Triton version,
-`.../configs/triton_<X_Y_Z>/` (`tuner.files.engine_folders.folder_for`): they are mounted there
-file by file, as dense files are.
+Each release reads a family's files where its row says (`tuner.files.engine_folders`): a file
+read from the engine's package folder is mounted there on its own, under the engine's spelling,
+so the files the engine ships stay visible. A family whose engine reads a folder named by an
+environment variable first (vLLM's fused-MoE files, VLLM_TUNED_CONFIG_FOLDER) gets one
+read-only folder mount with the variable set to it. Kubernetes gets each group as a ConfigMap
+manifest (valid keys, `items` mapping each key to the engine's file name).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import textwrap
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
-from tuner.files.engine_folders import engine_version, folder_for
-from tuner.files.mount_formats import DOCKER_HEAD as DOCKER_HEAD  # re-exported
-from tuner.files.mount_formats import MOE_CONTAINER_DIR as MOE_CONTAINER_DIR  # re-exported
-from tuner.files.mount_formats import MOE_ENV as MOE_ENV  # re-exported
-from tuner.files.mount_formats import (
-    FileMount,
-    MoeFile,
-    compose_body,
-    configmap_key,
-    docker_body,
-    folder_envs,
-    k8s_body,
-)
+import yaml
+
+from tuner.files.engine_folders import engine_folder, engine_version, folder_for, unchecked_line
 from tuner.inputs.backends import device_advice
-from tuner.kernels.engines import ENGINES, SGLANG_NOTE
-from tuner.kernels.registry import DEFAULT_FAMILY, family_of_file
+from tuner.inputs.devices import engine_device_name
+from tuner.kernels.engines import ENGINES, SGLANG_NOTE, TRITON_PLACEHOLDER
+from tuner.kernels.family import LINEAR_LAYERS, KernelFamily
+from tuner.kernels.registry import DEFAULT_FAMILY, family_of_file, get_family
+from tuner.kernels.shape import PER_TENSOR, Shape
 from tuner.kernels.vllm_table import TRITON_FLAG
 
 FORMATS: tuple[str, ...] = ("docker", "compose", "k8s")
@@ -48,11 +38,44 @@ DEFAULT_SITE_PACKAGES: dict[str, str] = {
     "sglang": "/sgl-workspace/sglang/python",
 }
 DEFAULT_HOST_DIR = "$PWD/configs"
-# Prints the container's site-packages folder for the engine.
+# Where a folder read through an environment variable is mounted: `<root>/<family>-configs`.
+FOLDER_ROOT = "/opt/blockfp8-tuner"
+VOLUME = "blockfp8-configs"
 _FIND_SITE = 'python3 -c "import os, {0}; print(os.path.dirname(os.path.dirname({0}.__file__)))"'
-# Prints the engine's release in the container.
 _FIND_VERSION = 'python3 -c "import {0}; print({0}.__version__)"'
 _SITE_RE = re.compile(r"/[^\x00\n\r\"'`$\\]{0,511}")
+DOCKER_HEAD = "# Insert in `docker run`, before the image name's line (each line ends in \\):"
+
+
+class FileMount(NamedTuple):
+    """A file mounted on its own: its name as given, where it goes in the container, its
+    ConfigMap key, and its name there (the engine's spelling)."""
+
+    src: str
+    target: str
+    key: str
+    dst: str
+
+
+@dataclass
+class FolderMount:
+    """A family's files read from one folder that `env` names: the family, the folder in the
+    container, and its files as (name, ConfigMap key)."""
+
+    family: str
+    env: str
+    target: str
+    files: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Placed:
+    """Where the engine reads each file: file mounts, folder mounts, and the comment lines on
+    folders that depend on the serving image's Triton."""
+
+    files: list[FileMount]
+    folders: list[FolderMount]
+    notes: list[str]
 
 
 @dataclass(frozen=True)
@@ -66,17 +89,14 @@ class MountRequest:
         host_dir: the host folder that holds them ("$PWD/..." is left for the shell to expand).
         site_packages: the engine's site-packages folder in the container (absolute).
         fmt: one of `FORMATS`.
-        compute_capability: the device's, e.g. "8.9", when known (marks its architecture in
-            the note on which kernel vLLM runs); None otherwise.
-        tuned_with: what the winners were timed with (`tuner.files.archive.versions_line`),
-            printed in the header; "" leaves the line out (files from a folder).
-        engine_version: the engine's release, which decides its folders
-            (`tuner.files.engine_folders`); None for the newest release checked (vLLM 0.33.0,
-            SGLang 0.5.23).
-        triton_version: the serving image's Triton, e.g. "3.8.0": SGLang reads fused-MoE files
-            from `configs/triton_3_8_0/`; None when there are none (or for vLLM).
-        triton_from: how `triton_version` was chosen, said in the header (e.g. "the one the
-            files were tuned with").
+        compute_capability: the device's, e.g. "8.9", when known; None otherwise.
+        tuned_with: what the winners were timed with, printed in the header; "" for none.
+        engine_version: the engine's release (its folders); None for the newest checked.
+        triton_version: the serving image's Triton (SGLang's fused-MoE folder); None for none.
+        triton_from: how `triton_version` was chosen, said in the header.
+        contents: file name -> its text: the ConfigMaps' data (`k8s` needs it).
+        left_out: comment lines on imported entries the files leave out (`DeviceFiles.left_out`).
+        gpu_names: the GPU's names as CUDA reported them (the engine's device part).
     """
 
     device_name: str
@@ -90,16 +110,13 @@ class MountRequest:
     engine_version: str | None = None
     triton_version: str | None = None
     triton_from: str = "given"
+    contents: Mapping[str, str] | None = None
+    left_out: tuple[str, ...] = ()
+    gpu_names: tuple[str, ...] = ()
 
 
 def check_site_packages(path: str) -> str:
-    """An absolute container path, without quotes, `$`, backslashes or a trailing slash.
-
-    Args:
-        path: the engine's site-packages folder in the container.
-
-    Returns:
-        The path without a trailing slash.
+    """An absolute container path without quotes, `$`, backslashes, `..` or a trailing slash.
 
     Raises:
         ValueError: the path is relative or has characters that would need quoting.
@@ -112,22 +129,104 @@ def check_site_packages(path: str) -> str:
     return path.rstrip("/") or "/"
 
 
+def configmap_key(shape: Shape) -> str:
+    """A file's key in a ConfigMap (Kubernetes allows only [-._a-zA-Z0-9]), from the shape its
+    name gives: `n5120-k3072-b128x128.json`, `e128-n384-b128x128.json` (no K in the name),
+    `n512-k256-per-tensor.json` (no block scales)."""
+    params = "".join(f"{name.lower()}{value}-" for name, value in shape.params)
+    k = f"-k{shape.K}" if shape.K else ""
+    block = shape.block_shape
+    blocks = PER_TENSOR if block is None else f"b{block[0]}x{block[1]}"
+    return f"{params}n{shape.N}{k}-{blocks}.json"
+
+
+def configmap_name(device_name: str) -> str:
+    """A ConfigMap name (a DNS-1123 label) for a device: `blockfp8-nvidia-l20`; a name with
+    other characters, or too long, is cut and gets 8 hex digits of its sha256."""
+    slug = re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-")
+    name = f"blockfp8-{slug}".rstrip("-")
+    if re.fullmatch(r"[A-Za-z0-9]+(?:[_-][A-Za-z0-9]+)*", device_name) and len(name) <= 63:
+        return name
+    digest = hashlib.sha256(device_name.encode("utf-8")).hexdigest()[:8]
+    return f"{name[:54].rstrip('-')}-{digest}"
+
+
+def place(
+    names: Sequence[str],
+    device_name: str,
+    engine: str,
+    site: str,
+    release: str,
+    triton: tuple[str | None, str] = (None, "given"),
+    gpu_names: Sequence[str] = (),
+) -> Placed:
+    """Where `engine`'s release reads each file (each family's own row), sorted by name.
+
+    Args:
+        names: the files, in either spelling.
+        device_name: vLLM's device key.
+        engine: "vllm" or "sglang".
+        site: the engine's site-packages folder (checked).
+        release: the engine's release.
+        triton: (the serving image's Triton or None, how it was chosen).
+        gpu_names: the GPU's names as CUDA reported them, for the engine's device part
+            (`engine_device_name`).
+
+    Raises:
+        ValueError: a name no family parses; a folder per Triton and no Triton version.
+    """
+    files: list[FileMount] = []
+    folders: dict[str, FolderMount] = {}
+    notes: list[str] = []
+    device = engine_device_name(engine, device_name, gpu_names)
+    for name in sorted(names):
+        family = family_of_file(name)
+        shape = family.files.parse_file_name(name)[0]
+        key = configmap_key(shape)
+        row = engine_folder(engine, family.name, release)
+        if row.env:
+            target = f"{FOLDER_ROOT}/{family.name}-configs"
+            folders.setdefault(family.name, FolderMount(family.name, row.env, target))
+            folders[family.name].files.append((name, key))
+            continue
+        folder = f"{site}/{folder_for(engine, family.name, release, triton[0])}"
+        if TRITON_PLACEHOLDER in row.folder and not notes:
+            notes += _triton_note(family, folder, triton)
+        dst = family.files.file_name(shape, device, engine)
+        files.append(FileMount(name, f"{folder}/{dst}", key, dst))
+    return Placed(files, list(folders.values()), notes)
+
+
+def _triton_note(family: KernelFamily, folder: str, triton: tuple[str | None, str]) -> list[str]:
+    """A folder per Triton version: which one, and why it must be the serving image's."""
+    return [
+        f"# {family.title} files from {folder}/ (`tuner export --engine sglang` writes them "
+        'without a "triton_version" key: SGLang cannot read one);',
+        f"# SGLang's folder for Triton {triton[0]} ({triton[1]}; it must be the serving "
+        "image's, else SGLang falls back to another Triton's folder or its default config).",
+    ]
+
+
+def folder_lines(placed: Placed, where: str) -> list[str]:
+    """One comment line per folder mount: its files, where, and the variable set to it."""
+    return [
+        f"# {len(f.files)} {get_family(f.family).report.short_title or f.family} file(s): "
+        f"{where} mounted read-only at {f.target}/, with {f.env}={f.target} (the engine "
+        "reads that folder first)."
+        for f in placed.folders
+    ]
+
+
 def render_mounts(request: MountRequest) -> str:
     """The mounts of every file, as text to paste into a command line, compose file or pod spec.
 
-    Args:
-        request: the files, engine and its release, folders and format.
-
     Returns:
-        Commented text ending in a newline; each dense file mounted read-only under the
-        engine's name in the folder its release reads; fused-MoE files in one read-only folder
-        mount with VLLM_TUNED_CONFIG_FOLDER set to it (vLLM), or each in SGLang's folder for the
-        serving image's Triton (SGLang).
+        Commented text ending in a newline.
 
     Raises:
         ValueError: an unknown engine or format, a bad site-packages path or engine version,
-            no files, a file name that is not a config file name, or SGLang MoE files without
-            a Triton version.
+            no files, a file name that is not a config file name, k8s without the files'
+            contents, or SGLang MoE files without a Triton version.
     """
     if request.engine not in ENGINES:
         raise ValueError(f"engine {request.engine!r} is not one of {', '.join(ENGINES)}")
@@ -137,148 +236,219 @@ def render_mounts(request: MountRequest) -> str:
         raise ValueError(f"no config files for {request.device_name} to mount")
     site = check_site_packages(request.site_packages)
     release = engine_version(request.engine, request.engine_version)
-    target_dir = f"{site}/{folder_for(request.engine, DEFAULT_FAMILY, release)}"
+    dense_dir = f"{site}/{folder_for(request.engine, DEFAULT_FAMILY, release)}"
     host_dir = request.host_dir.rstrip("/") or "/"
-    files, moe, moe_dir = _placed(request, site, release, target_dir)
-    head = _mounts_head(request, release, target_dir, len(files))
-    if moe:
-        head += [
-            f"# {len(moe)} fused-MoE file(s) (E=...): one read-only folder mount of "
-            f"{host_dir}/ at {MOE_CONTAINER_DIR}/,",
-            f"# with {' and '.join(f'{env}={MOE_CONTAINER_DIR}' for env in folder_envs(moe))} "
-            "(vLLM reads MoE files there first).",
-        ]
-    if moe_dir is not None:
-        head += _sglang_moe_head(request, moe_dir)
-    capabilities = [request.compute_capability or ""]
-    head += advice_comments(request.device_name, capabilities, request.engine)
-    flag = needs_flag(
-        request.device_name, capabilities, request.engine, [file.dst for file in files]
+    placed = place(
+        request.file_names,
+        request.device_name,
+        request.engine,
+        site,
+        release,
+        (request.triton_version, request.triton_from),
+        request.gpu_names,
     )
-    if not files and not moe:
-        raise ValueError(
-            f"no config files for {request.device_name} to mount with {request.engine}"
-        )
+    head = _mounts_head(request, release, dense_dir, len(placed.files))
+    head += folder_lines(placed, f"{host_dir}/") + placed.notes + list(request.left_out)
+    head += advice_comments(request.device_name, [request.compute_capability or ""], request.engine)
+    flag = needs_flag(
+        request.device_name, [request.compute_capability or ""], request.engine, request.file_names
+    )
     if request.fmt == "docker":
-        body = docker_body(files, moe, host_dir)
+        body = docker_body(placed, host_dir)
     elif request.fmt == "compose":
-        body = compose_body(files, moe, host_dir)
+        body = compose_body(placed, host_dir, request.engine)
     else:
-        body = k8s_body(request.device_name, files, moe, host_dir)
+        if request.contents is None:
+            raise ValueError("the k8s format needs the files' contents (its ConfigMaps' data)")
+        body = k8s_body(request.device_name, placed, request.contents)
     return "\n".join(head + body + (flag_lines(request.fmt) if flag else [])) + "\n"
 
 
-def _placed(
-    request: MountRequest, site: str, release: str, target_dir: str
-) -> tuple[list[FileMount], list[MoeFile], str | None]:
-    """Where each file goes, by name: the mounts of single files (dense ones in `target_dir`,
-    SGLang's MoE ones in its folder for the Triton version), vLLM's MoE files (one folder
-    mount), and SGLang's MoE folder (None without MoE files)."""
-    files, moe = [], []
-    moe_dir = None
-    for name in sorted(request.file_names):
-        family = family_of_file(name)
-        key = configmap_key(family.files.parse_file_name(name)[0])
-        if family.files.tuned_folder_env and request.engine == "vllm":
-            moe.append(MoeFile(name, key, family.files.tuned_folder_env))
-            continue
-        folder = target_dir
-        if family.files.tuned_folder_env:
-            moe_folder = folder_for(request.engine, family.name, release, request.triton_version)
-            moe_dir = folder = f"{site}/{moe_folder}"
-        dst = family.respell(name, request.engine, request.device_name)
-        files.append(FileMount(name, f"{folder}/{dst}", key, dst))
-    return files, moe, moe_dir
-
-
-def _mounts_head(request: MountRequest, release: str, target_dir: str, count: int) -> list[str]:
+def _mounts_head(request: MountRequest, release: str, dense_dir: str, count: int) -> list[str]:
     """The first comment lines: the mounts, the engine's dense folder and how to find the
-    image's own, the restart, and what the winners were tuned with."""
-    engine_label = f"{request.engine} {release}"
+    image's own, the restart, what the winners were tuned with."""
+    label = f"{request.engine} {release}"
     head = [
         f"# {count} read-only mount(s) of W8A8 block-FP8 configs for {request.device_name} "
-        f"({engine_label}).",
-        f"# {engine_label} reads dense files only from {target_dir}/",
+        f"({label}).",
+        f"# {label} reads dense files only from {dense_dir}/",
         f"# (site-packages in your image: {_FIND_SITE.format(request.engine)};",
         "# another release reads elsewhere: --engine-version, from "
         f"{_FIND_VERSION.format(request.engine)})",
         "# Files are read once per process: restart the server after changing them.",
     ]
-    if request.tuned_with:
-        head.append(f"# Tuned with {request.tuned_with}.")
-    return head
+    unchecked = unchecked_line(request.engine, release)
+    head += [f"# {unchecked}"] if unchecked else []
+    return head + ([f"# Tuned with {request.tuned_with}."] if request.tuned_with else [])
 
 
-def _sglang_moe_head(request: MountRequest, moe_dir: str) -> list[str]:
-    """SGLang's MoE files: the folder for the serving image's Triton, and why it must match."""
+class _Dumper(yaml.SafeDumper):
+    """PyYAML's safe dumper, a text of several lines as a literal block (a file's JSON)."""
+
+
+_Dumper.add_representer(
+    str,
+    lambda dumper, text: dumper.represent_scalar(
+        "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None
+    ),
+)
+
+
+def dump_yaml(data: Any) -> list[str]:
+    """Data as YAML lines (PyYAML, keys in the order given)."""
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=10_000).splitlines()
+
+
+def _double_quoted(text: str, pwd_at: int = 0) -> str:
+    """A shell double-quoted word; a $PWD at `pwd_at` stays expandable, every other `\\`, `"`,
+    backquote and `$` is escaped."""
+    keep = "$PWD" if text.startswith("$PWD", pwd_at) else ""
+    head, rest = text[:pwd_at], text[pwd_at + len(keep) :]
+    escaped = [re.sub(r'([\\"`$])', r"\\\1", part) for part in (head, rest)]
+    return f'"{escaped[0]}{keep}{escaped[1]}"'
+
+
+def _docker_mount(source: str, target: str) -> str:
+    """One `docker run` flag mounting `source` read-only at `target`: `-v src:dst:ro`, or
+    `--mount` (read as CSV: fields quoted, '"' doubled) when a path holds ':'."""
+    if ":" not in source and ":" not in target:
+        return f"-v {_double_quoted(f'{source}:{target}:ro')}"
+    field_ = 'type=bind,"source='
+    value = (
+        f'{field_}{source.replace(chr(34), chr(34) * 2)}",'
+        f'"target={target.replace(chr(34), chr(34) * 2)}",readonly'
+    )
+    return f"--mount {_double_quoted(value, pwd_at=len(field_))}"
+
+
+def docker_body(placed: Placed, host_dir: str) -> list[str]:
+    """`docker run` flags: one per file, then each folder and its variable."""
+    flags = [_docker_mount(f"{host_dir}/{f.src}", f.target) for f in placed.files]
+    for folder in placed.folders:
+        flags += [_docker_mount(host_dir, folder.target), f"-e {folder.env}={folder.target}"]
+    return [DOCKER_HEAD] + [f"  {flag} \\" for flag in flags]
+
+
+def compose_body(placed: Placed, host_dir: str, engine: str) -> list[str]:
+    """A compose file for the serving service (`docker compose -f docker-compose.yml -f
+    THIS.yml` merges it into yours): a bind mount per file and folder, the folders' variables."""
+    bind = [(f"{host_dir}/{f.src}", f.target) for f in placed.files]
+    bind += [(host_dir, folder.target) for folder in placed.folders]
+    service: dict[str, Any] = {
+        "volumes": [
+            {"type": "bind", "source": source, "target": target, "read_only": True}
+            for source, target in bind
+        ]
+    }
+    if placed.folders:
+        service["environment"] = {f.env: f.target for f in placed.folders}
     return [
-        f"# Fused-MoE files (E=...) from {moe_dir}/, written by "
-        '`tuner export --engine sglang` (no "triton_version" key: SGLang cannot '
-        "read one);",
-        f"# SGLang's folder for Triton {request.triton_version} ({request.triton_from}; "
-        "it must be the serving image's, else SGLang falls back to another Triton's "
-        "folder or its default config).",
+        f"# A compose file to add after yours (docker compose -f docker-compose.yml -f "
+        f"blockfp8.yml up); {engine} is your serving service's name:"
+    ] + dump_yaml({"services": {engine: service}})
+
+
+def k8s_body(device_name: str, placed: Placed, contents: Mapping[str, str]) -> list[str]:
+    """ConfigMap manifests of the files, then the pod spec's volumes and the serving
+    container's mounts (one subPath per file, the folder for a folder mount) and env."""
+    name = configmap_name(device_name)
+    groups = [(VOLUME, name, [(f.src, f.key, f.dst) for f in placed.files])] if placed.files else []
+    groups += [
+        (f"blockfp8-{f.family}-configs", f"{name}-{f.family}", [(s, k, s) for s, k in f.files])
+        for f in placed.folders
+    ]
+    body = ["# The ConfigMap(s): save as blockfp8-configmaps.yaml, then kubectl apply -f it."]
+    for _volume, configmap, files in groups:
+        manifest = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": configmap},
+            "data": {key: contents[src] for src, key, _ in files},
+        }
+        body += ["---", *dump_yaml(manifest)]
+    pod = {
+        "volumes": [
+            {
+                "name": volume,
+                "configMap": {
+                    "name": configmap,
+                    "items": [{"key": key, "path": dst} for _, key, dst in files],
+                },
+            }
+            for volume, configmap, files in groups
+        ]
+    }
+    mounts = [
+        {"name": VOLUME, "mountPath": f.target, "subPath": f.dst, "readOnly": True}
+        for f in placed.files
+    ]
+    mounts += [
+        {"name": f"blockfp8-{f.family}-configs", "mountPath": f.target, "readOnly": True}
+        for f in placed.folders
+    ]
+    return body + ["---"] + pod_parts(pod, mounts, placed.folders)
+
+
+def pod_parts(pod: dict[str, Any], mounts: list[dict], folders: Sequence[FolderMount]) -> list[str]:
+    """The pod spec's part and the serving container's part (its volumeMounts and env), each
+    under a comment saying where it goes."""
+    container: dict[str, Any] = {"volumeMounts": mounts}
+    if folders:
+        container["env"] = [{"name": f.env, "value": f.target} for f in folders]
+    return [
+        "# In the pod spec:",
+        *dump_yaml(pod),
+        "# In the serving container:",
+        *dump_yaml(container),
     ]
 
 
 def advice_comments(device_name: str, capabilities: Sequence[str], engine: str) -> list[str]:
-    """The device's advice as comment lines, the one text every form that hands out files
-    prints (`tuner mounts` in each format, the pull recipes, GET /devices/{d}/mounts): for
-    vLLM, `tuner.inputs.backends.device_advice`'s lines (which kernel vLLM 0.33.0 runs there by
-    default and what makes it read the files), wrapped at 96 columns with `TRITON_FLAG` kept
-    on one line; for SGLang, its note on the kernel the files were tuned on.
+    """The device's advice as comment lines, printed by every form that hands out files: for
+    vLLM, `tuner.inputs.backends.device_advice`'s lines wrapped at 96 columns with
+    `TRITON_FLAG` kept on one line; for SGLang, its note on the kernel the files were tuned on.
 
     Args:
         device_name: vLLM's device key, e.g. "NVIDIA_L20".
-        capabilities: its compute capabilities from the store or a release, newest first
-            ("8.9"; "" where unknown); none known: the table of known GPUs decides.
+        capabilities: its compute capabilities, newest first ("" where unknown).
         engine: "vllm" or "sglang".
-
-    Returns:
-        Lines starting "# ", without newlines.
     """
     if engine != "vllm":
         return [f"# {SGLANG_NOTE}"]
+    return [f"# {line}" for line in wrapped_advice(device_name, capabilities, 94)]
+
+
+def wrapped_advice(device_name: str, capabilities: Sequence[str], width: int) -> list[str]:
+    """`tuner.inputs.backends.device_advice`'s lines wrapped at `width`, `TRITON_FLAG` kept on
+    one line (its space held by a NUL while wrapping)."""
     held = TRITON_FLAG.replace(" ", "\0")
     return [
-        f"# {part.replace(chr(0), ' ')}"
+        part.replace("\0", " ")
         for line in device_advice(device_name, capabilities).lines()
-        for part in textwrap.wrap(line.replace(TRITON_FLAG, held), width=94, break_on_hyphens=False)
+        for part in textwrap.wrap(line.replace(TRITON_FLAG, held), width, break_on_hyphens=False)
     ]
 
 
 def needs_flag(
     device_name: str, capabilities: Sequence[str], engine: str, file_names: Sequence[str]
 ) -> bool:
-    """True when the files are read only with `TRITON_FLAG`: vLLM, a device where Triton is not
-    the default dense kernel (`tuner.inputs.backends.DeviceAdvice.needs_flag`: every CUDA GPU,
-    not the interpreter) and at least one dense file (fused-MoE files, `E=...`, are read
-    whatever the linear backend).
-
-    Args:
-        device_name, capabilities, engine: as `advice_comments` takes them.
-        file_names: the files handed out, in either spelling.
-    """
+    """True when vLLM reads the files only with `TRITON_FLAG`: vLLM, a device where Triton is
+    not the default linear kernel, and a file of a family that tunes linear layers (the other
+    families' files are read whatever the linear backend)."""
     return (
         engine == "vllm"
         and device_advice(device_name, capabilities).needs_flag
-        and any(not name.startswith("E=") for name in file_names)
+        and any(family_of_file(name).shapes.model_part == LINEAR_LAYERS for name in file_names)
     )
 
 
 def flag_lines(fmt: str) -> list[str]:
-    """The server argument that makes vLLM run the Triton kernel, and so read the dense files
-    (`needs_flag`), in the format's own syntax, added to the user's arguments, never replacing
-    them: after the image name (docker); as two items to append to the serving service's
-    `command:` list or the serving container's `args:` list, shown commented so that the
-    printed YAML stays a mounts snippet whose every line can be pasted (a bare `command:` or
-    `args:` key would replace `--model ...` and the rest).
+    """The server argument that makes vLLM run the Triton kernel (`needs_flag`), to add to the
+    user's own arguments, never replacing them: after the image name (docker); commented, as
+    two items to append to the serving service's `command:` or container's `args:` list.
 
     Args:
-        fmt: one of `FORMATS`, or "compose-pull" / "k8s-pull" (`tuner.files.pull`).
-
-    Returns:
-        The lines, compose's indented for the serving service.
+        fmt: one of `FORMATS`, or "compose-pull" / "k8s-pull".
     """
     name, value = TRITON_FLAG.split()
     if fmt == "docker":
@@ -287,18 +457,12 @@ def flag_lines(fmt: str) -> list[str]:
             "files only with it):",
             f"  {TRITON_FLAG}",
         ]
-    if fmt.startswith("compose"):
-        return [
-            f"    # vLLM reads the files only with {TRITON_FLAG}: add these two items to "
-            "the end of",
-            "    # this service's existing command: list, after --model and your other arguments",
-            f'    # (a command written as one string: add " {TRITON_FLAG}" to its end):',
-            f"    #   - {name}",
-            f"    #   - {value}",
-        ]
+    where = (
+        "service's existing command:" if fmt.startswith("compose") else "container's existing args:"
+    )
     return [
         f"# vLLM reads the files only with {TRITON_FLAG}: add these two items to the end of the",
-        "# serving container's existing args: list, after --model and your other arguments:",
+        f"# serving {where} list, after --model and your other arguments:",
         f"#   - {name}",
         f"#   - {value}",
     ]
@@ -308,19 +472,8 @@ def config_files_in(
     folder_names: Sequence[str], device_name: str, engine: str = "vllm"
 ) -> list[str]:
     """The names among a folder's entries that are config files of one device, each under the
-    device part `engine` reads: for vLLM the family's (`FamilyFiles.file_device`: its fused-MoE
-    names fold every H200 into NVIDIA_H200, vLLM 0.33.0 fused_moe.get_config_file_name), for
-    SGLang the device key itself (SGLang 0.5.23 names MoE files by the device as torch names it;
-    `tuner export --engine sglang` writes them so).
-
-    Args:
-        folder_names: file names in the folder.
-        device_name: vLLM's device key.
-        engine: "vllm" or "sglang".
-
-    Returns:
-        The matching names, sorted.
-    """
+    device part `engine` reads: for vLLM the family's (`FamilyFiles.file_device`: vLLM names
+    every H200's MoE files NVIDIA_H200), for SGLang the device key itself. Sorted."""
     found = []
     for name in folder_names:
         try:

@@ -16,14 +16,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tuner.files.engine_folders import engine_version, folder_for
+from tuner.files.engine_folders import engine_version, folder_for, unchecked_line
+from tuner.files.format import dump_config_file, parse_config_file
 from tuner.files.mounts import (
-    MOE_CONTAINER_DIR,
+    VOLUME,
+    Placed,
     advice_comments,
+    dump_yaml,
     flag_lines,
+    folder_lines,
     needs_flag,
+    place,
+    pod_parts,
 )
-from tuner.kernels.registry import DEFAULT_FAMILY, family_of_file, respell_file_name
+from tuner.inputs.devices import engine_device_name
+from tuner.kernels.registry import DEFAULT_FAMILY, family_of_file
 
 # Written last into the folder: which release it holds, so a second pull of it does nothing.
 MARKER = ".blockfp8-release.json"
@@ -75,15 +82,28 @@ def choose_release(
 
 
 def wanted_files(release: Mapping[str, Any], engine: str) -> list[Wanted]:
-    """The release's files with the names `engine` reads them under."""
-    return [
-        Wanted(
-            f["file_name"],
-            respell_file_name(f["file_name"], engine, release["device_name"]),
-            f["sha256"],
+    """The release's files with the names `engine` reads them under (its device part too)."""
+    device = engine_device_name(engine, release["device_name"], release_gpu_names(release))
+    wanted = []
+    for f in release["files"]:
+        family = family_of_file(f["file_name"])
+        shape = family.files.parse_file_name(f["file_name"])[0]
+        wanted.append(
+            Wanted(f["file_name"], family.files.file_name(shape, device, engine), f["sha256"])
         )
-        for f in release["files"]
-    ]
+    return wanted
+
+
+def release_gpu_names(release: Mapping[str, Any]) -> list[str]:
+    """The GPU names a release's summary says its winners were timed on (`tuned_with`)."""
+    return _tuned_with(release, "gpu_name")
+
+
+def _tuned_with(release: Mapping[str, Any], key: str) -> list[str]:
+    """One field of each environment in a release summary's `tuned_with` ("" where absent)."""
+    summary = found if isinstance(found := release.get("summary"), Mapping) else {}
+    tuned = found if isinstance(found := summary.get("tuned_with"), list) else []
+    return [str(e.get(key) or "") for e in tuned if isinstance(e, Mapping)]
 
 
 def _marker(release: Mapping[str, Any], engine: str, files: Sequence[Wanted]) -> dict:
@@ -125,8 +145,6 @@ def engine_bytes(file_name: str, body: bytes, engine: str) -> bytes:
     Raises:
         ValueError: a MoE file whose body is not a config file (never for checked bytes).
     """
-    from tuner.files.format import dump_config_file, parse_config_file
-
     if engine != "sglang" or not family_of_file(file_name).files.file_triton_version:
         return body
     return dump_config_file(parse_config_file(body.decode("utf-8"), source=file_name)).encode()
@@ -209,25 +227,8 @@ def replace_folder(
     return [w.save_as for w in files], removed
 
 
-def _pull_args(server: str, device_name: str, number: int, engine: str) -> list[str]:
-    return [
-        "tuner",
-        "pull",
-        "--server",
-        server,
-        "--device",
-        device_name,
-        "--release",
-        str(number),
-        "--engine",
-        engine,
-        "--out",
-        "/configs",
-    ]
-
-
 def release_entry(info: Any) -> dict[str, Any]:
-    """A stored release (`db.repo.ReleaseInfo`) as the fields of one entry of `GET
+    """A stored release (`db.releases.ReleaseInfo`) as the fields of one entry of `GET
     /devices/{device}/releases` that `choose_release` and the recipes read: device_name,
     number, content_sha256, files (file_name, sha256) and summary."""
     return {
@@ -240,12 +241,9 @@ def release_entry(info: Any) -> dict[str, Any]:
 
 
 def release_capabilities(release: Mapping[str, Any]) -> list[str]:
-    """The compute capabilities a release's summary says its winners were timed on (its
-    `tuned_with` environments, e.g. ["8.9"]; "" for one that names none), for
-    `tuner.inputs.backends.device_advice`; [] when the summary has none."""
-    summary = found if isinstance(found := release.get("summary"), Mapping) else {}
-    tuned = found if isinstance(found := summary.get("tuned_with"), list) else []
-    return [str(e.get("compute_capability") or "") for e in tuned if isinstance(e, Mapping)]
+    """The compute capabilities a release's summary says its winners were timed on (e.g.
+    ["8.9"]; "" for one that names none), for `tuner.inputs.backends.device_advice`."""
+    return _tuned_with(release, "compute_capability")
 
 
 def release_triton(release: Mapping[str, Any]) -> str | None:
@@ -268,27 +266,13 @@ def render_pull_recipe(
     triton_version: str | None = None,
     triton_from: str = "given",
 ) -> str:
-    """A recipe that runs `tuner pull` of one pinned release into a volume before the engine
-    starts, and mounts each dense file of that volume read-only where the engine's release reads
-    it (`tuner.files.engine_folders`); for vLLM, the fused-MoE files (`E=...`) are read from the
-    whole volume, mounted read-only at `MOE_CONTAINER_DIR` with VLLM_TUNED_CONFIG_FOLDER set to
-    it, as `tuner.files.mounts` does (vLLM 0.33.0's `get_moe_configs` reads that folder first and
-    never the dense folder); for SGLang each MoE file is mounted in its folder for the serving
-    image's Triton (`configs/triton_<X_Y_Z>/`).
-
-    Args:
-        fmt: "k8s-pull" (an init container and an emptyDir) or "compose-pull" (a one-shot
-            service and a named volume; per-file `volume.subpath` needs Docker Engine 26+).
-        server: the tuner service's URL, as the pods reach it.
-        release: the pinned release (`choose_release`).
-        engine: "vllm" or "sglang".
-        site_packages: the engine's site-packages folder in its container (checked).
-        image: an image with `tuner` installed (the project's Dockerfile).
-        engine_version_: the engine's release; None for the newest checked (vLLM 0.33.0,
-            SGLang 0.5.23).
-        triton_version: the serving image's Triton (SGLang's MoE folder); None: the release's
-            (`release_triton`).
-        triton_from: how `triton_version` was chosen, said in the head.
+    """A recipe that runs `tuner pull` of a pinned release (`choose_release`) into a volume
+    before the engine starts, then mounts each file of it read-only where the engine's release
+    reads it (`tuner.files.mounts.place`; a family's folder named by a variable: the whole
+    volume). `fmt`: "k8s-pull" (an init container, an emptyDir) or "compose-pull" (a one-shot
+    service, a named volume; per-file `volume.subpath` needs Docker Engine 26+). `server`: the
+    service's URL as the pods reach it; `image`: one with `tuner` installed; `triton_version`:
+    the serving image's (SGLang's MoE folder), None for the release's (`release_triton`).
 
     Raises:
         ValueError: an unknown format or engine version; SGLang MoE files and no Triton version.
@@ -296,180 +280,104 @@ def render_pull_recipe(
     if fmt not in PULL_FORMATS:
         raise ValueError(f"format must be one of {', '.join(PULL_FORMATS)}, got {fmt!r}")
     version = engine_version(engine, engine_version_)
-    target_dir = f"{site_packages}/{folder_for(engine, DEFAULT_FAMILY, version)}"
-    files = wanted_files(release, engine)
-    moe = [w for w in files if family_of_file(w.file_name).files.tuned_folder_env]
-    mounted = [(w, target_dir) for w in files if w not in moe]
-    head = _pull_head(release, len(files), engine, version, target_dir)
-    envs = list(dict.fromkeys(family_of_file(w.file_name).files.tuned_folder_env for w in moe))
-    if moe and engine == "vllm":
-        head += _vllm_moe_head(len(moe), envs)
-    elif moe:
-        if triton_version is None:
-            triton_version, triton_from = (
-                release_triton(release),
-                "the one the release was tuned with",
-            )
-        moe_family = family_of_file(moe[0].file_name).name
-        moe_dir = f"{site_packages}/{folder_for(engine, moe_family, version, triton_version)}"
-        mounted += [(w, moe_dir) for w in moe]
-        head += _sglang_moe_head(len(moe), moe_dir, triton_version, triton_from)
-    moe_envs = [env for env in envs if env] if engine == "vllm" else []
-    capabilities = release_capabilities(release)
-    head += advice_comments(release["device_name"], capabilities, engine)
-    flag = needs_flag(release["device_name"], capabilities, engine, [w.file_name for w in files])
-    mounted.sort(key=lambda pair: pair[0].save_as)
-    head += _image_note(image, fmt)
-    args = _pull_args(server, release["device_name"], release["number"], engine)
-    if fmt == "k8s-pull":
-        body = _k8s_pull_body(image, args, mounted, moe_envs=moe_envs, flag=flag)
-    else:
-        body = _compose_pull_body(image, args, engine, mounted, moe_envs=moe_envs, flag=flag)
-    return "\n".join(head + body) + "\n"
-
-
-def _pull_head(
-    release: Mapping[str, Any], count: int, engine: str, version: str, target_dir: str
-) -> list[str]:
-    """The recipe's first comment lines: the release pulled and where the dense files go."""
-    return [
-        f"# {release['device_name']} release {release['number']} ({count} file(s), "
-        f"content {release['content_sha256'][:12]}), pulled before {engine} {version} starts "
-        "and mounted read-only file by file.",
+    if triton_version is None:
+        triton_version, triton_from = release_triton(release), "the one the release was tuned with"
+    device = release["device_name"]
+    names = [f["file_name"] for f in release["files"]]
+    triton = (triton_version, triton_from)
+    placed = place(
+        names, device, engine, site_packages, version, triton, release_gpu_names(release)
+    )
+    dense_dir = f"{site_packages}/{folder_for(engine, DEFAULT_FAMILY, version)}"
+    head = [
+        f"# {device} release {release['number']} ({len(names)} file(s), content "
+        f"{release['content_sha256'][:12]}), pulled before {engine} {version} starts and "
+        "mounted read-only file by file.",
         f"# tuner pull checks every sha256 and exits non-zero on a mismatch; {engine} "
-        f"{version} reads dense files only from {target_dir}/",
+        f"{version} reads dense files only from {dense_dir}/",
     ]
-
-
-def _vllm_moe_head(count: int, envs: Sequence[str | None]) -> list[str]:
-    """vLLM's MoE files: the whole volume at MOE_CONTAINER_DIR, their variables pointing
-    there."""
-    return [
-        f"# {count} fused-MoE file(s) (E=...): the whole volume mounted read-only "
-        f"at {MOE_CONTAINER_DIR}/,",
-        f"# with {' and '.join(f'{env}={MOE_CONTAINER_DIR}' for env in envs)} "
-        "(vLLM reads MoE files there first).",
+    unchecked = unchecked_line(engine, version)
+    head += [f"# {unchecked}"] if unchecked else []
+    head += folder_lines(placed, "the whole volume") + placed.notes
+    capabilities = release_capabilities(release)
+    head += advice_comments(device, capabilities, engine) + _image_note(image, fmt)
+    args = [
+        *("tuner", "pull", "--server", server, "--device", device),
+        *("--release", str(release["number"]), "--engine", engine, "--out", "/configs"),
     ]
-
-
-def _sglang_moe_head(
-    count: int, moe_dir: str, triton_version: str | None, triton_from: str
-) -> list[str]:
-    """SGLang's MoE files: each mounted in the folder for the serving image's Triton."""
-    return [
-        f"# {count} fused-MoE file(s) (E=...) in {moe_dir}/:",
-        f"# SGLang's folder for Triton {triton_version} ({triton_from}; it must be the "
-        "serving image's).",
-    ]
+    body = (_k8s_pull_body if fmt == "k8s-pull" else _compose_pull_body)(
+        image, args, engine, placed
+    )
+    flag = needs_flag(device, capabilities, engine, names)
+    return "\n".join(head + body + (flag_lines(fmt) if flag else [])) + "\n"
 
 
 def _image_note(image: str, fmt: str) -> list[str]:
     """How to build the project's image, when the recipe runs it (none for another image)."""
     if image != DEFAULT_PULL_IMAGE:
         return []
+    where = (
+        f" (a cluster: tag and push it, e.g. docker tag {image} <registry>/{image} && "
+        f"docker push <registry>/{image}, and set image: to it)."
+        if fmt == "k8s-pull"
+        else ", on this host."
+    )
+    return [f"# {image}: docker build -t {image} . in the tuner's source{where}"]
+
+
+def _k8s_pull_body(image: str, args: list[str], engine: str, placed: Placed) -> list[str]:
+    """The pod spec's part (an emptyDir, the init container) and the serving container's
+    (one subPath per file, the whole volume for a folder, its variable)."""
+    pod = {
+        "volumes": [{"name": VOLUME, "emptyDir": {}}],
+        "initContainers": [
+            {
+                "name": "blockfp8-pull",
+                "image": image,
+                "command": args,
+                "volumeMounts": [{"name": VOLUME, "mountPath": "/configs"}],
+            }
+        ],
+    }
+    mounts = [
+        {"name": VOLUME, "mountPath": f.target, "subPath": f.dst, "readOnly": True}
+        for f in placed.files
+    ]
+    mounts += [{"name": VOLUME, "mountPath": f.target, "readOnly": True} for f in placed.folders]
+    return pod_parts(pod, mounts, placed.folders)
+
+
+def _compose_pull_body(image: str, args: list[str], engine: str, placed: Placed) -> list[str]:
+    """A compose file: the one-shot pull service, the serving service's volumes (one subpath
+    per file, the whole volume for a folder) and variables, and the named volume."""
+    volumes: list[dict[str, Any]] = [
+        {
+            "type": "volume",
+            "source": VOLUME,
+            "target": f.target,
+            "read_only": True,
+            "volume": {"subpath": f.dst},
+        }
+        for f in placed.files
+    ]
+    volumes += [
+        {"type": "volume", "source": VOLUME, "target": f.target, "read_only": True}
+        for f in placed.folders
+    ]
+    serving: dict[str, Any] = {
+        "depends_on": {"blockfp8-pull": {"condition": "service_completed_successfully"}},
+        "volumes": volumes,
+    }
+    if placed.folders:
+        serving["environment"] = {f.env: f.target for f in placed.folders}
+    services = {
+        "blockfp8-pull": {"image": image, "command": args, "volumes": [f"{VOLUME}:/configs"]},
+        engine: serving,
+    }
     return [
-        f"# {image}: docker build -t {image} . in the tuner's source"
-        + (
-            f" (a cluster: tag and push it, e.g. docker tag {image} <registry>/{image} && "
-            f"docker push <registry>/{image}, and set image: to it)."
-            if fmt == "k8s-pull"
-            else ", on this host."
-        )
-    ]
-
-
-def _k8s_pull_body(
-    image: str,
-    args: list[str],
-    mounted: Sequence[tuple[Wanted, str]],
-    *,
-    moe_envs: Sequence[str],
-    flag: bool,
-) -> list[str]:
-    """The pod spec's parts: an emptyDir, the init container, the serving container's mounts
-    (one subPath per file, the whole volume for vLLM's MoE files) and env."""
-    body = [
-        "# In the pod spec:",
-        "volumes:",
-        "  - name: blockfp8-configs",
-        "    emptyDir: {}",
-        "initContainers:",
-        "  - name: blockfp8-pull",
-        f"    image: {image}",
-        f"    command: {json.dumps(args)}",
-        "    volumeMounts:",
-        "      - name: blockfp8-configs",
-        "        mountPath: /configs",
-        "# In the serving container:",
-        "volumeMounts:",
-    ]
-    for wanted, folder in mounted:
-        body += [
-            "  - name: blockfp8-configs",
-            f"    mountPath: {json.dumps(f'{folder}/{wanted.save_as}')}",
-            f"    subPath: {json.dumps(wanted.save_as)}",
-            "    readOnly: true",
-        ]
-    if moe_envs:
-        body += [
-            "  - name: blockfp8-configs",
-            f"    mountPath: {json.dumps(MOE_CONTAINER_DIR)}",
-            "    readOnly: true",
-            "env:",
-        ]
-        for env in moe_envs:
-            body += [f"  - name: {env}", f"    value: {json.dumps(MOE_CONTAINER_DIR)}"]
-    if flag:
-        body += flag_lines("k8s-pull")
-    return body
-
-
-def _compose_pull_body(
-    image: str,
-    args: list[str],
-    engine: str,
-    mounted: Sequence[tuple[Wanted, str]],
-    *,
-    moe_envs: Sequence[str],
-    flag: bool,
-) -> list[str]:
-    """The compose file: the one-shot pull service, the serving service's volumes (one
-    subpath per file, the whole volume for vLLM's MoE files) and the named volume."""
-    body = [
-        "# docker-compose.yml:",
-        "services:",
-        "  blockfp8-pull:",
-        f"    image: {image}",
-        f"    command: {json.dumps(args)}",
-        "    volumes:",
-        "      - blockfp8-configs:/configs",
-        f"  {engine}:  # your serving service",
-        "    depends_on:",
-        "      blockfp8-pull:",
-        "        condition: service_completed_successfully",
-        "    volumes:",
-    ]
-    for wanted, folder in mounted:
-        body += [
-            "      - type: volume",
-            "        source: blockfp8-configs",
-            f"        target: {json.dumps(f'{folder}/{wanted.save_as}')}",
-            "        read_only: true",
-            "        volume:",
-            f"          subpath: {json.dumps(wanted.save_as)}",
-        ]
-    if moe_envs:
-        body += [
-            "      - type: volume",
-            "        source: blockfp8-configs",
-            f"        target: {json.dumps(MOE_CONTAINER_DIR)}",
-            "        read_only: true",
-            "    environment:",
-        ]
-        body += [f"      {env}: {json.dumps(MOE_CONTAINER_DIR)}" for env in moe_envs]
-    if flag:
-        body += flag_lines("compose-pull")
-    return body + ["volumes:", "  blockfp8-configs: {}"]
+        f"# A compose file to add after yours (docker compose -f docker-compose.yml -f "
+        f"blockfp8.yml up); {engine} is your serving service's name:"
+    ] + dump_yaml({"services": services, "volumes": {VOLUME: {}}})
 
 
 def version_mismatch(

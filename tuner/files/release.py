@@ -19,6 +19,7 @@ import tuner
 from db.repo import NewFile, ReleaseInfo, publish_release
 from tuner.files.archive import build_zip, versions_line, winner_versions
 from tuner.files.device import StoreFiles, device_files
+from tuner.files.merge import entries_left_out
 
 IMPORTED_NOTE = "imported, not measured here"
 
@@ -53,6 +54,8 @@ class Published:
         r = self.release
         tuned = versions_line(self.candidate.summary.get("versions") or {})
         tuned = f"; tuned with {tuned}" if tuned else ""
+        left_out = self.candidate.read.files.left_out
+        tuned += f"; {entries_left_out(len(left_out))}, cannot launch there" if left_out else ""
         if not self.created:
             return (
                 f"{r.device_name}: files unchanged since release {r.number}; no new release{tuned}"
@@ -122,6 +125,7 @@ def _summary(
             }
             for s in read.explained().skipped
         ],
+        "left_out": read.files.left_out,
         "tuner": tuner.__version__,
     }
 
@@ -135,16 +139,8 @@ def candidate(
     out_dtype: str | None = None,
     kernel: str = "auto",
 ) -> Candidate:
-    """What `publish` would freeze now for a device, read in the given session.
-
-    Args:
-        session: an open session.
-        device_name: vLLM's device key, as stored.
-        allow_partial: also files of shapes whose M grid is not fully tuned.
-        allow_stale: also trials of another kernel source or Triton major.minor.
-        out_dtype: only sweeps of this output dtype; None for all.
-        kernel: whose kernels' trials count: "auto", "vllm" or "builtin"
-            (`tuner.files.provenance.read_source`).
+    """What `publish` would freeze now for a device (vLLM's key, as stored), read in the
+    given session; the scope as `tuner.files.device.device_files` takes it.
 
     Raises:
         tuner.files.device.MergeError: the winners cannot be merged.
@@ -157,15 +153,7 @@ def candidate(
         allow_partial=allow_partial,
         kernel=kernel,
     )
-    sglang = device_files(
-        session,
-        device_name,
-        out_dtype=out_dtype,
-        allow_stale=allow_stale,
-        allow_partial=allow_partial,
-        engine="sglang",
-        kernel=kernel,
-    ).files
+    sglang = read.view.merge(allow_partial=allow_partial, engine="sglang")
     files = [
         NewFile(
             file_name=f.file_name,

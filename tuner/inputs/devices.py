@@ -3,6 +3,7 @@ into the `tuner.core.ResolvedDevice` a command carries to its file names."""
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
@@ -23,6 +24,24 @@ _NVIDIA_MODEL_RE = re.compile(
     r"(?:[_-][A-Za-z0-9]+)*"
 )
 GPU_NAME_EXAMPLES = "L20, H200, NVIDIA H200, nvidia_h200 or NVIDIA_H100_80GB_HBM3"
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """A hint naming the known names closest to a mistyped one, in any case
+    (`difflib.get_close_matches`), or "" when none is close.
+
+    Args:
+        name: what the user typed, e.g. "qwen3.8-27B" or "L2O".
+        known: the names it should have been one of.
+
+    Returns:
+        e.g. " (did you mean 'qwen3.8-27b'?)", or "".
+    """
+    by_lower = {item.lower(): item for item in known}
+    close = difflib.get_close_matches(name.strip().lower(), list(by_lower), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(f"'{by_lower[item]}'" for item in close) + "?)"
 
 
 def gpu_device_key(name: str) -> str:
@@ -50,6 +69,22 @@ def gpu_device_key(name: str) -> str:
         if _NVIDIA_MODEL_RE.fullmatch(spelled) and is_device_name(f"NVIDIA_{spelled}"):
             return f"NVIDIA_{spelled}"
     raise ValueError(f"{name!r:.80} is not a GPU model name such as {GPU_NAME_EXAMPLES}")
+
+
+def engine_device_name(engine: str, device_name: str, gpu_names: Iterable[str] = ()) -> str:
+    """The device part `engine` puts in its file names. vLLM 0.33.0: the key itself (each run of
+    whitespace or '/' of the GPU's name as one '_', `vllm_device_name`). SGLang 0.5.23:
+    `get_device_name().replace(" ", "_")` of the GPU's name, taken from `gpu_names` (the names
+    CUDA reported for this key's trials); it differs from the key where the name has a run of
+    whitespace. Without such a name, or where SGLang's would hold a '/', the key.
+    """
+    if engine == "vllm":
+        return device_name
+    for gpu in gpu_names:
+        key = gpu.replace(" ", "_")
+        if gpu and vllm_device_name(gpu) == device_name and is_device_name(key):
+            return key
+    return device_name
 
 
 def is_interpreter(device: str) -> bool:
@@ -86,8 +121,6 @@ def device_hint(device: str, known: Iterable[str] = ()) -> str:
     Returns:
         e.g. " (did you mean 'L20'?)", or "" when nothing is close.
     """
-    from tuner.inputs.suggest import did_you_mean
-
     names = {
         re.sub(r"^NVIDIA_", "", name, flags=re.IGNORECASE)
         for name in known
@@ -113,8 +146,40 @@ class VisibleGpu(Protocol):
     def compute_capability(self) -> str: ...  # noqa: D102
 
 
+def device_key(device: str, known: Iterable[str] = ()) -> str:
+    """The one device key a `--device` argument (or an API path's device) names: the
+    interpreter's; else the one of `known` it `matches` (the store's devices, the visible GPUs',
+    a folder's files'); else, when it matches none, the GPU model's key (`gpu_device_key`). The
+    CLI, the API and the file names all take this key.
+
+    Args:
+        device: what the user typed, e.g. "L20", "NVIDIA L20", "interpreter".
+        known: device keys to look among first, e.g. "NVIDIA_L20".
+
+    Raises:
+        ValueError: one line: several of `known` match, or no rule makes a GPU model's key.
+    """
+    if is_interpreter(device):
+        return INTERPRETER_DEVICE_NAME
+    names = _named(device, known)
+    return names[0] if names else gpu_device_key(device)
+
+
+def _named(device: str, known: Iterable[str]) -> list[str]:
+    """The names of `known` a `--device` argument names: itself when known, else those it
+    `matches`; ValueError (one line) for several."""
+    known = set(known)
+    names = [device] if device in known else resolve(device, known)
+    if len(names) > 1:
+        raise ValueError(
+            f"'{device}' names {len(names)} devices in the store: "
+            f"{', '.join(names)}; give one of them"
+        )
+    return names
+
+
 def store_device(device: str, known: Iterable[str]) -> str:
-    """The one device_name of the store's that a `--device` argument names.
+    """`device_key` of a device the store must have.
 
     Args:
         device: what the user typed, e.g. "L20", "NVIDIA L20", "interpreter".
@@ -127,19 +192,14 @@ def store_device(device: str, known: Iterable[str]) -> str:
         ValueError: the argument names several or none of them; one line that lists them.
     """
     known = sorted(set(known))
-    names = resolve(device, known)
-    if len(names) > 1:
-        raise ValueError(
-            f"'{device}' names {len(names)} devices in the store: "
-            f"{', '.join(names)}; give one of them"
-        )
-    if not names:
-        raise ValueError(
-            f"no device in the store matches '{device}'{device_hint(device, known)}; "
-            f"known: {', '.join(known) or 'none'}; `tuner sweep --device {device}` "
-            "on that GPU, or `tuner import` of its files, adds it"
-        )
-    return names[0]
+    names = _named(device, known)
+    if names:
+        return names[0]
+    raise ValueError(
+        f"no device in the store matches '{device}'{device_hint(device, known)}; "
+        f"known: {', '.join(known) or 'none'}; `tuner sweep --device {device}` "
+        "on that GPU, or `tuner import` of its files, adds it"
+    )
 
 
 def require_stored(device: str, device_name: str, known: Iterable[str]) -> str:

@@ -9,6 +9,8 @@ from pathlib import Path
 
 from tuner.inputs.logs import LogScan
 from tuner.inputs.modelkeys import find_covering, free_model_key, suggest_model_key
+from tuner.kernels.family import EXPERTS
+from tuner.kernels.registry import family_of_part
 
 
 @dataclass(frozen=True)
@@ -37,8 +39,6 @@ class LogShapes:
 
 def log_shapes(scan: LogScan, tp: int | None) -> LogShapes:
     """The shapes of `scan` (`tuner.inputs.logs.read_log`), at `tp` or else the log's TP."""
-    from tuner.kernels.family import EXPERTS
-    from tuner.kernels.registry import family_of_part
 
     experts_family = family_of_part(EXPERTS)
     shapes = scan.shapes()

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from tuner.inputs.suggest import did_you_mean
+from tuner.inputs.devices import did_you_mean
 from tuner.kernels.family import EXPERTS, KernelFamily
 from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES, family_of_part, get_family
 from tuner.kernels.shape import Shape

@@ -158,9 +158,6 @@ class FamilyFiles:
             a name so started that no family parses.
         file_device: device_name -> the device part vLLM puts in the family's file names
             (default: the key itself).
-        tuned_folder_env: the environment variable naming a folder vLLM reads the family's
-            files from before its package's own (e.g. VLLM_TUNED_CONFIG_FOLDER); None when
-            vLLM reads them from its package only.
         respell_file_name: (name, engine, device_name or None) -> the name as the engine
             spells it; None: `file_name` of what `parse_file_name` gives (see
             `KernelFamily.respell`).
@@ -177,11 +174,17 @@ class FamilyFiles:
     file_triton_version: bool = False
     file_name_start: str = ""
     file_device: Callable[[str], str] = lambda device_name: device_name
-    tuned_folder_env: str | None = None
     respell_file_name: Callable[[str, str, str | None], str] | None = None
     engine_folders: tuple[EngineFolder, ...] = ()
     sglang_clamps_block_k: bool = False
     file_key: Callable[[Shape], tuple[int, ...]] = lambda shape: (shape.N, shape.K)
+
+    @property
+    def tuned_folder_env(self) -> str | None:
+        """The variable naming a folder vLLM reads the family's files from before its package's
+        own (its `engine_folders` rows' `env`, e.g. VLLM_TUNED_CONFIG_FOLDER); None when vLLM
+        reads them from its package only."""
+        return next((r.env for r in self.engine_folders if r.engine == "vllm" and r.env), None)
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,12 @@ import re
 # GPU model (as in vLLM's device_name, vendor prefix and memory suffixes dropped) -> compute
 # capability as an int. Sources: NVIDIA's "CUDA GPU Compute Capability" list
 # (developer.nvidia.com/cuda-gpus): L4, L20, L40, L40S and GeForce RTX 4090 are 8.9; H100 and
-# H200 are 9.0; A100 is 8.0. H20 (a Hopper part): 9.0, as reported in GitHub AIR-THU/UniV2X
-# issue 8 ("H20 ... sm_90"). Shared memory per block comes from the architecture
-# (`tuner.measure.resources.MAX_SHARED_BYTES`, CUDA C++ Programming Guide, opt-in maximum per
-# block): 101,376 B on sm89, 232,448 B on sm90, 166,912 B on sm80 (mirage-project/mirage PR
-# 412 measured sharedMemPerBlockOptin on L4, L40S, A100, H100 and H200 to the same figures).
+# H200 are 9.0; A100 is 8.0; A10 and A10G are 8.6. H20 (a Hopper part): 9.0, as reported in
+# GitHub AIR-THU/UniV2X issue 8 ("H20 ... sm_90"). Shared memory per block comes from the
+# architecture (`tuner.measure.resources.MAX_SHARED_BYTES`, CUDA C++ Programming Guide,
+# opt-in maximum per block): 101,376 B on sm89, 232,448 B on sm90, 166,912 B on sm80
+# (mirage-project/mirage PR 412 measured sharedMemPerBlockOptin on L4, L40S, A100, H100 and
+# H200 to the same figures).
 KNOWN_GPUS: dict[str, int] = {
     "L4": 89,
     "L20": 89,
@@ -23,6 +24,8 @@ KNOWN_GPUS: dict[str, int] = {
     "H200": 90,
     "H20": 90,
     "A100": 80,
+    "A10": 86,
+    "A10G": 86,
 }
 
 

@@ -14,11 +14,12 @@ not used: it would leave out what the image lacks and the sweep needs.
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Any
+
+from tuner import __version__
+from tuner.files.mounts import dump_yaml
 
 # Where the wheels and the SQLite store are mounted inside the container.
 WHEELS_DIR = "/wheels"
@@ -48,20 +49,10 @@ def wheels_lines(image: str, indent: str = "") -> list[str]:
         image: the serving image, named in the commands.
         indent: put after each line's "#" (a numbered step's indent).
     """
-    from tuner import __version__
-
     platforms = " ".join(f"--platform {p}" for p in IMAGE_PLATFORMS)
     check = shlex.join(
-        [
-            "docker",
-            "run",
-            "--rm",
-            "--entrypoint",
-            "python3",
-            image,
-            "-c",
-            "import sys, sysconfig; print(sys.version.split()[0], sysconfig.get_platform())",
-        ]
+        ["docker", "run", "--rm", "--entrypoint", "python3", image, "-c"]
+        + ["import sys, sysconfig; print(sys.version.split()[0], sysconfig.get_platform())"]
     )
     image_word = shlex.quote(image)
     lines = [
@@ -122,23 +113,9 @@ class SweepRecipe:
         """The shell commands that put the tuner into the image from the wheels folder, every
         package the image has held at its version (`PINS_FILE`)."""
         extra = "[postgres]" if self.db is None or self.db.startswith("postgresql") else ""
-        return " && ".join(
-            [
-                f"{shlex.join(['pip', 'list', '--format=freeze'])} > {PINS_FILE}",
-                shlex.join(
-                    [
-                        "pip",
-                        "install",
-                        "--no-index",
-                        "--find-links",
-                        WHEELS_DIR,
-                        "--constraint",
-                        PINS_FILE,
-                        f"blockfp8-tuner{extra}",
-                    ]
-                ),
-            ]
-        )
+        install = ["pip", "install", "--no-index", "--find-links", WHEELS_DIR]
+        install += ["--constraint", PINS_FILE, f"blockfp8-tuner{extra}"]
+        return f"pip list --format=freeze > {PINS_FILE} && {shlex.join(install)}"
 
     def docker(self) -> str:
         """One `docker run --gpus all` line: install, `tuner doctor`, then `tuner sweep` with
@@ -247,21 +224,9 @@ class SweepRecipe:
                 the only form of it printed.
         """
         create = shlex.join(["tuner", "sweep", *self._sweep_args(), "--kernel", "vllm", "--no-run"])
-        inside = " ".join(
-            [
-                "docker",
-                "run",
-                "--rm",
-                "-e",
-                DB_VARIABLE,
-                "-v",
-                '"$PWD/wheels:/wheels:ro"',
-                "--entrypoint",
-                "bash",
-                shlex.quote(self.image),
-                "-c",
-                shlex.quote(f"{self.install()} && {create}"),
-            ]
+        inside = (
+            f'docker run --rm -e {DB_VARIABLE} -v "$PWD/wheels:/wheels:ro" --entrypoint bash '
+            f"{shlex.quote(self.image)} -c {shlex.quote(f'{self.install()} && {create}')}"
         )
         device = shlex.quote(self.device)
         head = [
@@ -288,35 +253,4 @@ class SweepRecipe:
             f'#    tuner serve --db "${DB_VARIABLE}" (or tuner export --device {device} '
             f'--out configs/ --db "${DB_VARIABLE}").',
         ]
-        return "\n".join(head) + "\n" + to_yaml(self.job())
-
-
-def to_yaml(value: dict[str, Any] | list[Any], indent: int = 0) -> str:
-    """A block-style YAML text of dicts, lists, strings and ints; strings JSON-quoted (a YAML
-    double-quoted scalar), so no value is read as another type."""
-    pad = " " * indent
-    if isinstance(value, dict):
-        lines = []
-        for key, item in value.items():
-            if isinstance(item, dict | list) and item:
-                lines.append(f"{pad}{key}:\n{to_yaml(item, indent + 2)}")
-            else:
-                lines.append(f"{pad}{key}: {_scalar(item)}")
-        return "\n".join(lines) + ("\n" if indent == 0 else "")
-    lines = []
-    for item in value:
-        text = to_yaml(item, indent + 2) if isinstance(item, dict | list) else _scalar(item)
-        lines.append(
-            f"{pad}- {text.lstrip()}" if isinstance(item, dict | list) else f"{pad}- {text}"
-        )
-    return "\n".join(lines)
-
-
-def _scalar(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, dict):
-        return "{}"
-    if isinstance(value, list):
-        return "[]"
-    return json.dumps(value)
+        return "\n".join(head + dump_yaml(self.job())) + "\n"

@@ -1,5 +1,5 @@
 """Device names with any character vLLM keeps: file names, log lines and
-mount recipes take them; names vLLM cannot produce (or that would break a path, a header or a
+ConfigMap names take them; names vLLM cannot produce (or that would break a path, a header or a
 shell word) are refused."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from tests.tuner.inputs.logfixtures import BLOCK_WARNING
 from tuner.core import vllm_device_name
-from tuner.files.mounts import MountRequest, render_mounts
+from tuner.files.mounts import configmap_name
 from tuner.inputs.logs import scan_lines
 from tuner.kernels.dense.naming import config_file_name, parse_config_file_name
 
@@ -91,39 +91,8 @@ def test_from_log_reads_warnings_of_any_device() -> None:
     assert scan.missing[0].path == f"{VLLM}/{names[0]}"
 
 
-def _request(device: str, fmt: str) -> MountRequest:
-    return MountRequest(
-        device_name=device,
-        engine="vllm",
-        file_names=(config_file_name(5120, 3072, device),),
-        host_dir="$PWD/configs",
-        site_packages=SITE,
-        fmt=fmt,
-    )
-
-
-def test_docker_mounts_quote_names_with_shell_characters() -> None:
-    name = config_file_name(5120, 3072, INTEL)
-    lines = render_mounts(_request(INTEL, "docker")).splitlines()
-    assert f'  -v "$PWD/configs/{name}:{VLLM}/{name}:ro" \\' in lines
-
-
-def test_docker_uses_mount_when_a_name_holds_a_colon() -> None:
-    device = "Odd:GPU$1"
-    name = config_file_name(5120, 3072, device)
-    lines = render_mounts(_request(device, "docker")).splitlines()
-    # --mount's value is CSV: source and target fields quoted; the shell word escapes '$'.
-    escaped = name.replace("$", "\\$")
-    assert (
-        f'  --mount "type=bind,\\"source=$PWD/configs/{escaped}\\",'
-        f'\\"target={VLLM}/{escaped}\\",readonly" \\'
-    ) in lines
-
-
-def test_k8s_names_stay_dns_labels() -> None:
+def test_configmap_names_stay_dns_labels() -> None:
     # sha256("Intel(R)_Data_Center_GPU_Max_1550")[:8] keeps two odd names apart.
     digest = hashlib.sha256(INTEL.encode()).hexdigest()[:8]
-    odd = render_mounts(_request(INTEL, "k8s")).splitlines()
-    assert f"      name: blockfp8-intel-r-data-center-gpu-max-1550-{digest}" in odd
-    plain = render_mounts(_request("NVIDIA_L20", "k8s")).splitlines()
-    assert "      name: blockfp8-nvidia-l20" in plain
+    assert configmap_name(INTEL) == f"blockfp8-intel-r-data-center-gpu-max-1550-{digest}"
+    assert configmap_name("NVIDIA_L20") == "blockfp8-nvidia-l20"

@@ -206,6 +206,8 @@ BAD_FILES = [
     (_body(FAST).replace(": 16", ": 1e400"), "BLOCK_SIZE_M must be an integer, got inf"),
     (_body(FAST).replace(": 16", ": " + "9" * 5000), "invalid JSON"),
     ("[" * 100_000, "JSON nested too deeply"),
+    (_body({**FAST, "BLOCK_SIZE_K": 96}), "BLOCK_SIZE_K=96 is not a power of two"),
+    (_body({**FAST, "num_warps": 3}), "num_warps=3 is not a power of two"),
 ]
 
 

@@ -1,30 +1,50 @@
-"""Mount recipes: exact lines for docker, compose and Kubernetes, in each engine's spelling."""
+"""Mounts and pull recipes in every form: docker flags line by line; compose and Kubernetes
+YAML parsed back, ConfigMap keys held to Kubernetes' key rule and the pods to its published
+schema (kubernetes-validate, offline: `kubectl --dry-run=client` needs a cluster for a
+manifest); each engine's release and family folders."""
 
 from __future__ import annotations
 
+import re
+import shutil
+import subprocess
+
+import kubernetes_validate
 import pytest
 import yaml
 
 from tuner.files.mounts import MountRequest, config_files_in, render_mounts
-from tuner.kernels.dense.naming import engine_file_name
+from tuner.files.pull import render_pull_recipe
 from tuner.kernels.engines import SGLANG_NOTE
 
 A = "N=5120,K=3072,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
 B = "N=7168,K=5120,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
+MOE = "E=128,N=384,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
 SITE = "/usr/local/lib/python3.12/dist-packages"
 VLLM = f"{SITE}/vllm/model_executor/layers/quantization/utils/configs"
 SGL_SITE = "/sgl-workspace/sglang/python"
 SGL = f"{SGL_SITE}/sglang/kernels/ops/gemm/configs"  # SGLang 0.5.21 and later
+SGL_MOE = f"{SGL_SITE}/sglang/srt/layers/moe/moe_runner/triton_utils/configs/triton_3_8_0"
+DIR = "/opt/blockfp8-tuner/moe-configs"
+ENV = "VLLM_TUNED_CONFIG_FOLDER"
+CONFIGMAP_KEY = re.compile(r"[-._a-zA-Z0-9]+")  # Kubernetes' rule for a ConfigMap's keys
+FLAG = ["#   - --linear-backend", "#   - triton"]
+
+
+def spaced(name: str) -> str:
+    return name.replace("[128,128]", "[128, 128]")
 
 
 def request(**changes) -> MountRequest:
+    names = changes.get("file_names", (B, A))
     fields = {
         "device_name": "NVIDIA_L20",
         "engine": "vllm",
-        "file_names": (B, A),
+        "file_names": names,
         "host_dir": "$PWD/configs",
         "site_packages": SITE,
         "fmt": "docker",
+        "contents": {name: f'{{"1": "{name[:6]}"}}\n' for name in names},
     }
     return MountRequest(**{**fields, **changes})
 
@@ -33,21 +53,29 @@ def body(text: str) -> list[str]:
     return [line for line in text.splitlines() if not line.startswith("#")]
 
 
-def test_docker_lines() -> None:
-    text = render_mounts(request())
+def pod(text: str) -> dict:
+    """The printed pod and container parts put in a Pod, checked against Kubernetes' schema."""
+    parts = [doc for doc in yaml.safe_load_all(text) if doc][-1]
+    container = {"name": "vllm", "image": "vllm/vllm-openai:v0.33.0"}
+    container |= {key: parts[key] for key in ("volumeMounts", "env") if key in parts}
+    spec = {key: parts[key] for key in ("volumes", "initContainers") if key in parts}
+    spec["containers"] = [container]
+    manifest = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "vllm"}, "spec": spec}
+    kubernetes_validate.validate(manifest, "1.32", strict=True)
+    return manifest
+
+
+def test_docker_lines_one_file_at_a_time_and_the_moe_folder() -> None:
+    text = render_mounts(request(file_names=(B, MOE, A)))
     assert body(text) == [
         f'  -v "$PWD/configs/{A}:{VLLM}/{A}:ro" \\',
         f'  -v "$PWD/configs/{B}:{VLLM}/{B}:ro" \\',
+        f'  -v "$PWD/configs:{DIR}:ro" \\',
+        f"  -e {ENV}={DIR} \\",
         "  --linear-backend triton",
     ]
-    assert text.splitlines()[-2] == (
-        "# After the image name, with the server's other arguments "
-        "(vLLM reads the files only with it):"
-    )
-    assert "# NVIDIA_L20 is sm89 (L20: compute capability 8.9, from the table of known GPUs)." in (
-        text.splitlines()
-    )
-    assert text.splitlines()[:5] == [
+    lines = text.splitlines()
+    assert lines[:5] == [
         "# 2 read-only mount(s) of W8A8 block-FP8 configs for NVIDIA_L20 (vllm 0.33.0).",
         f"# vllm 0.33.0 reads dense files only from {VLLM}/",
         '# (site-packages in your image: python3 -c "import os, vllm; print(os.path.dirname('
@@ -56,49 +84,97 @@ def test_docker_lines() -> None:
         'print(vllm.__version__)")',
         "# Files are read once per process: restart the server after changing them.",
     ]
-    assert "--linear-backend triton" in text
-
-
-def test_docker_quotes_an_odd_host_dir() -> None:
-    text = render_mounts(request(host_dir='/srv/my "cfg" $HOME', file_names=(A,)))
-    assert body(text) == [
-        f'  -v "/srv/my \\"cfg\\" \\$HOME/{A}:{VLLM}/{A}:ro" \\',
-        "  --linear-backend triton",
-    ]
-
-
-def test_compose_sglang_spelling() -> None:
-    text = render_mounts(
-        request(
-            engine="sglang",
-            fmt="compose",
-            file_names=(A,),
-            site_packages="/sgl-workspace/sglang/python/",
-            host_dir="./cfg",
-        )
+    assert "# NVIDIA_L20 is sm89 (L20: compute capability 8.9, from the table of known GPUs)." in (
+        lines
     )
-    spaced = engine_file_name(A, "sglang")
-    assert spaced.endswith("block_shape=[128, 128].json")
-    assert body(text) == [
-        "    volumes:",
-        "      - type: bind",
-        f'        source: "./cfg/{A}"',
-        f'        target: "{SGL}/{spaced}"',
-        "        read_only: true",
+    # MoE files alone are read whatever the linear backend: no flag.
+    assert "  --linear-backend triton" not in render_mounts(request(file_names=(MOE,)))
+
+
+def test_docker_quotes_an_odd_host_dir_and_a_colon() -> None:
+    text = render_mounts(request(host_dir='/srv/my "cfg" $HOME', file_names=(A,)))
+    assert body(text)[0] == f'  -v "/srv/my \\"cfg\\" \\$HOME/{A}:{VLLM}/{A}:ro" \\'
+    text = render_mounts(request(host_dir="/srv/a:b", file_names=(A,)))
+    assert body(text)[0] == (
+        f'  --mount "type=bind,\\"source=/srv/a:b/{A}\\",\\"target={VLLM}/{A}\\",readonly" \\'
+    )
+
+
+def test_compose_is_a_compose_file_of_the_serving_service() -> None:
+    text = render_mounts(request(fmt="compose", file_names=(MOE, A), host_dir="/srv/cfg/"))
+    assert yaml.safe_load(text) == {
+        "services": {
+            "vllm": {
+                "volumes": [
+                    {"type": "bind", "source": f"/srv/cfg/{A}", "target": f"{VLLM}/{A}",
+                     "read_only": True},
+                    {"type": "bind", "source": "/srv/cfg", "target": DIR, "read_only": True},
+                ],
+                "environment": {ENV: DIR},
+            }
+        }
+    }  # fmt: skip
+    assert text.splitlines()[-2:] == FLAG
+
+
+@pytest.mark.skipif(shutil.which("docker") is None, reason="no docker client")
+def test_compose_config_accepts_it(tmp_path) -> None:
+    if subprocess.run(["docker", "compose", "version"], capture_output=True).returncode:
+        pytest.skip("no docker compose plugin")
+    (tmp_path / "base.yml").write_text("services:\n  vllm:\n    image: vllm/vllm-openai\n")
+    (tmp_path / "mounts.yml").write_text(render_mounts(request(fmt="compose")))
+    done = subprocess.run(
+        ["docker", "compose", "-f", "base.yml", "-f", "mounts.yml", "config"],
+        cwd=tmp_path,
+        capture_output=True,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_k8s_configmaps_with_valid_keys_and_the_engines_file_names() -> None:
+    req = request(fmt="k8s", file_names=(MOE, A))
+    text = render_mounts(req)
+    configmaps = [doc for doc in yaml.safe_load_all(text) if doc and "kind" in doc]
+    for configmap in configmaps:
+        kubernetes_validate.validate(configmap, "1.32", strict=True)
+        assert all(CONFIGMAP_KEY.fullmatch(key) for key in configmap["data"])
+    assert [(c["metadata"]["name"], c["data"]) for c in configmaps] == [
+        ("blockfp8-nvidia-l20", {"n5120-k3072-b128x128.json": req.contents[A]}),
+        ("blockfp8-nvidia-l20-moe", {"e128-n384-b128x128.json": req.contents[MOE]}),
     ]
-    assert f"# {SGLANG_NOTE}" in text
-    assert f"# sglang 0.5.23 reads dense files only from {SGL}/" in text.splitlines()
+    spec = pod(text)["spec"]
+    assert spec["volumes"] == [
+        {
+            "name": "blockfp8-configs",
+            "configMap": {
+                "name": "blockfp8-nvidia-l20",
+                "items": [{"key": "n5120-k3072-b128x128.json", "path": A}],
+            },
+        },
+        {
+            "name": "blockfp8-moe-configs",
+            "configMap": {
+                "name": "blockfp8-nvidia-l20-moe",
+                "items": [{"key": "e128-n384-b128x128.json", "path": MOE}],
+            },
+        },
+    ]
+    assert spec["containers"][0]["volumeMounts"] == [
+        {"name": "blockfp8-configs", "mountPath": f"{VLLM}/{A}", "subPath": A, "readOnly": True},
+        {"name": "blockfp8-moe-configs", "mountPath": DIR, "readOnly": True},
+    ]
+    assert spec["containers"][0]["env"] == [{"name": ENV, "value": DIR}]
+    assert text.splitlines()[-2:] == FLAG
+    assert "kubectl create configmap" not in text  # it refuses paths holding '='
 
 
 @pytest.mark.parametrize(
     ("version", "folder"),
     [
         ("0.5.23", "sglang/kernels/ops/gemm/configs"),
-        ("0.5.21", "sglang/kernels/ops/gemm/configs"),
         ("0.5.20", "sglang/kernels/ops/quantization/configs"),
         ("0.5.16", "sglang/kernels/ops/quantization/configs"),
         ("0.5.15.post1", "sglang/srt/layers/quantization/configs"),
-        ("0.5.5", "sglang/srt/layers/quantization/configs"),
         ("v0.6.0rc1", "sglang/kernels/ops/gemm/configs"),
     ],
 )
@@ -106,40 +182,57 @@ def test_sglang_dense_folder_follows_the_engine_version(version: str, folder: st
     text = render_mounts(
         request(engine="sglang", file_names=(A,), site_packages=SGL_SITE, engine_version=version)
     )
-    spaced = engine_file_name(A, "sglang")
-    assert body(text) == [f'  -v "$PWD/configs/{A}:{SGL_SITE}/{folder}/{spaced}:ro" \\']
+    assert body(text) == [f'  -v "$PWD/configs/{A}:{SGL_SITE}/{folder}/{spaced(A)}:ro" \\']
     assert f"# sglang {version} reads dense files only from {SGL_SITE}/{folder}/" in text
+    assert f"# {SGLANG_NOTE}" in text.splitlines()
+    unchecked = "was never checked (only 0.5.5 to 0.5.23)"
+    assert (unchecked in text) == (version == "v0.6.0rc1")
 
 
-K8S_FLAG = [
-    "# vLLM reads the files only with --linear-backend triton: add these two items to the end of "
-    "the",
-    "# serving container's existing args: list, after --model and your other arguments:",
-    "#   - --linear-backend",
-    "#   - triton",
-]
+def test_an_engine_release_never_checked_says_so() -> None:
+    text = render_mounts(request(engine_version="0.32.0"))
+    assert (
+        "# note: vllm 0.32.0 was never checked (only 0.33.0): its folders are assumed to be "
+        "those of the nearest checked release; look in the image if files are not read"
+    ) in text.splitlines()
+    assert "never checked" not in render_mounts(request(engine_version="0.33.0"))
 
 
-def test_k8s() -> None:
-    text = render_mounts(request(fmt="k8s", file_names=(A,)))
+def test_sglang_moe_files_in_the_folder_of_the_serving_tritons_version() -> None:
+    text = render_mounts(
+        request(
+            engine="sglang",
+            file_names=(MOE, A),
+            site_packages=SGL_SITE,
+            triton_version="3.8.0",
+            triton_from="the one the files were tuned with",
+        )
+    )
     assert body(text) == [
-        "volumes:",
-        "  - name: blockfp8-configs",
-        "    configMap:",
-        "      name: blockfp8-nvidia-l20",
-        "      items:",
-        "        - key: n5120-k3072-b128x128.json",
-        f'          path: "{A}"',
-        "volumeMounts:",
-        "  - name: blockfp8-configs",
-        f'    mountPath: "{VLLM}/{A}"',
-        f'    subPath: "{A}"',
-        "    readOnly: true",
+        f'  -v "$PWD/configs/{MOE}:{SGL_MOE}/{spaced(MOE)}:ro" \\',
+        f'  -v "$PWD/configs/{A}:{SGL}/{spaced(A)}:ro" \\',
     ]
-    # Two items to add to the container's own args, never an `args:` that replaces them.
-    assert text.splitlines()[-4:] == K8S_FLAG
-    assert yaml.safe_load(text)["volumeMounts"][0]["subPath"] == A
-    assert f'#     --from-file=n5120-k3072-b128x128.json="$PWD/configs/{A}" \\' in text.splitlines()
+    assert ENV not in text
+    assert (
+        "# SGLang's folder for Triton 3.8.0 (the one the files were tuned with; it must be "
+        "the serving image's, else SGLang falls back to another Triton's folder or its "
+        "default config)."
+    ) in text.splitlines()
+    # vLLM's MoE name folds every H200 into NVIDIA_H200; SGLang's keeps the device's own name.
+    h200 = MOE.replace("NVIDIA_L20", "NVIDIA_H200")
+    text = render_mounts(
+        request(
+            engine="sglang",
+            device_name="NVIDIA_H200_NVL",
+            file_names=(h200,),
+            site_packages=SGL_SITE,
+            engine_version="0.5.10.post1",
+            triton_version="3.4.0",
+        )
+    )
+    old = f"{SGL_SITE}/sglang/srt/layers/moe/fused_moe_triton/configs/triton_3_4_0"
+    nvl = spaced(MOE.replace("NVIDIA_L20", "NVIDIA_H200_NVL"))
+    assert body(text) == [f'  -v "$PWD/configs/{h200}:{old}/{nvl}:ro" \\']
 
 
 @pytest.mark.parametrize(
@@ -152,17 +245,88 @@ def test_k8s() -> None:
         ({"engine": "trtllm"}, "engine 'trtllm' is not one of vllm, sglang"),
         ({"file_names": ()}, "no config files for NVIDIA_L20 to mount"),
         ({"file_names": ("config.json",)}, "'config.json' is not a config file name"),
+        ({"engine_version": "latest"}, "engine version 'latest' is not a release number"),
+        ({"engine": "sglang", "file_names": (MOE,)}, "give the serving image's Triton"),
         (
-            {"engine_version": "latest"},
-            "engine version 'latest' is not a release number like 0.5.23",
+            {"engine": "sglang", "file_names": (MOE,), "triton_version": "3.8.0+git1"},
+            "Triton version '3.8.0+git1' is not like 3.8.0",
         ),
+        ({"fmt": "k8s", "contents": None}, "the k8s format needs the files' contents"),
     ],
 )
 def test_bad_requests(changes: dict, message: str) -> None:
-    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("$", r"\$")):
+    with pytest.raises(ValueError, match=re.escape(message)):
         render_mounts(request(**changes))
 
 
-def test_config_files_in() -> None:
+def test_config_files_in_by_each_engines_device_part() -> None:
     other = A.replace("NVIDIA_L20", "NVIDIA_H200")
     assert config_files_in([B, "README.txt", other, A], "NVIDIA_L20") == [A, B]
+    folded, nvl = (MOE.replace("NVIDIA_L20", name) for name in ("NVIDIA_H200", "NVIDIA_H200_NVL"))
+    assert config_files_in([A, MOE, folded], "NVIDIA_H200_NVL") == [folded]
+    assert config_files_in([folded, nvl], "NVIDIA_H200_NVL", "sglang") == [nvl]
+
+
+H200 = A.replace("NVIDIA_L20", "NVIDIA_H200")
+H200_MOE = MOE.replace("NVIDIA_L20", "NVIDIA_H200")
+RELEASE = {
+    "device_name": "NVIDIA_H200",
+    "number": 3,
+    "content_sha256": "ab" * 32,
+    "files": [{"file_name": H200, "sha256": "1" * 64}, {"file_name": H200_MOE, "sha256": "2" * 64}],
+}
+PULL = ["tuner", "pull", "--server", "http://tuner:8000", "--device", "NVIDIA_H200"]
+PULL += ["--release", "3", "--engine", "vllm", "--out", "/configs"]
+
+
+def test_k8s_pull_runs_tuner_pull_then_mounts_the_volume() -> None:
+    text = render_pull_recipe(
+        "k8s-pull", server="http://tuner:8000", release=RELEASE, engine="vllm", site_packages=SITE
+    )
+    assert text.splitlines()[:2] == [
+        "# NVIDIA_H200 release 3 (2 file(s), content abababababab), pulled before vllm 0.33.0 "
+        "starts and mounted read-only file by file.",
+        "# tuner pull checks every sha256 and exits non-zero on a mismatch; vllm 0.33.0 reads "
+        f"dense files only from {VLLM}/",
+    ]
+    spec = pod(text)["spec"]
+    assert spec["volumes"] == [{"name": "blockfp8-configs", "emptyDir": {}}]
+    assert spec["initContainers"] == [
+        {
+            "name": "blockfp8-pull",
+            "image": "blockfp8-tuner",
+            "command": PULL,
+            "volumeMounts": [{"name": "blockfp8-configs", "mountPath": "/configs"}],
+        }
+    ]
+    serving = spec["containers"][0]
+    assert serving["volumeMounts"] == [
+        {"name": "blockfp8-configs", "mountPath": f"{VLLM}/{H200}", "subPath": H200,
+         "readOnly": True},
+        {"name": "blockfp8-configs", "mountPath": DIR, "readOnly": True},
+    ]  # fmt: skip
+    assert serving["env"] == [{"name": ENV, "value": DIR}]
+    assert text.splitlines()[-2:] == FLAG
+
+
+def test_compose_pull_for_sglang_in_its_folders() -> None:
+    release = {**RELEASE, "summary": {"versions": {"triton": ["3.8.0"]}}}
+    text = render_pull_recipe(
+        "compose-pull",
+        server="http://tuner:8000",
+        release=release,
+        engine="sglang",
+        site_packages=SGL_SITE,
+    )
+    compose = yaml.safe_load(text)
+    assert compose["volumes"] == {"blockfp8-configs": {}}
+    assert compose["services"]["blockfp8-pull"]["command"][-3:] == ["sglang", "--out", "/configs"]
+    serving = compose["services"]["sglang"]
+    assert serving["depends_on"] == {
+        "blockfp8-pull": {"condition": "service_completed_successfully"}
+    }
+    assert [(v["target"], v["volume"]["subpath"]) for v in serving["volumes"]] == [
+        (f"{SGL_MOE}/{spaced(H200_MOE)}", spaced(H200_MOE)),
+        (f"{SGL}/{spaced(H200)}", spaced(H200)),
+    ]
+    assert "the one the release was tuned with" in text

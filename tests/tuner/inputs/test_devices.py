@@ -3,7 +3,11 @@
 import pytest
 
 from tuner.core import ResolvedDevice, vllm_device_name
+from tuner.files.pull import wanted_files
 from tuner.inputs.devices import (
+    device_hint,
+    device_key,
+    engine_device_name,
     gpu_device_key,
     matches,
     require_stored,
@@ -11,6 +15,8 @@ from tuner.inputs.devices import (
     resolve_device,
     store_device,
 )
+from tuner.kernels.dense.naming import config_file_name
+from tuner.kernels.gpus import known_capability
 from tuner.run.gpus import GpuInfo
 
 
@@ -135,4 +141,42 @@ def test_a_resolved_device_is_looked_up_in_the_store_as_it_is() -> None:
     )
     assert require_stored("interpreter", "TRITON_INTERPRETER", ["TRITON_INTERPRETER"]) == (
         "TRITON_INTERPRETER"
+    )
+
+
+def test_one_key_for_the_cli_the_api_and_the_file_names() -> None:
+    known = ["NVIDIA_L20", "NVIDIA_L20S", "nvidia_h100", "NVIDIA_H100"]
+    assert device_key("l20", known) == "NVIDIA_L20"  # a device the store (or folder) has
+    assert device_key("NVIDIA_L20S", known) == "NVIDIA_L20S"
+    assert device_key("H200", known) == "NVIDIA_H200"  # else the GPU model's key
+    assert device_key("cpu", known) == "TRITON_INTERPRETER"
+    assert device_key("NVIDIA_H100", known) == "NVIDIA_H100"  # the exact name first
+    with pytest.raises(ValueError, match="'H100' names 2 devices in the store"):
+        device_key("H100", known)
+    with pytest.raises(ValueError, match="is not a GPU model name"):
+        device_key("H2OO", known)
+
+
+def test_one_table_of_gpus_answers_the_hint_and_the_architecture() -> None:
+    # A10 is sm86: planned as NVIDIA_A10 without a "did you mean 'A100'?", known to doctor.
+    assert (device_hint("A10"), known_capability("NVIDIA_A10")) == ("", 86)
+    assert device_hint("L2O") == " (did you mean 'L20'?)"
+
+
+def test_sglang_names_files_by_its_own_device_rule() -> None:
+    # vLLM: re.sub(r"[\s/]+", "_", name); SGLang 0.5.23: name.replace(" ", "_").
+    gpus = ["NVIDIA L20", "NVIDIA  RTX  6000"]
+    assert engine_device_name("vllm", "NVIDIA_RTX_6000", gpus) == "NVIDIA_RTX_6000"
+    assert engine_device_name("sglang", "NVIDIA_RTX_6000", gpus) == "NVIDIA__RTX__6000"
+    assert engine_device_name("sglang", "NVIDIA_L20", gpus) == "NVIDIA_L20"
+    # a '/' would name a subfolder: the key stays
+    assert engine_device_name("sglang", "NVIDIA_A_B", ["NVIDIA A/B"]) == "NVIDIA_A_B"
+    release = {
+        "device_name": "NVIDIA_RTX_6000",
+        "summary": {"tuned_with": [{"gpu_name": "NVIDIA  RTX  6000"}]},
+        "files": [{"file_name": config_file_name(576, 7168, "NVIDIA_RTX_6000"), "sha256": "0"}],
+    }
+    (wanted,) = wanted_files(release, "sglang")
+    assert wanted.save_as == (
+        "N=576,K=7168,device_name=NVIDIA__RTX__6000,dtype=fp8_w8a8,block_shape=[128, 128].json"
     )

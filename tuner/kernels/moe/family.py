@@ -177,7 +177,6 @@ MOE = KernelFamily(
         file_name_start="E=",
         file_device=moe_device_name,
         # get_moe_configs reads VLLM_TUNED_CONFIG_FOLDER before fused_moe/configs/ (fused_moe.py).
-        tuned_folder_env="VLLM_TUNED_CONFIG_FOLDER",
         respell_file_name=any_engine_file_name,
         engine_folders=MOE_ENGINE_FOLDERS,
         file_key=lambda shape: (shape.param("E"), shape.N),
