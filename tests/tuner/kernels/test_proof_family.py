@@ -203,8 +203,8 @@ def test_the_familys_files_are_mounted_and_pulled_into_its_own_folder(toy) -> No
     request = MountRequest(DEVICE, "vllm", (FILES[0],), "/srv/configs", site, fmt="docker")
     docker = render_mounts(request).splitlines()
     # Read from the folder its variable names, as vLLM's fused-MoE files are.
-    assert '  -v "/srv/configs:/opt/blockfp8-tuner/moe-configs:ro" \\' in docker
-    assert f"  -e {ENV}=/opt/blockfp8-tuner/moe-configs \\" in docker
+    assert '  -v "/srv/configs:/opt/blockfp8-tuner/toy-configs:ro" \\' in docker
+    assert f"  -e {ENV}=/opt/blockfp8-tuner/toy-configs \\" in docker
     assert not any("VLLM_TUNED_CONFIG_FOLDER" in line for line in docker)
     release = {
         "device_name": DEVICE,
@@ -215,7 +215,7 @@ def test_the_familys_files_are_mounted_and_pulled_into_its_own_folder(toy) -> No
     pulled = render_pull_recipe(
         "k8s-pull", server="http://tuner:8000", release=release, engine="vllm", site_packages=site
     ).splitlines()
-    assert f"  - name: {ENV}" in pulled
+    assert f"- name: {ENV}" in pulled
 
 
 class Runner:
