@@ -41,6 +41,7 @@ from db.faults import (
     url_of,
 )
 from db.history import TrialTimeRow, stored_trials, trial_times
+from db.measurements import adopt_measurements, known_configs
 from db.imports import (
     ImportedShape,
     ImportInfo,
@@ -132,6 +133,7 @@ __all__ = [
     "TrialInfo",
     "TrialTimeRow",
     "WinnerRow",
+    "adopt_measurements",
     "blob",
     "connect",
     "claim_task",
@@ -154,6 +156,7 @@ __all__ = [
     "is_transient",
     "list_comparisons",
     "known_device_names",
+    "known_configs",
     "list_device_names",
     "list_import_device_names",
     "list_imports",

@@ -14,7 +14,15 @@ import time
 import zlib
 from typing import TYPE_CHECKING
 
+from db import repo
+from db.repo import retry_store, session_scope
+from tuner.core import TrialStatus
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.registry import get_family
 from tuner.kernels.shape import FamilyShape
+from tuner.measure.noise import RETIME_ROUNDS, decide_winner, retime_interleaved, select_for_retime
+from tuner.measure.runner import Problem
+from tuner.measure.trial import TrialResult
 from tuner.run.lease import Lease
 from tuner.run.worker_spec import (
     ContextLost,
@@ -22,6 +30,8 @@ from tuner.run.worker_spec import (
     WorkerShared,
     WorkerSpec,
 )
+from tuner.search import get_strategy, planned, warm_start_for_task
+from tuner.search.prior import related as related_timings
 
 if TYPE_CHECKING:
     from tuner.measure.runners import ProblemRunner
@@ -139,17 +149,14 @@ class TaskRun:
         Raises:
             TaskLost: the lease could not be renewed.
         """
-        from db import repo
-        from db.repo import session_scope
-        from tuner.core import TrialStatus
-        from tuner.kernels.config import KernelConfig
-        from tuner.measure.trial import TrialResult
-        from tuner.search import get_strategy
 
         task = self.task
         with session_scope(self.store) as session:
             if not self.lease.renew(session):
                 raise TaskLost(self.lost)
+            reused = repo.adopt_measurements(
+                session, task_id=task.task_id, environment_id=self.environment_id
+            )
             stored = repo.task_trials(session, task_id=task.task_id)
             self.done = {
                 KernelConfig.from_dict(t.config): TrialResult(
@@ -177,17 +184,14 @@ class TaskRun:
                 if get_strategy(task.strategy).reads_related
                 else []
             )
-            return winners, related
+        if self.shared is not None:
+            self.shared.trials_reused.value += reused
+        return winners, related
 
     def plan(self, known: list, related: list) -> None:
         """The space, problem, runner, default config, warm starts (from `known`, the store's
         winners), the related tasks' timings (from `related`, the store's trials), strategy
         and, for a resumed task, the trial cap."""
-        from tuner.kernels.config import KernelConfig
-        from tuner.kernels.registry import get_family
-        from tuner.measure.runner import Problem
-        from tuner.search import get_strategy, warm_start_for_task
-        from tuner.search.prior import related as related_timings
 
         task, spec = self.task, self.spec
         family, shape = get_family(self.key.family), self.key.shape
@@ -232,7 +236,6 @@ class TaskRun:
     def open_gate(self) -> None:
         """GPU runners only: start compiling what the search asks first, whatever the
         results."""
-        from tuner.search import planned
 
         if self.compiler is None:
             return
@@ -255,7 +258,6 @@ class TaskRun:
             TaskLost: the task is no longer held.
             ContextLost: the config crashed on a GPU (its trial is recorded).
         """
-        from tuner.core import TrialStatus
 
         if config in self.done:
             return self.done[config]
@@ -306,8 +308,6 @@ class TaskRun:
         Raises:
             TaskLost: the task was taken from this worker; nothing was stored.
         """
-        from db import repo
-        from db.repo import retry_store
 
         def step() -> bool:
             with self.store.begin() as connection:  # the trial's one transaction
@@ -396,16 +396,6 @@ def _retime_and_decide(
     Raises:
         TaskLost: the task was taken from this worker; its decision was not stored.
     """
-    from db import repo
-    from db.repo import retry_store, session_scope
-    from tuner.kernels.config import KernelConfig
-    from tuner.measure.noise import (
-        RETIME_ROUNDS,
-        decide_winner,
-        retime_interleaved,
-        select_for_retime,
-    )
-
     finalists = select_for_retime(done, default)
     if not finalists:
         return
