@@ -41,7 +41,6 @@ from db.faults import (
     url_of,
 )
 from db.history import TrialTimeRow, stored_trials, trial_times
-from db.measurements import adopt_measurements, known_configs
 from db.imports import (
     ImportedShape,
     ImportInfo,
@@ -51,6 +50,7 @@ from db.imports import (
     list_imports,
     record_import,
 )
+from db.measurements import adopt_measurements, known_configs
 from db.overview import (
     EnvironmentRow,
     StoreCounts,
