@@ -9,5 +9,6 @@ dataclasses, not ORM objects, so callers hold nothing across sessions.
 from db.connection import *  # noqa: F403
 from db.faults import *  # noqa: F403
 from db.files import *  # noqa: F403
+from db.measurements import *  # noqa: F403
 from db.views import *  # noqa: F403
 from db.work import *  # noqa: F403

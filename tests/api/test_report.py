@@ -115,8 +115,8 @@ def test_mounts(client: TestClient) -> None:
     )
     assert pull.text.startswith("# NVIDIA_L20 release 1 (1 file(s), content ")
     assert (
-        "  - --server\n  - http://tuner:8000\n  - --device\n  - NVIDIA_L20\n  - --release\n  - '1'\n"
-        in pull.text
+        "  - --server\n  - http://tuner:8000\n  - --device\n  - NVIDIA_L20\n"
+        "  - --release\n  - '1'\n" in pull.text
     )
     bad = client.get("/devices/L20/mounts", params={"site_packages": "relative"})
     assert bad.status_code == 422 and "--site-packages must be an absolute path" in bad.text

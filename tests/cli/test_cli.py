@@ -66,9 +66,9 @@ def test_parse_m_values():
     assert parse_m_values("32, 1,16,1") == (1, 16, 32)
     with pytest.raises(ValueError, match="'0' is not a positive integer"):
         parse_m_values("1,0")
-    assert parse_m_values("2147483647") == (2**31 - 1,)
-    with pytest.raises(ValueError, match="2147483648 is larger than 2147483647"):
-        parse_m_values("1,2147483648")
+    assert parse_m_values("1048576") == (2**20,)
+    with pytest.raises(ValueError, match="100000000 is larger than 1,048,576 tokens"):
+        parse_m_values("1,100000000")
 
 
 def test_shapes_list_and_show():

@@ -73,22 +73,13 @@ def reference(tmp_path_factory):
     return folder, trial_rows(db), winners(f"sqlite:///{db}")
 
 
-def run_workers(folder, url: str, workers: int, *scope: str):
-    """Create the sweep with --no-run, then run `workers` `tuner worker` processes at once."""
-    created = run_tuner(
-        "sweep",
-        "--model",
-        "tiny",
-        "--m",
-        ",".join(map(str, M_VALUES)),
-        "--strategy",
-        "grid",
-        "--trials",
-        str(TRIALS),
-        "--no-run",
-        *sweep_args(folder, url),
-        cwd=folder,
-    )
+def run_workers(folder, url: str, workers: int, *scope: str, sweeps: int = 0):
+    """Create the sweep with --no-run, then run `workers` `tuner worker` processes at once,
+    the first `sweeps` of them as the same `tuner sweep` command; return the measure log and
+    the trials each sweep said it ran now."""
+    sweep = ["sweep", "--model", "tiny", "--m", ",".join(map(str, M_VALUES)), "--strategy"]
+    sweep += ["grid", "--trials", str(TRIALS), *sweep_args(folder, url)]
+    created = run_tuner(*sweep, "--no-run", cwd=folder)
     assert created.returncode == 0, created.stderr
     assert "grid, no run" in created.stdout
     log_path = folder / f"measured-{workers}.log"
@@ -99,21 +90,27 @@ def run_workers(folder, url: str, workers: int, *scope: str):
     )
     processes = [
         subprocess.Popen(
-            tuner_command("worker", *scope, *sweep_args(folder, url)),
+            tuner_command(*sweep, "--no-publish")
+            if index < sweeps
+            else tuner_command("worker", *scope, *sweep_args(folder, url)),
             cwd=folder,
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        for _ in range(workers)
+        for index in range(workers)
     ]
     results = [(p.communicate(timeout=240), p.returncode) for p in processes]
-    for (out, err), code in results:
+    for index, ((out, err), code) in enumerate(results):
         assert code == 0, err
         assert "locked" not in out + err and "Traceback" not in err
-        assert "worker done: 0 unfinished task(s) left" in out
-    return measure_log(log_path)
+        assert index < sweeps or "worker done: 0 unfinished task(s) left" in out
+    run_now = [
+        int(" ".join(out.split()).split(" trials run now")[0].split()[-1])
+        for (out, _), _ in results[:sweeps]
+    ]
+    return measure_log(log_path), run_now
 
 
 def check_log(log) -> None:
@@ -131,11 +128,13 @@ def check_log(log) -> None:
     assert len(workers) >= 2
 
 
-def test_four_workers_on_one_sqlite_file(reference):
+def test_two_sweeps_and_two_workers_on_one_sqlite_file(reference):
     folder, rows, best = reference
     db = folder / "shared.db"
-    log = run_workers(folder, f"sqlite:///{db}", 4, "--sweep", "1")
+    log, run_now = run_workers(folder, f"sqlite:///{db}", 4, "--sweep", "1", sweeps=2)
     check_log(log)
+    # Each sweep counts only its own workers' trials as run now, not the others'.
+    assert sum(run_now) <= TASKS * TRIALS, run_now
     assert trial_rows(db) == rows
     assert winners(f"sqlite:///{db}") == best
 
@@ -160,7 +159,7 @@ def reset_postgresql(url: str) -> None:
 def test_eight_workers_on_postgresql(reference):
     folder, rows, best = reference
     reset_postgresql(PG_URL)
-    log = run_workers(folder, PG_URL, 8)  # no --sweep: every sweep on the device
+    log, _ = run_workers(folder, PG_URL, 8)  # no --sweep: every sweep on the device
     check_log(log)
     from db.connection import connect
     from db.models import Task, Trial

@@ -181,7 +181,8 @@ def test_postgres_urls_open_with_psycopg():
         (
             "sqlite:/data/x.db",
             "error: --db (or TUNER_DB_URL) 'sqlite:/data/x.db' is not a database "
-            "URL; for the file /data/x.db use sqlite:////data/x.db",
+            "URL; for the file data/x.db (relative) use sqlite:///data/x.db, for /data/x.db "
+            "sqlite:////data/x.db",
         ),
         (
             "sqlite:data/x.db",

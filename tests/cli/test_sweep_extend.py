@@ -14,7 +14,7 @@ from tuner.cli.app import app
 runner = CliRunner()
 
 
-def _sweep(folder: Path, db: str, trials: int) -> str:
+def _sweep(folder: Path, db: str, trials: int, *more: str, m: str = "1,16") -> str:
     result = runner.invoke(
         app,
         [
@@ -24,7 +24,7 @@ def _sweep(folder: Path, db: str, trials: int) -> str:
             "--model",
             "tiny",
             "--m",
-            "1,16",
+            m,
             "--trials",
             str(trials),
             "--strategy",
@@ -35,6 +35,7 @@ def _sweep(folder: Path, db: str, trials: int) -> str:
             str(folder / "configs.json"),
             "--db",
             f"sqlite:///{folder / db}",
+            *more,
         ],
     )
     assert result.exit_code == 0, result.output
@@ -53,7 +54,7 @@ CONFIGS = (
 
 
 def test_more_trials_extend_the_sweep_and_measure_only_the_new_ones(tmp_path: Path) -> None:
-    write_landscape(tmp_path, (1, 16))
+    write_landscape(tmp_path, (1, 16, 32))
     db = tmp_path / "t.db"
     first = _sweep(tmp_path, "t.db", 3)
     assert "sweep 1 (new): NVIDIA_L20, tiny TP 1, 2 shapes x 2 M, optuna" in first
@@ -93,3 +94,25 @@ def test_more_trials_extend_the_sweep_and_measure_only_the_new_ones(tmp_path: Pa
         assert "sweep 1: 4/4 tasks done, 0 failed; 0 trials run now (16 stored" in again
     assert _rows(db, "SELECT sweep_id, budget FROM sweeps") == [(1, 4)]
     assert _rows(db, "SELECT count(*) FROM trials") == [(16,)]
+
+    # A larger M grid is another sweep, but its (N, K, M) at 1 and 16 are the same
+    # measurements: their 16 trials are reused, only M = 32's are measured.
+    plan = _sweep(tmp_path, "t.db", 4, "--dry-run", m="1,16,32")
+    assert "6 task(s) x 4 trial(s) = 24 trial(s), 16 reused from other sweeps" in plan
+    assert "total: 6 task(s), 8 trial(s) to run (16 reused), 1 worker(s)" in plan
+    wider = _sweep(tmp_path, "t.db", 4, m="1,16,32")
+    assert "sweep 2 (new)" in wider
+    assert (
+        "sweep 2: 6/6 tasks done, 0 failed; 8 trials run now, 16 reused from other sweeps "
+        "(24 stored, 24 ok)"
+    ) in wider
+    old, new = (
+        _rows(
+            db,
+            "SELECT N, K, M, BLOCK_SIZE_M, BLOCK_SIZE_N, num_warps, num_stages, latency_us, "
+            f"created_at FROM trials JOIN tasks USING (task_id) WHERE sweep_id = {sweep} "
+            "AND M < 32 ORDER BY 1, 2, 3, 4, 5, 6, 7",
+        )
+        for sweep in (1, 2)
+    )
+    assert new == old and len(new) == 16

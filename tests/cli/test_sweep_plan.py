@@ -155,23 +155,9 @@ def test_a_dry_run_plans_for_the_matching_gpus_it_sees(tmp_path, monkeypatch):
 
 def test_a_dry_run_without_the_gpu_says_so_in_one_line(tmp_path, monkeypatch):
     _gpus(monkeypatch, "NVIDIA H200")
-    result = runner.invoke(
-        app,
-        [
-            "sweep",
-            "--device",
-            "L20",
-            "--model",
-            "tiny",
-            "--m",
-            "1,16,32,2048,4096",
-            "--trials",
-            "8",
-            "--dry-run",
-            "--db",
-            f"sqlite:///{tmp_path}/t.db",
-        ],
-    )
+    args = ["sweep", "--device", "L20", "--model", "tiny", "--m", "1,16,32,2048,4096"]
+    args += ["--trials", "8", "--db", f"sqlite:///{tmp_path}/t.db"]
+    result = runner.invoke(app, [*args, "--dry-run"])
     assert result.exit_code == 0, result.output
     assert result.stderr.splitlines() == [
         "note: no visible GPU matches --device L20 here (visible: NVIDIA_H200): the sweep would "
@@ -179,6 +165,13 @@ def test_a_dry_run_without_the_gpu_says_so_in_one_line(tmp_path, monkeypatch):
         "where it runs (or --no-run there for `tuner worker`)"
     ]
     assert _workers_line(result) == "  total: 10 task(s), 80 trial(s) to run, 1 worker(s)"
+    # --gpus plans for the host it will run on, with no note; it is for plans only.
+    planned = runner.invoke(app, [*args, "--dry-run", "--gpus", "4"])
+    assert (planned.exit_code, planned.stderr) == (0, ""), planned.output
+    assert _workers_line(planned) == "  total: 10 task(s), 80 trial(s) to run, 4 worker(s)"
+    refused = runner.invoke(app, [*args, "--gpus", "4"])
+    assert refused.exit_code == 2
+    assert refused.stderr == "error: --gpus plans for another host: use it with --dry-run\n"
     real = runner.invoke(
         app, ["sweep", "--device", "L20", "--model", "tiny", "--db", f"sqlite:///{tmp_path}/t.db"]
     )

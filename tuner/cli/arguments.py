@@ -12,8 +12,9 @@ from tuner.core import VLLM_M_GRID
 if TYPE_CHECKING:
     from tuner.kernels.config import KernelConfig
 
-# The largest M the store keeps (a 32-bit INTEGER column on PostgreSQL).
-MAX_M = 2**31 - 1
+# The largest M a command tunes or times: 2**20 tokens in one batch, far past vLLM's grid (4096)
+# and its largest batches; a larger M is a typo, whose inputs would not fit a GPU.
+MAX_M = 2**20
 
 # vLLM's default batch sizes (benchmarks/kernels/benchmark_w8a8_block_fp8.py), as --m spells them.
 DEFAULT_M = ",".join(map(str, VLLM_M_GRID))
@@ -32,7 +33,8 @@ def parse_m_values(text: str) -> tuple[int, ...]:
             raise ValueError(f"--m: '{part}' is not a positive integer (expected e.g. 1,16,32)")
         if int(part) > MAX_M:
             raise ValueError(
-                f"--m: {part} is larger than {MAX_M} (the store keeps M as a 32-bit integer)"
+                f"--m: {part} is larger than {MAX_M:,} tokens in one batch "
+                "(vLLM's grid ends at 4096)"
             )
         values.add(int(part))
     return tuple(sorted(values))

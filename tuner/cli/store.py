@@ -36,9 +36,9 @@ def sqlite_url_hint(text: str) -> str:
     A relative path gets three slashes (`tuner.db` -> `sqlite:///tuner.db`), an absolute one
     four (`/data/x.db` -> `sqlite:////data/x.db`: SQLAlchemy's `sqlite:///` is followed by the
     path, https://docs.sqlalchemy.org/en/20/dialects/sqlite.html#connect-strings), `~` is
-    expanded. A `sqlite:` URL with too few slashes (`sqlite:/data/x.db`, `sqlite:data/x.db`)
-    keeps the path it wrote; one with two (`sqlite://data/x.db`, where `data` reads as a host)
-    gets both readings.
+    expanded. A `sqlite:` URL without a slash (`sqlite:data/x.db`) keeps the relative path it
+    wrote; one with one or two (`sqlite:/x.db`, `sqlite://data/x.db`, where `data` reads as a
+    host) gets both readings, the relative file in the current folder first.
 
     Args:
         text: the --db value as given.
@@ -55,17 +55,17 @@ def sqlite_url_hint(text: str) -> str:
     lower = text.lower()
     if lower.startswith("sqlite:"):
         rest = text[len("sqlite:") :]
-        if rest.startswith("//") and not rest.startswith("///"):
-            path = rest[2:]
-            if not path:
-                return ""
-            return (
-                f"; for the file {path} (relative) use {url_of(path)}, for /{path} "
-                f"{url_of('/' + path)}"
-            )
-        if not rest.startswith("//"):  # sqlite:/data/x.db, sqlite:data/x.db
-            return f"; for the file {rest} use {url_of(rest)}" if rest.strip("/") else ""
-        return ""
+        if rest.startswith("///"):
+            return ""
+        path = rest.lstrip("/")
+        if not path:
+            return ""
+        if not rest.startswith("/"):  # sqlite:data/x.db
+            return f"; for the file {path} use {url_of(path)}"
+        # sqlite:/x.db or sqlite://x.db: most often sqlite:///x.db mistyped; or a file in /.
+        return (
+            f"; for the file {path} (relative) use {url_of(path)}, for /{path} {url_of('/' + path)}"
+        )
     if "://" in text or not text.strip():
         return ""
     return f"; for a SQLite file use {url_of(text)}"

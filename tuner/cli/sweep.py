@@ -64,6 +64,16 @@ TrialsOpt = Annotated[
 SweepSeedOpt = Annotated[
     int, typer.Option(min=0, max=2**31 - 1, help="Seed of the search and of the random inputs.")
 ]
+GpusOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--gpus",
+        min=1,
+        max=1024,
+        help="With --dry-run: plan for a host with this many matching GPUs "
+        "[default: the matching GPUs visible here].",
+    ),
+]
 NoRunOpt = Annotated[
     bool,
     typer.Option(
@@ -92,6 +102,7 @@ def sweep(
     lease: LeaseOpt = DEFAULT_LEASE_S,
     no_publish: NoPublishOpt = False,
     dry_run: DryRunOpt = False,
+    gpus: GpusOpt = None,
     yes: YesOpt = False,
     kernel: KernelOpt = KernelChoice.auto,
     db: DbOpt = None,
@@ -108,6 +119,8 @@ def sweep(
     from tuner.run.options import RunOptions
     from tuner.run.plan import model_requests
 
+    if gpus is not None and not dry_run:
+        raise fail("--gpus plans for another host: use it with --dry-run")
     m_values, model_shapes = _parse(m, model, tp)
     candidates = load_configs(configs)
     source, label = resolve_kernel_choice(kernel)
@@ -115,8 +128,8 @@ def sweep(
         device,
         replay,
         interpreter_reps=interpreter_reps,
-        need_device=not no_run,
-        plan_only=dry_run and not no_run,
+        need_device=not no_run and gpus is None,
+        plan_only=dry_run and not no_run and gpus is None,
     )
     device_name, visible = resolved.device_name, list(resolved.visible_ids)
     requests = model_requests(
@@ -139,7 +152,7 @@ def sweep(
         requests,
         db=db,
         runner=runner,
-        workers=max(1, len(visible)),
+        workers=gpus if gpus is not None and runner.on_gpu else max(1, len(visible)),
         dry_run=dry_run,
         yes=yes,
         warnings=_grid_warnings(m_values),

@@ -3,16 +3,23 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from typing import Annotated
 
 import typer
 
+from db.repo import known_configs, session_scope, stored_trials, sweep_key, trial_times
 from tuner.cli.arguments import DEFAULT_M
 from tuner.cli.errors import fail
 from tuner.cli.output import plain
 from tuner.cli.store import existing_store
+from tuner.kernels.shape import store_columns
+from tuner.measure.runners import Runner
+from tuner.measure.runners.base import process_environment
+from tuner.run.plan import SweepRequest
+from tuner.run.preview import duration, needs_confirmation, preview_sweeps
 
 DryRunOpt = Annotated[
     bool,
@@ -50,23 +57,46 @@ def default_lines(model: str, tp: int, tp_given: bool, m: str) -> list[str]:
     return lines
 
 
-def _history(db: str | None, requests: list) -> tuple[list, list[int]]:
-    """The device's earlier trial times and each request's stored trials, read without
-    creating a store (no store yet reads as an empty history; a server that does not answer is
-    one line, exit 2: `tuner.cli.store.existing_store`)."""
-    from db.repo import session_scope, stored_trials, sweep_key, trial_times
-
+def _history(db: str | None, requests: list, runner: Runner) -> tuple[list, list[int], list]:
+    """The device's earlier trial times, each request's stored trials, and per request the
+    configs the store holds of each of its tasks' measurements in any sweep
+    (`db.repo.known_configs`), read without creating a store (no store yet reads as an empty
+    history; a server that does not answer is one line, exit 2:
+    `tuner.cli.store.existing_store`)."""
     _, store = existing_store(db)
     if store is None:
-        return [], [0] * len(requests)
+        return [], [0] * len(requests), []
     with session_scope(store) as session:
         history = trial_times(session, device_name=requests[0][0].device_name)
         stored = [
             stored_trials(session, sweep_key=sweep_key(**request.sweep_fields()))
             for request, _ in requests
         ]
+        known = [
+            known_configs(
+                session,
+                environment=_measurement(runner, request),
+                **store_columns(request.family, request.params),
+                block_shape=request.block_shape,
+                out_dtype=request.out_dtype,
+                space=request.space_name,
+                tasks=[(N, K, M) for N, K in request.shapes for M in request.m_values],
+            )
+            for request, _ in requests
+        ]
     store.dispose()
-    return history, stored
+    return history, stored, known
+
+
+def _measurement(runner: Runner, request: SweepRequest) -> dict[str, str]:
+    """The device and versions the request's trials would be timed with: the runner's, or a
+    replay's recorded environment for every family (`Runner.family_environments`)."""
+    if not runner.family_environments:
+        return runner.environment(request.kernel, request.family)
+    return {
+        **process_environment(request.kernel, request.family),
+        "device_name": request.device_name,
+    }
 
 
 def show_plan(
@@ -100,11 +130,7 @@ def show_plan(
         typer.Exit: exit 2 when a plan above the runner's `confirm_above_s` (an hour on the
             interpreter) was not confirmed.
     """
-    import os
-
-    from tuner.run.preview import duration, needs_confirmation, preview_sweeps
-
-    history, stored = _history(db, requests)
+    history, stored, known = _history(db, requests, runner)
     for line in warnings:
         typer.echo(line, err=True)
     compile_workers = max(1, ((os.cpu_count() or 2) - workers) // max(1, workers))
@@ -119,6 +145,7 @@ def show_plan(
         compile_workers=compile_workers,
         defaults=defaults,
         calibration=calibration,
+        known=known,
     )
     for line in preview.lines:
         plain(line)

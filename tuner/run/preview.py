@@ -4,7 +4,7 @@ estimate, from what the device has measured before (the store) or its runner's s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from db.repo import TrialTimeRow
@@ -114,6 +114,7 @@ def preview_sweeps(
     compile_workers: int = 1,
     defaults: Sequence[str] = (),
     calibration: tuple[tuple[int, int, int], float] | None = None,
+    known: Sequence[Mapping[tuple[int, int, int], int]] = (),
 ) -> SweepPreview:
     """The plan of one `tuner sweep` command over its sweeps (dense, then each MoE shape).
 
@@ -128,6 +129,9 @@ def preview_sweeps(
         calibration: ((N, K, M), seconds) of one interpreter trial measured on this host
             (`Runner.calibration`): scales the runner's model where the store has no trials
             of the family; None keeps the model as it is.
+        known: per request, (N, K, M) -> distinct configs the store holds of that
+            measurement in any sweep (`db.repo.known_configs`): a task measures only the rest
+            of its trials, the others are reused; () for none.
 
     Returns:
         The plan's lines and counts.
@@ -136,19 +140,23 @@ def preview_sweeps(
     first = requests[0][0]
     lines = [f"plan: {first.device_name}, {first.model} TP {first.tp}, {first.strategy}"]
     total_s, total_tasks, total_trials, total_compiles = 0.0, 0, 0, 0
-    for (request, what), done in zip(requests, stored, strict=True):
+    known = list(known) or [{}] * len(requests)
+    total_reused = 0
+    for (request, what), done, measured in zip(requests, stored, known, strict=True):
         per_task = request.trials_per_task()
-        tasks = len(request.shapes) * len(request.m_values)
+        nkm = [(N, K, M) for N, K in request.shapes for M in request.m_values]
+        tasks = len(nkm)
         planned = tasks * per_task
-        left = max(0, planned - done)
-        seconds = sum(
-            clock.seconds(request.family, N, K, M) * per_task
-            for N, K in request.shapes
-            for M in request.m_values
-        )
-        seconds *= left / planned if planned else 0.0
+        # What each task still measures: its trials less those the store holds of it.
+        todo = {key: per_task - min(per_task, measured.get(key, 0)) for key in nkm}
+        left = max(0, planned - done) if not measured else sum(todo.values())
+        reused = max(0, planned - left - done)
+        seconds = sum(clock.seconds(request.family, *key) * todo[key] for key in nkm)
+        seconds *= 1.0 if measured else (left / planned if planned else 0.0)
         compiles = _compiles(request)
         resumed = f", {done:,} already stored" if done else ""
+        resumed += f", {reused:,} reused from other sweeps" if reused else ""
+        total_reused += reused
         # Only a GPU sweep compiles ahead of launch; the interpreter runs the Python source.
         compiled = f"; at most {compiles:,} distinct compiles" if runner.on_gpu else ""
         lines.append(
@@ -171,7 +179,8 @@ def preview_sweeps(
         )
         measure_s = max(measure_s, compile_s)
     lines.append(
-        f"  total: {total_tasks} task(s), {total_trials:,} trial(s) to run, "
+        f"  total: {total_tasks} task(s), {total_trials:,} trial(s) to run"
+        f"{f' ({total_reused:,} reused)' if total_reused else ''}, "
         f"{workers} worker(s); {what_takes} ({clock.source(first.device_name)})"
     )
     lines += [f"  {line}" for line in runner.plan_notes()]

@@ -124,6 +124,8 @@ class SupervisorReport:
     timeouts: int
     given_up: tuple[str, ...]
     trials_pruned: int = 0
+    trials_run: int = 0
+    trials_reused: int = 0
     measure_s: float = 0.0
     compile_s: float = 0.0
     compile_wait_s: float = 0.0
@@ -217,6 +219,8 @@ class Supervisor:
             self.timeouts,
             tuple(self.given_up),
             trials_pruned=sum(shared.trials_pruned.value for shared in self.shared),
+            trials_run=sum(shared.trials_stored.value for shared in self.shared),
+            trials_reused=sum(shared.trials_reused.value for shared in self.shared),
             measure_s=sum(shared.measure_s.value for shared in self.shared),
             compile_s=sum(shared.compile_s.value for shared in self.shared),
             compile_wait_s=sum(shared.compile_wait_s.value for shared in self.shared),

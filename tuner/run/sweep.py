@@ -113,6 +113,8 @@ class SweepSummary:
     worker_failures: int
     trials_crashed_now: int = 0
     trials_timed_out_now: int = 0
+    trials_reused: int = 0
+    trials_by_others: int = 0
     times: SweepTimes | None = None
 
 
@@ -219,8 +221,11 @@ def _progress_readers(store, db_url: str, sweep_id: int):
 def _summary(sweep_id: int, before, now, report, *, wall_s: float) -> SweepSummary:
     """The counts of the store before and after (`db.repo.SweepProgress`) and the
     supervisor's report, as a SweepSummary with its times."""
+    # This command's own trials: another command on the same sweep stores trials meanwhile.
+    run_now = report.trials_run + report.crashed + report.timeouts
+    stored_now = now.trials_total - before.trials_total
     times = SweepTimes(
-        trials_run=now.trials_total - before.trials_total,
+        trials_run=run_now,
         trials_pruned=report.trials_pruned,
         compile_s=report.compile_s,
         compile_wait_s=report.compile_wait_s,
@@ -234,7 +239,9 @@ def _summary(sweep_id: int, before, now, report, *, wall_s: float) -> SweepSumma
         tasks_total=now.tasks_total,
         trials_total=now.trials_total,
         trials_ok=now.trials_ok,
-        trials_run_now=now.trials_total - before.trials_total,
+        trials_run_now=run_now,
+        trials_reused=report.trials_reused,
+        trials_by_others=max(0, stored_now - run_now - report.trials_reused),
         wall_s=wall_s,
         worker_failures=report.worker_failures,
         trials_crashed_now=report.crashed,
@@ -294,9 +301,17 @@ def summary_lines(summary: SweepSummary) -> list[str]:
         )
         if n
     )
+    elsewhere = "".join(
+        f", {n} {what}"
+        for n, what in (
+            (summary.trials_reused, "reused from other sweeps"),
+            (summary.trials_by_others, "run by other workers"),
+        )
+        if n
+    )
     lines = [
         f"sweep {summary.sweep_id}: {summary.tasks_done}/{summary.tasks_total} tasks done, "
-        f"{summary.tasks_failed} failed; {summary.trials_run_now} trials run now "
+        f"{summary.tasks_failed} failed; {summary.trials_run_now} trials run now{elsewhere} "
         f"({summary.trials_total} stored, {summary.trials_ok} ok{counts}); "
         f"wall {summary.wall_s:.1f} s"
     ]

@@ -14,7 +14,15 @@ import time
 import zlib
 from typing import TYPE_CHECKING
 
+from db import repo
+from db.repo import retry_store, session_scope
+from tuner.core import TrialStatus
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.registry import get_family
 from tuner.kernels.shape import FamilyShape
+from tuner.measure.noise import RETIME_ROUNDS, decide_winner, retime_interleaved, select_for_retime
+from tuner.measure.runner import Problem
+from tuner.measure.trial import TrialResult
 from tuner.run.lease import Lease
 from tuner.run.worker_spec import (
     ContextLost,
@@ -22,6 +30,9 @@ from tuner.run.worker_spec import (
     WorkerShared,
     WorkerSpec,
 )
+from tuner.search.registry import get_strategy
+from tuner.search.warm_start import related as related_timings
+from tuner.search.warm_start import warm_start_for_task
 
 if TYPE_CHECKING:
     from tuner.measure.runners import ProblemRunner
@@ -138,17 +149,14 @@ class TaskRun:
         Raises:
             TaskLost: the lease could not be renewed.
         """
-        from db import repo
-        from db.repo import session_scope
-        from tuner.core import TrialStatus
-        from tuner.kernels.config import KernelConfig
-        from tuner.measure.trial import TrialResult
-        from tuner.search.registry import get_strategy
 
         task = self.task
         with session_scope(self.store) as session:
             if not self.lease.renew(session):
                 raise TaskLost(self.lost)
+            reused = repo.adopt_measurements(
+                session, task_id=task.task_id, environment_id=self.environment_id
+            )
             stored = repo.task_trials(session, task_id=task.task_id)
             self.done = {
                 KernelConfig.from_dict(t.config): TrialResult(
@@ -176,18 +184,14 @@ class TaskRun:
                 if get_strategy(task.strategy).reads_related
                 else []
             )
-            return winners, related
+        if self.shared is not None:
+            self.shared.trials_reused.value += reused
+        return winners, related
 
     def plan(self, known: list, related: list) -> None:
         """The space, problem, runner, default config, warm starts (from `known`, the store's
         winners), the related tasks' timings (from `related`, the store's trials), strategy
         and, for a resumed task, the trial cap."""
-        from tuner.kernels.config import KernelConfig
-        from tuner.kernels.registry import get_family
-        from tuner.measure.runner import Problem
-        from tuner.search.registry import get_strategy
-        from tuner.search.warm_start import related as related_timings
-        from tuner.search.warm_start import warm_start_for_task
 
         task, spec = self.task, self.spec
         family, shape = get_family(self.key.family), self.key.shape
@@ -232,6 +236,7 @@ class TaskRun:
     def open_gate(self) -> None:
         """GPU runners only: start compiling what the search asks first, whatever the
         results."""
+
         if self.compiler is None:
             return
         first = self.strategy.planned(space=self.space, seed=self.seed, warm_start=self.warm)
@@ -248,7 +253,6 @@ class TaskRun:
             TaskLost: the task is no longer held.
             ContextLost: the config crashed on a GPU (its trial is recorded).
         """
-        from tuner.core import TrialStatus
 
         if config in self.done:
             return self.done[config]
@@ -299,8 +303,6 @@ class TaskRun:
         Raises:
             TaskLost: the task was taken from this worker; nothing was stored.
         """
-        from db import repo
-        from db.repo import retry_store
 
         def step() -> bool:
             with self.store.begin() as connection:  # the trial's one transaction
@@ -389,16 +391,6 @@ def _retime_and_decide(
     Raises:
         TaskLost: the task was taken from this worker; its decision was not stored.
     """
-    from db import repo
-    from db.repo import retry_store, session_scope
-    from tuner.kernels.config import KernelConfig
-    from tuner.measure.noise import (
-        RETIME_ROUNDS,
-        decide_winner,
-        retime_interleaved,
-        select_for_retime,
-    )
-
     finalists = select_for_retime(done, default)
     if not finalists:
         return

@@ -116,6 +116,8 @@ class WorkerShared:
         environment_id: the store's id of the worker's environment.
         trials_stored: trials recorded by this process.
         trials_pruned: of those, rejected by compile-for-target pruning, never launched.
+        trials_reused: trials of the same measurement copied from other sweeps' tasks
+            (`db.repo.adopt_measurements`), not measured.
         measure_s: seconds spent in the runner (check and timing), summed over trials.
         compile_s: seconds its precompile pool spent compiling (overlapped with measuring).
         compile_wait_s: seconds measuring waited for a compile.
@@ -129,6 +131,7 @@ class WorkerShared:
         self.environment_id = context.Value("q", 0, lock=False)
         self.trials_stored = context.Value("q", 0, lock=False)
         self.trials_pruned = context.Value("q", 0, lock=False)
+        self.trials_reused = context.Value("q", 0, lock=False)
         self.measure_s = context.Value("d", 0.0, lock=False)
         self.compile_s = context.Value("d", 0.0, lock=False)
         self.compile_wait_s = context.Value("d", 0.0, lock=False)
