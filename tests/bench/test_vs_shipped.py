@@ -155,7 +155,7 @@ def test_gpu_run_wiring_with_fakes(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(tuner.run.worker, "collect_environment", lambda backend, **_: env)
     monkeypatch.setattr(tuner.measure.roofline, "measure_ceilings", lambda device: CEILINGS)
     monkeypatch.setattr(
-        tuner.measure.runner, "KernelRunner", lambda problem, runner_name: FakeRunner(problem, log)
+        tuner.measure.runner, "KernelRunner", lambda problem, device: FakeRunner(problem, log)
     )
     out = tmp_path / "out.json"
     args = [

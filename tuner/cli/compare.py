@@ -25,7 +25,7 @@ from tuner.cli.output import console, plain
 from tuner.cli.store import open_db, store_files
 from tuner.cli.tables import Column, print_table
 from tuner.core import REQUIRED_M, OutDtype
-from tuner.measure.rounds import RETIME_ROUNDS
+from tuner.measure.noise import RETIME_ROUNDS
 
 if TYPE_CHECKING:
     from tuner.compare.versus import CandidateSampler
@@ -355,7 +355,7 @@ def _run(
         default=default,
         library=library,
         unavailable=unavailable,
-        runner_name=runner.name,
+        device=runner.torch_device,
         kernel=kernel,
         out_dtype=out_dtype,
         seed=seed,
@@ -388,7 +388,7 @@ def _point(
     default,
     library,
     unavailable,
-    runner_name,
+    device,
     kernel,
     out_dtype,
     seed,
@@ -418,7 +418,7 @@ def _point(
     candidates += [Candidate(name) for name in library]
     runner = CandidateRunner(
         Problem(M=M, N=N, K=K, block_shape=block_shape, out_dtype=out_dtype, kernel=kernel),
-        runner_name=runner_name,
+        device=device,
         library=library,
         seed=seed,
         interpreter_reps=interpreter_reps,

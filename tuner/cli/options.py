@@ -13,6 +13,7 @@ import typer
 
 from tuner.core import OutDtype
 from tuner.search.defaults import DEFAULT_STRATEGY
+from tuner.search.registry import STRATEGIES
 
 
 def strategy_names() -> Any:
@@ -20,7 +21,6 @@ def strategy_names() -> Any:
     `tuner.search.registry.STRATEGIES` as they are when the command is built. Typer reads a
     command's annotations each time the app runs, so `Annotated[strategy_names(), ...]` makes a
     strategy registered at run time a choice, listed in --help, with no change here."""
-    from tuner.search.registry import STRATEGIES
 
     return Literal[tuple(STRATEGIES)]  # Literal[("a", "b")] is Literal["a", "b"]
 

@@ -34,7 +34,7 @@ from tuner.cli.output import plain
 from tuner.cli.publish import NoPublishOpt, publish_device
 from tuner.cli.store import open_db, store_files
 from tuner.core import OutDtype
-from tuner.measure.rounds import RETIME_ROUNDS
+from tuner.measure.noise import RETIME_ROUNDS
 from tuner.run.options import DEFAULT_LEASE_S
 from tuner.search.defaults import DEFAULT_TRIALS
 

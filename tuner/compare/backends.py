@@ -215,15 +215,15 @@ class CandidateRunner(KernelRunner):
 
     Args:
         problem: the GEMM.
-        runner_name: the runner's name, "cuda" or "interpreter".
+        device: where it runs, "cuda" or "cpu" (the interpreter), as `KernelRunner`.
         library: backend name -> library kernel (`library_kernels`).
         **options: KernelRunner's other options.
     """
 
     def __init__(
-        self, problem: Problem, *, runner_name: str, library: Mapping[str, LibraryKernel], **options
+        self, problem: Problem, *, device: str, library: Mapping[str, LibraryKernel], **options
     ) -> None:
-        super().__init__(problem, runner_name=runner_name, **options)
+        super().__init__(problem, device=device, **options)
         # A kernel with per-problem state (vllm_linear.LayerKernel) gets its own copy.
         self.library = {
             name: kernel.fresh() if hasattr(kernel, "fresh") else kernel

@@ -30,9 +30,7 @@ def test_library_on_the_cpu() -> None:
 def test_triton_and_torch_pass_the_same_check() -> None:
     kernels, _ = library_kernels("cpu")
     problem = Problem(M=3, N=200, K=256)  # N not a multiple of 128: a partial scale block
-    runner = CandidateRunner(
-        problem, runner_name="interpreter", library=kernels, interpreter_reps=1
-    )
+    runner = CandidateRunner(problem, device="cpu", library=kernels, interpreter_reps=1)
     triton = runner.check(Candidate(TRITON_DEFAULT, default_config()))
     torch_cpu = runner.check(Candidate(TORCH_CPU))
     assert (triton.status, torch_cpu.status) == (TrialStatus.OK, TrialStatus.OK)
@@ -50,7 +48,7 @@ def test_a_wrong_library_kernel_fails_its_check() -> None:
         return torch.zeros(A.shape[0], B.shape[0], dtype=out_dtype)
 
     runner = CandidateRunner(
-        Problem(M=2, N=128, K=128), runner_name="interpreter", library={"torch-scaled_mm": zeros}
+        Problem(M=2, N=128, K=128), device="cpu", library={"torch-scaled_mm": zeros}
     )
     result = runner.check(Candidate("torch-scaled_mm"))
     assert result.status is TrialStatus.WRONG_RESULT

@@ -75,7 +75,7 @@ def test_marlin_processes_each_weight_copy_untimed_and_matches_the_reference(sta
     problem = Problem(M=3, N=200, K=256)  # N not a multiple of 128: a partial scale block
     runner = CandidateRunner(
         problem,
-        runner_name="interpreter",
+        device="cpu",
         library=kernels,
         interpreter_reps=2,
         timer=_Timer(marlin),
@@ -99,8 +99,8 @@ def test_marlin_processes_each_weight_copy_untimed_and_matches_the_reference(sta
 
 def test_each_runner_gets_its_own_layers(standin) -> None:
     kernels, _ = library_kernels("cpu")
-    first = CandidateRunner(Problem(M=2, N=128, K=128), runner_name="interpreter", library=kernels)
-    second = CandidateRunner(Problem(M=2, N=256, K=128), runner_name="interpreter", library=kernels)
+    first = CandidateRunner(Problem(M=2, N=128, K=128), device="cpu", library=kernels)
+    second = CandidateRunner(Problem(M=2, N=256, K=128), device="cpu", library=kernels)
     assert first.library[VLLM_MARLIN] is not second.library[VLLM_MARLIN]
     assert first.check(Candidate(VLLM_MARLIN)).status is TrialStatus.OK
     assert second.check(Candidate(VLLM_MARLIN)).status is TrialStatus.OK
@@ -150,7 +150,7 @@ def test_the_kernel_is_built_and_processed_under_one_current_vllm_config(
     )
     kernels, _ = library_kernels("cpu")
     runner = CandidateRunner(
-        Problem(M=2, N=128, K=128), runner_name="interpreter", library=kernels, interpreter_reps=1
+        Problem(M=2, N=128, K=128), device="cpu", library=kernels, interpreter_reps=1
     )
     assert runner.check(Candidate(VLLM_MARLIN)).status is TrialStatus.OK
     assert runner.sample_us(Candidate(VLLM_MARLIN)) > 0

@@ -85,7 +85,7 @@ def test_the_toy_quantizes_per_tensor_and_matches_the_float64_reference(monkeypa
         "BLOCK_SIZE_K=512 does not divide group_k=256"
     )
     problem = Problem(3, 128, 256, None, "bfloat16", family="toy3", params=shape.params)
-    checked = KernelRunner(problem, runner_name="interpreter").check(SPACE[0])
+    checked = KernelRunner(problem, device="cpu").check(SPACE[0])
     assert checked.status is TrialStatus.OK and checked.rel_error < 1e-2, checked
 
 
