@@ -56,7 +56,7 @@ def main() -> None:
         for M in M_VALUES:
             runner = KernelRunner(
                 Problem(M=M, N=N, K=K, block_shape=(128, 128), out_dtype="bfloat16"),
-                runner_name="interpreter",
+                device="cpu",
             )
             for config in CONFIGS:
                 runner.check(config)  # compiles nothing, but warms the path as verify does

@@ -668,7 +668,7 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
     )
     rows = compare(
         entries,
-        lambda problem: KernelRunner(problem, runner_name="cuda"),
+        lambda problem: KernelRunner(problem, device="cuda"),
         rounds=args.rounds,
         ceilings=ceilings,
         out_dtype=args.out_dtype,

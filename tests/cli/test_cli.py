@@ -45,23 +45,6 @@ def test_help_lists_the_commands():
     assert "--strategy" in sweep_help and "--trials" in sweep_help and "TUNER_DB_URL" in sweep_help
 
 
-@pytest.mark.parametrize(
-    ("command", "usage"),
-    [
-        (["shapes", "from-config"], "Usage: tuner shapes from-config [OPTIONS] CONFIG"),
-        (["shapes", "show"], "Usage: tuner shapes show [OPTIONS] MODEL"),
-        (["shapes", "from-log"], "Usage: tuner shapes from-log [OPTIONS] LOG"),
-        (["db", "backup"], "Usage: tuner db backup [OPTIONS] OUT"),
-        (["landscape", "stats"], "Usage: tuner landscape stats [OPTIONS] FILE"),
-        (["import"], "Usage: tuner import [OPTIONS] FILES..."),
-    ],
-)
-def test_usage_names_arguments_without_braces(command, usage):
-    result = runner.invoke(app, [*command, "--help"], prog_name="tuner")
-    assert result.exit_code == 0
-    assert result.stdout.splitlines()[0] == usage
-
-
 def test_parse_m_values():
     assert parse_m_values("32, 1,16,1") == (1, 16, 32)
     with pytest.raises(ValueError, match="'0' is not a positive integer"):

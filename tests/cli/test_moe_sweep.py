@@ -1,5 +1,7 @@
-"""`tuner sweep --model tiny-moe` tunes the model's dense and MoE shapes (one sweep each) and
-`tuner export` writes vLLM's E=... file; MoE shapes in shapes files."""
+"""`tuner sweep --model tiny-moe` on the interpreter tunes the model's dense and MoE shapes (one
+sweep each), publishes, and `tuner export` writes vLLM's E=... file, which downloads over HTTP
+byte for byte as exported; winners, verify, mounts and the report take it; MoE shapes in shapes
+files."""
 
 import importlib.metadata
 import json
@@ -8,12 +10,19 @@ import subprocess
 import sys
 
 import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
 
+from api.app import create_app
+from api.settings import Settings
+from tuner.cli.app import app
 from tuner.inputs.shapes import ShapesFileError, _load_text, load_shapes
 from tuner.kernels.dense.kernel import kernel_source_hash as dense_kernel_hash
 from tuner.kernels.moe.family import expert_shape
 from tuner.kernels.moe.kernel import kernel_source_hash as moe_kernel_hash
 from tuner.kernels.moe.space import default_config
+
+runner = CliRunner()
 
 
 def tuner(*args, cwd):
@@ -76,6 +85,63 @@ def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path) -> None:
         "N=256,K=128,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128,128].json"
     )
     assert (tmp_path / "out" / dense_name).is_file()
+    assert run.stdout.splitlines()[-1].startswith(
+        "published TRITON_INTERPRETER release 1: 2 file(s), content "
+    )
+    exported = (tmp_path / "out" / name).read_bytes()
+    MOE, DENSE = name, dense_name
+    with TestClient(create_app(Settings(db_url=db))) as client:
+        listing = client.get("/devices/TRITON_INTERPRETER/configs")
+        assert listing.status_code == 200, listing.text
+        assert [f["file_name"] for f in listing.json()["files"]] == [MOE, DENSE]
+        download = client.get(f"/devices/TRITON_INTERPRETER/configs/{MOE}")
+        assert download.status_code == 200, download.text
+        assert download.content == exported
+        assert download.headers["X-Tuner-Release"] == "1"
+        # by an alias of the device: the release's files are found by their family's parser
+        by_alias = client.get(f"/devices/interpreter/configs/{MOE}")
+        assert (by_alias.status_code, by_alias.content) == (200, exported), by_alias.text
+        preview = client.get(f"/devices/TRITON_INTERPRETER/preview/configs/{MOE}")
+        assert (preview.status_code, preview.content) == (200, exported)
+        report = client.get("/devices/TRITON_INTERPRETER/report").text
+        assert (
+            "<h2>MoE E=4, N=64, K=128 (top_k=2), block_shape [128, 128] (tiny-moe)</h2>" in report
+        )
+        mounts = client.get("/devices/TRITON_INTERPRETER/mounts").text
+        assert mounts.splitlines()[-2:] == [
+            '  -v "$PWD/configs:/opt/blockfp8-tuner/moe-configs:ro" \\',
+            "  -e VLLM_TUNED_CONFIG_FOLDER=/opt/blockfp8-tuner/moe-configs \\",
+        ]
+    winners = runner.invoke(
+        app, ["winners", "--device", "interpreter", "--db", db], env={"COLUMNS": "200"}
+    )
+    assert winners.exit_code == 0, winners.output
+    kernels = [
+        line.split()[:4]
+        for line in winners.stdout.splitlines()
+        if line.startswith(("dense", "moe"))
+    ]
+    assert kernels == [["dense", "256", "128", "1"], ["moe", "E=4,top_k=2", "64", "128"]]
+    verify = runner.invoke(
+        app,
+        [
+            "verify",
+            "--device",
+            "interpreter",
+            "--model",
+            "tiny-moe",
+            "--db",
+            db,
+            "--m",
+            "1",
+            "--no-publish",
+        ],
+    )
+    assert verify.exit_code == 0, verify.output
+    assert verify.stdout.splitlines()[0] == (
+        "note: MoE files are not verified yet (tiny-moe TP 1: E=4 N=64)"
+    )
+
     # SGLang's get_moe_configs int()s every key: its files carry no "triton_version".
     sglang = tuner(
         "export",

@@ -212,3 +212,41 @@ def test_worker_killed_while_the_sweep_runs_is_restarted_and_loses_nothing(
     assert sweep.returncode == 0, err
     assert out.count("killed by SIGKILL; its task goes back to the queue") == WORKER_KILLS
     check_against(db, log_path, len(kills), uninterrupted)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_a_killed_sweep_leaves_no_worker_and_resumes(landscape, uninterrupted, tmp_path, sig):
+    db = tmp_path / "tuner.db"
+    # Replayed trials of 50 ms: the kill lands mid-sweep.
+    env = tuner_env(TUNER_LEASE_S=LEASE_S, TUNER_TEST_TRIAL_SLEEP_S="0.05")
+    sweep = subprocess.Popen(
+        tuner_command(*sweep_args(landscape, db)),
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_for(lambda: count(db, "SELECT count(*) FROM trials") >= 2, 60, "no trial stored")
+    workers = children(sweep.pid)
+    assert workers, "the sweep has no worker process"
+    os.kill(sweep.pid, sig)
+    sweep.wait(30)
+    assert sweep.stderr is not None
+    if sig == signal.SIGTERM:
+        assert sweep.returncode == 143  # 128 + SIGTERM, as a shell reports it
+        assert sweep.stderr.read().splitlines()[-1] == (
+            "error: terminated (SIGTERM); finished trials are stored: run the same command to "
+            "resume"
+        )
+        assert count(db, "SELECT count(*) FROM tasks WHERE state = 'running'") == 0
+    wait_for(lambda: not any(alive(pid) for pid in workers), 8, "a worker outlived the sweep")
+    stored = count(db, "SELECT count(*) FROM trials")
+    assert stored < TASKS * TRIALS  # cut short, not finished by an orphan
+    time.sleep(1)
+    assert count(db, "SELECT count(*) FROM trials") == stored  # nobody measures any more
+    again = run_tuner(*sweep_args(landscape, db), cwd=tmp_path, TUNER_LEASE_S=LEASE_S)
+    assert again.returncode == 0, again.stderr
+    run_now = int(" ".join(again.stdout.split()).split(" trials run now")[0].split()[-1])
+    assert run_now == TASKS * TRIALS - stored  # none lost, none measured twice
+    assert trial_rows(db) == uninterrupted[0]

@@ -26,15 +26,11 @@ from tuner.cli import (
     sweep,
     verify,
 )
+from tuner.cli.guard import run_guarded
 
 # Click's plain help, not Typer's rich panels: on an 80-column terminal the panels cut long
 # option names, URLs and paths with an ellipsis; plain help wraps them whole.
 PLAIN_HELP = None
-# Every group's own --help defaults to False (Click's default_map), not unset: in `tuner verify
-# --help` the group `tuner` reads its --help unset, and Typer 0.29 coerces an unset flag through
-# pydantic (importing it and building a TypeAdapter, some 60 ms) where it passes a bool through.
-# The help texts and exit codes are unchanged.
-GROUP_CONTEXT = {"default_map": {"help": False}}
 
 app = typer.Typer(
     help="Autotune vLLM's W8A8 block-FP8 Triton GEMM over the full M grid, keep every timing, "
@@ -43,27 +39,23 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
     rich_markup_mode=PLAIN_HELP,
-    context_settings=GROUP_CONTEXT,
 )
 shapes_app = typer.Typer(
     help="Models and their (N, K) per TP size: list, show, and read them "
     "from a server log or a config.json.",
     no_args_is_help=True,
     rich_markup_mode=PLAIN_HELP,
-    context_settings=GROUP_CONTEXT,
 )
 db_app = typer.Typer(
     help="Manage the store: its schema, its backup.",
     no_args_is_help=True,
     rich_markup_mode=PLAIN_HELP,
-    context_settings=GROUP_CONTEXT,
 )
 landscape_app = typer.Typer(
     help="Landscapes: recorded timings of a device, replayed by "
     "`tuner sweep --replay` and bench/search_quality.py.",
     no_args_is_help=True,
     rich_markup_mode=PLAIN_HELP,
-    context_settings=GROUP_CONTEXT,
 )
 app.add_typer(shapes_app, name="shapes")
 app.add_typer(db_app, name="db")
@@ -83,7 +75,7 @@ app.command("publish")(publish.publish_cmd)
 app.command("pull")(pull.pull)
 app.add_typer(landscape_app, name="landscape")
 recipe_app = typer.Typer(
-    help="Ready-to-run text for sweeps inside the serving image.", context_settings=GROUP_CONTEXT
+    help="Ready-to-run text for sweeps inside the serving image.", rich_markup_mode=PLAIN_HELP
 )
 app.add_typer(recipe_app, name="recipe")
 recipe_app.command("sweep")(recipe.recipe_sweep)
@@ -99,8 +91,6 @@ db_app.command("backup")(db_admin.db_backup)
 
 def main() -> None:
     """Console-script entry point: a store fault or Ctrl-C is one line (tuner.cli.guard)."""
-    from tuner.cli.guard import run_guarded
-
     run_guarded(app)
 
 

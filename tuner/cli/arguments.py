@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 from tuner.cli.errors import fail
 from tuner.core import VLLM_M_GRID
+from tuner.files.format import parse_config_list
+from tuner.kernels.config import KernelConfig
 
 if TYPE_CHECKING:
     from tuner.kernels.config import KernelConfig
@@ -43,8 +45,6 @@ def parse_m_values(text: str) -> tuple[int, ...]:
 def load_configs(path: Path | None) -> tuple[KernelConfig, ...] | None:
     """The `--configs` file's configs (a JSON list of vLLM's six-key dicts) as KernelConfig;
     None when no file is given. Bad files exit 2 with one line (typer.Exit)."""
-    from tuner.files.format import parse_config_list
-    from tuner.kernels.config import KernelConfig
 
     if path is None:
         return None

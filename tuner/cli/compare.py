@@ -67,8 +67,7 @@ from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.shape import Shape, as_block_shape
 from tuner.kernels.source import vllm_version
-from tuner.measure.noise import retime_interleaved
-from tuner.measure.rounds import RETIME_ROUNDS
+from tuner.measure.noise import RETIME_ROUNDS, retime_interleaved
 from tuner.measure.runner import Problem
 from tuner.run.sweep import progress_columns
 from tuner.run.worker import collect_environment
@@ -175,7 +174,7 @@ class _Compare:
         problem = Problem(M, N, K, self.block_shape, self.out_dtype, kernel=self.kernel)
         runner = CandidateRunner(
             problem,
-            runner_name=self.runner.name,
+            device=self.runner.torch_device,
             library=self.library,
             seed=self.seed,
             interpreter_reps=self.interpreter_reps,

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from db.repo import connect, sqlite_path, upgrade
 from tuner.cli.errors import fail
 from tuner.cli.options import DbOpt
 from tuner.cli.output import console
@@ -16,7 +18,6 @@ from tuner.cli.store import masked, no_store_line, open_failed, store_url
 def db_upgrade(db: DbOpt = None) -> None:
     """Upgrade the store's schema to this version of the tuner (Alembic); a new store is
     created at it."""
-    from db.repo import connect, upgrade
 
     url = store_url(db)
     store = connect(url)
@@ -38,9 +39,6 @@ def db_backup(
     Uses SQLite's online backup (Python's `sqlite3.Connection.backup`), which includes the
     commits still in `tuner.db-wal`: copying `tuner.db` alone is not a backup.
     """
-    import sqlite3
-
-    from db.repo import sqlite_path
 
     url = store_url(db, driver=False)
     path = sqlite_path(url)

@@ -11,10 +11,17 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from db.repo import session_scope
 from tuner.cli.errors import fail
 from tuner.cli.options import KernelChoice
 from tuner.cli.store import stored_device
 from tuner.core import ResolvedDevice
+from tuner.inputs.devices import matches
+from tuner.inputs.devices import resolve_device as resolve_named
+from tuner.kernels.registry import FAMILIES
+from tuner.kernels.source import choose_kernel, kernel_label
+from tuner.measure.runners import make_runner
+from tuner.run.gpus import visible_gpus
 
 if TYPE_CHECKING:
     from tuner.measure.runners import Runner
@@ -22,7 +29,6 @@ if TYPE_CHECKING:
 
 def resolve_kernel_choice(choice: KernelChoice) -> tuple[str, str]:
     """(source, space label) of --kernel here (`tuner.kernels.source.choose_kernel`); exit 2."""
-    from tuner.kernels.source import choose_kernel, kernel_label
 
     try:
         chosen = choose_kernel(choice.value)
@@ -52,8 +58,6 @@ def resolve_device(
         typer.Exit: exit 2 with one line: no visible GPU matches (need_device, not plan_only),
             a landscape of another device, a name that is no GPU model.
     """
-    from tuner.inputs.devices import matches
-    from tuner.inputs.devices import resolve_device as resolve_named
 
     if replay is not None:
         from tuner.measure.landscape import load_landscape
@@ -67,7 +71,6 @@ def resolve_device(
                 f"--device {device} does not name the landscape's device {landscape.device_name}"
             )
         return "replay", ResolvedDevice(landscape.device_name, visible_ids=(None,))
-    from tuner.run.gpus import visible_gpus
 
     try:
         resolved, note = resolve_named(
@@ -95,7 +98,6 @@ def resolve_runner(
     Raises:
         typer.Exit: exit 2 with one line, as `resolve_device`.
     """
-    from tuner.measure.runners import make_runner
 
     name, resolved = resolve_device(device, replay, need_device=need_device, plan_only=plan_only)
     try:
@@ -124,7 +126,6 @@ def use_runner(runner: Runner, visible: Sequence[str | None]) -> None:
         typer.Exit: one line, exit 2, when the kernel was already loaded for the other kind
             of device in this process.
     """
-    from tuner.kernels.registry import FAMILIES
 
     interpreted = os.environ.get("TRITON_INTERPRET") == "1"
     if not runner.on_gpu:
@@ -139,8 +140,6 @@ def use_runner(runner: Runner, visible: Sequence[str | None]) -> None:
     if interpreted:
         raise fail("TRITON_INTERPRET=1 is set: unset it to verify on a GPU")
     import torch
-
-    from tuner.run.gpus import visible_gpus
 
     index = next(gpu.index for gpu in visible_gpus() if gpu.visible_id == visible[0])
     torch.cuda.set_device(index)
@@ -166,7 +165,6 @@ def measuring_device(
     Raises:
         typer.Exit: exit 2 with one line, as `resolve_runner`, `stored_device`, `use_runner`.
     """
-    from db.repo import session_scope
 
     runner, resolved = resolve_runner(device, None, interpreter_reps=interpreter_reps)
     with session_scope(store) as session:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
+from db.repo import is_transient
+
 # Exit code of a store that stayed unavailable (down, locked, full); an interrupt exits 130
 # for Ctrl-C (128 + SIGINT), 143 for SIGTERM while workers run (tuner.run.interrupt).
 EXIT_STORE_UNAVAILABLE = 2
@@ -50,7 +52,6 @@ def _store_fault_line(exc: Exception) -> str | None:
     sqlalchemy_exc = sys.modules.get("sqlalchemy.exc")
     if sqlalchemy_exc is None or not isinstance(exc, sqlalchemy_exc.DBAPIError):
         return None
-    from db.repo import is_transient
 
     if not is_transient(exc):
         return None

@@ -7,16 +7,24 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from statistics import geometric_mean, median_high
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from db import repo
+from db.repo import session_scope
 from tuner.cli.errors import fail
 from tuner.cli.options import DbOpt, DeviceOpt
 from tuner.cli.output import console
 from tuner.cli.store import device_in_store, open_db
 from tuner.cli.tables import Column, print_table
-from tuner.core import OutDtype
+from tuner.core import OutDtype, TrialStatus
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.registry import DEFAULT_FAMILY, get_family
+from tuner.kernels.shape import block_shape_text, block_sort_key
+from tuner.measure.landscape import landscape_from_results, load_landscape, problem_stats
+from tuner.measure.trial import TrialResult
 
 if TYPE_CHECKING:
     from db.repo import DeviceTrialRow
@@ -48,11 +56,6 @@ def build_landscape(
     Raises:
         ValueError: no trials, or none complete when complete_only.
     """
-    from tuner.core import TrialStatus
-    from tuner.kernels.config import KernelConfig
-    from tuner.kernels.shape import block_shape_text, block_sort_key
-    from tuner.measure.landscape import landscape_from_results
-    from tuner.measure.trial import TrialResult
 
     if not rows:
         raise ValueError(f"no trials of {device_name} in the store")
@@ -109,7 +112,6 @@ def build_landscape(
 
 def _complete(results: list, spaces: list[str]) -> tuple[list, str]:
     """The results of the (N, K, M) with every config, and a note on the ones left out."""
-    from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 
     configs = Counter((n, k, m) for n, k, m, _, _ in results)
     if not configs:
@@ -154,8 +156,6 @@ def landscape_record(
     Record one after a full-grid sweep (--strategy grid); then
     bench/search_quality.py --landscape FILE measures search strategies against it.
     """
-    from db import repo
-    from db.repo import session_scope
 
     _, store = open_db(db, must_exist=True)
     with session_scope(store) as session:
@@ -213,10 +213,6 @@ def landscape_stats(
     trials finds it by luck, whatever the strategy, so read search results on it with that in
     mind.
     """
-    from statistics import geometric_mean, median_high
-
-    from tuner.kernels.registry import DEFAULT_FAMILY, get_family
-    from tuner.measure.landscape import load_landscape, problem_stats
 
     try:
         fractions = sorted({float(text) for text in ratios.split(",")}, reverse=True)

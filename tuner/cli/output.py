@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.console import Console
 
 from tuner.cli.errors import fail
+from tuner.run.sweep import summary_lines
 
 console = Console()
 # Progress bars: on stderr, so stdout keeps only the tables and lines a script reads.
@@ -21,7 +22,6 @@ def plain(text: str) -> None:
 
 def print_sweep_summary(summary) -> None:
     """The closing lines of a sweep run (`tuner.run.sweep.summary_lines`)."""
-    from tuner.run.sweep import summary_lines
 
     for line in summary_lines(summary):
         console.print(line, soft_wrap=True, markup=False, highlight=False)

@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from db import repo
+from db.repo import session_scope
 from tuner.cli.errors import fail
 from tuner.cli.options import DbOpt
 from tuner.cli.output import console, plain
@@ -18,8 +20,6 @@ def status(
     db: DbOpt = None,
 ) -> None:
     """Sweeps in the store with task and trial counts; with --sweep, that sweep's tasks."""
-    from db import repo
-    from db.repo import session_scope
 
     _, store = open_db(db, must_exist=True, read_only=True)
     with session_scope(store) as session:

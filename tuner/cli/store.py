@@ -9,13 +9,27 @@ import os
 from pathlib import Path
 
 import typer
+from sqlalchemy import inspect, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
+from db import repo
+from db.repo import (
+    SchemaError,
+    connect,
+    default_db_url,
+    normalized_url,
+    open_store,
+    read_only_url,
+    session_scope,
+    sqlite_path,
+)
 from tuner.cli.errors import fail
+from tuner.files.device import MergeError, device_files
+from tuner.inputs.devices import require_stored, store_device
 
 
 def masked(url: str) -> str:
     """A store URL with its password replaced by `***`, safe to print."""
-    from sqlalchemy import make_url
 
     return make_url(url).render_as_string(hide_password=True)
 
@@ -88,10 +102,6 @@ def store_url(db: str | None, *, driver: bool = True) -> str:
             other than SQLite or PostgreSQL or a driver SQLAlchemy does not know, or its driver
             is not installed (psycopg: the pip command that installs it).
     """
-    from sqlalchemy import make_url
-    from sqlalchemy.exc import ArgumentError
-
-    from db.repo import default_db_url, normalized_url
 
     url = db or default_db_url()
     try:
@@ -116,8 +126,6 @@ def store_url(db: str | None, *, driver: bool = True) -> str:
 def _check_driver(url: str) -> None:
     """Refuse, in one line with the fix, a URL whose SQLAlchemy dialect or DBAPI driver this
     environment cannot load (what `create_engine` would raise as a traceback)."""
-    from sqlalchemy import make_url
-    from sqlalchemy.exc import NoSuchModuleError
 
     parsed = make_url(url)
     try:
@@ -148,7 +156,6 @@ def _check_driver(url: str) -> None:
 def sqlite_missing(url: str) -> bool:
     """Whether a SQLite store URL names a file that does not exist (False for other stores and
     in-memory SQLite)."""
-    from db.repo import sqlite_path
 
     path = sqlite_path(url)
     return path is not None and not path.exists()
@@ -165,9 +172,6 @@ def no_store_line(url: str) -> str:
 def open_failed(exc: BaseException, url: str) -> typer.Exit:
     """One line (exit 2) for a store that could not be opened: a server that does not answer
     or refuses the login, a SQLite file that cannot be opened; return the Exit to raise."""
-    from sqlalchemy.exc import DBAPIError
-
-    from db.repo import sqlite_path
 
     orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
     reason = (str(orig).strip().splitlines() or [""])[0].strip()
@@ -185,7 +189,6 @@ def open_failed(exc: BaseException, url: str) -> typer.Exit:
 
 def _note_new_folder(url: str) -> None:
     """Say so on stderr when opening a SQLite store will create its folder."""
-    from sqlalchemy import make_url
 
     parsed = make_url(url)
     database = parsed.database or ""
@@ -203,9 +206,6 @@ def _note_new_folder(url: str) -> None:
 def _read_only_or_refused(url: str, read_only: bool) -> str:
     """The URL to open: the read-only URL of a SQLite store this process cannot write (one
     note line), the URL itself otherwise; one error line where the command must write."""
-    from sqlalchemy import make_url
-
-    from db.repo import read_only_url
 
     parsed = make_url(url)
     database = parsed.database or ""
@@ -247,7 +247,6 @@ def open_db(db: str | None, *, must_exist: bool = False, read_only: bool = False
     Raises:
         typer.Exit: one line, exit 2, when the store cannot be opened.
     """
-    from db.repo import SchemaError, open_store
 
     url = store_url(db)
     if must_exist:
@@ -274,9 +273,6 @@ def existing_store(db: str | None):
         typer.Exit: one line, exit 2: a bad URL, a missing driver, a server that does not
             answer, a store at another schema revision.
     """
-    from sqlalchemy import inspect, make_url
-
-    from db.repo import connect
 
     url = store_url(db)
     if sqlite_missing(url):
@@ -298,8 +294,6 @@ def existing_store(db: str | None):
 def device_in_store(session, device: str) -> str:
     """The store's device key that `--device` names (`tuner.inputs.devices.store_device`); else
     one line naming them, exit 2."""
-    from db import repo
-    from tuner.inputs.devices import store_device
 
     try:
         return store_device(device, repo.known_device_names(session))
@@ -311,8 +305,6 @@ def stored_device(session, device: str, device_name: str) -> str:
     """`device_name`, the vLLM key that `--device` resolved to, if the store has trials or
     imports of it (`tuner.inputs.devices.require_stored`); else one line naming the store's
     devices, exit 2."""
-    from db import repo
-    from tuner.inputs.devices import require_stored
 
     try:
         return require_stored(device, device_name, repo.known_device_names(session))
@@ -350,8 +342,6 @@ def store_files(
     Raises:
         typer.Exit: the winners cannot be merged (one line, exit 2).
     """
-    from db.repo import session_scope
-    from tuner.files.device import MergeError, device_files
 
     try:
         with session_scope(store) as session:

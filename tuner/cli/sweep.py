@@ -31,8 +31,13 @@ from tuner.cli.output import console, print_sweep_summary
 from tuner.cli.publish import NoPublishOpt, publish_device
 from tuner.cli.store import masked, open_db
 from tuner.cli.sweep_plan import DryRunOpt, YesOpt, default_lines, show_plan
-from tuner.core import OutDtype
-from tuner.run.options import DEFAULT_LEASE_S
+from tuner.core import REQUIRED_M, OutDtype
+from tuner.inputs.shapes import UnknownModelError, load_shapes
+from tuner.run.interrupt import interrupted_exit
+from tuner.run.options import DEFAULT_LEASE_S, RunOptions
+from tuner.run.plan import model_requests, opened_label, plan, space_name
+from tuner.run.supervisor import Supervisor
+from tuner.run.sweep import commonest_failure, run_workers, unfinished_in_scope, worker_specs
 from tuner.search.registry import DEFAULT_TRIALS
 
 # `tuner sweep --strategy`: what each search does. The option's type is built with the command
@@ -116,8 +121,6 @@ def sweep(
     files are published as its next release (unless --no-publish). The plan (tasks, trials,
     compiles, a time estimate) is printed first; --dry-run prints only that.
     """
-    from tuner.run.options import RunOptions
-    from tuner.run.plan import model_requests
 
     if gpus is not None and not dry_run:
         raise fail("--gpus plans for another host: use it with --dry-run")
@@ -180,7 +183,6 @@ def sweep(
 
 def _parse(m: str, model: str, tp: int | None) -> tuple:
     """(--m's sorted M values, the model's shapes); a bad value exits 2 with one line."""
-    from tuner.inputs.shapes import UnknownModelError, load_shapes
 
     try:
         m_values = parse_m_values(m)
@@ -192,7 +194,6 @@ def _parse(m: str, model: str, tp: int | None) -> tuple:
 
 def _grid_warnings(m_values: tuple[int, ...]) -> list[str]:
     """The warning line when the M grid lacks some of vLLM's batch sizes (`REQUIRED_M`)."""
-    from tuner.core import REQUIRED_M
 
     missing = [value for value in REQUIRED_M if value not in m_values]
     return (
@@ -207,9 +208,6 @@ def _plan_and_run(
 ) -> None:
     """Create, extend or find one sweep and run it to the end; exit 1 if tasks are left or no
     trial came out ok."""
-    from tuner.run.interrupt import interrupted_exit
-    from tuner.run.plan import opened_label, plan
-    from tuner.run.sweep import commonest_failure, run_workers
 
     opened = plan(store, request)
     info = opened.info
@@ -288,11 +286,6 @@ def worker(
     Pass the --configs file (or --replay landscape) the sweep was created with: workers only
     take tasks of sweeps over their own config space.
     """
-    from tuner.run.interrupt import interrupted_exit
-    from tuner.run.options import RunOptions
-    from tuner.run.plan import space_name
-    from tuner.run.supervisor import Supervisor
-    from tuner.run.sweep import unfinished_in_scope, worker_specs
 
     candidates = load_configs(configs)
     source, label = resolve_kernel_choice(kernel)

@@ -55,7 +55,7 @@ from tuner.core import OutDtype
 from tuner.inputs.shapes import ModelShapes, UnknownModelError, load_shapes
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.shape import as_block_shape
-from tuner.measure.rounds import RETIME_ROUNDS
+from tuner.measure.noise import RETIME_ROUNDS
 from tuner.measure.runner import Problem
 from tuner.measure.timing import REP_S, WARMUP_S
 from tuner.run.options import RunOptions

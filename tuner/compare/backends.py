@@ -314,9 +314,9 @@ class CandidateRunner(KernelRunner):
     CUDA graphs, interleaved samples). Dense family only; `library`: `library_kernels`'s."""
 
     def __init__(
-        self, problem: Problem, *, runner_name: str, library: Mapping[str, LibraryKernel], **options
+        self, problem: Problem, *, device: str, library: Mapping[str, LibraryKernel], **options
     ) -> None:
-        super().__init__(problem, runner_name=runner_name, **options)
+        super().__init__(problem, device=device, **options)
         self.library = {
             name: kernel.fresh() if isinstance(kernel, LayerKernel) else kernel
             for name, kernel in library.items()

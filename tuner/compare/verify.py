@@ -21,8 +21,7 @@ from tuner.inputs.shapes import ModelShapes
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.shape import FamilyShape, Shape, as_block_shape
-from tuner.measure.noise import retime_interleaved
-from tuner.measure.rounds import RETIME_ROUNDS
+from tuner.measure.noise import RETIME_ROUNDS, retime_interleaved
 from tuner.measure.trial import TrialResult
 
 # The least noise a loss must exceed on the interpreter, as a fraction of the default's median:

@@ -9,13 +9,11 @@ import json
 import os
 import subprocess
 import sys
-from typing import TYPE_CHECKING
 
+from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
-
-if TYPE_CHECKING:
-    from tuner.kernels.config import KernelConfig
-    from tuner.measure.runner import Problem
+from tuner.kernels.shape import Shape
+from tuner.measure.runner import KernelRunner, Problem
 
 # The trials timed: a small GEMM (N, K, M) of the registry's default family, bf16 out, and
 # three configs of vLLM's space (a sweep's trials are of distinct configs, each its first call:
@@ -33,9 +31,6 @@ def calibration_trials() -> tuple[Problem, list[KernelConfig]]:
     Returns:
         (the problem, its configs in timing order).
     """
-    from tuner.kernels.config import KernelConfig
-    from tuner.kernels.shape import Shape
-    from tuner.measure.runner import Problem
 
     N, K, M = CALIBRATION_SHAPE
     problem = Problem(M, N, K, (128, 128), "bfloat16", family=DEFAULT_FAMILY)
@@ -47,10 +42,9 @@ def calibration_trials() -> tuple[Problem, list[KernelConfig]]:
 
 
 def _trial_here(interpreter_reps: int) -> float:
-    from tuner.measure.runner import KernelRunner
 
     problem, configs = calibration_trials()
-    runner = KernelRunner(problem, runner_name="interpreter", interpreter_reps=interpreter_reps)
+    runner = KernelRunner(problem, device="cpu", interpreter_reps=interpreter_reps)
     times = [runner.evaluate(config).measure_s or 0.0 for config in configs]
     return sum(times) / len(times)
 
@@ -61,7 +55,7 @@ def _runs_interpreted() -> bool:
     imported), so a trial can run here."""
     family = get_family(DEFAULT_FAMILY)
     if family.kernel_module not in sys.modules:
-        return os.environ.get("TRITON_INTERPRET") == "1" and "triton" not in sys.modules
+        return os.environ.get("TRITON_INTERPRET") == "1"  # read when the kernel is defined
     from triton.runtime.interpreter import InterpretedFunction
 
     kernel = getattr(importlib.import_module(family.kernel_module), family.kernel_function)

@@ -7,14 +7,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from tuner.kernels.config import KernelConfig
-from tuner.measure.rounds import RETIME_ROUNDS as RETIME_ROUNDS
 from tuner.measure.timing import percentiles
 from tuner.measure.trial import TrialResult
 
 # Configs re-timed besides the default: the fastest three of a search.
 RETIME_TOP = 3
-# RETIME_ROUNDS, the samples per config in the re-timing, lives in tuner.measure.rounds (no
-# imports) so that the CLI names it in `--help` without importing the kernel modules.
+# Samples per config in the re-timing. 12 rounds: every config starts a round equally often
+# whether 2, 3 or 4 configs are re-timed (12 is a multiple of each), and p20/p80 of 12 samples
+# rest on 2-3 samples beyond them on each side. At about 1 ms a sample on a GPU
+# (tuner.measure.timing.SAMPLE_S) four configs cost some 50 ms, less than one trial's timing.
+RETIME_ROUNDS = 12
 
 KEPT_FASTEST = "fastest"
 KEPT_DEFAULT = "default"

@@ -30,8 +30,6 @@ from tuner.measure.timing import (
 )
 from tuner.measure.trial import TrialResult
 
-# KernelRunner's runner names -> the torch device their tensors live on (parsed once per runner).
-RUNNER_DEVICES = {"cuda": "cuda", "interpreter": "cpu"}
 # Relative Frobenius error a bf16 output must stay under: bf16 keeps 8 significant bits (a
 # relative step of 2^-8, about 4e-3), so 1e-2 passes a correct FP8 product and fails a wrong
 # tile or scale.
@@ -117,13 +115,14 @@ class KernelRunner:
     poisoned with NaN and checked against the reference (relative Frobenius error below
     `REL_TOL`, every element written); only then is it timed, as `time_us` describes: weight
     copies rotated so B is not L2-resident, launches replayed from a CUDA graph, median and
-    20th/80th percentiles of the per-launch time. On `runner_name="interpreter"` (TRITON_INTERPRET=1
+    20th/80th percentiles of the per-launch time. On `device="cpu"` (TRITON_INTERPRET=1
     set before triton was imported) the same loop runs eagerly on a wall clock; those are CPU
     timings of the interpreter, not GPU ones.
 
     Args:
         problem: the GEMM to tune.
-        runner_name: the runner's name (`Runner.name`), "cuda" or "interpreter".
+        device: where it runs (`Runner.torch_device`): "cuda", or "cpu" for Triton's
+            interpreter.
         seed: seed of the random inputs.
         interpreter_reps: timed samples per config on the interpreter.
         clock: wall clock in seconds for the interpreter, replaceable in tests.
@@ -133,14 +132,14 @@ class KernelRunner:
             interpreter when None.
 
     Raises:
-        ValueError: unknown runner_name or out_dtype.
+        ValueError: unknown device or out_dtype.
     """
 
     def __init__(
         self,
         problem: Problem,
         *,
-        runner_name: str,
+        device: str,
         seed: int = 0,
         interpreter_reps: int = 3,
         clock: Callable[[], float] = time.perf_counter,
@@ -150,19 +149,18 @@ class KernelRunner:
     ) -> None:
         import torch
 
-        if runner_name not in RUNNER_DEVICES:
-            raise ValueError(f"runner_name must be 'cuda' or 'interpreter', got {runner_name!r}")
+        if device not in ("cuda", "cpu"):
+            raise ValueError(f"device must be 'cuda' or 'cpu', got {device!r}")
         if problem.out_dtype not in OUT_DTYPES:
             raise ValueError(f"out_dtype must be one of {OUT_DTYPES}, got {problem.out_dtype!r}")
         self.problem = problem
-        self.runner_name = runner_name
         self.interpreter_reps = interpreter_reps
         self.clock = clock
         self.warmup_s = warmup_s
         self.rep_s = rep_s
         self._torch = torch
         self.family = get_family(problem.family)
-        self.device = RUNNER_DEVICES[runner_name]
+        self.device = device
         self.on_gpu = self.device != "cpu"
         source = self.family.source(problem.kernel)
         self.workload = source.workload(problem.shape, problem.M, seed=seed, device=self.device)
@@ -185,7 +183,8 @@ class KernelRunner:
             `ok` with rel_error when every element was written and the error is below REL_TOL;
             otherwise `wrong_result` or the launch failure's status, with the reason.
         """
-        from tuner.kernels.accuracy import relative_error
+
+        from tuner.kernels.accuracy import relative_error  # imports torch: after the runner's pin
 
         torch = self._torch
         out = torch.full(

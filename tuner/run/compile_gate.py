@@ -8,9 +8,10 @@ from concurrent.futures import ProcessPoolExecutor
 
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import DEFAULT_FAMILY
+from tuner.measure.compile import compile_pool
 from tuner.measure.compile_cache import CompileCache
 from tuner.measure.precompile import Precompiler, PrecompileStats
-from tuner.measure.resources import launch_problem
+from tuner.measure.resources import MAX_SHARED_BYTES, launch_problem
 from tuner.measure.trial import TrialResult
 from tuner.run.worker_spec import WorkerShared
 from tuner.search.axes import neighbours, space_axes
@@ -131,7 +132,6 @@ class WorkerCompiler:
     """
 
     def __init__(self, workers: int, arch: int) -> None:
-        from tuner.measure.compile import compile_pool
 
         self.arch = arch
         self.workers = workers
@@ -143,8 +143,6 @@ class WorkerCompiler:
         architecture has no known resource limits (`tuner.measure.resources.MAX_SHARED_BYTES`):
         pruning would then fail every task, so Triton compiles at first launch instead."""
         import torch
-
-        from tuner.measure.resources import MAX_SHARED_BYTES
 
         major, minor = torch.cuda.get_device_capability()
         arch = 10 * major + minor
@@ -173,7 +171,6 @@ class WorkerCompiler:
 
     def closed(self, gate, shared: WorkerShared | None) -> None:
         """Close a task's gate and add its compile and wait seconds to the shared counters."""
-        from tuner.measure.compile import compile_pool
 
         stats = gate.close()
         if shared is not None:

@@ -14,6 +14,9 @@ from __future__ import annotations
 import threading
 import time
 
+from db import repo
+from db.repo import session_scope
+
 
 class Lease:
     """The lease of one claimed task.
@@ -42,8 +45,6 @@ class Lease:
         Raises:
             sqlalchemy.exc.DBAPIError: the store could not be reached.
         """
-        from db import repo
-        from db.repo import session_scope
 
         if self._lost:
             return False

@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from db import repo
+from db.repo import session_scope
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.shape import FamilyShape, Shape, as_block_shape, store_columns
@@ -149,8 +151,6 @@ def plan(store, request: SweepRequest):
         `db.repo.OpenedSweep`: the sweep and what was done ("new", "resumed", "extended", or
         "kept" when the stored sweep has a larger budget than asked).
     """
-    from db import repo
-    from db.repo import session_scope
 
     with session_scope(store) as session:
         return repo.open_sweep(session, **request.sweep_fields())

@@ -28,7 +28,10 @@ from typing import TYPE_CHECKING
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
-from db.repo import Outage, StoreUnavailable, retry_store, url_of
+from db import repo
+from db.repo import Outage, StoreUnavailable, retry_store, session_scope, url_of
+from tuner.core import TrialStatus
+from tuner.kernels.config import KernelConfig
 from tuner.run.interrupt import Terminated
 from tuner.run.worker import worker_main
 from tuner.run.worker_spec import (
@@ -269,18 +272,18 @@ class Supervisor:
         slot.idle_deaths = 0 if progressed else slot.idle_deaths + 1
         return bool(unfinished) and self._restart(slot)
 
-    def _blame(self, slot: _Slot, exitcode: int, how: str) -> tuple[str | None, str | None]:
-        """(status, error) to record for the config in flight: "timeout" when this supervisor
-        killed it as overdue, "crashed" when the exit blames the config, else (None, None)."""
+    def _blame(self, slot: _Slot, exitcode: int, how: str) -> tuple[TrialStatus | None, str | None]:
+        """(status, error) to record for the config in flight: TIMEOUT when this supervisor
+        killed it as overdue, CRASHED when the exit blames the config, else (None, None)."""
         if slot.overdue_config is not None:
             error = f"no result after {self.trial_timeout_s:g} s (trial timeout); worker killed"
-            return "timeout", error
+            return TrialStatus.TIMEOUT, error
         if blames_config(exitcode):
-            return "crashed", f"worker {how} while measuring this config"
+            return TrialStatus.CRASHED, f"worker {how} while measuring this config"
         return None, None
 
     def _record_exit(
-        self, slot: _Slot, status: str | None, error: str | None
+        self, slot: _Slot, status: TrialStatus | None, error: str | None
     ) -> tuple[tuple[InFlight, KernelConfig] | None, int]:
         """In one transaction: record the config in flight as `status` (if any, and only while
         the worker held its task), hand the worker's tasks back, count the unfinished tasks.
@@ -289,14 +292,12 @@ class Supervisor:
             ((in-flight entry, its KernelConfig) or None when nothing was recorded, the
             number of unfinished tasks of the worker's sweep).
         """
-        from db import repo
-        from db.repo import session_scope
-        from tuner.kernels.config import KernelConfig
 
         assert slot.spec is not None and slot.shared is not None
         spec = slot.spec
         entry = slot.shared.in_flight()
-        if status == "timeout" and entry is not None and entry.config != slot.overdue_config:
+        overdue = slot.overdue_config
+        if status is TrialStatus.TIMEOUT and entry is not None and entry.config != overdue:
             entry = None  # it finished that config just before the kill
         with session_scope(self.store) as session:
             environment_id = slot.shared.environment_id.value
@@ -330,7 +331,7 @@ class Supervisor:
         slot: _Slot,
         exitcode: int,
         how: str,
-        status: str | None,
+        status: TrialStatus | None,
         blamed: tuple[InFlight, KernelConfig] | None,
     ) -> None:
         """Count a recorded crashed or timed-out trial and say what became of the exit."""
@@ -341,8 +342,8 @@ class Supervisor:
             self.on_event(f"worker {slot.label} {how}{where}; its task goes back to the queue")
             return
         entry, config = blamed
-        self.crashed += status == "crashed"
-        self.timeouts += status == "timeout"
+        self.crashed += status is TrialStatus.CRASHED
+        self.timeouts += status is TrialStatus.TIMEOUT
         self.on_event(
             f"worker {slot.label} {how} while measuring {config.short()} for "
             f"N={entry.N}, K={entry.K}, M={entry.M}: recorded as {status}"
@@ -365,8 +366,6 @@ class Supervisor:
     def _stop_all(self) -> None:
         """Stop every worker and hand their tasks back, if the store answers within a few
         seconds (else the leases expire: `lease_s` after the last heartbeat)."""
-        from db import repo
-        from db.repo import session_scope
 
         running = [slot.process for slot in self.slots if slot.process is not None]
         for process in running:

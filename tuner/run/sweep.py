@@ -4,13 +4,27 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from db import repo
+from db.repo import retry_store, session_scope
+from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.run.options import RunOptions
 from tuner.run.plan import SweepRequest
+from tuner.run.supervisor import Supervisor
 from tuner.run.worker_spec import WorkerSpec
 
 if TYPE_CHECKING:
@@ -20,13 +34,6 @@ if TYPE_CHECKING:
 def progress_columns(unit: str) -> tuple:
     """The columns of the progress bars of `tuner sweep` and `tuner verify`: what, bar,
     done/total `unit`, elapsed, ETA (rich.progress columns)."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
 
     return (
         TextColumn("[bold]{task.description}"),
@@ -155,9 +162,6 @@ def run_workers(
             (`db.faults.store_timeout_s`); the workers were stopped, their tasks handed back
             where the store allowed.
     """
-    from rich.progress import Progress
-
-    from tuner.run.supervisor import Supervisor
 
     options = options or RunOptions()
     specs = worker_specs(
@@ -205,8 +209,6 @@ def _bar_label(sweep_id: int, now) -> str:
 def _progress_readers(store, db_url: str, sweep_id: int):
     """(read, read through a store restart) of the sweep's progress (`db.repo.sweep_progress`);
     the supervisor bounds a longer outage."""
-    from db import repo
-    from db.repo import retry_store, session_scope
 
     def read_progress():
         with session_scope(store) as session:
@@ -262,10 +264,6 @@ def commonest_failure(store, sweep_id: int) -> str:
         the commonest (status, first line of the error) among the sweep's trials that are not
         ok, or among its failed tasks' errors when no trial was stored.
     """
-    from collections import Counter
-
-    from db import repo
-    from db.repo import session_scope
 
     with session_scope(store) as session:
         tasks = repo.sweep_tasks(session, sweep_id=sweep_id)
@@ -278,7 +276,9 @@ def commonest_failure(store, sweep_id: int) -> str:
         return lines[0][:300] if lines else "no error text"
 
     failed = Counter(
-        (trial.status, first_line(trial.error)) for trial in trials if trial.status != "ok"
+        (trial.status, first_line(trial.error))
+        for trial in trials
+        if trial.status != TrialStatus.OK
     )
     if failed:
         (status, error), n = failed.most_common(1)[0]
@@ -382,8 +382,6 @@ def unfinished_in_scope(store, *, sweep_id: int | None, device_name: str, space:
         LookupError: `sweep_id` names no sweep.
         ValueError: the sweep is on another device or over another config space (one line).
     """
-    from db import repo
-    from db.repo import session_scope
 
     with session_scope(store) as session:
         if sweep_id is not None:

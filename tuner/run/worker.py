@@ -14,7 +14,22 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+
+from db import repo
+from db.repo import (
+    StoreUnavailable,
+    connect,
+    describe_store_error,
+    is_transient,
+    retry_store,
+    session_scope,
+    store_timeout_s,
+)
+from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import DEFAULT_FAMILY
+from tuner.measure.roofline import ceiling_details, measure_ceilings
 from tuner.measure.runners.base import source_fields
 from tuner.run.compile_gate import WorkerCompiler
 from tuner.run.lease import Heartbeat, Lease
@@ -66,8 +81,6 @@ class _ParentWatch(threading.Thread):
         self.store, self.spec, self.claim_lock = store, spec, claim_lock
 
     def run(self) -> None:
-        from db import repo
-        from db.repo import session_scope
 
         while os.getppid() == self.spec.parent_pid:
             time.sleep(0.25)
@@ -83,9 +96,6 @@ def _record_ceilings(store, environment_id: int, device: str) -> None:
     """Measure this GPU's copy bandwidth and FP8-mm throughput (`tuner.measure.roofline`) and store
     them with the environment, for the roofline ratios of its winners. A failure is reported
     and the worker goes on: the ratios are then left out."""
-    from db import repo
-    from db.repo import session_scope
-    from tuner.measure.roofline import ceiling_details, measure_ceilings
 
     try:
         ceilings = measure_ceilings(device)
@@ -117,7 +127,6 @@ def worker_main(spec: WorkerSpec, shared: WorkerShared | None = None) -> None:
         spec: what to claim and how to measure.
         shared: counters shared with the supervisor, if any.
     """
-    from db.repo import StoreUnavailable
 
     try:
         _work(spec, shared)
@@ -146,9 +155,6 @@ class _Worker:
     ceilings, the candidate space, the compile pool) and its claim loop (`claim_loop`)."""
 
     def __init__(self, spec: WorkerSpec, shared: WorkerShared | None) -> None:
-        from db import repo
-        from db.repo import connect
-        from tuner.kernels.config import KernelConfig
 
         self.spec, self.shared = spec, shared
         self.store = connect(spec.db_url)
@@ -173,13 +179,11 @@ class _Worker:
 
     def stored(self, step):
         """One store transaction, retried on a fresh connection while the store is down."""
-        from db.repo import retry_store
 
         return retry_store(step, url=self.spec.db_url)
 
     def in_session(self, function, **kwargs):
         """`function(session, **kwargs)` in one retried transaction."""
-        from db.repo import session_scope
 
         def step():
             with session_scope(self.store) as session:
@@ -193,8 +197,6 @@ class _Worker:
 
     def claim(self):
         """(a claimed task or None, the unfinished tasks in scope), under the claim lock."""
-        from db import repo
-        from db.repo import session_scope
 
         with self.claim_lock, session_scope(self.store) as session:
             spec = self.spec
@@ -212,7 +214,6 @@ class _Worker:
 
     def environment_for(self, task) -> int:
         """The environment the task's trials are recorded with (its family's kernel)."""
-        from db import repo
 
         key = task.family if self.spec.runner.family_environments else None
         if key not in self.environments:
@@ -223,7 +224,6 @@ class _Worker:
     def claim_loop(self) -> None:
         """Claim and run tasks until none is left in scope; wait out leases of tasks that
         workers which may have died still hold."""
-        from db import repo
 
         spec = self.spec
         while True:
@@ -263,11 +263,6 @@ class _Worker:
             db.faults.StoreUnavailable: the store stayed down past its deadline (the task is
                 handed back where the store allows).
         """
-        from sqlalchemy.exc import DBAPIError
-        from sqlalchemy.exc import TimeoutError as PoolTimeoutError
-
-        from db import repo
-        from db.repo import StoreUnavailable, is_transient, store_timeout_s
 
         spec = self.spec
         environment_id = self.environment_for(task)
@@ -312,7 +307,6 @@ class _Worker:
 
 
 def _store_line(exc: BaseException, url: str) -> str:
-    from db.repo import describe_store_error
 
     return describe_store_error(exc, url)
 
@@ -320,8 +314,6 @@ def _store_line(exc: BaseException, url: str) -> str:
 def _hand_back(store, spec: WorkerSpec) -> None:
     """Hand this worker's task back on the way out, if the store answers within a few seconds
     (else its supervisor tries, and past that the lease expires)."""
-    from db import repo
-    from db.repo import StoreUnavailable, retry_store, session_scope
 
     def step():
         with session_scope(store) as session:

@@ -4,9 +4,12 @@ the counters it shares with its supervisor, its exit codes and the ways a task c
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tuner.core import CONFIG_KEYS
 from tuner.run.options import RunOptions
 
 if TYPE_CHECKING:
@@ -25,8 +28,6 @@ EXIT_STORE = 5  # the store stayed unreachable or full past its deadline; the sw
 def worker_log_path(worker_id: str):
     """Where a worker that dies of an unexpected error writes its traceback (the supervisor
     names the file in its one line): `<temp dir>/tuner-worker-<worker_id>.log`, ':' as '-'."""
-    import tempfile
-    from pathlib import Path
 
     return Path(tempfile.gettempdir()) / f"tuner-worker-{worker_id.replace(':', '-')}.log"
 
@@ -188,7 +189,6 @@ class WorkerShared:
             The mark; None when there is none, or when the worker kept rewriting it while it
             was read (a live worker between two trials: nothing to blame).
         """
-        from tuner.core import CONFIG_KEYS
 
         flight = self._flight
         for _ in range(100):

@@ -37,9 +37,7 @@ def test_on_the_cpu_triton_and_torch_pass_the_same_check_and_a_wrong_kernel_fail
     assert unavailable[VLLM_CUTLASS] == "CPU run: vLLM's GPU kernels are not timed"
     assert unavailable[VLLM_MARLIN].startswith("MarlinFP8ScaledMMLinearKernel not importable")
     problem = Problem(M=3, N=200, K=256)  # N not a multiple of 128: a partial scale block
-    runner = CandidateRunner(
-        problem, runner_name="interpreter", library=kernels, interpreter_reps=1
-    )
+    runner = CandidateRunner(problem, device="cpu", library=kernels, interpreter_reps=1)
     triton = runner.check(Candidate(TRITON_DEFAULT, default_config()))
     torch_cpu = runner.check(Candidate(TORCH_CPU))
     assert (triton.status, torch_cpu.status) == (TrialStatus.OK, TrialStatus.OK)
@@ -50,9 +48,7 @@ def test_on_the_cpu_triton_and_torch_pass_the_same_check_and_a_wrong_kernel_fail
     def zeros(A, As, B, Bs, out_dtype, block_shape):
         return torch.zeros(A.shape[0], B.shape[0], dtype=out_dtype)
 
-    runner = CandidateRunner(
-        Problem(M=2, N=128, K=128), runner_name="interpreter", library={"z": zeros}
-    )
+    runner = CandidateRunner(Problem(M=2, N=128, K=128), device="cpu", library={"z": zeros})
     wrong = runner.check(Candidate("z"))
     assert (wrong.status, wrong.rel_error) == (TrialStatus.WRONG_RESULT, 1.0)
 
@@ -92,7 +88,7 @@ def test_marlin_processes_each_weight_copy_untimed_and_matches_the_reference(sta
     problem = Problem(M=3, N=200, K=256)
     runner = CandidateRunner(
         problem,
-        runner_name="interpreter",
+        device="cpu",
         library=kernels,
         interpreter_reps=2,
         timer=_Timer(marlin),

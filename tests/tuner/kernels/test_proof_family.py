@@ -234,7 +234,7 @@ class Runner:
 def test_a_file_is_verified_against_the_familys_own_default(toy) -> None:
     checked = KernelRunner(
         Problem(3, 96, 80, None, "bfloat16", family="toy", params=(("G", 2),)),
-        runner_name="interpreter",
+        device="cpu",
     ).check(SPACE[0])  # the toy's kernel against its float64 reference
     assert checked.status is TrialStatus.OK and checked.rel_error < 1e-2, checked
     faster = KernelConfig(32, 32, 32, 1, 4, 2)

@@ -39,9 +39,7 @@ def test_summarize_us():
 
 def test_default_config_passes_the_gate_and_is_timed_with_the_clock():
     clock = FakeClock([0.003, 0.001, 0.002])
-    runner = KernelRunner(
-        PROBLEM, runner_name="interpreter", seed=1, interpreter_reps=3, clock=clock
-    )
+    runner = KernelRunner(PROBLEM, device="cpu", seed=1, interpreter_reps=3, clock=clock)
     result = runner.evaluate(default_config())
     assert result.status is TrialStatus.OK
     assert result.ok
@@ -51,7 +49,7 @@ def test_default_config_passes_the_gate_and_is_timed_with_the_clock():
 
 
 def test_invalid_config_is_not_launched():
-    runner = KernelRunner(PROBLEM, runner_name="interpreter")
+    runner = KernelRunner(PROBLEM, device="cpu")
     result = runner.evaluate(KernelConfig(64, 128, 256, 32, 4, 2))
     assert result.status is TrialStatus.INVALID
     assert result.error == "BLOCK_SIZE_K=256 does not divide group_k=128"
@@ -59,7 +57,7 @@ def test_invalid_config_is_not_launched():
 
 
 def test_wrong_result_is_caught():
-    runner = KernelRunner(PROBLEM, runner_name="interpreter")
+    runner = KernelRunner(PROBLEM, device="cpu")
     runner.reference = runner.reference * 1.05  # a 5% error, as a wrong scale would give
     result = runner.evaluate(SMALL)
     assert result.status is TrialStatus.WRONG_RESULT
@@ -69,7 +67,7 @@ def test_wrong_result_is_caught():
 
 
 def test_unwritten_output_is_caught(monkeypatch):
-    runner = KernelRunner(PROBLEM, runner_name="interpreter")
+    runner = KernelRunner(PROBLEM, device="cpu")
 
     def writes_half(config, out=None):
         out[: PROBLEM.M // 2] = runner.reference[: PROBLEM.M // 2].to(out.dtype)
@@ -81,7 +79,7 @@ def test_unwritten_output_is_caught(monkeypatch):
 
 
 def test_a_launch_that_raises_is_recorded_not_raised(monkeypatch):
-    runner = KernelRunner(PROBLEM, runner_name="interpreter")
+    runner = KernelRunner(PROBLEM, device="cpu")
 
     def boom(config, out=None):
         raise RuntimeError("CUDA error: an illegal memory access\nwas encountered")
@@ -110,13 +108,13 @@ def test_launch_failures_are_classified():
 
 
 def test_fp16_output_and_bad_arguments():
-    runner = KernelRunner(Problem(1, 64, 128, out_dtype="float16"), runner_name="interpreter")
+    runner = KernelRunner(Problem(1, 64, 128, out_dtype="float16"), device="cpu")
     assert runner.evaluate(SMALL).ok
     assert runner.out_dtype is torch.float16
-    with pytest.raises(ValueError, match="runner_name must be"):
-        KernelRunner(PROBLEM, runner_name="rocm")
+    with pytest.raises(ValueError, match="device must be"):
+        KernelRunner(PROBLEM, device="rocm")
     with pytest.raises(ValueError, match="out_dtype must be one of"):
-        KernelRunner(Problem(1, 64, 128, out_dtype="float32"), runner_name="interpreter")
+        KernelRunner(Problem(1, 64, 128, out_dtype="float32"), device="cpu")
 
 
 TIMED = Problem(M=16, N=256, K=256)
@@ -141,7 +139,7 @@ class DeviceClock:
 
 def test_interpreter_timing_rotates_real_weight_copies(monkeypatch):
     clock = DeviceClock([0.003, 0.005])
-    runner = KernelRunner(TIMED, runner_name="interpreter", interpreter_reps=3, clock=clock)
+    runner = KernelRunner(TIMED, device="cpu", interpreter_reps=3, clock=clock)
     real_launch = runner._launch_copy
     outputs = []
 
@@ -199,9 +197,7 @@ def test_cuda_path_plan_graphs_and_per_launch_time(monkeypatch):
         "get_device_properties",
         lambda device: SimpleNamespace(L2_cache_size=4 * COPY_BYTES),
     )
-    runner = KernelRunner(
-        TIMED, runner_name="interpreter", warmup_s=0.003, rep_s=0.01, timer=WallTimer(clock)
-    )
+    runner = KernelRunner(TIMED, device="cpu", warmup_s=0.003, rep_s=0.01, timer=WallTimer(clock))
     replaying = []
 
     def launch(config, copy):
@@ -243,7 +239,7 @@ def test_samplers_are_kept_for_the_last_configs_only(monkeypatch):
     from tuner.measure.runner import KEPT_SAMPLERS
 
     clock = DeviceClock([0.001, 0.002])
-    runner = KernelRunner(TIMED, runner_name="interpreter", clock=clock)
+    runner = KernelRunner(TIMED, device="cpu", clock=clock)
     monkeypatch.setattr(runner, "_launch_copy", lambda config, copy: clock.launched(copy))
     configs = [KernelConfig(16, 64, 64, group, 4, 2) for group in range(1, KEPT_SAMPLERS + 2)]
     assert [runner.sample_us(config) for config in configs] == pytest.approx(
@@ -268,7 +264,7 @@ def test_graph_replays_on_a_gpu_write_the_right_result_into_every_copy(M):
     from tuner.kernels.accuracy import relative_error
 
     runner = KernelRunner(
-        Problem(M=M, N=512, K=384), runner_name="cuda", seed=2, warmup_s=0.002, rep_s=0.01
+        Problem(M=M, N=512, K=384), device="cuda", seed=2, warmup_s=0.002, rep_s=0.01
     )
     result = runner.evaluate(default_config())
     assert result.status is TrialStatus.OK, result.error

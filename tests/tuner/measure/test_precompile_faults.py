@@ -16,6 +16,7 @@ from tuner.measure.compile_cache import CompileCache
 from tuner.measure.precompile import Precompiler
 from tuner.measure.resources import CompileInfo, launch_problem
 from tuner.measure.runner import Problem
+from tuner.run import compile_gate
 from tuner.run.compile_gate import CompileGate, WorkerCompiler
 
 SPEC = {"arch": 90, "M": 33, "N": 512, "K": 256, "block_shape": (128, 128), "out_dtype": "float16"}
@@ -125,7 +126,7 @@ def test_the_worker_replaces_a_broken_pool_after_the_task(tmp_path, monkeypatch)
         pools.append(FakePool())
         return pools[-1]
 
-    monkeypatch.setattr(compile_module, "compile_pool", make_pool)
+    monkeypatch.setattr(compile_gate, "compile_pool", make_pool)
     monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (10, 3))
     assert WorkerCompiler.for_this_gpu(2) is None  # sm103: no known limits, no pruning

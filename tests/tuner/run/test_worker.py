@@ -10,8 +10,7 @@ from tests.storefill import DENSE_SWEEP
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
-from tuner.measure import runner as measure
-from tuner.measure.runners import InterpreterRunner
+from tuner.measure.runners import InterpreterRunner, gpu, interpreter
 from tuner.measure.trial import TrialResult
 from tuner.run.task import run_task, trial_cap
 from tuner.run.worker_spec import WorkerSpec
@@ -30,7 +29,7 @@ class StubRunner:
     sampled: list = []
     kill_at: int | None = None
 
-    def __init__(self, problem, *, runner_name, seed, interpreter_reps=3, warmup_s, rep_s):
+    def __init__(self, problem, *, device, seed, interpreter_reps=3, warmup_s, rep_s):
         self.problem = problem
         StubRunner.budgets = (warmup_s, rep_s)
 
@@ -95,7 +94,8 @@ def make_store(folder, strategy="optuna"):
 
 @pytest.fixture(autouse=True)
 def stub_runner(monkeypatch):
-    monkeypatch.setattr(measure, "KernelRunner", StubRunner)
+    for module in (gpu, interpreter):
+        monkeypatch.setattr(module, "KernelRunner", StubRunner)
     StubRunner.measured, StubRunner.sampled, StubRunner.kill_at = [], [], None
 
 

@@ -10,8 +10,7 @@ from db.connection import open_store, session_scope
 from tests.storefill import DENSE_SWEEP
 from tuner.core import TrialStatus
 from tuner.kernels.dense.space import vllm_space
-from tuner.measure import runner as measure
-from tuner.measure.runners import make_runner
+from tuner.measure.runners import gpu, interpreter, make_runner
 from tuner.measure.trial import TrialResult
 from tuner.run.task import run_task
 from tuner.run.worker_spec import ContextLost, TaskLost, WorkerSpec
@@ -25,7 +24,7 @@ class StubRunner:
 
     measured: list = []
 
-    def __init__(self, problem, *, runner_name, seed, interpreter_reps=3, warmup_s, rep_s):
+    def __init__(self, problem, *, device, seed, interpreter_reps=3, warmup_s, rep_s):
         self.problem = problem
         StubRunner.budgets = (warmup_s, rep_s)
 
@@ -43,7 +42,8 @@ class StubRunner:
 
 @pytest.fixture(autouse=True)
 def stub_runner(monkeypatch):
-    monkeypatch.setattr(measure, "KernelRunner", StubRunner)
+    for module in (gpu, interpreter):
+        monkeypatch.setattr(module, "KernelRunner", StubRunner)
     StubRunner.measured = []
 
 

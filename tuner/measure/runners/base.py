@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+import tuner
+from tuner.kernels.registry import get_family
+
 if TYPE_CHECKING:
     from tuner.kernels.config import KernelConfig
     from tuner.measure.runner import Problem
@@ -148,8 +151,6 @@ def process_environment(kernel: str, family: str) -> dict[str, str]:
     import torch
     import triton
 
-    import tuner
-
     return {
         "torch": torch.__version__,
         "triton": triton.__version__,
@@ -168,7 +169,6 @@ def source_fields(family: str, kernel: str) -> dict[str, str]:
     Raises:
         ValueError: an unknown family, or a kernel choice this machine cannot run.
     """
-    from tuner.kernels.registry import get_family
 
     source = get_family(family).source(kernel)
     return {"kernel_hash": source.kernel_hash, "kernel_source": source.name, "vllm": source.version}

@@ -8,6 +8,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tuner.measure.runner import KernelRunner
 from tuner.measure.runners.base import ProblemRunner, process_environment
 
 if TYPE_CHECKING:
@@ -72,10 +73,9 @@ class GpuRunner:
         self, problem: Problem, *, seed: int, warmup_s: float, rep_s: float, task_id: int = 0
     ) -> ProblemRunner:
         """A `KernelRunner` on the GPU."""
-        from tuner.measure.runner import KernelRunner
 
         return KernelRunner(
-            problem, runner_name=self.name, seed=seed, warmup_s=warmup_s, rep_s=rep_s
+            problem, device=self.torch_device, seed=seed, warmup_s=warmup_s, rep_s=rep_s
         )
 
     def stored(self, task_id: int, config: KernelConfig) -> None:

@@ -8,6 +8,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tuner.measure.calibrate import CALIBRATION_SHAPE, interpreter_trial_s
+from tuner.measure.runner import KernelRunner
 from tuner.measure.runners.base import ProblemRunner, process_environment
 
 if TYPE_CHECKING:
@@ -77,11 +79,10 @@ class InterpreterRunner:
         self, problem: Problem, *, seed: int, warmup_s: float, rep_s: float, task_id: int = 0
     ) -> ProblemRunner:
         """A `KernelRunner` on the interpreter, `reps` timed calls a trial."""
-        from tuner.measure.runner import KernelRunner
 
         return KernelRunner(
             problem,
-            runner_name=self.name,
+            device=self.torch_device,
             seed=seed,
             interpreter_reps=self.reps,
             warmup_s=warmup_s,
@@ -122,7 +123,6 @@ class InterpreterRunner:
     def calibration(self) -> tuple[tuple[int, int, int], float] | None:
         """Trials measured on this host now, in a child process (`tuner.measure.calibrate`):
         the CPU's speed and load vary several times between hosts and hours."""
-        from tuner.measure.calibrate import CALIBRATION_SHAPE, interpreter_trial_s
 
         measured_s = interpreter_trial_s(self.reps)
         return (CALIBRATION_SHAPE, measured_s) if measured_s else None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tuner.measure.landscape import cached_landscape
 from tuner.measure.runners.base import ProblemRunner
 
 if TYPE_CHECKING:
@@ -57,7 +58,6 @@ class ReplayRunner:
         Raises:
             ValueError: the landscape file is unreadable or malformed.
         """
-        from tuner.measure.landscape import cached_landscape
 
         landscape = cached_landscape(self.landscape)
         return {**landscape.environment, "device_name": landscape.device_name}
@@ -70,7 +70,6 @@ class ReplayRunner:
         Raises:
             KeyError: the landscape has no timings for that problem.
         """
-        from tuner.measure.landscape import cached_landscape
 
         return cached_landscape(self.landscape).runner(problem.N, problem.K, problem.M)
 
