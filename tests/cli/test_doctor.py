@@ -34,7 +34,7 @@ PINNED_WARNING = (
 def no_gpu(monkeypatch):
     """doctor takes its default arch and device from the visible GPUs: none here, as on CI,
     whatever GPU the machine running the tests has."""
-    monkeypatch.setattr("tuner.cli.doctor.visible_gpus", lambda: [])
+    monkeypatch.setattr("tuner.run.gpus.visible_gpus", lambda: [])
     for key in [k for k in os.environ if k.startswith("STANDIN_")]:
         monkeypatch.delenv(key)
 

@@ -21,7 +21,7 @@ from tuner.inputs.devices import resolve_device as resolve_named
 from tuner.kernels.registry import FAMILIES
 from tuner.kernels.source import choose_kernel, kernel_label
 from tuner.measure.runners import make_runner
-from tuner.run.gpus import visible_gpus
+from tuner.run import gpus
 
 if TYPE_CHECKING:
     from tuner.measure.runners import Runner
@@ -74,7 +74,7 @@ def resolve_device(
 
     try:
         resolved, note = resolve_named(
-            device, visible_gpus, need_device=need_device, plan_only=plan_only
+            device, gpus.visible_gpus, need_device=need_device, plan_only=plan_only
         )
     except ValueError as exc:
         raise fail(str(exc)) from None
@@ -141,7 +141,7 @@ def use_runner(runner: Runner, visible: Sequence[str | None]) -> None:
         raise fail("TRITON_INTERPRET=1 is set: unset it to verify on a GPU")
     import torch
 
-    index = next(gpu.index for gpu in visible_gpus() if gpu.visible_id == visible[0])
+    index = next(gpu.index for gpu in gpus.visible_gpus() if gpu.visible_id == visible[0])
     torch.cuda.set_device(index)
 
 

@@ -18,7 +18,7 @@ from tuner.inputs.shapes import ShapesFileError, UnknownModelError, load_shapes
 from tuner.kernels.gpus import known_capability
 from tuner.kernels.serving import ModelAsked
 from tuner.kernels.vllm_table import capability_number
-from tuner.run.gpus import visible_gpus
+from tuner.run import gpus as run_gpus
 
 ArchOpt = Annotated[
     str | None,
@@ -79,7 +79,7 @@ def doctor(
     triton 3.8; with vLLM importable, the one its metadata requires)."""
     question = _question(arch, device, linear_backend, model, tp, not no_compile)
     versions = {name: _installed(name) for name in ("torch", "triton")}
-    gpus = visible_gpus() if versions["torch"] else []
+    gpus = run_gpus.visible_gpus() if versions["torch"] else []
     if versions["torch"]:
         import torch
 

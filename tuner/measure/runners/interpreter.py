@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tuner.measure.calibrate import CALIBRATION_SHAPE, interpreter_trial_s
+from tuner.measure import calibrate
 from tuner.measure.runner import KernelRunner
 from tuner.measure.runners.base import ProblemRunner, process_environment
 
@@ -124,8 +124,8 @@ class InterpreterRunner:
         """Trials measured on this host now, in a child process (`tuner.measure.calibrate`):
         the CPU's speed and load vary several times between hosts and hours."""
 
-        measured_s = interpreter_trial_s(self.reps)
-        return (CALIBRATION_SHAPE, measured_s) if measured_s else None
+        measured_s = calibrate.interpreter_trial_s(self.reps)
+        return (calibrate.CALIBRATION_SHAPE, measured_s) if measured_s else None
 
     def plan_notes(self) -> list[str]:
         """Nothing compiles ahead, and the timings are CPU timings."""
