@@ -271,7 +271,10 @@ def test_tuner_pull_and_the_download_readme(
     # `tuner pull` prints the same sentences unwrapped, after its one line on what it wrote.
     assert " ".join(run.stdout.splitlines()[1:]) == " ".join(ADVICE[device_name])
     text = readme.decode()
+    lines = text.splitlines()
+    assert lines[lines.index("Does vLLM read them") + 1] == ADVICE[device_name][0]
     assert " ".join(ADVICE[device_name]) in " ".join(text.split())
+    assert "`" not in text
 
 
 @pytest.mark.parametrize(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 
+from tests.engines.engine_code import wheel_text
 from tuner.inputs.backends import LINEAR_BACKENDS, VLLM_TORCH_PIN, selected_kernel
 from tuner.kernels.vllm_table import (
     DEEPGEMM_OFF_ON_BLACKWELL,
@@ -28,8 +29,8 @@ def _assigned(text: str, name: str) -> ast.expr:
     raise AssertionError(f"no {name} in the module")
 
 
-def test_the_kernels_their_order_and_the_reordering_are_vllms(vllm_wheel, engine_text) -> None:
-    kernels = _assigned(engine_text(vllm_wheel, LINEAR), "_POSSIBLE_FP8_BLOCK_KERNELS")
+def test_the_kernels_their_order_and_the_reordering_are_vllms(vllm_wheel) -> None:
+    kernels = _assigned(wheel_text(vllm_wheel, LINEAR), "_POSSIBLE_FP8_BLOCK_KERNELS")
     assert isinstance(kernels, ast.Dict)
     cuda = next(
         v
@@ -38,21 +39,21 @@ def test_the_kernels_their_order_and_the_reordering_are_vllms(vllm_wheel, engine
     )
     assert [ast.unparse(e) for e in cuda.elts] == [name for name, _ in FP8_BLOCK_KERNELS]
     priority = "vllm/model_executor/layers/quantization/utils/humming/priority.py"
-    preferred = _assigned(engine_text(vllm_wheel, priority), "_HUMMING_PREFERRED_CAPABILITIES")
+    preferred = _assigned(wheel_text(vllm_wheel, priority), "_HUMMING_PREFERRED_CAPABILITIES")
     assert ast.unparse(preferred) == f"frozenset({set(HUMMING_FIRST_CAPABILITIES)})"
-    deep_gemm = engine_text(vllm_wheel, "vllm/utils/deep_gemm.py")
+    deep_gemm = wheel_text(vllm_wheel, "vllm/utils/deep_gemm.py")
     off = ast.literal_eval(_assigned(deep_gemm, "_DEEPGEMM_BLACKWELL_EXCLUDED_MODEL_TYPES"))
     assert off == DEEPGEMM_OFF_ON_BLACKWELL
 
 
-def test_the_server_options_and_lines_the_tuner_reads_are_vllms(vllm_wheel, engine_text) -> None:
-    backends = _assigned(engine_text(vllm_wheel, "vllm/config/kernel.py"), "LinearBackend")
+def test_the_server_options_and_lines_the_tuner_reads_are_vllms(vllm_wheel) -> None:
+    backends = _assigned(wheel_text(vllm_wheel, "vllm/config/kernel.py"), "LinearBackend")
     assert isinstance(backends, ast.Subscript)
     assert ast.literal_eval(backends.slice) == LINEAR_BACKENDS
     # choose_scaled_mm_linear_kernel's start-up line, as `tuner shapes from-log` reads it
-    text = engine_text(vllm_wheel, LINEAR)
+    text = wheel_text(vllm_wheel, LINEAR)
     assert '"Selected %s for %s",' in text
     logged = "Selected %s for %s" % (FP8_BLOCK_KERNELS[4][0], "Fp8LinearMethod")  # noqa: UP031
     assert selected_kernel(logged) == (FP8_BLOCK_KERNELS[4][0], "Fp8LinearMethod")
-    metadata = engine_text(vllm_wheel, "vllm-0.33.0.dist-info/METADATA")
+    metadata = wheel_text(vllm_wheel, "vllm-0.33.0.dist-info/METADATA")
     assert f"Requires-Dist: torch{VLLM_TORCH_PIN}" in metadata.splitlines()

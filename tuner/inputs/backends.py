@@ -33,10 +33,6 @@ VLLM_TORCH_PIN = "==2.14.0"
 VLLM_TRITON_PIN = "~=3.8.0"
 
 _LABELS = dict(FP8_BLOCK_KERNELS)
-# Every kernel ahead of Triton: what VLLM_DISABLED_KERNELS must name to reach it without the flag.
-AHEAD_OF_TRITON: tuple[str, ...] = tuple(
-    name for name, _ in FP8_BLOCK_KERNELS[: [n for n, _ in FP8_BLOCK_KERNELS].index(TRITON_KERNEL)]
-)
 
 # vLLM 0.33.0's --linear-backend values (`LinearBackend` in vllm/config/kernel.py); vLLM
 # lower-cases a value and turns "-" into "_" before checking it (`_normalize_linear_backend`).

@@ -33,7 +33,6 @@ FP8_BLOCK_KERNELS: tuple[tuple[str, str], ...] = (
     ("BlockWiseTorchFP8ScaledMMLinearKernel", "torch scaled_mm"),
 )
 TRITON_KERNEL = "TritonFp8BlockScaledMMKernel"
-FLASHINFER_DEEPGEMM = "FlashInferFp8DeepGEMMDynamicBlockScaledKernel"
 DEEPGEMM = "DeepGemmFp8BlockScaledMMKernel"
 CUTLASS = "CutlassFp8BlockScaledMMKernel"
 MARLIN = "MarlinFP8ScaledMMLinearKernel"

@@ -1,8 +1,8 @@
-"""Per-device advice (tuner.inputs.backends.device_advice): the architecture from the store's
-trials, else the table of known GPUs, and whether vLLM 0.33.0 reads the files there."""
+"""Per-device advice (tuner.inputs.backends.device_advice) from the table of known GPUs and for
+old, unknown and CPU devices; the advice from the store's trials (sm89, sm90 with its MoE line),
+as `tuner mounts`, `tuner pull` and the download README print it, is in
+tests/cli/test_deploy_advice.py."""
 
-from tuner.files.archive import readme_text
-from tuner.files.merge import DeviceFiles
 from tuner.inputs.backends import device_advice
 
 FLAG_LINE = (
@@ -24,19 +24,6 @@ def test_l20_from_the_table_of_known_gpus():
     ]
 
 
-def test_the_store_s_trials_win_over_the_table_and_sm90_reads_moe_files():
-    advice = device_advice("NVIDIA_H200", ["", "9.0"])
-    assert advice.lines() == [
-        "NVIDIA_H200 is sm90 (compute capability 9.0, from its trials in the store).",
-        "vLLM 0.33.0's default kernel for block-FP8 linear layers there is DeepGEMM (FlashInfer "
-        "DeepGEMM where FlashInfer's kernels are installed or can be built), or CUTLASS where "
-        "DeepGEMM cannot run: these files are NOT read with default settings.",
-        FLAG_LINE,
-        "Fused-MoE files (E=...) are read by default here: vLLM moves its Triton MoE kernel "
-        "first on sm90 with 128x128 FP8 weights and ep_size 1.",
-    ]
-
-
 def test_old_unknown_and_cpu_devices():
     assert device_advice("NVIDIA_A100-SXM4-80GB").lines() == [
         "NVIDIA_A100-SXM4-80GB is sm80 (A100: compute capability 8.0, from the table of known "
@@ -54,17 +41,3 @@ def test_old_unknown_and_cpu_devices():
         "TRITON_INTERPRETER is Triton's CPU interpreter: its files carry CPU timings, for trying "
         "the tuner out; no vLLM server reads them."
     ]
-
-
-def test_the_download_readme_opens_with_the_device_s_advice():
-    text = readme_text("NVIDIA_L20", DeviceFiles(files=[], skipped=[]), compute_capability="8.9")
-    lines = text.splitlines()
-    start = lines.index("Does vLLM read them")
-    assert lines[start + 1 : start + 4] == [
-        "NVIDIA_L20 is sm89 (compute capability 8.9, from its trials in the store).",
-        "vLLM 0.33.0's default kernel for block-FP8 linear layers there is Marlin (weight-only "
-        "FP8,",
-        "W8A16): these files are NOT read with default settings.",
-    ]
-    assert "start vLLM with --linear-backend triton (or" in text
-    assert "`" not in text
