@@ -9,7 +9,7 @@ from fastapi import FastAPI
 
 import tuner
 from api.deps import StoreHandle
-from api.docs import add_cdn_docs, add_local_docs
+from api.docs import add_docs
 from api.errors import add_error_handlers
 from api.guard import RequestGuard
 from api.metrics import CountDownloads, Metrics
@@ -35,10 +35,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
         docs_url=None,
     )
-    if settings.docs_assets:
-        add_local_docs(app, settings.docs_assets)
-    else:
-        add_cdn_docs(app)
+    add_docs(app, settings.docs_assets)
     app.state.settings = settings
     app.state.store = store
     app.state.metrics = Metrics(store)

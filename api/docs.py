@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from html import escape
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
@@ -50,31 +51,6 @@ def check_docs_assets(folder: Path) -> Path:
     return folder
 
 
-def add_local_docs(app: FastAPI, folder: Path) -> None:
-    """Serve `/docs` with Swagger UI's files from `folder` under `ASSETS_PATH`.
-
-    The app must be built with `docs_url=None` so that FastAPI's CDN page is not there too.
-
-    Args:
-        app: the service.
-        folder: a folder `check_docs_assets` accepted.
-    """
-    app.mount(ASSETS_PATH, StaticFiles(directory=folder), name="docs-assets")
-    favicon = (
-        f"{ASSETS_PATH}/favicon-32x32.png" if (folder / "favicon-32x32.png").is_file() else "data:,"
-    )
-
-    @app.get("/docs", include_in_schema=False)
-    async def docs() -> HTMLResponse:
-        return get_swagger_ui_html(
-            openapi_url=app.openapi_url or "/openapi.json",
-            title=f"{app.title} - Swagger UI",
-            swagger_js_url=f"{ASSETS_PATH}/swagger-ui-bundle.js",
-            swagger_css_url=f"{ASSETS_PATH}/swagger-ui.css",
-            swagger_favicon_url=favicon,
-        )
-
-
 # Shown until Swagger UI draws the page: so where the CDN cannot be reached.
 OFFLINE_HINT = (
     "<p>If this page stays blank, this browser cannot load Swagger UI from cdn.jsdelivr.net. "
@@ -86,23 +62,26 @@ OFFLINE_HINT = (
 )
 
 
-def add_cdn_docs(app: FastAPI) -> None:
-    """Serve `/docs` as FastAPI's CDN page with `OFFLINE_HINT` where Swagger UI draws.
-
-    The app must be built with `docs_url=None`.
-
-    Args:
-        app: the service.
-    """
+def add_docs(app: FastAPI, folder: Path | None) -> None:
+    """Serve `/docs` (the app must be built with `docs_url=None`): with Swagger UI's files from
+    `folder` (one `check_docs_assets` accepted) under `ASSETS_PATH`, or without one as FastAPI's
+    CDN page with `OFFLINE_HINT` where Swagger UI draws."""
     openapi = app.openapi_url or "/openapi.json"
+    urls: dict[str, Any] = {}
+    if folder is not None:
+        app.mount(ASSETS_PATH, StaticFiles(directory=folder), name="docs-assets")
+        favicon = (folder / "favicon-32x32.png").is_file()
+        urls = {
+            "swagger_js_url": f"{ASSETS_PATH}/swagger-ui-bundle.js",
+            "swagger_css_url": f"{ASSETS_PATH}/swagger-ui.css",
+            "swagger_favicon_url": f"{ASSETS_PATH}/favicon-32x32.png" if favicon else "data:,",
+        }
 
     @app.get("/docs", include_in_schema=False)
     async def docs() -> HTMLResponse:
-        page = get_swagger_ui_html(openapi_url=openapi, title=f"{app.title} - Swagger UI")
+        page = get_swagger_ui_html(openapi_url=openapi, title=f"{app.title} - Swagger UI", **urls)
+        if folder is not None:
+            return page
         hint = OFFLINE_HINT.format(openapi=escape(openapi))
-        body = (
-            bytes(page.body)
-            .decode()
-            .replace('<div id="swagger-ui">', f'<div id="swagger-ui">{hint}', 1)
-        )
-        return HTMLResponse(body)
+        swagger = '<div id="swagger-ui">'
+        return HTMLResponse(bytes(page.body).decode().replace(swagger, swagger + hint, 1))

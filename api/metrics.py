@@ -48,16 +48,14 @@ class StoreCollector(Collector):
             return
         up.add_metric([], 1)
         yield up
-        trials = GaugeMetricFamily(
-            "tuner_trials", "Trials in the store, by status", labels=["status"]
-        )
-        for status, count in sorted(counts.trials.items()):
-            trials.add_metric([status], count)
-        yield trials
-        tasks = GaugeMetricFamily("tuner_tasks", "Tasks in the store, by state", labels=["state"])
-        for state, count in sorted(counts.tasks.items()):
-            tasks.add_metric([state], count)
-        yield tasks
+        for name, what, label, counts_by in (
+            ("tuner_trials", "Trials in the store, by status", "status", counts.trials),
+            ("tuner_tasks", "Tasks in the store, by state", "state", counts.tasks),
+        ):
+            family = GaugeMetricFamily(name, what, labels=[label])
+            for key, count in sorted(counts_by.items()):
+                family.add_metric([key], count)
+            yield family
         yield GaugeMetricFamily("tuner_sweeps", "Sweeps in the store", value=counts.sweeps)
         yield GaugeMetricFamily(
             "tuner_imports", "Imported files in the store", value=counts.imports
@@ -69,17 +67,13 @@ class Metrics:
 
     def __init__(self, store: StoreHandle) -> None:
         self.registry = CollectorRegistry()
-        self._downloads = Counter(
+        self.downloads = Counter(
             "tuner_downloads",
             "Config downloads served, by route and HTTP status",
             labelnames=["route", "status"],
             registry=self.registry,
         )
         self.registry.register(StoreCollector(store))
-
-    def count_download(self, route: str, status: int) -> None:
-        """Count one answer of a download route, whatever its status."""
-        self._downloads.labels(route=route, status=str(status)).inc()
 
     def render(self) -> tuple[bytes, str]:
         """The exposition text and its content type."""
@@ -120,4 +114,4 @@ class CountDownloads:
             path = getattr(scope.get("route"), "path", None)
             label = DOWNLOAD_ROUTES.get(path) if isinstance(path, str) else None
             if label is not None:
-                self.metrics.count_download(label, status)
+                self.metrics.downloads.labels(route=label, status=str(status)).inc()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from html import escape
 
 from api.svg import Series, line_chart
-from db.repo import ComparisonInfo, ImportInfo
+from db.repo import ComparisonInfo, ImportInfo, PointRow
 from tuner.core import REQUIRED_M, VLLM_M_GRID
 from tuner.files.device import Scope
 from tuner.inputs.backends import backend_lines, device_advice
@@ -125,12 +125,48 @@ def _decision(row: ReportRow) -> str:
     return f"kept {row.kept}: {row.kept_note}" if row.kept_note else f"kept {row.kept}"
 
 
+class Html(str):
+    """Markup already built: `_table` does not escape it."""
+
+
 def _num(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
 def _pct(ratio: float | None) -> str:
     return "-" if ratio is None else f"{ratio * 100:.1f}%"
+
+
+def _table(heads: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A table; a heading "l:name" left-aligns its column. Cells are escaped text, or `Html`
+    (a whole `<td ...>` element)."""
+    left = [h.startswith("l:") for h in heads]
+    head = "".join(
+        f"<th{' class=l' * lf}>{escape(h.removeprefix('l:'))}</th>"
+        for h, lf in zip(heads, left, strict=True)
+    )
+    body = "".join(
+        "<tr>"
+        + "".join(
+            c if isinstance(c, Html) else f"<td{' class=l' * lf}>{escape(str(c))}</td>"
+            for c, lf in zip(row, left, strict=True)
+        )
+        + "</tr>"
+        for row in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _note(text: str, id: str = "", cls: str = "note") -> str:
+    return f'<p class="{cls}"' + (f' id="{id}"' if id else "") + f">{text}</p>"
+
+
+def _gap(text: str) -> str:
+    return f'<span class="gap">{text}</span>'
+
+
+def _ms(values: Iterable[int]) -> str:
+    return ", ".join(map(str, values))
 
 
 def usable_ceilings(ceilings: Mapping[str, object] | None) -> dict[str, float]:
@@ -167,9 +203,7 @@ def _charts(
         Series(
             name,
             color,
-            tuple(
-                (M, v * 100) for M, v in _points((M, getattr(f, ratio)) for M, f in figures.items())
-            ),
+            _points((M, getattr(f, ratio) and getattr(f, ratio) * 100) for M, f in figures.items()),
         )
         for name, color, ratio, ceiling in (
             ("% of copy bandwidth", "#8250df", "copy_ratio", COPY_GBPS),
@@ -197,27 +231,10 @@ def _charts(
     ]
 
 
-def _gap(text: str) -> str:
-    return f'<span class="gap">{text}</span>'
-
-
-def _lacking_note(lacking: list[int], kind: str) -> str:
-    """vLLM's required M without a winner (or entry): it uses the nearest key there. M <= 32 is
-    decode and small batches, M >= 2048 prefill (as tuner compare splits them)."""
-    groups = [
-        f"{', '.join(map(str, group))} ({name})"
-        for group, name in (
-            ([M for M in lacking if M <= 32], "decode, small batches"),
-            ([M for M in lacking if M >= 2048], "prefill"),
-        )
-        if group
-    ]
-    return _gap(f"No {kind} for M = {'; '.join(groups)}: vLLM will use the nearest key there.")
-
-
 def _coverage_notes(shape: ShapeReport, done: set[int]) -> list[str]:
     """The M grid and its gaps: M without a winner (stale-only ones named), vLLM's required M
-    without one, imported entries left out, vLLM's grid M not tuned."""
+    without one (it uses the nearest key there; M <= 32 is decode and small batches, M >= 2048
+    prefill, as tuner compare splits them), imported entries left out, vLLM's grid M not tuned."""
     imported = {
         r.M: r.imported_from
         for r in shape.rows
@@ -228,19 +245,30 @@ def _coverage_notes(shape: ShapeReport, done: set[int]) -> list[str]:
     labels = ", ".join(escape(repr(label)) for label in sorted({str(v) for v in imported.values()}))
     from_imports = f"; imported entries, not measured, for {len(imported)} M (from {labels})"
     notes = [
-        f"M grid requested: {', '.join(map(str, shape.m_requested)) or 'none'}; "
+        f"M grid requested: {_ms(shape.m_requested) or 'none'}; "
         f"measured winners for {len(done)} M{from_imports if imported else ''}."
     ]
     if gaps:
-        notes.append(_gap(f"Coverage gaps: no winner yet for M = {', '.join(map(str, gaps))}."))
+        notes.append(_gap(f"Coverage gaps: no winner yet for M = {_ms(gaps)}."))
+    groups = [
+        f"{_ms(group)} ({name})"
+        for group, name in (
+            ([M for M in lacking if M <= 32], "decode, small batches"),
+            ([M for M in lacking if M >= 2048], "prefill"),
+        )
+        if group
+    ]
     if lacking:
-        notes.append(_lacking_note(lacking, "entry" if imported else "winner"))
+        kind = "entry" if imported else "winner"
+        notes.append(
+            _gap(f"No {kind} for M = {'; '.join(groups)}: vLLM will use the nearest key there.")
+        )
     stale = [M for M in gaps if M in shape.m_stale]
     if stale:
         notes.append(
             _gap(
-                f"M = {', '.join(map(str, stale))} only have trials of another kernel or "
-                "Triton (?allow_stale=true shows them)."
+                f"M = {_ms(stale)} only have trials of another kernel or Triton "
+                "(?allow_stale=true shows them)."
             )
         )
     notes += [
@@ -252,29 +280,29 @@ def _coverage_notes(shape: ShapeReport, done: set[int]) -> list[str]:
     ]
     grid_missing = [M for M in VLLM_M_GRID if M not in done]
     if grid_missing and not gaps and done:
-        notes.append(f"Not tuned from vLLM's 18-value grid: {', '.join(map(str, grid_missing))}.")
+        notes.append(f"Not tuned from vLLM's 18-value grid: {_ms(grid_missing)}.")
     return notes
 
 
-def _table_row(r: ReportRow, f: Roofline | None, ceilings: Mapping[str, float]) -> str:
+def _cells(r: ReportRow, f: Roofline | None, ceilings: Mapping[str, float]) -> list[str]:
     """One M: winner config, both latencies, speedup, throughput, shares of the ceilings (when
     measured), what the file holds, spread and decision."""
     config = r.config or {}
-    short = "-"
-    if {"num_stages", "BLOCK_SIZE_M"} <= set(config):
-        short = KernelConfig.from_dict(config).short()
+    known = {"num_stages", "BLOCK_SIZE_M"} <= set(config)
+    short = KernelConfig.from_dict(config).short() if known else "-"
     gbps, tflops, copy, mm, bound = (
         (f.gbps, f.tflops, f.copy_ratio, f.fp8_mm_ratio, f.bound) if f else (None,) * 5
     )
-    shares = f"<td>{_pct(copy)}</td><td>{_pct(mm)}</td><td class=l>{bound or '-'}</td>"
-    return (
-        f"<tr><td>{r.M}</td><td class=l>{escape(short)}</td><td>{_num(r.latency_us)}</td>"
-        f"<td>{_num(r.default_latency_us)}</td>"
-        f"<td>{'-' if r.speedup is None else f'{r.speedup:.2f}x'}</td>"
-        f"<td>{_num(gbps)}</td><td>{_num(tflops, 2)}</td>{shares if ceilings else ''}"
-        f"<td class=l>{escape(_emitted(r))}</td><td>{_num(r.spread_us, 2)}</td>"
-        f"<td class=l>{escape(_decision(r))}</td></tr>"
-    )
+    speedup = "-" if r.speedup is None else f"{r.speedup:.2f}x"
+    shares = [_pct(copy), _pct(mm), bound or "-"] if ceilings else []
+    rates = [_num(gbps), _num(tflops, 2), *shares]
+    times = [_num(r.latency_us), _num(r.default_latency_us), speedup]
+    return [str(r.M), short, *times, *rates, _emitted(r), _num(r.spread_us, 2), _decision(r)]
+
+
+SHAPE_HEADS = "M|l:winner config|latency_us|default_us|speedup|GB/s|TFLOP/s".split("|")
+SHARE_HEADS = ["% copy BW", "% FP8 mm", "l:bound"]
+TAIL_HEADS = ["l:in the file", "spread_us", "l:decision"]
 
 
 def _shape_section(
@@ -289,31 +317,28 @@ def _shape_section(
     }
     charts = _charts(shape, {M: f for M, f in figures.items() if f is not None}, ceilings)
     done = {r.M for r in shape.rows if r.latency_us is not None}
-    rows = [_table_row(r, None if cpu else figures.get(r.M), ceilings) for r in shape.rows]
-    shares_head = "<th>% copy BW</th><th>% FP8 mm</th><th class=l>bound</th>" if ceilings else ""
+    heads = SHAPE_HEADS + (SHARE_HEADS if ceilings else []) + TAIL_HEADS
+    rows = [_cells(r, None if cpu else figures.get(r.M), ceilings) for r in shape.rows]
     models = f" ({escape(', '.join(shape.models))})" if shape.models else ""
     blocks = ("block_shape " if shape.block_shape else "") + block_shape_text(shape.block_shape)
     return (
-        f'<section class="shape" id="shape-{shape.anchor}"><h2>{shape.label}, {blocks}{models}'
-        "</h2>"
-        + "".join(f'<p class="note">{n}</p>' for n in _coverage_notes(shape, done))
+        f'<section class="shape" id="shape-{shape.anchor}"><h2>{shape.label}, {blocks}{models}</h2>'
+        + "".join(map(_note, _coverage_notes(shape, done)))
         + (
             f'<div class="charts">{"".join(charts)}</div>'
             if charts
-            else '<p class="note nochart">No measured winner for this shape yet: no chart.</p>'
+            else _note("No measured winner for this shape yet: no chart.", cls="note nochart")
         )
-        + f"<table><tr><th>M</th><th class=l>winner config</th><th>latency_us</th>"
-        f"<th>default_us</th><th>speedup</th><th>GB/s</th><th>TFLOP/s</th>{shares_head}"
-        f"<th class=l>in the file</th><th>spread_us</th><th class=l>decision</th></tr>"
-        f"{''.join(rows)}</table></section>"
+        + _table(heads, rows)
+        + "</section>"
     )
 
 
 def _ceilings_note(ceilings: Mapping[str, float]) -> str:
     if not ceilings:
-        return (
-            '<p class="note">No ceilings measured for this device yet (copy bandwidth, FP8 '
-            "matrix-product throughput): no % columns.</p>"
+        return _note(
+            "No ceilings measured for this device yet (copy bandwidth, FP8 matrix-product "
+            "throughput): no % columns."
         )
     parts = []
     if COPY_GBPS in ceilings:
@@ -331,49 +356,57 @@ def _ceilings_note(ceilings: Mapping[str, float]) -> str:
         if len(ceilings) == 2
         else ""
     )
-    return (
-        f'<p class="note" id="ceilings">Ceilings measured on this device: {"; ".join(parts)}. '
-        f"% columns are the winner's achieved bandwidth and throughput over them.{ridge}</p>"
+    return _note(
+        f"Ceilings measured on this device: {'; '.join(parts)}. % columns are the winner's "
+        f"achieved bandwidth and throughput over them.{ridge}",
+        "ceilings",
     )
 
 
 def _scope_note(scope: Scope) -> str:
     if scope.allow_stale:
-        return (
-            '<p class="note" id="scope">Winners from the trials of every kernel source and '
-            "Triton version (?allow_stale=true).</p>"
+        text = (
+            "Winners from the trials of every kernel source and Triton version (?allow_stale=true)."
         )
+        return _note(text, "scope")
     left_out = (
         f"{scope.stale_trials} ok trial(s) of another kernel or Triton left out "
         "(?allow_stale=true includes them)."
         if scope.stale_trials
         else "no ok trials of other versions were left out."
     )
-    return (
-        f'<p class="note" id="scope">Winners from the trials of the current kernel source '
+    return _note(
+        "Winners from the trials of the current kernel source "
         f"(kernel {escape(scope.current.kernel_hash[:HASH_SHOWN])}) and Triton "
-        f"{escape(scope.current.triton_minor or 'any')} only; {left_out}</p>"
+        f"{escape(scope.current.triton_minor or 'any')} only; {left_out}",
+        "scope",
     )
+
+
+IMPORT_HEADS = "l:label|l:file|N|K|l:M keys|l:launch check|l:entries left out".split("|")
 
 
 def imports_section(imports: Sequence[ImportInfo]) -> str:
     """The device's imported files: label, name, M keys, launch check and entries left out."""
-    rows = "".join(
-        f"<tr><td class=l>{escape(i.label)}</td><td class=l>{escape(i.file_name)}</td>"
-        f"<td>{i.N}</td><td>{i.K}</td><td class=l>{', '.join(map(str, i.m_keys))}</td>"
-        f"<td class=l>{'not checked' if i.checked_arch is None else f'sm{i.checked_arch}'}</td>"
-        "<td class=l>"
-        + escape("; ".join(f"M={M}: {why}" for M, why in sorted(i.cannot_launch.items())) or "none")
-        + "</td></tr>"
+    rows = [
+        (
+            i.label,
+            i.file_name,
+            i.N,
+            i.K,
+            _ms(i.m_keys),
+            "not checked" if i.checked_arch is None else f"sm{i.checked_arch}",
+            "; ".join(f"M={M}: {why}" for M, why in sorted(i.cannot_launch.items())) or "none",
+        )
         for i in imports
-    )
-    return rows and (
+    ]
+    if not rows:
+        return ""
+    return (
         '<section id="imports"><h2>Imported files</h2><p class="note">Entries kept from '
         "existing files (<code>tuner import</code>), never measured here: they fill M "
         "without a measured winner; entries that cannot launch on the device are left "
-        "out.</p><table><tr><th class=l>label</th><th class=l>file</th><th>N</th><th>K</th>"
-        "<th class=l>M keys</th><th class=l>launch check</th>"
-        f"<th class=l>entries left out</th></tr>{rows}</table></section>"
+        f"out.</p>{_table(IMPORT_HEADS, rows)}</section>"
     )
 
 
@@ -386,25 +419,19 @@ def _comparison_table(run: ComparisonInfo, N: int, K: int) -> str:
     points = [p for p in run.points if (p.N, p.K) == (N, K)]
     backends = list(dict.fromkeys(p.backend for p in points if p.status != "unavailable"))
     by = {(p.M, p.backend): p for p in points}
-    rows = []
-    for M in sorted({p.M for p in points}):
-        cells = [by.get((M, b)) for b in backends]
-        rows.append(
-            f"<tr><td>{M}</td>"
-            + "".join(
-                "<td>-</td>"
-                if p is None
-                else f'<td title="{escape(p.note)}">'
-                + (f"{p.latency_us:.1f}" if p.status == "ok" else escape(p.status))
-                + "</td>"
-                for p in cells
-            )
-            + "</tr>"
-        )
-    head = "".join(f"<th>{escape(b)}</th>" for b in backends)
-    return (
-        f"<h3>N={N}, K={K}: latency_us</h3><table><tr><th>M</th>{head}</tr>{''.join(rows)}</table>"
-    )
+
+    def cell(p: PointRow | None) -> str:
+        if p is None:
+            return "-"
+        value = f"{p.latency_us:.1f}" if p.status == "ok" else escape(p.status)
+        return Html(f'<td title="{escape(p.note)}">{value}</td>')
+
+    rows = [[M, *(cell(by.get((M, b))) for b in backends)] for M in sorted({p.M for p in points})]
+    return f"<h3>N={N}, K={K}: latency_us</h3>{_table(['M', *backends], rows)}"
+
+
+def _ul(items: Iterable[str]) -> str:
+    return "<ul>" + "".join(f"<li>{item}</li>" for item in items) + "</ul>"
 
 
 def backends_section(
@@ -415,79 +442,50 @@ def backends_section(
     compare` run's verdicts and tables (`comparisons`, newest first)."""
     advice = device_advice(device_name, [compute_capability or ""]).lines()
     facts = backend_lines(compute_capability)
-    parts = [
+    html = (
         '<section id="backends"><h2>Which kernel vLLM runs</h2>'
-        + "".join(f"<p>{_html(line)}</p>" for line in advice)
-        + f"<p>{_html(facts[0])}</p><ul>"
-        + "".join(f"<li>{_html(line[2:])}</li>" for line in facts[1:])
-        + "</ul>"
-    ]
+        + "".join(f"<p>{_html(line)}</p>" for line in [*advice, facts[0]])
+        + _ul(_html(line[2:]) for line in facts[1:])
+    )
     if not comparisons:
-        parts.append("<p>No <code>tuner compare</code> run for this device yet.</p>")
-    else:
-        run = comparisons[0]
-        kernel = f"vLLM {run.vllm}'s" if run.kernel_source == "vllm" else "the builtin"
-        parts.append(
-            f"<p>Latest <code>tuner compare</code>: {escape(run.model)} TP {run.tp} on "
-            f"{escape(run.gpu_name)}, {escape(run.created_at.isoformat())}; the "
-            f"Triton columns timed {escape(kernel)} Triton kernel.</p><ul>"
-            + "".join(f"<li>{escape(line)}</li>" for line in run.verdicts)
-            + "</ul>"
-        )
-        parts += [
+        return html + "<p>No <code>tuner compare</code> run for this device yet.</p></section>"
+    run = comparisons[0]
+    kernel = f"vLLM {run.vllm}'s" if run.kernel_source == "vllm" else "the builtin"
+    return (
+        html + f"<p>Latest <code>tuner compare</code>: {escape(run.model)} TP {run.tp} on "
+        f"{escape(run.gpu_name)}, {escape(run.created_at.isoformat())}; the "
+        f"Triton columns timed {escape(kernel)} Triton kernel.</p>"
+        + _ul(map(escape, run.verdicts))
+        + "".join(
             _comparison_table(run, N, K) for N, K in dict.fromkeys((p.N, p.K) for p in run.points)
-        ]
-    return "".join(parts) + "</section>"
-
-
-def _env_cell(column: str, value: str) -> str:
-    """A cell of the versions table; the kernel hash shortened, whole in its title."""
-    if column == "kernel_hash" and len(value) > HASH_SHOWN:
-        return (
-            f'<td class="l hash" title="{escape(value)}"><code>{escape(value[:HASH_SHOWN])}'
-            "</code></td>"
         )
-    return f"<td class=l>{escape(value)}</td>"
+        + "</section>"
+    )
+
+
+def _env_cell(column: str, env: Mapping[str, object]) -> str:
+    """A cell of the versions table; the kernel hash shortened, whole in its title."""
+    value = str(env.get(column, "")) or "-"
+    if column == "kernel_hash" and len(value) > HASH_SHOWN:
+        short = escape(value[:HASH_SHOWN])
+        return Html(f'<td class="l hash" title="{escape(value)}"><code>{short}</code></td>')
+    return value
 
 
 def _environments_section(environments: Sequence[Mapping[str, object]]) -> str:
     """The versions the trials ran with, one row per environment."""
-    rows = "".join(
-        "<tr>" + "".join(_env_cell(c, str(env.get(c, "")) or "-") for c in ENV_COLUMNS) + "</tr>"
-        for env in environments
-    )
+    rows = [[_env_cell(c, env) for c in ENV_COLUMNS] for env in environments]
     return (
-        '<section id="environments"><h2>Versions tuned with</h2><table><tr>'
-        + "".join(f"<th class=l>{c}</th>" for c in ENV_COLUMNS)
-        + f"</tr>{rows}</table>"
+        '<section id="environments"><h2>Versions tuned with</h2>'
+        + _table([f"l:{c}" for c in ENV_COLUMNS], rows)
         + ("" if environments else "<p>No trials yet.</p>")
         + "</section>"
     )
 
 
-def _page_head(
-    device_name: str,
-    n_shapes: int,
-    version: str,
-    out_dtype: str | None,
-    notes: Sequence[str | None],
-) -> str:
-    """The document's head, title and the notes above the shapes."""
-    return (
-        f"<!doctype html><html lang=en><head><meta charset=utf-8>"
-        f"<title>{escape(device_name)}: block-FP8 GEMM tuning report</title>"
-        f"<style>{CSS}</style></head><body>"
-        f"<h1>Block-FP8 GEMM tuning report: {escape(device_name)}</h1>"
-        f'<p class="meta">blockfp8-tuner {escape(version)}; output dtype '
-        f"{escape(out_dtype or 'all')}; {n_shapes} shape(s). Bandwidth counts the bytes "
-        "of A, B, their scales and C once per call; throughput is 2·M·N·K per call.</p>"
-        + "".join(note for note in notes if note)
-    )
-
-
-CPU_NOTE = (
-    '<p class="note">TRITON_INTERPRETER: CPU timings of the Triton interpreter, not GPU timings; '
-    "GB/s and TFLOP/s show \"-\": the interpreter's rates say nothing of a GPU's.</p>"
+CPU_NOTE = _note(
+    "TRITON_INTERPRETER: CPU timings of the Triton interpreter, not GPU timings; "
+    "GB/s and TFLOP/s show \"-\": the interpreter's rates say nothing of a GPU's."
 )
 
 
@@ -514,16 +512,20 @@ def render_report(
     """
     cpu = device_name == "TRITON_INTERPRETER"
     usable = usable_ceilings(ceilings)
-    notes = [
-        CPU_NOTE if cpu else None,
-        imported_only and f'<p class="note" id="imported-only">{escape(imported_only)}.</p>',
-        None if scope is None else _scope_note(scope),
-        _ceilings_note(usable),
-    ]
+    name = escape(device_name)
     nav = " · ".join(f'<a href="#shape-{s.anchor}">{s.label}</a>' for s in shapes)
     bytes_dtype = out_dtype if out_dtype in OUT_BYTES else "bfloat16"  # both are 2 bytes
     return (
-        _page_head(device_name, len(shapes), version, out_dtype, notes)
+        f"<!doctype html><html lang=en><head><meta charset=utf-8>"
+        f"<title>{name}: block-FP8 GEMM tuning report</title><style>{CSS}</style></head><body>"
+        f"<h1>Block-FP8 GEMM tuning report: {name}</h1>"
+        f'<p class="meta">blockfp8-tuner {escape(version)}; output dtype '
+        f"{escape(out_dtype or 'all')}; {len(shapes)} shape(s). Bandwidth counts the bytes "
+        "of A, B, their scales and C once per call; throughput is 2·M·N·K per call.</p>"
+        + (CPU_NOTE if cpu else "")
+        + (_note(f"{escape(imported_only)}.", "imported-only") if imported_only else "")
+        + ("" if scope is None else _scope_note(scope))
+        + _ceilings_note(usable)
         + (f"<nav>{nav}</nav>" if shapes else "<p>No shapes in the store for this device yet.</p>")
         + "".join(_shape_section(s, bytes_dtype, cpu, usable) for s in shapes)
         + imports_section(imports)

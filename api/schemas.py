@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_type_hints
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 
+from db.repo import SweepInfo, SweepProgress
 from tuner.core import DEVICE_ARG_PATTERN, DEVICE_NAME_MAX, VLLM_M_GRID, OutDtype
 from tuner.inputs.shapes import MODEL_KEY_RE
 from tuner.search.registry import DEFAULT_STRATEGY, DEFAULT_TRIALS, STRATEGIES
@@ -255,28 +256,14 @@ class SweepCreate(BaseModel):
     out_dtype: OutDtype = OutDtype.bfloat16
 
 
-class SweepStatus(BaseModel):
-    """A sweep's parameters and progress: tasks by state, trials stored."""
-
-    sweep_id: int
-    device_name: str
-    model: str
-    tp: int
-    strategy: str
-    budget: int
-    space: str
-    seed: int
-    m_values: list[int]
-    out_dtype: str
-    block_shape: tuple[int, int] | None
-    created_at: datetime
-    tasks_total: int
-    tasks_pending: int
-    tasks_running: int
-    tasks_done: int
-    tasks_failed: int
-    trials_total: int
-    trials_ok: int
+# A sweep's parameters and progress (tasks by state, trials stored), as the store reads them.
+SWEEP_FIELDS: dict[str, Any] = {
+    name: (kind, ...)
+    for source in (SweepInfo, SweepProgress)
+    for name, kind in get_type_hints(source).items()
+    if name != "sweep_key"
+}
+SweepStatus = create_model("SweepStatus", **SWEEP_FIELDS)
 
 
 class ComparisonPointOut(BaseModel):

@@ -6,6 +6,7 @@ from dataclasses import asdict
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Path, Response
+from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
 from api import schemas
@@ -21,7 +22,7 @@ router = APIRouter(prefix="/sweeps", tags=["sweeps"])
 SweepId = Annotated[int, Path(ge=1, le=schemas.MAX_INT32, description="The sweep's id.")]
 
 
-def _status(session: Session, sweep_id: int) -> schemas.SweepStatus:
+def _status(session: Session, sweep_id: int) -> BaseModel:
     info = repo.get_sweep(session, sweep_id=sweep_id)
     if info is None:
         raise HTTPException(404, detail=f"no sweep with id {sweep_id}")
@@ -54,7 +55,7 @@ def _device_key(device_name: str, known: list[str]) -> str:
 )
 def create_sweep(
     body: schemas.SweepCreate, _auth: WriteAccess, session: SessionDep, response: Response
-) -> schemas.SweepStatus:
+) -> BaseModel:
     """Create a sweep and its pending tasks, or return the same one again.
 
     A sweep over vLLM's config space for `tuner worker --device <device_name>` on any host to
@@ -97,7 +98,7 @@ def create_sweep(
     response_model=schemas.SweepStatus,
     responses={404: {"description": "No sweep with that id"}},
 )
-def read_sweep(sweep_id: SweepId, session: SessionDep) -> schemas.SweepStatus:
+def read_sweep(sweep_id: SweepId, session: SessionDep) -> BaseModel:
     """A sweep's parameters and progress: tasks by state, trials stored.
 
     404 when there is no such sweep.
