@@ -24,12 +24,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 T = TypeVar("T")
 
-STORE_TIMEOUT_ENV = "TUNER_STORE_TIMEOUT_S"
-# Seconds a store may stay unreachable (or its disk full) before a sweep stops.
-DEFAULT_STORE_TIMEOUT_S = 180.0
-# Pauses between retries: doubling from the first to the last, then the last.
-_FIRST_PAUSE_S, _LAST_PAUSE_S = 0.1, 2.0
-
+STORE_TIMEOUT_ENV = "TUNER_STORE_TIMEOUT_S"  # seconds a store may stay down (or full): 180
 # Messages of sqlite3.OperationalError that a later try may not get (SQLite result codes
 # SQLITE_BUSY, SQLITE_LOCKED, SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN;
 # https://www.sqlite.org/rescode.html).
@@ -40,15 +35,11 @@ _SQLITE_TRANSIENT = (
     "database or disk is full",
     "unable to open database file",
 )
-
-
-_PG_TRANSIENT: tuple[str, ...] = (
-    "OperationalError",
-    "InterfaceError",
-    "LockNotAvailable",
-    "SerializationFailure",
-)
-_PG_TRANSIENT += ("DeadlockDetected", "QueryCanceled")
+# psycopg's OperationalError and its subclasses (AdminShutdown, ConnectionTimeout, ...), lock
+# timeouts, serialization failures and deadlocks, matched by class name anywhere in the MRO.
+_PG_TRANSIENT = {"OperationalError", "InterfaceError", "LockNotAvailable", "SerializationFailure"}
+_PG_TRANSIENT |= {"DeadlockDetected", "QueryCanceled"}
+_DISK_FULL = ("database or disk is full", "no space left on device")
 
 
 class StoreUnavailable(RuntimeError):
@@ -61,56 +52,30 @@ def store_timeout_s() -> float:
     Raises:
         ValueError: the variable is set but not a positive number.
     """
-    raw = os.environ.get(STORE_TIMEOUT_ENV, "").strip()
+    raw = os.environ.get(STORE_TIMEOUT_ENV, "").strip() or "180"
     try:
-        value = float(raw) if raw else DEFAULT_STORE_TIMEOUT_S
+        if float(raw) > 0:
+            return float(raw)
     except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise ValueError(f"{STORE_TIMEOUT_ENV}={raw!r} is not a positive number of seconds")
-    return value
+        pass
+    raise ValueError(f"{STORE_TIMEOUT_ENV}={raw!r} is not a positive number of seconds")
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Whether a store error may go away on its own (retry it), rather than be the caller's.
-
-    Args:
-        exc: an exception raised by a store call.
-
-    Returns:
-        True for a pool timeout, a DBAPI error whose connection SQLAlchemy invalidated, a
-        driver OperationalError other than SQLite's (PostgreSQL: connection refused or reset,
-        admin shutdown, lock timeout, serialization failure), and SQLite's locked, I/O, full and
-        cannot-open errors; False for everything else.
-    """
+    """Whether a store error may go away on its own (retry it), rather than be the caller's:
+    a pool timeout, a DBAPI error whose connection SQLAlchemy invalidated, psycopg's errors
+    above, SQLite's locked, I/O, full and cannot-open errors."""
     if isinstance(exc, PoolTimeoutError) or getattr(exc, "connection_invalidated", False):
         return True
     if not isinstance(exc, DBAPIError):
         return False
     orig = exc.orig
-    module = type(orig).__module__ or ""
-    name = type(orig).__name__
-    if module.startswith("sqlite3"):
-        return name == "OperationalError" and any(
-            text in str(orig).lower() for text in _SQLITE_TRANSIENT
+    if (type(orig).__module__ or "").startswith("sqlite3"):
+        text = str(orig).lower()
+        return type(orig).__name__ == "OperationalError" and any(
+            known in text for known in _SQLITE_TRANSIENT
         )
-    # psycopg: OperationalError and its subclasses (AdminShutdown, ConnectionTimeout, ...),
-    # lock timeouts (LockNotAvailable) and serialization failures / deadlocks.
     return any(cls.__name__ in _PG_TRANSIENT for cls in type(orig).__mro__)
-
-
-def is_disk_full(exc: BaseException) -> bool:
-    """Whether a store error says the disk (or SQLite's page limit) is full.
-
-    Returns:
-        True for SQLITE_FULL ("database or disk is full"), ENOSPC, and PostgreSQL's
-        DiskFull ("could not extend file").
-    """
-    orig = getattr(exc, "orig", exc)
-    text = str(orig).lower()
-    return any(
-        full in text for full in ("database or disk is full", "no space left on device")
-    ) or (type(orig).__name__ == "DiskFull")
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -119,84 +84,33 @@ def sqlite_path(url: str) -> Path | None:
     database = parsed.database or ""
     if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:"):
         return None
-    if database.startswith("file:"):
-        database = database[len("file:") :].split("?", 1)[0]
-    return Path(database).expanduser()
+    return Path(database.removeprefix("file:").split("?", 1)[0]).expanduser()
 
 
 def describe_store_error(exc: BaseException, url: str, *, waited_s: float | None = None) -> str:
-    """One line that names what is wrong with the store and what to do.
-
-    Args:
-        exc: the last store error.
-        url: the store's URL (the password is hidden).
-        waited_s: how long the step was retried, for the line; None to leave it out.
-
-    Returns:
-        e.g. `disk full at /data: 0 bytes free (store sqlite:////data/tuner.db); free space
-        and run the same command`, or `store postgresql+psycopg://u:***@h/db unreachable for
-        180 s (OperationalError: connection refused); ...`.
-    """
+    """One line that names what is wrong with the store and what to do, e.g. `disk full at
+    /data: 0 bytes free (store sqlite:////data/tuner.db); free space and run the same command`
+    or `store postgresql+psycopg://u:***@h/db unreachable for 180 s (OperationalError: ...);
+    fix the store and run the same command` (the password hidden; `waited_s` None: no "for")."""
     masked = make_url(url).render_as_string(hide_password=True)
     path = sqlite_path(url)
-    waited = f" for {waited_s:.0f} s" if waited_s is not None else ""
-    if is_disk_full(exc):
-        where = path.resolve().parent if path is not None else None
-        if where is not None:
-            free = shutil.disk_usage(where).free if where.exists() else 0
-            return (
-                f"disk full at {where}: {free} bytes free (store {masked}); free space and "
-                "run the same command"
-            )
-        return f"disk full at store {masked}; free space on its server and run the same command"
     orig = getattr(exc, "orig", None) or exc
+    full = type(orig).__name__ == "DiskFull" or any(t in str(orig).lower() for t in _DISK_FULL)
+    if full and path is not None:
+        where = path.resolve().parent
+        free = shutil.disk_usage(where).free if where.exists() else 0
+        return f"disk full at {where}: {free} bytes free (store {masked}); " + (
+            "free space and run the same command"
+        )
+    if full:
+        return f"disk full at store {masked}; free space on its server and run the same command"
     first = (str(orig).strip().splitlines() or [""])[0][:200]
     verb = "locked or unreadable" if path is not None else "unreachable"
+    waited = f" for {waited_s:.0f} s" if waited_s is not None else ""
     return (
         f"store {masked} {verb}{waited} ({type(orig).__name__}: {first}); "
         "fix the store and run the same command"
     )
-
-
-def retry_store(
-    step: Callable[[], T],
-    *,
-    url: str,
-    deadline_s: float | None = None,
-    on_retry: Callable[[BaseException], None] | None = None,
-) -> T:
-    """Run one store step (a whole transaction), again after each transient error, until it
-    succeeds or the errors have lasted `deadline_s`. SQLAlchemy's pool drops a connection whose
-    error invalidated it (and `pool_pre_ping` a stale one), so a retry starts on a fresh one.
-
-    Args:
-        step: the transaction; it must be safe to run again after a failure (a failed
-            transaction is rolled back; one whose commit was lost in flight must be idempotent).
-        url: the store's URL, for the message.
-        deadline_s: seconds of failures before giving up; None for `store_timeout_s()`.
-        on_retry: called with each transient error before the pause.
-
-    Returns:
-        What `step` returned.
-
-    Raises:
-        StoreUnavailable: transient errors for longer than the deadline (chained to the last).
-        Exception: any error that is not transient, at once.
-    """
-    outage, pause = Outage(url, deadline_s), _FIRST_PAUSE_S
-    outage.since = time.monotonic()
-    while True:
-        try:
-            return step()
-        except Exception as exc:
-            if not is_transient(exc):
-                raise
-            outage.failed(exc)
-            if on_retry is not None:
-                on_retry(exc)
-            left = outage.deadline_s - (time.monotonic() - outage.since)
-            time.sleep(min(pause, max(0.0, left)))
-            pause = min(_LAST_PAUSE_S, pause * 2)
 
 
 def url_of(store: Engine) -> str:
@@ -224,20 +138,48 @@ class Outage:
         self.since = None
 
     def failed(self, exc: BaseException) -> bool:
-        """Count one failure.
-
-        Returns:
-            True when this failure starts an outage (the caller may say so once).
+        """Count one failure: True when it starts an outage (the caller may say so once).
 
         Raises:
             StoreUnavailable: the failures have lasted past the deadline, or `exc` is not
                 transient (chained to `exc`).
         """
-        now = time.monotonic()
         first = self.since is None
-        if self.since is None:
-            self.since = now
-        waited = now - self.since
+        self.since = time.monotonic() if self.since is None else self.since
+        waited = time.monotonic() - self.since
         if not is_transient(exc) or waited >= self.deadline_s:
             raise StoreUnavailable(describe_store_error(exc, self.url, waited_s=waited)) from exc
         return first
+
+
+def retry_store(
+    step: Callable[[], T],
+    *,
+    url: str,
+    deadline_s: float | None = None,
+    on_retry: Callable[[BaseException], None] | None = None,
+) -> T:
+    """Run one store step (a whole transaction), again after each transient error (pauses
+    doubling from 0.1 s to 2 s), until it succeeds or the errors have lasted `deadline_s` (None:
+    `store_timeout_s()`). The pool drops a connection whose error invalidated it (and
+    `pool_pre_ping` a stale one), so a retry starts on a fresh one. `step` must be safe to run
+    again (a failed transaction is rolled back; one whose commit was lost must be idempotent);
+    `on_retry` is called with each transient error.
+
+    Raises:
+        StoreUnavailable: transient errors for longer than the deadline (chained to the last).
+        Exception: any error that is not transient, at once.
+    """
+    outage, pause = Outage(url, deadline_s), 0.1
+    outage.since = time.monotonic()
+    while True:
+        try:
+            return step()
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            outage.failed(exc)
+            if on_retry is not None:
+                on_retry(exc)
+            time.sleep(min(pause, max(0.0, outage.deadline_s - (time.monotonic() - outage.since))))
+            pause = min(2.0, pause * 2)
