@@ -168,6 +168,24 @@ def test_k8s_configmaps_with_valid_keys_and_the_engines_file_names() -> None:
     assert "kubectl create configmap" not in text  # it refuses paths holding '='
 
 
+def test_kubectl_builds_the_same_configmaps_from_their_keys() -> None:
+    """The real client's own key rule, offline: `kubectl create configmap --from-literal` with
+    each printed key and value gives the printed ConfigMap (a manifest's `-f` needs a cluster)."""
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl is not installed")
+    text = render_mounts(request(fmt="k8s", file_names=(MOE, A)))
+    for printed in (doc for doc in yaml.safe_load_all(text) if doc and "kind" in doc):
+        literals = [f"--from-literal={key}={value}" for key, value in printed["data"].items()]
+        name = printed["metadata"]["name"]
+        made = subprocess.run(
+            ["kubectl", "create", "configmap", name, *literals, "--dry-run=client", "-o", "yaml"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert yaml.safe_load(made.stdout)["data"] == printed["data"]
+
+
 @pytest.mark.parametrize(
     ("version", "folder"),
     [
