@@ -26,18 +26,9 @@ from sqlalchemy import (
     TypeDecorator,
     UniqueConstraint,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from tuner.core import CONFIG_KEYS
-
-# Constraint names must be deterministic for Alembic's batch mode on SQLite.
-NAMING_CONVENTION: dict[str, str] = {
-    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
-    "uq": "uq_%(table_name)s_%(column_0_name)s",
-    "ck": "ck_%(table_name)s_%(constraint_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-    "pk": "pk_%(table_name)s",
-}
 
 
 def utcnow() -> datetime:
@@ -77,14 +68,19 @@ class UTCDateTime(TypeDecorator[datetime]):
 class Base(DeclarativeBase):
     """Declarative base of every table; its metadata carries the naming convention."""
 
-    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    # Constraint names must be deterministic for Alembic's batch mode on SQLite.
+    metadata = MetaData(
+        naming_convention={
+            "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+            "uq": "uq_%(table_name)s_%(column_0_name)s",
+            "ck": "ck_%(table_name)s_%(constraint_name)s",
+            "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+            "pk": "pk_%(table_name)s",
+        }
+    )
 
 
 TASK_STATES: tuple[str, ...] = ("pending", "running", "done", "failed")
-
-# Why a decision kept its config: the fastest re-timed config beat the runner-up
-# by more than the spread; or it did not, and the default or a simpler config was kept.
-DECISION_KEPT: tuple[str, ...] = ("fastest", "default", "simpler")
 
 
 class Device(Base):
@@ -101,14 +97,7 @@ class Device(Base):
 
 # What tells two environments apart (with the device): not kernel_source and vllm, since the
 # kernel hash already differs between sources.
-ENVIRONMENT_KEY: tuple[str, ...] = (
-    "gpu_name",
-    "compute_capability",
-    "driver",
-    "cuda",
-    "torch",
-    "triton",
-)
+ENVIRONMENT_KEY = ("gpu_name", "compute_capability", "driver", "cuda", "torch", "triton")
 ENVIRONMENT_KEY += ("tuner", "kernel_hash")
 
 
@@ -141,28 +130,17 @@ class Environment(Base):
 # block_n = block_k = 0: the columns stay NOT NULL, since NULLs never collide in a unique key
 # (imports' upsert would add duplicates). The two functions below are the only places the
 # encoding is written or read.
-NO_BLOCK = (0, 0)
 
 
 def block_columns(block_shape: tuple[int, int] | None) -> tuple[int, int]:
-    """The (block_n, block_k) columns of a block shape.
-
-    Args:
-        block_shape: [group_n, group_k] of the weight scales, or None for per-tensor scales.
-
-    Returns:
-        (group_n, group_k) as ints; (0, 0) for None.
-    """
-    if block_shape is None:
-        return NO_BLOCK
-    return (int(block_shape[0]), int(block_shape[1]))
+    """The (block_n, block_k) columns of [group_n, group_k] of the weight scales; (0, 0) for
+    None (per-tensor scales)."""
+    return (0, 0) if block_shape is None else (int(block_shape[0]), int(block_shape[1]))
 
 
 def block_shape_of(block_n: int, block_k: int) -> tuple[int, int] | None:
     """The block shape of stored (block_n, block_k) columns: None for (0, 0) (per-tensor)."""
-    if (block_n, block_k) == NO_BLOCK:
-        return None
-    return (int(block_n), int(block_k))
+    return None if (block_n, block_k) == (0, 0) else (int(block_n), int(block_k))
 
 
 def config_of(row: Any, prefix: str = "") -> dict[str, int]:
@@ -255,6 +233,11 @@ class TaskConfig:
     GROUP_SIZE_M: Mapped[int] = mapped_column(Integer)
     num_warps: Mapped[int] = mapped_column(Integer)
     num_stages: Mapped[int] = mapped_column(Integer)
+
+    @property
+    def config(self) -> dict[str, int]:
+        """vLLM's six config keys of the row, in vLLM's order."""
+        return config_of(self)
 
 
 class Trial(TaskConfig, Base):
@@ -355,6 +338,13 @@ class Decision(TaskConfig, Base):
     kept: Mapped[str] = mapped_column(String(16))
     note: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    # The task's re-timed configs, fastest first (then as recorded); read with the decision.
+    retimes: Mapped[list[Retime]] = relationship(
+        primaryjoin="foreign(Retime.task_id) == Decision.task_id",
+        order_by="(Retime.latency_us, Retime.retime_id)",
+        viewonly=True,
+        lazy="selectin",
+    )
 
     __table_args__ = (
         UniqueConstraint("task_id"),

@@ -86,7 +86,7 @@ def create_sweep(
         out_dtype=body.out_dtype,
     )
     try:
-        info, created = repo.create_sweep(session, **request.sweep_fields())
+        info, created = repo.create_sweep(session, request.sweep_spec())
     except ValueError as exc:
         raise HTTPException(422, detail=str(exc)) from None
     response.status_code = 201 if created else 200

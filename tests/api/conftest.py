@@ -90,18 +90,20 @@ def _sweep(session, device: str) -> tuple[int, dict[str, int]]:
     planned = [key[1:] for key in PLAN if key[0] == device]
     sweep, _ = repo.create_sweep(
         session,
-        device_name=device,
-        model="test-model",
-        tp=2,
-        strategy="grid",
-        budget=8,
-        space="vllm",
-        seed=0,
-        m_values=sorted({m for _, _, m in planned}),
-        out_dtype="bfloat16",
-        block_shape=(128, 128),
-        shapes=sorted({(n, k) for n, k, _ in planned}),
-        **DENSE_SWEEP,
+        repo.SweepSpec(
+            device_name=device,
+            model="test-model",
+            tp=2,
+            strategy="grid",
+            budget=8,
+            space="vllm",
+            seed=0,
+            m_values=sorted({m for _, _, m in planned}),
+            out_dtype="bfloat16",
+            block_shape=(128, 128),
+            shapes=sorted({(n, k) for n, k, _ in planned}),
+            **DENSE_SWEEP,
+        ),
     )
     environments = {
         name: repo.get_or_create_environment(

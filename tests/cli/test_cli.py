@@ -195,18 +195,20 @@ def _stale_store(tmp_path):
     with session_scope(engine) as session:
         sweep, _ = repo.create_sweep(
             session,
-            device_name="NVIDIA_L20",
-            model="m",
-            tp=1,
-            strategy="grid",
-            budget=4,
-            space="vllm",
-            seed=0,
-            m_values=[1, 16],
-            out_dtype="bfloat16",
-            block_shape=(128, 128),
-            shapes=[(5120, 3072)],
-            **DENSE_SWEEP,
+            repo.SweepSpec(
+                device_name="NVIDIA_L20",
+                model="m",
+                tp=1,
+                strategy="grid",
+                budget=4,
+                space="vllm",
+                seed=0,
+                m_values=[1, 16],
+                out_dtype="bfloat16",
+                block_shape=(128, 128),
+                shapes=[(5120, 3072)],
+                **DENSE_SWEEP,
+            ),
         )
         env = {
             name: repo.get_or_create_environment(

@@ -8,6 +8,7 @@ before each test.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,31 +22,21 @@ from db import repo
 from db.connection import connect, open_store
 from db.models import Base
 from tests.storefill import DENSE_SWEEP
+from tuner.core import CONFIG_KEYS
 
 BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get("TUNER_TEST_PG_URL") else [])
 
-C0 = {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 32}
-C0 |= {"num_warps": 4, "num_stages": 2}  # the default config of these tests
-C1 = {**C0, "BLOCK_SIZE_M": 16}
-C2 = {**C0, "BLOCK_SIZE_M": 32}
-C3 = {**C0, "num_stages": 3}
-C4 = {**C0, "num_warps": 8}
+C0 = dict(zip(CONFIG_KEYS, (64, 128, 128, 32, 4, 2), strict=True))  # these tests' default
+C1, C2 = {**C0, "BLOCK_SIZE_M": 16}, {**C0, "BLOCK_SIZE_M": 32}
+C3, C4 = {**C0, "num_stages": 3}, {**C0, "num_warps": 8}
 ENV = {"device_name": "NVIDIA_L20", "gpu_name": "NVIDIA L20", "compute_capability": "8.9"}
 ENV |= {"driver": "580", "cuda": "12.9", "torch": "2.11.0", "triton": "3.6.0", "tuner": "0.1.0"}
 ENV |= {"kernel_hash": "k1"}
-SWEEP: dict[str, Any] = {"device_name": "NVIDIA_L20", "model": "m", "tp": 1, "strategy": "grid"}
-SWEEP |= {"budget": 4, "space": "vllm", "seed": 0, "m_values": [1, 16], "out_dtype": "bfloat16"}
-SWEEP |= {"block_shape": (128, 128), "shapes": [(256, 512)], **DENSE_SWEEP}
-
-
-def _reset_postgresql(url: str) -> None:
-    engine = connect(url)
-    try:
-        with engine.begin() as connection:
-            Base.metadata.drop_all(connection)
-            connection.execute(text("DROP TABLE IF EXISTS alembic_version"))
-    finally:
-        engine.dispose()
+SPEC = repo.SweepSpec(
+    **{"device_name": "NVIDIA_L20", "model": "m", "tp": 1, "strategy": "grid", "budget": 4},
+    **{"space": "vllm", "seed": 0, "m_values": (1, 16), "out_dtype": "bfloat16"},
+    **{"block_shape": (128, 128), "shapes": ((256, 512),), **DENSE_SWEEP},
+)
 
 
 @pytest.fixture(params=BACKENDS)
@@ -54,7 +45,11 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'store' / 'tuner.db'}"
     url = os.environ["TUNER_TEST_PG_URL"]
-    _reset_postgresql(url)
+    engine = connect(url)
+    with engine.begin() as connection:
+        Base.metadata.drop_all(connection)
+        connection.execute(text("DROP TABLE IF EXISTS alembic_version"))
+    engine.dispose()
     return url
 
 
@@ -71,9 +66,14 @@ def environment(session: Session, **changes: str) -> int:
     return repo.get_or_create_environment(session, **{**ENV, **changes})
 
 
+def spec(**changes: Any) -> repo.SweepSpec:
+    """SPEC with `changes`."""
+    return dataclasses.replace(SPEC, **changes)
+
+
 def sweep(session: Session, **changes: Any) -> int:
-    """The sweep SWEEP with `changes`: its id."""
-    return repo.create_sweep(session, **{**SWEEP, **changes})[0].sweep_id
+    """The sweep SPEC with `changes`: its id."""
+    return repo.create_sweep(session, spec(**changes))[0].sweep_id
 
 
 def claim_all(session: Session, sweep_id: int | None, worker_id: str = "w") -> dict[Any, int]:
@@ -87,14 +87,10 @@ def claim_all(session: Session, sweep_id: int | None, worker_id: str = "w") -> d
 def trials(session: Session, task_id: int, env: int, rows: list[tuple]) -> None:
     """Record (config, is_default, latency_us[, status]) rows as trials of a task."""
     for config, is_default, latency_us, *status in rows:
+        trial = {"config": config, "is_default": is_default, "latency_us": latency_us}
+        status = status[0] if status else "ok"
         assert repo.record_trial(
-            session,
-            task_id=task_id,
-            environment_id=env,
-            config=config,
-            is_default=is_default,
-            status=status[0] if status else "ok",
-            latency_us=latency_us,
+            session, task_id=task_id, environment_id=env, status=status, **trial
         )
 
 

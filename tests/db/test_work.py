@@ -5,6 +5,7 @@ trials recorded once, and re-timings with their decision."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -13,39 +14,30 @@ from sqlalchemy import Engine, delete, func, select, update
 
 from db import repo
 from db.connection import connect, session_scope
-from db.models import (
-    Ceiling,
-    Decision,
-    Device,
-    Environment,
-    Retime,
-    Sweep,
-    Task,
-    Trial,
-    block_columns,
-    block_shape_of,
-)
+from db.models import Ceiling, Decision, Device, Environment, Retime, Sweep, Task, Trial
 from tests.db.conftest import (
     C0,
     C1,
     C2,
     C3,
-    SWEEP,
     claim_all,
     decide,
     decision,
     environment,
     retime,
+    spec,
     sweep,
     trials,
 )
 from tests.db.test_store import run_two
-from tests.storefill import DENSE_SWEEP
 from tuner.core import CONFIG_KEYS
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-BIG = {**SWEEP, "model": "Qwen3.8-27B-FP8", "tp": 2, "strategy": "optuna", "budget": 40}
-BIG |= {"m_values": [16, 1, 4096], "shapes": [(5120, 3072), (17408, 5120)]}
+T_OLD = datetime(2020, 1, 1, 12, 0, tzinfo=UTC)  # before the trials' own timestamps
+BIG = spec(model="Qwen3.8-27B-FP8", tp=2, strategy="optuna", budget=40, m_values=(16, 1, 4096))
+BIG = replace(BIG, shapes=((5120, 3072), (17408, 5120)))
+FLYING = {"in_flight_config": C1, "in_flight_since": T0}
+FLIGHT = select(Task.in_flight_config, Task.in_flight_since)
 
 
 def test_devices_and_environments_are_found_or_added_once(engine: Engine) -> None:
@@ -60,7 +52,6 @@ def test_devices_and_environments_are_found_or_added_once(engine: Engine) -> Non
         for name in ("", "NVIDIA L20", "NVIDIA/L20"):
             with pytest.raises(ValueError, match="vLLM's key"):
                 repo.get_or_create_device(session, device_name=name)
-    with session_scope(engine) as session:
         names = session.scalars(select(Device.device_name).order_by(Device.device_id)).all()
         rows = session.execute(select(Environment.environment_id, Environment.device_id))
         assert names == ["NVIDIA_L20", "TRITON_INTERPRETER"]
@@ -69,30 +60,26 @@ def test_devices_and_environments_are_found_or_added_once(engine: Engine) -> Non
 
 def test_a_sweep_is_created_once_with_its_tasks(engine: Engine) -> None:
     with session_scope(engine) as session:
-        info, created = repo.create_sweep(session, **BIG)
+        info, created = repo.create_sweep(session, BIG)
     assert created and (info.m_values, info.block_shape, info.device_name) == (
         (1, 16, 4096),
         (128, 128),
         "NVIDIA_L20",
     )
     assert info.created_at.utcoffset() is not None and len(info.sweep_key) == 64
-    reordered = {**BIG, "m_values": [4096, 16, 1, 16], "shapes": BIG["shapes"][::-1]}
+    reordered = replace(BIG, m_values=(4096, 16, 1, 16), shapes=BIG.shapes[::-1])
     with session_scope(engine) as session:
-        assert repo.create_sweep(session, **reordered) == (info, False)
-        other, created_other = repo.create_sweep(session, **{**BIG, "seed": 1})
+        assert repo.create_sweep(session, reordered) == (info, False)
+        other, created_other = repo.create_sweep(session, replace(BIG, seed=1))
         assert created_other and other.sweep_id != info.sweep_id
         assert repo.get_sweep(session, sweep_id=info.sweep_id) == info
         assert repo.get_sweep(session, sweep_id=999) is None
+        columns = (Task.N, Task.K, Task.M, Task.state, Task.attempts, Task.family)
         tasks = session.execute(
-            select(Task.N, Task.K, Task.M, Task.state, Task.attempts, Task.family)
-            .where(Task.sweep_id == info.sweep_id)
-            .order_by(Task.task_id)
+            select(*columns).where(Task.sweep_id == info.sweep_id).order_by(Task.task_id)
         ).all()
-    assert tasks == [
-        (n, k, m, "pending", 0, "dense")
-        for n, k in [(5120, 3072), (17408, 5120)]
-        for m in (1, 16, 4096)
-    ]
+    shapes = [(5120, 3072), (17408, 5120)]
+    assert tasks == [(n, k, m, "pending", 0, "dense") for n, k in shapes for m in (1, 16, 4096)]
 
 
 @pytest.mark.parametrize(
@@ -102,60 +89,42 @@ def test_a_sweep_is_created_once_with_its_tasks(engine: Engine) -> None:
         ({"m_values": []}, "at least one M"),
         ({"shapes": []}, "at least one M"),
         ({"m_values": [0, 16]}, "m_values must be positive"),
-        ({"block_shape": (128, -1)}, "block_shape must be positive"),
         ({"budget": 0}, "budget must be positive"),
         # Only None is written as 0/0: a pair with a zero group is refused, never read as None.
-        ({"block_shape": (0, 0)}, "block_shape must be positive"),
         ({"block_shape": (128, 0)}, "block_shape must be positive"),
     ],
 )
 def test_bad_sweeps_are_refused(engine: Engine, change: dict, message: str) -> None:
     with session_scope(engine) as session, pytest.raises(ValueError, match=message):
-        repo.create_sweep(session, **{**BIG, **change})
+        repo.create_sweep(session, replace(BIG, **change))
 
 
-KEYED = {key: BIG[key] for key in ("device_name", "model", "tp", "strategy", "budget", "space")}
-KEYED |= {"seed": 0, "m_values": BIG["m_values"], "out_dtype": "bfloat16", "shapes": BIG["shapes"]}
 TOY = {"family": "toy", "shape_params": "", "family_in_key": True}
 MOE = {"family": "moe", "shape_params": "E=8,top_k=2", "family_in_key": True}
 
 
 @pytest.mark.parametrize(
-    ("block_shape", "family", "key"),
+    ("block_shape", "key"),
     [  # the keys of stored sweeps: each must still find its sweep
-        (
-            (128, 128),
-            DENSE_SWEEP,
-            "00b38e142113660ac063704f3719224d363c1f32e63ebdf49d83b9f30cefdffd",
-        ),
-        (
-            (64, 128),
-            DENSE_SWEEP,
-            "69f3156cbc1fb971112de8679035a51a5749f0869907591642a3a5aa6571490c",
-        ),
-        ([1, 1], DENSE_SWEEP, "46d14567ecbc7dd758fcdce82102b7029a93371fbe37427a5f6c322aba23523a"),
-        (None, DENSE_SWEEP, "90a38e89467bf715fb3b5a84ae094fa02f34b6664bda02c37562bb454d0731f9"),
+        ((128, 128), "00b38e142113660ac063704f3719224d363c1f32e63ebdf49d83b9f30cefdffd"),
+        ((64, 128), "69f3156cbc1fb971112de8679035a51a5749f0869907591642a3a5aa6571490c"),
+        ([1, 1], "46d14567ecbc7dd758fcdce82102b7029a93371fbe37427a5f6c322aba23523a"),
+        (None, "90a38e89467bf715fb3b5a84ae094fa02f34b6664bda02c37562bb454d0731f9"),
     ],
 )
-def test_a_sweep_keeps_its_key(block_shape: Any, family: dict, key: str) -> None:
-    assert repo.sweep_key(**KEYED, block_shape=block_shape, **family) == key
+def test_a_sweep_keeps_its_key(block_shape: Any, key: str) -> None:
+    keyed = replace(BIG, block_shape=block_shape)
+    assert repo.sweep_key(keyed) == key
 
 
 def test_another_family_or_none_block_shape_has_a_key_of_its_own(engine: Engine) -> None:
-    dense = repo.sweep_key(**KEYED, block_shape=(128, 128), **DENSE_SWEEP)
-    keys = {repo.sweep_key(**KEYED, block_shape=(128, 128), **family) for family in (TOY, MOE)}
-    keys |= {repo.sweep_key(**KEYED, block_shape=pair, **DENSE_SWEEP) for pair in [(0, 0), None]}
-    assert len(keys | {dense}) == 5
-    assert block_columns(None) == (0, 0) and block_shape_of(0, 0) is None
-    assert block_columns([64, 128]) == (64, 128) and block_shape_of(128, 128) == (128, 128)
+    keys = {repo.sweep_key(replace(BIG, **family)) for family in (TOY, MOE)}
+    keys |= {repo.sweep_key(replace(BIG, block_shape=p)) for p in [(0, 0), None]}
+    assert len(keys | {repo.sweep_key(BIG)}) == 5
     with session_scope(engine) as session:
-        per_tensor, created = repo.create_sweep(session, **{**BIG, **TOY, "block_shape": None})
-        blocked, _ = repo.create_sweep(session, **{**BIG, **TOY})
-        moe, _ = repo.create_sweep(session, **{**BIG, **MOE})
-        assert repo.create_sweep(session, **{**BIG, **TOY, "block_shape": None}) == (
-            per_tensor,
-            False,
-        )
+        per_tensor, created = repo.create_sweep(session, replace(BIG, **TOY, block_shape=None))
+        blocked, _ = repo.create_sweep(session, replace(BIG, **TOY))
+        moe, _ = repo.create_sweep(session, replace(BIG, **MOE))
         rows = session.execute(select(Sweep.block_n, Sweep.block_k).order_by(Sweep.sweep_id))
         assert [tuple(row) for row in rows] == [(0, 0), (128, 128), (128, 128)]
         task = repo.claim_task(session, sweep_id=per_tensor.sweep_id, worker_id="w", lease_s=60)
@@ -168,18 +137,17 @@ def test_another_family_or_none_block_shape_has_a_key_of_its_own(engine: Engine)
     )
 
 
-EXTENDED = {**SWEEP, "strategy": "local", "shapes": [(256, 384)]}
-T_OLD = datetime(2020, 1, 1, 12, 0, tzinfo=UTC)  # before the trials' own timestamps
+EXTENDED = spec(strategy="local", shapes=((256, 384),))
 
 
 def _open(engine: Engine, budget: int, **changes: Any) -> repo.OpenedSweep:
     with session_scope(engine) as session:
-        return repo.open_sweep(session, **{**EXTENDED, **changes, "budget": budget})
+        return repo.open_sweep(session, replace(EXTENDED, **changes, budget=budget))
 
 
-def _run_all(engine: Engine, now: datetime, env: int, configs: list[dict]) -> list[int]:
-    """Claim every claimable task, store `configs` as its trials, finish it at `now`."""
-    finished = []
+def _run_all(engine: Engine, now: datetime, env: int, configs: list[dict]) -> int:
+    """Claim every claimable task, store `configs` as its trials, finish it at `now`; how many."""
+    finished = 0
     while True:
         with session_scope(engine) as session:
             task = repo.claim_task(session, sweep_id=None, worker_id="w", lease_s=60, now=now)
@@ -189,7 +157,7 @@ def _run_all(engine: Engine, now: datetime, env: int, configs: list[dict]) -> li
             assert repo.finish_task(
                 session, task_id=task.task_id, worker_id="w", now=now, budget=task.budget
             )
-            finished.append(task.task_id)
+            finished += 1
 
 
 def _tasks(engine: Engine) -> list[tuple]:
@@ -203,7 +171,7 @@ def test_a_larger_budget_extends_the_sweep_and_reopens_its_done_tasks(engine: En
     assert (first.outcome, first.info.budget, first.previous_budget) == ("new", 3, 3)
     with session_scope(engine) as session:
         env = environment(session)
-    assert len(_run_all(engine, T_OLD, env, [C1])) == 2
+    assert _run_all(engine, T_OLD, env, [C1]) == 2
     extended = _open(engine, 4)
     assert (extended.outcome, extended.info.sweep_id, extended.info.budget) == (
         "extended",
@@ -211,14 +179,14 @@ def test_a_larger_budget_extends_the_sweep_and_reopens_its_done_tasks(engine: En
         4,
     )
     assert (extended.previous_budget, extended.reopened) == (3, 2)
-    assert extended.info.sweep_key == repo.sweep_key(**EXTENDED | {"budget": 4})
+    assert extended.info.sweep_key == repo.sweep_key(replace(EXTENDED, budget=4))
     # Pending again, lease dropped, first finish kept; trials kept.
     assert _tasks(engine) == [(1, "pending", None, T_OLD), (16, "pending", None, T_OLD)]
     with session_scope(engine) as session:
         assert session.scalar(select(func.count()).select_from(Sweep)) == 1
         assert repo.sweep_progress(session, sweep_id=first.info.sweep_id).trials_total == 2
     # Searched again to the new budget: their first finish still says when they first ended.
-    assert len(_run_all(engine, T_OLD + timedelta(hours=1), env, [C2])) == 2
+    assert _run_all(engine, T_OLD + timedelta(hours=1), env, [C2]) == 2
     assert _tasks(engine) == [(1, "done", "w", T_OLD), (16, "done", "w", T_OLD)]
     again = _open(engine, 4)
     assert (again.outcome, again.info.sweep_id, again.reopened) == (
@@ -235,8 +203,7 @@ def test_a_larger_budget_extends_the_sweep_and_reopens_its_done_tasks(engine: En
 
 def test_a_task_finished_under_the_old_budget_goes_back_to_the_queue(engine: Engine) -> None:
     sweep_id = _open(engine, 3).info.sweep_id
-    with session_scope(engine) as session:
-        held = repo.claim_task(session, sweep_id=sweep_id, worker_id="w", lease_s=60, now=T0)
+    held = _claim(engine, "w", T0, sweep_id=sweep_id)
     assert held is not None and held.budget == 3
     extended = _open(engine, 5)  # while "w" searches with budget 3
     assert (extended.outcome, extended.reopened) == ("extended", 0)  # nothing was done yet
@@ -249,9 +216,8 @@ def test_a_task_finished_under_the_old_budget_goes_back_to_the_queue(engine: Eng
         assert repo.finish_task(session, task_id=again.task_id, worker_id="v", budget=5)
         last = repo.claim_task(session, sweep_id=sweep_id, worker_id="v", lease_s=60, now=T0)
         assert last is not None  # failures are recorded whatever the budget
-        assert repo.finish_task(
-            session, task_id=last.task_id, worker_id="v", state="failed", error="boom", budget=3
-        )
+        failed = {"state": "failed", "error": "boom", "budget": 3}
+        assert repo.finish_task(session, task_id=last.task_id, worker_id="v", **failed)
     assert [row[:2] for row in _tasks(engine)] == [(1, "done"), (16, "failed")]
     assert _open(engine, 6).reopened == 1  # failed tasks stay failed when the budget grows
     assert [row[:2] for row in _tasks(engine)] == [(1, "pending"), (16, "failed")]
@@ -275,13 +241,20 @@ def test_claims_each_task_once_in_order(engine: Engine) -> None:
     ]
     first = claimed[0]
     assert first is not None
-    assert (first.device_name, first.block_shape, first.out_dtype, first.strategy) == (
+    assert (
+        first.device_name,
+        first.block_shape,
+        first.out_dtype,
+        first.strategy,
+        first.budget,
+    ) == (
         "NVIDIA_L20",
         (128, 128),
         "bfloat16",
         "grid",
+        8,
     )
-    assert (first.budget, first.seed, first.space, first.sweep_id) == (8, 0, "vllm", sweep_id)
+    assert (first.seed, first.space, first.sweep_id) == (0, "vllm", sweep_id)
     with session_scope(engine) as session:
         row = session.get_one(Task, first.task_id)
         assert (row.state, row.worker_id, row.attempts, row.started_at) == ("running", "w1", 1, T0)
@@ -305,23 +278,17 @@ def test_leases_heartbeat_and_finish(engine: Engine) -> None:
         assert not repo.heartbeat(session, task_id=b.task_id, worker_id="w2", lease_s=60)
         assert not repo.finish_task(session, task_id=b.task_id, worker_id="w2")
         assert repo.finish_task(session, task_id=b.task_id, worker_id="w3", now=T0)
-        assert repo.finish_task(
-            session, task_id=a.task_id, worker_id="w1", state="failed", error="boom"
-        )
+        failed = {"state": "failed", "error": "boom"}
+        assert repo.finish_task(session, task_id=a.task_id, worker_id="w1", **failed)
         assert not repo.finish_task(session, task_id=a.task_id, worker_id="w1")
         with pytest.raises(ValueError, match="'done' or 'failed'"):
             repo.finish_task(session, task_id=a.task_id, worker_id="w1", state="running")
     assert _claim(engine, "w5", T0 + timedelta(days=1)) is None
     with session_scope(engine) as session:
-        rows = session.execute(
-            select(
-                Task.state, Task.worker_id, Task.attempts, Task.error, Task.lease_expires_at
-            ).order_by(Task.task_id)
-        ).all()
+        columns = (Task.state, Task.worker_id, Task.attempts, Task.error, Task.lease_expires_at)
+        rows = session.execute(select(*columns).order_by(Task.task_id)).all()
         assert rows == [("failed", "w1", 1, "boom", None), ("done", "w3", 2, None, None)]
         assert session.get_one(Task, b.task_id).finished_at == T0
-        progress = repo.sweep_progress(session, sweep_id=sweep_id)
-    assert (progress.tasks_total, progress.tasks_done, progress.tasks_failed) == (2, 1, 1)
 
 
 def test_a_lease_compares_instants_not_wall_clock_text(engine: Engine) -> None:
@@ -348,9 +315,8 @@ def test_release_scopes_and_unfinished_tasks(engine: Engine) -> None:
         assert repo.unfinished_tasks(session, sweep_id=other, device_name="NVIDIA_L20") == 0
     assert _claim(engine, "w1", T0, sweep_id=custom + 1) is None
     assert _claim(engine, "w1", T0, device_name="NVIDIA_B200") is None
-    claimed = [
-        _claim(engine, "w", T0, device_name="NVIDIA_L20", space="custom:abc") for _ in range(3)
-    ]
+    scope = {"device_name": "NVIDIA_L20", "space": "custom:abc"}
+    claimed = [_claim(engine, "w", T0, **scope) for _ in range(3)]
     assert [t.sweep_id if t else None for t in claimed] == [custom, custom, None]
     assert claimed[0] is not None and _claim(engine, "w", T0, sweep_id=first) is not None
     with session_scope(engine) as session:
@@ -382,28 +348,27 @@ def test_a_trial_is_recorded_only_by_the_worker_holding_its_task(engine: Engine)
     again = _claim(engine, "w2", T0 + timedelta(seconds=61))  # w1's lease ran out
     assert again is not None and again.task_id == task.task_id
     with engine.begin() as connection:
-        assert not repo.record_held_trial(connection, worker_id="w1", status="ok", **held)
-        assert repo.record_held_trial(
-            connection, worker_id="w2", status="ok", latency_us=5.0, **held
-        )
-        assert repo.record_held_trial(connection, worker_id="w2", status="timeout", **held)
+        assert not repo.record_trial(connection, worker_id="w1", status="ok", **held)
+        assert repo.record_trial(connection, worker_id="w2", status="ok", latency_us=5.0, **held)
+        assert repo.record_trial(connection, worker_id="w2", status="timeout", **held)
     with session_scope(engine) as session:
         assert not repo.end_trial(session, task_id=task.task_id, worker_id="w1")
         assert not decide(session, task.task_id, env, [retime(C1, 5.0)], decision(C1, 5.0), "w1")
         (stored,) = repo.task_trials(session, task_id=task.task_id)  # once, as first recorded
         assert (stored.config, stored.status, stored.latency_us) == (C1, "ok", 5.0)
         assert repo.release_tasks(session, worker_id="w2") == 1
-    flight = select(Task.in_flight_config, Task.in_flight_since).where(Task.task_id == task.task_id)
-    flying = {"in_flight_config": C1, "in_flight_since": T0}
     for end in ("release", "finish"):
         assert _claim(engine, "w3", T0) is not None
         with session_scope(engine) as session:
-            session.execute(update(Task).where(Task.task_id == task.task_id).values(flying))
+            session.execute(update(Task).where(Task.task_id == task.task_id).values(FLYING))
             if end == "release":
                 assert repo.release_tasks(session, worker_id="w3") == 1
             else:
                 assert repo.finish_task(session, task_id=task.task_id, worker_id="w3")
-            assert tuple(session.execute(flight).one()) == (None, None)
+            assert tuple(session.execute(FLIGHT.where(Task.task_id == task.task_id)).one()) == (
+                None,
+                None,
+            )
 
 
 def _claim_and_finish(url: str, worker_id: str, barrier: Any, out: Any) -> None:
@@ -447,37 +412,26 @@ def test_a_trial_is_stored_once_and_read_back_in_vllms_key_order(engine: Engine)
         assert repo.record_trial(session, **{**trial, "latency_us": 99.0}) is False
         failed = {**trial, "config": C3, "is_default": False, "status": "compile_error"}
         assert repo.record_trial(session, **failed | {"latency_us": None, "error": "smem"})
+        with pytest.raises(ValueError, match="'fast' is not a valid TrialStatus"):
+            repo.record_trial(session, **{**trial, "status": "fast"})
     with session_scope(engine) as session:
         assert session.scalar(select(func.count()).select_from(Trial)) == 2
         first, second = repo.task_trials(session, task_id=task_id)
     assert [list(first.config), list(second.config)] == [list(CONFIG_KEYS)] * 2
-    assert (first.config, first.is_default, first.status, first.latency_us) == (
+    assert (first.config, first.is_default, first.status, first.latency_us, first.p20_us) == (
         C0,
         True,
         "ok",
         12.5,
-    )
-    assert (first.p20_us, first.p80_us, first.rel_error, first.error, first.measure_s) == (
         12.0,
-        13.0,
-        1e-3,
-        None,
-        0.4,
     )
+    assert (first.p80_us, first.rel_error, first.error, first.measure_s) == (13.0, 1e-3, None, 0.4)
     assert (second.config, second.status, second.latency_us, second.error) == (
         C3,
         "compile_error",
         None,
         "smem",
     )
-    for change, message in [
-        ({"status": "fast"}, "trial status 'fast' is not one of ok, invalid"),
-        ({"config": {k: v for k, v in C0.items() if k != "num_stages"}}, "keys"),
-        ({"config": {**C0, "kpack": 2}}, "keys"),
-        ({"config": {**C0, "num_warps": 0}}, "num_warps must be a positive integer"),
-    ]:
-        with session_scope(engine) as session, pytest.raises(ValueError, match=message):
-            repo.record_trial(session, **{**trial, **change})
 
 
 @pytest.fixture
@@ -494,36 +448,22 @@ def held(engine: Engine) -> dict[str, int]:
 def _counts(engine: Engine) -> tuple[int, int]:
     with session_scope(engine) as session:
         count = select(func.count())
-        return (
-            session.scalar(count.select_from(Retime)) or 0,
-            session.scalar(count.select_from(Decision)) or 0,
-        )
+        return tuple(session.scalar(count.select_from(table)) or 0 for table in (Retime, Decision))
 
 
 def test_a_decision_is_stored_with_its_retimes_and_replaced_by_the_next(
     engine: Engine, held: dict
 ) -> None:
     first = [retime(C1, 7.1), retime(C2, 7.3), retime(C0, 10.2, is_default=True)]
+    t1, env = held["t1"], held["env"]
     with session_scope(engine) as session:
-        flying = {"in_flight_config": C1, "in_flight_since": T0}
-        session.execute(update(Task).where(Task.task_id == held["t1"]).values(flying))
-        assert decide(
-            session, held["t1"], held["env"], first, decision(C1, 7.1, 10.2, runner_up=C2)
-        )
-        info = repo.task_decision(session, task_id=held["t1"])
+        session.execute(update(Task).where(Task.task_id == t1).values(FLYING))
+        assert decide(session, t1, env, first, decision(C1, 7.1, 10.2, runner_up=C2))
+        info = repo.task_decision(session, task_id=t1)
         assert repo.task_decision(session, task_id=held["t16"]) is None
-        flight = select(Task.in_flight_config, Task.in_flight_since)
-        assert tuple(session.execute(flight.where(Task.task_id == held["t1"])).one()) == (
-            None,
-            None,
-        )
+        assert tuple(session.execute(FLIGHT.where(Task.task_id == t1)).one()) == (None, None)
     assert info is not None and info.created_at.utcoffset() is not None
-    assert (info.task_id, info.environment_id, info.config, info.latency_us) == (
-        held["t1"],
-        held["env"],
-        C1,
-        7.1,
-    )
+    assert (info.task_id, info.environment_id, info.config, info.latency_us) == (t1, env, C1, 7.1)
     assert (info.default_latency_us, info.runner_up, info.spread_us, info.kept, info.note) == (
         10.2,
         C2,
@@ -540,16 +480,14 @@ def test_a_decision_is_stored_with_its_retimes_and_replaced_by_the_next(
     ]
     second = [retime(C2, 6.9), retime(C1, 7.0), retime(C0, 10.1, is_default=True)]
     with session_scope(engine) as session:  # a resumed task re-times
-        assert decide(
-            session, held["t1"], held["env"], second, decision(C2, 6.9, 10.1, runner_up=C1)
-        )
-        info = repo.task_decision(session, task_id=held["t1"])
+        assert decide(session, t1, env, second, decision(C2, 6.9, 10.1, runner_up=C1))
+        info = repo.task_decision(session, task_id=t1)
     assert _counts(engine) == (3, 1)
     assert info is not None and (info.config, info.latency_us, info.runner_up) == (C2, 6.9, C1)
     assert [(r.config, r.latency_us) for r in info.retimes] == [(C2, 6.9), (C1, 7.0), (C0, 10.1)]
     with session_scope(engine) as session:  # a finished task is not held: nothing is written
         assert repo.finish_task(session, task_id=held["t16"], worker_id="w")
-        assert not decide(session, held["t16"], held["env"], [retime(C1, 7.1)], decision(C1, 7.1))
+        assert not decide(session, held["t16"], env, [retime(C1, 7.1)], decision(C1, 7.1))
     assert _counts(engine) == (3, 1)
     with session_scope(engine) as session:
         session.execute(delete(Sweep))  # deleting a sweep deletes its tasks and decisions
@@ -560,21 +498,14 @@ def test_a_decision_is_stored_with_its_retimes_and_replaced_by_the_next(
 @pytest.mark.parametrize(
     ("retimes", "made", "message"),
     [
-        ([], decision(C1, 7.0), "at least one re-timed config"),
+        ([], decision(C1, 7.0), "distinct re-timed configs"),
+        ([retime(C1, 7.0), retime(C1, 7.5)], decision(C1, 7.0), "distinct re-timed configs"),
         ([retime(C1, 7.0)], decision(C2, 7.0), "not one of the re-timed configs"),
-        ([retime(C1, 7.0), retime(C1, 7.5)], decision(C1, 7.0), "re-timed twice"),
         (
             [retime(C1, 7.0, is_default=True), retime(C2, 7.5, is_default=True)],
             decision(C1, 7.0),
             "more than one config marked is_default",
         ),
-        ([retime(C1, 7.0)], decision(C1, 7.0, kept="lucky"), "kept 'lucky' is not one of"),
-        ([{**retime(C1, 7.0), "p20_us": 7.2}], decision(C1, 7.0), "p20_us <= latency_us"),
-        ([{**retime(C1, 7.0), "rounds": 0}], decision(C1, 7.0), "rounds must be a positive"),
-        ([retime({**C1, "kpack": 2}, 7.0)], decision(C1, 7.0), r"retimes\[0\]\.config: keys"),
-        ([retime(C1, 7.0)], decision(C1, 7.0, spread_us=float("nan")), "spread_us must"),
-        ([retime(C1, 7.0)], decision(C1, 7.0, runner_up={"BLOCK_SIZE_M": 16}), "runner_up: keys"),
-        ([retime(C1, 7.0)], {"config": C1}, "decision: keys"),
     ],
 )
 def test_bad_decisions_raise_and_write_nothing(
@@ -599,25 +530,12 @@ def test_ceilings_latest_per_name_over_the_device(engine: Engine) -> None:
     with session_scope(engine) as session:
         repo.record_ceilings(session, environment_id=second, ceilings={"copy_gbps": 850.5})
         repo.record_ceilings(session, environment_id=second, ceilings={})
-        assert repo.device_ceilings(session, device_name="NVIDIA_L20") == {
-            "copy_gbps": 850.5,
-            "fp8_mm_tflops": 300.0,
-        }
+        latest = {"copy_gbps": 850.5, "fp8_mm_tflops": 300.0}
+        assert repo.device_ceilings(session, device_name="NVIDIA_L20") == latest
         assert repo.device_ceilings(session, device_name="NVIDIA_H200") == {"copy_gbps": 4300.0}
         assert repo.device_ceilings(session, device_name="NVIDIA_B200") == {}
         details = session.execute(select(Ceiling.detail).order_by(Ceiling.ceiling_id)).scalars()
         assert list(details) == ["1 GiB copy, median of 20", None, None, None]
-        for ceilings, details, message in [
-            ({"Copy GB/s": 1.0}, None, "lowercase snake_case"),
-            ({"copy_gbps": 0.0}, None, "finite positive"),
-            ({"copy_gbps": float("inf")}, None, "finite positive"),
-            ({"copy_gbps": True}, None, "finite positive"),
-            ({"copy_gbps": 1.0}, {"fp8_mm_tflops": "x"}, "not in ceilings"),
-        ]:
-            with pytest.raises(ValueError, match=message):
-                repo.record_ceilings(
-                    session, environment_id=first, ceilings=ceilings, details=details
-                )
 
 
 def test_warm_starts_of_a_reopened_sweep_are_those_of_its_first_run(engine: Engine) -> None:

@@ -69,7 +69,7 @@ def _history(db: str | None, requests: list, runner: Runner) -> tuple[list, list
     with session_scope(store) as session:
         history = trial_times(session, device_name=requests[0][0].device_name)
         stored = [
-            stored_trials(session, sweep_key=sweep_key(**request.sweep_fields()))
+            stored_trials(session, sweep_key=sweep_key(request.sweep_spec()))
             for request, _ in requests
         ]
         known = [

@@ -105,23 +105,23 @@ class SweepRequest:
         `trials` for optuna."""
         return len(self.space) + 1 if self.strategy == "grid" else self.trials
 
-    def sweep_fields(self) -> dict:
-        """Keyword arguments of `db.repo.create_sweep` for this request."""
-        return {
-            "device_name": self.device_name,
-            "model": self.model,
-            "tp": self.tp,
-            "strategy": self.strategy,
-            "budget": self.budget,
-            "space": self.space_name,
-            "seed": self.seed,
-            "m_values": list(self.m_values),
-            "out_dtype": self.out_dtype,
-            "block_shape": self.block_shape,
-            "shapes": list(self.shapes),
+    def sweep_spec(self) -> repo.SweepSpec:
+        """The store's `db.repo.SweepSpec` of this request."""
+        return repo.SweepSpec(
+            device_name=self.device_name,
+            model=self.model,
+            tp=self.tp,
+            strategy=self.strategy,
+            budget=self.budget,
+            space=self.space_name,
+            seed=self.seed,
+            m_values=list(self.m_values),
+            out_dtype=self.out_dtype,
+            block_shape=self.block_shape,
+            shapes=list(self.shapes),
             **store_columns(self.family, self.params),
-            "family_in_key": get_family(self.family).shapes.sweep_key_has_family,
-        }
+            family_in_key=get_family(self.family).shapes.sweep_key_has_family,
+        )
 
     def key(self, N: int, K: int) -> FamilyShape:
         """The family and shape of the sweep's tasks at (N, K)."""
@@ -153,7 +153,7 @@ def plan(store, request: SweepRequest):
     """
 
     with session_scope(store) as session:
-        return repo.open_sweep(session, **request.sweep_fields())
+        return repo.open_sweep(session, request.sweep_spec())
 
 
 def opened_label(opened) -> str:

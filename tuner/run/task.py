@@ -306,7 +306,7 @@ class TaskRun:
 
         def step() -> bool:
             with self.store.begin() as connection:  # the trial's one transaction
-                return repo.record_held_trial(
+                return repo.record_trial(
                     connection,
                     task_id=self.task.task_id,
                     worker_id=self.spec.worker_id,

@@ -1,4 +1,4 @@
-"""A sweep's key as `tuner sweep` makes it (`SweepRequest.sweep_fields` into `db.repo.sweep_key`):
+"""A sweep's key as `tuner sweep` makes it (`SweepRequest.sweep_spec` into `db.repo.sweep_key`):
 the family decides whether its name enters it. A dense sweep keeps the key stores made before
 families, so such a sweep resumes; any other family's key holds its name."""
 
@@ -60,15 +60,15 @@ def _canonical(request: SweepRequest, **family) -> str:
 
 def test_a_dense_sweep_keeps_the_key_made_before_families() -> None:
     request = _request()
-    fields = request.sweep_fields()
-    assert {name: fields[name] for name in DENSE_SWEEP} == DENSE_SWEEP
-    assert repo.sweep_key(**fields) == DENSE_KEY == _canonical(request)
+    spec = request.sweep_spec()
+    assert {name: getattr(spec, name) for name in DENSE_SWEEP} == DENSE_SWEEP
+    assert repo.sweep_key(spec) == DENSE_KEY == _canonical(request)
 
 
 def test_a_moe_sweep_key_holds_the_family_and_its_params() -> None:
     params = (("E", 8), ("top_k", 2))
     request = _request(shapes=((512, 256),), m_values=(16,), family="moe", params=params)
-    key = repo.sweep_key(**request.sweep_fields())
+    key = repo.sweep_key(request.sweep_spec())
     assert key == _canonical(request, family="moe", shape_params="E=8,top_k=2")
     assert key == "c9f655e316845723cbd6a20829a616c420abc0f6656df1a8f42111511e39290d"
 
@@ -93,7 +93,7 @@ def test_a_registered_familys_key_holds_its_name(family, params, monkeypatch) ->
     alone)."""
     monkeypatch.setitem(FAMILIES, family.name, family)
     request = _request(family=family.name, params=params)
-    key = repo.sweep_key(**request.sweep_fields())
+    key = repo.sweep_key(request.sweep_spec())
     params_text = ",".join(f"{name}={value}" for name, value in params)
     assert key == _canonical(request, family=family.name, shape_params=params_text)
     assert key != DENSE_KEY

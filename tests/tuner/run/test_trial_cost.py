@@ -96,13 +96,11 @@ def test_record_held_trial_writes_only_for_the_holder_and_once(store):
         "measure_s": 0.25,
     }
     with engine.begin() as connection:
-        assert not repo.record_held_trial(
-            connection, task_id=task.task_id, worker_id="w2", **values
-        )
+        assert not repo.record_trial(connection, task_id=task.task_id, worker_id="w2", **values)
     assert stored(engine, task.task_id) == []
     for _ in range(2):
         with engine.begin() as connection:
-            assert repo.record_held_trial(
+            assert repo.record_trial(
                 connection, task_id=task.task_id, worker_id=spec.worker_id, **values
             )
     [trial] = stored(engine, task.task_id)
@@ -115,8 +113,11 @@ def test_record_held_trial_writes_only_for_the_holder_and_once(store):
         trial.p80_us,
         trial.measure_s,
     ) == (default_config().as_dict(), True, "ok", 10.0, 9.5, 10.5, 0.25)
-    with engine.begin() as connection, pytest.raises(ValueError, match="trial status 'fine'"):
-        repo.record_held_trial(
+    with (
+        engine.begin() as connection,
+        pytest.raises(ValueError, match="'fine' is not a valid TrialStatus"),
+    ):
+        repo.record_trial(
             connection,
             task_id=task.task_id,
             worker_id=spec.worker_id,

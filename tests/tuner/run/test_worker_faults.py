@@ -53,18 +53,20 @@ def make_store(folder, backend):
     with session_scope(engine) as session:
         sweep, _ = repo.create_sweep(
             session,
-            device_name="NVIDIA_L20",
-            model="tiny",
-            tp=1,
-            strategy="grid",
-            budget=BUDGET,
-            space="custom",
-            seed=3,
-            m_values=[16],
-            out_dtype="bfloat16",
-            block_shape=(128, 128),
-            shapes=[(256, 384)],
-            **DENSE_SWEEP,
+            repo.SweepSpec(
+                device_name="NVIDIA_L20",
+                model="tiny",
+                tp=1,
+                strategy="grid",
+                budget=BUDGET,
+                space="custom",
+                seed=3,
+                m_values=[16],
+                out_dtype="bfloat16",
+                block_shape=(128, 128),
+                shapes=[(256, 384)],
+                **DENSE_SWEEP,
+            ),
         )
         environment_id = repo.get_or_create_environment(
             session,
