@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -36,10 +36,7 @@ from db.models import (
     utcnow,
 )
 from db.work import get_or_create_device
-from tuner.core import COMPARISON_STATUSES
-
-MAX_LABEL = 128
-_IMPORT_KEY = ("device_id", "family", "shape_params", "N", "K", "block_n", "block_k", "label")
+from tuner.core import ComparisonStatus
 
 # --- imports ----------------------------------------------------------------------------------
 
@@ -127,37 +124,28 @@ def record_import(
         ValueError: an empty or over-long label, no entries, a bad device_name, or
             `cannot_launch` naming an M not in `configs` or given without `checked_arch`.
     """
-    if not label.strip() or len(label) > MAX_LABEL:
-        raise ValueError(f"label must be 1..{MAX_LABEL} characters, got {len(label)}")
+    rejected = dict(cannot_launch or {})
+    if not label.strip() or len(label) > 128:
+        raise ValueError(f"label must be 1..128 characters, got {len(label)}")
     if not configs:
         raise ValueError("no M entries to import")
-    rejected = dict(cannot_launch or {})
     if rejected and checked_arch is None:
         raise ValueError("cannot_launch needs the checked_arch it was found for")
     if set(rejected) - set(configs):
         missing = ", ".join(map(str, sorted(set(rejected) - set(configs))))
         raise ValueError(f"cannot_launch names M not in the file: {missing}")
     block_n, block_k = block_columns(block_shape)
-    key: dict[str, Any] = {"device_id": get_or_create_device(session, device_name=device_name)}
-    key["N"] = int(N)
-    key |= {"K": int(K), "block_n": block_n, "block_k": block_k, "label": label}
+    key = {"device_id": get_or_create_device(session, device_name=device_name), "label": label}
+    key |= {"N": int(N), "K": int(K), "block_n": block_n, "block_k": block_k}
     key |= {"family": family, "shape_params": shape_params}
-    values = {
-        "file_name": file_name[:512],
-        "sha256": sha256,
-        "configs": {str(M): dict(configs[M]) for M in sorted(configs)},
-        "created_at": utcnow(),
-        "checked_arch": checked_arch,
-        "cannot_launch": {str(M): str(rejected[M]) for M in sorted(rejected)},
-    }
+    values = {"file_name": file_name[:512], "sha256": sha256, "checked_arch": checked_arch}
+    values["configs"] = {str(M): dict(configs[M]) for M in sorted(configs)}
+    values["cannot_launch"] = {str(M): str(rejected[M]) for M in sorted(rejected)}
+    values["created_at"] = utcnow()
     upsert = dialect_insert(session, ImportedFile).values(**key, **values)
     session.execute(upsert.on_conflict_do_update(index_elements=list(key), set_=values))
-    row = session.scalars(
-        select(ImportedFile)
-        .where(*(getattr(ImportedFile, name) == value for name, value in key.items()))
-        .execution_options(populate_existing=True)
-    ).one()
-    return _import_info(row, device_name)
+    found = select(ImportedFile).filter_by(**key).execution_options(populate_existing=True)
+    return _import_info(session.scalars(found).one(), device_name)
 
 
 def list_imports(session: Session, *, device_name: str | None = None) -> list[ImportInfo]:
@@ -272,32 +260,18 @@ def _release_info(session: Session, row: Release, device_name: str) -> ReleaseIn
         .where(ReleaseFile.release_id == row.release_id)
         .order_by(ReleaseFile.file_name)
     )
-    return take(
-        ReleaseInfo,
-        row,
-        device_name=device_name,
-        archives=dict(row.archives),
-        summary=dict(row.summary),
-        files=[
-            take(
-                ReleaseFileRow,
-                f,
-                block_shape=block_shape_of(f.block_n, f.block_k),
-                size=size,
-                detail=dict(f.detail),
-            )
-            for f, size in files
-        ],
-    )
+    rows = [
+        take(ReleaseFileRow, f, block_shape=block_shape_of(f.block_n, f.block_k), size=size)
+        for f, size in files
+    ]
+    return take(ReleaseInfo, row, device_name=device_name, files=rows)
 
 
-def _releases(*columns: Any, device_name: str, number: int | None) -> Select:
-    """A device's release `number`, or its latest when None."""
+def _releases(*columns: Any, device_name: str, number: int | None = None) -> Select:
+    """A device's releases, newest first; only `number` when given."""
     query = select(*columns).join(Device, Release.device_id == Device.device_id)
-    query = query.where(Device.device_name == device_name)
-    if number is None:
-        return query.order_by(Release.number.desc()).limit(1)
-    return query.where(Release.number == number)
+    query = query.where(Device.device_name == device_name).order_by(Release.number.desc())
+    return query if number is None else query.where(Release.number == number)
 
 
 def get_release(
@@ -311,12 +285,7 @@ def get_release(
 
 def list_releases(session: Session, *, device_name: str) -> list[ReleaseInfo]:
     """A device's releases, newest first (with their files)."""
-    query = (
-        select(Release)
-        .join(Device, Release.device_id == Device.device_id)
-        .where(Device.device_name == device_name)
-    )
-    rows = session.scalars(query.order_by(Release.number.desc()))
+    rows = session.scalars(_releases(Release, device_name=device_name))
     return [_release_info(session, row, device_name) for row in rows]
 
 
@@ -341,6 +310,11 @@ def publish_release(
     zip bytes), `summary` (JSON-able), who published (user@host) and what ("tuner publish"),
     unless they equal the latest release's.
 
+    The next number comes from a read of the latest release after this transaction has written
+    the blobs: on SQLite it then holds the write lock; on PostgreSQL two publishers may read the
+    same latest release, but only one can insert its successor (unique device_id, number): the
+    other's insert fails, and its retry reads the release that was just committed.
+
     Returns:
         (the new release, True), or (the latest release, False) when its files have the same
         names and bytes.
@@ -357,30 +331,16 @@ def publish_release(
         return latest, False
     device_id = get_or_create_device(session, device_name=device_name)
     # Sorted, so two publishers inserting the same blobs never wait on each other in a cycle.
-    for data in sorted({f.sha256: f.content for f in files}.items()):
-        _store_blob(session, data[1])
+    for _, data in sorted({f.sha256: f.content for f in files}.items()):
+        _store_blob(session, data)
     zips = {engine: _store_blob(session, data) for engine, data in sorted(archives.items())}
-    # The check above may be stale: so the unchanged check and the next number come from one
-    # read of the latest release after this transaction has written. On SQLite it then holds
-    # the write lock; on PostgreSQL two publishers may read the same latest release, but only
-    # one can insert its successor (unique device_id, number): the other's insert fails, and
-    # its retry reads the release that was just committed.
     for _ in range(5):
-        last = session.scalars(
-            select(Release).where(Release.device_id == device_id).order_by(Release.number.desc())
-        ).first()
+        last = session.scalars(_releases(Release, device_name=device_name)).first()
         if last is not None and last.content_sha256 == content:
             return _release_info(session, last, device_name), False
-        row = Release(
-            device_id=device_id,
-            number=(last.number if last is not None else 0) + 1,
-            content_sha256=content,
-            archives=zips,
-            summary=dict(summary),
-            created_by=created_by[:256],
-            reason=reason[:64],
-            created_at=utcnow(),
-        )
+        number = (last.number if last is not None else 0) + 1
+        row = Release(device_id=device_id, number=number, content_sha256=content, archives=zips)
+        row.summary, row.created_by, row.reason = dict(summary), created_by[:256], reason[:64]
         try:
             with session.begin_nested():
                 session.add(row)
@@ -395,14 +355,10 @@ def publish_release(
 
 def _file_row(release_id: int, f: NewFile) -> ReleaseFile:
     block_n, block_k = block_columns(f.block_shape)
-    return ReleaseFile(
-        release_id=release_id,
-        block_n=block_n,
-        block_k=block_k,
-        detail=dict(f.detail),
-        sha256=f.sha256,
-        **{name: getattr(f, name) for name in ("file_name", "family", "shape_params", "N", "K")},
-    )
+    row = ReleaseFile(release_id=release_id, block_n=block_n, block_k=block_k, sha256=f.sha256)
+    row.file_name, row.family, row.shape_params = f.file_name, f.family, f.shape_params
+    row.N, row.K, row.detail = f.N, f.K, dict(f.detail)
+    return row
 
 
 def find_released_file(
@@ -411,6 +367,7 @@ def find_released_file(
     """One read for a file download: `file_name` of release `number` (latest when None) of a
     device; None when there is no such release or file."""
     release = _releases(Release.release_id, Release.number, device_name=device_name, number=number)
+    release = release.limit(1)
     found = release.subquery()
     row = session.execute(
         select(found.c.number, ReleaseFile.sha256)
@@ -488,23 +445,13 @@ def record_comparison(
     lines) with every kernel at every (N, K, M), in one transaction; its comparison_id.
 
     Raises:
-        ValueError: a point with an unknown status, or the same (N, K, M, backend) twice.
+        ValueError: a point with an unknown status (`tuner.core.ComparisonStatus`).
     """
-    seen = set()
     for point in points:
-        if point.status not in COMPARISON_STATUSES:
-            raise ValueError(f"status {point.status!r} is not one of {COMPARISON_STATUSES}")
-        if (point.N, point.K, point.M, point.backend) in seen:
-            raise ValueError(f"N={point.N},K={point.K},M={point.M} {point.backend} twice")
-        seen.add((point.N, point.K, point.M, point.backend))
-    row = Comparison(
-        device_id=get_or_create_device(session, device_name=device_name),
-        environment_id=environment_id,
-        model=model,
-        tp=tp,
-        out_dtype=out_dtype,
-        verdicts=list(verdicts),
-    )
+        ComparisonStatus(point.status)
+    row = Comparison(environment_id=environment_id, model=model, tp=tp, out_dtype=out_dtype)
+    row.device_id = get_or_create_device(session, device_name=device_name)
+    row.verdicts = list(verdicts)
     session.add(row)
     session.flush()
     session.add_all(ComparisonPoint(comparison_id=row.comparison_id, **vars(p)) for p in points)
@@ -515,7 +462,8 @@ def record_comparison(
 def list_comparisons(
     session: Session, *, device_name: str, limit: int = 20
 ) -> list[ComparisonInfo]:
-    """A device's comparisons (at most `limit`), newest first, with their points."""
+    """A device's comparisons (at most `limit`), newest first, with their points sorted by (N,
+    K, M, backend)."""
     runs = session.execute(
         select(Comparison, Environment)
         .join(Device, Comparison.device_id == Device.device_id)
@@ -524,22 +472,14 @@ def list_comparisons(
         .order_by(Comparison.comparison_id.desc())
         .limit(limit)
     ).all()
+    order = (ComparisonPoint.N, ComparisonPoint.K, ComparisonPoint.M, ComparisonPoint.backend)
     infos = []
     for run, env in runs:
         rows = session.scalars(
-            select(ComparisonPoint).where(ComparisonPoint.comparison_id == run.comparison_id)
+            select(ComparisonPoint).filter_by(comparison_id=run.comparison_id).order_by(*order)
         )
-        points = sorted((take(PointRow, r) for r in rows), key=lambda p: (p.N, p.K, p.M, p.backend))
-        infos.append(
-            take(
-                ComparisonInfo,
-                run,
-                device_name=device_name,
-                gpu_name=env.gpu_name,
-                verdicts=tuple(run.verdicts),
-                points=tuple(points),
-                kernel_source=env.kernel_source,
-                vllm=env.vllm,
-            )
-        )
+        points = tuple(take(PointRow, r) for r in rows)
+        of_env = {"gpu_name": env.gpu_name, "kernel_source": env.kernel_source, "vllm": env.vllm}
+        info = take(ComparisonInfo, run, device_name=device_name, points=points, **of_env)
+        infos.append(replace(info, verdicts=tuple(run.verdicts)))
     return infos

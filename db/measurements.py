@@ -2,16 +2,15 @@
 kernel and its hash, the versions that time it, family, shape, M, block shape, output dtype and
 config space) answer a task of another sweep, so an extended M grid, a larger budget or a
 second model sharing a shape measures only what is new.
-
-Like the repository functions these take a Session and never commit.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
-from typing import cast
+from typing import Any, cast
 
-from sqlalchemy import ColumnElement, CursorResult, and_, literal, or_, select
+from sqlalchemy import CursorResult, Select, and_, literal, or_, select
 from sqlalchemy.orm import Session, aliased
 
 from db.connection import dialect_insert
@@ -21,25 +20,25 @@ from tuner.core import CONFIG_KEYS
 # The environment's fields that make two trials one measurement (with its device): the
 # kernel's text and the software that compiles and times it.
 MEASUREMENT_FIELDS = ("kernel_hash", "torch", "triton", "tuner")
+_COPIED = (*CONFIG_KEYS, "environment_id", "is_default", "status", "latency_us", "p20_us")
+_COPIED += ("p80_us", "rel_error", "error", "measure_s", "created_at")
 
 
-def _same_measurement(environment: Mapping[str, str]) -> ColumnElement[bool]:
-    """Trials (joined with their task, sweep, environment and device) timed in an environment
-    with the same device and `MEASUREMENT_FIELDS` as `environment`."""
-    return and_(
-        Device.device_name == environment["device_name"],
-        *(getattr(Environment, name) == environment[name] for name in MEASUREMENT_FIELDS),
-    )
-
-
-def _measured():
-    """Trials with their task, sweep, environment and device."""
+def _measured(columns: Iterable[Any], environment: Mapping[str, str], **same: Any) -> Select:
+    """`columns` of the trials timed in an environment with the device and `MEASUREMENT_FIELDS`
+    of `environment`, of tasks with the `same` family and shape_params (Task's), block_n,
+    block_k, out_dtype and space (Sweep's)."""
+    tasks = {name: same.pop(name) for name in ("family", "shape_params")}
     return (
-        select(Trial)
-        .join(Task, Trial.task_id == Task.task_id)
+        select(*columns)
+        .join_from(Trial, Task, Trial.task_id == Task.task_id)
         .join(Sweep, Task.sweep_id == Sweep.sweep_id)
         .join(Environment, Trial.environment_id == Environment.environment_id)
         .join(Device, Environment.device_id == Device.device_id)
+        .where(Device.device_name == environment["device_name"])
+        .where(*(getattr(Environment, name) == environment[name] for name in MEASUREMENT_FIELDS))
+        .where(*(getattr(Task, name) == value for name, value in tasks.items()))
+        .where(*(getattr(Sweep, name) == value for name, value in same.items()))
     )
 
 
@@ -53,45 +52,28 @@ def adopt_measurements(session: Session, *, task_id: int, environment_id: int) -
     Returns:
         The trials copied (configs the task had not stored).
     """
-    task = session.get(Task, task_id)
-    environment = session.get(Environment, environment_id)
-    if task is None or environment is None:
+    task, env = session.get(Task, task_id), session.get(Environment, environment_id)
+    if task is None or env is None:
         return 0
-    sweep = session.get(Sweep, task.sweep_id)
-    assert sweep is not None
-    fields = {name: getattr(environment, name) for name in MEASUREMENT_FIELDS}
-    device = session.get(Device, environment.device_id)
-    assert device is not None
-    fields["device_name"] = device.device_name
+    sweep, device = session.get_one(Sweep, task.sweep_id), session.get_one(Device, env.device_id)
+    environment = {name: getattr(env, name) for name in MEASUREMENT_FIELDS}
+    environment["device_name"] = device.device_name
     own = aliased(Trial)
-    copied = [*CONFIG_KEYS, "environment_id", "is_default", "status", "latency_us", "p20_us"]
-    copied += ["p80_us", "rel_error", "error", "measure_s", "created_at"]
-    source = (
-        _measured()
-        .with_only_columns(literal(task_id), *(getattr(Trial, name) for name in copied))
-        .where(
-            _same_measurement(fields),
-            Task.task_id != task_id,
-            Task.family == task.family,
-            Task.shape_params == task.shape_params,
-            Task.N == task.N,
-            Task.K == task.K,
-            Task.M == task.M,
-            Sweep.block_n == sweep.block_n,
-            Sweep.block_k == sweep.block_k,
-            Sweep.out_dtype == sweep.out_dtype,
-            Sweep.space == sweep.space,
-            ~select(own.trial_id)
-            .where(
-                own.task_id == task_id, *(getattr(own, k) == getattr(Trial, k) for k in CONFIG_KEYS)
-            )
-            .exists(),
-        )
-        .order_by(Trial.created_at)
+    stored = select(own.trial_id).where(
+        own.task_id == task_id, *(getattr(own, k) == getattr(Trial, k) for k in CONFIG_KEYS)
     )
+    source = _measured(
+        [literal(task_id), *(getattr(Trial, name) for name in _COPIED)],
+        environment,
+        family=task.family,
+        shape_params=task.shape_params,
+        **{name: getattr(sweep, name) for name in ("block_n", "block_k", "out_dtype", "space")},
+    ).where(Task.task_id != task_id, Task.N == task.N, Task.K == task.K, Task.M == task.M)
     inserted = session.execute(
         dialect_insert(session, Trial)
-        .from_select(["task_id", *copied], source)
+        .from_select(
+            ["task_id", *_COPIED], source.where(~stored.exists()).order_by(Trial.created_at)
+        )
         .on_conflict_do_nothing(index_elements=["task_id", *CONFIG_KEYS])
     )
     return max(0, cast(CursorResult, inserted).rowcount or 0)
@@ -124,22 +106,10 @@ def known_configs(
     if not wanted:
         return {}
     block_n, block_k = block_columns(block_shape)
-    query = (
-        _measured()
-        .with_only_columns(Task.N, Task.K, Task.M, *(getattr(Trial, k) for k in CONFIG_KEYS))
-        .where(
-            _same_measurement(environment),
-            Task.family == family,
-            Task.shape_params == shape_params,
-            Sweep.block_n == block_n,
-            Sweep.block_k == block_k,
-            Sweep.out_dtype == out_dtype,
-            Sweep.space == space,
-            or_(*(and_(Task.N == n, Task.K == k, Task.M == m) for n, k, m in wanted)),
-        )
-        .distinct()
+    same = {"family": family, "shape_params": shape_params, "block_n": block_n}
+    same |= {"block_k": block_k, "out_dtype": out_dtype, "space": space}
+    columns = [Task.N, Task.K, Task.M, *(getattr(Trial, k) for k in CONFIG_KEYS)]
+    query = _measured(columns, environment, **same).where(
+        or_(*(and_(Task.N == n, Task.K == k, Task.M == m) for n, k, m in wanted))
     )
-    counts: dict[tuple[int, int, int], int] = {}
-    for row in session.execute(query):
-        counts[row[:3]] = counts.get(row[:3], 0) + 1
-    return counts
+    return dict(Counter(tuple(row[:3]) for row in session.execute(query.distinct())))

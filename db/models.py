@@ -10,22 +10,7 @@ from dataclasses import fields
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import (
-    JSON,
-    CheckConstraint,
-    DateTime,
-    Dialect,
-    Float,
-    ForeignKey,
-    Index,
-    Integer,
-    LargeBinary,
-    MetaData,
-    String,
-    Text,
-    TypeDecorator,
-    UniqueConstraint,
-)
+import sqlalchemy as sa
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from tuner.core import CONFIG_KEYS
@@ -36,7 +21,7 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-class UTCDateTime(TypeDecorator[datetime]):
+class UTCDateTime(sa.TypeDecorator[datetime]):
     """A timestamp that is always timezone-aware UTC in Python.
 
     PostgreSQL stores `timestamp with time zone`. SQLite has no time zones: the value is
@@ -44,10 +29,10 @@ class UTCDateTime(TypeDecorator[datetime]):
     Python agree on both. Naive datetimes are refused rather than guessed at.
     """
 
-    impl = DateTime(timezone=True)
+    impl = sa.DateTime(timezone=True)
     cache_ok = True
 
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+    def process_bind_param(self, value: datetime | None, dialect: sa.Dialect) -> datetime | None:
         if value is None:
             return None
         if value.tzinfo is None or value.utcoffset() is None:
@@ -57,7 +42,7 @@ class UTCDateTime(TypeDecorator[datetime]):
             return value.replace(tzinfo=None)
         return value
 
-    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+    def process_result_value(self, value: Any, dialect: sa.Dialect) -> datetime | None:
         if value is None:
             return None
         if value.tzinfo is None:
@@ -68,8 +53,9 @@ class UTCDateTime(TypeDecorator[datetime]):
 class Base(DeclarativeBase):
     """Declarative base of every table; its metadata carries the naming convention."""
 
+    type_annotation_map = {float: sa.Float}  # not SQLAlchemy's Double: the schema's FLOAT
     # Constraint names must be deterministic for Alembic's batch mode on SQLite.
-    metadata = MetaData(
+    metadata = sa.MetaData(
         naming_convention={
             "ix": "ix_%(table_name)s_%(column_0_N_name)s",
             "uq": "uq_%(table_name)s_%(column_0_name)s",
@@ -88,11 +74,11 @@ class Device(Base):
 
     __tablename__ = "devices"
 
-    device_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    device_name: Mapped[str] = mapped_column(String(128))
+    device_id: Mapped[int] = mapped_column(primary_key=True)
+    device_name: Mapped[str] = mapped_column(sa.String(128))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
-    __table_args__ = (UniqueConstraint("device_name"),)
+    __table_args__ = (sa.UniqueConstraint("device_name"),)
 
 
 # What tells two environments apart (with the device): not kernel_source and vllm, since the
@@ -106,24 +92,24 @@ class Environment(Base):
 
     __tablename__ = "environments"
 
-    environment_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    device_id: Mapped[int] = mapped_column(ForeignKey("devices.device_id"))
-    gpu_name: Mapped[str] = mapped_column(String(128))
-    compute_capability: Mapped[str] = mapped_column(String(16))
-    driver: Mapped[str] = mapped_column(String(64))
-    cuda: Mapped[str] = mapped_column(String(64))
-    torch: Mapped[str] = mapped_column(String(64))
-    triton: Mapped[str] = mapped_column(String(64))
-    tuner: Mapped[str] = mapped_column(String(64))
-    kernel_hash: Mapped[str] = mapped_column(String(128))
+    environment_id: Mapped[int] = mapped_column(primary_key=True)
+    device_id: Mapped[int] = mapped_column(sa.ForeignKey("devices.device_id"))
+    gpu_name: Mapped[str] = mapped_column(sa.String(128))
+    compute_capability: Mapped[str] = mapped_column(sa.String(16))
+    driver: Mapped[str] = mapped_column(sa.String(64))
+    cuda: Mapped[str] = mapped_column(sa.String(64))
+    torch: Mapped[str] = mapped_column(sa.String(64))
+    triton: Mapped[str] = mapped_column(sa.String(64))
+    tuner: Mapped[str] = mapped_column(sa.String(64))
+    kernel_hash: Mapped[str] = mapped_column(sa.String(128))
     # "builtin" (the tuner's kernel) or "vllm" (the installed vLLM's); vLLM's version or "".
     # Not in the unique key: the kernel hash already differs between sources.
     kernel_source: Mapped[str] = mapped_column(
-        String(16), default="builtin", server_default="builtin"
+        sa.String(16), default="builtin", server_default="builtin"
     )
-    vllm: Mapped[str] = mapped_column(String(64), default="", server_default="")
+    vllm: Mapped[str] = mapped_column(sa.String(64), default="", server_default="")
 
-    __table_args__ = (UniqueConstraint("device_id", *ENVIRONMENT_KEY),)
+    __table_args__ = (sa.UniqueConstraint("device_id", *ENVIRONMENT_KEY),)
 
 
 # A shape without block scales (per-tensor; None in every dataclass of db) is stored as
@@ -169,22 +155,22 @@ class Sweep(Base):
 
     __tablename__ = "sweeps"
 
-    sweep_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    sweep_key: Mapped[str] = mapped_column(String(64))
-    device_id: Mapped[int] = mapped_column(ForeignKey("devices.device_id"))
-    model: Mapped[str] = mapped_column(String(256))
-    tp: Mapped[int] = mapped_column(Integer)
-    strategy: Mapped[str] = mapped_column(String(64))
-    budget: Mapped[int] = mapped_column(Integer)
-    space: Mapped[str] = mapped_column(String(128))
-    seed: Mapped[int] = mapped_column(Integer)
-    m_values: Mapped[list[int]] = mapped_column(JSON)
-    out_dtype: Mapped[str] = mapped_column(String(16))
-    block_n: Mapped[int] = mapped_column(Integer)
-    block_k: Mapped[int] = mapped_column(Integer)
+    sweep_id: Mapped[int] = mapped_column(primary_key=True)
+    sweep_key: Mapped[str] = mapped_column(sa.String(64))
+    device_id: Mapped[int] = mapped_column(sa.ForeignKey("devices.device_id"))
+    model: Mapped[str] = mapped_column(sa.String(256))
+    tp: Mapped[int] = mapped_column()
+    strategy: Mapped[str] = mapped_column(sa.String(64))
+    budget: Mapped[int] = mapped_column()
+    space: Mapped[str] = mapped_column(sa.String(128))
+    seed: Mapped[int] = mapped_column()
+    m_values: Mapped[list[int]] = mapped_column(sa.JSON)
+    out_dtype: Mapped[str] = mapped_column(sa.String(16))
+    block_n: Mapped[int] = mapped_column()
+    block_k: Mapped[int] = mapped_column()
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
-    __table_args__ = (UniqueConstraint("sweep_key"),)
+    __table_args__ = (sa.UniqueConstraint("sweep_key"),)
 
 
 class Task(Base):
@@ -192,32 +178,32 @@ class Task(Base):
 
     __tablename__ = "tasks"
 
-    task_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    sweep_id: Mapped[int] = mapped_column(ForeignKey("sweeps.sweep_id", ondelete="CASCADE"))
+    task_id: Mapped[int] = mapped_column(primary_key=True)
+    sweep_id: Mapped[int] = mapped_column(sa.ForeignKey("sweeps.sweep_id", ondelete="CASCADE"))
     # The kernel family (tuner.kernels.registry) and its dimensions beyond N and K, as
     # `name=value,...` ("" for none). Every writer names the family (`db.repo.open_sweep`);
     # rows stored before families existed got theirs from the migration that added the column.
-    family: Mapped[str] = mapped_column(String(32))
-    shape_params: Mapped[str] = mapped_column(String(128), default="", server_default="")
-    N: Mapped[int] = mapped_column(Integer)
-    K: Mapped[int] = mapped_column(Integer)
-    M: Mapped[int] = mapped_column(Integer)
-    state: Mapped[str] = mapped_column(String(16), default="pending")
-    worker_id: Mapped[str | None] = mapped_column(String(256))
+    family: Mapped[str] = mapped_column(sa.String(32))
+    shape_params: Mapped[str] = mapped_column(sa.String(128), default="", server_default="")
+    N: Mapped[int] = mapped_column()
+    K: Mapped[int] = mapped_column()
+    M: Mapped[int] = mapped_column()
+    state: Mapped[str] = mapped_column(sa.String(16), default="pending")
+    worker_id: Mapped[str | None] = mapped_column(sa.String(256))
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    attempts: Mapped[int] = mapped_column(default=0)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    error: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(sa.Text)
     # The config a worker is measuring right now (vLLM keys), and since when: if the worker
     # dies or hangs, the sweep records that config as crashed or timed out.
-    in_flight_config: Mapped[dict[str, int] | None] = mapped_column(JSON)
+    in_flight_config: Mapped[dict[str, int] | None] = mapped_column(sa.JSON)
     in_flight_since: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
     __table_args__ = (
-        UniqueConstraint("sweep_id", "N", "K", "M"),  # one family per sweep
-        CheckConstraint("state IN ('pending', 'running', 'done', 'failed')", name="state"),
-        Index(None, "state", "lease_expires_at"),
+        sa.UniqueConstraint("sweep_id", "N", "K", "M"),  # one family per sweep
+        sa.CheckConstraint("state IN ('pending', 'running', 'done', 'failed')", name="state"),
+        sa.Index(None, "state", "lease_expires_at"),
     )
 
 
@@ -225,14 +211,14 @@ class TaskConfig:
     """Columns of every row that is about one config of one task (trials, retimes, decisions):
     the task, the environment it was timed in, and vLLM's six config keys."""
 
-    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.task_id", ondelete="CASCADE"))
-    environment_id: Mapped[int] = mapped_column(ForeignKey("environments.environment_id"))
-    BLOCK_SIZE_M: Mapped[int] = mapped_column(Integer)
-    BLOCK_SIZE_N: Mapped[int] = mapped_column(Integer)
-    BLOCK_SIZE_K: Mapped[int] = mapped_column(Integer)
-    GROUP_SIZE_M: Mapped[int] = mapped_column(Integer)
-    num_warps: Mapped[int] = mapped_column(Integer)
-    num_stages: Mapped[int] = mapped_column(Integer)
+    task_id: Mapped[int] = mapped_column(sa.ForeignKey("tasks.task_id", ondelete="CASCADE"))
+    environment_id: Mapped[int] = mapped_column(sa.ForeignKey("environments.environment_id"))
+    BLOCK_SIZE_M: Mapped[int] = mapped_column()
+    BLOCK_SIZE_N: Mapped[int] = mapped_column()
+    BLOCK_SIZE_K: Mapped[int] = mapped_column()
+    GROUP_SIZE_M: Mapped[int] = mapped_column()
+    num_warps: Mapped[int] = mapped_column()
+    num_stages: Mapped[int] = mapped_column()
 
     @property
     def config(self) -> dict[str, int]:
@@ -245,18 +231,18 @@ class Trial(TaskConfig, Base):
 
     __tablename__ = "trials"
 
-    trial_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    trial_id: Mapped[int] = mapped_column(primary_key=True)
     is_default: Mapped[bool] = mapped_column(default=False)
-    status: Mapped[str] = mapped_column(String(32))
-    latency_us: Mapped[float | None] = mapped_column(Float)
-    p20_us: Mapped[float | None] = mapped_column(Float)
-    p80_us: Mapped[float | None] = mapped_column(Float)
-    rel_error: Mapped[float | None] = mapped_column(Float)
-    error: Mapped[str | None] = mapped_column(Text)
-    measure_s: Mapped[float | None] = mapped_column(Float)
+    status: Mapped[str] = mapped_column(sa.String(32))
+    latency_us: Mapped[float | None] = mapped_column()
+    p20_us: Mapped[float | None] = mapped_column()
+    p80_us: Mapped[float | None] = mapped_column()
+    rel_error: Mapped[float | None] = mapped_column()
+    error: Mapped[str | None] = mapped_column(sa.Text)
+    measure_s: Mapped[float | None] = mapped_column()
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
-    __table_args__ = (UniqueConstraint("task_id", *CONFIG_KEYS),)
+    __table_args__ = (sa.UniqueConstraint("task_id", *CONFIG_KEYS),)
 
 
 class ImportedFile(Base):
@@ -269,34 +255,36 @@ class ImportedFile(Base):
 
     __tablename__ = "imports"
 
-    import_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    device_id: Mapped[int] = mapped_column(ForeignKey("devices.device_id"))
-    N: Mapped[int] = mapped_column(Integer)
-    K: Mapped[int] = mapped_column(Integer)
-    block_n: Mapped[int] = mapped_column(Integer)
-    block_k: Mapped[int] = mapped_column(Integer)
-    label: Mapped[str] = mapped_column(String(128))
-    file_name: Mapped[str] = mapped_column(String(512))
-    sha256: Mapped[str] = mapped_column(String(64))
+    import_id: Mapped[int] = mapped_column(primary_key=True)
+    device_id: Mapped[int] = mapped_column(sa.ForeignKey("devices.device_id"))
+    N: Mapped[int] = mapped_column()
+    K: Mapped[int] = mapped_column()
+    block_n: Mapped[int] = mapped_column()
+    block_k: Mapped[int] = mapped_column()
+    label: Mapped[str] = mapped_column(sa.String(128))
+    file_name: Mapped[str] = mapped_column(sa.String(512))
+    sha256: Mapped[str] = mapped_column(sa.String(64))
     # M (decimal string, as in the file) -> config with the file's keys (AMD keys kept).
-    configs: Mapped[dict[str, dict[str, int]]] = mapped_column(JSON)
+    configs: Mapped[dict[str, dict[str, int]]] = mapped_column(sa.JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     # The launch check of `tuner import`: the compute capability the entries were
     # compiled for (e.g. 89; NULL: not checked), and M (decimal string) -> why that entry cannot
     # launch there. Merges leave those entries out.
-    checked_arch: Mapped[int | None] = mapped_column(Integer)
-    cannot_launch: Mapped[dict[str, str]] = mapped_column(JSON, default=dict, server_default="{}")
+    checked_arch: Mapped[int | None] = mapped_column()
+    cannot_launch: Mapped[dict[str, str]] = mapped_column(
+        sa.JSON, default=dict, server_default="{}"
+    )
     # The kernel family the file's name parses as (`tuner.kernels.registry.family_of_file`);
     # every writer names it (`db.repo.record_import`), older rows got theirs from the
     # migration that added the column.
-    family: Mapped[str] = mapped_column(String(32))
+    family: Mapped[str] = mapped_column(sa.String(32))
     # The family's dimensions beyond N and K that the file's name carries, as tasks store them
     # (`tuner.kernels.shape.store_columns`): "E=8" for a fused-MoE file, "" for none. With
     # the family in the unique key: one (N, K, block_shape, label) may hold a file of each.
-    shape_params: Mapped[str] = mapped_column(String(128), server_default="")
+    shape_params: Mapped[str] = mapped_column(sa.String(128), server_default="")
 
     __table_args__ = (
-        UniqueConstraint(
+        sa.UniqueConstraint(
             "device_id", "family", "shape_params", "N", "K", "block_n", "block_k", "label"
         ),
     )
@@ -309,15 +297,15 @@ class Retime(TaskConfig, Base):
 
     __tablename__ = "retimes"
 
-    retime_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    retime_id: Mapped[int] = mapped_column(primary_key=True)
     is_default: Mapped[bool] = mapped_column(default=False)
-    rounds: Mapped[int] = mapped_column(Integer)
-    latency_us: Mapped[float] = mapped_column(Float)
-    p20_us: Mapped[float] = mapped_column(Float)
-    p80_us: Mapped[float] = mapped_column(Float)
+    rounds: Mapped[int] = mapped_column()
+    latency_us: Mapped[float] = mapped_column()
+    p20_us: Mapped[float] = mapped_column()
+    p80_us: Mapped[float] = mapped_column()
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
-    __table_args__ = (UniqueConstraint("task_id", *CONFIG_KEYS),)
+    __table_args__ = (sa.UniqueConstraint("task_id", *CONFIG_KEYS),)
 
 
 class Decision(TaskConfig, Base):
@@ -330,13 +318,13 @@ class Decision(TaskConfig, Base):
 
     __tablename__ = "decisions"
 
-    decision_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    latency_us: Mapped[float] = mapped_column(Float)
-    default_latency_us: Mapped[float | None] = mapped_column(Float)
-    runner_up: Mapped[dict[str, int] | None] = mapped_column(JSON)
-    spread_us: Mapped[float] = mapped_column(Float)
-    kept: Mapped[str] = mapped_column(String(16))
-    note: Mapped[str] = mapped_column(Text)
+    decision_id: Mapped[int] = mapped_column(primary_key=True)
+    latency_us: Mapped[float] = mapped_column()
+    default_latency_us: Mapped[float | None] = mapped_column()
+    runner_up: Mapped[dict[str, int] | None] = mapped_column(sa.JSON)
+    spread_us: Mapped[float] = mapped_column()
+    kept: Mapped[str] = mapped_column(sa.String(16))
+    note: Mapped[str] = mapped_column(sa.Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     # The task's re-timed configs, fastest first (then as recorded); read with the decision.
     retimes: Mapped[list[Retime]] = relationship(
@@ -347,8 +335,8 @@ class Decision(TaskConfig, Base):
     )
 
     __table_args__ = (
-        UniqueConstraint("task_id"),
-        CheckConstraint("kept IN ('fastest', 'default', 'simpler')", name="kept"),
+        sa.UniqueConstraint("task_id"),
+        sa.CheckConstraint("kept IN ('fastest', 'default', 'simpler')", name="kept"),
     )
 
 
@@ -359,11 +347,11 @@ class Ceiling(Base):
 
     __tablename__ = "ceilings"
 
-    ceiling_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    environment_id: Mapped[int] = mapped_column(ForeignKey("environments.environment_id"))
-    name: Mapped[str] = mapped_column(String(64))
-    value: Mapped[float] = mapped_column(Float)
-    detail: Mapped[str | None] = mapped_column(Text)
+    ceiling_id: Mapped[int] = mapped_column(primary_key=True)
+    environment_id: Mapped[int] = mapped_column(sa.ForeignKey("environments.environment_id"))
+    name: Mapped[str] = mapped_column(sa.String(64))
+    value: Mapped[float] = mapped_column()
+    detail: Mapped[str | None] = mapped_column(sa.Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
@@ -373,13 +361,13 @@ class Comparison(Base):
 
     __tablename__ = "comparisons"
 
-    comparison_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    device_id: Mapped[int] = mapped_column(ForeignKey("devices.device_id"))
-    environment_id: Mapped[int] = mapped_column(ForeignKey("environments.environment_id"))
-    model: Mapped[str] = mapped_column(String(64))
-    tp: Mapped[int] = mapped_column(Integer)
-    out_dtype: Mapped[str] = mapped_column(String(16))
-    verdicts: Mapped[list[str]] = mapped_column(JSON)
+    comparison_id: Mapped[int] = mapped_column(primary_key=True)
+    device_id: Mapped[int] = mapped_column(sa.ForeignKey("devices.device_id"))
+    environment_id: Mapped[int] = mapped_column(sa.ForeignKey("environments.environment_id"))
+    model: Mapped[str] = mapped_column(sa.String(64))
+    tp: Mapped[int] = mapped_column()
+    out_dtype: Mapped[str] = mapped_column(sa.String(16))
+    verdicts: Mapped[list[str]] = mapped_column(sa.JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
@@ -389,23 +377,23 @@ class ComparisonPoint(Base):
 
     __tablename__ = "comparison_points"
 
-    point_id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    point_id: Mapped[int] = mapped_column(primary_key=True)
     comparison_id: Mapped[int] = mapped_column(
-        ForeignKey("comparisons.comparison_id", ondelete="CASCADE")
+        sa.ForeignKey("comparisons.comparison_id", ondelete="CASCADE")
     )
-    N: Mapped[int] = mapped_column(Integer)
-    K: Mapped[int] = mapped_column(Integer)
-    M: Mapped[int] = mapped_column(Integer)
-    backend: Mapped[str] = mapped_column(String(32))
-    status: Mapped[str] = mapped_column(String(16))
-    latency_us: Mapped[float | None] = mapped_column(Float)
-    p20_us: Mapped[float | None] = mapped_column(Float)
-    p80_us: Mapped[float | None] = mapped_column(Float)
-    note: Mapped[str] = mapped_column(Text)
+    N: Mapped[int] = mapped_column()
+    K: Mapped[int] = mapped_column()
+    M: Mapped[int] = mapped_column()
+    backend: Mapped[str] = mapped_column(sa.String(32))
+    status: Mapped[str] = mapped_column(sa.String(16))
+    latency_us: Mapped[float | None] = mapped_column()
+    p20_us: Mapped[float | None] = mapped_column()
+    p80_us: Mapped[float | None] = mapped_column()
+    note: Mapped[str] = mapped_column(sa.Text)
 
     __table_args__ = (
-        UniqueConstraint("comparison_id", "N", "K", "M", "backend"),
-        CheckConstraint("status IN ('ok', 'failed', 'unavailable')", name="status"),
+        sa.UniqueConstraint("comparison_id", "N", "K", "M", "backend"),
+        sa.CheckConstraint("status IN ('ok', 'failed', 'unavailable')", name="status"),
     )
 
 
@@ -414,9 +402,9 @@ class Blob(Base):
 
     __tablename__ = "blobs"
 
-    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
-    size: Mapped[int] = mapped_column(Integer)
-    content: Mapped[bytes] = mapped_column(LargeBinary)
+    sha256: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    size: Mapped[int] = mapped_column()
+    content: Mapped[bytes] = mapped_column()
 
 
 class Release(Base):
@@ -427,17 +415,17 @@ class Release(Base):
 
     __tablename__ = "releases"
 
-    release_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    device_id: Mapped[int] = mapped_column(ForeignKey("devices.device_id"))
-    number: Mapped[int] = mapped_column(Integer)
-    content_sha256: Mapped[str] = mapped_column(String(64))
-    archives: Mapped[dict[str, str]] = mapped_column(JSON)
-    summary: Mapped[dict[str, Any]] = mapped_column(JSON)
-    created_by: Mapped[str] = mapped_column(String(256))
-    reason: Mapped[str] = mapped_column(String(64))
+    release_id: Mapped[int] = mapped_column(primary_key=True)
+    device_id: Mapped[int] = mapped_column(sa.ForeignKey("devices.device_id"))
+    number: Mapped[int] = mapped_column()
+    content_sha256: Mapped[str] = mapped_column(sa.String(64))
+    archives: Mapped[dict[str, str]] = mapped_column(sa.JSON)
+    summary: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    created_by: Mapped[str] = mapped_column(sa.String(256))
+    reason: Mapped[str] = mapped_column(sa.String(64))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
-    __table_args__ = (UniqueConstraint("device_id", "number"),)
+    __table_args__ = (sa.UniqueConstraint("device_id", "number"),)
 
 
 class ReleaseFile(Base):
@@ -446,17 +434,17 @@ class ReleaseFile(Base):
 
     __tablename__ = "release_files"
 
-    release_file_id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    release_id: Mapped[int] = mapped_column(ForeignKey("releases.release_id"))
-    file_name: Mapped[str] = mapped_column(String(512))
-    family: Mapped[str] = mapped_column(String(32))
-    shape_params: Mapped[str] = mapped_column(String(128))
-    N: Mapped[int] = mapped_column(Integer)
-    K: Mapped[int] = mapped_column(Integer)
-    block_n: Mapped[int] = mapped_column(Integer)
-    block_k: Mapped[int] = mapped_column(Integer)
-    sha256: Mapped[str] = mapped_column(ForeignKey("blobs.sha256"))
+    release_file_id: Mapped[int] = mapped_column(primary_key=True)
+    release_id: Mapped[int] = mapped_column(sa.ForeignKey("releases.release_id"))
+    file_name: Mapped[str] = mapped_column(sa.String(512))
+    family: Mapped[str] = mapped_column(sa.String(32))
+    shape_params: Mapped[str] = mapped_column(sa.String(128))
+    N: Mapped[int] = mapped_column()
+    K: Mapped[int] = mapped_column()
+    block_n: Mapped[int] = mapped_column()
+    block_k: Mapped[int] = mapped_column()
+    sha256: Mapped[str] = mapped_column(sa.ForeignKey("blobs.sha256"))
     # m_keys, m_imported, m_missing, partial, notes, warnings of the merge.
-    detail: Mapped[dict[str, Any]] = mapped_column(JSON)
+    detail: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
 
-    __table_args__ = (UniqueConstraint("release_id", "file_name"),)
+    __table_args__ = (sa.UniqueConstraint("release_id", "file_name"),)

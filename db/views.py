@@ -480,40 +480,21 @@ def list_sweeps(session: Session, *, sweep_id: int | None = None) -> list[SweepS
     """Every sweep (or only `sweep_id`) with task counts by state and trial counts, by id."""
     only = [] if sweep_id is None else [Task.sweep_id == sweep_id]
     tasks: dict[int, dict[str, int]] = defaultdict(lambda: dict.fromkeys(TASK_STATES, 0))
-    for sweep, state, count in session.execute(
-        select(Task.sweep_id, Task.state, func.count())
-        .where(*only)
-        .group_by(Task.sweep_id, Task.state)
-    ):
+    by_state = select(Task.sweep_id, Task.state, func.count()).where(*only)
+    for sweep, state, count in session.execute(by_state.group_by(Task.sweep_id, Task.state)):
         tasks[sweep][state] = count
-    trials = {
-        sweep: (ok, total)
-        for sweep, ok, total in session.execute(
-            select(Task.sweep_id, func.count().filter(Trial.status == OK), func.count())
-            .select_from(Trial)
-            .join(Task, Trial.task_id == Task.task_id)
-            .where(*only)
-            .group_by(Task.sweep_id)
-        )
-    }
-    query = (
-        select(Sweep, Device.device_name)
-        .join(Device, Sweep.device_id == Device.device_id)
-        .order_by(Sweep.sweep_id)
-    )
-    rows = session.execute(query if sweep_id is None else query.where(Sweep.sweep_id == sweep_id))
-    return [
-        take(
-            SweepSummary,
-            sweep,
-            device_name=name,
-            m_values=tuple(sweep.m_values),
-            tasks=dict(tasks[sweep.sweep_id]),
-            trials_ok=trials.get(sweep.sweep_id, (0, 0))[0],
-            trials_total=trials.get(sweep.sweep_id, (0, 0))[1],
-        )
-        for sweep, name in rows
-    ]
+    counts = select(Task.sweep_id, func.count().filter(Trial.status == OK), func.count())
+    counts = counts.join_from(Trial, Task, Trial.task_id == Task.task_id).where(*only)
+    trials = {sweep: row for sweep, *row in session.execute(counts.group_by(Task.sweep_id))}
+    query = select(Sweep, Device.device_name).join(Device, Sweep.device_id == Device.device_id)
+    query = query.where(*([] if sweep_id is None else [Sweep.sweep_id == sweep_id]))
+    summaries = []
+    for sweep, name in session.execute(query.order_by(Sweep.sweep_id)):
+        ok, total = trials.get(sweep.sweep_id, (0, 0))
+        got = {"tasks": dict(tasks[sweep.sweep_id]), "trials_ok": ok, "trials_total": total}
+        m_values = tuple(sweep.m_values)
+        summaries.append(take(SweepSummary, sweep, device_name=name, m_values=m_values, **got))
+    return summaries
 
 
 def sweep_progress(session: Session, *, sweep_id: int) -> SweepProgress:
@@ -557,26 +538,28 @@ def sweep_tasks(session: Session, *, sweep_id: int) -> list[TaskSummary]:
     if session.get(Sweep, sweep_id) is None:
         raise LookupError(f"no sweep with sweep_id {sweep_id}")
     ok = Trial.status == OK
-    stats = {
-        task_id: stat
-        for task_id, *stat in session.execute(
-            select(Trial.task_id, func.count().filter(ok), func.count())
-            .add_columns(func.min(Trial.latency_us).filter(ok))
-            .add_columns(func.min(Trial.latency_us).filter(ok, Trial.is_default.is_(True)))
-            .join(Task, Trial.task_id == Task.task_id)
-            .where(Task.sweep_id == sweep_id)
-            .group_by(Trial.task_id)
+    stats = (
+        select(
+            Trial.task_id,
+            func.count().filter(ok),
+            func.count(),
+            func.min(Trial.latency_us).filter(ok),
         )
-    }
-    tasks = session.scalars(
-        select(Task).where(Task.sweep_id == sweep_id).order_by(Task.N, Task.K, Task.M)
+        .add_columns(func.min(Trial.latency_us).filter(ok, Trial.is_default.is_(True)))
+        .join(Task, Trial.task_id == Task.task_id)
+        .where(Task.sweep_id == sweep_id)
+        .group_by(Trial.task_id)
     )
+    found = {task_id: stat for task_id, *stat in session.execute(stats)}
     names = ("trials_ok", "trials_total", "best_latency_us", "default_latency_us")
+    tasks = session.scalars(
+        select(Task).filter_by(sweep_id=sweep_id).order_by(Task.N, Task.K, Task.M)
+    )
     return [
         take(
             TaskSummary,
             task,
-            **dict(zip(names, stats.get(task.task_id, (0, 0, None, None)), strict=True)),
+            **dict(zip(names, found.get(task.task_id, (0, 0, None, None)), strict=True)),
         )
         for task in tasks
     ]
