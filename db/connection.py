@@ -48,7 +48,7 @@ def normalized_url(url: str) -> str:
     return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
 
 
-def _pragmas(cursor: Any, read_only: bool) -> None:
+def _pragmas(dbapi_connection: Any, read_only: bool) -> None:
     """busy_timeout first, so that switching to WAL waits for other writers. A read-only
     connection switches nothing. Switching a file to WAL needs an exclusive lock, and SQLite
     answers "database is locked" at once, without its busy handler, while another connection
@@ -58,21 +58,22 @@ def _pragmas(cursor: Any, read_only: bool) -> None:
     fsync cost it 1-2 ms of GPU time. In WAL mode this stays consistent and loses nothing when
     a process is killed; a power loss may roll back the last commits, which a resumed sweep
     measures again (https://www.sqlite.org/pragma.html#pragma_synchronous)."""
-    cursor.execute("PRAGMA busy_timeout=30000")
+    execute = dbapi_connection.execute
+    execute("PRAGMA busy_timeout=30000")
     if read_only:
-        cursor.execute("PRAGMA query_only=ON")
+        execute("PRAGMA query_only=ON")
         return
     deadline = time.monotonic() + 30.0
     while True:
         try:
-            cursor.execute("PRAGMA journal_mode=WAL")
+            execute("PRAGMA journal_mode=WAL")
             break
         except sqlite3.OperationalError:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA foreign_keys=ON")
+    execute("PRAGMA synchronous=NORMAL")
+    execute("PRAGMA foreign_keys=ON")
 
 
 def read_only_url(path: str | Path) -> str | None:
@@ -116,29 +117,19 @@ def connect(url: str, *, pool_size: int | None = None, pool_timeout: float | Non
     """
     parsed = make_url(normalized_url(url))
     database = parsed.database or ""
-    sqlite_file = parsed.get_backend_name() == "sqlite"
-    file_name = sqlite_file and database not in ("", ":memory:")
-    file_name = file_name and not database.startswith("file:")
-    pooled = file_name or not sqlite_file
+    is_sqlite = parsed.get_backend_name() == "sqlite"
+    file_name = is_sqlite and database != ":memory:" and not database.startswith("file:")
+    file_name = file_name and database != ""
     options: dict[str, Any] = {"pool_pre_ping": True}
-    if pool_size is not None and pooled:
-        options |= {"pool_size": pool_size, "max_overflow": 0}
-    if pool_timeout is not None and pooled:
-        options["pool_timeout"] = pool_timeout
+    if file_name or not is_sqlite:  # pooled
+        options |= {} if pool_size is None else {"pool_size": pool_size, "max_overflow": 0}
+        options |= {} if pool_timeout is None else {"pool_timeout": pool_timeout}
     store = create_engine(parsed, **options)
-    if sqlite_file:
-        if file_name:
-            Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    if file_name:
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    if is_sqlite:
         read_only = _is_read_only(parsed)
-
-        @event.listens_for(store, "connect")
-        def _set_pragmas(dbapi_connection: Any, _record: Any) -> None:
-            cursor = dbapi_connection.cursor()
-            try:
-                _pragmas(cursor, read_only)
-            finally:
-                cursor.close()
-
+        event.listen(store, "connect", lambda dbapi, _record: _pragmas(dbapi, read_only))
     return store
 
 
@@ -150,10 +141,7 @@ def _alembic_config() -> Config:
 
 def head_revision() -> str:
     """The schema revision this tuner expects: the Alembic head of `db/migrations`."""
-    head = ScriptDirectory.from_config(_alembic_config()).get_current_head()
-    if head is None:
-        raise RuntimeError(f"no migrations found in {MIGRATIONS_DIR}")
-    return head
+    return str(ScriptDirectory.from_config(_alembic_config()).get_current_head())
 
 
 def current_revision(store: Engine) -> str | None:
@@ -180,15 +168,10 @@ def dialect_insert(session: Session, entity: type[Any]) -> Any:
     """The dialect's INSERT into `entity` (the one with `on_conflict_do_nothing`).
 
     Raises:
-        NotImplementedError: the store is neither SQLite nor PostgreSQL.
+        KeyError: the store is neither SQLite nor PostgreSQL.
     """
     dialect = session.get_bind().dialect.name
-    module = {"sqlite": sqlite, "postgresql": postgresql}.get(dialect)
-    if module is None:
-        raise NotImplementedError(
-            f"store backend {dialect!r} is not supported: use SQLite or PostgreSQL"
-        )
-    return module.insert(entity)
+    return {"sqlite": sqlite, "postgresql": postgresql}[dialect].insert(entity)
 
 
 def _check_schema(store: Engine) -> None:

@@ -13,7 +13,7 @@ from tuner.measure.runners import Runner, RunnerFactory
 
 @dataclass(frozen=True)
 class FaultyRunner:
-    """`inner`, with faults around each measurement; the attributes of `Runner` are inner's.
+    """`inner`, with faults around each measurement; the other members of `Runner` are inner's.
 
     Attributes:
         inner: the runner that measures.
@@ -43,39 +43,11 @@ class FaultyRunner:
 
         return make
 
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def device_name(self) -> str:
-        return self.inner.device_name
-
-    @property
-    def torch_device(self) -> str:
-        return self.inner.torch_device
-
-    @property
-    def default_trial_timeout_s(self) -> float:
-        return self.inner.default_trial_timeout_s
-
-    @property
-    def on_gpu(self) -> bool:
-        return self.inner.on_gpu
-
-    @property
-    def family_environments(self) -> bool:
-        return self.inner.family_environments
-
-    @property
-    def confirm_above_s(self) -> float | None:
-        return self.inner.confirm_above_s
-
-    def pin(self, visible_device):
-        self.inner.pin(visible_device)
-
-    def environment(self, kernel, family):
-        return self.inner.environment(kernel, family)
+    def __getattr__(self, name: str):
+        """Every other member of `Runner` is inner's."""
+        if name.startswith("__") or name == "inner":  # pickling looks some up before `inner`
+            raise AttributeError(name)
+        return getattr(self.inner, name)
 
     def problem_runner(self, problem, *, seed, warmup_s, rep_s, task_id=0):
         inner = self.inner.problem_runner(
@@ -86,21 +58,6 @@ class FaultyRunner:
     def stored(self, task_id, config):
         self._log("done", task_id, config.short())
         self.inner.stored(task_id, config)
-
-    def retime_rounds(self, rounds):
-        return self.inner.retime_rounds(rounds)
-
-    def trial_model_s(self, N, K, M):
-        return self.inner.trial_model_s(N, K, M)
-
-    def model_source(self, device_name, calibration):
-        return self.inner.model_source(device_name, calibration)
-
-    def calibration(self):
-        return self.inner.calibration()
-
-    def plan_notes(self):
-        return self.inner.plan_notes()
 
     def before(self, task_id: int, label: str) -> None:
         """As the measurement of the config `label` starts: log, sleep, crash or hang."""

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import importlib.metadata
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from sqlalchemy import text
 
 import tuner
 from db import repo
 from db.connection import open_store, session_scope
+from tuner.core import CONFIG_KEYS
 from tuner.files.provenance import current_kernel_hash
 from tuner.kernels.dense.family import DENSE
 from tuner.kernels.dense.space import default_config
@@ -19,25 +21,17 @@ from tuner.kernels.source import kernel_label
 TRITON = importlib.metadata.version("triton")
 
 DEFAULT = default_config().as_dict()
-FAST = {
-    "BLOCK_SIZE_M": 16,
-    "BLOCK_SIZE_N": 64,
-    "BLOCK_SIZE_K": 128,
-    "GROUP_SIZE_M": 1,
-    "num_warps": 4,
-    "num_stages": 3,
-}
-SLOW = {
-    "BLOCK_SIZE_M": 128,
-    "BLOCK_SIZE_N": 256,
-    "BLOCK_SIZE_K": 128,
-    "GROUP_SIZE_M": 64,
-    "num_warps": 8,
-    "num_stages": 5,
-}
-# What `tuner.run.plan.SweepRequest.sweep_fields` passes `repo.create_sweep` of a dense GEMM
-# sweep beyond its parameters: its family, no shape params, and a key without the family.
+FAST = dict(zip(CONFIG_KEYS, (16, 64, 128, 1, 4, 3), strict=True))
+SLOW = dict(zip(CONFIG_KEYS, (128, 256, 128, 64, 8, 5), strict=True))
+# What `tuner.run.plan.SweepRequest.sweep_spec` gives a dense GEMM sweep beyond its parameters:
+# its family, no shape params, and a key without the family.
 DENSE_SWEEP = {"family": "dense", "shape_params": "", "family_in_key": False}
+# A dense sweep as `fill` makes it; `replace` the rest.
+SPEC = repo.SweepSpec(
+    **{"device_name": "NVIDIA_L20", "model": "test-model", "tp": 2, "strategy": "grid"},
+    **{"budget": 8, "space": "vllm", "seed": 0, "m_values": (1, 16, 32), "shapes": ()},
+    **{"out_dtype": "bfloat16", "block_shape": (128, 128), **DENSE_SWEEP},
+)
 # (N, K, M) -> [(config, is_default, status, latency_us)]
 Plan = Mapping[tuple[int, int, int], Sequence[tuple[dict, bool, str, float | None]]]
 TABLES = ("devices", "environments", "sweeps", "tasks", "trials", "imports")
@@ -63,76 +57,39 @@ def fill(
     if kernel != "builtin":  # its own sweep, named as tuner.run.plan names it
         dense = DENSE.source(kernel)
         space = f"vllm@kernel:{kernel_label(dense.name)}"
-        source = {
-            "kernel_hash": dense.kernel_hash,
-            "kernel_source": dense.name,
-            "vllm": dense.version,
-        }
+        source = {"kernel_hash": dense.kernel_hash, "kernel_source": dense.name}
+        source["vllm"] = dense.version
     shapes = sorted({(n, k) for n, k, _ in plan})
+    spec = replace(SPEC, device_name=device_name, model=model, space=space, shapes=shapes)
     engine = open_store(url)
     try:
         with session_scope(engine) as session:
-            sweep, _ = repo.create_sweep(
-                session,
-                repo.SweepSpec(
-                    device_name=device_name,
-                    model=model,
-                    tp=2,
-                    strategy="grid",
-                    budget=8,
-                    space=space,
-                    seed=0,
-                    m_values=list(m_values),
-                    out_dtype="bfloat16",
-                    block_shape=(128, 128),
-                    shapes=shapes,
-                    **DENSE_SWEEP,
-                ),
-            )
+            sweep, _ = repo.create_sweep(session, replace(spec, m_values=list(m_values)))
             environment_id = repo.get_or_create_environment(
                 session,
-                device_name=device_name,
-                gpu_name=device_name.replace("_", " "),
-                compute_capability="8.9",
-                driver="580.1",
-                cuda="12.9",
-                torch="2.11.0",
-                triton=TRITON,
-                tuner=tuner.__version__,
-                **source,
+                **{"device_name": device_name, "gpu_name": device_name.replace("_", " ")},
+                **{"compute_capability": "8.9", "driver": "580.1", "cuda": "12.9"},
+                **{"torch": "2.11.0", "triton": TRITON, "tuner": tuner.__version__, **source},
             )
-        claimed = []
         while True:
             with session_scope(engine) as session:
                 task = repo.claim_task(session, sweep_id=sweep.sweep_id, worker_id="w", lease_s=600)
                 if task is None:
                     break
-                claimed.append(task.task_id)
                 trials = plan.get((task.N, task.K, task.M))
                 for config, is_default, status, latency_us in trials or ():
                     repo.record_trial(
                         session,
                         task_id=task.task_id,
                         environment_id=environment_id,
-                        config=config,
-                        is_default=is_default,
-                        status=status,
+                        **{"config": config, "is_default": is_default, "status": status},
                         latency_us=latency_us,
                     )
                 if trials is not None or task.M in fail_m:
-                    repo.finish_task(
-                        session,
-                        task_id=task.task_id,
-                        worker_id="w",
-                        state="failed" if task.M in fail_m else "done",
-                    )
+                    state = "failed" if task.M in fail_m else "done"
+                    repo.finish_task(session, task_id=task.task_id, worker_id="w", state=state)
         with session_scope(engine) as session:  # hand unplanned tasks back: pending
-            session.execute(
-                text(
-                    "UPDATE tasks SET state = 'pending', worker_id = NULL, "
-                    "lease_expires_at = NULL WHERE state = 'running'"
-                )
-            )
+            repo.release_tasks(session, worker_id="w")
         return sweep.sweep_id
     finally:
         engine.dispose()
@@ -143,10 +100,8 @@ def row_counts(url: str) -> dict[str, int]:
     engine = open_store(url)
     try:
         with engine.connect() as connection:
-            return {
-                name: connection.execute(text(f"SELECT count(*) FROM {name}")).scalar_one()
-                for name in TABLES
-            }
+            count = "SELECT count(*) FROM {}"
+            return {name: connection.scalar(text(count.format(name))) for name in TABLES}
     finally:
         engine.dispose()
 
@@ -181,45 +136,22 @@ def run_one_task(
     from tuner.run.task import run_task
     from tuner.run.worker_spec import WorkerSpec
 
+    device = "TRITON_INTERPRETER"
+    keyed = get_family(family).shapes.sweep_key_has_family
+    spec = replace(SPEC, device_name=device, model=model, tp=1, budget=budget, m_values=[M])
+    spec = replace(spec, space=f"custom:{family}", shapes=[shape], family=family)
+    spec = replace(spec, shape_params=shape_params, family_in_key=keyed)
     engine = open_store(url)
     with session_scope(engine) as session:
-        sweep, _ = repo.create_sweep(
-            session,
-            repo.SweepSpec(
-                device_name="TRITON_INTERPRETER",
-                model=model,
-                tp=1,
-                strategy="grid",
-                budget=budget,
-                space=f"custom:{family}",
-                seed=0,
-                m_values=[M],
-                out_dtype="bfloat16",
-                block_shape=(128, 128),
-                shapes=[shape],
-                family=family,
-                shape_params=shape_params,
-                family_in_key=get_family(family).shapes.sweep_key_has_family,
-            ),
-        )
+        sweep, _ = repo.create_sweep(session, spec)
         environment_id = repo.get_or_create_environment(
             session,
-            device_name="TRITON_INTERPRETER",
-            gpu_name="TRITON_INTERPRETER",
-            compute_capability="",
-            driver="",
-            cuda="",
-            torch="t",
-            triton="t",
-            tuner="t",
+            **{"device_name": device, "gpu_name": device, "compute_capability": ""},
+            **{"driver": "", "cuda": "", "torch": "t", "triton": "t", "tuner": "t"},
             kernel_hash="h",
         )
         task = repo.claim_task(session, sweep_id=sweep.sweep_id, worker_id="w", lease_s=600)
-    spec = WorkerSpec(
-        db_url=url,
-        sweep_id=sweep.sweep_id,
-        worker_id="w",
-        runner=InterpreterRunner("TRITON_INTERPRETER", reps=1),
-    )
+    runner = InterpreterRunner(device, reps=1)
+    spec = WorkerSpec(db_url=url, sweep_id=sweep.sweep_id, worker_id="w", runner=runner)
     run_task(engine, spec, task, environment_id, space)
     return engine, task

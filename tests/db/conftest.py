@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from db import repo
 from db.connection import connect, open_store
 from db.models import Base
-from tests.storefill import DENSE_SWEEP
+from tests import storefill
 from tuner.core import CONFIG_KEYS
 
 BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get("TUNER_TEST_PG_URL") else [])
@@ -32,11 +32,8 @@ C3, C4 = {**C0, "num_stages": 3}, {**C0, "num_warps": 8}
 ENV = {"device_name": "NVIDIA_L20", "gpu_name": "NVIDIA L20", "compute_capability": "8.9"}
 ENV |= {"driver": "580", "cuda": "12.9", "torch": "2.11.0", "triton": "3.6.0", "tuner": "0.1.0"}
 ENV |= {"kernel_hash": "k1"}
-SPEC = repo.SweepSpec(
-    **{"device_name": "NVIDIA_L20", "model": "m", "tp": 1, "strategy": "grid", "budget": 4},
-    **{"space": "vllm", "seed": 0, "m_values": (1, 16), "out_dtype": "bfloat16"},
-    **{"block_shape": (128, 128), "shapes": ((256, 512),), **DENSE_SWEEP},
-)
+SPEC = dataclasses.replace(storefill.SPEC, model="m", tp=1, budget=4, m_values=(1, 16))
+SPEC = dataclasses.replace(SPEC, shapes=((256, 512),))
 
 
 @pytest.fixture(params=BACKENDS)
