@@ -267,8 +267,8 @@ def _open(url: str, barrier: Any, out: Any) -> None:
 
 
 def run_two(target: Any, *args: Any) -> list[Any]:
-    """Run target(*args[i], barrier, queue) in two spawned processes at once; what they put."""
-    context = multiprocessing.get_context("spawn")
+    """Run target(*args[i], barrier, queue) in two forked processes at once; what they put."""
+    context = multiprocessing.get_context("fork")
     barrier, out = context.Barrier(2), context.Queue()
     processes = [context.Process(target=target, args=(*args[i], barrier, out)) for i in range(2)]
     for process in processes:
