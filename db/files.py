@@ -114,11 +114,10 @@ def record_import(
     shape_params: str,
 ) -> ImportInfo:
     """Store a file's entries (M -> config, already checked) for a device and shape; the same
-    shape (family, shape_params, N, K, block_shape) and label again replaces them (an upsert).
-
-    `label` says where the file comes from ("vllm-0.33.0"); `checked_arch` is the compute
-    capability the entries were checked for (None: not checked), `cannot_launch` M -> why its
-    entry cannot launch there (stored, left out of every merge).
+    shape (family, shape_params, N, K, block_shape) and label ("vllm-0.33.0") again replaces
+    them (an upsert). `checked_arch`: the compute capability the entries were checked for
+    (None: not checked); `cannot_launch`: M -> why its entry cannot launch there (stored, left
+    out of every merge).
 
     Raises:
         ValueError: an empty or over-long label, no entries, a bad device_name, or
@@ -138,10 +137,10 @@ def record_import(
     key = {"device_id": get_or_create_device(session, device_name=device_name), "label": label}
     key |= {"N": int(N), "K": int(K), "block_n": block_n, "block_k": block_k}
     key |= {"family": family, "shape_params": shape_params}
-    values = {"file_name": file_name[:512], "sha256": sha256, "checked_arch": checked_arch}
+    values: dict[str, Any] = {"file_name": file_name[:512], "sha256": sha256}
+    values |= {"checked_arch": checked_arch, "created_at": utcnow()}
     values["configs"] = {str(M): dict(configs[M]) for M in sorted(configs)}
     values["cannot_launch"] = {str(M): str(rejected[M]) for M in sorted(rejected)}
-    values["created_at"] = utcnow()
     upsert = dialect_insert(session, ImportedFile).values(**key, **values)
     session.execute(upsert.on_conflict_do_update(index_elements=list(key), set_=values))
     found = select(ImportedFile).filter_by(**key).execution_options(populate_existing=True)
@@ -341,16 +340,22 @@ def publish_release(
         number = (last.number if last is not None else 0) + 1
         row = Release(device_id=device_id, number=number, content_sha256=content, archives=zips)
         row.summary, row.created_by, row.reason = dict(summary), created_by[:256], reason[:64]
-        try:
-            with session.begin_nested():
-                session.add(row)
-                session.flush()
-                session.add_all(_file_row(row.release_id, f) for f in files)
-                session.flush()
-        except IntegrityError:
-            continue
-        return _release_info(session, row, device_name), True
+        if _inserted(session, row, files):
+            return _release_info(session, row, device_name), True
     raise RuntimeError(f"could not number a release of {device_name}: too many publishers")
+
+
+def _inserted(session: Session, row: Release, files: Sequence[NewFile]) -> bool:
+    """Insert a release with its files in a savepoint; False when its number was taken."""
+    try:
+        with session.begin_nested():
+            session.add(row)
+            session.flush()
+            session.add_all(_file_row(row.release_id, f) for f in files)
+            session.flush()
+    except IntegrityError:
+        return False
+    return True
 
 
 def _file_row(release_id: int, f: NewFile) -> ReleaseFile:

@@ -481,11 +481,11 @@ def list_sweeps(session: Session, *, sweep_id: int | None = None) -> list[SweepS
     only = [] if sweep_id is None else [Task.sweep_id == sweep_id]
     tasks: dict[int, dict[str, int]] = defaultdict(lambda: dict.fromkeys(TASK_STATES, 0))
     by_state = select(Task.sweep_id, Task.state, func.count()).where(*only)
-    for sweep, state, count in session.execute(by_state.group_by(Task.sweep_id, Task.state)):
-        tasks[sweep][state] = count
+    for row_id, state, count in session.execute(by_state.group_by(Task.sweep_id, Task.state)):
+        tasks[row_id][state] = count
     counts = select(Task.sweep_id, func.count().filter(Trial.status == OK), func.count())
     counts = counts.join_from(Trial, Task, Trial.task_id == Task.task_id).where(*only)
-    trials = {sweep: row for sweep, *row in session.execute(counts.group_by(Task.sweep_id))}
+    trials = {row_id: row for row_id, *row in session.execute(counts.group_by(Task.sweep_id))}
     query = select(Sweep, Device.device_name).join(Device, Sweep.device_id == Device.device_id)
     query = query.where(*([] if sweep_id is None else [Sweep.sweep_id == sweep_id]))
     summaries = []

@@ -17,10 +17,11 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     Connection,
+    Table,
     and_,
     bindparam,
     delete,
@@ -110,7 +111,7 @@ def get_or_create_environment(
     """The environment_id of the environment trials ran in ("" for what does not apply), added
     if new. It is found by all but kernel_source ("builtin" or "vllm") and vllm (vLLM's version
     or ""): the first vLLM version that timed a kernel text is the one kept for it."""
-    key = {"device_id": get_or_create_device(session, device_name=device_name)}
+    key: dict[str, Any] = {"device_id": get_or_create_device(session, device_name=device_name)}
     key |= {"gpu_name": gpu_name, "compute_capability": compute_capability, "driver": driver}
     key |= {"cuda": cuda, "torch": torch, "triton": triton, "tuner": tuner}
     key |= {"kernel_hash": kernel_hash}
@@ -534,7 +535,7 @@ def unfinished_tasks(
 # A trial's two statements, built once: building an ORM statement per trial cost more CPU
 # than the transaction itself.
 _HOLD = (
-    update(Task.__table__)
+    update(cast(Table, Task.__table__))
     .where(Task.__table__.c.task_id == bindparam("held_task_id"))
     .where(Task.__table__.c.worker_id == bindparam("held_worker_id"))
     .where(Task.__table__.c.state == "running")
@@ -580,7 +581,7 @@ def record_trial(
     Raises:
         ValueError: the status is unknown; KeyError: a config key is missing.
     """
-    row = {name: int(config[name]) for name in CONFIG_KEYS}
+    row: dict[str, Any] = {name: int(config[name]) for name in CONFIG_KEYS}
     row |= {"task_id": task_id, "environment_id": environment_id, "is_default": bool(is_default)}
     row |= {"status": TrialStatus(status).value, "latency_us": latency_us, "p20_us": p20_us}
     row |= {"p80_us": p80_us, "rel_error": rel_error, "error": error, "measure_s": measure_s}
