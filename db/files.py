@@ -14,7 +14,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Select, select
 from sqlalchemy.exc import IntegrityError
@@ -238,8 +238,7 @@ class ReleaseInfo:
     files: list[ReleaseFileRow] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class ReleasedFile:
+class ReleasedFile(NamedTuple):
     """What a download needs: the release number and the file's (or archive's) sha256."""
 
     number: int

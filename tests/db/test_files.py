@@ -7,12 +7,11 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine
 
 import tuner.files.release as release_module
 from db import repo
 from db.connection import session_scope
-from db.models import Device, Release
 from tests.db.conftest import sweep
 from tests.storefill import DEFAULT, FAST, SLOW, fill
 from tuner.files.provenance import family_hashes
@@ -86,21 +85,14 @@ def test_entries_that_cannot_launch_are_stored_and_left_out_of_merges(engine: En
     reason = "config 128x256x128 g64 w8 s5 needs 200000 bytes of shared memory"
     with session_scope(engine) as session:
         older = record(session, "old", {16: FAST})
+        rejected = {16: reason, 64: reason}
         item = record(
-            session,
-            "h100",
-            {1: FAST, 16: SLOW, 64: SLOW},
-            checked_arch=89,
-            cannot_launch={16: reason, 64: reason},
+            session, "h100", {1: FAST, 16: SLOW, 64: SLOW}, checked_arch=89, cannot_launch=rejected
         )
         shape = repo.imported_configs(session, device_name="NVIDIA_L20")[SHAPE]
         assert repo.list_imports(session) == [item, older]
     assert (older.checked_arch, older.cannot_launch) == (None, {})
-    assert (item.checked_arch, item.cannot_launch, item.m_keys) == (
-        89,
-        {16: reason, 64: reason},
-        (1, 16, 64),
-    )
+    assert (item.checked_arch, item.cannot_launch, item.m_keys) == (89, rejected, (1, 16, 64))
     # M=16: the newer import's entry cannot launch: the older one's stands; M=64: none.
     assert (shape.configs, shape.labels) == ({1: FAST, 16: FAST}, {1: "h100", 16: "old"})
     assert shape.left_out == {16: ("h100", reason), 64: ("h100", reason)}
@@ -135,14 +127,9 @@ def _race(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, bo
 
 
 def _releases(engine: Engine) -> list[tuple[int, str]]:
-    query = (
-        select(Release.number, Release.content_sha256)
-        .join(Device, Release.device_id == Device.device_id)
-        .where(Device.device_name == "NVIDIA_L20")
-        .order_by(Release.number)
-    )
-    with engine.connect() as connection:
-        return [tuple(row) for row in connection.execute(query)]
+    with session_scope(engine) as session:
+        releases = repo.list_releases(session, device_name="NVIDIA_L20")
+    return [(r.number, r.content_sha256) for r in reversed(releases)]
 
 
 def test_publishers_racing_make_one_release_then_the_next_for_new_files(
@@ -165,8 +152,8 @@ def test_publishers_racing_make_one_release_then_the_next_for_new_files(
     with session_scope(engine) as session:
         assert repo.get_release(session, device_name="NVIDIA_L20", number=1) == first
         for f in first.files:
-            found = repo.find_released_file(
-                session, device_name="NVIDIA_L20", file_name=f.file_name, number=1
-            )
-            assert found == repo.ReleasedFile(1, f.sha256)
+            where = {"device_name": "NVIDIA_L20", "file_name": f.file_name}
+            assert repo.find_released_file(session, **where, number=1) == (1, f.sha256)
+            latest = repo.find_released_file(session, **where)
+            assert latest is not None and latest.number == 2 and latest.sha256 != f.sha256
             assert repo.blob(session, sha256=f.sha256) is not None

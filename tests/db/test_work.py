@@ -61,11 +61,8 @@ def test_devices_and_environments_are_found_or_added_once(engine: Engine) -> Non
 def test_a_sweep_is_created_once_with_its_tasks(engine: Engine) -> None:
     with session_scope(engine) as session:
         info, created = repo.create_sweep(session, BIG)
-    assert created and (info.m_values, info.block_shape, info.device_name) == (
-        (1, 16, 4096),
-        (128, 128),
-        "NVIDIA_L20",
-    )
+    got = (info.m_values, info.block_shape, info.device_name)
+    assert created and got == ((1, 16, 4096), (128, 128), "NVIDIA_L20")
     assert info.created_at.utcoffset() is not None and len(info.sweep_key) == 64
     reordered = replace(BIG, m_values=(4096, 16, 1, 16), shapes=BIG.shapes[::-1])
     with session_scope(engine) as session:
@@ -131,10 +128,7 @@ def test_another_family_or_none_block_shape_has_a_key_of_its_own(engine: Engine)
         moe_task = repo.claim_task(session, sweep_id=moe.sweep_id, worker_id="w", lease_s=60)
     assert created and per_tensor.block_shape is None and blocked.block_shape == (128, 128)
     assert task is not None and (task.block_shape, task.family) == (None, "toy")
-    assert moe_task is not None and (moe_task.family, moe_task.shape_params) == (
-        "moe",
-        "E=8,top_k=2",
-    )
+    assert moe_task is not None and moe_task.shape_params == "E=8,top_k=2"
 
 
 EXTENDED = spec(strategy="local", shapes=((256, 384),))
@@ -173,32 +167,25 @@ def test_a_larger_budget_extends_the_sweep_and_reopens_its_done_tasks(engine: En
         env = environment(session)
     assert _run_all(engine, T_OLD, env, [C1]) == 2
     extended = _open(engine, 4)
-    assert (extended.outcome, extended.info.sweep_id, extended.info.budget) == (
-        "extended",
-        first.info.sweep_id,
-        4,
-    )
-    assert (extended.previous_budget, extended.reopened) == (3, 2)
+    sweep_id = first.info.sweep_id
+    got = (extended.outcome, extended.info.sweep_id, extended.previous_budget, extended.reopened)
+    assert got == ("extended", sweep_id, 3, 2)
     assert extended.info.sweep_key == repo.sweep_key(replace(EXTENDED, budget=4))
     # Pending again, lease dropped, first finish kept; trials kept.
     assert _tasks(engine) == [(1, "pending", None, T_OLD), (16, "pending", None, T_OLD)]
     with session_scope(engine) as session:
         assert session.scalar(select(func.count()).select_from(Sweep)) == 1
-        assert repo.sweep_progress(session, sweep_id=first.info.sweep_id).trials_total == 2
+        assert repo.sweep_progress(session, sweep_id=sweep_id).trials_total == 2
     # Searched again to the new budget: their first finish still says when they first ended.
     assert _run_all(engine, T_OLD + timedelta(hours=1), env, [C2]) == 2
     assert _tasks(engine) == [(1, "done", "w", T_OLD), (16, "done", "w", T_OLD)]
     again = _open(engine, 4)
-    assert (again.outcome, again.info.sweep_id, again.reopened) == (
-        "resumed",
-        first.info.sweep_id,
-        0,
-    )
+    assert (again.outcome, again.info.sweep_id, again.reopened) == ("resumed", sweep_id, 0)
     smaller = _open(engine, 2)
     assert (smaller.outcome, smaller.info.budget, smaller.previous_budget) == ("kept", 4, 4)
     assert [row[1] for row in _tasks(engine)] == ["done", "done"]
     other = _open(engine, 4, m_values=[1, 16, 32])  # anything else that differs: another sweep
-    assert (other.outcome, other.info.sweep_id) == ("new", first.info.sweep_id + 1)
+    assert (other.outcome, other.info.sweep_id) == ("new", sweep_id + 1)
 
 
 def test_a_task_finished_under_the_old_budget_goes_back_to_the_queue(engine: Engine) -> None:
@@ -241,19 +228,8 @@ def test_claims_each_task_once_in_order(engine: Engine) -> None:
     ]
     first = claimed[0]
     assert first is not None
-    assert (
-        first.device_name,
-        first.block_shape,
-        first.out_dtype,
-        first.strategy,
-        first.budget,
-    ) == (
-        "NVIDIA_L20",
-        (128, 128),
-        "bfloat16",
-        "grid",
-        8,
-    )
+    got = (first.device_name, first.block_shape, first.out_dtype, first.strategy, first.budget)
+    assert got == ("NVIDIA_L20", (128, 128), "bfloat16", "grid", 8)
     assert (first.seed, first.space, first.sweep_id) == (0, "vllm", sweep_id)
     with session_scope(engine) as session:
         row = session.get_one(Task, first.task_id)
@@ -418,20 +394,11 @@ def test_a_trial_is_stored_once_and_read_back_in_vllms_key_order(engine: Engine)
         assert session.scalar(select(func.count()).select_from(Trial)) == 2
         first, second = repo.task_trials(session, task_id=task_id)
     assert [list(first.config), list(second.config)] == [list(CONFIG_KEYS)] * 2
-    assert (first.config, first.is_default, first.status, first.latency_us, first.p20_us) == (
-        C0,
-        True,
-        "ok",
-        12.5,
-        12.0,
-    )
+    got = (first.config, first.is_default, first.status, first.latency_us, first.p20_us)
+    assert got == (C0, True, "ok", 12.5, 12.0)
     assert (first.p80_us, first.rel_error, first.error, first.measure_s) == (13.0, 1e-3, None, 0.4)
-    assert (second.config, second.status, second.latency_us, second.error) == (
-        C3,
-        "compile_error",
-        None,
-        "smem",
-    )
+    got = (second.config, second.status, second.latency_us, second.error)
+    assert got == (C3, "compile_error", None, "smem")
 
 
 @pytest.fixture
@@ -464,13 +431,8 @@ def test_a_decision_is_stored_with_its_retimes_and_replaced_by_the_next(
         assert tuple(session.execute(FLIGHT.where(Task.task_id == t1)).one()) == (None, None)
     assert info is not None and info.created_at.utcoffset() is not None
     assert (info.task_id, info.environment_id, info.config, info.latency_us) == (t1, env, C1, 7.1)
-    assert (info.default_latency_us, info.runner_up, info.spread_us, info.kept, info.note) == (
-        10.2,
-        C2,
-        0.4,
-        "fastest",
-        "fastest kept",
-    )
+    got = (info.default_latency_us, info.runner_up, info.spread_us, info.kept, info.note)
+    assert got == (10.2, C2, 0.4, "fastest", "fastest kept")
     assert [
         (r.config, r.is_default, r.rounds, r.latency_us, r.p20_us, r.p80_us) for r in info.retimes
     ] == [
