@@ -28,13 +28,12 @@ STORE_TIMEOUT_ENV = "TUNER_STORE_TIMEOUT_S"  # seconds a store may stay down (or
 # Messages of sqlite3.OperationalError that a later try may not get (SQLite result codes
 # SQLITE_BUSY, SQLITE_LOCKED, SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN;
 # https://www.sqlite.org/rescode.html).
-_SQLITE_TRANSIENT = (
+_SQLITE_TRANSIENT: tuple[str, ...] = (
     "database is locked",
     "database table is locked",
     "disk i/o error",
-    "database or disk is full",
-    "unable to open database file",
 )
+_SQLITE_TRANSIENT += ("database or disk is full", "unable to open database file")
 # psycopg's OperationalError and its subclasses (AdminShutdown, ConnectionTimeout, ...), lock
 # timeouts, serialization failures and deadlocks, matched by class name anywhere in the MRO.
 _PG_TRANSIENT = {"OperationalError", "InterfaceError", "LockNotAvailable", "SerializationFailure"}
@@ -99,9 +98,8 @@ def describe_store_error(exc: BaseException, url: str, *, waited_s: float | None
     if full and path is not None:
         where = path.resolve().parent
         free = shutil.disk_usage(where).free if where.exists() else 0
-        return f"disk full at {where}: {free} bytes free (store {masked}); " + (
-            "free space and run the same command"
-        )
+        at = f"{where}: {free} bytes free (store {masked})"
+        return f"disk full at {at}; free space and run the same command"
     if full:
         return f"disk full at store {masked}; free space on its server and run the same command"
     first = (str(orig).strip().splitlines() or [""])[0][:200]
