@@ -18,16 +18,14 @@ from api.deps import (
     SessionDep,
     device_in,
 )
-from api.routes.devices import JSON_FILE, ZIP_FILE, download
+from api.routes.devices import download, file_responses, vllm_name
 from db import repo
 from tuner.kernels.engines import SGLANG_NOTE
-from tuner.kernels.registry import family_of_file, respell_file_name
+from tuner.kernels.registry import respell_file_name
 from tuner.kernels.shape import as_block_shape
 
 router = APIRouter(prefix="/devices", tags=["releases"])
-# Released bytes by sha256: content never changes under its hash, so nothing goes stale.
-BLOBS: dict[str, bytes] = {}
-MAX_BLOBS = 1024
+BLOBS: dict[str, bytes] = {}  # released bytes by sha256 (at most 1024): they never change
 
 
 def _stored(session: Session, device_name: str) -> str:
@@ -60,32 +58,23 @@ def _send(
     def read() -> bytes:
         body = BLOBS.get(found.sha256) or repo.blob(session, sha256=found.sha256)
         if body is None:  # a row without its blob: the store is damaged, not the request
-            raise HTTPException(
-                503,
-                detail=f"release {found.number} lacks the bytes of {filename}",
-                headers={"Retry-After": "60"},
-            )
-        if len(BLOBS) < MAX_BLOBS:
+            detail = f"release {found.number} lacks the bytes of {filename}"
+            raise HTTPException(503, detail=detail, headers={"Retry-After": "60"})
+        if len(BLOBS) < 1024:
             BLOBS[found.sha256] = body
         return body
 
+    cache = "public, max-age=31536000, immutable" if pinned else "no-cache"
+    headers = {"Cache-Control": cache, "X-Tuner-Release": str(found.number)}
     return download(
-        read,
-        sha256=found.sha256,
-        filename=filename,
-        if_none_match=etag,
-        headers={
-            "Cache-Control": "public, max-age=31536000, immutable" if pinned else "no-cache",
-            "X-Tuner-Release": str(found.number),
-        },
+        read, sha256=found.sha256, filename=filename, if_none_match=etag, headers=headers
     )
 
 
 @router.get(
     "/{device_name}/configs/{file_name}",
     response_class=Response,
-    response_model=None,
-    responses=JSON_FILE,
+    responses=file_responses("application/json"),
 )
 def download_file(
     device_name: DeviceName,
@@ -114,18 +103,10 @@ def download_file(
 def _find(
     session: Session, device_name: str, file_name: str, number: int | None
 ) -> repo.ReleasedFile:
+    """A release's file by any spelling of its name; 404 saying why the release lacks it."""
     info = release_of(session, device_name, number)
     names = ", ".join(f.file_name for f in info.files) or "(none)"
-    try:
-        family = family_of_file(file_name)
-        shape, named_device, _ = family.files.parse_file_name(file_name)
-    except ValueError as exc:
-        raise HTTPException(404, detail=f"{exc}; files: {names}") from None
-    if named_device != family.files.file_device(device_name):
-        raise HTTPException(
-            404, detail=f"{file_name!r} names device {named_device!r}, not {device_name!r}"
-        )
-    wanted = family.respell(file_name, "vllm", device_name)
+    _, shape, wanted = vllm_name(file_name, device_name, names)
     found = repo.find_released_file(
         session, device_name=device_name, file_name=wanted, number=info.number
     )
@@ -149,8 +130,7 @@ def _find(
 @router.get(
     "/{device_name}/configs.zip",
     response_class=Response,
-    response_model=None,
-    responses=ZIP_FILE,
+    responses=file_responses("application/zip"),
 )
 def download_zip(
     device_name: DeviceName,
@@ -167,43 +147,34 @@ def download_zip(
     found = repo.find_release_archive(
         session, device_name=device_name, engine=engine, number=release
     )
-    if found is None:
+    if found is None:  # a device alias, or no such release: every release stores both archives
         device_name = _stored(session, device_name)
-        info = release_of(session, device_name, release)
+        number = release_of(session, device_name, release).number
         found = repo.find_release_archive(
-            session, device_name=device_name, engine=engine, number=info.number
+            session, device_name=device_name, engine=engine, number=number
         )
-        assert found is not None  # every release stores both archives
+        assert found is not None
     suffix = "" if engine == "vllm" else f"-{engine}"
     return _send(
         session, found, f"{device_name}-configs{suffix}.zip", release is not None, if_none_match
     )
 
 
-@router.get(
-    "/{device_name}/releases",
-    response_model=list[schemas.Release],
-    responses={404: {"description": "Unknown device"}},
-)
+@router.get("/{device_name}/releases", response_model=list[schemas.Release])
 def list_device_releases(device_name: DeviceName, session: SessionDep) -> list[schemas.Release]:
     """A device's releases, newest first, with their files and summaries.
 
     404 for an unknown device.
     """
-    stored = _stored(session, device_name)
     return [
         schemas.Release(
             **{**asdict(info), "files": [{**asdict(f), **f.detail} for f in info.files]}
         )
-        for info in repo.list_releases(session, device_name=stored)
+        for info in repo.list_releases(session, device_name=_stored(session, device_name))
     ]
 
 
-@router.get(
-    "/{device_name}/configs",
-    response_model=schemas.DeviceConfigs,
-    responses={404: {"description": "Unknown device or release"}},
-)
+@router.get("/{device_name}/configs", response_model=schemas.DeviceConfigs)
 def list_configs(
     device_name: DeviceName,
     session: SessionDep,
@@ -217,13 +188,11 @@ def list_configs(
     """
     info = release_of(session, _stored(session, device_name), release)
     files = [
-        schemas.ConfigFile(
-            **{
-                **asdict(f),
-                **f.detail,
-                "file_name": respell_file_name(f.file_name, engine, info.device_name),
-            }
-        )
+        {
+            **asdict(f),
+            **f.detail,
+            "file_name": respell_file_name(f.file_name, engine, info.device_name),
+        }
         for f in info.files
     ]
     return schemas.DeviceConfigs(

@@ -41,6 +41,8 @@ def _env(kernel_hash: str, triton: str, trials: int, winners: int, current: bool
         "tuner": "0.1.0",
         "kernel_hash": kernel_hash,
         "trials": trials,
+        "kernel_source": "builtin",
+        "vllm": "",
         "winners": winners,
         "current": current,
     }
