@@ -6,16 +6,14 @@ tuned with."""
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from html import escape
 
-from jinja2 import Environment, PackageLoader
 from markupsafe import Markup
 from sqlalchemy.orm import Session
 
 from api.svg import Series, line_chart
+from api.templates import PAGES
 from db import repo
 from tuner.core import REQUIRED_M, VLLM_M_GRID
 from tuner.files.device import DeviceView, Scope
@@ -27,11 +25,6 @@ from tuner.kernels.shape import FamilyShape, block_shape_text
 from tuner.measure.roofline import COPY_GBPS, FP8_MM_TFLOPS, OUT_BYTES, Roofline
 from tuner.measure.shape_roofline import shape_roofline
 
-PAGE = Environment(loader=PackageLoader("api"), autoescape=True, trim_blocks=True)
-# The facts are written for plain text: their `code` spans become <code> in the page.
-PAGE.filters["code"] = lambda text: Markup(
-    re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(text, quote=False))
-)
 REFERENCES = {
     "speedup": "1.0 = as fast as the default (reference, not data)",
     "roofline": "100% = the ceiling (reference, not data)",
@@ -227,58 +220,31 @@ def _share(ratio: float | None) -> float | None:
     return None if ratio is None else ratio * 100
 
 
-def _coverage_notes(shape: ShapeReport, done: set[int]) -> list[tuple[str, bool]]:
-    """(text, is a gap): the M grid; M without a winner (stale-only ones named); vLLM's
-    required M without one (it uses the nearest key there; M <= 32 is decode and small batches,
-    M >= 2048 prefill, as tuner compare splits them); imported entries left out; vLLM's grid M
-    not tuned."""
+def _coverage(shape: ShapeReport, done: set[int]) -> dict:
+    """What the notes on a shape's M grid say: its requested M, measured (`done`) and imported
+    ones, M without a winner (`gaps`, the `stale`-only ones named), vLLM's required M without
+    one (`lacking`: it uses the nearest key there; M <= 32 is decode and small batches, M >= 2048
+    prefill, as tuner compare splits them) and vLLM's grid M not tuned."""
     imported = {r.M: r.imported_from for r in shape.rows if r.latency_us is None and r.config}
     gaps = [M for M in shape.m_requested if M not in done]
     lacking = [M for M in REQUIRED_M if M not in done | set(imported)]
-    labels = ", ".join(repr(label) for label in sorted({str(v) for v in imported.values()}))
-    from_imports = f"; imported entries, not measured, for {len(imported)} M (from {labels})"
-    notes = [
+    groups = (
+        ((M for M in lacking if M <= 32), "decode, small batches"),
         (
-            f"M grid requested: {_ms(shape.m_requested) or 'none'}; measured winners for "
-            f"{len(done)} M{from_imports if imported else ''}.",
-            False,
-        )
-    ]
-    if gaps:
-        notes.append((f"Coverage gaps: no winner yet for M = {_ms(gaps)}.", True))
-    groups = [
-        f"{_ms(group)} ({name})"
-        for group, name in (
-            ([M for M in lacking if M <= 32], "decode, small batches"),
-            ([M for M in lacking if M >= 2048], "prefill"),
-        )
-        if group
-    ]
-    if lacking:
-        kind = "entry" if imported else "winner"
-        notes.append(
-            (f"No {kind} for M = {'; '.join(groups)}: vLLM will use the nearest key.", True)
-        )
-    if stale := [M for M in gaps if M in shape.m_stale]:
-        notes.append(
-            (
-                f"M = {_ms(stale)} only have trials of another kernel or Triton "
-                "(?allow_stale=true shows them).",
-                True,
-            )
-        )
-    notes += [
-        (
-            f"M={M}: entry imported from {label!r} left out, it cannot launch on this device: "
-            f"{reason}.",
-            True,
-        )
-        for M, label, reason in shape.left_out
-    ]
-    grid_missing = [M for M in VLLM_M_GRID if M not in done]
-    if grid_missing and not gaps and done:
-        notes.append((f"Not tuned from vLLM's 18-value grid: {_ms(grid_missing)}.", False))
-    return notes
+            (M for M in lacking if M >= 2048),
+            "prefill",
+        ),
+    )
+    return {
+        "requested": _ms(shape.m_requested) or "none",
+        "done": len(done),
+        "imported": len(imported),
+        "labels": ", ".join(repr(label) for label in sorted({str(v) for v in imported.values()})),
+        "gaps": _ms(gaps),
+        "lacking": "; ".join(f"{ms} ({name})" for group, name in groups if (ms := _ms(group))),
+        "stale": _ms(M for M in gaps if M in shape.m_stale),
+        "grid_missing": _ms(M for M in VLLM_M_GRID if M not in done) if done and not gaps else "",
+    }
 
 
 def _cells(r: ReportRow, f: Roofline | None, ceilings: Mapping[str, float]) -> list[str]:
@@ -311,7 +277,8 @@ def _shape(shape: ShapeReport, out_dtype: str, cpu: bool, ceilings: Mapping[str,
         "anchor": shape.anchor,
         "label": shape.label,
         "heading": f"{shape.label}, {blocks}{models}",
-        "notes": _coverage_notes(shape, {r.M for r in shape.rows if r.latency_us is not None}),
+        "left_out": shape.left_out,
+        "coverage": _coverage(shape, {r.M for r in shape.rows if r.latency_us is not None}),
         "charts": _charts(shape, measured, ceilings),
         "heads": SHAPE_HEADS + (SHARE_HEADS if ceilings else []) + TAIL_HEADS,
         "rows": [_cells(r, None if cpu else figures.get(r.M), ceilings) for r in shape.rows],
@@ -358,7 +325,7 @@ def render_report(
     usable = usable_ceilings(ceilings)
     bytes_dtype = out_dtype if out_dtype in OUT_BYTES else "bfloat16"  # both are 2 bytes
     facts = backend_lines(compute_capability)
-    return PAGE.get_template("report.html").render(
+    return PAGES.get_template("report.html").render(
         device=device_name,
         version=version,
         out_dtype=out_dtype,

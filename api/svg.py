@@ -8,8 +8,9 @@ axis and writes a script into every chart, and matplotlib would outweigh the who
 from __future__ import annotations
 
 import math
-from html import escape
 from typing import NamedTuple
+
+from api.templates import PAGES
 
 WIDTH, HEIGHT, TOP, BOTTOM, RIGHT = 540, 310, 46, 44, 16
 
@@ -59,9 +60,9 @@ def line_chart(
     reference: tuple[float, str] | None = None,
     css_class: str = "chart",
 ) -> str:
-    """An SVG chart of `series` over M (log2 x axis spanning `x_ticks` and the data);
-    `reference`: a labelled dotted line at that y (e.g. speedup 1.0), so it does not read as
-    data. Points with y <= 0 on a log axis are dropped."""
+    """An SVG chart (templates/chart.svg) of `series` over M, its log2 x axis spanning `x_ticks`
+    and the data; `reference`: a labelled dotted line at that y (e.g. speedup 1.0), so it does
+    not read as data. Points with y <= 0 on a log axis are dropped."""
     points = [(s, x, y) for s in series for x, y in s.points if x > 0 and (y > 0 or not y_log)]
     xs = [x for _, x, _ in points] + x_ticks
     ticks = y_ticks([y for _, _, y in points] + ([reference[0]] if reference else []), y_log)
@@ -70,75 +71,32 @@ def line_chart(
     scale = math.log10 if y_log else float
 
     def px(x: float) -> float:
-        return left + math.log2(x / x_lo) / math.log2(x_hi / x_lo) * (WIDTH - left - RIGHT)
+        return round(
+            left + math.log2(x / x_lo) / math.log2(x_hi / x_lo) * (WIDTH - left - RIGHT), 1
+        )
 
     def py(y: float) -> float:
         share = (scale(y) - scale(ticks[0])) / (scale(ticks[-1]) - scale(ticks[0]))
-        return HEIGHT - BOTTOM - share * (HEIGHT - TOP - BOTTOM)
+        return round(HEIGHT - BOTTOM - share * (HEIGHT - TOP - BOTTOM), 1)
 
-    out = [
-        f'<svg class="{escape(css_class)}" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" '
-        f'height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{escape(title)}">'
-        f'<rect width="{WIDTH}" height="{HEIGHT}" fill="#fff"/>'
-        f'<text x="{left}" y="17" class="title">{escape(title)}</text>',
-        *_axes(left, [(py(t), fmt(t)) for t in ticks], [(px(t), fmt(t)) for t in x_ticks], y_label),
-    ]
-    if reference and ticks[0] <= reference[0] <= ticks[-1]:
-        y = py(reference[0])
-        out.append(
-            f'<line x1="{left}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" class="reference"/>'
-            f'<text x="{WIDTH - RIGHT - 4}" y="{y - 4:.1f}" class="reference-label" '
-            f'text-anchor="end">{escape(reference[1])}</text>'
-        )
-    out += _lines(left, series, [(s, px(x), py(y), x, y) for s, x, y in points])
-    return "\n".join([*out, "</svg>"])
-
-
-def _axes(
-    left: float, y_ticks: list[tuple[float, str]], x_ticks: list[tuple[float, str]], y_label: str
-) -> list[str]:
-    """Grid lines and tick labels at (pixel, label) of both axes, the frame and axis labels."""
-    mid = (TOP + HEIGHT - BOTTOM) / 2
-    return [
-        *(
-            f'<line x1="{left}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" class="grid"/>'
-            f'<text x="{left - 6}" y="{y + 4:.1f}" class="tick" text-anchor="end">{label}</text>'
-            for y, label in y_ticks
-        ),
-        *(
-            f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{HEIGHT - BOTTOM}" class="grid"/>'
-            f'<text x="{x:.1f}" y="{HEIGHT - BOTTOM + 16}" class="tick" text-anchor="middle">'
-            f"{label}</text>"
-            for x, label in x_ticks
-        ),
-        f'<rect x="{left}" y="{TOP}" width="{WIDTH - left - RIGHT}" '
-        f'height="{HEIGHT - TOP - BOTTOM}" class="frame"/>'
-        f'<text x="{(left + WIDTH - RIGHT) / 2:.0f}" y="{HEIGHT - 8}" '
-        f'class="label" text-anchor="middle">M (rows of A)</text><text x="14" y="{mid:.0f}" '
-        f'class="label" text-anchor="middle" transform="rotate(-90 14 {mid:.0f})">'
-        f"{escape(y_label)}</text>",
-    ]
-
-
-def _lines(left: float, series: list[Series], drawn: list[tuple]) -> list[str]:
-    """Each series' line through its (series, px, py, x, y) points, the points with their
-    values, and its legend entry (one row above the plot)."""
-    out = []
-    for line in series:
-        mine = [(cx, cy, x, y) for s, cx, cy, x, y in drawn if s is line]
-        dash, name = (' stroke-dasharray="6 4"' if line.dashed else ""), escape(line.name)
-        path = " ".join(f"{cx:.1f},{cy:.1f}" for cx, cy, _, _ in mine)
-        out += [
-            f'<polyline points="{path}" fill="none" stroke="{line.color}" stroke-width="2"{dash}/>',
-            *(
-                f'<circle class="pt" cx="{cx:.1f}" cy="{cy:.1f}" r="3.5" fill="{line.color}" '
-                f'data-series="{name}" data-x="{x:g}" data-y="{y:.6g}"><title>{name}: M={x:g}, '
-                f"{fmt(y)}</title></circle>"
-                for cx, cy, x, y in mine
-            ),
-            f'<line x1="{left}" y1="{TOP - 16}" x2="{left + 22}" y2="{TOP - 16}" '
-            f'stroke="{line.color}" stroke-width="2"{dash}/><text x="{left + 28}" '
-            f'y="{TOP - 12}" class="legend">{name}</text>',
-        ]
-        left += 40 + 7 * len(line.name)
-    return out
+    legend_x = [left + sum(40 + 7 * len(s.name) for s in series[:i]) for i in range(len(series))]
+    shown = reference is not None and ticks[0] <= reference[0] <= ticks[-1]
+    return PAGES.get_template("chart.svg").render(
+        css_class=css_class,
+        title=title,
+        y_label=y_label,
+        width=WIDTH,
+        height=HEIGHT,
+        left=left,
+        right=WIDTH - RIGHT,
+        top=TOP,
+        bottom=HEIGHT - BOTTOM,
+        y_ticks=[(py(t), fmt(t)) for t in ticks],
+        x_ticks=[(px(t), fmt(t)) for t in x_ticks],
+        reference=(py(reference[0]), reference[1]) if reference and shown else None,
+        lines=[
+            (s, [(px(x), py(y), x, y) for t, x, y in points if t is s], legend_x[i])
+            for i, s in enumerate(series)
+        ],
+        fmt=fmt,
+    )

@@ -3,9 +3,7 @@ link to each device's report), `GET /health` and `GET /metrics`."""
 
 from __future__ import annotations
 
-from html import escape
 from typing import Literal
-from urllib.parse import quote
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
@@ -15,6 +13,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 import tuner
 from api.deps import SettingsDep
+from api.templates import PAGES
 from db import repo
 
 router = APIRouter()
@@ -39,34 +38,14 @@ class Health(BaseModel):
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
 def index(request: Request) -> str:
     """An HTML page linking the service's main routes and each device's report."""
-    items = "".join(
-        f"<li><code>{path}</code>: {what}</li>"
-        if "{" in path
-        else f'<li><a href="{path}">{path}</a>: {what}</li>'
-        for path, what in LINKS
-    )
+    names, fault = [], None
     try:  # the store is opened here, not as a dependency, so that its fault spares the page
         with repo.session_scope(request.app.state.store.open()) as session:
             names = repo.known_device_names(session)
     except (SQLAlchemyError, repo.SchemaError) as exc:  # the routes still show; /devices: 503
-        listed = f"<p>The store does not answer now ({type(exc).__name__}): try again, or see "
-        listed += "/health.</p>"
-    else:  # quote() keeps a device name one path segment
-        reports = (
-            f'<li><a href="/devices/{quote(n, safe="")}/report">{escape(n)}</a>: its report</li>'
-            for n in names
-        )
-        listed = (
-            f"<ul>{''.join(reports)}</ul>"
-            if names
-            else "<p>None in the store yet (<code>tuner sweep</code> or <code>tuner import</code> "
-            "adds one).</p>"
-        )
-    return (
-        '<!DOCTYPE html><html><head><meta charset="utf-8"><title>blockfp8-tuner</title></head>'
-        f"<body><h1>blockfp8-tuner {tuner.__version__}</h1><p>Tuned vLLM block-FP8 GEMM config "
-        f"files, merged from the store.</p><ul>{items}</ul><h2>Devices</h2>{listed}</body></html>"
-    )
+        fault = type(exc).__name__
+    page = PAGES.get_template("index.html")
+    return page.render(version=tuner.__version__, links=LINKS, names=names, fault=fault)
 
 
 @router.get("/health", response_model=Health, tags=["health"])
