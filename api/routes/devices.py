@@ -12,18 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, HTTPException, Query, Response
 from sqlalchemy.orm import Session
 
-from api import schemas
-from api.deps import (
-    AllowStale,
-    EngineParam,
-    FileName,
-    IfNoneMatch,
-    KnownDevice,
-    OutDtypeQuery,
-    Partial,
-    SessionDep,
-    SettingsDep,
-)
+from api import deps, schemas
 from api.routes.imports import imported_file
 from db import repo
 from tuner.core import triton_minor
@@ -83,51 +72,34 @@ def vllm_name(file_name: str, device_name: str, files: str) -> tuple[KernelFamil
     return family, shape, family.files.file_name(shape, device_name, "vllm")
 
 
-def store_files(
-    session: Session,
-    device_name: str,
-    *,
-    partial: bool,
-    out_dtype: str | None,
-    engine: str,
-    allow_stale: bool,
-) -> StoreFiles:
-    """A device's merged files (tuner.files.device.device_files); 409 when the winners cannot
-    be merged (e.g. two output dtypes)."""
+def store_files(session: Session, device_name: str, **scope: Any) -> StoreFiles:
+    """A device's merged files (tuner.files.device.device_files: out_dtype, allow_stale,
+    allow_partial, engine); 409 when the winners cannot be merged (e.g. two output dtypes)."""
     try:
-        return device_files(
-            session,
-            device_name,
-            out_dtype=out_dtype,
-            allow_stale=allow_stale,
-            allow_partial=partial,
-            engine=engine,
-        )
+        return device_files(session, device_name, **scope)
     except MergeError as exc:
-        hint = "; pick one with ?out_dtype=bfloat16 or float16" if out_dtype is None else ""
+        hint = "" if scope["out_dtype"] else "; pick one with ?out_dtype=bfloat16 or float16"
         raise HTTPException(409, detail=f"{exc}{hint}") from None
 
 
 def preview(
-    device_name: KnownDevice,
-    session: SessionDep,
-    settings: SettingsDep,
-    partial: Partial = None,
-    out_dtype: OutDtypeQuery = None,
-    engine: EngineParam = "vllm",
-    allow_stale: AllowStale = False,
+    device_name: deps.KnownDevice,
+    session: deps.SessionDep,
+    settings: deps.SettingsDep,
+    partial: deps.Partial = None,
+    out_dtype: deps.OutDtypeQuery = None,
+    engine: deps.EngineParam = "vllm",
+    allow_stale: deps.AllowStale = False,
 ) -> tuple[str, str, bool, StoreFiles]:
     """The merge the preview routes serve: device, engine, partial, the files."""
     allow = settings.allow_partial if partial is None else partial
-    files = store_files(
-        session,
+    scope = {"out_dtype": out_dtype, "allow_stale": allow_stale, "engine": engine}
+    return (
         device_name,
-        partial=allow,
-        out_dtype=out_dtype,
-        engine=engine,
-        allow_stale=allow_stale,
+        engine,
+        allow,
+        store_files(session, device_name, allow_partial=allow, **scope),
     )
-    return device_name, engine, allow, files
 
 
 PreviewDep = Annotated[tuple[str, str, bool, StoreFiles], Depends(preview)]
@@ -192,7 +164,9 @@ def _device(
 
 @router.get("", response_model=list[schemas.Device])
 def list_devices(
-    session: SessionDep, out_dtype: OutDtypeQuery = None, allow_stale: AllowStale = False
+    session: deps.SessionDep,
+    out_dtype: deps.OutDtypeQuery = None,
+    allow_stale: deps.AllowStale = False,
 ) -> list[schemas.Device]:
     """Every device in the store, swept or with imported files only.
 
@@ -211,8 +185,8 @@ def list_devices(
 
 @router.get("/{device_name}/comparisons", response_model=list[repo.ComparisonInfo])
 def list_comparisons(
-    device_name: KnownDevice,
-    session: SessionDep,
+    device_name: deps.KnownDevice,
+    session: deps.SessionDep,
     limit: Annotated[int, Query(ge=1, le=100, description="At most this many runs.")] = 10,
 ) -> list[repo.ComparisonInfo]:
     """The device's `tuner compare` runs, newest first.
@@ -258,7 +232,7 @@ def preview_configs(merged: PreviewDep) -> schemas.DeviceConfigs:
     response_class=Response,
     responses=file_responses("application/zip"),
 )
-def preview_zip(merged: PreviewDep, if_none_match: IfNoneMatch = None) -> Response:
+def preview_zip(merged: PreviewDep, if_none_match: deps.IfNoneMatch = None) -> Response:
     """The device's merged files and a README.txt as one zip, merged on this request.
 
     Deterministic bytes, `ETag: "<sha256>"`; 304 if the client's copy is current (the release
@@ -282,7 +256,7 @@ def preview_zip(merged: PreviewDep, if_none_match: IfNoneMatch = None) -> Respon
     responses=file_responses("application/json"),
 )
 def preview_file(
-    file_name: FileName, merged: PreviewDep, if_none_match: IfNoneMatch = None
+    file_name: deps.FileName, merged: PreviewDep, if_none_match: deps.IfNoneMatch = None
 ) -> Response:
     """One merged file as the next publish would hold it, merged on this request.
 

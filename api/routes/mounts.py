@@ -116,14 +116,8 @@ def _mount_request(
     session: Session, device_name: str, query: MountQuery, partial: bool, site_packages: str
 ) -> mounts.MountRequest:
     """The device's merged files to mount; 404 when there is none."""
-    read = store_files(
-        session,
-        device_name,
-        partial=partial,
-        out_dtype=query.out_dtype,
-        engine=query.engine,
-        allow_stale=query.allow_stale,
-    )
+    scope = {"out_dtype": query.out_dtype, "allow_stale": query.allow_stale, "engine": query.engine}
+    read = store_files(session, device_name, allow_partial=partial, **scope)
     if not read.files.files:
         stale = read.view.scope.stale_trials
         hint = f"; {stale} ok trial(s) of another kernel or Triton left out (?allow_stale=true"
