@@ -114,11 +114,7 @@ class RequestGuard:
 
 
 DeviceName = Annotated[
-    str,
-    Path(
-        pattern=DEVICE_ARG_PATTERN,
-        description="vLLM's device key, e.g. `NVIDIA_L20`; `L20` and `NVIDIA L20` name it too.",
-    ),
+    str, Path(pattern=DEVICE_ARG_PATTERN, description="`NVIDIA_L20`, or `L20` or `NVIDIA L20`.")
 ]
 
 
@@ -137,42 +133,18 @@ def device_in(device_name: str, known: list[str]) -> str:
 
 
 KnownDevice = Annotated[str, Depends(known_device)]
-OutDtypeQuery = Annotated[
-    OutDtype | None,
-    Query(description="Only trials timed with this output dtype; needed when a device has both."),
-]
+OutDtypeQuery = Annotated[OutDtype | None, Query(description="Only trials of this output dtype.")]
 Partial = Annotated[
-    bool | None,
-    Query(
-        description="Also serve shapes whose M grid has M without a winner "
-        "(default: the service's TUNER_ALLOW_PARTIAL).",
-    ),
+    bool | None, Query(description="Also shapes with M left (TUNER_ALLOW_PARTIAL).")
 ]
 AllowStale = Annotated[
-    bool,
-    Query(
-        description="Also use trials timed with another kernel source or another Triton "
-        "major.minor than the current ones (see `current` in GET /devices).",
-    ),
+    bool, Query(description="Also trials of another kernel or Triton (`current`).")
 ]
 EngineParam = Annotated[
-    EngineName,
-    Query(
-        description="File-name spelling: vLLM's `block_shape=[128,128]` or SGLang's "
-        "`block_shape=[128, 128]`. The configs are tuned on vLLM's kernel either way.",
-    ),
+    EngineName, Query(description="Spell names as vLLM or SGLang (same configs).")
 ]
-FileName = Annotated[
-    str, Path(description="A config file name in vLLM's or SGLang's spelling (`configs` lists).")
-]
-IfNoneMatch = Annotated[
-    str | None, Header(description="The client's cached ETag(s); a match answers 304.")
-]
+FileName = Annotated[str, Path(description="A config file name in vLLM's or SGLang's spelling.")]
+IfNoneMatch = Annotated[str | None, Header(description="Cached ETag(s); a match answers 304.")]
 ReleaseNumber = Annotated[
-    int | None,
-    Query(
-        ge=1,
-        le=MAX_INT32,
-        description="A release number (`GET /devices/{d}/releases`); default: the latest.",
-    ),
+    int | None, Query(ge=1, le=MAX_INT32, description="A release number; default the latest.")
 ]

@@ -8,16 +8,7 @@ from dataclasses import asdict
 from fastapi import APIRouter, HTTPException, Response
 from sqlalchemy.orm import Session
 
-from api import schemas
-from api.deps import (
-    DeviceName,
-    EngineParam,
-    FileName,
-    IfNoneMatch,
-    ReleaseNumber,
-    SessionDep,
-    device_in,
-)
+from api import deps, schemas
 from api.routes.devices import download, file_responses, vllm_name
 from db import repo
 from tuner.kernels.engines import SGLANG_NOTE
@@ -31,7 +22,7 @@ BLOBS: dict[str, bytes] = {}  # released bytes by sha256 (at most 1024): they ne
 def _stored(session: Session, device_name: str) -> str:
     """The store's name for the device a path names: one with a release, sweeps or imports."""
     known = set(repo.list_release_device_names(session)) | set(repo.known_device_names(session))
-    return device_in(device_name, sorted(known))
+    return deps.device_in(device_name, sorted(known))
 
 
 def release_of(session: Session, device_name: str, number: int | None) -> repo.ReleaseInfo:
@@ -42,9 +33,7 @@ def release_of(session: Session, device_name: str, number: int | None) -> repo.R
     numbers = sorted(r.number for r in repo.list_releases(session, device_name=device_name))
     if numbers:
         listed = ", ".join(map(str, numbers))
-        raise HTTPException(
-            404, detail=f"{device_name} has no release {number}; releases: {listed}"
-        )
+        raise HTTPException(404, f"{device_name} has no release {number}; releases: {listed}")
     raise HTTPException(
         404,
         detail=f"{device_name} has no release yet: `tuner publish --device {device_name}` makes "
@@ -77,12 +66,12 @@ def _send(
     responses=file_responses("application/json"),
 )
 def download_file(
-    device_name: DeviceName,
-    file_name: FileName,
-    session: SessionDep,
-    release: ReleaseNumber = None,
-    engine: EngineParam = "vllm",
-    if_none_match: IfNoneMatch = None,
+    device_name: deps.DeviceName,
+    file_name: deps.FileName,
+    session: deps.SessionDep,
+    release: deps.ReleaseNumber = None,
+    engine: deps.EngineParam = "vllm",
+    if_none_match: deps.IfNoneMatch = None,
 ) -> Response:
     """One file of a release (the latest unless `?release=N`), byte for byte as published.
 
@@ -113,18 +102,15 @@ def _find(
     if found is not None:
         return found
     where = f"no file {wanted!r} in {device_name} release {info.number}"
+    key = (shape.N, shape.K, shape.block_shape)
     for skipped in info.summary.get("skipped", []):
-        if (skipped["N"], skipped["K"], as_block_shape(skipped["block_shape"])) == (
-            shape.N,
-            shape.K,
-            shape.block_shape,
-        ):
+        if (skipped["N"], skipped["K"], as_block_shape(skipped["block_shape"])) == key:
             raise HTTPException(
                 404,
                 detail=f"{where}: {skipped['reason']}; /devices/{device_name}/preview/configs/"
                 f"{wanted}?partial=true merges what there is",
             )
-    raise HTTPException(404, detail=f"{where}; files: {names}")
+    raise HTTPException(404, f"{where}; files: {names}")
 
 
 @router.get(
@@ -133,11 +119,11 @@ def _find(
     responses=file_responses("application/zip"),
 )
 def download_zip(
-    device_name: DeviceName,
-    session: SessionDep,
-    release: ReleaseNumber = None,
-    engine: EngineParam = "vllm",
-    if_none_match: IfNoneMatch = None,
+    device_name: deps.DeviceName,
+    session: deps.SessionDep,
+    release: deps.ReleaseNumber = None,
+    engine: deps.EngineParam = "vllm",
+    if_none_match: deps.IfNoneMatch = None,
 ) -> Response:
     """All files of a release (the latest unless `?release=N`) and a README.txt as one zip.
 
@@ -161,7 +147,9 @@ def download_zip(
 
 
 @router.get("/{device_name}/releases", response_model=list[schemas.Release])
-def list_device_releases(device_name: DeviceName, session: SessionDep) -> list[schemas.Release]:
+def list_device_releases(
+    device_name: deps.DeviceName, session: deps.SessionDep
+) -> list[schemas.Release]:
     """A device's releases, newest first, with their files and summaries.
 
     404 for an unknown device.
@@ -176,10 +164,10 @@ def list_device_releases(device_name: DeviceName, session: SessionDep) -> list[s
 
 @router.get("/{device_name}/configs", response_model=schemas.DeviceConfigs)
 def list_configs(
-    device_name: DeviceName,
-    session: SessionDep,
-    release: ReleaseNumber = None,
-    engine: EngineParam = "vllm",
+    device_name: deps.DeviceName,
+    session: deps.SessionDep,
+    release: deps.ReleaseNumber = None,
+    engine: deps.EngineParam = "vllm",
 ) -> schemas.DeviceConfigs:
     """The files of a release (the latest unless `?release=N`).
 
