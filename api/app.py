@@ -70,7 +70,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 def _add_docs(app: FastAPI, settings: Settings) -> None:
     """`/docs`: with Swagger UI's files from TUNER_DOCS_ASSETS under /docs/assets, or FastAPI's
     CDN page with OFFLINE_HINT where Swagger UI draws (no installed package ships the files)."""
-    folder, urls = settings.docs_assets, {}
+    folder, urls = settings.docs_assets, dict[str, Any]()
     if folder is not None:
         app.mount("/docs/assets", StaticFiles(directory=folder), name="docs-assets")
         favicon = (folder / "favicon-32x32.png").is_file()

@@ -118,7 +118,7 @@ def report_shapes(session: Session, view: DeviceView) -> list[ShapeReport]:
             mine.setdefault(M, ReportRow(M, None, None, None, False, label, left_out=reason))
     shapes = []
     for key in sorted(set(rows) | set(coverage)):
-        cov, extra, by_m = coverage.get(key), imported.get(key), rows.get(key, {})
+        cov, found, by_m = coverage.get(key), imported.get(key), rows.get(key, {})
         shapes.append(
             ShapeReport(
                 key,
@@ -126,8 +126,8 @@ def report_shapes(session: Session, view: DeviceView) -> list[ShapeReport]:
                 rows=tuple(by_m[M] for M in sorted(by_m)),
                 models=cov.models if cov else (),
                 m_stale=tuple(cov.m_stale) if cov else (),
-                left_out=tuple((M, *why) for M, why in sorted(extra.left_out.items()))
-                if extra
+                left_out=tuple((M, *why) for M, why in sorted(found.left_out.items()))
+                if found
                 else (),
             )
         )
@@ -252,10 +252,15 @@ def _cells(r: ReportRow, f: Roofline | None, ceilings: Mapping[str, float]) -> l
     measured), what the file holds, spread and decision."""
     config = r.config or {}
     short = KernelConfig.from_dict(config).short() if "num_stages" in config else "-"
-    rates = [_num(f and f.gbps), _num(f and f.tflops, 2)]
-    if ceilings:
-        shares = [_num(f and f.copy_ratio, 1, 100, "%"), _num(f and f.fp8_mm_ratio, 1, 100, "%")]
-        rates += [*shares, (f and f.bound) or "-"]
+    rates = [_num(f.gbps), _num(f.tflops, 2)] if f else ["-", "-"]
+    if ceilings and f:
+        rates += [
+            _num(f.copy_ratio, 1, 100, "%"),
+            _num(f.fp8_mm_ratio, 1, 100, "%"),
+            f.bound or "-",
+        ]
+    elif ceilings:
+        rates += ["-", "-", "-"]
     times = [_num(r.latency_us), _num(r.default_latency_us), _num(r.speedup, 2, unit="x")]
     return [str(r.M), short, *times, *rates, _emitted(r), _num(r.spread_us, 2), _decision(r)]
 

@@ -20,7 +20,7 @@ MAX_INT32 = 2**31 - 1  # bounds keep every value inside the store's 32-bit integ
 def model_of(name: str, *sources: type, drop: tuple[str, ...] = (), **extra: Any) -> Any:
     """A pydantic model with the fields of `sources` (dataclasses), less `drop`, and `extra`
     (name=(type, default))."""
-    fields = {
+    fields: dict[str, Any] = {
         field: (kind, ...)
         for source in sources
         for field, kind in get_type_hints(source).items()

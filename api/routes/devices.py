@@ -90,7 +90,7 @@ def preview(
     out_dtype: deps.OutDtypeQuery = None,
     engine: deps.EngineParam = "vllm",
     allow_stale: deps.AllowStale = False,
-) -> tuple[str, str, bool, StoreFiles]:
+) -> tuple[str, schemas.EngineName, bool, StoreFiles]:
     """The merge the preview routes serve: device, engine, partial, the files."""
     allow = settings.allow_partial if partial is None else partial
     scope = {"out_dtype": out_dtype, "allow_stale": allow_stale, "engine": engine}
@@ -102,7 +102,7 @@ def preview(
     )
 
 
-PreviewDep = Annotated[tuple[str, str, bool, StoreFiles], Depends(preview)]
+PreviewDep = Annotated[tuple[str, schemas.EngineName, bool, StoreFiles], Depends(preview)]
 
 
 def imported_only_note(device_name: str, imports: list[repo.ImportInfo], report: bool) -> str:

@@ -175,12 +175,11 @@ def list_configs(
     device or release.
     """
     info = release_of(session, _stored(session, device_name), release)
+    name = info.device_name
     files = [
-        {
-            **asdict(f),
-            **f.detail,
-            "file_name": respell_file_name(f.file_name, engine, info.device_name),
-        }
+        schemas.ConfigFile(
+            **{**asdict(f), **f.detail, "file_name": respell_file_name(f.file_name, engine, name)}
+        )
         for f in info.files
     ]
     return schemas.DeviceConfigs(
