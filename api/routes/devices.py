@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from api import deps, schemas
 from api.routes.imports import imported_file
 from db import repo
-from tuner.core import triton_minor
+from tuner.core import minor_of
 from tuner.files.archive import build_zip
 from tuner.files.device import HTTP_STALE_HINT, MergeError, StoreFiles, device_files, read_device
 from tuner.files.imports import imported_files_summary
@@ -118,12 +118,9 @@ def imported_only_note(device_name: str, imports: list[repo.ImportInfo], report:
 
 
 def _is_current(environment: repo.EnvironmentRow, current: Any) -> bool:
-    if environment.kernel_hash not in current.hashes:
-        return False
-    try:
-        return current.triton_minor in (None, triton_minor(environment.triton))
-    except ValueError:  # a Triton version without major.minor
-        return current.triton_minor is None
+    found = minor_of(environment.triton)  # None for a Triton version without major.minor
+    minor = None if found is None else f"{found[0]}.{found[1]}"
+    return environment.kernel_hash in current.hashes and current.triton_minor in (None, minor)
 
 
 def _device(

@@ -105,6 +105,9 @@ def test_the_report_shows_current_winners_decisions_and_gaps(client: TestClient)
     assert rows(compared)[:2] == [["M", "triton-default", "triton-tuned"], ["1", "10.0", "5.0"]]
     assert "the Triton columns timed vLLM 0.33.0&#39;s Triton kernel.</p>" in page
     assert "`" not in page
+
+
+def test_allow_stale_shows_every_trial_and_a_stale_only_device_none(client: TestClient) -> None:
     stale = client.get("/devices/L20/report", params={"allow_stale": "true"}).text
     assert 'id="scope">Winners from the trials of every kernel source and Triton version' in stale
     assert row(stale, "1", "128x256x128 g64 w8 s5")[2:4] == ["4.0", "10.0"]  # the old kernel's
