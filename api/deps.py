@@ -1,5 +1,6 @@
-"""Dependencies and parameters the routes share: settings, the store (opened on first use), a
-session, the write token, the device a path names, and the typed query parameters."""
+"""What the routes share: the store (opened on first use) and a session per request, the write
+token (checked from the headers, before any body is read), the device a path names, and the
+typed parameters."""
 
 from __future__ import annotations
 
@@ -9,46 +10,43 @@ from collections.abc import Iterator
 from typing import Annotated
 
 from fastapi import Depends, Header, HTTPException, Path, Query, Request
+from fastapi.security import HTTPBearer
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.schemas import MAX_INT32, EngineName
 from api.settings import Settings
 from db import repo
-from db.repo import open_store, session_scope
 from tuner.core import DEVICE_ARG_PATTERN, OutDtype
 from tuner.inputs.devices import store_device
 
-# Starlette runs sync routes and dependencies in anyio's default thread pool of 40 threads
-# (anyio.to_thread.current_default_thread_limiter); one connection per thread, so a request
-# never waits for a connection while a thread is free. Waiting longer than POOL_TIMEOUT_S is a
-# 503 with Retry-After (api.errors), not a 500.
-POOL_SIZE = 40
-POOL_TIMEOUT_S = 10.0
-
 
 class StoreHandle:
-    """The app's store (its Engine), opened once on first use, so a store with an old schema fails a
-    request with 503 (and works again after `tuner db upgrade`) instead of failing start-up."""
+    """The app's store, opened once on first use, so that a store at an old schema fails a
+    request with 503 (and works again after `tuner db upgrade`) instead of failing start-up.
+    Starlette runs sync routes in anyio's 40 threads: the pool holds a connection for each, and
+    waiting 10 s for one is a 503 (api.app)."""
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self._store: Engine | None = None
+        self.engine: Engine | None = None
         self._lock = threading.Lock()
 
     def open(self) -> Engine:
         """The store, at the expected schema revision (else db.repo.SchemaError)."""
         with self._lock:
-            if self._store is None:
-                self._store = open_store(self.url, pool_size=POOL_SIZE, pool_timeout=POOL_TIMEOUT_S)
-            return self._store
+            if self.engine is None:
+                self.engine = repo.open_store(self.url, pool_size=40, pool_timeout=10.0)
+            return self.engine
 
-    def dispose(self) -> None:
-        """Close the store's connections, if it was opened."""
-        with self._lock:
-            if self._store is not None:
-                self._store.dispose()
-                self._store = None
+
+def get_session(request: Request) -> Iterator[Session]:
+    """One transaction per request (db.repo.session_scope)."""
+    with repo.session_scope(request.app.state.store.open()) as session:
+        yield session
 
 
 def get_settings(request: Request) -> Settings:
@@ -56,117 +54,97 @@ def get_settings(request: Request) -> Settings:
     return request.app.state.settings
 
 
-def get_store(request: Request) -> Engine:
-    """The store (its Engine), whose handle is kept on `app.state.store`."""
-    return request.app.state.store.open()
-
-
-SettingsDep = Annotated[Settings, Depends(get_settings)]
-StoreDep = Annotated[Engine, Depends(get_store)]
-
-
-def get_session(store: StoreDep) -> Iterator[Session]:
-    """One transaction per request (db.repo.session_scope)."""
-    with session_scope(store) as session:
-        yield session
-
-
 SessionDep = Annotated[Session, Depends(get_session)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+# Documents the token on the write routes; RequestGuard checks it before the route runs.
+WriteAccess = Depends(HTTPBearer(auto_error=False, description="`Bearer <TUNER_API_TOKEN>`"))
 
 
-def write_refusal(settings: Settings, authorization: str | None) -> HTTPException | None:
+def write_refusal(settings: Settings, authorization: str | None) -> JSONResponse | None:
     """Why a write may not go on: 403 when the service has no token, 401 when the header is
     missing or its token wrong (compared in constant time); None when the token is right."""
     if settings.api_token is None:
-        return HTTPException(
-            403,
-            detail="writes are disabled: start the service with "
-            "TUNER_API_TOKEN set to a non-blank token",
-        )
+        detail = "writes are disabled: start the service with TUNER_API_TOKEN set to a non-blank"
+        return JSONResponse({"detail": f"{detail} token"}, 403)
     scheme, _, token = (authorization or "").partition(" ")
     expected = settings.api_token.get_secret_value().encode()
-    if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), expected):
-        return HTTPException(
-            401,
-            detail="a valid 'Authorization: Bearer <token>' header is required",
-            headers={"WWW-Authenticate": "Bearer"},
-        )
-    return None
+    if scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), expected):
+        return None
+    detail = "a valid 'Authorization: Bearer <token>' header is required"
+    return JSONResponse({"detail": detail}, 401, {"WWW-Authenticate": "Bearer"})
 
 
-def require_token(
-    settings: SettingsDep,
-    authorization: Annotated[str | None, Header(description="`Bearer <TUNER_API_TOKEN>`")] = None,
-) -> None:
-    """Guard of every write route (api.guard.RequestGuard refuses the same requests before
-    their body is read; this keeps each write route safe on its own and documents the header)."""
-    refusal = write_refusal(settings, authorization)
-    if refusal is not None:
-        raise refusal
+class RequestGuard:
+    """ASGI middleware: 401/403 (`write_refusal`) to a write (any method but GET, HEAD and
+    OPTIONS) without the token, then 413 to a `Content-Length` over `max_body_bytes`, both from
+    the headers alone; every other body (a chunked one has none) is counted as the app reads it,
+    and the read that passes the limit raises `HTTPException(413)`, so the rest is never read.
+    FastAPI's own body limit (0.165) is not needed: the service runs on the FastAPI that vLLM
+    0.33.0 pins (`fastapi[standard]>=0.133.0,<0.137.0`, its METADATA)."""
 
+    def __init__(self, app: ASGIApp, *, settings: Settings) -> None:
+        self.app, self.settings = app, settings
 
-WriteAccess = Annotated[None, Depends(require_token)]
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Refuse or pass on one ASGI connection."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers, limit = Headers(scope=scope), self.settings.max_body_bytes
+        refusal = None
+        if scope["method"] not in ("GET", "HEAD", "OPTIONS"):
+            refusal = write_refusal(self.settings, headers.get("authorization"))
+        length = headers.get("content-length", "0")
+        if refusal is None and length.isdigit() and int(length) > limit:
+            refusal = JSONResponse({"detail": self.settings.too_large}, 413)
+        if refusal is not None:
+            await refusal(scope, receive, send)  # answers without reading the body
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > limit:
+                raise HTTPException(413, detail=self.settings.too_large)
+            return message
+
+        await self.app(scope, counted, send)
+
 
 DeviceName = Annotated[
-    str,
-    Path(
-        pattern=DEVICE_ARG_PATTERN,
-        description="vLLM's device key, e.g. `NVIDIA_L20`; `L20` and `NVIDIA L20` name it too.",
-    ),
+    str, Path(pattern=DEVICE_ARG_PATTERN, description="`NVIDIA_L20`, or `L20` or `NVIDIA L20`.")
 ]
 
 
+def known_device(session: SessionDep, device_name: DeviceName) -> str:
+    """The store's name (swept or imported) for the device a path names, as `tuner --device`
+    resolves it (tuner.inputs.devices.store_device); a 404 naming the known devices otherwise."""
+    return device_in(device_name, repo.known_device_names(session))
+
+
 def device_in(device_name: str, known: list[str]) -> str:
-    """The one name among `known` that a path's device names, as `tuner --device` resolves it
-    (tuner.inputs.devices.store_device); a 404 naming the known devices otherwise."""
+    """The one name among `known` that `device_name` names; 404 naming them otherwise."""
     try:
         return store_device(device_name, known)
     except ValueError as exc:
         raise HTTPException(404, detail=str(exc)) from None
 
 
-def known_device(device_name: DeviceName, session: SessionDep) -> str:
-    """The store's name (swept or imported) for the device a path names."""
-    return device_in(device_name, repo.known_device_names(session))
-
-
 KnownDevice = Annotated[str, Depends(known_device)]
-OutDtypeQuery = Annotated[
-    OutDtype | None,
-    Query(description="Only trials timed with this output dtype; needed when a device has both."),
-]
+OutDtypeQuery = Annotated[OutDtype | None, Query(description="Only trials of this output dtype.")]
 Partial = Annotated[
-    bool | None,
-    Query(
-        description="Also serve shapes whose M grid has M without a winner "
-        "(default: the service's TUNER_ALLOW_PARTIAL).",
-    ),
+    bool | None, Query(description="Also shapes with M left (TUNER_ALLOW_PARTIAL).")
 ]
 AllowStale = Annotated[
-    bool,
-    Query(
-        description="Also use trials timed with another kernel source or another Triton "
-        "major.minor than the current ones (see `current` in GET /devices).",
-    ),
+    bool, Query(description="Also trials of another kernel or Triton (`current`).")
 ]
 EngineParam = Annotated[
-    EngineName,
-    Query(
-        description="File-name spelling: vLLM's `block_shape=[128,128]` or SGLang's "
-        "`block_shape=[128, 128]`. The configs are tuned on vLLM's kernel either way.",
-    ),
+    EngineName, Query(description="Spell names as vLLM or SGLang (same configs).")
 ]
-FileName = Annotated[
-    str, Path(description="A config file name in vLLM's or SGLang's spelling (`configs` lists).")
-]
-IfNoneMatch = Annotated[
-    str | None, Header(description="The client's cached ETag(s); a match answers 304.")
-]
+FileName = Annotated[str, Path(description="A config file name in vLLM's or SGLang's spelling.")]
+IfNoneMatch = Annotated[str | None, Header(description="Cached ETag(s); a match answers 304.")]
 ReleaseNumber = Annotated[
-    int | None,
-    Query(
-        ge=1,
-        le=MAX_INT32,
-        description="A release number (`GET /devices/{d}/releases`); default: the latest.",
-    ),
+    int | None, Query(ge=1, le=MAX_INT32, description="A release number; default the latest.")
 ]

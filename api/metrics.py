@@ -1,21 +1,18 @@
 """Prometheus metrics of one app: downloads counted in-process, store totals read per scrape.
-
-Each app gets its own `CollectorRegistry` (nothing global at import, so two apps in one process,
-as in tests, do not share counters).
-"""
+Each app has its own `CollectorRegistry` (nothing global at import, so two apps in one process,
+as in tests, do not share counters)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
+from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.deps import StoreHandle
 from db import repo
-from db.repo import session_scope
 
 # The download routes, by path template, and the `route` label their answers are counted under.
 DOWNLOAD_ROUTES = {
@@ -38,21 +35,22 @@ class StoreCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         """Trials by status, tasks by state, sweeps and imports, and whether the store answered."""
-        up = GaugeMetricFamily("tuner_store_up", "1 when the store answered this scrape")
         try:
-            with session_scope(self._store.open()) as session:
+            with repo.session_scope(self._store.open()) as session:
                 counts = repo.store_counts(session)
         except Exception:  # noqa: BLE001 - a scrape must never fail: report the store as down
-            up.add_metric([], 0)
-            yield up
+            yield GaugeMetricFamily(
+                "tuner_store_up", "1 when the store answered this scrape", value=0
+            )
             return
-        up.add_metric([], 1)
-        yield up
-        for name, what, label, counts_by in (
-            ("tuner_trials", "Trials in the store, by status", "status", counts.trials),
-            ("tuner_tasks", "Tasks in the store, by state", "state", counts.tasks),
+        yield GaugeMetricFamily("tuner_store_up", "1 when the store answered this scrape", value=1)
+        for name, label, counts_by in (
+            ("tuner_trials", "status", counts.trials),
+            ("tuner_tasks", "state", counts.tasks),
         ):
-            family = GaugeMetricFamily(name, what, labels=[label])
+            family = GaugeMetricFamily(
+                name, f"{name[6:].title()} in the store, by {label}", labels=[label]
+            )
             for key, count in sorted(counts_by.items()):
                 family.add_metric([key], count)
             yield family
@@ -75,30 +73,17 @@ class Metrics:
         )
         self.registry.register(StoreCollector(store))
 
-    def render(self) -> tuple[bytes, str]:
-        """The exposition text and its content type."""
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
-
 
 class CountDownloads:
     """ASGI middleware that counts every answer of a download route (`DOWNLOAD_ROUTES`) by its
-    status: 200 and 304, and 404, 422, 503 from the error handlers too. An exception that
-    escapes the app is counted as the 500 that Starlette then sends.
-
-    Args:
-        app: The application.
-        metrics: Where to count.
-    """
+    status, the error handlers' 404, 422 and 503 too; an exception that escapes the app is
+    counted as the 500 that Starlette then sends."""
 
     def __init__(self, app: ASGIApp, *, metrics: Metrics) -> None:
-        self.app = app
-        self.metrics = metrics
+        self.app, self.metrics = app, metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass one ASGI connection on, noting the status it answers with."""
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
         status = 500
 
         async def noting_send(message: Message) -> None:
@@ -109,9 +94,7 @@ class CountDownloads:
 
         try:
             await self.app(scope, receive, noting_send)
-        finally:
-            # The router records the route it matched in the scope (FastAPI's APIRoute).
-            path = getattr(scope.get("route"), "path", None)
-            label = DOWNLOAD_ROUTES.get(path) if isinstance(path, str) else None
+        finally:  # the router records the route it matched in the scope (FastAPI's APIRoute)
+            label = DOWNLOAD_ROUTES.get(getattr(scope.get("route"), "path", None) or "")
             if label is not None:
                 self.metrics.downloads.labels(route=label, status=str(status)).inc()

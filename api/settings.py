@@ -9,8 +9,11 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy import make_url
 from sqlalchemy.exc import ArgumentError
 
-from api.docs import check_docs_assets
 from db.repo import default_db_url
+
+# The files of the swagger-ui-dist npm package (version 5 or later: the schema is OpenAPI 3.1)
+# that /docs needs; the favicon is optional.
+SWAGGER_FILES = ("swagger-ui-bundle.js", "swagger-ui.css")
 
 
 class Settings(BaseSettings):
@@ -21,12 +24,13 @@ class Settings(BaseSettings):
         host: Address `tuner serve` binds to.
         port: Port `tuner serve` binds to.
         allow_partial: Serve files of shapes whose M grid is not finished yet, by default.
-        api_token: Bearer token that write endpoints require (`TUNER_API_TOKEN`), without
-            surrounding whitespace; with none set, or a blank one, write endpoints are refused.
-        max_body_bytes: The largest request body accepted (`TUNER_MAX_BODY_BYTES`); a larger
-            one is a 413, refused from its `Content-Length` or once that many bytes arrived.
-        docs_assets: A folder with Swagger UI's swagger-ui-bundle.js and swagger-ui.css
-            (`TUNER_DOCS_ASSETS`): `/docs` then loads them from the service, not from a CDN.
+        api_token: Bearer token that write endpoints require, without surrounding whitespace;
+            with none set, or a blank one, write endpoints are refused.
+        max_body_bytes: The largest request body accepted; a larger one is a 413, refused from
+            its `Content-Length` or once that many bytes arrived. 4 MiB: an import's `content`
+            may hold 1 MiB of text, which JSON escaping can double.
+        docs_assets: A folder with Swagger UI's SWAGGER_FILES: `/docs` then loads them from
+            the service, not from a CDN.
     """
 
     model_config = SettingsConfigDict(env_prefix="TUNER_", extra="ignore")
@@ -36,8 +40,6 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=1, le=65535)
     allow_partial: bool = False
     api_token: SecretStr | None = None
-    # An import's `content` may hold 1 MiB of text (api.schemas.ImportRequest), which JSON
-    # escaping can make up to twice as long; 4 MiB leaves room for that.
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1)
     docs_assets: Path | None = None
 
@@ -50,8 +52,23 @@ class Settings(BaseSettings):
 
     @field_validator("docs_assets")
     @classmethod
-    def _docs_assets(cls, value: Path | None) -> Path | None:
-        return None if value is None else check_docs_assets(value)
+    def _docs_assets(cls, folder: Path | None) -> Path | None:
+        if folder is None:
+            return None
+        folder = folder.expanduser().absolute()
+        if not folder.is_dir():
+            raise ValueError(f"TUNER_DOCS_ASSETS: {folder} is not a folder")
+        if missing := [name for name in SWAGGER_FILES if not (folder / name).is_file()]:
+            raise ValueError(
+                f"TUNER_DOCS_ASSETS: {folder} lacks {', '.join(missing)} (copy the files of the "
+                "swagger-ui-dist npm package, version 5 or later, there)"
+            )
+        return folder
+
+    @property
+    def too_large(self) -> str:
+        """The `detail` of a 413."""
+        return f"request body over {self.max_body_bytes} bytes (the service's TUNER_MAX_BODY_BYTES)"
 
     def masked_db_url(self) -> str:
         """The store URL with any password shown as `***`, or `<invalid URL>` if it won't parse."""

@@ -1,15 +1,18 @@
 """Server-side SVG line charts for the HTML report: a log2 x axis (M), a log10 or linear y axis,
-no script and no dependency. Each point is a `<circle class="pt">` with `data-series`, `data-x`
-and `data-y` and a `<title>` tooltip, so a reader (or a test) finds each value in the page."""
+no script. Each point is a `<circle class="pt">` with `data-series`, `data-x`, `data-y` and a
+`<title>` tooltip, so a reader (or a test) finds each value in the page.
+
+A small writer rather than a plotting library: pygal cannot put a log x axis under a linear y
+axis and writes a script into every chart, and matplotlib would outweigh the whole service."""
 
 from __future__ import annotations
 
 import math
-from html import escape
 from typing import NamedTuple
 
+from api.templates import PAGES
+
 WIDTH, HEIGHT, TOP, BOTTOM, RIGHT = 540, 310, 46, 44, 16
-CHAR_PX, TITLE_PX = 7, 24  # a tick label's pixels a character; the rotated y title's width
 
 
 class Series(NamedTuple):
@@ -28,118 +31,23 @@ def fmt(value: float) -> str:
     return f"{value:.1f}" if value >= 10 else f"{value:.3g}"
 
 
-def log_ticks(low: float, high: float) -> list[float]:
-    """At least three ticks at 1-2-5 values (decades over more than three): those in [low, high],
-    then the nearest outside ones (in log distance), to which the axis is drawn out."""
-    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
-    steps = (1,) if last - first > 3 else (1, 2, 5)
-    values = sorted(m * 10.0**e for e in range(first - 1, last + 2) for m in steps)
-    ticks = [v for v in values if low <= v <= high]
-    while len(ticks) < 3:
-        below = max(v for v in values if v < (ticks[0] if ticks else low))
-        above = min(v for v in values if v > (ticks[-1] if ticks else high))
-        if math.log10(low / below) <= math.log10(above / high):
-            ticks.insert(0, low := below)
-        else:
-            ticks.append(high := above)
-    return ticks
-
-
-def linear_ticks(low: float, high: float) -> list[float]:
-    """About five ticks at 1, 2, 2.5 or 5 times a power of ten."""
-    raw = (high - low) / 5
-    magnitude = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1
-    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
-    start = math.ceil(low / step) * step
-    return [round(start + i * step, 10) for i in range(int((high - start) / step) + 1)]
-
-
-def _y_axis(ys: list[float], y_log: bool) -> tuple[float, float, list[float]]:
-    """The y range around the data, with room above (and below on a log axis), and its ticks;
-    a log axis reaches out to its outermost ticks."""
-    if y_log:
-        y_lo, y_hi = min(ys or [1.0]) / 1.25, max(ys or [10.0]) * 1.25
-        ticks = log_ticks(y_lo, y_hi)
-        return min(y_lo, ticks[0]), max(y_hi, ticks[-1]), ticks
-    y_lo, y_hi = min([0.0, *ys]), max(ys or [1.0])
-    y_hi += 0.1 * ((y_hi - y_lo) or 1.0)
-    return y_lo, y_hi, linear_ticks(y_lo, y_hi)
-
-
-class _Plot(NamedTuple):
-    """The plot area (`left` of it in pixels) and the ranges it maps: log2 x, log10 or linear y."""
-
-    left: float
-    x_lo: float
-    x_hi: float
-    y_lo: float
-    y_hi: float
-    y_log: bool
-
-    @property
-    def width(self) -> float:
-        return WIDTH - self.left - RIGHT
-
-    def px(self, x: float) -> float:
-        return self.left + math.log2(x / self.x_lo) / math.log2(self.x_hi / self.x_lo) * self.width
-
-    def py(self, y: float) -> float:
-        fy = math.log10 if self.y_log else float
-        share = (fy(y) - fy(self.y_lo)) / (fy(self.y_hi) - fy(self.y_lo))
-        return HEIGHT - BOTTOM - share * (HEIGHT - TOP - BOTTOM)
-
-
-def _axes(plot: _Plot, ticks: list[float], x_ticks: list[float], y_label: str) -> list[str]:
-    """The grid lines and tick labels of both axes, the plot's frame and the axis labels."""
-    left, mid_y = plot.left, (TOP + HEIGHT - BOTTOM) / 2
-    out = [
-        f'<line x1="{left}" y1="{plot.py(t):.1f}" x2="{WIDTH - RIGHT}" y2="{plot.py(t):.1f}" '
-        f'class="grid"/><text x="{left - 6}" y="{plot.py(t) + 4:.1f}" class="tick" '
-        f'text-anchor="end">{fmt(t)}</text>'
-        for t in ticks
-    ]
-    out += [
-        f'<line x1="{plot.px(t):.1f}" y1="{TOP}" x2="{plot.px(t):.1f}" y2="{HEIGHT - BOTTOM}" '
-        f'class="grid"/><text x="{plot.px(t):.1f}" y="{HEIGHT - BOTTOM + 16}" class="tick" '
-        f'text-anchor="middle">{fmt(t)}</text>'
-        for t in x_ticks
-    ]
-    out.append(
-        f'<rect x="{left}" y="{TOP}" width="{plot.width}" height="{HEIGHT - TOP - BOTTOM}" '
-        f'class="frame"/><text x="{left + plot.width / 2:.0f}" y="{HEIGHT - 8}" class="label" '
-        f'text-anchor="middle">M (rows of A)</text><text x="14" y="{mid_y:.0f}" class="label" '
-        f'text-anchor="middle" transform="rotate(-90 14 {mid_y:.0f})">{escape(y_label)}</text>'
-    )
-    return out
-
-
-def _lines(
-    plot: _Plot, series: list[Series], points: list[tuple[Series, float, float]]
-) -> list[str]:
-    """Each series' line, its points and its legend entry (one row above the plot)."""
-    out = []
-    legend_x = plot.left
-    for line in series:
-        drawn = [(plot.px(x), plot.py(y), x, y) for s, x, y in points if s is line]
-        dash = ' stroke-dasharray="6 4"' if line.dashed else ""
-        name = escape(line.name)
-        path = " ".join(f"{cx:.1f},{cy:.1f}" for cx, cy, _, _ in drawn)
-        out.append(
-            f'<polyline points="{path}" fill="none" stroke="{line.color}" stroke-width="2"{dash}/>'
-        )
-        out.extend(
-            f'<circle class="pt" cx="{cx:.1f}" cy="{cy:.1f}" r="3.5" fill="{line.color}" '
-            f'data-series="{name}" data-x="{x:g}" data-y="{y:.6g}"><title>{name}: M={x:g}, '
-            f"{fmt(y)}</title></circle>"
-            for cx, cy, x, y in drawn
-        )
-        out.append(
-            f'<line x1="{legend_x}" y1="{TOP - 16}" x2="{legend_x + 22}" y2="{TOP - 16}" '
-            f'stroke="{line.color}" stroke-width="2"{dash}/><text x="{legend_x + 28}" '
-            f'y="{TOP - 12}" class="legend">{name}</text>'
-        )
-        legend_x += 40 + CHAR_PX * len(line.name)
-    return out
+def y_ticks(ys: list[float], log: bool) -> list[float]:
+    """Ticks of a y axis whose ends are its first and last tick, around `ys`: on a log axis 1-2-5
+    values (decades over more than three), from the last at or below min(ys) / 1.25 to the first
+    at or above max(ys) * 1.25; on a linear axis about five steps of 1, 2, 2.5 or 5 times a power
+    of ten from 0 to the first at or above 1.1 * max(ys)."""
+    ys = ys or [1.0]
+    if log:
+        low, high = min(ys) / 1.25, max(ys) * 1.25
+        first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+        steps = (1,) if last - first > 3 else (1, 2, 5)
+        values = sorted(m * 10.0**e for e in range(first, last + 1) for m in steps)
+        start, end = max(v for v in values if v <= low), min(v for v in values if v >= high)
+        return [v for v in values if start <= v <= end]
+    top = 1.1 * max([*ys, 1e-9])
+    power = 10.0 ** math.floor(math.log10(top / 5))
+    step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= top / 5)
+    return [round(i * step, 10) for i in range(math.ceil(top / step) + 1)]
 
 
 def line_chart(
@@ -152,26 +60,43 @@ def line_chart(
     reference: tuple[float, str] | None = None,
     css_class: str = "chart",
 ) -> str:
-    """An SVG chart of `series` over M; `reference`: a labelled dotted line at that y (e.g.
-    speedup 1.0) so it does not read as data. Points with y <= 0 on a log axis are dropped."""
+    """An SVG chart (templates/chart.svg) of `series` over M, its log2 x axis spanning `x_ticks`
+    and the data; `reference`: a labelled dotted line at that y (e.g. speedup 1.0), so it does
+    not read as data. Points with y <= 0 on a log axis are dropped."""
     points = [(s, x, y) for s in series for x, y in s.points if x > 0 and (y > 0 or not y_log)]
     xs = [x for _, x, _ in points] + x_ticks
-    ys = [y for _, _, y in points] + ([reference[0]] if reference else [])
-    y_lo, y_hi, ticks = _y_axis(ys, y_log)
-    left = max(64, TITLE_PX + 6 + CHAR_PX * max(len(fmt(t)) for t in ticks))
-    plot = _Plot(left, min(xs), max(max(xs), min(xs) * 2), y_lo, y_hi, y_log)
-    out = [
-        f'<svg class="{escape(css_class)}" xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" '
-        f'height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{escape(title)}">'
-        f'<rect x="0" y="0" width="{WIDTH}" height="{HEIGHT}" fill="#fff"/>'
-        f'<text x="{left}" y="17" class="title">{escape(title)}</text>',
-        *_axes(plot, ticks, x_ticks, y_label),
-    ]
-    if reference and y_lo <= reference[0] <= y_hi:
-        y = plot.py(reference[0])
-        out.append(
-            f'<line x1="{left}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" class="reference"/>'
-            f'<text x="{WIDTH - RIGHT - 4}" y="{y - 4:.1f}" class="reference-label" '
-            f'text-anchor="end">{escape(reference[1])}</text>'
+    ticks = y_ticks([y for _, _, y in points] + ([reference[0]] if reference else []), y_log)
+    x_lo, x_hi = min(xs), max(max(xs), 2 * min(xs))
+    left = max(64, 30 + 7 * max(len(fmt(t)) for t in ticks))
+    scale = math.log10 if y_log else float
+
+    def px(x: float) -> float:
+        return round(
+            left + math.log2(x / x_lo) / math.log2(x_hi / x_lo) * (WIDTH - left - RIGHT), 1
         )
-    return "\n".join([*out, *_lines(plot, series, points), "</svg>"])
+
+    def py(y: float) -> float:
+        share = (scale(y) - scale(ticks[0])) / (scale(ticks[-1]) - scale(ticks[0]))
+        return round(HEIGHT - BOTTOM - share * (HEIGHT - TOP - BOTTOM), 1)
+
+    legend_x = [left + sum(40 + 7 * len(s.name) for s in series[:i]) for i in range(len(series))]
+    shown = reference is not None and ticks[0] <= reference[0] <= ticks[-1]
+    return PAGES.get_template("chart.svg").render(
+        css_class=css_class,
+        title=title,
+        y_label=y_label,
+        width=WIDTH,
+        height=HEIGHT,
+        left=left,
+        right=WIDTH - RIGHT,
+        top=TOP,
+        bottom=HEIGHT - BOTTOM,
+        y_ticks=[(py(t), fmt(t)) for t in ticks],
+        x_ticks=[(px(t), fmt(t)) for t in x_ticks],
+        reference=(py(reference[0]), reference[1]) if reference and shown else None,
+        lines=[
+            (s, [(px(x), py(y), x, y) for t, x, y in points if t is s], legend_x[i])
+            for i, s in enumerate(series)
+        ],
+        fmt=fmt,
+    )

@@ -6,47 +6,34 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Response
 from sqlalchemy.orm import Session
 
-from api import schemas
-from api.deps import (
-    AllowStale,
-    EngineParam,
-    FileName,
-    IfNoneMatch,
-    KnownDevice,
-    OutDtypeQuery,
-    Partial,
-    SessionDep,
-    SettingsDep,
-)
+from api import deps, schemas
+from api.routes.imports import imported_file
 from db import repo
-from tuner.core import triton_minor
+from tuner.core import minor_of
 from tuner.files.archive import build_zip
 from tuner.files.device import HTTP_STALE_HINT, MergeError, StoreFiles, device_files, read_device
 from tuner.files.imports import imported_files_summary
-from tuner.files.provenance import Provenance
 from tuner.kernels.engines import SGLANG_NOTE
+from tuner.kernels.family import KernelFamily
 from tuner.kernels.registry import family_of_file, get_family
-from tuner.kernels.shape import FamilyShape
+from tuner.kernels.shape import FamilyShape, Shape
 
 router = APIRouter(prefix="/devices", tags=["devices"])
-FILE_RESPONSES: dict[int | str, dict[str, Any]] = {
-    304: {"description": "If-None-Match matched the ETag"},
-    404: {"description": "Unknown device or file"},
-}
-JSON_FILE: dict[int | str, dict[str, Any]] = {
-    200: {"content": {"application/json": {}}},
-    **FILE_RESPONSES,
-}
-ZIP_FILE: dict[int | str, dict[str, Any]] = {
-    200: {"content": {"application/zip": {}}},
-    **FILE_RESPONSES,
-}
+
+
+def file_responses(media_type: str) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI answers of a file route."""
+    return {
+        200: {"content": {media_type: {}}},
+        304: {"description": "If-None-Match matched the ETag"},
+        404: {"description": "Unknown device or file"},
+    }
 
 
 def download(
@@ -61,73 +48,61 @@ def download(
     13.1.2, weak comparison), else the bytes (`body`, or what it reads) as an attachment."""
     etag = f'"{sha256}"'
     headers = {"ETag": etag, "Cache-Control": "no-cache", **(headers or {})}
-    tags = [tag.strip().removeprefix("W/") for tag in (if_none_match or "").split(",")]
-    if "*" in tags or etag in tags:
+    if {"*", etag} & {tag.strip().removeprefix("W/") for tag in (if_none_match or "").split(",")}:
         return Response(status_code=304, headers=headers)
-    media_type = "application/zip" if filename.endswith(".zip") else "application/json"
     headers["Content-Disposition"] = f'attachment; filename="{filename}"'
-    content = body if isinstance(body, bytes) else body()
-    return Response(content, media_type=media_type, headers=headers)
+    media_type = "application/zip" if filename.endswith(".zip") else "application/json"
+    return Response(
+        body if isinstance(body, bytes) else body(), media_type=media_type, headers=headers
+    )
 
 
-def store_files(
-    session: Session,
-    device_name: str,
-    *,
-    partial: bool,
-    out_dtype: str | None,
-    engine: str = "vllm",
-    allow_stale: bool = False,
-) -> StoreFiles:
-    """A device's merged files (tuner.files.device.device_files); 409 when the winners cannot
-    be merged (e.g. two output dtypes)."""
+def vllm_name(file_name: str, device_name: str, files: str) -> tuple[KernelFamily, Shape, str]:
+    """The family and shape of a requested file name and the vLLM name it has for
+    `device_name`; 404 when it is no config file name (the detail lists `files`) or names
+    another device."""
     try:
-        return device_files(
-            session,
-            device_name,
-            out_dtype=out_dtype,
-            allow_stale=allow_stale,
-            allow_partial=partial,
-            engine=engine,
-        )
+        family = family_of_file(file_name)
+        shape, named, _ = family.files.parse_file_name(file_name)
+    except ValueError as exc:
+        raise HTTPException(404, detail=f"{exc}; files: {files}") from None
+    if family.files.file_device(named) != family.files.file_device(device_name):
+        detail = f"{file_name!r} names device {named!r}, not {device_name!r}"
+        raise HTTPException(404, detail=detail)
+    return family, shape, family.files.file_name(shape, device_name, "vllm")
+
+
+def store_files(session: Session, device_name: str, **scope: Any) -> StoreFiles:
+    """A device's merged files (tuner.files.device.device_files: out_dtype, allow_stale,
+    allow_partial, engine); 409 when the winners cannot be merged (e.g. two output dtypes)."""
+    try:
+        return device_files(session, device_name, **scope)
     except MergeError as exc:
-        hint = "; pick one with ?out_dtype=bfloat16 or float16" if out_dtype is None else ""
+        hint = "" if scope["out_dtype"] else "; pick one with ?out_dtype=bfloat16 or float16"
         raise HTTPException(409, detail=f"{exc}{hint}") from None
 
 
-@dataclass(frozen=True)
-class Preview:
-    """A device's files merged on this request, as the preview routes' query asks."""
-
-    device_name: str
-    engine: schemas.EngineName
-    partial: bool
-    read: StoreFiles
-
-
 def preview(
-    device_name: KnownDevice,
-    session: SessionDep,
-    settings: SettingsDep,
-    partial: Partial = None,
-    out_dtype: OutDtypeQuery = None,
-    engine: EngineParam = "vllm",
-    allow_stale: AllowStale = False,
-) -> Preview:
-    """The merge the preview routes serve."""
+    device_name: deps.KnownDevice,
+    session: deps.SessionDep,
+    settings: deps.SettingsDep,
+    partial: deps.Partial = None,
+    out_dtype: deps.OutDtypeQuery = None,
+    engine: deps.EngineParam = "vllm",
+    allow_stale: deps.AllowStale = False,
+) -> tuple[str, schemas.EngineName, bool, StoreFiles]:
+    """The merge the preview routes serve: device, engine, partial, the files."""
     allow = settings.allow_partial if partial is None else partial
-    read = store_files(
-        session,
+    scope = {"out_dtype": out_dtype, "allow_stale": allow_stale, "engine": engine}
+    return (
         device_name,
-        partial=allow,
-        out_dtype=out_dtype,
-        engine=engine,
-        allow_stale=allow_stale,
+        engine,
+        allow,
+        store_files(session, device_name, allow_partial=allow, **scope),
     )
-    return Preview(device_name, engine, allow, read)
 
 
-PreviewDep = Annotated[Preview, Depends(preview)]
+PreviewDep = Annotated[tuple[str, schemas.EngineName, bool, StoreFiles], Depends(preview)]
 
 
 def imported_only_note(device_name: str, imports: list[repo.ImportInfo], report: bool) -> str:
@@ -142,17 +117,14 @@ def imported_only_note(device_name: str, imports: list[repo.ImportInfo], report:
     return f"only imported files ({summary}), no sweeps: nothing was measured here; {where}"
 
 
-def _is_current(environment: repo.EnvironmentRow, current: Provenance) -> bool:
-    if environment.kernel_hash not in current.hashes:
-        return False
-    try:
-        return current.triton_minor in (None, triton_minor(environment.triton))
-    except ValueError:  # a Triton version without major.minor
-        return current.triton_minor is None
+def _is_current(environment: repo.EnvironmentRow, current: Any) -> bool:
+    found = minor_of(environment.triton)  # None for a Triton version without major.minor
+    minor = None if found is None else f"{found[0]}.{found[1]}"
+    return environment.kernel_hash in current.hashes and current.triton_minor in (None, minor)
 
 
 def _device(
-    session: Session, name: str, *, swept: bool, out_dtype: str | None, allow_stale: bool
+    session: Session, name: str, swept: bool, out_dtype: str | None, allow_stale: bool
 ) -> schemas.Device:
     view = read_device(session, name, out_dtype=out_dtype, allow_stale=allow_stale)
     covered: dict[FamilyShape, set[int]] = {}
@@ -160,9 +132,7 @@ def _device(
         covered.setdefault(FamilyShape.of_row(row), set()).add(row.M)
     shapes = [
         schemas.ShapeCoverage(
-            N=key.shape.N,
-            K=key.shape.K,
-            block_shape=key.shape.block_shape,
+            **asdict(key.shape),
             m_requested=sorted(view.grids.get(key, ())),
             m_covered=sorted(covered.get(key, ())),
             complete=set(view.grids.get(key, ())) <= covered.get(key, set()),
@@ -171,34 +141,29 @@ def _device(
         )
         for key in sorted(set(covered) | set(view.grids))
     ]
-    current = view.scope.current
-    winners = Counter(row.environment_id for row in view.winners)
+    current, winners = view.scope.current, Counter(row.environment_id for row in view.winners)
     tuned_with = [
         schemas.TunedWith(
-            **asdict(e),
-            winners=winners[e.environment_id],
-            current=_is_current(e, current),
+            **asdict(e), winners=winners[e.environment_id], current=_is_current(e, current)
         )
         for e in view.environments
     ]
     imports = repo.list_imports(session, device_name=name)
-    imported = [
-        schemas.DeviceImport(**asdict(i), m_keys=list(i.m_keys), m_left_out=sorted(i.cannot_launch))
-        for i in imports
-    ]
     return schemas.Device(
         device_name=name,
         shapes=shapes,
         current=schemas.Provenance(**asdict(current)),
         tuned_with=tuned_with,
-        imported=imported,
+        imported=[imported_file(i) for i in imports],
         note=None if swept or not imports else imported_only_note(name, imports, report=False),
     )
 
 
 @router.get("", response_model=list[schemas.Device])
 def list_devices(
-    session: SessionDep, out_dtype: OutDtypeQuery = None, allow_stale: AllowStale = False
+    session: deps.SessionDep,
+    out_dtype: deps.OutDtypeQuery = None,
+    allow_stale: deps.AllowStale = False,
 ) -> list[schemas.Device]:
     """Every device in the store, swept or with imported files only.
 
@@ -210,35 +175,27 @@ def list_devices(
     """
     swept = set(repo.list_device_names(session))
     return [
-        _device(session, name, swept=name in swept, out_dtype=out_dtype, allow_stale=allow_stale)
+        _device(session, name, name in swept, out_dtype, allow_stale)
         for name in repo.known_device_names(session)
     ]
 
 
-@router.get(
-    "/{device_name}/comparisons",
-    response_model=list[schemas.ComparisonOut],
-    responses={404: {"description": "Unknown device"}},
-)
+@router.get("/{device_name}/comparisons", response_model=list[repo.ComparisonInfo])
 def list_comparisons(
-    device_name: KnownDevice,
-    session: SessionDep,
+    device_name: deps.KnownDevice,
+    session: deps.SessionDep,
     limit: Annotated[int, Query(ge=1, le=100, description="At most this many runs.")] = 10,
-) -> list[schemas.ComparisonOut]:
+) -> list[repo.ComparisonInfo]:
     """The device's `tuner compare` runs, newest first.
 
-    Per (N, K, M) each kernel's median latency (ok), or why it failed or was not timed, and the
-    decode and prefill verdicts. 404 for an unknown device.
+    Per (N, K, M) each kernel's median latency in microseconds (status ok; else failed or
+    unavailable, with why in `note`), the decode and prefill verdicts, and whose Triton kernel
+    was timed (`kernel_source` builtin or vllm, and vLLM's version). 404 for an unknown device.
     """
-    runs = repo.list_comparisons(session, device_name=device_name, limit=limit)
-    return [schemas.ComparisonOut(**asdict(run)) for run in runs]
+    return repo.list_comparisons(session, device_name=device_name, limit=limit)
 
 
-@router.get(
-    "/{device_name}/preview/configs",
-    response_model=schemas.DeviceConfigs,
-    responses={404: {"description": "Unknown device"}},
-)
+@router.get("/{device_name}/preview/configs", response_model=schemas.DeviceConfigs)
 def preview_configs(merged: PreviewDep) -> schemas.DeviceConfigs:
     """What the next publish would contain, merged on this request.
 
@@ -247,6 +204,7 @@ def preview_configs(merged: PreviewDep) -> schemas.DeviceConfigs:
     only stale trials); SGLang names come with a note that SGLang's kernel differs. 404 for an
     unknown device, 409 if the winners cannot be merged.
     """
+    device_name, engine, _, read = merged
     files = [
         schemas.ConfigFile(
             **asdict(f.merged),
@@ -254,55 +212,48 @@ def preview_configs(merged: PreviewDep) -> schemas.DeviceConfigs:
             file_name=f.file_name,
             m_keys=list(f.merged.configs),
         )
-        for f in merged.read.files.files
+        for f in read.files.files
     ]
     skipped = [
         schemas.SkippedShape(**asdict(s.key.shape), reason=s.reason, m_missing=s.m_missing)
-        for s in merged.read.explained(HTTP_STALE_HINT).skipped
+        for s in read.explained(HTTP_STALE_HINT).skipped
     ]
+    note = SGLANG_NOTE if engine == "sglang" else None
     return schemas.DeviceConfigs(
-        device_name=merged.device_name,
-        files=files,
-        skipped=skipped,
-        engine=merged.engine,
-        engine_note=SGLANG_NOTE if merged.engine == "sglang" else None,
+        device_name=device_name, files=files, skipped=skipped, engine=engine, engine_note=note
     )
 
 
 @router.get(
     "/{device_name}/preview/configs.zip",
     response_class=Response,
-    response_model=None,
-    responses=ZIP_FILE,
+    responses=file_responses("application/zip"),
 )
-def preview_zip(merged: PreviewDep, if_none_match: IfNoneMatch = None) -> Response:
+def preview_zip(merged: PreviewDep, if_none_match: deps.IfNoneMatch = None) -> Response:
     """The device's merged files and a README.txt as one zip, merged on this request.
 
     Deterministic bytes, `ETag: "<sha256>"`; 304 if the client's copy is current (the release
     route serves what was published). 404 for an unknown device, 409 if the winners cannot be
     merged.
     """
-    name, read = merged.device_name, merged.read
+    name, engine, _, read = merged
     archive = build_zip(
-        name, read.files, engine=merged.engine, compute_capability=read.view.compute_capability
+        name, read.files, engine=engine, compute_capability=read.view.compute_capability
     )
-    suffix = "" if merged.engine == "vllm" else f"-{merged.engine}"
+    suffix = "" if engine == "vllm" else f"-{engine}"
+    sha256 = hashlib.sha256(archive).hexdigest()
     return download(
-        archive,
-        sha256=hashlib.sha256(archive).hexdigest(),
-        filename=f"{name}-configs{suffix}.zip",
-        if_none_match=if_none_match,
+        archive, sha256=sha256, filename=f"{name}-configs{suffix}.zip", if_none_match=if_none_match
     )
 
 
 @router.get(
     "/{device_name}/preview/configs/{file_name}",
     response_class=Response,
-    response_model=None,
-    responses=JSON_FILE,
+    responses=file_responses("application/json"),
 )
 def preview_file(
-    file_name: FileName, merged: PreviewDep, if_none_match: IfNoneMatch = None
+    file_name: deps.FileName, merged: PreviewDep, if_none_match: deps.IfNoneMatch = None
 ) -> Response:
     """One merged file as the next publish would hold it, merged on this request.
 
@@ -311,18 +262,9 @@ def preview_file(
     another device, or a shape with no (complete) file (the detail lists the device's files);
     409 if the winners cannot be merged.
     """
-    device_name, read = merged.device_name, merged.read
+    device_name, _, partial, read = merged
     names = ", ".join(f.file_name for f in read.files.files) or "(none)"
-    try:
-        family = family_of_file(file_name)
-        shape, named_device, _ = family.files.parse_file_name(file_name)
-    except ValueError as exc:
-        raise HTTPException(404, detail=f"{exc}; files: {names}") from None
-    if family.files.file_device(named_device) != family.files.file_device(device_name):
-        raise HTTPException(
-            404, detail=f"{file_name!r} names device {named_device!r}, not {device_name!r}"
-        )
-    name = family.files.file_name(shape, device_name, "vllm")
+    family, _, name = vllm_name(file_name, device_name, names)
 
     def named(key: FamilyShape) -> bool:
         return (
@@ -332,17 +274,13 @@ def preview_file(
 
     for f in read.files.files:
         if named(f.key):
+            text = f.merged.text.encode()
             return download(
-                f.merged.text.encode(),
-                sha256=f.merged.sha256,
-                filename=f.file_name,
-                if_none_match=if_none_match,
+                text, sha256=f.merged.sha256, filename=f.file_name, if_none_match=if_none_match
             )
     for s in read.files.skipped:
         if named(s.key):
-            hint = (
-                "; ?partial=true serves what there is" if s.m_missing and not merged.partial else ""
-            )
+            hint = "; ?partial=true serves what there is" if s.m_missing and not partial else ""
             hint += read.stale_reason(s, HTTP_STALE_HINT)
             raise HTTPException(404, detail=f"no file {name!r} yet: {s.reason}{hint}")
     raise HTTPException(404, detail=f"no file {name!r} for {device_name}; files: {names}")

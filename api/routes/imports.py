@@ -17,44 +17,44 @@ from tuner.files.release import NothingToPublish, publish
 router = APIRouter(prefix="/devices", tags=["imports"])
 
 
-def _schema(item: repo.ImportInfo, note: str | None = None) -> schemas.ImportedFile:
+def imported_file(item: repo.ImportInfo, note: str | None = None) -> schemas.ImportedFile:
+    """An imported file as the API answers it, with its coverage of vLLM's M grid."""
     keys = list(item.m_keys)
     present, missing, extra = m_coverage(keys)
     coverage = schemas.MCoverage(
         grid_present=present, grid_missing=missing, extra=extra, summary=coverage_summary(keys)
     )
-    return schemas.ImportedFile(**asdict(item), m_keys=keys, coverage=coverage, note=note)
+    return schemas.ImportedFile(
+        **asdict(item),
+        m_keys=keys,
+        m_left_out=sorted(item.cannot_launch),
+        coverage=coverage,
+        note=note,
+    )
 
 
-@router.get(
-    "/{device_name}/imports",
-    response_model=list[schemas.ImportedFile],
-    responses={404: {"description": "No device by that name (sweeps or imports)"}},
-)
+@router.get("/{device_name}/imports", response_model=list[schemas.ImportedFile])
 def list_imported(device_name: KnownDevice, session: SessionDep) -> list[schemas.ImportedFile]:
     """The files imported for a device, with each file's coverage of vLLM's M grid.
 
     Sorted by (N, K, block_shape, label); empty for a device with sweeps and no imports. 404
     naming the known devices, for a device with neither.
     """
-    return [_schema(item) for item in repo.list_imports(session, device_name=device_name)]
+    return [imported_file(item) for item in repo.list_imports(session, device_name=device_name)]
 
 
 @router.post(
     "/{device_name}/imports",
     response_model=schemas.ImportedFile,
     status_code=201,
+    dependencies=[WriteAccess],
     responses={
         401: {"description": "Missing or wrong bearer token"},
-        403: {"description": "Writes are disabled (no TUNER_API_TOKEN)"},
-        422: {"description": "Not a valid config file, or a device neither stored nor the file's"},
+        403: {"description": "No TUNER_API_TOKEN"},
     },
 )
 def import_file(
-    device_name: DeviceName,
-    body: schemas.ImportRequest,
-    session: SessionDep,
-    _write: WriteAccess,
+    device_name: DeviceName, body: schemas.ImportRequest, session: SessionDep
 ) -> schemas.ImportedFile:
     """Keep an existing file's configs (e.g. one shipped with vLLM) as a labelled source.
 
@@ -66,7 +66,8 @@ def import_file(
     Triton), so its imports are stored without a launch check (`checked_arch` null); `tuner
     import` compiles the entries for the device and leaves out those that cannot launch there.
 
-    The path names the device to store for: one in the store, or the file's own device. 422
+    The path names the device to store for: one in the store, or the file's own device. 401
+    without the token (403: the service has none); 422
     for a bad name or body (one line naming the file), or a path device that is neither known
     nor the file's.
     """
@@ -93,5 +94,6 @@ def import_file(
         publish(session, target, reason="HTTP import")
     except (NothingToPublish, MergeError):
         pass  # nothing complete to publish yet; the import is kept all the same
-    note = None if target == named else f"stored for {target}; the file is named for {named}"
-    return _schema(item, note)
+    return imported_file(
+        item, None if target == named else f"stored for {target}; the file is named for {named}"
+    )

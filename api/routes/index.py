@@ -3,23 +3,21 @@ link to each device's report), `GET /health` and `GET /metrics`."""
 
 from __future__ import annotations
 
-from html import escape
-from urllib.parse import quote
+from typing import Literal
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel
 from sqlalchemy.exc import SQLAlchemyError
 
 import tuner
 from api.deps import SettingsDep
-from api.schemas import Health
+from api.templates import PAGES
 from db import repo
-from db.repo import SchemaError, session_scope
 
 router = APIRouter()
-
-# (path, what it is); {device_name} is for the reader to fill in.
-LINKS: tuple[tuple[str, str], ...] = (
+LINKS = (  # (path, what it is); {device_name} is for the reader to fill in
     ("/docs", "the routes, to try in the browser (Swagger UI)"),
     ("/openapi.json", "the API description (OpenAPI 3.1)"),
     ("/health", "liveness and version"),
@@ -29,42 +27,25 @@ LINKS: tuple[tuple[str, str], ...] = (
 )
 
 
+class Health(BaseModel):
+    """The service is up; which version and which store (password masked)."""
+
+    status: Literal["ok"] = "ok"
+    version: str = tuner.__version__
+    store: str
+
+
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
-def index(request: Request) -> HTMLResponse:
+def index(request: Request) -> str:
     """An HTML page linking the service's main routes and each device's report."""
-    items = "".join(
-        f"<li><code>{path}</code>: {what}</li>"
-        if "{" in path
-        else f'<li><a href="{path}">{path}</a>: {what}</li>'
-        for path, what in LINKS
-    )
+    names, fault = [], None
     try:  # the store is opened here, not as a dependency, so that its fault spares the page
-        with session_scope(request.app.state.store.open()) as session:
+        with repo.session_scope(request.app.state.store.open()) as session:
             names = repo.known_device_names(session)
-    except (SQLAlchemyError, SchemaError) as exc:  # the routes still show; /devices says 503
-        listed = (
-            f"<p>The store does not answer now ({escape(type(exc).__name__)}): try again, "
-            "or see /health.</p>"
-        )
-    else:  # quote() keeps a device name one path segment
-        listed = (
-            "<ul>"
-            + "".join(
-                f'<li><a href="/devices/{quote(n, safe="")}/report">{escape(n)}</a>: '
-                "its report</li>"
-                for n in names
-            )
-            + "</ul>"
-            if names
-            else "<p>None in the store yet (<code>tuner sweep</code> or <code>tuner import</code> "
-            "adds one).</p>"
-        )
-    return HTMLResponse(
-        f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>blockfp8-tuner</title>'
-        f"</head><body><h1>blockfp8-tuner {tuner.__version__}</h1><p>Tuned vLLM block-FP8 "
-        f"GEMM config files, merged from the store.</p><ul>{items}</ul><h2>Devices</h2>{listed}"
-        "</body></html>"
-    )
+    except (SQLAlchemyError, repo.SchemaError) as exc:  # the routes still show; /devices: 503
+        fault = type(exc).__name__
+    page = PAGES.get_template("index.html")
+    return page.render(version=tuner.__version__, links=LINKS, names=names, fault=fault)
 
 
 @router.get("/health", response_model=Health, tags=["health"])
@@ -73,13 +54,12 @@ def read_health(settings: SettingsDep) -> Health:
 
     The store is not touched.
     """
-    return Health(status="ok", version=tuner.__version__, store=settings.masked_db_url())
+    return Health(store=settings.masked_db_url())
 
 
 @router.get(
     "/metrics",
     response_class=Response,
-    response_model=None,
     responses={200: {"content": {"text/plain": {}}}},
     tags=["metrics"],
 )
@@ -89,5 +69,5 @@ def read_metrics(request: Request) -> Response:
     `tuner_trials{status}`, `tuner_tasks{state}`, `tuner_sweeps`, `tuner_imports`,
     `tuner_store_up` and `tuner_downloads_total{route,status}`.
     """
-    body, content_type = request.app.state.metrics.render()
-    return Response(content=body, media_type=content_type)
+    registry = request.app.state.metrics.registry
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

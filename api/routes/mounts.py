@@ -15,18 +15,11 @@ from api.routes.devices import store_files
 from api.routes.releases import release_of
 from api.schemas import MAX_INT32, EngineName
 from tuner.core import OutDtype
+from tuner.files import mounts
 from tuner.files.archive import versions_line, winner_versions
-from tuner.files.mounts import (
-    DEFAULT_HOST_DIR,
-    DEFAULT_SITE_PACKAGES,
-    MountRequest,
-    check_site_packages,
-    render_mounts,
-)
 from tuner.files.pull import release_entry, render_pull_recipe
 
 router = APIRouter(prefix="/devices", tags=["mounts"])
-
 # tuner.files.mounts.FORMATS, then tuner.files.pull.PULL_FORMATS (tests check they agree).
 MountFormat = Literal["docker", "compose", "k8s", "k8s-pull", "compose-pull"]
 
@@ -36,19 +29,19 @@ class MountQuery(BaseModel):
 
     format: MountFormat = Field(
         "docker",
-        description="docker (run flags), compose (a volumes list), k8s (a ConfigMap with volume "
-        "mounts), or k8s-pull / compose-pull (`tuner pull` of a release into a volume before "
-        "the engine starts).",
+        description="docker (run flags), compose (volumes), k8s (a ConfigMap and mounts), or "
+        "k8s-pull / compose-pull (`tuner pull` of a release into a volume first).",
     )
     engine: EngineName = Field("vllm", description="The engine whose folders the files go to.")
     site_packages: str | None = Field(
         None,
         max_length=512,
-        description="The engine's site-packages folder in the container (default: the usual "
-        "image's, as `tuner mounts` prints it).",
+        description="The engine's site-packages in the container (default: the usual image's).",
     )
     host_dir: str = Field(
-        DEFAULT_HOST_DIR, max_length=512, description="Host folder holding the exported files."
+        mounts.DEFAULT_HOST_DIR,
+        max_length=512,
+        description="Host folder holding the exported files.",
     )
     partial: bool | None = Field(
         None, description="Also mount partial files (default: TUNER_ALLOW_PARTIAL)."
@@ -58,37 +51,28 @@ class MountQuery(BaseModel):
     engine_version: str | None = Field(
         None,
         max_length=64,
-        description="The engine's release in the image, which decides its config folders "
+        description="The engine release in the image, which decides its config folders "
         "(default: vLLM 0.33.0, SGLang 0.5.23).",
     )
     triton_version: str | None = Field(
         None,
         max_length=64,
-        description="SGLang: the image's Triton, e.g. 3.8.0; fused-MoE files go to "
-        "configs/triton_3_8_0/ (default: the Triton the files were tuned with).",
+        description="SGLang: the image's Triton, whose folder gets the fused-MoE files "
+        "(default: the one the files were tuned with).",
     )
     server: AnyHttpUrl | None = Field(
         None,
-        description="k8s-pull / compose-pull: the tuner service's URL as the pods reach it, "
-        "e.g. http://tuner:8000 (default: the URL this request reached).",
+        description="-pull: the service's URL as the pods reach it (default: this request's).",
     )
     release: int | None = Field(
-        None,
-        ge=1,
-        le=MAX_INT32,
-        description="k8s-pull / compose-pull: the release to pin (default: the latest).",
+        None, ge=1, le=MAX_INT32, description="-pull: the release to pin (default: the latest)."
     )
 
 
 @router.get(
     "/{device_name}/mounts",
     response_class=PlainTextResponse,
-    response_model=None,
-    responses={
-        200: {"content": {"text/plain": {}}},
-        404: {"description": "Unknown device or release, or no files to mount"},
-        422: {"description": "Bad format, site-packages path or server URL"},
-    },
+    responses={200: {"content": {"text/plain": {}}}},
 )
 def read_mounts(
     device_name: KnownDevice,
@@ -96,7 +80,7 @@ def read_mounts(
     session: SessionDep,
     settings: SettingsDep,
     request: Request,
-) -> PlainTextResponse:
+) -> str:
     """The same text as `tuner mounts --device ...`, to paste.
 
     One read-only mount per file of the device, commented, with the device's advice on what
@@ -107,60 +91,48 @@ def read_mounts(
     stale trials were left out); 409 if the winners cannot be merged; 422 for an unknown format,
     a bad site-packages path, server URL, engine or Triton version, or a bad allow_stale.
     """
-    site_packages = query.site_packages or DEFAULT_SITE_PACKAGES[query.engine]
+    site_packages = query.site_packages or mounts.DEFAULT_SITE_PACKAGES[query.engine]
     try:
-        if query.format.endswith("-pull"):
-            text = render_pull_recipe(
-                query.format,
-                server=str(query.server or request.base_url).rstrip("/"),
-                release=release_entry(release_of(session, device_name, query.release)),
-                engine=query.engine,
-                site_packages=check_site_packages(site_packages),
-                engine_version_=query.engine_version,
-                triton_version=query.triton_version,
-                triton_from="as asked",
+        if not query.format.endswith("-pull"):
+            partial = settings.allow_partial if query.partial is None else query.partial
+            return mounts.render_mounts(
+                _mount_request(session, device_name, query, partial, site_packages)
             )
-        else:
-            allow = settings.allow_partial if query.partial is None else query.partial
-            text = render_mounts(_mount_request(session, device_name, query, allow))
+        return render_pull_recipe(
+            query.format,
+            server=str(query.server or request.base_url).rstrip("/"),
+            release=release_entry(release_of(session, device_name, query.release)),
+            engine=query.engine,
+            site_packages=mounts.check_site_packages(site_packages),
+            engine_version_=query.engine_version,
+            triton_version=query.triton_version,
+            triton_from="as asked",
+        )
     except ValueError as exc:
         raise HTTPException(422, detail=str(exc)) from None
-    return PlainTextResponse(text)
 
 
 def _mount_request(
-    session: Session, device_name: str, query: MountQuery, partial: bool
-) -> MountRequest:
+    session: Session, device_name: str, query: MountQuery, partial: bool, site_packages: str
+) -> mounts.MountRequest:
     """The device's merged files to mount; 404 when there is none."""
-    read = store_files(
-        session,
-        device_name,
-        partial=partial,
-        out_dtype=query.out_dtype,
-        engine=query.engine,
-        allow_stale=query.allow_stale,
-    )
+    scope = {"out_dtype": query.out_dtype, "allow_stale": query.allow_stale, "engine": query.engine}
+    read = store_files(session, device_name, allow_partial=partial, **scope)
     if not read.files.files:
         stale = read.view.scope.stale_trials
-        hint = (
-            f"; {stale} ok trial(s) of another kernel or Triton left out "
-            "(?allow_stale=true uses them)"
-            if stale
-            else ""
+        hint = f"; {stale} ok trial(s) of another kernel or Triton left out (?allow_stale=true"
+        detail = (
+            f"{device_name} has no complete file to mount yet; ?partial=true mounts what there is"
         )
-        raise HTTPException(
-            404,
-            detail=f"{device_name} has no complete file to mount yet; "
-            f"?partial=true mounts what there is{hint}",
-        )
+        raise HTTPException(404, detail=detail + (f"{hint} uses them)" if stale else ""))
     versions = winner_versions(read.view.environments, read.view.winners)
     tuned_triton = versions["triton"][0] if len(versions["triton"]) == 1 else None
-    return MountRequest(
+    return mounts.MountRequest(
         device_name=device_name,
         engine=query.engine,
         file_names=tuple(f.file_name for f in read.files.files),
         host_dir=query.host_dir,
-        site_packages=query.site_packages or DEFAULT_SITE_PACKAGES[query.engine],
+        site_packages=site_packages,
         fmt=query.format,
         compute_capability=read.view.compute_capability,
         tuned_with=versions_line(versions),

@@ -8,32 +8,21 @@ from dataclasses import asdict
 from fastapi import APIRouter, HTTPException, Response
 from sqlalchemy.orm import Session
 
-from api import schemas
-from api.deps import (
-    DeviceName,
-    EngineParam,
-    FileName,
-    IfNoneMatch,
-    ReleaseNumber,
-    SessionDep,
-    device_in,
-)
-from api.routes.devices import JSON_FILE, ZIP_FILE, download
+from api import deps, schemas
+from api.routes.devices import download, file_responses, vllm_name
 from db import repo
 from tuner.kernels.engines import SGLANG_NOTE
-from tuner.kernels.registry import family_of_file, respell_file_name
+from tuner.kernels.registry import respell_file_name
 from tuner.kernels.shape import as_block_shape
 
 router = APIRouter(prefix="/devices", tags=["releases"])
-# Released bytes by sha256: content never changes under its hash, so nothing goes stale.
-BLOBS: dict[str, bytes] = {}
-MAX_BLOBS = 1024
+BLOBS: dict[str, bytes] = {}  # released bytes by sha256 (at most 1024): they never change
 
 
 def _stored(session: Session, device_name: str) -> str:
     """The store's name for the device a path names: one with a release, sweeps or imports."""
     known = set(repo.list_release_device_names(session)) | set(repo.known_device_names(session))
-    return device_in(device_name, sorted(known))
+    return deps.device_in(device_name, sorted(known))
 
 
 def release_of(session: Session, device_name: str, number: int | None) -> repo.ReleaseInfo:
@@ -44,9 +33,7 @@ def release_of(session: Session, device_name: str, number: int | None) -> repo.R
     numbers = sorted(r.number for r in repo.list_releases(session, device_name=device_name))
     if numbers:
         listed = ", ".join(map(str, numbers))
-        raise HTTPException(
-            404, detail=f"{device_name} has no release {number}; releases: {listed}"
-        )
+        raise HTTPException(404, f"{device_name} has no release {number}; releases: {listed}")
     raise HTTPException(
         404,
         detail=f"{device_name} has no release yet: `tuner publish --device {device_name}` makes "
@@ -60,40 +47,31 @@ def _send(
     def read() -> bytes:
         body = BLOBS.get(found.sha256) or repo.blob(session, sha256=found.sha256)
         if body is None:  # a row without its blob: the store is damaged, not the request
-            raise HTTPException(
-                503,
-                detail=f"release {found.number} lacks the bytes of {filename}",
-                headers={"Retry-After": "60"},
-            )
-        if len(BLOBS) < MAX_BLOBS:
+            detail = f"release {found.number} lacks the bytes of {filename}"
+            raise HTTPException(503, detail=detail, headers={"Retry-After": "60"})
+        if len(BLOBS) < 1024:
             BLOBS[found.sha256] = body
         return body
 
+    cache = "public, max-age=31536000, immutable" if pinned else "no-cache"
+    headers = {"Cache-Control": cache, "X-Tuner-Release": str(found.number)}
     return download(
-        read,
-        sha256=found.sha256,
-        filename=filename,
-        if_none_match=etag,
-        headers={
-            "Cache-Control": "public, max-age=31536000, immutable" if pinned else "no-cache",
-            "X-Tuner-Release": str(found.number),
-        },
+        read, sha256=found.sha256, filename=filename, if_none_match=etag, headers=headers
     )
 
 
 @router.get(
     "/{device_name}/configs/{file_name}",
     response_class=Response,
-    response_model=None,
-    responses=JSON_FILE,
+    responses=file_responses("application/json"),
 )
 def download_file(
-    device_name: DeviceName,
-    file_name: FileName,
-    session: SessionDep,
-    release: ReleaseNumber = None,
-    engine: EngineParam = "vllm",
-    if_none_match: IfNoneMatch = None,
+    device_name: deps.DeviceName,
+    file_name: deps.FileName,
+    session: deps.SessionDep,
+    release: deps.ReleaseNumber = None,
+    engine: deps.EngineParam = "vllm",
+    if_none_match: deps.IfNoneMatch = None,
 ) -> Response:
     """One file of a release (the latest unless `?release=N`), byte for byte as published.
 
@@ -114,50 +92,38 @@ def download_file(
 def _find(
     session: Session, device_name: str, file_name: str, number: int | None
 ) -> repo.ReleasedFile:
+    """A release's file by any spelling of its name; 404 saying why the release lacks it."""
     info = release_of(session, device_name, number)
     names = ", ".join(f.file_name for f in info.files) or "(none)"
-    try:
-        family = family_of_file(file_name)
-        shape, named_device, _ = family.files.parse_file_name(file_name)
-    except ValueError as exc:
-        raise HTTPException(404, detail=f"{exc}; files: {names}") from None
-    if named_device != family.files.file_device(device_name):
-        raise HTTPException(
-            404, detail=f"{file_name!r} names device {named_device!r}, not {device_name!r}"
-        )
-    wanted = family.respell(file_name, "vllm", device_name)
+    _, shape, wanted = vllm_name(file_name, device_name, names)
     found = repo.find_released_file(
         session, device_name=device_name, file_name=wanted, number=info.number
     )
     if found is not None:
         return found
     where = f"no file {wanted!r} in {device_name} release {info.number}"
+    key = (shape.N, shape.K, shape.block_shape)
     for skipped in info.summary.get("skipped", []):
-        if (skipped["N"], skipped["K"], as_block_shape(skipped["block_shape"])) == (
-            shape.N,
-            shape.K,
-            shape.block_shape,
-        ):
+        if (skipped["N"], skipped["K"], as_block_shape(skipped["block_shape"])) == key:
             raise HTTPException(
                 404,
                 detail=f"{where}: {skipped['reason']}; /devices/{device_name}/preview/configs/"
                 f"{wanted}?partial=true merges what there is",
             )
-    raise HTTPException(404, detail=f"{where}; files: {names}")
+    raise HTTPException(404, f"{where}; files: {names}")
 
 
 @router.get(
     "/{device_name}/configs.zip",
     response_class=Response,
-    response_model=None,
-    responses=ZIP_FILE,
+    responses=file_responses("application/zip"),
 )
 def download_zip(
-    device_name: DeviceName,
-    session: SessionDep,
-    release: ReleaseNumber = None,
-    engine: EngineParam = "vllm",
-    if_none_match: IfNoneMatch = None,
+    device_name: deps.DeviceName,
+    session: deps.SessionDep,
+    release: deps.ReleaseNumber = None,
+    engine: deps.EngineParam = "vllm",
+    if_none_match: deps.IfNoneMatch = None,
 ) -> Response:
     """All files of a release (the latest unless `?release=N`) and a README.txt as one zip.
 
@@ -167,48 +133,41 @@ def download_zip(
     found = repo.find_release_archive(
         session, device_name=device_name, engine=engine, number=release
     )
-    if found is None:
+    if found is None:  # a device alias, or no such release: every release stores both archives
         device_name = _stored(session, device_name)
-        info = release_of(session, device_name, release)
+        number = release_of(session, device_name, release).number
         found = repo.find_release_archive(
-            session, device_name=device_name, engine=engine, number=info.number
+            session, device_name=device_name, engine=engine, number=number
         )
-        assert found is not None  # every release stores both archives
+        assert found is not None
     suffix = "" if engine == "vllm" else f"-{engine}"
     return _send(
         session, found, f"{device_name}-configs{suffix}.zip", release is not None, if_none_match
     )
 
 
-@router.get(
-    "/{device_name}/releases",
-    response_model=list[schemas.Release],
-    responses={404: {"description": "Unknown device"}},
-)
-def list_device_releases(device_name: DeviceName, session: SessionDep) -> list[schemas.Release]:
+@router.get("/{device_name}/releases", response_model=list[schemas.Release])
+def list_device_releases(
+    device_name: deps.DeviceName, session: deps.SessionDep
+) -> list[schemas.Release]:
     """A device's releases, newest first, with their files and summaries.
 
     404 for an unknown device.
     """
-    stored = _stored(session, device_name)
     return [
         schemas.Release(
             **{**asdict(info), "files": [{**asdict(f), **f.detail} for f in info.files]}
         )
-        for info in repo.list_releases(session, device_name=stored)
+        for info in repo.list_releases(session, device_name=_stored(session, device_name))
     ]
 
 
-@router.get(
-    "/{device_name}/configs",
-    response_model=schemas.DeviceConfigs,
-    responses={404: {"description": "Unknown device or release"}},
-)
+@router.get("/{device_name}/configs", response_model=schemas.DeviceConfigs)
 def list_configs(
-    device_name: DeviceName,
-    session: SessionDep,
-    release: ReleaseNumber = None,
-    engine: EngineParam = "vllm",
+    device_name: deps.DeviceName,
+    session: deps.SessionDep,
+    release: deps.ReleaseNumber = None,
+    engine: deps.EngineParam = "vllm",
 ) -> schemas.DeviceConfigs:
     """The files of a release (the latest unless `?release=N`).
 
@@ -216,13 +175,10 @@ def list_configs(
     device or release.
     """
     info = release_of(session, _stored(session, device_name), release)
+    name = info.device_name
     files = [
         schemas.ConfigFile(
-            **{
-                **asdict(f),
-                **f.detail,
-                "file_name": respell_file_name(f.file_name, engine, info.device_name),
-            }
+            **{**asdict(f), **f.detail, "file_name": respell_file_name(f.file_name, engine, name)}
         )
         for f in info.files
     ]

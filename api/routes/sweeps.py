@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Response
-from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
 from api import schemas
@@ -19,15 +18,14 @@ from tuner.search.registry import STRATEGIES
 
 router = APIRouter(prefix="/sweeps", tags=["sweeps"])
 
-SweepId = Annotated[int, Path(ge=1, le=schemas.MAX_INT32, description="The sweep's id.")]
 
-
-def _status(session: Session, sweep_id: int) -> BaseModel:
+def _status(session: Session, sweep_id: int) -> Any:
     info = repo.get_sweep(session, sweep_id=sweep_id)
     if info is None:
         raise HTTPException(404, detail=f"no sweep with id {sweep_id}")
-    progress = repo.sweep_progress(session, sweep_id=sweep_id)
-    return schemas.SweepStatus(**asdict(info), **asdict(progress))
+    return schemas.SweepStatus(
+        **asdict(info), **asdict(repo.sweep_progress(session, sweep_id=sweep_id))
+    )
 
 
 def _device_key(device_name: str, known: list[str]) -> str:
@@ -46,29 +44,24 @@ def _device_key(device_name: str, known: list[str]) -> str:
     "",
     response_model=schemas.SweepStatus,
     status_code=201,
+    dependencies=[WriteAccess],
     responses={
-        200: {"model": schemas.SweepStatus, "description": "The same sweep existed already"},
-        401: {"description": "Missing or wrong bearer token"},
-        403: {"description": "Writes are disabled (no TUNER_API_TOKEN)"},
-        422: {"description": "Invalid body, unknown strategy, model or TP size"},
+        200: {"model": schemas.SweepStatus, "description": "The same sweep existed already"}
     },
 )
-def create_sweep(
-    body: schemas.SweepCreate, _auth: WriteAccess, session: SessionDep, response: Response
-) -> BaseModel:
+def create_sweep(body: schemas.SweepCreate, session: SessionDep, response: Response) -> Any:
     """Create a sweep and its pending tasks, or return the same one again.
 
     A sweep over vLLM's config space for `tuner worker --device <device_name>` on any host to
     run; answers the sweep and its progress (201 when created). The same body again returns the
-    same sweep (200), and with a larger `trials` the same sweep extended. 422 for an unknown
-    strategy or model, a TP size the model does not list, or a device_name that is neither a
-    device of the store nor a GPU model name (`H200`, `NVIDIA H200` and `nvidia_h200` all name
-    `NVIDIA_H200`).
+    same sweep (200), and with a larger `trials` the same sweep extended. 401 without the token
+    (403: the service has none); 422 for an unknown strategy or model, a TP size the model does
+    not list, or a device_name that is neither a device of the store nor a GPU model name
+    (`H200`, `NVIDIA H200` and `nvidia_h200` all name `NVIDIA_H200`).
     """
     if body.strategy not in STRATEGIES:
-        raise HTTPException(
-            422, detail=f"unknown strategy '{body.strategy}'; known: {', '.join(STRATEGIES)}"
-        )
+        known = ", ".join(STRATEGIES)
+        raise HTTPException(422, detail=f"unknown strategy '{body.strategy}'; known: {known}")
     try:
         shapes = load_shapes(body.model, body.tp)
     except (UnknownModelError, ValueError) as exc:
@@ -93,12 +86,11 @@ def create_sweep(
     return _status(session, info.sweep_id)
 
 
-@router.get(
-    "/{sweep_id}",
-    response_model=schemas.SweepStatus,
-    responses={404: {"description": "No sweep with that id"}},
-)
-def read_sweep(sweep_id: SweepId, session: SessionDep) -> BaseModel:
+@router.get("/{sweep_id}", response_model=schemas.SweepStatus)
+def read_sweep(
+    sweep_id: Annotated[int, Path(ge=1, le=schemas.MAX_INT32, description="The sweep's id.")],
+    session: SessionDep,
+) -> Any:
     """A sweep's parameters and progress: tasks by state, trials stored.
 
     404 when there is no such sweep.

@@ -1,7 +1,8 @@
 """One store the read-only route tests share (filled once per session), and a client on it.
 
 NVIDIA_L20 has two shapes over M = 1, 16, 32, timed in three environments: the current kernel
-and Triton (`cur`), an old kernel and an old Triton (both stale). H200 has stale trials only.
+and Triton (`cur`), an old kernel and an old Triton (both stale); its ceilings were measured in
+`cur`, and one `tuner compare` run timed vLLM's Triton kernel. H200 has stale trials only.
 Release 1 of L20 is published from the current trials."""
 
 from __future__ import annotations
@@ -72,6 +73,12 @@ def _retime(config: dict, latency_us: float, is_default: bool = False) -> dict:
     }
 
 
+VERDICTS = ["decode (M <= 32): triton-tuned is fastest over 1 point(s)", "prefill: no point"]
+POINTS = [
+    repo.PointRow(*SHAPE_A, 1, "triton-tuned", "ok", 5.0, 4.5, 5.5, "16x64 g1"),
+    repo.PointRow(*SHAPE_A, 1, "triton-default", "ok", 10.0, 9.0, 11.0, "default"),
+    repo.PointRow(*SHAPE_A, 1, "vllm-marlin", "unavailable", None, None, None, "not wired"),
+]
 DECISION = {
     "retimes": [_retime(MID, 14.4), _retime(FAST, 14.6), _retime(DEFAULT, 19.0, True)],
     "decision": {
@@ -123,12 +130,44 @@ def _sweep(session, device: str) -> tuple[int, dict[str, int]]:
     return sweep.sweep_id, environments
 
 
+def _ceilings_and_comparison(session, environment_id: int) -> None:
+    ceilings = {"copy_gbps": 4000.0, "fp8_mm_tflops": 1000.0}
+    repo.record_ceilings(session, environment_id=environment_id, ceilings=ceilings)
+    vllm_env = repo.get_or_create_environment(
+        session,
+        device_name=DEVICE,
+        gpu_name="NVIDIA L20",
+        compute_capability="8.9",
+        driver="580",
+        cuda="12.9",
+        torch="2.11.0",
+        triton=TRITON,
+        tuner="0.1.0",
+        kernel_hash="abc",
+        kernel_source="vllm",
+        vllm="0.33.0",
+    )
+    repo.record_comparison(
+        session,
+        device_name=DEVICE,
+        environment_id=vllm_env,
+        model="tiny",
+        tp=1,
+        out_dtype="bfloat16",
+        verdicts=VERDICTS,
+        points=POINTS,
+    )
+
+
 def fill(url: str) -> None:
-    """Record PLAN's trials and the decision of (A, 32), then publish L20's release 1."""
+    """Record PLAN's trials, the decision of (A, 32), L20's ceilings and comparison, then
+    publish L20's release 1."""
     engine = open_store(url)
     with session_scope(engine) as session:
         for device in (DEVICE, "NVIDIA_H200"):
             sweep_id, env = _sweep(session, device)
+            if device == DEVICE:
+                _ceilings_and_comparison(session, env["cur"])
             while task := repo.claim_task(session, sweep_id=sweep_id, worker_id="w", lease_s=60):
                 for name, config, is_default, status, us in PLAN[(device, task.N, task.K, task.M)]:
                     repo.record_trial(

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.settings import Settings
-from tests.api.conftest import DEVICE, FILE_A, FILE_B, MID, SHAPE_A
+from tests.api.conftest import DEVICE, FILE_A, FILE_B, MID, SHAPE_A, VERDICTS
 from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill, publish
 from tuner.files.format import dump_config_file
 from tuner.files.provenance import current_kernel_hash, installed_triton_minor
@@ -41,6 +41,8 @@ def _env(kernel_hash: str, triton: str, trials: int, winners: int, current: bool
         "tuner": "0.1.0",
         "kernel_hash": kernel_hash,
         "trials": trials,
+        "kernel_source": "builtin",
+        "vllm": "",
         "winners": winners,
         "current": current,
     }
@@ -66,6 +68,23 @@ def test_devices_list_coverage_and_what_the_files_were_tuned_with(client: TestCl
     (_, stale) = client.get("/devices", params={"allow_stale": "true"}).json()
     assert [s["m_covered"] for s in stale["shapes"]] == [[1, 16, 32], [1, 16]]
     assert [t["winners"] for t in stale["tuned_with"]] == [3, 1, 1]
+
+
+def test_the_comparisons_of_a_device(client: TestClient) -> None:
+    (run,) = client.get("/devices/L20/comparisons").json()
+    assert (run["comparison_id"], run["model"], run["kernel_source"], run["vllm"]) == (
+        1,
+        "tiny",
+        "vllm",
+        "0.33.0",
+    )
+    assert run["verdicts"] == VERDICTS
+    assert [(p["backend"], p["status"], p["latency_us"], p["note"]) for p in run["points"]] == [
+        ("triton-default", "ok", 10.0, "default"),
+        ("triton-tuned", "ok", 5.0, "16x64 g1"),
+        ("vllm-marlin", "unavailable", None, "not wired"),
+    ]
+    assert client.get("/devices/H200/comparisons").json() == []
 
 
 def test_a_released_file_is_its_exact_bytes_with_etag_and_sha256(client: TestClient) -> None:

@@ -139,24 +139,17 @@ def test_a_docs_folder_without_swagger_ui_is_one_line(
     ]
 
 
+DEVICE_ROUTES = "comparisons configs configs.zip configs/{file_name} imports mounts preview/configs"
 ROUTES = sorted(
-    [f"get /devices{path}" for path in ("", "/{device_name}/comparisons", "/{device_name}/configs")]
+    [f"get /devices/{{device_name}}/{p}" for p in DEVICE_ROUTES.split()]
+    + [f"get /devices/{{device_name}}/{p}" for p in "preview/configs.zip releases report".split()]
+    + ["get /devices/{device_name}/preview/configs/{file_name}", "get /devices", "get /health"]
     + [
-        f"get /devices/{{device_name}}/{path}"
-        for path in (
-            "configs.zip",
-            "configs/{file_name}",
-            "imports",
-            "mounts",
-            "preview/configs",
-            "preview/configs.zip",
-            "preview/configs/{file_name}",
-            "releases",
-            "report",
-        )
+        "get /metrics",
+        "get /sweeps/{sweep_id}",
+        "post /sweeps",
+        "post /devices/{device_name}/imports",
     ]
-    + ["get /health", "get /metrics", "get /sweeps/{sweep_id}", "post /sweeps"]
-    + ["post /devices/{device_name}/imports"]
 )
 
 
@@ -191,9 +184,7 @@ def test_every_route_is_described_typed_and_answers_a_model(tmp_path: Path) -> N
                     schema = parameter["schema"].get("anyOf", [parameter["schema"]])[0]
                     assert "enum" in schema or "$ref" in schema, (path, parameter["name"])
             if method == "post":  # RequestGuard asks every write for the token
-                assert "authorization" in {
-                    p["name"] for p in op["parameters"] if p["in"] == "header"
-                }
+                assert op["security"] == [{"HTTPBearer": []}], path
     assert get_args(EngineName) == ENGINES and get_args(MountFormat) == FORMATS + PULL_FORMATS
 
 

@@ -140,10 +140,10 @@ def test_an_sm90_entry_is_left_out_on_an_l20_everywhere(tmp_path: Path) -> None:
         listed = client.get("/devices/L20/imports").json()
     assert note in files[0]["notes"]
     assert (
-        f"M=2048: entry imported from &#x27;vllm-h100&#x27; left out, it cannot launch on "
+        f"M=2048: entry imported from &#39;vllm-h100&#39; left out, it cannot launch on "
         f"this device: {REASON}."
     ) in page
-    assert "left out: imported from &#x27;vllm-h100&#x27;, cannot launch here" in page
+    assert "left out: imported from &#39;vllm-h100&#39;, cannot launch here" in page
     assert (listed[0]["checked_arch"], listed[0]["cannot_launch"]) == (89, {"2048": REASON})
     assert [i["device_name"] for i in listed] == ["NVIDIA_L20"]
 
