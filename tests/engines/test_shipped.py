@@ -11,6 +11,7 @@ from tests.engines.vllm_host import DENSE_CONFIGS, MOE_CONFIGS
 from tests.tuner.files.test_format_merge import DEFAULT, FAST, Winner
 from tuner.core import VLLM_M_GRID
 from tuner.files.format import dump_config_file, parse_config_file
+from db.repo import ImportedShape
 from tuner.files.merge import merge_shape
 from tuner.kernels.dense.naming import config_file_name, parse_config_file_name
 from tuner.kernels.moe.naming import moe_config_file_name, parse_moe_config_file_name
@@ -96,7 +97,7 @@ def test_the_merge_with_a_shipped_file_keeps_what_the_store_did_not_measure(vllm
         [Winner(8, FAST, 1.0), Winner(1, FAST, 1.0)],
         m_requested=[1, 8],
         default=DEFAULT,
-        existing=existing,
+        existing=ImportedShape(existing, {}),
     )
     assert merged.configs == {1: FAST, 4: existing[4], 8: FAST}
     assert merged.notes == [

@@ -6,10 +6,13 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from tuner.core import INTERPRETER_DEVICE_NAME, ResolvedDevice, is_device_name, vllm_device_name
 from tuner.kernels.gpus import KNOWN_GPUS
+
+if TYPE_CHECKING:
+    from tuner.run.gpus import GpuInfo
 
 INTERPRETER_ALIASES = frozenset({"interpreter", "cpu", INTERPRETER_DEVICE_NAME.lower()})
 INTERPRETER_ALIASES_SHOWN = "interpreter"
@@ -105,11 +108,6 @@ def matches(device: str, device_name: str) -> bool:
     return wanted == have or f"nvidia_{wanted}" == have
 
 
-def resolve(device: str, known: Iterable[str]) -> list[str]:
-    """The names among `known` that a `--device` argument names, sorted."""
-    return sorted(name for name in set(known) if matches(device, name))
-
-
 def device_hint(device: str, known: Iterable[str] = ()) -> str:
     """A "did you mean" for a `--device` that names nothing: the closest of the known device
     names (vendor prefix dropped, as users type them) and the GPUs of `KNOWN_GPUS`.
@@ -131,19 +129,6 @@ def device_hint(device: str, known: Iterable[str] = ()) -> str:
     if typed.lower() in {name.lower() for name in names}:
         return ""  # a real name, just not here
     return did_you_mean(typed, sorted(names))
-
-
-class VisibleGpu(Protocol):
-    """A GPU this process sees (`tuner.run.gpus.GpuInfo`)."""
-
-    @property
-    def visible_id(self) -> str: ...  # noqa: D102
-    @property
-    def gpu_name(self) -> str: ...  # noqa: D102
-    @property
-    def device_name(self) -> str: ...  # noqa: D102
-    @property
-    def compute_capability(self) -> str: ...  # noqa: D102
 
 
 def device_key(device: str, known: Iterable[str] = ()) -> str:
@@ -169,7 +154,7 @@ def _named(device: str, known: Iterable[str]) -> list[str]:
     """The names of `known` a `--device` argument names: itself when known, else those it
     `matches`; ValueError (one line) for several."""
     known = set(known)
-    names = [device] if device in known else resolve(device, known)
+    names = [device] if device in known else sorted(n for n in known if matches(device, n))
     if len(names) > 1:
         raise ValueError(
             f"'{device}' names {len(names)} devices in the store: "
@@ -178,50 +163,28 @@ def _named(device: str, known: Iterable[str]) -> list[str]:
     return names
 
 
-def store_device(device: str, known: Iterable[str]) -> str:
-    """`device_key` of a device the store must have.
+def store_device(device: str, known: Iterable[str], device_name: str | None = None) -> str:
+    """`device_key` of a device the store must have; with `device_name` (what `device` resolved
+    to among the visible GPUs, `resolve_device`), that key itself.
 
     Args:
         device: what the user typed, e.g. "L20", "NVIDIA L20", "interpreter".
         known: the store's device names (trials' and imports').
 
-    Returns:
-        e.g. "NVIDIA_L20".
-
     Raises:
         ValueError: the argument names several or none of them; one line that lists them.
     """
     known = sorted(set(known))
-    names = _named(device, known)
+    names = (
+        _named(device, known)
+        if device_name is None
+        else [device_name]
+        if device_name in known
+        else []
+    )
     if names:
         return names[0]
-    raise ValueError(
-        f"no device in the store matches '{device}'{device_hint(device, known)}; "
-        f"known: {', '.join(known) or 'none'}; `tuner sweep --device {device}` "
-        "on that GPU, or `tuner import` of its files, adds it"
-    )
-
-
-def require_stored(device: str, device_name: str, known: Iterable[str]) -> str:
-    """`device_name`, the key that `device` resolved to (`resolve_device`), when the store has
-    it; a command that times files on this device checks only this device's files.
-
-    Args:
-        device: what the user typed, e.g. "H200".
-        device_name: vLLM's key it resolved to among the visible GPUs, e.g. "NVIDIA_H200".
-        known: the store's device names (trials' and imports').
-
-    Returns:
-        `device_name`.
-
-    Raises:
-        ValueError: the store has no trials or imports of `device_name`; one line that names
-            the store's devices.
-    """
-    known = sorted(set(known))
-    if device_name in known:
-        return device_name
-    resolved = "" if device_name == device else f" ({device_name})"
+    resolved = "" if device_name in (None, device) else f" ({device_name})"
     raise ValueError(
         f"no device in the store matches '{device}'{resolved}{device_hint(device, known)}; "
         f"known: {', '.join(known) or 'none'}; `tuner sweep --device {device}` on that GPU, "
@@ -231,7 +194,7 @@ def require_stored(device: str, device_name: str, known: Iterable[str]) -> str:
 
 def resolve_device(
     device: str,
-    find_gpus: Callable[[], Sequence[VisibleGpu]],
+    find_gpus: Callable[[], Sequence[GpuInfo]],
     *,
     need_device: bool = True,
     plan_only: bool = False,

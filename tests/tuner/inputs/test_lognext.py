@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.tuner.inputs.logfixtures import QWEN_TP2, vllm_log
-from tuner.inputs.lognext import log_shapes, next_step, save_problem
+from tuner.inputs.logs import log_shapes, next_step, save_problem
 from tuner.inputs.logs import scan_lines
 
 MOE_LINE = (

@@ -31,7 +31,7 @@ def test_vllm_log_with_ranks_moe_noise_and_crlf(tmp_path: Path) -> None:
     assert first.engine == "vllm"
     assert first.path == f"{VLLM_DIR}/{vllm_name(7168, 5120)}"
     assert first.folder == VLLM_DIR
-    assert all(m.N != 768 for m in scan.files["dense"])  # the MoE file is kept apart
+    assert all(m.shape.N != 768 for m in scan.files["dense"])  # the MoE file is kept apart
     assert [(s.param("E"), s.N, s.block_shape) for s in scan.shapes_of("moe")] == [
         (128, 768, (128, 128))
     ]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.inputs.modelkeys import find_covering, suggest_model_key
+from tuner.inputs.logs import find_covering, suggest_model_key
 from tuner.inputs.shapes import (
     ShapesFileError,
     UnknownModelError,
