@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import zipfile
 from collections.abc import Iterable
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 import tuner
 from tuner.files.engine_folders import folder_for, folder_history
@@ -15,6 +15,9 @@ from tuner.kernels.engines import SGLANG_NOTE
 from tuner.kernels.family import EXPERTS, LINEAR_LAYERS
 from tuner.kernels.registry import family_of_part
 from tuner.kernels.shape import PER_TENSOR
+
+if TYPE_CHECKING:
+    from db.repo import EnvironmentRow, WinnerRow
 
 README_NAME = "README.txt"
 # 1980-01-01 is the earliest time a zip entry can carry; a fixed time keeps the bytes stable.
@@ -72,34 +75,8 @@ def _advice(device_name: str, compute_capability: str | None) -> str:
 VERSION_KEYS: tuple[str, ...] = ("torch", "triton", "vllm", "kernel_source")
 
 
-class VersionedEnvironmentLike(Protocol):
-    """An environment with the versions a release names (db.repo.EnvironmentRow)."""
-
-    @property
-    def environment_id(self) -> int: ...
-
-    @property
-    def torch(self) -> str: ...
-
-    @property
-    def triton(self) -> str: ...
-
-    @property
-    def vllm(self) -> str: ...
-
-    @property
-    def kernel_source(self) -> str: ...
-
-
-class TimedInLike(Protocol):
-    """A winner naming the environment it was timed in (db.repo.WinnerRow)."""
-
-    @property
-    def environment_id(self) -> int | None: ...
-
-
 def winner_versions(
-    environments: Iterable[VersionedEnvironmentLike], winners: Iterable[TimedInLike]
+    environments: Iterable[EnvironmentRow], winners: Iterable[WinnerRow]
 ) -> dict[str, list[str]]:
     """Every torch, Triton and vLLM version and kernel source that the winners were timed with.
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tuner.core import minor_of
 from tuner.files.engine_folders import engine_version, folder_for, unchecked_line
 from tuner.files.format import dump_config_file, parse_config_file
 from tuner.files.mounts import (
@@ -396,7 +397,7 @@ def version_mismatch(
     versions = (release.get("summary") or {}).get("versions") or {}
     differ = []
     timed = versions.get("triton") or []
-    if triton is not None and timed and _minor(triton) not in {_minor(v) for v in timed}:
+    if triton is not None and timed and minor_of(triton) not in {minor_of(v) for v in timed}:
         differ.append(f"triton {triton} here, {', '.join(timed)} in the release")
     timed = versions.get("vllm") or []
     if vllm is not None and timed and vllm not in timed:
@@ -413,8 +414,3 @@ def version_mismatch(
         + "; ".join(differ)
         + " (configs are facts about one Triton and kernel)"
     )
-
-
-def _minor(version: str) -> str:
-    parts = version.split(".")
-    return ".".join(parts[:2])

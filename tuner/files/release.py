@@ -10,7 +10,7 @@ from __future__ import annotations
 import getpass
 import socket
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -81,19 +81,8 @@ def _summary(
     view = read.view
     winners = Counter(row.environment_id for row in view.winners)
     tuned_with = [
-        {
-            "gpu_name": e.gpu_name,
-            "compute_capability": e.compute_capability,
-            "driver": e.driver,
-            "cuda": e.cuda,
-            "torch": e.torch,
-            "triton": e.triton,
-            "tuner": e.tuner,
-            "kernel_hash": e.kernel_hash,
-            "kernel_source": e.kernel_source,
-            "vllm": e.vllm,
-            "winners": winners[e.environment_id],
-        }
+        {k: v for k, v in asdict(e).items() if k not in ("trials", "environment_id")}
+        | {"winners": winners[e.environment_id]}
         for e in view.environments
         if winners.get(e.environment_id)
     ]
@@ -116,13 +105,8 @@ def _summary(
         "measured": measured,
         "note": None if measured else IMPORTED_NOTE,
         "skipped": [
-            {
-                "N": s.N,
-                "K": s.K,
-                "block_shape": None if s.block_shape is None else list(s.block_shape),
-                "m_missing": list(s.m_missing),
-                "reason": s.reason,
-            }
+            {"N": s.N, "K": s.K, "block_shape": s.block_shape and list(s.block_shape)}
+            | {"m_missing": list(s.m_missing), "reason": s.reason}
             for s in read.explained().skipped
         ],
         "left_out": read.files.left_out,
