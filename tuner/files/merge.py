@@ -99,6 +99,38 @@ def _winner_entry(
     return dict(winner.config), notes
 
 
+def _entries(
+    by_m: Mapping[int, WinnerRow],
+    default_at: Callable[[int], KernelConfig],
+    existing: ImportedShape | None,
+) -> tuple[dict[int, dict[str, int]], list[str]]:
+    """The file's entries (each winner over an existing entry) and their notes, in M order: the
+    winners', then those of existing entries kept or left out without a measurement."""
+    configs = {M: dict(entry) for M, entry in (existing.configs if existing else {}).items()}
+    labels = dict(existing.labels) if existing else {}
+    notes: list[str] = []
+    for M in sorted(by_m):
+        if M in configs:
+            origin = (
+                f"the entry imported from '{labels[M]}'" if M in labels else "the existing entry"
+            )
+            notes.append(f"M={M}: measured winner replaces {origin}")
+        configs[M], winner_notes = _winner_entry(by_m[M], default_at)
+        notes += winner_notes
+    notes += [
+        f"M={M}: imported from '{labels[M]}', not measured here (no comparison with the default)"
+        if M in labels
+        else f"M={M}: kept from the existing file, not measured here"
+        for M in sorted(configs)
+        if M not in by_m
+    ]
+    notes += [
+        f"M={M}: entry imported from '{label}' left out, it cannot launch on this device: {why}"
+        for M, (label, why) in sorted(getattr(existing, "left_out", {}).items())
+    ]
+    return configs, notes
+
+
 def merge_shape(
     winners: Sequence[WinnerRow],
     *,
@@ -111,49 +143,22 @@ def merge_shape(
     """Merge one shape's winners (at most one per M) into a file vLLM reads by nearest M.
 
     A winner not faster than the default config for its M (equal median included) is replaced
-    by the default, with a note; so is a winner that is the default. `existing` entries
-    (imported files: configs, labels, left_out) fill M without a winner; they were not measured
-    here and never count as tuned.
-
-    Args:
-        m_requested: the sweep's M grid for this shape.
-        default: vLLM's default config, or M -> the default at M.
-        triton_version: written into the file (`dump_config_file`); None for none.
+    by the default, with a note. `existing` entries (an import's configs, labels, left_out)
+    fill M without a winner; never measured here, they never count as tuned. `default`: vLLM's
+    default config, or M -> it; `triton_version` is written into the file.
 
     Raises:
         PartialFileError: M of `m_requested` without a winner and not `allow_partial`, or
             nothing at all to write.
         ValueError: two winners for one M, or an entry vLLM could not read.
     """
-    configs = {M: dict(entry) for M, entry in (existing.configs if existing else {}).items()}
-    labels = dict(existing.labels) if existing else {}
-    left_out = getattr(existing, "left_out", {})
     by_m: dict[int, WinnerRow] = {}
     for winner in winners:
         if winner.M in by_m:
             raise ValueError(f"two winners for M={winner.M}")
         by_m[winner.M] = winner
-    default_at = default if callable(default) else lambda M: default
-    notes: list[str] = []
-    for M in sorted(by_m):
-        if M in configs:
-            origin = (
-                f"the entry imported from '{labels[M]}'" if M in labels else "the existing entry"
-            )
-            notes.append(f"M={M}: measured winner replaces {origin}")
-        configs[M], winner_notes = _winner_entry(by_m[M], default_at)
-        notes += winner_notes
+    configs, notes = _entries(by_m, default if callable(default) else lambda M: default, existing)
     m_imported = [M for M in sorted(configs) if M not in by_m]
-    notes += [
-        f"M={M}: imported from '{labels[M]}', not measured here (no comparison with the default)"
-        if M in labels
-        else f"M={M}: kept from the existing file, not measured here"
-        for M in m_imported
-    ]
-    notes += [
-        f"M={M}: entry imported from '{label}' left out, it cannot launch on this device: {why}"
-        for M, (label, why) in sorted(left_out.items())
-    ]
     m_missing = sorted({M for M in m_requested if M not in by_m})
     if not configs:
         raise PartialFileError("no M has a winner: nothing to write")
@@ -244,28 +249,18 @@ def build_device_files(
     triton_of: Mapping[int, str] | None = None,
     file_device: str | None = None,
 ) -> DeviceFiles:
-    """Merge a device's winners into one file per `FamilyShape`, named and defaulted by its
-    kernel family; imported entries (`import_targets`) fill the M without a winner.
-
-    Args:
-        coverage: the requested M grid of each shape.
-        device_name: the device's key; needed only when `winners` is empty.
-        engine: file-name spelling, "vllm" or "sglang".
-        triton_of: environment_id -> Triton version, written into the files of families that
-            record it (the version most of a file's winners were timed with; never for SGLang).
-        file_device: the engine's device part of the names (`engine_device_name`); None: the key.
+    """Merge a device's winners into one file per `FamilyShape` (named in `engine`'s spelling
+    with `file_device`, `engine_device_name`, else the key); imported entries (`import_targets`)
+    fill the M without a winner. `triton_of`: environment_id -> the Triton written into files
+    of families that record it. `device_name` is needed only without winners.
 
     Raises:
-        ValueError: winners of several devices (or another than `device_name`), none and no
-            `device_name`, or two winners for one (shape, M).
+        ValueError: winners of several devices, none and no `device_name`, or two winners for
+            one (shape, M).
     """
     devices = sorted({row.device_name for row in winners} | ({device_name} - {None}))
     if len(devices) != 1:
-        raise ValueError(
-            f"winners of several devices: {', '.join(devices)}"
-            if devices
-            else "no winners and no device_name"
-        )
+        raise ValueError(f"winners of several devices: {', '.join(devices) or 'none'}")
     named = file_device or devices[0]
     grouped: dict[FamilyShape, list[WinnerRow]] = {}
     for row in winners:
@@ -274,27 +269,17 @@ def build_device_files(
     imports = import_targets(set(grouped) | set(requested), imported or {}, devices[0])
     files, skipped = [], []
     for key in sorted(set(grouped) | set(requested) | set(imports)):
-        family, rows, m_requested = (
-            get_family(key.family),
-            grouped.get(key, []),
-            requested.get(key, []),
-        )
-        # SGLang's get_moe_configs turns every key into an int: no "triton_version" for it.
-        record = family.files.file_triton_version and engine == "vllm"
+        rows, m_requested = grouped.get(key, []), requested.get(key, [])
         try:
-            merged = merge_shape(
-                rows,
-                m_requested=m_requested,
-                default=lambda M, family=family, shape=key.shape: family.default_config(shape, M),
-                existing=imports.get(key),
-                allow_partial=allow_partial,
-                triton_version=_file_triton(rows, triton_of or {}) if record else None,
+            merged = _merge_key(
+                key, rows, m_requested, imports.get(key), allow_partial, engine, triton_of
             )
         except PartialFileError as exc:
             done = {row.M for row in rows}
             skipped.append(SkippedShape(key, str(exc), sorted(set(m_requested) - done)))
             continue
-        files.append(DeviceFile(family.files.file_name(key.shape, named, engine), key, merged))
+        name = get_family(key.family).files.file_name(key.shape, named, engine)
+        files.append(DeviceFile(name, key, merged))
     left_out = [
         f"left out {get_family(key.family).files.file_name(key.shape, named, engine)} M={M} "
         f"(imported from '{label}'): {reason}"
@@ -302,6 +287,30 @@ def build_device_files(
         for M, (label, reason) in sorted(getattr(imports[key], "left_out", {}).items())
     ]
     return DeviceFiles(files=files, skipped=skipped, left_out=list(dict.fromkeys(left_out)))
+
+
+def _merge_key(
+    key: FamilyShape,
+    rows: Sequence[WinnerRow],
+    m_requested: Sequence[int],
+    existing: ImportedShape | None,
+    allow_partial: bool,
+    engine: str,
+    triton_of: Mapping[int, str] | None,
+) -> MergedFile:
+    """`merge_shape` of one family's shape, defaulted by the family, with the Triton version
+    where the family records it (vLLM only: SGLang's get_moe_configs turns every key into an
+    int)."""
+    family = get_family(key.family)
+    record = family.files.file_triton_version and engine == "vllm"
+    return merge_shape(
+        rows,
+        m_requested=m_requested,
+        default=lambda M: family.default_config(key.shape, M),
+        existing=existing,
+        allow_partial=allow_partial,
+        triton_version=_file_triton(rows, triton_of or {}) if record else None,
+    )
 
 
 def _release(version: str) -> Version:

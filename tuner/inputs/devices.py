@@ -199,24 +199,15 @@ def resolve_device(
     need_device: bool = True,
     plan_only: bool = False,
 ) -> tuple[ResolvedDevice, str | None]:
-    """A `--device` argument resolved once against the visible GPUs.
-
-    The interpreter's aliases name `INTERPRETER_DEVICE_NAME`; a GPU model names the visible
-    GPUs it `matches`. With need_device=False a model that no visible GPU matches is still taken
-    (its `gpu_device_key`, for a sweep that workers on other hosts run); with plan_only (a dry
-    run) too, with a note that a run here would stop.
-
-    Args:
-        device: what the user typed, e.g. "L20", "NVIDIA H200", "interpreter".
-        find_gpus: lists the GPUs this process sees (`tuner.run.gpus.visible_gpus`); called
-            only for a GPU model with need_device or plan_only.
-        need_device: whether a matching visible GPU is required.
-        plan_only: resolve for a plan: no matching GPU gives a note, not an error.
+    """A `--device` argument ("L20", "NVIDIA H200", "interpreter") resolved once against the
+    visible GPUs (`find_gpus`, called only for a GPU model with need_device or plan_only): the
+    interpreter, or the visible GPUs it `matches`. Without need_device a model no visible GPU
+    matches is still taken (its `gpu_device_key`, for workers on other hosts); with plan_only
+    too, with a note that a run here would stop.
 
     Returns:
-        (the device, a note line for stderr or None). `visible_ids` holds the matching GPUs'
-        CUDA_VISIBLE_DEVICES entries; (None,) for one unpinned worker (the interpreter, a
-        plan); () for none here.
+        (the device, a note line for stderr or None); `visible_ids`: the matching GPUs'
+        CUDA_VISIBLE_DEVICES entries, (None,) for one unpinned worker.
 
     Raises:
         ValueError: one line: no visible GPU matches (need_device, not plan_only), or a name
