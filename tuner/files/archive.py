@@ -114,45 +114,9 @@ def _blocks(block_shape: tuple[int, int] | None) -> str:
     return f"block_shape=[{block_shape[0]},{block_shape[1]}]"
 
 
-def readme_text(
-    device_name: str,
-    device_files: DeviceFiles,
-    engine: str = "vllm",
-    compute_capability: str | None = None,
-    tuned_with: str = "",
-) -> str:
-    """The README put in a device's archive: whether vLLM reads the files on this device, what
-    they were tuned with, how to install them, and the merge report.
-
-    Args:
-        device_name: vLLM's device key.
-        device_files: The device's merged files and skipped shapes.
-        engine: The file-name spelling of the archive, "vllm" or "sglang".
-        compute_capability: the device's, from its trials in the store ("8.9"); None when
-            unknown (the table of known GPUs is asked).
-        tuned_with: what the winners were timed with (`versions_line`); "" leaves it out.
-
-    Returns:
-        The README's text.
-    """
-    lines = [
-        f"Tuned configs of vLLM's W8A8 block-FP8 Triton GEMM for device_name {device_name}",
-        f"Merged from the store by blockfp8-tuner {tuner.__version__}.",
-        *(
-            [f"Tuned with {tuned_with} (serve with the same Triton and vLLM)."]
-            if tuned_with
-            else []
-        ),
-        "",
-    ]
-    if engine != "sglang":
-        lines += ["Does vLLM read them", _advice(device_name, compute_capability), ""]
-    lines += [
-        _sglang_how_to() if engine == "sglang" else _HOW_TO,
-        "Files",
-    ]
-    if not device_files.files:
-        lines.append("- none yet")
+def _files_section(device_files: DeviceFiles) -> list[str]:
+    """Each file's hash, M keys and merge notes, then the shapes and entries left out."""
+    lines = [] if device_files.files else ["- none yet"]
     for device_file in sorted(device_files.files, key=lambda f: f.file_name):
         merged = device_file.merged
         lines.append(f"- {device_file.file_name}")
@@ -171,6 +135,36 @@ def readme_text(
             for s in device_files.skipped
         )
         lines.extend(f"- {line}" for line in device_files.left_out)
+    return lines
+
+
+def readme_text(
+    device_name: str,
+    device_files: DeviceFiles,
+    engine: str = "vllm",
+    compute_capability: str | None = None,
+    tuned_with: str = "",
+) -> str:
+    """The README of a device's archive: whether vLLM reads the files on this device (from
+    `compute_capability`, else the table of known GPUs), what they were tuned with
+    (`versions_line`), how `engine` finds them, and the merge report."""
+    lines = [
+        f"Tuned configs of vLLM's W8A8 block-FP8 Triton GEMM for device_name {device_name}",
+        f"Merged from the store by blockfp8-tuner {tuner.__version__}.",
+        *(
+            [f"Tuned with {tuned_with} (serve with the same Triton and vLLM)."]
+            if tuned_with
+            else []
+        ),
+        "",
+    ]
+    if engine != "sglang":
+        lines += ["Does vLLM read them", _advice(device_name, compute_capability), ""]
+    lines += [
+        _sglang_how_to() if engine == "sglang" else _HOW_TO,
+        "Files",
+    ]
+    lines += _files_section(device_files)
     return "\n".join(lines) + "\n"
 
 

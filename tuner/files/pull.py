@@ -289,18 +289,8 @@ def render_pull_recipe(
     placed = place(
         names, device, engine, site_packages, version, triton, release_gpu_names(release)
     )
-    dense_dir = f"{site_packages}/{folder_for(engine, DEFAULT_FAMILY, version)}"
-    head = [
-        f"# {device} release {release['number']} ({len(names)} file(s), content "
-        f"{release['content_sha256'][:12]}), pulled before {engine} {version} starts and "
-        "mounted read-only file by file.",
-        f"# tuner pull checks every sha256 and exits non-zero on a mismatch; {engine} "
-        f"{version} reads dense files only from {dense_dir}/",
-    ]
-    unchecked = unchecked_line(engine, version)
-    head += [f"# {unchecked}"] if unchecked else []
-    head += folder_lines(placed, "the whole volume") + placed.notes
     capabilities = release_capabilities(release)
+    head = _pull_head(release, engine, version, site_packages, placed)
     head += advice_comments(device, capabilities, engine) + _image_note(image, fmt)
     args = [
         *("tuner", "pull", "--server", server, "--device", device),
@@ -311,6 +301,23 @@ def render_pull_recipe(
     )
     flag = needs_flag(device, capabilities, engine, names)
     return "\n".join(head + body + (flag_lines(fmt) if flag else [])) + "\n"
+
+
+def _pull_head(
+    release: Mapping[str, Any], engine: str, version: str, site: str, placed: Placed
+) -> list[str]:
+    """What the recipe pulls, where the engine reads it, and the folders' variables."""
+    dense_dir = f"{site}/{folder_for(engine, DEFAULT_FAMILY, version)}"
+    head = [
+        f"# {release['device_name']} release {release['number']} ({len(release['files'])} "
+        f"file(s), content {release['content_sha256'][:12]}), pulled before {engine} {version} "
+        "starts and mounted read-only file by file.",
+        f"# tuner pull checks every sha256 and exits non-zero on a mismatch; {engine} "
+        f"{version} reads dense files only from {dense_dir}/",
+    ]
+    unchecked = unchecked_line(engine, version)
+    head += [f"# {unchecked}"] if unchecked else []
+    return head + folder_lines(placed, "the whole volume") + placed.notes
 
 
 def _image_note(image: str, fmt: str) -> list[str]:

@@ -114,6 +114,29 @@ def _summary(
     }
 
 
+def _new_files(read: StoreFiles) -> list[NewFile]:
+    """The merged files as the store keeps them, with what the merge decided."""
+    return [
+        NewFile(
+            file_name=f.file_name,
+            N=f.N,
+            K=f.K,
+            block_shape=f.block_shape,
+            content=f.merged.text.encode(),
+            **f.key.store_fields(),
+            detail={
+                "m_keys": list(f.merged.configs),
+                "m_imported": f.merged.m_imported,
+                "m_missing": f.merged.m_missing,
+                "partial": f.merged.partial,
+                "notes": f.merged.notes,
+                "warnings": f.merged.warnings,
+            },
+        )
+        for f in read.files.files
+    ]
+
+
 def candidate(
     session: Session,
     device_name: str,
@@ -138,25 +161,6 @@ def candidate(
         kernel=kernel,
     )
     sglang = read.view.merge(allow_partial=allow_partial, engine="sglang")
-    files = [
-        NewFile(
-            file_name=f.file_name,
-            N=f.N,
-            K=f.K,
-            block_shape=f.block_shape,
-            content=f.merged.text.encode(),
-            **f.key.store_fields(),
-            detail={
-                "m_keys": list(f.merged.configs),
-                "m_imported": f.merged.m_imported,
-                "m_missing": f.merged.m_missing,
-                "partial": f.merged.partial,
-                "notes": f.merged.notes,
-                "warnings": f.merged.warnings,
-            },
-        )
-        for f in read.files.files
-    ]
     summary = _summary(
         read, allow_partial=allow_partial, allow_stale=allow_stale, out_dtype=out_dtype
     )
@@ -170,7 +174,7 @@ def candidate(
         ),
         "sglang": build_zip(device_name, sglang, engine="sglang", tuned_with=tuned_with),
     }
-    return Candidate(files=files, archives=archives, summary=summary, read=read)
+    return Candidate(_new_files(read), archives, summary, read)
 
 
 def publish(
