@@ -258,7 +258,7 @@ def build_device_files(
         ValueError: winners of several devices, none and no `device_name`, or two winners for
             one (shape, M).
     """
-    devices = sorted({row.device_name for row in winners} | ({device_name} - {None}))
+    devices = sorted({row.device_name for row in winners} | {device_name or ""} - {""})
     if len(devices) != 1:
         raise ValueError(f"winners of several devices: {', '.join(devices) or 'none'}")
     named = file_device or devices[0]
@@ -322,8 +322,8 @@ def _release(version: str) -> Version:
 
 def _file_triton(rows: Sequence[WinnerRow], triton_of: Mapping[int, str]) -> str | None:
     """The Triton most of `rows` were timed with (the newer on a tie); None when unknown."""
-    timed = (getattr(row, "environment_id", None) for row in rows)
-    counts = Counter(triton_of[e] for e in timed if e in triton_of)
+    timed = [getattr(row, "environment_id", None) for row in rows]
+    counts = Counter(triton_of[e] for e in timed if e is not None and e in triton_of)
     return max(counts, key=lambda v: (counts[v], _release(v))) if counts else None
 
 
