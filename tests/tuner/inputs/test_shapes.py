@@ -127,53 +127,27 @@ def test_find_covering() -> None:
     assert find_covering([(7168, 5120)], (64, 64), None) == []
 
 
+GOOD = 'model = "bad-file"\nblock_shape = [128, 128]\n[tp.1]\nsource = "x"\nshapes = [[1, 2]]\n'
+
+
 @pytest.mark.parametrize(
-    ("text", "problem"),
+    ("old", "new", "problem"),
     [
-        ("model = \n", "invalid TOML: Invalid value (at line 1, column 9)"),
-        (
-            'model = "bad"\nblock_shape = [128, 128]\n[tp.1]\nsource = "x"\nshapes = [[1, 2]]\n',
-            "model = 'bad' differs from the file name (bad-file.toml)",
-        ),
-        (
-            'model = "bad-file"\nblock_shape = [128, 128]\nextra = 1\n',
-            "unknown key(s) 'extra'; allowed: model, description, block_shape, tp",
-        ),
-        (
-            'model = "bad-file"\nblock_shape = [128]\n[tp.1]\nsource = "x"\nshapes = [[1, 2]]\n',
-            "block_shape = [128] is not [group_n, group_k]",
-        ),
-        ('model = "bad-file"\nblock_shape = [128, 128]\n', "needs at least one [tp.<size>] table"),
-        (
-            'model = "bad-file"\nblock_shape = [128, 128]\n[tp.x]\nsource = "x"\nshapes = [[1, '
-            "2]]\n",
-            "[tp.x] is not a TP size in 1..1024",
-        ),
-        (
-            'model = "bad-file"\nblock_shape = [128, 128]\n[tp.1]\nshapes = [[1, 2]]\n',
-            "TP 1: source must be a non-empty string",
-        ),
-        (
-            'model = "bad-file"\nblock_shape = [128, 128]\n[tp.1]\nsource = "x"\nshapes = [[1, '
-            '"2"]]\n',
-            "TP 1: K = '2' is not an integer",
-        ),
-        (
-            'model = "bad-file"\nblock_shape = [128, 128]\n[tp.1]\nsource = "x"\n'
-            f"shapes = [[1, {10**30}]]\n",
-            "TP 1: K is larger than 999999999",
-        ),
-        (
-            'model = "bad-file"\nblock_shape = [128, 128]\n[tp.1]\nsource = "x"\nshapes = [[1, '
-            "2]]\n"
-            "oops = 3\n",
-            "TP 1: unknown key(s) 'oops'; allowed: source, shapes",
-        ),
+        (GOOD, "model = \n", "invalid TOML: Invalid value (at line 1, column 9)"),
+        ('"bad-file"', '"bad"', "model = 'bad' differs from the file name (bad-file.toml)"),
+        ("[tp.1]", "extra = 1\n[tp.1]", "unknown key(s) 'extra'; allowed: model, description"),
+        ("[128, 128]", "[128]", "block_shape = [128] is not [group_n, group_k]"),
+        ('[tp.1]\nsource = "x"\nshapes = [[1, 2]]\n', "", "needs at least one [tp.<size>] table"),
+        ("[tp.1]", "[tp.x]", "[tp.x] is not a TP size in 1..1024"),
+        ('source = "x"\n', "", "TP 1: source must be a non-empty string"),
+        ("[[1, 2]]", '[[1, "2"]]', "TP 1: K = '2' is not an integer"),
+        ("[[1, 2]]", f"[[1, {10**30}]]", "TP 1: K is larger than 999999999"),
+        ("[[1, 2]]\n", "[[1, 2]]\noops = 3\n", "TP 1: unknown key(s) 'oops'; allowed: source"),
     ],
 )
-def test_malformed_user_file_is_one_line(text: str, problem: str) -> None:
+def test_malformed_user_file_is_one_line(old: str, new: str, problem: str) -> None:
     path = folder() / "bad-file.toml"
-    path.write_text(text)
+    path.write_text(GOOD.replace(old, new))
     with pytest.raises(ShapesFileError) as raised:
         load_shapes("bad-file", 1)
     message = str(raised.value)
