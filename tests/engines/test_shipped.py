@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 
+from db.repo import ImportedShape
 from tests.engines.engine_code import wheel_folder
 from tests.engines.vllm_host import DENSE_CONFIGS, MOE_CONFIGS
 from tests.tuner.files.test_format_merge import DEFAULT, FAST, Winner
 from tuner.core import VLLM_M_GRID
 from tuner.files.format import dump_config_file, parse_config_file
-from db.repo import ImportedShape
 from tuner.files.merge import merge_shape
 from tuner.kernels.dense.naming import config_file_name, parse_config_file_name
 from tuner.kernels.moe.naming import moe_config_file_name, parse_moe_config_file_name

@@ -76,7 +76,7 @@ class DeviceView:
         winners: one per (shape, M, out_dtype) (`repo.winners`).
         coverage: one per shape (`repo.shape_coverage`).
         imported: imported entries per import key, the family and the shape its file's name
-            says (`repo.imported_configs`, `imported_keys`).
+            says (`repo.imported_configs`).
     """
 
     device_name: str

@@ -6,13 +6,10 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from tuner.core import INTERPRETER_DEVICE_NAME, ResolvedDevice, is_device_name, vllm_device_name
 from tuner.kernels.gpus import KNOWN_GPUS
-
-if TYPE_CHECKING:
-    from tuner.run.gpus import GpuInfo
 
 INTERPRETER_ALIASES = frozenset({"interpreter", "cpu", INTERPRETER_DEVICE_NAME.lower()})
 INTERPRETER_ALIASES_SHOWN = "interpreter"
@@ -131,6 +128,19 @@ def device_hint(device: str, known: Iterable[str] = ()) -> str:
     return did_you_mean(typed, sorted(names))
 
 
+class VisibleGpu(Protocol):
+    """A GPU this process sees (`tuner.run.gpus.GpuInfo`)."""
+
+    @property
+    def visible_id(self) -> str: ...
+    @property
+    def gpu_name(self) -> str: ...
+    @property
+    def device_name(self) -> str: ...
+    @property
+    def compute_capability(self) -> str: ...
+
+
 def device_key(device: str, known: Iterable[str] = ()) -> str:
     """The one device key a `--device` argument (or an API path's device) names: the
     interpreter's; else the one of `known` it `matches` (the store's devices, the visible GPUs',
@@ -194,7 +204,7 @@ def store_device(device: str, known: Iterable[str], device_name: str | None = No
 
 def resolve_device(
     device: str,
-    find_gpus: Callable[[], Sequence[GpuInfo]],
+    find_gpus: Callable[[], Sequence[VisibleGpu]],
     *,
     need_device: bool = True,
     plan_only: bool = False,

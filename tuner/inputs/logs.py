@@ -152,7 +152,7 @@ class LogScan:
             )
         )
 
-    # The default family's views that `tuner.cli.shapes` and `tuner.inputs.lognext` read.
+    # The default family's views that `tuner.cli.shapes` and `log_shapes` read.
     @property
     def missing(self) -> tuple[MissingConfig, ...]:
         """The default family's (the dense GEMM's) missing files."""
