@@ -98,9 +98,10 @@ def moe_log(tmp_path: Path, *names: str) -> Path:
 def test_from_log_reads_block_fp8_moe_warnings_and_names_the_model(tmp_path: Path) -> None:
     log = moe_log(tmp_path, BLOCK, PER_TENSOR)
     scan = read_log(log)
-    assert [(m.shape.param("E"), m.N, m.device_name, m.block_shape) for m in scan.files["moe"]] == [
-        (128, 768, "NVIDIA_H200", (128, 128))
-    ]
+    assert [
+        (m.shape.param("E"), m.shape.N, m.device_name, m.shape.block_shape)
+        for m in scan.files["moe"]
+    ] == [(128, 768, "NVIDIA_H200", (128, 128))]
     assert scan.out_of_scope == {"dense": (), "moe": (PER_TENSOR,)}
     assert (scan.files["dense"], scan.tp) == ((), 1)
     result = runner.invoke(app, ["shapes", "from-log", str(log)])

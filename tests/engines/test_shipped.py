@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from db.repo import ImportedShape
 from tests.engines.engine_code import wheel_folder
 from tests.engines.vllm_host import DENSE_CONFIGS, MOE_CONFIGS
 from tests.tuner.files.test_format_merge import DEFAULT, FAST, Winner
@@ -96,7 +97,7 @@ def test_the_merge_with_a_shipped_file_keeps_what_the_store_did_not_measure(vllm
         [Winner(8, FAST, 1.0), Winner(1, FAST, 1.0)],
         m_requested=[1, 8],
         default=DEFAULT,
-        existing=existing,
+        existing=ImportedShape(existing, {}),
     )
     assert merged.configs == {1: FAST, 4: existing[4], 8: FAST}
     assert merged.notes == [

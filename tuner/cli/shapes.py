@@ -215,8 +215,7 @@ def from_log(
     FP8, BF16) are reported as out of scope. A log states no MoE K or top_k: `--save` keeps the
     dense shapes only (use `from-config` for the experts).
     """
-    from tuner.inputs.lognext import log_shapes, next_step
-    from tuner.inputs.logs import read_log
+    from tuner.inputs.logs import log_shapes, next_step, read_log
 
     try:
         scan = read_log(log)
@@ -274,7 +273,7 @@ def _print_log_shapes(scan, found, log: Path) -> None:
 
 def _save_log_shapes(scan, found, log: Path, save: str) -> None:
     """`from-log --save NAME`: the dense shapes saved as model NAME, then the next step."""
-    from tuner.inputs.lognext import save_problem
+    from tuner.inputs.logs import save_problem
 
     problem = save_problem(found, save)
     if problem is not None:

@@ -25,7 +25,7 @@ from db.repo import (
 )
 from tuner.cli.errors import fail
 from tuner.files.device import MergeError, device_files
-from tuner.inputs.devices import require_stored, store_device
+from tuner.inputs.devices import store_device
 
 
 def masked(url: str) -> str:
@@ -303,11 +303,11 @@ def device_in_store(session, device: str) -> str:
 
 def stored_device(session, device: str, device_name: str) -> str:
     """`device_name`, the vLLM key that `--device` resolved to, if the store has trials or
-    imports of it (`tuner.inputs.devices.require_stored`); else one line naming the store's
+    imports of it (`tuner.inputs.devices.store_device`); else one line naming the store's
     devices, exit 2."""
 
     try:
-        return require_stored(device, device_name, repo.known_device_names(session))
+        return store_device(device, repo.known_device_names(session), device_name)
     except ValueError as exc:
         raise fail(str(exc)) from None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import zipfile
 from collections.abc import Iterable
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 import tuner
 from tuner.files.engine_folders import folder_for, folder_history
@@ -15,6 +15,9 @@ from tuner.kernels.engines import SGLANG_NOTE
 from tuner.kernels.family import EXPERTS, LINEAR_LAYERS
 from tuner.kernels.registry import family_of_part
 from tuner.kernels.shape import PER_TENSOR
+
+if TYPE_CHECKING:
+    from db.repo import EnvironmentRow, WinnerRow
 
 README_NAME = "README.txt"
 # 1980-01-01 is the earliest time a zip entry can carry; a fixed time keeps the bytes stable.
@@ -72,34 +75,8 @@ def _advice(device_name: str, compute_capability: str | None) -> str:
 VERSION_KEYS: tuple[str, ...] = ("torch", "triton", "vllm", "kernel_source")
 
 
-class VersionedEnvironmentLike(Protocol):
-    """An environment with the versions a release names (db.repo.EnvironmentRow)."""
-
-    @property
-    def environment_id(self) -> int: ...
-
-    @property
-    def torch(self) -> str: ...
-
-    @property
-    def triton(self) -> str: ...
-
-    @property
-    def vllm(self) -> str: ...
-
-    @property
-    def kernel_source(self) -> str: ...
-
-
-class TimedInLike(Protocol):
-    """A winner naming the environment it was timed in (db.repo.WinnerRow)."""
-
-    @property
-    def environment_id(self) -> int | None: ...
-
-
 def winner_versions(
-    environments: Iterable[VersionedEnvironmentLike], winners: Iterable[TimedInLike]
+    environments: Iterable[EnvironmentRow], winners: Iterable[WinnerRow]
 ) -> dict[str, list[str]]:
     """Every torch, Triton and vLLM version and kernel source that the winners were timed with.
 
@@ -137,45 +114,9 @@ def _blocks(block_shape: tuple[int, int] | None) -> str:
     return f"block_shape=[{block_shape[0]},{block_shape[1]}]"
 
 
-def readme_text(
-    device_name: str,
-    device_files: DeviceFiles,
-    engine: str = "vllm",
-    compute_capability: str | None = None,
-    tuned_with: str = "",
-) -> str:
-    """The README put in a device's archive: whether vLLM reads the files on this device, what
-    they were tuned with, how to install them, and the merge report.
-
-    Args:
-        device_name: vLLM's device key.
-        device_files: The device's merged files and skipped shapes.
-        engine: The file-name spelling of the archive, "vllm" or "sglang".
-        compute_capability: the device's, from its trials in the store ("8.9"); None when
-            unknown (the table of known GPUs is asked).
-        tuned_with: what the winners were timed with (`versions_line`); "" leaves it out.
-
-    Returns:
-        The README's text.
-    """
-    lines = [
-        f"Tuned configs of vLLM's W8A8 block-FP8 Triton GEMM for device_name {device_name}",
-        f"Merged from the store by blockfp8-tuner {tuner.__version__}.",
-        *(
-            [f"Tuned with {tuned_with} (serve with the same Triton and vLLM)."]
-            if tuned_with
-            else []
-        ),
-        "",
-    ]
-    if engine != "sglang":
-        lines += ["Does vLLM read them", _advice(device_name, compute_capability), ""]
-    lines += [
-        _sglang_how_to() if engine == "sglang" else _HOW_TO,
-        "Files",
-    ]
-    if not device_files.files:
-        lines.append("- none yet")
+def _files_section(device_files: DeviceFiles) -> list[str]:
+    """Each file's hash, M keys and merge notes, then the shapes and entries left out."""
+    lines = [] if device_files.files else ["- none yet"]
     for device_file in sorted(device_files.files, key=lambda f: f.file_name):
         merged = device_file.merged
         lines.append(f"- {device_file.file_name}")
@@ -194,6 +135,36 @@ def readme_text(
             for s in device_files.skipped
         )
         lines.extend(f"- {line}" for line in device_files.left_out)
+    return lines
+
+
+def readme_text(
+    device_name: str,
+    device_files: DeviceFiles,
+    engine: str = "vllm",
+    compute_capability: str | None = None,
+    tuned_with: str = "",
+) -> str:
+    """The README of a device's archive: whether vLLM reads the files on this device (from
+    `compute_capability`, else the table of known GPUs), what they were tuned with
+    (`versions_line`), how `engine` finds them, and the merge report."""
+    lines = [
+        f"Tuned configs of vLLM's W8A8 block-FP8 Triton GEMM for device_name {device_name}",
+        f"Merged from the store by blockfp8-tuner {tuner.__version__}.",
+        *(
+            [f"Tuned with {tuned_with} (serve with the same Triton and vLLM)."]
+            if tuned_with
+            else []
+        ),
+        "",
+    ]
+    if engine != "sglang":
+        lines += ["Does vLLM read them", _advice(device_name, compute_capability), ""]
+    lines += [
+        _sglang_how_to() if engine == "sglang" else _HOW_TO,
+        "Files",
+    ]
+    lines += _files_section(device_files)
     return "\n".join(lines) + "\n"
 
 

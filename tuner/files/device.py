@@ -9,7 +9,7 @@ re-assembles the pieces.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import TypedDict
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -29,14 +29,6 @@ class MergeError(ValueError):
     one (shape, M)); the message starts with `cannot merge <device_name>:`."""
 
 
-class ProvenanceFilters(TypedDict, total=False):
-    """The provenance keyword filters of `repo.winners`, `repo.shape_coverage` and
-    `repo.stale_trials`; empty with allow_stale (every trial counts)."""
-
-    kernel_hash: tuple[str, ...]
-    triton_minor: str | None
-
-
 @dataclass(frozen=True)
 class Scope:
     """Which trials count for a device: those of the current kernel source and Triton
@@ -53,13 +45,12 @@ class Scope:
     stale_trials: int
 
     @property
-    def filters(self) -> ProvenanceFilters:
-        """Keyword filters of `repo.winners`, `repo.shape_coverage` and `repo.stale_trials`."""
+    def filters(self) -> dict[str, Any]:
+        """Keyword filters of `repo.winners`, `repo.shape_coverage` and `repo.stale_trials`
+        (none with allow_stale)."""
         if self.allow_stale:
-            return ProvenanceFilters()
-        return ProvenanceFilters(
-            kernel_hash=self.current.hashes, triton_minor=self.current.triton_minor
-        )
+            return {}
+        return {"kernel_hash": self.current.hashes, "triton_minor": self.current.triton_minor}
 
     def note(self, device_name: str) -> str | None:
         """The line the CLI prints about stale trials left out, or None when none were."""
@@ -85,7 +76,7 @@ class DeviceView:
         winners: one per (shape, M, out_dtype) (`repo.winners`).
         coverage: one per shape (`repo.shape_coverage`).
         imported: imported entries per import key, the family and the shape its file's name
-            says (`repo.imported_configs`, `imported_keys`).
+            says (`repo.imported_configs`).
     """
 
     device_name: str
@@ -174,40 +165,6 @@ class StoreFiles:
         return sum(bool(self.stale_reason(item)) for item in self.files.skipped)
 
 
-def read_scope(
-    session: Session,
-    device_name: str,
-    allow_stale: bool,
-    *,
-    environments: list[repo.EnvironmentRow] | None = None,
-    kernel: str = "auto",
-) -> Scope:
-    """Which of a device's trials count (see `Scope`); counts the ok trials it leaves out.
-
-    Args:
-        session: an open session.
-        device_name: vLLM's device key, as stored.
-        allow_stale: every trial counts.
-        environments: the device's environments when already read.
-        kernel: whose kernels' trials count: "auto", "vllm" or "builtin"
-            (`tuner.files.provenance.read_source`); never both.
-    """
-    if environments is None:
-        environments = repo.device_environments(session, device_name=device_name)
-    current = current_provenance(
-        environments, installed_triton=installed_triton_minor(), kernel=kernel
-    )
-    if allow_stale:
-        return Scope(True, current, 0)
-    stale = repo.stale_trials(
-        session,
-        device_name=device_name,
-        kernel_hash=current.hashes,
-        triton_minor=current.triton_minor,
-    )
-    return Scope(False, current, stale)
-
-
 def read_device(
     session: Session,
     device_name: str,
@@ -224,11 +181,25 @@ def read_device(
         device_name: vLLM's device key, as stored.
         out_dtype: only sweeps with this output dtype; None for all.
         allow_stale: also trials of another kernel source or Triton major.minor.
-        kernel: whose kernels' trials count (`read_scope`).
+        kernel: whose kernels' trials count (`tuner.files.provenance.read_source`).
     """
     environments = repo.device_environments(session, device_name=device_name)
-    scope = read_scope(session, device_name, allow_stale, environments=environments, kernel=kernel)
+    current = current_provenance(
+        environments, installed_triton=installed_triton_minor(), kernel=kernel
+    )
+    stale = (
+        0
+        if allow_stale
+        else repo.stale_trials(
+            session,
+            device_name=device_name,
+            kernel_hash=current.hashes,
+            triton_minor=current.triton_minor,
+        )
+    )
+    scope = Scope(allow_stale, current, stale)
     filters = scope.filters
+    imported = repo.imported_configs(session, device_name=device_name)
     return DeviceView(
         device_name=device_name,
         out_dtype=out_dtype,
@@ -238,29 +209,11 @@ def read_device(
         coverage=repo.shape_coverage(
             session, device_name=device_name, out_dtype=out_dtype, **filters
         ),
-        imported=imported_keys(repo.imported_configs(session, device_name=device_name)),
+        imported={
+            FamilyShape(family, Shape.from_store(N, K, block_shape, params)): entries
+            for (family, params, N, K, block_shape), entries in imported.items()
+        },
     )
-
-
-def imported_keys(
-    imported: dict[repo.ImportKey, repo.ImportedShape],
-) -> dict[FamilyShape, repo.ImportedShape]:
-    """The store's imported entries keyed by family and shape (`FamilyShape`).
-
-    Args:
-        imported: (family, shape_params, N, K, block_shape) -> entries
-            (`repo.imported_configs`).
-
-    Returns:
-        The same entries by `FamilyShape`.
-
-    Raises:
-        ValueError: stored shape params that are not `name=value` pairs.
-    """
-    return {
-        FamilyShape(family, Shape.from_store(N, K, block_shape, params)): entries
-        for (family, params, N, K, block_shape), entries in imported.items()
-    }
 
 
 def device_files(
@@ -285,7 +238,7 @@ def device_files(
         allow_stale: also trials of another kernel source or Triton major.minor.
         allow_partial: also files of shapes whose M grid is not fully tuned.
         engine: file-name spelling, "vllm" or "sglang".
-        kernel: whose kernels' trials count (`read_scope`).
+        kernel: whose kernels' trials count (`tuner.files.provenance.read_source`).
 
     Raises:
         MergeError: the winners cannot be merged (e.g. two output dtypes for one (shape, M)).

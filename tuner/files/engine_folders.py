@@ -180,12 +180,6 @@ _CLAMP_ALWAYS = "0.5.12"
 _CLAMP_UNLESS_CUDA_DIVIDES = "0.5.14"
 
 
-def cuda_device(device_name: str) -> bool:
-    """Whether SGLang runs on CUDA for this device key: not on AMD (ROCm) or Intel (XPU) GPUs,
-    whose keys start "AMD_" and "Intel(R)_" (torch's device names with spaces as "_")."""
-    return not device_name.startswith(("AMD_", "Intel(R)_"))
-
-
 def sglang_clamped(
     configs: Mapping[int, Mapping[str, int]],
     block_k: int,
@@ -198,7 +192,7 @@ def sglang_clamped(
     Args:
         configs: the file's entries, M -> config with "BLOCK_SIZE_K".
         block_k: the file's block_shape[1].
-        device_name: the device key (`cuda_device` decides the platform).
+        device_name: the device key (AMD and Intel keys are not CUDA).
         version: SGLang's release; None for `DEFAULT_ENGINE_VERSIONS["sglang"]`.
 
     Raises:
@@ -208,7 +202,7 @@ def sglang_clamped(
     if key < version_key(_CLAMP_ALWAYS):
         return []
     conditional = key >= version_key(_CLAMP_UNLESS_CUDA_DIVIDES)
-    cuda = cuda_device(device_name)
+    cuda = not device_name.startswith(("AMD_", "Intel(R)_"))  # ROCm and XPU keys
     clamped = []
     for M, entry in configs.items():
         block = entry["BLOCK_SIZE_K"]
@@ -217,27 +211,12 @@ def sglang_clamped(
     return clamped
 
 
-def sglang_clamp_line(
-    file_name: str, clamped: list[tuple[int, int]], block_k: int, version: str | None = None
-) -> str | None:
-    """One line naming a file's entries SGLang rewrites on read (`sglang_clamped`); None for
-    none."""
-    if not clamped:
-        return None
-    entries = ", ".join(f"M={M} (BLOCK_SIZE_K {block})" for M, block in clamped)
-    return (
-        f"SGLang {engine_version('sglang', version)} rewrites {file_name} as it reads it: "
-        f"BLOCK_SIZE_K raised to {block_k} at {entries}; it runs those entries, not the "
-        "file's"
-    )
-
-
 def sglang_clamp_lines(
     files: Iterable[tuple[str, Mapping[int, Mapping[str, int]]]],
     device_name: str,
     version: str | None = None,
 ) -> list[str]:
-    """`sglang_clamp_line` for each dense file SGLang would rewrite on read, in the order given.
+    """One line for each dense file SGLang would rewrite on read (`sglang_clamped`), in order.
 
     Args:
         files: (file name in either spelling, its entries in the file's order); files of a
@@ -259,9 +238,12 @@ def sglang_clamp_lines(
         if block_shape is None:  # no group_k to raise BLOCK_SIZE_K to
             continue
         block_k = block_shape[1]
-        line = sglang_clamp_line(
-            file_name, sglang_clamped(configs, block_k, device_name, version), block_k, version
-        )
-        if line is not None:
-            lines.append(line)
+        clamped = sglang_clamped(configs, block_k, device_name, version)
+        if clamped:
+            entries = ", ".join(f"M={M} (BLOCK_SIZE_K {block})" for M, block in clamped)
+            lines.append(
+                f"SGLang {engine_version('sglang', version)} rewrites {file_name} as it reads "
+                f"it: BLOCK_SIZE_K raised to {block_k} at {entries}; it runs those entries, not "
+                "the file's"
+            )
     return lines

@@ -23,7 +23,7 @@ import yaml
 from tuner.files.engine_folders import engine_folder, engine_version, folder_for, unchecked_line
 from tuner.inputs.backends import device_advice
 from tuner.inputs.devices import engine_device_name
-from tuner.kernels.engines import ENGINES, SGLANG_NOTE, TRITON_PLACEHOLDER
+from tuner.kernels.engines import SGLANG_NOTE, TRITON_PLACEHOLDER
 from tuner.kernels.family import LINEAR_LAYERS, KernelFamily
 from tuner.kernels.registry import DEFAULT_FAMILY, family_of_file, get_family
 from tuner.kernels.shape import PER_TENSOR, Shape
@@ -228,14 +228,12 @@ def render_mounts(request: MountRequest) -> str:
             no files, a file name that is not a config file name, k8s without the files'
             contents, or SGLang MoE files without a Triton version.
     """
-    if request.engine not in ENGINES:
-        raise ValueError(f"engine {request.engine!r} is not one of {', '.join(ENGINES)}")
     if request.fmt not in FORMATS:
         raise ValueError(f"format {request.fmt!r} is not one of {', '.join(FORMATS)}")
+    release = engine_version(request.engine, request.engine_version)  # the engine checked too
     if not request.file_names:
         raise ValueError(f"no config files for {request.device_name} to mount")
     site = check_site_packages(request.site_packages)
-    release = engine_version(request.engine, request.engine_version)
     dense_dir = f"{site}/{folder_for(request.engine, DEFAULT_FAMILY, release)}"
     host_dir = request.host_dir.rstrip("/") or "/"
     placed = place(

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tuner.core import minor_of
 from tuner.files.engine_folders import engine_version, folder_for, unchecked_line
 from tuner.files.format import dump_config_file, parse_config_file
 from tuner.files.mounts import (
@@ -288,18 +289,8 @@ def render_pull_recipe(
     placed = place(
         names, device, engine, site_packages, version, triton, release_gpu_names(release)
     )
-    dense_dir = f"{site_packages}/{folder_for(engine, DEFAULT_FAMILY, version)}"
-    head = [
-        f"# {device} release {release['number']} ({len(names)} file(s), content "
-        f"{release['content_sha256'][:12]}), pulled before {engine} {version} starts and "
-        "mounted read-only file by file.",
-        f"# tuner pull checks every sha256 and exits non-zero on a mismatch; {engine} "
-        f"{version} reads dense files only from {dense_dir}/",
-    ]
-    unchecked = unchecked_line(engine, version)
-    head += [f"# {unchecked}"] if unchecked else []
-    head += folder_lines(placed, "the whole volume") + placed.notes
     capabilities = release_capabilities(release)
+    head = _pull_head(release, engine, version, site_packages, placed)
     head += advice_comments(device, capabilities, engine) + _image_note(image, fmt)
     args = [
         *("tuner", "pull", "--server", server, "--device", device),
@@ -310,6 +301,23 @@ def render_pull_recipe(
     )
     flag = needs_flag(device, capabilities, engine, names)
     return "\n".join(head + body + (flag_lines(fmt) if flag else [])) + "\n"
+
+
+def _pull_head(
+    release: Mapping[str, Any], engine: str, version: str, site: str, placed: Placed
+) -> list[str]:
+    """What the recipe pulls, where the engine reads it, and the folders' variables."""
+    dense_dir = f"{site}/{folder_for(engine, DEFAULT_FAMILY, version)}"
+    head = [
+        f"# {release['device_name']} release {release['number']} ({len(release['files'])} "
+        f"file(s), content {release['content_sha256'][:12]}), pulled before {engine} {version} "
+        "starts and mounted read-only file by file.",
+        f"# tuner pull checks every sha256 and exits non-zero on a mismatch; {engine} "
+        f"{version} reads dense files only from {dense_dir}/",
+    ]
+    unchecked = unchecked_line(engine, version)
+    head += [f"# {unchecked}"] if unchecked else []
+    return head + folder_lines(placed, "the whole volume") + placed.notes
 
 
 def _image_note(image: str, fmt: str) -> list[str]:
@@ -396,7 +404,7 @@ def version_mismatch(
     versions = (release.get("summary") or {}).get("versions") or {}
     differ = []
     timed = versions.get("triton") or []
-    if triton is not None and timed and _minor(triton) not in {_minor(v) for v in timed}:
+    if triton is not None and timed and minor_of(triton) not in {minor_of(v) for v in timed}:
         differ.append(f"triton {triton} here, {', '.join(timed)} in the release")
     timed = versions.get("vllm") or []
     if vllm is not None and timed and vllm not in timed:
@@ -413,8 +421,3 @@ def version_mismatch(
         + "; ".join(differ)
         + " (configs are facts about one Triton and kernel)"
     )
-
-
-def _minor(version: str) -> str:
-    parts = version.split(".")
-    return ".".join(parts[:2])

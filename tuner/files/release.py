@@ -10,7 +10,7 @@ from __future__ import annotations
 import getpass
 import socket
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -81,19 +81,8 @@ def _summary(
     view = read.view
     winners = Counter(row.environment_id for row in view.winners)
     tuned_with = [
-        {
-            "gpu_name": e.gpu_name,
-            "compute_capability": e.compute_capability,
-            "driver": e.driver,
-            "cuda": e.cuda,
-            "torch": e.torch,
-            "triton": e.triton,
-            "tuner": e.tuner,
-            "kernel_hash": e.kernel_hash,
-            "kernel_source": e.kernel_source,
-            "vllm": e.vllm,
-            "winners": winners[e.environment_id],
-        }
+        {k: v for k, v in asdict(e).items() if k not in ("trials", "environment_id")}
+        | {"winners": winners[e.environment_id]}
         for e in view.environments
         if winners.get(e.environment_id)
     ]
@@ -116,18 +105,36 @@ def _summary(
         "measured": measured,
         "note": None if measured else IMPORTED_NOTE,
         "skipped": [
-            {
-                "N": s.N,
-                "K": s.K,
-                "block_shape": None if s.block_shape is None else list(s.block_shape),
-                "m_missing": list(s.m_missing),
-                "reason": s.reason,
-            }
+            {"N": s.N, "K": s.K, "block_shape": s.block_shape and list(s.block_shape)}
+            | {"m_missing": list(s.m_missing), "reason": s.reason}
             for s in read.explained().skipped
         ],
         "left_out": read.files.left_out,
         "tuner": tuner.__version__,
     }
+
+
+def _new_files(read: StoreFiles) -> list[NewFile]:
+    """The merged files as the store keeps them, with what the merge decided."""
+    return [
+        NewFile(
+            file_name=f.file_name,
+            N=f.N,
+            K=f.K,
+            block_shape=f.block_shape,
+            content=f.merged.text.encode(),
+            **f.key.store_fields(),
+            detail={
+                "m_keys": list(f.merged.configs),
+                "m_imported": f.merged.m_imported,
+                "m_missing": f.merged.m_missing,
+                "partial": f.merged.partial,
+                "notes": f.merged.notes,
+                "warnings": f.merged.warnings,
+            },
+        )
+        for f in read.files.files
+    ]
 
 
 def candidate(
@@ -154,25 +161,6 @@ def candidate(
         kernel=kernel,
     )
     sglang = read.view.merge(allow_partial=allow_partial, engine="sglang")
-    files = [
-        NewFile(
-            file_name=f.file_name,
-            N=f.N,
-            K=f.K,
-            block_shape=f.block_shape,
-            content=f.merged.text.encode(),
-            **f.key.store_fields(),
-            detail={
-                "m_keys": list(f.merged.configs),
-                "m_imported": f.merged.m_imported,
-                "m_missing": f.merged.m_missing,
-                "partial": f.merged.partial,
-                "notes": f.merged.notes,
-                "warnings": f.merged.warnings,
-            },
-        )
-        for f in read.files.files
-    ]
     summary = _summary(
         read, allow_partial=allow_partial, allow_stale=allow_stale, out_dtype=out_dtype
     )
@@ -186,7 +174,7 @@ def candidate(
         ),
         "sglang": build_zip(device_name, sglang, engine="sglang", tuned_with=tuned_with),
     }
-    return Candidate(files=files, archives=archives, summary=summary, read=read)
+    return Candidate(_new_files(read), archives, summary, read)
 
 
 def publish(

@@ -105,11 +105,6 @@ def matches(device: str, device_name: str) -> bool:
     return wanted == have or f"nvidia_{wanted}" == have
 
 
-def resolve(device: str, known: Iterable[str]) -> list[str]:
-    """The names among `known` that a `--device` argument names, sorted."""
-    return sorted(name for name in set(known) if matches(device, name))
-
-
 def device_hint(device: str, known: Iterable[str] = ()) -> str:
     """A "did you mean" for a `--device` that names nothing: the closest of the known device
     names (vendor prefix dropped, as users type them) and the GPUs of `KNOWN_GPUS`.
@@ -137,13 +132,13 @@ class VisibleGpu(Protocol):
     """A GPU this process sees (`tuner.run.gpus.GpuInfo`)."""
 
     @property
-    def visible_id(self) -> str: ...  # noqa: D102
+    def visible_id(self) -> str: ...
     @property
-    def gpu_name(self) -> str: ...  # noqa: D102
+    def gpu_name(self) -> str: ...
     @property
-    def device_name(self) -> str: ...  # noqa: D102
+    def device_name(self) -> str: ...
     @property
-    def compute_capability(self) -> str: ...  # noqa: D102
+    def compute_capability(self) -> str: ...
 
 
 def device_key(device: str, known: Iterable[str] = ()) -> str:
@@ -169,7 +164,7 @@ def _named(device: str, known: Iterable[str]) -> list[str]:
     """The names of `known` a `--device` argument names: itself when known, else those it
     `matches`; ValueError (one line) for several."""
     known = set(known)
-    names = [device] if device in known else resolve(device, known)
+    names = [device] if device in known else sorted(n for n in known if matches(device, n))
     if len(names) > 1:
         raise ValueError(
             f"'{device}' names {len(names)} devices in the store: "
@@ -178,50 +173,28 @@ def _named(device: str, known: Iterable[str]) -> list[str]:
     return names
 
 
-def store_device(device: str, known: Iterable[str]) -> str:
-    """`device_key` of a device the store must have.
+def store_device(device: str, known: Iterable[str], device_name: str | None = None) -> str:
+    """`device_key` of a device the store must have; with `device_name` (what `device` resolved
+    to among the visible GPUs, `resolve_device`), that key itself.
 
     Args:
         device: what the user typed, e.g. "L20", "NVIDIA L20", "interpreter".
         known: the store's device names (trials' and imports').
 
-    Returns:
-        e.g. "NVIDIA_L20".
-
     Raises:
         ValueError: the argument names several or none of them; one line that lists them.
     """
     known = sorted(set(known))
-    names = _named(device, known)
+    names = (
+        _named(device, known)
+        if device_name is None
+        else [device_name]
+        if device_name in known
+        else []
+    )
     if names:
         return names[0]
-    raise ValueError(
-        f"no device in the store matches '{device}'{device_hint(device, known)}; "
-        f"known: {', '.join(known) or 'none'}; `tuner sweep --device {device}` "
-        "on that GPU, or `tuner import` of its files, adds it"
-    )
-
-
-def require_stored(device: str, device_name: str, known: Iterable[str]) -> str:
-    """`device_name`, the key that `device` resolved to (`resolve_device`), when the store has
-    it; a command that times files on this device checks only this device's files.
-
-    Args:
-        device: what the user typed, e.g. "H200".
-        device_name: vLLM's key it resolved to among the visible GPUs, e.g. "NVIDIA_H200".
-        known: the store's device names (trials' and imports').
-
-    Returns:
-        `device_name`.
-
-    Raises:
-        ValueError: the store has no trials or imports of `device_name`; one line that names
-            the store's devices.
-    """
-    known = sorted(set(known))
-    if device_name in known:
-        return device_name
-    resolved = "" if device_name == device else f" ({device_name})"
+    resolved = "" if device_name in (None, device) else f" ({device_name})"
     raise ValueError(
         f"no device in the store matches '{device}'{resolved}{device_hint(device, known)}; "
         f"known: {', '.join(known) or 'none'}; `tuner sweep --device {device}` on that GPU, "
@@ -236,24 +209,15 @@ def resolve_device(
     need_device: bool = True,
     plan_only: bool = False,
 ) -> tuple[ResolvedDevice, str | None]:
-    """A `--device` argument resolved once against the visible GPUs.
-
-    The interpreter's aliases name `INTERPRETER_DEVICE_NAME`; a GPU model names the visible
-    GPUs it `matches`. With need_device=False a model that no visible GPU matches is still taken
-    (its `gpu_device_key`, for a sweep that workers on other hosts run); with plan_only (a dry
-    run) too, with a note that a run here would stop.
-
-    Args:
-        device: what the user typed, e.g. "L20", "NVIDIA H200", "interpreter".
-        find_gpus: lists the GPUs this process sees (`tuner.run.gpus.visible_gpus`); called
-            only for a GPU model with need_device or plan_only.
-        need_device: whether a matching visible GPU is required.
-        plan_only: resolve for a plan: no matching GPU gives a note, not an error.
+    """A `--device` argument ("L20", "NVIDIA H200", "interpreter") resolved once against the
+    visible GPUs (`find_gpus`, called only for a GPU model with need_device or plan_only): the
+    interpreter, or the visible GPUs it `matches`. Without need_device a model no visible GPU
+    matches is still taken (its `gpu_device_key`, for workers on other hosts); with plan_only
+    too, with a note that a run here would stop.
 
     Returns:
-        (the device, a note line for stderr or None). `visible_ids` holds the matching GPUs'
-        CUDA_VISIBLE_DEVICES entries; (None,) for one unpinned worker (the interpreter, a
-        plan); () for none here.
+        (the device, a note line for stderr or None); `visible_ids`: the matching GPUs'
+        CUDA_VISIBLE_DEVICES entries, (None,) for one unpinned worker.
 
     Raises:
         ValueError: one line: no visible GPU matches (need_device, not plan_only), or a name

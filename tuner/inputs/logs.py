@@ -1,4 +1,6 @@
-"""Read a vLLM or SGLang server log: the block-FP8 GEMM shapes that ran without a config file.
+"""Read a vLLM or SGLang server log: the block-FP8 GEMM shapes that ran without a config file,
+and what `tuner shapes from-log` makes of them (a known model that covers them, or a key to save
+them under).
 
 Both engines warn once per missing file and process (so once per rank):
 
@@ -27,8 +29,10 @@ from __future__ import annotations
 
 import gzip
 import io
+import itertools
 import re
-from collections.abc import Iterable, Mapping
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -36,8 +40,15 @@ from typing import TypeVar
 
 from tuner.core import FP8_DTYPE
 from tuner.inputs.backends import kernel_verdict, linear_backend_arg, selected_kernel
-from tuner.kernels.family import KernelFamily, VllmLogLine
-from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES
+from tuner.inputs.shapes import (
+    MODEL_KEY_RE,
+    ShapesFileError,
+    UnknownModelError,
+    _read,
+    known_models,
+)
+from tuner.kernels.family import EXPERTS, LINEAR_LAYERS, KernelFamily, VllmLogLine
+from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES, family_of_part
 from tuner.kernels.shape import Shape
 
 _NOT_FOUND_RE = re.compile(r"Config file not found at\s+(?P<rest>.*)$")
@@ -73,21 +84,6 @@ class MissingConfig:
     path: str
     device_name: str
     shape: Shape
-
-    @property
-    def N(self) -> int:
-        """Rows of the weight B [N, K] (per expert for the fused MoE)."""
-        return self.shape.N
-
-    @property
-    def K(self) -> int:
-        """Columns of B [N, K]; 0 when the file name does not hold K (fused MoE)."""
-        return self.shape.K
-
-    @property
-    def block_shape(self) -> tuple[int, int] | None:
-        """[group_n, group_k]; None for a family without block scales."""
-        return self.shape.block_shape
 
     @property
     def folder(self) -> str:
@@ -156,7 +152,7 @@ class LogScan:
             )
         )
 
-    # The default family's views that `tuner.cli.shapes` and `tuner.inputs.lognext` read.
+    # The default family's views that `tuner.cli.shapes` and `log_shapes` read.
     @property
     def missing(self) -> tuple[MissingConfig, ...]:
         """The default family's (the dense GEMM's) missing files."""
@@ -337,3 +333,213 @@ def read_log(path: Path) -> LogScan:
         raise ValueError(f"{path}: cannot read: {reason}") from None
     except EOFError:
         raise ValueError(f"{path}: truncated gzip file") from None
+
+
+def suggest_model_key(name: str) -> str:
+    """A model key made from a model name or path, e.g. "Qwen/Qwen3-8B-FP8" -> "qwen3-8b-fp8".
+
+    Args:
+        name: a Hugging Face repo id or a local model folder.
+
+    Returns:
+        A key matching `MODEL_KEY_RE` ("model" when nothing usable is left).
+    """
+    last = name.rstrip("/\\").replace("\\", "/").split("/")[-1].lower()
+    key = re.sub(r"[^a-z0-9._\-]+", "-", last).strip("-._")[:64]
+    return key if key and MODEL_KEY_RE.fullmatch(key) else "model"
+
+
+def free_model_key(base: str) -> str:
+    """A model key `--save` will accept that names no packaged or saved model yet.
+
+    Args:
+        base: a model key (`MODEL_KEY_RE`), e.g. from `suggest_model_key`.
+
+    Returns:
+        `base` if no model has it, else `<base>-log`, then `<base>-log-2`, `-3`, ... (base cut
+        so that the key stays within 64 characters), the first one free.
+    """
+    taken = set(known_models())
+    suffixes = itertools.chain(["", "-log"], (f"-log-{n}" for n in itertools.count(2)))
+    return next(
+        key
+        for suffix in suffixes
+        if (key := base[: 64 - len(suffix)].rstrip("-._") + suffix if suffix else base) not in taken
+    )
+
+
+def find_covering(
+    shapes: Sequence[tuple[int, int]],
+    block_shape: tuple[int, int],
+    tp: int | None,
+    experts: Sequence[tuple[int, int]] = (),
+) -> list[tuple[str, int]]:
+    """Known (model, TP) entries whose shapes include all of `shapes` and whose MoE shapes
+    include all of `experts`, with this block_shape.
+
+    Malformed files are skipped (they fail loudly where they are loaded by name).
+
+    Args:
+        shapes: (N, K) pairs, as the file names of the family of the model's linear layers
+            carry them (`file_key`).
+        block_shape: [group_n, group_k].
+        tp: only this TP size; None for any.
+        experts: (E, N) of fused-MoE files (a log names no K or top_k): `file_key` of the
+            shapes of the family of the model's experts (`tuner.kernels.registry.
+            family_of_part`).
+
+    Returns:
+        (model key, TP size) pairs, sorted.
+    """
+    wanted, wanted_experts = set(shapes), set(experts)
+    layers, experts_of = family_of_part(LINEAR_LAYERS), family_of_part(EXPERTS)
+    found = []
+    for name in known_models():
+        try:
+            doc = _read(name)
+        except (UnknownModelError, ShapesFileError):
+            continue
+        if doc.block_shape != tuple(block_shape):
+            continue
+        for size, (_, groups) in doc.entries.items():
+            listed = {layers.files.file_key(s) for s in groups.get(layers.name, ())}
+            listed_experts = {experts_of.files.file_key(s) for s in groups.get(experts_of.name, ())}
+            if (tp is None or size == tp) and wanted <= listed and wanted_experts <= listed_experts:
+                found.append((name, size))
+    return sorted(found)
+
+
+@dataclass(frozen=True)
+class LogShapes:
+    """The shapes a log's warnings ask for.
+
+    Attributes:
+        tp: tensor-parallel size (`--tp`, else the log's); None when neither states it.
+        pairs: (N, K) of the dense GEMMs without a config file (weights [N, K]).
+        experts: (E, N, block_shape) of the fused-MoE experts without a config file.
+        block_shapes: the distinct [group_n, group_k] of both, ascending.
+        engines: "sglang" and/or "vllm", whose warnings these are.
+    """
+
+    tp: int | None
+    pairs: list[tuple[int, int]]
+    experts: list[tuple[int, int, tuple[int, int]]]
+    block_shapes: list[tuple[int, int]]
+    engines: list[str]
+
+    @property
+    def sglang(self) -> bool:
+        """SGLang's warnings are among them (its files are exported too)."""
+        return "sglang" in self.engines
+
+
+def log_shapes(scan: LogScan, tp: int | None) -> LogShapes:
+    """The shapes of `scan` (`tuner.inputs.logs.read_log`), at `tp` or else the log's TP."""
+
+    experts_family = family_of_part(EXPERTS)
+    shapes = scan.shapes()
+    experts: list[tuple[int, int, tuple[int, int]]] = []
+    for shape in scan.shapes_of(experts_family.name):
+        E, N = experts_family.files.file_key(shape)  # what a log's file name names of an expert
+        experts.append((E, N, shape.block_pair(experts_family.name)))
+    return LogShapes(
+        tp=tp if tp is not None else scan.tp,
+        pairs=[(n, k) for n, k, _ in shapes],
+        experts=experts,
+        block_shapes=sorted({b for _, _, b in shapes} | {b for _, _, b in experts}),
+        engines=sorted({m.engine for files in scan.files.values() for m in files}),
+    )
+
+
+def save_problem(found: LogShapes, save: str) -> str | None:
+    """Why `--save NAME` cannot save these shapes (one line), or None when it can."""
+    if found.tp is None:
+        return "the log does not state the tensor-parallel size: pass --tp with --save"
+    if len(found.block_shapes) != 1:
+        return "the log has shapes of several block_shapes; a shapes entry has one"
+    if not found.pairs:
+        return (
+            "the log names the MoE experts' E and N but not their K (hidden size) or "
+            f"top_k: save them with `tuner shapes from-config config.json --tp {found.tp} "
+            f"--save {save}`"
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class NextStep:
+    """Lines to print, then (when `model` is set) the `tuner sweep` commands of `model` at `tp`
+    (`--engine sglang` export too when `sglang`)."""
+
+    lines: tuple[str, ...]
+    model: str | None = None
+    tp: int | None = None
+    sglang: bool = False
+
+
+def _moe_step(found: LogShapes) -> NextStep:
+    """The MoE experts' lines; a next step when a known model covers them and no dense shapes
+    are left, else only lines (`model` None)."""
+    covering = (
+        find_covering([], found.block_shapes[0], found.tp, [(e, n) for e, n, _ in found.experts])
+        if len(found.block_shapes) == 1
+        else []
+    )
+    if covering:
+        model, size = covering[0]
+        if not found.pairs:
+            return NextStep(
+                (f"these are MoE experts of model '{model}' TP {size}; next:",), model, size
+            )
+        return NextStep((f"the MoE experts are those of model '{model}' TP {size}",))
+    return NextStep(
+        (
+            "no known model lists these MoE experts; derive them (E, N, K, top_k) with: "
+            f"tuner shapes from-config config.json --tp {found.tp or '<TP>'} "
+            "--save NAME",
+        )
+    )
+
+
+def next_step(scan: LogScan, found: LogShapes, log: Path) -> NextStep:
+    """Without `--save`: the known model whose shapes cover the log's (`find_covering`), or the
+    command that saves them under a free name first.
+
+    Args:
+        scan: the log's scan.
+        found: `log_shapes(scan, tp)`.
+        log: the log's path, as the user gave it (it goes into the suggested command).
+    """
+    lines: tuple[str, ...] = ()
+    if found.experts:
+        moe = _moe_step(found)
+        if moe.model is not None or not found.pairs:
+            return moe
+        lines = moe.lines
+    covering = (
+        find_covering(found.pairs, found.block_shapes[0], found.tp)
+        if len(found.block_shapes) == 1
+        else []
+    )
+    if covering:
+        model, size = covering[0]
+        return NextStep(
+            (*lines, f"these are shapes of model '{model}' TP {size}; next:"),
+            model,
+            size,
+            found.sglang,
+        )
+    # A name `--save` accepts: not a packaged model's, nor one saved before (whose shapes
+    # differ, or find_covering would have named it).
+    name = free_model_key(suggest_model_key(scan.model or log.stem))
+    tp_flag = "" if found.tp is not None and found.tp == scan.tp else f" --tp {found.tp or '<TP>'}"
+    return NextStep(
+        (
+            *lines,
+            f"save them first (tuner shapes from-log {shlex.quote(str(log))} "
+            f"--save {name}{tp_flag}), then:",
+        ),
+        name,
+        found.tp,
+        found.sglang,
+    )

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -149,21 +148,9 @@ def known_models() -> list[str]:
     return sorted(set(_packaged_names()) | set(_user_names()))
 
 
-def _positive(value: object, where: str, limit: int) -> int:
-    try:
-        return positive(value, where, limit)
-    except ValueError as exc:
-        raise ShapesFileError(str(exc)) from None
-
-
 def _parse(data: dict, label: str, key: str) -> _ShapesDoc:
     """Check a parsed shapes document strictly; errors name `label`."""
-    unknown = [k for k in data if k not in _TOP_KEYS]
-    if unknown:
-        raise ShapesFileError(
-            f"{label}: unknown key(s) {', '.join(map(repr, unknown))}; "
-            f"allowed: {', '.join(_TOP_KEYS)}"
-        )
+    _known_keys(data, _TOP_KEYS, label)
     model = data.get("model")
     if model != key:
         raise ShapesFileError(
@@ -184,49 +171,44 @@ def _parse(data: dict, label: str, key: str) -> _ShapesDoc:
     if not isinstance(block, list) or len(block) != 2:
         raise ShapesFileError(f"{label}: block_shape = {block!r:.40} is not [group_n, group_k]")
     block_shape = (
-        _positive(block[0], f"{label}: group_n", MAX_GROUP),
-        _positive(block[1], f"{label}: group_k", MAX_GROUP),
+        positive(block[0], f"{label}: group_n", MAX_GROUP),
+        positive(block[1], f"{label}: group_k", MAX_GROUP),
     )
     tables = data.get("tp")
     if not isinstance(tables, dict) or not tables:
         raise ShapesFileError(f"{label}: needs at least one [tp.<size>] table")
     keyed = _keyed_families()
-    tp_keys = ("source", *keyed)
     entries: _Entries = {}
     for size, table in tables.items():
         if not size.isdigit() or not 1 <= int(size) <= MAX_TP:
             raise ShapesFileError(f"{label}: [tp.{size}] is not a TP size in 1..{MAX_TP}")
-        where = f"{label}, TP {size}"
-        if not isinstance(table, dict):
-            raise ShapesFileError(f"{where}: expected a table with source and shapes")
-        extra = [k for k in table if k not in tp_keys]
-        if extra:
-            raise ShapesFileError(
-                f"{where}: unknown key(s) {', '.join(map(repr, extra))}; "
-                f"allowed: {', '.join(tp_keys)}"
-            )
-        source = table.get("source")
-        if not isinstance(source, str) or not source.strip():
-            raise ShapesFileError(f"{where}: source must be a non-empty string")
-        entries[int(size)] = (source, _parse_groups(table, where, block_shape, keyed))
+        entries[int(size)] = _parse_tp(table, f"{label}, TP {size}", block_shape, keyed)
     return _ShapesDoc(model, description, block_shape, entries, model_type)
 
 
-def _parse_groups(
-    table: dict, where: str, block_shape: tuple[int, int], keyed: Mapping[str, KernelFamily]
-) -> dict[str, tuple[Shape, ...]]:
-    """Family name -> shapes of one TP table, each family parsing its own key; at least one
-    family must list some."""
+def _known_keys(table: dict, allowed: Sequence[str], where: str) -> None:
+    unknown = [k for k in table if k not in allowed]
+    if unknown:
+        raise ShapesFileError(
+            f"{where}: unknown key(s) {', '.join(map(repr, unknown))}; "
+            f"allowed: {', '.join(allowed)}"
+        )
+
+
+def _parse_tp(
+    table: object, where: str, block_shape: tuple[int, int], keyed: Mapping[str, KernelFamily]
+) -> tuple[str, dict[str, tuple[Shape, ...]]]:
+    """One TP table: its source and family name -> shapes, each family parsing its own key;
+    at least one family must list some."""
+    if not isinstance(table, dict):
+        raise ShapesFileError(f"{where}: expected a table with source and shapes")
+    _known_keys(table, ("source", *keyed), where)
+    source = table.get("source")
+    if not isinstance(source, str) or not source.strip():
+        raise ShapesFileError(f"{where}: source must be a non-empty string")
     groups: dict[str, tuple[Shape, ...]] = {}
     for key, family in keyed.items():
-        try:
-            shapes = family.shapes.parse_shapes(
-                table.get(key, []),
-                where,  # type: ignore[misc]
-                block_shape,
-            )
-        except ValueError as exc:
-            raise ShapesFileError(str(exc)) from None
+        shapes = family.shapes.parse_shapes(table.get(key, []), where, block_shape)  # type: ignore[misc]
         if shapes:
             groups[family.name] = shapes
     if not groups:
@@ -234,7 +216,7 @@ def _parse_groups(
         raise ShapesFileError(
             f"{where}: {default.shapes_key} must be a non-empty list of {default.shapes_row}"
         )
-    return groups
+    return source, groups
 
 
 def _load_text(text: str, label: str, key: str) -> _ShapesDoc:
@@ -244,7 +226,10 @@ def _load_text(text: str, label: str, key: str) -> _ShapesDoc:
         raise ShapesFileError(f"{label}: invalid TOML: {str(exc).splitlines()[0]}") from None
     except RecursionError:
         raise ShapesFileError(f"{label}: invalid TOML: nested too deeply") from None
-    return _parse(data, label, key)
+    try:
+        return _parse(data, label, key)
+    except ValueError as exc:  # a family's or a number's check: one line naming the file
+        raise ShapesFileError(str(exc)) from None
 
 
 def _read(model: str) -> _ShapesDoc:
@@ -350,10 +335,6 @@ def render_shapes_file(
         lines.append(f"model_type = {_toml_string(model_type)}")
     for tp in sorted(entries):
         source, groups = entries[tp]
-        for name in groups:
-            family = get_family(name)
-            if family.shapes.shapes_key is None or family.shapes.shape_row is None:
-                raise ValueError(f"kernel family {name} lists no shapes in shapes files")
         lines += ["", f"[tp.{int(tp)}]", f"source = {_toml_string(source)}"]
         for family in FAMILIES.values():
             shapes = groups.get(family.name, ())
@@ -379,28 +360,15 @@ def save_shapes(
     description: str = "",
     model_type: str | None = None,
 ) -> Path:
-    """Write (or add a TP size to) a shapes file in `user_shapes_dir()`.
+    """Write (or add a TP size to) the shapes file of `model` in `user_shapes_dir()`, atomically.
 
-    An existing user file keeps its other TP sizes; the given TP size is replaced. The file is
-    written to a temporary file and renamed into place.
-
-    Args:
-        model: the key to save under (`MODEL_KEY_RE`); not a packaged model's.
-        tp: tensor-parallel size of the shapes.
-        groups: kernel family name -> its shapes at this TP size, in order; duplicates are
-            dropped, and a family may have none (not all of them).
-        block_shape: [group_n, group_k].
-        source: where the shapes come from (a log file, a config.json and rule).
-        description: one line about the model (kept from an existing file when empty).
-        model_type: the model's Hugging Face model type (kept from an existing file when None).
-
-    Returns:
-        The file's path.
+    An existing user file keeps its other TP sizes, and its description and model type when
+    none is given. `groups`: kernel family name -> its shapes at this TP size (duplicates
+    dropped); `source`: where they come from.
 
     Raises:
-        ValueError: a bad key, a packaged model's key, a block_shape that differs from the
-            existing file's, an unknown family, no shapes or out-of-range ones, or an existing
-            file that is malformed (ShapesFileError).
+        ValueError: a bad or packaged model key, another block_shape than the existing file's,
+            no or out-of-range shapes, a malformed existing file (ShapesFileError).
     """
     if not MODEL_KEY_RE.fullmatch(model):
         raise ValueError(
@@ -427,12 +395,7 @@ def save_shapes(
     text = render_shapes_file(model, description, block_shape, entries, model_type)
     _parse(tomllib.loads(text), str(path), model)  # what we write must load back
     folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".toml")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    temporary = folder / f".{model}.toml.part-{os.getpid()}"  # renamed whole into place
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
     return path

@@ -5,6 +5,8 @@ manifest); each engine's release and family folders."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import shutil
 import subprocess
@@ -13,9 +15,11 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from tuner.files.format import dump_config_file
 from tuner.files.mounts import MountRequest, config_files_in, render_mounts
-from tuner.files.pull import render_pull_recipe
+from tuner.files.pull import MARKER, holds, render_pull_recipe, replace_folder
 from tuner.kernels.engines import SGLANG_NOTE
+from tuner.kernels.moe.naming import moe_config_file_name
 
 A = "N=5120,K=3072,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
 B = "N=7168,K=5120,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
@@ -189,9 +193,7 @@ def test_kubectl_builds_the_same_configmaps_from_their_keys() -> None:
 @pytest.mark.parametrize(
     ("version", "folder"),
     [
-        ("0.5.23", "sglang/kernels/ops/gemm/configs"),
         ("0.5.20", "sglang/kernels/ops/quantization/configs"),
-        ("0.5.16", "sglang/kernels/ops/quantization/configs"),
         ("0.5.15.post1", "sglang/srt/layers/quantization/configs"),
         ("v0.6.0rc1", "sglang/kernels/ops/gemm/configs"),
     ],
@@ -257,13 +259,11 @@ def test_sglang_moe_files_in_the_folder_of_the_serving_tritons_version() -> None
     ("changes", "message"),
     [
         ({"site_packages": "relative/path"}, "--site-packages must be an absolute path"),
-        ({"site_packages": "/a/../b"}, "--site-packages must be an absolute path"),
         ({"site_packages": "/a/$(rm -rf)"}, "--site-packages must be an absolute path"),
         ({"fmt": "helm"}, "format 'helm' is not one of docker, compose, k8s"),
         ({"engine": "trtllm"}, "engine 'trtllm' is not one of vllm, sglang"),
         ({"file_names": ()}, "no config files for NVIDIA_L20 to mount"),
         ({"file_names": ("config.json",)}, "'config.json' is not a config file name"),
-        ({"engine_version": "latest"}, "engine version 'latest' is not a release number"),
         ({"engine": "sglang", "file_names": (MOE,)}, "give the serving image's Triton"),
         (
             {"engine": "sglang", "file_names": (MOE,), "triton_version": "3.8.0+git1"},
@@ -348,3 +348,40 @@ def test_compose_pull_for_sglang_in_its_folders() -> None:
         (f"{SGL}/{spaced(H200)}", spaced(H200)),
     ]
     assert "the one the release was tuned with" in text
+
+
+PULLED_MOE = moe_config_file_name(128, 768, "NVIDIA_H200")
+SGL_PULLED = PULLED_MOE.replace("[128,128]", "[128, 128]")
+
+
+def test_sglang_pull_writes_moe_files_without_the_triton_version_key(tmp_path):
+    entry = {
+        "BLOCK_SIZE_M": 16,
+        "BLOCK_SIZE_N": 128,
+        "BLOCK_SIZE_K": 128,
+        "GROUP_SIZE_M": 1,
+        "num_warps": 4,
+        "num_stages": 3,
+    }
+    released = dump_config_file({1: entry, 64: entry}, triton_version="3.8.0").encode()
+    assert released.startswith(b'{\n    "triton_version": "3.8.0",\n    "1": {')
+    release = {
+        "device_name": "NVIDIA_H200",
+        "number": 3,
+        "content_sha256": "ab" * 32,
+        "files": [{"file_name": PULLED_MOE, "sha256": hashlib.sha256(released).hexdigest()}],
+    }
+    written, removed = replace_folder(tmp_path, release, "sglang", {PULLED_MOE: released})
+    assert (written, removed) == ([SGL_PULLED], [])
+    expected = dump_config_file({1: entry, 64: entry}).encode()
+    assert (tmp_path / SGL_PULLED).read_bytes() == expected  # SGLang int()s every key it reads
+    marker = json.loads((tmp_path / MARKER).read_text())
+    assert marker["written"] == {SGL_PULLED: hashlib.sha256(expected).hexdigest()}
+    assert holds(tmp_path, release, "sglang") and not holds(tmp_path, release, "vllm")
+    (tmp_path / SGL_PULLED).write_bytes(released)
+    assert not holds(tmp_path, release, "sglang")
+    vllm_dir = tmp_path / "vllm"
+    replace_folder(vllm_dir, release, "vllm", {PULLED_MOE: released})
+    assert (vllm_dir / PULLED_MOE).read_bytes() == released  # vLLM's get_moe_configs drops the key
+    assert json.loads((vllm_dir / MARKER).read_text())["written"] == {}
+    assert holds(vllm_dir, release, "vllm")

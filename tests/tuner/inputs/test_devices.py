@@ -1,8 +1,13 @@
-"""vLLM device names and how `--device` arguments match them."""
+"""A `--device` argument resolved once into vLLM's device key, which file names, log lines and
+ConfigMap names take; the engines' device-name rules."""
+
+import hashlib
 
 import pytest
 
-from tuner.core import ResolvedDevice, vllm_device_name
+from tests.tuner.inputs.logfixtures import BLOCK_WARNING
+from tuner.core import ResolvedDevice
+from tuner.files.mounts import configmap_name
 from tuner.files.pull import wanted_files
 from tuner.inputs.devices import (
     device_hint,
@@ -10,70 +15,14 @@ from tuner.inputs.devices import (
     engine_device_name,
     gpu_device_key,
     matches,
-    require_stored,
-    resolve,
     resolve_device,
     store_device,
 )
-from tuner.kernels.dense.naming import config_file_name
-from tuner.kernels.gpus import known_capability
+from tuner.inputs.logs import scan_lines
+from tuner.kernels.dense.naming import config_file_name, parse_config_file_name
 from tuner.run.gpus import GpuInfo
 
-
-@pytest.mark.parametrize(
-    ("gpu_name", "device_name"),
-    [
-        ("NVIDIA L20", "NVIDIA_L20"),
-        ("NVIDIA H100 80GB HBM3", "NVIDIA_H100_80GB_HBM3"),  # as in vLLM's shipped file names
-        ("AMD Instinct MI300X", "AMD_Instinct_MI300X"),
-        ("NVIDIA A100-SXM4-80GB", "NVIDIA_A100-SXM4-80GB"),
-        ("NVIDIA  RTX 6000/Ada ", "NVIDIA_RTX_6000_Ada"),
-    ],
-)
-def test_vllm_device_name(gpu_name, device_name):
-    assert vllm_device_name(gpu_name) == device_name
-
-
-def test_matches():
-    assert matches("L20", "NVIDIA_L20")
-    assert matches("nvidia_l20", "NVIDIA_L20")
-    assert matches("NVIDIA L20", "NVIDIA_L20")
-    assert not matches("L20", "NVIDIA_L20S")
-    assert not matches("L20", "TRITON_INTERPRETER")
-    assert matches("interpreter", "TRITON_INTERPRETER")
-
-
-def test_resolve():
-    known = ["NVIDIA_L20", "NVIDIA_L40S", "TRITON_INTERPRETER"]
-    assert resolve("L40S", known) == ["NVIDIA_L40S"]
-    assert resolve("H200", known) == []
-
-
-@pytest.mark.parametrize(
-    ("name", "key"),
-    [
-        ("H200", "NVIDIA_H200"),
-        ("NVIDIA H200", "NVIDIA_H200"),
-        ("nvidia_h200", "NVIDIA_H200"),
-        ("l40s", "NVIDIA_L40S"),
-        ("RTX 4090", "NVIDIA_RTX_4090"),
-        ("NVIDIA GeForce RTX 4090 D", "NVIDIA_GeForce_RTX_4090_D"),
-        ("A100-SXM4-80GB", "NVIDIA_A100-SXM4-80GB"),
-        ("H100 80GB HBM3", "NVIDIA_H100_80GB_HBM3"),
-        ("AMD_Instinct_MI300X", "AMD_Instinct_MI300X"),
-        ("Intel(R) Data Center GPU Max 1550", "Intel(R)_Data_Center_GPU_Max_1550"),
-    ],
-)
-def test_gpu_names_as_users_type_them(name: str, key: str) -> None:
-    assert gpu_device_key(name) == key
-
-
-@pytest.mark.parametrize("name", ["H2OO", "bad name!", "NVIDIA_H2OO", "", "x" * 200])
-def test_names_no_gpu_has_are_refused(name: str) -> None:
-    with pytest.raises(ValueError, match="is not a GPU model name such as L20, H200"):
-        gpu_device_key(name)
-
-
+INTEL = "Intel(R)_Data_Center_GPU_Max_1550"
 H200S = [
     GpuInfo(0, "2", "NVIDIA H200", "NVIDIA_H200", "9.0"),
     GpuInfo(1, "3", "NVIDIA H200", "NVIDIA_H200", "9.0"),
@@ -85,29 +34,56 @@ def _no_lookup() -> list:
     raise AssertionError("the GPUs were looked up")
 
 
+def test_matches():
+    assert matches("L20", "NVIDIA_L20") and matches("nvidia_l20", "NVIDIA_L20")
+    assert matches("NVIDIA L20", "NVIDIA_L20") and matches("interpreter", "TRITON_INTERPRETER")
+    assert not matches("L20", "NVIDIA_L20S") and not matches("L20", "TRITON_INTERPRETER")
+
+
+@pytest.mark.parametrize(
+    ("name", "key"),
+    [
+        ("H200", "NVIDIA_H200"),
+        ("nvidia_h200", "NVIDIA_H200"),
+        ("l40s", "NVIDIA_L40S"),
+        ("RTX 4090", "NVIDIA_RTX_4090"),
+        ("NVIDIA GeForce RTX 4090 D", "NVIDIA_GeForce_RTX_4090_D"),
+        ("A100-SXM4-80GB", "NVIDIA_A100-SXM4-80GB"),
+        ("H100 80GB HBM3", "NVIDIA_H100_80GB_HBM3"),
+        ("AMD_Instinct_MI300X", "AMD_Instinct_MI300X"),
+        ("Intel(R) Data Center GPU Max 1550", INTEL),
+        ("H2OO", None),
+        ("bad name!", None),
+        ("NVIDIA_H2OO", None),
+        ("", None),
+    ],
+)
+def test_gpu_names_as_users_type_them(name: str, key: str | None) -> None:
+    if key is not None:
+        assert gpu_device_key(name) == key
+        return
+    with pytest.raises(ValueError, match="is not a GPU model name such as L20, H200"):
+        gpu_device_key(name)
+
+
 def test_a_device_is_resolved_once_with_what_cuda_reports() -> None:
     assert resolve_device("h200", lambda: H200S) == (
         ResolvedDevice("NVIDIA_H200", "NVIDIA H200", "9.0", visible_ids=("2", "3")),
         None,
     )
-    assert resolve_device("interpreter", _no_lookup) == (
-        ResolvedDevice(
-            "TRITON_INTERPRETER", "TRITON_INTERPRETER", interpreter=True, visible_ids=(None,)
-        ),
-        None,
+    interpreter = ResolvedDevice(
+        "TRITON_INTERPRETER", "TRITON_INTERPRETER", interpreter=True, visible_ids=(None,)
     )
+    assert resolve_device("interpreter", _no_lookup) == (interpreter, None)
     # A sweep that workers on other hosts run: the key of the name typed, no GPU looked up.
     assert resolve_device("NVIDIA H100 80GB HBM3", _no_lookup, need_device=False) == (
         ResolvedDevice("NVIDIA_H100_80GB_HBM3"),
         None,
     )
-
-
-def test_a_device_no_gpu_here_matches() -> None:
     with pytest.raises(ValueError) as error:
         resolve_device("L40S", lambda: H200S)
-    assert str(error.value) == (
-        "no visible GPU matches --device L40S; visible: NVIDIA_H200, NVIDIA_L20"
+    assert (
+        str(error.value) == "no visible GPU matches --device L40S; visible: NVIDIA_H200, NVIDIA_L20"
     )
     device, note = resolve_device("L40S", lambda: H200S, plan_only=True)
     assert device == ResolvedDevice("NVIDIA_L40S", visible_ids=(None,))
@@ -118,49 +94,65 @@ def test_a_device_no_gpu_here_matches() -> None:
         resolve_device("H2OO", lambda: [], need_device=False)
 
 
-def test_the_stores_device_named_by_a_device_argument() -> None:
-    assert store_device("l20", ["NVIDIA_L20", "NVIDIA_L20S"]) == "NVIDIA_L20"
-    with pytest.raises(
-        ValueError,
-        match="^no device in the store matches 'H100'; known: "
-        "NVIDIA_L20; `tuner sweep --device H100` on that GPU",
-    ):
-        store_device("H100", ["NVIDIA_L20"])
-
-
-def test_a_resolved_device_is_looked_up_in_the_store_as_it_is() -> None:
-    known = ["NVIDIA_H100_80GB_HBM3", "NVIDIA_H100_PCIe"]
-    # "H100" names both stored keys; the visible GPU's key picks the one checked
-    assert require_stored("H100", "NVIDIA_H100_PCIe", known) == "NVIDIA_H100_PCIe"
-    with pytest.raises(ValueError) as raised:
-        require_stored("H100", "NVIDIA_H100_NVL", known)
-    assert str(raised.value) == (
-        "no device in the store matches 'H100' (NVIDIA_H100_NVL); known: "
-        "NVIDIA_H100_80GB_HBM3, NVIDIA_H100_PCIe; `tuner sweep --device H100` on that GPU, or "
-        "`tuner import` of its files, adds it"
-    )
-    assert require_stored("interpreter", "TRITON_INTERPRETER", ["TRITON_INTERPRETER"]) == (
-        "TRITON_INTERPRETER"
-    )
-
-
-def test_one_key_for_the_cli_the_api_and_the_file_names() -> None:
+def test_one_key_for_the_cli_the_api_the_store_and_the_file_names() -> None:
     known = ["NVIDIA_L20", "NVIDIA_L20S", "nvidia_h100", "NVIDIA_H100"]
     assert device_key("l20", known) == "NVIDIA_L20"  # a device the store (or folder) has
-    assert device_key("NVIDIA_L20S", known) == "NVIDIA_L20S"
     assert device_key("H200", known) == "NVIDIA_H200"  # else the GPU model's key
     assert device_key("cpu", known) == "TRITON_INTERPRETER"
     assert device_key("NVIDIA_H100", known) == "NVIDIA_H100"  # the exact name first
     with pytest.raises(ValueError, match="'H100' names 2 devices in the store"):
         device_key("H100", known)
-    with pytest.raises(ValueError, match="is not a GPU model name"):
-        device_key("H2OO", known)
+    assert store_device("l20", known) == "NVIDIA_L20"
+    with pytest.raises(ValueError) as missing:
+        store_device("H200", known)
+    assert str(missing.value).startswith(
+        "no device in the store matches 'H200'; known: NVIDIA_H100, NVIDIA_L20, NVIDIA_L20S, "
+        "nvidia_h100; `tuner sweep --device H200` on that GPU"
+    )
+    # "H100" names two stored keys; the visible GPU's key picks the one checked
+    assert store_device("H100", known, "NVIDIA_H100") == "NVIDIA_H100"
+    with pytest.raises(
+        ValueError, match=r"^no device in the store matches 'H100' \(NVIDIA_H100_NVL\); known"
+    ):
+        store_device("H100", known, "NVIDIA_H100_NVL")
+    # A10 is a GPU of its own (no "did you mean 'A100'?"); a typo gets the nearest.
+    assert (device_hint("A10"), device_hint("L2O")) == ("", " (did you mean 'L20'?)")
 
 
-def test_one_table_of_gpus_answers_the_hint_and_the_architecture() -> None:
-    # A10 is sm86: planned as NVIDIA_A10 without a "did you mean 'A100'?", known to doctor.
-    assert (device_hint("A10"), known_capability("NVIDIA_A10")) == ("", 86)
-    assert device_hint("L2O") == " (did you mean 'L20'?)"
+@pytest.mark.parametrize(
+    "device",
+    [
+        INTEL,
+        "Odd,name=[x]:y;z",
+        "a.b",
+        "x" * 128,
+        "",
+        "sl/ash",
+        "has space",
+        "caf\u00e9",
+        "x" * 129,
+    ],
+)
+def test_file_names_take_every_key_vllm_makes_and_refuse_the_rest(device: str) -> None:
+    spelled = f"N=5120,K=3072,device_name={device},dtype=fp8_w8a8,block_shape=[128,128].json"
+    if device in ("", "sl/ash", "has space", "caf\u00e9", "x" * 129):
+        with pytest.raises(ValueError, match="must be 1..128 printable ASCII characters"):
+            config_file_name(5120, 3072, device)
+        with pytest.raises(ValueError, match="is not a config file name like"):
+            parse_config_file_name(spelled)
+        return
+    assert config_file_name(5120, 3072, device) == spelled
+    assert parse_config_file_name(spelled.replace("[128,128]", "[128, 128]")).device_name == device
+    log = [BLOCK_WARNING.format(path=f"/site/vllm/configs/{spelled}")]
+    assert [(m.device_name, m.shape.N, m.shape.K) for m in scan_lines(log).missing] == [
+        (device, 5120, 3072)
+    ]
+
+
+def test_configmap_names_stay_dns_labels() -> None:
+    digest = hashlib.sha256(INTEL.encode()).hexdigest()[:8]
+    assert configmap_name(INTEL) == f"blockfp8-intel-r-data-center-gpu-max-1550-{digest}"
+    assert configmap_name("NVIDIA_L20") == "blockfp8-nvidia-l20"
 
 
 def test_sglang_names_files_by_its_own_device_rule() -> None:

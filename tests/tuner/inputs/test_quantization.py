@@ -57,7 +57,6 @@ def compressed(weights: dict, activations: dict | None) -> dict:
 # compressed-tensors' presets: FP8_BLOCK, FP8 (static per tensor), FP8_DYNAMIC (per channel).
 FP8_BLOCK = compressed(args("block", block=[128, 128]), args("group", dynamic=True, group_size=128))
 FP8_TENSOR = compressed(args("tensor"), args("tensor"))
-FP8_CHANNEL = compressed(args("channel"), args("token", dynamic=True))
 FP8_GROUP = compressed(args("group", group_size=128), args("group", dynamic=True, group_size=128))
 
 
@@ -105,10 +104,6 @@ NOTHING = "vLLM runs no block-FP8 GEMM for it, so there is nothing to tune"
             f"cfg.json: quant_method 'fp8' without weight_block_size is per-tensor FP8: {NOTHING}",
         ),
         (
-            {"quant_method": "fp8", "activation_scheme": "static", "weight_block_size": None},
-            f"cfg.json: quant_method 'fp8' without weight_block_size is per-tensor FP8: {NOTHING}",
-        ),
-        (
             {"quant_method": "fp8", "activation_scheme": "static", "weight_block_size": [128, 128]},
             "cfg.json: activation_scheme 'static' with weight_block_size: vLLM refuses "
             "block-wise FP8 "
@@ -122,11 +117,6 @@ NOTHING = "vLLM runs no block-FP8 GEMM for it, so there is nothing to tune"
         (
             FP8_TENSOR,
             "cfg.json: config_groups.group_0 weights are FP8 per-tensor, not 128x128 "
-            "blocks: vLLM runs no block-FP8 GEMM for them, so there is nothing to tune",
-        ),
-        (
-            FP8_CHANNEL,
-            "cfg.json: config_groups.group_0 weights are FP8 per-channel, not 128x128 "
             "blocks: vLLM runs no block-FP8 GEMM for them, so there is nothing to tune",
         ),
         (

@@ -1,8 +1,211 @@
-"""Shapes data: the files in shapes/ and their loader."""
+"""Shapes files: the packaged ones (vLLM's tuning script, the field report), the user's folder
+(saved entries load back, packaged ones win), bad files as one line."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import pytest
 
-from tuner.inputs.shapes import UnknownModelError, known_models, load_shapes, tp_sizes
+from tuner.inputs.logs import find_covering, suggest_model_key
+from tuner.inputs.shapes import (
+    ShapesFileError,
+    UnknownModelError,
+    known_models,
+    load_shapes,
+    save_shapes,
+    tp_sizes,
+    user_shapes_dir,
+)
+from tuner.kernels.moe.family import MOE, expert_shape
+from tuner.kernels.registry import DEFAULT_FAMILY
+from tuner.kernels.shape import Shape
+
+SHAPES = [(7168, 5120), (5120, 3072)]
+
+
+def groups(pairs=(), moe=()) -> dict[str, list[Shape]]:
+    """save_shapes' groups of dense (N, K) pairs and MoE rows (E, N, K, top_k)."""
+    return {
+        DEFAULT_FAMILY: [Shape(n, k, (128, 128)) for n, k in pairs],
+        MOE.name: [expert_shape(*row) for row in moe],
+    }
+
+
+def folder() -> Path:
+    return Path(os.environ["TUNER_SHAPES_DIR"])
+
+
+def test_user_dir_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("TUNER_SHAPES_DIR")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert user_shapes_dir() == tmp_path / "blockfp8-tuner" / "shapes"
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert user_shapes_dir() == tmp_path / ".config" / "blockfp8-tuner" / "shapes"
+
+
+def test_save_and_load_back() -> None:
+    path = save_shapes(
+        "my-model",
+        tp=2,
+        groups=groups(SHAPES + [SHAPES[0]]),
+        block_shape=(128, 128),
+        source='log "x.log"',
+        description="Mine",
+    )
+    assert path == folder() / "my-model.toml"
+    entry = load_shapes("my-model", 2)
+    assert (entry.model, entry.tp, entry.pairs(), entry.source, entry.description) == (
+        "my-model",
+        2,
+        tuple(SHAPES),
+        'log "x.log"',
+        "Mine",
+    )
+    assert "my-model" in known_models() and "tiny" in known_models()
+    # A second TP size is added; the first is kept, and so is the description.
+    save_shapes(
+        "my-model", tp=4, groups=groups([(3584, 5120)]), block_shape=(128, 128), source="cfg"
+    )
+    assert tp_sizes("my-model") == [2, 4]
+    assert load_shapes("my-model", 4).description == "Mine"
+    assert load_shapes("my-model", 2).pairs() == tuple(SHAPES)
+
+
+def test_save_keeps_moe_lines() -> None:
+    path = save_shapes(
+        "qmoe",
+        tp=2,
+        groups=groups([(1280, 2048)], [(128, 384, 2048, 8), (128, 384, 2048, 8)]),
+        block_shape=(128, 128),
+        source="c",
+        description="d",
+    )
+    save_shapes(
+        "qmoe", tp=1, groups=groups([], [(128, 768, 2048, 8)]), block_shape=(128, 128), source="c1"
+    )
+    assert path.read_text() == (
+        'model = "qmoe"\ndescription = "d"\nblock_shape = [128, 128]\n\n'
+        '[tp.1]\nsource = "c1"\nmoe = [\n    [128, 768, 2048, 8],\n]\n\n'
+        '[tp.2]\nsource = "c"\nshapes = [\n    [1280, 2048],\n]\n'
+        "moe = [\n    [128, 384, 2048, 8],\n]\n"
+    )
+    assert load_shapes("qmoe", 2).of(MOE.name) == (expert_shape(128, 384, 2048, 8),)
+    assert load_shapes("qmoe", 1).pairs() == ()
+    assert find_covering([], (128, 128), None, [(128, 384)]) == [
+        ("qmoe", 2),
+        ("qwen3-30b-a3b-fp8", 2),
+    ]
+    assert find_covering([(1280, 2048)], (128, 128), None, [(128, 768)]) == []
+    with pytest.raises(ValueError, match="shapes must be a non-empty list"):
+        save_shapes("qmoe", tp=4, groups=groups([]), block_shape=(128, 128), source="x")
+
+
+def test_save_refuses() -> None:
+    with pytest.raises(ValueError, match="'tiny' is a packaged model"):
+        save_shapes("tiny", tp=1, groups=groups(SHAPES), block_shape=(128, 128), source="x")
+    with pytest.raises(ValueError, match="'My Model' is not a model key"):
+        save_shapes("My Model", tp=1, groups=groups(SHAPES), block_shape=(128, 128), source="x")
+    save_shapes("m", tp=1, groups=groups(SHAPES), block_shape=(128, 128), source="x")
+    with pytest.raises(ValueError, match=r"block_shape \[128, 128\], the new shapes \[64, 64\]"):
+        save_shapes("m", tp=2, groups=groups(SHAPES), block_shape=(64, 64), source="x")
+
+
+def test_packaged_model_wins_over_a_user_file() -> None:
+    (folder() / "tiny.toml").write_text(
+        'model = "tiny"\nblock_shape = [1, 1]\n[tp.1]\nsource = "x"\nshapes = [[1, 1]]\n'
+    )
+    assert load_shapes("tiny", 1).pairs() == ((256, 384), (576, 256))
+    assert known_models().count("tiny") == 1
+
+
+def test_find_covering() -> None:
+    assert find_covering([(7168, 5120), (8192, 5120)], (128, 128), 2) == [("qwen3.8-27b", 2)]
+    assert find_covering([(7168, 5120)], (128, 128), 4) == []
+    assert find_covering([(7168, 5120)], (64, 64), None) == []
+
+
+GOOD = 'model = "bad-file"\nblock_shape = [128, 128]\n[tp.1]\nsource = "x"\nshapes = [[1, 2]]\n'
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "problem"),
+    [
+        (GOOD, "model = \n", "invalid TOML: Invalid value (at line 1, column 9)"),
+        ('"bad-file"', '"bad"', "model = 'bad' differs from the file name (bad-file.toml)"),
+        ("[tp.1]", "extra = 1\n[tp.1]", "unknown key(s) 'extra'; allowed: model, description"),
+        ("[128, 128]", "[128]", "block_shape = [128] is not [group_n, group_k]"),
+        ('[tp.1]\nsource = "x"\nshapes = [[1, 2]]\n', "", "needs at least one [tp.<size>] table"),
+        ("[tp.1]", "[tp.x]", "[tp.x] is not a TP size in 1..1024"),
+        ('source = "x"\n', "", "TP 1: source must be a non-empty string"),
+        ("[[1, 2]]", '[[1, "2"]]', "TP 1: K = '2' is not an integer"),
+        ("[[1, 2]]", f"[[1, {10**30}]]", "TP 1: K is larger than 999999999"),
+        ("[[1, 2]]\n", "[[1, 2]]\noops = 3\n", "TP 1: unknown key(s) 'oops'; allowed: source"),
+    ],
+)
+def test_malformed_user_file_is_one_line(old: str, new: str, problem: str) -> None:
+    path = folder() / "bad-file.toml"
+    path.write_text(GOOD.replace(old, new))
+    with pytest.raises(ShapesFileError) as raised:
+        load_shapes("bad-file", 1)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}")
+    assert problem in message
+
+
+def test_binary_user_file() -> None:
+    (folder() / "bin.toml").write_bytes(b"\xff\xfe\x00\x00")
+    with pytest.raises(ShapesFileError, match=r"bin\.toml: not UTF-8 text"):
+        load_shapes("bin")
+
+
+def test_unknown_model_lists_user_models_too() -> None:
+    save_shapes("zeta", tp=1, groups=groups(SHAPES), block_shape=(128, 128), source="x")
+    with pytest.raises(
+        UnknownModelError,
+        match="known: deepseek-v3, qwen3-30b-a3b-fp8, qwen3.8-27b, tiny, tiny-moe, zeta",
+    ):
+        load_shapes("nope")
+    with pytest.raises(UnknownModelError):
+        load_shapes("../etc/passwd")
+
+
+def test_suggest_model_key() -> None:
+    assert suggest_model_key("Qwen/Qwen3.8-27B-FP8") == "qwen3.8-27b-fp8"
+    assert suggest_model_key("/models/My Model/") == "my-model"
+    assert suggest_model_key("///") == "model"
+
+
+def test_the_model_type_vllms_selection_reads_is_kept_and_checked() -> None:
+    """A shapes file may name the model's Hugging Face model type (vLLM's DeepGEMM check reads
+    it): the packaged DeepSeek-V3 and Qwen3-30B-A3B files do, saved files keep it."""
+    assert load_shapes("deepseek-v3", 8).model_type == "deepseek_v3"
+    assert load_shapes("qwen3-30b-a3b-fp8", 1).model_type == "qwen3_moe"
+    assert load_shapes("tiny").model_type is None
+    path = save_shapes(
+        "typed",
+        tp=1,
+        groups=groups(SHAPES),
+        block_shape=(128, 128),
+        source="s",
+        model_type="qwen3_5_text",
+    )
+    assert 'model_type = "qwen3_5_text"\n' in path.read_text()
+    save_shapes("typed", tp=2, groups=groups(SHAPES), block_shape=(128, 128), source="s")
+    assert load_shapes("typed", 2).model_type == "qwen3_5_text"  # kept from the file
+    (folder() / "badtype.toml").write_text(
+        'model = "badtype"\nblock_shape = [128, 128]\nmodel_type = "Qwen 3"\n\n'
+        '[tp.1]\nsource = "s"\nshapes = [[128, 128]]\n'
+    )
+    with pytest.raises(ShapesFileError) as bad:
+        load_shapes("badtype")
+    assert str(bad.value) == (
+        f"{folder() / 'badtype.toml'}: model_type = 'Qwen 3' is not a "
+        'Hugging Face model type such as "deepseek_v3"'
+    )
 
 
 def test_known_models():
