@@ -12,7 +12,13 @@ from db.files import list_imports
 from db.views import device_ceilings, list_device_names
 from tuner.cli.engines import EngineVersionOpt, clamp_lines
 from tuner.cli.errors import fail
-from tuner.cli.options import DbOpt, DeviceOpt, EngineName, KernelChoice, TrialsKernelOpt
+from tuner.cli.options import (
+    DbOpt,
+    DeviceOpt,
+    EngineName,
+    KernelChoice,
+    TrialsKernelOpt,
+)
 from tuner.cli.output import console, out_folder, plain
 from tuner.cli.store import device_in_store, open_db, store_files
 from tuner.cli.tables import Column, print_table
@@ -86,6 +92,16 @@ def export(
     sglang = engine_name == EngineName.sglang
     if sglang:
         typer.echo(f"note: {SGLANG_NOTE}", err=True)
+    _write(result, out)
+    if sglang:
+        files = [(f.file_name, f.merged.configs) for f in result.files]
+        for line in clamp_lines(device_name, engine_version, files):
+            typer.echo(f"warning: {line}", err=True)
+    _say_left_out(result, device_name, read.stale_skips)
+
+
+def _write(result: DeviceFiles, out: Path) -> None:
+    """Write the files into `out` at once; one line per file with its M, then its notes."""
     try:
         paths = write_files_atomically(result.files, out)
     except OSError as exc:
@@ -94,11 +110,6 @@ def export(
         plain(f"wrote {path}  (M = {','.join(map(str, file.merged.configs))})")
         for line in [*file.merged.notes, *file.merged.warnings]:
             plain(f"    {line}")
-    if sglang:
-        files = [(f.file_name, f.merged.configs) for f in result.files]
-        for line in clamp_lines(device_name, engine_version, files):
-            typer.echo(f"warning: {line}", err=True)
-    _say_left_out(result, device_name, read.stale_skips)
 
 
 def _say_left_out(result: DeviceFiles, device_name: str, stale_skips: int) -> None:

@@ -17,7 +17,7 @@ from sqlalchemy import Engine
 from db.connection import session_scope
 from db.files import record_import
 from db.views import device_environments, known_device_names
-from tuner.cli.engines import clamp_lines
+from tuner.cli.engines import EngineVersionOpt, clamp_lines
 from tuner.cli.errors import fail
 from tuner.cli.options import DbOpt
 from tuner.cli.output import plain
@@ -222,14 +222,6 @@ CheckOpt = Annotated[
         help="Compile each distinct config for the device's architecture (its trials' compute "
         "capability, else a table of known GPUs; no GPU needed) and leave out entries that "
         "cannot launch there."
-    ),
-]
-EngineVersionOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--engine-version",
-        help="SGLang's release, for the files in its spelling (block_shape=[128, 128]): which "
-        "entries it rewrites on read [default: 0.5.23].",
     ),
 ]
 

@@ -79,33 +79,37 @@ def releases_of(server: str, device: str, hint: str = "") -> list[dict]:
         raise fail(str(exc), 1) from None
 
 
+ServerOpt = Annotated[
+    str, typer.Option("--server", help="The tuner service's URL, e.g. http://tuner:8000.")
+]
+OutOpt = Annotated[
+    Path,
+    typer.Option(
+        help="The folder to fill; files of the previous pull that the release no longer has "
+        "are removed."
+    ),
+]
+ReleaseOpt = Annotated[
+    int | None, typer.Option("--release", min=1, help="The release to pull [default: the newest].")
+]
+StrictOpt = Annotated[
+    bool,
+    typer.Option(
+        "--strict",
+        help="Exit 1 (writing nothing) when the Triton or vLLM here differs from the release's.",
+    ),
+]
+
+
 def pull(
-    server: Annotated[
-        str, typer.Option("--server", help="The tuner service's URL, e.g. http://tuner:8000.")
-    ],
+    server: ServerOpt,
     device: Annotated[
         str, typer.Option(help="The device, as the service names it (aliases such as L20 work).")
     ],
-    out: Annotated[
-        Path,
-        typer.Option(
-            help="The folder to fill; files of the previous pull that the release no longer "
-            "has are removed."
-        ),
-    ],
-    release: Annotated[
-        int | None,
-        typer.Option("--release", min=1, help="The release to pull [default: the newest]."),
-    ] = None,
+    out: OutOpt,
+    release: ReleaseOpt = None,
     engine_name: EngineOpt = EngineName.vllm,
-    strict: Annotated[
-        bool,
-        typer.Option(
-            "--strict",
-            help="Exit 1 (writing nothing) when the Triton or vLLM here differs from the "
-            "release's.",
-        ),
-    ] = False,
+    strict: StrictOpt = False,
 ) -> None:
     """Download a published release of a device's config files into a folder.
 
@@ -122,15 +126,7 @@ def pull(
     """
     out_folder(out)
     base, engine = server_url(server), engine_name.value
-    try:
-        chosen = choose_release(releases_of(base, device), device, release)
-    except PullError as exc:
-        raise fail(str(exc), 1) from None
-    mismatch = version_mismatch(chosen, triton=_installed("triton"), vllm=vllm_version())
-    if mismatch is not None and strict:
-        raise fail(mismatch.removeprefix("warning: ") + "; --strict: nothing written", 1)
-    if mismatch is not None:
-        typer.echo(mismatch, err=True)
+    chosen = _chosen(base, device, release, strict)
     name, number = chosen["device_name"], chosen["number"]
     if holds(out, chosen, engine):
         plain(f"{out} already holds {name} release {number}; nothing to do")
@@ -147,6 +143,21 @@ def pull(
         # Whether vLLM reads the files on the device the release was tuned on.
         for line in device_advice(str(name), release_capabilities(chosen)).lines():
             plain(line)
+
+
+def _chosen(base: str, device: str, release: int | None, strict: bool) -> Mapping[str, Any]:
+    """The release to pull, after one warning line when the Triton or vLLM here differs from
+    the release's (`strict`: exit 1 instead)."""
+    try:
+        chosen = choose_release(releases_of(base, device), device, release)
+    except PullError as exc:
+        raise fail(str(exc), 1) from None
+    mismatch = version_mismatch(chosen, triton=_installed("triton"), vllm=vllm_version())
+    if mismatch is not None and strict:
+        raise fail(mismatch.removeprefix("warning: ") + "; --strict: nothing written", 1)
+    if mismatch is not None:
+        typer.echo(mismatch, err=True)
+    return chosen
 
 
 def _download(base: str, chosen: Mapping[str, Any], engine: str) -> dict[str, bytes]:

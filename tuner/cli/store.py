@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import typer
-from sqlalchemy import Engine, inspect, make_url
+from sqlalchemy import URL, Engine, inspect, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
 from db.connection import (
@@ -91,8 +91,14 @@ def store_url(db: str | None, *, driver: bool = True) -> str:
             f"{_DB} {name}: the store is SQLite or PostgreSQL, not {parsed.drivername!r}: "
             f"use {STORE_URL_FORMS}"
         )
-    if not driver:
-        return url
+    if driver:
+        _check_driver(parsed, name)
+    return url
+
+
+def _check_driver(parsed: URL, name: str) -> None:
+    """Refuse in one line, with the fix, a URL whose dialect or DBAPI driver cannot load here
+    (what `create_engine` would raise as a traceback)."""
     try:
         dialect = parsed.get_dialect()
     except NoSuchModuleError:
@@ -118,7 +124,6 @@ def store_url(db: str | None, *, driver: bool = True) -> str:
         raise fail(
             f"{_DB} {name} needs the {missing} driver, which is not installed: {fix}"
         ) from None
-    return url
 
 
 def sqlite_missing(url: str) -> bool:
