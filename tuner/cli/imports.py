@@ -4,7 +4,6 @@ as a labelled source per device and shape, leaving out entries that cannot launc
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import os
 from dataclasses import dataclass, field
@@ -31,10 +30,11 @@ from tuner.measure.compile import compile_pool
 from tuner.measure.launch_check import check_entries, device_arch
 
 
-@dataclass(frozen=True)
+@dataclass
 class Planned:
     """A file to store: where it was read, what it holds, the device it is stored for, and its
-    launch check (the architecture checked for, None: not checked; M -> why it cannot launch)."""
+    launch check, set by `_check_plan` (the architecture checked for, None: not checked; M ->
+    why its entry cannot launch)."""
 
     path: Path
     item: ParsedFile
@@ -98,20 +98,15 @@ def _plan(
             )
         kept, dropped = (here, other) if unread == other.path.name else (other, here)
         planned[key] = kept
-        skipped.append(
-            (
-                dropped.path,
-                f"vLLM never reads this name (SGLang's spelling); imported {kept.path.name}, "
-                "the name vLLM reads",
-            )
-        )
+        why = f"vLLM never reads this name (SGLang's spelling); imported {kept.path.name}"
+        skipped.append((dropped.path, f"{why}, the name vLLM reads"))
     return list(planned.values()), skipped
 
 
-def _check_plan(plan: Planned, arch: int, pool, lines: list[str]) -> tuple[Planned, int]:
-    """One file's entries compiled for `arch`: the file with its verdict and the distinct
-    configs compiled, a line for each entry left out or unchecked (the file unchanged and 0
-    when compiling failed)."""
+def _check_plan(plan: Planned, arch: int, pool, lines: list[str]) -> int:
+    """Compile one file's entries for `arch` and record the verdict in `plan`; a line for each
+    entry left out or unchecked. Returns the distinct configs compiled (0 when compiling
+    failed: the file stays unchecked)."""
     item = plan.item
     try:
         verdict = check_entries(
@@ -126,53 +121,46 @@ def _check_plan(plan: Planned, arch: int, pool, lines: list[str]) -> tuple[Plann
             params=item.name.params,
         )
     except Exception as exc:  # noqa: BLE001 - a broken compiler leaves the file unchecked
-        lines.append(
-            f"not checked {plan.path.name}: compiling failed: {' '.join(str(exc).split())[:200]}"
-        )
-        return plan, 0
-    name = plan.path.name
+        why = " ".join(str(exc).split())[:200]
+        lines.append(f"not checked {plan.path.name}: compiling failed: {why}")
+        return 0
+    plan.arch, plan.cannot_launch = arch, verdict.cannot_launch
     lines += [
-        f"left out {name} M={M}: {reason}; vLLM would fail with OutOfResources there"
+        f"left out {plan.path.name} M={M}: {reason}; vLLM would fail with OutOfResources there"
         for M, reason in verdict.cannot_launch.items()
     ]
-    lines += [f"not checked {name} M={M}: {why}" for M, why in verdict.unchecked.items()]
-    return dataclasses.replace(
-        plan, arch=arch, cannot_launch=verdict.cannot_launch
-    ), verdict.configs
+    lines += [f"not checked {plan.path.name} M={M}: {why}" for M, why in verdict.unchecked.items()]
+    return verdict.configs
 
 
-def _check_device(
-    target: str, plans: list[Planned], capabilities: list[str], pool, lines: list[str]
-) -> list[Planned]:
-    """A device's files compiled for its architecture (from its trials' compute capability,
-    else the table of known GPUs), with a line saying what was checked."""
+def _check_device(target: str, plans: list[Planned], capabilities, pool, lines) -> None:
+    """Check a device's files for its architecture (from its trials' compute capability, else
+    the table of known GPUs), with a line saying what was checked."""
     found = device_arch(target, capabilities)
     if found is None:
         lines.append(
             f"not checked: {target} has no trials in the store and is not a known GPU "
             f"({', '.join(KNOWN_GPUS)}); its entries were imported unchecked"
         )
-        return plans
-    if found.shared_bytes is None:
+    elif found.shared_bytes is None:
         lines.append(
             f"not checked: no shared-memory limit known for sm{found.arch} "
             f"({found.source}); the entries of {target} were imported unchecked"
         )
-        return plans
-    checked = [_check_plan(plan, found.arch, pool, lines) for plan in plans]
-    left_out = sum(len(plan.cannot_launch) for plan, _ in checked)
-    lines.append(
-        f"checked the entries for {target} on sm{found.arch} ({found.source}; "
-        f"{found.shared_bytes} bytes of shared memory per block): "
-        f"{sum(n for _, n in checked)} distinct config(s) compiled, {entries_left_out(left_out)}"
-    )
-    return [plan for plan, _ in checked]
+    else:
+        configs = sum(_check_plan(plan, found.arch, pool, lines) for plan in plans)
+        left_out = entries_left_out(sum(len(plan.cannot_launch) for plan in plans))
+        lines.append(
+            f"checked the entries for {target} on sm{found.arch} ({found.source}; "
+            f"{found.shared_bytes} bytes of shared memory per block): {configs} distinct "
+            f"config(s) compiled, {left_out}"
+        )
 
 
-def _launch_checks(planned: list[Planned], store: Engine) -> tuple[list[Planned], list[str]]:
-    """The files with their launch checks, and the lines to print."""
+def _launch_checks(planned: list[Planned], store: Engine) -> list[str]:
+    """Check every file's entries (`_check_device` per device); the lines to print."""
     if importlib.util.find_spec("triton.backends.nvidia") is None:
-        return planned, [
+        return [
             "not checked: this Triton has no NVIDIA backend to compile with; "
             "the entries were imported unchecked"
         ]
@@ -184,15 +172,14 @@ def _launch_checks(planned: list[Planned], store: Engine) -> tuple[list[Planned]
             target: [e.compute_capability for e in device_environments(session, device_name=target)]
             for target in by_target
         }
-    checked, lines = [], []
+    lines: list[str] = []
     pool = compile_pool(min(4, max(1, (os.cpu_count() or 2) - 1)))
     try:
         for target, plans in by_target.items():
-            checked += _check_device(target, plans, capabilities[target], pool, lines)
+            _check_device(target, plans, capabilities[target], pool, lines)
     finally:
         pool.shutdown(cancel_futures=True)
-    by_path = {plan.path: plan for plan in checked}
-    return [by_path[plan.path] for plan in planned], lines
+    return lines
 
 
 FilesArg = Annotated[
@@ -260,7 +247,7 @@ def import_files(
     with session_scope(store) as session:
         planned, unread = _plan(parsed, device, known_device_names(session))
     if check:
-        planned, check_lines = _launch_checks(planned, store)
+        check_lines = _launch_checks(planned, store)
     else:
         check_lines = [
             "not checked: --no-check; the entries were imported without compiling them for "
