@@ -7,8 +7,8 @@ reason); fused-MoE files kept with their E; AMD keys and device names with paren
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from fastapi.testclient import TestClient
@@ -288,45 +288,23 @@ def test_an_moe_file_is_imported_with_its_e_once_checked_without_top_k_and_expor
     assert (tmp_path / "out" / name).read_bytes() == data
 
 
-@dataclass
-class MoeWinner:
-    """A measured winner of the MoE shape E=4, N=64, K=128, top_k=2 (`db.views.WinnerRow`)."""
-
-    M: int
-    config: dict[str, int]
-    latency_us: float = 1.0
-    default_latency_us: float | None = 10.0
-    is_default: bool = False
-    device_name: str = "NVIDIA_L20"
-    N: int = 64
-    K: int = 128
-    block_shape: tuple[int, int] = (128, 128)
-    spread_us: float | None = None
-    decided: bool = False
-    family: str = "moe"
-    shape_params: str = "E=4,top_k=2"
-
-
-@dataclass
-class Imported:
-    configs: dict[int, dict[str, int]]
-    labels: dict[int, str]
-
-
 def test_an_imported_moe_file_fills_the_swept_file_of_its_name_only() -> None:
     swept = FamilyShape("moe", expert_shape(4, 64, 128, 2))
     e4, e8 = (FamilyShape("moe", Shape(64, 0, (128, 128), (("E", e),))) for e in (4, 8))
     dense = dense_key(64, 128, (128, 128))
     imported = {
-        e4: Imported({1: SLOW, 3: SLOW}, {1: "vllm", 3: "vllm"}),
-        e8: Imported({1: FAST}, {1: "vllm"}),
-        dense: Imported({1: DEFAULT}, {1: "vllm"}),
+        key: SimpleNamespace(configs=configs, labels=dict.fromkeys(configs, "vllm"))
+        for key, configs in ((e4, {1: SLOW, 3: SLOW}), (e8, {1: FAST}), (dense, {1: DEFAULT}))
     }
+    # A measured winner of the MoE shape E=4, N=64, K=128, top_k=2 (`db.views.WinnerRow`).
+    fields = dict(M=3, config=FAST, latency_us=1.0, default_latency_us=10.0, is_default=False)
+    fields |= dict(device_name="NVIDIA_L20", N=64, K=128, block_shape=(128, 128))
+    winner = SimpleNamespace(
+        **fields, spread_us=None, decided=False, family="moe", shape_params="E=4,top_k=2"
+    )
     targets = import_targets([swept], imported, "NVIDIA_L20")
     assert targets == {swept: imported[e4], e8: imported[e8], dense: imported[dense]}
-    files = build_device_files(
-        [MoeWinner(3, FAST)], [], imported=imported, device_name="NVIDIA_L20"
-    )
+    files = build_device_files([winner], [], imported=imported, device_name="NVIDIA_L20")
     assert files.skipped == []
     assert {f.file_name: (f.key, f.merged.configs) for f in files.files} == {
         # The measured winner at M=3 beats the import; M=1 comes from the E=4 file only.
