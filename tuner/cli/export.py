@@ -168,7 +168,8 @@ def _winner_cells(row, *, kernels: bool, ceilings) -> list[str]:
     cells += [str(row.N), str(row.K), str(row.M), KernelConfig.from_dict(row.config).short()]
     cells += [f"{row.latency_us:.1f}", _cell(default_us, ".1f")]
     cells += ["-" if speedup is None else f"{speedup:.2f}x", _cell(row.spread_us, ".2f")]
-    cells += [_rate(figures and figures.gbps, 1), _rate(figures and figures.tflops, 2)]
+    cells += [_rate(figures.gbps if figures else None, 1)]
+    cells += [_rate(figures.tflops if figures else None, 2)]
     if ceilings:
         ratios = (figures.copy_ratio, figures.fp8_mm_ratio) if figures else (None, None)
         cells += [_cell(None if r is None else 100 * r, ".1f") for r in ratios]

@@ -122,8 +122,8 @@ def _print_other_families(scan: LogScan) -> None:
             _table((*line.key_names, "block_shape"), rows)
             missing = scan.files.get(family.name, ())
             for folder in sorted({m.path.rsplit("/", 1)[0] for m in missing if "/" in m.path}):
-                rows = family_rows("vllm", family.name)  # the newest release's row
-                env = rows[-1].env if rows else None
+                folders = family_rows("vllm", family.name)  # the newest release's row last
+                env = folders[-1].env if folders else None
                 plain(f"vLLM looks for them in {f'${env}, then ' if env else ''}{folder}/")
         for name in scan.out_of_scope.get(family.name, ()):
             plain(f"out of scope: {name} ({line.out_of_scope_why})")

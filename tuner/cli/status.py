@@ -28,7 +28,7 @@ def status(
     with session_scope(store) as session:
         sweeps = list_sweeps(session)
         known = sweep in {s.sweep_id for s in sweeps}
-        tasks = sweep_tasks(session, sweep_id=sweep) if known else []
+        tasks = sweep_tasks(session, sweep_id=sweep) if sweep is not None and known else []
     if sweep is not None and not known:
         listed = ", ".join(str(s.sweep_id) for s in sweeps) or "none"
         raise fail(f"no sweep with id {sweep}; sweeps: {listed}")

@@ -163,7 +163,9 @@ def _read_only_or_refused(url: str, read_only: bool) -> str:
     """The URL to open: the read-only URL of a SQLite store this process cannot write (one
     note line), the URL itself otherwise; one error line where the command must write."""
     path = _sqlite_file(url)
-    ro_url = read_only_url(path) if path is not None and path.exists() else None
+    if path is None or not path.exists():
+        return url
+    ro_url = read_only_url(path)
     if ro_url is None:
         return url
     what = "its folder" if os.access(path, os.W_OK) else "the file"

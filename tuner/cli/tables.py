@@ -93,8 +93,12 @@ def print_table(
         title=title, caption=caption, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False
     )
     for column, width in zip(shown, _widths(shown, cells, console.width), strict=True):
-        justify = "left" if column.text else "right"
-        table.add_column(column.header, overflow="fold", justify=justify, width=width)
+        table.add_column(
+            column.header,
+            overflow="fold",
+            justify="left" if column.text else "right",
+            width=width,
+        )
     for row in cells:
         table.add_row(*row)
     console.print(table)
