@@ -1,20 +1,33 @@
-"""`tuner import` of a folder laid out like vLLM's configs folder: config files imported, the
-rest skipped with one line each, and of one file in two spellings the one vLLM reads."""
+"""`tuner import`: a folder laid out like vLLM's configs folder (config files imported, the rest
+skipped with one line each, of one file in two spellings the one vLLM reads); bad files store
+nothing; the launch check (entries compiled for the device's architecture, from its trials,
+else the table of known GPUs; those that cannot launch left out of every merge with the
+reason); fused-MoE files kept with their E; AMD keys and device names with parentheses kept."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
+from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
-from tests.storefill import FAST, SLOW, row_counts
+from api.app import create_app
+from api.settings import Settings
+from db.connection import open_store, session_scope
+from db.files import list_imports
+from tests.storefill import DEFAULT, FAST, SLOW, fill, row_counts
 from tuner.cli.app import app
 from tuner.files.format import dump_config_file
 from tuner.files.imports import never_read_by_vllm
+from tuner.files.merge import build_device_files, dense_key, import_targets
 from tuner.kernels.dense.naming import config_file_name, engine_file_name
+from tuner.kernels.moe.family import MOE, expert_shape
+from tuner.kernels.shape import FamilyShape, Shape
+from tuner.measure.launch_check import KNOWN_GPUS, device_arch, gpu_model
 
-runner = CliRunner()
 VLLM_NAME = config_file_name(576, 7168, "NVIDIA_L20")
 SGLANG_NAME = engine_file_name(VLLM_NAME, "sglang")
 OTHER_NAME = config_file_name(1536, 7168, "NVIDIA_L20")
@@ -22,24 +35,25 @@ INT8_NAME = config_file_name(576, 7168, "NVIDIA_L20", dtype="int8_w8a8")
 MOE_NAME = "E=256,N=256,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
 # A fused-MoE file without block scales (bf16 weights): no registered family reads it.
 UNQUANTIZED_MOE_NAME = "E=8,N=14336,device_name=NVIDIA_L20.json"
+# Tuned on sm90: 128x256x128 tiles, 4 stages, about 145 KiB of shared memory (too much on sm89).
+HOPPER = {**FAST, "BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "num_warps": 8, "num_stages": 4}
+REASON = (
+    "config 128x256x128 g1 w8 s4 needs 148480 bytes of shared memory; NVIDIA_L20 (sm89) "
+    "has 101376 per block"
+)
 
 
 def invoke(*args: str):
-    """`tuner import ... --no-check`: these tests are about which files are read (the launch
-    check is tests/cli/test_cli_import_check.py's)."""
-    return runner.invoke(app, [*args, "--no-check"])
+    return CliRunner().invoke(app, [str(arg) for arg in args])
 
 
-def stored(db: str) -> list[tuple[str, str, dict]]:
-    from db import repo
-    from db.connection import open_store, session_scope
-
+def stored(db: str, *fields: str) -> list[tuple]:
+    """The imports' `fields` (`db.files.ImportInfo`), in the store's order (by N, K)."""
     engine = open_store(db)
-    try:
-        with session_scope(engine) as session:
-            return [(i.device_name, i.file_name, i.configs) for i in repo.list_imports(session)]
-    finally:
-        engine.dispose()
+    with session_scope(engine) as session:
+        found = [tuple(getattr(i, f) for f in fields) for i in list_imports(session)]
+    engine.dispose()
+    return found
 
 
 def vllm_folder(root: Path) -> Path:
@@ -47,12 +61,10 @@ def vllm_folder(root: Path) -> Path:
     what else such a folder holds."""
     folder = root / "configs"
     (folder / "sub").mkdir(parents=True)
-    (folder / VLLM_NAME).write_text(dump_config_file({1: FAST}))
-    (folder / SGLANG_NAME).write_text(dump_config_file({1: SLOW}))
-    (folder / OTHER_NAME).write_text(dump_config_file({16: SLOW}))
-    (folder / INT8_NAME).write_text(dump_config_file({1: FAST}))
-    (folder / MOE_NAME).write_text(dump_config_file({1: SLOW, 64: FAST}))
-    (folder / UNQUANTIZED_MOE_NAME).write_text(dump_config_file({1: FAST}))
+    files = {VLLM_NAME: {1: FAST}, SGLANG_NAME: {1: SLOW}, OTHER_NAME: {16: SLOW}}
+    files |= {INT8_NAME: {1: FAST}, MOE_NAME: {1: SLOW, 64: FAST}, UNQUANTIZED_MOE_NAME: {1: FAST}}
+    for name, configs in files.items():
+        (folder / name).write_text(dump_config_file(configs))
     (folder / "README").write_text("Configs of the block-scaled GEMM.\n")
     (folder / "__init__.py").write_text("")
     return folder
@@ -68,15 +80,15 @@ def test_never_read_by_vllm() -> None:
 
 def test_folder_imports_what_vllm_reads_and_says_what_it_skipped(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
-    result = invoke("import", str(vllm_folder(tmp_path)), "--label", "vllm-0.33.0", "--db", db)
-    assert result.exit_code == 0, result.output
+    result = invoke(
+        "import", vllm_folder(tmp_path), "--label", "vllm-0.33.0", "--db", db, "--no-check"
+    )
     lines = result.stdout.strip().splitlines()
     # The fused-MoE block-FP8 file is imported as its family's (by name: E=... first).
     assert [line.split(":", 1)[0] for line in lines[:3]] == [
-        f"imported {MOE_NAME} for NVIDIA_L20 as 'vllm-0.33.0'",
-        f"imported {OTHER_NAME} for NVIDIA_L20 as 'vllm-0.33.0'",
-        f"imported {VLLM_NAME} for NVIDIA_L20 as 'vllm-0.33.0'",
-    ]
+        f"imported {name} for NVIDIA_L20 as 'vllm-0.33.0'"
+        for name in (MOE_NAME, OTHER_NAME, VLLM_NAME)
+    ], result.output
     assert lines[-1].startswith("published NVIDIA_L20 release 1: 3 file(s), content ")
     assert lines[3:-1] == [
         "not checked: --no-check; the entries were imported without compiling them for their "
@@ -90,99 +102,243 @@ def test_folder_imports_what_vllm_reads_and_says_what_it_skipped(tmp_path: Path)
         "skipped sub: a folder (folders inside the folder are not read)",
     ]
     # The vLLM spelling's entries are stored (FAST at M=1), not the SGLang file's (SLOW).
-    assert stored(db) == [
-        ("NVIDIA_L20", MOE_NAME, {1: SLOW, 64: FAST}),
-        ("NVIDIA_L20", VLLM_NAME, {1: FAST}),
-        ("NVIDIA_L20", OTHER_NAME, {16: SLOW}),
-    ]  # by N, K (a fused-MoE name has no K: 0)
+    assert stored(db, "file_name", "configs") == [
+        (MOE_NAME, {1: SLOW, 64: FAST}),
+        (VLLM_NAME, {1: FAST}),
+        (OTHER_NAME, {16: SLOW}),
+    ]  # by N (a fused-MoE name has no K: 0)
 
 
-def test_the_two_spellings_as_files_keep_the_vllm_one(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("names", "kept"),
+    [
+        ((SGLANG_NAME, VLLM_NAME), (VLLM_NAME, {1: FAST})),
+        ((SGLANG_NAME,), (SGLANG_NAME, {1: SLOW})),
+    ],
+)
+def test_of_two_spellings_the_vllm_one_is_kept_and_a_lone_sglang_one_imported(
+    tmp_path, names, kept
+):
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     folder = vllm_folder(tmp_path)
-    result = invoke("import", str(folder / SGLANG_NAME), str(folder / VLLM_NAME), "--db", db)
+    result = invoke("import", *(folder / name for name in names), "--db", db, "--no-check")
     assert result.exit_code == 0, result.output
-    assert result.stdout.strip().splitlines()[2] == (
-        f"skipped {SGLANG_NAME}: vLLM never reads this name (SGLang's spelling); imported "
-        f"{VLLM_NAME}, the name vLLM reads"
-    )
-    assert stored(db) == [("NVIDIA_L20", VLLM_NAME, {1: FAST})]
+    assert stored(db, "file_name", "configs") == [kept]
 
 
-def test_a_lone_sglang_spelling_is_imported_as_before(tmp_path: Path) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
-    path = tmp_path / SGLANG_NAME
-    path.write_text(dump_config_file({1: SLOW}))
-    result = invoke("import", str(path), "--db", db)
-    assert result.exit_code == 0, result.output
-    assert stored(db) == [("NVIDIA_L20", SGLANG_NAME, {1: SLOW})]
-
-
-def test_a_bad_config_file_in_the_folder_still_stores_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mistake", ["bad entry", "empty folder", "two files for one shape"])
+def test_a_bad_input_is_one_line_and_stores_nothing(tmp_path: Path, mistake: str) -> None:
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     folder = vllm_folder(tmp_path)
-    (folder / OTHER_NAME).write_text('{"16": {"BLOCK_SIZE_M": "16"}}')
-    result = invoke("import", str(folder), "--db", db)
-    assert result.exit_code == 2, result.output
-    assert result.stderr.strip().splitlines() == [
-        f"error: {folder / OTHER_NAME}: M=16: missing key(s) BLOCK_SIZE_N, BLOCK_SIZE_K, "
-        "GROUP_SIZE_M, num_warps, num_stages"
-    ]
-    assert row_counts(db)["imports"] == 0
-
-
-def test_a_folder_without_config_files_is_one_line(tmp_path: Path) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
-    (tmp_path / "empty").mkdir()
-    (tmp_path / "empty" / "README").write_text("nothing\n")
-    result = invoke("import", str(tmp_path / "empty"), "--db", db)
-    assert result.exit_code == 2
-    assert result.stderr.strip().splitlines() == [
-        f"error: {tmp_path / 'empty'}: no fp8_w8a8 config files in this folder (names like "
-        "N=...,K=...,device_name=...,dtype=fp8_w8a8,block_shape=[128,128].json)"
-    ]
-
-
-def test_two_different_files_for_one_shape_are_still_refused(tmp_path: Path) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
-    first, second = tmp_path / "a" / VLLM_NAME, tmp_path / "b" / VLLM_NAME
-    for path, entry in ((first, FAST), (second, SLOW)):
-        path.parent.mkdir()
-        path.write_text(dump_config_file({1: entry}))
-    result = invoke("import", str(first), str(second), "--db", db)
-    assert result.exit_code == 2
-    assert result.stderr.strip().splitlines() == [
-        f"error: {second}: same device and shape as {first}; import one per shape and label"
-    ]
-    assert row_counts(db)["imports"] == 0
+    if mistake == "bad entry":
+        (folder / OTHER_NAME).write_text('{"16": {"BLOCK_SIZE_M": "16"}}')
+        paths, line = (
+            [folder],
+            (
+                f"{folder / OTHER_NAME}: M=16: missing key(s) BLOCK_SIZE_N, BLOCK_SIZE_K, "
+                "GROUP_SIZE_M, num_warps, num_stages"
+            ),
+        )
+    elif mistake == "empty folder":
+        (tmp_path / "empty").mkdir()
+        (tmp_path / "empty" / "README").write_text("nothing\n")
+        paths, line = (
+            [tmp_path / "empty"],
+            (
+                f"{tmp_path / 'empty'}: no fp8_w8a8 config files in this folder (names like "
+                "N=...,K=...,device_name=...,dtype=fp8_w8a8,block_shape=[128,128].json)"
+            ),
+        )
+    else:
+        (tmp_path / "b").mkdir()
+        (tmp_path / "b" / VLLM_NAME).write_text(dump_config_file({1: SLOW}))
+        paths = [folder / VLLM_NAME, tmp_path / "b" / VLLM_NAME]
+        line = f"{paths[1]}: same device and shape as {paths[0]}; import one per shape and label"
+    result = invoke("import", *paths, "--db", db, "--no-check")
+    assert (result.exit_code, result.stderr.splitlines()) == (2, [f"error: {line}"])
+    assert not (tmp_path / "tuner.db").exists() or row_counts(db)["imports"] == 0
 
 
 def test_import_flags_entries_sglang_rewrites_and_follows_the_files_key_order(
     tmp_path: Path,
 ) -> None:
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
-    amd = engine_file_name(config_file_name(576, 7168, "AMD_Instinct_MI300X"), "sglang")
+    amd = tmp_path / engine_file_name(config_file_name(576, 7168, "AMD_Instinct_MI300X"), "sglang")
     # Hand-written, keys descending: vLLM's min() keeps 5120 at the M=4096 tie.
-    (tmp_path / amd).write_text(
+    amd.write_text(
         json.dumps({"5120": {**FAST, "BLOCK_SIZE_K": 64}, "3072": {**FAST, "BLOCK_SIZE_K": 32}})
     )
     nvidia = tmp_path / SGLANG_NAME  # 64 divides 128: SGLang on CUDA keeps it
     nvidia.write_text(dump_config_file({1: {**FAST, "BLOCK_SIZE_K": 64}}))
-    result = invoke("import", str(tmp_path / amd), str(nvidia), "--db", db, "--no-publish")
-    assert result.exit_code == 0, result.output
+    result = invoke("import", amd, nvidia, "--db", db, "--no-publish", "--no-check")
     lines = result.stdout.strip().splitlines()
     assert lines[0] == (
-        f"imported {amd} for AMD_Instinct_MI300X as 'imported': 1 of vLLM's 18 M values: 3072; "
-        "missing 1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 4096; "
-        "other keys 5120; M=1 runs the M=3072 entry; M=4096 runs the M=5120 entry"
-    )
-    assert lines[-1] == (
-        f"warning: SGLang 0.5.23 rewrites {amd} as it reads it: BLOCK_SIZE_K raised to 128 at "
-        "M=5120 (BLOCK_SIZE_K 64), M=3072 (BLOCK_SIZE_K 32); it runs those entries, not the "
-        "file's"
-    )
-    assert sum(line.startswith("warning:") for line in lines) == 1
+        f"imported {amd.name} for AMD_Instinct_MI300X as 'imported': 1 of vLLM's 18 M values: "
+        "3072; missing 1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, "
+        "4096; other keys 5120; M=1 runs the M=3072 entry; M=4096 runs the M=5120 entry"
+    ), result.output
+    assert [line for line in lines if line.startswith("warning:")] == [
+        f"warning: SGLang 0.5.23 rewrites {amd.name} as it reads it: BLOCK_SIZE_K raised to 128 "
+        "at M=5120 (BLOCK_SIZE_K 64), M=3072 (BLOCK_SIZE_K 32); it runs those entries, not "
+        "the file's"
+    ]
     older = invoke(
-        "import", str(tmp_path / amd), "--db", db, "--no-publish", "--engine-version", "0.5.11"
+        "import", amd, "--db", db, "--no-publish", "--no-check", "--engine-version", "0.5.11"
     )
     assert older.exit_code == 0 and "warning" not in older.stdout  # 0.5.11 rewrites nothing
+
+
+def test_gpu_models_and_architectures() -> None:
+    names = ["NVIDIA_H100_80GB_HBM3", "NVIDIA_A100-SXM4-80GB", "NVIDIA_GeForce_RTX_4090"]
+    names += ["NVIDIA_L40S", "AMD_Instinct_MI300X"]
+    assert [gpu_model(n) for n in names] == ["H100", "A100", "RTX_4090", "L40S", "AMD"]
+    found = {name: device_arch(name, []) for name in ("NVIDIA_L20", "NVIDIA_H20", names[1])}
+    assert [(f.arch, f.shared_bytes) for f in found.values()] == [
+        (89, 101376),
+        (90, 232448),
+        (80, 166912),
+    ]
+    # The store's trials win over the table; the interpreter's "" says nothing.
+    found = device_arch("NVIDIA_L20", ["", "9.0"])
+    assert (found.arch, found.source) == (
+        90,
+        "from its trials in the store, compute capability 9.0",
+    )
+    assert device_arch("NVIDIA_Foo", [""]) is None and device_arch(names[-1], []) is None
+
+
+def test_an_sm90_entry_is_left_out_on_an_l20_everywhere(tmp_path: Path, monkeypatch) -> None:
+    # One import, one compile pool: an L20 with trials (sm89 from them), an H20 without (sm90
+    # from the table of known GPUs) and a GPU neither knows (imported unchecked).
+    monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path / "launch-cache"))
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    plan = {(576, 7168, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 6.0)]}
+    fill(db, plan | {(576, 7168, 16): [(DEFAULT, True, "ok", 10.0)]}, m_values=(1, 16))
+    (tmp_path / VLLM_NAME).write_text(dump_config_file({1: FAST, 2048: HOPPER}))
+    h20, foo = (tmp_path / config_file_name(576, 7168, d) for d in ("NVIDIA_H20", "NVIDIA_Foo"))
+    for other in (h20, foo):
+        other.write_text(dump_config_file({2048: HOPPER}))
+    result = invoke(
+        "import", tmp_path / VLLM_NAME, h20, foo, "--db", db, "--no-publish", "--label", "vllm-h100"
+    )
+    assert result.stdout.strip().splitlines()[3:] == [
+        f"left out {VLLM_NAME} M=2048: {REASON}; vLLM would fail with OutOfResources there",
+        "checked the entries for NVIDIA_L20 on sm89 (from its trials in the store, compute "
+        "capability 8.9; 101376 bytes of shared memory per block): 2 distinct config(s) "
+        "compiled, 1 entry left out",
+        "checked the entries for NVIDIA_H20 on sm90 (from the table of known GPUs, H20; 232448 "
+        "bytes of shared memory per block): 1 distinct config(s) compiled, 0 entries left out",
+        "not checked: NVIDIA_Foo has no trials in the store and is not a known GPU "
+        f"({', '.join(KNOWN_GPUS)}); its entries were imported unchecked",
+    ], result.output
+    assert sorted(stored(db, "device_name", "checked_arch", "cannot_launch")) == [
+        ("NVIDIA_Foo", None, {}),
+        ("NVIDIA_H20", 90, {}),
+        ("NVIDIA_L20", 89, {2048: REASON}),
+    ]
+    out = tmp_path / "out"
+    exported = invoke("export", "--device", "L20", "--out", out, "--db", db)
+    assert (out / VLLM_NAME).read_text() == dump_config_file({1: FAST, 16: DEFAULT})
+    note = (
+        "M=2048: entry imported from 'vllm-h100' left out, it cannot launch on this device: "
+        + REASON
+    )
+    assert note in " ".join(exported.stdout.split())
+    with TestClient(create_app(Settings(db_url=db))) as client:
+        files = client.get("/devices/L20/preview/configs").json()["files"]
+        page = client.get("/devices/L20/report").text
+        listed = client.get("/devices/L20/imports").json()
+    assert note in files[0]["notes"]
+    html_note = note.replace("'", "&#x27;")
+    assert f"{html_note}." in page
+    assert "left out: imported from &#x27;vllm-h100&#x27;, cannot launch here" in page
+    assert [(i["device_name"], i["checked_arch"], i["cannot_launch"]) for i in listed] == [
+        ("NVIDIA_L20", 89, {"2048": REASON})
+    ]
+
+
+def test_an_moe_file_is_imported_with_its_e_once_checked_without_top_k_and_exported_as_it_was(
+    tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv("TUNER_CACHE_DIR", str(tmp_path / "launch-cache"))
+    name = MOE.files.file_name(Shape(64, 0, (128, 128), (("E", 4),)), "NVIDIA_L20", "vllm")
+    assert name == "E=4,N=64,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
+    data = dump_config_file({1: SLOW, 64: FAST}).encode()
+    (tmp_path / name).write_bytes(data)
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    for _ in range(2):  # importing the same file again replaces its row
+        result = invoke("import", tmp_path / name, "--label", "vllm", "--db", db, "--no-publish")
+        # A fused-MoE name gives E and N; the kernel compiles for K and top_k too.
+        assert result.stdout.splitlines() == [
+            f"imported {name} for NVIDIA_L20 as 'vllm': 2 of vLLM's 18 M values: 1, 64; "
+            "missing 2, 4, 8, 16, 24, 32, 48, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096; "
+            "M=4096 runs the M=64 entry",
+            f"not checked {name}: compiling failed: the file's name does not give top_k, which "
+            "the moe kernel is compiled for",
+            "checked the entries for NVIDIA_L20 on sm89 (from the table of known GPUs, L20; "
+            "101376 bytes of shared memory per block): 0 distinct config(s) compiled, 0 entries "
+            "left out",
+        ], result.output
+    columns = ("family", "shape_params", "N", "K", "block_shape", "label", "file_name")
+    assert stored(db, *columns, "configs", "checked_arch") == [
+        ("moe", "E=4", 64, 0, (128, 128), "vllm", name, {1: SLOW, 64: FAST}, None)
+    ]
+    result = invoke("export", "--device", "NVIDIA_L20", "--out", tmp_path / "out", "--db", db)
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [name], result.output
+    assert (tmp_path / "out" / name).read_bytes() == data
+
+
+def test_an_imported_moe_file_fills_the_swept_file_of_its_name_only() -> None:
+    swept = FamilyShape("moe", expert_shape(4, 64, 128, 2))
+    e4, e8 = (FamilyShape("moe", Shape(64, 0, (128, 128), (("E", e),))) for e in (4, 8))
+    dense = dense_key(64, 128, (128, 128))
+    imported = {
+        key: SimpleNamespace(configs=configs, labels=dict.fromkeys(configs, "vllm"))
+        for key, configs in ((e4, {1: SLOW, 3: SLOW}), (e8, {1: FAST}), (dense, {1: DEFAULT}))
+    }
+    # A measured winner of the MoE shape E=4, N=64, K=128, top_k=2 (`db.views.WinnerRow`).
+    fields = dict(M=3, config=FAST, latency_us=1.0, default_latency_us=10.0, is_default=False)
+    fields |= dict(device_name="NVIDIA_L20", N=64, K=128, block_shape=(128, 128))
+    winner = SimpleNamespace(
+        **fields, spread_us=None, decided=False, family="moe", shape_params="E=4,top_k=2"
+    )
+    targets = import_targets([swept], imported, "NVIDIA_L20")
+    assert targets == {swept: imported[e4], e8: imported[e8], dense: imported[dense]}
+    files = build_device_files([winner], [], imported=imported, device_name="NVIDIA_L20")
+    assert files.skipped == []
+    assert {f.file_name: (f.key, f.merged.configs) for f in files.files} == {
+        # The measured winner at M=3 beats the import; M=1 comes from the E=4 file only.
+        MOE.files.file_name(e4.shape, "NVIDIA_L20", "vllm"): (swept, {1: SLOW, 3: FAST}),
+        MOE.files.file_name(e8.shape, "NVIDIA_L20", "vllm"): (e8, {1: FAST}),
+        "N=64,K=128,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json": (
+            dense,
+            {1: DEFAULT},
+        ),
+    }
+
+
+def test_amd_keys_and_an_intel_device_name_are_kept(tmp_path: Path) -> None:
+    # vLLM's MI300X files: kpack and matrix_instr_nonkdim, no num_stages; SGLang's MI325X and
+    # vLLM's AMD_Radeon_Graphics files: num_stages and waves_per_eu 0 (tuner.files.format).
+    mi300x = {k: v for k, v in FAST.items() if k != "num_stages"} | {
+        "kpack": 2,
+        "matrix_instr_nonkdim": 16,
+    }
+    mi325x = {**FAST, "waves_per_eu": 0, "matrix_instr_nonkdim": 16, "kpack": 2}
+    files = {
+        "AMD_Instinct_MI300X": {1: mi300x},
+        "AMD_Instinct_MI325X": {1: mi325x, 64: mi325x},
+        "Intel(R)_Data_Center_GPU_Max_1550": {1: FAST, 4096: SLOW},
+    }
+    for device, configs in files.items():
+        (tmp_path / config_file_name(576, 7168, device)).write_text(
+            json.dumps({str(m): c for m, c in configs.items()})
+        )
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    result = invoke(
+        "import", *(tmp_path / config_file_name(576, 7168, d) for d in files), "--db", db
+    )
+    assert "for Intel(R)_Data_Center_GPU_Max_1550 as 'imported'" in result.stdout, result.output
+    imported = dict(stored(db, "device_name", "configs"))
+    assert imported == files
+    assert list(imported["AMD_Instinct_MI325X"][1]) == list(mi325x)  # the file's key order

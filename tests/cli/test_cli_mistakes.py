@@ -1,73 +1,163 @@
-"""Mistakes users make on the command line get one line and exit 2, never a traceback:
-a plain path as --db or TUNER_DB_URL, a port out of range; and a store whose
-folder does not exist says that it created it."""
+"""A newcomer's usual mistakes on the command line: one line on stderr with the fix, exit 2,
+no traceback, and nothing created on disk. A mistyped model or device gets the closest known
+name, a plain path or a malformed sqlite URL as --db the URL it meant, --out naming a file,
+a JSON that is no model's config, a busy port or one out of range."""
 
 from __future__ import annotations
 
+import os
+import socket
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from db.connection import open_store
 from tuner.cli.app import app
 
 runner = CliRunner()
+DB = "--db (or TUNER_DB_URL)"
+OUT_IS_A_FILE = "--out {tmp}/configs is a file, not a folder: name a folder (created if absent)"
+# (arguments, environment, the one line); {tmp} is the test's folder, the working folder, which
+# holds a file `configs`, a package.json and, where the arguments name it, an empty store t.db.
+CASES = [
+    (
+        "shapes show qwen3.8-27B",
+        {},
+        "unknown model 'qwen3.8-27B' (did you mean 'qwen3.8-27b'?); known: deepseek-v3, "
+        "qwen3-30b-a3b-fp8, qwen3.8-27b, tiny, tiny-moe",
+    ),
+    (
+        "sweep --device L2O --model tiny",
+        {},
+        "no visible GPU matches --device L2O (did you mean 'L20'?); visible: no CUDA GPU",
+    ),
+    (
+        "sweep --device L2O --model tiny --no-run --db sqlite:///{tmp}/new.db",
+        {},
+        "--device 'L2O' is not a GPU model name such as L20 or NVIDIA_H200 (did you mean 'L20'?)",
+    ),
+    (
+        "winners --device interpeter --db sqlite:///{tmp}/t.db",
+        {},
+        "no device in the store matches 'interpeter' (did you mean 'interpreter'?); known: "
+        "none; `tuner sweep --device interpeter` on that GPU, or `tuner import` of its files, "
+        "adds it",
+    ),
+    ("export --device L20 --out {tmp}/configs --db sqlite:///{tmp}/none.db", {}, OUT_IS_A_FILE),
+    ("pull --server http://127.0.0.1:9 --device L20 --out {tmp}/configs", {}, OUT_IS_A_FILE),
+    (
+        "pull --server ftp://x --device L20 --out {tmp}/out",
+        {},
+        "--server must be an http:// or https:// URL, got 'ftp://x'",
+    ),
+    (
+        "shapes from-config {tmp}/package.json --tp 1",
+        {},
+        "{tmp}/package.json: not a model's config.json (no architectures, model_type or "
+        "hidden_size): pass the config.json of a Hugging Face checkpoint",
+    ),
+    (
+        "status --db tuner.db",
+        {},
+        f"{DB} 'tuner.db' is not a database URL; for a SQLite file use sqlite:///tuner.db",
+    ),
+    (
+        "winners --device L20",
+        {"TUNER_DB_URL": "/some/file.db"},
+        f"{DB} '/some/file.db' is not a database URL; for a SQLite file use sqlite:////some/file.db",
+    ),
+    (
+        "db upgrade --db x.db",
+        {},
+        f"{DB} 'x.db' is not a database URL; for a SQLite file use sqlite:///x.db",
+    ),
+    (
+        "serve --db a.db",
+        {},
+        f"{DB} 'a.db' is not a database URL; for a SQLite file use sqlite:///a.db",
+    ),
+    (["status", "--db", "my db://x"], {}, f"{DB} 'my db://x' is not a database URL"),
+    (
+        "status --db sqlite:/data/x.db",
+        {},
+        f"{DB} 'sqlite:/data/x.db' is not a database URL; for the file data/x.db (relative) "
+        "use sqlite:///data/x.db, for /data/x.db sqlite:////data/x.db",
+    ),
+    (
+        "status --db sqlite:data/x.db",
+        {},
+        f"{DB} 'sqlite:data/x.db' is not a database URL; for the file data/x.db use "
+        "sqlite:///data/x.db",
+    ),
+    (
+        "status --db sqlite://data/x.db",
+        {},
+        f"{DB} sqlite://data/x.db is not a SQLite URL (it names a host); for the file data/x.db "
+        "(relative) use sqlite:///data/x.db, for /data/x.db sqlite:////data/x.db",
+    ),
+    (
+        "status --db ~/x.db",
+        {"HOME": "/home/someone"},
+        f"{DB} '~/x.db' is not a database URL; for a SQLite file use sqlite:////home/someone/x.db",
+    ),
+    (
+        "db backup copy.db --db sqlite:///tuner.db",
+        {},
+        "no store at sqlite:///tuner.db: run `tuner sweep` first, or point --db (or "
+        "TUNER_DB_URL) at the store",
+    ),
+    (
+        "db backup copy.db --db postgres://tuner@db/tuner",
+        {},
+        "store postgresql+psycopg://tuner@db/tuner is not a SQLite file: back up PostgreSQL "
+        "with pg_dump",
+    ),
+]
 
 
-@pytest.mark.parametrize(
-    "args, env, url",
-    [
-        (["status", "--db", "tuner.db"], {}, "tuner.db"),
-        (["winners", "--device", "L20"], {"TUNER_DB_URL": "/some/file.db"}, "/some/file.db"),
-        (["db", "upgrade", "--db", "x.db"], {}, "x.db"),
-        (["serve", "--db", "tuner.db"], {}, "tuner.db"),
-    ],
-)
-def test_a_plain_path_as_the_store_suggests_its_sqlite_url(args, env, url) -> None:
+def listing(folder: Path) -> list[str]:
+    """The folder's entries, less SQLite's -wal and -shm files of the open store."""
+    return sorted(n for n in os.listdir(folder) if not n.endswith(("-wal", "-shm")))
+
+
+@pytest.mark.parametrize(("args", "env", "line"), CASES)
+def test_a_mistake_is_one_line(tmp_path, monkeypatch, no_visible_gpu, args, env, line) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TUNER_DB_URL", raising=False)
+    if "t.db" in str(args):
+        open_store(f"sqlite:///{tmp_path}/t.db").dispose()
+    (tmp_path / "configs").write_text("x")
+    (tmp_path / "package.json").write_text('{"name": "web", "version": "1.0.0"}')
+    before = listing(tmp_path)
+    args = [arg.format(tmp=tmp_path) for arg in (args.split() if isinstance(args, str) else args)]
     result = runner.invoke(app, args, env=env)
-    assert result.exit_code == 2
-    assert result.stderr.strip().splitlines() == [
-        f"error: --db (or TUNER_DB_URL) {url!r} is not a database URL; for a SQLite file use "
-        f"sqlite:///{url}"
-    ]
+    assert (result.exit_code, result.stderr.splitlines()) == (
+        2,
+        [f"error: {line.format(tmp=tmp_path)}"],
+    ), result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
-
-
-def test_a_url_that_is_not_a_path_gets_no_sqlite_hint() -> None:
-    result = runner.invoke(app, ["status", "--db", "my db://x"])
-    assert result.exit_code == 2
-    assert result.stderr.strip().splitlines() == [
-        "error: --db (or TUNER_DB_URL) 'my db://x' is not a database URL"
-    ]
+    assert listing(tmp_path) == before
 
 
 @pytest.mark.parametrize("port", ["0", "99999"])
 def test_serve_refuses_a_port_out_of_range(port: str) -> None:
     result = runner.invoke(app, ["serve", "--port", port, "--db", "sqlite://"])
     assert result.exit_code == 2
-    assert "Invalid value for '--port'" in result.output
-    assert "Traceback" not in result.output
+    assert "Invalid value for '--port'" in result.output and "Traceback" not in result.output
 
 
-def test_a_new_store_in_a_new_folder_says_it_created_the_folder(tmp_path: Path) -> None:
-    folder = tmp_path / "no" / "such"
-    result = runner.invoke(
-        app,
+def test_serve_on_a_busy_port(tmp_path: Path) -> None:
+    open_store(f"sqlite:///{tmp_path}/t.db").dispose()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = runner.invoke(app, f"serve --port {port} --db sqlite:///{tmp_path}/t.db".split())
+    assert (result.exit_code, result.stderr.splitlines()) == (
+        2,
         [
-            "sweep",
-            "--device",
-            "interpreter",
-            "--model",
-            "tiny",
-            "--m",
-            "1",
-            "--no-run",
-            "--db",
-            f"sqlite:///{folder / 'x.db'}",
+            f"error: port {port} on 127.0.0.1 is in use (another tuner serve?): pass a free "
+            "--port, or stop the server that holds it"
         ],
     )
-    assert result.exit_code == 0, result.output
-    assert f"note: created folder {folder} for the store" in result.stderr.splitlines()
-    assert (folder / "x.db").exists()
-    again = runner.invoke(app, ["status", "--db", f"sqlite:///{folder / 'x.db'}"])
-    assert again.exit_code == 0 and "created folder" not in again.stderr

@@ -15,7 +15,12 @@ from tuner.inputs.logs import read_log
 from tuner.inputs.shapes import load_shapes
 from tuner.kernels.moe.family import expert_shape
 
-runner = CliRunner()
+BLOCK = "E=128,N=768,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json"
+PER_TENSOR = "E=8,N=14336,device_name=NVIDIA_H200,dtype=fp8_w8a8.json"
+
+
+def shapes(*args: str):
+    return CliRunner().invoke(app, ["shapes", *map(str, args)])
 
 
 def flat(text: str) -> str:
@@ -33,19 +38,18 @@ def table_rows(text: str) -> list[list[str]]:
 def test_from_config_qwen3_moe_tp2_gives_e128_n384_and_saves_it(tmp_path: Path) -> None:
     config = tmp_path / "config.json"
     config.write_text(json.dumps({**QWEN3_MOE, "_name_or_path": "Qwen/Qwen3-30B-A3B-FP8"}))
-    result = runner.invoke(
-        app, ["shapes", "from-config", str(config), "--tp", "2", "--save", "q3moe"]
-    )
-    assert result.exit_code == 0, result.output
+    result = shapes("from-config", config, "--tp", "2", "--save", "q3moe")
+    out = flat(result.stdout)
     assert (
         f"{config}: Qwen3MoeForCausalLM (Qwen/Qwen3-30B-A3B-FP8), TP 2, block_shape [128, 128]"
-    ) in flat(result.stdout)
+        in out
+    )
     assert table_rows(result.stdout) == [
         ["2560", "2048", "qkv_proj"],
         ["2048", "2048", "o_proj"],
         ["128", "384", "2048", "8"],
-    ]
-    assert flat(result.stdout).endswith("tuner sweep --device <device> --model q3moe --tp 2")
+    ], result.output
+    assert out.endswith("tuner sweep --device <device> --model q3moe --tp 2")
     saved = load_shapes("q3moe", 2)
     assert (saved.pairs(), saved.of("moe")) == (
         ((2560, 2048), (2048, 2048)),
@@ -58,38 +62,25 @@ def test_from_config_qwen3_moe_tp2_gives_e128_n384_and_saves_it(tmp_path: Path) 
 
 def test_from_config_experts_only_for_deepseek(tmp_path: Path) -> None:
     config = tmp_path / "config.json"
+    deepseek = {"architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 7168}
+    deepseek |= {"n_routed_experts": 256, "moe_intermediate_size": 2048, "num_experts_per_tok": 8}
     config.write_text(
-        json.dumps(
-            {
-                "architectures": ["DeepseekV3ForCausalLM"],
-                "hidden_size": 7168,
-                "n_routed_experts": 256,
-                "moe_intermediate_size": 2048,
-                "num_experts_per_tok": 8,
-                "quantization_config": QWEN3_MOE["quantization_config"],
-            }
-        )
+        json.dumps(deepseek | {"quantization_config": QWEN3_MOE["quantization_config"]})
     )
-    result = runner.invoke(app, ["shapes", "from-config", str(config), "--tp", "8"])
-    assert result.exit_code == 0, result.output
+    result = shapes("from-config", config, "--tp", "8")
     assert "dense layers of DeepseekV3ForCausalLM are not derived; MoE experts only" in flat(
         result.stdout
     )
-    assert table_rows(result.stdout) == [["256", "256", "7168", "8"]]
-
-
-MOE_WARNING = (
-    "(VllmWorker rank={rank} pid=41{rank}) WARNING 12-01 10:00:41 [fused_moe.py:1001] "
-    "Using default MoE config. Performance might be sub-optimal! Config file not "
-    f"found at {MOE_DIR}/{{name}}"
-)
-BLOCK = "E=128,N=768,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json"
-PER_TENSOR = "E=8,N=14336,device_name=NVIDIA_H200,dtype=fp8_w8a8.json"
+    assert table_rows(result.stdout) == [["256", "256", "7168", "8"]], result.output
 
 
 def moe_log(tmp_path: Path, *names: str) -> Path:
+    warning = (
+        "(VllmWorker rank=0 pid=410) WARNING 12-01 10:00:41 [fused_moe.py:1001] Using default "
+        f"MoE config. Performance might be sub-optimal! Config file not found at {MOE_DIR}/"
+    )
     lines = [non_default_args("Qwen/Qwen3-30B-A3B-FP8", None)]
-    lines += [MOE_WARNING.format(rank=0, name=name) for name in names for _ in range(2)]
+    lines += [warning + name for name in names for _ in range(2)]
     path = tmp_path / "moe.log"
     path.write_text("\n".join(lines) + "\n")
     return path
@@ -104,9 +95,8 @@ def test_from_log_reads_block_fp8_moe_warnings_and_names_the_model(tmp_path: Pat
     ] == [(128, 768, "NVIDIA_H200", (128, 128))]
     assert scan.out_of_scope == {"dense": (), "moe": (PER_TENSOR,)}
     assert (scan.files["dense"], scan.tp) == ((), 1)
-    result = runner.invoke(app, ["shapes", "from-log", str(log)])
-    assert result.exit_code == 0, result.output
-    assert table_rows(result.stdout) == [["128", "768", "[128, 128]"]]
+    result = shapes("from-log", log)
+    assert table_rows(result.stdout) == [["128", "768", "[128, 128]"]], result.output
     out = flat(result.stdout)
     assert f"vLLM looks for them in $VLLM_TUNED_CONFIG_FOLDER, then {MOE_DIR}/" in out
     assert (
@@ -117,16 +107,13 @@ def test_from_log_reads_block_fp8_moe_warnings_and_names_the_model(tmp_path: Pat
         "these are MoE experts of model 'qwen3-30b-a3b-fp8' TP 1; next: "
         "tuner sweep --device NVIDIA_H200 --model qwen3-30b-a3b-fp8 --tp 1"
     )
-    saved = runner.invoke(app, ["shapes", "from-log", str(log), "--save", "x"])
-    assert saved.exit_code == 2
-    assert saved.stderr.strip() == (
+    saved = shapes("from-log", log, "--save", "x")
+    assert (saved.exit_code, saved.stderr) == (
+        2,
         "error: the log names the MoE experts' E and N but not their K (hidden size) or top_k: "
-        "save them with `tuner shapes from-config config.json --tp 1 --save x`"
+        "save them with `tuner shapes from-config config.json --tp 1 --save x`\n",
     )
-
-
-def test_from_log_with_only_per_tensor_moe_files_is_out_of_scope(tmp_path: Path) -> None:
-    result = runner.invoke(app, ["shapes", "from-log", str(moe_log(tmp_path, PER_TENSOR))])
-    assert result.exit_code == 1
-    assert f"out of scope: {PER_TENSOR}" in flat(result.stdout)
-    assert "no 'Config file not found' warning of the W8A8 block-FP8 kernel" in result.stderr
+    only = shapes("from-log", moe_log(tmp_path, PER_TENSOR))  # only per-tensor files: out of scope
+    assert only.exit_code == 1
+    assert f"out of scope: {PER_TENSOR}" in flat(only.stdout)
+    assert "no 'Config file not found' warning of the W8A8 block-FP8 kernel" in only.stderr

@@ -1,55 +1,60 @@
-"""`tuner publish`: a device's merged files frozen as numbered releases in the
-store, their bytes exactly those of `tuner export`, identical content stored once."""
+"""`tuner publish`: a device's merged files frozen as numbered releases in the store, their
+bytes exactly those of `tuner export`, identical content stored once, also when several
+processes publish at the same moment (on a SQLite file and on PostgreSQL)."""
 
 from __future__ import annotations
 
 import hashlib
 import io
+import os
+import subprocess
 import zipfile
 from pathlib import Path
 
+import pytest
 from sqlalchemy import text
 from typer.testing import CliRunner
 
-from db.connection import open_store, session_scope
-from db.repo import blob, get_release, list_releases
+from db.connection import connect, open_store, session_scope
+from db.files import blob, get_release, list_releases
+from tests.cli.robust import tuner_command, tuner_env
+from tests.cli.test_robust_writers import reset_postgresql
 from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill
 from tuner.cli.app import app
 
-runner = CliRunner()
 PLAN = {
     (576, 7168, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 6.0)],
     (576, 7168, 16): [(DEFAULT, True, "ok", 10.0), (SLOW, False, "ok", 12.0)],
 }
 NAME = "N=576,K=7168,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
+TUNED = f"; tuned with torch 2.11.0, triton {TRITON}, kernels of builtin"
+UNCHANGED = "NVIDIA_L20: files unchanged since release 1; no new release" + TUNED
+PG_URL = os.environ.get("TUNER_TEST_PG_URL")
 
 
-def _count(url: str, table: str) -> int:
-    engine = open_store(url)
-    try:
-        with engine.connect() as connection:
-            return connection.execute(text(f"SELECT count(*) FROM {table}")).scalar_one()
-    finally:
-        engine.dispose()
+def publish(db: str, device: str = "L20"):
+    return CliRunner().invoke(app, ["publish", "--device", device, "--db", db])
+
+
+def count(url: str, table: str) -> int:
+    engine = connect(url)
+    with engine.connect() as connection:
+        found = connection.execute(text(f"SELECT count(*) FROM {table}")).scalar_one()
+    engine.dispose()
+    return found
 
 
 def test_publish_freezes_the_exported_bytes_once(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 't.db'}"
     fill(db, PLAN, m_values=(1, 16))
-    first = runner.invoke(app, ["publish", "--device", "L20", "--db", db])
-    assert first.exit_code == 0, first.output
+    first = publish(db)
     assert first.stdout.startswith("published NVIDIA_L20 release 1: 1 file(s), content ")
-    tuned = f"; tuned with torch 2.11.0, triton {TRITON}, kernels of builtin"
-    assert first.stdout.strip().endswith(tuned)
-    again = runner.invoke(app, ["publish", "--device", "NVIDIA_L20", "--db", db])
-    assert again.stdout.strip() == (
-        "NVIDIA_L20: files unchanged since release 1; no new release" + tuned
-    )
-    exported = runner.invoke(
-        app, ["export", "--device", "L20", "--out", str(tmp_path / "o"), "--db", db]
-    )
+    assert first.stdout.strip().endswith(TUNED)
+    assert publish(db, "NVIDIA_L20").stdout.strip() == UNCHANGED
+    out = tmp_path / "o"
+    exported = CliRunner().invoke(app, ["export", "--device", "L20", "--out", str(out), "--db", db])
     assert exported.exit_code == 0, exported.output
-    expected = (tmp_path / "o" / NAME).read_bytes()
+    expected = (out / NAME).read_bytes()
     engine = open_store(db)
     with session_scope(engine) as session:
         release = get_release(session, device_name="NVIDIA_L20")
@@ -63,29 +68,27 @@ def test_publish_freezes_the_exported_bytes_once(tmp_path: Path) -> None:
         archive = zipfile.ZipFile(io.BytesIO(blob(session, sha256=release.archives["vllm"])))
         assert archive.read(NAME) == expected
         assert release.summary["scope"]["allow_stale"] is False
-        assert [
-            (t["gpu_name"], t["driver"], t["winners"]) for t in release.summary["tuned_with"]
-        ] == [("NVIDIA L20", "580.1", 2)]
+        tuned = [(t["gpu_name"], t["driver"], t["winners"]) for t in release.summary["tuned_with"]]
+        assert tuned == [("NVIDIA L20", "580.1", 2)]
     engine.dispose()
     # one file blob and two zip blobs (vllm, sglang), however often it is published
-    assert _count(db, "blobs") == 3 and _count(db, "releases") == 1
+    assert (count(db, "blobs"), count(db, "releases")) == (3, 1)
 
 
 def test_new_winner_makes_release_2_and_keeps_release_1(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 't.db'}"
     fill(db, PLAN, m_values=(1, 16))
-    runner.invoke(app, ["publish", "--device", "L20", "--db", db])
+    publish(db)
     fill(
         db,
         {(576, 7168, 32): [(DEFAULT, True, "ok", 10.0), (SLOW, False, "ok", 5.0)]},
         m_values=(32,),
     )
-    result = runner.invoke(app, ["publish", "--device", "L20", "--db", db])
+    result = publish(db)
     assert result.stdout.startswith("published NVIDIA_L20 release 2: 1 file(s)"), result.output
     engine = open_store(db)
     with session_scope(engine) as session:
-        one = get_release(session, device_name="NVIDIA_L20", number=1)
-        two = get_release(session, device_name="NVIDIA_L20")
+        one, two = (get_release(session, device_name="NVIDIA_L20", number=n) for n in (1, 2))
         assert (one.files[0].detail["m_keys"], two.files[0].detail["m_keys"]) == (
             [1, 16],
             [1, 16, 32],
@@ -97,10 +100,51 @@ def test_new_winner_makes_release_2_and_keeps_release_1(tmp_path: Path) -> None:
 def test_nothing_to_publish_is_exit_1(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 't.db'}"
     fill(db, {(576, 7168, 1): [(DEFAULT, True, "ok", 10.0)]}, m_values=(1, 16))
-    result = runner.invoke(app, ["publish", "--device", "L20", "--db", db])
-    assert result.exit_code == 1
-    assert result.stderr.strip() == (
+    result = publish(db)
+    assert (result.exit_code, result.stderr) == (
+        1,
         "error: nothing to publish for NVIDIA_L20: no complete file; e.g. N=576, K=7168: "
-        "no winner yet for M=16"
+        "no winner yet for M=16\n",
     )
-    assert _count(db, "releases") == 0
+    assert count(db, "releases") == 0
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        None,
+        pytest.param(
+            PG_URL,
+            marks=pytest.mark.skipif(
+                not PG_URL,
+                reason="TUNER_TEST_PG_URL is not set (a scratch PostgreSQL database, as "
+                ".ci/run sets up)",
+            ),
+        ),
+    ],
+    ids=["sqlite", "postgresql"],
+)
+def test_publish_at_once_makes_one_release(tmp_path: Path, url: str | None) -> None:
+    if url is None:
+        url = f"sqlite:///{tmp_path / 'tuner.db'}"
+    else:
+        reset_postgresql(url)
+    fill(url, PLAN, m_values=(1, 16))
+    command = tuner_command("publish", "--device", "L20", "--db", url)
+    processes = [
+        subprocess.Popen(
+            command,
+            cwd=tmp_path,
+            env=tuner_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    results = [(p.communicate(timeout=120), p.returncode) for p in processes]
+    assert [code for _, code in results] == [0, 0, 0], results
+    lines = sorted(out.strip() for (out, _), _ in results)
+    assert lines[:-1] == [UNCHANGED] * 2, lines
+    assert lines[-1].startswith("published NVIDIA_L20 release 1: 1 file(s), content "), lines
+    assert count(url, "releases") == 1

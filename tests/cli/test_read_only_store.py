@@ -1,6 +1,8 @@
-"""Read-only stores: `tuner winners` and `tuner status` read a SQLite store whose file, or whose
+"""SQLite store files: `tuner winners` and `tuner status` read a store whose file, or whose
 folder, this process cannot write (mode=ro / immutable=1), say so in one line and leave it
-byte for byte unchanged; a command that writes refuses it in one line.
+byte for byte unchanged; a command that writes refuses it in one line; `tuner db backup` makes
+one consistent file while a writer holds commits in `-wal`, where a copy of `tuner.db` alone
+misses them.
 
 As root every file is writable to `os.access`, so the tests make `os.access` answer as for an
 unprivileged user on top of the real chmod; SQLite's read-only opening is real either way.
@@ -11,6 +13,8 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
+import shutil
+import sqlite3
 
 import pytest
 from typer.testing import CliRunner
@@ -21,20 +25,16 @@ from tests.storefill import DEFAULT, FAST, fill
 from tuner.cli.app import app
 
 runner = CliRunner()
+WAL_FILES = ("tuner.db-wal", "tuner.db-shm")
 
 
 @pytest.fixture
 def store(tmp_path):
-    folder = tmp_path / "store"
-    path = folder / "tuner.db"
-    fill(
-        f"sqlite:///{path}",
-        {
-            (256, 384, m): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 5.0)]
-            for m in (1, 16, 32)
-        },
-    )
-    assert not path.with_name("tuner.db-wal").exists()  # closed cleanly: checkpointed
+    path = tmp_path / "store" / "tuner.db"
+    plan = {
+        (256, 384, m): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 5.0)] for m in (1, 16, 32)
+    }
+    fill(f"sqlite:///{path}", plan)
     expected = runner.invoke(app, ["winners", "--device", "L20", "--db", f"sqlite:///{path}"])
     assert expected.exit_code == 0, expected.output
     # The in-process command's engine closes its connections when collected; the last one to
@@ -46,13 +46,10 @@ def store(tmp_path):
 
 
 def deny_writes(monkeypatch, *paths):
-    real = os.access
-    denied = {str(p) for p in paths}
+    real, denied = os.access, {str(p) for p in paths}
 
     def access(path, mode, **kwargs):
-        if mode & os.W_OK and str(path) in denied:
-            return False
-        return real(path, mode, **kwargs)
+        return not (mode & os.W_OK and str(path) in denied) and real(path, mode, **kwargs)
 
     for module in (db.connection.os, tuner.cli.store.os):
         monkeypatch.setattr(module, "access", access)
@@ -65,7 +62,8 @@ def sha(path) -> str:
 @pytest.mark.parametrize("what", ["file", "folder"])
 def test_read_only_store_is_read_and_left_unchanged(store, monkeypatch, what):
     path, expected = store
-    before, listing = sha(path), sorted(p.name for p in path.parent.iterdir())
+    before = sha(path)
+    listing = sorted(p.name for p in path.parent.iterdir() if p.name not in WAL_FILES)
     denied = path if what == "file" else path.parent
     denied.chmod(0o444 if what == "file" else 0o555)
     deny_writes(monkeypatch, denied.resolve())
@@ -74,8 +72,7 @@ def test_read_only_store_is_read_and_left_unchanged(store, monkeypatch, what):
         status = runner.invoke(app, ["status", "--db", f"sqlite:///{path}"])
     finally:
         denied.chmod(0o644 if what == "file" else 0o755)
-    assert result.exit_code == 0, result.output
-    assert result.stdout == expected
+    assert (result.exit_code, result.stdout) == (0, expected), result.output
     label = "the file" if what == "file" else "its folder"
     assert result.stderr.splitlines() == [
         f"note: store {path} is read-only ({label} is not writable): opened for reading only"
@@ -83,23 +80,46 @@ def test_read_only_store_is_read_and_left_unchanged(store, monkeypatch, what):
     assert status.exit_code == 0, status.output
     assert "1/3" not in status.stdout and "3/3" in status.stdout
     assert sha(path) == before
-    after = sorted(p.name for p in path.parent.iterdir())
-    if what == "file":
-        # In a writable folder SQLite reads a WAL store through its -wal and -shm, which it makes
-        # there if they are missing (https://www.sqlite.org/wal.html#readonly); the WAL is empty.
-        wal = path.with_name("tuner.db-wal")
-        assert not wal.exists() or wal.stat().st_size == 0
-        after = [name for name in after if name not in ("tuner.db-wal", "tuner.db-shm")]
-        listing = [name for name in listing if name not in ("tuner.db-wal", "tuner.db-shm")]
-    assert after == listing
+    after = [p.name for p in path.parent.iterdir()]
+    # In a writable folder SQLite reads a WAL store through its -wal and -shm, which it makes
+    # there if they are missing (https://www.sqlite.org/wal.html#readonly); the WAL is empty.
+    assert what == "file" or not set(after) & set(WAL_FILES)
+    wal = path.with_name("tuner.db-wal")
+    assert not wal.exists() or wal.stat().st_size == 0
+    assert sorted(n for n in after if n not in WAL_FILES) == listing
 
 
 def test_a_command_that_writes_refuses_a_read_only_store_in_one_line(store, monkeypatch):
     path, _ = store
     deny_writes(monkeypatch, path.resolve())
     result = runner.invoke(app, ["publish", "--device", "L20", "--db", f"sqlite:///{path}"])
-    assert result.exit_code == 2
-    assert result.stderr.splitlines() == [
-        f"error: store {path} is read-only (the file is not writable) and this command writes "
-        "to it: make it writable or copy it (`tuner db backup`)"
-    ]
+    assert (result.exit_code, result.stderr.splitlines()) == (
+        2,
+        [
+            f"error: store {path} is read-only (the file is not writable) and this command "
+            "writes to it: make it writable or copy it (`tuner db backup`)"
+        ],
+    )
+
+
+def test_backup_has_the_commits_still_in_the_wal(tmp_path):
+    path, backup = tmp_path / "tuner.db", tmp_path / "backup.db"
+    fill(f"sqlite:///{path}", {(256, 384, 1): [(DEFAULT, True, "ok", 10.0)]})
+    args = ["db", "backup", str(backup), "--db", f"sqlite:///{path}"]
+    writer = sqlite3.connect(path)
+    try:
+        writer.execute("PRAGMA wal_autocheckpoint=0")  # the commit stays in tuner.db-wal
+        writer.execute("UPDATE trials SET latency_us = 7.5")
+        writer.commit()
+        shutil.copy(path, tmp_path / "copy.db")
+        result = runner.invoke(app, args)
+    finally:
+        writer.close()
+    assert result.stdout.startswith(f"backed up {path} to {backup} ("), result.output
+    with sqlite3.connect(backup) as copied:
+        assert copied.execute("SELECT latency_us FROM trials").fetchall() == [(7.5,)]
+        assert copied.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    with sqlite3.connect(tmp_path / "copy.db") as copy:  # tuner.db alone: the commit is lost
+        assert copy.execute("SELECT latency_us FROM trials").fetchall() == [(10.0,)]
+    again = runner.invoke(app, args)
+    assert (again.exit_code, again.stderr) == (2, f"error: {backup} exists: name a new file\n")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -16,38 +17,42 @@ import pytest
 import uvicorn
 from typer.testing import CliRunner
 
+from db.connection import normalized_url, open_store
 from tuner.cli.app import app
 
 runner = CliRunner()
-
 IMPORTED = "N=256,K=128,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
 CONFIG = (
     '{"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, '
     '"GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 3}}'
 )
-
 # The commands that read a store and never create one, with the arguments they need.
 READERS = {
-    "status": ["status"],
-    "winners": ["winners", "--device", "L20"],
-    "export": ["export", "--device", "L20", "--out", "out"],
-    "mounts": ["mounts", "--device", "L20"],
-    "serve": ["serve", "--port", "8123"],
-    "verify": ["verify", "--device", "interpreter", "--model", "tiny"],
-    "compare": ["compare", "--device", "interpreter", "--model", "tiny"],
-    "publish": ["publish", "--device", "L20"],
-    "worker": ["worker", "--device", "interpreter"],
-    "landscape record": ["landscape", "record", "--device", "L20", "--out", "x.json"],
+    "status": "status",
+    "winners": "winners --device L20",
+    "export": "export --device L20 --out out",
+    "mounts": "mounts --device L20",
+    "serve": "serve --port 8123",
+    "verify": "verify --device interpreter --model tiny",
+    "compare": "compare --device interpreter --model tiny",
+    "publish": "publish --device L20",
+    "worker": "worker --device interpreter",
+    "landscape record": "landscape record --device L20 --out x.json",
 }
 # The commands that create a store that does not exist yet.
 WRITERS = {
-    "sweep": ["sweep", "--device", "interpreter", "--model", "tiny"],
-    "sweep --dry-run": ["sweep", "--device", "interpreter", "--model", "tiny", "--dry-run"],
-    "sweep --no-run": ["sweep", "--device", "interpreter", "--model", "tiny", "--no-run"],
-    "import": ["import", IMPORTED, "--device", "L20"],
-    "db upgrade": ["db", "upgrade"],
+    "sweep": "sweep --device interpreter --model tiny",
+    "sweep --dry-run": "sweep --device interpreter --model tiny --dry-run",
+    "sweep --no-run": "sweep --device interpreter --model tiny --no-run",
+    "import": f"import {IMPORTED} --device L20",
+    "db upgrade": "db upgrade",
 }
 EVERY = READERS | WRITERS
+PSYCOPG = 'pip install -e ".[postgres]" (or pip install "psycopg[binary]")'
+FORMS = (
+    "use sqlite:///PATH for a SQLite file (sqlite:////abs/path for an absolute one) or "
+    "postgresql://USER@HOST/DB for PostgreSQL"
+)
 
 
 @pytest.fixture
@@ -68,21 +73,13 @@ def closed_port() -> int:
         return probe.getsockname()[1]
 
 
-def refused(args: list[str], url: str, folder: Path) -> list[str]:
+def refused(command: str, url: str, folder: Path) -> list[str]:
     """stderr's lines of a command that must exit 2; the folder holds what it held before."""
-    result = runner.invoke(app, [*args, "--db", url])
+    result = runner.invoke(app, [*command.split(), "--db", url])
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
     assert sorted(os.listdir(folder)) == [IMPORTED]
     return result.stderr.splitlines()
-
-
-def unreachable_line(port: int) -> str:
-    return (
-        f"error: cannot connect to the store postgresql+psycopg://tuner@127.0.0.1:{port}/"
-        f'tuner (connection to server at "127.0.0.1", port {port} failed: Connection '
-        "refused): start its server, or point --db (or TUNER_DB_URL) at one that runs"
-    )
 
 
 @pytest.mark.parametrize("scheme", ["postgres", "postgresql", "postgresql+psycopg"])
@@ -90,31 +87,41 @@ def unreachable_line(port: int) -> str:
 def test_a_server_that_does_not_answer_is_one_line(folder, command, scheme):
     pytest.importorskip("psycopg")
     port = closed_port()
-    url = f"{scheme}://tuner@127.0.0.1:{port}/tuner"
-    assert refused(EVERY[command], url, folder) == [unreachable_line(port)]
+    assert refused(EVERY[command], f"{scheme}://tuner@127.0.0.1:{port}/tuner", folder) == [
+        f"error: cannot connect to the store postgresql+psycopg://tuner@127.0.0.1:{port}/"
+        f'tuner (connection to server at "127.0.0.1", port {port} failed: Connection '
+        "refused): start its server, or point --db (or TUNER_DB_URL) at one that runs"
+    ]
 
 
-@pytest.mark.parametrize("scheme", ["postgresql", "postgresql+psycopg", "postgres"])
+@pytest.mark.parametrize(
+    ("url", "line"),
+    [
+        (
+            "postgresql://tuner@127.0.0.1:9/tuner",
+            "postgresql+psycopg://tuner@127.0.0.1:9/tuner needs the psycopg driver, which is "
+            f"not installed: {PSYCOPG}",
+        ),
+        (
+            "postgres://tuner@127.0.0.1:9/tuner",
+            "postgresql+psycopg://tuner@127.0.0.1:9/tuner needs the psycopg driver, which is "
+            f"not installed: {PSYCOPG}",
+        ),
+        (
+            "mysql://tuner@127.0.0.1/tuner",
+            "mysql://tuner@127.0.0.1/tuner: the store is SQLite or PostgreSQL, not 'mysql': "
+            + FORMS,
+        ),
+        (
+            "redis://127.0.0.1:6379/0",
+            f"redis://127.0.0.1:6379/0: the store is SQLite or PostgreSQL, not 'redis': {FORMS}",
+        ),
+    ],
+)
 @pytest.mark.parametrize("command", sorted(EVERY))
-def test_a_missing_psycopg_names_the_install(folder, monkeypatch, command, scheme):
+def test_a_store_that_cannot_be_opened_here_is_one_line(folder, monkeypatch, command, url, line):
     monkeypatch.setitem(sys.modules, "psycopg", None)  # `import psycopg` raises ImportError
-    url = f"{scheme}://tuner@127.0.0.1:{closed_port()}/tuner"
-    shown = url.replace(f"{scheme}://", "postgresql+psycopg://")
-    assert refused(EVERY[command], url, folder) == [
-        f"error: --db (or TUNER_DB_URL) {shown} needs the psycopg driver, which is not "
-        'installed: pip install -e ".[postgres]" (or pip install "psycopg[binary]")'
-    ]
-
-
-@pytest.mark.parametrize("url", ["mysql://tuner@127.0.0.1/tuner", "redis://127.0.0.1:6379/0"])
-@pytest.mark.parametrize("command", sorted(EVERY))
-def test_a_database_the_store_cannot_be_is_one_line(folder, command, url):
-    scheme = url.split("://")[0]
-    assert refused(EVERY[command], url, folder) == [
-        f"error: --db (or TUNER_DB_URL) {url}: the store is SQLite or PostgreSQL, not "
-        f"'{scheme}': use sqlite:///PATH for a SQLite file (sqlite:////abs/path for an "
-        "absolute one) or postgresql://USER@HOST/DB for PostgreSQL"
-    ]
+    assert refused(EVERY[command], url, folder) == [f"error: --db (or TUNER_DB_URL) {line}"]
 
 
 @pytest.mark.parametrize("url", ["sqlite:///tuner.db", "sqlite:///nonexistent/tuner.db"])
@@ -127,108 +134,40 @@ def test_reading_commands_refuse_a_missing_sqlite_file(folder, command, url):
     ]
 
 
-def test_backup_of_a_missing_file_and_of_a_server(folder):
-    assert refused(["db", "backup", "copy.db"], "sqlite:///tuner.db", folder) == [
-        "error: no store at sqlite:///tuner.db: run `tuner sweep` first, or point --db (or "
-        "TUNER_DB_URL) at the store"
-    ]
-    assert refused(["db", "backup", "copy.db"], "postgres://tuner@db/tuner", folder) == [
-        "error: store postgresql+psycopg://tuner@db/tuner is not a SQLite file: back up "
-        "PostgreSQL with pg_dump"
-    ]
-
-
 def test_a_dry_run_on_no_store_plans_and_creates_nothing(folder):
     result = runner.invoke(
-        app, [*WRITERS["sweep --dry-run"], "--m", "1,16", "--db", "sqlite:///new/tuner.db"]
+        app, [*WRITERS["sweep --dry-run"].split(), "--m", "1,16", "--db", "sqlite:///new/tuner.db"]
     )
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[0] == "plan: TRITON_INTERPRETER, tiny TP 1, guided"
     assert sorted(os.listdir(folder)) == [IMPORTED]
 
 
-def test_serve_opens_a_store_that_exists(folder):
-    from db.connection import open_store
-
+def test_serve_opens_a_store_that_exists_and_creates_one_only_when_asked(folder):
     open_store("sqlite:///tuner.db").dispose()
-    result = runner.invoke(
-        app,
-        ["serve", "--port", "8123", "--db", "sqlite:///tuner.db"],
-        env={"TUNER_API_TOKEN": "tok"},
+    env = {"TUNER_API_TOKEN": "tok"}
+    result = runner.invoke(app, "serve --port 8123 --db sqlite:///tuner.db".split(), env=env)
+    assert (result.exit_code, result.stderr) == (0, ""), result.output
+    created = runner.invoke(
+        app, "serve --port 8123 --create-store --db sqlite:///data/tuner.db".split(), env=env
     )
-    assert result.exit_code == 0, result.output
-    assert result.stderr == ""
-
-
-def test_postgres_urls_open_with_psycopg():
-    from db.connection import connect, normalized_url
-
-    assert normalized_url("postgres://u:p%40ss@db:5432/tuner") == (
-        "postgresql+psycopg://u:p%40ss@db:5432/tuner"
-    )
-    assert normalized_url("postgresql://u@db/tuner") == "postgresql+psycopg://u@db/tuner"
-    assert normalized_url("postgresql+psycopg2://u@db/tuner") == "postgresql+psycopg2://u@db/tuner"
-    assert normalized_url("sqlite:///x.db") == "sqlite:///x.db"
-    pytest.importorskip("psycopg")
-    engine = connect("postgres://u@db/tuner")
-    assert (engine.dialect.name, engine.dialect.driver) == ("postgresql", "psycopg")
-    engine.dispose()
-
-
-@pytest.mark.parametrize(
-    ("given", "line"),
-    [
-        (
-            "sqlite:/data/x.db",
-            "error: --db (or TUNER_DB_URL) 'sqlite:/data/x.db' is not a database "
-            "URL; for the file data/x.db (relative) use sqlite:///data/x.db, for /data/x.db "
-            "sqlite:////data/x.db",
-        ),
-        (
-            "sqlite:data/x.db",
-            "error: --db (or TUNER_DB_URL) 'sqlite:data/x.db' is not a database "
-            "URL; for the file data/x.db use sqlite:///data/x.db",
-        ),
-        (
-            "sqlite://data/x.db",
-            "error: --db (or TUNER_DB_URL) sqlite://data/x.db is not a SQLite "
-            "URL (it names a host); for the file data/x.db (relative) use sqlite:///data/x.db, for "
-            "/data/x.db sqlite:////data/x.db",
-        ),
-        (
-            "/data/x.db",
-            "error: --db (or TUNER_DB_URL) '/data/x.db' is not a database URL; for a "
-            "SQLite file use sqlite:////data/x.db",
-        ),
-        (
-            "data/x.db",
-            "error: --db (or TUNER_DB_URL) 'data/x.db' is not a database URL; for a "
-            "SQLite file use sqlite:///data/x.db",
-        ),
-    ],
-)
-def test_a_malformed_sqlite_url_gets_the_one_it_meant(folder, given, line):
-    assert refused(["status"], given, folder) == [line]
-
-
-def test_a_path_under_home_gets_the_expanded_url(folder, monkeypatch):
-    monkeypatch.setenv("HOME", "/home/someone")
-    assert refused(["status"], "~/x.db", folder) == [
-        "error: --db (or TUNER_DB_URL) '~/x.db' is not a database URL; for a SQLite file use "
-        "sqlite:////home/someone/x.db"
-    ]
-
-
-def test_serve_creates_a_missing_store_only_when_asked(folder):
-    import sqlite3
-
-    result = runner.invoke(
-        app,
-        ["serve", "--port", "8123", "--create-store", "--db", "sqlite:///data/tuner.db"],
-        env={"TUNER_API_TOKEN": "tok"},
-    )
-    assert result.exit_code == 0, result.output
-    assert result.stderr.splitlines() == ["note: created folder data for the store"]
+    assert created.exit_code == 0, created.output
+    assert created.stderr.splitlines() == ["note: created folder data for the store"]
     with sqlite3.connect(folder / "data" / "tuner.db") as connection:
         tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
     assert {"alembic_version", "sweeps", "trials"} <= tables
+    again = runner.invoke(app, ["status", "--db", "sqlite:///data/tuner.db"])
+    assert again.exit_code == 0 and "created folder" not in again.stderr
+
+
+@pytest.mark.parametrize(
+    ("given", "opened"),
+    [
+        ("postgres://u:p%40ss@db:5432/tuner", "postgresql+psycopg://u:p%40ss@db:5432/tuner"),
+        ("postgresql://u@db/tuner", "postgresql+psycopg://u@db/tuner"),
+        ("postgresql+psycopg2://u@db/tuner", "postgresql+psycopg2://u@db/tuner"),
+        ("sqlite:///x.db", "sqlite:///x.db"),
+    ],
+)
+def test_postgres_urls_open_with_psycopg_and_others_as_given(given: str, opened: str) -> None:
+    assert normalized_url(given) == opened

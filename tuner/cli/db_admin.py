@@ -3,22 +3,23 @@
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from db.repo import connect, sqlite_path, upgrade
+from db.connection import connect, upgrade
+from db.faults import sqlite_path
 from tuner.cli.errors import fail
 from tuner.cli.options import DbOpt
-from tuner.cli.output import console
+from tuner.cli.output import plain
 from tuner.cli.store import masked, no_store_line, open_failed, store_url
 
 
 def db_upgrade(db: DbOpt = None) -> None:
     """Upgrade the store's schema to this version of the tuner (Alembic); a new store is
     created at it."""
-
     url = store_url(db)
     store = connect(url)
     try:
@@ -27,7 +28,7 @@ def db_upgrade(db: DbOpt = None) -> None:
         raise open_failed(exc, url) from None
     finally:
         store.dispose()
-    console.print(f"store {masked(url)} is at the current schema", soft_wrap=True)
+    plain(f"store {masked(url)} is at the current schema")
 
 
 def db_backup(
@@ -39,7 +40,6 @@ def db_backup(
     Uses SQLite's online backup (Python's `sqlite3.Connection.backup`), which includes the
     commits still in `tuner.db-wal`: copying `tuner.db` alone is not a backup.
     """
-
     url = store_url(db, driver=False)
     path = sqlite_path(url)
     if path is None:
@@ -50,20 +50,9 @@ def db_backup(
         raise fail(f"{out} exists: name a new file")
     try:
         source = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
-        try:
-            target = sqlite3.connect(out)
-            try:
-                source.backup(target)
-            finally:
-                target.close()
-        finally:
-            source.close()
+        with closing(source), closing(sqlite3.connect(out)) as target:
+            source.backup(target)
     except sqlite3.Error as exc:
         out.unlink(missing_ok=True)
         raise fail(f"backup of {path} to {out} failed: {exc}") from None
-    console.print(
-        f"backed up {path} to {out} ({out.stat().st_size} bytes)",
-        soft_wrap=True,
-        markup=False,
-        highlight=False,
-    )
+    plain(f"backed up {path} to {out} ({out.stat().st_size} bytes)")

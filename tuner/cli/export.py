@@ -3,36 +3,41 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
+from db.connection import session_scope
+from db.files import list_imports
+from db.views import device_ceilings, list_device_names
 from tuner.cli.engines import EngineVersionOpt, clamp_lines
 from tuner.cli.errors import fail
-from tuner.cli.options import DbOpt, DeviceOpt, EngineName, KernelChoice, TrialsKernelOpt
-from tuner.cli.output import console, out_folder
+from tuner.cli.options import (
+    DbOpt,
+    DeviceOpt,
+    EngineName,
+    KernelChoice,
+    TrialsKernelOpt,
+)
+from tuner.cli.output import console, out_folder, plain
 from tuner.cli.store import device_in_store, open_db, store_files
 from tuner.cli.tables import Column, print_table
 from tuner.core import OutDtype
+from tuner.files.device import StoreFiles, read_device
+from tuner.files.imports import imported_files_summary
+from tuner.files.merge import DeviceFiles, entries_left_out, write_files_atomically
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.engines import SGLANG_NOTE
+from tuner.kernels.registry import DEFAULT_FAMILY
+from tuner.kernels.shape import FamilyShape
+from tuner.measure.shape_roofline import shape_roofline
 
-if TYPE_CHECKING:
-    from tuner.files.device import StoreFiles
-    from tuner.files.merge import DeviceFile, DeviceFiles
-
-
-OutOpt = Annotated[Path, typer.Option(help="Folder to write the vLLM config files to.")]
+# The scope of the files or winners, shared by `export`, `winners`, `publish` and `verify`.
 AllowPartialOpt = Annotated[
-    bool, typer.Option(help="Also write files whose M grid is not fully tuned yet.")
+    bool, typer.Option(help="Also use files whose M grid is not fully tuned yet.")
 ]
 OutDtypeOpt = Annotated[
     OutDtype | None, typer.Option(help="Only trials with this output dtype [default: all].")
-]
-EngineNameOpt = Annotated[
-    EngineName,
-    typer.Option(
-        "--engine",
-        help="File-name spelling: vllm, or sglang (block_shape=[128, 128]).",
-    ),
 ]
 AllowStaleOpt = Annotated[
     bool,
@@ -46,10 +51,15 @@ AllowStaleOpt = Annotated[
 
 def export(
     device: DeviceOpt,
-    out: OutOpt,
+    out: Annotated[Path, typer.Option(help="Folder to write the vLLM config files to.")],
     allow_partial: AllowPartialOpt = False,
     out_dtype: OutDtypeOpt = None,
-    engine_name: EngineNameOpt = EngineName.vllm,
+    engine_name: Annotated[
+        EngineName,
+        typer.Option(
+            "--engine", help="File-name spelling: vllm, or sglang (block_shape=[128, 128])."
+        ),
+    ] = EngineName.vllm,
     allow_stale: AllowStaleOpt = False,
     kernel: TrialsKernelOpt = KernelChoice.auto,
     db: DbOpt = None,
@@ -63,18 +73,14 @@ def export(
     sglang, one line per file names the entries SGLang rewrites as it reads them (BLOCK_SIZE_K
     raised to block_k).
     """
-    from db.repo import session_scope  # the store's stack loads only when a command opens it
-    from tuner.kernels.engines import SGLANG_NOTE
-
     out_folder(out)
     _, store = open_db(db, must_exist=True, read_only=True)
-
     with session_scope(store) as session:
         device_name = device_in_store(session, device)
     read = store_files(
         store,
         device_name,
-        out_dtype=out_dtype.value if out_dtype else None,
+        out_dtype=out_dtype and out_dtype.value,
         allow_stale=allow_stale,
         allow_partial=allow_partial,
         engine_name=engine_name.value,
@@ -83,29 +89,39 @@ def export(
     )
     result = read.explained()
     typer.echo(source_line(read, allow_stale), err=True)
-    if engine_name == "sglang":
+    sglang = engine_name == EngineName.sglang
+    if sglang:
         typer.echo(f"note: {SGLANG_NOTE}", err=True)
-    _write(result.files, out)
-    if engine_name == "sglang":
-        for line in clamp_lines(
-            device_name, engine_version, [(f.file_name, f.merged.configs) for f in result.files]
-        ):
+    _write(result, out)
+    if sglang:
+        files = [(f.file_name, f.merged.configs) for f in result.files]
+        for line in clamp_lines(device_name, engine_version, files):
             typer.echo(f"warning: {line}", err=True)
     _say_left_out(result, device_name, read.stale_skips)
+
+
+def _write(result: DeviceFiles, out: Path) -> None:
+    """Write the files into `out` at once; one line per file with its M, then its notes."""
+    try:
+        paths = write_files_atomically(result.files, out)
+    except OSError as exc:
+        raise fail(f"cannot write to {out}: {exc}") from None
+    for file, path in zip(result.files, paths, strict=True):
+        plain(f"wrote {path}  (M = {','.join(map(str, file.merged.configs))})")
+        for line in [*file.merged.notes, *file.merged.warnings]:
+            plain(f"    {line}")
 
 
 def _say_left_out(result: DeviceFiles, device_name: str, stale_skips: int) -> None:
     """The shapes and imported entries left out, one line each, and a count; exit 1 when no
     file was written."""
-    from tuner.files.merge import entries_left_out
-
-    for skipped in result.skipped:
-        typer.echo(f"skipped N={skipped.N},K={skipped.K}: {skipped.reason}", err=True)
-    for line in result.left_out:
-        typer.echo(line, err=True)
+    lines = [f"skipped N={s.N},K={s.K}: {s.reason}" for s in result.skipped] + result.left_out
     if result.left_out:
-        count = entries_left_out(len(result.left_out))
-        typer.echo(f"{count}: they cannot launch on {device_name}", err=True)
+        lines.append(
+            f"{entries_left_out(len(result.left_out))}: they cannot launch on {device_name}"
+        )
+    for line in lines:
+        typer.echo(line, err=True)
     if not result.files:
         because = (
             f"; {stale_skips} shape(s) lack winners because their trials are stale: "
@@ -130,91 +146,40 @@ def source_line(read: StoreFiles, allow_stale: bool) -> str:
     )
 
 
-def _write(files: list[DeviceFile], out: Path) -> None:
-    """Write the merged files into `out` at once, one line per file with its M and notes."""
-    from tuner.files.merge import write_files_atomically
-
-    try:
-        paths = write_files_atomically(files, out)
-    except OSError as exc:
-        raise fail(f"cannot write to {out}: {exc}") from None
-    for file, path in zip(files, paths, strict=True):
-        merged = file.merged
-        console.print(
-            f"wrote {path}  (M = {','.join(map(str, merged.configs))})",
-            soft_wrap=True,
-            markup=False,
-            highlight=False,
-        )
-        for line in [*merged.notes, *merged.warnings]:
-            console.print(f"    {line}", soft_wrap=True, markup=False, highlight=False)
+def _cell(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
 
 
-def _winner_columns(*, kernels: bool, ceilings: bool) -> list[Column]:
-    """`tuner winners`' columns: the kernel when rows of another family than the default (e.g.
-    MoE) are among them, the shares of the ceilings when measured. On a narrow terminal the
-    roofline figures go first, then the spread (tuner.cli.tables)."""
-    columns = [Column("kernel", text=True)] if kernels else []
-    columns += [
-        Column("N"),
-        Column("K"),
-        Column("M"),
-        Column("winner", text=True),
-        Column("latency_us"),
-        Column("default_us"),
-        Column("speedup"),
-        Column("spread_us", optional=True),
-        Column("GB/s", optional=True),
-        Column("TFLOP/s", optional=True),
-    ]
-    if ceilings:
-        columns += [Column("% copy BW", optional=True), Column("% FP8 mm", optional=True)]
-    return columns
+def _rate(value: float | None, decimals: int) -> str:
+    """A rate with `decimals` decimals, or 3 significant digits when that would show 0 (the
+    interpreter's rates are tiny)."""
+    text = _cell(value, f".{decimals}f")
+    return text if text == "-" or float(text) != 0 or value == 0 else f"{value:.3g}"
 
 
 def _winner_cells(row, *, kernels: bool, ceilings) -> list[str]:
-    """One winner row's cells (`db.repo.WinnerRow`), under `_winner_columns`."""
-    from tuner.kernels.config import KernelConfig
-    from tuner.kernels.shape import FamilyShape
-    from tuner.measure.shape_roofline import shape_roofline
-
-    default_us = row.default_latency_us
-    key = FamilyShape.of_row(row)
-    # Only a family whose calls are one GEMM has roofline figures (`roofline_gemm`).
+    """One winner row's cells (`db.views.WinnerRow`): the kernel when `kernels`, the shares of
+    the ceilings when measured; roofline figures only for a family whose call is one GEMM."""
+    key, default_us = FamilyShape.of_row(row), row.default_latency_us
     figures = shape_roofline(key, row.M, row.latency_us, ceilings)
     kernel = " ".join(filter(None, (key.family, key.shape.params_text)))
-    cells = ([kernel] if kernels else []) + [
-        str(row.N),
-        str(row.K),
-        str(row.M),
-        KernelConfig.from_dict(row.config).short(),
-        f"{row.latency_us:.1f}",
-        "-" if default_us is None else f"{default_us:.1f}",
-        "-" if default_us is None else f"{default_us / row.latency_us:.2f}x",
-        "-" if row.spread_us is None else f"{row.spread_us:.2f}",
-        *((_figure(figures.gbps, 1), _figure(figures.tflops, 2)) if figures else ("-", "-")),
-    ]
+    speedup = None if default_us is None else default_us / row.latency_us
+    cells = [kernel] if kernels else []
+    cells += [str(row.N), str(row.K), str(row.M), KernelConfig.from_dict(row.config).short()]
+    cells += [f"{row.latency_us:.1f}", _cell(default_us, ".1f")]
+    cells += ["-" if speedup is None else f"{speedup:.2f}x", _cell(row.spread_us, ".2f")]
+    cells += [_rate(figures.gbps if figures else None, 1)]
+    cells += [_rate(figures.tflops if figures else None, 2)]
     if ceilings:
-        cells += [
-            "-" if ratio is None else f"{100 * ratio:.1f}"
-            for ratio in ((figures.copy_ratio, figures.fp8_mm_ratio) if figures else (None, None))
-        ]
+        ratios = (figures.copy_ratio, figures.fp8_mm_ratio) if figures else (None, None)
+        cells += [_cell(None if r is None else 100 * r, ".1f") for r in ratios]
     return cells
 
 
 def winners(
     device: DeviceOpt,
-    out_dtype: Annotated[
-        OutDtype | None, typer.Option(help="Only trials with this output dtype [default: all].")
-    ] = None,
-    allow_stale: Annotated[
-        bool,
-        typer.Option(
-            "--allow-stale",
-            help="Also use trials timed with another kernel source or another "
-            "Triton major.minor than the current ones.",
-        ),
-    ] = False,
+    out_dtype: OutDtypeOpt = None,
+    allow_stale: AllowStaleOpt = False,
     db: DbOpt = None,
 ) -> None:
     """Per (N, K, M): the winning config in the store against vLLM's default config.
@@ -224,55 +189,39 @@ def winners(
     last (latencies of different runs are not compared); from trials of the current kernel
     source and Triton major.minor only, unless --allow-stale. GB/s counts the compulsory bytes
     of A, B, the scales and C over the latency, TFLOP/s 2*M*N*K over it; with ceilings measured
-    on the GPU
-    (each CUDA worker measures them at start), their % of a device-to-device copy and of
-    torch's FP8 matrix product. A device with imported files only (`tuner import`, never
+    on the GPU (each CUDA worker measures them at start), their % of a device-to-device copy
+    and of torch's FP8 matrix product. A device with imported files only (`tuner import`, never
     swept) has no winners: one line says so and how to see its files.
     """
-    from db import repo
-    from db.repo import session_scope
-    from tuner.files.device import read_device
-    from tuner.kernels.registry import DEFAULT_FAMILY
-    from tuner.kernels.shape import FamilyShape
-
     _, store = open_db(db, must_exist=True, read_only=True)
-
     with session_scope(store) as session:
         device_name = device_in_store(session, device)
-        if device_name not in repo.list_device_names(session):
-            imports = repo.list_imports(session, device_name=device_name)
-            typer.echo(imported_only_line(device_name, imports))
+        if device_name not in list_device_names(session):
+            plain(imported_only_line(device_name, list_imports(session, device_name=device_name)))
             return
         view = read_device(
-            session,
-            device_name,
-            allow_stale=allow_stale,
-            out_dtype=out_dtype.value if out_dtype else None,
+            session, device_name, allow_stale=allow_stale, out_dtype=out_dtype and out_dtype.value
         )
-        ceilings = repo.device_ceilings(session, device_name=device_name)
-    rows, note = view.winners, view.scope.note(device_name)
-    # A kernel column where rows are not all of the default family (e.g. fused-MoE ones).
+        ceilings = device_ceilings(session, device_name=device_name)
+    rows = view.winners
+    # A kernel column where rows are not all of the default family (e.g. fused-MoE ones); on a
+    # narrow terminal the roofline figures go first, then the spread.
     kernels = bool({FamilyShape.of_row(row).family for row in rows} - {DEFAULT_FAMILY})
-    columns = _winner_columns(kernels=kernels, ceilings=bool(ceilings))
-    cells_of_rows = [_winner_cells(row, kernels=kernels, ceilings=ceilings) for row in rows]
-    print_table(console, columns, cells_of_rows, title=device_name)
-    if note is not None:
-        typer.echo(note, err=True)
-    runs = runs_summary(rows)
-    if runs is not None:
-        typer.echo(runs, err=True)
+    columns = [Column("kernel", text=True)] if kernels else []
+    columns += [Column(h) for h in ("N", "K", "M")] + [Column("winner", text=True)]
+    columns += [Column(h) for h in ("latency_us", "default_us", "speedup")]
+    optional = ("spread_us", "GB/s", "TFLOP/s") + (("% copy BW", "% FP8 mm") if ceilings else ())
+    columns += [Column(h, optional=True) for h in optional]
+    cells = [_winner_cells(row, kernels=kernels, ceilings=ceilings) for row in rows]
+    print_table(console, columns, cells, title=device_name)
+    for line in (view.scope.note(device_name), runs_summary(rows)):
+        if line is not None:
+            typer.echo(line, err=True)
 
 
 def imported_only_line(device_name: str, imports) -> str:
-    """`tuner winners`' one line for a device with imported files and no sweeps: why there is
-    no winner to show, and how to see the files.
-
-    Args:
-        device_name: vLLM's device key, as stored.
-        imports: its imported files (`db.repo.list_imports`), at least one.
-    """
-    from tuner.files.imports import imported_files_summary
-
+    """`tuner winners`' one line for a device with imported files (`db.files.list_imports`)
+    and no sweeps: why there is no winner to show, and how to see the files."""
     return (
         f"{device_name}: no winners, it has only imported files "
         f"({imported_files_summary(imports)}), never swept here; `tuner export --device "
@@ -282,12 +231,9 @@ def imported_only_line(device_name: str, imports) -> str:
 
 
 def runs_summary(rows) -> str | None:
-    """One line naming the sweeps whose winners were set aside for a later sweep's (per (N, K,
-    M), the decision made last stands; `db.views`), or None when no key has several.
-
-    Args:
-        rows: `db.repo.WinnerRow`s.
-    """
+    """One line naming the sweeps whose winners (`db.views.WinnerRow`s) were set aside for a
+    later sweep's (per (N, K, M), the decision made last stands), or None when no key has
+    several."""
     aside = sorted({sweep for row in rows for sweep in row.other_sweeps})
     if not aside:
         return None
@@ -297,10 +243,3 @@ def runs_summary(rows) -> str | None:
         f"last (else the newest sweep's), not the lowest latency across runs; set aside: "
         f"sweep(s) {', '.join(map(str, aside))} (`tuner verify` re-times interleaved)"
     )
-
-
-def _figure(value: float, decimals: int) -> str:
-    """A rate with `decimals` decimals, or 3 significant digits when that would show 0 (the
-    interpreter's rates are tiny)."""
-    text = f"{value:.{decimals}f}"
-    return text if float(text) != 0 or value == 0 else f"{value:.3g}"

@@ -24,7 +24,7 @@ def print_sweep_summary(summary) -> None:
     """The closing lines of a sweep run (`tuner.run.sweep.summary_lines`)."""
 
     for line in summary_lines(summary):
-        console.print(line, soft_wrap=True, markup=False, highlight=False)
+        plain(line)
 
 
 def out_folder(path: Path) -> Path:

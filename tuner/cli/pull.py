@@ -9,35 +9,38 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.error import HTTPError, URLError
 from urllib.parse import quote
+from urllib.request import urlopen
 
 import typer
 
 from tuner.cli.errors import fail
 from tuner.cli.options import EngineName, EngineOpt
 from tuner.cli.output import out_folder, plain
-
-ServerOpt = Annotated[
-    str, typer.Option("--server", help="The tuner service's URL, e.g. http://tuner:8000.")
-]
-ReleaseOpt = Annotated[
-    int | None, typer.Option("--release", min=1, help="The release to pull [default: the newest].")
-]
-TIMEOUT_S = 30
+from tuner.files.pull import (
+    PullError,
+    check_downloads,
+    choose_release,
+    holds,
+    release_capabilities,
+    replace_folder,
+    version_mismatch,
+    wanted_files,
+)
+from tuner.inputs.backends import device_advice
+from tuner.kernels.source import vllm_version
 
 
 def fetch(url: str) -> bytes:
-    """GET `url`'s body (tests replace this).
+    """GET `url`'s body within 30 s (tests replace this).
 
     Raises:
         OSError: the server cannot be reached, or answered with an HTTP error (the message
             carries the status and the service's `detail`).
     """
-    from urllib.error import HTTPError, URLError
-    from urllib.request import urlopen
-
     try:
-        with urlopen(url, timeout=TIMEOUT_S) as response:  # noqa: S310 - http(s) checked below
+        with urlopen(url, timeout=30) as response:  # noqa: S310 - http(s) checked by server_url
             return response.read()
     except HTTPError as exc:
         try:
@@ -46,14 +49,12 @@ def fetch(url: str) -> bytes:
             detail = None
         # The tuner service answers every error with a JSON detail; without one, something
         # else answered at that address.
-        raise OSError(
-            f"HTTP {exc.code} from {url}"
-            + (
-                f": {detail}"
-                if detail
-                else ", with no detail: not the tuner service's answer (check --server)"
-            )
-        ) from None
+        tail = (
+            f": {detail}"
+            if detail
+            else ", with no detail: not the tuner service's answer (check --server)"
+        )
+        raise OSError(f"HTTP {exc.code} from {url}{tail}") from None
     except URLError as exc:  # no answer at all: refused, unknown host, timed out
         reason = getattr(exc.reason, "strerror", None) or exc.reason
         raise OSError(f"cannot reach {url}: {reason}") from None
@@ -68,23 +69,36 @@ def server_url(server: str) -> str:
 
 
 def releases_of(server: str, device: str, hint: str = "") -> list[dict]:
-    """`GET /devices/{device}/releases` of the server, parsed.
-
-    Args:
-        server: the service's URL.
-        device: the device as the service names it.
-        hint: added to the error line when the server cannot be reached at all (no answer).
-
-    Raises:
-        typer.Exit: exit 1 with one line when the server cannot answer.
-    """
+    """`GET /devices/{device}/releases` of the server, parsed; exit 1 with one line (and
+    `hint` when the server did not answer at all) when it cannot answer."""
     try:
         return json.loads(fetch(f"{server_url(server)}/devices/{quote(device, safe='')}/releases"))
     except OSError as exc:
-        reached = str(exc).startswith("HTTP ")
-        raise fail(str(exc) + ("" if reached else hint), 1) from None
+        raise fail(str(exc) + ("" if str(exc).startswith("HTTP ") else hint), 1) from None
     except ValueError as exc:
         raise fail(str(exc), 1) from None
+
+
+ServerOpt = Annotated[
+    str, typer.Option("--server", help="The tuner service's URL, e.g. http://tuner:8000.")
+]
+OutOpt = Annotated[
+    Path,
+    typer.Option(
+        help="The folder to fill; files of the previous pull that the release no longer has "
+        "are removed."
+    ),
+]
+ReleaseOpt = Annotated[
+    int | None, typer.Option("--release", min=1, help="The release to pull [default: the newest].")
+]
+StrictOpt = Annotated[
+    bool,
+    typer.Option(
+        "--strict",
+        help="Exit 1 (writing nothing) when the Triton or vLLM here differs from the release's.",
+    ),
+]
 
 
 def pull(
@@ -92,23 +106,10 @@ def pull(
     device: Annotated[
         str, typer.Option(help="The device, as the service names it (aliases such as L20 work).")
     ],
-    out: Annotated[
-        Path,
-        typer.Option(
-            help="The folder to fill; files of the previous pull "
-            "that the release no longer has are removed."
-        ),
-    ],
+    out: OutOpt,
     release: ReleaseOpt = None,
     engine_name: EngineOpt = EngineName.vllm,
-    strict: Annotated[
-        bool,
-        typer.Option(
-            "--strict",
-            help="Exit 1 (writing nothing) when the Triton or vLLM here differs from "
-            "the release's.",
-        ),
-    ] = False,
+    strict: StrictOpt = False,
 ) -> None:
     """Download a published release of a device's config files into a folder.
 
@@ -123,18 +124,15 @@ def pull(
     exist or a file's bytes do not match (the folder is untouched), or --strict and the
     versions differ; 2 bad input.
     """
-    from tuner.files.pull import holds, replace_folder
-
     out_folder(out)
-    base = server_url(server)
-    chosen = _chosen_release(base, device, release, strict=strict)
+    base, engine = server_url(server), engine_name.value
+    chosen = _chosen(base, device, release, strict)
     name, number = chosen["device_name"], chosen["number"]
-    if holds(out, chosen, engine_name.value):
+    if holds(out, chosen, engine):
         plain(f"{out} already holds {name} release {number}; nothing to do")
         return
-    contents = _download(base, chosen, engine_name.value)
     try:
-        written, removed = replace_folder(out, chosen, engine_name.value, contents)
+        written, removed = replace_folder(out, chosen, engine, _download(base, chosen, engine))
     except OSError as exc:
         raise fail(f"{out}: cannot write: {exc.strerror or exc}", 1) from None
     gone = f"; removed {len(removed)} file(s) of the previous release" if removed else ""
@@ -142,75 +140,47 @@ def pull(
         f"pulled {name} release {number} into {out}: {len(written)} file(s), sha256 checked{gone}"
     )
     if engine_name == EngineName.vllm:
-        for line in release_advice(chosen):
+        # Whether vLLM reads the files on the device the release was tuned on.
+        for line in device_advice(str(name), release_capabilities(chosen)).lines():
             plain(line)
 
 
-def _chosen_release(
-    base: str, device: str, release: int | None, *, strict: bool
-) -> Mapping[str, Any]:
-    """The release to pull (`tuner.files.pull.choose_release`), after the warning line when
-    the Triton or vLLM here differs from its own (with `strict`: exit 1 instead)."""
-    from tuner.files.pull import PullError, choose_release, version_mismatch
-    from tuner.kernels.source import vllm_version
-
-    listed = releases_of(base, device)
+def _chosen(base: str, device: str, release: int | None, strict: bool) -> Mapping[str, Any]:
+    """The release to pull, after one warning line when the Triton or vLLM here differs from
+    the release's (`strict`: exit 1 instead)."""
     try:
-        chosen = choose_release(listed, device, release)
+        chosen = choose_release(releases_of(base, device), device, release)
     except PullError as exc:
         raise fail(str(exc), 1) from None
     mismatch = version_mismatch(chosen, triton=_installed("triton"), vllm=vllm_version())
+    if mismatch is not None and strict:
+        raise fail(mismatch.removeprefix("warning: ") + "; --strict: nothing written", 1)
     if mismatch is not None:
-        if strict:
-            raise fail(mismatch.removeprefix("warning: ") + "; --strict: nothing written", 1)
         typer.echo(mismatch, err=True)
     return chosen
 
 
-def _download(base: str, chosen: Mapping[str, Any], engine_name: str) -> dict[str, bytes]:
-    """File name -> the bytes of each file of the release, each checked against its sha256
-    (`tuner.files.pull.check_downloads`); exit 1 with one line when one cannot be fetched or
-    does not match."""
-    from tuner.files.pull import PullError, check_downloads, wanted_files
-
-    name, number = chosen["device_name"], chosen["number"]
+def _download(base: str, chosen: Mapping[str, Any], engine: str) -> dict[str, bytes]:
+    """File name -> the bytes of each file of the release, each checked against its sha256;
+    exit 1 with one line when one cannot be fetched or does not match."""
+    name, number = quote(chosen["device_name"], safe=""), chosen["number"]
+    wanted = wanted_files(chosen, engine)
     contents = {}
-    for wanted in wanted_files(chosen, engine_name):
-        url = (
-            f"{base}/devices/{quote(name, safe='')}/configs/"
-            f"{quote(wanted.file_name, safe='')}?release={number}"
-        )
-        try:
-            contents[wanted.file_name] = fetch(url)
-        except OSError as exc:
-            raise fail(f"{exc}; nothing written", 1) from None
     try:
-        check_downloads(wanted_files(chosen, engine_name), contents)
+        for file in wanted:
+            url = f"{base}/devices/{name}/configs/{quote(file.file_name, safe='')}?release={number}"
+            contents[file.file_name] = fetch(url)
+    except OSError as exc:
+        raise fail(f"{exc}; nothing written", 1) from None
+    try:
+        check_downloads(wanted, contents)
     except PullError as exc:
         raise fail(str(exc), 1) from None
     return contents
 
 
-def release_advice(release: Mapping[str, Any]) -> list[str]:
-    """Whether vLLM reads a release's files on its device (`tuner.inputs.backends`), from the
-    compute capabilities the release's summary says it was tuned with
-    (`tuner.files.pull.release_capabilities`).
-
-    Args:
-        release: one entry of `GET /devices/{device}/releases`.
-
-    Returns:
-        The advice lines.
-    """
-    from tuner.files.pull import release_capabilities
-    from tuner.inputs.backends import device_advice
-
-    return device_advice(str(release["device_name"]), release_capabilities(release)).lines()
-
-
 def _installed(name: str) -> str | None:
     """A package's version from its metadata (not imported), or None."""
-
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:

@@ -1,195 +1,129 @@
 """`tuner shapes list|show|from-log|from-config`: the packaged models, and shapes from how a model
-is served.
-"""
+is served."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from tuner.cli.errors import fail
 from tuner.cli.output import console, plain
-
-if TYPE_CHECKING:
-    from tuner.kernels.family import KernelFamily
-    from tuner.kernels.shape import Shape
+from tuner.files.engine_folders import family_rows
+from tuner.inputs.hfconfig import derive_shapes, read_config
+from tuner.inputs.logs import LogScan, LogShapes, log_shapes, next_step, read_log, save_problem
+from tuner.inputs.shapes import (
+    ShapesFileError,
+    UnknownModelError,
+    known_models,
+    load_shapes,
+    save_shapes,
+    tp_sizes,
+)
+from tuner.kernels.family import EXPERTS, LINEAR_LAYERS
+from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES, family_of_part
+from tuner.kernels.shape import Shape, block_shape_text
 
 SaveOpt = Annotated[
     str | None,
     typer.Option(
         "--save",
         metavar="NAME",
-        help="Save the shapes as model NAME in your shapes "
-        "folder ($TUNER_SHAPES_DIR, else ~/.config/blockfp8-tuner/shapes/), so that "
-        "`tuner sweep --model NAME` finds them.",
+        help="Save the shapes as model NAME in your shapes folder ($TUNER_SHAPES_DIR, else "
+        "~/.config/blockfp8-tuner/shapes/), so that `tuner sweep --model NAME` finds them.",
     ),
 ]
+ModelArg = Annotated[str, typer.Argument(help="Model key from `tuner shapes list`.")]
 
 
-def shapes_list() -> None:
-    """Models with shapes (packaged, then your shapes folder), TP sizes and descriptions."""
-    from tuner.inputs.shapes import ShapesFileError, known_models, load_shapes, tp_sizes
-
-    table = Table("model", "TP sizes", "description")
-    broken = []
-    for name in known_models():
-        try:
-            sizes = tp_sizes(name)
-            description = load_shapes(name, sizes[0]).description
-        except ShapesFileError as exc:
-            broken.append(str(exc))
-            continue
-        table.add_row(name, ", ".join(map(str, sizes)), description)
-    console.print(table)
-    if broken:
-        raise fail(
-            broken[0]
-            if len(broken) == 1
-            else f"{broken[0]} (and {len(broken) - 1} more malformed shapes file(s))"
-        )
-
-
-def shapes_show(
-    model: Annotated[str, typer.Argument(help="Model key from `tuner shapes list`.")],
-    tp: Annotated[int | None, typer.Option(help="Tensor-parallel size.")] = None,
-) -> None:
-    """The (N, K) of a model at one TP size, with their source."""
-    from tuner.inputs.shapes import UnknownModelError, load_shapes
-
-    try:
-        entry = load_shapes(model, tp)
-    except (UnknownModelError, ValueError) as exc:
-        raise fail(str(exc).strip("'\"")) from None
-    group_n, group_k = entry.block_shape
-    console.print(
-        f"{entry.model} TP {entry.tp}, block_shape [{group_n}, {group_k}]", soft_wrap=True
-    )
-    table = Table("N", "K")
-    for n, k in entry.pairs():
-        table.add_row(str(n), str(k))
-    console.print(table)
-    console.print(f"source: {entry.source}", soft_wrap=True, markup=False)
-
-
-def _print_shapes(shapes: Sequence[tuple[int, int]], layers: Sequence[str] | None = None) -> None:
-    table = Table("N", "K", *(["layer"] if layers else []))
-    for index, (n, k) in enumerate(shapes):
-        table.add_row(str(n), str(k), *([layers[index]] if layers else []))
-    console.print(table)
-
-
-def _print_moe(moe: Sequence[tuple[int, int, int, int]]) -> None:
-    table = Table("E", "N", "K", "top_k", title="MoE experts (fused-MoE kernel)")
-    for row in moe:
+def _table(header: Sequence[str], rows, title: str | None = None) -> None:
+    table = Table(*header, title=title)
+    for row in rows:
         table.add_row(*map(str, row))
     console.print(table)
 
 
-def _expert_shapes(
-    family: KernelFamily,
-    rows: Sequence[tuple[int, int, int, int]],
-    block_shape: tuple[int, int],
-    where: str,
-) -> list[Shape]:
-    """The shapes of (E, N, K, top_k) rows as the experts' family reads them from a shapes
-    file (`FamilyShapes.parse_shapes`); [] for no rows."""
-    if not rows or family.shapes.parse_shapes is None:
-        return []
-    return list(family.shapes.parse_shapes([list(row) for row in rows], where, block_shape))
+def shapes_list() -> None:
+    """Models with shapes (packaged, then your shapes folder), TP sizes and descriptions."""
+    rows, broken = [], []
+    for name in known_models():
+        try:
+            sizes = tp_sizes(name)
+            rows.append((name, ", ".join(map(str, sizes)), load_shapes(name, sizes[0]).description))
+        except ShapesFileError as exc:
+            broken.append(str(exc))
+    _table(("model", "TP sizes", "description"), rows)
+    if len(broken) > 1:
+        raise fail(f"{broken[0]} (and {len(broken) - 1} more malformed shapes file(s))")
+    if broken:
+        raise fail(broken[0])
+
+
+def shapes_show(
+    model: ModelArg,
+    tp: Annotated[int | None, typer.Option(help="Tensor-parallel size.")] = None,
+) -> None:
+    """The (N, K) of a model at one TP size, with their source."""
+    try:
+        entry = load_shapes(model, tp)
+    except (UnknownModelError, ValueError) as exc:
+        raise fail(str(exc).strip("'\"")) from None
+    plain(f"{entry.model} TP {entry.tp}, block_shape {block_shape_text(entry.block_shape)}")
+    _table(("N", "K"), entry.pairs())
+    plain(f"source: {entry.source}")
 
 
 def _save(
-    name: str,
-    *,
-    tp: int,
-    pairs: Sequence[tuple[int, int]],
-    block_shape: tuple[int, int],
-    source: str,
-    description: str,
-    moe: Sequence[tuple[int, int, int, int]] = (),
-    model_type: str | None = None,
+    name: str, *, tp: int, pairs, block_shape: tuple[int, int], source: str, moe=(), **about
 ) -> None:
-    """Save the dense (N, K) `pairs` and fused-MoE `moe` rows (E, N, K, top_k) derived from a
-    log or config.json as model `name` at TP `tp`."""
-    from tuner.inputs.shapes import ShapesFileError, save_shapes
-    from tuner.kernels.family import EXPERTS, LINEAR_LAYERS
-    from tuner.kernels.registry import family_of_part
-    from tuner.kernels.shape import Shape
-
+    """Save the dense (N, K) `pairs` and fused-MoE `moe` rows (E, N, K, top_k) as model `name`
+    at TP `tp` (`tuner.inputs.shapes.save_shapes`, which `about` goes to)."""
     layers, experts = family_of_part(LINEAR_LAYERS), family_of_part(EXPERTS)
     try:
+        rows = [list(row) for row in moe]
         groups = {
             layers.name: [Shape(n, k, block_shape) for n, k in pairs],
-            experts.name: _expert_shapes(experts, moe, block_shape, source),
+            experts.name: list(experts.shapes.parse_shapes(rows, source, block_shape))
+            if rows and experts.shapes.parse_shapes is not None
+            else [],
         }
         path = save_shapes(
-            name,
-            tp=tp,
-            groups=groups,
-            block_shape=block_shape,
-            source=source,
-            description=description,
-            model_type=model_type,
+            name, tp=tp, groups=groups, block_shape=block_shape, source=source, **about
         )
     except (ShapesFileError, ValueError) as exc:
         raise fail(str(exc)) from None
     except OSError as exc:
         raise fail(f"cannot write the shapes file: {exc.strerror or exc}") from None
-    console.print(
-        f"saved as model '{name}', TP {tp}: {path}", soft_wrap=True, markup=False, highlight=False
-    )
+    plain(f"saved as model '{name}', TP {tp}: {path}")
 
 
-def _next_step(
-    device_names: Sequence[str], model: str, tp: int | None, sglang: bool = False
-) -> None:
-    tp_text = f" --tp {tp}" if tp is not None else " --tp <TP>"
+def _next_step(device_names: Sequence[str], model: str, tp: int | None, sglang: bool) -> None:
     for device_name in device_names or ["<device>"]:
-        console.print(
-            f"tuner sweep --device {device_name} --model {model}{tp_text}",
-            soft_wrap=True,
-            markup=False,
-            highlight=False,
-        )
+        plain(f"tuner sweep --device {device_name} --model {model} --tp {tp or '<TP>'}")
         if sglang:
-            console.print(
-                f"tuner export --device {device_name} --out configs/ --engine sglang",
-                soft_wrap=True,
-                markup=False,
-                highlight=False,
-            )
+            plain(f"tuner export --device {device_name} --out configs/ --engine sglang")
 
 
-def _print_other_families(scan) -> None:
+def _print_other_families(scan: LogScan) -> None:
     """Each other family's part of a log (`KernelFamily.log_line`): its shapes without a config
     file, where vLLM looks for them, and its files out of scope."""
-    from tuner.files.engine_folders import family_rows
-    from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES
-    from tuner.kernels.shape import block_shape_text
-
     for family in FAMILIES.values():
         line = family.log_line
         if family.name == DEFAULT_FAMILY or line is None:
             continue
         shapes = scan.shapes_of(family.name)
         if shapes:
-            console.print(f"{len(shapes)} {line.what} without a config file:", highlight=False)
-            table = Table(*line.key_names, "block_shape")
-            for shape in shapes:
-                table.add_row(
-                    *map(str, family.files.file_key(shape)), block_shape_text(shape.block_shape)
-                )
-            console.print(table)
+            plain(f"{len(shapes)} {line.what} without a config file:")
+            rows = [(*family.files.file_key(s), block_shape_text(s.block_shape)) for s in shapes]
+            _table((*line.key_names, "block_shape"), rows)
             missing = scan.files.get(family.name, ())
             for folder in sorted({m.path.rsplit("/", 1)[0] for m in missing if "/" in m.path}):
-                rows = family_rows("vllm", family.name)  # the newest release's row
-                env = rows[-1].env if rows else None
-                first = f"${env}, then " if env else ""
-                plain(f"vLLM looks for them in {first}{folder}/")
+                folders = family_rows("vllm", family.name)  # the newest release's row last
+                env = folders[-1].env if folders else None
+                plain(f"vLLM looks for them in {f'${env}, then ' if env else ''}{folder}/")
         for name in scan.out_of_scope.get(family.name, ()):
             plain(f"out of scope: {name} ({line.out_of_scope_why})")
 
@@ -215,15 +149,13 @@ def from_log(
     FP8, BF16) are reported as out of scope. A log states no MoE K or top_k: `--save` keeps the
     dense shapes only (use `from-config` for the experts).
     """
-    from tuner.inputs.logs import log_shapes, next_step, read_log
-
     try:
         scan = read_log(log)
     except ValueError as exc:
         raise fail(str(exc)) from None
     if not scan.any_missing:
         if scan.kernel_line is not None:
-            console.print(scan.kernel_line, soft_wrap=True, markup=False, highlight=False)
+            plain(scan.kernel_line)
         _print_other_families(scan)
         raise fail(
             f"{log}: no 'Config file not found' warning of the W8A8 block-FP8 kernel in "
@@ -238,43 +170,32 @@ def from_log(
         return
     step = next_step(scan, found, log)
     for line in step.lines:
-        console.print(line, soft_wrap=True, markup=False, highlight=False)
+        plain(line)
     if step.model is not None:
         _next_step(scan.device_names, step.model, step.tp, step.sglang)
 
 
-def _print_log_shapes(scan, found, log: Path) -> None:
+def _print_log_shapes(scan: LogScan, found: LogShapes, log: Path) -> None:
     """The log's warnings, device, model and TP; its dense shapes and the folders the engine
     searched; its MoE experts."""
-    console.print(
+    plain(
         f"{log}: {scan.warnings} warning(s) from {', '.join(found.engines)}; device_name "
         f"{', '.join(scan.device_names)}; model {scan.model or 'not stated'}; "
-        f"TP {found.tp if found.tp is not None else 'not stated'}",
-        soft_wrap=True,
-        markup=False,
-        highlight=False,
+        f"TP {found.tp if found.tp is not None else 'not stated'}"
     )
     if scan.kernel_line is not None:
-        console.print(scan.kernel_line, soft_wrap=True, markup=False, highlight=False)
+        plain(scan.kernel_line)
     if found.pairs:
-        console.print(
-            f"{len(found.pairs)} shape(s) without a config file, block_shape "
-            f"{' and '.join(f'[{b[0]}, {b[1]}]' for b in found.block_shapes)}:",
-            soft_wrap=True,
-            highlight=False,
-        )
-        _print_shapes(found.pairs)
+        blocks = " and ".join(map(block_shape_text, found.block_shapes))
+        plain(f"{len(found.pairs)} shape(s) without a config file, block_shape {blocks}:")
+        _table(("N", "K"), found.pairs)
     for folder in sorted({m.folder for m in scan.missing if m.folder}):
-        console.print(
-            f"the engine looks for them in {folder}/", soft_wrap=True, markup=False, highlight=False
-        )
+        plain(f"the engine looks for them in {folder}/")
     _print_other_families(scan)
 
 
-def _save_log_shapes(scan, found, log: Path, save: str) -> None:
+def _save_log_shapes(scan: LogScan, found: LogShapes, log: Path, save: str) -> None:
     """`from-log --save NAME`: the dense shapes saved as model NAME, then the next step."""
-    from tuner.inputs.logs import save_problem
-
     problem = save_problem(found, save)
     if problem is not None:
         raise fail(problem)
@@ -287,14 +208,11 @@ def _save_log_shapes(scan, found, log: Path, save: str) -> None:
         description=f"{scan.model or save}: shapes read from a server log",
     )
     if found.experts:
-        console.print(
+        plain(
             "the MoE experts are not saved (a log has no K or top_k): add them with "
-            f"tuner shapes from-config config.json --tp {found.tp} --save {save}",
-            soft_wrap=True,
-            markup=False,
-            highlight=False,
+            f"tuner shapes from-config config.json --tp {found.tp} --save {save}"
         )
-    console.print("next:", highlight=False)
+    plain("next:")
     _next_step(scan.device_names, save, found.tp, found.sglang)
 
 
@@ -313,55 +231,38 @@ def from_config(
     num_experts_per_tok (other MoE architectures: experts only). Splits that do not divide and
     checkpoints that are not block FP8 (BF16, per-tensor/channel/group FP8) are refused.
     """
-    from tuner.inputs.hfconfig import derive_shapes, read_config
-
     try:
         derived = derive_shapes(read_config(config), tp, where=str(config))
     except ValueError as exc:
         raise fail(str(exc)) from None
-    bn, bk = derived.block_shape
-    console.print(
-        f"{config}: {derived.architecture}"
-        f"{f' ({derived.model})' if derived.model else ''}, TP {tp}, "
-        f"block_shape [{bn}, {bk}]",
-        soft_wrap=True,
-        markup=False,
-        highlight=False,
+    model = f" ({derived.model})" if derived.model else ""
+    plain(
+        f"{config}: {derived.architecture}{model}, TP {tp}, "
+        f"block_shape {block_shape_text(derived.block_shape)}"
     )
     if derived.layers:
-        _print_shapes(
-            [(layer.N, layer.K) for layer in derived.layers],
-            [layer.layer for layer in derived.layers],
-        )
+        _table(("N", "K", "layer"), [(x.N, x.K, x.layer) for x in derived.layers])
     else:
-        console.print(
-            f"dense layers of {derived.architecture} are not derived; MoE experts only",
-            soft_wrap=True,
-            markup=False,
-            highlight=False,
-        )
+        plain(f"dense layers of {derived.architecture} are not derived; MoE experts only")
     moe = [(m.E, m.N, m.K, m.top_k) for m in derived.moe]
     if moe:
-        _print_moe(moe)
+        _table(("E", "N", "K", "top_k"), moe, title="MoE experts (fused-MoE kernel)")
     if save is None:
-        console.print(
-            f"save them with --save NAME, then: tuner sweep --device <device> "
-            f"--model NAME --tp {tp}",
-            soft_wrap=True,
-            markup=False,
-            highlight=False,
+        plain(
+            "save them with --save NAME, then: tuner sweep --device <device> --model NAME "
+            f"--tp {tp}"
         )
         return
+    parts = "dense layers and MoE experts" if moe else "dense layers"
     _save(
         save,
         tp=tp,
         pairs=derived.shapes,
         block_shape=derived.block_shape,
-        source=f"{config.name} ({derived.architecture}), derived by tuner.inputs.hfconfig's rule",
-        description=f"{derived.model or save}: "
-        f"{'dense layers and MoE experts' if moe else 'dense layers'} derived from config.json",
         moe=moe,
+        source=f"{config.name} ({derived.architecture}), derived by tuner.inputs.hfconfig's rule",
+        description=f"{derived.model or save}: {parts} derived from config.json",
         model_type=derived.model_type,
     )
-    console.print("next:", highlight=False)
-    _next_step([], save, tp)
+    plain("next:")
+    _next_step([], save, tp, False)

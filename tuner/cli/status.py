@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from db import repo
-from db.repo import session_scope
+from db.connection import session_scope
+from db.views import list_sweeps, sweep_tasks
 from tuner.cli.errors import fail
 from tuner.cli.options import DbOpt
 from tuner.cli.output import console, plain
@@ -15,100 +15,61 @@ from tuner.cli.store import open_db
 from tuner.cli.tables import Column, print_table
 
 
+def _us(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
 def status(
     sweep: Annotated[int | None, typer.Option("--sweep", help="Show this sweep's tasks.")] = None,
     db: DbOpt = None,
 ) -> None:
     """Sweeps in the store with task and trial counts; with --sweep, that sweep's tasks."""
-
     _, store = open_db(db, must_exist=True, read_only=True)
     with session_scope(store) as session:
-        sweeps = repo.list_sweeps(session)
-        tasks = (
-            repo.sweep_tasks(session, sweep_id=sweep)
-            if sweep is not None and any(s.sweep_id == sweep for s in sweeps)
-            else None
-        )
-    if sweep is not None and tasks is None:
+        sweeps = list_sweeps(session)
+        known = sweep in {s.sweep_id for s in sweeps}
+        tasks = sweep_tasks(session, sweep_id=sweep) if sweep is not None and known else []
+    if sweep is not None and not known:
         listed = ", ".join(str(s.sweep_id) for s in sweeps) or "none"
         raise fail(f"no sweep with id {sweep}; sweeps: {listed}")
-    if tasks is None:
-        if not sweeps:
-            plain("no sweeps in the store yet (tuner sweep ...)")
-            return
+    if sweep is not None:
+        _print_tasks(tasks, sweep)
+    elif sweeps:
         _print_sweeps(sweeps)
-        return
-    _print_tasks(tasks, sweep)
+    else:
+        plain("no sweeps in the store yet (tuner sweep ...)")
 
 
 def _print_sweeps(sweeps) -> None:
-    """One row per sweep (`db.repo.SweepSummary`): its scope, task counts by state, trials ok."""
-    columns = [
-        Column("sweep"),
-        Column("device", text=True),
-        Column("model", text=True),
-        Column("TP"),
-        Column("strategy", text=True),
-        Column("tasks done"),
-        Column("running", optional=True),
-        Column("pending", optional=True),
-        Column("failed"),
-        Column("trials ok/total"),
-    ]
+    """One row per sweep (`db.views.SweepSummary`): its scope, task counts by state, trials ok."""
+    columns = [Column("sweep"), Column("device", text=True), Column("model", text=True)]
+    columns += [Column("TP"), Column("strategy", text=True), Column("tasks done")]
+    columns += [Column("running", optional=True), Column("pending", optional=True)]
+    columns += [Column("failed"), Column("trials ok/total")]
     rows = [
-        [
-            str(s.sweep_id),
-            s.device_name,
-            s.model,
-            str(s.tp),
-            s.strategy,
-            f"{s.tasks['done']}/{sum(s.tasks.values())}",
-            str(s.tasks["running"]),
-            str(s.tasks["pending"]),
-            str(s.tasks["failed"]),
-            f"{s.trials_ok}/{s.trials_total}",
-        ]
+        [str(s.sweep_id), s.device_name, s.model, str(s.tp), s.strategy]
+        + [f"{s.tasks['done']}/{sum(s.tasks.values())}"]
+        + [str(s.tasks[state]) for state in ("running", "pending", "failed")]
+        + [f"{s.trials_ok}/{s.trials_total}"]
         for s in sweeps
     ]
     print_table(console, columns, rows, title="sweeps")
 
 
-def _print_tasks(tasks, sweep: int | None) -> None:
-    """One row per task of a sweep (`db.repo.TaskSummary`): its state, trials, search timings."""
-    columns = [
-        Column("N"),
-        Column("K"),
-        Column("M"),
-        Column("state", text=True),
-        Column("attempts", optional=True),
-        Column("trials ok/total"),
-        Column("best_us"),
-        Column("default_us"),
-        Column("speedup"),
-        Column("worker", text=True, optional=True),
-        Column("error", text=True),
-    ]
+def _print_tasks(tasks, sweep: int) -> None:
+    """One row per task of a sweep (`db.views.TaskSummary`): its state, trials, search timings."""
+    columns = [Column("N"), Column("K"), Column("M"), Column("state", text=True)]
+    columns += [Column("attempts", optional=True), Column("trials ok/total")]
+    columns += [Column("best_us"), Column("default_us"), Column("speedup")]
+    columns += [Column("worker", text=True, optional=True), Column("error", text=True)]
     rows = []
     for t in tasks:
-        speedup = (
-            f"{t.default_latency_us / t.best_latency_us:.2f}x"
-            if t.best_latency_us and t.default_latency_us
-            else "-"
-        )
+        best, default = t.best_latency_us, t.default_latency_us
+        speedup = f"{default / best:.2f}x" if best and default else "-"
         rows.append(
-            [
-                str(t.N),
-                str(t.K),
-                str(t.M),
-                t.state,
-                str(t.attempts),
-                f"{t.trials_ok}/{t.trials_total}",
-                "-" if t.best_latency_us is None else f"{t.best_latency_us:.1f}",
-                "-" if t.default_latency_us is None else f"{t.default_latency_us:.1f}",
-                speedup,
-                t.worker_id or "-",
-                (t.error or "")[:60],
-            ]
+            [str(t.N), str(t.K), str(t.M), t.state, str(t.attempts)]
+            + [f"{t.trials_ok}/{t.trials_total}", _us(best), _us(default), speedup]
+            + [t.worker_id or "-", (t.error or "")[:60]]
         )
     print_table(
         console,

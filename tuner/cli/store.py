@@ -9,11 +9,10 @@ import os
 from pathlib import Path
 
 import typer
-from sqlalchemy import inspect, make_url
+from sqlalchemy import URL, Engine, inspect, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
-from db import repo
-from db.repo import (
+from db.connection import (
     SchemaError,
     connect,
     default_db_url,
@@ -21,205 +20,154 @@ from db.repo import (
     open_store,
     read_only_url,
     session_scope,
-    sqlite_path,
 )
+from db.faults import sqlite_path
+from db.views import known_device_names
 from tuner.cli.errors import fail
-from tuner.files.device import MergeError, device_files
+from tuner.files.device import MergeError, StoreFiles, device_files
 from tuner.inputs.devices import store_device
 
-
-def masked(url: str) -> str:
-    """A store URL with its password replaced by `***`, safe to print."""
-
-    return make_url(url).render_as_string(hide_password=True)
-
-
-# What --db may be, for the lines that refuse it.
 STORE_URL_FORMS = (
     "sqlite:///PATH for a SQLite file (sqlite:////abs/path for an absolute one) "
     "or postgresql://USER@HOST/DB for PostgreSQL"
 )
 PSYCOPG_INSTALL = 'pip install -e ".[postgres]" (or pip install "psycopg[binary]")'
-_DB_NAMED = "--db (or TUNER_DB_URL)"
+_DB = "--db (or TUNER_DB_URL)"
+
+
+def masked(url: str) -> str:
+    """A store URL with its password replaced by `***`, safe to print."""
+    return make_url(url).render_as_string(hide_password=True)
 
 
 def sqlite_url_hint(text: str) -> str:
-    """The `sqlite:///` URL a malformed store URL or a plain path probably meant, as the tail
-    of an error line; "" when it is neither.
-
-    A relative path gets three slashes (`tuner.db` -> `sqlite:///tuner.db`), an absolute one
-    four (`/data/x.db` -> `sqlite:////data/x.db`: SQLAlchemy's `sqlite:///` is followed by the
-    path, https://docs.sqlalchemy.org/en/20/dialects/sqlite.html#connect-strings), `~` is
-    expanded. A `sqlite:` URL without a slash (`sqlite:data/x.db`) keeps the relative path it
-    wrote; one with one or two (`sqlite:/x.db`, `sqlite://data/x.db`, where `data` reads as a
-    host) gets both readings, the relative file in the current folder first.
-
-    Args:
-        text: the --db value as given.
-
-    Returns:
-        e.g. "; for a SQLite file use sqlite:////data/x.db".
-    """
+    """The tail of an error line naming the `sqlite:///` URL that a plain path or a malformed
+    sqlite URL probably meant (e.g. "; for a SQLite file use sqlite:////data/x.db"); "" when
+    it is neither. A relative path gets three slashes, an absolute one four (SQLAlchemy's
+    `sqlite:///` is followed by the path), `~` is expanded; `sqlite:/x` and `sqlite://x` get
+    both readings, the relative file first."""
 
     def url_of(path: str) -> str:
-        return (
-            f"sqlite:///{Path(path).expanduser()}" if path.startswith("~") else f"sqlite:///{path}"
-        )
+        return f"sqlite:///{Path(path).expanduser() if path.startswith('~') else path}"
 
-    lower = text.lower()
-    if lower.startswith("sqlite:"):
-        rest = text[len("sqlite:") :]
-        if rest.startswith("///"):
-            return ""
-        path = rest.lstrip("/")
-        if not path:
-            return ""
-        if not rest.startswith("/"):  # sqlite:data/x.db
-            return f"; for the file {path} use {url_of(path)}"
-        # sqlite:/x.db or sqlite://x.db: most often sqlite:///x.db mistyped; or a file in /.
+    if not text.lower().startswith("sqlite:"):
         return (
-            f"; for the file {path} (relative) use {url_of(path)}, for /{path} {url_of('/' + path)}"
+            "" if "://" in text or not text.strip() else f"; for a SQLite file use {url_of(text)}"
         )
-    if "://" in text or not text.strip():
+    rest = text[len("sqlite:") :]
+    path = rest.lstrip("/")
+    if rest.startswith("///") or not path:
         return ""
-    return f"; for a SQLite file use {url_of(text)}"
+    if not rest.startswith("/"):
+        return f"; for the file {path} use {url_of(path)}"
+    return f"; for the file {path} (relative) use {url_of(path)}, for /{path} {url_of('/' + path)}"
 
 
 def store_url(db: str | None, *, driver: bool = True) -> str:
-    """The store's URL: --db, else $TUNER_DB_URL, else sqlite:///tuner.db; checked, and
-    `postgres://` / `postgresql://` turned into psycopg's (`db.repo.normalized_url`). Every
-    command that takes --db reads it here (through `open_db` or `existing_store` where it
-    opens the store).
+    """The store's URL: --db, else $TUNER_DB_URL, else sqlite:///tuner.db, with `postgres://`
+    read as psycopg's (`db.connection.normalized_url`).
 
     Args:
         db: --db, or None.
         driver: also check that the URL's driver is installed (False where the command never
-            connects, e.g. `tuner db backup`, which only copies SQLite files).
+            connects, e.g. `tuner db backup`).
 
     Raises:
-        typer.Exit: one line, exit 2, when it is not a SQLAlchemy URL (a plain path or a
-            malformed sqlite URL gets the sqlite:/// URL it probably meant), names a database
-            other than SQLite or PostgreSQL or a driver SQLAlchemy does not know, or its driver
-            is not installed (psycopg: the pip command that installs it).
+        typer.Exit: one line, exit 2: not a URL (with the sqlite:/// URL it probably meant), a
+            database other than SQLite or PostgreSQL, an unknown, asyncio or missing driver.
     """
-
     url = db or default_db_url()
     try:
         url = normalized_url(url)
         parsed = make_url(url)
     except ArgumentError:
-        raise fail(f"{_DB_NAMED} {url!r} is not a database URL{sqlite_url_hint(url)}") from None
-    dialect = parsed.get_backend_name()
-    if dialect == "sqlite" and (parsed.host or parsed.username or parsed.port):
+        raise fail(f"{_DB} {url!r} is not a database URL{sqlite_url_hint(url)}") from None
+    backend, name = parsed.get_backend_name(), masked(url)
+    if backend == "sqlite" and (parsed.host or parsed.username or parsed.port):
         hint = sqlite_url_hint(url) or f": use {STORE_URL_FORMS}"
-        raise fail(f"{_DB_NAMED} {masked(url)} is not a SQLite URL (it names a host){hint}")
-    if dialect not in ("sqlite", "postgresql"):
+        raise fail(f"{_DB} {name} is not a SQLite URL (it names a host){hint}")
+    if backend not in ("sqlite", "postgresql"):
         raise fail(
-            f"{_DB_NAMED} {masked(url)}: the store is SQLite or PostgreSQL, not "
-            f"{parsed.drivername!r}: use {STORE_URL_FORMS}"
+            f"{_DB} {name}: the store is SQLite or PostgreSQL, not {parsed.drivername!r}: "
+            f"use {STORE_URL_FORMS}"
         )
     if driver:
-        _check_driver(url)
+        _check_driver(parsed, name)
     return url
 
 
-def _check_driver(url: str) -> None:
-    """Refuse, in one line with the fix, a URL whose SQLAlchemy dialect or DBAPI driver this
-    environment cannot load (what `create_engine` would raise as a traceback)."""
-
-    parsed = make_url(url)
+def _check_driver(parsed: URL, name: str) -> None:
+    """Refuse in one line, with the fix, a URL whose dialect or DBAPI driver cannot load here
+    (what `create_engine` would raise as a traceback)."""
     try:
         dialect = parsed.get_dialect()
     except NoSuchModuleError:
         raise fail(
-            f"{_DB_NAMED} {masked(url)}: SQLAlchemy knows no driver "
-            f"{parsed.drivername!r}: use {STORE_URL_FORMS} (psycopg)"
+            f"{_DB} {name}: SQLAlchemy knows no driver {parsed.drivername!r}: "
+            f"use {STORE_URL_FORMS} (psycopg)"
         ) from None
+    driver_name = parsed.get_driver_name()
     if getattr(dialect, "is_async", False):
         raise fail(
-            f"{_DB_NAMED} {masked(url)}: {parsed.get_driver_name()} is an asyncio "
-            "driver; the store needs a blocking one: use postgresql://... (psycopg)"
+            f"{_DB} {name}: {driver_name} is an asyncio driver; the store needs a blocking "
+            "one: use postgresql://... (psycopg)"
         )
     try:
         dialect.import_dbapi()
     except ImportError as exc:
-        name = exc.name or parsed.get_driver_name()
-        if parsed.get_driver_name() == "psycopg":
-            fix = PSYCOPG_INSTALL
-        else:
-            fix = f"install {name}, or use postgresql://... with psycopg: {PSYCOPG_INSTALL}"
+        missing = exc.name or driver_name
+        fix = (
+            PSYCOPG_INSTALL
+            if driver_name == "psycopg"
+            else f"install {missing}, or use postgresql://... with psycopg: {PSYCOPG_INSTALL}"
+        )
         raise fail(
-            f"{_DB_NAMED} {masked(url)} needs the {name} driver, which is not installed: {fix}"
+            f"{_DB} {name} needs the {missing} driver, which is not installed: {fix}"
         ) from None
 
 
 def sqlite_missing(url: str) -> bool:
-    """Whether a SQLite store URL names a file that does not exist (False for other stores and
-    in-memory SQLite)."""
-
+    """Whether a SQLite store URL names a file that does not exist."""
     path = sqlite_path(url)
     return path is not None and not path.exists()
 
 
 def no_store_line(url: str) -> str:
     """The line that refuses a SQLite store URL whose file does not exist."""
-    return (
-        f"no store at {masked(url)}: run `tuner sweep` first, or point --db (or "
-        "TUNER_DB_URL) at the store"
-    )
+    return f"no store at {masked(url)}: run `tuner sweep` first, or point {_DB} at the store"
 
 
 def open_failed(exc: BaseException, url: str) -> typer.Exit:
     """One line (exit 2) for a store that could not be opened: a server that does not answer
     or refuses the login, a SQLite file that cannot be opened; return the Exit to raise."""
-
     orig = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
     reason = (str(orig).strip().splitlines() or [""])[0].strip()
     reason = reason.removeprefix("connection failed: ")[:200] or type(orig).__name__
     if sqlite_path(url) is None and isinstance(exc, DBAPIError):
         return fail(
             f"cannot connect to the store {masked(url)} ({reason}): start its server, "
-            f"or point {_DB_NAMED} at one that runs"
+            f"or point {_DB} at one that runs"
         )
     return fail(
         f"cannot open store {masked(url)} ({type(orig).__name__}: {reason}): fix the "
-        f"store or point {_DB_NAMED} at another"
+        f"store or point {_DB} at another"
     )
 
 
-def _note_new_folder(url: str) -> None:
-    """Say so on stderr when opening a SQLite store will create its folder."""
-
-    parsed = make_url(url)
-    database = parsed.database or ""
-    if (
-        parsed.get_backend_name() == "sqlite"
-        and database
-        and database != ":memory:"
-        and not database.startswith("file:")
-    ):
-        folder = Path(database).expanduser().parent
-        if not folder.exists():
-            typer.echo(f"note: created folder {folder} for the store", err=True)
+def _sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite URL that names one by path (not a `file:` URI)."""
+    return None if (make_url(url).database or "").startswith("file:") else sqlite_path(url)
 
 
 def _read_only_or_refused(url: str, read_only: bool) -> str:
     """The URL to open: the read-only URL of a SQLite store this process cannot write (one
     note line), the URL itself otherwise; one error line where the command must write."""
-
-    parsed = make_url(url)
-    database = parsed.database or ""
-    if (
-        parsed.get_backend_name() != "sqlite"
-        or database in ("", ":memory:")
-        or database.startswith("file:")
-        or not Path(database).expanduser().exists()
-    ):
+    path = _sqlite_file(url)
+    if path is None or not path.exists():
         return url
-    ro_url = read_only_url(database)
+    ro_url = read_only_url(path)
     if ro_url is None:
         return url
-    path = Path(database).expanduser()
     what = "its folder" if os.access(path, os.W_OK) else "the file"
     if not read_only:
         raise fail(
@@ -233,27 +181,26 @@ def _read_only_or_refused(url: str, read_only: bool) -> str:
     return ro_url
 
 
-def open_db(db: str | None, *, must_exist: bool = False, read_only: bool = False):
-    """(url, SQLAlchemy Engine) of the store, its schema checked (and created for a new store).
+def open_db(
+    db: str | None, *, must_exist: bool = False, read_only: bool = False
+) -> tuple[str, Engine]:
+    """(url, Engine) of the store, its schema checked (and created for a new store).
 
     Args:
         db: --db, or None for $TUNER_DB_URL / sqlite:///tuner.db.
-        must_exist: for commands that only read: refuse a SQLite file that does not exist (a
-            mistyped --db would otherwise be created empty and read as "nothing yet").
-        read_only: the command only reads: a SQLite file (or folder) this process cannot
-            write is opened read-only (`db.repo.read_only_url`), said in one note line;
-            without it such a store is refused in one line.
+        must_exist: the command only reads: refuse a SQLite file that does not exist.
+        read_only: the command only reads: a SQLite store this process cannot write is opened
+            read-only (one note line); without it such a store is refused.
 
     Raises:
         typer.Exit: one line, exit 2, when the store cannot be opened.
     """
-
     url = store_url(db)
-    if must_exist:
-        if sqlite_missing(url):
-            raise fail(no_store_line(url))
-    else:
-        _note_new_folder(url)
+    path = _sqlite_file(url)
+    if must_exist and sqlite_missing(url):
+        raise fail(no_store_line(url))
+    if path is not None and not path.parent.exists():
+        typer.echo(f"note: created folder {path.parent} for the store", err=True)
     url = _read_only_or_refused(url, read_only)
     try:
         return url, open_store(url)
@@ -263,17 +210,10 @@ def open_db(db: str | None, *, must_exist: bool = False, read_only: bool = False
         raise open_failed(exc, url) from None
 
 
-def existing_store(db: str | None):
-    """(url, SQLAlchemy Engine) of the store for a command that reads it and must not create
-    it (`tuner sweep --dry-run`); the Engine is None when there is no store yet: a SQLite file
-    that does not exist, a server database without tables. A server that cannot be reached is
-    refused, not read as empty.
-
-    Raises:
-        typer.Exit: one line, exit 2: a bad URL, a missing driver, a server that does not
-            answer, a store at another schema revision.
-    """
-
+def existing_store(db: str | None) -> tuple[str, Engine | None]:
+    """(url, Engine) of the store for a command that reads it and must not create it
+    (`tuner sweep --dry-run`); Engine None when there is no store yet (no SQLite file, a server
+    database without tables). A server that cannot be reached is refused in one line."""
     url = store_url(db)
     if sqlite_missing(url):
         return url, None
@@ -281,39 +221,35 @@ def existing_store(db: str | None):
         store = connect(url)
         try:
             with store.connect() as connection:
-                has_tables = bool(inspect(connection).get_table_names())
+                if not inspect(connection).get_table_names():
+                    return url, None
         except Exception as exc:  # noqa: BLE001 - unreachable, login refused: one line
             raise open_failed(exc, url) from None
         finally:
             store.dispose()
-        if not has_tables:
-            return url, None
     return open_db(url, must_exist=True, read_only=True)
 
 
 def device_in_store(session, device: str) -> str:
     """The store's device key that `--device` names (`tuner.inputs.devices.store_device`); else
     one line naming them, exit 2."""
-
     try:
-        return store_device(device, repo.known_device_names(session))
+        return store_device(device, known_device_names(session))
     except ValueError as exc:
         raise fail(str(exc)) from None
 
 
 def stored_device(session, device: str, device_name: str) -> str:
-    """`device_name`, the vLLM key that `--device` resolved to, if the store has trials or
-    imports of it (`tuner.inputs.devices.store_device`); else one line naming the store's
-    devices, exit 2."""
-
+    """`device_name`, the key `--device` resolved to, if the store has trials or imports of it
+    (`tuner.inputs.devices.store_device`); else one line naming the store's devices, exit 2."""
     try:
-        return store_device(device, repo.known_device_names(session), device_name)
+        return store_device(device, known_device_names(session), device_name)
     except ValueError as exc:
         raise fail(str(exc)) from None
 
 
 def store_files(
-    store,
+    store: Engine,
     device_name: str,
     *,
     out_dtype: str | None,
@@ -322,27 +258,14 @@ def store_files(
     engine_name: str = "vllm",
     hint: str = "",
     kernel: str = "auto",
-):
-    """A device's files from the store (`tuner.files.device.device_files`), for `tuner export`,
-    `verify` and `mounts`; the note on stale trials left out goes to stderr.
-
-    Args:
-        store: the store's SQLAlchemy Engine (`tuner.cli.store.open_db`).
-        device_name: vLLM's device key, present in the store.
-        out_dtype: only sweeps with this output dtype; None for all.
-        allow_stale: also trials of another kernel source or Triton major.minor.
-        allow_partial: also files of shapes whose M grid is not fully tuned.
-        engine_name: file-name spelling, "vllm" or "sglang".
-        hint: appended to the error line when the winners cannot be merged.
-        kernel: whose kernels' trials count: "auto", "vllm" or "builtin".
-
-    Returns:
-        `tuner.files.device.StoreFiles`.
+) -> StoreFiles:
+    """A device's files from the store (`tuner.files.device.device_files`, whose arguments
+    these are), for `tuner export`, `verify` and `mounts`; the note on stale trials left out
+    goes to stderr.
 
     Raises:
-        typer.Exit: the winners cannot be merged (one line, exit 2).
+        typer.Exit: the winners cannot be merged (one line, with `hint`, exit 2).
     """
-
     try:
         with session_scope(store) as session:
             read = device_files(

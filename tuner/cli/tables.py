@@ -16,13 +16,8 @@ from rich.text import Text
 
 @dataclass(frozen=True)
 class Column:
-    """One column of a `print_table`.
-
-    Attributes:
-        header: its title; split only between words.
-        text: its cells wrap between words (configs, reasons); numeric cells never wrap.
-        optional: left out first, last optional column first, when the table does not fit.
-    """
+    """One column of a `print_table`: `text` cells wrap between words (numeric cells never
+    wrap); `optional` columns are left out first, the last first, when the table does not fit."""
 
     header: str
     text: bool = False
@@ -33,7 +28,7 @@ class Column:
 GAP = 3
 
 
-def _longest_word(text: str) -> int:
+def _word(text: str) -> int:
     return max((len(word) for word in text.split()), default=0)
 
 
@@ -41,81 +36,44 @@ def min_width(column: Column, cells: Sequence[str]) -> int:
     """The narrowest the column can be without splitting a number or a word: a numeric cell
     whole, a text cell's longest word, the header's longest word."""
     plain = [Text.from_markup(cell).plain for cell in cells]
-    widths = [_longest_word(cell) if column.text else len(cell) for cell in plain]
-    return max([_longest_word(column.header), *widths])
-
-
-def _table(
-    columns: Sequence[Column],
-    rows: Sequence[Sequence[str]],
-    title: str | None,
-    caption: str | None,
-    width: int,
-) -> Table:
-    table = Table(
-        title=title, caption=caption, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False
-    )
-    narrowest = [min_width(column, [row[i] for row in rows]) for i, column in enumerate(columns)]
-    # A numeric column is exactly as wide as its widest number, or as its header when the
-    # table fits that way; else its header wraps between words. Text columns share the rest,
-    # each at least as wide as its longest word.
-    whole = [
-        n if c.text else max(n, len(c.header)) for c, n in zip(columns, narrowest, strict=True)
-    ]
-    if sum(whole) + GAP * (len(columns) - 1) <= width:
-        narrowest = whole
-    folded = _folded(columns, narrowest, width)
-    fixed_text = folded != narrowest  # rich's own collapse can overshoot by a column or two
-    narrowest = folded
-    for index, column in enumerate(columns):
-        table.add_column(
-            column.header,
-            overflow="fold",
-            justify="left" if column.text else "right",
-            min_width=narrowest[index],
-            width=None if column.text and not fixed_text else narrowest[index],
-        )
-    for row in rows:
-        table.add_row(*row)
-    return table
-
-
-def _folded(columns: Sequence[Column], widths: list[int], width: int) -> list[int]:
-    """The widths with the widest text columns narrowed, one character at a time, until the
-    table fits `width`: their long words (a device name such as
-    Intel(R)_Data_Center_GPU_Max_1550) then fold onto the next line instead of pushing the last
-    columns off the edge. Numeric columns keep their widths; no text column gets narrower than
-    its header's longest word or 4."""
-    room = (
-        width
-        - GAP * (len(columns) - 1)
-        - sum(w for c, w in zip(columns, widths, strict=True) if not c.text)
-    )
-    text = {i: w for i, (c, w) in enumerate(zip(columns, widths, strict=True)) if c.text}
-    floor = {i: max(4, _longest_word(columns[i].header)) for i in text}
-    while sum(text.values()) > room:
-        narrowable = [i for i in text if text[i] > floor[i]]
-        if not narrowable:
-            break
-        widest = max(narrowable, key=lambda i: text[i])
-        text[widest] -= 1
-    return [text.get(i, w) for i, w in enumerate(widths)]
+    return max([_word(column.header), *(_word(c) if column.text else len(c) for c in plain)])
 
 
 def fitted_columns(
     width: int, columns: Sequence[Column], rows: Sequence[Sequence[str]]
 ) -> list[int]:
-    """The indices of the columns to show: all of them when the table fits `width` without
-    splitting a number or a word, else without the optional columns, the last first, until
-    it fits (or none is left to drop)."""
+    """The indices of the columns to show: all when the table fits `width` without splitting a
+    number or a word, else without the optional columns, the last first, until it fits."""
     keep = list(range(len(columns)))
     while True:
         needed = sum(min_width(columns[i], [row[i] for row in rows]) for i in keep)
-        needed += GAP * (len(keep) - 1)
         optional = [i for i in keep if columns[i].optional]
-        if needed <= width or not optional:
+        if needed + GAP * (len(keep) - 1) <= width or not optional:
             return keep
         keep.remove(optional[-1])
+
+
+def _widths(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: int) -> list[int]:
+    """Each column's width: a numeric column as wide as its widest number, or its header where
+    the table fits that way; text columns as wide as their cells, the widest narrowed first
+    down to their longest word, then (a word folds) down to their header's longest word or 4."""
+    cells = [[Text.from_markup(row[i]).plain for row in rows] for i in range(len(columns))]
+    least = [min_width(c, cells[i]) for i, c in enumerate(columns)]
+    whole = [n if c.text else max(n, len(c.header)) for c, n in zip(columns, least, strict=True)]
+    room = width - GAP * (len(columns) - 1)
+    numeric = whole if sum(whole) <= room else least
+    widths = [
+        max(len(c.header), *map(len, cells[i])) if c.text else numeric[i]
+        for i, c in enumerate(columns)
+    ]
+    folded = [max(4, _word(c.header)) for c in columns]
+    for floor in (least, folded):
+        while sum(widths) > room:
+            narrowable = [i for i, c in enumerate(columns) if c.text and widths[i] > floor[i]]
+            if not narrowable:
+                break
+            widths[max(narrowable, key=widths.__getitem__)] -= 1
+    return widths
 
 
 def print_table(
@@ -126,30 +84,29 @@ def print_table(
     title: str | None = None,
     caption: str | None = None,
 ) -> None:
-    """Print the rows under the columns that fit the console (`fitted_columns`); when some were
-    left out, a line names them.
-
-    Args:
-        console: where to print; its width decides.
-        columns: the columns, in order.
-        rows: one cell text per column.
-        title: above the table.
-        caption: below the table.
-    """
+    """Print the rows under the columns that fit the console's width (`fitted_columns`); when
+    some were left out, a line names them."""
     keep = fitted_columns(console.width, columns, rows)
-    table = _table(
-        [columns[i] for i in keep],
-        [[row[i] for i in keep] for row in rows],
-        title,
-        caption,
-        console.width,
+    shown = [columns[i] for i in keep]
+    cells = [[row[i] for i in keep] for row in rows]
+    table = Table(
+        title=title, caption=caption, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False
     )
+    for column, width in zip(shown, _widths(shown, cells, console.width), strict=True):
+        table.add_column(
+            column.header,
+            overflow="fold",
+            justify="left" if column.text else "right",
+            width=width,
+        )
+    for row in cells:
+        table.add_row(*row)
     console.print(table)
-    dropped = [columns[i].header for i in range(len(columns)) if i not in keep]
+    dropped = [c.header for i, c in enumerate(columns) if i not in keep]
     if dropped:
         console.print(
-            f"({', '.join(dropped)} left out at {console.width} columns; a wider "
-            "terminal shows them)",
+            f"({', '.join(dropped)} left out at {console.width} columns; a wider terminal "
+            "shows them)",
             markup=False,
             highlight=False,
         )
