@@ -371,7 +371,7 @@ def test_fix_first_finishes_unfinished_sweeps_so_an_interrupted_fix_resumes(stor
     partial = verify(url, "--allow-stale")
     assert partial.exit_code == 2
     assert "no winner yet for M=8" in partial.stderr
-    resumed = verify(url, "--allow-stale", "--fix", "--configs", configs, "--no-publish")
+    resumed = verify(url, "--allow-stale", "--fix", "--configs", configs)
     assert resumed.exit_code == 0, resumed.output
     assert "resuming sweep 2 (M=8)" in resumed.stdout
     assert [row[-1] for row in _tasks(tmp_path)] == ["done", "done"]
