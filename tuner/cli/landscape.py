@@ -53,6 +53,25 @@ def _one_kind(rows: Sequence[DeviceTrialRow]) -> tuple[list[DeviceTrialRow], lis
     return [row for row in kept if (row.block_shape, row.out_dtype) == kind], notes
 
 
+def _complete(results: list, spaces: list[str], notes: list[str]) -> list:
+    """The results of the (N, K, M) with every config (all of vLLM's for space "vllm", else as
+    many as the fullest has); a note on those left out."""
+    configs = Counter((n, k, m) for n, k, m, _, _ in results)
+    full = len(get_family(DEFAULT_FAMILY).space()) if spaces == ["vllm"] else None
+    expected = full or max(configs.values())
+    partial = sorted(problem for problem, count in configs.items() if count < expected)
+    if len(partial) == len(configs):
+        raise ValueError(
+            f"no (N, K, M) has all {expected} configs; the fullest has {max(configs.values())}"
+        )
+    if partial:
+        notes.append(
+            f"left out {len(partial)} partial (N, K, M) (fewer than {expected} configs): "
+            + ", ".join(f"{n},{k},{m} ({configs[(n, k, m)]})" for n, k, m in partial)
+        )
+    return [row for row in results if row[:3] not in partial]
+
+
 def build_landscape(
     rows: Sequence[DeviceTrialRow],
     *,
@@ -84,20 +103,7 @@ def build_landscape(
     ]  # fmt: skip
     spaces = sorted({row.space for row in kept})
     if complete_only:
-        configs = Counter((n, k, m) for n, k, m, _, _ in results)
-        full = len(get_family(DEFAULT_FAMILY).space()) if spaces == ["vllm"] else None
-        expected = full or max(configs.values())
-        partial = sorted(problem for problem, count in configs.items() if count < expected)
-        if len(partial) == len(configs):
-            raise ValueError(
-                f"no (N, K, M) has all {expected} configs; the fullest has {max(configs.values())}"
-            )
-        results = [row for row in results if row[:3] not in partial]
-        if partial:
-            notes.append(
-                f"left out {len(partial)} partial (N, K, M) (fewer than {expected} configs): "
-                + ", ".join(f"{n},{k},{m} ({configs[(n, k, m)]})" for n, k, m in partial)
-            )
+        results = _complete(results, spaces, notes)
     landscape = landscape_from_results(
         device_name=device_name,
         environment=kept[0].environment,
@@ -161,22 +167,33 @@ def landscape_record(
     )
 
 
-def landscape_stats(
-    file: Annotated[
-        Path,
-        typer.Argument(
-            help="Landscape file (JSON), e.g. from `tuner landscape record` or bench/landscapes/."
-        ),
-    ],
-    ratios: Annotated[
-        str,
-        typer.Option(
-            metavar="R,R,...",
-            help="Count the configs at least these fractions of the optimum's "
-            "speed, each in (0, 1].",
-        ),
-    ] = "0.98,0.97,0.95",
-) -> None:
+def _fractions(ratios: str) -> list[float]:
+    """--ratios, largest first; exit 2 unless each is in (0, 1]."""
+    try:
+        fractions = sorted({float(text) for text in ratios.split(",")}, reverse=True)
+    except ValueError:
+        fractions = []
+    if not fractions or not all(0 < r <= 1 for r in fractions):
+        raise fail(f"--ratios {ratios!r}: give fractions in (0, 1], e.g. 0.98,0.95")
+    return fractions
+
+
+StatsFileOpt = Annotated[
+    Path,
+    typer.Argument(
+        help="Landscape file (JSON), e.g. from `tuner landscape record` or bench/landscapes/."
+    ),
+]
+RatiosOpt = Annotated[
+    str,
+    typer.Option(
+        metavar="R,R,...",
+        help="Count the configs at least these fractions of the optimum's speed, each in (0, 1].",
+    ),
+]
+
+
+def landscape_stats(file: StatsFileOpt, ratios: RatiosOpt = "0.98,0.97,0.95") -> None:
     """Per (N, K, M) of a landscape: the optimum, how much faster it is than vLLM's default
     config, and how many configs come near it.
 
@@ -184,13 +201,7 @@ def landscape_stats(
     trials finds it by luck, whatever the strategy, so read search results on it with that in
     mind.
     """
-
-    try:
-        fractions = sorted({float(text) for text in ratios.split(",")}, reverse=True)
-    except ValueError:
-        fractions = []
-    if not fractions or not all(0 < r <= 1 for r in fractions):
-        raise fail(f"--ratios {ratios!r}: give fractions in (0, 1], e.g. 0.98,0.95")
+    fractions = _fractions(ratios)
     try:
         landscape = load_landscape(file)
     except ValueError as exc:
@@ -199,26 +210,30 @@ def landscape_stats(
     if not stats:
         raise fail(f"{file}: no (N, K, M) has an ok config", 1)
     names = ["N", "K", "M", "ok", "optimum", "optimum_us", "vs default"]
-    names += [f">= {r:g}" for r in fractions]
     columns = [Column(name, text=name == "optimum") for name in names]
+    columns += [Column(f">= {r:g}") for r in fractions]
     rows = [
-        [str(s.N), str(s.K), str(s.M), f"{s.ok}/{s.recorded}", s.optimum.short(),
-         f"{s.optimum_us:.2f}",
-         "cannot run" if s.default_speedup is None else f"{s.default_speedup:.2f}x",
-         *(str(count) for count in s.near)]
+        [
+            *map(str, (s.N, s.K, s.M)),
+            f"{s.ok}/{s.recorded}",
+            s.optimum.short(),
+            f"{s.optimum_us:.2f}",
+            "cannot run" if s.default_speedup is None else f"{s.default_speedup:.2f}x",
+            *map(str, s.near),
+        ]
         for s in stats
-    ]  # fmt: skip
+    ]
     print_table(console, columns, rows, title=f"{landscape.device_name} ({file.name})")
     speedups = [s.default_speedup for s in stats if s.default_speedup is not None]
     fewest = min(stats, key=lambda s: (s.near[-1], s.N, s.K, s.M))
     gain = (
-        "vLLM's default runs on none of them"
-        if not speedups
-        else f"the optimum is {geometric_mean(speedups):.2f}x "
-        f"vLLM's default (geomean of the {len(speedups)} where it runs)"
+        f"the optimum is {geometric_mean(speedups):.2f}x vLLM's default (geomean of the "
+        f"{len(speedups)} where it runs)"
+        if speedups
+        else "vLLM's default runs on none of them"
     )
     plain(
-        f"{len(stats)} (N, K, M): {gain}; configs at >= {fractions[-1]:g} of the "
-        f"optimum: median {median_high(s.near[-1] for s in stats)}, "
+        f"{len(stats)} (N, K, M): {gain}; configs at >= {fractions[-1]:g} of the optimum: "
+        f"median {median_high(s.near[-1] for s in stats)}, "
         f"fewest {fewest.near[-1]} ({fewest.N},{fewest.K},{fewest.M})"
     )

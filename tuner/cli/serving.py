@@ -90,6 +90,10 @@ ReleaseOpt = Annotated[
         "(--db) when it holds it, without asking --server [default: the server's newest].",
     ),
 ]
+MountsKernelOpt = Annotated[
+    KernelChoice,
+    typer.Option(help=f"As `tuner export --kernel`. {TRIALS_KERNEL_HELP} Not with --files."),
+]
 FilesOpt = Annotated[
     Path | None,
     typer.Option(
@@ -109,10 +113,7 @@ def mounts(
     files: FilesOpt = None,
     allow_partial: AllowPartialOpt = False,
     allow_stale: AllowStaleOpt = False,
-    kernel: Annotated[
-        KernelChoice,
-        typer.Option(help=f"As `tuner export --kernel`. {TRIALS_KERNEL_HELP} Not with --files."),
-    ] = KernelChoice.auto,
+    kernel: MountsKernelOpt = KernelChoice.auto,
     db: DbOpt = None,
     engine_version: EngineVersionOpt = None,
     triton_version: TritonVersionOpt = None,
@@ -124,38 +125,32 @@ def mounts(
                      (engine_version, triton_version))  # fmt: skip
         return
     if files is not None:
-        fields = _folder_files(files, device, engine_name.value)
-        folder = str(files.resolve())
+        fields, folder = _folder_files(files, device, engine_name.value), str(files.resolve())
     else:
         kept = (allow_partial, allow_stale, kernel.value)
-        fields = _store_files(device, engine_name.value, kept, db)
-        folder = DEFAULT_HOST_DIR
+        fields, folder = _store_files(device, engine_name.value, kept, db), DEFAULT_HOST_DIR
     tuned_triton = fields.pop("triton_version", None)
+    request = MountRequest(
+        engine=engine_name.value,
+        file_names=tuple(fields["contents"]),
+        host_dir=folder,
+        site_packages=site,
+        fmt=fmt.value,
+        engine_version=engine_version,
+        triton_version=triton_version or tuned_triton,
+        triton_from="--triton-version" if triton_version else "the one the files were tuned with",
+        **fields,
+    )
     try:
-        text = render_mounts(
-            MountRequest(
-                engine=engine_name.value,
-                file_names=tuple(fields["contents"]),
-                host_dir=folder,
-                site_packages=site,
-                fmt=fmt.value,
-                engine_version=engine_version,
-                triton_version=triton_version or tuned_triton,
-                triton_from="--triton-version"
-                if triton_version
-                else "the one the files were tuned with",
-                **fields,
-            )
-        )
+        typer.echo(render_mounts(request), nl=False)
     except ValueError as exc:
         raise fail(str(exc)) from None
-    typer.echo(text, nl=False)
     if files is None:
+        sglang = " --engine sglang" if engine_name == EngineName.sglang else ""
         typer.echo(
-            f"note: the mounts read the files from {folder}/ on the serving host: `tuner "
-            f"export --device {fields['device_name']} --out {folder.replace('$PWD/', '')}/"
-            f"{' --engine sglang' if engine_name == EngineName.sglang else ''}` writes "
-            "them (or unzip the release's configs.zip there)",
+            f"note: the mounts read the files from {folder}/ on the serving host: `tuner export "
+            f"--device {fields['device_name']} --out {folder.removeprefix('$PWD/')}/{sglang}` "
+            "writes them (or unzip the release's configs.zip there)",
             err=True,
         )
 

@@ -333,6 +333,27 @@ def _model(model: str, tp: int | None, m: str | None) -> tuple[ModelShapes, core
     return model_shapes, choice
 
 
+def _fix(run: _Verify, results: list[ShapeVerification]) -> list[ShapeVerification]:
+    """`--fix`'s passes, then the files they tuned published as the device's next release (what
+    a fleet downloads next). A touched shape left without a file exits 1."""
+    try:
+        results = core.fix_passes(
+            results, run.tune, lambda only, n: run.check(only, f"after --fix pass {n}"), plain
+        )
+    except ValueError as exc:
+        raise fail(str(exc), 1) from None
+    stale, partial = run.allow
+    publish_device(
+        run.store,
+        run.device_name,
+        reason="verify --fix",
+        allow_stale=stale,
+        allow_partial=partial,
+        out_dtype=run.out_dtype,
+    )
+    return results
+
+
 def verify(
     device: DeviceOpt,
     model: ModelOpt,
@@ -361,21 +382,7 @@ def verify(
         run.finish_unfinished()
     results = run.first_check()
     if fix:
-        try:
-            results = core.fix_passes(
-                results, run.tune, lambda only, n: run.check(only, f"after --fix pass {n}"), plain
-            )
-        except ValueError as exc:
-            raise fail(str(exc), 1) from None
-        # what a fleet downloads next: the files --fix tuned, as the device's next release
-        publish_device(
-            store,
-            run.device_name,
-            reason="verify --fix",
-            allow_stale=allow_stale,
-            allow_partial=allow_partial,
-            out_dtype=run.out_dtype,
-        )
+        results = _fix(run, results)
     lines = core.offending_lines(results)
     for line in lines:
         typer.echo(line, err=True)
