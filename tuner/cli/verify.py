@@ -85,7 +85,10 @@ FixOpt = Annotated[
     ),
 ]
 AllowPartialOpt = Annotated[
-    bool, typer.Option(help="Also check files that only `tuner export --allow-partial` writes.")
+    bool,
+    typer.Option(
+        "--allow-partial", help="Also check files that only `tuner export --allow-partial` writes."
+    ),
 ]
 # Seconds of progress the ETA averages over: all of it (a timed M can take minutes on the
 # interpreter; rich's 30 s default would leave the ETA blank there).
