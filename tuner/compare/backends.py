@@ -226,7 +226,8 @@ def library_kernels(
         unavailable |= dict.fromkeys((VLLM_DEEPGEMM, VLLM_CUTLASS), why)
     else:
         ops, why_not = _vllm_ops()
-        kernels, unavailable = kernels | ops, unavailable | why_not
+        kernels.update(ops)
+        unavailable.update(why_not)
     for name in CLASSES:
         loaded = _layer_class(name, block_shape)
         if isinstance(loaded, str):

@@ -230,7 +230,7 @@ def verify_shape(
         if config == default:
             return PointResult(M, key, config, Verdict.OK, False)
         reason = kernels.why_invalid(config, shape)
-        runner = None if reason else make_runner(shape.N, shape.K, M)
+        runner: Any = None if reason else make_runner(shape.N, shape.K, M)
         error = f"invalid config: {reason}" if reason else _failure(runner, config, default)
         if error is None:
             try:
