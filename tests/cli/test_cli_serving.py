@@ -134,115 +134,20 @@ def test_from_log_suggests_a_free_name_whose_command_runs(
     assert saved.exit_code == 0 and load_shapes("deepseek-v3-log-3", 4).tp == 4
 
 
-def test_from_log_save_needs_a_tp(tmp_path: Path) -> None:
-    log = tmp_path / "x.log"
-    log.write_text("\n".join(vllm_log().splitlines()[4:]))  # without the start-up lines
-    one_line_error(
-        invoke("shapes", "from-log", str(log), "--save", "x"),
-        "the log does not state the tensor-parallel size: pass --tp with --save",
-    )
-    assert invoke("shapes", "from-log", str(log), "--save", "x", "--tp", "2").exit_code == 0
-
-
-@pytest.mark.parametrize(
-    ("content", "problem"),
-    [
-        (b"", "empty file, not a server log"),
-        (b"\x00\x01\x02binary\x00", "binary file, not a text log"),
-    ],
-)
-def test_from_log_bad_files(tmp_path: Path, content: bytes, problem: str) -> None:
-    log = tmp_path / "bad.log"
-    log.write_bytes(content)
-    one_line_error(invoke("shapes", "from-log", str(log)), f"{log}: {problem}")
-
-
-def test_from_log_without_warnings_exits_1(tmp_path: Path) -> None:
-    log = tmp_path / "clean.log"
-    log.write_text("INFO all good\n")
-    result = invoke("shapes", "from-log", str(log))
-    assert result.exit_code == 1
-    assert "no 'Config file not found' warning of the W8A8 block-FP8 kernel" in result.stderr
-
-
 def test_from_config_and_save(tmp_path: Path) -> None:
     config = tmp_path / "config.json"
-    config.write_text(
-        json.dumps(
-            {
-                "architectures": ["Qwen3ForCausalLM"],
-                "hidden_size": 4096,
-                "num_attention_heads": 32,
-                "num_key_value_heads": 8,
-                "head_dim": 128,
-                "intermediate_size": 12288,
-                "quantization_config": {
-                    "quant_method": "fp8",
-                    "activation_scheme": "dynamic",
-                    "weight_block_size": [128, 128],
-                },
-            }
-        )
-    )
+    quantization = {"quant_method": "fp8", "weight_block_size": [128, 128]}
+    qwen3 = {"architectures": ["Qwen3ForCausalLM"], "hidden_size": 4096, "head_dim": 128}
+    qwen3 |= {"num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 12288}
+    config.write_text(json.dumps(qwen3 | {"quantization_config": quantization}))
     result = invoke("shapes", "from-config", str(config), "--tp", "2", "--save", "qwen3-8b")
     assert result.exit_code == 0, result.output
     assert "Qwen3ForCausalLM, TP 2, block_shape [128, 128]" in flat(result.stdout)
     assert flat(result.stdout).endswith("tuner sweep --device <device> --model qwen3-8b --tp 2")
     from tuner.inputs.shapes import load_shapes
 
-    assert load_shapes("qwen3-8b", 2).pairs() == (
-        (3072, 4096),
-        (4096, 2048),
-        (12288, 4096),
-        (4096, 6144),
-    )
-
-
-def test_from_config_refuses_bf16_and_reads_compressed_tensors_blocks(tmp_path: Path) -> None:
-    from tests.tuner.inputs.test_quantization import FP8_BLOCK, FP8_GROUP, with_quant
-
-    config = tmp_path / "config.json"
-    config.write_text(json.dumps(with_quant(None)))
-    one_line_error(
-        invoke("shapes", "from-config", str(config), "--tp", "2"),
-        f"{config}: no quantization_config: an unquantized (BF16/FP16) checkpoint; "
-        "vLLM runs no block-FP8 GEMM for it, so there is nothing to tune",
-    )
-    config.write_text(json.dumps(with_quant(FP8_GROUP)))
-    one_line_error(
-        invoke("shapes", "from-config", str(config), "--tp", "2"),
-        f"{config}: config_groups.group_0 weights are FP8 per-group (1 x group_size), "
-        "not 128x128 blocks: vLLM runs no block-FP8 GEMM for them, so there is "
-        "nothing to tune",
-    )
-    config.write_text(json.dumps(with_quant(FP8_BLOCK)))
-    result = invoke("shapes", "from-config", str(config), "--tp", "2")
-    assert result.exit_code == 0, result.output
-    assert "LlamaForCausalLM, TP 2, block_shape [128, 128]" in flat(result.stdout)
-    rows = [
-        [cell.strip() for cell in line.strip("│ ").split("│")]
-        for line in result.stdout.splitlines()
-        if re.match(r"│\s*\d", line)
-    ]
-    assert rows == [
-        ["3072", "4096", "qkv_proj"],
-        ["4096", "2048", "o_proj"],
-        ["14336", "4096", "gate_up_proj"],
-        ["4096", "7168", "down_proj"],
-    ]
-
-
-def test_from_config_refuses_unknown_architectures(tmp_path: Path) -> None:
-    config = tmp_path / "config.json"
-    config.write_text(json.dumps({"architectures": ["DeepseekV3ForCausalLM"]}))
-    result = invoke("shapes", "from-config", str(config), "--tp", "8")
-    one_line_error(
-        result,
-        f"{config}: architectures ['DeepseekV3ForCausalLM'] is not one of "
-        "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
-        "Qwen3MoeForCausalLM; other architectures are not derived, but for their MoE "
-        "experts (shapes from a log still work)",
-    )
+    pairs = ((3072, 4096), (4096, 2048), (12288, 4096), (4096, 6144))
+    assert load_shapes("qwen3-8b", 2).pairs() == pairs
 
 
 def test_malformed_user_shapes_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -266,18 +171,7 @@ GOOD = dump_config_file({1: FAST, 4096: SLOW})
     ("name", "content", "problem"),
     [
         (config_file_name(576, 7168, "NVIDIA_L20"), GOOD[:-20], "invalid JSON"),
-        (
-            config_file_name(576, 7168, "NVIDIA_L20"),
-            GOOD.replace('"BLOCK_SIZE_K": 128', '"BLOCK_SIZE_K": 96', 1),
-            "M=1: BLOCK_SIZE_K=96 is not a power of two (Triton compiles none other: the "
-            "engine cannot run this entry)",
-        ),
         ("config.json", GOOD, "'config.json' is not a config file name"),
-        (
-            "N=576,K=7168,device_name=NVIDIA_L20,dtype=int8_w8a8,block_shape=[128,128].json",
-            GOOD,
-            "dtype int8_w8a8 is not fp8_w8a8",
-        ),
     ],
 )
 def test_bad_import_files_change_nothing(
@@ -363,19 +257,8 @@ def test_mounts_from_store_and_folder(tmp_path: Path) -> None:
     folder = tmp_path / "cfg"
     folder.mkdir()
     (folder / name).write_text(GOOD)
-    k8s = invoke(
-        "mounts",
-        "--device",
-        "L20",
-        "--files",
-        str(folder),
-        "--engine",
-        "sglang",
-        "--format",
-        "k8s",
-        "--site-packages",
-        "/opt/py",
-    )
+    sglang = "--engine sglang --format k8s --site-packages /opt/py".split()
+    k8s = invoke("mounts", "--device", "L20", "--files", str(folder), *sglang)
     assert k8s.exit_code == 0, k8s.output
     spaced = engine_file_name(name, "sglang")
     parts = [doc for doc in yaml.safe_load_all(k8s.stdout) if doc]
@@ -404,24 +287,8 @@ CONFIG = json.dumps(FAST)
     ("content", "problem"),
     [
         (f"[{CONFIG}"[:-5].encode(), "invalid JSON: Unterminated string"),
-        (
-            f"[{CONFIG}]".replace(": 16,", ': "16",', 1).encode(),
-            "config #1: BLOCK_SIZE_M must be an integer, got '16'",
-        ),
-        (
-            f"[{CONFIG}]".replace('"num_stages": 3', '"num_stages": 3, "num_ctas": 2').encode(),
-            "config #1: unknown key(s) 'num_ctas'",
-        ),
-        (
-            f"[{CONFIG}]".replace(": 16,", ": 1" + "0" * 30 + ",", 1).encode(),
-            "config #1: BLOCK_SIZE_M=a 31-digit number is outside 1..65536",
-        ),
-        (
-            f'[{CONFIG}, {CONFIG[:-1]}, "kpack": 1}}]'.encode(),
-            "config #2: AMD key(s) kpack do not apply to this kernel",
-        ),
+        (f'[{CONFIG}, {CONFIG[:-1]}, "kpack": 1}}]'.encode(), "config #2: AMD key(s) kpack"),
         (b"{}", "expected a non-empty JSON list of config objects"),
-        (b"\xff\xfe[]", "not UTF-8 text"),
     ],
 )
 def test_bad_configs_files_change_nothing(tmp_path: Path, content: bytes, problem: str) -> None:
@@ -430,21 +297,8 @@ def test_bad_configs_files_change_nothing(tmp_path: Path, content: bytes, proble
     before = row_counts(db)
     bad = tmp_path / "configs.json"
     bad.write_bytes(content)
-    result = invoke(
-        "sweep",
-        "--device",
-        "interpreter",
-        "--model",
-        "tiny",
-        "--m",
-        "1",
-        "--strategy",
-        "grid",
-        "--configs",
-        str(bad),
-        "--db",
-        db,
-    )
+    sweep = "sweep --device interpreter --model tiny --m 1 --strategy grid --configs".split()
+    result = invoke(*sweep, str(bad), "--db", db)
     assert result.exit_code == 2, result.output
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"error: {bad}: ") and problem in line

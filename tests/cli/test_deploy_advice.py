@@ -78,13 +78,8 @@ COMPOSE_FLAG = [
     K8S_FLAG[1].replace("container's existing args", "service's existing command"),
 ]
 COMPOSE_FLAG += K8S_FLAG[2:]
-FLAG = {
-    "docker": DOCKER_FLAG,
-    "compose": COMPOSE_FLAG,
-    "k8s": K8S_FLAG,
-    "k8s-pull": K8S_FLAG,
-    "compose-pull": COMPOSE_FLAG,
-}
+FLAG = {"docker": DOCKER_FLAG, "compose": COMPOSE_FLAG, "k8s": K8S_FLAG}
+FLAG |= {"k8s-pull": K8S_FLAG, "compose-pull": COMPOSE_FLAG}
 FORMATS = tuple(FLAG)
 DEVICES = {"NVIDIA_L20": "L20", "NVIDIA_H200": "H200"}
 
@@ -179,23 +174,9 @@ def test_tuner_mounts_every_format(store: str, no_server, device_name: str, fmt:
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_no_flag_for_sglang_or_the_interpreter(store: str, no_server, fmt: str) -> None:
     pull = ["--server", SERVER, "--release", "1"] if fmt.endswith("-pull") else []
-    sglang = runner.invoke(
-        app,
-        [
-            "mounts",
-            "--device",
-            "L20",
-            "--format",
-            fmt,
-            "--db",
-            store,
-            "--engine",
-            "sglang",
-            "--triton-version",
-            "3.8.0",
-            *pull,
-        ],
-    )
+    sglang = "--engine sglang --triton-version 3.8.0".split()
+    sglang = runner.invoke(app, ["mounts", "--device", "L20", "--format", fmt, "--db", store,
+                                 *sglang, *pull])  # fmt: skip
     assert sglang.exit_code == 0, sglang.output
     assert "--linear-backend" not in sglang.stdout and "Marlin" not in sglang.stdout
     assert f"# {SGLANG_NOTE}" in sglang.stdout.splitlines()
@@ -238,10 +219,8 @@ def test_the_http_mounts_route(store: str, device_name: str, fmt: str) -> None:
         missing = client.get(
             f"/devices/{DEVICES[device_name]}/mounts", params={"format": "k8s-pull", "release": 7}
         )
-        assert (missing.status_code, missing.json()) == (
-            404,
-            {"detail": f"{device_name} has no release 7; releases: 1"},
-        )
+        detail = f"{device_name} has no release 7; releases: 1"
+        assert (missing.status_code, missing.json()) == (404, {"detail": detail})
 
 
 @pytest.mark.parametrize("device_name", DEVICES)
@@ -252,17 +231,9 @@ def test_tuner_pull_and_the_download_readme(
         monkeypatch.setattr(
             pull_module, "fetch", lambda url: client.get(url[len(SERVER) :]).content
         )
+        out = ["--out", str(tmp_path / "configs")]
         run = runner.invoke(
-            app,
-            [
-                "pull",
-                "--server",
-                SERVER,
-                "--device",
-                DEVICES[device_name],
-                "--out",
-                str(tmp_path / "configs"),
-            ],
+            app, ["pull", "--server", SERVER, "--device", DEVICES[device_name], *out]
         )
         readme = zipfile.ZipFile(
             io.BytesIO(client.get(f"/devices/{DEVICES[device_name]}/configs.zip").content)

@@ -4,9 +4,6 @@ whether the files are read, the Triton vLLM needs, the compiled-code check and t
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -18,10 +15,6 @@ from tuner.files.provenance import installed_triton_minor
 from tuner.inputs.backends import linear_backend_value
 
 HERE = installed_triton_minor()
-NO_GPU_TUNER = (
-    "import sys; import tuner.run.gpus as gpus; gpus.visible_gpus = lambda: []; "
-    "sys.argv[0] = 'tuner'; from tuner.cli.app import main; main()"
-)
 TABLE = "the tuner's table of vLLM 0.33.0"
 PINNED_WARNING = (
     "warning: triton {here} is installed here, but vLLM 0.33.0 runs with triton 3.8 (it pins "
@@ -104,14 +97,8 @@ def test_bad_input_is_one_line_and_no_architecture_is_the_reason_to_exit_1() -> 
         "of a known GPU model: say which GPU vLLM serves on"
     )
     for args, error in [
-        (
-            ["--arch", "hopper"],
-            "error: --arch 'hopper' is not an architecture such as sm89 or sm90",
-        ),
-        (
-            ["--arch", "sm89", "--linear-backend", "trition"],
-            "error: --linear-backend 'trition' is not one",
-        ),
+        (["--arch", "hopper"], "error: --arch 'hopper' is not an architecture such as sm89 or"),
+        (["--arch", "sm89", "--linear-backend", "trition"], "error: --linear-backend 'trition'"),
         (["--arch", "sm90", "--model", "nope"], "error: unknown model 'nope'"),
         (["--tp", "2"], "error: --tp needs --model"),
         (["--device", "H2OO"], "error: --device 'H2OO' is not a GPU model name"),
@@ -121,29 +108,13 @@ def test_bad_input_is_one_line_and_no_architecture_is_the_reason_to_exit_1() -> 
 
 
 def test_versions_and_mismatch_lines() -> None:
-    lines = [
-        "numpy",
-        "triton~=3.8.0; platform_system == 'Linux'",
-        "torch==2.14.0",
-        "not a requirement!",
-    ]
-    assert [required_version(lines, name) for name in ("triton", "torch", "numpy", "vllm")] == [
-        "~=3.8.0",
-        "==2.14.0",
-        "any",
-        None,
-    ]
-    assert [spec_minor(spec) for spec in ("~=3.8.0", "==2.9.0", ">=3.6,<3.10", "any")] == [
-        "3.8",
-        "2.9",
-        "3.6",
-        None,
-    ]
-    assert [linear_backend_value(v) for v in ("Triton", "deep-gemm", "auto")] == [
-        "triton",
-        "deep_gemm",
-        "auto",
-    ]
+    lines = ["numpy", "triton~=3.8.0; platform_system == 'Linux'", "torch==2.14.0", "not a req!"]
+    found = [required_version(lines, name) for name in ("triton", "torch", "numpy", "vllm")]
+    assert found == ["~=3.8.0", "==2.14.0", "any", None]
+    found = [spec_minor(spec) for spec in ("~=3.8.0", "==2.9.0", ">=3.6,<3.10", "any")]
+    assert found == ["3.8", "2.9", "3.6", None]
+    found = [linear_backend_value(v) for v in ("Triton", "deep-gemm", "auto")]
+    assert found == ["triton", "deep_gemm", "auto"]
     assert arch_mismatch("sm90", "NVIDIA_H200", "--arch") is None
     assert arch_mismatch("sm90", "NVIDIA_B9", "--arch") is None  # not in the table
     assert arch_mismatch("sm90", "NVIDIA_L40S", "the visible GPU") == (
@@ -152,46 +123,6 @@ def test_versions_and_mismatch_lines() -> None:
     )
     assert pinned_triton_mismatch("3.8") is None and pinned_triton_mismatch(None) is None
     assert "warning: " + pinned_triton_mismatch("3.9") == PINNED_WARNING.format(here="3.9")
-
-
-def test_inside_vllm_on_sm90_the_builtin_kernels_compile_to_vllms_code(vllm) -> None:
-    # A child process: this one's kernels were imported under Triton's interpreter, and doctor
-    # compiles for the architecture as on a user's machine (sees no GPU, as on CI).
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("TRITON_INTERPRET", "CUDA_VISIBLE_DEVICES")
-    }
-    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(Path(__file__).parents[2])])
-    run = subprocess.run(
-        [sys.executable, "-c", NO_GPU_TUNER, "doctor", "--arch", "sm90", "--device", "H200"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    code, lines, errors = run.returncode, run.stdout.splitlines(), run.stderr.splitlines()
-    assert code == 0 and [e for e in errors if e.startswith("warning")] == []  # its own Triton
-    assert (
-        f"vLLM 0.33.0: requires triton =={HERE}.0 (vLLM's metadata); a sweep here times vLLM's "
-        "installed kernels (--kernel auto)"
-    ) in lines
-    assert (
-        "vLLM's own selection code answers only for the GPU it sees, and it sees no CUDA GPU "
-        f"here: {TABLE} answers"
-    ) in lines
-    assert (
-        "fused-MoE block-FP8: vLLM runs Triton (fused_moe_kernel) by default with 128x128 "
-        f"weights and ep_size 1 ({TABLE})"
-    ) in lines
-    # vLLM swaps A and B on sm90 for BLOCK_SIZE_M < 64 (M = 1's default): the builtin too.
-    dense = [line for line in lines if line.startswith("builtin vs vLLM's dense kernel on sm90")]
-    moe = [line for line in lines if line.startswith("builtin vs vLLM's fused-MoE kernel on sm90")]
-    assert len(dense) == 1 and ": same code (shared " in dense[0], dense
-    assert len(moe) == 1 and moe[0].endswith(
-        " PTX instructions in the gate_up GEMM at M=1, default configs at M=1 and 256)"
-    ), moe
-    assert (
-        ": same code" in moe[0] and lines[-1] == "tuning here changes what vLLM runs: its moe files"
-    )
 
 
 def test_vllms_own_selection_answers_for_the_gpu_it_sees(vllm) -> None:

@@ -14,16 +14,9 @@ from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.measure.landscape import landscape_from_results, load_landscape
 from tuner.measure.trial import TrialResult
 
-ENVIRONMENT = {
-    "gpu_name": "NVIDIA L20",
-    "compute_capability": "8.9",
-    "driver": "580.1",
-    "cuda": "12.9",
-    "torch": "2.11.0",
-    "triton": "3.6.0",
-    "tuner": "0.1.0",
-    "kernel_hash": "abc",
-}
+ENVIRONMENT = {"gpu_name": "NVIDIA L20", "compute_capability": "8.9", "driver": "580.1"}
+ENVIRONMENT |= {"cuda": "12.9", "torch": "2.11.0", "triton": "3.6.0", "tuner": "0.1.0"}
+ENVIRONMENT |= {"kernel_hash": "abc"}
 CONFIGS = [default_config(), *vllm_space()[::160]]  # 9 configs, the default first
 
 
@@ -34,14 +27,9 @@ def result(config: KernelConfig, m: int) -> TrialResult:
     return TrialResult(TrialStatus.OK, latency, latency - 0.25, latency + 0.25)
 
 
-def run(*args, cwd):
-    return subprocess.run(
-        [sys.executable, "-m", "tuner.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=cwd,
-    )
+def run(args: str, cwd):
+    argv = [sys.executable, "-m", "tuner.cli", *args.split()]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=cwd)
 
 
 def test_record_returns_the_replayed_landscape(tmp_path):
@@ -63,27 +51,12 @@ def test_record_returns_the_replayed_landscape(tmp_path):
     (tmp_path / "configs.json").write_text(json.dumps([c.as_dict() for c in CONFIGS]))
     db = f"sqlite:///{tmp_path}/t.db"
     sweep = run(
-        "sweep",
-        "--device",
-        "L20",
-        "--model",
-        "tiny",
-        "--m",
-        "1,16",
-        "--strategy",
-        "grid",
-        "--configs",
-        "configs.json",
-        "--replay",
-        "l20.json",
-        "--db",
-        db,
+        f"sweep --device L20 --model tiny --m 1,16 --strategy grid --configs configs.json "
+        f"--replay l20.json --db {db}",
         cwd=tmp_path,
     )
     assert sweep.returncode == 0, sweep.stderr
-    record = run(
-        "landscape", "record", "--device", "L20", "--out", "rec/l20.json", "--db", db, cwd=tmp_path
-    )
+    record = run(f"landscape record --device L20 --out rec/l20.json --db {db}", cwd=tmp_path)
     assert record.returncode == 0, record.stderr
     assert record.stdout.startswith(
         "wrote rec/l20.json: NVIDIA_L20, 4 (N, K, M), 36 trials (32 ok), triton 3.6.0"
@@ -104,17 +77,8 @@ def test_record_fails_in_one_line_for_an_unknown_device(tmp_path):
     from db.connection import open_store
 
     open_store(f"sqlite:///{tmp_path}/t.db").dispose()  # an empty store
-    record = run(
-        "landscape",
-        "record",
-        "--device",
-        "H200",
-        "--out",
-        "x.json",
-        "--db",
-        f"sqlite:///{tmp_path}/t.db",
-        cwd=tmp_path,
-    )
+    record = run(f"landscape record --device H200 --out x.json --db sqlite:///{tmp_path}/t.db",
+                 cwd=tmp_path)  # fmt: skip
     assert record.returncode == 2
     assert record.stderr.startswith("error: no device in the store matches 'H200'")
     assert record.stderr.count("\n") == 1
@@ -133,13 +97,8 @@ class Row:
 
 def test_build_keeps_the_largest_environment_and_the_latest_trial():
     other = KernelConfig(16, 32, 64, 1, 4, 2)
-    rows = [
-        Row(1, 6, 9.0),
-        Row(2, 9, 7.0),
-        Row(3, 9, 8.0, other),
-        Row(4, 9, 5.0),
-        Row(5, 9, 1.0, out_dtype="float16"),
-    ]
+    rows = [Row(1, 6, 9.0), Row(2, 9, 7.0), Row(3, 9, 8.0, other), Row(4, 9, 5.0)]
+    rows.append(Row(5, 9, 1.0, out_dtype="float16"))
     landscape, notes = build_landscape(rows, device_name="NVIDIA_L20", recorded_at="now")
     assert landscape.environment["triton"] == "3.9.0"
     trials = landscape.problems[(256, 384, 1)]

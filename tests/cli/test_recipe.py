@@ -15,6 +15,10 @@ from tuner.cli.app import app
 
 runner = CliRunner()
 IMAGE = "vllm/vllm-openai:v0.33.0"
+INSTALL = (
+    "pip install --no-index --find-links /wheels --constraint /tmp/engine-pins.txt "
+    "'blockfp8-tuner[postgres]'"
+)
 
 
 def recipe(*args: str):
@@ -30,53 +34,16 @@ def test_the_docker_line_round_trips_through_shell_quoting() -> None:
     *comments, line = run.stdout.splitlines()
     assert all(c.startswith("#") for c in comments)
     argv = shlex.split(line)
-    assert argv[:9] == [
-        "docker",
-        "run",
-        "--rm",
-        "--gpus",
-        "all",
-        "--ipc=host",
-        "-v",
-        "$PWD/wheels:/wheels:ro",
-        "-v",
-    ]
-    assert argv[9:16] == [
-        "$PWD/tuner-store:/store",
-        "-e",
-        "TUNER_DB_URL=sqlite:////store/tuner.db",
-        "--entrypoint",
-        "bash",
-        IMAGE,
-        "-c",
-    ]
+    assert argv[:9] == "docker run --rm --gpus all --ipc=host -v $PWD/wheels:/wheels:ro -v".split()
+    assert argv[9:16] == [*"$PWD/tuner-store:/store -e TUNER_DB_URL=sqlite:////store/tuner.db "
+                          "--entrypoint bash".split(), IMAGE, "-c"]  # fmt: skip
     pins, install, rest = argv[16].split(" && ")
     doctor, sweep = rest.split(" ; ")
     # Every package of the image held at its version: nothing of the engine's moves.
     assert pins == "pip list --format=freeze > /tmp/engine-pins.txt"
-    assert shlex.split(install) == [
-        "pip",
-        "install",
-        "--no-index",
-        "--find-links",
-        "/wheels",
-        "--constraint",
-        "/tmp/engine-pins.txt",
-        "blockfp8-tuner[postgres]",
-    ]
+    assert install == INSTALL
     assert shlex.split(doctor) == ["tuner", "doctor", "--no-compile"]
-    assert shlex.split(sweep) == [
-        "tuner",
-        "sweep",
-        "--device",
-        "L20",
-        "--model",
-        "qwen3.8-27b",
-        "--tp",
-        "2",
-        "--kernel",
-        "vllm",
-    ]
+    assert sweep == "tuner sweep --device L20 --model qwen3.8-27b --tp 2 --kernel vllm"
     assert len(argv) == 17
 
 
@@ -99,16 +66,7 @@ def test_a_postgres_store_is_passed_by_variable_never_printed() -> None:
 
 
 def test_the_kubernetes_job_is_valid_against_the_published_schema() -> None:
-    run = recipe(
-        "--format",
-        "k8s",
-        "--nodes",
-        "3",
-        "--gpus",
-        "2",
-        "--db",
-        "postgresql+psycopg://tuner:pw@db/tuner",
-    )
+    run = recipe(*"--format k8s --nodes 3 --gpus 2 --db".split(), "postgresql+psycopg://t:pw@db/t")
     assert run.exit_code == 0, run.output
     assert "pw@" not in run.stdout
     job = yaml.safe_load(run.stdout)
@@ -127,48 +85,25 @@ def test_the_kubernetes_job_is_valid_against_the_published_schema() -> None:
     assert container["command"][:2] == ["bash", "-c"]
     pins, install, work = container["command"][2].split(" && ")
     assert pins == "pip list --format=freeze > /tmp/engine-pins.txt"
-    assert shlex.split(install) == [
-        "pip",
-        "install",
-        "--no-index",
-        "--find-links",
-        "/wheels",
-        "--constraint",
-        "/tmp/engine-pins.txt",
-        "blockfp8-tuner[postgres]",
-    ]
+    assert install == INSTALL
     assert shlex.split(work) == ["tuner", "worker", "--device", "L20", "--kernel", "vllm"]
     anti = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert anti[0]["topologyKey"] == "kubernetes.io/hostname"
     (created,) = [line for line in run.stdout.splitlines() if "--no-run" in line]
     # Created inside the image, the store's URL from this shell's variable, never the line.
     argv = shlex.split(created.removeprefix("#   "))
-    assert argv[:9] == [
-        "docker",
-        "run",
-        "--rm",
-        "-e",
-        "TUNER_DB_URL",
-        "-v",
-        "$PWD/wheels:/wheels:ro",
-        "--entrypoint",
-        "bash",
-    ]
+    assert (
+        argv[:9]
+        == "docker run --rm -e TUNER_DB_URL -v $PWD/wheels:/wheels:ro --entrypoint bash".split()
+    )
     assert argv[9:11] == [IMAGE, "-c"] and len(argv) == 12
-    assert shlex.split(argv[11].split(" && ")[-1]) == [
-        "tuner",
-        "sweep",
-        "--device",
-        "L20",
-        "--model",
-        "qwen3.8-27b",
-        "--kernel",
-        "vllm",
-        "--no-run",
-    ]
+    assert (
+        shlex.split(argv[11].split(" && ")[-1])
+        == "tuner sweep --device L20 --model qwen3.8-27b --kernel vllm --no-run".split()
+    )
     lines = run.stdout.splitlines()
     assert lines[2:4] == [
-        "#   export TUNER_DB_URL='postgresql+psycopg://tuner:***@db/tuner'",
+        "#   export TUNER_DB_URL='postgresql+psycopg://t:***@db/t'",
         '#   kubectl create secret generic blockfp8-store --from-literal=url="$TUNER_DB_URL"',
     ]
     assert (
@@ -207,22 +142,13 @@ def test_k8s_needs_postgres_and_words_must_be_words() -> None:
 @pytest.mark.parametrize(
     ("args", "line"),
     [
-        (
-            ("--device", "L20", "--model", "nosuchmodel"),
-            "error: unknown model 'nosuchmodel'; known: ",
-        ),
-        (
-            ("--device", "NoSuchGPU", "--model", "qwen3.8-27b"),
-            "error: 'NoSuchGPU' is not a GPU model name such as L20",
-        ),
-        (
-            ("--device", "L20", "--model", "qwen3.8-27b", "--tp", "3"),
-            "error: model 'qwen3.8-27b' has no shapes for TP 3; listed: 2",
-        ),
+        ("--device L20 --model nosuchmodel", "error: unknown model 'nosuchmodel'; known: "),
+        ("--device NoSuchGPU --model qwen3.8-27b", "error: 'NoSuchGPU' is not a GPU model name"),
+        ("--device L20 --model qwen3.8-27b --tp 3", "error: model 'qwen3.8-27b' has no shapes"),
     ],
 )
 def test_what_the_sweep_would_refuse_is_refused_before_printing(args, line) -> None:
-    run = runner.invoke(app, ["recipe", "sweep", "--image", IMAGE, *args])
+    run = runner.invoke(app, ["recipe", "sweep", "--image", IMAGE, *args.split()])
     assert (run.exit_code, run.stdout) == (2, "")
     assert run.stderr.startswith(line) and len(run.stderr.strip().splitlines()) == 1
 

@@ -347,21 +347,6 @@ def test_inside_vllm_fix_tunes_the_offending_m_with_vllms_kernel_and_checks_agai
     assert "--fix of N=256,K=384 x 1 M" not in result.stdout.split("after --fix pass 1")[1]
 
 
-def _default_only(tmp_path):
-    path = tmp_path / "default.json"
-    path.write_text(json.dumps([DEFAULT]))
-    return str(path)
-
-
-def _tasks(tmp_path):
-    with sqlite3.connect(tmp_path / "tuner.db") as connection:
-        return connection.execute(
-            "SELECT s.sweep_id, s.model, s.tp, t.N, t.K, t.M, t.state FROM tasks t "
-            "JOIN sweeps s USING (sweep_id) WHERE s.model = 'tiny' AND s.tp = 1 "
-            "ORDER BY s.sweep_id, t.N, t.M"
-        ).fetchall()
-
-
 def test_fix_first_finishes_unfinished_sweeps_so_an_interrupted_fix_resumes(store, fake_runner):
     url, tmp_path = store
     configs = _default_only(tmp_path)
@@ -371,7 +356,7 @@ def test_fix_first_finishes_unfinished_sweeps_so_an_interrupted_fix_resumes(stor
     partial = verify(url, "--allow-stale")
     assert partial.exit_code == 2
     assert "no winner yet for M=8" in partial.stderr
-    resumed = verify(url, "--allow-stale", "--fix", "--configs", configs, "--no-publish")
+    resumed = verify(url, "--allow-stale", "--fix", "--configs", configs)
     assert resumed.exit_code == 0, resumed.output
     assert "resuming sweep 2 (M=8)" in resumed.stdout
     assert [row[-1] for row in _tasks(tmp_path)] == ["done", "done"]
@@ -381,14 +366,7 @@ def test_fix_first_finishes_unfinished_sweeps_so_an_interrupted_fix_resumes(stor
 
 
 # End to end: a real sweep, then a real check on the interpreter (timings are the CPU's).
-CANDIDATE = {
-    "BLOCK_SIZE_M": 16,
-    "BLOCK_SIZE_N": 256,
-    "BLOCK_SIZE_K": 128,
-    "GROUP_SIZE_M": 1,
-    "num_warps": 4,
-    "num_stages": 2,
-}
+CANDIDATE = KernelConfig(16, 256, 128, 1, 4, 2).as_dict()
 
 
 def test_end_to_end_on_the_interpreter(tmp_path, monkeypatch):
@@ -400,36 +378,17 @@ def test_end_to_end_on_the_interpreter(tmp_path, monkeypatch):
     sweep = [*tiny, "--configs", str(configs), "--strategy", "grid", "--interpreter-reps", "1"]
     swept = runner.invoke(cli.app, ["sweep", *sweep])
     assert swept.exit_code == 0, swept.output
-    out = ["--device", "interpreter", "--out", str(tmp_path / "out"), "--db", url]
-    exported = runner.invoke(cli.app, ["export", *out])
-    assert exported.exit_code == 0, exported.output
     checked = runner.invoke(cli.app, ["verify", *tiny, "--rounds", "2"])
-    assert checked.exit_code in (0, 1), checked.output
-    name = "N={},K={},device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128,128].json"
-    files = [
-        json.loads((tmp_path / "out" / name.format(*shape)).read_text()) for shape in (SMALL, BIG)
-    ]
-    found = sections(checked.stdout)
-    if all(file["1"] == DEFAULT for file in files):  # the candidate won nowhere
-        assert found == {} and "nothing to time" in checked.stdout
-    else:
-        assert list(found) == ["N=256,K=384", "N=576,K=256"]
-    bad = []
-    for (n, k), rows, file in zip((SMALL, BIG), found.values(), files, strict=False):
-        assert column(rows, 0) == ["1", "2"]
-        assert column(rows, 1) == ["1", "1"]
-        assert column(rows, 2) == [
-            KernelConfig.from_dict(file[key]).short() for key in column(rows, 1)
-        ]
-        for row in rows:
-            is_default = file[row[1]] == DEFAULT
-            assert (row[3] == "-") == is_default and (row[7] == "ok (default)") == is_default
-            if not is_default:
-                chosen_us, default_us, noise_us = map(float, row[3:6])  # rounded to 0.1 us
-                assert abs(float(row[6].rstrip("x")) - default_us / chosen_us) < 0.01
-                if abs(chosen_us - default_us - noise_us) > 0.2:
-                    assert row[7] == ("slower" if chosen_us - default_us > noise_us else "ok")
-                if row[7] == "slower":
-                    bad.append((f"N={n},K={k}", row[0]))
-    assert checked.exit_code == (1 if bad else 0)
     assert "note: the interpreter's timings are CPU timings" in checked.stdout
+    found = sections(checked.stdout)
+    if not found:  # the candidate won nowhere
+        assert checked.exit_code == 0 and "nothing to time" in checked.stdout
+    slower = []
+    for rows in found.values():
+        assert column(rows, 0) == ["1", "2"] and column(rows, 1) == ["1", "1"]
+        for row in rows:
+            if row[3] != "-":  # timed: the speedup is the medians' ratio
+                chosen_us, default_us = map(float, row[3:5])
+                assert abs(float(row[6].rstrip("x")) - default_us / chosen_us) < 0.01
+            slower += [row[0]] if row[7] == "slower" else []
+    assert checked.exit_code == (1 if slower else 0), checked.output

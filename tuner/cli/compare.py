@@ -34,13 +34,14 @@ on the CPU; CPU timings, useful to try the command, not to decide.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.progress import Progress
 
+from db import repo
 from tuner.cli.arguments import parse_m_values
 from tuner.cli.devices import measuring_device, resolve_kernel_choice
 from tuner.cli.errors import fail
@@ -51,11 +52,13 @@ from tuner.cli.options import (
     KernelChoice,
     KernelOpt,
     ModelOpt,
+    OutDtypeOpt,
     TpOpt,
 )
 from tuner.cli.output import console, plain
 from tuner.cli.store import open_db, store_files
-from tuner.cli.tables import Column, print_table
+from tuner.cli.tables import GAP, Column, print_table
+from tuner.cli.verify import RoundsOpt
 from tuner.compare import versus
 from tuner.compare.backends import CandidateRunner, library_kernels, vllm_choice
 from tuner.compare.versus import TRITON_DEFAULT, TRITON_TUNED, Candidate, ComparePoint
@@ -74,16 +77,6 @@ from tuner.run.worker import collect_environment
 
 DEFAULT_M = ",".join(map(str, REQUIRED_M))
 MOpt = Annotated[str, typer.Option("--m", help="M values to time, comma-separated.")]
-RoundsOpt = Annotated[
-    int,
-    typer.Option(
-        min=2,
-        max=10_000,
-        help="Interleaved rounds per (N, K, M): one sample of each kernel per round.",
-    ),
-]
-OutDtypeOpt = Annotated[OutDtype, typer.Option("--out-dtype", help="Output dtype.")]
-SeedOpt = Annotated[int, typer.Option(min=0, max=2**31 - 1, help="Seed of the inputs.")]
 # The line above the tables: what each column times ({whose}: whose Triton kernel).
 COLUMNS_LINE = (
     "columns (microseconds per GEMM): triton-tuned = {whose} with the config vLLM picks from "
@@ -102,7 +95,6 @@ def compare(
     m: MOpt = DEFAULT_M,
     rounds: RoundsOpt = RETIME_ROUNDS,
     out_dtype: OutDtypeOpt = OutDtype.bfloat16,
-    seed: SeedOpt = 0,
     interpreter_reps: InterpreterRepsOpt = 3,
     kernel: KernelOpt = KernelChoice.auto,
     db: DbOpt = None,
@@ -118,7 +110,7 @@ def compare(
     auto_builtin = kernel is KernelChoice.auto and timed == "builtin" and vllm_version() is not None
     _, store = open_db(db, must_exist=True)
     device_name, runner, _ = measuring_device(store, device, interpreter_reps)
-    run = _Compare(model_shapes, runner, timed, out_dtype.value, seed, rounds, interpreter_reps)
+    run = _Compare(model_shapes, runner, timed, out_dtype.value, rounds, interpreter_reps)
     tuned = _tuned(store, device_name, run, "builtin" if auto_builtin else kernel.value)
     env = collect_environment(runner, kernel=timed)
     defaults = versus.default_kernels(
@@ -134,7 +126,17 @@ def compare(
     lines = versus.verdict_lines(points) + versus.flag_lines(points, defaults)
     for line in lines:
         plain(line)
-    comparison_id = _store(store, device_name, env, model_shapes, out_dtype.value, lines, points)
+    with repo.session_scope(store) as session:
+        comparison_id = repo.record_comparison(
+            session,
+            device_name=device_name,
+            environment_id=repo.get_or_create_environment(session, **env),
+            model=model_shapes.model,
+            tp=model_shapes.tp,
+            out_dtype=out_dtype.value,
+            verdicts=lines,
+            points=[repo.PointRow(p.N, p.K, p.M, *astuple(t)) for p in points for t in p.times],
+        )
     plain(f"stored as comparison {comparison_id} of {device_name}")
 
 
@@ -147,7 +149,6 @@ class _Compare:
     runner: Any
     kernel: str
     out_dtype: str
-    seed: int
     rounds: int
     interpreter_reps: int
 
@@ -164,19 +165,16 @@ class _Compare:
         candidates = [Candidate(TRITON_DEFAULT, default)]
         missing = dict(self.unavailable)
         if configs:
-            candidates.insert(
-                0,
-                Candidate(TRITON_TUNED, KernelConfig.from_dict(configs[vllm_pick_key(configs, M)])),
-            )
+            picked = KernelConfig.from_dict(configs[vllm_pick_key(configs, M)])
+            candidates.insert(0, Candidate(TRITON_TUNED, picked))
         else:
             missing[TRITON_TUNED] = "no file for this shape in the store"
         candidates += [Candidate(name) for name in self.library]
-        problem = Problem(M, N, K, self.block_shape, self.out_dtype, kernel=self.kernel)
         runner = CandidateRunner(
-            problem,
+            Problem(M, N, K, self.block_shape, self.out_dtype, kernel=self.kernel),
             device=self.runner.torch_device,
             library=self.library,
-            seed=self.seed,
+            seed=0,
             interpreter_reps=self.interpreter_reps,
         )
         return versus.compare_point(
@@ -208,9 +206,9 @@ class _Compare:
 
 
 def _print_shape(N: int, K: int, points: list[ComparePoint], unit: str, default) -> None:
-    """One shape's table; vLLM's default kernel's column (`default`, a VllmDefault) gets a *.
-    Each column is headed by its kernel's one name, broken after each '-' where the names whole
-    do not fit the terminal."""
+    """One shape's table, each column headed by its kernel's one name (broken after each '-'
+    where the names whole do not fit the terminal); vLLM's default kernel's (`default`, a
+    VllmDefault) gets a *."""
     shown = [
         t.backend
         for t in points[0].times
@@ -218,29 +216,17 @@ def _print_shape(N: int, K: int, points: list[ComparePoint], unit: str, default)
         or any(p.latency(t.backend) is not None for p in points)
     ]
     marked = versus.default_backend(points, default)
-    rows = [
-        [str(p.M)]
-        + [
-            next(
-                f"{t.latency_us:.1f}" if t.latency_us is not None else t.status
-                for t in p.times
-                if t.backend == name
-            )
-            for name in shown
-        ]
-        + [p.fastest or "-"]
+    cells = {
+        (p.M, t.backend): f"{t.latency_us:.1f}" if t.latency_us is not None else t.status
         for p in points
-    ]
+        for t in p.times
+    }
+    rows = [[str(p.M), *(cells[p.M, n] for n in shown), p.fastest or "-"] for p in points]
     headers = [name + ("*" if name == marked else "") for name in shown]
     widths = [max(len(h), *(len(row[i + 1]) for row in rows)) for i, h in enumerate(headers)]
-    width = (
-        sum(widths)
-        + max(7, *(len(row[-1]) for row in rows))
-        + len(rows[-1][0])
-        + 3 * (len(widths) + 1)
-    )
-    if width > console.width:
-        headers = [versus.column_header(h) for h in headers]
+    fastest = max(7, *(len(row[-1]) for row in rows))
+    if sum(widths) + fastest + len(rows[-1][0]) + GAP * (len(widths) + 1) > console.width:
+        headers = [h.replace("-", "-\n") for h in headers]
     columns = [Column("M"), *(Column(h) for h in headers), Column("fastest", optional=True)]
     print_table(console, columns, rows, title=f"N={N},K={K}, latency_us, {unit}")
     if marked is not None:
@@ -284,35 +270,3 @@ def _tuned(store, device_name: str, run: _Compare, kernel: str) -> dict:
         for f in read.explained().files
         if f.key == dense_key(f.N, f.K, run.block_shape)
     }
-
-
-def _store(store, device_name: str, env: dict, model_shapes, out_dtype: str, lines, points) -> int:
-    """Record the run (its environment, verdict lines and every point); its comparison id."""
-    from db import repo  # the store's modules load only when a command uses them
-
-    with repo.session_scope(store) as session:
-        environment_id = repo.get_or_create_environment(session, **env)
-        return repo.record_comparison(
-            session,
-            device_name=device_name,
-            environment_id=environment_id,
-            model=model_shapes.model,
-            tp=model_shapes.tp,
-            out_dtype=out_dtype,
-            verdicts=lines,
-            points=[
-                repo.PointRow(
-                    p.N,
-                    p.K,
-                    p.M,
-                    t.backend,
-                    t.status.value,
-                    t.latency_us,
-                    t.p20_us,
-                    t.p80_us,
-                    t.note,
-                )
-                for p in points
-                for t in p.times
-            ],
-        )

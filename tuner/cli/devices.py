@@ -1,5 +1,5 @@
-"""--device, --replay and --kernel resolved for a command: the device once (what the workers
-and the files carry), the runner that measures on it, whose kernels are timed here."""
+"""--device, --replay and --kernel resolved for a command: the device once
+(`tuner.inputs.devices.resolve_device`), the runner that measures on it, whose kernels are timed."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
@@ -16,71 +15,23 @@ from tuner.cli.errors import fail
 from tuner.cli.options import KernelChoice
 from tuner.cli.store import stored_device
 from tuner.core import ResolvedDevice
-from tuner.inputs.devices import matches
-from tuner.inputs.devices import resolve_device as resolve_named
+from tuner.inputs.devices import matches, resolve_device
 from tuner.kernels.registry import FAMILIES
 from tuner.kernels.source import choose_kernel, kernel_label
-from tuner.measure.runners import make_runner
+from tuner.measure.landscape import load_landscape
+from tuner.measure.runners import Runner, make_runner
 from tuner.run import gpus
-
-if TYPE_CHECKING:
-    from tuner.measure.runners import Runner
 
 
 def resolve_kernel_choice(choice: KernelChoice) -> tuple[str, str]:
     """(source, space label) of --kernel here (`tuner.kernels.source.choose_kernel`); exit 2."""
-
     try:
         chosen = choose_kernel(choice.value)
     except ValueError as exc:
-        raise fail(str(exc), 2) from None
+        raise fail(str(exc)) from None
     if chosen.note:  # auto took the builtin beside an installed vLLM: say why
         typer.echo(f"note: {chosen.note}", err=True)
     return chosen.source, kernel_label(chosen.source)
-
-
-def resolve_device(
-    device: str, replay: Path | None, *, need_device: bool = True, plan_only: bool = False
-) -> tuple[str, ResolvedDevice]:
-    """(runner name, device) for --device and --replay: the device resolved once
-    (`tuner.inputs.devices.resolve_device`), carried by the command to its workers and files.
-
-    With need_device=False a GPU model that no visible GPU matches is still accepted (its vLLM
-    key, for creating a sweep that workers on other hosts run). With plan_only (`tuner sweep
-    --dry-run`) the GPUs are looked up as the run would: the matching ones are planned for;
-    when none matches, one note line on stderr says so and the plan is for one such GPU.
-
-    Returns:
-        (the runner's name: "replay", "interpreter" or "cuda"; the device, whose
-        `visible_ids` are the workers' CUDA_VISIBLE_DEVICES entries).
-
-    Raises:
-        typer.Exit: exit 2 with one line: no visible GPU matches (need_device, not plan_only),
-            a landscape of another device, a name that is no GPU model.
-    """
-
-    if replay is not None:
-        from tuner.measure.landscape import load_landscape
-
-        try:
-            landscape = load_landscape(replay)
-        except ValueError as exc:
-            raise fail(str(exc)) from None
-        if not matches(device, landscape.device_name):
-            raise fail(
-                f"--device {device} does not name the landscape's device {landscape.device_name}"
-            )
-        return "replay", ResolvedDevice(landscape.device_name, visible_ids=(None,))
-
-    try:
-        resolved, note = resolve_named(
-            device, gpus.visible_gpus, need_device=need_device, plan_only=plan_only
-        )
-    except ValueError as exc:
-        raise fail(str(exc)) from None
-    if note is not None:
-        typer.echo(note, err=True)
-    return ("interpreter" if resolved.interpreter else "cuda"), resolved
 
 
 def resolve_runner(
@@ -90,17 +41,31 @@ def resolve_runner(
     interpreter_reps: int = 3,
     need_device: bool = True,
     plan_only: bool = False,
-):
-    """(runner, device) for --device and --replay: `resolve_device`'s runner name parsed,
-    here and only here, into its runner (`tuner.measure.runners.make_runner`), whose
-    device_name is the resolved device's.
+) -> tuple[Runner, ResolvedDevice]:
+    """(runner, device) for --device and --replay: the device resolved once (a replay's is the
+    landscape's), its runner made here and only here (`tuner.measure.runners.make_runner`).
+    need_device and plan_only as `tuner.inputs.devices.resolve_device` takes them.
 
     Raises:
-        typer.Exit: exit 2 with one line, as `resolve_device`.
+        typer.Exit: exit 2 with one line: no visible GPU matches, a landscape of another
+            device, a name that is no GPU model.
     """
-
-    name, resolved = resolve_device(device, replay, need_device=need_device, plan_only=plan_only)
     try:
+        if replay is not None:
+            landscape = load_landscape(replay)
+            if not matches(device, landscape.device_name):
+                raise ValueError(
+                    f"--device {device} does not name the landscape's device "
+                    f"{landscape.device_name}"
+                )
+            name, resolved = "replay", ResolvedDevice(landscape.device_name, visible_ids=(None,))
+        else:
+            resolved, note = resolve_device(
+                device, gpus.visible_gpus, need_device=need_device, plan_only=plan_only
+            )
+            if note is not None:
+                typer.echo(note, err=True)
+            name = "interpreter" if resolved.interpreter else "cuda"
         runner = make_runner(
             name,
             device_name=resolved.device_name,
@@ -113,62 +78,43 @@ def resolve_runner(
 
 
 def use_runner(runner: Runner, visible: Sequence[str | None]) -> None:
-    """Make this process run the kernel on the interpreter, or on the first matching GPU.
-
-    TRITON_INTERPRET must be set before a family's kernel module is imported (triton.jit reads
-    it then).
-
-    Args:
-        runner: the command's runner (`resolve_runner`).
-        visible: the resolved device's CUDA_VISIBLE_DEVICES entries; the first is used.
+    """Make this process run the kernel where `runner` measures: the interpreter through
+    `runner.pin` (before a family's kernel module is imported: triton.jit reads TRITON_INTERPRET
+    then), or the GPU of `visible[0]` (CUDA is already up here, so by torch's device index).
 
     Raises:
-        typer.Exit: one line, exit 2, when the kernel was already loaded for the other kind
-            of device in this process.
+        typer.Exit: exit 2 when the kernel was already loaded for the other kind of device.
     """
-
     interpreted = os.environ.get("TRITON_INTERPRET") == "1"
-    if not runner.on_gpu:
-        loaded = any(family.kernel_module in sys.modules for family in FAMILIES.values())
-        if loaded and not interpreted:
-            raise fail(
-                "the kernel was already loaded for a GPU in this process; run "
-                "`tuner verify --device interpreter` in a fresh process"
-            )
-        runner.pin(None)
-        return
-    if interpreted:
-        raise fail("TRITON_INTERPRET=1 is set: unset it to verify on a GPU")
-    import torch
+    if runner.on_gpu:
+        if interpreted:
+            raise fail("TRITON_INTERPRET=1 is set: unset it to verify on a GPU")
+        import torch  # only to time here: `tuner --help` and the plans load no torch
 
-    index = next(gpu.index for gpu in gpus.visible_gpus() if gpu.visible_id == visible[0])
-    torch.cuda.set_device(index)
+        torch.cuda.set_device(
+            next(gpu.index for gpu in gpus.visible_gpus() if gpu.visible_id == visible[0])
+        )
+        return
+    if not interpreted and any(f.kernel_module in sys.modules for f in FAMILIES.values()):
+        raise fail(
+            "the kernel was already loaded for a GPU in this process; run "
+            "`tuner verify --device interpreter` in a fresh process"
+        )
+    runner.pin(None)
 
 
 def measuring_device(
-    store, device: str, interpreter_reps: int
+    store, device: str, interpreter_reps: int = 3
 ) -> tuple[str, Runner, list[str | None]]:
-    """The device `tuner verify` and `tuner compare` time on in this process, resolved once
-    (`resolve_runner`): its vLLM key, which must then be in the store as it is, its runner and
-    its visible ids; the process made to run the kernel there (`use_runner`), before anything
-    imports the kernel. The files checked are therefore always those of the GPU that times them.
-
-    Args:
-        store: the store's SQLAlchemy Engine (`tuner.cli.store.open_db`).
-        device: --device as given.
-        interpreter_reps: timed calls per trial on the interpreter.
-
-    Returns:
-        (vLLM's device key, in the store; the runner; the device's CUDA_VISIBLE_DEVICES
-        entries).
+    """The device `tuner verify` and `tuner compare` time on, resolved once: (its vLLM key,
+    which the store must hold as it is, so the files checked are those of the GPU that times
+    them; its runner; its CUDA_VISIBLE_DEVICES entries), this process made to run there.
 
     Raises:
         typer.Exit: exit 2 with one line, as `resolve_runner`, `stored_device`, `use_runner`.
     """
-
     runner, resolved = resolve_runner(device, None, interpreter_reps=interpreter_reps)
     with session_scope(store) as session:
         device_name = stored_device(session, device, resolved.device_name)
-    visible = list(resolved.visible_ids)
-    use_runner(runner, visible)
-    return device_name, runner, visible
+    use_runner(runner, resolved.visible_ids)
+    return device_name, runner, list(resolved.visible_ids)

@@ -22,44 +22,28 @@ from tuner.run import gpus as run_gpus
 
 ArchOpt = Annotated[
     str | None,
-    typer.Option(
-        "--arch",
-        help="GPU architecture to answer for without that GPU: sm89, sm90, sm100, "
-        "sm120 [default: the visible GPU's].",
-    ),
-]
+    typer.Option(help="GPU architecture to answer for: sm89, sm90, sm100, sm120 [default: the "
+                 "visible GPU's]."),
+]  # fmt: skip
 DeviceOpt = Annotated[
     str | None,
-    typer.Option(
-        "--device",
-        help="GPU model vLLM serves on (L20, H200, ...) [default: the visible "
-        "GPU]; without a GPU and --arch, a known model gives the architecture.",
-    ),
-]
+    typer.Option(help="GPU model vLLM serves on (L20, H200, ...) [default: the visible GPU]; "
+                 "without a GPU and --arch, a known model gives the architecture."),
+]  # fmt: skip
 LinearBackendOpt = Annotated[
     str | None,
-    typer.Option(
-        "--linear-backend",
-        help="The server's --linear-backend: triton makes it read the dense files.",
-    ),
+    typer.Option(help="The server's --linear-backend: triton makes it read the dense files."),
 ]
 NoCompileOpt = Annotated[
     bool,
-    typer.Option(
-        "--no-compile",
-        help="Skip compiling the builtin and vLLM's dense and fused-MoE "
-        "kernels for the architecture (about 20 s without a GPU).",
-    ),
-]
+    typer.Option("--no-compile", help="Skip compiling the builtin and vLLM's kernels for the "
+                 "architecture (about 20 s without a GPU)."),
+]  # fmt: skip
 ModelOpt = Annotated[
     str | None,
-    typer.Option(
-        "--model",
-        help="Model key from `tuner shapes list`: vLLM's kernel choice is asked "
-        "for its weight shapes and model type, as its server makes it [default: one "
-        "DeepSeek-V3 layer].",
-    ),
-]
+    typer.Option(help="Model key (`tuner shapes list`) whose weight shapes and model type vLLM's "
+                 "kernel choice is asked for [default: one DeepSeek-V3 layer]."),
+]  # fmt: skip
 TpOpt = Annotated[int | None, typer.Option(help="Tensor-parallel size of --model (which shapes).")]
 
 
@@ -79,11 +63,11 @@ def doctor(
     triton 3.8; with vLLM importable, the one its metadata requires)."""
     question = _question(arch, device, linear_backend, model, tp, not no_compile)
     versions = {name: _installed(name) for name in ("torch", "triton")}
-    gpus = run_gpus.visible_gpus() if versions["torch"] else []
+    gpus = []
     if versions["torch"]:
-        import torch
+        import torch  # optional: doctor answers without it, from --arch
 
-        versions["cuda"] = torch.version.cuda or ""
+        versions["cuda"], gpus = torch.version.cuda or "", run_gpus.visible_gpus()
     lines = [
         f"{g.index}: {g.gpu_name} (sm{capability_number(g.compute_capability)}, {g.device_name})"
         for g in gpus

@@ -16,7 +16,7 @@ from db import repo
 from db.repo import session_scope
 from tuner.cli.errors import fail
 from tuner.cli.options import DbOpt, DeviceOpt
-from tuner.cli.output import console
+from tuner.cli.output import console, plain
 from tuner.cli.store import device_in_store, open_db
 from tuner.cli.tables import Column, print_table
 from tuner.core import OutDtype, TrialStatus
@@ -31,6 +31,47 @@ if TYPE_CHECKING:
     from tuner.measure.landscape import Landscape
 
 
+def _one_kind(rows: Sequence[DeviceTrialRow]) -> tuple[list[DeviceTrialRow], list[str]]:
+    """The trials of the environment with the most trials (ties: the newest), and of its
+    block_shape and out_dtype with the most; notes on what was left out."""
+    counts = Counter(row.environment_id for row in rows)
+    environment_id = max(counts, key=lambda env: (counts[env], env))
+    kept = [row for row in rows if row.environment_id == environment_id]
+    kinds = Counter((row.block_shape, row.out_dtype) for row in kept)
+    kind = max(kinds, key=lambda k: (kinds[k], block_sort_key(k[0]), k[1]))
+    notes = []
+    if len(counts) > 1:
+        notes.append(
+            f"kept the {len(kept)} trials of environment {environment_id}; left out "
+            f"{len(rows) - len(kept)} of {len(counts) - 1} other environment(s)"
+        )
+    if len(kinds) > 1:
+        notes.append(
+            f"kept block_shape {block_shape_text(kind[0])} {kind[1]}; left out "
+            f"{len(kept) - kinds[kind]} trials of other kinds"
+        )
+    return [row for row in kept if (row.block_shape, row.out_dtype) == kind], notes
+
+
+def _complete(results: list, spaces: list[str], notes: list[str]) -> list:
+    """The results of the (N, K, M) with every config (all of vLLM's for space "vllm", else as
+    many as the fullest has); a note on those left out."""
+    configs = Counter((n, k, m) for n, k, m, _, _ in results)
+    full = len(get_family(DEFAULT_FAMILY).space()) if spaces == ["vllm"] else None
+    expected = full or max(configs.values())
+    partial = sorted(problem for problem, count in configs.items() if count < expected)
+    if len(partial) == len(configs):
+        raise ValueError(
+            f"no (N, K, M) has all {expected} configs; the fullest has {max(configs.values())}"
+        )
+    if partial:
+        notes.append(
+            f"left out {len(partial)} partial (N, K, M) (fewer than {expected} configs): "
+            + ", ".join(f"{n},{k},{m} ({configs[(n, k, m)]})" for n, k, m in partial)
+        )
+    return [row for row in results if row[:3] not in partial]
+
+
 def build_landscape(
     rows: Sequence[DeviceTrialRow],
     *,
@@ -38,101 +79,41 @@ def build_landscape(
     recorded_at: str,
     complete_only: bool = False,
 ) -> tuple[Landscape, list[str]]:
-    """One landscape from a device's trials, and notes on what was left out.
-
-    A landscape has one environment, block_shape and out_dtype: the trials of the environment
-    with the most trials are kept (ties: the newest environment), and of its block_shape and
-    out_dtype with the most trials; a config tried again for the same (N, K, M) keeps its
-    latest trial.
-
-    Args:
-        rows: the device's stored trials (`repo.device_trials`).
-        device_name: vLLM's key of the device.
-        recorded_at: ISO 8601 time of the recording.
-        complete_only: keep only the (N, K, M) that have a trial of every config: all of vLLM's
-            1,280 for space "vllm", else as many as the fullest (N, K, M) has (a grid sweep cut
-            short by a time limit leaves its last task partial).
+    """One landscape from a device's trials (`repo.device_trials`), and notes on what was left
+    out. A landscape has one environment, block_shape and out_dtype (`_one_kind`); a config
+    tried again for the same (N, K, M) keeps its latest trial. complete_only keeps only the
+    (N, K, M) with a trial of every config: all of vLLM's 1,280 for space "vllm", else as many
+    as the fullest (N, K, M) has (a grid sweep cut short by a time limit leaves its last task
+    partial).
 
     Raises:
         ValueError: no trials, or none complete when complete_only.
     """
-
     if not rows:
         raise ValueError(f"no trials of {device_name} in the store")
-    counts = Counter(row.environment_id for row in rows)
-    environment_id = max(counts, key=lambda env: (counts[env], env))
-    kept = [row for row in rows if row.environment_id == environment_id]
-    kinds = Counter((row.block_shape, row.out_dtype) for row in kept)
-    block_shape, out_dtype = max(
-        kinds, key=lambda kind: (kinds[kind], block_sort_key(kind[0]), kind[1])
-    )
-    notes = []
-    if len(counts) > 1:
-        notes.append(
-            f"kept the {counts[environment_id]} trials of environment "
-            f"{environment_id}; left out {len(rows) - len(kept)} of "
-            f"{len(counts) - 1} other environment(s)"
-        )
-    if len(kinds) > 1:
-        notes.append(
-            f"kept block_shape {block_shape_text(block_shape)} {out_dtype}; left out "
-            f"{len(kept) - kinds[(block_shape, out_dtype)]} trials of other kinds"
-        )
-    kept = [row for row in kept if (row.block_shape, row.out_dtype) == (block_shape, out_dtype)]
+    kept, notes = _one_kind(rows)
     latest = {
         (row.N, row.K, row.M, tuple(row.config.values())): row
         for row in sorted(kept, key=lambda row: row.trial_id)
     }
     results = [
-        (
-            row.N,
-            row.K,
-            row.M,
-            KernelConfig.from_dict(row.config),
-            TrialResult(TrialStatus(row.status), row.latency_us, row.p20_us, row.p80_us),
-        )
+        (row.N, row.K, row.M, KernelConfig.from_dict(row.config),
+         TrialResult(TrialStatus(row.status), row.latency_us, row.p20_us, row.p80_us))
         for row in latest.values()
-    ]
+    ]  # fmt: skip
     spaces = sorted({row.space for row in kept})
     if complete_only:
-        results, note = _complete(results, spaces)
-        if note:
-            notes.append(note)
+        results = _complete(results, spaces, notes)
     landscape = landscape_from_results(
         device_name=device_name,
         environment=kept[0].environment,
         recorded_at=recorded_at,
         space="+".join(spaces),
-        out_dtype=out_dtype,
-        block_shape=block_shape,
+        out_dtype=kept[0].out_dtype,
+        block_shape=kept[0].block_shape,
         results=results,
     )
     return landscape, notes
-
-
-def _complete(results: list, spaces: list[str]) -> tuple[list, str]:
-    """The results of the (N, K, M) with every config, and a note on the ones left out."""
-
-    configs = Counter((n, k, m) for n, k, m, _, _ in results)
-    if not configs:
-        return results, ""
-    space = get_family(DEFAULT_FAMILY).space
-    expected = len(space()) if spaces == ["vllm"] else max(configs.values())
-    partial = sorted(problem for problem, count in configs.items() if count < expected)
-    if len(partial) == len(configs):
-        raise ValueError(
-            f"no (N, K, M) has all {expected} configs; the fullest has {max(configs.values())}"
-        )
-    kept = [row for row in results if row[:3] not in partial]
-    note = (
-        ""
-        if not partial
-        else (
-            f"left out {len(partial)} partial (N, K, M) (fewer than {expected} configs): "
-            + ", ".join(f"{n},{k},{m} ({configs[(n, k, m)]})" for n, k, m in partial)
-        )
-    )
-    return kept, note
 
 
 def landscape_record(
@@ -145,8 +126,7 @@ def landscape_record(
         bool,
         typer.Option(
             "--complete-only",
-            help="Keep only the (N, K, M) with a trial of every config of the "
-            "space (a sweep cut short leaves its last one partial).",
+            help="Keep only the (N, K, M) with a trial of every config of the space.",
         ),
     ] = False,
     db: DbOpt = None,
@@ -181,31 +161,39 @@ def landscape_record(
         raise fail(f"cannot write {out}: {exc.strerror or exc}") from None
     trials = sum(len(problem) for problem in landscape.problems.values())
     ok = sum(result.ok for problem in landscape.problems.values() for result in problem.values())
-    console.print(
+    plain(
         f"wrote {out}: {device_name}, {len(landscape.problems)} (N, K, M), {trials} "
-        f"trials ({ok} ok), triton {landscape.environment.get('triton', '?')}",
-        soft_wrap=True,
-        markup=False,
-        highlight=False,
+        f"trials ({ok} ok), triton {landscape.environment.get('triton', '?')}"
     )
 
 
-def landscape_stats(
-    file: Annotated[
-        Path,
-        typer.Argument(
-            help="Landscape file (JSON), e.g. from `tuner landscape record` or bench/landscapes/."
-        ),
-    ],
-    ratios: Annotated[
-        str,
-        typer.Option(
-            metavar="R,R,...",
-            help="Count the configs at least these fractions of the optimum's "
-            "speed, each in (0, 1].",
-        ),
-    ] = "0.98,0.97,0.95",
-) -> None:
+def _fractions(ratios: str) -> list[float]:
+    """--ratios, largest first; exit 2 unless each is in (0, 1]."""
+    try:
+        fractions = sorted({float(text) for text in ratios.split(",")}, reverse=True)
+    except ValueError:
+        fractions = []
+    if not fractions or not all(0 < r <= 1 for r in fractions):
+        raise fail(f"--ratios {ratios!r}: give fractions in (0, 1], e.g. 0.98,0.95")
+    return fractions
+
+
+StatsFileOpt = Annotated[
+    Path,
+    typer.Argument(
+        help="Landscape file (JSON), e.g. from `tuner landscape record` or bench/landscapes/."
+    ),
+]
+RatiosOpt = Annotated[
+    str,
+    typer.Option(
+        metavar="R,R,...",
+        help="Count the configs at least these fractions of the optimum's speed, each in (0, 1].",
+    ),
+]
+
+
+def landscape_stats(file: StatsFileOpt, ratios: RatiosOpt = "0.98,0.97,0.95") -> None:
     """Per (N, K, M) of a landscape: the optimum, how much faster it is than vLLM's default
     config, and how many configs come near it.
 
@@ -213,13 +201,7 @@ def landscape_stats(
     trials finds it by luck, whatever the strategy, so read search results on it with that in
     mind.
     """
-
-    try:
-        fractions = sorted({float(text) for text in ratios.split(",")}, reverse=True)
-    except ValueError:
-        fractions = []
-    if not fractions or not all(0 < r <= 1 for r in fractions):
-        raise fail(f"--ratios {ratios!r}: give fractions in (0, 1], e.g. 0.98,0.95")
+    fractions = _fractions(ratios)
     try:
         landscape = load_landscape(file)
     except ValueError as exc:
@@ -227,26 +209,17 @@ def landscape_stats(
     stats = problem_stats(landscape, get_family(DEFAULT_FAMILY).default_config, fractions)
     if not stats:
         raise fail(f"{file}: no (N, K, M) has an ok config", 1)
-    columns = [
-        Column("N"),
-        Column("K"),
-        Column("M"),
-        Column("ok"),
-        Column("optimum", text=True),
-        Column("optimum_us"),
-        Column("vs default"),
-        *(Column(f">= {r:g}") for r in fractions),
-    ]
+    names = ["N", "K", "M", "ok", "optimum", "optimum_us", "vs default"]
+    columns = [Column(name, text=name == "optimum") for name in names]
+    columns += [Column(f">= {r:g}") for r in fractions]
     rows = [
         [
-            str(s.N),
-            str(s.K),
-            str(s.M),
+            *map(str, (s.N, s.K, s.M)),
             f"{s.ok}/{s.recorded}",
             s.optimum.short(),
             f"{s.optimum_us:.2f}",
             "cannot run" if s.default_speedup is None else f"{s.default_speedup:.2f}x",
-            *(str(count) for count in s.near),
+            *map(str, s.near),
         ]
         for s in stats
     ]
@@ -254,16 +227,13 @@ def landscape_stats(
     speedups = [s.default_speedup for s in stats if s.default_speedup is not None]
     fewest = min(stats, key=lambda s: (s.near[-1], s.N, s.K, s.M))
     gain = (
-        "vLLM's default runs on none of them"
-        if not speedups
-        else f"the optimum is {geometric_mean(speedups):.2f}x "
-        f"vLLM's default (geomean of the {len(speedups)} where it runs)"
+        f"the optimum is {geometric_mean(speedups):.2f}x vLLM's default (geomean of the "
+        f"{len(speedups)} where it runs)"
+        if speedups
+        else "vLLM's default runs on none of them"
     )
-    console.print(
-        f"{len(stats)} (N, K, M): {gain}; configs at >= {fractions[-1]:g} of the "
-        f"optimum: median {median_high(s.near[-1] for s in stats)}, "
-        f"fewest {fewest.near[-1]} ({fewest.N},{fewest.K},{fewest.M})",
-        soft_wrap=True,
-        markup=False,
-        highlight=False,
+    plain(
+        f"{len(stats)} (N, K, M): {gain}; configs at >= {fractions[-1]:g} of the optimum: "
+        f"median {median_high(s.near[-1] for s in stats)}, "
+        f"fewest {fewest.near[-1]} ({fewest.N},{fewest.K},{fewest.M})"
     )

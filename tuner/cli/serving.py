@@ -8,7 +8,6 @@ import ipaddress
 import json
 import os
 import socket
-from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,8 +15,10 @@ from urllib.parse import quote, urlsplit
 
 import typer
 
+from db import repo
 from tuner.cli.engines import EngineVersionOpt, TritonVersionOpt
 from tuner.cli.errors import fail
+from tuner.cli.export import AllowPartialOpt, AllowStaleOpt
 from tuner.cli.options import (
     TRIALS_KERNEL_HELP,
     DbOpt,
@@ -35,6 +36,19 @@ from tuner.cli.store import (
     store_files,
     store_url,
 )
+from tuner.files.archive import versions_line, winner_versions
+from tuner.files.format import parse_config_file
+from tuner.files.mounts import (
+    DEFAULT_HOST_DIR,
+    DEFAULT_SITE_PACKAGES,
+    MountRequest,
+    check_site_packages,
+    config_files_in,
+    render_mounts,
+)
+from tuner.files.pull import PullError, choose_release, release_entry, render_pull_recipe
+from tuner.inputs.devices import device_key, store_device
+from tuner.kernels.registry import family_of_file
 
 
 class MountFormat(StrEnum):
@@ -45,75 +59,47 @@ class MountFormat(StrEnum):
     compose_pull = "compose-pull"
 
 
-MountsKernelOpt = Annotated[
-    KernelChoice,
-    typer.Option(
-        "--kernel",
-        help=f"From the store, as `tuner export --kernel`. {TRIALS_KERNEL_HELP} Not used "
-        "with --files.",
-    ),
-]
-AllowStaleOpt = Annotated[
-    bool,
-    typer.Option(
-        "--allow-stale",
-        help="Also use trials timed with another kernel source "
-        "or another Triton major.minor than the current ones.",
-    ),
-]
-
-
 SitePackagesOpt = Annotated[
     str | None,
     typer.Option(
-        "--site-packages",
-        help="The engine's site-packages folder in the container [default: "
-        "vLLM image /usr/local/lib/python3.12/dist-packages; SGLang image "
-        "/sgl-workspace/sglang/python].",
+        help="The engine's site-packages folder in the container [default: vLLM image "
+        "/usr/local/lib/python3.12/dist-packages; SGLang image /sgl-workspace/sglang/python].",
     ),
 ]
 FormatOpt = Annotated[
     MountFormat,
     typer.Option(
         "--format",
-        help="docker run flags, a compose "
-        "volumes list, a Kubernetes ConfigMap and "
-        "mounts; or k8s-pull / compose-pull: `tuner pull` "
-        "of a pinned release from --server into a volume "
+        help="docker run flags, a compose volumes list, a Kubernetes ConfigMap and mounts; or "
+        "k8s-pull / compose-pull: `tuner pull` of a pinned release from --server into a volume "
         "before the engine starts.",
     ),
 ]
 ServerOpt = Annotated[
     str | None,
     typer.Option(
-        help="With k8s-pull or compose-pull: the tuner "
-        "service's URL, as the pods reach it (a name "
-        "only the cluster resolves is fine with "
-        "--release)."
+        help="With k8s-pull or compose-pull: the tuner service's URL, as the pods reach it (a "
+        "name only the cluster resolves is fine with --release)."
     ),
 ]
 ReleaseOpt = Annotated[
     int | None,
     typer.Option(
         min=1,
-        help="With k8s-pull or compose-pull: "
-        "the release to pin, read from the store here "
-        "(--db) when it holds it, without asking "
-        "--server [default: the server's newest].",
+        help="With k8s-pull or compose-pull: the release to pin, read from the store here "
+        "(--db) when it holds it, without asking --server [default: the server's newest].",
     ),
+]
+MountsKernelOpt = Annotated[
+    KernelChoice,
+    typer.Option(help=f"As `tuner export --kernel`. {TRIALS_KERNEL_HELP} Not with --files."),
 ]
 FilesOpt = Annotated[
     Path | None,
     typer.Option(
-        help="Folder of exported files to mount [default: the device's files in the store]."
+        help="Folder of exported files to mount [default: the device's files in the store, "
+        "mounted from $PWD/configs]."
     ),
-]
-HostDirOpt = Annotated[
-    str | None,
-    typer.Option(help="Host folder the files are in [default: --files, else $PWD/configs]."),
-]
-AllowPartialOpt = Annotated[
-    bool, typer.Option(help="From the store: also shapes whose M grid is not fully tuned.")
 ]
 
 
@@ -125,7 +111,6 @@ def mounts(
     server: ServerOpt = None,
     release: ReleaseOpt = None,
     files: FilesOpt = None,
-    host_dir: HostDirOpt = None,
     allow_partial: AllowPartialOpt = False,
     allow_stale: AllowStaleOpt = False,
     kernel: MountsKernelOpt = KernelChoice.auto,
@@ -134,73 +119,47 @@ def mounts(
     triton_version: TritonVersionOpt = None,
 ) -> None:
     """Print read-only mounts of each config file into the engine's config folder."""
-    from tuner.files.mounts import (
-        DEFAULT_HOST_DIR,
-        DEFAULT_SITE_PACKAGES,
-        MountRequest,
-        render_mounts,
-    )
-
+    site = site_packages or DEFAULT_SITE_PACKAGES[engine_name]
     if fmt in (MountFormat.k8s_pull, MountFormat.compose_pull):
-        site = site_packages or DEFAULT_SITE_PACKAGES[engine_name]
-        _pull_recipe(fmt.value, device, server, release, engine_name.value, site, db=db,
-                     engine_version=engine_version, triton_version=triton_version)  # fmt: skip
+        _pull_recipe(fmt.value, device, server, release, engine_name.value, site, db,
+                     (engine_version, triton_version))  # fmt: skip
         return
     if files is not None:
-        fields = _folder_files(files, device, engine_name.value)
-        folder = host_dir or str(files.resolve())
+        fields, folder = _folder_files(files, device, engine_name.value), str(files.resolve())
     else:
-        fields = _store_files(
-            device,
-            engine_name.value,
-            allow_partial,
-            db,
-            allow_stale=allow_stale,
-            kernel=kernel.value,
-        )
-        folder = host_dir or DEFAULT_HOST_DIR
+        kept = (allow_partial, allow_stale, kernel.value)
+        fields, folder = _store_files(device, engine_name.value, kept, db), DEFAULT_HOST_DIR
     tuned_triton = fields.pop("triton_version", None)
-    triton_from = "--triton-version" if triton_version else "the one the files were tuned with"
+    request = MountRequest(
+        engine=engine_name.value,
+        file_names=tuple(fields["contents"]),
+        host_dir=folder,
+        site_packages=site,
+        fmt=fmt.value,
+        engine_version=engine_version,
+        triton_version=triton_version or tuned_triton,
+        triton_from="--triton-version" if triton_version else "the one the files were tuned with",
+        **fields,
+    )
     try:
-        text = render_mounts(
-            MountRequest(
-                engine=engine_name.value,
-                file_names=tuple(fields["contents"]),
-                host_dir=folder,
-                site_packages=site_packages or DEFAULT_SITE_PACKAGES[engine_name],
-                fmt=fmt.value,
-                engine_version=engine_version,
-                triton_version=triton_version or tuned_triton,
-                triton_from=triton_from,
-                **fields,
-            )
-        )
+        typer.echo(render_mounts(request), nl=False)
     except ValueError as exc:
         raise fail(str(exc)) from None
-    typer.echo(text, nl=False)
     if files is None:
-        typer.echo(_export_note(folder, fields["device_name"], engine_name), err=True)
-
-
-def _export_note(folder: str, device_name: str, engine_name: EngineName) -> str:
-    """The mounts name host files that the store holds: the line saying how to put them there."""
-    return (
-        f"note: the mounts read the files from {folder}/ on the serving host: `tuner "
-        f"export --device {device_name} --out {folder.replace('$PWD/', '')}/"
-        f"{' --engine sglang' if engine_name == EngineName.sglang else ''}` writes "
-        "them (or unzip the release's configs.zip there)"
-    )
+        sglang = " --engine sglang" if engine_name == EngineName.sglang else ""
+        typer.echo(
+            f"note: the mounts read the files from {folder}/ on the serving host: `tuner export "
+            f"--device {fields['device_name']} --out {folder.removeprefix('$PWD/')}/{sglang}` "
+            "writes them (or unzip the release's configs.zip there)",
+            err=True,
+        )
 
 
 def _folder_files(folder: Path, device: str, engine: str) -> dict[str, Any]:
     """The mounts' fields of one device's config files in `folder`: its key and the files
-    (name -> text); each file is read as the engine reads it, and one it could not read is
-    refused in one line."""
-    from tuner.files.format import parse_config_file
-    from tuner.files.mounts import config_files_in
-    from tuner.inputs.devices import device_key
-    from tuner.kernels.registry import family_of_file
-
+    (name -> text); each file is read as the engine reads it, one it could not read refused in
+    one line. SGLang 0.5.23's get_moe_configs reads every key as an M, so a file with
+    `"triton_version"` (`tuner export --engine vllm` writes it) is refused for SGLang."""
     try:
         entries = [p.name for p in folder.iterdir() if p.is_file()]
     except OSError as exc:
@@ -212,10 +171,9 @@ def _folder_files(folder: Path, device: str, engine: str) -> dict[str, Any]:
         except ValueError:
             continue
     try:
-        key = device_key(device, seen)
+        names = config_files_in(entries, device_key(device, seen), engine)
     except ValueError:
-        key = ""
-    names = config_files_in(entries, key, engine) if key else []
+        names = []
     if not names:
         raise fail(
             f"{folder}: no config files for --device {device}; devices there: "
@@ -230,20 +188,47 @@ def _folder_files(folder: Path, device: str, engine: str) -> dict[str, Any]:
             raise fail(f"{folder / name}: cannot read: {exc}") from None
         except ValueError as exc:
             raise fail(str(exc)) from None
-        if engine == "sglang" and family_of_file(name).files.file_triton_version:
-            _check_sglang_file(folder / name, text)
-    return {"device_name": key, "contents": contents}
+        moe = family_of_file(name).files.file_triton_version
+        if engine == "sglang" and moe and "triton_version" in json.loads(text):
+            raise fail(
+                f'{folder / name}: its "triton_version" key makes SGLang\'s get_moe_configs '
+                "fail (it reads every key as an M); write the files with `tuner export "
+                "--engine sglang`"
+            )
+    return {"device_name": device_key(device, seen), "contents": contents}
 
 
-def _check_sglang_file(path: Path, text: str) -> None:
-    """Refuse a file that carries `"triton_version"` (`tuner export --engine vllm` and vLLM's
-    benchmark_moe.py write it first): SGLang 0.5.23's get_moe_configs reads every key as an M
-    and would fail on it."""
-    if "triton_version" in json.loads(text):
+def _store_files(
+    device: str, engine: str, kept: tuple[bool, bool, str], db: str | None
+) -> dict[str, Any]:
+    """The mounts' fields of a device's files in the store (`kept`: --allow-partial,
+    --allow-stale, --kernel): its key, the files (name -> text), its compute capability, what
+    its winners were timed with, their one Triton version (None for none or several), the
+    GPU's names and the imported entries left out."""
+    allow_partial, allow_stale, kernel = kept
+    _, store = open_db(db, must_exist=True, read_only=True)
+    with repo.session_scope(store) as session:
+        device_name = device_in_store(session, device)
+    read = store_files(
+        store, device_name, out_dtype=None, allow_stale=allow_stale, allow_partial=allow_partial,
+        engine_name=engine, kernel=kernel,
+    )  # fmt: skip
+    view = read.view
+    if not read.files.files:
+        stale = "; --allow-stale also uses stale trials" if view.scope.stale_trials else ""
         raise fail(
-            f'{path}: its "triton_version" key makes SGLang\'s get_moe_configs fail (it reads '
-            "every key as an M); write the files with `tuner export --engine sglang`"
+            f"{device_name} has no complete file yet; --allow-partial mounts what there is{stale}"
         )
+    versions = winner_versions(view.environments, view.winners)
+    return {
+        "device_name": device_name,
+        "contents": {f.file_name: f.merged.text for f in read.files.files},
+        "compute_capability": view.compute_capability,
+        "tuned_with": versions_line(versions),
+        "triton_version": versions["triton"][0] if len(versions["triton"]) == 1 else None,
+        "gpu_names": tuple(e.gpu_name for e in view.environments),
+        "left_out": tuple(f"# {line}" for line in read.files.left_out),
+    }
 
 
 def _pull_recipe(
@@ -253,37 +238,35 @@ def _pull_recipe(
     release: int | None,
     engine: str,
     site_packages: str,
-    *,
-    engine_version: str | None = None,
-    triton_version: str | None = None,
-    db: str | None = None,
+    db: str | None,
+    versions: tuple[str | None, str | None],
 ) -> None:
-    """Print a `tuner pull` recipe for a release (tuner.files.pull). A pinned release
-    (`release`) is read from the store here when it holds it, so that --server may be a name
-    only the pods resolve (http://tuner:8000); otherwise the server is asked for its releases.
-    """
-    from tuner.files.mounts import check_site_packages
-    from tuner.files.pull import render_pull_recipe
-
+    """Print a `tuner pull` recipe for a release (tuner.files.pull). A pinned release is read
+    from the store here when it holds it, so that --server may be a name only the pods resolve
+    (http://tuner:8000); otherwise the server is asked for its releases. `versions`:
+    --engine-version, --triton-version."""
     if server is None:
         raise fail(f"--format {fmt} needs --server, the tuner service's URL")
     server = server_url(server)
+    stored = _stored_release(db, device, release) if release is not None else None
     try:
         site = check_site_packages(site_packages)
-    except ValueError as exc:
-        raise fail(str(exc)) from None
-    chosen = _release_for_recipe(fmt, device, server, release, db)
-    try:
+        if stored is not None:
+            typer.echo(
+                f"note: {stored['device_name']} release {release} read from the store here "
+                f"(content {stored['content_sha256'][:12]}); {server} was not asked: it "
+                "must serve the same store",
+                err=True,
+            )
+        hint = _unreachable_hint(fmt, device, server, release)
+        chosen = stored or choose_release(releases_of(server, device, hint=hint), device, release)
         text = render_pull_recipe(
-            fmt,
-            server=server.rstrip("/"),
-            release=chosen,
-            engine=engine,
-            site_packages=site,
-            engine_version_=engine_version,
-            triton_version=triton_version,
+            fmt, server=server, release=chosen, engine=engine, site_packages=site,
+            engine_version_=versions[0], triton_version=versions[1],
             triton_from="--triton-version",
-        )
+        )  # fmt: skip
+    except PullError as exc:
+        raise fail(str(exc), 1) from None
     except ValueError as exc:
         raise fail(str(exc)) from None
     typer.echo(text, nl=False)
@@ -297,29 +280,6 @@ def _pull_recipe(
         )
 
 
-def _release_for_recipe(
-    fmt: str, device: str, server: str, release: int | None, db: str | None
-) -> Mapping[str, Any]:
-    """The release a recipe pins: from the store here when it holds `release` (the server is
-    not asked: it may be a name only the pods resolve), else from the server's list."""
-    from tuner.files.pull import PullError, choose_release
-
-    chosen = _stored_release(db, device, release) if release is not None else None
-    if chosen is not None:
-        typer.echo(
-            f"note: {chosen['device_name']} release {release} read from the store here "
-            f"(content {chosen['content_sha256'][:12]}); {server} was not asked: it "
-            "must serve the same store",
-            err=True,
-        )
-        return chosen
-    try:
-        hint = _unreachable_hint(fmt, device, server, release)
-        return choose_release(releases_of(server, device, hint=hint), device, release)
-    except PullError as exc:
-        raise fail(str(exc), 1) from None
-
-
 def _address(server: str):
     """The URL's host as an `ipaddress` address (localhost as 127.0.0.1), or None for a name
     (one a Kubernetes service may have)."""
@@ -331,13 +291,10 @@ def _address(server: str):
 
 
 def _unreachable_hint(fmt: str, device: str, server: str, release: int | None) -> str:
-    """What to do when --server does not answer from here (a name only the cluster
-    resolves): pin a release the store here holds, or ask the service through a port-forward
-    for the same recipe."""
+    """What to do when --server does not answer from here: pin a release the store here holds,
+    start the service at an address, or ask a cluster's service through a port-forward."""
     parts = urlsplit(server)
-    host = parts.hostname or "tuner"
     port = parts.port or (443 if parts.scheme == "https" else 80)
-    pin = f"&release={release}" if release is not None else ""
     store = (
         f"; the store here holds no release {release} of {device}"
         if release is not None
@@ -346,25 +303,21 @@ def _unreachable_hint(fmt: str, device: str, server: str, release: int | None) -
     )
     if _address(server) is not None:  # an address names no Kubernetes service
         return f"{store}; or start the service at {server} (tuner serve --port {port})"
-    service = host.split(".")[0]
+    pin = f"&release={release}" if release is not None else ""
     return (
-        f"{store}; or ask the service in the cluster: kubectl port-forward svc/{service} "
-        f"8000:{port}, then curl 'http://127.0.0.1:8000/devices/{quote(device, safe='')}"
-        f"/mounts?format={fmt}&server={quote(server, safe=':/')}{pin}'"
+        f"{store}; or ask the service in the cluster: kubectl port-forward "
+        f"svc/{(parts.hostname or 'tuner').split('.')[0]} 8000:{port}, then curl "
+        f"'http://127.0.0.1:8000/devices/{quote(device, safe='')}/mounts?format={fmt}"
+        f"&server={quote(server, safe=':/')}{pin}'"
     )
 
 
 def _stored_release(db: str | None, device: str, number: int) -> dict | None:
     """Release `number` of the device from the store here, as an entry of `GET
-    /devices/{d}/releases` (`tuner.files.pull.release_entry`); None when there is no store
-    here (no --db, no $TUNER_DB_URL and no ./tuner.db) or it lacks that release."""
-    from tuner.files.pull import release_entry
-    from tuner.inputs.devices import store_device
-
+    /devices/{d}/releases`; None when there is no store here (no --db, no $TUNER_DB_URL and no
+    ./tuner.db) or it lacks that release."""
     if db is None and not os.environ.get("TUNER_DB_URL") and not Path("tuner.db").exists():
         return None
-    from db import repo
-
     _, store = open_db(db, must_exist=True, read_only=True)
     with repo.session_scope(store) as session:
         try:
@@ -375,52 +328,6 @@ def _stored_release(db: str | None, device: str, number: int) -> dict | None:
         return None if info is None else release_entry(info)
 
 
-def _store_files(
-    device: str,
-    engine: str,
-    allow_partial: bool,
-    db: str | None,
-    *,
-    allow_stale: bool = False,
-    kernel: str = "auto",
-) -> dict[str, Any]:
-    """The mounts' fields of a device's files in the store (from the trials of `kernel`'s
-    source): its key, the files (name -> text), its compute capability, what its winners were
-    timed with, their one Triton version (None for none or several), the GPU's names and the
-    imported entries left out."""
-    from db.repo import session_scope
-    from tuner.files.archive import versions_line, winner_versions
-
-    _, store = open_db(db, must_exist=True, read_only=True)
-    with session_scope(store) as session:
-        device_name = device_in_store(session, device)
-    read = store_files(
-        store,
-        device_name,
-        out_dtype=None,
-        allow_stale=allow_stale,
-        allow_partial=allow_partial,
-        engine_name=engine,
-        kernel=kernel,
-    )
-    if not read.files.files:
-        stale = "; --allow-stale also uses stale trials" if read.view.scope.stale_trials else ""
-        raise fail(
-            f"{device_name} has no complete file yet; --allow-partial mounts what there is{stale}"
-        )
-    view = read.view
-    versions = winner_versions(view.environments, view.winners)
-    return {
-        "device_name": device_name,
-        "contents": {f.file_name: f.merged.text for f in read.files.files},
-        "compute_capability": view.compute_capability,
-        "tuned_with": versions_line(versions),
-        "triton_version": versions["triton"][0] if len(versions["triton"]) == 1 else None,
-        "gpu_names": tuple(e.gpu_name for e in view.environments),
-        "left_out": tuple(f"# {line}" for line in read.files.left_out),
-    }
-
-
 def serve(
     db: DbOpt = None,
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
@@ -429,9 +336,9 @@ def serve(
         bool,
         typer.Option(
             "--create-store",
-            help="Create an empty store when the SQLite file does not exist "
-            "(a fresh volume of the service's image, which then takes POST /sweeps and imports); "
-            "without it a missing store is refused, as `tuner status` refuses it.",
+            help="Create an empty store when the SQLite file does not exist (a fresh volume of "
+            "the service's image); without it a missing store is refused, as `tuner status` "
+            "refuses it.",
         ),
     ] = False,
 ) -> None:
@@ -441,8 +348,7 @@ def serve(
     a --db that names no SQLite file is refused in one line, exit 2, as `tuner status`
     refuses it.
     """
-    # The HTTP service's stack (FastAPI, uvicorn, the store) loads only to serve: every other
-    # command starts without it.
+    # The HTTP service's stack loads only to serve: every other command starts without it.
     import uvicorn
     from pydantic import ValidationError
 
@@ -470,12 +376,8 @@ def serve(
 
 
 def _check_port_free(host: str, port: int) -> None:
-    """Bind the address once, as uvicorn will, so that a busy port is one line, not uvicorn's
-    traceback-free but unhelpful exit 3.
-
-    Raises:
-        typer.Exit: exit 2 when the port is taken or the address cannot be bound.
-    """
+    """Bind the address once, as uvicorn will, so that a busy port is one line (exit 2), not
+    uvicorn's unhelpful exit 3."""
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
         with socket.socket(family, socket.SOCK_STREAM) as probe:

@@ -30,6 +30,7 @@ from typing import Annotated, Any
 import typer
 from rich.progress import Progress
 
+from db import repo
 from tuner.cli.arguments import load_configs, parse_m_values
 from tuner.cli.devices import measuring_device, resolve_kernel_choice
 from tuner.cli.errors import fail
@@ -39,18 +40,18 @@ from tuner.cli.options import (
     ConfigsOpt,
     DbOpt,
     DeviceOpt,
-    InterpreterRepsOpt,
     KernelChoice,
     ModelOpt,
+    OutDtypeOpt,
     TpOpt,
 )
 from tuner.cli.output import console, err_console, plain
-from tuner.cli.publish import NoPublishOpt, publish_device
+from tuner.cli.publish import publish_device
 from tuner.cli.store import open_db, store_files
 from tuner.cli.sweep import _plan_and_run
 from tuner.cli.tables import Column, print_table
 from tuner.compare import verify as core
-from tuner.compare.verify import PointResult, ShapeVerification, Verdict, shape_label
+from tuner.compare.verify import ShapeVerification, Verdict, shape_label
 from tuner.core import OutDtype
 from tuner.inputs.shapes import ModelShapes, UnknownModelError, load_shapes
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
@@ -73,31 +74,21 @@ MOpt = Annotated[
     ),
 ]
 RoundsOpt = Annotated[
-    int,
-    typer.Option(
-        min=2, max=10_000, help="Interleaved rounds (chosen, default, chosen, ...) per M."
-    ),
+    int, typer.Option(min=2, max=10_000, help="Interleaved rounds (A B A B ...) per M.")
 ]
 FixOpt = Annotated[
     bool,
     typer.Option(
         "--fix",
-        help="Tune the slower or failed M values (a sweep of those M with the search of the "
-        "sweeps that made the files), then check them again. It first finishes unfinished "
-        "sweeps of this device, model and TP, so an interrupted --fix resumes when run again.",
+        help="Tune the slower or failed M (a sweep of them, with the search of the sweeps that "
+        "made the files; unfinished sweeps of the model first), check again, then publish.",
     ),
 ]
 AllowPartialOpt = Annotated[
     bool,
     typer.Option(
-        "--allow-partial", help="Also check files `tuner export` writes only with --allow-partial."
+        "--allow-partial", help="Also check files that only `tuner export --allow-partial` writes."
     ),
-]
-OutDtypeOpt = Annotated[
-    OutDtype, typer.Option("--out-dtype", help="Output dtype of the trials and of the timed GEMM.")
-]
-SeedOpt = Annotated[
-    int, typer.Option(min=0, max=2**31 - 1, help="Seed of the random inputs (and of --fix).")
 ]
 # Seconds of progress the ETA averages over: all of it (a timed M can take minutes on the
 # interpreter; rich's 30 s default would leave the ETA blank there).
@@ -106,25 +97,24 @@ ETA_WINDOW_S = 7 * 24 * 3600.0
 
 @dataclass
 class _Verify:
-    """One `tuner verify` run: where its files come from, what times them, how --fix tunes."""
+    """One `tuner verify` run: where its files come from, what times them, how --fix tunes.
+    Its kernel is vLLM's where vLLM is importable (whose trials' files are then read), as
+    `tuner sweep --kernel auto` resolves it."""
 
     store: Any
     url: str
     model_shapes: ModelShapes
-    device_name: str
-    runner: Any
-    visible: list[str | None]
+    device: tuple[str, Any, list[str | None]]  # `measuring_device`'s
     choice: core.MChoice
     out_dtype: str
-    seed: int
     rounds: int
     allow: tuple[bool, bool]  # --allow-stale, --allow-partial
     configs: tuple | None = None
 
     def __post_init__(self) -> None:
-        # Whose kernels verify times and --fix tunes: vLLM's where vLLM is importable (whose
-        # trials' files are then read), as `tuner sweep --kernel auto` resolves it.
+        self.device_name, self.runner, self.visible = self.device
         self.kernel, self.kernel_label = resolve_kernel_choice(KernelChoice.auto)
+        self.space = space_name(self.configs, None, self.kernel_label)
 
     def files(self):
         """The device's files now (`tuner.files.device.StoreFiles`)."""
@@ -141,7 +131,7 @@ class _Verify:
         """The problem runner of (N, K, M) on this process's device."""
         block_shape = as_block_shape(self.model_shapes.block_shape)
         problem = Problem(M, N, K, block_shape, self.out_dtype, kernel=self.kernel)
-        return self.runner.problem_runner(problem, seed=self.seed, warmup_s=WARMUP_S, rep_s=REP_S)
+        return self.runner.problem_runner(problem, seed=0, warmup_s=WARMUP_S, rep_s=REP_S)
 
     def first_check(self) -> list[ShapeVerification]:
         """The check before any --fix, with its lines: which M, the shapes without a file, the
@@ -176,7 +166,14 @@ class _Verify:
         try:
             with _bar(planned) as advance:
                 for shape in planned:
-                    _say_keys(shape)
+                    _out().print(
+                        f"{shape_label(shape.shape.N, shape.shape.K)}: keys "
+                        f"{', '.join(map(str, shape.configs))}; checking "
+                        f"{len(shape.m_points)} M values",
+                        soft_wrap=True,
+                        markup=False,
+                        highlight=False,
+                    )
                     result = self.verify(
                         shape, lambda point, shape=shape: advance(int(point.M in shape.timed))
                     )
@@ -188,14 +185,13 @@ class _Verify:
 
     def verify(self, shape: core.PlannedShape, on_point) -> ShapeVerification:
         """One planned shape checked (`tuner.compare.verify.verify_shape`)."""
-        noise_floor = 0.0 if self.runner.on_gpu else core.INTERPRETER_NOISE_FLOOR
         return core.verify_shape(
             shape.shape,
             shape.configs,
             shape.m_points,
             self.make_runner,
             rounds=self.rounds,
-            noise_floor=noise_floor,
+            noise_floor=0.0 if self.runner.on_gpu else core.INTERPRETER_NOISE_FLOOR,
             on_point=on_point,
         )
 
@@ -231,8 +227,6 @@ class _Verify:
 
     def sweeps(self) -> list[tuple[Any, int]]:
         """(sweep, tasks pending or running) of this device, model and TP, oldest first."""
-        from db import repo  # the store's modules load only when a command uses them
-
         key = (self.device_name, self.model_shapes.model, self.model_shapes.tp)
         with repo.session_scope(self.store) as session:
             found = [
@@ -240,43 +234,33 @@ class _Verify:
                 for row in repo.list_sweeps(session)
                 if (row.device_name, row.model, row.tp) == key
             ]
-        return sorted(
-            (
-                (info, tasks.get("pending", 0) + tasks.get("running", 0))
-                for info, tasks in found
-                if info is not None
-            ),
-            key=lambda pair: pair[0].sweep_id,
-        )
+        left = [(info, t.get("pending", 0) + t.get("running", 0)) for info, t in found if info]
+        return sorted(left, key=lambda pair: pair[0].sweep_id)
 
     def finish_unfinished(self) -> None:
         """Run the unfinished tasks of this device's sweeps of the model and TP over the same
         config space first: an interrupted `--fix` (or sweep) resumes, and its files are whole."""
-        space = space_name(self.configs, None, self.kernel_label)
         for info, left in self.sweeps():
-            if not left:
-                continue
-            if info.space != space:
+            if left and info.space != self.space:
                 plain(
                     f"sweep {info.sweep_id} has unfinished tasks over config space "
                     f"{info.space}: `tuner worker --sweep {info.sweep_id}` with its "
                     "--configs finishes them"
                 )
-                continue
-            plain(f"resuming sweep {info.sweep_id} (M={','.join(map(str, info.m_values))})")
-            shapes = self.model_shapes.pairs()
-            search = (info.strategy, info.budget, info.seed)
-            self.run(shapes, info.m_values, search, f"{len(shapes)} shape(s)")
+            elif left:
+                plain(f"resuming sweep {info.sweep_id} (M={','.join(map(str, info.m_values))})")
+                shapes = self.model_shapes.pairs()
+                search = (info.strategy, info.budget, info.seed)
+                self.run(shapes, info.m_values, search, f"{len(shapes)} shape(s)")
 
     def tune(self, offending: dict[tuple[int, int], list[int]]) -> None:
         """One sweep per set of offending M, over the shapes that share it, with the search of
         the latest sweep of this config space (`tuner sweep`'s defaults where there is none)."""
-        space = space_name(self.configs, None, self.kernel_label)
-        made = [info for info, _ in self.sweeps() if info.space == space]
+        made = [info for info, _ in self.sweeps() if info.space == self.space]
         search = (
             (made[-1].strategy, made[-1].budget, made[-1].seed)
             if made
-            else (DEFAULT_STRATEGY_NAME, DEFAULT_TRIALS, self.seed)
+            else (DEFAULT_STRATEGY_NAME, DEFAULT_TRIALS, 0)
         )
         groups: dict[tuple[int, ...], list[tuple[int, int]]] = {}
         for shape, m_values in sorted(offending.items()):
@@ -307,36 +291,14 @@ def _out():
     return err_console if console.is_terminal and err_console.is_terminal else console
 
 
-def _say_keys(shape: core.PlannedShape) -> None:
-    _out().print(
-        f"{shape_label(shape.shape.N, shape.shape.K)}: keys "
-        f"{', '.join(map(str, shape.configs))}; checking {len(shape.m_points)} M values",
-        soft_wrap=True,
-        markup=False,
-        highlight=False,
-    )
-
-
-def _verdict_text(point: PointResult) -> str:
-    if point.verdict is Verdict.FAILED:
-        return f"[red]failed[/red]: {point.error}"
-    if point.verdict is Verdict.SLOWER:
-        return "[red]slower[/red]"
-    return "ok" if point.timed else "ok (default)"
-
-
 def print_shape_table(result: ShapeVerification, title: str) -> None:
     """One row per checked M: vLLM's key and config there, both medians, speedup, verdict."""
+    names = ("M", "key", "config", "chosen_us", "default_us", "noise_us", "speedup", "verdict")
     columns = [
-        Column("M"),
-        Column("key"),
-        Column("config", text=True),
-        Column("chosen_us"),
-        Column("default_us"),
-        Column("noise_us", optional=True),
-        Column("speedup"),
-        Column("verdict", text=True),
+        Column(name, text=name in ("config", "verdict"), optional=name == "noise_us")
+        for name in names
     ]
+    verdicts = {Verdict.FAILED: "[red]failed[/red]: {}", Verdict.SLOWER: "[red]slower[/red]"}
     rows = [
         [
             str(point.M),
@@ -347,7 +309,9 @@ def print_shape_table(result: ShapeVerification, title: str) -> None:
                 for us in (point.chosen_us, point.default_us, point.noise_us)
             ),
             "-" if point.speedup is None else f"{point.speedup:.2f}x",
-            _verdict_text(point),
+            verdicts.get(point.verdict, "ok" if point.timed else "ok (default)").format(
+                point.error
+            ),
         ]
         for point in result.points
     ]
@@ -372,6 +336,27 @@ def _model(model: str, tp: int | None, m: str | None) -> tuple[ModelShapes, core
     return model_shapes, choice
 
 
+def _fix(run: _Verify, results: list[ShapeVerification]) -> list[ShapeVerification]:
+    """`--fix`'s passes, then the files they tuned published as the device's next release (what
+    a fleet downloads next). A touched shape left without a file exits 1."""
+    try:
+        results = core.fix_passes(
+            results, run.tune, lambda only, n: run.check(only, f"after --fix pass {n}"), plain
+        )
+    except ValueError as exc:
+        raise fail(str(exc), 1) from None
+    stale, partial = run.allow
+    publish_device(
+        run.store,
+        run.device_name,
+        reason="verify --fix",
+        allow_stale=stale,
+        allow_partial=partial,
+        out_dtype=run.out_dtype,
+    )
+    return results
+
+
 def verify(
     device: DeviceOpt,
     model: ModelOpt,
@@ -379,13 +364,10 @@ def verify(
     m: MOpt = None,
     rounds: RoundsOpt = RETIME_ROUNDS,
     fix: FixOpt = False,
+    configs: ConfigsOpt = None,
     allow_stale: AllowStaleOpt = False,
     allow_partial: AllowPartialOpt = False,
     out_dtype: OutDtypeOpt = OutDtype.bfloat16,
-    configs: ConfigsOpt = None,
-    seed: SeedOpt = 0,
-    interpreter_reps: InterpreterRepsOpt = 3,
-    no_publish: NoPublishOpt = False,
     db: DbOpt = None,
 ) -> None:
     """`tuner verify`: its help is this module's docstring (`app.command(help=...)`)."""
@@ -394,53 +376,16 @@ def verify(
     if not model_shapes.of(DEFAULT_FAMILY):
         return
     url, store = open_db(db, must_exist=True)
-    device_name, runner, visible = measuring_device(store, device, interpreter_reps)
+    allow = (allow_stale, allow_partial)
+    found = measuring_device(store, device)
     run = _Verify(
-        store,
-        url,
-        model_shapes,
-        device_name,
-        runner,
-        visible,
-        choice,
-        out_dtype.value,
-        seed,
-        rounds,
-        (allow_stale, allow_partial),
-        candidates,
+        store, url, model_shapes, found, choice, out_dtype.value, rounds, allow, candidates
     )
     if fix:
         run.finish_unfinished()
     results = run.first_check()
     if fix:
-        results = _fix(run, results, publish=not no_publish)
-    _exit_on_offending(results, fix)
-
-
-def _fix(run: _Verify, results: list[ShapeVerification], publish: bool) -> list:
-    """`--fix`'s passes; then the files they tuned published as the device's next release
-    (what a fleet downloads next). A touched shape left without a file exits 1."""
-    try:
-        results = core.fix_passes(
-            results, run.tune, lambda only, n: run.check(only, f"after --fix pass {n}"), plain
-        )
-    except ValueError as exc:
-        raise fail(str(exc), 1) from None
-    if publish:
-        stale, partial = run.allow
-        publish_device(
-            run.store,
-            run.device_name,
-            reason="verify --fix",
-            allow_stale=stale,
-            allow_partial=partial,
-            out_dtype=run.out_dtype,
-        )
-    return results
-
-
-def _exit_on_offending(results: Sequence[ShapeVerification], fix: bool) -> None:
-    """Name each shape's slower or failed M on stderr and exit 1, if there are any."""
+        results = _fix(run, results)
     lines = core.offending_lines(results)
     for line in lines:
         typer.echo(line, err=True)

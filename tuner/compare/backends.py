@@ -215,34 +215,27 @@ def library_kernels(
     import torch.nn.functional as F
 
     kernels: dict[str, LibraryKernel] = {}
-    unavailable: dict[str, str] = {}
+    no_scaled_mm = "this torch has no torch.nn.functional.scaled_mm with ScalingType"
+    unavailable: dict[str, str | None] = {TORCH_SCALED_MM: no_scaled_mm}
     if hasattr(F, "scaled_mm") and hasattr(F, "ScalingType"):
-        scaled_mm = _torch_scaled_mm()
-        reason = _probe(scaled_mm, device)
-        kernels.update({TORCH_SCALED_MM: scaled_mm} if reason is None else {})
-        unavailable.update({TORCH_SCALED_MM: reason} if reason is not None else {})
-    else:
-        unavailable[TORCH_SCALED_MM] = (
-            "this torch has no torch.nn.functional.scaled_mm with ScalingType"
-        )
+        kernels[TORCH_SCALED_MM] = _torch_scaled_mm()
+        unavailable[TORCH_SCALED_MM] = _probe(kernels[TORCH_SCALED_MM], device)
     if device == "cpu":
         kernels[TORCH_CPU] = _torch_cpu_dequant
-        unavailable.update(
-            dict.fromkeys(
-                (VLLM_DEEPGEMM, VLLM_CUTLASS), "CPU run: vLLM's GPU kernels are not timed"
-            )
-        )
+        why = "CPU run: vLLM's GPU kernels are not timed"
+        unavailable |= dict.fromkeys((VLLM_DEEPGEMM, VLLM_CUTLASS), why)
     else:
-        ops, why = _vllm_ops()
+        ops, why_not = _vllm_ops()
         kernels.update(ops)
-        unavailable.update(why)
+        unavailable.update(why_not)
     for name in CLASSES:
         loaded = _layer_class(name, block_shape)
         if isinstance(loaded, str):
             unavailable[name] = loaded
         else:
             kernels[name] = loaded
-    return kernels, unavailable
+    usable = {name: k for name, k in kernels.items() if unavailable.get(name) is None}
+    return usable, {name: why for name, why in unavailable.items() if why is not None}
 
 
 class LayerKernel:

@@ -91,13 +91,12 @@ def m_set_line(choice: MChoice) -> str:
             f"{WHERE_PICK_SWITCHES}, up to {VLLM_M_GRID[-1]} or the largest key; "
             f"`--m all` adds vLLM's {len(VLLM_M_GRID)} batch sizes"
         )
-    if choice == M_ALL:
-        return (
-            f"M checked per shape (--m all): vLLM's {len(VLLM_M_GRID)} batch sizes, the M "
-            f"grid of the sweeps that made it, its keys, {WHERE_PICK_SWITCHES}"
-        )
-    listed = ", ".join(map(str, choice))
-    return f"M checked per shape (--m): {listed}, its keys, {WHERE_PICK_SWITCHES}"
+    listed = (
+        f"(--m all): vLLM's {len(VLLM_M_GRID)} batch sizes, the M grid of the sweeps that made it"
+        if choice == M_ALL
+        else f"(--m): {', '.join(map(str, choice))}"
+    )
+    return f"M checked per shape {listed}, its keys, {WHERE_PICK_SWITCHES}"
 
 
 def _parsed(configs: Mapping[int, Mapping[str, int]]) -> dict[int, KernelConfig]:
@@ -202,45 +201,6 @@ def _failure(runner: Any, config: KernelConfig, default: KernelConfig) -> str | 
     return None
 
 
-def _failed(M: int, key: int, config: KernelConfig, error: str) -> PointResult:
-    return PointResult(M, key, config, Verdict.FAILED, False, error=error)
-
-
-@dataclass(frozen=True)
-class _Check:
-    """What every M of one file is checked with."""
-
-    shape: Shape
-    family: str
-    make_runner: RunnerFactory
-    rounds: int
-    noise_floor: float
-    retime: Callable[..., Sequence[Any]]
-
-    def point(self, M: int, configs: Mapping[int, KernelConfig]) -> PointResult:
-        """Time vLLM's pick for M against the default config."""
-        key = vllm_pick_key(configs, M)
-        config, family = configs[key], get_family(self.family)
-        default = family.default_config(self.shape, M)
-        if config == default:
-            return PointResult(M, key, config, Verdict.OK, False)
-        reason = family.why_invalid(config, self.shape)
-        if reason is not None:
-            return _failed(M, key, config, f"invalid config: {reason}")
-        runner = self.make_runner(self.shape.N, self.shape.K, M)
-        error = _failure(runner, config, default)
-        if error is not None:
-            return _failed(M, key, config, error)
-        try:
-            retimed = self.retime(runner.sample_us, [config, default], rounds=self.rounds)
-        except Exception as exc:  # noqa: BLE001
-            return _failed(M, key, config, f"timing failed: {_one_line(exc)}")
-        timings = {result.config: result for result in retimed}
-        verdict, noise_us = judge(timings[config], timings[default], self.noise_floor)
-        chosen_us, default_us = timings[config].latency_us, timings[default].latency_us
-        return PointResult(M, key, config, verdict, True, chosen_us, default_us, noise_us)
-
-
 def verify_shape(
     shape: Shape,
     configs: Mapping[int, Mapping[str, int]],
@@ -262,11 +222,32 @@ def verify_shape(
     Raises:
         ValueError: no configs, an entry without vLLM's six keys, or an unknown family.
     """
-    parsed = _parsed(configs)
-    check = _Check(shape, family, make_runner, rounds, noise_floor, retime)
+    parsed, kernels = _parsed(configs), get_family(family)
+
+    def point(M: int) -> PointResult:
+        key = vllm_pick_key(parsed, M)
+        config, default = parsed[key], kernels.default_config(shape, M)
+        if config == default:
+            return PointResult(M, key, config, Verdict.OK, False)
+        reason = kernels.why_invalid(config, shape)
+        runner: Any = None if reason else make_runner(shape.N, shape.K, M)
+        error = f"invalid config: {reason}" if reason else _failure(runner, config, default)
+        if error is None:
+            try:
+                timed = retime(runner.sample_us, [config, default], rounds=rounds)
+            except Exception as exc:  # noqa: BLE001
+                error = f"timing failed: {_one_line(exc)}"
+        if error is not None:
+            return PointResult(M, key, config, Verdict.FAILED, False, error=error)
+        chosen, base = (next(r for r in timed if r.config == c) for c in (config, default))
+        verdict, noise_us = judge(chosen, base, noise_floor)
+        return PointResult(
+            M, key, config, verdict, True, chosen.latency_us, base.latency_us, noise_us
+        )
+
     results = []
     for M in m_points:
-        results.append(check.point(M, parsed))
+        results.append(point(M))
         on_point(results[-1])
     keys = tuple(sorted(parsed))
     return ShapeVerification(shape.N, shape.K, shape.block_shape, keys, tuple(results))

@@ -33,16 +33,9 @@ VLLM_CUTLASS = "vllm-cutlass"
 VLLM_MARLIN = "vllm-marlin"
 VLLM_HUMMING = "vllm-humming"
 # Column order of the tables.
-BACKENDS = (
-    TRITON_TUNED,
-    TRITON_DEFAULT,
-    TORCH_SCALED_MM,
-    TORCH_CPU,
-    VLLM_DEEPGEMM,
-    VLLM_CUTLASS,
-    VLLM_MARLIN,
-    VLLM_HUMMING,
-)
+BACKENDS = (TRITON_TUNED, TRITON_DEFAULT, TORCH_SCALED_MM, TORCH_CPU) + (
+    VLLM_DEEPGEMM, VLLM_CUTLASS, VLLM_MARLIN, VLLM_HUMMING
+)  # fmt: skip
 # vLLM 0.33.0 class name (kernels/linear/scaled_mm/*.py) -> the kernel name that times it. Its
 # Triton kernel reads the tuned files: there the default is already what the flag gives.
 KERNEL_BACKENDS = {
@@ -59,11 +52,6 @@ REGIMES: tuple[tuple[str, Callable[[int], bool]], ...] = (
     ("decode (M <= 32)", lambda M: M <= 32),
     ("prefill (M >= 2048)", lambda M: M >= 2048),
 )
-
-
-def column_header(name: str) -> str:
-    """A table header for a kernel's name, broken after each '-' for a narrow column."""
-    return name.replace("-", "-\n")
 
 
 def _one_line(text: str, limit: int = 200) -> str:
@@ -132,23 +120,20 @@ def _checked(runner: Any, candidate: Candidate) -> BackendTime:
 
 
 def _timed(runner: Any, passed: Sequence[Candidate], rounds: int, retime: Callable) -> list:
-    """Interleaved results of the passed candidates; when timing them together raises (a
-    kernel that checks but cannot be timed, e.g. not capturable), each is timed alone, and one
-    that still raises gets its one-line reason (a str) instead of a result."""
+    """Interleaved (median, p20, p80) of the passed candidates; when timing them together
+    raises (a kernel that checks but cannot be timed, e.g. not capturable), each is timed
+    alone, and one that still raises gets its one-line reason (a str) instead."""
     if len(passed) > 1:
         try:
-            return [
-                (r.latency_us, r.p20_us, r.p80_us)
-                for r in retime(runner.sample_us, passed, rounds=rounds)
-            ]
+            timed = retime(runner.sample_us, passed, rounds=rounds)
+            return [(r.latency_us, r.p20_us, r.p80_us) for r in timed]
         except Exception:  # noqa: BLE001 - find the culprit below, alone
             pass
     results: list = []
     for candidate in passed:
         try:
-            results.append(
-                percentiles([runner.sample_us(candidate) for _ in range(max(rounds, 2))])
-            )
+            samples = [runner.sample_us(candidate) for _ in range(max(rounds, 2))]
+            results.append(percentiles(samples))
         except Exception as exc:  # noqa: BLE001 - a kernel that cannot be timed fails
             results.append(_one_line(f"timing: {type(exc).__name__}: {exc}"))
     return results
