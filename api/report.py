@@ -19,8 +19,7 @@ from tuner.inputs.backends import backend_lines, device_advice
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import get_family
 from tuner.kernels.shape import FamilyShape, ShapeKeyed, block_shape_text
-from tuner.measure.roofline import COPY_GBPS, FP8_MM_TFLOPS, OUT_BYTES, Roofline
-from tuner.measure.shape_roofline import shape_roofline
+from tuner.measure.roofline import COPY_GBPS, FP8_MM_TFLOPS, OUT_BYTES, Roofline, shape_roofline
 
 X_TICKS = [1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0]
 REFERENCES = {

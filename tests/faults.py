@@ -52,24 +52,8 @@ class FaultyRunner:
         return self.inner.device_name
 
     @property
-    def torch_device(self) -> str:
-        return self.inner.torch_device
-
-    @property
-    def default_trial_timeout_s(self) -> float:
-        return self.inner.default_trial_timeout_s
-
-    @property
     def on_gpu(self) -> bool:
         return self.inner.on_gpu
-
-    @property
-    def family_environments(self) -> bool:
-        return self.inner.family_environments
-
-    @property
-    def confirm_above_s(self) -> float | None:
-        return self.inner.confirm_above_s
 
     def pin(self, visible_device):
         self.inner.pin(visible_device)
@@ -89,18 +73,6 @@ class FaultyRunner:
 
     def retime_rounds(self, rounds):
         return self.inner.retime_rounds(rounds)
-
-    def trial_model_s(self, N, K, M):
-        return self.inner.trial_model_s(N, K, M)
-
-    def model_source(self, device_name, calibration):
-        return self.inner.model_source(device_name, calibration)
-
-    def calibration(self):
-        return self.inner.calibration()
-
-    def plan_notes(self):
-        return self.inner.plan_notes()
 
     def before(self, task_id: int, label: str) -> None:
         """As the measurement of the config `label` starts: log, sleep, crash or hang."""

@@ -176,7 +176,7 @@ def _winner_cells(row, *, kernels: bool, ceilings) -> list[str]:
     """One winner row's cells (`db.repo.WinnerRow`), under `_winner_columns`."""
     from tuner.kernels.config import KernelConfig
     from tuner.kernels.shape import FamilyShape
-    from tuner.measure.shape_roofline import shape_roofline
+    from tuner.measure.roofline import shape_roofline
 
     default_us = row.default_latency_us
     key = FamilyShape.of_row(row)
