@@ -37,15 +37,8 @@ from tuner.measure.trial import TrialResult
 # registers per block: CUDA C++ Programming Guide, "Technical Specifications per Compute
 # Capability" (CUDA 12.x). Triton refuses a launch whose `metadata.shared` exceeds the opt-in
 # maximum (`OutOfResources`, CompiledKernel._init_handles in triton/compiler/compiler.py).
-MAX_SHARED_BYTES: dict[int, int] = {
-    80: 163 * 1024,
-    86: 99 * 1024,
-    87: 163 * 1024,
-    89: 99 * 1024,
-    90: 227 * 1024,
-    100: 227 * 1024,
-    120: 99 * 1024,
-}
+_SHARED_KIB = {80: 163, 86: 99, 87: 163, 89: 99, 90: 227, 100: 227, 120: 99}
+MAX_SHARED_BYTES: dict[int, int] = {arch: kib * 1024 for arch, kib in _SHARED_KIB.items()}
 MAX_REGISTERS_PER_BLOCK = 64 * 1024
 # Registers are allocated per warp in units of 256 (CUDA occupancy calculator, from 5.0 on).
 REGISTER_UNIT = 256
@@ -106,25 +99,18 @@ def launch_problem(info: CompileInfo) -> Rejection | None:
     """
     if info.error is not None:
         return Rejection(info.config, TrialStatus.COMPILE_ERROR, info.error)
-    limit = MAX_SHARED_BYTES[info.arch]
+    limit, warps, regs = MAX_SHARED_BYTES[info.arch], info.config.num_warps, info.n_regs or 0
+    per_block = -(-regs * 32 // REGISTER_UNIT) * REGISTER_UNIT * warps
     if info.shared_bytes is not None and info.shared_bytes > limit:
-        return Rejection(
-            info.config,
-            TrialStatus.OUT_OF_RESOURCES,
-            f"pruned before launch: shared memory {info.shared_bytes} bytes > {limit} bytes per "
-            f"block on sm{info.arch}",
+        why = f"shared memory {info.shared_bytes} bytes > {limit} bytes per block on sm{info.arch}"
+    elif per_block > MAX_REGISTERS_PER_BLOCK:
+        why = (
+            f"{regs} registers x {warps} warps = {per_block} > {MAX_REGISTERS_PER_BLOCK} registers"
         )
-    if info.n_regs is not None:
-        per_warp = -(-info.n_regs * 32 // REGISTER_UNIT) * REGISTER_UNIT
-        per_block = per_warp * info.config.num_warps
-        if per_block > MAX_REGISTERS_PER_BLOCK:
-            return Rejection(
-                info.config,
-                TrialStatus.OUT_OF_RESOURCES,
-                f"pruned before launch: {info.n_regs} registers x {info.config.num_warps} warps "
-                f"= {per_block} > {MAX_REGISTERS_PER_BLOCK} registers per block",
-            )
-    return None
+        why += " per block"
+    else:
+        return None
+    return Rejection(info.config, TrialStatus.OUT_OF_RESOURCES, f"pruned before launch: {why}")
 
 
 def default_cache_dir() -> Path:

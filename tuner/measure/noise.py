@@ -129,9 +129,12 @@ def copies_for(copy_bytes: int, l2_bytes: int) -> int:
 
 
 def cuda_plan(
-    *, copy_bytes: int, l2_bytes: int, launch_s: float, warmup_s: float = WARMUP_S,
+    copy_bytes: int,
+    l2_bytes: int,
+    launch_s: float,
+    warmup_s: float = WARMUP_S,
     rep_s: float = REP_S,
-) -> TimingPlan:  # fmt: skip
+) -> TimingPlan:
     """The plan for timing one config on a GPU.
 
     launches = SAMPLE_S / launch_s (1 to MAX_LAUNCHES); copies from `copies_for`; the larger of

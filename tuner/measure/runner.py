@@ -15,20 +15,7 @@ from tuner.core import OUT_DTYPES, TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.shape import Shape, as_block_shape
-from tuner.measure.noise import (
-    ESTIMATE_LAUNCHES,
-    REP_S,
-    WARMUP_S,
-    CudaEventTimer,
-    Sampler,
-    Timer,
-    WallTimer,
-    capture_graph,
-    copies_for,
-    cuda_plan,
-    interpreter_plan,
-    percentiles,
-)
+from tuner.measure import noise
 from tuner.measure.trial import TrialResult
 
 # Relative Frobenius error a bf16 output must stay under: bf16 keeps 8 significant bits (a
@@ -118,9 +105,9 @@ class KernelRunner:
         seed: int = 0,
         interpreter_reps: int = 3,
         clock: Callable[[], float] = time.perf_counter,
-        warmup_s: float = WARMUP_S,
-        rep_s: float = REP_S,
-        timer: Timer | None = None,
+        warmup_s: float = noise.WARMUP_S,
+        rep_s: float = noise.REP_S,
+        timer: noise.Timer | None = None,
     ) -> None:
         import torch  # after the runner's pin
 
@@ -137,7 +124,7 @@ class KernelRunner:
         self.reference = self.workload.reference(self.out_dtype)
         self.weights = [self.workload.weights()]  # copy 0 is the input weight itself
         self._timed_out = None  # the output every timed launch writes into
-        self._samplers: OrderedDict[KernelConfig, Sampler] = OrderedDict()
+        self._samplers: OrderedDict[KernelConfig, noise.Sampler] = OrderedDict()
         self._stream = None
 
     def check(self, config: KernelConfig) -> TrialResult:
@@ -186,7 +173,7 @@ class KernelRunner:
         """
         sampler = self._sampler(config)
         with self._on_stream():
-            return percentiles([sample * 1e6 for sample in sampler.samples_s()])
+            return noise.percentiles([sample * 1e6 for sample in sampler.samples_s()])
 
     def sample_us(self, config: KernelConfig) -> float:
         """One more sample (microseconds per launch) of a config that passed `check`, for the
@@ -219,7 +206,7 @@ class KernelRunner:
         with self._torch.cuda.stream(self._stream) if self.on_gpu else nullcontext():
             yield
 
-    def _sampler(self, config: KernelConfig) -> Sampler:
+    def _sampler(self, config: KernelConfig) -> noise.Sampler:
         """The config's sampler, warmed up; built (and the oldest dropped) when not kept."""
         if config in self._samplers:
             self._samplers.move_to_end(config)
@@ -232,45 +219,39 @@ class KernelRunner:
             self._samplers.popitem(last=False)
         return sampler
 
-    def _build_eager(self, config: KernelConfig) -> Sampler:
-        plan = interpreter_plan(self.interpreter_reps)
+    def _build_eager(self, config: KernelConfig) -> noise.Sampler:
+        plan = noise.interpreter_plan(self.interpreter_reps)
         self._ensure_copies(plan.copies)
 
         def run_batch(batch: int) -> None:
             for copy in plan.copy_order(batch):
                 self._launch_copy(config, copy)
 
-        return Sampler(plan, run_batch, self.timer or WallTimer(self.clock))
+        return noise.Sampler(plan, run_batch, self.timer or noise.WallTimer(self.clock))
 
     def _graph(self, config: KernelConfig, order) -> object:
-        return capture_graph([partial(self._launch_copy, config, copy) for copy in order])
+        return noise.capture_graph([partial(self._launch_copy, config, copy) for copy in order])
 
-    def _build_cuda(self, config: KernelConfig) -> Sampler:
+    def _build_cuda(self, config: KernelConfig) -> noise.Sampler:
         weights = self.weights[0]
         copy_bytes = sum(tensor.numel() * tensor.element_size() for tensor in weights)
         l2_bytes = self._torch.cuda.get_device_properties(weights[0].device).L2_cache_size
-        first = copies_for(copy_bytes, l2_bytes)
+        first = noise.copies_for(copy_bytes, l2_bytes)
         self._ensure_copies(first)
-        timer = self.timer or CudaEventTimer()
+        timer = self.timer or noise.CudaEventTimer()
         self._launch_copy(config, 0)  # loads the kernel before anything is captured or timed
         # The launch time the plan is sized with comes from a small graph: an eager launch
         # through Triton's Python launcher costs more CPU than a decode-size kernel runs.
-        probe = self._graph(config, [i % first for i in range(ESTIMATE_LAUNCHES)])
+        probe = self._graph(config, [i % first for i in range(noise.ESTIMATE_LAUNCHES)])
         probe.replay()  # the first replay uploads the graph
         timer.start()
         probe.replay()
-        launch_s = max(timer.stop(), 1e-9) / ESTIMATE_LAUNCHES
+        launch_s = max(timer.stop(), 1e-9) / noise.ESTIMATE_LAUNCHES
         del probe
-        plan = cuda_plan(
-            copy_bytes=copy_bytes,
-            l2_bytes=l2_bytes,
-            launch_s=launch_s,
-            warmup_s=self.warmup_s,
-            rep_s=self.rep_s,
-        )
+        plan = noise.cuda_plan(copy_bytes, l2_bytes, launch_s, self.warmup_s, self.rep_s)
         self._ensure_copies(plan.copies)
         graphs = [self._graph(config, plan.copy_order(batch)) for batch in range(plan.batches)]
-        return Sampler(plan, lambda batch: graphs[batch].replay(), timer)
+        return noise.Sampler(plan, lambda batch: graphs[batch].replay(), timer)
 
     def evaluate(self, config: KernelConfig) -> TrialResult:
         """Check, then time, one config; never raises for a config that fails.
@@ -287,13 +268,7 @@ class KernelRunner:
         if checked.status is not TrialStatus.OK:
             return replace(checked, measure_s=time.perf_counter() - start)
         try:
-            median_us, p20_us, p80_us = self.time_us(config)
+            timed = dict(zip(("latency_us", "p20_us", "p80_us"), self.time_us(config), strict=True))
         except Exception as exc:  # noqa: BLE001
             return _failed(exc, start)
-        return replace(
-            checked,
-            latency_us=median_us,
-            p20_us=p20_us,
-            p80_us=p80_us,
-            measure_s=time.perf_counter() - start,
-        )
+        return replace(checked, **timed, measure_s=time.perf_counter() - start)

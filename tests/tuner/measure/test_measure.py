@@ -1,4 +1,5 @@
-"""The live runner on the interpreter: correctness gate, failure statuses, timing summary."""
+"""The live runner on the interpreter: correctness gate, failure statuses, timing (the CUDA path
+with fake graphs and clock; for real on a GPU)."""
 
 import os
 from types import SimpleNamespace
@@ -9,46 +10,15 @@ from triton.compiler.errors import CompilationError
 from triton.runtime.errors import OutOfResources, PTXASError
 
 from tuner.core import TrialStatus
+from tuner.kernels.accuracy import relative_error
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config
-from tuner.measure import runner as measure
+from tuner.measure import noise
 from tuner.measure.noise import TimingPlan, WallTimer
 from tuner.measure.runner import KEPT_SAMPLERS, REL_TOL, KernelRunner, Problem, classify_error
 
 PROBLEM = Problem(M=5, N=192, K=256, block_shape=(128, 128), out_dtype="bfloat16")
 SMALL = KernelConfig(16, 64, 64, 1, 4, 2)
-
-
-class FakeClock:
-    """Advances by the next step each time it is read twice (start, stop)."""
-
-    def __init__(self, durations_s):
-        self.readings = []
-        now = 0.0
-        for duration in durations_s:
-            self.readings += [now, now + duration]
-            now += duration + 1.0
-
-    def __call__(self):
-        return self.readings.pop(0)
-
-
-def test_default_config_passes_the_gate_and_is_timed_with_the_clock():
-    clock = FakeClock([0.003, 0.001, 0.002])
-    runner = KernelRunner(PROBLEM, device="cpu", seed=1, interpreter_reps=3, clock=clock)
-    result = runner.evaluate(default_config())
-    assert result.ok
-    assert 0 < result.rel_error < REL_TOL
-    assert (result.latency_us, result.p20_us, result.p80_us) == pytest.approx((2000, 1400, 2600))
-    assert result.measure_s > 0
-
-
-def test_invalid_config_is_not_launched():
-    runner = KernelRunner(PROBLEM, device="cpu")
-    result = runner.evaluate(KernelConfig(64, 128, 256, 32, 4, 2))
-    assert result.status is TrialStatus.INVALID
-    assert result.error == "BLOCK_SIZE_K=256 does not divide group_k=128"
-    assert result.latency_us is None
 
 
 def writes_half(runner):
@@ -66,31 +36,48 @@ def boom(runner):
 
 
 @pytest.mark.parametrize(
-    ("launch", "status", "error"),
+    ("config", "launch", "status", "error"),
     [
-        (writes_half, TrialStatus.WRONG_RESULT, f"{(5 - 2) * 192} output elements not written"),
         (
+            KernelConfig(64, 128, 256, 32, 4, 2),
+            boom,  # never launched
+            TrialStatus.INVALID,
+            "BLOCK_SIZE_K=256 does not divide group_k=128",
+        ),
+        (
+            SMALL,
+            writes_half,
+            TrialStatus.WRONG_RESULT,
+            f"{(5 - 2) * 192} output elements not written",
+        ),
+        (
+            SMALL,
             boom,
             TrialStatus.CRASHED,
             "RuntimeError: CUDA error: an illegal memory access was encountered",
         ),
     ],
 )
-def test_an_unwritten_output_or_a_launch_that_raises_is_recorded(launch, status, error):
+def test_an_invalid_config_an_unwritten_output_or_a_launch_that_raises_is_recorded(
+    config, launch, status, error
+):
     runner = KernelRunner(PROBLEM, device="cpu")
     runner._launch = launch(runner)
-    result = runner.evaluate(SMALL)
+    result = runner.evaluate(config)
     assert (result.status, result.error, result.latency_us) == (status, error, None)
 
 
-def test_a_wrong_result_is_caught():
+def test_a_wrong_result_is_caught_and_fp16_output_runs():
     runner = KernelRunner(PROBLEM, device="cpu")
     runner.reference = runner.reference * 1.05  # a 5% error, as a wrong scale would give
     result = runner.evaluate(SMALL)
-    assert result.status is TrialStatus.WRONG_RESULT
+    assert (result.status, result.latency_us) == (TrialStatus.WRONG_RESULT, None)
     # 0.05 / 1.05 from the scaling, plus bf16 rounding of the output (below 5e-3)
     assert result.rel_error == pytest.approx(0.05 / 1.05, abs=5e-3)
-    assert result.latency_us is None
+    fp16 = KernelRunner(Problem(1, 64, 128, out_dtype="float16"), device="cpu")
+    assert fp16.evaluate(SMALL).ok and fp16.out_dtype is torch.float16
+    with pytest.raises(ValueError, match="out_dtype must be one of"):
+        KernelRunner(Problem(1, 64, 128, out_dtype="float32"), device="cpu")
 
 
 def test_launch_failures_are_classified():
@@ -108,14 +95,6 @@ def test_launch_failures_are_classified():
     ]
 
 
-def test_fp16_output_and_bad_arguments():
-    runner = KernelRunner(Problem(1, 64, 128, out_dtype="float16"), device="cpu")
-    assert runner.evaluate(SMALL).ok
-    assert runner.out_dtype is torch.float16
-    with pytest.raises(ValueError, match="out_dtype must be one of"):
-        KernelRunner(Problem(1, 64, 128, out_dtype="float32"), device="cpu")
-
-
 TIMED = Problem(M=16, N=256, K=256)
 COPY_BYTES = 256 * 256 + 2 * 2 * 4  # B [256, 256] fp8 plus Bs [2, 2] fp32
 
@@ -124,9 +103,7 @@ class DeviceClock:
     """A fake clock moved only by launches: a launch reading weight copy c takes durations_s[c]."""
 
     def __init__(self, durations_s):
-        self.now = 0.0
-        self.durations_s = durations_s
-        self.copies = []
+        self.now, self.durations_s, self.copies, self.replaying = 0.0, durations_s, [], False
 
     def __call__(self):
         return self.now
@@ -149,7 +126,7 @@ def test_interpreter_timing_rotates_real_weight_copies(monkeypatch):
 
     monkeypatch.setattr(runner, "_launch_copy", launch_and_tick)
     result = runner.evaluate(default_config())
-    assert result.ok
+    assert result.ok and 0 < result.rel_error < REL_TOL and result.measure_s > 0
     assert clock.copies == [0, 1, 0]
     # samples 3000, 5000, 3000 us: p80 interpolates 60% of the way from 3000 to 5000
     assert (result.latency_us, result.p20_us, result.p80_us) == pytest.approx((3000, 3000, 4200))
@@ -167,12 +144,14 @@ def test_interpreter_timing_rotates_real_weight_copies(monkeypatch):
 class FakeGraph:
     """Stands for a captured CUDA graph: replay runs the captured launches again."""
 
-    def __init__(self, launches):
-        self.launches = list(launches)
+    def __init__(self, clock, launches):
+        self.clock, self.launches = clock, list(launches)
 
     def replay(self):
+        self.clock.replaying = True
         for launch in self.launches:
             launch()
+        self.clock.replaying = False
 
 
 def test_cuda_path_plan_graphs_and_per_launch_time(monkeypatch):
@@ -183,32 +162,23 @@ def test_cuda_path_plan_graphs_and_per_launch_time(monkeypatch):
 
     def capture(launches):
         clock.now += 1.0  # capturing takes long; it is never inside a timed region
-        captured.append(FakeGraph(launches))
+        captured.append(FakeGraph(clock, launches))
         return captured[-1]
 
-    monkeypatch.setattr(measure, "capture_graph", capture)
+    monkeypatch.setattr(noise, "capture_graph", capture)
     monkeypatch.setattr(
         torch.cuda,
         "get_device_properties",
         lambda device: SimpleNamespace(L2_cache_size=4 * COPY_BYTES),
     )
     runner = KernelRunner(TIMED, device="cpu", warmup_s=0.003, rep_s=0.01, timer=WallTimer(clock))
-    replaying = []
 
     def launch(config, copy):
-        if not replaying:
+        if not clock.replaying:
             clock.now += 10 * d  # an eager launch: the CPU's launch cost, far above the kernel
         clock.launched(copy)
 
-    plain_replay = FakeGraph.replay
-
-    def replay(graph):
-        replaying.append(graph)
-        plain_replay(graph)
-        replaying.pop()
-
     monkeypatch.setattr(runner, "_launch_copy", launch)
-    monkeypatch.setattr(FakeGraph, "replay", replay)
     sampler = runner._build_cuda(default_config())
     # 8 copies hold 2x L2; the estimate (one eager launch, then a graph of 5 launches replayed
     # once untimed and once timed, all d: the eager launches' CPU cost is not in it) gives
@@ -254,8 +224,6 @@ ON_GPU = pytest.mark.skipif(
 @pytest.mark.parametrize("M", [1, 16, 100])
 def test_graph_replays_on_a_gpu_write_the_right_result_into_every_copy(M):
     """The CUDA path for real: captured graphs over rotated weight copies compute the GEMM."""
-    from tuner.kernels.accuracy import relative_error
-
     runner = KernelRunner(
         Problem(M=M, N=512, K=384), device="cuda", seed=2, warmup_s=0.002, rep_s=0.01
     )
