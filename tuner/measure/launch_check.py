@@ -121,21 +121,24 @@ def check_entries(
     infos = _compile_first_uses(first_m, shape, arch, cache, pool, family)
     cannot_launch: dict[int, str] = {}
     for M, config in by_m.items():
-        info, where = infos[config], f"{device_name} (sm{arch})"
-        problem = launch_problem(info)
-        if problem is None:
-            continue
-        if info.error is not None:
-            unchecked[M] = f"config {config.short()} did not compile here: {info.error}"
-        elif info.shared_bytes is not None and info.shared_bytes > limit:
-            cannot_launch[M] = (
-                f"config {config.short()} needs {info.shared_bytes} bytes of "
-                f"shared memory; {where} has {limit} per block"
-            )
-        else:
-            reason = problem.reason.removeprefix("pruned before launch: ")
-            cannot_launch[M] = f"config {config.short()}: {reason} on {where}"
+        kind, line = _why_not(infos[config], f"{device_name} (sm{arch})", limit)
+        if kind is not None:
+            (unchecked if kind == "unchecked" else cannot_launch)[M] = line
     return LaunchVerdict(arch, cannot_launch, dict(sorted(unchecked.items())), len(first_m))
+
+
+def _why_not(info: CompileInfo, where: str, limit: int) -> tuple[str | None, str]:
+    """("cannot_launch" or "unchecked", the line) of a compiled entry; (None, "") if it fits."""
+    problem, short = launch_problem(info), info.config.short()
+    if problem is None:
+        return None, ""
+    if info.error is not None:
+        return "unchecked", f"config {short} did not compile here: {info.error}"
+    if info.shared_bytes is not None and info.shared_bytes > limit:
+        needs = f"needs {info.shared_bytes} bytes of shared memory"
+        return "cannot_launch", f"config {short} {needs}; {where} has {limit} per block"
+    reason = problem.reason.removeprefix("pruned before launch: ")
+    return "cannot_launch", f"config {short}: {reason} on {where}"
 
 
 _AMD_LINE = "an AMD entry (kpack, waves_per_eu ...): not compiled for NVIDIA"
