@@ -109,13 +109,6 @@ class FakeTimer:
         return self.ms.pop(0)
 
 
-def test_copy_ceiling_counts_read_and_write():
-    timer = FakeTimer([0.5])
-    assert measure_copy_gbps(1000, "cpu", timer=timer) == pytest.approx(0.004)  # 2000 B / 0.5 ms
-    (copied,) = timer.results
-    assert copied.dtype == torch.uint8 and copied.numel() == 1000 and int(copied.sum()) > 0
-
-
 def test_fp8_ceiling_runs_torch_scaled_mm():
     timer = FakeTimer([0.25])
     tflops = measure_fp8_mm_tflops(32, 48, 64, "cpu", timer=timer)
@@ -137,10 +130,9 @@ def test_ceilings_use_the_cpu_sizes_on_the_cpu():
             "fp8_mm_tflops": 2 * CPU_MM_SIZE**3 / 1e-3 / 1e12,  # 0.033554432
         }
     )
-    assert [tuple(r.shape) for r in timer.results] == [
-        (CPU_COPY_BYTES,),
-        (CPU_MM_SIZE, CPU_MM_SIZE),
-    ]
+    copied, product = timer.results  # read plus write counted: 2 bytes a byte copied
+    assert copied.dtype == torch.uint8 and tuple(copied.shape) == (CPU_COPY_BYTES,)
+    assert tuple(product.shape) == (CPU_MM_SIZE, CPU_MM_SIZE)
 
 
 def test_real_cpu_measurement_at_small_sizes():
