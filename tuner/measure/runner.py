@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import Any
 
 from tuner.core import OUT_DTYPES, TrialStatus
 from tuner.kernels.config import KernelConfig
@@ -123,9 +124,9 @@ class KernelRunner:
         self.out_dtype = getattr(torch, problem.out_dtype)
         self.reference = self.workload.reference(self.out_dtype)
         self.weights = [self.workload.weights()]  # copy 0 is the input weight itself
-        self._timed_out = None  # the output every timed launch writes into
+        self._timed_out: Any = None  # the output every timed launch writes into
         self._samplers: OrderedDict[KernelConfig, noise.Sampler] = OrderedDict()
-        self._stream = None
+        self._stream: Any = None
 
     def check(self, config: KernelConfig) -> TrialResult:
         """Run once into a NaN-poisoned output and compare with the reference: `ok` with
@@ -229,7 +230,7 @@ class KernelRunner:
 
         return noise.Sampler(plan, run_batch, self.timer or noise.WallTimer(self.clock))
 
-    def _graph(self, config: KernelConfig, order) -> object:
+    def _graph(self, config: KernelConfig, order) -> Any:
         return noise.capture_graph([partial(self._launch_copy, config, copy) for copy in order])
 
     def _build_cuda(self, config: KernelConfig) -> noise.Sampler:
@@ -268,7 +269,8 @@ class KernelRunner:
         if checked.status is not TrialStatus.OK:
             return replace(checked, measure_s=time.perf_counter() - start)
         try:
-            timed = dict(zip(("latency_us", "p20_us", "p80_us"), self.time_us(config), strict=True))
+            median_us, p20_us, p80_us = self.time_us(config)
         except Exception as exc:  # noqa: BLE001
             return _failed(exc, start)
-        return replace(checked, **timed, measure_s=time.perf_counter() - start)
+        took = time.perf_counter() - start
+        return replace(checked, latency_us=median_us, p20_us=p20_us, p80_us=p80_us, measure_s=took)
