@@ -22,8 +22,7 @@ from tuner.inputs.backends import backend_lines, device_advice
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import get_family
 from tuner.kernels.shape import FamilyShape, block_shape_text
-from tuner.measure.roofline import COPY_GBPS, FP8_MM_TFLOPS, OUT_BYTES, Roofline
-from tuner.measure.shape_roofline import shape_roofline
+from tuner.measure.roofline import COPY_GBPS, FP8_MM_TFLOPS, OUT_BYTES, Roofline, shape_roofline
 
 REFERENCES = {
     "speedup": "1.0 = as fast as the default (reference, not data)",

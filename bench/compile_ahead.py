@@ -27,8 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tuner.kernels.dense.space import default_config, vllm_space  # noqa: E402
-from tuner.measure.compile import compile_pool  # noqa: E402
-from tuner.measure.compile_cache import CompileCache  # noqa: E402
+from tuner.measure.compile import CompileCache, compile_pool  # noqa: E402
 from tuner.measure.landscape import load_landscape  # noqa: E402
 from tuner.run.compile_gate import CompileGate  # noqa: E402
 from tuner.search.registry import get_strategy  # noqa: E402

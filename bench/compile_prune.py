@@ -23,9 +23,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tuner.kernels.dense.space import default_config, vllm_space  # noqa: E402
-from tuner.measure.compile import compile_infos
-from tuner.measure.compile_cache import CompileCache
-from tuner.measure.resources import MAX_SHARED_BYTES, launch_problem  # noqa: E402
+from tuner.kernels.shape import Shape  # noqa: E402
+from tuner.measure.compile import (  # noqa: E402
+    MAX_SHARED_BYTES,
+    CompileCache,
+    compile_infos,
+    launch_problem,
+)
 
 ARCHS = (89, 90)  # compute capabilities to compile for: Ada (L20, L40S), Hopper (H100, H200)
 N, K = 5120, 3072  # a Qwen3.8-27B TP2 shape (shapes/qwen3.8-27b.toml)
@@ -70,9 +74,7 @@ def main() -> None:
             configs,
             arch=arch,
             M=args.m,
-            N=N,
-            K=K,
-            block_shape=BLOCK_SHAPE,
+            shape=Shape(N, K, BLOCK_SHAPE),
             out_dtype=OUT_DTYPE,
             cache=cache,
             workers=args.workers,

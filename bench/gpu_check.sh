@@ -58,7 +58,7 @@ DOCTOR_S=10        # `tuner doctor`: start-up, torch import, the GPU query (4 s 
 # What each step does, and its limit in seconds.
 DOCTOR=${DOCTOR:-1}; LIMIT_DOCTOR=20  # the 10 s no step had, and 10 s of the sweep's
 TESTS=${TESTS:-1}; LIMIT_TESTS=75
-CUDA_TESTS="tests/tuner/kernels/test_kernel.py tests/tuner/measure/test_timing.py
+CUDA_TESTS="tests/tuner/kernels/test_kernel.py tests/tuner/measure/test_noise.py
   tests/tuner/measure/test_measure.py::test_graph_replays_on_a_gpu_write_the_right_result_into_every_copy"
 LANDSCAPE=${LANDSCAPE:-1}; LIMIT_LANDSCAPE=235
 LANDSCAPE_SHAPES=${LANDSCAPE_SHAPES:-5120,3072 17408,5120 8192,5120}  # first must fit
@@ -218,7 +218,7 @@ dry_checks() {
   env -u TRITON_INTERPRET python3 -c "import sqlalchemy, alembic, fastapi, uvicorn, optuna, \
 pydantic, pydantic_settings, typer, rich, numpy, threadpoolctl, prometheus_client, pytest
 import db.connection, db.repo, api.app, tuner.cli.app, tuner.run.worker, tuner.run.supervisor
-import tuner.measure.runner, tuner.measure.precompile, tuner.measure.roofline, tuner.compare.verify
+import tuner.measure.runner, tuner.measure.compile, tuner.measure.roofline, tuner.compare.verify
 import tuner.compare.backends, tuner.kernels.dense.kernel, tuner.kernels.dense.target
 import tuner.kernels.moe.kernel, tuner.kernels.moe.target, tuner.search.guided
 print('imports ok: sqlalchemy', sqlalchemy.__version__, 'fastapi', fastapi.__version__, \

@@ -9,7 +9,7 @@ real landscape: DRAM traffic with tile re-reads moderated by GROUP_SIZE_M's L2 r
 bound bandwidth (bytes in flight from num_stages and occupancy), tensor-core time with padding
 waste and per-tile efficiency, the per-K-tile scale epilogue, wave quantization over the SMs,
 occupancy from shared memory and registers, spills, and seeded multiplicative noise.
-Shared memory, registers and spills come from the compiler (tuner.measure.compile_cache,
+Shared memory, registers and spills come from the compiler (tuner.measure.compile,
 sm90) when present, else from the formula num_stages * (BLOCK_SIZE_M * BLOCK_SIZE_K +
 BLOCK_SIZE_K * BLOCK_SIZE_N) bytes (what Triton 3.9 allocates on sm90) and an accumulator-size
 estimate.
@@ -154,14 +154,14 @@ def trial(config: KernelConfig, M: int, N: int, K: int, res: Resources, seed: in
 
 
 def compiler_resources(arch: int = 90) -> dict[KernelConfig, Resources]:
-    """sm90 resources from the compile cache (tuner.measure.compile_cache) for M % 16 == 0 at
+    """sm90 resources from the compile cache (tuner.measure.compile) for M % 16 == 0 at
     N, K = 5120, 3072; {} if absent.
 
     Shared memory, registers and spills depend little on N, K and M's specialization; one
     shape's numbers stand in for all.
     """
     from tuner.kernels.dense.specialization import specialization_key
-    from tuner.measure.compile_cache import CompileCache
+    from tuner.measure.compile import CompileCache
 
     try:
         cache = CompileCache()

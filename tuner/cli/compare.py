@@ -155,7 +155,7 @@ class _Compare:
     def __post_init__(self) -> None:
         self.block_shape = as_block_shape(self.model_shapes.block_shape)
         self.library, self.unavailable = library_kernels(
-            self.runner.torch_device, self.block_shape or (128, 128)
+            "cuda" if self.runner.on_gpu else "cpu", self.block_shape or (128, 128)
         )
 
     def point(self, N: int, K: int, M: int, configs) -> ComparePoint:
@@ -172,7 +172,7 @@ class _Compare:
         candidates += [Candidate(name) for name in self.library]
         runner = CandidateRunner(
             Problem(M, N, K, self.block_shape, self.out_dtype, kernel=self.kernel),
-            device=self.runner.torch_device,
+            device="cuda" if self.runner.on_gpu else "cpu",
             library=self.library,
             seed=0,
             interpreter_reps=self.interpreter_reps,

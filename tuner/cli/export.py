@@ -30,7 +30,7 @@ from tuner.kernels.config import KernelConfig
 from tuner.kernels.engines import SGLANG_NOTE
 from tuner.kernels.registry import DEFAULT_FAMILY
 from tuner.kernels.shape import FamilyShape
-from tuner.measure.shape_roofline import shape_roofline
+from tuner.measure.roofline import shape_roofline
 
 # The scope of the files or winners, shared by `export`, `winners`, `publish` and `verify`.
 AllowPartialOpt = Annotated[

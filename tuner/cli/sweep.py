@@ -160,6 +160,7 @@ def sweep(
         yes=yes,
         warnings=_grid_warnings(m_values),
         defaults=default_lines(model_shapes.model, model_shapes.tp, tp is not None, m),
+        interpreter_reps=interpreter_reps,
     ):
         return
     url, store = open_db(db)

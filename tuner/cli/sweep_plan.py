@@ -16,10 +16,10 @@ from tuner.cli.errors import fail
 from tuner.cli.output import plain
 from tuner.cli.store import existing_store
 from tuner.kernels.shape import store_columns
-from tuner.measure.runners import Runner
-from tuner.measure.runners.base import process_environment
+from tuner.measure import calibrate
+from tuner.measure.runners import Runner, process_environment
 from tuner.run.plan import SweepRequest
-from tuner.run.preview import duration, needs_confirmation, preview_sweeps
+from tuner.run.preview import duration, needs_confirmation, preview_sweeps, trial_model
 
 DryRunOpt = Annotated[
     bool,
@@ -90,8 +90,8 @@ def _history(db: str | None, requests: list, runner: Runner) -> tuple[list, list
 
 def _measurement(runner: Runner, request: SweepRequest) -> dict[str, str]:
     """The device and versions the request's trials would be timed with: the runner's, or a
-    replay's recorded environment for every family (`Runner.family_environments`)."""
-    if not runner.family_environments:
+    recorded environment for a replay (off a GPU the runner's environment reads no device)."""
+    if not runner.on_gpu:
         return runner.environment(request.kernel, request.family)
     return {
         **process_environment(request.kernel, request.family),
@@ -109,6 +109,7 @@ def show_plan(
     dry_run: bool,
     yes: bool,
     warnings: Sequence[str] = (),
+    interpreter_reps: int = 3,
 ) -> bool:
     """Print the plan of a `tuner sweep` in one block; say whether to go on.
 
@@ -122,12 +123,13 @@ def show_plan(
         yes: --yes was passed.
         warnings: lines for stderr, printed once the store was read (a store that cannot be
             opened is then the only line).
+        interpreter_reps: timed calls per trial on the interpreter.
 
     Returns:
         True to measure; False after a dry run.
 
     Raises:
-        typer.Exit: exit 2 when a plan above the runner's `confirm_above_s` (an hour on the
+        typer.Exit: exit 2 when a plan above its model's `confirm_above_s` (an hour on the
             interpreter) was not confirmed.
     """
     history, stored, known = _history(db, requests, runner)
@@ -135,10 +137,14 @@ def show_plan(
         typer.echo(line, err=True)
     compile_workers = max(1, ((os.cpu_count() or 2) - workers) // max(1, workers))
     families = {request.family for request, _ in requests}
-    calibration = None if families <= {row.family for row in history} else runner.calibration()
+    model = trial_model(runner.name, interpreter_reps)
+    calibration = None
+    if model.calibrate and not families <= {row.family for row in history}:
+        measured_s = calibrate.interpreter_trial_s(interpreter_reps)
+        calibration = (calibrate.CALIBRATION_SHAPE, measured_s) if measured_s else None
     preview = preview_sweeps(
         requests,
-        runner=runner,
+        model=model,
         history=history,
         stored=stored,
         workers=workers,
@@ -151,10 +157,10 @@ def show_plan(
         plain(line)
     if dry_run:
         return False
-    if not yes and needs_confirmation(preview, runner):
+    if not yes and needs_confirmation(preview, model):
         longer = (
             f"this plan is about {duration(preview.estimate_s)} on the {runner.name}, "
-            f"over {duration(runner.confirm_above_s)}"
+            f"over {duration(model.confirm_above_s or 0)}"
         )
         if sys.stdin.isatty() and sys.stdout.isatty():
             if typer.confirm(f"{longer}; start it?", default=False):

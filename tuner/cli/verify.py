@@ -56,9 +56,8 @@ from tuner.core import OutDtype
 from tuner.inputs.shapes import ModelShapes, UnknownModelError, load_shapes
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.shape import as_block_shape
-from tuner.measure.noise import RETIME_ROUNDS
+from tuner.measure.noise import REP_S, RETIME_ROUNDS, WARMUP_S
 from tuner.measure.runner import Problem
-from tuner.measure.timing import REP_S, WARMUP_S
 from tuner.run.options import RunOptions
 from tuner.run.plan import SweepRequest, space_name
 from tuner.run.sweep import progress_columns

@@ -19,7 +19,7 @@ from typing import Any
 from tuner.core import ComparisonStatus, TrialStatus, geomean
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.vllm_table import capability_number, table_dense_kernel
-from tuner.measure.timing import percentiles
+from tuner.measure.noise import percentiles
 from tuner.measure.trial import TrialResult
 
 # The one name of each kernel, alike in the tables, summary lines, "not timed" lines, the stored

@@ -10,7 +10,7 @@ import re
 # (developer.nvidia.com/cuda-gpus): L4, L20, L40, L40S and GeForce RTX 4090 are 8.9; H100 and
 # H200 are 9.0; A100 is 8.0; A10 and A10G are 8.6. H20 (a Hopper part): 9.0, as reported in
 # GitHub AIR-THU/UniV2X issue 8 ("H20 ... sm_90"). Shared memory per block comes from the
-# architecture (`tuner.measure.resources.MAX_SHARED_BYTES`, CUDA C++ Programming Guide,
+# architecture (`tuner.measure.compile.MAX_SHARED_BYTES`, CUDA C++ Programming Guide,
 # opt-in maximum per block): 101,376 B on sm89, 232,448 B on sm90, 166,912 B on sm80
 # (mirage-project/mirage PR 412 measured sharedMemPerBlockOptin on L4, L40S, A100, H100 and
 # H200 to the same figures).

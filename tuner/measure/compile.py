@@ -1,32 +1,48 @@
-"""Compile-for-target pruning: each config's shared memory, registers and spills from the
-compiler, cached on disk, and the configs that cannot launch on an architecture, before any GPU
-time is spent."""
+"""Compile-for-target pruning, before any GPU time is spent: what the compiler says each config
+needs (shared memory, registers, spills) for one launch specialization, cached on disk, whether
+that fits an architecture, and the pool that compiles the next candidates while the GPU
+measures (`Precompiler`)."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
+import json
 import multiprocessing as mp
 import os
 import re
+import sqlite3
 import threading
 import time
 import warnings
-from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import asdict, dataclass
+from functools import partial
+from importlib import metadata
+from pathlib import Path
 
-from tuner.core import OUT_DTYPES
+from tuner.core import OUT_DTYPES, TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.shape import Shape, as_block_shape
-from tuner.measure.compile_cache import CompileCache
-from tuner.measure.resources import MAX_SHARED_BYTES, CompileInfo, Rejection, launch_problem
+from tuner.measure.trial import TrialResult
 
 # torch and triton are imported only inside the compile pool's processes, after TRITON_INTERPRET
 # is cleared there: a process in which Triton's interpreter ran cannot generate code any more.
 
-
+# Most shared memory one thread block may use (opt-in) per compute capability, and most 32-bit
+# registers per block: CUDA C++ Programming Guide, "Technical Specifications per Compute
+# Capability" (CUDA 12.x). Triton refuses a launch whose `metadata.shared` exceeds the opt-in
+# maximum (`OutOfResources`, CompiledKernel._init_handles in triton/compiler/compiler.py).
+_SHARED_KIB = {80: 163, 86: 99, 87: 163, 89: 99, 90: 227, 100: 227, 120: 99}
+MAX_SHARED_BYTES: dict[int, int] = {arch: kib * 1024 for arch, kib in _SHARED_KIB.items()}
+MAX_REGISTERS_PER_BLOCK = 64 * 1024
+# Registers are allocated per warp in units of 256 (CUDA occupancy calculator, from 5.0 on).
+REGISTER_UNIT = 256
+ENV_CACHE_DIR = "TUNER_CACHE_DIR"
 # Triton variables a pool process sets to read ptxas's log (see `_child_init`).
 _LOG_VARIABLES = ("TRITON_DUMP_PTXAS_LOG", "TRITON_ALWAYS_COMPILE")
 _PTXAS_REGISTERS = re.compile(r"Used (\d+) registers")
@@ -34,24 +50,162 @@ _PTXAS_SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 
 
 @dataclass(frozen=True)
+class CompileInfo:
+    """What the compiler reports for one config, architecture and launch specialization.
+
+    Attributes:
+        arch: compute capability as an int (89, 90, ...).
+        config: the config compiled.
+        specialization: the family's `specialization` of (shape, M).
+        out_dtype: "bfloat16" or "float16".
+        shared_bytes: shared memory per program (`metadata.shared`); None if it failed.
+        n_regs: registers per thread from ptxas's log; None when ptxas did not log.
+        spill_bytes: bytes of spill stores from ptxas's log; None as n_regs.
+        compile_s: wall seconds of the compile (0 when answered from the cache).
+        error: one line when the compiler rejected the config, else None.
+    """
+
+    arch: int
+    config: KernelConfig
+    specialization: str
+    out_dtype: str
+    shared_bytes: int | None
+    n_regs: int | None
+    spill_bytes: int | None
+    compile_s: float
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A config that cannot run, with the trial status and reason to record it under."""
+
+    config: KernelConfig
+    status: TrialStatus
+    reason: str
+
+    def as_result(self) -> TrialResult:
+        """The trial to record: never launched, so no latency and no measure time."""
+        return TrialResult(self.status, error=self.reason, measure_s=0.0)
+
+
+def launch_problem(info: CompileInfo) -> Rejection | None:
+    """Why a compiled config cannot launch on its architecture (a compiler error, shared memory
+    over MAX_SHARED_BYTES, registers per block over MAX_REGISTERS_PER_BLOCK), or None. Spills
+    slow a kernel down but do not stop it.
+
+    Raises:
+        KeyError: the architecture is not in MAX_SHARED_BYTES.
+    """
+    if info.error is not None:
+        return Rejection(info.config, TrialStatus.COMPILE_ERROR, info.error)
+    limit, warps, regs = MAX_SHARED_BYTES[info.arch], info.config.num_warps, info.n_regs or 0
+    per_block = -(-regs * 32 // REGISTER_UNIT) * REGISTER_UNIT * warps
+    if info.shared_bytes is not None and info.shared_bytes > limit:
+        why = f"shared memory {info.shared_bytes} bytes > {limit} bytes per block on sm{info.arch}"
+    elif per_block > MAX_REGISTERS_PER_BLOCK:
+        why = (
+            f"{regs} registers x {warps} warps = {per_block} > {MAX_REGISTERS_PER_BLOCK} registers"
+        )
+        why += " per block"
+    else:
+        return None
+    return Rejection(info.config, TrialStatus.OUT_OF_RESOURCES, f"pruned before launch: {why}")
+
+
+def default_cache_dir() -> Path:
+    """`$TUNER_CACHE_DIR/compile`, else `$XDG_CACHE_HOME/blockfp8-tuner/compile`, else
+    `~/.cache/blockfp8-tuner/compile`."""
+    if os.environ.get(ENV_CACHE_DIR):
+        return Path(os.environ[ENV_CACHE_DIR]) / "compile"
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "blockfp8-tuner" / "compile"
+
+
+def toolchain_key(family: str = DEFAULT_FAMILY) -> str:
+    """Triton's version and the sha256 of a family's `compile_modules` (kernel and launch
+    specialization), read without importing triton: a cached entry is valid for both.
+
+    Raises:
+        ValueError: an unknown family.
+    """
+    try:
+        triton_version = metadata.version("triton")
+    except metadata.PackageNotFoundError:
+        triton_version = "none"
+    kernel_family = get_family(family)
+    source = b"".join(
+        kernel_family.module_path(module).read_bytes() for module in kernel_family.compile_modules
+    )
+    return f"triton-{triton_version}:kernel-{hashlib.sha256(source).hexdigest()[:16]}"
+
+
+class CompileCache:
+    """CompileInfo per (toolchain, arch, specialization, out_dtype, config) of one family in one
+    SQLite file, which several processes read and write at once (WAL, busy timeout)."""
+
+    def __init__(
+        self, directory: Path | str | None = None, *, family: str = DEFAULT_FAMILY
+    ) -> None:
+        self.directory = Path(directory) if directory is not None else default_cache_dir()
+        self.path = self.directory / "compile.sqlite"
+        self.toolchain = toolchain_key(family)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with contextlib.closing(self._connect()) as db, db:
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS compile_info (toolchain TEXT, arch INTEGER, "
+                "specialization TEXT, out_dtype TEXT, config TEXT, body TEXT, "
+                "PRIMARY KEY (toolchain, arch, specialization, out_dtype, config))"
+            )
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=30.0)
+        db.execute("PRAGMA journal_mode=WAL")
+        return db
+
+    def _key(self, arch: int, specialization: str, out_dtype: str, config: KernelConfig) -> tuple:
+        values = ",".join(str(value) for value in config.as_dict().values())
+        return (self.toolchain, arch, specialization, out_dtype, values)
+
+    def get_many(
+        self, configs: Iterable[KernelConfig], *, arch: int, specialization: str, out_dtype: str
+    ) -> dict[KernelConfig, CompileInfo]:
+        """The cached entries among `configs` (absent ones are left out)."""
+        found: dict[KernelConfig, CompileInfo] = {}
+        with contextlib.closing(self._connect()) as db:
+            for config in configs:
+                row = db.execute(
+                    "SELECT body FROM compile_info WHERE toolchain=? AND arch=? AND "
+                    "specialization=? AND out_dtype=? AND config=?",
+                    self._key(arch, specialization, out_dtype, config),
+                ).fetchone()
+                if row is not None:
+                    body = json.loads(row[0])
+                    found[config] = CompileInfo(**{**body, "config": config, "compile_s": 0.0})
+        return found
+
+    def put(self, info: CompileInfo) -> None:
+        """Store one entry (replacing an older one with the same key)."""
+        key = self._key(info.arch, info.specialization, info.out_dtype, info.config)
+        with contextlib.closing(self._connect()) as db, db:
+            db.execute(
+                "INSERT OR REPLACE INTO compile_info VALUES (?, ?, ?, ?, ?, ?)",
+                (*key, json.dumps({**asdict(info), "config": None})),
+            )
+
+
+@dataclass(frozen=True)
 class CompileJob:
-    """One compile for the pool: a config, its target and the launch it must match."""
+    """One compile for the pool: a config, its target, and the launch (shape, M) it must match;
+    `need_info`: compile even when Triton's cache has the binary, to read ptxas's log."""
 
     config: KernelConfig
     arch: int
+    shape: Shape
     M: int
-    N: int
-    K: int
-    block_shape: tuple[int, int] | None
     out_dtype: str
-    need_info: bool = True
     family: str = DEFAULT_FAMILY
-    params: tuple[tuple[str, int], ...] = ()
-
-    @property
-    def shape(self) -> Shape:
-        """The compiled problem apart from M."""
-        return Shape(self.N, self.K, as_block_shape(self.block_shape), self.params)
+    need_info: bool = True
 
 
 def _exit_with_parent(parent_pid: int) -> None:
@@ -67,55 +221,38 @@ def _exit_with_parent(parent_pid: int) -> None:
 
 
 def _child_init() -> None:
-    """Runs first in every pool process: no interpreter, quiet Triton, ptxas's log when safe.
+    """First in every pool process: no interpreter, quiet Triton, ptxas's log where safe.
 
-    TRITON_DUMP_PTXAS_LOG makes Triton print ptxas's `-v` log (registers, spills) and
-    TRITON_ALWAYS_COMPILE makes it compile (and log) even when its cache has the binary. Each is
-    used only when it is not part of the installed Triton's cache key
-    (`get_cache_invalidating_env_vars`; neither is on Triton 3.6 or 3.9), so the binaries land
-    under the key the measuring process computes.
+    TRITON_DUMP_PTXAS_LOG prints ptxas's `-v` log (registers, spills), TRITON_ALWAYS_COMPILE
+    compiles (and logs) even when Triton's cache has the binary; each only when it is not part of
+    the installed Triton's cache key (`get_cache_invalidating_env_vars`; neither is on Triton
+    3.6 or 3.9), so the binaries land under the key the measuring process computes.
     """
     os.environ.pop("TRITON_INTERPRET", None)
     _exit_with_parent(os.getppid())
     warnings.filterwarnings("ignore", message="TRITON_DEFAULT_FP_FUSION is unset")
-    for name in _LOG_VARIABLES:
-        os.environ[name] = "1"
-    keyed = _cache_key_variables()
+    try:
+        from triton._C.libtriton import get_cache_invalidating_env_vars
+
+        keyed = set(get_cache_invalidating_env_vars())
+    except ImportError:
+        keyed = set(_LOG_VARIABLES)
     for name in _LOG_VARIABLES:
         if name in keyed:
-            del os.environ[name]
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = "1"
     if "TRITON_ALWAYS_COMPILE" in os.environ:
         os.environ["TRITON_ALWAYS_COMPILE"] = "0"  # switched on per job by `compile_job`
 
 
-def _cache_key_variables() -> set[str]:
-    """Names of the set environment variables that enter Triton's cache key (all of ours when
-    the installed Triton cannot tell)."""
-    try:
-        from triton._C.libtriton import get_cache_invalidating_env_vars
-    except ImportError:
-        return set(_LOG_VARIABLES)
-    return set(get_cache_invalidating_env_vars())
-
-
 def compile_job(job: CompileJob) -> CompileInfo:
-    """Compile one config for its target (in a pool process) and read what the compiler says.
-
-    The binary lands in Triton's cache (TRITON_CACHE_DIR, inherited from the parent) under the
-    key a launch with the same config and specialization computes.
-
-    Args:
-        job: the config, target and launch to compile for.
-
-    Returns:
-        The CompileInfo; a compiler error is returned in `error`, not raised.
-    """
+    """Compile one config for its target in a pool process and read what the compiler says; the
+    binary lands in Triton's cache (TRITON_CACHE_DIR, inherited) under the key a launch with the
+    same config and specialization computes. A compiler error is returned in `error`."""
     import torch
 
     family = get_family(job.family)
-    out_dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16}[job.out_dtype]
-    # TRITON_ALWAYS_COMPILE: compile (and so log) even when Triton's cache has the binary, which
-    # it then stores again; without `need_info` a cached binary is enough.
     if "TRITON_ALWAYS_COMPILE" in os.environ:
         os.environ["TRITON_ALWAYS_COMPILE"] = "1" if job.need_info else "0"
     log = io.StringIO()
@@ -124,7 +261,11 @@ def compile_job(job: CompileJob) -> CompileInfo:
     try:
         with contextlib.redirect_stdout(log):
             kernel = family.compile_for_target(
-                job.config, job.arch, shape=job.shape, M=job.M, out_dtype=out_dtype
+                job.config,
+                job.arch,
+                shape=job.shape,
+                M=job.M,
+                out_dtype=getattr(torch, job.out_dtype),
             )
         shared = int(kernel.metadata.shared)
     except Exception as exc:  # noqa: BLE001 - any compiler failure is this config's result
@@ -134,148 +275,58 @@ def compile_job(job: CompileJob) -> CompileInfo:
         registers = int(match.group(1))
         spill = _PTXAS_SPILLS.search(text)
         spills = int(spill.group(1)) if spill else 0
+    spec = family.specialization(job.shape, job.M)
+    took = time.perf_counter() - start
     return CompileInfo(
-        job.arch,
-        job.config,
-        family.specialization(job.shape, job.M),
-        job.out_dtype,
-        shared,
-        registers,
-        spills,
-        time.perf_counter() - start,
-        error,
+        job.arch, job.config, spec, job.out_dtype, shared, registers, spills, took, error
     )
+
+
+def _pool_size(workers: int | None) -> int:
+    return workers or max(1, (os.cpu_count() or 2) - 1)
 
 
 def compile_pool(workers: int | None = None) -> ProcessPoolExecutor:
-    """A pool of spawned processes that compile with Triton's compiler, never its interpreter.
-
-    Args:
-        workers: processes; default: the CPU count minus one, at least one.
-
-    Returns:
-        The pool; each process clears TRITON_INTERPRET before importing Triton (`_child_init`).
-    """
-    count = workers or max(1, (os.cpu_count() or 2) - 1)
-    return ProcessPoolExecutor(count, mp_context=mp.get_context("spawn"), initializer=_child_init)
-
-
-def prune(
-    configs: Sequence[KernelConfig],
-    *,
-    arch: int,
-    M: int,
-    N: int,
-    K: int,
-    block_shape: tuple[int, int] | None,
-    out_dtype: str,
-    cache: CompileCache | None = None,
-    workers: int | None = None,
-    pool: ProcessPoolExecutor | None = None,
-    family: str = DEFAULT_FAMILY,
-    params: tuple[tuple[str, int], ...] = (),
-) -> tuple[list[KernelConfig], list[Rejection]]:
-    """Split configs into those that can launch on `arch` and those that cannot, by compiling.
-
-    Configs not yet in the cache are compiled in a spawned process pool and cached; no GPU is
-    needed. Rejections are recorded as trials with their status (out_of_resources, or
-    compile_error when the compiler itself failed) and reason.
-
-    Args:
-        configs: the candidates.
-        arch: compute capability as an int: 80, 86, 87, 89, 90, 100 or 120.
-        M: rows of A (tokens); only its specialization (1, % 16, other) matters.
-        N: rows of B.
-        K: the reduction dimension.
-        block_shape: [group_n, group_k].
-        out_dtype: "bfloat16" or "float16".
-        cache: the on-disk cache; default: `CompileCache()` under `default_cache_dir()`.
-        workers: processes of the pool made for the misses (see `compile_pool`).
-        pool: a pool from `compile_pool` to use instead of making one.
-        family: the kernel family (`tuner.kernels.registry`).
-        params: the family's other dimensions (`tuner.kernels.shape.Shape.params`).
-
-    Returns:
-        (runnable configs in their given order, rejections in their given order).
-
-    Raises:
-        ValueError: an architecture without known limits, or an unknown out_dtype.
-    """
-    infos = compile_infos(
-        configs,
-        arch=arch,
-        M=M,
-        N=N,
-        K=K,
-        block_shape=block_shape,
-        out_dtype=out_dtype,
-        cache=cache,
-        workers=workers,
-        pool=pool,
-        family=family,
-        params=params,
-    )
-    runnable: list[KernelConfig] = []
-    rejected: list[Rejection] = []
-    for config in configs:
-        problem = launch_problem(infos[config])
-        if problem is None:
-            runnable.append(config)
-        else:
-            rejected.append(problem)
-    return runnable, rejected
+    """Spawned processes (default: the CPU count minus one) that compile with Triton's compiler,
+    never its interpreter (`_child_init` clears TRITON_INTERPRET before Triton is imported)."""
+    context = mp.get_context("spawn")
+    return ProcessPoolExecutor(_pool_size(workers), mp_context=context, initializer=_child_init)
 
 
 def compile_infos(
     configs: Sequence[KernelConfig],
     *,
     arch: int,
+    shape: Shape,
     M: int,
-    N: int,
-    K: int,
-    block_shape: tuple[int, int] | None,
     out_dtype: str,
+    family: str = DEFAULT_FAMILY,
     cache: CompileCache | None = None,
     workers: int | None = None,
     pool: ProcessPoolExecutor | None = None,
-    family: str = DEFAULT_FAMILY,
-    params: tuple[tuple[str, int], ...] = (),
 ) -> dict[KernelConfig, CompileInfo]:
-    """CompileInfo of every config: from the cache, else compiled in a pool and cached.
-
-    Arguments as `prune`. Returns a dict from config to its info (compile_s 0 if cached).
+    """CompileInfo of every config for `arch` at the launch of (shape, M): from the cache, else
+    compiled in `pool` (one of `workers` processes is made when None) and cached. No GPU needed.
 
     Raises:
         ValueError: an architecture without known limits, or an unknown out_dtype.
     """
     if arch not in MAX_SHARED_BYTES:
-        raise ValueError(
-            f"no resource limits known for sm{arch}; known: "
-            f"{', '.join(f'sm{a}' for a in MAX_SHARED_BYTES)}"
-        )
+        known = ", ".join(f"sm{a}" for a in MAX_SHARED_BYTES)
+        raise ValueError(f"no resource limits known for sm{arch}; known: {known}")
     if out_dtype not in OUT_DTYPES:
         raise ValueError(f"out_dtype must be bfloat16 or float16, got {out_dtype!r}")
     cache = cache or CompileCache(family=family)
-    spec = get_family(family).specialization(Shape(N, K, as_block_shape(block_shape), params), M)
+    spec = get_family(family).specialization(shape, M)
     unique = list(dict.fromkeys(configs))
     infos = cache.get_many(unique, arch=arch, specialization=spec, out_dtype=out_dtype)
-    missing = [config for config in unique if config not in infos]
-    if missing:
-        jobs = [
-            CompileJob(
-                config,
-                arch,
-                M,
-                N,
-                K,
-                as_block_shape(block_shape),
-                out_dtype,
-                family=family,
-                params=params,
-            )
-            for config in missing
-        ]
-        executor = compile_pool(workers) if pool is None else pool
+    jobs = [
+        CompileJob(config, arch, shape, M, out_dtype, family)
+        for config in unique
+        if config not in infos
+    ]
+    if jobs:
+        executor = pool or compile_pool(workers)
         try:
             for info in executor.map(compile_job, jobs):
                 cache.put(info)
@@ -284,3 +335,199 @@ def compile_infos(
             if executor is not pool:
                 executor.shutdown(cancel_futures=True)
     return infos
+
+
+@dataclass(frozen=True)
+class PrecompileStats:
+    """What a Precompiler did: configs `compiled` in the pool, those whose info came from the
+    on-disk `cached`, the pool's `compile_s` (overlapped with measuring) and the seconds the
+    caller blocked in `wait` (`wait_s`: compile time measuring did not hide)."""
+
+    compiled: int
+    cached: int
+    compile_s: float
+    wait_s: float
+
+
+class Precompiler:
+    """Compiles configs of one (arch, M, N, K) specialization in a process pool ahead of use.
+
+    Each compile writes the binary to Triton's cache under the key the measuring process's JIT
+    computes for the same launch (`tuner.kernels.dense.target.launch_specialization` mirrors the
+    launcher of Triton 3.6 and 3.9), so the first launch loads instead of compiling. Submitted
+    configs wait in a queue, at most 2 x pool processes in the pool at once; `wait` on a queued
+    config moves it to the front. CompileInfo goes to the on-disk cache.
+
+    A pool whose process died (`BrokenProcessPool`) fails every compile it held and takes no
+    more (`broken`; the owner of a shared pool replaces it). Such configs, and those cancelled by
+    a shutdown, are answered from the on-disk cache, else with a CompileInfo that rejects nothing
+    (`unknown_info`), and nothing is cached: the config is launched, Triton compiles it in the
+    measuring process, and a config that crashes the compiler is recorded as crashed there.
+
+    Args:
+        arch: compute capability as an int; M, N, K, block_shape, params: the launch.
+        out_dtype: "bfloat16" or "float16".
+        pool: a `compile_pool` to share between tasks; one is made (and shut by `close`) if None.
+        workers: processes of the pool (made here, or the size of `pool`).
+        cache: the on-disk cache; default `CompileCache(family=family)`.
+        family: the kernel family (`tuner.kernels.registry`).
+    """
+
+    def __init__(
+        self,
+        *,
+        arch: int,
+        M: int,
+        N: int,
+        K: int,
+        block_shape: tuple[int, int] | None,
+        out_dtype: str,
+        pool: ProcessPoolExecutor | None = None,
+        workers: int | None = None,
+        cache: CompileCache | None = None,
+        family: str = DEFAULT_FAMILY,
+        params: tuple[tuple[str, int], ...] = (),
+    ) -> None:
+        self.arch, self.M, self.out_dtype, self.family = arch, M, out_dtype, family
+        self.shape = Shape(N, K, as_block_shape(block_shape), params)
+        self.specialization = get_family(family).specialization(self.shape, M)
+        self._owns_pool = pool is None
+        self._pool = pool or compile_pool(workers)
+        self._slots = 2 * _pool_size(workers)
+        self._cache = cache or CompileCache(family=family)
+        # Re-entrant: a future that is already done runs its callback in the submitting thread.
+        self._lock = threading.RLock()
+        self._queue: dict[KernelConfig, None] = {}  # ordered set, front first
+        self._running: dict[KernelConfig, Future[CompileInfo]] = {}
+        self._done: dict[KernelConfig, CompileInfo] = {}
+        self._finished: dict[KernelConfig, threading.Event] = {}
+        self._known: dict[KernelConfig, CompileInfo] = {}  # from the on-disk cache
+        self.dispatched: list[KernelConfig] = []  # order configs entered the pool
+        self._compile_s = self._wait_s = 0.0
+        self._cached = self._unknown = 0
+        self._closed = False
+        self.broken = False  # the pool lost a process; nothing more is sent to it
+
+    def _look_up(self, configs: Iterable[KernelConfig]) -> None:
+        fresh = [c for c in configs if c not in self._known and c not in self._done]
+        self._known.update(
+            self._cache.get_many(
+                fresh, arch=self.arch, out_dtype=self.out_dtype, specialization=self.specialization
+            )
+        )
+
+    def submit(self, configs: Iterable[KernelConfig]) -> None:
+        """Queue configs for compiling behind those queued before (ones queued, compiling or
+        done already are skipped)."""
+        configs = [c for c in dict.fromkeys(configs) if c not in self._running]
+        self._look_up(configs)
+        with self._lock:
+            for config in configs:
+                if config not in self._running and config not in self._done:
+                    self._queue[config] = None
+            self._fill()
+
+    def wait(self, config: KernelConfig) -> CompileInfo:
+        """The CompileInfo of a config about to launch, compiled first (ahead of the queue) if
+        needed; a compiler failure is in its `error`.
+
+        Raises:
+            RuntimeError: the Precompiler is closed.
+        """
+        if self._closed:
+            raise RuntimeError("the Precompiler is closed")
+        start = time.perf_counter()
+        with self._lock:
+            if config not in self._done and config not in self._running:
+                self._queue.pop(config, None)
+                self._look_up([config])
+                self._dispatch(config)
+            finished = self._finished[config]
+        finished.wait()
+        self._wait_s += time.perf_counter() - start
+        return self._done[config]
+
+    def stats(self) -> PrecompileStats:
+        """Counts and seconds so far."""
+        with self._lock:
+            compiled = len(self._done) - self._cached - self._unknown
+            return PrecompileStats(compiled, self._cached, self._compile_s, self._wait_s)
+
+    def close(self) -> None:
+        """Drop the queue, and shut the pool down if this Precompiler made it."""
+        with self._lock:
+            self._closed = True
+            self._queue.clear()
+        if self._owns_pool:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> Precompiler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _fill(self) -> None:
+        """Move queued configs into the pool while it has free slots (lock held)."""
+        while self._queue and len(self._running) < self._slots and not self._closed:
+            config = next(iter(self._queue))
+            del self._queue[config]
+            self._dispatch(config)
+
+    def unknown_info(self, config: KernelConfig) -> CompileInfo:
+        """A config nobody compiled: no numbers, no error, so `launch_problem` lets it launch."""
+        spec, dtype = self.specialization, self.out_dtype
+        return CompileInfo(self.arch, config, spec, dtype, None, None, None, 0.0)
+
+    def _finish(self, config: KernelConfig, info: CompileInfo) -> None:
+        self._running.pop(config, None)
+        self._done[config] = info
+        self._finished[config].set()
+
+    def _answer_without_compile(self, config: KernelConfig) -> None:
+        """A config the pool did not compile (lock held): its cached info (only the binary is
+        missing, which the launch compiles), else `unknown_info`; nothing is cached."""
+        known = self._known.get(config)
+        self._cached += known is not None
+        self._unknown += known is None
+        self._finish(config, known or self.unknown_info(config))
+
+    def _dispatch(self, config: KernelConfig) -> None:
+        """Send one compile to the pool (lock held); answer it at once if the pool is broken."""
+        job = CompileJob(
+            config, self.arch, self.shape, self.M, self.out_dtype, self.family,
+            need_info=config not in self._known,
+        )  # fmt: skip
+        self._finished[config] = threading.Event()
+        try:
+            future = None if self.broken else self._pool.submit(compile_job, job)
+        except RuntimeError:  # BrokenProcessPool, or a pool already shut down
+            self.broken, future = True, None
+        if future is None:
+            self._answer_without_compile(config)
+            return
+        self.dispatched.append(config)
+        self._running[config] = future
+        future.add_done_callback(partial(self._compiled, config))
+
+    def _compiled(self, config: KernelConfig, future: Future[CompileInfo]) -> None:
+        """Pool callback: keep the result, cache new info, refill the pool."""
+        try:
+            info = future.result()
+        except Exception as exc:  # noqa: BLE001 - the pool's failure, not the config's
+            # Cache nothing, or the config would be rejected in every later task.
+            with self._lock:
+                self.broken = self.broken or isinstance(exc, BrokenProcessPool)
+                self._answer_without_compile(config)
+                self._fill()
+            return
+        known = self._known.get(config)
+        if known is not None and info.error is None and info.n_regs is None:
+            info = CompileInfo(**{**known.__dict__, "compile_s": info.compile_s})
+        elif info.error is None or known is None:
+            self._cache.put(info)
+        with self._lock:
+            self._compile_s += info.compile_s
+            self._cached += known is not None
+            self._finish(config, info)
+            self._fill()

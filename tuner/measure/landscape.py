@@ -54,30 +54,19 @@ class Landscape:
 
     def to_json(self) -> str:
         """The landscape in its file format, problems sorted by (N, K, M), rows by config."""
-        problems = []
-        for (n, k, m), trials in sorted(self.problems.items()):
-            rows = [
-                [
-                    *config.as_dict().values(),
-                    result.status.value,
-                    result.latency_us,
-                    result.p20_us,
-                    result.p80_us,
-                ]
-                for config, result in sorted(trials.items())
-            ]
-            problems.append({"N": n, "K": k, "M": m, "rows": rows})
-        body = {
-            "format": FORMAT,
-            "device_name": self.device_name,
-            "environment": dict(self.environment),
-            "recorded_at": self.recorded_at,
-            "space": self.space,
-            "out_dtype": self.out_dtype,
-            "block_shape": None if self.block_shape is None else list(self.block_shape),
-            "row_fields": list(ROW_FIELDS),
-            "problems": problems,
-        }
+
+        def row(config: KernelConfig, r: TrialResult) -> list:
+            return [*config.as_dict().values(), r.status.value, r.latency_us, r.p20_us, r.p80_us]
+
+        problems = [
+            {"N": n, "K": k, "M": m, "rows": [row(c, r) for c, r in sorted(trials.items())]}
+            for (n, k, m), trials in sorted(self.problems.items())
+        ]
+        fields = ("device_name", "environment", "recorded_at", "space", "out_dtype")
+        body = {"format": FORMAT, **{name: getattr(self, name) for name in fields}}
+        body["environment"] = dict(self.environment)
+        body["block_shape"] = None if self.block_shape is None else list(self.block_shape)
+        body |= {"row_fields": list(ROW_FIELDS), "problems": problems}
         return json.dumps(body, indent=1) + "\n"
 
     def runner(self, N: int, K: int, M: int) -> RecordedTimings:
@@ -119,7 +108,7 @@ def parse_landscape(text: str, *, source: str = "<landscape>") -> Landscape:
                 status, latency_us, p20_us, p80_us = row[6:]
                 trials[config] = TrialResult(
                     TrialStatus(status), latency_us, p20_us, p80_us, measure_s=0.0
-                )  # as `recorded` keeps it
+                )  # as a landscape keeps it
             problems[(int(problem["N"]), int(problem["K"]), int(problem["M"]))] = trials
         block_shape = as_block_shape(body["block_shape"])
         return Landscape(
@@ -173,13 +162,6 @@ def cached_landscape(path: Path | str) -> Landscape:
     if known is None or known[0] != stamp:
         known = _READ[str(resolved)] = (stamp, load_landscape(path))
     return known[1]
-
-
-def recorded(result: TrialResult) -> TrialResult:
-    """What a landscape keeps of a trial: status and latencies; replaying it takes no time."""
-    return TrialResult(
-        result.status, result.latency_us, result.p20_us, result.p80_us, measure_s=0.0
-    )
 
 
 class RecordedTimings:
@@ -243,11 +225,13 @@ def landscape_from_results(
 ) -> Landscape:
     """Build a landscape from (N, K, M, config, result) tuples, e.g. read from the store.
 
-    Only status and latencies are kept (see `recorded`).
+    Only status and latencies are kept; replaying a trial takes no time.
     """
     problems: dict[tuple[int, int, int], dict[KernelConfig, TrialResult]] = {}
     for n, k, m, config, result in results:
-        problems.setdefault((n, k, m), {})[config] = recorded(result)
+        latencies = (result.latency_us, result.p20_us, result.p80_us)
+        kept = TrialResult(result.status, *latencies, measure_s=0.0)
+        problems.setdefault((n, k, m), {})[config] = kept
     return Landscape(
         device_name, dict(environment), recorded_at, space, out_dtype, block_shape, problems
     )

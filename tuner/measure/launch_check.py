@@ -1,5 +1,5 @@
-"""Whether imported entries can launch on their device: the device's architecture (from its
-trials, else from a table of known GPUs) and each distinct config compiled for it, with no GPU.
+"""Whether imported entries can launch on their device, with no GPU: the device's architecture
+(from its trials, else from a table of known GPUs) and each distinct config compiled for it.
 
 An entry tuned on one architecture can need more shared memory than another has: vLLM's sm90
 entry 128x256x128 with 4 stages needs about 148 KB, and an sm89 GPU such as the L20 allows
@@ -17,14 +17,18 @@ from tuner.kernels.config import KernelConfig
 from tuner.kernels.gpus import KNOWN_GPUS, gpu_model
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.shape import Shape, as_block_shape
-from tuner.measure.compile import compile_infos
-from tuner.measure.compile_cache import CompileCache
-from tuner.measure.resources import MAX_SHARED_BYTES, CompileInfo, launch_problem
+from tuner.measure.compile import (
+    MAX_SHARED_BYTES,
+    CompileCache,
+    CompileInfo,
+    compile_infos,
+    launch_problem,
+)
 
 # Output dtype compiled for: vLLM's block-FP8 models run in bfloat16 (float16 takes the same
 # bytes per element, so the same shared memory).
 CHECK_OUT_DTYPE = "bfloat16"
-_AMD_KEYS = ("kpack", "matrix_instr_nonkdim", "waves_per_eu")
+_AMD_KEYS = frozenset({"kpack", "matrix_instr_nonkdim", "waves_per_eu"})
 
 
 @dataclass(frozen=True)
@@ -41,17 +45,9 @@ class DeviceArch:
 
 
 def device_arch(device_name: str, capabilities: Sequence[str]) -> DeviceArch | None:
-    """The architecture to check a device's imported entries for.
-
-    Args:
-        device_name: vLLM's device key.
-        capabilities: compute capabilities of the device's trial environments in the store
-            ("8.9"; "" for the interpreter), most trials first.
-
-    Returns:
-        From the store's trials when one of them names a capability, else from KNOWN_GPUS;
-        None when neither knows the device.
-    """
+    """The architecture to check a device's (vLLM key) imported entries for: from the first of
+    its trials' compute `capabilities` ("8.9"; "" for the interpreter) that names one, else from
+    KNOWN_GPUS; None when neither knows the device."""
     for capability in capabilities:
         match = re.fullmatch(r"(\d{1,2})\.(\d)", capability.strip())
         if match:
@@ -97,99 +93,71 @@ def check_entries(
 ) -> LaunchVerdict:
     """Compile each distinct config of a file for `arch` and say which entries cannot launch.
 
-    One compile per distinct config, at the launch specialization of the first M that uses it
-    (the kernel's shared memory depends on the tiles and stages, not on M), cached on disk by
-    `tuner.measure.compile.compile_infos`. Runs in a pool of processes without Triton's
-    interpreter; needs no GPU.
+    One compile per distinct config (cached on disk), at the launch specialization of the first
+    M that uses it: shared memory depends on the tiles and stages, not on M.
 
     Args:
         configs: M -> entry as imported (entries with AMD keys are not checked).
         arch: compute capability as an int; must be in MAX_SHARED_BYTES.
         device_name: named in the reasons.
-        N: rows of the weight B [N, K].
-        K: columns of B.
-        block_shape: [group_n, group_k].
-        cache: the compile cache; default `CompileCache()`.
-        pool: a pool from `tuner.measure.compile.compile_pool` (one is made when None).
-        family: the kernel family of the file (`tuner.kernels.registry`), whose kernel is
-            compiled.
-        params: the family's dimensions beyond N and K that the file's name carries
-            (`tuner.kernels.shape.Shape.params`).
-
-    Returns:
-        The verdict for every M of `configs`.
+        N, K, block_shape, params: the file's shape (`tuner.kernels.shape.Shape`).
+        cache: the compile cache; pool: a `compile_pool` (one is made when None).
+        family: the kernel family of the file, whose kernel is compiled.
 
     Raises:
         ValueError: an architecture without known limits, an unknown family, or a shape
             without a dimension the family's kernel is compiled for (a fused-MoE file's name
-            gives E and N, not K or top_k).
+            gives E and N, not top_k).
     """
     limit = MAX_SHARED_BYTES.get(arch)
     if limit is None:
         raise ValueError(f"no resource limits known for sm{arch}")
-    by_m, unchecked = _entries_to_check(configs)
+    unchecked = {M: _AMD_LINE for M in sorted(configs) if configs[M].keys() & _AMD_KEYS}
+    by_m = {M: KernelConfig.from_dict(configs[M]) for M in sorted(configs) if M not in unchecked}
     first_m: dict[KernelConfig, int] = {}
     for M, config in by_m.items():
         first_m.setdefault(config, M)
-    infos = _compile_first_uses(
-        first_m,
-        shape=Shape(N, K, as_block_shape(block_shape), params),
-        arch=arch,
-        cache=cache,
-        pool=pool,
-        family=family,
-    )
+    shape = Shape(N, K, as_block_shape(block_shape), params)
+    infos = _compile_first_uses(first_m, shape, arch, cache, pool, family)
     cannot_launch: dict[int, str] = {}
     for M, config in by_m.items():
-        info = infos[config]
-        problem = launch_problem(info)
-        if problem is None:
-            continue
-        if info.error is not None:
-            unchecked[M] = f"config {config.short()} did not compile here: {info.error}"
-        elif info.shared_bytes is not None and info.shared_bytes > limit:
-            cannot_launch[M] = (
-                f"config {config.short()} needs {info.shared_bytes} bytes of "
-                f"shared memory; {device_name} (sm{arch}) has {limit} per block"
-            )
-        else:
-            reason = problem.reason.removeprefix("pruned before launch: ")
-            cannot_launch[M] = f"config {config.short()}: {reason} on {device_name} (sm{arch})"
+        kind, line = _why_not(infos[config], f"{device_name} (sm{arch})", limit)
+        if kind is not None:
+            (unchecked if kind == "unchecked" else cannot_launch)[M] = line
     return LaunchVerdict(arch, cannot_launch, dict(sorted(unchecked.items())), len(first_m))
 
 
-def _entries_to_check(
-    configs: Mapping[int, Mapping[str, int]],
-) -> tuple[dict[int, KernelConfig], dict[int, str]]:
-    """M -> the config of each entry to compile, in M order; M -> why an AMD entry is not."""
-    by_m: dict[int, KernelConfig] = {}
-    unchecked: dict[int, str] = {}
-    for M in sorted(configs):
-        entry = configs[M]
-        if any(key in entry for key in _AMD_KEYS):
-            unchecked[M] = "an AMD entry (kpack, waves_per_eu ...): not compiled for NVIDIA"
-            continue
-        by_m[M] = KernelConfig.from_dict(entry)
-    return by_m, unchecked
+def _why_not(info: CompileInfo, where: str, limit: int) -> tuple[str | None, str]:
+    """("cannot_launch" or "unchecked", the line) of a compiled entry; (None, "") if it fits."""
+    problem, short = launch_problem(info), info.config.short()
+    if problem is None:
+        return None, ""
+    if info.error is not None:
+        return "unchecked", f"config {short} did not compile here: {info.error}"
+    if info.shared_bytes is not None and info.shared_bytes > limit:
+        needs = f"needs {info.shared_bytes} bytes of shared memory"
+        return "cannot_launch", f"config {short} {needs}; {where} has {limit} per block"
+    reason = problem.reason.removeprefix("pruned before launch: ")
+    return "cannot_launch", f"config {short}: {reason} on {where}"
+
+
+_AMD_LINE = "an AMD entry (kpack, waves_per_eu ...): not compiled for NVIDIA"
 
 
 def _compile_first_uses(
     first_m: Mapping[KernelConfig, int],
-    *,
     shape: Shape,
     arch: int,
     cache: CompileCache | None,
     pool: ProcessPoolExecutor | None,
     family: str,
 ) -> dict[KernelConfig, CompileInfo]:
-    """Each config of `family`'s kernel compiled for `arch` at the launch specialization of
-    the first M that uses it: one `compile_infos` call per specialization, its first M in
-    `first_m`'s order."""
-    kernel_family = get_family(family)
+    """Each config compiled for `arch` at the specialization of the first M that uses it: one
+    `compile_infos` call per specialization, at its first M."""
     groups: dict[str, tuple[int, list[KernelConfig]]] = {}
     for config, M in first_m.items():
         try:
-            spec = kernel_family.specialization(shape, M)
+            spec = get_family(family).specialization(shape, M)
         except KeyError as exc:  # a dimension the file's name does not carry (MoE: top_k)
             raise ValueError(
                 f"the file's name does not give {exc.args[0]}, which the {family} kernel "
@@ -202,15 +170,12 @@ def _compile_first_uses(
             compile_infos(
                 group,
                 arch=arch,
+                shape=shape,
                 M=M,
-                N=shape.N,
-                K=shape.K,
-                block_shape=shape.block_shape,
                 out_dtype=CHECK_OUT_DTYPE,
+                family=family,
                 cache=cache,
                 pool=pool,
-                family=family,
-                params=shape.params,
-            )
+            )  # fmt: skip
         )
     return infos

@@ -8,10 +8,14 @@ from concurrent.futures import ProcessPoolExecutor
 
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import DEFAULT_FAMILY
-from tuner.measure.compile import compile_pool
-from tuner.measure.compile_cache import CompileCache
-from tuner.measure.precompile import Precompiler, PrecompileStats
-from tuner.measure.resources import MAX_SHARED_BYTES, launch_problem
+from tuner.measure.compile import (
+    MAX_SHARED_BYTES,
+    CompileCache,
+    Precompiler,
+    PrecompileStats,
+    compile_pool,
+    launch_problem,
+)
 from tuner.measure.trial import TrialResult
 from tuner.run.worker_spec import WorkerShared
 from tuner.search.axes import neighbours, space_axes
@@ -140,7 +144,7 @@ class WorkerCompiler:
     @classmethod
     def for_this_gpu(cls, workers: int) -> WorkerCompiler | None:
         """The compiler for the visible GPU, or None (with a line saying so) when its
-        architecture has no known resource limits (`tuner.measure.resources.MAX_SHARED_BYTES`):
+        architecture has no known resource limits (`tuner.measure.compile.MAX_SHARED_BYTES`):
         pruning would then fail every task, so Triton compiles at first launch instead."""
         import torch
 

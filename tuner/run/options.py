@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tuner.run.preview import trial_model
+
 if TYPE_CHECKING:
     from tuner.measure.runners import Runner
 
@@ -29,8 +31,8 @@ class RunOptions:
     trial_timeout_s: float | None = None
 
     def trial_timeout_for(self, runner: Runner) -> float:
-        """`trial_timeout_s`, or the runner's default (`Runner.default_trial_timeout_s`:
-        300 s on CUDA, 1800 s on the slow CPU interpreter, 60 s when replaying) when None."""
+        """`trial_timeout_s`, or the runner's default (`TrialModel.timeout_s`: 300 s on CUDA,
+        1800 s on the slow CPU interpreter, 60 s when replaying) when None."""
         if self.trial_timeout_s is not None:
             return self.trial_timeout_s
-        return runner.default_trial_timeout_s
+        return trial_model(runner.name).timeout_s

@@ -30,7 +30,6 @@ from db.repo import (
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import DEFAULT_FAMILY
 from tuner.measure.roofline import ceiling_details, measure_ceilings
-from tuner.measure.runners.base import source_fields
 from tuner.run.compile_gate import WorkerCompiler
 from tuner.run.lease import Heartbeat, Lease
 from tuner.run.task import run_task
@@ -58,10 +57,9 @@ def collect_environment(
     """GPU, versions and kernel of this process, as `db.repo.get_or_create_environment` takes
     (`Runner.environment`).
 
-    The kernel hash is that of `family`'s kernel from the source `kernel` names
-    (`tuner.measure.runners.base.source_fields`), so a changed kernel leaves only its own
-    family's and source's trials stale. On the interpreter, gpu_name and device_name are
-    TRITON_INTERPRETER and driver/CUDA are "".
+    The kernel hash is that of `family`'s kernel from the source `kernel` names, so a changed
+    kernel leaves only its own family's and source's trials stale. On the interpreter,
+    gpu_name and device_name are TRITON_INTERPRETER and driver/CUDA are "".
 
     Raises:
         ValueError: an unknown family or kernel choice.
@@ -165,11 +163,11 @@ class _Worker:
         self.env = collect_environment(runner, kernel=spec.kernel)
         environment_id = self.in_session(repo.get_or_create_environment, **self.env)
         if runner.on_gpu:
-            _record_ceilings(self.store, environment_id, runner.torch_device)
+            _record_ceilings(self.store, environment_id, "cuda")
         self._share_environment(environment_id)
         # Each family's trials are recorded with its own kernel's hash (a replay keeps the
-        # landscape's environment for all).
-        self.environments = {DEFAULT_FAMILY if runner.family_environments else None: environment_id}
+        # landscape's environment for all: the same row).
+        self.environments = {DEFAULT_FAMILY: environment_id}
         self.space = None  # each task's family's space (vLLM's grid), unless configs are named
         if spec.configs is not None:
             self.space = [KernelConfig.from_dict(dict(items)) for items in spec.configs]
@@ -215,11 +213,12 @@ class _Worker:
     def environment_for(self, task) -> int:
         """The environment the task's trials are recorded with (its family's kernel)."""
 
-        key = task.family if self.spec.runner.family_environments else None
-        if key not in self.environments:
-            family_env = {**self.env, **source_fields(task.family, self.spec.kernel)}
-            self.environments[key] = self.in_session(repo.get_or_create_environment, **family_env)
-        return self.environments[key]
+        if task.family not in self.environments:
+            family_env = self.spec.runner.environment(self.spec.kernel, task.family)
+            self.environments[task.family] = self.in_session(
+                repo.get_or_create_environment, **family_env
+            )
+        return self.environments[task.family]
 
     def claim_loop(self) -> None:
         """Claim and run tasks until none is left in scope; wait out leases of tasks that

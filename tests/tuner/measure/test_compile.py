@@ -6,10 +6,16 @@ from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.kernels.dense.specialization import specialization_key
-from tuner.measure.compile import compile_infos, compile_pool, prune
-from tuner.measure.compile_cache import CompileCache
-from tuner.measure.precompile import Precompiler
-from tuner.measure.resources import MAX_SHARED_BYTES, CompileInfo, launch_problem
+from tuner.kernels.shape import Shape
+from tuner.measure.compile import (
+    MAX_SHARED_BYTES,
+    CompileCache,
+    CompileInfo,
+    Precompiler,
+    compile_infos,
+    compile_pool,
+    launch_problem,
+)
 from tuner.measure.trial import TrialResult
 from tuner.run.compile_gate import CompileGate, likely_next
 from tuner.run.sweep import SweepTimes, format_sweep_times
@@ -21,18 +27,12 @@ if "nvidia" not in triton.backends.backends:
 DEFAULT = default_config()
 BIG = KernelConfig(256, 256, 128, 1, 8, 5)  # 64 KiB of A and B tiles per stage
 MID = KernelConfig(128, 128, 128, 16, 8, 5)  # 32 KiB a stage: fits sm90's 227 KiB, not sm89's
-SMALL = KernelConfig(32, 64, 128, 1, 4, 3)
-SAMPLE = [DEFAULT, BIG, MID, SMALL]
-SHAPE = {"M": 4096, "N": 5120, "K": 3072, "block_shape": (128, 128), "out_dtype": "bfloat16"}
+SAMPLE = [DEFAULT, BIG, MID]
+SHAPE = {"M": 4096, "shape": Shape(5120, 3072, (128, 128)), "out_dtype": "bfloat16"}
 
 
 def info(config=DEFAULT, arch=89, shared=50_000, regs=128, spills=0, error=None):
     return CompileInfo(arch, config, "spec", "bfloat16", shared, regs, spills, 1.0, error)
-
-
-def test_limits_follow_the_cuda_programming_guide():
-    assert MAX_SHARED_BYTES[89] == 101376 and MAX_SHARED_BYTES[90] == 232448
-    assert MAX_SHARED_BYTES[80] == 166912 and MAX_SHARED_BYTES[120] == 101376
 
 
 def test_specializations_of_m():
@@ -43,7 +43,9 @@ def test_specializations_of_m():
     assert specialization_key(2**31, 16, 16, (128, 128)).startswith("M=d16:i64,")
 
 
-def test_launch_problem_reasons():
+def test_launch_problem_reasons_at_the_cuda_programming_guides_limits():
+    assert MAX_SHARED_BYTES[89] == 101376 and MAX_SHARED_BYTES[90] == 232448
+    assert MAX_SHARED_BYTES[80] == 166912 and MAX_SHARED_BYTES[120] == 101376
     assert launch_problem(info(shared=101376)) is None
     over = launch_problem(info(shared=101377))
     assert over.status is TrialStatus.OUT_OF_RESOURCES
@@ -84,15 +86,17 @@ def test_cache_round_trip_and_toolchain_key(tmp_path):
 
 
 def test_unknown_arch_and_dtype(tmp_path):
+    cache = CompileCache(tmp_path)
     with pytest.raises(ValueError, match="no resource limits known for sm75; known: sm80"):
-        prune([DEFAULT], arch=75, cache=CompileCache(tmp_path), **SHAPE)
+        compile_infos([DEFAULT], arch=75, cache=cache, **SHAPE)
     with pytest.raises(ValueError, match="out_dtype must be bfloat16 or float16"):
-        prune([DEFAULT], arch=90, cache=CompileCache(tmp_path), **{**SHAPE, "out_dtype": "fp8"})
+        compile_infos([DEFAULT], arch=90, cache=cache, **{**SHAPE, "out_dtype": "fp8"})
 
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory):
-    """Prune SAMPLE for sm89 and sm90 in a spawned pool (TRITON_INTERPRET=1 in this process)."""
+    """SAMPLE compiled for sm89 and sm90 in a spawned pool (TRITON_INTERPRET=1 in this process),
+    then again from the cache; each arch's (runnable, rejected)."""
     cache_dir = tmp_path_factory.mktemp("compile-cache")
     triton_cache = tmp_path_factory.mktemp("triton-cache")
     with pytest.MonkeyPatch.context() as patch:
@@ -100,9 +104,12 @@ def compiled(tmp_path_factory):
         out = {}
         with compile_pool(2) as pool:
             for arch in (89, 90):
-                out[arch] = prune(
+                infos = compile_infos(
                     SAMPLE, arch=arch, cache=CompileCache(cache_dir), pool=pool, **SHAPE
                 )
+                problems = [launch_problem(infos[config]) for config in SAMPLE]
+                runnable = [c for c, p in zip(SAMPLE, problems, strict=True) if p is None]
+                out[arch] = runnable, [p for p in problems if p is not None]
         out["infos"] = {
             arch: compile_infos(SAMPLE, arch=arch, cache=CompileCache(cache_dir), **SHAPE)
             for arch in (89, 90)
@@ -113,13 +120,13 @@ def compiled(tmp_path_factory):
 
 def test_prune_rejects_what_does_not_fit_and_keeps_the_default(compiled):
     runnable, rejected = compiled[89]
-    assert runnable == [DEFAULT, SMALL]
+    assert runnable == [DEFAULT]
     assert [r.config for r in rejected] == [BIG, MID]
     assert all(r.status is TrialStatus.OUT_OF_RESOURCES for r in rejected)
     assert rejected[0].reason.startswith("pruned before launch: shared memory ")
     assert rejected[0].reason.endswith(" > 101376 bytes per block on sm89")
     runnable, rejected = compiled[90]
-    assert runnable == [DEFAULT, MID, SMALL]
+    assert runnable == [DEFAULT, MID]
     assert [r.config for r in rejected] == [BIG]
     assert rejected[0].reason.endswith(" > 232448 bytes per block on sm90")
 
@@ -149,14 +156,8 @@ SMALL_CONFIGS = [
 def small(tmp_path_factory):
     """A task shape with M = 33 (its own specialization) and one cache for its tests."""
     root = tmp_path_factory.mktemp("small")
-    return root, {
-        "M": 33,
-        "N": 512,
-        "K": 256,
-        "block_shape": (128, 128),
-        "out_dtype": "float16",
-        "cache": CompileCache(root / "cache"),
-    }
+    spec = {"M": 33, "N": 512, "K": 256, "block_shape": (128, 128), "out_dtype": "float16"}
+    return root, {**spec, "cache": CompileCache(root / "cache")}
 
 
 def test_precompiler_serves_waits_first_and_counts(small, monkeypatch):

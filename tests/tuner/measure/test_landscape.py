@@ -1,17 +1,18 @@
-"""Landscapes and the replay runner: file round trip, answers, and a replayed sweep in the store."""
+"""Landscapes and their recorded timings: file round trip, answers, samples. A replayed sweep in
+the store: tests/cli/test_landscape_record.py."""
 
 import json
-import sqlite3
-import subprocess
-import sys
 
 import pytest
 
 from tuner.core import TrialStatus
+from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.measure.landscape import (
     FORMAT,
     NOT_RECORDED,
+    RecordedTimings,
+    cached_landscape,
     landscape_from_results,
     load_landscape,
 )
@@ -69,7 +70,7 @@ def test_round_trip_and_answers(tmp_path):
     assert runner.evaluate(default) == TrialResult(
         expected.status, expected.latency_us, expected.p20_us, expected.p80_us, measure_s=0.0
     )
-    missing = runner.evaluate(default.__class__(64, 128, 128, 32, 2, 2))
+    missing = runner.evaluate(KernelConfig(64, 128, 128, 32, 2, 2))
     assert (missing.status, missing.error) == (TrialStatus.INVALID, NOT_RECORDED)
     best, result = runner.optimum()
     assert best.BLOCK_SIZE_M == 64 and best.BLOCK_SIZE_N == 256
@@ -94,87 +95,7 @@ def test_malformed_files_give_one_line(tmp_path, text, reason):
     assert "\n" not in str(info.value)
 
 
-def test_replayed_sweep_stores_the_recorded_timings(tmp_path):
-    landscape = make_landscape()
-    path = tmp_path / "l20.json"
-    path.write_text(landscape.to_json())
-    db = tmp_path / "tuner.db"
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tuner.cli",
-            "sweep",
-            "--device",
-            "L20",
-            "--model",
-            "tiny",
-            "--m",
-            "1,16",
-            "--trials",
-            "12",
-            "--replay",
-            str(path),
-            "--db",
-            f"sqlite:///{db}",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
-    assert run.returncode == 0, run.stderr
-    with sqlite3.connect(db) as connection:
-        rows = connection.execute(
-            "SELECT t.N, t.K, t.M, r.BLOCK_SIZE_M, r.BLOCK_SIZE_N, r.BLOCK_SIZE_K, "
-            "r.GROUP_SIZE_M, r.num_warps, r.num_stages, r.status, r.latency_us "
-            "FROM trials r JOIN tasks t USING (task_id)"
-        ).fetchall()
-        environment = connection.execute(
-            "SELECT gpu_name, triton, kernel_hash FROM environments"
-        ).fetchall()
-        devices = connection.execute("SELECT device_name FROM devices").fetchall()
-    assert len(rows) == 4 * 12
-    for n, k, m, *config, status, latency_us in rows:
-        recorded = landscape.runner(n, k, m).evaluate(
-            default_config().from_dict(dict(zip(default_config().as_dict(), config, strict=True)))
-        )
-        assert (status, latency_us) == (recorded.status.value, recorded.latency_us)
-    assert environment == [("NVIDIA L20", "3.6.0", "abc")]
-    assert devices == [("NVIDIA_L20",)]
-
-
-def test_replay_device_must_match(tmp_path):
-    path = tmp_path / "l20.json"
-    path.write_text(make_landscape(m_values=(1,)).to_json())
-    run = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tuner.cli",
-            "sweep",
-            "--device",
-            "H200",
-            "--model",
-            "tiny",
-            "--replay",
-            str(path),
-            "--db",
-            f"sqlite:///{tmp_path}/t.db",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
-    assert run.returncode == 2
-    assert run.stderr == "error: --device H200 does not name the landscape's device NVIDIA_L20\n"
-
-
 def test_replay_samples_are_reproducible_and_inside_the_recorded_spread():
-    from tuner.kernels.config import KernelConfig
-    from tuner.measure.landscape import RecordedTimings
-
     default, other = default_config(), KernelConfig(32, 64, 128, 1, 4, 3)
     trials = {
         default: TrialResult(TrialStatus.OK, 11.0, 10.0, 12.0),
@@ -202,8 +123,6 @@ def test_replay_samples_are_reproducible_and_inside_the_recorded_spread():
 
 
 def test_cached_landscape_reads_a_file_once_until_it_changes(tmp_path):
-    from tuner.measure.landscape import cached_landscape
-
     path = tmp_path / "l20.json"
     path.write_text(make_landscape(m_values=(1,)).to_json())
     first = cached_landscape(path)

@@ -1,120 +1,98 @@
-"""The live runner on the interpreter: correctness gate, failure statuses, timing summary."""
+"""The live runner on the interpreter: correctness gate, failure statuses, timing (the CUDA path
+with fake graphs and clock; for real on a GPU)."""
 
 import os
+from types import SimpleNamespace
 
 import pytest
 import torch
+from triton.compiler.errors import CompilationError
+from triton.runtime.errors import OutOfResources, PTXASError
 
 from tuner.core import TrialStatus
+from tuner.kernels.accuracy import relative_error
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config
-from tuner.measure.runner import REL_TOL, KernelRunner, Problem, summarize_us
-from tuner.measure.timing import TimingPlan, WallTimer
+from tuner.measure import noise
+from tuner.measure.noise import TimingPlan, WallTimer
+from tuner.measure.runner import KEPT_SAMPLERS, REL_TOL, KernelRunner, Problem, classify_error
 
 PROBLEM = Problem(M=5, N=192, K=256, block_shape=(128, 128), out_dtype="bfloat16")
 SMALL = KernelConfig(16, 64, 64, 1, 4, 2)
 
 
-class FakeClock:
-    """Advances by the next step each time it is read twice (start, stop)."""
+def writes_half(runner):
+    def launch(config, out=None):
+        out[: PROBLEM.M // 2] = runner.reference[: PROBLEM.M // 2].to(out.dtype)
 
-    def __init__(self, durations_s):
-        self.readings = []
-        now = 0.0
-        for duration in durations_s:
-            self.readings += [now, now + duration]
-            now += duration + 1.0
-
-    def __call__(self):
-        return self.readings.pop(0)
+    return launch
 
 
-def test_summarize_us():
-    assert summarize_us([2e-6]) == (2.0, 2.0, 2.0)
-    median, p20, p80 = summarize_us([5e-6, 1e-6, 3e-6, 2e-6, 4e-6])
-    assert (median, p20, p80) == pytest.approx((3.0, 1.8, 4.2))
-    with pytest.raises(ValueError):
-        summarize_us([])
+def boom(runner):
+    def launch(config, out=None):
+        raise RuntimeError("CUDA error: an illegal memory access\nwas encountered")
+
+    return launch
 
 
-def test_default_config_passes_the_gate_and_is_timed_with_the_clock():
-    clock = FakeClock([0.003, 0.001, 0.002])
-    runner = KernelRunner(PROBLEM, device="cpu", seed=1, interpreter_reps=3, clock=clock)
-    result = runner.evaluate(default_config())
-    assert result.status is TrialStatus.OK
-    assert result.ok
-    assert 0 < result.rel_error < REL_TOL
-    assert (result.latency_us, result.p20_us, result.p80_us) == pytest.approx((2000, 1400, 2600))
-    assert result.measure_s > 0
-
-
-def test_invalid_config_is_not_launched():
+@pytest.mark.parametrize(
+    ("config", "launch", "status", "error"),
+    [
+        (
+            KernelConfig(64, 128, 256, 32, 4, 2),
+            boom,  # never launched
+            TrialStatus.INVALID,
+            "BLOCK_SIZE_K=256 does not divide group_k=128",
+        ),
+        (
+            SMALL,
+            writes_half,
+            TrialStatus.WRONG_RESULT,
+            f"{(5 - 2) * 192} output elements not written",
+        ),
+        (
+            SMALL,
+            boom,
+            TrialStatus.CRASHED,
+            "RuntimeError: CUDA error: an illegal memory access was encountered",
+        ),
+    ],
+)
+def test_an_invalid_config_an_unwritten_output_or_a_launch_that_raises_is_recorded(
+    config, launch, status, error
+):
     runner = KernelRunner(PROBLEM, device="cpu")
-    result = runner.evaluate(KernelConfig(64, 128, 256, 32, 4, 2))
-    assert result.status is TrialStatus.INVALID
-    assert result.error == "BLOCK_SIZE_K=256 does not divide group_k=128"
-    assert result.latency_us is None
+    runner._launch = launch(runner)
+    result = runner.evaluate(config)
+    assert (result.status, result.error, result.latency_us) == (status, error, None)
 
 
-def test_wrong_result_is_caught():
+def test_a_wrong_result_is_caught_and_fp16_output_runs():
     runner = KernelRunner(PROBLEM, device="cpu")
     runner.reference = runner.reference * 1.05  # a 5% error, as a wrong scale would give
     result = runner.evaluate(SMALL)
-    assert result.status is TrialStatus.WRONG_RESULT
+    assert (result.status, result.latency_us) == (TrialStatus.WRONG_RESULT, None)
     # 0.05 / 1.05 from the scaling, plus bf16 rounding of the output (below 5e-3)
     assert result.rel_error == pytest.approx(0.05 / 1.05, abs=5e-3)
-    assert result.latency_us is None
-
-
-def test_unwritten_output_is_caught(monkeypatch):
-    runner = KernelRunner(PROBLEM, device="cpu")
-
-    def writes_half(config, out=None):
-        out[: PROBLEM.M // 2] = runner.reference[: PROBLEM.M // 2].to(out.dtype)
-
-    monkeypatch.setattr(runner, "_launch", writes_half)
-    result = runner.evaluate(SMALL)
-    assert result.status is TrialStatus.WRONG_RESULT
-    assert result.error == f"{(PROBLEM.M - PROBLEM.M // 2) * PROBLEM.N} output elements not written"
-
-
-def test_a_launch_that_raises_is_recorded_not_raised(monkeypatch):
-    runner = KernelRunner(PROBLEM, device="cpu")
-
-    def boom(config, out=None):
-        raise RuntimeError("CUDA error: an illegal memory access\nwas encountered")
-
-    monkeypatch.setattr(runner, "_launch", boom)
-    result = runner.evaluate(SMALL)
-    assert result.status is TrialStatus.CRASHED
-    assert result.error == "RuntimeError: CUDA error: an illegal memory access was encountered"
+    fp16 = KernelRunner(Problem(1, 64, 128, out_dtype="float16"), device="cpu")
+    assert fp16.evaluate(SMALL).ok and fp16.out_dtype is torch.float16
+    with pytest.raises(ValueError, match="out_dtype must be one of"):
+        KernelRunner(Problem(1, 64, 128, out_dtype="float32"), device="cpu")
 
 
 def test_launch_failures_are_classified():
-    from triton.compiler.errors import CompilationError
-    from triton.runtime.errors import OutOfResources, PTXASError
-
-    from tuner.measure.runner import classify_error
-
-    assert (
-        classify_error(OutOfResources(300_000, 232_448, "shared memory"))
-        is TrialStatus.OUT_OF_RESOURCES
-    )
-    assert classify_error(PTXASError("`ptxas` raised SIGSEGV")) is TrialStatus.COMPILE_ERROR
-    assert classify_error(CompilationError("src", None, "bad")) is TrialStatus.COMPILE_ERROR
-    assert (
-        classify_error(RuntimeError("CUDA error: an illegal memory access")) is TrialStatus.CRASHED
-    )
-
-
-def test_fp16_output_and_bad_arguments():
-    runner = KernelRunner(Problem(1, 64, 128, out_dtype="float16"), device="cpu")
-    assert runner.evaluate(SMALL).ok
-    assert runner.out_dtype is torch.float16
-    with pytest.raises(ValueError, match="device must be"):
-        KernelRunner(PROBLEM, device="rocm")
-    with pytest.raises(ValueError, match="out_dtype must be one of"):
-        KernelRunner(Problem(1, 64, 128, out_dtype="float32"), device="cpu")
+    errors = [
+        OutOfResources(300_000, 232_448, "shared memory"),
+        PTXASError("`ptxas` raised SIGSEGV"),
+        CompilationError("src", None, "bad"),
+        RuntimeError("CUDA error: an illegal memory access"),
+    ]
+    assert [classify_error(exc) for exc in errors] == [
+        TrialStatus.OUT_OF_RESOURCES,
+        TrialStatus.COMPILE_ERROR,
+        TrialStatus.COMPILE_ERROR,
+        TrialStatus.CRASHED,
+    ]
 
 
 TIMED = Problem(M=16, N=256, K=256)
@@ -125,9 +103,7 @@ class DeviceClock:
     """A fake clock moved only by launches: a launch reading weight copy c takes durations_s[c]."""
 
     def __init__(self, durations_s):
-        self.now = 0.0
-        self.durations_s = durations_s
-        self.copies = []
+        self.now, self.durations_s, self.copies, self.replaying = 0.0, durations_s, [], False
 
     def __call__(self):
         return self.now
@@ -150,7 +126,7 @@ def test_interpreter_timing_rotates_real_weight_copies(monkeypatch):
 
     monkeypatch.setattr(runner, "_launch_copy", launch_and_tick)
     result = runner.evaluate(default_config())
-    assert result.ok
+    assert result.ok and 0 < result.rel_error < REL_TOL and result.measure_s > 0
     assert clock.copies == [0, 1, 0]
     # samples 3000, 5000, 3000 us: p80 interpolates 60% of the way from 3000 to 5000
     assert (result.latency_us, result.p20_us, result.p80_us) == pytest.approx((3000, 3000, 4200))
@@ -168,52 +144,41 @@ def test_interpreter_timing_rotates_real_weight_copies(monkeypatch):
 class FakeGraph:
     """Stands for a captured CUDA graph: replay runs the captured launches again."""
 
-    def __init__(self, launches):
-        self.launches = list(launches)
+    def __init__(self, clock, launches):
+        self.clock, self.launches = clock, list(launches)
 
     def replay(self):
+        self.clock.replaying = True
         for launch in self.launches:
             launch()
+        self.clock.replaying = False
 
 
 def test_cuda_path_plan_graphs_and_per_launch_time(monkeypatch):
     """The CUDA orchestration on the CPU: the device, graphs and events are fakes."""
-    from types import SimpleNamespace
-
-    from tuner.measure import runner as measure
-
     d = 2**-12  # 244.140625 us per launch of copies 0-4; copies 5-9 take twice as long
     clock = DeviceClock([d] * 5 + [2 * d] * 5)
     captured = []
 
     def capture(launches):
         clock.now += 1.0  # capturing takes long; it is never inside a timed region
-        captured.append(FakeGraph(launches))
+        captured.append(FakeGraph(clock, launches))
         return captured[-1]
 
-    monkeypatch.setattr(measure, "capture_graph", capture)
+    monkeypatch.setattr(noise, "capture_graph", capture)
     monkeypatch.setattr(
         torch.cuda,
         "get_device_properties",
         lambda device: SimpleNamespace(L2_cache_size=4 * COPY_BYTES),
     )
     runner = KernelRunner(TIMED, device="cpu", warmup_s=0.003, rep_s=0.01, timer=WallTimer(clock))
-    replaying = []
 
     def launch(config, copy):
-        if not replaying:
+        if not clock.replaying:
             clock.now += 10 * d  # an eager launch: the CPU's launch cost, far above the kernel
         clock.launched(copy)
 
-    plain_replay = FakeGraph.replay
-
-    def replay(graph):
-        replaying.append(graph)
-        plain_replay(graph)
-        replaying.pop()
-
     monkeypatch.setattr(runner, "_launch_copy", launch)
-    monkeypatch.setattr(FakeGraph, "replay", replay)
     sampler = runner._build_cuda(default_config())
     # 8 copies hold 2x L2; the estimate (one eager launch, then a graph of 5 launches replayed
     # once untimed and once timed, all d: the eager launches' CPU cost is not in it) gives
@@ -236,8 +201,6 @@ def test_cuda_path_plan_graphs_and_per_launch_time(monkeypatch):
 
 
 def test_samplers_are_kept_for_the_last_configs_only(monkeypatch):
-    from tuner.measure.runner import KEPT_SAMPLERS
-
     clock = DeviceClock([0.001, 0.002])
     runner = KernelRunner(TIMED, device="cpu", clock=clock)
     monkeypatch.setattr(runner, "_launch_copy", lambda config, copy: clock.launched(copy))
@@ -261,8 +224,6 @@ ON_GPU = pytest.mark.skipif(
 @pytest.mark.parametrize("M", [1, 16, 100])
 def test_graph_replays_on_a_gpu_write_the_right_result_into_every_copy(M):
     """The CUDA path for real: captured graphs over rotated weight copies compute the GEMM."""
-    from tuner.kernels.accuracy import relative_error
-
     runner = KernelRunner(
         Problem(M=M, N=512, K=384), device="cuda", seed=2, warmup_s=0.002, rep_s=0.01
     )

@@ -1,4 +1,5 @@
-"""Noise control: interleaved re-timing with a scripted sampler, and the winner rule."""
+"""Timing plans and the sampling loop on a fake clock; interleaved re-timing and the winner
+rule (tuner.measure.noise)."""
 
 import pytest
 
@@ -7,11 +8,18 @@ from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config
 from tuner.measure.landscape import RecordedTimings
 from tuner.measure.noise import (
+    MAX_LAUNCHES,
+    MAX_SAMPLES,
     RETIME_ROUNDS,
-    RETIME_TOP,
     Decision,
     Retime,
+    Sampler,
+    TimingPlan,
+    WallTimer,
+    cuda_plan,
     decide_winner,
+    interpreter_plan,
+    percentiles,
     retime_interleaved,
     select_for_retime,
     simplicity,
@@ -22,6 +30,63 @@ DEFAULT = default_config()  # 64x128x128 g32 w4 s2
 FAST = KernelConfig(128, 128, 128, 1, 8, 4)
 NEXT = KernelConfig(64, 128, 128, 16, 4, 3)
 SMALL = KernelConfig(64, 64, 128, 1, 4, 3)
+
+
+def test_percentiles():
+    assert percentiles([7.0]) == (7.0, 7.0, 7.0)
+    assert percentiles([5.0, 1.0, 3.0, 2.0, 4.0]) == pytest.approx((3.0, 1.8, 4.2))
+    with pytest.raises(ValueError, match="no samples"):
+        percentiles([])
+
+
+@pytest.mark.parametrize(
+    ("copy_bytes", "launch_s", "plan"),
+    [
+        # 7.6 us launches: 132 fill 1 ms, rounded up to a multiple of the 20 copies
+        (1000, 2**-17, TimingPlan(copies=20, launches=140, warmup=24, samples=94)),
+        # 205 copies at 11 launches per graph: 19 graphs, 209 copies
+        (98, 2**-10 / 10, TimingPlan(copies=209, launches=11, warmup=24, samples=94)),
+        # 2 copies hold 14,000 < 20,000 bytes: 3; 10 launches rounded up to 12
+        (7000, 1e-4, TimingPlan(copies=3, launches=12, warmup=21, samples=84)),
+        # a 10 ms kernel: one launch per sample, at least 2 copies (one alone would fit L2 but a
+        # copy must rest between reads), MIN_SAMPLES, a replay of each graph plus one
+        (10**9, 0.01, TimingPlan(copies=2, launches=1, warmup=3, samples=10)),
+        # a 10 ns estimate hits the caps
+        (1000, 1e-8, TimingPlan(20, MAX_LAUNCHES, warmup=2500, samples=MAX_SAMPLES)),
+    ],
+)
+def test_cuda_plan(copy_bytes, launch_s, plan):
+    assert cuda_plan(copy_bytes=copy_bytes, l2_bytes=10_000, launch_s=launch_s) == plan
+    assert plan.copies * copy_bytes >= 2 * 10_000
+
+
+def test_copy_order_reads_every_copy_in_turn():
+    many = TimingPlan(copies=6, launches=3, warmup=0, samples=1)
+    assert [many.copy_order(b) for b in range(many.batches)] == [(0, 1, 2), (3, 4, 5)]
+    few = TimingPlan(copies=2, launches=4, warmup=0, samples=1)
+    assert (few.batches, few.copy_order(0)) == (1, (0, 1, 0, 1))
+    assert interpreter_plan(3) == TimingPlan(copies=2, launches=1, warmup=0, samples=3)
+
+
+def test_sampler_times_only_the_batch_per_launch_and_rotates():
+    now, launched = [0.0], []
+    durations_s = [2**-13, 2**-13, 3 * 2**-13, 3 * 2**-13]
+    plan = TimingPlan(copies=4, launches=2, warmup=1, samples=3)
+
+    def run_batch(batch):
+        for copy in plan.copy_order(batch):
+            launched.append(copy)
+            now[0] += durations_s[copy]
+
+    sampler = Sampler(plan, run_batch, WallTimer(lambda: now[0]))
+    now[0] += 50.0  # copies, graph capture: before any timed region
+    sampler.warm()
+    now[0] += 50.0  # the warmup and this do not count either
+    samples = sampler.samples_s()
+    # warmup took batch 0, so the samples take batches 1, 0, 1
+    assert launched == [0, 1, 2, 3, 0, 1, 2, 3]
+    assert samples == [3 * 2**-13, 2**-13, 3 * 2**-13]
+    assert sampler.sample_s() == 2**-13  # one more sample goes on with batch 0
 
 
 class ScriptedSampler:
@@ -46,83 +111,70 @@ def test_interleaved_order_rotates_the_start_and_results_keep_the_input_order():
     sampler = ScriptedSampler({a: around(30.0), b: around(10.0), c: around(20.0)})
     retimes = retime_interleaved(sampler, [a, b, c], rounds=5)
     assert sampler.calls == [a, b, c, b, c, a, c, a, b, a, b, c, b, c, a]
-    assert [r.config for r in retimes] == [a, b, c]
-    assert [(r.latency_us, r.rounds) for r in retimes] == [(30.0, 5), (10.0, 5), (20.0, 5)]
+    assert [(r.config, r.latency_us, r.rounds) for r in retimes] == [
+        (a, 30.0, 5),
+        (b, 10.0, 5),
+        (c, 20.0, 5),
+    ]
     assert (retimes[1].p20_us, retimes[1].p80_us) == pytest.approx((8.8, 11.2))
+    for configs, rounds in (([], 5), ([FAST, NEXT, FAST], 5), ([FAST], 1)):
+        with pytest.raises(ValueError, match="cannot re-time"):
+            retime_interleaved(lambda config: 1.0, configs, rounds=rounds)
 
 
 @pytest.mark.parametrize(
-    ("configs", "rounds", "message"),
+    ("medians_us", "kept", "runner_up", "note"),
     [
-        ([], 5, "no configs"),
-        ([FAST, NEXT, FAST], 5, "listed twice"),
-        ([FAST], 1, "at least 2 rounds, got 1"),
+        (
+            {DEFAULT: 20.0, FAST: 12.0, NEXT: 17.0},
+            (FAST, 12.0, "fastest"),
+            NEXT,
+            "beats runner-up 64x128x128 g16 w4 s3 by 5.0 us > spread 2.4 us",
+        ),
+        (
+            {DEFAULT: 14.0, FAST: 12.0, NEXT: 30.0},
+            (DEFAULT, 14.0, "default"),
+            DEFAULT,
+            "128x128x128 g1 w8 s4 leads runner-up 64x128x128 g32 w4 s2 by only "
+            "2.0 us <= spread 2.4 us; kept the default",
+        ),
+        (  # FAST, NEXT and SMALL within 2.4 us of FAST, the default far behind
+            {DEFAULT: 20.0, FAST: 12.0, NEXT: 13.0, SMALL: 14.0},
+            (SMALL, 14.0, "simpler"),
+            NEXT,
+            "128x128x128 g1 w8 s4 leads runner-up 64x128x128 g16 w4 s3 by only "
+            "1.0 us <= spread 2.4 us; kept the simplest of 3 within the spread",
+        ),
     ],
 )
-def test_retime_rejects(configs, rounds, message):
-    with pytest.raises(ValueError, match=message):
-        retime_interleaved(lambda config: 1.0, configs, rounds=rounds)
-
-
-def decide(medians_us, default=DEFAULT):
+def test_the_winner_rule(medians_us, kept, runner_up, note):
     sampler = ScriptedSampler({config: around(m) for config, m in medians_us.items()})
-    return decide_winner(retime_interleaved(sampler, list(medians_us), rounds=5), default)
-
-
-def test_a_clearly_faster_config_wins():
-    decision = decide({DEFAULT: 20.0, FAST: 12.0, NEXT: 17.0})
-    assert decision == Decision(
-        config=FAST,
-        latency_us=12.0,
-        default_latency_us=20.0,
-        runner_up=NEXT,
-        spread_us=pytest.approx(2.4),
-        kept="fastest",
-        note="beats runner-up 64x128x128 g16 w4 s3 by 5.0 us > spread 2.4 us",
+    retimes = retime_interleaved(sampler, list(medians_us), rounds=5)
+    config, latency_us, how = kept
+    assert decide_winner(retimes, DEFAULT) == Decision(
+        config, latency_us, medians_us[DEFAULT], runner_up, pytest.approx(2.4), how, note
     )
 
 
-def test_within_the_noise_the_default_is_kept():
-    decision = decide({DEFAULT: 14.0, FAST: 12.0, NEXT: 30.0})
-    assert (decision.config, decision.latency_us, decision.kept) == (DEFAULT, 14.0, "default")
-    assert (decision.runner_up, decision.default_latency_us) == (DEFAULT, 14.0)
-    assert decision.spread_us == pytest.approx(2.4)
-    assert decision.note == (
-        "128x128x128 g1 w8 s4 leads runner-up 64x128x128 g32 w4 s2 by only "
-        "2.0 us <= spread 2.4 us; kept the default"
-    )
-
-
-def test_without_the_default_among_the_tied_the_simplest_is_kept():
-    # FAST, NEXT and SMALL are within 2.4 us of FAST; the default is far behind.
-    decision = decide({DEFAULT: 20.0, FAST: 12.0, NEXT: 13.0, SMALL: 14.0})
-    assert (decision.config, decision.latency_us, decision.kept) == (SMALL, 14.0, "simpler")
-    assert (decision.runner_up, decision.default_latency_us) == (NEXT, 20.0)
-    assert decision.note == (
-        "128x128x128 g1 w8 s4 leads runner-up 64x128x128 g16 w4 s3 by only "
-        "1.0 us <= spread 2.4 us; kept the simplest of 3 within the spread"
-    )
-
-
-def test_a_single_config_is_kept_with_its_own_spread():
+def test_a_single_config_is_kept_with_its_own_spread_and_equal_medians_fall_to_config_order():
     retime = Retime(FAST, 12.0, 11.0, 12.5, rounds=12)
     assert decide_winner([retime], DEFAULT) == Decision(
         FAST, 12.0, None, None, 1.5, "fastest", "only candidate; spread 1.5 us"
     )
-    with pytest.raises(ValueError, match="no re-timed configs"):
-        decide_winner([], DEFAULT)
-    with pytest.raises(ValueError, match="re-timed twice"):
-        decide_winner([retime, retime], DEFAULT)
-
-
-def test_equal_medians_fall_to_config_order_and_the_larger_spread_counts():
+    for retimes in ([], [retime, retime]):
+        with pytest.raises(ValueError, match="distinct re-timed configs"):
+            decide_winner(retimes, DEFAULT)
     narrow = Retime(NEXT, 10.0, 10.0, 10.0, rounds=2)
     wide = Retime(SMALL, 10.0, 9.0, 12.0, rounds=2)
     decision = decide_winner([narrow, wide], DEFAULT)
-    # SMALL < NEXT in KernelConfig order, so SMALL ranks first; the spread is SMALL's 3 us
-    assert (decision.runner_up, decision.spread_us) == (NEXT, 3.0)
-    # both tied, no default: the simpler by tile size (64x64x128 < 64x128x128)
-    assert (decision.config, decision.kept) == (SMALL, "simpler")
+    # SMALL < NEXT in KernelConfig order ranks first; the spread is SMALL's 3 us; both tied, no
+    # default: the simpler by tile size
+    assert (decision.config, decision.kept, decision.runner_up, decision.spread_us) == (
+        SMALL,
+        "simpler",
+        NEXT,
+        3.0,
+    )
 
 
 def test_simplicity_order():
@@ -133,13 +185,7 @@ def test_simplicity_order():
         KernelConfig(32, 32, 64, 1, 4, 2),
         KernelConfig(32, 16, 64, 1, 4, 2),
     ]
-    assert sorted(configs, key=simplicity) == [
-        KernelConfig(32, 16, 64, 1, 4, 2),
-        KernelConfig(32, 32, 64, 1, 4, 2),
-        KernelConfig(128, 128, 128, 64, 4, 2),
-        KernelConfig(16, 32, 64, 1, 8, 2),
-        KernelConfig(16, 32, 64, 1, 4, 3),
-    ]
+    assert sorted(configs, key=simplicity) == [configs[i] for i in (4, 3, 1, 0, 2)]
 
 
 def ok(latency_us):
@@ -148,23 +194,13 @@ def ok(latency_us):
 
 def test_select_the_fastest_ok_and_the_default_first():
     a, b, c, d = (KernelConfig(16, 64, 128, g, 4, 2) for g in (1, 16, 32, 64))
-    results = {
-        a: ok(9.0),
-        b: ok(8.0),
-        c: ok(8.0),
-        d: ok(12.0),
-        DEFAULT: ok(10.0),
-        KernelConfig(256, 256, 128, 1, 8, 5): TrialResult(TrialStatus.OUT_OF_RESOURCES),
-    }
-    assert RETIME_TOP == 3
+    results = {a: ok(9.0), b: ok(8.0), c: ok(8.0), d: ok(12.0), DEFAULT: ok(10.0)}
+    results[KernelConfig(256, 256, 128, 1, 8, 5)] = TrialResult(TrialStatus.OUT_OF_RESOURCES)
     assert select_for_retime(results, DEFAULT) == [DEFAULT, b, c, a]  # b, c tie: config order
-    assert select_for_retime(results, DEFAULT, top=4) == [DEFAULT, b, c, a]  # default is 4th
     assert select_for_retime(results, DEFAULT, top=1) == [DEFAULT, b]
     results[DEFAULT] = TrialResult(TrialStatus.WRONG_RESULT, error="relative error 0.5")
     assert select_for_retime(results, DEFAULT, top=2) == [b, c]
     assert select_for_retime({}, DEFAULT) == []
-    with pytest.raises(ValueError, match="top must be at least 1"):
-        select_for_retime(results, DEFAULT, top=0)
 
 
 def test_retime_on_a_replay_runner_is_reproducible_and_ties_go_to_the_simpler():
@@ -177,18 +213,9 @@ def test_retime_on_a_replay_runner_is_reproducible_and_ties_go_to_the_simpler():
         assert recorded - 0.5 <= retime.p20_us <= retime.latency_us <= retime.p80_us
         assert retime.p80_us <= recorded + 0.5
     decision = decide_winner(retimes, DEFAULT)
-    # FAST and NEXT overlap within their recorded [p20, p80]; the default is far behind
-    assert (decision.config, decision.kept, decision.default_latency_us) == (
-        NEXT,
-        "simpler",
-        retimes[0].latency_us,
-    )
+    assert (decision.config, decision.kept) == (NEXT, "simpler")
     assert decision.note.endswith(
         "by only 0.4 us <= spread 0.7 us; kept the simplest of 2 within the spread"
     )
-    assert (
-        decide_winner(
-            retime_interleaved(RecordedTimings(runner.trials).sample_us, configs), DEFAULT
-        )
-        == decision
-    )
+    again = retime_interleaved(RecordedTimings(runner.trials).sample_us, configs)
+    assert decide_winner(again, DEFAULT) == decision

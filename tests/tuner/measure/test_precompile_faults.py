@@ -12,9 +12,7 @@ from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import vllm_space
 from tuner.measure import compile as compile_module
-from tuner.measure.compile_cache import CompileCache
-from tuner.measure.precompile import Precompiler
-from tuner.measure.resources import CompileInfo, launch_problem
+from tuner.measure.compile import CompileCache, CompileInfo, Precompiler, launch_problem
 from tuner.measure.runner import Problem
 from tuner.run import compile_gate
 from tuner.run.compile_gate import CompileGate, WorkerCompiler
@@ -66,9 +64,7 @@ def unknown(config):
 
 def test_a_dead_compile_process_answers_every_wait_without_rejecting(tmp_path):
     cache = CompileCache(tmp_path)
-    too_big = CompileInfo(
-        90, CONFIGS[3], "M=any,N=d16,K=d16,gn=d16,gk=d16,kg=any", "float16", 300_000, 128, 0, 2.0
-    )
+    too_big = replace(unknown(CONFIGS[3]), shared_bytes=300_000, n_regs=128, spill_bytes=0)
     cache.put(too_big)  # known from an earlier run: its numbers still count
     pool = FakePool()
     pre = Precompiler(pool=pool, workers=1, cache=cache, **SPEC)
@@ -78,7 +74,7 @@ def test_a_dead_compile_process_answers_every_wait_without_rejecting(tmp_path):
     assert pre.broken
     infos = [pre.wait(config) for config in CONFIGS]  # returns at once, nothing hangs
     # the cached numbers for the config the cache knows, a blank for the others
-    assert infos == [*map(unknown, CONFIGS[:3]), replace(too_big, compile_s=0.0)]
+    assert infos == [*map(unknown, CONFIGS[:3]), too_big]
     assert [launch_problem(info) for info in infos[:3]] == [None] * 3  # launched, not rejected
     assert launch_problem(infos[3]).status is TrialStatus.OUT_OF_RESOURCES
     assert pool.jobs == CONFIGS[:2] and pre.dispatched == CONFIGS[:2]
@@ -98,10 +94,8 @@ def test_a_cancelled_compile_is_not_cached_as_a_compile_error(tmp_path):
     pool.futures[0].cancel()  # what shutdown(cancel_futures=True) does to a queued compile
     assert pre.wait(CONFIGS[0]) == unknown(CONFIGS[0])
     assert not pre.broken
-    assert (
-        cache.get_many(CONFIGS[:1], arch=90, specialization=pre.specialization, out_dtype="float16")
-        == {}
-    )
+    got = cache.get_many(CONFIGS, arch=90, specialization=pre.specialization, out_dtype="float16")
+    assert got == {}
 
 
 def test_the_gate_launches_what_a_broken_pool_could_not_compile(tmp_path):

@@ -37,12 +37,11 @@ def test_gemm_bytes_counts_each_operand_once():
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda: gemm_bytes(0, 1, 1), "M must be a positive integer, got 0"),
-        (lambda: gemm_bytes(1, 1, 1, out_dtype="float32"), "out_dtype must be one of"),
-        (lambda: gemm_flops(1, True, 1), "N must be a positive integer, got True"),
+        (lambda: fp8_mm_operands(8, 24, 64, "cpu"), "K and N must be divisible by 16"),
+        (lambda: measure_copy_gbps(16, "mps"), "device must be"),
         (lambda: roofline(1, 128, 128, 0.0), "latency_us must be a positive finite number"),
         (lambda: roofline(1, 128, 128, math.nan), "latency_us must be a positive finite number"),
-        (lambda: roofline(1, 128, 128, 1.0, {"copy_gbps": -1.0}), "ceiling copy_gbps must be"),
+        (lambda: roofline(1, 128, 128, 1.0, {"copy_gbps": -1.0}), "copy_gbps must be"),
     ],
 )
 def test_bad_input_raises_value_error(call, message):
@@ -57,11 +56,7 @@ def test_roofline_without_ceilings_has_figures_and_no_ratios():
     assert r.tflops == pytest.approx(1.835008)
     assert r.intensity == pytest.approx(29_360_128 / 14_700_096)
     assert (r.copy_ratio, r.fp8_mm_ratio, r.ridge_intensity, r.bound, r.roofline_ratio) == (
-        None,
-        None,
-        None,
-        None,
-        None,
+        (None,) * 5
     )
     only_copy = roofline(1, 7168, 2048, 16.0, {"copy_gbps": 4000.0, "other": 1.0})
     assert only_copy.copy_ratio == pytest.approx(918.756 / 4000)
@@ -114,13 +109,6 @@ class FakeTimer:
         return self.ms.pop(0)
 
 
-def test_copy_ceiling_counts_read_and_write():
-    timer = FakeTimer([0.5])
-    assert measure_copy_gbps(1000, "cpu", timer=timer) == pytest.approx(0.004)  # 2000 B / 0.5 ms
-    (copied,) = timer.results
-    assert copied.dtype == torch.uint8 and copied.numel() == 1000 and int(copied.sum()) > 0
-
-
 def test_fp8_ceiling_runs_torch_scaled_mm():
     timer = FakeTimer([0.25])
     tflops = measure_fp8_mm_tflops(32, 48, 64, "cpu", timer=timer)
@@ -133,13 +121,6 @@ def test_fp8_ceiling_runs_torch_scaled_mm():
     assert torch.allclose(out.double(), expected, rtol=1e-2, atol=1e-2)
 
 
-def test_fp8_operands_reject_sizes_scaled_mm_cannot_take():
-    with pytest.raises(ValueError, match="K and N must be divisible by 16"):
-        fp8_mm_operands(8, 24, 64, "cpu")
-    with pytest.raises(ValueError, match="device must be"):
-        measure_copy_gbps(16, "mps")
-
-
 def test_ceilings_use_the_cpu_sizes_on_the_cpu():
     timer = FakeTimer([1.0, 1.0])
     ceilings = measure_ceilings("cpu", timer=timer)
@@ -149,10 +130,9 @@ def test_ceilings_use_the_cpu_sizes_on_the_cpu():
             "fp8_mm_tflops": 2 * CPU_MM_SIZE**3 / 1e-3 / 1e12,  # 0.033554432
         }
     )
-    assert [tuple(r.shape) for r in timer.results] == [
-        (CPU_COPY_BYTES,),
-        (CPU_MM_SIZE, CPU_MM_SIZE),
-    ]
+    copied, product = timer.results  # read plus write counted: 2 bytes a byte copied
+    assert copied.dtype == torch.uint8 and tuple(copied.shape) == (CPU_COPY_BYTES,)
+    assert tuple(product.shape) == (CPU_MM_SIZE, CPU_MM_SIZE)
 
 
 def test_real_cpu_measurement_at_small_sizes():

@@ -1,12 +1,11 @@
 """The plan `tuner sweep` prints: counts, compiles and the time estimate (tuner.run.preview)."""
 
 from db.repo import TrialTimeRow
-from tuner.measure.runners import GpuRunner, InterpreterRunner
 from tuner.run.plan import SweepRequest
-from tuner.run.preview import duration, needs_confirmation, preview_sweeps
+from tuner.run.preview import duration, needs_confirmation, preview_sweeps, trial_model
 
-INTERPRETER = InterpreterRunner("TRITON_INTERPRETER")
-GPU = GpuRunner("NVIDIA_H200")
+INTERPRETER = trial_model("interpreter")
+GPU = trial_model("cuda")
 
 
 def _request(**changes) -> SweepRequest:
@@ -29,7 +28,7 @@ def _request(**changes) -> SweepRequest:
 def test_a_new_interpreter_plan_uses_the_stated_default():
     preview = preview_sweeps(
         [(_request(), "2 shapes")],
-        runner=INTERPRETER,
+        model=INTERPRETER,
         history=[],
         stored=[0],
         workers=1,
@@ -57,7 +56,7 @@ def test_the_device_history_sets_the_estimate_and_stored_trials_are_left_out():
         TrialTimeRow("dense", 256, 384, 16, 3, 2.0),
     ]
     preview = preview_sweeps(
-        [(_request(), "2 shapes")], runner=INTERPRETER, history=history, stored=[9], workers=1
+        [(_request(), "2 shapes")], model=INTERPRETER, history=history, stored=[9], workers=1
     )
     # Measured 2.0 s where the model says 0.775 s: the other (N, K, M) are scaled by
     # 12 / 4.65 (measured / modelled over the 6 trials): 2.0 s at (256, 384, 32), 2.0968 s at
@@ -77,7 +76,7 @@ def test_grid_compiles_every_config_once_per_launch_specialization():
         m_values=(1, 16, 32, 48, 7),
     )
     preview = preview_sweeps(
-        [(request, "1 shapes")], runner=GPU, history=[], stored=[0], workers=2, compile_workers=7
+        [(request, "1 shapes")], model=GPU, history=[], stored=[0], workers=2, compile_workers=7
     )
     # Specializations M=1, M % 16 == 0 (16, 32, 48), other (7): 3 x 1,280 configs (the default
     # is one of them).
@@ -99,14 +98,14 @@ def test_grid_compiles_every_config_once_per_launch_specialization():
 def test_only_long_interpreter_plans_need_confirmation():
     big = preview_sweeps(
         [(_request(trials=128, m_values=(1, 512, 1024, 2048, 4096)), "2 shapes")],
-        runner=INTERPRETER,
+        model=INTERPRETER,
         history=[],
         stored=[0],
         workers=1,
     )
     assert big.estimate_s > 3600 and needs_confirmation(big, INTERPRETER)
     small = preview_sweeps(
-        [(_request(), "2 shapes")], runner=INTERPRETER, history=[], stored=[0], workers=1
+        [(_request(), "2 shapes")], model=INTERPRETER, history=[], stored=[0], workers=1
     )
     assert not needs_confirmation(small, INTERPRETER)
 
@@ -125,7 +124,7 @@ def test_a_trial_measured_here_scales_the_model_where_the_store_has_none():
     # = 0.75 s: every trial of the plan is twice the model's
     preview = preview_sweeps(
         [(_request(), "2 shapes")],
-        runner=INTERPRETER,
+        model=INTERPRETER,
         history=[],
         stored=[0],
         workers=1,
@@ -141,7 +140,7 @@ def test_a_trial_measured_here_scales_the_model_where_the_store_has_none():
     history = [TrialTimeRow("dense", 256, 384, 1, 3, 2.0)]
     known = preview_sweeps(
         [(_request(), "2 shapes")],
-        runner=INTERPRETER,
+        model=INTERPRETER,
         history=history,
         stored=[0],
         workers=1,

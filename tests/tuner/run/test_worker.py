@@ -10,7 +10,8 @@ from tests.storefill import DENSE_SWEEP
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
-from tuner.measure.runners import InterpreterRunner, gpu, interpreter
+from tuner.measure import runners
+from tuner.measure.runners import InterpreterRunner
 from tuner.measure.trial import TrialResult
 from tuner.run.task import run_task, trial_cap
 from tuner.run.worker_spec import WorkerSpec
@@ -96,8 +97,7 @@ def make_store(folder, strategy="optuna"):
 
 @pytest.fixture(autouse=True)
 def stub_runner(monkeypatch):
-    for module in (gpu, interpreter):
-        monkeypatch.setattr(module, "KernelRunner", StubRunner)
+    monkeypatch.setattr(runners, "KernelRunner", StubRunner)
     StubRunner.measured, StubRunner.sampled, StubRunner.kill_at = [], [], None
 
 

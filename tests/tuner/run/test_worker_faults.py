@@ -10,7 +10,8 @@ from db.connection import open_store, session_scope
 from tests.storefill import DENSE_SWEEP
 from tuner.core import TrialStatus
 from tuner.kernels.dense.space import vllm_space
-from tuner.measure.runners import gpu, interpreter, make_runner
+from tuner.measure import runners
+from tuner.measure.runners import make_runner
 from tuner.measure.trial import TrialResult
 from tuner.run.task import run_task
 from tuner.run.worker_spec import ContextLost, TaskLost, WorkerSpec
@@ -42,8 +43,7 @@ class StubRunner:
 
 @pytest.fixture(autouse=True)
 def stub_runner(monkeypatch):
-    for module in (gpu, interpreter):
-        monkeypatch.setattr(module, "KernelRunner", StubRunner)
+    monkeypatch.setattr(runners, "KernelRunner", StubRunner)
     StubRunner.measured = []
 
 
