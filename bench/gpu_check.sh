@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
-# The one script a GPU check host runs (one GPU, no package registry):
+# The one script a GPU check host runs (one GPU, offline):
 #   bash bench/fetch_wheels.sh        # on a machine with PyPI: .whl/ (wheels), .shipped/ (vLLM's files)
 #   bash bench/gpu_check.sh           # on the GPU host, .whl/ and .shipped/ copied beside it; under 600 s
 #   bash bench/gpu_check.sh --dry-run # on a CPU machine: bench/gpu_dry_run.sh sets it up
-# Written for an H200 host with Python 3.12, torch 2.11, Triton 3.6 and numpy 2.5 preinstalled,
-# 16 CPU cores and no package registry, where one command may run at most 10 minutes.
+# Written for an offline H100/H200 host with Python 3.12, torch 2.11, Triton 3.6 and numpy 2.5
+# preinstalled and 16 CPU cores.
 #
-# How it fits 10 minutes: TOTAL_S = 580 s for the whole script (a 600 s limit per command, less
-# 20 s of margin); SETUP_S = 20 s for the wheels and the GPU probe and FINAL_S = 10 s for
-# the files to $OUT are kept out of the steps; every step has its own limit (LIMIT_* below,
+# Its time budget: TOTAL_S (default 580 s) for the whole script; SETUP_S = 20 s for the wheels
+# and the GPU probe and FINAL_S = 10 s for the files to $OUT are kept out of the steps; every step has its own limit (LIMIT_* below,
 # 550 s together by default), runs under the smaller of that and what is left, and is sized to
 # finish inside it (trials, M and shapes below, estimated from the per-unit costs at the
 # top; `--dry-run` checks the sums). In order, what each step prints:

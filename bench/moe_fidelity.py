@@ -444,7 +444,7 @@ def main() -> None:
         "date": stamp,
         "host": platform.node(),
         "versions": {name: metadata.version(name) for name in ("triton", "torch")},
-        "vllm_file": str(args.vllm_file),
+        "vllm_file": "/".join(args.vllm_file.parts[-5:]),  # from vllm/, no host path
         "vllm_source": args.vllm_source,
         "block_shape": list(BLOCK_SHAPE),
         "configs": configs,
