@@ -249,9 +249,9 @@ def test_an_sm90_entry_is_left_out_on_an_l20_everywhere(tmp_path: Path, monkeypa
         page = client.get("/devices/L20/report").text
         listed = client.get("/devices/L20/imports").json()
     assert note in files[0]["notes"]
-    html_note = note.replace("'", "&#x27;")
+    html_note = note.replace("'", "&#39;")
     assert f"{html_note}." in page
-    assert "left out: imported from &#x27;vllm-h100&#x27;, cannot launch here" in page
+    assert "left out: imported from &#39;vllm-h100&#39;, cannot launch here" in page
     assert [(i["device_name"], i["checked_arch"], i["cannot_launch"]) for i in listed] == [
         ("NVIDIA_L20", 89, {"2048": REASON})
     ]

@@ -197,8 +197,8 @@ def _print_log_shapes(scan: LogScan, found: LogShapes, log: Path) -> None:
 def _save_log_shapes(scan: LogScan, found: LogShapes, log: Path, save: str) -> None:
     """`from-log --save NAME`: the dense shapes saved as model NAME, then the next step."""
     problem = save_problem(found, save)
-    if problem is not None:
-        raise fail(problem)
+    if problem is not None or found.tp is None:  # save_problem refuses a log without a TP
+        raise fail(problem or "")
     _save(
         save,
         tp=found.tp,
