@@ -9,8 +9,7 @@ from typing import Annotated
 
 import typer
 
-from db.connection import connect, upgrade
-from db.faults import sqlite_path
+from db.repo import connect, sqlite_path, upgrade
 from tuner.cli.errors import fail
 from tuner.cli.options import DbOpt
 from tuner.cli.output import plain

@@ -7,9 +7,7 @@ from typing import Annotated
 
 import typer
 
-from db.connection import session_scope
-from db.files import list_imports
-from db.views import device_ceilings, list_device_names
+from db.repo import device_ceilings, list_device_names, list_imports, session_scope
 from tuner.cli.engines import EngineVersionOpt, clamp_lines
 from tuner.cli.errors import fail
 from tuner.cli.options import (

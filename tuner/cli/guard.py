@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from sqlalchemy.exc import DBAPIError
 
-from db.faults import StoreUnavailable, is_transient
+from db.repo import StoreUnavailable, is_transient
 from tuner.run.interrupt import interrupted_exit
 
 

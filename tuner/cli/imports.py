@@ -13,9 +13,7 @@ from typing import Annotated
 import typer
 from sqlalchemy import Engine
 
-from db.connection import session_scope
-from db.files import record_import
-from db.views import device_environments, known_device_names
+from db.repo import device_environments, known_device_names, record_import, session_scope
 from tuner.cli.engines import EngineVersionOpt, clamp_lines
 from tuner.cli.errors import fail
 from tuner.cli.options import DbOpt

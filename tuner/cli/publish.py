@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from sqlalchemy import Engine
 
-from db.connection import session_scope
+from db.repo import session_scope
 from tuner.cli.errors import fail
 from tuner.cli.export import AllowPartialOpt, AllowStaleOpt, OutDtypeOpt
 from tuner.cli.options import DbOpt, DeviceOpt, KernelChoice, TrialsKernelOpt

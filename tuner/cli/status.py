@@ -6,8 +6,7 @@ from typing import Annotated
 
 import typer
 
-from db.connection import session_scope
-from db.views import list_sweeps, sweep_tasks
+from db.repo import list_sweeps, session_scope, sweep_tasks
 from tuner.cli.errors import fail
 from tuner.cli.options import DbOpt
 from tuner.cli.output import console, plain

@@ -12,17 +12,17 @@ import typer
 from sqlalchemy import URL, Engine, inspect, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
-from db.connection import (
+from db.repo import (
     SchemaError,
     connect,
     default_db_url,
+    known_device_names,
     normalized_url,
     open_store,
     read_only_url,
     session_scope,
+    sqlite_path,
 )
-from db.faults import sqlite_path
-from db.views import known_device_names
 from tuner.cli.errors import fail
 from tuner.files.device import MergeError, StoreFiles, device_files
 from tuner.inputs.devices import store_device
