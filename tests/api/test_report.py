@@ -22,7 +22,7 @@ from db.connection import open_store, session_scope
 from tests.api.conftest import KEPT_NOTE, SHAPE_A
 from tests.storefill import DEFAULT, FAST, TRITON, fill
 from tuner.files.provenance import current_kernel_hash, installed_triton_minor
-from tuner.kernels.dense.naming import config_file_name
+from tuner.kernels.dense.family import config_file_name
 from tuner.kernels.shape import FamilyShape, Shape
 
 VERDICTS = ["decode (M <= 32): triton-tuned is fastest over 1 point(s)", "prefill: no point"]

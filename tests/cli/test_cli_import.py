@@ -12,7 +12,7 @@ from tests.storefill import FAST, SLOW, row_counts
 from tuner.cli.app import app
 from tuner.files.format import dump_config_file
 from tuner.files.imports import never_read_by_vllm
-from tuner.kernels.dense.naming import config_file_name, engine_file_name
+from tuner.kernels.dense.family import config_file_name, engine_file_name
 
 runner = CliRunner()
 VLLM_NAME = config_file_name(576, 7168, "NVIDIA_L20")

@@ -15,7 +15,7 @@ from api.settings import Settings
 from tests.storefill import DEFAULT, FAST, fill
 from tuner.cli.app import app
 from tuner.files.format import dump_config_file
-from tuner.kernels.dense.naming import config_file_name
+from tuner.kernels.dense.family import config_file_name
 from tuner.measure.launch_check import KNOWN_GPUS, device_arch, gpu_model
 
 runner = CliRunner()

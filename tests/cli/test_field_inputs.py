@@ -16,7 +16,7 @@ from api.settings import Settings
 from tests.storefill import DEFAULT, FAST, SLOW, fill, row_counts
 from tuner.cli.app import app
 from tuner.files.format import dump_config_file
-from tuner.kernels.dense.naming import config_file_name
+from tuner.kernels.dense.family import config_file_name
 
 runner = CliRunner()
 INTEL = "Intel(R)_Data_Center_GPU_Max_1550"

@@ -14,7 +14,7 @@ from api.settings import Settings
 from tests.storefill import FAST, SLOW
 from tuner.cli.app import app
 from tuner.files.format import dump_config_file
-from tuner.kernels.dense.naming import config_file_name
+from tuner.kernels.dense.family import config_file_name
 
 runner = CliRunner()
 NAME = config_file_name(576, 7168, "NVIDIA_L20")

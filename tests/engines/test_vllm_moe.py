@@ -15,8 +15,7 @@ from tests.storefill import TRITON
 from tuner.core import VLLM_M_GRID, vllm_device_name
 from tuner.files.format import dump_config_file, parse_config_file, vllm_pick_key
 from tuner.inputs.shapes import known_models, load_shapes, tp_sizes
-from tuner.kernels.moe.family import MOE
-from tuner.kernels.moe.naming import moe_config_file_name
+from tuner.kernels.moe.family import MOE, moe_config_file_name
 from tuner.kernels.shape import Shape
 
 GPU = "NVIDIA H200 NVL"

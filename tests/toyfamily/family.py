@@ -16,8 +16,7 @@ from tuner.core import FP8_DTYPE
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.engines import EngineFolder
 from tuner.kernels.family import FamilyFiles, FamilyShapes, KernelFamily
-from tuner.kernels.shape import Shape
-from tuner.kernels.shapes_rows import int_rows
+from tuner.kernels.shape import Shape, int_rows
 
 ENV = "TOY_CONFIG_FOLDER"
 _NAME = re.compile(r"toy,G=(\d+),N=(\d+),K=(\d+),device_name=([A-Za-z0-9_]+)\.json")
@@ -75,18 +74,15 @@ def _why_invalid(config: KernelConfig, shape: Shape) -> str | None:
 
 def _compile_for_target(config: KernelConfig, arch: int, *, shape: Shape, M: int, out_dtype):
     from tests.toyfamily.kernel import scaled_gemm_kernel
-    from tuner.kernels.dense.target import (
-        POINTER_TYPES,
-        argument_specialization,
-        compile_specialized,
-    )
+    from tuner.kernels.target import POINTER_TYPES, argument_specialization, compile_specialized
 
     pointers = {"a_ptr": "*fp8e4nv", "b_ptr": "*fp8e4nv", "c_ptr": POINTER_TYPES[out_dtype]}
     pointers |= {"a_scale_ptr": "*fp32", "b_scale_ptr": "*fp32"}
     ints = {"M": M, "N": shape.N, "K": shape.K}
     meta = {key: value for key, value in config.as_dict().items() if key.isupper()}
     specialization = argument_specialization(scaled_gemm_kernel.fn, pointers, ints, meta)
-    return compile_specialized(scaled_gemm_kernel, specialization, arch, config)
+    options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
+    return compile_specialized(scaled_gemm_kernel, specialization, arch, options)
 
 
 def _file_name(shape: Shape, device: str, engine: str) -> str:

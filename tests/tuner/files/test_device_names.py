@@ -12,7 +12,7 @@ from tests.tuner.inputs.logfixtures import BLOCK_WARNING
 from tuner.core import vllm_device_name
 from tuner.files.mounts import configmap_name
 from tuner.inputs.logs import scan_lines
-from tuner.kernels.dense.naming import config_file_name, parse_config_file_name
+from tuner.kernels.dense.family import config_file_name, parse_config_file_name
 
 INTEL = "Intel(R)_Data_Center_GPU_Max_1550"
 SITE = "/usr/local/lib/python3.12/dist-packages"

@@ -3,8 +3,8 @@ cannot read."""
 
 from __future__ import annotations
 
-from tuner.kernels.dense.naming import config_file_name
-from tuner.kernels.moe.naming import moe_config_file_name
+from tuner.kernels.dense.family import config_file_name
+from tuner.kernels.moe.family import moe_config_file_name
 
 DENSE = config_file_name(576, 7168, "NVIDIA_H200")
 MOE = moe_config_file_name(128, 768, "NVIDIA_H200")

@@ -15,7 +15,7 @@ from tuner.inputs.devices import (
     resolve_device,
     store_device,
 )
-from tuner.kernels.dense.naming import config_file_name
+from tuner.kernels.dense.family import config_file_name
 from tuner.kernels.gpus import known_capability
 from tuner.run.gpus import GpuInfo
 

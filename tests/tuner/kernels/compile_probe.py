@@ -22,20 +22,16 @@ from tests.standin_vllm import build_standin
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense import kernel as dense
 from tuner.kernels.dense.space import default_config
-from tuner.kernels.dense.target import compile_for_target, launch_specialization
-from tuner.kernels.fidelity import Capture, same_code
-from tuner.kernels.moe import target as moe_target
+from tuner.kernels.dense.workload import compile_for_target, launch_specialization
+from tuner.kernels.moe import workload as moe_target
 from tuner.kernels.moe.family import MOE
-from tuner.kernels.moe.fidelity import compile_moe_pairs
 from tuner.kernels.moe.kernel import fused_moe_fp8_block_kernel, invoke_moe_gemm, parse_config
 from tuner.kernels.moe.space import default_config as moe_default
-from tuner.kernels.moe.specialization import (
-    launch_em,
-    max_padded_slots,
-    uses_naive_assignment,
-    uses_swap_ab,
-)
+from tuner.kernels.moe.space import launch_em, max_padded_slots, uses_naive_assignment, uses_swap_ab
+from tuner.kernels.moe.workload import compile_moe_pairs
+from tuner.kernels.serving import same_code
 from tuner.kernels.shape import Shape
+from tuner.kernels.target import Capture
 
 
 def _binder(fn, arch: int):

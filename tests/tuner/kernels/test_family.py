@@ -10,10 +10,8 @@ import sys
 import pytest
 
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.dense.family import DENSE
-from tuner.kernels.dense.naming import config_file_name
-from tuner.kernels.dense.space import default_config, vllm_space
-from tuner.kernels.dense.specialization import specialization_key
+from tuner.kernels.dense.family import DENSE, config_file_name
+from tuner.kernels.dense.space import default_config, specialization_key, vllm_space
 from tuner.kernels.family import EXPERTS, LINEAR_LAYERS
 from tuner.kernels.moe.family import MOE
 from tuner.kernels.registry import (

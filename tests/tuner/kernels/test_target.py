@@ -1,5 +1,5 @@
-"""Compiling the kernels for a GPU target without a GPU (each family's `target.py`, and doctor's
-pair compile, `tuner.kernels.moe.fidelity`): what the compiler says, and the same
+"""Compiling the kernels for a GPU target without a GPU (each family's `workload.py`, and doctor's
+pair compile, `tuner.kernels.moe.workload.compile_moe_pairs`): what the compiler says, and the same
 specialization and compile cache key as Triton's own launcher, so a precompiled binary is the
 one a launch looks up. One process without TRITON_INTERPRET
 (`compile_probe.py`) does the compiling: once the interpreter has run a kernel, Triton's
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tuner.kernels.dense.kernel import kernel_source_hash
-from tuner.kernels.moe.fidelity import as_on
+from tuner.kernels.moe.space import uses_swap_ab
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -87,12 +87,7 @@ def test_the_moe_specialization_is_tritons_binding_of_invoke_moe_gemms_launch(pr
 
 
 def test_swap_ab_follows_vllms_rule_for_the_target_not_the_host() -> None:
-    small = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "SWAP_AB": False}
-    assert as_on(90, small) == dict(small, SWAP_AB=True)
-    assert as_on(89, dict(small, SWAP_AB=True)) == dict(small, SWAP_AB=False)
-    assert as_on(100, dict(small, SWAP_AB=True)) == dict(small, SWAP_AB=False)
-    assert as_on(90, dict(small, BLOCK_SIZE_M=64))["SWAP_AB"] is False
-    assert as_on(90, dict(small, BLOCK_SIZE_N=32))["SWAP_AB"] is False
-    assert as_on(90, dict(small, BLOCK_SIZE_M=32, BLOCK_SIZE_N=256))["SWAP_AB"] is True
-    other = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64}  # a kernel without SWAP_AB: untouched
-    assert as_on(90, other) == other
+    # vLLM 0.33.0's enable_swap_ab: sm90 exactly, BLOCK_SIZE_M < 64, BLOCK_SIZE_N >= 64.
+    tiles = ((16, 64, 90), (16, 64, 89), (16, 64, 100), (64, 64, 90), (16, 32, 90), (32, 256, 90))
+    assert [uses_swap_ab(*tile) for tile in tiles] == [True, False, False, False, False, True]
+    assert uses_swap_ab(16, 64, None) is False  # no GPU: no capability

@@ -4,8 +4,7 @@ import pytest
 
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.dense.space import default_config, vllm_space
-from tuner.kernels.dense.specialization import specialization_key
+from tuner.kernels.dense.space import default_config, specialization_key, vllm_space
 from tuner.measure.compile import compile_infos, compile_pool, prune
 from tuner.measure.compile_cache import CompileCache
 from tuner.measure.precompile import Precompiler

@@ -5,7 +5,6 @@ from __future__ import annotations
 import inspect
 import textwrap
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 import torch
 import triton
@@ -15,9 +14,6 @@ from tuner.core import hashing
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import why_invalid
 from tuner.kernels.interpreter import fix_interpreter_index
-
-if TYPE_CHECKING:
-    pass
 
 OUT_DTYPES: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float16)
 FP8_DTYPE = torch.float8_e4m3fn
