@@ -344,34 +344,20 @@ class KernelFamily:
             ValueError: a bad choice, or "vllm" where vLLM or this family's kernel in it is
                 missing.
         """
-        name = resolve_kernel(choice)
-        if name == BUILTIN:
-            path = self.module_path(self.kernel_module)
-            return KernelSource(
-                self.name,
-                BUILTIN,
-                "",
-                source_hash(path, self.kernel_function),
-                path,
-                self.kernel_function,
-                self.workload,
-            )
-        if self.vllm is None:
-            raise ValueError(f"kernel family {self.name} has no vLLM kernel: use --kernel builtin")
+        name, vllm = resolve_kernel(choice), self.vllm
         try:
-            path = self.vllm.path()
-            digest = source_hash(path, self.vllm.function)
+            if name == BUILTIN:
+                path, function = self.module_path(self.kernel_module), self.kernel_function
+                workload = self.workload
+            elif vllm is None:
+                raise LookupError("the family has no vLLM kernel: use --kernel builtin")
+            else:
+                path, function, workload = vllm.path(), vllm.function, vllm.workload
+            digest = source_hash(path, function)
         except (LookupError, OSError) as exc:
-            raise ValueError(f"--kernel vllm for {self.name}: {exc}") from None
-        return KernelSource(
-            self.name,
-            name,
-            vllm_version() or "",
-            digest,
-            path,
-            self.vllm.function,
-            self.vllm.workload,
-        )
+            raise ValueError(f"--kernel {name} for {self.name}: {exc}") from None
+        version = "" if name == BUILTIN else vllm_version() or ""
+        return KernelSource(self.name, name, version, digest, path, function, workload)
 
     def module_path(self, module: str) -> Path:
         """The source file of one of the family's modules, found without importing it.

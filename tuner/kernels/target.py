@@ -1,12 +1,12 @@
 """Compiling a family's Triton kernel for a GPU architecture without a GPU (Triton's wheel carries
-ptxas): specialized exactly as Triton's launcher specializes a launch, so the binary lands under
-that launch's cache key, and with ptxas's log, so that two kernels' code can be compared (shared
-memory, registers, spills, the PTX instruction mix; `tuner.kernels.serving.same_code`)."""
+ptxas): one launch, captured from the host code on "meta" tensors, bound by Triton's own
+launcher binding, so the binary lands under that launch's cache key; and with ptxas's log, so
+that two kernels' code can be compared (shared memory, registers, spills, the PTX instruction
+mix; `tuner.kernels.serving.same_code`)."""
 
 from __future__ import annotations
 
 import contextlib
-import inspect
 import io
 import os
 import re
@@ -22,13 +22,9 @@ from triton.compiler import ASTSource, CompiledKernel, make_backend
 from triton.runtime.jit import JITFunction, create_function_from_signature
 
 from tuner.core import DEFAULT_OUT_DTYPE
-from tuner.kernels.interpreter import triton_version
 
-# Triton's names of the output pointer's element types.
-POINTER_TYPES = {torch.bfloat16: "*bf16", torch.float16: "*fp16"}
 # The output dtype compiled for when none is asked (`tuner.core.DEFAULT_OUT_DTYPE`, serving's).
 DEFAULT_TORCH_DTYPE: torch.dtype = getattr(torch, DEFAULT_OUT_DTYPE)
-_DIVISIBLE_BY_16 = [["tt.divisibility", 16]]
 _REGISTERS = re.compile(r"Used (\d+) registers")
 _SPILLS = re.compile(r"(\d+) bytes spill stores")
 
@@ -36,61 +32,47 @@ _SPILLS = re.compile(r"(\d+) bytes spill stores")
 Specialization = tuple[dict[str, str], dict[tuple[int, ...], Any], dict[tuple[int, ...], list]]
 
 
-def argument_specialization(
-    kernel_fn: Any, pointers: Mapping[str, str], ints: Mapping[str, int], meta: Mapping[str, Any]
-) -> Specialization:
-    """How Triton's launcher (`native_specialize_impl`, `JITFunction._pack_args`) specializes a
-    kernel's arguments: pointers typed and taken as 16-byte aligned; a constexpr (`meta`) or an
-    integer equal to 1 a constant; any other integer i32 (i64 past int32), divisible by 16 when
-    it is a multiple of 16.
+class Capture:
+    """Stands in for a JITFunction: `capture[grid](*args, **kwargs)` records the call."""
 
-    Args:
-        kernel_fn: the @triton.jit kernel's Python function (its parameters, in order).
-        pointers: argument name -> Triton pointer type, e.g. "*fp8e4nv".
-        ints: integer argument name -> its value at the launch.
-        meta: constexpr argument name -> its value.
-    """
-    signature: dict[str, str] = {}
-    constexprs: dict[tuple[int, ...], Any] = {}
-    attrs: dict[tuple[int, ...], list] = {}
-    # The attributes enter the compile cache key (`ASTSource.hash`): Triton 3.6's `_pack_args`
-    # leaves constexprs out, 3.8 and 3.9 list them with no attribute (3.7 taken as 3.6).
-    constexpr_attrs = triton_version() >= (3, 8)
-    for index, name in enumerate(inspect.signature(kernel_fn).parameters):
-        path = (index,)
-        attrs[path] = []
-        if name in pointers:
-            signature[name] = pointers[name]
-            attrs[path] = _DIVISIBLE_BY_16
-        elif name in meta or ints[name] == 1:
-            signature[name] = "constexpr"
-            constexprs[path] = meta[name] if name in meta else 1
-            if not constexpr_attrs:
-                del attrs[path]
-        else:
-            value = ints[name]
-            signature[name] = "i32" if -(2**31) <= value < 2**31 else "i64"
-            if value % 16 == 0:
-                attrs[path] = _DIVISIBLE_BY_16
-    return signature, constexprs, attrs
+    def __init__(self) -> None:
+        self.calls: list[tuple[tuple, dict]] = []
+
+    def __getitem__(self, grid: Any) -> Any:
+        return lambda *args, **kwargs: self.calls.append((args, kwargs))
 
 
-def compile_specialized(
-    fn: Any, specialization: Specialization, arch: int, options: Mapping[str, Any]
-) -> CompiledKernel:
-    """Compile the JITFunction `fn` with a launch's specialization and `options` (e.g.
-    {"num_warps": 4, "num_stages": 3}) for GPUTarget("cuda", arch, 32).
+def bind(fn: Any, arch: int, args: tuple, kwargs: dict) -> tuple[Specialization, dict]:
+    """(specialization, options) of one launch of `fn` for GPUTarget("cuda", arch, 32), as
+    Triton's own launcher binds it (`create_function_from_signature`, `JITFunction._pack_args`,
+    triton/runtime/jit.py): what `fn[grid](*args, **kwargs)` compiles under. Tensors may be on
+    "meta" (address 0: 16-byte aligned, as every CUDA allocation).
 
     Raises:
         RuntimeError: `fn` is no JITFunction: its module was imported under TRITON_INTERPRET=1
             (code generation then fails in this process; compile in one without it).
-        triton.CompilationError: the compiler rejected the kernel.
     """
     if not isinstance(fn, JITFunction):
         raise RuntimeError(
             "compile_for_target needs a process without TRITON_INTERPRET=1 "
             "(this module was imported under Triton's interpreter)"
         )
+    backend = make_backend(GPUTarget("cuda", arch, 32))
+    binder = create_function_from_signature(fn.signature, fn.params, backend)
+    bound, specialization, options = binder(*args, **kwargs)
+    options, *packed = fn._pack_args(backend, kwargs, bound, specialization, options)
+    return tuple(packed), options.__dict__
+
+
+def compile_specialized(
+    fn: Any, specialization: Specialization, arch: int, options: Mapping[str, Any]
+) -> CompiledKernel:
+    """Compile the JITFunction `fn` with a launch's specialization and options (`bind`) for
+    GPUTarget("cuda", arch, 32).
+
+    Raises:
+        triton.CompilationError: the compiler rejected the kernel.
+    """
     source = ASTSource(fn, *specialization)
     return triton.compile(source, target=GPUTarget("cuda", arch, 32), options=dict(options))
 
@@ -149,22 +131,14 @@ def compiled_code(
     )
 
 
+def compile_call(fn: Any, arch: int, args: tuple, kwargs: dict) -> CompiledKernel:
+    """Compile `fn` for one launch's arguments (`bind`): the binary lands in Triton's cache
+    under the key that launch looks up."""
+    specialization, options = bind(fn, arch, args, kwargs)
+    return compile_specialized(fn, specialization, arch, options)
+
+
 def compile_launch(fn: Any, arch: int, args: tuple, kwargs: dict) -> Compiled:
-    """`compiled_code` of `fn` for one launch's arguments (what host code passes to
-    `fn[grid](...)`; tensors may be on "meta"), specialized by Triton's own launcher binding
-    (`create_function_from_signature`, `JITFunction._pack_args`, triton/runtime/jit.py)."""
-    backend = make_backend(GPUTarget("cuda", arch, 32))
-    binder = create_function_from_signature(fn.signature, fn.params, backend)
-    bound, specialization, options = binder(*args, **kwargs)
-    options, *packed = fn._pack_args(backend, kwargs, bound, specialization, options)
-    return compiled_code(fn, tuple(packed), arch, options.__dict__)
-
-
-class Capture:
-    """Stands in for a JITFunction: `capture[grid](*args, **kwargs)` records the call."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[tuple, dict]] = []
-
-    def __getitem__(self, grid: Any) -> Any:
-        return lambda *args, **kwargs: self.calls.append((args, kwargs))
+    """`compiled_code` of `fn` for one launch's arguments (`bind`)."""
+    specialization, options = bind(fn, arch, args, kwargs)
+    return compiled_code(fn, specialization, arch, options)

@@ -44,8 +44,7 @@ class Precompiler:
 
     On a GPU host, each compile writes the binary to Triton's cache (TRITON_CACHE_DIR is
     inherited) under the key the measuring process's JIT computes for the same launch
-    (`tuner.kernels.dense.workload.launch_specialization` mirrors the launcher of Triton 3.6 and
-    3.9), so the first launch of a precompiled config loads instead of compiling. M = 1,
+    (`tuner.kernels.target.bind` binds the launch as Triton's launcher does), so the first launch of a precompiled config loads instead of compiling. M = 1,
     M % 16 == 0 and other M are different specializations: a Precompiler serves one; tasks of
     the same shape and specialization share binaries through Triton's cache.
 

@@ -5,7 +5,6 @@ the installed vLLM's, and the kernel compiled for a GPU target as a launch speci
 from __future__ import annotations
 
 import importlib
-import inspect
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,9 +16,7 @@ from triton.compiler import CompiledKernel
 
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.kernel import (
-    OUT_DTYPES,
     _check_block_shape,
-    _check_config,
     w8a8_block_fp8_matmul,
     w8a8_block_fp8_matmul_kernel,
 )
@@ -27,12 +24,10 @@ from tuner.kernels.interpreter import fix_interpreter_index
 from tuner.kernels.shape import Shape
 from tuner.kernels.target import (
     DEFAULT_TORCH_DTYPE,
-    POINTER_TYPES,
+    Capture,
     Compiled,
-    Specialization,
-    argument_specialization,
-    compile_specialized,
-    compiled_code,
+    compile_call,
+    compile_launch,
 )
 
 # Largest finite float8_e4m3fn value: torch.finfo(torch.float8_e4m3fn).max.
@@ -225,22 +220,34 @@ class VllmDenseWorkload(DenseWorkload):
         return out
 
 
-def launch_specialization(
-    config: KernelConfig, M: int, N: int, K: int, group_n: int, group_k: int, out_dtype: torch.dtype
-) -> Specialization:
-    """(signature, constexprs, attrs) of the launch with contiguous, 16-byte aligned tensors
-    (`argument_specialization`): M = 1, M % 16 == 0 and other M compile to different binaries."""
+def captured_launch(
+    config: Mapping[str, int],
+    M: int,
+    N: int,
+    K: int,
+    block_shape: tuple[int, int] | list[int] = (128, 128),
+    out_dtype: torch.dtype = DEFAULT_TORCH_DTYPE,
+) -> tuple[tuple, dict]:
+    """(args, kwargs) `w8a8_block_fp8_matmul` passes its kernel for an M x N x K launch of
+    `config` (vLLM's six keys), captured on contiguous "meta" tensors: nothing runs.
+
+    Raises:
+        ValueError: bad config, block_shape, out_dtype or dimensions.
+    """
+    if M <= 0 or N <= 0 or K <= 0:
+        raise ValueError(f"M, N, K must be positive, got M={M} N={N} K={K}")
+    group_n, group_k = _check_block_shape(block_shape)
     kg = triton.cdiv(K, group_k)
-    # Scalar arguments with the strides of contiguous tensors (B and Bs are read transposed).
-    ints = dict(M=M, N=N, K=K, group_n=group_n, group_k=group_k, stride_am=K, stride_ak=1)
-    ints |= dict(stride_bk=1, stride_bn=K, stride_cm=N, stride_cn=1, stride_as_m=kg)
-    ints |= dict(stride_as_k=1, stride_bs_k=1, stride_bs_n=kg)
-    pointers = {name: "*fp8e4nv" for name in ("a_ptr", "b_ptr")} | {
-        "c_ptr": POINTER_TYPES[out_dtype]
-    }
-    pointers |= {name: "*fp32" for name in ("a_s_ptr", "b_s_ptr")}
-    meta = {key: value for key, value in config.as_dict().items() if key.isupper()}
-    return argument_specialization(w8a8_block_fp8_matmul_kernel.fn, pointers, ints, meta)
+    A, B = (torch.empty(rows, K, dtype=torch.float8_e4m3fn, device="meta") for rows in (M, N))
+    As, Bs = (
+        torch.empty(M, kg, device="meta"),
+        torch.empty(triton.cdiv(N, group_n), kg, device="meta"),
+    )
+    capture = Capture()
+    w8a8_block_fp8_matmul(
+        A, B, As, Bs, (group_n, group_k), config, out_dtype=out_dtype, kernel=capture
+    )
+    return capture.calls[0]
 
 
 def compile_for_target(
@@ -254,23 +261,16 @@ def compile_for_target(
     out_dtype: torch.dtype = DEFAULT_TORCH_DTYPE,
 ) -> CompiledKernel:
     """Compile the kernel for an NVIDIA architecture (89, 90, 100, 120) without a GPU, as a
-    launch of `config` (vLLM's six keys) at M x N x K specializes it; the binary lands in
-    Triton's cache under that launch's key. `.metadata.shared` is its shared memory in bytes.
+    launch of `config` at M x N x K (`captured_launch`); the binary lands in Triton's cache
+    under that launch's key. `.metadata.shared` is its shared memory in bytes.
 
     Raises:
         ValueError: bad config, block_shape, out_dtype or dimensions.
         RuntimeError: this module was imported under TRITON_INTERPRET=1.
         triton.CompilationError: the compiler rejected the kernel.
     """
-    group_n, group_k = _check_block_shape(block_shape)
-    parsed = _check_config(config, (group_n, group_k))
-    if out_dtype not in OUT_DTYPES:
-        raise ValueError(f"out_dtype must be torch.bfloat16 or torch.float16, got {out_dtype}")
-    if M <= 0 or N <= 0 or K <= 0:
-        raise ValueError(f"M, N, K must be positive, got M={M} N={N} K={K}")
-    specialization = launch_specialization(parsed, M, N, K, group_n, group_k, out_dtype)
-    options = {"num_warps": parsed.num_warps, "num_stages": parsed.num_stages}
-    return compile_specialized(w8a8_block_fp8_matmul_kernel, specialization, arch, options)
+    launch = captured_launch(config, M, N, K, block_shape, out_dtype)
+    return compile_call(w8a8_block_fp8_matmul_kernel, arch, *launch)
 
 
 def compile_dense_pair(
@@ -283,26 +283,14 @@ def compile_dense_pair(
     K: int,
     block_shape: tuple[int, int] = (128, 128),
 ) -> tuple[Compiled, Compiled]:
-    """(builtin's, theirs) `Compiled` for one launch: the builtin kernel and `theirs`, a
-    JITFunction taking the same arguments in the same order under other names (vLLM's
-    `_w8a8_triton_block_scaled_mm`), specialized by `launch_specialization`.
+    """(builtin's, theirs) `Compiled` for one launch (`captured_launch`): the builtin kernel and
+    `theirs`, a JITFunction taking the same arguments (vLLM's `_w8a8_triton_block_scaled_mm`).
 
     Raises:
-        ValueError: `theirs` has another number of parameters.
+        TypeError: `theirs` takes other arguments.
         triton.CompilationError: either kernel does not compile.
     """
-    signature, constexprs, attrs = launch_specialization(
-        config, M, N, K, *block_shape, DEFAULT_TORCH_DTYPE
-    )
-    names = list(inspect.signature(theirs.fn).parameters)
-    if len(names) != len(signature):
-        raise ValueError(
-            f"the other kernel takes {len(names)} parameters, the builtin "
-            f"{len(signature)}: not the same launch"
-        )
-    renamed = dict(zip(names, signature.values(), strict=True))
-    options = {"num_warps": config.num_warps, "num_stages": config.num_stages}
-    return (
-        compiled_code(w8a8_block_fp8_matmul_kernel, (signature, constexprs, attrs), arch, options),
-        compiled_code(theirs, (renamed, constexprs, attrs), arch, options),
+    launch = captured_launch(config.as_dict(), M, N, K, block_shape)
+    return compile_launch(w8a8_block_fp8_matmul_kernel, arch, *launch), compile_launch(
+        theirs, arch, *launch
     )

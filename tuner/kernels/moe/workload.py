@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 
@@ -23,22 +23,14 @@ from tuner.kernels.moe.kernel import (
     invoke_moe_gemm,
     parse_config,
 )
-from tuner.kernels.moe.space import (
-    effective_block_k,
-    launch_em,
-    max_padded_slots,
-    uses_naive_assignment,
-    uses_swap_ab,
-)
+from tuner.kernels.moe.space import max_padded_slots, uses_naive_assignment, uses_swap_ab
 from tuner.kernels.shape import Shape
 from tuner.kernels.target import (
     DEFAULT_TORCH_DTYPE,
-    POINTER_TYPES,
     Capture,
     Compiled,
-    argument_specialization,
+    compile_call,
     compile_launch,
-    compile_specialized,
 )
 
 # Weight scales are drawn uniform in [SCALE_LOW, SCALE_HIGH); see make_moe_inputs.
@@ -304,11 +296,8 @@ def fused_experts(
     Args:
         inputs: the quantized activations and the routing (`make_moe_inputs`).
         weights: (w1 [E, 2N, K], w1_scale, w2 [E, K, N], w2_scale), one copy of the weights.
-        config: vLLM's keys.
-        alignment: `moe_align_block_size(topk_ids, BLOCK_SIZE_M, E)` or `naive_assignment`.
-        block_shape: [group_n, group_k].
-        out: [M, K] of out_dtype to write, or None to allocate.
-        out_dtype: torch.bfloat16 or torch.float16.
+        config: vLLM's keys; alignment: `moe_align_block_size` or `naive_assignment`.
+        out: [M, K] of out_dtype (bf16 or fp16) to write, or None to allocate.
         gemm: one expert GEMM, called as `invoke_moe_gemm` (or `vllm_moe_gemm`).
 
     Raises:
@@ -326,17 +315,8 @@ def fused_experts(
     routing = (inputs.topk_weights, *alignment)
     launch = {"config": config, "block_shape": block_shape}
     gate_up = torch.empty(M * top_k, 2 * N, dtype=out_dtype, device=device)
-    gemm(
-        inputs.x,
-        inputs.x_scale,
-        w1,
-        w1_scale,
-        gate_up,
-        *routing,
-        mul_routed_weight=False,
-        top_k=top_k,
-        **launch,
-    )
+    x = (inputs.x, inputs.x_scale)
+    gemm(*x, w1, w1_scale, gate_up, *routing, mul_routed_weight=False, top_k=top_k, **launch)
     act_q, act_scale = quantize_groups(
         silu_and_mul(gate_up.float()).to(out_dtype).float(), block_shape[1]
     )
@@ -481,55 +461,47 @@ class VllmMoeWorkload(MoeWorkload):
         return cls(base.inputs, base.block_shape, base.num_experts, gemm=gemm)
 
 
-class Launch(NamedTuple):
-    """One of the expert MLP's two GEMM launches: B [E, N, K], its EM (`launch_em`),
-    num_valid_tokens (`slots`), its top_k (1 for the down GEMM), and whether it multiplies the
-    routing weights (the down GEMM)."""
-
-    N: int
-    K: int
-    EM: int
-    slots: int
-    top_k: int
-    mul_routed_weight: bool
-
-
-def launch_specialization(
-    config: KernelConfig,
-    launch: Launch,
+def meta_gemms(
+    config: Mapping[str, int],
     *,
-    block_shape: tuple[int, int],
-    out_dtype: torch.dtype,
-    naive: bool = False,
-    swap_ab: bool = False,
-) -> tuple[dict, dict, dict]:
-    """(signature, constexprs, attrs) of one launch with contiguous, 16-byte aligned tensors as
-    `invoke_moe_gemm` launches it (`argument_specialization`); `naive`: sorted_token_ids None (a
-    constant to Triton); `swap_ab`: the SWAP_AB switch. stride_bsn is 0 for one block of N."""
-    N, K = launch.N, launch.K
-    kg, ng = -(-K // block_shape[1]), -(-N // block_shape[0])
-    ints = dict(N=N, K=K, EM=launch.EM, num_valid_tokens=launch.slots, stride_am=K, stride_ak=1)
-    ints |= dict(stride_be=N * K, stride_bk=1, stride_bn=K, stride_cm=N, stride_cn=1)
-    ints |= dict(stride_asm=kg, stride_ask=1, stride_bse=ng * kg, stride_bsk=1)
-    ints["stride_bsn"] = kg if ng > 1 else 0
-    pointers = {"a_ptr": "*fp8e4nv", "b_ptr": "*fp8e4nv", "c_ptr": POINTER_TYPES[out_dtype]}
-    pointers |= {name: "*fp32" for name in ("a_scale_ptr", "b_scale_ptr", "topk_weights_ptr")}
-    ids = ("expert_ids_ptr", "num_tokens_post_padded_ptr") + ("sorted_token_ids_ptr",) * (not naive)
-    pointers |= {name: "*i32" for name in ids}
-    meta: dict[str, Any] = {"sorted_token_ids_ptr": None} if naive else {}
-    meta |= {
-        "group_n": block_shape[0],
-        "group_k": block_shape[1],
-        "naive_block_assignment": naive,
-        "BLOCK_SIZE_M": config.BLOCK_SIZE_M,
-        "BLOCK_SIZE_N": config.BLOCK_SIZE_N,
-        "BLOCK_SIZE_K": effective_block_k(config, block_shape),
-        "GROUP_SIZE_M": config.GROUP_SIZE_M,
-        "MUL_ROUTED_WEIGHT": launch.mul_routed_weight,
-        "top_k": launch.top_k,
-        "SWAP_AB": swap_ab,
-    }
-    return argument_specialization(fused_moe_fp8_block_kernel.fn, pointers, ints, meta)
+    M: int,
+    E: int,
+    N: int,
+    K: int,
+    top_k: int,
+    block_shape: tuple[int, int] = (128, 128),
+    out_dtype: torch.dtype = DEFAULT_TORCH_DTYPE,
+) -> list[tuple[tuple, dict]]:
+    """The expert MLP's two GEMMs at M tokens as `invoke_moe_gemm` takes them, (args, keywords)
+    each, on "meta" tensors (nothing runs), routed as vLLM routes M tokens (naive assignment for
+    small batches, else padded to BLOCK_SIZE_M per expert): the gate_up GEMM (A [M, K], B
+    [E, 2N, K], top_k) and the down GEMM (A [M * top_k, N], B [E, K, N], top_k 1, weighted)."""
+    (gn, gk), block_m = block_shape, config["BLOCK_SIZE_M"]
+
+    def meta(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return torch.empty(*shape, dtype=dtype, device="meta")
+
+    if uses_naive_assignment(M, top_k, E):
+        routing = (None, meta(M * top_k, dtype=torch.int32), meta(1, dtype=torch.int32))
+    else:
+        padded = max_padded_slots(M * top_k, E, block_m)
+        ids = (padded, -(-padded // block_m), 1)
+        routing = tuple(meta(n, dtype=torch.int32) for n in ids)
+    gemms = []
+    for rows, n, k, gemm_top_k in ((M, 2 * N, K, top_k), (M * top_k, K, N, 1)):
+        operands = (
+            meta(rows, k, dtype=torch.float8_e4m3fn),
+            meta(rows, -(-k // gk)),
+            meta(E, n, k, dtype=torch.float8_e4m3fn),
+            meta(E, -(-n // gn), -(-k // gk)),
+            meta(rows * gemm_top_k, n, dtype=out_dtype),
+            meta(M, top_k),
+        )
+        launch = {"mul_routed_weight": gemm_top_k == 1, "top_k": gemm_top_k}
+        gemms.append(
+            ((*operands, *routing), launch | {"config": config, "block_shape": block_shape})
+        )
+    return gemms
 
 
 def compile_for_target(
@@ -544,82 +516,30 @@ def compile_for_target(
     block_shape: tuple[int, int] = (128, 128),
     out_dtype: torch.dtype = DEFAULT_TORCH_DTYPE,
 ) -> Any:
-    """Compile both launches of the expert MLP (gate_up: B [E, 2N, K], top_k; down: B [E, K, N],
-    top_k 1, routing weights) for an NVIDIA architecture as a launch at M tokens there
-    specializes them (naive assignment and SWAP_AB where vLLM uses them); both binaries land in
-    Triton's cache. Returns the gate_up launch's CompiledKernel (both share the tiles).
+    """Compile both GEMMs of the expert MLP (`meta_gemms`) for an NVIDIA architecture as
+    `invoke_moe_gemm` launches them at M tokens there (naive assignment and SWAP_AB where vLLM
+    uses them); both binaries land in Triton's cache. Returns the gate_up launch's
+    CompiledKernel (both share the tiles).
 
     Raises:
         ValueError: bad config, block_shape, out_dtype or sizes.
         RuntimeError: imported under TRITON_INTERPRET=1.
         triton.CompilationError: the compiler rejected the kernel.
     """
-    parsed = parse_config(config, block_shape)
+    parsed = parse_config(config, block_shape).as_dict()
     if out_dtype not in OUT_DTYPES:
         raise ValueError(f"out_dtype must be torch.bfloat16 or torch.float16, got {out_dtype}")
     if min(M, N, K, E, top_k) <= 0:
         raise ValueError(f"M, N, K, E, top_k must be positive, got {M}, {N}, {K}, {E}, {top_k}")
-    slots, bm = M * top_k, parsed.BLOCK_SIZE_M
-    naive = uses_naive_assignment(M, top_k, E)
-    launches = (
-        Launch(2 * N, K, launch_em(slots, E, bm, M, top_k, naive=naive), slots, top_k, False),
-        Launch(K, N, launch_em(slots, E, bm, slots, 1, naive=naive), slots, 1, True),
+    gemms = meta_gemms(
+        parsed, M=M, E=E, N=N, K=K, top_k=top_k, block_shape=block_shape, out_dtype=out_dtype
     )
-    swap_ab = uses_swap_ab(bm, parsed.BLOCK_SIZE_N, arch)
-    options = {"num_warps": parsed.num_warps, "num_stages": parsed.num_stages}
-    compiled = [
-        compile_specialized(
-            fused_moe_fp8_block_kernel,
-            launch_specialization(
-                parsed,
-                launch,
-                block_shape=block_shape,
-                out_dtype=out_dtype,
-                naive=naive,
-                swap_ab=swap_ab,
-            ),
-            arch,
-            options,
-        )
-        for launch in launches
-    ]
+    compiled = []
+    for args, launch in gemms:
+        capture = Capture()
+        invoke_moe_gemm(*args, **launch, arch=arch, kernel=capture)
+        compiled.append(compile_call(fused_moe_fp8_block_kernel, arch, *capture.calls[0]))
     return compiled[0]
-
-
-def _meta_routing(M: int, top_k: int, E: int, block_m: int) -> tuple:
-    """The routing tensors (sorted token ids, expert ids, number of post-padded tokens) on
-    "meta" as vLLM routes M tokens (naive assignment for small batches)."""
-
-    def ids(n: int) -> torch.Tensor:
-        return torch.empty(n, dtype=torch.int32, device="meta")
-
-    if uses_naive_assignment(M, top_k, E):
-        return None, ids(M * top_k), ids(1)
-    padded = max_padded_slots(M * top_k, E, block_m)
-    return ids(padded), ids(-(-padded // block_m)), ids(1)
-
-
-def _meta_operands(
-    out_rows: int,
-    rows: int,
-    n: int,
-    k: int,
-    E: int,
-    M: int,
-    top_k: int,
-    block_shape: tuple[int, int],
-) -> tuple:
-    """One expert GEMM's operands on "meta": A [rows, k] FP8 and its block scales, B [E, n, k]
-    FP8 and its block scales, the output [out_rows, n], the routing weights [M, top_k]."""
-    (gn, gk), fp8 = block_shape, torch.float8_e4m3fn
-    return (
-        torch.empty(rows, k, dtype=fp8, device="meta"),
-        torch.empty(rows, -(-k // gk), device="meta"),
-        torch.empty(E, n, k, dtype=fp8, device="meta"),
-        torch.empty(E, -(-n // gn), -(-k // gk), device="meta"),
-        torch.empty(out_rows, n, dtype=DEFAULT_TORCH_DTYPE, device="meta"),
-        torch.empty(M, top_k, device="meta"),
-    )
 
 
 def compile_moe_pairs(
@@ -635,11 +555,10 @@ def compile_moe_pairs(
     top_k: int,
     block_shape: tuple[int, int] = (128, 128),
 ) -> list[tuple[Compiled, Compiled]]:
-    """[(builtin's, vLLM's)] `Compiled` for the gate_up GEMM (B [E, 2N, K]) and the down GEMM
-    (B [E, K, N]) at M tokens: each kernel with the arguments its own host code passes (vLLM's:
-    `dispatch_fused_moe_kernel` of `module`, which holds `function`) on a GPU of `arch`,
-    captured on "meta" tensors (nothing runs), with the routing vLLM uses at M. vLLM sets
-    SWAP_AB from the GPU it sees (none here); it is set from `arch` (`uses_swap_ab`).
+    """[(builtin's, vLLM's)] `Compiled` for both GEMMs (`meta_gemms`): each kernel with the
+    arguments its own host code passes (vLLM's: `dispatch_fused_moe_kernel` of `module`, which
+    holds `function`) on a GPU of `arch`. vLLM sets SWAP_AB from the GPU it sees (none here); it
+    is set from `arch` (`uses_swap_ab`).
 
     Raises:
         ImportError, AttributeError: no such vLLM module or kernel.
@@ -647,38 +566,21 @@ def compile_moe_pairs(
     """
     vllm = importlib.import_module(module)
     kernel = getattr(vllm, function)
-    routing = _meta_routing(M, top_k, E, config.BLOCK_SIZE_M)
     pairs = []
-    for rows, n, k, launch_top_k, weighted in (
-        (M, 2 * N, K, top_k, False),
-        (M * top_k, K, N, 1, True),
+    for args, launch in meta_gemms(
+        config.as_dict(), M=M, E=E, N=N, K=K, top_k=top_k, block_shape=block_shape
     ):
-        tensors = (
-            *_meta_operands(rows * launch_top_k, rows, n, k, E, M, top_k, block_shape),
-            *routing,
-        )
-        launch = {
-            "mul_routed_weight": weighted,
-            "top_k": launch_top_k,
-            "config": config.as_dict(),
-            "block_shape": block_shape,
-        }
         ours, theirs = Capture(), Capture()
-        invoke_moe_gemm(*tensors, **launch, arch=arch, kernel=ours)
+        invoke_moe_gemm(*args, **launch, arch=arch, kernel=ours)
         setattr(vllm, function, theirs)
         try:
-            vllm_moe_gemm(*tensors, **launch, module=module)
+            vllm_moe_gemm(*args, **launch, module=module)
         finally:
             setattr(vllm, function, kernel)
-        args, kwargs = theirs.calls[0]
+        their_args, kwargs = theirs.calls[0]
         if "SWAP_AB" in kwargs:
-            kwargs = dict(
-                kwargs, SWAP_AB=uses_swap_ab(kwargs["BLOCK_SIZE_M"], kwargs["BLOCK_SIZE_N"], arch)
-            )
-        pairs.append(
-            (
-                compile_launch(fused_moe_fp8_block_kernel, arch, *ours.calls[0]),
-                compile_launch(kernel, arch, args, kwargs),
-            )
-        )
+            swap = uses_swap_ab(kwargs["BLOCK_SIZE_M"], kwargs["BLOCK_SIZE_N"], arch)
+            kwargs = dict(kwargs, SWAP_AB=swap)
+        ours_compiled = compile_launch(fused_moe_fp8_block_kernel, arch, *ours.calls[0])
+        pairs.append((ours_compiled, compile_launch(kernel, arch, their_args, kwargs)))
     return pairs
