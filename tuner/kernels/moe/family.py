@@ -107,7 +107,7 @@ def _respell(name: str, engine: str, device_name: str | None = None) -> str:
 
 # The fused-MoE comparison's layer: DeepSeek-V3 at tensor parallel 8 (shapes/deepseek-v3.toml;
 # bench/moe_fidelity.py's "deepseek-v3 tp8"); M = 1 and 256 take vLLM's two default tilings.
-MOE_COMPARED = {"E": 256, "N": 256, "K": 7168, "top_k": 8}
+MOE_COMPARED: dict[str, Any] = {"E": 256, "N": 256, "K": 7168, "top_k": 8}
 MOE_COMPARED_M = (1, 256)
 
 

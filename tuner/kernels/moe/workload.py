@@ -398,7 +398,8 @@ class MoeWorkload:
     @property
     def out_shape(self) -> tuple[int, int]:
         """[M, K] of the layer's output."""
-        return tuple(self.inputs.x.shape)
+        M, K = self.inputs.x.shape
+        return (M, K)
 
     def weights(self) -> tuple[torch.Tensor, ...]:
         """(w1, w1_scale, w2, w2_scale): what a launch reads that serving does not keep in L2."""
@@ -481,6 +482,7 @@ def meta_gemms(
     def meta(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         return torch.empty(*shape, dtype=dtype, device="meta")
 
+    routing: tuple[torch.Tensor | None, ...]
     if uses_naive_assignment(M, top_k, E):
         routing = (None, meta(M * top_k, dtype=torch.int32), meta(1, dtype=torch.int32))
     else:
