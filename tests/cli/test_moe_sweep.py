@@ -18,9 +18,9 @@ from api.settings import Settings
 from tuner.cli.app import app
 from tuner.inputs.shapes import ShapesFileError, _load_text, load_shapes
 from tuner.kernels.dense.kernel import kernel_source_hash as dense_kernel_hash
-from tuner.kernels.moe.space import default_config
 from tuner.kernels.moe.family import expert_shape
 from tuner.kernels.moe.kernel import kernel_source_hash as moe_kernel_hash
+from tuner.kernels.moe.space import default_config
 
 runner = CliRunner()
 

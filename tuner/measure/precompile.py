@@ -44,8 +44,9 @@ class Precompiler:
 
     On a GPU host, each compile writes the binary to Triton's cache (TRITON_CACHE_DIR is
     inherited) under the key the measuring process's JIT computes for the same launch
-    (`tuner.kernels.target.bind` binds the launch as Triton's launcher does), so the first launch of a precompiled config loads instead of compiling. M = 1,
-    M % 16 == 0 and other M are different specializations: a Precompiler serves one; tasks of
+    (`tuner.kernels.target.bind` binds the launch as Triton's launcher does), so the first
+    launch of a precompiled config loads instead of compiling. M = 1, M % 16 == 0 and other M
+    are different specializations: a Precompiler serves one; tasks of
     the same shape and specialization share binaries through Triton's cache.
 
     Submitted configs wait in a queue and at most `2 x pool processes` are in the pool at once;
