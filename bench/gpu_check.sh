@@ -218,8 +218,8 @@ dry_checks() {
 pydantic, pydantic_settings, typer, rich, numpy, threadpoolctl, prometheus_client, pytest
 import db.connection, db.repo, api.app, tuner.cli.app, tuner.run.worker, tuner.run.supervisor
 import tuner.measure.runner, tuner.measure.compile, tuner.measure.roofline, tuner.compare.verify
-import tuner.compare.backends, tuner.kernels.dense.kernel, tuner.kernels.dense.target
-import tuner.kernels.moe.kernel, tuner.kernels.moe.target, tuner.search.guided
+import tuner.compare.backends, tuner.kernels.dense.kernel, tuner.kernels.dense.workload
+import tuner.kernels.moe.kernel, tuner.kernels.moe.workload, tuner.search.guided
 print('imports ok: sqlalchemy', sqlalchemy.__version__, 'fastapi', fastapi.__version__, \
 'optuna', optuna.__version__)" || bad=1
   python3 bench/vs_shipped.py --help > /dev/null || { echo "bench/vs_shipped.py fails"; bad=1; }

@@ -49,7 +49,7 @@ from vllm_moe_host import (  # noqa: E402 - vLLM's own code, cut out of its file
     vllm_routing,
 )
 
-from tuner.kernels.fidelity import compile_launch  # noqa: E402 - the compile tuner doctor uses
+from tuner.kernels.target import compile_launch  # noqa: E402 - the compile tuner doctor uses
 
 ARCHS = (90, 89, 100)  # Hopper (H100, H200), Ada (L20, L40S), Blackwell (B200)
 # (label, E, N = per-rank intermediate size, K = hidden size, top_k, M tokens): shapes/*.toml.
@@ -120,7 +120,7 @@ def ours_call(launch: dict, routing: tuple, config: dict, arch: int | None) -> t
 def compile_call(fn, arch: int, call: tuple[tuple, dict]) -> dict:
     """Specialize `fn` for (args, kwargs) with Triton's launcher binding, compile for the arch,
     and return shared bytes, registers, spills and the PTX opcode counts
-    (`tuner.kernels.fidelity.compile_launch`, the compile tuner doctor uses)."""
+    (`tuner.kernels.target.compile_launch`, the compile tuner doctor uses)."""
     args, kwargs = call
     compiled = compile_launch(fn, arch, args, kwargs)
     return {
@@ -307,7 +307,7 @@ def interpreter_check(vllm_file: Path) -> dict:
     import torch
 
     from tuner.kernels.moe.kernel import invoke_moe_gemm
-    from tuner.kernels.moe.reference import make_moe_inputs, quantize_groups
+    from tuner.kernels.moe.workload import make_moe_inputs, quantize_groups
 
     vllm = load_vllm(vllm_file)
     rows = []

@@ -37,8 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tuner.kernels.config import KernelConfig  # noqa: E402
-from tuner.kernels.dense.space import default_config  # noqa: E402
-from tuner.kernels.dense.specialization import specialization_key  # noqa: E402
+from tuner.kernels.dense.space import default_config, specialization_key  # noqa: E402
 from tuner.measure.landscape import Landscape, load_landscape  # noqa: E402
 
 LANDSCAPE = ROOT / "bench" / "landscapes" / "synthetic_sm90.json"

@@ -160,7 +160,7 @@ def compiler_resources(arch: int = 90) -> dict[KernelConfig, Resources]:
     Shared memory, registers and spills depend little on N, K and M's specialization; one
     shape's numbers stand in for all.
     """
-    from tuner.kernels.dense.specialization import specialization_key
+    from tuner.kernels.dense.space import specialization_key
     from tuner.measure.compile import CompileCache
 
     try:

@@ -11,7 +11,7 @@ own imports never run and nothing of vLLM is kept in this project.
 
 Dense: for each architecture, config and M, both kernels are compiled for the launch that vLLM's
 `w8a8_triton_block_scaled_mm` makes (the same arguments in the same order) and compared on
-shared memory, registers, spills and the PTX mix (`tuner.kernels.fidelity`); both also run under
+shared memory, registers, spills and the PTX mix (`tuner.kernels.target`); both also run under
 TRITON_INTERPRET=1 on the same inputs (a child process), compared bitwise. MoE: vLLM's kernel
 launched by vLLM's own host code (`invoke_fused_moe_triton_kernel`, its routing choice and
 utils.py's `enable_swap_ab`), against ours, as bench/moe_fidelity.py compiles them. The hashes a
@@ -82,8 +82,8 @@ def pick_configs(count: int):
 
 def dense_rows(path: Path, archs, configs) -> list[dict]:
     """Every (arch, config, M) compiled with both kernels and compared."""
-    from tuner.kernels.dense.fidelity import compile_dense_pair
-    from tuner.kernels.fidelity import same_code
+    from tuner.kernels.dense.workload import compile_dense_pair
+    from tuner.kernels.serving import same_code
 
     theirs = load_dense_kernel(path)
     rows = []
@@ -112,8 +112,7 @@ def dense_interpreter(path: Path) -> dict:
     import torch
 
     from tuner.kernels.dense.space import default_config
-    from tuner.kernels.dense.vllm_workload import VllmDenseWorkload
-    from tuner.kernels.dense.workload import DenseWorkload
+    from tuner.kernels.dense.workload import DenseWorkload, VllmDenseWorkload
     from tuner.kernels.shape import Shape
 
     theirs = load_dense_kernel(path)

@@ -60,11 +60,11 @@ class Platform:
 def _sized_alignment(topk_ids, block_size, num_experts, expert_map=None, **_):
     """`moe_align_block_size`'s outputs as vLLM 0.33.0 allocates them
     (moe_align_block_size.py), on topk_ids' device; on "meta" only their sizes matter, on a real
-    device they are computed (`tuner.kernels.moe.align.moe_align_block_size`)."""
+    device they are computed (`tuner.kernels.moe.workload.moe_align_block_size`)."""
     import torch
 
-    from tuner.kernels.moe.align import moe_align_block_size
-    from tuner.kernels.moe.specialization import max_padded_slots
+    from tuner.kernels.moe.space import max_padded_slots
+    from tuner.kernels.moe.workload import moe_align_block_size
 
     if topk_ids.device.type != "meta":
         return moe_align_block_size(topk_ids, block_size, num_experts)

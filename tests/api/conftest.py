@@ -18,7 +18,7 @@ from db import repo
 from db.connection import open_store, session_scope
 from tests.storefill import DEFAULT, DENSE_SWEEP, FAST, SLOW, TRITON, publish
 from tuner.files.provenance import current_kernel_hash
-from tuner.kernels.dense.naming import config_file_name
+from tuner.kernels.dense.family import config_file_name
 
 DEVICE = "NVIDIA_L20"
 SHAPE_A, SHAPE_B = (5120, 3072), (7168, 5120)

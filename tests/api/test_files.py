@@ -18,7 +18,7 @@ from tests.api.conftest import DEVICE, FILE_A, FILE_B, MID, SHAPE_A, VERDICTS
 from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill, publish
 from tuner.files.format import dump_config_file
 from tuner.files.provenance import current_kernel_hash, installed_triton_minor
-from tuner.kernels.dense.naming import config_file_name, engine_file_name
+from tuner.kernels.dense.family import config_file_name, engine_file_name
 
 TEXT_A = dump_config_file({1: FAST, 16: DEFAULT, 32: MID})  # release 1's only file
 SHA_A = hashlib.sha256(TEXT_A.encode()).hexdigest()

@@ -15,7 +15,7 @@ from api.svg import Series, line_chart, y_ticks
 from tests.api.conftest import KEPT_NOTE, SHAPE_A, VERDICTS
 from tests.storefill import DEFAULT, FAST, TRITON
 from tuner.files.provenance import current_kernel_hash, installed_triton_minor
-from tuner.kernels.dense.naming import config_file_name
+from tuner.kernels.dense.family import config_file_name
 from tuner.kernels.shape import FamilyShape, Shape
 
 

@@ -24,7 +24,7 @@ from tests.storefill import DEFAULT, FAST, SLOW, fill, publish, row_counts
 from tuner.cli.app import app as cli_app
 from tuner.core import VLLM_M_GRID
 from tuner.files.format import dump_config_file
-from tuner.kernels.dense.naming import config_file_name
+from tuner.kernels.dense.family import config_file_name
 
 TOKEN = "s3cret-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

@@ -45,7 +45,7 @@ $L__BB0_2:
 
 def test_ptx_opcodes_counts_instructions_by_full_opcode():
     """The count both the bench's compile (`compile_call`) and tuner doctor use."""
-    from tuner.kernels.fidelity import ptx_opcodes
+    from tuner.kernels.target import ptx_opcodes
 
     assert ptx_opcodes(PTX) == Counter(
         {

@@ -269,7 +269,7 @@ def test_export_keeps_to_current_trials_unless_allow_stale(tmp_path):
 
     from tests.storefill import FAST, SLOW
     from tuner.files.provenance import installed_triton_minor
-    from tuner.kernels.dense.naming import config_file_name
+    from tuner.kernels.dense.family import config_file_name
 
     db = _stale_store(tmp_path)
     name = config_file_name(5120, 3072, "NVIDIA_L20")

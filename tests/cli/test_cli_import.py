@@ -23,7 +23,7 @@ from tuner.cli.app import app
 from tuner.files.format import dump_config_file
 from tuner.files.imports import never_read_by_vllm
 from tuner.files.merge import build_device_files, dense_key, import_targets
-from tuner.kernels.dense.naming import config_file_name, engine_file_name
+from tuner.kernels.dense.family import config_file_name, engine_file_name
 from tuner.kernels.moe.family import MOE, expert_shape
 from tuner.kernels.shape import FamilyShape, Shape
 from tuner.measure.launch_check import KNOWN_GPUS, device_arch, gpu_model

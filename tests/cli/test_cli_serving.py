@@ -16,7 +16,7 @@ from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill, row_counts
 from tests.tuner.inputs.logfixtures import DSV3_TP8, QWEN_TP2, sglang_log, vllm_log
 from tuner.cli.app import app
 from tuner.files.format import dump_config_file
-from tuner.kernels.dense.naming import config_file_name, engine_file_name
+from tuner.kernels.dense.family import config_file_name, engine_file_name
 
 runner = CliRunner()
 PLAN = {

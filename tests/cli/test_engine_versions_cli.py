@@ -9,7 +9,7 @@ from pathlib import Path
 from tests.cli.test_cli_serving import GOOD, PLAN, invoke, one_line_error
 from tests.storefill import FAST, fill
 from tuner.files.format import dump_config_file
-from tuner.kernels.dense.naming import config_file_name, engine_file_name
+from tuner.kernels.dense.family import config_file_name, engine_file_name
 
 
 def test_mounts_follow_the_engine_and_triton_versions(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from api.app import create_app
 from api.settings import Settings
 from tests.storefill import DEFAULT, FAST, SLOW, fill
 from tuner.cli.app import app
-from tuner.kernels.dense.naming import config_file_name
+from tuner.kernels.dense.family import config_file_name
 
 INTEL = "Intel(R)_Data_Center_GPU_Max_1550"
 TYPED = "Intel(R) Data Center GPU Max 1550"  # the GPU's own name, as a user would type it

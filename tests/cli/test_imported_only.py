@@ -20,7 +20,7 @@ from db.files import record_import
 from tests.storefill import DEFAULT, FAST, SLOW, fill
 from tuner.cli.app import app
 from tuner.files.format import dump_config_file
-from tuner.kernels.dense.naming import config_file_name
+from tuner.kernels.dense.family import config_file_name
 
 NAME = config_file_name(576, 7168, "NVIDIA_L20")
 NAME_B = config_file_name(1536, 7168, "NVIDIA_L20")

@@ -26,7 +26,7 @@ from tuner.cli import pull as pull_module
 from tuner.cli.app import app
 from tuner.files.format import dump_config_file
 from tuner.files.pull import MARKER
-from tuner.kernels.dense.naming import config_file_name
+from tuner.kernels.dense.family import config_file_name
 
 SERVER = "http://tuner:8000"
 A = config_file_name(576, 7168, "NVIDIA_L20")

@@ -7,7 +7,7 @@ this runs in a child process without it:
 
 VLLM_ROOT holds the wheel's files at their paths (vllm/model_executor/...). Each row is one
 launch compiled with both kernels: shared memory, registers, spills and the PTX opcode counts
-(`tuner.kernels.fidelity`), with "same" true when all agree.
+(`tuner.kernels.target`), with "same" true when all agree.
 """
 
 from __future__ import annotations
@@ -78,8 +78,9 @@ def vllm_dense_call(root: Path, config: dict, M: int) -> tuple[tuple, dict]:
 def dense(root: Path, archs: list[int]) -> list[dict]:
     """vLLM's default config at each of DENSE_M: the builtin compiled as its compile-for-target
     specializes it, vLLM's as its host code launches it."""
-    from tuner.kernels.dense.fidelity import compile_dense_pair
-    from tuner.kernels.fidelity import compile_launch, same_code
+    from tuner.kernels.dense.workload import compile_dense_pair
+    from tuner.kernels.serving import same_code
+    from tuner.kernels.target import compile_launch
 
     ve = bench("vllm_equivalence")
     theirs = ve.load_dense_kernel(root / FP8_UTILS)

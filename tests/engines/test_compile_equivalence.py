@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,49 +44,7 @@ def _compiling_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def compiled(kind: str, root: Path, archs, tmp_path: Path) -> list[dict]:
-    """tests/engines/compiled_code.py's rows, run without TRITON_INTERPRET."""
-    env = _compiling_env(tmp_path)
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.engines.compiled_code", kind, str(root), *map(str, archs)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def test_the_dense_kernel_compiles_to_vllms_launch(vllm_root, tmp_path) -> None:
-    rows = compiled("dense", vllm_root, ARCHS, tmp_path)
-    assert len(rows) == len(ARCHS) * 3
-    assert [row for row in rows if row["differ"]] == []
-    assert all(row["regs"][0] > 0 and row["shared"][0] > 0 for row in rows)
-
-
-def test_the_moe_kernel_and_launch_compile_to_vllms(vllm_root, tmp_path) -> None:
-    rows = compiled("moe", vllm_root, MOE_ARCHS, tmp_path)
-    assert len(rows) == len(MOE_ARCHS) * (len(MOE_BLOCK_SIZE_M) + 1) * 2
-    assert [row for row in rows if not row["same"]] == []
-    assert sorted({row["config"]["BLOCK_SIZE_M"] for row in rows}) == list(MOE_BLOCK_SIZE_M)
-    # vLLM swaps A and B on sm90 only, for BLOCK_SIZE_M < 64 (both launches of 2 configs);
-    # it assigns blocks naively for DeepSeek-V3 at M = 1 (both launches, each arch).
-    swapped = {(row["arch"], row["config"]["BLOCK_SIZE_M"]) for row in rows if row["swap_ab"]}
-    assert swapped == {(90, 16)}
-    assert sum(row["naive"] for row in rows) == 2 * len(MOE_ARCHS)
-
-
-def test_without_the_int64_cast_the_compiled_code_differs(vllm_root, tmp_path) -> None:
-    text = (vllm_root / FUSED_MOE).read_text()
-    assert text.count(INT64_CAST) == 1, "vLLM's fused_moe_kernel casts offs_token once"
-    reverted = tmp_path / "vllm"
-    for member in (FUSED_MOE, FUSED_MOE_UTILS):
-        (reverted / member).parent.mkdir(parents=True, exist_ok=True)
-        (reverted / member).write_text((vllm_root / member).read_text())
-    (reverted / FUSED_MOE).write_text(text.replace(INT64_CAST, ""))
-    child = """
+_REVERTED_CHILD = """
 import json, sys
 from pathlib import Path
 from tests.engines.compiled_code import FUSED_MOE, bench, moe_configs
@@ -94,19 +53,53 @@ rows = mf.compiled_rows(Path(sys.argv[1]) / FUSED_MOE, [89], moe_configs()[:1],
                         [s for s in mf.SHAPES if s[0].startswith("tiny-moe")])
 print(json.dumps([row.get("same_mix") for row in rows]))
 """
-    done = subprocess.run(
-        [sys.executable, "-c", child, str(reverted)],
-        cwd=REPO,
-        env=_compiling_env(tmp_path),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == [False, False]
 
 
-def test_both_kernels_give_the_same_output_under_the_interpreter(vllm_root) -> None:
+@pytest.fixture(scope="module")
+def children(vllm_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """The compiling children, started at once so that they run side by side (and beside the
+    interpreter test): tests/engines/compiled_code.py for dense and MoE, and the MoE comparison
+    with a copy of vLLM's kernel without the int64 cast of the token offsets."""
+    text = (vllm_root / FUSED_MOE).read_text()
+    assert text.count(INT64_CAST) == 1, "vLLM's fused_moe_kernel casts offs_token once"
+    reverted = tmp_path_factory.mktemp("reverted")
+    for member in (FUSED_MOE, FUSED_MOE_UTILS):
+        (reverted / member).parent.mkdir(parents=True, exist_ok=True)
+        (reverted / member).write_text((vllm_root / member).read_text())
+    (reverted / FUSED_MOE).write_text(text.replace(INT64_CAST, ""))
+    module = [sys.executable, "-m", "tests.engines.compiled_code"]
+    commands = {
+        "dense": [*module, "dense", str(vllm_root), *map(str, ARCHS)],
+        "moe": [*module, "moe", str(vllm_root), *map(str, MOE_ARCHS)],
+        "reverted": [sys.executable, "-c", _REVERTED_CHILD, str(reverted)],
+    }
+    started = {}
+    for name, command in commands.items():  # output to files: a full pipe would stall a child
+        folder = tmp_path_factory.mktemp(name)
+        out, err = (open(folder / stream, "w+") for stream in ("out", "err"))
+        child = subprocess.Popen(
+            command, cwd=REPO, env=_compiling_env(folder), stdout=out, stderr=err
+        )
+        started[name] = (child, out, err)
+    yield started
+    for child, out, err in started.values():
+        child.kill()
+        child.wait()
+        out.close()
+        err.close()
+
+
+def finished(started: tuple) -> list:
+    """A child's last line of output as JSON, once it has exited 0."""
+    child, out, err = started
+    child.wait(timeout=1200)
+    err.seek(0)
+    assert child.returncode == 0, err.read()[-3000:]
+    out.seek(0)
+    return json.loads(out.read().strip().splitlines()[-1])
+
+
+def test_both_kernels_give_the_same_output_under_the_interpreter(vllm_root, children) -> None:
     assert os.environ.get("TRITON_INTERPRET") == "1"  # tests/conftest.py
     moe = bench("moe_fidelity").interpreter_check(vllm_root / FUSED_MOE)
     assert [(row["arch"], row["M"], row["launch"], row["differing"]) for row in moe["rows"]] == [
@@ -122,3 +115,26 @@ def test_both_kernels_give_the_same_output_under_the_interpreter(vllm_root) -> N
     assert all(row["written"] > row["numel"] // 4 for row in moe["rows"])
     dense = bench("vllm_equivalence").dense_interpreter(vllm_root / FP8_UTILS)
     assert dense == {"cases": 3, "same": 3}
+
+
+def test_the_dense_kernel_compiles_to_vllms_launch(children) -> None:
+    rows = finished(children["dense"])
+    assert len(rows) == len(ARCHS) * 3
+    assert [row for row in rows if row["differ"]] == []
+    assert all(row["regs"][0] > 0 and row["shared"][0] > 0 for row in rows)
+
+
+def test_the_moe_kernel_and_launch_compile_to_vllms(children) -> None:
+    rows = finished(children["moe"])
+    assert len(rows) == len(MOE_ARCHS) * (len(MOE_BLOCK_SIZE_M) + 1) * 2
+    assert [row for row in rows if not row["same"]] == []
+    assert sorted({row["config"]["BLOCK_SIZE_M"] for row in rows}) == list(MOE_BLOCK_SIZE_M)
+    # vLLM swaps A and B on sm90 only, for BLOCK_SIZE_M < 64 (both launches of 2 configs);
+    # it assigns blocks naively for DeepSeek-V3 at M = 1 (both launches, each arch).
+    swapped = {(row["arch"], row["config"]["BLOCK_SIZE_M"]) for row in rows if row["swap_ab"]}
+    assert swapped == {(90, 16)}
+    assert sum(row["naive"] for row in rows) == 2 * len(MOE_ARCHS)
+
+
+def test_without_the_int64_cast_the_compiled_code_differs(children) -> None:
+    assert finished(children["reverted"]) == [False, False]

@@ -14,7 +14,7 @@ from tests.engines.engine_code import wheel_folder
 from tests.engines.vllm_host import DENSE_CONFIGS
 from tests.storefill import row_counts
 from tuner.cli.app import app
-from tuner.kernels.dense.naming import config_file_name, parse_config_file_name
+from tuner.kernels.dense.family import config_file_name, parse_config_file_name
 
 
 def shipped(wheel: Path, device_name: str, folder: Path) -> list[Path]:

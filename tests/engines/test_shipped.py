@@ -13,8 +13,8 @@ from tests.tuner.files.test_format_merge import DEFAULT, FAST, Winner
 from tuner.core import VLLM_M_GRID
 from tuner.files.format import dump_config_file, parse_config_file
 from tuner.files.merge import merge_shape
-from tuner.kernels.dense.naming import config_file_name, parse_config_file_name
-from tuner.kernels.moe.naming import moe_config_file_name, parse_moe_config_file_name
+from tuner.kernels.dense.family import config_file_name, parse_config_file_name
+from tuner.kernels.moe.family import moe_config_file_name, parse_moe_config_file_name
 
 AMD_FILE = "N=1536,K=7168,device_name=AMD_Instinct_MI300X,dtype=fp8_w8a8,block_shape=[128,128].json"
 L20_576 = "N=576,K=7168,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"

@@ -11,7 +11,7 @@ from tests.engines.container import Container, Logged, Platform, tuned_files
 from tests.engines.vllm_host import DENSE_CONFIGS, Launches, dense_lookup, launch_dense
 from tuner.core import VLLM_M_GRID
 from tuner.files.format import parse_config_file, vllm_pick_key
-from tuner.kernels.dense.naming import config_file_name
+from tuner.kernels.dense.family import config_file_name
 from tuner.kernels.dense.space import default_config
 
 GPU = "NVIDIA L20"

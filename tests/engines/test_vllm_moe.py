@@ -1,6 +1,6 @@
 """vLLM 0.33.0's own fused-MoE lookup on files the tuner exports (from VLLM_TUNED_CONFIG_FOLDER,
 where `tuner mounts` points it, and from the package's configs folder), its file names against
-`tuner.kernels.moe.naming`, and its `get_default_config` against
+`tuner.kernels.moe.family`, and its `get_default_config` against
 `tuner.kernels.moe.space.default_config` for every M from 1 to 8,192 of every packaged MoE model
 at every TP its shapes file lists."""
 
@@ -15,8 +15,7 @@ from tests.storefill import TRITON
 from tuner.core import VLLM_M_GRID, vllm_device_name
 from tuner.files.format import dump_config_file, parse_config_file, vllm_pick_key
 from tuner.inputs.shapes import known_models, load_shapes, tp_sizes
-from tuner.kernels.moe.family import MOE
-from tuner.kernels.moe.naming import moe_config_file_name
+from tuner.kernels.moe.family import MOE, moe_config_file_name
 from tuner.kernels.shape import Shape
 
 GPU = "NVIDIA H200 NVL"

@@ -16,8 +16,7 @@ from tuner.core import FP8_DTYPE
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.engines import EngineFolder
 from tuner.kernels.family import FamilyFiles, FamilyShapes, KernelFamily
-from tuner.kernels.shape import Shape
-from tuner.kernels.shapes_rows import int_rows
+from tuner.kernels.shape import Shape, int_rows
 
 ENV = "TOY_CONFIG_FOLDER"
 _NAME = re.compile(r"toy,G=(\d+),N=(\d+),K=(\d+),device_name=([A-Za-z0-9_]+)\.json")
@@ -74,19 +73,16 @@ def _why_invalid(config: KernelConfig, shape: Shape) -> str | None:
 
 
 def _compile_for_target(config: KernelConfig, arch: int, *, shape: Shape, M: int, out_dtype):
-    from tests.toyfamily.kernel import scaled_gemm_kernel
-    from tuner.kernels.dense.target import (
-        POINTER_TYPES,
-        argument_specialization,
-        compile_specialized,
-    )
+    import torch
 
-    pointers = {"a_ptr": "*fp8e4nv", "b_ptr": "*fp8e4nv", "c_ptr": POINTER_TYPES[out_dtype]}
-    pointers |= {"a_scale_ptr": "*fp32", "b_scale_ptr": "*fp32"}
-    ints = {"M": M, "N": shape.N, "K": shape.K}
-    meta = {key: value for key, value in config.as_dict().items() if key.isupper()}
-    specialization = argument_specialization(scaled_gemm_kernel.fn, pointers, ints, meta)
-    return compile_specialized(scaled_gemm_kernel, specialization, arch, config)
+    from tests.toyfamily.kernel import scaled_gemm_kernel
+    from tuner.kernels.target import compile_call
+
+    fp8 = torch.float8_e4m3fn
+    A, B = (torch.empty(rows, shape.K, dtype=fp8, device="meta") for rows in (M, shape.N))
+    C, scale = torch.empty(M, shape.N, dtype=out_dtype, device="meta"), torch.ones(1, device="meta")
+    args = (A, B, C, scale, scale, M, shape.N, shape.K)
+    return compile_call(scaled_gemm_kernel, arch, args, config.as_dict())
 
 
 def _file_name(shape: Shape, device: str, engine: str) -> str:

@@ -17,7 +17,7 @@ from packaging.version import Version
 from tuner.compare.vllm_select import ask_vllm
 from tuner.files.provenance import installed_triton_minor
 from tuner.inputs.backends import VLLM_TORCH_PIN, VLLM_TRITON_PIN
-from tuner.kernels.family import KernelFamily, load_hook
+from tuner.kernels.family import KernelFamily
 from tuner.kernels.gpus import gpu_model, known_capability
 from tuner.kernels.registry import FAMILIES
 from tuner.kernels.serving import DEFAULT_MODEL, TABLE, Answer, Asked, Diagnosis, ModelAsked
@@ -228,7 +228,7 @@ def _advise(out: Diagnosis, served: list[KernelFamily], asked: Asked, version: s
         answers = {family.name: Answer(None) for family in served}
     for family in served:
         if family.serving and family.serving.advice:
-            load_hook(family.serving.advice)(out, asked, answers.get(family.name, Answer(None)))
+            family.serving.advice(out, asked, answers.get(family.name, Answer(None)))
 
 
 def _compare_kernels(
@@ -258,7 +258,7 @@ def _compare_kernels(
         )
     else:
         for hook in compared.values():
-            load_hook(hook)(out, capability)
+            hook(out, capability)
 
 
 def _say_model(out: Diagnosis, model: ModelAsked | None, table_arch: str) -> None:

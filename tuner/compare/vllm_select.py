@@ -18,8 +18,8 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 
-from tuner.kernels.family import load_hook
 from tuner.kernels.registry import FAMILIES
 from tuner.kernels.serving import DEFAULT_MODEL, Answer, ModelAsked
 
@@ -28,7 +28,7 @@ TIMEOUT_S = 180
 _QUIET = {"VLLM_CONFIGURE_LOGGING": "0"}
 
 
-def _probes() -> dict[str, str]:
+def _probes() -> dict[str, Callable[[int, ModelAsked], Answer]]:
     """family name -> its selection probe (`VllmServing.select`), in registry order."""
     return {
         name: family.serving.select
@@ -120,7 +120,7 @@ def _ask_all(capability: int, model: ModelAsked) -> dict:
     with server_vllm_config(model.model_type):
         for name, select in _probes().items():
             try:
-                found[name] = vars(load_hook(select)(capability, model))
+                found[name] = vars(select(capability, model))
             except Exception as exc:  # noqa: BLE001 - any failure of vLLM's code is the answer
                 found[name] = vars(Answer(None, reason=_failed(exc)))
     return found

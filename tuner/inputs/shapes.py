@@ -15,8 +15,7 @@ from pathlib import Path
 from tuner.inputs.devices import did_you_mean
 from tuner.kernels.family import EXPERTS, KernelFamily
 from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES, family_of_part, get_family
-from tuner.kernels.shape import Shape
-from tuner.kernels.shapes_rows import positive
+from tuner.kernels.shape import Shape, positive
 
 # A model key is a file name: lower case, digits, '.', '_' and '-'.
 MODEL_KEY_RE = re.compile(r"[a-z0-9][a-z0-9._\-]{0,63}")

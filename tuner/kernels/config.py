@@ -23,14 +23,7 @@ class KernelConfig:
     def as_dict(self) -> dict[str, int]:
         """The config as vLLM's dict, keys in vLLM's order."""
         # Not dataclasses.asdict: its deep copy cost 80 us a call, in every search step.
-        return {
-            "BLOCK_SIZE_M": self.BLOCK_SIZE_M,
-            "BLOCK_SIZE_N": self.BLOCK_SIZE_N,
-            "BLOCK_SIZE_K": self.BLOCK_SIZE_K,
-            "GROUP_SIZE_M": self.GROUP_SIZE_M,
-            "num_warps": self.num_warps,
-            "num_stages": self.num_stages,
-        }
+        return {key: getattr(self, key) for key in CONFIG_KEYS}
 
     @classmethod
     def from_dict(cls, values: Mapping[str, object]) -> KernelConfig:
@@ -45,13 +38,11 @@ class KernelConfig:
         missing = [key for key in CONFIG_KEYS if key not in values]
         if missing:
             raise ValueError(f"config lacks {', '.join(missing)}")
-        fields: dict[str, int] = {}
         for key in CONFIG_KEYS:
             value = values[key]
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"config key {key} must be a positive integer, got {value!r}")
-            fields[key] = value
-        return cls(**fields)
+        return cls(**{key: values[key] for key in CONFIG_KEYS})  # type: ignore[arg-type]
 
     def short(self) -> str:
         """Compact label, e.g. `64x128x128 g32 w4 s2`."""

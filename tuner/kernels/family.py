@@ -10,7 +10,6 @@ imported when first called.
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,23 +34,11 @@ LINEAR_LAYERS = "linear layers"
 EXPERTS = "experts"
 
 
-def load_hook(ref: str) -> Any:
-    """The object a `module:name` reference of a family names (`VllmServing`), imported now.
-
-    Raises:
-        ImportError, AttributeError: no such module or name.
-    """
-    module, _, name = ref.partition(":")
-    return getattr(importlib.import_module(module), name)
-
-
 @dataclass(frozen=True)
 class VllmServing:
     """How vLLM serves a family's layers: what `tuner doctor` and vLLM's selection probe say
-    of it. The hooks are `module:name` references (`load_hook`), imported when first used, as
-    `KernelFamily.kernel_module` is: they import vLLM or Triton. They live in the family's own
-    folder (e.g. `tuner.kernels.dense.serving`) and take and give `tuner.kernels.serving`'s
-    records.
+    of it. The hooks import vLLM or Triton when called; they take and give
+    `tuner.kernels.serving`'s records.
 
     Attributes:
         label: how doctor's lines name the family's kernels, e.g. "dense" ("builtin vs vLLM's
@@ -73,9 +60,9 @@ class VllmServing:
     """
 
     label: str
-    select: str | None = None
-    advice: str | None = None
-    compare: str | None = None
+    select: Callable[[int, Any], Any] | None = None
+    advice: Callable[[Any, Any, Any], None] | None = None
+    compare: Callable[[Any, int], None] | None = None
     triton_archs: tuple[str, ...] = ()
     files_folder: str = ""
 
@@ -357,34 +344,20 @@ class KernelFamily:
             ValueError: a bad choice, or "vllm" where vLLM or this family's kernel in it is
                 missing.
         """
-        name = resolve_kernel(choice)
-        if name == BUILTIN:
-            path = self.module_path(self.kernel_module)
-            return KernelSource(
-                self.name,
-                BUILTIN,
-                "",
-                source_hash(path, self.kernel_function),
-                path,
-                self.kernel_function,
-                self.workload,
-            )
-        if self.vllm is None:
-            raise ValueError(f"kernel family {self.name} has no vLLM kernel: use --kernel builtin")
+        name, vllm = resolve_kernel(choice), self.vllm
         try:
-            path = self.vllm.path()
-            digest = source_hash(path, self.vllm.function)
+            if name == BUILTIN:
+                path, function = self.module_path(self.kernel_module), self.kernel_function
+                workload = self.workload
+            elif vllm is None:
+                raise LookupError("the family has no vLLM kernel: use --kernel builtin")
+            else:
+                path, function, workload = vllm.path(), vllm.function, vllm.workload
+            digest = source_hash(path, function)
         except (LookupError, OSError) as exc:
-            raise ValueError(f"--kernel vllm for {self.name}: {exc}") from None
-        return KernelSource(
-            self.name,
-            name,
-            vllm_version() or "",
-            digest,
-            path,
-            self.vllm.function,
-            self.vllm.workload,
-        )
+            raise ValueError(f"--kernel {name} for {self.name}: {exc}") from None
+        version = "" if name == BUILTIN else vllm_version() or ""
+        return KernelSource(self.name, name, version, digest, path, function, workload)
 
     def module_path(self, module: str) -> Path:
         """The source file of one of the family's modules, found without importing it.

@@ -12,7 +12,6 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tuner.kernels.fidelity import same_code
 from tuner.kernels.vllm_table import VLLM_VERSION, ArchBackend
 
 TABLE = f"the tuner's table of vLLM {VLLM_VERSION}"
@@ -148,3 +147,24 @@ def compared_line(head: str, pairs: list, hint: str, where: str) -> str:
         f"{head}: same code (shared {ours.shared} bytes, {ours.n_regs} registers, "
         f"{ours.instructions} PTX instructions {where})"
     )
+
+
+def same_code(ours: Any, theirs: Any) -> list[str]:
+    """What differs between two binaries (`tuner.kernels.target.Compiled`), one phrase each;
+    [] when shared memory, registers, spills and the PTX mix all agree."""
+    differ = [
+        f"{label} {getattr(ours, name)} vs {getattr(theirs, name)}{unit}"
+        for label, name, unit in (
+            ("shared memory", "shared", " bytes"),
+            ("registers", "n_regs", ""),
+            ("spills", "spill_bytes", " bytes"),
+        )
+        if getattr(ours, name) != getattr(theirs, name)
+    ]
+    delta = {op for op in ours.opcodes | theirs.opcodes if ours.opcodes[op] != theirs.opcodes[op]}
+    if delta:
+        differ.append(
+            f"PTX mix: {len(delta)} opcode(s) differ ({ours.instructions} vs "
+            f"{theirs.instructions} instructions)"
+        )
+    return differ

@@ -353,8 +353,8 @@ class Precompiler:
     """Compiles configs of one (arch, M, N, K) specialization in a process pool ahead of use.
 
     Each compile writes the binary to Triton's cache under the key the measuring process's JIT
-    computes for the same launch (`tuner.kernels.dense.target.launch_specialization` mirrors the
-    launcher of Triton 3.6 and 3.9), so the first launch loads instead of compiling. Submitted
+    computes for the same launch (`tuner.kernels.target` records the host code's launch and lets
+    Triton's own launcher specialize it), so the first launch loads instead of compiling. Submitted
     configs wait in a queue, at most 2 x pool processes in the pool at once; `wait` on a queued
     config moves it to the front. CompileInfo goes to the on-disk cache.
 

@@ -58,7 +58,7 @@ class WorkerSpec:
         space: only tasks of sweeps over this config space (`SweepRequest.space_name`); None
             for any.
         compile_workers: GPU runners only: processes of the pool that compiles candidates for
-            the GPU's architecture while it measures (`tuner.measure.precompile`); 0 compiles
+            the GPU's architecture while it measures (`tuner.measure.compile`); 0 compiles
             nothing ahead and prunes nothing (Triton compiles at first launch).
         kernel: whose kernels to time: "builtin" or "vllm" (`tuner.kernels.source`), made
             concrete by the command that starts the worker.

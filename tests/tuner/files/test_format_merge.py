@@ -27,11 +27,7 @@ from tuner.files.merge import (
     write_files_atomically,
 )
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.dense.naming import (
-    ConfigFileName,
-    config_file_name,
-    parse_config_file_name,
-)
+from tuner.kernels.dense.family import ConfigFileName, config_file_name, parse_config_file_name
 from tuner.kernels.dense.space import default_config
 
 DEFAULT = default_config()

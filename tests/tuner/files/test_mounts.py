@@ -19,7 +19,7 @@ from tuner.files.format import dump_config_file
 from tuner.files.mounts import MountRequest, config_files_in, render_mounts
 from tuner.files.pull import MARKER, holds, render_pull_recipe, replace_folder
 from tuner.kernels.engines import SGLANG_NOTE
-from tuner.kernels.moe.naming import moe_config_file_name
+from tuner.kernels.moe.family import moe_config_file_name
 
 A = "N=5120,K=3072,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
 B = "N=7168,K=5120,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"

@@ -19,7 +19,7 @@ from tuner.inputs.devices import (
     store_device,
 )
 from tuner.inputs.logs import scan_lines
-from tuner.kernels.dense.naming import config_file_name, parse_config_file_name
+from tuner.kernels.dense.family import config_file_name, parse_config_file_name
 from tuner.run.gpus import GpuInfo
 
 INTEL = "Intel(R)_Data_Center_GPU_Max_1550"

@@ -9,11 +9,10 @@ import sys
 
 import pytest
 
+from tuner.core import CONFIG_KEYS
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.dense.family import DENSE
-from tuner.kernels.dense.naming import config_file_name
-from tuner.kernels.dense.space import default_config, vllm_space
-from tuner.kernels.dense.specialization import specialization_key
+from tuner.kernels.dense.family import DENSE, config_file_name
+from tuner.kernels.dense.space import default_config, specialization_key, vllm_space
 from tuner.kernels.family import EXPERTS, LINEAR_LAYERS
 from tuner.kernels.moe.family import MOE
 from tuner.kernels.registry import (
@@ -54,18 +53,45 @@ def test_the_dense_family_gives_vllms_names_space_and_default() -> None:
     shape = Shape(5120, 3072, (128, 128))
     name = config_file_name(5120, 3072, "NVIDIA_L20")
     assert DENSE.files.file_name(shape, "NVIDIA_L20", "vllm") == name
-    assert DENSE.files.file_name(shape, "NVIDIA_L20", "sglang").endswith(
-        "block_shape=[128, 128].json"
-    )
+    sglang = DENSE.files.file_name(shape, "NVIDIA_L20", "sglang")
+    assert sglang == name.replace("[128,128]", "[128, 128]")
     assert DENSE.files.parse_file_name(name) == (shape, "NVIDIA_L20", "fp8_w8a8")
-    assert DENSE.space() == vllm_space() and len(DENSE.space()) == 1280
-    assert {DENSE.default_config(shape, M) for M in (1, 16, 4096)} == {default_config()}
-    assert (
-        DENSE.why_invalid(KernelConfig(64, 128, 256, 32, 4, 2), shape)
-        == "BLOCK_SIZE_K=256 does not divide group_k=128"
-    )
     assert DENSE.specialization(shape, 1) == specialization_key(1, 5120, 3072, (128, 128))
     assert DENSE.module_path(DENSE.kernel_module).name == "kernel.py"
+    # benchmark_w8a8_block_fp8.py's grid: num_stages outermost, GROUP_SIZE_M innermost.
+    space = DENSE.space()
+    assert space == vllm_space() and len(space) == 1280 == len(set(space))
+    assert space[:2] == [KernelConfig(16, 32, 64, 1, 4, 2), KernelConfig(16, 32, 64, 16, 4, 2)]
+    assert space[-1] == KernelConfig(256, 256, 128, 64, 8, 5)
+    assert [c for c in space if DENSE.why_invalid(c, shape)] == []
+    # vLLM 0.33.0's w8a8_triton_block_scaled_mm default, the same at every M.
+    assert {DENSE.default_config(shape, M) for M in (1, 16, 4096)} == {default_config()}
+    assert default_config() == KernelConfig(64, 128, 128, 32, 4, 2) and default_config() in space
+    assert default_config((64, 64)).BLOCK_SIZE_K == 64
+
+
+@pytest.mark.parametrize(
+    ("config", "reason"),
+    [
+        (KernelConfig(64, 128, 256, 32, 4, 2), "BLOCK_SIZE_K=256 does not divide group_k=128"),
+        (KernelConfig(48, 128, 128, 32, 4, 2), "BLOCK_SIZE_M=48 is not a power of two >= 16"),
+        (KernelConfig(64, 8, 128, 32, 4, 2), "BLOCK_SIZE_N=8 is not a power of two >= 16"),
+        (KernelConfig(64, 128, 128, 32, 6, 2), "num_warps=6 is not a power of two <= 32"),
+    ],
+)
+def test_constraints_give_their_reason(config: KernelConfig, reason: str) -> None:
+    assert DENSE.why_invalid(config, Shape(1, 1, (128, 128))) == reason
+
+
+def test_a_config_is_read_from_vllms_keys() -> None:
+    default = default_config()
+    assert list(default.as_dict()) == list(CONFIG_KEYS)
+    assert KernelConfig.from_dict({**default.as_dict(), "kpack": 2}) == default
+    with pytest.raises(ValueError, match="lacks num_stages"):
+        KernelConfig.from_dict({k: 1 for k in CONFIG_KEYS[:-1]})
+    for key, bad in (("num_warps", True), ("BLOCK_SIZE_M", "64")):
+        with pytest.raises(ValueError, match=f"{key} must be a positive integer"):
+            KernelConfig.from_dict({**default.as_dict(), key: bad})
 
 
 def test_a_file_names_its_family_by_the_family_that_parses_it() -> None:

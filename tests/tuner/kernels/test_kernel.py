@@ -16,8 +16,8 @@ from tuner.kernels.dense.kernel import (
     w8a8_block_fp8_matmul,
     w8a8_block_fp8_matmul_kernel,
 )
-from tuner.kernels.dense.reference import BlockFp8Inputs, make_inputs, reference_matmul
 from tuner.kernels.dense.space import VLLM_AXES, default_config
+from tuner.kernels.dense.workload import BlockFp8Inputs, make_inputs, reference_matmul
 
 BLOCK_SHAPE = (128, 128)
 TOLERANCE = 1e-2  # relative Frobenius error, as tuner/measure/runner.py checks a bf16 output

@@ -304,7 +304,7 @@ def advise(out, asked, answer) -> None:
 def test_doctor_says_what_a_registered_family_says_of_itself(monkeypatch) -> None:
     from tuner.compare.doctor import Question, diagnose
 
-    serving = VllmServing(label="toy", advice=f"{__name__}:advise")
+    serving = VllmServing(label="toy", advice=advise)
     monkeypatch.setitem(FAMILIES, "toy", dataclasses.replace(TOY, serving=serving))
     monkeypatch.setattr("tuner.compare.doctor.vllm_version", lambda: None)
     out = diagnose(Question(arch="sm90"), gpus=[], versions={"triton": ""})

@@ -1,7 +1,6 @@
-"""Compiling the kernels for a GPU target without a GPU (each family's `target.py`, and doctor's
-pair compile, `tuner.kernels.moe.fidelity`): what the compiler says, and the same
-specialization and compile cache key as Triton's own launcher, so a precompiled binary is the
-one a launch looks up. One process without TRITON_INTERPRET
+"""Compiling the kernels for a GPU target without a GPU (each family's `compile_for_target`, and
+doctor's pairs): what the compiler says of launches captured from the host code as vLLM makes
+them. One process without TRITON_INTERPRET
 (`compile_probe.py`) does the compiling: once the interpreter has run a kernel, Triton's
 language module stays patched in that process and code generation fails."""
 
@@ -15,8 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.kernel import kernel_source_hash
-from tuner.kernels.moe.fidelity import as_on
+from tuner.kernels.moe.kernel import fused_moe_fp8_block_kernel, invoke_moe_gemm
+from tuner.kernels.moe.space import uses_swap_ab
+from tuner.kernels.moe.workload import meta_gemms
+from tuner.kernels.target import Capture
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
@@ -56,25 +59,37 @@ def test_the_kernels_compile_for_ada_and_hopper_without_a_gpu(probe: dict) -> No
     assert probe["hash"] == kernel_source_hash()  # with and without the interpreter
 
 
-def test_doctors_moe_pair_compiles_both_launches_as_their_host_code_makes_them(probe) -> None:
-    """Our kernel against a copy of itself under vLLM's name and parameter list (the stand-in
-    vLLM), each launched by its own host code: the same code. vLLM's default at M = 1 on sm90
-    runs with SWAP_AB and naive assignment (1 x 2 x 4 <= 8 experts): (16 x 128 + 64 x 128)
-    fp8 bytes a stage x 4 buffered stages = 40960 bytes."""
-    assert probe["moe_pairs"] == [[40960, []], [40960, []]]
+def test_doctors_pairs_compile_as_their_host_code_launches_them(probe) -> None:
+    """Our kernels against copies of themselves under vLLM's names and parameter lists (the
+    stand-in vLLM), each launched by its own host code: the same code. vLLM's MoE default at
+    M = 1 on sm90 runs with SWAP_AB and naive assignment (1 x 2 x 4 <= 8 experts): (16 x 128 +
+    64 x 128) fp8 bytes a stage x 4 buffered stages = 40960 bytes, in both GEMMs."""
+    (dense_shared, dense_differ), *moe = probe["pairs"]
+    assert dense_shared >= 24 * 1024 and dense_differ == []
+    assert moe == [[40960, []], [40960, []]]
 
 
-def test_the_dense_specialization_and_cache_key_match_tritons_launcher(probe: dict) -> None:
-    assert len(probe["dense"]) == 4
-    for same, same_key, ours, theirs in probe["dense"]:
-        assert same and same_key, f"ours {ours}\ntheirs {theirs}"
-
-
-def test_the_moe_specialization_is_tritons_binding_of_invoke_moe_gemms_launch(probe) -> None:
-    rows = probe["moe"]
-    assert [(row["naive"], row["swap_ab"], row["stride_bsn"]) for row in rows] == [
+def test_invoke_moe_gemm_launches_as_vllm_does() -> None:
+    """Naive assignment, SWAP_AB and stride_bsn of each GEMM's launch (`meta_gemms`, captured):
+    tiny-moe has one block of N in both GEMMs (stride 0, as vLLM 0.33.0 passes it); Qwen3-30B-A3B
+    runs SWAP_AB on sm90 and not on sm89; DeepSeek-V3 at M = 1 runs naive assignment."""
+    found = []
+    for M, E, N, K, top_k, bm, bn, arch in (
+        (33, 4, 64, 128, 2, 16, 64, 89),
+        (256, 128, 768, 2048, 8, 16, 128, 90),
+        (256, 128, 768, 2048, 8, 64, 128, 89),
+        (1, 256, 256, 7168, 8, 16, 64, 90),
+    ):
+        config = KernelConfig(bm, bn, 128, 1, 4, 3).as_dict()
+        for args, launch in meta_gemms(config, M=M, E=E, N=N, K=K, top_k=top_k):
+            capture = Capture()
+            invoke_moe_gemm(*args, **launch, arch=arch, kernel=capture)
+            (args, kwargs), names = capture.calls[0], fused_moe_fp8_block_kernel.arg_names
+            stride_bsn = args[names.index("stride_bsn")]
+            found.append((kwargs["naive_block_assignment"], kwargs["SWAP_AB"], stride_bsn))
+    assert found == [
         (False, False, 0),
-        (False, False, 0),  # tiny-moe: one block of N, stride 0 as vLLM's
+        (False, False, 0),
         (False, True, 16),
         (False, True, 6),
         (False, False, 16),
@@ -82,17 +97,10 @@ def test_the_moe_specialization_is_tritons_binding_of_invoke_moe_gemms_launch(pr
         (True, True, 56),
         (True, True, 2),
     ]
-    for row in rows:
-        assert row["same"], (row["ours"], row["triton"])
 
 
 def test_swap_ab_follows_vllms_rule_for_the_target_not_the_host() -> None:
-    small = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "SWAP_AB": False}
-    assert as_on(90, small) == dict(small, SWAP_AB=True)
-    assert as_on(89, dict(small, SWAP_AB=True)) == dict(small, SWAP_AB=False)
-    assert as_on(100, dict(small, SWAP_AB=True)) == dict(small, SWAP_AB=False)
-    assert as_on(90, dict(small, BLOCK_SIZE_M=64))["SWAP_AB"] is False
-    assert as_on(90, dict(small, BLOCK_SIZE_N=32))["SWAP_AB"] is False
-    assert as_on(90, dict(small, BLOCK_SIZE_M=32, BLOCK_SIZE_N=256))["SWAP_AB"] is True
-    other = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64}  # a kernel without SWAP_AB: untouched
-    assert as_on(90, other) == other
+    # vLLM 0.33.0's enable_swap_ab: sm90 exactly, BLOCK_SIZE_M < 64, BLOCK_SIZE_N >= 64.
+    tiles = ((16, 64, 90), (16, 64, 89), (16, 64, 100), (64, 64, 90), (16, 32, 90), (32, 256, 90))
+    assert [uses_swap_ab(*tile) for tile in tiles] == [True, False, False, False, False, True]
+    assert uses_swap_ab(16, 64, None) is False  # no GPU: no capability

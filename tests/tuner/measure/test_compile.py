@@ -4,8 +4,7 @@ import pytest
 
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.dense.space import default_config, vllm_space
-from tuner.kernels.dense.specialization import specialization_key
+from tuner.kernels.dense.space import default_config, specialization_key, vllm_space
 from tuner.kernels.shape import Shape
 from tuner.measure.compile import (
     MAX_SHARED_BYTES,

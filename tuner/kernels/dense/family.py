@@ -1,17 +1,27 @@
-"""The dense W8A8 block-FP8 GEMM as a kernel family (`tuner.kernels.family.KernelFamily`).
+"""The dense W8A8 block-FP8 GEMM (vLLM's `w8a8_triton_block_scaled_mm`) as a kernel family: its
+config space (`tuner.kernels.dense.space`), the file names vLLM and SGLang read, how a model's
+shapes file lists its shapes, and what `tuner doctor` and vLLM's selection say of it.
 
-Pure: the kernel, its workload and its compile-for-target are imported when first called.
+Pure: the kernel, its workload and vLLM are imported when a hook is called.
 """
 
 from __future__ import annotations
 
+import re
+from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
+from tuner.core import DEVICE_NAME_CHARS, DEVICE_NAME_MAX, FP8_DTYPE, is_device_name
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.dense.naming import config_file_name, engine_file_name, parse_config_file_name
-from tuner.kernels.dense.space import default_config, vllm_space, why_invalid
-from tuner.kernels.dense.specialization import specialization_key
-from tuner.kernels.engines import EngineFolder
+from tuner.kernels.dense.space import (
+    DEFAULT_BLOCK_SHAPE,
+    default_config,
+    specialization_key,
+    vllm_space,
+    why_invalid,
+)
+from tuner.kernels.engines import ENGINES, EngineFolder
 from tuner.kernels.family import (
     LINEAR_LAYERS,
     FamilyFiles,
@@ -22,34 +32,275 @@ from tuner.kernels.family import (
     VllmServing,
     Workload,
 )
-from tuner.kernels.shape import Shape
-from tuner.kernels.shapes_rows import int_rows
+from tuner.kernels.serving import (
+    DEFAULT_DENSE,
+    OWN,
+    TABLE,
+    Answer,
+    Asked,
+    Diagnosis,
+    ModelAsked,
+    compared_line,
+    not_compared,
+)
+from tuner.kernels.shape import Shape, int_rows
 from tuner.kernels.source import VllmKernel
+from tuner.kernels.vllm_layers import block_fp8_layer_config
+from tuner.kernels.vllm_table import (
+    FP8_BLOCK_KERNELS,
+    TRITON_FLAG,
+    TRITON_KERNEL,
+    table_dense_kernel,
+)
+
+# The dtype labels vLLM puts in block-scaled W8A8 file names (get_w8a8_block_configs, fp8_utils).
+DTYPES: tuple[str, ...] = (FP8_DTYPE, "int8_w8a8")
 
 
-def _why_invalid(config: KernelConfig, shape: Shape) -> str | None:
-    return why_invalid(config, shape.block_pair("dense"))
+def name_pattern(head: str) -> str:
+    """The regular expression of a block-FP8 file name after its `head` (e.g. `N=..,K=..,`): the
+    device part (which may hold ',', '=' and '['), then `,dtype=<label>,block_shape=[n,k].json`
+    (SGLang: `[n, k]`) with no ',' or '=' in the label, so the split is unique."""
+    return (
+        rf"{head}device_name=(?P<device>[.{DEVICE_NAME_CHARS}]{{1,{DEVICE_NAME_MAX}}}),"
+        r"dtype=(?P<dtype>[a-z0-9_]{1,32}),"
+        r"block_shape=\[(?P<bn>[1-9][0-9]{0,5}), ?(?P<bk>[1-9][0-9]{0,5})\]\.json"
+    )
 
 
-def _default_config(shape: Shape, M: int) -> KernelConfig:
-    """vLLM runs one default for every M of the dense GEMM (`space.default_config`)."""
-    return default_config(shape.block_pair("dense"))
+def check_name_parts(device_name: str, **sizes: int) -> None:
+    """Refuse a part that would make a name vLLM never reads or we cannot parse back.
+
+    Raises:
+        ValueError: a size that is not a positive integer, or a device name we do not store.
+    """
+    for label, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{label} must be a positive integer, got {value!r}")
+    if not is_device_name(device_name):
+        raise ValueError(
+            f"device_name {device_name!r} must be 1..{DEVICE_NAME_MAX} printable "
+            "ASCII characters without space, '\"', '/', '\\' or '..'"
+        )
+
+
+def check_engine(engine: str) -> None:
+    """Raises ValueError: `engine` is not one of `ENGINES`."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
+
+
+_FILE_NAME_RE = re.compile(name_pattern(r"N=(?P<N>[1-9][0-9]{0,8}),K=(?P<K>[1-9][0-9]{0,8}),"))
+
+
+@dataclass(frozen=True)
+class ConfigFileName:
+    """The parts of a dense config file name; `name` spells it as vLLM does."""
+
+    N: int
+    K: int
+    device_name: str
+    dtype: str
+    block_shape: tuple[int, int]
+
+    @property
+    def name(self) -> str:
+        """The file name in vLLM's spelling (no space in block_shape)."""
+        return config_file_name(self.N, self.K, self.device_name, self.block_shape, self.dtype)
+
+
+def config_file_name(
+    N: int,
+    K: int,
+    device_name: str,
+    block_shape: tuple[int, int] = DEFAULT_BLOCK_SHAPE,
+    dtype: str = FP8_DTYPE,
+) -> str:
+    """The name vLLM 0.33.0 looks up for weight B [N, K] on a device (`get_w8a8_block_configs`,
+    fp8_utils.py): `N={N},K={K},device_name={device_name},dtype={dtype},block_shape=[{bn},{bk}]`
+    and `.json`.
+
+    Raises:
+        ValueError: a part that would make a name vLLM never reads or we cannot parse back.
+    """
+    bn, bk = block_shape
+    check_name_parts(device_name, N=N, K=K, group_n=bn, group_k=bk)
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+    return f"N={N},K={K},device_name={device_name},dtype={dtype},block_shape=[{bn},{bk}].json"
+
+
+def engine_file_name(name: str, engine: str) -> str:
+    """A dense config file name respelled for an engine: `block_shape=[a,b]` (vLLM) or
+    `block_shape=[a, b]` (SGLang); its device and dtype are kept.
+
+    Raises:
+        ValueError: an unknown engine, or a name `parse_config_file_name` rejects.
+    """
+    check_engine(engine)
+    vllm_name = parse_config_file_name(name).name
+    if engine == "vllm":
+        return vllm_name
+    head, _, tail = vllm_name.rpartition("block_shape=[")
+    return f"{head}block_shape=[{tail.replace(',', ', ', 1)}"
+
+
+def parse_config_file_name(name: str) -> ConfigFileName:
+    """Parse a dense config file name (SGLang's `block_shape=[128, 128]` too).
+
+    Raises:
+        ValueError: the name is not a block-scaled W8A8 GEMM config file name.
+    """
+    match = _FILE_NAME_RE.fullmatch(name) if len(name) <= 512 else None
+    if match is None or match["dtype"] not in DTYPES or not is_device_name(match["device"]):
+        example = config_file_name(1024, 512, "NVIDIA_L20")
+        raise ValueError(f"{name!r} is not a config file name like '{example}'")
+    block_shape = (int(match["bn"]), int(match["bk"]))
+    return ConfigFileName(
+        int(match["N"]), int(match["K"]), match["device"], match["dtype"], block_shape
+    )
+
+
+# vLLM 0.33.0 reads dense files only from its package's quantization/utils/configs/
+# (fp8_utils.py, get_w8a8_block_fp8_configs).
+FILES_FOLDER = "vllm/model_executor/layers/quantization/utils/configs/"
+
+
+def _walk_order(linear: Any, capability: int) -> list:
+    """vLLM's block-FP8 kernels in the order its selection tries them: after
+    `_resolve_backend_kernels` (the Humming reordering) where this vLLM has it."""
+    from vllm.platforms import current_platform
+
+    kernels = list(linear._POSSIBLE_FP8_BLOCK_KERNELS.get(current_platform._enum, []))
+    resolve = getattr(linear, "_resolve_backend_kernels", None)
+    if resolve is None:
+        return kernels
+    return list(
+        resolve(kernels, "scaled-mm", quantization="fp8_block_w8a8", compute_capability=capability)
+    )
+
+
+def _passed_over(linear: Any, chosen: Any, config: Any, capability: int) -> str:
+    """The kernels vLLM tried before `chosen`, with its reasons, in its order."""
+    passed = []
+    for kernel in _walk_order(linear, capability):
+        if kernel is chosen:
+            break
+        ok, why = linear.is_supported_and_can_implement_kernel(kernel, config, capability)
+        if not ok:
+            passed.append(" ".join(str(why).split()).rstrip(".")[:200])
+    return "; ".join(passed)
+
+
+def select(capability: int, model: ModelAsked) -> Answer:
+    """vLLM 0.33.0's choice for each block-FP8 linear layer of `model` (bf16 in and out, as
+    served), as `init_fp8_linear_kernel` (vllm/model_executor/kernels/linear/__init__.py)
+    makes it; a DeepSeek-V3 layer's when it lists none.
+
+    Returns:
+        The kernel chosen for most shapes, the kernels passed over before it, and the shapes
+        for which another was chosen.
+    """
+    import torch
+    from vllm.model_executor.kernels import linear
+
+    chosen: dict[tuple[int, int], Any] = {}  # vLLM's kernel classes
+    configs = {}
+    for N, K in model.dense or DEFAULT_DENSE:
+        configs[(N, K)] = block_fp8_layer_config(N, K, torch.bfloat16)
+        chosen[(N, K)] = linear.choose_scaled_mm_linear_kernel(
+            configs[(N, K)],
+            linear._POSSIBLE_FP8_BLOCK_KERNELS,
+            capability,
+            quantization="fp8_block_w8a8",
+        )
+    counts = Counter(chosen.values())
+    main = max(counts, key=lambda kernel: counts[kernel])  # the first of the most common
+    first = next(shape for shape, kernel in chosen.items() if kernel is main)
+    others: dict[str, list[str]] = {}
+    for (N, K), kernel in chosen.items():
+        if kernel is not main:
+            others.setdefault(getattr(kernel, "__name__", str(kernel)), []).append(f"N={N},K={K}")
+    return Answer(
+        main.__name__,
+        _passed_over(linear, main, configs[first], capability),
+        others="; ".join(f"{name} for {' and '.join(shapes)}" for name, shapes in others.items()),
+    )
+
+
+def _say_table_shapes(out: Diagnosis, capability: int, model: ModelAsked) -> None:
+    """The table's dense kernel per shape of the model (`table_dense_kernel`), one line."""
+    by_kernel: dict[str, list[str]] = {}
+    for N, K in model.dense:
+        name = table_dense_kernel(capability, N, K, "bfloat16", model.model_type)
+        label = dict(FP8_BLOCK_KERNELS)[name].split(" (")[0] if name else "not known here"
+        by_kernel.setdefault(label, []).append(f"N={N},K={K}")
+    n = len(model.dense)
+    if by_kernel:
+        parts = [
+            f"{label} for {len(shapes)} of {n} shapes"
+            + (f" ({', '.join(shapes)})" if len(shapes) < n else "")
+            for label, shapes in by_kernel.items()
+        ]
+        out.lines.append(f"  {model.label}: " + "; ".join(parts) + f" ({TABLE})")
+
+
+def advise(out: Diagnosis, asked: Asked, answer: Answer) -> None:
+    """Doctor's lines: the dense kernel vLLM runs, who said so, and whether it reads the files."""
+    say = out.lines.append
+    kernel = answer.kernel
+    if kernel is not None:
+        label = dict(FP8_BLOCK_KERNELS).get(kernel, kernel)
+        say(f"dense block-FP8 linear: vLLM runs {label} ({kernel}) by default ({OWN})")
+        if answer.others:
+            say(f"  other shapes: {answer.others}")
+        if answer.detail:
+            say(f"  passed over first: {answer.detail}")
+    else:
+        say(f"dense block-FP8 linear: by default vLLM runs {asked.table.default} ({TABLE})")
+        if answer.reason:
+            say(f"  {answer.reason}: {TABLE} answers")
+    if kernel == TRITON_KERNEL or asked.linear_backend_triton:
+        how = "by default" if kernel == TRITON_KERNEL else f"with {TRITON_FLAG}"
+        say(f"  files read: yes, {how} (from {FILES_FOLDER} in the image)")
+        out.helps.append(DENSE.name)
+    else:
+        say(
+            f"  files read: no; {TRITON_FLAG} makes vLLM run the Triton kernel that reads "
+            f"them (mount them at {FILES_FOLDER}); measure first: tuner compare"
+        )
+    if kernel is None and asked.model is not None:
+        _say_table_shapes(out, asked.capability, asked.model)
+
+
+def compare(out: Diagnosis, capability: int) -> None:
+    """Doctor's line on whether the builtin dense kernel and vLLM's compile to the same code for
+    `capability` (e.g. 90), with vLLM's default config at M = 1 and M = 64."""
+    from tuner.kernels.dense.workload import compile_dense_pair, vllm_kernel
+
+    head = f"builtin vs vLLM's dense kernel on sm{capability}"
+    try:
+        theirs = vllm_kernel(VLLM_DENSE.module, VLLM_DENSE.function)
+        pairs = [
+            compile_dense_pair(theirs, default_config(), capability, M=M, N=4096, K=4096)
+            for M in (1, 64)
+        ]
+    except Exception as exc:  # noqa: BLE001 - any import or compile failure is the finding
+        out.lines.append(not_compared(head, exc))
+        return
+    out.lines.append(
+        compared_line(head, pairs, "tune with --kernel vllm here", "at M=1, default config")
+    )
 
 
 def _file_name(shape: Shape, device_name: str, engine: str = "vllm") -> str:
-    return engine_file_name(
-        config_file_name(shape.N, shape.K, device_name, shape.block_pair("dense")), engine
-    )
+    name = config_file_name(shape.N, shape.K, device_name, shape.block_pair("dense"))
+    return engine_file_name(name, engine)
 
 
 def _parse_file_name(name: str) -> tuple[Shape, str, str]:
     parsed = parse_config_file_name(name)
     return Shape(parsed.N, parsed.K, parsed.block_shape), parsed.device_name, parsed.dtype
-
-
-def _respell(name: str, engine: str, device_name: str | None) -> str:
-    """The dense name keeps its own device and dtype (`engine_file_name`)."""
-    return engine_file_name(name, engine)
 
 
 def _workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
@@ -59,41 +310,28 @@ def _workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
 
 
 def _vllm_workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
-    from tuner.kernels.dense.vllm_workload import VllmDenseWorkload
+    from tuner.kernels.dense.workload import VllmDenseWorkload
 
     return VllmDenseWorkload.from_vllm(
         shape, M, seed=seed, device=device, module=VLLM_DENSE.module, function=VLLM_DENSE.function
     )
 
 
-# vLLM 0.33.0 keeps the kernel in fp8_utils.py and launches it from w8a8_triton_block_scaled_mm
-# (`tuner.kernels.dense.vllm_workload` follows that launch).
-VLLM_DENSE = VllmKernel(
-    module="vllm.model_executor.layers.quantization.utils.fp8_utils",
-    function="_w8a8_triton_block_scaled_mm",
-    launcher="w8a8_triton_block_scaled_mm",
-    workload=_vllm_workload,
-)
-
-
 def _compile_for_target(
     config: KernelConfig, arch: int, *, shape: Shape, M: int, out_dtype: Any
 ) -> Any:
-    from tuner.kernels.dense.target import compile_for_target
+    from tuner.kernels.dense.workload import compile_for_target
 
+    block_shape = shape.block_pair("dense")
     return compile_for_target(
         config.as_dict(),
         arch,
         M=M,
         N=shape.N,
         K=shape.K,
-        block_shape=shape.block_pair("dense"),
+        block_shape=block_shape,
         out_dtype=out_dtype,
     )
-
-
-def _specialization(shape: Shape, M: int) -> str:
-    return specialization_key(M, shape.N, shape.K, shape.block_pair("dense"))
 
 
 def _parse_shapes(rows: object, where: str, block_shape: tuple[int, int]) -> tuple[Shape, ...]:
@@ -108,19 +346,13 @@ def _parse_shapes(rows: object, where: str, block_shape: tuple[int, int]) -> tup
     return tuple(Shape(N, K, block_shape) for N, K in pairs)
 
 
-# vLLM 0.33.0: get_w8a8_block_configs (model_executor/layers/quantization/utils/fp8_utils.py)
-# reads the `configs` folder beside that module. Only 0.33.0's sources were read: the release
-# that first used this folder is not known, so the row starts at "0" (older releases are assumed
-# to read there, unchecked).
-# SGLang: get_w8a8_block_fp8_configs reads the `configs` folder beside its fp8_kernel.py, found
-# in the released wheels at sglang/srt/layers/quantization/ (0.5.5 to 0.5.15.post1),
-# sglang/kernels/ops/quantization/ (0.5.16 to 0.5.20) and sglang/kernels/ops/gemm/ (0.5.21 to
-# 0.5.23). Releases before 0.5.5 were not checked ("0" assumes the oldest folder).
-DENSE_ENGINE_FOLDERS = (
-    EngineFolder("vllm", "0", "vllm/model_executor/layers/quantization/utils/configs"),
-    EngineFolder("sglang", "0", "sglang/srt/layers/quantization/configs"),
-    EngineFolder("sglang", "0.5.16", "sglang/kernels/ops/quantization/configs"),
-    EngineFolder("sglang", "0.5.21", "sglang/kernels/ops/gemm/configs"),
+# vLLM 0.33.0 keeps the kernel in fp8_utils.py and launches it from w8a8_triton_block_scaled_mm
+# (`tuner.kernels.dense.workload.VllmDenseWorkload` follows that launch).
+VLLM_DENSE = VllmKernel(
+    module="vllm.model_executor.layers.quantization.utils.fp8_utils",
+    function="_w8a8_triton_block_scaled_mm",
+    launcher="w8a8_triton_block_scaled_mm",
+    workload=_vllm_workload,
 )
 
 DENSE = KernelFamily(
@@ -128,22 +360,35 @@ DENSE = KernelFamily(
     title="W8A8 block-FP8 GEMM",
     kernel_module="tuner.kernels.dense.kernel",
     kernel_function="w8a8_block_fp8_matmul_kernel",
-    compile_modules=("tuner.kernels.dense.kernel", "tuner.kernels.dense.target"),
+    compile_modules=("tuner.kernels.dense.kernel", "tuner.kernels.dense.workload"),
     space=vllm_space,
-    why_invalid=_why_invalid,
-    default_config=_default_config,
+    why_invalid=lambda config, shape: why_invalid(config, shape.block_pair("dense")),
+    default_config=lambda shape, M: default_config(shape.block_pair("dense")),
     files=FamilyFiles(
         file_name=_file_name,
         parse_file_name=_parse_file_name,
         file_name_start="N=",
-        respell_file_name=_respell,
-        engine_folders=DENSE_ENGINE_FOLDERS,
+        respell_file_name=lambda name, engine, device_name: engine_file_name(name, engine),
+        # vLLM 0.33.0: get_w8a8_block_configs (fp8_utils.py) reads the `configs` folder beside
+        # it (earlier releases assumed, unchecked: "0"). SGLang: get_w8a8_block_fp8_configs
+        # reads the `configs` folder beside its fp8_kernel.py, found in the wheels at
+        # sglang/srt/layers/quantization/ (0.5.5 to 0.5.15.post1; older unchecked),
+        # sglang/kernels/ops/quantization/ (0.5.16 to 0.5.20), sglang/kernels/ops/gemm/ (0.5.21
+        # to 0.5.23).
+        engine_folders=(
+            EngineFolder("vllm", "0", FILES_FOLDER.rstrip("/")),
+            EngineFolder("sglang", "0", "sglang/srt/layers/quantization/configs"),
+            EngineFolder("sglang", "0.5.16", "sglang/kernels/ops/quantization/configs"),
+            EngineFolder("sglang", "0.5.21", "sglang/kernels/ops/gemm/configs"),
+        ),
         # get_w8a8_block_fp8_configs raises BLOCK_SIZE_K to block_k (SGLang 0.5.12 on).
         sglang_clamps_block_k=True,
     ),
     workload=_workload,
     compile_for_target=_compile_for_target,
-    specialization=_specialization,
+    specialization=lambda shape, M: specialization_key(
+        M, shape.N, shape.K, shape.block_pair("dense")
+    ),
     vllm=VLLM_DENSE,
     shapes=FamilyShapes(
         shapes_key="shapes",
@@ -160,13 +405,7 @@ DENSE = KernelFamily(
         roofline_gemm=lambda shape, M: (M, shape.N, shape.K),
     ),
     serving=VllmServing(
-        label="dense",
-        select="tuner.kernels.dense.serving:select",
-        advice="tuner.kernels.dense.serving:advise",
-        compare="tuner.kernels.dense.serving:compare",
-        # vLLM 0.33.0 reads dense files only from its package's quantization/utils/configs/
-        # (fp8_utils.py, get_w8a8_block_fp8_configs).
-        files_folder="vllm/model_executor/layers/quantization/utils/configs/",
+        label="dense", select=select, advice=advise, compare=compare, files_folder=FILES_FOLDER
     ),
     # vLLM's and SGLang's get_w8a8_block_fp8_configs (fp8_utils.py, fp8_kernel.py); SGLang
     # puts a space inside block_shape. The device part may hold any character vLLM keeps

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import textwrap
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 import triton
@@ -15,9 +15,6 @@ from tuner.core import hashing
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import why_invalid
 from tuner.kernels.interpreter import fix_interpreter_index
-
-if TYPE_CHECKING:
-    pass
 
 OUT_DTYPES: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float16)
 FP8_DTYPE = torch.float8_e4m3fn
@@ -203,6 +200,7 @@ def w8a8_block_fp8_matmul(
     config: Mapping[str, int],
     out_dtype: torch.dtype = torch.bfloat16,
     out: torch.Tensor | None = None,
+    kernel: Any = None,
 ) -> torch.Tensor:
     """Run the block-FP8 GEMM C = (A * As) @ (B * Bs)^T with one launch config.
 
@@ -221,6 +219,8 @@ def w8a8_block_fp8_matmul(
         out_dtype: torch.bfloat16 (what serving uses) or torch.float16.
         out: optional [..., N] tensor of out_dtype to write into (e.g. pre-filled with NaN to
             detect elements the kernel did not write); allocated if None.
+        kernel: a JITFunction with the kernel's parameters to launch instead (a
+            `tuner.kernels.target.Capture` records the launch); None for the builtin kernel.
 
     Returns:
         C: [..., N] of out_dtype (`out` itself if given).
@@ -253,7 +253,8 @@ def w8a8_block_fp8_matmul(
     C2 = out.view(M, N)
     grid = (triton.cdiv(M, parsed.BLOCK_SIZE_M) * triton.cdiv(N, parsed.BLOCK_SIZE_N),)
     fix_interpreter_index()  # Triton < 3.8's interpreter under numpy >= 2.4 only
-    w8a8_block_fp8_matmul_kernel[grid](
+    launched = w8a8_block_fp8_matmul_kernel if kernel is None else kernel
+    launched[grid](
         A2, B, C2, As2, Bs,
         M, N, K,
         group_n, group_k,

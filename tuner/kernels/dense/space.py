@@ -1,8 +1,8 @@
-"""Config space of the dense block-FP8 GEMM: vLLM's tuning grid, its constraints and its default."""
+"""The dense block-FP8 GEMM's config space: vLLM's tuning grid, the kernel's constraints, vLLM's
+default config, and which launches compile to one binary. Pure."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from itertools import product
 
 from tuner.kernels.config import KernelConfig
@@ -12,16 +12,12 @@ DEFAULT_BLOCK_SHAPE: tuple[int, int] = (128, 128)
 
 
 def default_config(block_shape: tuple[int, int] = DEFAULT_BLOCK_SHAPE) -> KernelConfig:
-    """The config vLLM runs when no tuned file exists for (N, K, device).
+    """The config vLLM runs at every M when no tuned file exists for (N, K, device).
 
     Source: `w8a8_triton_block_scaled_mm` in vLLM 0.33.0 (fp8_utils.py): BLOCK_SIZE_M 64,
     BLOCK_SIZE_N = group_n, BLOCK_SIZE_K = group_k, GROUP_SIZE_M 32, 4 warps, 2 stages.
-
-    Args:
-        block_shape: [group_n, group_k] of the weight scales.
     """
-    group_n, group_k = block_shape
-    return KernelConfig(64, group_n, group_k, 32, 4, 2)
+    return KernelConfig(64, block_shape[0], block_shape[1], 32, 4, 2)
 
 
 # The axes of vLLM's tuning grid, outermost first, as its tuning script nests them
@@ -36,21 +32,16 @@ VLLM_AXES: dict[str, tuple[int, ...]] = {
 }
 
 
-def vllm_space() -> list[KernelConfig]:
-    """vLLM's 1,280-config tuning grid, in the order its tuning script enumerates it."""
-    names = list(VLLM_AXES)
+def grid(axes: dict[str, tuple[int, ...]]) -> list[KernelConfig]:
+    """Every config of a tuning script's axes, in its `itertools.product` order."""
     return [
-        KernelConfig(**dict(zip(names, values, strict=True)))
-        for values in product(*VLLM_AXES.values())
+        KernelConfig(**dict(zip(axes, values, strict=True))) for values in product(*axes.values())
     ]
 
 
-def check_block_k(config: KernelConfig, block_shape: tuple[int, int]) -> str | None:
-    """BLOCK_SIZE_K must divide group_k: the kernel loads one scale pair per K-tile."""
-    group_k = block_shape[1]
-    if group_k % config.BLOCK_SIZE_K:
-        return f"BLOCK_SIZE_K={config.BLOCK_SIZE_K} does not divide group_k={group_k}"
-    return None
+def vllm_space() -> list[KernelConfig]:
+    """vLLM's 1,280-config tuning grid, in the order its tuning script enumerates it."""
+    return grid(VLLM_AXES)
 
 
 def check_powers_of_two(config: KernelConfig, block_shape: tuple[int, int]) -> str | None:
@@ -63,27 +54,41 @@ def check_powers_of_two(config: KernelConfig, block_shape: tuple[int, int]) -> s
 
 
 def check_num_warps(config: KernelConfig, block_shape: tuple[int, int]) -> str | None:
-    """num_warps must be a power of two from 1 to 32 (a CUDA block holds at most 1024 threads)."""
+    """num_warps must be a power of two up to 32 (a CUDA block holds at most 1024 threads)."""
     if config.num_warps > 32 or config.num_warps & (config.num_warps - 1):
         return f"num_warps={config.num_warps} is not a power of two <= 32"
     return None
 
 
-CONSTRAINTS = (check_powers_of_two, check_block_k, check_num_warps)
-
-
-def why_invalid(config: KernelConfig, block_shape: tuple[int, int]) -> str | None:
-    """First reason a config cannot run with this block_shape, or None if it passes every check.
-
-    Shared-memory limits are the compiler's to decide, per architecture; they are not checked here.
-    """
-    for check in CONSTRAINTS:
-        reason = check(config, block_shape)
-        if reason is not None:
-            return reason
+def check_block_k(config: KernelConfig, block_shape: tuple[int, int]) -> str | None:
+    """BLOCK_SIZE_K must divide group_k: the kernel loads one scale pair per K-tile."""
+    if block_shape[1] % config.BLOCK_SIZE_K:
+        return f"BLOCK_SIZE_K={config.BLOCK_SIZE_K} does not divide group_k={block_shape[1]}"
     return None
 
 
-def iter_valid(configs: list[KernelConfig], block_shape: tuple[int, int]) -> Iterator[KernelConfig]:
-    """The configs that pass every constraint, in their given order."""
-    return (config for config in configs if why_invalid(config, block_shape) is None)
+def why_invalid(config: KernelConfig, block_shape: tuple[int, int]) -> str | None:
+    """The first constraint a config breaks with this block_shape, or None. Shared memory is the
+    compiler's to decide, per architecture."""
+    checks = (check_powers_of_two, check_block_k, check_num_warps)
+    return next(filter(None, (check(config, block_shape) for check in checks)), None)
+
+
+def int_class(value: int) -> str:
+    """How Triton's launcher specializes an integer argument (JITFunction's specialization,
+    triton/runtime/jit.py): equal to 1, divisible by 16, or neither; i64 past int32."""
+    kind = "1" if value == 1 else ("d16" if value % 16 == 0 else "any")
+    return kind if -(2**31) <= value < 2**31 else kind + ":i64"
+
+
+def specialization_key(M: int, N: int, K: int, block_shape: tuple[int, int]) -> str:
+    """The part of (M, N, K, block_shape) that selects a different binary: each integer argument
+    (M, N, K, group_n, group_k and the strides, which equal K, N or ceil(K / group_k)) by
+    `int_class`; so M = 1, M % 16 == 0 and other M are three binaries of one shape.
+
+    Returns:
+        e.g. "M=1,N=d16,K=d16,gn=d16,gk=d16,kg=any" for M=1, N=5120, K=3072, [128, 128].
+    """
+    group_n, group_k = block_shape
+    values = {"M": M, "N": N, "K": K, "gn": group_n, "gk": group_k, "kg": -(-K // group_k)}
+    return ",".join(f"{name}={int_class(value)}" for name, value in values.items())

@@ -1,27 +1,119 @@
-"""One dense block-FP8 GEMM problem on a device: its tensors, its float64 reference and one
-launch (the `tuner.kernels.family.Workload` of the dense family)."""
+"""One dense block-FP8 GEMM problem on a device (the dense family's `Workload`): its inputs drawn
+as vLLM's tuning script draws them, its float64 reference, a launch of the builtin kernel or of
+the installed vLLM's, and the kernel compiled for a GPU target as a launch specializes it."""
 
 from __future__ import annotations
 
+import importlib
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
+import triton
+from triton.compiler import CompiledKernel
 
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.dense.kernel import w8a8_block_fp8_matmul
-from tuner.kernels.dense.reference import BlockFp8Inputs, make_inputs, reference_matmul
+from tuner.kernels.dense.kernel import (
+    _check_block_shape,
+    w8a8_block_fp8_matmul,
+    w8a8_block_fp8_matmul_kernel,
+)
+from tuner.kernels.interpreter import fix_interpreter_index
 from tuner.kernels.shape import Shape
+from tuner.kernels.target import (
+    DEFAULT_TORCH_DTYPE,
+    Capture,
+    Compiled,
+    compile_call,
+    compile_launch,
+)
+
+# Largest finite float8_e4m3fn value: torch.finfo(torch.float8_e4m3fn).max.
+FP8_MAX = 448.0
+# Scales are drawn uniform in [SCALE_LOW, SCALE_HIGH). See make_inputs for why.
+SCALE_LOW = 1e-3
+SCALE_HIGH = 4e-3
+
+
+@dataclass(frozen=True)
+class BlockFp8Inputs:
+    """A [M, K] and B [N, K] float8_e4m3fn; As [M, ceil(K / group_k)] and
+    Bs [ceil(N / group_n), ceil(K / group_k)] float32 scales."""
+
+    A: torch.Tensor
+    B: torch.Tensor
+    As: torch.Tensor
+    Bs: torch.Tensor
+
+
+def make_inputs(
+    M: int,
+    N: int,
+    K: int,
+    block_shape: tuple[int, int] = (128, 128),
+    *,
+    seed: int,
+    device: str | torch.device = "cpu",
+) -> BlockFp8Inputs:
+    """Random inputs of an M x N x K block-FP8 GEMM, the same on every device: drawn on the CPU
+    from a generator seeded with `seed`, in the order A, B, As, Bs, then moved to `device`.
+
+    A and B as vLLM 0.33.0's tuning script (benchmark_w8a8_block_fp8.py) draws them: uniform in
+    [-448, 448], cast to e4m3. Scales uniform in [1e-3, 4e-3), not vLLM's [0, 0.01): each term is
+    at most 448^2 * 4e-3^2 = 3.2, so for K up to 18432 (DeepSeek-V3's largest) even the worst sum
+    stays below fp16's largest finite value 65,504, typical outputs sit far above its smallest
+    normal, and no scale is near zero (no output row or block vanishes and hides an error).
+
+    Raises:
+        ValueError: a dimension is negative or a group size is not positive.
+    """
+    group_n, group_k = block_shape
+    if min(M, N, K) < 0 or group_n <= 0 or group_k <= 0:
+        raise ValueError(f"bad problem M={M} N={N} K={K} block_shape={list(block_shape)}")
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+
+    def fp8(rows: int, cols: int) -> torch.Tensor:
+        values = (torch.rand(rows, cols, generator=generator) * 2 - 1) * FP8_MAX
+        return values.clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+
+    def scales(rows: int, cols: int) -> torch.Tensor:
+        unit = torch.rand(rows, cols, generator=generator, dtype=torch.float32)
+        return SCALE_LOW + unit * (SCALE_HIGH - SCALE_LOW)
+
+    A, B = fp8(M, K), fp8(N, K)
+    As, Bs = (
+        scales(M, math.ceil(K / group_k)),
+        scales(math.ceil(N / group_n), math.ceil(K / group_k)),
+    )
+    return BlockFp8Inputs(*(tensor.to(device) for tensor in (A, B, As, Bs)))
+
+
+def dequantize(
+    values: torch.Tensor, scales: torch.Tensor, group_shape: tuple[int, int]
+) -> torch.Tensor:
+    """[R, C] values times the scale of their group_shape block ([ceil(R / rows),
+    ceil(C / cols)] scales; partial blocks at the ends use their block's), in float64."""
+    rows, cols = values.shape
+    expanded = scales.double().repeat_interleave(group_shape[0], dim=0)[:rows]
+    return values.double() * expanded.repeat_interleave(group_shape[1], dim=1)[:, :cols]
+
+
+def reference_matmul(inputs: BlockFp8Inputs, block_shape: tuple[int, int]) -> torch.Tensor:
+    """What the GEMM approximates, [M, N] float64 (M = A.numel() // K): C[m, n] = sum_k
+    A[m, k] * As[m, k // group_k] * B[n, k] * Bs[n // group_n, k // group_k]."""
+    group_n, group_k = block_shape
+    K = inputs.B.shape[1]
+    a = dequantize(
+        inputs.A.reshape(-1, K), inputs.As.reshape(-1, inputs.As.shape[-1]), (1, group_k)
+    )
+    return a @ dequantize(inputs.B, inputs.Bs, (group_n, group_k)).T
 
 
 @dataclass(frozen=True)
 class DenseWorkload:
-    """A [M, K] x B [N, K]^T with block scales, as `make_inputs` draws them.
-
-    Attributes:
-        inputs: A [M, K], B [N, K] (float8_e4m3fn), As [M, ceil(K/group_k)],
-            Bs [ceil(N/group_n), ceil(K/group_k)] (float32).
-        block_shape: [group_n, group_k] of the weight scales.
-    """
+    """A [M, K] x B [N, K]^T with block scales (`make_inputs`); [group_n, group_k] `block_shape`."""
 
     inputs: BlockFp8Inputs
     block_shape: tuple[int, int]
@@ -34,8 +126,9 @@ class DenseWorkload:
             ValueError: the shape has no block shape (`Shape.block_pair`).
         """
         block_shape = shape.block_pair("dense")
-        inputs = make_inputs(M, shape.N, shape.K, block_shape, seed=seed, device=device)
-        return cls(inputs, block_shape)
+        return cls(
+            make_inputs(M, shape.N, shape.K, block_shape, seed=seed, device=device), block_shape
+        )
 
     @property
     def out_shape(self) -> tuple[int, int]:
@@ -47,27 +140,157 @@ class DenseWorkload:
         return (self.inputs.B, self.inputs.Bs)
 
     def reference(self, out_dtype: torch.dtype | None = None) -> torch.Tensor:
-        """[M, N] float64: dequantize, then multiply (`reference_matmul`); one launch has no
-        intermediate, so out_dtype changes nothing."""
+        """[M, N] float64 (`reference_matmul`); one launch has no intermediate to round."""
         return reference_matmul(self.inputs, self.block_shape)
 
     def launch(
         self,
         config: KernelConfig,
-        weights: tuple[torch.Tensor, torch.Tensor],
+        weights: tuple[torch.Tensor, ...],
         *,
-        out: torch.Tensor | None,
+        out: Any,
         out_dtype: torch.dtype,
     ) -> torch.Tensor:
         """One launch of `w8a8_block_fp8_matmul` reading the weight copy `weights` = (B, Bs)."""
         B, Bs = weights
+        A, As = self.inputs.A, self.inputs.As
         return w8a8_block_fp8_matmul(
-            self.inputs.A,
-            B,
-            self.inputs.As,
-            Bs,
-            self.block_shape,
-            config.as_dict(),
-            out_dtype=out_dtype,
-            out=out,
+            A, B, As, Bs, self.block_shape, config.as_dict(), out_dtype=out_dtype, out=out
         )
+
+
+def vllm_kernel(module: str, function: str) -> Any:
+    """A Triton kernel (a JITFunction) of the installed vLLM, e.g. `VLLM_DENSE`'s
+    (`tuner.kernels.dense.family`).
+
+    Raises:
+        ImportError: vLLM or the module cannot be imported.
+        AttributeError: the module has no such kernel.
+    """
+    return getattr(importlib.import_module(module), function)
+
+
+@dataclass(frozen=True)
+class VllmDenseWorkload(DenseWorkload):
+    """A dense problem whose launch runs the installed vLLM's `_w8a8_triton_block_scaled_mm`
+    with the arguments vLLM 0.33.0's `w8a8_triton_block_scaled_mm` passes it (fp8_utils.py: a
+    grid of cdiv(M, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N) programs, A, B read transposed, C, As,
+    Bs read transposed, then the six keys) with the config being tuned."""
+
+    kernel: Any = None
+
+    @classmethod
+    def from_vllm(
+        cls, shape: Shape, M: int, *, seed: int, device: str, module: str, function: str
+    ) -> VllmDenseWorkload:
+        """The builtin workload's inputs (same seed, same data) with vLLM's kernel `function`
+        of `module` (`tuner.kernels.dense.family.VLLM_DENSE`'s)."""
+        base = DenseWorkload.make(shape, M, seed=seed, device=device)
+        return cls(base.inputs, base.block_shape, vllm_kernel(module, function))
+
+    def launch(
+        self,
+        config: KernelConfig,
+        weights: tuple[torch.Tensor, ...],
+        *,
+        out: Any,
+        out_dtype: torch.dtype,
+    ) -> torch.Tensor:
+        """One launch of vLLM's kernel reading `weights` = (B, Bs), as vLLM launches it.
+
+        Raises:
+            ValueError: `out` is not a contiguous [M, N] tensor of out_dtype.
+        """
+        A, As = self.inputs.A, self.inputs.As
+        B, Bs = weights
+        M, (N, K) = A.numel() // A.shape[-1], B.shape
+        if out is None:
+            out = A.new_empty(A.shape[:-1] + (N,), dtype=out_dtype)
+        elif tuple(out.shape) != (M, N) or out.dtype != out_dtype or not out.is_contiguous():
+            raise ValueError(f"out must be a contiguous [{M}, {N}] {out_dtype} tensor")
+        meta = config.as_dict()
+        grid = (triton.cdiv(M, meta["BLOCK_SIZE_M"]) * triton.cdiv(N, meta["BLOCK_SIZE_N"]),)
+        fix_interpreter_index()  # Triton < 3.8's interpreter under numpy >= 2.4 only
+        self.kernel[grid](
+            A, B, out, As, Bs, M, N, K, *self.block_shape,
+            A.stride(-2), A.stride(-1), B.stride(1), B.stride(0), out.stride(-2), out.stride(-1),
+            As.stride(-2), As.stride(-1), Bs.stride(1), Bs.stride(0),
+            **meta,
+        )  # fmt: skip
+        return out
+
+
+def captured_launch(
+    config: Mapping[str, int],
+    M: int,
+    N: int,
+    K: int,
+    block_shape: tuple[int, int] | list[int] = (128, 128),
+    out_dtype: torch.dtype = DEFAULT_TORCH_DTYPE,
+) -> tuple[tuple, dict]:
+    """(args, kwargs) `w8a8_block_fp8_matmul` passes its kernel for an M x N x K launch of
+    `config` (vLLM's six keys), captured on contiguous "meta" tensors: nothing runs.
+
+    Raises:
+        ValueError: bad config, block_shape, out_dtype or dimensions.
+    """
+    if M <= 0 or N <= 0 or K <= 0:
+        raise ValueError(f"M, N, K must be positive, got M={M} N={N} K={K}")
+    group_n, group_k = _check_block_shape(block_shape)
+    kg = triton.cdiv(K, group_k)
+    A, B = (torch.empty(rows, K, dtype=torch.float8_e4m3fn, device="meta") for rows in (M, N))
+    As, Bs = (
+        torch.empty(M, kg, device="meta"),
+        torch.empty(triton.cdiv(N, group_n), kg, device="meta"),
+    )
+    capture = Capture()
+    w8a8_block_fp8_matmul(
+        A, B, As, Bs, (group_n, group_k), config, out_dtype=out_dtype, kernel=capture
+    )
+    return capture.calls[0]
+
+
+def compile_for_target(
+    config: Mapping[str, int],
+    arch: int,
+    *,
+    M: int,
+    N: int,
+    K: int,
+    block_shape: tuple[int, int] | list[int] = (128, 128),
+    out_dtype: torch.dtype = DEFAULT_TORCH_DTYPE,
+) -> CompiledKernel:
+    """Compile the kernel for an NVIDIA architecture (89, 90, 100, 120) without a GPU, as a
+    launch of `config` at M x N x K (`captured_launch`); the binary lands in Triton's cache
+    under that launch's key. `.metadata.shared` is its shared memory in bytes.
+
+    Raises:
+        ValueError: bad config, block_shape, out_dtype or dimensions.
+        RuntimeError: this module was imported under TRITON_INTERPRET=1.
+        triton.CompilationError: the compiler rejected the kernel.
+    """
+    launch = captured_launch(config, M, N, K, block_shape, out_dtype)
+    return compile_call(w8a8_block_fp8_matmul_kernel, arch, *launch)
+
+
+def compile_dense_pair(
+    theirs: Any,
+    config: KernelConfig,
+    arch: int,
+    *,
+    M: int,
+    N: int,
+    K: int,
+    block_shape: tuple[int, int] = (128, 128),
+) -> tuple[Compiled, Compiled]:
+    """(builtin's, theirs) `Compiled` for one launch (`captured_launch`): the builtin kernel and
+    `theirs`, a JITFunction taking the same arguments (vLLM's `_w8a8_triton_block_scaled_mm`).
+
+    Raises:
+        TypeError: `theirs` takes other arguments.
+        triton.CompilationError: either kernel does not compile.
+    """
+    launch = captured_launch(config.as_dict(), M, N, K, block_shape)
+    return compile_launch(w8a8_block_fp8_matmul_kernel, arch, *launch), compile_launch(
+        theirs, arch, *launch
+    )

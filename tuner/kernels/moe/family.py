@@ -1,15 +1,21 @@
-"""The fused-MoE W8A8 block-FP8 experts as a kernel family (`tuner.kernels.family.KernelFamily`).
+"""The fused-MoE W8A8 block-FP8 experts (vLLM's `fused_moe_kernel`, fp8_w8a8 block path) as a
+kernel family: vLLM's tuning grid filtered by its block-quant rule, the kernel's constraints,
+vLLM's per-M default, the file names vLLM and SGLang read, which launches compile to one binary,
+and what `tuner doctor` and vLLM's selection say of it. A shape is (N = per-rank intermediate
+size, K = hidden size, block_shape) with params E and top_k.
 
-A shape is (N = per-rank intermediate size, K = hidden size, block_shape) with params E and top_k.
-Pure: the kernel, its workload and its compile-for-target are imported when first called.
+Pure: the kernel, its workload and vLLM are imported when a hook is called.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
+from tuner.core import FP8_DTYPE, is_device_name
 from tuner.kernels.config import KernelConfig
+from tuner.kernels.dense.family import check_engine, check_name_parts, name_pattern
 from tuner.kernels.engines import EngineFolder
 from tuner.kernels.family import (
     EXPERTS,
@@ -21,38 +27,191 @@ from tuner.kernels.family import (
     VllmServing,
     Workload,
 )
-from tuner.kernels.moe.naming import (
-    any_engine_file_name,
-    moe_config_file_name,
-    moe_device_name,
-    parse_moe_config_file_name,
-    sglang_moe_config_file_name,
+from tuner.kernels.moe.space import (
+    DEFAULT_BLOCK_SHAPE,
+    default_config,
+    specialization_key,
+    vllm_space,
+    why_invalid,
 )
-from tuner.kernels.moe.space import default_config, vllm_space, why_invalid
-from tuner.kernels.moe.specialization import moe_specialization_key
-from tuner.kernels.shape import Shape
-from tuner.kernels.shapes_rows import int_rows
+from tuner.kernels.serving import (
+    DEFAULT_MOE,
+    OWN,
+    TABLE,
+    Answer,
+    Asked,
+    Diagnosis,
+    ModelAsked,
+    compared_line,
+    not_compared,
+)
+from tuner.kernels.shape import Shape, int_rows
 from tuner.kernels.source import VllmKernel
 
-
-def _why_invalid(config: KernelConfig, shape: Shape) -> str | None:
-    return why_invalid(config, shape.block_pair("moe"))
+_MOE_NAME_RE = re.compile(name_pattern(r"E=(?P<E>[1-9][0-9]{0,8}),N=(?P<N>[1-9][0-9]{0,8}),"))
 
 
-def _default_config(shape: Shape, M: int) -> KernelConfig:
-    return default_config(M, shape.block_pair("moe"))
+def moe_device_name(device_name: str) -> str:
+    """The device part vLLM 0.33.0 puts in MoE file names: `get_config_file_name` in
+    fused_moe.py names every device whose `_`-split name contains `H200` `NVIDIA_H200`."""
+    return "NVIDIA_H200" if "H200" in device_name.split("_") else device_name
+
+
+def moe_config_file_name(
+    E: int,
+    N: int,
+    device_name: str,
+    block_shape: tuple[int, int] = DEFAULT_BLOCK_SHAPE,
+    engine: str = "vllm",
+) -> str:
+    """The name an engine reads the experts' configs from (N: the per-rank intermediate size).
+
+    vLLM 0.33.0's `get_moe_configs`: `E={E},N={N},device_name={dev},dtype=fp8_w8a8,
+    block_shape=[{bn},{bk}].json` with `moe_device_name`'s H200 rule. SGLang 0.5.23's
+    `get_config_file_name` (fused_moe_triton_config.py): `block_shape=[{bn}, {bk}]` and the
+    device key as given.
+
+    Raises:
+        ValueError: a non-positive size, a device name we do not store, an unknown engine.
+    """
+    bn, bk = block_shape
+    check_name_parts(device_name, E=E, N=N, group_n=bn, group_k=bk)
+    check_engine(engine)
+    device, space = (moe_device_name(device_name), "") if engine == "vllm" else (device_name, " ")
+    return f"E={E},N={N},device_name={device},dtype={FP8_DTYPE},block_shape=[{bn},{space}{bk}].json"
+
+
+def parse_moe_config_file_name(name: str) -> tuple[int, int, str, str, tuple[int, int]]:
+    """(E, N, device_name, dtype, block_shape) of an MoE block-FP8 file name (SGLang's
+    `[128, 128]` spelling too).
+
+    Raises:
+        ValueError: not such a name; a per-tensor `dtype=fp8_w8a8.json` file (no block_shape)
+            is out of scope and refused too.
+    """
+    match = _MOE_NAME_RE.fullmatch(name) if len(name) <= 512 else None
+    if match is None or match["dtype"] != FP8_DTYPE or not is_device_name(match["device"]):
+        example = moe_config_file_name(128, 384, "NVIDIA_H200")
+        raise ValueError(f"{name!r} is not a block-FP8 MoE config file name like '{example}'")
+    block_shape = (int(match["bn"]), int(match["bk"]))
+    return int(match["E"]), int(match["N"]), match["device"], match["dtype"], block_shape
+
+
+def _respell(name: str, engine: str, device_name: str | None = None) -> str:
+    """An MoE file name as `engine` spells it; SGLang's carries `device_name` (vLLM's folds
+    every H200 into NVIDIA_H200), vLLM's the device the name has."""
+    E, N, named_device, _, block_shape = parse_moe_config_file_name(name)
+    device = named_device if engine == "vllm" else device_name or named_device
+    return moe_config_file_name(E, N, device, block_shape, engine)
+
+
+# The fused-MoE comparison's layer: DeepSeek-V3 at tensor parallel 8 (shapes/deepseek-v3.toml;
+# bench/moe_fidelity.py's "deepseek-v3 tp8"); M = 1 and 256 take vLLM's two default tilings.
+MOE_COMPARED: dict[str, Any] = {"E": 256, "N": 256, "K": 7168, "top_k": 8}
+MOE_COMPARED_M = (1, 256)
+
+
+def select(capability: int, model: ModelAsked) -> Answer:
+    """vLLM 0.33.0's MoE backend for `model`'s fused-MoE layer (a DeepSeek-V3 layer when it has
+    none) with 128x128 FP8 weight blocks, dynamic 1x128 activations and ep_size 1, as Fp8MoEMethod
+    asks `select_fp8_moe_backend` (layers/quantization/fp8.py, fused_moe/oracle/fp8.py).
+
+    Returns:
+        The backend's name (e.g. "TRITON") and its experts class.
+    """
+    import torch
+    from vllm.model_executor.layers.fused_moe import config as moe_config
+    from vllm.model_executor.layers.fused_moe.activation import MoEActivation
+    from vllm.model_executor.layers.fused_moe.oracle.fp8 import select_fp8_moe_backend
+    from vllm.model_executor.layers.quantization.utils import quant_utils
+
+    E, N, K, top_k = model.moe or DEFAULT_MOE
+    layer = moe_config.FusedMoEConfig(
+        num_experts=E,
+        experts_per_token=top_k,
+        hidden_dim=K,
+        intermediate_size=N,
+        num_local_experts=E,
+        num_logical_experts=E,
+        activation=MoEActivation.SILU,
+        device="cuda",
+        routing_method=moe_config.RoutingMethodType.DeepSeekV3,
+        moe_parallel_config=moe_config.FusedMoEParallelConfig.make_no_parallel(),
+        in_dtype=torch.bfloat16,
+    )
+    backend, experts = select_fp8_moe_backend(
+        layer,
+        weight_key=quant_utils.kFp8Static128BlockSym,
+        activation_key=quant_utils.kFp8Dynamic128Sym,
+        allow_vllm_cutlass=False,
+    )
+    return Answer(backend.value, experts.__name__ if experts is not None else "")
+
+
+def advise(out: Diagnosis, asked: Asked, answer: Answer) -> None:
+    """Doctor's lines: the fused-MoE backend vLLM runs, who said so, whether it reads the files."""
+    say = out.lines.append
+    triton = asked.table_arch in MOE_TRITON_ARCHS
+    if answer.kernel is not None:
+        experts = f" ({answer.detail})" if answer.detail else ""
+        say(
+            f"fused-MoE block-FP8: vLLM runs {answer.kernel}{experts} by default with 128x128 "
+            f"weights and ep_size 1 ({OWN})"
+        )
+        triton = answer.kernel == "TRITON"
+    else:
+        runs = (
+            "Triton (fused_moe_kernel) by default with 128x128 weights and ep_size 1"
+            if triton
+            else "the first of its MoE backends that supports the GPU (not "
+            "verified here for this architecture)"
+        )
+        say(f"fused-MoE block-FP8: vLLM runs {runs} ({TABLE})")
+        if answer.reason:
+            say(f"  {answer.reason}: {TABLE} answers")
+    if triton:
+        say(f"  files read: yes, from ${MOE_ENV} or vLLM's fused_moe/configs/")
+        out.helps.append(MOE.name)
+    else:
+        say(f"  files read: only where vLLM picks TRITON; ${MOE_ENV} names their folder")
+
+
+def compare(out: Diagnosis, capability: int) -> None:
+    """Doctor's line on whether the builtin fused-MoE kernel and vLLM's compile to the same code
+    for `capability` (e.g. 90), with vLLM's default config at two M, both GEMMs each."""
+    from tuner.kernels.moe.workload import compile_moe_pairs
+
+    head = f"builtin vs vLLM's fused-MoE kernel on sm{capability}"
+    try:
+        pairs = [
+            pair
+            for M in MOE_COMPARED_M
+            for pair in compile_moe_pairs(
+                VLLM_MOE.module,
+                VLLM_MOE.function,
+                default_config(M),
+                capability,
+                M=M,
+                **MOE_COMPARED,
+            )
+        ]
+    except Exception as exc:  # noqa: BLE001 - any import or compile failure is the finding
+        out.lines.append(not_compared(head, exc))
+        return
+    where = f"in the gate_up GEMM at M={MOE_COMPARED_M[0]}, default configs at M=" + " and ".join(
+        map(str, MOE_COMPARED_M)
+    )
+    out.lines.append(compared_line(head, pairs, "tune MoE with --kernel vllm here", where))
 
 
 def _file_name(shape: Shape, device_name: str, engine: str = "vllm") -> str:
-    """The name the engine reads: vLLM's (`moe_config_file_name`) or SGLang's
-    (`sglang_moe_config_file_name`)."""
-    name = sglang_moe_config_file_name if engine == "sglang" else moe_config_file_name
-    return name(shape.param("E"), shape.N, device_name, shape.block_pair("moe"))
+    return moe_config_file_name(
+        shape.param("E"), shape.N, device_name, shape.block_pair("moe"), engine
+    )
 
 
 def _parse_file_name(name: str) -> tuple[Shape, str, str]:
-    """The name holds E and N only: K (the hidden size) and top_k are not in it, so the shape
-    comes back with K = 0 and params (("E", E),)."""
+    """The name holds E and N only: the shape comes back with K = 0 and params (("E", E),)."""
     E, N, device, dtype, block_shape = parse_moe_config_file_name(name)
     return Shape(N, 0, block_shape, (("E", E),)), device, dtype
 
@@ -64,47 +223,32 @@ def _workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
 
 
 def _vllm_workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
-    from tuner.kernels.moe.vllm_workload import VllmMoeWorkload
+    from tuner.kernels.moe.workload import VllmMoeWorkload
 
     return VllmMoeWorkload.from_vllm(shape, M, seed=seed, device=device, module=VLLM_MOE.module)
-
-
-# vLLM 0.33.0's fused_experts_impl runs each expert GEMM through dispatch_fused_moe_kernel,
-# which launches fused_moe_kernel (`tuner.kernels.moe.vllm_workload` follows that call).
-VLLM_MOE = VllmKernel(
-    module="vllm.model_executor.layers.fused_moe.fused_moe",
-    function="fused_moe_kernel",
-    launcher="dispatch_fused_moe_kernel",
-    workload=_vllm_workload,
-)
 
 
 def _compile_for_target(
     config: KernelConfig, arch: int, *, shape: Shape, M: int, out_dtype: Any
 ) -> Any:
-    from tuner.kernels.moe.target import compile_for_target
+    from tuner.kernels.moe.workload import compile_for_target
 
+    E, top_k, block_shape = shape.param("E"), shape.param("top_k"), shape.block_pair("moe")
     return compile_for_target(
         config.as_dict(),
         arch,
         M=M,
         N=shape.N,
         K=shape.K,
-        E=shape.param("E"),
-        top_k=shape.param("top_k"),
-        block_shape=shape.block_pair("moe"),
+        E=E,
+        top_k=top_k,
+        block_shape=block_shape,
         out_dtype=out_dtype,
     )
 
 
-def _specialization(shape: Shape, M: int) -> str:
-    return moe_specialization_key(
-        M, shape.N, shape.K, shape.param("E"), shape.param("top_k"), shape.block_pair("moe")
-    )
-
-
 def expert_shape(
-    E: int, N: int, K: int, top_k: int, block_shape: tuple[int, int] = (128, 128)
+    E: int, N: int, K: int, top_k: int, block_shape: tuple[int, int] = DEFAULT_BLOCK_SHAPE
 ) -> Shape:
     """The shape of fused-MoE experts: E experts of weight [N, K] (N = moe_intermediate_size /
     TP, vLLM's w2_shape[2]; K = hidden size), top_k experts per token."""
@@ -114,13 +258,10 @@ def expert_shape(
 def _parse_shapes(rows: object, where: str, block_shape: tuple[int, int]) -> tuple[Shape, ...]:
     """A shapes file's `moe = [[E, N, K, top_k], ...]`."""
     shapes = []
+    names = ("E", "N", "K", "top_k")
+    not_a_list = "moe must be a list of [E, N, K, top_k]"
     for E, N, K, top_k in int_rows(
-        rows,
-        where,
-        names=("E", "N", "K", "top_k"),
-        not_a_list="moe must be a list of [E, N, K, top_k]",
-        row_label="moe shape",
-        value_label="moe",
+        rows, where, names=names, not_a_list=not_a_list, row_label="moe shape", value_label="moe"
     ):
         if top_k > E:
             raise ValueError(f"{where}: moe top_k = {top_k} is more than E = {E}")
@@ -132,32 +273,30 @@ def _shape_row(shape: Shape) -> tuple[int, int, int, int]:
     return (shape.param("E"), shape.N, shape.K, shape.param("top_k"))
 
 
-def _describe(shapes: Sequence[Shape]) -> str:
-    return "; ".join("MoE E={} N={} K={} top_k={}".format(*_shape_row(shape)) for shape in shapes)
-
-
 def _label(shape: Shape) -> str:
     if "top_k" not in dict(shape.params):  # an imported file's shape: its name has E and N
         return f"MoE E={shape.param('E')}, N={shape.N} (imported file)"
     return "MoE E={}, N={}, K={} (top_k={})".format(*_shape_row(shape))
 
 
-# vLLM 0.33.0: get_moe_configs (model_executor/layers/fused_moe/fused_moe.py) reads
-# VLLM_TUNED_CONFIG_FOLDER first, then the `configs` folder beside it. Only 0.33.0's sources were
-# read: the release that first used this folder is not known, so the row starts at "0" (older
-# releases are assumed to read there, unchecked).
-# SGLang: get_moe_configs (fused_moe_triton_config.py) reads `configs/triton_<triton version, '.'
-# as '_'>/` beside that module (or under $SGLANG_MOE_CONFIG_DIR, which then replaces the
-# package's folder whole): sglang/srt/layers/moe/fused_moe_triton/ in the wheels 0.5.5 to
-# 0.5.10.post1, sglang/srt/layers/moe/moe_runner/triton_utils/ in 0.5.11 to 0.5.23.
-MOE_ENGINE_FOLDERS = (
-    EngineFolder(
-        "vllm", "0", "vllm/model_executor/layers/fused_moe/configs", env="VLLM_TUNED_CONFIG_FOLDER"
-    ),
-    EngineFolder("sglang", "0", "sglang/srt/layers/moe/fused_moe_triton/configs/{triton}"),
-    EngineFolder(
-        "sglang", "0.5.11", "sglang/srt/layers/moe/moe_runner/triton_utils/configs/{triton}"
-    ),
+def _describe(shapes: Sequence[Shape]) -> str:
+    return "; ".join("MoE E={} N={} K={} top_k={}".format(*_shape_row(shape)) for shape in shapes)
+
+
+# vLLM 0.33.0's get_moe_configs (fused_moe/fused_moe.py) reads this variable's folder before its
+# package's fused_moe/configs/.
+MOE_ENV = "VLLM_TUNED_CONFIG_FOLDER"
+# vLLM 0.33.0 fused_moe/oracle/fp8.py `_get_priority_backends`: on sm90 with 128x128 FP8 weights
+# and dynamic 1x128 activations TRITON is moved first when ep_size == 1.
+MOE_TRITON_ARCHS = ("sm90",)
+
+# vLLM 0.33.0's fused_experts_impl runs each expert GEMM through dispatch_fused_moe_kernel,
+# which launches fused_moe_kernel (`tuner.kernels.moe.workload.vllm_moe_gemm` follows that call).
+VLLM_MOE = VllmKernel(
+    module="vllm.model_executor.layers.fused_moe.fused_moe",
+    function="fused_moe_kernel",
+    launcher="dispatch_fused_moe_kernel",
+    workload=_vllm_workload,
 )
 
 MOE = KernelFamily(
@@ -165,10 +304,10 @@ MOE = KernelFamily(
     title="fused-MoE W8A8 block-FP8 experts",
     kernel_module="tuner.kernels.moe.kernel",
     kernel_function="fused_moe_fp8_block_kernel",
-    compile_modules=("tuner.kernels.moe.kernel", "tuner.kernels.moe.target"),
+    compile_modules=("tuner.kernels.moe.kernel", "tuner.kernels.moe.workload"),
     space=vllm_space,
-    why_invalid=_why_invalid,
-    default_config=_default_config,
+    why_invalid=lambda config, shape: why_invalid(config, shape.block_pair("moe")),
+    default_config=lambda shape, M: default_config(M, shape.block_pair("moe")),
     files=FamilyFiles(
         file_name=_file_name,
         parse_file_name=_parse_file_name,
@@ -176,14 +315,27 @@ MOE = KernelFamily(
         file_triton_version=True,
         file_name_start="E=",
         file_device=moe_device_name,
-        # get_moe_configs reads VLLM_TUNED_CONFIG_FOLDER before fused_moe/configs/ (fused_moe.py).
-        respell_file_name=any_engine_file_name,
-        engine_folders=MOE_ENGINE_FOLDERS,
+        respell_file_name=_respell,
+        # vLLM 0.33.0: get_moe_configs reads $VLLM_TUNED_CONFIG_FOLDER first, then the `configs`
+        # folder beside it (earlier releases assumed, unchecked: "0"). SGLang: get_moe_configs
+        # (fused_moe_triton_config.py) reads `configs/triton_<triton version, '.' as '_'>/`
+        # beside that module (or under $SGLANG_MOE_CONFIG_DIR, which replaces it whole):
+        # sglang/srt/layers/moe/fused_moe_triton/ in 0.5.5 to 0.5.10.post1,
+        # sglang/srt/layers/moe/moe_runner/triton_utils/ in 0.5.11 to 0.5.23.
+        engine_folders=(
+            EngineFolder("vllm", "0", "vllm/model_executor/layers/fused_moe/configs", env=MOE_ENV),
+            EngineFolder("sglang", "0", "sglang/srt/layers/moe/fused_moe_triton/configs/{triton}"),
+            EngineFolder(
+                "sglang", "0.5.11", "sglang/srt/layers/moe/moe_runner/triton_utils/configs/{triton}"
+            ),
+        ),
         file_key=lambda shape: (shape.param("E"), shape.N),
     ),
     workload=_workload,
     compile_for_target=_compile_for_target,
-    specialization=_specialization,
+    specialization=lambda shape, M: specialization_key(
+        M, shape.N, shape.K, shape.param("E"), shape.param("top_k"), shape.block_pair("moe")
+    ),
     vllm=VLLM_MOE,
     report=FamilyReport(
         short_title="MoE",
@@ -201,12 +353,10 @@ MOE = KernelFamily(
     ),
     serving=VllmServing(
         label="fused-MoE",
-        select="tuner.kernels.moe.serving:select",
-        advice="tuner.kernels.moe.serving:advise",
-        compare="tuner.kernels.moe.serving:compare",
-        # vLLM 0.33.0 fused_moe/oracle/fp8.py `_get_priority_backends`: on sm90 with 128x128
-        # FP8 weights and dynamic 1x128 activations TRITON is moved first when ep_size == 1.
-        triton_archs=("sm90",),
+        select=select,
+        advice=advise,
+        compare=compare,
+        triton_archs=MOE_TRITON_ARCHS,
     ),
     # vLLM's get_moe_configs (fused_moe/fused_moe.py): any fused-MoE file name, E=..,N=..,
     # device_name=..[,dtype=..][,block_shape=..]; the tuner tunes the block-FP8 ones only.

@@ -15,8 +15,7 @@ import triton.language as tl
 from tuner.core import hashing
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.interpreter import fix_interpreter_index
-from tuner.kernels.moe.space import effective_block_k, why_invalid
-from tuner.kernels.moe.specialization import uses_swap_ab
+from tuner.kernels.moe.space import effective_block_k, uses_swap_ab, why_invalid
 
 OUT_DTYPES: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float16)
 FP8_DTYPE = torch.float8_e4m3fn
@@ -83,7 +82,7 @@ def fused_moe_fp8_block_kernel(
             (stride_bsk = Bs.stride(2), stride_bsn = Bs.stride(1)).
         topk_weights (topk_weights_ptr): [num_valid_tokens] fp32, read when MUL_ROUTED_WEIGHT.
         sorted_token_ids: [EM'] int32, slots grouped by expert, each expert's run padded to a
-            multiple of BLOCK_SIZE_M with num_valid_tokens (`tuner.kernels.moe.align`); None
+            multiple of BLOCK_SIZE_M with num_valid_tokens (`tuner.kernels.moe.workload`); None
             (never read) with naive_block_assignment.
         expert_ids: [EM' / BLOCK_SIZE_M] int32, the expert of each BLOCK_SIZE_M block, or with
             naive_block_assignment [num_valid_tokens], the expert of each slot; -1 writes
@@ -270,7 +269,7 @@ def invoke_moe_gemm(
     sorted_token_ids (naive assignment) EM = A.size(0) * top_k * BLOCK_SIZE_M and the kernel's
     naive_block_assignment is set; a 1-D grid of cdiv(EM, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N)
     programs; BLOCK_SIZE_K = min(BLOCK_SIZE_K, min(block_shape)); SWAP_AB as
-    `tuner.kernels.moe.specialization.uses_swap_ab` says for the GPU; num_warps and num_stages
+    `tuner.kernels.moe.space.uses_swap_ab` says for the GPU; num_warps and num_stages
     as launch options.
 
     Args:
@@ -283,7 +282,7 @@ def invoke_moe_gemm(
         topk_weights: [T * top_k] (or [T, top_k]) float32; needed when mul_routed_weight.
         sorted_token_ids, expert_ids, num_tokens_post_padded: `moe_align_block_size` with
             block_size = the config's BLOCK_SIZE_M; or, for naive assignment
-            (`tuner.kernels.moe.align.naive_assignment`), None, [T * top_k] int32 expert of
+            (`tuner.kernels.moe.workload.naive_assignment`), None, [T * top_k] int32 expert of
             each slot, and [T * top_k * BLOCK_SIZE_M].
         mul_routed_weight: multiply each slot by its routing weight (the down GEMM).
         top_k: slots per row of A.

@@ -1,12 +1,11 @@
-"""Config space of the fused-MoE block-FP8 experts: vLLM's tuning grid filtered by its block-quant
-rule, the constraints of our kernel, and vLLM 0.33.0's per-M default config."""
+"""The fused-MoE experts' config space: vLLM's tuning grid filtered by its block-quant rule, the
+kernel's constraints, vLLM 0.33.0's per-M default, the launch rules vLLM applies at M (naive
+assignment, SWAP_AB, EM, the BLOCK_SIZE_K cap) and which launches compile to one binary. Pure."""
 
 from __future__ import annotations
 
-from itertools import product
-
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.dense.space import check_num_warps, check_powers_of_two
+from tuner.kernels.dense.space import check_num_warps, check_powers_of_two, grid, int_class
 
 DEFAULT_BLOCK_SHAPE: tuple[int, int] = (128, 128)
 
@@ -14,21 +13,12 @@ DEFAULT_BLOCK_SHAPE: tuple[int, int] = (128, 128)
 def default_config(M: int, block_shape: tuple[int, int] = DEFAULT_BLOCK_SHAPE) -> KernelConfig:
     """The config vLLM 0.33.0 runs at M tokens when no E=...,N=... file exists (CUDA).
 
-    Source: `get_default_config` in vllm/model_executor/layers/fused_moe/fused_moe.py (vLLM
-    0.33.0), its `dtype == "fp8_w8a8" and block_shape is not None` branch on CUDA:
-    BLOCK_SIZE_M 16 if M <= 64 else 64, BLOCK_SIZE_K = group_k, GROUP_SIZE_M 1 if M <= 16
-    else 32, 4 warps; BLOCK_SIZE_N 64 at M <= 8 when group_n is a multiple of 64, else group_n;
-    num_stages 4 at M <= 4 and 3 from M = 5 on (M = 5..8 keep the 64-wide N tile with 3
-    stages). vLLM also writes SPLIT_K 1, which its launcher forces anyway; ROCm (2 stages,
-    N tile = group_n) is not modelled. tests/engines runs vLLM's own function against this one
-    for every M from 1 to 8,192.
-
-    Args:
-        M: tokens in the batch (the lookup key of a file).
-        block_shape: [group_n, group_k] of the weight scales.
-
-    Returns:
-        The six tuned keys, e.g. 16x64x128 g1 w4 s4 at M = 1 for [128, 128].
+    Source: `get_default_config` in vllm/model_executor/layers/fused_moe/fused_moe.py, its
+    `dtype == "fp8_w8a8" and block_shape is not None` branch: BLOCK_SIZE_M 16 if M <= 64 else
+    64, BLOCK_SIZE_K = group_k, GROUP_SIZE_M 1 if M <= 16 else 32, 4 warps; BLOCK_SIZE_N 64 at
+    M <= 8 when group_n is a multiple of 64, else group_n; num_stages 4 at M <= 4 (with the
+    64-wide tile), else 3. SPLIT_K (forced to 1) and ROCm are not modelled; tests/engines runs
+    vLLM's own function against this one for every M from 1 to 8,192.
 
     Raises:
         ValueError: M is not positive.
@@ -62,23 +52,14 @@ VLLM_AXES: dict[str, tuple[int, ...]] = {
 def fits_block_quant(config: KernelConfig, block_shape: tuple[int, int]) -> bool:
     """benchmark_moe.py's block-quant filter since vLLM pull request 46642: BLOCK_SIZE_N is a
     multiple or a divisor of group_n, and BLOCK_SIZE_K a multiple or a divisor of group_k."""
-    group_n, group_k = block_shape
-
-    def fits(size: int, group: int) -> bool:
-        return size % group == 0 or group % size == 0
-
-    return fits(config.BLOCK_SIZE_N, group_n) and fits(config.BLOCK_SIZE_K, group_k)
+    sizes = ((config.BLOCK_SIZE_N, block_shape[0]), (config.BLOCK_SIZE_K, block_shape[1]))
+    return all(size % group == 0 or group % size == 0 for size, group in sizes)
 
 
 def vllm_space(block_shape: tuple[int, int] = DEFAULT_BLOCK_SHAPE) -> list[KernelConfig]:
     """benchmark_moe.py's grid in its order, filtered by `fits_block_quant` (all 1,920 configs
     pass for [128, 128]; BLOCK_SIZE_K 256 runs as 128, see `effective_block_k`)."""
-    names = list(VLLM_AXES)
-    configs = [
-        KernelConfig(**dict(zip(names, values, strict=True)))
-        for values in product(*VLLM_AXES.values())
-    ]
-    return [config for config in configs if fits_block_quant(config, block_shape)]
+    return [config for config in grid(VLLM_AXES) if fits_block_quant(config, block_shape)]
 
 
 def effective_block_k(config: KernelConfig, block_shape: tuple[int, int]) -> int:
@@ -95,14 +76,69 @@ def check_block_k(config: KernelConfig, block_shape: tuple[int, int]) -> str | N
     return None
 
 
-CONSTRAINTS = (check_powers_of_two, check_block_k, check_num_warps)
-
-
 def why_invalid(config: KernelConfig, block_shape: tuple[int, int]) -> str | None:
-    """First reason a config cannot run with this block_shape, or None; shared memory is the
+    """The first constraint a config breaks with this block_shape, or None; shared memory is the
     compiler's to decide."""
-    for check in CONSTRAINTS:
-        reason = check(config, block_shape)
-        if reason is not None:
-            return reason
-    return None
+    checks = (check_powers_of_two, check_block_k, check_num_warps)
+    return next(filter(None, (check(config, block_shape) for check in checks)), None)
+
+
+def max_padded_slots(numel: int, num_experts: int, block_size: int) -> int:
+    """Length of sorted_token_ids as vLLM 0.33.0 allocates it (moe_align_block_size.py):
+    numel + E * (block_size - 1), or numel * block_size when there are fewer slots than
+    experts."""
+    if numel < num_experts:
+        return numel * block_size
+    return numel + num_experts * (block_size - 1)
+
+
+def uses_naive_assignment(M: int, top_k: int, E: int) -> bool:
+    """Whether vLLM runs the expert GEMMs at M tokens with one routed slot per program and no
+    `moe_align_block_size` (sorted_token_ids None): vLLM 0.33.0 fused_moe.py
+    `_prepare_expert_assignment`, without expert parallelism, when M * top_k * 4 <= E."""
+    return M * top_k * 4 <= E
+
+
+def uses_swap_ab(block_size_m: int, block_size_n: int, arch: int | None) -> bool:
+    """Whether vLLM launches the fp8_w8a8 kernel with SWAP_AB (vLLM 0.33.0 fused_moe/utils.py
+    `enable_swap_ab`): compute capability exactly 90, BLOCK_SIZE_M < 64 and BLOCK_SIZE_N >= 64;
+    `arch` None where there is no GPU (the interpreter), which vLLM treats as no capability."""
+    return arch == 90 and block_size_m < 64 and block_size_n >= 64
+
+
+def launch_em(
+    slots: int, E: int, block_size_m: int, rows: int, launch_top_k: int, *, naive: bool = False
+) -> int:
+    """EM as vLLM 0.33.0's invoke_fused_moe_triton_kernel passes it: the alignment's length (for
+    `slots` routed slots), cut to rows * launch_top_k * BLOCK_SIZE_M when A has fewer rows than
+    BLOCK_SIZE_M; with naive assignment rows * launch_top_k * BLOCK_SIZE_M."""
+    if naive:
+        return rows * launch_top_k * block_size_m
+    em = max_padded_slots(slots, E, block_size_m)
+    return min(em, rows * launch_top_k * block_size_m) if rows < block_size_m else em
+
+
+def specialization_key(
+    M: int, N: int, K: int, E: int, top_k: int, block_shape: tuple[int, int]
+) -> str:
+    """The part of a problem that selects a different binary of either GEMM, as a short string.
+
+    The integer arguments of the gate_up launch (N' = 2N, K' = K, top_k) and the down launch
+    (N' = K, K' = N, top_k 1) by `int_class`; EM depends on BLOCK_SIZE_M, so its class is listed
+    for every BLOCK_SIZE_M of the grid. A batch run with naive assignment
+    (`uses_naive_assignment`) is another binary: the key ends in ";naive". SWAP_AB is fixed by
+    the config and the architecture, which the compile cache keys on already.
+    """
+    group_n, group_k = block_shape
+    naive = uses_naive_assignment(M, top_k, E)
+    parts = []
+    for label, n, k, slots_k, rows in (("up", 2 * N, K, top_k, M), ("down", K, N, 1, M * top_k)):
+        kg, ng = -(-k // group_k), -(-n // group_n)
+        values = {"N": n, "K": k, "NK": n * k, "kg": kg, "sg": ng * kg, "T": M * top_k}
+        text = ",".join(f"{name}={int_class(value)}" for name, value in values.items())
+        em = "".join(
+            int_class(launch_em(M * top_k, E, bm, rows, slots_k, naive=naive))[0]
+            for bm in VLLM_AXES["BLOCK_SIZE_M"]
+        )
+        parts.append(f"{label}:{text},EM={em},topk={slots_k}")
+    return ";".join(parts + ["naive"] * naive)

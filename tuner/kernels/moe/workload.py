@@ -1,28 +1,280 @@
-"""One fused-MoE problem on a device: its tensors, its float64 reference and one launch of the
-expert MLP with one config (the `tuner.kernels.family.Workload` of the moe family)."""
+"""One fused-MoE problem on a device (the moe family's `Workload`): its inputs and routing drawn
+as vLLM's benchmark_moe.py draws them, vLLM's `moe_align_block_size` and naive assignment in
+torch, the float64 references, one run of the expert MLP by the builtin kernel or the installed
+vLLM's, and the kernel compiled for a GPU target (as a launch specializes it, or beside vLLM's)."""
 
 from __future__ import annotations
 
+import importlib
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
 
 import torch
 
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.moe.align import moe_align_block_size, naive_assignment
-from tuner.kernels.moe.kernel import OUT_DTYPES, invoke_moe_gemm, parse_config
-from tuner.kernels.moe.reference import (
-    MoeInputs,
-    make_moe_inputs,
-    quantize_groups,
-    reference_expert_mlp,
-    silu_and_mul,
+from tuner.kernels.dense.workload import FP8_MAX, dequantize
+from tuner.kernels.interpreter import fix_interpreter_index
+from tuner.kernels.moe.kernel import (
+    OUT_DTYPES,
+    fused_moe_fp8_block_kernel,
+    invoke_moe_gemm,
+    parse_config,
 )
-from tuner.kernels.moe.specialization import uses_naive_assignment
+from tuner.kernels.moe.space import max_padded_slots, uses_naive_assignment, uses_swap_ab
 from tuner.kernels.shape import Shape
+from tuner.kernels.target import (
+    DEFAULT_TORCH_DTYPE,
+    Capture,
+    Compiled,
+    compile_call,
+    compile_launch,
+)
 
+# Weight scales are drawn uniform in [SCALE_LOW, SCALE_HIGH); see make_moe_inputs.
+SCALE_LOW = 1e-2
+SCALE_HIGH = 4e-2
+# vLLM's per_token_group_quant_fp8 divides by max(amax, eps) / 448 with this eps.
+GROUP_QUANT_EPS = 1e-10
 # (sorted_token_ids or None for naive assignment, expert_ids, num_tokens_post_padded)
 Alignment = tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]
+
+
+def route(logits: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-k routing as vLLM's `fused_topk` with renormalize=True (what benchmark_moe.py runs):
+    softmax over the experts of [M, E] logits, the top_k largest, weights renormalized.
+
+    Returns:
+        (topk_weights [M, top_k] float32, topk_ids [M, top_k] int32).
+
+    Raises:
+        ValueError: top_k out of 1..E.
+    """
+    E = logits.shape[-1]
+    if not 1 <= top_k <= E:
+        raise ValueError(f"top_k must be in 1..{E}, got {top_k}")
+    weights, ids = torch.topk(torch.softmax(logits.float(), dim=-1), top_k, dim=-1)
+    weights = weights / weights.sum(dim=-1, keepdim=True)
+    return weights.float().contiguous(), ids.to(torch.int32).contiguous()
+
+
+def moe_align_block_size(
+    topk_ids: torch.Tensor, block_size: int, num_experts: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The routed slots grouped by expert, each expert's run padded to a multiple of block_size:
+    the outputs of vLLM 0.33.0's `moe_align_block_size` (its torch golden model in
+    tests/kernels/moe). Slot s = token * top_k + j of the flattened [M, top_k] topk_ids keeps its
+    order within an expert; padding holds numel, which the kernel masks; an expert with no slot
+    gets no block.
+
+    Returns:
+        sorted_token_ids [max_padded_slots] int32, expert_ids [cdiv(max_padded_slots,
+        block_size)] int32 (0 past the blocks in use), num_tokens_post_padded [1] int32.
+
+    Raises:
+        ValueError: block_size or num_experts not positive, or an id out of range.
+    """
+    if block_size < 1 or num_experts < 1:
+        raise ValueError(
+            f"block_size and num_experts must be positive, got {block_size}, {num_experts}"
+        )
+    device = topk_ids.device
+    flat = topk_ids.reshape(-1).to(torch.int64)
+    numel = flat.numel()
+    if numel and (int(flat.min()) < 0 or int(flat.max()) >= num_experts):
+        raise ValueError(f"expert ids must lie in [0, {num_experts})")
+    total = max_padded_slots(numel, num_experts, block_size)
+    sorted_token_ids = torch.full((total,), numel, dtype=torch.int32, device=device)
+    expert_ids = torch.zeros((-(-total // block_size),), dtype=torch.int32, device=device)
+    counts = torch.bincount(flat, minlength=num_experts)
+    padded = (counts + block_size - 1) // block_size * block_size
+    starts = torch.cumsum(padded, 0) - padded  # where each expert's run begins
+    order = torch.sort(flat, stable=True).indices  # slots grouped by expert, in slot order
+    experts_sorted = flat[order]
+    rank = torch.arange(numel, device=device) - (torch.cumsum(counts, 0) - counts)[experts_sorted]
+    sorted_token_ids[starts[experts_sorted] + rank] = order.to(torch.int32)
+    blocks = padded // block_size
+    used = int(blocks.sum())
+    experts = torch.arange(num_experts, device=device, dtype=torch.int32)
+    expert_ids[:used] = torch.repeat_interleave(experts, blocks)
+    num_tokens_post_padded = torch.tensor([used * block_size], dtype=torch.int32, device=device)
+    return sorted_token_ids, expert_ids, num_tokens_post_padded
+
+
+def naive_assignment(topk_ids: torch.Tensor, block_size: int) -> Alignment:
+    """What vLLM 0.33.0 passes the expert GEMMs instead of `moe_align_block_size`'s outputs when
+    it assigns one routed slot per program (fused_moe.py `_prepare_expert_assignment`): no
+    sorted_token_ids, expert_ids = topk_ids.view(-1), [topk_ids.numel() * block_size].
+
+    Raises:
+        ValueError: block_size is not positive or topk_ids is not int32.
+    """
+    if block_size < 1:
+        raise ValueError(f"block_size must be positive, got {block_size}")
+    if topk_ids.dtype != torch.int32:
+        raise ValueError(f"topk_ids must be int32, got {topk_ids.dtype}")
+    padded = torch.tensor(
+        [topk_ids.numel() * block_size], dtype=torch.int32, device=topk_ids.device
+    )
+    return None, topk_ids.reshape(-1).contiguous(), padded
+
+
+@dataclass(frozen=True)
+class MoeInputs:
+    """One fused-MoE problem: M tokens, E experts of intermediate size N, hidden size K.
+
+    Attributes:
+        x: [M, K] float8_e4m3fn activations, quantized per 1 x group_k (`quantize_groups`).
+        x_scale: [M, ceil(K / group_k)] float32.
+        w1: [E, 2N, K] float8_e4m3fn gate and up projections (gate rows first, as vLLM's w13).
+        w1_scale: [E, ceil(2N / group_n), ceil(K / group_k)] float32.
+        w2: [E, K, N] float8_e4m3fn down projections.
+        w2_scale: [E, ceil(K / group_n), ceil(N / group_k)] float32.
+        topk_weights: [M, top_k] float32 routing weights, each row summing to 1.
+        topk_ids: [M, top_k] int32 experts of each token, distinct per row.
+    """
+
+    x: torch.Tensor
+    x_scale: torch.Tensor
+    w1: torch.Tensor
+    w1_scale: torch.Tensor
+    w2: torch.Tensor
+    w2_scale: torch.Tensor
+    topk_weights: torch.Tensor
+    topk_ids: torch.Tensor
+
+
+def quantize_groups(values: torch.Tensor, group_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each 1 x group_k group of [R, C] values quantized to e4m3 with its own scale, in the
+    precision of `values`, as vLLM 0.33.0's `per_token_group_quant_fp8` (fp8_utils.py): scale =
+    max(amax, 1e-10) / 448, q = clamp(v / scale, -448, 448).
+
+    Returns:
+        (q [R, C] float8_e4m3fn, scales [R, ceil(C / group_k)] float32).
+    """
+    rows, cols = values.shape
+    groups = math.ceil(cols / group_k)
+    padded = torch.zeros(rows, groups * group_k, dtype=values.dtype, device=values.device)
+    padded[:, :cols] = values
+    grouped = padded.view(rows, groups, group_k)
+    scales = grouped.abs().amax(dim=-1).clamp(min=GROUP_QUANT_EPS) / FP8_MAX
+    q = (grouped / scales[..., None]).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+    return q.view(rows, groups * group_k)[:, :cols].contiguous(), scales.float()
+
+
+def make_moe_inputs(
+    M: int,
+    E: int,
+    N: int,
+    K: int,
+    top_k: int,
+    block_shape: tuple[int, int] = (128, 128),
+    *,
+    seed: int,
+    device: str | torch.device = "cpu",
+) -> MoeInputs:
+    """One fused-MoE problem, the same on every device: drawn on the CPU from one generator
+    seeded with `seed`, in the order x, logits, w1, w2, w1_scale, w2_scale, then moved.
+
+    As vLLM 0.33.0's benchmark_moe.py draws it: activations and weights standard normal (weights
+    cast to e4m3), routing from standard-normal logits [M, E] (`route`); the activations are
+    quantized per 1 x group_k once. Weight scales uniform in [1e-2, 4e-2), not the script's
+    [0, 0.01): away from zero, so that with K up to 7168 the outputs stay far inside fp16's range
+    and above its smallest normal.
+
+    Raises:
+        ValueError: a non-positive size, or top_k > E.
+    """
+    group_n, group_k = block_shape
+    if min(M, E, N, K, top_k, group_n, group_k) < 1 or top_k > E:
+        raise ValueError(
+            f"bad MoE problem M={M} E={E} N={N} K={K} top_k={top_k} block_shape={list(block_shape)}"
+        )
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+
+    def normal(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=generator, dtype=torch.float32)
+
+    def scales(rows: int, cols: int) -> torch.Tensor:
+        unit = torch.rand(E, rows, cols, generator=generator, dtype=torch.float32)
+        return SCALE_LOW + unit * (SCALE_HIGH - SCALE_LOW)
+
+    x, logits = normal(M, K), normal(M, E)
+    w1, w2 = normal(E, 2 * N, K).to(torch.float8_e4m3fn), normal(E, K, N).to(torch.float8_e4m3fn)
+    w1_scale = scales(math.ceil(2 * N / group_n), math.ceil(K / group_k))
+    w2_scale = scales(math.ceil(K / group_n), math.ceil(N / group_k))
+    x_q, x_scale = quantize_groups(x, group_k)
+    tensors = (x_q, x_scale, w1, w1_scale, w2, w2_scale, *route(logits, top_k))
+    return MoeInputs(*(tensor.to(device) for tensor in tensors))
+
+
+def reference_moe_gemm(
+    a: torch.Tensor,
+    a_scale: torch.Tensor,
+    b: torch.Tensor,
+    b_scale: torch.Tensor,
+    topk_ids: torch.Tensor,
+    top_k: int,
+    block_shape: tuple[int, int],
+    topk_weights: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """What one expert GEMM approximates, [T * top_k, N] float64: slot s = row * top_k + j gets
+    (a[s // top_k] * a_scale) @ (b[e] * b_scale[e])^T with e = topk_ids[s] (a [T, K], b
+    [E, N, K] fp8 with block scales), times topk_weights[s] when given."""
+    group_n, group_k = block_shape
+    ids = topk_ids.reshape(-1).long()
+    a64 = dequantize(a, a_scale, (1, group_k))
+    out = torch.zeros(ids.numel(), b.shape[1], dtype=torch.float64, device=a.device)
+    for expert in torch.unique(ids).tolist():
+        slots = (ids == expert).nonzero().flatten()
+        out[slots] = a64[slots // top_k] @ dequantize(b[expert], b_scale[expert], block_shape).T
+    if topk_weights is not None:
+        out = out * topk_weights.reshape(-1, 1).double()
+    return out
+
+
+def silu_and_mul(h: torch.Tensor) -> torch.Tensor:
+    """vLLM's SiLU-and-mul on [T, 2N]: silu(h[:, :N]) * h[:, N:], in the precision of h."""
+    gate, up = h.chunk(2, dim=-1)
+    return gate * torch.sigmoid(gate) * up
+
+
+def _truncate_to_bf16(values: torch.Tensor) -> torch.Tensor:
+    """float64 -> float32 (the kernel's accumulator) -> bfloat16 by dropping the low 16 bits
+    (toward zero), as Triton's interpreter stores fp32 into bf16 (a GPU rounds to nearest);
+    returned as float64."""
+    return (values.float().contiguous().view(torch.int32) & -65536).view(torch.float32).double()
+
+
+def reference_expert_mlp(
+    inputs: MoeInputs, block_shape: tuple[int, int], intermediate_dtype: torch.dtype | None = None
+) -> torch.Tensor:
+    """The whole expert MLP in float64, [M, K]: h = gate_up GEMM; a = silu_and_mul(h)
+    re-quantized per 1 x group_k; y = down GEMM of a times the routing weights; the sum of y over
+    each token's top_k slots.
+
+    `intermediate_dtype`: the dtype vLLM stores h and silu_and_mul(h) in (bf16 in serving); they
+    are rounded to it as there, else a few percent of the re-quantized fp8 codes differ by one
+    step and the reference carries about 2% of error no config can remove. On the CPU (Triton's
+    interpreter) h is rounded to bf16 toward zero, as the interpreter does. None: no rounding.
+    """
+    M, top_k = inputs.topk_ids.shape
+
+    def stored(values: torch.Tensor) -> torch.Tensor:
+        return values if intermediate_dtype is None else values.to(intermediate_dtype).double()
+
+    h = reference_moe_gemm(
+        inputs.x, inputs.x_scale, inputs.w1, inputs.w1_scale, inputs.topk_ids, top_k, block_shape
+    )
+    interpreted = h.device.type == "cpu" and intermediate_dtype == torch.bfloat16
+    h = _truncate_to_bf16(h) if interpreted else stored(h)
+    a, a_scale = quantize_groups(stored(silu_and_mul(h)), block_shape[1])
+    y = reference_moe_gemm(
+        a, a_scale, inputs.w2, inputs.w2_scale, inputs.topk_ids, 1, block_shape, inputs.topk_weights
+    )
+    return y.view(M, top_k, -1).sum(dim=1)
 
 
 def fused_experts(
@@ -36,25 +288,17 @@ def fused_experts(
     out_dtype: torch.dtype,
     gemm: Callable[..., torch.Tensor] = invoke_moe_gemm,
 ) -> torch.Tensor:
-    """The expert MLP after routing, as vLLM 0.33.0's `fused_experts_impl` runs it with one
-    config for both GEMMs: gate_up GEMM into [M * top_k, 2N], SiLU-and-mul (float32 math, stored
-    in out_dtype), re-quantization per 1 x group_k group, down GEMM with the routing weights into
-    [M, top_k, K], then the sum over top_k into out.
+    """The expert MLP after routing, [M, K] out_dtype, as vLLM 0.33.0's `fused_experts_impl` runs
+    it with one config for both GEMMs: gate_up GEMM into [M * top_k, 2N], SiLU-and-mul (float32
+    math, stored in out_dtype), re-quantization per 1 x group_k, down GEMM with the routing
+    weights into [M, top_k, K], the sum over top_k into out.
 
     Args:
         inputs: the quantized activations and the routing (`make_moe_inputs`).
         weights: (w1 [E, 2N, K], w1_scale, w2 [E, K, N], w2_scale), one copy of the weights.
-        config: vLLM's keys.
-        alignment: `moe_align_block_size(topk_ids, config's BLOCK_SIZE_M, E)`, or
-            `naive_assignment` where vLLM assigns one slot per program.
-        block_shape: [group_n, group_k].
-        out: [M, K] of out_dtype to write, or None to allocate.
-        out_dtype: torch.bfloat16 or torch.float16.
-        gemm: one expert GEMM, called as `invoke_moe_gemm` (the builtin kernel's launcher, or
-            `tuner.kernels.moe.vllm_workload.vllm_moe_gemm` for vLLM's kernel).
-
-    Returns:
-        [M, K] out_dtype.
+        config: vLLM's keys; alignment: `moe_align_block_size` or `naive_assignment`.
+        out: [M, K] of out_dtype (bf16 or fp16) to write, or None to allocate.
+        gemm: one expert GEMM, called as `invoke_moe_gemm` (or `vllm_moe_gemm`).
 
     Raises:
         ValueError: bad config, dtype or shapes.
@@ -62,65 +306,71 @@ def fused_experts(
     if out_dtype not in OUT_DTYPES:
         raise ValueError(f"out_dtype must be torch.bfloat16 or torch.float16, got {out_dtype}")
     w1, w1_scale, w2, w2_scale = weights
-    M, top_k = inputs.topk_ids.shape
-    K = inputs.x.shape[1]
-    N = w2.shape[2]
+    (M, top_k), K, N = inputs.topk_ids.shape, inputs.x.shape[1], w2.shape[2]
     device = inputs.x.device
     if out is None:
         out = torch.empty(M, K, dtype=out_dtype, device=device)
     elif tuple(out.shape) != (M, K) or out.dtype != out_dtype or not out.is_contiguous():
         raise ValueError(f"out must be a contiguous [{M}, {K}] {out_dtype} tensor")
-    sorted_ids, expert_ids, padded = alignment
+    routing = (inputs.topk_weights, *alignment)
+    launch = {"config": config, "block_shape": block_shape}
     gate_up = torch.empty(M * top_k, 2 * N, dtype=out_dtype, device=device)
-    gemm(
-        inputs.x,
-        inputs.x_scale,
-        w1,
-        w1_scale,
-        gate_up,
-        inputs.topk_weights,
-        sorted_ids,
-        expert_ids,
-        padded,
-        mul_routed_weight=False,
-        top_k=top_k,
-        config=config,
-        block_shape=block_shape,
+    x = (inputs.x, inputs.x_scale)
+    gemm(*x, w1, w1_scale, gate_up, *routing, mul_routed_weight=False, top_k=top_k, **launch)
+    act_q, act_scale = quantize_groups(
+        silu_and_mul(gate_up.float()).to(out_dtype).float(), block_shape[1]
     )
-    act = silu_and_mul(gate_up.float()).to(out_dtype)
-    act_q, act_scale = quantize_groups(act.float(), block_shape[1])
     down = torch.empty(M, top_k, K, dtype=out_dtype, device=device)
-    gemm(
-        act_q,
-        act_scale,
-        w2,
-        w2_scale,
-        down,
-        inputs.topk_weights,
-        sorted_ids,
-        expert_ids,
-        padded,
-        mul_routed_weight=True,
-        top_k=1,
-        config=config,
-        block_shape=block_shape,
-    )
+    gemm(act_q, act_scale, w2, w2_scale, down, *routing, mul_routed_weight=True, top_k=1, **launch)
     return torch.sum(down, dim=1, out=out)
+
+
+def vllm_moe_gemm(
+    A: torch.Tensor,
+    A_scale: torch.Tensor,
+    B: torch.Tensor,
+    B_scale: torch.Tensor,
+    C: torch.Tensor,
+    topk_weights: torch.Tensor | None,
+    sorted_token_ids: torch.Tensor | None,
+    expert_ids: torch.Tensor,
+    num_tokens_post_padded: torch.Tensor,
+    *,
+    mul_routed_weight: bool,
+    top_k: int,
+    config: Mapping[str, object],
+    block_shape: tuple[int, int] = (128, 128),
+    module: str,
+) -> torch.Tensor:
+    """One expert GEMM by the installed vLLM's kernel, taking `invoke_moe_gemm`'s arguments and
+    passing them to `dispatch_fused_moe_kernel` as vLLM 0.33.0's `fused_experts_impl` does on the
+    fp8_w8a8 block path (C viewed as [rows * top_k, 1, N], whose strides equal vLLM's
+    [rows, top_k, N] cache's; no zero points or bias; compute_type C's Triton dtype). `module`:
+    vLLM's fused_moe module (`tuner.kernels.moe.family.VLLM_MOE`'s). Returns C."""
+    import triton.language as tl
+
+    compute_type = tl.bfloat16 if C.dtype == torch.bfloat16 else tl.float16
+    fix_interpreter_index()  # Triton < 3.8's interpreter under numpy >= 2.4 only
+    importlib.import_module(module).dispatch_fused_moe_kernel(
+        A, B, C.view(-1, 1, C.shape[-1]), A_scale, B_scale, None, topk_weights,
+        sorted_token_ids, expert_ids, num_tokens_post_padded, mul_routed_weight, top_k,
+        dict(config),
+        compute_type=compute_type, use_fp8_w8a8=True, use_int8_w8a8=False, use_int8_w8a16=False,
+        use_int4_w4a16=False, per_channel_quant=False, block_shape=list(block_shape), B_bias=None,
+    )  # fmt: skip
+    return C
 
 
 @dataclass
 class MoeWorkload:
     """The expert MLP of one MoE layer at M tokens (`make_moe_inputs`).
 
-    What a trial times, against vLLM's benchmark_moe.py (vLLM 0.33.0), which times
-    `fused_topk` + `fused_experts` for one config over both GEMMs: here both GEMMs with one
-    config, the SiLU-and-mul, the re-quantization of the intermediate activations and the sum
-    over top_k are timed; the routing (top-k of the gating logits), `moe_align_block_size` (done
-    once per BLOCK_SIZE_M and kept) and the quantization of the input activations (done once)
-    are not. Those three do not depend on the config except the alignment on BLOCK_SIZE_M,
-    and vLLM runs them as separate CUDA kernels whose cost our torch versions would not match.
-    Routing is drawn once per problem from seeded standard-normal logits (the script redraws
-    them for each of its timed iterations).
+    Timed, against vLLM 0.33.0's benchmark_moe.py (which times `fused_topk` + `fused_experts`):
+    both GEMMs with one config, the SiLU-and-mul, the re-quantization and the sum over top_k.
+    Not timed: the routing, `moe_align_block_size` (once per BLOCK_SIZE_M, kept) and the input
+    quantization (once); they do not depend on the config (but the alignment on BLOCK_SIZE_M),
+    and vLLM runs them as CUDA kernels our torch versions would not match. Routing is drawn once
+    per problem (the script redraws it per timed iteration).
     """
 
     inputs: MoeInputs
@@ -132,15 +382,14 @@ class MoeWorkload:
 
     @classmethod
     def make(cls, shape: Shape, M: int, *, seed: int, device: str) -> MoeWorkload:
-        """Draw the problem of (shape, M): shape.N is the per-rank intermediate size, shape.K
-        the hidden size, shape.params hold E and top_k.
+        """Draw the problem of (shape, M): N the per-rank intermediate size, K the hidden size,
+        params E and top_k.
 
         Raises:
             KeyError: shape.params lack E or top_k.
             ValueError: the shape has no block shape (`Shape.block_pair`).
         """
-        E, top_k = shape.param("E"), shape.param("top_k")
-        block_shape = shape.block_pair("moe")
+        E, top_k, block_shape = shape.param("E"), shape.param("top_k"), shape.block_pair("moe")
         inputs = make_moe_inputs(
             M, E, shape.N, shape.K, top_k, block_shape, seed=seed, device=device
         )
@@ -158,23 +407,20 @@ class MoeWorkload:
         return (i.w1, i.w1_scale, i.w2, i.w2_scale)
 
     def reference(self, out_dtype: torch.dtype | None = None) -> torch.Tensor:
-        """[M, K] float64 (`reference_expert_mlp`), the intermediates rounded to out_dtype as
-        the launch stores them."""
+        """[M, K] float64 (`reference_expert_mlp`), the intermediates rounded to out_dtype."""
         return reference_expert_mlp(self.inputs, self.block_shape, out_dtype)
 
     def alignment(self, block_size_m: int) -> Alignment:
-        """The routing for one BLOCK_SIZE_M as vLLM hands it to the expert GEMMs at this batch
-        size, computed once: `naive_assignment` where `uses_naive_assignment` says vLLM takes
-        that path, else `moe_align_block_size`."""
+        """The routing for one BLOCK_SIZE_M as vLLM hands it to the GEMMs at this M (naive
+        assignment where `uses_naive_assignment`, else `moe_align_block_size`), kept."""
         if block_size_m not in self._alignments:
             topk_ids = self.inputs.topk_ids
             M, top_k = topk_ids.shape
             if uses_naive_assignment(M, top_k, self.num_experts):
-                self._alignments[block_size_m] = naive_assignment(topk_ids, block_size_m)
+                found = naive_assignment(topk_ids, block_size_m)
             else:
-                self._alignments[block_size_m] = moe_align_block_size(
-                    topk_ids, block_size_m, self.num_experts
-                )
+                found = moe_align_block_size(topk_ids, block_size_m, self.num_experts)
+            self._alignments[block_size_m] = found
         return self._alignments[block_size_m]
 
     def launch(
@@ -182,18 +428,161 @@ class MoeWorkload:
         config: KernelConfig,
         weights: tuple[torch.Tensor, ...],
         *,
-        out: torch.Tensor | None,
+        out: Any,
         out_dtype: torch.dtype,
     ) -> torch.Tensor:
         """One run of `fused_experts` reading the weight copy `weights`."""
         parsed = parse_config(config.as_dict(), self.block_shape)
+        alignment = self.alignment(parsed.BLOCK_SIZE_M)
         return fused_experts(
             self.inputs,
             weights,
             parsed.as_dict(),
-            self.alignment(parsed.BLOCK_SIZE_M),
+            alignment,
             block_shape=self.block_shape,
             out=out,
             out_dtype=out_dtype,
             gemm=self.gemm,
         )
+
+
+@dataclass
+class VllmMoeWorkload(MoeWorkload):
+    """An MoE problem whose expert GEMMs run the installed vLLM's kernel (`vllm_moe_gemm`)."""
+
+    @classmethod
+    def from_vllm(
+        cls, shape: Shape, M: int, *, seed: int, device: str, module: str
+    ) -> VllmMoeWorkload:
+        """The builtin workload's problem (same seed, same data); vLLM's `module` is imported
+        here, so a missing vLLM fails at once."""
+        importlib.import_module(module)
+        base = MoeWorkload.make(shape, M, seed=seed, device=device)
+        gemm = partial(vllm_moe_gemm, module=module)
+        return cls(base.inputs, base.block_shape, base.num_experts, gemm=gemm)
+
+
+def meta_gemms(
+    config: Mapping[str, int],
+    *,
+    M: int,
+    E: int,
+    N: int,
+    K: int,
+    top_k: int,
+    block_shape: tuple[int, int] = (128, 128),
+    out_dtype: torch.dtype = DEFAULT_TORCH_DTYPE,
+) -> list[tuple[tuple, dict]]:
+    """The expert MLP's two GEMMs at M tokens as `invoke_moe_gemm` takes them, (args, keywords)
+    each, on "meta" tensors (nothing runs), routed as vLLM routes M tokens (naive assignment for
+    small batches, else padded to BLOCK_SIZE_M per expert): the gate_up GEMM (A [M, K], B
+    [E, 2N, K], top_k) and the down GEMM (A [M * top_k, N], B [E, K, N], top_k 1, weighted)."""
+    (gn, gk), block_m = block_shape, config["BLOCK_SIZE_M"]
+
+    def meta(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return torch.empty(*shape, dtype=dtype, device="meta")
+
+    routing: tuple[torch.Tensor | None, ...]
+    if uses_naive_assignment(M, top_k, E):
+        routing = (None, meta(M * top_k, dtype=torch.int32), meta(1, dtype=torch.int32))
+    else:
+        padded = max_padded_slots(M * top_k, E, block_m)
+        ids = (padded, -(-padded // block_m), 1)
+        routing = tuple(meta(n, dtype=torch.int32) for n in ids)
+    gemms = []
+    for rows, n, k, gemm_top_k in ((M, 2 * N, K, top_k), (M * top_k, K, N, 1)):
+        operands = (
+            meta(rows, k, dtype=torch.float8_e4m3fn),
+            meta(rows, -(-k // gk)),
+            meta(E, n, k, dtype=torch.float8_e4m3fn),
+            meta(E, -(-n // gn), -(-k // gk)),
+            meta(rows * gemm_top_k, n, dtype=out_dtype),
+            meta(M, top_k),
+        )
+        launch = {"mul_routed_weight": gemm_top_k == 1, "top_k": gemm_top_k}
+        gemms.append(
+            ((*operands, *routing), launch | {"config": config, "block_shape": block_shape})
+        )
+    return gemms
+
+
+def compile_for_target(
+    config: Mapping[str, int],
+    arch: int,
+    *,
+    M: int,
+    N: int,
+    K: int,
+    E: int,
+    top_k: int,
+    block_shape: tuple[int, int] = (128, 128),
+    out_dtype: torch.dtype = DEFAULT_TORCH_DTYPE,
+) -> Any:
+    """Compile both GEMMs of the expert MLP (`meta_gemms`) for an NVIDIA architecture as
+    `invoke_moe_gemm` launches them at M tokens there (naive assignment and SWAP_AB where vLLM
+    uses them); both binaries land in Triton's cache. Returns the gate_up launch's
+    CompiledKernel (both share the tiles).
+
+    Raises:
+        ValueError: bad config, block_shape, out_dtype or sizes.
+        RuntimeError: imported under TRITON_INTERPRET=1.
+        triton.CompilationError: the compiler rejected the kernel.
+    """
+    parsed = parse_config(config, block_shape).as_dict()
+    if out_dtype not in OUT_DTYPES:
+        raise ValueError(f"out_dtype must be torch.bfloat16 or torch.float16, got {out_dtype}")
+    if min(M, N, K, E, top_k) <= 0:
+        raise ValueError(f"M, N, K, E, top_k must be positive, got {M}, {N}, {K}, {E}, {top_k}")
+    gemms = meta_gemms(
+        parsed, M=M, E=E, N=N, K=K, top_k=top_k, block_shape=block_shape, out_dtype=out_dtype
+    )
+    compiled = []
+    for args, launch in gemms:
+        capture = Capture()
+        invoke_moe_gemm(*args, **launch, arch=arch, kernel=capture)
+        compiled.append(compile_call(fused_moe_fp8_block_kernel, arch, *capture.calls[0]))
+    return compiled[0]
+
+
+def compile_moe_pairs(
+    module: str,
+    function: str,
+    config: KernelConfig,
+    arch: int,
+    *,
+    M: int,
+    E: int,
+    N: int,
+    K: int,
+    top_k: int,
+    block_shape: tuple[int, int] = (128, 128),
+) -> list[tuple[Compiled, Compiled]]:
+    """[(builtin's, vLLM's)] `Compiled` for both GEMMs (`meta_gemms`): each kernel with the
+    arguments its own host code passes (vLLM's: `dispatch_fused_moe_kernel` of `module`, which
+    holds `function`) on a GPU of `arch`. vLLM sets SWAP_AB from the GPU it sees (none here); it
+    is set from `arch` (`uses_swap_ab`).
+
+    Raises:
+        ImportError, AttributeError: no such vLLM module or kernel.
+        triton.CompilationError: either kernel does not compile.
+    """
+    vllm = importlib.import_module(module)
+    kernel = getattr(vllm, function)
+    pairs = []
+    for args, launch in meta_gemms(
+        config.as_dict(), M=M, E=E, N=N, K=K, top_k=top_k, block_shape=block_shape
+    ):
+        ours, theirs = Capture(), Capture()
+        invoke_moe_gemm(*args, **launch, arch=arch, kernel=ours)
+        setattr(vllm, function, theirs)
+        try:
+            vllm_moe_gemm(*args, **launch, module=module)
+        finally:
+            setattr(vllm, function, kernel)
+        their_args, kwargs = theirs.calls[0]
+        if "SWAP_AB" in kwargs:
+            swap = uses_swap_ab(kwargs["BLOCK_SIZE_M"], kwargs["BLOCK_SIZE_N"], arch)
+            kwargs = dict(kwargs, SWAP_AB=swap)
+        ours_compiled = compile_launch(fused_moe_fp8_block_kernel, arch, *ours.calls[0])
+        pairs.append((ours_compiled, compile_launch(kernel, arch, their_args, kwargs)))
+    return pairs

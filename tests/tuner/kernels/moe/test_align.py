@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tuner.kernels.moe.align import max_padded_slots, moe_align_block_size, route
+from tuner.kernels.moe.space import max_padded_slots
+from tuner.kernels.moe.workload import moe_align_block_size, route
 
 
 def test_slots_are_grouped_by_expert_and_padded_to_the_block() -> None:

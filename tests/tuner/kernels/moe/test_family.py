@@ -13,8 +13,7 @@ from tests.storefill import run_one_task
 from tuner.files.device import device_files
 from tuner.files.format import dump_config_file
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.moe.family import MOE
-from tuner.kernels.moe.naming import any_engine_file_name, moe_config_file_name
+from tuner.kernels.moe.family import MOE, moe_config_file_name
 from tuner.kernels.moe.space import default_config, vllm_space
 from tuner.kernels.registry import get_family
 from tuner.kernels.shape import Shape
@@ -36,11 +35,10 @@ def test_file_names_are_vllms_with_the_h200_rule_and_sglangs_without() -> None:
     assert MOE.files.file_name(QWEN3_TP2, "NVIDIA_H200_NVL", "sglang") == name.format(
         "NVIDIA_H200_NVL", ", "
     )
-    assert any_engine_file_name(vllm_name, "sglang", "NVIDIA_H200_NVL") == name.format(
-        "NVIDIA_H200_NVL", ", "
-    )
-    assert any_engine_file_name(vllm_name, "sglang") == name.format("NVIDIA_H200", ", ")
-    assert any_engine_file_name(vllm_name, "vllm", "NVIDIA_H200_NVL") == vllm_name
+    sglang_name = name.format("NVIDIA_H200_NVL", ", ")
+    assert MOE.respell(vllm_name, "sglang", "NVIDIA_H200_NVL") == sglang_name
+    assert MOE.respell(vllm_name, "sglang") == name.format("NVIDIA_H200", ", ")
+    assert MOE.respell(sglang_name, "vllm", "NVIDIA_H200_NVL") == vllm_name
     assert moe_config_file_name(8, 64, "NVIDIA_GH200_480GB").startswith(
         "E=8,N=64,device_name=NVIDIA_GH200_480GB,"
     )

@@ -10,11 +10,14 @@ import torch
 
 from tuner.kernels.accuracy import relative_error
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.moe.align import moe_align_block_size
 from tuner.kernels.moe.kernel import invoke_moe_gemm
-from tuner.kernels.moe.reference import make_moe_inputs, reference_moe_gemm
 from tuner.kernels.moe.space import default_config
-from tuner.kernels.moe.workload import MoeWorkload
+from tuner.kernels.moe.workload import (
+    MoeWorkload,
+    make_moe_inputs,
+    moe_align_block_size,
+    reference_moe_gemm,
+)
 from tuner.kernels.shape import Shape
 
 BLOCK = (128, 128)

@@ -1,0 +1,144 @@
+"""Compiling a family's Triton kernel for a GPU architecture without a GPU (Triton's wheel carries
+ptxas): one launch, captured from the host code on "meta" tensors, bound by Triton's own
+launcher binding, so the binary lands under that launch's cache key; and with ptxas's log, so
+that two kernels' code can be compared (shared memory, registers, spills, the PTX instruction
+mix; `tuner.kernels.serving.same_code`)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource, CompiledKernel, make_backend
+from triton.runtime.jit import JITFunction, create_function_from_signature
+
+from tuner.core import DEFAULT_OUT_DTYPE
+
+# The output dtype compiled for when none is asked (`tuner.core.DEFAULT_OUT_DTYPE`, serving's).
+DEFAULT_TORCH_DTYPE: torch.dtype = getattr(torch, DEFAULT_OUT_DTYPE)
+_REGISTERS = re.compile(r"Used (\d+) registers")
+_SPILLS = re.compile(r"(\d+) bytes spill stores")
+
+# (signature, constexprs, attrs) as `triton.compiler.ASTSource` takes them.
+Specialization = tuple[dict[str, str], dict[tuple[int, ...], Any], dict[tuple[int, ...], list]]
+
+
+class Capture:
+    """Stands in for a JITFunction: `capture[grid](*args, **kwargs)` records the call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[tuple, dict]] = []
+
+    def __getitem__(self, grid: Any) -> Any:
+        return lambda *args, **kwargs: self.calls.append((args, kwargs))
+
+
+def bind(fn: Any, arch: int, args: tuple, kwargs: dict) -> tuple[Specialization, dict]:
+    """(specialization, options) of one launch of `fn` for GPUTarget("cuda", arch, 32), as
+    Triton's own launcher binds it (`create_function_from_signature`, `JITFunction._pack_args`,
+    triton/runtime/jit.py): what `fn[grid](*args, **kwargs)` compiles under. Tensors may be on
+    "meta" (address 0: 16-byte aligned, as every CUDA allocation).
+
+    Raises:
+        RuntimeError: `fn` is no JITFunction: its module was imported under TRITON_INTERPRET=1
+            (code generation then fails in this process; compile in one without it).
+    """
+    if not isinstance(fn, JITFunction):
+        raise RuntimeError(
+            "compile_for_target needs a process without TRITON_INTERPRET=1 "
+            "(this module was imported under Triton's interpreter)"
+        )
+    backend = make_backend(GPUTarget("cuda", arch, 32))
+    binder = create_function_from_signature(fn.signature, fn.params, backend)
+    bound, specialization, options = binder(*args, **kwargs)
+    options, *packed = fn._pack_args(backend, kwargs, bound, specialization, options)
+    return tuple(packed), options.__dict__
+
+
+def compile_specialized(
+    fn: Any, specialization: Specialization, arch: int, options: Mapping[str, Any]
+) -> CompiledKernel:
+    """Compile the JITFunction `fn` with a launch's specialization and options (`bind`) for
+    GPUTarget("cuda", arch, 32).
+
+    Raises:
+        triton.CompilationError: the compiler rejected the kernel.
+    """
+    source = ASTSource(fn, *specialization)
+    return triton.compile(source, target=GPUTarget("cuda", arch, 32), options=dict(options))
+
+
+def ptx_opcodes(ptx: str) -> Counter:
+    """Instructions of a PTX text counted by full opcode (`ld.global.v4.b32`), predicates
+    dropped; directives, labels, braces and comments are not instructions."""
+    counts: Counter = Counter()
+    for line in ptx.splitlines():
+        for statement in line.split("//", 1)[0].split(";")[:-1]:
+            tokens = statement.strip().lstrip("{").split()
+            tokens = tokens[1:] if tokens and tokens[0].startswith("@") else tokens
+            if tokens and not tokens[0].startswith("."):
+                counts[tokens[0]] += 1
+    return counts
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """What the compiler says of one binary: shared memory per program (bytes), registers per
+    thread and spill-store bytes (None when ptxas logged none), PTX instructions by opcode."""
+
+    shared: int
+    n_regs: int | None
+    spill_bytes: int | None
+    opcodes: Counter
+
+    @property
+    def instructions(self) -> int:
+        """PTX instructions in all."""
+        return sum(self.opcodes.values())
+
+
+def compiled_code(
+    fn: Any, specialization: Specialization, arch: int, options: Mapping[str, Any]
+) -> Compiled:
+    """`compile_specialized` with ptxas's log on and Triton's cache bypassed, read back."""
+    log = io.StringIO()
+    saved = {key: os.environ.get(key) for key in ("TRITON_DUMP_PTXAS_LOG", "TRITON_ALWAYS_COMPILE")}
+    os.environ.update(TRITON_DUMP_PTXAS_LOG="1", TRITON_ALWAYS_COMPILE="1")
+    try:
+        with contextlib.redirect_stdout(log):
+            kernel = compile_specialized(fn, specialization, arch, options)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    registers, spills = _REGISTERS.search(log.getvalue()), _SPILLS.search(log.getvalue())
+    return Compiled(
+        int(kernel.metadata.shared),
+        int(registers[1]) if registers else None,
+        int(spills[1]) if spills else None,
+        ptx_opcodes(kernel.asm["ptx"]),
+    )
+
+
+def compile_call(fn: Any, arch: int, args: tuple, kwargs: dict) -> CompiledKernel:
+    """Compile `fn` for one launch's arguments (`bind`): the binary lands in Triton's cache
+    under the key that launch looks up."""
+    specialization, options = bind(fn, arch, args, kwargs)
+    return compile_specialized(fn, specialization, arch, options)
+
+
+def compile_launch(fn: Any, arch: int, args: tuple, kwargs: dict) -> Compiled:
+    """`compiled_code` of `fn` for one launch's arguments (`bind`)."""
+    specialization, options = bind(fn, arch, args, kwargs)
+    return compiled_code(fn, specialization, arch, options)
