@@ -9,9 +9,11 @@ import math
 import re
 
 import pytest
+from sqlalchemy import create_engine
+from sqlalchemy.orm import Session
 
-from db.models import ComparisonPoint, Decision, Retime, Trial
-from db.work import _check_device_name, _checked, _validate
+from db.models import Base, ComparisonPoint, Decision, Retime, Trial
+from db.work import SweepSpec, _validate, get_or_create_device
 from tuner.cli.arguments import DEFAULT_M, parse_m_values
 from tuner.core import (
     COMPARISON_STATUSES,
@@ -78,11 +80,14 @@ REFUSED = ["", "has space", 'quote"d', "sl/ash", "back\\slash", "dot..dot", ".",
 def test_vllms_keys_are_device_names_and_the_store_takes_exactly_those(device: str) -> None:
     kept = device in KEPT or device == "x" * 128
     assert is_device_name(device) is kept
-    if kept:
-        _check_device_name(device)
-    else:
-        with pytest.raises(ValueError, match="must be vLLM's key"):
-            _check_device_name(device)
+    engine = create_engine("sqlite://")
+    Base.metadata.create_all(engine)
+    with Session(engine) as session:
+        if kept:
+            assert get_or_create_device(session, device_name=device) == 1
+        else:
+            with pytest.raises(ValueError, match="must be vLLM's key"):
+                get_or_create_device(session, device_name=device)
 
 
 def test_a_device_argument_may_hold_the_gpus_spaces() -> None:
@@ -130,10 +135,9 @@ def test_trial_statuses_are_the_stored_values() -> None:
         "crashed",
     )
     assert tuple(TrialStatus) == TRIAL_STATUSES
-    for status in TRIAL_STATUSES:
-        assert _checked(CONFIG, status) == CONFIG  # the store takes each
-    with pytest.raises(ValueError, match="trial status 'oom' is not one of ok, invalid, "):
-        _checked(CONFIG, "oom")
+    assert [TrialStatus(status) for status in TRIAL_STATUSES] == list(TrialStatus)
+    with pytest.raises(ValueError, match="'oom' is not a valid TrialStatus"):
+        TrialStatus("oom")  # what the store's record_trial raises
 
 
 def test_point_statuses_are_the_stored_values() -> None:
@@ -151,11 +155,12 @@ def test_out_dtypes_are_torchs_names_of_the_kernels_dtypes_and_the_stores() -> N
     assert OUT_DTYPES == ("bfloat16", "float16") and DEFAULT_OUT_DTYPE == "bfloat16"
     assert tuple(OutDtype) == OUT_DTYPES  # `--out-dtype`'s choices
     assert DENSE_DTYPES == MOE_DTYPES == tuple(getattr(torch, name) for name in OUT_DTYPES)
-    fields = {"m_values": [1], "shapes": [(256, 384)], "block_shape": (128, 128), "tp": 1}
+    spec = SweepSpec("NVIDIA_L20", "m", 1, "grid", 1, "s", 0, [1], "bfloat16", (128, 128),
+                     [(256, 384)], "dense", "", False)  # fmt: skip
     for dtype in OUT_DTYPES:
-        _validate(out_dtype=dtype, budget=1, **fields)
+        _validate(dataclasses.replace(spec, out_dtype=dtype))
     with pytest.raises(ValueError, match="'float32' is not one of bfloat16, float16"):
-        _validate(out_dtype="float32", budget=1, **fields)
+        _validate(dataclasses.replace(spec, out_dtype="float32"))
 
 
 @pytest.mark.parametrize(
