@@ -170,8 +170,7 @@ def test_on_a_driverless_host_auto_times_the_builtin_and_vllm_is_refused(
 ) -> None:
     """Finding 4: where vLLM's triton is its placeholder, every trial of vLLM's kernel would
     crash; auto takes the builtin with one line, --kernel vllm is one line and exit 2, and
-    CUDA_VISIBLE_DEVICES="" (vLLM then keeps the real Triton) runs vLLM's kernel. In this
-    process: the placeholder is asked of a child (tuner.kernels.source), the trials of workers."""
+    CUDA_VISIBLE_DEVICES="" (vLLM then keeps the real Triton) runs vLLM's kernel."""
     monkeypatch.chdir(tmp_path)
     vllm = build_standin(tmp_path / "site")
     driverless = {NO_DRIVER_VARIABLE: "1"}
