@@ -16,7 +16,7 @@ from api.settings import Settings
 from tests.storefill import DEFAULT, FAST, fill, publish
 
 TOKEN = "fuzz-token"
-EXAMPLES = 8  # per operation, token mode and generation mode
+EXAMPLES = 4  # per operation, token mode and generation mode
 
 
 def fuzz(operation, mode, headers: dict, codes: Counter, errors: list[str]) -> None:

@@ -1,5 +1,5 @@
 """`tuner verify`: bad input, verdicts from a fake runner on a filled store, `--fix` and its
-resume, and one end-to-end run on the interpreter after a real sweep of the `tiny` model."""
+resume, and one end-to-end run on the interpreter after a real sweep of a one-shape model."""
 
 import importlib
 import json
@@ -370,11 +370,16 @@ CANDIDATE = KernelConfig(16, 256, 128, 1, 4, 2).as_dict()
 
 
 def test_end_to_end_on_the_interpreter(tmp_path, monkeypatch):
+    """On a user model of one 128 x 128 shape (one tile: the interpreter's fastest)."""
     url = f"sqlite:///{tmp_path}/tuner.db"
     configs = tmp_path / "configs.json"
     configs.write_text(json.dumps([CANDIDATE]))
+    monkeypatch.setenv("TUNER_SHAPES_DIR", str(tmp_path))
+    (tmp_path / "one.toml").write_text(
+        'model = "one"\nblock_shape = [128, 128]\n[tp.1]\nsource = "test"\nshapes = [[128, 128]]\n'
+    )
     monkeypatch.setattr(output.console, "_width", 220)
-    tiny = ["--device", "interpreter", "--model", "tiny", "--m", "1", "--db", url]
+    tiny = ["--device", "interpreter", "--model", "one", "--m", "1", "--db", url]
     sweep = [*tiny, "--configs", str(configs), "--strategy", "grid", "--interpreter-reps", "1"]
     swept = runner.invoke(cli.app, ["sweep", *sweep])
     assert swept.exit_code == 0, swept.output

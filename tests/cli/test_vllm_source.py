@@ -5,15 +5,14 @@ winners of two sources never mix in an export."""
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
-import subprocess
-import sys
 
 import pytest
+from typer.testing import CliRunner
 
-from tests.standin_vllm import build_standin
-from tuner.files.provenance import family_kernel_hash
+from tests.standin_vllm import NO_DRIVER_VARIABLE, build_standin, importable
+from tuner.cli.app import app
+from tuner.files.provenance import family_kernel_hash, installed_triton_minor
 from tuner.kernels.dense.space import default_config
 from tuner.kernels.source import source_hash
 
@@ -21,27 +20,21 @@ DENSE_FILE = "N=256,K=128,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_sh
 MOE_FILE = "E=4,N=64,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128,128].json"
 FAST = dict(default_config().as_dict(), GROUP_SIZE_M=1)
 SLOW = dict(default_config().as_dict(), GROUP_SIZE_M=16)
+runner = CliRunner()
 
 
-def tuner(*args, cwd, vllm=None, extra=None):
-    """Run `tuner` in a child process, with the stand-in vLLM importable when given and the
-    environment variables `extra`."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in ("PYTHONPATH", "CUDA_VISIBLE_DEVICES") and not key.startswith("STANDIN_")
-    }
-    if vllm is not None:
-        env["PYTHONPATH"] = str(vllm)
-    env.update(extra or {})
-    return subprocess.run(
-        [sys.executable, "-m", "tuner.cli", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+def invoke(*args, vllm=None, extra=None):
+    """`tuner` in this process, with the stand-in vLLM importable when given (dropped from
+    sys.modules afterwards) and the environment variables `extra`. Its kernels are timed in
+    spawned workers and its placeholder is asked of a child, as from the command line."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+        for key, value in (extra or {}).items():
+            patch.setenv(key, value)
+        if vllm is None:
+            return runner.invoke(app, list(args))
+        with importable(vllm, patch):
+            return runner.invoke(app, list(args))
 
 
 def rows(db, sql):
@@ -49,25 +42,34 @@ def rows(db, sql):
         return connection.execute(sql).fetchall()
 
 
+def _tiny(home, db: str, *flags: str, model: str = "tiny", configs=(FAST, SLOW)) -> tuple:
+    """A sweep of `configs` (and vLLM's default) of `model` at M = 1 on the interpreter."""
+    (home / "configs.json").write_text(json.dumps(list(configs)))
+    sweep = f"sweep --device interpreter --model {model} --m 1 --strategy grid --configs"
+    configs_path = str(home / "configs.json")
+    return (*sweep.split(), configs_path, "--interpreter-reps", "1", "--db", db, *flags)
+
+
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory):
-    """One store with the same sweep run twice: --kernel auto beside the stand-in vLLM, then
-    --kernel builtin; two configs per task, and vLLM's default (GROUP_SIZE_M 32) as baseline."""
+    """One store with the same sweep run twice: --kernel auto beside the stand-in vLLM (no
+    publish), then --kernel builtin (publishes); two configs per task, and vLLM's default
+    (GROUP_SIZE_M 32) as baseline."""
     home = tmp_path_factory.mktemp("vllm_source")
     vllm = build_standin(home / "site")
     db = f"sqlite:///{home}/tuner.db"
-    common = _tiny(home, db, "--no-publish", model="tiny-moe")
+    common = _tiny(home, db, model="tiny-moe")
     runs = [
-        tuner(*common, cwd=home, vllm=vllm),
-        tuner(*common, "--kernel", "builtin", cwd=home, vllm=vllm),
+        invoke(*common, "--no-publish", vllm=vllm),
+        invoke(*common, "--kernel", "builtin", vllm=vllm),
     ]
     return home, vllm, db, runs
 
 
 def test_auto_times_vllms_kernels_and_says_so(swept) -> None:
     home, vllm, _, (auto, builtin) = swept
-    assert auto.returncode == 0, auto.stderr
-    assert builtin.returncode == 0, builtin.stderr
+    assert auto.exit_code == 0, auto.output
+    assert builtin.exit_code == 0, builtin.output
     for run, kernel in ((auto, "vllm-0.33.0"), (builtin, "builtin")):
         lines = [line for line in run.stdout.splitlines() if line.startswith("sweep ")]
         heads = [line.rsplit(", kernel ", 1)[1] for line in lines if "(new)" in line]
@@ -76,6 +78,18 @@ def test_auto_times_vllms_kernels_and_says_so(swept) -> None:
     assert [space.split("@", 1)[1:] for _, space in spaces] == [["kernel:vllm-0.33.0"]] * 2 + [
         []
     ] * 2
+
+
+def test_a_builtin_sweep_beside_vllm_publishes_its_own_files(swept) -> None:
+    """Finding 6: `tuner sweep --kernel builtin` where vLLM is importable publishes the builtin's
+    files (publish used to read auto, i.e. vLLM's trials, which this store has too)."""
+    home, _, _, (_, builtin) = swept
+    published = [line for line in builtin.stdout.splitlines() if line.startswith("published ")]
+    assert len(published) == 1, builtin.stdout
+    assert published[0].startswith("published TRITON_INTERPRETER release 1: 2 file(s), ")
+    assert published[0].endswith(", kernels of builtin"), published
+    [(summary,)] = rows(home / "tuner.db", "SELECT summary FROM releases")
+    assert json.loads(summary)["scope"]["kernel_source"] == "builtin"
 
 
 def test_every_trial_records_source_version_and_the_hash_of_what_it_timed(swept) -> None:
@@ -117,16 +131,17 @@ def test_winners_of_two_sources_never_mix(swept) -> None:
                 )
 
     def exported(out, *flags, vllm_path=None):
-        run = tuner(*"export --device interpreter --out".split(), out, "--db", db, *flags,
-                    cwd=home, vllm=vllm_path)  # fmt: skip
-        assert run.returncode == 0, run.stderr
-        dense = json.loads((home / out / DENSE_FILE).read_text())["1"]["GROUP_SIZE_M"]
-        moe = json.loads((home / out / MOE_FILE).read_text())["1"]["GROUP_SIZE_M"]
+        out = home / out
+        run = invoke("export", "--device", "interpreter", "--out", str(out), "--db", db, *flags,
+                     vllm=vllm_path)  # fmt: skip
+        assert run.exit_code == 0, run.output
+        dense = json.loads((out / DENSE_FILE).read_text())["1"]["GROUP_SIZE_M"]
+        moe = json.loads((out / MOE_FILE).read_text())["1"]["GROUP_SIZE_M"]
         said = [line for line in run.stderr.splitlines() if line.startswith("winners of ")]
         return dense, moe, said
 
-    vllm_said = ["winners of vllm 0.33.0 kernel trials, triton " + _minor()]
-    builtin_said = ["winners of builtin kernel trials, triton " + _minor()]
+    vllm_said = ["winners of vllm 0.33.0 kernel trials, triton " + installed_triton_minor()]
+    builtin_said = ["winners of builtin kernel trials, triton " + installed_triton_minor()]
     # Beside vLLM, auto reads vLLM's trials; without it too (the store has vLLM's trials).
     assert exported("a", vllm_path=vllm) == (1, 1, vllm_said)
     assert exported("b") == (1, 1, vllm_said)
@@ -134,21 +149,13 @@ def test_winners_of_two_sources_never_mix(swept) -> None:
     assert exported("d", "--kernel", "vllm") == (1, 1, vllm_said)
 
 
-def _minor() -> str:
-    from tuner.files.provenance import installed_triton_minor
-
-    return installed_triton_minor()
-
-
 def test_mounts_say_whose_kernel_trials_they_mount(swept) -> None:
     """--kernel picks whose trials' files are mounted; the header says which, as export does."""
-    home, vllm, db, _ = swept
+    _, vllm, db, _ = swept
 
     def tuned_line(*flags, vllm_path=None):
-        run = tuner(
-            "mounts", "--device", "interpreter", "--db", db, *flags, cwd=home, vllm=vllm_path
-        )
-        assert run.returncode == 0, run.stderr
+        run = invoke("mounts", "--device", "interpreter", "--db", db, *flags, vllm=vllm_path)
+        assert run.exit_code == 0, run.output
         return [line for line in run.stdout.splitlines() if line.startswith("# Tuned with")]
 
     [auto] = tuned_line(vllm_path=vllm)
@@ -158,43 +165,19 @@ def test_mounts_say_whose_kernel_trials_they_mount(swept) -> None:
     assert builtin.endswith(", kernels of builtin.") and "vLLM" not in builtin
 
 
-def _tiny(home, db: str, *flags: str, model: str = "tiny") -> tuple[str, ...]:
-    """A two-config sweep of `model` at M = 1 on the interpreter."""
-    (home / "configs.json").write_text(json.dumps([FAST, SLOW]))
-    sweep = (
-        f"sweep --device interpreter --model {model} --m 1 --strategy grid --configs configs.json"
-    )
-    return (*sweep.split(), "--interpreter-reps", "1", "--db", db, *flags)
-
-
-def test_a_builtin_sweep_beside_vllm_publishes_its_own_files(tmp_path) -> None:
-    """Finding 6: `tuner sweep --kernel builtin` where vLLM is importable publishes the builtin's
-    files (publish used to read auto, i.e. vLLM's trials, and found none)."""
-    vllm = build_standin(tmp_path / "site")
-    db = f"sqlite:///{tmp_path}/tuner.db"
-    run = tuner(*_tiny(tmp_path, db, "--kernel", "builtin"), cwd=tmp_path, vllm=vllm)
-    assert run.returncode == 0, run.stderr
-    published = [line for line in run.stdout.splitlines() if line.startswith("published ")]
-    assert len(published) == 1, run.stdout
-    assert published[0].startswith("published TRITON_INTERPRETER release 1: 2 file(s), ")
-    assert published[0].endswith(", kernels of builtin"), published
-    [(summary,)] = rows(tmp_path / "tuner.db", "SELECT summary FROM releases")
-    assert json.loads(summary)["scope"]["kernel_source"] == "builtin"
-
-
-def test_on_a_driverless_host_auto_times_the_builtin_and_vllm_is_refused(tmp_path) -> None:
+def test_on_a_driverless_host_auto_times_the_builtin_and_vllm_is_refused(
+    tmp_path, monkeypatch
+) -> None:
     """Finding 4: where vLLM's triton is its placeholder, every trial of vLLM's kernel would
     crash; auto takes the builtin with one line, --kernel vllm is one line and exit 2, and
     CUDA_VISIBLE_DEVICES="" (vLLM then keeps the real Triton) runs vLLM's kernel."""
-    from tests.standin_vllm import NO_DRIVER_VARIABLE
-
+    monkeypatch.chdir(tmp_path)
     vllm = build_standin(tmp_path / "site")
     driverless = {NO_DRIVER_VARIABLE: "1"}
     db = f"sqlite:///{tmp_path}/tuner.db"
-    refused = tuner(
-        *_tiny(tmp_path, db, "--kernel", "vllm"), cwd=tmp_path, vllm=vllm, extra=driverless
-    )
-    assert refused.returncode == 2
+    sweep = _tiny(tmp_path, db, configs=[default_config().as_dict()])
+    refused = invoke(*sweep, "--kernel", "vllm", vllm=vllm, extra=driverless)
+    assert refused.exit_code == 2
     assert refused.stderr.strip().splitlines() == [
         "error: --kernel vllm: vLLM 0.33.0 replaces triton with a placeholder here "
         "(vllm/triton_utils/importing.py finds no single active GPU driver), so its kernels "
@@ -202,8 +185,8 @@ def test_on_a_driverless_host_auto_times_the_builtin_and_vllm_is_refused(tmp_pat
         'or, on the CPU interpreter (--device interpreter), with CUDA_VISIBLE_DEVICES="" set, '
         "under which vLLM keeps the real Triton"
     ]
-    auto = tuner(*_tiny(tmp_path, db), cwd=tmp_path, vllm=vllm, extra=driverless)
-    assert auto.returncode == 0, auto.stderr
+    auto = invoke(*sweep, vllm=vllm, extra=driverless)
+    assert auto.exit_code == 0, auto.output
     notes = [line for line in auto.stderr.splitlines() if line.startswith("note: --kernel auto")]
     assert notes == [
         "note: --kernel auto times the builtin kernels: vLLM 0.33.0 replaces "
@@ -219,13 +202,10 @@ def test_on_a_driverless_host_auto_times_the_builtin_and_vllm_is_refused(tmp_pat
         if line.startswith("sweep 1 (new)")
     ] == ["builtin"]
     assert any(line.endswith(", kernels of builtin") for line in auto.stdout.splitlines())
-    kept = tuner(
-        *_tiny(tmp_path, db, "--kernel", "vllm"),
-        cwd=tmp_path,
-        vllm=vllm,
-        extra={**driverless, "CUDA_VISIBLE_DEVICES": ""},
+    kept = invoke(
+        *sweep, "--kernel", "vllm", vllm=vllm, extra={**driverless, "CUDA_VISIBLE_DEVICES": ""}
     )
-    assert kept.returncode == 0, kept.stderr
+    assert kept.exit_code == 0, kept.output
     assert rows(
         tmp_path / "tuner.db",
         "SELECT DISTINCT environments.kernel_source, trials.status FROM trials JOIN "

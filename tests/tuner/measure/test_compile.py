@@ -24,7 +24,7 @@ if "nvidia" not in triton.backends.backends:
     pytest.skip("this Triton has no NVIDIA backend", allow_module_level=True)
 
 DEFAULT = default_config()
-BIG = KernelConfig(256, 256, 128, 1, 8, 5)  # 64 KiB of A and B tiles per stage
+BIG = KernelConfig(128, 128, 128, 16, 8, 9)  # 32 KiB x 9 stages (8 buffers on sm89): > 227 KiB
 MID = KernelConfig(128, 128, 128, 16, 8, 5)  # 32 KiB a stage: fits sm90's 227 KiB, not sm89's
 SAMPLE = [DEFAULT, BIG, MID]
 SHAPE = {"M": 4096, "shape": Shape(5120, 3072, (128, 128)), "out_dtype": "bfloat16"}
