@@ -134,7 +134,6 @@ def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path) -> None:
             db,
             "--m",
             "1",
-            "--no-publish",
         ],
     )
     assert verify.exit_code == 0, verify.output
