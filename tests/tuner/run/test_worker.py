@@ -6,7 +6,7 @@ import pytest
 
 from db import repo
 from db.connection import open_store, session_scope
-from tests.storefill import DENSE_SWEEP
+from tests import storefill
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
@@ -17,6 +17,11 @@ from tuner.run.task import run_task, trial_cap
 from tuner.run.worker_spec import WorkerSpec
 
 BUDGET = 6
+# One sweep of tiny's (256, 384) at M=16 on the interpreter; tests replace its strategy or M.
+SPEC = replace(
+    storefill.SPEC, device_name="TRITON_INTERPRETER", model="tiny", tp=1, space="vllm", seed=3,
+    budget=BUDGET, m_values=[16], shapes=[(256, 384)],
+)  # fmt: skip
 
 
 class Killed(BaseException):
@@ -59,20 +64,7 @@ def make_store(folder, strategy="optuna"):
     with session_scope(engine) as session:
         sweep, _ = repo.create_sweep(
             session,
-            repo.SweepSpec(
-                device_name="TRITON_INTERPRETER",
-                model="tiny",
-                tp=1,
-                strategy=strategy,
-                budget=BUDGET,
-                space="vllm",
-                seed=3,
-                m_values=[16],
-                out_dtype="bfloat16",
-                block_shape=(128, 128),
-                shapes=[(256, 384)],
-                **DENSE_SWEEP,
-            ),
+            replace(SPEC, strategy=strategy),
         )
         environment_id = repo.get_or_create_environment(
             session,
@@ -269,20 +261,7 @@ def then_m32(engine, spec, environment_id, strategy: str) -> tuple[int, WorkerSp
         repo.finish_task(session, task_id=task.task_id, worker_id=spec.worker_id, state="done")
         sweep, _ = repo.create_sweep(
             session,
-            repo.SweepSpec(
-                device_name="TRITON_INTERPRETER",
-                model="tiny",
-                tp=1,
-                strategy=strategy,
-                budget=BUDGET,
-                space="vllm",
-                seed=3,
-                m_values=[32],
-                out_dtype="bfloat16",
-                block_shape=(128, 128),
-                shapes=[(256, 384)],
-                **DENSE_SWEEP,
-            ),
+            replace(SPEC, strategy=strategy, m_values=[32]),
         )
     return task.task_id, WorkerSpec(
         db_url=spec.db_url,
