@@ -10,14 +10,17 @@ imported when first called.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from tuner.core import DEVICE_NAME_CHARS, DEVICE_NAME_MAX, FP8_DTYPE, is_device_name
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.engines import EngineFolder
+from tuner.kernels.engines import ENGINES, EngineFolder
 from tuner.kernels.shape import Shape
 from tuner.kernels.source import (
     BUILTIN,
@@ -32,6 +35,72 @@ from tuner.kernels.source import (
 # [N, K] of its block-FP8 linear layers, or its fused-MoE experts (E, N, K, top_k).
 LINEAR_LAYERS = "linear layers"
 EXPERTS = "experts"
+
+
+def lazy(target: str) -> Callable[..., Any]:
+    """A hook named `module:attribute.path`, imported when first called: how a pure family
+    module names the parts of it that import torch, triton or vLLM."""
+    module, _, path = target.partition(":")
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        found = functools.reduce(getattr, path.split("."), importlib.import_module(module))
+        return found(*args, **kwargs)
+
+    return call
+
+
+def block_fp8_name(
+    dims: dict[str, int],
+    device_name: str,
+    block_shape: tuple[int, int],
+    engine: str = "vllm",
+    dtype: str = FP8_DTYPE,
+) -> str:
+    """A block-FP8 config file name as `engine` spells it: `dims` (e.g. N=..,K=..), then
+    `device_name=..,dtype=..,block_shape=[bn,bk].json` (SGLang: `[bn, bk]`).
+
+    Raises:
+        ValueError: a size that is not a positive integer, a device name we do not store, or
+            an engine not in `ENGINES`: a name vLLM never reads or we cannot parse back.
+    """
+    bn, bk = block_shape
+    for label, value in {**dims, "group_n": bn, "group_k": bk}.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{label} must be a positive integer, got {value!r}")
+    if not is_device_name(device_name):
+        raise ValueError(
+            f"device_name {device_name!r} must be 1..{DEVICE_NAME_MAX} printable "
+            "ASCII characters without space, '\"', '/', '\\' or '..'"
+        )
+    if engine not in ENGINES:
+        raise ValueError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
+    head = "".join(f"{name}={value}," for name, value in dims.items())
+    space = " " if engine == "sglang" else ""
+    return f"{head}device_name={device_name},dtype={dtype},block_shape=[{bn},{space}{bk}].json"
+
+
+@functools.cache
+def _name_re(dims: tuple[str, ...]) -> re.Pattern[str]:
+    """The device part may hold ',', '=' and '['; the dtype holds no ',' or '=', so the split
+    after `dims` is unique."""
+    return re.compile(
+        "".join(rf"{name}=(?P<{name}>[1-9][0-9]{{0,8}})," for name in dims)
+        + rf"device_name=(?P<device>[.{DEVICE_NAME_CHARS}]{{1,{DEVICE_NAME_MAX}}}),"
+        r"dtype=(?P<dtype>[a-z0-9_]{1,32}),"
+        r"block_shape=\[(?P<bn>[1-9][0-9]{0,5}), ?(?P<bk>[1-9][0-9]{0,5})\]\.json"
+    )
+
+
+def parse_block_fp8_name(
+    name: str, dims: tuple[str, ...], dtypes: tuple[str, ...] = (FP8_DTYPE,)
+) -> tuple[tuple[int, ...], str, str, tuple[int, int]] | None:
+    """(the values of `dims`, device_name, dtype, block_shape) of a `block_fp8_name` in either
+    engine's spelling; None when `name` is not one, or its dtype is not in `dtypes`."""
+    match = _name_re(dims).fullmatch(name) if len(name) <= 512 else None
+    if match is None or match["dtype"] not in dtypes or not is_device_name(match["device"]):
+        return None
+    values = tuple(int(match[dim]) for dim in dims)
+    return values, match["device"], match["dtype"], (int(match["bn"]), int(match["bk"]))
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ live in its own folder. Importable without torch, triton or vLLM.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -131,19 +132,25 @@ class Asked:
     linear_backend_triton: bool
 
 
-def not_compared(head: str, exc: Exception) -> str:
-    """The line on a comparison that could not be made: `head`, the exception in one line."""
-    return f"{head}: not compared ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
-
-
-def compared_line(head: str, pairs: list, hint: str, where: str) -> str:
-    """The line on (builtin, vLLM's) compiled pairs: DIFFERENT code with what differs and
-    `hint`, or same code with the first pair's shared memory, registers and PTX count."""
-    differ = sorted({phrase for ours, theirs in pairs for phrase in same_code(ours, theirs)})
+def compare_line(
+    out: Diagnosis, head: str, pairs: Callable[[], list], hint: str, where: str
+) -> None:
+    """Doctor's line on the (builtin, vLLM's) `tuner.kernels.target.Compiled` pairs that
+    `pairs()` compiles: `head`, then DIFFERENT code with what differs and `hint`, or same code
+    with the first pair's shared memory, registers and PTX count `where`; not compared, with
+    the exception in one line, when compiling them raises."""
+    try:
+        made = pairs()
+    except Exception as exc:  # noqa: BLE001 - any import or compile failure is the finding
+        why = " ".join(str(exc).split())[:200]
+        out.lines.append(f"{head}: not compared ({type(exc).__name__}: {why})")
+        return
+    differ = sorted({phrase for ours, theirs in made for phrase in same_code(ours, theirs)})
     if differ:
-        return f"{head}: DIFFERENT code (" + "; ".join(differ) + f"): {hint}"
-    ours = pairs[0][0]
-    return (
+        out.lines.append(f"{head}: DIFFERENT code (" + "; ".join(differ) + f"): {hint}")
+        return
+    ours = made[0][0]
+    out.lines.append(
         f"{head}: same code (shared {ours.shared} bytes, {ours.n_regs} registers, "
         f"{ours.instructions} PTX instructions {where})"
     )

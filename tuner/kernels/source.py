@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import importlib
 import importlib.metadata
 import importlib.util
 import inspect
@@ -259,6 +260,14 @@ class VllmKernel:
     function: str
     launcher: str
     workload: Callable[..., Any]
+
+    def kernel(self) -> Any:
+        """The kernel (a JITFunction) in the installed vLLM, imported.
+
+        Raises:
+            ImportError, AttributeError: vLLM, the module or the kernel cannot be imported.
+        """
+        return getattr(importlib.import_module(self.module), self.function)
 
     def path(self) -> Path:
         """The kernel module's file in the importable vLLM, found without importing it.

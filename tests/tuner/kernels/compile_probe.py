@@ -4,7 +4,6 @@ of it, each launched by its own host code). Prints one JSON object."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 import tempfile
@@ -16,10 +15,10 @@ import triton
 from tests.standin_vllm import build_standin
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense import kernel as dense
-from tuner.kernels.dense.family import VLLM_DENSE
+from tuner.kernels.dense.family import DENSE, VLLM_DENSE
 from tuner.kernels.dense.space import default_config
-from tuner.kernels.dense.workload import compile_dense_pair, compile_for_target
-from tuner.kernels.moe.family import MOE, VLLM_MOE
+from tuner.kernels.dense.workload import compile_dense_pair
+from tuner.kernels.moe.family import MOE
 from tuner.kernels.moe.space import default_config as moe_default
 from tuner.kernels.moe.workload import compile_moe_pairs
 from tuner.kernels.serving import same_code
@@ -32,19 +31,20 @@ def main() -> None:
         return
     too_big = KernelConfig(128, 128, 128, 1, 4, 5)  # 5 stages of 32 KiB: over 99 KiB
     qwen3 = Shape(384, 2048, (128, 128), (("E", 128), ("top_k", 8)))
+    dense_shape, bf16 = Shape(576, 7168, (128, 128)), torch.bfloat16
     shared = {
-        "default-sm90": compile_for_target(default_config().as_dict(), 90, M=64, N=576, K=7168),
-        "too-big-sm89": compile_for_target(too_big.as_dict(), 89, M=64, N=576, K=7168),
-        "moe-sm90": MOE.compile_for_target(
-            moe_default(1), 90, shape=qwen3, M=1, out_dtype=torch.bfloat16
+        "default-sm90": DENSE.compile_for_target(
+            default_config(), 90, shape=dense_shape, M=64, out_dtype=bf16
         ),
+        "too-big-sm89": DENSE.compile_for_target(
+            too_big, 89, shape=dense_shape, M=64, out_dtype=bf16
+        ),
+        "moe-sm90": MOE.compile_for_target(moe_default(1), 90, shape=qwen3, M=1, out_dtype=bf16),
     }
     sys.path.insert(0, str(build_standin(Path(tempfile.mkdtemp()) / "site")))
-    theirs = getattr(importlib.import_module(VLLM_DENSE.module), VLLM_DENSE.function)
-    pairs = [compile_dense_pair(theirs, default_config(), 90, M=1, N=256, K=512)]
-    pairs += compile_moe_pairs(
-        VLLM_MOE.module, VLLM_MOE.function, moe_default(1), 90, M=1, E=8, N=256, K=512, top_k=2
-    )
+    pairs = [compile_dense_pair(VLLM_DENSE.kernel(), default_config(), 90, M=1, N=256, K=512)]
+    small = Shape(256, 512, (128, 128), (("E", 8), ("top_k", 2)))
+    pairs += compile_moe_pairs(moe_default(1), 90, shape=small, M=1)
     result = {
         "pairs": [[ours.shared, same_code(ours, theirs)] for ours, theirs in pairs],
         "hash": dense.kernel_source_hash(),

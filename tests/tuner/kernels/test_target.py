@@ -19,6 +19,7 @@ from tuner.kernels.dense.kernel import kernel_source_hash
 from tuner.kernels.moe.kernel import fused_moe_fp8_block_kernel, invoke_moe_gemm
 from tuner.kernels.moe.space import uses_swap_ab
 from tuner.kernels.moe.workload import meta_gemms
+from tuner.kernels.shape import Shape
 from tuner.kernels.target import Capture
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -80,8 +81,9 @@ def test_invoke_moe_gemm_launches_as_vllm_does() -> None:
         (256, 128, 768, 2048, 8, 64, 128, 89),
         (1, 256, 256, 7168, 8, 16, 64, 90),
     ):
-        config = KernelConfig(bm, bn, 128, 1, 4, 3).as_dict()
-        for args, launch in meta_gemms(config, M=M, E=E, N=N, K=K, top_k=top_k):
+        config = KernelConfig(bm, bn, 128, 1, 4, 3)
+        shape = Shape(N, K, (128, 128), (("E", E), ("top_k", top_k)))
+        for args, launch in meta_gemms(config, shape, M):
             capture = Capture()
             invoke_moe_gemm(*args, **launch, arch=arch, kernel=capture)
             (args, kwargs), names = capture.calls[0], fused_moe_fp8_block_kernel.arg_names

@@ -7,13 +7,11 @@ Pure: the kernel, its workload and vLLM are imported when a hook is called.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.core import DEVICE_NAME_CHARS, DEVICE_NAME_MAX, FP8_DTYPE, is_device_name
-from tuner.kernels.config import KernelConfig
+from tuner.core import FP8_DTYPE
 from tuner.kernels.dense.space import (
     DEFAULT_BLOCK_SHAPE,
     default_config,
@@ -21,7 +19,7 @@ from tuner.kernels.dense.space import (
     vllm_space,
     why_invalid,
 )
-from tuner.kernels.engines import ENGINES, EngineFolder
+from tuner.kernels.engines import EngineFolder
 from tuner.kernels.family import (
     LINEAR_LAYERS,
     FamilyFiles,
@@ -30,7 +28,9 @@ from tuner.kernels.family import (
     KernelFamily,
     VllmLogLine,
     VllmServing,
-    Workload,
+    block_fp8_name,
+    lazy,
+    parse_block_fp8_name,
 )
 from tuner.kernels.serving import (
     DEFAULT_DENSE,
@@ -40,8 +40,7 @@ from tuner.kernels.serving import (
     Asked,
     Diagnosis,
     ModelAsked,
-    compared_line,
-    not_compared,
+    compare_line,
 )
 from tuner.kernels.shape import Shape, int_rows
 from tuner.kernels.source import VllmKernel
@@ -55,42 +54,6 @@ from tuner.kernels.vllm_table import (
 
 # The dtype labels vLLM puts in block-scaled W8A8 file names (get_w8a8_block_configs, fp8_utils).
 DTYPES: tuple[str, ...] = (FP8_DTYPE, "int8_w8a8")
-
-
-def name_pattern(head: str) -> str:
-    """The regular expression of a block-FP8 file name after its `head` (e.g. `N=..,K=..,`): the
-    device part (which may hold ',', '=' and '['), then `,dtype=<label>,block_shape=[n,k].json`
-    (SGLang: `[n, k]`) with no ',' or '=' in the label, so the split is unique."""
-    return (
-        rf"{head}device_name=(?P<device>[.{DEVICE_NAME_CHARS}]{{1,{DEVICE_NAME_MAX}}}),"
-        r"dtype=(?P<dtype>[a-z0-9_]{1,32}),"
-        r"block_shape=\[(?P<bn>[1-9][0-9]{0,5}), ?(?P<bk>[1-9][0-9]{0,5})\]\.json"
-    )
-
-
-def check_name_parts(device_name: str, **sizes: int) -> None:
-    """Refuse a part that would make a name vLLM never reads or we cannot parse back.
-
-    Raises:
-        ValueError: a size that is not a positive integer, or a device name we do not store.
-    """
-    for label, value in sizes.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{label} must be a positive integer, got {value!r}")
-    if not is_device_name(device_name):
-        raise ValueError(
-            f"device_name {device_name!r} must be 1..{DEVICE_NAME_MAX} printable "
-            "ASCII characters without space, '\"', '/', '\\' or '..'"
-        )
-
-
-def check_engine(engine: str) -> None:
-    """Raises ValueError: `engine` is not one of `ENGINES`."""
-    if engine not in ENGINES:
-        raise ValueError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
-
-
-_FILE_NAME_RE = re.compile(name_pattern(r"N=(?P<N>[1-9][0-9]{0,8}),K=(?P<K>[1-9][0-9]{0,8}),"))
 
 
 @dataclass(frozen=True)
@@ -123,11 +86,9 @@ def config_file_name(
     Raises:
         ValueError: a part that would make a name vLLM never reads or we cannot parse back.
     """
-    bn, bk = block_shape
-    check_name_parts(device_name, N=N, K=K, group_n=bn, group_k=bk)
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not one of {', '.join(DTYPES)}")
-    return f"N={N},K={K},device_name={device_name},dtype={dtype},block_shape=[{bn},{bk}].json"
+    return block_fp8_name({"N": N, "K": K}, device_name, block_shape, dtype=dtype)
 
 
 def engine_file_name(name: str, engine: str) -> str:
@@ -137,12 +98,8 @@ def engine_file_name(name: str, engine: str) -> str:
     Raises:
         ValueError: an unknown engine, or a name `parse_config_file_name` rejects.
     """
-    check_engine(engine)
-    vllm_name = parse_config_file_name(name).name
-    if engine == "vllm":
-        return vllm_name
-    head, _, tail = vllm_name.rpartition("block_shape=[")
-    return f"{head}block_shape=[{tail.replace(',', ', ', 1)}"
+    p = parse_config_file_name(name)
+    return block_fp8_name({"N": p.N, "K": p.K}, p.device_name, p.block_shape, engine, p.dtype)
 
 
 def parse_config_file_name(name: str) -> ConfigFileName:
@@ -151,14 +108,12 @@ def parse_config_file_name(name: str) -> ConfigFileName:
     Raises:
         ValueError: the name is not a block-scaled W8A8 GEMM config file name.
     """
-    match = _FILE_NAME_RE.fullmatch(name) if len(name) <= 512 else None
-    if match is None or match["dtype"] not in DTYPES or not is_device_name(match["device"]):
+    found = parse_block_fp8_name(name, ("N", "K"), DTYPES)
+    if found is None:
         example = config_file_name(1024, 512, "NVIDIA_L20")
         raise ValueError(f"{name!r} is not a config file name like '{example}'")
-    block_shape = (int(match["bn"]), int(match["bk"]))
-    return ConfigFileName(
-        int(match["N"]), int(match["K"]), match["device"], match["dtype"], block_shape
-    )
+    (N, K), device_name, dtype, block_shape = found
+    return ConfigFileName(N, K, device_name, dtype, block_shape)
 
 
 # vLLM 0.33.0 reads dense files only from its package's quantization/utils/configs/
@@ -276,21 +231,14 @@ def advise(out: Diagnosis, asked: Asked, answer: Answer) -> None:
 def compare(out: Diagnosis, capability: int) -> None:
     """Doctor's line on whether the builtin dense kernel and vLLM's compile to the same code for
     `capability` (e.g. 90), with vLLM's default config at M = 1 and M = 64."""
-    from tuner.kernels.dense.workload import compile_dense_pair, vllm_kernel
+
+    def pairs() -> list:
+        theirs, config = VLLM_DENSE.kernel(), default_config()
+        compile_pair = lazy("tuner.kernels.dense.workload:compile_dense_pair")
+        return [compile_pair(theirs, config, capability, M=M, N=4096, K=4096) for M in (1, 64)]
 
     head = f"builtin vs vLLM's dense kernel on sm{capability}"
-    try:
-        theirs = vllm_kernel(VLLM_DENSE.module, VLLM_DENSE.function)
-        pairs = [
-            compile_dense_pair(theirs, default_config(), capability, M=M, N=4096, K=4096)
-            for M in (1, 64)
-        ]
-    except Exception as exc:  # noqa: BLE001 - any import or compile failure is the finding
-        out.lines.append(not_compared(head, exc))
-        return
-    out.lines.append(
-        compared_line(head, pairs, "tune with --kernel vllm here", "at M=1, default config")
-    )
+    compare_line(out, head, pairs, "tune with --kernel vllm here", "at M=1, default config")
 
 
 def _file_name(shape: Shape, device_name: str, engine: str = "vllm") -> str:
@@ -301,37 +249,6 @@ def _file_name(shape: Shape, device_name: str, engine: str = "vllm") -> str:
 def _parse_file_name(name: str) -> tuple[Shape, str, str]:
     parsed = parse_config_file_name(name)
     return Shape(parsed.N, parsed.K, parsed.block_shape), parsed.device_name, parsed.dtype
-
-
-def _workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
-    from tuner.kernels.dense.workload import DenseWorkload
-
-    return DenseWorkload.make(shape, M, seed=seed, device=device)
-
-
-def _vllm_workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
-    from tuner.kernels.dense.workload import VllmDenseWorkload
-
-    return VllmDenseWorkload.from_vllm(
-        shape, M, seed=seed, device=device, module=VLLM_DENSE.module, function=VLLM_DENSE.function
-    )
-
-
-def _compile_for_target(
-    config: KernelConfig, arch: int, *, shape: Shape, M: int, out_dtype: Any
-) -> Any:
-    from tuner.kernels.dense.workload import compile_for_target
-
-    block_shape = shape.block_pair("dense")
-    return compile_for_target(
-        config.as_dict(),
-        arch,
-        M=M,
-        N=shape.N,
-        K=shape.K,
-        block_shape=block_shape,
-        out_dtype=out_dtype,
-    )
 
 
 def _parse_shapes(rows: object, where: str, block_shape: tuple[int, int]) -> tuple[Shape, ...]:
@@ -352,7 +269,7 @@ VLLM_DENSE = VllmKernel(
     module="vllm.model_executor.layers.quantization.utils.fp8_utils",
     function="_w8a8_triton_block_scaled_mm",
     launcher="w8a8_triton_block_scaled_mm",
-    workload=_vllm_workload,
+    workload=lazy("tuner.kernels.dense.workload:VllmDenseWorkload.make"),
 )
 
 DENSE = KernelFamily(
@@ -384,8 +301,8 @@ DENSE = KernelFamily(
         # get_w8a8_block_fp8_configs raises BLOCK_SIZE_K to block_k (SGLang 0.5.12 on).
         sglang_clamps_block_k=True,
     ),
-    workload=_workload,
-    compile_for_target=_compile_for_target,
+    workload=lazy("tuner.kernels.dense.workload:DenseWorkload.make"),
+    compile_for_target=lazy("tuner.kernels.dense.workload:compile_for_target"),
     specialization=lambda shape, M: specialization_key(
         M, shape.N, shape.K, shape.block_pair("dense")
     ),

@@ -4,9 +4,7 @@ the installed vLLM's, and the kernel compiled for a GPU target as a launch speci
 
 from __future__ import annotations
 
-import importlib
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,11 +13,13 @@ import triton
 from triton.compiler import CompiledKernel
 
 from tuner.kernels.config import KernelConfig
+from tuner.kernels.dense.family import VLLM_DENSE
 from tuner.kernels.dense.kernel import (
     _check_block_shape,
     w8a8_block_fp8_matmul,
     w8a8_block_fp8_matmul_kernel,
 )
+from tuner.kernels.dense.space import DEFAULT_BLOCK_SHAPE
 from tuner.kernels.interpreter import fix_interpreter_index
 from tuner.kernels.shape import Shape
 from tuner.kernels.target import (
@@ -159,17 +159,6 @@ class DenseWorkload:
         )
 
 
-def vllm_kernel(module: str, function: str) -> Any:
-    """A Triton kernel (a JITFunction) of the installed vLLM, e.g. `VLLM_DENSE`'s
-    (`tuner.kernels.dense.family`).
-
-    Raises:
-        ImportError: vLLM or the module cannot be imported.
-        AttributeError: the module has no such kernel.
-    """
-    return getattr(importlib.import_module(module), function)
-
-
 @dataclass(frozen=True)
 class VllmDenseWorkload(DenseWorkload):
     """A dense problem whose launch runs the installed vLLM's `_w8a8_triton_block_scaled_mm`
@@ -180,13 +169,15 @@ class VllmDenseWorkload(DenseWorkload):
     kernel: Any = None
 
     @classmethod
-    def from_vllm(
-        cls, shape: Shape, M: int, *, seed: int, device: str, module: str, function: str
-    ) -> VllmDenseWorkload:
-        """The builtin workload's inputs (same seed, same data) with vLLM's kernel `function`
-        of `module` (`tuner.kernels.dense.family.VLLM_DENSE`'s)."""
+    def make(cls, shape: Shape, M: int, *, seed: int, device: str) -> VllmDenseWorkload:
+        """The builtin workload's inputs (same seed, same data) with vLLM's kernel
+        (`tuner.kernels.dense.family.VLLM_DENSE`).
+
+        Raises:
+            ImportError, AttributeError: vLLM or its kernel cannot be imported.
+        """
         base = DenseWorkload.make(shape, M, seed=seed, device=device)
-        return cls(base.inputs, base.block_shape, vllm_kernel(module, function))
+        return cls(base.inputs, base.block_shape, VLLM_DENSE.kernel())
 
     def launch(
         self,
@@ -221,43 +212,34 @@ class VllmDenseWorkload(DenseWorkload):
 
 
 def captured_launch(
-    config: Mapping[str, int],
-    M: int,
-    N: int,
-    K: int,
-    block_shape: tuple[int, int] | list[int] = (128, 128),
-    out_dtype: torch.dtype = DEFAULT_TORCH_DTYPE,
+    config: KernelConfig, M: int, shape: Shape, out_dtype: torch.dtype = DEFAULT_TORCH_DTYPE
 ) -> tuple[tuple, dict]:
     """(args, kwargs) `w8a8_block_fp8_matmul` passes its kernel for an M x N x K launch of
-    `config` (vLLM's six keys), captured on contiguous "meta" tensors: nothing runs.
+    `config` with `shape`'s block shape, captured on contiguous "meta" tensors: nothing runs.
 
     Raises:
         ValueError: bad config, block_shape, out_dtype or dimensions.
     """
+    (N, K), block_shape = (shape.N, shape.K), shape.block_pair("dense")
     if M <= 0 or N <= 0 or K <= 0:
         raise ValueError(f"M, N, K must be positive, got M={M} N={N} K={K}")
     group_n, group_k = _check_block_shape(block_shape)
     kg = triton.cdiv(K, group_k)
     A, B = (torch.empty(rows, K, dtype=torch.float8_e4m3fn, device="meta") for rows in (M, N))
-    As, Bs = (
-        torch.empty(M, kg, device="meta"),
-        torch.empty(triton.cdiv(N, group_n), kg, device="meta"),
-    )
+    As, Bs = (torch.empty(rows, kg, device="meta") for rows in (M, triton.cdiv(N, group_n)))
     capture = Capture()
     w8a8_block_fp8_matmul(
-        A, B, As, Bs, (group_n, group_k), config, out_dtype=out_dtype, kernel=capture
+        A, B, As, Bs, (group_n, group_k), config.as_dict(), out_dtype=out_dtype, kernel=capture
     )
     return capture.calls[0]
 
 
 def compile_for_target(
-    config: Mapping[str, int],
+    config: KernelConfig,
     arch: int,
     *,
+    shape: Shape,
     M: int,
-    N: int,
-    K: int,
-    block_shape: tuple[int, int] | list[int] = (128, 128),
     out_dtype: torch.dtype = DEFAULT_TORCH_DTYPE,
 ) -> CompiledKernel:
     """Compile the kernel for an NVIDIA architecture (89, 90, 100, 120) without a GPU, as a
@@ -269,28 +251,21 @@ def compile_for_target(
         RuntimeError: this module was imported under TRITON_INTERPRET=1.
         triton.CompilationError: the compiler rejected the kernel.
     """
-    launch = captured_launch(config, M, N, K, block_shape, out_dtype)
+    launch = captured_launch(config, M, shape, out_dtype)
     return compile_call(w8a8_block_fp8_matmul_kernel, arch, *launch)
 
 
 def compile_dense_pair(
-    theirs: Any,
-    config: KernelConfig,
-    arch: int,
-    *,
-    M: int,
-    N: int,
-    K: int,
-    block_shape: tuple[int, int] = (128, 128),
+    theirs: Any, config: KernelConfig, arch: int, *, M: int, N: int, K: int
 ) -> tuple[Compiled, Compiled]:
-    """(builtin's, theirs) `Compiled` for one launch (`captured_launch`): the builtin kernel and
-    `theirs`, a JITFunction taking the same arguments (vLLM's `_w8a8_triton_block_scaled_mm`).
+    """(builtin's, theirs) `Compiled` for one launch at M x N x K with [128, 128] blocks
+    (`captured_launch`): the builtin kernel and `theirs`, a JITFunction taking the same
+    arguments (vLLM's `_w8a8_triton_block_scaled_mm`).
 
     Raises:
         TypeError: `theirs` takes other arguments.
         triton.CompilationError: either kernel does not compile.
     """
-    launch = captured_launch(config.as_dict(), M, N, K, block_shape)
-    return compile_launch(w8a8_block_fp8_matmul_kernel, arch, *launch), compile_launch(
-        theirs, arch, *launch
-    )
+    launch = captured_launch(config, M, Shape(N, K, DEFAULT_BLOCK_SHAPE))
+    ours = compile_launch(w8a8_block_fp8_matmul_kernel, arch, *launch)
+    return ours, compile_launch(theirs, arch, *launch)

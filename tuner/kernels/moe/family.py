@@ -9,13 +9,9 @@ Pure: the kernel, its workload and vLLM are imported when a hook is called.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from typing import Any
 
-from tuner.core import FP8_DTYPE, is_device_name
-from tuner.kernels.config import KernelConfig
-from tuner.kernels.dense.family import check_engine, check_name_parts, name_pattern
+from tuner.core import is_device_name
 from tuner.kernels.engines import EngineFolder
 from tuner.kernels.family import (
     EXPERTS,
@@ -25,7 +21,9 @@ from tuner.kernels.family import (
     KernelFamily,
     VllmLogLine,
     VllmServing,
-    Workload,
+    block_fp8_name,
+    lazy,
+    parse_block_fp8_name,
 )
 from tuner.kernels.moe.space import (
     DEFAULT_BLOCK_SHAPE,
@@ -42,13 +40,10 @@ from tuner.kernels.serving import (
     Asked,
     Diagnosis,
     ModelAsked,
-    compared_line,
-    not_compared,
+    compare_line,
 )
 from tuner.kernels.shape import Shape, int_rows
 from tuner.kernels.source import VllmKernel
-
-_MOE_NAME_RE = re.compile(name_pattern(r"E=(?P<E>[1-9][0-9]{0,8}),N=(?P<N>[1-9][0-9]{0,8}),"))
 
 
 def moe_device_name(device_name: str) -> str:
@@ -74,11 +69,9 @@ def moe_config_file_name(
     Raises:
         ValueError: a non-positive size, a device name we do not store, an unknown engine.
     """
-    bn, bk = block_shape
-    check_name_parts(device_name, E=E, N=N, group_n=bn, group_k=bk)
-    check_engine(engine)
-    device, space = (moe_device_name(device_name), "") if engine == "vllm" else (device_name, " ")
-    return f"E={E},N={N},device_name={device},dtype={FP8_DTYPE},block_shape=[{bn},{space}{bk}].json"
+    if engine == "vllm" and is_device_name(device_name):
+        device_name = moe_device_name(device_name)
+    return block_fp8_name({"E": E, "N": N}, device_name, block_shape, engine)
 
 
 def parse_moe_config_file_name(name: str) -> tuple[int, int, str, str, tuple[int, int]]:
@@ -89,12 +82,12 @@ def parse_moe_config_file_name(name: str) -> tuple[int, int, str, str, tuple[int
         ValueError: not such a name; a per-tensor `dtype=fp8_w8a8.json` file (no block_shape)
             is out of scope and refused too.
     """
-    match = _MOE_NAME_RE.fullmatch(name) if len(name) <= 512 else None
-    if match is None or match["dtype"] != FP8_DTYPE or not is_device_name(match["device"]):
+    found = parse_block_fp8_name(name, ("E", "N"))
+    if found is None:
         example = moe_config_file_name(128, 384, "NVIDIA_H200")
         raise ValueError(f"{name!r} is not a block-FP8 MoE config file name like '{example}'")
-    block_shape = (int(match["bn"]), int(match["bk"]))
-    return int(match["E"]), int(match["N"]), match["device"], match["dtype"], block_shape
+    (E, N), device_name, dtype, block_shape = found
+    return E, N, device_name, dtype, block_shape
 
 
 def _respell(name: str, engine: str, device_name: str | None = None) -> str:
@@ -107,7 +100,7 @@ def _respell(name: str, engine: str, device_name: str | None = None) -> str:
 
 # The fused-MoE comparison's layer: DeepSeek-V3 at tensor parallel 8 (shapes/deepseek-v3.toml;
 # bench/moe_fidelity.py's "deepseek-v3 tp8"); M = 1 and 256 take vLLM's two default tilings.
-MOE_COMPARED: dict[str, Any] = {"E": 256, "N": 256, "K": 7168, "top_k": 8}
+MOE_COMPARED = Shape(256, 7168, DEFAULT_BLOCK_SHAPE, (("E", 256), ("top_k", 8)))
 MOE_COMPARED_M = (1, 256)
 
 
@@ -179,29 +172,19 @@ def advise(out: Diagnosis, asked: Asked, answer: Answer) -> None:
 def compare(out: Diagnosis, capability: int) -> None:
     """Doctor's line on whether the builtin fused-MoE kernel and vLLM's compile to the same code
     for `capability` (e.g. 90), with vLLM's default config at two M, both GEMMs each."""
-    from tuner.kernels.moe.workload import compile_moe_pairs
+    compile_pairs = lazy("tuner.kernels.moe.workload:compile_moe_pairs")
 
-    head = f"builtin vs vLLM's fused-MoE kernel on sm{capability}"
-    try:
-        pairs = [
+    def pairs() -> list:
+        return [
             pair
             for M in MOE_COMPARED_M
-            for pair in compile_moe_pairs(
-                VLLM_MOE.module,
-                VLLM_MOE.function,
-                default_config(M),
-                capability,
-                M=M,
-                **MOE_COMPARED,
-            )
+            for pair in compile_pairs(default_config(M), capability, shape=MOE_COMPARED, M=M)
         ]
-    except Exception as exc:  # noqa: BLE001 - any import or compile failure is the finding
-        out.lines.append(not_compared(head, exc))
-        return
-    where = f"in the gate_up GEMM at M={MOE_COMPARED_M[0]}, default configs at M=" + " and ".join(
-        map(str, MOE_COMPARED_M)
-    )
-    out.lines.append(compared_line(head, pairs, "tune MoE with --kernel vllm here", where))
+
+    M = " and ".join(map(str, MOE_COMPARED_M))
+    where = f"in the gate_up GEMM at M={MOE_COMPARED_M[0]}, default configs at M={M}"
+    head = f"builtin vs vLLM's fused-MoE kernel on sm{capability}"
+    compare_line(out, head, pairs, "tune MoE with --kernel vllm here", where)
 
 
 def _file_name(shape: Shape, device_name: str, engine: str = "vllm") -> str:
@@ -214,37 +197,6 @@ def _parse_file_name(name: str) -> tuple[Shape, str, str]:
     """The name holds E and N only: the shape comes back with K = 0 and params (("E", E),)."""
     E, N, device, dtype, block_shape = parse_moe_config_file_name(name)
     return Shape(N, 0, block_shape, (("E", E),)), device, dtype
-
-
-def _workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
-    from tuner.kernels.moe.workload import MoeWorkload
-
-    return MoeWorkload.make(shape, M, seed=seed, device=device)
-
-
-def _vllm_workload(shape: Shape, M: int, *, seed: int, device: str) -> Workload:
-    from tuner.kernels.moe.workload import VllmMoeWorkload
-
-    return VllmMoeWorkload.from_vllm(shape, M, seed=seed, device=device, module=VLLM_MOE.module)
-
-
-def _compile_for_target(
-    config: KernelConfig, arch: int, *, shape: Shape, M: int, out_dtype: Any
-) -> Any:
-    from tuner.kernels.moe.workload import compile_for_target
-
-    E, top_k, block_shape = shape.param("E"), shape.param("top_k"), shape.block_pair("moe")
-    return compile_for_target(
-        config.as_dict(),
-        arch,
-        M=M,
-        N=shape.N,
-        K=shape.K,
-        E=E,
-        top_k=top_k,
-        block_shape=block_shape,
-        out_dtype=out_dtype,
-    )
 
 
 def expert_shape(
@@ -296,7 +248,7 @@ VLLM_MOE = VllmKernel(
     module="vllm.model_executor.layers.fused_moe.fused_moe",
     function="fused_moe_kernel",
     launcher="dispatch_fused_moe_kernel",
-    workload=_vllm_workload,
+    workload=lazy("tuner.kernels.moe.workload:VllmMoeWorkload.make"),
 )
 
 MOE = KernelFamily(
@@ -331,8 +283,8 @@ MOE = KernelFamily(
         ),
         file_key=lambda shape: (shape.param("E"), shape.N),
     ),
-    workload=_workload,
-    compile_for_target=_compile_for_target,
+    workload=lazy("tuner.kernels.moe.workload:MoeWorkload.make"),
+    compile_for_target=lazy("tuner.kernels.moe.workload:compile_for_target"),
     specialization=lambda shape, M: specialization_key(
         M, shape.N, shape.K, shape.param("E"), shape.param("top_k"), shape.block_pair("moe")
     ),

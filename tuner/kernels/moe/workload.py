@@ -17,6 +17,7 @@ import torch
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.workload import FP8_MAX, dequantize
 from tuner.kernels.interpreter import fix_interpreter_index
+from tuner.kernels.moe.family import VLLM_MOE
 from tuner.kernels.moe.kernel import (
     OUT_DTYPES,
     fused_moe_fp8_block_kernel,
@@ -451,71 +452,51 @@ class VllmMoeWorkload(MoeWorkload):
     """An MoE problem whose expert GEMMs run the installed vLLM's kernel (`vllm_moe_gemm`)."""
 
     @classmethod
-    def from_vllm(
-        cls, shape: Shape, M: int, *, seed: int, device: str, module: str
-    ) -> VllmMoeWorkload:
-        """The builtin workload's problem (same seed, same data); vLLM's `module` is imported
-        here, so a missing vLLM fails at once."""
-        importlib.import_module(module)
+    def make(cls, shape: Shape, M: int, *, seed: int, device: str) -> VllmMoeWorkload:
+        """The builtin workload's problem (same seed, same data); vLLM's fused_moe module
+        (`tuner.kernels.moe.family.VLLM_MOE`'s) is imported here, so a missing vLLM fails at
+        once."""
+        importlib.import_module(VLLM_MOE.module)
         base = MoeWorkload.make(shape, M, seed=seed, device=device)
-        gemm = partial(vllm_moe_gemm, module=module)
+        gemm = partial(vllm_moe_gemm, module=VLLM_MOE.module)
         return cls(base.inputs, base.block_shape, base.num_experts, gemm=gemm)
 
 
 def meta_gemms(
-    config: Mapping[str, int],
-    *,
-    M: int,
-    E: int,
-    N: int,
-    K: int,
-    top_k: int,
-    block_shape: tuple[int, int] = (128, 128),
-    out_dtype: torch.dtype = DEFAULT_TORCH_DTYPE,
+    config: KernelConfig, shape: Shape, M: int, out_dtype: torch.dtype = DEFAULT_TORCH_DTYPE
 ) -> list[tuple[tuple, dict]]:
     """The expert MLP's two GEMMs at M tokens as `invoke_moe_gemm` takes them, (args, keywords)
     each, on "meta" tensors (nothing runs), routed as vLLM routes M tokens (naive assignment for
     small batches, else padded to BLOCK_SIZE_M per expert): the gate_up GEMM (A [M, K], B
     [E, 2N, K], top_k) and the down GEMM (A [M * top_k, N], B [E, K, N], top_k 1, weighted)."""
-    (gn, gk), block_m = block_shape, config["BLOCK_SIZE_M"]
+    E, top_k, block_shape = shape.param("E"), shape.param("top_k"), shape.block_pair("moe")
+    (gn, gk), block_m, N, K = block_shape, config.BLOCK_SIZE_M, shape.N, shape.K
 
-    def meta(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        return torch.empty(*shape, dtype=dtype, device="meta")
+    def meta(*sizes: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return torch.empty(*sizes, dtype=dtype, device="meta")
 
-    routing: tuple[torch.Tensor | None, ...]
+    padded = max_padded_slots(M * top_k, E, block_m)
+    ids = (padded, -(-padded // block_m), 1)
+    routing = tuple(meta(n, dtype=torch.int32) for n in ids)
     if uses_naive_assignment(M, top_k, E):
         routing = (None, meta(M * top_k, dtype=torch.int32), meta(1, dtype=torch.int32))
-    else:
-        padded = max_padded_slots(M * top_k, E, block_m)
-        ids = (padded, -(-padded // block_m), 1)
-        routing = tuple(meta(n, dtype=torch.int32) for n in ids)
+    launch = {"config": config.as_dict(), "block_shape": block_shape}
     gemms = []
     for rows, n, k, gemm_top_k in ((M, 2 * N, K, top_k), (M * top_k, K, N, 1)):
-        operands = (
-            meta(rows, k, dtype=torch.float8_e4m3fn),
-            meta(rows, -(-k // gk)),
-            meta(E, n, k, dtype=torch.float8_e4m3fn),
-            meta(E, -(-n // gn), -(-k // gk)),
-            meta(rows * gemm_top_k, n, dtype=out_dtype),
-            meta(M, top_k),
-        )
-        launch = {"mul_routed_weight": gemm_top_k == 1, "top_k": gemm_top_k}
-        gemms.append(
-            ((*operands, *routing), launch | {"config": config, "block_shape": block_shape})
-        )
+        fp8 = (meta(rows, k, dtype=torch.float8_e4m3fn), meta(rows, -(-k // gk)))
+        weight = (meta(E, n, k, dtype=torch.float8_e4m3fn), meta(E, -(-n // gn), -(-k // gk)))
+        out = (meta(rows * gemm_top_k, n, dtype=out_dtype), meta(M, top_k))
+        routed = {"mul_routed_weight": gemm_top_k == 1, "top_k": gemm_top_k}
+        gemms.append(((*fp8, *weight, *out, *routing), routed | launch))
     return gemms
 
 
 def compile_for_target(
-    config: Mapping[str, int],
+    config: KernelConfig,
     arch: int,
     *,
+    shape: Shape,
     M: int,
-    N: int,
-    K: int,
-    E: int,
-    top_k: int,
-    block_shape: tuple[int, int] = (128, 128),
     out_dtype: torch.dtype = DEFAULT_TORCH_DTYPE,
 ) -> Any:
     """Compile both GEMMs of the expert MLP (`meta_gemms`) for an NVIDIA architecture as
@@ -528,16 +509,14 @@ def compile_for_target(
         RuntimeError: imported under TRITON_INTERPRET=1.
         triton.CompilationError: the compiler rejected the kernel.
     """
-    parsed = parse_config(config, block_shape).as_dict()
+    parse_config(config.as_dict(), shape.block_pair("moe"))
     if out_dtype not in OUT_DTYPES:
         raise ValueError(f"out_dtype must be torch.bfloat16 or torch.float16, got {out_dtype}")
-    if min(M, N, K, E, top_k) <= 0:
-        raise ValueError(f"M, N, K, E, top_k must be positive, got {M}, {N}, {K}, {E}, {top_k}")
-    gemms = meta_gemms(
-        parsed, M=M, E=E, N=N, K=K, top_k=top_k, block_shape=block_shape, out_dtype=out_dtype
-    )
+    sizes = (M, shape.N, shape.K, shape.param("E"), shape.param("top_k"))
+    if min(sizes) <= 0:
+        raise ValueError(f"M, N, K, E, top_k must be positive, got {', '.join(map(str, sizes))}")
     compiled = []
-    for args, launch in gemms:
+    for args, launch in meta_gemms(config, shape, M, out_dtype):
         capture = Capture()
         invoke_moe_gemm(*args, **launch, arch=arch, kernel=capture)
         compiled.append(compile_call(fused_moe_fp8_block_kernel, arch, *capture.calls[0]))
@@ -545,40 +524,27 @@ def compile_for_target(
 
 
 def compile_moe_pairs(
-    module: str,
-    function: str,
-    config: KernelConfig,
-    arch: int,
-    *,
-    M: int,
-    E: int,
-    N: int,
-    K: int,
-    top_k: int,
-    block_shape: tuple[int, int] = (128, 128),
+    config: KernelConfig, arch: int, *, shape: Shape, M: int
 ) -> list[tuple[Compiled, Compiled]]:
     """[(builtin's, vLLM's)] `Compiled` for both GEMMs (`meta_gemms`): each kernel with the
-    arguments its own host code passes (vLLM's: `dispatch_fused_moe_kernel` of `module`, which
-    holds `function`) on a GPU of `arch`. vLLM sets SWAP_AB from the GPU it sees (none here); it
-    is set from `arch` (`uses_swap_ab`).
+    arguments its own host code passes (vLLM's: `dispatch_fused_moe_kernel` of
+    `tuner.kernels.moe.family.VLLM_MOE`'s module) on a GPU of `arch`. vLLM sets SWAP_AB from
+    the GPU it sees (none here); it is set from `arch` (`uses_swap_ab`).
 
     Raises:
         ImportError, AttributeError: no such vLLM module or kernel.
         triton.CompilationError: either kernel does not compile.
     """
-    vllm = importlib.import_module(module)
-    kernel = getattr(vllm, function)
+    vllm, kernel = importlib.import_module(VLLM_MOE.module), VLLM_MOE.kernel()
     pairs = []
-    for args, launch in meta_gemms(
-        config.as_dict(), M=M, E=E, N=N, K=K, top_k=top_k, block_shape=block_shape
-    ):
+    for args, launch in meta_gemms(config, shape, M):
         ours, theirs = Capture(), Capture()
         invoke_moe_gemm(*args, **launch, arch=arch, kernel=ours)
-        setattr(vllm, function, theirs)
+        setattr(vllm, VLLM_MOE.function, theirs)
         try:
-            vllm_moe_gemm(*args, **launch, module=module)
+            vllm_moe_gemm(*args, **launch, module=VLLM_MOE.module)
         finally:
-            setattr(vllm, function, kernel)
+            setattr(vllm, VLLM_MOE.function, kernel)
         their_args, kwargs = theirs.calls[0]
         if "SWAP_AB" in kwargs:
             swap = uses_swap_ab(kwargs["BLOCK_SIZE_M"], kwargs["BLOCK_SIZE_N"], arch)
