@@ -191,9 +191,7 @@ class Workload(Protocol):
         launch does."""
         ...
 
-    def launch(
-        self, config: KernelConfig, weights: tuple[Any, ...], *, out: Any, out_dtype: Any
-    ) -> Any:
+    def launch(self, config: KernelConfig, weights: tuple, *, out: Any, out_dtype: Any) -> Any:
         """Run the kernel once with `config`, reading `weights` (one copy of `weights()`),
         writing `out` (a new tensor when None) in `out_dtype`; returns the output."""
         ...

@@ -11,7 +11,6 @@ import io
 import os
 import re
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,19 +63,6 @@ def bind(fn: Any, arch: int, args: tuple, kwargs: dict) -> tuple[Specialization,
     return tuple(packed), options.__dict__
 
 
-def compile_specialized(
-    fn: Any, specialization: Specialization, arch: int, options: Mapping[str, Any]
-) -> CompiledKernel:
-    """Compile the JITFunction `fn` with a launch's specialization and options (`bind`) for
-    GPUTarget("cuda", arch, 32).
-
-    Raises:
-        triton.CompilationError: the compiler rejected the kernel.
-    """
-    source = ASTSource(fn, *specialization)
-    return triton.compile(source, target=GPUTarget("cuda", arch, 32), options=dict(options))
-
-
 def ptx_opcodes(ptx: str) -> Counter:
     """Instructions of a PTX text counted by full opcode (`ld.global.v4.b32`), predicates
     dropped; directives, labels, braces and comments are not instructions."""
@@ -106,16 +92,27 @@ class Compiled:
         return sum(self.opcodes.values())
 
 
-def compiled_code(
-    fn: Any, specialization: Specialization, arch: int, options: Mapping[str, Any]
-) -> Compiled:
-    """`compile_specialized` with ptxas's log on and Triton's cache bypassed, read back."""
+def compile_call(fn: Any, arch: int, args: tuple, kwargs: dict) -> CompiledKernel:
+    """Compile the JITFunction `fn` for one launch's arguments (`bind`) for
+    GPUTarget("cuda", arch, 32): the binary lands in Triton's cache under the key that launch
+    looks up.
+
+    Raises:
+        triton.CompilationError: the compiler rejected the kernel.
+    """
+    specialization, options = bind(fn, arch, args, kwargs)
+    source = ASTSource(fn, *specialization)
+    return triton.compile(source, target=GPUTarget("cuda", arch, 32), options=dict(options))
+
+
+def compile_launch(fn: Any, arch: int, args: tuple, kwargs: dict) -> Compiled:
+    """`compile_call` with ptxas's log on and Triton's cache bypassed, read back as `Compiled`."""
     log = io.StringIO()
     saved = {key: os.environ.get(key) for key in ("TRITON_DUMP_PTXAS_LOG", "TRITON_ALWAYS_COMPILE")}
     os.environ.update(TRITON_DUMP_PTXAS_LOG="1", TRITON_ALWAYS_COMPILE="1")
     try:
         with contextlib.redirect_stdout(log):
-            kernel = compile_specialized(fn, specialization, arch, options)
+            kernel = compile_call(fn, arch, args, kwargs)
     finally:
         for key, value in saved.items():
             if value is None:
@@ -129,16 +126,3 @@ def compiled_code(
         int(spills[1]) if spills else None,
         ptx_opcodes(kernel.asm["ptx"]),
     )
-
-
-def compile_call(fn: Any, arch: int, args: tuple, kwargs: dict) -> CompiledKernel:
-    """Compile `fn` for one launch's arguments (`bind`): the binary lands in Triton's cache
-    under the key that launch looks up."""
-    specialization, options = bind(fn, arch, args, kwargs)
-    return compile_specialized(fn, specialization, arch, options)
-
-
-def compile_launch(fn: Any, arch: int, args: tuple, kwargs: dict) -> Compiled:
-    """`compiled_code` of `fn` for one launch's arguments (`bind`)."""
-    specialization, options = bind(fn, arch, args, kwargs)
-    return compiled_code(fn, specialization, arch, options)

@@ -143,14 +143,7 @@ class DenseWorkload:
         """[M, N] float64 (`reference_matmul`); one launch has no intermediate to round."""
         return reference_matmul(self.inputs, self.block_shape)
 
-    def launch(
-        self,
-        config: KernelConfig,
-        weights: tuple[torch.Tensor, ...],
-        *,
-        out: Any,
-        out_dtype: torch.dtype,
-    ) -> torch.Tensor:
+    def launch(self, config: KernelConfig, weights: tuple, *, out: Any, out_dtype: Any) -> Any:
         """One launch of `w8a8_block_fp8_matmul` reading the weight copy `weights` = (B, Bs)."""
         B, Bs = weights
         A, As = self.inputs.A, self.inputs.As
@@ -179,14 +172,7 @@ class VllmDenseWorkload(DenseWorkload):
         base = DenseWorkload.make(shape, M, seed=seed, device=device)
         return cls(base.inputs, base.block_shape, VLLM_DENSE.kernel())
 
-    def launch(
-        self,
-        config: KernelConfig,
-        weights: tuple[torch.Tensor, ...],
-        *,
-        out: Any,
-        out_dtype: torch.dtype,
-    ) -> torch.Tensor:
+    def launch(self, config: KernelConfig, weights: tuple, *, out: Any, out_dtype: Any) -> Any:
         """One launch of vLLM's kernel reading `weights` = (B, Bs), as vLLM launches it.
 
         Raises:

@@ -13,6 +13,7 @@ from functools import partial
 from typing import Any
 
 import torch
+import triton.language as tl
 
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.workload import FP8_MAX, dequantize
@@ -278,84 +279,27 @@ def reference_expert_mlp(
     return y.view(M, top_k, -1).sum(dim=1)
 
 
-def fused_experts(
-    inputs: MoeInputs,
-    weights: tuple[torch.Tensor, ...],
-    config: Mapping[str, object],
-    alignment: Alignment,
-    *,
-    block_shape: tuple[int, int],
-    out: torch.Tensor | None,
-    out_dtype: torch.dtype,
-    gemm: Callable[..., torch.Tensor] = invoke_moe_gemm,
-) -> torch.Tensor:
-    """The expert MLP after routing, [M, K] out_dtype, as vLLM 0.33.0's `fused_experts_impl` runs
-    it with one config for both GEMMs: gate_up GEMM into [M * top_k, 2N], SiLU-and-mul (float32
-    math, stored in out_dtype), re-quantization per 1 x group_k, down GEMM with the routing
-    weights into [M, top_k, K], the sum over top_k into out.
-
-    Args:
-        inputs: the quantized activations and the routing (`make_moe_inputs`).
-        weights: (w1 [E, 2N, K], w1_scale, w2 [E, K, N], w2_scale), one copy of the weights.
-        config: vLLM's keys; alignment: `moe_align_block_size` or `naive_assignment`.
-        out: [M, K] of out_dtype (bf16 or fp16) to write, or None to allocate.
-        gemm: one expert GEMM, called as `invoke_moe_gemm` (or `vllm_moe_gemm`).
-
-    Raises:
-        ValueError: bad config, dtype or shapes.
-    """
-    if out_dtype not in OUT_DTYPES:
-        raise ValueError(f"out_dtype must be torch.bfloat16 or torch.float16, got {out_dtype}")
-    w1, w1_scale, w2, w2_scale = weights
-    (M, top_k), K, N = inputs.topk_ids.shape, inputs.x.shape[1], w2.shape[2]
-    device = inputs.x.device
-    if out is None:
-        out = torch.empty(M, K, dtype=out_dtype, device=device)
-    elif tuple(out.shape) != (M, K) or out.dtype != out_dtype or not out.is_contiguous():
-        raise ValueError(f"out must be a contiguous [{M}, {K}] {out_dtype} tensor")
-    routing = (inputs.topk_weights, *alignment)
-    launch = {"config": config, "block_shape": block_shape}
-    gate_up = torch.empty(M * top_k, 2 * N, dtype=out_dtype, device=device)
-    x = (inputs.x, inputs.x_scale)
-    gemm(*x, w1, w1_scale, gate_up, *routing, mul_routed_weight=False, top_k=top_k, **launch)
-    act_q, act_scale = quantize_groups(
-        silu_and_mul(gate_up.float()).to(out_dtype).float(), block_shape[1]
-    )
-    down = torch.empty(M, top_k, K, dtype=out_dtype, device=device)
-    gemm(act_q, act_scale, w2, w2_scale, down, *routing, mul_routed_weight=True, top_k=1, **launch)
-    return torch.sum(down, dim=1, out=out)
-
-
 def vllm_moe_gemm(
-    A: torch.Tensor,
-    A_scale: torch.Tensor,
-    B: torch.Tensor,
-    B_scale: torch.Tensor,
-    C: torch.Tensor,
-    topk_weights: torch.Tensor | None,
-    sorted_token_ids: torch.Tensor | None,
-    expert_ids: torch.Tensor,
-    num_tokens_post_padded: torch.Tensor,
-    *,
+    *operands: Any,
     mul_routed_weight: bool,
     top_k: int,
     config: Mapping[str, object],
     block_shape: tuple[int, int] = (128, 128),
     module: str,
 ) -> torch.Tensor:
-    """One expert GEMM by the installed vLLM's kernel, taking `invoke_moe_gemm`'s arguments and
-    passing them to `dispatch_fused_moe_kernel` as vLLM 0.33.0's `fused_experts_impl` does on the
-    fp8_w8a8 block path (C viewed as [rows * top_k, 1, N], whose strides equal vLLM's
-    [rows, top_k, N] cache's; no zero points or bias; compute_type C's Triton dtype). `module`:
-    vLLM's fused_moe module (`tuner.kernels.moe.family.VLLM_MOE`'s). Returns C."""
-    import triton.language as tl
-
+    """One expert GEMM by the installed vLLM's kernel, taking `invoke_moe_gemm`'s arguments (the
+    nine `operands`: A, A_scale, B, B_scale, C, topk_weights, sorted_token_ids, expert_ids,
+    num_tokens_post_padded) and passing them to `dispatch_fused_moe_kernel` as vLLM 0.33.0's
+    `fused_experts_impl` does on the fp8_w8a8 block path (C viewed as [rows * top_k, 1, N],
+    whose strides equal vLLM's [rows, top_k, N] cache's; no zero points or bias; compute_type
+    C's Triton dtype). `module`: vLLM's fused_moe module (`tuner.kernels.moe.family.VLLM_MOE`'s).
+    Returns C."""
+    A, A_scale, B, B_scale, C, topk_weights, sorted_ids, expert_ids, padded = operands
     compute_type = tl.bfloat16 if C.dtype == torch.bfloat16 else tl.float16
     fix_interpreter_index()  # Triton < 3.8's interpreter under numpy >= 2.4 only
     importlib.import_module(module).dispatch_fused_moe_kernel(
         A, B, C.view(-1, 1, C.shape[-1]), A_scale, B_scale, None, topk_weights,
-        sorted_token_ids, expert_ids, num_tokens_post_padded, mul_routed_weight, top_k,
-        dict(config),
+        sorted_ids, expert_ids, padded, mul_routed_weight, top_k, dict(config),
         compute_type=compute_type, use_fp8_w8a8=True, use_int8_w8a8=False, use_int8_w8a16=False,
         use_int4_w4a16=False, per_channel_quant=False, block_shape=list(block_shape), B_bias=None,
     )  # fmt: skip
@@ -397,10 +341,9 @@ class MoeWorkload:
         return cls(inputs, block_shape, E)
 
     @property
-    def out_shape(self) -> tuple[int, int]:
+    def out_shape(self) -> tuple[int, ...]:
         """[M, K] of the layer's output."""
-        M, K = self.inputs.x.shape
-        return (M, K)
+        return tuple(self.inputs.x.shape)
 
     def weights(self) -> tuple[torch.Tensor, ...]:
         """(w1, w1_scale, w2, w2_scale): what a launch reads that serving does not keep in L2."""
@@ -415,36 +358,42 @@ class MoeWorkload:
         """The routing for one BLOCK_SIZE_M as vLLM hands it to the GEMMs at this M (naive
         assignment where `uses_naive_assignment`, else `moe_align_block_size`), kept."""
         if block_size_m not in self._alignments:
-            topk_ids = self.inputs.topk_ids
-            M, top_k = topk_ids.shape
-            if uses_naive_assignment(M, top_k, self.num_experts):
-                found = naive_assignment(topk_ids, block_size_m)
-            else:
-                found = moe_align_block_size(topk_ids, block_size_m, self.num_experts)
-            self._alignments[block_size_m] = found
+            ids, E = self.inputs.topk_ids, self.num_experts
+            naive = uses_naive_assignment(*ids.shape, E)
+            found = naive_assignment(ids, block_size_m) if naive else None
+            self._alignments[block_size_m] = found or moe_align_block_size(ids, block_size_m, E)
         return self._alignments[block_size_m]
 
-    def launch(
-        self,
-        config: KernelConfig,
-        weights: tuple[torch.Tensor, ...],
-        *,
-        out: Any,
-        out_dtype: torch.dtype,
-    ) -> torch.Tensor:
-        """One run of `fused_experts` reading the weight copy `weights`."""
+    def launch(self, config: KernelConfig, weights: tuple, *, out: Any, out_dtype: Any) -> Any:
+        """The expert MLP after routing, [M, K] out_dtype, as vLLM 0.33.0's `fused_experts_impl`
+        runs it with one config for both GEMMs (`gemm`): gate_up GEMM into [M * top_k, 2N],
+        SiLU-and-mul (float32 math, stored in out_dtype), re-quantization per 1 x group_k, down
+        GEMM with the routing weights into [M, top_k, K], the sum over top_k into `out` ([M, K]
+        of out_dtype, bf16 or fp16; allocated when None). `weights`: (w1 [E, 2N, K], w1_scale,
+        w2 [E, K, N], w2_scale), one copy of `weights()`.
+
+        Raises:
+            ValueError: bad config, dtype or shapes.
+        """
         parsed = parse_config(config.as_dict(), self.block_shape)
-        alignment = self.alignment(parsed.BLOCK_SIZE_M)
-        return fused_experts(
-            self.inputs,
-            weights,
-            parsed.as_dict(),
-            alignment,
-            block_shape=self.block_shape,
-            out=out,
-            out_dtype=out_dtype,
-            gemm=self.gemm,
-        )
+        if out_dtype not in OUT_DTYPES:
+            raise ValueError(f"out_dtype must be torch.bfloat16 or torch.float16, got {out_dtype}")
+        w1, w1_scale, w2, w2_scale = weights
+        x, (M, top_k), group_k = self.inputs, self.inputs.topk_ids.shape, self.block_shape[1]
+        K, N = x.x.shape[1], w2.shape[2]
+        if out is None:
+            out = torch.empty(M, K, dtype=out_dtype, device=x.x.device)
+        elif tuple(out.shape) != (M, K) or out.dtype != out_dtype or not out.is_contiguous():
+            raise ValueError(f"out must be a contiguous [{M}, {K}] {out_dtype} tensor")
+        routing = (x.topk_weights, *self.alignment(parsed.BLOCK_SIZE_M))
+        launch = {"config": parsed.as_dict(), "block_shape": self.block_shape}
+        gate_up = out.new_empty(M * top_k, 2 * N)
+        up = (x.x, x.x_scale, w1, w1_scale, gate_up, *routing)
+        self.gemm(*up, mul_routed_weight=False, top_k=top_k, **launch)
+        act = quantize_groups(silu_and_mul(gate_up.float()).to(out_dtype).float(), group_k)
+        down = out.new_empty(M, top_k, K)
+        self.gemm(*act, w2, w2_scale, down, *routing, mul_routed_weight=True, top_k=1, **launch)
+        return torch.sum(down, dim=1, out=out)
 
 
 @dataclass
