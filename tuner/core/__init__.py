@@ -46,10 +46,6 @@ class TrialStatus(StrEnum):
     CRASHED = "crashed"
 
 
-# The values of TrialStatus, in its order: what the store's status column accepts.
-TRIAL_STATUSES: tuple[str, ...] = tuple(status.value for status in TrialStatus)
-
-
 class OutDtype(StrEnum):
     """The GEMM's output dtypes, by torch's names: bfloat16 when serving (vLLM's W8A8 block-FP8
     linear), float16 the default of vLLM's tuning script (benchmark_w8a8_block_fp8.py)."""
@@ -71,10 +67,6 @@ class ComparisonStatus(StrEnum):
     OK = "ok"  # checked against the float64 reference, then timed
     FAILED = "failed"  # a wrong result, or it did not run
     UNAVAILABLE = "unavailable"  # not timed here
-
-
-# The values of ComparisonStatus: what the store's comparison point status column accepts.
-COMPARISON_STATUSES: tuple[str, ...] = tuple(status.value for status in ComparisonStatus)
 
 
 # vLLM 0.33.0 keys its files by `re.sub(r"[\s/]+", "_", current_platform.get_device_name())`

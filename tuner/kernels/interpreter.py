@@ -20,6 +20,8 @@ Compiled (GPU) code is untouched: the compiler never runs this path.
 
 from __future__ import annotations
 
+import functools
+
 import triton
 
 from tuner.core import minor_of
@@ -27,21 +29,14 @@ from tuner.core import minor_of
 # First Triton release whose interpreter squeezes before int() (checked in the 3.8.0 wheel's
 # triton/runtime/interpreter.py).
 FIXED_IN = (3, 8)
-_applied = False
-
-
-def triton_version() -> tuple[int, int]:
-    """Triton's (major, minor), e.g. (3, 6) for "3.6.0" or "3.6.0+git1234"."""
-    found = minor_of(triton.__version__)
-    if found is None:
-        raise ValueError(f"cannot read Triton's version {triton.__version__!r}")
-    return found
 
 
 def needs_index_fix() -> bool:
-    """Whether launches in this process run on an interpreter that calls int() unsqueezed."""
-    # Triton's own reading of TRITON_INTERPRET ("1", "true", ...), as triton.jit uses it.
-    return bool(triton.knobs.runtime.interpret) and triton_version() < FIXED_IN
+    """Whether launches in this process run on an interpreter that calls int() unsqueezed:
+    Triton's own reading of TRITON_INTERPRET ("1", "true", ...), as triton.jit uses it, and a
+    Triton older than `FIXED_IN` (`tuner.core.minor_of` of its version)."""
+    interpreted = bool(triton.knobs.runtime.interpret)
+    return interpreted and (minor_of(triton.__version__) or FIXED_IN) < FIXED_IN
 
 
 def fix_interpreter_index() -> bool:
@@ -49,18 +44,22 @@ def fix_interpreter_index() -> bool:
 
     `triton.runtime.interpreter._patch_lang` calls `_patch_lang_tensor(tensor, scope)` at every
     launch to install `tl.tensor.__index__` (and restores it afterwards through the scope); the
-    wrapper installed here calls the original and then sets `__index__` to
-    `int(data.squeeze())` through the same scope, so the restore order stays right.
+    wrapper installed here (`_squeeze_index`, once) calls the original and then sets
+    `__index__` to `int(data.squeeze())` through the same scope, so the restore order stays
+    right.
 
     Returns:
         True if the interpreter needs the fix (it is in place after the call), False otherwise
         (nothing was changed).
     """
-    global _applied
-    if not needs_index_fix():
-        return False
-    if _applied:
+    if needs_index_fix():
+        _squeeze_index()
         return True
+    return False
+
+
+@functools.cache
+def _squeeze_index() -> None:
     from triton.runtime import interpreter
 
     original = interpreter._patch_lang_tensor
@@ -70,5 +69,3 @@ def fix_interpreter_index() -> bool:
         scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
 
     interpreter._patch_lang_tensor = patch_lang_tensor
-    _applied = True
-    return True

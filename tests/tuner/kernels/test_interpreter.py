@@ -8,7 +8,7 @@ import triton
 import triton.language as tl
 
 from tuner.kernels import interpreter
-from tuner.kernels.interpreter import FIXED_IN, fix_interpreter_index, triton_version
+from tuner.kernels.interpreter import fix_interpreter_index
 
 
 @triton.jit
@@ -20,18 +20,14 @@ def _k_tiles_kernel(out_ptr, K, BLOCK_SIZE_K: tl.constexpr):
     tl.store(out_ptr, total)
 
 
-def test_triton_version_reads_major_and_minor(monkeypatch: pytest.MonkeyPatch) -> None:
-    for text, expected in (("3.6.0", (3, 6)), ("3.8.0+git1a2b", (3, 8)), ("3.10rc1", (3, 10))):
-        monkeypatch.setattr(triton, "__version__", text)
-        assert triton_version() == expected
-
-
 def test_the_fix_is_applied_only_under_the_interpreter_of_an_old_triton(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(triton, "__version__", "3.9.0")
-    assert interpreter.needs_index_fix() is False
-    monkeypatch.setattr(triton, "__version__", "3.6.0")
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    for version in ("3.8.0", "3.10rc1", "not a version"):
+        monkeypatch.setattr(triton, "__version__", version)
+        assert interpreter.needs_index_fix() is False
+    monkeypatch.setattr(triton, "__version__", "3.6.0+git1a2b")
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     assert interpreter.needs_index_fix() is False
     monkeypatch.setenv("TRITON_INTERPRET", "1")
@@ -40,8 +36,7 @@ def test_the_fix_is_applied_only_under_the_interpreter_of_an_old_triton(
 
 @pytest.mark.skipif(not triton.knobs.runtime.interpret, reason="needs TRITON_INTERPRET=1")
 def test_a_scalar_tensor_indexes_a_range_on_this_numpy() -> None:
-    needed = fix_interpreter_index()
-    assert needed == (triton_version() < FIXED_IN)
+    assert fix_interpreter_index() == interpreter.needs_index_fix()
     before = tl.tensor.__dict__.get("__index__")
     out = torch.zeros(1, dtype=torch.int32)
     _k_tiles_kernel[(1,)](out, 200, BLOCK_SIZE_K=64)  # 4 K-tiles: 1 + 2 + 3 + 4
