@@ -15,26 +15,9 @@ def test_slots_are_grouped_by_expert_and_padded_to_the_block() -> None:
     sorted_ids, expert_ids, padded = moe_align_block_size(topk_ids, 4, 4)
     pad = 6  # numel: the padding value, masked by the kernel
     assert max_padded_slots(6, 4, 4) == 6 + 4 * 3 == sorted_ids.numel()
-    assert sorted_ids.tolist() == [
-        1,
-        4,
-        pad,
-        pad,  # expert 0: slots 1 and 4
-        0,
-        2,
-        5,
-        pad,  # expert 2: slots 0, 2, 5
-        3,
-        pad,
-        pad,
-        pad,  # expert 3: slot 3
-        pad,
-        pad,
-        pad,
-        pad,
-        pad,
-        pad,
-    ]
+    # expert 0: slots 1 and 4; expert 2: slots 0, 2, 5; expert 3: slot 3; then padding
+    expected = [1, 4, pad, pad] + [0, 2, 5, pad] + [3, pad, pad, pad] + [pad] * 6
+    assert sorted_ids.tolist() == expected
     assert expert_ids.tolist() == [0, 2, 3, 0, 0]  # blocks past 12 are never read
     assert padded.tolist() == [12] and padded.dtype == torch.int32
 

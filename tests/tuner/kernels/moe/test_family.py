@@ -1,17 +1,10 @@
-"""The fused-MoE family: vLLM's MoE file names, tuning space and per-M default, and one task
-tuned on the interpreter, stored and merged into an E=... file."""
+"""The fused-MoE family: vLLM's MoE file names, tuning space, per-M default and compile
+specialization (a task of it tuned, stored and exported end to end: tests/cli/test_moe_sweep.py)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from db import repo
-from db.connection import session_scope
-from tests.storefill import run_one_task
-from tuner.files.device import device_files
-from tuner.files.format import dump_config_file
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.moe.family import MOE, moe_config_file_name
 from tuner.kernels.moe.space import default_config, vllm_space
@@ -53,14 +46,10 @@ def test_the_default_depends_on_m_as_vllm_0_33_0s() -> None:
     # M = 8 (group_n a multiple of 64), 4 stages only up to M = 4.
     Ms = (1, 4, 5, 8, 9, 16, 17, 64, 65)
     assert [MOE.default_config(QWEN3_TP2, M).short() for M in Ms] == [
-        "16x64x128 g1 w4 s4",
-        "16x64x128 g1 w4 s4",
-        "16x64x128 g1 w4 s3",
-        "16x64x128 g1 w4 s3",
-        "16x128x128 g1 w4 s3",
-        "16x128x128 g1 w4 s3",
-        "16x128x128 g32 w4 s3",
-        "16x128x128 g32 w4 s3",
+        *(["16x64x128 g1 w4 s4"] * 2),
+        *(["16x64x128 g1 w4 s3"] * 2),
+        *(["16x128x128 g1 w4 s3"] * 2),
+        *(["16x128x128 g32 w4 s3"] * 2),
         "64x128x128 g32 w4 s3",
     ]
     assert default_config(4096) == KernelConfig(64, 128, 128, 32, 4, 3)
@@ -92,44 +81,3 @@ def test_the_specialization_separates_what_compiles_differently() -> None:
     assert key.startswith("up:N=d16,K=d16,NK=d16,kg=d16,sg=d16,T=any,EM=ddddd,topk=8;down:")
     assert MOE.specialization(QWEN3_TP2, 1) != MOE.specialization(QWEN3_TP2, 2)
     assert MOE.specialization(QWEN3_TP2, 32) == MOE.specialization(QWEN3_TP2, 48)
-
-
-def test_an_moe_task_is_tuned_on_the_interpreter_and_merged(tmp_path) -> None:
-    space = [KernelConfig(32, 128, 64, 16, 4, 3)]
-    engine, task = run_one_task(
-        f"sqlite:///{tmp_path}/tuner.db",
-        model="tiny-moe",
-        family="moe",
-        shape_params="E=4,top_k=2",
-        shape=(64, 128),
-        M=3,
-        space=space,
-    )
-    with session_scope(engine) as session:
-        trials = repo.task_trials(session, task_id=task.task_id)
-        read = device_files(
-            session, "TRITON_INTERPRETER", out_dtype=None, allow_stale=True, allow_partial=False
-        )
-        sglang = device_files(
-            session,
-            "TRITON_INTERPRETER",
-            out_dtype=None,
-            allow_stale=True,
-            allow_partial=False,
-            engine="sglang",
-        )  # what configs.zip holds
-    engine.dispose()
-    assert [f.file_name for f in sglang.files.files] == [
-        "E=4,N=64,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128, 128].json"
-    ]
-    default = default_config(3)
-    assert [KernelConfig.from_dict(t.config) for t in trials if t.is_default] == [default]
-    assert {KernelConfig.from_dict(t.config) for t in trials} == {*space, default}
-    assert all(t.status == "ok" and t.rel_error < 1e-2 for t in trials)
-    (file,) = read.files.files
-    assert file.file_name == (
-        "E=4,N=64,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128,128].json"
-    )
-    assert (file.family, file.key.shape.params_text) == ("moe", "E=4,top_k=2")
-    text = json.loads(dump_config_file(file.merged.configs))
-    assert list(text) == ["3"] and KernelConfig.from_dict(text["3"]) in {*space, default}

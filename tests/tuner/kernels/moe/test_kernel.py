@@ -137,7 +137,8 @@ def test_the_wrapper_rejects_bad_input_in_one_line() -> None:
 
 def test_swap_ab_computes_the_same_gemm_transposed() -> None:
     """vLLM's sm90 launch (`uses_swap_ab`: BLOCK_SIZE_M < 64, BLOCK_SIZE_N >= 64) run on the
-    interpreter by naming the architecture: the same slots, within float64's bound."""
+    interpreter by naming the architecture: the same slots, within float64's bound (which
+    launches set SWAP_AB: tests/tuner/kernels/test_target.py)."""
     M, E, N, K, top_k = 9, 4, 96, 320, 2
     config = KernelConfig(32, 128, 64, 16, 4, 3)
     inputs = make_moe_inputs(M, E, N, K, top_k, BLOCK, seed=11)
@@ -152,15 +153,6 @@ def test_swap_ab_computes_the_same_gemm_transposed() -> None:
         assert relative_error(out, ref) < 5e-3
         outs[arch] = out.double()
     assert relative_error(outs[90], outs[89]) < 5e-3
-    launched = []
-
-    class Capture:
-        def __getitem__(self, grid):
-            return lambda *args, **kwargs: launched.append(kwargs["SWAP_AB"])
-
-    for arch in (89, 90, None):
-        _gemm(inputs, out, alignment, config, top_k=top_k, arch=arch, kernel=Capture())
-    assert launched == [False, True, False]  # None: CPU tensors, no GPU capability
 
 
 def test_small_batches_take_vllms_naive_assignment_and_match_float64() -> None:
