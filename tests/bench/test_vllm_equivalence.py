@@ -43,24 +43,10 @@ def _fp8_utils(root: Path, change: tuple[str, str] | None = None) -> Path:
 def _bench(root: Path, out: Path) -> str:
     """The bench's summary line, run as a user runs it (no TRITON_INTERPRET: it compiles)."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    script, options = REPO / "bench" / "vllm_equivalence.py", "--arch 90 --configs 1 --no-moe"
+    command = [sys.executable, str(script), "--vllm-root", str(root), *options.split()]
     run = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "vllm_equivalence.py"),
-            "--vllm-root",
-            str(root),
-            "--arch",
-            "90",
-            "--configs",
-            "1",
-            "--no-moe",
-            "--out-dir",
-            str(out),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
+        [*command, "--out-dir", str(out)], env=env, capture_output=True, text=True, timeout=900
     )
     assert run.returncode == 0, run.stderr
     return run.stdout.splitlines()[0]
