@@ -18,13 +18,8 @@ from packaging.version import InvalidVersion, Version
 # (vllm/model_executor/layers/quantization/utils/configs/*.json, vLLM 0.33.0); the store's trial
 # columns carry exactly these names.
 CONFIG_KEYS: tuple[str, ...] = (
-    "BLOCK_SIZE_M",
-    "BLOCK_SIZE_N",
-    "BLOCK_SIZE_K",
-    "GROUP_SIZE_M",
-    "num_warps",
-    "num_stages",
-)
+    "BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages"
+)  # fmt: skip
 
 # The dtype label vLLM puts in the names of its W8A8 block-FP8 config files, dense and fused-MoE
 # alike (`dtype=fp8_w8a8`): vLLM 0.33.0's get_w8a8_block_fp8_configs (model_executor/layers/

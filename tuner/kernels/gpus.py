@@ -15,17 +15,9 @@ import re
 # (mirage-project/mirage PR 412 measured sharedMemPerBlockOptin on L4, L40S, A100, H100 and
 # H200 to the same figures).
 KNOWN_GPUS: dict[str, int] = {
-    "L4": 89,
-    "L20": 89,
-    "L40": 89,
-    "L40S": 89,
-    "RTX_4090": 89,
-    "H100": 90,
-    "H200": 90,
-    "H20": 90,
-    "A100": 80,
-    "A10": 86,
-    "A10G": 86,
+    **dict.fromkeys(("L4", "L20", "L40", "L40S", "RTX_4090"), 89),
+    **dict.fromkeys(("H100", "H200", "H20"), 90),
+    **{"A100": 80, "A10": 86, "A10G": 86},
 }
 
 

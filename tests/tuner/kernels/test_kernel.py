@@ -70,14 +70,9 @@ def random_cases(seed: int, count: int) -> list[tuple]:
     return cases
 
 
+WARPS, STAGES = VLLM_AXES["num_warps"], VLLM_AXES["num_stages"]
 CASES = [
-    (
-        M,
-        N,
-        K,
-        KernelConfig(bm, bn, bk, g, VLLM_AXES["num_warps"][i % 2], VLLM_AXES["num_stages"][i % 4]),
-        dtype,
-    )
+    (M, N, K, KernelConfig(bm, bn, bk, g, WARPS[i % 2], STAGES[i % 4]), dtype)
     for i, (M, N, K, bm, bn, bk, g, dtype) in enumerate(FIXED)
 ] + random_cases(SEED, 6)
 
@@ -135,16 +130,8 @@ def test_kernel_takes_leading_dims_allocates_its_output_and_handles_empty_m() ->
 
 def _bad_call(**changes: object) -> None:
     inputs = make_inputs(4, 256, 256, BLOCK_SHAPE, seed=0)
-    args: dict[str, object] = {
-        "A": inputs.A,
-        "B": inputs.B,
-        "As": inputs.As,
-        "Bs": inputs.Bs,
-        "block_shape": BLOCK_SHAPE,
-        "config": default_config().as_dict(),
-    }
-    args.update(changes)
-    w8a8_block_fp8_matmul(**args)  # type: ignore[arg-type]
+    args = {**vars(inputs), "block_shape": BLOCK_SHAPE, "config": default_config().as_dict()}
+    w8a8_block_fp8_matmul(**{**args, **changes})  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -197,15 +184,15 @@ def test_reference_on_hand_computed_case() -> None:
 
 
 def test_make_inputs_is_seeded_and_in_range() -> None:
-    first = make_inputs(5, 300, 260, BLOCK_SHAPE, seed=7)
-    again = make_inputs(5, 300, 260, BLOCK_SHAPE, seed=7)
+    first, again = (make_inputs(5, 300, 260, BLOCK_SHAPE, seed=7) for _ in range(2))
     other = make_inputs(5, 300, 260, BLOCK_SHAPE, seed=8)
-    assert first.A.dtype == first.B.dtype == torch.float8_e4m3fn
-    assert first.A.shape == (5, 260) and first.B.shape == (300, 260)
-    assert first.As.shape == (5, 3) and first.Bs.shape == (3, 3)
-    assert first.As.dtype == first.Bs.dtype == torch.float32
-    for name in ("A", "B", "As", "Bs"):
-        assert torch.equal(getattr(first, name).float(), getattr(again, name).float())
+    shapes = {name: (tuple(t.shape), t.dtype) for name, t in vars(first).items()}
+    fp8 = torch.float8_e4m3fn
+    assert shapes == {
+        **{"A": ((5, 260), fp8), "B": ((300, 260), fp8)},
+        **{"As": ((5, 3), torch.float32), "Bs": ((3, 3), torch.float32)},
+    }
+    assert all(torch.equal(t.float(), getattr(again, n).float()) for n, t in vars(first).items())
     assert not torch.equal(first.A.float(), other.A.float())
     values = first.B.float()
     assert values.abs().max() <= 448.0 and values.min() < -300.0 and values.max() > 300.0

@@ -89,15 +89,12 @@ def test_invoke_moe_gemm_launches_as_vllm_does() -> None:
             (args, kwargs), names = capture.calls[0], fused_moe_fp8_block_kernel.arg_names
             stride_bsn = args[names.index("stride_bsn")]
             found.append((kwargs["naive_block_assignment"], kwargs["SWAP_AB"], stride_bsn))
+    # (naive_block_assignment, SWAP_AB, stride_bsn) of the gate_up and the down GEMM
     assert found == [
-        (False, False, 0),
-        (False, False, 0),
-        (False, True, 16),
-        (False, True, 6),
-        (False, False, 16),
-        (False, False, 6),
-        (True, True, 56),
-        (True, True, 2),
+        *((False, False, 0), (False, False, 0)),
+        *((False, True, 16), (False, True, 6)),
+        *((False, False, 16), (False, False, 6)),
+        *((True, True, 56), (True, True, 2)),
     ]
 
 
