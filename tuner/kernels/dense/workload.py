@@ -20,7 +20,6 @@ from tuner.kernels.dense.kernel import (
     w8a8_block_fp8_matmul_kernel,
 )
 from tuner.kernels.dense.space import DEFAULT_BLOCK_SHAPE
-from tuner.kernels.interpreter import fix_interpreter_index
 from tuner.kernels.shape import Shape
 from tuner.kernels.target import (
     DEFAULT_TORCH_DTYPE,
@@ -113,10 +112,12 @@ def reference_matmul(inputs: BlockFp8Inputs, block_shape: tuple[int, int]) -> to
 
 @dataclass(frozen=True)
 class DenseWorkload:
-    """A [M, K] x B [N, K]^T with block scales (`make_inputs`); [group_n, group_k] `block_shape`."""
+    """A [M, K] x B [N, K]^T with block scales (`make_inputs`); [group_n, group_k] `block_shape`;
+    `kernel`: a JITFunction with the builtin kernel's parameters to launch instead of it."""
 
     inputs: BlockFp8Inputs
     block_shape: tuple[int, int]
+    kernel: Any = None
 
     @classmethod
     def make(cls, shape: Shape, M: int, *, seed: int, device: str) -> DenseWorkload:
@@ -144,22 +145,21 @@ class DenseWorkload:
         return reference_matmul(self.inputs, self.block_shape)
 
     def launch(self, config: KernelConfig, weights: tuple, *, out: Any, out_dtype: Any) -> Any:
-        """One launch of `w8a8_block_fp8_matmul` reading the weight copy `weights` = (B, Bs)."""
-        B, Bs = weights
-        A, As = self.inputs.A, self.inputs.As
+        """One launch of `w8a8_block_fp8_matmul` (of `kernel` where given) reading the weight
+        copy `weights` = (B, Bs)."""
+        (B, Bs), A, As = weights, self.inputs.A, self.inputs.As
+        meta = config.as_dict()
         return w8a8_block_fp8_matmul(
-            A, B, As, Bs, self.block_shape, config.as_dict(), out_dtype=out_dtype, out=out
+            A, B, As, Bs, self.block_shape, meta, out_dtype=out_dtype, out=out, kernel=self.kernel
         )
 
 
 @dataclass(frozen=True)
 class VllmDenseWorkload(DenseWorkload):
     """A dense problem whose launch runs the installed vLLM's `_w8a8_triton_block_scaled_mm`
-    with the arguments vLLM 0.33.0's `w8a8_triton_block_scaled_mm` passes it (fp8_utils.py: a
-    grid of cdiv(M, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N) programs, A, B read transposed, C, As,
-    Bs read transposed, then the six keys) with the config being tuned."""
-
-    kernel: Any = None
+    with the arguments vLLM 0.33.0's `w8a8_triton_block_scaled_mm` passes it, which are the
+    builtin wrapper's (fp8_utils.py: a grid of cdiv(M, BLOCK_SIZE_M) * cdiv(N, BLOCK_SIZE_N)
+    programs, A, B read transposed, C, As, Bs read transposed, then the six keys)."""
 
     @classmethod
     def make(cls, shape: Shape, M: int, *, seed: int, device: str) -> VllmDenseWorkload:
@@ -171,30 +171,6 @@ class VllmDenseWorkload(DenseWorkload):
         """
         base = DenseWorkload.make(shape, M, seed=seed, device=device)
         return cls(base.inputs, base.block_shape, VLLM_DENSE.kernel())
-
-    def launch(self, config: KernelConfig, weights: tuple, *, out: Any, out_dtype: Any) -> Any:
-        """One launch of vLLM's kernel reading `weights` = (B, Bs), as vLLM launches it.
-
-        Raises:
-            ValueError: `out` is not a contiguous [M, N] tensor of out_dtype.
-        """
-        A, As = self.inputs.A, self.inputs.As
-        B, Bs = weights
-        M, (N, K) = A.numel() // A.shape[-1], B.shape
-        if out is None:
-            out = A.new_empty(A.shape[:-1] + (N,), dtype=out_dtype)
-        elif tuple(out.shape) != (M, N) or out.dtype != out_dtype or not out.is_contiguous():
-            raise ValueError(f"out must be a contiguous [{M}, {N}] {out_dtype} tensor")
-        meta = config.as_dict()
-        grid = (triton.cdiv(M, meta["BLOCK_SIZE_M"]) * triton.cdiv(N, meta["BLOCK_SIZE_N"]),)
-        fix_interpreter_index()  # Triton < 3.8's interpreter under numpy >= 2.4 only
-        self.kernel[grid](
-            A, B, out, As, Bs, M, N, K, *self.block_shape,
-            A.stride(-2), A.stride(-1), B.stride(1), B.stride(0), out.stride(-2), out.stride(-1),
-            As.stride(-2), As.stride(-1), Bs.stride(1), Bs.stride(0),
-            **meta,
-        )  # fmt: skip
-        return out
 
 
 def captured_launch(
