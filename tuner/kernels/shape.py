@@ -284,10 +284,6 @@ def int_rows(
     for row in rows:
         if not isinstance(row, list) or len(row) != len(names):
             raise ValueError(f"{where}: {row_label} {row!r:.60} is not {row_text}")
-        parsed.append(
-            tuple(
-                positive(value, f"{where}: {prefix}{name}", MAX_DIM)
-                for value, name in zip(row, names, strict=True)
-            )
-        )
+        values = zip(row, names, strict=True)
+        parsed.append(tuple(positive(v, f"{where}: {prefix}{name}", MAX_DIM) for v, name in values))
     return parsed

@@ -141,15 +141,10 @@ def _ask_triton(site: str, environment: tuple[tuple[str, str], ...]) -> str:
     env = dict(environment)
     env["PYTHONPATH"] = os.pathsep.join([site, *filter(None, [env.get("PYTHONPATH")])])
     env["VLLM_CONFIGURE_LOGGING"] = "0"  # vLLM's INFO lines would go to stdout
-    version = vllm_version()
+    version, timeout = vllm_version(), PROBE_TIMEOUT_S
     try:
-        run = subprocess.run(
-            [sys.executable, "-c", _TRITON_PROBE],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=PROBE_TIMEOUT_S,
-        )
+        command = [sys.executable, "-c", _TRITON_PROBE]
+        run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return f"importing vLLM {version}'s triton_utils took over {PROBE_TIMEOUT_S} s"
     lines = run.stdout.strip().splitlines()

@@ -160,15 +160,11 @@ def select(capability: int, model: ModelAsked) -> Answer:
     from vllm.model_executor.kernels import linear
 
     chosen: dict[tuple[int, int], Any] = {}  # vLLM's kernel classes
-    configs = {}
+    configs, kernels = {}, linear._POSSIBLE_FP8_BLOCK_KERNELS
+    choose = linear.choose_scaled_mm_linear_kernel
     for N, K in model.dense or DEFAULT_DENSE:
         configs[(N, K)] = block_fp8_layer_config(N, K, torch.bfloat16)
-        chosen[(N, K)] = linear.choose_scaled_mm_linear_kernel(
-            configs[(N, K)],
-            linear._POSSIBLE_FP8_BLOCK_KERNELS,
-            capability,
-            quantization="fp8_block_w8a8",
-        )
+        chosen[(N, K)] = choose(configs[(N, K)], kernels, capability, quantization="fp8_block_w8a8")
     counts = Counter(chosen.values())
     main = max(counts, key=lambda kernel: counts[kernel])  # the first of the most common
     first = next(shape for shape, kernel in chosen.items() if kernel is main)

@@ -197,12 +197,7 @@ def captured_launch(
 
 
 def compile_for_target(
-    config: KernelConfig,
-    arch: int,
-    *,
-    shape: Shape,
-    M: int,
-    out_dtype: torch.dtype = DEFAULT_TORCH_DTYPE,
+    config: KernelConfig, arch: int, *, shape: Shape, M: int, out_dtype: Any
 ) -> CompiledKernel:
     """Compile the kernel for an NVIDIA architecture (89, 90, 100, 120) without a GPU, as a
     launch of `config` at M x N x K (`captured_launch`); the binary lands in Triton's cache

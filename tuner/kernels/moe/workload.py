@@ -441,12 +441,7 @@ def meta_gemms(
 
 
 def compile_for_target(
-    config: KernelConfig,
-    arch: int,
-    *,
-    shape: Shape,
-    M: int,
-    out_dtype: torch.dtype = DEFAULT_TORCH_DTYPE,
+    config: KernelConfig, arch: int, *, shape: Shape, M: int, out_dtype: Any
 ) -> Any:
     """Compile both GEMMs of the expert MLP (`meta_gemms`) for an NVIDIA architecture as
     `invoke_moe_gemm` launches them at M tokens there (naive assignment and SWAP_AB where vLLM
