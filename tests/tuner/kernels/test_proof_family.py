@@ -86,14 +86,8 @@ def _sweep(url: str, request) -> int:
     with session_scope(engine) as session:
         environment_id = repo.get_or_create_environment(
             session,
-            device_name=DEVICE,
-            gpu_name=DEVICE,
-            compute_capability="",
-            driver="",
-            cuda="",
-            torch="t",
-            triton="t",
-            tuner="t",
+            **{"device_name": DEVICE, "gpu_name": DEVICE, "compute_capability": ""},
+            **{"driver": "", "cuda": "", "torch": "t", "triton": "t", "tuner": "t"},
             kernel_hash="h",
         )
     runner = InterpreterRunner(DEVICE, reps=1)

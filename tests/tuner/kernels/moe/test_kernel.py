@@ -27,20 +27,13 @@ SMALL = KernelConfig(16, 64, 128, 1, 4, 2)
 
 def _gemm(inputs, out, alignment, config: object = SMALL, *, top_k: int, **changes):
     """One launch of the gate_up GEMM of `inputs` (`changes` replace its arguments)."""
-    args = {
-        "A": inputs.x,
-        "A_scale": inputs.x_scale,
-        "B": inputs.w1,
-        "B_scale": inputs.w1_scale,
-        "C": out,
-        "topk_weights": None,
-        "mul_routed_weight": False,
-        "top_k": top_k,
-        "config": config.as_dict() if isinstance(config, KernelConfig) else config,
-        "block_shape": BLOCK,
-    } | changes
-    values = list(args.values())
-    return invoke_moe_gemm(*values[:6], *alignment, **dict(list(args.items())[6:]))
+    operands = {"A": inputs.x, "A_scale": inputs.x_scale, "B": inputs.w1}
+    operands |= {"B_scale": inputs.w1_scale, "C": out, "topk_weights": None}
+    options = {"mul_routed_weight": False, "top_k": top_k, "block_shape": BLOCK}
+    options["config"] = config.as_dict() if isinstance(config, KernelConfig) else config
+    operands |= {key: value for key, value in changes.items() if key in operands}
+    options |= {key: value for key, value in changes.items() if key not in operands}
+    return invoke_moe_gemm(*operands.values(), *alignment, **options)
 
 
 def _nan(*shape: int, dtype=BF16) -> torch.Tensor:
