@@ -90,35 +90,24 @@ def _sweep(url: str, request) -> int:
             **{"driver": "", "cuda": "", "torch": "t", "triton": "t", "tuner": "t"},
             kernel_hash="h",
         )
-    runner = InterpreterRunner(DEVICE, reps=1)
-    spec = WorkerSpec(db_url=url, sweep_id=opened.info.sweep_id, worker_id="w", runner=runner)
+    runner, sweep_id = InterpreterRunner(DEVICE, reps=1), opened.info.sweep_id
+    spec = WorkerSpec(db_url=url, sweep_id=sweep_id, worker_id="w", runner=runner)
     while True:
         with session_scope(engine) as session:
-            task = repo.claim_task(
-                session, sweep_id=opened.info.sweep_id, worker_id="w", lease_s=600
-            )
+            task = repo.claim_task(session, sweep_id=sweep_id, worker_id="w", lease_s=600)
         if task is None:
             break
         run_task(engine, spec, task, environment_id, request.space)
     engine.dispose()
-    return opened.info.sweep_id
+    return sweep_id
 
 
 def _requests():
     model = load_shapes("toymodel", 1)
-    return model_requests(
-        model,
-        device_name=DEVICE,
-        model=model.model,
-        tp=model.tp,
-        block_shape=model.block_shape,
-        m_values=(2,),
-        strategy="grid",
-        trials=3,
-        seed=0,
-        out_dtype="bfloat16",
-        configs=SPACE,
-    )
+    shape_of = {"model": model.model, "tp": model.tp, "block_shape": model.block_shape}
+    search = {"strategy": "grid", "trials": 3, "seed": 0, "configs": SPACE}
+    options = {"device_name": DEVICE, "m_values": (2,), "out_dtype": "bfloat16"}
+    return model_requests(model, **shape_of, **search, **options)
 
 
 def _check_the_store_and_publish(url: str, sweep_id: int) -> None:
