@@ -8,15 +8,18 @@ it (monkeypatching `tuner.kernels.registry.FAMILIES`)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
+from tests.toyfamily.kernel import scaled_gemm, scaled_gemm_kernel
 from tuner.core import FP8_DTYPE
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.engines import EngineFolder
 from tuner.kernels.family import FamilyFiles, FamilyShapes, KernelFamily
 from tuner.kernels.shape import Shape, int_rows
+from tuner.kernels.target import compile_call
 
 ENV = "TOY_CONFIG_FOLDER"
 _NAME = re.compile(r"toy,G=(\d+),N=(\d+),K=(\d+),device_name=([A-Za-z0-9_]+)\.json")
@@ -38,8 +41,6 @@ class ToyWorkload:
 
     @classmethod
     def make(cls, shape: Shape, M: int, *, seed: int, device: str) -> ToyWorkload:
-        import torch
-
         gen = torch.Generator().manual_seed(seed)
         A, B = (
             (torch.randn(rows, shape.K, generator=gen) * 64).to(torch.float8_e4m3fn).to(device)
@@ -59,8 +60,6 @@ class ToyWorkload:
         return (self.A.double() @ self.B.double().T) * float(self.scales.double().prod())
 
     def launch(self, config: KernelConfig, weights: tuple[Any, ...], *, out: Any, out_dtype: Any):
-        from tests.toyfamily.kernel import scaled_gemm
-
         return scaled_gemm(
             self.A, weights[0], *self.scales, config.as_dict(), out=out, out_dtype=out_dtype
         )
@@ -73,11 +72,6 @@ def _why_invalid(config: KernelConfig, shape: Shape) -> str | None:
 
 
 def _compile_for_target(config: KernelConfig, arch: int, *, shape: Shape, M: int, out_dtype):
-    import torch
-
-    from tests.toyfamily.kernel import scaled_gemm_kernel
-    from tuner.kernels.target import compile_call
-
     fp8 = torch.float8_e4m3fn
     A, B = (torch.empty(rows, shape.K, dtype=fp8, device="meta") for rows in (M, shape.N))
     C, scale = torch.empty(M, shape.N, dtype=out_dtype, device="meta"), torch.ones(1, device="meta")
@@ -105,10 +99,6 @@ def _parse_shapes(rows: object, where: str, block_shape: Any) -> tuple[Shape, ..
     return tuple(toy_shape(N, K, G) for N, K, G in rows)
 
 
-def _describe(shapes: Sequence[Shape]) -> str:
-    return f"{len(shapes)} toy shape(s)"
-
-
 TOY = KernelFamily(
     name="toy",
     title="a per-tensor-scaled FP8 GEMM (tests only)",
@@ -132,6 +122,6 @@ TOY = KernelFamily(
         shapes_row="[N, K, G]",
         parse_shapes=_parse_shapes,
         shape_row=lambda shape: (shape.N, shape.K, shape.param("G")),
-        describe_shapes=_describe,
+        describe_shapes=lambda shapes: f"{len(shapes)} toy shape(s)",
     ),
 )
