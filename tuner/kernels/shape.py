@@ -170,14 +170,8 @@ class FamilyShape:
     def sort_key(self) -> tuple[str, str, int, int, tuple[int, ...]]:
         """(family, params text, N, K, block_shape): the order of a device's files; a shape
         without block scales sorts its block shape as () (`block_sort_key`)."""
-        shape = self.shape
-        return (
-            self.family,
-            shape.params_text,
-            shape.N,
-            shape.K,
-            block_sort_key(shape.block_shape),
-        )
+        s = self.shape
+        return (self.family, s.params_text, s.N, s.K, block_sort_key(s.block_shape))
 
     def __lt__(self, other: FamilyShape) -> bool:
         """Order by `sort_key`."""
@@ -192,10 +186,8 @@ class FamilyShape:
         Raises:
             ValueError: `shape_params` is not `name=value` pairs.
         """
-        return cls(
-            getattr(row, "family", _ROW_DEFAULT_FAMILY),
-            Shape.from_store(row.N, row.K, row.block_shape, getattr(row, "shape_params", "")),
-        )
+        shape = Shape.from_store(row.N, row.K, row.block_shape, getattr(row, "shape_params", ""))
+        return cls(getattr(row, "family", _ROW_DEFAULT_FAMILY), shape)
 
     def store_fields(self) -> dict[str, str]:
         """The store's `family` and `shape_params` columns of this key (`store_columns`)."""
