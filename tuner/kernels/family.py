@@ -43,7 +43,7 @@ def lazy(target: str) -> Callable[..., Any]:
     module, _, path = target.partition(":")
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        found = functools.reduce(getattr, path.split("."), importlib.import_module(module))
+        found: Any = functools.reduce(getattr, path.split("."), importlib.import_module(module))
         return found(*args, **kwargs)
 
     return call

@@ -359,7 +359,7 @@ class MoeWorkload:
         assignment where `uses_naive_assignment`, else `moe_align_block_size`), kept."""
         if block_size_m not in self._alignments:
             ids, E = self.inputs.topk_ids, self.num_experts
-            naive = uses_naive_assignment(*ids.shape, E)
+            naive = uses_naive_assignment(ids.shape[0], ids.shape[1], E)
             found = naive_assignment(ids, block_size_m) if naive else None
             self._alignments[block_size_m] = found or moe_align_block_size(ids, block_size_m, E)
         return self._alignments[block_size_m]
@@ -426,7 +426,7 @@ def meta_gemms(
 
     padded = max_padded_slots(M * top_k, E, block_m)
     ids = (padded, -(-padded // block_m), 1)
-    routing = tuple(meta(n, dtype=torch.int32) for n in ids)
+    routing: tuple[torch.Tensor | None, ...] = tuple(meta(n, dtype=torch.int32) for n in ids)
     if uses_naive_assignment(M, top_k, E):
         routing = (None, meta(M * top_k, dtype=torch.int32), meta(1, dtype=torch.int32))
     launch = {"config": config.as_dict(), "block_shape": block_shape}
