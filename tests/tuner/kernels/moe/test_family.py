@@ -17,24 +17,22 @@ QWEN3_TP2 = Shape(384, 2048, (128, 128), (("E", 128), ("top_k", 8)))
 def test_file_names_are_vllms_with_the_h200_rule_and_sglangs_without() -> None:
     assert get_family("moe") is MOE
     name = "E=128,N=384,device_name={},dtype=fp8_w8a8,block_shape=[128{}128].json"
-    assert MOE.files.file_name(QWEN3_TP2, "NVIDIA_H100_80GB_HBM3", "vllm") == name.format(
-        "NVIDIA_H100_80GB_HBM3", ","
-    )
+
+    def spelled(device_name: str, engine: str) -> str:
+        return MOE.files.file_name(QWEN3_TP2, device_name, engine)
+
+    h100 = "NVIDIA_H100_80GB_HBM3"
+    assert spelled(h100, "vllm") == name.format(h100, ",")
     # Every device of the H200 family is NVIDIA_H200 in vLLM 0.33.0's MoE names; SGLang's
     # get_config_file_name keeps the device and writes the block shape as a Python list.
-    vllm_name = moe_config_file_name(128, 384, "NVIDIA_H200_NVL")
-    assert vllm_name == MOE.files.file_name(QWEN3_TP2, "NVIDIA_H200_NVL", "vllm")
-    assert vllm_name == name.format("NVIDIA_H200", ",")
-    assert MOE.files.file_name(QWEN3_TP2, "NVIDIA_H200_NVL", "sglang") == name.format(
-        "NVIDIA_H200_NVL", ", "
-    )
-    sglang_name = name.format("NVIDIA_H200_NVL", ", ")
-    assert MOE.respell(vllm_name, "sglang", "NVIDIA_H200_NVL") == sglang_name
+    nvl = "NVIDIA_H200_NVL"
+    vllm_name, sglang_name = name.format("NVIDIA_H200", ","), name.format(nvl, ", ")
+    assert spelled(nvl, "vllm") == vllm_name == moe_config_file_name(128, 384, nvl)
+    assert spelled(nvl, "sglang") == sglang_name == MOE.respell(vllm_name, "sglang", nvl)
     assert MOE.respell(vllm_name, "sglang") == name.format("NVIDIA_H200", ", ")
-    assert MOE.respell(sglang_name, "vllm", "NVIDIA_H200_NVL") == vllm_name
-    assert moe_config_file_name(8, 64, "NVIDIA_GH200_480GB").startswith(
-        "E=8,N=64,device_name=NVIDIA_GH200_480GB,"
-    )
+    assert MOE.respell(sglang_name, "vllm", nvl) == vllm_name
+    gh200 = moe_config_file_name(8, 64, "NVIDIA_GH200_480GB")
+    assert gh200.startswith("E=8,N=64,device_name=NVIDIA_GH200_480GB,")
     parsed = MOE.files.parse_file_name(name.format("NVIDIA_H200", ", ").replace("128,N", "256,N"))
     assert parsed == (Shape(384, 0, (128, 128), (("E", 256),)), "NVIDIA_H200", "fp8_w8a8")
     with pytest.raises(ValueError, match="not a block-FP8 MoE config file name"):
