@@ -6,8 +6,8 @@ package (`db` imports it too): the standard library and `packaging` only."""
 
 from __future__ import annotations
 
-import math
 import re
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -166,13 +166,13 @@ def geomean(values: Sequence[float]) -> float:
         values: at least one positive number.
 
     Returns:
-        exp(mean(log(v))).
+        exp(mean(log(v))) (`statistics.geometric_mean`).
 
     Raises:
-        ValueError: a value is not positive.
-        ZeroDivisionError: `values` is empty.
+        ValueError: `values` is empty or holds a value that is not positive
+            (`statistics.StatisticsError`).
     """
-    return math.exp(sum(math.log(v) for v in values) / len(values))
+    return statistics.geometric_mean(values)
 
 
 def minor_of(version: str) -> tuple[int, int] | None:

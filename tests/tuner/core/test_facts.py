@@ -162,5 +162,6 @@ def test_the_kernels_record_the_sha256_of_their_source_text() -> None:
 def test_geomean() -> None:
     assert geomean([2.0, 8.0]) == pytest.approx(4.0) and geomean([1.5]) == pytest.approx(1.5)
     assert geomean([0.5, 2.0, 1.0]) == pytest.approx(1.0)
-    with pytest.raises(ValueError):
-        geomean([1.0, 0.0])
+    for bad in ([1.0, 0.0], []):
+        with pytest.raises(ValueError):
+            geomean(bad)
