@@ -181,8 +181,8 @@ def compare(out: Diagnosis, capability: int) -> None:
             for pair in compile_pairs(default_config(M), capability, shape=MOE_COMPARED, M=M)
         ]
 
-    M = " and ".join(map(str, MOE_COMPARED_M))
-    where = f"in the gate_up GEMM at M={MOE_COMPARED_M[0]}, default configs at M={M}"
+    ms = " and ".join(map(str, MOE_COMPARED_M))
+    where = f"in the gate_up GEMM at M={MOE_COMPARED_M[0]}, default configs at M={ms}"
     head = f"builtin vs vLLM's fused-MoE kernel on sm{capability}"
     compare_line(out, head, pairs, "tune MoE with --kernel vllm here", where)
 
