@@ -111,11 +111,7 @@ class Shape:
 
     @classmethod
     def from_store(
-        cls,
-        N: int,
-        K: int,
-        block_shape: tuple[int, int] | list[int] | None,
-        params_text: str = "",
+        cls, N: int, K: int, block_shape: Sequence[int] | None, params_text: str = ""
     ) -> Shape:
         """The shape of a stored task (`params_text` as `params_text` writes it; `block_shape`
         None, as the store's repository gives it, for a shape without block scales).
