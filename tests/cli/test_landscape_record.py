@@ -73,17 +73,6 @@ def test_record_returns_the_replayed_landscape(tmp_path):
             assert got == source.problems[key][config]
 
 
-def test_record_fails_in_one_line_for_an_unknown_device(tmp_path):
-    from db.connection import open_store
-
-    open_store(f"sqlite:///{tmp_path}/t.db").dispose()  # an empty store
-    record = run(f"landscape record --device H200 --out x.json --db sqlite:///{tmp_path}/t.db",
-                 cwd=tmp_path)  # fmt: skip
-    assert record.returncode == 2
-    assert record.stderr.startswith("error: no device in the store matches 'H200'")
-    assert record.stderr.count("\n") == 1
-
-
 class Row:
     def __init__(self, trial_id, environment_id, latency_us, config=None, out_dtype="bfloat16"):
         self.trial_id, self.environment_id, self.latency_us = trial_id, environment_id, latency_us

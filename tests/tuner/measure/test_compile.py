@@ -209,19 +209,8 @@ def test_likely_next_is_the_neighbourhood():
     assert DEFAULT not in nearby and len(nearby) == len(set(nearby))
 
 
-def test_sweep_times_line():
-    times = SweepTimes(
-        trials_run=120,
-        trials_pruned=14,
-        compile_s=80.04,
-        compile_wait_s=4.1,
-        measure_s=300.2,
-        wall_s=320.5,
-    )
-    assert format_sweep_times(times) == (
-        "120 trials run, 14 pruned before launch; compile 80.0 s (4.1 s waited), measure 300.2 s;"
-        " per trial run: compile 0.667 s, measure 2.502 s; wall 320.5 s"
-    )
+def test_a_resumed_sweep_has_no_per_trial_times():
+    """The line with trials run: tests/cli/test_e2e.py."""
     resumed = SweepTimes(
         trials_run=0, trials_pruned=0, compile_s=0.0, compile_wait_s=0.0, measure_s=0.0, wall_s=1.25
     )
