@@ -35,36 +35,19 @@ def boom(runner):
     return launch
 
 
-@pytest.mark.parametrize(
-    ("config", "launch", "status", "error"),
-    [
-        (
-            KernelConfig(64, 128, 256, 32, 4, 2),
-            boom,  # never launched
-            TrialStatus.INVALID,
-            "BLOCK_SIZE_K=256 does not divide group_k=128",
-        ),
-        (
-            SMALL,
-            writes_half,
-            TrialStatus.WRONG_RESULT,
-            f"{(5 - 2) * 192} output elements not written",
-        ),
-        (
-            SMALL,
-            boom,
-            TrialStatus.CRASHED,
-            "RuntimeError: CUDA error: an illegal memory access was encountered",
-        ),
-    ],
-)
-def test_an_invalid_config_an_unwritten_output_or_a_launch_that_raises_is_recorded(
-    config, launch, status, error
-):
+def test_an_invalid_config_an_unwritten_output_or_a_launch_that_raises_is_recorded():
     runner = KernelRunner(PROBLEM, device="cpu")
-    runner._launch = launch(runner)
-    result = runner.evaluate(config)
-    assert (result.status, result.error, result.latency_us) == (status, error, None)
+    cases = [
+        (KernelConfig(64, 128, 256, 32, 4, 2), boom, TrialStatus.INVALID,  # never launched
+         "BLOCK_SIZE_K=256 does not divide group_k=128"),
+        (SMALL, writes_half, TrialStatus.WRONG_RESULT, f"{3 * 192} output elements not written"),
+        (SMALL, boom, TrialStatus.CRASHED,
+         "RuntimeError: CUDA error: an illegal memory access was encountered"),
+    ]  # fmt: skip
+    for config, launch, status, error in cases:
+        runner._launch = launch(runner)
+        result = runner.evaluate(config)
+        assert (result.status, result.error, result.latency_us) == (status, error, None)
 
 
 def test_a_wrong_result_is_caught_and_fp16_output_runs():
