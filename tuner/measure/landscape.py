@@ -189,8 +189,8 @@ class RecordedTimings:
 
     def optimum(self) -> tuple[KernelConfig, TrialResult] | None:
         """The fastest recorded ok config, the yardstick of search quality (None if none)."""
-        ok = [(config, result) for config, result in self.trials.items() if result.ok]
-        return min(ok, key=lambda item: (item[1].latency_us, item[0])) if ok else None
+        ok = ((config, result) for config, result in self.trials.items() if result.ok)
+        return min(ok, key=lambda item: (item[1].ok_latency_us, item[0]), default=None)
 
 
 def landscape_from_results(
