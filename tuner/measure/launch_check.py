@@ -8,7 +8,6 @@ entry 128x256x128 with 4 stages needs about 148 KB, and an sm89 GPU such as the 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from tuner.kernels.config import KernelConfig
 from tuner.kernels.gpus import KNOWN_GPUS, gpu_model
 from tuner.kernels.registry import DEFAULT_FAMILY
 from tuner.kernels.shape import Shape, as_block_shape
+from tuner.kernels.vllm_table import capability_number
 from tuner.measure.compile import (
     MAX_SHARED_BYTES,
     CompileCache,
@@ -49,9 +49,8 @@ def device_arch(device_name: str, capabilities: Sequence[str]) -> DeviceArch | N
     its trials' compute `capabilities` ("8.9"; "" for the interpreter) that names one, else from
     KNOWN_GPUS; None when neither knows the device."""
     for capability in capabilities:
-        match = re.fullmatch(r"(\d{1,2})\.(\d)", capability.strip())
-        if match:
-            arch = int(match[1]) * 10 + int(match[2])
+        arch = capability_number(capability)
+        if arch is not None:
             return DeviceArch(
                 arch, f"from its trials in the store, compute capability {capability.strip()}"
             )
