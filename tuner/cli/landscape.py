@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from statistics import geometric_mean, median_high
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from db import repo
-from db.repo import session_scope
+from db.repo import DeviceTrialRow, session_scope
 from tuner.cli.errors import fail
 from tuner.cli.options import DbOpt, DeviceOpt
 from tuner.cli.output import console, plain
@@ -23,12 +23,13 @@ from tuner.core import OutDtype, TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.shape import Shape, block_shape_text, block_sort_key
-from tuner.measure.landscape import RecordedTimings, landscape_from_results, load_landscape
+from tuner.measure.landscape import (
+    Landscape,
+    RecordedTimings,
+    landscape_from_results,
+    load_landscape,
+)
 from tuner.measure.trial import TrialResult
-
-if TYPE_CHECKING:
-    from db.repo import DeviceTrialRow
-    from tuner.measure.landscape import Landscape
 
 
 def _one_kind(rows: Sequence[DeviceTrialRow]) -> tuple[list[DeviceTrialRow], list[str]]:
