@@ -6,6 +6,7 @@ winner kept only if it beats the runner-up by more than the measured spread."""
 from __future__ import annotations
 
 import gc
+import itertools
 import math
 import statistics
 import time
@@ -173,21 +174,16 @@ class Sampler:
 
     def __init__(self, plan: TimingPlan, run_batch: Callable[[int], None], timer: Timer) -> None:
         self.plan, self.run_batch, self.timer = plan, run_batch, timer
-        self._next = 0
-
-    def _advance(self) -> int:
-        batch = self._next
-        self._next = (batch + 1) % self.plan.batches
-        return batch
+        self._batches = itertools.cycle(range(plan.batches))
 
     def warm(self) -> None:
         """Run plan.warmup batches, untimed."""
         for _ in range(self.plan.warmup):
-            self.run_batch(self._advance())
+            self.run_batch(next(self._batches))
 
     def sample_s(self) -> float:
         """Time the next batch; seconds per launch."""
-        batch = self._advance()
+        batch = next(self._batches)
         self.timer.start()
         self.run_batch(batch)
         return self.timer.stop() / self.plan.launches
