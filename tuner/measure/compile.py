@@ -171,18 +171,20 @@ class CompileCache:
         self, configs: Iterable[KernelConfig], *, arch: int, specialization: str, out_dtype: str
     ) -> dict[KernelConfig, CompileInfo]:
         """The cached entries among `configs` (absent ones are left out)."""
-        found: dict[KernelConfig, CompileInfo] = {}
+        wanted = {self._key(arch, specialization, out_dtype, c)[-1]: c for c in configs}
         with contextlib.closing(self._connect()) as db:
-            for config in configs:
-                row = db.execute(
-                    "SELECT body FROM compile_info WHERE toolchain=? AND arch=? AND "
-                    "specialization=? AND out_dtype=? AND config=?",
-                    self._key(arch, specialization, out_dtype, config),
-                ).fetchone()
-                if row is not None:
-                    body = json.loads(row[0])
-                    found[config] = CompileInfo(**{**body, "config": config, "compile_s": 0.0})
-        return found
+            rows = db.execute(
+                "SELECT config, body FROM compile_info WHERE toolchain=? AND arch=? AND "
+                "specialization=? AND out_dtype=?",
+                (self.toolchain, arch, specialization, out_dtype),
+            ).fetchall()
+        return {
+            wanted[key]: CompileInfo(
+                **{**json.loads(body), "config": wanted[key], "compile_s": 0.0}
+            )
+            for key, body in rows
+            if key in wanted
+        }
 
     def put(self, info: CompileInfo) -> None:
         """Store one entry (replacing an older one with the same key)."""
