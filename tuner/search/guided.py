@@ -162,9 +162,9 @@ def fit_prior(
             if i is not None and latency_us > 0:
                 fastest[i] = min(fastest.get(i, math.inf), latency_us)
         if len(fastest) >= 2:
-            logs = [math.log(latency_us) for latency_us in fastest.values()]
+            logs = np.log(list(fastest.values()))
             rows += fastest
-            y += [value - sum(logs) / len(logs) for value in logs]
+            y += list(logs - logs.mean())
     if len(rows) < MIN_FIT:
         return None
     a = x[rows]
