@@ -117,16 +117,13 @@ def check_entries(
     infos = _compile_first_uses(by_m, shape, arch, cache, pool, family)
     where, cannot_launch = f"{device_name} (sm{arch})", {}
     for M, config in by_m.items():
-        info, short = infos[config], config.short()
-        problem = launch_problem(info)
-        if problem is None:
-            continue
-        if info.error is not None:
+        info, short, problem = infos[config], config.short(), launch_problem(infos[config])
+        if problem is not None and info.error is not None:
             unchecked[M] = f"config {short} did not compile here: {info.error}"
-        elif info.shared_bytes is not None and info.shared_bytes > limit:
+        elif problem is not None and (info.shared_bytes or 0) > limit:
             needs = f"needs {info.shared_bytes} bytes of shared memory"
             cannot_launch[M] = f"config {short} {needs}; {where} has {limit} per block"
-        else:
+        elif problem is not None:
             reason = problem.reason.removeprefix("pruned before launch: ")
             cannot_launch[M] = f"config {short}: {reason} on {where}"
     return LaunchVerdict(arch, cannot_launch, dict(sorted(unchecked.items())), len(infos))
