@@ -111,19 +111,10 @@ def roofline(
         ridge = mm_tflops * 1e3 / copy_gbps  # (TFLOP/s * 1e12) / (GB/s * 1e9)
         bound = "memory" if intensity < ridge else "compute"
         roofline_ratio = tflops / min(mm_tflops, intensity * copy_gbps / 1e3)
-    return Roofline(
-        float(latency_us),
-        nbytes,
-        flops,
-        gbps,
-        tflops,
-        intensity,
-        None if copy_gbps is None else gbps / copy_gbps,
-        None if mm_tflops is None else tflops / mm_tflops,
-        ridge,
-        bound,
-        roofline_ratio,
-    )
+    copy_ratio = None if copy_gbps is None else gbps / copy_gbps
+    mm_ratio = None if mm_tflops is None else tflops / mm_tflops
+    figures = (nbytes, flops, gbps, tflops, intensity, copy_ratio, mm_ratio, ridge, bound)
+    return Roofline(float(latency_us), *figures, roofline_ratio)
 
 
 def shape_roofline(
