@@ -1,87 +1,35 @@
 """`tuner landscape record`: a replayed sweep's trials come back as the landscape they came from."""
 
-import json
 import re
-import subprocess
-import sys
 
 import pytest
 
+from tests.cli.robust import ENVIRONMENT, run_tuner, write_landscape
 from tuner.cli.landscape import build_landscape
-from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
-from tuner.measure.landscape import landscape_from_results, load_landscape
-from tuner.measure.trial import TrialResult
-
-ENVIRONMENT = {"gpu_name": "NVIDIA L20", "compute_capability": "8.9", "driver": "580.1"}
-ENVIRONMENT |= {"cuda": "12.9", "torch": "2.11.0", "triton": "3.6.0", "tuner": "0.1.0"}
-ENVIRONMENT |= {"kernel_hash": "abc"}
-CONFIGS = [default_config(), *vllm_space()[::160]]  # 9 configs, the default first
-
-
-def result(config: KernelConfig, m: int) -> TrialResult:
-    if config.num_stages == 5 and config.BLOCK_SIZE_M == 16:
-        return TrialResult(TrialStatus.OUT_OF_RESOURCES, error="shared memory")
-    latency = 5.0 + m / 4 + config.BLOCK_SIZE_N / 64 + config.num_stages / 10
-    return TrialResult(TrialStatus.OK, latency, latency - 0.25, latency + 0.25)
-
-
-def run(args: str, cwd):
-    argv = [sys.executable, "-m", "tuner.cli", *args.split()]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=cwd)
+from tuner.measure.landscape import load_landscape
 
 
 def test_record_returns_the_replayed_landscape(tmp_path):
-    source = landscape_from_results(
-        device_name="NVIDIA_L20",
-        environment=ENVIRONMENT,
-        recorded_at="2026-11-30T00:00:00Z",
-        space="vllm",
-        out_dtype="bfloat16",
-        block_shape=(128, 128),
-        results=[
-            (n, k, m, c, result(c, m))
-            for n, k in ((256, 384), (576, 256))
-            for m in (1, 16)
-            for c in vllm_space()
-        ],
+    path, configs = write_landscape(tmp_path, (1, 16))
+    db = f"--db=sqlite:///{tmp_path}/t.db"
+    sweep = "sweep --device L20 --model tiny --m 1,16 --strategy grid --trials 200 --replay"
+    swept = run_tuner(*sweep.split(), str(path), "--configs", str(configs), db, cwd=tmp_path)
+    assert swept.returncode == 0, swept.stderr
+    record = run_tuner(
+        *"landscape record --device L20 --out rec/l20.json".split(), db, cwd=tmp_path
     )
-    (tmp_path / "l20.json").write_text(source.to_json())
-    (tmp_path / "configs.json").write_text(json.dumps([c.as_dict() for c in CONFIGS]))
-    db = f"sqlite:///{tmp_path}/t.db"
-    sweep = run(
-        f"sweep --device L20 --model tiny --m 1,16 --strategy grid --configs configs.json "
-        f"--replay l20.json --db {db}",
-        cwd=tmp_path,
-    )
-    assert sweep.returncode == 0, sweep.stderr
-    record = run(f"landscape record --device L20 --out rec/l20.json --db {db}", cwd=tmp_path)
     assert record.returncode == 0, record.stderr
     assert record.stdout.startswith(
-        "wrote rec/l20.json: NVIDIA_L20, 4 (N, K, M), 36 trials (32 ok), triton 3.6.0"
+        "wrote rec/l20.json: NVIDIA_L20, 4 (N, K, M), 384 trials (336 ok), triton 3.6.0"
     )
-    recorded = load_landscape(tmp_path / "rec" / "l20.json")
-    assert recorded.device_name == "NVIDIA_L20"
-    assert dict(recorded.environment) == ENVIRONMENT
+    recorded, source = load_landscape(tmp_path / "rec" / "l20.json"), load_landscape(path)
     assert re.fullmatch(r"custom:[0-9a-f]{16}@replay:[0-9a-f]{16}", recorded.space)
-    assert (recorded.out_dtype, recorded.block_shape) == ("bfloat16", (128, 128))
-    assert set(recorded.problems) == set(source.problems)
-    for key, trials in recorded.problems.items():
-        assert set(trials) == set(CONFIGS)
-        for config, got in trials.items():
-            assert got == source.problems[key][config]
-
-
-def test_record_fails_in_one_line_for_an_unknown_device(tmp_path):
-    from db.connection import open_store
-
-    open_store(f"sqlite:///{tmp_path}/t.db").dispose()  # an empty store
-    record = run(f"landscape record --device H200 --out x.json --db sqlite:///{tmp_path}/t.db",
-                 cwd=tmp_path)  # fmt: skip
-    assert record.returncode == 2
-    assert record.stderr.startswith("error: no device in the store matches 'H200'")
-    assert record.stderr.count("\n") == 1
+    assert dict(recorded.environment) == ENVIRONMENT and recorded.problems == source.problems
+    assert (recorded.device_name, recorded.out_dtype, recorded.block_shape) == (
+        "NVIDIA_L20", "bfloat16", (128, 128)
+    )  # fmt: skip
 
 
 class Row:

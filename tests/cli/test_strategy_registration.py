@@ -63,29 +63,10 @@ def test_a_registered_strategy_is_a_choice_in_help_and_in_the_api_schema(monkeyp
 def test_a_sweep_runs_a_registered_strategy_and_stores_its_trials(tmp_path: Path) -> None:
     (tmp_path / "program.py").write_text(PROGRAM)
     landscape, configs = write_landscape(tmp_path, (1,))
+    args = "sweep --device L20 --model tiny --m 1 --strategy reverse --trials 2 --no-publish"
     swept = subprocess.run(
-        [
-            sys.executable,
-            "program.py",
-            "sweep",
-            "--device",
-            "L20",
-            "--model",
-            "tiny",
-            "--m",
-            "1",
-            "--strategy",
-            "reverse",
-            "--trials",
-            "2",
-            "--replay",
-            str(landscape),
-            "--configs",
-            str(configs),
-            "--no-publish",
-            "--db",
-            "sqlite:///tuner.db",
-        ],
+        [sys.executable, "program.py", *args.split(), "--replay", str(landscape)]
+        + ["--configs", str(configs), "--db", "sqlite:///tuner.db"],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from statistics import geometric_mean, median_high
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from db import repo
-from db.repo import session_scope
+from db.repo import DeviceTrialRow, session_scope
 from tuner.cli.errors import fail
 from tuner.cli.options import DbOpt, DeviceOpt
 from tuner.cli.output import console, plain
@@ -22,13 +22,14 @@ from tuner.cli.tables import Column, print_table
 from tuner.core import OutDtype, TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
-from tuner.kernels.shape import block_shape_text, block_sort_key
-from tuner.measure.landscape import landscape_from_results, load_landscape, problem_stats
+from tuner.kernels.shape import Shape, block_shape_text, block_sort_key
+from tuner.measure.landscape import (
+    Landscape,
+    RecordedTimings,
+    landscape_from_results,
+    load_landscape,
+)
 from tuner.measure.trial import TrialResult
-
-if TYPE_CHECKING:
-    from db.repo import DeviceTrialRow
-    from tuner.measure.landscape import Landscape
 
 
 def _one_kind(rows: Sequence[DeviceTrialRow]) -> tuple[list[DeviceTrialRow], list[str]]:
@@ -206,34 +207,39 @@ def landscape_stats(file: StatsFileOpt, ratios: RatiosOpt = "0.98,0.97,0.95") ->
         landscape = load_landscape(file)
     except ValueError as exc:
         raise fail(str(exc)) from None
-    stats = problem_stats(landscape, get_family(DEFAULT_FAMILY).default_config, fractions)
-    if not stats:
+    default_config = get_family(DEFAULT_FAMILY).default_config
+    rows, speedups, nearest = [], [], []
+    for (n, k, m), trials in sorted(landscape.problems.items()):
+        best = RecordedTimings(trials).optimum()
+        if best is None:
+            continue
+        optimum, optimum_us = best[0], best[1].ok_latency_us
+        speeds = [optimum_us / result.ok_latency_us for result in trials.values() if result.ok]
+        default = trials.get(default_config(Shape(n, k, landscape.block_shape), m))
+        speedup = default.ok_latency_us / optimum_us if default and default.ok else None
+        speedups += [] if speedup is None else [speedup]
+        near = [sum(speed >= fraction for speed in speeds) for fraction in fractions]
+        nearest.append((near[-1], n, k, m))
+        vs_default = "cannot run" if speedup is None else f"{speedup:.2f}x"
+        rows.append(
+            [*map(str, (n, k, m)), f"{len(speeds)}/{len(trials)}", optimum.short()]
+            + [f"{optimum_us:.2f}", vs_default, *map(str, near)]
+        )
+    if not rows:
         raise fail(f"{file}: no (N, K, M) has an ok config", 1)
     names = ["N", "K", "M", "ok", "optimum", "optimum_us", "vs default"]
     columns = [Column(name, text=name == "optimum") for name in names]
     columns += [Column(f">= {r:g}") for r in fractions]
-    rows = [
-        [
-            *map(str, (s.N, s.K, s.M)),
-            f"{s.ok}/{s.recorded}",
-            s.optimum.short(),
-            f"{s.optimum_us:.2f}",
-            "cannot run" if s.default_speedup is None else f"{s.default_speedup:.2f}x",
-            *map(str, s.near),
-        ]
-        for s in stats
-    ]
     print_table(console, columns, rows, title=f"{landscape.device_name} ({file.name})")
-    speedups = [s.default_speedup for s in stats if s.default_speedup is not None]
-    fewest = min(stats, key=lambda s: (s.near[-1], s.N, s.K, s.M))
     gain = (
         f"the optimum is {geometric_mean(speedups):.2f}x vLLM's default (geomean of the "
         f"{len(speedups)} where it runs)"
         if speedups
         else "vLLM's default runs on none of them"
     )
+    fewest = min(nearest)
     plain(
-        f"{len(stats)} (N, K, M): {gain}; configs at >= {fractions[-1]:g} of the optimum: "
-        f"median {median_high(s.near[-1] for s in stats)}, "
-        f"fewest {fewest.near[-1]} ({fewest.N},{fewest.K},{fewest.M})"
+        f"{len(rows)} (N, K, M): {gain}; configs at >= {fractions[-1]:g} of the optimum: "
+        f"median {median_high(near for near, *_ in nearest)}, "
+        f"fewest {fewest[0]} ({','.join(map(str, fewest[1:]))})"
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -23,30 +24,15 @@ CALIBRATION_CONFIGS = ((16, 64, 128, 1, 4, 3), (32, 128, 128, 8, 4, 2), (64, 64,
 _CHILD_S = 300  # a child that takes longer than this reports nothing
 
 
-def calibration_trials() -> tuple[Problem, list[KernelConfig]]:
-    """The problem and configs the calibration times, as a sweep's task of the registry's
-    default family: CALIBRATION_SHAPE with bf16 out, vLLM's default config first (its first call
-    in the process is the dearest), then CALIBRATION_CONFIGS.
-
-    Returns:
-        (the problem, its configs in timing order).
-    """
-
-    N, K, M = CALIBRATION_SHAPE
-    problem = Problem(M, N, K, (128, 128), "bfloat16", family=DEFAULT_FAMILY)
-    configs = [
-        get_family(DEFAULT_FAMILY).default_config(Shape(N, K, (128, 128)), M),
-        *(KernelConfig(*config) for config in CALIBRATION_CONFIGS),
-    ]
-    return problem, configs
-
-
 def _trial_here(interpreter_reps: int) -> float:
-
-    problem, configs = calibration_trials()
-    runner = KernelRunner(problem, device="cpu", interpreter_reps=interpreter_reps)
-    times = [runner.evaluate(config).measure_s or 0.0 for config in configs]
-    return sum(times) / len(times)
+    """The mean `measure_s` of CALIBRATION_SHAPE's trials (bf16 out, the default family's):
+    vLLM's default config first (its first call in the process is the dearest), then
+    CALIBRATION_CONFIGS, as a sweep's task of that family measures them."""
+    N, K, M = CALIBRATION_SHAPE
+    runner = KernelRunner(Problem(M, N, K), device="cpu", interpreter_reps=interpreter_reps)
+    default = get_family(DEFAULT_FAMILY).default_config(Shape(N, K, (128, 128)), M)
+    configs = [default, *(KernelConfig(*config) for config in CALIBRATION_CONFIGS)]
+    return statistics.mean(runner.evaluate(config).measure_s or 0.0 for config in configs)
 
 
 def _runs_interpreted() -> bool:

@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from importlib import metadata
 from pathlib import Path
@@ -171,18 +171,20 @@ class CompileCache:
         self, configs: Iterable[KernelConfig], *, arch: int, specialization: str, out_dtype: str
     ) -> dict[KernelConfig, CompileInfo]:
         """The cached entries among `configs` (absent ones are left out)."""
-        found: dict[KernelConfig, CompileInfo] = {}
+        wanted = {self._key(arch, specialization, out_dtype, c)[-1]: c for c in configs}
         with contextlib.closing(self._connect()) as db:
-            for config in configs:
-                row = db.execute(
-                    "SELECT body FROM compile_info WHERE toolchain=? AND arch=? AND "
-                    "specialization=? AND out_dtype=? AND config=?",
-                    self._key(arch, specialization, out_dtype, config),
-                ).fetchone()
-                if row is not None:
-                    body = json.loads(row[0])
-                    found[config] = CompileInfo(**{**body, "config": config, "compile_s": 0.0})
-        return found
+            rows = db.execute(
+                "SELECT config, body FROM compile_info WHERE toolchain=? AND arch=? AND "
+                "specialization=? AND out_dtype=?",
+                (self.toolchain, arch, specialization, out_dtype),
+            ).fetchall()
+        return {
+            wanted[key]: CompileInfo(
+                **{**json.loads(body), "config": wanted[key], "compile_s": 0.0}
+            )
+            for key, body in rows
+            if key in wanted
+        }
 
     def put(self, info: CompileInfo) -> None:
         """Store one entry (replacing an older one with the same key)."""
@@ -398,9 +400,9 @@ class Precompiler:
         # Re-entrant: a future that is already done runs its callback in the submitting thread.
         self._lock = threading.RLock()
         self._queue: dict[KernelConfig, None] = {}  # ordered set, front first
-        self._running: dict[KernelConfig, Future[CompileInfo]] = {}
-        self._done: dict[KernelConfig, CompileInfo] = {}
-        self._finished: dict[KernelConfig, threading.Event] = {}
+        # Each config sent to the pool (or answered without it), and its answer when it comes.
+        self._answers: dict[KernelConfig, Future[CompileInfo]] = {}
+        self._in_pool = 0
         self._known: dict[KernelConfig, CompileInfo] = {}  # from the on-disk cache
         self.dispatched: list[KernelConfig] = []  # order configs entered the pool
         self._compile_s = self._wait_s = 0.0
@@ -409,7 +411,7 @@ class Precompiler:
         self.broken = False  # the pool lost a process; nothing more is sent to it
 
     def _look_up(self, configs: Iterable[KernelConfig]) -> None:
-        fresh = [c for c in configs if c not in self._known and c not in self._done]
+        fresh = [c for c in configs if c not in self._known and c not in self._answers]
         self._known.update(
             self._cache.get_many(
                 fresh, arch=self.arch, out_dtype=self.out_dtype, specialization=self.specialization
@@ -419,12 +421,10 @@ class Precompiler:
     def submit(self, configs: Iterable[KernelConfig]) -> None:
         """Queue configs for compiling behind those queued before (ones queued, compiling or
         done already are skipped)."""
-        configs = [c for c in dict.fromkeys(configs) if c not in self._running]
+        configs = [c for c in dict.fromkeys(configs) if c not in self._answers]
         self._look_up(configs)
         with self._lock:
-            for config in configs:
-                if config not in self._running and config not in self._done:
-                    self._queue[config] = None
+            self._queue.update(dict.fromkeys(c for c in configs if c not in self._answers))
             self._fill()
 
     def wait(self, config: KernelConfig) -> CompileInfo:
@@ -438,19 +438,20 @@ class Precompiler:
             raise RuntimeError("the Precompiler is closed")
         start = time.perf_counter()
         with self._lock:
-            if config not in self._done and config not in self._running:
+            if config not in self._answers:
                 self._queue.pop(config, None)
                 self._look_up([config])
                 self._dispatch(config)
-            finished = self._finished[config]
-        finished.wait()
+            answer = self._answers[config]
+        info = answer.result()
         self._wait_s += time.perf_counter() - start
-        return self._done[config]
+        return info
 
     def stats(self) -> PrecompileStats:
         """Counts and seconds so far."""
         with self._lock:
-            compiled = len(self._done) - self._cached - self._unknown
+            done = sum(answer.done() for answer in self._answers.values())
+            compiled = done - self._cached - self._unknown
             return PrecompileStats(compiled, self._cached, self._compile_s, self._wait_s)
 
     def close(self) -> None:
@@ -469,7 +470,7 @@ class Precompiler:
 
     def _fill(self) -> None:
         """Move queued configs into the pool while it has free slots (lock held)."""
-        while self._queue and len(self._running) < self._slots and not self._closed:
+        while self._queue and self._in_pool < self._slots and not self._closed:
             config = next(iter(self._queue))
             del self._queue[config]
             self._dispatch(config)
@@ -479,18 +480,13 @@ class Precompiler:
         spec, dtype = self.specialization, self.out_dtype
         return CompileInfo(self.arch, config, spec, dtype, None, None, None, 0.0)
 
-    def _finish(self, config: KernelConfig, info: CompileInfo) -> None:
-        self._running.pop(config, None)
-        self._done[config] = info
-        self._finished[config].set()
-
     def _answer_without_compile(self, config: KernelConfig) -> None:
         """A config the pool did not compile (lock held): its cached info (only the binary is
         missing, which the launch compiles), else `unknown_info`; nothing is cached."""
         known = self._known.get(config)
         self._cached += known is not None
         self._unknown += known is None
-        self._finish(config, known or self.unknown_info(config))
+        self._answers[config].set_result(known or self.unknown_info(config))
 
     def _dispatch(self, config: KernelConfig) -> None:
         """Send one compile to the pool (lock held); answer it at once if the pool is broken."""
@@ -498,7 +494,7 @@ class Precompiler:
             config, self.arch, self.shape, self.M, self.out_dtype, self.family,
             need_info=config not in self._known,
         )  # fmt: skip
-        self._finished[config] = threading.Event()
+        self._answers[config] = Future()
         try:
             future = None if self.broken else self._pool.submit(compile_job, job)
         except RuntimeError:  # BrokenProcessPool, or a pool already shut down
@@ -507,27 +503,27 @@ class Precompiler:
             self._answer_without_compile(config)
             return
         self.dispatched.append(config)
-        self._running[config] = future
+        self._in_pool += 1
         future.add_done_callback(partial(self._compiled, config))
 
     def _compiled(self, config: KernelConfig, future: Future[CompileInfo]) -> None:
         """Pool callback: keep the result, cache new info, refill the pool."""
-        try:
-            info = future.result()
-        except Exception as exc:  # noqa: BLE001 - the pool's failure, not the config's
-            # Cache nothing, or the config would be rejected in every later task.
-            with self._lock:
+        with self._lock:
+            self._in_pool -= 1
+            try:
+                info = future.result()
+            except Exception as exc:  # noqa: BLE001 - the pool's failure, not the config's
+                # Cache nothing, or the config would be rejected in every later task.
                 self.broken = self.broken or isinstance(exc, BrokenProcessPool)
                 self._answer_without_compile(config)
                 self._fill()
-            return
-        known = self._known.get(config)
-        if known is not None and info.error is None and info.n_regs is None:
-            info = CompileInfo(**{**known.__dict__, "compile_s": info.compile_s})
-        elif info.error is None or known is None:
-            self._cache.put(info)
-        with self._lock:
+                return
+            known = self._known.get(config)
+            if known is not None and info.error is None and info.n_regs is None:
+                info = replace(known, compile_s=info.compile_s)
+            elif info.error is None or known is None:
+                self._cache.put(info)
             self._compile_s += info.compile_s
             self._cached += known is not None
-            self._finish(config, info)
+            self._answers[config].set_result(info)
             self._fill()

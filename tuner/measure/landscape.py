@@ -4,16 +4,17 @@ what the replay runner, `tuner.measure.runners (ReplayRunner)`, measures with)."
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tuner.core import CONFIG_KEYS, TrialStatus
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.shape import Shape, as_block_shape
+from tuner.kernels.shape import as_block_shape
 from tuner.measure.trial import TrialResult
 
 FORMAT = "blockfp8-tuner-landscape/1"
@@ -81,15 +82,15 @@ class Landscape:
         return RecordedTimings(self.problems[key])
 
 
-def parse_landscape(text: str, *, source: str = "<landscape>") -> Landscape:
+def load_landscape(path: Path | str) -> Landscape:
     """Read a landscape file.
 
     Raises:
-        ValueError: one line naming `source` and the problem (bad JSON, wrong format tag,
-            a malformed row).
+        ValueError: one line naming the file and the problem (unreadable, bad JSON, wrong
+            format tag, a malformed row).
     """
     try:
-        body = json.loads(text)
+        body = json.loads(Path(path).read_text(encoding="utf-8"))
         if body.get("format") != FORMAT:
             raise ValueError(f"format is {body.get('format')!r}, expected {FORMAT!r}")
         problems: dict[tuple[int, int, int], dict[KernelConfig, TrialResult]] = {}
@@ -100,68 +101,47 @@ def parse_landscape(text: str, *, source: str = "<landscape>") -> Landscape:
                 if len(row) != len(ROW_FIELDS):
                     raise ValueError(f"row {row!r} has {len(row)} fields, not {len(ROW_FIELDS)}")
                 values = tuple(row[:6])
-                config = configs.get(values)
-                if config is None:
-                    config = configs[values] = KernelConfig.from_dict(
+                if values not in configs:
+                    configs[values] = KernelConfig.from_dict(
                         dict(zip(CONFIG_KEYS, values, strict=True))
                     )
                 status, latency_us, p20_us, p80_us = row[6:]
-                trials[config] = TrialResult(
+                trials[configs[values]] = TrialResult(
                     TrialStatus(status), latency_us, p20_us, p80_us, measure_s=0.0
                 )  # as a landscape keeps it
             problems[(int(problem["N"]), int(problem["K"]), int(problem["M"]))] = trials
-        block_shape = as_block_shape(body["block_shape"])
+        fields = ("device_name", "recorded_at", "space", "out_dtype")
         return Landscape(
-            device_name=str(body["device_name"]),
+            **{name: str(body[name]) for name in fields},
             environment=dict(body["environment"]),
-            recorded_at=str(body["recorded_at"]),
-            space=str(body["space"]),
-            out_dtype=str(body["out_dtype"]),
-            block_shape=block_shape,
+            block_shape=as_block_shape(body["block_shape"]),
             problems=problems,
         )
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        reason = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
-        raise ValueError(f"{source}: not a landscape file: {reason}") from None
-
-
-def load_landscape(path: Path | str) -> Landscape:
-    """Read a landscape file from disk.
-
-    Raises:
-        ValueError: unreadable or malformed (one line naming the file).
-    """
-    try:
-        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ValueError(f"{path}: {exc.strerror or exc}") from None
-    return parse_landscape(text, source=str(path))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        reason = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise ValueError(f"{path}: not a landscape file: {reason}") from None
 
 
-# The landscapes this process has read: resolved path -> ((size, mtime_ns), landscape).
-_READ: dict[str, tuple[tuple[int, int], Landscape]] = {}
+@functools.lru_cache(maxsize=8)
+def _read(path: str, stamp: tuple[int, int]) -> Landscape:
+    return load_landscape(path)
 
 
 def cached_landscape(path: Path | str) -> Landscape:
-    """`load_landscape`, read once per process while the file is unchanged.
-
-    A replay worker answers many tasks from one file; parsing it (38,400 rows for the synthetic
-    sm90 landscape) took about half of a replayed trial's CPU when every task re-read it. The
-    file is read again when its size or modification time changed.
+    """`load_landscape`, read once per process while the file's size and modification time are
+    unchanged: a replay worker answers many tasks from one file, and parsing it (38,400 rows for
+    the synthetic sm90 landscape) took about half of a replayed trial's CPU.
 
     Raises:
         ValueError: unreadable or malformed (one line naming the file).
     """
-    resolved = Path(path).resolve()
     try:
-        stat = resolved.stat()
+        stat = Path(path).resolve().stat()
     except OSError as exc:
         raise ValueError(f"{path}: {exc.strerror or exc}") from None
-    stamp = (stat.st_size, stat.st_mtime_ns)
-    known = _READ.get(str(resolved))
-    if known is None or known[0] != stamp:
-        known = _READ[str(resolved)] = (stamp, load_landscape(path))
-    return known[1]
+    return _read(str(Path(path).resolve()), (stat.st_size, stat.st_mtime_ns))
 
 
 class RecordedTimings:
@@ -209,8 +189,8 @@ class RecordedTimings:
 
     def optimum(self) -> tuple[KernelConfig, TrialResult] | None:
         """The fastest recorded ok config, the yardstick of search quality (None if none)."""
-        ok = [(config, result) for config, result in self.trials.items() if result.ok]
-        return min(ok, key=lambda item: (item[1].latency_us, item[0])) if ok else None
+        ok = ((config, result) for config, result in self.trials.items() if result.ok)
+        return min(ok, key=lambda item: (item[1].ok_latency_us, item[0]), default=None)
 
 
 def landscape_from_results(
@@ -235,78 +215,3 @@ def landscape_from_results(
     return Landscape(
         device_name, dict(environment), recorded_at, space, out_dtype, block_shape, problems
     )
-
-
-@dataclass(frozen=True)
-class ProblemStats:
-    """How one (N, K, M) of a landscape looks to a search (`problem_stats`).
-
-    Attributes:
-        N, K, M: the problem.
-        recorded: configs with a row (any status).
-        ok: configs that ran.
-        optimum: the fastest ok config (`RecordedTimings.optimum`).
-        optimum_us: its median latency in microseconds.
-        default_speedup: the default config's latency over the optimum's (how much a search
-            can win over it), or None where the default did not run or has no row.
-        near: for each ratio asked for, the ok configs whose speed is at least that fraction
-            of the optimum's (optimum_us / latency_us >= ratio; the optimum counts): the
-            configs a search must hit to reach that quality.
-    """
-
-    N: int
-    K: int
-    M: int
-    recorded: int
-    ok: int
-    optimum: KernelConfig
-    optimum_us: float
-    default_speedup: float | None
-    near: tuple[int, ...]
-
-
-def problem_stats(
-    landscape: Landscape,
-    default: KernelConfig | Callable[[Shape, int], KernelConfig],
-    ratios: Iterable[float] = (0.98, 0.97, 0.95),
-) -> list[ProblemStats]:
-    """Per (N, K, M) of `landscape` with an ok config, in (N, K, M) order: its optimum, what
-    it gains over `default`, and how many configs come within each of `ratios` of it. Few
-    configs near the optimum make a needle no search finds in a few trials: on the held-out
-    `kt_conv` landscape 4 of 12 problems have one config of 878-945 within 0.97
-    (bench/landscapes/README.md).
-
-    Args:
-        landscape: the recorded timings.
-        default: the config to compare with, or a family's `default_config` ((shape, M) ->
-            the config vLLM runs at M), called per problem with the landscape's block_shape.
-        ratios: fractions of the optimum's speed, each in (0, 1].
-    """
-    ratios = tuple(ratios)
-    found = []
-    for (n, k, m), trials in sorted(landscape.problems.items()):
-        best = RecordedTimings(trials).optimum()
-        if best is None:
-            continue
-        optimum, result = best
-        optimum_us = result.ok_latency_us
-        speeds = [optimum_us / r.ok_latency_us for r in trials.values() if r.ok]
-        fallback = trials.get(
-            default(Shape(n, k, landscape.block_shape), m) if callable(default) else default
-        )
-        found.append(
-            ProblemStats(
-                n,
-                k,
-                m,
-                len(trials),
-                len(speeds),
-                optimum,
-                optimum_us,
-                fallback.ok_latency_us / optimum_us
-                if fallback is not None and fallback.ok
-                else None,
-                tuple(sum(speed >= ratio for speed in speeds) for ratio in ratios),
-            )
-        )
-    return found

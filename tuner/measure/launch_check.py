@@ -8,15 +8,15 @@ entry 128x256x128 with 4 stages needs about 148 KB, and an sm89 GPU such as the 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.gpus import KNOWN_GPUS, gpu_model
-from tuner.kernels.registry import DEFAULT_FAMILY, get_family
+from tuner.kernels.registry import DEFAULT_FAMILY
 from tuner.kernels.shape import Shape, as_block_shape
+from tuner.kernels.vllm_table import capability_number
 from tuner.measure.compile import (
     MAX_SHARED_BYTES,
     CompileCache,
@@ -49,9 +49,8 @@ def device_arch(device_name: str, capabilities: Sequence[str]) -> DeviceArch | N
     its trials' compute `capabilities` ("8.9"; "" for the interpreter) that names one, else from
     KNOWN_GPUS; None when neither knows the device."""
     for capability in capabilities:
-        match = re.fullmatch(r"(\d{1,2})\.(\d)", capability.strip())
-        if match:
-            arch = int(match[1]) * 10 + int(match[2])
+        arch = capability_number(capability)
+        if arch is not None:
             return DeviceArch(
                 arch, f"from its trials in the store, compute capability {capability.strip()}"
             )
@@ -114,68 +113,49 @@ def check_entries(
         raise ValueError(f"no resource limits known for sm{arch}")
     unchecked = {M: _AMD_LINE for M in sorted(configs) if configs[M].keys() & _AMD_KEYS}
     by_m = {M: KernelConfig.from_dict(configs[M]) for M in sorted(configs) if M not in unchecked}
-    first_m: dict[KernelConfig, int] = {}
-    for M, config in by_m.items():
-        first_m.setdefault(config, M)
     shape = Shape(N, K, as_block_shape(block_shape), params)
-    infos = _compile_first_uses(first_m, shape, arch, cache, pool, family)
-    cannot_launch: dict[int, str] = {}
+    infos = _compile_first_uses(by_m, shape, arch, cache, pool, family)
+    where, cannot_launch = f"{device_name} (sm{arch})", {}
     for M, config in by_m.items():
-        kind, line = _why_not(infos[config], f"{device_name} (sm{arch})", limit)
-        if kind is not None:
-            (unchecked if kind == "unchecked" else cannot_launch)[M] = line
-    return LaunchVerdict(arch, cannot_launch, dict(sorted(unchecked.items())), len(first_m))
-
-
-def _why_not(info: CompileInfo, where: str, limit: int) -> tuple[str | None, str]:
-    """("cannot_launch" or "unchecked", the line) of a compiled entry; (None, "") if it fits."""
-    problem, short = launch_problem(info), info.config.short()
-    if problem is None:
-        return None, ""
-    if info.error is not None:
-        return "unchecked", f"config {short} did not compile here: {info.error}"
-    if info.shared_bytes is not None and info.shared_bytes > limit:
-        needs = f"needs {info.shared_bytes} bytes of shared memory"
-        return "cannot_launch", f"config {short} {needs}; {where} has {limit} per block"
-    reason = problem.reason.removeprefix("pruned before launch: ")
-    return "cannot_launch", f"config {short}: {reason} on {where}"
+        info, short, problem = infos[config], config.short(), launch_problem(infos[config])
+        if problem is not None and info.error is not None:
+            unchecked[M] = f"config {short} did not compile here: {info.error}"
+        elif problem is not None and (info.shared_bytes or 0) > limit:
+            needs = f"needs {info.shared_bytes} bytes of shared memory"
+            cannot_launch[M] = f"config {short} {needs}; {where} has {limit} per block"
+        elif problem is not None:
+            reason = problem.reason.removeprefix("pruned before launch: ")
+            cannot_launch[M] = f"config {short}: {reason} on {where}"
+    return LaunchVerdict(arch, cannot_launch, dict(sorted(unchecked.items())), len(infos))
 
 
 _AMD_LINE = "an AMD entry (kpack, waves_per_eu ...): not compiled for NVIDIA"
 
 
 def _compile_first_uses(
-    first_m: Mapping[KernelConfig, int],
+    by_m: Mapping[int, KernelConfig],
     shape: Shape,
     arch: int,
     cache: CompileCache | None,
     pool: ProcessPoolExecutor | None,
     family: str,
 ) -> dict[KernelConfig, CompileInfo]:
-    """Each config compiled for `arch` at the specialization of the first M that uses it: one
-    `compile_infos` call per specialization, at its first M."""
-    groups: dict[str, tuple[int, list[KernelConfig]]] = {}
-    for config, M in first_m.items():
-        try:
-            spec = get_family(family).specialization(shape, M)
-        except KeyError as exc:  # a dimension the file's name does not carry (MoE: top_k)
-            raise ValueError(
-                f"the file's name does not give {exc.args[0]}, which the {family} kernel "
-                "is compiled for"
-            ) from None
-        groups.setdefault(spec, (M, []))[1].append(config)
+    """Each distinct config compiled for `arch` at the launch specialization of the first M
+    that uses it (shared memory depends on the tiles and stages, not on M)."""
+    first_m: dict[KernelConfig, int] = {}
+    for M, config in by_m.items():
+        first_m.setdefault(config, M)
     infos: dict[KernelConfig, CompileInfo] = {}
-    for M, group in groups.values():
-        infos.update(
-            compile_infos(
-                group,
-                arch=arch,
-                shape=shape,
-                M=M,
-                out_dtype=CHECK_OUT_DTYPE,
-                family=family,
-                cache=cache,
-                pool=pool,
+    try:
+        for M in sorted(set(first_m.values())):
+            group = [config for config, first in first_m.items() if first == M]
+            infos |= compile_infos(
+                group, arch=arch, shape=shape, M=M, out_dtype=CHECK_OUT_DTYPE, family=family,
+                cache=cache, pool=pool,
             )  # fmt: skip
-        )
+    except KeyError as exc:  # a dimension the file's name does not carry (MoE: top_k)
+        raise ValueError(
+            f"the file's name does not give {exc.args[0]}, which the {family} kernel "
+            "is compiled for"
+        ) from None
     return infos

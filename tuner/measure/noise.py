@@ -6,6 +6,7 @@ winner kept only if it beats the runner-up by more than the measured spread."""
 from __future__ import annotations
 
 import gc
+import itertools
 import math
 import statistics
 import time
@@ -173,21 +174,16 @@ class Sampler:
 
     def __init__(self, plan: TimingPlan, run_batch: Callable[[int], None], timer: Timer) -> None:
         self.plan, self.run_batch, self.timer = plan, run_batch, timer
-        self._next = 0
-
-    def _advance(self) -> int:
-        batch = self._next
-        self._next = (batch + 1) % self.plan.batches
-        return batch
+        self._batches = itertools.cycle(range(plan.batches))
 
     def warm(self) -> None:
         """Run plan.warmup batches, untimed."""
         for _ in range(self.plan.warmup):
-            self.run_batch(self._advance())
+            self.run_batch(next(self._batches))
 
     def sample_s(self) -> float:
         """Time the next batch; seconds per launch."""
-        batch = self._advance()
+        batch = next(self._batches)
         self.timer.start()
         self.run_batch(batch)
         return self.timer.stop() / self.plan.launches
@@ -317,33 +313,29 @@ def decide_winner(retimes: Sequence[Retime], default: KernelConfig) -> Decision:
         raise ValueError("decide_winner needs distinct re-timed configs")
     ranked = sorted(retimes, key=lambda r: (r.latency_us, r.config))
     default_us = next((r.latency_us for r in retimes if r.config == default), None)
-    fastest = ranked[0]
-    runner_up = ranked[1] if len(ranked) > 1 else None
+    fastest, runner_up = ranked[0], ranked[1] if len(ranked) > 1 else None
     spread_us = max(r.p80_us - r.p20_us for r in ranked[:2])
-
-    def kept(chosen: Retime, how: str, note: str) -> Decision:
-        up = runner_up.config if runner_up else None
-        return Decision(chosen.config, chosen.latency_us, default_us, up, spread_us, how, note)
-
+    margin_us = runner_up.latency_us - fastest.latency_us if runner_up else 0.0
+    chosen, kept = fastest, KEPT_FASTEST
     if runner_up is None:
-        return kept(fastest, KEPT_FASTEST, f"only candidate; spread {spread_us:.1f} us")
-    margin_us = runner_up.latency_us - fastest.latency_us
-    if margin_us > spread_us:
-        return kept(
-            fastest,
-            KEPT_FASTEST,
-            f"beats runner-up {runner_up.config.short()} by {margin_us:.1f} us "
-            f"> spread {spread_us:.1f} us",
+        note = f"only candidate; spread {spread_us:.1f} us"
+    elif margin_us > spread_us:
+        up = runner_up.config.short()
+        note = f"beats runner-up {up} by {margin_us:.1f} us > spread {spread_us:.1f} us"
+    else:
+        tied = [r for r in ranked if r.latency_us - fastest.latency_us <= spread_us]
+        note = (
+            f"{fastest.config.short()} leads runner-up {runner_up.config.short()} by only "
+            f"{margin_us:.1f} us <= spread {spread_us:.1f} us"
         )
-    tied = [r for r in ranked if r.latency_us - fastest.latency_us <= spread_us]
-    within = (
-        f"{fastest.config.short()} leads runner-up {runner_up.config.short()} by only "
-        f"{margin_us:.1f} us <= spread {spread_us:.1f} us"
-    )
-    chosen = next((r for r in tied if r.config == default), None)
-    if chosen is not None:
-        return kept(chosen, KEPT_DEFAULT, f"{within}; kept the default")
-    chosen = min(tied, key=lambda r: simplicity(r.config))
-    return kept(
-        chosen, KEPT_SIMPLER, f"{within}; kept the simplest of {len(tied)} within the spread"
-    )
+        chosen = next((r for r in tied if r.config == default), None) or min(
+            tied, key=lambda r: simplicity(r.config)
+        )
+        kept = KEPT_DEFAULT if chosen.config == default else KEPT_SIMPLER
+        note += (
+            "; kept the default"
+            if kept == KEPT_DEFAULT
+            else f"; kept the simplest of {len(tied)} within the spread"
+        )
+    up_config = runner_up.config if runner_up else None
+    return Decision(chosen.config, chosen.latency_us, default_us, up_config, spread_us, kept, note)

@@ -1,12 +1,12 @@
 """Roofline figures of a GEMM call: bytes, flops, achieved GB/s and TFLOP/s against the device's
 ceilings (copy bandwidth, FP8 matrix-product throughput) measured with torch. The figures are
-pure arithmetic; the `measure_*` functions import torch (and triton on CUDA) when called."""
+pure arithmetic; `measure_ceilings` imports torch (and triton on CUDA) when called."""
 
 from __future__ import annotations
 
 import math
 import statistics
-import time
+import timeit
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -111,19 +111,10 @@ def roofline(
         ridge = mm_tflops * 1e3 / copy_gbps  # (TFLOP/s * 1e12) / (GB/s * 1e9)
         bound = "memory" if intensity < ridge else "compute"
         roofline_ratio = tflops / min(mm_tflops, intensity * copy_gbps / 1e3)
-    return Roofline(
-        float(latency_us),
-        nbytes,
-        flops,
-        gbps,
-        tflops,
-        intensity,
-        None if copy_gbps is None else gbps / copy_gbps,
-        None if mm_tflops is None else tflops / mm_tflops,
-        ridge,
-        bound,
-        roofline_ratio,
-    )
+    copy_ratio = None if copy_gbps is None else gbps / copy_gbps
+    mm_ratio = None if mm_tflops is None else tflops / mm_tflops
+    figures = (nbytes, flops, gbps, tflops, intensity, copy_ratio, mm_ratio, ridge, bound)
+    return Roofline(float(latency_us), *figures, roofline_ratio)
 
 
 def shape_roofline(
@@ -151,109 +142,59 @@ def shape_roofline(
     )
 
 
-def median_ms(fn: Callable[[], object], device: str) -> float:
+def _median_ms(fn: Callable[[], object], device: str) -> float:
     """Median milliseconds of `fn`: `triton.testing.do_bench(fn, return_mode="median")` on CUDA
-    (CUDA events, a 256 MB buffer cleared between calls, untimed); on the CPU one warm-up call
-    then the median of CPU_REPS perf_counter-timed calls."""
-    if device.startswith("cuda"):
+    (CUDA events, a 256 MB buffer cleared between calls, untimed); on the CPU the median of
+    CPU_REPS calls after one untimed warm-up call (`timeit.repeat`)."""
+    if device == "cuda":
         from triton.testing import do_bench
 
         return float(do_bench(fn, return_mode="median"))
-    fn()
-    samples = []
-    for _ in range(CPU_REPS):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples) * 1e3
-
-
-def _timer(device: str, timer: Timer | None) -> Timer:
-    if device != "cpu" and not device.startswith("cuda"):
-        raise ValueError(f"device must be 'cuda', 'cuda:N' or 'cpu', got {device!r}")
-    return timer or (lambda fn: median_ms(fn, device))
-
-
-def measure_copy_gbps(
-    nbytes: int | None = None, device: str = "cuda", *, timer: Timer | None = None
-) -> float:
-    """The copy ceiling in GB/s: one `dst.copy_(src)` of `nbytes` (GPU_COPY_BYTES or
-    CPU_COPY_BYTES when None) timed on `device`, read plus write counted (2 * nbytes), as
-    `gemm_bytes` counts.
-
-    Raises:
-        ValueError: a bad device.
-    """
-    import torch
-
-    time_ms = _timer(device, timer)
-    nbytes = nbytes or (CPU_COPY_BYTES if device == "cpu" else GPU_COPY_BYTES)
-    src = torch.randint(0, 256, (nbytes,), dtype=torch.uint8, device=device)
-    dst = torch.empty_like(src)
-    return 2 * nbytes / (time_ms(lambda: dst.copy_(src)) * 1e-3) / 1e9
-
-
-def fp8_mm_operands(M: int, N: int, K: int, device: str, *, seed: int = 0):
-    """(a [M, K] e4m3 row-major, b [K, N] e4m3 column-major, scale_a, scale_b fp32 scalars), as
-    `torch._scaled_mm` requires on CUDA (torch 2.11 and 2.13, `_check_scaled_mm_sizes` in
-    torch/_meta_registrations.py); values uniform in [-1, 1) before the cast.
-
-    Raises:
-        ValueError: K or N not divisible by 16.
-    """
-    import torch
-
-    if K % 16 or N % 16:
-        raise ValueError(f"K and N must be divisible by 16 for torch._scaled_mm, got K={K}, N={N}")
-    generator = torch.Generator(device="cpu").manual_seed(seed)
-    a = (torch.rand(M, K, generator=generator) * 2 - 1).to(torch.float8_e4m3fn).to(device)
-    b_nk = (torch.rand(N, K, generator=generator) * 2 - 1).to(torch.float8_e4m3fn).to(device)
-    one = torch.ones((), dtype=torch.float32, device=device)
-    return a, b_nk.t(), one, one.clone()
-
-
-def measure_fp8_mm_tflops(
-    M: int | None = None,
-    N: int | None = None,
-    K: int | None = None,
-    device: str = "cuda",
-    *,
-    fast_accum: bool = True,
-    timer: Timer | None = None,
-) -> float:
-    """The FP8 ceiling in TFLOP/s: torch's per-tensor-scaled e4m3 product with bf16 output,
-    sizes GPU_MM_SIZE (CPU_MM_SIZE on the CPU) where None. `use_fast_accum` by default because
-    Triton's FP8 `tl.dot` on sm90 also accumulates imprecisely (triton/backends/nvidia/
-    compiler.py: max_num_imprecise_acc_default = 2**30 on capability 90).
-
-    Raises:
-        ValueError: a bad size or device.
-    """
-    import torch
-
-    time_ms = _timer(device, timer)
-    size = CPU_MM_SIZE if device == "cpu" else GPU_MM_SIZE
-    M, N, K = (size if v is None else v for v in (M, N, K))
-    a, b, scale_a, scale_b = fp8_mm_operands(M, N, K, device)
-    ms = time_ms(
-        lambda: torch._scaled_mm(
-            a, b, scale_a=scale_a, scale_b=scale_b, out_dtype=torch.bfloat16,
-            use_fast_accum=fast_accum,
-        )
-    )  # fmt: skip
-    return gemm_flops(M, N, K) / (ms * 1e-3) / 1e12
+    return statistics.median(timeit.repeat(fn, number=1, repeat=CPU_REPS + 1)[1:]) * 1e3
 
 
 def measure_ceilings(device: str = "cuda", *, timer: Timer | None = None) -> dict[str, float]:
-    """Both ceilings of `device` at its kind's default sizes, once per CUDA worker start; the
-    store keeps them (db.repo.record_ceilings).
+    """Both ceilings of `device` ("cuda" or "cpu"), once per CUDA worker start; the store keeps
+    them (db.repo.record_ceilings).
+
+    - copy_gbps: one `dst.copy_(src)` of GPU_COPY_BYTES (CPU_COPY_BYTES on the CPU), read plus
+      write counted (2 * bytes), as `gemm_bytes` counts.
+    - fp8_mm_tflops: torch's per-tensor-scaled e4m3 product at GPU_MM_SIZE^3 (CPU_MM_SIZE^3),
+      bf16 out, b [K, N] column-major as `torch._scaled_mm` requires on CUDA; `use_fast_accum`
+      because Triton's FP8 `tl.dot` on sm90 also accumulates imprecisely
+      (triton/backends/nvidia/compiler.py: max_num_imprecise_acc_default = 2**30 on 90).
+
+    Args:
+        timer: a callable's median milliseconds; `do_bench` on CUDA, a wall clock on the CPU.
 
     Raises:
-        ValueError: a bad device.
+        ValueError: a device other than "cuda" or "cpu".
     """
+    import torch
+
+    if device not in ("cuda", "cpu"):
+        raise ValueError(f"device must be 'cuda' or 'cpu', got {device!r}")
+    time_ms = timer or (lambda fn: _median_ms(fn, device))
+    nbytes, size = (
+        (CPU_COPY_BYTES, CPU_MM_SIZE) if device == "cpu" else (GPU_COPY_BYTES, GPU_MM_SIZE)
+    )
+    src = torch.randint(0, 256, (nbytes,), dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    copy_ms = time_ms(lambda: dst.copy_(src))
+    generator = torch.Generator(device="cpu").manual_seed(0)
+    a, b = (
+        (torch.rand(size, size, generator=generator) * 2 - 1).to(torch.float8_e4m3fn).to(device)
+        for _ in range(2)
+    )
+    one = torch.ones((), dtype=torch.float32, device=device)
+    mm_ms = time_ms(
+        lambda: torch._scaled_mm(
+            a, b.t(), scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True
+        )
+    )
     return {
-        COPY_GBPS: measure_copy_gbps(device=device, timer=timer),
-        FP8_MM_TFLOPS: measure_fp8_mm_tflops(device=device, timer=timer),
+        COPY_GBPS: 2 * nbytes / copy_ms / 1e6,
+        FP8_MM_TFLOPS: gemm_flops(size, size, size) / mm_ms / 1e9,
     }
 
 

@@ -36,7 +36,8 @@ class ProblemRunner(Protocol):
 
 @runtime_checkable
 class Runner(Protocol):
-    """One way of measuring: a config's trial, the device it runs on, the process it pins.
+    """One way of measuring: a config's trial, the device it runs on, the process it pins. The
+    product's runners subclass it and take its defaults for `pin`, `retime_rounds` and `stored`.
 
     Attributes:
         name: the runner's name in the CLI and the registry ("cuda", "interpreter", "replay").
@@ -44,19 +45,15 @@ class Runner(Protocol):
         on_gpu: it measures on a CUDA GPU (one worker per GPU, each pinned to it).
     """
 
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def device_name(self) -> str: ...
-
-    @property
-    def on_gpu(self) -> bool: ...
+    name: str
+    device_name: str
+    on_gpu: bool
 
     def pin(self, visible_device: str | None) -> None:
         """Set this worker's environment before the kernel is imported: CUDA_VISIBLE_DEVICES
-        on a GPU (`visible_device`, None for none), TRITON_INTERPRET=1 on the interpreter."""
-        ...
+        on a GPU (`visible_device`, None for none), TRITON_INTERPRET=1 on the interpreter;
+        nothing by default."""
+        return None
 
     def environment(self, kernel: str, family: str) -> dict[str, str]:
         """The device and versions trials are recorded with, as
@@ -75,36 +72,34 @@ class Runner(Protocol):
         ...
 
     def retime_rounds(self, rounds: int) -> int:
-        """Interleaved rounds that re-time a task's finalists, given a GPU's `rounds`."""
-        ...
+        """Interleaved rounds that re-time a task's finalists, given a GPU's `rounds`: those,
+        by default."""
+        return rounds
 
     def stored(self, task_id: int, config: KernelConfig) -> None:
         """Told once the trial of `config` for task `task_id` is stored (a test's runner logs
         it; the product's do nothing)."""
-        ...
+        return None
 
 
-def source_fields(family: str, kernel: str) -> dict[str, str]:
-    """The kernel a family's trials time, as the environment records it: its hash, source
-    ("builtin" or "vllm") and vLLM's version (`KernelFamily.source`).
+def process_environment(kernel: str, family: str) -> dict[str, str]:
+    """What every runner's environment shares: versions and the kernel (its hash, source
+    "builtin" or "vllm", and vLLM's version: `KernelFamily.source`), device fields empty.
 
     Raises:
         ValueError: an unknown family, or a kernel choice this machine cannot run.
     """
-    source = get_family(family).source(kernel)
-    return {"kernel_hash": source.kernel_hash, "kernel_source": source.name, "vllm": source.version}
-
-
-def process_environment(kernel: str, family: str) -> dict[str, str]:
-    """What every runner's environment shares: versions and the kernel, device fields empty."""
     import torch  # after the runner's pin, like every torch and triton import here
     import triton
 
+    source = get_family(family).source(kernel)
     return {
         "torch": torch.__version__,
         "triton": triton.__version__,
         "tuner": tuner.__version__,
-        **source_fields(family, kernel),
+        "kernel_hash": source.kernel_hash,
+        "kernel_source": source.name,
+        "vllm": source.version,
         "driver": "",
         "cuda": "",
         "compute_capability": "",
@@ -121,19 +116,8 @@ def _driver_version() -> str:
         return ""
 
 
-class _Base:
-    """What the runners share: a GPU's re-timing rounds, nothing to do once a trial is stored."""
-
-    def retime_rounds(self, rounds: int) -> int:
-        """A GPU's rounds, as given."""
-        return rounds
-
-    def stored(self, task_id: int, config: KernelConfig) -> None:
-        """Nothing to do."""
-
-
 @dataclass(frozen=True)
-class GpuRunner(_Base):
+class GpuRunner(Runner):
     """Checks and times on one CUDA GPU per worker (`KernelRunner`: CUDA graphs and events)."""
 
     device_name: str
@@ -167,7 +151,7 @@ class GpuRunner(_Base):
 
 
 @dataclass(frozen=True)
-class InterpreterRunner(_Base):
+class InterpreterRunner(Runner):
     """Checks and times on the CPU with Triton's interpreter (TRITON_INTERPRET=1), in one
     worker: a development runner whose timings are CPU timings.
 
@@ -205,7 +189,7 @@ class InterpreterRunner(_Base):
 
 
 @dataclass(frozen=True)
-class ReplayRunner(_Base):
+class ReplayRunner(Runner):
     """Answers each task from the landscape file `landscape`, with no GPU (read once per
     process while unchanged); trials keep the landscape's recorded environment."""
 
@@ -213,9 +197,6 @@ class ReplayRunner(_Base):
     device_name: str
     name = "replay"
     on_gpu = False
-
-    def pin(self, visible_device: str | None) -> None:
-        """Nothing to set: no kernel runs."""
 
     def environment(self, kernel: str, family: str) -> dict[str, str]:
         """The landscape's recorded environment, under its device_name, for every family.

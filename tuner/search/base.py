@@ -66,10 +66,8 @@ class Strategy(Protocol):
 
 def best(history: History) -> tuple[KernelConfig, TrialResult] | None:
     """The fastest correct (config, result) of a history, or None when none ran correctly."""
-    ok = [(config, result) for config, result in history if result.ok]
-    if not ok:
-        return None
-    return min(ok, key=lambda item: item[1].ok_latency_us)
+    ok = ((config, result) for config, result in history if result.ok)
+    return min(ok, key=lambda item: item[1].ok_latency_us, default=None)
 
 
 class BudgetedEvaluate:

@@ -161,12 +161,10 @@ def fit_prior(
             i = row.get(config)
             if i is not None and latency_us > 0:
                 fastest[i] = min(fastest.get(i, math.inf), latency_us)
-        if len(fastest) < 2:
-            continue
-        logs = {i: math.log(latency_us) for i, latency_us in fastest.items()}
-        mean = sum(logs.values()) / len(logs)
-        rows += logs
-        y += [value - mean for value in logs.values()]
+        if len(fastest) >= 2:
+            logs = np.log(list(fastest.values()))
+            rows += fastest
+            y += list(logs - logs.mean())
     if len(rows) < MIN_FIT:
         return None
     a = x[rows]

@@ -8,7 +8,6 @@ import sys
 
 import pytest
 
-from tuner.kernels.config import KernelConfig
 from tuner.measure import calibrate
 
 
@@ -26,15 +25,3 @@ def test_elsewhere_it_runs_in_a_child_with_the_interpreter(monkeypatch: pytest.M
     assert seconds is not None and 0 < seconds < 120
     monkeypatch.setattr(calibrate.sys, "executable", sys.executable + "-missing")
     assert calibrate.interpreter_trial_s(interpreter_reps=1) is None
-
-
-def test_the_trials_are_the_default_familys_small_gemm_and_four_configs() -> None:
-    problem, configs = calibrate.calibration_trials()
-    assert (problem.M, problem.N, problem.K, problem.block_shape) == (16, 256, 256, (128, 128))
-    assert (problem.out_dtype, problem.family, problem.params) == ("bfloat16", "dense", ())
-    assert configs == [
-        KernelConfig(64, 128, 128, 32, 4, 2),  # vLLM's default at M=16: its first call is dearest
-        KernelConfig(16, 64, 128, 1, 4, 3),
-        KernelConfig(32, 128, 128, 8, 4, 2),
-        KernelConfig(64, 64, 64, 16, 8, 4),
-    ]

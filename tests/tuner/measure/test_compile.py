@@ -62,12 +62,7 @@ def test_launch_problem_reasons_at_the_cuda_programming_guides_limits():
     broken = launch_problem(info(shared=None, regs=None, error="compile error: boom"))
     assert (broken.status, broken.reason) == (TrialStatus.COMPILE_ERROR, "compile error: boom")
     recorded = over.as_result()
-    assert (recorded.status, recorded.latency_us, recorded.error, recorded.measure_s) == (
-        TrialStatus.OUT_OF_RESOURCES,
-        None,
-        over.reason,
-        0.0,
-    )
+    assert recorded == TrialResult(TrialStatus.OUT_OF_RESOURCES, error=over.reason, measure_s=0.0)
 
 
 def test_cache_round_trip_and_toolchain_key(tmp_path):
@@ -92,47 +87,24 @@ def test_unknown_arch_and_dtype(tmp_path):
         compile_infos([DEFAULT], arch=90, cache=cache, **{**SHAPE, "out_dtype": "fp8"})
 
 
-@pytest.fixture(scope="module")
-def compiled(tmp_path_factory):
-    """SAMPLE compiled for sm89 and sm90 in a spawned pool (TRITON_INTERPRET=1 in this process),
-    then again from the cache; each arch's (runnable, rejected)."""
-    cache_dir = tmp_path_factory.mktemp("compile-cache")
-    triton_cache = tmp_path_factory.mktemp("triton-cache")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TRITON_CACHE_DIR", str(triton_cache))  # inherited by the pool processes
-        out = {}
-        with compile_pool(2) as pool:
-            for arch in (89, 90):
-                infos = compile_infos(
-                    SAMPLE, arch=arch, cache=CompileCache(cache_dir), pool=pool, **SHAPE
-                )
-                problems = [launch_problem(infos[config]) for config in SAMPLE]
-                runnable = [c for c, p in zip(SAMPLE, problems, strict=True) if p is None]
-                out[arch] = runnable, [p for p in problems if p is not None]
-        out["infos"] = {
-            arch: compile_infos(SAMPLE, arch=arch, cache=CompileCache(cache_dir), **SHAPE)
-            for arch in (89, 90)
-        }
-    out["triton_cache"] = triton_cache
-    return out
-
-
-def test_prune_rejects_what_does_not_fit_and_keeps_the_default(compiled):
-    runnable, rejected = compiled[89]
-    assert runnable == [DEFAULT]
-    assert [r.config for r in rejected] == [BIG, MID]
-    assert all(r.status is TrialStatus.OUT_OF_RESOURCES for r in rejected)
-    assert rejected[0].reason.startswith("pruned before launch: shared memory ")
-    assert rejected[0].reason.endswith(" > 101376 bytes per block on sm89")
-    runnable, rejected = compiled[90]
-    assert runnable == [DEFAULT, MID]
-    assert [r.config for r in rejected] == [BIG]
-    assert rejected[0].reason.endswith(" > 232448 bytes per block on sm90")
-
-
-def test_compiler_numbers_are_cached(compiled):
+def test_real_compiles_prune_what_does_not_fit_and_are_cached(tmp_path, monkeypatch):
+    """SAMPLE compiled for sm89 and sm90 in a spawned pool (TRITON_INTERPRET=1 in this
+    process), then again from the cache: sm89 runs only the default, sm90 MID too."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))  # inherited by the pool
+    expected = {89: ([DEFAULT], [BIG, MID], 101376), 90: ([DEFAULT, MID], [BIG], 232448)}
+    with compile_pool(2) as pool:
+        for arch, (runnable, rejected, limit) in expected.items():
+            cache = CompileCache(tmp_path / "cache")
+            infos = compile_infos(SAMPLE, arch=arch, cache=cache, pool=pool, **SHAPE)
+            problems = {c: launch_problem(infos[c]) for c in SAMPLE}
+            assert [c for c in SAMPLE if problems[c] is None] == runnable
+            assert [c for c in SAMPLE if problems[c] is not None] == rejected
+            for config in rejected:
+                assert problems[config].status is TrialStatus.OUT_OF_RESOURCES
+                assert problems[config].reason.startswith("pruned before launch: shared memory ")
+                assert problems[config].reason.endswith(f" > {limit} bytes per block on sm{arch}")
     for arch in (89, 90):
-        infos = compiled["infos"][arch]
+        infos = compile_infos(SAMPLE, arch=arch, cache=CompileCache(tmp_path / "cache"), **SHAPE)
         assert all(i.compile_s == 0.0 for i in infos.values())  # second time: from the cache
         assert all(
             i.error is None and 0 < i.n_regs <= 255 and i.spill_bytes >= 0 for i in infos.values()
@@ -140,7 +112,7 @@ def test_compiler_numbers_are_cached(compiled):
         # One stage of A (64 x 128) and B (128 x 128) fp8 tiles is 24 KiB.
         assert 24 * 1024 <= infos[DEFAULT].shared_bytes < 2 * 24 * 1024 + 2048
         assert infos[BIG].shared_bytes > MAX_SHARED_BYTES[90]
-    assert any(compiled["triton_cache"].iterdir())  # the binaries are in Triton's cache
+    assert any((tmp_path / "triton").iterdir())  # the binaries are in Triton's cache
 
 
 SMALL_CONFIGS = [
@@ -209,19 +181,8 @@ def test_likely_next_is_the_neighbourhood():
     assert DEFAULT not in nearby and len(nearby) == len(set(nearby))
 
 
-def test_sweep_times_line():
-    times = SweepTimes(
-        trials_run=120,
-        trials_pruned=14,
-        compile_s=80.04,
-        compile_wait_s=4.1,
-        measure_s=300.2,
-        wall_s=320.5,
-    )
-    assert format_sweep_times(times) == (
-        "120 trials run, 14 pruned before launch; compile 80.0 s (4.1 s waited), measure 300.2 s;"
-        " per trial run: compile 0.667 s, measure 2.502 s; wall 320.5 s"
-    )
+def test_a_resumed_sweep_has_no_per_trial_times():
+    """The line with trials run: tests/cli/test_e2e.py."""
     resumed = SweepTimes(
         trials_run=0, trials_pruned=0, compile_s=0.0, compile_wait_s=0.0, measure_s=0.0, wall_s=1.25
     )

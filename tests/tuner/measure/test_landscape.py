@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from tests.cli.robust import ENVIRONMENT
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
@@ -17,17 +18,6 @@ from tuner.measure.landscape import (
     load_landscape,
 )
 from tuner.measure.trial import TrialResult
-
-ENVIRONMENT = {
-    "gpu_name": "NVIDIA L20",
-    "compute_capability": "8.9",
-    "driver": "580.1",
-    "cuda": "12.9",
-    "torch": "2.11.0",
-    "triton": "3.6.0",
-    "tuner": "0.1.0",
-    "kernel_hash": "abc",
-}
 
 
 def synthetic(config, m):

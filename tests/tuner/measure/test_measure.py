@@ -21,50 +21,26 @@ PROBLEM = Problem(M=5, N=192, K=256, block_shape=(128, 128), out_dtype="bfloat16
 SMALL = KernelConfig(16, 64, 64, 1, 4, 2)
 
 
-def writes_half(runner):
-    def launch(config, out=None):
-        out[: PROBLEM.M // 2] = runner.reference[: PROBLEM.M // 2].to(out.dtype)
+def test_an_invalid_config_an_unwritten_output_or_a_launch_that_raises_is_recorded():
+    runner = KernelRunner(PROBLEM, device="cpu")
 
-    return launch
+    def writes_half(config, out=None):  # rows 0 and 1 of M = 5
+        out[:2] = runner.reference[:2].to(out.dtype)
 
-
-def boom(runner):
-    def launch(config, out=None):
+    def boom(config, out=None):
         raise RuntimeError("CUDA error: an illegal memory access\nwas encountered")
 
-    return launch
-
-
-@pytest.mark.parametrize(
-    ("config", "launch", "status", "error"),
-    [
-        (
-            KernelConfig(64, 128, 256, 32, 4, 2),
-            boom,  # never launched
-            TrialStatus.INVALID,
-            "BLOCK_SIZE_K=256 does not divide group_k=128",
-        ),
-        (
-            SMALL,
-            writes_half,
-            TrialStatus.WRONG_RESULT,
-            f"{(5 - 2) * 192} output elements not written",
-        ),
-        (
-            SMALL,
-            boom,
-            TrialStatus.CRASHED,
-            "RuntimeError: CUDA error: an illegal memory access was encountered",
-        ),
-    ],
-)
-def test_an_invalid_config_an_unwritten_output_or_a_launch_that_raises_is_recorded(
-    config, launch, status, error
-):
-    runner = KernelRunner(PROBLEM, device="cpu")
-    runner._launch = launch(runner)
-    result = runner.evaluate(config)
-    assert (result.status, result.error, result.latency_us) == (status, error, None)
+    cases = [
+        (KernelConfig(64, 128, 256, 32, 4, 2), boom, TrialStatus.INVALID,  # never launched
+         "BLOCK_SIZE_K=256 does not divide group_k=128"),
+        (SMALL, writes_half, TrialStatus.WRONG_RESULT, f"{3 * 192} output elements not written"),
+        (SMALL, boom, TrialStatus.CRASHED,
+         "RuntimeError: CUDA error: an illegal memory access was encountered"),
+    ]  # fmt: skip
+    for config, launch, status, error in cases:
+        runner._launch = launch
+        result = runner.evaluate(config)
+        assert (result.status, result.error, result.latency_us) == (status, error, None)
 
 
 def test_a_wrong_result_is_caught_and_fp16_output_runs():
@@ -81,18 +57,16 @@ def test_a_wrong_result_is_caught_and_fp16_output_runs():
 
 
 def test_launch_failures_are_classified():
-    errors = [
-        OutOfResources(300_000, 232_448, "shared memory"),
-        PTXASError("`ptxas` raised SIGSEGV"),
-        CompilationError("src", None, "bad"),
-        RuntimeError("CUDA error: an illegal memory access"),
-    ]
-    assert [classify_error(exc) for exc in errors] == [
-        TrialStatus.OUT_OF_RESOURCES,
-        TrialStatus.COMPILE_ERROR,
-        TrialStatus.COMPILE_ERROR,
-        TrialStatus.CRASHED,
-    ]
+    assert [
+        classify_error(exc)
+        for exc in (
+            OutOfResources(300_000, 232_448, "shared memory"),
+            PTXASError("`ptxas` raised SIGSEGV"),
+            CompilationError("src", None, "bad"),
+            RuntimeError("CUDA error: an illegal memory access"),
+        )
+    ] == [TrialStatus.OUT_OF_RESOURCES, TrialStatus.COMPILE_ERROR, TrialStatus.COMPILE_ERROR,
+          TrialStatus.CRASHED]  # fmt: skip
 
 
 TIMED = Problem(M=16, N=256, K=256)

@@ -1,4 +1,4 @@
-"""Timing plans and the sampling loop on a fake clock; interleaved re-timing and the winner
+"""Timing plans; interleaved re-timing and the winner
 rule (tuner.measure.noise)."""
 
 import pytest
@@ -13,9 +13,7 @@ from tuner.measure.noise import (
     RETIME_ROUNDS,
     Decision,
     Retime,
-    Sampler,
     TimingPlan,
-    WallTimer,
     cuda_plan,
     decide_winner,
     interpreter_plan,
@@ -30,13 +28,6 @@ DEFAULT = default_config()  # 64x128x128 g32 w4 s2
 FAST = KernelConfig(128, 128, 128, 1, 8, 4)
 NEXT = KernelConfig(64, 128, 128, 16, 4, 3)
 SMALL = KernelConfig(64, 64, 128, 1, 4, 3)
-
-
-def test_percentiles():
-    assert percentiles([7.0]) == (7.0, 7.0, 7.0)
-    assert percentiles([5.0, 1.0, 3.0, 2.0, 4.0]) == pytest.approx((3.0, 1.8, 4.2))
-    with pytest.raises(ValueError, match="no samples"):
-        percentiles([])
 
 
 @pytest.mark.parametrize(
@@ -60,33 +51,14 @@ def test_cuda_plan(copy_bytes, launch_s, plan):
     assert plan.copies * copy_bytes >= 2 * 10_000
 
 
-def test_copy_order_reads_every_copy_in_turn():
-    many = TimingPlan(copies=6, launches=3, warmup=0, samples=1)
-    assert [many.copy_order(b) for b in range(many.batches)] == [(0, 1, 2), (3, 4, 5)]
+def test_copy_order_reads_every_copy_in_turn_and_one_sample_is_its_own_percentiles():
+    """More launches than copies (the copies of batches over several graphs: test_measure.py)."""
     few = TimingPlan(copies=2, launches=4, warmup=0, samples=1)
     assert (few.batches, few.copy_order(0)) == (1, (0, 1, 0, 1))
     assert interpreter_plan(3) == TimingPlan(copies=2, launches=1, warmup=0, samples=3)
-
-
-def test_sampler_times_only_the_batch_per_launch_and_rotates():
-    now, launched = [0.0], []
-    durations_s = [2**-13, 2**-13, 3 * 2**-13, 3 * 2**-13]
-    plan = TimingPlan(copies=4, launches=2, warmup=1, samples=3)
-
-    def run_batch(batch):
-        for copy in plan.copy_order(batch):
-            launched.append(copy)
-            now[0] += durations_s[copy]
-
-    sampler = Sampler(plan, run_batch, WallTimer(lambda: now[0]))
-    now[0] += 50.0  # copies, graph capture: before any timed region
-    sampler.warm()
-    now[0] += 50.0  # the warmup and this do not count either
-    samples = sampler.samples_s()
-    # warmup took batch 0, so the samples take batches 1, 0, 1
-    assert launched == [0, 1, 2, 3, 0, 1, 2, 3]
-    assert samples == [3 * 2**-13, 2**-13, 3 * 2**-13]
-    assert sampler.sample_s() == 2**-13  # one more sample goes on with batch 0
+    assert percentiles([7.0]) == (7.0, 7.0, 7.0)
+    with pytest.raises(ValueError, match="no samples"):
+        percentiles([])
 
 
 class ScriptedSampler:

@@ -12,12 +12,9 @@ from tuner.measure.roofline import (
     CPU_COPY_BYTES,
     CPU_MM_SIZE,
     ceiling_details,
-    fp8_mm_operands,
     gemm_bytes,
     gemm_flops,
     measure_ceilings,
-    measure_copy_gbps,
-    measure_fp8_mm_tflops,
     roofline,
 )
 
@@ -37,8 +34,7 @@ def test_gemm_bytes_counts_each_operand_once():
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda: fp8_mm_operands(8, 24, 64, "cpu"), "K and N must be divisible by 16"),
-        (lambda: measure_copy_gbps(16, "mps"), "device must be"),
+        (lambda: measure_ceilings("mps"), "device must be"),
         (lambda: roofline(1, 128, 128, 0.0), "latency_us must be a positive finite number"),
         (lambda: roofline(1, 128, 128, math.nan), "latency_us must be a positive finite number"),
         (lambda: roofline(1, 128, 128, 1.0, {"copy_gbps": -1.0}), "copy_gbps must be"),
@@ -63,29 +59,26 @@ def test_roofline_without_ceilings_has_figures_and_no_ratios():
     assert (only_copy.fp8_mm_ratio, only_copy.bound) == (None, None)
 
 
-def test_memory_bound_call():
-    # A 65536 + B 131072 + As 4*128*4 + Bs 4*2*4 + C 2*128*256 = 264,224 bytes
-    r = roofline(128, 256, 512, 2.0, CEILINGS)
-    assert r.bytes == 264_224 and r.flops == 33_554_432
-    assert r.gbps == pytest.approx(132.112)
-    assert r.tflops == pytest.approx(16.777216)
-    assert r.ridge_intensity == pytest.approx(250.0)
-    assert r.intensity == pytest.approx(33_554_432 / 264_224)  # 127.0 flops per byte
-    assert r.bound == "memory"
-    assert r.copy_ratio == pytest.approx(0.033028)
-    assert r.fp8_mm_ratio == pytest.approx(0.016777216)
-    assert r.roofline_ratio == pytest.approx(r.copy_ratio)  # below the ridge: the copy roof
-
-
-def test_compute_bound_call():
-    # 4 * 4096^2 (A, B, C at 2 bytes) + As 4*4096*32 + Bs 4*32*32 = 67,637,248 bytes
-    r = roofline(4096, 4096, 4096, 200.0, CEILINGS)
-    assert r.bytes == 67_637_248
-    assert r.tflops == pytest.approx(687.19476736)
-    assert r.gbps == pytest.approx(338.18624)
-    assert r.bound == "compute"
-    assert r.roofline_ratio == pytest.approx(0.68719476736)  # above the ridge: the FP8 roof
-    assert r.fp8_mm_ratio == pytest.approx(r.roofline_ratio)
+@pytest.mark.parametrize(
+    ("M", "N", "K", "latency_us", "figures"),
+    [
+        # A 65536 + B 131072 + As 4*128*4 + Bs 4*2*4 + C 2*128*256 = 264,224 bytes, 127 flops
+        # per byte: below the ridge (250), the copy roof
+        (128, 256, 512, 2.0, (264_224, 132.112, 16.777216, 33_554_432 / 264_224, 250.0,
+                              "memory", 0.033028, 0.016777216, 0.033028)),
+        # 4 * 4096^2 (A, B, C at 2 bytes) + As 4*4096*32 + Bs 4*32*32 = 67,637,248 bytes, 2032
+        # flops per byte: above the ridge, the FP8 roof
+        (4096, 4096, 4096, 200.0, (67_637_248, 338.18624, 687.19476736, 2**37 / 67_637_248,
+                                   250.0, "compute", 0.08454656, 0.68719476736, 0.68719476736)),
+    ],
+)  # fmt: skip
+def test_memory_and_compute_bound_calls(M, N, K, latency_us, figures):
+    r = roofline(M, N, K, latency_us, CEILINGS)
+    assert r.flops == 2 * M * N * K
+    assert (
+        r.bytes, r.gbps, r.tflops, r.intensity, r.ridge_intensity, r.bound, r.copy_ratio,
+        r.fp8_mm_ratio, r.roofline_ratio,
+    ) == pytest.approx(figures)  # fmt: skip
 
 
 def test_pure_part_imports_neither_torch_nor_triton():
@@ -101,48 +94,31 @@ class FakeTimer:
     """Runs the timed callable once (so its work can be checked) and answers a fixed time."""
 
     def __init__(self, ms):
-        self.ms = list(ms)
-        self.results = []
+        self.ms, self.results = list(ms), []
 
     def __call__(self, fn):
         self.results.append(fn())
         return self.ms.pop(0)
 
 
-def test_fp8_ceiling_runs_torch_scaled_mm():
-    timer = FakeTimer([0.25])
-    tflops = measure_fp8_mm_tflops(32, 48, 64, "cpu", timer=timer)
-    assert tflops == pytest.approx(2 * 32 * 48 * 64 / 0.25e-3 / 1e12)
-    (out,) = timer.results
-    a, b, _, _ = fp8_mm_operands(32, 48, 64, "cpu")
-    assert b.stride() == (1, 64)  # [K, N] column-major, as _scaled_mm needs on CUDA
-    assert out.dtype == torch.bfloat16 and out.shape == (32, 48)
-    expected = a.double() @ b.double()
-    assert torch.allclose(out.double(), expected, rtol=1e-2, atol=1e-2)
-
-
-def test_ceilings_use_the_cpu_sizes_on_the_cpu():
-    timer = FakeTimer([1.0, 1.0])
-    ceilings = measure_ceilings("cpu", timer=timer)
-    assert ceilings == pytest.approx(
+def test_ceilings_copy_and_multiply_at_the_cpu_sizes():
+    timer = FakeTimer([1.0, 0.25])
+    assert measure_ceilings("cpu", timer=timer) == pytest.approx(
         {
-            "copy_gbps": 2 * CPU_COPY_BYTES / 1e-3 / 1e9,  # 33.554432
-            "fp8_mm_tflops": 2 * CPU_MM_SIZE**3 / 1e-3 / 1e12,  # 0.033554432
+            "copy_gbps": 2 * CPU_COPY_BYTES / 1e-3 / 1e9,  # read plus write: 33.554432
+            "fp8_mm_tflops": 2 * CPU_MM_SIZE**3 / 0.25e-3 / 1e12,  # 0.134217728
         }
     )
-    copied, product = timer.results  # read plus write counted: 2 bytes a byte copied
+    copied, product = timer.results
     assert copied.dtype == torch.uint8 and tuple(copied.shape) == (CPU_COPY_BYTES,)
-    assert tuple(product.shape) == (CPU_MM_SIZE, CPU_MM_SIZE)
-
-
-def test_real_cpu_measurement_at_small_sizes():
-    gbps = measure_copy_gbps(1 << 16, "cpu")
-    tflops = measure_fp8_mm_tflops(64, 64, 64, "cpu")
-    assert math.isfinite(gbps) and gbps > 0
-    assert math.isfinite(tflops) and tflops > 0
-
-
-def test_ceiling_details_say_how_each_was_measured():
+    assert product.dtype == torch.bfloat16 and tuple(product.shape) == (CPU_MM_SIZE,) * 2
+    generator = torch.Generator().manual_seed(0)  # the operands: seed 0, uniform in [-1, 1)
+    a, b = (
+        (torch.rand(256, 256, generator=generator) * 2 - 1).to(torch.float8_e4m3fn) for _ in "ab"
+    )
+    assert torch.allclose(product.double(), a.double() @ b.double().t(), rtol=1e-2, atol=1e-2)
+    real = measure_ceilings("cpu")  # one real CPU run of each
+    assert all(math.isfinite(v) and v > 0 for v in real.values())
     assert ceiling_details("cuda") == {
         "copy_gbps": "dst.copy_(src) of 1073741824 bytes on cuda, read plus write counted; "
         "median of triton.testing.do_bench",

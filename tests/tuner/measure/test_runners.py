@@ -6,16 +6,12 @@ import pickle
 
 import pytest
 
-from tests.faults import FaultyRunner
-from tuner.measure import runners
 from tuner.measure.runners import (
     GpuRunner,
     InterpreterRunner,
     ReplayRunner,
     Runner,
     make_runner,
-    register_runner,
-    runner_factory,
 )
 
 GPU, CPU = GpuRunner("NVIDIA_H200"), InterpreterRunner("TRITON_INTERPRETER", reps=4)
@@ -59,12 +55,3 @@ def test_what_differs_per_runner(monkeypatch):
         "",
     )
     assert env["kernel_source"] == "builtin" and len(env["kernel_hash"]) > 8
-
-
-def test_a_registered_runner_replaces_the_name_and_wraps_the_product_one(monkeypatch):
-    monkeypatch.setattr(runners, "_RUNNERS", dict(runners._RUNNERS))
-    register_runner("replay", FaultyRunner.wrapping(runner_factory("replay"), sleep_s=0.5))
-    runner = make_runner("replay", device_name="NVIDIA_H100", landscape="l.json")
-    assert runner == FaultyRunner(REPLAY, sleep_s=0.5)
-    assert isinstance(runner, Runner) and runner.name == "replay"
-    assert pickle.loads(pickle.dumps(runner)) == runner
