@@ -61,9 +61,6 @@ from typing import NamedTuple
 
 class PlatformEnum(enum.Enum):
     CUDA = enum.auto()
-    ROCM = enum.auto()
-    XPU = enum.auto()
-    CPU = enum.auto()
     UNSPECIFIED = enum.auto()
 
 
@@ -91,32 +88,12 @@ class _Platform:
     def is_cuda(self):
         return self._seen() is not None
 
-    is_cuda_alike = is_cuda
-
-    def is_rocm(self):
-        return False
-
-    def is_xpu(self):
-        return False
-
     def get_device_capability(self, device_id=0):
         return self._seen()
 
     def is_device_capability(self, capability):
         seen = self._seen()
         return seen is not None and seen.to_int() == capability
-
-    def is_device_capability_family(self, capability):
-        seen = self._seen()
-        return seen is not None and seen.to_int() // 10 == capability // 10
-
-    def has_device_capability(self, capability):
-        seen = self._seen()
-        return seen is not None and seen.to_int() >= capability
-
-    def support_deep_gemm(self):
-        return (self.is_device_capability(90) or self.is_device_capability_family(100)
-                or self.is_device_capability_family(120))
 
 
 current_platform = _Platform()

@@ -198,39 +198,22 @@ class MoEActivation(Enum):
 """
 
 _MOE_CONFIG = """
-from dataclasses import dataclass
+import types
 from enum import IntEnum
 
 
 class RoutingMethodType(IntEnum):
-    Default = 0
-    Renormalize = 1
     DeepSeekV3 = 2
 
 
-@dataclass
-class FusedMoEParallelConfig:
-    tp_size: int
-    ep_size: int
-
+class FusedMoEParallelConfig(types.SimpleNamespace):
     @classmethod
     def make_no_parallel(cls):
         return cls(tp_size=1, ep_size=1)
 
 
-@dataclass
-class FusedMoEConfig:
-    num_experts: int
-    experts_per_token: int
-    hidden_dim: int
-    intermediate_size: int
-    num_local_experts: int
-    num_logical_experts: int
-    activation: object
-    device: object
-    routing_method: object
-    moe_parallel_config: FusedMoEParallelConfig
-    in_dtype: object
+class FusedMoEConfig(types.SimpleNamespace):
+    pass
 """
 
 # The MoE oracle reads the current config's model type as vLLM 0.33.0's does
