@@ -140,39 +140,10 @@ else:
     tl = triton.language
 """
 
-# vLLM 0.33.0's quant_utils.py names and fields (GroupShape a NamedTuple of row, col; ScaleDesc;
-# QuantKey) and its two block-FP8 keys.
+# vLLM 0.33.0's two block-FP8 quantization keys (quant_utils.py), opaque to the stand-in.
 _QUANT_UTILS = """
-from dataclasses import dataclass as _dataclass
-from typing import NamedTuple as _NamedTuple
-
-import torch as _torch
-
-
-class GroupShape(_NamedTuple):
-    row: int
-    col: int
-
-
-@_dataclass(frozen=True)
-class ScaleDesc:
-    dtype: _torch.dtype
-    static: bool
-    group_shape: GroupShape
-
-
-@_dataclass(frozen=True)
-class QuantKey:
-    dtype: _torch.dtype
-    scale: ScaleDesc
-    scale2: ScaleDesc | None = None
-    symmetric: bool = True
-
-
-kFp8Dynamic128Sym = QuantKey(_torch.float8_e4m3fn,
-                             ScaleDesc(_torch.float32, False, GroupShape(1, 128)))
-kFp8Static128BlockSym = QuantKey(_torch.float8_e4m3fn,
-                                 ScaleDesc(_torch.float32, True, GroupShape(128, 128)))
+kFp8Dynamic128Sym = ("fp8", "dynamic", (1, 128))
+kFp8Static128BlockSym = ("fp8", "static", (128, 128))
 """
 
 # vLLM 0.33.0's vllm/config: `VllmConfig()` infers the device type from the platform and raises
