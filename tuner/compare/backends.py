@@ -20,7 +20,6 @@ Facts about vLLM 0.33.0 (its files under vllm/model_executor/):
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 from collections.abc import Callable, Mapping
 from types import SimpleNamespace
@@ -34,6 +33,7 @@ from tuner.compare.versus import (
     VLLM_HUMMING,
     VLLM_MARLIN,
     Candidate,
+    error_line,
 )
 from tuner.kernels.vllm_layers import block_fp8_layer_config
 from tuner.measure.runner import KernelRunner, Problem
@@ -47,10 +47,6 @@ CLASSES = {
     VLLM_MARLIN: (f"{_SCALED_MM}.marlin", "MarlinFP8ScaledMMLinearKernel"),
     VLLM_HUMMING: (f"{_SCALED_MM}.humming", "HummingFP8ScaledMMLinearKernel"),
 }
-
-
-def _one_line(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:200]
 
 
 def model_config_view(model_type: str | None) -> SimpleNamespace:
@@ -126,7 +122,7 @@ def _torch_scaled_mm() -> LibraryKernel:
                 continue
             layouts[:] = [layout]  # this build's layout, from now on
             return result
-        raise RuntimeError(f"torch runs no block-wise scale layout here: {_one_line(errors[0])}")
+        raise RuntimeError(f"torch runs no block-wise scale layout here: {error_line(errors[0])}")
 
     return run
 
@@ -152,7 +148,7 @@ def _vllm_ops() -> tuple[dict[str, LibraryKernel], dict[str, str]]:
         from vllm import _custom_ops as ops
     except Exception as exc:  # noqa: BLE001 - any import failure means "not here"
         return {}, dict.fromkeys(
-            (VLLM_DEEPGEMM, VLLM_CUTLASS), f"vLLM not importable here ({_one_line(exc)})"
+            (VLLM_DEEPGEMM, VLLM_CUTLASS), f"vLLM not importable here ({error_line(exc)})"
         )
 
     def cutlass(A, As, B, Bs, out_dtype, block_shape):
@@ -162,7 +158,7 @@ def _vllm_ops() -> tuple[dict[str, LibraryKernel], dict[str, str]]:
         from vllm.utils.deep_gemm import fp8_gemm_nt
     except Exception as exc:  # noqa: BLE001
         return {VLLM_CUTLASS: cutlass}, {
-            VLLM_DEEPGEMM: f"DeepGEMM not importable ({_one_line(exc)})"
+            VLLM_DEEPGEMM: f"DeepGEMM not importable ({error_line(exc)})"
         }
 
     def deepgemm(A, As, B, Bs, out_dtype, block_shape):
@@ -189,7 +185,7 @@ def _probe(kernel: LibraryKernel, device: str) -> str | None:
             (128, 128),
         )
     except Exception as exc:  # noqa: BLE001 - any failure means "cannot run here"
-        return f"cannot run here: {_one_line(exc)}"
+        return f"cannot run here: {error_line(exc)}"
     return None
 
 
@@ -202,7 +198,7 @@ def _layer_class(name: str, block_shape: tuple[int, int]) -> LayerKernel | str:
             return f"block_shape {list(block_shape)}: only [128, 128] is wired to {class_name}"
         supported, reason = kernel_class.is_supported()
     except Exception as exc:  # noqa: BLE001 - any import failure means "not here"
-        return f"{class_name} not importable ({_one_line(exc)})"
+        return f"{class_name} not importable ({error_line(exc)})"
     return LayerKernel(kernel_class) if supported else f"{class_name}: {reason}"
 
 
@@ -248,21 +244,10 @@ class LayerKernel:
         self.kernel_class = kernel_class
         self._layers: dict[int, tuple[Any, Any, Any]] = {}  # id(B) -> (kernel, layer, B)
         self._x: tuple[Any, Any] | None = None
-        self._vllm_config: Any = None
 
     def fresh(self) -> LayerKernel:
         """A copy with no prepared layers."""
         return LayerKernel(self.kernel_class)
-
-    def _current(self):
-        """vLLM's current config while the class is built: one default `VllmConfig()`, as
-        vLLM's benchmarks use outside an engine; nothing where vLLM has none."""
-        try:
-            from vllm.config import VllmConfig, set_current_vllm_config
-        except ImportError:
-            return contextlib.nullcontext()
-        self._vllm_config = self._vllm_config or VllmConfig()
-        return set_current_vllm_config(self._vllm_config)
 
     def prepare(self, B, Bs, out_dtype) -> None:
         """Build and process the layer of weight copy B [N, K] fp8, Bs fp32 (untimed)."""
@@ -280,7 +265,7 @@ class LayerKernel:
         layer.logical_widths, layer.orig_dtype = [N], out_dtype
         layer.weight_block_size, layer.input_scale = [128, 128], None
         names = ["weight", "weight_scale", "input_scale", "input_scale_ub"]
-        with self._current():
+        with server_vllm_config(None):
             kernel = self.kernel_class(
                 block_fp8_layer_config(N, K, out_dtype), layer_param_names=names
             )
@@ -314,7 +299,6 @@ class CandidateRunner(KernelRunner):
             name: kernel.fresh() if isinstance(kernel, LayerKernel) else kernel
             for name, kernel in library.items()
         }
-        self._building: Candidate | None = None
 
     def _library(self, candidate: Candidate, weights):
         B, Bs = weights
@@ -338,21 +322,13 @@ class CandidateRunner(KernelRunner):
         else:
             self._library(config, self.weights[copy])
 
-    def _sampler(self, config):
-        self._building = config
-        try:
-            return super()._sampler(config)
-        finally:
-            self._building = None
-
     def _ensure_copies(self, copies: int) -> None:
-        """Clone the weights as KernelRunner does; then, for vLLM's classes, process every
-        copy now, before any capture or timed launch."""
+        """Clone the weights as KernelRunner does; then process every copy for each of vLLM's
+        classes now, before any capture or timed launch."""
         super()._ensure_copies(copies)
-        building = self._building
-        kernel = self.library.get(building.backend) if building is not None else None
-        if isinstance(kernel, LayerKernel):
-            inputs = self.workload.inputs
-            kernel.activations(inputs.A, inputs.As, self.out_dtype)
-            for B, Bs in self.weights:
-                kernel.prepare(B, Bs, self.out_dtype)
+        inputs = self.workload.inputs
+        for kernel in self.library.values():
+            if isinstance(kernel, LayerKernel):
+                kernel.activations(inputs.A, inputs.As, self.out_dtype)
+                for B, Bs in self.weights:
+                    kernel.prepare(B, Bs, self.out_dtype)

@@ -20,6 +20,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 
+from tuner.compare.versus import error_line
 from tuner.kernels.registry import FAMILIES
 from tuner.kernels.serving import DEFAULT_MODEL, Answer, ModelAsked
 
@@ -74,9 +75,7 @@ def ask_vllm(arch: str, model: ModelAsked = DEFAULT_MODEL) -> dict[str, Answer]:
 
 
 def _failed(exc: Exception) -> str:
-    return (
-        f"vLLM's selection code failed ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
-    )
+    return f"vLLM's selection code failed ({error_line(exc)})"
 
 
 def _seen_capability(arch: str) -> tuple[int | None, str]:
