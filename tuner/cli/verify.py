@@ -341,9 +341,8 @@ def verify(
     out_dtype: OutDtypeOpt = OutDtype.bfloat16,
     db: DbOpt = None,
 ) -> None:
-    """`tuner verify`: its help is this module's docstring (`app.command(help=...)`). `--fix`
-    then tunes, checks again (`tuner.compare.verify.fix_passes`) and publishes the files it
-    tuned as the device's next release; a touched shape left without a file exits 1."""
+    """`tuner verify`: its help is this module's docstring (`app.command(help=...)`); --fix's
+    files are published as the device's next release (what a fleet downloads next)."""
     model_shapes, choice = _model(model, tp, m)
     candidates = load_configs(configs)
     if not model_shapes.of(DEFAULT_FAMILY):
@@ -377,7 +376,5 @@ def verify(
     if lines:
         hint = "" if fix else "; `--fix` tunes these M values"
         count = sum(len(result.offending) for result in results)
-        raise fail(
-            f"vLLM's pick is slower than its default config or failed at {count} M value(s){hint}",
-            1,
-        )
+        what = f"slower than its default config or failed at {count} M value(s){hint}"
+        raise fail(f"vLLM's pick is {what}", 1)
