@@ -29,20 +29,15 @@ PROGRESS = re.compile(r"^verify ━+ (\d+)/(\d+) timed M \d:\d\d:\d\d ETA 0:00:0
 
 
 def sections(stdout: str) -> dict[str, list[list[str]]]:
-    """Table rows per shape line, in order; a shape verified twice (--fix) gets a second key."""
+    """Table rows per shape line, in order; a shape verified twice (--fix) gets a second key.
+    A row starts with its M and two spaces; no other line of stdout does."""
     found: dict[str, list[list[str]]] = {}
-    current, in_rows = None, False
     for line in stdout.splitlines():
-        match = SHAPE_LINE.match(line)
-        if match:
-            current = match.group(1) if match.group(1) not in found else match.group(1) + " again"
-            found[current], in_rows = [], False
-        elif current and set(line.strip()) == {"─"}:
-            in_rows = True  # the rule under the header
-        elif current and in_rows and re.match(r"\s*\d+ {2,}", line):  # a row starts with its M
+        if match := SHAPE_LINE.match(line):
+            current = match[1] + (" again" if match[1] in found else "")
+            found[current] = []
+        elif found and re.match(r"\s*\d+ {2,}", line):
             found[current].append(ROW_SPLIT.split(line.strip()))
-        else:
-            in_rows = False
     return found
 
 
@@ -254,15 +249,6 @@ def _default_only(tmp_path):
     return str(path)
 
 
-def _tasks(tmp_path):
-    with sqlite3.connect(tmp_path / "tuner.db") as connection:
-        return connection.execute(
-            "SELECT s.sweep_id, s.model, s.tp, t.N, t.K, t.M, t.state FROM tasks t "
-            "JOIN sweeps s USING (sweep_id) WHERE s.model = 'tiny' AND s.tp = 1 "
-            "ORDER BY s.sweep_id, t.N, t.M"
-        ).fetchall()
-
-
 def test_nothing_to_time_is_one_line_and_exit_0(tmp_path, fake_runner):
     url = f"sqlite:///{tmp_path}/tuner.db"
     _fill(url, fast=None)
@@ -334,7 +320,9 @@ def test_fix_first_finishes_unfinished_sweeps_so_an_interrupted_fix_resumes(stor
     resumed = verify(url, "--allow-stale", "--fix", "--configs", configs)
     assert resumed.exit_code == 0, resumed.output
     assert "resuming sweep 2 (M=8)" in resumed.stdout
-    assert [row[-1] for row in _tasks(tmp_path)] == ["done", "done"]
+    with sqlite3.connect(tmp_path / "tuner.db") as connection:
+        states = connection.execute("SELECT state FROM tasks WHERE sweep_id = 2").fetchall()
+    assert states == [("done",), ("done",)]
     assert "--fix of" not in resumed.stdout  # nothing left to fix
     keys = column(sections(resumed.stdout)["N=256,K=384"], 1)
     assert keys == ["1", "1", "1", "8", "8", "8", "8", "16", "16", "16"]
