@@ -1,10 +1,10 @@
 """The stand-in vLLM's block-FP8 linear kernels and selection (`tests.standin_vllm`): vLLM
-0.33.0's 8 kernel classes, `choose_scaled_mm_linear_kernel` and the fused-MoE config and oracle at
-its module paths with its names and signatures, answering from the environment variables of
-`tests.standin_vllm_parts`. Each kernel refuses with one rule, enough to exercise what the tuner
-does with vLLM's answers; the facts of vLLM's own table (its kernels, their order, DeepGEMM's model
-types) are checked against the real wheel in tests/engines/test_vllm_selection.py. Marlin
-computes with torch. No vLLM code."""
+0.33.0's kernel classes (those the tests meet), `choose_scaled_mm_linear_kernel` and the
+fused-MoE config and oracle at its module paths with its names and signatures, answering
+from the environment variables of `tests.standin_vllm_parts`. Each kernel refuses with one
+rule, enough to exercise what the tuner does with vLLM's answers; the facts of vLLM's own
+table (its kernels, their order, DeepGEMM's model types) are checked against the real wheel
+in tests/engines/test_vllm_selection.py. Marlin computes with torch. No vLLM code."""
 
 from __future__ import annotations
 
@@ -89,10 +89,6 @@ class CutlassFp8BlockScaledMMKernel(FP8ScaledMMLinearKernel):
     NEEDS = (90, 100)  # Hopper and later: not sm89
 
 
-class B12xFp8BlockScaledMMKernel(FP8ScaledMMLinearKernel):
-    NEEDS = (120,)
-
-
 class HummingFP8ScaledMMLinearKernel(FP8ScaledMMLinearKernel):
     @classmethod
     def is_supported(cls, compute_capability=None):
@@ -101,10 +97,6 @@ class HummingFP8ScaledMMLinearKernel(FP8ScaledMMLinearKernel):
 
 class TritonFp8BlockScaledMMKernel(FP8ScaledMMLinearKernel):
     pass
-
-
-class BlockWiseTorchFP8ScaledMMLinearKernel(FP8ScaledMMLinearKernel):
-    NEEDS = (90,)
 
 
 class MarlinFP8ScaledMMLinearKernel(FP8ScaledMMLinearKernel):
@@ -127,16 +119,15 @@ _MODULES = {
     "deep_gemm": "DeepGemmFp8BlockScaledMMKernel",
     "flashinfer": "FlashInferFp8DeepGEMMDynamicBlockScaledKernel",
     "cutlass": "CutlassFp8BlockScaledMMKernel",
-    "b12x": "B12xFp8BlockScaledMMKernel",
     "triton": "TritonFp8BlockScaledMMKernel",
-    "pytorch": "BlockWiseTorchFP8ScaledMMLinearKernel",
     "marlin": "MarlinFP8ScaledMMLinearKernel, PROCESSED, APPLIED",
     "humming": "HummingFP8ScaledMMLinearKernel",
 }
 
-# kernels/linear/__init__.py: the 8 kernels in vLLM's order, Humming moved ahead of Marlin on
-# compute capability 90, the --linear-backend filter, and the walk, each refusal with its
-# reason. DENSE_VARIABLE overrides the answer (a class name, or raise:<text>).
+# kernels/linear/__init__.py: the kernels in vLLM's order (B12x's and torch's left out),
+# Humming moved ahead of Marlin on compute capability 90, the --linear-backend filter, and
+# the walk, each refusal with its reason. DENSE_VARIABLE overrides the answer (a class name,
+# or raise:<text>).
 _LINEAR = """
 import os as _os
 
@@ -148,9 +139,8 @@ from @SCALED@ import ScaledMMLinearKernel as _k
 
 _POSSIBLE_FP8_BLOCK_KERNELS = {_PlatformEnum.CUDA: [
     _k.FlashInferFp8DeepGEMMDynamicBlockScaledKernel, _k.DeepGemmFp8BlockScaledMMKernel,
-    _k.CutlassFp8BlockScaledMMKernel, _k.B12xFp8BlockScaledMMKernel,
-    _k.MarlinFP8ScaledMMLinearKernel, _k.HummingFP8ScaledMMLinearKernel,
-    _k.TritonFp8BlockScaledMMKernel, _k.BlockWiseTorchFP8ScaledMMLinearKernel]}
+    _k.CutlassFp8BlockScaledMMKernel, _k.MarlinFP8ScaledMMLinearKernel,
+    _k.HummingFP8ScaledMMLinearKernel, _k.TritonFp8BlockScaledMMKernel]}
 
 
 def _resolve_backend_kernels(kernels, layer_desc, *, quantization, compute_capability=None):
