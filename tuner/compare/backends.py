@@ -21,7 +21,9 @@ Facts about vLLM 0.33.0 (its files under vllm/model_executor/):
 from __future__ import annotations
 
 import importlib
+import itertools
 from collections.abc import Callable, Mapping
+from functools import partial
 from types import SimpleNamespace
 from typing import Any
 
@@ -101,18 +103,15 @@ def _torch_scaled_mm() -> LibraryKernel:
     def outer(scale):  # the same values, stored with the first dimension fastest
         return scale.t().contiguous().t()
 
-    layouts = [
-        lambda As, Bs: (outer(As), Bs),
-        lambda As, Bs: (outer(As), Bs.t()),
-        lambda As, Bs: (As, Bs),
-        lambda As, Bs: (As, Bs.t()),
-        lambda As, Bs: (outer(As), outer(Bs)),
-    ]
+    def same(scale):
+        return scale
+
+    layouts = list(itertools.product((outer, same), (same, lambda scale: scale.t(), outer)))
 
     def run(A, As, B, Bs, out_dtype, block_shape):
         errors = []
         for layout in list(layouts):
-            scale_a, scale_b = layout(As, Bs)
+            scale_a, scale_b = layout[0](As), layout[1](Bs)
             try:
                 result = F.scaled_mm(
                     A, B.t(), scale_a, recipe_a, scale_b, recipe_b, output_dtype=out_dtype
@@ -173,17 +172,10 @@ def _probe(kernel: LibraryKernel, device: str) -> str | None:
     """None when `kernel` runs a 128 x 256 x 256 block-FP8 product on `device`, else why not."""
     import torch
 
-    fp8 = torch.float8_e4m3fn
-    A, B = torch.ones(128, 256, device=device).to(fp8), torch.ones(256, 256, device=device).to(fp8)
+    fp8, ones = torch.float8_e4m3fn, partial(torch.ones, device=device)
     try:
-        kernel(
-            A,
-            torch.ones(128, 2, device=device),
-            B,
-            torch.ones(2, 2, device=device),
-            torch.bfloat16,
-            (128, 128),
-        )
+        kernel(ones(128, 256).to(fp8), ones(128, 2), ones(256, 256).to(fp8), ones(2, 2),
+               torch.bfloat16, (128, 128))  # fmt: skip
     except Exception as exc:  # noqa: BLE001 - any failure means "cannot run here"
         return f"cannot run here: {error_line(exc)}"
     return None
