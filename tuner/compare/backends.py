@@ -236,10 +236,19 @@ class LayerKernel:
         self.kernel_class = kernel_class
         self._layers: dict[int, tuple[Any, Any, Any]] = {}  # id(B) -> (kernel, layer, B)
         self._x: tuple[Any, Any] | None = None
+        self._vllm_config: Any = None
 
     def fresh(self) -> LayerKernel:
         """A copy with no prepared layers."""
         return LayerKernel(self.kernel_class)
+
+    def _current(self):
+        """vLLM's current config while the class is built: one default `VllmConfig()`, as
+        vLLM's benchmarks use outside an engine."""
+        from vllm.config import VllmConfig, set_current_vllm_config
+
+        self._vllm_config = self._vllm_config or VllmConfig()
+        return set_current_vllm_config(self._vllm_config)
 
     def prepare(self, B, Bs, out_dtype) -> None:
         """Build and process the layer of weight copy B [N, K] fp8, Bs fp32 (untimed)."""
@@ -257,7 +266,7 @@ class LayerKernel:
         layer.logical_widths, layer.orig_dtype = [N], out_dtype
         layer.weight_block_size, layer.input_scale = [128, 128], None
         names = ["weight", "weight_scale", "input_scale", "input_scale_ub"]
-        with server_vllm_config(None):
+        with self._current():
             kernel = self.kernel_class(
                 block_fp8_layer_config(N, K, out_dtype), layer_param_names=names
             )
