@@ -112,32 +112,13 @@ _visible = os.environ.get("CUDA_VISIBLE_DEVICES")
 HAS_TRITON = not (os.environ.get("@NO_DRIVER@") == "1"
                   and not (_visible is not None and not _visible.strip()))
 
-
-def _cdiv(a, b):
-    return -(-a // b)
-
-
-class _Language(types.ModuleType):
-    def __init__(self):
-        super().__init__("triton.language")
-        self.constexpr = lambda value: value
-        self.int64 = self.int32 = self.float32 = self.bfloat16 = self.float16 = None
-
-
-class _Triton(types.ModuleType):
-    def __init__(self):
-        super().__init__("triton")
-        self.jit = lambda fn=None, **options: fn if fn is not None else (lambda f: f)
-        self.cdiv = _cdiv
-        self.language = _Language()
-
-
 if HAS_TRITON:
     import triton
     import triton.language as tl
 else:
-    triton = _Triton()
-    tl = triton.language
+    tl = types.SimpleNamespace(constexpr=lambda value: value)
+    triton = types.SimpleNamespace(jit=lambda fn=None, **options: fn or (lambda f: f),
+                                   cdiv=lambda a, b: -(-a // b), language=tl)
 """
 
 # vLLM 0.33.0's two block-FP8 quantization keys (quant_utils.py), opaque to the stand-in.
