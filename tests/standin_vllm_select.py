@@ -15,7 +15,7 @@ from tests.standin_vllm_parts import SCALED_MM, append, filled
 # Every class in ScaledMMLinearKernel.py; each of vLLM's modules re-exports its own.
 _KERNELS = """
 import os
-from dataclasses import dataclass
+from types import SimpleNamespace
 
 import torch
 
@@ -26,13 +26,8 @@ PROCESSED = []
 APPLIED = []
 
 
-@dataclass
-class FP8ScaledMMLinearLayerConfig:
-    weight_quant_key: object
-    activation_quant_key: object
-    weight_shape: tuple
-    input_dtype: torch.dtype
-    out_dtype: torch.dtype
+class FP8ScaledMMLinearLayerConfig(SimpleNamespace):  # weight_shape, out_dtype, ...
+    pass
 
 
 def _seen(compute_capability):
