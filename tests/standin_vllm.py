@@ -36,62 +36,16 @@ VERSION = "0.33.0"
 
 # vLLM 0.33.0's `fused_moe_kernel` parameters, in order, with their defaults (fused_moe.py):
 # (name, constexpr, default source or None).
+_PLAIN = """a_ptr b_ptr c_ptr b_bias_ptr a_scale_ptr b_scale_ptr topk_weights_ptr
+sorted_token_ids_ptr expert_ids_ptr num_tokens_post_padded_ptr N K EM num_valid_tokens stride_am
+stride_ak stride_be stride_bk stride_bn stride_cm stride_cn stride_asm stride_ask stride_bse
+stride_bsk stride_bsn stride_bbe stride_bbn"""
+_CONSTEXPR = """group_n group_k naive_block_assignment BLOCK_SIZE_M BLOCK_SIZE_N BLOCK_SIZE_K
+GROUP_SIZE_M SPLIT_K MUL_ROUTED_WEIGHT top_k compute_type use_fp8_w8a8 use_int8_w8a8
+use_int8_w8a16 per_channel_quant HAS_BIAS SWAP_AB"""
 VLLM_MOE_PARAMETERS: tuple[tuple[str, bool, str | None], ...] = (
-    *(
-        (name, False, None)
-        for name in (
-            "a_ptr",
-            "b_ptr",
-            "c_ptr",
-            "b_bias_ptr",
-            "a_scale_ptr",
-            "b_scale_ptr",
-            "topk_weights_ptr",
-            "sorted_token_ids_ptr",
-            "expert_ids_ptr",
-            "num_tokens_post_padded_ptr",
-            "N",
-            "K",
-            "EM",
-            "num_valid_tokens",
-            "stride_am",
-            "stride_ak",
-            "stride_be",
-            "stride_bk",
-            "stride_bn",
-            "stride_cm",
-            "stride_cn",
-            "stride_asm",
-            "stride_ask",
-            "stride_bse",
-            "stride_bsk",
-            "stride_bsn",
-            "stride_bbe",
-            "stride_bbn",
-        )
-    ),
-    *(
-        (name, True, None)
-        for name in (
-            "group_n",
-            "group_k",
-            "naive_block_assignment",
-            "BLOCK_SIZE_M",
-            "BLOCK_SIZE_N",
-            "BLOCK_SIZE_K",
-            "GROUP_SIZE_M",
-            "SPLIT_K",
-            "MUL_ROUTED_WEIGHT",
-            "top_k",
-            "compute_type",
-            "use_fp8_w8a8",
-            "use_int8_w8a8",
-            "use_int8_w8a16",
-            "per_channel_quant",
-            "HAS_BIAS",
-            "SWAP_AB",
-        )
-    ),
+    *((name, False, None) for name in _PLAIN.split()),
+    *((name, True, None) for name in _CONSTEXPR.split()),
     ("USE_TD", True, "False"),
 )
 

@@ -61,9 +61,6 @@ from typing import NamedTuple
 
 class PlatformEnum(enum.Enum):
     CUDA = enum.auto()
-    ROCM = enum.auto()
-    XPU = enum.auto()
-    CPU = enum.auto()
     UNSPECIFIED = enum.auto()
 
 
@@ -91,32 +88,12 @@ class _Platform:
     def is_cuda(self):
         return self._seen() is not None
 
-    is_cuda_alike = is_cuda
-
-    def is_rocm(self):
-        return False
-
-    def is_xpu(self):
-        return False
-
     def get_device_capability(self, device_id=0):
         return self._seen()
 
     def is_device_capability(self, capability):
         seen = self._seen()
         return seen is not None and seen.to_int() == capability
-
-    def is_device_capability_family(self, capability):
-        seen = self._seen()
-        return seen is not None and seen.to_int() // 10 == capability // 10
-
-    def has_device_capability(self, capability):
-        seen = self._seen()
-        return seen is not None and seen.to_int() >= capability
-
-    def support_deep_gemm(self):
-        return (self.is_device_capability(90) or self.is_device_capability_family(100)
-                or self.is_device_capability_family(120))
 
 
 current_platform = _Platform()
@@ -135,67 +112,19 @@ _visible = os.environ.get("CUDA_VISIBLE_DEVICES")
 HAS_TRITON = not (os.environ.get("@NO_DRIVER@") == "1"
                   and not (_visible is not None and not _visible.strip()))
 
-
-def _cdiv(a, b):
-    return -(-a // b)
-
-
-class _Language(types.ModuleType):
-    def __init__(self):
-        super().__init__("triton.language")
-        self.constexpr = lambda value: value
-        self.int64 = self.int32 = self.float32 = self.bfloat16 = self.float16 = None
-
-
-class _Triton(types.ModuleType):
-    def __init__(self):
-        super().__init__("triton")
-        self.jit = lambda fn=None, **options: fn if fn is not None else (lambda f: f)
-        self.cdiv = _cdiv
-        self.language = _Language()
-
-
 if HAS_TRITON:
     import triton
     import triton.language as tl
 else:
-    triton = _Triton()
-    tl = triton.language
+    tl = types.SimpleNamespace(constexpr=lambda value: value)
+    triton = types.SimpleNamespace(jit=lambda fn=None, **options: fn or (lambda f: f),
+                                   cdiv=lambda a, b: -(-a // b), language=tl)
 """
 
-# vLLM 0.33.0's quant_utils.py names and fields (GroupShape a NamedTuple of row, col; ScaleDesc;
-# QuantKey) and its two block-FP8 keys.
+# vLLM 0.33.0's two block-FP8 quantization keys (quant_utils.py), opaque to the stand-in.
 _QUANT_UTILS = """
-from dataclasses import dataclass as _dataclass
-from typing import NamedTuple as _NamedTuple
-
-import torch as _torch
-
-
-class GroupShape(_NamedTuple):
-    row: int
-    col: int
-
-
-@_dataclass(frozen=True)
-class ScaleDesc:
-    dtype: _torch.dtype
-    static: bool
-    group_shape: GroupShape
-
-
-@_dataclass(frozen=True)
-class QuantKey:
-    dtype: _torch.dtype
-    scale: ScaleDesc
-    scale2: ScaleDesc | None = None
-    symmetric: bool = True
-
-
-kFp8Dynamic128Sym = QuantKey(_torch.float8_e4m3fn,
-                             ScaleDesc(_torch.float32, False, GroupShape(1, 128)))
-kFp8Static128BlockSym = QuantKey(_torch.float8_e4m3fn,
-                                 ScaleDesc(_torch.float32, True, GroupShape(128, 128)))
+kFp8Dynamic128Sym = ("fp8", "dynamic", (1, 128))
+kFp8Static128BlockSym = ("fp8", "static", (128, 128))
 """
 
 # vLLM 0.33.0's vllm/config: `VllmConfig()` infers the device type from the platform and raises

@@ -1,10 +1,10 @@
 """The stand-in vLLM's block-FP8 linear kernels and selection (`tests.standin_vllm`): vLLM
-0.33.0's 8 kernel classes, `choose_scaled_mm_linear_kernel` and the fused-MoE config and oracle at
-its module paths with its names and signatures, answering from the environment variables of
-`tests.standin_vllm_parts`. Each kernel refuses with one rule, enough to exercise what the tuner
-does with vLLM's answers; the facts of vLLM's own table (its kernels, their order, DeepGEMM's model
-types) are checked against the real wheel in tests/engines/test_vllm_selection.py. Marlin
-computes with torch. No vLLM code."""
+0.33.0's kernel classes (those the tests meet), `choose_scaled_mm_linear_kernel` and the
+fused-MoE config and oracle at its module paths with its names and signatures, answering
+from the environment variables of `tests.standin_vllm_parts`. Each kernel refuses with one
+rule, enough to exercise what the tuner does with vLLM's answers; the facts of vLLM's own
+table (its kernels, their order, DeepGEMM's model types) are checked against the real wheel
+in tests/engines/test_vllm_selection.py. Marlin computes with torch. No vLLM code."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tests.standin_vllm_parts import SCALED_MM, append, filled
 # Every class in ScaledMMLinearKernel.py; each of vLLM's modules re-exports its own.
 _KERNELS = """
 import os
-from dataclasses import dataclass
+from types import SimpleNamespace
 
 import torch
 
@@ -26,13 +26,8 @@ PROCESSED = []
 APPLIED = []
 
 
-@dataclass
-class FP8ScaledMMLinearLayerConfig:
-    weight_quant_key: object
-    activation_quant_key: object
-    weight_shape: tuple
-    input_dtype: torch.dtype
-    out_dtype: torch.dtype
+class FP8ScaledMMLinearLayerConfig(SimpleNamespace):  # weight_shape, out_dtype, ...
+    pass
 
 
 def _seen(compute_capability):
@@ -89,10 +84,6 @@ class CutlassFp8BlockScaledMMKernel(FP8ScaledMMLinearKernel):
     NEEDS = (90, 100)  # Hopper and later: not sm89
 
 
-class B12xFp8BlockScaledMMKernel(FP8ScaledMMLinearKernel):
-    NEEDS = (120,)
-
-
 class HummingFP8ScaledMMLinearKernel(FP8ScaledMMLinearKernel):
     @classmethod
     def is_supported(cls, compute_capability=None):
@@ -101,10 +92,6 @@ class HummingFP8ScaledMMLinearKernel(FP8ScaledMMLinearKernel):
 
 class TritonFp8BlockScaledMMKernel(FP8ScaledMMLinearKernel):
     pass
-
-
-class BlockWiseTorchFP8ScaledMMLinearKernel(FP8ScaledMMLinearKernel):
-    NEEDS = (90,)
 
 
 class MarlinFP8ScaledMMLinearKernel(FP8ScaledMMLinearKernel):
@@ -127,16 +114,15 @@ _MODULES = {
     "deep_gemm": "DeepGemmFp8BlockScaledMMKernel",
     "flashinfer": "FlashInferFp8DeepGEMMDynamicBlockScaledKernel",
     "cutlass": "CutlassFp8BlockScaledMMKernel",
-    "b12x": "B12xFp8BlockScaledMMKernel",
     "triton": "TritonFp8BlockScaledMMKernel",
-    "pytorch": "BlockWiseTorchFP8ScaledMMLinearKernel",
     "marlin": "MarlinFP8ScaledMMLinearKernel, PROCESSED, APPLIED",
     "humming": "HummingFP8ScaledMMLinearKernel",
 }
 
-# kernels/linear/__init__.py: the 8 kernels in vLLM's order, Humming moved ahead of Marlin on
-# compute capability 90, the --linear-backend filter, and the walk, each refusal with its
-# reason. DENSE_VARIABLE overrides the answer (a class name, or raise:<text>).
+# kernels/linear/__init__.py: the kernels in vLLM's order (B12x's and torch's left out),
+# Humming moved ahead of Marlin on compute capability 90, the --linear-backend filter, and
+# the walk, each refusal with its reason. DENSE_VARIABLE overrides the answer (a class name,
+# or raise:<text>).
 _LINEAR = """
 import os as _os
 
@@ -148,9 +134,8 @@ from @SCALED@ import ScaledMMLinearKernel as _k
 
 _POSSIBLE_FP8_BLOCK_KERNELS = {_PlatformEnum.CUDA: [
     _k.FlashInferFp8DeepGEMMDynamicBlockScaledKernel, _k.DeepGemmFp8BlockScaledMMKernel,
-    _k.CutlassFp8BlockScaledMMKernel, _k.B12xFp8BlockScaledMMKernel,
-    _k.MarlinFP8ScaledMMLinearKernel, _k.HummingFP8ScaledMMLinearKernel,
-    _k.TritonFp8BlockScaledMMKernel, _k.BlockWiseTorchFP8ScaledMMLinearKernel]}
+    _k.CutlassFp8BlockScaledMMKernel, _k.MarlinFP8ScaledMMLinearKernel,
+    _k.HummingFP8ScaledMMLinearKernel, _k.TritonFp8BlockScaledMMKernel]}
 
 
 def _resolve_backend_kernels(kernels, layer_desc, *, quantization, compute_capability=None):
@@ -198,39 +183,22 @@ class MoEActivation(Enum):
 """
 
 _MOE_CONFIG = """
-from dataclasses import dataclass
+import types
 from enum import IntEnum
 
 
 class RoutingMethodType(IntEnum):
-    Default = 0
-    Renormalize = 1
     DeepSeekV3 = 2
 
 
-@dataclass
-class FusedMoEParallelConfig:
-    tp_size: int
-    ep_size: int
-
+class FusedMoEParallelConfig(types.SimpleNamespace):
     @classmethod
     def make_no_parallel(cls):
         return cls(tp_size=1, ep_size=1)
 
 
-@dataclass
-class FusedMoEConfig:
-    num_experts: int
-    experts_per_token: int
-    hidden_dim: int
-    intermediate_size: int
-    num_local_experts: int
-    num_logical_experts: int
-    activation: object
-    device: object
-    routing_method: object
-    moe_parallel_config: FusedMoEParallelConfig
-    in_dtype: object
+class FusedMoEConfig(types.SimpleNamespace):
+    pass
 """
 
 # The MoE oracle reads the current config's model type as vLLM 0.33.0's does

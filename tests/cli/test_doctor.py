@@ -42,7 +42,7 @@ def vllm(tmp_path, monkeypatch):
     """A stand-in vLLM requiring the installed Triton, importable here and in doctor's child
     processes; `vllm(capability="9.0", ...)` sets the answers it gives (STANDIN_VLLM_*)."""
     root = build_standin(tmp_path / "site", triton_pin=f"{HERE}.0")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), *sys_path_entries()]))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
 
     def answers(**standin):
         for key, value in standin.items():
@@ -53,10 +53,6 @@ def vllm(tmp_path, monkeypatch):
 
     with importable(root, monkeypatch):
         yield answers
-
-
-def sys_path_entries() -> list[str]:
-    return [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
 
 
 def test_without_vllm_the_table_answers_and_the_flag_decides_the_exit_code() -> None:

@@ -57,7 +57,7 @@ from tuner.cli.options import (
 )
 from tuner.cli.output import console, plain
 from tuner.cli.store import open_db, store_files
-from tuner.cli.tables import GAP, Column, print_table
+from tuner.cli.tables import Column, fitted_columns, print_table
 from tuner.cli.verify import RoundsOpt
 from tuner.compare import versus
 from tuner.compare.backends import CandidateRunner, library_kernels, vllm_choice
@@ -223,11 +223,9 @@ def _print_shape(N: int, K: int, points: list[ComparePoint], unit: str, default)
     }
     rows = [[str(p.M), *(cells[p.M, n] for n in shown), p.fastest or "-"] for p in points]
     headers = [name + ("*" if name == marked else "") for name in shown]
-    widths = [max(len(h), *(len(row[i + 1]) for row in rows)) for i, h in enumerate(headers)]
-    fastest = max(7, *(len(row[-1]) for row in rows))
-    if sum(widths) + fastest + len(rows[-1][0]) + GAP * (len(widths) + 1) > console.width:
-        headers = [h.replace("-", "-\n") for h in headers]
     columns = [Column("M"), *(Column(h) for h in headers), Column("fastest", optional=True)]
+    if len(fitted_columns(console.width, columns, rows)) < len(columns):  # names whole do not fit
+        columns[1:-1] = [Column(h.replace("-", "-\n")) for h in headers]
     print_table(console, columns, rows, title=f"N={N},K={K}, latency_us, {unit}")
     if marked is not None:
         plain(f"* vLLM's default kernel here: {default.kernel} (from {default.source})")

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Any
 
 import typer
@@ -114,6 +115,7 @@ class _Verify:
         self.device_name, self.runner, self.visible = self.device
         self.kernel, self.kernel_label = resolve_kernel_choice(KernelChoice.auto)
         self.space = space_name(self.configs, None, self.kernel_label)
+        self.block_shape = as_block_shape(self.model_shapes.block_shape)
 
     def files(self):
         """The device's files now (`tuner.files.device.StoreFiles`)."""
@@ -128,8 +130,7 @@ class _Verify:
 
     def make_runner(self, N: int, K: int, M: int):
         """The problem runner of (N, K, M) on this process's device."""
-        block_shape = as_block_shape(self.model_shapes.block_shape)
-        problem = Problem(M, N, K, block_shape, self.out_dtype, kernel=self.kernel)
+        problem = Problem(M, N, K, self.block_shape, self.out_dtype, kernel=self.kernel)
         return self.runner.problem_runner(problem, seed=0, warmup_s=WARMUP_S, rep_s=REP_S)
 
     def first_check(self) -> list[ShapeVerification]:
@@ -152,47 +153,39 @@ class _Verify:
         return results
 
     def check(self, only: set[tuple[int, int]] | None, title: str):
-        """(results, lines of shapes without a file) of the files now, with a progress bar on
-        stderr counting the timed M and a table per shape; none of them where nothing is timed
-        (one line says so). Exits 130 when interrupted."""
+        """(results, lines of shapes without a file) of the files now, each shape checked by
+        `tuner.compare.verify.verify_shape`, with a progress bar on stderr counting the timed M
+        and a table per shape; none of them where nothing is timed. Exits 130 when interrupted."""
         read = self.files()
         planned, missing = core.plan(
             self.model_shapes, read.explained(), read.view.grids, self.choice, only
         )
+        noise = 0.0 if self.runner.on_gpu else core.INTERPRETER_NOISE_FLOOR
+        verify = partial(core.verify_shape, rounds=self.rounds, noise_floor=noise)
         if not any(shape.timed for shape in planned):
-            return [self.verify(shape, lambda point: None) for shape in planned], missing
+            return [
+                verify(s.shape, s.configs, s.m_points, self.make_runner) for s in planned
+            ], missing
         results = []
         try:
             with _bar(planned) as advance:
-                for shape in planned:
+                for s in planned:
+                    label = shape_label(s.shape.N, s.shape.K)
+                    keys = ", ".join(map(str, s.configs))
                     _out().print(
-                        f"{shape_label(shape.shape.N, shape.shape.K)}: keys "
-                        f"{', '.join(map(str, shape.configs))}; checking "
-                        f"{len(shape.m_points)} M values",
+                        f"{label}: keys {keys}; checking {len(s.m_points)} M values",
                         soft_wrap=True,
                         markup=False,
                         highlight=False,
                     )
-                    result = self.verify(
-                        shape, lambda point, shape=shape: advance(int(point.M in shape.timed))
+                    ticks = partial(lambda shape, point: advance(int(point.M in shape.timed)), s)
+                    results.append(
+                        verify(s.shape, s.configs, s.m_points, self.make_runner, on_point=ticks)
                     )
-                    print_shape_table(result, f"{shape_label(result.N, result.K)} {title}")
-                    results.append(result)
+                    print_shape_table(results[-1], f"{label} {title}")
         except KeyboardInterrupt:
             raise fail("interrupted", 130) from None
         return results, missing
-
-    def verify(self, shape: core.PlannedShape, on_point) -> ShapeVerification:
-        """One planned shape checked (`tuner.compare.verify.verify_shape`)."""
-        return core.verify_shape(
-            shape.shape,
-            shape.configs,
-            shape.m_points,
-            self.make_runner,
-            rounds=self.rounds,
-            noise_floor=0.0 if self.runner.on_gpu else core.INTERPRETER_NOISE_FLOOR,
-            on_point=on_point,
-        )
 
     def run(self, shapes, m_values, search: tuple[str, int, int], what: str) -> None:
         """Plan and run the sweep of `shapes` at `m_values` with `search` (strategy, trials,
@@ -203,7 +196,7 @@ class _Verify:
             model=self.model_shapes.model,
             tp=self.model_shapes.tp,
             shapes=tuple(shapes),
-            block_shape=as_block_shape(self.model_shapes.block_shape),
+            block_shape=self.block_shape,
             m_values=tuple(m_values),
             strategy=strategy,
             trials=trials,
@@ -335,27 +328,6 @@ def _model(model: str, tp: int | None, m: str | None) -> tuple[ModelShapes, core
     return model_shapes, choice
 
 
-def _fix(run: _Verify, results: list[ShapeVerification]) -> list[ShapeVerification]:
-    """`--fix`'s passes, then the files they tuned published as the device's next release (what
-    a fleet downloads next). A touched shape left without a file exits 1."""
-    try:
-        results = core.fix_passes(
-            results, run.tune, lambda only, n: run.check(only, f"after --fix pass {n}"), plain
-        )
-    except ValueError as exc:
-        raise fail(str(exc), 1) from None
-    stale, partial = run.allow
-    publish_device(
-        run.store,
-        run.device_name,
-        reason="verify --fix",
-        allow_stale=stale,
-        allow_partial=partial,
-        out_dtype=run.out_dtype,
-    )
-    return results
-
-
 def verify(
     device: DeviceOpt,
     model: ModelOpt,
@@ -369,29 +341,40 @@ def verify(
     out_dtype: OutDtypeOpt = OutDtype.bfloat16,
     db: DbOpt = None,
 ) -> None:
-    """`tuner verify`: its help is this module's docstring (`app.command(help=...)`)."""
+    """`tuner verify`: its help is this module's docstring (`app.command(help=...)`); --fix's
+    files are published as the device's next release (what a fleet downloads next)."""
     model_shapes, choice = _model(model, tp, m)
     candidates = load_configs(configs)
     if not model_shapes.of(DEFAULT_FAMILY):
         return
     url, store = open_db(db, must_exist=True)
-    allow = (allow_stale, allow_partial)
     found = measuring_device(store, device)
-    run = _Verify(
-        store, url, model_shapes, found, choice, out_dtype.value, rounds, allow, candidates
-    )
+    allow = (allow_stale, allow_partial)
+    dtype = out_dtype.value
+    run = _Verify(store, url, model_shapes, found, choice, dtype, rounds, allow, candidates)
     if fix:
         run.finish_unfinished()
     results = run.first_check()
     if fix:
-        results = _fix(run, results)
+        try:
+            results = core.fix_passes(
+                results, run.tune, lambda only, n: run.check(only, f"after --fix pass {n}"), plain
+            )
+        except ValueError as exc:
+            raise fail(str(exc), 1) from None
+        publish_device(
+            store,
+            run.device_name,
+            reason="verify --fix",
+            allow_stale=allow_stale,
+            allow_partial=allow_partial,
+            out_dtype=dtype,
+        )
     lines = core.offending_lines(results)
     for line in lines:
         typer.echo(line, err=True)
     if lines:
         hint = "" if fix else "; `--fix` tunes these M values"
         count = sum(len(result.offending) for result in results)
-        raise fail(
-            f"vLLM's pick is slower than its default config or failed at {count} M value(s){hint}",
-            1,
-        )
+        what = f"slower than its default config or failed at {count} M value(s){hint}"
+        raise fail(f"vLLM's pick is {what}", 1)

@@ -20,9 +20,10 @@ Facts about vLLM 0.33.0 (its files under vllm/model_executor/):
 
 from __future__ import annotations
 
-import contextlib
 import importlib
+import itertools
 from collections.abc import Callable, Mapping
+from functools import partial
 from types import SimpleNamespace
 from typing import Any
 
@@ -34,6 +35,7 @@ from tuner.compare.versus import (
     VLLM_HUMMING,
     VLLM_MARLIN,
     Candidate,
+    error_line,
 )
 from tuner.kernels.vllm_layers import block_fp8_layer_config
 from tuner.measure.runner import KernelRunner, Problem
@@ -47,10 +49,6 @@ CLASSES = {
     VLLM_MARLIN: (f"{_SCALED_MM}.marlin", "MarlinFP8ScaledMMLinearKernel"),
     VLLM_HUMMING: (f"{_SCALED_MM}.humming", "HummingFP8ScaledMMLinearKernel"),
 }
-
-
-def _one_line(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:200]
 
 
 def model_config_view(model_type: str | None) -> SimpleNamespace:
@@ -105,18 +103,15 @@ def _torch_scaled_mm() -> LibraryKernel:
     def outer(scale):  # the same values, stored with the first dimension fastest
         return scale.t().contiguous().t()
 
-    layouts = [
-        lambda As, Bs: (outer(As), Bs),
-        lambda As, Bs: (outer(As), Bs.t()),
-        lambda As, Bs: (As, Bs),
-        lambda As, Bs: (As, Bs.t()),
-        lambda As, Bs: (outer(As), outer(Bs)),
-    ]
+    def same(scale):
+        return scale
+
+    layouts = list(itertools.product((outer, same), (same, lambda scale: scale.t(), outer)))
 
     def run(A, As, B, Bs, out_dtype, block_shape):
         errors = []
         for layout in list(layouts):
-            scale_a, scale_b = layout(As, Bs)
+            scale_a, scale_b = layout[0](As), layout[1](Bs)
             try:
                 result = F.scaled_mm(
                     A, B.t(), scale_a, recipe_a, scale_b, recipe_b, output_dtype=out_dtype
@@ -126,7 +121,7 @@ def _torch_scaled_mm() -> LibraryKernel:
                 continue
             layouts[:] = [layout]  # this build's layout, from now on
             return result
-        raise RuntimeError(f"torch runs no block-wise scale layout here: {_one_line(errors[0])}")
+        raise RuntimeError(f"torch runs no block-wise scale layout here: {error_line(errors[0])}")
 
     return run
 
@@ -152,7 +147,7 @@ def _vllm_ops() -> tuple[dict[str, LibraryKernel], dict[str, str]]:
         from vllm import _custom_ops as ops
     except Exception as exc:  # noqa: BLE001 - any import failure means "not here"
         return {}, dict.fromkeys(
-            (VLLM_DEEPGEMM, VLLM_CUTLASS), f"vLLM not importable here ({_one_line(exc)})"
+            (VLLM_DEEPGEMM, VLLM_CUTLASS), f"vLLM not importable here ({error_line(exc)})"
         )
 
     def cutlass(A, As, B, Bs, out_dtype, block_shape):
@@ -162,7 +157,7 @@ def _vllm_ops() -> tuple[dict[str, LibraryKernel], dict[str, str]]:
         from vllm.utils.deep_gemm import fp8_gemm_nt
     except Exception as exc:  # noqa: BLE001
         return {VLLM_CUTLASS: cutlass}, {
-            VLLM_DEEPGEMM: f"DeepGEMM not importable ({_one_line(exc)})"
+            VLLM_DEEPGEMM: f"DeepGEMM not importable ({error_line(exc)})"
         }
 
     def deepgemm(A, As, B, Bs, out_dtype, block_shape):
@@ -177,19 +172,12 @@ def _probe(kernel: LibraryKernel, device: str) -> str | None:
     """None when `kernel` runs a 128 x 256 x 256 block-FP8 product on `device`, else why not."""
     import torch
 
-    fp8 = torch.float8_e4m3fn
-    A, B = torch.ones(128, 256, device=device).to(fp8), torch.ones(256, 256, device=device).to(fp8)
+    fp8, ones = torch.float8_e4m3fn, partial(torch.ones, device=device)
     try:
-        kernel(
-            A,
-            torch.ones(128, 2, device=device),
-            B,
-            torch.ones(2, 2, device=device),
-            torch.bfloat16,
-            (128, 128),
-        )
+        kernel(ones(128, 256).to(fp8), ones(128, 2), ones(256, 256).to(fp8), ones(2, 2),
+               torch.bfloat16, (128, 128))  # fmt: skip
     except Exception as exc:  # noqa: BLE001 - any failure means "cannot run here"
-        return f"cannot run here: {_one_line(exc)}"
+        return f"cannot run here: {error_line(exc)}"
     return None
 
 
@@ -202,7 +190,7 @@ def _layer_class(name: str, block_shape: tuple[int, int]) -> LayerKernel | str:
             return f"block_shape {list(block_shape)}: only [128, 128] is wired to {class_name}"
         supported, reason = kernel_class.is_supported()
     except Exception as exc:  # noqa: BLE001 - any import failure means "not here"
-        return f"{class_name} not importable ({_one_line(exc)})"
+        return f"{class_name} not importable ({error_line(exc)})"
     return LayerKernel(kernel_class) if supported else f"{class_name}: {reason}"
 
 
@@ -256,11 +244,9 @@ class LayerKernel:
 
     def _current(self):
         """vLLM's current config while the class is built: one default `VllmConfig()`, as
-        vLLM's benchmarks use outside an engine; nothing where vLLM has none."""
-        try:
-            from vllm.config import VllmConfig, set_current_vllm_config
-        except ImportError:
-            return contextlib.nullcontext()
+        vLLM's benchmarks use outside an engine."""
+        from vllm.config import VllmConfig, set_current_vllm_config
+
         self._vllm_config = self._vllm_config or VllmConfig()
         return set_current_vllm_config(self._vllm_config)
 
@@ -314,7 +300,6 @@ class CandidateRunner(KernelRunner):
             name: kernel.fresh() if isinstance(kernel, LayerKernel) else kernel
             for name, kernel in library.items()
         }
-        self._building: Candidate | None = None
 
     def _library(self, candidate: Candidate, weights):
         B, Bs = weights
@@ -338,21 +323,13 @@ class CandidateRunner(KernelRunner):
         else:
             self._library(config, self.weights[copy])
 
-    def _sampler(self, config):
-        self._building = config
-        try:
-            return super()._sampler(config)
-        finally:
-            self._building = None
-
     def _ensure_copies(self, copies: int) -> None:
-        """Clone the weights as KernelRunner does; then, for vLLM's classes, process every
-        copy now, before any capture or timed launch."""
+        """Clone the weights as KernelRunner does; then process every copy for each of vLLM's
+        classes now, before any capture or timed launch."""
         super()._ensure_copies(copies)
-        building = self._building
-        kernel = self.library.get(building.backend) if building is not None else None
-        if isinstance(kernel, LayerKernel):
-            inputs = self.workload.inputs
-            kernel.activations(inputs.A, inputs.As, self.out_dtype)
-            for B, Bs in self.weights:
-                kernel.prepare(B, Bs, self.out_dtype)
+        inputs = self.workload.inputs
+        for kernel in self.library.values():
+            if isinstance(kernel, LayerKernel):
+                kernel.activations(inputs.A, inputs.As, self.out_dtype)
+                for B, Bs in self.weights:
+                    kernel.prepare(B, Bs, self.out_dtype)

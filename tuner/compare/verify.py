@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from tuner.compare.versus import error_line
 from tuner.core import VLLM_M_GRID, TrialStatus
 from tuner.files.format import vllm_pick_key
 from tuner.files.merge import DeviceFiles
@@ -185,17 +186,13 @@ def judge(chosen: Any, default: Any, noise_floor: float = 0.0) -> tuple[Verdict,
     return (Verdict.SLOWER if slower else Verdict.OK), noise_us
 
 
-def _one_line(exc: BaseException) -> str:
-    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-
-
 def _failure(runner: Any, config: KernelConfig, default: KernelConfig) -> str | None:
     """Why the pick or the default fails its check against the float64 reference, or None."""
     for checked_config, label in ((config, ""), (default, "default config ")):
         try:
             checked = runner.check(checked_config)
         except Exception as exc:  # noqa: BLE001 - a config that cannot run fails, not crashes
-            checked = TrialResult(TrialStatus.CRASHED, error=_one_line(exc))
+            checked = TrialResult(TrialStatus.CRASHED, error=error_line(exc))
         if checked.status is not TrialStatus.OK:
             return f"{label}{checked.status.value}: {checked.error}"
     return None
@@ -236,7 +233,7 @@ def verify_shape(
             try:
                 timed = retime(runner.sample_us, [config, default], rounds=rounds)
             except Exception as exc:  # noqa: BLE001
-                error = f"timing failed: {_one_line(exc)}"
+                error = f"timing failed: {error_line(exc)}"
         if error is not None:
             return PointResult(M, key, config, Verdict.FAILED, False, error=error)
         chosen, base = (next(r for r in timed if r.config == c) for c in (config, default))

@@ -58,6 +58,11 @@ def _one_line(text: str, limit: int = 200) -> str:
     return " ".join(text.split())[:limit]
 
 
+def error_line(exc: BaseException, limit: int = 200) -> str:
+    """`Type: message` of `exc` on one line, at most `limit` characters."""
+    return _one_line(f"{type(exc).__name__}: {exc}", limit)
+
+
 @dataclass(frozen=True)
 class Candidate:
     """One kernel to time: a Triton config, or a library kernel by name (`config` None)."""
@@ -112,7 +117,7 @@ def _checked(runner: Any, candidate: Candidate) -> BackendTime:
     try:
         checked = runner.check(candidate)
     except Exception as exc:  # noqa: BLE001 - a kernel that cannot run fails, not crashes
-        checked = TrialResult(TrialStatus.CRASHED, error=f"{type(exc).__name__}: {exc}")
+        checked = TrialResult(TrialStatus.CRASHED, error=error_line(exc))
     if checked.status is TrialStatus.OK:
         return BackendTime(candidate.backend, ComparisonStatus.OK, note=note)
     reason = _one_line(f"{checked.status.value}: {checked.error}")
@@ -135,7 +140,7 @@ def _timed(runner: Any, passed: Sequence[Candidate], rounds: int, retime: Callab
             samples = [runner.sample_us(candidate) for _ in range(max(rounds, 2))]
             results.append(percentiles(samples))
         except Exception as exc:  # noqa: BLE001 - a kernel that cannot be timed fails
-            results.append(_one_line(f"timing: {type(exc).__name__}: {exc}"))
+            results.append(f"timing: {error_line(exc)}")
     return results
 
 
@@ -232,8 +237,7 @@ def default_kernels(
         try:
             result[(N, K)] = _default(choose(N, K, out_dtype, model_type), BY_SELECTION)
         except Exception as exc:  # noqa: BLE001 - no vLLM here, or its selection failed
-            error = f"{type(exc).__name__}: {_one_line(str(exc), 160)}"
-            why = f"vLLM's selection did not answer here ({error})"
+            why = f"vLLM's selection did not answer here ({error_line(exc)})"
             name = (
                 table_dense_kernel(capability, N, K, out_dtype, model_type) if capability else None
             )

@@ -20,6 +20,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 
+from tuner.compare.versus import error_line
 from tuner.kernels.registry import FAMILIES
 from tuner.kernels.serving import DEFAULT_MODEL, Answer, ModelAsked
 
@@ -74,56 +75,52 @@ def ask_vllm(arch: str, model: ModelAsked = DEFAULT_MODEL) -> dict[str, Answer]:
 
 
 def _failed(exc: Exception) -> str:
-    return (
-        f"vLLM's selection code failed ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})"
-    )
+    return f"vLLM's selection code failed ({error_line(exc)})"
 
 
-def _seen_capability(arch: str) -> tuple[int | None, str]:
-    """(compute capability as vLLM's int, e.g. 90; "") when vLLM sees a CUDA GPU of `arch`,
-    else (None, why not)."""
+class _NotSeen(Exception):
+    """vLLM sees no GPU of the architecture asked about; str() is the reason."""
+
+
+def _seen_capability(arch: str) -> int:
+    """The compute capability as vLLM's int (e.g. 90) when vLLM sees a CUDA GPU of `arch`.
+
+    Raises:
+        _NotSeen: vLLM sees no CUDA GPU, or one of another architecture (the reason).
+    """
     from vllm.platforms import current_platform
 
     capability = current_platform.get_device_capability() if current_platform.is_cuda() else None
-    if capability is None:
-        return None, (
-            "vLLM's own selection code answers only for the GPU it sees, and it sees "
-            "no CUDA GPU here"
-        )
-    seen = f"sm{capability[0]}{capability[1]}"
-    if seen != arch:
-        return None, (
-            f"vLLM's own selection code answers only for the GPU it sees ({seen}), not {arch}"
-        )
-    return capability[0] * 10 + capability[1], ""
+    seen = f"sm{capability[0]}{capability[1]}" if capability is not None else None
+    if capability is None or seen != arch:
+        sees = f"({seen}), not {arch}" if seen else ", and it sees no CUDA GPU here"
+        raise _NotSeen(f"vLLM's own selection code answers only for the GPU it sees {sees}")
+    return capability[0] * 10 + capability[1]
 
 
 def _answer(arch: str, model: ModelAsked) -> dict:
-    """Both answers as JSON-ready dicts; every failure becomes a family's reason."""
+    """Each family's answer as a JSON-ready dict, asked inside a current vLLM config with the
+    model's config, as a server's (`tuner.compare.backends.server_vllm_config`): vLLM's
+    selection reads it (DeepGEMM's `can_implement`, the MoE oracle's model-type rule) and
+    get_current_vllm_config raises outside set_current_vllm_config (vllm/config/vllm.py).
+    Every failure becomes a family's reason."""
+    from tuner.compare.backends import server_vllm_config
+
     try:
-        capability, why = _seen_capability(arch)
-        if capability is not None:
-            return _ask_all(capability, model)
+        capability = _seen_capability(arch)
+        found = {}
+        with server_vllm_config(model.model_type):
+            for name, select in _probes().items():
+                try:
+                    found[name] = vars(select(capability, model))
+                except Exception as exc:  # noqa: BLE001 - any failure of vLLM's code answers
+                    found[name] = vars(Answer(None, reason=_failed(exc)))
+        return found
+    except _NotSeen as exc:
+        why = str(exc)
     except Exception as exc:  # noqa: BLE001 - any failure of vLLM's code is the answer
         why = _failed(exc)
     return {name: vars(answer) for name, answer in _each(why).items()}
-
-
-def _ask_all(capability: int, model: ModelAsked) -> dict:
-    """Each family asked inside a current vLLM config with the model's config, as a server's
-    (`tuner.compare.backends.server_vllm_config`): vLLM's selection reads it (DeepGEMM's
-    `can_implement`, the MoE oracle's model-type rule) and get_current_vllm_config raises
-    outside set_current_vllm_config (vllm/config/vllm.py)."""
-    from tuner.compare.backends import server_vllm_config
-
-    found = {}
-    with server_vllm_config(model.model_type):
-        for name, select in _probes().items():
-            try:
-                found[name] = vars(select(capability, model))
-            except Exception as exc:  # noqa: BLE001 - any failure of vLLM's code is the answer
-                found[name] = vars(Answer(None, reason=_failed(exc)))
-    return found
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import importlib
 import pytest
 import torch
 
-from tests.standin_vllm import CAPABILITY_VARIABLE, append, build_standin, importable
+from tests.standin_vllm import CAPABILITY_VARIABLE, build_standin, importable
 from tuner.compare.backends import CandidateRunner, LayerKernel, library_kernels, vllm_choice
 from tuner.compare.versus import (
     TORCH_CPU,
@@ -114,40 +114,19 @@ def test_marlin_processes_each_weight_copy_untimed_and_matches_the_reference(sta
     )
 
 
-# A selection at vLLM 0.33.0's path and with its signature (kernels/linear/__init__.py) that
-# records what it was asked and under which current config.
-_SELECTION = """
-from vllm.config import get_current_vllm_config
-from vllm.model_executor.kernels.linear.scaled_mm.marlin import MarlinFP8ScaledMMLinearKernel
-
-CHOSEN = []
-_POSSIBLE_FP8_BLOCK_KERNELS = {"cuda": [MarlinFP8ScaledMMLinearKernel]}
-
-
-def choose_scaled_mm_linear_kernel(config, possible_kernels, compute_capability=None,
-                                   force_kernel=None, *, quantization):
-    served = get_current_vllm_config().model_config.hf_text_config.model_type
-    CHOSEN.append((config.weight_shape, config.weight_quant_key.scale.group_shape.row,
-                   config.activation_quant_key.scale.group_shape.col, config.out_dtype,
-                   quantization, served))
-    return possible_kernels["cuda"][0]
-"""
-
-
 def test_vllms_selection_is_asked_for_a_block_fp8_layer_as_a_server_asks(
     tmp_path, monkeypatch
 ) -> None:
+    """The stand-in's DeepGEMM takes a layer only with the server's model config (its type),
+    the weight shape and the out dtype it is given: each is passed on."""
+    deepgemm, cutlass = "DeepGemmFp8BlockScaledMMKernel", "CutlassFp8BlockScaledMMKernel"
     monkeypatch.setenv(CAPABILITY_VARIABLE, "9.0")
-    root = build_standin(tmp_path / "site")
-    append(root, "vllm.model_executor.kernels.linear.__init__", _SELECTION)
-    with importable(root, monkeypatch):
-        assert (
-            vllm_choice(7168, 18432, "bfloat16", "deepseek_v3") == "MarlinFP8ScaledMMLinearKernel"
-        )
-        linear = importlib.import_module("vllm.model_executor.kernels.linear")
-        assert linear.CHOSEN == [
-            ((7168, 18432), 128, 128, torch.bfloat16, "fp8_block_w8a8", "deepseek_v3")
-        ]
+    with importable(build_standin(tmp_path / "site"), monkeypatch):
+        assert vllm_choice(7168, 18432, "bfloat16", "deepseek_v3") == deepgemm
+        assert vllm_choice(7168, 18432, "float16", "deepseek_v3") == cutlass
+        assert vllm_choice(200, 256, "bfloat16", "deepseek_v3") == cutlass
+        monkeypatch.setenv(CAPABILITY_VARIABLE, "10.0")
+        assert vllm_choice(7168, 18432, "bfloat16", "qwen3_5_text") == cutlass
         monkeypatch.delenv(CAPABILITY_VARIABLE)  # VllmConfig() cannot infer a device type
         with pytest.raises(RuntimeError, match="Failed to infer device type"):
             vllm_choice(7168, 18432, "bfloat16", "deepseek_v3")
