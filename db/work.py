@@ -37,6 +37,7 @@ from sqlalchemy.orm import Session, aliased
 
 from db.connection import dialect_insert
 from db.models import (
+    ENVIRONMENT_KEY,
     Ceiling,
     Decision,
     Device,
@@ -97,25 +98,25 @@ def get_or_create_environment(
     session: Session,
     *,
     device_name: str,
-    gpu_name: str,
-    compute_capability: str,
-    driver: str,
-    cuda: str,
-    torch: str,
-    triton: str,
-    tuner: str,
-    kernel_hash: str,
     kernel_source: str = "builtin",
     vllm: str = "",
+    **key: str,
 ) -> int:
-    """The environment_id of the environment trials ran in ("" for what does not apply), added
-    if new. It is found by all but kernel_source ("builtin" or "vllm") and vllm (vLLM's version
-    or ""): the first vLLM version that timed a kernel text is the one kept for it."""
-    key: dict[str, Any] = {"device_id": get_or_create_device(session, device_name=device_name)}
-    key |= {"gpu_name": gpu_name, "compute_capability": compute_capability, "driver": driver}
-    key |= {"cuda": cuda, "torch": torch, "triton": triton, "tuner": tuner}
-    key |= {"kernel_hash": kernel_hash}
-    return _get_or_insert(session, Environment, key, kernel_source=kernel_source, vllm=vllm)
+    """The environment_id of the environment trials ran in, added if new: `key` holds the
+    `ENVIRONMENT_KEY` fields (gpu_name, compute_capability, driver, cuda, torch, triton, tuner,
+    kernel_hash; "" for what does not apply). It is found by those, not by kernel_source
+    ("builtin" or "vllm") and vllm (vLLM's version or ""): the first vLLM version that timed a
+    kernel text is the one kept for it.
+
+    Raises:
+        TypeError: `key` lacks a field or has another.
+    """
+    if set(key) != set(ENVIRONMENT_KEY):
+        raise TypeError(
+            f"an environment is keyed by {', '.join(ENVIRONMENT_KEY)}, not {sorted(key)}"
+        )
+    found = {"device_id": get_or_create_device(session, device_name=device_name), **key}
+    return _get_or_insert(session, Environment, found, kernel_source=kernel_source, vllm=vllm)
 
 
 # --- sweeps -----------------------------------------------------------------------------------
@@ -596,28 +597,10 @@ def record_trial(
     return worker_id is not None or inserted is not None
 
 
-@dataclass(frozen=True)
-class TrialInfo:
-    """One stored trial; `config` has vLLM's six keys in vLLM's order."""
-
-    trial_id: int
-    task_id: int
-    config: dict[str, int]
-    is_default: bool
-    status: str
-    latency_us: float | None
-    p20_us: float | None
-    p80_us: float | None
-    rel_error: float | None
-    error: str | None
-    measure_s: float | None
-    created_at: datetime | None = None
-
-
-def task_trials(session: Session, *, task_id: int) -> list[TrialInfo]:
-    """Every stored trial of a task in trial_id order (to rebuild a resumed task's study)."""
-    trials = session.scalars(select(Trial).filter_by(task_id=task_id).order_by(Trial.trial_id))
-    return [take(TrialInfo, trial) for trial in trials]
+def task_trials(session: Session, *, task_id: int) -> list[Trial]:
+    """Every stored trial of a task in trial_id order (to rebuild a resumed task's study);
+    `Trial.config` has vLLM's six keys in vLLM's order."""
+    return list(session.scalars(select(Trial).filter_by(task_id=task_id).order_by(Trial.trial_id)))
 
 
 def record_decision(

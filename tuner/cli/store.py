@@ -230,17 +230,9 @@ def existing_store(db: str | None) -> tuple[str, Engine | None]:
     return open_db(url, must_exist=True, read_only=True)
 
 
-def device_in_store(session, device: str) -> str:
-    """The store's device key that `--device` names (`tuner.inputs.devices.store_device`); else
-    one line naming them, exit 2."""
-    try:
-        return store_device(device, known_device_names(session))
-    except ValueError as exc:
-        raise fail(str(exc)) from None
-
-
-def stored_device(session, device: str, device_name: str) -> str:
-    """`device_name`, the key `--device` resolved to, if the store has trials or imports of it
+def device_in_store(session, device: str, device_name: str | None = None) -> str:
+    """The store's device key that `--device` names, or with `device_name` (the key `--device`
+    resolved to among the visible GPUs) that key if the store has trials or imports of it
     (`tuner.inputs.devices.store_device`); else one line naming the store's devices, exit 2."""
     try:
         return store_device(device, known_device_names(session), device_name)
