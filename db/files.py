@@ -150,8 +150,8 @@ def record_import(
 def list_imports(session: Session, *, device_name: str | None = None) -> list[ImportInfo]:
     """Imported files of one device (None: all), sorted by (device_name, N, K, block_shape,
     family, shape_params, label); a file without block scales before those with."""
-    order = (Device.device_name, ImportedFile.N, ImportedFile.K, ImportedFile.block_n)
-    order += (ImportedFile.block_k, ImportedFile.family, ImportedFile.shape_params)
+    order = [Device.device_name, ImportedFile.N, ImportedFile.K, ImportedFile.block_n]
+    order += [ImportedFile.block_k, ImportedFile.family, ImportedFile.shape_params]
     query = (
         select(ImportedFile, Device.device_name).join(Device).order_by(*order, ImportedFile.label)
     )

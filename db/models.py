@@ -83,8 +83,9 @@ class Device(Base):
 
 # What tells two environments apart (with the device): not kernel_source and vllm, since the
 # kernel hash already differs between sources.
-ENVIRONMENT_KEY = ("gpu_name", "compute_capability", "driver", "cuda", "torch", "triton", "tuner")
-ENVIRONMENT_KEY += ("kernel_hash",)
+ENVIRONMENT_KEY = tuple(
+    "gpu_name compute_capability driver cuda torch triton tuner kernel_hash".split()
+)
 
 
 class Environment(Base):

@@ -43,6 +43,7 @@ from db.models import (
     config_of,
     take,
 )
+from db.work import SweepInfo
 from tuner.core import CONFIG_KEYS, TrialStatus, minor_of
 
 OK = TrialStatus.OK.value
@@ -460,17 +461,9 @@ class SweepProgress:
 
 
 @dataclass(frozen=True)
-class SweepSummary:
+class SweepSummary(SweepInfo):
     """One sweep with its task counts by state and trial counts."""
 
-    sweep_id: int
-    device_name: str
-    model: str
-    tp: int
-    strategy: str
-    budget: int
-    m_values: tuple[int, ...]
-    created_at: datetime
     tasks: dict[str, int]
     trials_ok: int
     trials_total: int
@@ -492,8 +485,9 @@ def list_sweeps(session: Session, *, sweep_id: int | None = None) -> list[SweepS
     for sweep, name in session.execute(query.order_by(Sweep.sweep_id)):
         ok, total = trials.get(sweep.sweep_id, (0, 0))
         got = {"tasks": dict(tasks[sweep.sweep_id]), "trials_ok": ok, "trials_total": total}
-        m_values = tuple(sweep.m_values)
-        summaries.append(take(SweepSummary, sweep, device_name=name, m_values=m_values, **got))
+        got |= {"m_values": tuple(sweep.m_values), "device_name": name}
+        block_shape = block_shape_of(sweep.block_n, sweep.block_k)
+        summaries.append(take(SweepSummary, sweep, block_shape=block_shape, **got))
     return summaries
 
 

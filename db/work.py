@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -123,12 +123,11 @@ def get_or_create_environment(
 
 
 @dataclass(frozen=True)
-class SweepSpec:
-    """What a sweep tunes: on `device_name`, the (N, K) `shapes` of a model at TP `tp` over the
-    M grid `m_values`, with weight scales' `block_shape` (None: per-tensor), `out_dtype`, the
-    config space's name and the search (`strategy`, trials per task `budget`, `seed`); its tasks
-    of kernel `family` with `shape_params` ("E=8", "" for none). `family_in_key`: the family
-    enters the sweep's key (False for the family keyed before the store knew families)."""
+class SweepParams:
+    """What a sweep stored and a sweep asked for share: on `device_name`, a model at TP `tp`
+    over the M grid `m_values`, with weight scales' `block_shape` (None: per-tensor),
+    `out_dtype`, the config space's name and the search (`strategy`, trials per task `budget`,
+    `seed`)."""
 
     device_name: str
     model: str
@@ -140,6 +139,14 @@ class SweepSpec:
     m_values: Sequence[int]
     out_dtype: str
     block_shape: tuple[int, int] | None
+
+
+@dataclass(frozen=True)
+class SweepSpec(SweepParams):
+    """What a sweep tunes: its parameters, the model's (N, K) `shapes`, and its tasks of kernel
+    `family` with `shape_params` ("E=8", "" for none). `family_in_key`: the family enters the
+    sweep's key (False for the family keyed before the store knew families)."""
+
     shapes: Sequence[tuple[int, int]]
     family: str
     shape_params: str
@@ -147,21 +154,11 @@ class SweepSpec:
 
 
 @dataclass(frozen=True)
-class SweepInfo:
-    """A sweep's parameters; `block_shape` None for per-tensor scales, `m_values` sorted."""
+class SweepInfo(SweepParams):
+    """A stored sweep: its parameters (`m_values` a sorted tuple), id, key and creation time."""
 
     sweep_id: int
     sweep_key: str
-    device_name: str
-    model: str
-    tp: int
-    strategy: str
-    budget: int
-    space: str
-    seed: int
-    m_values: tuple[int, ...]
-    out_dtype: str
-    block_shape: tuple[int, int] | None
     created_at: datetime
 
 
@@ -274,11 +271,8 @@ def _same_but_budget(session: Session, spec: SweepSpec) -> Sweep | None:
         .where(Device.device_name == spec.device_name)
         .order_by(Sweep.budget.desc(), Sweep.sweep_id.desc())
     )
-    return next((s for s in candidates if s.sweep_key == sweep_key(_budget(spec, s.budget))), None)
-
-
-def _budget(spec: SweepSpec, budget: int) -> SweepSpec:
-    return SweepSpec(**{**asdict(spec), "budget": budget})
+    same = (s for s in candidates if s.sweep_key == sweep_key(replace(spec, budget=s.budget)))
+    return next(same, None)
 
 
 def _extend(session: Session, sweep: Sweep, budget: int, key: str) -> int | None:
