@@ -344,21 +344,15 @@ def _create(session: Session, key: str, spec: SweepSpec) -> OpenedSweep:
 
 
 @dataclass(frozen=True)
-class TaskInfo:
-    """A claimed task with what a worker needs from its sweep; `attempts` counts claims."""
+class TaskInfo(SweepParams):
+    """A claimed task with its sweep's parameters (what a worker needs); `attempts` counts
+    claims."""
 
     task_id: int
     sweep_id: int
-    device_name: str
     N: int
     K: int
     M: int
-    block_shape: tuple[int, int] | None
-    out_dtype: str
-    strategy: str
-    budget: int
-    seed: int
-    space: str
     attempts: int
     family: str
     shape_params: str = ""
@@ -429,9 +423,9 @@ def claim_task(
                 .join(Device, Sweep.device_id == Device.device_id)
                 .where(Task.task_id == task_id)
             ).one()
+            names = ("model", "tp", "strategy", "budget", "space", "seed", "out_dtype")
+            of_sweep = {n: getattr(sweep, n) for n in names} | {"m_values": tuple(sweep.m_values)}
             block_shape = block_shape_of(sweep.block_n, sweep.block_k)
-            of_sweep = {name: getattr(sweep, name) for name in ("out_dtype", "strategy", "space")}
-            of_sweep |= {"budget": sweep.budget, "seed": sweep.seed}
             return take(TaskInfo, task, device_name=name, block_shape=block_shape, **of_sweep)
         if session.scalar(candidates.limit(1)) is None:
             return None
