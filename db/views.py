@@ -105,7 +105,7 @@ RelatedTrialRow = TaskWinnerRow
 
 
 def matching_environments(
-    session: Session, *, kernel_hash: str | Sequence[str] | None, triton_minor: str | None
+    session: Session, kernel_hash: str | Sequence[str] | None, triton_minor: str | None
 ) -> list[int] | None:
     """The sorted environment_ids that pass the provenance filter; None without a filter.
 
@@ -239,9 +239,7 @@ def winners(
     Raises:
         ValueError: triton_minor is not of the form "<major>.<minor>".
     """
-    environments = matching_environments(
-        session, kernel_hash=kernel_hash, triton_minor=triton_minor
-    )
+    environments = matching_environments(session, kernel_hash, triton_minor)
     scope = {"device_name": device_name, "out_dtype": out_dtype, "environments": environments}
     found = _trial_winners(session, scope)
     found.update(_decision_winners(session, scope))
@@ -266,9 +264,7 @@ def stale_trials(
 ) -> int:
     """How many ok trials of a device the provenance filter leaves out (0 without a filter), for
     "12 trials of other kernel or Triton versions left out; --allow-stale includes them"."""
-    environments = matching_environments(
-        session, kernel_hash=kernel_hash, triton_minor=triton_minor
-    )
+    environments = matching_environments(session, kernel_hash, triton_minor)
     if environments is None:
         return 0
     scope = {"device_name": device_name, "out_dtype": None, "environments": None}
@@ -281,9 +277,7 @@ def _finished_trials(session: Session, scope: dict[str, Any]) -> Select:
     of one family, dimensions, block shape and dtype (`task_winners`' arguments, `scope`);
     tasks first finished, and trials stored, before `finished_before`."""
     before = scope["finished_before"]
-    environments = matching_environments(
-        session, kernel_hash=scope["kernel_hash"], triton_minor=scope["triton_minor"]
-    )
+    environments = matching_environments(session, scope["kernel_hash"], scope["triton_minor"])
     columns = [Task.N, Task.K, Task.M, *CONFIG, Trial.latency_us]
     block_n, block_k = block_columns(scope["block_shape"])
     query = _measured(Trial, columns, scope | {"environments": environments}).where(
@@ -414,9 +408,7 @@ def shape_coverage(
     Raises:
         ValueError: triton_minor is not of the form "<major>.<minor>".
     """
-    environments = matching_environments(
-        session, kernel_hash=kernel_hash, triton_minor=triton_minor
-    )
+    environments = matching_environments(session, kernel_hash, triton_minor)
     query = select(*KEY, Task.state, Sweep.model, _has_result(environments), _has_result(None))
     requested, done, current, measured = (defaultdict[tuple, set[int]](set) for _ in range(4))
     models: dict[tuple, set[str]] = defaultdict(set)
