@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import typer
 from sqlalchemy import URL, Engine, inspect, make_url
@@ -241,34 +242,18 @@ def device_in_store(session, device: str, device_name: str | None = None) -> str
 
 
 def store_files(
-    store: Engine,
-    device_name: str,
-    *,
-    out_dtype: str | None,
-    allow_stale: bool,
-    allow_partial: bool,
-    engine_name: str = "vllm",
-    hint: str = "",
-    kernel: str = "auto",
+    store: Engine, device_name: str, *, engine_name: str = "vllm", hint: str = "", **scope: Any
 ) -> StoreFiles:
-    """A device's files from the store (`tuner.files.device.device_files`, whose arguments
-    these are), for `tuner export`, `verify` and `mounts`; the note on stale trials left out
-    goes to stderr.
+    """A device's files from the store (`tuner.files.device.device_files` with `scope`: its
+    out_dtype, allow_stale, allow_partial and kernel; `engine_name` its engine), for `tuner
+    export`, `verify` and `mounts`; the note on stale trials left out goes to stderr.
 
     Raises:
         typer.Exit: the winners cannot be merged (one line, with `hint`, exit 2).
     """
     try:
         with session_scope(store) as session:
-            read = device_files(
-                session,
-                device_name,
-                out_dtype=out_dtype,
-                allow_stale=allow_stale,
-                allow_partial=allow_partial,
-                engine=engine_name,
-                kernel=kernel,
-            )
+            read = device_files(session, device_name, engine=engine_name, **scope)
     except MergeError as exc:
         raise fail(f"{exc}{hint}") from None
     note = read.view.scope.note(device_name)
