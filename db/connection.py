@@ -33,6 +33,15 @@ def default_db_url() -> str:
     return os.environ.get("TUNER_DB_URL") or "sqlite:///tuner.db"
 
 
+def masked(url: str | URL) -> str:
+    """A store URL with its password shown as `***`, safe to print.
+
+    Raises:
+        sqlalchemy.exc.ArgumentError: `url` is not a SQLAlchemy URL.
+    """
+    return make_url(url).render_as_string(hide_password=True)
+
+
 def normalized_url(url: str) -> str:
     """The store URL as the tuner opens it: `postgres://` and `postgresql://` (libpq's and many
     PaaS variables' spelling; SQLAlchemy's own default driver would be psycopg2) name psycopg 3,
@@ -177,19 +186,19 @@ def dialect_insert(session: Session, entity: type[Any]) -> Any:
 def _check_schema(store: Engine) -> None:
     """Create the schema of an empty store (waiting for another process creating it), or
     refuse one at another revision."""
-    head, masked = head_revision(), store.url.render_as_string(hide_password=True)
+    head, name = head_revision(), masked(store.url)
     with store.connect() as connection:
         has_tables = bool(inspect(connection).get_table_names())
     revision = current_revision(store) if has_tables else None
     if has_tables and revision != head:
         raise SchemaError(
-            f"store {masked} is at schema revision {revision or 'none'}, "
+            f"store {name} is at schema revision {revision or 'none'}, "
             f"this tuner expects {head}: run `tuner db upgrade`"
         )
     if has_tables:
         return
     if _is_read_only(store.url):
-        raise SchemaError(f"store {masked} is empty and read-only: nothing to read")
+        raise SchemaError(f"store {name} is empty and read-only: nothing to read")
     try:
         upgrade(store)
     except DBAPIError:

@@ -18,6 +18,7 @@ from db.repo import (
     connect,
     default_db_url,
     known_device_names,
+    masked,
     normalized_url,
     open_store,
     read_only_url,
@@ -34,11 +35,6 @@ STORE_URL_FORMS = (
 )
 PSYCOPG_INSTALL = 'pip install -e ".[postgres]" (or pip install "psycopg[binary]")'
 _DB = "--db (or TUNER_DB_URL)"
-
-
-def masked(url: str) -> str:
-    """A store URL with its password replaced by `***`, safe to print."""
-    return make_url(url).render_as_string(hide_password=True)
 
 
 def sqlite_url_hint(text: str) -> str:
