@@ -18,13 +18,13 @@ from db.repo import (
     connect,
     default_db_url,
     known_device_names,
-    masked,
     normalized_url,
     open_store,
     read_only_url,
     session_scope,
     sqlite_path,
 )
+from db.repo import masked as masked
 from tuner.cli.errors import fail
 from tuner.files.device import MergeError, StoreFiles, device_files
 from tuner.inputs.devices import store_device
