@@ -42,6 +42,18 @@ def masked(url: str | URL) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
+def sqlite_path(url: str | URL, *, uri: bool = True) -> Path | None:
+    """The file of a SQLite store URL; None for another backend or an in-memory store, and
+    without `uri` for a `file:` URI (a file named by path only)."""
+    parsed = make_url(url)
+    database = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:"):
+        return None
+    if database.startswith("file:") and not uri:
+        return None
+    return Path(database.removeprefix("file:").split("?", 1)[0]).expanduser()
+
+
 def normalized_url(url: str) -> str:
     """The store URL as the tuner opens it: `postgres://` and `postgresql://` (libpq's and many
     PaaS variables' spelling; SQLAlchemy's own default driver would be psycopg2) name psycopg 3,
@@ -125,17 +137,14 @@ def connect(url: str, *, pool_size: int | None = None, pool_timeout: float | Non
             `sqlalchemy.exc.TimeoutError`; None for SQLAlchemy's 30. Ignored as pool_size.
     """
     parsed = make_url(normalized_url(url))
-    database = parsed.database or ""
-    is_sqlite = parsed.get_backend_name() == "sqlite"
-    file_name = is_sqlite and database != ":memory:" and not database.startswith("file:")
-    file_name = file_name and database != ""
+    is_sqlite, file = parsed.get_backend_name() == "sqlite", sqlite_path(parsed, uri=False)
     options: dict[str, Any] = {"pool_pre_ping": True}
-    if file_name or not is_sqlite:  # pooled
+    if file is not None or not is_sqlite:  # pooled
         options |= {} if pool_size is None else {"pool_size": pool_size, "max_overflow": 0}
         options |= {} if pool_timeout is None else {"pool_timeout": pool_timeout}
     store = create_engine(parsed, **options)
-    if file_name:
-        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    if file is not None:
+        file.parent.mkdir(parents=True, exist_ok=True)
     if is_sqlite:
         read_only = _is_read_only(parsed)
         event.listen(store, "connect", lambda dbapi, _record: _pragmas(dbapi, read_only))

@@ -15,14 +15,13 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TypeVar
 
-from sqlalchemy import Engine, make_url
+from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
-from db.connection import masked
+from db.connection import masked, sqlite_path
 
 T = TypeVar("T")
 
@@ -77,15 +76,6 @@ def is_transient(exc: BaseException) -> bool:
             known in text for known in _SQLITE_TRANSIENT
         )
     return any(cls.__name__ in _PG_TRANSIENT for cls in type(orig).__mro__)
-
-
-def sqlite_path(url: str) -> Path | None:
-    """The file of a SQLite store URL; None for another backend or an in-memory store."""
-    parsed = make_url(url)
-    database = parsed.database or ""
-    if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:"):
-        return None
-    return Path(database.removeprefix("file:").split("?", 1)[0]).expanduser()
 
 
 def describe_store_error(exc: BaseException, url: str, *, waited_s: float | None = None) -> str:

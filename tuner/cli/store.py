@@ -151,15 +151,10 @@ def open_failed(exc: BaseException, url: str) -> typer.Exit:
     )
 
 
-def _sqlite_file(url: str) -> Path | None:
-    """The file of a SQLite URL that names one by path (not a `file:` URI)."""
-    return None if (make_url(url).database or "").startswith("file:") else sqlite_path(url)
-
-
 def _read_only_or_refused(url: str, read_only: bool) -> str:
     """The URL to open: the read-only URL of a SQLite store this process cannot write (one
     note line), the URL itself otherwise; one error line where the command must write."""
-    path = _sqlite_file(url)
+    path = sqlite_path(url, uri=False)
     if path is None or not path.exists():
         return url
     ro_url = read_only_url(path)
@@ -193,7 +188,7 @@ def open_db(
         typer.Exit: one line, exit 2, when the store cannot be opened.
     """
     url = store_url(db)
-    path = _sqlite_file(url)
+    path = sqlite_path(url, uri=False)
     if must_exist and sqlite_missing(url):
         raise fail(no_store_line(url))
     if path is not None and not path.parent.exists():
