@@ -21,7 +21,7 @@ from api.schemas import MAX_INT32, EngineName
 from api.settings import Settings
 from db import repo
 from tuner.core import DEVICE_ARG_PATTERN, OutDtype
-from tuner.inputs.devices import store_device
+from tuner.inputs.devices import device_key, store_device
 
 
 class StoreHandle:
@@ -124,12 +124,15 @@ def known_device(session: SessionDep, device_name: DeviceName) -> str:
     return device_in(device_name, repo.known_device_names(session))
 
 
-def device_in(device_name: str, known: list[str]) -> str:
-    """The one name among `known` that `device_name` names; 404 naming them otherwise."""
+def device_in(device_name: str, known: list[str], *, new: bool = False) -> str:
+    """The one name among `known` that `device_name` names (`store_device`), a 404 naming them
+    otherwise; with `new`, else a GPU model's key as `tuner sweep --device` makes it
+    (`device_key`), a 422 when it names none."""
     try:
-        return store_device(device_name, known)
+        return device_key(device_name, known) if new else store_device(device_name, known)
     except ValueError as exc:
-        raise HTTPException(404, detail=str(exc)) from None
+        refused = HTTPException(422, f"device_name {exc}") if new else HTTPException(404, str(exc))
+        raise refused from None
 
 
 KnownDevice = Annotated[str, Depends(known_device)]

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 from api.svg import Series, line_chart
 from api.templates import PAGES
 from db import repo
-from tuner.core import REQUIRED_M, VLLM_M_GRID
+from tuner.core import REQUIRED_M, VLLM_M_GRID, ComparisonStatus
 from tuner.files.device import DeviceView, Scope
 from tuner.files.merge import import_targets
 from tuner.inputs.backends import backend_lines, device_advice
@@ -227,13 +227,8 @@ def _coverage(shape: ShapeReport, done: set[int]) -> dict:
     imported = {r.M: r.imported_from for r in shape.rows if r.latency_us is None and r.config}
     gaps = [M for M in shape.m_requested if M not in done]
     lacking = [M for M in REQUIRED_M if M not in done | set(imported)]
-    groups = (
-        ((M for M in lacking if M <= 32), "decode, small batches"),
-        (
-            (M for M in lacking if M >= 2048),
-            "prefill",
-        ),
-    )
+    decode, prefill = [M for M in lacking if M <= 32], [M for M in lacking if M >= 2048]
+    groups = ((decode, "decode, small batches"), (prefill, "prefill"))
     return {
         "requested": _ms(shape.m_requested) or "none",
         "done": len(done),
@@ -297,7 +292,9 @@ def _comparison_tables(run: repo.ComparisonInfo) -> list[tuple]:
         by_m: dict[int, dict[str, repo.PointRow]] = {}
         for p in points:
             by_m.setdefault(p.M, {})[p.backend] = p
-        backends = dict.fromkeys(p.backend for p in points if p.status != "unavailable")
+        backends = dict.fromkeys(
+            p.backend for p in points if p.status != ComparisonStatus.UNAVAILABLE
+        )
         tables.append((N, K, list(backends), dict(sorted(by_m.items()))))
     return tables
 

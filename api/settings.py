@@ -6,10 +6,9 @@ from pathlib import Path
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
-from sqlalchemy import make_url
 from sqlalchemy.exc import ArgumentError
 
-from db.repo import default_db_url
+from db.repo import default_db_url, masked
 
 # The files of the swagger-ui-dist npm package (version 5 or later: the schema is OpenAPI 3.1)
 # that /docs needs; the favicon is optional.
@@ -73,6 +72,6 @@ class Settings(BaseSettings):
     def masked_db_url(self) -> str:
         """The store URL with any password shown as `***`, or `<invalid URL>` if it won't parse."""
         try:
-            return make_url(self.db_url).render_as_string(hide_password=True)
+            return masked(self.db_url)
         except (ArgumentError, ValueError):
             return "<invalid URL>"

@@ -33,6 +33,27 @@ def default_db_url() -> str:
     return os.environ.get("TUNER_DB_URL") or "sqlite:///tuner.db"
 
 
+def masked(url: str | URL) -> str:
+    """A store URL with its password shown as `***`, safe to print.
+
+    Raises:
+        sqlalchemy.exc.ArgumentError: `url` is not a SQLAlchemy URL.
+    """
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def sqlite_path(url: str | URL, *, uri: bool = True) -> Path | None:
+    """The file of a SQLite store URL; None for another backend or an in-memory store, and
+    without `uri` for a `file:` URI (a file named by path only)."""
+    parsed = make_url(url)
+    database = parsed.database or ""
+    if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:"):
+        return None
+    if database.startswith("file:") and not uri:
+        return None
+    return Path(database.removeprefix("file:").split("?", 1)[0]).expanduser()
+
+
 def normalized_url(url: str) -> str:
     """The store URL as the tuner opens it: `postgres://` and `postgresql://` (libpq's and many
     PaaS variables' spelling; SQLAlchemy's own default driver would be psycopg2) name psycopg 3,
@@ -116,17 +137,14 @@ def connect(url: str, *, pool_size: int | None = None, pool_timeout: float | Non
             `sqlalchemy.exc.TimeoutError`; None for SQLAlchemy's 30. Ignored as pool_size.
     """
     parsed = make_url(normalized_url(url))
-    database = parsed.database or ""
-    is_sqlite = parsed.get_backend_name() == "sqlite"
-    file_name = is_sqlite and database != ":memory:" and not database.startswith("file:")
-    file_name = file_name and database != ""
+    is_sqlite, file = parsed.get_backend_name() == "sqlite", sqlite_path(parsed, uri=False)
     options: dict[str, Any] = {"pool_pre_ping": True}
-    if file_name or not is_sqlite:  # pooled
+    if file is not None or not is_sqlite:  # pooled
         options |= {} if pool_size is None else {"pool_size": pool_size, "max_overflow": 0}
         options |= {} if pool_timeout is None else {"pool_timeout": pool_timeout}
     store = create_engine(parsed, **options)
-    if file_name:
-        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    if file is not None:
+        file.parent.mkdir(parents=True, exist_ok=True)
     if is_sqlite:
         read_only = _is_read_only(parsed)
         event.listen(store, "connect", lambda dbapi, _record: _pragmas(dbapi, read_only))
@@ -177,19 +195,19 @@ def dialect_insert(session: Session, entity: type[Any]) -> Any:
 def _check_schema(store: Engine) -> None:
     """Create the schema of an empty store (waiting for another process creating it), or
     refuse one at another revision."""
-    head, masked = head_revision(), store.url.render_as_string(hide_password=True)
+    head, name = head_revision(), masked(store.url)
     with store.connect() as connection:
         has_tables = bool(inspect(connection).get_table_names())
     revision = current_revision(store) if has_tables else None
     if has_tables and revision != head:
         raise SchemaError(
-            f"store {masked} is at schema revision {revision or 'none'}, "
+            f"store {name} is at schema revision {revision or 'none'}, "
             f"this tuner expects {head}: run `tuner db upgrade`"
         )
     if has_tables:
         return
     if _is_read_only(store.url):
-        raise SchemaError(f"store {masked} is empty and read-only: nothing to read")
+        raise SchemaError(f"store {name} is empty and read-only: nothing to read")
     try:
         upgrade(store)
     except DBAPIError:

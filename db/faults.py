@@ -15,12 +15,13 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TypeVar
 
-from sqlalchemy import Engine, make_url
+from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+
+from db.connection import masked, sqlite_path
 
 T = TypeVar("T")
 
@@ -77,36 +78,27 @@ def is_transient(exc: BaseException) -> bool:
     return any(cls.__name__ in _PG_TRANSIENT for cls in type(orig).__mro__)
 
 
-def sqlite_path(url: str) -> Path | None:
-    """The file of a SQLite store URL; None for another backend or an in-memory store."""
-    parsed = make_url(url)
-    database = parsed.database or ""
-    if parsed.get_backend_name() != "sqlite" or database in ("", ":memory:"):
-        return None
-    return Path(database.removeprefix("file:").split("?", 1)[0]).expanduser()
-
-
 def describe_store_error(exc: BaseException, url: str, *, waited_s: float | None = None) -> str:
     """One line that names what is wrong with the store and what to do, e.g. `disk full at
     /data: 0 bytes free (store sqlite:////data/tuner.db); free space and run the same command`
     or `store postgresql+psycopg://u:***@h/db unreachable for 180 s (OperationalError: ...);
     fix the store and run the same command` (the password hidden; `waited_s` None: no "for")."""
-    masked = make_url(url).render_as_string(hide_password=True)
+    name = masked(url)
     path = sqlite_path(url)
     orig = getattr(exc, "orig", None) or exc
     full = type(orig).__name__ == "DiskFull" or any(t in str(orig).lower() for t in _DISK_FULL)
     if full and path is not None:
         where = path.resolve().parent
         free = shutil.disk_usage(where).free if where.exists() else 0
-        at = f"{where}: {free} bytes free (store {masked})"
+        at = f"{where}: {free} bytes free (store {name})"
         return f"disk full at {at}; free space and run the same command"
     if full:
-        return f"disk full at store {masked}; free space on its server and run the same command"
+        return f"disk full at store {name}; free space on its server and run the same command"
     first = (str(orig).strip().splitlines() or [""])[0][:200]
     verb = "locked or unreadable" if path is not None else "unreachable"
     waited = f" for {waited_s:.0f} s" if waited_s is not None else ""
     return (
-        f"store {masked} {verb}{waited} ({type(orig).__name__}: {first}); "
+        f"store {name} {verb}{waited} ({type(orig).__name__}: {first}); "
         "fix the store and run the same command"
     )
 

@@ -150,19 +150,14 @@ def record_import(
 def list_imports(session: Session, *, device_name: str | None = None) -> list[ImportInfo]:
     """Imported files of one device (None: all), sorted by (device_name, N, K, block_shape,
     family, shape_params, label); a file without block scales before those with."""
-    query = select(ImportedFile, Device.device_name).join(
-        Device, ImportedFile.device_id == Device.device_id
+    order = [Device.device_name, ImportedFile.N, ImportedFile.K, ImportedFile.block_n]
+    order += [ImportedFile.block_k, ImportedFile.family, ImportedFile.shape_params]
+    query = (
+        select(ImportedFile, Device.device_name).join(Device).order_by(*order, ImportedFile.label)
     )
     if device_name is not None:
         query = query.where(Device.device_name == device_name)
-    rows = [_import_info(row, name) for row, name in session.execute(query)]
-    return sorted(
-        rows,
-        key=lambda i: (
-            (i.device_name, i.N, i.K, block_columns(i.block_shape), i.family)
-            + (i.shape_params, i.label)
-        ),
-    )
+    return [_import_info(row, name) for row, name in session.execute(query)]
 
 
 def imported_configs(session: Session, *, device_name: str) -> dict[ImportKey, ImportedShape]:

@@ -83,15 +83,9 @@ class Device(Base):
 
 # What tells two environments apart (with the device): not kernel_source and vllm, since the
 # kernel hash already differs between sources.
-ENVIRONMENT_KEY: tuple[str, ...] = (
-    "gpu_name",
-    "compute_capability",
-    "driver",
-    "cuda",
-    "torch",
-    "triton",
+ENVIRONMENT_KEY = tuple(
+    "gpu_name compute_capability driver cuda torch triton tuner kernel_hash".split()
 )
-ENVIRONMENT_KEY += ("tuner", "kernel_hash")
 
 
 class Environment(Base):

@@ -3,7 +3,8 @@ faults and their retry (`db.faults`), and the repository functions: the write si
 (`db.work`), what the rows say (`db.views`), and imports, releases and comparisons (`db.files`).
 
 Repository functions are keyword-only, take a Session and never commit. They return frozen
-dataclasses, not ORM objects, so callers hold nothing across sessions.
+dataclasses, or ORM rows whose columns are all loaded (a trial, a decision with its retimes),
+which `session_scope` leaves readable after its commit.
 """
 
 from db.connection import *  # noqa: F403

@@ -43,6 +43,7 @@ from db.models import (
     config_of,
     take,
 )
+from db.work import SweepInfo
 from tuner.core import CONFIG_KEYS, TrialStatus, minor_of
 
 OK = TrialStatus.OK.value
@@ -104,7 +105,7 @@ RelatedTrialRow = TaskWinnerRow
 
 
 def matching_environments(
-    session: Session, *, kernel_hash: str | Sequence[str] | None, triton_minor: str | None
+    session: Session, kernel_hash: str | Sequence[str] | None, triton_minor: str | None
 ) -> list[int] | None:
     """The sorted environment_ids that pass the provenance filter; None without a filter.
 
@@ -238,9 +239,7 @@ def winners(
     Raises:
         ValueError: triton_minor is not of the form "<major>.<minor>".
     """
-    environments = matching_environments(
-        session, kernel_hash=kernel_hash, triton_minor=triton_minor
-    )
+    environments = matching_environments(session, kernel_hash, triton_minor)
     scope = {"device_name": device_name, "out_dtype": out_dtype, "environments": environments}
     found = _trial_winners(session, scope)
     found.update(_decision_winners(session, scope))
@@ -265,9 +264,7 @@ def stale_trials(
 ) -> int:
     """How many ok trials of a device the provenance filter leaves out (0 without a filter), for
     "12 trials of other kernel or Triton versions left out; --allow-stale includes them"."""
-    environments = matching_environments(
-        session, kernel_hash=kernel_hash, triton_minor=triton_minor
-    )
+    environments = matching_environments(session, kernel_hash, triton_minor)
     if environments is None:
         return 0
     scope = {"device_name": device_name, "out_dtype": None, "environments": None}
@@ -280,9 +277,7 @@ def _finished_trials(session: Session, scope: dict[str, Any]) -> Select:
     of one family, dimensions, block shape and dtype (`task_winners`' arguments, `scope`);
     tasks first finished, and trials stored, before `finished_before`."""
     before = scope["finished_before"]
-    environments = matching_environments(
-        session, kernel_hash=scope["kernel_hash"], triton_minor=scope["triton_minor"]
-    )
+    environments = matching_environments(session, scope["kernel_hash"], scope["triton_minor"])
     columns = [Task.N, Task.K, Task.M, *CONFIG, Trial.latency_us]
     block_n, block_k = block_columns(scope["block_shape"])
     query = _measured(Trial, columns, scope | {"environments": environments}).where(
@@ -413,9 +408,7 @@ def shape_coverage(
     Raises:
         ValueError: triton_minor is not of the form "<major>.<minor>".
     """
-    environments = matching_environments(
-        session, kernel_hash=kernel_hash, triton_minor=triton_minor
-    )
+    environments = matching_environments(session, kernel_hash, triton_minor)
     query = select(*KEY, Task.state, Sweep.model, _has_result(environments), _has_result(None))
     requested, done, current, measured = (defaultdict[tuple, set[int]](set) for _ in range(4))
     models: dict[tuple, set[str]] = defaultdict(set)
@@ -460,17 +453,9 @@ class SweepProgress:
 
 
 @dataclass(frozen=True)
-class SweepSummary:
+class SweepSummary(SweepInfo):
     """One sweep with its task counts by state and trial counts."""
 
-    sweep_id: int
-    device_name: str
-    model: str
-    tp: int
-    strategy: str
-    budget: int
-    m_values: tuple[int, ...]
-    created_at: datetime
     tasks: dict[str, int]
     trials_ok: int
     trials_total: int
@@ -492,8 +477,9 @@ def list_sweeps(session: Session, *, sweep_id: int | None = None) -> list[SweepS
     for sweep, name in session.execute(query.order_by(Sweep.sweep_id)):
         ok, total = trials.get(sweep.sweep_id, (0, 0))
         got = {"tasks": dict(tasks[sweep.sweep_id]), "trials_ok": ok, "trials_total": total}
-        m_values = tuple(sweep.m_values)
-        summaries.append(take(SweepSummary, sweep, device_name=name, m_values=m_values, **got))
+        got |= {"m_values": tuple(sweep.m_values), "device_name": name}
+        block_shape = block_shape_of(sweep.block_n, sweep.block_k)
+        summaries.append(take(SweepSummary, sweep, block_shape=block_shape, **got))
     return summaries
 
 

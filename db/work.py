@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -37,6 +37,7 @@ from sqlalchemy.orm import Session, aliased
 
 from db.connection import dialect_insert
 from db.models import (
+    ENVIRONMENT_KEY,
     Ceiling,
     Decision,
     Device,
@@ -97,37 +98,36 @@ def get_or_create_environment(
     session: Session,
     *,
     device_name: str,
-    gpu_name: str,
-    compute_capability: str,
-    driver: str,
-    cuda: str,
-    torch: str,
-    triton: str,
-    tuner: str,
-    kernel_hash: str,
     kernel_source: str = "builtin",
     vllm: str = "",
+    **key: str,
 ) -> int:
-    """The environment_id of the environment trials ran in ("" for what does not apply), added
-    if new. It is found by all but kernel_source ("builtin" or "vllm") and vllm (vLLM's version
-    or ""): the first vLLM version that timed a kernel text is the one kept for it."""
-    key: dict[str, Any] = {"device_id": get_or_create_device(session, device_name=device_name)}
-    key |= {"gpu_name": gpu_name, "compute_capability": compute_capability, "driver": driver}
-    key |= {"cuda": cuda, "torch": torch, "triton": triton, "tuner": tuner}
-    key |= {"kernel_hash": kernel_hash}
-    return _get_or_insert(session, Environment, key, kernel_source=kernel_source, vllm=vllm)
+    """The environment_id of the environment trials ran in, added if new: `key` holds the
+    `ENVIRONMENT_KEY` fields (gpu_name, compute_capability, driver, cuda, torch, triton, tuner,
+    kernel_hash; "" for what does not apply). It is found by those, not by kernel_source
+    ("builtin" or "vllm") and vllm (vLLM's version or ""): the first vLLM version that timed a
+    kernel text is the one kept for it.
+
+    Raises:
+        TypeError: `key` lacks a field or has another.
+    """
+    if set(key) != set(ENVIRONMENT_KEY):
+        raise TypeError(
+            f"an environment is keyed by {', '.join(ENVIRONMENT_KEY)}, not {sorted(key)}"
+        )
+    found = {"device_id": get_or_create_device(session, device_name=device_name), **key}
+    return _get_or_insert(session, Environment, found, kernel_source=kernel_source, vllm=vllm)
 
 
 # --- sweeps -----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class SweepSpec:
-    """What a sweep tunes: on `device_name`, the (N, K) `shapes` of a model at TP `tp` over the
-    M grid `m_values`, with weight scales' `block_shape` (None: per-tensor), `out_dtype`, the
-    config space's name and the search (`strategy`, trials per task `budget`, `seed`); its tasks
-    of kernel `family` with `shape_params` ("E=8", "" for none). `family_in_key`: the family
-    enters the sweep's key (False for the family keyed before the store knew families)."""
+class SweepParams:
+    """What a sweep stored and a sweep asked for share: on `device_name`, a model at TP `tp`
+    over the M grid `m_values`, with weight scales' `block_shape` (None: per-tensor),
+    `out_dtype`, the config space's name and the search (`strategy`, trials per task `budget`,
+    `seed`)."""
 
     device_name: str
     model: str
@@ -139,6 +139,14 @@ class SweepSpec:
     m_values: Sequence[int]
     out_dtype: str
     block_shape: tuple[int, int] | None
+
+
+@dataclass(frozen=True)
+class SweepSpec(SweepParams):
+    """What a sweep tunes: its parameters, the model's (N, K) `shapes`, and its tasks of kernel
+    `family` with `shape_params` ("E=8", "" for none). `family_in_key`: the family enters the
+    sweep's key (False for the family keyed before the store knew families)."""
+
     shapes: Sequence[tuple[int, int]]
     family: str
     shape_params: str
@@ -146,21 +154,11 @@ class SweepSpec:
 
 
 @dataclass(frozen=True)
-class SweepInfo:
-    """A sweep's parameters; `block_shape` None for per-tensor scales, `m_values` sorted."""
+class SweepInfo(SweepParams):
+    """A stored sweep: its parameters (`m_values` a sorted tuple), id, key and creation time."""
 
     sweep_id: int
     sweep_key: str
-    device_name: str
-    model: str
-    tp: int
-    strategy: str
-    budget: int
-    space: str
-    seed: int
-    m_values: tuple[int, ...]
-    out_dtype: str
-    block_shape: tuple[int, int] | None
     created_at: datetime
 
 
@@ -273,11 +271,8 @@ def _same_but_budget(session: Session, spec: SweepSpec) -> Sweep | None:
         .where(Device.device_name == spec.device_name)
         .order_by(Sweep.budget.desc(), Sweep.sweep_id.desc())
     )
-    return next((s for s in candidates if s.sweep_key == sweep_key(_budget(spec, s.budget))), None)
-
-
-def _budget(spec: SweepSpec, budget: int) -> SweepSpec:
-    return SweepSpec(**{**asdict(spec), "budget": budget})
+    same = (s for s in candidates if s.sweep_key == sweep_key(replace(spec, budget=s.budget)))
+    return next(same, None)
 
 
 def _extend(session: Session, sweep: Sweep, budget: int, key: str) -> int | None:
@@ -349,21 +344,15 @@ def _create(session: Session, key: str, spec: SweepSpec) -> OpenedSweep:
 
 
 @dataclass(frozen=True)
-class TaskInfo:
-    """A claimed task with what a worker needs from its sweep; `attempts` counts claims."""
+class TaskInfo(SweepParams):
+    """A claimed task with its sweep's parameters (what a worker needs); `attempts` counts
+    claims."""
 
     task_id: int
     sweep_id: int
-    device_name: str
     N: int
     K: int
     M: int
-    block_shape: tuple[int, int] | None
-    out_dtype: str
-    strategy: str
-    budget: int
-    seed: int
-    space: str
     attempts: int
     family: str
     shape_params: str = ""
@@ -434,9 +423,9 @@ def claim_task(
                 .join(Device, Sweep.device_id == Device.device_id)
                 .where(Task.task_id == task_id)
             ).one()
+            names = ("model", "tp", "strategy", "budget", "space", "seed", "out_dtype")
+            of_sweep = {n: getattr(sweep, n) for n in names} | {"m_values": tuple(sweep.m_values)}
             block_shape = block_shape_of(sweep.block_n, sweep.block_k)
-            of_sweep = {name: getattr(sweep, name) for name in ("out_dtype", "strategy", "space")}
-            of_sweep |= {"budget": sweep.budget, "seed": sweep.seed}
             return take(TaskInfo, task, device_name=name, block_shape=block_shape, **of_sweep)
         if session.scalar(candidates.limit(1)) is None:
             return None
@@ -596,28 +585,10 @@ def record_trial(
     return worker_id is not None or inserted is not None
 
 
-@dataclass(frozen=True)
-class TrialInfo:
-    """One stored trial; `config` has vLLM's six keys in vLLM's order."""
-
-    trial_id: int
-    task_id: int
-    config: dict[str, int]
-    is_default: bool
-    status: str
-    latency_us: float | None
-    p20_us: float | None
-    p80_us: float | None
-    rel_error: float | None
-    error: str | None
-    measure_s: float | None
-    created_at: datetime | None = None
-
-
-def task_trials(session: Session, *, task_id: int) -> list[TrialInfo]:
-    """Every stored trial of a task in trial_id order (to rebuild a resumed task's study)."""
-    trials = session.scalars(select(Trial).filter_by(task_id=task_id).order_by(Trial.trial_id))
-    return [take(TrialInfo, trial) for trial in trials]
+def task_trials(session: Session, *, task_id: int) -> list[Trial]:
+    """Every stored trial of a task in trial_id order (to rebuild a resumed task's study);
+    `Trial.config` has vLLM's six keys in vLLM's order."""
+    return list(session.scalars(select(Trial).filter_by(task_id=task_id).order_by(Trial.trial_id)))
 
 
 def record_decision(

@@ -9,9 +9,8 @@ from fastapi import APIRouter, HTTPException, Path, Response
 from sqlalchemy.orm import Session
 
 from api import schemas
-from api.deps import SessionDep, WriteAccess
+from api.deps import SessionDep, WriteAccess, device_in
 from db import repo
-from tuner.inputs.devices import device_key
 from tuner.inputs.shapes import UnknownModelError, load_shapes
 from tuner.run.plan import SweepRequest
 from tuner.search.registry import STRATEGIES
@@ -26,14 +25,6 @@ def _status(session: Session, sweep_id: int) -> Any:
     return schemas.SweepStatus(
         **asdict(info), **asdict(repo.sweep_progress(session, sweep_id=sweep_id))
     )
-
-
-def _device_key(device_name: str, known: list[str]) -> str:
-    """As `tuner sweep --device` names a device: one of the store's, else a GPU model's key."""
-    try:
-        return device_key(device_name, known)
-    except ValueError as exc:
-        raise HTTPException(422, detail=f"device_name {exc}") from None
 
 
 @router.post(
@@ -63,7 +54,7 @@ def create_sweep(body: schemas.SweepCreate, session: SessionDep, response: Respo
     except (UnknownModelError, ValueError) as exc:
         raise HTTPException(422, detail=str(exc).strip("'\"")) from None
     request = SweepRequest(
-        device_name=_device_key(body.device_name, repo.known_device_names(session)),
+        device_name=device_in(body.device_name, repo.known_device_names(session), new=True),
         model=shapes.model,
         tp=shapes.tp,
         shapes=shapes.pairs(),

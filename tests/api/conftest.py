@@ -8,6 +8,7 @@ Release 1 of L20 is published from the current trials."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from fastapi.testclient import TestClient
@@ -16,7 +17,7 @@ from api.app import create_app
 from api.settings import Settings
 from db import repo
 from db.connection import open_store, session_scope
-from tests.storefill import DEFAULT, DENSE_SWEEP, FAST, SLOW, TRITON, publish
+from tests.storefill import DEFAULT, FAST, SLOW, SPEC, TRITON, publish
 from tuner.files.provenance import current_kernel_hash
 from tuner.kernels.dense.family import config_file_name
 
@@ -63,14 +64,8 @@ PLAN = {
 
 
 def _retime(config: dict, latency_us: float, is_default: bool = False) -> dict:
-    return {
-        "config": config,
-        "is_default": is_default,
-        "rounds": 7,
-        "latency_us": latency_us,
-        "p20_us": latency_us - 0.4,
-        "p80_us": latency_us + 0.4,
-    }
+    times = {"latency_us": latency_us, "p20_us": latency_us - 0.4, "p80_us": latency_us + 0.4}
+    return {"config": config, "is_default": is_default, "rounds": 7, **times}
 
 
 VERDICTS = ["decode (M <= 32): triton-tuned is fastest over 1 point(s)", "prefill: no point"]
@@ -81,51 +76,27 @@ POINTS = [
 ]
 DECISION = {
     "retimes": [_retime(MID, 14.4), _retime(FAST, 14.6), _retime(DEFAULT, 19.0, True)],
-    "decision": {
-        "config": MID,
-        "latency_us": 14.4,
-        "default_latency_us": 19.0,
-        "runner_up": FAST,
-        "spread_us": 0.8,
-        "kept": "simpler",
-        "note": KEPT_NOTE,
-    },
+    "decision": {"config": MID, "latency_us": 14.4, "default_latency_us": 19.0},
 }
+DECISION["decision"] |= {"runner_up": FAST, "spread_us": 0.8, "kept": "simpler", "note": KEPT_NOTE}
+ENV = {"compute_capability": "8.9", "driver": "580", "cuda": "12.9", "torch": "2.11.0"}
+ENV |= {"tuner": "0.1.0"}
+
+
+def _environment(session, device: str, kernel_hash: str, triton: str, **more: str) -> int:
+    name = {"device_name": device, "gpu_name": device.replace("_", " ")}
+    return repo.get_or_create_environment(
+        session, **name, **ENV, triton=triton, kernel_hash=kernel_hash, **more
+    )
 
 
 def _sweep(session, device: str) -> tuple[int, dict[str, int]]:
     planned = [key[1:] for key in PLAN if key[0] == device]
-    sweep, _ = repo.create_sweep(
-        session,
-        repo.SweepSpec(
-            device_name=device,
-            model="test-model",
-            tp=2,
-            strategy="grid",
-            budget=8,
-            space="vllm",
-            seed=0,
-            m_values=sorted({m for _, _, m in planned}),
-            out_dtype="bfloat16",
-            block_shape=(128, 128),
-            shapes=sorted({(n, k) for n, k, _ in planned}),
-            **DENSE_SWEEP,
-        ),
-    )
+    grid = {"m_values": sorted({m for _, _, m in planned})}
+    spec = replace(SPEC, device_name=device, shapes=sorted({(n, k) for n, k, _ in planned}))
+    sweep, _ = repo.create_sweep(session, replace(spec, **grid))
     environments = {
-        name: repo.get_or_create_environment(
-            session,
-            device_name=device,
-            gpu_name=device.replace("_", " "),
-            compute_capability="8.9",
-            driver="580",
-            cuda="12.9",
-            torch="2.11.0",
-            triton=triton,
-            tuner="0.1.0",
-            kernel_hash=kernel_hash,
-        )
-        for name, (kernel_hash, triton) in ENVIRONMENTS.items()
+        name: _environment(session, device, *versions) for name, versions in ENVIRONMENTS.items()
     }
     return sweep.sweep_id, environments
 
@@ -133,29 +104,10 @@ def _sweep(session, device: str) -> tuple[int, dict[str, int]]:
 def _ceilings_and_comparison(session, environment_id: int) -> None:
     ceilings = {"copy_gbps": 4000.0, "fp8_mm_tflops": 1000.0}
     repo.record_ceilings(session, environment_id=environment_id, ceilings=ceilings)
-    vllm_env = repo.get_or_create_environment(
-        session,
-        device_name=DEVICE,
-        gpu_name="NVIDIA L20",
-        compute_capability="8.9",
-        driver="580",
-        cuda="12.9",
-        torch="2.11.0",
-        triton=TRITON,
-        tuner="0.1.0",
-        kernel_hash="abc",
-        kernel_source="vllm",
-        vllm="0.33.0",
-    )
+    vllm_env = _environment(session, DEVICE, "abc", TRITON, kernel_source="vllm", vllm="0.33.0")
+    run = {"model": "tiny", "tp": 1, "out_dtype": "bfloat16", "verdicts": VERDICTS}
     repo.record_comparison(
-        session,
-        device_name=DEVICE,
-        environment_id=vllm_env,
-        model="tiny",
-        tp=1,
-        out_dtype="bfloat16",
-        verdicts=VERDICTS,
-        points=POINTS,
+        session, device_name=DEVICE, environment_id=vllm_env, points=POINTS, **run
     )
 
 
@@ -169,23 +121,20 @@ def fill(url: str) -> None:
             if device == DEVICE:
                 _ceilings_and_comparison(session, env["cur"])
             while task := repo.claim_task(session, sweep_id=sweep_id, worker_id="w", lease_s=60):
-                for name, config, is_default, status, us in PLAN[(device, task.N, task.K, task.M)]:
+                key = (device, task.N, task.K, task.M)
+                for name, config, is_default, status, us in PLAN[key]:
+                    trial = {"config": config, "is_default": is_default, "status": status}
                     repo.record_trial(
                         session,
                         task_id=task.task_id,
                         environment_id=env[name],
-                        config=config,
-                        is_default=is_default,
-                        status=status,
+                        **trial,
                         latency_us=us,
                     )
-                if (device, task.N, task.K, task.M) == (DEVICE, *SHAPE_A, 32):
+                if key == (DEVICE, *SHAPE_A, 32):
+                    held = {"task_id": task.task_id, "worker_id": "w"}
                     assert repo.record_decision(
-                        session,
-                        task_id=task.task_id,
-                        worker_id="w",
-                        environment_id=env["cur"],
-                        **DECISION,
+                        session, **held, environment_id=env["cur"], **DECISION
                     )
                 repo.finish_task(session, task_id=task.task_id, worker_id="w")
     engine.dispose()

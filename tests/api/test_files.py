@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 
 from api.app import create_app
 from api.settings import Settings
-from tests.api.conftest import DEVICE, FILE_A, FILE_B, MID, SHAPE_A, VERDICTS
+from tests.api.conftest import DEVICE, ENV, FILE_A, FILE_B, MID, SHAPE_A, VERDICTS
 from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill, publish
 from tuner.files.format import dump_config_file
 from tuner.files.provenance import current_kernel_hash, installed_triton_minor
@@ -31,21 +31,9 @@ SKIPPED_B = "no winner yet for M=16, 32; M=16 only have trials of another kernel
 
 
 def _env(kernel_hash: str, triton: str, trials: int, winners: int, current: bool) -> dict:
-    return {
-        "gpu_name": "NVIDIA L20",
-        "compute_capability": "8.9",
-        "driver": "580",
-        "cuda": "12.9",
-        "torch": "2.11.0",
-        "triton": triton,
-        "tuner": "0.1.0",
-        "kernel_hash": kernel_hash,
-        "trials": trials,
-        "kernel_source": "builtin",
-        "vllm": "",
-        "winners": winners,
-        "current": current,
-    }
+    found = {"gpu_name": "NVIDIA L20", **ENV, "triton": triton, "kernel_hash": kernel_hash}
+    found |= {"trials": trials, "kernel_source": "builtin", "vllm": ""}
+    return found | {"winners": winners, "current": current}
 
 
 def test_devices_list_coverage_and_what_the_files_were_tuned_with(client: TestClient) -> None:
@@ -72,12 +60,8 @@ def test_devices_list_coverage_and_what_the_files_were_tuned_with(client: TestCl
 
 def test_the_comparisons_of_a_device(client: TestClient) -> None:
     (run,) = client.get("/devices/L20/comparisons").json()
-    assert (run["comparison_id"], run["model"], run["kernel_source"], run["vllm"]) == (
-        1,
-        "tiny",
-        "vllm",
-        "0.33.0",
-    )
+    got = (run["comparison_id"], run["model"], run["kernel_source"], run["vllm"])
+    assert got == (1, "tiny", "vllm", "0.33.0")
     assert run["verdicts"] == VERDICTS
     assert [(p["backend"], p["status"], p["latency_us"], p["note"]) for p in run["points"]] == [
         ("triton-default", "ok", 10.0, "default"),
@@ -152,15 +136,8 @@ def test_the_release_listing(client: TestClient) -> None:
         "test",
         True,
     )
-    assert release["files"] == [
-        {
-            "file_name": FILE_A,
-            "sha256": SHA_A,
-            "size": len(TEXT_A),
-            "m_keys": [1, 16, 32],
-            "m_imported": [],
-        }
-    ]
+    file_a = {"file_name": FILE_A, "sha256": SHA_A, "size": len(TEXT_A), "m_keys": [1, 16, 32]}
+    assert release["files"] == [file_a | {"m_imported": []}]
 
 
 def test_the_zip_and_its_members(client: TestClient) -> None:
@@ -327,10 +304,8 @@ def test_a_pinned_release_keeps_its_bytes_after_release_2(tmp_path: Path) -> Non
         latest = client.get(f"/devices/L20/configs/{name}")
         assert (latest.text, latest.headers["x-tuner-release"]) == (preview, "2")
         pinned = client.get(f"/devices/L20/configs/{name}", params={"release": 1})
-        assert (pinned.text, pinned.headers["cache-control"]) == (
-            one,
-            "public, max-age=31536000, immutable",
-        )
+        immutable = "public, max-age=31536000, immutable"
+        assert (pinned.text, pinned.headers["cache-control"]) == (one, immutable)
         listed = client.get("/devices/NVIDIA_L20/releases").json()
         assert [(r["number"], [f["m_keys"] for f in r["files"]]) for r in listed] == [
             (2, [[1, 32]]),

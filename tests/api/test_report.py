@@ -173,10 +173,8 @@ def test_rooflines_against_the_ceilings() -> None:
     assert row(page, "1")[5:10] == ["918.8", "1.84", "23.0%", "0.2%", "memory"]
     assert row(page, "4096")[5:10] == ["410.3", "601.30", "10.3%", "60.1%", "compute"]
     assert row(page, "16")[2:11] == ["-"] * 8 + ["imported from 'vllm-0.33.0' (not measured)"]
-    assert (
-        "device-to-device copy 4,000 GB/s (bytes read plus written); FP8 matrix product 1,000.0"
-        in page
-    )
+    copy = "device-to-device copy 4,000 GB/s (bytes read plus written)"
+    assert f"{copy}; FP8 matrix product 1,000.0" in page
     assert "The ridge is at 250 flops per byte" in page
     roofline = svgs(page)["chart roofline shape-7168x2048"]
     assert points(roofline, "% of copy bandwidth") == [("1", "22.9689"), ("4096", "10.2568")]
@@ -191,27 +189,13 @@ def test_rooflines_against_the_ceilings() -> None:
 
 def test_decided_rows_the_interpreter_and_the_versions_table() -> None:
     decided = [
-        ReportRow(
-            1,
-            DEFAULT,
-            9.0,
-            9.0,
-            True,
-            decided=True,
-            spread_us=0.25,
-            kept="fastest",
-            kept_note="beats it",
-        ),
+        ReportRow(1, DEFAULT, 9.0, 9.0, True, None, True, 0.25, "fastest", "beats it"),
         ReportRow(2, DEFAULT, 9.0, 9.0, True, decided=True),
         ReportRow(4, FAST, 8.0, 9.0, False, decided=True, spread_us=1.5, kept="simpler"),
     ]
     shape = ShapeReport(SHAPE.key, (1, 2, 4), tuple(decided), ())
-    env = {
-        "triton": "3.8.0",
-        "vllm": "0.33.0",
-        "kernel_source": "vllm",
-        "kernel_hash": "0123456789abcdef",
-    }
+    env = {"triton": "3.8.0", "vllm": "0.33.0", "kernel_source": "vllm"}
+    env["kernel_hash"] = "0123456789abcdef"
     page = render([shape], environments=[env])
     assert [row(page, M)[-3:] for M in ("1", "2", "4")] == [
         ["default (fastest)", "0.25", "kept fastest: beats it"],
@@ -235,18 +219,11 @@ def test_a_shape_without_winners_and_an_import_left_out() -> None:
         left_out=((16, "shipped L20", "needs 300 KiB"),),
     )
     page = render([shape])
-    assert (
-        '<section class="shape" id="shape-256x384">'
-        "<h2>N=256, K=384, block_shape [128, 128] (tiny)</h2>" in page
-    )
-    assert (
-        "M=16: entry imported from &#39;shipped L20&#39; left out, it cannot launch on this device"
-        in page
-    )
-    assert (
-        "<svg" not in page
-        and '<p class="note nochart">No measured winner for this shape yet' in page
-    )
+    heading = "<h2>N=256, K=384, block_shape [128, 128] (tiny)</h2>"
+    assert f'<section class="shape" id="shape-256x384">{heading}' in page
+    left_out = "M=16: entry imported from &#39;shipped L20&#39; left out, it cannot launch"
+    assert f"{left_out} on this device" in page and "<svg" not in page
+    assert '<p class="note nochart">No measured winner for this shape yet' in page
 
 
 def test_axes_ticks_and_the_labelled_reference_line() -> None:

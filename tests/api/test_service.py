@@ -50,14 +50,8 @@ def test_health_index_and_settings(client: TestClient, store_url: str, monkeypat
     assert masked == "postgresql+psycopg://tuner:***@db.example/tuner"
     page = client.get("/").text
     links = re.findall(r'<a href="([^"]+)">', page)
-    assert links == [
-        "/docs",
-        "/openapi.json",
-        "/health",
-        "/devices",
-        "/devices/NVIDIA_H200/report",
-        "/devices/NVIDIA_L20/report",
-    ]
+    reports = ["/devices/NVIDIA_H200/report", "/devices/NVIDIA_L20/report"]
+    assert links == ["/docs", "/openapi.json", "/health", "/devices", *reports]
     assert all(client.get(link).status_code == 200 for link in links)
     assert "<code>/devices/{device_name}/report</code>" in page
     for name, value in (("DB_URL", store_url), ("ALLOW_PARTIAL", "true"), ("PORT", "8123")):
@@ -65,12 +59,8 @@ def test_health_index_and_settings(client: TestClient, store_url: str, monkeypat
     monkeypatch.setenv("TUNER_API_TOKEN", "  padded  ")  # blank around it: stripped
     monkeypatch.setenv("TUNER_MAX_BODY_BYTES", "1000")
     settings = Settings()
-    assert (settings.db_url, settings.allow_partial, settings.port, settings.host) == (
-        store_url,
-        True,
-        8123,
-        "127.0.0.1",
-    )
+    got = (settings.db_url, settings.allow_partial, settings.port, settings.host)
+    assert got == (store_url, True, 8123, "127.0.0.1")
     assert (settings.api_token.get_secret_value(), settings.max_body_bytes) == ("padded", 1000)
 
 
@@ -140,17 +130,10 @@ def test_a_docs_folder_without_swagger_ui_is_one_line(
 
 
 DEVICE_ROUTES = "comparisons configs configs.zip configs/{file_name} imports mounts preview/configs"
-ROUTES = sorted(
-    [f"get /devices/{{device_name}}/{p}" for p in DEVICE_ROUTES.split()]
-    + [f"get /devices/{{device_name}}/{p}" for p in "preview/configs.zip releases report".split()]
-    + ["get /devices/{device_name}/preview/configs/{file_name}", "get /devices", "get /health"]
-    + [
-        "get /metrics",
-        "get /sweeps/{sweep_id}",
-        "post /sweeps",
-        "post /devices/{device_name}/imports",
-    ]
-)
+DEVICE_ROUTES += " preview/configs.zip preview/configs/{file_name} releases report"
+ROUTES = [f"get /devices/{{device_name}}/{p}" for p in DEVICE_ROUTES.split()]
+ROUTES += ["get /devices", "get /health", "get /metrics", "get /sweeps/{sweep_id}", "post /sweeps"]
+ROUTES = sorted([*ROUTES, "post /devices/{device_name}/imports"])
 
 
 def test_every_route_is_described_typed_and_answers_a_model(tmp_path: Path) -> None:
@@ -159,12 +142,8 @@ def test_every_route_is_described_typed_and_answers_a_model(tmp_path: Path) -> N
     modules = [
         import_module(f"api.routes.{m.name}") for m in pkgutil.iter_modules(api.routes.__path__)
     ]
-    routes = [
-        r
-        for m in modules
-        for r in m.router.routes
-        if isinstance(r, APIRoute) and r.include_in_schema
-    ]
+    routes = [r for m in modules for r in m.router.routes if isinstance(r, APIRoute)]
+    routes = [r for r in routes if r.include_in_schema]
     assert {(r.path, m.lower()) for r in routes for m in r.methods} == {
         (path, method) for path, ops in paths.items() for method in ops
     }

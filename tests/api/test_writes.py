@@ -61,25 +61,11 @@ def test_a_sweep_is_created_once_and_read_as_the_cli_finds_it(
     assert created.status_code == 201, created.text
     body = created.json()
     assert body.pop("created_at") and body.pop("sweep_id") == 2  # the store's sweep 1 is fill's
-    assert body == {
-        "device_name": "NVIDIA_L20",
-        "model": "tiny",
-        "tp": 1,
-        "strategy": "grid",
-        "budget": 1281,
-        "space": "vllm",
-        "seed": 7,
-        "m_values": [1, 16],
-        "out_dtype": "bfloat16",
-        "block_shape": [128, 128],
-        "tasks_total": 4,
-        "tasks_pending": 4,
-        "tasks_running": 0,
-        "tasks_done": 0,
-        "tasks_failed": 0,
-        "trials_total": 0,
-        "trials_ok": 0,
-    }
+    sweep = {"device_name": "NVIDIA_L20", "model": "tiny", "tp": 1, "strategy": "grid"}
+    sweep |= {"budget": 1281, "space": "vllm", "seed": 7, "m_values": [1, 16]}
+    sweep |= {"out_dtype": "bfloat16", "block_shape": [128, 128], "tasks_total": 4}
+    tasks = {"tasks_pending": 4, "tasks_running": 0, "tasks_done": 0, "tasks_failed": 0}
+    assert body == sweep | tasks | {"trials_total": 0, "trials_ok": 0}
     again = client.post("/sweeps", json={**SWEEP, "strategy": "grid"}, headers=AUTH)
     assert again.status_code == 200 and client.get("/sweeps/2").json() == again.json()
     default_grid = client.post(
@@ -141,21 +127,15 @@ def test_an_import_is_stored_merged_and_published(client: TestClient) -> None:
         "",
         [1, 2048, 4096],
     )
-    assert (body["note"], body["checked_arch"], body["coverage"]["grid_present"]) == (
-        None,
-        None,
-        [1, 2048, 4096],
-    )
+    got = (body["note"], body["checked_arch"], body["coverage"]["grid_present"])
+    assert got == (None, None, [1, 2048, 4096])
     assert body["coverage"]["summary"].startswith("3 of vLLM's 18 M values: 1, 2048, 4096")
     listed = client.get("/devices/NVIDIA_L20/imports").json()
     assert [(i["file_name"], i["label"]) for i in listed] == [(NAME, "vllm-0.33.0")]
     configs = client.get("/devices/L20/configs").json()  # release 2: published by the import
     (merged,) = configs["files"]
-    assert (configs["release"], merged["m_keys"], merged["m_imported"]) == (
-        2,
-        [1, 16, 2048, 4096],
-        [2048, 4096],
-    )
+    got = (configs["release"], merged["m_keys"], merged["m_imported"])
+    assert got == (2, [1, 16, 2048, 4096], [2048, 4096])
     assert "M=1: measured winner replaces the entry imported from 'vllm-0.33.0'" in merged["notes"]
     text = client.get(f"/devices/L20/configs/{NAME}").text
     assert json.loads(text) == {"1": FAST, "16": DEFAULT, "2048": SLOW, "4096": FAST}
@@ -181,11 +161,8 @@ def test_an_import_for_the_files_own_new_device(client: TestClient) -> None:
         "/devices/L20/imports", json={"file_name": name, "content": SHIPPED}, headers=AUTH
     )
     assert moved.json()["note"] == "stored for NVIDIA_L20; the file is named for NVIDIA_H200"
-    assert (
-        client.get("/devices/nope/imports")
-        .json()["detail"]
-        .startswith("no device in the store matches 'nope'; known: NVIDIA_H200, NVIDIA_L20;")
-    )
+    nope = client.get("/devices/nope/imports").json()["detail"]
+    assert nope.startswith("no device in the store matches 'nope'; known: NVIDIA_H200, NVIDIA_L20;")
 
 
 @pytest.mark.parametrize(
@@ -247,9 +224,8 @@ def test_a_422_quotes_an_excerpt_of_the_input(client: TestClient) -> None:
     listed = client.post(
         "/sweeps", json={**SWEEP, "m_values": list(range(1, 100_001))}, headers=AUTH
     )
-    assert (
-        listed.json()["detail"][0]["input"].endswith(" characters)") and len(listed.content) < 1000
-    )
+    quoted = listed.json()["detail"][0]["input"]
+    assert quoted.endswith(" characters)") and len(listed.content) < 1000
     many = client.post("/sweeps", json={**SWEEP, "m_values": ["x"] * 30}, headers=AUTH).json()
     assert (len(many["detail"]), many["errors_total"], many["detail"][0]["input"]) == (10, 30, "x")
 

@@ -205,12 +205,8 @@ def test_an_older_store_upgrades_with_its_rows_and_never_downgrades_losing_some(
         (item,) = repo.list_imports(session)
         (winner,) = repo.winners(session, device_name="NVIDIA_L20")
         (env,) = repo.device_environments(session, device_name="NVIDIA_L20")
-    assert (item.label, item.family, item.shape_params, item.checked_arch) == (
-        "vllm",
-        "dense",
-        "",
-        None,
-    )
+    got = (item.label, item.family, item.shape_params, item.checked_arch)
+    assert got == ("vllm", "dense", "", None)
     assert (item.configs, item.cannot_launch) == ({1: {"BLOCK_SIZE_M": 16}}, {})
     assert (winner.family, winner.N, winner.M, winner.latency_us) == ("dense", 256, 1, 12.5)
     assert (env.triton, env.kernel_source, env.vllm, env.trials) == ("3.6.0", "builtin", "", 1)

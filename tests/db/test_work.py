@@ -341,10 +341,8 @@ def test_a_trial_is_recorded_only_by_the_worker_holding_its_task(engine: Engine)
                 assert repo.release_tasks(session, worker_id="w3") == 1
             else:
                 assert repo.finish_task(session, task_id=task.task_id, worker_id="w3")
-            assert tuple(session.execute(FLIGHT.where(Task.task_id == task.task_id)).one()) == (
-                None,
-                None,
-            )
+            flight = session.execute(FLIGHT.where(Task.task_id == task.task_id)).one()
+            assert tuple(flight) == (None, None)
 
 
 def _claim_and_finish(url: str, worker_id: str, barrier: Any, out: Any) -> None:

@@ -40,25 +40,29 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode=PLAIN_HELP,
 )
-shapes_app = typer.Typer(
-    help="Models and their (N, K) per TP size: list, show, and read them "
-    "from a server log or a config.json.",
-    no_args_is_help=True,
-    rich_markup_mode=PLAIN_HELP,
+
+
+def _group(name: str, help_text: str, no_args_is_help: bool = True) -> typer.Typer:
+    """The command group `tuner NAME`, with plain help."""
+    group = typer.Typer(
+        help=help_text, no_args_is_help=no_args_is_help, rich_markup_mode=PLAIN_HELP
+    )
+    app.add_typer(group, name=name)
+    return group
+
+
+shapes_app = _group(
+    "shapes",
+    "Models and their (N, K) per TP size: list, show, and read them from a server log or a "
+    "config.json.",
 )
-db_app = typer.Typer(
-    help="Manage the store: its schema, its backup.",
-    no_args_is_help=True,
-    rich_markup_mode=PLAIN_HELP,
+db_app = _group("db", "Manage the store: its schema, its backup.")
+landscape_app = _group(
+    "landscape",
+    "Landscapes: recorded timings of a device, replayed by `tuner sweep --replay` and "
+    "bench/search_quality.py.",
 )
-landscape_app = typer.Typer(
-    help="Landscapes: recorded timings of a device, replayed by "
-    "`tuner sweep --replay` and bench/search_quality.py.",
-    no_args_is_help=True,
-    rich_markup_mode=PLAIN_HELP,
-)
-app.add_typer(shapes_app, name="shapes")
-app.add_typer(db_app, name="db")
+recipe_app = _group("recipe", "Ready-to-run text for sweeps inside the serving image.", False)
 
 app.command()(sweep.sweep)
 app.command()(sweep.worker)
@@ -73,11 +77,6 @@ app.command()(export.export)
 app.command()(export.winners)
 app.command("publish")(publish.publish_cmd)
 app.command("pull")(pull.pull)
-app.add_typer(landscape_app, name="landscape")
-recipe_app = typer.Typer(
-    help="Ready-to-run text for sweeps inside the serving image.", rich_markup_mode=PLAIN_HELP
-)
-app.add_typer(recipe_app, name="recipe")
 recipe_app.command("sweep")(recipe.recipe_sweep)
 landscape_app.command("record")(landscape.landscape_record)
 landscape_app.command("stats")(landscape.landscape_stats)

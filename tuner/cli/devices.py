@@ -13,7 +13,7 @@ import typer
 from db.repo import session_scope
 from tuner.cli.errors import fail
 from tuner.cli.options import KernelChoice
-from tuner.cli.store import stored_device
+from tuner.cli.store import device_in_store
 from tuner.core import ResolvedDevice
 from tuner.inputs.devices import matches, resolve_device
 from tuner.kernels.registry import FAMILIES
@@ -111,10 +111,10 @@ def measuring_device(
     them; its runner; its CUDA_VISIBLE_DEVICES entries), this process made to run there.
 
     Raises:
-        typer.Exit: exit 2 with one line, as `resolve_runner`, `stored_device`, `use_runner`.
+        typer.Exit: exit 2 with one line, as `resolve_runner`, `device_in_store`, `use_runner`.
     """
     runner, resolved = resolve_runner(device, None, interpreter_reps=interpreter_reps)
     with session_scope(store) as session:
-        device_name = stored_device(session, device, resolved.device_name)
+        device_name = device_in_store(session, device, resolved.device_name)
     use_runner(runner, resolved.visible_ids)
     return device_name, runner, list(resolved.visible_ids)

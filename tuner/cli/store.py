@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import typer
 from sqlalchemy import URL, Engine, inspect, make_url
@@ -23,6 +24,7 @@ from db.repo import (
     session_scope,
     sqlite_path,
 )
+from db.repo import masked as masked
 from tuner.cli.errors import fail
 from tuner.files.device import MergeError, StoreFiles, device_files
 from tuner.inputs.devices import store_device
@@ -33,11 +35,6 @@ STORE_URL_FORMS = (
 )
 PSYCOPG_INSTALL = 'pip install -e ".[postgres]" (or pip install "psycopg[binary]")'
 _DB = "--db (or TUNER_DB_URL)"
-
-
-def masked(url: str) -> str:
-    """A store URL with its password replaced by `***`, safe to print."""
-    return make_url(url).render_as_string(hide_password=True)
 
 
 def sqlite_url_hint(text: str) -> str:
@@ -154,15 +151,10 @@ def open_failed(exc: BaseException, url: str) -> typer.Exit:
     )
 
 
-def _sqlite_file(url: str) -> Path | None:
-    """The file of a SQLite URL that names one by path (not a `file:` URI)."""
-    return None if (make_url(url).database or "").startswith("file:") else sqlite_path(url)
-
-
 def _read_only_or_refused(url: str, read_only: bool) -> str:
     """The URL to open: the read-only URL of a SQLite store this process cannot write (one
     note line), the URL itself otherwise; one error line where the command must write."""
-    path = _sqlite_file(url)
+    path = sqlite_path(url, uri=False)
     if path is None or not path.exists():
         return url
     ro_url = read_only_url(path)
@@ -196,7 +188,7 @@ def open_db(
         typer.Exit: one line, exit 2, when the store cannot be opened.
     """
     url = store_url(db)
-    path = _sqlite_file(url)
+    path = sqlite_path(url, uri=False)
     if must_exist and sqlite_missing(url):
         raise fail(no_store_line(url))
     if path is not None and not path.parent.exists():
@@ -230,17 +222,9 @@ def existing_store(db: str | None) -> tuple[str, Engine | None]:
     return open_db(url, must_exist=True, read_only=True)
 
 
-def device_in_store(session, device: str) -> str:
-    """The store's device key that `--device` names (`tuner.inputs.devices.store_device`); else
-    one line naming them, exit 2."""
-    try:
-        return store_device(device, known_device_names(session))
-    except ValueError as exc:
-        raise fail(str(exc)) from None
-
-
-def stored_device(session, device: str, device_name: str) -> str:
-    """`device_name`, the key `--device` resolved to, if the store has trials or imports of it
+def device_in_store(session, device: str, device_name: str | None = None) -> str:
+    """The store's device key that `--device` names, or with `device_name` (the key `--device`
+    resolved to among the visible GPUs) that key if the store has trials or imports of it
     (`tuner.inputs.devices.store_device`); else one line naming the store's devices, exit 2."""
     try:
         return store_device(device, known_device_names(session), device_name)
@@ -249,34 +233,18 @@ def stored_device(session, device: str, device_name: str) -> str:
 
 
 def store_files(
-    store: Engine,
-    device_name: str,
-    *,
-    out_dtype: str | None,
-    allow_stale: bool,
-    allow_partial: bool,
-    engine_name: str = "vllm",
-    hint: str = "",
-    kernel: str = "auto",
+    store: Engine, device_name: str, *, engine_name: str = "vllm", hint: str = "", **scope: Any
 ) -> StoreFiles:
-    """A device's files from the store (`tuner.files.device.device_files`, whose arguments
-    these are), for `tuner export`, `verify` and `mounts`; the note on stale trials left out
-    goes to stderr.
+    """A device's files from the store (`tuner.files.device.device_files` with `scope`: its
+    out_dtype, allow_stale, allow_partial and kernel; `engine_name` its engine), for `tuner
+    export`, `verify` and `mounts`; the note on stale trials left out goes to stderr.
 
     Raises:
         typer.Exit: the winners cannot be merged (one line, with `hint`, exit 2).
     """
     try:
         with session_scope(store) as session:
-            read = device_files(
-                session,
-                device_name,
-                out_dtype=out_dtype,
-                allow_stale=allow_stale,
-                allow_partial=allow_partial,
-                engine=engine_name,
-                kernel=kernel,
-            )
+            read = device_files(session, device_name, engine=engine_name, **scope)
     except MergeError as exc:
         raise fail(f"{exc}{hint}") from None
     note = read.view.scope.note(device_name)

@@ -137,4 +137,8 @@ def test_guided_stores_its_pruned_trials_beyond_the_budget_and_resumes_without_m
     measured = list(StubRunner.measured)
     run_task(engine, spec, task, environment_id, vllm_space())  # resumed: all answered
     assert StubRunner.measured == measured
-    assert stored(engine, task.task_id) == trials
+    again = stored(engine, task.task_id)  # the same rows, unchanged
+    columns = ("trial_id", "config", "status", "latency_us", "created_at")
+    assert [[getattr(t, c) for c in columns] for t in again] == [
+        [getattr(t, c) for c in columns] for t in trials
+    ]
