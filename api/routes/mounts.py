@@ -16,7 +16,6 @@ from api.routes.releases import release_of
 from api.schemas import MAX_INT32, EngineName
 from tuner.core import OutDtype
 from tuner.files import mounts
-from tuner.files.archive import versions_line, winner_versions
 from tuner.files.pull import release_entry, render_pull_recipe
 
 router = APIRouter(prefix="/devices", tags=["mounts"])
@@ -125,20 +124,12 @@ def _mount_request(
             f"{device_name} has no complete file to mount yet; ?partial=true mounts what there is"
         )
         raise HTTPException(404, detail=detail + (f"{hint} uses them)" if stale else ""))
-    versions = winner_versions(read.view.environments, read.view.winners)
-    tuned_triton = versions["triton"][0] if len(versions["triton"]) == 1 else None
-    return mounts.MountRequest(
-        device_name=device_name,
+    return mounts.store_request(
+        read,
+        (query.triton_version, "as asked"),
         engine=query.engine,
-        file_names=tuple(f.file_name for f in read.files.files),
         host_dir=query.host_dir,
         site_packages=site_packages,
         fmt=query.format,
-        compute_capability=read.view.compute_capability,
-        tuned_with=versions_line(versions),
         engine_version=query.engine_version,
-        triton_version=query.triton_version or tuned_triton,
-        triton_from="as asked" if query.triton_version else "the one the files were tuned with",
-        contents={f.file_name: f.merged.text for f in read.files.files},
-        left_out=tuple(f"# {line}" for line in read.files.left_out),
     )

@@ -36,7 +36,7 @@ from tuner.cli.store import (
     store_files,
     store_url,
 )
-from tuner.files.archive import versions_line, winner_versions
+from tuner.files.device import StoreFiles
 from tuner.files.format import parse_config_file
 from tuner.files.mounts import (
     DEFAULT_HOST_DIR,
@@ -45,6 +45,7 @@ from tuner.files.mounts import (
     check_site_packages,
     config_files_in,
     render_mounts,
+    store_request,
 )
 from tuner.files.pull import PullError, choose_release, release_entry, render_pull_recipe
 from tuner.inputs.devices import device_key, store_device
@@ -124,23 +125,22 @@ def mounts(
         _pull_recipe(fmt.value, device, server, release, engine_name.value, site, db,
                      (engine_version, triton_version))  # fmt: skip
         return
+    given = {"engine": engine_name.value, "site_packages": site, "fmt": fmt.value}
+    given |= {"engine_version": engine_version}
     if files is not None:
-        fields, folder = _folder_files(files, device, engine_name.value), str(files.resolve())
+        folder = str(files.resolve())
+        request = MountRequest(
+            **_folder_files(files, device, engine_name.value), host_dir=folder, **given,
+            triton_version=triton_version, triton_from="--triton-version",
+        )  # fmt: skip
     else:
-        kept = (allow_partial, allow_stale, kernel.value)
-        fields, folder = _store_files(device, engine_name.value, kept, db), DEFAULT_HOST_DIR
-    tuned_triton = fields.pop("triton_version", None)
-    request = MountRequest(
-        engine=engine_name.value,
-        file_names=tuple(fields["contents"]),
-        host_dir=folder,
-        site_packages=site,
-        fmt=fmt.value,
-        engine_version=engine_version,
-        triton_version=triton_version or tuned_triton,
-        triton_from="--triton-version" if triton_version else "the one the files were tuned with",
-        **fields,
-    )
+        read = _store_files(
+            device, engine_name.value, (allow_partial, allow_stale, kernel.value), db
+        )
+        folder = DEFAULT_HOST_DIR
+        request = store_request(
+            read, (triton_version, "--triton-version"), host_dir=folder, **given
+        )
     try:
         typer.echo(render_mounts(request), nl=False)
     except ValueError as exc:
@@ -149,7 +149,7 @@ def mounts(
         sglang = " --engine sglang" if engine_name == EngineName.sglang else ""
         typer.echo(
             f"note: the mounts read the files from {folder}/ on the serving host: `tuner export "
-            f"--device {fields['device_name']} --out {folder.removeprefix('$PWD/')}/{sglang}` "
+            f"--device {request.device_name} --out {folder.removeprefix('$PWD/')}/{sglang}` "
             "writes them (or unzip the release's configs.zip there)",
             err=True,
         )
@@ -195,16 +195,18 @@ def _folder_files(folder: Path, device: str, engine: str) -> dict[str, Any]:
                 "fail (it reads every key as an M); write the files with `tuner export "
                 "--engine sglang`"
             )
-    return {"device_name": device_key(device, seen), "contents": contents}
+    return {
+        "device_name": device_key(device, seen),
+        "file_names": tuple(names),
+        "contents": contents,
+    }
 
 
 def _store_files(
     device: str, engine: str, kept: tuple[bool, bool, str], db: str | None
-) -> dict[str, Any]:
-    """The mounts' fields of a device's files in the store (`kept`: --allow-partial,
-    --allow-stale, --kernel): its key, the files (name -> text), its compute capability, what
-    its winners were timed with, their one Triton version (None for none or several), the
-    GPU's names and the imported entries left out."""
+) -> StoreFiles:
+    """A device's merged files in the store (`kept`: --allow-partial, --allow-stale,
+    --kernel); exit 2 when there is none."""
     allow_partial, allow_stale, kernel = kept
     _, store = open_db(db, must_exist=True, read_only=True)
     with repo.session_scope(store) as session:
@@ -213,22 +215,12 @@ def _store_files(
         store, device_name, out_dtype=None, allow_stale=allow_stale, allow_partial=allow_partial,
         engine_name=engine, kernel=kernel,
     )  # fmt: skip
-    view = read.view
     if not read.files.files:
-        stale = "; --allow-stale also uses stale trials" if view.scope.stale_trials else ""
+        stale = "; --allow-stale also uses stale trials" if read.view.scope.stale_trials else ""
         raise fail(
             f"{device_name} has no complete file yet; --allow-partial mounts what there is{stale}"
         )
-    versions = winner_versions(view.environments, view.winners)
-    return {
-        "device_name": device_name,
-        "contents": {f.file_name: f.merged.text for f in read.files.files},
-        "compute_capability": view.compute_capability,
-        "tuned_with": versions_line(versions),
-        "triton_version": versions["triton"][0] if len(versions["triton"]) == 1 else None,
-        "gpu_names": tuple(e.gpu_name for e in view.environments),
-        "left_out": tuple(f"# {line}" for line in read.files.left_out),
-    }
+    return read
 
 
 def _pull_recipe(

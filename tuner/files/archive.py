@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import io
 import zipfile
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 import tuner
 from tuner.files.engine_folders import folder_for, folder_history
@@ -15,9 +13,6 @@ from tuner.kernels.engines import SGLANG_NOTE
 from tuner.kernels.family import EXPERTS, LINEAR_LAYERS
 from tuner.kernels.registry import family_of_part
 from tuner.kernels.shape import PER_TENSOR
-
-if TYPE_CHECKING:
-    from db.repo import EnvironmentRow, WinnerRow
 
 README_NAME = "README.txt"
 # 1980-01-01 is the earliest time a zip entry can carry; a fixed time keeps the bytes stable.
@@ -70,41 +65,6 @@ Where SGLang reads these files (by release: python3 -c "import sglang; print(sgl
 def _advice(device_name: str, compute_capability: str | None) -> str:
     """Whether vLLM reads the files on this device (docs/vllm-backends.md), wrapped."""
     return "\n".join(wrapped_advice(device_name, [compute_capability or ""], 92))
-
-
-VERSION_KEYS: tuple[str, ...] = ("torch", "triton", "vllm", "kernel_source")
-
-
-def winner_versions(
-    environments: Iterable[EnvironmentRow], winners: Iterable[WinnerRow]
-) -> dict[str, list[str]]:
-    """Every torch, Triton and vLLM version and kernel source that the winners were timed with.
-
-    Args:
-        environments: the device's environments (`db.repo.EnvironmentRow`-like: attributes
-            `environment_id` and each of `VERSION_KEYS`).
-        winners: its winners (attribute `environment_id`).
-
-    Returns:
-        {key: sorted distinct non-empty values} for each of `VERSION_KEYS`; only environments
-        that a winner was timed in count.
-    """
-    used = {w.environment_id for w in winners}
-    timed = [e for e in environments if e.environment_id in used]
-    return {key: sorted({getattr(e, key) for e in timed} - {""}) for key in VERSION_KEYS}
-
-
-def versions_line(versions: dict) -> str:
-    """A release's `versions` summary (`tuner.files.release`) as one line: "torch 2.14.0,
-    triton 3.8.0, vLLM 0.33.0, kernels of vllm"; "" when it names none."""
-    parts = [
-        f"{label} {', '.join(versions[key])}"
-        for key, label in (("torch", "torch"), ("triton", "triton"), ("vllm", "vLLM"))
-        if versions.get(key)
-    ]
-    if versions.get("kernel_source"):
-        parts.append(f"kernels of {', '.join(versions['kernel_source'])}")
-    return ", ".join(parts)
 
 
 def _blocks(block_shape: tuple[int, int] | None) -> str:

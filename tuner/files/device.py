@@ -23,6 +23,15 @@ from tuner.kernels.shape import FamilyShape, Shape
 CLI_STALE_HINT = "--allow-stale"
 HTTP_STALE_HINT = "?allow_stale=true"
 
+VERSION_KEYS: tuple[str, ...] = ("torch", "triton", "vllm", "kernel_source")
+
+
+def versions_line(versions: dict) -> str:
+    """A `DeviceView.versions` (a release's summary keeps it) as one line: "torch 2.14.0,
+    triton 3.8.0, vLLM 0.33.0, kernels of vllm"; "" when it names none."""
+    labels = {"torch": "torch", "triton": "triton", "vllm": "vLLM", "kernel_source": "kernels of"}
+    return ", ".join(f"{labels[k]} {', '.join(versions[k])}" for k in labels if versions.get(k))
+
 
 class MergeError(ValueError):
     """A device's winners cannot be merged into files (e.g. winners of two output dtypes for
@@ -93,6 +102,14 @@ class DeviceView:
         None for the interpreter, a replayed landscape without one, or no trials."""
         known = [e for e in self.environments if e.compute_capability]
         return max(known, key=lambda e: e.environment_id).compute_capability if known else None
+
+    @property
+    def versions(self) -> dict[str, list[str]]:
+        """Every torch, Triton and vLLM version and kernel source the winners were timed with:
+        {key: sorted distinct non-empty values} for each of `VERSION_KEYS`."""
+        used = {w.environment_id for w in self.winners}
+        timed = [e for e in self.environments if e.environment_id in used]
+        return {key: sorted({getattr(e, key) for e in timed} - {""}) for key in VERSION_KEYS}
 
     @property
     def grids(self) -> dict[FamilyShape, tuple[int, ...]]:

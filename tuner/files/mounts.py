@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
+from tuner.files.device import StoreFiles, versions_line
 from tuner.files.engine_folders import engine_folder, engine_version, folder_for, unchecked_line
 from tuner.inputs.backends import device_advice
 from tuner.inputs.devices import engine_device_name
@@ -113,6 +114,30 @@ class MountRequest:
     contents: Mapping[str, str] | None = None
     left_out: tuple[str, ...] = ()
     gpu_names: tuple[str, ...] = ()
+
+
+TUNED_TRITON = "the one the files were tuned with"
+
+
+def store_request(read: StoreFiles, triton: tuple[str | None, str], **given: Any) -> MountRequest:
+    """The request that mounts a device's merged files from the store (`tuner mounts` and
+    `GET /devices/{d}/mounts` alike): its key, files, compute capability, what its winners were
+    timed with, the GPU's names and the imported entries left out; `triton`: (the Triton asked
+    for or None, how it was asked), else the winners' one Triton; `given`: the other fields."""
+    view, contents = read.view, {f.file_name: f.merged.text for f in read.files.files}
+    timed = view.versions["triton"]
+    return MountRequest(
+        device_name=view.device_name,
+        file_names=tuple(contents),
+        contents=contents,
+        compute_capability=view.compute_capability,
+        tuned_with=versions_line(view.versions),
+        triton_version=triton[0] or (timed[0] if len(timed) == 1 else None),
+        triton_from=triton[1] if triton[0] else TUNED_TRITON,
+        gpu_names=tuple(e.gpu_name for e in view.environments),
+        left_out=tuple(f"# {line}" for line in read.files.left_out),
+        **given,
+    )
 
 
 def check_site_packages(path: str) -> str:

@@ -17,8 +17,8 @@ from sqlalchemy.orm import Session
 
 import tuner
 from db.repo import NewFile, ReleaseInfo, publish_release
-from tuner.files.archive import build_zip, versions_line, winner_versions
-from tuner.files.device import StoreFiles, device_files
+from tuner.files.archive import build_zip
+from tuner.files.device import StoreFiles, device_files, versions_line
 from tuner.files.merge import entries_left_out
 
 IMPORTED_NOTE = "imported, not measured here"
@@ -100,7 +100,7 @@ def _summary(
         },
         # What the serving side compares with its own (`tuner pull`): every version the
         # winners were timed with, and whose kernels.
-        "versions": winner_versions(view.environments, view.winners),
+        "versions": view.versions,
         "tuned_with": tuned_with,
         "measured": measured,
         "note": None if measured else IMPORTED_NOTE,
