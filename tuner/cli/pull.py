@@ -23,7 +23,7 @@ from tuner.files.pull import (
     check_downloads,
     choose_release,
     holds,
-    release_capabilities,
+    release_tuned,
     replace_folder,
     version_mismatch,
     wanted_files,
@@ -141,7 +141,7 @@ def pull(
     )
     if engine_name == EngineName.vllm:
         # Whether vLLM reads the files on the device the release was tuned on.
-        for line in device_advice(str(name), release_capabilities(chosen)).lines():
+        for line in device_advice(str(name), release_tuned(chosen, "compute_capability")).lines():
             plain(line)
 
 

@@ -327,26 +327,34 @@ def _file_triton(rows: Sequence[WinnerRow], triton_of: Mapping[int, str]) -> str
     return max(counts, key=lambda v: (counts[v], _release(v))) if counts else None
 
 
-def write_files_atomically(files: Iterable[DeviceFile], out_dir: Path) -> list[Path]:
-    """Write each file to a temporary file in `out_dir` (created), then rename it into place: a
-    reader sees the old file or the new one. Files are 0644, as a read-only mount needs.
+def write_atomically(folder: Path, contents: Mapping[str, bytes]) -> list[Path]:
+    """Write every file (name -> bytes) to a temporary file in `folder` (created), then rename
+    them all into place: a reader sees each file whole, old or new. Files are 0644, as a
+    read-only mount needs.
 
     Returns:
-        The written paths, in the order of `files`.
+        The written paths, in the order of `contents`.
     """
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-    for device_file in files:
-        fd, tmp_name = tempfile.mkstemp(dir=out_dir, prefix=".tmp-", suffix=".json")
-        try:
+    folder.mkdir(parents=True, exist_ok=True)
+    temporary: list[str] = []
+    try:
+        for body in contents.values():
+            fd, temp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
+            temporary.append(temp)
             with os.fdopen(fd, "wb") as handle:
-                handle.write(device_file.merged.text.encode())
+                handle.write(body)
                 handle.flush()
                 os.fsync(handle.fileno())
-            os.chmod(tmp_name, 0o644)
-            os.replace(tmp_name, out_dir / device_file.file_name)
-        except BaseException:
-            Path(tmp_name).unlink(missing_ok=True)
-            raise
-        written.append(out_dir / device_file.file_name)
-    return written
+            os.chmod(temp, 0o644)
+    except BaseException:
+        for temp in temporary:
+            Path(temp).unlink(missing_ok=True)
+        raise
+    for temp, name in zip(temporary, contents, strict=True):
+        os.replace(temp, folder / name)
+    return [folder / name for name in contents]
+
+
+def write_files_atomically(files: Iterable[DeviceFile], out_dir: Path) -> list[Path]:
+    """`write_atomically` of merged files, under their names."""
+    return write_atomically(out_dir, {f.file_name: f.merged.text.encode() for f in files})

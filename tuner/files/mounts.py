@@ -176,6 +176,21 @@ def configmap_name(device_name: str) -> str:
     return f"{name[:54].rstrip('-')}-{digest}"
 
 
+def served_file_name(
+    name: str, device_name: str, engine: str, gpu_names: Sequence[str] = ()
+) -> str:
+    """A config file's name (either spelling) as `engine` reads it for a device: its family's
+    name of its shape, with the device part the engine writes (`engine_device_name` of the
+    device key and the GPU's names as CUDA reported them).
+
+    Raises:
+        ValueError: a name no family parses.
+    """
+    family = family_of_file(name)
+    device = engine_device_name(engine, device_name, gpu_names)
+    return family.files.file_name(family.files.parse_file_name(name)[0], device, engine)
+
+
 def place(
     names: Sequence[str],
     device_name: str,
@@ -203,7 +218,6 @@ def place(
     files: list[FileMount] = []
     folders: dict[str, FolderMount] = {}
     notes: list[str] = []
-    device = engine_device_name(engine, device_name, gpu_names)
     for name in sorted(names):
         family = family_of_file(name)
         shape = family.files.parse_file_name(name)[0]
@@ -217,7 +231,7 @@ def place(
         folder = f"{site}/{folder_for(engine, family.name, release, triton[0])}"
         if TRITON_PLACEHOLDER in row.folder and not notes:
             notes += _triton_note(family, folder, triton)
-        dst = family.files.file_name(shape, device, engine)
+        dst = served_file_name(name, device_name, engine, gpu_names)
         files.append(FileMount(name, f"{folder}/{dst}", key, dst))
     return Placed(files, list(folders.values()), notes)
 

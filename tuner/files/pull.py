@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 from tuner.core import minor_of
 from tuner.files.engine_folders import engine_version, folder_for, unchecked_line
 from tuner.files.format import dump_config_file, parse_config_file
+from tuner.files.merge import write_atomically
 from tuner.files.mounts import (
     VOLUME,
     Placed,
@@ -29,8 +29,8 @@ from tuner.files.mounts import (
     needs_flag,
     place,
     pod_parts,
+    served_file_name,
 )
-from tuner.inputs.devices import engine_device_name
 from tuner.kernels.registry import DEFAULT_FAMILY, family_of_file
 
 # Written last into the folder: which release it holds, so a second pull of it does nothing.
@@ -84,24 +84,21 @@ def choose_release(
 
 def wanted_files(release: Mapping[str, Any], engine: str) -> list[Wanted]:
     """The release's files with the names `engine` reads them under (its device part too)."""
-    device = engine_device_name(engine, release["device_name"], release_gpu_names(release))
-    wanted = []
-    for f in release["files"]:
-        family = family_of_file(f["file_name"])
-        shape = family.files.parse_file_name(f["file_name"])[0]
-        wanted.append(
-            Wanted(f["file_name"], family.files.file_name(shape, device, engine), f["sha256"])
+    gpus = release_tuned(release, "gpu_name")
+    return [
+        Wanted(
+            f["file_name"],
+            served_file_name(f["file_name"], release["device_name"], engine, gpus),
+            f["sha256"],
         )
-    return wanted
+        for f in release["files"]
+    ]
 
 
-def release_gpu_names(release: Mapping[str, Any]) -> list[str]:
-    """The GPU names a release's summary says its winners were timed on (`tuned_with`)."""
-    return _tuned_with(release, "gpu_name")
-
-
-def _tuned_with(release: Mapping[str, Any], key: str) -> list[str]:
-    """One field of each environment in a release summary's `tuned_with` ("" where absent)."""
+def release_tuned(release: Mapping[str, Any], key: str) -> list[str]:
+    """One field of each environment in a release summary's `tuned_with` ("" where absent):
+    the GPU names ("gpu_name") or compute capabilities ("compute_capability", for
+    `tuner.inputs.backends.device_advice`) its winners were timed on."""
     summary = found if isinstance(found := release.get("summary"), Mapping) else {}
     tuned = found if isinstance(found := summary.get("tuned_with"), list) else []
     return [str(e.get(key) or "") for e in tuned if isinstance(e, Mapping)]
@@ -169,21 +166,13 @@ def check_downloads(files: Sequence[Wanted], contents: Mapping[str, bytes]) -> N
             )
 
 
-def _write(path: Path, body: bytes) -> None:
-    with open(path, "wb") as handle:
-        handle.write(body)
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
 def replace_folder(
     folder: Path, release: Mapping[str, Any], engine: str, contents: Mapping[str, bytes]
 ) -> tuple[list[str], list[str]]:
-    """Put a checked release into `folder`: every file written to a temporary name first, then
-    all renamed into place (a reader sees each file whole, old or new); files of the previous
-    pull that the release no longer has are removed; the marker is written last. Each file is
-    written as `engine` reads it (`engine_bytes`); the marker keeps the sha256 of any file
-    whose bytes that changed ("written").
+    """Put a checked release into `folder` (`write_atomically`: a reader sees each file whole,
+    old or new); files of the previous pull that the release no longer has are removed; the
+    marker is written last. Each file is written as `engine` reads it (`engine_bytes`); the
+    marker keeps the sha256 of any file whose bytes that changed ("written").
 
     Args:
         folder: the folder (created when missing).
@@ -195,37 +184,27 @@ def replace_folder(
         (names written, names removed).
     """
     files = wanted_files(release, engine)
-    folder.mkdir(parents=True, exist_ok=True)
     try:
         previous = json.loads((folder / MARKER).read_text()).get("files", {})
     except (OSError, ValueError, AttributeError):
         previous = {}
-    temporary = []
-    written = {}
-    for wanted in files:
-        temp = folder / f".{wanted.save_as}.part-{os.getpid()}"
-        body = engine_bytes(wanted.file_name, contents[wanted.file_name], engine)
-        if body != contents[wanted.file_name]:
-            written[wanted.save_as] = hashlib.sha256(body).hexdigest()
-        _write(temp, body)
-        temporary.append((temp, folder / wanted.save_as))
-    for temp, final in temporary:
-        os.replace(temp, final)
-    kept = {w.save_as for w in files}
-    removed = []
-    for name in sorted(set(previous) - kept):
-        if "/" not in name and (folder / name).is_file():
-            (folder / name).unlink()
-            removed.append(name)
-    marker = folder / f".{MARKER}.part-{os.getpid()}"
-    _write(
-        marker,
-        (
-            json.dumps({**_marker(release, engine, files), "written": written}, indent=2) + "\n"
-        ).encode(),
-    )
-    os.replace(marker, folder / MARKER)
-    return [w.save_as for w in files], removed
+    bodies = {w.save_as: engine_bytes(w.file_name, contents[w.file_name], engine) for w in files}
+    written = {
+        w.save_as: hashlib.sha256(bodies[w.save_as]).hexdigest()
+        for w in files
+        if bodies[w.save_as] != contents[w.file_name]
+    }
+    write_atomically(folder, bodies)
+    removed = [
+        name
+        for name in sorted(set(previous) - set(bodies))
+        if "/" not in name and (folder / name).is_file()
+    ]
+    for name in removed:
+        (folder / name).unlink()
+    marker = {**_marker(release, engine, files), "written": written}
+    write_atomically(folder, {MARKER: (json.dumps(marker, indent=2) + "\n").encode()})
+    return list(bodies), removed
 
 
 def release_entry(info: Any) -> dict[str, Any]:
@@ -239,12 +218,6 @@ def release_entry(info: Any) -> dict[str, Any]:
         "summary": dict(info.summary or {}),
         "files": [{"file_name": f.file_name, "sha256": f.sha256} for f in info.files],
     }
-
-
-def release_capabilities(release: Mapping[str, Any]) -> list[str]:
-    """The compute capabilities a release's summary says its winners were timed on (e.g.
-    ["8.9"]; "" for one that names none), for `tuner.inputs.backends.device_advice`."""
-    return _tuned_with(release, "compute_capability")
 
 
 def release_triton(release: Mapping[str, Any]) -> str | None:
@@ -287,9 +260,9 @@ def render_pull_recipe(
     names = [f["file_name"] for f in release["files"]]
     triton = (triton_version, triton_from)
     placed = place(
-        names, device, engine, site_packages, version, triton, release_gpu_names(release)
+        names, device, engine, site_packages, version, triton, release_tuned(release, "gpu_name")
     )
-    capabilities = release_capabilities(release)
+    capabilities = release_tuned(release, "compute_capability")
     head = _pull_head(release, engine, version, site_packages, placed)
     head += advice_comments(device, capabilities, engine) + _image_note(image, fmt)
     args = [
