@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from api.app import create_app
 from api.settings import Settings
 from tests.storefill import DEFAULT, FAST, fill
-from tuner.cli import pull as pull_module
+from tuner.cli import serving as pull_module
 from tuner.cli.app import app
 from tuner.files.mounts import DOCKER_HEAD
 from tuner.kernels.engines import SGLANG_NOTE

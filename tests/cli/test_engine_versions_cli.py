@@ -46,41 +46,17 @@ def test_export_for_sglang_flags_entries_it_rewrites_on_read(tmp_path: Path) -> 
     shipped = tmp_path / config_file_name(576, 7168, "AMD_Instinct_MI300X")
     shipped.write_text(dump_config_file({1: {**FAST, "BLOCK_SIZE_K": 64}, 16: FAST}))
     assert invoke("import", str(shipped), "--db", db, "--no-check", "--no-publish").exit_code == 0
-    out = tmp_path / "out"
-    result = invoke(
-        "export",
-        "--device",
-        "AMD_Instinct_MI300X",
-        "--out",
-        str(out),
-        "--engine",
-        "sglang",
-        "--db",
-        db,
-    )
+    export = f"export --device AMD_Instinct_MI300X --out {tmp_path / 'out'} --db {db}".split()
+    result = invoke(*export, "--engine", "sglang")
     assert result.exit_code == 0, result.output
     name = engine_file_name(shipped.name, "sglang")
     assert [line for line in result.stderr.splitlines() if line.startswith("warning:")] == [
         f"warning: SGLang 0.5.23 rewrites {name} as it reads it: BLOCK_SIZE_K raised to 128 at "
         "M=1 (BLOCK_SIZE_K 64); it runs those entries, not the file's"
     ]
-    older = invoke(
-        "export",
-        "--device",
-        "AMD_Instinct_MI300X",
-        "--out",
-        str(out),
-        "--engine",
-        "sglang",
-        "--engine-version",
-        "0.5.11",
-        "--db",
-        db,
-    )
+    older = invoke(*export, "--engine", "sglang", "--engine-version", "0.5.11")
     assert older.exit_code == 0 and "warning:" not in older.stderr
-    vllm = invoke(
-        "export", "--device", "AMD_Instinct_MI300X", "--out", str(tmp_path / "v"), "--db", db
-    )
+    vllm = invoke(*export)
     assert vllm.exit_code == 0 and "rewrites" not in vllm.stderr
 
 

@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from api.app import create_app
 from api.settings import Settings
 from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill
-from tuner.cli import pull as pull_module
+from tuner.cli import serving as pull_module
 from tuner.cli.app import app
 from tuner.files.format import dump_config_file
 from tuner.files.pull import MARKER

@@ -17,8 +17,6 @@ from tuner.cli import (
     export,
     imports,
     landscape,
-    publish,
-    pull,
     recipe,
     serving,
     shapes,
@@ -71,8 +69,8 @@ app.command("compare", help=compare.__doc__)(compare.compare)
 app.command()(doctor.doctor)
 app.command()(export.export)
 app.command()(export.winners)
-app.command("publish")(publish.publish_cmd)
-app.command("pull")(pull.pull)
+app.command("publish")(export.publish_cmd)
+app.command("pull")(serving.pull)
 app.add_typer(landscape_app, name="landscape")
 recipe_app = typer.Typer(
     help="Ready-to-run text for sweeps inside the serving image.", rich_markup_mode=PLAIN_HELP

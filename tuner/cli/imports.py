@@ -14,11 +14,10 @@ import typer
 from sqlalchemy import Engine
 
 from db.repo import device_environments, known_device_names, record_import, session_scope
-from tuner.cli.engines import EngineVersionOpt, clamp_lines
 from tuner.cli.errors import fail
+from tuner.cli.export import EngineVersionOpt, NoPublishOpt, clamp_lines, publish_device
 from tuner.cli.options import DbOpt
 from tuner.cli.output import plain
-from tuner.cli.publish import NoPublishOpt, publish_device
 from tuner.cli.store import open_db
 from tuner.files.format import MAX_FILE_BYTES, ParsedFile, coverage_summary, parse_file_for_import
 from tuner.files.imports import list_config_folder, never_read_by_vllm, target_device
