@@ -367,27 +367,33 @@ def docker_body(placed: Placed, host_dir: str) -> list[str]:
 
 
 def compose_body(placed: Placed, host_dir: str, engine: str) -> list[str]:
-    """A compose file for the serving service (`docker compose -f docker-compose.yml -f
-    THIS.yml` merges it into yours): a bind mount per file and folder, the folders' variables."""
+    """A compose file for the serving service: a bind mount per file and folder."""
     bind = [(f"{host_dir}/{f.src}", f.target) for f in placed.files]
     bind += [(host_dir, folder.target) for folder in placed.folders]
-    service: dict[str, Any] = {
-        "volumes": [
-            {"type": "bind", "source": source, "target": target, "read_only": True}
-            for source, target in bind
-        ]
-    }
+    volumes = [
+        {"type": "bind", "source": source, "target": target, "read_only": True}
+        for source, target in bind
+    ]
+    return compose_file(engine, {"volumes": volumes}, placed)
+
+
+def compose_file(
+    engine: str, service: dict[str, Any], placed: Placed, before: Any = None, top: Any = None
+) -> list[str]:
+    """A compose file to add after the user's (`docker compose -f docker-compose.yml -f
+    THIS.yml` merges it into theirs): the services `before`, the serving service (`service`,
+    with the folders' variables), then the `top` keys."""
     if placed.folders:
         service["environment"] = {f.env: f.target for f in placed.folders}
     return [
         f"# A compose file to add after yours (docker compose -f docker-compose.yml -f "
         f"blockfp8.yml up); {engine} is your serving service's name:"
-    ] + dump_yaml({"services": {engine: service}})
+    ] + dump_yaml({"services": {**(before or {}), engine: service}, **(top or {})})
 
 
 def k8s_body(device_name: str, placed: Placed, contents: Mapping[str, str]) -> list[str]:
     """ConfigMap manifests of the files, then the pod spec's volumes and the serving
-    container's mounts (one subPath per file, the folder for a folder mount) and env."""
+    container's mounts (`k8s_parts`: each folder mounts its own ConfigMap's volume)."""
     name = configmap_name(device_name)
     groups = [(VOLUME, name, [(f.src, f.key, f.dst) for f in placed.files])] if placed.files else []
     groups += [
@@ -403,35 +409,31 @@ def k8s_body(device_name: str, placed: Placed, contents: Mapping[str, str]) -> l
             "data": {key: contents[src] for src, key, _ in files},
         }
         body += ["---", *dump_yaml(manifest)]
-    pod = {
-        "volumes": [
-            {
-                "name": volume,
-                "configMap": {
-                    "name": configmap,
-                    "items": [{"key": key, "path": dst} for _, key, dst in files],
-                },
-            }
-            for volume, configmap, files in groups
-        ]
-    }
+    volumes = [
+        {"name": volume, "configMap": {"name": configmap, "items": [
+            {"key": key, "path": dst} for _, key, dst in files
+        ]}}
+        for volume, configmap, files in groups
+    ]  # fmt: skip
+    return body + ["---"] + k8s_parts({"volumes": volumes}, placed, "")
+
+
+def k8s_parts(pod: dict[str, Any], placed: Placed, folder_volume: str) -> list[str]:
+    """The pod spec's part and the serving container's (one subPath of `VOLUME` per file, each
+    folder whole from `folder_volume`, else its own volume, and the folders' variables), each
+    under a comment saying where it goes."""
     mounts = [
         {"name": VOLUME, "mountPath": f.target, "subPath": f.dst, "readOnly": True}
         for f in placed.files
     ]
     mounts += [
-        {"name": f"blockfp8-{f.family}-configs", "mountPath": f.target, "readOnly": True}
+        {"name": folder_volume or f"blockfp8-{f.family}-configs", "mountPath": f.target}
+        | {"readOnly": True}
         for f in placed.folders
     ]
-    return body + ["---"] + pod_parts(pod, mounts, placed.folders)
-
-
-def pod_parts(pod: dict[str, Any], mounts: list[dict], folders: Sequence[FolderMount]) -> list[str]:
-    """The pod spec's part and the serving container's part (its volumeMounts and env), each
-    under a comment saying where it goes."""
     container: dict[str, Any] = {"volumeMounts": mounts}
-    if folders:
-        container["env"] = [{"name": f.env, "value": f.target} for f in folders]
+    if placed.folders:
+        container["env"] = [{"name": f.env, "value": f.target} for f in placed.folders]
     return [
         "# In the pod spec:",
         *dump_yaml(pod),

@@ -23,12 +23,12 @@ from tuner.files.mounts import (
     VOLUME,
     Placed,
     advice_comments,
-    dump_yaml,
+    compose_file,
     flag_lines,
     folder_lines,
+    k8s_parts,
     needs_flag,
     place,
-    pod_parts,
     served_file_name,
 )
 from tuner.kernels.registry import DEFAULT_FAMILY, family_of_file
@@ -37,7 +37,7 @@ from tuner.kernels.registry import DEFAULT_FAMILY, family_of_file
 MARKER = ".blockfp8-release.json"
 PULL_FORMATS: tuple[str, ...] = ("k8s-pull", "compose-pull")
 # The image `tuner pull` runs in: the project's Dockerfile (no torch or triton needed).
-DEFAULT_PULL_IMAGE = "blockfp8-tuner"
+PULL_IMAGE = "blockfp8-tuner"
 
 
 class PullError(Exception):
@@ -235,7 +235,6 @@ def render_pull_recipe(
     release: Mapping[str, Any],
     engine: str,
     site_packages: str,
-    image: str = DEFAULT_PULL_IMAGE,
     engine_version_: str | None = None,
     triton_version: str | None = None,
     triton_from: str = "given",
@@ -245,7 +244,7 @@ def render_pull_recipe(
     reads it (`tuner.files.mounts.place`; a family's folder named by a variable: the whole
     volume). `fmt`: "k8s-pull" (an init container, an emptyDir) or "compose-pull" (a one-shot
     service, a named volume; per-file `volume.subpath` needs Docker Engine 26+). `server`: the
-    service's URL as the pods reach it; `image`: one with `tuner` installed; `triton_version`:
+    service's URL as the pods reach it; `triton_version`:
     the serving image's (SGLang's MoE folder), None for the release's (`release_triton`).
 
     Raises:
@@ -264,14 +263,12 @@ def render_pull_recipe(
     )
     capabilities = release_tuned(release, "compute_capability")
     head = _pull_head(release, engine, version, site_packages, placed)
-    head += advice_comments(device, capabilities, engine) + _image_note(image, fmt)
+    head += advice_comments(device, capabilities, engine) + _image_note(fmt)
     args = [
         *("tuner", "pull", "--server", server, "--device", device),
         *("--release", str(release["number"]), "--engine", engine, "--out", "/configs"),
     ]
-    body = (_k8s_pull_body if fmt == "k8s-pull" else _compose_pull_body)(
-        image, args, engine, placed
-    )
+    body = (_k8s_pull_body if fmt == "k8s-pull" else _compose_pull_body)(args, engine, placed)
     flag = needs_flag(device, capabilities, engine, names)
     return "\n".join(head + body + (flag_lines(fmt) if flag else [])) + "\n"
 
@@ -293,10 +290,9 @@ def _pull_head(
     return head + folder_lines(placed, "the whole volume") + placed.notes
 
 
-def _image_note(image: str, fmt: str) -> list[str]:
-    """How to build the project's image, when the recipe runs it (none for another image)."""
-    if image != DEFAULT_PULL_IMAGE:
-        return []
+def _image_note(fmt: str) -> list[str]:
+    """How to build the project's image, which the recipe runs."""
+    image = PULL_IMAGE
     where = (
         f" (a cluster: tag and push it, e.g. docker tag {image} <registry>/{image} && "
         f"docker push <registry>/{image}, and set image: to it)."
@@ -306,59 +302,30 @@ def _image_note(image: str, fmt: str) -> list[str]:
     return [f"# {image}: docker build -t {image} . in the tuner's source{where}"]
 
 
-def _k8s_pull_body(image: str, args: list[str], engine: str, placed: Placed) -> list[str]:
+def _k8s_pull_body(args: list[str], engine: str, placed: Placed) -> list[str]:
     """The pod spec's part (an emptyDir, the init container) and the serving container's
     (one subPath per file, the whole volume for a folder, its variable)."""
-    pod = {
-        "volumes": [{"name": VOLUME, "emptyDir": {}}],
-        "initContainers": [
-            {
-                "name": "blockfp8-pull",
-                "image": image,
-                "command": args,
-                "volumeMounts": [{"name": VOLUME, "mountPath": "/configs"}],
-            }
-        ],
-    }
-    mounts = [
-        {"name": VOLUME, "mountPath": f.target, "subPath": f.dst, "readOnly": True}
-        for f in placed.files
-    ]
-    mounts += [{"name": VOLUME, "mountPath": f.target, "readOnly": True} for f in placed.folders]
-    return pod_parts(pod, mounts, placed.folders)
+    init = {"name": "blockfp8-pull", "image": PULL_IMAGE, "command": args}
+    init["volumeMounts"] = [{"name": VOLUME, "mountPath": "/configs"}]
+    pod = {"volumes": [{"name": VOLUME, "emptyDir": {}}], "initContainers": [init]}
+    return k8s_parts(pod, placed, VOLUME)
 
 
-def _compose_pull_body(image: str, args: list[str], engine: str, placed: Placed) -> list[str]:
+def _compose_pull_body(args: list[str], engine: str, placed: Placed) -> list[str]:
     """A compose file: the one-shot pull service, the serving service's volumes (one subpath
     per file, the whole volume for a folder) and variables, and the named volume."""
-    volumes: list[dict[str, Any]] = [
-        {
-            "type": "volume",
-            "source": VOLUME,
-            "target": f.target,
-            "read_only": True,
-            "volume": {"subpath": f.dst},
-        }
+    mount = {"type": "volume", "source": VOLUME}
+    volumes = [
+        mount | {"target": f.target, "read_only": True, "volume": {"subpath": f.dst}}
         for f in placed.files
     ]
-    volumes += [
-        {"type": "volume", "source": VOLUME, "target": f.target, "read_only": True}
-        for f in placed.folders
-    ]
-    serving: dict[str, Any] = {
-        "depends_on": {"blockfp8-pull": {"condition": "service_completed_successfully"}},
-        "volumes": volumes,
-    }
-    if placed.folders:
-        serving["environment"] = {f.env: f.target for f in placed.folders}
-    services = {
-        "blockfp8-pull": {"image": image, "command": args, "volumes": [f"{VOLUME}:/configs"]},
-        engine: serving,
-    }
-    return [
-        f"# A compose file to add after yours (docker compose -f docker-compose.yml -f "
-        f"blockfp8.yml up); {engine} is your serving service's name:"
-    ] + dump_yaml({"services": services, "volumes": {VOLUME: {}}})
+    volumes += [mount | {"target": f.target, "read_only": True} for f in placed.folders]
+    depends = {"blockfp8-pull": {"condition": "service_completed_successfully"}}
+    pull = {"image": PULL_IMAGE, "command": args, "volumes": [f"{VOLUME}:/configs"]}
+    return compose_file(
+        engine, {"depends_on": depends, "volumes": volumes}, placed, {"blockfp8-pull": pull},
+        {"volumes": {VOLUME: {}}},
+    )  # fmt: skip
 
 
 def version_mismatch(
