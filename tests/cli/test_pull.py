@@ -124,20 +124,8 @@ def test_a_bad_release_is_one_line_and_writes_nothing(served, tmp_path, args, me
     assert not (tmp_path / "c").exists()
 
 
-def test_pull_recipes_pin_the_release(served) -> None:
-    site = "/usr/local/lib/python3.12/dist-packages"
-    target = f"{site}/vllm/model_executor/layers/quantization/utils/configs"
-    k8s = invoke(f"mounts --device L20 --format k8s-pull --server {SERVER} --release 1")
-    assert k8s.stdout.startswith("# NVIDIA_L20 release 1 (1 file(s), content "), k8s.output
-    pod = yaml.safe_load(k8s.stdout)
-    assert pod["initContainers"][0]["command"] == [
-        *("tuner", "pull", "--server", SERVER, "--device", "NVIDIA_L20"),
-        *("--release", "1", "--engine", "vllm", "--out", "/configs"),
-    ]
-    assert (
-        pod["volumeMounts"][0] | {"mountPath": f"{target}/{A}", "subPath": A}
-        == (pod["volumeMounts"][0])
-    )
+def test_pull_recipes_pin_the_servers_newest_release(served) -> None:
+    # A pinned release from the store here: tests/cli/test_deploy_advice.py.
     compose = invoke(f"mounts --device L20 --format compose-pull --server {SERVER}")
     serving = yaml.safe_load(compose.stdout)["services"]["vllm"]
     assert serving["depends_on"]["blockfp8-pull"] == {"condition": "service_completed_successfully"}
