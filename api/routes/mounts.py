@@ -16,6 +16,7 @@ from api.routes.releases import release_of
 from api.schemas import MAX_INT32, EngineName
 from tuner.core import OutDtype
 from tuner.files import mounts
+from tuner.files.engine_folders import DEFAULT_ENGINE_VERSIONS
 from tuner.files.pull import release_entry, render_pull_recipe
 
 router = APIRouter(prefix="/devices", tags=["mounts"])
@@ -51,7 +52,8 @@ class MountQuery(BaseModel):
         None,
         max_length=64,
         description="The engine release in the image, which decides its config folders "
-        "(default: vLLM 0.33.0, SGLang 0.5.23).",
+        f"(default: vLLM {DEFAULT_ENGINE_VERSIONS['vllm']}, SGLang "
+        f"{DEFAULT_ENGINE_VERSIONS['sglang']}).",
     )
     triton_version: str | None = Field(
         None,

@@ -26,7 +26,7 @@ from tuner.cli.store import device_in_store, open_db, store_files
 from tuner.cli.tables import Column, print_table
 from tuner.core import OutDtype
 from tuner.files.device import MergeError, StoreFiles, read_device
-from tuner.files.engine_folders import sglang_clamp_lines
+from tuner.files.engine_folders import DEFAULT_ENGINE_VERSIONS, sglang_clamp_lines
 from tuner.files.imports import imported_files_summary
 from tuner.files.merge import DeviceFiles, entries_left_out, write_files_atomically
 from tuner.files.release import NothingToPublish, publish
@@ -58,7 +58,8 @@ EngineVersionOpt = Annotated[
         "--engine-version",
         help="The engine's release in the serving image, which decides its "
         'config folders and what it rewrites on read (python3 -c "import sglang; '
-        'print(sglang.__version__)") [default: vLLM 0.33.0, SGLang 0.5.23].',
+        'print(sglang.__version__)") [default: vLLM '
+        f"{DEFAULT_ENGINE_VERSIONS['vllm']}, SGLang {DEFAULT_ENGINE_VERSIONS['sglang']}].",
     ),
 ]
 TritonVersionOpt = Annotated[

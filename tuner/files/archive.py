@@ -6,7 +6,12 @@ import io
 import zipfile
 
 import tuner
-from tuner.files.engine_folders import folder_for, folder_history
+from tuner.files.engine_folders import (
+    DEFAULT_ENGINE_VERSIONS,
+    engine_folder,
+    folder_for,
+    folder_history,
+)
 from tuner.files.merge import DeviceFiles
 from tuner.files.mounts import wrapped_advice
 from tuner.kernels.engines import SGLANG_NOTE
@@ -19,19 +24,20 @@ README_NAME = "README.txt"
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 # The families of a model's linear layers ("Dense files") and of its experts ("Fused-MoE files").
 _LAYERS, _EXPERTS = family_of_part(LINEAR_LAYERS).name, family_of_part(EXPERTS).name
-_CONFIGS_DIR = folder_for("vllm", _LAYERS)
+_CONFIGS_DIR, _VLLM = folder_for("vllm", _LAYERS), DEFAULT_ENGINE_VERSIONS["vllm"]
+_MOE_ENV = engine_folder("vllm", _EXPERTS).env
 
-# Where vLLM 0.33.0 reads these files and when it runs this Triton kernel.
+# Where the checked vLLM release reads these files and when it runs this Triton kernel.
 _HOW_TO = f"""\
 Where vLLM reads these files
 - Dense files (N=...,K=...) only from <site-packages>/{_CONFIGS_DIR}/
   Find the folder: python3 -c "import os, vllm; print(os.path.join(os.path.dirname(vllm.__file__), \
 'model_executor/layers/quantization/utils/configs'))"
-- VLLM_TUNED_CONFIG_FOLDER does not apply to these files (vLLM 0.33.0).
+- {_MOE_ENV} does not apply to these files (vLLM {_VLLM}).
 - Mount each file read-only into that folder of the serving container, one mount per file:
     -v "$PWD/<file name>:<site-packages>/{_CONFIGS_DIR}/<file name>:ro"
   A file of the same name shipped with vLLM is hidden by the mount.
-- Fused-MoE files (E=...,N=...): from the folder named by VLLM_TUNED_CONFIG_FOLDER first, then
+- Fused-MoE files (E=...,N=...): from the folder named by {_MOE_ENV} first, then
   <site-packages>/{folder_for("vllm", _EXPERTS)}/ (get_moe_configs).
 - The name must carry the device_name vLLM computes for the GPU (its name with spaces as "_").
 - vLLM reads a file once per process; for an M not in the file it uses the entry of the
