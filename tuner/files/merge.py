@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from packaging.version import InvalidVersion, Version
-
 from tuner.core import REQUIRED_M
 from tuner.files.format import dump_config_file, vllm_pick_key
+from tuner.files.provenance import release_of
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.shape import FamilyShape, Shape, ShapeKeyed, as_block_shape
@@ -313,18 +312,11 @@ def _merge_key(
     )
 
 
-def _release(version: str) -> Version:
-    try:
-        return Version(version)
-    except InvalidVersion:
-        return Version("0")
-
-
 def _file_triton(rows: Sequence[WinnerRow], triton_of: Mapping[int, str]) -> str | None:
     """The Triton most of `rows` were timed with (the newer on a tie); None when unknown."""
     timed = [getattr(row, "environment_id", None) for row in rows]
     counts = Counter(triton_of[e] for e in timed if e is not None and e in triton_of)
-    return max(counts, key=lambda v: (counts[v], _release(v))) if counts else None
+    return max(counts, key=lambda v: (counts[v], release_of(v))) if counts else None
 
 
 def write_atomically(folder: Path, contents: Mapping[str, bytes]) -> list[Path]:

@@ -100,7 +100,8 @@ def installed_triton_minor() -> str | None:
         return None
 
 
-def _version(text: str) -> Version:
+def release_of(text: str) -> Version:
+    """A version as `packaging` sorts it; Version("0") for one it cannot parse."""
     try:
         return Version(text)
     except InvalidVersion:
@@ -134,7 +135,7 @@ def _vllm_hashes(environments: list[EnvironmentRow]) -> tuple[tuple[str, ...], s
     timed = [e for e in environments if e.kernel_source == VLLM]
     if not timed:
         return (), ""
-    newest = max((e.vllm for e in timed), key=_version)
+    newest = max((e.vllm for e in timed), key=release_of)
     return tuple(dict.fromkeys(e.kernel_hash for e in timed if e.vllm == newest)), newest
 
 
@@ -169,7 +170,7 @@ def current_provenance(
                     minors.add(triton_minor(environment.triton))
                 except ValueError:
                     continue
-        minor = max(minors, key=_version) if minors else None
+        minor = max(minors, key=release_of) if minors else None
     else:
         minor = triton_minor(minor)
     return Provenance(hashes[0], minor, hashes[1:], source, version)
