@@ -107,16 +107,9 @@ def _check_plan(plan: Planned, arch: int, pool, lines: list[str]) -> int:
     item = plan.item
     try:
         verdict = check_entries(
-            item.configs,
-            arch=arch,
-            device_name=plan.target,
-            N=item.name.N,
-            K=item.name.K,
-            block_shape=item.name.block_shape,
-            pool=pool,
-            family=item.family,
-            params=item.name.params,
-        )
+            item.configs, arch=arch, device_name=plan.target, pool=pool, params=item.name.params,
+            **item.shape_fields,
+        )  # fmt: skip
     except Exception as exc:  # noqa: BLE001 - a broken compiler leaves the file unchecked
         why = " ".join(str(exc).split())[:200]
         lines.append(f"not checked {plan.path.name}: compiling failed: {why}")
@@ -265,22 +258,12 @@ def _store(store: Engine, planned: list[Planned], label: str) -> None:
     and the M it covers."""
     with session_scope(store) as session:
         for plan in planned:
-            item, name = plan.item, plan.item.name
+            item = plan.item
             record_import(
-                session,
-                device_name=plan.target,
-                N=name.N,
-                K=name.K,
-                block_shape=name.block_shape,
-                family=item.family,
-                shape_params=name.params_text,
-                label=label,
-                file_name=plan.path.name,
-                sha256=item.sha256,
-                configs=item.configs,
-                checked_arch=plan.arch,
-                cannot_launch=plan.cannot_launch,
-            )
+                session, device_name=plan.target, **item.shape_fields, label=label,
+                shape_params=item.name.params_text, file_name=plan.path.name, sha256=item.sha256,
+                configs=item.configs, checked_arch=plan.arch, cannot_launch=plan.cannot_launch,
+            )  # fmt: skip
     for plan in planned:
         named = plan.item.name.device_name
         moved = "" if plan.target == named else f" (file named for {named})"

@@ -7,6 +7,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from tuner.core import CONFIG_KEYS, FP8_DTYPE, VLLM_M_GRID
 from tuner.kernels.registry import DEFAULT_FAMILY, family_of_file, get_family
@@ -269,6 +270,14 @@ class ParsedFile:
     sha256: str
     family: str = DEFAULT_FAMILY
     vllm_name: str = ""
+
+    @property
+    def shape_fields(self) -> dict[str, Any]:
+        """N, K, block_shape and family: the file's shape as `check_entries` and
+        `record_import` take it (with the name's params)."""
+        return {"N": self.name.N, "K": self.name.K, "block_shape": self.name.block_shape} | {
+            "family": self.family
+        }
 
 
 def parse_import_name(file_name: str) -> tuple[str, ImportName]:
