@@ -9,9 +9,8 @@ from fastapi import APIRouter, HTTPException
 from api import schemas
 from api.deps import DeviceName, KnownDevice, SessionDep, WriteAccess
 from db import repo
-from tuner.files.device import MergeError
+from tuner.files.device import MergeError, target_device
 from tuner.files.format import coverage_summary, m_coverage, parse_file_for_import
-from tuner.files.imports import target_device
 from tuner.files.release import NothingToPublish, publish
 
 router = APIRouter(prefix="/devices", tags=["imports"])

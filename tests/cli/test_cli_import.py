@@ -20,8 +20,8 @@ from db.connection import open_store, session_scope
 from db.files import list_imports
 from tests.storefill import DEFAULT, FAST, SLOW, fill, row_counts
 from tuner.cli.app import app
+from tuner.cli.imports import never_read_by_vllm
 from tuner.files.format import dump_config_file
-from tuner.files.imports import never_read_by_vllm
 from tuner.files.merge import build_device_files, dense_key, import_targets
 from tuner.kernels.dense.family import config_file_name, engine_file_name
 from tuner.kernels.moe.family import MOE, expert_shape

@@ -25,9 +25,8 @@ from tuner.cli.output import console, out_folder, plain
 from tuner.cli.store import device_in_store, open_db, store_files
 from tuner.cli.tables import Column, print_table
 from tuner.core import OutDtype
-from tuner.files.device import MergeError, StoreFiles, read_device
+from tuner.files.device import MergeError, StoreFiles, imported_files_summary, read_device
 from tuner.files.engine_folders import DEFAULT_ENGINE_VERSIONS, sglang_clamp_lines
-from tuner.files.imports import imported_files_summary
 from tuner.files.merge import DeviceFiles, entries_left_out, write_files_atomically
 from tuner.files.release import NothingToPublish, publish
 from tuner.kernels.config import KernelConfig

@@ -19,12 +19,98 @@ from tuner.cli.export import EngineVersionOpt, NoPublishOpt, clamp_lines, publis
 from tuner.cli.options import DbOpt
 from tuner.cli.output import plain
 from tuner.cli.store import open_db
-from tuner.files.format import MAX_FILE_BYTES, ParsedFile, coverage_summary, parse_file_for_import
-from tuner.files.imports import list_config_folder, never_read_by_vllm, target_device
+from tuner.core import FP8_DTYPE
+from tuner.files.device import target_device
+from tuner.files.format import (
+    MAX_FILE_BYTES,
+    ParsedFile,
+    coverage_summary,
+    parse_file_for_import,
+    parse_import_name,
+)
 from tuner.files.merge import entries_left_out
 from tuner.kernels.gpus import KNOWN_GPUS
+from tuner.kernels.registry import get_family
 from tuner.measure.compile import compile_pool
 from tuner.measure.launch_check import check_entries, device_arch
+
+# Why an entry of a folder is not imported (one line each; the batch goes on without it).
+SKIP_FOLDER = "a folder (folders inside the folder are not read)"
+SKIP_NOT_FILE = "not a regular file"
+SKIP_NOT_CONFIG = "not a block-FP8 GEMM config file name"
+
+
+def list_config_folder(folder: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """Sort a folder's entries (not its subfolders') into config files to import and the rest.
+
+    A folder laid out like vLLM's configs folder also holds a README, `__init__.py`, files no
+    registered family names (`tuner.files.format.parse_import_name`; a fused-MoE block-FP8
+    `E=...` file is one of a family's, imported with its E) and int8_w8a8 files; those are
+    skipped, not errors.
+    A file named like a config file is not read here: a bad body still fails the import.
+
+    Args:
+        folder: the folder.
+
+    Returns:
+        The fp8_w8a8 config files by name, and (entry, why it is not imported) for everything
+        else, by name.
+
+    Raises:
+        OSError: the folder cannot be listed.
+    """
+    files: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
+    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
+        if entry.is_dir():
+            skipped.append((entry, SKIP_FOLDER))
+            continue
+        if not entry.is_file():
+            skipped.append((entry, SKIP_NOT_FILE))
+            continue
+        try:
+            _, name = parse_import_name(entry.name)
+        except ValueError:
+            skipped.append((entry, SKIP_NOT_CONFIG))
+            continue
+        if name.dtype != FP8_DTYPE:
+            skipped.append((entry, f"dtype {name.dtype}: only {FP8_DTYPE} configs are kept"))
+            continue
+        files.append(entry)
+    return files, skipped
+
+
+def never_read_by_vllm(first: str, second: str) -> str | None:
+    """Of two names of one file, the one vLLM never reads, when they differ only in spelling.
+
+    vLLM looks up `block_shape=[128,128]` (`config_file_name`); SGLang writes and reads
+    `block_shape=[128, 128]` (`tuner.kernels.engines.ENGINES`). A folder may hold both for
+    one device and shape; vLLM reads only the first. Each name's kernel family
+    (`parse_import_name`) spells it for vLLM (`KernelFamily.respell`).
+
+    Args:
+        first: a config file name.
+        second: another config file name.
+
+    Returns:
+        The name in SGLang's spelling when the other is the same file in vLLM's; else None
+        (two different files, or two names vLLM reads neither or both of).
+
+    Raises:
+        ValueError: a name that is not a config file name.
+    """
+    (family_first, parsed_first), (family_second, parsed_second) = (
+        parse_import_name(first),
+        parse_import_name(second),
+    )
+    if first == second or (family_first, parsed_first) != (family_second, parsed_second):
+        return None
+    vllm_name = get_family(family_first).respell(first, "vllm")
+    if first == vllm_name:
+        return second
+    if second == vllm_name:
+        return first
+    return None
 
 
 @dataclass
@@ -49,16 +135,16 @@ def _read(paths: list[Path]) -> tuple[list[tuple[Path, ParsedFile]], list[tuple[
             files.append(path)
             continue
         try:
-            listing = list_config_folder(path)
+            listed, others = list_config_folder(path)
         except OSError as exc:
             raise fail(f"{path}: cannot list: {exc.strerror or exc}") from None
-        if not listing.files:
+        if not listed:
             raise fail(
                 f"{path}: no fp8_w8a8 config files in this folder (names like "
                 "N=...,K=...,device_name=...,dtype=fp8_w8a8,block_shape=[128,128].json)"
             )
-        files += listing.files
-        skipped += listing.skipped
+        files += listed
+        skipped += others
     parsed = []
     for path in files:
         try:

@@ -8,15 +8,16 @@ re-assembles the pieces.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from db import repo
-from tuner.files.merge import DeviceFiles, SkippedShape, build_device_files
+from tuner.files.merge import DeviceFiles, SkippedShape, build_device_files, entries_left_out
 from tuner.files.provenance import Provenance, current_provenance, installed_triton_minor
-from tuner.inputs.devices import engine_device_name
+from tuner.inputs.devices import engine_device_name, store_device
 from tuner.kernels.shape import FamilyShape, Shape
 
 # How each front end tells a user to take stale trials too.
@@ -264,3 +265,36 @@ def device_files(
         session, device_name, out_dtype=out_dtype, allow_stale=allow_stale, kernel=kernel
     )
     return StoreFiles(view, view.merge(allow_partial=allow_partial, engine=engine))
+
+
+def target_device(requested: str | None, file_device: str, known: Sequence[str]) -> str:
+    """The device an import is stored for: the file name's device, or the one of the store's
+    devices and the file's own that `requested` names (`store_device`), so that a typo never
+    creates a device.
+
+    Raises:
+        LookupError: the request names neither a known device nor the file's device.
+    """
+    if requested is None:
+        return file_device
+    try:
+        return store_device(requested, [*known, file_device])
+    except ValueError:
+        raise LookupError(
+            f"device {requested!r} is neither in the store (known: "
+            f"{', '.join(sorted(known)) or '(none)'}) nor the file's device {file_device!r}"
+        ) from None
+
+
+def imported_files_summary(imports: Sequence) -> str:
+    """What a device's imported files are, for the lines that say it has nothing else: "2
+    file(s) from 'a', 'b'; 1 entry left out, cannot launch there" (the part on entries only
+    when some were left out by the launch check).
+
+    Args:
+        imports: its imported files (`db.repo.list_imports`: `label`, `cannot_launch`).
+    """
+    labels = ", ".join(repr(label) for label in sorted({i.label for i in imports}))
+    left_out = sum(len(i.cannot_launch) for i in imports)
+    dropped = f"; {entries_left_out(left_out)}, cannot launch there" if left_out else ""
+    return f"{len(imports)} file(s) from {labels}{dropped}"
