@@ -18,6 +18,7 @@ from tuner.cli.options import (
     DbOpt,
     DeviceOpt,
     EngineName,
+    EngineOpt,
     KernelChoice,
     TrialsKernelOpt,
 )
@@ -129,19 +130,17 @@ def publish_cmd(
     versions the files were tuned with, who and when. Files identical to the latest release's
     make no new release.
     """
-    _, store = open_db(db, must_exist=True)
+    store, device_name = device_store(db, device, read_only=False)
+    scope = {"allow_partial": allow_partial, "allow_stale": allow_stale, "kernel": kernel.value}
+    scope["out_dtype"] = out_dtype and out_dtype.value
+    publish_device(store, device_name, reason="tuner publish", required=True, **scope)
+
+
+def device_store(db: str | None, device: str, read_only: bool = True) -> tuple[Engine, str]:
+    """The store (which must exist) and the device's key in it (`device_in_store`)."""
+    _, store = open_db(db, must_exist=True, read_only=read_only)
     with session_scope(store) as session:
-        device_name = device_in_store(session, device)
-    publish_device(
-        store,
-        device_name,
-        reason="tuner publish",
-        required=True,
-        allow_partial=allow_partial,
-        allow_stale=allow_stale,
-        out_dtype=out_dtype and out_dtype.value,
-        kernel=kernel.value,
-    )
+        return store, device_in_store(session, device)
 
 
 def export(
@@ -149,12 +148,7 @@ def export(
     out: Annotated[Path, typer.Option(help="Folder to write the vLLM config files to.")],
     allow_partial: AllowPartialOpt = False,
     out_dtype: OutDtypeOpt = None,
-    engine_name: Annotated[
-        EngineName,
-        typer.Option(
-            "--engine", help="File-name spelling: vllm, or sglang (block_shape=[128, 128])."
-        ),
-    ] = EngineName.vllm,
+    engine_name: EngineOpt = EngineName.vllm,
     allow_stale: AllowStaleOpt = False,
     kernel: TrialsKernelOpt = KernelChoice.auto,
     db: DbOpt = None,
@@ -169,19 +163,12 @@ def export(
     raised to block_k).
     """
     out_folder(out)
-    _, store = open_db(db, must_exist=True, read_only=True)
-    with session_scope(store) as session:
-        device_name = device_in_store(session, device)
+    store, device_name = device_store(db, device)
     read = store_files(
-        store,
-        device_name,
-        out_dtype=out_dtype and out_dtype.value,
-        allow_stale=allow_stale,
-        allow_partial=allow_partial,
-        engine_name=engine_name.value,
+        store, device_name, out_dtype=out_dtype and out_dtype.value, allow_stale=allow_stale,
+        allow_partial=allow_partial, engine_name=engine_name.value, kernel=kernel.value,
         hint="; pick one with --out-dtype",
-        kernel=kernel.value,
-    )
+    )  # fmt: skip
     result = read.explained()
     typer.echo(source_line(read, allow_stale), err=True)
     sglang = engine_name == EngineName.sglang

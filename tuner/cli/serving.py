@@ -23,7 +23,13 @@ import typer
 
 from db import repo
 from tuner.cli.errors import fail
-from tuner.cli.export import AllowPartialOpt, AllowStaleOpt, EngineVersionOpt, TritonVersionOpt
+from tuner.cli.export import (
+    AllowPartialOpt,
+    AllowStaleOpt,
+    EngineVersionOpt,
+    TritonVersionOpt,
+    device_store,
+)
 from tuner.cli.options import (
     TRIALS_KERNEL_HELP,
     DbOpt,
@@ -34,7 +40,6 @@ from tuner.cli.options import (
 )
 from tuner.cli.output import out_folder, plain
 from tuner.cli.store import (
-    device_in_store,
     no_store_line,
     open_db,
     sqlite_missing,
@@ -226,9 +231,7 @@ def _store_files(
     """A device's merged files in the store (`kept`: --allow-partial, --allow-stale,
     --kernel); exit 2 when there is none."""
     allow_partial, allow_stale, kernel = kept
-    _, store = open_db(db, must_exist=True, read_only=True)
-    with repo.session_scope(store) as session:
-        device_name = device_in_store(session, device)
+    store, device_name = device_store(db, device)
     read = store_files(
         store, device_name, out_dtype=None, allow_stale=allow_stale, allow_partial=allow_partial,
         engine_name=engine, kernel=kernel,
