@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from sqlalchemy import Engine
@@ -94,7 +94,7 @@ NoPublishOpt = Annotated[
 
 
 def publish_device(
-    store: Engine, device_name: str, *, reason: str, required: bool = False, **scope
+    store: Engine, device_name: str, *, reason: str, required: bool = False, **scope: Any
 ) -> None:
     """Publish a device's files (`tuner.files.release.publish`, which `reason` and the
     `scope` go to: allow_partial, allow_stale, out_dtype, kernel) and print one line.
@@ -131,7 +131,8 @@ def publish_cmd(
     make no new release.
     """
     store, device_name = device_store(db, device, read_only=False)
-    scope = {"allow_partial": allow_partial, "allow_stale": allow_stale, "kernel": kernel.value}
+    scope: dict[str, Any] = {"allow_partial": allow_partial, "allow_stale": allow_stale}
+    scope["kernel"] = kernel.value
     scope["out_dtype"] = out_dtype and out_dtype.value
     publish_device(store, device_name, reason="tuner publish", required=True, **scope)
 

@@ -148,7 +148,7 @@ def mounts(
         _pull_recipe(fmt.value, device, server, release, engine_name.value, site, db,
                      (engine_version, triton_version))  # fmt: skip
         return
-    given = {"engine": engine_name.value, "site_packages": site, "fmt": fmt.value}
+    given: dict[str, Any] = {"engine": engine_name.value, "site_packages": site, "fmt": fmt.value}
     given |= {"engine_version": engine_version}
     if files is not None:
         folder = str(files.resolve())

@@ -305,7 +305,7 @@ def _image_note(fmt: str) -> list[str]:
 def _k8s_pull_body(args: list[str], engine: str, placed: Placed) -> list[str]:
     """The pod spec's part (an emptyDir, the init container) and the serving container's
     (one subPath per file, the whole volume for a folder, its variable)."""
-    init = {"name": "blockfp8-pull", "image": PULL_IMAGE, "command": args}
+    init: dict[str, Any] = {"name": "blockfp8-pull", "image": PULL_IMAGE, "command": args}
     init["volumeMounts"] = [{"name": VOLUME, "mountPath": "/configs"}]
     pod = {"volumes": [{"name": VOLUME, "emptyDir": {}}], "initContainers": [init]}
     return k8s_parts(pod, placed, VOLUME)
@@ -314,7 +314,7 @@ def _k8s_pull_body(args: list[str], engine: str, placed: Placed) -> list[str]:
 def _compose_pull_body(args: list[str], engine: str, placed: Placed) -> list[str]:
     """A compose file: the one-shot pull service, the serving service's volumes (one subpath
     per file, the whole volume for a folder) and variables, and the named volume."""
-    mount = {"type": "volume", "source": VOLUME}
+    mount: dict[str, Any] = {"type": "volume", "source": VOLUME}
     volumes = [
         mount | {"target": f.target, "read_only": True, "volume": {"subpath": f.dst}}
         for f in placed.files

@@ -74,7 +74,10 @@ def _summary(read: StoreFiles, scope: dict[str, Any]) -> dict[str, Any]:
         for e in view.environments
         if winners.get(e.environment_id)
     ]
-    provenance = {"kernel_hash": current.kernel_hash, "triton_minor": current.triton_minor}
+    provenance: dict[str, Any] = {
+        "kernel_hash": current.kernel_hash,
+        "triton_minor": current.triton_minor,
+    }
     provenance |= {"kernel_source": current.kernel_source, "vllm": current.vllm}
     return {
         "scope": {k: scope.get(k, False) for k in ("allow_partial", "allow_stale")}
@@ -97,7 +100,7 @@ def _summary(read: StoreFiles, scope: dict[str, Any]) -> dict[str, Any]:
 def _new_file(f: DeviceFile) -> NewFile:
     """A merged file as the store keeps it, with what the merge decided."""
     merged = f.merged
-    detail = {"m_keys": list(merged.configs), "m_imported": merged.m_imported}
+    detail: dict[str, Any] = {"m_keys": list(merged.configs), "m_imported": merged.m_imported}
     detail |= {"m_missing": merged.m_missing, "partial": merged.partial}
     detail |= {"notes": merged.notes, "warnings": merged.warnings}
     return NewFile(
@@ -107,7 +110,7 @@ def _new_file(f: DeviceFile) -> NewFile:
 
 
 def publish(
-    session: Session, device_name: str, *, reason: str, created_by: str | None = None, **scope
+    session: Session, device_name: str, *, reason: str, created_by: str | None = None, **scope: Any
 ) -> Published:
     """Freeze a device's files as its next release (nothing new when they equal the latest):
     the files, a zip per engine and the summary.
