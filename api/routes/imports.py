@@ -72,18 +72,14 @@ def import_file(
     """
     try:
         parsed = parse_file_for_import(body.file_name, body.content.encode("utf-8"))
-        named = parsed.name.device_name
+        named = parsed.device_name
         target = target_device(device_name, named, repo.known_device_names(session))
     except (ValueError, LookupError) as exc:  # the CLI refuses it too: a typo never makes a device
         raise HTTPException(422, detail=str(exc)) from None
     item = repo.record_import(
         session,
         device_name=target,
-        N=parsed.name.N,
-        K=parsed.name.K,
-        block_shape=parsed.name.block_shape,
-        family=parsed.family,
-        shape_params=parsed.name.params_text,
+        **parsed.store_fields,
         label=body.label,
         file_name=body.file_name,
         sha256=parsed.sha256,

@@ -69,12 +69,12 @@ def list_config_folder(folder: Path) -> tuple[list[Path], list[tuple[Path, str]]
             skipped.append((entry, SKIP_NOT_FILE))
             continue
         try:
-            _, name = parse_import_name(entry.name)
+            dtype = parse_import_name(entry.name)[3]
         except ValueError:
             skipped.append((entry, SKIP_NOT_CONFIG))
             continue
-        if name.dtype != FP8_DTYPE:
-            skipped.append((entry, f"dtype {name.dtype}: only {FP8_DTYPE} configs are kept"))
+        if dtype != FP8_DTYPE:
+            skipped.append((entry, f"dtype {dtype}: only {FP8_DTYPE} configs are kept"))
             continue
         files.append(entry)
     return files, skipped
@@ -99,13 +99,10 @@ def never_read_by_vllm(first: str, second: str) -> str | None:
     Raises:
         ValueError: a name that is not a config file name.
     """
-    (family_first, parsed_first), (family_second, parsed_second) = (
-        parse_import_name(first),
-        parse_import_name(second),
-    )
-    if first == second or (family_first, parsed_first) != (family_second, parsed_second):
+    parsed = parse_import_name(first)
+    if first == second or parsed != parse_import_name(second):
         return None
-    vllm_name = get_family(family_first).respell(first, "vllm")
+    vllm_name = get_family(parsed[0]).respell(first, "vllm")
     if first == vllm_name:
         return second
     if second == vllm_name:
@@ -166,11 +163,10 @@ def _plan(
     skipped = []
     for path, item in parsed:
         try:
-            here = Planned(path, item, target_device(device, item.name.device_name, known))
+            here = Planned(path, item, target_device(device, item.device_name, known))
         except LookupError as exc:
             raise fail(f"{path}: {exc}") from None
-        name = item.name
-        key = (here.target, item.family, name.params_text, name.N, name.K, name.block_shape)
+        key = (here.target, item.family, item.shape)
         other = planned.setdefault(key, here)
         if other is here:
             continue
@@ -193,8 +189,8 @@ def _check_plan(plan: Planned, arch: int, pool, lines: list[str]) -> int:
     item = plan.item
     try:
         verdict = check_entries(
-            item.configs, arch=arch, device_name=plan.target, pool=pool, params=item.name.params,
-            **item.shape_fields,
+            item.configs, arch=arch, device_name=plan.target, pool=pool, params=item.shape.params,
+            N=item.shape.N, K=item.shape.K, block_shape=item.shape.block_shape, family=item.family,
         )  # fmt: skip
     except Exception as exc:  # noqa: BLE001 - a broken compiler leaves the file unchecked
         why = " ".join(str(exc).split())[:200]
@@ -317,7 +313,7 @@ def import_files(
         f"warning: {line}"
         for path, item in parsed
         if path.name != item.vllm_name  # SGLang's spelling: a file for SGLang
-        for line in clamp_lines(item.name.device_name, engine_version, [(path.name, item.configs)])
+        for line in clamp_lines(item.device_name, engine_version, [(path.name, item.configs)])
     ]
     _, store = open_db(db)
     with session_scope(store) as session:
@@ -346,12 +342,12 @@ def _store(store: Engine, planned: list[Planned], label: str) -> None:
         for plan in planned:
             item = plan.item
             record_import(
-                session, device_name=plan.target, **item.shape_fields, label=label,
-                shape_params=item.name.params_text, file_name=plan.path.name, sha256=item.sha256,
+                session, device_name=plan.target, **item.store_fields, label=label,
+                file_name=plan.path.name, sha256=item.sha256,
                 configs=item.configs, checked_arch=plan.arch, cannot_launch=plan.cannot_launch,
             )  # fmt: skip
     for plan in planned:
-        named = plan.item.name.device_name
+        named = plan.item.device_name
         moved = "" if plan.target == named else f" (file named for {named})"
         plain(
             f"imported {plan.path.name} for {plan.target}{moved} as '{label}': "
