@@ -201,37 +201,26 @@ def read_device(
         allow_stale: also trials of another kernel source or Triton major.minor.
         kernel: whose kernels' trials count (`tuner.files.provenance.read_source`).
     """
-    environments = repo.device_environments(session, device_name=device_name)
+    device = {"device_name": device_name}
+    environments = repo.device_environments(session, **device)
     current = current_provenance(
         environments, installed_triton=installed_triton_minor(), kernel=kernel
     )
-    stale = (
-        0
-        if allow_stale
-        else repo.stale_trials(
-            session,
-            device_name=device_name,
-            kernel_hash=current.hashes,
-            triton_minor=current.triton_minor,
-        )
-    )
-    scope = Scope(allow_stale, current, stale)
-    filters = scope.filters
-    imported = repo.imported_configs(session, device_name=device_name)
+    scope = Scope(allow_stale, current, 0)
+    if not allow_stale:
+        filters = scope.filters
+        scope = replace(scope, stale_trials=repo.stale_trials(session, **device, **filters))
+    chosen = {**device, "out_dtype": out_dtype, **scope.filters}
+    imported = {
+        FamilyShape(family, Shape.from_store(N, K, block_shape, params)): entries
+        for (family, params, N, K, block_shape), entries in repo.imported_configs(
+            session, **device
+        ).items()
+    }
     return DeviceView(
-        device_name=device_name,
-        out_dtype=out_dtype,
-        scope=scope,
-        environments=environments,
-        winners=repo.winners(session, device_name=device_name, out_dtype=out_dtype, **filters),
-        coverage=repo.shape_coverage(
-            session, device_name=device_name, out_dtype=out_dtype, **filters
-        ),
-        imported={
-            FamilyShape(family, Shape.from_store(N, K, block_shape, params)): entries
-            for (family, params, N, K, block_shape), entries in imported.items()
-        },
-    )
+        device_name, out_dtype, scope, environments, repo.winners(session, **chosen),
+        repo.shape_coverage(session, **chosen), imported,
+    )  # fmt: skip
 
 
 def device_files(
