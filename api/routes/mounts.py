@@ -3,7 +3,7 @@ recipe that pulls a release before the engine starts."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import PlainTextResponse
@@ -20,14 +20,12 @@ from tuner.files.engine_folders import DEFAULT_ENGINE_VERSIONS
 from tuner.files.pull import release_entry, render_pull_recipe
 
 router = APIRouter(prefix="/devices", tags=["mounts"])
-# tuner.files.mounts.FORMATS, then tuner.files.pull.PULL_FORMATS (tests check they agree).
-MountFormat = Literal["docker", "compose", "k8s", "k8s-pull", "compose-pull"]
 
 
 class MountQuery(BaseModel):
     """The query of GET /devices/{d}/mounts, as `tuner mounts` takes its options."""
 
-    format: MountFormat = Field(
+    format: mounts.MountFormat = Field(
         "docker",
         description="docker (run flags), compose (volumes), k8s (a ConfigMap and mounts), or "
         "k8s-pull / compose-pull (`tuner pull` of a release into a volume first).",

@@ -12,7 +12,6 @@ import json
 import os
 import socket
 from collections.abc import Mapping
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.error import HTTPError, URLError
@@ -51,6 +50,7 @@ from tuner.files.format import parse_config_file
 from tuner.files.mounts import (
     DEFAULT_HOST_DIR,
     DEFAULT_SITE_PACKAGES,
+    MountFormat,
     MountRequest,
     check_site_packages,
     config_files_in,
@@ -58,6 +58,7 @@ from tuner.files.mounts import (
     store_request,
 )
 from tuner.files.pull import (
+    PULL_FORMATS,
     PullError,
     check_downloads,
     choose_release,
@@ -73,15 +74,6 @@ from tuner.inputs.backends import device_advice
 from tuner.inputs.devices import device_key, store_device
 from tuner.kernels.registry import family_of_file
 from tuner.kernels.source import vllm_version
-
-
-class MountFormat(StrEnum):
-    docker = "docker"
-    compose = "compose"
-    k8s = "k8s"
-    k8s_pull = "k8s-pull"
-    compose_pull = "compose-pull"
-
 
 SitePackagesOpt = Annotated[
     str | None,
@@ -131,7 +123,7 @@ def mounts(
     device: DeviceOpt,
     engine_name: EngineOpt = EngineName.vllm,
     site_packages: SitePackagesOpt = None,
-    fmt: FormatOpt = MountFormat.docker,
+    fmt: FormatOpt = "docker",
     server: ServerOpt = None,
     release: ReleaseOpt = None,
     files: FilesOpt = None,
@@ -144,11 +136,11 @@ def mounts(
 ) -> None:
     """Print read-only mounts of each config file into the engine's config folder."""
     site = site_packages or DEFAULT_SITE_PACKAGES[engine_name]
-    if fmt in (MountFormat.k8s_pull, MountFormat.compose_pull):
-        _pull_recipe(fmt.value, device, server, release, engine_name.value, site, db,
+    if fmt in PULL_FORMATS:
+        _pull_recipe(fmt, device, server, release, engine_name.value, site, db,
                      (engine_version, triton_version))  # fmt: skip
         return
-    given: dict[str, Any] = {"engine": engine_name.value, "site_packages": site, "fmt": fmt.value}
+    given: dict[str, Any] = {"engine": engine_name.value, "site_packages": site, "fmt": fmt}
     given |= {"engine_version": engine_version}
     if files is not None:
         folder = str(files.resolve())

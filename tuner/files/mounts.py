@@ -16,7 +16,7 @@ import re
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 import yaml
 
@@ -30,7 +30,9 @@ from tuner.kernels.registry import DEFAULT_FAMILY, family_of_file, get_family
 from tuner.kernels.shape import PER_TENSOR, Shape
 from tuner.kernels.vllm_table import TRITON_FLAG
 
-FORMATS: tuple[str, ...] = ("docker", "compose", "k8s")
+# The forms of `tuner mounts` and the mounts route: mounts, then pull recipes (`PULL_FORMATS`).
+MountFormat = Literal["docker", "compose", "k8s", "k8s-pull", "compose-pull"]
+FORMATS: tuple[str, ...] = get_args(MountFormat)[:3]
 # Where the engine's package lives in its usual image: vLLM's vllm/vllm-openai image installs
 # into Python 3.12's dist-packages (as the README's example); SGLang's lmsysorg/sglang image runs
 # an editable checkout, /sgl-workspace/sglang/python (the path its own warnings print).

@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from tuner.core import minor_of
 from tuner.files.engine_folders import engine_version, folder_for, unchecked_line
@@ -21,6 +21,7 @@ from tuner.files.format import dump_config_file, parse_config_file
 from tuner.files.merge import write_atomically
 from tuner.files.mounts import (
     VOLUME,
+    MountFormat,
     Placed,
     advice_comments,
     compose_file,
@@ -35,7 +36,7 @@ from tuner.kernels.registry import DEFAULT_FAMILY, family_of_file
 
 # Written last into the folder: which release it holds, so a second pull of it does nothing.
 MARKER = ".blockfp8-release.json"
-PULL_FORMATS: tuple[str, ...] = ("k8s-pull", "compose-pull")
+PULL_FORMATS: tuple[str, ...] = get_args(MountFormat)[3:]
 # The image `tuner pull` runs in: the project's Dockerfile (no torch or triton needed).
 PULL_IMAGE = "blockfp8-tuner"
 
