@@ -137,8 +137,9 @@ def mounts(
     """Print read-only mounts of each config file into the engine's config folder."""
     site = site_packages or DEFAULT_SITE_PACKAGES[engine_name]
     if fmt in PULL_FORMATS:
-        _pull_recipe(fmt, device, server, release, engine_name.value, site, db,
-                     (engine_version, triton_version))  # fmt: skip
+        _pull_recipe(fmt, device, server, release, db, engine=engine_name.value,
+                     site_packages=site, engine_version_=engine_version,
+                     triton_version=triton_version)  # fmt: skip
         return
     given: dict[str, Any] = {"engine": engine_name.value, "site_packages": site, "fmt": fmt}
     given |= {"engine_version": engine_version}
@@ -237,25 +238,18 @@ def _store_files(
 
 
 def _pull_recipe(
-    fmt: str,
-    device: str,
-    server: str | None,
-    release: int | None,
-    engine: str,
-    site_packages: str,
-    db: str | None,
-    versions: tuple[str | None, str | None],
+    fmt: str, device: str, server: str | None, release: int | None, db: str | None, **given: Any
 ) -> None:
     """Print a `tuner pull` recipe for a release (tuner.files.pull). A pinned release is read
     from the store here when it holds it, so that --server may be a name only the pods resolve
-    (http://tuner:8000); otherwise the server is asked for its releases. `versions`:
-    --engine-version, --triton-version."""
+    (http://tuner:8000); otherwise the server is asked for its releases. `given`: the engine,
+    the site-packages folder, --engine-version and --triton-version."""
     if server is None:
         raise fail(f"--format {fmt} needs --server, the tuner service's URL")
     server = server_url(server)
     stored = _stored_release(db, device, release) if release is not None else None
     try:
-        site = check_site_packages(site_packages)
+        given["site_packages"] = check_site_packages(given["site_packages"])
         if stored is not None:
             typer.echo(
                 f"note: {stored['device_name']} release {release} read from the store here "
@@ -266,10 +260,8 @@ def _pull_recipe(
         hint = _unreachable_hint(fmt, device, server, release)
         chosen = stored or choose_release(releases_of(server, device, hint=hint), device, release)
         text = render_pull_recipe(
-            fmt, server=server, release=chosen, engine=engine, site_packages=site,
-            engine_version_=versions[0], triton_version=versions[1],
-            triton_from="--triton-version",
-        )  # fmt: skip
+            fmt, server=server, release=chosen, triton_from="--triton-version", **given
+        )
     except PullError as exc:
         raise fail(str(exc), 1) from None
     except ValueError as exc:
