@@ -155,8 +155,7 @@ def test_pull_warns_when_the_triton_here_is_not_the_releases_and_strict_refuses(
     )
     same = invoke(f"pull --server {SERVER} --device L20 --out {tmp_path / 'same'}")
     assert same.exit_code == 0 and "warning" not in same.stderr
-    real = pull_module._installed
-    monkeypatch.setattr(pull_module, "_installed", lambda n: "2.1.0" if n == "triton" else real(n))
+    monkeypatch.setattr(pull_module, "installed_triton", lambda: "2.1.0")
     warned = invoke(f"pull --server {SERVER} --device L20 --out {tmp_path / 'w'}")
     assert warned.exit_code == 0
     assert warned.stderr == (

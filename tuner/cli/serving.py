@@ -6,7 +6,6 @@ tuner.files.pull's, the HTTP is urllib's)."""
 from __future__ import annotations
 
 import errno
-import importlib.metadata
 import ipaddress
 import json
 import os
@@ -57,6 +56,7 @@ from tuner.files.mounts import (
     render_mounts,
     store_request,
 )
+from tuner.files.provenance import installed_triton
 from tuner.files.pull import (
     PULL_FORMATS,
     PullError,
@@ -509,7 +509,7 @@ def _chosen(base: str, device: str, release: int | None, strict: bool) -> Mappin
         chosen = choose_release(releases_of(base, device), device, release)
     except PullError as exc:
         raise fail(str(exc), 1) from None
-    mismatch = version_mismatch(chosen, triton=_installed("triton"), vllm=vllm_version())
+    mismatch = version_mismatch(chosen, triton=installed_triton(), vllm=vllm_version())
     if mismatch is not None and strict:
         raise fail(mismatch.removeprefix("warning: ") + "; --strict: nothing written", 1)
     if mismatch is not None:
@@ -534,11 +534,3 @@ def _download(base: str, chosen: Mapping[str, Any], engine: str) -> dict[str, by
     except PullError as exc:
         raise fail(str(exc), 1) from None
     return contents
-
-
-def _installed(name: str) -> str | None:
-    """A package's version from its metadata (not imported), or None."""
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None

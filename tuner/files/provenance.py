@@ -91,12 +91,21 @@ def family_hashes(source: str = BUILTIN) -> dict[str, str]:
     return hashes
 
 
-def installed_triton_minor() -> str | None:
-    """Major.minor of the installed triton package from its metadata (not imported), e.g. "3.6";
-    None when triton is not installed or its version is not readable."""
+def installed_triton() -> str | None:
+    """The installed triton package's version from its metadata (not imported), e.g. "3.6.0";
+    None when triton is not installed."""
     try:
-        return triton_minor(importlib.metadata.version("triton"))
-    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def installed_triton_minor() -> str | None:
+    """Major.minor of `installed_triton`, e.g. "3.6"; None without triton or a readable
+    version."""
+    try:
+        return triton_minor(installed_triton() or "")
+    except ValueError:
         return None
 
 
