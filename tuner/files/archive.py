@@ -68,39 +68,29 @@ Where SGLang reads these files (by release: python3 -c "import sglang; print(sgl
 """
 
 
-def _advice(device_name: str, compute_capability: str | None) -> str:
-    """Whether vLLM reads the files on this device (docs/vllm-backends.md), wrapped."""
-    return "\n".join(wrapped_advice(device_name, [compute_capability or ""], 92))
-
-
-def _blocks(block_shape: tuple[int, int] | None) -> str:
-    """How the README names a block shape: `block_shape=[128,128]`, or per-tensor."""
-    if block_shape is None:
-        return PER_TENSOR
-    return f"block_shape=[{block_shape[0]},{block_shape[1]}]"
-
-
 def _files_section(device_files: DeviceFiles) -> list[str]:
     """Each file's hash, M keys and merge notes, then the shapes and entries left out."""
     lines = [] if device_files.files else ["- none yet"]
     for device_file in sorted(device_files.files, key=lambda f: f.file_name):
         merged = device_file.merged
-        lines.append(f"- {device_file.file_name}")
-        lines.append(f"  sha256 {merged.sha256}")
+        lines += [f"- {device_file.file_name}", f"  sha256 {merged.sha256}"]
         lines.append(f"  M keys: {', '.join(map(str, merged.configs))}")
         if merged.m_imported:
             lines.append(f"  imported, not measured: M={', '.join(map(str, merged.m_imported))}")
         if merged.partial:
             lines.append(f"  PARTIAL: no winner yet for M={', '.join(map(str, merged.m_missing))}")
-        lines.extend(f"  note: {note}" for note in merged.notes)
-        lines.extend(f"  warning: {warning}" for warning in merged.warnings)
+        lines += [f"  note: {note}" for note in merged.notes]
+        lines += [f"  warning: {warning}" for warning in merged.warnings]
     if device_files.skipped or device_files.left_out:
         lines += ["", "Left out"]
-        lines.extend(
-            f"- N={s.N}, K={s.K}, {_blocks(s.block_shape)}: {s.reason}"
-            for s in device_files.skipped
-        )
-        lines.extend(f"- {line}" for line in device_files.left_out)
+        for s in device_files.skipped:
+            blocks = (
+                f"block_shape=[{s.block_shape[0]},{s.block_shape[1]}]"
+                if s.block_shape
+                else PER_TENSOR
+            )
+            lines.append(f"- N={s.N}, K={s.K}, {blocks}: {s.reason}")
+        lines += [f"- {line}" for line in device_files.left_out]
     return lines
 
 
@@ -112,26 +102,21 @@ def readme_text(
     tuned_with: str = "",
 ) -> str:
     """The README of a device's archive: whether vLLM reads the files on this device (from
-    `compute_capability`, else the table of known GPUs), what they were tuned with
-    (`versions_line`), how `engine` finds them, and the merge report."""
+    `compute_capability`, else the table of known GPUs; docs/vllm-backends.md), what they were
+    tuned with (`versions_line`), how `engine` finds them, and the merge report."""
     lines = [
         f"Tuned configs of vLLM's W8A8 block-FP8 Triton GEMM for device_name {device_name}",
         f"Merged from the store by blockfp8-tuner {tuner.__version__}.",
-        *(
-            [f"Tuned with {tuned_with} (serve with the same Triton and vLLM)."]
-            if tuned_with
-            else []
-        ),
-        "",
     ]
-    if engine != "sglang":
-        lines += ["Does vLLM read them", _advice(device_name, compute_capability), ""]
-    lines += [
-        _sglang_how_to() if engine == "sglang" else _HOW_TO,
-        "Files",
-    ]
-    lines += _files_section(device_files)
-    return "\n".join(lines) + "\n"
+    lines += (
+        [f"Tuned with {tuned_with} (serve with the same Triton and vLLM)."] if tuned_with else []
+    )
+    if engine == "sglang":
+        lines += ["", _sglang_how_to()]
+    else:
+        advice = wrapped_advice(device_name, [compute_capability or ""], 92)
+        lines += ["", "Does vLLM read them", *advice, "", _HOW_TO]
+    return "\n".join([*lines, "Files", *_files_section(device_files)]) + "\n"
 
 
 def build_zip(
