@@ -126,7 +126,9 @@ def test_of_two_spellings_the_vllm_one_is_kept_and_a_lone_sglang_one_imported(
     assert stored(db, "file_name", "configs") == [kept]
 
 
-@pytest.mark.parametrize("mistake", ["bad entry", "empty folder", "two files for one shape"])
+@pytest.mark.parametrize(
+    "mistake", ["bad entry", "bad name", "empty folder", "two files for one shape"]
+)
 def test_a_bad_input_is_one_line_and_stores_nothing(tmp_path: Path, mistake: str) -> None:
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     folder = vllm_folder(tmp_path)
@@ -135,6 +137,11 @@ def test_a_bad_input_is_one_line_and_stores_nothing(tmp_path: Path, mistake: str
         paths = [folder]
         line = f"{folder / OTHER_NAME}: M=16: missing key(s) BLOCK_SIZE_N, BLOCK_SIZE_K, "
         line += "GROUP_SIZE_M, num_warps, num_stages"
+    elif mistake == "bad name":
+        (tmp_path / "config.json").write_text(dump_config_file({1: FAST}))
+        paths = [folder / VLLM_NAME, tmp_path / "config.json"]
+        line = f"{paths[1]}: 'config.json' is not a config file name like 'N=1024,K=512,"
+        line += "device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json'"
     elif mistake == "empty folder":
         (tmp_path / "empty").mkdir()
         (tmp_path / "empty" / "README").write_text("nothing\n")

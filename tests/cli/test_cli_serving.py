@@ -170,32 +170,6 @@ def test_malformed_user_shapes_file(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 GOOD = dump_config_file({1: FAST, 4096: SLOW})
 
 
-@pytest.mark.parametrize(
-    ("name", "content", "problem"),
-    [
-        (config_file_name(576, 7168, "NVIDIA_L20"), GOOD[:-20], "invalid JSON"),
-        ("config.json", GOOD, "'config.json' is not a config file name"),
-    ],
-)
-def test_bad_import_files_change_nothing(
-    tmp_path: Path, name: str, content: str, problem: str
-) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
-    fill(db, PLAN)
-    good = tmp_path / "good" / config_file_name(5120, 3072, "NVIDIA_L20")
-    good.parent.mkdir()
-    good.write_text(GOOD)
-    bad = tmp_path / name
-    bad.write_text(content)
-    before = row_counts(db)
-    result = invoke("import", str(good), str(bad), "--db", db)
-    assert result.exit_code == 2, result.output
-    (line,) = result.stderr.strip().splitlines()
-    assert line.startswith(f"error: {bad}") or line.startswith(f"error: '{name}'")
-    assert problem in line
-    assert row_counts(db) == before
-
-
 def test_import_for_an_unknown_device_changes_nothing(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     fill(db, PLAN)
