@@ -350,15 +350,11 @@ def version_mismatch(
     timed = versions.get("vllm") or []
     if vllm is not None and timed and vllm not in timed:
         differ.append(f"vLLM {vllm} here, {', '.join(timed)} in the release")
-    sources = versions.get("kernel_source") or []
-    if vllm is not None and sources == ["builtin"]:
+    if vllm is not None and (versions.get("kernel_source") or []) == ["builtin"]:
         differ.append("the release timed the tuner's builtin kernels, not this vLLM's")
-    if not differ:
-        return None
     return (
-        "warning: release "
-        + str(release.get("number"))
-        + " was tuned elsewhere: "
-        + "; ".join(differ)
-        + " (configs are facts about one Triton and kernel)"
+        f"warning: release {release.get('number')} was tuned elsewhere: {'; '.join(differ)} "
+        "(configs are facts about one Triton and kernel)"
+        if differ
+        else None
     )
