@@ -89,16 +89,8 @@ def test_from_log_suggests_a_free_name_whose_command_runs(
 ) -> None:
     monkeypatch.setenv("TUNER_SHAPES_DIR", str(tmp_path / "shapes"))
     log = tmp_path / "dsv3 serve.log"  # a space: the suggested command quotes the path
-    log.write_text(
-        vllm_log(
-            DSV3_TP8,
-            ranks=range(8),
-            model="deepseek-ai/DeepSeek-V3",
-            tp=8,
-            config_line=False,
-            device="NVIDIA_H200",
-        )
-    )
+    dsv3 = {"ranks": range(8), "model": "deepseek-ai/DeepSeek-V3", "tp": 8, "device": "NVIDIA_H200"}
+    log.write_text(vllm_log(DSV3_TP8, config_line=False, **dsv3))
     result = invoke("shapes", "from-log", str(log))
     assert result.exit_code == 0, result.output
     assert "model deepseek-ai/DeepSeek-V3; TP 8" in flat(result.stdout)  # from non-default args
@@ -117,15 +109,7 @@ def test_from_log_suggests_a_free_name_whose_command_runs(
     assert "these are shapes of model 'deepseek-v3-log' TP 8" in flat(again.stdout)
     # Another DeepSeek-V3 log with other shapes: deepseek-v3-log is taken now.
     other = tmp_path / "other.log"
-    other.write_text(
-        vllm_log(
-            [(2112, 7168), (7168, 256)],
-            ranks=range(8),
-            model="deepseek-ai/DeepSeek-V3",
-            tp=8,
-            device="NVIDIA_H200",
-        )
-    )
+    other.write_text(vllm_log([(2112, 7168), (7168, 256)], **dsv3))
     command, saved = run_suggested_save(invoke("shapes", "from-log", str(other)).stdout)
     assert command == f"tuner shapes from-log {other} --save deepseek-v3-log-2"
     assert saved.exit_code == 0, saved.output
