@@ -163,21 +163,17 @@ def merge_shape(
         raise PartialFileError("no M has a winner: nothing to write")
     if m_missing and not allow_partial:
         raise PartialFileError(f"no winner yet for M={', '.join(map(str, m_missing))}")
+    warnings = [
+        f"M={M} is not in the file: vLLM will use the M={vllm_pick_key(configs, M)} entry"
+        for M in REQUIRED_M
+        if M not in configs
+    ]
     text = dump_config_file(configs, triton_version)
+    sha256 = hashlib.sha256(text.encode()).hexdigest()
     return MergedFile(
-        configs={M: configs[M] for M in sorted(configs)},
-        text=text,
-        sha256=hashlib.sha256(text.encode()).hexdigest(),
-        notes=notes,
-        warnings=[
-            f"M={M} is not in the file: vLLM will use the M={vllm_pick_key(configs, M)} entry"
-            for M in REQUIRED_M
-            if M not in configs
-        ],
-        m_missing=m_missing,
-        partial=bool(m_missing),
-        m_imported=m_imported,
-    )
+        dict(sorted(configs.items())), text, sha256, notes, warnings, m_missing, bool(m_missing),
+        m_imported,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
