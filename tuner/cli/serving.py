@@ -79,7 +79,7 @@ SitePackagesOpt = Annotated[
     str | None,
     typer.Option(
         help="The engine's site-packages folder in the container [default: vLLM image "
-        "/usr/local/lib/python3.12/dist-packages; SGLang image /sgl-workspace/sglang/python].",
+        f"{DEFAULT_SITE_PACKAGES['vllm']}; SGLang image {DEFAULT_SITE_PACKAGES['sglang']}].",
     ),
 ]
 FormatOpt = Annotated[
