@@ -60,7 +60,6 @@ from tuner.files.provenance import installed_triton
 from tuner.files.pull import (
     PULL_FORMATS,
     PullError,
-    check_downloads,
     choose_release,
     holds,
     release_entry,
@@ -492,6 +491,8 @@ def pull(
         written, removed = replace_folder(out, chosen, engine, _download(base, chosen, engine))
     except OSError as exc:
         raise fail(f"{out}: cannot write: {exc.strerror or exc}", 1) from None
+    except PullError as exc:
+        raise fail(str(exc), 1) from None
     gone = f"; removed {len(removed)} file(s) of the previous release" if removed else ""
     plain(
         f"pulled {name} release {number} into {out}: {len(written)} file(s), sha256 checked{gone}"
@@ -518,19 +519,14 @@ def _chosen(base: str, device: str, release: int | None, strict: bool) -> Mappin
 
 
 def _download(base: str, chosen: Mapping[str, Any], engine: str) -> dict[str, bytes]:
-    """File name -> the bytes of each file of the release, each checked against its sha256;
-    exit 1 with one line when one cannot be fetched or does not match."""
+    """File name -> the bytes of each file of the release (`replace_folder` checks them); exit 1
+    with one line when one cannot be fetched."""
     name, number = quote(chosen["device_name"], safe=""), chosen["number"]
-    wanted = wanted_files(chosen, engine)
     contents = {}
     try:
-        for file in wanted:
+        for file in wanted_files(chosen, engine):
             url = f"{base}/devices/{name}/configs/{quote(file.file_name, safe='')}?release={number}"
             contents[file.file_name] = fetch(url)
     except OSError as exc:
         raise fail(f"{exc}; nothing written", 1) from None
-    try:
-        check_downloads(wanted, contents)
-    except PullError as exc:
-        raise fail(str(exc), 1) from None
     return contents

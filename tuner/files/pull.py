@@ -149,42 +149,37 @@ def engine_bytes(file_name: str, body: bytes, engine: str) -> bytes:
     return dump_config_file(parse_config_file(body.decode("utf-8"), source=file_name)).encode()
 
 
-def check_downloads(files: Sequence[Wanted], contents: Mapping[str, bytes]) -> None:
-    """Every wanted file was downloaded and its bytes have its sha256.
-
-    Raises:
-        PullError: naming the first file missing or whose sha256 differs.
-    """
-    for wanted in files:
-        body = contents.get(wanted.file_name)
-        if body is None:
-            raise PullError(f"{wanted.file_name}: not downloaded")
-        got = hashlib.sha256(body).hexdigest()
-        if got != wanted.sha256:
-            raise PullError(
-                f"{wanted.file_name}: sha256 {got} is not the release's "
-                f"{wanted.sha256}; nothing written"
-            )
-
-
 def replace_folder(
     folder: Path, release: Mapping[str, Any], engine: str, contents: Mapping[str, bytes]
 ) -> tuple[list[str], list[str]]:
-    """Put a checked release into `folder` (`write_atomically`: a reader sees each file whole,
-    old or new); files of the previous pull that the release no longer has are removed; the
-    marker is written last. Each file is written as `engine` reads it (`engine_bytes`); the
-    marker keeps the sha256 of any file whose bytes that changed ("written").
+    """Put a release into `folder` once every file's bytes have their sha256 (`write_atomically`:
+    a reader sees each file whole, old or new); files of the previous pull that the release no
+    longer has are removed; the marker is written last. Each file is written as `engine` reads
+    it (`engine_bytes`); the marker keeps the sha256 of any file whose bytes that changed
+    ("written").
 
     Args:
         folder: the folder (created when missing).
         release: the release (`choose_release`).
         engine: "vllm" or "sglang": the names the files are saved under.
-        contents: file name (vLLM's spelling) -> bytes, already checked (`check_downloads`).
+        contents: file name (vLLM's spelling) -> bytes as downloaded.
 
     Returns:
         (names written, names removed).
+
+    Raises:
+        PullError: naming the first file missing or whose sha256 differs; nothing written.
     """
     files = wanted_files(release, engine)
+    for wanted in files:
+        if wanted.file_name not in contents:
+            raise PullError(f"{wanted.file_name}: not downloaded; nothing written")
+        got = hashlib.sha256(contents[wanted.file_name]).hexdigest()
+        if got != wanted.sha256:
+            raise PullError(
+                f"{wanted.file_name}: sha256 {got} is not the release's {wanted.sha256}; "
+                "nothing written"
+            )
     try:
         previous = json.loads((folder / MARKER).read_text()).get("files", {})
     except (OSError, ValueError, AttributeError):
