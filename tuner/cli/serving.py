@@ -186,7 +186,8 @@ def _folder_files(folder: Path, device: str, engine: str) -> dict[str, Any]:
         except ValueError:
             continue
     try:
-        names = config_files_in(entries, device_key(device, seen), engine)
+        key = device_key(device, seen)
+        names = config_files_in(entries, key, engine)
     except ValueError:
         names = []
     if not names:
@@ -210,11 +211,7 @@ def _folder_files(folder: Path, device: str, engine: str) -> dict[str, Any]:
                 "fail (it reads every key as an M); write the files with `tuner export "
                 "--engine sglang`"
             )
-    return {
-        "device_name": device_key(device, seen),
-        "file_names": tuple(names),
-        "contents": contents,
-    }
+    return {"device_name": key, "file_names": tuple(names), "contents": contents}
 
 
 def _store_files(
