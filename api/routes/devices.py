@@ -17,8 +17,14 @@ from api.routes.imports import imported_file
 from db import repo
 from tuner.core import minor_of
 from tuner.files.archive import build_zip
-from tuner.files.device import HTTP_STALE_HINT, MergeError, StoreFiles, device_files, read_device
-from tuner.files.imports import imported_files_summary
+from tuner.files.device import (
+    HTTP_STALE_HINT,
+    MergeError,
+    StoreFiles,
+    device_files,
+    imported_files_summary,
+    read_device,
+)
 from tuner.kernels.engines import SGLANG_NOTE
 from tuner.kernels.family import KernelFamily
 from tuner.kernels.registry import family_of_file, get_family

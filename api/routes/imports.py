@@ -9,9 +9,8 @@ from fastapi import APIRouter, HTTPException
 from api import schemas
 from api.deps import DeviceName, KnownDevice, SessionDep, WriteAccess
 from db import repo
-from tuner.files.device import MergeError
+from tuner.files.device import MergeError, target_device
 from tuner.files.format import coverage_summary, m_coverage, parse_file_for_import
-from tuner.files.imports import target_device
 from tuner.files.release import NothingToPublish, publish
 
 router = APIRouter(prefix="/devices", tags=["imports"])
@@ -73,18 +72,14 @@ def import_file(
     """
     try:
         parsed = parse_file_for_import(body.file_name, body.content.encode("utf-8"))
-        named = parsed.name.device_name
+        named = parsed.device_name
         target = target_device(device_name, named, repo.known_device_names(session))
     except (ValueError, LookupError) as exc:  # the CLI refuses it too: a typo never makes a device
         raise HTTPException(422, detail=str(exc)) from None
     item = repo.record_import(
         session,
         device_name=target,
-        N=parsed.name.N,
-        K=parsed.name.K,
-        block_shape=parsed.name.block_shape,
-        family=parsed.family,
-        shape_params=parsed.name.params_text,
+        **parsed.store_fields,
         label=body.label,
         file_name=body.file_name,
         sha256=parsed.sha256,

@@ -3,7 +3,7 @@ recipe that pulls a release before the engine starts."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import PlainTextResponse
@@ -16,18 +16,16 @@ from api.routes.releases import release_of
 from api.schemas import MAX_INT32, EngineName
 from tuner.core import OutDtype
 from tuner.files import mounts
-from tuner.files.archive import versions_line, winner_versions
+from tuner.files.engine_folders import DEFAULT_ENGINE_VERSIONS
 from tuner.files.pull import release_entry, render_pull_recipe
 
 router = APIRouter(prefix="/devices", tags=["mounts"])
-# tuner.files.mounts.FORMATS, then tuner.files.pull.PULL_FORMATS (tests check they agree).
-MountFormat = Literal["docker", "compose", "k8s", "k8s-pull", "compose-pull"]
 
 
 class MountQuery(BaseModel):
     """The query of GET /devices/{d}/mounts, as `tuner mounts` takes its options."""
 
-    format: MountFormat = Field(
+    format: mounts.MountFormat = Field(
         "docker",
         description="docker (run flags), compose (volumes), k8s (a ConfigMap and mounts), or "
         "k8s-pull / compose-pull (`tuner pull` of a release into a volume first).",
@@ -52,7 +50,8 @@ class MountQuery(BaseModel):
         None,
         max_length=64,
         description="The engine release in the image, which decides its config folders "
-        "(default: vLLM 0.33.0, SGLang 0.5.23).",
+        f"(default: vLLM {DEFAULT_ENGINE_VERSIONS['vllm']}, SGLang "
+        f"{DEFAULT_ENGINE_VERSIONS['sglang']}).",
     )
     triton_version: str | None = Field(
         None,
@@ -125,20 +124,12 @@ def _mount_request(
             f"{device_name} has no complete file to mount yet; ?partial=true mounts what there is"
         )
         raise HTTPException(404, detail=detail + (f"{hint} uses them)" if stale else ""))
-    versions = winner_versions(read.view.environments, read.view.winners)
-    tuned_triton = versions["triton"][0] if len(versions["triton"]) == 1 else None
-    return mounts.MountRequest(
-        device_name=device_name,
+    return mounts.store_request(
+        read,
+        (query.triton_version, "as asked"),
         engine=query.engine,
-        file_names=tuple(f.file_name for f in read.files.files),
         host_dir=query.host_dir,
         site_packages=site_packages,
         fmt=query.format,
-        compute_capability=read.view.compute_capability,
-        tuned_with=versions_line(versions),
         engine_version=query.engine_version,
-        triton_version=query.triton_version or tuned_triton,
-        triton_from="as asked" if query.triton_version else "the one the files were tuned with",
-        contents={f.file_name: f.merged.text for f in read.files.files},
-        left_out=tuple(f"# {line}" for line in read.files.left_out),
     )

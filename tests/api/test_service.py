@@ -24,7 +24,6 @@ from typer.testing import CliRunner
 import api.routes
 import tuner
 from api.app import create_app
-from api.routes.mounts import MountFormat
 from api.schemas import EngineName
 from api.settings import Settings
 from db.connection import connect, open_store
@@ -32,7 +31,7 @@ from tests.api.conftest import FILE_A
 from tests.cli.test_robust_writers import reset_postgresql
 from tests.storefill import DEFAULT, FAST, fill, publish
 from tuner.cli.app import app as cli_app
-from tuner.files.mounts import FORMATS
+from tuner.files.mounts import FORMATS, MountFormat
 from tuner.files.pull import PULL_FORMATS
 from tuner.kernels.engines import ENGINES
 

@@ -20,8 +20,8 @@ from db.connection import open_store, session_scope
 from db.files import list_imports
 from tests.storefill import DEFAULT, FAST, SLOW, fill, row_counts
 from tuner.cli.app import app
+from tuner.cli.imports import never_read_by_vllm
 from tuner.files.format import dump_config_file
-from tuner.files.imports import never_read_by_vllm
 from tuner.files.merge import build_device_files, dense_key, import_targets
 from tuner.kernels.dense.family import config_file_name, engine_file_name
 from tuner.kernels.moe.family import MOE, expert_shape
@@ -126,29 +126,28 @@ def test_of_two_spellings_the_vllm_one_is_kept_and_a_lone_sglang_one_imported(
     assert stored(db, "file_name", "configs") == [kept]
 
 
-@pytest.mark.parametrize("mistake", ["bad entry", "empty folder", "two files for one shape"])
+@pytest.mark.parametrize(
+    "mistake", ["bad entry", "bad name", "empty folder", "two files for one shape"]
+)
 def test_a_bad_input_is_one_line_and_stores_nothing(tmp_path: Path, mistake: str) -> None:
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     folder = vllm_folder(tmp_path)
     if mistake == "bad entry":
         (folder / OTHER_NAME).write_text('{"16": {"BLOCK_SIZE_M": "16"}}')
-        paths, line = (
-            [folder],
-            (
-                f"{folder / OTHER_NAME}: M=16: missing key(s) BLOCK_SIZE_N, BLOCK_SIZE_K, "
-                "GROUP_SIZE_M, num_warps, num_stages"
-            ),
-        )
+        paths = [folder]
+        line = f"{folder / OTHER_NAME}: M=16: missing key(s) BLOCK_SIZE_N, BLOCK_SIZE_K, "
+        line += "GROUP_SIZE_M, num_warps, num_stages"
+    elif mistake == "bad name":
+        (tmp_path / "config.json").write_text(dump_config_file({1: FAST}))
+        paths = [folder / VLLM_NAME, tmp_path / "config.json"]
+        line = f"{paths[1]}: 'config.json' is not a config file name like 'N=1024,K=512,"
+        line += "device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json'"
     elif mistake == "empty folder":
         (tmp_path / "empty").mkdir()
         (tmp_path / "empty" / "README").write_text("nothing\n")
-        paths, line = (
-            [tmp_path / "empty"],
-            (
-                f"{tmp_path / 'empty'}: no fp8_w8a8 config files in this folder (names like "
-                "N=...,K=...,device_name=...,dtype=fp8_w8a8,block_shape=[128,128].json)"
-            ),
-        )
+        paths = [tmp_path / "empty"]
+        line = f"{tmp_path / 'empty'}: no fp8_w8a8 config files in this folder (names like "
+        line += "N=...,K=...,device_name=...,dtype=fp8_w8a8,block_shape=[128,128].json)"
     else:
         (tmp_path / "b").mkdir()
         (tmp_path / "b" / VLLM_NAME).write_text(dump_config_file({1: SLOW}))
@@ -193,17 +192,12 @@ def test_gpu_models_and_architectures() -> None:
     names += ["NVIDIA_L40S", "AMD_Instinct_MI300X"]
     assert [gpu_model(n) for n in names] == ["H100", "A100", "RTX_4090", "L40S", "AMD"]
     found = {name: device_arch(name, []) for name in ("NVIDIA_L20", "NVIDIA_H20", names[1])}
-    assert [(f.arch, f.shared_bytes) for f in found.values()] == [
-        (89, 101376),
-        (90, 232448),
-        (80, 166912),
-    ]
+    shared = [(f.arch, f.shared_bytes) for f in found.values()]
+    assert shared == [(89, 101376), (90, 232448), (80, 166912)]
     # The store's trials win over the table; the interpreter's "" says nothing.
     found = device_arch("NVIDIA_L20", ["", "9.0"])
-    assert (found.arch, found.source) == (
-        90,
-        "from its trials in the store, compute capability 9.0",
-    )
+    assert found.source == "from its trials in the store, compute capability 9.0"
+    assert found.arch == 90
     assert device_arch("NVIDIA_Foo", [""]) is None and device_arch(names[-1], []) is None
 
 
@@ -320,10 +314,8 @@ def test_an_imported_moe_file_fills_the_swept_file_of_its_name_only() -> None:
 def test_amd_keys_and_an_intel_device_name_are_kept(tmp_path: Path) -> None:
     # vLLM's MI300X files: kpack and matrix_instr_nonkdim, no num_stages; SGLang's MI325X and
     # vLLM's AMD_Radeon_Graphics files: num_stages and waves_per_eu 0 (tuner.files.format).
-    mi300x = {k: v for k, v in FAST.items() if k != "num_stages"} | {
-        "kpack": 2,
-        "matrix_instr_nonkdim": 16,
-    }
+    mi300x = {k: v for k, v in FAST.items() if k != "num_stages"}
+    mi300x |= {"kpack": 2, "matrix_instr_nonkdim": 16}
     mi325x = {**FAST, "waves_per_eu": 0, "matrix_instr_nonkdim": 16, "kpack": 2}
     files = {
         "AMD_Instinct_MI300X": {1: mi300x},

@@ -1,5 +1,8 @@
 """CLI for serving engineers: shapes from a log or a config.json, import, export for SGLang,
-mounts and status; bad files are one line on stderr, exit code 2, store unchanged."""
+mounts and status; bad files are one line on stderr, exit code 2, store unchanged. Files for the
+engine release the user serves with: `tuner mounts --engine-version` and `--triton-version` put
+files in the folders that release reads, and `tuner export --engine sglang` names the entries
+SGLang rewrites as it reads them."""
 
 from __future__ import annotations
 
@@ -86,16 +89,8 @@ def test_from_log_suggests_a_free_name_whose_command_runs(
 ) -> None:
     monkeypatch.setenv("TUNER_SHAPES_DIR", str(tmp_path / "shapes"))
     log = tmp_path / "dsv3 serve.log"  # a space: the suggested command quotes the path
-    log.write_text(
-        vllm_log(
-            DSV3_TP8,
-            ranks=range(8),
-            model="deepseek-ai/DeepSeek-V3",
-            tp=8,
-            config_line=False,
-            device="NVIDIA_H200",
-        )
-    )
+    dsv3 = {"ranks": range(8), "model": "deepseek-ai/DeepSeek-V3", "tp": 8, "device": "NVIDIA_H200"}
+    log.write_text(vllm_log(DSV3_TP8, config_line=False, **dsv3))
     result = invoke("shapes", "from-log", str(log))
     assert result.exit_code == 0, result.output
     assert "model deepseek-ai/DeepSeek-V3; TP 8" in flat(result.stdout)  # from non-default args
@@ -114,15 +109,7 @@ def test_from_log_suggests_a_free_name_whose_command_runs(
     assert "these are shapes of model 'deepseek-v3-log' TP 8" in flat(again.stdout)
     # Another DeepSeek-V3 log with other shapes: deepseek-v3-log is taken now.
     other = tmp_path / "other.log"
-    other.write_text(
-        vllm_log(
-            [(2112, 7168), (7168, 256)],
-            ranks=range(8),
-            model="deepseek-ai/DeepSeek-V3",
-            tp=8,
-            device="NVIDIA_H200",
-        )
-    )
+    other.write_text(vllm_log([(2112, 7168), (7168, 256)], **dsv3))
     command, saved = run_suggested_save(invoke("shapes", "from-log", str(other)).stdout)
     assert command == f"tuner shapes from-log {other} --save deepseek-v3-log-2"
     assert saved.exit_code == 0, saved.output
@@ -165,32 +152,6 @@ def test_malformed_user_shapes_file(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 
 GOOD = dump_config_file({1: FAST, 4096: SLOW})
-
-
-@pytest.mark.parametrize(
-    ("name", "content", "problem"),
-    [
-        (config_file_name(576, 7168, "NVIDIA_L20"), GOOD[:-20], "invalid JSON"),
-        ("config.json", GOOD, "'config.json' is not a config file name"),
-    ],
-)
-def test_bad_import_files_change_nothing(
-    tmp_path: Path, name: str, content: str, problem: str
-) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
-    fill(db, PLAN)
-    good = tmp_path / "good" / config_file_name(5120, 3072, "NVIDIA_L20")
-    good.parent.mkdir()
-    good.write_text(GOOD)
-    bad = tmp_path / name
-    bad.write_text(content)
-    before = row_counts(db)
-    result = invoke("import", str(good), str(bad), "--db", db)
-    assert result.exit_code == 2, result.output
-    (line,) = result.stderr.strip().splitlines()
-    assert line.startswith(f"error: {bad}") or line.startswith(f"error: '{name}'")
-    assert problem in line
-    assert row_counts(db) == before
 
 
 def test_import_for_an_unknown_device_changes_nothing(tmp_path: Path) -> None:
@@ -303,3 +264,69 @@ def test_bad_configs_files_change_nothing(tmp_path: Path, content: bytes, proble
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(f"error: {bad}: ") and problem in line
     assert row_counts(db) == before
+
+
+def test_mounts_follow_the_engine_and_triton_versions(tmp_path: Path) -> None:
+    # The folders by release and the refusals of bad versions: tests/tuner/files/test_mounts.py.
+    name = config_file_name(576, 7168, "NVIDIA_L20")
+    moe = "E=128,N=384,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
+    folder = tmp_path / "cfg"
+    folder.mkdir()
+    (folder / name).write_text(GOOD)
+    (folder / moe).write_text(dump_config_file({1: FAST}, triton_version="3.6.0"))
+    args = ["mounts", "--device", "L20", "--files", str(folder), "--engine", "sglang"]
+    args += ["--site-packages", "/opt/py", "--engine-version", "0.5.15", "--triton-version"]
+    one_line_error(
+        invoke(*args, "3.8.0"),
+        f'{folder / moe}: its "triton_version" key makes SGLang\'s get_moe_configs '
+        "fail (it reads every key as an M); write the files with `tuner export "
+        "--engine sglang`",
+    )
+    (folder / moe).write_text(dump_config_file({1: FAST}))  # as export --engine sglang writes
+    with_moe = invoke(*args, "3.8.0")
+    assert with_moe.exit_code == 0, with_moe.output
+    moe_dir = "/opt/py/sglang/srt/layers/moe/moe_runner/triton_utils/configs/triton_3_8_0"
+    assert [line for line in with_moe.stdout.splitlines() if line.startswith("  -v")] == [
+        f'  -v "{folder.resolve()}/{moe}:{moe_dir}/{moe.replace(",128]", ", 128]")}:ro" \\',
+        f'  -v "{folder.resolve()}/{name}:/opt/py/sglang/srt/layers/quantization/configs/'
+        f'{engine_file_name(name, "sglang")}:ro" \\',
+    ]
+    assert "(--triton-version;" in with_moe.stdout
+
+
+def test_export_for_sglang_flags_entries_it_rewrites_on_read(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+    fill(db, PLAN, m_values=(1, 16))
+    shipped = tmp_path / config_file_name(576, 7168, "AMD_Instinct_MI300X")
+    shipped.write_text(dump_config_file({1: {**FAST, "BLOCK_SIZE_K": 64}, 16: FAST}))
+    assert invoke("import", str(shipped), "--db", db, "--no-check", "--no-publish").exit_code == 0
+    export = f"export --device AMD_Instinct_MI300X --out {tmp_path / 'out'} --db {db}".split()
+    result = invoke(*export, "--engine", "sglang")
+    assert result.exit_code == 0, result.output
+    name = engine_file_name(shipped.name, "sglang")
+    assert [line for line in result.stderr.splitlines() if line.startswith("warning:")] == [
+        f"warning: SGLang 0.5.23 rewrites {name} as it reads it: BLOCK_SIZE_K raised to 128 at "
+        "M=1 (BLOCK_SIZE_K 64); it runs those entries, not the file's"
+    ]
+    older = invoke(*export, "--engine", "sglang", "--engine-version", "0.5.11")
+    assert older.exit_code == 0 and "warning:" not in older.stderr
+    vllm = invoke(*export)
+    assert vllm.exit_code == 0 and "rewrites" not in vllm.stderr
+
+
+def test_an_h200_nvl_mounts_vllms_moe_files_named_for_every_h200(tmp_path: Path) -> None:
+    # vLLM 0.33.0 reads an H200 NVL's MoE files under NVIDIA_H200 (get_config_file_name)
+    folder = tmp_path / "cfg"
+    folder.mkdir()
+    moe = "E=8,N=64,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json"
+    (folder / moe).write_text(dump_config_file({1: FAST}))
+    for device in ("NVIDIA_H200_NVL", "H200 NVL", "H200"):
+        done = invoke("mounts", "--device", device, "--files", str(folder))
+        assert done.exit_code == 0, done.output
+        assert f'  -v "{folder.resolve()}:/opt/blockfp8-tuner/moe-configs:ro" \\' in (
+            done.stdout.splitlines()
+        ), done.stdout
+    one_line_error(
+        invoke("mounts", "--device", "L20", "--files", str(folder)),
+        f"{folder}: no config files for --device L20; devices there: NVIDIA_H200",
+    )

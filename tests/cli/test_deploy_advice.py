@@ -2,7 +2,8 @@
 source (`tuner.files.mounts.advice_comments` / `tuner.inputs.backends.device_advice`), and puts
 `--linear-backend triton` where vLLM needs it, added to the user's own server arguments: `tuner
 mounts` in each --format (the pull recipes from the store here, without reaching the server),
-GET /devices/{d}/mounts, `tuner pull`, the download README and `tuner recipe sweep`; for an sm89
+GET /devices/{d}/mounts, `tuner pull` and the download README (`tuner recipe sweep`'s: in
+tests/cli/test_recipe.py; the pods' validity: tests/tuner/files/test_mounts.py); for an sm89
 device (NVIDIA_L20: Marlin by default) and an sm90 one (NVIDIA_H200: DeepGEMM by default). The
 flag is absent for SGLang and for the CPU interpreter. Every YAML printed parses."""
 
@@ -21,7 +22,7 @@ from typer.testing import CliRunner
 from api.app import create_app
 from api.settings import Settings
 from tests.storefill import DEFAULT, FAST, fill
-from tuner.cli import pull as pull_module
+from tuner.cli import serving as pull_module
 from tuner.cli.app import app
 from tuner.files.mounts import DOCKER_HEAD
 from tuner.kernels.engines import SGLANG_NOTE
@@ -190,7 +191,8 @@ def test_no_flag_for_sglang_or_the_interpreter(store: str, no_server, fmt: str) 
 
 @pytest.mark.parametrize(("device_name", "fmt"), [("NVIDIA_L20", "docker"), ("NVIDIA_H200", "k8s")])
 def test_the_http_mounts_route(store: str, device_name: str, fmt: str) -> None:
-    """The route serves what `tuner mounts` prints (the same function); its own errors."""
+    """The route serves what `tuner mounts` prints (the same function; its errors:
+    tests/api/test_files.py)."""
     with TestClient(create_app(Settings(db_url=store))) as client:
         response = client.get(
             f"/devices/{DEVICES[device_name]}/mounts", params={"format": fmt, "server": SERVER}
@@ -206,21 +208,6 @@ def test_the_http_mounts_route(store: str, device_name: str, fmt: str) -> None:
             *("tuner", "pull", "--server", SERVER, "--device", device_name, "--release", "1"),
             *("--engine", "vllm", "--out", "/configs"),
         ]
-        unknown = client.get(f"/devices/{DEVICES[device_name]}/mounts", params={"format": "helm"})
-        (error,) = unknown.json()["detail"]  # a Literal: FastAPI's 422 lists the formats
-        assert (unknown.status_code, error["loc"], error["input"]) == (
-            422,
-            ["query", "format"],
-            "helm",
-        )
-        assert (
-            error["ctx"]["expected"] == "'docker', 'compose', 'k8s', 'k8s-pull' or 'compose-pull'"
-        )
-        missing = client.get(
-            f"/devices/{DEVICES[device_name]}/mounts", params={"format": "k8s-pull", "release": 7}
-        )
-        detail = f"{device_name} has no release 7; releases: 1"
-        assert (missing.status_code, missing.json()) == (404, {"detail": detail})
 
 
 @pytest.mark.parametrize("device_name", DEVICES)
@@ -246,69 +233,3 @@ def test_tuner_pull_and_the_download_readme(
     assert lines[lines.index("Does vLLM read them") + 1] == ADVICE[device_name][0]
     assert " ".join(ADVICE[device_name]) in " ".join(text.split())
     assert "`" not in text
-
-
-@pytest.mark.parametrize(
-    ("device", "first"),
-    [
-        ("L20", "NVIDIA_L20 is sm89 (L20: compute capability 8.9, from the table of known GPUs)."),
-        (
-            "H200",
-            "NVIDIA_H200 is sm90 (H200: compute capability 9.0, from the table of known GPUs).",
-        ),
-    ],
-)
-def test_the_sweep_recipes_carry_the_advice(device: str, first: str) -> None:
-    for args in ((), ("--format", "k8s", "--db", "postgresql+psycopg://tuner@db/tuner")):
-        run = runner.invoke(
-            app,
-            [
-                "recipe",
-                "sweep",
-                "--image",
-                "vllm/vllm-openai:v0.33.0",
-                "--device",
-                device,
-                "--model",
-                "qwen3.8-27b",
-                *args,
-            ],
-        )
-        assert run.exit_code == 0, run.output
-        found = comments(run.stdout)
-        at = found.index(first)
-        assert found[at + 3 if device == "L20" else at + 4 :][:4] == FLAG_SENTENCE
-
-
-@pytest.mark.parametrize("fmt", ["k8s", "k8s-pull"])
-def test_the_kubernetes_forms_make_a_valid_pod_as_the_comments_say(
-    store: str, no_server, fmt: str
-) -> None:
-    """The printed pod-spec and container parts, put where their comments say, with the two
-    flag items appended to the container's own args, make a Pod valid against Kubernetes'
-    published schema (kubernetes-validate, offline)."""
-    import kubernetes_validate
-
-    pull = ["--server", SERVER, "--release", "1"] if fmt == "k8s-pull" else []
-    text = runner.invoke(
-        app, ["mounts", "--device", "L20", "--format", fmt, "--db", store, *pull]
-    ).stdout
-    parts = [doc for doc in yaml.safe_load_all(text) if doc][-1]
-    items = [line.removeprefix("#   - ") for line in text.splitlines()[-2:]]
-    assert items == ["--linear-backend", "triton"]
-    container = {
-        "name": "vllm",
-        "image": "vllm/vllm-openai:v0.33.0",
-        "args": ["--model", "Qwen/Qwen3.8-27B-FP8", "--tensor-parallel-size", "2", *items],
-        "volumeMounts": parts.pop("volumeMounts"),
-    }
-    if "env" in parts:
-        container["env"] = parts.pop("env")
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "vllm"},
-        "spec": {**parts, "containers": [container]},
-    }
-    assert set(parts) <= {"volumes", "initContainers"}
-    assert kubernetes_validate.validate(pod, "1.33", strict=True) == "1.33"

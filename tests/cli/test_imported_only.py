@@ -50,21 +50,12 @@ def import_two_sources(tmp_path: Path) -> str:
     db = import_shipped(tmp_path, "--no-publish")
     engine = open_store(db)
     with session_scope(engine) as session:
+        shape = {"device_name": "NVIDIA_L20", "N": 1536, "K": 7168, "block_shape": (128, 128)}
+        shape |= {"family": "dense", "shape_params": ""}
         record_import(
-            session,
-            device_name="NVIDIA_L20",
-            N=1536,
-            K=7168,
-            block_shape=(128, 128),
-            label="shipped L20",
-            file_name=NAME_B,
-            sha256="ab" * 32,
-            configs={1: SLOW, 64: FAST},
-            checked_arch=89,
-            cannot_launch={1: LEFT_OUT},
-            family="dense",
-            shape_params="",
-        )
+            session, **shape, label="shipped L20", file_name=NAME_B, sha256="ab" * 32,
+            configs={1: SLOW, 64: FAST}, checked_arch=89, cannot_launch={1: LEFT_OUT},
+        )  # fmt: skip
     engine.dispose()
     return db
 

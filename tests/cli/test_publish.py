@@ -73,12 +73,7 @@ def test_publish_freezes_the_exported_bytes_once(tmp_path: Path) -> None:
     engine.dispose()
     # one file blob and two zip blobs (vllm, sglang), however often it is published
     assert (count(db, "blobs"), count(db, "releases")) == (3, 1)
-
-
-def test_new_winner_makes_release_2_and_keeps_release_1(tmp_path: Path) -> None:
-    db = f"sqlite:///{tmp_path / 't.db'}"
-    fill(db, PLAN, m_values=(1, 16))
-    publish(db)
+    # A new winner makes release 2 and keeps release 1.
     fill(
         db,
         {(576, 7168, 32): [(DEFAULT, True, "ok", 10.0), (SLOW, False, "ok", 5.0)]},
@@ -89,11 +84,8 @@ def test_new_winner_makes_release_2_and_keeps_release_1(tmp_path: Path) -> None:
     engine = open_store(db)
     with session_scope(engine) as session:
         one, two = (get_release(session, device_name="NVIDIA_L20", number=n) for n in (1, 2))
-        assert (one.files[0].detail["m_keys"], two.files[0].detail["m_keys"]) == (
-            [1, 16],
-            [1, 16, 32],
-        )
-        assert one.files[0].sha256 != two.files[0].sha256
+        keys = (one.files[0].detail["m_keys"], two.files[0].detail["m_keys"])
+        assert keys == ([1, 16], [1, 16, 32]) and one.files[0].sha256 != two.files[0].sha256
     engine.dispose()
 
 
@@ -109,20 +101,14 @@ def test_nothing_to_publish_is_exit_1(tmp_path: Path) -> None:
     assert count(db, "releases") == 0
 
 
+POSTGRESQL = pytest.mark.skipif(
+    not PG_URL,
+    reason="TUNER_TEST_PG_URL is not set (a scratch PostgreSQL database, as .ci/run sets up)",
+)
+
+
 @pytest.mark.parametrize(
-    "url",
-    [
-        None,
-        pytest.param(
-            PG_URL,
-            marks=pytest.mark.skipif(
-                not PG_URL,
-                reason="TUNER_TEST_PG_URL is not set (a scratch PostgreSQL database, as "
-                ".ci/run sets up)",
-            ),
-        ),
-    ],
-    ids=["sqlite", "postgresql"],
+    "url", [None, pytest.param(PG_URL, marks=POSTGRESQL)], ids=["sqlite", "postgresql"]
 )
 def test_publish_at_once_makes_one_release(tmp_path: Path, url: str | None) -> None:
     if url is None:
@@ -131,16 +117,9 @@ def test_publish_at_once_makes_one_release(tmp_path: Path, url: str | None) -> N
         reset_postgresql(url)
     fill(url, PLAN, m_values=(1, 16))
     command = tuner_command("publish", "--device", "L20", "--db", url)
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
     processes = [
-        subprocess.Popen(
-            command,
-            cwd=tmp_path,
-            env=tuner_env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(3)
+        subprocess.Popen(command, cwd=tmp_path, env=tuner_env(), **pipes) for _ in range(3)
     ]
     results = [(p.communicate(timeout=120), p.returncode) for p in processes]
     assert [code for _, code in results] == [0, 0, 0], results

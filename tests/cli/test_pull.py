@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 from api.app import create_app
 from api.settings import Settings
 from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill
-from tuner.cli import pull as pull_module
+from tuner.cli import serving as pull_module
 from tuner.cli.app import app
 from tuner.files.format import dump_config_file
 from tuner.files.pull import MARKER
@@ -124,20 +124,8 @@ def test_a_bad_release_is_one_line_and_writes_nothing(served, tmp_path, args, me
     assert not (tmp_path / "c").exists()
 
 
-def test_pull_recipes_pin_the_release(served) -> None:
-    site = "/usr/local/lib/python3.12/dist-packages"
-    target = f"{site}/vllm/model_executor/layers/quantization/utils/configs"
-    k8s = invoke(f"mounts --device L20 --format k8s-pull --server {SERVER} --release 1")
-    assert k8s.stdout.startswith("# NVIDIA_L20 release 1 (1 file(s), content "), k8s.output
-    pod = yaml.safe_load(k8s.stdout)
-    assert pod["initContainers"][0]["command"] == [
-        *("tuner", "pull", "--server", SERVER, "--device", "NVIDIA_L20"),
-        *("--release", "1", "--engine", "vllm", "--out", "/configs"),
-    ]
-    assert (
-        pod["volumeMounts"][0] | {"mountPath": f"{target}/{A}", "subPath": A}
-        == (pod["volumeMounts"][0])
-    )
+def test_pull_recipes_pin_the_servers_newest_release(served) -> None:
+    # A pinned release from the store here: tests/cli/test_deploy_advice.py.
     compose = invoke(f"mounts --device L20 --format compose-pull --server {SERVER}")
     serving = yaml.safe_load(compose.stdout)["services"]["vllm"]
     assert serving["depends_on"]["blockfp8-pull"] == {"condition": "service_completed_successfully"}
@@ -167,8 +155,7 @@ def test_pull_warns_when_the_triton_here_is_not_the_releases_and_strict_refuses(
     )
     same = invoke(f"pull --server {SERVER} --device L20 --out {tmp_path / 'same'}")
     assert same.exit_code == 0 and "warning" not in same.stderr
-    real = pull_module._installed
-    monkeypatch.setattr(pull_module, "_installed", lambda n: "2.1.0" if n == "triton" else real(n))
+    monkeypatch.setattr(pull_module, "installed_triton", lambda: "2.1.0")
     warned = invoke(f"pull --server {SERVER} --device L20 --out {tmp_path / 'w'}")
     assert warned.exit_code == 0
     assert warned.stderr == (

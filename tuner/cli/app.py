@@ -17,8 +17,6 @@ from tuner.cli import (
     export,
     imports,
     landscape,
-    publish,
-    pull,
     recipe,
     serving,
     shapes,
@@ -75,8 +73,8 @@ app.command("compare", help=compare.__doc__)(compare.compare)
 app.command()(doctor.doctor)
 app.command()(export.export)
 app.command()(export.winners)
-app.command("publish")(publish.publish_cmd)
-app.command("pull")(pull.pull)
+app.command("publish")(export.publish_cmd)
+app.command("pull")(serving.pull)
 recipe_app.command("sweep")(recipe.recipe_sweep)
 landscape_app.command("record")(landscape.landscape_record)
 landscape_app.command("stats")(landscape.landscape_stats)

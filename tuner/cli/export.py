@@ -1,19 +1,24 @@
-"""`tuner export` and `tuner winners`: the store's winners as vLLM files, and as a table."""
+"""`tuner export`, `tuner winners` and `tuner publish`: the store's winners as vLLM files, as a
+table, and frozen as a release; the options shared by the commands that hand files to a serving
+engine (`--engine-version`, `--triton-version`) and the entries SGLang rewrites as it reads a
+file."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from sqlalchemy import Engine
 
 from db.repo import device_ceilings, list_device_names, list_imports, session_scope
-from tuner.cli.engines import EngineVersionOpt, clamp_lines
 from tuner.cli.errors import fail
 from tuner.cli.options import (
     DbOpt,
     DeviceOpt,
     EngineName,
+    EngineOpt,
     KernelChoice,
     TrialsKernelOpt,
 )
@@ -21,9 +26,10 @@ from tuner.cli.output import console, out_folder, plain
 from tuner.cli.store import device_in_store, open_db, store_files
 from tuner.cli.tables import Column, print_table
 from tuner.core import OutDtype
-from tuner.files.device import StoreFiles, read_device
-from tuner.files.imports import imported_files_summary
+from tuner.files.device import MergeError, StoreFiles, imported_files_summary, read_device
+from tuner.files.engine_folders import DEFAULT_ENGINE_VERSIONS, sglang_clamp_lines
 from tuner.files.merge import DeviceFiles, entries_left_out, write_files_atomically
+from tuner.files.release import NothingToPublish, publish
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.engines import SGLANG_NOTE
 from tuner.kernels.registry import DEFAULT_FAMILY
@@ -46,18 +52,104 @@ AllowStaleOpt = Annotated[
     ),
 ]
 
+EngineVersionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--engine-version",
+        help="The engine's release in the serving image, which decides its "
+        'config folders and what it rewrites on read (python3 -c "import sglang; '
+        'print(sglang.__version__)") [default: vLLM '
+        f"{DEFAULT_ENGINE_VERSIONS['vllm']}, SGLang {DEFAULT_ENGINE_VERSIONS['sglang']}].",
+    ),
+]
+TritonVersionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--triton-version",
+        help="SGLang: the serving image's Triton, e.g. 3.8.0; its fused-MoE "
+        "files go to configs/triton_3_8_0/ [default: the Triton the files were tuned with].",
+    ),
+]
+
+
+def clamp_lines(
+    device_name: str,
+    version: str | None,
+    files: Iterable[tuple[str, Mapping[int, Mapping[str, int]]]],
+) -> list[str]:
+    """The lines of `tuner.files.engine_folders.sglang_clamp_lines`, a bad `--engine-version`
+    one line and exit 2."""
+    try:
+        return sglang_clamp_lines(files, device_name, version)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+
+
+NoPublishOpt = Annotated[
+    bool,
+    typer.Option(
+        "--no-publish", help="Don't publish the device's files as a new release when done."
+    ),
+]
+
+
+def publish_device(
+    store: Engine, device_name: str, *, reason: str, required: bool = False, **scope: Any
+) -> None:
+    """Publish a device's files (`tuner.files.release.publish`, which `reason` and the
+    `scope` go to: allow_partial, allow_stale, out_dtype, kernel) and print one line.
+
+    Raises:
+        typer.Exit: the winners cannot be merged (exit 2); nothing to publish where
+            `required` (exit 1; else one note line).
+    """
+    try:
+        with session_scope(store) as session:
+            done = publish(session, device_name, reason=reason, **scope)
+    except MergeError as exc:
+        raise fail(f"{exc}; pick one with --out-dtype") from None
+    except NothingToPublish as exc:
+        if required:
+            raise fail(str(exc), 1) from None
+        plain(f"note: {exc}; no release")
+        return
+    plain(done.line())
+
+
+def publish_cmd(
+    device: DeviceOpt,
+    allow_partial: AllowPartialOpt = False,
+    allow_stale: AllowStaleOpt = False,
+    out_dtype: OutDtypeOpt = None,
+    kernel: TrialsKernelOpt = KernelChoice.auto,
+    db: DbOpt = None,
+) -> None:
+    """Freeze a device's merged files as its next release, which downloads serve byte for byte.
+
+    The release keeps every file's bytes (stored once per sha256), coverage, merge notes, the
+    versions the files were tuned with, who and when. Files identical to the latest release's
+    make no new release.
+    """
+    store, device_name = device_store(db, device, read_only=False)
+    scope: dict[str, Any] = {"allow_partial": allow_partial, "allow_stale": allow_stale}
+    scope["kernel"] = kernel.value
+    scope["out_dtype"] = out_dtype and out_dtype.value
+    publish_device(store, device_name, reason="tuner publish", required=True, **scope)
+
+
+def device_store(db: str | None, device: str, read_only: bool = True) -> tuple[Engine, str]:
+    """The store (which must exist) and the device's key in it (`device_in_store`)."""
+    _, store = open_db(db, must_exist=True, read_only=read_only)
+    with session_scope(store) as session:
+        return store, device_in_store(session, device)
+
 
 def export(
     device: DeviceOpt,
     out: Annotated[Path, typer.Option(help="Folder to write the vLLM config files to.")],
     allow_partial: AllowPartialOpt = False,
     out_dtype: OutDtypeOpt = None,
-    engine_name: Annotated[
-        EngineName,
-        typer.Option(
-            "--engine", help="File-name spelling: vllm, or sglang (block_shape=[128, 128])."
-        ),
-    ] = EngineName.vllm,
+    engine_name: EngineOpt = EngineName.vllm,
     allow_stale: AllowStaleOpt = False,
     kernel: TrialsKernelOpt = KernelChoice.auto,
     db: DbOpt = None,
@@ -72,19 +164,12 @@ def export(
     raised to block_k).
     """
     out_folder(out)
-    _, store = open_db(db, must_exist=True, read_only=True)
-    with session_scope(store) as session:
-        device_name = device_in_store(session, device)
+    store, device_name = device_store(db, device)
     read = store_files(
-        store,
-        device_name,
-        out_dtype=out_dtype and out_dtype.value,
-        allow_stale=allow_stale,
-        allow_partial=allow_partial,
-        engine_name=engine_name.value,
+        store, device_name, out_dtype=out_dtype and out_dtype.value, allow_stale=allow_stale,
+        allow_partial=allow_partial, engine_name=engine_name.value, kernel=kernel.value,
         hint="; pick one with --out-dtype",
-        kernel=kernel.value,
-    )
+    )  # fmt: skip
     result = read.explained()
     typer.echo(source_line(read, allow_stale), err=True)
     sglang = engine_name == EngineName.sglang

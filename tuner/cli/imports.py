@@ -14,18 +14,100 @@ import typer
 from sqlalchemy import Engine
 
 from db.repo import device_environments, known_device_names, record_import, session_scope
-from tuner.cli.engines import EngineVersionOpt, clamp_lines
 from tuner.cli.errors import fail
+from tuner.cli.export import EngineVersionOpt, NoPublishOpt, clamp_lines, publish_device
 from tuner.cli.options import DbOpt
 from tuner.cli.output import plain
-from tuner.cli.publish import NoPublishOpt, publish_device
 from tuner.cli.store import open_db
-from tuner.files.format import MAX_FILE_BYTES, ParsedFile, coverage_summary, parse_file_for_import
-from tuner.files.imports import list_config_folder, never_read_by_vllm, target_device
+from tuner.core import FP8_DTYPE
+from tuner.files.device import target_device
+from tuner.files.format import (
+    MAX_FILE_BYTES,
+    ParsedFile,
+    coverage_summary,
+    parse_file_for_import,
+    parse_import_name,
+)
 from tuner.files.merge import entries_left_out
 from tuner.kernels.gpus import KNOWN_GPUS
+from tuner.kernels.registry import get_family
 from tuner.measure.compile import compile_pool
 from tuner.measure.launch_check import check_entries, device_arch
+
+# Why an entry of a folder is not imported (one line each; the batch goes on without it).
+SKIP_FOLDER = "a folder (folders inside the folder are not read)"
+SKIP_NOT_FILE = "not a regular file"
+SKIP_NOT_CONFIG = "not a block-FP8 GEMM config file name"
+
+
+def list_config_folder(folder: Path) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """Sort a folder's entries (not its subfolders') into config files to import and the rest.
+
+    A folder laid out like vLLM's configs folder also holds a README, `__init__.py`, files no
+    registered family names (`tuner.files.format.parse_import_name`; a fused-MoE block-FP8
+    `E=...` file is one of a family's, imported with its E) and int8_w8a8 files; those are
+    skipped, not errors.
+    A file named like a config file is not read here: a bad body still fails the import.
+
+    Args:
+        folder: the folder.
+
+    Returns:
+        The fp8_w8a8 config files by name, and (entry, why it is not imported) for everything
+        else, by name.
+
+    Raises:
+        OSError: the folder cannot be listed.
+    """
+    files: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
+    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
+        if entry.is_dir():
+            skipped.append((entry, SKIP_FOLDER))
+            continue
+        if not entry.is_file():
+            skipped.append((entry, SKIP_NOT_FILE))
+            continue
+        try:
+            dtype = parse_import_name(entry.name)[3]
+        except ValueError:
+            skipped.append((entry, SKIP_NOT_CONFIG))
+            continue
+        if dtype != FP8_DTYPE:
+            skipped.append((entry, f"dtype {dtype}: only {FP8_DTYPE} configs are kept"))
+            continue
+        files.append(entry)
+    return files, skipped
+
+
+def never_read_by_vllm(first: str, second: str) -> str | None:
+    """Of two names of one file, the one vLLM never reads, when they differ only in spelling.
+
+    vLLM looks up `block_shape=[128,128]` (`config_file_name`); SGLang writes and reads
+    `block_shape=[128, 128]` (`tuner.kernels.engines.ENGINES`). A folder may hold both for
+    one device and shape; vLLM reads only the first. Each name's kernel family
+    (`parse_import_name`) spells it for vLLM (`KernelFamily.respell`).
+
+    Args:
+        first: a config file name.
+        second: another config file name.
+
+    Returns:
+        The name in SGLang's spelling when the other is the same file in vLLM's; else None
+        (two different files, or two names vLLM reads neither or both of).
+
+    Raises:
+        ValueError: a name that is not a config file name.
+    """
+    parsed = parse_import_name(first)
+    if first == second or parsed != parse_import_name(second):
+        return None
+    vllm_name = get_family(parsed[0]).respell(first, "vllm")
+    if first == vllm_name:
+        return second
+    if second == vllm_name:
+        return first
+    return None
 
 
 @dataclass
@@ -50,16 +132,16 @@ def _read(paths: list[Path]) -> tuple[list[tuple[Path, ParsedFile]], list[tuple[
             files.append(path)
             continue
         try:
-            listing = list_config_folder(path)
+            listed, others = list_config_folder(path)
         except OSError as exc:
             raise fail(f"{path}: cannot list: {exc.strerror or exc}") from None
-        if not listing.files:
+        if not listed:
             raise fail(
                 f"{path}: no fp8_w8a8 config files in this folder (names like "
                 "N=...,K=...,device_name=...,dtype=fp8_w8a8,block_shape=[128,128].json)"
             )
-        files += listing.files
-        skipped += listing.skipped
+        files += listed
+        skipped += others
     parsed = []
     for path in files:
         try:
@@ -81,11 +163,10 @@ def _plan(
     skipped = []
     for path, item in parsed:
         try:
-            here = Planned(path, item, target_device(device, item.name.device_name, known))
+            here = Planned(path, item, target_device(device, item.device_name, known))
         except LookupError as exc:
             raise fail(f"{path}: {exc}") from None
-        name = item.name
-        key = (here.target, item.family, name.params_text, name.N, name.K, name.block_shape)
+        key = (here.target, item.family, item.shape)
         other = planned.setdefault(key, here)
         if other is here:
             continue
@@ -108,16 +189,9 @@ def _check_plan(plan: Planned, arch: int, pool, lines: list[str]) -> int:
     item = plan.item
     try:
         verdict = check_entries(
-            item.configs,
-            arch=arch,
-            device_name=plan.target,
-            N=item.name.N,
-            K=item.name.K,
-            block_shape=item.name.block_shape,
-            pool=pool,
-            family=item.family,
-            params=item.name.params,
-        )
+            item.configs, arch=arch, device_name=plan.target, pool=pool, params=item.shape.params,
+            N=item.shape.N, K=item.shape.K, block_shape=item.shape.block_shape, family=item.family,
+        )  # fmt: skip
     except Exception as exc:  # noqa: BLE001 - a broken compiler leaves the file unchecked
         why = " ".join(str(exc).split())[:200]
         lines.append(f"not checked {plan.path.name}: compiling failed: {why}")
@@ -239,7 +313,7 @@ def import_files(
         f"warning: {line}"
         for path, item in parsed
         if path.name != item.vllm_name  # SGLang's spelling: a file for SGLang
-        for line in clamp_lines(item.name.device_name, engine_version, [(path.name, item.configs)])
+        for line in clamp_lines(item.device_name, engine_version, [(path.name, item.configs)])
     ]
     _, store = open_db(db)
     with session_scope(store) as session:
@@ -266,24 +340,14 @@ def _store(store: Engine, planned: list[Planned], label: str) -> None:
     and the M it covers."""
     with session_scope(store) as session:
         for plan in planned:
-            item, name = plan.item, plan.item.name
+            item = plan.item
             record_import(
-                session,
-                device_name=plan.target,
-                N=name.N,
-                K=name.K,
-                block_shape=name.block_shape,
-                family=item.family,
-                shape_params=name.params_text,
-                label=label,
-                file_name=plan.path.name,
-                sha256=item.sha256,
-                configs=item.configs,
-                checked_arch=plan.arch,
-                cannot_launch=plan.cannot_launch,
-            )
+                session, device_name=plan.target, **item.store_fields, label=label,
+                file_name=plan.path.name, sha256=item.sha256,
+                configs=item.configs, checked_arch=plan.arch, cannot_launch=plan.cannot_launch,
+            )  # fmt: skip
     for plan in planned:
-        named = plan.item.name.device_name
+        named = plan.item.device_name
         moved = "" if plan.target == named else f" (file named for {named})"
         plain(
             f"imported {plan.path.name} for {plan.target}{moved} as '{label}': "

@@ -1,5 +1,7 @@
-"""`tuner mounts` and `tuner serve`: mount the files into a serving container, serve them over
-HTTP."""
+"""`tuner mounts`, `tuner serve` and `tuner pull`: mount the files into a serving container, serve
+them over HTTP, and download a published release into a folder a serving container mounts
+read-only (every file checked against its sha256; the checks and the writing are
+tuner.files.pull's, the HTTP is urllib's)."""
 
 from __future__ import annotations
 
@@ -8,17 +10,24 @@ import ipaddress
 import json
 import os
 import socket
-from enum import StrEnum
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.error import HTTPError, URLError
 from urllib.parse import quote, urlsplit
+from urllib.request import urlopen
 
 import typer
 
 from db import repo
-from tuner.cli.engines import EngineVersionOpt, TritonVersionOpt
 from tuner.cli.errors import fail
-from tuner.cli.export import AllowPartialOpt, AllowStaleOpt
+from tuner.cli.export import (
+    AllowPartialOpt,
+    AllowStaleOpt,
+    EngineVersionOpt,
+    TritonVersionOpt,
+    device_store,
+)
 from tuner.cli.options import (
     TRIALS_KERNEL_HELP,
     DbOpt,
@@ -27,43 +36,49 @@ from tuner.cli.options import (
     EngineOpt,
     KernelChoice,
 )
-from tuner.cli.pull import releases_of, server_url
+from tuner.cli.output import out_folder, plain
 from tuner.cli.store import (
-    device_in_store,
     no_store_line,
     open_db,
     sqlite_missing,
     store_files,
     store_url,
 )
-from tuner.files.archive import versions_line, winner_versions
+from tuner.files.device import StoreFiles
 from tuner.files.format import parse_config_file
 from tuner.files.mounts import (
     DEFAULT_HOST_DIR,
     DEFAULT_SITE_PACKAGES,
+    MountFormat,
     MountRequest,
     check_site_packages,
     config_files_in,
     render_mounts,
+    store_request,
 )
-from tuner.files.pull import PullError, choose_release, release_entry, render_pull_recipe
+from tuner.files.provenance import installed_triton
+from tuner.files.pull import (
+    PULL_FORMATS,
+    PullError,
+    choose_release,
+    holds,
+    release_entry,
+    release_tuned,
+    render_pull_recipe,
+    replace_folder,
+    version_mismatch,
+    wanted_files,
+)
+from tuner.inputs.backends import device_advice
 from tuner.inputs.devices import device_key, store_device
 from tuner.kernels.registry import family_of_file
-
-
-class MountFormat(StrEnum):
-    docker = "docker"
-    compose = "compose"
-    k8s = "k8s"
-    k8s_pull = "k8s-pull"
-    compose_pull = "compose-pull"
-
+from tuner.kernels.source import vllm_version
 
 SitePackagesOpt = Annotated[
     str | None,
     typer.Option(
         help="The engine's site-packages folder in the container [default: vLLM image "
-        "/usr/local/lib/python3.12/dist-packages; SGLang image /sgl-workspace/sglang/python].",
+        f"{DEFAULT_SITE_PACKAGES['vllm']}; SGLang image {DEFAULT_SITE_PACKAGES['sglang']}].",
     ),
 ]
 FormatOpt = Annotated[
@@ -107,7 +122,7 @@ def mounts(
     device: DeviceOpt,
     engine_name: EngineOpt = EngineName.vllm,
     site_packages: SitePackagesOpt = None,
-    fmt: FormatOpt = MountFormat.docker,
+    fmt: FormatOpt = "docker",
     server: ServerOpt = None,
     release: ReleaseOpt = None,
     files: FilesOpt = None,
@@ -120,27 +135,27 @@ def mounts(
 ) -> None:
     """Print read-only mounts of each config file into the engine's config folder."""
     site = site_packages or DEFAULT_SITE_PACKAGES[engine_name]
-    if fmt in (MountFormat.k8s_pull, MountFormat.compose_pull):
-        _pull_recipe(fmt.value, device, server, release, engine_name.value, site, db,
-                     (engine_version, triton_version))  # fmt: skip
+    if fmt in PULL_FORMATS:
+        _pull_recipe(fmt, device, server, release, db, engine=engine_name.value,
+                     site_packages=site, engine_version_=engine_version,
+                     triton_version=triton_version)  # fmt: skip
         return
+    given: dict[str, Any] = {"engine": engine_name.value, "site_packages": site, "fmt": fmt}
+    given |= {"engine_version": engine_version}
     if files is not None:
-        fields, folder = _folder_files(files, device, engine_name.value), str(files.resolve())
+        folder = str(files.resolve())
+        request = MountRequest(
+            **_folder_files(files, device, engine_name.value), host_dir=folder, **given,
+            triton_version=triton_version, triton_from="--triton-version",
+        )  # fmt: skip
     else:
-        kept = (allow_partial, allow_stale, kernel.value)
-        fields, folder = _store_files(device, engine_name.value, kept, db), DEFAULT_HOST_DIR
-    tuned_triton = fields.pop("triton_version", None)
-    request = MountRequest(
-        engine=engine_name.value,
-        file_names=tuple(fields["contents"]),
-        host_dir=folder,
-        site_packages=site,
-        fmt=fmt.value,
-        engine_version=engine_version,
-        triton_version=triton_version or tuned_triton,
-        triton_from="--triton-version" if triton_version else "the one the files were tuned with",
-        **fields,
-    )
+        read = _store_files(
+            device, engine_name.value, (allow_partial, allow_stale, kernel.value), db
+        )
+        folder = DEFAULT_HOST_DIR
+        request = store_request(
+            read, (triton_version, "--triton-version"), host_dir=folder, **given
+        )
     try:
         typer.echo(render_mounts(request), nl=False)
     except ValueError as exc:
@@ -149,7 +164,7 @@ def mounts(
         sglang = " --engine sglang" if engine_name == EngineName.sglang else ""
         typer.echo(
             f"note: the mounts read the files from {folder}/ on the serving host: `tuner export "
-            f"--device {fields['device_name']} --out {folder.removeprefix('$PWD/')}/{sglang}` "
+            f"--device {request.device_name} --out {folder.removeprefix('$PWD/')}/{sglang}` "
             "writes them (or unzip the release's configs.zip there)",
             err=True,
         )
@@ -171,7 +186,8 @@ def _folder_files(folder: Path, device: str, engine: str) -> dict[str, Any]:
         except ValueError:
             continue
     try:
-        names = config_files_in(entries, device_key(device, seen), engine)
+        key = device_key(device, seen)
+        names = config_files_in(entries, key, engine)
     except ValueError:
         names = []
     if not names:
@@ -195,62 +211,41 @@ def _folder_files(folder: Path, device: str, engine: str) -> dict[str, Any]:
                 "fail (it reads every key as an M); write the files with `tuner export "
                 "--engine sglang`"
             )
-    return {"device_name": device_key(device, seen), "contents": contents}
+    return {"device_name": key, "file_names": tuple(names), "contents": contents}
 
 
 def _store_files(
     device: str, engine: str, kept: tuple[bool, bool, str], db: str | None
-) -> dict[str, Any]:
-    """The mounts' fields of a device's files in the store (`kept`: --allow-partial,
-    --allow-stale, --kernel): its key, the files (name -> text), its compute capability, what
-    its winners were timed with, their one Triton version (None for none or several), the
-    GPU's names and the imported entries left out."""
+) -> StoreFiles:
+    """A device's merged files in the store (`kept`: --allow-partial, --allow-stale,
+    --kernel); exit 2 when there is none."""
     allow_partial, allow_stale, kernel = kept
-    _, store = open_db(db, must_exist=True, read_only=True)
-    with repo.session_scope(store) as session:
-        device_name = device_in_store(session, device)
+    store, device_name = device_store(db, device)
     read = store_files(
         store, device_name, out_dtype=None, allow_stale=allow_stale, allow_partial=allow_partial,
         engine_name=engine, kernel=kernel,
     )  # fmt: skip
-    view = read.view
     if not read.files.files:
-        stale = "; --allow-stale also uses stale trials" if view.scope.stale_trials else ""
+        stale = "; --allow-stale also uses stale trials" if read.view.scope.stale_trials else ""
         raise fail(
             f"{device_name} has no complete file yet; --allow-partial mounts what there is{stale}"
         )
-    versions = winner_versions(view.environments, view.winners)
-    return {
-        "device_name": device_name,
-        "contents": {f.file_name: f.merged.text for f in read.files.files},
-        "compute_capability": view.compute_capability,
-        "tuned_with": versions_line(versions),
-        "triton_version": versions["triton"][0] if len(versions["triton"]) == 1 else None,
-        "gpu_names": tuple(e.gpu_name for e in view.environments),
-        "left_out": tuple(f"# {line}" for line in read.files.left_out),
-    }
+    return read
 
 
 def _pull_recipe(
-    fmt: str,
-    device: str,
-    server: str | None,
-    release: int | None,
-    engine: str,
-    site_packages: str,
-    db: str | None,
-    versions: tuple[str | None, str | None],
+    fmt: str, device: str, server: str | None, release: int | None, db: str | None, **given: Any
 ) -> None:
     """Print a `tuner pull` recipe for a release (tuner.files.pull). A pinned release is read
     from the store here when it holds it, so that --server may be a name only the pods resolve
-    (http://tuner:8000); otherwise the server is asked for its releases. `versions`:
-    --engine-version, --triton-version."""
+    (http://tuner:8000); otherwise the server is asked for its releases. `given`: the engine,
+    the site-packages folder, --engine-version and --triton-version."""
     if server is None:
         raise fail(f"--format {fmt} needs --server, the tuner service's URL")
     server = server_url(server)
     stored = _stored_release(db, device, release) if release is not None else None
     try:
-        site = check_site_packages(site_packages)
+        given["site_packages"] = check_site_packages(given["site_packages"])
         if stored is not None:
             typer.echo(
                 f"note: {stored['device_name']} release {release} read from the store here "
@@ -261,10 +256,8 @@ def _pull_recipe(
         hint = _unreachable_hint(fmt, device, server, release)
         chosen = stored or choose_release(releases_of(server, device, hint=hint), device, release)
         text = render_pull_recipe(
-            fmt, server=server, release=chosen, engine=engine, site_packages=site,
-            engine_version_=versions[0], triton_version=versions[1],
-            triton_from="--triton-version",
-        )  # fmt: skip
+            fmt, server=server, release=chosen, triton_from="--triton-version", **given
+        )
     except PullError as exc:
         raise fail(str(exc), 1) from None
     except ValueError as exc:
@@ -390,3 +383,147 @@ def _check_port_free(host: str, port: int) -> None:
                 "--port, or stop the server that holds it"
             ) from None
         raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+def fetch(url: str) -> bytes:
+    """GET `url`'s body within 30 s (tests replace this).
+
+    Raises:
+        OSError: the server cannot be reached, or answered with an HTTP error (the message
+            carries the status and the service's `detail`).
+    """
+    try:
+        with urlopen(url, timeout=30) as response:  # noqa: S310 - http(s) checked by server_url
+            return response.read()
+    except HTTPError as exc:
+        try:
+            detail = json.loads(exc.read()).get("detail")
+        except (ValueError, AttributeError):
+            detail = None
+        # The tuner service answers every error with a JSON detail; without one, something
+        # else answered at that address.
+        tail = (
+            f": {detail}"
+            if detail
+            else ", with no detail: not the tuner service's answer (check --server)"
+        )
+        raise OSError(f"HTTP {exc.code} from {url}{tail}") from None
+    except URLError as exc:  # no answer at all: refused, unknown host, timed out
+        reason = getattr(exc.reason, "strerror", None) or exc.reason
+        raise OSError(f"cannot reach {url}: {reason}") from None
+
+
+def server_url(server: str) -> str:
+    """--server checked (an http:// or https:// URL, else one line, exit 2), without a
+    trailing slash."""
+    if not server.startswith(("http://", "https://")):
+        raise fail(f"--server must be an http:// or https:// URL, got {server!r}")
+    return server.rstrip("/")
+
+
+def releases_of(server: str, device: str, hint: str = "") -> list[dict]:
+    """`GET /devices/{device}/releases` of the server, parsed; exit 1 with one line (and
+    `hint` when the server did not answer at all) when it cannot answer."""
+    try:
+        return json.loads(fetch(f"{server_url(server)}/devices/{quote(device, safe='')}/releases"))
+    except OSError as exc:
+        raise fail(str(exc) + ("" if str(exc).startswith("HTTP ") else hint), 1) from None
+    except ValueError as exc:
+        raise fail(str(exc), 1) from None
+
+
+PullServerOpt = Annotated[
+    str, typer.Option("--server", help="The tuner service's URL, e.g. http://tuner:8000.")
+]
+OutOpt = Annotated[
+    Path,
+    typer.Option(
+        help="The folder to fill; files of the previous pull that the release no longer has "
+        "are removed."
+    ),
+]
+PullReleaseOpt = Annotated[
+    int | None, typer.Option("--release", min=1, help="The release to pull [default: the newest].")
+]
+StrictOpt = Annotated[
+    bool,
+    typer.Option(
+        "--strict",
+        help="Exit 1 (writing nothing) when the Triton or vLLM here differs from the release's.",
+    ),
+]
+
+
+def pull(
+    server: PullServerOpt,
+    device: Annotated[
+        str, typer.Option(help="The device, as the service names it (aliases such as L20 work).")
+    ],
+    out: OutOpt,
+    release: PullReleaseOpt = None,
+    engine_name: EngineOpt = EngineName.vllm,
+    strict: StrictOpt = False,
+) -> None:
+    """Download a published release of a device's config files into a folder.
+
+    Every file is checked against the release's sha256 before anything is written; then all
+    are put in place (each renamed whole into the folder) and a marker names the release.
+    When the folder already holds that release nothing is downloaded.
+
+    Where Triton or vLLM is importable here and differs from what the release's winners were
+    timed with, one warning line says so (with --strict: exit 1, nothing written).
+
+    Exit codes: 0 done (or already there); 1 the server cannot answer, the release does not
+    exist or a file's bytes do not match (the folder is untouched), or --strict and the
+    versions differ; 2 bad input.
+    """
+    out_folder(out)
+    base, engine = server_url(server), engine_name.value
+    chosen = _chosen(base, device, release, strict)
+    name, number = chosen["device_name"], chosen["number"]
+    if holds(out, chosen, engine):
+        plain(f"{out} already holds {name} release {number}; nothing to do")
+        return
+    try:
+        written, removed = replace_folder(out, chosen, engine, _download(base, chosen, engine))
+    except OSError as exc:
+        raise fail(f"{out}: cannot write: {exc.strerror or exc}", 1) from None
+    except PullError as exc:
+        raise fail(str(exc), 1) from None
+    gone = f"; removed {len(removed)} file(s) of the previous release" if removed else ""
+    plain(
+        f"pulled {name} release {number} into {out}: {len(written)} file(s), sha256 checked{gone}"
+    )
+    if engine_name == EngineName.vllm:
+        # Whether vLLM reads the files on the device the release was tuned on.
+        for line in device_advice(str(name), release_tuned(chosen, "compute_capability")).lines():
+            plain(line)
+
+
+def _chosen(base: str, device: str, release: int | None, strict: bool) -> Mapping[str, Any]:
+    """The release to pull, after one warning line when the Triton or vLLM here differs from
+    the release's (`strict`: exit 1 instead)."""
+    try:
+        chosen = choose_release(releases_of(base, device), device, release)
+    except PullError as exc:
+        raise fail(str(exc), 1) from None
+    mismatch = version_mismatch(chosen, triton=installed_triton(), vllm=vllm_version())
+    if mismatch is not None and strict:
+        raise fail(mismatch.removeprefix("warning: ") + "; --strict: nothing written", 1)
+    if mismatch is not None:
+        typer.echo(mismatch, err=True)
+    return chosen
+
+
+def _download(base: str, chosen: Mapping[str, Any], engine: str) -> dict[str, bytes]:
+    """File name -> the bytes of each file of the release (`replace_folder` checks them); exit 1
+    with one line when one cannot be fetched."""
+    name, number = quote(chosen["device_name"], safe=""), chosen["number"]
+    contents = {}
+    try:
+        for file in wanted_files(chosen, engine):
+            url = f"{base}/devices/{name}/configs/{quote(file.file_name, safe='')}?release={number}"
+            contents[file.file_name] = fetch(url)
+    except OSError as exc:
+        raise fail(f"{exc}; nothing written", 1) from None
+    return contents

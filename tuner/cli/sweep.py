@@ -11,6 +11,7 @@ import typer
 from tuner.cli.arguments import DEFAULT_M, load_configs, parse_m_values
 from tuner.cli.devices import resolve_kernel_choice, resolve_runner
 from tuner.cli.errors import fail
+from tuner.cli.export import NoPublishOpt, publish_device
 from tuner.cli.options import (
     DEFAULT_STRATEGY_NAME,
     ConfigsOpt,
@@ -28,7 +29,6 @@ from tuner.cli.options import (
     strategy_names,
 )
 from tuner.cli.output import console, print_sweep_summary
-from tuner.cli.publish import NoPublishOpt, publish_device
 from tuner.cli.store import masked, open_db
 from tuner.cli.sweep_plan import DryRunOpt, YesOpt, default_lines, show_plan
 from tuner.core import REQUIRED_M, OutDtype

@@ -35,7 +35,7 @@ from db import repo
 from tuner.cli.arguments import load_configs, parse_m_values
 from tuner.cli.devices import measuring_device, resolve_kernel_choice
 from tuner.cli.errors import fail
-from tuner.cli.export import AllowStaleOpt
+from tuner.cli.export import AllowStaleOpt, publish_device
 from tuner.cli.options import (
     DEFAULT_STRATEGY_NAME,
     ConfigsOpt,
@@ -47,7 +47,6 @@ from tuner.cli.options import (
     TpOpt,
 )
 from tuner.cli.output import console, err_console, plain
-from tuner.cli.publish import publish_device
 from tuner.cli.store import open_db, store_files
 from tuner.cli.sweep import _plan_and_run
 from tuner.cli.tables import Column, print_table

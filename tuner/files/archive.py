@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import io
 import zipfile
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 import tuner
-from tuner.files.engine_folders import folder_for, folder_history
+from tuner.files.engine_folders import (
+    DEFAULT_ENGINE_VERSIONS,
+    engine_folder,
+    folder_for,
+    folder_history,
+)
 from tuner.files.merge import DeviceFiles
 from tuner.files.mounts import wrapped_advice
 from tuner.kernels.engines import SGLANG_NOTE
@@ -16,27 +19,25 @@ from tuner.kernels.family import EXPERTS, LINEAR_LAYERS
 from tuner.kernels.registry import family_of_part
 from tuner.kernels.shape import PER_TENSOR
 
-if TYPE_CHECKING:
-    from db.repo import EnvironmentRow, WinnerRow
-
 README_NAME = "README.txt"
 # 1980-01-01 is the earliest time a zip entry can carry; a fixed time keeps the bytes stable.
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 # The families of a model's linear layers ("Dense files") and of its experts ("Fused-MoE files").
 _LAYERS, _EXPERTS = family_of_part(LINEAR_LAYERS).name, family_of_part(EXPERTS).name
-_CONFIGS_DIR = folder_for("vllm", _LAYERS)
+_CONFIGS_DIR, _VLLM = folder_for("vllm", _LAYERS), DEFAULT_ENGINE_VERSIONS["vllm"]
+_MOE_ENV = engine_folder("vllm", _EXPERTS).env
 
-# Where vLLM 0.33.0 reads these files and when it runs this Triton kernel.
+# Where the checked vLLM release reads these files and when it runs this Triton kernel.
 _HOW_TO = f"""\
 Where vLLM reads these files
 - Dense files (N=...,K=...) only from <site-packages>/{_CONFIGS_DIR}/
   Find the folder: python3 -c "import os, vllm; print(os.path.join(os.path.dirname(vllm.__file__), \
 'model_executor/layers/quantization/utils/configs'))"
-- VLLM_TUNED_CONFIG_FOLDER does not apply to these files (vLLM 0.33.0).
+- {_MOE_ENV} does not apply to these files (vLLM {_VLLM}).
 - Mount each file read-only into that folder of the serving container, one mount per file:
     -v "$PWD/<file name>:<site-packages>/{_CONFIGS_DIR}/<file name>:ro"
   A file of the same name shipped with vLLM is hidden by the mount.
-- Fused-MoE files (E=...,N=...): from the folder named by VLLM_TUNED_CONFIG_FOLDER first, then
+- Fused-MoE files (E=...,N=...): from the folder named by {_MOE_ENV} first, then
   <site-packages>/{folder_for("vllm", _EXPERTS)}/ (get_moe_configs).
 - The name must carry the device_name vLLM computes for the GPU (its name with spaces as "_").
 - vLLM reads a file once per process; for an M not in the file it uses the entry of the
@@ -67,74 +68,29 @@ Where SGLang reads these files (by release: python3 -c "import sglang; print(sgl
 """
 
 
-def _advice(device_name: str, compute_capability: str | None) -> str:
-    """Whether vLLM reads the files on this device (docs/vllm-backends.md), wrapped."""
-    return "\n".join(wrapped_advice(device_name, [compute_capability or ""], 92))
-
-
-VERSION_KEYS: tuple[str, ...] = ("torch", "triton", "vllm", "kernel_source")
-
-
-def winner_versions(
-    environments: Iterable[EnvironmentRow], winners: Iterable[WinnerRow]
-) -> dict[str, list[str]]:
-    """Every torch, Triton and vLLM version and kernel source that the winners were timed with.
-
-    Args:
-        environments: the device's environments (`db.repo.EnvironmentRow`-like: attributes
-            `environment_id` and each of `VERSION_KEYS`).
-        winners: its winners (attribute `environment_id`).
-
-    Returns:
-        {key: sorted distinct non-empty values} for each of `VERSION_KEYS`; only environments
-        that a winner was timed in count.
-    """
-    used = {w.environment_id for w in winners}
-    timed = [e for e in environments if e.environment_id in used]
-    return {key: sorted({getattr(e, key) for e in timed} - {""}) for key in VERSION_KEYS}
-
-
-def versions_line(versions: dict) -> str:
-    """A release's `versions` summary (`tuner.files.release`) as one line: "torch 2.14.0,
-    triton 3.8.0, vLLM 0.33.0, kernels of vllm"; "" when it names none."""
-    parts = [
-        f"{label} {', '.join(versions[key])}"
-        for key, label in (("torch", "torch"), ("triton", "triton"), ("vllm", "vLLM"))
-        if versions.get(key)
-    ]
-    if versions.get("kernel_source"):
-        parts.append(f"kernels of {', '.join(versions['kernel_source'])}")
-    return ", ".join(parts)
-
-
-def _blocks(block_shape: tuple[int, int] | None) -> str:
-    """How the README names a block shape: `block_shape=[128,128]`, or per-tensor."""
-    if block_shape is None:
-        return PER_TENSOR
-    return f"block_shape=[{block_shape[0]},{block_shape[1]}]"
-
-
 def _files_section(device_files: DeviceFiles) -> list[str]:
     """Each file's hash, M keys and merge notes, then the shapes and entries left out."""
     lines = [] if device_files.files else ["- none yet"]
     for device_file in sorted(device_files.files, key=lambda f: f.file_name):
         merged = device_file.merged
-        lines.append(f"- {device_file.file_name}")
-        lines.append(f"  sha256 {merged.sha256}")
+        lines += [f"- {device_file.file_name}", f"  sha256 {merged.sha256}"]
         lines.append(f"  M keys: {', '.join(map(str, merged.configs))}")
         if merged.m_imported:
             lines.append(f"  imported, not measured: M={', '.join(map(str, merged.m_imported))}")
         if merged.partial:
             lines.append(f"  PARTIAL: no winner yet for M={', '.join(map(str, merged.m_missing))}")
-        lines.extend(f"  note: {note}" for note in merged.notes)
-        lines.extend(f"  warning: {warning}" for warning in merged.warnings)
+        lines += [f"  note: {note}" for note in merged.notes]
+        lines += [f"  warning: {warning}" for warning in merged.warnings]
     if device_files.skipped or device_files.left_out:
         lines += ["", "Left out"]
-        lines.extend(
-            f"- N={s.N}, K={s.K}, {_blocks(s.block_shape)}: {s.reason}"
-            for s in device_files.skipped
-        )
-        lines.extend(f"- {line}" for line in device_files.left_out)
+        for s in device_files.skipped:
+            blocks = (
+                f"block_shape=[{s.block_shape[0]},{s.block_shape[1]}]"
+                if s.block_shape
+                else PER_TENSOR
+            )
+            lines.append(f"- N={s.N}, K={s.K}, {blocks}: {s.reason}")
+        lines += [f"- {line}" for line in device_files.left_out]
     return lines
 
 
@@ -146,26 +102,21 @@ def readme_text(
     tuned_with: str = "",
 ) -> str:
     """The README of a device's archive: whether vLLM reads the files on this device (from
-    `compute_capability`, else the table of known GPUs), what they were tuned with
-    (`versions_line`), how `engine` finds them, and the merge report."""
+    `compute_capability`, else the table of known GPUs; docs/vllm-backends.md), what they were
+    tuned with (`versions_line`), how `engine` finds them, and the merge report."""
     lines = [
         f"Tuned configs of vLLM's W8A8 block-FP8 Triton GEMM for device_name {device_name}",
         f"Merged from the store by blockfp8-tuner {tuner.__version__}.",
-        *(
-            [f"Tuned with {tuned_with} (serve with the same Triton and vLLM)."]
-            if tuned_with
-            else []
-        ),
-        "",
     ]
-    if engine != "sglang":
-        lines += ["Does vLLM read them", _advice(device_name, compute_capability), ""]
-    lines += [
-        _sglang_how_to() if engine == "sglang" else _HOW_TO,
-        "Files",
-    ]
-    lines += _files_section(device_files)
-    return "\n".join(lines) + "\n"
+    lines += (
+        [f"Tuned with {tuned_with} (serve with the same Triton and vLLM)."] if tuned_with else []
+    )
+    if engine == "sglang":
+        lines += ["", _sglang_how_to()]
+    else:
+        advice = wrapped_advice(device_name, [compute_capability or ""], 92)
+        lines += ["", "Does vLLM read them", *advice, "", _HOW_TO]
+    return "\n".join([*lines, "Files", *_files_section(device_files)]) + "\n"
 
 
 def build_zip(

@@ -8,20 +8,30 @@ re-assembles the pieces.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from sqlalchemy.orm import Session
 
 from db import repo
-from tuner.files.merge import DeviceFiles, SkippedShape, build_device_files
+from tuner.files.merge import DeviceFiles, SkippedShape, build_device_files, entries_left_out
 from tuner.files.provenance import Provenance, current_provenance, installed_triton_minor
-from tuner.inputs.devices import engine_device_name
+from tuner.inputs.devices import engine_device_name, store_device
 from tuner.kernels.shape import FamilyShape, Shape
 
 # How each front end tells a user to take stale trials too.
 CLI_STALE_HINT = "--allow-stale"
 HTTP_STALE_HINT = "?allow_stale=true"
+
+VERSION_KEYS: tuple[str, ...] = ("torch", "triton", "vllm", "kernel_source")
+
+
+def versions_line(versions: dict) -> str:
+    """A `DeviceView.versions` (a release's summary keeps it) as one line: "torch 2.14.0,
+    triton 3.8.0, vLLM 0.33.0, kernels of vllm"; "" when it names none."""
+    labels = {"torch": "torch", "triton": "triton", "vllm": "vLLM", "kernel_source": "kernels of"}
+    return ", ".join(f"{labels[k]} {', '.join(versions[k])}" for k in labels if versions.get(k))
 
 
 class MergeError(ValueError):
@@ -93,6 +103,14 @@ class DeviceView:
         None for the interpreter, a replayed landscape without one, or no trials."""
         known = [e for e in self.environments if e.compute_capability]
         return max(known, key=lambda e: e.environment_id).compute_capability if known else None
+
+    @property
+    def versions(self) -> dict[str, list[str]]:
+        """Every torch, Triton and vLLM version and kernel source the winners were timed with:
+        {key: sorted distinct non-empty values} for each of `VERSION_KEYS`."""
+        used = {w.environment_id for w in self.winners}
+        timed = [e for e in self.environments if e.environment_id in used]
+        return {key: sorted({getattr(e, key) for e in timed} - {""}) for key in VERSION_KEYS}
 
     @property
     def grids(self) -> dict[FamilyShape, tuple[int, ...]]:
@@ -183,37 +201,26 @@ def read_device(
         allow_stale: also trials of another kernel source or Triton major.minor.
         kernel: whose kernels' trials count (`tuner.files.provenance.read_source`).
     """
-    environments = repo.device_environments(session, device_name=device_name)
+    device = {"device_name": device_name}
+    environments = repo.device_environments(session, **device)
     current = current_provenance(
         environments, installed_triton=installed_triton_minor(), kernel=kernel
     )
-    stale = (
-        0
-        if allow_stale
-        else repo.stale_trials(
-            session,
-            device_name=device_name,
-            kernel_hash=current.hashes,
-            triton_minor=current.triton_minor,
-        )
-    )
-    scope = Scope(allow_stale, current, stale)
-    filters = scope.filters
-    imported = repo.imported_configs(session, device_name=device_name)
+    scope = Scope(allow_stale, current, 0)
+    if not allow_stale:
+        filters = scope.filters
+        scope = replace(scope, stale_trials=repo.stale_trials(session, **device, **filters))
+    chosen = {**device, "out_dtype": out_dtype, **scope.filters}
+    imported = {
+        FamilyShape(family, Shape.from_store(N, K, block_shape, params)): entries
+        for (family, params, N, K, block_shape), entries in repo.imported_configs(
+            session, **device
+        ).items()
+    }
     return DeviceView(
-        device_name=device_name,
-        out_dtype=out_dtype,
-        scope=scope,
-        environments=environments,
-        winners=repo.winners(session, device_name=device_name, out_dtype=out_dtype, **filters),
-        coverage=repo.shape_coverage(
-            session, device_name=device_name, out_dtype=out_dtype, **filters
-        ),
-        imported={
-            FamilyShape(family, Shape.from_store(N, K, block_shape, params)): entries
-            for (family, params, N, K, block_shape), entries in imported.items()
-        },
-    )
+        device_name, out_dtype, scope, environments, repo.winners(session, **chosen),
+        repo.shape_coverage(session, **chosen), imported,
+    )  # fmt: skip
 
 
 def device_files(
@@ -247,3 +254,36 @@ def device_files(
         session, device_name, out_dtype=out_dtype, allow_stale=allow_stale, kernel=kernel
     )
     return StoreFiles(view, view.merge(allow_partial=allow_partial, engine=engine))
+
+
+def target_device(requested: str | None, file_device: str, known: Sequence[str]) -> str:
+    """The device an import is stored for: the file name's device, or the one of the store's
+    devices and the file's own that `requested` names (`store_device`), so that a typo never
+    creates a device.
+
+    Raises:
+        LookupError: the request names neither a known device nor the file's device.
+    """
+    if requested is None:
+        return file_device
+    try:
+        return store_device(requested, [*known, file_device])
+    except ValueError:
+        raise LookupError(
+            f"device {requested!r} is neither in the store (known: "
+            f"{', '.join(sorted(known)) or '(none)'}) nor the file's device {file_device!r}"
+        ) from None
+
+
+def imported_files_summary(imports: Sequence) -> str:
+    """What a device's imported files are, for the lines that say it has nothing else: "2
+    file(s) from 'a', 'b'; 1 entry left out, cannot launch there" (the part on entries only
+    when some were left out by the launch check).
+
+    Args:
+        imports: its imported files (`db.repo.list_imports`: `label`, `cannot_launch`).
+    """
+    labels = ", ".join(repr(label) for label in sorted({i.label for i in imports}))
+    left_out = sum(len(i.cannot_launch) for i in imports)
+    dropped = f"; {entries_left_out(left_out)}, cannot launch there" if left_out else ""
+    return f"{len(imports)} file(s) from {labels}{dropped}"

@@ -96,13 +96,10 @@ def engine_folder(engine: str, family: str, version: str | None = None) -> Engin
         ValueError: an unknown engine or family, or a bad version.
     """
     key = version_key(engine_version(engine, version))
-    rows = family_rows(engine, family)
+    rows = [row for row in family_rows(engine, family) if version_key(row.first_version) <= key]
     if not rows:
         raise ValueError(f"{engine} has no folder for {family!r} files")
-    return max(
-        (row for row in rows if version_key(row.first_version) <= key),
-        key=lambda row: version_key(row.first_version),
-    )
+    return rows[-1]  # oldest first
 
 
 def triton_folder(triton_version: str) -> str:
@@ -157,8 +154,7 @@ def folder_history(engine: str, family: str) -> list[str]:
     """
     rows = family_rows(engine, family)
     lines = []
-    for index, row in enumerate(rows):
-        after = rows[index + 1].first_version if index + 1 < len(rows) else None
+    for row, after in zip(rows, [*(r.first_version for r in rows[1:]), None], strict=True):
         if row.first_version == "0":
             span = f"before {after}" if after else "every release"
         else:

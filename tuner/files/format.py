@@ -7,9 +7,10 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from tuner.core import CONFIG_KEYS, FP8_DTYPE, VLLM_M_GRID
-from tuner.kernels.registry import DEFAULT_FAMILY, family_of_file, get_family
+from tuner.kernels.registry import family_of_file, get_family
 from tuner.kernels.shape import Shape
 
 # Extra keys of AMD (ROCm) files, Triton's HIP compile options; such entries may lack num_stages.
@@ -218,79 +219,46 @@ def vllm_pick_key(keys: Iterable[int], M: int, *, file_order: bool = False) -> i
 
 
 @dataclass(frozen=True)
-class ImportName:
-    """What an imported file's name says, whatever its kernel family
-    (`FamilyFiles.parse_file_name`).
-
-    Attributes:
-        N: rows of the weight [N, K].
-        K: the reduction dimension.
-        device_name: the device key in the name, e.g. `NVIDIA_L20`.
-        dtype: the dtype label in the name, e.g. `fp8_w8a8`.
-        block_shape: [group_n, group_k] of the weight scales, or None for a family without
-            block scales.
-        params: the family's dimensions beyond N and K that the name carries, as sorted
-            (name, value) pairs (`Shape.params`), e.g. (("E", 8),) for a fused-MoE file; ()
-            for none.
-    """
-
-    N: int
-    K: int
-    device_name: str
-    dtype: str
-    block_shape: tuple[int, int] | None
-    params: tuple[tuple[str, int], ...]
-
-    @property
-    def shape(self) -> Shape:
-        """The shape the name says (N, K, block_shape and params), as its family keys it."""
-        return Shape(self.N, self.K, self.block_shape, self.params)
-
-    @property
-    def params_text(self) -> str:
-        """`params` as the store keeps them (`Shape.params_text`): "E=8", or "" for none."""
-        return self.shape.params_text
-
-
-@dataclass(frozen=True)
 class ParsedFile:
-    """A config file read for import: its name's parts, entries and the sha256 of its bytes.
+    """A config file read for import: what its name says, its entries and the sha256 of its
+    bytes.
 
     Attributes:
-        name: N, K, device_name, dtype, block_shape and params of the file's name.
+        family: the kernel family whose file names it parses as (`family_of_file`).
+        shape: N, K, block_shape and the family's other dimensions the name carries (a
+            fused-MoE name gives E and N, and K = 0: `FamilyFiles.parse_file_name`).
+        device_name: the device key in the name, e.g. `NVIDIA_L20`.
         configs: M -> config as in the file.
         sha256: hex sha256 of the file's bytes.
-        family: the kernel family whose file names it parses as (`family_of_file`).
-        vllm_name: the name as vLLM spells it (`KernelFamily.respell`); "" when not given.
+        vllm_name: the name as vLLM spells it (`KernelFamily.respell`).
     """
 
-    name: ImportName
+    family: str
+    shape: Shape
+    device_name: str
     configs: dict[int, dict[str, int]]
     sha256: str
-    family: str = DEFAULT_FAMILY
-    vllm_name: str = ""
+    vllm_name: str
+
+    @property
+    def store_fields(self) -> dict[str, Any]:
+        """N, K, block_shape, family and shape_params: the file's shape as `record_import`
+        takes it."""
+        shape = self.shape
+        return {"N": shape.N, "K": shape.K, "block_shape": shape.block_shape} | {
+            "family": self.family, "shape_params": shape.params_text
+        }  # fmt: skip
 
 
-def parse_import_name(file_name: str) -> tuple[str, ImportName]:
-    """The kernel family of an imported file's name and the name's parts.
-
-    Args:
-        file_name: the bare file name, in vLLM's or SGLang's spelling.
-
-    Returns:
-        (the family's key, N, K, device_name, dtype, block_shape and the family's other
-        dimensions of the name); a fused-MoE name gives its E and N, and K = 0 (the name
-        carries no K: `FamilyFiles.parse_file_name`).
+def parse_import_name(file_name: str) -> tuple[str, Shape, str, str]:
+    """The kernel family of a config file's name (vLLM's or SGLang's spelling), and the shape,
+    device_name and dtype the name says.
 
     Raises:
-        ValueError: no registered family parses the name (the error of
-            `tuner.kernels.registry.family_of_file`).
+        ValueError: no registered family parses the name (`family_of_file`'s error).
     """
     family = family_of_file(file_name)
-    shape, device_name, dtype = family.files.parse_file_name(file_name)
-    return family.name, ImportName(
-        shape.N, shape.K, device_name, dtype, shape.block_shape, tuple(sorted(shape.params))
-    )
+    return family.name, *family.files.parse_file_name(file_name)
 
 
 MAX_FILE_BYTES = 1_048_576  # vLLM's largest shipped files are a few KiB
@@ -314,12 +282,12 @@ def parse_file_for_import(file_name: str, data: bytes, source: str | None = None
     """
     source = source or file_name
     try:
-        family, name = parse_import_name(file_name)
+        family, shape, device_name, dtype = parse_import_name(file_name)
     except ValueError as exc:
         raise ValueError(f"{source}: {exc}" if source != file_name else str(exc)) from None
-    if name.dtype != FP8_DTYPE:
+    if dtype != FP8_DTYPE:
         raise ValueError(
-            f"{source}: dtype {name.dtype} is not {FP8_DTYPE}: this tuner keeps "
+            f"{source}: dtype {dtype} is not {FP8_DTYPE}: this tuner keeps "
             "configs of the FP8 kernel only"
         )
     if len(data) > MAX_FILE_BYTES:
@@ -331,13 +299,9 @@ def parse_file_for_import(file_name: str, data: bytes, source: str | None = None
     except UnicodeDecodeError:
         raise ValueError(f"{source}: not UTF-8 text") from None
     configs = parse_config_file(text, source=source)
-    return ParsedFile(
-        name=name,
-        configs=configs,
-        sha256=hashlib.sha256(data).hexdigest(),
-        family=family,
-        vllm_name=get_family(family).respell(file_name, "vllm"),
-    )
+    sha256 = hashlib.sha256(data).hexdigest()
+    vllm_name = get_family(family).respell(file_name, "vllm")
+    return ParsedFile(family, shape, device_name, configs, sha256, vllm_name)
 
 
 def parse_config_list(text: str, *, source: str = "<text>") -> list[dict[str, int]]:

@@ -13,10 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from packaging.version import InvalidVersion, Version
-
 from tuner.core import REQUIRED_M
 from tuner.files.format import dump_config_file, vllm_pick_key
+from tuner.files.provenance import release_of
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.shape import FamilyShape, Shape, ShapeKeyed, as_block_shape
@@ -164,21 +163,17 @@ def merge_shape(
         raise PartialFileError("no M has a winner: nothing to write")
     if m_missing and not allow_partial:
         raise PartialFileError(f"no winner yet for M={', '.join(map(str, m_missing))}")
+    warnings = [
+        f"M={M} is not in the file: vLLM will use the M={vllm_pick_key(configs, M)} entry"
+        for M in REQUIRED_M
+        if M not in configs
+    ]
     text = dump_config_file(configs, triton_version)
+    sha256 = hashlib.sha256(text.encode()).hexdigest()
     return MergedFile(
-        configs={M: configs[M] for M in sorted(configs)},
-        text=text,
-        sha256=hashlib.sha256(text.encode()).hexdigest(),
-        notes=notes,
-        warnings=[
-            f"M={M} is not in the file: vLLM will use the M={vllm_pick_key(configs, M)} entry"
-            for M in REQUIRED_M
-            if M not in configs
-        ],
-        m_missing=m_missing,
-        partial=bool(m_missing),
-        m_imported=m_imported,
-    )
+        dict(sorted(configs.items())), text, sha256, notes, warnings, m_missing, bool(m_missing),
+        m_imported,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -313,40 +308,41 @@ def _merge_key(
     )
 
 
-def _release(version: str) -> Version:
-    try:
-        return Version(version)
-    except InvalidVersion:
-        return Version("0")
-
-
 def _file_triton(rows: Sequence[WinnerRow], triton_of: Mapping[int, str]) -> str | None:
     """The Triton most of `rows` were timed with (the newer on a tie); None when unknown."""
     timed = [getattr(row, "environment_id", None) for row in rows]
     counts = Counter(triton_of[e] for e in timed if e is not None and e in triton_of)
-    return max(counts, key=lambda v: (counts[v], _release(v))) if counts else None
+    return max(counts, key=lambda v: (counts[v], release_of(v))) if counts else None
+
+
+def write_atomically(folder: Path, contents: Mapping[str, bytes]) -> list[Path]:
+    """Write every file (name -> bytes) to a temporary file in `folder` (created), then rename
+    them all into place: a reader sees each file whole, old or new. Files are 0644, as a
+    read-only mount needs.
+
+    Returns:
+        The written paths, in the order of `contents`.
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    temporary: list[str] = []
+    try:
+        for body in contents.values():
+            fd, temp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
+            temporary.append(temp)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(body)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(temp, 0o644)
+    except BaseException:
+        for temp in temporary:
+            Path(temp).unlink(missing_ok=True)
+        raise
+    for temp, name in zip(temporary, contents, strict=True):
+        os.replace(temp, folder / name)
+    return [folder / name for name in contents]
 
 
 def write_files_atomically(files: Iterable[DeviceFile], out_dir: Path) -> list[Path]:
-    """Write each file to a temporary file in `out_dir` (created), then rename it into place: a
-    reader sees the old file or the new one. Files are 0644, as a read-only mount needs.
-
-    Returns:
-        The written paths, in the order of `files`.
-    """
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
-    for device_file in files:
-        fd, tmp_name = tempfile.mkstemp(dir=out_dir, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(device_file.merged.text.encode())
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.chmod(tmp_name, 0o644)
-            os.replace(tmp_name, out_dir / device_file.file_name)
-        except BaseException:
-            Path(tmp_name).unlink(missing_ok=True)
-            raise
-        written.append(out_dir / device_file.file_name)
-    return written
+    """`write_atomically` of merged files, under their names."""
+    return write_atomically(out_dir, {f.file_name: f.merged.text.encode() for f in files})

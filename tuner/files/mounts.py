@@ -16,10 +16,11 @@ import re
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 import yaml
 
+from tuner.files.device import StoreFiles, versions_line
 from tuner.files.engine_folders import engine_folder, engine_version, folder_for, unchecked_line
 from tuner.inputs.backends import device_advice
 from tuner.inputs.devices import engine_device_name
@@ -29,7 +30,9 @@ from tuner.kernels.registry import DEFAULT_FAMILY, family_of_file, get_family
 from tuner.kernels.shape import PER_TENSOR, Shape
 from tuner.kernels.vllm_table import TRITON_FLAG
 
-FORMATS: tuple[str, ...] = ("docker", "compose", "k8s")
+# The forms of `tuner mounts` and the mounts route: mounts, then pull recipes (`PULL_FORMATS`).
+MountFormat = Literal["docker", "compose", "k8s", "k8s-pull", "compose-pull"]
+FORMATS: tuple[str, ...] = get_args(MountFormat)[:3]
 # Where the engine's package lives in its usual image: vLLM's vllm/vllm-openai image installs
 # into Python 3.12's dist-packages (as the README's example); SGLang's lmsysorg/sglang image runs
 # an editable checkout, /sgl-workspace/sglang/python (the path its own warnings print).
@@ -115,6 +118,30 @@ class MountRequest:
     gpu_names: tuple[str, ...] = ()
 
 
+TUNED_TRITON = "the one the files were tuned with"
+
+
+def store_request(read: StoreFiles, triton: tuple[str | None, str], **given: Any) -> MountRequest:
+    """The request that mounts a device's merged files from the store (`tuner mounts` and
+    `GET /devices/{d}/mounts` alike): its key, files, compute capability, what its winners were
+    timed with, the GPU's names and the imported entries left out; `triton`: (the Triton asked
+    for or None, how it was asked), else the winners' one Triton; `given`: the other fields."""
+    view, contents = read.view, {f.file_name: f.merged.text for f in read.files.files}
+    timed = view.versions["triton"]
+    return MountRequest(
+        device_name=view.device_name,
+        file_names=tuple(contents),
+        contents=contents,
+        compute_capability=view.compute_capability,
+        tuned_with=versions_line(view.versions),
+        triton_version=triton[0] or (timed[0] if len(timed) == 1 else None),
+        triton_from=triton[1] if triton[0] else TUNED_TRITON,
+        gpu_names=tuple(e.gpu_name for e in view.environments),
+        left_out=tuple(f"# {line}" for line in read.files.left_out),
+        **given,
+    )
+
+
 def check_site_packages(path: str) -> str:
     """An absolute container path without quotes, `$`, backslashes, `..` or a trailing slash.
 
@@ -151,6 +178,21 @@ def configmap_name(device_name: str) -> str:
     return f"{name[:54].rstrip('-')}-{digest}"
 
 
+def served_file_name(
+    name: str, device_name: str, engine: str, gpu_names: Sequence[str] = ()
+) -> str:
+    """A config file's name (either spelling) as `engine` reads it for a device: its family's
+    name of its shape, with the device part the engine writes (`engine_device_name` of the
+    device key and the GPU's names as CUDA reported them).
+
+    Raises:
+        ValueError: a name no family parses.
+    """
+    family = family_of_file(name)
+    device = engine_device_name(engine, device_name, gpu_names)
+    return family.files.file_name(family.files.parse_file_name(name)[0], device, engine)
+
+
 def place(
     names: Sequence[str],
     device_name: str,
@@ -178,7 +220,6 @@ def place(
     files: list[FileMount] = []
     folders: dict[str, FolderMount] = {}
     notes: list[str] = []
-    device = engine_device_name(engine, device_name, gpu_names)
     for name in sorted(names):
         family = family_of_file(name)
         shape = family.files.parse_file_name(name)[0]
@@ -192,7 +233,7 @@ def place(
         folder = f"{site}/{folder_for(engine, family.name, release, triton[0])}"
         if TRITON_PLACEHOLDER in row.folder and not notes:
             notes += _triton_note(family, folder, triton)
-        dst = family.files.file_name(shape, device, engine)
+        dst = served_file_name(name, device_name, engine, gpu_names)
         files.append(FileMount(name, f"{folder}/{dst}", key, dst))
     return Placed(files, list(folders.values()), notes)
 
@@ -328,27 +369,33 @@ def docker_body(placed: Placed, host_dir: str) -> list[str]:
 
 
 def compose_body(placed: Placed, host_dir: str, engine: str) -> list[str]:
-    """A compose file for the serving service (`docker compose -f docker-compose.yml -f
-    THIS.yml` merges it into yours): a bind mount per file and folder, the folders' variables."""
+    """A compose file for the serving service: a bind mount per file and folder."""
     bind = [(f"{host_dir}/{f.src}", f.target) for f in placed.files]
     bind += [(host_dir, folder.target) for folder in placed.folders]
-    service: dict[str, Any] = {
-        "volumes": [
-            {"type": "bind", "source": source, "target": target, "read_only": True}
-            for source, target in bind
-        ]
-    }
+    volumes = [
+        {"type": "bind", "source": source, "target": target, "read_only": True}
+        for source, target in bind
+    ]
+    return compose_file(engine, {"volumes": volumes}, placed)
+
+
+def compose_file(
+    engine: str, service: dict[str, Any], placed: Placed, before: Any = None, top: Any = None
+) -> list[str]:
+    """A compose file to add after the user's (`docker compose -f docker-compose.yml -f
+    THIS.yml` merges it into theirs): the services `before`, the serving service (`service`,
+    with the folders' variables), then the `top` keys."""
     if placed.folders:
         service["environment"] = {f.env: f.target for f in placed.folders}
     return [
         f"# A compose file to add after yours (docker compose -f docker-compose.yml -f "
         f"blockfp8.yml up); {engine} is your serving service's name:"
-    ] + dump_yaml({"services": {engine: service}})
+    ] + dump_yaml({"services": {**(before or {}), engine: service}, **(top or {})})
 
 
 def k8s_body(device_name: str, placed: Placed, contents: Mapping[str, str]) -> list[str]:
     """ConfigMap manifests of the files, then the pod spec's volumes and the serving
-    container's mounts (one subPath per file, the folder for a folder mount) and env."""
+    container's mounts (`k8s_parts`: each folder mounts its own ConfigMap's volume)."""
     name = configmap_name(device_name)
     groups = [(VOLUME, name, [(f.src, f.key, f.dst) for f in placed.files])] if placed.files else []
     groups += [
@@ -364,35 +411,31 @@ def k8s_body(device_name: str, placed: Placed, contents: Mapping[str, str]) -> l
             "data": {key: contents[src] for src, key, _ in files},
         }
         body += ["---", *dump_yaml(manifest)]
-    pod = {
-        "volumes": [
-            {
-                "name": volume,
-                "configMap": {
-                    "name": configmap,
-                    "items": [{"key": key, "path": dst} for _, key, dst in files],
-                },
-            }
-            for volume, configmap, files in groups
-        ]
-    }
+    volumes = [
+        {"name": volume, "configMap": {"name": configmap, "items": [
+            {"key": key, "path": dst} for _, key, dst in files
+        ]}}
+        for volume, configmap, files in groups
+    ]  # fmt: skip
+    return body + ["---"] + k8s_parts({"volumes": volumes}, placed, "")
+
+
+def k8s_parts(pod: dict[str, Any], placed: Placed, folder_volume: str) -> list[str]:
+    """The pod spec's part and the serving container's (one subPath of `VOLUME` per file, each
+    folder whole from `folder_volume`, else its own volume, and the folders' variables), each
+    under a comment saying where it goes."""
     mounts = [
         {"name": VOLUME, "mountPath": f.target, "subPath": f.dst, "readOnly": True}
         for f in placed.files
     ]
     mounts += [
-        {"name": f"blockfp8-{f.family}-configs", "mountPath": f.target, "readOnly": True}
+        {"name": folder_volume or f"blockfp8-{f.family}-configs", "mountPath": f.target}
+        | {"readOnly": True}
         for f in placed.folders
     ]
-    return body + ["---"] + pod_parts(pod, mounts, placed.folders)
-
-
-def pod_parts(pod: dict[str, Any], mounts: list[dict], folders: Sequence[FolderMount]) -> list[str]:
-    """The pod spec's part and the serving container's part (its volumeMounts and env), each
-    under a comment saying where it goes."""
     container: dict[str, Any] = {"volumeMounts": mounts}
-    if folders:
-        container["env"] = [{"name": f.env, "value": f.target} for f in folders]
+    if placed.folders:
+        container["env"] = [{"name": f.env, "value": f.target} for f in placed.folders]
     return [
         "# In the pod spec:",
         *dump_yaml(pod),

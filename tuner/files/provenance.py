@@ -91,16 +91,26 @@ def family_hashes(source: str = BUILTIN) -> dict[str, str]:
     return hashes
 
 
-def installed_triton_minor() -> str | None:
-    """Major.minor of the installed triton package from its metadata (not imported), e.g. "3.6";
-    None when triton is not installed or its version is not readable."""
+def installed_triton() -> str | None:
+    """The installed triton package's version from its metadata (not imported), e.g. "3.6.0";
+    None when triton is not installed."""
     try:
-        return triton_minor(importlib.metadata.version("triton"))
-    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
         return None
 
 
-def _version(text: str) -> Version:
+def installed_triton_minor() -> str | None:
+    """Major.minor of `installed_triton`, e.g. "3.6"; None without triton or a readable
+    version."""
+    try:
+        return triton_minor(installed_triton() or "")
+    except ValueError:
+        return None
+
+
+def release_of(text: str) -> Version:
+    """A version as `packaging` sorts it; Version("0") for one it cannot parse."""
     try:
         return Version(text)
     except InvalidVersion:
@@ -134,7 +144,7 @@ def _vllm_hashes(environments: list[EnvironmentRow]) -> tuple[tuple[str, ...], s
     timed = [e for e in environments if e.kernel_source == VLLM]
     if not timed:
         return (), ""
-    newest = max((e.vllm for e in timed), key=_version)
+    newest = max((e.vllm for e in timed), key=release_of)
     return tuple(dict.fromkeys(e.kernel_hash for e in timed if e.vllm == newest)), newest
 
 
@@ -169,7 +179,7 @@ def current_provenance(
                     minors.add(triton_minor(environment.triton))
                 except ValueError:
                     continue
-        minor = max(minors, key=_version) if minors else None
+        minor = max(minors, key=release_of) if minors else None
     else:
         minor = triton_minor(minor)
     return Provenance(hashes[0], minor, hashes[1:], source, version)

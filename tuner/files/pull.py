@@ -10,34 +10,35 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from tuner.core import minor_of
 from tuner.files.engine_folders import engine_version, folder_for, unchecked_line
 from tuner.files.format import dump_config_file, parse_config_file
+from tuner.files.merge import write_atomically
 from tuner.files.mounts import (
     VOLUME,
+    MountFormat,
     Placed,
     advice_comments,
-    dump_yaml,
+    compose_file,
     flag_lines,
     folder_lines,
+    k8s_parts,
     needs_flag,
     place,
-    pod_parts,
+    served_file_name,
 )
-from tuner.inputs.devices import engine_device_name
 from tuner.kernels.registry import DEFAULT_FAMILY, family_of_file
 
 # Written last into the folder: which release it holds, so a second pull of it does nothing.
 MARKER = ".blockfp8-release.json"
-PULL_FORMATS: tuple[str, ...] = ("k8s-pull", "compose-pull")
+PULL_FORMATS: tuple[str, ...] = get_args(MountFormat)[3:]
 # The image `tuner pull` runs in: the project's Dockerfile (no torch or triton needed).
-DEFAULT_PULL_IMAGE = "blockfp8-tuner"
+PULL_IMAGE = "blockfp8-tuner"
 
 
 class PullError(Exception):
@@ -84,24 +85,21 @@ def choose_release(
 
 def wanted_files(release: Mapping[str, Any], engine: str) -> list[Wanted]:
     """The release's files with the names `engine` reads them under (its device part too)."""
-    device = engine_device_name(engine, release["device_name"], release_gpu_names(release))
-    wanted = []
-    for f in release["files"]:
-        family = family_of_file(f["file_name"])
-        shape = family.files.parse_file_name(f["file_name"])[0]
-        wanted.append(
-            Wanted(f["file_name"], family.files.file_name(shape, device, engine), f["sha256"])
+    gpus = release_tuned(release, "gpu_name")
+    return [
+        Wanted(
+            f["file_name"],
+            served_file_name(f["file_name"], release["device_name"], engine, gpus),
+            f["sha256"],
         )
-    return wanted
+        for f in release["files"]
+    ]
 
 
-def release_gpu_names(release: Mapping[str, Any]) -> list[str]:
-    """The GPU names a release's summary says its winners were timed on (`tuned_with`)."""
-    return _tuned_with(release, "gpu_name")
-
-
-def _tuned_with(release: Mapping[str, Any], key: str) -> list[str]:
-    """One field of each environment in a release summary's `tuned_with` ("" where absent)."""
+def release_tuned(release: Mapping[str, Any], key: str) -> list[str]:
+    """One field of each environment in a release summary's `tuned_with` ("" where absent):
+    the GPU names ("gpu_name") or compute capabilities ("compute_capability", for
+    `tuner.inputs.backends.device_advice`) its winners were timed on."""
     summary = found if isinstance(found := release.get("summary"), Mapping) else {}
     tuned = found if isinstance(found := summary.get("tuned_with"), list) else []
     return [str(e.get(key) or "") for e in tuned if isinstance(e, Mapping)]
@@ -151,81 +149,58 @@ def engine_bytes(file_name: str, body: bytes, engine: str) -> bytes:
     return dump_config_file(parse_config_file(body.decode("utf-8"), source=file_name)).encode()
 
 
-def check_downloads(files: Sequence[Wanted], contents: Mapping[str, bytes]) -> None:
-    """Every wanted file was downloaded and its bytes have its sha256.
-
-    Raises:
-        PullError: naming the first file missing or whose sha256 differs.
-    """
-    for wanted in files:
-        body = contents.get(wanted.file_name)
-        if body is None:
-            raise PullError(f"{wanted.file_name}: not downloaded")
-        got = hashlib.sha256(body).hexdigest()
-        if got != wanted.sha256:
-            raise PullError(
-                f"{wanted.file_name}: sha256 {got} is not the release's "
-                f"{wanted.sha256}; nothing written"
-            )
-
-
-def _write(path: Path, body: bytes) -> None:
-    with open(path, "wb") as handle:
-        handle.write(body)
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
 def replace_folder(
     folder: Path, release: Mapping[str, Any], engine: str, contents: Mapping[str, bytes]
 ) -> tuple[list[str], list[str]]:
-    """Put a checked release into `folder`: every file written to a temporary name first, then
-    all renamed into place (a reader sees each file whole, old or new); files of the previous
-    pull that the release no longer has are removed; the marker is written last. Each file is
-    written as `engine` reads it (`engine_bytes`); the marker keeps the sha256 of any file
-    whose bytes that changed ("written").
+    """Put a release into `folder` once every file's bytes have their sha256 (`write_atomically`:
+    a reader sees each file whole, old or new); files of the previous pull that the release no
+    longer has are removed; the marker is written last. Each file is written as `engine` reads
+    it (`engine_bytes`); the marker keeps the sha256 of any file whose bytes that changed
+    ("written").
 
     Args:
         folder: the folder (created when missing).
         release: the release (`choose_release`).
         engine: "vllm" or "sglang": the names the files are saved under.
-        contents: file name (vLLM's spelling) -> bytes, already checked (`check_downloads`).
+        contents: file name (vLLM's spelling) -> bytes as downloaded.
 
     Returns:
         (names written, names removed).
+
+    Raises:
+        PullError: naming the first file missing or whose sha256 differs; nothing written.
     """
     files = wanted_files(release, engine)
-    folder.mkdir(parents=True, exist_ok=True)
+    for wanted in files:
+        if wanted.file_name not in contents:
+            raise PullError(f"{wanted.file_name}: not downloaded; nothing written")
+        got = hashlib.sha256(contents[wanted.file_name]).hexdigest()
+        if got != wanted.sha256:
+            raise PullError(
+                f"{wanted.file_name}: sha256 {got} is not the release's {wanted.sha256}; "
+                "nothing written"
+            )
     try:
         previous = json.loads((folder / MARKER).read_text()).get("files", {})
     except (OSError, ValueError, AttributeError):
         previous = {}
-    temporary = []
-    written = {}
-    for wanted in files:
-        temp = folder / f".{wanted.save_as}.part-{os.getpid()}"
-        body = engine_bytes(wanted.file_name, contents[wanted.file_name], engine)
-        if body != contents[wanted.file_name]:
-            written[wanted.save_as] = hashlib.sha256(body).hexdigest()
-        _write(temp, body)
-        temporary.append((temp, folder / wanted.save_as))
-    for temp, final in temporary:
-        os.replace(temp, final)
-    kept = {w.save_as for w in files}
-    removed = []
-    for name in sorted(set(previous) - kept):
-        if "/" not in name and (folder / name).is_file():
-            (folder / name).unlink()
-            removed.append(name)
-    marker = folder / f".{MARKER}.part-{os.getpid()}"
-    _write(
-        marker,
-        (
-            json.dumps({**_marker(release, engine, files), "written": written}, indent=2) + "\n"
-        ).encode(),
-    )
-    os.replace(marker, folder / MARKER)
-    return [w.save_as for w in files], removed
+    bodies = {w.save_as: engine_bytes(w.file_name, contents[w.file_name], engine) for w in files}
+    written = {
+        w.save_as: hashlib.sha256(bodies[w.save_as]).hexdigest()
+        for w in files
+        if bodies[w.save_as] != contents[w.file_name]
+    }
+    write_atomically(folder, bodies)
+    removed = [
+        name
+        for name in sorted(set(previous) - set(bodies))
+        if "/" not in name and (folder / name).is_file()
+    ]
+    for name in removed:
+        (folder / name).unlink()
+    marker = {**_marker(release, engine, files), "written": written}
+    write_atomically(folder, {MARKER: (json.dumps(marker, indent=2) + "\n").encode()})
+    return list(bodies), removed
 
 
 def release_entry(info: Any) -> dict[str, Any]:
@@ -239,12 +214,6 @@ def release_entry(info: Any) -> dict[str, Any]:
         "summary": dict(info.summary or {}),
         "files": [{"file_name": f.file_name, "sha256": f.sha256} for f in info.files],
     }
-
-
-def release_capabilities(release: Mapping[str, Any]) -> list[str]:
-    """The compute capabilities a release's summary says its winners were timed on (e.g.
-    ["8.9"]; "" for one that names none), for `tuner.inputs.backends.device_advice`."""
-    return _tuned_with(release, "compute_capability")
 
 
 def release_triton(release: Mapping[str, Any]) -> str | None:
@@ -262,7 +231,6 @@ def render_pull_recipe(
     release: Mapping[str, Any],
     engine: str,
     site_packages: str,
-    image: str = DEFAULT_PULL_IMAGE,
     engine_version_: str | None = None,
     triton_version: str | None = None,
     triton_from: str = "given",
@@ -272,7 +240,7 @@ def render_pull_recipe(
     reads it (`tuner.files.mounts.place`; a family's folder named by a variable: the whole
     volume). `fmt`: "k8s-pull" (an init container, an emptyDir) or "compose-pull" (a one-shot
     service, a named volume; per-file `volume.subpath` needs Docker Engine 26+). `server`: the
-    service's URL as the pods reach it; `image`: one with `tuner` installed; `triton_version`:
+    service's URL as the pods reach it; `triton_version`:
     the serving image's (SGLang's MoE folder), None for the release's (`release_triton`).
 
     Raises:
@@ -287,18 +255,16 @@ def render_pull_recipe(
     names = [f["file_name"] for f in release["files"]]
     triton = (triton_version, triton_from)
     placed = place(
-        names, device, engine, site_packages, version, triton, release_gpu_names(release)
+        names, device, engine, site_packages, version, triton, release_tuned(release, "gpu_name")
     )
-    capabilities = release_capabilities(release)
+    capabilities = release_tuned(release, "compute_capability")
     head = _pull_head(release, engine, version, site_packages, placed)
-    head += advice_comments(device, capabilities, engine) + _image_note(image, fmt)
+    head += advice_comments(device, capabilities, engine) + _image_note(fmt)
     args = [
         *("tuner", "pull", "--server", server, "--device", device),
         *("--release", str(release["number"]), "--engine", engine, "--out", "/configs"),
     ]
-    body = (_k8s_pull_body if fmt == "k8s-pull" else _compose_pull_body)(
-        image, args, engine, placed
-    )
+    body = (_k8s_pull_body if fmt == "k8s-pull" else _compose_pull_body)(args, engine, placed)
     flag = needs_flag(device, capabilities, engine, names)
     return "\n".join(head + body + (flag_lines(fmt) if flag else [])) + "\n"
 
@@ -320,10 +286,9 @@ def _pull_head(
     return head + folder_lines(placed, "the whole volume") + placed.notes
 
 
-def _image_note(image: str, fmt: str) -> list[str]:
-    """How to build the project's image, when the recipe runs it (none for another image)."""
-    if image != DEFAULT_PULL_IMAGE:
-        return []
+def _image_note(fmt: str) -> list[str]:
+    """How to build the project's image, which the recipe runs."""
+    image = PULL_IMAGE
     where = (
         f" (a cluster: tag and push it, e.g. docker tag {image} <registry>/{image} && "
         f"docker push <registry>/{image}, and set image: to it)."
@@ -333,59 +298,30 @@ def _image_note(image: str, fmt: str) -> list[str]:
     return [f"# {image}: docker build -t {image} . in the tuner's source{where}"]
 
 
-def _k8s_pull_body(image: str, args: list[str], engine: str, placed: Placed) -> list[str]:
+def _k8s_pull_body(args: list[str], engine: str, placed: Placed) -> list[str]:
     """The pod spec's part (an emptyDir, the init container) and the serving container's
     (one subPath per file, the whole volume for a folder, its variable)."""
-    pod = {
-        "volumes": [{"name": VOLUME, "emptyDir": {}}],
-        "initContainers": [
-            {
-                "name": "blockfp8-pull",
-                "image": image,
-                "command": args,
-                "volumeMounts": [{"name": VOLUME, "mountPath": "/configs"}],
-            }
-        ],
-    }
-    mounts = [
-        {"name": VOLUME, "mountPath": f.target, "subPath": f.dst, "readOnly": True}
-        for f in placed.files
-    ]
-    mounts += [{"name": VOLUME, "mountPath": f.target, "readOnly": True} for f in placed.folders]
-    return pod_parts(pod, mounts, placed.folders)
+    init: dict[str, Any] = {"name": "blockfp8-pull", "image": PULL_IMAGE, "command": args}
+    init["volumeMounts"] = [{"name": VOLUME, "mountPath": "/configs"}]
+    pod = {"volumes": [{"name": VOLUME, "emptyDir": {}}], "initContainers": [init]}
+    return k8s_parts(pod, placed, VOLUME)
 
 
-def _compose_pull_body(image: str, args: list[str], engine: str, placed: Placed) -> list[str]:
+def _compose_pull_body(args: list[str], engine: str, placed: Placed) -> list[str]:
     """A compose file: the one-shot pull service, the serving service's volumes (one subpath
     per file, the whole volume for a folder) and variables, and the named volume."""
-    volumes: list[dict[str, Any]] = [
-        {
-            "type": "volume",
-            "source": VOLUME,
-            "target": f.target,
-            "read_only": True,
-            "volume": {"subpath": f.dst},
-        }
+    mount: dict[str, Any] = {"type": "volume", "source": VOLUME}
+    volumes = [
+        mount | {"target": f.target, "read_only": True, "volume": {"subpath": f.dst}}
         for f in placed.files
     ]
-    volumes += [
-        {"type": "volume", "source": VOLUME, "target": f.target, "read_only": True}
-        for f in placed.folders
-    ]
-    serving: dict[str, Any] = {
-        "depends_on": {"blockfp8-pull": {"condition": "service_completed_successfully"}},
-        "volumes": volumes,
-    }
-    if placed.folders:
-        serving["environment"] = {f.env: f.target for f in placed.folders}
-    services = {
-        "blockfp8-pull": {"image": image, "command": args, "volumes": [f"{VOLUME}:/configs"]},
-        engine: serving,
-    }
-    return [
-        f"# A compose file to add after yours (docker compose -f docker-compose.yml -f "
-        f"blockfp8.yml up); {engine} is your serving service's name:"
-    ] + dump_yaml({"services": services, "volumes": {VOLUME: {}}})
+    volumes += [mount | {"target": f.target, "read_only": True} for f in placed.folders]
+    depends = {"blockfp8-pull": {"condition": "service_completed_successfully"}}
+    pull = {"image": PULL_IMAGE, "command": args, "volumes": [f"{VOLUME}:/configs"]}
+    return compose_file(
+        engine, {"depends_on": depends, "volumes": volumes}, placed, {"blockfp8-pull": pull},
+        {"volumes": {VOLUME: {}}},
+    )  # fmt: skip
 
 
 def version_mismatch(
@@ -409,15 +345,11 @@ def version_mismatch(
     timed = versions.get("vllm") or []
     if vllm is not None and timed and vllm not in timed:
         differ.append(f"vLLM {vllm} here, {', '.join(timed)} in the release")
-    sources = versions.get("kernel_source") or []
-    if vllm is not None and sources == ["builtin"]:
+    if vllm is not None and (versions.get("kernel_source") or []) == ["builtin"]:
         differ.append("the release timed the tuner's builtin kernels, not this vLLM's")
-    if not differ:
-        return None
     return (
-        "warning: release "
-        + str(release.get("number"))
-        + " was tuned elsewhere: "
-        + "; ".join(differ)
-        + " (configs are facts about one Triton and kernel)"
+        f"warning: release {release.get('number')} was tuned elsewhere: {'; '.join(differ)} "
+        "(configs are facts about one Triton and kernel)"
+        if differ
+        else None
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.storefill import FAST
 from tuner.files.engine_folders import (
     folder_for,
     folder_history,
@@ -15,14 +16,10 @@ from tuner.files.engine_folders import (
 )
 from tuner.kernels.registry import FAMILIES
 
-ENTRY = {
-    "BLOCK_SIZE_M": 16,
-    "BLOCK_SIZE_N": 128,
-    "BLOCK_SIZE_K": 128,
-    "GROUP_SIZE_M": 1,
-    "num_warps": 4,
-    "num_stages": 3,
-}
+ENTRY = {**FAST, "BLOCK_SIZE_N": 128}
+
+
+SGL_MOE = "sglang/srt/layers/moe/"
 
 
 @pytest.mark.parametrize(
@@ -34,18 +31,8 @@ ENTRY = {
         ("sglang", "dense", "0.5.21", "sglang/kernels/ops/gemm/configs"),
         ("sglang", "dense", "0.5.20", "sglang/kernels/ops/quantization/configs"),
         ("sglang", "dense", "0.5.15.post1", "sglang/srt/layers/quantization/configs"),
-        (
-            "sglang",
-            "moe",
-            "0.5.11",
-            "sglang/srt/layers/moe/moe_runner/triton_utils/configs/triton_3_8_0",
-        ),
-        (
-            "sglang",
-            "moe",
-            "0.5.10.post1",
-            "sglang/srt/layers/moe/fused_moe_triton/configs/triton_3_8_0",
-        ),
+        ("sglang", "moe", "0.5.11", f"{SGL_MOE}moe_runner/triton_utils/configs/triton_3_8_0"),
+        ("sglang", "moe", "0.5.10.post1", f"{SGL_MOE}fused_moe_triton/configs/triton_3_8_0"),
     ],
 )
 def test_folder_of_each_release(engine: str, family: str, version: str | None, folder: str) -> None:
@@ -58,12 +45,8 @@ def test_the_families_have_one_row_per_engine_family_and_first_version() -> None
     ]
     keys = [(row.engine, name, version_key(row.first_version)) for name, row in rows]
     assert len(keys) == len(set(keys))
-    assert {(row.engine, name) for name, row in rows if row.first_version == "0"} == {
-        ("vllm", "dense"),
-        ("vllm", "moe"),
-        ("sglang", "dense"),
-        ("sglang", "moe"),
-    }
+    firsts = {(row.engine, name) for name, row in rows if row.first_version == "0"}
+    assert firsts == {(engine, name) for engine in ("vllm", "sglang") for name in ("dense", "moe")}
 
 
 def test_versions_sort_as_releases() -> None:
@@ -111,11 +94,7 @@ def test_clamp_rule_of_0_5_23_at_every_block_size_k(device_name: str, block_k: i
 
 
 def test_clamp_rule_by_release() -> None:
-    configs = {
-        1: {**ENTRY, "BLOCK_SIZE_K": 64},
-        16: {**ENTRY, "BLOCK_SIZE_K": 128},
-        32: {**ENTRY, "BLOCK_SIZE_K": 48},
-    }
+    configs = {M: {**ENTRY, "BLOCK_SIZE_K": block} for M, block in ((1, 64), (16, 128), (32, 48))}
     assert sglang_clamped(configs, 128, "NVIDIA_L20") == [(32, 48)]  # 64 divides 128 on CUDA
     assert sglang_clamped(configs, 128, "AMD_Instinct_MI300X") == [(1, 64), (32, 48)]
     assert sglang_clamped(configs, 128, "NVIDIA_L20", "0.5.12") == [(1, 64), (32, 48)]
@@ -124,24 +103,11 @@ def test_clamp_rule_by_release() -> None:
 
 def test_clamp_lines() -> None:
     name = "N=576,K=7168,device_name=AMD_Instinct_MI300X,dtype=fp8_w8a8,block_shape=[128, 128].json"
+    moe = "E=8,N=512,device_name=AMD_Instinct_MI300X,dtype=fp8_w8a8,block_shape=[128, 128].json"
     configs = {4096: {**ENTRY, "BLOCK_SIZE_K": 64}, 1: {**ENTRY, "BLOCK_SIZE_K": 32}, 16: ENTRY}
-    assert sglang_clamp_lines(
-        [
-            (name, configs),
-            (
-                "E=8,N=512,device_name=AMD_Instinct_MI300X,"
-                "dtype=fp8_w8a8,block_shape=[128, 128].json",
-                configs,
-            ),
-        ],
-        "AMD_Instinct_MI300X",
-    ) == [
+    assert sglang_clamp_lines([(name, configs), (moe, configs)], "AMD_Instinct_MI300X") == [
         f"SGLang 0.5.23 rewrites {name} as it reads it: BLOCK_SIZE_K raised to 128 at "
         "M=4096 (BLOCK_SIZE_K 64), M=1 (BLOCK_SIZE_K 32); it runs those entries, not the file's"
     ]
-    assert (
-        sglang_clamp_lines(
-            [(name.replace("AMD_Instinct_MI300X", "NVIDIA_H200"), configs)], "NVIDIA_H200"
-        )
-        == []
-    )
+    h200 = name.replace("AMD_Instinct_MI300X", "NVIDIA_H200")
+    assert sglang_clamp_lines([(h200, configs)], "NVIDIA_H200") == []

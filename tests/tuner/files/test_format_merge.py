@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.storefill import FAST, SLOW
 from tuner.cli.export import runs_summary
 from tuner.core import CONFIG_KEYS, REQUIRED_M, VLLM_M_GRID
 from tuner.files.format import dump_config_file, parse_config_file, vllm_pick_key
@@ -26,27 +27,10 @@ from tuner.files.merge import (
     runs_note,
     write_files_atomically,
 )
-from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.family import ConfigFileName, config_file_name, parse_config_file_name
 from tuner.kernels.dense.space import default_config
 
 DEFAULT = default_config()
-FAST = {
-    "BLOCK_SIZE_M": 16,
-    "BLOCK_SIZE_N": 64,
-    "BLOCK_SIZE_K": 128,
-    "GROUP_SIZE_M": 1,
-    "num_warps": 4,
-    "num_stages": 3,
-}
-SLOW = {
-    "BLOCK_SIZE_M": 128,
-    "BLOCK_SIZE_N": 256,
-    "BLOCK_SIZE_K": 128,
-    "GROUP_SIZE_M": 64,
-    "num_warps": 8,
-    "num_stages": 5,
-}
 
 
 @dataclass
@@ -65,6 +49,15 @@ class Winner:
     sweep_id: int | None = None
     other_sweeps: tuple[int, ...] = ()
     environment_id: int | None = None
+
+
+@dataclass
+class Bare:
+    M: int = 256
+    config: dict = field(default_factory=dict)
+    latency_us: float = 1.0
+    default_latency_us: float | None = 2.0
+    is_default: bool = True
 
 
 @dataclass
@@ -155,6 +148,8 @@ def test_vllm_pick_key_follows_a_file_read_from_disk_as_vllm_does() -> None:
         for M in range(1, 8193)
     )
     assert vllm_pick_key([5, 1, 5, 3], 2, file_order=True) == 1  # duplicates keep first place
+    with pytest.raises(ValueError, match="no keys"):
+        vllm_pick_key([], 1)
 
 
 def test_import_describes_the_entry_vllm_runs_from_the_files_order() -> None:
@@ -165,11 +160,6 @@ def test_import_describes_the_entry_vllm_runs_from_the_files_order() -> None:
         "M=1 runs the M=3072 entry; M=4096 runs the M=5120 entry"
     )
     assert coverage_summary(keys).endswith("M=4096 runs the M=3072 entry")
-
-
-def test_vllm_pick_key_needs_keys() -> None:
-    with pytest.raises(ValueError, match="no keys"):
-        vllm_pick_key([], 1)
 
 
 def _body(entry: object, key: str = "1") -> str:
@@ -269,9 +259,13 @@ def test_merge_notes_say_a_decided_default_was_kept_within_the_noise() -> None:
         Winner(32, FAST, 7.0, 9.0, spread_us=0.5, decided=True),  # decided, faster: no note
         Winner(64, default, 9.0, 9.0, True, spread_us=None, decided=True),
         Winner(128, default, 9.0, 9.0, True, spread_us=0.3),  # spread without a decision
+        Bare(),  # a duck-typed winner without the decision fields (bench/vs_shipped.py's)
     ]
     merged = merge_shape(winners, m_requested=[1, 16, 32, 64, 128], default=DEFAULT)
-    assert merged.configs == {1: default, 16: default, 32: FAST, 64: default, 128: default}
+    assert merged.configs == {1: default, 16: default, 32: FAST, 64: default} | {
+        128: default,
+        256: default,
+    }
     assert merged.notes == [
         "M=1: default config kept after interleaved re-timing: no config beat it by more than "
         "the noise (spread 0.80 us)",
@@ -279,21 +273,9 @@ def test_merge_notes_say_a_decided_default_was_kept_within_the_noise() -> None:
         "M=64: default config kept after interleaved re-timing: no config beat it by more than "
         "the noise",
         "M=128: the default config was fastest",
+        "M=256: the default config was fastest",
     ]
     assert merged.text == dump_config_file(merged.configs)
-
-
-def test_a_winner_without_the_decision_fields_is_undecided() -> None:
-    @dataclass
-    class Bare:  # a duck-typed winner without the decision fields (e.g. bench/vs_shipped.py's)
-        M: int = 1
-        config: dict = field(default_factory=dict)
-        latency_us: float = 1.0
-        default_latency_us: float | None = 2.0
-        is_default: bool = True
-
-    merged = merge_shape([Bare()], m_requested=[1], default=DEFAULT)
-    assert merged.notes == ["M=1: the default config was fastest"]
 
 
 def test_the_standing_sweep_and_those_set_aside_are_named() -> None:
@@ -405,13 +387,11 @@ def test_write_files_atomically(tmp_path: Path) -> None:
     assert sorted(p.name for p in out.iterdir()) == [name]
 
 
-def test_kernel_config_round_trip() -> None:
-    assert KernelConfig.from_dict(parse_config_file(_body(FAST))[1]).as_dict() == FAST
-
-
 def test_import_is_pure() -> None:
+    # provenance too, its hashes and Triton read from text and metadata: the service has neither
     code = (
-        "import sys, tuner.files.format, tuner.files.merge; "
+        "import sys, tuner.files.format, tuner.files.merge, tuner.files.provenance as p; "
+        "p.current_kernel_hash(); p.installed_triton_minor(); "
         "bad = {'torch', 'triton', 'sqlalchemy', 'fastapi'} & set(sys.modules); "
         "assert not bad, bad"
     )

@@ -15,6 +15,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from tests.storefill import FAST
 from tuner.files.format import dump_config_file
 from tuner.files.mounts import MountRequest, config_files_in, render_mounts
 from tuner.files.pull import MARKER, holds, render_pull_recipe, replace_folder
@@ -147,21 +148,13 @@ def test_k8s_configmaps_with_valid_keys_and_the_engines_file_names() -> None:
         ("blockfp8-nvidia-l20-moe", {"e128-n384-b128x128.json": req.contents[MOE]}),
     ]
     spec = pod(text)["spec"]
+    volumes = [
+        ("blockfp8-configs", "blockfp8-nvidia-l20", "n5120-k3072-b128x128.json", A),
+        ("blockfp8-moe-configs", "blockfp8-nvidia-l20-moe", "e128-n384-b128x128.json", MOE),
+    ]
     assert spec["volumes"] == [
-        {
-            "name": "blockfp8-configs",
-            "configMap": {
-                "name": "blockfp8-nvidia-l20",
-                "items": [{"key": "n5120-k3072-b128x128.json", "path": A}],
-            },
-        },
-        {
-            "name": "blockfp8-moe-configs",
-            "configMap": {
-                "name": "blockfp8-nvidia-l20-moe",
-                "items": [{"key": "e128-n384-b128x128.json", "path": MOE}],
-            },
-        },
+        {"name": volume, "configMap": {"name": name, "items": [{"key": key, "path": path}]}}
+        for volume, name, key, path in volumes
     ]
     assert spec["containers"][0]["volumeMounts"] == [
         {"name": "blockfp8-configs", "mountPath": f"{VLLM}/{A}", "subPath": A, "readOnly": True},
@@ -219,14 +212,9 @@ def test_an_engine_release_never_checked_says_so() -> None:
 
 
 def test_sglang_moe_files_in_the_folder_of_the_serving_tritons_version() -> None:
+    sglang = {"engine": "sglang", "site_packages": SGL_SITE}
     text = render_mounts(
-        request(
-            engine="sglang",
-            file_names=(MOE, A),
-            site_packages=SGL_SITE,
-            triton_version="3.8.0",
-            triton_from="the one the files were tuned with",
-        )
+        request(**sglang, file_names=(MOE, A), triton_version="3.8.0", triton_from="as tuned")
     )
     assert body(text) == [
         f'  -v "$PWD/configs/{MOE}:{SGL_MOE}/{spaced(MOE)}:ro" \\',
@@ -234,22 +222,14 @@ def test_sglang_moe_files_in_the_folder_of_the_serving_tritons_version() -> None
     ]
     assert ENV not in text
     assert (
-        "# SGLang's folder for Triton 3.8.0 (the one the files were tuned with; it must be "
+        "# SGLang's folder for Triton 3.8.0 (as tuned; it must be "
         "the serving image's, else SGLang falls back to another Triton's folder or its "
         "default config)."
     ) in text.splitlines()
     # vLLM's MoE name folds every H200 into NVIDIA_H200; SGLang's keeps the device's own name.
     h200 = MOE.replace("NVIDIA_L20", "NVIDIA_H200")
-    text = render_mounts(
-        request(
-            engine="sglang",
-            device_name="NVIDIA_H200_NVL",
-            file_names=(h200,),
-            site_packages=SGL_SITE,
-            engine_version="0.5.10.post1",
-            triton_version="3.4.0",
-        )
-    )
+    nvl = {"device_name": "NVIDIA_H200_NVL", "file_names": (h200,), "triton_version": "3.4.0"}
+    text = render_mounts(request(**sglang, **nvl, engine_version="0.5.10.post1"))
     old = f"{SGL_SITE}/sglang/srt/layers/moe/fused_moe_triton/configs/triton_3_4_0"
     nvl = spaced(MOE.replace("NVIDIA_L20", "NVIDIA_H200_NVL"))
     assert body(text) == [f'  -v "$PWD/configs/{h200}:{old}/{nvl}:ro" \\']
@@ -293,13 +273,14 @@ RELEASE = {
     "content_sha256": "ab" * 32,
     "files": [{"file_name": H200, "sha256": "1" * 64}, {"file_name": H200_MOE, "sha256": "2" * 64}],
 }
-PULL = ["tuner", "pull", "--server", "http://tuner:8000", "--device", "NVIDIA_H200"]
+SERVER = "http://tuner:8000"
+PULL = ["tuner", "pull", "--server", SERVER, "--device", "NVIDIA_H200"]
 PULL += ["--release", "3", "--engine", "vllm", "--out", "/configs"]
 
 
 def test_k8s_pull_runs_tuner_pull_then_mounts_the_volume() -> None:
     text = render_pull_recipe(
-        "k8s-pull", server="http://tuner:8000", release=RELEASE, engine="vllm", site_packages=SITE
+        "k8s-pull", server=SERVER, release=RELEASE, engine="vllm", site_packages=SITE
     )
     assert text.splitlines()[:2] == [
         "# NVIDIA_H200 release 3 (2 file(s), content abababababab), pulled before vllm 0.33.0 "
@@ -309,14 +290,10 @@ def test_k8s_pull_runs_tuner_pull_then_mounts_the_volume() -> None:
     ]
     spec = pod(text)["spec"]
     assert spec["volumes"] == [{"name": "blockfp8-configs", "emptyDir": {}}]
-    assert spec["initContainers"] == [
-        {
-            "name": "blockfp8-pull",
-            "image": "blockfp8-tuner",
-            "command": PULL,
-            "volumeMounts": [{"name": "blockfp8-configs", "mountPath": "/configs"}],
-        }
-    ]
+    (init,) = spec["initContainers"]
+    assert init == {"name": "blockfp8-pull", "image": "blockfp8-tuner", "command": PULL} | {
+        "volumeMounts": [{"name": "blockfp8-configs", "mountPath": "/configs"}]
+    }
     serving = spec["containers"][0]
     assert serving["volumeMounts"] == [
         {"name": "blockfp8-configs", "mountPath": f"{VLLM}/{H200}", "subPath": H200,
@@ -330,11 +307,7 @@ def test_k8s_pull_runs_tuner_pull_then_mounts_the_volume() -> None:
 def test_compose_pull_for_sglang_in_its_folders() -> None:
     release = {**RELEASE, "summary": {"versions": {"triton": ["3.8.0"]}}}
     text = render_pull_recipe(
-        "compose-pull",
-        server="http://tuner:8000",
-        release=release,
-        engine="sglang",
-        site_packages=SGL_SITE,
+        "compose-pull", server=SERVER, release=release, engine="sglang", site_packages=SGL_SITE
     )
     compose = yaml.safe_load(text)
     assert compose["volumes"] == {"blockfp8-configs": {}}
@@ -355,14 +328,7 @@ SGL_PULLED = PULLED_MOE.replace("[128,128]", "[128, 128]")
 
 
 def test_sglang_pull_writes_moe_files_without_the_triton_version_key(tmp_path):
-    entry = {
-        "BLOCK_SIZE_M": 16,
-        "BLOCK_SIZE_N": 128,
-        "BLOCK_SIZE_K": 128,
-        "GROUP_SIZE_M": 1,
-        "num_warps": 4,
-        "num_stages": 3,
-    }
+    entry = {**FAST, "BLOCK_SIZE_N": 128}
     released = dump_config_file({1: entry, 64: entry}, triton_version="3.8.0").encode()
     assert released.startswith(b'{\n    "triton_version": "3.8.0",\n    "1": {')
     release = {
