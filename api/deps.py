@@ -21,7 +21,7 @@ from api.schemas import MAX_INT32, EngineName
 from api.settings import Settings
 from db import repo
 from tuner.core import DEVICE_ARG_PATTERN, OutDtype
-from tuner.inputs.devices import store_device
+from tuner.inputs.devices import resolve_device
 
 
 class StoreHandle:
@@ -120,14 +120,14 @@ DeviceName = Annotated[
 
 def known_device(session: SessionDep, device_name: DeviceName) -> str:
     """The store's name (swept or imported) for the device a path names, as `tuner --device`
-    resolves it (tuner.inputs.devices.store_device); a 404 naming the known devices otherwise."""
+    resolves it (tuner.inputs.devices.resolve_device); a 404 naming the known devices otherwise."""
     return device_in(device_name, repo.known_device_names(session))
 
 
 def device_in(device_name: str, known: list[str]) -> str:
     """The one name among `known` that `device_name` names; 404 naming them otherwise."""
     try:
-        return store_device(device_name, known)
+        return resolve_device(device_name, known=known)[0].device_name
     except ValueError as exc:
         raise HTTPException(404, detail=str(exc)) from None
 

@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from api import schemas
 from api.deps import SessionDep, WriteAccess
 from db import repo
-from tuner.inputs.devices import device_key
+from tuner.inputs.devices import resolve_device
 from tuner.inputs.shapes import UnknownModelError, load_shapes
 from tuner.run.plan import SweepRequest
 from tuner.search.registry import STRATEGIES
@@ -31,7 +31,7 @@ def _status(session: Session, sweep_id: int) -> Any:
 def _device_key(device_name: str, known: list[str]) -> str:
     """As `tuner sweep --device` names a device: one of the store's, else a GPU model's key."""
     try:
-        return device_key(device_name, known)
+        return resolve_device(device_name, known=known, need_device=False)[0].device_name
     except ValueError as exc:
         raise HTTPException(422, detail=f"device_name {exc}") from None
 

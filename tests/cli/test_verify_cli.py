@@ -130,8 +130,8 @@ def test_the_device_is_resolved_once_among_the_gpus_then_looked_up_in_the_store(
     result = verify(url, "--device", "L20")
     assert result.exit_code == 2, result.output
     assert result.stderr.strip().splitlines() == [
-        "error: no device in the store matches 'L20' (NVIDIA_L20); known: TRITON_INTERPRETER; "
-        "`tuner sweep --device L20` on that GPU, or `tuner import` of its files, adds it"
+        "error: no device in the store matches 'NVIDIA_L20'; known: TRITON_INTERPRETER; "
+        "`tuner sweep --device NVIDIA_L20` on that GPU, or `tuner import` of its files, adds it"
     ]
 
 

@@ -25,7 +25,7 @@ from db.repo import (
 )
 from tuner.cli.errors import fail
 from tuner.files.device import MergeError, StoreFiles, device_files
-from tuner.inputs.devices import store_device
+from tuner.inputs.devices import resolve_device
 
 STORE_URL_FORMS = (
     "sqlite:///PATH for a SQLite file (sqlite:////abs/path for an absolute one) "
@@ -231,21 +231,18 @@ def existing_store(db: str | None) -> tuple[str, Engine | None]:
 
 
 def device_in_store(session, device: str) -> str:
-    """The store's device key that `--device` names (`tuner.inputs.devices.store_device`); else
-    one line naming them, exit 2."""
+    """The store's device key that `--device` names (`tuner.inputs.devices.resolve_device`);
+    else one line naming them, exit 2."""
     try:
-        return store_device(device, known_device_names(session))
+        return resolve_device(device, known=known_device_names(session))[0].device_name
     except ValueError as exc:
         raise fail(str(exc)) from None
 
 
 def stored_device(session, device: str, device_name: str) -> str:
     """`device_name`, the key `--device` resolved to, if the store has trials or imports of it
-    (`tuner.inputs.devices.store_device`); else one line naming the store's devices, exit 2."""
-    try:
-        return store_device(device, known_device_names(session), device_name)
-    except ValueError as exc:
-        raise fail(str(exc)) from None
+    (`tuner.inputs.devices.resolve_device`); else one line naming the store's devices, exit 2."""
+    return device_in_store(session, device_name)
 
 
 def store_files(

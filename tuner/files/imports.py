@@ -10,13 +10,13 @@ from pathlib import Path
 from tuner.core import FP8_DTYPE
 from tuner.files.format import parse_import_name
 from tuner.files.merge import entries_left_out
-from tuner.inputs.devices import store_device
+from tuner.inputs.devices import resolve_device
 from tuner.kernels.registry import get_family
 
 
 def target_device(requested: str | None, file_device: str, known: Sequence[str]) -> str:
     """The device an import is stored for: the file name's device, or the one of the store's
-    devices and the file's own that `requested` names (`store_device`), so that a typo never
+    devices and the file's own that `requested` names (`resolve_device`), so that a typo never
     creates a device.
 
     Raises:
@@ -25,7 +25,7 @@ def target_device(requested: str | None, file_device: str, known: Sequence[str])
     if requested is None:
         return file_device
     try:
-        return store_device(requested, [*known, file_device])
+        return resolve_device(requested, known=[*known, file_device])[0].device_name
     except ValueError:
         raise LookupError(
             f"device {requested!r} is neither in the store (known: "
