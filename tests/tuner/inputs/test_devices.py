@@ -139,7 +139,7 @@ def test_file_names_take_every_key_vllm_makes_and_refuse_the_rest(device: str) -
     assert config_file_name(5120, 3072, device) == spelled
     assert parse_config_file_name(spelled.replace("[128,128]", "[128, 128]")).device_name == device
     log = [BLOCK_WARNING.format(path=f"/site/vllm/configs/{spelled}")]
-    assert [(m.device_name, m.shape.N, m.shape.K) for m in scan_lines(log).missing] == [
+    assert [(m.device_name, m.shape.N, m.shape.K) for m in scan_lines(log).files["dense"]] == [
         (device, 5120, 3072)
     ]
 
