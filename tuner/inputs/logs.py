@@ -126,11 +126,6 @@ class LogScan:
         return kernel_verdict(self.linear_kernels, self.linear_backend)
 
     @property
-    def any_missing(self) -> bool:
-        """The log names a missing file of some family."""
-        return any(self.files.values())
-
-    @property
     def device_names(self) -> list[str]:
         """The distinct device_name keys of the first family (registry order) with missing
         files, sorted."""

@@ -112,8 +112,16 @@ QWEN3_MOE = {
         (
             {**LLAMA, "intermediate_size": 11008},
             4,
-            "the gate/up part of gate_up_proj has 2752 rows per rank, not a multiple of group_n "
-            "128",
+            "the gate/up part of gate_up_proj is 2752 per rank, not a multiple of group_n 128",
+        ),
+        (  # group_k 128 > group_n 64: the row-parallel K per rank is checked on its own
+            {
+                **LLAMA,
+                "intermediate_size": 14464,
+                "quantization_config": {**FP8, "weight_block_size": [64, 128]},
+            },
+            2,
+            "at TP 2 the down_proj K is 7232 per rank, not a multiple of group_k 128",
         ),
         ({**LLAMA, "hidden_size": "4096"}, 1, "hidden_size = '4096' is not an integer"),
         (
