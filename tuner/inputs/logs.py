@@ -34,7 +34,6 @@ import re
 import shlex
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import TypeVar
 
@@ -161,11 +160,6 @@ def _one(values: set[_T]) -> _T | None:
     return next(iter(values)) if len(values) == 1 else None
 
 
-@cache
-def _file_re(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
-
-
 def _logged() -> list[tuple[KernelFamily, VllmLogLine]]:
     """The registered families whose missing files a log names, in registry order."""
     return [
@@ -210,7 +204,7 @@ class _Missing:
         """Record the file of one of the family's warning lines; whether the line counts as a
         warning (a block-FP8 file the family parses)."""
         hit = _NOT_FOUND_RE.search(line)
-        name_match = _file_re(log_line.file_re).search(hit["rest"]) if hit else None
+        name_match = re.search(log_line.file_re, hit["rest"]) if hit else None
         if hit is None or name_match is None:
             return False
         name = name_match["name"]
