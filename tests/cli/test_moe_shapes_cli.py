@@ -96,22 +96,23 @@ def test_from_log_reads_block_fp8_moe_warnings_and_names_the_model(tmp_path: Pat
     assert scan.out_of_scope == {"dense": (), "moe": (PER_TENSOR,)}
     assert (scan.files["dense"], scan.tp) == ((), 1)
     result = shapes("from-log", log)
-    assert table_rows(result.stdout) == [["128", "768", "[128, 128]"]], result.output
+    assert table_rows(result.stdout) == [["128", "768"]], result.output
     out = flat(result.stdout)
-    assert f"vLLM looks for them in $VLLM_TUNED_CONFIG_FOLDER, then {MOE_DIR}/" in out
+    assert f"the engine looks for them in $VLLM_TUNED_CONFIG_FOLDER, then {MOE_DIR}/" in out
     assert (
         f"out of scope: {PER_TENSOR} (a fused-MoE file that is not block FP8 "
         "'dtype=fp8_w8a8,block_shape=[...]'; this tool does not tune it)"
     ) in out
     assert out.endswith(
-        "these are MoE experts of model 'qwen3-30b-a3b-fp8' TP 1; next: "
+        "these are shapes of model 'qwen3-30b-a3b-fp8' TP 1; next: "
         "tuner sweep --device NVIDIA_H200 --model qwen3-30b-a3b-fp8 --tp 1"
     )
     saved = shapes("from-log", log, "--save", "x")
     assert (saved.exit_code, saved.stderr) == (
         2,
-        "error: the log names the MoE experts' E and N but not their K (hidden size) or top_k: "
-        "save them with `tuner shapes from-config config.json --tp 1 --save x`\n",
+        "error: the log names fused-MoE expert shape(s) by E, N only, not their rows "
+        "[E, N, K, top_k]: derive them with `tuner shapes from-config config.json --tp 1 "
+        "--save x`\n",
     )
     only = shapes("from-log", moe_log(tmp_path, PER_TENSOR))  # only per-tensor files: out of scope
     assert only.exit_code == 1

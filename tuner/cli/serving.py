@@ -70,7 +70,7 @@ from tuner.files.pull import (
     wanted_files,
 )
 from tuner.inputs.backends import device_advice
-from tuner.inputs.devices import device_key, store_device
+from tuner.inputs.devices import resolve_device
 from tuner.kernels.registry import family_of_file
 from tuner.kernels.source import vllm_version
 
@@ -186,10 +186,10 @@ def _folder_files(folder: Path, device: str, engine: str) -> dict[str, Any]:
         except ValueError:
             continue
     try:
-        key = device_key(device, seen)
-        names = config_files_in(entries, key, engine)
+        device_name = resolve_device(device, known=seen, need_device=False)[0].device_name
+        names = config_files_in(entries, device_name, engine)
     except ValueError:
-        names = []
+        device_name, names = device, []
     if not names:
         raise fail(
             f"{folder}: no config files for --device {device}; devices there: "
@@ -211,7 +211,7 @@ def _folder_files(folder: Path, device: str, engine: str) -> dict[str, Any]:
                 "fail (it reads every key as an M); write the files with `tuner export "
                 "--engine sglang`"
             )
-    return {"device_name": key, "file_names": tuple(names), "contents": contents}
+    return {"device_name": device_name, "file_names": tuple(names), "contents": contents}
 
 
 def _store_files(
@@ -314,7 +314,8 @@ def _stored_release(db: str | None, device: str, number: int) -> dict | None:
     _, store = open_db(db, must_exist=True, read_only=True)
     with repo.session_scope(store) as session:
         try:
-            name = store_device(device, repo.list_release_device_names(session))
+            known = repo.list_release_device_names(session)
+            name = resolve_device(device, known=known)[0].device_name
         except ValueError:
             return None
         info = repo.get_release(session, device_name=name, number=number)

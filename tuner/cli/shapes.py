@@ -14,7 +14,15 @@ from tuner.cli.errors import fail
 from tuner.cli.output import console, plain
 from tuner.files.engine_folders import family_rows
 from tuner.inputs.hfconfig import derive_shapes, read_config
-from tuner.inputs.logs import LogScan, LogShapes, log_shapes, next_step, read_log, save_problem
+from tuner.inputs.logs import (
+    LogScan,
+    LogShapes,
+    log_shapes,
+    next_step,
+    partial_shapes_line,
+    read_log,
+    save_problem,
+)
 from tuner.inputs.shapes import (
     ShapesFileError,
     UnknownModelError,
@@ -24,8 +32,8 @@ from tuner.inputs.shapes import (
     tp_sizes,
 )
 from tuner.kernels.family import EXPERTS, LINEAR_LAYERS
-from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES, family_of_part
-from tuner.kernels.shape import Shape, block_shape_text
+from tuner.kernels.registry import FAMILIES, family_of_part, get_family
+from tuner.kernels.shape import block_shape_text
 
 SaveOpt = Annotated[
     str | None,
@@ -77,21 +85,21 @@ def shapes_show(
 
 
 def _save(
-    name: str, *, tp: int, pairs, block_shape: tuple[int, int], source: str, moe=(), **about
+    name: str, *, tp: int, groups: dict, block_shape: tuple[int, int], source: str, **about
 ) -> None:
-    """Save the dense (N, K) `pairs` and fused-MoE `moe` rows (E, N, K, top_k) as model `name`
-    at TP `tp` (`tuner.inputs.shapes.save_shapes`, which `about` goes to)."""
-    layers, experts = family_of_part(LINEAR_LAYERS), family_of_part(EXPERTS)
+    """Save each family's rows in `groups` (family name -> its shapes-file rows, e.g. (N, K) or
+    (E, N, K, top_k), parsed by the family) as model `name` at TP `tp`
+    (`tuner.inputs.shapes.save_shapes`, which `about` goes to)."""
     try:
-        rows = [list(row) for row in moe]
-        groups = {
-            layers.name: [Shape(n, k, block_shape) for n, k in pairs],
-            experts.name: list(experts.shapes.parse_shapes(rows, source, block_shape))
-            if rows and experts.shapes.parse_shapes is not None
-            else [],
+        parsed = {
+            family: get_family(family).shapes.parse_shapes(
+                [list(r) for r in rows], source, block_shape
+            )  # type: ignore[misc]
+            for family, rows in groups.items()
+            if rows
         }
         path = save_shapes(
-            name, tp=tp, groups=groups, block_shape=block_shape, source=source, **about
+            name, tp=tp, groups=parsed, block_shape=block_shape, source=source, **about
         )
     except (ShapesFileError, ValueError) as exc:
         raise fail(str(exc)) from None
@@ -107,23 +115,23 @@ def _next_step(device_names: Sequence[str], model: str, tp: int | None, sglang: 
             plain(f"tuner export --device {device_name} --out configs/ --engine sglang")
 
 
-def _print_other_families(scan: LogScan) -> None:
-    """Each other family's part of a log (`KernelFamily.log_line`): its shapes without a config
-    file, where vLLM looks for them, and its files out of scope."""
+def _print_families(scan: LogScan) -> None:
+    """Each family's part of a log (`KernelFamily.log_line`): its shapes without a config
+    file, where the engine looks for them, and its files out of scope."""
     for family in FAMILIES.values():
         line = family.log_line
-        if family.name == DEFAULT_FAMILY or line is None:
+        if line is None:
             continue
         shapes = scan.shapes_of(family.name)
         if shapes:
-            plain(f"{len(shapes)} {line.what} without a config file:")
-            rows = [(*family.files.file_key(s), block_shape_text(s.block_shape)) for s in shapes]
-            _table((*line.key_names, "block_shape"), rows)
-            missing = scan.files.get(family.name, ())
-            for folder in sorted({m.path.rsplit("/", 1)[0] for m in missing if "/" in m.path}):
-                folders = family_rows("vllm", family.name)  # the newest release's row last
-                env = folders[-1].env if folders else None
-                plain(f"vLLM looks for them in {f'${env}, then ' if env else ''}{folder}/")
+            blocks = " and ".join(sorted({block_shape_text(s.block_shape) for s in shapes}))
+            plain(f"{len(shapes)} {line.what} without a config file, block_shape {blocks}:")
+            _table(line.key_names, [family.files.file_key(s) for s in shapes])
+        rows = family_rows("vllm", family.name)  # the newest release's row last
+        env = rows[-1].env if rows else None
+        for engine, folder in sorted({(m.engine, m.folder) for m in scan.files[family.name]}):
+            first = f"${env}, then " if env and engine == "vllm" else ""
+            plain(f"the engine looks for them in {first}{folder}/")
         for name in scan.out_of_scope.get(family.name, ()):
             plain(f"out of scope: {name} ({line.out_of_scope_why})")
 
@@ -153,18 +161,23 @@ def from_log(
         scan = read_log(log)
     except ValueError as exc:
         raise fail(str(exc)) from None
-    if not scan.any_missing:
-        if scan.kernel_line is not None:
-            plain(scan.kernel_line)
-        _print_other_families(scan)
+    found = log_shapes(scan, tp)
+    if found.shapes:
+        plain(
+            f"{log}: {scan.warnings} warning(s) from {', '.join(found.engines)}; device_name "
+            f"{', '.join(scan.device_names)}; model {scan.model or 'not stated'}; "
+            f"TP {found.tp if found.tp is not None else 'not stated'}"
+        )
+    if scan.kernel_line is not None:
+        plain(scan.kernel_line)
+    _print_families(scan)
+    if not found.shapes:
         raise fail(
             f"{log}: no 'Config file not found' warning of the W8A8 block-FP8 kernel in "
             f"{scan.lines} lines: every shape had a file, the Triton kernel did not run, "
             "or this is not a vLLM/SGLang server log",
             1,
         )
-    found = log_shapes(scan, tp)
-    _print_log_shapes(scan, found, log)
     if save is not None:
         _save_log_shapes(scan, found, log, save)
         return
@@ -175,45 +188,25 @@ def from_log(
         _next_step(scan.device_names, step.model, step.tp, step.sglang)
 
 
-def _print_log_shapes(scan: LogScan, found: LogShapes, log: Path) -> None:
-    """The log's warnings, device, model and TP; its dense shapes and the folders the engine
-    searched; its MoE experts."""
-    plain(
-        f"{log}: {scan.warnings} warning(s) from {', '.join(found.engines)}; device_name "
-        f"{', '.join(scan.device_names)}; model {scan.model or 'not stated'}; "
-        f"TP {found.tp if found.tp is not None else 'not stated'}"
-    )
-    if scan.kernel_line is not None:
-        plain(scan.kernel_line)
-    if found.pairs:
-        blocks = " and ".join(map(block_shape_text, found.block_shapes))
-        plain(f"{len(found.pairs)} shape(s) without a config file, block_shape {blocks}:")
-        _table(("N", "K"), found.pairs)
-    for folder in sorted({m.folder for m in scan.missing if m.folder}):
-        plain(f"the engine looks for them in {folder}/")
-    _print_other_families(scan)
-
-
 def _save_log_shapes(scan: LogScan, found: LogShapes, log: Path, save: str) -> None:
-    """`from-log --save NAME`: the dense shapes saved as model NAME, then the next step."""
+    """`from-log --save NAME`: the shapes a log names whole saved as model NAME (the others
+    sent to `from-config`), then the next step."""
     problem = save_problem(found, save)
     if problem is not None or found.tp is None:  # save_problem refuses a log without a TP
         raise fail(problem or "")
     _save(
         save,
         tp=found.tp,
-        pairs=found.pairs,
+        groups=found.keys(found.whole),
         block_shape=found.block_shapes[0],
         source=f"'Config file not found' warnings in {log.name}",
         description=f"{scan.model or save}: shapes read from a server log",
     )
-    if found.experts:
-        plain(
-            "the MoE experts are not saved (a log has no K or top_k): add them with "
-            f"tuner shapes from-config config.json --tp {found.tp} --save {save}"
-        )
+    for family in found.shapes:
+        if family not in found.whole:
+            plain(f"not saved: {partial_shapes_line(family, found.tp, save)}")
     plain("next:")
-    _next_step(scan.device_names, save, found.tp, found.sglang)
+    _next_step(scan.device_names, save, found.tp, "sglang" in found.engines)
 
 
 def from_config(
@@ -257,9 +250,11 @@ def from_config(
     _save(
         save,
         tp=tp,
-        pairs=derived.shapes,
+        groups={
+            family_of_part(LINEAR_LAYERS).name: derived.shapes,
+            family_of_part(EXPERTS).name: moe,
+        },
         block_shape=derived.block_shape,
-        moe=moe,
         source=f"{config.name} ({derived.architecture}), derived by tuner.inputs.hfconfig's rule",
         description=f"{derived.model or save}: {parts} derived from config.json",
         model_type=derived.model_type,

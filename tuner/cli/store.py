@@ -27,7 +27,7 @@ from db.repo import (
 from db.repo import masked as masked
 from tuner.cli.errors import fail
 from tuner.files.device import MergeError, StoreFiles, device_files
-from tuner.inputs.devices import store_device
+from tuner.inputs.devices import resolve_device
 
 STORE_URL_FORMS = (
     "sqlite:///PATH for a SQLite file (sqlite:////abs/path for an absolute one) "
@@ -225,9 +225,11 @@ def existing_store(db: str | None) -> tuple[str, Engine | None]:
 def device_in_store(session, device: str, device_name: str | None = None) -> str:
     """The store's device key that `--device` names, or with `device_name` (the key `--device`
     resolved to among the visible GPUs) that key if the store has trials or imports of it
-    (`tuner.inputs.devices.store_device`); else one line naming the store's devices, exit 2."""
+    (`tuner.inputs.devices.resolve_device`); else one line naming the store's devices, exit 2."""
     try:
-        return store_device(device, known_device_names(session), device_name)
+        return resolve_device(device_name or device, known=known_device_names(session))[
+            0
+        ].device_name
     except ValueError as exc:
         raise fail(str(exc)) from None
 

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from db import repo
 from tuner.files.merge import DeviceFiles, SkippedShape, build_device_files, entries_left_out
 from tuner.files.provenance import Provenance, current_provenance, installed_triton_minor
-from tuner.inputs.devices import engine_device_name, store_device
+from tuner.inputs.devices import engine_device_name, resolve_device
 from tuner.kernels.shape import FamilyShape, Shape
 
 # How each front end tells a user to take stale trials too.
@@ -258,7 +258,7 @@ def device_files(
 
 def target_device(requested: str | None, file_device: str, known: Sequence[str]) -> str:
     """The device an import is stored for: the file name's device, or the one of the store's
-    devices and the file's own that `requested` names (`store_device`), so that a typo never
+    devices and the file's own that `requested` names (`resolve_device`), so that a typo never
     creates a device.
 
     Raises:
@@ -267,7 +267,7 @@ def target_device(requested: str | None, file_device: str, known: Sequence[str])
     if requested is None:
         return file_device
     try:
-        return store_device(requested, [*known, file_device])
+        return resolve_device(requested, known=[*known, file_device])[0].device_name
     except ValueError:
         raise LookupError(
             f"device {requested!r} is neither in the store (known: "

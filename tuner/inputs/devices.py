@@ -1,5 +1,5 @@
-"""Which device a `--device` argument names, resolved once (`resolve_device`, `store_device`)
-into the `tuner.core.ResolvedDevice` a command carries to its file names."""
+"""Which device a `--device` argument names, resolved once (`resolve_device`) into the
+`tuner.core.ResolvedDevice` a command carries to its file names."""
 
 from __future__ import annotations
 
@@ -141,93 +141,65 @@ class VisibleGpu(Protocol):
     def compute_capability(self) -> str: ...
 
 
-def device_key(device: str, known: Iterable[str] = ()) -> str:
-    """The one device key a `--device` argument (or an API path's device) names: the
-    interpreter's; else the one of `known` it `matches` (the store's devices, the visible GPUs',
-    a folder's files'); else, when it matches none, the GPU model's key (`gpu_device_key`). The
-    CLI, the API and the file names all take this key.
-
-    Args:
-        device: what the user typed, e.g. "L20", "NVIDIA L20", "interpreter".
-        known: device keys to look among first, e.g. "NVIDIA_L20".
-
-    Raises:
-        ValueError: one line: several of `known` match, or no rule makes a GPU model's key.
-    """
-    if is_interpreter(device):
-        return INTERPRETER_DEVICE_NAME
-    names = _named(device, known)
-    return names[0] if names else gpu_device_key(device)
-
-
-def _named(device: str, known: Iterable[str]) -> list[str]:
-    """The names of `known` a `--device` argument names: itself when known, else those it
-    `matches`; ValueError (one line) for several."""
-    known = set(known)
-    names = [device] if device in known else sorted(n for n in known if matches(device, n))
-    if len(names) > 1:
-        raise ValueError(
-            f"'{device}' names {len(names)} devices in the store: "
-            f"{', '.join(names)}; give one of them"
-        )
-    return names
-
-
-def store_device(device: str, known: Iterable[str], device_name: str | None = None) -> str:
-    """`device_key` of a device the store must have; with `device_name` (what `device` resolved
-    to among the visible GPUs, `resolve_device`), that key itself.
-
-    Args:
-        device: what the user typed, e.g. "L20", "NVIDIA L20", "interpreter".
-        known: the store's device names (trials' and imports').
-
-    Raises:
-        ValueError: the argument names several or none of them; one line that lists them.
-    """
-    known = sorted(set(known))
-    names = (
-        _named(device, known)
-        if device_name is None
-        else [device_name]
-        if device_name in known
-        else []
-    )
-    if names:
-        return names[0]
-    resolved = "" if device_name in (None, device) else f" ({device_name})"
-    raise ValueError(
-        f"no device in the store matches '{device}'{resolved}{device_hint(device, known)}; "
+def _not_in_store(device: str, known: Sequence[str]) -> ValueError:
+    return ValueError(
+        f"no device in the store matches '{device}'{device_hint(device, known)}; "
         f"known: {', '.join(known) or 'none'}; `tuner sweep --device {device}` on that GPU, "
         "or `tuner import` of its files, adds it"
     )
 
 
+def _among(device: str, known: Iterable[str], need_device: bool) -> str:
+    """The one of `known` a `--device` argument names: itself, else the one it `matches`; with
+    need_device ValueError (one line) for none, else the interpreter's or a GPU model's key."""
+    known = sorted(set(known))
+    names = [device] if device in known else [n for n in known if matches(device, n)]
+    if len(names) > 1:
+        raise ValueError(
+            f"'{device}' names {len(names)} devices in the store: "
+            f"{', '.join(names)}; give one of them"
+        )
+    if names:
+        return names[0]
+    if need_device:
+        raise _not_in_store(device, known)
+    return INTERPRETER_DEVICE_NAME if is_interpreter(device) else gpu_device_key(device)
+
+
 def resolve_device(
     device: str,
-    find_gpus: Callable[[], Sequence[VisibleGpu]],
+    find_gpus: Callable[[], Sequence[VisibleGpu]] | None = None,
     *,
+    known: Iterable[str] | None = None,
     need_device: bool = True,
     plan_only: bool = False,
 ) -> tuple[ResolvedDevice, str | None]:
-    """A `--device` argument ("L20", "NVIDIA H200", "interpreter") resolved once against the
-    visible GPUs (`find_gpus`, called only for a GPU model with need_device or plan_only): the
-    interpreter, or the visible GPUs it `matches`. Without need_device a model no visible GPU
-    matches is still taken (its `gpu_device_key`, for workers on other hosts); with plan_only
-    too, with a note that a run here would stop.
+    """A `--device` argument ("L20", "NVIDIA H200", "interpreter"), or an API path's device,
+    resolved once into the device key the CLI, the API and the file names all take.
+
+    With `known` (the store's device names, a folder's files'): the one of them it names (as
+    typed, else the one it `matches`); without need_device, when it names none, the
+    interpreter's or the GPU model's key (`gpu_device_key`). Else against the visible GPUs
+    (`find_gpus`, called only for a GPU model with need_device or plan_only): the interpreter,
+    or the visible GPUs it `matches`; without need_device a model no visible GPU matches is
+    still taken (its key, for workers on other hosts); with plan_only too, with a note that a
+    run here would stop.
 
     Returns:
         (the device, a note line for stderr or None); `visible_ids`: the matching GPUs'
         CUDA_VISIBLE_DEVICES entries, (None,) for one unpinned worker.
 
     Raises:
-        ValueError: one line: no visible GPU matches (need_device, not plan_only), or a name
-            that is no GPU model.
+        ValueError: one line: it names several of `known`, or none (need_device); no visible
+            GPU matches (need_device, not plan_only); a name that is no GPU model.
     """
+    if known is not None:
+        return ResolvedDevice(_among(device, known, need_device)), None
     if is_interpreter(device):
         return ResolvedDevice(
             INTERPRETER_DEVICE_NAME, INTERPRETER_DEVICE_NAME, interpreter=True, visible_ids=(None,)
         ), None
-    gpus = find_gpus() if need_device or plan_only else []
+    gpus = find_gpus() if find_gpus is not None and (need_device or plan_only) else []
     chosen = [gpu for gpu in gpus if matches(device, gpu.device_name)]
     if chosen:
         first = chosen[0]
@@ -237,7 +209,7 @@ def resolve_device(
             first.compute_capability,
             visible_ids=tuple(gpu.visible_id for gpu in chosen),
         ), None
-    if not need_device:
+    if not (need_device and find_gpus is not None):
         return ResolvedDevice(_typed_gpu_key(device)), None
     names = sorted({gpu.device_name for gpu in gpus})
     hint = device_hint(device, names)

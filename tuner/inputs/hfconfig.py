@@ -192,30 +192,14 @@ def _architecture(config: Mapping, where: str) -> tuple[str, bool]:
 
 
 def _check_block_multiples(
-    column: list[tuple[str, int]],
-    row: list[tuple[str, int]],
-    *,
-    tp: int,
-    block_shape: tuple[int, int],
-    where: str,
-) -> None:
-    """vLLM's validate_fp8_block_shape: each merged column-parallel part's rows per rank are a
-    multiple of group_n, and (tp > 1) each row-parallel K per rank of group_k; ValueError
-    (one line) otherwise."""
-    group_n, group_k = block_shape
-    for what, size in column:
-        if size % group_n:
-            raise ValueError(
-                f"{where}: at TP {tp} the {what} has {size} rows per rank, not a "
-                f"multiple of group_n {group_n}: vLLM refuses this checkpoint"
-            )
-    if tp > 1:
-        for what, size in row:
-            if size % group_k:
-                raise ValueError(
-                    f"{where}: at TP {tp} {what} has K = {size} per rank, not a "
-                    f"multiple of group_k {group_k}: vLLM refuses this checkpoint"
-                )
+    column: list[tuple[str, int]], row: list[tuple[str, int]], *, tp: int, block: tuple[int, int]
+) -> list[tuple[str, int, str, int]]:
+    """vLLM's validate_fp8_block_shape: each merged column-parallel part's rows per rank
+    (N) are a multiple of group_n, and (tp > 1) each row-parallel K per rank of group_k: the
+    (what, size, group's name, group) that are not."""
+    checks = [(what, size, "group_n", block[0]) for what, size in column]
+    checks += [(f"{what} K", size, "group_k", block[1]) for what, size in row if tp > 1]
+    return [check for check in checks if check[1] % check[3]]
 
 
 def derive_shapes(config: Mapping, tp: int, *, where: str = "config.json") -> DerivedShapes:
@@ -282,7 +266,11 @@ def _dense_layers(
     if dense_mlp:
         column.append(("gate/up part of gate_up_proj", inter_per_rank))
         row.append(("down_proj", inter_per_rank))
-    _check_block_multiples(column, row, tp=tp, block_shape=block_shape, where=where)
+    for what, size, name, group in _check_block_multiples(column, row, tp=tp, block=block_shape):
+        raise ValueError(
+            f"{where}: at TP {tp} the {what} is {size} per rank, not a multiple of {name} "
+            f"{group}: vLLM refuses this checkpoint"
+        )
     layers = (
         LayerShape("qkv_proj", q_size + 2 * kv_size, hidden),
         LayerShape("o_proj", hidden, q_size),

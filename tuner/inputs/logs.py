@@ -32,9 +32,8 @@ import io
 import itertools
 import re
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import TypeVar
 
@@ -47,8 +46,8 @@ from tuner.inputs.shapes import (
     _read,
     known_models,
 )
-from tuner.kernels.family import EXPERTS, LINEAR_LAYERS, KernelFamily, VllmLogLine
-from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES, family_of_part
+from tuner.kernels.family import KernelFamily, VllmLogLine
+from tuner.kernels.registry import FAMILIES, get_family
 from tuner.kernels.shape import Shape
 
 _NOT_FOUND_RE = re.compile(r"Config file not found at\s+(?P<rest>.*)$")
@@ -126,11 +125,6 @@ class LogScan:
         return kernel_verdict(self.linear_kernels, self.linear_backend)
 
     @property
-    def any_missing(self) -> bool:
-        """The log names a missing file of some family."""
-        return any(self.files.values())
-
-    @property
     def device_names(self) -> list[str]:
         """The distinct device_name keys of the first family (registry order) with missing
         files, sorted."""
@@ -152,23 +146,6 @@ class LogScan:
             )
         )
 
-    # The default family's views that `tuner.cli.shapes` and `log_shapes` read.
-    @property
-    def missing(self) -> tuple[MissingConfig, ...]:
-        """The default family's (the dense GEMM's) missing files."""
-        return tuple(self.files.get(DEFAULT_FAMILY, ()))
-
-    def shapes(self, device_name: str | None = None) -> list[tuple[int, int, tuple[int, int]]]:
-        """Distinct (N, K, block_shape) of the dense GEMM's files, in order of first appearance.
-
-        Args:
-            device_name: only files of this device; None for all.
-        """
-        return [
-            (s.N, s.K, s.block_pair(DEFAULT_FAMILY))
-            for s in self.shapes_of(DEFAULT_FAMILY, device_name)
-        ]
-
 
 def _engine_of(path: str, name: str) -> str:
     parts = re.split(r"[/\\]", path)
@@ -181,11 +158,6 @@ def _engine_of(path: str, name: str) -> str:
 
 def _one(values: set[_T]) -> _T | None:
     return next(iter(values)) if len(values) == 1 else None
-
-
-@cache
-def _file_re(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
 
 
 def _logged() -> list[tuple[KernelFamily, VllmLogLine]]:
@@ -232,7 +204,7 @@ class _Missing:
         """Record the file of one of the family's warning lines; whether the line counts as a
         warning (a block-FP8 file the family parses)."""
         hit = _NOT_FOUND_RE.search(line)
-        name_match = _file_re(log_line.file_re).search(hit["rest"]) if hit else None
+        name_match = re.search(log_line.file_re, hit["rest"]) if hit else None
         if hit is None or name_match is None:
             return False
         name = name_match["name"]
@@ -335,30 +307,14 @@ def read_log(path: Path) -> LogScan:
         raise ValueError(f"{path}: truncated gzip file") from None
 
 
-def suggest_model_key(name: str) -> str:
-    """A model key made from a model name or path, e.g. "Qwen/Qwen3-8B-FP8" -> "qwen3-8b-fp8".
-
-    Args:
-        name: a Hugging Face repo id or a local model folder.
-
-    Returns:
-        A key matching `MODEL_KEY_RE` ("model" when nothing usable is left).
+def free_model_key(name: str) -> str:
+    """A model key `--save` accepts, made from a model name or path ("Qwen/Qwen3-8B-FP8" ->
+    "qwen3-8b-fp8"; "model" when nothing usable is left), that names no packaged or saved model
+    yet: else `<key>-log`, then `<key>-log-2`, `-3`, ... (cut to stay within 64 characters).
     """
     last = name.rstrip("/\\").replace("\\", "/").split("/")[-1].lower()
-    key = re.sub(r"[^a-z0-9._\-]+", "-", last).strip("-._")[:64]
-    return key if key and MODEL_KEY_RE.fullmatch(key) else "model"
-
-
-def free_model_key(base: str) -> str:
-    """A model key `--save` will accept that names no packaged or saved model yet.
-
-    Args:
-        base: a model key (`MODEL_KEY_RE`), e.g. from `suggest_model_key`.
-
-    Returns:
-        `base` if no model has it, else `<base>-log`, then `<base>-log-2`, `-3`, ... (base cut
-        so that the key stays within 64 characters), the first one free.
-    """
+    base = re.sub(r"[^a-z0-9._\-]+", "-", last).strip("-._")[:64]
+    base = base if base and MODEL_KEY_RE.fullmatch(base) else "model"
     taken = set(known_models())
     suffixes = itertools.chain(["", "-log"], (f"-log-{n}" for n in itertools.count(2)))
     return next(
@@ -369,43 +325,33 @@ def free_model_key(base: str) -> str:
 
 
 def find_covering(
-    shapes: Sequence[tuple[int, int]],
-    block_shape: tuple[int, int],
-    tp: int | None,
-    experts: Sequence[tuple[int, int]] = (),
+    keys: Mapping[str, Collection[tuple[int, ...]]], block_shape: tuple[int, int], tp: int | None
 ) -> list[tuple[str, int]]:
-    """Known (model, TP) entries whose shapes include all of `shapes` and whose MoE shapes
-    include all of `experts`, with this block_shape.
-
+    """Known (model, TP) entries that list, for each family of `keys`, all of its file keys
+    (`FamilyFiles.file_key`, what a file name names of a shape), with this block_shape.
     Malformed files are skipped (they fail loudly where they are loaded by name).
 
     Args:
-        shapes: (N, K) pairs, as the file names of the family of the model's linear layers
-            carry them (`file_key`).
+        keys: family name -> file keys, e.g. {"dense": {(7168, 5120)}, "moe": {(128, 768)}}.
         block_shape: [group_n, group_k].
         tp: only this TP size; None for any.
-        experts: (E, N) of fused-MoE files (a log names no K or top_k): `file_key` of the
-            shapes of the family of the model's experts (`tuner.kernels.registry.
-            family_of_part`).
 
     Returns:
         (model key, TP size) pairs, sorted.
     """
-    wanted, wanted_experts = set(shapes), set(experts)
-    layers, experts_of = family_of_part(LINEAR_LAYERS), family_of_part(EXPERTS)
     found = []
     for name in known_models():
         try:
             doc = _read(name)
         except (UnknownModelError, ShapesFileError):
             continue
-        if doc.block_shape != tuple(block_shape):
-            continue
         for size, (_, groups) in doc.entries.items():
-            listed = {layers.files.file_key(s) for s in groups.get(layers.name, ())}
-            listed_experts = {experts_of.files.file_key(s) for s in groups.get(experts_of.name, ())}
-            if (tp is None or size == tp) and wanted <= listed and wanted_experts <= listed_experts:
-                found.append((name, size))
+            if doc.block_shape == tuple(block_shape) and (tp is None or size == tp):
+                listed = {
+                    f: {get_family(f).files.file_key(s) for s in groups.get(f, ())} for f in keys
+                }
+                if all(set(wanted) <= listed[f] for f, wanted in keys.items()):
+                    found.append((name, size))
     return sorted(found)
 
 
@@ -415,39 +361,58 @@ class LogShapes:
 
     Attributes:
         tp: tensor-parallel size (`--tp`, else the log's); None when neither states it.
-        pairs: (N, K) of the dense GEMMs without a config file (weights [N, K]).
-        experts: (E, N, block_shape) of the fused-MoE experts without a config file.
-        block_shapes: the distinct [group_n, group_k] of both, ascending.
+        shapes: family name -> its distinct missing shapes (families with some only).
+        block_shapes: their distinct [group_n, group_k], ascending.
         engines: "sglang" and/or "vllm", whose warnings these are.
     """
 
     tp: int | None
-    pairs: list[tuple[int, int]]
-    experts: list[tuple[int, int, tuple[int, int]]]
+    shapes: Mapping[str, list[Shape]]
     block_shapes: list[tuple[int, int]]
     engines: list[str]
 
+    def keys(self, families: Collection[str] | None = None) -> dict[str, list[tuple[int, ...]]]:
+        """Family name -> the distinct file keys of its shapes, in order of first appearance (of
+        `families` only, when given)."""
+        return {
+            name: list(dict.fromkeys(get_family(name).files.file_key(s) for s in shapes))
+            for name, shapes in self.shapes.items()
+            if families is None or name in families
+        }
+
     @property
-    def sglang(self) -> bool:
-        """SGLang's warnings are among them (its files are exported too)."""
-        return "sglang" in self.engines
+    def whole(self) -> list[str]:
+        """The families whose file names hold their shapes' whole rows (`VllmLogLine.key_names`
+        are `FamilyShapes.shapes_row`, as the dense GEMM's N and K): only theirs can be saved
+        from a log."""
+        return [name for name in self.shapes if _names_whole(get_family(name))]
+
+
+def _names_whole(family: KernelFamily) -> bool:
+    line = family.log_line
+    return line is not None and family.shapes.shapes_row == f"[{', '.join(line.key_names)}]"
 
 
 def log_shapes(scan: LogScan, tp: int | None) -> LogShapes:
-    """The shapes of `scan` (`tuner.inputs.logs.read_log`), at `tp` or else the log's TP."""
-
-    experts_family = family_of_part(EXPERTS)
-    shapes = scan.shapes()
-    experts: list[tuple[int, int, tuple[int, int]]] = []
-    for shape in scan.shapes_of(experts_family.name):
-        E, N = experts_family.files.file_key(shape)  # what a log's file name names of an expert
-        experts.append((E, N, shape.block_pair(experts_family.name)))
+    """The shapes of `scan` (`read_log`), at `tp` or else the log's TP."""
+    shapes = {name: found for name in scan.files if (found := scan.shapes_of(name))}
     return LogShapes(
         tp=tp if tp is not None else scan.tp,
-        pairs=[(n, k) for n, k, _ in shapes],
-        experts=experts,
-        block_shapes=sorted({b for _, _, b in shapes} | {b for _, _, b in experts}),
+        shapes=shapes,
+        block_shapes=sorted({s.block_pair(n) for n, found in shapes.items() for s in found}),
         engines=sorted({m.engine for files in scan.files.values() for m in files}),
+    )
+
+
+def partial_shapes_line(family: str, tp: int | None, save: str) -> str:
+    """The line that sends a family whose file names hold only part of its shapes (fused-MoE
+    experts: E and N) to `from-config`."""
+    kind = get_family(family)
+    what, names = (kind.log_line.what, kind.log_line.key_names) if kind.log_line else ("", ())
+    return (
+        f"the log names {what} by {', '.join(names)} only, not their rows "
+        f"{kind.shapes.shapes_row}: derive them with `tuner shapes from-config config.json "
+        f"--tp {tp or '<TP>'} --save {save}`"
     )
 
 
@@ -457,12 +422,8 @@ def save_problem(found: LogShapes, save: str) -> str | None:
         return "the log does not state the tensor-parallel size: pass --tp with --save"
     if len(found.block_shapes) != 1:
         return "the log has shapes of several block_shapes; a shapes entry has one"
-    if not found.pairs:
-        return (
-            "the log names the MoE experts' E and N but not their K (hidden size) or "
-            f"top_k: save them with `tuner shapes from-config config.json --tp {found.tp} "
-            f"--save {save}`"
-        )
+    if not found.whole:
+        return partial_shapes_line(next(iter(found.shapes)), found.tp, save)
     return None
 
 
@@ -477,69 +438,33 @@ class NextStep:
     sglang: bool = False
 
 
-def _moe_step(found: LogShapes) -> NextStep:
-    """The MoE experts' lines; a next step when a known model covers them and no dense shapes
-    are left, else only lines (`model` None)."""
-    covering = (
-        find_covering([], found.block_shapes[0], found.tp, [(e, n) for e, n, _ in found.experts])
-        if len(found.block_shapes) == 1
-        else []
-    )
-    if covering:
-        model, size = covering[0]
-        if not found.pairs:
-            return NextStep(
-                (f"these are MoE experts of model '{model}' TP {size}; next:",), model, size
-            )
-        return NextStep((f"the MoE experts are those of model '{model}' TP {size}",))
-    return NextStep(
-        (
-            "no known model lists these MoE experts; derive them (E, N, K, top_k) with: "
-            f"tuner shapes from-config config.json --tp {found.tp or '<TP>'} "
-            "--save NAME",
-        )
-    )
-
-
 def next_step(scan: LogScan, found: LogShapes, log: Path) -> NextStep:
-    """Without `--save`: the known model whose shapes cover the log's (`find_covering`), or the
-    command that saves them under a free name first.
+    """Without `--save`: the known model whose shapes cover the log's (`find_covering`; else
+    the one that covers the families whose shapes a log names whole, the others derived from
+    a config), or the command that saves them under a free name first.
 
     Args:
         scan: the log's scan.
         found: `log_shapes(scan, tp)`.
         log: the log's path, as the user gave it (it goes into the suggested command).
     """
-    lines: tuple[str, ...] = ()
-    if found.experts:
-        moe = _moe_step(found)
-        if moe.model is not None or not found.pairs:
-            return moe
-        lines = moe.lines
-    covering = (
-        find_covering(found.pairs, found.block_shapes[0], found.tp)
-        if len(found.block_shapes) == 1
-        else []
-    )
+    block = found.block_shapes[0] if len(found.block_shapes) == 1 else None
+    covering = find_covering(found.keys(), block, found.tp) if block else []
+    parts = [n for n in found.shapes if n not in found.whole]
+    lines = () if covering else tuple(partial_shapes_line(n, found.tp, "NAME") for n in parts)
+    if not covering and found.whole and parts and block:
+        covering = find_covering(found.keys(found.whole), block, found.tp)
+    sglang = "sglang" in found.engines
     if covering:
         model, size = covering[0]
         return NextStep(
-            (*lines, f"these are shapes of model '{model}' TP {size}; next:"),
-            model,
-            size,
-            found.sglang,
+            (*lines, f"these are shapes of model '{model}' TP {size}; next:"), model, size, sglang
         )
+    if not found.whole:
+        return NextStep(lines)
     # A name `--save` accepts: not a packaged model's, nor one saved before (whose shapes
     # differ, or find_covering would have named it).
-    name = free_model_key(suggest_model_key(scan.model or log.stem))
+    name = free_model_key(scan.model or log.stem)
     tp_flag = "" if found.tp is not None and found.tp == scan.tp else f" --tp {found.tp or '<TP>'}"
-    return NextStep(
-        (
-            *lines,
-            f"save them first (tuner shapes from-log {shlex.quote(str(log))} "
-            f"--save {name}{tp_flag}), then:",
-        ),
-        name,
-        found.tp,
-        found.sglang,
-    )
+    save = f"tuner shapes from-log {shlex.quote(str(log))} --save {name}{tp_flag}"
+    return NextStep((*lines, f"save them first ({save}), then:"), name, found.tp, sglang)

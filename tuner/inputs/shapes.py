@@ -128,23 +128,15 @@ def user_shapes_dir() -> Path:
     return Path(config_home) / "blockfp8-tuner" / "shapes"
 
 
-def _packaged_names() -> list[str]:
-    names = (entry.name for entry in resources.files("shapes").iterdir())
-    return sorted(name.removesuffix(".toml") for name in names if name.endswith(".toml"))
-
-
-def _user_names() -> list[str]:
-    folder = user_shapes_dir()
-    try:
-        paths = list(folder.glob("*.toml"))
-    except OSError:
-        return []
-    return sorted(p.stem for p in paths if MODEL_KEY_RE.fullmatch(p.stem))
-
-
 def known_models() -> list[str]:
     """Model keys with a shapes file, packaged or in `user_shapes_dir()`, sorted and unique."""
-    return sorted(set(_packaged_names()) | set(_user_names()))
+    names = [entry.name for entry in resources.files("shapes").iterdir()]
+    try:
+        names += [path.name for path in user_shapes_dir().glob("*.toml")]
+    except OSError:
+        pass
+    keys = (name.removesuffix(".toml") for name in names if name.endswith(".toml"))
+    return sorted({key for key in keys if MODEL_KEY_RE.fullmatch(key)})
 
 
 def _parse(data: dict, label: str, key: str) -> _ShapesDoc:
@@ -374,7 +366,7 @@ def save_shapes(
             f"--save: {model!r} is not a model key (lower case letters, digits, "
             "'.', '_', '-'; at most 64)"
         )
-    if model in _packaged_names():
+    if (resources.files("shapes") / f"{model}.toml").is_file():
         raise ValueError(f"--save: '{model}' is a packaged model; choose another name")
     unique = {name: tuple(dict.fromkeys(shapes)) for name, shapes in groups.items()}
     entries: dict[int, tuple[str, Mapping[str, Sequence[Shape]]]] = {}

@@ -4,6 +4,8 @@ tests/cli/test_deploy_advice.py)."""
 
 from __future__ import annotations
 
+import pytest
+
 from tuner.inputs.backends import (
     backend_lines,
     device_advice,
@@ -57,27 +59,29 @@ def test_humming_moves_ahead_of_marlin_on_sm90_only() -> None:
     assert block_kernel_order(90) == (*listed[:4], listed[5], listed[4], *listed[6:])
 
 
-def test_the_table_names_deepgemm_where_vllm_runs_it() -> None:
-    assert table_dense_kernel(90, 7168, 18432, "bfloat16", "deepseek_v3") == (
-        "DeepGemmFp8BlockScaledMMKernel"
-    )
-    assert table_dense_kernel(90, 7168, 18432, "bfloat16", None) == (
-        "DeepGemmFp8BlockScaledMMKernel"
-    )
-    assert table_dense_kernel(90, 7168, 18432, "float16", None) == "CutlassFp8BlockScaledMMKernel"
-    assert table_dense_kernel(90, 200, 256, "bfloat16", None) == "CutlassFp8BlockScaledMMKernel"
-    assert table_dense_kernel(89, 7168, 18432, "bfloat16", None) == (
-        "MarlinFP8ScaledMMLinearKernel"
-    )
-    # Blackwell: DeepGEMM unless vLLM turns it off for the model type on that family.
-    assert table_dense_kernel(100, 7168, 18432, "bfloat16", "qwen3_5_text") == (
-        "CutlassFp8BlockScaledMMKernel"
-    )
-    assert table_dense_kernel(100, 7168, 18432, "bfloat16", "kolibri1") == (
-        "DeepGemmFp8BlockScaledMMKernel"
-    )
-    assert table_dense_kernel(120, 7168, 18432, "bfloat16", "kolibri1") is None
-    assert table_dense_kernel(80, 7168, 18432, "bfloat16", None) is None
+DEEPGEMM, CUTLASS = "DeepGemmFp8BlockScaledMMKernel", "CutlassFp8BlockScaledMMKernel"
+
+
+@pytest.mark.parametrize(
+    ("capability", "N", "K", "dtype", "model_type", "kernel"),
+    [
+        (90, 7168, 18432, "bfloat16", "deepseek_v3", DEEPGEMM),
+        (90, 7168, 18432, "bfloat16", None, DEEPGEMM),
+        (90, 7168, 18432, "float16", None, CUTLASS),
+        (90, 200, 256, "bfloat16", None, CUTLASS),
+        (89, 7168, 18432, "bfloat16", None, "MarlinFP8ScaledMMLinearKernel"),
+        # Blackwell: DeepGEMM unless vLLM turns it off for the model type on that family.
+        (100, 7168, 18432, "bfloat16", "qwen3_5_text", CUTLASS),
+        (100, 7168, 18432, "bfloat16", "kolibri1", DEEPGEMM),
+        (120, 7168, 18432, "bfloat16", "kolibri1", None),
+        (80, 7168, 18432, "bfloat16", None, None),
+    ],
+)
+def test_the_table_names_deepgemm_where_vllm_runs_it(capability, N, K, dtype, model_type, kernel):
+    assert table_dense_kernel(capability, N, K, dtype, model_type) == kernel
+
+
+def test_deepgemm_refusals() -> None:
     assert deepgemm_refusal(90, 200, 256, "bfloat16", None) == (
         "DeepGEMM needs N % 64 == 0 and K % 128 == 0 (N=200, K=256)"
     )

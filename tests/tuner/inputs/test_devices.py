@@ -11,12 +11,10 @@ from tuner.files.mounts import configmap_name
 from tuner.files.pull import wanted_files
 from tuner.inputs.devices import (
     device_hint,
-    device_key,
     engine_device_name,
     gpu_device_key,
     matches,
     resolve_device,
-    store_device,
 )
 from tuner.inputs.logs import scan_lines
 from tuner.kernels.dense.family import config_file_name, parse_config_file_name
@@ -94,27 +92,24 @@ def test_a_device_is_resolved_once_with_what_cuda_reports() -> None:
         resolve_device("H2OO", lambda: [], need_device=False)
 
 
+def key(device: str, known, need_device: bool = True) -> str:
+    return resolve_device(device, known=known, need_device=need_device)[0].device_name
+
+
 def test_one_key_for_the_cli_the_api_the_store_and_the_file_names() -> None:
     known = ["NVIDIA_L20", "NVIDIA_L20S", "nvidia_h100", "NVIDIA_H100"]
-    assert device_key("l20", known) == "NVIDIA_L20"  # a device the store (or folder) has
-    assert device_key("H200", known) == "NVIDIA_H200"  # else the GPU model's key
-    assert device_key("cpu", known) == "TRITON_INTERPRETER"
-    assert device_key("NVIDIA_H100", known) == "NVIDIA_H100"  # the exact name first
+    assert key("l20", known) == "NVIDIA_L20"  # a device the store (or folder) has
+    assert key("NVIDIA_H100", known) == "NVIDIA_H100"  # the exact name first
+    assert key("H200", known, need_device=False) == "NVIDIA_H200"  # else the GPU model's key
+    assert key("cpu", known, need_device=False) == "TRITON_INTERPRETER"
     with pytest.raises(ValueError, match="'H100' names 2 devices in the store"):
-        device_key("H100", known)
-    assert store_device("l20", known) == "NVIDIA_L20"
+        key("H100", known)
     with pytest.raises(ValueError) as missing:
-        store_device("H200", known)
+        key("H200", known)
     assert str(missing.value).startswith(
         "no device in the store matches 'H200'; known: NVIDIA_H100, NVIDIA_L20, NVIDIA_L20S, "
         "nvidia_h100; `tuner sweep --device H200` on that GPU"
     )
-    # "H100" names two stored keys; the visible GPU's key picks the one checked
-    assert store_device("H100", known, "NVIDIA_H100") == "NVIDIA_H100"
-    with pytest.raises(
-        ValueError, match=r"^no device in the store matches 'H100' \(NVIDIA_H100_NVL\); known"
-    ):
-        store_device("H100", known, "NVIDIA_H100_NVL")
     # A10 is a GPU of its own (no "did you mean 'A100'?"); a typo gets the nearest.
     assert (device_hint("A10"), device_hint("L2O")) == ("", " (did you mean 'L20'?)")
 
@@ -144,7 +139,7 @@ def test_file_names_take_every_key_vllm_makes_and_refuse_the_rest(device: str) -
     assert config_file_name(5120, 3072, device) == spelled
     assert parse_config_file_name(spelled.replace("[128,128]", "[128, 128]")).device_name == device
     log = [BLOCK_WARNING.format(path=f"/site/vllm/configs/{spelled}")]
-    assert [(m.device_name, m.shape.N, m.shape.K) for m in scan_lines(log).missing] == [
+    assert [(m.device_name, m.shape.N, m.shape.K) for m in scan_lines(log).files["dense"]] == [
         (device, 5120, 3072)
     ]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tuner.inputs.logs import find_covering, suggest_model_key
+from tuner.inputs.logs import find_covering, free_model_key
 from tuner.inputs.shapes import (
     ShapesFileError,
     UnknownModelError,
@@ -94,11 +94,11 @@ def test_save_keeps_moe_lines() -> None:
     )
     assert load_shapes("qmoe", 2).of(MOE.name) == (expert_shape(128, 384, 2048, 8),)
     assert load_shapes("qmoe", 1).pairs() == ()
-    assert find_covering([], (128, 128), None, [(128, 384)]) == [
+    assert find_covering({"moe": {(128, 384)}}, (128, 128), None) == [
         ("qmoe", 2),
         ("qwen3-30b-a3b-fp8", 2),
     ]
-    assert find_covering([(1280, 2048)], (128, 128), None, [(128, 768)]) == []
+    assert find_covering({"dense": {(1280, 2048)}, "moe": {(128, 768)}}, (128, 128), None) == []
     with pytest.raises(ValueError, match="shapes must be a non-empty list"):
         save_shapes("qmoe", tp=4, groups=groups([]), block_shape=(128, 128), source="x")
 
@@ -122,9 +122,9 @@ def test_packaged_model_wins_over_a_user_file() -> None:
 
 
 def test_find_covering() -> None:
-    assert find_covering([(7168, 5120), (8192, 5120)], (128, 128), 2) == [("qwen3.8-27b", 2)]
-    assert find_covering([(7168, 5120)], (128, 128), 4) == []
-    assert find_covering([(7168, 5120)], (64, 64), None) == []
+    wanted = {"dense": {(7168, 5120), (8192, 5120)}}
+    assert find_covering(wanted, (128, 128), 2) == [("qwen3.8-27b", 2)]
+    assert find_covering(wanted, (128, 128), 4) == find_covering(wanted, (64, 64), None) == []
 
 
 GOOD = 'model = "bad-file"\nblock_shape = [128, 128]\n[tp.1]\nsource = "x"\nshapes = [[1, 2]]\n'
@@ -156,27 +156,30 @@ def test_malformed_user_file_is_one_line(old: str, new: str, problem: str) -> No
     assert problem in message
 
 
-def test_binary_user_file() -> None:
+def test_unknown_models_and_tp_sizes_list_the_known_ones() -> None:
     (folder() / "bin.toml").write_bytes(b"\xff\xfe\x00\x00")
     with pytest.raises(ShapesFileError, match=r"bin\.toml: not UTF-8 text"):
         load_shapes("bin")
-
-
-def test_unknown_model_lists_user_models_too() -> None:
     save_shapes("zeta", tp=1, groups=groups(SHAPES), block_shape=(128, 128), source="x")
-    with pytest.raises(
-        UnknownModelError,
-        match="known: deepseek-v3, qwen3-30b-a3b-fp8, qwen3.8-27b, tiny, tiny-moe, zeta",
-    ):
-        load_shapes("nope")
+    with pytest.raises(UnknownModelError) as unknown:
+        load_shapes("qwen3.8-27B")
+    assert str(unknown.value).strip("'") == (
+        "unknown model 'qwen3.8-27B' (did you mean 'qwen3.8-27b'?); known: bin, deepseek-v3, "
+        "qwen3-30b-a3b-fp8, qwen3.8-27b, tiny, tiny-moe, zeta"
+    )
     with pytest.raises(UnknownModelError):
         load_shapes("../etc/passwd")
+    with pytest.raises(UnknownModelError, match="no shapes for TP 4; listed: 2"):
+        load_shapes("qwen3.8-27b", 4)
+    with pytest.raises(UnknownModelError, match="choose one with --tp"):
+        load_shapes("deepseek-v3")
 
 
-def test_suggest_model_key() -> None:
-    assert suggest_model_key("Qwen/Qwen3.8-27B-FP8") == "qwen3.8-27b-fp8"
-    assert suggest_model_key("/models/My Model/") == "my-model"
-    assert suggest_model_key("///") == "model"
+def test_free_model_key() -> None:
+    assert free_model_key("Qwen/Qwen3.8-27B-FP8") == "qwen3.8-27b-fp8"
+    assert free_model_key("/models/My Model/") == "my-model"
+    assert free_model_key("///") == "model"
+    assert free_model_key("deepseek-ai/DeepSeek-V3") == "deepseek-v3-log"  # packaged
 
 
 def test_the_model_type_vllms_selection_reads_is_kept_and_checked() -> None:
@@ -208,10 +211,6 @@ def test_the_model_type_vllms_selection_reads_is_kept_and_checked() -> None:
     )
 
 
-def test_known_models():
-    assert {"qwen3.8-27b", "deepseek-v3", "tiny"} <= set(known_models())
-
-
 def test_qwen_tp2_is_the_five_field_report_shapes():
     entry = load_shapes("qwen3.8-27b", 2)
     assert entry.shapes == ((17408, 5120), (5120, 3072), (5120, 8704), (7168, 5120), (8192, 5120))
@@ -241,15 +240,3 @@ def test_deepseek_v3_follows_vllms_tuning_script():
         (7168, 256),
     )
     assert "benchmark_w8a8_block_fp8.py" in load_shapes("deepseek-v3", 8).source
-
-
-def test_unknown_model_lists_known_ones():
-    with pytest.raises(UnknownModelError, match="unknown model 'llama'; known: deepseek-v3"):
-        load_shapes("llama")
-
-
-def test_unknown_tp_lists_listed_ones():
-    with pytest.raises(UnknownModelError, match="no shapes for TP 4; listed: 2"):
-        load_shapes("qwen3.8-27b", 4)
-    with pytest.raises(UnknownModelError, match="choose one with --tp"):
-        load_shapes("deepseek-v3")
