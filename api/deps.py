@@ -21,7 +21,7 @@ from api.schemas import MAX_INT32, EngineName
 from api.settings import Settings
 from db import repo
 from tuner.core import DEVICE_ARG_PATTERN, OutDtype
-        return resolve_device(device_name, known=known, need_device=not new)[0].device_name
+from tuner.inputs.devices import resolve_device
 
 
 class StoreHandle:
