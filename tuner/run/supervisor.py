@@ -23,7 +23,6 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
@@ -32,9 +31,7 @@ from db import repo
 from db.repo import Outage, StoreUnavailable, retry_store, session_scope, url_of
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
-from tuner.run.interrupt import Terminated
-from tuner.run.worker import worker_main
-from tuner.run.worker_spec import (
+from tuner.run.worker import (
     EXIT_PARENT_GONE,
     EXIT_RESTART,
     EXIT_STORE,
@@ -42,16 +39,27 @@ from tuner.run.worker_spec import (
     WorkerShared,
     WorkerSpec,
     worker_log_path,
+    worker_main,
 )
-
-if TYPE_CHECKING:
-    from tuner.kernels.config import KernelConfig
 
 # Deaths in a row with no trial stored before a slot is given up (a worker that cannot start).
 MAX_IDLE_RESTARTS = 3
 POLL_S = 0.5
 # Signals that come from outside the worker, not from the config it was measuring.
 EXTERNAL_SIGNALS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM reached the process while workers ran (`docker stop`, `kubectl delete pod`,
+    systemd): handled as Ctrl-C, but the command exits 143 (128 + SIGTERM) instead of 130."""
+
+
+def interrupted_exit(exc: KeyboardInterrupt) -> tuple[int, str]:
+    """(exit code, the word for it) of an interrupt: 143 and "terminated (SIGTERM)" for
+    `Terminated`, 130 and "interrupted" for Ctrl-C (128 + SIGINT)."""
+    if isinstance(exc, Terminated):
+        return 128 + signal.SIGTERM, "terminated (SIGTERM)"
+    return 128 + signal.SIGINT, "interrupted"
 
 
 def new_worker_id(visible_device: str | None) -> str:
@@ -117,21 +125,28 @@ class _Slot:
     overdue_config: dict[str, int] | None = None
 
 
+# The counters of `WorkerShared` that a run's report sums over its processes.
+TOTALS = (
+    "trials_pruned",
+    "trials_stored",
+    "trials_reused",
+    "measure_s",
+    "compile_s",
+    "compile_wait_s",
+)
+
+
 @dataclass(frozen=True)
 class SupervisorReport:
-    """What happened to the workers of one run."""
+    """What happened to the workers of one run: failures, restarts, trials recorded as crashed
+    and timed out, the slots given up, and the sums of their processes' `TOTALS` (by name)."""
 
     worker_failures: int
     restarts: int
     crashed: int
     timeouts: int
     given_up: tuple[str, ...]
-    trials_pruned: int = 0
-    trials_run: int = 0
-    trials_reused: int = 0
-    measure_s: float = 0.0
-    compile_s: float = 0.0
-    compile_wait_s: float = 0.0
+    totals: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 class Supervisor:
@@ -193,41 +208,40 @@ class Supervisor:
                 time.sleep(POLL_S)
                 try:
                     on_tick()
-                    self._kill_overdue(live)
-                    for slot in list(live):
-                        if slot.process is not None and not slot.process.is_alive():
-                            if slot.process.exitcode == EXIT_STORE and slot.shared is not None:
-                                raise StoreUnavailable(
-                                    slot.shared.store_error() or "the store stayed unavailable"
-                                )
-                            if not self._handle_exit(slot):
-                                live.remove(slot)
+                    self._poll(live)
                     outage.ok()
                 except (DBAPIError, PoolTimeoutError) as exc:  # down or busy: next tick
                     if outage.failed(exc):
                         self.on_event(
-                            f"store unavailable ({type(exc).__name__}: "
-                            f"{_first_line(exc)}); retrying for up to "
-                            f"{outage.deadline_s:g} s"
+                            f"store unavailable ({type(exc).__name__}: {_first_line(exc)}); "
+                            f"retrying for up to {outage.deadline_s:g} s"
                         )
         except (KeyboardInterrupt, StoreUnavailable):
             self._stop_all()
             raise
         finally:
             signal.signal(signal.SIGTERM, previous)
+        totals = {name: sum(getattr(one, name).value for one in self.shared) for name in TOTALS}
         return SupervisorReport(
-            self.failures,
-            self.restarts,
-            self.crashed,
-            self.timeouts,
-            tuple(self.given_up),
-            trials_pruned=sum(shared.trials_pruned.value for shared in self.shared),
-            trials_run=sum(shared.trials_stored.value for shared in self.shared),
-            trials_reused=sum(shared.trials_reused.value for shared in self.shared),
-            measure_s=sum(shared.measure_s.value for shared in self.shared),
-            compile_s=sum(shared.compile_s.value for shared in self.shared),
-            compile_wait_s=sum(shared.compile_wait_s.value for shared in self.shared),
+            self.failures, self.restarts, self.crashed, self.timeouts, tuple(self.given_up), totals
         )
+
+    def _poll(self, live: list[_Slot]) -> None:
+        """Kill the overdue workers, account for those that exited, drop the finished slots."""
+        deadline = time.time() - self.trial_timeout_s
+        for slot in list(live):
+            assert slot.process is not None and slot.shared is not None
+            entry = slot.shared.in_flight()
+            if entry is not None and entry.since < deadline and slot.process.is_alive():
+                slot.overdue_config = entry.config
+                slot.process.kill()
+                slot.process.join()
+            if slot.process.is_alive():
+                continue
+            if slot.process.exitcode == EXIT_STORE:
+                raise StoreUnavailable(slot.shared.store_error() or "the store stayed unavailable")
+            if not self._handle_exit(slot):
+                live.remove(slot)
 
     def _start(self, slot: _Slot) -> None:
         worker_id = new_worker_id(slot.template.visible_device)
@@ -239,20 +253,6 @@ class Supervisor:
         )
         self.worker_ids.append(spec.worker_id)
         slot.process.start()
-
-    def _kill_overdue(self, live: list[_Slot]) -> None:
-        deadline = time.time() - self.trial_timeout_s
-        for slot in live:
-            entry = slot.shared.in_flight() if slot.shared is not None else None
-            if (
-                entry is not None
-                and entry.since < deadline
-                and slot.process is not None
-                and slot.process.is_alive()
-            ):
-                slot.overdue_config = entry.config
-                slot.process.kill()
-                slot.process.join()
 
     def _handle_exit(self, slot: _Slot) -> bool:
         """Account for a worker that exited; restart it if work is left. True if restarted."""

@@ -8,8 +8,7 @@ import signal
 import pytest
 
 from tuner.cli.guard import run_guarded
-from tuner.run.interrupt import Terminated, interrupted_exit
-from tuner.run.supervisor import _interrupt
+from tuner.run.supervisor import Terminated, _interrupt, interrupted_exit
 
 
 def test_the_sigterm_handler_raises_terminated():

@@ -1,8 +1,7 @@
-"""The plan `tuner sweep` prints: counts, compiles and the time estimate (tuner.run.preview)."""
+"""The plan `tuner sweep` prints: counts, compiles and the time estimate (tuner.run.plan)."""
 
 from db.repo import TrialTimeRow
-from tuner.run.plan import SweepRequest
-from tuner.run.preview import duration, needs_confirmation, preview_sweeps, trial_model
+from tuner.run.plan import SweepRequest, duration, needs_confirmation, preview_sweeps, trial_model
 
 INTERPRETER = trial_model("interpreter")
 GPU = trial_model("cuda")

@@ -4,6 +4,7 @@ in flight kept in memory shared with the supervisor, the lease asked from memory
 import multiprocessing as mp
 import time
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 from sqlalchemy import event
@@ -19,9 +20,7 @@ from tests.tuner.run.test_worker import (  # noqa: F401 - stub_runner: an autous
     stub_runner,
 )
 from tuner.kernels.dense.space import default_config, vllm_space
-from tuner.run.lease import Lease
-from tuner.run.task import run_task
-from tuner.run.worker_spec import InFlight, WorkerShared
+from tuner.run.worker import InFlight, Lease, WorkerShared, run_task
 
 
 @pytest.fixture
@@ -49,17 +48,19 @@ def test_one_transaction_per_trial_plus_three_per_task(store, budget):
     assert len(stored(engine, task.task_id)) == len(StubRunner.measured) == budget
 
 
-def test_the_mark_in_flight_round_trips_and_clears():
+def test_the_mark_in_flight_round_trips_and_clears(monkeypatch):
     shared = WorkerShared(mp.get_context("spawn"))
     assert shared.in_flight() is None
-    config = default_config().as_dict()
-    shared.mark_in_flight(7, (256, 384, 16), config, True, 1234.5)
+    monkeypatch.setattr(time, "time", lambda: 1234.5)
+    task = SimpleNamespace(task_id=7, N=256, K=384, M=16)
+    shared.mark_in_flight(task, default_config(), True)
     assert shared.in_flight() == InFlight(
-        task_id=7, N=256, K=384, M=16, config=config, is_default=True, since=1234.5
-    )
+        task_id=7, N=256, K=384, M=16, config=default_config().as_dict(), is_default=True,
+        since=1234.5,
+    )  # fmt: skip
     shared.clear_in_flight()
     assert shared.in_flight() is None
-    shared.mark_in_flight(8, (576, 256, 1), config, False, 1.0)
+    shared.mark_in_flight(task, default_config(), False)
     shared._flight[0] += 1  # the worker is rewriting it: nothing to read
     assert shared.in_flight() is None
 

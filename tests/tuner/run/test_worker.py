@@ -13,8 +13,7 @@ from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.measure import runners
 from tuner.measure.runners import InterpreterRunner
 from tuner.measure.trial import TrialResult
-from tuner.run.task import run_task, trial_cap
-from tuner.run.worker_spec import WorkerSpec
+from tuner.run.worker import WorkerSpec, run_task, trial_cap
 
 BUDGET = 6
 # One sweep of tiny's (256, 384) at M=16 on the interpreter; tests replace its strategy or M.

@@ -13,8 +13,7 @@ from tuner.kernels.dense.space import vllm_space
 from tuner.measure import runners
 from tuner.measure.runners import make_runner
 from tuner.measure.trial import TrialResult
-from tuner.run.task import run_task
-from tuner.run.worker_spec import ContextLost, TaskLost, WorkerSpec
+from tuner.run.worker import ContextLost, TaskLost, WorkerSpec, run_task
 
 BUDGET = 6
 CRASHING_BLOCK_SIZE_N = 256
@@ -183,10 +182,10 @@ def test_a_task_that_fails_on_a_broken_cuda_context_restarts_the_process(
     monkeypatch.setattr(worker, "run_task", failing_task)
     monkeypatch.setattr(worker, "_cuda_usable", lambda: usable)
     if usable:
-        worker._work(spec, None)  # the task fails; nothing else to claim, the worker returns
+        worker.worker_main(spec)  # the task fails; nothing else to claim, the worker returns
     else:
         with pytest.raises(SystemExit) as exit_:
-            worker._work(spec, None)
+            worker.worker_main(spec)
         assert exit_.value.code == worker.EXIT_RESTART
     with session_scope(engine) as session:
         assert session.scalars(select(Task.state)).all() == ["failed"]
