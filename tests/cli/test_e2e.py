@@ -13,21 +13,8 @@ import zipfile
 import httpx
 import pytest
 
-SWEEP = [
-    "sweep",
-    "--device",
-    "interpreter",
-    "--model",
-    "tiny",
-    "--m",
-    "1,16,32",
-    "--strategy",
-    "optuna",
-    "--trials",
-    "3",
-    "--interpreter-reps",
-    "2",
-]
+SWEEP = "sweep --device interpreter --model tiny --m 1,16,32 --strategy optuna --trials 3".split()
+SWEEP += ["--interpreter-reps", "2"]
 KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
 
 

@@ -17,6 +17,7 @@ from tests.cli.robust import (
     count,
     query,
     run_tuner,
+    sweep_args,
     tuner_command,
     tuner_env,
     wait_for,
@@ -43,24 +44,7 @@ def folder(tmp_path):
 
 
 def grid_sweep(folder, m: str, *extra: str) -> list[str]:
-    return [
-        "sweep",
-        "--device",
-        "L20",
-        "--model",
-        "tiny",
-        "--m",
-        m,
-        "--strategy",
-        "grid",
-        "--configs",
-        str(folder / "small.json"),
-        "--replay",
-        str(folder / "l20.json"),
-        "--db",
-        f"sqlite:///{folder / 'tuner.db'}",
-        *extra,
-    ]
+    return sweep_args(folder, f"sqlite:///{folder / 'tuner.db'}", m, *extra, configs="small.json")
 
 
 def statuses(folder) -> list[tuple]:
@@ -83,16 +67,8 @@ def test_exit_codes_that_blame_the_config():
     assert describe_exit(1) == "exited with code 1"
     assert describe_exit(EXIT_RESTART).startswith("exited after a crashed trial")
     assert [blames_config(code) for code in (-signal.SIGSEGV, -signal.SIGABRT, 1, 2)] == [True] * 4
-    quiet = (
-        0,
-        130,
-        EXIT_PARENT_GONE,
-        EXIT_RESTART,
-        -signal.SIGKILL,
-        -signal.SIGTERM,
-        -signal.SIGINT,
-        -signal.SIGHUP,
-    )
+    quiet = (0, 130, EXIT_PARENT_GONE, EXIT_RESTART)
+    quiet += tuple(-sig for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
     assert [blames_config(code) for code in quiet] == [False] * len(quiet)
 
 

@@ -20,6 +20,7 @@ from tests.cli.robust import (
     measure_log,
     remeasured_after_done,
     run_tuner,
+    sweep_args,
     trial_rows,
     tuner_command,
     tuner_env,
@@ -38,26 +39,9 @@ WORKER_KILLS = 8
 LEASE_S = "3"
 
 
-def sweep_args(folder: Path, db: Path) -> list[str]:
-    return [
-        "sweep",
-        "--device",
-        "L20",
-        "--model",
-        "tiny",
-        "--m",
-        ",".join(map(str, M_VALUES)),
-        "--strategy",
-        "optuna",
-        "--trials",
-        str(TRIALS),
-        "--configs",
-        str(folder / "configs.json"),
-        "--replay",
-        str(folder / "l20.json"),
-        "--db",
-        f"sqlite:///{db}",
-    ]
+def kill_args(folder: Path, db: Path) -> list[str]:
+    m = ",".join(map(str, M_VALUES))
+    return sweep_args(folder, f"sqlite:///{db}", m, "--trials", str(TRIALS), strategy="optuna")
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +55,7 @@ def landscape(tmp_path_factory):
 def uninterrupted(landscape, tmp_path_factory):
     """Rows and winners of the same sweep run once without interruption."""
     db = tmp_path_factory.mktemp("reference") / "tuner.db"
-    run = run_tuner(*sweep_args(landscape, db), cwd=db.parent)
+    run = run_tuner(*kill_args(landscape, db), cwd=db.parent)
     assert run.returncode == 0, run.stderr
     rows = trial_rows(db)
     assert len(rows) == TASKS * TRIALS
@@ -131,7 +115,7 @@ def test_sweep_killed_20_times_resumes_to_the_same_trials_and_winners(
     rng = random.Random(seed)
     db, log_path = tmp_path / "tuner.db", tmp_path / "measured.log"
     env = tuner_env(TUNER_LEASE_S=LEASE_S, TUNER_TEST_MEASURE_LOG=str(log_path))
-    command = tuner_command(*sweep_args(landscape, db))
+    command = tuner_command(*kill_args(landscape, db))
     kills = []
     while len(kills) < SWEEP_KILLS:
         # a few trials into the run (0: while it starts), then a random fraction of a trial
@@ -150,7 +134,7 @@ def test_sweep_killed_20_times_resumes_to_the_same_trials_and_winners(
     print(f"seed {seed}: {len(kills)} sweep kills (new trials, pause s, trials stored): {kills}")
     assert len(kills) == SWEEP_KILLS, "the sweep finished before all kills: shorten them"
     last = run_tuner(
-        *sweep_args(landscape, db),
+        *kill_args(landscape, db),
         cwd=tmp_path,
         TUNER_LEASE_S=LEASE_S,
         TUNER_TEST_MEASURE_LOG=str(log_path),
@@ -178,7 +162,7 @@ def test_worker_killed_while_the_sweep_runs_is_restarted_and_loses_nothing(
     db, log_path = tmp_path / "tuner.db", tmp_path / "measured.log"
     env = tuner_env(TUNER_LEASE_S=LEASE_S, TUNER_TEST_MEASURE_LOG=str(log_path))
     sweep = subprocess.Popen(
-        tuner_command(*sweep_args(landscape, db)),
+        tuner_command(*kill_args(landscape, db)),
         cwd=tmp_path,
         env=env,
         stdout=subprocess.PIPE,
@@ -220,7 +204,7 @@ def test_a_killed_sweep_leaves_no_worker_and_resumes(landscape, uninterrupted, t
     # Replayed trials of 50 ms: the kill lands mid-sweep.
     env = tuner_env(TUNER_LEASE_S=LEASE_S, TUNER_TEST_TRIAL_SLEEP_S="0.05")
     sweep = subprocess.Popen(
-        tuner_command(*sweep_args(landscape, db)),
+        tuner_command(*kill_args(landscape, db)),
         cwd=tmp_path,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -245,7 +229,7 @@ def test_a_killed_sweep_leaves_no_worker_and_resumes(landscape, uninterrupted, t
     assert stored < TASKS * TRIALS  # cut short, not finished by an orphan
     time.sleep(1)
     assert count(db, "SELECT count(*) FROM trials") == stored  # nobody measures any more
-    again = run_tuner(*sweep_args(landscape, db), cwd=tmp_path, TUNER_LEASE_S=LEASE_S)
+    again = run_tuner(*kill_args(landscape, db), cwd=tmp_path, TUNER_LEASE_S=LEASE_S)
     assert again.returncode == 0, again.stderr
     run_now = int(" ".join(again.stdout.split()).split(" trials run now")[0].split()[-1])
     assert run_now == TASKS * TRIALS - stored  # none lost, none measured twice

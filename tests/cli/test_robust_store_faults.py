@@ -20,6 +20,7 @@ from tests.cli.robust import (
     CONFIGS,
     measure_log,
     run_tuner,
+    sweep_args,
     tuner_command,
     tuner_env,
     wait_for,
@@ -48,25 +49,8 @@ def folder(tmp_path_factory):
     return folder
 
 
-def sweep_args(folder, url: str, configs: str = "small.json") -> list[str]:
-    return [
-        "sweep",
-        "--device",
-        "L20",
-        "--model",
-        "tiny",
-        "--m",
-        M,
-        "--strategy",
-        "grid",
-        "--configs",
-        str(folder / configs),
-        "--replay",
-        str(folder / "l20.json"),
-        "--no-publish",
-        "--db",
-        url,
-    ]
+def store_args(folder, url: str, configs: str = "small.json") -> list[str]:
+    return sweep_args(folder, url, M, "--no-publish", configs=configs)
 
 
 ROWS = {
@@ -99,7 +83,7 @@ def store_rows(url: str) -> dict[str, list]:
 def reference(folder):
     """The rows of one uninterrupted run (SQLite; replayed latencies are the same anywhere)."""
     url = f"sqlite:///{folder / 'reference.db'}"
-    run = run_tuner(*sweep_args(folder, url), cwd=folder)
+    run = run_tuner(*store_args(folder, url), cwd=folder)
     assert run.returncode == 0, run.stderr
     rows = store_rows(url)
     assert len(rows["trials"]) == TRIALS and rows["states"] == [("done", TASKS)]
@@ -119,7 +103,7 @@ def server():
 
 def start_slow_sweep(folder, url: str, log, **env: str) -> subprocess.Popen:
     return subprocess.Popen(
-        tuner_command(*sweep_args(folder, url)),
+        tuner_command(*store_args(folder, url)),
         cwd=folder,
         env=tuner_env(TUNER_TEST_TRIAL_SLEEP_S=SLOW, TUNER_TEST_MEASURE_LOG=str(log), **env),
         stdout=subprocess.PIPE,
@@ -179,7 +163,7 @@ def test_postgres_that_stays_down_stops_the_sweep_in_one_line_and_resumes(
     states = dict(store_rows(server.url)["states"])
     assert states.get("failed", 0) == 0
     time.sleep(2.5)  # the leases the stopped sweep could not hand back end
-    again = run_tuner(*sweep_args(folder, server.url), cwd=folder, TUNER_LEASE_S="2")
+    again = run_tuner(*store_args(folder, server.url), cwd=folder, TUNER_LEASE_S="2")
     assert again.returncode == 0, again.stderr
     assert store_rows(server.url) == reference
 
@@ -189,12 +173,12 @@ def test_full_sqlite_store_stops_with_one_line_and_resumes_once_there_is_room(fo
     disk: the sweep stops naming the disk, nothing is failed, and the same command resumes
     once the limit is lifted. A grid of all 96 configs: the trials outgrow the first pages."""
     ref_url = f"sqlite:///{tmp_path / 'reference.db'}"
-    assert run_tuner(*sweep_args(folder, ref_url, "configs.json"), cwd=folder).returncode == 0
+    assert run_tuner(*store_args(folder, ref_url, "configs.json"), cwd=folder).returncode == 0
     reference = store_rows(ref_url)
     assert reference["states"] == [("done", TASKS)]
     db = tmp_path / "full.db"
     url = f"sqlite:///{db}"
-    args = sweep_args(folder, url, "configs.json")
+    args = store_args(folder, url, "configs.json")
     created = run_tuner(*args, "--no-run", cwd=folder)
     assert created.returncode == 0, created.stderr
     with sqlite3.connect(db) as connection:

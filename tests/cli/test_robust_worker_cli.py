@@ -15,27 +15,8 @@ runner = CliRunner()
 def folder(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     write_landscape(tmp_path, (16,))
-    created = runner.invoke(
-        app,
-        [
-            "sweep",
-            "--device",
-            "L20",
-            "--model",
-            "tiny",
-            "--m",
-            "16",
-            "--strategy",
-            "optuna",
-            "--trials",
-            "3",
-            "--replay",
-            "l20.json",
-            "--no-run",
-            "--db",
-            "sqlite:///t.db",
-        ],
-    )
+    args = "sweep --device L20 --model tiny --m 16 --strategy optuna --trials 3 --replay l20.json"
+    created = runner.invoke(app, [*args.split(), "--no-run", "--db", "sqlite:///t.db"])
     assert created.exit_code == 0, created.output
     assert "sweep 1 (new): NVIDIA_L20, tiny TP 1, 2 shapes x 1 M, optuna, no run" in created.stdout
     return tmp_path
@@ -57,21 +38,8 @@ def test_worker_refuses_what_it_cannot_run(folder, no_visible_gpu):
         '[{"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": '
         '128, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 2}]'
     )
-    result = runner.invoke(
-        app,
-        [
-            "worker",
-            "--device",
-            "L20",
-            "--replay",
-            "l20.json",
-            "--configs",
-            "c.json",
-            "--sweep",
-            "1",
-            *db,
-        ],
-    )
+    args = "worker --device L20 --replay l20.json --configs c.json --sweep 1"
+    result = runner.invoke(app, [*args.split(), *db])
     assert result.exit_code == 2
     assert result.stderr.startswith("error: sweep 1 searches config space vllm@replay:")
     assert "pass the --configs/--replay file and --kernel the sweep was made with" in result.stderr
@@ -98,21 +66,8 @@ def test_worker_with_nothing_to_do_says_so(folder):
 
 
 def test_no_run_for_a_gpu_this_host_lacks(folder):
-    result = runner.invoke(
-        app,
-        [
-            "sweep",
-            "--device",
-            "H200",
-            "--model",
-            "tiny",
-            "--m",
-            "1",
-            "--no-run",
-            "--db",
-            "sqlite:///t.db",
-        ],
-    )
+    args = "sweep --device H200 --model tiny --m 1 --no-run --db sqlite:///t.db"
+    result = runner.invoke(app, args.split())
     assert result.exit_code == 0, result.output
     assert "sweep 2 (new): NVIDIA_H200, tiny TP 1, 2 shapes x 1 M, guided, no run" in (
         result.stdout

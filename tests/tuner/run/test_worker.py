@@ -57,33 +57,19 @@ def stub_latency_us(config) -> float:
     return 100.0 - config.BLOCK_SIZE_N / 8 + config.num_stages
 
 
+ENV = dict.fromkeys(("compute_capability", "driver", "cuda"), "") | {"kernel_hash": "h"}
+ENV |= dict.fromkeys(("torch", "triton", "tuner"), "t") | {"device_name": "TRITON_INTERPRETER"}
+ENV |= {"gpu_name": "TRITON_INTERPRETER"}
+
+
 def make_store(folder, strategy="optuna"):
     url = f"sqlite:///{folder}/tuner.db"
     engine = open_store(url)
     with session_scope(engine) as session:
-        sweep, _ = repo.create_sweep(
-            session,
-            replace(SPEC, strategy=strategy),
-        )
-        environment_id = repo.get_or_create_environment(
-            session,
-            device_name="TRITON_INTERPRETER",
-            gpu_name="TRITON_INTERPRETER",
-            compute_capability="",
-            driver="",
-            cuda="",
-            torch="t",
-            triton="t",
-            tuner="t",
-            kernel_hash="h",
-        )
-    spec = WorkerSpec(
-        db_url=url,
-        sweep_id=sweep.sweep_id,
-        worker_id="w1",
-        runner=InterpreterRunner("TRITON_INTERPRETER"),
-    )
-    return engine, spec, environment_id
+        sweep, _ = repo.create_sweep(session, replace(SPEC, strategy=strategy))
+        environment_id = repo.get_or_create_environment(session, **ENV)
+    runner = InterpreterRunner("TRITON_INTERPRETER")
+    return engine, WorkerSpec(url, sweep.sweep_id, "w1", runner), environment_id
 
 
 @pytest.fixture(autouse=True)
