@@ -129,16 +129,7 @@ class SweepRecipe:
                 + shlex.join(["tuner", "sweep", *self._sweep_args(), "--kernel", "vllm"]),
             ]
         )
-        argv = [
-            "docker",
-            "run",
-            "--rm",
-            "--gpus",
-            "all",
-            "--ipc=host",
-            "-v",
-            "$PWD/wheels:/wheels:ro",
-        ]
+        argv = "docker run --rm --gpus all --ipc=host -v $PWD/wheels:/wheels:ro".split()
         if store is not None:
             argv += ["-v", f"$PWD/tuner-store:{STORE_DIR}", "-e", f"{DB_VARIABLE}={store}"]
         else:
@@ -164,40 +155,33 @@ class SweepRecipe:
                 shlex.join(["tuner", "worker", "--device", self.device, "--kernel", "vllm"]),
             ]
         )
+        secret = {"secretKeyRef": {"name": self.secret, "key": "url"}}
         container = {
             "name": "tuner-worker",
             "image": self.image,
             "command": ["bash", "-c", script],
-            "env": [
-                {
-                    "name": DB_VARIABLE,
-                    "valueFrom": {"secretKeyRef": {"name": self.secret, "key": "url"}},
-                }
-            ],
+            "env": [{"name": DB_VARIABLE, "valueFrom": secret}],
             "resources": {"limits": {"nvidia.com/gpu": self.gpus}},
             "volumeMounts": [
                 {"name": "wheels", "mountPath": WHEELS_DIR, "readOnly": True},
                 {"name": "shm", "mountPath": "/dev/shm"},
             ],
         }
+        one_per_node = {
+            "labelSelector": {"matchLabels": {"app": name}},
+            "topologyKey": "kubernetes.io/hostname",
+        }
+        wheels = {"claimName": self.wheels_claim, "readOnly": True}
         pod = {
             "restartPolicy": "OnFailure",
             "affinity": {
                 "podAntiAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": [
-                        {
-                            "labelSelector": {"matchLabels": {"app": name}},
-                            "topologyKey": "kubernetes.io/hostname",
-                        }
-                    ]
+                    "requiredDuringSchedulingIgnoredDuringExecution": [one_per_node]
                 }
             },
             "containers": [container],
             "volumes": [
-                {
-                    "name": "wheels",
-                    "persistentVolumeClaim": {"claimName": self.wheels_claim, "readOnly": True},
-                },
+                {"name": "wheels", "persistentVolumeClaim": wheels},
                 {"name": "shm", "emptyDir": {"medium": "Memory"}},
             ],
         }

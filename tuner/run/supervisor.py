@@ -126,14 +126,7 @@ class _Slot:
 
 
 # The counters of `WorkerShared` that a run's report sums over its processes.
-TOTALS = (
-    "trials_pruned",
-    "trials_stored",
-    "trials_reused",
-    "measure_s",
-    "compile_s",
-    "compile_wait_s",
-)
+TOTALS = "trials_pruned trials_stored trials_reused measure_s compile_s compile_wait_s".split()
 
 
 @dataclass(frozen=True)
@@ -255,56 +248,54 @@ class Supervisor:
         slot.process.start()
 
     def _handle_exit(self, slot: _Slot) -> bool:
-        """Account for a worker that exited; restart it if work is left. True if restarted."""
+        """Account for a worker that exited: record its config in flight as TIMEOUT when this
+        supervisor killed it as overdue, as CRASHED when the exit blames the config; say what
+        became of it; restart it if work is left. True if restarted."""
         assert slot.process is not None and slot.spec is not None and slot.shared is not None
         exitcode = slot.process.exitcode
-        assert exitcode is not None  # the worker has exited (joined by the caller)
-        if exitcode == 0:
+        if not exitcode:  # 0: no task left (None: cannot be, the worker has exited)
             return False
-        how = describe_exit(exitcode)
-        status, error = self._blame(slot, exitcode, how)
+        how, status, error = describe_exit(exitcode), None, None
+        if slot.overdue_config is not None:
+            status = TrialStatus.TIMEOUT
+            error = f"no result after {self.trial_timeout_s:g} s (trial timeout); worker killed"
+        elif blames_config(exitcode):
+            status, error = TrialStatus.CRASHED, f"worker {how} while measuring this config"
         blamed, unfinished = self._record_exit(slot, status, error)
         self.failures += 1  # counted once the store has it: a failed transaction is retried
-        self._report_exit(slot, exitcode, how, status, blamed)
-        progressed = (
-            blamed is not None or slot.shared.trials_stored.value > 0 or exitcode == EXIT_RESTART
-        )
+        if blamed is None:
+            log = worker_log_path(slot.spec.worker_id)
+            where = f" (traceback in {log})" if exitcode == 1 and log.exists() else ""
+            self.on_event(f"worker {slot.label} {how}{where}; its task goes back to the queue")
+        else:
+            self.crashed += status is TrialStatus.CRASHED
+            self.timeouts += status is TrialStatus.TIMEOUT
+            self.on_event(
+                f"worker {slot.label} {how} while measuring "
+                f"{KernelConfig.from_dict(blamed.config).short()} for N={blamed.N}, "
+                f"K={blamed.K}, M={blamed.M}: recorded as {status}"
+            )
+        progressed = blamed or slot.shared.trials_stored.value > 0 or exitcode == EXIT_RESTART
         slot.idle_deaths = 0 if progressed else slot.idle_deaths + 1
         return bool(unfinished) and self._restart(slot)
 
-    def _blame(self, slot: _Slot, exitcode: int, how: str) -> tuple[TrialStatus | None, str | None]:
-        """(status, error) to record for the config in flight: TIMEOUT when this supervisor
-        killed it as overdue, CRASHED when the exit blames the config, else (None, None)."""
-        if slot.overdue_config is not None:
-            error = f"no result after {self.trial_timeout_s:g} s (trial timeout); worker killed"
-            return TrialStatus.TIMEOUT, error
-        if blames_config(exitcode):
-            return TrialStatus.CRASHED, f"worker {how} while measuring this config"
-        return None, None
-
     def _record_exit(
         self, slot: _Slot, status: TrialStatus | None, error: str | None
-    ) -> tuple[tuple[InFlight, KernelConfig] | None, int]:
+    ) -> tuple[InFlight | None, int]:
         """In one transaction: record the config in flight as `status` (if any, and only while
-        the worker held its task), hand the worker's tasks back, count the unfinished tasks.
-
-        Returns:
-            ((in-flight entry, its KernelConfig) or None when nothing was recorded, the
-            number of unfinished tasks of the worker's sweep).
-        """
-
+        the worker held its task and had not stored it yet), hand the worker's tasks back,
+        count the unfinished tasks; (the in-flight entry recorded or None, that count)."""
         assert slot.spec is not None and slot.shared is not None
-        spec = slot.spec
-        entry = slot.shared.in_flight()
-        overdue = slot.overdue_config
-        if status is TrialStatus.TIMEOUT and entry is not None and entry.config != overdue:
+        spec, entry = slot.spec, slot.shared.in_flight()
+        if (
+            status is TrialStatus.TIMEOUT
+            and entry is not None
+            and entry.config != slot.overdue_config
+        ):
             entry = None  # it finished that config just before the kill
+        environment_id = slot.shared.environment_id.value
         with session_scope(self.store) as session:
-            environment_id = slot.shared.environment_id.value
-            blamed: tuple[InFlight, KernelConfig] | None = None
-            # Only while the worker held the task, and only a trial not stored yet (it may
-            # have died between storing the trial and clearing the mark).
-            if (
+            if not (
                 status is not None
                 and environment_id
                 and entry is not None
@@ -317,37 +308,14 @@ class Supervisor:
                     status=status,
                     error=error,
                     is_default=entry.is_default,
-                )
+                )  # fmt: skip
             ):
-                blamed = (entry, KernelConfig.from_dict(entry.config))
+                entry = None
             repo.release_tasks(session, worker_id=spec.worker_id)
             unfinished = repo.unfinished_tasks(
                 session, sweep_id=spec.sweep_id, device_name=spec.device_name, space=spec.space
             )
-        return blamed, unfinished
-
-    def _report_exit(
-        self,
-        slot: _Slot,
-        exitcode: int,
-        how: str,
-        status: TrialStatus | None,
-        blamed: tuple[InFlight, KernelConfig] | None,
-    ) -> None:
-        """Count a recorded crashed or timed-out trial and say what became of the exit."""
-        assert slot.spec is not None
-        if blamed is None:
-            log = worker_log_path(slot.spec.worker_id)
-            where = f" (traceback in {log})" if exitcode == 1 and log.exists() else ""
-            self.on_event(f"worker {slot.label} {how}{where}; its task goes back to the queue")
-            return
-        entry, config = blamed
-        self.crashed += status is TrialStatus.CRASHED
-        self.timeouts += status is TrialStatus.TIMEOUT
-        self.on_event(
-            f"worker {slot.label} {how} while measuring {config.short()} for "
-            f"N={entry.N}, K={entry.K}, M={entry.M}: recorded as {status}"
-        )
+        return entry, unfinished
 
     def _restart(self, slot: _Slot) -> bool:
         """Start a fresh worker in the slot, unless it died `MAX_IDLE_RESTARTS` times in a row
