@@ -101,42 +101,50 @@ def sweep(
     """Tune every (N, K) of a model over the M grid, one worker per matching GPU; then each
     fused-MoE expert shape of the model, one sweep each.
 
-    Every trial is checked against a float64 reference and stored.
-    Re-running the same command resumes where it stopped; with a larger --trials it extends
-    the same sweep (only the new trials are measured). When every task is done the device's
-    files are published as its next release (unless --no-publish). The plan (tasks, trials,
-    compiles, a time estimate) is printed first; --dry-run (or --gpus) prints only that.
-    """
-    here = gpus is None  # --gpus plans for another host: a plan only
-    try:
-        m_values, shapes = parse_m_values(m), load_shapes(model, tp)
-    except (ValueError, UnknownModelError) as exc:
-        raise fail(str(exc).strip("'\"")) from None
+    Every trial is checked against a float64 reference and stored. Re-running the same command
+    resumes where it stopped; with a larger --trials it extends the same sweep (only the new
+    trials are measured). When every task is done the device's files are published as its next
+    release (unless --no-publish). The plan (tasks, trials, compiles, time) comes first."""
+    here = gpus is None  # --gpus plans for another host: a plan only, as --dry-run
+    m_values, shapes = _parse(m, model, tp)
     source, label = resolve_kernel_choice(kernel)
     runner, resolved = resolve_runner(
         device, replay, interpreter_reps=interpreter_reps,
         need_device=here and not no_run, plan_only=here and dry_run and not no_run,
     )  # fmt: skip
-    visible = list(resolved.visible_ids)
     requests = model_requests(
         shapes, device_name=resolved.device_name, model=shapes.model, tp=shapes.tp,
         block_shape=shapes.block_shape, m_values=m_values, strategy=strategy, trials=trials,
         seed=seed, out_dtype=out_dtype.value, configs=load_configs(configs),
         replay=None if replay is None else str(replay), kernel=source, kernel_label=label,
     )  # fmt: skip
+    visible = list(resolved.visible_ids)  # one worker each, unless --gpus plans for another host
     workers = gpus if gpus is not None and runner.on_gpu else max(1, len(visible))
     notes = _default_lines(shapes.model, shapes.tp, tp is not None, m)
     preview, model_ = _show_plan(requests, db, runner, workers, notes, interpreter_reps)
-    if dry_run or not here or not _confirmed(preview, model_, runner.name, yes):
-        return
+    if here and not dry_run and _confirmed(preview, model_, runner.name, yes):
+        _run_all(requests, db, runner, visible, no_run, no_publish, trial_timeout, source)
+
+
+def _parse(m: str, model: str, tp: int | None) -> tuple:
+    """(--m's sorted M values, the model's shapes); a bad value exits 2 with one line."""
+    try:
+        return parse_m_values(m), load_shapes(model, tp)
+    except (ValueError, UnknownModelError) as exc:
+        raise fail(str(exc).strip("'\"")) from None
+
+
+def _run_all(requests, db, runner, visible, no_run, no_publish, trial_timeout_s, kernel) -> None:
+    """Run every sweep of the command (`_plan_and_run`), then publish the device's files
+    unless --no-run or --no-publish, merged from the sweep's own `kernel` source: "auto"
+    could read another source's trials here (vLLM's wherever vLLM is installed, even when
+    the sweep timed the builtin)."""
     url, store = open_db(db)
     for request, what in requests:
         _plan_and_run(store, url, request, what, no_run=no_run, runner=runner, visible=visible,
-                      trial_timeout_s=trial_timeout)  # fmt: skip
+                      trial_timeout_s=trial_timeout_s)  # fmt: skip
     if not no_run and not no_publish:
-        # The sweep's own kernel source: "auto" could read another source's trials here
-        # (vLLM's wherever vLLM is installed, even when the sweep timed the builtin).
-        publish_device(store, resolved.device_name, reason="tuner sweep", kernel=source)
+        publish_device(store, requests[0][0].device_name, reason="tuner sweep", kernel=kernel)
 
 
 def _default_lines(model: str, tp: int, tp_given: bool, m: str) -> list[str]:
@@ -288,18 +296,13 @@ def worker(
     matching GPU claims their tasks from a shared store until none is left.
 
     Pass the --configs file (or --replay landscape) the sweep was created with: workers only
-    take tasks of sweeps over their own config space.
-    """
+    take tasks of sweeps over their own config space."""
     candidates = load_configs(configs)
     source, label = resolve_kernel_choice(kernel)
     runner, resolved = resolve_runner(device, replay, interpreter_reps=interpreter_reps)
     url, store = open_db(db, must_exist=True)
     space = space_name(candidates, None if replay is None else str(replay), label)
-    scope: dict[str, Any] = {
-        "sweep_id": sweep_id,
-        "device_name": resolved.device_name,
-        "space": space,
-    }
+    scope: dict[str, Any] = dict(sweep_id=sweep_id, device_name=resolved.device_name, space=space)
     try:
         unfinished = unfinished_in_scope(store, **scope)
     except LookupError:
@@ -309,7 +312,7 @@ def worker(
     where = f"sweeps on {resolved.device_name}" if sweep_id is None else f"sweep {sweep_id}"
     if not unfinished:
         return plain(f"nothing to do: no unfinished task in {where} (space {space})")
-    visible = list(resolved.visible_ids)
+    visible = list(resolved.visible_ids)  # one worker each
     plain(
         f"{len(visible)} worker(s) on {where}: {unfinished} unfinished task(s), store {masked(url)}"
     )
@@ -321,10 +324,8 @@ def worker(
     except KeyboardInterrupt as exc:
         code, how = interrupted_exit(exc)
         raise fail(f"{how}; the tasks went back to the queue", code) from None
-    plain(
-        f"worker done: {unfinished_in_scope(store, **scope)} unfinished task(s) left in "
-        f"{where}; {report.crashed} crashed, {report.timeouts} timed out, "
-        f"{report.restarts} restart(s)"
-    )
+    left = unfinished_in_scope(store, **scope)
+    plain(f"worker done: {left} unfinished task(s) left in {where}; {report.crashed} crashed, "
+          f"{report.timeouts} timed out, {report.restarts} restart(s)")  # fmt: skip
     if report.given_up:
         raise fail(f"gave up on worker(s) {', '.join(report.given_up)}; see the lines above", 1)

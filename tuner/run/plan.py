@@ -395,23 +395,12 @@ def preview_sweeps(
     calibration: tuple[tuple[int, int, int], float] | None = None,
     known: Sequence[Mapping[tuple[int, int, int], int]] = (),
 ) -> SweepPreview:
-    """The plan of one `tuner sweep` command over its sweeps (dense, then each MoE shape).
-
-    Args:
-        requests: each sweep's request and what it tunes ("2 shapes", "MoE E=...").
-        model: the model of the sweep's trials (`trial_model`).
-        history: the device's earlier trial times (`db.repo.trial_times`).
-        stored: trials each request's sweep already holds (0 for a new sweep), same order.
-        workers: processes measuring at once (one per matching GPU; 1 on the CPU).
-        compile_workers: compile processes per GPU worker (GPU runners only).
-        defaults: lines about what was not given and so defaulted (the M grid, TP).
-        calibration: ((N, K, M), seconds) of one interpreter trial measured on this host
-            (`tuner.measure.calibrate`): scales the model where the store has no trials of
-            the family; None keeps the model as it is.
-        known: per request, (N, K, M) -> distinct configs the store holds of that
-            measurement in any sweep (`db.repo.known_configs`): a task measures only the rest
-            of its trials, the others are reused; () for none.
-    """
+    """The plan of one `tuner sweep` command over its sweeps (dense, then each MoE shape):
+    `requests` (each with what it tunes, "2 shapes"), timed by `model` (`trial_model`), scaled
+    by the device's `history` (`db.repo.trial_times`) or a trial measured here now
+    (`calibration`: ((N, K, M), seconds)); `stored` trials per request's sweep and `known`
+    configs per task elsewhere (`db.repo.known_configs`) left out; `workers` measuring at once,
+    each with `compile_workers` compile processes (a GPU); `defaults` lines appended."""
     clock = _TrialClock(model, history, calibration)
     first = requests[0][0]
     lines = [f"plan: {first.device_name}, {first.model} TP {first.tp}, {first.strategy}"]

@@ -144,11 +144,9 @@ class SweepRecipe:
         """A DNS-1123 name for the Job, from the device and model."""
         return _NAME.sub("-", f"tuner-{self.device}-{self.model}".lower()).strip("-")[:63]
 
-    def job(self) -> dict:
-        """The Indexed Job: `nodes` pods, one per node (required anti-affinity on the node
-        name), each requesting `gpus` GPUs and running `tuner worker` with vLLM's kernels on
-        the sweeps `tuner sweep --no-run` created, the store's URL from the Secret."""
-        name = self.job_name()
+    def container(self) -> dict:
+        """The Job's container: the image running `tuner worker` with vLLM's kernels, after the
+        install, the store's URL from the Secret."""
         script = " && ".join(
             [
                 self.install(),
@@ -167,6 +165,13 @@ class SweepRecipe:
                 {"name": "shm", "mountPath": "/dev/shm"},
             ],
         }
+        return container
+
+    def job(self) -> dict:
+        """The Indexed Job: `nodes` pods, one per node (required anti-affinity on the node
+        name), each requesting `gpus` GPUs and running `tuner worker` with vLLM's kernels on
+        the sweeps `tuner sweep --no-run` created, the store's URL from the Secret."""
+        name, container = self.job_name(), self.container()
         one_per_node = {
             "labelSelector": {"matchLabels": {"app": name}},
             "topologyKey": "kubernetes.io/hostname",

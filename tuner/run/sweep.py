@@ -123,21 +123,11 @@ def run_workers(
     console=None,
     trial_timeout_s: float | None = None,
 ) -> SweepSummary:
-    """Start one spawned worker per visible device and wait, drawing a progress bar.
-
-    A worker that dies is restarted while tasks remain (tuner.run.supervisor: a crash or hang is
-    recorded against the config in flight); Ctrl-C or SIGTERM stops the workers and hands
-    their tasks back for the next run.
-
-    Args:
-        store: the store (its Engine).
-        db_url: the store's URL, for the workers.
-        request: what to tune.
-        sweep_id: the planned sweep.
-        runner: how the workers measure (`tuner.measure.runners.make_runner`).
-        visible_devices: one CUDA_VISIBLE_DEVICES value per worker (None: one CPU worker).
-        console: rich console of the progress bar.
-        trial_timeout_s: seconds one config may take; None for the runner's default.
+    """Start one spawned worker per visible device (`visible_devices`: CUDA_VISIBLE_DEVICES
+    values, None for one CPU worker) measuring with `runner` for the planned sweep `sweep_id`
+    of `request` in `store` (at `db_url`), and wait, drawing a progress bar on `console`. A
+    worker that dies is restarted while tasks remain (a crash or hang, past `trial_timeout_s`
+    or the runner's default, is recorded against the config in flight).
 
     Raises:
         KeyboardInterrupt: Ctrl-C or SIGTERM; the tasks were handed back.
