@@ -8,20 +8,13 @@ GPU = trial_model("cuda")
 
 
 def _request(**changes) -> SweepRequest:
-    fields = dict(
-        device_name="TRITON_INTERPRETER",
-        model="tiny",
-        tp=1,
-        shapes=((256, 384), (576, 256)),
-        block_shape=(128, 128),
-        m_values=(1, 16, 32),
-        strategy="guided",
-        trials=3,
-        seed=0,
-        out_dtype="bfloat16",
-    )
-    fields.update(changes)
-    return SweepRequest(**fields)
+    fields = {"device_name": "TRITON_INTERPRETER", "model": "tiny", "tp": 1, "seed": 0, "trials": 3}
+    fields |= {
+        "shapes": ((256, 384), (576, 256)),
+        "block_shape": (128, 128),
+        "m_values": (1, 16, 32),
+    }
+    return SweepRequest(**fields | {"strategy": "guided", "out_dtype": "bfloat16"} | changes)
 
 
 def _preview(request=None, what="2 shapes", **given):

@@ -150,31 +150,16 @@ def test_finalists_are_retimed_interleaved_and_the_decision_stored_once(store):
     default = default_config()
     fast, second = KernelConfig(32, 256, 128, 64, 8, 2), KernelConfig(128, 256, 64, 16, 8, 4)
     # Three rounds (the interpreter's timed calls per trial), the start moving by one each round.
-    assert StubRunner.sampled == [
-        default,
-        fast,
-        second,
-        fast,
-        second,
-        default,
-        second,
-        default,
-        fast,
-    ]
+    rounds = [(default, fast, second), (fast, second, default), (second, default, fast)]
+    assert StubRunner.sampled == [config for round_ in rounds for config in round_]
     with session_scope(engine) as session:
         decision = repo.task_decision(session, task_id=task.task_id)
-    assert sorted((r.latency_us, r.is_default, r.rounds) for r in decision.retimes) == [
-        (70.0, False, 3),
-        (72.0, False, 3),
-        (86.0, True, 3),
-    ]
+    retimes = sorted((r.latency_us, r.is_default, r.rounds) for r in decision.retimes)
+    assert retimes == [(70.0, False, 3), (72.0, False, 3), (86.0, True, 3)]
     assert KernelConfig.from_dict(decision.config) == fast and decision.kept == "fastest"
     assert KernelConfig.from_dict(decision.runner_up) == second
-    assert (decision.latency_us, decision.default_latency_us, decision.spread_us) == (
-        70.0,
-        86.0,
-        0.0,
-    )
+    times = (decision.latency_us, decision.default_latency_us, decision.spread_us)
+    assert times == (70.0, 86.0, 0.0)
 
     StubRunner.measured, StubRunner.sampled = [], []
     run_task(engine, spec, task, environment_id, vllm_space())  # resumed after its decision
@@ -406,16 +391,9 @@ def test_a_fresh_lease_answers_from_memory_and_a_stale_one_asks_the_store(store)
 def test_record_held_trial_writes_only_for_the_holder_and_once(store):
     engine, spec, environment_id = store
     task = claim(engine, spec)
-    values = {
-        "environment_id": environment_id,
-        "config": default_config().as_dict(),
-        "is_default": True,
-        "status": "ok",
-        "latency_us": 10.0,
-        "p20_us": 9.5,
-        "p80_us": 10.5,
-        "measure_s": 0.25,
-    }
+    measured = {"latency_us": 10.0, "p20_us": 9.5, "p80_us": 10.5, "measure_s": 0.25}
+    values = {"config": default_config().as_dict(), "is_default": True, "status": "ok"}
+    values |= {"environment_id": environment_id, **measured}
     with engine.begin() as connection:
         assert not repo.record_trial(connection, task_id=task.task_id, worker_id="w2", **values)
     assert stored(engine, task.task_id) == []
@@ -425,15 +403,8 @@ def test_record_held_trial_writes_only_for_the_holder_and_once(store):
                 connection, task_id=task.task_id, worker_id=spec.worker_id, **values
             )
     [trial] = stored(engine, task.task_id)
-    assert (
-        trial.config,
-        trial.is_default,
-        trial.status,
-        trial.latency_us,
-        trial.p20_us,
-        trial.p80_us,
-        trial.measure_s,
-    ) == (default_config().as_dict(), True, "ok", 10.0, 9.5, 10.5, 0.25)
+    got = {name: getattr(trial, name) for name in values if name != "environment_id"}
+    assert got == {name: value for name, value in values.items() if name != "environment_id"}
     with (
         engine.begin() as connection,
         pytest.raises(ValueError, match="'fine' is not a valid TrialStatus"),
