@@ -39,7 +39,7 @@ ARCH = 90  # compile for Hopper (H100, H200), the landscape's architecture
 # tiles at the settings tuned so far, so it plans only the warm starts: the first row's case).
 STRATEGY, BUDGET, SEED = "grid", 128, 0  # tuner sweep's default budget; the task's seed
 # GPU seconds per searched trial: the search rung's ~20 samples of ~1 ms graph replays plus
-# launch overhead (tuner.run.task SEARCH_REP_S + SEARCH_WARMUP_S); an estimate, not measured.
+# launch overhead (tuner.run.worker SEARCH_REP_S + SEARCH_WARMUP_S); an estimate, not measured.
 MEASURE_S = 0.025
 WORKERS = 2  # compile processes (a worker gives its pool the CPU count minus one)
 OUT_DIR = Path(__file__).resolve().parent / "results"

@@ -29,8 +29,8 @@ from tests.cli.test_robust_store_faults import (  # noqa: E402
     SMALL,
     TRIALS,
     start_slow_sweep,
+    store_args,
     store_rows,
-    sweep_args,
     wait_inside_a_trial,
 )
 from tests.pgserver import PrivatePostgres  # noqa: E402
@@ -46,7 +46,7 @@ def one_run(case: str, folder: Path) -> dict:
     if case == "disk-full":
         db = folder / f"full-{time.monotonic_ns()}.db"
         url = f"sqlite:///{db}"
-        args = sweep_args(folder, url, "configs.json")
+        args = store_args(folder, url, "configs.json")
         codes.append(run_tuner(*args, "--no-run", cwd=folder).returncode)
         with sqlite3.connect(db) as connection:
             pages = connection.execute("PRAGMA page_count").fetchone()[0]
@@ -76,7 +76,7 @@ def one_run(case: str, folder: Path) -> dict:
             pg.start()
             time.sleep(2.5)
             codes.append(
-                run_tuner(*sweep_args(folder, url), cwd=folder, TUNER_LEASE_S="2").returncode
+                run_tuner(*store_args(folder, url), cwd=folder, TUNER_LEASE_S="2").returncode
             )
         expected = TRIALS
     rows = store_rows(url)

@@ -3,7 +3,7 @@
     python bench/trial_overhead.py                       # the synthetic sm90 landscape, 128 trials
     python bench/trial_overhead.py --landscape FILE --trials 64 --strategy local
 
-On a GPU a searched trial is about 25 ms of measuring (tuner.run.task: SEARCH_REP_S plus warm-up
+On a GPU a searched trial is about 25 ms of measuring (tuner.run.worker: SEARCH_REP_S plus warm-up
 and the correctness check); everything else the worker does per trial (the search's own step,
 the store, bookkeeping) leaves the GPU idle. The replay runner answers trials from a recorded
 landscape at no cost, so its CPU per trial is that overhead. Four figures:
@@ -130,7 +130,7 @@ def without_store(landscape_path: Path, strategy: str, trials: int) -> dict:
     from tuner.kernels.config import KernelConfig
     from tuner.kernels.dense.space import default_config, vllm_space
     from tuner.measure.noise import decide_winner, retime_interleaved, select_for_retime
-    from tuner.run.task import task_seed
+    from tuner.run.worker import task_seed
     from tuner.search.registry import get_strategy
     from tuner.search.warm_start import warm_start_for_task
 

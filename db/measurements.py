@@ -47,7 +47,7 @@ def adopt_measurements(session: Session, *, task_id: int, environment_id: int) -
     shape params, N, K, M, its sweep's block shape, output dtype and config space, timed in an
     environment with the same device and `MEASUREMENT_FIELDS` as `environment_id`'s), each
     config once and keeping its environment and time, so the task resumes from them as from
-    its own (`tuner.run.task.TaskRun.resume`).
+    its own (`tuner.run.worker.TaskRun.resume`).
 
     Returns:
         The trials copied (configs the task had not stored).

@@ -133,8 +133,7 @@ def run_one_task(
     with `run_task` over `space`; returns (engine, task). Dispose of the engine when done."""
     from tuner.kernels.registry import get_family
     from tuner.measure.runners import InterpreterRunner
-    from tuner.run.task import run_task
-    from tuner.run.worker_spec import WorkerSpec
+    from tuner.run.worker import WorkerSpec, run_task
 
     device = "TRITON_INTERPRETER"
     keyed = get_family(family).shapes.sweep_key_has_family

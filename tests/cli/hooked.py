@@ -12,7 +12,7 @@ reads:
 
 Every backend's name is registered again (`tuner.measure.runners.register_runner`) with a
 factory that wraps the product's runner; the runner reaches the spawned workers in their spec
-(`tuner.run.worker_spec.WorkerSpec.runner`, pickled); the SQLite limit through this module
+(`tuner.run.worker.WorkerSpec.runner`, pickled); the SQLite limit through this module
 itself, which multiprocessing's spawn imports again in every worker as the parent's main
 module.
 """

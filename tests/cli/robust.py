@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -82,18 +83,20 @@ def write_landscape(folder: Path, m_values: tuple[int, ...]) -> tuple[Path, Path
     path = folder / "l20.json"
     path.write_text(landscape.to_json())
     configs = folder / "configs.json"
-    configs.write_text(
-        "["
-        + ",".join(
-            "{" + ",".join(f'"{key}": {value}' for key, value in c.as_dict().items()) + "}"
-            for c in CONFIGS
-        )
-        + "]"
-    )
+    configs.write_text(json.dumps([c.as_dict() for c in CONFIGS]))
     return path, configs
 
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def sweep_args(
+    folder: Path, url: str, m: str, *extra: str, configs="configs.json", strategy="grid"
+):
+    """`tuner sweep` of `tiny` on NVIDIA_L20 over `folder`'s --configs file, replayed from its
+    landscape (`write_landscape`), then `extra`."""
+    args = f"sweep --device L20 --model tiny --m {m} --strategy {strategy} --db {url}".split()
+    return [*args, "--configs", str(folder / configs), "--replay", str(folder / "l20.json"), *extra]
 
 
 def tuner_command(*args: str) -> list[str]:

@@ -13,21 +13,8 @@ import zipfile
 import httpx
 import pytest
 
-SWEEP = [
-    "sweep",
-    "--device",
-    "interpreter",
-    "--model",
-    "tiny",
-    "--m",
-    "1,16,32",
-    "--strategy",
-    "optuna",
-    "--trials",
-    "3",
-    "--interpreter-reps",
-    "2",
-]
+SWEEP = "sweep --device interpreter --model tiny --m 1,16,32 --strategy optuna --trials 3".split()
+SWEEP += ["--interpreter-reps", "2"]
 KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
 
 
@@ -82,14 +69,8 @@ def expected_files(folder):
 def test_every_trial_is_stored_checked_and_the_default_is_timed_in_every_task(swept):
     folder, run = swept
     assert rows(folder, "SELECT count(*), sum(state = 'done') FROM tasks") == [(6, 6)]
-    assert sorted(rows(folder, "SELECT N, K, M FROM tasks")) == [
-        (256, 384, 1),
-        (256, 384, 16),
-        (256, 384, 32),
-        (576, 256, 1),
-        (576, 256, 16),
-        (576, 256, 32),
-    ]
+    tasks = [(n, k, m) for n, k in ((256, 384), (576, 256)) for m in (1, 16, 32)]
+    assert sorted(rows(folder, "SELECT N, K, M FROM tasks")) == tasks
     per_task = rows(
         folder,
         "SELECT task_id, count(*), sum(is_default), sum(status = 'ok'), "
@@ -139,17 +120,9 @@ def test_files_over_http_match_the_winners_in_the_store(swept):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    serve = ["serve", "--db", f"sqlite:///{folder}/tuner.db", "--port", str(port)]
     server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tuner.cli",
-            "serve",
-            "--db",
-            f"sqlite:///{folder}/tuner.db",
-            "--port",
-            str(port),
-        ],
+        [sys.executable, "-m", "tuner.cli", *serve],
         cwd=folder,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -168,11 +141,8 @@ def test_files_over_http_match_the_winners_in_the_store(swept):
         archive = httpx.get(f"{base}/devices/TRITON_INTERPRETER/configs.zip")
         assert archive.status_code == 200
         with zipfile.ZipFile(io.BytesIO(archive.content)) as zipped:
-            got = {
-                name: zipped.read(name).decode()
-                for name in zipped.namelist()
-                if name.endswith(".json")
-            }
+            names = [name for name in zipped.namelist() if name.endswith(".json")]
+            got = {name: zipped.read(name).decode() for name in names}
         assert got == expected
         name = sorted(expected)[1]
         one = httpx.get(f"{base}/devices/TRITON_INTERPRETER/configs/{name}")

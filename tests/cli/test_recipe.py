@@ -132,9 +132,7 @@ def test_k8s_needs_postgres_and_words_must_be_words() -> None:
         )
     for url in ("postgres://tuner@db/tuner", "postgresql://tuner@db/tuner"):  # psycopg's
         assert recipe("--format", "k8s", "--db", url).exit_code == 0
-    bad = runner.invoke(
-        app, ["recipe", "sweep", "--image", "a b", "--device", "L20", "--model", "m"]
-    )
+    bad = runner.invoke(app, "recipe sweep --device L20 --model m --image".split() + ["a b"])
     assert bad.exit_code == 2
     assert bad.stderr.strip() == "error: --image must be one word, got 'a b'"
 
@@ -175,10 +173,6 @@ WHEELS = [
 def test_the_wheels_are_built_for_the_image_s_python_and_platform() -> None:
     lines = recipe().stdout.splitlines()
     assert lines[:8] == WHEELS
-    download = shlex.split(WHEELS[5].removeprefix("#   "))
-    # pip takes binaries only for another interpreter, and 3.12 wheels whatever runs pip.
-    assert download[download.index("--python-version") + 1] == "3.12"
-    assert "--only-binary=:all:" in download
     k8s = recipe("--format", "k8s", "--db", "postgresql+psycopg://tuner@db/tuner")
     steps = k8s.stdout.splitlines()
     assert steps[4] == "# 2." + WHEELS[0][1:]

@@ -4,25 +4,35 @@ exit 2, and re-running the same command resumes to the rows of an uninterrupted 
 
 The PostgreSQL cases drive a private server of their own (tests/pgserver.py; skipped where no
 PostgreSQL binaries are installed), never the shared one.
+
+Many writers: `tuner sweep --no-run`, then several `tuner worker` processes on one store (4 on
+a SQLite file, 8 on PostgreSQL): every task done once, by one worker, with the trials and
+winners of a single-worker run, and no "database is locked".
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import time
+from collections import defaultdict
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, select, text
 
 from tests.cli.robust import (
     CONFIGS,
     measure_log,
+    remeasured_after_done,
     run_tuner,
+    sweep_args,
+    trial_rows,
     tuner_command,
     tuner_env,
     wait_for,
+    winners,
     write_landscape,
 )
 from tests.pgserver import PrivatePostgres
@@ -48,25 +58,8 @@ def folder(tmp_path_factory):
     return folder
 
 
-def sweep_args(folder, url: str, configs: str = "small.json") -> list[str]:
-    return [
-        "sweep",
-        "--device",
-        "L20",
-        "--model",
-        "tiny",
-        "--m",
-        M,
-        "--strategy",
-        "grid",
-        "--configs",
-        str(folder / configs),
-        "--replay",
-        str(folder / "l20.json"),
-        "--no-publish",
-        "--db",
-        url,
-    ]
+def store_args(folder, url: str, configs: str = "small.json") -> list[str]:
+    return sweep_args(folder, url, M, "--no-publish", configs=configs)
 
 
 ROWS = {
@@ -99,7 +92,7 @@ def store_rows(url: str) -> dict[str, list]:
 def reference(folder):
     """The rows of one uninterrupted run (SQLite; replayed latencies are the same anywhere)."""
     url = f"sqlite:///{folder / 'reference.db'}"
-    run = run_tuner(*sweep_args(folder, url), cwd=folder)
+    run = run_tuner(*store_args(folder, url), cwd=folder)
     assert run.returncode == 0, run.stderr
     rows = store_rows(url)
     assert len(rows["trials"]) == TRIALS and rows["states"] == [("done", TASKS)]
@@ -119,7 +112,7 @@ def server():
 
 def start_slow_sweep(folder, url: str, log, **env: str) -> subprocess.Popen:
     return subprocess.Popen(
-        tuner_command(*sweep_args(folder, url)),
+        tuner_command(*store_args(folder, url)),
         cwd=folder,
         env=tuner_env(TUNER_TEST_TRIAL_SLEEP_S=SLOW, TUNER_TEST_MEASURE_LOG=str(log), **env),
         stdout=subprocess.PIPE,
@@ -179,7 +172,7 @@ def test_postgres_that_stays_down_stops_the_sweep_in_one_line_and_resumes(
     states = dict(store_rows(server.url)["states"])
     assert states.get("failed", 0) == 0
     time.sleep(2.5)  # the leases the stopped sweep could not hand back end
-    again = run_tuner(*sweep_args(folder, server.url), cwd=folder, TUNER_LEASE_S="2")
+    again = run_tuner(*store_args(folder, server.url), cwd=folder, TUNER_LEASE_S="2")
     assert again.returncode == 0, again.stderr
     assert store_rows(server.url) == reference
 
@@ -189,12 +182,12 @@ def test_full_sqlite_store_stops_with_one_line_and_resumes_once_there_is_room(fo
     disk: the sweep stops naming the disk, nothing is failed, and the same command resumes
     once the limit is lifted. A grid of all 96 configs: the trials outgrow the first pages."""
     ref_url = f"sqlite:///{tmp_path / 'reference.db'}"
-    assert run_tuner(*sweep_args(folder, ref_url, "configs.json"), cwd=folder).returncode == 0
+    assert run_tuner(*store_args(folder, ref_url, "configs.json"), cwd=folder).returncode == 0
     reference = store_rows(ref_url)
     assert reference["states"] == [("done", TASKS)]
     db = tmp_path / "full.db"
     url = f"sqlite:///{db}"
-    args = sweep_args(folder, url, "configs.json")
+    args = store_args(folder, url, "configs.json")
     created = run_tuner(*args, "--no-run", cwd=folder)
     assert created.returncode == 0, created.stderr
     with sqlite3.connect(db) as connection:
@@ -214,3 +207,162 @@ def test_full_sqlite_store_stops_with_one_line_and_resumes_once_there_is_room(fo
     again = run_tuner(*args, cwd=folder)
     assert again.returncode == 0, again.stderr
     assert store_rows(url) == reference
+
+
+WRITER_M = (1, 2, 3, 4, 8, 12, 16, 24, 32, 48, 64, 128)
+WRITER_TASKS = 2 * len(WRITER_M)
+WRITER_TRIALS = 8
+PG_URL = os.environ.get("TUNER_TEST_PG_URL")
+
+
+def writer_args(folder, url: str) -> list[str]:
+    """The arguments `tuner worker` shares with the `tuner sweep` whose tasks it joins."""
+    return [
+        "--device",
+        "L20",
+        "--configs",
+        str(folder / "configs8.json"),
+        "--replay",
+        str(folder / "l20.json"),
+        "--db",
+        url,
+    ]
+
+
+def writer_sweep(folder, url: str) -> list[str]:
+    m = ",".join(map(str, WRITER_M))
+    return [
+        "sweep",
+        *f"--model tiny --m {m} --strategy grid --trials {WRITER_TRIALS}".split(),
+        *writer_args(folder, url),
+    ]
+
+
+@pytest.fixture(scope="module")
+def writers(tmp_path_factory):
+    """The landscape folder, and the trials and winners of one uninterrupted single worker."""
+    folder = tmp_path_factory.mktemp("writers")
+    write_landscape(folder, WRITER_M)
+    # A grid over WRITER_TRIALS configs: concurrent workers warm-start each task from whatever the
+    # store knows when they claim it, so only an exhaustive search measures the same trials
+    # as a single worker whatever the order.
+    chosen = [*CONFIGS[: WRITER_TRIALS - 1], default_config()]
+    assert len(set(chosen)) == WRITER_TRIALS
+    (folder / "configs8.json").write_text(json.dumps([c.as_dict() for c in chosen]))
+    db = folder / "reference.db"
+    run = run_tuner(*writer_sweep(folder, f"sqlite:///{db}"), cwd=folder)
+    assert run.returncode == 0, run.stderr
+    return folder, trial_rows(db), winners(f"sqlite:///{db}")
+
+
+def run_workers(folder, url: str, workers: int, *scope: str, sweeps: int = 0):
+    """Create the sweep with --no-run, then run `workers` `tuner worker` processes at once,
+    the first `sweeps` of them as the same `tuner sweep` command; return the measure log and
+    the trials each sweep said it ran now."""
+    sweep = writer_sweep(folder, url)
+    created = run_tuner(*sweep, "--no-run", cwd=folder)
+    assert created.returncode == 0, created.stderr
+    assert "grid, no run" in created.stdout
+    log_path = folder / f"measured-{workers}.log"
+    # Replayed trials take well under a millisecond: 50 ms each keeps a worker busy long
+    # enough (24 tasks x 8 trials, about 10 s alone) for the others to start and claim tasks.
+    env = tuner_env(
+        TUNER_LEASE_S="4", TUNER_TEST_MEASURE_LOG=str(log_path), TUNER_TEST_TRIAL_SLEEP_S="0.05"
+    )
+    processes = [
+        subprocess.Popen(
+            tuner_command(*sweep, "--no-publish")
+            if index < sweeps
+            else tuner_command("worker", *scope, *writer_args(folder, url)),
+            cwd=folder,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for index in range(workers)
+    ]
+    results = [(p.communicate(timeout=240), p.returncode) for p in processes]
+    for index, ((out, err), code) in enumerate(results):
+        assert code == 0, err
+        assert "locked" not in out + err and "Traceback" not in err
+        assert index < sweeps or "worker done: 0 unfinished task(s) left" in out
+    run_now = [
+        int(" ".join(out.split()).split(" trials run now")[0].split()[-1])
+        for (out, _), _ in results[:sweeps]
+    ]
+    return measure_log(log_path), run_now
+
+
+def check_log(log) -> None:
+    """Each task measured by one process, no config of it twice."""
+    assert remeasured_after_done(log) == []
+    pids_of_task = defaultdict(set)
+    for pid, _event, task_id, _label in log:
+        pids_of_task[task_id].add(pid)
+    assert len(pids_of_task) == WRITER_TASKS
+    assert all(len(pids) == 1 for pids in pids_of_task.values())
+    starts = [(task_id, label) for _, event, task_id, label in log if event == "start"]
+    assert len(starts) == len(set(starts)) == WRITER_TASKS * WRITER_TRIALS
+    workers = {pid for pids in pids_of_task.values() for pid in pids}
+    print(f"{len(workers)} workers took part, {len(starts)} trials, each measured once")
+    assert len(workers) >= 2
+
+
+def test_two_sweeps_and_two_workers_on_one_sqlite_file(writers):
+    folder, rows, best = writers
+    db = folder / "shared.db"
+    log, run_now = run_workers(folder, f"sqlite:///{db}", 4, "--sweep", "1", sweeps=2)
+    check_log(log)
+    # Each sweep counts only its own workers' trials as run now, not the others'.
+    assert sum(run_now) <= WRITER_TASKS * WRITER_TRIALS, run_now
+    assert trial_rows(db) == rows
+    assert winners(f"sqlite:///{db}") == best
+
+
+def reset_postgresql(url: str) -> None:
+    from db.connection import connect
+    from db.models import Base
+
+    engine = connect(url)
+    try:
+        with engine.begin() as connection:
+            Base.metadata.drop_all(connection)
+            connection.execute(text("DROP TABLE IF EXISTS alembic_version"))
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.skipif(
+    not PG_URL,
+    reason="TUNER_TEST_PG_URL is not set (a scratch PostgreSQL database, as .ci/run sets up)",
+)
+def test_eight_workers_on_postgresql(writers):
+    folder, rows, best = writers
+    reset_postgresql(PG_URL)
+    log, _ = run_workers(folder, PG_URL, 8)  # no --sweep: every sweep on the device
+    check_log(log)
+    from db.connection import connect
+    from db.models import Task, Trial
+    from tuner.core import CONFIG_KEYS
+
+    engine = connect(PG_URL)
+    try:
+        with engine.connect() as connection:
+            tasks = connection.execute(select(Task.state, Task.attempts)).all()
+            stored = connection.execute(
+                select(
+                    Task.N,
+                    Task.K,
+                    Task.M,
+                    *(getattr(Trial, c) for c in CONFIG_KEYS),
+                    Trial.status,
+                    Trial.latency_us,
+                    Trial.is_default,
+                ).join(Task, Trial.task_id == Task.task_id)
+            ).all()
+    finally:
+        engine.dispose()
+    assert sorted(tasks) == [("done", 1)] * WRITER_TASKS  # every task claimed and done exactly once
+    assert sorted((*r[:-1], int(r[-1])) for r in stored) == rows
+    assert winners(PG_URL) == best

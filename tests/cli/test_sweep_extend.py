@@ -8,36 +8,18 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from tests.cli.robust import write_landscape
+from tests.cli.robust import sweep_args, write_landscape
 from tuner.cli.app import app
 
 runner = CliRunner()
 
 
 def _sweep(folder: Path, db: str, trials: int, *more: str, m: str = "1,16") -> str:
-    result = runner.invoke(
-        app,
-        [
-            "sweep",
-            "--device",
-            "L20",
-            "--model",
-            "tiny",
-            "--m",
-            m,
-            "--trials",
-            str(trials),
-            "--strategy",
-            "optuna",  # its winners at 3 and 4 trials agree here, so do warm starts
-            "--replay",
-            str(folder / "l20.json"),
-            "--configs",
-            str(folder / "configs.json"),
-            "--db",
-            f"sqlite:///{folder / db}",
-            *more,
-        ],
+    # optuna: its winners at 3 and 4 trials agree here, so do warm starts
+    args = sweep_args(
+        folder, f"sqlite:///{folder / db}", m, "--trials", str(trials), *more, strategy="optuna"
     )
+    result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     return " ".join(result.stdout.split())
 

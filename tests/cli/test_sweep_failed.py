@@ -2,24 +2,13 @@
 under numpy >= 2.4) exits 1 with one line naming the commonest failure."""
 
 import json
-import subprocess
-import sys
 
+from tests.cli.robust import ENVIRONMENT, run_tuner, sweep_args
 from tuner.core import TrialStatus
 from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.measure.landscape import landscape_from_results
 from tuner.measure.trial import TrialResult
 
-ENVIRONMENT = {
-    "gpu_name": "NVIDIA L20",
-    "compute_capability": "8.9",
-    "driver": "",
-    "cuda": "",
-    "torch": "2.11.0",
-    "triton": "3.6.0",
-    "tuner": "0.1.0",
-    "kernel_hash": "abc",
-}
 CONFIGS = [default_config(), *vllm_space()[::320]]  # 5 configs, the default first
 
 
@@ -46,32 +35,8 @@ def test_a_sweep_with_no_ok_trial_exits_1_naming_the_commonest_failure(tmp_path)
     )
     (tmp_path / "l20.json").write_text(landscape.to_json())
     (tmp_path / "configs.json").write_text(json.dumps([c.as_dict() for c in CONFIGS]))
-    sweep = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tuner.cli",
-            "sweep",
-            "--device",
-            "L20",
-            "--model",
-            "tiny",
-            "--m",
-            "1",
-            "--strategy",
-            "grid",
-            "--configs",
-            "configs.json",
-            "--replay",
-            "l20.json",
-            "--no-publish",
-            "--db",
-            f"sqlite:///{tmp_path}/t.db",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
+    sweep = run_tuner(
+        *sweep_args(tmp_path, f"sqlite:///{tmp_path}/t.db", "1", "--no-publish"), cwd=tmp_path
     )
     assert sweep.returncode == 1, sweep.stdout + sweep.stderr
     errors = [line for line in sweep.stderr.splitlines() if line.startswith("error:")]

@@ -1,13 +1,23 @@
-"""`tuner sweep` prints its plan first; --dry-run writes nothing, plans for the matching GPUs
-this host has, or says in one line that it has none; a long interpreter plan needs --yes."""
+"""`tuner sweep` prints its plan first; --dry-run (or --gpus N, for a host with N matching GPUs)
+writes nothing, plans for the matching GPUs this host has, or says in one line that it has none;
+a long interpreter plan needs --yes.
+`tuner worker` and `tuner sweep --no-run`: what they refuse, in one line with exit code 2."""
 
 import pytest
 from typer.testing import CliRunner
 
+from tests.cli.robust import write_landscape
 from tuner.cli.app import app
+from tuner.core import vllm_device_name
 from tuner.measure import calibrate
+from tuner.run import gpus
 
 runner = CliRunner()
+NOTE = (
+    "note: no visible GPU matches --device {0} here (visible: {1}): the sweep would stop with "
+    "that error; this plan is for one NVIDIA_{0}, one worker per matching GPU where it runs (or "
+    "--no-run there for `tuner worker`)"
+)
 
 
 @pytest.fixture
@@ -16,25 +26,23 @@ def measured_here(monkeypatch):
     monkeypatch.setattr(calibrate, "interpreter_trial_s", lambda interpreter_reps=3: 1.5)
 
 
+def sweep(tmp_path, args: str):
+    return runner.invoke(app, ["sweep", *args.split(), "--db", f"sqlite:///{tmp_path}/t.db"])
+
+
+def _gpus(monkeypatch, *names):
+    """Make `tuner.run.gpus.visible_gpus` answer these GPU names (e.g. "NVIDIA L20")."""
+    listed = [gpus.GpuInfo(i, str(i), n, vllm_device_name(n), "8.9") for i, n in enumerate(names)]
+    monkeypatch.setattr(gpus, "visible_gpus", lambda: listed)
+
+
+def _workers_line(result) -> str:
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("  total:")]
+    return line.split("; ")[0]
+
+
 def test_dry_run_prints_the_plan_and_creates_no_store(tmp_path, measured_here):
-    store = tmp_path / "t.db"
-    result = runner.invoke(
-        app,
-        [
-            "sweep",
-            "--device",
-            "interpreter",
-            "--model",
-            "tiny",
-            "--m",
-            "1,16,32",
-            "--trials",
-            "3",
-            "--dry-run",
-            "--db",
-            f"sqlite:///{store}",
-        ],
-    )
+    result = sweep(tmp_path, "--device interpreter --model tiny --m 1,16,32 --trials 3 --dry-run")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [
         "plan: TRITON_INTERPRETER, tiny TP 1, guided",
@@ -46,23 +54,11 @@ def test_dry_run_prints_the_plan_and_creates_no_store(tmp_path, measured_here):
         "are CPU timings",
         "  TP not given: 1, the only size shapes/tiny lists (--tp to choose)",
     ]
-    assert not store.exists()
+    assert not (tmp_path / "t.db").exists()
 
 
 def test_a_long_interpreter_plan_exits_2_without_yes(tmp_path, measured_here):
-    store = tmp_path / "t.db"
-    result = runner.invoke(
-        app,
-        [
-            "sweep",
-            "--device",
-            "interpreter",
-            "--model",
-            "qwen3.8-27b",
-            "--db",
-            f"sqlite:///{store}",
-        ],
-    )
+    result = sweep(tmp_path, "--device interpreter --model qwen3.8-27b")
     assert result.exit_code == 2, result.output
     lines = result.stdout.splitlines()
     assert lines[0] == "plan: TRITON_INTERPRETER, qwen3.8-27b TP 2, guided"
@@ -75,29 +71,13 @@ def test_a_long_interpreter_plan_exits_2_without_yes(tmp_path, measured_here):
         "error: this plan is about 107.9 days on the interpreter, over 60 min: pass --yes to "
         "start it, or make it smaller with --m, --trials or --tp"
     )
-    assert not store.exists()
+    assert not (tmp_path / "t.db").exists()
 
 
 def test_a_gpu_plan_can_be_shown_on_a_host_without_that_gpu(tmp_path, monkeypatch):
     _gpus(monkeypatch)
-    result = runner.invoke(
-        app,
-        [
-            "sweep",
-            "--device",
-            "H200",
-            "--model",
-            "qwen3.8-27b",
-            "--tp",
-            "2",
-            "--m",
-            "1,16",
-            "--trials",
-            "8",
-            "--dry-run",
-            "--db",
-            f"sqlite:///{tmp_path}/t.db",
-        ],
+    result = sweep(
+        tmp_path, "--device H200 --model qwen3.8-27b --tp 2 --m 1,16 --trials 8 --dry-run"
     )
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[:2] == [
@@ -105,76 +85,34 @@ def test_a_gpu_plan_can_be_shown_on_a_host_without_that_gpu(tmp_path, monkeypatc
         "  5 shapes x 2 M: 10 task(s) x 8 trial(s) = 80 trial(s); at most 80 distinct compiles",
     ]
     assert result.stderr.splitlines() == [
-        "note: no visible GPU matches --device H200 here (visible: no CUDA GPU): the sweep would "
-        "stop with that error; this plan is for one NVIDIA_H200, one worker per matching GPU "
-        "where it runs (or --no-run there for `tuner worker`)",
+        NOTE.format("H200", "no CUDA GPU"),
         "warning: M grid lacks [32, 2048, 4096]; vLLM will use the nearest tuned M there",
     ]
 
 
-def _gpus(monkeypatch, *names):
-    """Make `tuner.run.gpus.visible_gpus` answer these GPU names (e.g. "NVIDIA L20")."""
-    from tuner.core import vllm_device_name
-    from tuner.run import gpus
-
-    listed = [
-        gpus.GpuInfo(i, str(i), name, vllm_device_name(name), "8.9") for i, name in enumerate(names)
-    ]
-    monkeypatch.setattr(gpus, "visible_gpus", lambda: listed)
-
-
-def _workers_line(result) -> str:
-    [line] = [line for line in result.stdout.splitlines() if line.startswith("  total:")]
-    return line.split("; ")[0]
-
-
-def test_a_dry_run_plans_for_the_matching_gpus_it_sees(tmp_path, monkeypatch):
-    _gpus(monkeypatch, "NVIDIA L20", "NVIDIA H200", "NVIDIA L20")
-    result = runner.invoke(
-        app,
-        [
-            "sweep",
-            "--device",
-            "L20",
-            "--model",
-            "tiny",
-            "--m",
-            "1,16,32,2048,4096",
-            "--trials",
-            "8",
-            "--dry-run",
-            "--db",
-            f"sqlite:///{tmp_path}/t.db",
-        ],
-    )
+@pytest.mark.parametrize(
+    ("visible", "more", "note", "workers"),
+    [
+        (("NVIDIA L20", "NVIDIA H200", "NVIDIA L20"), "--dry-run", None, 2),
+        (("NVIDIA H200",), "--dry-run", NOTE.format("L20", "NVIDIA_H200"), 1),
+        # --gpus alone plans for the host it will run on, with no note, and measures nothing
+        (("NVIDIA H200",), "--gpus 4", None, 4),
+        ((), "--no-run --dry-run", None, 1),
+    ],
+)
+def test_a_plan_counts_the_matching_gpus(tmp_path, monkeypatch, visible, more, note, workers):
+    _gpus(monkeypatch, *visible)
+    result = sweep(tmp_path, f"--device L20 --model tiny --m 1,16,32,2048,4096 --trials 8 {more}")
     assert result.exit_code == 0, result.output
-    assert result.stderr == ""
-    assert _workers_line(result) == "  total: 10 task(s), 80 trial(s) to run, 2 worker(s)"
+    assert result.stderr.splitlines() == ([note] if note else [])
+    line = f"  total: 10 task(s), 80 trial(s) to run, {workers} worker(s)"
+    assert _workers_line(result) == line
     assert not (tmp_path / "t.db").exists()
 
 
-def test_a_dry_run_without_the_gpu_says_so_in_one_line(tmp_path, monkeypatch):
+def test_a_sweep_without_the_gpu_is_one_line(tmp_path, monkeypatch):
     _gpus(monkeypatch, "NVIDIA H200")
-    args = ["sweep", "--device", "L20", "--model", "tiny", "--m", "1,16,32,2048,4096"]
-    args += ["--trials", "8", "--db", f"sqlite:///{tmp_path}/t.db"]
-    result = runner.invoke(app, [*args, "--dry-run"])
-    assert result.exit_code == 0, result.output
-    assert result.stderr.splitlines() == [
-        "note: no visible GPU matches --device L20 here (visible: NVIDIA_H200): the sweep would "
-        "stop with that error; this plan is for one NVIDIA_L20, one worker per matching GPU "
-        "where it runs (or --no-run there for `tuner worker`)"
-    ]
-    assert _workers_line(result) == "  total: 10 task(s), 80 trial(s) to run, 1 worker(s)"
-    # --gpus plans for the host it will run on, with no note; it is for plans only.
-    planned = runner.invoke(app, [*args, "--dry-run", "--gpus", "4"])
-    assert (planned.exit_code, planned.stderr) == (0, ""), planned.output
-    assert _workers_line(planned) == "  total: 10 task(s), 80 trial(s) to run, 4 worker(s)"
-    refused = runner.invoke(app, [*args, "--gpus", "4"])
-    assert refused.exit_code == 2
-    assert refused.stderr == "error: --gpus plans for another host: use it with --dry-run\n"
-    real = runner.invoke(
-        app, ["sweep", "--device", "L20", "--model", "tiny", "--db", f"sqlite:///{tmp_path}/t.db"]
-    )
+    real = sweep(tmp_path, "--device L20 --model tiny")
     assert real.exit_code == 2
     assert real.stderr.splitlines() == [
         "error: no visible GPU matches --device L20; visible: NVIDIA_H200"
@@ -182,23 +120,68 @@ def test_a_dry_run_without_the_gpu_says_so_in_one_line(tmp_path, monkeypatch):
     assert not (tmp_path / "t.db").exists()
 
 
-def test_no_run_with_dry_run_needs_no_gpu_and_says_nothing(tmp_path, monkeypatch):
-    _gpus(monkeypatch)
-    result = runner.invoke(
-        app,
-        [
-            "sweep",
-            "--device",
-            "L20",
-            "--model",
-            "tiny",
-            "--m",
-            "1,16,32,2048,4096",
-            "--no-run",
-            "--dry-run",
-            "--db",
-            f"sqlite:///{tmp_path}/t.db",
-        ],
+@pytest.fixture
+def folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_landscape(tmp_path, (16,))
+    args = "sweep --device L20 --model tiny --m 16 --strategy optuna --trials 3 --replay l20.json"
+    created = runner.invoke(app, [*args.split(), "--no-run", "--db", "sqlite:///t.db"])
+    assert created.exit_code == 0, created.output
+    assert "sweep 1 (new): NVIDIA_L20, tiny TP 1, 2 shapes x 1 M, optuna, no run" in created.stdout
+    return tmp_path
+
+
+def one_line(args: list[str], expected: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().splitlines() == [f"error: {expected}"]
+
+
+def test_worker_refuses_what_it_cannot_run(folder, no_visible_gpu):
+    db = ["--db", "sqlite:///t.db"]
+    one_line(
+        ["worker", "--device", "L20", "--replay", "l20.json", "--sweep", "2", *db],
+        "no sweep 2 in store sqlite:///t.db",
     )
+    (folder / "c.json").write_text(
+        '[{"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": '
+        '128, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 2}]'
+    )
+    args = "worker --device L20 --replay l20.json --configs c.json --sweep 1"
+    result = runner.invoke(app, [*args.split(), *db])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: sweep 1 searches config space vllm@replay:")
+    assert "pass the --configs/--replay file and --kernel the sweep was made with" in result.stderr
+    one_line(
+        ["worker", "--device", "L20", *db],
+        "no visible GPU matches --device L20; visible: no CUDA GPU",
+    )
+    one_line(
+        ["worker", "--device", "interpreter", "--sweep", "1", *db],
+        "sweep 1 is for NVIDIA_L20, not TRITON_INTERPRETER",
+    )
+    one_line(
+        ["worker", "--device", "H200", "--replay", "l20.json", *db],
+        "--device H200 does not name the landscape's device NVIDIA_L20",
+    )
+
+
+def test_worker_with_nothing_to_do_says_so(folder):
+    result = runner.invoke(app, ["worker", "--device", "interpreter", "--db", "sqlite:///t.db"])
     assert result.exit_code == 0, result.output
-    assert result.stderr == ""
+    assert "nothing to do: no unfinished task in sweeps on TRITON_INTERPRETER (space vllm)" in (
+        " ".join(result.stdout.split())
+    )
+
+
+def test_no_run_for_a_gpu_this_host_lacks(folder):
+    args = "sweep --device H200 --model tiny --m 1 --no-run --db sqlite:///t.db"
+    result = runner.invoke(app, args.split())
+    assert result.exit_code == 0, result.output
+    assert "sweep 2 (new): NVIDIA_H200, tiny TP 1, 2 shapes x 1 M, guided, no run" in (
+        result.stdout
+    )
+    one_line(
+        ["sweep", "--device", "bad name!", "--model", "tiny", "--no-run", "--db", "sqlite:///t.db"],
+        "--device 'bad name!' is not a GPU model name such as L20 or NVIDIA_H200",
+    )

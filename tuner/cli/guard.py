@@ -9,13 +9,14 @@ from collections.abc import Callable
 from sqlalchemy.exc import DBAPIError
 
 from db.repo import StoreUnavailable, is_transient
-from tuner.run.interrupt import interrupted_exit
+from tuner.run.supervisor import interrupted_exit
 
 
 def run_guarded(app: Callable[[], object]) -> None:
     """Run the Typer app (it reads sys.argv); a store that stayed unavailable (down, locked,
     full) or a transient store error is one line and exit 2; Ctrl-C exits 130, SIGTERM 143
-    (`tuner.run.interrupt`). A store error that is not transient is a bug: its traceback."""
+    (`tuner.run.supervisor.interrupted_exit`). A store error that is not transient is a bug:
+    its traceback."""
     try:
         app()
     except StoreUnavailable as exc:

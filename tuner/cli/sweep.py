@@ -1,13 +1,16 @@
-"""`tuner sweep` and `tuner worker`: tune a model's shapes on the matching GPUs, or join sweeps
-created elsewhere."""
+"""`tuner sweep` and `tuner worker`: tune a model's shapes on the matching GPUs (its plan printed
+first: `tuner.run.plan.preview_sweeps`), or join sweeps created elsewhere."""
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import replace
 from typing import Annotated, Any
 
 import typer
 
+from db.repo import known_configs, session_scope, stored_trials, sweep_key, trial_times
 from tuner.cli.arguments import DEFAULT_M, load_configs, parse_m_values
 from tuner.cli.devices import resolve_kernel_choice, resolve_runner
 from tuner.cli.errors import fail
@@ -17,74 +20,58 @@ from tuner.cli.options import (
     ConfigsOpt,
     DbOpt,
     DeviceOpt,
+    DryRunOpt,
+    GpusOpt,
     InterpreterRepsOpt,
     KernelChoice,
     KernelOpt,
-    LeaseOpt,
     ModelOpt,
+    NoRunOpt,
     OutDtypeOpt,
     ReplayOpt,
+    SweepIdOpt,
+    SweepMOpt,
+    SweepSeedOpt,
     TpOpt,
+    TrialsOpt,
     TrialTimeoutOpt,
+    YesOpt,
     strategy_names,
 )
-from tuner.cli.output import console, print_sweep_summary
-from tuner.cli.store import masked, open_db
-from tuner.cli.sweep_plan import DryRunOpt, YesOpt, default_lines, show_plan
+from tuner.cli.output import console, plain, print_sweep_summary
+from tuner.cli.store import existing_store, masked, open_db
 from tuner.core import REQUIRED_M, OutDtype
 from tuner.inputs.shapes import UnknownModelError, load_shapes
-from tuner.run.interrupt import interrupted_exit
-from tuner.run.options import DEFAULT_LEASE_S, RunOptions
-from tuner.run.plan import model_requests, opened_label, plan, space_name
-from tuner.run.supervisor import Supervisor
-from tuner.run.sweep import commonest_failure, run_workers, unfinished_in_scope, worker_specs
+from tuner.kernels.shape import store_columns
+from tuner.measure import calibrate
+from tuner.measure.runners import Runner, process_environment
+from tuner.run.plan import (
+    SweepRequest,
+    duration,
+    model_requests,
+    needs_confirmation,
+    opened_label,
+    plan,
+    preview_sweeps,
+    space_name,
+    trial_model,
+)
+from tuner.run.supervisor import interrupted_exit
+from tuner.run.sweep import (
+    commonest_failure,
+    run_workers,
+    supervisor,
+    unfinished_in_scope,
+    worker_specs,
+)
 from tuner.search.registry import DEFAULT_TRIALS
 
-# `tuner sweep --strategy`: what each search does. The option's type is built with the command
-# (`strategy_names`), so it stays in the signature.
+# `tuner sweep --strategy`: its type is built with the command (`strategy_names`), so a
+# strategy registered at run time is listed in --help.
 STRATEGY_HELP = (
     "The search of each (N, K, M), among the registered strategies (docs/search.md); "
     "grid measures every config of the space whatever --trials."
 )
-
-SweepMOpt = Annotated[
-    str,
-    typer.Option(
-        "--m",
-        show_default="vLLM's 18 batch sizes, 1 to 4096",
-        help="Batch sizes M, comma-separated.",
-    ),
-]
-TrialsOpt = Annotated[
-    int,
-    typer.Option(
-        min=1,
-        max=100_000,
-        help="Configs per (N, K, M) for "
-        "every strategy but grid, vLLM's default config "
-        "included (128: where guided reached 1.0 of the "
-        "optimum, geomean, in bench/search_quality.py).",
-    ),
-]
-SweepSeedOpt = Annotated[
-    int, typer.Option(min=0, max=2**31 - 1, help="Seed of the search and of the random inputs.")
-]
-GpusOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--gpus",
-        min=1,
-        max=1024,
-        help="With --dry-run: plan for a host with this many matching GPUs "
-        "[default: the matching GPUs visible here].",
-    ),
-]
-NoRunOpt = Annotated[
-    bool,
-    typer.Option(
-        "--no-run", help="Only create the sweep and its tasks, for `tuner worker` on other hosts."
-    ),
-]
 
 
 def sweep(
@@ -104,7 +91,6 @@ def sweep(
     replay: ReplayOpt = None,
     trial_timeout: TrialTimeoutOpt = None,
     no_run: NoRunOpt = False,
-    lease: LeaseOpt = DEFAULT_LEASE_S,
     no_publish: NoPublishOpt = False,
     dry_run: DryRunOpt = False,
     gpus: GpusOpt = None,
@@ -115,169 +101,194 @@ def sweep(
     """Tune every (N, K) of a model over the M grid, one worker per matching GPU; then each
     fused-MoE expert shape of the model, one sweep each.
 
-    Every trial is checked against a float64 reference and stored.
-    Re-running the same command resumes where it stopped; with a larger --trials it extends
-    the same sweep (only the new trials are measured). When every task is done the device's
-    files are published as its next release (unless --no-publish). The plan (tasks, trials,
-    compiles, a time estimate) is printed first; --dry-run prints only that.
-    """
-
-    if gpus is not None and not dry_run:
-        raise fail("--gpus plans for another host: use it with --dry-run")
-    m_values, model_shapes = _parse(m, model, tp)
-    candidates = load_configs(configs)
+    Every trial is checked against a float64 reference and stored. Re-running the same command
+    resumes where it stopped; with a larger --trials it extends the same sweep (only the new
+    trials are measured). When every task is done the device's files are published as its next
+    release (unless --no-publish). The plan (tasks, trials, compiles, time) comes first."""
+    here = gpus is None  # --gpus plans for another host: a plan only, as --dry-run
+    m_values, shapes = _parse(m, model, tp)
     source, label = resolve_kernel_choice(kernel)
     runner, resolved = resolve_runner(
-        device,
-        replay,
-        interpreter_reps=interpreter_reps,
-        need_device=not no_run and gpus is None,
-        plan_only=dry_run and not no_run and gpus is None,
-    )
-    device_name, visible = resolved.device_name, list(resolved.visible_ids)
+        device, replay, interpreter_reps=interpreter_reps,
+        need_device=here and not no_run, plan_only=here and dry_run and not no_run,
+    )  # fmt: skip
     requests = model_requests(
-        model_shapes,
-        device_name=device_name,
-        model=model_shapes.model,
-        tp=model_shapes.tp,
-        block_shape=model_shapes.block_shape,
-        m_values=m_values,
-        strategy=strategy,
-        trials=trials,
-        seed=seed,
-        out_dtype=out_dtype.value,
-        configs=candidates,
-        replay=str(replay) if replay is not None else None,
-        kernel=source,
-        kernel_label=label,
-    )
-    if not show_plan(
-        requests,
-        db=db,
-        runner=runner,
-        workers=gpus if gpus is not None and runner.on_gpu else max(1, len(visible)),
-        dry_run=dry_run,
-        yes=yes,
-        warnings=_grid_warnings(m_values),
-        defaults=default_lines(model_shapes.model, model_shapes.tp, tp is not None, m),
-        interpreter_reps=interpreter_reps,
-    ):
-        return
-    url, store = open_db(db)
-    options = RunOptions(lease_s=lease, trial_timeout_s=trial_timeout)
-    for request, what in requests:
-        _plan_and_run(
-            store,
-            url,
-            request,
-            what,
-            no_run=no_run,
-            runner=runner,
-            visible=visible,
-            options=options,
-        )
-    if not no_run and not no_publish:
-        # The sweep's own kernel source: "auto" could read another source's trials here
-        # (vLLM's wherever vLLM is installed, even when the sweep timed the builtin).
-        publish_device(store, device_name, reason="tuner sweep", kernel=source)
+        shapes, device_name=resolved.device_name, model=shapes.model, tp=shapes.tp,
+        block_shape=shapes.block_shape, m_values=m_values, strategy=strategy, trials=trials,
+        seed=seed, out_dtype=out_dtype.value, configs=load_configs(configs),
+        replay=None if replay is None else str(replay), kernel=source, kernel_label=label,
+    )  # fmt: skip
+    visible = list(resolved.visible_ids)  # one worker each, unless --gpus plans for another host
+    workers = gpus if gpus is not None and runner.on_gpu else max(1, len(visible))
+    notes = _default_lines(shapes.model, shapes.tp, tp is not None, m)
+    preview, model_ = _show_plan(requests, db, runner, workers, notes, interpreter_reps)
+    if here and not dry_run and _confirmed(preview, model_, runner.name, yes):
+        _run_all(requests, db, runner, visible, no_run, no_publish, trial_timeout, source)
 
 
 def _parse(m: str, model: str, tp: int | None) -> tuple:
     """(--m's sorted M values, the model's shapes); a bad value exits 2 with one line."""
-
     try:
-        m_values = parse_m_values(m)
-        model_shapes = load_shapes(model, tp)
+        return parse_m_values(m), load_shapes(model, tp)
     except (ValueError, UnknownModelError) as exc:
         raise fail(str(exc).strip("'\"")) from None
-    return m_values, model_shapes
 
 
-def _grid_warnings(m_values: tuple[int, ...]) -> list[str]:
-    """The warning line when the M grid lacks some of vLLM's batch sizes (`REQUIRED_M`)."""
+def _run_all(requests, db, runner, visible, no_run, no_publish, trial_timeout_s, kernel) -> None:
+    """Run every sweep of the command (`_plan_and_run`), then publish the device's files
+    unless --no-run or --no-publish, merged from the sweep's own `kernel` source: "auto"
+    could read another source's trials here (vLLM's wherever vLLM is installed, even when
+    the sweep timed the builtin)."""
+    url, store = open_db(db)
+    for request, what in requests:
+        _plan_and_run(store, url, request, what, no_run=no_run, runner=runner, visible=visible,
+                      trial_timeout_s=trial_timeout_s)  # fmt: skip
+    if not no_run and not no_publish:
+        publish_device(store, requests[0][0].device_name, reason="tuner sweep", kernel=kernel)
 
+
+def _default_lines(model: str, tp: int, tp_given: bool, m: str) -> list[str]:
+    """What the plan says of the values left to their defaults: the M grid (`m`: the --m
+    text), the TP (`tp` chosen for `model`, `tp_given`: --tp was passed)."""
+    lines = []
+    if m == DEFAULT_M:
+        lines.append("M grid not given: vLLM's 18 batch sizes, 1 to 4096 (--m 1,16,32 for fewer)")
+    if not tp_given:
+        lines.append(f"TP not given: {tp}, the only size shapes/{model} lists (--tp to choose)")
+    return lines
+
+
+def _history(db: str | None, requests: list, runner: Runner) -> tuple[list, list[int], list]:
+    """The device's earlier trial times, each request's stored trials, and per request the
+    configs the store holds of each of its tasks' measurements in any sweep
+    (`db.repo.known_configs`), read without creating a store (none yet reads as an empty
+    history; a server that does not answer is one line, exit 2)."""
+    _, store = existing_store(db)
+    if store is None:
+        return [], [0] * len(requests), []
+    with session_scope(store) as session:
+        history = trial_times(session, device_name=requests[0][0].device_name)
+        stored, known = [], []
+        for request, _ in requests:
+            stored.append(stored_trials(session, sweep_key=sweep_key(request.sweep_spec())))
+            tasks = [(N, K, M) for N, K in request.shapes for M in request.m_values]
+            known.append(
+                known_configs(
+                    session,
+                    environment=_measurement(runner, request),
+                    **store_columns(request.family, request.params),
+                    block_shape=request.block_shape,
+                    out_dtype=request.out_dtype,
+                    space=request.space_name,
+                    tasks=tasks,
+                )  # fmt: skip
+            )
+    store.dispose()
+    return history, stored, known
+
+
+def _measurement(runner: Runner, request: SweepRequest) -> dict[str, str]:
+    """The device and versions the request's trials would be timed with: the runner's, or a
+    recorded environment for a replay (off a GPU the runner's environment reads no device)."""
+    if not runner.on_gpu:
+        return runner.environment(request.kernel, request.family)
+    env = process_environment(request.kernel, request.family)
+    return {**env, "device_name": request.device_name}
+
+
+def _show_plan(requests: list, db, runner: Runner, workers: int, notes: list, reps: int):
+    """Print the plan of a `tuner sweep` in one block, after a warning for an M grid without
+    some of vLLM's batch sizes; (the plan, its `TrialModel`). On the interpreter with no
+    earlier trials of a family, the model is scaled by a trial measured here now."""
+    history, stored, known = _history(db, requests, runner)
+    m_values = requests[0][0].m_values
     missing = [value for value in REQUIRED_M if value not in m_values]
-    return (
-        [f"warning: M grid lacks {missing}; vLLM will use the nearest tuned M there"]
-        if missing
-        else []
+    if missing:
+        typer.echo(
+            f"warning: M grid lacks {missing}; vLLM will use the nearest tuned M there", err=True
+        )
+    model = trial_model(runner.name, reps)
+    calibration = None
+    if model.calibrate and not {r.family for r, _ in requests} <= {h.family for h in history}:
+        measured_s = calibrate.interpreter_trial_s(reps)
+        calibration = (calibrate.CALIBRATION_SHAPE, measured_s) if measured_s else None
+    preview = preview_sweeps(
+        requests, model=model, history=history, stored=stored, workers=workers,
+        compile_workers=max(1, ((os.cpu_count() or 2) - workers) // max(1, workers)),
+        defaults=notes, calibration=calibration, known=known,
+    )  # fmt: skip
+    for line in preview.lines:
+        plain(line)
+    return preview, model
+
+
+def _confirmed(preview, model, runner_name: str, yes: bool) -> bool:
+    """Whether to start a plan: always with --yes or under the model's `confirm_above_s` (an
+    hour on the interpreter); else when a person at a terminal says so.
+
+    Raises:
+        typer.Exit: exit 2 when a long plan was not confirmed.
+    """
+    if yes or not needs_confirmation(preview, model):
+        return True
+    longer = (
+        f"this plan is about {duration(preview.estimate_s)} on the {runner_name}, "
+        f"over {duration(model.confirm_above_s or 0)}"
     )
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        if typer.confirm(f"{longer}; start it?", default=False):
+            return True
+    raise fail(f"{longer}: pass --yes to start it, or make it smaller with --m, --trials or --tp")
 
 
 def _plan_and_run(
-    store, url: str, request, what: str, *, no_run: bool, runner, visible: list, options
-) -> None:
+    store, url: str, request, what: str, *, no_run: bool, runner, visible: list,
+    trial_timeout_s: float | None = None,
+) -> None:  # fmt: skip
     """Create, extend or find one sweep and run it to the end; exit 1 if tasks are left or no
-    trial came out ok."""
-
+    trial came out ok (e.g. an interpreter that cannot launch), 130 on Ctrl-C, 143 on SIGTERM."""
     opened = plan(store, request)
-    info = opened.info
+    sweep_id = opened.info.sweep_id
     if opened.outcome == "kept" and request.strategy != "grid":
-        request = replace(request, trials=info.budget)  # the stored sweep's budget stands
+        request = replace(request, trials=opened.info.budget)  # the stored sweep's budget stands
     workers = "no run" if no_run else f"{len(visible)} worker(s)"
-    console.print(
-        f"sweep {info.sweep_id} ({opened_label(opened)}): {request.device_name}, "
-        f"{request.model} TP {request.tp}, {what} x "
-        f"{len(request.m_values)} M, {request.strategy}, {workers}, store {masked(url)}, "
-        f"kernel {request.kernel_label or request.kernel}",
-        soft_wrap=True,
+    plain(
+        f"sweep {sweep_id} ({opened_label(opened)}): {request.device_name}, "
+        f"{request.model} TP {request.tp}, {what} x {len(request.m_values)} M, "
+        f"{request.strategy}, {workers}, store {masked(url)}, "
+        f"kernel {request.kernel_label or request.kernel}"
     )
     if no_run:
-        console.print(
-            f"run `tuner worker --device {request.device_name} --sweep "
-            f"{info.sweep_id} --kernel {request.kernel}` with the same --db (and "
-            "--configs, --replay) on each host",
-            soft_wrap=True,
-            markup=False,
-            highlight=False,
+        return plain(
+            f"run `tuner worker --device {request.device_name} --sweep {sweep_id} --kernel "
+            f"{request.kernel}` with the same --db (and --configs, --replay) on each host"
         )
-        return
     try:
         summary = run_workers(
-            store,
-            url,
-            request,
-            info.sweep_id,
-            runner=runner,
-            visible_devices=visible,
-            console=console,
-            options=options,
-        )
-    except KeyboardInterrupt as exc:  # Ctrl-C exits 130, SIGTERM 143
-        code, what = interrupted_exit(exc)
+            store, url, request, sweep_id, runner=runner, visible_devices=visible,
+            console=console, trial_timeout_s=trial_timeout_s,
+        )  # fmt: skip
+    except KeyboardInterrupt as exc:
+        code, how = interrupted_exit(exc)
         raise fail(
-            f"{what}; finished trials are stored: run the same command to resume", code
+            f"{how}; finished trials are stored: run the same command to resume", code
         ) from None
     print_sweep_summary(summary)
-    if (summary.trials_total or summary.tasks_failed) and not summary.trials_ok:
-        # Every trial crashed or failed (e.g. an interpreter that cannot launch): not a success.
-        raise fail(
-            f"sweep {info.sweep_id}: no trial ok; {commonest_failure(store, info.sweep_id)}", 1
-        )
-    if summary.tasks_done != summary.tasks_total:
-        raise fail(
-            f"{summary.tasks_total - summary.tasks_done} task(s) not done; "
-            "see the store, then re-run to resume",
-            1,
-        )
+    now = summary.now
+    if (now.trials_total or now.tasks_failed) and not now.trials_ok:
+        raise fail(f"sweep {sweep_id}: no trial ok; {commonest_failure(store, sweep_id)}", 1)
+    if now.tasks_done != now.tasks_total:
+        left = now.tasks_total - now.tasks_done
+        raise fail(f"{left} task(s) not done; see the store, then re-run to resume", 1)
 
 
 def worker(
     device: DeviceOpt,
-    sweep_id: Annotated[
-        int | None,
-        typer.Option(
-            "--sweep",
-            min=1,
-            max=2**31 - 1,
-            help="Only tasks of this sweep [default: every sweep on the device].",
-        ),
-    ] = None,
+    sweep_id: SweepIdOpt = None,
     configs: ConfigsOpt = None,
     replay: ReplayOpt = None,
     interpreter_reps: InterpreterRepsOpt = 3,
     trial_timeout: TrialTimeoutOpt = None,
-    lease: LeaseOpt = DEFAULT_LEASE_S,
     kernel: KernelOpt = KernelChoice.auto,
     db: DbOpt = None,
 ) -> None:
@@ -285,59 +296,36 @@ def worker(
     matching GPU claims their tasks from a shared store until none is left.
 
     Pass the --configs file (or --replay landscape) the sweep was created with: workers only
-    take tasks of sweeps over their own config space.
-    """
-
+    take tasks of sweeps over their own config space."""
     candidates = load_configs(configs)
     source, label = resolve_kernel_choice(kernel)
     runner, resolved = resolve_runner(device, replay, interpreter_reps=interpreter_reps)
-    device_name, visible = resolved.device_name, list(resolved.visible_ids)
-    replay_path = str(replay) if replay is not None else None
     url, store = open_db(db, must_exist=True)
-    scope: dict[str, Any] = {
-        "sweep_id": sweep_id,
-        "device_name": device_name,
-        "space": space_name(candidates, replay_path, label),
-    }
+    space = space_name(candidates, None if replay is None else str(replay), label)
+    scope: dict[str, Any] = dict(sweep_id=sweep_id, device_name=resolved.device_name, space=space)
     try:
         unfinished = unfinished_in_scope(store, **scope)
     except LookupError:
         raise fail(f"no sweep {sweep_id} in store {masked(url)}") from None
     except ValueError as exc:
         raise fail(str(exc)) from None
-    where = f"sweep {sweep_id}" if sweep_id is not None else f"sweeps on {device_name}"
+    where = f"sweeps on {resolved.device_name}" if sweep_id is None else f"sweep {sweep_id}"
     if not unfinished:
-        return _say(f"nothing to do: no unfinished task in {where} (space {scope['space']})")
-    _say(
+        return plain(f"nothing to do: no unfinished task in {where} (space {space})")
+    visible = list(resolved.visible_ids)  # one worker each
+    plain(
         f"{len(visible)} worker(s) on {where}: {unfinished} unfinished task(s), store {masked(url)}"
     )
-    options = RunOptions(lease_s=lease, trial_timeout_s=trial_timeout)
     specs = worker_specs(
-        url,
-        runner=runner,
-        visible_devices=visible,
-        configs=candidates,
-        kernel=source,
-        options=options,
-        **scope,
-    )
-    supervisor = Supervisor(
-        store, specs, trial_timeout_s=options.trial_timeout_for(runner), on_event=_say
+        url, runner=runner, visible_devices=visible, configs=candidates, kernel=source, **scope
     )
     try:
-        report = supervisor.run()
-    except KeyboardInterrupt as exc:  # Ctrl-C exits 130, SIGTERM 143
-        code, what = interrupted_exit(exc)
-        raise fail(f"{what}; the tasks went back to the queue", code) from None
-    _say(
-        f"worker done: {unfinished_in_scope(store, **scope)} unfinished task(s) left in "
-        f"{where}; {report.crashed} crashed, {report.timeouts} timed out, "
-        f"{report.restarts} restart(s)"
-    )
+        report = supervisor(store, specs, trial_timeout, plain).run()
+    except KeyboardInterrupt as exc:
+        code, how = interrupted_exit(exc)
+        raise fail(f"{how}; the tasks went back to the queue", code) from None
+    left = unfinished_in_scope(store, **scope)
+    plain(f"worker done: {left} unfinished task(s) left in {where}; {report.crashed} crashed, "
+          f"{report.timeouts} timed out, {report.restarts} restart(s)")  # fmt: skip
     if report.given_up:
         raise fail(f"gave up on worker(s) {', '.join(report.given_up)}; see the lines above", 1)
-
-
-def _say(line: str) -> None:
-    """One plain line on stdout (no markup, no highlighting, never wrapped)."""
-    console.print(line, soft_wrap=True, markup=False, highlight=False)

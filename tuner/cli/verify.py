@@ -58,7 +58,6 @@ from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.shape import as_block_shape
 from tuner.measure.noise import REP_S, RETIME_ROUNDS, WARMUP_S
 from tuner.measure.runner import Problem
-from tuner.run.options import RunOptions
 from tuner.run.plan import SweepRequest, space_name
 from tuner.run.sweep import progress_columns
 from tuner.search.registry import DEFAULT_TRIALS
@@ -213,7 +212,6 @@ class _Verify:
             no_run=False,
             runner=self.runner,
             visible=self.visible,
-            options=RunOptions(),
         )
 
     def sweeps(self) -> list[tuple[Any, int]]:

@@ -4,20 +4,16 @@ is launched, reject what cannot launch, and precompile what the search will like
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.registry import DEFAULT_FAMILY
 from tuner.measure.compile import (
     MAX_SHARED_BYTES,
-    CompileCache,
     Precompiler,
     PrecompileStats,
     compile_pool,
     launch_problem,
 )
 from tuner.measure.trial import TrialResult
-from tuner.run.worker_spec import WorkerShared
 from tuner.search.axes import neighbours, space_axes
 
 
@@ -27,55 +23,25 @@ class CompileGate:
     when it cannot run there, and precompile what the search will likely ask next.
 
     Args:
-        arch: the GPU's compute capability as an int, e.g. 90 for (9, 0).
-        M: rows of A of the task.
-        N: rows of B of the task.
-        K: the task's reduction dimension.
-        block_shape: [group_n, group_k].
-        out_dtype: "bfloat16" or "float16".
         space: the task's candidates (for `likely_next`).
         first: configs the search will measure first, whatever their results (its warm
             starts, and for `grid` the space: `Strategy.planned`); queued
             for compiling at once, in order.
-        pool: a pool from `tuner.measure.compile.compile_pool`, shared between tasks of the worker.
-        workers: the size of `pool` (or of the pool made when it is None).
-        cache: the on-disk CompileInfo cache; default `CompileCache(family=family)`.
         ahead: how many likely-next configs to queue after each new incumbent.
-        family: the kernel family (`tuner.kernels.registry`).
-        params: the family's other dimensions (`tuner.kernels.shape.Shape.params`).
+        precompile: `tuner.measure.compile.Precompiler`'s arguments: the GPU's arch (90 for
+            sm90), the task's M, N, K, block_shape, out_dtype, family and params, the compile
+            pool shared between the worker's tasks and its size (workers), the cache.
     """
 
     def __init__(
         self,
         *,
-        arch: int,
-        M: int,
-        N: int,
-        K: int,
-        block_shape: tuple[int, int] | None,
-        out_dtype: str,
         space: Sequence[KernelConfig],
         first: Sequence[KernelConfig] = (),
-        pool: ProcessPoolExecutor | None = None,
-        workers: int | None = None,
-        cache: CompileCache | None = None,
         ahead: int = 8,
-        family: str = DEFAULT_FAMILY,
-        params: tuple[tuple[str, int], ...] = (),
+        **precompile,
     ) -> None:
-        self.precompiler = Precompiler(
-            arch=arch,
-            M=M,
-            N=N,
-            K=K,
-            block_shape=block_shape,
-            out_dtype=out_dtype,
-            pool=pool,
-            workers=workers,
-            cache=cache,
-            family=family,
-            params=params,
-        )
+        self.precompiler = Precompiler(**precompile)
         self.space = list(space)
         self.ahead = ahead
         self.pruned = 0
@@ -136,7 +102,6 @@ class WorkerCompiler:
     """
 
     def __init__(self, workers: int, arch: int) -> None:
-
         self.arch = arch
         self.workers = workers
         self.pool = compile_pool(workers)
@@ -158,22 +123,13 @@ class WorkerCompiler:
     def gate(self, problem, space, first) -> CompileGate:
         """A gate for one task (a `tuner.measure.runner.Problem`) over its candidates, `first`
         queued for compiling (see `CompileGate`)."""
+        dims = ("M", "N", "K", "block_shape", "out_dtype", "family", "params")
         return CompileGate(
-            arch=self.arch,
-            M=problem.M,
-            N=problem.N,
-            K=problem.K,
-            block_shape=problem.block_shape,
-            out_dtype=problem.out_dtype,
-            space=space,
-            first=first,
-            pool=self.pool,
-            workers=self.workers,
-            family=problem.family,
-            params=problem.params,
-        )
+            space=space, first=first, arch=self.arch, pool=self.pool, workers=self.workers,
+            **{name: getattr(problem, name) for name in dims},
+        )  # fmt: skip
 
-    def closed(self, gate, shared: WorkerShared | None) -> None:
+    def closed(self, gate, shared) -> None:
         """Close a task's gate and add its compile and wait seconds to the shared counters."""
 
         stats = gate.close()

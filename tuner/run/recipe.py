@@ -129,16 +129,7 @@ class SweepRecipe:
                 + shlex.join(["tuner", "sweep", *self._sweep_args(), "--kernel", "vllm"]),
             ]
         )
-        argv = [
-            "docker",
-            "run",
-            "--rm",
-            "--gpus",
-            "all",
-            "--ipc=host",
-            "-v",
-            "$PWD/wheels:/wheels:ro",
-        ]
+        argv = "docker run --rm --gpus all --ipc=host -v $PWD/wheels:/wheels:ro".split()
         if store is not None:
             argv += ["-v", f"$PWD/tuner-store:{STORE_DIR}", "-e", f"{DB_VARIABLE}={store}"]
         else:
@@ -153,51 +144,49 @@ class SweepRecipe:
         """A DNS-1123 name for the Job, from the device and model."""
         return _NAME.sub("-", f"tuner-{self.device}-{self.model}".lower()).strip("-")[:63]
 
-    def job(self) -> dict:
-        """The Indexed Job: `nodes` pods, one per node (required anti-affinity on the node
-        name), each requesting `gpus` GPUs and running `tuner worker` with vLLM's kernels on
-        the sweeps `tuner sweep --no-run` created, the store's URL from the Secret."""
-        name = self.job_name()
+    def container(self) -> dict:
+        """The Job's container: the image running `tuner worker` with vLLM's kernels, after the
+        install, the store's URL from the Secret."""
         script = " && ".join(
             [
                 self.install(),
                 shlex.join(["tuner", "worker", "--device", self.device, "--kernel", "vllm"]),
             ]
         )
+        secret = {"secretKeyRef": {"name": self.secret, "key": "url"}}
         container = {
             "name": "tuner-worker",
             "image": self.image,
             "command": ["bash", "-c", script],
-            "env": [
-                {
-                    "name": DB_VARIABLE,
-                    "valueFrom": {"secretKeyRef": {"name": self.secret, "key": "url"}},
-                }
-            ],
+            "env": [{"name": DB_VARIABLE, "valueFrom": secret}],
             "resources": {"limits": {"nvidia.com/gpu": self.gpus}},
             "volumeMounts": [
                 {"name": "wheels", "mountPath": WHEELS_DIR, "readOnly": True},
                 {"name": "shm", "mountPath": "/dev/shm"},
             ],
         }
+        return container
+
+    def job(self) -> dict:
+        """The Indexed Job: `nodes` pods, one per node (required anti-affinity on the node
+        name), each requesting `gpus` GPUs and running `tuner worker` with vLLM's kernels on
+        the sweeps `tuner sweep --no-run` created, the store's URL from the Secret."""
+        name, container = self.job_name(), self.container()
+        one_per_node = {
+            "labelSelector": {"matchLabels": {"app": name}},
+            "topologyKey": "kubernetes.io/hostname",
+        }
+        wheels = {"claimName": self.wheels_claim, "readOnly": True}
         pod = {
             "restartPolicy": "OnFailure",
             "affinity": {
                 "podAntiAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": [
-                        {
-                            "labelSelector": {"matchLabels": {"app": name}},
-                            "topologyKey": "kubernetes.io/hostname",
-                        }
-                    ]
+                    "requiredDuringSchedulingIgnoredDuringExecution": [one_per_node]
                 }
             },
             "containers": [container],
             "volumes": [
-                {
-                    "name": "wheels",
-                    "persistentVolumeClaim": {"claimName": self.wheels_claim, "readOnly": True},
-                },
+                {"name": "wheels", "persistentVolumeClaim": wheels},
                 {"name": "shm", "emptyDir": {"medium": "Memory"}},
             ],
         }

@@ -23,7 +23,6 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
@@ -32,9 +31,7 @@ from db import repo
 from db.repo import Outage, StoreUnavailable, retry_store, session_scope, url_of
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
-from tuner.run.interrupt import Terminated
-from tuner.run.worker import worker_main
-from tuner.run.worker_spec import (
+from tuner.run.worker import (
     EXIT_PARENT_GONE,
     EXIT_RESTART,
     EXIT_STORE,
@@ -42,16 +39,27 @@ from tuner.run.worker_spec import (
     WorkerShared,
     WorkerSpec,
     worker_log_path,
+    worker_main,
 )
-
-if TYPE_CHECKING:
-    from tuner.kernels.config import KernelConfig
 
 # Deaths in a row with no trial stored before a slot is given up (a worker that cannot start).
 MAX_IDLE_RESTARTS = 3
 POLL_S = 0.5
 # Signals that come from outside the worker, not from the config it was measuring.
 EXTERNAL_SIGNALS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM reached the process while workers ran (`docker stop`, `kubectl delete pod`,
+    systemd): handled as Ctrl-C, but the command exits 143 (128 + SIGTERM) instead of 130."""
+
+
+def interrupted_exit(exc: KeyboardInterrupt) -> tuple[int, str]:
+    """(exit code, the word for it) of an interrupt: 143 and "terminated (SIGTERM)" for
+    `Terminated`, 130 and "interrupted" for Ctrl-C (128 + SIGINT)."""
+    if isinstance(exc, Terminated):
+        return 128 + signal.SIGTERM, "terminated (SIGTERM)"
+    return 128 + signal.SIGINT, "interrupted"
 
 
 def new_worker_id(visible_device: str | None) -> str:
@@ -117,21 +125,21 @@ class _Slot:
     overdue_config: dict[str, int] | None = None
 
 
+# The counters of `WorkerShared` that a run's report sums over its processes.
+TOTALS = "trials_pruned trials_stored trials_reused measure_s compile_s compile_wait_s".split()
+
+
 @dataclass(frozen=True)
 class SupervisorReport:
-    """What happened to the workers of one run."""
+    """What happened to the workers of one run: failures, restarts, trials recorded as crashed
+    and timed out, the slots given up, and the sums of their processes' `TOTALS` (by name)."""
 
     worker_failures: int
     restarts: int
     crashed: int
     timeouts: int
     given_up: tuple[str, ...]
-    trials_pruned: int = 0
-    trials_run: int = 0
-    trials_reused: int = 0
-    measure_s: float = 0.0
-    compile_s: float = 0.0
-    compile_wait_s: float = 0.0
+    totals: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 class Supervisor:
@@ -193,41 +201,40 @@ class Supervisor:
                 time.sleep(POLL_S)
                 try:
                     on_tick()
-                    self._kill_overdue(live)
-                    for slot in list(live):
-                        if slot.process is not None and not slot.process.is_alive():
-                            if slot.process.exitcode == EXIT_STORE and slot.shared is not None:
-                                raise StoreUnavailable(
-                                    slot.shared.store_error() or "the store stayed unavailable"
-                                )
-                            if not self._handle_exit(slot):
-                                live.remove(slot)
+                    self._poll(live)
                     outage.ok()
                 except (DBAPIError, PoolTimeoutError) as exc:  # down or busy: next tick
                     if outage.failed(exc):
                         self.on_event(
-                            f"store unavailable ({type(exc).__name__}: "
-                            f"{_first_line(exc)}); retrying for up to "
-                            f"{outage.deadline_s:g} s"
+                            f"store unavailable ({type(exc).__name__}: {_first_line(exc)}); "
+                            f"retrying for up to {outage.deadline_s:g} s"
                         )
         except (KeyboardInterrupt, StoreUnavailable):
             self._stop_all()
             raise
         finally:
             signal.signal(signal.SIGTERM, previous)
+        totals = {name: sum(getattr(one, name).value for one in self.shared) for name in TOTALS}
         return SupervisorReport(
-            self.failures,
-            self.restarts,
-            self.crashed,
-            self.timeouts,
-            tuple(self.given_up),
-            trials_pruned=sum(shared.trials_pruned.value for shared in self.shared),
-            trials_run=sum(shared.trials_stored.value for shared in self.shared),
-            trials_reused=sum(shared.trials_reused.value for shared in self.shared),
-            measure_s=sum(shared.measure_s.value for shared in self.shared),
-            compile_s=sum(shared.compile_s.value for shared in self.shared),
-            compile_wait_s=sum(shared.compile_wait_s.value for shared in self.shared),
+            self.failures, self.restarts, self.crashed, self.timeouts, tuple(self.given_up), totals
         )
+
+    def _poll(self, live: list[_Slot]) -> None:
+        """Kill the overdue workers, account for those that exited, drop the finished slots."""
+        deadline = time.time() - self.trial_timeout_s
+        for slot in list(live):
+            assert slot.process is not None and slot.shared is not None
+            entry = slot.shared.in_flight()
+            if entry is not None and entry.since < deadline and slot.process.is_alive():
+                slot.overdue_config = entry.config
+                slot.process.kill()
+                slot.process.join()
+            if slot.process.is_alive():
+                continue
+            if slot.process.exitcode == EXIT_STORE:
+                raise StoreUnavailable(slot.shared.store_error() or "the store stayed unavailable")
+            if not self._handle_exit(slot):
+                live.remove(slot)
 
     def _start(self, slot: _Slot) -> None:
         worker_id = new_worker_id(slot.template.visible_device)
@@ -240,71 +247,55 @@ class Supervisor:
         self.worker_ids.append(spec.worker_id)
         slot.process.start()
 
-    def _kill_overdue(self, live: list[_Slot]) -> None:
-        deadline = time.time() - self.trial_timeout_s
-        for slot in live:
-            entry = slot.shared.in_flight() if slot.shared is not None else None
-            if (
-                entry is not None
-                and entry.since < deadline
-                and slot.process is not None
-                and slot.process.is_alive()
-            ):
-                slot.overdue_config = entry.config
-                slot.process.kill()
-                slot.process.join()
-
     def _handle_exit(self, slot: _Slot) -> bool:
-        """Account for a worker that exited; restart it if work is left. True if restarted."""
+        """Account for a worker that exited: record its config in flight as TIMEOUT when this
+        supervisor killed it as overdue, as CRASHED when the exit blames the config; say what
+        became of it; restart it if work is left. True if restarted."""
         assert slot.process is not None and slot.spec is not None and slot.shared is not None
         exitcode = slot.process.exitcode
-        assert exitcode is not None  # the worker has exited (joined by the caller)
-        if exitcode == 0:
+        if not exitcode:  # 0: no task left (None: cannot be, the worker has exited)
             return False
-        how = describe_exit(exitcode)
-        status, error = self._blame(slot, exitcode, how)
+        how, status, error = describe_exit(exitcode), None, None
+        if slot.overdue_config is not None:
+            status = TrialStatus.TIMEOUT
+            error = f"no result after {self.trial_timeout_s:g} s (trial timeout); worker killed"
+        elif blames_config(exitcode):
+            status, error = TrialStatus.CRASHED, f"worker {how} while measuring this config"
         blamed, unfinished = self._record_exit(slot, status, error)
         self.failures += 1  # counted once the store has it: a failed transaction is retried
-        self._report_exit(slot, exitcode, how, status, blamed)
-        progressed = (
-            blamed is not None or slot.shared.trials_stored.value > 0 or exitcode == EXIT_RESTART
-        )
+        if blamed is None:
+            log = worker_log_path(slot.spec.worker_id)
+            where = f" (traceback in {log})" if exitcode == 1 and log.exists() else ""
+            self.on_event(f"worker {slot.label} {how}{where}; its task goes back to the queue")
+        else:
+            self.crashed += status is TrialStatus.CRASHED
+            self.timeouts += status is TrialStatus.TIMEOUT
+            self.on_event(
+                f"worker {slot.label} {how} while measuring "
+                f"{KernelConfig.from_dict(blamed.config).short()} for N={blamed.N}, "
+                f"K={blamed.K}, M={blamed.M}: recorded as {status}"
+            )
+        progressed = blamed or slot.shared.trials_stored.value > 0 or exitcode == EXIT_RESTART
         slot.idle_deaths = 0 if progressed else slot.idle_deaths + 1
         return bool(unfinished) and self._restart(slot)
 
-    def _blame(self, slot: _Slot, exitcode: int, how: str) -> tuple[TrialStatus | None, str | None]:
-        """(status, error) to record for the config in flight: TIMEOUT when this supervisor
-        killed it as overdue, CRASHED when the exit blames the config, else (None, None)."""
-        if slot.overdue_config is not None:
-            error = f"no result after {self.trial_timeout_s:g} s (trial timeout); worker killed"
-            return TrialStatus.TIMEOUT, error
-        if blames_config(exitcode):
-            return TrialStatus.CRASHED, f"worker {how} while measuring this config"
-        return None, None
-
     def _record_exit(
         self, slot: _Slot, status: TrialStatus | None, error: str | None
-    ) -> tuple[tuple[InFlight, KernelConfig] | None, int]:
+    ) -> tuple[InFlight | None, int]:
         """In one transaction: record the config in flight as `status` (if any, and only while
-        the worker held its task), hand the worker's tasks back, count the unfinished tasks.
-
-        Returns:
-            ((in-flight entry, its KernelConfig) or None when nothing was recorded, the
-            number of unfinished tasks of the worker's sweep).
-        """
-
+        the worker held its task and had not stored it yet), hand the worker's tasks back,
+        count the unfinished tasks; (the in-flight entry recorded or None, that count)."""
         assert slot.spec is not None and slot.shared is not None
-        spec = slot.spec
-        entry = slot.shared.in_flight()
-        overdue = slot.overdue_config
-        if status is TrialStatus.TIMEOUT and entry is not None and entry.config != overdue:
+        spec, entry = slot.spec, slot.shared.in_flight()
+        if (
+            status is TrialStatus.TIMEOUT
+            and entry is not None
+            and entry.config != slot.overdue_config
+        ):
             entry = None  # it finished that config just before the kill
+        environment_id = slot.shared.environment_id.value
         with session_scope(self.store) as session:
-            environment_id = slot.shared.environment_id.value
-            blamed: tuple[InFlight, KernelConfig] | None = None
-            # Only while the worker held the task, and only a trial not stored yet (it may
-            # have died between storing the trial and clearing the mark).
-            if (
+            if not (
                 status is not None
                 and environment_id
                 and entry is not None
@@ -317,37 +308,14 @@ class Supervisor:
                     status=status,
                     error=error,
                     is_default=entry.is_default,
-                )
+                )  # fmt: skip
             ):
-                blamed = (entry, KernelConfig.from_dict(entry.config))
+                entry = None
             repo.release_tasks(session, worker_id=spec.worker_id)
             unfinished = repo.unfinished_tasks(
                 session, sweep_id=spec.sweep_id, device_name=spec.device_name, space=spec.space
             )
-        return blamed, unfinished
-
-    def _report_exit(
-        self,
-        slot: _Slot,
-        exitcode: int,
-        how: str,
-        status: TrialStatus | None,
-        blamed: tuple[InFlight, KernelConfig] | None,
-    ) -> None:
-        """Count a recorded crashed or timed-out trial and say what became of the exit."""
-        assert slot.spec is not None
-        if blamed is None:
-            log = worker_log_path(slot.spec.worker_id)
-            where = f" (traceback in {log})" if exitcode == 1 and log.exists() else ""
-            self.on_event(f"worker {slot.label} {how}{where}; its task goes back to the queue")
-            return
-        entry, config = blamed
-        self.crashed += status is TrialStatus.CRASHED
-        self.timeouts += status is TrialStatus.TIMEOUT
-        self.on_event(
-            f"worker {slot.label} {how} while measuring {config.short()} for "
-            f"N={entry.N}, K={entry.K}, M={entry.M}: recorded as {status}"
-        )
+        return entry, unfinished
 
     def _restart(self, slot: _Slot) -> bool:
         """Start a fresh worker in the slot, unless it died `MAX_IDLE_RESTARTS` times in a row

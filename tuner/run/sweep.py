@@ -1,4 +1,5 @@
-"""Sweep orchestration: plan tasks in the store, start one worker per device, show progress."""
+"""Sweep orchestration: start one worker per device for a planned sweep, show progress, and
+say how it went."""
 
 from __future__ import annotations
 
@@ -22,10 +23,9 @@ from db import repo
 from db.repo import retry_store, session_scope
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
-from tuner.run.options import RunOptions
-from tuner.run.plan import SweepRequest
-from tuner.run.supervisor import Supervisor
-from tuner.run.worker_spec import WorkerSpec
+from tuner.run.plan import SweepRequest, trial_model
+from tuner.run.supervisor import Supervisor, SupervisorReport
+from tuner.run.worker import WorkerSpec
 
 if TYPE_CHECKING:
     from tuner.measure.runners import Runner
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 def progress_columns(unit: str) -> tuple:
     """The columns of the progress bars of `tuner sweep` and `tuner verify`: what, bar,
     done/total `unit`, elapsed, ETA (rich.progress columns)."""
-
     return (
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -57,9 +56,9 @@ def worker_specs(
     space: str | None = None,
     compile_workers: int | None = None,
     kernel: str = "builtin",
-    options: RunOptions | None = None,
 ) -> list[WorkerSpec]:
-    """One worker template per visible device (the supervisor names each process it starts).
+    """One worker template per visible device, in their order (the supervisor names each
+    process it starts).
 
     Args:
         db_url: the store's URL.
@@ -69,24 +68,14 @@ def worker_specs(
         sweep_id: claim only this sweep's tasks; None for every sweep in scope.
         device_name: claim only tasks of sweeps on this device; None for any.
         space: claim only tasks of sweeps over this config space; None for any.
-        compile_workers: GPU runners only: compile processes per worker that compile candidates for
-            the GPU while it measures, and prune those that cannot launch; None for the CPU
+        compile_workers: GPU runners only: compile processes per worker; None for the CPU
             count minus one per GPU, shared between the GPUs (at least one each); 0 for none.
         kernel: "builtin" or "vllm": whose kernels the workers time.
-        options: how they measure and hold tasks; None for `RunOptions()`.
-
-    Returns:
-        The specs, in the order of `visible_devices`.
     """
-    if not runner.on_gpu:
-        compile_workers = 0
-    elif compile_workers is None:
-        compile_workers = max(
-            1, ((os.cpu_count() or 2) - len(visible_devices)) // max(1, len(visible_devices))
-        )
-    items = None
-    if configs is not None:
-        items = tuple(tuple(config.as_dict().items()) for config in configs)
+    gpus = max(1, len(visible_devices))
+    if compile_workers is None:
+        compile_workers = max(1, ((os.cpu_count() or 2) - gpus) // gpus)
+    items = None if configs is None else tuple(tuple(c.as_dict().items()) for c in configs)
     return [
         WorkerSpec(
             db_url=db_url,
@@ -97,32 +86,30 @@ def worker_specs(
             configs=items,
             device_name=device_name,
             space=space,
-            compile_workers=compile_workers,
             kernel=kernel,
-            options=options or RunOptions(),
-        )
+            compile_workers=compile_workers if runner.on_gpu else 0,
+        )  # fmt: skip
         for device in visible_devices
     ]
 
 
+def supervisor(store, specs: list[WorkerSpec], trial_timeout_s: float | None, on_event):
+    """The `Supervisor` of these workers, with `trial_timeout_s` or their runner's default
+    (`TrialModel.timeout_s`: 300 s on CUDA, 1800 s on the interpreter, 60 s replaying)."""
+    timeout_s = trial_timeout_s or trial_model(specs[0].runner.name).timeout_s
+    return Supervisor(store, specs, trial_timeout_s=timeout_s, on_event=on_event)
+
+
 @dataclass(frozen=True)
 class SweepSummary:
-    """Outcome of one `tuner sweep` run, counted from the store."""
+    """Outcome of one `tuner sweep` run: the sweep's progress in the store before and after
+    (`db.repo.SweepProgress`), what the supervisor saw, and the wall-clock seconds."""
 
     sweep_id: int
-    tasks_done: int
-    tasks_failed: int
-    tasks_total: int
-    trials_total: int
-    trials_ok: int
-    trials_run_now: int
+    before: repo.SweepProgress
+    now: repo.SweepProgress
+    report: SupervisorReport
     wall_s: float
-    worker_failures: int
-    trials_crashed_now: int = 0
-    trials_timed_out_now: int = 0
-    trials_reused: int = 0
-    trials_by_others: int = 0
-    times: SweepTimes | None = None
 
 
 def run_workers(
@@ -134,122 +121,46 @@ def run_workers(
     runner: Runner,
     visible_devices: Sequence[str | None],
     console=None,
-    options: RunOptions | None = None,
+    trial_timeout_s: float | None = None,
 ) -> SweepSummary:
-    """Start one spawned worker per visible device and wait, drawing a progress bar.
-
-    A worker that dies is restarted while tasks remain (tuner.run.supervisor: a crash or hang is
-    recorded against the config in flight); Ctrl-C or SIGTERM stops the workers and hands
-    their tasks back for the next run.
-
-    Args:
-        store: the store (its Engine).
-        db_url: the store's URL, for the workers.
-        request: what to tune.
-        sweep_id: the planned sweep.
-        runner: how the workers measure (`tuner.measure.runners.make_runner`).
-        visible_devices: one CUDA_VISIBLE_DEVICES value per worker (None: one CPU worker).
-        console: rich console of the progress bar.
-        options: how the workers measure and hold tasks, and the trial timeout; None for
-            `RunOptions()`.
-
-    Returns:
-        Counts from the store before and after.
+    """Start one spawned worker per visible device (`visible_devices`: CUDA_VISIBLE_DEVICES
+    values, None for one CPU worker) measuring with `runner` for the planned sweep `sweep_id`
+    of `request` in `store` (at `db_url`), and wait, drawing a progress bar on `console`. A
+    worker that dies is restarted while tasks remain (a crash or hang, past `trial_timeout_s`
+    or the runner's default, is recorded against the config in flight).
 
     Raises:
         KeyboardInterrupt: Ctrl-C or SIGTERM; the tasks were handed back.
-        db.faults.StoreUnavailable: the store stayed unavailable past its deadline
-            (`db.faults.store_timeout_s`); the workers were stopped, their tasks handed back
-            where the store allowed.
+        db.faults.StoreUnavailable: the store stayed unavailable past its deadline; the
+            workers were stopped, their tasks handed back where the store allowed.
     """
-
-    options = options or RunOptions()
     specs = worker_specs(
-        db_url,
-        runner=runner,
-        visible_devices=visible_devices,
-        configs=request.configs,
-        sweep_id=sweep_id,
-        kernel=request.kernel,
-        options=options,
-    )
+        db_url, runner=runner, visible_devices=visible_devices, configs=request.configs,
+        sweep_id=sweep_id, kernel=request.kernel,
+    )  # fmt: skip
     start = time.perf_counter()
-    read_progress, progress_now = _progress_readers(store, db_url, sweep_id)
-    before = progress_now()
+
+    def read_progress():  # a store error in a tick is the supervisor's to time and bound
+        with session_scope(store) as session:
+            return repo.sweep_progress(session, sweep_id=sweep_id)
+
+    before = retry_store(read_progress, url=db_url, deadline_s=10.0)
     total = before.tasks_total * request.trials_per_task()
     with Progress(*progress_columns("trials"), console=console, transient=False) as bar:
         bar_id = bar.add_task(f"sweep {sweep_id}", total=total, completed=before.trials_total)
 
-        def tick() -> None:  # a store error here is the supervisor's to time and bound
-            now = read_progress()
-            bar.update(
-                bar_id,
-                completed=min(now.trials_total, total),
-                description=_bar_label(sweep_id, now),
-            )
+        def tick(now=None) -> None:
+            now = now or read_progress()
+            label = f"sweep {sweep_id}: {now.tasks_done}/{now.tasks_total} tasks"
+            bar.update(bar_id, completed=min(now.trials_total, total), description=label)
 
         def event(line: str) -> None:
             bar.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
-        report = Supervisor(
-            store, specs, trial_timeout_s=options.trial_timeout_for(runner), on_event=event
-        ).run(tick)
-        now = progress_now()
-        bar.update(
-            bar_id, completed=min(now.trials_total, total), description=_bar_label(sweep_id, now)
-        )
-    return _summary(sweep_id, before, now, report, wall_s=time.perf_counter() - start)
-
-
-def _bar_label(sweep_id: int, now) -> str:
-    """The progress bar's description: the sweep's tasks done of all (`now`: its progress)."""
-    return f"sweep {sweep_id}: {now.tasks_done}/{now.tasks_total} tasks"
-
-
-def _progress_readers(store, db_url: str, sweep_id: int):
-    """(read, read through a store restart) of the sweep's progress (`db.repo.sweep_progress`);
-    the supervisor bounds a longer outage."""
-
-    def read_progress():
-        with session_scope(store) as session:
-            return repo.sweep_progress(session, sweep_id=sweep_id)
-
-    def progress_now():
-        return retry_store(read_progress, url=db_url, deadline_s=10.0)
-
-    return read_progress, progress_now
-
-
-def _summary(sweep_id: int, before, now, report, *, wall_s: float) -> SweepSummary:
-    """The counts of the store before and after (`db.repo.SweepProgress`) and the
-    supervisor's report, as a SweepSummary with its times."""
-    # This command's own trials: another command on the same sweep stores trials meanwhile.
-    run_now = report.trials_run + report.crashed + report.timeouts
-    stored_now = now.trials_total - before.trials_total
-    times = SweepTimes(
-        trials_run=run_now,
-        trials_pruned=report.trials_pruned,
-        compile_s=report.compile_s,
-        compile_wait_s=report.compile_wait_s,
-        measure_s=report.measure_s,
-        wall_s=wall_s,
-    )
-    return SweepSummary(
-        sweep_id=sweep_id,
-        tasks_done=now.tasks_done,
-        tasks_failed=now.tasks_failed,
-        tasks_total=now.tasks_total,
-        trials_total=now.trials_total,
-        trials_ok=now.trials_ok,
-        trials_run_now=run_now,
-        trials_reused=report.trials_reused,
-        trials_by_others=max(0, stored_now - run_now - report.trials_reused),
-        wall_s=wall_s,
-        worker_failures=report.worker_failures,
-        trials_crashed_now=report.crashed,
-        trials_timed_out_now=report.timeouts,
-        times=times,
-    )
+        report = supervisor(store, specs, trial_timeout_s, event).run(tick)
+        now = retry_store(read_progress, url=db_url, deadline_s=10.0)
+        tick(now)
+    return SweepSummary(sweep_id, before, now, report, time.perf_counter() - start)
 
 
 def commonest_failure(store, sweep_id: int) -> str:
@@ -291,33 +202,34 @@ def commonest_failure(store, sweep_id: int) -> str:
 
 
 def summary_lines(summary: SweepSummary) -> list[str]:
-    """The closing lines of a sweep run: tasks and trials, then where the time went
-    (`tuner.run.sweep.format_sweep_times`) when it is known."""
-    counts = "".join(
-        f", {n} {what}"
-        for n, what in (
-            (summary.trials_crashed_now, "crashed"),
-            (summary.trials_timed_out_now, "timed out"),
-        )
-        if n
-    )
-    elsewhere = "".join(
-        f", {n} {what}"
-        for n, what in (
-            (summary.trials_reused, "reused from other sweeps"),
-            (summary.trials_by_others, "run by other workers"),
-        )
-        if n
-    )
-    lines = [
-        f"sweep {summary.sweep_id}: {summary.tasks_done}/{summary.tasks_total} tasks done, "
-        f"{summary.tasks_failed} failed; {summary.trials_run_now} trials run now{elsewhere} "
-        f"({summary.trials_total} stored, {summary.trials_ok} ok{counts}); "
-        f"wall {summary.wall_s:.1f} s"
+    """The closing lines of a sweep run: tasks and trials (this run's own: another command on
+    the same sweep stores trials meanwhile), then where the time went (`format_sweep_times`)."""
+    now, report, totals = summary.now, summary.report, summary.report.totals
+    run_now = int(totals.get("trials_stored", 0)) + report.crashed + report.timeouts
+    reused = int(totals.get("trials_reused", 0))
+    by_others = max(0, now.trials_total - summary.before.trials_total - run_now - reused)
+    counts = [(report.crashed, "crashed"), (report.timeouts, "timed out")]
+    elsewhere = [(reused, "reused from other sweeps"), (by_others, "run by other workers")]
+    times = SweepTimes(
+        trials_run=run_now,
+        trials_pruned=int(totals.get("trials_pruned", 0)),
+        compile_s=totals.get("compile_s", 0.0),
+        compile_wait_s=totals.get("compile_wait_s", 0.0),
+        measure_s=totals.get("measure_s", 0.0),
+        wall_s=summary.wall_s,
+    )  # fmt: skip
+    return [
+        f"sweep {summary.sweep_id}: {now.tasks_done}/{now.tasks_total} tasks done, "
+        f"{now.tasks_failed} failed; {run_now} trials run now{_some(elsewhere)} "
+        f"({now.trials_total} stored, {now.trials_ok} ok{_some(counts)}); "
+        f"wall {summary.wall_s:.1f} s",
+        format_sweep_times(times),
     ]
-    if summary.times is not None:
-        lines.append(format_sweep_times(summary.times))
-    return lines
+
+
+def _some(counts: list[tuple[int, str]]) -> str:
+    """ ", 2 crashed, 1 timed out": the counts that are not 0."""
+    return "".join(f", {n} {what}" for n, what in counts if n)
 
 
 @dataclass(frozen=True)

@@ -1,65 +1,89 @@
-"""Worker process: claims tasks of a sweep from the store and searches each (`tuner.run.task`)
-until none is left, renewing its lease and watching for its supervisor's death.
+"""What a worker process does and needs: its spec (picklable for spawn), the memory it shares
+with its supervisor, the lease of its claimed task, the search of that task, and its claim loop.
 
 Before measuring a config the worker marks it in flight in the memory it shares with its
 supervisor (`WorkerShared.mark_in_flight`) and clears the mark once the trial is stored; the
 supervisor (tuner.run.supervisor) reads the mark when the worker dies or hangs and records that
-config as crashed or timed out. A trial costs one store transaction: its record.
+config as crashed or timed out. Whether the worker still holds its task is asked of its lease
+(`Lease.holds`: from memory while the last renewal is recent), so a trial costs one store
+transaction: its record. torch and triton are imported inside the worker process, after the
+runner set its environment (`Runner.pin`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import tempfile
 import threading
 import time
-from typing import TYPE_CHECKING
+import traceback
+import zlib
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 from db import repo
-from db.repo import (
-    StoreUnavailable,
-    connect,
-    describe_store_error,
-    is_transient,
-    retry_store,
-    session_scope,
-    store_timeout_s,
-)
+from db.repo import StoreUnavailable, connect, describe_store_error, retry_store, session_scope
+from tuner.core import CONFIG_KEYS, TrialStatus
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.registry import DEFAULT_FAMILY
+from tuner.kernels.registry import DEFAULT_FAMILY, get_family
+from tuner.kernels.shape import FamilyShape
+from tuner.measure.noise import RETIME_ROUNDS, decide_winner, retime_interleaved, select_for_retime
 from tuner.measure.roofline import ceiling_details, measure_ceilings
+from tuner.measure.runner import Problem
+from tuner.measure.trial import TrialResult
 from tuner.run.compile_gate import WorkerCompiler
-from tuner.run.lease import Heartbeat, Lease
-from tuner.run.task import run_task
-from tuner.run.worker_spec import (
-    EXIT_PARENT_GONE,
-    EXIT_RESTART,
-    EXIT_STORE,
-    ContextLost,
-    TaskLost,
-    WorkerShared,
-    WorkerSpec,
-    worker_log_path,
-)
+from tuner.search.registry import get_strategy
+from tuner.search.warm_start import related as related_timings
+from tuner.search.warm_start import warm_start_for_task
 
 if TYPE_CHECKING:
-    from tuner.measure.runners import Runner
+    from tuner.measure.runners import ProblemRunner, Runner
+    from tuner.run.compile_gate import CompileGate
 
-# torch, triton and the kernel are imported inside the worker process, after the runner set its
-# environment (`Runner.pin`): this module is imported by the parent too.
+# Exit codes of a worker besides 0 (no task left) and 130 (Ctrl-C).
+EXIT_PARENT_GONE = 3  # its supervisor died; it handed its task back
+EXIT_RESTART = 4  # a crashed trial on CUDA: the context may be broken; start a fresh process
+EXIT_STORE = 5  # the store stayed unreachable or full past its deadline; the sweep must stop
+# Successive halving of measurement effort, in two rungs: every candidate of the search is
+# timed briefly (about 20 samples of ~1 ms graph replays, against do_bench's 100 ms), and the
+# finalists (tuner.measure.noise.select_for_retime: the fastest few and the default) are re-timed
+# interleaved for RETIME_ROUNDS more samples each before a winner is kept. At 128 candidates per
+# task the search's GPU time per trial drops from ~125 ms to ~25 ms of timing (estimated from
+# these budgets; not yet measured on a GPU).
+SEARCH_WARMUP_S = 0.005
+SEARCH_REP_S = 0.020
+# The fields of a trial's result besides its status, as the store's trial rows name them.
+RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(TrialResult))[1:]
+
+
+def lease_s_default() -> float:
+    """Seconds a claimed task stays leased without a heartbeat: $TUNER_LEASE_S (tests shorten
+    it so that tasks of killed workers come back in seconds), else 120."""
+    return float(os.environ.get("TUNER_LEASE_S") or 120.0)
+
+
+def worker_log_path(worker_id: str) -> Path:
+    """Where a worker that dies of an unexpected error writes its traceback (the supervisor
+    names the file in its one line): `<temp dir>/tuner-worker-<worker_id>.log`, ':' as '-'."""
+    return Path(tempfile.gettempdir()) / f"tuner-worker-{worker_id.replace(':', '-')}.log"
+
+
+def task_seed(sweep_seed: int, N: int, K: int, M: int) -> int:
+    """Seed of one task's search: stable for the same sweep seed and shape, whatever the store."""
+    return zlib.crc32(f"{sweep_seed}:{N}:{K}:{M}".encode())
 
 
 def collect_environment(
     runner: Runner, family: str = DEFAULT_FAMILY, kernel: str = "builtin"
 ) -> dict[str, str]:
-    """GPU, versions and kernel of this process, as `db.repo.get_or_create_environment` takes
-    (`Runner.environment`).
-
-    The kernel hash is that of `family`'s kernel from the source `kernel` names, so a changed
-    kernel leaves only its own family's and source's trials stale. On the interpreter,
-    gpu_name and device_name are TRITON_INTERPRETER and driver/CUDA are "".
+    """GPU, versions and kernel of this process (`Runner.environment`), as
+    `db.repo.get_or_create_environment` takes them.
 
     Raises:
         ValueError: an unknown family or kernel choice.
@@ -67,34 +91,531 @@ def collect_environment(
     return runner.environment(kernel, family)
 
 
-class _ParentWatch(threading.Thread):
-    """Ends the worker when the sweep process that started it dies (SIGKILL, SIGTERM, crash).
+class TaskLost(Exception):
+    """The task was taken from this worker (lease expired and re-claimed, or released)."""
 
-    It holds `claim_lock` from handing the task back to the exit, so the worker's loop (which
-    claims under that lock) cannot take a new task in between and leave it leased to no one.
+
+class ContextLost(Exception):
+    """A config crashed on CUDA: the context may be unusable, so the process must restart."""
+
+
+class _BudgetSpent(Exception):
+    """A resumed search asked for a config beyond the task's budget (see `trial_cap`)."""
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What one worker process needs; picklable for the spawn start method.
+
+    Attributes:
+        db_url: SQLAlchemy URL of the store.
+        sweep_id: the sweep whose tasks to claim; None for any sweep in scope.
+        worker_id: unique name, stored on the tasks it claims.
+        runner: how it measures (`tuner.measure.runners`: a GPU, the interpreter, a replay).
+        visible_device: CUDA_VISIBLE_DEVICES value that pins the worker to one GPU (a GPU
+            runner's only).
+        configs: explicit candidate list as vLLM dicts, or None for the sweep's named space.
+        parent_pid: the sweep process; when it is gone the worker hands its task back and
+            exits, so that no orphan keeps timing on a GPU that a new run also uses.
+        device_name: only tasks of sweeps on this device; None for any.
+        space: only tasks of sweeps over this config space; None for any.
+        compile_workers: GPU runners only: processes of the pool that compiles candidates for
+            the GPU's architecture while it measures; 0 compiles nothing ahead.
+        kernel: whose kernels to time: "builtin" or "vllm" (`tuner.kernels.source`).
+        lease_s: seconds a claimed task stays leased without a heartbeat (`lease_s_default`).
     """
 
-    def __init__(self, store, spec: WorkerSpec, claim_lock: threading.Lock) -> None:
-        super().__init__(daemon=True)
-        self.store, self.spec, self.claim_lock = store, spec, claim_lock
+    db_url: str
+    sweep_id: int | None
+    worker_id: str
+    runner: Runner
+    visible_device: str | None = None
+    configs: tuple[tuple[tuple[str, int], ...], ...] | None = None
+    parent_pid: int | None = None
+    device_name: str | None = None
+    space: str | None = None
+    compile_workers: int = 0
+    kernel: str = "builtin"
+    lease_s: float = field(default_factory=lease_s_default)
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """The config a worker is measuring, as its supervisor reads it (`WorkerShared.in_flight`):
+    its task, the task's N, K, M, vLLM's six keys and values, whether it is vLLM's default at
+    that M, and when its measurement started (`time.time()`, seconds)."""
+
+    task_id: int
+    N: int
+    K: int
+    M: int
+    config: dict[str, int]
+    is_default: bool
+    since: float
+
+
+class WorkerShared:
+    """What a worker process tells its supervisor, in memory they share (create in the
+    supervisor, pass to `worker_main`): its environment_id (0 until known), trials stored,
+    pruned (never launched) and reused (`db.repo.adopt_measurements`), seconds spent measuring,
+    compiling and waiting for compiles (`.value` of each), and the config it is measuring now
+    (`mark_in_flight`, read when the worker dies or overruns the trial timeout).
+
+    Args:
+        context: the multiprocessing context the worker is started with.
+    """
+
+    def __init__(self, context) -> None:
+        # No locks: one writer (the worker), and a lock would start a resource-tracker process.
+        self.environment_id = context.Value("q", 0, lock=False)
+        self.trials_stored = context.Value("q", 0, lock=False)
+        self.trials_pruned = context.Value("q", 0, lock=False)
+        self.trials_reused = context.Value("q", 0, lock=False)
+        self.measure_s = context.Value("d", 0.0, lock=False)
+        self.compile_s = context.Value("d", 0.0, lock=False)
+        self.compile_wait_s = context.Value("d", 0.0, lock=False)
+        # The mark: [seq, task_id (0: none), N, K, M, six config values, is_default] and since.
+        # seq is odd while the worker rewrites the mark, so a reader never takes half of one.
+        self._flight = context.Array("q", 12, lock=False)
+        self._since = context.Value("d", 0.0, lock=False)
+        # The one line of a worker that stopped for the store (EXIT_STORE), UTF-8, NUL-ended.
+        self._store_error = context.Array("c", 512, lock=False)
+
+    def set_store_error(self, line: str) -> None:
+        """Say why the worker stopped for the store (before exiting with EXIT_STORE)."""
+        data = line.encode()[:511]
+        self._store_error[: len(data) + 1] = data + b"\0"
+
+    def store_error(self) -> str:
+        """The line set by `set_store_error`, or ""."""
+        return bytes(self._store_error[:]).split(b"\0", 1)[0].decode(errors="replace")
+
+    def mark_in_flight(self, task, config: KernelConfig, is_default: bool) -> None:
+        """Say which config the worker starts measuring now (the worker's side; one writer).
+
+        Args:
+            task: the claimed task (its task_id, N, K, M).
+            config: the config.
+            is_default: the config is vLLM's default at the task's M.
+        """
+        flight = self._flight
+        flight[0] += 1
+        nkm = (task.N, task.K, task.M)
+        flight[1:12] = [task.task_id, *nkm, *config.as_dict().values(), int(is_default)]
+        self._since.value = time.time()
+        flight[0] += 1
+
+    def clear_in_flight(self) -> None:
+        """No config is being measured any more (its trial is stored, or was given up)."""
+        self._flight[0] += 1
+        self._flight[1] = 0
+        self._flight[0] += 1
+
+    def in_flight(self) -> InFlight | None:
+        """The config the worker is measuring (the supervisor's side); None when there is
+        none, or when the worker kept rewriting the mark while it was read."""
+        flight = self._flight
+        for _ in range(100):
+            seq = flight[0]
+            values, since = flight[:], self._since.value
+            if seq % 2 == 0 and flight[0] == seq:
+                break
+        else:
+            return None
+        if values[1] == 0:
+            return None
+        config = dict(zip(CONFIG_KEYS, values[5:11], strict=True))
+        return InFlight(values[1], values[2], values[3], values[4], config, bool(values[11]), since)
+
+
+class Lease:
+    """A worker's hold on its claimed task: renewed in the store by a heartbeat, asked before
+    each measurement without a store round trip while the last renewal is recent.
+
+    A lease ends `lease_s` after its last renewal (`repo.heartbeat`); another worker can claim
+    the task only after that. While less than `lease_s / 2` has passed since the start of the
+    last successful renewal, `holds` answers from memory; a renewal that finds the task taken
+    is final.
+
+    Args:
+        store: the store (its Engine).
+        task_id: the claimed task.
+        worker_id: the worker that claimed it.
+        lease_s: seconds a renewal holds the task.
+    """
+
+    def __init__(self, store, task_id: int, worker_id: str, lease_s: float) -> None:
+        self.store, self.task_id = store, task_id
+        self.worker_id, self.lease_s = worker_id, lease_s
+        self._renewed_at: float | None = None  # time.monotonic() before the last renewal
+        self._lost = False
+        self._lock = threading.Lock()
+
+    def renew(self, session=None) -> bool:
+        """Extend the lease in the store (in `session` when given, else in a transaction of its
+        own); True while the worker holds the task, False once it was taken (then always).
+
+        Raises:
+            sqlalchemy.exc.DBAPIError: the store could not be reached.
+        """
+        if self._lost:
+            return False
+        started = time.monotonic()
+        with nullcontext(session) if session is not None else session_scope(self.store) as own:
+            held = repo.heartbeat(
+                own, task_id=self.task_id, worker_id=self.worker_id, lease_s=self.lease_s
+            )
+        with self._lock:
+            self._lost = self._lost or not held
+            if held and (self._renewed_at is None or started > self._renewed_at):
+                self._renewed_at = started
+        return held
+
+    def holds(self) -> bool:
+        """Whether the worker may measure for the task now: from memory while the last renewal
+        started less than lease_s / 2 ago, else after a renewal in the store.
+
+        Raises:
+            sqlalchemy.exc.DBAPIError: a renewal was needed and the store could not be reached.
+        """
+        with self._lock:
+            if self._lost:
+                return False
+            last = self._renewed_at
+        return (last is not None and time.monotonic() - last < self.lease_s / 2) or self.renew()
+
+    def heartbeat(self) -> threading.Event:
+        """Renew every lease_s / 4 in a thread until the returned event is set or a renewal
+        finds the task taken; a missed beat (the store busy or down) is retried at the next."""
+        stopped = threading.Event()
+
+        def beat() -> None:
+            while not stopped.wait(self.lease_s / 4):
+                try:
+                    if not self.renew():
+                        return
+                except Exception:  # noqa: BLE001, S112 - retried at the next beat, the lease has slack
+                    continue
+
+        threading.Thread(target=beat, daemon=True).start()
+        return stopped
+
+
+def trial_cap(budget: int, space, default) -> int:
+    """Most distinct configs a task stores: min(budget, distinct configs of the space), plus 1
+    for vLLM's `default` config at the task's M when it is outside the space (every task
+    measures it)."""
+    allowed = set(space)
+    return min(budget, len(allowed)) + (default not in allowed)
+
+
+class TaskRun:
+    """One claimed task, searched in named steps (`run` calls them in order):
+
+    - `resume`: the trials the store already has for the task, and the winners and related
+      tasks' trials known when its first trial was stored (the same on every resumption);
+    - `plan`: the runner, vLLM's default config, the warm starts, the strategy and, for a
+      resumed task, the cap on its trials (`trial_cap`);
+    - `open_gate`: compiles for the GPU what the search asks first, pruning what cannot launch;
+    - `evaluate` (the search's objective): measure one config, `record` its trial;
+    - `decide`: re-time the finalists and store the config kept.
+
+    Trials already in the store are answered from the store, new ones recorded as they
+    finish, so a kill loses at most one and a resumed (or extended) task measures only the
+    trials an uninterrupted search adds.
+
+    Args:
+        store: the store (its Engine).
+        spec: this worker.
+        task: the claimed task (`repo.TaskInfo`).
+        environment_id: the environment trials are recorded with.
+        space: the candidate configs; None for the task's family's space (vLLM's grid).
+        shared: counters shared with the supervisor, if any.
+        compiler: GPU runners only: compiles candidates ahead and prunes those that cannot
+            launch (None: no pruning).
+        lease: the task's lease; None for one of its own.
+    """
+
+    def __init__(
+        self,
+        store,
+        spec: WorkerSpec,
+        task,
+        environment_id: int,
+        space=None,
+        shared: WorkerShared | None = None,
+        compiler: WorkerCompiler | None = None,
+        lease: Lease | None = None,
+    ) -> None:
+        self.store, self.spec, self.task = store, spec, task
+        self.environment_id, self.shared, self.compiler = environment_id, shared, compiler
+        self.space: list = list(space or ())  # empty: the family's space, read by `plan`
+        self.key = FamilyShape.of_row(task)  # the task's family and shape, read once
+        self.lease = lease or Lease(store, task.task_id, spec.worker_id, spec.lease_s)
+        self.done: dict = {}  # KernelConfig -> TrialResult, stored and new
+        self.gate: CompileGate | None = None
+        self.runner: ProblemRunner
+
+    def lost(self) -> TaskLost:
+        return TaskLost(f"task {self.task.task_id} is no longer held by {self.spec.worker_id}")
 
     def run(self) -> None:
+        """Resume, plan, open the compile gate, search, decide.
 
-        while os.getppid() == self.spec.parent_pid:
-            time.sleep(0.25)
-        self.claim_lock.acquire()
+        Raises:
+            TaskLost: the task was taken from this worker; nothing more was recorded for it.
+            ContextLost: a config crashed on a GPU; its trial is recorded, the process must
+                restart.
+        """
+        self.plan(*self.resume())
+        if self.compiler is not None:  # what the search asks first, whatever the results
+            first = self.strategy.planned(space=self.space, seed=self.seed, warm_start=self.warm)
+            todo = [c for c in first[: self.task.budget] if c not in self.done]
+            self.gate = self.compiler.gate(self.problem, self.space, todo)
         try:
-            with session_scope(self.store) as session:
-                repo.release_tasks(session, worker_id=self.spec.worker_id)
+            self.evaluate(self.default)  # the baseline of every task, whatever the strategy
+            learns = {"related": self.related} if self.strategy.reads_related else {}
+            self.strategy.search(
+                self.evaluate,
+                space=self.space,
+                budget=self.task.budget,
+                seed=self.seed,
+                warm_start=self.warm,
+                **learns,
+            )
+        except _BudgetSpent:
+            pass
         finally:
-            os._exit(EXIT_PARENT_GONE)  # at once: the trial in flight is lost, the rest is stored
+            if self.compiler is not None and self.gate is not None:
+                self.compiler.closed(self.gate, self.shared)
+        self.decide()
+
+    def resume(self) -> tuple[list, list]:
+        """Renew the lease, load the task's stored trials into `done`, and return the winners
+        the store knew for the device when the task's first trial was stored, and (for a
+        strategy that `reads_related`) the ok trials of its related tasks it knew then.
+
+        Raises:
+            TaskLost: the lease could not be renewed.
+        """
+        task = self.task
+        with session_scope(self.store) as session:
+            if not self.lease.renew(session):
+                raise self.lost()
+            reused = repo.adopt_measurements(
+                session, task_id=task.task_id, environment_id=self.environment_id
+            )
+            stored = repo.task_trials(session, task_id=task.task_id)
+            for t in stored:
+                result = [getattr(t, name) for name in RESULT_FIELDS]
+                self.done[KernelConfig.from_dict(t.config)] = TrialResult(
+                    TrialStatus(t.status), *result
+                )
+            scope = dict(
+                device_name=task.device_name,
+                block_shape=task.block_shape,
+                out_dtype=task.out_dtype,
+                finished_before=min((t.created_at for t in stored if t.created_at), default=None),
+                **self.key.store_fields(),
+            )
+            winners = repo.task_winners(session, **scope)
+            related = []
+            if get_strategy(task.strategy).reads_related:
+                related = repo.related_trials(session, N=task.N, K=task.K, M=task.M, **scope)
+        if self.shared is not None:
+            self.shared.trials_reused.value += reused
+        return winners, related
+
+    def plan(self, known: list, related: list) -> None:
+        """The space, problem, runner, default config, warm starts (from `known`, the store's
+        winners), the related tasks' timings (from `related`, the store's trials), strategy
+        and, for a resumed task, the trial cap."""
+        task, spec = self.task, self.spec
+        family, shape = get_family(self.key.family), self.key.shape
+        self.space = self.space or family.space()
+        self.problem = Problem(
+            task.M, task.N, task.K, shape.block_shape, task.out_dtype,
+            family=family.name, params=shape.params, kernel=spec.kernel,
+        )  # fmt: skip
+        self.seed = task_seed(task.seed, task.N, task.K, task.M)
+        self.runner = spec.runner.problem_runner(
+            self.problem, task_id=task.task_id, seed=self.seed,
+            warmup_s=SEARCH_WARMUP_S, rep_s=SEARCH_REP_S,
+        )  # fmt: skip
+        self.default = family.default_config(shape, task.M)
+        warm = [(w.N, w.K, w.M, KernelConfig.from_dict(w.config)) for w in known]
+        self.warm = warm_start_for_task(warm, N=task.N, K=task.K, M=task.M, default=self.default)
+        timings: dict[tuple[int, int, int], list[tuple[KernelConfig, float]]] = {}
+        for row in related:
+            timings.setdefault((row.N, row.K, row.M), []).append(
+                (KernelConfig.from_dict(row.config), row.latency_us)
+            )
+        self.related = related_timings((task.N, task.K, task.M), timings)
+        self.strategy = get_strategy(task.strategy)
+        self.cap = trial_cap(task.budget, self.space, self.default) if self.done else None
+
+    def evaluate(self, config: KernelConfig) -> TrialResult:
+        """The search's objective: the stored result of `config`, or a new trial measured and
+        recorded.
+
+        Raises:
+            TaskLost: the task is no longer held.
+            ContextLost: the config crashed on a GPU (its trial is recorded).
+        """
+        if config in self.done:
+            return self.done[config]
+        counted = sum(r.status not in self.strategy.free for r in self.done.values())
+        if self.cap is not None and counted >= self.cap:
+            raise _BudgetSpent
+        if not self.lease.holds():
+            raise self.lost()
+        is_default = config == self.default
+        if self.shared is not None:
+            self.shared.mark_in_flight(self.task, config, is_default)
+        try:
+            result = self.gate.before(config) if self.gate is not None else None
+            pruned = result is not None
+            result = result or self.runner.evaluate(config)
+            if self.gate is not None:
+                self.gate.after(config, result)
+            self.record(config, result, is_default)
+        finally:
+            if self.shared is not None:
+                self.shared.clear_in_flight()
+        self.spec.runner.stored(self.task.task_id, config)
+        if self.shared is not None:
+            self.shared.trials_stored.value += 1
+            self.shared.trials_pruned.value += pruned
+            self.shared.measure_s.value += result.measure_s or 0.0
+        self.done[config] = result
+        if self.spec.runner.on_gpu and result.status is TrialStatus.CRASHED:
+            raise ContextLost(result.error or "crashed")
+        return result
+
+    def record(self, config: KernelConfig, result: TrialResult, is_default: bool) -> None:
+        """Store one trial in one transaction, fenced to this worker's hold on the task; a
+        failed store is retried with the result in hand (stored once: idempotent).
+
+        Raises:
+            TaskLost: the task was taken from this worker; nothing was stored.
+        """
+
+        def step() -> bool:
+            with self.store.begin() as connection:  # the trial's one transaction
+                return repo.record_trial(
+                    connection,
+                    task_id=self.task.task_id,
+                    worker_id=self.spec.worker_id,
+                    environment_id=self.environment_id,
+                    config=config.as_dict(),
+                    is_default=is_default,
+                    status=result.status.value,
+                    **{name: getattr(result, name) for name in RESULT_FIELDS},
+                )
+
+        if not retry_store(step, url=self.spec.db_url):
+            raise self.lost()
+
+    def decide(self) -> None:
+        """Re-time the fastest configs and the default interleaved, and store the config kept
+        (`tuner.measure.noise.decide_winner`). A task whose stored decision re-timed the
+        finalists its trials give now is not re-timed; one whose finalists changed (extended)
+        is re-timed and its decision replaced. Nothing is stored without an ok trial.
+
+        Raises:
+            TaskLost: the task was taken from this worker; its decision was not stored.
+        """
+        finalists = select_for_retime(self.done, self.default)
+        if not finalists:
+            return
+        with session_scope(self.store) as session:
+            decided = repo.task_decision(session, task_id=self.task.task_id)
+        if decided is not None and {
+            KernelConfig.from_dict(r.config) for r in decided.retimes
+        } == set(finalists):
+            return
+        rounds = self.spec.runner.retime_rounds(RETIME_ROUNDS)
+        retimes = retime_interleaved(self.runner.sample_us, finalists, rounds=rounds)
+        decision = decide_winner(retimes, self.default)
+        rows = [
+            {"config": r.config.as_dict(), "is_default": r.config == self.default}
+            | {name: getattr(r, name) for name in ("rounds", "latency_us", "p20_us", "p80_us")}
+            for r in retimes
+        ]
+        kept = {name: getattr(decision, name) for name in _DECISION_FIELDS} | {
+            "config": decision.config.as_dict(),
+            "runner_up": decision.runner_up and decision.runner_up.as_dict(),
+        }
+
+        def step() -> bool:
+            with session_scope(self.store) as session:
+                return repo.record_decision(
+                    session,
+                    task_id=self.task.task_id,
+                    worker_id=self.spec.worker_id,
+                    environment_id=self.environment_id,
+                    retimes=rows,
+                    decision=kept,
+                )
+
+        if not retry_store(step, url=self.spec.db_url):  # the re-timing survives an outage
+            raise self.lost()
+
+
+_DECISION_FIELDS = ("latency_us", "default_latency_us", "spread_us", "kept", "note")
+
+
+def run_task(
+    store,
+    spec: WorkerSpec,
+    task,
+    environment_id: int,
+    space,
+    shared: WorkerShared | None = None,
+    compiler: WorkerCompiler | None = None,
+    lease: Lease | None = None,
+) -> None:
+    """Search one claimed task: `TaskRun(...).run()` (its arguments are `TaskRun`'s).
+
+    Raises:
+        TaskLost: the task was taken from this worker; nothing more was recorded for it.
+        ContextLost: a config crashed on a GPU; its trial is recorded, the process must
+            restart.
+    """
+    TaskRun(store, spec, task, environment_id, space, shared, compiler, lease).run()
+
+
+def worker_main(spec: WorkerSpec, shared: WorkerShared | None = None) -> None:
+    """Entry point of a worker process: let its runner set the process's environment
+    (`Runner.pin`) before torch and triton are imported, then claim and run tasks until none
+    is left. Exits with EXIT_RESTART after a crashed trial on a GPU (a fresh process and CUDA
+    context for the rest of the task), with EXIT_STORE when the store stayed unreachable or
+    full past its deadline (its line in `shared`), with 1 after an unexpected error, whose
+    traceback goes to `worker_log_path(spec.worker_id)`, and with 130 on Ctrl-C.
+
+    Args:
+        spec: what to claim and how to measure.
+        shared: counters shared with the supervisor, if any.
+    """
+    try:
+        spec.runner.pin(spec.visible_device)
+        _Worker(spec, shared).claim_loop()
+    except KeyboardInterrupt:  # Ctrl-C reaches the whole process group; the parent cleans up
+        raise SystemExit(130) from None
+    except StoreUnavailable as exc:
+        if shared is not None:
+            shared.set_store_error(str(exc))
+        raise SystemExit(EXIT_STORE) from None
+    except Exception:  # noqa: BLE001 - one line from the supervisor, the traceback in a file
+        if shared is None:
+            raise
+        worker_log_path(spec.worker_id).write_text(traceback.format_exc())
+        raise SystemExit(1) from None
 
 
 def _record_ceilings(store, environment_id: int, device: str) -> None:
-    """Measure this GPU's copy bandwidth and FP8-mm throughput (`tuner.measure.roofline`) and store
-    them with the environment, for the roofline ratios of its winners. A failure is reported
-    and the worker goes on: the ratios are then left out."""
-
+    """Measure this GPU's copy bandwidth and FP8-mm throughput (`tuner.measure.roofline`) and
+    store them with the environment; a failure is one line, the worker goes on."""
     try:
         ceilings = measure_ceilings(device)
     except Exception as exc:  # noqa: BLE001 - ceilings are a report's extra, not the job
@@ -109,144 +630,106 @@ def _record_ceilings(store, environment_id: int, device: str) -> None:
         )
 
 
-def worker_main(spec: WorkerSpec, shared: WorkerShared | None = None) -> None:
-    """Entry point of a worker process: claim and run tasks until none is left.
-
-    Lets its runner set the process's environment (`Runner.pin`: CUDA_VISIBLE_DEVICES on a GPU,
-    TRITON_INTERPRET=1 on the interpreter) before torch and triton are imported, so a spawned
-    process sees one GPU, or runs the kernel on the CPU interpreter.
-    Exits with EXIT_RESTART after a crashed trial on a GPU, so that its supervisor starts a
-    fresh process (and CUDA context) for the rest of the task; with EXIT_STORE when the store
-    stayed unreachable or full past its deadline (`db.faults.retry_store`), its line in
-    `shared`; with 1 after an unexpected error, whose traceback goes to
-    `worker_log_path(spec.worker_id)` (the supervisor names it), not to the terminal.
-
-    Args:
-        spec: what to claim and how to measure.
-        shared: counters shared with the supervisor, if any.
-    """
+def _cuda_usable() -> bool:
+    """Whether this process's CUDA context still runs work (a sticky error such as an illegal
+    memory access makes every later call raise)."""
+    import torch  # after Runner.pin set the process's environment
 
     try:
-        _work(spec, shared)
-    except KeyboardInterrupt:  # Ctrl-C reaches the whole process group; the parent cleans up
-        raise SystemExit(130) from None
-    except StoreUnavailable as exc:
-        if shared is not None:
-            shared.set_store_error(str(exc))
-        raise SystemExit(EXIT_STORE) from None
-    except Exception:  # noqa: BLE001 - one line from the supervisor, the traceback in a file
-        if shared is None:
-            raise
-        import traceback
-
-        worker_log_path(spec.worker_id).write_text(traceback.format_exc())
-        raise SystemExit(1) from None
-
-
-def _work(spec: WorkerSpec, shared: WorkerShared | None) -> None:
-    spec.runner.pin(spec.visible_device)
-    _Worker(spec, shared).claim_loop()
+        torch.cuda.synchronize()
+    except RuntimeError:
+        return False
+    return True
 
 
 class _Worker:
-    """One worker process: its setup (`__init__`: the store, its environment, the GPU's
-    ceilings, the candidate space, the compile pool) and its claim loop (`claim_loop`)."""
+    """One worker process: its setup (the store, its environment, the GPU's ceilings, the
+    candidate space, the compile pool, the watch on its supervisor) and its claim loop."""
 
     def __init__(self, spec: WorkerSpec, shared: WorkerShared | None) -> None:
-
         self.spec, self.shared = spec, shared
         self.store = connect(spec.db_url)
         self.claim_lock = threading.Lock()
         if spec.parent_pid is not None:
-            _ParentWatch(self.store, spec, self.claim_lock).start()
-        runner = spec.runner
-        self.env = collect_environment(runner, kernel=spec.kernel)
-        environment_id = self.in_session(repo.get_or_create_environment, **self.env)
-        if runner.on_gpu:
+            threading.Thread(target=self.watch_parent, daemon=True).start()
+        # Each family's trials are recorded with its own kernel's hash.
+        self.environments: dict[str, int] = {}
+        environment_id = self.environment_for(DEFAULT_FAMILY)
+        if spec.runner.on_gpu:
             _record_ceilings(self.store, environment_id, "cuda")
-        self._share_environment(environment_id)
-        # Each family's trials are recorded with its own kernel's hash (a replay keeps the
-        # landscape's environment for all: the same row).
-        self.environments = {DEFAULT_FAMILY: environment_id}
         self.space = None  # each task's family's space (vLLM's grid), unless configs are named
         if spec.configs is not None:
             self.space = [KernelConfig.from_dict(dict(items)) for items in spec.configs]
         self.compiler = None
-        if runner.on_gpu and spec.compile_workers > 0:
+        if spec.runner.on_gpu and spec.compile_workers > 0:
             self.compiler = WorkerCompiler.for_this_gpu(spec.compile_workers)
 
-    def stored(self, step):
-        """One store transaction, retried on a fresh connection while the store is down."""
+    def watch_parent(self) -> None:
+        """End the worker when its supervisor dies, its task handed back under the claim lock
+        (so the loop cannot claim a new task in between and leave it leased to no one)."""
+        while os.getppid() == self.spec.parent_pid:
+            time.sleep(0.25)
+        self.claim_lock.acquire()
+        try:
+            self.in_session(repo.release_tasks, deadline_s=5.0, worker_id=self.spec.worker_id)
+        finally:
+            os._exit(EXIT_PARENT_GONE)  # at once: the trial in flight is lost, the rest is stored
 
-        return retry_store(step, url=self.spec.db_url)
-
-    def in_session(self, function, **kwargs):
-        """`function(session, **kwargs)` in one retried transaction."""
+    def in_session(self, function, deadline_s: float | None = None, **kwargs):
+        """`function(session, **kwargs)` in one transaction, retried while the store is down."""
 
         def step():
             with session_scope(self.store) as session:
                 return function(session, **kwargs)
 
-        return self.stored(step)
+        return retry_store(step, url=self.spec.db_url, deadline_s=deadline_s)
 
-    def _share_environment(self, environment_id: int) -> None:
+    def environment_for(self, family: str) -> int:
+        """The environment a family's trials are recorded with (its kernel's hash), told to
+        the supervisor."""
+        if family not in self.environments:
+            env: dict[str, Any] = collect_environment(
+                self.spec.runner, family=family, kernel=self.spec.kernel
+            )
+            self.environments[family] = self.in_session(repo.get_or_create_environment, **env)
         if self.shared is not None:
-            self.shared.environment_id.value = environment_id
-
-    def claim(self):
-        """(a claimed task or None, the unfinished tasks in scope), under the claim lock."""
-
-        with self.claim_lock, session_scope(self.store) as session:
-            spec = self.spec
-            task = repo.claim_task(
-                session,
-                worker_id=spec.worker_id,
-                lease_s=spec.options.lease_s,
-                sweep_id=spec.sweep_id,
-                device_name=spec.device_name,
-                space=spec.space,
-            )
-            return task, repo.unfinished_tasks(
-                session, sweep_id=spec.sweep_id, device_name=spec.device_name, space=spec.space
-            )
-
-    def environment_for(self, task) -> int:
-        """The environment the task's trials are recorded with (its family's kernel)."""
-
-        if task.family not in self.environments:
-            family_env = self.spec.runner.environment(self.spec.kernel, task.family)
-            self.environments[task.family] = self.in_session(
-                repo.get_or_create_environment, **family_env
-            )
-        return self.environments[task.family]
+            self.shared.environment_id.value = self.environments[family]
+        return self.environments[family]
 
     def claim_loop(self) -> None:
         """Claim and run tasks until none is left in scope; wait out leases of tasks that
         workers which may have died still hold."""
-
         spec = self.spec
+        scope: dict[str, Any] = {
+            "sweep_id": spec.sweep_id,
+            "device_name": spec.device_name,
+            "space": spec.space,
+        }
+
+        def claim():
+            with self.claim_lock, session_scope(self.store) as session:
+                task = repo.claim_task(
+                    session, worker_id=spec.worker_id, lease_s=spec.lease_s, **scope
+                )
+                return task, repo.unfinished_tasks(session, **scope)
+
         while True:
-            task, unfinished = self.stored(self.claim)
+            task, unfinished = retry_store(claim, url=spec.db_url)
             if task is None:
                 if unfinished == 0:
                     return
-                time.sleep(min(5.0, spec.options.lease_s / 4))
+                time.sleep(min(5.0, spec.lease_s / 4))
                 continue
             state, error = self.run_claimed(task)
             if state is None:
                 continue  # the task was taken from this worker: another worker has it now
             self.in_session(
-                repo.finish_task,
-                task_id=task.task_id,
-                worker_id=spec.worker_id,
-                state=state,
-                error=error,
-                budget=task.budget,
-            )
+                repo.finish_task, task_id=task.task_id, worker_id=spec.worker_id,
+                state=state, error=error, budget=task.budget,
+            )  # fmt: skip
             if state == "failed" and spec.runner.on_gpu and not _cuda_usable():
                 # A sticky CUDA error raised outside a trial (re-timing, inputs): every later
-                # task of this process would fail at once. The failed task stays failed; a
-                # fresh process takes the others.
+                # task of this process would fail at once; a fresh process takes the others.
                 raise SystemExit(EXIT_RESTART)
 
     def run_claimed(self, task) -> tuple[str | None, str | None]:
@@ -262,75 +745,29 @@ class _Worker:
             db.faults.StoreUnavailable: the store stayed down past its deadline (the task is
                 handed back where the store allows).
         """
-
         spec = self.spec
-        environment_id = self.environment_for(task)
-        self._share_environment(environment_id)
-        lease = Lease(self.store, task.task_id, spec.worker_id, spec.options.lease_s)
-        beat = Heartbeat(lease)
-        beat.start()
-        outage_since = None  # a store error is never the task's: the task is run again
+        environment_id = self.environment_for(task.family)
+        lease = Lease(self.store, task.task_id, spec.worker_id, spec.lease_s)
+        stopped = lease.heartbeat()
+        args = (self.store, spec, task, environment_id, self.space, self.shared, self.compiler)
         try:
-            while True:
-                try:
-                    run_task(
-                        self.store,
-                        spec,
-                        task,
-                        environment_id,
-                        self.space,
-                        self.shared,
-                        self.compiler,
-                        lease,
-                    )
-                    return "done", None
-                except (DBAPIError, PoolTimeoutError) as exc:
-                    if not is_transient(exc):
-                        raise StoreUnavailable(_store_line(exc, spec.db_url)) from exc
-                    outage_since = outage_since or time.monotonic()
-                    if time.monotonic() - outage_since > store_timeout_s():
-                        raise StoreUnavailable(_store_line(exc, spec.db_url)) from exc
-                    time.sleep(1.0)
+            try:  # a store error is never the task's: the task is run again
+                retry_store(lambda: run_task(*args, lease), url=spec.db_url)
+            except (DBAPIError, PoolTimeoutError) as exc:  # not transient
+                raise StoreUnavailable(describe_store_error(exc, spec.db_url)) from exc
+            return "done", None
         except TaskLost:
             return None, None
         except ContextLost:
             self.in_session(repo.release_tasks, worker_id=spec.worker_id)
             raise SystemExit(EXIT_RESTART) from None
         except StoreUnavailable:
-            _hand_back(self.store, spec)
+            try:  # hand the task back if the store answers within a few seconds
+                self.in_session(repo.release_tasks, deadline_s=5.0, worker_id=spec.worker_id)
+            except Exception:  # noqa: BLE001, S110 - best effort: the lease ends anyway
+                pass
             raise
         except Exception as exc:  # noqa: BLE001 - the task is marked failed, the worker goes on
             return "failed", f"{type(exc).__name__}: {exc}"[:1000]
         finally:
-            beat.stopped.set()
-
-
-def _store_line(exc: BaseException, url: str) -> str:
-
-    return describe_store_error(exc, url)
-
-
-def _hand_back(store, spec: WorkerSpec) -> None:
-    """Hand this worker's task back on the way out, if the store answers within a few seconds
-    (else its supervisor tries, and past that the lease expires)."""
-
-    def step():
-        with session_scope(store) as session:
-            repo.release_tasks(session, worker_id=spec.worker_id)
-
-    try:
-        retry_store(step, url=spec.db_url, deadline_s=5.0)
-    except (StoreUnavailable, Exception):  # noqa: BLE001 - best effort: the lease ends anyway
-        pass
-
-
-def _cuda_usable() -> bool:
-    """Whether this process's CUDA context still runs work (a sticky error such as an illegal
-    memory access makes every later call raise)."""
-    import torch
-
-    try:
-        torch.cuda.synchronize()
-    except RuntimeError:
-        return False
-    return True
+            stopped.set()

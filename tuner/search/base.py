@@ -29,7 +29,7 @@ class Strategy(Protocol):
     Attributes:
         name: the name it is registered under (`tuner.search.registry.STRATEGIES`).
         free: trial statuses its budget does not count (e.g. `PRUNED`); the worker's trial cap
-            on a resumed task leaves them out too (`tuner.run.task`).
+            on a resumed task leaves them out too (`tuner.run.worker`).
         reads_related: whether `search` also takes `related` (a keyword argument,
             Sequence[TaskTimings]): the ok trials of the device's nearest related earlier
             tasks (`warm_start.related`), the same on every resumption of a task. The worker

@@ -37,8 +37,7 @@ from tuner.measure.runner import KernelRunner, Problem
 from tuner.measure.runners import InterpreterRunner
 from tuner.measure.trial import TrialResult, TrialStatus
 from tuner.run.plan import model_requests, plan
-from tuner.run.task import run_task
-from tuner.run.worker_spec import WorkerSpec
+from tuner.run.worker import WorkerSpec, run_task
 
 DEVICE = "TRITON_INTERPRETER"
 # The dense GEMM's key as before, and the toy's own: two shapes of one G (one sweep), one of

@@ -4,9 +4,9 @@ families, so such a sweep resumes; any other family's key holds its name."""
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -22,38 +22,17 @@ DENSE_KEY = "ba69a67249c3faa8984c075384abecfde62d1a22b573413a458c4911f78aec4b"
 
 
 def _request(**changes) -> SweepRequest:
-    fields = dict(
-        device_name="NVIDIA_H200",
-        model="m",
-        tp=1,
-        shapes=((512, 256), (1024, 512)),
-        block_shape=(128, 128),
-        m_values=(16, 64),
-        strategy="optuna",
-        trials=30,
-        seed=0,
-        out_dtype="bfloat16",
-    )
-    fields.update(changes)
-    return SweepRequest(**fields)
+    fields = {"device_name": "NVIDIA_H200", "model": "m", "tp": 1, "seed": 0, "trials": 30}
+    fields |= {"shapes": ((512, 256), (1024, 512)), "block_shape": (128, 128), "m_values": (16, 64)}
+    return SweepRequest(**fields | {"strategy": "optuna", "out_dtype": "bfloat16"} | changes)
 
 
-def _canonical(request: SweepRequest, **family) -> str:
+def _canonical(r: SweepRequest, **family) -> str:
     """The key `db.repo.sweep_key` hashes: the parameters, plus `family` when given."""
-    params = {
-        "device_name": request.device_name,
-        "model": request.model,
-        "tp": request.tp,
-        "strategy": request.strategy,
-        "budget": request.budget,
-        "space": request.space_name,
-        "seed": request.seed,
-        "m_values": sorted(request.m_values),
-        "out_dtype": request.out_dtype,
-        "block_shape": list(request.block_shape),
-        "shapes": sorted(request.shapes),
-        **family,
-    }
+    params = {"device_name": r.device_name, "model": r.model, "tp": r.tp, "seed": r.seed}
+    params |= {"strategy": r.strategy, "budget": r.budget, "space": r.space_name}
+    params |= {"m_values": sorted(r.m_values), "out_dtype": r.out_dtype, **family}
+    params |= {"block_shape": list(r.block_shape), "shapes": sorted(r.shapes)}
     text = json.dumps(params, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -77,14 +56,7 @@ def test_a_moe_sweep_key_holds_the_family_and_its_params() -> None:
     ("family", "params"),
     [
         (TOY, (("G", 4),)),
-        (
-            dataclasses.replace(
-                DENSE,
-                name="plain",
-                shapes=dataclasses.replace(DENSE.shapes, sweep_key_has_family=True),
-            ),
-            (),
-        ),
+        (replace(DENSE, name="plain", shapes=replace(DENSE.shapes, sweep_key_has_family=True)), ()),
     ],
 )
 def test_a_registered_familys_key_holds_its_name(family, params, monkeypatch) -> None:

@@ -1,39 +1,30 @@
-"""The plan `tuner sweep` prints: counts, compiles and the time estimate (tuner.run.preview)."""
+"""The plan `tuner sweep` prints: counts, compiles and the time estimate (tuner.run.plan)."""
 
 from db.repo import TrialTimeRow
-from tuner.run.plan import SweepRequest
-from tuner.run.preview import duration, needs_confirmation, preview_sweeps, trial_model
+from tuner.run.plan import SweepRequest, duration, needs_confirmation, preview_sweeps, trial_model
 
 INTERPRETER = trial_model("interpreter")
 GPU = trial_model("cuda")
 
 
 def _request(**changes) -> SweepRequest:
-    fields = dict(
-        device_name="TRITON_INTERPRETER",
-        model="tiny",
-        tp=1,
-        shapes=((256, 384), (576, 256)),
-        block_shape=(128, 128),
-        m_values=(1, 16, 32),
-        strategy="guided",
-        trials=3,
-        seed=0,
-        out_dtype="bfloat16",
-    )
-    fields.update(changes)
-    return SweepRequest(**fields)
+    fields = {"device_name": "TRITON_INTERPRETER", "model": "tiny", "tp": 1, "seed": 0, "trials": 3}
+    fields |= {
+        "shapes": ((256, 384), (576, 256)),
+        "block_shape": (128, 128),
+        "m_values": (1, 16, 32),
+    }
+    return SweepRequest(**fields | {"strategy": "guided", "out_dtype": "bfloat16"} | changes)
+
+
+def _preview(request=None, what="2 shapes", **given):
+    """The plan of one sweep (`_request()` by default), new, on the interpreter, one worker."""
+    given = {"model": INTERPRETER, "history": [], "stored": [0], "workers": 1} | given
+    return preview_sweeps([(request or _request(), what)], **given)
 
 
 def test_a_new_interpreter_plan_uses_the_stated_default():
-    preview = preview_sweeps(
-        [(_request(), "2 shapes")],
-        model=INTERPRETER,
-        history=[],
-        stored=[0],
-        workers=1,
-        defaults=["TP not given: 1"],
-    )
+    preview = _preview(defaults=["TP not given: 1"])
     # 0.7 s + 4 calls x 0.1 s / (512 * 1024) x N*K a trial: 0.775 s at (256, 384), 0.8125 s at
     # (576, 256); x 3 M x 3 trials.
     assert preview.lines == (
@@ -55,9 +46,7 @@ def test_the_device_history_sets_the_estimate_and_stored_trials_are_left_out():
         TrialTimeRow("dense", 256, 384, 1, 3, 2.0),
         TrialTimeRow("dense", 256, 384, 16, 3, 2.0),
     ]
-    preview = preview_sweeps(
-        [(_request(), "2 shapes")], model=INTERPRETER, history=history, stored=[9], workers=1
-    )
+    preview = _preview(history=history, stored=[9])
     # Measured 2.0 s where the model says 0.775 s: the other (N, K, M) are scaled by
     # 12 / 4.65 (measured / modelled over the 6 trials): 2.0 s at (256, 384, 32), 2.0968 s at
     # (576, 256); x 3 trials, half of the 18 left.
@@ -75,9 +64,7 @@ def test_grid_compiles_every_config_once_per_launch_specialization():
         shapes=((256, 384),),
         m_values=(1, 16, 32, 48, 7),
     )
-    preview = preview_sweeps(
-        [(request, "1 shapes")], model=GPU, history=[], stored=[0], workers=2, compile_workers=7
-    )
+    preview = _preview(request, "1 shapes", model=GPU, workers=2, compile_workers=7)
     # Specializations M=1, M % 16 == 0 (16, 32, 48), other (7): 3 x 1,280 configs (the default
     # is one of them).
     assert preview.lines[1] == (
@@ -96,17 +83,9 @@ def test_grid_compiles_every_config_once_per_launch_specialization():
 
 
 def test_only_long_interpreter_plans_need_confirmation():
-    big = preview_sweeps(
-        [(_request(trials=128, m_values=(1, 512, 1024, 2048, 4096)), "2 shapes")],
-        model=INTERPRETER,
-        history=[],
-        stored=[0],
-        workers=1,
-    )
+    big = _preview(_request(trials=128, m_values=(1, 512, 1024, 2048, 4096)))
     assert big.estimate_s > 3600 and needs_confirmation(big, INTERPRETER)
-    small = preview_sweeps(
-        [(_request(), "2 shapes")], model=INTERPRETER, history=[], stored=[0], workers=1
-    )
+    small = _preview()
     assert not needs_confirmation(small, INTERPRETER)
 
 
@@ -119,31 +98,11 @@ def test_duration():
     ]
 
 
-def test_a_trial_measured_here_scales_the_model_where_the_store_has_none():
-    # measured 1.5 s at (256, 256, 16), where the model says 0.7 + 4 x 0.1 x 65536 / 524288
-    # = 0.75 s: every trial of the plan is twice the model's
-    preview = preview_sweeps(
-        [(_request(), "2 shapes")],
-        model=INTERPRETER,
-        history=[],
-        stored=[0],
-        workers=1,
-        calibration=((256, 256, 16), 1.5),
-    )
-    assert round(preview.estimate_s, 4) == round(2 * 14.2875, 4)
-    assert preview.lines[2] == (
-        "  total: 6 task(s), 18 trial(s) to run, 1 worker(s); about 29 s of measuring (no "
-        "earlier trials of TRITON_INTERPRETER in the store: scaled by a trial measured here "
-        "now, 1.50 s at N=256, K=256, M=16)"
-    )
-    # the device's own trials win over the calibration
+def test_the_device_history_wins_over_a_trial_measured_here():
+    # measured 1.5 s at (256, 256, 16), twice the model: the plan's line says so (the CLI's
+    # dry run, tests/cli/test_sweep_plan.py), unless the device has trials of its own
+    calibrated = _preview(calibration=((256, 256, 16), 1.5))
+    assert round(calibrated.estimate_s, 4) == round(2 * 14.2875, 4)
     history = [TrialTimeRow("dense", 256, 384, 1, 3, 2.0)]
-    known = preview_sweeps(
-        [(_request(), "2 shapes")],
-        model=INTERPRETER,
-        history=history,
-        stored=[0],
-        workers=1,
-        calibration=((256, 256, 16), 1.5),
-    )
+    known = _preview(history=history, calibration=((256, 256, 16), 1.5))
     assert "(from 3 earlier trial(s) of TRITON_INTERPRETER in the store)" in known.lines[2]

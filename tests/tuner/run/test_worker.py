@@ -1,8 +1,13 @@
-"""A worker's task loop against a real store, with a stub runner: kill mid-task, resume exactly."""
+"""A worker's task loop against a real store, with a stub runner: kill mid-task, resume exactly;
+what a trial costs (one store transaction, the lease asked from memory while fresh)."""
 
+import multiprocessing as mp
+import time
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
+from sqlalchemy import event
 
 from db import repo
 from db.connection import open_store, session_scope
@@ -13,8 +18,7 @@ from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.measure import runners
 from tuner.measure.runners import InterpreterRunner
 from tuner.measure.trial import TrialResult
-from tuner.run.task import run_task, trial_cap
-from tuner.run.worker_spec import WorkerSpec
+from tuner.run.worker import InFlight, Lease, WorkerShared, WorkerSpec, run_task, trial_cap
 
 BUDGET = 6
 # One sweep of tiny's (256, 384) at M=16 on the interpreter; tests replace its strategy or M.
@@ -58,33 +62,19 @@ def stub_latency_us(config) -> float:
     return 100.0 - config.BLOCK_SIZE_N / 8 + config.num_stages
 
 
+ENV = dict.fromkeys(("compute_capability", "driver", "cuda"), "") | {"kernel_hash": "h"}
+ENV |= dict.fromkeys(("torch", "triton", "tuner"), "t") | {"device_name": "TRITON_INTERPRETER"}
+ENV |= {"gpu_name": "TRITON_INTERPRETER"}
+
+
 def make_store(folder, strategy="optuna"):
     url = f"sqlite:///{folder}/tuner.db"
     engine = open_store(url)
     with session_scope(engine) as session:
-        sweep, _ = repo.create_sweep(
-            session,
-            replace(SPEC, strategy=strategy),
-        )
-        environment_id = repo.get_or_create_environment(
-            session,
-            device_name="TRITON_INTERPRETER",
-            gpu_name="TRITON_INTERPRETER",
-            compute_capability="",
-            driver="",
-            cuda="",
-            torch="t",
-            triton="t",
-            tuner="t",
-            kernel_hash="h",
-        )
-    spec = WorkerSpec(
-        db_url=url,
-        sweep_id=sweep.sweep_id,
-        worker_id="w1",
-        runner=InterpreterRunner("TRITON_INTERPRETER"),
-    )
-    return engine, spec, environment_id
+        sweep, _ = repo.create_sweep(session, replace(SPEC, strategy=strategy))
+        environment_id = repo.get_or_create_environment(session, **ENV)
+    runner = InterpreterRunner("TRITON_INTERPRETER")
+    return engine, WorkerSpec(url, sweep.sweep_id, "w1", runner), environment_id
 
 
 @pytest.fixture(autouse=True)
@@ -160,31 +150,16 @@ def test_finalists_are_retimed_interleaved_and_the_decision_stored_once(store):
     default = default_config()
     fast, second = KernelConfig(32, 256, 128, 64, 8, 2), KernelConfig(128, 256, 64, 16, 8, 4)
     # Three rounds (the interpreter's timed calls per trial), the start moving by one each round.
-    assert StubRunner.sampled == [
-        default,
-        fast,
-        second,
-        fast,
-        second,
-        default,
-        second,
-        default,
-        fast,
-    ]
+    rounds = [(default, fast, second), (fast, second, default), (second, default, fast)]
+    assert StubRunner.sampled == [config for round_ in rounds for config in round_]
     with session_scope(engine) as session:
         decision = repo.task_decision(session, task_id=task.task_id)
-    assert sorted((r.latency_us, r.is_default, r.rounds) for r in decision.retimes) == [
-        (70.0, False, 3),
-        (72.0, False, 3),
-        (86.0, True, 3),
-    ]
+    retimes = sorted((r.latency_us, r.is_default, r.rounds) for r in decision.retimes)
+    assert retimes == [(70.0, False, 3), (72.0, False, 3), (86.0, True, 3)]
     assert KernelConfig.from_dict(decision.config) == fast and decision.kept == "fastest"
     assert KernelConfig.from_dict(decision.runner_up) == second
-    assert (decision.latency_us, decision.default_latency_us, decision.spread_us) == (
-        70.0,
-        86.0,
-        0.0,
-    )
+    times = (decision.latency_us, decision.default_latency_us, decision.spread_us)
+    assert times == (70.0, 86.0, 0.0)
 
     StubRunner.measured, StubRunner.sampled = [], []
     run_task(engine, spec, task, environment_id, vllm_space())  # resumed after its decision
@@ -356,3 +331,105 @@ def test_a_resumed_search_stops_at_the_budget_whatever_it_asks(store):
     )
     assert len(StubRunner.measured) == 2
     assert len(stored(engine, task.task_id)) == BUDGET + 2
+
+
+# What a trial costs a worker: one store transaction in the steady state, the config in flight
+# kept in memory shared with the supervisor, the lease asked from memory while fresh.
+def commits_of(engine):
+    counted = []
+    event.listen(engine, "commit", lambda connection: counted.append(1))
+    return counted
+
+
+@pytest.mark.parametrize("budget", [BUDGET, 3 * BUDGET])
+def test_one_transaction_per_trial_plus_three_per_task(store, budget):
+    engine, spec, environment_id = store
+    task = replace(claim(engine, spec), budget=budget)
+    commits = commits_of(engine)
+    run_task(engine, spec, task, environment_id, vllm_space())
+    # one to read the task's trials and warm starts (renewing its lease), one per trial,
+    # one to read the task's decision and one to record the re-timing's
+    assert len(commits) == budget + 3
+    assert len(stored(engine, task.task_id)) == len(StubRunner.measured) == budget
+
+
+def test_the_mark_in_flight_round_trips_and_clears(monkeypatch):
+    shared = WorkerShared(mp.get_context("spawn"))
+    assert shared.in_flight() is None
+    monkeypatch.setattr(time, "time", lambda: 1234.5)
+    task = SimpleNamespace(task_id=7, N=256, K=384, M=16)
+    shared.mark_in_flight(task, default_config(), True)
+    assert shared.in_flight() == InFlight(
+        task_id=7, N=256, K=384, M=16, config=default_config().as_dict(), is_default=True,
+        since=1234.5,
+    )  # fmt: skip
+    shared.clear_in_flight()
+    assert shared.in_flight() is None
+    shared.mark_in_flight(task, default_config(), False)
+    shared._flight[0] += 1  # the worker is rewriting it: nothing to read
+    assert shared.in_flight() is None
+
+
+def test_a_fresh_lease_answers_from_memory_and_a_stale_one_asks_the_store(store):
+    engine, spec, _ = store
+    task = claim(engine, spec)
+    lease = Lease(engine, task.task_id, spec.worker_id, lease_s=60)
+    commits = commits_of(engine)
+    assert lease.holds()  # never renewed: renewed now
+    assert len(commits) == 1
+    assert all(lease.holds() for _ in range(100))
+    assert len(commits) == 1
+    with session_scope(engine) as session:  # taken from the worker
+        repo.release_tasks(session, worker_id=spec.worker_id)
+    assert lease.holds()  # within lease_s / 2 of a renewal: from memory
+    lease._renewed_at = time.monotonic() - 31  # the last renewal is older than lease_s / 2
+    assert not lease.holds()
+    assert not lease.holds() and not lease.renew()  # lost for good, no more store round trips
+    assert len(commits) == 3
+
+
+def test_record_held_trial_writes_only_for_the_holder_and_once(store):
+    engine, spec, environment_id = store
+    task = claim(engine, spec)
+    measured = {"latency_us": 10.0, "p20_us": 9.5, "p80_us": 10.5, "measure_s": 0.25}
+    values = {"config": default_config().as_dict(), "is_default": True, "status": "ok"}
+    values |= {"environment_id": environment_id, **measured}
+    with engine.begin() as connection:
+        assert not repo.record_trial(connection, task_id=task.task_id, worker_id="w2", **values)
+    assert stored(engine, task.task_id) == []
+    for _ in range(2):
+        with engine.begin() as connection:
+            assert repo.record_trial(
+                connection, task_id=task.task_id, worker_id=spec.worker_id, **values
+            )
+    [trial] = stored(engine, task.task_id)
+    got = {name: getattr(trial, name) for name in values if name != "environment_id"}
+    assert got == {name: value for name, value in values.items() if name != "environment_id"}
+    with (
+        engine.begin() as connection,
+        pytest.raises(ValueError, match="'fine' is not a valid TrialStatus"),
+    ):
+        repo.record_trial(
+            connection,
+            task_id=task.task_id,
+            worker_id=spec.worker_id,
+            **{**values, "status": "fine"},
+        )
+
+
+def test_guided_stores_its_pruned_trials_beyond_the_budget_and_resumes_without_measuring(store):
+    engine, spec, environment_id = store
+    task = replace(claim(engine, spec), strategy="guided", budget=12)
+    run_task(engine, spec, task, environment_id, vllm_space())
+    trials = stored(engine, task.task_id)
+    statuses = [t.status for t in trials]
+    # the stub prunes BLOCK_SIZE_M 256 (out_of_resources): steps and tiles meet some of them
+    assert statuses.count("ok") == 12 and statuses.count("out_of_resources") >= 3
+    assert len(trials) == len(StubRunner.measured) == 12 + statuses.count("out_of_resources")
+    measured = list(StubRunner.measured)
+    run_task(engine, spec, task, environment_id, vllm_space())  # resumed: all answered
+    assert StubRunner.measured == measured
+    columns = ("trial_id", "config", "status", "latency_us", "created_at")
+    assert [[getattr(t, c) for c in columns] for t in stored(engine, task.task_id)] == [
+        [getattr(t, c) for c in columns] for t in trials
+    ]

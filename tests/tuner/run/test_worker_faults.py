@@ -2,21 +2,20 @@
 recording it), a task taken from the worker stops it without recording anything."""
 
 import dataclasses
+from dataclasses import replace
 
 import pytest
 
 from db import repo
 from db.connection import open_store, session_scope
-from tests.storefill import DENSE_SWEEP
+from tests.tuner.run.test_worker import ENV, SPEC, claim
 from tuner.core import TrialStatus
 from tuner.kernels.dense.space import vllm_space
 from tuner.measure import runners
 from tuner.measure.runners import make_runner
 from tuner.measure.trial import TrialResult
-from tuner.run.task import run_task
-from tuner.run.worker_spec import ContextLost, TaskLost, WorkerSpec
+from tuner.run.worker import ContextLost, TaskLost, WorkerSpec, run_task
 
-BUDGET = 6
 CRASHING_BLOCK_SIZE_N = 256
 
 
@@ -50,46 +49,13 @@ def stub_runner(monkeypatch):
 def make_store(folder, backend):
     url = f"sqlite:///{folder}/tuner.db"
     engine = open_store(url)
+    spec = replace(SPEC, device_name="NVIDIA_L20", strategy="grid", space="custom")
+    env = dict(ENV, device_name="NVIDIA_L20", gpu_name="NVIDIA L20", compute_capability="8.9")
     with session_scope(engine) as session:
-        sweep, _ = repo.create_sweep(
-            session,
-            repo.SweepSpec(
-                device_name="NVIDIA_L20",
-                model="tiny",
-                tp=1,
-                strategy="grid",
-                budget=BUDGET,
-                space="custom",
-                seed=3,
-                m_values=[16],
-                out_dtype="bfloat16",
-                block_shape=(128, 128),
-                shapes=[(256, 384)],
-                **DENSE_SWEEP,
-            ),
-        )
-        environment_id = repo.get_or_create_environment(
-            session,
-            device_name="NVIDIA_L20",
-            gpu_name="NVIDIA L20",
-            compute_capability="8.9",
-            driver="",
-            cuda="",
-            torch="t",
-            triton="t",
-            tuner="t",
-            kernel_hash="h",
-        )
+        sweep, _ = repo.create_sweep(session, spec)
+        environment_id = repo.get_or_create_environment(session, **env)
     runner = make_runner(backend, device_name="NVIDIA_L20")
-    spec = WorkerSpec(db_url=url, sweep_id=sweep.sweep_id, worker_id="w1", runner=runner)
-    return engine, spec, environment_id
-
-
-def claim(engine, spec):
-    with session_scope(engine) as session:
-        return repo.claim_task(
-            session, sweep_id=spec.sweep_id, worker_id=spec.worker_id, lease_s=60
-        )
+    return engine, WorkerSpec(url, sweep.sweep_id, "w1", runner), environment_id
 
 
 def stored(engine, task_id):
@@ -161,17 +127,7 @@ def test_a_task_that_fails_on_a_broken_cuda_context_restarts_the_process(
     from tuner.run import worker
 
     engine, spec, _ = make_store(tmp_path, "cuda")
-    env = {
-        "device_name": "NVIDIA_L20",
-        "gpu_name": "NVIDIA L20",
-        "compute_capability": "8.9",
-        "driver": "",
-        "cuda": "",
-        "torch": "t",
-        "triton": "t",
-        "tuner": "t",
-        "kernel_hash": "h",
-    }
+    env = dict(ENV, device_name="NVIDIA_L20", gpu_name="NVIDIA L20", compute_capability="8.9")
     calls = []
 
     def failing_task(*args, **kwargs):
@@ -183,10 +139,10 @@ def test_a_task_that_fails_on_a_broken_cuda_context_restarts_the_process(
     monkeypatch.setattr(worker, "run_task", failing_task)
     monkeypatch.setattr(worker, "_cuda_usable", lambda: usable)
     if usable:
-        worker._work(spec, None)  # the task fails; nothing else to claim, the worker returns
+        worker.worker_main(spec)  # the task fails; nothing else to claim, the worker returns
     else:
         with pytest.raises(SystemExit) as exit_:
-            worker._work(spec, None)
+            worker.worker_main(spec)
         assert exit_.value.code == worker.EXIT_RESTART
     with session_scope(engine) as session:
         assert session.scalars(select(Task.state)).all() == ["failed"]
