@@ -55,8 +55,9 @@ def test_compare_tiny_on_the_interpreter(tmp_path: Path) -> None:
     )
     status = {(p.N, p.backend): p.status for p in stored.points}
     ran = {(256, "triton-tuned"), *((N, n) for N in (256, 576) for n in ("triton-default", CPU))}
-    assert status == {(N, n): "ok" if (N, n) in ran else "unavailable" for N in (256, 576)
-                      for n in BACKENDS}  # fmt: skip
+    assert status == {
+        (N, n): "ok" if (N, n) in ran else "unavailable" for N in (256, 576) for n in BACKENDS
+    }
     tuned = next(p for p in stored.points if (p.N, p.backend) == (256, "triton-tuned"))
     assert tuned.note == "16x64x128 g1 w4 s3" and tuned.p20_us <= tuned.latency_us <= tuned.p80_us
     missing = next(p for p in stored.points if (p.N, p.backend) == (576, "triton-tuned"))

@@ -176,8 +176,9 @@ def test_tuner_mounts_every_format(store: str, no_server, device_name: str, fmt:
 def test_no_flag_for_sglang_or_the_interpreter(store: str, no_server, fmt: str) -> None:
     pull = ["--server", SERVER, "--release", "1"] if fmt.endswith("-pull") else []
     sglang = "--engine sglang --triton-version 3.8.0".split()
-    sglang = runner.invoke(app, ["mounts", "--device", "L20", "--format", fmt, "--db", store,
-                                 *sglang, *pull])  # fmt: skip
+    sglang = runner.invoke(
+        app, ["mounts", "--device", "L20", "--format", fmt, "--db", store, *sglang, *pull]
+    )
     assert sglang.exit_code == 0, sglang.output
     assert "--linear-backend" not in sglang.stdout and "Marlin" not in sglang.stdout
     assert f"# {SGLANG_NOTE}" in sglang.stdout.splitlines()

@@ -53,9 +53,15 @@ def import_two_sources(tmp_path: Path) -> str:
         shape = {"device_name": "NVIDIA_L20", "N": 1536, "K": 7168, "block_shape": (128, 128)}
         shape |= {"family": "dense", "shape_params": ""}
         record_import(
-            session, **shape, label="shipped L20", file_name=NAME_B, sha256="ab" * 32,
-            configs={1: SLOW, 64: FAST}, checked_arch=89, cannot_launch={1: LEFT_OUT},
-        )  # fmt: skip
+            session,
+            **shape,
+            label="shipped L20",
+            file_name=NAME_B,
+            sha256="ab" * 32,
+            configs={1: SLOW, 64: FAST},
+            checked_arch=89,
+            cannot_launch={1: LEFT_OUT},
+        )
     engine.dispose()
     return db
 

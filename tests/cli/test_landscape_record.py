@@ -28,8 +28,10 @@ def test_record_returns_the_replayed_landscape(tmp_path):
     assert re.fullmatch(r"custom:[0-9a-f]{16}@replay:[0-9a-f]{16}", recorded.space)
     assert dict(recorded.environment) == ENVIRONMENT and recorded.problems == source.problems
     assert (recorded.device_name, recorded.out_dtype, recorded.block_shape) == (
-        "NVIDIA_L20", "bfloat16", (128, 128)
-    )  # fmt: skip
+        "NVIDIA_L20",
+        "bfloat16",
+        (128, 128),
+    )
 
 
 class Row:

@@ -35,8 +35,12 @@ def test_the_docker_line_round_trips_through_shell_quoting() -> None:
     assert all(c.startswith("#") for c in comments)
     argv = shlex.split(line)
     assert argv[:9] == "docker run --rm --gpus all --ipc=host -v $PWD/wheels:/wheels:ro -v".split()
-    assert argv[9:16] == [*"$PWD/tuner-store:/store -e TUNER_DB_URL=sqlite:////store/tuner.db "
-                          "--entrypoint bash".split(), IMAGE, "-c"]  # fmt: skip
+    assert argv[9:16] == [
+        *"$PWD/tuner-store:/store -e TUNER_DB_URL=sqlite:////store/tuner.db "
+        "--entrypoint bash".split(),
+        IMAGE,
+        "-c",
+    ]
     pins, install, rest = argv[16].split(" && ")
     doctor, sweep = rest.split(" ; ")
     # Every package of the image held at its version: nothing of the engine's moves.

@@ -22,28 +22,37 @@ from tuner.run import gpus as run_gpus
 
 ArchOpt = Annotated[
     str | None,
-    typer.Option(help="GPU architecture to answer for: sm89, sm90, sm100, sm120 [default: the "
-                 "visible GPU's]."),
-]  # fmt: skip
+    typer.Option(
+        help="GPU architecture to answer for: sm89, sm90, sm100, sm120 [default: the "
+        "visible GPU's]."
+    ),
+]
 DeviceOpt = Annotated[
     str | None,
-    typer.Option(help="GPU model vLLM serves on (L20, H200, ...) [default: the visible GPU]; "
-                 "without a GPU and --arch, a known model gives the architecture."),
-]  # fmt: skip
+    typer.Option(
+        help="GPU model vLLM serves on (L20, H200, ...) [default: the visible GPU]; "
+        "without a GPU and --arch, a known model gives the architecture."
+    ),
+]
 LinearBackendOpt = Annotated[
     str | None,
     typer.Option(help="The server's --linear-backend: triton makes it read the dense files."),
 ]
 NoCompileOpt = Annotated[
     bool,
-    typer.Option("--no-compile", help="Skip compiling the builtin and vLLM's kernels for the "
-                 "architecture (about 20 s without a GPU)."),
-]  # fmt: skip
+    typer.Option(
+        "--no-compile",
+        help="Skip compiling the builtin and vLLM's kernels for the "
+        "architecture (about 20 s without a GPU).",
+    ),
+]
 ModelOpt = Annotated[
     str | None,
-    typer.Option(help="Model key (`tuner shapes list`) whose weight shapes and model type vLLM's "
-                 "kernel choice is asked for [default: one DeepSeek-V3 layer]."),
-]  # fmt: skip
+    typer.Option(
+        help="Model key (`tuner shapes list`) whose weight shapes and model type vLLM's "
+        "kernel choice is asked for [default: one DeepSeek-V3 layer]."
+    ),
+]
 TpOpt = Annotated[int | None, typer.Option(help="Tensor-parallel size of --model (which shapes).")]
 
 

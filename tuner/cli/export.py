@@ -166,10 +166,15 @@ def export(
     out_folder(out)
     store, device_name = device_store(db, device)
     read = store_files(
-        store, device_name, out_dtype=out_dtype and out_dtype.value, allow_stale=allow_stale,
-        allow_partial=allow_partial, engine_name=engine_name.value, kernel=kernel.value,
+        store,
+        device_name,
+        out_dtype=out_dtype and out_dtype.value,
+        allow_stale=allow_stale,
+        allow_partial=allow_partial,
+        engine_name=engine_name.value,
+        kernel=kernel.value,
         hint="; pick one with --out-dtype",
-    )  # fmt: skip
+    )
     result = read.explained()
     typer.echo(source_line(read, allow_stale), err=True)
     sglang = engine_name == EngineName.sglang

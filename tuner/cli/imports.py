@@ -189,9 +189,16 @@ def _check_plan(plan: Planned, arch: int, pool, lines: list[str]) -> int:
     item = plan.item
     try:
         verdict = check_entries(
-            item.configs, arch=arch, device_name=plan.target, pool=pool, params=item.shape.params,
-            N=item.shape.N, K=item.shape.K, block_shape=item.shape.block_shape, family=item.family,
-        )  # fmt: skip
+            item.configs,
+            arch=arch,
+            device_name=plan.target,
+            pool=pool,
+            params=item.shape.params,
+            N=item.shape.N,
+            K=item.shape.K,
+            block_shape=item.shape.block_shape,
+            family=item.family,
+        )
     except Exception as exc:  # noqa: BLE001 - a broken compiler leaves the file unchecked
         why = " ".join(str(exc).split())[:200]
         lines.append(f"not checked {plan.path.name}: compiling failed: {why}")
@@ -342,10 +349,16 @@ def _store(store: Engine, planned: list[Planned], label: str) -> None:
         for plan in planned:
             item = plan.item
             record_import(
-                session, device_name=plan.target, **item.store_fields, label=label,
-                file_name=plan.path.name, sha256=item.sha256,
-                configs=item.configs, checked_arch=plan.arch, cannot_launch=plan.cannot_launch,
-            )  # fmt: skip
+                session,
+                device_name=plan.target,
+                **item.store_fields,
+                label=label,
+                file_name=plan.path.name,
+                sha256=item.sha256,
+                configs=item.configs,
+                checked_arch=plan.arch,
+                cannot_launch=plan.cannot_launch,
+            )
     for plan in planned:
         named = plan.item.device_name
         moved = "" if plan.target == named else f" (file named for {named})"

@@ -98,10 +98,15 @@ def build_landscape(
         for row in sorted(kept, key=lambda row: row.trial_id)
     }
     results = [
-        (row.N, row.K, row.M, KernelConfig.from_dict(row.config),
-         TrialResult(TrialStatus(row.status), row.latency_us, row.p20_us, row.p80_us))
+        (
+            row.N,
+            row.K,
+            row.M,
+            KernelConfig.from_dict(row.config),
+            TrialResult(TrialStatus(row.status), row.latency_us, row.p20_us, row.p80_us),
+        )
         for row in latest.values()
-    ]  # fmt: skip
+    ]
     spaces = sorted({row.space for row in kept})
     if complete_only:
         results = _complete(results, spaces, notes)

@@ -136,18 +136,29 @@ def mounts(
     """Print read-only mounts of each config file into the engine's config folder."""
     site = site_packages or DEFAULT_SITE_PACKAGES[engine_name]
     if fmt in PULL_FORMATS:
-        _pull_recipe(fmt, device, server, release, db, engine=engine_name.value,
-                     site_packages=site, engine_version_=engine_version,
-                     triton_version=triton_version)  # fmt: skip
+        _pull_recipe(
+            fmt,
+            device,
+            server,
+            release,
+            db,
+            engine=engine_name.value,
+            site_packages=site,
+            engine_version_=engine_version,
+            triton_version=triton_version,
+        )
         return
     given: dict[str, Any] = {"engine": engine_name.value, "site_packages": site, "fmt": fmt}
     given |= {"engine_version": engine_version}
     if files is not None:
         folder = str(files.resolve())
         request = MountRequest(
-            **_folder_files(files, device, engine_name.value), host_dir=folder, **given,
-            triton_version=triton_version, triton_from="--triton-version",
-        )  # fmt: skip
+            **_folder_files(files, device, engine_name.value),
+            host_dir=folder,
+            **given,
+            triton_version=triton_version,
+            triton_from="--triton-version",
+        )
     else:
         read = _store_files(
             device, engine_name.value, (allow_partial, allow_stale, kernel.value), db
@@ -222,9 +233,14 @@ def _store_files(
     allow_partial, allow_stale, kernel = kept
     store, device_name = device_store(db, device)
     read = store_files(
-        store, device_name, out_dtype=None, allow_stale=allow_stale, allow_partial=allow_partial,
-        engine_name=engine, kernel=kernel,
-    )  # fmt: skip
+        store,
+        device_name,
+        out_dtype=None,
+        allow_stale=allow_stale,
+        allow_partial=allow_partial,
+        engine_name=engine,
+        kernel=kernel,
+    )
     if not read.files.files:
         stale = "; --allow-stale also uses stale trials" if read.view.scope.stale_trials else ""
         raise fail(

@@ -109,15 +109,28 @@ def sweep(
     m_values, shapes = _parse(m, model, tp)
     source, label = resolve_kernel_choice(kernel)
     runner, resolved = resolve_runner(
-        device, replay, interpreter_reps=interpreter_reps,
-        need_device=here and not no_run, plan_only=here and dry_run and not no_run,
-    )  # fmt: skip
+        device,
+        replay,
+        interpreter_reps=interpreter_reps,
+        need_device=here and not no_run,
+        plan_only=here and dry_run and not no_run,
+    )
     requests = model_requests(
-        shapes, device_name=resolved.device_name, model=shapes.model, tp=shapes.tp,
-        block_shape=shapes.block_shape, m_values=m_values, strategy=strategy, trials=trials,
-        seed=seed, out_dtype=out_dtype.value, configs=load_configs(configs),
-        replay=None if replay is None else str(replay), kernel=source, kernel_label=label,
-    )  # fmt: skip
+        shapes,
+        device_name=resolved.device_name,
+        model=shapes.model,
+        tp=shapes.tp,
+        block_shape=shapes.block_shape,
+        m_values=m_values,
+        strategy=strategy,
+        trials=trials,
+        seed=seed,
+        out_dtype=out_dtype.value,
+        configs=load_configs(configs),
+        replay=None if replay is None else str(replay),
+        kernel=source,
+        kernel_label=label,
+    )
     visible = list(resolved.visible_ids)  # one worker each, unless --gpus plans for another host
     workers = gpus if gpus is not None and runner.on_gpu else max(1, len(visible))
     notes = _default_lines(shapes.model, shapes.tp, tp is not None, m)
@@ -141,8 +154,16 @@ def _run_all(requests, db, runner, visible, no_run, no_publish, trial_timeout_s,
     the sweep timed the builtin)."""
     url, store = open_db(db)
     for request, what in requests:
-        _plan_and_run(store, url, request, what, no_run=no_run, runner=runner, visible=visible,
-                      trial_timeout_s=trial_timeout_s)  # fmt: skip
+        _plan_and_run(
+            store,
+            url,
+            request,
+            what,
+            no_run=no_run,
+            runner=runner,
+            visible=visible,
+            trial_timeout_s=trial_timeout_s,
+        )
     if not no_run and not no_publish:
         publish_device(store, requests[0][0].device_name, reason="tuner sweep", kernel=kernel)
 
@@ -181,7 +202,7 @@ def _history(db: str | None, requests: list, runner: Runner) -> tuple[list, list
                     out_dtype=request.out_dtype,
                     space=request.space_name,
                     tasks=tasks,
-                )  # fmt: skip
+                )
             )
     store.dispose()
     return history, stored, known
@@ -213,10 +234,16 @@ def _show_plan(requests: list, db, runner: Runner, workers: int, notes: list, re
         measured_s = calibrate.interpreter_trial_s(reps)
         calibration = (calibrate.CALIBRATION_SHAPE, measured_s) if measured_s else None
     preview = preview_sweeps(
-        requests, model=model, history=history, stored=stored, workers=workers,
+        requests,
+        model=model,
+        history=history,
+        stored=stored,
+        workers=workers,
         compile_workers=max(1, ((os.cpu_count() or 2) - workers) // max(1, workers)),
-        defaults=notes, calibration=calibration, known=known,
-    )  # fmt: skip
+        defaults=notes,
+        calibration=calibration,
+        known=known,
+    )
     for line in preview.lines:
         plain(line)
     return preview, model
@@ -242,9 +269,16 @@ def _confirmed(preview, model, runner_name: str, yes: bool) -> bool:
 
 
 def _plan_and_run(
-    store, url: str, request, what: str, *, no_run: bool, runner, visible: list,
+    store,
+    url: str,
+    request,
+    what: str,
+    *,
+    no_run: bool,
+    runner,
+    visible: list,
     trial_timeout_s: float | None = None,
-) -> None:  # fmt: skip
+) -> None:
     """Create, extend or find one sweep and run it to the end; exit 1 if tasks are left or no
     trial came out ok (e.g. an interpreter that cannot launch), 130 on Ctrl-C, 143 on SIGTERM."""
     opened = plan(store, request)
@@ -265,9 +299,15 @@ def _plan_and_run(
         )
     try:
         summary = run_workers(
-            store, url, request, sweep_id, runner=runner, visible_devices=visible,
-            console=console, trial_timeout_s=trial_timeout_s,
-        )  # fmt: skip
+            store,
+            url,
+            request,
+            sweep_id,
+            runner=runner,
+            visible_devices=visible,
+            console=console,
+            trial_timeout_s=trial_timeout_s,
+        )
     except KeyboardInterrupt as exc:
         code, how = interrupted_exit(exc)
         raise fail(
@@ -325,7 +365,9 @@ def worker(
         code, how = interrupted_exit(exc)
         raise fail(f"{how}; the tasks went back to the queue", code) from None
     left = unfinished_in_scope(store, **scope)
-    plain(f"worker done: {left} unfinished task(s) left in {where}; {report.crashed} crashed, "
-          f"{report.timeouts} timed out, {report.restarts} restart(s)")  # fmt: skip
+    plain(
+        f"worker done: {left} unfinished task(s) left in {where}; {report.crashed} crashed, "
+        f"{report.timeouts} timed out, {report.restarts} restart(s)"
+    )
     if report.given_up:
         raise fail(f"gave up on worker(s) {', '.join(report.given_up)}; see the lines above", 1)

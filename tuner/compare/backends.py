@@ -174,8 +174,14 @@ def _probe(kernel: LibraryKernel, device: str) -> str | None:
 
     fp8, ones = torch.float8_e4m3fn, partial(torch.ones, device=device)
     try:
-        kernel(ones(128, 256).to(fp8), ones(128, 2), ones(256, 256).to(fp8), ones(2, 2),
-               torch.bfloat16, (128, 128))  # fmt: skip
+        kernel(
+            ones(128, 256).to(fp8),
+            ones(128, 2),
+            ones(256, 256).to(fp8),
+            ones(2, 2),
+            torch.bfloat16,
+            (128, 128),
+        )
     except Exception as exc:  # noqa: BLE001 - any failure means "cannot run here"
         return f"cannot run here: {error_line(exc)}"
     return None

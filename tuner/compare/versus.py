@@ -34,8 +34,11 @@ VLLM_MARLIN = "vllm-marlin"
 VLLM_HUMMING = "vllm-humming"
 # Column order of the tables.
 BACKENDS = (TRITON_TUNED, TRITON_DEFAULT, TORCH_SCALED_MM, TORCH_CPU) + (
-    VLLM_DEEPGEMM, VLLM_CUTLASS, VLLM_MARLIN, VLLM_HUMMING
-)  # fmt: skip
+    VLLM_DEEPGEMM,
+    VLLM_CUTLASS,
+    VLLM_MARLIN,
+    VLLM_HUMMING,
+)
 # vLLM 0.33.0 class name (kernels/linear/scaled_mm/*.py) -> the kernel name that times it. Its
 # Triton kernel reads the tuned files: there the default is already what the flag gives.
 KERNEL_BACKENDS = {

@@ -18,8 +18,13 @@ from packaging.version import InvalidVersion, Version
 # (vllm/model_executor/layers/quantization/utils/configs/*.json, vLLM 0.33.0); the store's trial
 # columns carry exactly these names.
 CONFIG_KEYS: tuple[str, ...] = (
-    "BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages"
-)  # fmt: skip
+    "BLOCK_SIZE_M",
+    "BLOCK_SIZE_N",
+    "BLOCK_SIZE_K",
+    "GROUP_SIZE_M",
+    "num_warps",
+    "num_stages",
+)
 
 # The dtype label vLLM puts in the names of its W8A8 block-FP8 config files, dense and fused-MoE
 # alike (`dtype=fp8_w8a8`): vLLM 0.33.0's get_w8a8_block_fp8_configs (model_executor/layers/
@@ -153,8 +158,25 @@ class ResolvedDevice:
 
 # vLLM's tuning script default batch sizes (benchmarks/kernels/benchmark_w8a8_block_fp8.py, main).
 VLLM_M_GRID: tuple[int, ...] = (
-    1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096,
-)  # fmt: skip
+    1,
+    2,
+    4,
+    8,
+    16,
+    24,
+    32,
+    48,
+    64,
+    96,
+    128,
+    256,
+    512,
+    1024,
+    1536,
+    2048,
+    3072,
+    4096,
+)
 # M values every file should carry: decode (1), small batches (16, 32), prefill (2048, 4096).
 REQUIRED_M: tuple[int, ...] = (1, 16, 32, 2048, 4096)
 

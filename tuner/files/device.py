@@ -218,9 +218,14 @@ def read_device(
         ).items()
     }
     return DeviceView(
-        device_name, out_dtype, scope, environments, repo.winners(session, **chosen),
-        repo.shape_coverage(session, **chosen), imported,
-    )  # fmt: skip
+        device_name,
+        out_dtype,
+        scope,
+        environments,
+        repo.winners(session, **chosen),
+        repo.shape_coverage(session, **chosen),
+        imported,
+    )
 
 
 def device_files(

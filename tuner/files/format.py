@@ -246,8 +246,9 @@ class ParsedFile:
         takes it."""
         shape = self.shape
         return {"N": shape.N, "K": shape.K, "block_shape": shape.block_shape} | {
-            "family": self.family, "shape_params": shape.params_text
-        }  # fmt: skip
+            "family": self.family,
+            "shape_params": shape.params_text,
+        }
 
 
 def parse_import_name(file_name: str) -> tuple[str, Shape, str, str]:

@@ -171,9 +171,15 @@ def merge_shape(
     text = dump_config_file(configs, triton_version)
     sha256 = hashlib.sha256(text.encode()).hexdigest()
     return MergedFile(
-        dict(sorted(configs.items())), text, sha256, notes, warnings, m_missing, bool(m_missing),
+        dict(sorted(configs.items())),
+        text,
+        sha256,
+        notes,
+        warnings,
+        m_missing,
+        bool(m_missing),
         m_imported,
-    )  # fmt: skip
+    )
 
 
 @dataclass(frozen=True)

@@ -412,11 +412,15 @@ def k8s_body(device_name: str, placed: Placed, contents: Mapping[str, str]) -> l
         }
         body += ["---", *dump_yaml(manifest)]
     volumes = [
-        {"name": volume, "configMap": {"name": configmap, "items": [
-            {"key": key, "path": dst} for _, key, dst in files
-        ]}}
+        {
+            "name": volume,
+            "configMap": {
+                "name": configmap,
+                "items": [{"key": key, "path": dst} for _, key, dst in files],
+            },
+        }
         for volume, configmap, files in groups
-    ]  # fmt: skip
+    ]
     return body + ["---"] + k8s_parts({"volumes": volumes}, placed, "")
 
 

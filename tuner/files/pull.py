@@ -319,9 +319,12 @@ def _compose_pull_body(args: list[str], engine: str, placed: Placed) -> list[str
     depends = {"blockfp8-pull": {"condition": "service_completed_successfully"}}
     pull = {"image": PULL_IMAGE, "command": args, "volumes": [f"{VOLUME}:/configs"]}
     return compose_file(
-        engine, {"depends_on": depends, "volumes": volumes}, placed, {"blockfp8-pull": pull},
+        engine,
+        {"depends_on": depends, "volumes": volumes},
+        placed,
+        {"blockfp8-pull": pull},
         {"volumes": {VOLUME: {}}},
-    )  # fmt: skip
+    )
 
 
 def version_mismatch(

@@ -104,9 +104,14 @@ def _new_file(f: DeviceFile) -> NewFile:
     detail |= {"m_missing": merged.m_missing, "partial": merged.partial}
     detail |= {"notes": merged.notes, "warnings": merged.warnings}
     return NewFile(
-        f.file_name, f.N, f.K, f.block_shape, merged.text.encode(), **f.key.store_fields(),
+        f.file_name,
+        f.N,
+        f.K,
+        f.block_shape,
+        merged.text.encode(),
+        **f.key.store_fields(),
         detail=detail,
-    )  # fmt: skip
+    )
 
 
 def publish(
@@ -130,9 +135,13 @@ def publish(
     """
     allow_partial = scope.get("allow_partial", False)
     read = device_files(
-        session, device_name, out_dtype=scope.get("out_dtype"), allow_partial=allow_partial,
-        allow_stale=scope.get("allow_stale", False), kernel=scope.get("kernel", "auto"),
-    )  # fmt: skip
+        session,
+        device_name,
+        out_dtype=scope.get("out_dtype"),
+        allow_partial=allow_partial,
+        allow_stale=scope.get("allow_stale", False),
+        kernel=scope.get("kernel", "auto"),
+    )
     if not read.files.files:
         skipped = read.explained().skipped
         why = f"; e.g. N={skipped[0].N}, K={skipped[0].K}: {skipped[0].reason}" if skipped else ""
@@ -147,8 +156,12 @@ def publish(
         "sglang": build_zip(device_name, sglang, engine="sglang", tuned_with=tuned_with),
     }
     release, created = publish_release(
-        session, device_name=device_name, files=[_new_file(f) for f in read.files.files],
-        archives=archives, summary=_summary(read, scope), created_by=created_by or who(),
+        session,
+        device_name=device_name,
+        files=[_new_file(f) for f in read.files.files],
+        archives=archives,
+        summary=_summary(read, scope),
+        created_by=created_by or who(),
         reason=reason,
-    )  # fmt: skip
+    )
     return Published(release, created, read)

@@ -491,9 +491,14 @@ class Precompiler:
     def _dispatch(self, config: KernelConfig) -> None:
         """Send one compile to the pool (lock held); answer it at once if the pool is broken."""
         job = CompileJob(
-            config, self.arch, self.shape, self.M, self.out_dtype, self.family,
+            config,
+            self.arch,
+            self.shape,
+            self.M,
+            self.out_dtype,
+            self.family,
             need_info=config not in self._known,
-        )  # fmt: skip
+        )
         self._answers[config] = Future()
         try:
             future = None if self.broken else self._pool.submit(compile_job, job)

@@ -150,9 +150,15 @@ def _compile_first_uses(
         for M in sorted(set(first_m.values())):
             group = [config for config, first in first_m.items() if first == M]
             infos |= compile_infos(
-                group, arch=arch, shape=shape, M=M, out_dtype=CHECK_OUT_DTYPE, family=family,
-                cache=cache, pool=pool,
-            )  # fmt: skip
+                group,
+                arch=arch,
+                shape=shape,
+                M=M,
+                out_dtype=CHECK_OUT_DTYPE,
+                family=family,
+                cache=cache,
+                pool=pool,
+            )
     except KeyError as exc:  # a dimension the file's name does not carry (MoE: top_k)
         raise ValueError(
             f"the file's name does not give {exc.args[0]}, which the {family} kernel "

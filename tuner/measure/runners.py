@@ -179,9 +179,13 @@ class InterpreterRunner(Runner):
     ) -> ProblemRunner:
         """A `KernelRunner` on the interpreter, `reps` timed calls a trial."""
         return KernelRunner(
-            problem, device="cpu", seed=seed, interpreter_reps=self.reps, warmup_s=warmup_s,
+            problem,
+            device="cpu",
+            seed=seed,
+            interpreter_reps=self.reps,
+            warmup_s=warmup_s,
             rep_s=rep_s,
-        )  # fmt: skip
+        )
 
     def retime_rounds(self, rounds: int) -> int:
         """As many rounds as timed calls per trial (at least 2): CPU timings, not a GPU's."""

@@ -125,9 +125,13 @@ class WorkerCompiler:
         queued for compiling (see `CompileGate`)."""
         dims = ("M", "N", "K", "block_shape", "out_dtype", "family", "params")
         return CompileGate(
-            space=space, first=first, arch=self.arch, pool=self.pool, workers=self.workers,
+            space=space,
+            first=first,
+            arch=self.arch,
+            pool=self.pool,
+            workers=self.workers,
             **{name: getattr(problem, name) for name in dims},
-        )  # fmt: skip
+        )
 
     def closed(self, gate, shared) -> None:
         """Close a task's gate and add its compile and wait seconds to the shared counters."""

@@ -285,9 +285,14 @@ def trial_model(runner_name: str, interpreter_reps: int = 3) -> TrialModel:
             "timings are CPU timings"
         )
         return TrialModel(
-            INTERPRETER_TRIAL_S, INTERPRETER_S_PER_WORK, interpreter_reps + 1, timeout_s=1800.0,
-            confirm_above_s=3600.0, notes=(note,), calibrate=True,
-        )  # fmt: skip
+            INTERPRETER_TRIAL_S,
+            INTERPRETER_S_PER_WORK,
+            interpreter_reps + 1,
+            timeout_s=1800.0,
+            confirm_above_s=3600.0,
+            notes=(note,),
+            calibrate=True,
+        )
     if runner_name == "replay":
         return TrialModel(0.001)
     return TrialModel(0.025, compile_s=0.6, timeout_s=300.0)

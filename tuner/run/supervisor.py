@@ -308,7 +308,7 @@ class Supervisor:
                     status=status,
                     error=error,
                     is_default=entry.is_default,
-                )  # fmt: skip
+                )
             ):
                 entry = None
             repo.release_tasks(session, worker_id=spec.worker_id)

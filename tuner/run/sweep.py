@@ -88,7 +88,7 @@ def worker_specs(
             space=space,
             kernel=kernel,
             compile_workers=compile_workers if runner.on_gpu else 0,
-        )  # fmt: skip
+        )
         for device in visible_devices
     ]
 
@@ -135,9 +135,13 @@ def run_workers(
             workers were stopped, their tasks handed back where the store allowed.
     """
     specs = worker_specs(
-        db_url, runner=runner, visible_devices=visible_devices, configs=request.configs,
-        sweep_id=sweep_id, kernel=request.kernel,
-    )  # fmt: skip
+        db_url,
+        runner=runner,
+        visible_devices=visible_devices,
+        configs=request.configs,
+        sweep_id=sweep_id,
+        kernel=request.kernel,
+    )
     start = time.perf_counter()
 
     def read_progress():  # a store error in a tick is the supervisor's to time and bound
@@ -217,7 +221,7 @@ def summary_lines(summary: SweepSummary) -> list[str]:
         compile_wait_s=totals.get("compile_wait_s", 0.0),
         measure_s=totals.get("measure_s", 0.0),
         wall_s=summary.wall_s,
-    )  # fmt: skip
+    )
     return [
         f"sweep {summary.sweep_id}: {now.tasks_done}/{now.tasks_total} tasks done, "
         f"{now.tasks_failed} failed; {run_now} trials run now{_some(elsewhere)} "

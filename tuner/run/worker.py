@@ -434,14 +434,23 @@ class TaskRun:
         family, shape = get_family(self.key.family), self.key.shape
         self.space = self.space or family.space()
         self.problem = Problem(
-            task.M, task.N, task.K, shape.block_shape, task.out_dtype,
-            family=family.name, params=shape.params, kernel=spec.kernel,
-        )  # fmt: skip
+            task.M,
+            task.N,
+            task.K,
+            shape.block_shape,
+            task.out_dtype,
+            family=family.name,
+            params=shape.params,
+            kernel=spec.kernel,
+        )
         self.seed = task_seed(task.seed, task.N, task.K, task.M)
         self.runner = spec.runner.problem_runner(
-            self.problem, task_id=task.task_id, seed=self.seed,
-            warmup_s=SEARCH_WARMUP_S, rep_s=SEARCH_REP_S,
-        )  # fmt: skip
+            self.problem,
+            task_id=task.task_id,
+            seed=self.seed,
+            warmup_s=SEARCH_WARMUP_S,
+            rep_s=SEARCH_REP_S,
+        )
         self.default = family.default_config(shape, task.M)
         warm = [(w.N, w.K, w.M, KernelConfig.from_dict(w.config)) for w in known]
         self.warm = warm_start_for_task(warm, N=task.N, K=task.K, M=task.M, default=self.default)
@@ -724,9 +733,13 @@ class _Worker:
             if state is None:
                 continue  # the task was taken from this worker: another worker has it now
             self.in_session(
-                repo.finish_task, task_id=task.task_id, worker_id=spec.worker_id,
-                state=state, error=error, budget=task.budget,
-            )  # fmt: skip
+                repo.finish_task,
+                task_id=task.task_id,
+                worker_id=spec.worker_id,
+                state=state,
+                error=error,
+                budget=task.budget,
+            )
             if state == "failed" and spec.runner.on_gpu and not _cuda_usable():
                 # A sticky CUDA error raised outside a trial (re-timing, inputs): every later
                 # task of this process would fail at once; a fresh process takes the others.

@@ -118,8 +118,22 @@ def test_out_dtypes_are_torchs_names_of_the_kernels_dtypes_and_the_stores() -> N
     assert OUT_DTYPES == ("bfloat16", "float16") and DEFAULT_OUT_DTYPE == "bfloat16"
     assert tuple(OutDtype) == OUT_DTYPES  # `--out-dtype`'s choices
     assert DENSE_DTYPES == MOE_DTYPES == tuple(getattr(torch, name) for name in OUT_DTYPES)
-    spec = SweepSpec("NVIDIA_L20", "m", 1, "grid", 1, "s", 0, [1], "bfloat16", (128, 128),
-                     [(256, 384)], "dense", "", False)  # fmt: skip
+    spec = SweepSpec(
+        "NVIDIA_L20",
+        "m",
+        1,
+        "grid",
+        1,
+        "s",
+        0,
+        [1],
+        "bfloat16",
+        (128, 128),
+        [(256, 384)],
+        "dense",
+        "",
+        False,
+    )
     for dtype in OUT_DTYPES:
         _validate(dataclasses.replace(spec, out_dtype=dtype))
     with pytest.raises(ValueError, match="'float32' is not one of bfloat16, float16"):

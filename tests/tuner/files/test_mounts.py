@@ -111,14 +111,18 @@ def test_compose_is_a_compose_file_of_the_serving_service() -> None:
         "services": {
             "vllm": {
                 "volumes": [
-                    {"type": "bind", "source": f"/srv/cfg/{A}", "target": f"{VLLM}/{A}",
-                     "read_only": True},
+                    {
+                        "type": "bind",
+                        "source": f"/srv/cfg/{A}",
+                        "target": f"{VLLM}/{A}",
+                        "read_only": True,
+                    },
                     {"type": "bind", "source": "/srv/cfg", "target": DIR, "read_only": True},
                 ],
                 "environment": {ENV: DIR},
             }
         }
-    }  # fmt: skip
+    }
     assert text.splitlines()[-2:] == FLAG
 
 
@@ -296,10 +300,14 @@ def test_k8s_pull_runs_tuner_pull_then_mounts_the_volume() -> None:
     }
     serving = spec["containers"][0]
     assert serving["volumeMounts"] == [
-        {"name": "blockfp8-configs", "mountPath": f"{VLLM}/{H200}", "subPath": H200,
-         "readOnly": True},
+        {
+            "name": "blockfp8-configs",
+            "mountPath": f"{VLLM}/{H200}",
+            "subPath": H200,
+            "readOnly": True,
+        },
         {"name": "blockfp8-configs", "mountPath": DIR, "readOnly": True},
-    ]  # fmt: skip
+    ]
     assert serving["env"] == [{"name": ENV, "value": DIR}]
     assert text.splitlines()[-2:] == FLAG
 

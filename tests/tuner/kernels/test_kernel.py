@@ -86,9 +86,15 @@ def run_case(inputs: BlockFp8Inputs, config: KernelConfig, out_dtype, out_shape)
     out = torch.full(out_shape, math.nan, dtype=out_dtype, device=DEVICE)
     try:
         result = w8a8_block_fp8_matmul(
-            inputs.A, inputs.B, inputs.As, inputs.Bs, BLOCK_SHAPE, config.as_dict(),
-            out_dtype=out_dtype, out=out,
-        )  # fmt: skip
+            inputs.A,
+            inputs.B,
+            inputs.As,
+            inputs.Bs,
+            BLOCK_SHAPE,
+            config.as_dict(),
+            out_dtype=out_dtype,
+            out=out,
+        )
     except OutOfResources as exc:
         if INTERPRETED:
             raise

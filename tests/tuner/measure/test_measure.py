@@ -31,12 +31,20 @@ def test_an_invalid_config_an_unwritten_output_or_a_launch_that_raises_is_record
         raise RuntimeError("CUDA error: an illegal memory access\nwas encountered")
 
     cases = [
-        (KernelConfig(64, 128, 256, 32, 4, 2), boom, TrialStatus.INVALID,  # never launched
-         "BLOCK_SIZE_K=256 does not divide group_k=128"),
+        (
+            KernelConfig(64, 128, 256, 32, 4, 2),
+            boom,
+            TrialStatus.INVALID,  # never launched
+            "BLOCK_SIZE_K=256 does not divide group_k=128",
+        ),
         (SMALL, writes_half, TrialStatus.WRONG_RESULT, f"{3 * 192} output elements not written"),
-        (SMALL, boom, TrialStatus.CRASHED,
-         "RuntimeError: CUDA error: an illegal memory access was encountered"),
-    ]  # fmt: skip
+        (
+            SMALL,
+            boom,
+            TrialStatus.CRASHED,
+            "RuntimeError: CUDA error: an illegal memory access was encountered",
+        ),
+    ]
     for config, launch, status, error in cases:
         runner._launch = launch
         result = runner.evaluate(config)
@@ -65,8 +73,12 @@ def test_launch_failures_are_classified():
             CompilationError("src", None, "bad"),
             RuntimeError("CUDA error: an illegal memory access"),
         )
-    ] == [TrialStatus.OUT_OF_RESOURCES, TrialStatus.COMPILE_ERROR, TrialStatus.COMPILE_ERROR,
-          TrialStatus.CRASHED]  # fmt: skip
+    ] == [
+        TrialStatus.OUT_OF_RESOURCES,
+        TrialStatus.COMPILE_ERROR,
+        TrialStatus.COMPILE_ERROR,
+        TrialStatus.CRASHED,
+    ]
 
 
 TIMED = Problem(M=16, N=256, K=256)

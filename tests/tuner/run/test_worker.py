@@ -23,9 +23,16 @@ from tuner.run.worker import InFlight, Lease, WorkerShared, WorkerSpec, run_task
 BUDGET = 6
 # One sweep of tiny's (256, 384) at M=16 on the interpreter; tests replace its strategy or M.
 SPEC = replace(
-    storefill.SPEC, device_name="TRITON_INTERPRETER", model="tiny", tp=1, space="vllm", seed=3,
-    budget=BUDGET, m_values=[16], shapes=[(256, 384)],
-)  # fmt: skip
+    storefill.SPEC,
+    device_name="TRITON_INTERPRETER",
+    model="tiny",
+    tp=1,
+    space="vllm",
+    seed=3,
+    budget=BUDGET,
+    m_values=[16],
+    shapes=[(256, 384)],
+)
 
 
 class Killed(BaseException):
@@ -360,9 +367,14 @@ def test_the_mark_in_flight_round_trips_and_clears(monkeypatch):
     task = SimpleNamespace(task_id=7, N=256, K=384, M=16)
     shared.mark_in_flight(task, default_config(), True)
     assert shared.in_flight() == InFlight(
-        task_id=7, N=256, K=384, M=16, config=default_config().as_dict(), is_default=True,
+        task_id=7,
+        N=256,
+        K=384,
+        M=16,
+        config=default_config().as_dict(),
+        is_default=True,
         since=1234.5,
-    )  # fmt: skip
+    )
     shared.clear_in_flight()
     assert shared.in_flight() is None
     shared.mark_in_flight(task, default_config(), False)

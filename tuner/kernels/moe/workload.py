@@ -298,11 +298,28 @@ def vllm_moe_gemm(
     compute_type = tl.bfloat16 if C.dtype == torch.bfloat16 else tl.float16
     fix_interpreter_index()  # Triton < 3.8's interpreter under numpy >= 2.4 only
     importlib.import_module(module).dispatch_fused_moe_kernel(
-        A, B, C.view(-1, 1, C.shape[-1]), A_scale, B_scale, None, topk_weights,
-        sorted_ids, expert_ids, padded, mul_routed_weight, top_k, dict(config),
-        compute_type=compute_type, use_fp8_w8a8=True, use_int8_w8a8=False, use_int8_w8a16=False,
-        use_int4_w4a16=False, per_channel_quant=False, block_shape=list(block_shape), B_bias=None,
-    )  # fmt: skip
+        A,
+        B,
+        C.view(-1, 1, C.shape[-1]),
+        A_scale,
+        B_scale,
+        None,
+        topk_weights,
+        sorted_ids,
+        expert_ids,
+        padded,
+        mul_routed_weight,
+        top_k,
+        dict(config),
+        compute_type=compute_type,
+        use_fp8_w8a8=True,
+        use_int8_w8a8=False,
+        use_int8_w8a16=False,
+        use_int4_w4a16=False,
+        per_channel_quant=False,
+        block_shape=list(block_shape),
+        B_bias=None,
+    )
     return C
 
 
