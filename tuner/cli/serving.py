@@ -160,25 +160,28 @@ def mounts(
             triton_from="--triton-version",
         )
     else:
-        read = _store_files(
-            device, engine_name.value, (allow_partial, allow_stale, kernel.value), db
-        )
+        scope = (allow_partial, allow_stale, kernel.value)
+        read = _store_files(device, engine_name.value, scope, db)
         folder = DEFAULT_HOST_DIR
-        request = store_request(
-            read, (triton_version, "--triton-version"), host_dir=folder, **given
-        )
+        triton = (triton_version, "--triton-version")
+        request = store_request(read, triton, host_dir=folder, **given)
     try:
         typer.echo(render_mounts(request), nl=False)
     except ValueError as exc:
         raise fail(str(exc)) from None
     if files is None:
-        sglang = " --engine sglang" if engine_name == EngineName.sglang else ""
-        typer.echo(
-            f"note: the mounts read the files from {folder}/ on the serving host: `tuner export "
-            f"--device {request.device_name} --out {folder.removeprefix('$PWD/')}/{sglang}` "
-            "writes them (or unzip the release's configs.zip there)",
-            err=True,
-        )
+        _export_note(folder, request.device_name, engine_name)
+
+
+def _export_note(folder: str, device_name: str, engine_name: EngineName) -> None:
+    """Tell, on stderr, how the files the mounts read from the store get to `folder`."""
+    sglang = " --engine sglang" if engine_name == EngineName.sglang else ""
+    typer.echo(
+        f"note: the mounts read the files from {folder}/ on the serving host: `tuner export "
+        f"--device {device_name} --out {folder.removeprefix('$PWD/')}/{sglang}` "
+        "writes them (or unzip the release's configs.zip there)",
+        err=True,
+    )
 
 
 def _folder_files(folder: Path, device: str, engine: str) -> dict[str, Any]:

@@ -209,6 +209,24 @@ def _save_log_shapes(scan: LogScan, found: LogShapes, log: Path, save: str) -> N
     _next_step(scan.device_names, save, found.tp, "sglang" in found.engines)
 
 
+def _print_derived(config: Path, derived, tp: int) -> list[tuple[int, int, int, int]]:
+    """Print what `from_config` derived (`tuner.inputs.hfconfig.derive_shapes`): a line on the
+    model, its dense layers' (N, K) and its MoE experts; returns the experts' (E, N, K, top_k)."""
+    model = f" ({derived.model})" if derived.model else ""
+    plain(
+        f"{config}: {derived.architecture}{model}, TP {tp}, "
+        f"block_shape {block_shape_text(derived.block_shape)}"
+    )
+    if derived.layers:
+        _table(("N", "K", "layer"), [(x.N, x.K, x.layer) for x in derived.layers])
+    else:
+        plain(f"dense layers of {derived.architecture} are not derived; MoE experts only")
+    moe = [(m.E, m.N, m.K, m.top_k) for m in derived.moe]
+    if moe:
+        _table(("E", "N", "K", "top_k"), moe, title="MoE experts (fused-MoE kernel)")
+    return moe
+
+
 def from_config(
     config: Annotated[Path, typer.Argument(help="The model's Hugging Face config.json.")],
     tp: Annotated[int, typer.Option(min=1, max=1024, help="Tensor-parallel size.")],
@@ -228,18 +246,7 @@ def from_config(
         derived = derive_shapes(read_config(config), tp, where=str(config))
     except ValueError as exc:
         raise fail(str(exc)) from None
-    model = f" ({derived.model})" if derived.model else ""
-    plain(
-        f"{config}: {derived.architecture}{model}, TP {tp}, "
-        f"block_shape {block_shape_text(derived.block_shape)}"
-    )
-    if derived.layers:
-        _table(("N", "K", "layer"), [(x.N, x.K, x.layer) for x in derived.layers])
-    else:
-        plain(f"dense layers of {derived.architecture} are not derived; MoE experts only")
-    moe = [(m.E, m.N, m.K, m.top_k) for m in derived.moe]
-    if moe:
-        _table(("E", "N", "K", "top_k"), moe, title="MoE experts (fused-MoE kernel)")
+    moe = _print_derived(config, derived, tp)
     if save is None:
         plain(
             "save them with --save NAME, then: tuner sweep --device <device> --model NAME "

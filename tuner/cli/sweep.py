@@ -118,9 +118,6 @@ def sweep(
     requests = model_requests(
         shapes,
         device_name=resolved.device_name,
-        model=shapes.model,
-        tp=shapes.tp,
-        block_shape=shapes.block_shape,
         m_values=m_values,
         strategy=strategy,
         trials=trials,

@@ -149,6 +149,20 @@ def engine_bytes(file_name: str, body: bytes, engine: str) -> bytes:
     return dump_config_file(parse_config_file(body.decode("utf-8"), source=file_name)).encode()
 
 
+def _check_sha256(files, contents: Mapping[str, bytes]) -> None:
+    """PullError naming the first of `files` (`wanted_files`) not in `contents` or whose
+    bytes' sha256 is not the release's."""
+    for wanted in files:
+        if wanted.file_name not in contents:
+            raise PullError(f"{wanted.file_name}: not downloaded; nothing written")
+        got = hashlib.sha256(contents[wanted.file_name]).hexdigest()
+        if got != wanted.sha256:
+            raise PullError(
+                f"{wanted.file_name}: sha256 {got} is not the release's {wanted.sha256}; "
+                "nothing written"
+            )
+
+
 def replace_folder(
     folder: Path, release: Mapping[str, Any], engine: str, contents: Mapping[str, bytes]
 ) -> tuple[list[str], list[str]]:
@@ -171,15 +185,7 @@ def replace_folder(
         PullError: naming the first file missing or whose sha256 differs; nothing written.
     """
     files = wanted_files(release, engine)
-    for wanted in files:
-        if wanted.file_name not in contents:
-            raise PullError(f"{wanted.file_name}: not downloaded; nothing written")
-        got = hashlib.sha256(contents[wanted.file_name]).hexdigest()
-        if got != wanted.sha256:
-            raise PullError(
-                f"{wanted.file_name}: sha256 {got} is not the release's {wanted.sha256}; "
-                "nothing written"
-            )
+    _check_sha256(files, contents)
     try:
         previous = json.loads((folder / MARKER).read_text()).get("files", {})
     except (OSError, ValueError, AttributeError):

@@ -80,9 +80,7 @@ def _summary(read: StoreFiles, scope: dict[str, Any]) -> dict[str, Any]:
     }
     provenance |= {"kernel_source": current.kernel_source, "vllm": current.vllm}
     return {
-        "scope": {k: scope.get(k, False) for k in ("allow_partial", "allow_stale")}
-        | {"out_dtype": scope.get("out_dtype")}
-        | provenance,
+        "scope": {k: scope[k] for k in ("allow_partial", "allow_stale", "out_dtype")} | provenance,
         "versions": view.versions,
         "tuned_with": tuned_with,
         "measured": bool(view.winners),
@@ -133,21 +131,19 @@ def publish(
             shape's reason, or says the device has nothing).
         tuner.files.device.MergeError: the winners cannot be merged.
     """
-    allow_partial = scope.get("allow_partial", False)
-    read = device_files(
-        session,
-        device_name,
-        out_dtype=scope.get("out_dtype"),
-        allow_partial=allow_partial,
-        allow_stale=scope.get("allow_stale", False),
-        kernel=scope.get("kernel", "auto"),
-    )
+    scope = {
+        "allow_partial": False,
+        "allow_stale": False,
+        "out_dtype": None,
+        "kernel": "auto",
+    } | scope
+    read = device_files(session, device_name, **scope)
     if not read.files.files:
         skipped = read.explained().skipped
         why = f"; e.g. N={skipped[0].N}, K={skipped[0].K}: {skipped[0].reason}" if skipped else ""
         raise NothingToPublish(f"nothing to publish for {device_name}: no complete file{why}")
     tuned_with = versions_line(read.view.versions)
-    sglang = read.view.merge(allow_partial=allow_partial, engine="sglang")
+    sglang = read.view.merge(allow_partial=scope["allow_partial"], engine="sglang")
     capability = read.view.compute_capability
     archives = {
         "vllm": build_zip(

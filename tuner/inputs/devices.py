@@ -211,6 +211,14 @@ def resolve_device(
         ), None
     if not (need_device and find_gpus is not None):
         return ResolvedDevice(_typed_gpu_key(device)), None
+    return _none_visible(device, gpus, plan_only)
+
+
+def _none_visible(
+    device: str, gpus: Sequence[VisibleGpu], plan_only: bool
+) -> tuple[ResolvedDevice, str]:
+    """`resolve_device` when no visible GPU matches a GPU model: with plan_only, its key and a
+    note that a run here would stop; else ValueError naming the visible GPUs."""
     names = sorted({gpu.device_name for gpu in gpus})
     hint = device_hint(device, names)
     visible = ", ".join(names) or "no CUDA GPU"

@@ -181,13 +181,13 @@ def model_requests(model_shapes, **common) -> list[tuple[SweepRequest, str]]:
     tunes its shapes in one sweep per params (the dense GEMM: all its (N, K) in one), or each
     shape in its own where it says so (`FamilyShapes.sweep_per_shape`: fused-MoE experts).
 
-    A sweep has one block shape too: its shapes' (`Shape.block_shape`, which the family's
-    shapes parser gives: the model's, or None for a family without block scales), whatever
-    `common` says.
+    The model, its TP and each sweep's block shape come from `model_shapes` (a sweep's block
+    shape is its shapes', `Shape.block_shape`: the model's, or None for a family without block
+    scales).
 
     Args:
         model_shapes: `tuner.inputs.shapes.ModelShapes` (its shapes per family, `groups`).
-        common: every other `SweepRequest` field (device, model, M grid, strategy, ...).
+        common: every other `SweepRequest` field (device, M grid, strategy, ...).
 
     Returns:
         (request, a few words on what it tunes, `FamilyShapes.describe_shapes`) per sweep, in
@@ -204,6 +204,8 @@ def model_requests(model_shapes, **common) -> list[tuple[SweepRequest, str]]:
             request = SweepRequest(
                 **{
                     **common,
+                    "model": model_shapes.model,
+                    "tp": model_shapes.tp,
                     "shapes": tuple((shape.N, shape.K) for shape in batch),
                     "family": name,
                     "params": batch[0].params,

@@ -8,6 +8,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from rich.progress import (
@@ -112,6 +113,12 @@ class SweepSummary:
     wall_s: float
 
 
+def _progress(store, sweep_id: int):
+    """The sweep's `db.repo.sweep_progress`, read in a session of its own."""
+    with session_scope(store) as session:
+        return repo.sweep_progress(session, sweep_id=sweep_id)
+
+
 def run_workers(
     store,
     db_url: str,
@@ -143,11 +150,7 @@ def run_workers(
         kernel=request.kernel,
     )
     start = time.perf_counter()
-
-    def read_progress():  # a store error in a tick is the supervisor's to time and bound
-        with session_scope(store) as session:
-            return repo.sweep_progress(session, sweep_id=sweep_id)
-
+    read_progress = partial(_progress, store, sweep_id)  # its errors: the supervisor's to bound
     before = retry_store(read_progress, url=db_url, deadline_s=10.0)
     total = before.tasks_total * request.trials_per_task()
     with Progress(*progress_columns("trials"), console=console, transient=False) as bar:

@@ -103,10 +103,9 @@ def _sweep(url: str, request) -> int:
 
 def _requests():
     model = load_shapes("toymodel", 1)
-    shape_of = {"model": model.model, "tp": model.tp, "block_shape": model.block_shape}
     search = {"strategy": "grid", "trials": 3, "seed": 0, "configs": SPACE}
     options = {"device_name": DEVICE, "m_values": (2,), "out_dtype": "bfloat16"}
-    return model_requests(model, **shape_of, **search, **options)
+    return model_requests(model, **search, **options)
 
 
 def _check_the_store_and_publish(url: str, sweep_id: int) -> None:
