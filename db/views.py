@@ -414,19 +414,16 @@ def shape_coverage(
             done[shape].add(m)
         if matching or any_result:
             (current if matching else measured)[shape].add(m)
+    stale = {s: measured[s] - current[s] for s in requested} if environments is not None else {}
     return [
         ShapeCoverage(
-            family=family,
-            shape_params=params,
-            N=n,
-            K=k,
-            block_shape=block_shape_of(block_n, block_k),
-            m_requested=tuple(sorted(requested[shape])),
-            m_done=tuple(sorted(done[shape])),
-            models=tuple(sorted(models[shape])),
-            m_stale=tuple(
-                sorted(measured[shape] - current[shape]) if environments is not None else ()
-            ),
+            n,
+            k,
+            block_shape_of(block_n, block_k),
+            *(tuple(sorted(found[shape])) for found in (requested, done, models)),
+            family,
+            tuple(sorted(stale.get(shape, ()))),
+            params,
         )
         for shape in sorted(requested)
         for family, params, n, k, block_n, block_k in [shape]
@@ -581,23 +578,13 @@ def device_trials(
     environments: dict[int, dict[str, str]] = {}
     rows = []
     for trial, task, sweep, env in session.execute(query.order_by(Trial.trial_id)):
-        if env.environment_id not in environments:
-            environments[env.environment_id] = {
-                name: getattr(env, name) for name in ENVIRONMENT_KEY
-            }
+        environment = environments.setdefault(
+            env.environment_id, {name: getattr(env, name) for name in ENVIRONMENT_KEY}
+        )
+        shape = {"block_shape": block_shape_of(sweep.block_n, sweep.block_k), "N": task.N}
+        shape |= {"K": task.K, "M": task.M, "out_dtype": sweep.out_dtype, "space": sweep.space}
         rows.append(
-            take(
-                DeviceTrialRow,
-                trial,
-                N=task.N,
-                K=task.K,
-                M=task.M,
-                block_shape=block_shape_of(sweep.block_n, sweep.block_k),
-                out_dtype=sweep.out_dtype,
-                space=sweep.space,
-                config=config_of(trial),
-                environment=environments[env.environment_id],
-            )
+            take(DeviceTrialRow, trial, config=config_of(trial), environment=environment, **shape)
         )
     return rows
 
