@@ -417,13 +417,15 @@ def shape_coverage(
     stale = {s: measured[s] - current[s] for s in requested} if environments is not None else {}
     return [
         ShapeCoverage(
-            n,
-            k,
-            block_shape_of(block_n, block_k),
-            *(tuple(sorted(found[shape])) for found in (requested, done, models)),
-            family,
-            tuple(sorted(stale.get(shape, ()))),
-            params,
+            family=family,
+            shape_params=params,
+            N=n,
+            K=k,
+            block_shape=block_shape_of(block_n, block_k),
+            m_requested=tuple(sorted(requested[shape])),
+            m_done=tuple(sorted(done[shape])),
+            models=tuple(sorted(models[shape])),
+            m_stale=tuple(sorted(stale.get(shape, ()))),
         )
         for shape in sorted(requested)
         for family, params, n, k, block_n, block_k in [shape]
@@ -581,8 +583,9 @@ def device_trials(
         environment = environments.setdefault(
             env.environment_id, {name: getattr(env, name) for name in ENVIRONMENT_KEY}
         )
-        shape = {"block_shape": block_shape_of(sweep.block_n, sweep.block_k), "N": task.N}
-        shape |= {"K": task.K, "M": task.M, "out_dtype": sweep.out_dtype, "space": sweep.space}
+        shape: dict[str, Any] = {"N": task.N, "K": task.K, "M": task.M, "space": sweep.space}
+        shape |= {"block_shape": block_shape_of(sweep.block_n, sweep.block_k)}
+        shape["out_dtype"] = sweep.out_dtype
         rows.append(
             take(DeviceTrialRow, trial, config=config_of(trial), environment=environment, **shape)
         )
