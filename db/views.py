@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, and_, func, or_, select
+from sqlalchemy import Row, Select, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from db.models import (
@@ -99,9 +99,6 @@ class TaskWinnerRow:
     M: int
     config: dict[str, int]
     latency_us: float
-
-
-RelatedTrialRow = TaskWinnerRow
 
 
 def matching_environments(
@@ -320,12 +317,9 @@ def task_winners(
     """
     query = _finished_trials(session, locals())
     order = (Trial.latency_us, Trial.trial_id)
-    rows = sorted(_firsts(session, query, (Task.N, Task.K, Task.M), order), key=_nkm)
+    rows = _firsts(session, query, (Task.N, Task.K, Task.M), order)
+    rows = sorted(rows, key=lambda row: (row["N"], row["K"], row["M"]))
     return [take(TaskWinnerRow, row, config=config_of(row)) for row in rows]
-
-
-def _nkm(row: Any) -> tuple[int, int, int]:
-    return row["N"], row["K"], row["M"]
 
 
 def related_trials(
@@ -342,7 +336,7 @@ def related_trials(
     finished_before: datetime | None = None,
     family: str,
     shape_params: str = "",
-) -> list[RelatedTrialRow]:
+) -> list[TaskWinnerRow]:
     """The ok trials of the finished tasks related to (N, K, M): the same (N, K) at another M,
     another (N, K) at the same M; tasks and trials chosen as by `task_winners` (same
     arguments). Sorted by (N, K, M, trial_id).
@@ -357,7 +351,7 @@ def related_trials(
         )
     )
     rows = session.execute(query.order_by(Task.N, Task.K, Task.M, Trial.trial_id)).mappings()
-    return [take(RelatedTrialRow, row, config=config_of(row)) for row in rows]
+    return [take(TaskWinnerRow, row, config=config_of(row)) for row in rows]
 
 
 @dataclass(frozen=True)
@@ -420,6 +414,7 @@ def shape_coverage(
             done[shape].add(m)
         if matching or any_result:
             (current if matching else measured)[shape].add(m)
+    stale = {s: measured[s] - current[s] for s in requested} if environments is not None else {}
     return [
         ShapeCoverage(
             family=family,
@@ -430,9 +425,7 @@ def shape_coverage(
             m_requested=tuple(sorted(requested[shape])),
             m_done=tuple(sorted(done[shape])),
             models=tuple(sorted(models[shape])),
-            m_stale=tuple(
-                sorted(measured[shape] - current[shape]) if environments is not None else ()
-            ),
+            m_stale=tuple(sorted(stale.get(shape, ()))),
         )
         for shape in sorted(requested)
         for family, params, n, k, block_n, block_k in [shape]
@@ -497,58 +490,27 @@ def sweep_progress(session: Session, *, sweep_id: int) -> SweepProgress:
     return SweepProgress(tasks_total=sum(tasks.values()), **tasks, **trials)
 
 
-@dataclass(frozen=True)
-class TaskSummary:
-    """One task of a sweep with its trial counts and best and default latency (ok trials)."""
-
-    task_id: int
-    N: int
-    K: int
-    M: int
-    state: str
-    attempts: int
-    worker_id: str | None
-    error: str | None
-    trials_ok: int
-    trials_total: int
-    best_latency_us: float | None
-    default_latency_us: float | None
-
-
-def sweep_tasks(session: Session, *, sweep_id: int) -> list[TaskSummary]:
-    """The tasks of one sweep with trial counts and latencies, sorted by (N, K, M).
+def sweep_tasks(session: Session, *, sweep_id: int) -> list[Row[Any]]:
+    """The tasks of one sweep, sorted by (N, K, M): rows of task_id, N, K, M, state, attempts,
+    worker_id, error, trial counts `trials_ok` and `trials_total`, and the fastest ok trial's
+    and the fastest ok default-config trial's latency (`best_latency_us`, `default_latency_us`,
+    microseconds; None without one).
 
     Raises:
         LookupError: there is no sweep with that id.
     """
     if session.get(Sweep, sweep_id) is None:
         raise LookupError(f"no sweep with sweep_id {sweep_id}")
-    ok = Trial.status == OK
-    stats = (
-        select(
-            Trial.task_id,
-            func.count().filter(ok),
-            func.count(),
-            func.min(Trial.latency_us).filter(ok),
-        )
-        .add_columns(func.min(Trial.latency_us).filter(ok, Trial.is_default.is_(True)))
-        .join(Task, Trial.task_id == Task.task_id)
-        .where(Task.sweep_id == sweep_id)
-        .group_by(Trial.task_id)
+    ok, fastest = Trial.status == OK, func.min(Trial.latency_us)
+    query = select(Task.task_id, Task.N, Task.K, Task.M, Task.state, Task.attempts)
+    query = query.add_columns(Task.worker_id, Task.error).add_columns(
+        func.count().filter(ok).label("trials_ok"),
+        func.count(Trial.trial_id).label("trials_total"),
+        fastest.filter(ok).label("best_latency_us"),
+        fastest.filter(ok, Trial.is_default.is_(True)).label("default_latency_us"),
     )
-    found = {task_id: stat for task_id, *stat in session.execute(stats)}
-    names = ("trials_ok", "trials_total", "best_latency_us", "default_latency_us")
-    tasks = session.scalars(
-        select(Task).filter_by(sweep_id=sweep_id).order_by(Task.N, Task.K, Task.M)
-    )
-    return [
-        take(
-            TaskSummary,
-            task,
-            **dict(zip(names, found.get(task.task_id, (0, 0, None, None)), strict=True)),
-        )
-        for task in tasks
-    ]
+    query = query.outerjoin(Trial, Trial.task_id == Task.task_id).where(Task.sweep_id == sweep_id)
+    return list(session.execute(query.group_by(Task.task_id).order_by(Task.N, Task.K, Task.M)))
 
 
 @dataclass(frozen=True)
@@ -618,23 +580,14 @@ def device_trials(
     environments: dict[int, dict[str, str]] = {}
     rows = []
     for trial, task, sweep, env in session.execute(query.order_by(Trial.trial_id)):
-        if env.environment_id not in environments:
-            environments[env.environment_id] = {
-                name: getattr(env, name) for name in ENVIRONMENT_KEY
-            }
+        environment = environments.setdefault(
+            env.environment_id, {name: getattr(env, name) for name in ENVIRONMENT_KEY}
+        )
+        shape: dict[str, Any] = {"N": task.N, "K": task.K, "M": task.M, "space": sweep.space}
+        shape |= {"block_shape": block_shape_of(sweep.block_n, sweep.block_k)}
+        shape["out_dtype"] = sweep.out_dtype
         rows.append(
-            take(
-                DeviceTrialRow,
-                trial,
-                N=task.N,
-                K=task.K,
-                M=task.M,
-                block_shape=block_shape_of(sweep.block_n, sweep.block_k),
-                out_dtype=sweep.out_dtype,
-                space=sweep.space,
-                config=config_of(trial),
-                environment=environments[env.environment_id],
-            )
+            take(DeviceTrialRow, trial, config=config_of(trial), environment=environment, **shape)
         )
     return rows
 

@@ -139,13 +139,15 @@ def _device(
     shapes = [
         schemas.ShapeCoverage(
             **asdict(key.shape),
-            m_requested=sorted(view.grids.get(key, ())),
-            m_covered=sorted(covered.get(key, ())),
-            complete=set(view.grids.get(key, ())) <= covered.get(key, set()),
+            m_requested=list(c.m_requested),
+            m_covered=sorted(done),
+            complete=set(c.m_requested) <= done,
             file_name=get_family(key.family).files.file_name(key.shape, name, "vllm"),
-            m_stale=list(view.stale.get(key, ())),
+            m_stale=list(c.m_stale),
         )
-        for key in sorted(set(covered) | set(view.grids))
+        for c in sorted(view.coverage, key=FamilyShape.of_row)  # a winner's shape has a task
+        for key in [FamilyShape.of_row(c)]
+        for done in [covered.get(key, set())]
     ]
     current, winners = view.scope.current, Counter(row.environment_id for row in view.winners)
     tuned_with = [

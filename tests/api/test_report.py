@@ -10,8 +10,7 @@ import xml.etree.ElementTree as ET
 
 from fastapi.testclient import TestClient
 
-from api.report import ReportRow, ShapeReport, render_report
-from api.svg import Series, line_chart, y_ticks
+from api.report import ReportRow, Series, ShapeReport, line_chart, render_report, y_ticks
 from tests.api.conftest import KEPT_NOTE, SHAPE_A, VERDICTS
 from tests.storefill import DEFAULT, FAST, TRITON
 from tuner.files.provenance import current_kernel_hash, installed_triton_minor

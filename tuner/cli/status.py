@@ -56,7 +56,7 @@ def _print_sweeps(sweeps) -> None:
 
 
 def _print_tasks(tasks, sweep: int) -> None:
-    """One row per task of a sweep (`db.views.TaskSummary`): its state, trials, search timings."""
+    """One row per task of a sweep (`db.views.sweep_tasks`): its state, trials, search timings."""
     columns = [Column("N"), Column("K"), Column("M"), Column("state", text=True)]
     columns += [Column("attempts", optional=True), Column("trials ok/total")]
     columns += [Column("best_us"), Column("default_us"), Column("speedup")]
