@@ -12,6 +12,9 @@ import zipfile
 
 import httpx
 import pytest
+from typer.testing import CliRunner
+
+from tuner.cli.app import app
 
 SWEEP = [
     "sweep",
@@ -120,11 +123,12 @@ def test_every_trial_is_stored_checked_and_the_default_is_timed_in_every_task(sw
     assert 0 < float(times[1]) < float(times[2])
 
 
-def test_rerun_resumes_without_measuring_again(swept):
+def test_rerun_resumes_without_measuring_again(swept, monkeypatch):
     folder, _ = swept
     before = rows(folder, "SELECT * FROM trials ORDER BY trial_id")
-    again = tuner(*SWEEP, "--db", f"sqlite:///{folder}/tuner.db", cwd=folder)
-    assert again.returncode == 0, again.stderr
+    monkeypatch.chdir(folder)  # in this process: the first run covered `python -m tuner.cli`
+    again = CliRunner().invoke(app, [*SWEEP, "--db", f"sqlite:///{folder}/tuner.db"])
+    assert again.exit_code == 0, again.output
     assert "(resumed)" in again.stdout
     assert "0 trials run now" in " ".join(again.stdout.split())
     assert rows(folder, "SELECT * FROM trials ORDER BY trial_id") == before
