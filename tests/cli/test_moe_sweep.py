@@ -6,8 +6,6 @@ files."""
 import importlib.metadata
 import json
 import sqlite3
-import subprocess
-import sys
 
 import pytest
 from fastapi.testclient import TestClient
@@ -26,13 +24,10 @@ runner = CliRunner()
 
 
 def tuner(*args, cwd):
-    return subprocess.run(
-        [sys.executable, "-m", "tuner.cli", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    """`tuner` in this process (no interpreter start-up and imports), run from folder `cwd`."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(cwd)
+        return runner.invoke(app, list(args))
 
 
 def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path) -> None:
@@ -56,7 +51,7 @@ def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path) -> None:
         db,
         cwd=tmp_path,
     )
-    assert run.returncode == 0, run.stderr
+    assert run.exit_code == 0, run.output
     heads = [
         line.split(", store")[0]
         for line in run.stdout.splitlines()
@@ -75,7 +70,7 @@ def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path) -> None:
     assert tasks == [("dense", "", 256, 128, 1, "done"), ("moe", "E=4,top_k=2", 64, 128, 1, "done")]
     assert statuses == [("ok",)]
     export = tuner("export", "--device", "interpreter", "--out", "out", "--db", db, cwd=tmp_path)
-    assert export.returncode == 0, export.stderr
+    assert export.exit_code == 0, export.output
     name = "E=4,N=64,device_name=TRITON_INTERPRETER,dtype=fp8_w8a8,block_shape=[128,128].json"
     assert json.loads((tmp_path / "out" / name).read_text()) == {
         "triton_version": importlib.metadata.version("triton"),
@@ -154,7 +149,7 @@ def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path) -> None:
         db,
         cwd=tmp_path,
     )
-    assert sglang.returncode == 0, sglang.stderr
+    assert sglang.exit_code == 0, sglang.output
     assert (tmp_path / "sgl" / name.replace("[128,128]", "[128, 128]")).read_text() == (
         json.dumps({"1": default_config(1).as_dict()}, indent=4) + "\n"
     )
@@ -173,7 +168,7 @@ def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path) -> None:
             (moe_kernel_hash(),),
         )
     again = tuner("export", "--device", "interpreter", "--out", "out2", "--db", db, cwd=tmp_path)
-    assert again.returncode == 0, again.stderr
+    assert again.exit_code == 0, again.output
     assert sorted(p.name for p in (tmp_path / "out2").glob("*.json")) == [dense_name]
 
 

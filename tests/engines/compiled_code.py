@@ -78,8 +78,11 @@ def vllm_dense_call(root: Path, config: dict, M: int) -> tuple[tuple, dict]:
 def dense(root: Path, archs: list[int]) -> list[dict]:
     """vLLM's default config at each of DENSE_M: the builtin compiled as its compile-for-target
     specializes it, vLLM's as its host code launches it."""
-    from tuner.kernels.dense.workload import compile_dense_pair
+    from tuner.kernels.dense.kernel import w8a8_block_fp8_matmul_kernel
+    from tuner.kernels.dense.space import DEFAULT_BLOCK_SHAPE
+    from tuner.kernels.dense.workload import captured_launch
     from tuner.kernels.serving import same_code
+    from tuner.kernels.shape import Shape
     from tuner.kernels.target import compile_launch
 
     ve = bench("vllm_equivalence")
@@ -88,7 +91,9 @@ def dense(root: Path, archs: list[int]) -> list[dict]:
     for arch in archs:
         for config in ve.pick_configs(1):
             for M in DENSE_M:
-                ours = compile_dense_pair(theirs, config, arch, M=M, N=DENSE_N, K=DENSE_K)[0]
+                # the builtin only (compile_dense_pair would compile vLLM's kernel once more)
+                launch = captured_launch(config, M, Shape(DENSE_N, DENSE_K, DEFAULT_BLOCK_SHAPE))
+                ours = compile_launch(w8a8_block_fp8_matmul_kernel, arch, *launch)
                 vllm = compile_launch(theirs, arch, *vllm_dense_call(root, config.as_dict(), M))
                 rows.append(
                     {

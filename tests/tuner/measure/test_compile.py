@@ -87,22 +87,32 @@ def test_unknown_arch_and_dtype(tmp_path):
         compile_infos([DEFAULT], arch=90, cache=cache, **{**SHAPE, "out_dtype": "fp8"})
 
 
-def test_real_compiles_prune_what_does_not_fit_and_are_cached(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory):
+    """(one spawned pool of 2 for the module's compiles, the Triton cache its processes inherit):
+    each pool process imports torch and Triton, so the tests share one."""
+    triton_cache = tmp_path_factory.mktemp("triton")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TRITON_CACHE_DIR", str(triton_cache))
+        with compile_pool(2) as shared:
+            yield shared, triton_cache
+
+
+def test_real_compiles_prune_what_does_not_fit_and_are_cached(tmp_path, pool):
     """SAMPLE compiled for sm89 and sm90 in a spawned pool (TRITON_INTERPRET=1 in this
     process), then again from the cache: sm89 runs only the default, sm90 MID too."""
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))  # inherited by the pool
+    pool, triton_cache = pool
     expected = {89: ([DEFAULT], [BIG, MID], 101376), 90: ([DEFAULT, MID], [BIG], 232448)}
-    with compile_pool(2) as pool:
-        for arch, (runnable, rejected, limit) in expected.items():
-            cache = CompileCache(tmp_path / "cache")
-            infos = compile_infos(SAMPLE, arch=arch, cache=cache, pool=pool, **SHAPE)
-            problems = {c: launch_problem(infos[c]) for c in SAMPLE}
-            assert [c for c in SAMPLE if problems[c] is None] == runnable
-            assert [c for c in SAMPLE if problems[c] is not None] == rejected
-            for config in rejected:
-                assert problems[config].status is TrialStatus.OUT_OF_RESOURCES
-                assert problems[config].reason.startswith("pruned before launch: shared memory ")
-                assert problems[config].reason.endswith(f" > {limit} bytes per block on sm{arch}")
+    for arch, (runnable, rejected, limit) in expected.items():
+        cache = CompileCache(tmp_path / "cache")
+        infos = compile_infos(SAMPLE, arch=arch, cache=cache, pool=pool, **SHAPE)
+        problems = {c: launch_problem(infos[c]) for c in SAMPLE}
+        assert [c for c in SAMPLE if problems[c] is None] == runnable
+        assert [c for c in SAMPLE if problems[c] is not None] == rejected
+        for config in rejected:
+            assert problems[config].status is TrialStatus.OUT_OF_RESOURCES
+            assert problems[config].reason.startswith("pruned before launch: shared memory ")
+            assert problems[config].reason.endswith(f" > {limit} bytes per block on sm{arch}")
     for arch in (89, 90):
         infos = compile_infos(SAMPLE, arch=arch, cache=CompileCache(tmp_path / "cache"), **SHAPE)
         assert all(i.compile_s == 0.0 for i in infos.values())  # second time: from the cache
@@ -112,7 +122,7 @@ def test_real_compiles_prune_what_does_not_fit_and_are_cached(tmp_path, monkeypa
         # One stage of A (64 x 128) and B (128 x 128) fp8 tiles is 24 KiB.
         assert 24 * 1024 <= infos[DEFAULT].shared_bytes < 2 * 24 * 1024 + 2048
         assert infos[BIG].shared_bytes > MAX_SHARED_BYTES[90]
-    assert any((tmp_path / "triton").iterdir())  # the binaries are in Triton's cache
+    assert any(triton_cache.iterdir())  # the binaries are in Triton's cache
 
 
 SMALL_CONFIGS = [
@@ -126,16 +136,15 @@ SMALL_CONFIGS = [
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
     """A task shape with M = 33 (its own specialization) and one cache for its tests."""
-    root = tmp_path_factory.mktemp("small")
-    spec = {"M": 33, "N": 512, "K": 256, "block_shape": (128, 128), "out_dtype": "float16"}
-    return root, {**spec, "cache": CompileCache(root / "cache")}
+    cache = CompileCache(tmp_path_factory.mktemp("small") / "cache")
+    return {"M": 33, "N": 512, "K": 256, "block_shape": (128, 128), "out_dtype": "float16"} | {
+        "cache": cache
+    }
 
 
-def test_precompiler_serves_waits_first_and_counts(small, monkeypatch):
-    root, spec = small
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(root / "triton"))
+def test_precompiler_serves_waits_first_and_counts(small, pool):
     configs = SMALL_CONFIGS
-    with Precompiler(arch=90, workers=1, **spec) as pre:
+    with Precompiler(arch=90, workers=1, pool=pool[0], **small) as pre:
         pre.submit(configs)  # two go to the pool at once, two wait in the queue
         last = pre.wait(configs[3])  # jumps the queue
         infos = [pre.wait(config) for config in configs]
@@ -145,7 +154,7 @@ def test_precompiler_serves_waits_first_and_counts(small, monkeypatch):
     assert all(i.error is None and i.shared_bytes > 0 and i.n_regs > 0 for i in infos)
     assert (stats.compiled, stats.cached) == (4, 0)
     assert stats.compile_s > 0 and stats.wait_s > 0
-    with Precompiler(arch=90, workers=1, **spec) as again:
+    with Precompiler(arch=90, workers=1, pool=pool[0], **small) as again:
         again.submit(configs)
         assert [again.wait(c).shared_bytes for c in configs] == [i.shared_bytes for i in infos]
         assert [again.wait(c).n_regs for c in configs] == [i.n_regs for i in infos]
@@ -154,12 +163,12 @@ def test_precompiler_serves_waits_first_and_counts(small, monkeypatch):
         again.wait(configs[0])
 
 
-def test_compile_gate_rejects_before_launch_and_compiles_ahead(small, monkeypatch):
-    root, spec = small
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(root / "triton"))
+def test_compile_gate_rejects_before_launch_and_compiles_ahead(small, pool):
     space = vllm_space()
     start = SMALL_CONFIGS[0]
-    gate = CompileGate(arch=89, space=space, first=[start], workers=1, ahead=2, **spec)
+    gate = CompileGate(
+        arch=89, space=space, first=[start], workers=1, pool=pool[0], ahead=2, **small
+    )
     assert gate.before(start) is None
     rejected = gate.before(MID)  # 4 stages of 32 KiB in flight: over sm89's 99 KiB
     assert rejected.status is TrialStatus.OUT_OF_RESOURCES and rejected.latency_us is None
