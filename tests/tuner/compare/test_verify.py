@@ -16,7 +16,6 @@ from tuner.compare.verify import (
     judge,
     no_file_line,
     plan,
-    shape_grid,
     timed_points,
     verify_shape,
 )
@@ -51,14 +50,6 @@ def test_points_are_keys_grid_midpoints_and_neighbours_up_to_4096_or_the_largest
     for keys, grid, message in (([], [1], "no keys"), ([0, 4], [], ">= 1"), ([4], [0], ">= 1")):
         with pytest.raises(ValueError, match=message):
             check_points(keys, grid)
-
-
-def test_the_grid_is_the_sweeps_or_with_all_vllms_18_or_the_listed_m():
-    assert shape_grid(None, [16, 1, 16]) == [1, 16]
-    assert shape_grid("all", [1, 5000]) == sorted({*VLLM_M_GRID, 5000})
-    assert shape_grid((64, 1, 64), [8, 16]) == [1, 64]
-    with pytest.raises(ValueError, match="'most'"):
-        shape_grid("most", [8, 16])
 
 
 def test_timed_points_are_those_whose_pick_is_not_the_default():
