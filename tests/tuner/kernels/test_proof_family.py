@@ -23,6 +23,7 @@ from db import repo
 from db.connection import open_store, session_scope
 from db.models import ImportedFile, ReleaseFile, Sweep
 from tests.toyfamily.family import ENV, TOY, toy_shape
+from tests.tuner.compare.test_verify import FakeRunner
 from tuner.cli.app import app
 from tuner.compare.verify import PointResult, Verdict, timed_points, verify_shape
 from tuner.files.format import dump_config_file
@@ -35,7 +36,7 @@ from tuner.kernels.registry import FAMILIES, family_of_file, respell_file_name
 from tuner.kernels.shape import Shape
 from tuner.measure.runner import KernelRunner, Problem
 from tuner.measure.runners import InterpreterRunner
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialStatus
 from tuner.run.plan import model_requests, plan
 from tuner.run.worker import WorkerSpec, run_task
 
@@ -199,19 +200,6 @@ def test_the_familys_files_are_mounted_and_pulled_into_its_own_folder(toy) -> No
     assert f"- name: {ENV}" in pulled
 
 
-class Runner:
-    """Checks pass; `sample_us` answers a fixed time per config."""
-
-    def __init__(self, times: dict[KernelConfig, float]) -> None:
-        self.times = times
-
-    def check(self, config: KernelConfig) -> TrialResult:
-        return TrialResult(TrialStatus.OK, rel_error=1e-3)
-
-    def sample_us(self, config: KernelConfig) -> float:
-        return self.times[config]
-
-
 def test_a_file_is_verified_against_the_familys_own_default(toy) -> None:
     checked = KernelRunner(
         Problem(3, 96, 80, None, "bfloat16", family="toy", params=(("G", 2),)),
@@ -222,9 +210,9 @@ def test_a_file_is_verified_against_the_familys_own_default(toy) -> None:
     configs = {1: SMALL.as_dict(), 32: faster.as_dict(), 4096: WIDE.as_dict()}
     made = []
 
-    def make_runner(N: int, K: int, M: int) -> Runner:
+    def make_runner(N: int, K: int, M: int) -> FakeRunner:
         made.append((N, K, M))
-        return Runner({faster: 10.0, SMALL: 20.0, LARGE: 5.0})
+        return FakeRunner({faster: [10.0] * 4, LARGE: [5.0] * 4})
 
     # M=1 and 8 run the toy's own default (nothing timed); M=24 picks key 32, timed against
     # the toy's default at M=24 (LARGE, not the dense GEMM's), so slower; M=4096's
