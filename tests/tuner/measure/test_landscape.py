@@ -29,21 +29,28 @@ def synthetic(config, m):
     return TrialResult(TrialStatus.OK, latency, latency - 0.5, latency + 0.5)
 
 
-def make_landscape(shapes=((256, 384), (576, 256)), m_values=(1, 16)):
-    results = [
-        (n, k, m, config, synthetic(config, m))
-        for n, k in shapes
-        for m in m_values
-        for config in vllm_space()
-    ]
+def landscape_of(results, environment=ENVIRONMENT):
+    """An NVIDIA_L20 landscape of vLLM's space (bf16, block [128, 128]) of (N, K, M, config,
+    TrialResult) rows."""
     return landscape_from_results(
         device_name="NVIDIA_L20",
-        environment=ENVIRONMENT,
+        environment=environment,
         recorded_at="2026-11-30T00:00:00Z",
         space="vllm",
         out_dtype="bfloat16",
         block_shape=(128, 128),
         results=results,
+    )
+
+
+def make_landscape(shapes=((256, 384), (576, 256)), m_values=(1, 16)):
+    return landscape_of(
+        [
+            (n, k, m, config, synthetic(config, m))
+            for n, k in shapes
+            for m in m_values
+            for config in vllm_space()
+        ]
     )
 
 

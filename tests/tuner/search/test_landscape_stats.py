@@ -3,11 +3,11 @@ default, and how many configs come near them."""
 
 from typer.testing import CliRunner
 
+from tests.tuner.measure.test_landscape import landscape_of
 from tuner.cli.app import app
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config
-from tuner.measure.landscape import landscape_from_results
 from tuner.measure.trial import TrialResult
 
 DEFAULT = default_config()  # 64x128x128 g32 w4 s2
@@ -39,18 +39,6 @@ RESULTS = [
 ]
 
 
-def landscape():
-    return landscape_from_results(
-        device_name="NVIDIA_L20",
-        environment={},
-        recorded_at="2026-12-03T00:00:00Z",
-        space="vllm",
-        out_dtype="bfloat16",
-        block_shape=(128, 128),
-        results=RESULTS,
-    )
-
-
 def run(*args):
     return CliRunner().invoke(app, ["landscape", "stats", *args], env={"COLUMNS": "200"})
 
@@ -59,7 +47,7 @@ def test_the_command_prints_a_row_per_problem_and_a_summary_and_bad_input_one_li
     tmp_path, monkeypatch
 ):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "l20.json").write_text(landscape().to_json())
+    (tmp_path / "l20.json").write_text(landscape_of(RESULTS).to_json())
     done = run("l20.json")
     assert done.exit_code == 0, done.output
     assert run("l20.json", "--ratios", "0.95,0.97,0.98,0.97").stdout == done.stdout
