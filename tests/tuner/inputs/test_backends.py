@@ -94,25 +94,8 @@ def test_selected_kernel_lines() -> None:
     assert kernel_verdict((), None) is None
 
 
-def test_a_marlin_log_says_the_files_are_not_read() -> None:
-    scan = scan_lines(
-        [
-            "INFO 12-01 10:00:01 [utils.py:326] non-default args: {'model': "
-            "'Qwen/Qwen3.8-27B-FP8', "
-            "'tensor_parallel_size': 2}",
-            PREFIX + "Selected MarlinFP8ScaledMMLinearKernel for Fp8LinearMethod",
-        ]
-    )
-    assert scan.linear_kernels == ("MarlinFP8ScaledMMLinearKernel",)
-    assert scan.kernel_line == (
-        "vLLM selected Marlin (weight-only FP8, W8A16) (MarlinFP8ScaledMMLinearKernel) for "
-        "block-FP8 layers: the tuned files are NOT read with this server's settings; "
-        "--linear-backend triton makes it run the Triton kernel that reads them (measure "
-        "first: tuner compare)."
-    )
-
-
 def test_a_triton_log_says_the_files_are_read() -> None:
+    """A Marlin log says they are not: tests/cli/test_compare_cli.py."""
     triton = scan_lines([PREFIX + "Selected TritonFp8BlockScaledMMKernel for Fp8LinearMethod"])
     assert triton.kernel_line.endswith("the tuned files are read with this server's settings.")
     flag = scan_lines(["INFO non-default args: {'model': 'x', 'linear_backend': 'triton'}"])
