@@ -105,12 +105,12 @@ class FakeRunner:
 @pytest.mark.parametrize(
     ("failing", "status", "error"),
     [
-        (None, TrialStatus.WRONG_RESULT, "wrong_result: relative error 0.5 >= 0.01"),
         (DEFAULT, TrialStatus.OK, "default config wrong_result: relative error 0.5 >= 0.01"),
         ("raise", TrialStatus.OK, "crashed: RuntimeError: CUDA error: illegal address"),
     ],
 )
 def test_a_pick_or_default_that_fails_its_check_fails_the_point_untimed(failing, status, error):
+    """A wrong pick: tests/cli/test_verify_cli.py."""
     runner = FakeRunner({}, status, failing)
     result = verify_shape(SHAPE, {1: BIG.as_dict()}, [3], lambda N, K, M: runner, rounds=6)
     assert result.points == (PointResult(3, 1, BIG, Verdict.FAILED, False, error=error),)
