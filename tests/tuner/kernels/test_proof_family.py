@@ -238,10 +238,9 @@ def test_a_file_is_imported_as_its_own_familys_and_exported_as_it_was(tmp_path, 
     (tmp_path / name).write_bytes(data)
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     args = ["import", str(tmp_path / name), "--db", db, "--no-check", "--no-publish"]
-    for label in ("mine", "mine", "theirs"):  # the same label again: its row, replaced
-        result = CliRunner().invoke(app, [*args, "--label", label])
-        assert result.exit_code == 0, result.output
-        assert result.stdout.startswith(f"imported {name} for NVIDIA_L20 as '{label}': ")
+    result = CliRunner().invoke(app, [*args, "--label", "mine"])  # replacing: tests/db/test_files
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"imported {name} for NVIDIA_L20 as 'mine': ")
     engine = open_store(db)
     with session_scope(engine) as session:
         columns = (ImportedFile.family, ImportedFile.shape_params, ImportedFile.N)
@@ -250,10 +249,7 @@ def test_a_file_is_imported_as_its_own_familys_and_exported_as_it_was(tmp_path, 
         ).all()
         imported = repo.imported_configs(session, device_name="NVIDIA_L20")
     engine.dispose()
-    assert sorted(tuple(row) for row in rows) == [
-        ("toy", "G=2", 128, 0, 0, "mine"),
-        ("toy", "G=2", 128, 0, 0, "theirs"),
-    ]
+    assert [tuple(row) for row in rows] == [("toy", "G=2", 128, 0, 0, "mine")]
     # Keyed by its own family: never taken for the dense GEMM's file of (128, 256).
     assert list(imported) == [("toy", "G=2", 128, 256, None)]
     out = tmp_path / "out"
