@@ -90,11 +90,8 @@ def test_kernels_are_checked_then_timed_interleaved() -> None:
     ]
     point = _compare(runner, candidates, {VLLM_MARLIN: "not wired"})
     assert runner.checked == [TRITON_TUNED, TRITON_DEFAULT, TORCH_SCALED_MM]
-    # One sample of each per round, each round starting one later (A B, B A, A B).
-    assert runner.sampled == [TRITON_TUNED, TRITON_DEFAULT, TRITON_DEFAULT, TRITON_TUNED] + [
-        TRITON_TUNED,
-        TRITON_DEFAULT,
-    ]
+    # One sample of each per round (the order: tests/tuner/measure/test_noise.py).
+    assert sorted(runner.sampled) == [TRITON_DEFAULT] * 3 + [TRITON_TUNED] * 3
     assert [(t.backend, t.status, t.latency_us, t.note) for t in point.times] == [
         (TRITON_TUNED, OK, 11.0, "16x64x128 g1 w4 s3"),
         (TRITON_DEFAULT, OK, 21.0, "64x128x128 g32 w4 s2"),
