@@ -169,8 +169,6 @@ def test_unknown_models_and_tp_sizes_list_the_known_ones() -> None:
     )
     with pytest.raises(UnknownModelError):
         load_shapes("../etc/passwd")
-    with pytest.raises(UnknownModelError, match="no shapes for TP 4; listed: 2"):
-        load_shapes("qwen3.8-27b", 4)
     with pytest.raises(UnknownModelError, match="choose one with --tp"):
         load_shapes("deepseek-v3")
     assert load_shapes("qwen3.8-27b").tp == 2  # the only TP listed
