@@ -118,12 +118,7 @@ def test_a_pick_or_default_that_fails_its_check_fails_the_point_untimed(failing,
     assert result.offending == [3]
 
 
-def test_an_invalid_config_fails_without_a_runner():
-    odd = KernelConfig(64, 128, 256, 32, 4, 2)  # BLOCK_SIZE_K 256 does not divide group_k 128
-    result = verify_shape(SHAPE, {1: odd.as_dict()}, [1], lambda N, K, M: pytest.fail("ran"))
-    assert result.points[0].error == "invalid config: BLOCK_SIZE_K=256 does not divide group_k=128"
-
-
+# An invalid config fails its point with no runner made: test_proof_family.py.
 SHAPES = ModelShapes(
     model="tiny",
     description="",
