@@ -16,7 +16,6 @@ from tuner.compare.verify import (
     judge,
     no_file_line,
     plan,
-    shape_grid,
     timed_points,
     verify_shape,
 )
@@ -51,14 +50,6 @@ def test_points_are_keys_grid_midpoints_and_neighbours_up_to_4096_or_the_largest
     for keys, grid, message in (([], [1], "no keys"), ([0, 4], [], ">= 1"), ([4], [0], ">= 1")):
         with pytest.raises(ValueError, match=message):
             check_points(keys, grid)
-
-
-def test_the_grid_is_the_sweeps_or_with_all_vllms_18_or_the_listed_m():
-    assert shape_grid(None, [16, 1, 16]) == [1, 16]
-    assert shape_grid("all", [1, 5000]) == sorted({*VLLM_M_GRID, 5000})
-    assert shape_grid((64, 1, 64), [8, 16]) == [1, 64]
-    with pytest.raises(ValueError, match="'most'"):
-        shape_grid("most", [8, 16])
 
 
 def test_timed_points_are_those_whose_pick_is_not_the_default():
@@ -107,52 +98,19 @@ class FakeRunner:
         return self.samples[config].pop(0)
 
 
-# Six rounds: p20 and p80 fall exactly on the 2nd and 5th of the six sorted samples.
-DEFAULT_SAMPLES = [100.0, 101.0, 99.0, 100.0, 102.0, 98.0]  # median 100, p20 99, p80 101
-
-
-def test_slower_off_the_keys_is_flagged_within_noise_is_ok_and_default_is_not_timed():
-    samples = {
-        1: [50.0] * 6,  # 2x faster
-        2: [101.5] * 6,  # 1.5 us slower, within the default's spread of 2 us
-        8: [104.0, 104.0, 103.0, 105.0, 104.0, 104.0],  # 4 us slower: beyond the noise
-    }
-    made, seen = {}, []
-
-    def make(N, K, M):
-        made[(N, K, M)] = FakeRunner({BIG: samples[M], DEFAULT: DEFAULT_SAMPLES})
-        return made[(N, K, M)]
-
-    configs = {1: BIG.as_dict(), 16: DEFAULT.as_dict()}
-    result = verify_shape(
-        SHAPE, configs, [1, 2, 8, 15, 16, 17], make, rounds=6, on_point=seen.append
-    )
-    assert result.points == (
-        PointResult(1, 1, BIG, Verdict.OK, True, 50.0, 100.0, 2.0),
-        PointResult(2, 1, BIG, Verdict.OK, True, 101.5, 100.0, 2.0),
-        PointResult(8, 1, BIG, Verdict.SLOWER, True, 104.0, 100.0, 2.0),
-        PointResult(15, 16, DEFAULT, Verdict.OK, False),
-        PointResult(16, 16, DEFAULT, Verdict.OK, False),
-        PointResult(17, 16, DEFAULT, Verdict.OK, False),
-    )
-    assert seen == list(result.points)
-    assert (result.keys, result.block_shape, result.offending) == ((1, 16), BLOCK, [8])
-    assert list(made) == [(256, 384, 1), (256, 384, 2), (256, 384, 8)]
-    assert made[(256, 384, 1)].checked == [BIG, DEFAULT]
-    # interleaved, each round starting one config later: A B, B A, A B, ...
-    assert made[(256, 384, 1)].sampled == [BIG, DEFAULT, DEFAULT, BIG] * 3
-    assert [point.speedup for point in result.points] == [2.0, 100 / 101.5, 100 / 104, 1, 1, 1]
+# A pick slower off the keys, within noise, and the default's M untimed, through `tuner verify`:
+# tests/cli/test_verify_cli.py; the interleaved order: tests/tuner/measure/test_noise.py.
 
 
 @pytest.mark.parametrize(
     ("failing", "status", "error"),
     [
-        (None, TrialStatus.WRONG_RESULT, "wrong_result: relative error 0.5 >= 0.01"),
         (DEFAULT, TrialStatus.OK, "default config wrong_result: relative error 0.5 >= 0.01"),
         ("raise", TrialStatus.OK, "crashed: RuntimeError: CUDA error: illegal address"),
     ],
 )
 def test_a_pick_or_default_that_fails_its_check_fails_the_point_untimed(failing, status, error):
+    """A wrong pick: tests/cli/test_verify_cli.py."""
     runner = FakeRunner({}, status, failing)
     result = verify_shape(SHAPE, {1: BIG.as_dict()}, [3], lambda N, K, M: runner, rounds=6)
     assert result.points == (PointResult(3, 1, BIG, Verdict.FAILED, False, error=error),)
@@ -160,12 +118,7 @@ def test_a_pick_or_default_that_fails_its_check_fails_the_point_untimed(failing,
     assert result.offending == [3]
 
 
-def test_an_invalid_config_fails_without_a_runner():
-    odd = KernelConfig(64, 128, 256, 32, 4, 2)  # BLOCK_SIZE_K 256 does not divide group_k 128
-    result = verify_shape(SHAPE, {1: odd.as_dict()}, [1], lambda N, K, M: pytest.fail("ran"))
-    assert result.points[0].error == "invalid config: BLOCK_SIZE_K=256 does not divide group_k=128"
-
-
+# An invalid config fails its point with no runner made: test_proof_family.py.
 SHAPES = ModelShapes(
     model="tiny",
     description="",

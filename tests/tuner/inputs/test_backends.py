@@ -41,15 +41,9 @@ def test_per_architecture_lines() -> None:
     )
     assert "--linear-backend triton" in lines[4] and "VLLM_BATCH_INVARIANT=1" in lines[4]
     assert "(this device)" not in " ".join(backend_lines(None))
-    assert [arch_of(cc) for cc in ("8.9", "9.0", "10.0", "12.0", "8.0", "", None)] == [
-        "sm89",
-        "sm90",
-        "sm100/sm120",
-        "sm100/sm120",
-        None,
-        None,
-        None,
-    ]
+    capabilities = ("8.9", "9.0", "10.0", "12.0", "8.0", "", None)
+    sm100 = "sm100/sm120"
+    assert [arch_of(cc) for cc in capabilities] == ["sm89", "sm90", sm100, sm100, None, None, None]
 
 
 def test_humming_moves_ahead_of_marlin_on_sm90_only() -> None:
@@ -100,25 +94,8 @@ def test_selected_kernel_lines() -> None:
     assert kernel_verdict((), None) is None
 
 
-def test_a_marlin_log_says_the_files_are_not_read() -> None:
-    scan = scan_lines(
-        [
-            "INFO 12-01 10:00:01 [utils.py:326] non-default args: {'model': "
-            "'Qwen/Qwen3.8-27B-FP8', "
-            "'tensor_parallel_size': 2}",
-            PREFIX + "Selected MarlinFP8ScaledMMLinearKernel for Fp8LinearMethod",
-        ]
-    )
-    assert scan.linear_kernels == ("MarlinFP8ScaledMMLinearKernel",)
-    assert scan.kernel_line == (
-        "vLLM selected Marlin (weight-only FP8, W8A16) (MarlinFP8ScaledMMLinearKernel) for "
-        "block-FP8 layers: the tuned files are NOT read with this server's settings; "
-        "--linear-backend triton makes it run the Triton kernel that reads them (measure "
-        "first: tuner compare)."
-    )
-
-
 def test_a_triton_log_says_the_files_are_read() -> None:
+    """A Marlin log says they are not: tests/cli/test_compare_cli.py."""
     triton = scan_lines([PREFIX + "Selected TritonFp8BlockScaledMMKernel for Fp8LinearMethod"])
     assert triton.kernel_line.endswith("the tuned files are read with this server's settings.")
     flag = scan_lines(["INFO non-default args: {'model': 'x', 'linear_backend': 'triton'}"])
@@ -129,26 +106,7 @@ def test_a_triton_log_says_the_files_are_read() -> None:
     )
 
 
-FLAG_LINE = (
-    "To have them read, start vLLM with --linear-backend triton (or "
-    'linear_backend_per_quant={"fp8_block_w8a8": "triton"}); VLLM_BATCH_INVARIANT=1 '
-    "ignores the files. Measure first: tuner compare times the tuned Triton kernel "
-    "against the default kernels on this GPU."
-)
-
-
-def test_l20_from_the_table_of_known_gpus():
-    advice = device_advice("NVIDIA_L20", [])
-    assert (advice.arch, advice.needs_flag) == ("sm89", True)
-    assert advice.lines() == [
-        "NVIDIA_L20 is sm89 (L20: compute capability 8.9, from the table of known GPUs).",
-        "vLLM 0.33.0's default kernel for block-FP8 linear layers there is Marlin (weight-only "
-        "FP8, W8A16): these files are NOT read with default settings.",
-        FLAG_LINE,
-    ]
-
-
-def test_old_unknown_and_cpu_devices():
+def test_old_and_unknown_devices():
     assert device_advice("NVIDIA_A100-SXM4-80GB").lines() == [
         "NVIDIA_A100-SXM4-80GB is sm80 (A100: compute capability 8.0, from the table of known "
         "GPUs): no FP8 dot (compute capability below 8.9), so the Triton block-FP8 kernel, and "
@@ -158,10 +116,4 @@ def test_old_unknown_and_cpu_devices():
         "NVIDIA_B300: architecture not known (no trial in the store names a compute capability, "
         "and the GPU is not in the table of known GPUs).",
         "vLLM 0.33.0 runs the Triton kernel, and so reads these files, by default on no CUDA GPU.",
-    ]
-    interpreter = device_advice("TRITON_INTERPRETER", [""])
-    assert not interpreter.needs_flag
-    assert interpreter.lines() == [
-        "TRITON_INTERPRETER is Triton's CPU interpreter: its files carry CPU timings, for trying "
-        "the tuner out; no vLLM server reads them."
     ]

@@ -147,16 +147,6 @@ QWEN3_MOE = {
             1,
             "num_experts_per_tok 129 is more than num_experts 128",
         ),
-        (
-            {**QWEN3_MOE, "moe_intermediate_size": None},
-            1,
-            "moe_intermediate_size = None is not an integer",
-        ),
-        (
-            {**QWEN3_MOE, "moe_intermediate_size": 768 * 3},
-            3,
-            "num_attention_heads over tp: 32 is not divisible by 3",
-        ),
     ],
 )
 def test_refusals_are_one_line(config: dict, tp: int, message: str) -> None:
@@ -174,10 +164,8 @@ def test_every_known_architecture_is_read() -> None:
         assert derived.shapes[:2] == ((6144, 4096), (4096, 4096)), architecture
 
 
-def test_qwen3_moe_at_tp2_gives_e128_n384_and_attention_only() -> None:
-    derived = derive_shapes(QWEN3_MOE, 2)
-    assert derived.moe == (MoeShape(E=128, N=384, K=2048, top_k=8),)
-    assert layers(QWEN3_MOE, 2) == [("qkv_proj", 2560, 2048), ("o_proj", 2048, 2048)]
+def test_moe_configs_give_their_experts_and_their_dense_mlp_layers() -> None:
+    """Qwen3-30B-A3B at TP 2 and DeepSeek-V3's experts only: tests/cli/test_moe_shapes_cli.py."""
     assert derive_shapes(QWEN3_MOE, 1).moe == (MoeShape(E=128, N=768, K=2048, top_k=8),)
     # A dense MLP layer (mlp_only_layers) brings gate_up/down of intermediate_size back.
     assert layers({**QWEN3_MOE, "mlp_only_layers": [0]}, 2)[2:] == [
@@ -185,27 +173,10 @@ def test_qwen3_moe_at_tp2_gives_e128_n384_and_attention_only() -> None:
         ("down_proj", 2048, 3072),
     ]
     assert derive_shapes(QWEN3, 1).moe == ()
-
-
-def test_other_moe_architectures_give_experts_only() -> None:
-    dsv3 = {
-        "architectures": ["DeepseekV3ForCausalLM"],
-        "hidden_size": 7168,
-        "n_routed_experts": 256,
-        "moe_intermediate_size": 2048,
-        "num_experts_per_tok": 8,
-        "quantization_config": FP8,
-    }
-    derived = derive_shapes(dsv3, 8)
-    assert (derived.layers, derived.moe) == ((), (MoeShape(256, 256, 7168, 8),))
-    mixtral = {
-        **dsv3,
-        "architectures": ["MixtralForCausalLM"],
-        "n_routed_experts": None,
-        "num_local_experts": 8,
-        "num_experts_per_tok": 2,
-    }
-    assert derive_shapes(mixtral, 1).moe == (MoeShape(8, 2048, 7168, 2),)
+    mixtral = {"architectures": ["MixtralForCausalLM"], "hidden_size": 7168}
+    mixtral |= {"num_local_experts": 8, "moe_intermediate_size": 2048, "num_experts_per_tok": 2}
+    derived = derive_shapes({**mixtral, "quantization_config": FP8}, 1)
+    assert (derived.layers, derived.moe) == ((), (MoeShape(8, 2048, 7168, 2),))
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from tests.tuner.inputs.logfixtures import (
-    DSV3_TP8,
     QWEN_TP2,
     SGLANG_DIR,
     VLLM_DIR,
@@ -51,18 +50,12 @@ def test_sglang_log_spaced_block_shape(tmp_path: Path) -> None:
     assert {(m.engine, m.folder) for m in scan.files["dense"]} == {("sglang", SGLANG_DIR)}
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "tp"),
-    [  # vLLM's non-default args alone; without a TP there: vLLM's default 1
-        ({"shapes": DSV3_TP8, "model": "deepseek-ai/DeepSeek-V3", "tp": 8}, 8),
-        ({"model": "/models/qwen3-8b", "tp": None}, 1),
-    ],
-)
-def test_tp_and_model_from_vllm_non_default_args_alone(kwargs, tp) -> None:
-    text = vllm_log(**kwargs, config_line=False)
+def test_tp_and_model_from_vllm_non_default_args_alone() -> None:
+    """Without a TP there: vLLM's default 1 (a TP stated there: tests/cli/test_cli_serving.py)."""
+    text = vllm_log(model="/models/qwen3-8b", tp=None, config_line=False)
     assert "tensor_parallel_size=" not in text
     scan = scan_lines(text.splitlines())
-    assert (scan.tp, scan.model) == (tp, kwargs["model"])
+    assert (scan.tp, scan.model) == (1, "/models/qwen3-8b")
     assert scan_lines(vllm_log(tp=None).splitlines()).tp == 1  # with the engine's line too
     assert scan_lines(["tensor_parallel_size=2", "tensor_parallel_size=4"]).tp is None
 
@@ -111,7 +104,7 @@ def _scan(shapes):
     return scan_lines(vllm_log(shapes=shapes, model="acme/Odd-7B-FP8", tp=2).splitlines())
 
 
-def test_the_next_step_is_the_covering_model_or_saving_first(tmp_path, monkeypatch) -> None:
+def test_the_next_step_is_the_covering_model(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("TUNER_SHAPES_DIR", str(tmp_path / "shapes"))
     scan = _scan(QWEN_TP2)
     found = log_shapes(scan, None)
@@ -130,18 +123,8 @@ def test_the_next_step_is_the_covering_model_or_saving_first(tmp_path, monkeypat
         tp=2,
         sglang=False,
     )
-    odd = _scan([(384, 256)])
-    assert next_step(odd, log_shapes(odd, None), LOG).lines[-1] == (
-        "save them first (tuner shapes from-log 'logs/serve 1.log' --save odd-7b-fp8), then:"
-    )
-    # the Qwen shapes of TP 2 are no packaged model's at TP 4; the TP goes into the command
-    step = next_step(scan, log_shapes(scan, 4), LOG)
-    assert (step.model, step.tp, step.lines[-1]) == (
-        "odd-7b-fp8",
-        4,
-        "save them first (tuner shapes from-log 'logs/serve 1.log' --save odd-7b-fp8 --tp 4), "
-        "then:",
-    )
+    # Saving first, with the quoted path and a --tp that differs from the log's:
+    # tests/cli/test_cli_serving.py.
 
 
 def test_save_needs_a_tp_one_block_shape_and_whole_shapes():

@@ -159,9 +159,10 @@ def test_the_dense_and_moe_families_need_a_block_shape() -> None:
         )
 
 
-def test_the_registry_loads_no_torch() -> None:
+def test_the_registry_and_the_roofline_load_no_torch() -> None:
     code = (
-        "import sys, tuner.kernels.registry, tuner.files.device; "
+        "import sys, tuner.kernels.registry, tuner.files.device, tuner.measure.roofline as r; "
+        "r.roofline(1, 128, 128, 1.0); "
         "assert 'torch' not in sys.modules and 'triton' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -23,6 +23,7 @@ from db import repo
 from db.connection import open_store, session_scope
 from db.models import ImportedFile, ReleaseFile, Sweep
 from tests.toyfamily.family import ENV, TOY, toy_shape
+from tests.tuner.compare.test_verify import FakeRunner
 from tuner.cli.app import app
 from tuner.compare.verify import PointResult, Verdict, timed_points, verify_shape
 from tuner.files.format import dump_config_file
@@ -35,7 +36,7 @@ from tuner.kernels.registry import FAMILIES, family_of_file, respell_file_name
 from tuner.kernels.shape import Shape
 from tuner.measure.runner import KernelRunner, Problem
 from tuner.measure.runners import InterpreterRunner
-from tuner.measure.trial import TrialResult, TrialStatus
+from tuner.measure.trial import TrialStatus
 from tuner.run.plan import model_requests, plan
 from tuner.run.worker import WorkerSpec, run_task
 
@@ -199,19 +200,6 @@ def test_the_familys_files_are_mounted_and_pulled_into_its_own_folder(toy) -> No
     assert f"- name: {ENV}" in pulled
 
 
-class Runner:
-    """Checks pass; `sample_us` answers a fixed time per config."""
-
-    def __init__(self, times: dict[KernelConfig, float]) -> None:
-        self.times = times
-
-    def check(self, config: KernelConfig) -> TrialResult:
-        return TrialResult(TrialStatus.OK, rel_error=1e-3)
-
-    def sample_us(self, config: KernelConfig) -> float:
-        return self.times[config]
-
-
 def test_a_file_is_verified_against_the_familys_own_default(toy) -> None:
     checked = KernelRunner(
         Problem(3, 96, 80, None, "bfloat16", family="toy", params=(("G", 2),)),
@@ -222,9 +210,9 @@ def test_a_file_is_verified_against_the_familys_own_default(toy) -> None:
     configs = {1: SMALL.as_dict(), 32: faster.as_dict(), 4096: WIDE.as_dict()}
     made = []
 
-    def make_runner(N: int, K: int, M: int) -> Runner:
+    def make_runner(N: int, K: int, M: int) -> FakeRunner:
         made.append((N, K, M))
-        return Runner({faster: 10.0, SMALL: 20.0, LARGE: 5.0})
+        return FakeRunner({faster: [10.0] * 4, LARGE: [5.0] * 4})
 
     # M=1 and 8 run the toy's own default (nothing timed); M=24 picks key 32, timed against
     # the toy's default at M=24 (LARGE, not the dense GEMM's), so slower; M=4096's
@@ -250,10 +238,9 @@ def test_a_file_is_imported_as_its_own_familys_and_exported_as_it_was(tmp_path, 
     (tmp_path / name).write_bytes(data)
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     args = ["import", str(tmp_path / name), "--db", db, "--no-check", "--no-publish"]
-    for label in ("mine", "mine", "theirs"):  # the same label again: its row, replaced
-        result = CliRunner().invoke(app, [*args, "--label", label])
-        assert result.exit_code == 0, result.output
-        assert result.stdout.startswith(f"imported {name} for NVIDIA_L20 as '{label}': ")
+    result = CliRunner().invoke(app, [*args, "--label", "mine"])  # replacing: tests/db/test_files
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"imported {name} for NVIDIA_L20 as 'mine': ")
     engine = open_store(db)
     with session_scope(engine) as session:
         columns = (ImportedFile.family, ImportedFile.shape_params, ImportedFile.N)
@@ -262,10 +249,7 @@ def test_a_file_is_imported_as_its_own_familys_and_exported_as_it_was(tmp_path, 
         ).all()
         imported = repo.imported_configs(session, device_name="NVIDIA_L20")
     engine.dispose()
-    assert sorted(tuple(row) for row in rows) == [
-        ("toy", "G=2", 128, 0, 0, "mine"),
-        ("toy", "G=2", 128, 0, 0, "theirs"),
-    ]
+    assert [tuple(row) for row in rows] == [("toy", "G=2", 128, 0, 0, "mine")]
     # Keyed by its own family: never taken for the dense GEMM's file of (128, 256).
     assert list(imported) == [("toy", "G=2", 128, 256, None)]
     out = tmp_path / "out"

@@ -1,7 +1,9 @@
 """The live runner on the interpreter: correctness gate, failure statuses, timing (the CUDA path
-with fake graphs and clock; for real on a GPU)."""
+with fake graphs and clock; for real on a GPU); the runners a sweep measures with, parsed once
+from the runner's name."""
 
 import os
+import pickle
 from types import SimpleNamespace
 
 import pytest
@@ -16,6 +18,13 @@ from tuner.kernels.dense.space import default_config
 from tuner.measure import noise
 from tuner.measure.noise import TimingPlan, WallTimer
 from tuner.measure.runner import KEPT_SAMPLERS, REL_TOL, KernelRunner, Problem, classify_error
+from tuner.measure.runners import (
+    GpuRunner,
+    InterpreterRunner,
+    ReplayRunner,
+    Runner,
+    make_runner,
+)
 
 PROBLEM = Problem(M=5, N=192, K=256, block_shape=(128, 128), out_dtype="bfloat16")
 SMALL = KernelConfig(16, 64, 64, 1, 4, 2)
@@ -224,3 +233,46 @@ def test_graph_replays_on_a_gpu_write_the_right_result_into_every_copy(M):
     assert runner.sample_us(default_config()) > 0  # one more replay of a kept graph
     torch.cuda.synchronize()
     assert relative_error(runner._timed_out, runner.reference) < REL_TOL
+
+
+GPU, CPU = GpuRunner("NVIDIA_H200"), InterpreterRunner("TRITON_INTERPRETER", reps=4)
+REPLAY = ReplayRunner("l.json", "NVIDIA_H100")
+
+
+def test_each_name_parses_into_its_runner_and_unknown_ones_are_one_line_errors():
+    assert make_runner("cuda", device_name="NVIDIA_H200") == GPU
+    assert make_runner("interpreter", device_name="TRITON_INTERPRETER", interpreter_reps=4) == CPU
+    assert make_runner("replay", device_name="NVIDIA_H100", landscape="l.json") == REPLAY
+    with pytest.raises(
+        ValueError, match=r"unknown runner 'rocm' \(known: cuda, interpreter, replay\)"
+    ):
+        make_runner("rocm", device_name="x")
+    with pytest.raises(ValueError, match="the replay runner needs a landscape file"):
+        make_runner("replay", device_name="x")
+
+
+@pytest.mark.parametrize("runner", [GPU, CPU, REPLAY])
+def test_every_runner_meets_the_protocol_and_pickles_for_spawn(runner):
+    assert isinstance(runner, Runner)
+    assert pickle.loads(pickle.dumps(runner)) == runner
+
+
+def test_what_differs_per_runner(monkeypatch):
+    assert [r.on_gpu for r in (GPU, CPU, REPLAY)] == [True, False, False]
+    assert [r.retime_rounds(20) for r in (GPU, CPU, REPLAY)] == [20, 4, 20]
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    GPU.pin(None)
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ
+    GPU.pin("GPU-3")
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "GPU-3"
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    CPU.pin(None)
+    assert os.environ["TRITON_INTERPRET"] == "1"
+    env = CPU.environment("builtin", "dense")
+    assert (env["gpu_name"], env["device_name"], env["cuda"], env["driver"]) == (
+        "TRITON_INTERPRETER",
+        "TRITON_INTERPRETER",
+        "",
+        "",
+    )
+    assert env["kernel_source"] == "builtin" and len(env["kernel_hash"]) > 8

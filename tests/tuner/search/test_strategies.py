@@ -5,10 +5,10 @@ import math
 
 import pytest
 
+from tests.tuner.measure.test_landscape import landscape_of
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
-from tuner.measure.landscape import landscape_from_results
 from tuner.measure.trial import TrialResult
 from tuner.search.axes import neighbours, space_axes
 from tuner.search.base import best
@@ -43,16 +43,7 @@ def make_runner(fail_all: bool = False):
         for c in SPACE
         if not (c.BLOCK_SIZE_N == 32 and c.num_warps == 8)
     ]
-    landscape = landscape_from_results(
-        device_name="NVIDIA_L20",
-        environment={},
-        recorded_at="2026-11-30T00:00:00Z",
-        space="vllm",
-        out_dtype="bfloat16",
-        block_shape=(128, 128),
-        results=results,
-    )
-    return landscape.runner(512, 1024, 16)
+    return landscape_of(results).runner(512, 1024, 16)
 
 
 RUNNER, FAILING = make_runner(), make_runner(fail_all=True)
