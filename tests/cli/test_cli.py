@@ -72,11 +72,6 @@ def test_shapes_list_and_show():
 
 def test_unknown_model_lists_known_ones():
     one_line_error(
-        invoke("shapes", "show", "llama3"),
-        "unknown model 'llama3'; known: deepseek-v3, qwen3-30b-a3b-fp8, qwen3.8-27b, "
-        "tiny, tiny-moe",
-    )
-    one_line_error(
         invoke("sweep", "--device", "interpreter", "--model", "llama3"),
         "unknown model 'llama3'; known: deepseek-v3, qwen3-30b-a3b-fp8, qwen3.8-27b, "
         "tiny, tiny-moe",
@@ -183,71 +178,21 @@ def test_db_upgrade_creates_the_schema(tmp_path):
 def _stale_store(tmp_path):
     """One shape over M = 1, 16 on NVIDIA_L20. M=1: current trials (default 10 us, FAST 8 us)
     and a faster trial of an older kernel (SLOW, 5 us); M=16: trials of the older kernel only."""
-    import importlib.metadata
-
-    from db import repo
-    from db.connection import open_store, session_scope
-    from tests.storefill import DEFAULT, DENSE_SWEEP, FAST, SLOW
-    from tuner.files.provenance import current_kernel_hash
+    from tests.storefill import DEFAULT, FAST, SLOW, fill
 
     url = f"sqlite:///{tmp_path / 'stale.db'}"
-    engine = open_store(url)
-    with session_scope(engine) as session:
-        sweep, _ = repo.create_sweep(
-            session,
-            repo.SweepSpec(
-                device_name="NVIDIA_L20",
-                model="m",
-                tp=1,
-                strategy="grid",
-                budget=4,
-                space="vllm",
-                seed=0,
-                m_values=[1, 16],
-                out_dtype="bfloat16",
-                block_shape=(128, 128),
-                shapes=[(5120, 3072)],
-                **DENSE_SWEEP,
-            ),
+    one = [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 8.0), (SLOW, False, "ok", 5.0)]
+    sixteen = [(DEFAULT, True, "ok", 20.0), (FAST, False, "ok", 15.0)]
+    fill(url, {(5120, 3072, 1): one, (5120, 3072, 16): sixteen}, model="m", m_values=(1, 16))
+    with sqlite3.connect(tmp_path / "stale.db") as connection:  # a copy of it, another kernel
+        connection.execute(
+            "INSERT INTO environments (device_id, gpu_name, compute_capability, driver, cuda, "
+            "torch, triton, tuner, kernel_hash) SELECT device_id, gpu_name, compute_capability, "
+            "driver, cuda, torch, triton, tuner, '0ld' FROM environments"
         )
-        env = {
-            name: repo.get_or_create_environment(
-                session,
-                device_name="NVIDIA_L20",
-                gpu_name="NVIDIA L20",
-                compute_capability="8.9",
-                driver="",
-                cuda="",
-                torch="2.11.0",
-                triton=importlib.metadata.version("triton"),
-                tuner="0.1.0",
-                kernel_hash=kernel,
-            )
-            for name, kernel in (("current", current_kernel_hash()), ("old", "0ld"))
-        }
-        plan = {
-            1: [
-                ("current", DEFAULT, True, 10.0),
-                ("current", FAST, False, 8.0),
-                ("old", SLOW, False, 5.0),
-            ],
-            16: [("old", DEFAULT, True, 20.0), ("old", FAST, False, 15.0)],
-        }
-        while (
-            task := repo.claim_task(session, sweep_id=sweep.sweep_id, worker_id="w", lease_s=60)
-        ) is not None:
-            for name, config, is_default, latency_us in plan[task.M]:
-                repo.record_trial(
-                    session,
-                    task_id=task.task_id,
-                    environment_id=env[name],
-                    config=config,
-                    is_default=is_default,
-                    status="ok",
-                    latency_us=latency_us,
-                )
-            repo.finish_task(session, task_id=task.task_id, worker_id="w")
-    engine.dispose()
+        connection.execute(
+            "UPDATE trials SET environment_id = environment_id + 1 WHERE latency_us IN (5, 20, 15)"
+        )
     return url
 
 
