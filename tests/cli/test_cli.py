@@ -78,13 +78,6 @@ def test_unknown_model_lists_known_ones():
     )
 
 
-def test_no_matching_gpu_names_what_is_visible(no_visible_gpu):
-    one_line_error(
-        invoke("sweep", "--device", "L20", "--model", "tiny"),
-        "no visible GPU matches --device L20; visible: no CUDA GPU",
-    )
-
-
 def test_bad_m_grid():
     one_line_error(
         invoke("sweep", "--device", "interpreter", "--model", "tiny", "--m", "1,a"),
@@ -111,47 +104,6 @@ def test_bad_configs_file(tmp_path):
         f"{bad}: config #1: missing key(s) BLOCK_SIZE_N, BLOCK_SIZE_K, "
         "GROUP_SIZE_M, num_warps, num_stages",
     )
-
-
-def test_export_unknown_device_lists_known(tmp_path):
-    from db.connection import open_store
-
-    open_store(f"sqlite:///{tmp_path}/t.db").dispose()  # an empty store
-    result = invoke(
-        "export",
-        "--device",
-        "L20",
-        "--out",
-        str(tmp_path / "out"),
-        "--db",
-        f"sqlite:///{tmp_path}/t.db",
-    )
-    one_line_error(
-        result,
-        "no device in the store matches 'L20'; known: none; `tuner sweep "
-        "--device L20` on that GPU, or `tuner import` of its files, adds it",
-    )
-
-
-@pytest.mark.parametrize(
-    "command",
-    [
-        ["export", "--device", "L20", "--out", "out"],
-        ["winners", "--device", "L20"],
-        ["status"],
-        ["verify", "--device", "interpreter", "--model", "tiny"],
-        ["mounts", "--device", "L20"],
-        ["landscape", "record", "--device", "L20", "--out", "x.json"],
-    ],
-)
-def test_reading_commands_refuse_a_store_that_does_not_exist(tmp_path, command):
-    url = f"sqlite:///{tmp_path}/typo/t.db"
-    result = invoke(*command, "--db", url)
-    one_line_error(
-        result,
-        f"no store at {url}: run `tuner sweep` first, or point --db (or TUNER_DB_URL) at the store",
-    )
-    assert not (tmp_path / "typo").exists()  # nothing created
 
 
 def test_old_schema_asks_for_upgrade(tmp_path):
