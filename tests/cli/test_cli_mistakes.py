@@ -67,16 +67,6 @@ CASES = [
         {"TUNER_DB_URL": "/some/file.db"},
         f"{DB} '/some/file.db' is not a database URL; for a SQLite file use sqlite:////some/file.db",
     ),
-    (
-        "db upgrade --db x.db",
-        {},
-        f"{DB} 'x.db' is not a database URL; for a SQLite file use sqlite:///x.db",
-    ),
-    (
-        "serve --db a.db",
-        {},
-        f"{DB} 'a.db' is not a database URL; for a SQLite file use sqlite:///a.db",
-    ),
     (["status", "--db", "my db://x"], {}, f"{DB} 'my db://x' is not a database URL"),
     (
         "status --db sqlite:/data/x.db",
