@@ -61,42 +61,6 @@ def test_shapes_list_and_show():
     ]
 
 
-def test_unknown_model_lists_known_ones():
-    one_line_error(
-        invoke("sweep", "--device", "interpreter", "--model", "llama3"),
-        "unknown model 'llama3'; known: deepseek-v3, qwen3-30b-a3b-fp8, qwen3.8-27b, "
-        "tiny, tiny-moe",
-    )
-
-
-def test_bad_m_grid():
-    one_line_error(
-        invoke("sweep", "--device", "interpreter", "--model", "tiny", "--m", "1,a"),
-        "--m: 'a' is not a positive integer (expected e.g. 1,16,32)",
-    )
-
-
-def test_bad_configs_file(tmp_path):
-    bad = tmp_path / "configs.json"
-    bad.write_text('[{"BLOCK_SIZE_M": 16}]')
-    result = invoke(
-        "sweep",
-        "--device",
-        "interpreter",
-        "--model",
-        "tiny",
-        "--configs",
-        str(bad),
-        "--db",
-        f"sqlite:///{tmp_path}/t.db",
-    )
-    one_line_error(
-        result,
-        f"{bad}: config #1: missing key(s) BLOCK_SIZE_N, BLOCK_SIZE_K, "
-        "GROUP_SIZE_M, num_warps, num_stages",
-    )
-
-
 def test_old_schema_asks_for_upgrade(tmp_path):
     store = tmp_path / "old.db"
     with sqlite3.connect(store) as connection:
