@@ -15,6 +15,7 @@ from tuner.files.archive import _HOW_TO
 from tuner.files.mounts import MountRequest, render_mounts
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+MOUNTS = r'^# \(site-packages in your image: (python3 -c ".+");$'
 A = "N=5120,K=3072,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
 
 
@@ -42,33 +43,31 @@ def run_hint(command: str, site: Path) -> str:
     return done.stdout.strip()
 
 
-def test_readme_site_hint_prints_site_packages(site: Path) -> None:
-    line = next(line for line in README.read_text().splitlines() if line.startswith("SITE="))
-    command = re.search(r"#\s*(python3? -c \".+\") in the image", line)
-    assert command, line
-    assert run_hint(command[1], site) == str(site)
-
-
-@pytest.mark.parametrize("engine", ["vllm", "sglang"])
-def test_mounts_site_hint_prints_site_packages(site: Path, engine: str) -> None:
-    text = render_mounts(
-        MountRequest(
-            device_name="NVIDIA_L20",
-            engine=engine,
-            file_names=(A,),
-            host_dir="$PWD/configs",
-            site_packages="/site",
-            fmt="docker",
-        )
+def _mounts(engine: str) -> str:
+    request = MountRequest(
+        device_name="NVIDIA_L20",
+        engine=engine,
+        file_names=(A,),
+        host_dir="$PWD/configs",
+        site_packages="/site",
+        fmt="docker",
     )
-    command = re.search(r'^# \(site-packages in your image: (python3 -c ".+");$', text, re.M)
-    assert command, text
-    assert run_hint(command[1], site) == str(site)
+    return render_mounts(request)
 
 
-def test_archive_readme_hint_prints_the_configs_folder(site: Path) -> None:
-    command = re.search(r"Find the folder: (python3 -c \".+\")$", _HOW_TO, re.M)
-    assert command, _HOW_TO
-    assert run_hint(command[1], site) == str(
-        site / "vllm" / "model_executor" / "layers" / "quantization" / "utils" / "configs"
-    )
+CONFIGS = ("vllm", "model_executor", "layers", "quantization", "utils", "configs")
+# (where the hint is printed, the pattern around its command, the folder it names in the site)
+HINTS = {
+    "README": (README.read_text, r'^SITE=.*#\s*(python3? -c ".+") in the image', ()),
+    "mounts-vllm": (lambda: _mounts("vllm"), MOUNTS, ()),
+    "mounts-sglang": (lambda: _mounts("sglang"), MOUNTS, ()),
+    "archive": (lambda: _HOW_TO, r'Find the folder: (python3 -c ".+")$', CONFIGS),
+}
+
+
+@pytest.mark.parametrize("where", HINTS)
+def test_the_hint_prints_the_folder(site: Path, where: str) -> None:
+    text, pattern, folder = HINTS[where]
+    command = re.search(pattern, text(), re.M)
+    assert command, where
+    assert run_hint(command[1], site) == str(site.joinpath(*folder))

@@ -1,7 +1,8 @@
 """A newcomer's usual mistakes on the command line: one line on stderr with the fix, exit 2,
 no traceback, and nothing created on disk. A mistyped model or device gets the closest known
 name, a plain path or a malformed sqlite URL as --db the URL it meant, --out naming a file,
-a JSON that is no model's config, a busy port or one out of range."""
+a JSON that is no model's config or configs file that lacks keys, a bad --m, a busy port or one
+out of range."""
 
 from __future__ import annotations
 
@@ -19,13 +20,31 @@ runner = CliRunner()
 DB = "--db (or TUNER_DB_URL)"
 OUT_IS_A_FILE = "--out {tmp}/configs is a file, not a folder: name a folder (created if absent)"
 # (arguments, environment, the one line); {tmp} is the test's folder, the working folder, which
-# holds a file `configs`, a package.json and, where the arguments name it, an empty store t.db.
+# holds a file `configs`, a package.json, a bad.json of configs and, where the arguments name
+# it, an empty store t.db.
 CASES = [
     (
         "shapes show qwen3.8-27B",
         {},
         "unknown model 'qwen3.8-27B' (did you mean 'qwen3.8-27b'?); known: deepseek-v3, "
         "qwen3-30b-a3b-fp8, qwen3.8-27b, tiny, tiny-moe",
+    ),
+    (
+        "sweep --device interpreter --model llama3",
+        {},
+        "unknown model 'llama3'; known: deepseek-v3, qwen3-30b-a3b-fp8, qwen3.8-27b, tiny, "
+        "tiny-moe",
+    ),
+    (
+        "sweep --device interpreter --model tiny --m 1,a",
+        {},
+        "--m: 'a' is not a positive integer (expected e.g. 1,16,32)",
+    ),
+    (
+        "sweep --device interpreter --model tiny --configs {tmp}/bad.json",
+        {},
+        "{tmp}/bad.json: config #1: missing key(s) BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, "
+        "num_warps, num_stages",
     ),
     (
         "sweep --device L2O --model tiny",
@@ -66,16 +85,6 @@ CASES = [
         "winners --device L20",
         {"TUNER_DB_URL": "/some/file.db"},
         f"{DB} '/some/file.db' is not a database URL; for a SQLite file use sqlite:////some/file.db",
-    ),
-    (
-        "db upgrade --db x.db",
-        {},
-        f"{DB} 'x.db' is not a database URL; for a SQLite file use sqlite:///x.db",
-    ),
-    (
-        "serve --db a.db",
-        {},
-        f"{DB} 'a.db' is not a database URL; for a SQLite file use sqlite:///a.db",
     ),
     (["status", "--db", "my db://x"], {}, f"{DB} 'my db://x' is not a database URL"),
     (
@@ -129,6 +138,7 @@ def test_a_mistake_is_one_line(tmp_path, monkeypatch, no_visible_gpu, args, env,
         open_store(f"sqlite:///{tmp_path}/t.db").dispose()
     (tmp_path / "configs").write_text("x")
     (tmp_path / "package.json").write_text('{"name": "web", "version": "1.0.0"}')
+    (tmp_path / "bad.json").write_text('[{"BLOCK_SIZE_M": 16}]')
     before = listing(tmp_path)
     args = [arg.format(tmp=tmp_path) for arg in (args.split() if isinstance(args, str) else args)]
     result = runner.invoke(app, args, env=env)

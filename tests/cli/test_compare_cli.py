@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import importlib
 import sqlite3
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from typer.testing import CliRunner
 
+from db import repo
+from db.connection import open_store, session_scope
 from tests.standin_vllm import CAPABILITY_VARIABLE, VERSION, build_standin, importable
 from tests.storefill import DEFAULT, FAST, SLOW, fill
 from tuner.cli.app import app
@@ -27,6 +28,15 @@ TINY = {"device_name": DEVICE, "model": "tiny", "m_values": (1,)}
 COMPARE = "compare --device interpreter --model tiny --m 1 --rounds 2 --interpreter-reps 1".split()
 
 
+def _stored(db: str):
+    """The one comparison stored for DEVICE."""
+    engine = open_store(db)
+    with session_scope(engine) as session:
+        (stored,) = repo.list_comparisons(session, device_name=DEVICE)
+    engine.dispose()
+    return stored
+
+
 def test_compare_tiny_on_the_interpreter(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     # N=256,K=384 has a file whose M=1 winner is FAST; N=576,K=256 has no trials.
@@ -40,14 +50,7 @@ def test_compare_tiny_on_the_interpreter(tmp_path: Path) -> None:
     assert any(line.startswith("decode (M <= 32): ") for line in lines)
     assert "prefill (M >= 2048): no point where the kernels could all be compared" in lines
     assert lines[-1] == f"stored as comparison 1 of {DEVICE}"
-
-    from db import repo
-    from db.connection import open_store, session_scope
-
-    engine = open_store(db)
-    with session_scope(engine) as session:
-        (stored,) = repo.list_comparisons(session, device_name=DEVICE)
-    engine.dispose()
+    stored = _stored(db)
     assert (stored.model, stored.tp, stored.gpu_name) == ("tiny", 1, DEVICE)
     assert (
         stored.verdicts[1] == "prefill (M >= 2048): no point where the kernels could all be "
@@ -133,14 +136,7 @@ def test_compare_inside_vllm_times_marlin_against_tuned_triton(
         "not timed: vllm-humming: HummingFP8ScaledMMLinearKernel: Humming is not installed"
     ) in lines
     assert not any(line.startswith("not timed: vllm-marlin") for line in lines)
-
-    from db import repo
-    from db.connection import open_store, session_scope
-
-    engine = open_store(db)
-    with session_scope(engine) as session:
-        (stored,) = repo.list_comparisons(session, device_name=DEVICE)
-    engine.dispose()
+    stored = _stored(db)
     rows = {(p.N, p.backend): p for p in stored.points}
     assert rows[(256, "vllm-marlin")].status == rows[(576, "vllm-marlin")].status == "ok"
     assert min(rows[(256, "vllm-marlin")].latency_us, rows[(576, "vllm-marlin")].latency_us) > 0
@@ -169,16 +165,12 @@ def test_compare_inside_vllm_times_marlin_against_tuned_triton(
 def test_without_vllm_auto_reads_vllm_kernel_files_and_says_they_are_timed_with_the_builtin(
     tmp_path: Path, capsys
 ) -> None:
-    from db.connection import open_store
     from tuner.cli.compare import _tuned
 
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
-    with pytest.MonkeyPatch.context() as patch:  # vLLM importable only while the store fills
-        patch.syspath_prepend(str(build_standin(tmp_path / "site")))
-        importlib.invalidate_caches()
+    site = build_standin(tmp_path / "site")
+    with pytest.MonkeyPatch.context() as patch, importable(site, patch):  # while filling only
         fill(db, FAST_AT_1, **TINY, kernel="vllm")
-        for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
-            del sys.modules[name]
     importlib.invalidate_caches()
     engine = open_store(db)
     try:

@@ -1,8 +1,9 @@
 """Every form that hands out files says what makes vLLM 0.33.0 read them on the device, from one
 source (`tuner.files.mounts.advice_comments` / `tuner.inputs.backends.device_advice`), and puts
 `--linear-backend triton` where vLLM needs it, added to the user's own server arguments: `tuner
-mounts` in each --format (the pull recipes from the store here, without reaching the server),
-GET /devices/{d}/mounts, `tuner pull` and the download README (`tuner recipe sweep`'s: in
+mounts` in each --format (the pull recipes from the store here, without reaching the server;
+GET /devices/{d}/mounts serves the same text: tests/cli/test_imported_only.py), `tuner pull`
+and the download README (`tuner recipe sweep`'s: in
 tests/cli/test_recipe.py; the pods' validity: tests/tuner/files/test_mounts.py); for an sm89
 device (NVIDIA_L20: Marlin by default) and an sm90 one (NVIDIA_H200: DeepGEMM by default). The
 flag is absent for SGLang and for the CPU interpreter. Every YAML printed parses."""
@@ -188,27 +189,6 @@ def test_no_flag_for_sglang_or_the_interpreter(store: str, no_server, fmt: str) 
     assert cpu.exit_code == 0, cpu.output
     assert "--linear-backend" not in cpu.stdout
     assert " ".join(INTERPRETER_ADVICE) in " ".join(comments(cpu.stdout))
-
-
-@pytest.mark.parametrize(("device_name", "fmt"), [("NVIDIA_L20", "docker"), ("NVIDIA_H200", "k8s")])
-def test_the_http_mounts_route(store: str, device_name: str, fmt: str) -> None:
-    """The route serves what `tuner mounts` prints (the same function; its errors:
-    tests/api/test_files.py)."""
-    with TestClient(create_app(Settings(db_url=store))) as client:
-        response = client.get(
-            f"/devices/{DEVICES[device_name]}/mounts", params={"format": fmt, "server": SERVER}
-        )
-        assert response.status_code == 200, response.text
-        assert_advice(response.text, device_name)
-        assert_flag(response.text, fmt)
-        pinned = client.get(
-            f"/devices/{DEVICES[device_name]}/mounts",
-            params={"format": "k8s-pull", "release": 1, "server": SERVER},
-        )
-        assert yaml.safe_load(pinned.text)["initContainers"][0]["command"] == [
-            *("tuner", "pull", "--server", SERVER, "--device", device_name, "--release", "1"),
-            *("--engine", "vllm", "--out", "/configs"),
-        ]
 
 
 @pytest.mark.parametrize("device_name", DEVICES)

@@ -1,5 +1,5 @@
-"""A device whose vLLM key holds '(' and ')' is planned, exported, published and served over
-HTTP under its own name, named as a user types the GPU's name."""
+"""A device whose vLLM key holds '(' and ')' is exported, published and served over HTTP under
+its own name, named as a user types the GPU's name (the name rule: tests/tuner/inputs)."""
 
 from __future__ import annotations
 
@@ -45,12 +45,3 @@ def test_a_device_with_parentheses_exports_and_serves(tmp_path: Path) -> None:
         assert [f["file_name"] for f in listed.json()["files"]] == [name], listed.text
         assert client.get(f"/devices/{quote(INTEL)}/configs/{quote(name)}").content == exported
         assert client.get(f"/devices/{quote(TYPED)}/configs").status_code == 200
-
-
-def test_a_sweep_planned_for_an_intel_gpu_keeps_its_name(tmp_path: Path) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
-    result = invoke(
-        "sweep", "--device", TYPED, "--model", "tiny", "--m", "1", "--no-run", "--db", db
-    )
-    assert result.exit_code == 0, result.output
-    assert f"sweep 1 (new): {INTEL}, tiny TP 1, 2 shapes x 1 M" in result.stdout

@@ -16,6 +16,7 @@ from api.app import create_app
 from api.settings import Settings
 from tests.cli.robust import CONFIGS, write_landscape
 from tuner.cli.app import app
+from tuner.core import CONFIG_KEYS
 from tuner.kernels.dense.space import default_config
 from tuner.search.registry import STRATEGIES
 
@@ -43,7 +44,6 @@ if __name__ == "__main__":
     sys.argv[0] = "tuner"
     main()
 """
-KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
 
 
 def test_a_registered_strategy_is_a_choice_in_help_and_in_the_api_schema(monkeypatch, tmp_path):
@@ -79,7 +79,7 @@ def test_a_sweep_runs_a_registered_strategy_and_stores_its_trials(tmp_path: Path
             "ORDER BY N"
         ).fetchall()
         trials = connection.execute(
-            f"SELECT task_id, {', '.join(KEYS)}, is_default FROM trials ORDER BY trial_id"
+            f"SELECT task_id, {', '.join(CONFIG_KEYS)}, is_default FROM trials ORDER BY trial_id"
         ).fetchall()
     assert [(n, k, strategy, state) for _, n, k, strategy, state in tasks] == [
         (256, 384, "reverse", "done"),

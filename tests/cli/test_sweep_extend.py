@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from tests.cli.robust import sweep_args, write_landscape
 from tuner.cli.app import app
+from tuner.core import CONFIG_KEYS
 
 runner = CliRunner()
 
@@ -29,10 +30,8 @@ def _rows(path: Path, query: str) -> list[tuple]:
         return connection.execute(query).fetchall()
 
 
-CONFIGS = (
-    "SELECT task_id, BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, num_warps, "
-    "num_stages FROM trials ORDER BY 1, 2, 3, 4, 5, 6, 7"
-)
+TASK_CONFIG = ", ".join(("task_id", *CONFIG_KEYS))
+CONFIGS = f"SELECT {TASK_CONFIG} FROM trials ORDER BY 1, 2, 3, 4, 5, 6, 7"
 
 
 def test_more_trials_extend_the_sweep_and_measure_only_the_new_ones(tmp_path: Path) -> None:
@@ -57,12 +56,7 @@ def test_more_trials_extend_the_sweep_and_measure_only_the_new_ones(tmp_path: Pa
     ) == [(1, "done", 4), (2, "done", 4), (3, "done", 4), (4, "done", 4)]
     # The first run's trials are untouched, and no config is stored twice for a task.
     assert _rows(db, "SELECT * FROM trials ORDER BY trial_id")[:12] == before
-    assert _rows(
-        db,
-        "SELECT count(*) FROM (SELECT DISTINCT task_id, BLOCK_SIZE_M, "
-        "BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M, num_warps, num_stages "
-        "FROM trials)",
-    ) == [(16,)]
+    assert _rows(db, f"SELECT count(*) FROM (SELECT DISTINCT {TASK_CONFIG} FROM trials)") == [(16,)]
     assert _rows(db, "SELECT count(*) FROM decisions") == [(4,)]
 
     # The same trials as one run at --trials 4 (warm starts of the first run, same search).

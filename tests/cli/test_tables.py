@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from db.connection import open_store
 from tests.cli.tabletext import table_rows
 from tests.storefill import DEFAULT, FAST, SLOW, fill
+from tests.test_docs_commands import _leaf_paths
 from tuner.cli import output
 from tuner.cli.app import app
 from tuner.cli.tables import Column, fitted_columns, min_width, print_table
@@ -96,15 +97,9 @@ def test_commands_fit_80_columns(store: str, command: str, monkeypatch) -> None:
         assert lines[-1] == "(GB/s, TFLOP/s left out at 80 columns; a wider terminal shows them)"
 
 
-def _commands() -> list[list[str]]:
-    found = []
-    for name, command in typer.main.get_command(app).commands.items():
-        subcommands = getattr(command, "commands", None)
-        found += [[name, sub] for sub in subcommands] if subcommands else [[name]]
-    return found
-
-
-@pytest.mark.parametrize("command", _commands(), ids=" ".join)
+@pytest.mark.parametrize(
+    "command", [leaf.split()[1:] for leaf in _leaf_paths(typer.main.get_command(app))], ids=" ".join
+)
 def test_help_fits_80_columns_uncut(command: list[str]) -> None:
     result = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "80"}, terminal_width=80)
     assert result.exit_code == 0, result.output

@@ -15,22 +15,19 @@ from tuner.measure.runners import InterpreterRunner
 INTERPRETER = InterpreterRunner("TRITON_INTERPRETER")
 
 
-@pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_interpreter_is_refused_once_a_family_kernel_was_loaded(family, monkeypatch, capsys):
+@pytest.mark.parametrize("family", [*sorted(FAMILIES), None])
+def test_interpreter_is_switched_on_unless_a_family_kernel_was_loaded(family, monkeypatch, capsys):
+    """family None: no kernel loaded yet, so the interpreter is switched on."""
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     for other in FAMILIES.values():
         monkeypatch.delitem(sys.modules, other.kernel_module, raising=False)
+    if family is None:
+        use_runner(INTERPRETER, [None])
+        assert os.environ["TRITON_INTERPRET"] == "1"
+        return
     monkeypatch.setitem(sys.modules, FAMILIES[family].kernel_module, types.ModuleType("stub"))
     with pytest.raises(typer.Exit) as raised:
         use_runner(INTERPRETER, [None])
     assert raised.value.exit_code == 2
     assert "the kernel was already loaded for a GPU in this process" in capsys.readouterr().err
     assert os.environ["TRITON_INTERPRET"] == "0"
-
-
-def test_interpreter_is_switched_on_when_no_kernel_was_loaded(monkeypatch):
-    monkeypatch.setenv("TRITON_INTERPRET", "0")
-    for family in FAMILIES.values():
-        monkeypatch.delitem(sys.modules, family.kernel_module, raising=False)
-    use_runner(INTERPRETER, [None])
-    assert os.environ["TRITON_INTERPRET"] == "1"

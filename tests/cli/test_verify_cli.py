@@ -1,16 +1,15 @@
 """`tuner verify`: bad input, verdicts from a fake runner on a filled store, `--fix` and its
 resume, and one end-to-end run on the interpreter after a real sweep of a one-shape model."""
 
-import importlib
 import json
 import re
 import sqlite3
-import sys
 
 import pytest
 from typer.testing import CliRunner
 
-from tests.standin_vllm import VERSION, build_standin
+from tests.cli.tabletext import CELL_SPLIT
+from tests.standin_vllm import VERSION, build_standin, importable
 from tests.storefill import DEFAULT, FAST, fill
 from tuner.cli import app as cli
 from tuner.cli import output
@@ -20,8 +19,6 @@ from tuner.kernels.config import KernelConfig
 from tuner.measure.trial import TrialResult
 
 runner = CliRunner()
-# Cells are 3+ spaces apart (tuner.cli.tables); a cell holds at most single spaces.
-ROW_SPLIT = re.compile(r"\s{2,}")
 SHAPE_LINE = re.compile(r"^(N=\d+,K=\d+): keys ([\d, ]+); checking (\d+) M values$")
 SMALL, BIG = (256, 384), (576, 256)  # the two shapes of `tiny`
 # rich's last state of the bar, written once to a stderr that is not a terminal (80 columns).
@@ -37,7 +34,7 @@ def sections(stdout: str) -> dict[str, list[list[str]]]:
             current = match[1] + (" again" if match[1] in found else "")
             found[current] = []
         elif found and re.match(r"\s*\d+ {2,}", line):
-            found[current].append(ROW_SPLIT.split(line.strip()))
+            found[current].append(CELL_SPLIT.split(line.strip()))
     return found
 
 
@@ -264,16 +261,10 @@ def test_inside_vllm_fix_tunes_the_offending_m_with_vllms_kernel_and_checks_agai
 ):
     """With vLLM importable the files come from its kernel's trials: verify times that kernel,
     --fix's trials time it too, and the shape is checked again in full with the new key."""
-    root = build_standin(tmp_path / "site")
-    monkeypatch.syspath_prepend(str(root))
-    importlib.invalidate_caches()
     url = f"sqlite:///{tmp_path}/tuner.db"
-    _fill(url, kernel="vllm")
-    try:
+    with importable(build_standin(tmp_path / "site"), monkeypatch):
+        _fill(url, kernel="vllm")
         result = verify(url, "--fix", "--configs", _default_only(tmp_path))
-    finally:
-        for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
-            del sys.modules[name]
     assert result.exit_code == 0, result.output
     assert {entry[1] for entry in fake_runner if entry[0] == "kernel"} == {"vllm"}
     with sqlite3.connect(tmp_path / "tuner.db") as connection:
