@@ -149,7 +149,7 @@ def engine_bytes(file_name: str, body: bytes, engine: str) -> bytes:
     return dump_config_file(parse_config_file(body.decode("utf-8"), source=file_name)).encode()
 
 
-def _check_sha256(files, contents: Mapping[str, bytes]) -> None:
+def _check_sha256(files: list, contents: Mapping[str, bytes]) -> None:
     """PullError naming the first of `files` (`wanted_files`) not in `contents` or whose
     bytes' sha256 is not the release's."""
     for wanted in files:
