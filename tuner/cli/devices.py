@@ -115,6 +115,6 @@ def measuring_device(
     """
     runner, resolved = resolve_runner(device, None, interpreter_reps=interpreter_reps)
     with session_scope(store) as session:
-        device_name = device_in_store(session, device, resolved.device_name)
+        device_name = device_in_store(session, resolved.device_name)
     use_runner(runner, resolved.visible_ids)
     return device_name, runner, list(resolved.visible_ids)

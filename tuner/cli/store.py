@@ -222,16 +222,15 @@ def existing_store(db: str | None) -> tuple[str, Engine | None]:
     return open_db(url, must_exist=True, read_only=True)
 
 
-def device_in_store(session, device: str, device_name: str | None = None) -> str:
-    """The store's device key that `--device` names, or with `device_name` (the key `--device`
-    resolved to among the visible GPUs) that key if the store has trials or imports of it
-    (`tuner.inputs.devices.resolve_device`); else one line naming the store's devices, exit 2."""
+def device_in_store(session, device: str) -> str:
+    """The store's device key that `device` names (a `--device` argument, or the key it
+    resolved to among the visible GPUs; `tuner.inputs.devices.resolve_device`); else one line
+    naming the store's devices, exit 2."""
     try:
-        return resolve_device(device_name or device, known=known_device_names(session))[
-            0
-        ].device_name
+        resolved, _ = resolve_device(device, known=known_device_names(session))
     except ValueError as exc:
         raise fail(str(exc)) from None
+    return resolved.device_name
 
 
 def store_files(
