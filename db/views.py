@@ -469,8 +469,13 @@ def list_sweeps(session: Session, *, sweep_id: int | None = None) -> list[SweepS
     summaries = []
     for sweep, name in session.execute(query.order_by(Sweep.sweep_id)):
         ok, total = trials.get(sweep.sweep_id, (0, 0))
-        got = {"tasks": dict(tasks[sweep.sweep_id]), "trials_ok": ok, "trials_total": total}
-        got |= {"m_values": tuple(sweep.m_values), "device_name": name}
+        got = {
+            "tasks": dict(tasks[sweep.sweep_id]),
+            "trials_ok": ok,
+            "trials_total": total,
+            "m_values": tuple(sweep.m_values),
+            "device_name": name,
+        }
         block_shape = block_shape_of(sweep.block_n, sweep.block_k)
         summaries.append(take(SweepSummary, sweep, block_shape=block_shape, **got))
     return summaries
@@ -583,8 +588,13 @@ def device_trials(
         environment = environments.setdefault(
             env.environment_id, {name: getattr(env, name) for name in ENVIRONMENT_KEY}
         )
-        shape: dict[str, Any] = {"N": task.N, "K": task.K, "M": task.M, "space": sweep.space}
-        shape |= {"block_shape": block_shape_of(sweep.block_n, sweep.block_k)}
+        shape: dict[str, Any] = {
+            "N": task.N,
+            "K": task.K,
+            "M": task.M,
+            "space": sweep.space,
+            "block_shape": block_shape_of(sweep.block_n, sweep.block_k),
+        }
         shape["out_dtype"] = sweep.out_dtype
         rows.append(
             take(DeviceTrialRow, trial, config=config_of(trial), environment=environment, **shape)

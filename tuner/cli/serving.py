@@ -148,8 +148,12 @@ def mounts(
             triton_version=triton_version,
         )
         return
-    given: dict[str, Any] = {"engine": engine_name.value, "site_packages": site, "fmt": fmt}
-    given |= {"engine_version": engine_version}
+    given: dict[str, Any] = {
+        "engine": engine_name.value,
+        "site_packages": site,
+        "fmt": fmt,
+        "engine_version": engine_version,
+    }
     if files is not None:
         folder = str(files.resolve())
         request = MountRequest(

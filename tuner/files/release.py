@@ -74,11 +74,12 @@ def _summary(read: StoreFiles, scope: dict[str, Any]) -> dict[str, Any]:
         for e in view.environments
         if winners.get(e.environment_id)
     ]
-    provenance: dict[str, Any] = {
+    provenance = {
         "kernel_hash": current.kernel_hash,
         "triton_minor": current.triton_minor,
+        "kernel_source": current.kernel_source,
+        "vllm": current.vllm,
     }
-    provenance |= {"kernel_source": current.kernel_source, "vllm": current.vllm}
     return {
         "scope": {k: scope[k] for k in ("allow_partial", "allow_stale", "out_dtype")} | provenance,
         "versions": view.versions,
@@ -98,9 +99,14 @@ def _summary(read: StoreFiles, scope: dict[str, Any]) -> dict[str, Any]:
 def _new_file(f: DeviceFile) -> NewFile:
     """A merged file as the store keeps it, with what the merge decided."""
     merged = f.merged
-    detail: dict[str, Any] = {"m_keys": list(merged.configs), "m_imported": merged.m_imported}
-    detail |= {"m_missing": merged.m_missing, "partial": merged.partial}
-    detail |= {"notes": merged.notes, "warnings": merged.warnings}
+    detail = {
+        "m_keys": list(merged.configs),
+        "m_imported": merged.m_imported,
+        "m_missing": merged.m_missing,
+        "partial": merged.partial,
+        "notes": merged.notes,
+        "warnings": merged.warnings,
+    }
     return NewFile(
         f.file_name,
         f.N,
