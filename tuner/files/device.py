@@ -27,13 +27,6 @@ HTTP_STALE_HINT = "?allow_stale=true"
 VERSION_KEYS: tuple[str, ...] = ("torch", "triton", "vllm", "kernel_source")
 
 
-def versions_line(versions: dict) -> str:
-    """A `DeviceView.versions` (a release's summary keeps it) as one line: "torch 2.14.0,
-    triton 3.8.0, vLLM 0.33.0, kernels of vllm"; "" when it names none."""
-    labels = {"torch": "torch", "triton": "triton", "vllm": "vLLM", "kernel_source": "kernels of"}
-    return ", ".join(f"{labels[k]} {', '.join(versions[k])}" for k in labels if versions.get(k))
-
-
 class MergeError(ValueError):
     """A device's winners cannot be merged into files (e.g. winners of two output dtypes for
     one (shape, M)); the message starts with `cannot merge <device_name>:`."""

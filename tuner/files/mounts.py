@@ -16,11 +16,10 @@ import re
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, get_args
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, get_args
 
 import yaml
 
-from tuner.files.device import StoreFiles, versions_line
 from tuner.files.engine_folders import engine_folder, engine_version, folder_for, unchecked_line
 from tuner.inputs.backends import device_advice
 from tuner.inputs.devices import engine_device_name
@@ -29,6 +28,9 @@ from tuner.kernels.family import LINEAR_LAYERS, KernelFamily
 from tuner.kernels.registry import DEFAULT_FAMILY, family_of_file, get_family
 from tuner.kernels.shape import PER_TENSOR, Shape
 from tuner.kernels.vllm_table import TRITON_FLAG
+
+if TYPE_CHECKING:  # the store's merge; `tuner pull` in an init container loads no store code
+    from tuner.files.device import StoreFiles
 
 # The forms of `tuner mounts` and the mounts route: mounts, then pull recipes (`PULL_FORMATS`).
 MountFormat = Literal["docker", "compose", "k8s", "k8s-pull", "compose-pull"]
@@ -119,6 +121,13 @@ class MountRequest:
 
 
 TUNED_TRITON = "the one the files were tuned with"
+
+
+def versions_line(versions: dict) -> str:
+    """A `DeviceView.versions` (a release's summary keeps it) as one line: "torch 2.14.0,
+    triton 3.8.0, vLLM 0.33.0, kernels of vllm"; "" when it names none."""
+    labels = {"torch": "torch", "triton": "triton", "vllm": "vLLM", "kernel_source": "kernels of"}
+    return ", ".join(f"{labels[k]} {', '.join(versions[k])}" for k in labels if versions.get(k))
 
 
 def store_request(read: StoreFiles, triton: tuple[str | None, str], **given: Any) -> MountRequest:

@@ -18,8 +18,9 @@ from sqlalchemy.orm import Session
 import tuner
 from db.repo import NewFile, ReleaseInfo, publish_release
 from tuner.files.archive import build_zip
-from tuner.files.device import StoreFiles, device_files, versions_line
+from tuner.files.device import StoreFiles, device_files
 from tuner.files.merge import DeviceFile, entries_left_out
+from tuner.files.mounts import versions_line
 
 IMPORTED_NOTE = "imported, not measured here"
 
