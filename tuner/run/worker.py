@@ -473,9 +473,10 @@ class TaskRun:
         """
         if config in self.done:
             return self.done[config]
-        counted = sum(r.status not in self.strategy.free for r in self.done.values())
-        if self.cap is not None and counted >= self.cap:
-            raise _BudgetSpent
+        if self.cap is not None:  # a resumed task: count only when there is a cap to reach
+            counted = sum(r.status not in self.strategy.free for r in self.done.values())
+            if counted >= self.cap:
+                raise _BudgetSpent
         if not self.lease.holds():
             raise self.lost()
         is_default = config == self.default
