@@ -172,11 +172,14 @@ class CompileCache:
     ) -> dict[KernelConfig, CompileInfo]:
         """The cached entries among `configs` (absent ones are left out)."""
         wanted = {self._key(arch, specialization, out_dtype, c)[-1]: c for c in configs}
+        if not wanted:
+            return {}
+        marks = ", ".join("?" * len(wanted))  # only the rows asked for: a trial asks for one
         with contextlib.closing(self._connect()) as db:
             rows = db.execute(
                 "SELECT config, body FROM compile_info WHERE toolchain=? AND arch=? AND "
-                "specialization=? AND out_dtype=?",
-                (self.toolchain, arch, specialization, out_dtype),
+                f"specialization=? AND out_dtype=? AND config IN ({marks})",
+                (self.toolchain, arch, specialization, out_dtype, *wanted),
             ).fetchall()
         return {
             wanted[key]: CompileInfo(
@@ -513,21 +516,23 @@ class Precompiler:
 
     def _compiled(self, config: KernelConfig, future: Future[CompileInfo]) -> None:
         """Pool callback: keep the result, cache new info, refill the pool."""
-        with self._lock:
-            self._in_pool -= 1
-            try:
-                info = future.result()
-            except Exception as exc:  # noqa: BLE001 - the pool's failure, not the config's
-                # Cache nothing, or the config would be rejected in every later task.
+        try:
+            info = future.result()
+        except Exception as exc:  # noqa: BLE001 - the pool's failure, not the config's
+            # Cache nothing, or the config would be rejected in every later task.
+            with self._lock:
+                self._in_pool -= 1
                 self.broken = self.broken or isinstance(exc, BrokenProcessPool)
                 self._answer_without_compile(config)
                 self._fill()
-                return
-            known = self._known.get(config)
-            if known is not None and info.error is None and info.n_regs is None:
-                info = replace(known, compile_s=info.compile_s)
-            elif info.error is None or known is None:
-                self._cache.put(info)
+            return
+        known = self._known.get(config)
+        if known is not None and info.error is None and info.n_regs is None:
+            info = replace(known, compile_s=info.compile_s)
+        elif info.error is None or known is None:
+            self._cache.put(info)  # a SQLite write: outside the lock the measuring thread takes
+        with self._lock:
+            self._in_pool -= 1
             self._compile_s += info.compile_s
             self._cached += known is not None
             self._answers[config].set_result(info)
