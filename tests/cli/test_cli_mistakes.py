@@ -47,6 +47,16 @@ CASES = [
         "num_warps, num_stages",
     ),
     (
+        "sweep --device L20 --model tiny --gpus 8 --no-run --db sqlite:///{tmp}/new.db",
+        {},
+        "--gpus only prints a plan for another host: drop it to create the sweep",
+    ),
+    (
+        "sweep --device interpreter --model tiny --trials 1 --yes --db sqlite:///{tmp}/n.db",
+        {"TUNER_LEASE_S": "2m"},
+        "TUNER_LEASE_S='2m': give the lease in seconds, a number above 0",
+    ),
+    (
         "sweep --device L2O --model tiny",
         {},
         "no visible GPU matches --device L2O (did you mean 'L20'?); visible: no CUDA GPU",

@@ -64,6 +64,7 @@ from tuner.run.sweep import (
     unfinished_in_scope,
     worker_specs,
 )
+from tuner.run.worker import lease_s_default
 from tuner.search.registry import DEFAULT_TRIALS
 
 # `tuner sweep --strategy`: its type is built with the command (`strategy_names`), so a
@@ -106,6 +107,8 @@ def sweep(
     trials are measured). When every task is done the device's files are published as its next
     release (unless --no-publish). The plan (tasks, trials, compiles, time) comes first."""
     here = gpus is None  # --gpus plans for another host: a plan only, as --dry-run
+    if not here and no_run:
+        raise fail("--gpus only prints a plan for another host: drop it to create the sweep")
     m_values, shapes = _parse(m, model, tp)
     source, label = resolve_kernel_choice(kernel)
     runner, resolved = resolve_runner(
@@ -149,6 +152,7 @@ def _run_all(requests, db, runner, visible, no_run, no_publish, trial_timeout_s,
     unless --no-run or --no-publish, merged from the sweep's own `kernel` source: "auto"
     could read another source's trials here (vLLM's wherever vLLM is installed, even when
     the sweep timed the builtin)."""
+    _check_lease()
     url, store = open_db(db)
     for request, what in requests:
         _plan_and_run(
@@ -163,6 +167,14 @@ def _run_all(requests, db, runner, visible, no_run, no_publish, trial_timeout_s,
         )
     if not no_run and not no_publish:
         publish_device(store, requests[0][0].device_name, reason="tuner sweep", kernel=kernel)
+
+
+def _check_lease() -> None:
+    """One line and exit 2 when $TUNER_LEASE_S is set but no lease (`lease_s_default`)."""
+    try:
+        lease_s_default()
+    except ValueError as exc:
+        raise fail(str(exc)) from None
 
 
 def _default_lines(model: str, tp: int, tp_given: bool, m: str) -> list[str]:
@@ -353,6 +365,7 @@ def worker(
     plain(
         f"{len(visible)} worker(s) on {where}: {unfinished} unfinished task(s), store {masked(url)}"
     )
+    _check_lease()
     specs = worker_specs(
         url, runner=runner, visible_devices=visible, configs=candidates, kernel=source, **scope
     )

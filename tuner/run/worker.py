@@ -64,8 +64,19 @@ RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(TrialResult))[1:]
 
 def lease_s_default() -> float:
     """Seconds a claimed task stays leased without a heartbeat: $TUNER_LEASE_S (tests shorten
-    it so that tasks of killed workers come back in seconds), else 120."""
-    return float(os.environ.get("TUNER_LEASE_S") or 120.0)
+    it so that tasks of killed workers come back in seconds), else 120.
+
+    Raises:
+        ValueError: one line: $TUNER_LEASE_S is not a number above 0.
+    """
+    text = os.environ.get("TUNER_LEASE_S") or "120"
+    try:
+        lease_s = float(text)
+    except ValueError:
+        lease_s = 0.0
+    if not lease_s > 0:  # also NaN
+        raise ValueError(f"TUNER_LEASE_S={text!r}: give the lease in seconds, a number above 0")
+    return lease_s
 
 
 def worker_log_path(worker_id: str) -> Path:
