@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import platform
 import resource
 import subprocess
@@ -203,22 +204,19 @@ def main() -> None:
     }
     per_trial_ms["store"] = round(per_trial_ms["with_store"] - per_trial_ms["without_store"], 3)
     per_trial_ms["sweep"] = round(1e3 * sweep_cpu_s / stored["trials"], 3)
+    # Results name the landscape by its path in the repository, never by this host's folders.
+    shown = Path(os.path.relpath(args.landscape.resolve(), ROOT))
     report = {
         "benchmark": "trial_overhead",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "landscape": str(
-            args.landscape.relative_to(ROOT)
-            if args.landscape.is_relative_to(ROOT)
-            else args.landscape
-        ),
+        "landscape": str(shown),
         "strategy": strategy,
         "trials_per_task": trials,
-        "host": platform.node(),
         "python": platform.python_version(),
         "command": " ".join(
-            sweep_command(
-                args.landscape, landscape.device_name, m_values, "sqlite:///DB", trials, strategy
-            )[1:]
+            sweep_command(shown, landscape.device_name, m_values, "sqlite:///DB", trials, strategy)[
+                1:
+            ]
         ),
         "sweep": {"cpu_s": round(sweep_cpu_s, 2), "wall_s": round(sweep_wall_s, 2)},
         "worker_with_store": {
