@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from db import repo
 from tuner.files.merge import DeviceFiles, SkippedShape, build_device_files, entries_left_out
 from tuner.files.provenance import Provenance, current_provenance, installed_triton_minor
-from tuner.inputs.devices import engine_device_name, resolve_device
+from tuner.inputs.devices import device_among, engine_device_name
 from tuner.kernels.shape import FamilyShape, Shape
 
 # How each front end tells a user to take stale trials too.
@@ -256,7 +256,7 @@ def device_files(
 
 def target_device(requested: str | None, file_device: str, known: Sequence[str]) -> str:
     """The device an import is stored for: the file name's device, or the one of the store's
-    devices and the file's own that `requested` names (`resolve_device`), so that a typo never
+    devices and the file's own that `requested` names (`device_among`), so that a typo never
     creates a device.
 
     Raises:
@@ -265,7 +265,7 @@ def target_device(requested: str | None, file_device: str, known: Sequence[str])
     if requested is None:
         return file_device
     try:
-        return resolve_device(requested, known=[*known, file_device])[0].device_name
+        return device_among(requested, [*known, file_device])
     except ValueError:
         raise LookupError(
             f"device {requested!r} is neither in the store (known: "
