@@ -160,13 +160,6 @@ def _one(values: set[_T]) -> _T | None:
     return next(iter(values)) if len(values) == 1 else None
 
 
-def _logged() -> list[tuple[KernelFamily, VllmLogLine]]:
-    """The registered families whose missing files a log names, in registry order."""
-    return [
-        (family, family.log_line) for family in FAMILIES.values() if family.log_line is not None
-    ]
-
-
 @dataclass
 class _StartUp:
     """What the engine's start-up lines say: TP sizes, model names, linear kernel and backend."""
@@ -181,15 +174,13 @@ class _StartUp:
         selected = selected_kernel(line)
         if selected is not None:
             self.kernels.setdefault(selected[0], None)
-        if _NON_DEFAULT in line:
-            self.backends.update(filter(None, [linear_backend_arg(line)]))
-            # vLLM's default TP is 1: the dict leaves tensor_parallel_size out then.
-            found_tp = _TP_RE.findall(line) or ["1"]
+        args = _NON_DEFAULT in line
+        if args or "tensor_parallel_size=" in line or "tp_size=" in line:
+            # vLLM's default TP is 1: its non-default args leave tensor_parallel_size out then.
+            found_tp = _TP_RE.findall(line) or (["1"] if args else [])
             self.tps.update(int(v) for v in found_tp if 0 < int(v) <= 1024)
             self.models.update(_MODEL_RE.findall(line)[:1])
-        elif "tensor_parallel_size=" in line or "tp_size=" in line:
-            self.tps.update(int(v) for v in _TP_RE.findall(line) if 0 < int(v) <= 1024)
-            self.models.update(_MODEL_RE.findall(line)[:1])
+            self.backends.update(filter(None, [linear_backend_arg(line) if args else None]))
 
 
 @dataclass
@@ -240,7 +231,7 @@ def scan_lines(lines: Iterable[str]) -> LogScan:
         The distinct missing files per family and what the start-up line says about TP and
         model.
     """
-    logged = _logged()
+    logged = [(f, f.log_line) for f in FAMILIES.values() if f.log_line is not None]
     missing = {family.name: _Missing() for family, _ in logged}
     start_up = _StartUp()
     warnings = 0
