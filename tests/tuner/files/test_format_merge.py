@@ -221,22 +221,25 @@ def test_dump_rejects_what_parse_rejects() -> None:
         dump_config_file({})
 
 
-def test_merge_emits_default_where_winner_is_not_faster() -> None:
+def test_merge_emits_default_where_winner_is_not_faster_and_says_why() -> None:
+    default = dict(DEFAULT.as_dict())
     winners = [
         Winner(1, FAST, 8.0),  # faster: kept
         Winner(16, SLOW, 12.5),  # slower: default emitted
         Winner(32, SLOW, 10.0),  # equal: default emitted
-        Winner(64, dict(DEFAULT.as_dict()), 9.0, 9.0, True),  # the default itself won
+        Winner(64, default, 9.0, 9.0, True),  # the default itself won
         Winner(128, FAST, 5.0, None),  # no baseline: kept, noted
+        # a decision kept the default: no config beat it by more than the spread
+        Winner(256, default, 9.9, 9.9, True, spread_us=0.8, decided=True),
+        Winner(512, FAST, 7.0, 9.0, spread_us=0.5, decided=True),  # decided, faster: no note
+        Winner(1024, default, 9.0, 9.0, True, spread_us=None, decided=True),
+        Winner(1536, default, 9.0, 9.0, True, spread_us=0.3),  # spread without a decision
+        Bare(M=2048),  # a duck-typed winner without the decision fields (bench/vs_shipped.py's)
     ]
-    merged = merge_shape(winners, m_requested=[1, 16, 32, 64, 128], default=DEFAULT)
-    assert merged.configs == {
-        1: FAST,
-        16: DEFAULT.as_dict(),
-        32: DEFAULT.as_dict(),
-        64: DEFAULT.as_dict(),
-        128: FAST,
-    }
+    merged = merge_shape(winners, m_requested=[w.M for w in winners], default=DEFAULT)
+    kept = {1, 128, 512}
+    assert merged.configs == {w.M: FAST if w.M in kept else default for w in winners}
+    kept_noise = "default config kept after interleaved re-timing: no config beat it by more than "
     assert merged.notes == [
         "M=16: best config 128x256x128 g64 w8 s5 (12.50 us) is not faster than the default "
         "(10.00 us); emitting the default config",
@@ -244,38 +247,14 @@ def test_merge_emits_default_where_winner_is_not_faster() -> None:
         "(10.00 us); emitting the default config",
         "M=64: the default config was fastest",
         "M=128: no default-config baseline measured; winner kept unchecked",
+        f"M=256: {kept_noise}the noise (spread 0.80 us)",
+        f"M=1024: {kept_noise}the noise",
+        "M=1536: the default config was fastest",
+        "M=2048: the default config was fastest",
     ]
     assert merged.text == dump_config_file(merged.configs)
     assert merged.sha256 == hashlib.sha256(merged.text.encode()).hexdigest()
     assert not merged.partial and merged.m_missing == []
-
-
-def test_merge_notes_say_a_decided_default_was_kept_within_the_noise() -> None:
-    default = dict(DEFAULT.as_dict())
-    winners = [
-        # a decision kept the default: no config beat it by more than the spread
-        Winner(1, default, 9.9, 9.9, True, spread_us=0.8, decided=True),
-        Winner(16, default, 9.0, 9.0, True),  # an undecided default trial
-        Winner(32, FAST, 7.0, 9.0, spread_us=0.5, decided=True),  # decided, faster: no note
-        Winner(64, default, 9.0, 9.0, True, spread_us=None, decided=True),
-        Winner(128, default, 9.0, 9.0, True, spread_us=0.3),  # spread without a decision
-        Bare(),  # a duck-typed winner without the decision fields (bench/vs_shipped.py's)
-    ]
-    merged = merge_shape(winners, m_requested=[1, 16, 32, 64, 128], default=DEFAULT)
-    assert merged.configs == {1: default, 16: default, 32: FAST, 64: default} | {
-        128: default,
-        256: default,
-    }
-    assert merged.notes == [
-        "M=1: default config kept after interleaved re-timing: no config beat it by more than "
-        "the noise (spread 0.80 us)",
-        "M=16: the default config was fastest",
-        "M=64: default config kept after interleaved re-timing: no config beat it by more than "
-        "the noise",
-        "M=128: the default config was fastest",
-        "M=256: the default config was fastest",
-    ]
-    assert merged.text == dump_config_file(merged.configs)
 
 
 def test_the_standing_sweep_and_those_set_aside_are_named() -> None:
