@@ -110,11 +110,6 @@ class DeviceView:
         """A shape's key -> the M grid of the shape's sweeps."""
         return {FamilyShape.of_row(row): tuple(row.m_requested) for row in self.coverage}
 
-    @property
-    def stale(self) -> dict[FamilyShape, tuple[int, ...]]:
-        """A shape's key -> the M whose ok trials are all stale."""
-        return {FamilyShape.of_row(row): tuple(row.m_stale) for row in self.coverage}
-
     def merge(self, *, allow_partial: bool, engine: str = "vllm") -> DeviceFiles:
         """The device's files: winners merged with the no-regression rule, imported entries
         filling M without a winner (`tuner.files.merge.build_device_files`).
@@ -153,7 +148,8 @@ class StoreFiles:
 
     def stale_reason(self, skipped: SkippedShape, hint: str = CLI_STALE_HINT) -> str:
         """What to add to a skipped shape's reason when stale trials made it partial, or ""."""
-        stale = sorted(set(skipped.m_missing) & set(self.view.stale.get(skipped.key, ())))
+        rows = (r.m_stale for r in self.view.coverage if FamilyShape.of_row(r) == skipped.key)
+        stale = sorted(set(skipped.m_missing) & set(next(rows, ())))
         if not stale:
             return ""
         return (

@@ -504,7 +504,6 @@ def flag_lines(fmt: str) -> list[str]:
     Args:
         fmt: one of `FORMATS`, or "compose-pull" / "k8s-pull".
     """
-    name, value = TRITON_FLAG.split()
     if fmt == "docker":
         return [
             "# After the image name, with the server's other arguments (vLLM reads the "
@@ -517,8 +516,7 @@ def flag_lines(fmt: str) -> list[str]:
     return [
         f"# vLLM reads the files only with {TRITON_FLAG}: add these two items to the end of the",
         f"# serving {where} list, after --model and your other arguments:",
-        f"#   - {name}",
-        f"#   - {value}",
+        *(f"#   - {part}" for part in TRITON_FLAG.split()),
     ]
 
 
