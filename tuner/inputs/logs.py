@@ -149,11 +149,7 @@ class LogScan:
 
 def _engine_of(path: str, name: str) -> str:
     parts = re.split(r"[/\\]", path)
-    if "sglang" in parts:
-        return "sglang"
-    if "vllm" in parts:
-        return "vllm"
-    return "sglang" if ", " in name else "vllm"
+    return next((e for e in ("sglang", "vllm") if e in parts), "sglang" if ", " in name else "vllm")
 
 
 def _one(values: set[_T]) -> _T | None:
@@ -376,12 +372,12 @@ class LogShapes:
         """The families whose file names hold their shapes' whole rows (`VllmLogLine.key_names`
         are `FamilyShapes.shapes_row`, as the dense GEMM's N and K): only theirs can be saved
         from a log."""
-        return [name for name in self.shapes if _names_whole(get_family(name))]
-
-
-def _names_whole(family: KernelFamily) -> bool:
-    line = family.log_line
-    return line is not None and family.shapes.shapes_row == f"[{', '.join(line.key_names)}]"
+        return [
+            name
+            for name in self.shapes
+            if (line := get_family(name).log_line) is not None
+            and get_family(name).shapes.shapes_row == f"[{', '.join(line.key_names)}]"
+        ]
 
 
 def log_shapes(scan: LogScan, tp: int | None) -> LogShapes:
