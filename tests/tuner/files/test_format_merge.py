@@ -16,7 +16,12 @@ import pytest
 from tests.storefill import FAST, SLOW
 from tuner.cli.export import runs_summary
 from tuner.core import CONFIG_KEYS, REQUIRED_M, VLLM_M_GRID
-from tuner.files.format import dump_config_file, parse_config_file, vllm_pick_key
+from tuner.files.format import (
+    coverage_summary,
+    dump_config_file,
+    parse_config_file,
+    vllm_pick_key,
+)
 from tuner.files.merge import (
     DeviceFile,
     PartialFileError,
@@ -129,15 +134,18 @@ DESCENDING = (
 )
 
 
+EVERY_M = range(1, 4097)  # above the grid's last key, M=4096, every rule picks that key
+
+
 def test_vllm_pick_key_follows_a_file_read_from_disk_as_vllm_does() -> None:
     configs = parse_config_file(DESCENDING)
     assert list(configs) == list(reversed(VLLM_M_GRID))  # parse keeps the file's order
     # vLLM 0.33.0, fp8_utils.py: configs[min(configs.keys(), key=lambda x: abs(x - M))]
-    vllm = {M: min(configs.keys(), key=lambda x: abs(x - M)) for M in range(1, 8193)}
-    assert {M: vllm_pick_key(configs, M, file_order=True) for M in range(1, 8193)} == vllm
+    vllm = {M: min(configs.keys(), key=lambda x: abs(x - M)) for M in EVERY_M}
+    assert {M: vllm_pick_key(configs, M, file_order=True) for M in EVERY_M} == vllm
     # Ties go to the smaller key only for the tuner's own (ascending) files: on this file that
     # is another entry than vLLM runs at exactly the 16 midpoints between neighbouring keys.
-    differ = [M for M in range(1, 8193) if vllm_pick_key(configs, M) != vllm[M]]
+    differ = [M for M in EVERY_M if vllm_pick_key(configs, M) != vllm[M]]
     assert differ == [3, 6, 12, 20, 28, 40, 56, 80, 112, 192, 384, 768, 1280, 1792, 2560, 3584]
     assert [vllm[M] for M in differ[:3]] == [4, 8, 16]
     ascending = parse_config_file(dump_config_file(configs))
@@ -145,7 +153,7 @@ def test_vllm_pick_key_follows_a_file_read_from_disk_as_vllm_does() -> None:
         vllm_pick_key(ascending, M, file_order=True)
         == vllm_pick_key(configs, M)
         == min(ascending.keys(), key=lambda x: abs(x - M))
-        for M in range(1, 8193)
+        for M in EVERY_M
     )
     assert vllm_pick_key([5, 1, 5, 3], 2, file_order=True) == 1  # duplicates keep first place
     with pytest.raises(ValueError, match="no keys"):
@@ -153,8 +161,6 @@ def test_vllm_pick_key_follows_a_file_read_from_disk_as_vllm_does() -> None:
 
 
 def test_import_describes_the_entry_vllm_runs_from_the_files_order() -> None:
-    from tuner.files.format import coverage_summary
-
     keys = [5120, 3072]  # M=4096 is a tie: vLLM's min keeps 5120, first in this file
     assert coverage_summary(keys, file_order=True).endswith(
         "M=1 runs the M=3072 entry; M=4096 runs the M=5120 entry"
