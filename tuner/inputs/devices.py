@@ -6,13 +6,10 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from tuner.core import INTERPRETER_DEVICE_NAME, ResolvedDevice, is_device_name, vllm_device_name
 from tuner.kernels.gpus import KNOWN_GPUS
-
-if TYPE_CHECKING:  # the visible GPUs' type; resolving a name imports nothing of tuner.run
-    from tuner.run.gpus import GpuInfo
 
 INTERPRETER_ALIASES = frozenset({"interpreter", "cpu", INTERPRETER_DEVICE_NAME.lower()})
 INTERPRETER_ALIASES_SHOWN = "interpreter"
@@ -131,6 +128,19 @@ def device_hint(device: str, known: Iterable[str] = ()) -> str:
     return did_you_mean(typed, sorted(names))
 
 
+class VisibleGpu(Protocol):
+    """A GPU this process sees (`tuner.run.gpus.GpuInfo`)."""
+
+    @property
+    def visible_id(self) -> str: ...
+    @property
+    def gpu_name(self) -> str: ...
+    @property
+    def device_name(self) -> str: ...
+    @property
+    def compute_capability(self) -> str: ...
+
+
 def device_among(device: str, known: Iterable[str], *, new: bool = False) -> str:
     """The one of `known` (the store's device names, a folder's files') that a `--device`
     argument or an API path's device names: itself, else the one it `matches`; with `new`, when
@@ -160,7 +170,7 @@ def device_among(device: str, known: Iterable[str], *, new: bool = False) -> str
 
 def resolve_device(
     device: str,
-    find_gpus: Callable[[], Sequence[GpuInfo]] | None = None,
+    find_gpus: Callable[[], Sequence[VisibleGpu]] | None = None,
     *,
     need_device: bool = True,
     plan_only: bool = False,
@@ -202,7 +212,7 @@ def resolve_device(
 
 
 def _none_visible(
-    device: str, gpus: Sequence[GpuInfo], plan_only: bool
+    device: str, gpus: Sequence[VisibleGpu], plan_only: bool
 ) -> tuple[ResolvedDevice, str]:
     """`resolve_device` when no visible GPU matches a GPU model: with plan_only, its key and a
     note that a run here would stop; else ValueError naming the visible GPUs."""
