@@ -190,31 +190,22 @@ def read_device(
         allow_stale: also trials of another kernel source or Triton major.minor.
         kernel: whose kernels' trials count (`tuner.files.provenance.read_source`).
     """
-    device = {"device_name": device_name}
-    environments = repo.device_environments(session, **device)
+    environments = repo.device_environments(session, device_name=device_name)
     current = current_provenance(
         environments, installed_triton=installed_triton_minor(), kernel=kernel
     )
     scope = Scope(allow_stale, current, 0)
     if not allow_stale:
-        filters = scope.filters
-        scope = replace(scope, stale_trials=repo.stale_trials(session, **device, **filters))
-    chosen = {**device, "out_dtype": out_dtype, **scope.filters}
-    imported = {
-        FamilyShape(family, Shape.from_store(N, K, block_shape, params)): entries
-        for (family, params, N, K, block_shape), entries in repo.imported_configs(
-            session, **device
-        ).items()
-    }
-    return DeviceView(
-        device_name,
-        out_dtype,
-        scope,
-        environments,
-        repo.winners(session, **chosen),
-        repo.shape_coverage(session, **chosen),
-        imported,
-    )
+        stale = repo.stale_trials(session, device_name=device_name, **scope.filters)
+        scope = replace(scope, stale_trials=stale)
+    chosen = {"device_name": device_name, "out_dtype": out_dtype, **scope.filters}
+    imported: dict[FamilyShape, repo.ImportedShape] = {}
+    found = repo.imported_configs(session, device_name=device_name)
+    for (family, params, N, K, block_shape), entries in found.items():
+        imported[FamilyShape(family, Shape.from_store(N, K, block_shape, params))] = entries
+    winners = repo.winners(session, **chosen)
+    coverage = repo.shape_coverage(session, **chosen)
+    return DeviceView(device_name, out_dtype, scope, environments, winners, coverage, imported)
 
 
 def device_files(
