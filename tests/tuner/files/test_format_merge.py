@@ -299,36 +299,26 @@ def test_a_moe_file_carries_triton_version_first_and_reading_drops_it() -> None:
     assert _file_triton([Winner(1, FAST, 1.0, environment_id=7)], triton_of) is None
 
 
-def test_merge_refuses_a_partial_file_unless_asked() -> None:
-    winners = [Winner(M, FAST, 1.0) for M in (1, 16, 32)]
-    with pytest.raises(PartialFileError, match=r"^no winner yet for M=2048, 4096$"):
+def test_merge_refuses_a_partial_file_unless_asked_and_warns_of_the_m_vllm_falls_back_at():
+    winners = [Winner(M, FAST, 1.0) for M in (16, 32)]
+    with pytest.raises(PartialFileError, match=r"^no winner yet for M=1, 2048, 4096$"):
         merge_shape(winners, m_requested=REQUIRED_M, default=DEFAULT)
     merged = merge_shape(winners, m_requested=REQUIRED_M, default=DEFAULT, allow_partial=True)
-    assert merged.partial and merged.m_missing == [2048, 4096]
-    assert list(merged.configs) == [1, 16, 32]
-    with pytest.raises(PartialFileError, match="nothing to write"):
-        merge_shape([], m_requested=[1], default=DEFAULT, allow_partial=True)
-
-
-def test_short_grid_is_complete_but_warned() -> None:
-    merged = merge_shape(
-        [Winner(16, FAST, 1.0), Winner(32, FAST, 1.0)], m_requested=[16, 32], default=DEFAULT
-    )
-    assert not merged.partial
+    assert merged.partial and merged.m_missing == [1, 2048, 4096]
+    assert list(merged.configs) == [16, 32]
     assert merged.warnings == [
         "M=1 is not in the file: vLLM will use the M=16 entry",
         "M=2048 is not in the file: vLLM will use the M=32 entry",
         "M=4096 is not in the file: vLLM will use the M=32 entry",
     ]
-    full = merge_shape(
-        [Winner(M, FAST, 1.0) for M in VLLM_M_GRID], m_requested=VLLM_M_GRID, default=DEFAULT
-    )
-    assert full.warnings == []
-
-
-def test_merge_rejects_two_winners_for_one_m() -> None:
-    with pytest.raises(ValueError, match="two winners for M=1"):
-        merge_shape([Winner(1, FAST, 1.0), Winner(1, SLOW, 2.0)], m_requested=[1], default=DEFAULT)
+    short = merge_shape(winners, m_requested=[16, 32], default=DEFAULT)  # its grid is all there
+    assert not short.partial and short.warnings == merged.warnings
+    full = [Winner(M, FAST, 1.0) for M in VLLM_M_GRID]
+    assert merge_shape(full, m_requested=VLLM_M_GRID, default=DEFAULT).warnings == []
+    with pytest.raises(PartialFileError, match="nothing to write"):
+        merge_shape([], m_requested=[1], default=DEFAULT, allow_partial=True)
+    with pytest.raises(ValueError, match="two winners for M=16"):
+        merge_shape([*winners, Winner(16, SLOW, 2.0)], m_requested=[16], default=DEFAULT)
 
 
 def test_build_device_files_skips_partial_shapes() -> None:
