@@ -12,7 +12,6 @@ from tuner.core import INTERPRETER_DEVICE_NAME, ResolvedDevice, is_device_name, 
 from tuner.kernels.gpus import KNOWN_GPUS
 
 INTERPRETER_ALIASES = frozenset({"interpreter", "cpu", INTERPRETER_DEVICE_NAME.lower()})
-INTERPRETER_ALIASES_SHOWN = "interpreter"
 
 # NVIDIA's model names as torch.cuda.get_device_name() gives them after "NVIDIA " (e.g. "H200",
 # "H100 80GB HBM3", "A100-SXM4-80GB", "L40S", "GeForce RTX 4090 D", "RTX 6000 Ada Generation"):
@@ -121,7 +120,7 @@ def device_hint(device: str, known: Iterable[str] = ()) -> str:
         for name in known
         if name != INTERPRETER_DEVICE_NAME
     }
-    names |= set(KNOWN_GPUS) | {INTERPRETER_ALIASES_SHOWN}
+    names |= set(KNOWN_GPUS) | {"interpreter"}
     typed = re.sub(r"^NVIDIA[_ ]", "", device.strip(), flags=re.IGNORECASE)
     if typed.lower() in {name.lower() for name in names}:
         return ""  # a real name, just not here
