@@ -21,7 +21,7 @@ from api.schemas import MAX_INT32, EngineName
 from api.settings import Settings
 from db import repo
 from tuner.core import DEVICE_ARG_PATTERN, OutDtype
-from tuner.inputs.devices import resolve_device
+from tuner.inputs.devices import device_among
 
 
 class StoreHandle:
@@ -120,16 +120,16 @@ DeviceName = Annotated[
 
 def known_device(session: SessionDep, device_name: DeviceName) -> str:
     """The store's name (swept or imported) for the device a path names, as `tuner --device`
-    resolves it (tuner.inputs.devices.resolve_device); a 404 naming the known devices otherwise."""
+    resolves it (tuner.inputs.devices.device_among); a 404 naming the known devices otherwise."""
     return device_in(device_name, repo.known_device_names(session))
 
 
 def device_in(device_name: str, known: list[str], *, new: bool = False) -> str:
-    """The one name among `known` that `device_name` names (`resolve_device`), a 404 naming them
+    """The one name among `known` that `device_name` names (`device_among`), a 404 naming them
     otherwise; with `new`, else a GPU model's key as `tuner sweep --device` makes it
-    (`resolve_device` without need_device), a 422 when it names none."""
+    (`device_among` with `new`), a 422 when it names none."""
     try:
-        return resolve_device(device_name, known=known, need_device=not new)[0].device_name
+        return device_among(device_name, known, new=new)
     except ValueError as exc:
         refused = HTTPException(422, f"device_name {exc}") if new else HTTPException(404, str(exc))
         raise refused from None

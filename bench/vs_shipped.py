@@ -542,7 +542,7 @@ def _model_shapes(model: str, tps: Sequence[int] | None) -> list[tuple[int, int]
 
 def _device_name(device: str | None, shipped_dir: Path, dry_run: bool) -> tuple[str, Any]:
     """(device_name, GpuInfo or None); a real run needs a visible GPU of that name."""
-    from tuner.inputs.devices import matches, resolve_device
+    from tuner.inputs.devices import device_among, matches
     from tuner.run.gpus import visible_gpus
 
     gpus = visible_gpus()
@@ -560,7 +560,7 @@ def _device_name(device: str | None, shipped_dir: Path, dry_run: bool) -> tuple[
         seen = ", ".join(g.device_name for g in gpus) or "none"
         raise UsageError(f"no visible GPU is {device} (visible: {seen}); timing needs one")
     known = [p.name for p in shipped_dir.iterdir() if p.is_dir()] if shipped_dir.is_dir() else []
-    return resolve_device(device, known=known, need_device=False)[0].device_name, None
+    return device_among(device, known, new=True), None
 
 
 def _winner_filter(allow_stale: bool) -> dict[str, str | None]:

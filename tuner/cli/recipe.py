@@ -12,7 +12,7 @@ from tuner.cli.errors import fail
 from tuner.cli.output import plain
 from tuner.cli.store import masked
 from tuner.files.mounts import advice_comments
-from tuner.inputs.devices import resolve_device
+from tuner.inputs.devices import device_among
 from tuner.inputs.shapes import UnknownModelError, load_shapes
 from tuner.run.recipe import DB_VARIABLE, SweepRecipe, wheels_lines
 
@@ -64,7 +64,7 @@ def recipe_sweep(
         recipe = SweepRecipe(
             image=image, device=device, model=model, tp=tp, db=db, nodes=nodes, gpus=gpus
         )
-        device_name = resolve_device(device, known=(), need_device=False)[0].device_name
+        device_name = device_among(device, (), new=True)
         load_shapes(model, tp)
     except UnknownModelError as exc:  # a KeyError: its str() is quoted
         raise fail(str(exc).strip("'\"")) from None

@@ -70,7 +70,7 @@ from tuner.files.pull import (
     wanted_files,
 )
 from tuner.inputs.backends import device_advice
-from tuner.inputs.devices import resolve_device
+from tuner.inputs.devices import device_among
 from tuner.kernels.registry import family_of_file
 from tuner.kernels.source import vllm_version
 
@@ -204,7 +204,7 @@ def _folder_files(folder: Path, device: str, engine: str) -> dict[str, Any]:
         except ValueError:
             continue
     try:
-        device_name = resolve_device(device, known=seen, need_device=False)[0].device_name
+        device_name = device_among(device, seen, new=True)
         names = config_files_in(entries, device_name, engine)
     except ValueError:
         device_name, names = device, []
@@ -338,7 +338,7 @@ def _stored_release(db: str | None, device: str, number: int) -> dict | None:
     with repo.session_scope(store) as session:
         try:
             known = repo.list_release_device_names(session)
-            name = resolve_device(device, known=known)[0].device_name
+            name = device_among(device, known)
         except ValueError:
             return None
         info = repo.get_release(session, device_name=name, number=number)

@@ -27,7 +27,7 @@ from db.repo import (
 from db.repo import masked as masked
 from tuner.cli.errors import fail
 from tuner.files.device import MergeError, StoreFiles, device_files
-from tuner.inputs.devices import resolve_device
+from tuner.inputs.devices import device_among
 
 STORE_URL_FORMS = (
     "sqlite:///PATH for a SQLite file (sqlite:////abs/path for an absolute one) "
@@ -224,13 +224,12 @@ def existing_store(db: str | None) -> tuple[str, Engine | None]:
 
 def device_in_store(session, device: str) -> str:
     """The store's device key that `device` names (a `--device` argument, or the key it
-    resolved to among the visible GPUs; `tuner.inputs.devices.resolve_device`); else one line
+    resolved to among the visible GPUs; `tuner.inputs.devices.device_among`); else one line
     naming the store's devices, exit 2."""
     try:
-        resolved, _ = resolve_device(device, known=known_device_names(session))
+        return device_among(device, known_device_names(session))
     except ValueError as exc:
         raise fail(str(exc)) from None
-    return resolved.device_name
 
 
 def store_files(

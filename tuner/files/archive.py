@@ -19,7 +19,6 @@ from tuner.kernels.family import EXPERTS, LINEAR_LAYERS
 from tuner.kernels.registry import family_of_part
 from tuner.kernels.shape import PER_TENSOR
 
-README_NAME = "README.txt"
 # 1980-01-01 is the earliest time a zip entry can carry; a fixed time keeps the bytes stable.
 _ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 # The families of a model's linear layers ("Dense files") and of its experts ("Fused-MoE files").
@@ -94,16 +93,30 @@ def _files_section(device_files: DeviceFiles) -> list[str]:
     return lines
 
 
-def readme_text(
+def build_zip(
     device_name: str,
     device_files: DeviceFiles,
     engine: str = "vllm",
     compute_capability: str | None = None,
     tuned_with: str = "",
-) -> str:
-    """The README of a device's archive: whether vLLM reads the files on this device (from
-    `compute_capability`, else the table of known GPUs; docs/vllm-backends.md), what they were
-    tuned with (`versions_line`), how `engine` finds them, and the merge report."""
+) -> bytes:
+    """Zip a device's files and their README.txt, byte-identical for identical input: whether
+    vLLM reads the files on this device (from `compute_capability`, else the table of known
+    GPUs; docs/vllm-backends.md), what they were tuned with (`versions_line`), how `engine`
+    finds them, and the merge report.
+
+    Entries are sorted by name, stamped 1980-01-01 00:00, mode 0644, deflated.
+
+    Args:
+        device_name: vLLM's device key.
+        device_files: The device's merged files (named in `engine`'s spelling) and skipped shapes.
+        engine: "vllm" or "sglang", for the README.
+        compute_capability: the device's, from its trials in the store; None when unknown.
+        tuned_with: the README's line on versions.
+
+    Returns:
+        The archive's bytes.
+    """
     lines = [
         f"Tuned configs of vLLM's W8A8 block-FP8 Triton GEMM for device_name {device_name}",
         f"Merged from the store by blockfp8-tuner {tuner.__version__}.",
@@ -116,34 +129,8 @@ def readme_text(
     else:
         advice = wrapped_advice(device_name, [compute_capability or ""], 92)
         lines += ["", "Does vLLM read them", *advice, "", _HOW_TO]
-    return "\n".join([*lines, "Files", *_files_section(device_files)]) + "\n"
-
-
-def build_zip(
-    device_name: str,
-    device_files: DeviceFiles,
-    engine: str = "vllm",
-    compute_capability: str | None = None,
-    tuned_with: str = "",
-) -> bytes:
-    """Zip a device's files and README, byte-identical for identical input.
-
-    Entries are sorted by name, stamped 1980-01-01 00:00, mode 0644, deflated.
-
-    Args:
-        device_name: vLLM's device key.
-        device_files: The device's merged files (named in `engine`'s spelling) and skipped shapes.
-        engine: "vllm" or "sglang", for the README.
-        compute_capability: the device's, from its trials in the store; None when unknown.
-        tuned_with: the README's line on versions (`readme_text`).
-
-    Returns:
-        The archive's bytes.
-    """
     entries = {f.file_name: f.merged.text for f in device_files.files}
-    entries[README_NAME] = readme_text(
-        device_name, device_files, engine, compute_capability, tuned_with
-    )
+    entries["README.txt"] = "\n".join([*lines, "Files", *_files_section(device_files)]) + "\n"
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         for name in sorted(entries):

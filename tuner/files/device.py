@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from db import repo
 from tuner.files.merge import DeviceFiles, SkippedShape, build_device_files, entries_left_out
 from tuner.files.provenance import Provenance, current_provenance, installed_triton_minor
-from tuner.inputs.devices import engine_device_name, resolve_device
+from tuner.inputs.devices import device_among, engine_device_name
 from tuner.kernels.shape import FamilyShape, Shape
 
 # How each front end tells a user to take stale trials too.
@@ -110,11 +110,6 @@ class DeviceView:
         """A shape's key -> the M grid of the shape's sweeps."""
         return {FamilyShape.of_row(row): tuple(row.m_requested) for row in self.coverage}
 
-    @property
-    def stale(self) -> dict[FamilyShape, tuple[int, ...]]:
-        """A shape's key -> the M whose ok trials are all stale."""
-        return {FamilyShape.of_row(row): tuple(row.m_stale) for row in self.coverage}
-
     def merge(self, *, allow_partial: bool, engine: str = "vllm") -> DeviceFiles:
         """The device's files: winners merged with the no-regression rule, imported entries
         filling M without a winner (`tuner.files.merge.build_device_files`).
@@ -153,7 +148,8 @@ class StoreFiles:
 
     def stale_reason(self, skipped: SkippedShape, hint: str = CLI_STALE_HINT) -> str:
         """What to add to a skipped shape's reason when stale trials made it partial, or ""."""
-        stale = sorted(set(skipped.m_missing) & set(self.view.stale.get(skipped.key, ())))
+        rows = (r.m_stale for r in self.view.coverage if FamilyShape.of_row(r) == skipped.key)
+        stale = sorted(set(skipped.m_missing) & set(next(rows, ())))
         if not stale:
             return ""
         return (
@@ -194,31 +190,22 @@ def read_device(
         allow_stale: also trials of another kernel source or Triton major.minor.
         kernel: whose kernels' trials count (`tuner.files.provenance.read_source`).
     """
-    device = {"device_name": device_name}
-    environments = repo.device_environments(session, **device)
+    environments = repo.device_environments(session, device_name=device_name)
     current = current_provenance(
         environments, installed_triton=installed_triton_minor(), kernel=kernel
     )
     scope = Scope(allow_stale, current, 0)
     if not allow_stale:
-        filters = scope.filters
-        scope = replace(scope, stale_trials=repo.stale_trials(session, **device, **filters))
-    chosen = {**device, "out_dtype": out_dtype, **scope.filters}
-    imported = {
-        FamilyShape(family, Shape.from_store(N, K, block_shape, params)): entries
-        for (family, params, N, K, block_shape), entries in repo.imported_configs(
-            session, **device
-        ).items()
-    }
-    return DeviceView(
-        device_name,
-        out_dtype,
-        scope,
-        environments,
-        repo.winners(session, **chosen),
-        repo.shape_coverage(session, **chosen),
-        imported,
-    )
+        stale = repo.stale_trials(session, device_name=device_name, **scope.filters)
+        scope = replace(scope, stale_trials=stale)
+    chosen = {"device_name": device_name, "out_dtype": out_dtype, **scope.filters}
+    imported: dict[FamilyShape, repo.ImportedShape] = {}
+    found = repo.imported_configs(session, device_name=device_name)
+    for (family, params, N, K, block_shape), entries in found.items():
+        imported[FamilyShape(family, Shape.from_store(N, K, block_shape, params))] = entries
+    winners = repo.winners(session, **chosen)
+    coverage = repo.shape_coverage(session, **chosen)
+    return DeviceView(device_name, out_dtype, scope, environments, winners, coverage, imported)
 
 
 def device_files(
@@ -256,7 +243,7 @@ def device_files(
 
 def target_device(requested: str | None, file_device: str, known: Sequence[str]) -> str:
     """The device an import is stored for: the file name's device, or the one of the store's
-    devices and the file's own that `requested` names (`resolve_device`), so that a typo never
+    devices and the file's own that `requested` names (`device_among`), so that a typo never
     creates a device.
 
     Raises:
@@ -265,7 +252,7 @@ def target_device(requested: str | None, file_device: str, known: Sequence[str])
     if requested is None:
         return file_device
     try:
-        return resolve_device(requested, known=[*known, file_device])[0].device_name
+        return device_among(requested, [*known, file_device])
     except ValueError:
         raise LookupError(
             f"device {requested!r} is neither in the store (known: "

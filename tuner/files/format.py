@@ -11,7 +11,7 @@ from typing import Any
 
 from tuner.core import CONFIG_KEYS, FP8_DTYPE, VLLM_M_GRID
 from tuner.kernels.registry import family_of_file, get_family
-from tuner.kernels.shape import Shape
+from tuner.kernels.shape import FamilyShape, Shape
 
 # Extra keys of AMD (ROCm) files, Triton's HIP compile options; such entries may lack num_stages.
 # vLLM's MI300X/MI325X files carry kpack and matrix_instr_nonkdim without num_stages (e.g.
@@ -245,10 +245,8 @@ class ParsedFile:
         """N, K, block_shape, family and shape_params: the file's shape as `record_import`
         takes it."""
         shape = self.shape
-        return {"N": shape.N, "K": shape.K, "block_shape": shape.block_shape} | {
-            "family": self.family,
-            "shape_params": shape.params_text,
-        }
+        key = FamilyShape(self.family, shape)
+        return {"N": shape.N, "K": shape.K, "block_shape": shape.block_shape} | key.store_fields()
 
 
 def parse_import_name(file_name: str) -> tuple[str, Shape, str, str]:

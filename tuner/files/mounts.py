@@ -297,10 +297,9 @@ def render_mounts(request: MountRequest) -> str:
     )
     head = _mounts_head(request, release, dense_dir, len(placed.files))
     head += folder_lines(placed, f"{host_dir}/") + placed.notes + list(request.left_out)
-    head += advice_comments(request.device_name, [request.compute_capability or ""], request.engine)
-    flag = needs_flag(
-        request.device_name, [request.compute_capability or ""], request.engine, request.file_names
-    )
+    capabilities = [request.compute_capability or ""]
+    head += advice_comments(request.device_name, capabilities, request.engine)
+    flag = needs_flag(request.device_name, capabilities, request.engine, request.file_names)
     if request.fmt == "docker":
         body = docker_body(placed, host_dir)
     elif request.fmt == "compose":
@@ -412,24 +411,13 @@ def k8s_body(device_name: str, placed: Placed, contents: Mapping[str, str]) -> l
         for f in placed.folders
     ]
     body = ["# The ConfigMap(s): save as blockfp8-configmaps.yaml, then kubectl apply -f it."]
-    for _volume, configmap, files in groups:
-        manifest = {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": configmap},
-            "data": {key: contents[src] for src, key, _ in files},
-        }
-        body += ["---", *dump_yaml(manifest)]
-    volumes = [
-        {
-            "name": volume,
-            "configMap": {
-                "name": configmap,
-                "items": [{"key": key, "path": dst} for _, key, dst in files],
-            },
-        }
-        for volume, configmap, files in groups
-    ]
+    volumes = []
+    for volume, configmap, files in groups:
+        data = {key: contents[src] for src, key, _ in files}
+        manifest = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": configmap}}
+        body += ["---", *dump_yaml(manifest | {"data": data})]
+        items = [{"key": key, "path": dst} for _, key, dst in files]
+        volumes.append({"name": volume, "configMap": {"name": configmap, "items": items}})
     return body + ["---"] + k8s_parts({"volumes": volumes}, placed, "")
 
 
@@ -504,7 +492,6 @@ def flag_lines(fmt: str) -> list[str]:
     Args:
         fmt: one of `FORMATS`, or "compose-pull" / "k8s-pull".
     """
-    name, value = TRITON_FLAG.split()
     if fmt == "docker":
         return [
             "# After the image name, with the server's other arguments (vLLM reads the "
@@ -517,8 +504,7 @@ def flag_lines(fmt: str) -> list[str]:
     return [
         f"# vLLM reads the files only with {TRITON_FLAG}: add these two items to the end of the",
         f"# serving {where} list, after --model and your other arguments:",
-        f"#   - {name}",
-        f"#   - {value}",
+        *(f"#   - {part}" for part in TRITON_FLAG.split()),
     ]
 
 

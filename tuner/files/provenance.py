@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from packaging.version import InvalidVersion, Version
 
-from tuner.core import triton_minor
+from tuner.core import minor_of, triton_minor
 from tuner.core.hashing import kernel_source_hash
 from tuner.kernels.registry import DEFAULT_FAMILY, FAMILIES, get_family
 from tuner.kernels.source import BUILTIN, VLLM, function_source, vllm_version
@@ -81,11 +81,11 @@ def family_hashes(source: str = BUILTIN) -> dict[str, str]:
     """
     hashes = {}
     for family in sorted(FAMILIES.values(), key=lambda f: (f.name != DEFAULT_FAMILY, f.name)):
-        if source == BUILTIN:
-            hashes[family.name] = family_kernel_hash(family.name)
-            continue
         try:
-            hashes[family.name] = family.source(VLLM).kernel_hash
+            builtin = source == BUILTIN
+            hashes[family.name] = (
+                family_kernel_hash(family.name) if builtin else family.source(VLLM).kernel_hash
+            )
         except ValueError:
             continue
     return hashes
@@ -103,10 +103,12 @@ def installed_triton() -> str | None:
 def installed_triton_minor() -> str | None:
     """Major.minor of `installed_triton`, e.g. "3.6"; None without triton or a readable
     version."""
-    try:
-        return triton_minor(installed_triton() or "")
-    except ValueError:
-        return None
+    return _minor(installed_triton() or "")
+
+
+def _minor(version: str) -> str | None:
+    """`triton_minor` of a version, None for one that is not like 3.6.0."""
+    return triton_minor(version) if minor_of(version) else None
 
 
 def release_of(text: str) -> Version:
@@ -170,16 +172,9 @@ def current_provenance(
         found, version = tuple(family_hashes().values()), ""
     # No current kernel at all: a hash no trial has, so nothing is current.
     hashes = found or ("none",)
-    minor = installed_triton
-    if minor is None:
-        minors = set()
-        for environment in environments:
-            if environment.kernel_hash in hashes:
-                try:
-                    minors.add(triton_minor(environment.triton))
-                except ValueError:
-                    continue
-        minor = max(minors, key=release_of) if minors else None
-    else:
-        minor = triton_minor(minor)
+    minor: str | None = None
+    if installed_triton is not None:
+        minor = triton_minor(installed_triton)
+    elif timed := {m for e in environments if e.kernel_hash in hashes and (m := _minor(e.triton))}:
+        minor = max(timed, key=release_of)
     return Provenance(hashes[0], minor, hashes[1:], source, version)

@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tuner.core import INTERPRETER_DEVICE_NAME
 from tuner.kernels.gpus import gpu_model, known_capability
 from tuner.kernels.vllm_table import (
     ARCH_BACKENDS,
@@ -58,9 +59,12 @@ def linear_backend_value(value: str) -> str:
     return normalized
 
 
+# The form of the flag in a vLLM engine-args config or Python call (vLLM 0.33.0,
+# vllm/config/kernel.py: KernelConfig.linear_backend_per_quant, keyed by quantization).
+PER_QUANT_FORM = 'linear_backend_per_quant={"fp8_block_w8a8": "triton"}'
 TRITON_WAYS = (
     f"`{TRITON_FLAG}`",
-    '`linear_backend_per_quant={"fp8_block_w8a8": "triton"}`',
+    f"`{PER_QUANT_FORM}`",
     "`VLLM_DISABLED_KERNELS` naming every kernel ahead of Triton",
 )
 BATCH_INVARIANT_NOTE = "VLLM_BATCH_INVARIANT=1 ignores the files"
@@ -147,11 +151,6 @@ def kernel_verdict(kernels: tuple[str, ...], linear_backend: str | None) -> str 
     )
 
 
-# The form of the flag in a vLLM engine-args config or Python call (vLLM 0.33.0,
-# vllm/config/kernel.py: KernelConfig.linear_backend_per_quant, keyed by quantization).
-PER_QUANT_FORM = 'linear_backend_per_quant={"fp8_block_w8a8": "triton"}'
-
-
 @dataclass(frozen=True)
 class DeviceAdvice:
     """Whether vLLM 0.33.0 reads a device's tuned files, and what makes it read them.
@@ -175,7 +174,7 @@ class DeviceAdvice:
 
     def lines(self) -> list[str]:
         """The advice as plain-text sentences (no markup), one unwrapped line each."""
-        if self.device_name == _INTERPRETER:
+        if self.device_name == INTERPRETER_DEVICE_NAME:
             return [
                 f"{self.device_name} is Triton's CPU interpreter: its files carry CPU "
                 "timings, for trying the tuner out; no vLLM server reads them."
@@ -213,9 +212,6 @@ class DeviceAdvice:
         return lines
 
 
-_INTERPRETER = "TRITON_INTERPRETER"
-
-
 def device_advice(device_name: str, capabilities: Sequence[str] = ()) -> DeviceAdvice:
     """The advice for one device: its architecture from its trials in the store, else from
     the table of known GPUs (`tuner.kernels.gpus.KNOWN_GPUS`).
@@ -228,7 +224,7 @@ def device_advice(device_name: str, capabilities: Sequence[str] = ()) -> DeviceA
     Returns:
         The advice; `DeviceAdvice.lines` says it in words.
     """
-    if device_name == _INTERPRETER:
+    if device_name == INTERPRETER_DEVICE_NAME:
         return DeviceAdvice(device_name, None, "", None, needs_flag=False)
     known = known_capability(device_name)
     recorded = next(filter(None, map(capability_number, capabilities)), None)

@@ -12,7 +12,6 @@ from tuner.core import INTERPRETER_DEVICE_NAME, ResolvedDevice, is_device_name, 
 from tuner.kernels.gpus import KNOWN_GPUS
 
 INTERPRETER_ALIASES = frozenset({"interpreter", "cpu", INTERPRETER_DEVICE_NAME.lower()})
-INTERPRETER_ALIASES_SHOWN = "interpreter"
 
 # NVIDIA's model names as torch.cuda.get_device_name() gives them after "NVIDIA " (e.g. "H200",
 # "H100 80GB HBM3", "A100-SXM4-80GB", "L40S", "GeForce RTX 4090 D", "RTX 6000 Ada Generation"):
@@ -121,7 +120,7 @@ def device_hint(device: str, known: Iterable[str] = ()) -> str:
         for name in known
         if name != INTERPRETER_DEVICE_NAME
     }
-    names |= set(KNOWN_GPUS) | {INTERPRETER_ALIASES_SHOWN}
+    names |= set(KNOWN_GPUS) | {"interpreter"}
     typed = re.sub(r"^NVIDIA[_ ]", "", device.strip(), flags=re.IGNORECASE)
     if typed.lower() in {name.lower() for name in names}:
         return ""  # a real name, just not here
@@ -141,17 +140,15 @@ class VisibleGpu(Protocol):
     def compute_capability(self) -> str: ...
 
 
-def _not_in_store(device: str, known: Sequence[str]) -> ValueError:
-    return ValueError(
-        f"no device in the store matches '{device}'{device_hint(device, known)}; "
-        f"known: {', '.join(known) or 'none'}; `tuner sweep --device {device}` on that GPU, "
-        "or `tuner import` of its files, adds it"
-    )
+def device_among(device: str, known: Iterable[str], *, new: bool = False) -> str:
+    """The one of `known` (the store's device names, a folder's files') that a `--device`
+    argument or an API path's device names: itself, else the one it `matches`; with `new`, when
+    it names none, the interpreter's or the GPU model's key (`gpu_device_key`).
 
-
-def _among(device: str, known: Iterable[str], need_device: bool) -> str:
-    """The one of `known` a `--device` argument names: itself, else the one it `matches`; with
-    need_device ValueError (one line) for none, else the interpreter's or a GPU model's key."""
+    Raises:
+        ValueError: one line: it names several of `known`, or none (not `new`), or (`new`) a
+            name that is no GPU model.
+    """
     known = sorted(set(known))
     names = [device] if device in known else [n for n in known if matches(device, n)]
     if len(names) > 1:
@@ -161,8 +158,12 @@ def _among(device: str, known: Iterable[str], need_device: bool) -> str:
         )
     if names:
         return names[0]
-    if need_device:
-        raise _not_in_store(device, known)
+    if not new:
+        raise ValueError(
+            f"no device in the store matches '{device}'{device_hint(device, known)}; "
+            f"known: {', '.join(known) or 'none'}; `tuner sweep --device {device}` on that GPU, "
+            "or `tuner import` of its files, adds it"
+        )
     return INTERPRETER_DEVICE_NAME if is_interpreter(device) else gpu_device_key(device)
 
 
@@ -170,17 +171,14 @@ def resolve_device(
     device: str,
     find_gpus: Callable[[], Sequence[VisibleGpu]] | None = None,
     *,
-    known: Iterable[str] | None = None,
     need_device: bool = True,
     plan_only: bool = False,
 ) -> tuple[ResolvedDevice, str | None]:
-    """A `--device` argument ("L20", "NVIDIA H200", "interpreter"), or an API path's device,
-    resolved once into the device key the CLI, the API and the file names all take.
+    """A `--device` argument ("L20", "NVIDIA H200", "interpreter") resolved once, against the
+    visible GPUs, into the device the CLI, the API and the file names all take (a name among
+    the store's devices: `device_among`).
 
-    With `known` (the store's device names, a folder's files'): the one of them it names (as
-    typed, else the one it `matches`); without need_device, when it names none, the
-    interpreter's or the GPU model's key (`gpu_device_key`). Else against the visible GPUs
-    (`find_gpus`, called only for a GPU model with need_device or plan_only): the interpreter,
+    `find_gpus` is called only for a GPU model with need_device or plan_only: the interpreter,
     or the visible GPUs it `matches`; without need_device a model no visible GPU matches is
     still taken (its key, for workers on other hosts); with plan_only too, with a note that a
     run here would stop.
@@ -190,11 +188,9 @@ def resolve_device(
         CUDA_VISIBLE_DEVICES entries, (None,) for one unpinned worker.
 
     Raises:
-        ValueError: one line: it names several of `known`, or none (need_device); no visible
-            GPU matches (need_device, not plan_only); a name that is no GPU model.
+        ValueError: one line: no visible GPU matches (need_device, not plan_only); a name that
+            is no GPU model.
     """
-    if known is not None:
-        return ResolvedDevice(_among(device, known, need_device)), None
     if is_interpreter(device):
         return ResolvedDevice(
             INTERPRETER_DEVICE_NAME, INTERPRETER_DEVICE_NAME, interpreter=True, visible_ids=(None,)

@@ -42,14 +42,11 @@ from pathlib import Path
 from tuner.inputs.quantization import block_shape_of
 from tuner.inputs.shapes import MODEL_TYPE_RE
 
-# Architectures whose layers follow the rule above, with the vLLM model file that builds them.
-KNOWN_ARCHITECTURES: dict[str, str] = {
-    "LlamaForCausalLM": "llama.py",
-    "MistralForCausalLM": "llama.py",
-    "Qwen2ForCausalLM": "qwen2.py",
-    "Qwen3ForCausalLM": "qwen3.py",
-    "Qwen3MoeForCausalLM": "qwen3_moe.py",
-}
+# Architectures whose layers follow the rule above (vLLM's llama.py builds the first two,
+# qwen2.py, qwen3.py and qwen3_moe.py the others).
+KNOWN_ARCHITECTURES = (
+    "LlamaForCausalLM MistralForCausalLM Qwen2ForCausalLM Qwen3ForCausalLM Qwen3MoeForCausalLM"
+).split()
 EXPERT_COUNT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
 MAX_SIZE = 2**24  # far above any real hidden or intermediate size; keeps N and K in range
 _MAX_CONFIG_BYTES = 4 * 2**20
@@ -191,17 +188,6 @@ def _architecture(config: Mapping, where: str) -> tuple[str, bool]:
     return name, name in KNOWN_ARCHITECTURES
 
 
-def _check_block_multiples(
-    column: list[tuple[str, int]], row: list[tuple[str, int]], *, tp: int, block: tuple[int, int]
-) -> list[tuple[str, int, str, int]]:
-    """vLLM's validate_fp8_block_shape: each merged column-parallel part's rows per rank
-    (N) are a multiple of group_n, and (tp > 1) each row-parallel K per rank of group_k: the
-    (what, size, group's name, group) that are not."""
-    checks = [(what, size, "group_n", block[0]) for what, size in column]
-    checks += [(f"{what} K", size, "group_k", block[1]) for what, size in row if tp > 1]
-    return [check for check in checks if check[1] % check[3]]
-
-
 def derive_shapes(config: Mapping, tp: int, *, where: str = "config.json") -> DerivedShapes:
     """The (N, K) per rank of a decoder's dense linear layers and its MoE experts (module doc).
 
@@ -235,7 +221,7 @@ def derive_shapes(config: Mapping, tp: int, *, where: str = "config.json") -> De
         tp=tp,
         block_shape=block_shape,
         layers=layers,
-        model=_model_name(config),
+        model=name if isinstance(name := config.get("_name_or_path"), str) and name else None,
         moe=derive_moe(config, tp, block_shape, where=where),
         model_type=model_type_of(config),
     )
@@ -248,57 +234,41 @@ def _dense_layers(
     block_shape as vLLM checks them; and the block_shape."""
     hidden = _size(config, "hidden_size", where)
     heads = _size(config, "num_attention_heads", where)
-    kv = (
-        _size(config, "num_key_value_heads", where)
-        if config.get("num_key_value_heads") is not None
-        else heads
-    )
+    kv_key = "num_key_value_heads" if config.get("num_key_value_heads") is not None else ""
+    kv = _size(config, kv_key or "num_attention_heads", where)
     dense_mlp = _dense_mlp(config, architecture)
     intermediate = _size(config, "intermediate_size", where) if dense_mlp else 0
-    head_dim = _head_dim(config, hidden, heads, where)
+    if config.get("head_dim") is not None:
+        head_dim = _size(config, "head_dim", where)
+    else:
+        head_dim = _divide(hidden, heads, "head_dim = hidden_size / num_attention_heads", where)
     block_shape = block_shape_of(config, where)
     q_size = _divide(heads, tp, "num_attention_heads over tp", where) * head_dim
-    kv_size = _kv_heads_per_rank(kv, tp, where) * head_dim
-    inter_per_rank = _divide(intermediate, tp, "intermediate_size over tp", where)
+    if tp >= kv:  # each kv head replicated on tp / kv ranks, which must divide
+        _divide(tp, kv, "tp over num_key_value_heads (kv head replicas)", where)
+    kv_size = (1 if tp >= kv else _divide(kv, tp, "num_key_value_heads over tp", where)) * head_dim
+    inter = _divide(intermediate, tp, "intermediate_size over tp", where)
     # validate_fp8_block_shape: merged column-parallel parts (always) and row-parallel K (tp > 1).
-    column = [("q part of qkv_proj", q_size), ("k/v part of qkv_proj", kv_size)]
-    row = [("o_proj", q_size)]
-    if dense_mlp:
-        column.append(("gate/up part of gate_up_proj", inter_per_rank))
-        row.append(("down_proj", inter_per_rank))
-    for what, size, name, group in _check_block_multiples(column, row, tp=tp, block=block_shape):
-        raise ValueError(
-            f"{where}: at TP {tp} the {what} is {size} per rank, not a multiple of {name} "
-            f"{group}: vLLM refuses this checkpoint"
-        )
-    layers = (
+    checks = [("q part of qkv_proj", q_size, 0), ("k/v part of qkv_proj", kv_size, 0)]
+    checks += [("gate/up part of gate_up_proj", inter, 0)] if dense_mlp else []
+    checks += [("o_proj K", q_size, 1)] + ([("down_proj K", inter, 1)] if dense_mlp else [])
+    for what, size, group in checks:
+        if (group == 0 or tp > 1) and size % block_shape[group]:
+            raise ValueError(
+                f"{where}: at TP {tp} the {what} is {size} per rank, not a multiple of "
+                f"{('group_n', 'group_k')[group]} {block_shape[group]}: vLLM refuses this "
+                "checkpoint"
+            )
+    layers = [
         LayerShape("qkv_proj", q_size + 2 * kv_size, hidden),
         LayerShape("o_proj", hidden, q_size),
-    ) + (
-        (
-            LayerShape("gate_up_proj", 2 * inter_per_rank, hidden),
-            LayerShape("down_proj", hidden, inter_per_rank),
-        )
-        if dense_mlp
-        else ()
-    )
-    return layers, block_shape
-
-
-def _head_dim(config: Mapping, hidden: int, heads: int, where: str) -> int:
-    """The config's `head_dim`, else hidden_size / num_attention_heads."""
-    if config.get("head_dim") is not None:
-        return _size(config, "head_dim", where)
-    return _divide(hidden, heads, "head_dim = hidden_size / num_attention_heads", where)
-
-
-def _kv_heads_per_rank(kv: int, tp: int, where: str) -> int:
-    """kv / tp, or 1 when tp >= kv (each kv head replicated on tp / kv ranks, which must
-    divide)."""
-    if tp >= kv:
-        _divide(tp, kv, "tp over num_key_value_heads (kv head replicas)", where)
-        return 1
-    return _divide(kv, tp, "num_key_value_heads over tp", where)
+    ]
+    if dense_mlp:
+        layers += [
+            LayerShape("gate_up_proj", 2 * inter, hidden),
+            LayerShape("down_proj", hidden, inter),
+        ]
+    return tuple(layers), block_shape
 
 
 def model_type_of(config: Mapping) -> str | None:
@@ -309,11 +279,6 @@ def model_type_of(config: Mapping) -> str | None:
     text = config.get("text_config")
     value = (text if isinstance(text, Mapping) else config).get("model_type")
     return value if isinstance(value, str) and MODEL_TYPE_RE.fullmatch(value) else None
-
-
-def _model_name(config: Mapping) -> str | None:
-    name = config.get("_name_or_path")
-    return name if isinstance(name, str) and name else None
 
 
 def read_config(path: Path) -> dict:

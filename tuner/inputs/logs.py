@@ -149,22 +149,11 @@ class LogScan:
 
 def _engine_of(path: str, name: str) -> str:
     parts = re.split(r"[/\\]", path)
-    if "sglang" in parts:
-        return "sglang"
-    if "vllm" in parts:
-        return "vllm"
-    return "sglang" if ", " in name else "vllm"
+    return next((e for e in ("sglang", "vllm") if e in parts), "sglang" if ", " in name else "vllm")
 
 
 def _one(values: set[_T]) -> _T | None:
     return next(iter(values)) if len(values) == 1 else None
-
-
-def _logged() -> list[tuple[KernelFamily, VllmLogLine]]:
-    """The registered families whose missing files a log names, in registry order."""
-    return [
-        (family, family.log_line) for family in FAMILIES.values() if family.log_line is not None
-    ]
 
 
 @dataclass
@@ -181,15 +170,13 @@ class _StartUp:
         selected = selected_kernel(line)
         if selected is not None:
             self.kernels.setdefault(selected[0], None)
-        if _NON_DEFAULT in line:
-            self.backends.update(filter(None, [linear_backend_arg(line)]))
-            # vLLM's default TP is 1: the dict leaves tensor_parallel_size out then.
-            found_tp = _TP_RE.findall(line) or ["1"]
+        args = _NON_DEFAULT in line
+        if args or "tensor_parallel_size=" in line or "tp_size=" in line:
+            # vLLM's default TP is 1: its non-default args leave tensor_parallel_size out then.
+            found_tp = _TP_RE.findall(line) or (["1"] if args else [])
             self.tps.update(int(v) for v in found_tp if 0 < int(v) <= 1024)
             self.models.update(_MODEL_RE.findall(line)[:1])
-        elif "tensor_parallel_size=" in line or "tp_size=" in line:
-            self.tps.update(int(v) for v in _TP_RE.findall(line) if 0 < int(v) <= 1024)
-            self.models.update(_MODEL_RE.findall(line)[:1])
+            self.backends.update(filter(None, [linear_backend_arg(line) if args else None]))
 
 
 @dataclass
@@ -240,7 +227,7 @@ def scan_lines(lines: Iterable[str]) -> LogScan:
         The distinct missing files per family and what the start-up line says about TP and
         model.
     """
-    logged = _logged()
+    logged = [(f, f.log_line) for f in FAMILIES.values() if f.log_line is not None]
     missing = {family.name: _Missing() for family, _ in logged}
     start_up = _StartUp()
     warnings = 0
@@ -385,12 +372,12 @@ class LogShapes:
         """The families whose file names hold their shapes' whole rows (`VllmLogLine.key_names`
         are `FamilyShapes.shapes_row`, as the dense GEMM's N and K): only theirs can be saved
         from a log."""
-        return [name for name in self.shapes if _names_whole(get_family(name))]
-
-
-def _names_whole(family: KernelFamily) -> bool:
-    line = family.log_line
-    return line is not None and family.shapes.shapes_row == f"[{', '.join(line.key_names)}]"
+        return [
+            name
+            for name in self.shapes
+            if (line := get_family(name).log_line) is not None
+            and get_family(name).shapes.shapes_row == f"[{', '.join(line.key_names)}]"
+        ]
 
 
 def log_shapes(scan: LogScan, tp: int | None) -> LogShapes:

@@ -26,6 +26,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 _BLOCK_LIMIT = 4096
+_NOTHING = "vLLM runs no block-FP8 GEMM for {}, so there is nothing to tune"
+# compressed-tensors' FP8 weight strategies that are not blocks, as the refusal names them.
+_NOT_BLOCKS = {
+    "group": "per-group (1 x group_size)",
+    "tensor": "per-tensor",
+    "channel": "per-channel",
+}
 
 
 class NotBlockFp8Error(ValueError):
@@ -36,10 +43,7 @@ def _two_ints(value: object, what: str, where: str) -> tuple[int, int]:
     if (
         not isinstance(value, list)
         or len(value) != 2
-        or any(
-            isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= _BLOCK_LIMIT
-            for v in value
-        )
+        or not all(type(v) is int and 1 <= v <= _BLOCK_LIMIT for v in value)
     ):
         raise ValueError(
             f"{where}: {what} must be two integers in 1..{_BLOCK_LIMIT}, got {value!r}"[:200]
@@ -51,8 +55,8 @@ def _fp8_method(quant: Mapping, where: str) -> tuple[int, int]:
     block = quant.get("weight_block_size")
     if block is None:
         raise NotBlockFp8Error(
-            f"{where}: quant_method 'fp8' without weight_block_size is per-tensor FP8: vLLM runs "
-            "no block-FP8 GEMM for it, so there is nothing to tune"
+            f"{where}: quant_method 'fp8' without weight_block_size is per-tensor FP8: "
+            + _NOTHING.format("it")
         )
     shape = _two_ints(block, "quantization_config.weight_block_size", where)
     scheme = quant.get("activation_scheme", "dynamic")
@@ -64,44 +68,36 @@ def _fp8_method(quant: Mapping, where: str) -> tuple[int, int]:
     return shape
 
 
+def _group_block(group: object, label: str, where: str) -> tuple[int, int]:
+    """The block_structure of one of compressed-tensors' config_groups, or the refusal."""
+    if not isinstance(group, Mapping) or not isinstance(weights := group.get("weights"), Mapping):
+        raise NotBlockFp8Error(f"{where}: {label} quantizes no weights: not block FP8")
+    if weights.get("type") != "float" or weights.get("num_bits") != 8:
+        raise NotBlockFp8Error(
+            f"{where}: {label} weights are {weights.get('type')!r:.12} with "
+            f"{weights.get('num_bits')!r:.6} bits, not FP8: vLLM runs no block-FP8 GEMM"
+        )
+    strategy = weights.get("strategy")
+    if strategy != "block":
+        kind = _NOT_BLOCKS.get(strategy) if isinstance(strategy, str) else None
+        raise NotBlockFp8Error(
+            f"{where}: {label} weights are FP8 {kind or f'strategy {strategy!r:.20}'}, not "
+            f"128x128 blocks: {_NOTHING.format('them')}"
+        )
+    activations = group.get("input_activations")
+    if not isinstance(activations, Mapping) or activations.get("dynamic") is not True:
+        raise NotBlockFp8Error(
+            f"{where}: {label} block FP8 weights without dynamic input_activations: vLLM "
+            "runs block FP8 only with dynamic activation groups"
+        )
+    return _two_ints(weights.get("block_structure"), f"{label}.weights.block_structure", where)
+
+
 def _compressed_tensors(quant: Mapping, where: str) -> tuple[int, int]:
     groups = quant.get("config_groups")
     if not isinstance(groups, Mapping) or not groups:
         raise ValueError(f"{where}: compressed-tensors quantization_config has no config_groups")
-    shapes = set()
-    for name, group in groups.items():
-        label = f"config_groups.{name}"[:60]
-        weights = group.get("weights") if isinstance(group, Mapping) else None
-        if not isinstance(weights, Mapping):
-            raise NotBlockFp8Error(f"{where}: {label} quantizes no weights: not block FP8")
-        strategy = weights.get("strategy")
-        if weights.get("type") != "float" or weights.get("num_bits") != 8:
-            raise NotBlockFp8Error(
-                f"{where}: {label} weights are {weights.get('type')!r:.12} with "
-                f"{weights.get('num_bits')!r:.6} bits, not FP8: vLLM runs no block-FP8 GEMM"
-            )
-        if strategy != "block":
-            kinds = {
-                "group": "per-group (1 x group_size)",
-                "tensor": "per-tensor",
-                "channel": "per-channel",
-            }
-            kind = (
-                kinds.get(strategy) if isinstance(strategy, str) else None
-            ) or f"strategy {strategy!r:.20}"
-            raise NotBlockFp8Error(
-                f"{where}: {label} weights are FP8 {kind}, not 128x128 blocks: vLLM runs no "
-                "block-FP8 GEMM for them, so there is nothing to tune"
-            )
-        activations = group.get("input_activations")
-        if not isinstance(activations, Mapping) or activations.get("dynamic") is not True:
-            raise NotBlockFp8Error(
-                f"{where}: {label} block FP8 weights without dynamic input_activations: vLLM "
-                "runs block FP8 only with dynamic activation groups"
-            )
-        shapes.add(
-            _two_ints(weights.get("block_structure"), f"{label}.weights.block_structure", where)
-        )
+    shapes = {_group_block(g, f"config_groups.{name}"[:60], where) for name, g in groups.items()}
     if len(shapes) != 1:
         raise ValueError(
             f"{where}: config_groups have several block_structures "
@@ -129,8 +125,8 @@ def block_shape_of(config: Mapping, where: str) -> tuple[int, int]:
     quant = config.get("quantization_config")
     if quant is None:
         raise NotBlockFp8Error(
-            f"{where}: no quantization_config: an unquantized (BF16/FP16) checkpoint; vLLM runs "
-            "no block-FP8 GEMM for it, so there is nothing to tune"
+            f"{where}: no quantization_config: an unquantized (BF16/FP16) checkpoint; "
+            + _NOTHING.format("it")
         )
     if not isinstance(quant, Mapping):
         raise ValueError(f"{where}: quantization_config must be an object")

@@ -16,7 +16,12 @@ import pytest
 from tests.storefill import FAST, SLOW
 from tuner.cli.export import runs_summary
 from tuner.core import CONFIG_KEYS, REQUIRED_M, VLLM_M_GRID
-from tuner.files.format import dump_config_file, parse_config_file, vllm_pick_key
+from tuner.files.format import (
+    coverage_summary,
+    dump_config_file,
+    parse_config_file,
+    vllm_pick_key,
+)
 from tuner.files.merge import (
     DeviceFile,
     PartialFileError,
@@ -129,15 +134,18 @@ DESCENDING = (
 )
 
 
+EVERY_M = range(1, 4097)  # above the grid's last key, M=4096, every rule picks that key
+
+
 def test_vllm_pick_key_follows_a_file_read_from_disk_as_vllm_does() -> None:
     configs = parse_config_file(DESCENDING)
     assert list(configs) == list(reversed(VLLM_M_GRID))  # parse keeps the file's order
     # vLLM 0.33.0, fp8_utils.py: configs[min(configs.keys(), key=lambda x: abs(x - M))]
-    vllm = {M: min(configs.keys(), key=lambda x: abs(x - M)) for M in range(1, 8193)}
-    assert {M: vllm_pick_key(configs, M, file_order=True) for M in range(1, 8193)} == vllm
+    vllm = {M: min(configs.keys(), key=lambda x: abs(x - M)) for M in EVERY_M}
+    assert {M: vllm_pick_key(configs, M, file_order=True) for M in EVERY_M} == vllm
     # Ties go to the smaller key only for the tuner's own (ascending) files: on this file that
     # is another entry than vLLM runs at exactly the 16 midpoints between neighbouring keys.
-    differ = [M for M in range(1, 8193) if vllm_pick_key(configs, M) != vllm[M]]
+    differ = [M for M in EVERY_M if vllm_pick_key(configs, M) != vllm[M]]
     assert differ == [3, 6, 12, 20, 28, 40, 56, 80, 112, 192, 384, 768, 1280, 1792, 2560, 3584]
     assert [vllm[M] for M in differ[:3]] == [4, 8, 16]
     ascending = parse_config_file(dump_config_file(configs))
@@ -145,7 +153,7 @@ def test_vllm_pick_key_follows_a_file_read_from_disk_as_vllm_does() -> None:
         vllm_pick_key(ascending, M, file_order=True)
         == vllm_pick_key(configs, M)
         == min(ascending.keys(), key=lambda x: abs(x - M))
-        for M in range(1, 8193)
+        for M in EVERY_M
     )
     assert vllm_pick_key([5, 1, 5, 3], 2, file_order=True) == 1  # duplicates keep first place
     with pytest.raises(ValueError, match="no keys"):
@@ -153,8 +161,6 @@ def test_vllm_pick_key_follows_a_file_read_from_disk_as_vllm_does() -> None:
 
 
 def test_import_describes_the_entry_vllm_runs_from_the_files_order() -> None:
-    from tuner.files.format import coverage_summary
-
     keys = [5120, 3072]  # M=4096 is a tie: vLLM's min keeps 5120, first in this file
     assert coverage_summary(keys, file_order=True).endswith(
         "M=1 runs the M=3072 entry; M=4096 runs the M=5120 entry"
@@ -221,22 +227,25 @@ def test_dump_rejects_what_parse_rejects() -> None:
         dump_config_file({})
 
 
-def test_merge_emits_default_where_winner_is_not_faster() -> None:
+def test_merge_emits_default_where_winner_is_not_faster_and_says_why() -> None:
+    default = dict(DEFAULT.as_dict())
     winners = [
         Winner(1, FAST, 8.0),  # faster: kept
         Winner(16, SLOW, 12.5),  # slower: default emitted
         Winner(32, SLOW, 10.0),  # equal: default emitted
-        Winner(64, dict(DEFAULT.as_dict()), 9.0, 9.0, True),  # the default itself won
+        Winner(64, default, 9.0, 9.0, True),  # the default itself won
         Winner(128, FAST, 5.0, None),  # no baseline: kept, noted
+        # a decision kept the default: no config beat it by more than the spread
+        Winner(256, default, 9.9, 9.9, True, spread_us=0.8, decided=True),
+        Winner(512, FAST, 7.0, 9.0, spread_us=0.5, decided=True),  # decided, faster: no note
+        Winner(1024, default, 9.0, 9.0, True, spread_us=None, decided=True),
+        Winner(1536, default, 9.0, 9.0, True, spread_us=0.3),  # spread without a decision
+        Bare(M=2048),  # a duck-typed winner without the decision fields (bench/vs_shipped.py's)
     ]
-    merged = merge_shape(winners, m_requested=[1, 16, 32, 64, 128], default=DEFAULT)
-    assert merged.configs == {
-        1: FAST,
-        16: DEFAULT.as_dict(),
-        32: DEFAULT.as_dict(),
-        64: DEFAULT.as_dict(),
-        128: FAST,
-    }
+    merged = merge_shape(winners, m_requested=[w.M for w in winners], default=DEFAULT)
+    kept = {1, 128, 512}
+    assert merged.configs == {w.M: FAST if w.M in kept else default for w in winners}
+    kept_noise = "default config kept after interleaved re-timing: no config beat it by more than "
     assert merged.notes == [
         "M=16: best config 128x256x128 g64 w8 s5 (12.50 us) is not faster than the default "
         "(10.00 us); emitting the default config",
@@ -244,38 +253,14 @@ def test_merge_emits_default_where_winner_is_not_faster() -> None:
         "(10.00 us); emitting the default config",
         "M=64: the default config was fastest",
         "M=128: no default-config baseline measured; winner kept unchecked",
+        f"M=256: {kept_noise}the noise (spread 0.80 us)",
+        f"M=1024: {kept_noise}the noise",
+        "M=1536: the default config was fastest",
+        "M=2048: the default config was fastest",
     ]
     assert merged.text == dump_config_file(merged.configs)
     assert merged.sha256 == hashlib.sha256(merged.text.encode()).hexdigest()
     assert not merged.partial and merged.m_missing == []
-
-
-def test_merge_notes_say_a_decided_default_was_kept_within_the_noise() -> None:
-    default = dict(DEFAULT.as_dict())
-    winners = [
-        # a decision kept the default: no config beat it by more than the spread
-        Winner(1, default, 9.9, 9.9, True, spread_us=0.8, decided=True),
-        Winner(16, default, 9.0, 9.0, True),  # an undecided default trial
-        Winner(32, FAST, 7.0, 9.0, spread_us=0.5, decided=True),  # decided, faster: no note
-        Winner(64, default, 9.0, 9.0, True, spread_us=None, decided=True),
-        Winner(128, default, 9.0, 9.0, True, spread_us=0.3),  # spread without a decision
-        Bare(),  # a duck-typed winner without the decision fields (bench/vs_shipped.py's)
-    ]
-    merged = merge_shape(winners, m_requested=[1, 16, 32, 64, 128], default=DEFAULT)
-    assert merged.configs == {1: default, 16: default, 32: FAST, 64: default} | {
-        128: default,
-        256: default,
-    }
-    assert merged.notes == [
-        "M=1: default config kept after interleaved re-timing: no config beat it by more than "
-        "the noise (spread 0.80 us)",
-        "M=16: the default config was fastest",
-        "M=64: default config kept after interleaved re-timing: no config beat it by more than "
-        "the noise",
-        "M=128: the default config was fastest",
-        "M=256: the default config was fastest",
-    ]
-    assert merged.text == dump_config_file(merged.configs)
 
 
 def test_the_standing_sweep_and_those_set_aside_are_named() -> None:
@@ -314,36 +299,26 @@ def test_a_moe_file_carries_triton_version_first_and_reading_drops_it() -> None:
     assert _file_triton([Winner(1, FAST, 1.0, environment_id=7)], triton_of) is None
 
 
-def test_merge_refuses_a_partial_file_unless_asked() -> None:
-    winners = [Winner(M, FAST, 1.0) for M in (1, 16, 32)]
-    with pytest.raises(PartialFileError, match=r"^no winner yet for M=2048, 4096$"):
+def test_merge_refuses_a_partial_file_unless_asked_and_warns_of_the_m_vllm_falls_back_at():
+    winners = [Winner(M, FAST, 1.0) for M in (16, 32)]
+    with pytest.raises(PartialFileError, match=r"^no winner yet for M=1, 2048, 4096$"):
         merge_shape(winners, m_requested=REQUIRED_M, default=DEFAULT)
     merged = merge_shape(winners, m_requested=REQUIRED_M, default=DEFAULT, allow_partial=True)
-    assert merged.partial and merged.m_missing == [2048, 4096]
-    assert list(merged.configs) == [1, 16, 32]
-    with pytest.raises(PartialFileError, match="nothing to write"):
-        merge_shape([], m_requested=[1], default=DEFAULT, allow_partial=True)
-
-
-def test_short_grid_is_complete_but_warned() -> None:
-    merged = merge_shape(
-        [Winner(16, FAST, 1.0), Winner(32, FAST, 1.0)], m_requested=[16, 32], default=DEFAULT
-    )
-    assert not merged.partial
+    assert merged.partial and merged.m_missing == [1, 2048, 4096]
+    assert list(merged.configs) == [16, 32]
     assert merged.warnings == [
         "M=1 is not in the file: vLLM will use the M=16 entry",
         "M=2048 is not in the file: vLLM will use the M=32 entry",
         "M=4096 is not in the file: vLLM will use the M=32 entry",
     ]
-    full = merge_shape(
-        [Winner(M, FAST, 1.0) for M in VLLM_M_GRID], m_requested=VLLM_M_GRID, default=DEFAULT
-    )
-    assert full.warnings == []
-
-
-def test_merge_rejects_two_winners_for_one_m() -> None:
-    with pytest.raises(ValueError, match="two winners for M=1"):
-        merge_shape([Winner(1, FAST, 1.0), Winner(1, SLOW, 2.0)], m_requested=[1], default=DEFAULT)
+    short = merge_shape(winners, m_requested=[16, 32], default=DEFAULT)  # its grid is all there
+    assert not short.partial and short.warnings == merged.warnings
+    full = [Winner(M, FAST, 1.0) for M in VLLM_M_GRID]
+    assert merge_shape(full, m_requested=VLLM_M_GRID, default=DEFAULT).warnings == []
+    with pytest.raises(PartialFileError, match="nothing to write"):
+        merge_shape([], m_requested=[1], default=DEFAULT, allow_partial=True)
+    with pytest.raises(ValueError, match="two winners for M=16"):
+        merge_shape([*winners, Winner(16, SLOW, 2.0)], m_requested=[16], default=DEFAULT)
 
 
 def test_build_device_files_skips_partial_shapes() -> None:

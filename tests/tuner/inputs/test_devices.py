@@ -10,6 +10,7 @@ from tuner.core import ResolvedDevice
 from tuner.files.mounts import configmap_name
 from tuner.files.pull import wanted_files
 from tuner.inputs.devices import (
+    device_among,
     device_hint,
     engine_device_name,
     gpu_device_key,
@@ -77,18 +78,14 @@ def test_a_device_is_resolved_once_with_what_cuda_reports() -> None:
     # test_sweep_plan).
 
 
-def key(device: str, known, need_device: bool = True) -> str:
-    return resolve_device(device, known=known, need_device=need_device)[0].device_name
-
-
 def test_one_key_for_the_cli_the_api_the_store_and_the_file_names() -> None:
     known = ["NVIDIA_L20", "NVIDIA_L20S", "nvidia_h100", "NVIDIA_H100"]
-    assert key("l20", known) == "NVIDIA_L20"  # a device the store (or folder) has
-    assert key("NVIDIA_H100", known) == "NVIDIA_H100"  # the exact name first
-    assert key("H200", known, need_device=False) == "NVIDIA_H200"  # else the GPU model's key
-    assert key("cpu", known, need_device=False) == "TRITON_INTERPRETER"
+    assert device_among("l20", known) == "NVIDIA_L20"  # a device the store (or folder) has
+    assert device_among("NVIDIA_H100", known) == "NVIDIA_H100"  # the exact name first
+    assert device_among("H200", known, new=True) == "NVIDIA_H200"  # else the GPU model's key
+    assert device_among("cpu", known, new=True) == "TRITON_INTERPRETER"
     with pytest.raises(ValueError, match="'H100' names 2 devices in the store"):
-        key("H100", known)
+        device_among("H100", known)
     # No device of the name in the store: tests/cli/test_cli_mistakes.py.
     # A10 is a GPU of its own (no "did you mean 'A100'?"); a typo gets the nearest.
     assert (device_hint("A10"), device_hint("L2O")) == ("", " (did you mean 'L20'?)")
@@ -115,7 +112,6 @@ def test_file_names_take_every_key_vllm_makes_and_refuse_the_rest(device: str) -
 def test_configmap_names_stay_dns_labels() -> None:
     digest = hashlib.sha256(INTEL.encode()).hexdigest()[:8]
     assert configmap_name(INTEL) == f"blockfp8-intel-r-data-center-gpu-max-1550-{digest}"
-    assert configmap_name("NVIDIA_L20") == "blockfp8-nvidia-l20"
 
 
 def test_sglang_names_files_by_its_own_device_rule() -> None:

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from tuner.inputs.hfconfig import KNOWN_ARCHITECTURES, MoeShape, derive_shapes, read_config
+from tuner.inputs.hfconfig import (
+    KNOWN_ARCHITECTURES,
+    MoeShape,
+    derive_shapes,
+    model_type_of,
+    read_config,
+)
 
 FP8 = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
 # Llama-3-8B-like: no head_dim (hidden / heads = 128), GQA 32 / 8.
@@ -82,73 +88,32 @@ QWEN3_MOE = {
 }
 
 
-@pytest.mark.parametrize(
-    ("config", "tp", "message"),
-    [
-        (
-            {**LLAMA, "architectures": ["Qwen3NextForCausalLM"]},
-            2,
-            "architectures ['Qwen3NextForCausalLM'] is not one of LlamaForCausalLM, "
-            "MistralForCausalLM, "
-            "Qwen2ForCausalLM, Qwen3ForCausalLM",
-        ),
-        (QWEN2, 8, "num_attention_heads over tp: 28 is not divisible by 8"),
-        (
-            {**QWEN2, "num_attention_heads": 24, "num_key_value_heads": 3, "head_dim": 128},
-            2,
-            "num_key_value_heads over tp: 3 is not divisible by 2",
-        ),
-        (
-            {**LLAMA, "num_key_value_heads": 3, "num_attention_heads": 48, "head_dim": 128},
-            4,
-            "tp over num_key_value_heads (kv head replicas): 4 is not divisible by 3",
-        ),
-        (
-            {**QWEN2, "num_attention_heads": 24},
-            1,
-            "head_dim = hidden_size / num_attention_heads: 3584 is not divisible by 24",
-        ),
-        # Llama-2-7B's 11008 at TP 4 is 2752 rows per rank: vLLM refuses the block-FP8 checkpoint.
-        (
-            {**LLAMA, "intermediate_size": 11008},
-            4,
-            "the gate/up part of gate_up_proj is 2752 per rank, not a multiple of group_n 128",
-        ),
-        (  # group_k 128 > group_n 64: the row-parallel K per rank is checked on its own
-            {
-                **LLAMA,
-                "intermediate_size": 14464,
-                "quantization_config": {**FP8, "weight_block_size": [64, 128]},
-            },
-            2,
-            "at TP 2 the down_proj K is 7232 per rank, not a multiple of group_k 128",
-        ),
-        ({**LLAMA, "hidden_size": "4096"}, 1, "hidden_size = '4096' is not an integer"),
-        (
-            {**LLAMA, "intermediate_size": 10**40},
-            1,
-            "intermediate_size=a 41-digit number is outside",
-        ),
-        ({**LLAMA, "num_attention_heads": 0}, 1, "num_attention_heads=0 is outside 1..16777216"),
-        (
-            {**LLAMA, "quantization_config": {**FP8, "weight_block_size": [128]}},
-            1,
-            "weight_block_size must be two integers",
-        ),
-        # TP 4: 768 / 4 = 192 rows per rank, not a multiple of 128.
-        (
-            QWEN3_MOE,
-            4,
-            "at TP 4 the experts have 192 intermediate rows per rank, not a multiple of "
-            "the block size 128: vLLM refuses this checkpoint",
-        ),
-        (
-            {**QWEN3_MOE, "num_experts_per_tok": 129},
-            1,
-            "num_experts_per_tok 129 is more than num_experts 128",
-        ),
-    ],
-)
+BLOCK_64_128 = {**FP8, "weight_block_size": [64, 128]}
+REFUSALS = [
+    ({**LLAMA, "architectures": ["Qwen3"]}, 2, "['Qwen3'] is not one of LlamaForCausalLM, Mistral"),
+    (QWEN2, 8, "num_attention_heads over tp: 28 is not divisible by 8"),
+    ({**QWEN2, "num_attention_heads": 24}, 1, "hidden_size / num_attention_heads: 3584 is not"),
+    ({**QWEN2, "num_key_value_heads": 3, "head_dim": 96}, 2, "heads over tp: 3 is not divisible"),
+    ({**LLAMA, "num_key_value_heads": 3}, 4, "heads (kv head replicas): 4 is not divisible by 3"),
+    # Llama-2-7B's 11008 at TP 4 is 2752 rows per rank: vLLM refuses the block-FP8 checkpoint.
+    ({**LLAMA, "intermediate_size": 11008}, 4, "gate_up_proj is 2752 per rank, not a multiple"),
+    # group_k 128 > group_n 64: the row-parallel K per rank is checked on its own
+    (
+        {**LLAMA, "intermediate_size": 14464, "quantization_config": BLOCK_64_128},
+        2,
+        "at TP 2 the down_proj K is 7232 per rank, not a multiple of group_k 128",
+    ),
+    ({**LLAMA, "hidden_size": "4096"}, 1, "hidden_size = '4096' is not an integer"),
+    ({**LLAMA, "intermediate_size": 10**40}, 1, "intermediate_size=a 41-digit number is outside"),
+    ({**LLAMA, "num_attention_heads": 0}, 1, "num_attention_heads=0 is outside 1..16777216"),
+    ({**LLAMA, "quantization_config": {**FP8, "weight_block_size": [1]}}, 1, "two integers in"),
+    # TP 4: 768 / 4 = 192 rows per rank, not a multiple of 128.
+    (QWEN3_MOE, 4, "experts have 192 intermediate rows per rank, not a multiple of the block"),
+    ({**QWEN3_MOE, "num_experts_per_tok": 129}, 1, "tok 129 is more than num_experts 128"),
+]
+
+
+@pytest.mark.parametrize(("config", "tp", "message"), REFUSALS)
 def test_refusals_are_one_line(config: dict, tp: int, message: str) -> None:
     with pytest.raises(ValueError) as raised:
         derive_shapes(config, tp, where="cfg.json")
@@ -183,10 +148,7 @@ def test_moe_configs_give_their_experts_and_their_dense_mlp_layers() -> None:
     ("content", "message"),
     [
         (b"", "empty file"),
-        (
-            b'{"hidden_size": 4096,',
-            "invalid JSON: Expecting property name enclosed in double quotes",
-        ),
+        (b'{"hidden_size": 4096,', "invalid JSON: Expecting property name enclosed in"),
         (b"[1, 2]", "expected a JSON object, got list"),
         (b"\xff\xfe{}", "not UTF-8 text"),
     ],
@@ -202,12 +164,8 @@ def test_bad_config_files(tmp_path: Path, content: bytes, message: str) -> None:
 
 
 def test_the_model_type_is_the_text_configs_as_vllm_reads_it() -> None:
-    from tuner.inputs.hfconfig import model_type_of
-
     assert model_type_of({"model_type": "deepseek_v3"}) == "deepseek_v3"
-    assert (
-        model_type_of({"model_type": "qwen3_5", "text_config": {"model_type": "qwen3_5_text"}})
-        == "qwen3_5_text"
-    )
+    multimodal = {"model_type": "qwen3_5", "text_config": {"model_type": "qwen3_5_text"}}
+    assert model_type_of(multimodal) == "qwen3_5_text"
     assert model_type_of({"architectures": ["X"]}) is None
     assert model_type_of({"model_type": "Not A Type"}) is None

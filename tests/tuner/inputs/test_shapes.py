@@ -25,12 +25,13 @@ from tuner.kernels.shape import Shape
 SHAPES = [(7168, 5120), (5120, 3072)]
 
 
-def groups(pairs=(), moe=()) -> dict[str, list[Shape]]:
-    """save_shapes' groups of dense (N, K) pairs and MoE rows (E, N, K, top_k)."""
-    return {
-        DEFAULT_FAMILY: [Shape(n, k, (128, 128)) for n, k in pairs],
-        MOE.name: [expert_shape(*row) for row in moe],
-    }
+def save(model: str, tp: int, pairs=SHAPES, moe=(), **fields) -> Path:
+    """save_shapes of dense (N, K) pairs and MoE rows (E, N, K, top_k), block 128x128."""
+    dense = [Shape(n, k, (128, 128)) for n, k in pairs]
+    groups = {DEFAULT_FAMILY: dense, MOE.name: [expert_shape(*row) for row in moe]}
+    return save_shapes(
+        model, tp=tp, groups=groups, **{"block_shape": (128, 128), "source": "x"} | fields
+    )
 
 
 def folder() -> Path:
@@ -47,45 +48,22 @@ def test_user_dir_default(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
 
 
 def test_save_and_load_back() -> None:
-    path = save_shapes(
-        "my-model",
-        tp=2,
-        groups=groups(SHAPES + [SHAPES[0]]),
-        block_shape=(128, 128),
-        source='log "x.log"',
-        description="Mine",
-    )
+    path = save("my-model", 2, SHAPES + [SHAPES[0]], source='log "x.log"', description="Mine")
     assert path == folder() / "my-model.toml"
     entry = load_shapes("my-model", 2)
-    assert (entry.model, entry.tp, entry.pairs(), entry.source, entry.description) == (
-        "my-model",
-        2,
-        tuple(SHAPES),
-        'log "x.log"',
-        "Mine",
-    )
+    fields = (entry.model, entry.tp, entry.pairs(), entry.source, entry.description)
+    assert fields == ("my-model", 2, tuple(SHAPES), 'log "x.log"', "Mine")
     assert "my-model" in known_models() and "tiny" in known_models()
     # A second TP size is added; the first is kept, and so is the description.
-    save_shapes(
-        "my-model", tp=4, groups=groups([(3584, 5120)]), block_shape=(128, 128), source="cfg"
-    )
+    save("my-model", 4, [(3584, 5120)])
     assert tp_sizes("my-model") == [2, 4]
     assert load_shapes("my-model", 4).description == "Mine"
     assert load_shapes("my-model", 2).pairs() == tuple(SHAPES)
 
 
 def test_save_keeps_moe_lines() -> None:
-    path = save_shapes(
-        "qmoe",
-        tp=2,
-        groups=groups([(1280, 2048)], [(128, 384, 2048, 8), (128, 384, 2048, 8)]),
-        block_shape=(128, 128),
-        source="c",
-        description="d",
-    )
-    save_shapes(
-        "qmoe", tp=1, groups=groups([], [(128, 768, 2048, 8)]), block_shape=(128, 128), source="c1"
-    )
+    path = save("qmoe", 2, [(1280, 2048)], [(128, 384, 2048, 8)] * 2, source="c", description="d")
+    save("qmoe", 1, [], [(128, 768, 2048, 8)], source="c1")
     assert path.read_text() == (
         'model = "qmoe"\ndescription = "d"\nblock_shape = [128, 128]\n\n'
         '[tp.1]\nsource = "c1"\nmoe = [\n    [128, 768, 2048, 8],\n]\n\n'
@@ -100,17 +78,17 @@ def test_save_keeps_moe_lines() -> None:
     ]
     assert find_covering({"dense": {(1280, 2048)}, "moe": {(128, 768)}}, (128, 128), None) == []
     with pytest.raises(ValueError, match="shapes must be a non-empty list"):
-        save_shapes("qmoe", tp=4, groups=groups([]), block_shape=(128, 128), source="x")
+        save("qmoe", 4, [])
 
 
 def test_save_refuses() -> None:
     with pytest.raises(ValueError, match="'tiny' is a packaged model"):
-        save_shapes("tiny", tp=1, groups=groups(SHAPES), block_shape=(128, 128), source="x")
+        save("tiny", 1)
     with pytest.raises(ValueError, match="'My Model' is not a model key"):
-        save_shapes("My Model", tp=1, groups=groups(SHAPES), block_shape=(128, 128), source="x")
-    save_shapes("m", tp=1, groups=groups(SHAPES), block_shape=(128, 128), source="x")
+        save("My Model", 1)
+    save("m", 1)
     with pytest.raises(ValueError, match=r"block_shape \[128, 128\], the new shapes \[64, 64\]"):
-        save_shapes("m", tp=2, groups=groups(SHAPES), block_shape=(64, 64), source="x")
+        save("m", 2, block_shape=(64, 64))
 
 
 def test_packaged_model_wins_over_a_user_file() -> None:
@@ -160,7 +138,7 @@ def test_unknown_models_and_tp_sizes_list_the_known_ones() -> None:
     (folder() / "bin.toml").write_bytes(b"\xff\xfe\x00\x00")
     with pytest.raises(ShapesFileError, match=r"bin\.toml: not UTF-8 text"):
         load_shapes("bin")
-    save_shapes("zeta", tp=1, groups=groups(SHAPES), block_shape=(128, 128), source="x")
+    save("zeta", 1)
     with pytest.raises(UnknownModelError) as unknown:
         load_shapes("qwen3.8-27B")
     assert str(unknown.value).strip("'") == (
@@ -187,16 +165,9 @@ def test_the_model_type_vllms_selection_reads_is_kept_and_checked() -> None:
     assert load_shapes("deepseek-v3", 8).model_type == "deepseek_v3"
     assert load_shapes("qwen3-30b-a3b-fp8", 1).model_type == "qwen3_moe"
     assert load_shapes("tiny").model_type is None
-    path = save_shapes(
-        "typed",
-        tp=1,
-        groups=groups(SHAPES),
-        block_shape=(128, 128),
-        source="s",
-        model_type="qwen3_5_text",
-    )
+    path = save("typed", 1, model_type="qwen3_5_text")
     assert 'model_type = "qwen3_5_text"\n' in path.read_text()
-    save_shapes("typed", tp=2, groups=groups(SHAPES), block_shape=(128, 128), source="s")
+    save("typed", 2)
     assert load_shapes("typed", 2).model_type == "qwen3_5_text"  # kept from the file
     (folder() / "badtype.toml").write_text(
         'model = "badtype"\nblock_shape = [128, 128]\nmodel_type = "Qwen 3"\n\n'
@@ -214,20 +185,8 @@ def test_deepseek_v3_follows_vllms_tuning_script():
     assert tp_sizes("deepseek-v3") == [1, 2, 4, 8]
     tp8 = load_shapes("deepseek-v3", 8).shapes
     # get_weight_shapes(8): unsplit, then N // 8, then K // 8 (duplicates once).
-    assert tp8 == (
-        (576, 7168),
-        (24576, 7168),
-        (32768, 512),
-        (7168, 16384),
-        (7168, 18432),
-        (4608, 7168),
-        (3072, 7168),
-        (4096, 512),
-        (3072, 1536),
-        (1536, 7168),
-        (512, 7168),
-        (7168, 2304),
-        (7168, 2048),
-        (7168, 256),
+    assert " ".join(f"{N}x{K}" for N, K in tp8) == (
+        "576x7168 24576x7168 32768x512 7168x16384 7168x18432 4608x7168 3072x7168 4096x512 "
+        "3072x1536 1536x7168 512x7168 7168x2304 7168x2048 7168x256"
     )
     assert "benchmark_w8a8_block_fp8.py" in load_shapes("deepseek-v3", 8).source
