@@ -27,7 +27,6 @@ from sqlalchemy.orm import Session
 
 from db.models import (
     ENVIRONMENT_KEY,
-    TASK_STATES,
     Ceiling,
     Decision,
     Device,
@@ -37,6 +36,7 @@ from db.models import (
     Retime,
     Sweep,
     Task,
+    TaskState,
     Trial,
     block_columns,
     block_shape_of,
@@ -279,7 +279,7 @@ def _finished_trials(session: Session, scope: dict[str, Any]) -> Select:
     block_n, block_k = block_columns(scope["block_shape"])
     query = _measured(Trial, columns, scope | {"environments": environments}).where(
         Task.finished_at.is_not(None),
-        Task.state != "failed",
+        Task.state != TaskState.FAILED,
         Task.family == scope["family"],
         Task.shape_params == scope["shape_params"],
         Sweep.block_n == block_n,
@@ -410,7 +410,7 @@ def shape_coverage(
         shape, (m, state, model, matching, any_result) = tuple(row[:6]), row[6:]
         requested[shape].add(m)
         models[shape].add(model)
-        if state == "done" and (matching or environments is None):
+        if state == TaskState.DONE and (matching or environments is None):
             done[shape].add(m)
         if matching or any_result:
             (current if matching else measured)[shape].add(m)
@@ -457,7 +457,7 @@ class SweepSummary(SweepInfo):
 def list_sweeps(session: Session, *, sweep_id: int | None = None) -> list[SweepSummary]:
     """Every sweep (or only `sweep_id`) with task counts by state and trial counts, by id."""
     only = [] if sweep_id is None else [Task.sweep_id == sweep_id]
-    tasks: dict[int, dict[str, int]] = defaultdict(lambda: dict.fromkeys(TASK_STATES, 0))
+    tasks: dict[int, dict[str, int]] = defaultdict(lambda: dict.fromkeys(TaskState, 0))
     by_state = select(Task.sweep_id, Task.state, func.count()).where(*only)
     for row_id, state, count in session.execute(by_state.group_by(Task.sweep_id, Task.state)):
         tasks[row_id][state] = count
@@ -681,7 +681,7 @@ def store_counts(session: Session) -> StoreCounts:
     """Totals over the whole store (for /metrics): every status and state, zeros included."""
     trials = dict.fromkeys((status.value for status in TrialStatus), 0)
     trials.update(session.execute(select(Trial.status, func.count()).group_by(Trial.status)).all())
-    tasks = dict.fromkeys(TASK_STATES, 0)
+    tasks = dict.fromkeys(TaskState, 0)
     tasks.update(session.execute(select(Task.state, func.count()).group_by(Task.state)).all())
     sweeps = session.scalar(select(func.count()).select_from(Sweep)) or 0
     imports = session.scalar(select(func.count()).select_from(ImportedFile)) or 0
