@@ -3,7 +3,6 @@ from db's dataclasses (`model_of`), so a field is declared once."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal, get_type_hints
 
 from pydantic import BaseModel, Field, create_model
@@ -146,18 +145,14 @@ class ReleaseFile(BaseModel):
     m_imported: list[int] = []
 
 
-class Release(BaseModel):
-    """A published release: number, content hash, who published it (and with what), when,
-    its files and the summary frozen with it (scope, versions tuned with, skipped shapes)."""
-
-    device_name: str
-    number: int
-    content_sha256: str
-    created_at: datetime
-    created_by: str
-    reason: str
-    files: list[ReleaseFile]
-    summary: dict[str, Any]
+# A published release: number, content hash, who published it (and with what), when, its files
+# and the summary frozen with it (scope, versions tuned with, skipped shapes).
+Release = model_of(
+    "Release",
+    repo.ReleaseInfo,
+    drop=("release_id", "archives", "files"),
+    files=(list[ReleaseFile], ...),
+)
 
 
 class ImportRequest(BaseModel):
