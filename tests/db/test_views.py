@@ -116,18 +116,6 @@ def test_coverage_progress_and_devices(engine: Engine, store: dict) -> None:
     assert progress == repo.SweepProgress(4, 3, 0, 1, 0, trials_total=7, trials_ok=5)
 
 
-@pytest.fixture
-def held(engine: Engine) -> dict[str, int]:
-    """One sweep over M = 1, 16 whose tasks worker "w" holds, with trials of environment k1."""
-    with session_scope(engine) as session:
-        env = environment(session)
-        first = sweep(session, model="ModelA")
-        tasks = claim_all(session, first)
-        trials(session, tasks[1], env, [(C0, True, 10.0), (C1, False, 7.0), (C2, False, 7.2)])
-        trials(session, tasks[16], env, [(C0, True, 20.0), (C3, False, 15.0)])
-    return {"env": env, "t1": tasks[1], "t16": tasks[16], "first": first}
-
-
 def _decided(session: Session, task_id: int, worker: str, env: int, config: dict, us: float):
     is_default = config == C0
     kept = "default" if is_default else "fastest"
