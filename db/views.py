@@ -61,11 +61,10 @@ class WinnerRow:
     a decision or an ok trial for the key, set aside without comparing latencies.
 
     Decided (`decided`): the decided config with the decision's re-timed `latency_us`,
-    `default_latency_us` and `spread_us`, `default_config` the re-timed default (None when not
-    re-timed). Otherwise the fastest ok trial, `default_latency_us` and `default_config` from
-    the task's default-config trial (None without one), `spread_us` None. `trial_id` is the
-    winner's trial (None for a decided config without one), `environment_id` that of the
-    winning trial or decision. Latencies in microseconds; `block_shape` None: per-tensor.
+    `default_latency_us` and `spread_us`. Otherwise the fastest ok trial, `default_latency_us`
+    from the task's fastest default-config trial (None without one), `spread_us` None.
+    `environment_id` is that of the winning trial or decision. Latencies in microseconds;
+    `block_shape` None: per-tensor.
     """
 
     device_name: str
@@ -76,9 +75,7 @@ class WinnerRow:
     config: dict[str, int]
     latency_us: float
     default_latency_us: float | None
-    default_config: dict[str, int] | None
     is_default: bool
-    trial_id: int | None
     task_id: int
     family: str
     spread_us: float | None = None
@@ -150,15 +147,14 @@ def _firsts(session: Session, query: Select, partition: Sequence[Any], order: Se
     return session.execute(select(ranked).where(ranked.c.rank == 1)).mappings().all()
 
 
-def _winner(device_name: str, row: Any, default: Any, **given: Any) -> WinnerRow:
-    """The WinnerRow of one result row of the trial or decision query, with its default."""
+def _winner(device_name: str, row: Any, **given: Any) -> WinnerRow:
+    """The WinnerRow of one result row of the trial or decision query."""
     return take(
         WinnerRow,
         row,
         device_name=device_name,
         block_shape=block_shape_of(row["block_n"], row["block_k"]),
         config=config_of(row),
-        default_config=None if default is None else config_of(default),
         is_default=bool(row["is_default"]),
         **given,
     )
@@ -166,55 +162,39 @@ def _winner(device_name: str, row: Any, default: Any, **given: Any) -> WinnerRow
 
 def _trial_winners(session: Session, scope: dict[str, Any]) -> dict[tuple, WinnerRow]:
     """The fastest ok trial of the newest task per key, with the task's fastest ok default."""
-    columns = [Trial.trial_id, Trial.task_id, Trial.environment_id, Task.sweep_id, *KEY, *CONFIG]
+    columns = [Trial.task_id, Trial.environment_id, Task.sweep_id, *KEY, *CONFIG]
     columns += [Trial.latency_us, Trial.is_default]
     order = (Task.task_id.desc(), Trial.latency_us, Trial.trial_id)
     best = _firsts(session, _measured(Trial, columns, scope), KEY, order)
     defaults_query = _measured(Trial, columns, scope).where(Trial.is_default.is_(True))
-    defaults = {
-        row["task_id"]: row for row in _firsts(session, defaults_query, [Trial.task_id], order[1:])
-    }
-    found = {}
-    for row in best:
-        default = defaults.get(row["task_id"])
-        default_us = None if default is None else default["latency_us"]
-        found[tuple(row[c.key] for c in KEY)] = _winner(
-            scope["device_name"], row, default, default_latency_us=default_us
+    defaults = _firsts(session, defaults_query, [Trial.task_id], order[1:])
+    default_us = {row["task_id"]: row["latency_us"] for row in defaults}
+    return {
+        tuple(row[c.key] for c in KEY): _winner(
+            scope["device_name"], row, default_latency_us=default_us.get(row["task_id"])
         )
-    return found
+        for row in best
+    }
 
 
 def _decision_winners(session: Session, scope: dict[str, Any]) -> dict[tuple, WinnerRow]:
-    """The decision made last per key (ties: the newest decision row), with the kept retime
-    (is it the default), the trial of the decided config and the re-timed default."""
+    """The decision made last per key (ties: the newest decision row), with its kept retime
+    (is it the default)."""
     columns = [Decision.task_id, Decision.environment_id, Task.sweep_id, *KEY]
     columns += [getattr(Decision, name) for name in CONFIG_KEYS]
     columns += [Decision.latency_us, Decision.default_latency_us, Decision.spread_us]
     order = (Decision.created_at.desc(), Decision.decision_id.desc())
     rank = func.row_number().over(partition_by=KEY, order_by=order).label("rank")
     ranked = _measured(Decision, columns, scope).add_columns(rank).subquery("ranked")
-    kept, trial = select(Retime).subquery("kept"), select(Trial).subquery("trial")
-    default = select(Retime).where(Retime.is_default.is_(True)).subquery("default")
-
-    def same(table: Any) -> Any:
-        configs = (table.c[name] == ranked.c[name] for name in CONFIG_KEYS)
-        return and_(table.c.task_id == ranked.c.task_id, *configs)
-
-    query = (
-        select(ranked, kept.c.is_default, trial.c.trial_id, default.c.retime_id)
-        .add_columns(*(default.c[name].label(f"default_{name}") for name in CONFIG_KEYS))
-        .outerjoin(kept, same(kept))
-        .outerjoin(trial, same(trial))
-        .outerjoin(default, default.c.task_id == ranked.c.task_id)
-        .where(ranked.c.rank == 1)
+    kept = select(Retime).subquery("kept")
+    same = and_(
+        kept.c.task_id == ranked.c.task_id, *(kept.c[k] == ranked.c[k] for k in CONFIG_KEYS)
     )
-    found = {}
-    for row in session.execute(query).mappings():
-        retimed = None if row["retime_id"] is None else config_of(row, "default_")
-        found[tuple(row[c.key] for c in KEY)] = _winner(
-            scope["device_name"], row, retimed, decided=True
-        )
-    return found
+    query = select(ranked, kept.c.is_default).outerjoin(kept, same).where(ranked.c.rank == 1)
+    return {
+        tuple(row[c.key] for c in KEY): _winner(scope["device_name"], row, decided=True)
+        for row in session.execute(query).mappings()
+    }
 
 
 def winners(
