@@ -43,7 +43,7 @@ from db.models import (
     config_of,
     take,
 )
-from db.work import SweepInfo
+from db.work import SweepInfo, sweep_params
 from tuner.core import CONFIG_KEYS, TrialStatus, minor_of
 
 OK = TrialStatus.OK.value
@@ -449,15 +449,8 @@ def list_sweeps(session: Session, *, sweep_id: int | None = None) -> list[SweepS
     summaries = []
     for sweep, name in session.execute(query.order_by(Sweep.sweep_id)):
         ok, total = trials.get(sweep.sweep_id, (0, 0))
-        got = {
-            "tasks": dict(tasks[sweep.sweep_id]),
-            "trials_ok": ok,
-            "trials_total": total,
-            "m_values": tuple(sweep.m_values),
-            "device_name": name,
-        }
-        block_shape = block_shape_of(sweep.block_n, sweep.block_k)
-        summaries.append(take(SweepSummary, sweep, block_shape=block_shape, **got))
+        counts = {"tasks": dict(tasks[sweep.sweep_id]), "trials_ok": ok, "trials_total": total}
+        summaries.append(take(SweepSummary, sweep, **sweep_params(sweep, name), **counts))
     return summaries
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -208,18 +208,20 @@ def _validate(spec: SweepSpec) -> None:
             raise ValueError(f"{name} must be positive integers, got {list(values)!r}")
 
 
+def sweep_params(sweep: Sweep, device_name: str) -> dict[str, Any]:
+    """The `SweepParams` fields of a stored sweep on `device_name`."""
+    given = {"device_name": device_name, "m_values": tuple(sweep.m_values)}
+    given["block_shape"] = block_shape_of(sweep.block_n, sweep.block_k)
+    names = [f.name for f in fields(SweepParams) if f.name not in given]
+    return {name: getattr(sweep, name) for name in names} | given
+
+
 def get_sweep(session: Session, *, sweep_id: int) -> SweepInfo | None:
     """A sweep by id; None when there is none."""
     row = session.execute(
         select(Sweep, Device.device_name).join(Device).where(Sweep.sweep_id == sweep_id)
     ).one_or_none()
-    if row is None:
-        return None
-    sweep, name = row
-    block_shape = block_shape_of(sweep.block_n, sweep.block_k)
-    return take(
-        SweepInfo, sweep, device_name=name, m_values=tuple(sweep.m_values), block_shape=block_shape
-    )
+    return None if row is None else take(SweepInfo, row[0], **sweep_params(*row))
 
 
 def open_sweep(session: Session, spec: SweepSpec) -> OpenedSweep:
@@ -427,10 +429,7 @@ def claim_task(
                 .join(Device, Sweep.device_id == Device.device_id)
                 .where(Task.task_id == task_id)
             ).one()
-            names = ("model", "tp", "strategy", "budget", "space", "seed", "out_dtype")
-            of_sweep = {n: getattr(sweep, n) for n in names} | {"m_values": tuple(sweep.m_values)}
-            block_shape = block_shape_of(sweep.block_n, sweep.block_k)
-            return take(TaskInfo, task, device_name=name, block_shape=block_shape, **of_sweep)
+            return take(TaskInfo, task, **sweep_params(sweep, name))
         if session.scalar(candidates.limit(1)) is None:
             return None
     return None
