@@ -437,7 +437,7 @@ class SweepSummary(SweepInfo):
 def list_sweeps(session: Session, *, sweep_id: int | None = None) -> list[SweepSummary]:
     """Every sweep (or only `sweep_id`) with task counts by state and trial counts, by id."""
     only = [] if sweep_id is None else [Task.sweep_id == sweep_id]
-    tasks: dict[int, dict[str, int]] = defaultdict(lambda: dict.fromkeys(TaskState, 0))
+    tasks: dict[int, dict[str, int]] = defaultdict(lambda: dict.fromkeys(map(str, TaskState), 0))
     by_state = select(Task.sweep_id, Task.state, func.count()).where(*only)
     for row_id, state, count in session.execute(by_state.group_by(Task.sweep_id, Task.state)):
         tasks[row_id][state] = count
@@ -449,8 +449,8 @@ def list_sweeps(session: Session, *, sweep_id: int | None = None) -> list[SweepS
     summaries = []
     for sweep, name in session.execute(query.order_by(Sweep.sweep_id)):
         ok, total = trials.get(sweep.sweep_id, (0, 0))
-        counts = {"tasks": dict(tasks[sweep.sweep_id]), "trials_ok": ok, "trials_total": total}
-        summaries.append(take(SweepSummary, sweep, **sweep_params(sweep, name), **counts))
+        got = {"tasks": dict(tasks[sweep.sweep_id]), "trials_ok": ok, "trials_total": total}
+        summaries.append(take(SweepSummary, sweep, **sweep_params(sweep, name), **got))
     return summaries
 
 
@@ -654,7 +654,7 @@ def store_counts(session: Session) -> StoreCounts:
     """Totals over the whole store (for /metrics): every status and state, zeros included."""
     trials = dict.fromkeys((status.value for status in TrialStatus), 0)
     trials.update(session.execute(select(Trial.status, func.count()).group_by(Trial.status)).all())
-    tasks = dict.fromkeys(TaskState, 0)
+    tasks = dict.fromkeys(map(str, TaskState), 0)
     tasks.update(session.execute(select(Task.state, func.count()).group_by(Task.state)).all())
     sweeps = session.scalar(select(func.count()).select_from(Sweep)) or 0
     imports = session.scalar(select(func.count()).select_from(ImportedFile)) or 0

@@ -210,8 +210,12 @@ def _validate(spec: SweepSpec) -> None:
 
 def sweep_params(sweep: Sweep, device_name: str) -> dict[str, Any]:
     """The `SweepParams` fields of a stored sweep on `device_name`."""
-    given = {"device_name": device_name, "m_values": tuple(sweep.m_values)}
-    given["block_shape"] = block_shape_of(sweep.block_n, sweep.block_k)
+    block_shape = block_shape_of(sweep.block_n, sweep.block_k)
+    given = {
+        "device_name": device_name,
+        "m_values": tuple(sweep.m_values),
+        "block_shape": block_shape,
+    }
     names = [f.name for f in fields(SweepParams) if f.name not in given]
     return {name: getattr(sweep, name) for name in names} | given
 

@@ -55,8 +55,8 @@ def create_sweep(body: schemas.SweepCreate, session: SessionDep, response: Respo
     except (UnknownModelError, ValueError) as exc:
         raise HTTPException(422, detail=str(exc).strip("'\"")) from None
     try:  # a device of the store, else a GPU model's key as `tuner sweep --device` makes it
-        known = repo.known_device_names(session)
-        device = resolve_device(body.device_name, known=known, need_device=False)[0]
+        names = repo.known_device_names(session)
+        device = resolve_device(body.device_name, known=names, need_device=False)[0]
     except ValueError as exc:
         raise HTTPException(422, detail=f"device_name {exc}") from None
     request = SweepRequest(
