@@ -537,7 +537,7 @@ class DeviceTrialRow:
     out_dtype: str
     space: str
     config: dict[str, int]
-    status: str
+    status: TrialStatus
     latency_us: float | None
     p20_us: float | None
     p80_us: float | None
@@ -567,8 +567,9 @@ def device_trials(
             "M": task.M,
             "space": sweep.space,
             "block_shape": block_shape_of(sweep.block_n, sweep.block_k),
+            "out_dtype": sweep.out_dtype,
+            "status": TrialStatus(trial.status),
         }
-        shape["out_dtype"] = sweep.out_dtype
         rows.append(
             take(DeviceTrialRow, trial, config=config_of(trial), environment=environment, **shape)
         )
