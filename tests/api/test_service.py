@@ -28,7 +28,7 @@ from api.settings import Settings
 from db.connection import connect, open_store
 from tests.api.conftest import FILE_A
 from tests.cli.test_robust_store_faults import reset_postgresql
-from tests.storefill import DEFAULT, FAST, fill, publish
+from tests.storefill import DEFAULT, fill, publish
 from tuner.cli.app import app as cli_app
 from tuner.files.mounts import FORMATS, MountFormat
 from tuner.files.pull import PULL_FORMATS
@@ -127,18 +127,10 @@ def test_the_service_imports_no_torch_or_triton() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_metrics_count_every_download_by_status(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 't.db'}"
-    fill(
-        url,
-        {(576, 7168, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 6.0)]},
-        m_values=(1,),
-    )
-    publish(url)
-    name = "N=576,K=7168,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
-    with TestClient(create_app(Settings(db_url=url))) as client:
-        etag = client.get(f"/devices/L20/configs/{name}").headers["etag"]
-        client.get(f"/devices/L20/configs/{name}", headers={"If-None-Match": etag})
+def test_metrics_count_every_download_by_status(store_url: str) -> None:
+    with TestClient(create_app(Settings(db_url=store_url))) as client:  # counters of its own
+        etag = client.get(f"/devices/L20/configs/{FILE_A}").headers["etag"]
+        client.get(f"/devices/L20/configs/{FILE_A}", headers={"If-None-Match": etag})
         client.get("/devices/H100/configs.zip")
         client.get("/devices/L20/configs.zip", params={"release": 0})
         client.get("/devices/L20/preview/configs.zip")
@@ -148,9 +140,10 @@ def test_metrics_count_every_download_by_status(tmp_path: Path) -> None:
     lines = set(response.text.splitlines())
     assert {
         "tuner_store_up 1.0",
-        'tuner_trials{status="ok"} 2.0',
-        'tuner_tasks{state="done"} 1.0',
-        "tuner_sweeps 1.0",
+        'tuner_trials{status="ok"} 14.0',
+        'tuner_trials{status="crashed"} 0.0',
+        'tuner_tasks{state="done"} 7.0',
+        "tuner_sweeps 2.0",
         "tuner_imports 0.0",
         'tuner_downloads_total{route="configs/file",status="200"} 1.0',
         'tuner_downloads_total{route="configs/file",status="304"} 1.0',

@@ -363,7 +363,6 @@ def test_overviews_and_counts(store_url: str) -> None:
         (summary,) = repo.list_sweeps(session)
         tasks = repo.sweep_tasks(session, sweep_id=sweep_id)
         envs = repo.device_environments(session, device_name=L20)
-        counts = repo.store_counts(session)
         times = repo.trial_times(session, device_name=L20)
         with pytest.raises(LookupError, match="no sweep with sweep_id 99"):
             repo.sweep_tasks(session, sweep_id=99)
@@ -379,6 +378,4 @@ def test_overviews_and_counts(store_url: str) -> None:
     assert [(e.gpu_name, e.torch, e.triton, e.trials) for e in envs] == [
         ("NVIDIA L20", "2.11.0", TRITON, 3)
     ]
-    assert counts.trials["ok"] == 2 and counts.trials["wrong_result"] == 1
-    assert counts.trials["crashed"] == 0 and counts.tasks == states
-    assert (counts.sweeps, counts.imports, times) == (1, 0, [])  # no trial timed its measuring
+    assert times == []  # no trial timed its measuring
