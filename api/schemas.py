@@ -36,15 +36,16 @@ class ShapeFields(BaseModel):
     block_shape: tuple[int, int] | None
 
 
-class ShapeCoverage(ShapeFields):
-    """One (N, K, block_shape) of a device: its M grid, which M have a winner, and which M have
-    only stale trials (another kernel source or Triton major.minor; empty with allow_stale)."""
-
-    m_requested: list[int]
-    m_covered: list[int]
-    complete: bool
-    file_name: str
-    m_stale: list[int] = []
+# One (N, K, block_shape) of a device: its M grid, which M have a winner (`m_covered`), and which
+# M have only stale trials (another kernel source or Triton major.minor; empty with allow_stale).
+ShapeCoverage = model_of(
+    "ShapeCoverage",
+    repo.ShapeCoverage,
+    drop=("m_done", "models", "family", "shape_params"),
+    m_covered=(list[int], ...),
+    complete=(bool, ...),
+    file_name=(str, ...),
+)
 
 
 class Provenance(BaseModel):
@@ -96,7 +97,7 @@ class Device(BaseModel):
     imported files, and a `note` when it has only imported files (nothing measured here)."""
 
     device_name: str
-    shapes: list[ShapeCoverage]
+    shapes: list[ShapeCoverage]  # type: ignore[valid-type]
     current: Provenance
     tuned_with: list[TunedWith]  # type: ignore[valid-type]
     imported: list[ImportedFile] = []  # type: ignore[valid-type]

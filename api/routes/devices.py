@@ -138,12 +138,10 @@ def _device(
         covered.setdefault(FamilyShape.of_row(row), set()).add(row.M)
     shapes = [
         schemas.ShapeCoverage(
-            **asdict(key.shape),
-            m_requested=list(c.m_requested),
+            **asdict(c),
             m_covered=sorted(done),
             complete=set(c.m_requested) <= done,
             file_name=get_family(key.family).files.file_name(key.shape, name, "vllm"),
-            m_stale=list(c.m_stale),
         )
         for c in sorted(view.coverage, key=FamilyShape.of_row)  # a winner's shape has a task
         for key in [FamilyShape.of_row(c)]
