@@ -12,9 +12,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse, JSONResponse
-from fastapi.staticfiles import StaticFiles
+from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
@@ -27,15 +25,6 @@ from api.settings import Settings
 from db.repo import SchemaError
 
 EXCERPT_CHARS, MAX_ERRORS = 120, 10  # of an input quoted back in a 422; errors listed in one
-# Shown until Swagger UI draws /docs: so where the CDN cannot be reached.
-OFFLINE_HINT = (
-    "<p>If this page stays blank, this browser cannot load Swagger UI from cdn.jsdelivr.net. "
-    'The API description is at <a href="/openapi.json">/openapi.json</a> (open it in any '
-    'OpenAPI 3.1 viewer); the index is at <a href="/">/</a>. For this page offline, copy the '
-    "files of the swagger-ui-dist npm package, version 5 or later (Swagger UI 4 cannot render "
-    "OpenAPI 3.1), to the server and start it with "
-    "<code>TUNER_DOCS_ASSETS=/path/to/swagger-ui-dist tuner serve</code>.</p>"
-)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -55,39 +44,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=tuner.__version__,
         summary="Tuned vLLM block-FP8 GEMM config files, merged from the store.",
         lifespan=lifespan,
-        docs_url=None,
     )
     app.state.settings, app.state.store, app.state.metrics = settings, store, Metrics(store)
     app.add_middleware(RequestGuard, settings=settings)
     app.add_middleware(CountDownloads, metrics=app.state.metrics)  # outermost: every status
     for module in (index, devices, releases, sweeps, imports, report, mounts):
         app.include_router(module.router)
-    _add_docs(app, settings)
     _add_error_handlers(app, settings)
     return app
-
-
-def _add_docs(app: FastAPI, settings: Settings) -> None:
-    """`/docs`: with Swagger UI's files from TUNER_DOCS_ASSETS under /docs/assets, or FastAPI's
-    CDN page with OFFLINE_HINT where Swagger UI draws (no installed package ships the files)."""
-    folder, urls = settings.docs_assets, dict[str, Any]()
-    if folder is not None:
-        app.mount("/docs/assets", StaticFiles(directory=folder), name="docs-assets")
-        favicon = (folder / "favicon-32x32.png").is_file()
-        urls = {
-            "swagger_js_url": "/docs/assets/swagger-ui-bundle.js",
-            "swagger_css_url": "/docs/assets/swagger-ui.css",
-            "swagger_favicon_url": "/docs/assets/favicon-32x32.png" if favicon else "data:,",
-        }
-
-    @app.get("/docs", include_in_schema=False)
-    async def docs() -> HTMLResponse:
-        title = f"{app.title} - Swagger UI"
-        page = get_swagger_ui_html(openapi_url="/openapi.json", title=title, **urls)
-        if folder is not None:
-            return page
-        swagger = '<div id="swagger-ui">'
-        return HTMLResponse(bytes(page.body).decode().replace(swagger, swagger + OFFLINE_HINT, 1))
 
 
 def excerpt(value: Any) -> Any:

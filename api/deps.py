@@ -124,15 +124,13 @@ def known_device(session: SessionDep, device_name: DeviceName) -> str:
     return device_in(device_name, repo.known_device_names(session))
 
 
-def device_in(device_name: str, known: list[str], *, new: bool = False) -> str:
-    """The one name among `known` that `device_name` names (`device_among`), a 404 naming them
-    otherwise; with `new`, else a GPU model's key as `tuner sweep --device` makes it
-    (`device_among` with `new`), a 422 when it names none."""
+def device_in(device_name: str, known: list[str]) -> str:
+    """The one name among `known` that `device_name` names (`device_among`); a 404 naming them
+    otherwise."""
     try:
-        return device_among(device_name, known, new=new)
+        return device_among(device_name, known)
     except ValueError as exc:
-        refused = HTTPException(422, f"device_name {exc}") if new else HTTPException(404, str(exc))
-        raise refused from None
+        raise HTTPException(404, str(exc)) from None
 
 
 KnownDevice = Annotated[str, Depends(known_device)]

@@ -39,11 +39,11 @@ class StoreCollector(Collector):
             with repo.session_scope(self._store.open()) as session:
                 counts = repo.store_counts(session)
         except Exception:  # noqa: BLE001 - a scrape must never fail: report the store as down
-            yield GaugeMetricFamily(
-                "tuner_store_up", "1 when the store answered this scrape", value=0
-            )
+            counts = None
+        up = counts is not None
+        yield GaugeMetricFamily("tuner_store_up", "1 when the store answered this scrape", value=up)
+        if counts is None:
             return
-        yield GaugeMetricFamily("tuner_store_up", "1 when the store answered this scrape", value=1)
         for name, label, counts_by in (
             ("tuner_trials", "status", counts.trials),
             ("tuner_tasks", "state", counts.tasks),

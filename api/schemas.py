@@ -3,7 +3,6 @@ from db's dataclasses (`model_of`), so a field is declared once."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated, Any, Literal, get_type_hints
 
 from pydantic import BaseModel, Field, create_model
@@ -37,15 +36,16 @@ class ShapeFields(BaseModel):
     block_shape: tuple[int, int] | None
 
 
-class ShapeCoverage(ShapeFields):
-    """One (N, K, block_shape) of a device: its M grid, which M have a winner, and which M have
-    only stale trials (another kernel source or Triton major.minor; empty with allow_stale)."""
-
-    m_requested: list[int]
-    m_covered: list[int]
-    complete: bool
-    file_name: str
-    m_stale: list[int] = []
+# One (N, K, block_shape) of a device: its M grid, which M have a winner (`m_covered`), and which
+# M have only stale trials (another kernel source or Triton major.minor; empty with allow_stale).
+ShapeCoverage = model_of(
+    "ShapeCoverage",
+    repo.ShapeCoverage,
+    drop=("m_done", "models", "family", "shape_params"),
+    m_covered=(list[int], ...),
+    complete=(bool, ...),
+    file_name=(str, ...),
+)
 
 
 class Provenance(BaseModel):
@@ -97,7 +97,7 @@ class Device(BaseModel):
     imported files, and a `note` when it has only imported files (nothing measured here)."""
 
     device_name: str
-    shapes: list[ShapeCoverage]
+    shapes: list[ShapeCoverage]  # type: ignore[valid-type]
     current: Provenance
     tuned_with: list[TunedWith]  # type: ignore[valid-type]
     imported: list[ImportedFile] = []  # type: ignore[valid-type]
@@ -146,18 +146,14 @@ class ReleaseFile(BaseModel):
     m_imported: list[int] = []
 
 
-class Release(BaseModel):
-    """A published release: number, content hash, who published it (and with what), when,
-    its files and the summary frozen with it (scope, versions tuned with, skipped shapes)."""
-
-    device_name: str
-    number: int
-    content_sha256: str
-    created_at: datetime
-    created_by: str
-    reason: str
-    files: list[ReleaseFile]
-    summary: dict[str, Any]
+# A published release: number, content hash, who published it (and with what), when, its files
+# and the summary frozen with it (scope, versions tuned with, skipped shapes).
+Release = model_of(
+    "Release",
+    repo.ReleaseInfo,
+    drop=("release_id", "archives", "files"),
+    files=(list[ReleaseFile], ...),
+)
 
 
 class ImportRequest(BaseModel):

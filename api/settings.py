@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from sqlalchemy.exc import ArgumentError
 
 from db.repo import default_db_url, masked
-
-# The files of the swagger-ui-dist npm package (version 5 or later: the schema is OpenAPI 3.1)
-# that /docs needs; the favicon is optional.
-SWAGGER_FILES = ("swagger-ui-bundle.js", "swagger-ui.css")
 
 
 class Settings(BaseSettings):
@@ -28,8 +22,6 @@ class Settings(BaseSettings):
         max_body_bytes: The largest request body accepted; a larger one is a 413, refused from
             its `Content-Length` or once that many bytes arrived. 4 MiB: an import's `content`
             may hold 1 MiB of text, which JSON escaping can double.
-        docs_assets: A folder with Swagger UI's SWAGGER_FILES: `/docs` then loads them from
-            the service, not from a CDN.
     """
 
     model_config = SettingsConfigDict(env_prefix="TUNER_", extra="ignore")
@@ -40,7 +32,6 @@ class Settings(BaseSettings):
     allow_partial: bool = False
     api_token: SecretStr | None = None
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1)
-    docs_assets: Path | None = None
 
     @field_validator("api_token")
     @classmethod
@@ -48,21 +39,6 @@ class Settings(BaseSettings):
         # `TUNER_API_TOKEN=` must not open the write routes to `Authorization: Bearer `.
         token = None if value is None else value.get_secret_value().strip()
         return SecretStr(token) if token else None
-
-    @field_validator("docs_assets")
-    @classmethod
-    def _docs_assets(cls, folder: Path | None) -> Path | None:
-        if folder is None:
-            return None
-        folder = folder.expanduser().absolute()
-        if not folder.is_dir():
-            raise ValueError(f"TUNER_DOCS_ASSETS: {folder} is not a folder")
-        if missing := [name for name in SWAGGER_FILES if not (folder / name).is_file()]:
-            raise ValueError(
-                f"TUNER_DOCS_ASSETS: {folder} lacks {', '.join(missing)} (copy the files of the "
-                "swagger-ui-dist npm package, version 5 or later, there)"
-            )
-        return folder
 
     @property
     def too_large(self) -> str:

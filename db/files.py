@@ -405,7 +405,7 @@ class PointRow:
     K: int
     M: int
     backend: str
-    status: str
+    status: ComparisonStatus
     latency_us: float | None
     p20_us: float | None
     p80_us: float | None
@@ -477,7 +477,7 @@ def list_comparisons(
         rows = session.scalars(
             select(ComparisonPoint).filter_by(comparison_id=run.comparison_id).order_by(*order)
         )
-        points = tuple(take(PointRow, r) for r in rows)
+        points = tuple(take(PointRow, r, status=ComparisonStatus(r.status)) for r in rows)
         of_env = {"gpu_name": env.gpu_name, "kernel_source": env.kernel_source, "vllm": env.vllm}
         info = take(ComparisonInfo, run, device_name=device_name, points=points, **of_env)
         infos.append(replace(info, verdicts=tuple(run.verdicts)))

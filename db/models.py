@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import fields
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 import sqlalchemy as sa
@@ -66,7 +67,13 @@ class Base(DeclarativeBase):
     )
 
 
-TASK_STATES: tuple[str, ...] = ("pending", "running", "done", "failed")
+class TaskState(StrEnum):
+    """Where a task stands in the queue, as stored in `tasks.state`."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
 
 
 class Device(Base):
@@ -189,7 +196,7 @@ class Task(Base):
     N: Mapped[int] = mapped_column()
     K: Mapped[int] = mapped_column()
     M: Mapped[int] = mapped_column()
-    state: Mapped[str] = mapped_column(sa.String(16), default="pending")
+    state: Mapped[str] = mapped_column(sa.String(16), default=TaskState.PENDING)
     worker_id: Mapped[str | None] = mapped_column(sa.String(256))
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     attempts: Mapped[int] = mapped_column(default=0)

@@ -11,5 +11,6 @@ from db.connection import *  # noqa: F403
 from db.faults import *  # noqa: F403
 from db.files import *  # noqa: F403
 from db.measurements import *  # noqa: F403
+from db.models import TaskState as TaskState  # the task states, for tuner and api
 from db.views import *  # noqa: F403
 from db.work import *  # noqa: F403

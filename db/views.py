@@ -27,7 +27,6 @@ from sqlalchemy.orm import Session
 
 from db.models import (
     ENVIRONMENT_KEY,
-    TASK_STATES,
     Ceiling,
     Decision,
     Device,
@@ -37,13 +36,14 @@ from db.models import (
     Retime,
     Sweep,
     Task,
+    TaskState,
     Trial,
     block_columns,
     block_shape_of,
     config_of,
     take,
 )
-from db.work import SweepInfo
+from db.work import SweepInfo, sweep_params
 from tuner.core import CONFIG_KEYS, TrialStatus, minor_of
 
 OK = TrialStatus.OK.value
@@ -61,11 +61,10 @@ class WinnerRow:
     a decision or an ok trial for the key, set aside without comparing latencies.
 
     Decided (`decided`): the decided config with the decision's re-timed `latency_us`,
-    `default_latency_us` and `spread_us`, `default_config` the re-timed default (None when not
-    re-timed). Otherwise the fastest ok trial, `default_latency_us` and `default_config` from
-    the task's default-config trial (None without one), `spread_us` None. `trial_id` is the
-    winner's trial (None for a decided config without one), `environment_id` that of the
-    winning trial or decision. Latencies in microseconds; `block_shape` None: per-tensor.
+    `default_latency_us` and `spread_us`. Otherwise the fastest ok trial, `default_latency_us`
+    from the task's fastest default-config trial (None without one), `spread_us` None.
+    `environment_id` is that of the winning trial or decision. Latencies in microseconds;
+    `block_shape` None: per-tensor.
     """
 
     device_name: str
@@ -76,9 +75,7 @@ class WinnerRow:
     config: dict[str, int]
     latency_us: float
     default_latency_us: float | None
-    default_config: dict[str, int] | None
     is_default: bool
-    trial_id: int | None
     task_id: int
     family: str
     spread_us: float | None = None
@@ -150,15 +147,14 @@ def _firsts(session: Session, query: Select, partition: Sequence[Any], order: Se
     return session.execute(select(ranked).where(ranked.c.rank == 1)).mappings().all()
 
 
-def _winner(device_name: str, row: Any, default: Any, **given: Any) -> WinnerRow:
-    """The WinnerRow of one result row of the trial or decision query, with its default."""
+def _winner(device_name: str, row: Any, **given: Any) -> WinnerRow:
+    """The WinnerRow of one result row of the trial or decision query."""
     return take(
         WinnerRow,
         row,
         device_name=device_name,
         block_shape=block_shape_of(row["block_n"], row["block_k"]),
         config=config_of(row),
-        default_config=None if default is None else config_of(default),
         is_default=bool(row["is_default"]),
         **given,
     )
@@ -166,55 +162,39 @@ def _winner(device_name: str, row: Any, default: Any, **given: Any) -> WinnerRow
 
 def _trial_winners(session: Session, scope: dict[str, Any]) -> dict[tuple, WinnerRow]:
     """The fastest ok trial of the newest task per key, with the task's fastest ok default."""
-    columns = [Trial.trial_id, Trial.task_id, Trial.environment_id, Task.sweep_id, *KEY, *CONFIG]
+    columns = [Trial.task_id, Trial.environment_id, Task.sweep_id, *KEY, *CONFIG]
     columns += [Trial.latency_us, Trial.is_default]
     order = (Task.task_id.desc(), Trial.latency_us, Trial.trial_id)
     best = _firsts(session, _measured(Trial, columns, scope), KEY, order)
     defaults_query = _measured(Trial, columns, scope).where(Trial.is_default.is_(True))
-    defaults = {
-        row["task_id"]: row for row in _firsts(session, defaults_query, [Trial.task_id], order[1:])
-    }
-    found = {}
-    for row in best:
-        default = defaults.get(row["task_id"])
-        default_us = None if default is None else default["latency_us"]
-        found[tuple(row[c.key] for c in KEY)] = _winner(
-            scope["device_name"], row, default, default_latency_us=default_us
+    defaults = _firsts(session, defaults_query, [Trial.task_id], order[1:])
+    default_us = {row["task_id"]: row["latency_us"] for row in defaults}
+    return {
+        tuple(row[c.key] for c in KEY): _winner(
+            scope["device_name"], row, default_latency_us=default_us.get(row["task_id"])
         )
-    return found
+        for row in best
+    }
 
 
 def _decision_winners(session: Session, scope: dict[str, Any]) -> dict[tuple, WinnerRow]:
-    """The decision made last per key (ties: the newest decision row), with the kept retime
-    (is it the default), the trial of the decided config and the re-timed default."""
+    """The decision made last per key (ties: the newest decision row), with its kept retime
+    (is it the default)."""
     columns = [Decision.task_id, Decision.environment_id, Task.sweep_id, *KEY]
     columns += [getattr(Decision, name) for name in CONFIG_KEYS]
     columns += [Decision.latency_us, Decision.default_latency_us, Decision.spread_us]
     order = (Decision.created_at.desc(), Decision.decision_id.desc())
     rank = func.row_number().over(partition_by=KEY, order_by=order).label("rank")
     ranked = _measured(Decision, columns, scope).add_columns(rank).subquery("ranked")
-    kept, trial = select(Retime).subquery("kept"), select(Trial).subquery("trial")
-    default = select(Retime).where(Retime.is_default.is_(True)).subquery("default")
-
-    def same(table: Any) -> Any:
-        configs = (table.c[name] == ranked.c[name] for name in CONFIG_KEYS)
-        return and_(table.c.task_id == ranked.c.task_id, *configs)
-
-    query = (
-        select(ranked, kept.c.is_default, trial.c.trial_id, default.c.retime_id)
-        .add_columns(*(default.c[name].label(f"default_{name}") for name in CONFIG_KEYS))
-        .outerjoin(kept, same(kept))
-        .outerjoin(trial, same(trial))
-        .outerjoin(default, default.c.task_id == ranked.c.task_id)
-        .where(ranked.c.rank == 1)
+    kept = select(Retime).subquery("kept")
+    same = and_(
+        kept.c.task_id == ranked.c.task_id, *(kept.c[k] == ranked.c[k] for k in CONFIG_KEYS)
     )
-    found = {}
-    for row in session.execute(query).mappings():
-        retimed = None if row["retime_id"] is None else config_of(row, "default_")
-        found[tuple(row[c.key] for c in KEY)] = _winner(
-            scope["device_name"], row, retimed, decided=True
-        )
-    return found
+    query = select(ranked, kept.c.is_default).outerjoin(kept, same).where(ranked.c.rank == 1)
+    return {
+        tuple(row[c.key] for c in KEY): _winner(scope["device_name"], row, decided=True)
+        for row in session.execute(query).mappings()
+    }
 
 
 def winners(
@@ -279,7 +259,7 @@ def _finished_trials(session: Session, scope: dict[str, Any]) -> Select:
     block_n, block_k = block_columns(scope["block_shape"])
     query = _measured(Trial, columns, scope | {"environments": environments}).where(
         Task.finished_at.is_not(None),
-        Task.state != "failed",
+        Task.state != TaskState.FAILED,
         Task.family == scope["family"],
         Task.shape_params == scope["shape_params"],
         Sweep.block_n == block_n,
@@ -410,7 +390,7 @@ def shape_coverage(
         shape, (m, state, model, matching, any_result) = tuple(row[:6]), row[6:]
         requested[shape].add(m)
         models[shape].add(model)
-        if state == "done" and (matching or environments is None):
+        if state == TaskState.DONE and (matching or environments is None):
             done[shape].add(m)
         if matching or any_result:
             (current if matching else measured)[shape].add(m)
@@ -457,7 +437,7 @@ class SweepSummary(SweepInfo):
 def list_sweeps(session: Session, *, sweep_id: int | None = None) -> list[SweepSummary]:
     """Every sweep (or only `sweep_id`) with task counts by state and trial counts, by id."""
     only = [] if sweep_id is None else [Task.sweep_id == sweep_id]
-    tasks: dict[int, dict[str, int]] = defaultdict(lambda: dict.fromkeys(TASK_STATES, 0))
+    tasks: dict[int, dict[str, int]] = defaultdict(lambda: dict.fromkeys(map(str, TaskState), 0))
     by_state = select(Task.sweep_id, Task.state, func.count()).where(*only)
     for row_id, state, count in session.execute(by_state.group_by(Task.sweep_id, Task.state)):
         tasks[row_id][state] = count
@@ -469,15 +449,8 @@ def list_sweeps(session: Session, *, sweep_id: int | None = None) -> list[SweepS
     summaries = []
     for sweep, name in session.execute(query.order_by(Sweep.sweep_id)):
         ok, total = trials.get(sweep.sweep_id, (0, 0))
-        got = {
-            "tasks": dict(tasks[sweep.sweep_id]),
-            "trials_ok": ok,
-            "trials_total": total,
-            "m_values": tuple(sweep.m_values),
-            "device_name": name,
-        }
-        block_shape = block_shape_of(sweep.block_n, sweep.block_k)
-        summaries.append(take(SweepSummary, sweep, block_shape=block_shape, **got))
+        got = {"tasks": dict(tasks[sweep.sweep_id]), "trials_ok": ok, "trials_total": total}
+        summaries.append(take(SweepSummary, sweep, **sweep_params(sweep, name), **got))
     return summaries
 
 
@@ -564,7 +537,7 @@ class DeviceTrialRow:
     out_dtype: str
     space: str
     config: dict[str, int]
-    status: str
+    status: TrialStatus
     latency_us: float | None
     p20_us: float | None
     p80_us: float | None
@@ -594,8 +567,9 @@ def device_trials(
             "M": task.M,
             "space": sweep.space,
             "block_shape": block_shape_of(sweep.block_n, sweep.block_k),
+            "out_dtype": sweep.out_dtype,
+            "status": TrialStatus(trial.status),
         }
-        shape["out_dtype"] = sweep.out_dtype
         rows.append(
             take(DeviceTrialRow, trial, config=config_of(trial), environment=environment, **shape)
         )
@@ -681,7 +655,7 @@ def store_counts(session: Session) -> StoreCounts:
     """Totals over the whole store (for /metrics): every status and state, zeros included."""
     trials = dict.fromkeys((status.value for status in TrialStatus), 0)
     trials.update(session.execute(select(Trial.status, func.count()).group_by(Trial.status)).all())
-    tasks = dict.fromkeys(TASK_STATES, 0)
+    tasks = dict.fromkeys(map(str, TaskState), 0)
     tasks.update(session.execute(select(Task.state, func.count()).group_by(Task.state)).all())
     sweeps = session.scalar(select(func.count()).select_from(Sweep)) or 0
     imports = session.scalar(select(func.count()).select_from(ImportedFile)) or 0

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -45,6 +45,7 @@ from db.models import (
     Retime,
     Sweep,
     Task,
+    TaskState,
     Trial,
     UTCDateTime,
     block_columns,
@@ -58,7 +59,7 @@ from tuner.core import CONFIG_KEYS, DEVICE_NAME_MAX, OutDtype, TrialStatus, is_d
 # SQLAlchemy's wrappers); re-running the same command re-opens such tasks.
 STORE_ERROR_PREFIXES = ("OperationalError: ", "InterfaceError: ", "TimeoutError: QueuePool")
 _NOT_FLYING = {"in_flight_config": None, "in_flight_since": None}
-_PENDING = {"state": "pending", "worker_id": None, "lease_expires_at": None}
+_PENDING = {"state": TaskState.PENDING, "worker_id": None, "lease_expires_at": None}
 
 
 def _returning(session: Session, statement: Any) -> int:
@@ -207,18 +208,24 @@ def _validate(spec: SweepSpec) -> None:
             raise ValueError(f"{name} must be positive integers, got {list(values)!r}")
 
 
+def sweep_params(sweep: Sweep, device_name: str) -> dict[str, Any]:
+    """The `SweepParams` fields of a stored sweep on `device_name`."""
+    block_shape = block_shape_of(sweep.block_n, sweep.block_k)
+    given = {
+        "device_name": device_name,
+        "m_values": tuple(sweep.m_values),
+        "block_shape": block_shape,
+    }
+    names = [f.name for f in fields(SweepParams) if f.name not in given]
+    return {name: getattr(sweep, name) for name in names} | given
+
+
 def get_sweep(session: Session, *, sweep_id: int) -> SweepInfo | None:
     """A sweep by id; None when there is none."""
     row = session.execute(
         select(Sweep, Device.device_name).join(Device).where(Sweep.sweep_id == sweep_id)
     ).one_or_none()
-    if row is None:
-        return None
-    sweep, name = row
-    block_shape = block_shape_of(sweep.block_n, sweep.block_k)
-    return take(
-        SweepInfo, sweep, device_name=name, m_values=tuple(sweep.m_values), block_shape=block_shape
-    )
+    return None if row is None else take(SweepInfo, row[0], **sweep_params(*row))
 
 
 def open_sweep(session: Session, spec: SweepSpec) -> OpenedSweep:
@@ -289,7 +296,7 @@ def _extend(session: Session, sweep: Sweep, budget: int, key: str) -> int | None
     ).all()
     if not raised:
         return None
-    done = and_(Task.sweep_id == sweep.sweep_id, Task.state == "done")
+    done = and_(Task.sweep_id == sweep.sweep_id, Task.state == TaskState.DONE)
     reopened = _returning(session, update(Task).where(done).values(**_PENDING, error=None))
     session.expire_all()
     return reopened
@@ -299,7 +306,7 @@ def reopen_store_failures(session: Session, *, sweep_id: int) -> int:
     """Put a sweep's tasks that failed because of the store (STORE_ERROR_PREFIXES) back to
     pending, trials kept; how many."""
     store_error = or_(*(Task.error.startswith(p, autoescape=True) for p in STORE_ERROR_PREFIXES))
-    failed = and_(Task.sweep_id == sweep_id, Task.state == "failed", store_error)
+    failed = and_(Task.sweep_id == sweep_id, Task.state == TaskState.FAILED, store_error)
     return _returning(session, update(Task).where(failed).values(**_PENDING, error=None))
 
 
@@ -332,7 +339,7 @@ def _create(session: Session, key: str, spec: SweepSpec) -> OpenedSweep:
         return _opened(session, found, "resumed")
     task = {"sweep_id": sweep_id, "family": spec.family, "shape_params": spec.shape_params}
     rows = [
-        {**task, "N": n, "K": k, "M": m, "state": "pending", "attempts": 0}
+        {**task, "N": n, "K": k, "M": m, "state": TaskState.PENDING, "attempts": 0}
         for n, k in sorted({(int(n), int(k)) for n, k in spec.shapes})
         for m in grid
     ]
@@ -379,7 +386,8 @@ def _in_scope(task: Any, sweep_id: int | None, device_name: str | None, space: s
 
 def _claimable(task: Any, now: datetime) -> Any:
     """Pending, or running under a lease that ended before `now`."""
-    return or_(task.state == "pending", and_(task.state == "running", task.lease_expires_at < now))
+    running = and_(task.state == TaskState.RUNNING, task.lease_expires_at < now)
+    return or_(task.state == TaskState.PENDING, running)
 
 
 def claim_task(
@@ -409,7 +417,9 @@ def claim_task(
     claim = (
         update(Task)
         .where(Task.task_id == pick.scalar_subquery(), _claimable(Task, now))
-        .values(state="running", worker_id=worker_id, attempts=Task.attempts + 1, error=None)
+        .values(
+            state=TaskState.RUNNING, worker_id=worker_id, attempts=Task.attempts + 1, error=None
+        )
         .values(lease_expires_at=now + timedelta(seconds=lease_s), started_at=now, **_NOT_FLYING)
         .returning(Task.task_id)
         .execution_options(synchronize_session=False)
@@ -423,17 +433,16 @@ def claim_task(
                 .join(Device, Sweep.device_id == Device.device_id)
                 .where(Task.task_id == task_id)
             ).one()
-            names = ("model", "tp", "strategy", "budget", "space", "seed", "out_dtype")
-            of_sweep = {n: getattr(sweep, n) for n in names} | {"m_values": tuple(sweep.m_values)}
-            block_shape = block_shape_of(sweep.block_n, sweep.block_k)
-            return take(TaskInfo, task, device_name=name, block_shape=block_shape, **of_sweep)
+            return take(TaskInfo, task, **sweep_params(sweep, name))
         if session.scalar(candidates.limit(1)) is None:
             return None
     return None
 
 
 def _held(task_id: int, worker_id: str) -> Any:
-    return and_(Task.task_id == task_id, Task.worker_id == worker_id, Task.state == "running")
+    return and_(
+        Task.task_id == task_id, Task.worker_id == worker_id, Task.state == TaskState.RUNNING
+    )
 
 
 def heartbeat(
@@ -451,7 +460,7 @@ def finish_task(
     *,
     task_id: int,
     worker_id: str,
-    state: str = "done",
+    state: TaskState = TaskState.DONE,
     error: str | None = None,
     now: datetime | None = None,
     budget: int | None = None,
@@ -467,10 +476,10 @@ def finish_task(
     Raises:
         ValueError: state is neither "done" nor "failed".
     """
-    if state not in ("done", "failed"):
+    if state not in (TaskState.DONE, TaskState.FAILED):
         raise ValueError(f"a task finishes as 'done' or 'failed', not {state!r}")
     held = [_held(task_id, worker_id)]
-    check = budget is not None and state == "done"
+    check = budget is not None and state == TaskState.DONE
     if check:
         sweep = select(Task.sweep_id).where(Task.task_id == task_id).scalar_subquery()
         # FOR SHARE (PostgreSQL): this and an extension of the sweep wait for each other.
@@ -494,7 +503,7 @@ def release_tasks(session: Session, *, worker_id: str, task_id: int | None = Non
     """Hand every running task of a worker (or only `task_id`) back to the queue, attempts
     kept; how many."""
     only = [] if task_id is None else [Task.task_id == task_id]
-    running = and_(Task.worker_id == worker_id, Task.state == "running", *only)
+    running = and_(Task.worker_id == worker_id, Task.state == TaskState.RUNNING, *only)
     return _returning(session, update(Task).where(running).values(**_PENDING, **_NOT_FLYING))
 
 
@@ -515,7 +524,9 @@ def unfinished_tasks(
 ) -> int:
     """Pending and running tasks in the scope a worker claims from (see `claim_task`)."""
     scope = _in_scope(Task, sweep_id, device_name, space)
-    count = select(func.count()).where(Task.state.in_(("pending", "running")), *scope)
+    count = select(func.count()).where(
+        Task.state.in_((TaskState.PENDING, TaskState.RUNNING)), *scope
+    )
     return session.scalar(count) or 0
 
 
@@ -527,7 +538,7 @@ _HOLD = (
     update(cast(Table, Task.__table__))
     .where(Task.__table__.c.task_id == bindparam("held_task_id"))
     .where(Task.__table__.c.worker_id == bindparam("held_worker_id"))
-    .where(Task.__table__.c.state == "running")
+    .where(Task.__table__.c.state == TaskState.RUNNING)
     .values(_NOT_FLYING)
 )
 _INSERT_TRIAL = {

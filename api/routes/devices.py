@@ -15,7 +15,6 @@ from sqlalchemy.orm import Session
 from api import deps, schemas
 from api.routes.imports import imported_file
 from db import repo
-from tuner.core import minor_of
 from tuner.files.archive import build_zip
 from tuner.files.device import (
     HTTP_STALE_HINT,
@@ -123,12 +122,6 @@ def imported_only_note(device_name: str, imports: list[repo.ImportInfo], report:
     return f"only imported files ({summary}), no sweeps: nothing was measured here; {where}"
 
 
-def _is_current(environment: repo.EnvironmentRow, current: Any) -> bool:
-    found = minor_of(environment.triton)  # None for a Triton version without major.minor
-    minor = None if found is None else f"{found[0]}.{found[1]}"
-    return environment.kernel_hash in current.hashes and current.triton_minor in (None, minor)
-
-
 def _device(
     session: Session, name: str, swept: bool, out_dtype: str | None, allow_stale: bool
 ) -> schemas.Device:
@@ -138,21 +131,20 @@ def _device(
         covered.setdefault(FamilyShape.of_row(row), set()).add(row.M)
     shapes = [
         schemas.ShapeCoverage(
-            **asdict(key.shape),
-            m_requested=list(c.m_requested),
+            **asdict(c),
             m_covered=sorted(done),
             complete=set(c.m_requested) <= done,
             file_name=get_family(key.family).files.file_name(key.shape, name, "vllm"),
-            m_stale=list(c.m_stale),
         )
         for c in sorted(view.coverage, key=FamilyShape.of_row)  # a winner's shape has a task
         for key in [FamilyShape.of_row(c)]
         for done in [covered.get(key, set())]
     ]
     current, winners = view.scope.current, Counter(row.environment_id for row in view.winners)
+    matching = repo.matching_environments(session, current.hashes, current.triton_minor) or []
     tuned_with = [
         schemas.TunedWith(
-            **asdict(e), winners=winners[e.environment_id], current=_is_current(e, current)
+            **asdict(e), winners=winners[e.environment_id], current=e.environment_id in matching
         )
         for e in view.environments
     ]

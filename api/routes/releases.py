@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import Any
 
 from fastapi import APIRouter, HTTPException, Response
 from sqlalchemy.orm import Session
@@ -147,9 +148,7 @@ def download_zip(
 
 
 @router.get("/{device_name}/releases", response_model=list[schemas.Release])
-def list_device_releases(
-    device_name: deps.DeviceName, session: deps.SessionDep
-) -> list[schemas.Release]:
+def list_device_releases(device_name: deps.DeviceName, session: deps.SessionDep) -> list[Any]:
     """A device's releases, newest first, with their files and summaries.
 
     404 for an unknown device.

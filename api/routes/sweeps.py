@@ -9,8 +9,9 @@ from fastapi import APIRouter, HTTPException, Path, Response
 from sqlalchemy.orm import Session
 
 from api import schemas
-from api.deps import SessionDep, WriteAccess, device_in
+from api.deps import SessionDep, WriteAccess
 from db import repo
+from tuner.inputs.devices import device_among
 from tuner.inputs.shapes import UnknownModelError, load_shapes
 from tuner.run.plan import SweepRequest
 from tuner.search.registry import STRATEGIES
@@ -53,8 +54,13 @@ def create_sweep(body: schemas.SweepCreate, session: SessionDep, response: Respo
         shapes = load_shapes(body.model, body.tp)
     except (UnknownModelError, ValueError) as exc:
         raise HTTPException(422, detail=str(exc).strip("'\"")) from None
+    try:  # a device of the store, else a GPU model's key as `tuner sweep --device` makes it
+        names = repo.known_device_names(session)
+        device_name = device_among(body.device_name, names, new=True)
+    except ValueError as exc:
+        raise HTTPException(422, detail=f"device_name {exc}") from None
     request = SweepRequest(
-        device_name=device_in(body.device_name, repo.known_device_names(session), new=True),
+        device_name=device_name,
         model=shapes.model,
         tp=shapes.tp,
         shapes=shapes.pairs(),

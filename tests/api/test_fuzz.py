@@ -1,5 +1,5 @@
-"""Schemathesis fuzzes every operation of the OpenAPI schema, with and without a valid token,
-valid and invalid inputs, a bounded number of examples each: no request may get a 5xx."""
+"""Schemathesis fuzzes every operation of the OpenAPI schema (the writes with and without a valid
+token), valid and invalid inputs, a bounded number of examples each: no request may get a 5xx."""
 
 from __future__ import annotations
 
@@ -59,8 +59,10 @@ def test_no_request_gets_a_5xx(tmp_path: Path) -> None:
     codes: Counter[int] = Counter()
     errors: list[str] = []
     for result in schema.get_all_operations():
-        for headers in ({"Authorization": f"Bearer {TOKEN}"}, {}):
+        operation, token = result.ok(), {"Authorization": f"Bearer {TOKEN}"}
+        # Only a write reads the token (api.deps.RequestGuard): a read is fuzzed once.
+        for headers in (token, {}) if operation.method.upper() == "POST" else (token,):
             for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
-                fuzz(result.ok(), mode, headers, codes, errors)
+                fuzz(operation, mode, headers, codes, errors)
     assert errors == []
     assert {200, 401, 404, 422} <= set(codes)  # valid, refused, unknown, invalid

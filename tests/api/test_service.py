@@ -1,4 +1,4 @@
-"""The service itself: /health, the index page, /docs with and without a CDN, /metrics, the
+"""The service itself: /health, the index page, a bad setting, /metrics, the
 OpenAPI description of every route, and store faults answered 503 with Retry-After, never 500."""
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import get_args
 import pytest
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
-from pydantic import ValidationError
 from sqlalchemy import text
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from typer.testing import CliRunner
@@ -29,7 +28,7 @@ from api.settings import Settings
 from db.connection import connect, open_store
 from tests.api.conftest import FILE_A
 from tests.cli.test_robust_store_faults import reset_postgresql
-from tests.storefill import DEFAULT, FAST, fill, publish
+from tests.storefill import DEFAULT, fill, publish
 from tuner.cli.app import app as cli_app
 from tuner.files.mounts import FORMATS, MountFormat
 from tuner.files.pull import PULL_FORMATS
@@ -77,55 +76,12 @@ def test_the_index_of_an_empty_store_and_of_one_that_does_not_answer(tmp_path: P
         ) in client.get("/").text
 
 
-@pytest.fixture
-def assets(tmp_path: Path) -> Path:
-    folder = tmp_path / "swagger-ui-dist"
-    folder.mkdir()
-    (folder / "swagger-ui-bundle.js").write_bytes(b"window.SwaggerUIBundle = 1;\n")
-    (folder / "swagger-ui.css").write_bytes(b".swagger-ui {}\n")
-    return folder
-
-
-def test_docs_from_the_cdn_or_from_a_local_folder(tmp_path: Path, assets: Path) -> None:
-    with app_on(tmp_path / "t.db") as http:
-        page = http.get("/docs").text
-        assert "https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui-bundle.js" in page
-        assert "https://cdn.jsdelivr.net/npm/redoc@2" in http.get("/redoc").text
-    hint = page.split('<div id="swagger-ui">', 1)[1].split("</div>", 1)[0]  # what to do offline
-    assert hint.startswith("<p>If this page stays blank, this browser cannot load Swagger UI")
-    assert "<code>TUNER_DOCS_ASSETS=/path/to/swagger-ui-dist tuner serve</code>" in hint
-    with app_on(tmp_path / "t.db", docs_assets=assets) as http:  # no favicon: none fetched
-        assert '<link rel="shortcut icon" href="data:,">' in http.get("/docs").text
-    (assets / "favicon-32x32.png").write_bytes(b"\x89PNG")
-    with app_on(tmp_path / "t.db", docs_assets=assets) as http:
-        page = http.get("/docs").text
-        assert re.findall(r'(?:src|href)="([^"]+)"', page) == [
-            "/docs/assets/swagger-ui.css",
-            "/docs/assets/favicon-32x32.png",
-            "/docs/assets/swagger-ui-bundle.js",
-        ]
-        assert "http" not in page and "url: '/openapi.json'" in page
-        js = http.get("/docs/assets/swagger-ui-bundle.js").content
-        assert js == b"window.SwaggerUIBundle = 1;\n"
-        assert http.get("/docs/assets/nope.js").status_code == 404
-
-
-def test_a_docs_folder_without_swagger_ui_is_one_line(
-    tmp_path: Path, assets: Path, monkeypatch
-) -> None:
-    (assets / "swagger-ui.css").unlink()
-    message = (
-        f"TUNER_DOCS_ASSETS: {assets} lacks swagger-ui.css (copy the files of the swagger-ui-dist"
-    )
-    with pytest.raises(ValidationError, match=re.escape(message)):
-        Settings(docs_assets=assets)
-    monkeypatch.setenv("TUNER_DOCS_ASSETS", str(tmp_path / "none"))
+def test_a_bad_setting_stops_serve_in_one_line(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("TUNER_MAX_BODY_BYTES", "0")
     open_store(f"sqlite:///{tmp_path / 't.db'}").dispose()
     result = CliRunner().invoke(cli_app, ["serve", "--db", f"sqlite:///{tmp_path / 't.db'}"])
     assert result.exit_code == 2, result.output
-    assert result.stderr.strip().splitlines() == [
-        f"error: TUNER_DOCS_ASSETS: {tmp_path / 'none'} is not a folder"
-    ]
+    assert result.stderr.startswith("error: ") and len(result.stderr.strip().splitlines()) == 1
 
 
 DEVICE_ROUTES = "comparisons configs configs.zip configs/{file_name} imports mounts preview/configs"
@@ -171,18 +127,10 @@ def test_the_service_imports_no_torch_or_triton() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_metrics_count_every_download_by_status(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 't.db'}"
-    fill(
-        url,
-        {(576, 7168, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 6.0)]},
-        m_values=(1,),
-    )
-    publish(url)
-    name = "N=576,K=7168,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
-    with TestClient(create_app(Settings(db_url=url))) as client:
-        etag = client.get(f"/devices/L20/configs/{name}").headers["etag"]
-        client.get(f"/devices/L20/configs/{name}", headers={"If-None-Match": etag})
+def test_metrics_count_every_download_by_status(store_url: str) -> None:
+    with TestClient(create_app(Settings(db_url=store_url))) as client:  # counters of its own
+        etag = client.get(f"/devices/L20/configs/{FILE_A}").headers["etag"]
+        client.get(f"/devices/L20/configs/{FILE_A}", headers={"If-None-Match": etag})
         client.get("/devices/H100/configs.zip")
         client.get("/devices/L20/configs.zip", params={"release": 0})
         client.get("/devices/L20/preview/configs.zip")
@@ -192,9 +140,10 @@ def test_metrics_count_every_download_by_status(tmp_path: Path) -> None:
     lines = set(response.text.splitlines())
     assert {
         "tuner_store_up 1.0",
-        'tuner_trials{status="ok"} 2.0',
-        'tuner_tasks{state="done"} 1.0',
-        "tuner_sweeps 1.0",
+        'tuner_trials{status="ok"} 14.0',
+        'tuner_trials{status="crashed"} 0.0',
+        'tuner_tasks{state="done"} 7.0',
+        "tuner_sweeps 2.0",
         "tuner_imports 0.0",
         'tuner_downloads_total{route="configs/file",status="200"} 1.0',
         'tuner_downloads_total{route="configs/file",status="304"} 1.0',

@@ -36,9 +36,8 @@ NEEDS_TOKEN = "a valid 'Authorization: Bearer <token>' header is required"
 TOO_LARGE = f"request body over {LIMIT} bytes (the service's TUNER_MAX_BODY_BYTES)"
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> str:
-    url = f"sqlite:///{tmp_path / 'tuner.db'}"
+def _filled(folder: Path) -> str:
+    url = f"sqlite:///{folder / 'tuner.db'}"
     plan = {
         (576, 7168, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 6.0)],
         (576, 7168, 16): [(DEFAULT, True, "ok", 10.0), (SLOW, False, "ok", 12.0)],
@@ -49,8 +48,26 @@ def store(tmp_path: Path) -> str:
 
 
 @pytest.fixture
+def store(tmp_path: Path) -> str:
+    """A store of one's own, for a test that writes."""
+    return _filled(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def kept(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The store the refusal tests share: each shows that it stays unchanged."""
+    return _filled(tmp_path_factory.mktemp("kept"))
+
+
+@pytest.fixture
 def client(store: str) -> Iterator[TestClient]:
     with TestClient(create_app(Settings(db_url=store, api_token=TOKEN))) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def refusing(kept: str) -> Iterator[TestClient]:
+    with TestClient(create_app(Settings(db_url=kept, api_token=TOKEN))) as test_client:
         yield test_client
 
 
@@ -103,14 +120,14 @@ def test_a_new_device_is_named_as_the_cli_names_it(client: TestClient, spelled: 
     ],
 )
 def test_a_bad_sweep_is_422_and_stores_nothing(
-    client: TestClient, store: str, change: dict, detail: str | list
+    refusing: TestClient, kept: str, change: dict, detail: str | list
 ) -> None:
-    before = row_counts(store)
-    response = client.post("/sweeps", json={**SWEEP, **change}, headers=AUTH)
+    before = row_counts(kept)
+    response = refusing.post("/sweeps", json={**SWEEP, **change}, headers=AUTH)
     assert response.status_code == 422
     found = response.json()["detail"]
     assert found.startswith(detail) if isinstance(detail, str) else found[0]["loc"] == detail
-    assert row_counts(store) == before
+    assert row_counts(kept) == before
 
 
 def test_an_import_is_stored_merged_and_published(client: TestClient) -> None:
@@ -181,12 +198,12 @@ def test_an_import_for_the_files_own_new_device(client: TestClient) -> None:
     ],
 )
 def test_a_bad_import_is_422_and_stores_nothing(
-    client: TestClient, store: str, body: dict, device: str, detail: str
+    refusing: TestClient, kept: str, body: dict, device: str, detail: str
 ) -> None:
-    before = row_counts(store)
-    response = client.post(f"/devices/{device}/imports", json=body, headers=AUTH)
+    before = row_counts(kept)
+    response = refusing.post(f"/devices/{device}/imports", json=body, headers=AUTH)
     assert response.status_code == 422 and detail in json.dumps(response.json()["detail"])
-    assert row_counts(store) == before
+    assert row_counts(kept) == before
 
 
 @pytest.mark.parametrize("path", ["/sweeps", "/devices/L20/imports"])
@@ -201,19 +218,19 @@ def test_a_bad_import_is_422_and_stores_nothing(
     ],
 )
 def test_a_write_without_the_token_is_refused(
-    store: str, path: str, token: str | None, headers: dict, code: int, detail: str
+    kept: str, path: str, token: str | None, headers: dict, code: int, detail: str
 ) -> None:
-    before = row_counts(store)
-    with TestClient(create_app(Settings(db_url=store, api_token=token))) as client:
+    before = row_counts(kept)
+    with TestClient(create_app(Settings(db_url=kept, api_token=token))) as client:
         response = client.post(
             path, json={**SWEEP, "file_name": NAME, "content": SHIPPED}, headers=headers
         )
     assert response.status_code == code and response.json()["detail"].startswith(detail)
-    assert row_counts(store) == before
+    assert row_counts(kept) == before
 
 
-def test_a_422_quotes_an_excerpt_of_the_input(client: TestClient) -> None:
-    long = client.post(
+def test_a_422_quotes_an_excerpt_of_the_input(refusing: TestClient) -> None:
+    long = refusing.post(
         "/devices/L20/imports",
         json={"file_name": "x.json", "content": "a" * 1_500_000},
         headers=AUTH,
@@ -221,12 +238,12 @@ def test_a_422_quotes_an_excerpt_of_the_input(client: TestClient) -> None:
     [error] = long.json()["detail"]
     assert (error["loc"], error["type"]) == (["body", "content"], "string_too_long")
     assert error["input"] == "a" * 120 + "... (1500000 characters)" and len(long.content) < 1000
-    listed = client.post(
+    listed = refusing.post(
         "/sweeps", json={**SWEEP, "m_values": list(range(1, 100_001))}, headers=AUTH
     )
     quoted = listed.json()["detail"][0]["input"]
     assert quoted.endswith(" characters)") and len(listed.content) < 1000
-    many = client.post("/sweeps", json={**SWEEP, "m_values": ["x"] * 30}, headers=AUTH).json()
+    many = refusing.post("/sweeps", json={**SWEEP, "m_values": ["x"] * 30}, headers=AUTH).json()
     assert (len(many["detail"]), many["errors_total"], many["detail"][0]["input"]) == (10, 30, "x")
 
 

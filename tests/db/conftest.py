@@ -19,7 +19,7 @@ from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
 from db import repo
-from db.connection import connect, open_store
+from db.connection import connect, open_store, session_scope
 from db.models import Base
 from tests import storefill
 from tuner.core import CONFIG_KEYS
@@ -115,3 +115,15 @@ def decide(session: Session, task_id: int, env: int, retimes: list, made: dict, 
         retimes=retimes,
         decision=made,
     )
+
+
+@pytest.fixture
+def held(engine: Engine) -> dict[str, int]:
+    """One sweep over M = 1, 16 whose tasks worker "w" holds, with trials of environment k1."""
+    with session_scope(engine) as session:
+        env = environment(session)
+        first = sweep(session)
+        tasks = claim_all(session, first)
+        trials(session, tasks[1], env, [(C0, True, 10.0), (C1, False, 7.0), (C2, False, 7.2)])
+        trials(session, tasks[16], env, [(C0, True, 20.0), (C3, False, 15.0)])
+    return {"env": env, "t1": tasks[1], "t16": tasks[16], "first": first}

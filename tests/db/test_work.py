@@ -399,17 +399,6 @@ def test_a_trial_is_stored_once_and_read_back_in_vllms_key_order(engine: Engine)
     assert got == (C3, "compile_error", None, "smem")
 
 
-@pytest.fixture
-def held(engine: Engine) -> dict[str, int]:
-    """One sweep over M = 1, 16 whose tasks worker "w" holds, with trials of environment k1."""
-    with session_scope(engine) as session:
-        env = environment(session)
-        tasks = claim_all(session, sweep(session))
-        trials(session, tasks[1], env, [(C0, True, 10.0), (C1, False, 7.0), (C2, False, 7.2)])
-        trials(session, tasks[16], env, [(C0, True, 20.0), (C3, False, 15.0)])
-    return {"env": env, "t1": tasks[1], "t16": tasks[16]}
-
-
 def _counts(engine: Engine) -> tuple[int, int]:
     with session_scope(engine) as session:
         count = select(func.count())

@@ -201,7 +201,9 @@ def commonest_failure(store, sweep_id: int) -> str:
     if failed:
         (status, error), n = failed.most_common(1)[0]
         return f"{n} of {len(trials)} trials {status}: {error}"
-    errors = Counter(first_line(task.error) for task in tasks if task.state == "failed")
+    errors = Counter(
+        first_line(task.error) for task in tasks if task.state == repo.TaskState.FAILED
+    )
     if errors:
         error, n = errors.most_common(1)[0]
         return f"{n} of {len(tasks)} tasks failed: {error}"

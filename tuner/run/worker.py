@@ -752,17 +752,17 @@ class _Worker:
                 error=error,
                 budget=task.budget,
             )
-            if state == "failed" and spec.runner.on_gpu and not _cuda_usable():
+            if state is repo.TaskState.FAILED and spec.runner.on_gpu and not _cuda_usable():
                 # A sticky CUDA error raised outside a trial (re-timing, inputs): every later
                 # task of this process would fail at once; a fresh process takes the others.
                 raise SystemExit(EXIT_RESTART)
 
-    def run_claimed(self, task) -> tuple[str | None, str | None]:
+    def run_claimed(self, task) -> tuple[repo.TaskState | None, str | None]:
         """Run one claimed task under a heartbeat, again while the store has a transient
         outage (stored trials are not measured again), up to the store's deadline.
 
         Returns:
-            ("done", None), ("failed", the error's line), or (None, None) when the task was
+            (DONE, None), (FAILED, the error's line), or (None, None) when the task was
             taken from this worker.
 
         Raises:
@@ -780,7 +780,7 @@ class _Worker:
                 retry_store(lambda: run_task(*args, lease), url=spec.db_url)
             except (DBAPIError, PoolTimeoutError) as exc:  # not transient
                 raise StoreUnavailable(describe_store_error(exc, spec.db_url)) from exc
-            return "done", None
+            return repo.TaskState.DONE, None
         except TaskLost:
             return None, None
         except ContextLost:
@@ -793,6 +793,6 @@ class _Worker:
                 pass
             raise
         except Exception as exc:  # noqa: BLE001 - the task is marked failed, the worker goes on
-            return "failed", f"{type(exc).__name__}: {exc}"[:1000]
+            return repo.TaskState.FAILED, f"{type(exc).__name__}: {exc}"[:1000]
         finally:
             stopped.set()
