@@ -5,6 +5,7 @@ form ends with: tests/cli/test_deploy_advice.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -16,11 +17,13 @@ import pytest
 import yaml
 
 from tests.storefill import FAST
+from tuner.files.engine_folders import CHECKED_RELEASES
 from tuner.files.format import dump_config_file
 from tuner.files.mounts import MountRequest, config_files_in, render_mounts
 from tuner.files.pull import MARKER, holds, render_pull_recipe, replace_folder
-from tuner.kernels.engines import SGLANG_NOTE
+from tuner.kernels.engines import SGLANG_NOTE, EngineFolder
 from tuner.kernels.moe.family import moe_config_file_name
+from tuner.kernels.registry import FAMILIES
 
 A = "N=5120,K=3072,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
 B = "N=7168,K=5120,device_name=NVIDIA_L20,dtype=fp8_w8a8,block_shape=[128,128].json"
@@ -335,3 +338,28 @@ def test_sglang_pull_writes_moe_files_without_the_triton_version_key(tmp_path):
     assert (vllm_dir / PULLED_MOE).read_bytes() == released  # vLLM's get_moe_configs drops the key
     assert json.loads((vllm_dir / MARKER).read_text())["written"] == {}
     assert holds(vllm_dir, release, "vllm")
+
+
+def test_a_new_release_whose_folder_moved_is_one_row(monkeypatch) -> None:
+    # docs/contributing.md, "A new vLLM or SGLang release": a family's row and the checked span.
+    moved = "vllm/kernels/fp8/configs"
+    dense = FAMILIES["dense"]
+    rows = (*dense.files.engine_folders, EngineFolder("vllm", "0.34.0", moved))
+    files = dataclasses.replace(dense.files, engine_folders=rows)
+    monkeypatch.setitem(FAMILIES, "dense", dataclasses.replace(dense, files=files))
+    monkeypatch.setitem(CHECKED_RELEASES, "vllm", ("0.33.0", "0.34.0"))
+    text = render_mounts(request(file_names=(A,), engine_version="0.34.0"))
+    assert body(text)[0] == f'  -v "$PWD/configs/{A}:{SITE}/{moved}/{A}:ro" \\'
+    assert "never checked" not in text
+    assert body(render_mounts(request(file_names=(A,))))[0].endswith(f':{VLLM}/{A}:ro" \\')
+    recipe = render_pull_recipe(
+        "k8s-pull",
+        server=SERVER,
+        release=RELEASE,
+        engine="vllm",
+        site_packages=SITE,
+        engine_version_="0.34.0",
+    )
+    mounts = pod(recipe)["spec"]["containers"][0]["volumeMounts"]
+    assert mounts[0]["mountPath"] == f"{SITE}/{moved}/{H200}"
+    assert mounts[1]["mountPath"] == DIR  # fused-MoE's row did not move

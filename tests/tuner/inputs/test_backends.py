@@ -13,6 +13,8 @@ from tuner.inputs.backends import (
     selected_kernel,
 )
 from tuner.inputs.logs import scan_lines
+from tuner.kernels.config import KernelConfig
+from tuner.kernels.gpus import KNOWN_GPUS
 from tuner.kernels.vllm_table import (
     FP8_BLOCK_KERNELS,
     arch_of,
@@ -20,6 +22,8 @@ from tuner.kernels.vllm_table import (
     deepgemm_refusal,
     table_dense_kernel,
 )
+from tuner.measure.compile import MAX_SHARED_BYTES, CompileInfo, launch_problem
+from tuner.measure.launch_check import device_arch
 
 PREFIX = "(VllmWorker rank=0 pid=4101) INFO 12-01 10:00:30 [__init__.py:640] "
 
@@ -109,3 +113,21 @@ def test_old_and_unknown_devices():
         "and the GPU is not in the table of known GPUs).",
         "vLLM 0.33.0 runs the Triton kernel, and so reads these files, by default on no CUDA GPU.",
     ]
+
+
+def test_a_new_architecture_is_a_row_of_known_gpus_and_one_of_shared_memory(monkeypatch) -> None:
+    # docs/contributing.md, "A new GPU or GPU architecture": B300 is compute capability 10.3,
+    # with 227 KiB of opt-in shared memory per block (CUDA C++ Programming Guide).
+    monkeypatch.setitem(KNOWN_GPUS, "B300", 103)
+    monkeypatch.setitem(MAX_SHARED_BYTES, 103, 227 * 1024)
+    found = device_arch("NVIDIA_B300", [])
+    assert (found.arch, found.shared_bytes) == (103, 232448)
+    assert found.source == "from the table of known GPUs, B300"
+    assert device_advice("NVIDIA_B300").lines()[0] == (
+        "NVIDIA_B300 is sm100/sm120 (B300: compute capability 10.3, from the table of known GPUs)."
+    )
+    config = KernelConfig(64, 128, 128, 32, 4, 3)
+    over = CompileInfo(103, config, "spec", "bfloat16", 232449, 128, 0, 1.0)
+    assert launch_problem(over).reason == (
+        "pruned before launch: shared memory 232449 bytes > 232448 bytes per block on sm103"
+    )
