@@ -1,7 +1,9 @@
 """Shared test setup: Triton's CPU interpreter unless the caller chose otherwise, and an empty
 user shapes folder per test (never the developer's own ~/.config)."""
 
+import functools
 import os
+from pathlib import Path
 
 import pytest
 
@@ -24,3 +26,18 @@ def no_visible_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     from tuner.run import gpus
 
     monkeypatch.setattr(gpus, "visible_gpus", lambda: [])
+
+
+@functools.cache
+def _uses_postgresql(path: Path) -> bool:
+    return "TUNER_TEST_PG_URL" in path.read_text()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`--dist loadgroup`), every test that may use the one scratch
+    PostgreSQL database runs in one worker, one after another: they drop and recreate its
+    tables."""
+    for item in items:
+        conftest = item.path.parent / "conftest.py"
+        if _uses_postgresql(item.path) or (conftest.exists() and _uses_postgresql(conftest)):
+            item.add_marker(pytest.mark.xdist_group("postgresql"))
