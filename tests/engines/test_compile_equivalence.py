@@ -119,7 +119,7 @@ def test_both_kernels_give_the_same_output_under_the_interpreter(vllm_root, chil
 
 def test_the_dense_kernel_compiles_to_vllms_launch(children) -> None:
     rows = finished(children["dense"])
-    assert len(rows) == len(ARCHS) * 3
+    assert [(row["arch"], row["M"]) for row in rows] == [(89, 1), (90, 64), (100, 100)]
     assert [row for row in rows if row["differ"]] == []
     assert all(row["regs"][0] > 0 and row["shared"][0] > 0 for row in rows)
 

@@ -35,8 +35,8 @@ from tuner.compare.versus import (
     VLLM_HUMMING,
     VLLM_MARLIN,
     Candidate,
-    error_line,
 )
+from tuner.core import error_line
 from tuner.kernels.vllm_layers import block_fp8_layer_config
 from tuner.measure.runner import KernelRunner, Problem
 

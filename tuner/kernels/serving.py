@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tuner.core import error_line
 from tuner.kernels.vllm_table import VLLM_VERSION, ArchBackend
 
 TABLE = f"the tuner's table of vLLM {VLLM_VERSION}"
@@ -142,8 +143,7 @@ def compare_line(
     try:
         made = pairs()
     except Exception as exc:  # noqa: BLE001 - any import or compile failure is the finding
-        why = " ".join(str(exc).split())[:200]
-        out.lines.append(f"{head}: not compared ({type(exc).__name__}: {why})")
+        out.lines.append(f"{head}: not compared ({error_line(exc)})")
         return
     differ = sorted({phrase for ours, theirs in made for phrase in same_code(ours, theirs)})
     if differ:

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.dense.kernel import kernel_source_hash
 from tuner.kernels.moe.kernel import fused_moe_fp8_block_kernel, invoke_moe_gemm
 from tuner.kernels.moe.space import uses_swap_ab
 from tuner.kernels.moe.workload import meta_gemms
@@ -57,7 +56,6 @@ def test_the_kernels_compile_for_ada_and_hopper_without_a_gpu(probe: dict) -> No
     # (16 + 64) * 128 bytes * 4 = 40,960 (vLLM 0.33.0's kernel gives the same: the real-engine
     # lane, tests/engines/test_compile_equivalence.py).
     assert shared["moe-sm90"] == 40960
-    assert probe["hash"] == kernel_source_hash()  # with and without the interpreter
 
 
 def test_doctors_pairs_compile_as_their_host_code_launches_them(probe) -> None:

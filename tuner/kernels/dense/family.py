@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.core import FP8_DTYPE
+from tuner.core import FP8_DTYPE, one_line
 from tuner.kernels.dense.space import (
     DEFAULT_BLOCK_SHAPE,
     default_config,
@@ -143,7 +143,7 @@ def _passed_over(linear: Any, chosen: Any, config: Any, capability: int) -> str:
             break
         ok, why = linear.is_supported_and_can_implement_kernel(kernel, config, capability)
         if not ok:
-            passed.append(" ".join(str(why).split()).rstrip(".")[:200])
+            passed.append(one_line(str(why)).rstrip("."))
     return "; ".join(passed)
 
 

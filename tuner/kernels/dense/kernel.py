@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
-import textwrap
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,7 +9,6 @@ import torch
 import triton
 import triton.language as tl
 
-from tuner.core import hashing
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import why_invalid
 from tuner.kernels.interpreter import fix_interpreter_index
@@ -122,16 +119,6 @@ def w8a8_block_fp8_matmul_kernel(
     c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
     c_mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
     tl.store(c_ptrs, c, mask=c_mask)
-
-
-def kernel_source_hash() -> str:
-    """sha256 hex digest of the kernel's Python source, the provenance stored with every trial.
-
-    The text is read from the undecorated function, so the digest is the same whether Triton's
-    interpreter (TRITON_INTERPRET=1) or its compiler wrapped the kernel.
-    """
-    source = textwrap.dedent(inspect.getsource(w8a8_block_fp8_matmul_kernel.fn))
-    return hashing.kernel_source_hash(source)
 
 
 def _check_config(config: Mapping[str, int], block_shape: tuple[int, int]) -> KernelConfig:

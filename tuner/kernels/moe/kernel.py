@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import inspect
-import textwrap
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,7 +10,6 @@ import torch
 import triton
 import triton.language as tl
 
-from tuner.core import hashing
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.interpreter import fix_interpreter_index
 from tuner.kernels.moe.space import effective_block_k, uses_swap_ab, why_invalid
@@ -192,18 +189,6 @@ def fused_moe_fp8_block_kernel(
     tl.store(c_ptrs, c, mask=c_mask)
 
 
-def kernel_source_hash() -> str:
-    """sha256 hex digest of the kernel's Python source (as for the dense kernel)."""
-    source = textwrap.dedent(inspect.getsource(fused_moe_fp8_block_kernel.fn))
-    return hashing.kernel_source_hash(source)
-
-
-# Keys a vLLM MoE config entry may carry besides the six we tune. vLLM 0.33.0's
-# invoke_fused_moe_kernel overwrites SPLIT_K with 1; files written by benchmark_moe.py on ROCm
-# add these AMD-only keys.
-TOLERATED_KEYS = ("SPLIT_K", "waves_per_eu", "matrix_instr_nonkdim", "kpack")
-
-
 def parse_config(config: Mapping[str, object], block_shape: tuple[int, int]) -> KernelConfig:
     """A config entry of an MoE file (vLLM's keys) as a KernelConfig that can run.
 
@@ -282,7 +267,7 @@ def invoke_moe_gemm(
         topk_weights: [T * top_k] (or [T, top_k]) float32; needed when mul_routed_weight.
         sorted_token_ids, expert_ids, num_tokens_post_padded: `moe_align_block_size` with
             block_size = the config's BLOCK_SIZE_M; or, for naive assignment
-            (`tuner.kernels.moe.workload.naive_assignment`), None, [T * top_k] int32 expert of
+            (`tuner.kernels.moe.workload.MoeWorkload.alignment`), None, [T * top_k] int32 expert of
             each slot, and [T * top_k * BLOCK_SIZE_M].
         mul_routed_weight: multiply each slot by its routing weight (the down GEMM).
         top_k: slots per row of A.
