@@ -23,9 +23,13 @@ from tuner.kernels.moe.kernel import (
     OUT_DTYPES,
     fused_moe_fp8_block_kernel,
     invoke_moe_gemm,
-    parse_config,
 )
-from tuner.kernels.moe.space import max_padded_slots, uses_naive_assignment, uses_swap_ab
+from tuner.kernels.moe.space import (
+    max_padded_slots,
+    uses_naive_assignment,
+    uses_swap_ab,
+    why_invalid,
+)
 from tuner.kernels.shape import Shape
 from tuner.kernels.target import (
     DEFAULT_TORCH_DTYPE,
@@ -379,7 +383,7 @@ class MoeWorkload:
         Raises:
             ValueError: bad config, dtype or shapes.
         """
-        parsed = parse_config(config.as_dict(), self.block_shape)
+        parsed = KernelConfig.runnable(config.as_dict(), self.block_shape, why_invalid)
         if out_dtype not in OUT_DTYPES:
             raise ValueError(f"out_dtype must be torch.bfloat16 or torch.float16, got {out_dtype}")
         w1, w1_scale, w2, w2_scale = weights
@@ -457,7 +461,7 @@ def compile_for_target(
         RuntimeError: imported under TRITON_INTERPRET=1.
         triton.CompilationError: the compiler rejected the kernel.
     """
-    parse_config(config.as_dict(), shape.block_pair("moe"))
+    KernelConfig.runnable(config.as_dict(), shape.block_pair("moe"), why_invalid)
     if out_dtype not in OUT_DTYPES:
         raise ValueError(f"out_dtype must be torch.bfloat16 or torch.float16, got {out_dtype}")
     sizes = (M, shape.N, shape.K, shape.param("E"), shape.param("top_k"))
