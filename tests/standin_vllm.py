@@ -29,9 +29,9 @@ from tests.standin_vllm_parts import (  # noqa: F401 - append and the variables:
     module_path,
 )
 from tests.standin_vllm_select import add_selection
-from tuner.kernels.dense.family import VLLM_DENSE
-from tuner.kernels.dense.kernel import w8a8_block_fp8_matmul_kernel
+from tuner.kernels.dense.family import DENSE, VLLM_DENSE
 from tuner.kernels.moe.family import VLLM_MOE
+from tuner.kernels.source import function_source
 
 VERSION = "0.33.0"
 
@@ -88,8 +88,6 @@ def _under_vllms_parameters(name: str, ours: str, module: str) -> str:
 # BLOCK_SIZE_M < 64 and BLOCK_SIZE_N >= 64; B_scale's N stride 0 when B_scale has one N group.
 _MOE_LAUNCH = """
 
-CALLS = []
-
 
 def _swap_ab(block_m, block_n):
     return current_platform.is_device_capability(90) and block_m < 64 and block_n >= 64
@@ -134,7 +132,6 @@ def dispatch_fused_moe_kernel(A, B, C, A_scale, B_scale, B_zp, topk_weights,
                               use_int8_w8a8, use_int8_w8a16, use_int4_w4a16, per_channel_quant,
                               block_shape=None, B_bias=None):
     assert use_fp8_w8a8 and B_zp is None and B_bias is None and C.dim() == 3
-    CALLS.append((tuple(C.shape), top_k, mul_routed_weight))
     invoke_fused_moe_triton_kernel(
         A, B, C, A_scale, B_scale, topk_weights, sorted_token_ids, expert_ids,
         num_tokens_post_padded, mul_routed_weight, top_k, config, compute_type, use_fp8_w8a8,
@@ -162,12 +159,13 @@ def build_standin(root: Path, version: str = VERSION, *, triton_pin: str = "3.8.
     )
     (info / "RECORD").write_text("")
     dense = module_path(root, VLLM_DENSE.module)
-    ours = textwrap.dedent(inspect.getsource(w8a8_block_fp8_matmul_kernel.fn))
+    text = DENSE.module_path(DENSE.kernel_module).read_text()
+    ours = function_source(text, DENSE.kernel_function)
     dense.write_text(
         "# Stand-in of vLLM's fp8_utils: its dense kernel is the project's own under vLLM's\n"
         "# name (vLLM's takes the same parameters).\n"
         "from vllm.triton_utils import tl, triton\n\n\n"
-        + ours.replace("def w8a8_block_fp8_matmul_kernel(", f"def {VLLM_DENSE.function}(")
+        + ours.replace(f"def {DENSE.kernel_function}(", f"def {VLLM_DENSE.function}(")
     )
     moe = module_path(root, VLLM_MOE.module)
     moe.write_text(

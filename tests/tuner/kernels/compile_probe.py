@@ -32,9 +32,6 @@ def main() -> None:
     qwen3 = Shape(384, 2048, (128, 128), (("E", 128), ("top_k", 8)))
     dense_shape, bf16 = Shape(576, 7168, (128, 128)), torch.bfloat16
     shared = {
-        "default-sm90": DENSE.compile_for_target(
-            default_config(), 90, shape=dense_shape, M=64, out_dtype=bf16
-        ),
         "too-big-sm89": DENSE.compile_for_target(
             too_big, 89, shape=dense_shape, M=64, out_dtype=bf16
         ),

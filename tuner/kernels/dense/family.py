@@ -7,6 +7,7 @@ Pure: the kernel, its workload and vLLM are imported when a hook is called.
 
 from __future__ import annotations
 
+import importlib
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -44,7 +45,6 @@ from tuner.kernels.serving import (
 )
 from tuner.kernels.shape import Shape, int_rows
 from tuner.kernels.source import VllmKernel
-from tuner.kernels.vllm_layers import block_fp8_layer_config
 from tuner.kernels.vllm_table import (
     FP8_BLOCK_KERNELS,
     TRITON_FLAG,
@@ -119,6 +119,28 @@ def parse_config_file_name(name: str) -> ConfigFileName:
 # vLLM 0.33.0 reads dense files only from its package's quantization/utils/configs/
 # (fp8_utils.py, get_w8a8_block_fp8_configs).
 FILES_FOLDER = "vllm/model_executor/layers/quantization/utils/configs/"
+
+
+def block_fp8_layer_config(N: int, K: int, dtype) -> Any:
+    """vLLM's description of a block-FP8 linear layer, as `init_fp8_linear_kernel` makes it
+    (vLLM 0.33.0, kernels/linear/__init__.py): `FP8ScaledMMLinearLayerConfig`
+    (kernels/linear/scaled_mm/ScaledMMLinearKernel.py) of weight [N, K] with 128x128 static FP8
+    blocks (`kFp8Static128BlockSym`), activations in dynamic 1x128 groups (`kFp8Dynamic128Sym`,
+    layers/quantization/utils/quant_utils.py), input and output in `dtype` (a torch dtype).
+    What vLLM's selection and its linear-kernel classes take; vLLM is imported when called.
+
+    Raises:
+        Exception: whatever importing vLLM's config class or keys raises.
+    """
+    keys = importlib.import_module("vllm.model_executor.layers.quantization.utils.quant_utils")
+    scaled_mm = "vllm.model_executor.kernels.linear.scaled_mm.ScaledMMLinearKernel"
+    return importlib.import_module(scaled_mm).FP8ScaledMMLinearLayerConfig(
+        weight_quant_key=keys.kFp8Static128BlockSym,
+        activation_quant_key=keys.kFp8Dynamic128Sym,
+        weight_shape=(N, K),
+        input_dtype=dtype,
+        out_dtype=dtype,
+    )
 
 
 def _walk_order(linear: Any, capability: int) -> list:
@@ -317,9 +339,7 @@ DENSE = KernelFamily(
         anchor=lambda shape: f"{shape.N}x{shape.K}",
         roofline_gemm=lambda shape, M: (M, shape.N, shape.K),
     ),
-    serving=VllmServing(
-        label="dense", select=select, advice=advise, compare=compare, files_folder=FILES_FOLDER
-    ),
+    serving=VllmServing(label="dense", select=select, advice=advise, compare=compare),
     # vLLM's and SGLang's get_w8a8_block_fp8_configs (fp8_utils.py, fp8_kernel.py); SGLang
     # puts a space inside block_shape. The device part may hold any character vLLM keeps
     # (',' and '=' too), so it ends at the last ",dtype=".
