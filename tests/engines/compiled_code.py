@@ -132,21 +132,8 @@ def moe(root: Path, archs: list[int]) -> list[dict]:
     rows = mf.compiled_rows(path, archs, configs, [tiny]) + mf.compiled_rows(
         path, archs, configs[:1], [naive]
     )
-    keys = (
-        "arch",
-        "shape",
-        "launch",
-        "config",
-        "swap_ab",
-        "naive",
-        "n_regs",
-        "shared",
-        "spill_bytes",
-        "opcode_delta",
-        "error",
-    )
     return [
-        {key: row.get(key) for key in keys}
+        row
         | {
             "same": "error" not in row
             and row["same_mix"]

@@ -227,13 +227,6 @@ class FamilyFiles:
     sglang_clamps_block_k: bool = False
     file_key: Callable[[Shape], tuple[int, ...]] = lambda shape: (shape.N, shape.K)
 
-    @property
-    def tuned_folder_env(self) -> str | None:
-        """The variable naming a folder vLLM reads the family's files from before its package's
-        own (its `engine_folders` rows' `env`, e.g. VLLM_TUNED_CONFIG_FOLDER); None when vLLM
-        reads them from its package only."""
-        return next((r.env for r in self.engine_folders if r.engine == "vllm" and r.env), None)
-
 
 @dataclass(frozen=True)
 class FamilyShapes:

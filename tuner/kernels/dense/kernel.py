@@ -133,8 +133,13 @@ def _check_block_shape(block_shape: tuple[int, int] | list[int]) -> tuple[int, i
     return int(block_shape[0]), int(block_shape[1])
 
 
-def check_tensor(name: str, tensor: torch.Tensor, dtype: torch.dtype, shape: tuple[int, ...],
-                 device: torch.device) -> None:
+def check_tensor(
+    name: str,
+    tensor: torch.Tensor,
+    dtype: torch.dtype,
+    shape: tuple[int, ...],
+    device: torch.device,
+) -> None:
     """ValueError (one line naming `name`) unless `tensor` has this dtype and shape, is
     contiguous (row-major) and lies on `device`."""
     if tensor.dtype != dtype:
@@ -153,13 +158,18 @@ def _check_inputs(
     """ValueError unless A [..., K], B [N, K], As [..., ceil(K/group_k)] and Bs
     [ceil(N/group_n), ceil(K/group_k)] have the dtypes, shapes and layout the kernel assumes."""
     if A.dim() < 1 or B.dim() != 2 or B.numel() == 0:
-        raise ValueError(f"expected A [..., K] and a non-empty B [N, K]; got A {list(A.shape)}, "
-                         f"B {list(B.shape)}")
-    (N, K), rows, k_groups = B.shape, tuple(A.shape[:-1]), triton.cdiv(B.shape[1], group_k)
+        raise ValueError(
+            f"expected A [..., K] and a non-empty B [N, K]; got A {list(A.shape)}, "
+            f"B {list(B.shape)}"
+        )
+    N, K = B.shape
     if A.shape[-1] != K:
         raise ValueError(f"A has K={A.shape[-1]} but B [N, K] has K={K}")
+    rows = tuple(A.shape[:-1])
+    k_groups = triton.cdiv(K, group_k)
     for name, tensor, dtype, shape in (
-        ("A", A, FP8_DTYPE, (*rows, K)), ("B", B, FP8_DTYPE, (N, K)),
+        ("A", A, FP8_DTYPE, (*rows, K)),
+        ("B", B, FP8_DTYPE, (N, K)),
         ("As", As, torch.float32, (*rows, k_groups)),
         ("Bs", Bs, torch.float32, (triton.cdiv(N, group_n), k_groups)),
     ):

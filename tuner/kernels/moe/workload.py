@@ -16,14 +16,11 @@ import torch
 import triton.language as tl
 
 from tuner.kernels.config import KernelConfig
+from tuner.kernels.dense.kernel import OUT_DTYPES
 from tuner.kernels.dense.workload import FP8_MAX, dequantize
 from tuner.kernels.interpreter import fix_interpreter_index
 from tuner.kernels.moe.family import VLLM_MOE
-from tuner.kernels.moe.kernel import (
-    OUT_DTYPES,
-    fused_moe_fp8_block_kernel,
-    invoke_moe_gemm,
-)
+from tuner.kernels.moe.kernel import fused_moe_fp8_block_kernel, invoke_moe_gemm
 from tuner.kernels.moe.space import (
     max_padded_slots,
     uses_naive_assignment,
@@ -366,7 +363,7 @@ class MoeWorkload:
             ids, E = self.inputs.topk_ids, self.num_experts
             if uses_naive_assignment(ids.shape[0], ids.shape[1], E):
                 padded = torch.tensor([ids.numel() * block_size_m], dtype=torch.int32)
-                found = (None, ids.reshape(-1).contiguous(), padded.to(ids.device))
+                found: Alignment = (None, ids.reshape(-1).contiguous(), padded.to(ids.device))
             else:
                 found = moe_align_block_size(ids, block_size_m, E)
             self._alignments[block_size_m] = found
