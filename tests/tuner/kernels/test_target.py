@@ -49,7 +49,7 @@ def test_the_kernels_compile_for_ada_and_hopper_without_a_gpu(probe: dict) -> No
     shared = probe["shared"]
     # 5 stages of 128 x 128 + 128 x 128 fp8 exceed the 99 KiB an sm89 program may use.
     assert shared["too-big-sm89"] > 99 * 1024
-    # M = 1 with 128 experts and top_k 8 is vLLM's naive assignment, and the 16x64 tile runs
+    # M = 1 with 8 experts and top_k 2 is vLLM's naive assignment, and the 16x64 tile runs
     # with SWAP_AB on sm90: 16x64x128 tiles, 4 stages of fp8 A and B, all 4 buffered:
     # (16 + 64) * 128 bytes * 4 = 40,960 (vLLM 0.33.0's kernel gives the same: the real-engine
     # lane, tests/engines/test_compile_equivalence.py).
