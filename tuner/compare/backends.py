@@ -37,7 +37,7 @@ from tuner.compare.versus import (
     Candidate,
 )
 from tuner.core import error_line
-from tuner.kernels.dense.family import block_fp8_layer_config
+from tuner.kernels.serving import block_fp8_layer_config
 from tuner.measure.runner import KernelRunner, Problem
 
 # A library kernel: (A [M, K] fp8, As [M, ceil(K/group_k)] fp32, B [N, K] fp8,

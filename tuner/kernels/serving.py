@@ -1,13 +1,15 @@
 """What `tuner doctor` and vLLM's selection probe say of a kernel family, as the family's own
 hooks (`tuner.kernels.family.VllmServing`) take and give it: the model asked about
 (`ModelAsked`), vLLM's answer (`Answer`), the question a family's advice answers (`Asked`), the
-lines it adds (`Diagnosis`), and the words doctor's lines share. The generic doctor and
-selection code is `tuner.compare.doctor` and `tuner.compare.vllm_select`; each family's hooks
-live in its own folder. Importable without torch, triton or vLLM.
+lines it adds (`Diagnosis`), the words doctor's lines share, and vLLM's description of a
+block-FP8 linear layer (`block_fp8_layer_config`, which `tuner compare` takes too). The generic
+doctor and selection code is `tuner.compare.doctor` and `tuner.compare.vllm_select`; each
+family's hooks live in its own folder. Importable without torch, triton or vLLM.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -131,6 +133,28 @@ class Asked:
     table: ArchBackend
     model: ModelAsked | None
     linear_backend_triton: bool
+
+
+def block_fp8_layer_config(N: int, K: int, dtype) -> Any:
+    """vLLM's description of a block-FP8 linear layer, as `init_fp8_linear_kernel` makes it
+    (vLLM 0.33.0, kernels/linear/__init__.py): `FP8ScaledMMLinearLayerConfig`
+    (kernels/linear/scaled_mm/ScaledMMLinearKernel.py) of weight [N, K] with 128x128 static FP8
+    blocks (`kFp8Static128BlockSym`), activations in dynamic 1x128 groups (`kFp8Dynamic128Sym`,
+    layers/quantization/utils/quant_utils.py), input and output in `dtype` (a torch dtype).
+    What vLLM's selection and its linear-kernel classes take; vLLM is imported when called.
+
+    Raises:
+        Exception: whatever importing vLLM's config class or keys raises.
+    """
+    keys = importlib.import_module("vllm.model_executor.layers.quantization.utils.quant_utils")
+    scaled_mm = "vllm.model_executor.kernels.linear.scaled_mm.ScaledMMLinearKernel"
+    return importlib.import_module(scaled_mm).FP8ScaledMMLinearLayerConfig(
+        weight_quant_key=keys.kFp8Static128BlockSym,
+        activation_quant_key=keys.kFp8Dynamic128Sym,
+        weight_shape=(N, K),
+        input_dtype=dtype,
+        out_dtype=dtype,
+    )
 
 
 def compare_line(

@@ -7,7 +7,6 @@ Pure: the kernel, its workload and vLLM are imported when a hook is called.
 
 from __future__ import annotations
 
-import importlib
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +40,7 @@ from tuner.kernels.serving import (
     Asked,
     Diagnosis,
     ModelAsked,
+    block_fp8_layer_config,
     compare_line,
 )
 from tuner.kernels.shape import Shape, int_rows
@@ -119,28 +119,6 @@ def parse_config_file_name(name: str) -> ConfigFileName:
 # vLLM 0.33.0 reads dense files only from its package's quantization/utils/configs/
 # (fp8_utils.py, get_w8a8_block_fp8_configs).
 FILES_FOLDER = "vllm/model_executor/layers/quantization/utils/configs/"
-
-
-def block_fp8_layer_config(N: int, K: int, dtype) -> Any:
-    """vLLM's description of a block-FP8 linear layer, as `init_fp8_linear_kernel` makes it
-    (vLLM 0.33.0, kernels/linear/__init__.py): `FP8ScaledMMLinearLayerConfig`
-    (kernels/linear/scaled_mm/ScaledMMLinearKernel.py) of weight [N, K] with 128x128 static FP8
-    blocks (`kFp8Static128BlockSym`), activations in dynamic 1x128 groups (`kFp8Dynamic128Sym`,
-    layers/quantization/utils/quant_utils.py), input and output in `dtype` (a torch dtype).
-    What vLLM's selection and its linear-kernel classes take; vLLM is imported when called.
-
-    Raises:
-        Exception: whatever importing vLLM's config class or keys raises.
-    """
-    keys = importlib.import_module("vllm.model_executor.layers.quantization.utils.quant_utils")
-    scaled_mm = "vllm.model_executor.kernels.linear.scaled_mm.ScaledMMLinearKernel"
-    return importlib.import_module(scaled_mm).FP8ScaledMMLinearLayerConfig(
-        weight_quant_key=keys.kFp8Static128BlockSym,
-        activation_quant_key=keys.kFp8Dynamic128Sym,
-        weight_shape=(N, K),
-        input_dtype=dtype,
-        out_dtype=dtype,
-    )
 
 
 def _walk_order(linear: Any, capability: int) -> list:
