@@ -19,7 +19,15 @@ from typing import Any
 from tuner.core import ComparisonStatus, TrialStatus, error_line, geomean, one_line
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.serving import TABLE
-from tuner.kernels.vllm_table import capability_number, table_dense_kernel
+from tuner.kernels.vllm_table import (
+    CUTLASS,
+    DEEPGEMM,
+    HUMMING,
+    MARLIN,
+    TRITON_KERNEL,
+    capability_number,
+    table_dense_kernel,
+)
 from tuner.measure.noise import percentiles
 from tuner.measure.trial import TrialResult
 
@@ -43,11 +51,11 @@ BACKENDS = (TRITON_TUNED, TRITON_DEFAULT, TORCH_SCALED_MM, TORCH_CPU) + (
 # vLLM 0.33.0 class name (kernels/linear/scaled_mm/*.py) -> the kernel name that times it. Its
 # Triton kernel reads the tuned files: there the default is already what the flag gives.
 KERNEL_BACKENDS = {
-    "DeepGemmFp8BlockScaledMMKernel": VLLM_DEEPGEMM,
-    "CutlassFp8BlockScaledMMKernel": VLLM_CUTLASS,
-    "MarlinFP8ScaledMMLinearKernel": VLLM_MARLIN,
-    "HummingFP8ScaledMMLinearKernel": VLLM_HUMMING,
-    "TritonFp8BlockScaledMMKernel": TRITON_TUNED,
+    DEEPGEMM: VLLM_DEEPGEMM,
+    CUTLASS: VLLM_CUTLASS,
+    MARLIN: VLLM_MARLIN,
+    HUMMING: VLLM_HUMMING,
+    TRITON_KERNEL: TRITON_TUNED,
 }
 BY_SELECTION = "vLLM's own selection"
 BY_TABLE = TABLE
