@@ -17,17 +17,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tuner.core import ComparisonStatus, TrialStatus, error_line, geomean, one_line
+from tuner.kernels import vllm_table
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.serving import TABLE
-from tuner.kernels.vllm_table import (
-    CUTLASS,
-    DEEPGEMM,
-    HUMMING,
-    MARLIN,
-    TRITON_KERNEL,
-    capability_number,
-    table_dense_kernel,
-)
 from tuner.measure.noise import percentiles
 from tuner.measure.trial import TrialResult
 
@@ -51,11 +43,11 @@ BACKENDS = (TRITON_TUNED, TRITON_DEFAULT, TORCH_SCALED_MM, TORCH_CPU) + (
 # vLLM 0.33.0 class name (kernels/linear/scaled_mm/*.py) -> the kernel name that times it. Its
 # Triton kernel reads the tuned files: there the default is already what the flag gives.
 KERNEL_BACKENDS = {
-    DEEPGEMM: VLLM_DEEPGEMM,
-    CUTLASS: VLLM_CUTLASS,
-    MARLIN: VLLM_MARLIN,
-    HUMMING: VLLM_HUMMING,
-    TRITON_KERNEL: TRITON_TUNED,
+    vllm_table.DEEPGEMM: VLLM_DEEPGEMM,
+    vllm_table.CUTLASS: VLLM_CUTLASS,
+    vllm_table.MARLIN: VLLM_MARLIN,
+    vllm_table.HUMMING: VLLM_HUMMING,
+    vllm_table.TRITON_KERNEL: TRITON_TUNED,
 }
 BY_SELECTION = "vLLM's own selection"
 BY_TABLE = TABLE
@@ -242,16 +234,15 @@ def default_kernels(
     """(N, K) -> vLLM's default kernel: `choose(N, K, out_dtype, model_type)` (vLLM's own
     selection, `tuner.compare.backends.vllm_choice`) where it answers, else the tuner's table
     with the one-line reason (the interpreter's compute capability "" knows none)."""
-    capability = capability_number(compute_capability)
+    capability = vllm_table.capability_number(compute_capability)
     result = {}
     for N, K in shapes:
         try:
             result[(N, K)] = _default(choose(N, K, out_dtype, model_type), BY_SELECTION)
         except Exception as exc:  # noqa: BLE001 - no vLLM here, or its selection failed
             why = f"vLLM's selection did not answer here ({error_line(exc)})"
-            name = (
-                table_dense_kernel(capability, N, K, out_dtype, model_type) if capability else None
-            )
+            # the interpreter's capability (None) is no architecture the table knows: 0
+            name = vllm_table.table_dense_kernel(capability or 0, N, K, out_dtype, model_type)
             result[(N, K)] = _default(name, BY_TABLE, why)
     return result
 
