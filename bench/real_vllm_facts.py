@@ -83,7 +83,7 @@ def deepgemm_reads_the_model_config() -> None:
     )
 
     from tuner.compare.backends import model_config_view
-    from tuner.kernels.vllm_layers import block_fp8_layer_config
+    from tuner.kernels.serving import block_fp8_layer_config
 
     layer = block_fp8_layer_config(7168, 18432, torch.bfloat16)
     bare = VllmConfig(device_config=DeviceConfig(device="cpu"))

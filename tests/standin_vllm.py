@@ -1,7 +1,7 @@
 """A stand-in vLLM for tests: a package in a temporary folder with vLLM 0.33.0's module paths and
 distribution metadata. Its Triton kernels take vLLM's parameter lists and compute with the
-project's own kernels (the dense one calls ours; the fused-MoE one is our kernel's text under
-vLLM's name and parameter list), so their source text, and hash, is their own; they import
+project's own kernels (the dense one is our kernel's text under vLLM's name; the fused-MoE one
+under vLLM's name and parameter list), so their source text, and hash, is their own; they import
 triton from `vllm.triton_utils`, which hands out a placeholder where the test says no GPU
 driver is active, as vLLM's does; its `dispatch_fused_moe_kernel` launches as vLLM's does. No
 vLLM code: only its module paths, names, signatures and behaviour (facts from vLLM 0.33.0's
@@ -29,8 +29,9 @@ from tests.standin_vllm_parts import (  # noqa: F401 - append and the variables:
     module_path,
 )
 from tests.standin_vllm_select import add_selection
-from tuner.kernels.dense.family import VLLM_DENSE
+from tuner.kernels.dense.family import DENSE, VLLM_DENSE
 from tuner.kernels.moe.family import VLLM_MOE
+from tuner.kernels.source import function_source
 
 VERSION = "0.33.0"
 
@@ -48,18 +49,6 @@ VLLM_MOE_PARAMETERS: tuple[tuple[str, bool, str | None], ...] = (
     *((name, True, None) for name in _CONSTEXPR.split()),
     ("USE_TD", True, "False"),
 )
-
-
-def _delegate(name: str, ours: str, module: str) -> str:
-    """A @triton.jit `name` with the parameters of our kernel `module.ours` that calls it."""
-    fn = getattr(importlib.import_module(module), ours).fn
-    params = list(inspect.signature(fn).parameters.values())
-    constexpr = [p.name for p in params if "constexpr" in str(p.annotation)]
-    header = ",\n    ".join(
-        f"{p.name}: tl.constexpr" if p.name in constexpr else p.name for p in params
-    )
-    call = ", ".join(p.name for p in params)
-    return f"@triton.jit\ndef {name}(\n    {header},\n):\n    _{ours}({call})\n"
 
 
 def _under_vllms_parameters(name: str, ours: str, module: str) -> str:
@@ -98,8 +87,6 @@ def _under_vllms_parameters(name: str, ours: str, module: str) -> str:
 # SPLIT_K = 1; BLOCK_SIZE_K at most min(block_shape); SWAP_AB on compute capability 90 for
 # BLOCK_SIZE_M < 64 and BLOCK_SIZE_N >= 64; B_scale's N stride 0 when B_scale has one N group.
 _MOE_LAUNCH = """
-
-CALLS = []
 
 
 def _swap_ab(block_m, block_n):
@@ -145,7 +132,6 @@ def dispatch_fused_moe_kernel(A, B, C, A_scale, B_scale, B_zp, topk_weights,
                               use_int8_w8a8, use_int8_w8a16, use_int4_w4a16, per_channel_quant,
                               block_shape=None, B_bias=None):
     assert use_fp8_w8a8 and B_zp is None and B_bias is None and C.dim() == 3
-    CALLS.append((tuple(C.shape), top_k, mul_routed_weight))
     invoke_fused_moe_triton_kernel(
         A, B, C, A_scale, B_scale, topk_weights, sorted_token_ids, expert_ids,
         num_tokens_post_padded, mul_routed_weight, top_k, config, compute_type, use_fp8_w8a8,
@@ -173,14 +159,13 @@ def build_standin(root: Path, version: str = VERSION, *, triton_pin: str = "3.8.
     )
     (info / "RECORD").write_text("")
     dense = module_path(root, VLLM_DENSE.module)
+    text = DENSE.module_path(DENSE.kernel_module).read_text()
+    ours = function_source(text, DENSE.kernel_function)
     dense.write_text(
-        "# Stand-in of vLLM's fp8_utils: its dense kernel calls the project's own.\n"
-        "from vllm.triton_utils import tl, triton\n\n"
-        "from tuner.kernels.dense.kernel import w8a8_block_fp8_matmul_kernel as "
-        "_w8a8_block_fp8_matmul_kernel\n\n\n"
-        + _delegate(
-            VLLM_DENSE.function, "w8a8_block_fp8_matmul_kernel", "tuner.kernels.dense.kernel"
-        )
+        "# Stand-in of vLLM's fp8_utils: its dense kernel is the project's own under vLLM's\n"
+        "# name (vLLM's takes the same parameters).\n"
+        "from vllm.triton_utils import tl, triton\n\n\n"
+        + ours.replace(f"def {DENSE.kernel_function}(", f"def {VLLM_DENSE.function}(")
     )
     moe = module_path(root, VLLM_MOE.module)
     moe.write_text(

@@ -128,18 +128,12 @@ kFp8Static128BlockSym = ("fp8", "static", (128, 128))
 """
 
 # vLLM 0.33.0's vllm/config: `VllmConfig()` infers the device type from the platform and raises
-# "Failed to infer device type" where there is none (config/device.py); its kernel_config names
-# the linear backend ("auto" by default); get_current_vllm_config raises outside
-# set_current_vllm_config (config/vllm.py).
+# "Failed to infer device type" where there is none (config/device.py); get_current_vllm_config
+# raises outside set_current_vllm_config (config/vllm.py).
 _CONFIG = """
 import contextlib
 
 _current = None
-
-
-class KernelConfig:
-    linear_backend = "auto"
-    linear_backend_per_quant = None
 
 
 class VllmConfig:
@@ -149,7 +143,6 @@ class VllmConfig:
         if not current_platform.device_type:
             raise RuntimeError("Failed to infer device type (the stand-in sees no GPU)")
         self.model_config = model_config
-        self.kernel_config = KernelConfig()
 
 
 @contextlib.contextmanager
@@ -165,10 +158,6 @@ def set_current_vllm_config(vllm_config, check_compile=False, prefix=None):
 def get_current_vllm_config():
     if _current is None:
         raise AssertionError("Current vLLM config is not set.")
-    return _current
-
-
-def get_current_vllm_config_or_none():
     return _current
 """
 

@@ -120,14 +120,12 @@ _MODULES = {
 }
 
 # kernels/linear/__init__.py: the kernels in vLLM's order (B12x's and torch's left out),
-# Humming moved ahead of Marlin on compute capability 90, the --linear-backend filter, and
-# the walk, each refusal with its reason. DENSE_VARIABLE overrides the answer (a class name,
-# or raise:<text>).
+# Humming moved ahead of Marlin on compute capability 90, and the walk, each refusal with its
+# reason. DENSE_VARIABLE overrides the answer (a class name, or raise:<text>).
 _LINEAR = """
 import os as _os
 
 from vllm.config import get_current_vllm_config as _get_current_vllm_config
-from vllm.config import get_current_vllm_config_or_none as _config_or_none
 from vllm.platforms import PlatformEnum as _PlatformEnum
 from vllm.platforms import current_platform as _current_platform
 from @SCALED@ import ScaledMMLinearKernel as _k
@@ -143,9 +141,7 @@ def _resolve_backend_kernels(kernels, layer_desc, *, quantization, compute_capab
     if _k._seen(compute_capability) == 90:
         humming = kernels.pop(kernels.index(_k.HummingFP8ScaledMMLinearKernel))
         kernels.insert(kernels.index(_k.MarlinFP8ScaledMMLinearKernel), humming)
-    config = _config_or_none()
-    backend = "auto" if config is None else config.kernel_config.linear_backend
-    return [k for k in kernels if backend in k.__name__.lower()] or kernels
+    return kernels
 
 
 def is_supported_and_can_implement_kernel(kernel, config, compute_capability):

@@ -15,10 +15,9 @@ from api.app import create_app
 from api.settings import Settings
 from tuner.cli.app import app
 from tuner.inputs.shapes import ShapesFileError, _load_text, load_shapes
-from tuner.kernels.dense.kernel import kernel_source_hash as dense_kernel_hash
 from tuner.kernels.moe.family import expert_shape
-from tuner.kernels.moe.kernel import kernel_source_hash as moe_kernel_hash
 from tuner.kernels.moe.space import default_config
+from tuner.kernels.registry import get_family
 
 runner = CliRunner()
 
@@ -160,12 +159,15 @@ def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path) -> None:
             "JOIN tasks ON trials.task_id = tasks.task_id JOIN environments "
             "ON trials.environment_id = environments.environment_id ORDER BY tasks.family"
         ).fetchall()
-    assert hashes == [("dense", dense_kernel_hash()), ("moe", moe_kernel_hash())]
+    assert hashes == [
+        ("dense", get_family("dense").source("builtin").kernel_hash),
+        ("moe", get_family("moe").source("builtin").kernel_hash),
+    ]
     # ... so an MoE kernel change leaves the MoE trials stale and the dense ones current.
     with sqlite3.connect(tmp_path / "tuner.db") as connection:
         connection.execute(
             "UPDATE environments SET kernel_hash = 'an older moe kernel' WHERE kernel_hash = ?",
-            (moe_kernel_hash(),),
+            (get_family("moe").source("builtin").kernel_hash,),
         )
     again = tuner("export", "--device", "interpreter", "--out", "out2", "--db", db, cwd=tmp_path)
     assert again.exit_code == 0, again.output

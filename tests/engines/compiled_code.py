@@ -21,11 +21,13 @@ from types import SimpleNamespace
 REPO = Path(__file__).resolve().parents[2]
 FP8_UTILS = "vllm/model_executor/layers/quantization/utils/fp8_utils.py"
 FUSED_MOE = "vllm/model_executor/layers/fused_moe/fused_moe.py"
-DENSE_M = (1, 64, 100)  # the three specializations of M: 1, a multiple of 16, another
+# The three specializations of M (1, a multiple of 16, another), one per arch: M's
+# specialization is the host's, the same on every arch, so each pair is compiled once.
+DENSE_M = (1, 64, 100)
 DENSE_N, DENSE_K = 4096, 4096
-# BLOCK_SIZE_M of vLLM's axis on both sides of SWAP_AB's bound (< 64 swaps on sm90); 256 and
-# 32 add compile time, not another path.
-MOE_BLOCK_SIZE_M = (16, 64, 128)
+# BLOCK_SIZE_M of vLLM's axis on both sides of SWAP_AB's bound (< 64 swaps on sm90); 128, 256
+# and 32 add compile time, not another path.
+MOE_BLOCK_SIZE_M = (16, 64)
 
 
 def bench(name: str):
@@ -76,8 +78,8 @@ def vllm_dense_call(root: Path, config: dict, M: int) -> tuple[tuple, dict]:
 
 
 def dense(root: Path, archs: list[int]) -> list[dict]:
-    """vLLM's default config at each of DENSE_M: the builtin compiled as its compile-for-target
-    specializes it, vLLM's as its host code launches it."""
+    """vLLM's default config at one of DENSE_M per arch (in turn): the builtin compiled as its
+    compile-for-target specializes it, vLLM's as its host code launches it."""
     from tuner.kernels.dense.kernel import w8a8_block_fp8_matmul_kernel
     from tuner.kernels.dense.space import DEFAULT_BLOCK_SHAPE
     from tuner.kernels.dense.workload import captured_launch
@@ -88,23 +90,22 @@ def dense(root: Path, archs: list[int]) -> list[dict]:
     ve = bench("vllm_equivalence")
     theirs = ve.load_dense_kernel(root / FP8_UTILS)
     rows = []
-    for arch in archs:
+    for arch, M in zip(archs, DENSE_M, strict=True):
         for config in ve.pick_configs(1):
-            for M in DENSE_M:
-                # the builtin only (compile_dense_pair would compile vLLM's kernel once more)
-                launch = captured_launch(config, M, Shape(DENSE_N, DENSE_K, DEFAULT_BLOCK_SHAPE))
-                ours = compile_launch(w8a8_block_fp8_matmul_kernel, arch, *launch)
-                vllm = compile_launch(theirs, arch, *vllm_dense_call(root, config.as_dict(), M))
-                rows.append(
-                    {
-                        "arch": arch,
-                        "M": M,
-                        "config": config.as_dict(),
-                        "regs": [ours.n_regs, vllm.n_regs],
-                        "shared": [ours.shared, vllm.shared],
-                        "differ": same_code(ours, vllm),
-                    }
-                )
+            # the builtin only (compile_dense_pair would compile vLLM's kernel once more)
+            launch = captured_launch(config, M, Shape(DENSE_N, DENSE_K, DEFAULT_BLOCK_SHAPE))
+            ours = compile_launch(w8a8_block_fp8_matmul_kernel, arch, *launch)
+            vllm = compile_launch(theirs, arch, *vllm_dense_call(root, config.as_dict(), M))
+            rows.append(
+                {
+                    "arch": arch,
+                    "M": M,
+                    "config": config.as_dict(),
+                    "regs": [ours.n_regs, vllm.n_regs],
+                    "shared": [ours.shared, vllm.shared],
+                    "differ": same_code(ours, vllm),
+                }
+            )
     return rows
 
 
@@ -131,21 +132,8 @@ def moe(root: Path, archs: list[int]) -> list[dict]:
     rows = mf.compiled_rows(path, archs, configs, [tiny]) + mf.compiled_rows(
         path, archs, configs[:1], [naive]
     )
-    keys = (
-        "arch",
-        "shape",
-        "launch",
-        "config",
-        "swap_ab",
-        "naive",
-        "n_regs",
-        "shared",
-        "spill_bytes",
-        "opcode_delta",
-        "error",
-    )
     return [
-        {key: row.get(key) for key in keys}
+        row
         | {
             "same": "error" not in row
             and row["same_mix"]

@@ -14,7 +14,8 @@ import triton
 
 from tests.engines.container import Container, Logged
 from tests.engines.engine_code import install_module, load_member
-from tests.engines.vllm_host import Launches, meta_operands
+from tests.engines.vllm_host import meta_operands
+from tuner.kernels.target import Capture
 
 FP8_KERNEL = "sglang/kernels/ops/gemm/fp8_kernel.py"
 MOE_CONFIG = "sglang/srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py"
@@ -29,7 +30,7 @@ def dense_lookup(
     container: Container,
     gpu_name: str,
     logger: Logged,
-    kernel: Launches,
+    kernel: Capture,
     *,
     sm90: bool = True,
 ):
@@ -62,14 +63,14 @@ def dense_lookup(
 
 
 def launch_dense(
-    sglang, kernel: Launches, M: int, N: int, K: int, block_shape: tuple[int, int] = (128, 128)
+    sglang, kernel: Capture, M: int, N: int, K: int, block_shape: tuple[int, int] = (128, 128)
 ) -> dict[str, object]:
     """The config `w8a8_block_fp8_matmul_triton` launches its kernel with for A [M, K] and a
     weight [N, K] (`meta_operands`), without the `needs_masking` flag it adds."""
     sglang.w8a8_block_fp8_matmul_triton(
         *meta_operands(M, N, K, block_shape), list(block_shape), torch.bfloat16
     )
-    launched = kernel.configs.pop()
+    launched = kernel.calls.pop()[1]
     launched.pop("needs_masking")
     return launched
 

@@ -101,16 +101,17 @@ def finished(started: tuple) -> list:
 
 def test_both_kernels_give_the_same_output_under_the_interpreter(vllm_root, children) -> None:
     assert os.environ.get("TRITON_INTERPRET") == "1"  # tests/conftest.py
-    moe = bench("moe_fidelity").interpreter_check(vllm_root / FUSED_MOE)
-    assert [(row["arch"], row["M"], row["launch"], row["differing"]) for row in moe["rows"]] == [
-        (arch, M, launch, 0)
-        for arch in (None, 90)
-        for M in (5, 33, 20, 2)
-        for launch in ("gate_up", "down")
+    mf = bench("moe_fidelity")
+    # sm90 alone: its cases run with and without SWAP_AB, with and without naive assignment
+    # (no GPU, the bench's other arch, runs the same kernel branches without SWAP_AB).
+    mf.INTERP_ARCHS = (90,)
+    moe = mf.interpreter_check(vllm_root / FUSED_MOE)
+    assert [(row["M"], row["launch"], row["differing"]) for row in moe["rows"]] == [
+        (M, launch, 0) for M in (5, 33, 20, 2) for launch in ("gate_up", "down")
     ]
-    assert [(row["swap_ab"], row["naive"]) for row in moe["rows"] if row["arch"] == 90] == [
-        (False, False)
-    ] * 2 + [(True, False)] * 4 + [(True, True)] * 2
+    assert [(row["swap_ab"], row["naive"]) for row in moe["rows"]] == [(False, False)] * 2 + [
+        (True, False)
+    ] * 4 + [(True, True)] * 2
     # every launch wrote (C starts as 7 in both), so equality is not vacuous
     assert all(row["written"] > row["numel"] // 4 for row in moe["rows"])
     dense = bench("vllm_equivalence").dense_interpreter(vllm_root / FP8_UTILS)
@@ -119,7 +120,7 @@ def test_both_kernels_give_the_same_output_under_the_interpreter(vllm_root, chil
 
 def test_the_dense_kernel_compiles_to_vllms_launch(children) -> None:
     rows = finished(children["dense"])
-    assert len(rows) == len(ARCHS) * 3
+    assert [(row["arch"], row["M"]) for row in rows] == [(89, 1), (90, 64), (100, 100)]
     assert [row for row in rows if row["differ"]] == []
     assert all(row["regs"][0] > 0 and row["shared"][0] > 0 for row in rows)
 

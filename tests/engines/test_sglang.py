@@ -13,10 +13,10 @@ from tests.engines.sglang_host import (
     launch_dense,
     moe_lookup,
 )
-from tests.engines.vllm_host import Launches
 from tests.storefill import TRITON
 from tuner.core import VLLM_M_GRID
 from tuner.files.format import parse_config_file, vllm_pick_key
+from tuner.kernels.target import Capture
 
 M_MAX = 8192
 DENSE_SHAPES = [
@@ -58,7 +58,7 @@ def test_sglang_runs_the_dense_files_where_the_mounts_put_them(
         sglang_wheel, DENSE_CONFIGS, "NVIDIA_H200", DENSE_SHAPES, tmp_path, monkeypatch
     )
     assert all("block_shape=[128, 128]" in file.file_name for file in files)
-    logger, kernel = Logged(), Launches()
+    logger, kernel = Logged(), Capture()
     sglang = dense_lookup(sglang_wheel, container, "NVIDIA H200", logger, kernel)
     for file in files:
         launched = [launch_dense(sglang, kernel, M, file.N, file.K) for M in range(1, M_MAX + 1)]

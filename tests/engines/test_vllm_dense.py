@@ -8,11 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.engines.container import Container, Logged, Platform, tuned_files
-from tests.engines.vllm_host import DENSE_CONFIGS, Launches, dense_lookup, launch_dense
+from tests.engines.vllm_host import DENSE_CONFIGS, dense_lookup, launch_dense
 from tuner.core import VLLM_M_GRID
 from tuner.files.format import parse_config_file, vllm_pick_key
 from tuner.kernels.dense.family import config_file_name
 from tuner.kernels.dense.space import default_config
+from tuner.kernels.target import Capture
 
 GPU = "NVIDIA L20"
 DEVICE = "NVIDIA_L20"
@@ -36,7 +37,7 @@ def test_vllm_launches_the_entry_the_tuner_names_at_every_m(
     container, compose = _mounted(vllm_wheel, tmp_path, monkeypatch, files)
     targets = {Path(v["target"]).name: v["target"] for v in compose["volumes"]}
     assert sorted(targets) == sorted(f.file_name for f in files)
-    logger, kernel = Logged(), Launches()
+    logger, kernel = Logged(), Capture()
     vllm = dense_lookup(vllm_wheel, monkeypatch, container, Platform(GPU), logger, kernel)
     for file in files:
         configs = parse_config_file(file.merged.text)
@@ -61,7 +62,7 @@ def test_without_a_file_vllm_launches_the_tuners_default(vllm_wheel, tmp_path, m
     files = tuned_files(DEVICE, SHAPES[:1])
     container, compose = _mounted(vllm_wheel, tmp_path, monkeypatch, files)
     folder = Path(compose["volumes"][0]["target"]).parent
-    logger, kernel = Logged(), Launches()
+    logger, kernel = Logged(), Capture()
     vllm = dense_lookup(vllm_wheel, monkeypatch, container, Platform(GPU), logger, kernel)
     N, K = 4096, 4096  # no file of vLLM's or ours for the L20
     missing = container.path(str(folder / config_file_name(N, K, DEVICE)))

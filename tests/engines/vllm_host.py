@@ -17,6 +17,7 @@ import triton
 
 from tests.engines.container import Container, Logged, Platform, VllmEnvs
 from tests.engines.engine_code import install_module, load_member
+from tuner.kernels.target import Capture
 
 PLATFORM_UTILS = "vllm/utils/platform_utils.py"
 FP8_UTILS = "vllm/model_executor/layers/quantization/utils/fp8_utils.py"
@@ -25,20 +26,6 @@ FUSED_MOE_PACKAGE = "vllm/model_executor/layers/fused_moe/__init__.py"
 # The folders of the files vLLM ships (the wheel's; `Container.install` copies them).
 DENSE_CONFIGS = "vllm/model_executor/layers/quantization/utils/configs"
 MOE_CONFIGS = "vllm/model_executor/layers/fused_moe/configs"
-
-
-class Launches:
-    """Stands for a Triton kernel: `kernel[grid](*args, **kwargs)` keeps the keyword
-    arguments, the config it is launched with."""
-
-    def __init__(self) -> None:
-        self.configs: list[dict[str, object]] = []
-
-    def __getitem__(self, grid: object):
-        def launch(*args: object, **kwargs: object) -> None:
-            self.configs.append(kwargs)
-
-        return launch
 
 
 def device_name_rule(wheel: Path, monkeypatch: pytest.MonkeyPatch, platform: Platform):
@@ -59,7 +46,7 @@ def dense_lookup(
     container: Container,
     platform: Platform,
     logger: Logged,
-    kernel: Launches,
+    kernel: Capture,
 ):
     """fp8_utils.py's `get_w8a8_block_fp8_configs` and `w8a8_triton_block_scaled_mm` with the
     Triton kernel replaced by `kernel`, reading the container's files."""
@@ -99,14 +86,14 @@ def meta_operands(
 
 
 def launch_dense(
-    vllm, kernel: Launches, M: int, N: int, K: int, block_shape: tuple[int, int] = (128, 128)
+    vllm, kernel: Capture, M: int, N: int, K: int, block_shape: tuple[int, int] = (128, 128)
 ) -> dict[str, object]:
     """The config `w8a8_triton_block_scaled_mm` launches its kernel with for A [M, K] and a
-    weight [N, K] (`meta_operands`)."""
+    weight [N, K] (`meta_operands`): the keyword arguments of the launch `kernel` captured."""
     vllm.w8a8_triton_block_scaled_mm(
         *meta_operands(M, N, K, block_shape), list(block_shape), torch.bfloat16
     )
-    return kernel.configs.pop()
+    return kernel.calls.pop()[1]
 
 
 def moe_lookup(

@@ -35,9 +35,10 @@ from tuner.compare.versus import (
     VLLM_HUMMING,
     VLLM_MARLIN,
     Candidate,
-    error_line,
 )
-from tuner.kernels.vllm_layers import block_fp8_layer_config
+from tuner.core import error_line
+from tuner.kernels.serving import block_fp8_layer_config
+from tuner.kernels.vllm_table import HUMMING, MARLIN
 from tuner.measure.runner import KernelRunner, Problem
 
 # A library kernel: (A [M, K] fp8, As [M, ceil(K/group_k)] fp32, B [N, K] fp8,
@@ -46,8 +47,8 @@ LibraryKernel = Callable[..., object]
 _SCALED_MM = "vllm.model_executor.kernels.linear.scaled_mm"
 # kernel name -> (module, class name), vLLM 0.33.0.
 CLASSES = {
-    VLLM_MARLIN: (f"{_SCALED_MM}.marlin", "MarlinFP8ScaledMMLinearKernel"),
-    VLLM_HUMMING: (f"{_SCALED_MM}.humming", "HummingFP8ScaledMMLinearKernel"),
+    VLLM_MARLIN: (f"{_SCALED_MM}.marlin", MARLIN),
+    VLLM_HUMMING: (f"{_SCALED_MM}.humming", HUMMING),
 }
 
 

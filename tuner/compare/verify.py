@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from tuner.compare.versus import error_line
-from tuner.core import VLLM_M_GRID, TrialStatus
+from tuner.compare.versus import check_failure
+from tuner.core import VLLM_M_GRID, error_line
 from tuner.files.format import vllm_pick_key
 from tuner.files.merge import DeviceFiles
 from tuner.inputs.shapes import ModelShapes
@@ -23,7 +23,6 @@ from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.shape import FamilyShape, Shape, as_block_shape
 from tuner.measure.noise import RETIME_ROUNDS, retime_interleaved
-from tuner.measure.trial import TrialResult
 
 # The least noise a loss must exceed on the interpreter, as a fraction of the default's median:
 # CPU timings swing between rounds more than a few samples' spread shows. From
@@ -189,12 +188,9 @@ def judge(chosen: Any, default: Any, noise_floor: float = 0.0) -> tuple[Verdict,
 def _failure(runner: Any, config: KernelConfig, default: KernelConfig) -> str | None:
     """Why the pick or the default fails its check against the float64 reference, or None."""
     for checked_config, label in ((config, ""), (default, "default config ")):
-        try:
-            checked = runner.check(checked_config)
-        except Exception as exc:  # noqa: BLE001 - a config that cannot run fails, not crashes
-            checked = TrialResult(TrialStatus.CRASHED, error=error_line(exc))
-        if checked.status is not TrialStatus.OK:
-            return f"{label}{checked.status.value}: {checked.error}"
+        reason = check_failure(runner, checked_config)
+        if reason is not None:
+            return label + reason
     return None
 
 

@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tuner.core import ComparisonStatus, TrialStatus, geomean
+from tuner.core import ComparisonStatus, TrialStatus, error_line, geomean, one_line
+from tuner.kernels import vllm_table
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.vllm_table import capability_number, table_dense_kernel
+from tuner.kernels.serving import TABLE
 from tuner.measure.noise import percentiles
 from tuner.measure.trial import TrialResult
 
@@ -42,28 +43,19 @@ BACKENDS = (TRITON_TUNED, TRITON_DEFAULT, TORCH_SCALED_MM, TORCH_CPU) + (
 # vLLM 0.33.0 class name (kernels/linear/scaled_mm/*.py) -> the kernel name that times it. Its
 # Triton kernel reads the tuned files: there the default is already what the flag gives.
 KERNEL_BACKENDS = {
-    "DeepGemmFp8BlockScaledMMKernel": VLLM_DEEPGEMM,
-    "CutlassFp8BlockScaledMMKernel": VLLM_CUTLASS,
-    "MarlinFP8ScaledMMLinearKernel": VLLM_MARLIN,
-    "HummingFP8ScaledMMLinearKernel": VLLM_HUMMING,
-    "TritonFp8BlockScaledMMKernel": TRITON_TUNED,
+    vllm_table.DEEPGEMM: VLLM_DEEPGEMM,
+    vllm_table.CUTLASS: VLLM_CUTLASS,
+    vllm_table.MARLIN: VLLM_MARLIN,
+    vllm_table.HUMMING: VLLM_HUMMING,
+    vllm_table.TRITON_KERNEL: TRITON_TUNED,
 }
 BY_SELECTION = "vLLM's own selection"
-BY_TABLE = "the tuner's table of vLLM 0.33.0"
+BY_TABLE = TABLE
 # The verdicts' M ranges: decode is M <= 32, prefill M >= 2048.
 REGIMES: tuple[tuple[str, Callable[[int], bool]], ...] = (
     ("decode (M <= 32)", lambda M: M <= 32),
     ("prefill (M >= 2048)", lambda M: M >= 2048),
 )
-
-
-def _one_line(text: str, limit: int = 200) -> str:
-    return " ".join(text.split())[:limit]
-
-
-def error_line(exc: BaseException, limit: int = 200) -> str:
-    """`Type: message` of `exc` on one line, at most `limit` characters."""
-    return _one_line(f"{type(exc).__name__}: {exc}", limit)
 
 
 @dataclass(frozen=True)
@@ -114,17 +106,25 @@ class ComparePoint:
         return min(timed)[2] if timed else None
 
 
-def _checked(runner: Any, candidate: Candidate) -> BackendTime:
-    """A candidate checked against the float64 reference: ok (untimed yet) or failed."""
-    note = candidate.config.short() if candidate.config is not None else ""
+def check_failure(runner: Any, candidate: Any) -> str | None:
+    """Why `runner.check(candidate)` (a Candidate, or a KernelConfig in verify) fails against
+    the float64 reference, one line (`status: error`; a raise is a crash), or None when ok."""
     try:
         checked = runner.check(candidate)
     except Exception as exc:  # noqa: BLE001 - a kernel that cannot run fails, not crashes
         checked = TrialResult(TrialStatus.CRASHED, error=error_line(exc))
     if checked.status is TrialStatus.OK:
-        return BackendTime(candidate.backend, ComparisonStatus.OK, note=note)
-    reason = _one_line(f"{checked.status.value}: {checked.error}")
-    return BackendTime(candidate.backend, ComparisonStatus.FAILED, note=reason)
+        return None
+    return one_line(f"{checked.status.value}: {checked.error}")
+
+
+def _checked(runner: Any, candidate: Candidate) -> BackendTime:
+    """A candidate checked against the float64 reference: ok (untimed yet) or failed."""
+    reason = check_failure(runner, candidate)
+    if reason is not None:
+        return BackendTime(candidate.backend, ComparisonStatus.FAILED, note=reason)
+    note = candidate.config.short() if candidate.config is not None else ""
+    return BackendTime(candidate.backend, ComparisonStatus.OK, note=note)
 
 
 def _timed(runner: Any, passed: Sequence[Candidate], rounds: int, retime: Callable) -> list:
@@ -234,16 +234,15 @@ def default_kernels(
     """(N, K) -> vLLM's default kernel: `choose(N, K, out_dtype, model_type)` (vLLM's own
     selection, `tuner.compare.backends.vllm_choice`) where it answers, else the tuner's table
     with the one-line reason (the interpreter's compute capability "" knows none)."""
-    capability = capability_number(compute_capability)
+    capability = vllm_table.capability_number(compute_capability)
     result = {}
     for N, K in shapes:
         try:
             result[(N, K)] = _default(choose(N, K, out_dtype, model_type), BY_SELECTION)
         except Exception as exc:  # noqa: BLE001 - no vLLM here, or its selection failed
             why = f"vLLM's selection did not answer here ({error_line(exc)})"
-            name = (
-                table_dense_kernel(capability, N, K, out_dtype, model_type) if capability else None
-            )
+            # the interpreter's capability (None) is no architecture the table knows: 0
+            name = vllm_table.table_dense_kernel(capability or 0, N, K, out_dtype, model_type)
             result[(N, K)] = _default(name, BY_TABLE, why)
     return result
 

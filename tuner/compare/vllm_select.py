@@ -20,7 +20,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from tuner.compare.versus import error_line
+from tuner.core import error_line
 from tuner.kernels.registry import FAMILIES
 from tuner.kernels.serving import DEFAULT_MODEL, Answer, ModelAsked
 

@@ -1,8 +1,9 @@
 """The project's facts, each defined once and imported from here: vLLM's config keys, trial
 and comparison statuses, output dtypes and the dtype label of FP8 file names, the device-name
-rule and the resolved device, the M grids, Triton's major.minor and the geometric mean (the
-kernel source hash is `tuner.core.hashing`'s, which the kernels import). Below every other
-package (`db` imports it too): the standard library and `packaging` only."""
+rule and the resolved device, the M grids, Triton's major.minor, the geometric mean and an
+exception's one line (the kernel source hash is `tuner.core.hashing`'s, which the kernels
+import). Below every other package (`db` imports it too): the standard library and
+`packaging` only."""
 
 from __future__ import annotations
 
@@ -195,6 +196,16 @@ def geomean(values: Sequence[float]) -> float:
             (`statistics.StatisticsError`).
     """
     return statistics.geometric_mean(values)
+
+
+def one_line(text: str, limit: int = 200) -> str:
+    """`text` with each run of whitespace as one space, at most `limit` characters."""
+    return " ".join(text.split())[:limit]
+
+
+def error_line(exc: BaseException, limit: int = 200) -> str:
+    """`Type: message` of `exc` on one line (`one_line`), at most `limit` characters."""
+    return one_line(f"{type(exc).__name__}: {exc}", limit)
 
 
 def minor_of(version: str) -> tuple[int, int] | None:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from tuner.core import CONFIG_KEYS
@@ -43,6 +43,25 @@ class KernelConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"config key {key} must be a positive integer, got {value!r}")
         return cls(**{key: values[key] for key in CONFIG_KEYS})  # type: ignore[arg-type]
+
+    @classmethod
+    def runnable(
+        cls,
+        values: Mapping[str, object],
+        block_shape: tuple[int, int],
+        why_invalid: Callable[[KernelConfig, tuple[int, int]], str | None],
+    ) -> KernelConfig:
+        """`from_dict(values)` that a family's rule `why_invalid` (its space's) lets run with
+        `block_shape` [group_n, group_k].
+
+        Raises:
+            ValueError: as `from_dict`, or the config cannot run (the rule's reason).
+        """
+        parsed = cls.from_dict(values)
+        reason = why_invalid(parsed, block_shape)
+        if reason is not None:
+            raise ValueError(f"config {parsed.short()} cannot run: {reason}")
+        return parsed
 
     def short(self) -> str:
         """Compact label, e.g. `64x128x128 g32 w4 s2`."""

@@ -122,18 +122,12 @@ class VllmServing:
             to `Diagnosis.helps` when it does.
         compare: (Diagnosis, compute capability, e.g. 90) -> None: doctor's line on whether the
             builtin kernel compiles to vLLM's code; None: not compared.
-        triton_archs: the architectures (`tuner.kernels.vllm_table.arch_of`) on which vLLM runs
-            the family's Triton kernel by default, where its own code is not asked.
-        files_folder: where vLLM reads the family's files from, for doctor's lines; "" when
-            `FamilyFiles.tuned_folder_env` names it.
     """
 
     label: str
     select: Callable[[int, Any], Any] | None = None
     advice: Callable[[Any, Any, Any], None] | None = None
     compare: Callable[[Any, int], None] | None = None
-    triton_archs: tuple[str, ...] = ()
-    files_folder: str = ""
 
 
 @dataclass(frozen=True)
@@ -232,13 +226,6 @@ class FamilyFiles:
     engine_folders: tuple[EngineFolder, ...] = ()
     sglang_clamps_block_k: bool = False
     file_key: Callable[[Shape], tuple[int, ...]] = lambda shape: (shape.N, shape.K)
-
-    @property
-    def tuned_folder_env(self) -> str | None:
-        """The variable naming a folder vLLM reads the family's files from before its package's
-        own (its `engine_folders` rows' `env`, e.g. VLLM_TUNED_CONFIG_FOLDER); None when vLLM
-        reads them from its package only."""
-        return next((r.env for r in self.engine_folders if r.engine == "vllm" and r.env), None)
 
 
 @dataclass(frozen=True)

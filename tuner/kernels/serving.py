@@ -1,18 +1,21 @@
 """What `tuner doctor` and vLLM's selection probe say of a kernel family, as the family's own
 hooks (`tuner.kernels.family.VllmServing`) take and give it: the model asked about
 (`ModelAsked`), vLLM's answer (`Answer`), the question a family's advice answers (`Asked`), the
-lines it adds (`Diagnosis`), and the words doctor's lines share. The generic doctor and
-selection code is `tuner.compare.doctor` and `tuner.compare.vllm_select`; each family's hooks
-live in its own folder. Importable without torch, triton or vLLM.
+lines it adds (`Diagnosis`), the words doctor's lines share, and vLLM's description of a
+block-FP8 linear layer (`block_fp8_layer_config`, which `tuner compare` takes too). The generic
+doctor and selection code is `tuner.compare.doctor` and `tuner.compare.vllm_select`; each
+family's hooks live in its own folder. Importable without torch, triton or vLLM.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tuner.core import error_line
 from tuner.kernels.vllm_table import VLLM_VERSION, ArchBackend
 
 TABLE = f"the tuner's table of vLLM {VLLM_VERSION}"
@@ -132,6 +135,28 @@ class Asked:
     linear_backend_triton: bool
 
 
+def block_fp8_layer_config(N: int, K: int, dtype) -> Any:
+    """vLLM's description of a block-FP8 linear layer, as `init_fp8_linear_kernel` makes it
+    (vLLM 0.33.0, kernels/linear/__init__.py): `FP8ScaledMMLinearLayerConfig`
+    (kernels/linear/scaled_mm/ScaledMMLinearKernel.py) of weight [N, K] with 128x128 static FP8
+    blocks (`kFp8Static128BlockSym`), activations in dynamic 1x128 groups (`kFp8Dynamic128Sym`,
+    layers/quantization/utils/quant_utils.py), input and output in `dtype` (a torch dtype).
+    What vLLM's selection and its linear-kernel classes take; vLLM is imported when called.
+
+    Raises:
+        Exception: whatever importing vLLM's config class or keys raises.
+    """
+    keys = importlib.import_module("vllm.model_executor.layers.quantization.utils.quant_utils")
+    scaled_mm = "vllm.model_executor.kernels.linear.scaled_mm.ScaledMMLinearKernel"
+    return importlib.import_module(scaled_mm).FP8ScaledMMLinearLayerConfig(
+        weight_quant_key=keys.kFp8Static128BlockSym,
+        activation_quant_key=keys.kFp8Dynamic128Sym,
+        weight_shape=(N, K),
+        input_dtype=dtype,
+        out_dtype=dtype,
+    )
+
+
 def compare_line(
     out: Diagnosis, head: str, pairs: Callable[[], list], hint: str, where: str
 ) -> None:
@@ -142,8 +167,7 @@ def compare_line(
     try:
         made = pairs()
     except Exception as exc:  # noqa: BLE001 - any import or compile failure is the finding
-        why = " ".join(str(exc).split())[:200]
-        out.lines.append(f"{head}: not compared ({type(exc).__name__}: {why})")
+        out.lines.append(f"{head}: not compared ({error_line(exc)})")
         return
     differ = sorted({phrase for ours, theirs in made for phrase in same_code(ours, theirs)})
     if differ:

@@ -13,6 +13,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
+from unittest import mock
 
 import torch
 import triton
@@ -108,17 +109,9 @@ def compile_call(fn: Any, arch: int, args: tuple, kwargs: dict) -> CompiledKerne
 def compile_launch(fn: Any, arch: int, args: tuple, kwargs: dict) -> Compiled:
     """`compile_call` with ptxas's log on and Triton's cache bypassed, read back as `Compiled`."""
     log = io.StringIO()
-    saved = {key: os.environ.get(key) for key in ("TRITON_DUMP_PTXAS_LOG", "TRITON_ALWAYS_COMPILE")}
-    os.environ.update(TRITON_DUMP_PTXAS_LOG="1", TRITON_ALWAYS_COMPILE="1")
-    try:
-        with contextlib.redirect_stdout(log):
-            kernel = compile_call(fn, arch, args, kwargs)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    knobs = {"TRITON_DUMP_PTXAS_LOG": "1", "TRITON_ALWAYS_COMPILE": "1"}
+    with mock.patch.dict(os.environ, knobs), contextlib.redirect_stdout(log):
+        kernel = compile_call(fn, arch, args, kwargs)
     registers, spills = _REGISTERS.search(log.getvalue()), _SPILLS.search(log.getvalue())
     return Compiled(
         int(kernel.metadata.shared),

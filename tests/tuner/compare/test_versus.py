@@ -22,7 +22,6 @@ from tuner.compare.versus import (
     TORCH_SCALED_MM,
     TRITON_DEFAULT,
     TRITON_TUNED,
-    VLLM_HUMMING,
     VLLM_MARLIN,
     BackendTime,
     Candidate,
@@ -243,20 +242,18 @@ def test_the_flag_against_vllms_default_per_m_and_for_decode_and_prefill() -> No
 MARLIN_MODULE = "vllm.model_executor.kernels.linear.scaled_mm.marlin"
 
 
-def test_on_the_cpu_triton_and_torch_pass_the_same_check_and_a_wrong_kernel_fails() -> None:
+def test_on_the_cpu_torch_passes_the_check_and_a_wrong_kernel_fails() -> None:
+    """Triton and the torch stand-in checked and timed by `tuner compare` on the interpreter:
+    tests/cli/test_compare_cli.py."""
     kernels, unavailable = library_kernels("cpu")
     assert list(kernels) == [TORCH_CPU]
     # torch 2.13's CPU build runs only tensor-wise and row-wise scaled_mm.
     assert unavailable[TORCH_SCALED_MM].startswith("cannot run here: RuntimeError: torch ")
-    # vLLM's kernels not timed on the CPU: tests/cli/test_compare_cli.py.
     problem = Problem(M=3, N=200, K=256)  # N not a multiple of 128: a partial scale block
     runner = CandidateRunner(problem, device="cpu", library=kernels, interpreter_reps=1)
-    triton = runner.check(Candidate(TRITON_DEFAULT, default_config()))
     torch_cpu = runner.check(Candidate(TORCH_CPU))
-    assert (triton.status, torch_cpu.status) == (TrialStatus.OK, TrialStatus.OK)
-    # bf16 output: both within bf16 rounding of the float64 reference.
-    assert triton.rel_error < 5e-3 and torch_cpu.rel_error < 5e-3
-    assert runner.sample_us(Candidate(TORCH_CPU)) > 0
+    # bf16 output: within bf16 rounding of the float64 reference.
+    assert torch_cpu.status is TrialStatus.OK and torch_cpu.rel_error < 5e-3
 
     def zeros(A, As, B, Bs, out_dtype, block_shape):
         return torch.zeros(A.shape[0], B.shape[0], dtype=out_dtype)
@@ -292,9 +289,8 @@ class _Timer:
 
 def test_marlin_processes_each_weight_copy_untimed_and_matches_the_reference(standin) -> None:
     marlin = importlib.import_module(MARLIN_MODULE)
-    kernels, unavailable = library_kernels("cpu")
-    assert isinstance(kernels[VLLM_MARLIN], LayerKernel)
-    assert unavailable[VLLM_HUMMING] == "HummingFP8ScaledMMLinearKernel: Humming is not installed"
+    kernels = library_kernels("cpu")[0]
+    assert isinstance(kernels[VLLM_MARLIN], LayerKernel)  # Humming's reason: test_compare_cli
     assert library_kernels("cpu", (64, 128))[1][VLLM_MARLIN] == (
         "block_shape [64, 128]: only [128, 128] is wired to MarlinFP8ScaledMMLinearKernel"
     )

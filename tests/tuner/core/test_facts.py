@@ -35,8 +35,6 @@ from tuner.core import (
 from tuner.core.hashing import kernel_source_hash
 from tuner.kernels.config import KernelConfig
 
-# vLLM 0.33.0, vllm/utils/platform_utils.py, get_device_name_as_file_name: the whole rule.
-VLLM_RULE = re.compile(r"[\s/]+")
 # vLLM's benchmarks/kernels/benchmark_w8a8_block_fp8.py, main(): the batch sizes it tunes.
 VLLM_BATCH_SIZES = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096]
 CONFIG = dict.fromkeys(CONFIG_KEYS, 16)
@@ -45,9 +43,6 @@ CONFIG = dict.fromkeys(CONFIG_KEYS, 16)
 @pytest.mark.parametrize(
     ("gpu_name", "key"),
     [
-        ("NVIDIA H200 NVL", "NVIDIA_H200_NVL"),
-        ("NVIDIA H100 80GB HBM3", "NVIDIA_H100_80GB_HBM3"),
-        ("NVIDIA A100-SXM4-80GB", "NVIDIA_A100-SXM4-80GB"),
         ("AMD Instinct MI300X/MI308X", "AMD_Instinct_MI300X_MI308X"),  # '/' would be a subfolder
         ("Intel(R) Data Center GPU  Max\t1550", "Intel(R)_Data_Center_GPU_Max_1550"),  # a run: '_'
         ("  NVIDIA L20 ", "NVIDIA_L20"),  # a typed name loses its outer spaces only
@@ -55,8 +50,9 @@ CONFIG = dict.fromkeys(CONFIG_KEYS, 16)
     ],
 )
 def test_the_device_name_rule_is_vllms(gpu_name: str, key: str) -> None:
-    assert vllm_device_name(gpu_name) == key == VLLM_RULE.sub("_", gpu_name.strip())
-    assert is_device_name(key)
+    """Besides the names real GPUs report, run through vLLM's own rule from its wheel
+    (tests/engines/test_device_names.py)."""
+    assert vllm_device_name(gpu_name) == key and is_device_name(key)
 
 
 KEPT = ["Intel(R)_Arc(TM)_Pro_B70_Graphics", "Odd,name=[x]:y;z", "a.b", INTERPRETER_DEVICE_NAME]
@@ -112,12 +108,11 @@ def test_statuses_are_the_stored_values() -> None:
 def test_out_dtypes_are_torchs_names_of_the_kernels_dtypes_and_the_stores() -> None:
     import torch
 
-    from tuner.kernels.dense.kernel import OUT_DTYPES as DENSE_DTYPES
-    from tuner.kernels.moe.kernel import OUT_DTYPES as MOE_DTYPES
+    from tuner.kernels.dense.kernel import OUT_DTYPES as KERNEL_DTYPES
 
     assert OUT_DTYPES == ("bfloat16", "float16") and DEFAULT_OUT_DTYPE == "bfloat16"
     assert tuple(OutDtype) == OUT_DTYPES  # `--out-dtype`'s choices
-    assert DENSE_DTYPES == MOE_DTYPES == tuple(getattr(torch, name) for name in OUT_DTYPES)
+    assert KERNEL_DTYPES == (torch.bfloat16, torch.float16)  # the dense and MoE kernels'
     # The store's: tests/db/test_work.py refuses 'float32' naming bfloat16, float16.
 
 
@@ -143,15 +138,8 @@ def test_triton_minor(version: str, minor: tuple[int, int] | None) -> None:
 
 
 def test_the_kernels_record_the_sha256_of_their_source_text() -> None:
-    import inspect
-    import textwrap
-
-    from tuner.kernels.dense import kernel as dense
-
     text = "@triton.jit\ndef k(x):  # \u00e9\n    pass\n"
     assert kernel_source_hash(text) == hashlib.sha256(text.encode("utf-8")).hexdigest()
-    source = textwrap.dedent(inspect.getsource(dense.w8a8_block_fp8_matmul_kernel.fn))
-    assert dense.kernel_source_hash() == kernel_source_hash(source)
 
 
 def test_geomean() -> None:

@@ -17,8 +17,15 @@ from tuner.files.provenance import (
     family_hashes,
     installed_triton_minor,
 )
-from tuner.kernels.dense.kernel import kernel_source_hash as dense_hash
-from tuner.kernels.moe.kernel import kernel_source_hash as moe_hash
+from tuner.kernels.registry import get_family
+
+
+def dense_hash() -> str:
+    return get_family("dense").source("builtin").kernel_hash
+
+
+def moe_hash() -> str:
+    return get_family("moe").source("builtin").kernel_hash
 
 
 def test_installed_triton_minor(monkeypatch: pytest.MonkeyPatch) -> None:

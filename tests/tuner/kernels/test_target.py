@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from tuner.kernels.config import KernelConfig
-from tuner.kernels.dense.kernel import kernel_source_hash
 from tuner.kernels.moe.kernel import fused_moe_fp8_block_kernel, invoke_moe_gemm
 from tuner.kernels.moe.space import uses_swap_ab
 from tuner.kernels.moe.workload import meta_gemms
@@ -48,16 +47,13 @@ def probe(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 def test_the_kernels_compile_for_ada_and_hopper_without_a_gpu(probe: dict) -> None:
     shared = probe["shared"]
-    # An A tile (64 x 128) plus a B tile (128 x 128) of fp8 is 24 KiB per pipeline stage.
-    assert 24 * 1024 <= shared["default-sm90"] < 100 * 1024
     # 5 stages of 128 x 128 + 128 x 128 fp8 exceed the 99 KiB an sm89 program may use.
     assert shared["too-big-sm89"] > 99 * 1024
-    # M = 1 with 128 experts and top_k 8 is vLLM's naive assignment, and the 16x64 tile runs
+    # M = 1 with 8 experts and top_k 2 is vLLM's naive assignment, and the 16x64 tile runs
     # with SWAP_AB on sm90: 16x64x128 tiles, 4 stages of fp8 A and B, all 4 buffered:
     # (16 + 64) * 128 bytes * 4 = 40,960 (vLLM 0.33.0's kernel gives the same: the real-engine
     # lane, tests/engines/test_compile_equivalence.py).
     assert shared["moe-sm90"] == 40960
-    assert probe["hash"] == kernel_source_hash()  # with and without the interpreter
 
 
 def test_doctors_pairs_compile_as_their_host_code_launches_them(probe) -> None:
@@ -66,7 +62,9 @@ def test_doctors_pairs_compile_as_their_host_code_launches_them(probe) -> None:
     M = 1 on sm90 runs with SWAP_AB and naive assignment (1 x 2 x 4 <= 8 experts): (16 x 128 +
     64 x 128) fp8 bytes a stage x 4 buffered stages = 40960 bytes, in both GEMMs."""
     (dense_shared, dense_differ), *moe = probe["pairs"]
-    assert dense_shared >= 24 * 1024 and dense_differ == []
+    # vLLM's dense default: an A tile (64 x 128) plus a B tile (128 x 128) of fp8 is 24 KiB per
+    # pipeline stage.
+    assert 24 * 1024 <= dense_shared < 100 * 1024 and dense_differ == []
     assert moe == [[40960, []], [40960, []]]
 
 

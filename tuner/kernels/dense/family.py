@@ -11,7 +11,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from tuner.core import FP8_DTYPE
+from tuner.core import FP8_DTYPE, one_line
 from tuner.kernels.dense.space import (
     DEFAULT_BLOCK_SHAPE,
     default_config,
@@ -40,11 +40,11 @@ from tuner.kernels.serving import (
     Asked,
     Diagnosis,
     ModelAsked,
+    block_fp8_layer_config,
     compare_line,
 )
 from tuner.kernels.shape import Shape, int_rows
 from tuner.kernels.source import VllmKernel
-from tuner.kernels.vllm_layers import block_fp8_layer_config
 from tuner.kernels.vllm_table import (
     FP8_BLOCK_KERNELS,
     TRITON_FLAG,
@@ -143,7 +143,7 @@ def _passed_over(linear: Any, chosen: Any, config: Any, capability: int) -> str:
             break
         ok, why = linear.is_supported_and_can_implement_kernel(kernel, config, capability)
         if not ok:
-            passed.append(" ".join(str(why).split()).rstrip(".")[:200])
+            passed.append(one_line(str(why)).rstrip("."))
     return "; ".join(passed)
 
 
@@ -317,9 +317,7 @@ DENSE = KernelFamily(
         anchor=lambda shape: f"{shape.N}x{shape.K}",
         roofline_gemm=lambda shape, M: (M, shape.N, shape.K),
     ),
-    serving=VllmServing(
-        label="dense", select=select, advice=advise, compare=compare, files_folder=FILES_FOLDER
-    ),
+    serving=VllmServing(label="dense", select=select, advice=advise, compare=compare),
     # vLLM's and SGLang's get_w8a8_block_fp8_configs (fp8_utils.py, fp8_kernel.py); SGLang
     # puts a space inside block_shape. The device part may hold any character vLLM keeps
     # (',' and '=' too), so it ends at the last ",dtype=".

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
-import textwrap
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,12 +9,13 @@ import torch
 import triton
 import triton.language as tl
 
-from tuner.core import hashing
+from tuner import core
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import why_invalid
 from tuner.kernels.interpreter import fix_interpreter_index
 
-OUT_DTYPES: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float16)
+# The output dtypes (`tuner.core.OUT_DTYPES`) as torch's; the fused-MoE kernel's too.
+OUT_DTYPES: tuple[torch.dtype, ...] = tuple(getattr(torch, name) for name in core.OUT_DTYPES)
 FP8_DTYPE = torch.float8_e4m3fn
 
 
@@ -124,26 +123,6 @@ def w8a8_block_fp8_matmul_kernel(
     tl.store(c_ptrs, c, mask=c_mask)
 
 
-def kernel_source_hash() -> str:
-    """sha256 hex digest of the kernel's Python source, the provenance stored with every trial.
-
-    The text is read from the undecorated function, so the digest is the same whether Triton's
-    interpreter (TRITON_INTERPRET=1) or its compiler wrapped the kernel.
-    """
-    source = textwrap.dedent(inspect.getsource(w8a8_block_fp8_matmul_kernel.fn))
-    return hashing.kernel_source_hash(source)
-
-
-def _check_config(config: Mapping[str, int], block_shape: tuple[int, int]) -> KernelConfig:
-    """Parse config into a KernelConfig; ValueError if any constraint of tuner.kernels.dense.space
-    fails."""
-    parsed = KernelConfig.from_dict(config)
-    reason = why_invalid(parsed, block_shape)
-    if reason is not None:
-        raise ValueError(f"config {parsed.short()} cannot run: {reason}")
-    return parsed
-
-
 def _check_block_shape(block_shape: tuple[int, int] | list[int]) -> tuple[int, int]:
     if len(block_shape) != 2 or any(
         isinstance(size, bool) or not isinstance(size, int) or size <= 0 for size in block_shape
@@ -154,41 +133,47 @@ def _check_block_shape(block_shape: tuple[int, int] | list[int]) -> tuple[int, i
     return int(block_shape[0]), int(block_shape[1])
 
 
+def check_tensor(
+    name: str,
+    tensor: torch.Tensor,
+    dtype: torch.dtype,
+    shape: tuple[int, ...],
+    device: torch.device,
+) -> None:
+    """ValueError (one line naming `name`) unless `tensor` has this dtype and shape, is
+    contiguous (row-major) and lies on `device`."""
+    if tensor.dtype != dtype:
+        raise ValueError(f"{name} must be {dtype}, got {tensor.dtype}")
+    if tuple(tensor.shape) != shape:
+        raise ValueError(f"{name} must be {list(shape)}, got {list(tensor.shape)}")
+    if not tensor.is_contiguous():
+        raise ValueError(f"{name} must be contiguous (row-major)")
+    if tensor.device != device:
+        raise ValueError(f"{name} is on {tensor.device}, expected {device}")
+
+
 def _check_inputs(
     A: torch.Tensor, B: torch.Tensor, As: torch.Tensor, Bs: torch.Tensor, group_n: int, group_k: int
 ) -> None:
-    """ValueError unless A, B, As, Bs have the dtypes, shapes and layout the kernel assumes."""
-    for name, tensor, dtype in (("A", A, FP8_DTYPE), ("B", B, FP8_DTYPE),
-                                ("As", As, torch.float32), ("Bs", Bs, torch.float32)):
-        if tensor.dtype != dtype:
-            raise ValueError(f"{name} must be {dtype}, got {tensor.dtype}")
-        if not tensor.is_contiguous():
-            raise ValueError(f"{name} must be contiguous (row-major)")
-        if tensor.device != A.device:
-            raise ValueError(f"{name} is on {tensor.device} but A is on {A.device}")
-    if A.dim() < 1 or B.dim() != 2 or Bs.dim() != 2:
+    """ValueError unless A [..., K], B [N, K], As [..., ceil(K/group_k)] and Bs
+    [ceil(N/group_n), ceil(K/group_k)] have the dtypes, shapes and layout the kernel assumes."""
+    if A.dim() < 1 or B.dim() != 2 or B.numel() == 0:
         raise ValueError(
-            f"expected A [..., K], B [N, K], Bs 2-D; got A {list(A.shape)}, B {list(B.shape)}, "
-            f"Bs {list(Bs.shape)}"
+            f"expected A [..., K] and a non-empty B [N, K]; got A {list(A.shape)}, "
+            f"B {list(B.shape)}"
         )
     N, K = B.shape
-    if N == 0 or K == 0:
-        raise ValueError(f"B must be non-empty, got {list(B.shape)}")
     if A.shape[-1] != K:
         raise ValueError(f"A has K={A.shape[-1]} but B [N, K] has K={K}")
+    rows = tuple(A.shape[:-1])
     k_groups = triton.cdiv(K, group_k)
-    as_shape = (*A.shape[:-1], k_groups)
-    if tuple(As.shape) != as_shape:
-        raise ValueError(
-            f"As must be [..., ceil(K/group_k)] = {list(as_shape)} for A {list(A.shape)} and "
-            f"group_k={group_k}, got {list(As.shape)}"
-        )
-    bs_shape = (triton.cdiv(N, group_n), k_groups)
-    if tuple(Bs.shape) != bs_shape:
-        raise ValueError(
-            f"Bs must be [ceil(N/group_n), ceil(K/group_k)] = {list(bs_shape)} for B "
-            f"{list(B.shape)} and block_shape [{group_n}, {group_k}], got {list(Bs.shape)}"
-        )
+    for name, tensor, dtype, shape in (
+        ("A", A, FP8_DTYPE, (*rows, K)),
+        ("B", B, FP8_DTYPE, (N, K)),
+        ("As", As, torch.float32, (*rows, k_groups)),
+        ("Bs", Bs, torch.float32, (triton.cdiv(N, group_n), k_groups)),
+    ):
+        check_tensor(name, tensor, dtype, shape, A.device)
 
 
 def w8a8_block_fp8_matmul(
@@ -229,7 +214,7 @@ def w8a8_block_fp8_matmul(
         ValueError: a dtype, shape, layout, block_shape, config or out does not fit.
     """
     group_n, group_k = _check_block_shape(block_shape)
-    parsed = _check_config(config, (group_n, group_k))
+    parsed = KernelConfig.runnable(config, (group_n, group_k), why_invalid)
     if out_dtype not in OUT_DTYPES:
         raise ValueError(f"out_dtype must be torch.bfloat16 or torch.float16, got {out_dtype}")
     _check_inputs(A, B, As, Bs, group_n, group_k)

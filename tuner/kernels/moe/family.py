@@ -303,13 +303,7 @@ MOE = KernelFamily(
         sweep_per_shape=True,
         describe_shapes=_describe,
     ),
-    serving=VllmServing(
-        label="fused-MoE",
-        select=select,
-        advice=advise,
-        compare=compare,
-        triton_archs=MOE_TRITON_ARCHS,
-    ),
+    serving=VllmServing(label="fused-MoE", select=select, advice=advise, compare=compare),
     # vLLM's get_moe_configs (fused_moe/fused_moe.py): any fused-MoE file name, E=..,N=..,
     # device_name=..[,dtype=..][,block_shape=..]; the tuner tunes the block-FP8 ones only.
     log_line=VllmLogLine(

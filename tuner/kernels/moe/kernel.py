@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import inspect
-import textwrap
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,13 +10,10 @@ import torch
 import triton
 import triton.language as tl
 
-from tuner.core import hashing
 from tuner.kernels.config import KernelConfig
+from tuner.kernels.dense.kernel import FP8_DTYPE, OUT_DTYPES, check_tensor
 from tuner.kernels.interpreter import fix_interpreter_index
 from tuner.kernels.moe.space import effective_block_k, uses_swap_ab, why_invalid
-
-OUT_DTYPES: tuple[torch.dtype, ...] = (torch.bfloat16, torch.float16)
-FP8_DTYPE = torch.float8_e4m3fn
 
 
 @triton.jit
@@ -192,48 +187,6 @@ def fused_moe_fp8_block_kernel(
     tl.store(c_ptrs, c, mask=c_mask)
 
 
-def kernel_source_hash() -> str:
-    """sha256 hex digest of the kernel's Python source (as for the dense kernel)."""
-    source = textwrap.dedent(inspect.getsource(fused_moe_fp8_block_kernel.fn))
-    return hashing.kernel_source_hash(source)
-
-
-# Keys a vLLM MoE config entry may carry besides the six we tune. vLLM 0.33.0's
-# invoke_fused_moe_kernel overwrites SPLIT_K with 1; files written by benchmark_moe.py on ROCm
-# add these AMD-only keys.
-TOLERATED_KEYS = ("SPLIT_K", "waves_per_eu", "matrix_instr_nonkdim", "kpack")
-
-
-def parse_config(config: Mapping[str, object], block_shape: tuple[int, int]) -> KernelConfig:
-    """A config entry of an MoE file (vLLM's keys) as a KernelConfig that can run.
-
-    Args:
-        config: BLOCK_SIZE_M/N/K, GROUP_SIZE_M, num_warps, num_stages; SPLIT_K and AMD keys are
-            tolerated and ignored (vLLM runs SPLIT_K=1 whatever the file says).
-        block_shape: [group_n, group_k].
-
-    Raises:
-        ValueError: a key is missing or not a positive integer, or the config cannot run.
-    """
-    parsed = KernelConfig.from_dict(config)
-    reason = why_invalid(parsed, block_shape)
-    if reason is not None:
-        raise ValueError(f"config {parsed.short()} cannot run: {reason}")
-    return parsed
-
-
-def _check(name: str, tensor: torch.Tensor, dtype: torch.dtype, shape: tuple[int, ...],
-           device: torch.device) -> None:
-    if tensor.dtype != dtype:
-        raise ValueError(f"{name} must be {dtype}, got {tensor.dtype}")
-    if tuple(tensor.shape) != shape:
-        raise ValueError(f"{name} must be {list(shape)}, got {list(tensor.shape)}")
-    if not tensor.is_contiguous():
-        raise ValueError(f"{name} must be contiguous (row-major)")
-    if tensor.device != device:
-        raise ValueError(f"{name} is on {tensor.device}, expected {device}")
-
-
 def device_arch(device: torch.device) -> int | None:
     """The compute capability of a CUDA device as an int (90 for sm90); None for any other
     device (CPU tensors under Triton's interpreter, `meta`)."""
@@ -282,11 +235,12 @@ def invoke_moe_gemm(
         topk_weights: [T * top_k] (or [T, top_k]) float32; needed when mul_routed_weight.
         sorted_token_ids, expert_ids, num_tokens_post_padded: `moe_align_block_size` with
             block_size = the config's BLOCK_SIZE_M; or, for naive assignment
-            (`tuner.kernels.moe.workload.naive_assignment`), None, [T * top_k] int32 expert of
+            (`tuner.kernels.moe.workload.MoeWorkload.alignment`), None, [T * top_k] int32 expert of
             each slot, and [T * top_k * BLOCK_SIZE_M].
         mul_routed_weight: multiply each slot by its routing weight (the down GEMM).
         top_k: slots per row of A.
-        config: vLLM's keys (`parse_config`).
+        config: vLLM's keys (`KernelConfig.runnable`; SPLIT_K and AMD keys are ignored: vLLM
+            runs SPLIT_K=1 whatever the file says).
         block_shape: [group_n, group_k].
         arch: the compute capability the launch is for (90 for sm90), which decides SWAP_AB;
             None for that of A's device (`device_arch`: none off CUDA).
@@ -300,7 +254,7 @@ def invoke_moe_gemm(
         ValueError: a dtype, shape, layout or config that does not fit.
     """
     group_n, group_k = block_shape
-    parsed = parse_config(config, block_shape)
+    parsed = KernelConfig.runnable(config, block_shape, why_invalid)
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k must be a positive int, got {top_k!r}")
     if B.dim() != 3:
@@ -309,10 +263,10 @@ def invoke_moe_gemm(
     T = A.shape[0]
     device = A.device
     k_groups = triton.cdiv(K, group_k)
-    _check("A", A, FP8_DTYPE, (T, K), device)
-    _check("A_scale", A_scale, torch.float32, (T, k_groups), device)
-    _check("B", B, FP8_DTYPE, (E, N, K), device)
-    _check("B_scale", B_scale, torch.float32, (E, triton.cdiv(N, group_n), k_groups), device)
+    check_tensor("A", A, FP8_DTYPE, (T, K), device)
+    check_tensor("A_scale", A_scale, torch.float32, (T, k_groups), device)
+    check_tensor("B", B, FP8_DTYPE, (E, N, K), device)
+    check_tensor("B_scale", B_scale, torch.float32, (E, triton.cdiv(N, group_n), k_groups), device)
     if C.dtype not in OUT_DTYPES or C.numel() != T * top_k * N or C.shape[-1] != N:
         raise ValueError(f"C must be [{T * top_k}, {N}] bf16 or fp16, got {list(C.shape)} "
                          f"{C.dtype}")
@@ -321,7 +275,7 @@ def invoke_moe_gemm(
     if mul_routed_weight:
         if topk_weights is None or topk_weights.numel() != T * top_k:
             raise ValueError(f"topk_weights must hold {T * top_k} float32 weights")
-        _check("topk_weights", topk_weights, torch.float32, tuple(topk_weights.shape), device)
+        check_tensor("topk_weights", topk_weights, torch.float32, tuple(topk_weights.shape), device)
     naive = sorted_token_ids is None
     for name, tensor in (("sorted_token_ids", sorted_token_ids), ("expert_ids", expert_ids),
                          ("num_tokens_post_padded", num_tokens_post_padded)):

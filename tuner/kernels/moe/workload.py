@@ -16,16 +16,17 @@ import torch
 import triton.language as tl
 
 from tuner.kernels.config import KernelConfig
+from tuner.kernels.dense.kernel import OUT_DTYPES
 from tuner.kernels.dense.workload import FP8_MAX, dequantize
 from tuner.kernels.interpreter import fix_interpreter_index
 from tuner.kernels.moe.family import VLLM_MOE
-from tuner.kernels.moe.kernel import (
-    OUT_DTYPES,
-    fused_moe_fp8_block_kernel,
-    invoke_moe_gemm,
-    parse_config,
+from tuner.kernels.moe.kernel import fused_moe_fp8_block_kernel, invoke_moe_gemm
+from tuner.kernels.moe.space import (
+    max_padded_slots,
+    uses_naive_assignment,
+    uses_swap_ab,
+    why_invalid,
 )
-from tuner.kernels.moe.space import max_padded_slots, uses_naive_assignment, uses_swap_ab
 from tuner.kernels.shape import Shape
 from tuner.kernels.target import (
     DEFAULT_TORCH_DTYPE,
@@ -103,24 +104,6 @@ def moe_align_block_size(
     expert_ids[:used] = torch.repeat_interleave(experts, blocks)
     num_tokens_post_padded = torch.tensor([used * block_size], dtype=torch.int32, device=device)
     return sorted_token_ids, expert_ids, num_tokens_post_padded
-
-
-def naive_assignment(topk_ids: torch.Tensor, block_size: int) -> Alignment:
-    """What vLLM 0.33.0 passes the expert GEMMs instead of `moe_align_block_size`'s outputs when
-    it assigns one routed slot per program (fused_moe.py `_prepare_expert_assignment`): no
-    sorted_token_ids, expert_ids = topk_ids.view(-1), [topk_ids.numel() * block_size].
-
-    Raises:
-        ValueError: block_size is not positive or topk_ids is not int32.
-    """
-    if block_size < 1:
-        raise ValueError(f"block_size must be positive, got {block_size}")
-    if topk_ids.dtype != torch.int32:
-        raise ValueError(f"topk_ids must be int32, got {topk_ids.dtype}")
-    padded = torch.tensor(
-        [topk_ids.numel() * block_size], dtype=torch.int32, device=topk_ids.device
-    )
-    return None, topk_ids.reshape(-1).contiguous(), padded
 
 
 @dataclass(frozen=True)
@@ -372,13 +355,18 @@ class MoeWorkload:
         return reference_expert_mlp(self.inputs, self.block_shape, out_dtype)
 
     def alignment(self, block_size_m: int) -> Alignment:
-        """The routing for one BLOCK_SIZE_M as vLLM hands it to the GEMMs at this M (naive
-        assignment where `uses_naive_assignment`, else `moe_align_block_size`), kept."""
+        """The routing for one BLOCK_SIZE_M as vLLM hands it to the GEMMs at this M, kept: where
+        `uses_naive_assignment`, what vLLM 0.33.0's `_prepare_expert_assignment` (fused_moe.py)
+        passes instead of `moe_align_block_size`'s outputs (no sorted_token_ids, expert_ids =
+        topk_ids.view(-1), [topk_ids.numel() * BLOCK_SIZE_M])."""
         if block_size_m not in self._alignments:
             ids, E = self.inputs.topk_ids, self.num_experts
-            naive = uses_naive_assignment(ids.shape[0], ids.shape[1], E)
-            found = naive_assignment(ids, block_size_m) if naive else None
-            self._alignments[block_size_m] = found or moe_align_block_size(ids, block_size_m, E)
+            if uses_naive_assignment(ids.shape[0], ids.shape[1], E):
+                padded = torch.tensor([ids.numel() * block_size_m], dtype=torch.int32)
+                found: Alignment = (None, ids.reshape(-1).contiguous(), padded.to(ids.device))
+            else:
+                found = moe_align_block_size(ids, block_size_m, E)
+            self._alignments[block_size_m] = found
         return self._alignments[block_size_m]
 
     def launch(self, config: KernelConfig, weights: tuple, *, out: Any, out_dtype: Any) -> Any:
@@ -392,7 +380,7 @@ class MoeWorkload:
         Raises:
             ValueError: bad config, dtype or shapes.
         """
-        parsed = parse_config(config.as_dict(), self.block_shape)
+        parsed = KernelConfig.runnable(config.as_dict(), self.block_shape, why_invalid)
         if out_dtype not in OUT_DTYPES:
             raise ValueError(f"out_dtype must be torch.bfloat16 or torch.float16, got {out_dtype}")
         w1, w1_scale, w2, w2_scale = weights
@@ -470,7 +458,7 @@ def compile_for_target(
         RuntimeError: imported under TRITON_INTERPRET=1.
         triton.CompilationError: the compiler rejected the kernel.
     """
-    parse_config(config.as_dict(), shape.block_pair("moe"))
+    KernelConfig.runnable(config.as_dict(), shape.block_pair("moe"), why_invalid)
     if out_dtype not in OUT_DTYPES:
         raise ValueError(f"out_dtype must be torch.bfloat16 or torch.float16, got {out_dtype}")
     sizes = (M, shape.N, shape.K, shape.param("E"), shape.param("top_k"))
