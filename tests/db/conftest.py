@@ -3,7 +3,7 @@ the rows most store tests start from (configs, an environment, a sweep, claimed 
 
 PostgreSQL runs only when TUNER_TEST_PG_URL names a scratch database (for example
 `postgresql+psycopg://postgres@127.0.0.1:5432/tuner_test`): every tuner table in it is dropped
-before each test.
+before each test, the tables of older schemas too.
 """
 
 from __future__ import annotations
@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, MetaData
 from sqlalchemy.orm import Session
 
 from db import repo
 from db.connection import connect, open_store
-from db.models import Base
 from tests import storefill
 from tuner.core import CONFIG_KEYS
 
@@ -44,8 +43,9 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     url = os.environ["TUNER_TEST_PG_URL"]
     engine = connect(url)
     with engine.begin() as connection:
-        Base.metadata.drop_all(connection)
-        connection.execute(text("DROP TABLE IF EXISTS alembic_version"))
+        tables = MetaData()
+        tables.reflect(connection)
+        tables.drop_all(connection)
     engine.dispose()
     return url
 

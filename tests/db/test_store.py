@@ -32,7 +32,7 @@ from tests.storefill import DEFAULT, fill
 from tuner.core import CONFIG_KEYS
 
 TABLES = {"devices", "environments", "sweeps", "tasks", "trials", "imports", "retimes"}
-TABLES |= {"decisions", "comparisons", "comparison_points", "ceilings", "blobs", "releases"}
+TABLES |= {"decisions", "comparisons", "comparison_points", "blobs", "releases"}
 TABLES |= {"release_files"}  # every table of the schema
 # The revision of the newest migration file, `NNNN_<what>.py`: the one a store is upgraded to.
 NEWEST = max(path.name[:4] for path in (MIGRATIONS_DIR / "versions").glob("[0-9]" * 4 + "_*.py"))
@@ -55,10 +55,10 @@ def test_migration_equals_models(engine: Engine) -> None:
                 fk["referred_table"]: fk["options"].get("ondelete")
                 for fk in inspector.get_foreign_keys(t)
             }
-            for t in ("retimes", "decisions", "ceilings")
+            for t in ("retimes", "decisions")
         ]
     task_cascade = {"tasks": "CASCADE", "environments": None}
-    assert cascades == [task_cascade, task_cascade, {"environments": None}]
+    assert cascades == [task_cascade, task_cascade]
 
 
 def test_open_store_creates_a_wal_store_in_a_new_folder(tmp_path: Path) -> None:
