@@ -3,24 +3,27 @@
 import re
 
 import pytest
+from typer.testing import CliRunner
 
-from tests.cli.robust import ENVIRONMENT, run_tuner, write_landscape
+from tests.cli.robust import ENVIRONMENT, write_landscape
+from tuner.cli.app import app
 from tuner.cli.landscape import build_landscape
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.measure.landscape import load_landscape
 
 
-def test_record_returns_the_replayed_landscape(tmp_path):
+def test_record_returns_the_replayed_landscape(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     path, configs = write_landscape(tmp_path, (1, 16))
     db = f"--db=sqlite:///{tmp_path}/t.db"
     sweep = "sweep --device L20 --model tiny --m 1,16 --strategy grid --trials 200 --replay"
-    swept = run_tuner(*sweep.split(), str(path), "--configs", str(configs), db, cwd=tmp_path)
-    assert swept.returncode == 0, swept.stderr
-    record = run_tuner(
-        *"landscape record --device L20 --out rec/l20.json".split(), db, cwd=tmp_path
+    swept = CliRunner().invoke(app, [*sweep.split(), str(path), "--configs", str(configs), db])
+    assert swept.exit_code == 0, swept.output
+    record = CliRunner().invoke(
+        app, [*"landscape record --device L20 --out rec/l20.json".split(), db]
     )
-    assert record.returncode == 0, record.stderr
+    assert record.exit_code == 0, record.output
     assert record.stdout.startswith(
         "wrote rec/l20.json: NVIDIA_L20, 4 (N, K, M), 384 trials (336 ok), triton 3.6.0"
     )
@@ -54,8 +57,8 @@ def test_build_keeps_the_largest_environment_and_the_latest_trial():
     trials = landscape.problems[(256, 384, 1)]
     assert {c: r.latency_us for c, r in trials.items()} == {default_config(): 5.0, other: 8.0}
     assert notes == [
-        "kept the 4 trials of environment 9; left out 1 of 1 other environment(s)",
-        "kept block_shape [128, 128] bfloat16; left out 1 trials of other kinds",
+        "kept the 3 trials of environment 9, block_shape [128, 128] bfloat16; left out 2 of "
+        "other environments or kinds"
     ]
 
 
