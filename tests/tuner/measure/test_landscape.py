@@ -54,12 +54,12 @@ def make_landscape(shapes=((256, 384), (576, 256)), m_values=(1, 16)):
     )
 
 
-def test_round_trip_and_answers(tmp_path):
+def test_round_trip_answers_and_one_read_until_the_file_changes(tmp_path):
     landscape = make_landscape()
     path = tmp_path / "l20.json"
     path.write_text(landscape.to_json())
     loaded = load_landscape(path)
-    assert loaded == landscape
+    assert loaded == landscape and load_landscape(str(path)) is loaded
     assert json.loads(path.read_text())["format"] == FORMAT
     runner = loaded.runner(576, 256, 16)
     default = default_config()
@@ -74,6 +74,10 @@ def test_round_trip_and_answers(tmp_path):
     assert result.latency_us == min(r.latency_us for r in runner.trials.values() if r.ok)
     with pytest.raises(KeyError, match=r"no \(N, K, M\) = \(1, 2, 3\)"):
         loaded.runner(1, 2, 3)
+    path.write_text(make_landscape(m_values=(1,)).to_json())
+    assert sorted(load_landscape(path).problems) == [(256, 384, 1), (576, 256, 1)]
+    with pytest.raises(ValueError, match="^gone.json: No such file or directory$"):
+        load_landscape("gone.json")
 
 
 @pytest.mark.parametrize(
@@ -118,16 +122,3 @@ def test_replay_samples_are_reproducible_and_inside_the_recorded_spread():
         first.sample_us(KernelConfig(256, 64, 128, 1, 4, 5))
     with pytest.raises(ValueError, match="not in the landscape, not ok"):
         first.sample_us(KernelConfig(16, 64, 128, 1, 4, 2))
-
-
-def test_a_file_is_read_once_until_it_changes(tmp_path):
-    path = tmp_path / "l20.json"
-    path.write_text(make_landscape(m_values=(1,)).to_json())
-    first = load_landscape(path)
-    assert load_landscape(str(path)) is first
-    assert sorted(first.problems) == [(256, 384, 1), (576, 256, 1)]
-    path.write_text(make_landscape(m_values=(1, 16)).to_json())
-    again = load_landscape(path)
-    assert again is not first and len(again.problems) == 4
-    with pytest.raises(ValueError, match="^gone.json: No such file or directory$"):
-        load_landscape("gone.json")
