@@ -316,9 +316,11 @@ def _cells(r: ReportRow, out_dtype: str, cpu: bool, key: FamilyShape) -> list[st
     its rates say nothing of a GPU's), what the file holds, spread and decision."""
     config = r.config or {}
     short = KernelConfig.from_dict(config).short() if "num_stages" in config else "-"
-    measured = r.latency_us is not None and math.isfinite(r.latency_us) and r.latency_us > 0
-    f = shape_roofline(key, r.M, r.latency_us, out_dtype=out_dtype) if measured else None
-    rates = [_num(f.gbps), _num(f.tflops, 2)] if f and not cpu else ["-", "-"]
+    us = r.latency_us
+    f = None
+    if not cpu and us is not None and 0 < us < math.inf:
+        f = shape_roofline(key, r.M, us, out_dtype=out_dtype)
+    rates = [_num(f.gbps), _num(f.tflops, 2)] if f else ["-", "-"]
     times = [_num(r.latency_us), _num(r.default_latency_us), _num(r.speedup, 2, unit="x")]
     return [str(r.M), short, *times, *rates, _emitted(r), _num(r.spread_us, 2), _decision(r)]
 

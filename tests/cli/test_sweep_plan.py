@@ -40,16 +40,9 @@ def _workers_line(result) -> str:
 def test_dry_run_prints_the_plan_and_creates_no_store(tmp_path):
     result = sweep(tmp_path, "--device interpreter --model tiny --m 1,16,32 --trials 3 --dry-run")
     assert result.exit_code == 0, result.output
-    assert result.stdout.splitlines() == [
-        "plan: TRITON_INTERPRETER, tiny TP 1, guided",
-        "  2 shapes x 3 M: 6 task(s) x 3 trial(s) = 18 trial(s)",
-        "  total: 6 task(s), 18 trial(s) to run, 1 worker(s); about 14 s of measuring (no "
-        "earlier trials of TRITON_INTERPRETER in the store: default 1.1 s a trial at N=512, "
-        "K=1024, M<=64, 13 s at N=5120, K=3072)",
-        "  on the interpreter nothing is compiled ahead (that is a GPU's cost) and the timings "
-        "are CPU timings",
-        "  TP not given: 1, the only size shapes/tiny lists (--tp to choose)",
-    ]
+    lines = result.stdout.splitlines()  # the plan's lines: tests/tuner/run/test_preview.py
+    assert lines[2].startswith("  total: 6 task(s), 18 trial(s) to run, 1 worker(s); about 14 s")
+    assert lines[-1] == "  TP not given: 1, the only size shapes/tiny lists (--tp to choose)"
     assert not (tmp_path / "t.db").exists()
 
 

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, MetaData
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from db import repo
-from db.connection import connect, open_store
+from db.connection import open_store
 from tests import storefill
 from tuner.core import CONFIG_KEYS
 
@@ -40,14 +40,8 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """The URL of an empty database: a new SQLite file, or the reset PostgreSQL scratch db."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'store' / 'tuner.db'}"
-    url = os.environ["TUNER_TEST_PG_URL"]
-    engine = connect(url)
-    with engine.begin() as connection:
-        tables = MetaData()
-        tables.reflect(connection)
-        tables.drop_all(connection)
-    engine.dispose()
-    return url
+    storefill.reset_postgresql(os.environ["TUNER_TEST_PG_URL"])
+    return os.environ["TUNER_TEST_PG_URL"]
 
 
 @pytest.fixture
