@@ -8,20 +8,16 @@ import pytest
 from tuner.measure.roofline import gemm_bytes, roofline
 
 
-def test_gemm_bytes_counts_each_operand_once():
+def test_bytes_flops_rates_and_bad_latencies():
     # A 2048 + B 7168*2048 + As 4*1*16 + Bs 4*56*16 + C 2*1*7168
     assert gemm_bytes(1, 7168, 2048) == 2048 + 14_680_064 + 64 + 3_584 + 14_336 == 14_700_096
     # K and N not multiples of the groups: scales round up (K=200 -> 2 groups, N=130 -> 2).
     assert gemm_bytes(3, 130, 200, (128, 128), "float16") == (
         3 * 200 + 130 * 200 + 4 * 3 * 2 + 4 * 2 * 2 + 2 * 3 * 130
     )
-
-
-def test_roofline_figures_and_bad_latencies():
     r = roofline(1, 7168, 2048, 16.0)
     assert (r.bytes, r.flops) == (14_700_096, 29_360_128)
-    assert r.gbps == pytest.approx(918.756)  # 14,700,096 bytes / 16 us
-    assert r.tflops == pytest.approx(1.835008)
+    assert (r.gbps, r.tflops) == pytest.approx((918.756, 1.835008))  # bytes, flops / 16 us
     for latency_us in (0.0, math.nan, math.inf):
         with pytest.raises(ValueError, match="latency_us must be a positive finite number"):
             roofline(1, 128, 128, latency_us)
