@@ -1,7 +1,6 @@
 """The HTML report of a device (templates/report.html): per shape, the winner's and the default's
-latency over M, speedup, achieved bandwidth and throughput (and their share of the device's
-measured ceilings), coverage gaps; the imported files, which kernel vLLM runs, and the versions
-tuned with.
+latency over M, speedup, achieved bandwidth and throughput, coverage gaps; the imported files,
+which kernel vLLM runs, and the versions tuned with.
 
 Charts are drawn server-side (templates/chart.svg): a log2 x axis (M), a log10 or linear y
 axis, no script; each point is a `<circle class="pt">` with `data-series`, `data-x`, `data-y` and
@@ -28,17 +27,14 @@ from tuner.inputs.backends import backend_lines, device_advice
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import get_family
 from tuner.kernels.shape import FamilyShape, block_shape_text
-from tuner.measure.roofline import COPY_GBPS, FP8_MM_TFLOPS, OUT_BYTES, Roofline, shape_roofline
+from tuner.measure.roofline import OUT_BYTES, shape_roofline
 
-REFERENCES = {
-    "speedup": "1.0 = as fast as the default (reference, not data)",
-    "roofline": "100% = the ceiling (reference, not data)",
-}
-CEILINGS = (COPY_GBPS, FP8_MM_TFLOPS)
+SPEEDUP_REFERENCE = "1.0 = as fast as the default (reference, not data)"
 X_TICKS = [1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0]
-SHAPE_HEADS = "M|l:winner config|latency_us|default_us|speedup|GB/s|TFLOP/s".split("|")
-SHARE_HEADS = ["% copy BW", "% FP8 mm", "l:bound"]
-TAIL_HEADS = ["l:in the file", "spread_us", "l:decision"]
+SHAPE_HEADS = (
+    "M|l:winner config|latency_us|default_us|speedup|GB/s|TFLOP/s|l:in the file|spread_us|"
+    "l:decision"
+).split("|")
 ENV_COLUMNS = "gpu_name compute_capability driver cuda torch triton vllm kernel_source tuner"
 
 
@@ -260,17 +256,8 @@ def _ms(values: Iterable[int]) -> str:
     return ", ".join(map(str, values))
 
 
-def usable_ceilings(ceilings: Mapping[str, float] | None) -> dict[str, float]:
-    """The known ceilings (db.repo.device_ceilings: {"copy_gbps": GB/s, "fp8_mm_tflops":
-    TFLOP/s}) whose values are positive finite numbers: a bad row never breaks the page."""
-    known = {key: value for key, value in (ceilings or {}).items() if key in CEILINGS}
-    return {key: float(value) for key, value in known.items() if 0 < float(value) < math.inf}
-
-
-def _charts(
-    shape: ShapeReport, figures: Mapping[int, Roofline], ceilings: Mapping[str, float]
-) -> list[Markup]:
-    """The latency and speedup charts over M, and the winner's share of each ceiling."""
+def _charts(shape: ShapeReport) -> list[Markup]:
+    """The latency and speedup charts over M."""
     rows = [r for r in shape.rows if r.latency_us is not None]
 
     def series(name: str, color: str, pairs: Iterable, dashed: bool = False) -> Series:
@@ -281,18 +268,9 @@ def _charts(
         series("default config", "#cf222e", ((r.M, r.default_latency_us) for r in rows), True),
     ]
     speedup = [series("speedup over default", "#1a7f37", ((r.M, r.speedup) for r in rows))]
-    shares = [
-        series(name, color, ((M, _share(getattr(f, ratio))) for M, f in figures.items()))
-        for name, color, ratio, ceiling in (
-            ("% of copy bandwidth", "#8250df", "copy_ratio", COPY_GBPS),
-            ("% of FP8 mm throughput", "#bc4c00", "fp8_mm_ratio", FP8_MM_TFLOPS),
-        )
-        if ceiling in ceilings
-    ]
     charts = [
         ("latency", "latency_us over M (log scales)", "latency_us", latency, None),
         ("speedup", "speedup over vLLM's default config", "default / winner", speedup, 1.0),
-        ("roofline", "winner's share of the device's ceilings", "% of ceiling", shares, 100.0),
     ]
     return [
         Markup(
@@ -302,17 +280,13 @@ def _charts(
                 y_label=y_label,
                 y_log=kind == "latency",
                 x_ticks=X_TICKS,
-                reference=None if ref is None else (ref, REFERENCES[kind]),
+                reference=None if ref is None else (ref, SPEEDUP_REFERENCE),
                 css_class=f"chart {kind} shape-{shape.anchor}",
             )
         )
         for kind, title, y_label, lines, ref in charts
         if rows and any(line.points for line in lines)
     ]
-
-
-def _share(ratio: float | None) -> float | None:
-    return None if ratio is None else ratio * 100
 
 
 def _coverage(shape: ShapeReport, done: set[int]) -> dict:
@@ -337,33 +311,22 @@ def _coverage(shape: ShapeReport, done: set[int]) -> dict:
     }
 
 
-def _cells(r: ReportRow, f: Roofline | None, ceilings: Mapping[str, float]) -> list[str]:
-    """One M: winner config, both latencies, speedup, throughput, shares of the ceilings (when
-    measured), what the file holds, spread and decision."""
+def _cells(r: ReportRow, out_dtype: str, cpu: bool, key: FamilyShape) -> list[str]:
+    """One M: winner config, both latencies, speedup, throughput ("-" on the interpreter, `cpu`:
+    its rates say nothing of a GPU's), what the file holds, spread and decision."""
     config = r.config or {}
     short = KernelConfig.from_dict(config).short() if "num_stages" in config else "-"
+    us = r.latency_us
+    f = None
+    if not cpu and us is not None and 0 < us < math.inf:
+        f = shape_roofline(key, r.M, us, out_dtype=out_dtype)
     rates = [_num(f.gbps), _num(f.tflops, 2)] if f else ["-", "-"]
-    if ceilings and f:
-        rates += [
-            _num(f.copy_ratio, 1, 100, "%"),
-            _num(f.fp8_mm_ratio, 1, 100, "%"),
-            f.bound or "-",
-        ]
-    elif ceilings:
-        rates += ["-", "-", "-"]
     times = [_num(r.latency_us), _num(r.default_latency_us), _num(r.speedup, 2, unit="x")]
     return [str(r.M), short, *times, *rates, _emitted(r), _num(r.spread_us, 2), _decision(r)]
 
 
-def _shape(shape: ShapeReport, out_dtype: str, cpu: bool, ceilings: Mapping[str, float]) -> dict:
-    """A shape's section: heading, notes, charts and table. Rates are "-" on the interpreter
-    (`cpu`): its rates say nothing of a GPU's."""
-    figures = {
-        r.M: shape_roofline(shape.key, r.M, r.latency_us, ceilings, out_dtype=out_dtype)
-        for r in shape.rows
-        if r.latency_us is not None and math.isfinite(r.latency_us) and r.latency_us > 0
-    }
-    measured = {M: f for M, f in figures.items() if f is not None}
+def _shape(shape: ShapeReport, out_dtype: str, cpu: bool) -> dict:
+    """A shape's section: heading, notes, charts and table (`_cells`)."""
     models = f" ({', '.join(shape.models)})" if shape.models else ""
     blocks = ("block_shape " if shape.key.shape.block_shape else "") + block_shape_text(
         shape.key.shape.block_shape
@@ -374,9 +337,9 @@ def _shape(shape: ShapeReport, out_dtype: str, cpu: bool, ceilings: Mapping[str,
         "heading": f"{shape.label}, {blocks}{models}",
         "left_out": shape.left_out,
         "coverage": _coverage(shape, {r.M for r in shape.rows if r.latency_us is not None}),
-        "charts": _charts(shape, measured, ceilings),
-        "heads": SHAPE_HEADS + (SHARE_HEADS if ceilings else []) + TAIL_HEADS,
-        "rows": [_cells(r, None if cpu else figures.get(r.M), ceilings) for r in shape.rows],
+        "charts": _charts(shape),
+        "heads": SHAPE_HEADS,
+        "rows": [_cells(r, out_dtype, cpu, shape.key) for r in shape.rows],
     }
 
 
@@ -402,7 +365,6 @@ def render_report(
     *,
     version: str,
     out_dtype: str | None,
-    ceilings: Mapping[str, float] | None = None,
     scope: Scope | None = None,
     compute_capability: str | None = None,
     comparison: repo.ComparisonInfo | None = None,
@@ -411,15 +373,12 @@ def render_report(
 ) -> str:
     """The whole page: a standalone HTML document (inline CSS and SVG, no script).
 
-    `environments` are the versions trials ran with (db.repo.EnvironmentRow as dicts);
-    `ceilings` the device's measured ceilings (db.repo.device_ceilings), which add % of each
-    and the bound to the tables and a chart of those %; `scope` which trials the winners come
-    from (None: no note); `compute_capability` marks the device's architecture among those vLLM
-    runs other kernels on; `comparison` the newest `tuner compare` run; `imported_only` the line
-    for a device with imported files only.
+    `environments` are the versions trials ran with (db.repo.EnvironmentRow as dicts); `scope`
+    which trials the winners come from (None: no note); `compute_capability` marks the device's
+    architecture among those vLLM runs other kernels on; `comparison` the newest `tuner compare`
+    run; `imported_only` the line for a device with imported files only.
     """
     cpu = device_name == "TRITON_INTERPRETER"
-    usable = usable_ceilings(ceilings)
     bytes_dtype = out_dtype if out_dtype in OUT_BYTES else "bfloat16"  # both are 2 bytes
     facts = backend_lines(compute_capability)
     return PAGES.get_template("report.html").render(
@@ -429,8 +388,7 @@ def render_report(
         cpu=cpu,
         imported_only=imported_only,
         scope=scope,
-        ceilings=usable,
-        shapes=[_shape(s, bytes_dtype, cpu, usable) for s in shapes],
+        shapes=[_shape(s, bytes_dtype, cpu) for s in shapes],
         imports=imports,
         advice=[*device_advice(device_name, [compute_capability or ""]).lines(), facts[0]],
         facts=[line[2:] for line in facts[1:]],

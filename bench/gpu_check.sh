@@ -26,7 +26,7 @@
 #      M_VALUES, its time line (trials run/pruned, compile vs measure, wall); export to
 #      $OUT/configs.zip and `tuner winners` (tuned vs default per M: the speedup column);
 #      `tuner verify` (vLLM's pick vs the default, on and off the grid); `tuner compare`
-#      (tuned Triton vs default vs torch's block-wise scaled_mm, with roofline ratios).
+#      (tuned Triton vs default vs torch's block-wise scaled_mm, with GB/s and TFLOP/s).
 #   4. MoE: a fused-MoE sweep of Qwen3-30B-A3B-FP8 TP1 (E=128, N=768) and its winners against
 #      vLLM's per-M default.
 #   DeepSeek-V3 and bench/vs_shipped.py (DEEPSEEK=1) do not fit beside the landscape: run them

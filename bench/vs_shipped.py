@@ -10,8 +10,7 @@ M: the store's winners with the no-regression rule of tuner.files.merge, looked 
 nearest-key rule), the shipped file's entry for M, and vLLM's default config. Each distinct
 config is checked against the float64 reference, then the ones that pass are re-timed
 interleaved (A B C A B C ...) in one run (tuner.measure.noise.retime_interleaved), so drift
-hits them alike. The copy and FP8-mm ceilings are measured once in the same run
-(tuner.measure.roofline) and our latency is put against them. Writes
+hits them alike; our latency's GB/s and TFLOP/s come from tuner.measure.roofline. Writes
 results/vs_shipped_<device_name>.json with device, versions, date and command.
 """
 
@@ -216,7 +215,6 @@ def compare_entry(
     retime: Retime,
     *,
     rounds: int,
-    ceilings: Mapping[str, float] | None,
     out_dtype: str = OUT_DTYPE,
     block_shape: tuple[int, int] = BLOCK_SHAPE,
 ) -> dict:
@@ -227,7 +225,6 @@ def compare_entry(
         runner: `check(config)` and `sample_us(config)` for this entry's Problem.
         retime: `tuner.measure.noise.retime_interleaved` or a stand-in.
         rounds: samples per config.
-        ceilings: {"copy_gbps", "fp8_mm_tflops"} or None.
         out_dtype: output dtype of C (for the bytes of the roofline).
         block_shape: [group_n, group_k].
 
@@ -259,9 +256,7 @@ def compare_entry(
     row["speedup_vs_shipped"] = _ratio(row["shipped"], row["ours"])
     row["shipped_vs_default"] = _ratio(row["default"], row["shipped"])
     ours_us = (row["ours"] or {}).get("latency_us")
-    row["roofline"] = (
-        _roofline_figures(entry, ours_us, ceilings, out_dtype, block_shape) if ours_us else None
-    )
+    row["roofline"] = _roofline_figures(entry, ours_us, out_dtype, block_shape) if ours_us else None
     return row
 
 
@@ -302,21 +297,12 @@ def _cell(
 def _roofline_figures(
     entry: Entry,
     ours_us: float,
-    ceilings: Mapping[str, float] | None,
     out_dtype: str,
     block_shape: tuple[int, int],
 ) -> dict[str, Any]:
     """Our config's roofline figures (`tuner.measure.roofline.roofline`), rounded for JSON."""
-    r = roofline(
-        entry.M, entry.N, entry.K, ours_us, ceilings, block_shape=block_shape, out_dtype=out_dtype
-    )
-    return {
-        "gbps": round(r.gbps, 1),
-        "tflops": round(r.tflops, 2),
-        "copy_ratio": None if r.copy_ratio is None else round(r.copy_ratio, 4),
-        "fp8_mm_ratio": None if r.fp8_mm_ratio is None else round(r.fp8_mm_ratio, 4),
-        "bound": r.bound,
-    }
+    r = roofline(entry.M, entry.N, entry.K, ours_us, block_shape=block_shape, out_dtype=out_dtype)
+    return {"gbps": round(r.gbps, 1), "tflops": round(r.tflops, 2)}
 
 
 def compare(
@@ -324,7 +310,6 @@ def compare(
     runner_factory: RunnerFactory,
     *,
     rounds: int = ROUNDS,
-    ceilings: Mapping[str, float] | None = None,
     retime: Retime | None = None,
     out_dtype: str = OUT_DTYPE,
     block_shape: tuple[int, int] = BLOCK_SHAPE,
@@ -336,7 +321,6 @@ def compare(
         entries: from `plan`.
         runner_factory: Problem -> runner with `check` and `sample_us` (KernelRunner on CUDA).
         rounds: interleaved rounds per entry.
-        ceilings: {"copy_gbps", "fp8_mm_tflops"} measured in this run, or None.
         retime: tuner.measure.noise.retime_interleaved (None) or a stand-in with its signature.
         out_dtype: output dtype of C.
         block_shape: [group_n, group_k].
@@ -363,7 +347,6 @@ def compare(
             runner,
             retime,
             rounds=rounds,
-            ceilings=ceilings,
             out_dtype=out_dtype,
             block_shape=block_shape,
         )
@@ -422,23 +405,20 @@ def _x(value: float | None) -> str:
 
 def format_table(rows: Sequence[dict]) -> str:
     """The rows as a plain-text table: a header, then one line per (shape, M) with the three
-    latencies in microseconds, our key, the speedups and our % of each ceiling."""
+    latencies in microseconds, our key, the speedups and our GB/s and TFLOP/s."""
     head = (
         f"{'N':>6} {'K':>6} {'M':>5} {'ours_us':>9} {'key':>5} {'shipped_us':>10} "
-        f"{'default_us':>10} {'vs_default':>10} {'vs_shipped':>10} {'%copy':>6} {'%fp8':>6}"
+        f"{'default_us':>10} {'vs_default':>10} {'vs_shipped':>10} {'GB/s':>8} {'TFLOP/s':>8}"
     )
     lines = [head]
     for r in rows:
         fig = r["roofline"] or {}
-        pct = [
-            ("-" if fig.get(k) is None else f"{fig[k] * 100:.1f}")
-            for k in ("copy_ratio", "fp8_mm_ratio")
-        ]
+        rates = [str(fig.get(k, "-")) for k in ("gbps", "tflops")]
         key = "-" if r["ours"] is None else str(r["ours"]["key_M"])
         lines.append(
             f"{r['N']:>6} {r['K']:>6} {r['M']:>5} {_us(r['ours']):>9} {key:>5} "
             f"{_us(r['shipped']):>10} {_us(r['default']):>10} {_x(r['speedup_vs_default']):>10} "
-            f"{_x(r['speedup_vs_shipped']):>10} {pct[0]:>6} {pct[1]:>6}"
+            f"{_x(r['speedup_vs_shipped']):>10} {rates[0]:>8} {rates[1]:>8}"
         )
     return "\n".join(lines)
 
@@ -448,7 +428,7 @@ def result_doc(rows: Sequence[dict], meta: Mapping[str, Any]) -> dict:
 
     Args:
         rows: `compare`'s rows.
-        meta: device, versions, date, command, settings and ceilings, copied to the top level.
+        meta: device, versions, date, command and settings, copied to the top level.
 
     Returns:
         {"benchmark": "vs_shipped", **meta, "summary": `summarize(rows)`, "rows": rows}.
@@ -652,24 +632,16 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         raise UsageError("nothing to time")
     import torch
 
-    from tuner.measure.roofline import measure_ceilings
     from tuner.measure.runner import KernelRunner
     from tuner.measure.runners import GpuRunner
     from tuner.run.worker import collect_environment
 
     torch.cuda.set_device(gpu.index)
     env = collect_environment(GpuRunner(gpu.device_name))
-    ceilings = measure_ceilings("cuda")
-    print(
-        f"ceilings: copy {ceilings['copy_gbps']:,.0f} GB/s, FP8 mm "
-        f"{ceilings['fp8_mm_tflops']:,.1f} TFLOP/s",
-        flush=True,
-    )
     rows = compare(
         entries,
         lambda problem: KernelRunner(problem, device="cuda"),
         rounds=args.rounds,
-        ceilings=ceilings,
         out_dtype=args.out_dtype,
         progress=lambda row: print(format_table([row]).splitlines()[1], flush=True),
     )
@@ -691,7 +663,6 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
         "out_dtype": args.out_dtype,
         "block_shape": list(BLOCK_SHAPE),
         "rounds": args.rounds,
-        "ceilings": ceilings,
         "winners_from": scope,
     }
     print(format_table(rows))

@@ -1,6 +1,6 @@
 """The store's schema in one module: the declarative base with its naming convention, the
 timestamp type and clock of the store, and every table: devices, environments, sweeps, tasks,
-trials, imports, retimes, decisions, ceilings, comparisons, releases with their files and the
+trials, imports, retimes, decisions, comparisons, releases with their files and the
 blobs of their bytes (SQLAlchemy 2 ORM)."""
 
 from __future__ import annotations
@@ -346,21 +346,6 @@ class Decision(TaskConfig, Base):
         sa.UniqueConstraint("task_id"),
         sa.CheckConstraint("kept IN ('fastest', 'default', 'simpler')", name="kept"),
     )
-
-
-class Ceiling(Base):
-    """A ceiling measured on one environment's GPU, e.g. `copy_gbps` (a large
-    device-to-device copy, GB/s) or `fp8_mm_tflops` (torch's FP8 matrix product, TFLOP/s); the
-    unit is the name's suffix. Every measurement is kept; readers take the latest per name."""
-
-    __tablename__ = "ceilings"
-
-    ceiling_id: Mapped[int] = mapped_column(primary_key=True)
-    environment_id: Mapped[int] = mapped_column(sa.ForeignKey("environments.environment_id"))
-    name: Mapped[str] = mapped_column(sa.String(64))
-    value: Mapped[float] = mapped_column()
-    detail: Mapped[str | None] = mapped_column(sa.Text)
-    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
 
 
 class Comparison(Base):

@@ -27,7 +27,6 @@ from sqlalchemy.orm import Session
 
 from db.models import (
     ENVIRONMENT_KEY,
-    Ceiling,
     Decision,
     Device,
     Environment,
@@ -660,20 +659,3 @@ def store_counts(session: Session) -> StoreCounts:
     sweeps = session.scalar(select(func.count()).select_from(Sweep)) or 0
     imports = session.scalar(select(func.count()).select_from(ImportedFile)) or 0
     return StoreCounts(trials=trials, tasks=tasks, sweeps=sweeps, imports=imports)
-
-
-def device_ceilings(session: Session, *, device_name: str) -> dict[str, float]:
-    """The latest measured value of each ceiling over the environments of a device: name ->
-    value (unit in the name), sorted by name; {} when none was measured."""
-    query = (
-        select(Ceiling.name, Ceiling.value)
-        .join(Environment, Ceiling.environment_id == Environment.environment_id)
-        .join(Device, Environment.device_id == Device.device_id)
-        .where(Device.device_name == device_name)
-    )
-    order = (Ceiling.created_at.desc(), Ceiling.ceiling_id.desc())
-    return dict(
-        sorted(
-            (row["name"], row["value"]) for row in _firsts(session, query, [Ceiling.name], order)
-        )
-    )

@@ -1,6 +1,6 @@
 """The write side of a sweep: devices and environments, sweeps and their tasks, the task queue
 (claim with a lease, heartbeat, finish, release), trials, re-timings with the decision they
-lead to, and the ceilings measured on a GPU.
+lead to.
 
 Writes that may race (get-or-create, trial records, claims) are single statements (`INSERT ...
 ON CONFLICT DO NOTHING`, `UPDATE ... RETURNING`), safe with several processes on one SQLite
@@ -38,7 +38,6 @@ from sqlalchemy.orm import Session, aliased
 from db.connection import dialect_insert
 from db.models import (
     ENVIRONMENT_KEY,
-    Ceiling,
     Decision,
     Device,
     Environment,
@@ -530,7 +529,7 @@ def unfinished_tasks(
     return session.scalar(count) or 0
 
 
-# --- trials, re-timings, decisions and ceilings ----------------------------------------------
+# --- trials, re-timings and decisions ---------------------------------------------------------
 
 # A trial's two statements, built once: building an ORM statement per trial cost more CPU
 # than the transaction itself.
@@ -652,23 +651,3 @@ def _row(item: Mapping[str, Any], task: dict[str, Any]) -> dict[str, Any]:
 def task_decision(session: Session, *, task_id: int) -> Decision | None:
     """The decision of a task with its `retimes` (by latency_us, then as recorded), or None."""
     return session.scalars(select(Decision).filter_by(task_id=task_id)).one_or_none()
-
-
-def record_ceilings(
-    session: Session,
-    *,
-    environment_id: int,
-    ceilings: Mapping[str, float],
-    details: Mapping[str, str] | None = None,
-) -> None:
-    """Store ceilings measured on the GPU of one environment (every measurement is kept):
-    name -> value with the unit in the name's suffix (`copy_gbps`: GB/s of a device-to-device
-    copy, `fp8_mm_tflops`: TFLOP/s of torch's FP8 matrix product), and how each was measured."""
-    details = details or {}
-    rows = [
-        {"environment_id": environment_id, "name": name, "value": float(value)}
-        | {"detail": details.get(name), "created_at": utcnow()}
-        for name, value in ceilings.items()
-    ]
-    if rows:
-        session.execute(insert(Ceiling), rows)

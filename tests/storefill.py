@@ -6,11 +6,11 @@ import importlib.metadata
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from sqlalchemy import text
+from sqlalchemy import MetaData, text
 
 import tuner
 from db import repo
-from db.connection import open_store, session_scope
+from db.connection import connect, open_store, session_scope
 from tuner.core import CONFIG_KEYS
 from tuner.files.provenance import current_kernel_hash
 from tuner.kernels.dense.family import DENSE
@@ -35,6 +35,18 @@ SPEC = repo.SweepSpec(
 # (N, K, M) -> [(config, is_default, status, latency_us)]
 Plan = Mapping[tuple[int, int, int], Sequence[tuple[dict, bool, str, float | None]]]
 TABLES = ("devices", "environments", "sweeps", "tasks", "trials", "imports")
+
+
+def reset_postgresql(url: str) -> None:
+    """Drop every table of the scratch database at `url`, those of an older schema too."""
+    engine = connect(url)
+    try:
+        with engine.begin() as connection:
+            tables = MetaData()
+            tables.reflect(connection)
+            tables.drop_all(connection)
+    finally:
+        engine.dispose()
 
 
 def fill(

@@ -50,7 +50,6 @@ def read_report(
         [asdict(e) for e in view.environments],
         version=tuner.__version__,
         out_dtype=out_dtype,
-        ceilings=repo.device_ceilings(session, device_name=device_name),
         scope=view.scope,
         compute_capability=view.compute_capability,
         comparison=comparisons[0] if comparisons else None,

@@ -1,8 +1,8 @@
 """One store the read-only route tests share (filled once per session), and a client on it.
 
 NVIDIA_L20 has two shapes over M = 1, 16, 32, timed in three environments: the current kernel
-and Triton (`cur`), an old kernel and an old Triton (both stale); its ceilings were measured in
-`cur`, and one `tuner compare` run timed vLLM's Triton kernel. H200 has stale trials only.
+and Triton (`cur`), an old kernel and an old Triton (both stale); one `tuner compare` run timed
+vLLM's Triton kernel. H200 has stale trials only.
 Release 1 of L20 is published from the current trials."""
 
 from __future__ import annotations
@@ -101,9 +101,7 @@ def _sweep(session, device: str) -> tuple[int, dict[str, int]]:
     return sweep.sweep_id, environments
 
 
-def _ceilings_and_comparison(session, environment_id: int) -> None:
-    ceilings = {"copy_gbps": 4000.0, "fp8_mm_tflops": 1000.0}
-    repo.record_ceilings(session, environment_id=environment_id, ceilings=ceilings)
+def _comparison(session) -> None:
     vllm_env = _environment(session, DEVICE, "abc", TRITON, kernel_source="vllm", vllm="0.33.0")
     run = {"model": "tiny", "tp": 1, "out_dtype": "bfloat16", "verdicts": VERDICTS}
     repo.record_comparison(
@@ -112,14 +110,14 @@ def _ceilings_and_comparison(session, environment_id: int) -> None:
 
 
 def fill(url: str) -> None:
-    """Record PLAN's trials, the decision of (A, 32), L20's ceilings and comparison, then
+    """Record PLAN's trials, the decision of (A, 32), L20's comparison, then
     publish L20's release 1."""
     engine = open_store(url)
     with session_scope(engine) as session:
         for device in (DEVICE, "NVIDIA_H200"):
             sweep_id, env = _sweep(session, device)
             if device == DEVICE:
-                _ceilings_and_comparison(session, env["cur"])
+                _comparison(session)
             while task := repo.claim_task(session, sweep_id=sweep_id, worker_id="w", lease_s=60):
                 key = (device, task.N, task.K, task.M)
                 for name, config, is_default, status, us in PLAN[key]:

@@ -27,8 +27,7 @@ from api.schemas import EngineName
 from api.settings import Settings
 from db.connection import connect, open_store
 from tests.api.conftest import FILE_A
-from tests.cli.test_robust_store_faults import reset_postgresql
-from tests.storefill import DEFAULT, fill, publish
+from tests.storefill import DEFAULT, fill, publish, reset_postgresql
 from tuner.cli.app import app as cli_app
 from tuner.files.mounts import FORMATS, MountFormat
 from tuner.files.pull import PULL_FORMATS

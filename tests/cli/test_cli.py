@@ -171,32 +171,6 @@ def test_winners_keeps_to_current_trials_unless_allow_stale(tmp_path, monkeypatc
     assert stale.stderr == ""
 
 
-def test_winners_shows_the_percent_of_the_measured_ceilings(tmp_path, monkeypatch):
-    from db import repo
-    from db.connection import open_store, session_scope
-    from tuner.cli import output
-
-    monkeypatch.setattr(output.console, "_width", 220)
-    db = _stale_store(tmp_path)
-    engine = open_store(db)
-    with session_scope(engine) as session:
-        environment_id = max(
-            e.environment_id for e in repo.device_environments(session, device_name="NVIDIA_L20")
-        )
-        repo.record_ceilings(
-            session,
-            environment_id=environment_id,
-            ceilings={"copy_gbps": 4000.0, "fp8_mm_tflops": 1000.0},
-        )
-    engine.dispose()
-    shown = invoke("winners", "--device", "L20", "--db", db)
-    assert shown.exit_code == 0, shown.output
-    assert "% copy BW" in shown.stdout and "% FP8 mm" in shown.stdout
-    rows = table_rows(shown.stdout)
-    # 1968.2 GB/s of 4000 and 3.93 TFLOP/s of 1000.
-    assert [row[8:] for row in rows] == [["1968.2", "3.93", "49.2", "0.4"]]
-
-
 def test_mounts_from_the_store_allow_stale(tmp_path):
     db = _stale_store(tmp_path)
     refused = invoke("mounts", "--device", "L20", "--db", db)

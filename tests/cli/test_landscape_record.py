@@ -3,24 +3,27 @@
 import re
 
 import pytest
+from typer.testing import CliRunner
 
-from tests.cli.robust import ENVIRONMENT, run_tuner, write_landscape
+from tests.cli.robust import ENVIRONMENT, write_landscape
+from tuner.cli.app import app
 from tuner.cli.landscape import build_landscape
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.measure.landscape import load_landscape
 
 
-def test_record_returns_the_replayed_landscape(tmp_path):
+def test_record_returns_the_replayed_landscape(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     path, configs = write_landscape(tmp_path, (1, 16))
     db = f"--db=sqlite:///{tmp_path}/t.db"
     sweep = "sweep --device L20 --model tiny --m 1,16 --strategy grid --trials 200 --replay"
-    swept = run_tuner(*sweep.split(), str(path), "--configs", str(configs), db, cwd=tmp_path)
-    assert swept.returncode == 0, swept.stderr
-    record = run_tuner(
-        *"landscape record --device L20 --out rec/l20.json".split(), db, cwd=tmp_path
+    swept = CliRunner().invoke(app, [*sweep.split(), str(path), "--configs", str(configs), db])
+    assert swept.exit_code == 0, swept.output
+    record = CliRunner().invoke(
+        app, [*"landscape record --device L20 --out rec/l20.json".split(), db]
     )
-    assert record.returncode == 0, record.stderr
+    assert record.exit_code == 0, record.output
     assert record.stdout.startswith(
         "wrote rec/l20.json: NVIDIA_L20, 4 (N, K, M), 384 trials (336 ok), triton 3.6.0"
     )
@@ -35,9 +38,11 @@ def test_record_returns_the_replayed_landscape(tmp_path):
 
 
 class Row:
-    def __init__(self, trial_id, environment_id, latency_us, config=None, out_dtype="bfloat16"):
-        self.trial_id, self.environment_id, self.latency_us = trial_id, environment_id, latency_us
-        self.N, self.K, self.M, self.block_shape = 256, 384, 1, (128, 128)
+    """A stored trial of (256, 384, M), as `repo.device_trials` gives it (by trial_id)."""
+
+    def __init__(self, environment_id, latency_us, config=None, out_dtype="bfloat16", M=1):
+        self.environment_id, self.latency_us = environment_id, latency_us
+        self.N, self.K, self.M, self.block_shape = 256, 384, M, (128, 128)
         self.out_dtype = out_dtype
         self.space, self.status = "vllm", "ok"
         self.config = (config or default_config()).as_dict()
@@ -47,26 +52,21 @@ class Row:
 
 def test_build_keeps_the_largest_environment_and_the_latest_trial():
     other = KernelConfig(16, 32, 64, 1, 4, 2)
-    rows = [Row(1, 6, 9.0), Row(2, 9, 7.0), Row(3, 9, 8.0, other), Row(4, 9, 5.0)]
-    rows.append(Row(5, 9, 1.0, out_dtype="float16"))
+    rows = [Row(6, 9.0), Row(9, 7.0), Row(9, 8.0, other), Row(9, 5.0), Row(9, 1.0, None, "float16")]
     landscape, notes = build_landscape(rows, device_name="NVIDIA_L20", recorded_at="now")
     assert landscape.environment["triton"] == "3.9.0"
     trials = landscape.problems[(256, 384, 1)]
     assert {c: r.latency_us for c, r in trials.items()} == {default_config(): 5.0, other: 8.0}
     assert notes == [
-        "kept the 4 trials of environment 9; left out 1 of 1 other environment(s)",
-        "kept block_shape [128, 128] bfloat16; left out 1 trials of other kinds",
+        "kept the 3 trials of environment 9, block_shape [128, 128] bfloat16; left out 2 of "
+        "other environments or kinds"
     ]
 
 
 def test_complete_only_drops_the_partial_problem_a_cut_sweep_leaves():
     space = vllm_space()
-    rows = []
-    for m, count in ((1, len(space)), (16, len(space)), (256, 700)):  # M=256 cut at 700
-        for config in space[:count]:
-            row = Row(len(rows) + 1, 9, 10.0 + m, config)
-            row.M = m
-            rows.append(row)
+    cut = {1: len(space), 16: len(space), 256: 700}  # M=256 cut at 700
+    rows = [Row(9, 10.0 + m, config, M=m) for m, count in cut.items() for config in space[:count]]
     everything, notes = build_landscape(rows, device_name="NVIDIA_H200", recorded_at="now")
     assert sorted(everything.problems) == [(256, 384, 1), (256, 384, 16), (256, 384, 256)]
     assert notes == []

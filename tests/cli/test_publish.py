@@ -18,8 +18,7 @@ from typer.testing import CliRunner
 from db.connection import connect, open_store, session_scope
 from db.files import blob, get_release, list_releases
 from tests.cli.robust import tuner_command, tuner_env
-from tests.cli.test_robust_store_faults import reset_postgresql
-from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill
+from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill, reset_postgresql
 from tuner.cli.app import app
 
 PLAN = {

@@ -36,6 +36,7 @@ from tests.cli.robust import (
     write_landscape,
 )
 from tests.pgserver import PrivatePostgres
+from tests.storefill import reset_postgresql
 from tuner.kernels.dense.space import default_config
 
 DEFAULT = default_config()
@@ -318,19 +319,6 @@ def test_two_sweeps_and_two_workers_on_one_sqlite_file(writers):
     assert sum(run_now) <= WRITER_TASKS * WRITER_TRIALS, run_now
     assert trial_rows(db) == rows
     assert winners(f"sqlite:///{db}") == best
-
-
-def reset_postgresql(url: str) -> None:
-    from db.connection import connect
-    from db.models import Base
-
-    engine = connect(url)
-    try:
-        with engine.begin() as connection:
-            Base.metadata.drop_all(connection)
-            connection.execute(text("DROP TABLE IF EXISTS alembic_version"))
-    finally:
-        engine.dispose()
 
 
 @pytest.mark.skipif(

@@ -3,7 +3,7 @@ the rows most store tests start from (configs, an environment, a sweep, claimed 
 
 PostgreSQL runs only when TUNER_TEST_PG_URL names a scratch database (for example
 `postgresql+psycopg://postgres@127.0.0.1:5432/tuner_test`): every tuner table in it is dropped
-before each test.
+before each test, the tables of older schemas too.
 """
 
 from __future__ import annotations
@@ -15,12 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from db import repo
-from db.connection import connect, open_store, session_scope
-from db.models import Base
+from db.connection import open_store, session_scope
 from tests import storefill
 from tuner.core import CONFIG_KEYS
 
@@ -41,13 +40,8 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """The URL of an empty database: a new SQLite file, or the reset PostgreSQL scratch db."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'store' / 'tuner.db'}"
-    url = os.environ["TUNER_TEST_PG_URL"]
-    engine = connect(url)
-    with engine.begin() as connection:
-        Base.metadata.drop_all(connection)
-        connection.execute(text("DROP TABLE IF EXISTS alembic_version"))
-    engine.dispose()
-    return url
+    storefill.reset_postgresql(os.environ["TUNER_TEST_PG_URL"])
+    return os.environ["TUNER_TEST_PG_URL"]
 
 
 @pytest.fixture

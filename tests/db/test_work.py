@@ -14,7 +14,7 @@ from sqlalchemy import Engine, delete, func, select, update
 
 from db import repo
 from db.connection import connect, session_scope
-from db.models import Ceiling, Decision, Device, Environment, Retime, Sweep, Task, Trial
+from db.models import Decision, Device, Environment, Retime, Sweep, Task, Trial
 from tests.db.conftest import (
     C0,
     C1,
@@ -463,46 +463,3 @@ def test_bad_decisions_raise_and_write_nothing(
     with pytest.raises(ValueError, match=message), session_scope(engine) as session:
         decide(session, held["t1"], held["env"], retimes, made)
     assert _counts(engine) == (0, 0)
-
-
-def test_ceilings_latest_per_name_over_the_device(engine: Engine) -> None:
-    with session_scope(engine) as session:
-        first, second = environment(session, triton="3.5.0"), environment(session)
-        other = environment(session, device_name="NVIDIA_H200")
-        repo.record_ceilings(
-            session,
-            environment_id=first,
-            ceilings={"copy_gbps": 800.0, "fp8_mm_tflops": 300.0},
-            details={"copy_gbps": "1 GiB copy, median of 20"},
-        )
-        repo.record_ceilings(session, environment_id=other, ceilings={"copy_gbps": 4300.0})
-    with session_scope(engine) as session:
-        repo.record_ceilings(session, environment_id=second, ceilings={"copy_gbps": 850.5})
-        repo.record_ceilings(session, environment_id=second, ceilings={})
-        latest = {"copy_gbps": 850.5, "fp8_mm_tflops": 300.0}
-        assert repo.device_ceilings(session, device_name="NVIDIA_L20") == latest
-        assert repo.device_ceilings(session, device_name="NVIDIA_H200") == {"copy_gbps": 4300.0}
-        assert repo.device_ceilings(session, device_name="NVIDIA_B200") == {}
-        details = session.execute(select(Ceiling.detail).order_by(Ceiling.ceiling_id)).scalars()
-        assert list(details) == ["1 GiB copy, median of 20", None, None, None]
-
-
-def test_warm_starts_of_a_reopened_sweep_are_those_of_its_first_run(engine: Engine) -> None:
-    _open(engine, 3)
-    with session_scope(engine) as session:
-        env = environment(session)
-    _run_all(engine, T_OLD, env, [C1])
-    _open(engine, 4)
-    # M=1 is searched again first and finds C2 faster; M=16's warm starts (from before its
-    # first trial) still come from M=1 as it stood then: C1, its only trial.
-    scope = {"device_name": "NVIDIA_L20", "block_shape": (128, 128), "out_dtype": "bfloat16"}
-    scope["family"] = "dense"
-    with session_scope(engine) as session:
-        task = claim_all(session, None)[1]
-        trials(session, task, env, [(C2, False, 1.0)])
-        assert repo.finish_task(session, task_id=task, worker_id="w", budget=4)
-        fresh = repo.task_winners(session, **scope)
-        first_of_m16 = min(t.created_at for t in repo.task_trials(session, task_id=task + 1))
-        resumed = repo.task_winners(session, **scope, finished_before=first_of_m16)
-    assert [(w.M, w.config) for w in fresh] == [(1, C2), (16, C1)]
-    assert [(w.M, w.config) for w in resumed] == [(1, C1)]  # not C2, nor M=16 itself

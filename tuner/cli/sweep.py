@@ -43,7 +43,6 @@ from tuner.cli.store import existing_store, masked, open_db
 from tuner.core import REQUIRED_M, OutDtype
 from tuner.inputs.shapes import UnknownModelError, load_shapes
 from tuner.kernels.shape import store_columns
-from tuner.measure import calibrate
 from tuner.measure.runners import Runner, process_environment
 from tuner.run.plan import (
     SweepRequest,
@@ -228,8 +227,7 @@ def _measurement(runner: Runner, request: SweepRequest) -> dict[str, str]:
 
 def _show_plan(requests: list, db, runner: Runner, workers: int, notes: list, reps: int):
     """Print the plan of a `tuner sweep` in one block, after a warning for an M grid without
-    some of vLLM's batch sizes; (the plan, its `TrialModel`). On the interpreter with no
-    earlier trials of a family, the model is scaled by a trial measured here now."""
+    some of vLLM's batch sizes; (the plan, its `TrialModel`)."""
     history, stored, known = _history(db, requests, runner)
     m_values = requests[0][0].m_values
     missing = [value for value in REQUIRED_M if value not in m_values]
@@ -238,10 +236,6 @@ def _show_plan(requests: list, db, runner: Runner, workers: int, notes: list, re
             f"warning: M grid lacks {missing}; vLLM will use the nearest tuned M there", err=True
         )
     model = trial_model(runner.name, reps)
-    calibration = None
-    if model.calibrate and not {r.family for r, _ in requests} <= {h.family for h in history}:
-        measured_s = calibrate.interpreter_trial_s(reps)
-        calibration = (calibrate.CALIBRATION_SHAPE, measured_s) if measured_s else None
     preview = preview_sweeps(
         requests,
         model=model,
@@ -250,7 +244,6 @@ def _show_plan(requests: list, db, runner: Runner, workers: int, notes: list, re
         workers=workers,
         compile_workers=max(1, ((os.cpu_count() or 2) - workers) // max(1, workers)),
         defaults=notes,
-        calibration=calibration,
         known=known,
     )
     for line in preview.lines:

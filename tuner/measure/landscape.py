@@ -5,8 +5,8 @@ what the replay runner, `tuner.measure.runners (ReplayRunner)`, measures with)."
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
+import random
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -21,6 +21,7 @@ FORMAT = "blockfp8-tuner-landscape/1"
 # One trial per row: the six config values in vLLM key order, then these.
 ROW_FIELDS = (*CONFIG_KEYS, "status", "latency_us", "p20_us", "p80_us")
 NOT_RECORDED = "not in the landscape"
+Problems = Mapping[tuple[int, int, int], Mapping[KernelConfig, TrialResult]]
 
 
 @dataclass(frozen=True)
@@ -29,9 +30,10 @@ class Landscape:
 
     File format (JSON, `bench/landscapes/README.md`): `format` = FORMAT, `device_name`,
     `environment` (gpu_name, compute_capability, driver, cuda, torch, triton, tuner, kernel_hash),
-    `recorded_at` (ISO 8601 UTC), `space`, `out_dtype`, `block_shape`, and `problems`: a list of
-    {N, K, M, rows} where each row is [BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, GROUP_SIZE_M,
-    num_warps, num_stages, status, latency_us, p20_us, p80_us] (latencies null unless ok).
+    `recorded_at` (ISO 8601 UTC), `space`, `out_dtype`, `block_shape`, `row_fields` (ROW_FIELDS)
+    and `problems`: a list of {N, K, M, rows}, each row [BLOCK_SIZE_M, BLOCK_SIZE_N,
+    BLOCK_SIZE_K, GROUP_SIZE_M, num_warps, num_stages, status, latency_us, p20_us, p80_us]
+    (latencies null unless ok).
 
     Attributes:
         device_name: vLLM's device key the timings were taken on.
@@ -40,7 +42,7 @@ class Landscape:
         space: name of the config space, e.g. "vllm".
         out_dtype: output dtype of the GEMM.
         block_shape: [group_n, group_k]; None (JSON null) for per-tensor scales.
-        problems: (N, K, M) -> config -> result.
+        problems: (N, K, M) -> config -> result (status and latencies only).
     """
 
     device_name: str
@@ -49,25 +51,33 @@ class Landscape:
     space: str
     out_dtype: str
     block_shape: tuple[int, int] | None
-    problems: Mapping[tuple[int, int, int], Mapping[KernelConfig, TrialResult]] = field(
-        default_factory=dict
-    )
+    problems: Problems = field(default_factory=dict)
 
     def to_json(self) -> str:
         """The landscape in its file format, problems sorted by (N, K, M), rows by config."""
-
-        def row(config: KernelConfig, r: TrialResult) -> list:
-            return [*config.as_dict().values(), r.status.value, r.latency_us, r.p20_us, r.p80_us]
-
         problems = [
-            {"N": n, "K": k, "M": m, "rows": [row(c, r) for c, r in sorted(trials.items())]}
+            {
+                "N": n,
+                "K": k,
+                "M": m,
+                "rows": [
+                    [*c.as_dict().values(), r.status.value, r.latency_us, r.p20_us, r.p80_us]
+                    for c, r in sorted(trials.items())
+                ],
+            }
             for (n, k, m), trials in sorted(self.problems.items())
         ]
-        fields = ("device_name", "environment", "recorded_at", "space", "out_dtype")
-        body = {"format": FORMAT, **{name: getattr(self, name) for name in fields}}
-        body["environment"] = dict(self.environment)
-        body["block_shape"] = None if self.block_shape is None else list(self.block_shape)
-        body |= {"row_fields": list(ROW_FIELDS), "problems": problems}
+        body = {
+            "format": FORMAT,
+            "device_name": self.device_name,
+            "environment": dict(self.environment),
+            "recorded_at": self.recorded_at,
+            "space": self.space,
+            "out_dtype": self.out_dtype,
+            "block_shape": None if self.block_shape is None else list(self.block_shape),
+            "row_fields": list(ROW_FIELDS),
+            "problems": problems,
+        }
         return json.dumps(body, indent=1) + "\n"
 
     def runner(self, N: int, K: int, M: int) -> RecordedTimings:
@@ -76,39 +86,42 @@ class Landscape:
         Raises:
             KeyError: the landscape has no timings for that problem.
         """
-        key = (N, K, M)
-        if key not in self.problems:
-            raise KeyError(f"landscape of {self.device_name} has no (N, K, M) = {key}")
-        return RecordedTimings(self.problems[key])
+        if (N, K, M) not in self.problems:
+            raise KeyError(f"landscape of {self.device_name} has no (N, K, M) = {(N, K, M)}")
+        return RecordedTimings(self.problems[(N, K, M)])
 
 
 def load_landscape(path: Path | str) -> Landscape:
-    """Read a landscape file.
+    """Read a landscape file, once per process while its size and modification time are
+    unchanged: a replay worker answers many tasks from one file, and parsing it (38,400 rows for
+    the synthetic sm90 landscape) took about half of a replayed trial's CPU.
 
     Raises:
         ValueError: one line naming the file and the problem (unreadable, bad JSON, wrong
             format tag, a malformed row).
     """
     try:
-        body = json.loads(Path(path).read_text(encoding="utf-8"))
+        stat = Path(path).resolve().stat()
+    except OSError as exc:
+        raise ValueError(f"{path}: {exc.strerror or exc}") from None
+    return _parse(Path(path).resolve(), (stat.st_size, stat.st_mtime_ns), str(path))
+
+
+@functools.lru_cache(maxsize=8)
+def _parse(path: Path, stamp: tuple[int, int], shown: str) -> Landscape:
+    """The landscape at `path` (`stamp` keys the cache); errors name the file as `shown`."""
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"))
         if body.get("format") != FORMAT:
             raise ValueError(f"format is {body.get('format')!r}, expected {FORMAT!r}")
-        problems: dict[tuple[int, int, int], dict[KernelConfig, TrialResult]] = {}
-        configs: dict[tuple, KernelConfig] = {}  # one object per config across problems
+        problems = {}
         for problem in body["problems"]:
             trials = {}
             for row in problem["rows"]:
-                if len(row) != len(ROW_FIELDS):
-                    raise ValueError(f"row {row!r} has {len(row)} fields, not {len(ROW_FIELDS)}")
-                values = tuple(row[:6])
-                if values not in configs:
-                    configs[values] = KernelConfig.from_dict(
-                        dict(zip(CONFIG_KEYS, values, strict=True))
-                    )
                 status, latency_us, p20_us, p80_us = row[6:]
-                trials[configs[values]] = TrialResult(
-                    TrialStatus(status), latency_us, p20_us, p80_us, measure_s=0.0
-                )  # as a landscape keeps it
+                config = KernelConfig.from_dict(dict(zip(CONFIG_KEYS, row[:6], strict=True)))
+                latencies = (latency_us, p20_us, p80_us)
+                trials[config] = TrialResult(TrialStatus(status), *latencies, measure_s=0.0)
             problems[(int(problem["N"]), int(problem["K"]), int(problem["M"]))] = trials
         fields = ("device_name", "recorded_at", "space", "out_dtype")
         return Landscape(
@@ -118,30 +131,10 @@ def load_landscape(path: Path | str) -> Landscape:
             problems=problems,
         )
     except OSError as exc:
-        raise ValueError(f"{path}: {exc.strerror or exc}") from None
+        raise ValueError(f"{shown}: {exc.strerror or exc}") from None
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         reason = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
-        raise ValueError(f"{path}: not a landscape file: {reason}") from None
-
-
-@functools.lru_cache(maxsize=8)
-def _read(path: str, stamp: tuple[int, int]) -> Landscape:
-    return load_landscape(path)
-
-
-def cached_landscape(path: Path | str) -> Landscape:
-    """`load_landscape`, read once per process while the file's size and modification time are
-    unchanged: a replay worker answers many tasks from one file, and parsing it (38,400 rows for
-    the synthetic sm90 landscape) took about half of a replayed trial's CPU.
-
-    Raises:
-        ValueError: unreadable or malformed (one line naming the file).
-    """
-    try:
-        stat = Path(path).resolve().stat()
-    except OSError as exc:
-        raise ValueError(f"{path}: {exc.strerror or exc}") from None
-    return _read(str(Path(path).resolve()), (stat.st_size, stat.st_mtime_ns))
+        raise ValueError(f"{shown}: not a landscape file: {reason}") from None
 
 
 class RecordedTimings:
@@ -165,8 +158,8 @@ class RecordedTimings:
         """One made-up timing sample of a recorded ok config, as `KernelRunner.sample_us` gives.
 
         The n-th call for a config (n counted per config from 0) answers
-        p20_us + u * (p80_us - p20_us), where u in [0, 1) is read from the sha256 of the
-        config's six values and n: the same runner asked the same questions answers the same.
+        p20_us + u * (p80_us - p20_us), u in [0, 1) drawn by a `random.Random` seeded with the
+        config and n: the same runner asked the same questions answers the same.
 
         Returns:
             A latency in microseconds within [p20_us, p80_us] of the recorded result.
@@ -178,11 +171,8 @@ class RecordedTimings:
         if result is None or not result.ok:
             why = NOT_RECORDED if result is None else f"recorded as {result.status.value}"
             raise ValueError(f"cannot sample config {config.short()}: {why}, not ok")
-        call = self._sampled[config]
+        u = random.Random(f"{config.short()}#{self._sampled[config]}").random()
         self._sampled[config] += 1
-        values = ",".join(str(v) for v in config.as_dict().values())
-        digest = hashlib.sha256(f"{values}#{call}".encode()).digest()
-        u = int.from_bytes(digest[:8], "big") / 2**64
         p20_us = result.ok_latency_us if result.p20_us is None else result.p20_us
         p80_us = result.ok_latency_us if result.p80_us is None else result.p80_us
         return p20_us + u * (p80_us - p20_us)
@@ -208,9 +198,8 @@ def landscape_from_results(
     Only status and latencies are kept; replaying a trial takes no time.
     """
     problems: dict[tuple[int, int, int], dict[KernelConfig, TrialResult]] = {}
-    for n, k, m, config, result in results:
-        latencies = (result.latency_us, result.p20_us, result.p80_us)
-        kept = TrialResult(result.status, *latencies, measure_s=0.0)
+    for n, k, m, config, r in results:
+        kept = TrialResult(r.status, r.latency_us, r.p20_us, r.p80_us, measure_s=0.0)
         problems.setdefault((n, k, m), {})[config] = kept
     return Landscape(
         device_name, dict(environment), recorded_at, space, out_dtype, block_shape, problems

@@ -17,7 +17,7 @@ from typing import Protocol, runtime_checkable
 import tuner
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import get_family
-from tuner.measure.landscape import cached_landscape
+from tuner.measure.landscape import load_landscape
 from tuner.measure.runner import KernelRunner, Problem
 from tuner.measure.trial import TrialResult
 
@@ -208,7 +208,7 @@ class ReplayRunner(Runner):
         Raises:
             ValueError: the landscape file is unreadable or malformed.
         """
-        landscape = cached_landscape(self.landscape)
+        landscape = load_landscape(self.landscape)
         return {**landscape.environment, "device_name": landscape.device_name}
 
     def problem_runner(
@@ -219,7 +219,7 @@ class ReplayRunner(Runner):
         Raises:
             KeyError: the landscape has no timings for that problem.
         """
-        return cached_landscape(self.landscape).runner(problem.N, problem.K, problem.M)
+        return load_landscape(self.landscape).runner(problem.N, problem.K, problem.M)
 
 
 RunnerFactory = Callable[..., Runner]

@@ -237,8 +237,6 @@ class TrialModel:
             killed.
         confirm_above_s: a plan estimated longer than this asks for --yes; None never asks.
         notes: lines the plan adds.
-        calibrate: scale the model by a trial measured on this host now (the interpreter:
-            the CPU's speed and load vary several times between hosts and hours).
     """
 
     trial_s: float
@@ -248,21 +246,14 @@ class TrialModel:
     timeout_s: float = 60.0
     confirm_above_s: float | None = None
     notes: tuple[str, ...] = ()
-    calibrate: bool = False
 
     def seconds(self, N: int, K: int, M: int) -> float:
         """The default seconds of one trial at (N, K, M)."""
         return self.trial_s + self.per_work_s * N * K * math.ceil(M / 64) * self.calls
 
-    def source(
-        self, device_name: str, calibration: tuple[tuple[int, int, int], float] | None
-    ) -> str:
+    def source(self, device_name: str) -> str:
         """Where the plan's time comes from when the store has no trials of the device."""
         none = f"no earlier trials of {device_name} in the store"
-        if calibration is not None:
-            (N, K, M), measured_s = calibration
-            at = f"{measured_s:.2f} s at N={N}, K={K}, M={M}"
-            return f"{none}: scaled by a trial measured here now, {at}"
         if self.compile_s is not None:
             return (
                 f"{none}: default {self.trial_s * 1000:.0f} ms of measuring a trial, compiles at "
@@ -293,7 +284,6 @@ def trial_model(runner_name: str, interpreter_reps: int = 3) -> TrialModel:
             timeout_s=1800.0,
             confirm_above_s=3600.0,
             notes=(note,),
-            calibrate=True,
         )
     if runner_name == "replay":
         return TrialModel(0.001)
@@ -351,14 +341,8 @@ class _TrialClock:
     there; else the runner's default model, scaled by how the device's earlier trials of the
     family compared with that model; else the model as it is."""
 
-    def __init__(
-        self,
-        model: TrialModel,
-        history: Sequence[TrialTimeRow],
-        calibration: tuple[tuple[int, int, int], float] | None = None,
-    ):
+    def __init__(self, model: TrialModel, history: Sequence[TrialTimeRow]):
         self.model = model
-        self.calibration = calibration
         self.exact = {(r.family, r.N, r.K, r.M): r.mean_s for r in history}
         self.trials = sum(r.trials for r in history)
         sums: dict[str, tuple[float, float]] = {}
@@ -373,21 +357,16 @@ class _TrialClock:
             for family, (measured, modelled) in sums.items()
             if modelled > 0
         }
-        # No trials of a family yet: the model scaled by a trial measured here now.
-        self.measured_scale = 1.0
-        if self.calibration is not None:
-            (N, K, M), measured_s = self.calibration
-            self.measured_scale = measured_s / model.seconds(N, K, M)
 
     def seconds(self, family: str, N: int, K: int, M: int) -> float:
         if (family, N, K, M) in self.exact:
             return self.exact[(family, N, K, M)]
-        return self.scale.get(family, self.measured_scale) * self.model.seconds(N, K, M)
+        return self.scale.get(family, 1.0) * self.model.seconds(N, K, M)
 
     def source(self, device_name: str) -> str:
         if self.trials:
             return f"from {self.trials:,} earlier trial(s) of {device_name} in the store"
-        return self.model.source(device_name, self.calibration)
+        return self.model.source(device_name)
 
 
 def preview_sweeps(
@@ -399,16 +378,14 @@ def preview_sweeps(
     workers: int,
     compile_workers: int = 1,
     defaults: Sequence[str] = (),
-    calibration: tuple[tuple[int, int, int], float] | None = None,
     known: Sequence[Mapping[tuple[int, int, int], int]] = (),
 ) -> SweepPreview:
     """The plan of one `tuner sweep` command over its sweeps (dense, then each MoE shape):
     `requests` (each with what it tunes, "2 shapes"), timed by `model` (`trial_model`), scaled
-    by the device's `history` (`db.repo.trial_times`) or a trial measured here now
-    (`calibration`: ((N, K, M), seconds)); `stored` trials per request's sweep and `known`
-    configs per task elsewhere (`db.repo.known_configs`) left out; `workers` measuring at once,
-    each with `compile_workers` compile processes (a GPU); `defaults` lines appended."""
-    clock = _TrialClock(model, history, calibration)
+    by the device's `history` (`db.repo.trial_times`); `stored` trials per request's sweep and
+    `known` configs per task elsewhere (`db.repo.known_configs`) left out; `workers` measuring
+    at once, each with `compile_workers` compile processes (a GPU); `defaults` lines appended."""
+    clock = _TrialClock(model, history)
     first = requests[0][0]
     lines = [f"plan: {first.device_name}, {first.model} TP {first.tp}, {first.strategy}"]
     totals = [0.0, 0, 0, 0, 0]  # seconds, tasks, trials to run, compiles, reused

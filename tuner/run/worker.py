@@ -34,7 +34,6 @@ from tuner.kernels.config import KernelConfig
 from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.shape import FamilyShape
 from tuner.measure.noise import RETIME_ROUNDS, decide_winner, retime_interleaved, select_for_retime
-from tuner.measure.roofline import ceiling_details, measure_ceilings
 from tuner.measure.runner import Problem
 from tuner.measure.trial import TrialResult
 from tuner.run.compile_gate import WorkerCompiler
@@ -634,23 +633,6 @@ def worker_main(spec: WorkerSpec, shared: WorkerShared | None = None) -> None:
         raise SystemExit(1) from None
 
 
-def _record_ceilings(store, environment_id: int, device: str) -> None:
-    """Measure this GPU's copy bandwidth and FP8-mm throughput (`tuner.measure.roofline`) and
-    store them with the environment; a failure is one line, the worker goes on."""
-    try:
-        ceilings = measure_ceilings(device)
-    except Exception as exc:  # noqa: BLE001 - ceilings are a report's extra, not the job
-        print(f"ceilings not measured: {type(exc).__name__}: {exc}", flush=True)
-        return
-    with session_scope(store) as session:
-        repo.record_ceilings(
-            session,
-            environment_id=environment_id,
-            ceilings=ceilings,
-            details=ceiling_details(device),
-        )
-
-
 def _cuda_usable() -> bool:
     """Whether this process's CUDA context still runs work (a sticky error such as an illegal
     memory access makes every later call raise)."""
@@ -664,8 +646,8 @@ def _cuda_usable() -> bool:
 
 
 class _Worker:
-    """One worker process: its setup (the store, its environment, the GPU's ceilings, the
-    candidate space, the compile pool, the watch on its supervisor) and its claim loop."""
+    """One worker process: its setup (the store, its environment, the candidate space, the
+    compile pool, the watch on its supervisor) and its claim loop."""
 
     def __init__(self, spec: WorkerSpec, shared: WorkerShared | None) -> None:
         self.spec, self.shared = spec, shared
@@ -675,9 +657,7 @@ class _Worker:
             threading.Thread(target=self.watch_parent, daemon=True).start()
         # Each family's trials are recorded with its own kernel's hash.
         self.environments: dict[str, int] = {}
-        environment_id = self.environment_for(DEFAULT_FAMILY)
-        if spec.runner.on_gpu:
-            _record_ceilings(self.store, environment_id, "cuda")
+        self.environment_for(DEFAULT_FAMILY)
         self.space = None  # each task's family's space (vLLM's grid), unless configs are named
         if spec.configs is not None:
             self.space = [KernelConfig.from_dict(dict(items)) for items in spec.configs]

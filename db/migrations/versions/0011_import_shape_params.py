@@ -26,6 +26,8 @@ depends_on: str | Sequence[str] | None = None
 
 OLD_KEY = ["device_id", "N", "K", "block_n", "block_k", "label"]
 NEW_KEY = ["device_id", "family", "shape_params", "N", "K", "block_n", "block_k", "label"]
+# Quoted: PostgreSQL folds an unquoted N or K to lower case, which names no column.
+QUOTED_OLD_KEY = ", ".join(f'"{column}"' for column in OLD_KEY)
 
 
 def _begin() -> None:
@@ -86,7 +88,7 @@ def downgrade() -> None:
     shared = bind.execute(
         sa.text(
             "SELECT COUNT(*) FROM (SELECT 1 FROM imports GROUP BY "
-            f"{', '.join(OLD_KEY)} HAVING COUNT(*) > 1) AS shared"
+            f"{QUOTED_OLD_KEY} HAVING COUNT(*) > 1) AS shared"
         )
     ).scalar()
     if with_params or shared:

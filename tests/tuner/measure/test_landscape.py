@@ -1,14 +1,12 @@
-"""Landscapes and their recorded timings: file round trip, answers, samples; `tuner landscape
-stats`: a landscape's optima, what they gain over vLLM's default, and how many configs come near
-them. A replayed sweep in the store: tests/cli/test_landscape_record.py."""
+"""Landscapes and their recorded timings: file round trip, answers, samples, the file read once
+while unchanged. A replayed sweep in the store: tests/cli/test_landscape_record.py; a file's
+statistics: tests/bench/test_landscape_stats.py."""
 
 import json
 
 import pytest
-from typer.testing import CliRunner
 
 from tests.cli.robust import ENVIRONMENT
-from tuner.cli.app import app
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
@@ -16,7 +14,6 @@ from tuner.measure.landscape import (
     FORMAT,
     NOT_RECORDED,
     RecordedTimings,
-    cached_landscape,
     landscape_from_results,
     load_landscape,
 )
@@ -57,12 +54,12 @@ def make_landscape(shapes=((256, 384), (576, 256)), m_values=(1, 16)):
     )
 
 
-def test_round_trip_and_answers(tmp_path):
+def test_round_trip_answers_and_one_read_until_the_file_changes(tmp_path):
     landscape = make_landscape()
     path = tmp_path / "l20.json"
     path.write_text(landscape.to_json())
     loaded = load_landscape(path)
-    assert loaded == landscape
+    assert loaded == landscape and load_landscape(str(path)) is loaded
     assert json.loads(path.read_text())["format"] == FORMAT
     runner = loaded.runner(576, 256, 16)
     default = default_config()
@@ -77,6 +74,10 @@ def test_round_trip_and_answers(tmp_path):
     assert result.latency_us == min(r.latency_us for r in runner.trials.values() if r.ok)
     with pytest.raises(KeyError, match=r"no \(N, K, M\) = \(1, 2, 3\)"):
         loaded.runner(1, 2, 3)
+    path.write_text(make_landscape(m_values=(1,)).to_json())
+    assert sorted(load_landscape(path).problems) == [(256, 384, 1), (576, 256, 1)]
+    with pytest.raises(ValueError, match="^gone.json: No such file or directory$"):
+        load_landscape("gone.json")
 
 
 @pytest.mark.parametrize(
@@ -85,6 +86,7 @@ def test_round_trip_and_answers(tmp_path):
         ("{", "Expecting property name"),
         ('{"format": "other"}', "format is 'other'"),
         (json.dumps({"format": FORMAT}), "missing field 'problems'"),
+        (json.dumps({"format": FORMAT, "problems": [{"rows": [[16, "ok"]]}]}), "not enough"),
     ],
 )
 def test_malformed_files_give_one_line(tmp_path, text, reason):
@@ -104,8 +106,8 @@ def test_replay_samples_are_reproducible_and_inside_the_recorded_spread():
     }
     first = RecordedTimings(trials)
     samples = [first.sample_us(default) for _ in range(4)]
-    # the first four draws of this config, fixed by sha256 of "64,128,128,32,4,2#<n>"
-    assert samples == pytest.approx([10.4952992, 10.9084409, 10.5508923, 11.3177098])
+    # the first four draws of this config, seeded with "64x128x128 g32 w4 s2#<n>"
+    assert samples == pytest.approx([11.2428253, 10.4266206, 10.7177245, 10.6897940])
     assert first.sample_us(other) == 20.0  # no spread recorded, no spread replayed
     second = RecordedTimings(trials)  # a new runner starts the count again, per config
     assert second.sample_us(other) == 20.0
@@ -120,77 +122,3 @@ def test_replay_samples_are_reproducible_and_inside_the_recorded_spread():
         first.sample_us(KernelConfig(256, 64, 128, 1, 4, 5))
     with pytest.raises(ValueError, match="not in the landscape, not ok"):
         first.sample_us(KernelConfig(16, 64, 128, 1, 4, 2))
-
-
-def test_cached_landscape_reads_a_file_once_until_it_changes(tmp_path):
-    path = tmp_path / "l20.json"
-    path.write_text(make_landscape(m_values=(1,)).to_json())
-    first = cached_landscape(path)
-    assert cached_landscape(str(path)) is first
-    assert sorted(first.problems) == [(256, 384, 1), (576, 256, 1)]
-    path.write_text(make_landscape(m_values=(1, 16)).to_json())
-    again = cached_landscape(path)
-    assert again is not first and len(again.problems) == 4
-    with pytest.raises(ValueError, match="gone.json: No such file or directory"):
-        cached_landscape(tmp_path / "gone.json")
-
-
-DEFAULT = default_config()  # 64x128x128 g32 w4 s2
-A = KernelConfig(16, 64, 128, 1, 4, 3)
-B = KernelConfig(32, 64, 128, 1, 4, 3)
-C = KernelConfig(32, 128, 128, 1, 4, 3)
-D = KernelConfig(256, 256, 128, 1, 8, 5)
-
-
-def ok(latency_us: float) -> TrialResult:
-    return TrialResult(TrialStatus.OK, latency_us, latency_us, latency_us)
-
-
-FAILED = TrialResult(TrialStatus.OUT_OF_RESOURCES, error="shared memory")
-RESULTS = [
-    # 256,384,1: A is the optimum, B at 10/10.2 = 0.980 of its speed, C at 0.962, the default
-    # 2x slower, D cannot run
-    (256, 384, 1, DEFAULT, ok(20.0)),
-    (256, 384, 1, A, ok(10.0)),
-    (256, 384, 1, B, ok(10.2)),
-    (256, 384, 1, C, ok(10.4)),
-    (256, 384, 1, D, FAILED),
-    # 256,384,16: the default cannot run; B at 0.909
-    (256, 384, 16, DEFAULT, FAILED),
-    (256, 384, 16, A, ok(5.0)),
-    (256, 384, 16, B, ok(5.5)),
-    # 576,256,1: nothing ran: left out
-    (576, 256, 1, D, FAILED),
-]
-
-
-def stats(*args):
-    return CliRunner().invoke(app, ["landscape", "stats", *args], env={"COLUMNS": "200"})
-
-
-def test_landscape_stats_prints_a_row_per_problem_and_a_summary_and_bad_input_one_line(
-    tmp_path, monkeypatch
-):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "l20.json").write_text(landscape_of(RESULTS).to_json())
-    done = stats("l20.json")
-    assert done.exit_code == 0, done.output
-    assert stats("l20.json", "--ratios", "0.95,0.97,0.98,0.97").stdout == done.stdout
-    rows = [line.split() for line in done.stdout.splitlines()]
-    assert rows[1] == "N K M ok optimum optimum_us vs default >= 0.98 >= 0.97 >= 0.95".split()
-    assert rows[3:5] == [
-        "256 384 1 4/5 16x64x128 g1 w4 s3 10.00 2.00x 2 2 3".split(),
-        "256 384 16 2/3 16x64x128 g1 w4 s3 5.00 cannot run 1 1 1".split(),
-    ]
-    assert done.stdout.splitlines()[-1] == (
-        "2 (N, K, M): the optimum is 2.00x vLLM's default (geomean of the 1 where it runs); "
-        "configs at >= 0.95 of the optimum: median 3, fewest 1 (256,384,16)"
-    )
-    ratios = "error: --ratios '{}': give fractions in (0, 1], e.g. 0.98,0.95\n"
-    for args, message in [
-        (("l20.json", "--ratios", "0.9,1.5"), ratios.format("0.9,1.5")),
-        (("l20.json", "--ratios", "x"), ratios.format("x")),
-        (("missing.json",), "error: missing.json: No such file or directory\n"),
-    ]:
-        done = stats(*args)
-        assert (done.exit_code, done.stderr, done.stdout) == (2, message, "")

@@ -96,13 +96,3 @@ def test_duration():
         "3.5 h",
         "2.1 days",
     ]
-
-
-def test_the_device_history_wins_over_a_trial_measured_here():
-    # measured 1.5 s at (256, 256, 16), twice the model: the plan's line says so (the CLI's
-    # dry run, tests/cli/test_sweep_plan.py), unless the device has trials of its own
-    calibrated = _preview(calibration=((256, 256, 16), 1.5))
-    assert round(calibrated.estimate_s, 4) == round(2 * 14.2875, 4)
-    history = [TrialTimeRow("dense", 256, 384, 1, 3, 2.0)]
-    known = _preview(history=history, calibration=((256, 256, 16), 1.5))
-    assert "(from 3 earlier trial(s) of TRITON_INTERPRETER in the store)" in known.lines[2]
