@@ -17,7 +17,6 @@ from tuner.measure.compile import (
 )
 from tuner.measure.trial import TrialResult
 from tuner.run.compile_gate import CompileGate, likely_next
-from tuner.run.sweep import SweepTimes, format_sweep_times
 
 triton = pytest.importorskip("triton")
 if "nvidia" not in triton.backends.backends:
@@ -99,29 +98,24 @@ def pool(tmp_path_factory):
 
 
 def test_real_compiles_prune_what_does_not_fit_and_are_cached(tmp_path, pool):
-    """SAMPLE compiled for sm89 and sm90 in a spawned pool (TRITON_INTERPRET=1 in this
-    process), then again from the cache: sm89 runs only the default, sm90 MID too."""
+    """SAMPLE compiled for sm90 in a spawned pool (TRITON_INTERPRET=1 in this process), then
+    again from the cache: the default and MID run, BIG is pruned (on sm89 MID is pruned too:
+    the gate's test below)."""
     pool, triton_cache = pool
-    expected = {89: ([DEFAULT], [BIG, MID], 101376), 90: ([DEFAULT, MID], [BIG], 232448)}
-    for arch, (runnable, rejected, limit) in expected.items():
-        cache = CompileCache(tmp_path / "cache")
-        infos = compile_infos(SAMPLE, arch=arch, cache=cache, pool=pool, **SHAPE)
-        problems = {c: launch_problem(infos[c]) for c in SAMPLE}
-        assert [c for c in SAMPLE if problems[c] is None] == runnable
-        assert [c for c in SAMPLE if problems[c] is not None] == rejected
-        for config in rejected:
-            assert problems[config].status is TrialStatus.OUT_OF_RESOURCES
-            assert problems[config].reason.startswith("pruned before launch: shared memory ")
-            assert problems[config].reason.endswith(f" > {limit} bytes per block on sm{arch}")
-    for arch in (89, 90):
-        infos = compile_infos(SAMPLE, arch=arch, cache=CompileCache(tmp_path / "cache"), **SHAPE)
-        assert all(i.compile_s == 0.0 for i in infos.values())  # second time: from the cache
-        assert all(
-            i.error is None and 0 < i.n_regs <= 255 and i.spill_bytes >= 0 for i in infos.values()
-        )
-        # One stage of A (64 x 128) and B (128 x 128) fp8 tiles is 24 KiB.
-        assert 24 * 1024 <= infos[DEFAULT].shared_bytes < 2 * 24 * 1024 + 2048
-        assert infos[BIG].shared_bytes > MAX_SHARED_BYTES[90]
+    infos = compile_infos(SAMPLE, arch=90, cache=CompileCache(tmp_path), pool=pool, **SHAPE)
+    problems = {c: launch_problem(infos[c]) for c in SAMPLE}
+    assert [c for c in SAMPLE if problems[c] is None] == [DEFAULT, MID]
+    assert problems[BIG].status is TrialStatus.OUT_OF_RESOURCES
+    assert problems[BIG].reason.startswith("pruned before launch: shared memory ")
+    assert problems[BIG].reason.endswith(" > 232448 bytes per block on sm90")
+    infos = compile_infos(SAMPLE, arch=90, cache=CompileCache(tmp_path), **SHAPE)
+    assert all(i.compile_s == 0.0 for i in infos.values())  # second time: from the cache
+    assert all(
+        i.error is None and 0 < i.n_regs <= 255 and i.spill_bytes >= 0 for i in infos.values()
+    )
+    # One stage of A (64 x 128) and B (128 x 128) fp8 tiles is 24 KiB.
+    assert 24 * 1024 <= infos[DEFAULT].shared_bytes < 2 * 24 * 1024 + 2048
+    assert infos[BIG].shared_bytes > MAX_SHARED_BYTES[90]
     assert any(triton_cache.iterdir())  # the binaries are in Triton's cache
 
 
@@ -131,55 +125,42 @@ SMALL_CONFIGS = [
     KernelConfig(32, 32, 64, 1, 4, 2),
     KernelConfig(32, 64, 64, 1, 4, 2),
 ]
+# A task shape with M = 33 (its own specialization).
+SMALL = {"M": 33, "N": 512, "K": 256, "block_shape": (128, 128), "out_dtype": "float16"}
 
 
-@pytest.fixture(scope="module")
-def small(tmp_path_factory):
-    """A task shape with M = 33 (its own specialization) and one cache for its tests."""
-    cache = CompileCache(tmp_path_factory.mktemp("small") / "cache")
-    return {"M": 33, "N": 512, "K": 256, "block_shape": (128, 128), "out_dtype": "float16"} | {
-        "cache": cache
-    }
-
-
-def test_precompiler_serves_waits_first_and_counts(small, pool):
-    configs = SMALL_CONFIGS
-    with Precompiler(arch=90, workers=1, pool=pool[0], **small) as pre:
-        pre.submit(configs)  # two go to the pool at once, two wait in the queue
-        last = pre.wait(configs[3])  # jumps the queue
-        infos = [pre.wait(config) for config in configs]
-        stats = pre.stats()
-        assert pre.dispatched == [configs[0], configs[1], configs[3], configs[2]]
-    assert infos[3] == last and last.specialization.startswith("M=any,")
-    assert all(i.error is None and i.shared_bytes > 0 and i.n_regs > 0 for i in infos)
-    assert (stats.compiled, stats.cached) == (4, 0)
-    assert stats.compile_s > 0 and stats.wait_s > 0
-    with Precompiler(arch=90, workers=1, pool=pool[0], **small) as again:
-        again.submit(configs)
-        assert [again.wait(c).shared_bytes for c in configs] == [i.shared_bytes for i in infos]
-        assert [again.wait(c).n_regs for c in configs] == [i.n_regs for i in infos]
-        assert again.stats().cached == 4
-    with pytest.raises(RuntimeError, match="closed"):
-        again.wait(configs[0])
-
-
-def test_compile_gate_rejects_before_launch_and_compiles_ahead(small, pool):
-    space = vllm_space()
-    start = SMALL_CONFIGS[0]
-    gate = CompileGate(
-        arch=89, space=space, first=[start], workers=1, pool=pool[0], ahead=2, **small
-    )
-    assert gate.before(start) is None
+def test_the_gate_compiles_ahead_waits_first_and_rejects_before_launch(tmp_path, pool):
+    """Real sm89 compiles: two of `first` go to the pool at once, the config about to launch
+    jumps the queue, MID is pruned, a new incumbent queues its neighbours; a second
+    Precompiler answers from the on-disk cache."""
+    space, (s0, s1, s2, s3) = vllm_space(), SMALL_CONFIGS
+    cache = CompileCache(tmp_path)
+    pre = Precompiler(arch=89, workers=1, pool=pool[0], cache=cache, **SMALL)
+    gate = CompileGate(pre, space, first=SMALL_CONFIGS, ahead=2)
+    assert gate.before(s3) is None  # jumps the queue
     rejected = gate.before(MID)  # 4 stages of 32 KiB in flight: over sm89's 99 KiB
     assert rejected.status is TrialStatus.OUT_OF_RESOURCES and rejected.latency_us is None
     assert rejected.error.endswith("bytes per block on sm89")
-    gate.after(start, TrialResult(TrialStatus.OK, 5.0))  # a new incumbent: compile ahead
+    gate.after(s0, TrialResult(TrialStatus.OK, 5.0))  # a new incumbent: compile ahead
     gate.after(MID, rejected)  # not ok: nothing queued
-    ahead = likely_next(start, space)[:2]
-    assert gate.precompiler.dispatched == [start, MID, *ahead]
-    assert all(gate.precompiler.wait(config).error is None for config in ahead)
-    stats = gate.close()
-    assert (gate.pruned, stats.compiled, stats.cached) == (1, 4, 0)
+    ahead = [c for c in likely_next(s0, space)[:2] if c not in SMALL_CONFIGS]
+    assert pre.dispatched == [s0, s1, s3, s2, MID, *ahead]
+    infos = [pre.wait(c) for c in [*SMALL_CONFIGS, *ahead]]
+    assert infos[0].specialization.startswith("M=any,")
+    assert all(i.error is None and i.shared_bytes > 0 and i.n_regs > 0 for i in infos)
+    stats = pre.stats()
+    assert (stats.compiled, stats.cached) == (5 + len(ahead), 0)
+    assert stats.compile_s > 0 and stats.wait_s > 0
+    pre.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        pre.wait(s0)
+    with Precompiler(arch=89, workers=1, pool=pool[0], cache=cache, **SMALL) as again:
+        again.submit(SMALL_CONFIGS[:2])
+        got = [again.wait(c) for c in SMALL_CONFIGS[:2]]
+        assert [(i.shared_bytes, i.n_regs) for i in got] == [
+            (i.shared_bytes, i.n_regs) for i in infos[:2]
+        ]
+        assert again.stats().cached == 2
 
 
 def test_likely_next_is_the_neighbourhood():
@@ -188,14 +169,3 @@ def test_likely_next_is_the_neighbourhood():
     assert KernelConfig(32, 128, 128, 32, 4, 2) in nearby[:12]  # half the BLOCK_SIZE_M
     assert KernelConfig(64, 128, 128, 32, 4, 3) in nearby[:12]  # one more stage
     assert DEFAULT not in nearby and len(nearby) == len(set(nearby))
-
-
-def test_a_resumed_sweep_has_no_per_trial_times():
-    """The line with trials run: tests/cli/test_e2e.py."""
-    resumed = SweepTimes(
-        trials_run=0, trials_pruned=0, compile_s=0.0, compile_wait_s=0.0, measure_s=0.0, wall_s=1.25
-    )
-    assert format_sweep_times(resumed) == (
-        "0 trials run, 0 pruned before launch; compile 0.0 s "
-        "(0.0 s waited), measure 0.0 s; wall 1.2 s"
-    )
