@@ -230,8 +230,9 @@ class Supervisor:
                 slot.process.join()
             if slot.process.is_alive():
                 continue
-            if slot.process.exitcode == EXIT_STORE:
-                raise StoreUnavailable(slot.shared.store_error() or "the store stayed unavailable")
+            if slot.process.exitcode == EXIT_STORE:  # its line is in its log
+                log = worker_log_path(slot.spec.worker_id)
+                raise StoreUnavailable(log.read_text() if log.exists() else "the store is down")
             if not self._handle_exit(slot):
                 live.remove(slot)
 

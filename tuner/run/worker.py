@@ -20,7 +20,7 @@ import time
 import traceback
 import zlib
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -88,18 +88,6 @@ def worker_log_path(worker_id: str) -> Path:
 def task_seed(sweep_seed: int, N: int, K: int, M: int) -> int:
     """Seed of one task's search: stable for the same sweep seed and shape, whatever the store."""
     return zlib.crc32(f"{sweep_seed}:{N}:{K}:{M}".encode())
-
-
-def collect_environment(
-    runner: Runner, family: str = DEFAULT_FAMILY, kernel: str = "builtin"
-) -> dict[str, str]:
-    """GPU, versions and kernel of this process (`Runner.environment`), as
-    `db.repo.get_or_create_environment` takes them.
-
-    Raises:
-        ValueError: an unknown family or kernel choice.
-    """
-    return runner.environment(kernel, family)
 
 
 class TaskLost(Exception):
@@ -189,17 +177,6 @@ class WorkerShared:
         # seq is odd while the worker rewrites the mark, so a reader never takes half of one.
         self._flight = context.Array("q", 12, lock=False)
         self._since = context.Value("d", 0.0, lock=False)
-        # The one line of a worker that stopped for the store (EXIT_STORE), UTF-8, NUL-ended.
-        self._store_error = context.Array("c", 512, lock=False)
-
-    def set_store_error(self, line: str) -> None:
-        """Say why the worker stopped for the store (before exiting with EXIT_STORE)."""
-        data = line.encode()[:511]
-        self._store_error[: len(data) + 1] = data + b"\0"
-
-    def store_error(self) -> str:
-        """The line set by `set_store_error`, or ""."""
-        return bytes(self._store_error[:]).split(b"\0", 1)[0].decode(errors="replace")
 
     def mark_in_flight(self, task, config: KernelConfig, is_default: bool) -> None:
         """Say which config the worker starts measuring now (the worker's side; one writer).
@@ -530,8 +507,7 @@ class TaskRun:
                     environment_id=self.environment_id,
                     config=config.as_dict(),
                     is_default=is_default,
-                    status=result.status.value,
-                    **{name: getattr(result, name) for name in RESULT_FIELDS},
+                    **asdict(result),
                 )
 
         if not retry_store(step, url=self.spec.db_url):
@@ -558,16 +534,8 @@ class TaskRun:
         rounds = self.spec.runner.retime_rounds(RETIME_ROUNDS)
         retimes = retime_interleaved(self.runner.sample_us, finalists, rounds=rounds)
         decision = decide_winner(retimes, self.default)
-        rows = [
-            {"config": r.config.as_dict(), "is_default": r.config == self.default}
-            | {name: getattr(r, name) for name in ("rounds", "latency_us", "p20_us", "p80_us")}
-            for r in retimes
-        ]
-        kept = {name: getattr(decision, name) for name in _DECISION_FIELDS} | {
-            "config": decision.config.as_dict(),
-            "runner_up": decision.runner_up and decision.runner_up.as_dict(),
-        }
-
+        rows = [asdict(r) | {"is_default": r.config == self.default} for r in retimes]
+        kept = asdict(decision)  # the configs as vLLM's dicts, the runner-up's or None
         def step() -> bool:
             with session_scope(self.store) as session:
                 return repo.record_decision(
@@ -581,9 +549,6 @@ class TaskRun:
 
         if not retry_store(step, url=self.spec.db_url):  # the re-timing survives an outage
             raise self.lost()
-
-
-_DECISION_FIELDS = ("latency_us", "default_latency_us", "spread_us", "kept", "note")
 
 
 def run_task(
@@ -623,9 +588,8 @@ def worker_main(spec: WorkerSpec, shared: WorkerShared | None = None) -> None:
         _Worker(spec, shared).claim_loop()
     except KeyboardInterrupt:  # Ctrl-C reaches the whole process group; the parent cleans up
         raise SystemExit(130) from None
-    except StoreUnavailable as exc:
-        if shared is not None:
-            shared.set_store_error(str(exc))
+    except StoreUnavailable as exc:  # its line for the supervisor, in the worker's log
+        worker_log_path(spec.worker_id).write_text(str(exc))
         raise SystemExit(EXIT_STORE) from None
     except Exception:  # noqa: BLE001 - one line from the supervisor, the traceback in a file
         if shared is None:
@@ -709,9 +673,7 @@ class _Worker:
         """The environment a family's trials are recorded with (its kernel's hash), told to
         the supervisor."""
         if family not in self.environments:
-            env: dict[str, Any] = collect_environment(
-                self.spec.runner, family=family, kernel=self.spec.kernel
-            )
+            env = self.spec.runner.environment(self.spec.kernel, family)
             self.environments[family] = self.in_session(repo.get_or_create_environment, **env)
         if self.shared is not None:
             self.shared.environment_id.value = self.environments[family]

@@ -134,7 +134,7 @@ def test_a_task_that_fails_on_a_broken_cuda_context_restarts_the_process(
         calls.append(args[2].task_id)
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
-    monkeypatch.setattr(worker, "collect_environment", lambda backend, **_: env)
+    monkeypatch.setattr(runners.GpuRunner, "environment", lambda self, kernel, family: env)
     monkeypatch.setattr(worker, "_record_ceilings", lambda store, environment_id, device: None)
     monkeypatch.setattr(worker, "run_task", failing_task)
     monkeypatch.setattr(worker, "_cuda_usable", lambda: usable)
