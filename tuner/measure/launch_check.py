@@ -124,7 +124,7 @@ def check_entries(
             needs = f"needs {info.shared_bytes} bytes of shared memory"
             cannot_launch[M] = f"config {short} {needs}; {where} has {limit} per block"
         elif problem is not None:
-            reason = problem.reason.removeprefix("pruned before launch: ")
+            reason = str(problem.error).removeprefix("pruned before launch: ")
             cannot_launch[M] = f"config {short}: {reason} on {where}"
     return LaunchVerdict(arch, cannot_launch, dict(sorted(unchecked.items())), len(infos))
 

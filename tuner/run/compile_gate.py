@@ -48,8 +48,7 @@ class CompileGate:
             An out_of_resources or compile_error TrialResult to record instead of launching,
             or None when the config may be launched (its binary is in Triton's cache).
         """
-        rejection = launch_problem(self.precompiler.wait(config))
-        return None if rejection is None else rejection.as_result()
+        return launch_problem(self.precompiler.wait(config))
 
     def after(self, config: KernelConfig, result: TrialResult) -> None:
         """Queue the neighbours of a new incumbent for compiling while the GPU measures."""

@@ -536,6 +536,7 @@ class TaskRun:
         decision = decide_winner(retimes, self.default)
         rows = [asdict(r) | {"is_default": r.config == self.default} for r in retimes]
         kept = asdict(decision)  # the configs as vLLM's dicts, the runner-up's or None
+
         def step() -> bool:
             with session_scope(self.store) as session:
                 return repo.record_decision(

@@ -47,21 +47,22 @@ def test_launch_problem_reasons_at_the_cuda_programming_guides_limits():
     assert launch_problem(info(shared=101376)) is None
     over = launch_problem(info(shared=101377))
     assert over.status is TrialStatus.OUT_OF_RESOURCES
-    assert over.reason == (
+    assert over.error == (
         "pruned before launch: shared memory 101377 bytes > 101376 bytes per block on sm89"
     )
     assert launch_problem(info(arch=90, shared=101377)) is None
     # 255 registers round up to 8,192 per warp: 8 warps just fit 65,536, 16 warps do not.
     wide = KernelConfig(64, 128, 128, 32, 16, 2)
     assert launch_problem(info(config=KernelConfig(64, 128, 128, 32, 8, 2), regs=255)) is None
-    assert launch_problem(info(config=wide, regs=255)).reason == (
+    assert launch_problem(info(config=wide, regs=255)).error == (
         "pruned before launch: 255 registers x 16 warps = 131072 > 65536 registers per block"
     )
     assert launch_problem(info(spills=4096)) is None  # spills are slow, not fatal
     broken = launch_problem(info(shared=None, regs=None, error="compile error: boom"))
-    assert (broken.status, broken.reason) == (TrialStatus.COMPILE_ERROR, "compile error: boom")
-    recorded = over.as_result()
-    assert recorded == TrialResult(TrialStatus.OUT_OF_RESOURCES, error=over.reason, measure_s=0.0)
+    assert broken == TrialResult(
+        TrialStatus.COMPILE_ERROR, error="compile error: boom", measure_s=0
+    )
+    assert over == TrialResult(TrialStatus.OUT_OF_RESOURCES, error=over.error, measure_s=0.0)
 
 
 def test_cache_round_trip_and_toolchain_key(tmp_path):
@@ -106,8 +107,8 @@ def test_real_compiles_prune_what_does_not_fit_and_are_cached(tmp_path, pool):
     problems = {c: launch_problem(infos[c]) for c in SAMPLE}
     assert [c for c in SAMPLE if problems[c] is None] == [DEFAULT, MID]
     assert problems[BIG].status is TrialStatus.OUT_OF_RESOURCES
-    assert problems[BIG].reason.startswith("pruned before launch: shared memory ")
-    assert problems[BIG].reason.endswith(" > 232448 bytes per block on sm90")
+    assert problems[BIG].error.startswith("pruned before launch: shared memory ")
+    assert problems[BIG].error.endswith(" > 232448 bytes per block on sm90")
     infos = compile_infos(SAMPLE, arch=90, cache=CompileCache(tmp_path), **SHAPE)
     assert all(i.compile_s == 0.0 for i in infos.values())  # second time: from the cache
     assert all(
