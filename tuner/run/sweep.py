@@ -76,7 +76,6 @@ def worker_specs(
     gpus = max(1, len(visible_devices))
     if compile_workers is None:
         compile_workers = max(1, ((os.cpu_count() or 2) - gpus) // gpus)
-    items = None if configs is None else tuple(tuple(c.as_dict().items()) for c in configs)
     return [
         WorkerSpec(
             db_url=db_url,
@@ -84,7 +83,7 @@ def worker_specs(
             worker_id="",
             runner=runner,
             visible_device=device,
-            configs=items,
+            configs=None if configs is None else tuple(configs),
             device_name=device_name,
             space=space,
             kernel=kernel,

@@ -113,7 +113,7 @@ class WorkerSpec:
         runner: how it measures (`tuner.measure.runners`: a GPU, the interpreter, a replay).
         visible_device: CUDA_VISIBLE_DEVICES value that pins the worker to one GPU (a GPU
             runner's only).
-        configs: explicit candidate list as vLLM dicts, or None for the sweep's named space.
+        configs: explicit candidate list, or None for the sweep's named space.
         parent_pid: the sweep process; when it is gone the worker hands its task back and
             exits, so that no orphan keeps timing on a GPU that a new run also uses.
         device_name: only tasks of sweeps on this device; None for any.
@@ -129,7 +129,7 @@ class WorkerSpec:
     worker_id: str
     runner: Runner
     visible_device: str | None = None
-    configs: tuple[tuple[tuple[str, int], ...], ...] | None = None
+    configs: tuple[KernelConfig, ...] | None = None
     parent_pid: int | None = None
     device_name: str | None = None
     space: str | None = None
@@ -552,24 +552,15 @@ class TaskRun:
             raise self.lost()
 
 
-def run_task(
-    store,
-    spec: WorkerSpec,
-    task,
-    environment_id: int,
-    space,
-    shared: WorkerShared | None = None,
-    compiler: WorkerCompiler | None = None,
-    lease: Lease | None = None,
-) -> None:
-    """Search one claimed task: `TaskRun(...).run()` (its arguments are `TaskRun`'s).
+def run_task(*args: Any, **kwargs: Any) -> None:
+    """Search one claimed task: `TaskRun(*args, **kwargs).run()` (its arguments are `TaskRun`'s).
 
     Raises:
         TaskLost: the task was taken from this worker; nothing more was recorded for it.
         ContextLost: a config crashed on a GPU; its trial is recorded, the process must
             restart.
     """
-    TaskRun(store, spec, task, environment_id, space, shared, compiler, lease).run()
+    TaskRun(*args, **kwargs).run()
 
 
 def worker_main(spec: WorkerSpec, shared: WorkerShared | None = None) -> None:
@@ -643,9 +634,8 @@ class _Worker:
         environment_id = self.environment_for(DEFAULT_FAMILY)
         if spec.runner.on_gpu:
             _record_ceilings(self.store, environment_id, "cuda")
-        self.space = None  # each task's family's space (vLLM's grid), unless configs are named
-        if spec.configs is not None:
-            self.space = [KernelConfig.from_dict(dict(items)) for items in spec.configs]
+        # each task's family's space (vLLM's grid), unless configs are named
+        self.space = None if spec.configs is None else list(spec.configs)
         self.compiler = None
         if spec.runner.on_gpu and spec.compile_workers > 0:
             self.compiler = WorkerCompiler.for_this_gpu(spec.compile_workers)
