@@ -222,7 +222,7 @@ class Supervisor:
         """Kill the overdue workers, account for those that exited, drop the finished slots."""
         deadline = time.time() - self.trial_timeout_s
         for slot in list(live):
-            assert slot.process is not None and slot.shared is not None
+            assert slot.process and slot.shared and slot.spec
             entry = slot.shared.in_flight()
             if entry is not None and entry.since < deadline and slot.process.is_alive():
                 slot.overdue_config = entry.config

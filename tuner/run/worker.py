@@ -664,7 +664,7 @@ class _Worker:
         """The environment a family's trials are recorded with (its kernel's hash), told to
         the supervisor."""
         if family not in self.environments:
-            env = self.spec.runner.environment(self.spec.kernel, family)
+            env: dict[str, Any] = self.spec.runner.environment(self.spec.kernel, family)
             self.environments[family] = self.in_session(repo.get_or_create_environment, **env)
         if self.shared is not None:
             self.shared.environment_id.value = self.environments[family]
