@@ -1,5 +1,6 @@
 """A worker's task loop against a real store, with a stub runner: kill mid-task, resume exactly;
-what a trial costs (one store transaction, the lease asked from memory while fresh)."""
+what a trial costs (one store transaction, the lease asked from memory while fresh); a crashed
+trial on CUDA ends the process after recording it; a task taken from the worker records nothing."""
 
 import multiprocessing as mp
 import time
@@ -16,9 +17,18 @@ from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.measure import runners
-from tuner.measure.runners import InterpreterRunner
+from tuner.measure.runners import InterpreterRunner, make_runner
 from tuner.measure.trial import TrialResult
-from tuner.run.worker import InFlight, Lease, WorkerShared, WorkerSpec, run_task, trial_cap
+from tuner.run.worker import (
+    ContextLost,
+    InFlight,
+    Lease,
+    TaskLost,
+    WorkerShared,
+    WorkerSpec,
+    run_task,
+    trial_cap,
+)
 
 BUDGET = 6
 # One sweep of tiny's (256, 384) at M=16 on the interpreter; tests replace its strategy or M.
@@ -40,11 +50,13 @@ class Killed(BaseException):
 
 
 class StubRunner:
-    """Deterministic latencies; raises Killed at the `kill_at`-th measurement."""
+    """Deterministic latencies; raises Killed at the `kill_at`-th measurement; configs with
+    BLOCK_SIZE_N `crashing_n` crash like a broken kernel."""
 
     measured: list = []
     sampled: list = []
     kill_at: int | None = None
+    crashing_n: int | None = None
 
     def __init__(self, problem, *, device, seed, interpreter_reps=3, warmup_s, rep_s):
         self.problem = problem
@@ -54,6 +66,8 @@ class StubRunner:
         if StubRunner.kill_at is not None and len(StubRunner.measured) == StubRunner.kill_at:
             raise Killed
         StubRunner.measured.append(config)
+        if config.BLOCK_SIZE_N == StubRunner.crashing_n:
+            return TrialResult(TrialStatus.CRASHED, error="RuntimeError: illegal memory access")
         if config.BLOCK_SIZE_M == 256:
             return TrialResult(TrialStatus.OUT_OF_RESOURCES, error="shared memory 300 KiB")
         latency = stub_latency_us(config)
@@ -88,6 +102,7 @@ def make_store(folder, strategy="optuna"):
 def stub_runner(monkeypatch):
     monkeypatch.setattr(runners, "KernelRunner", StubRunner)
     StubRunner.measured, StubRunner.sampled, StubRunner.kill_at = [], [], None
+    StubRunner.crashing_n = None
 
 
 @pytest.fixture
@@ -396,3 +411,105 @@ def test_guided_stores_its_pruned_trials_beyond_the_budget_and_resumes_without_m
     assert [[getattr(t, c) for c in columns] for t in stored(engine, task.task_id)] == [
         [getattr(t, c) for c in columns] for t in trials
     ]
+
+
+def make_gpu_store(folder, backend):
+    """A grid sweep on an L20 over a custom space, measured by `backend` (cuda or interpreter)."""
+    url = f"sqlite:///{folder}/tuner.db"
+    engine = open_store(url)
+    spec = replace(SPEC, device_name="NVIDIA_L20", strategy="grid", space="custom")
+    env = dict(ENV, device_name="NVIDIA_L20", gpu_name="NVIDIA L20", compute_capability="8.9")
+    with session_scope(engine) as session:
+        sweep, _ = repo.create_sweep(session, spec)
+        environment_id = repo.get_or_create_environment(session, **env)
+    runner = make_runner(backend, device_name="NVIDIA_L20")
+    return engine, WorkerSpec(url, sweep.sweep_id, "w1", runner), environment_id
+
+
+def stored_n(engine, task_id):
+    return [(t.config["BLOCK_SIZE_N"], t.status) for t in stored(engine, task_id)]
+
+
+# vLLM's default first (BLOCK_SIZE_N 128), then the grid in order: its 4th config crashes.
+SPACE = [
+    c
+    for c in vllm_space()
+    if c.BLOCK_SIZE_K == 128
+    and c.GROUP_SIZE_M == 1
+    and c.num_warps == 4
+    and c.num_stages == 2
+    and c.BLOCK_SIZE_M in (16, 32)
+][:6]
+
+
+def test_a_crash_on_cuda_restarts_the_process_and_the_task_goes_on(tmp_path):
+    StubRunner.crashing_n = 256
+    assert [c.BLOCK_SIZE_N for c in SPACE] == [32, 64, 128, 256, 32, 64]
+    (tmp_path / "interpreter").mkdir()
+    engine, spec, environment_id = make_gpu_store(tmp_path / "interpreter", "interpreter")
+    task = claim(engine, spec)
+    run_task(engine, spec, task, environment_id, SPACE)  # records the crash and goes on
+    uninterrupted = stored_n(engine, task.task_id)
+    assert uninterrupted[:5] == [(128, "ok"), (32, "ok"), (64, "ok"), (128, "ok"), (256, "crashed")]
+    assert len(uninterrupted) > 5
+
+    engine, spec, environment_id = make_gpu_store(tmp_path, "cuda")
+    task = claim(engine, spec)
+    StubRunner.measured = []
+    with pytest.raises(ContextLost, match="illegal memory access"):
+        run_task(engine, spec, task, environment_id, SPACE)
+    assert stored_n(engine, task.task_id) == uninterrupted[:5]  # the crash is recorded first
+    # the next process: the crash is answered from the store, not measured again
+    with session_scope(engine) as session:
+        repo.release_tasks(session, worker_id="w1")
+    spec = replace(spec, worker_id="w2")
+    task = claim(engine, spec)
+    StubRunner.measured = []
+    run_task(engine, spec, task, environment_id, SPACE)
+    assert [c.BLOCK_SIZE_N for c in StubRunner.measured] == [n for n, _ in uninterrupted[5:]]
+    assert stored_n(engine, task.task_id) == uninterrupted
+
+
+def test_a_task_taken_from_the_worker_records_nothing(tmp_path):
+    engine, spec, environment_id = make_gpu_store(tmp_path, "cuda")
+    task = claim(engine, spec)
+    with session_scope(engine) as session:
+        repo.release_tasks(session, worker_id=spec.worker_id)
+    with pytest.raises(TaskLost, match=f"task {task.task_id} is no longer held by w1"):
+        run_task(engine, spec, task, environment_id, SPACE)
+    assert stored_n(engine, task.task_id) == []
+    assert StubRunner.measured == []  # not even the default config was measured
+
+
+@pytest.mark.parametrize("usable", [True, False])
+def test_a_task_that_fails_on_a_broken_cuda_context_restarts_the_process(
+    tmp_path, monkeypatch, usable
+):
+    """An error outside a trial (here: in re-timing) fails its task; if it left the CUDA context
+    unusable, the process exits for a fresh one instead of failing every later task at once."""
+    from sqlalchemy import select
+
+    from db.models import Task
+    from tuner.run import worker
+
+    engine, spec, _ = make_gpu_store(tmp_path, "cuda")
+    env = dict(ENV, device_name="NVIDIA_L20", gpu_name="NVIDIA L20", compute_capability="8.9")
+    calls = []
+
+    def failing_task(*args, **kwargs):
+        calls.append(args[2].task_id)
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(runners.GpuRunner, "environment", lambda self, kernel, family: env)
+    monkeypatch.setattr(worker, "_record_ceilings", lambda store, environment_id, device: None)
+    monkeypatch.setattr(worker, "run_task", failing_task)
+    monkeypatch.setattr(worker, "_cuda_usable", lambda: usable)
+    if usable:
+        worker.worker_main(spec)  # the task fails; nothing else to claim, the worker returns
+    else:
+        with pytest.raises(SystemExit) as exit_:
+            worker.worker_main(spec)
+        assert exit_.value.code == worker.EXIT_RESTART
+    with session_scope(engine) as session:
+        assert session.scalars(select(Task.state)).all() == ["failed"]
+    assert len(calls) == 1
