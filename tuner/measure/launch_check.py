@@ -147,14 +147,14 @@ def _compile_first_uses(
     Raises:
         ValueError: the shape lacks a dimension the family's launch needs (MoE: top_k).
     """
+    specialization = get_family(family).specialization
     groups: dict[str, tuple[int, dict[KernelConfig, None]]] = {}
     firsts: dict[KernelConfig, int] = {}
     for M, config in by_m.items():
         firsts.setdefault(config, M)
     try:
         for config, M in firsts.items():
-            key = get_family(family).specialization(shape, M)
-            groups.setdefault(key, (M, {}))[1][config] = None
+            groups.setdefault(specialization(shape, M), (M, {}))[1][config] = None
     except KeyError as exc:  # a dimension the file's name does not carry (MoE: top_k)
         raise ValueError(
             f"the file's name does not give {exc.args[0]}, which the {family} kernel "

@@ -6,6 +6,7 @@ from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, specialization_key, vllm_space
 from tuner.kernels.shape import Shape
+from tuner.measure import launch_check
 from tuner.measure.compile import (
     MAX_SHARED_BYTES,
     CompileCache,
@@ -170,3 +171,25 @@ def test_likely_next_is_the_neighbourhood():
     assert KernelConfig(32, 128, 128, 32, 4, 2) in nearby[:12]  # half the BLOCK_SIZE_M
     assert KernelConfig(64, 128, 128, 32, 4, 3) in nearby[:12]  # one more stage
     assert DEFAULT not in nearby and len(nearby) == len(set(nearby))
+
+
+def test_a_file_is_checked_in_one_batch_per_launch_specialization(monkeypatch):
+    """Seven M, four distinct configs: M=1, other M and M % 16 == 0 are three batches (MID
+    and SMALL, first used at M=3 and M=5, in one), each config compiled once; the over-sized
+    one cannot launch."""
+    batches = []
+
+    def compile_infos(configs, *, arch, shape, M, **_):
+        batches.append((M, configs))
+        shared = {c: 300_000 if c == BIG else 40_000 for c in configs}
+        return {c: info(config=c, arch=arch, shared=shared[c]) for c in configs}
+
+    monkeypatch.setattr(launch_check, "compile_infos", compile_infos)
+    small = SMALL_CONFIGS[0]
+    by_m = {1: DEFAULT, 3: MID, 5: small, 16: BIG, 32: DEFAULT, 48: MID, 64: BIG}
+    configs = {M: config.as_dict() for M, config in by_m.items()}
+    verdict = launch_check.check_entries(
+        configs, arch=90, device_name="NVIDIA_H200", N=512, K=256, block_shape=(128, 128)
+    )
+    assert batches == [(1, [DEFAULT]), (3, [MID, small]), (16, [BIG])]
+    assert sorted(verdict.cannot_launch) == [16, 64] and verdict.configs == 4
