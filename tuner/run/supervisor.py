@@ -313,9 +313,7 @@ class Supervisor:
             ):
                 entry = None
             repo.release_tasks(session, worker_id=spec.worker_id)
-            unfinished = repo.unfinished_tasks(
-                session, sweep_id=spec.sweep_id, device_name=spec.device_name, space=spec.space
-            )
+            unfinished = repo.unfinished_tasks(session, **spec.scope)
         return entry, unfinished
 
     def _restart(self, slot: _Slot) -> bool:

@@ -137,6 +137,12 @@ class WorkerSpec:
     kernel: str = "builtin"
     lease_s: float = field(default_factory=lease_s_default)
 
+    @property
+    def scope(self) -> dict[str, Any]:
+        """The tasks this worker claims, as `db.repo.claim_task` and `unfinished_tasks` take
+        them: sweep_id, device_name and space (None: any)."""
+        return {"sweep_id": self.sweep_id, "device_name": self.device_name, "space": self.space}
+
 
 @dataclass(frozen=True)
 class InFlight:
@@ -673,12 +679,7 @@ class _Worker:
     def claim_loop(self) -> None:
         """Claim and run tasks until none is left in scope; wait out leases of tasks that
         workers which may have died still hold."""
-        spec = self.spec
-        scope: dict[str, Any] = {
-            "sweep_id": spec.sweep_id,
-            "device_name": spec.device_name,
-            "space": spec.space,
-        }
+        spec, scope = self.spec, self.spec.scope
 
         def claim():
             with self.claim_lock, session_scope(self.store) as session:
