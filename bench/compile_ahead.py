@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tuner.kernels.dense.space import default_config, vllm_space  # noqa: E402
-from tuner.measure.compile import CompileCache, compile_pool  # noqa: E402
+from tuner.measure.compile import CompileCache, Precompiler, compile_pool  # noqa: E402
 from tuner.measure.landscape import load_landscape  # noqa: E402
 from tuner.run.compile_gate import CompileGate  # noqa: E402
 from tuner.search.registry import get_strategy  # noqa: E402
@@ -60,19 +60,18 @@ def run_task(first_mode: str, workers: int, measure_s: float) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         os.environ["TRITON_CACHE_DIR"] = str(Path(folder) / "triton")  # inherited by the pool
         pool = compile_pool(workers)
-        gate = CompileGate(
+        precompiler = Precompiler(
             arch=ARCH,
             M=M,
             N=N,
             K=K,
             block_shape=landscape.block_shape,
             out_dtype=landscape.out_dtype,
-            space=space,
-            first=first,
             pool=pool,
             workers=workers,
             cache=CompileCache(Path(folder) / "compile"),
         )
+        gate = CompileGate(precompiler, space, first)
         launched = pruned = 0
 
         def evaluate(config):

@@ -83,8 +83,7 @@ def main() -> None:
         problems = {config: launch_problem(info) for config, info in infos.items()}
         rejected = [p for p in problems.values() if p is not None]
         kinds = Counter(
-            p.reason.split(":")[1].split()[0] if "pruned" in p.reason else "compile"
-            for p in rejected
+            p.error.split(":")[1].split()[0] if "pruned" in p.error else "compile" for p in rejected
         )
         fresh = [info.compile_s for info in infos.values() if info.compile_s > 0]
         spilling = sum(

@@ -634,10 +634,9 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
     from tuner.measure.runner import KernelRunner
     from tuner.measure.runners import GpuRunner
-    from tuner.run.worker import collect_environment
 
     torch.cuda.set_device(gpu.index)
-    env = collect_environment(GpuRunner(gpu.device_name))
+    env = GpuRunner(gpu.device_name).environment("builtin", DEFAULT_FAMILY)
     rows = compare(
         entries,
         lambda problem: KernelRunner(problem, device="cuda"),

@@ -35,7 +35,7 @@ class FaultyRunner:
 
     @staticmethod
     def wrapping(factory: RunnerFactory, **faults) -> RunnerFactory:
-        """A registry factory (`tuner.measure.runners.register_runner`) whose runners are
+        """A registry factory (`tuner.measure.runners.RUNNERS`) whose runners are
         `factory`'s with `faults` (this class's other attributes)."""
 
         def make(**options) -> FaultyRunner:

@@ -10,7 +10,7 @@ reads:
     TUNER_TEST_SQLITE_MAX_PAGES: `PRAGMA max_page_count` of every SQLite connection, a store
         that fills up ("database or disk is full") where no small filesystem can be mounted.
 
-Every backend's name is registered again (`tuner.measure.runners.register_runner`) with a
+Every backend's name is registered again (`tuner.measure.runners.RUNNERS`) with a
 factory that wraps the product's runner; the runner reaches the spawned workers in their spec
 (`tuner.run.worker.WorkerSpec.runner`, pickled); the SQLite limit through this module
 itself, which multiprocessing's spawn imports again in every worker as the parent's main
@@ -26,7 +26,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from tests.faults import FaultyRunner
-from tuner.measure.runners import register_runner, runner_factory
+from tuner.measure.runners import RUNNERS
 
 
 def _labels(variable: str) -> frozenset[str]:
@@ -42,7 +42,7 @@ _FAULTS = dict(
     sleep_s=float(os.environ.get("TUNER_TEST_TRIAL_SLEEP_S") or 0.0),
 )
 for _name in ("cuda", "interpreter", "replay"):
-    register_runner(_name, FaultyRunner.wrapping(runner_factory(_name), **_FAULTS))
+    RUNNERS[_name] = FaultyRunner.wrapping(RUNNERS[_name], **_FAULTS)
 
 _MAX_PAGES = os.environ.get("TUNER_TEST_SQLITE_MAX_PAGES")
 if _MAX_PAGES:

@@ -73,7 +73,6 @@ from tuner.kernels.source import vllm_version
 from tuner.measure.noise import RETIME_ROUNDS, retime_interleaved
 from tuner.measure.runner import Problem
 from tuner.run.sweep import progress_columns
-from tuner.run.worker import collect_environment
 
 DEFAULT_M = ",".join(map(str, REQUIRED_M))
 MOpt = Annotated[str, typer.Option("--m", help="M values to time, comma-separated.")]
@@ -112,7 +111,7 @@ def compare(
     device_name, runner, _ = measuring_device(store, device, interpreter_reps)
     run = _Compare(model_shapes, runner, timed, out_dtype.value, rounds, interpreter_reps)
     tuned = _tuned(store, device_name, run, "builtin" if auto_builtin else kernel.value)
-    env = collect_environment(runner, kernel=timed)
+    env = runner.environment(timed, DEFAULT_FAMILY)
     defaults = versus.default_kernels(
         model_shapes.pairs(),
         env["compute_capability"],

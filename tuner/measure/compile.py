@@ -76,29 +76,17 @@ class CompileInfo:
     error: str | None = None
 
 
-@dataclass(frozen=True)
-class Rejection:
-    """A config that cannot run, with the trial status and reason to record it under."""
-
-    config: KernelConfig
-    status: TrialStatus
-    reason: str
-
-    def as_result(self) -> TrialResult:
-        """The trial to record: never launched, so no latency and no measure time."""
-        return TrialResult(self.status, error=self.reason, measure_s=0.0)
-
-
-def launch_problem(info: CompileInfo) -> Rejection | None:
-    """Why a compiled config cannot launch on its architecture (a compiler error, shared memory
-    over MAX_SHARED_BYTES, registers per block over MAX_REGISTERS_PER_BLOCK), or None. Spills
-    slow a kernel down but do not stop it.
+def launch_problem(info: CompileInfo) -> TrialResult | None:
+    """The trial to record instead of launching a compiled config that cannot launch on its
+    architecture (compile_error: a compiler error; out_of_resources: shared memory over
+    MAX_SHARED_BYTES, registers per block over MAX_REGISTERS_PER_BLOCK; its `error` says why,
+    no latency, no measure time), or None. Spills slow a kernel down but do not stop it.
 
     Raises:
         KeyError: the architecture is not in MAX_SHARED_BYTES.
     """
     if info.error is not None:
-        return Rejection(info.config, TrialStatus.COMPILE_ERROR, info.error)
+        return TrialResult(TrialStatus.COMPILE_ERROR, error=info.error, measure_s=0.0)
     limit, warps, regs = MAX_SHARED_BYTES[info.arch], info.config.num_warps, info.n_regs or 0
     per_block = -(-regs * 32 // REGISTER_UNIT) * REGISTER_UNIT * warps
     if info.shared_bytes is not None and info.shared_bytes > limit:
@@ -110,7 +98,8 @@ def launch_problem(info: CompileInfo) -> Rejection | None:
         why += " per block"
     else:
         return None
-    return Rejection(info.config, TrialStatus.OUT_OF_RESOURCES, f"pruned before launch: {why}")
+    why = f"pruned before launch: {why}"
+    return TrialResult(TrialStatus.OUT_OF_RESOURCES, error=why, measure_s=0.0)
 
 
 def default_cache_dir() -> Path:

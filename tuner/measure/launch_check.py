@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.gpus import KNOWN_GPUS, gpu_model
-from tuner.kernels.registry import DEFAULT_FAMILY
+from tuner.kernels.registry import DEFAULT_FAMILY, get_family
 from tuner.kernels.shape import Shape, as_block_shape
 from tuner.kernels.vllm_table import capability_number
 from tuner.measure.compile import (
@@ -124,7 +124,7 @@ def check_entries(
             needs = f"needs {info.shared_bytes} bytes of shared memory"
             cannot_launch[M] = f"config {short} {needs}; {where} has {limit} per block"
         elif problem is not None:
-            reason = problem.reason.removeprefix("pruned before launch: ")
+            reason = str(problem.error).removeprefix("pruned before launch: ")
             cannot_launch[M] = f"config {short}: {reason} on {where}"
     return LaunchVerdict(arch, cannot_launch, dict(sorted(unchecked.items())), len(infos))
 
@@ -141,27 +141,35 @@ def _compile_first_uses(
     family: str,
 ) -> dict[KernelConfig, CompileInfo]:
     """Each distinct config compiled for `arch` at the launch specialization of the first M
-    that uses it (shared memory depends on the tiles and stages, not on M)."""
-    first_m: dict[KernelConfig, int] = {}
+    that uses it (shared memory depends on the tiles and stages, not on M): one batch per
+    specialization, compiled at its first M.
+
+    Raises:
+        ValueError: the shape lacks a dimension the family's launch needs (MoE: top_k).
+    """
+    specialization = get_family(family).specialization
+    groups: dict[str, tuple[int, dict[KernelConfig, None]]] = {}
+    firsts: dict[KernelConfig, int] = {}
     for M, config in by_m.items():
-        first_m.setdefault(config, M)
-    infos: dict[KernelConfig, CompileInfo] = {}
+        firsts.setdefault(config, M)
     try:
-        for M in sorted(set(first_m.values())):
-            group = [config for config, first in first_m.items() if first == M]
-            infos |= compile_infos(
-                group,
-                arch=arch,
-                shape=shape,
-                M=M,
-                out_dtype=CHECK_OUT_DTYPE,
-                family=family,
-                cache=cache,
-                pool=pool,
-            )
+        for config, M in firsts.items():
+            groups.setdefault(specialization(shape, M), (M, {}))[1][config] = None
     except KeyError as exc:  # a dimension the file's name does not carry (MoE: top_k)
         raise ValueError(
             f"the file's name does not give {exc.args[0]}, which the {family} kernel "
             "is compiled for"
         ) from None
+    infos: dict[KernelConfig, CompileInfo] = {}
+    for M, group in groups.values():
+        infos |= compile_infos(
+            list(group),
+            arch=arch,
+            shape=shape,
+            M=M,
+            out_dtype=CHECK_OUT_DTYPE,
+            family=family,
+            cache=cache,
+            pool=pool,
+        )
     return infos

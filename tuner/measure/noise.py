@@ -324,18 +324,13 @@ def decide_winner(retimes: Sequence[Retime], default: KernelConfig) -> Decision:
         note = f"beats runner-up {up} by {margin_us:.1f} us > spread {spread_us:.1f} us"
     else:
         tied = [r for r in ranked if r.latency_us - fastest.latency_us <= spread_us]
+        defaults = [r for r in tied if r.config == default]
+        chosen = defaults[0] if defaults else min(tied, key=lambda r: simplicity(r.config))
+        kept = KEPT_DEFAULT if defaults else KEPT_SIMPLER
+        how = "the default" if defaults else f"the simplest of {len(tied)} within the spread"
         note = (
             f"{fastest.config.short()} leads runner-up {runner_up.config.short()} by only "
-            f"{margin_us:.1f} us <= spread {spread_us:.1f} us"
-        )
-        chosen = next((r for r in tied if r.config == default), None) or min(
-            tied, key=lambda r: simplicity(r.config)
-        )
-        kept = KEPT_DEFAULT if chosen.config == default else KEPT_SIMPLER
-        note += (
-            "; kept the default"
-            if kept == KEPT_DEFAULT
-            else f"; kept the simplest of {len(tied)} within the spread"
+            f"{margin_us:.1f} us <= spread {spread_us:.1f} us; kept {how}"
         )
     up_config = runner_up.config if runner_up else None
     return Decision(chosen.config, chosen.latency_us, default_us, up_config, spread_us, kept, note)

@@ -231,8 +231,9 @@ def _replay(*, device_name: str, landscape: str | None = None, **_: object) -> R
     return ReplayRunner(str(landscape), device_name)
 
 
-# A runner's name -> the factory of its runner (`register_runner` adds or replaces one).
-_RUNNERS: dict[str, RunnerFactory] = {
+# A runner's name -> the factory of its runner, called as `factory(device_name=...,
+# landscape=..., interpreter_reps=...)`; a test wraps one by assigning its name here.
+RUNNERS: dict[str, RunnerFactory] = {
     "cuda": lambda *, device_name, **_: GpuRunner(device_name),
     "interpreter": lambda *, device_name, interpreter_reps=3, **_: InterpreterRunner(
         device_name, interpreter_reps
@@ -241,33 +242,13 @@ _RUNNERS: dict[str, RunnerFactory] = {
 }
 
 
-def register_runner(name: str, factory: RunnerFactory) -> None:
-    """Make `make_runner(name, ...)` call `factory(device_name=..., landscape=...,
-    interpreter_reps=...)`, in place of the runner registered under that name before."""
-    _RUNNERS[name] = factory
-
-
-def runner_factory(name: str) -> RunnerFactory:
-    """The factory registered for `name`.
-
-    Raises:
-        ValueError: no runner has that name.
-    """
-    try:
-        return _RUNNERS[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown runner {name!r} (known: {', '.join(sorted(_RUNNERS))})"
-        ) from None
-
-
 def make_runner(
     name: str, *, device_name: str, landscape: str | None = None, interpreter_reps: int = 3
 ) -> Runner:
     """Parse a runner's name into its runner: the one place a name becomes behaviour.
 
     Args:
-        name: "cuda", "interpreter" or "replay" (or a name given to `register_runner`).
+        name: "cuda", "interpreter" or "replay" (or a name added to `RUNNERS`).
         device_name: vLLM's key of the device measured on (`tuner.inputs.devices`).
         landscape: the landscape file a replay answers from.
         interpreter_reps: timed calls per trial on the interpreter.
@@ -275,6 +256,8 @@ def make_runner(
     Raises:
         ValueError: an unknown name, or a replay without a landscape.
     """
-    return runner_factory(name)(
+    if name not in RUNNERS:
+        raise ValueError(f"unknown runner {name!r} (known: {', '.join(sorted(RUNNERS))})")
+    return RUNNERS[name](
         device_name=device_name, landscape=landscape, interpreter_reps=interpreter_reps
     )

@@ -9,7 +9,6 @@ from tuner.kernels.config import KernelConfig
 from tuner.measure.compile import (
     MAX_SHARED_BYTES,
     Precompiler,
-    PrecompileStats,
     compile_pool,
     launch_problem,
 )
@@ -23,30 +22,24 @@ class CompileGate:
     when it cannot run there, and precompile what the search will likely ask next.
 
     Args:
+        precompiler: compiles the task's launch (`tuner.measure.compile.Precompiler`).
         space: the task's candidates (for `likely_next`).
         first: configs the search will measure first, whatever their results (its warm
-            starts, and for `grid` the space: `Strategy.planned`); queued
-            for compiling at once, in order.
+            starts, and for `grid` the space: `Strategy.planned`); queued for compiling at
+            once, in order.
         ahead: how many likely-next configs to queue after each new incumbent.
-        precompile: `tuner.measure.compile.Precompiler`'s arguments: the GPU's arch (90 for
-            sm90), the task's M, N, K, block_shape, out_dtype, family and params, the compile
-            pool shared between the worker's tasks and its size (workers), the cache.
     """
 
     def __init__(
         self,
-        *,
+        precompiler: Precompiler,
         space: Sequence[KernelConfig],
         first: Sequence[KernelConfig] = (),
         ahead: int = 8,
-        **precompile,
     ) -> None:
-        self.precompiler = Precompiler(**precompile)
-        self.space = list(space)
-        self.ahead = ahead
-        self.pruned = 0
+        self.precompiler, self.space, self.ahead = precompiler, list(space), ahead
         self._best: float | None = None
-        self.precompiler.submit(first)
+        precompiler.submit(first)
 
     def before(self, config: KernelConfig) -> TrialResult | None:
         """Compile (or wait for) a config; its trial when it cannot launch, else None.
@@ -55,23 +48,13 @@ class CompileGate:
             An out_of_resources or compile_error TrialResult to record instead of launching,
             or None when the config may be launched (its binary is in Triton's cache).
         """
-        rejection = launch_problem(self.precompiler.wait(config))
-        if rejection is None:
-            return None
-        self.pruned += 1
-        return rejection.as_result()
+        return launch_problem(self.precompiler.wait(config))
 
     def after(self, config: KernelConfig, result: TrialResult) -> None:
         """Queue the neighbours of a new incumbent for compiling while the GPU measures."""
         if result.ok and (self._best is None or result.ok_latency_us < self._best):
             self._best = result.ok_latency_us
             self.precompiler.submit(likely_next(config, self.space)[: self.ahead])
-
-    def close(self) -> PrecompileStats:
-        """Stop compiling for this task; what it compiled and how long measuring waited."""
-        stats = self.precompiler.stats()
-        self.precompiler.close()
-        return stats
 
 
 def likely_next(incumbent: KernelConfig, space: Sequence[KernelConfig]) -> list[KernelConfig]:
@@ -124,19 +107,15 @@ class WorkerCompiler:
         """A gate for one task (a `tuner.measure.runner.Problem`) over its candidates, `first`
         queued for compiling (see `CompileGate`)."""
         dims = ("M", "N", "K", "block_shape", "out_dtype", "family", "params")
-        return CompileGate(
-            space=space,
-            first=first,
-            arch=self.arch,
-            pool=self.pool,
-            workers=self.workers,
-            **{name: getattr(problem, name) for name in dims},
-        )
+        launch = {name: getattr(problem, name) for name in dims}
+        precompiler = Precompiler(arch=self.arch, pool=self.pool, workers=self.workers, **launch)
+        return CompileGate(precompiler, space, first)
 
-    def closed(self, gate, shared) -> None:
-        """Close a task's gate and add its compile and wait seconds to the shared counters."""
-
-        stats = gate.close()
+    def closed(self, gate: CompileGate, shared) -> None:
+        """Close a task's gate and add its compile and wait seconds to the shared counters;
+        replace the pool when it lost a process."""
+        stats = gate.precompiler.stats()
+        gate.precompiler.close()
         if shared is not None:
             shared.compile_s.value += stats.compile_s
             shared.compile_wait_s.value += stats.wait_s

@@ -14,7 +14,6 @@ and nothing is recorded against their configs.
 
 from __future__ import annotations
 
-import dataclasses
 import multiprocessing as mp
 import os
 import signal
@@ -22,7 +21,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
@@ -60,18 +59,6 @@ def interrupted_exit(exc: KeyboardInterrupt) -> tuple[int, str]:
     if isinstance(exc, Terminated):
         return 128 + signal.SIGTERM, "terminated (SIGTERM)"
     return 128 + signal.SIGINT, "interrupted"
-
-
-def new_worker_id(visible_device: str | None) -> str:
-    """A unique worker name, stored on the tasks the worker claims.
-
-    Args:
-        visible_device: the worker's CUDA_VISIBLE_DEVICES value; None for a CPU worker.
-
-    Returns:
-        `host:supervisor pid:device:random suffix`, e.g. `gpu7:4242:0:1f2e3d4c`.
-    """
-    return f"{socket.gethostname()}:{os.getpid()}:{visible_device or 'cpu'}:{uuid.uuid4().hex[:8]}"
 
 
 def describe_exit(exitcode: int) -> str:
@@ -125,21 +112,30 @@ class _Slot:
     overdue_config: dict[str, int] | None = None
 
 
-# The counters of `WorkerShared` that a run's report sums over its processes.
-TOTALS = "trials_pruned trials_stored trials_reused measure_s compile_s compile_wait_s".split()
+@dataclass(frozen=True)
+class Totals:
+    """The counters of `WorkerShared`, summed over a run's worker processes: trials stored,
+    pruned before launch and reused from other sweeps, and seconds spent measuring, compiling
+    and waiting for compiles."""
+
+    trials_stored: int = 0
+    trials_pruned: int = 0
+    trials_reused: int = 0
+    measure_s: float = 0.0
+    compile_s: float = 0.0
+    compile_wait_s: float = 0.0
 
 
 @dataclass(frozen=True)
 class SupervisorReport:
-    """What happened to the workers of one run: failures, restarts, trials recorded as crashed
-    and timed out, the slots given up, and the sums of their processes' `TOTALS` (by name)."""
+    """What happened to the workers of one run: restarts, trials recorded as crashed and timed
+    out, the slots given up, and the `Totals` of their processes."""
 
-    worker_failures: int
     restarts: int
     crashed: int
     timeouts: int
     given_up: tuple[str, ...]
-    totals: dict[str, float] = dataclasses.field(default_factory=dict)
+    totals: Totals = Totals()
 
 
 class Supervisor:
@@ -169,7 +165,7 @@ class Supervisor:
         self.context = context or mp.get_context("spawn")
         self.worker_ids: list[str] = []
         self.shared: list[WorkerShared] = []  # of every process started, for the totals
-        self.failures = self.restarts = self.crashed = self.timeouts = 0
+        self.restarts = self.crashed = self.timeouts = 0
         self.given_up: list[str] = []
 
     def run(self, on_tick: Callable[[], None] = lambda: None) -> SupervisorReport:
@@ -206,7 +202,7 @@ class Supervisor:
                 except (DBAPIError, PoolTimeoutError) as exc:  # down or busy: next tick
                     if outage.failed(exc):
                         self.on_event(
-                            f"store unavailable ({type(exc).__name__}: {_first_line(exc)}); "
+                            f"store unavailable ({type(exc).__name__}: {first_line(exc)}); "
                             f"retrying for up to {outage.deadline_s:g} s"
                         )
         except (KeyboardInterrupt, StoreUnavailable):
@@ -214,16 +210,19 @@ class Supervisor:
             raise
         finally:
             signal.signal(signal.SIGTERM, previous)
-        totals = {name: sum(getattr(one, name).value for one in self.shared) for name in TOTALS}
+        sums = {
+            f.name: sum(getattr(one, f.name).value for one in self.shared) for f in fields(Totals)
+        }
+        given_up = tuple(self.given_up)
         return SupervisorReport(
-            self.failures, self.restarts, self.crashed, self.timeouts, tuple(self.given_up), totals
+            self.restarts, self.crashed, self.timeouts, given_up, Totals(**sums)
         )
 
     def _poll(self, live: list[_Slot]) -> None:
         """Kill the overdue workers, account for those that exited, drop the finished slots."""
         deadline = time.time() - self.trial_timeout_s
         for slot in list(live):
-            assert slot.process is not None and slot.shared is not None
+            assert slot.process and slot.shared and slot.spec
             entry = slot.shared.in_flight()
             if entry is not None and entry.since < deadline and slot.process.is_alive():
                 slot.overdue_config = entry.config
@@ -231,14 +230,17 @@ class Supervisor:
                 slot.process.join()
             if slot.process.is_alive():
                 continue
-            if slot.process.exitcode == EXIT_STORE:
-                raise StoreUnavailable(slot.shared.store_error() or "the store stayed unavailable")
+            if slot.process.exitcode == EXIT_STORE:  # its line is in its log
+                log = worker_log_path(slot.spec.worker_id)
+                raise StoreUnavailable(log.read_text() if log.exists() else "the store is down")
             if not self._handle_exit(slot):
                 live.remove(slot)
 
     def _start(self, slot: _Slot) -> None:
-        worker_id = new_worker_id(slot.template.visible_device)
-        spec = dataclasses.replace(slot.template, worker_id=worker_id, parent_pid=os.getpid())
+        # host:supervisor pid:device:random suffix, e.g. gpu7:4242:0:1f2e3d4c
+        device = slot.template.visible_device or "cpu"
+        worker_id = f"{socket.gethostname()}:{os.getpid()}:{device}:{uuid.uuid4().hex[:8]}"
+        spec = replace(slot.template, worker_id=worker_id, parent_pid=os.getpid())
         slot.spec, slot.shared, slot.overdue_config = spec, WorkerShared(self.context), None
         self.shared.append(slot.shared)
         slot.process = self.context.Process(
@@ -262,7 +264,6 @@ class Supervisor:
         elif blames_config(exitcode):
             status, error = TrialStatus.CRASHED, f"worker {how} while measuring this config"
         blamed, unfinished = self._record_exit(slot, status, error)
-        self.failures += 1  # counted once the store has it: a failed transaction is retried
         if blamed is None:
             log = worker_log_path(slot.spec.worker_id)
             where = f" (traceback in {log})" if exitcode == 1 and log.exists() else ""
@@ -312,9 +313,7 @@ class Supervisor:
             ):
                 entry = None
             repo.release_tasks(session, worker_id=spec.worker_id)
-            unfinished = repo.unfinished_tasks(
-                session, sweep_id=spec.sweep_id, device_name=spec.device_name, space=spec.space
-            )
+            unfinished = repo.unfinished_tasks(session, **spec.scope)
         return entry, unfinished
 
     def _restart(self, slot: _Slot) -> bool:
@@ -356,9 +355,10 @@ class Supervisor:
             )
 
 
-def _first_line(exc: BaseException) -> str:
-    orig = getattr(exc, "orig", None) or exc
-    return (str(orig).strip().splitlines() or [""])[0][:160]
+def first_line(exc: BaseException | str | None, width: int = 160) -> str:
+    """The first line of an error (a store error's driver message), at most `width` long."""
+    text = str(getattr(exc, "orig", None) or exc or "")
+    return (text.strip().splitlines() or [""])[0][:width]
 
 
 def _interrupt(signum, frame) -> None:

@@ -25,7 +25,7 @@ from db.repo import retry_store, session_scope
 from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.run.plan import SweepRequest, trial_model
-from tuner.run.supervisor import Supervisor, SupervisorReport
+from tuner.run.supervisor import Supervisor, SupervisorReport, first_line
 from tuner.run.worker import WorkerSpec
 
 if TYPE_CHECKING:
@@ -76,7 +76,6 @@ def worker_specs(
     gpus = max(1, len(visible_devices))
     if compile_workers is None:
         compile_workers = max(1, ((os.cpu_count() or 2) - gpus) // gpus)
-    items = None if configs is None else tuple(tuple(c.as_dict().items()) for c in configs)
     return [
         WorkerSpec(
             db_url=db_url,
@@ -84,7 +83,7 @@ def worker_specs(
             worker_id="",
             runner=runner,
             visible_device=device,
-            configs=items,
+            configs=None if configs is None else tuple(configs),
             device_name=device_name,
             space=space,
             kernel=kernel,
@@ -189,21 +188,16 @@ def commonest_failure(store, sweep_id: int) -> str:
             trial for task in tasks for trial in repo.task_trials(session, task_id=task.task_id)
         ]
 
-    def first_line(text: str | None) -> str:
-        lines = (text or "").strip().splitlines()
-        return lines[0][:300] if lines else "no error text"
+    def first(text: str | None) -> str:
+        return first_line(text, 300) or "no error text"
 
     failed = Counter(
-        (trial.status, first_line(trial.error))
-        for trial in trials
-        if trial.status != TrialStatus.OK
+        (trial.status, first(trial.error)) for trial in trials if trial.status != TrialStatus.OK
     )
     if failed:
         (status, error), n = failed.most_common(1)[0]
         return f"{n} of {len(trials)} trials {status}: {error}"
-    errors = Counter(
-        first_line(task.error) for task in tasks if task.state == repo.TaskState.FAILED
-    )
+    errors = Counter(first(task.error) for task in tasks if task.state == repo.TaskState.FAILED)
     if errors:
         error, n = errors.most_common(1)[0]
         return f"{n} of {len(tasks)} tasks failed: {error}"
@@ -212,79 +206,34 @@ def commonest_failure(store, sweep_id: int) -> str:
 
 def summary_lines(summary: SweepSummary) -> list[str]:
     """The closing lines of a sweep run: tasks and trials (this run's own: another command on
-    the same sweep stores trials meanwhile), then where the time went (`format_sweep_times`)."""
-    now, report, totals = summary.now, summary.report, summary.report.totals
-    run_now = int(totals.get("trials_stored", 0)) + report.crashed + report.timeouts
-    reused = int(totals.get("trials_reused", 0))
-    by_others = max(0, now.trials_total - summary.before.trials_total - run_now - reused)
+    the same sweep stores trials meanwhile), then where the time went, e.g. `120 trials run, 14
+    pruned before launch; compile 80.0 s (4.1 s waited), measure 300.2 s; per trial run:
+    compile 0.667 s, measure 2.502 s; wall 320.5 s` (per-trial figures only when trials ran)."""
+    now, report, totals, wall_s = summary.now, summary.report, summary.report.totals, summary.wall_s
+    run_now = totals.trials_stored + report.crashed + report.timeouts
+    by_others = now.trials_total - summary.before.trials_total - run_now - totals.trials_reused
     counts = [(report.crashed, "crashed"), (report.timeouts, "timed out")]
-    elsewhere = [(reused, "reused from other sweeps"), (by_others, "run by other workers")]
-    times = SweepTimes(
-        trials_run=run_now,
-        trials_pruned=int(totals.get("trials_pruned", 0)),
-        compile_s=totals.get("compile_s", 0.0),
-        compile_wait_s=totals.get("compile_wait_s", 0.0),
-        measure_s=totals.get("measure_s", 0.0),
-        wall_s=summary.wall_s,
-    )
+    elsewhere = [(totals.trials_reused, "reused from other sweeps")]
+    elsewhere.append((max(0, by_others), "run by other workers"))
+    per_trial = ""
+    if run_now:
+        per_trial = (
+            f"; per trial run: compile {totals.compile_s / run_now:.3f} s, "
+            f"measure {totals.measure_s / run_now:.3f} s"
+        )
     return [
         f"sweep {summary.sweep_id}: {now.tasks_done}/{now.tasks_total} tasks done, "
         f"{now.tasks_failed} failed; {run_now} trials run now{_some(elsewhere)} "
-        f"({now.trials_total} stored, {now.trials_ok} ok{_some(counts)}); "
-        f"wall {summary.wall_s:.1f} s",
-        format_sweep_times(times),
+        f"({now.trials_total} stored, {now.trials_ok} ok{_some(counts)}); wall {wall_s:.1f} s",
+        f"{run_now} trials run, {totals.trials_pruned} pruned before launch; "
+        f"compile {totals.compile_s:.1f} s ({totals.compile_wait_s:.1f} s waited), "
+        f"measure {totals.measure_s:.1f} s{per_trial}; wall {wall_s:.1f} s",
     ]
 
 
 def _some(counts: list[tuple[int, str]]) -> str:
     """ ", 2 crashed, 1 timed out": the counts that are not 0."""
     return "".join(f", {n} {what}" for n, what in counts if n)
-
-
-@dataclass(frozen=True)
-class SweepTimes:
-    """Where a sweep's time went, for the line `tuner sweep` prints at the end.
-
-    Attributes:
-        trials_run: trials measured on a device (or replayed) by this run.
-        trials_pruned: trials recorded as out_of_resources by compile-for-target pruning,
-            never launched.
-        compile_s: seconds spent compiling in precompile pools (overlapped with measuring).
-        compile_wait_s: seconds workers waited for a compile (not hidden by measuring).
-        measure_s: seconds spent measuring (sum of the trials' measure_s).
-        wall_s: wall-clock seconds of the sweep.
-    """
-
-    trials_run: int
-    trials_pruned: int
-    compile_s: float
-    compile_wait_s: float
-    measure_s: float
-    wall_s: float
-
-
-def format_sweep_times(times: SweepTimes) -> str:
-    """The summary line of a sweep's time.
-
-    Args:
-        times: the totals.
-
-    Returns:
-        One line, e.g. `120 trials run, 14 pruned before launch; compile 80.0 s (4.1 s waited),
-        measure 300.2 s; per trial run: compile 0.667 s, measure 2.502 s; wall 320.5 s`
-        (per-trial figures only when trials ran).
-    """
-    per_trial = ""
-    if times.trials_run:
-        per_trial = (
-            f"; per trial run: compile {times.compile_s / times.trials_run:.3f} s, "
-            f"measure {times.measure_s / times.trials_run:.3f} s"
-        )
-    return (
-        f"{times.trials_run} trials run, {times.trials_pruned} pruned before launch; "
-        f"compile {times.compile_s:.1f} s ({times.compile_wait_s:.1f} s waited), "
-        f"measure {times.measure_s:.1f} s{per_trial}; wall {times.wall_s:.1f} s"
-    )
 
 
 def unfinished_in_scope(store, *, sweep_id: int | None, device_name: str, space: str) -> int:

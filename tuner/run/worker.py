@@ -20,7 +20,7 @@ import time
 import traceback
 import zlib
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -89,18 +89,6 @@ def task_seed(sweep_seed: int, N: int, K: int, M: int) -> int:
     return zlib.crc32(f"{sweep_seed}:{N}:{K}:{M}".encode())
 
 
-def collect_environment(
-    runner: Runner, family: str = DEFAULT_FAMILY, kernel: str = "builtin"
-) -> dict[str, str]:
-    """GPU, versions and kernel of this process (`Runner.environment`), as
-    `db.repo.get_or_create_environment` takes them.
-
-    Raises:
-        ValueError: an unknown family or kernel choice.
-    """
-    return runner.environment(kernel, family)
-
-
 class TaskLost(Exception):
     """The task was taken from this worker (lease expired and re-claimed, or released)."""
 
@@ -124,7 +112,7 @@ class WorkerSpec:
         runner: how it measures (`tuner.measure.runners`: a GPU, the interpreter, a replay).
         visible_device: CUDA_VISIBLE_DEVICES value that pins the worker to one GPU (a GPU
             runner's only).
-        configs: explicit candidate list as vLLM dicts, or None for the sweep's named space.
+        configs: explicit candidate list, or None for the sweep's named space.
         parent_pid: the sweep process; when it is gone the worker hands its task back and
             exits, so that no orphan keeps timing on a GPU that a new run also uses.
         device_name: only tasks of sweeps on this device; None for any.
@@ -140,13 +128,19 @@ class WorkerSpec:
     worker_id: str
     runner: Runner
     visible_device: str | None = None
-    configs: tuple[tuple[tuple[str, int], ...], ...] | None = None
+    configs: tuple[KernelConfig, ...] | None = None
     parent_pid: int | None = None
     device_name: str | None = None
     space: str | None = None
     compile_workers: int = 0
     kernel: str = "builtin"
     lease_s: float = field(default_factory=lease_s_default)
+
+    @property
+    def scope(self) -> dict[str, Any]:
+        """The tasks this worker claims, as `db.repo.claim_task` and `unfinished_tasks` take
+        them: sweep_id, device_name and space (None: any)."""
+        return {"sweep_id": self.sweep_id, "device_name": self.device_name, "space": self.space}
 
 
 @dataclass(frozen=True)
@@ -188,17 +182,6 @@ class WorkerShared:
         # seq is odd while the worker rewrites the mark, so a reader never takes half of one.
         self._flight = context.Array("q", 12, lock=False)
         self._since = context.Value("d", 0.0, lock=False)
-        # The one line of a worker that stopped for the store (EXIT_STORE), UTF-8, NUL-ended.
-        self._store_error = context.Array("c", 512, lock=False)
-
-    def set_store_error(self, line: str) -> None:
-        """Say why the worker stopped for the store (before exiting with EXIT_STORE)."""
-        data = line.encode()[:511]
-        self._store_error[: len(data) + 1] = data + b"\0"
-
-    def store_error(self) -> str:
-        """The line set by `set_store_error`, or ""."""
-        return bytes(self._store_error[:]).split(b"\0", 1)[0].decode(errors="replace")
 
     def mark_in_flight(self, task, config: KernelConfig, is_default: bool) -> None:
         """Say which config the worker starts measuring now (the worker's side; one writer).
@@ -529,8 +512,7 @@ class TaskRun:
                     environment_id=self.environment_id,
                     config=config.as_dict(),
                     is_default=is_default,
-                    status=result.status.value,
-                    **{name: getattr(result, name) for name in RESULT_FIELDS},
+                    **asdict(result),
                 )
 
         if not retry_store(step, url=self.spec.db_url):
@@ -557,15 +539,8 @@ class TaskRun:
         rounds = self.spec.runner.retime_rounds(RETIME_ROUNDS)
         retimes = retime_interleaved(self.runner.sample_us, finalists, rounds=rounds)
         decision = decide_winner(retimes, self.default)
-        rows = [
-            {"config": r.config.as_dict(), "is_default": r.config == self.default}
-            | {name: getattr(r, name) for name in ("rounds", "latency_us", "p20_us", "p80_us")}
-            for r in retimes
-        ]
-        kept = {name: getattr(decision, name) for name in _DECISION_FIELDS} | {
-            "config": decision.config.as_dict(),
-            "runner_up": decision.runner_up and decision.runner_up.as_dict(),
-        }
+        rows = [asdict(r) | {"is_default": r.config == self.default} for r in retimes]
+        kept = asdict(decision)  # the configs as vLLM's dicts, the runner-up's or None
 
         def step() -> bool:
             with session_scope(self.store) as session:
@@ -582,27 +557,15 @@ class TaskRun:
             raise self.lost()
 
 
-_DECISION_FIELDS = ("latency_us", "default_latency_us", "spread_us", "kept", "note")
-
-
-def run_task(
-    store,
-    spec: WorkerSpec,
-    task,
-    environment_id: int,
-    space,
-    shared: WorkerShared | None = None,
-    compiler: WorkerCompiler | None = None,
-    lease: Lease | None = None,
-) -> None:
-    """Search one claimed task: `TaskRun(...).run()` (its arguments are `TaskRun`'s).
+def run_task(*args: Any, **kwargs: Any) -> None:
+    """Search one claimed task: `TaskRun(*args, **kwargs).run()` (its arguments are `TaskRun`'s).
 
     Raises:
         TaskLost: the task was taken from this worker; nothing more was recorded for it.
         ContextLost: a config crashed on a GPU; its trial is recorded, the process must
             restart.
     """
-    TaskRun(store, spec, task, environment_id, space, shared, compiler, lease).run()
+    TaskRun(*args, **kwargs).run()
 
 
 def worker_main(spec: WorkerSpec, shared: WorkerShared | None = None) -> None:
@@ -622,9 +585,8 @@ def worker_main(spec: WorkerSpec, shared: WorkerShared | None = None) -> None:
         _Worker(spec, shared).claim_loop()
     except KeyboardInterrupt:  # Ctrl-C reaches the whole process group; the parent cleans up
         raise SystemExit(130) from None
-    except StoreUnavailable as exc:
-        if shared is not None:
-            shared.set_store_error(str(exc))
+    except StoreUnavailable as exc:  # its line for the supervisor, in the worker's log
+        worker_log_path(spec.worker_id).write_text(str(exc))
         raise SystemExit(EXIT_STORE) from None
     except Exception:  # noqa: BLE001 - one line from the supervisor, the traceback in a file
         if shared is None:
@@ -658,9 +620,8 @@ class _Worker:
         # Each family's trials are recorded with its own kernel's hash.
         self.environments: dict[str, int] = {}
         self.environment_for(DEFAULT_FAMILY)
-        self.space = None  # each task's family's space (vLLM's grid), unless configs are named
-        if spec.configs is not None:
-            self.space = [KernelConfig.from_dict(dict(items)) for items in spec.configs]
+        # each task's family's space (vLLM's grid), unless configs are named
+        self.space = None if spec.configs is None else list(spec.configs)
         self.compiler = None
         if spec.runner.on_gpu and spec.compile_workers > 0:
             self.compiler = WorkerCompiler.for_this_gpu(spec.compile_workers)
@@ -689,9 +650,7 @@ class _Worker:
         """The environment a family's trials are recorded with (its kernel's hash), told to
         the supervisor."""
         if family not in self.environments:
-            env: dict[str, Any] = collect_environment(
-                self.spec.runner, family=family, kernel=self.spec.kernel
-            )
+            env: dict[str, Any] = self.spec.runner.environment(self.spec.kernel, family)
             self.environments[family] = self.in_session(repo.get_or_create_environment, **env)
         if self.shared is not None:
             self.shared.environment_id.value = self.environments[family]
@@ -700,12 +659,7 @@ class _Worker:
     def claim_loop(self) -> None:
         """Claim and run tasks until none is left in scope; wait out leases of tasks that
         workers which may have died still hold."""
-        spec = self.spec
-        scope: dict[str, Any] = {
-            "sweep_id": spec.sweep_id,
-            "device_name": spec.device_name,
-            "space": spec.space,
-        }
+        spec, scope = self.spec, self.spec.scope
 
         def claim():
             with self.claim_lock, session_scope(self.store) as session:

@@ -25,14 +25,6 @@ class Axis:
         """Parameter name as a search library sees it, e.g. `log2_BLOCK_SIZE_M`."""
         return f"log2_{self.key}" if self.log2 else self.key
 
-    @property
-    def low(self) -> int:
-        return self.coordinate(self.values[0])
-
-    @property
-    def high(self) -> int:
-        return self.coordinate(self.values[-1])
-
     def coordinate(self, value: int) -> int:
         """A value's integer coordinate: its log2 on a log2 axis, the value itself for
         consecutive integers (num_stages), else its index (GROUP_SIZE_M: 1, 16, 32, 64)."""

@@ -34,6 +34,6 @@ class GridStrategy(Strategy):
     def planned(
         self, *, space: Sequence[KernelConfig], seed: int, warm_start: Sequence[KernelConfig] = ()
     ) -> list[KernelConfig]:
-        """Every config `search` measures, in order."""
-        allowed = frozenset(space)
-        return [c for c in dict.fromkeys([*warm_start, *space]) if c in allowed]
+        """Every config `search` measures, in order: the warm starts of the space, then the
+        space."""
+        return super().planned(space=space, seed=seed, warm_start=[*warm_start, *space])

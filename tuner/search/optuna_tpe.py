@@ -49,7 +49,10 @@ class OptunaStrategy(Strategy):
             )
         study = optuna.create_study(direction="minimize", sampler=sampler)
         distributions: dict[str, optuna.distributions.BaseDistribution] = {
-            axis.param: optuna.distributions.IntDistribution(axis.low, axis.high) for axis in axes
+            axis.param: optuna.distributions.IntDistribution(
+                axis.coordinate(axis.values[0]), axis.coordinate(axis.values[-1])
+            )
+            for axis in axes
         }
         for config in dict.fromkeys(warm_start):
             if config in tracker.allowed:

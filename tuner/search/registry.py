@@ -19,9 +19,6 @@ STRATEGIES: dict[str, type[Strategy]] = {
 # bench/peers.py (bench/README.md).
 DEFAULT_STRATEGY = "guided"
 DEFAULT_TRIALS = 128
-# Strategies of earlier releases, removed as `guided` reached at least their quality at every
-# budget (bench/README.md); sweeps that name them stay readable, not resumable.
-REMOVED = ("local", "tpe+local", "ils")
 
 
 def get_strategy(name: str) -> Strategy:
@@ -33,10 +30,4 @@ def get_strategy(name: str) -> Strategy:
     try:
         return STRATEGIES[name]()
     except KeyError:
-        known = ", ".join(STRATEGIES)
-        if name in REMOVED:
-            raise ValueError(
-                f"strategy '{name}' was removed (guided, the default, does at least as well); "
-                f"run a new sweep with one of: {known}"
-            ) from None
-        raise ValueError(f"unknown strategy '{name}'; known: {known}") from None
+        raise ValueError(f"unknown strategy '{name}'; known: {', '.join(STRATEGIES)}") from None

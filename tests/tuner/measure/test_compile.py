@@ -6,6 +6,7 @@ from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, specialization_key, vllm_space
 from tuner.kernels.shape import Shape
+from tuner.measure import launch_check
 from tuner.measure.compile import (
     MAX_SHARED_BYTES,
     CompileCache,
@@ -17,7 +18,6 @@ from tuner.measure.compile import (
 )
 from tuner.measure.trial import TrialResult
 from tuner.run.compile_gate import CompileGate, likely_next
-from tuner.run.sweep import SweepTimes, format_sweep_times
 
 triton = pytest.importorskip("triton")
 if "nvidia" not in triton.backends.backends:
@@ -26,7 +26,7 @@ if "nvidia" not in triton.backends.backends:
 DEFAULT = default_config()
 BIG = KernelConfig(128, 128, 128, 16, 8, 9)  # 32 KiB x 9 stages (8 buffers on sm89): > 227 KiB
 MID = KernelConfig(128, 128, 128, 16, 8, 5)  # 32 KiB a stage: fits sm90's 227 KiB, not sm89's
-SAMPLE = [DEFAULT, BIG, MID]
+SAMPLE = [DEFAULT, BIG]
 SHAPE = {"M": 4096, "shape": Shape(5120, 3072, (128, 128)), "out_dtype": "bfloat16"}
 
 
@@ -48,21 +48,22 @@ def test_launch_problem_reasons_at_the_cuda_programming_guides_limits():
     assert launch_problem(info(shared=101376)) is None
     over = launch_problem(info(shared=101377))
     assert over.status is TrialStatus.OUT_OF_RESOURCES
-    assert over.reason == (
+    assert over.error == (
         "pruned before launch: shared memory 101377 bytes > 101376 bytes per block on sm89"
     )
     assert launch_problem(info(arch=90, shared=101377)) is None
     # 255 registers round up to 8,192 per warp: 8 warps just fit 65,536, 16 warps do not.
     wide = KernelConfig(64, 128, 128, 32, 16, 2)
     assert launch_problem(info(config=KernelConfig(64, 128, 128, 32, 8, 2), regs=255)) is None
-    assert launch_problem(info(config=wide, regs=255)).reason == (
+    assert launch_problem(info(config=wide, regs=255)).error == (
         "pruned before launch: 255 registers x 16 warps = 131072 > 65536 registers per block"
     )
     assert launch_problem(info(spills=4096)) is None  # spills are slow, not fatal
     broken = launch_problem(info(shared=None, regs=None, error="compile error: boom"))
-    assert (broken.status, broken.reason) == (TrialStatus.COMPILE_ERROR, "compile error: boom")
-    recorded = over.as_result()
-    assert recorded == TrialResult(TrialStatus.OUT_OF_RESOURCES, error=over.reason, measure_s=0.0)
+    assert broken == TrialResult(
+        TrialStatus.COMPILE_ERROR, error="compile error: boom", measure_s=0
+    )
+    assert over == TrialResult(TrialStatus.OUT_OF_RESOURCES, error=over.error, measure_s=0.0)
 
 
 def test_cache_round_trip_and_toolchain_key(tmp_path):
@@ -99,29 +100,23 @@ def pool(tmp_path_factory):
 
 
 def test_real_compiles_prune_what_does_not_fit_and_are_cached(tmp_path, pool):
-    """SAMPLE compiled for sm89 and sm90 in a spawned pool (TRITON_INTERPRET=1 in this
-    process), then again from the cache: sm89 runs only the default, sm90 MID too."""
+    """SAMPLE compiled for sm90 in a spawned pool (TRITON_INTERPRET=1 in this process), then
+    again from the cache: the default runs, BIG is pruned (MID on sm89: the gate's test)."""
     pool, triton_cache = pool
-    expected = {89: ([DEFAULT], [BIG, MID], 101376), 90: ([DEFAULT, MID], [BIG], 232448)}
-    for arch, (runnable, rejected, limit) in expected.items():
-        cache = CompileCache(tmp_path / "cache")
-        infos = compile_infos(SAMPLE, arch=arch, cache=cache, pool=pool, **SHAPE)
-        problems = {c: launch_problem(infos[c]) for c in SAMPLE}
-        assert [c for c in SAMPLE if problems[c] is None] == runnable
-        assert [c for c in SAMPLE if problems[c] is not None] == rejected
-        for config in rejected:
-            assert problems[config].status is TrialStatus.OUT_OF_RESOURCES
-            assert problems[config].reason.startswith("pruned before launch: shared memory ")
-            assert problems[config].reason.endswith(f" > {limit} bytes per block on sm{arch}")
-    for arch in (89, 90):
-        infos = compile_infos(SAMPLE, arch=arch, cache=CompileCache(tmp_path / "cache"), **SHAPE)
-        assert all(i.compile_s == 0.0 for i in infos.values())  # second time: from the cache
-        assert all(
-            i.error is None and 0 < i.n_regs <= 255 and i.spill_bytes >= 0 for i in infos.values()
-        )
-        # One stage of A (64 x 128) and B (128 x 128) fp8 tiles is 24 KiB.
-        assert 24 * 1024 <= infos[DEFAULT].shared_bytes < 2 * 24 * 1024 + 2048
-        assert infos[BIG].shared_bytes > MAX_SHARED_BYTES[90]
+    infos = compile_infos(SAMPLE, arch=90, cache=CompileCache(tmp_path), pool=pool, **SHAPE)
+    problems = {c: launch_problem(infos[c]) for c in SAMPLE}
+    assert problems[DEFAULT] is None
+    assert problems[BIG].status is TrialStatus.OUT_OF_RESOURCES
+    assert problems[BIG].error.startswith("pruned before launch: shared memory ")
+    assert problems[BIG].error.endswith(" > 232448 bytes per block on sm90")
+    infos = compile_infos(SAMPLE, arch=90, cache=CompileCache(tmp_path), **SHAPE)
+    assert all(i.compile_s == 0.0 for i in infos.values())  # second time: from the cache
+    assert all(
+        i.error is None and 0 < i.n_regs <= 255 and i.spill_bytes >= 0 for i in infos.values()
+    )
+    # One stage of A (64 x 128) and B (128 x 128) fp8 tiles is 24 KiB.
+    assert 24 * 1024 <= infos[DEFAULT].shared_bytes < 2 * 24 * 1024 + 2048
+    assert infos[BIG].shared_bytes > MAX_SHARED_BYTES[90]
     assert any(triton_cache.iterdir())  # the binaries are in Triton's cache
 
 
@@ -131,55 +126,43 @@ SMALL_CONFIGS = [
     KernelConfig(32, 32, 64, 1, 4, 2),
     KernelConfig(32, 64, 64, 1, 4, 2),
 ]
+# A task shape with M = 33 (its own specialization).
+SMALL = {"M": 33, "N": 512, "K": 256, "block_shape": (128, 128), "out_dtype": "float16"}
 
 
-@pytest.fixture(scope="module")
-def small(tmp_path_factory):
-    """A task shape with M = 33 (its own specialization) and one cache for its tests."""
-    cache = CompileCache(tmp_path_factory.mktemp("small") / "cache")
-    return {"M": 33, "N": 512, "K": 256, "block_shape": (128, 128), "out_dtype": "float16"} | {
-        "cache": cache
-    }
-
-
-def test_precompiler_serves_waits_first_and_counts(small, pool):
-    configs = SMALL_CONFIGS
-    with Precompiler(arch=90, workers=1, pool=pool[0], **small) as pre:
-        pre.submit(configs)  # two go to the pool at once, two wait in the queue
-        last = pre.wait(configs[3])  # jumps the queue
-        infos = [pre.wait(config) for config in configs]
-        stats = pre.stats()
-        assert pre.dispatched == [configs[0], configs[1], configs[3], configs[2]]
-    assert infos[3] == last and last.specialization.startswith("M=any,")
-    assert all(i.error is None and i.shared_bytes > 0 and i.n_regs > 0 for i in infos)
-    assert (stats.compiled, stats.cached) == (4, 0)
-    assert stats.compile_s > 0 and stats.wait_s > 0
-    with Precompiler(arch=90, workers=1, pool=pool[0], **small) as again:
-        again.submit(configs)
-        assert [again.wait(c).shared_bytes for c in configs] == [i.shared_bytes for i in infos]
-        assert [again.wait(c).n_regs for c in configs] == [i.n_regs for i in infos]
-        assert again.stats().cached == 4
-    with pytest.raises(RuntimeError, match="closed"):
-        again.wait(configs[0])
-
-
-def test_compile_gate_rejects_before_launch_and_compiles_ahead(small, pool):
-    space = vllm_space()
-    start = SMALL_CONFIGS[0]
-    gate = CompileGate(
-        arch=89, space=space, first=[start], workers=1, pool=pool[0], ahead=2, **small
-    )
-    assert gate.before(start) is None
+def test_the_gate_compiles_ahead_waits_first_and_rejects_before_launch(tmp_path, pool):
+    """Real sm89 compiles: two of `first` go to the pool at once, the config about to launch
+    jumps the queue, MID is pruned, a new incumbent queues its neighbours; a second
+    Precompiler answers from the on-disk cache."""
+    space, (s0, s1, s2, s3) = vllm_space(), SMALL_CONFIGS
+    cache = CompileCache(tmp_path)
+    pre = Precompiler(arch=89, workers=1, pool=pool[0], cache=cache, **SMALL)
+    gate = CompileGate(pre, space, first=SMALL_CONFIGS, ahead=3)
+    assert gate.before(s3) is None  # jumps the queue
     rejected = gate.before(MID)  # 4 stages of 32 KiB in flight: over sm89's 99 KiB
     assert rejected.status is TrialStatus.OUT_OF_RESOURCES and rejected.latency_us is None
     assert rejected.error.endswith("bytes per block on sm89")
-    gate.after(start, TrialResult(TrialStatus.OK, 5.0))  # a new incumbent: compile ahead
+    gate.after(s0, TrialResult(TrialStatus.OK, 5.0))  # a new incumbent: compile ahead
     gate.after(MID, rejected)  # not ok: nothing queued
-    ahead = likely_next(start, space)[:2]
-    assert gate.precompiler.dispatched == [start, MID, *ahead]
-    assert all(gate.precompiler.wait(config).error is None for config in ahead)
-    stats = gate.close()
-    assert (gate.pruned, stats.compiled, stats.cached) == (1, 4, 0)
+    ahead = [c for c in likely_next(s0, space)[:3] if c not in SMALL_CONFIGS]
+    assert len(ahead) == 1  # two of s0's three nearest were compiled already
+    assert pre.dispatched == [s0, s1, s3, s2, MID, *ahead]
+    infos = [pre.wait(c) for c in [*SMALL_CONFIGS, *ahead]]
+    assert infos[0].specialization.startswith("M=any,")
+    assert all(i.error is None and i.shared_bytes > 0 and i.n_regs > 0 for i in infos)
+    stats = pre.stats()
+    assert (stats.compiled, stats.cached) == (5 + len(ahead), 0)
+    assert stats.compile_s > 0 and stats.wait_s > 0
+    pre.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        pre.wait(s0)
+    with Precompiler(arch=89, workers=1, pool=pool[0], cache=cache, **SMALL) as again:
+        again.submit(SMALL_CONFIGS[:2])
+        got = [again.wait(c) for c in SMALL_CONFIGS[:2]]
+        assert [(i.shared_bytes, i.n_regs) for i in got] == [
+            (i.shared_bytes, i.n_regs) for i in infos[:2]
+        ]
+        assert again.stats().cached == 2
 
 
 def test_likely_next_is_the_neighbourhood():
@@ -190,12 +173,23 @@ def test_likely_next_is_the_neighbourhood():
     assert DEFAULT not in nearby and len(nearby) == len(set(nearby))
 
 
-def test_a_resumed_sweep_has_no_per_trial_times():
-    """The line with trials run: tests/cli/test_e2e.py."""
-    resumed = SweepTimes(
-        trials_run=0, trials_pruned=0, compile_s=0.0, compile_wait_s=0.0, measure_s=0.0, wall_s=1.25
+def test_a_file_is_checked_in_one_batch_per_launch_specialization(monkeypatch):
+    """Seven M, four distinct configs: M=1, other M and M % 16 == 0 are three batches (MID
+    and SMALL, first used at M=3 and M=5, in one), each config compiled once; the over-sized
+    one cannot launch."""
+    batches = []
+
+    def compile_infos(configs, *, arch, shape, M, **_):
+        batches.append((M, configs))
+        shared = {c: 300_000 if c == BIG else 40_000 for c in configs}
+        return {c: info(config=c, arch=arch, shared=shared[c]) for c in configs}
+
+    monkeypatch.setattr(launch_check, "compile_infos", compile_infos)
+    small = SMALL_CONFIGS[0]
+    by_m = {1: DEFAULT, 3: MID, 5: small, 16: BIG, 32: DEFAULT, 48: MID, 64: BIG}
+    configs = {M: config.as_dict() for M, config in by_m.items()}
+    verdict = launch_check.check_entries(
+        configs, arch=90, device_name="NVIDIA_H200", N=512, K=256, block_shape=(128, 128)
     )
-    assert format_sweep_times(resumed) == (
-        "0 trials run, 0 pruned before launch; compile 0.0 s "
-        "(0.0 s waited), measure 0.0 s; wall 1.2 s"
-    )
+    assert batches == [(1, [DEFAULT]), (3, [MID, small]), (16, [BIG])]
+    assert sorted(verdict.cannot_launch) == [16, 64] and verdict.configs == 4

@@ -100,17 +100,10 @@ def test_a_cancelled_compile_is_not_cached_as_a_compile_error(tmp_path):
 
 def test_the_gate_launches_what_a_broken_pool_could_not_compile(tmp_path):
     pool = FakePool()
-    gate = CompileGate(
-        space=vllm_space(),
-        first=CONFIGS[:1],
-        pool=pool,
-        workers=1,
-        cache=CompileCache(tmp_path),
-        **SPEC,
-    )
+    precompiler = Precompiler(pool=pool, workers=1, cache=CompileCache(tmp_path), **SPEC)
+    gate = CompileGate(precompiler, vllm_space(), CONFIGS[:1])
     pool.die()
     assert gate.before(CONFIGS[0]) is None and gate.before(CONFIGS[1]) is None
-    assert gate.pruned == 0
 
 
 def test_the_worker_replaces_a_broken_pool_after_the_task(tmp_path, monkeypatch):

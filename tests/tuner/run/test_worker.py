@@ -1,5 +1,6 @@
 """A worker's task loop against a real store, with a stub runner: kill mid-task, resume exactly;
-what a trial costs (one store transaction, the lease asked from memory while fresh)."""
+what a trial costs (one store transaction, the lease asked from memory while fresh); a crashed
+trial on CUDA ends the process after recording it; a task taken from the worker records nothing."""
 
 import multiprocessing as mp
 import time
@@ -16,9 +17,18 @@ from tuner.core import TrialStatus
 from tuner.kernels.config import KernelConfig
 from tuner.kernels.dense.space import default_config, vllm_space
 from tuner.measure import runners
-from tuner.measure.runners import InterpreterRunner
+from tuner.measure.runners import InterpreterRunner, make_runner
 from tuner.measure.trial import TrialResult
-from tuner.run.worker import InFlight, Lease, WorkerShared, WorkerSpec, run_task, trial_cap
+from tuner.run.worker import (
+    ContextLost,
+    InFlight,
+    Lease,
+    TaskLost,
+    WorkerShared,
+    WorkerSpec,
+    run_task,
+    trial_cap,
+)
 
 BUDGET = 6
 # One sweep of tiny's (256, 384) at M=16 on the interpreter; tests replace its strategy or M.
@@ -40,11 +50,13 @@ class Killed(BaseException):
 
 
 class StubRunner:
-    """Deterministic latencies; raises Killed at the `kill_at`-th measurement."""
+    """Deterministic latencies; raises Killed at the `kill_at`-th measurement; configs with
+    BLOCK_SIZE_N `crashing_n` crash like a broken kernel."""
 
     measured: list = []
     sampled: list = []
     kill_at: int | None = None
+    crashing_n: int | None = None
 
     def __init__(self, problem, *, device, seed, interpreter_reps=3, warmup_s, rep_s):
         self.problem = problem
@@ -54,6 +66,8 @@ class StubRunner:
         if StubRunner.kill_at is not None and len(StubRunner.measured) == StubRunner.kill_at:
             raise Killed
         StubRunner.measured.append(config)
+        if config.BLOCK_SIZE_N == StubRunner.crashing_n:
+            return TrialResult(TrialStatus.CRASHED, error="RuntimeError: illegal memory access")
         if config.BLOCK_SIZE_M == 256:
             return TrialResult(TrialStatus.OUT_OF_RESOURCES, error="shared memory 300 KiB")
         latency = stub_latency_us(config)
@@ -88,6 +102,7 @@ def make_store(folder, strategy="optuna"):
 def stub_runner(monkeypatch):
     monkeypatch.setattr(runners, "KernelRunner", StubRunner)
     StubRunner.measured, StubRunner.sampled, StubRunner.kill_at = [], [], None
+    StubRunner.crashing_n = None
 
 
 @pytest.fixture
@@ -107,19 +122,6 @@ def claim(engine, spec, now=None):
 def stored(engine, task_id):
     with session_scope(engine) as session:
         return repo.task_trials(session, task_id=task_id)
-
-
-def test_default_first_then_budget_distinct_configs(store):
-    engine, spec, environment_id = store
-    task = claim(engine, spec)
-    run_task(engine, spec, task, environment_id, vllm_space())
-    trials = stored(engine, task.task_id)
-    assert len(trials) == BUDGET == len(StubRunner.measured)
-    assert trials[0].config == default_config().as_dict() and trials[0].is_default
-    assert sum(t.is_default for t in trials) == 1
-    assert [t.config for t in trials] == [c.as_dict() for c in StubRunner.measured]
-    # The search's short timing (the first rung of successive halving): 5 ms warmup, 20 ms.
-    assert StubRunner.budgets == (0.005, 0.020)
 
 
 @pytest.mark.parametrize("kill_at", [0, 1, 3, 5])
@@ -147,10 +149,17 @@ def test_killed_task_resumes_without_losing_or_repeating_a_trial(tmp_path, kill_
     assert final == uninterrupted  # same trials, same order, same winner as without the kill
 
 
-def test_finalists_are_retimed_interleaved_and_the_decision_stored_once(store):
+def test_default_first_then_budget_configs_and_the_finalists_retimed_once(store):
     engine, spec, environment_id = store
     task = claim(engine, spec)
     run_task(engine, spec, task, environment_id, vllm_space())
+    trials = stored(engine, task.task_id)
+    assert len(trials) == BUDGET == len(StubRunner.measured)
+    assert trials[0].config == default_config().as_dict() and trials[0].is_default
+    assert sum(t.is_default for t in trials) == 1
+    assert [t.config for t in trials] == [c.as_dict() for c in StubRunner.measured]
+    # The search's short timing (the first rung of successive halving): 5 ms warmup, 20 ms.
+    assert StubRunner.budgets == (0.005, 0.020)
     # The stub's 6 trials: default 86 us, 32x256x128 g64 w8 s2 70 us, 128x256x64 g16 w8 s4
     # 72 us, two slower ones and one out of resources. Finalists: the default, then the 3
     # fastest, the default being one of them.
@@ -205,32 +214,22 @@ class FakeCompiler:
         self.closed_gates.append(gate)
 
 
-def test_pruned_configs_are_recorded_without_a_launch(store):
-    engine, spec, environment_id = store
-    task = claim(engine, spec)
+def test_the_gate_compiles_grids_planned_start_and_prunes_without_a_launch(tmp_path):
+    engine, spec, environment_id = make_store(tmp_path, strategy="grid")
     compiler = FakeCompiler()
+    task = claim(engine, spec)
     run_task(engine, spec, task, environment_id, vllm_space(), compiler=compiler)
-    [gate] = compiler.closed_gates
-    assert compiler.gates == [(16, (default_config(),))]  # nothing known yet: the default only
+    [(m, first)], [gate] = compiler.gates, compiler.closed_gates
     trials = stored(engine, task.task_id)
+    # The default, then the space in order: what the search measured first, in order.
+    assert m == 16 and len(first) == BUDGET and first[0] == default_config()
+    assert [KernelConfig.from_dict(t.config) for t in trials] == list(first)
+    assert list(first[1:]) == [c for c in vllm_space() if c != default_config()][: BUDGET - 1]
     pruned = [t for t in trials if t.config["num_warps"] == 8]
     assert pruned and all(t.status == "out_of_resources" and t.measure_s == 0.0 for t in pruned)
     assert all(config.num_warps == 4 for config in StubRunner.measured)  # never launched
     assert len(gate.before_calls) == len(trials) == BUDGET
     assert [config for config, _ in gate.after_calls] == gate.before_calls
-
-
-def test_the_gate_compiles_the_planned_start_of_grid_before_it_is_asked(tmp_path):
-    engine, spec, environment_id = make_store(tmp_path, strategy="grid")
-    compiler = FakeCompiler()
-    task = claim(engine, spec)
-    run_task(engine, spec, task, environment_id, vllm_space(), compiler=compiler)
-    [(m, first)] = compiler.gates
-    trials = [KernelConfig.from_dict(t.config) for t in stored(engine, task.task_id)]
-    # The default, then the space in order: what the search measured first, in order.
-    assert m == 16 and len(first) == BUDGET and first[0] == default_config()
-    assert trials[:BUDGET] == list(first)
-    assert list(first[1:]) == [c for c in vllm_space() if c != default_config()][: BUDGET - 1]
     engine.dispose()
 
 
@@ -253,16 +252,9 @@ def then_m32(engine, spec, environment_id, strategy: str) -> tuple[int, WorkerSp
     )
 
 
-def test_a_task_warm_starts_from_the_winner_of_a_neighbouring_m(store):
-    engine, spec, environment_id = store
-    _, later = then_m32(engine, spec, environment_id, "optuna")
-    compiler = FakeCompiler()
-    run_task(engine, later, claim(engine, later), environment_id, vllm_space(), compiler=compiler)
-    # M=16's fastest trial (70 us) is the neighbour M=32 starts from, after the default.
-    assert compiler.gates == [(32, (default_config(), KernelConfig(32, 256, 128, 64, 8, 2)))]
-
-
-def test_a_guided_task_learns_from_the_trials_of_a_neighbouring_m(tmp_path, monkeypatch):
+def test_a_guided_task_starts_from_the_winner_and_learns_from_the_trials_of_a_neighbouring_m(
+    tmp_path, monkeypatch
+):
     from tuner.search.guided import GuidedStrategy
 
     given = []
@@ -273,16 +265,19 @@ def test_a_guided_task_learns_from_the_trials_of_a_neighbouring_m(tmp_path, monk
         return search(self, evaluate, **kwargs)
 
     monkeypatch.setattr(GuidedStrategy, "search", spy)
-    engine, spec, environment_id = make_store(tmp_path, strategy="guided")
+    engine, spec, environment_id = make_store(tmp_path)  # M=16 by optuna, M=32 guided
     first, later = then_m32(engine, spec, environment_id, "guided")
-    run_task(engine, later, claim(engine, later), environment_id, vllm_space())
+    compiler = FakeCompiler()
+    run_task(engine, later, claim(engine, later), environment_id, vllm_space(), compiler=compiler)
+    # M=16's fastest trial (70 us) is the neighbour M=32 starts from, after the default.
+    assert compiler.gates == [(32, (default_config(), KernelConfig(32, 256, 128, 64, 8, 2)))]
     # M=16's ok trials, in the order they were stored (its 256-row tiles ran out of resources).
     ok = [
         (KernelConfig.from_dict(t.config), t.latency_us)
         for t in stored(engine, first)
         if t.status == "ok"
     ]
-    assert len(ok) >= BUDGET - 1 and given == [[], [ok]]
+    assert len(ok) >= BUDGET - 1 and given == [[ok]]
     engine.dispose()
 
 
@@ -400,35 +395,6 @@ def test_a_fresh_lease_answers_from_memory_and_a_stale_one_asks_the_store(store)
     assert len(commits) == 3
 
 
-def test_record_held_trial_writes_only_for_the_holder_and_once(store):
-    engine, spec, environment_id = store
-    task = claim(engine, spec)
-    measured = {"latency_us": 10.0, "p20_us": 9.5, "p80_us": 10.5, "measure_s": 0.25}
-    values = {"config": default_config().as_dict(), "is_default": True, "status": "ok"}
-    values |= {"environment_id": environment_id, **measured}
-    with engine.begin() as connection:
-        assert not repo.record_trial(connection, task_id=task.task_id, worker_id="w2", **values)
-    assert stored(engine, task.task_id) == []
-    for _ in range(2):
-        with engine.begin() as connection:
-            assert repo.record_trial(
-                connection, task_id=task.task_id, worker_id=spec.worker_id, **values
-            )
-    [trial] = stored(engine, task.task_id)
-    got = {name: getattr(trial, name) for name in values if name != "environment_id"}
-    assert got == {name: value for name, value in values.items() if name != "environment_id"}
-    with (
-        engine.begin() as connection,
-        pytest.raises(ValueError, match="'fine' is not a valid TrialStatus"),
-    ):
-        repo.record_trial(
-            connection,
-            task_id=task.task_id,
-            worker_id=spec.worker_id,
-            **{**values, "status": "fine"},
-        )
-
-
 def test_guided_stores_its_pruned_trials_beyond_the_budget_and_resumes_without_measuring(store):
     engine, spec, environment_id = store
     task = replace(claim(engine, spec), strategy="guided", budget=12)
@@ -445,3 +411,104 @@ def test_guided_stores_its_pruned_trials_beyond_the_budget_and_resumes_without_m
     assert [[getattr(t, c) for c in columns] for t in stored(engine, task.task_id)] == [
         [getattr(t, c) for c in columns] for t in trials
     ]
+
+
+def make_gpu_store(folder, backend):
+    """A grid sweep on an L20 over a custom space, measured by `backend` (cuda or interpreter)."""
+    url = f"sqlite:///{folder}/tuner.db"
+    engine = open_store(url)
+    spec = replace(SPEC, device_name="NVIDIA_L20", strategy="grid", space="custom")
+    env = dict(ENV, device_name="NVIDIA_L20", gpu_name="NVIDIA L20", compute_capability="8.9")
+    with session_scope(engine) as session:
+        sweep, _ = repo.create_sweep(session, spec)
+        environment_id = repo.get_or_create_environment(session, **env)
+    runner = make_runner(backend, device_name="NVIDIA_L20")
+    return engine, WorkerSpec(url, sweep.sweep_id, "w1", runner), environment_id
+
+
+def stored_n(engine, task_id):
+    return [(t.config["BLOCK_SIZE_N"], t.status) for t in stored(engine, task_id)]
+
+
+# vLLM's default first (BLOCK_SIZE_N 128), then the grid in order: its 4th config crashes.
+SPACE = [
+    c
+    for c in vllm_space()
+    if c.BLOCK_SIZE_K == 128
+    and c.GROUP_SIZE_M == 1
+    and c.num_warps == 4
+    and c.num_stages == 2
+    and c.BLOCK_SIZE_M in (16, 32)
+][:6]
+
+
+def test_a_crash_on_cuda_restarts_the_process_and_the_task_goes_on(tmp_path):
+    StubRunner.crashing_n = 256
+    assert [c.BLOCK_SIZE_N for c in SPACE] == [32, 64, 128, 256, 32, 64]
+    (tmp_path / "interpreter").mkdir()
+    engine, spec, environment_id = make_gpu_store(tmp_path / "interpreter", "interpreter")
+    task = claim(engine, spec)
+    run_task(engine, spec, task, environment_id, SPACE)  # records the crash and goes on
+    uninterrupted = stored_n(engine, task.task_id)
+    assert uninterrupted[:5] == [(128, "ok"), (32, "ok"), (64, "ok"), (128, "ok"), (256, "crashed")]
+    assert len(uninterrupted) > 5
+
+    engine, spec, environment_id = make_gpu_store(tmp_path, "cuda")
+    task = claim(engine, spec)
+    StubRunner.measured = []
+    with pytest.raises(ContextLost, match="illegal memory access"):
+        run_task(engine, spec, task, environment_id, SPACE)
+    assert stored_n(engine, task.task_id) == uninterrupted[:5]  # the crash is recorded first
+    # the next process: the crash is answered from the store, not measured again
+    with session_scope(engine) as session:
+        repo.release_tasks(session, worker_id="w1")
+    spec = replace(spec, worker_id="w2")
+    task = claim(engine, spec)
+    StubRunner.measured = []
+    run_task(engine, spec, task, environment_id, SPACE)
+    assert [c.BLOCK_SIZE_N for c in StubRunner.measured] == [n for n, _ in uninterrupted[5:]]
+    assert stored_n(engine, task.task_id) == uninterrupted
+
+
+def test_a_task_taken_from_the_worker_records_nothing(tmp_path):
+    engine, spec, environment_id = make_gpu_store(tmp_path, "cuda")
+    task = claim(engine, spec)
+    with session_scope(engine) as session:
+        repo.release_tasks(session, worker_id=spec.worker_id)
+    with pytest.raises(TaskLost, match=f"task {task.task_id} is no longer held by w1"):
+        run_task(engine, spec, task, environment_id, SPACE)
+    assert stored_n(engine, task.task_id) == []
+    assert StubRunner.measured == []  # not even the default config was measured
+
+
+@pytest.mark.parametrize("usable", [True, False])
+def test_a_task_that_fails_on_a_broken_cuda_context_restarts_the_process(
+    tmp_path, monkeypatch, usable
+):
+    """An error outside a trial (here: in re-timing) fails its task; if it left the CUDA context
+    unusable, the process exits for a fresh one instead of failing every later task at once."""
+    from sqlalchemy import select
+
+    from db.models import Task
+    from tuner.run import worker
+
+    engine, spec, _ = make_gpu_store(tmp_path, "cuda")
+    env = dict(ENV, device_name="NVIDIA_L20", gpu_name="NVIDIA L20", compute_capability="8.9")
+    calls = []
+
+    def failing_task(*args, **kwargs):
+        calls.append(args[2].task_id)
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(runners.GpuRunner, "environment", lambda self, kernel, family: env)
+    monkeypatch.setattr(worker, "run_task", failing_task)
+    monkeypatch.setattr(worker, "_cuda_usable", lambda: usable)
+    if usable:
+        worker.worker_main(spec)  # the task fails; nothing else to claim, the worker returns
+    else:
+        with pytest.raises(SystemExit) as exit_:
+            worker.worker_main(spec)
+        assert exit_.value.code == worker.EXIT_RESTART
+    with session_scope(engine) as session:
+        assert session.scalars(select(Task.state)).all() == ["failed"]
+    assert len(calls) == 1
