@@ -6,7 +6,6 @@ tuner.files.pull's, the HTTP is urllib's)."""
 from __future__ import annotations
 
 import errno
-import ipaddress
 import json
 import os
 import socket
@@ -14,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.error import HTTPError, URLError
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 from urllib.request import urlopen
 
 import typer
@@ -135,46 +134,31 @@ def mounts(
 ) -> None:
     """Print read-only mounts of each config file into the engine's config folder."""
     site = site_packages or DEFAULT_SITE_PACKAGES[engine_name]
+    engine = engine_name.value
     if fmt in PULL_FORMATS:
-        _pull_recipe(
-            fmt,
-            device,
-            server,
-            release,
-            db,
-            engine=engine_name.value,
-            site_packages=site,
-            engine_version_=engine_version,
-            triton_version=triton_version,
+        versions = {"engine_version_": engine_version, "triton_version": triton_version}
+        return _pull_recipe(
+            fmt, device, server, release, db, engine=engine, site_packages=site, **versions
         )
-        return
     given: dict[str, Any] = {
-        "engine": engine_name.value,
+        "engine": engine,
         "site_packages": site,
         "fmt": fmt,
         "engine_version": engine_version,
     }
+    triton = (triton_version, "--triton-version")
     if files is not None:
-        folder = str(files.resolve())
-        request = MountRequest(
-            **_folder_files(files, device, engine_name.value),
-            host_dir=folder,
-            **given,
-            triton_version=triton_version,
-            triton_from="--triton-version",
-        )
+        fields = _folder_files(files, device, engine)
+        request = MountRequest(**fields, **given, triton_version=triton[0], triton_from=triton[1])
     else:
-        scope = (allow_partial, allow_stale, kernel.value)
-        read = _store_files(device, engine_name.value, scope, db)
-        folder = DEFAULT_HOST_DIR
-        triton = (triton_version, "--triton-version")
-        request = store_request(read, triton, host_dir=folder, **given)
+        read = _store_files(device, engine, (allow_partial, allow_stale, kernel.value), db)
+        request = store_request(read, triton, host_dir=DEFAULT_HOST_DIR, **given)
     try:
         typer.echo(render_mounts(request), nl=False)
     except ValueError as exc:
         raise fail(str(exc)) from None
     if files is None:
-        _export_note(folder, request.device_name, engine_name)
+        _export_note(DEFAULT_HOST_DIR, request.device_name, engine_name)
 
 
 def _export_note(folder: str, device_name: str, engine_name: EngineName) -> None:
@@ -189,10 +173,10 @@ def _export_note(folder: str, device_name: str, engine_name: EngineName) -> None
 
 
 def _folder_files(folder: Path, device: str, engine: str) -> dict[str, Any]:
-    """The mounts' fields of one device's config files in `folder`: its key and the files
-    (name -> text); each file is read as the engine reads it, one it could not read refused in
-    one line. SGLang 0.5.23's get_moe_configs reads every key as an M, so a file with
-    `"triton_version"` (`tuner export --engine vllm` writes it) is refused for SGLang."""
+    """The mounts' fields of one device's config files in `folder`: its key, the files
+    (name -> text) and the folder; each file is read as the engine reads it, one it could not
+    read refused in one line. SGLang 0.5.23's get_moe_configs reads every key as an M, so a
+    file with `"triton_version"` (`tuner export --engine vllm` writes it) is refused for SGLang."""
     try:
         entries = [p.name for p in folder.iterdir() if p.is_file()]
     except OSError as exc:
@@ -229,7 +213,12 @@ def _folder_files(folder: Path, device: str, engine: str) -> dict[str, Any]:
                 "fail (it reads every key as an M); write the files with `tuner export "
                 "--engine sglang`"
             )
-    return {"device_name": device_name, "file_names": tuple(names), "contents": contents}
+    return {
+        "device_name": device_name,
+        "file_names": tuple(names),
+        "contents": contents,
+        "host_dir": str(folder.resolve()),
+    }
 
 
 def _store_files(
@@ -276,7 +265,7 @@ def _pull_recipe(
                 "must serve the same store",
                 err=True,
             )
-        hint = _unreachable_hint(fmt, device, server, release)
+        hint = _unreachable_hint(device, release)
         chosen = stored or choose_release(releases_of(server, device, hint=hint), device, release)
         text = render_pull_recipe(
             fmt, server=server, release=chosen, triton_from="--triton-version", **given
@@ -286,45 +275,14 @@ def _pull_recipe(
     except ValueError as exc:
         raise fail(str(exc)) from None
     typer.echo(text, nl=False)
-    address = _address(server)
-    if address is not None and address.is_loopback:
-        typer.echo(
-            f"note: the recipe's containers pull from {server}, which inside a container "
-            "or pod is itself, not this host: give --server as they reach the service "
-            "(e.g. http://tuner:8000)",
-            err=True,
-        )
 
 
-def _address(server: str):
-    """The URL's host as an `ipaddress` address (localhost as 127.0.0.1), or None for a name
-    (one a Kubernetes service may have)."""
-    host = urlsplit(server).hostname or ""
-    try:
-        return ipaddress.ip_address("127.0.0.1" if host == "localhost" else host)
-    except ValueError:
-        return None
-
-
-def _unreachable_hint(fmt: str, device: str, server: str, release: int | None) -> str:
-    """What to do when --server does not answer from here: pin a release the store here holds,
-    start the service at an address, or ask a cluster's service through a port-forward."""
-    parts = urlsplit(server)
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    store = (
-        f"; the store here holds no release {release} of {device}"
-        if release is not None
-        else "; with --release N the recipe is made from the store here (--db) without "
-        "asking the server"
-    )
-    if _address(server) is not None:  # an address names no Kubernetes service
-        return f"{store}; or start the service at {server} (tuner serve --port {port})"
-    pin = f"&release={release}" if release is not None else ""
+def _unreachable_hint(device: str, release: int | None) -> str:
+    """What to do when --server does not answer from here: pin a release the store here holds."""
+    if release is not None:
+        return f"; the store here holds no release {release} of {device}"
     return (
-        f"{store}; or ask the service in the cluster: kubectl port-forward "
-        f"svc/{(parts.hostname or 'tuner').split('.')[0]} 8000:{port}, then curl "
-        f"'http://127.0.0.1:8000/devices/{quote(device, safe='')}/mounts?format={fmt}"
-        f"&server={quote(server, safe=':/')}{pin}'"
+        "; with --release N the recipe is made from the store here (--db) without asking the server"
     )
 
 
