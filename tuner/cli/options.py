@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 import typer
 
 from tuner.core import OutDtype
-from tuner.search.registry import DEFAULT_STRATEGY, STRATEGIES
+from tuner.search.registry import STRATEGIES
 
 
 def strategy_names() -> Any:
@@ -21,9 +21,6 @@ def strategy_names() -> Any:
     `Annotated[strategy_names(), ...]` makes a strategy registered at run time a choice,
     listed in --help, with no change here."""
     return Literal[tuple(STRATEGIES)]  # Literal[("a", "b")] is Literal["a", "b"]
-
-
-DEFAULT_STRATEGY_NAME = DEFAULT_STRATEGY
 
 
 class EngineName(StrEnum):
@@ -116,13 +113,15 @@ KernelOpt = Annotated[
     ),
 ]
 # Commands that time nothing: --kernel picks whose kernel's trials the files come from.
-TRIALS_KERNEL_HELP = (
-    "Whose kernel's trials the files are merged from: vllm (trials of vLLM's "
-    "own kernel, a sweep inside the serving image), builtin (the tuner's "
-    "copies), auto (vllm where vLLM is importable here or the device has "
-    "trials of it, else builtin)."
-)
-TrialsKernelOpt = Annotated[KernelChoice, typer.Option("--kernel", help=TRIALS_KERNEL_HELP)]
+TrialsKernelOpt = Annotated[
+    KernelChoice,
+    typer.Option(
+        "--kernel",
+        help="Whose kernel's trials the files are merged from: vllm (trials of vLLM's own kernel, "
+        "a sweep inside the serving image), builtin (the tuner's copies), auto (vllm where vLLM "
+        "is importable here or the device has trials of it, else builtin).",
+    ),
+]
 
 
 SweepMOpt = Annotated[

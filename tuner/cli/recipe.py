@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from tuner.cli.errors import fail
+from tuner.cli.options import DeviceOpt, ModelOpt, TpOpt
 from tuner.cli.output import plain
 from tuner.cli.store import masked
 from tuner.files.mounts import advice_comments
@@ -40,9 +41,9 @@ RecipeDbOpt = Annotated[
 
 def recipe_sweep(
     image: ImageOpt,
-    device: Annotated[str, typer.Option(help="GPU model as `tuner sweep --device` takes it.")],
-    model: Annotated[str, typer.Option(help="Model key from `tuner shapes list`.")],
-    tp: Annotated[int | None, typer.Option(help="Tensor-parallel size.")] = None,
+    device: DeviceOpt,
+    model: ModelOpt,
+    tp: TpOpt = None,
     fmt: Annotated[
         RecipeFormat,
         typer.Option("--format", help="docker: one host; k8s: an Indexed Job, one pod per node."),

@@ -28,12 +28,12 @@ from tuner.cli.export import (
     device_store,
 )
 from tuner.cli.options import (
-    TRIALS_KERNEL_HELP,
     DbOpt,
     DeviceOpt,
     EngineName,
     EngineOpt,
     KernelChoice,
+    TrialsKernelOpt,
 )
 from tuner.cli.output import out_folder, plain
 from tuner.cli.store import (
@@ -99,14 +99,11 @@ ServerOpt = Annotated[
 ReleaseOpt = Annotated[
     int | None,
     typer.Option(
+        "--release",
         min=1,
-        help="With k8s-pull or compose-pull: the release to pin, read from the store here "
-        "(--db) when it holds it, without asking --server [default: the server's newest].",
+        help="The release to pull (mounts: with k8s-pull or compose-pull, to pin; read from the "
+        "store here (--db) when it holds it, without asking --server) [default: the newest].",
     ),
-]
-MountsKernelOpt = Annotated[
-    KernelChoice,
-    typer.Option(help=f"As `tuner export --kernel`. {TRIALS_KERNEL_HELP} Not with --files."),
 ]
 FilesOpt = Annotated[
     Path | None,
@@ -127,7 +124,7 @@ def mounts(
     files: FilesOpt = None,
     allow_partial: AllowPartialOpt = False,
     allow_stale: AllowStaleOpt = False,
-    kernel: MountsKernelOpt = KernelChoice.auto,
+    kernel: TrialsKernelOpt = KernelChoice.auto,
     db: DbOpt = None,
     engine_version: EngineVersionOpt = None,
     triton_version: TritonVersionOpt = None,
@@ -424,9 +421,6 @@ OutOpt = Annotated[
         "are removed."
     ),
 ]
-PullReleaseOpt = Annotated[
-    int | None, typer.Option("--release", min=1, help="The release to pull [default: the newest].")
-]
 StrictOpt = Annotated[
     bool,
     typer.Option(
@@ -438,11 +432,9 @@ StrictOpt = Annotated[
 
 def pull(
     server: PullServerOpt,
-    device: Annotated[
-        str, typer.Option(help="The device, as the service names it (aliases such as L20 work).")
-    ],
+    device: DeviceOpt,
     out: OutOpt,
-    release: PullReleaseOpt = None,
+    release: ReleaseOpt = None,
     engine_name: EngineOpt = EngineName.vllm,
     strict: StrictOpt = False,
 ) -> None:

@@ -16,7 +16,6 @@ from tuner.cli.devices import resolve_kernel_choice, resolve_runner
 from tuner.cli.errors import fail
 from tuner.cli.export import NoPublishOpt, publish_device
 from tuner.cli.options import (
-    DEFAULT_STRATEGY_NAME,
     ConfigsOpt,
     DbOpt,
     DeviceOpt,
@@ -65,7 +64,7 @@ from tuner.run.sweep import (
     worker_specs,
 )
 from tuner.run.worker import lease_s_default
-from tuner.search.registry import DEFAULT_TRIALS
+from tuner.search.registry import DEFAULT_STRATEGY, DEFAULT_TRIALS
 
 # `tuner sweep --strategy`: its type is built with the command (`strategy_names`), so a
 # strategy registered at run time is listed in --help.
@@ -83,7 +82,7 @@ def sweep(
     strategy: Annotated[
         strategy_names(),  # type: ignore[valid-type]  # Literal built at run time
         typer.Option(help=STRATEGY_HELP),
-    ] = DEFAULT_STRATEGY_NAME,
+    ] = DEFAULT_STRATEGY,
     trials: TrialsOpt = DEFAULT_TRIALS,
     configs: ConfigsOpt = None,
     seed: SweepSeedOpt = 0,

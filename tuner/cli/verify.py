@@ -35,9 +35,8 @@ from db import repo
 from tuner.cli.arguments import load_configs, parse_m_values
 from tuner.cli.devices import measuring_device, resolve_kernel_choice
 from tuner.cli.errors import fail
-from tuner.cli.export import AllowStaleOpt, publish_device
+from tuner.cli.export import AllowPartialOpt, AllowStaleOpt, publish_device
 from tuner.cli.options import (
-    DEFAULT_STRATEGY_NAME,
     ConfigsOpt,
     DbOpt,
     DeviceOpt,
@@ -60,7 +59,7 @@ from tuner.measure.noise import REP_S, RETIME_ROUNDS, WARMUP_S
 from tuner.measure.runner import Problem
 from tuner.run.plan import SweepRequest, space_name
 from tuner.run.sweep import progress_columns
-from tuner.search.registry import DEFAULT_TRIALS
+from tuner.search.registry import DEFAULT_STRATEGY, DEFAULT_TRIALS
 
 MOpt = Annotated[
     str | None,
@@ -80,12 +79,6 @@ FixOpt = Annotated[
         "--fix",
         help="Tune the slower or failed M (a sweep of them, with the search of the sweeps that "
         "made the files; unfinished sweeps of the model first), check again, then publish.",
-    ),
-]
-AllowPartialOpt = Annotated[
-    bool,
-    typer.Option(
-        "--allow-partial", help="Also check files that only `tuner export --allow-partial` writes."
     ),
 ]
 # Seconds of progress the ETA averages over: all of it (a timed M can take minutes on the
@@ -249,7 +242,7 @@ class _Verify:
         search = (
             (made[-1].strategy, made[-1].budget, made[-1].seed)
             if made
-            else (DEFAULT_STRATEGY_NAME, DEFAULT_TRIALS, 0)
+            else (DEFAULT_STRATEGY, DEFAULT_TRIALS, 0)
         )
         groups: dict[tuple[int, ...], list[tuple[int, int]]] = {}
         for shape, m_values in sorted(offending.items()):
