@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 from sqlalchemy import Engine
 
-from db.repo import device_ceilings, list_device_names, list_imports, session_scope
+from db.repo import list_device_names, list_imports, session_scope
 from tuner.cli.errors import fail
 from tuner.cli.options import (
     DbOpt,
@@ -34,7 +34,6 @@ from tuner.kernels.config import KernelConfig
 from tuner.kernels.engines import SGLANG_NOTE
 from tuner.kernels.registry import DEFAULT_FAMILY
 from tuner.kernels.shape import FamilyShape
-from tuner.measure.roofline import shape_roofline
 
 # The scope of the files or winners, shared by `export`, `winners`, `publish` and `verify`.
 AllowPartialOpt = Annotated[
@@ -234,34 +233,15 @@ def source_line(read: StoreFiles, allow_stale: bool) -> str:
     )
 
 
-def _cell(value: float | None, spec: str) -> str:
-    return "-" if value is None else format(value, spec)
-
-
-def _rate(value: float | None, decimals: int) -> str:
-    """A rate with `decimals` decimals, or 3 significant digits when that would show 0 (the
-    interpreter's rates are tiny)."""
-    text = _cell(value, f".{decimals}f")
-    return text if text == "-" or float(text) != 0 or value == 0 else f"{value:.3g}"
-
-
-def _winner_cells(row, *, kernels: bool, ceilings) -> list[str]:
-    """One winner row's cells (`db.views.WinnerRow`): the kernel when `kernels`, the shares of
-    the ceilings when measured; roofline figures only for a family whose call is one GEMM."""
+def _winner_cells(row, *, kernels: bool) -> list[str]:
+    """One winner row's cells (`db.views.WinnerRow`): the kernel when `kernels`."""
     key, default_us = FamilyShape.of_row(row), row.default_latency_us
-    figures = shape_roofline(key, row.M, row.latency_us, ceilings)
     kernel = " ".join(filter(None, (key.family, key.shape.params_text)))
-    speedup = None if default_us is None else default_us / row.latency_us
+    speedup = None if default_us is None else f"{default_us / row.latency_us:.2f}x"
     cells = [kernel] if kernels else []
     cells += [str(row.N), str(row.K), str(row.M), KernelConfig.from_dict(row.config).short()]
-    cells += [f"{row.latency_us:.1f}", _cell(default_us, ".1f")]
-    cells += ["-" if speedup is None else f"{speedup:.2f}x", _cell(row.spread_us, ".2f")]
-    cells += [_rate(figures.gbps if figures else None, 1)]
-    cells += [_rate(figures.tflops if figures else None, 2)]
-    if ceilings:
-        ratios = (figures.copy_ratio, figures.fp8_mm_ratio) if figures else (None, None)
-        cells += [_cell(None if r is None else 100 * r, ".1f") for r in ratios]
-    return cells
+    cells += [f"{row.latency_us:.1f}", "-" if default_us is None else f"{default_us:.1f}"]
+    return cells + [speedup or "-", "-" if row.spread_us is None else f"{row.spread_us:.2f}"]
 
 
 def winners(
@@ -275,11 +255,10 @@ def winners(
     The winner is the config a re-timing decided on (spread_us: the noise it had to beat), else
     the fastest checked config; where several sweeps tuned an (N, K, M), the decision made
     last (latencies of different runs are not compared); from trials of the current kernel
-    source and Triton major.minor only, unless --allow-stale. GB/s counts the compulsory bytes
-    of A, B, the scales and C over the latency, TFLOP/s 2*M*N*K over it; with ceilings measured
-    on the GPU (each CUDA worker measures them at start), their % of a device-to-device copy
-    and of torch's FP8 matrix product. A device with imported files only (`tuner import`, never
-    swept) has no winners: one line says so and how to see its files.
+    source and Triton major.minor only, unless --allow-stale. GB/s, TFLOP/s and their % of the
+    GPU's measured ceilings are in the report (GET /devices/{device_name}/report). A device with
+    imported files only (`tuner import`, never swept) has no winners: one line says so and how
+    to see its files.
     """
     _, store = open_db(db, must_exist=True, read_only=True)
     with session_scope(store) as session:
@@ -290,17 +269,15 @@ def winners(
         view = read_device(
             session, device_name, allow_stale=allow_stale, out_dtype=out_dtype and out_dtype.value
         )
-        ceilings = device_ceilings(session, device_name=device_name)
     rows = view.winners
     # A kernel column where rows are not all of the default family (e.g. fused-MoE ones); on a
-    # narrow terminal the roofline figures go first, then the spread.
+    # narrow terminal the spread goes first.
     kernels = bool({FamilyShape.of_row(row).family for row in rows} - {DEFAULT_FAMILY})
     columns = [Column("kernel", text=True)] if kernels else []
     columns += [Column(h) for h in ("N", "K", "M")] + [Column("winner", text=True)]
     columns += [Column(h) for h in ("latency_us", "default_us", "speedup")]
-    optional = ("spread_us", "GB/s", "TFLOP/s") + (("% copy BW", "% FP8 mm") if ceilings else ())
-    columns += [Column(h, optional=True) for h in optional]
-    cells = [_winner_cells(row, kernels=kernels, ceilings=ceilings) for row in rows]
+    columns += [Column("spread_us", optional=True)]
+    cells = [_winner_cells(row, kernels=kernels) for row in rows]
     print_table(console, columns, cells, title=device_name)
     for line in (view.scope.note(device_name), runs_summary(rows)):
         if line is not None:
