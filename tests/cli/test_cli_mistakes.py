@@ -160,11 +160,18 @@ def test_a_mistake_is_one_line(tmp_path, monkeypatch, no_visible_gpu, args, env,
     assert listing(tmp_path) == before
 
 
-@pytest.mark.parametrize("port", ["0", "99999"])
-def test_serve_refuses_a_port_out_of_range(port: str) -> None:
-    result = runner.invoke(app, ["serve", "--port", port, "--db", "sqlite://"])
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        ("serve --port 0 --db sqlite://", "--port"),
+        ("serve --port 99999 --db sqlite://", "--port"),
+        ("sweep --device interpreter --model tiny --trial-timeout 0", "--trial-timeout"),
+    ],
+)
+def test_an_option_out_of_range_is_refused(args: str, option: str) -> None:
+    result = runner.invoke(app, args.split())
     assert result.exit_code == 2
-    assert "Invalid value for '--port'" in result.output and "Traceback" not in result.output
+    assert f"Invalid value for '{option}'" in result.output and "Traceback" not in result.output
 
 
 def test_serve_on_a_busy_port(tmp_path: Path) -> None:
