@@ -18,7 +18,7 @@ from tuner.cli.app import app
 
 # M = 1 and a multiple of 16: both specializations of M
 SWEEP = "sweep --device interpreter --model tiny --m 1,32 --strategy optuna --trials 3".split()
-SWEEP += ["--interpreter-reps", "2"]
+SWEEP += ["--interpreter-reps", "1"]
 KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
 
 
