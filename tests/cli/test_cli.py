@@ -5,17 +5,10 @@ import sqlite3
 
 import pytest
 import typer.main
-from typer.testing import CliRunner
 
-from tests.cli.tabletext import table_rows
+from tests.cli.common import invoke, table_rows
 from tuner.cli.app import app
 from tuner.cli.arguments import parse_m_values
-
-runner = CliRunner()
-
-
-def invoke(*args, env=None):
-    return runner.invoke(app, list(args), env=env)
 
 
 def one_line_error(result, text):

@@ -12,14 +12,13 @@ from types import SimpleNamespace
 
 import pytest
 from fastapi.testclient import TestClient
-from typer.testing import CliRunner
 
 from api.app import create_app
 from api.settings import Settings
 from db.connection import open_store, session_scope
 from db.files import list_imports
+from tests.cli.common import invoke
 from tests.storefill import DEFAULT, FAST, SLOW, fill, row_counts
-from tuner.cli.app import app
 from tuner.cli.imports import never_read_by_vllm
 from tuner.files.format import dump_config_file
 from tuner.files.merge import build_device_files, dense_key, import_targets
@@ -41,10 +40,6 @@ REASON = (
     "config 128x256x128 g1 w8 s4 needs 148480 bytes of shared memory; NVIDIA_L20 (sm89) "
     "has 101376 per block"
 )
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(app, [str(arg) for arg in args])
 
 
 def stored(db: str, *fields: str) -> list[tuple]:

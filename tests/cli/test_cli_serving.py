@@ -13,23 +13,17 @@ from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
+from tests.cli.common import invoke
 from tests.storefill import DEFAULT, FAST, SLOW, TRITON, fill, row_counts
 from tests.tuner.inputs.logfixtures import DSV3_TP8, QWEN_TP2, sglang_log, vllm_log
-from tuner.cli.app import app
 from tuner.files.format import dump_config_file
 from tuner.kernels.dense.family import config_file_name, engine_file_name
 
-runner = CliRunner()
 PLAN = {
     (576, 7168, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 6.0)],
     (576, 7168, 16): [(DEFAULT, True, "ok", 10.0), (SLOW, False, "ok", 12.0)],
 }
-
-
-def invoke(*args: str):
-    return runner.invoke(app, list(args))
 
 
 def one_line_error(result, text: str) -> None:
@@ -119,22 +113,6 @@ def test_from_log_suggests_a_free_name_whose_command_runs(
     command, saved = run_suggested_save(suggested.stdout)
     assert command == f"tuner shapes from-log {other} --save deepseek-v3-log-3 --tp 4"
     assert saved.exit_code == 0 and load_shapes("deepseek-v3-log-3", 4).tp == 4
-
-
-def test_from_config_and_save(tmp_path: Path) -> None:
-    config = tmp_path / "config.json"
-    quantization = {"quant_method": "fp8", "weight_block_size": [128, 128]}
-    qwen3 = {"architectures": ["Qwen3ForCausalLM"], "hidden_size": 4096, "head_dim": 128}
-    qwen3 |= {"num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 12288}
-    config.write_text(json.dumps(qwen3 | {"quantization_config": quantization}))
-    result = invoke("shapes", "from-config", str(config), "--tp", "2", "--save", "qwen3-8b")
-    assert result.exit_code == 0, result.output
-    assert "Qwen3ForCausalLM, TP 2, block_shape [128, 128]" in flat(result.stdout)
-    assert flat(result.stdout).endswith("tuner sweep --device <device> --model qwen3-8b --tp 2")
-    from tuner.inputs.shapes import load_shapes
-
-    pairs = ((3072, 4096), (4096, 2048), (12288, 4096), (4096, 6144))
-    assert load_shapes("qwen3-8b", 2).pairs() == pairs
 
 
 def test_malformed_user_shapes_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

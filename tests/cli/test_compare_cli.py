@@ -9,18 +9,16 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from typer.testing import CliRunner
 
 from db import repo
 from db.connection import open_store, session_scope
+from tests.cli.common import invoke
 from tests.standin_vllm import CAPABILITY_VARIABLE, VERSION, build_standin, importable
 from tests.storefill import DEFAULT, FAST, SLOW, fill
-from tuner.cli.app import app
 from tuner.compare.versus import BACKENDS
 from tuner.compare.versus import TORCH_CPU as CPU
 from tuner.files.provenance import installed_triton_minor
 
-runner = CliRunner()
 MINOR = installed_triton_minor()
 DEVICE = "TRITON_INTERPRETER"
 FAST_AT_1 = {(256, 384, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 5.0)]}
@@ -41,7 +39,7 @@ def test_compare_tiny_on_the_interpreter(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'tuner.db'}"
     # N=256,K=384 has a file whose M=1 winner is FAST; N=576,K=256 has no trials.
     fill(db, FAST_AT_1, **TINY)
-    result = runner.invoke(app, [*COMPARE, "--db", db])
+    result = invoke(*COMPARE, "--db", db)
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert "triton-tuned: M=1 16x64x128 g1 w4 s3" in lines
@@ -75,7 +73,7 @@ def test_compare_bad_input(tmp_path: Path) -> None:
         (["--model", "tiny", "--m", "0"], "--m: '0' is not a positive integer"),
         (["--model", "tiny", "--kernel", "vllm"], "--kernel vllm: vLLM is not importable here"),
     ]:
-        result = runner.invoke(app, ["compare", "--device", "interpreter", *args, "--db", db])
+        result = invoke("compare", "--device", "interpreter", *args, "--db", db)
         assert result.exit_code == 2, result.output
         (line,) = result.stderr.strip().splitlines()
         assert line.startswith("error: ") and message in line, line
@@ -88,7 +86,7 @@ def test_from_log_says_the_server_does_not_read_the_files(tmp_path: Path) -> Non
         "(VllmWorker rank=0 pid=4101) INFO 12-01 10:00:30 [__init__.py:640] Selected "
         "MarlinFP8ScaledMMLinearKernel for Fp8LinearMethod\n"
     )
-    result = runner.invoke(app, ["shapes", "from-log", str(marlin)])
+    result = invoke("shapes", "from-log", str(marlin))
     assert result.exit_code == 1, result.output
     assert "the tuned files are NOT read with this server's settings" in result.stdout
     assert "the Triton kernel did not run" in result.stderr
@@ -118,7 +116,7 @@ def test_compare_inside_vllm_times_marlin_against_tuned_triton(
     for winner, kernel in ((SLOW, "builtin"), (FAST, "vllm")):
         trials = {(256, 384, 1): [(DEFAULT, True, "ok", 10.0), (winner, False, "ok", 5.0)]}
         fill(db, trials, **TINY, kernel=kernel)
-    result = runner.invoke(app, [*COMPARE, "--db", db])
+    result = invoke(*COMPARE, "--db", db)
     assert result.exit_code == 0, result.output
     assert (
         f"triton-tuned: files of vllm {VERSION} kernel trials, triton {MINOR}; timed "

@@ -8,12 +8,11 @@ from pathlib import Path
 from urllib.parse import quote
 
 from fastapi.testclient import TestClient
-from typer.testing import CliRunner
 
 from api.app import create_app
 from api.settings import Settings
+from tests.cli.common import invoke
 from tests.storefill import DEFAULT, FAST, SLOW, fill
-from tuner.cli.app import app
 from tuner.kernels.dense.family import config_file_name
 
 INTEL = "Intel(R)_Data_Center_GPU_Max_1550"
@@ -22,10 +21,6 @@ PLAN = {
     (576, 7168, 1): [(DEFAULT, True, "ok", 10.0), (FAST, False, "ok", 6.0)],
     (576, 7168, 16): [(DEFAULT, True, "ok", 10.0), (SLOW, False, "ok", 12.0)],
 }
-
-
-def invoke(*args: str):
-    return CliRunner().invoke(app, [str(arg) for arg in args])
 
 
 def test_a_device_with_parentheses_exports_and_serves(tmp_path: Path) -> None:

@@ -1,8 +1,8 @@
-"""Kill anywhere, lose nothing: SIGKILL the sweep (8 times) or its worker (4 times) mid-run, on the replay
-backend, then compare every trial and the winners with an uninterrupted run; a task leased to a
-worker that died with its sweep is claimed again once the lease expires. Crash isolation: a
-config that kills its worker is recorded as crashed, one that hangs as timeout; the worker is
-restarted, the task goes on, the sweep ends normally. SIGTERM exits 143, Ctrl-C 130."""
+"""Kill anywhere, lose nothing: SIGKILL the sweep (8 times) or its worker (4 times) mid-run, on
+the replay backend, then compare every trial and the winners with an uninterrupted run; a task
+leased to a worker that died with its sweep is claimed again once the lease expires. Crash
+isolation: a config that kills its worker is recorded as crashed, one that hangs as timeout; the
+worker is restarted, the task goes on, the sweep ends normally. SIGTERM exits 143, Ctrl-C 130."""
 
 from __future__ import annotations
 
