@@ -115,7 +115,7 @@ def test_from_log_suggests_a_free_name_whose_command_runs(
     assert saved.exit_code == 0 and load_shapes("deepseek-v3-log-3", 4).tp == 4
 
 
-def test_malformed_user_shapes_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_malformed_user_shapes_file(tmp_path: Path, db, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TUNER_SHAPES_DIR", str(tmp_path))
     (tmp_path / "broken.toml").write_text("model = \n")
     message = f"{tmp_path / 'broken.toml'}: invalid TOML: Invalid value (at line 1, column 9)"
@@ -123,7 +123,6 @@ def test_malformed_user_shapes_file(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     listed = invoke("shapes", "list")
     one_line_error(listed, message)
     assert "qwen3.8-27b" in listed.stdout  # the good ones are still listed
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
     one_line_error(
         invoke("sweep", "--device", "interpreter", "--model", "broken", "--db", db), message
     )
@@ -132,8 +131,7 @@ def test_malformed_user_shapes_file(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 GOOD = dump_config_file({1: FAST, 4096: SLOW})
 
 
-def test_import_for_an_unknown_device_changes_nothing(tmp_path: Path) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+def test_import_for_an_unknown_device_changes_nothing(tmp_path: Path, db) -> None:
     fill(db, PLAN)
     path = tmp_path / config_file_name(576, 7168, "NVIDIA_H200")
     path.write_text(GOOD)
@@ -149,8 +147,7 @@ def test_import_for_an_unknown_device_changes_nothing(tmp_path: Path) -> None:
     assert "for NVIDIA_L20 (file named for NVIDIA_H200) as 'imported'" in moved.stdout
 
 
-def test_export_merges_imports_and_spells_for_sglang(tmp_path: Path) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+def test_export_merges_imports_and_spells_for_sglang(tmp_path: Path, db) -> None:
     fill(db, PLAN, m_values=(1, 16))
     shipped = tmp_path / config_file_name(576, 7168, "NVIDIA_L20")
     shipped.write_text(dump_config_file({1: SLOW, 2048: SLOW}))
@@ -177,8 +174,7 @@ def test_export_merges_imports_and_spells_for_sglang(tmp_path: Path) -> None:
     assert "a sweep against SGLang's kernel is the exact answer" in result.stderr
 
 
-def test_mounts_from_store_and_folder(tmp_path: Path) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+def test_mounts_from_store_and_folder(tmp_path: Path, db) -> None:
     fill(db, PLAN, m_values=(1, 16))
     name = config_file_name(576, 7168, "NVIDIA_L20")
     result = invoke("mounts", "--device", "L20", "--db", db)
@@ -230,8 +226,7 @@ CONFIG = json.dumps(FAST)
         (b"{}", "expected a non-empty JSON list of config objects"),
     ],
 )
-def test_bad_configs_files_change_nothing(tmp_path: Path, content: bytes, problem: str) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+def test_bad_configs_files_change_nothing(tmp_path: Path, db, content: bytes, problem: str) -> None:
     fill(db, PLAN)
     before = row_counts(db)
     bad = tmp_path / "configs.json"
@@ -272,8 +267,7 @@ def test_mounts_follow_the_engine_and_triton_versions(tmp_path: Path) -> None:
     assert "(--triton-version;" in with_moe.stdout
 
 
-def test_export_for_sglang_flags_entries_it_rewrites_on_read(tmp_path: Path) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+def test_export_for_sglang_flags_entries_it_rewrites_on_read(tmp_path: Path, db) -> None:
     fill(db, PLAN, m_values=(1, 16))
     shipped = tmp_path / config_file_name(576, 7168, "AMD_Instinct_MI300X")
     shipped.write_text(dump_config_file({1: {**FAST, "BLOCK_SIZE_K": 64}, 16: FAST}))

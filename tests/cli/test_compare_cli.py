@@ -35,8 +35,7 @@ def _stored(db: str):
     return stored
 
 
-def test_compare_tiny_on_the_interpreter(tmp_path: Path) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+def test_compare_tiny_on_the_interpreter(db) -> None:
     # N=256,K=384 has a file whose M=1 winner is FAST; N=576,K=256 has no trials.
     fill(db, FAST_AT_1, **TINY)
     result = invoke(*COMPARE, "--db", db)
@@ -65,8 +64,7 @@ def test_compare_tiny_on_the_interpreter(tmp_path: Path) -> None:
     assert missing.note == "no file for this shape in the store"
 
 
-def test_compare_bad_input(tmp_path: Path) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+def test_compare_bad_input(db) -> None:
     fill(db, {(256, 384, 1): [(DEFAULT, True, "ok", 10.0)]}, **TINY)
     for args, message in [
         (["--model", "nope"], "unknown model 'nope'"),
@@ -106,11 +104,10 @@ def standin(tmp_path, monkeypatch):
 
 
 def test_compare_inside_vllm_times_marlin_against_tuned_triton(
-    tmp_path: Path, standin, monkeypatch
+    tmp_path: Path, db, standin, monkeypatch
 ) -> None:
     from tuner.compare.versus import beats
 
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
     # The builtin kernel's trials pick SLOW at M=1, vLLM's kernel's pick FAST: with vLLM
     # importable, compare reads vLLM's files and times vLLM's kernel with them.
     for winner, kernel in ((SLOW, "builtin"), (FAST, "vllm")):
@@ -161,11 +158,10 @@ def test_compare_inside_vllm_times_marlin_against_tuned_triton(
 
 
 def test_without_vllm_auto_reads_vllm_kernel_files_and_says_they_are_timed_with_the_builtin(
-    tmp_path: Path, capsys
+    tmp_path: Path, db, capsys
 ) -> None:
     from tuner.cli.compare import _tuned
 
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
     site = build_standin(tmp_path / "site")
     with pytest.MonkeyPatch.context() as patch, importable(site, patch):  # while filling only
         fill(db, FAST_AT_1, **TINY, kernel="vllm")

@@ -23,8 +23,7 @@ PLAN = {
 }
 
 
-def test_a_device_with_parentheses_exports_and_serves(tmp_path: Path) -> None:
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
+def test_a_device_with_parentheses_exports_and_serves(tmp_path: Path, db) -> None:
     fill(db, PLAN, device_name=INTEL, m_values=(1, 16))
     out = tmp_path / "out"
     result = invoke("export", "--device", TYPED, "--out", out, "--db", db)

@@ -27,8 +27,7 @@ def tuner(*args, cwd):
         return invoke(*args)
 
 
-def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path) -> None:
-    db = f"sqlite:///{tmp_path}/tuner.db"
+def test_one_sweep_command_tunes_dense_and_moe_shapes(tmp_path, db) -> None:
     (tmp_path / "configs.json").write_text(json.dumps([default_config(1).as_dict()]))
     run = tuner(
         "sweep",

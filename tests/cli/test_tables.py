@@ -104,9 +104,8 @@ def test_help_fits_80_columns_uncut(command: list[str]) -> None:
     assert all(len(line) <= 80 for line in result.stdout.splitlines())
 
 
-def test_status(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_status(db, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(output.console, "_width", 220)  # one table row per line
-    db = f"sqlite:///{tmp_path / 'tuner.db'}"
     open_store(db).dispose()  # an empty store
     assert "no sweeps in the store yet" in invoke("status", "--db", db).stdout
     plan = {

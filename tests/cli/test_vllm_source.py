@@ -169,7 +169,7 @@ def test_mounts_say_whose_kernel_trials_they_mount(swept) -> None:
 
 
 def test_on_a_driverless_host_vllm_is_refused_unless_cuda_visible_devices_is_empty(
-    tmp_path, monkeypatch
+    tmp_path, db, monkeypatch
 ) -> None:
     """Finding 4: where vLLM's triton is its placeholder, every trial of vLLM's kernel would
     crash: --kernel vllm is one line and exit 2 (auto's choice of the builtin there:
@@ -178,7 +178,6 @@ def test_on_a_driverless_host_vllm_is_refused_unless_cuda_visible_devices_is_emp
     monkeypatch.chdir(tmp_path)
     vllm = build_standin(tmp_path / "site")
     driverless = {NO_DRIVER_VARIABLE: "1"}
-    db = f"sqlite:///{tmp_path}/tuner.db"
     sweep = (*_tiny(tmp_path, db, configs=[default_config().as_dict()]), "--kernel", "vllm")
     refused = tuner(*sweep, vllm=vllm, extra=driverless)
     assert refused.exit_code == 2

@@ -263,9 +263,13 @@ def winners(
     _, store = open_db(db, must_exist=True, read_only=True)
     with session_scope(store) as session:
         device_name = device_in_store(session, device)
-        if device_name not in list_device_names(session):
-            plain(imported_only_line(device_name, list_imports(session, device_name=device_name)))
-            return
+        if device_name not in list_device_names(session):  # imported files only: no winner
+            files = imported_files_summary(list_imports(session, device_name=device_name))
+            return plain(
+                f"{device_name}: no winners, it has only imported files ({files}), never swept "
+                f"here; `tuner export --device {device_name} --out DIR` writes them with a note "
+                f"per entry, GET /devices/{device_name}/imports lists them"
+            )
         view = read_device(
             session, device_name, allow_stale=allow_stale, out_dtype=out_dtype and out_dtype.value
         )
@@ -282,17 +286,6 @@ def winners(
     for line in (view.scope.note(device_name), runs_summary(rows)):
         if line is not None:
             typer.echo(line, err=True)
-
-
-def imported_only_line(device_name: str, imports) -> str:
-    """`tuner winners`' one line for a device with imported files (`db.files.list_imports`)
-    and no sweeps: why there is no winner to show, and how to see the files."""
-    return (
-        f"{device_name}: no winners, it has only imported files "
-        f"({imported_files_summary(imports)}), never swept here; `tuner export --device "
-        f"{device_name} --out DIR` writes them with a note per entry, GET "
-        f"/devices/{device_name}/imports lists them"
-    )
 
 
 def runs_summary(rows) -> str | None:

@@ -163,12 +163,7 @@ class _Verify:
                 for s in planned:
                     label = shape_label(s.shape.N, s.shape.K)
                     keys = ", ".join(map(str, s.configs))
-                    _out().print(
-                        f"{label}: keys {keys}; checking {len(s.m_points)} M values",
-                        soft_wrap=True,
-                        markup=False,
-                        highlight=False,
-                    )
+                    plain(f"{label}: keys {keys}; checking {len(s.m_points)} M values", _out())
                     ticks = partial(lambda shape, point: advance(int(point.M in shape.timed)), s)
                     results.append(
                         verify(s.shape, s.configs, s.m_points, self.make_runner, on_point=ticks)
