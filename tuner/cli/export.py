@@ -17,9 +17,7 @@ from tuner.cli.errors import fail
 from tuner.cli.options import (
     DbOpt,
     DeviceOpt,
-    EngineName,
     EngineOpt,
-    KernelChoice,
     TrialsKernelOpt,
 )
 from tuner.cli.output import console, out_folder, plain
@@ -120,7 +118,7 @@ def publish_cmd(
     allow_partial: AllowPartialOpt = False,
     allow_stale: AllowStaleOpt = False,
     out_dtype: OutDtypeOpt = None,
-    kernel: TrialsKernelOpt = KernelChoice.auto,
+    kernel: TrialsKernelOpt = "auto",
     db: DbOpt = None,
 ) -> None:
     """Freeze a device's merged files as its next release, which downloads serve byte for byte.
@@ -131,7 +129,7 @@ def publish_cmd(
     """
     store, device_name = device_store(db, device, read_only=False)
     scope: dict[str, Any] = {"allow_partial": allow_partial, "allow_stale": allow_stale}
-    scope["kernel"] = kernel.value
+    scope["kernel"] = kernel
     scope["out_dtype"] = out_dtype and out_dtype.value
     publish_device(store, device_name, reason="tuner publish", required=True, **scope)
 
@@ -148,9 +146,9 @@ def export(
     out: Annotated[Path, typer.Option(help="Folder to write the vLLM config files to.")],
     allow_partial: AllowPartialOpt = False,
     out_dtype: OutDtypeOpt = None,
-    engine_name: EngineOpt = EngineName.vllm,
+    engine_name: EngineOpt = "vllm",
     allow_stale: AllowStaleOpt = False,
-    kernel: TrialsKernelOpt = KernelChoice.auto,
+    kernel: TrialsKernelOpt = "auto",
     db: DbOpt = None,
     engine_version: EngineVersionOpt = None,
 ) -> None:
@@ -170,13 +168,13 @@ def export(
         out_dtype=out_dtype and out_dtype.value,
         allow_stale=allow_stale,
         allow_partial=allow_partial,
-        engine_name=engine_name.value,
-        kernel=kernel.value,
+        engine_name=engine_name,
+        kernel=kernel,
         hint="; pick one with --out-dtype",
     )
     result = read.explained()
     typer.echo(source_line(read, allow_stale), err=True)
-    sglang = engine_name == EngineName.sglang
+    sglang = engine_name == "sglang"
     if sglang:
         typer.echo(f"note: {SGLANG_NOTE}", err=True)
     _write(result, out)

@@ -5,7 +5,6 @@ The console is `tuner.cli.output`'s, --device is resolved in `tuner.cli.devices`
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -23,11 +22,8 @@ def strategy_names() -> Any:
     return Literal[tuple(STRATEGIES)]  # Literal[("a", "b")] is Literal["a", "b"]
 
 
-class EngineName(StrEnum):
-    vllm = "vllm"
-    sglang = "sglang"
-
-
+# A serving engine, as `tuner.kernels.engines.ENGINES` names them.
+EngineName = Literal["vllm", "sglang"]
 EngineOpt = Annotated[
     EngineName,
     typer.Option(
@@ -38,12 +34,8 @@ EngineOpt = Annotated[
 ]
 
 
-class KernelChoice(StrEnum):
-    """Whose Triton kernels a sweep times (`tuner.kernels.source.KERNEL_CHOICES`)."""
-
-    auto = "auto"
-    vllm = "vllm"
-    builtin = "builtin"
+# Whose Triton kernels a sweep times (`tuner.kernels.source.KERNEL_CHOICES`).
+KernelChoice = Literal["auto", "vllm", "builtin"]
 
 
 DbOpt = Annotated[

@@ -30,9 +30,7 @@ from tuner.cli.export import (
 from tuner.cli.options import (
     DbOpt,
     DeviceOpt,
-    EngineName,
     EngineOpt,
-    KernelChoice,
     TrialsKernelOpt,
 )
 from tuner.cli.output import out_folder, plain
@@ -116,7 +114,7 @@ FilesOpt = Annotated[
 
 def mounts(
     device: DeviceOpt,
-    engine_name: EngineOpt = EngineName.vllm,
+    engine_name: EngineOpt = "vllm",
     site_packages: SitePackagesOpt = None,
     fmt: FormatOpt = "docker",
     server: ServerOpt = None,
@@ -124,31 +122,30 @@ def mounts(
     files: FilesOpt = None,
     allow_partial: AllowPartialOpt = False,
     allow_stale: AllowStaleOpt = False,
-    kernel: TrialsKernelOpt = KernelChoice.auto,
+    kernel: TrialsKernelOpt = "auto",
     db: DbOpt = None,
     engine_version: EngineVersionOpt = None,
     triton_version: TritonVersionOpt = None,
 ) -> None:
     """Print read-only mounts of each config file into the engine's config folder."""
     site = site_packages or DEFAULT_SITE_PACKAGES[engine_name]
-    engine = engine_name.value
     if fmt in PULL_FORMATS:
         versions = {"engine_version_": engine_version, "triton_version": triton_version}
         return _pull_recipe(
-            fmt, device, server, release, db, engine=engine, site_packages=site, **versions
+            fmt, device, server, release, db, engine=engine_name, site_packages=site, **versions
         )
     given: dict[str, Any] = {
-        "engine": engine,
+        "engine": engine_name,
         "site_packages": site,
         "fmt": fmt,
         "engine_version": engine_version,
     }
     triton = (triton_version, "--triton-version")
     if files is not None:
-        fields = _folder_files(files, device, engine)
+        fields = _folder_files(files, device, engine_name)
         request = MountRequest(**fields, **given, triton_version=triton[0], triton_from=triton[1])
     else:
-        read = _store_files(device, engine, (allow_partial, allow_stale, kernel.value), db)
+        read = _store_files(device, engine_name, (allow_partial, allow_stale, kernel), db)
         request = store_request(read, triton, host_dir=DEFAULT_HOST_DIR, **given)
     try:
         typer.echo(render_mounts(request), nl=False)
@@ -158,9 +155,9 @@ def mounts(
         _export_note(DEFAULT_HOST_DIR, request.device_name, engine_name)
 
 
-def _export_note(folder: str, device_name: str, engine_name: EngineName) -> None:
+def _export_note(folder: str, device_name: str, engine_name: str) -> None:
     """Tell, on stderr, how the files the mounts read from the store get to `folder`."""
-    sglang = " --engine sglang" if engine_name == EngineName.sglang else ""
+    sglang = " --engine sglang" if engine_name == "sglang" else ""
     typer.echo(
         f"note: the mounts read the files from {folder}/ on the serving host: `tuner export "
         f"--device {device_name} --out {folder.removeprefix('$PWD/')}/{sglang}` "
@@ -435,7 +432,7 @@ def pull(
     device: DeviceOpt,
     out: OutOpt,
     release: ReleaseOpt = None,
-    engine_name: EngineOpt = EngineName.vllm,
+    engine_name: EngineOpt = "vllm",
     strict: StrictOpt = False,
 ) -> None:
     """Download a published release of a device's config files into a folder.
@@ -452,7 +449,7 @@ def pull(
     versions differ; 2 bad input.
     """
     out_folder(out)
-    base, engine = server_url(server), engine_name.value
+    base, engine = server_url(server), engine_name
     chosen = _chosen(base, device, release, strict)
     name, number = chosen["device_name"], chosen["number"]
     if holds(out, chosen, engine):
@@ -468,7 +465,7 @@ def pull(
     plain(
         f"pulled {name} release {number} into {out}: {len(written)} file(s), sha256 checked{gone}"
     )
-    if engine_name == EngineName.vllm:
+    if engine_name == "vllm":
         # Whether vLLM reads the files on the device the release was tuned on.
         for line in device_advice(str(name), release_tuned(chosen, "compute_capability")).lines():
             plain(line)

@@ -22,7 +22,6 @@ from tuner.cli.options import (
     DryRunOpt,
     GpusOpt,
     InterpreterRepsOpt,
-    KernelChoice,
     KernelOpt,
     ModelOpt,
     NoRunOpt,
@@ -95,7 +94,7 @@ def sweep(
     dry_run: DryRunOpt = False,
     gpus: GpusOpt = None,
     yes: YesOpt = False,
-    kernel: KernelOpt = KernelChoice.auto,
+    kernel: KernelOpt = "auto",
     db: DbOpt = None,
 ) -> None:
     """Tune every (N, K) of a model over the M grid, one worker per matching GPU; then each
@@ -350,7 +349,7 @@ def worker(
     replay: ReplayOpt = None,
     interpreter_reps: InterpreterRepsOpt = 3,
     trial_timeout: TrialTimeoutOpt = None,
-    kernel: KernelOpt = KernelChoice.auto,
+    kernel: KernelOpt = "auto",
     db: DbOpt = None,
 ) -> None:
     """Join sweeps created elsewhere (`tuner sweep --no-run`, POST /sweeps): one worker per

@@ -40,7 +40,6 @@ from tuner.cli.options import (
     ConfigsOpt,
     DbOpt,
     DeviceOpt,
-    KernelChoice,
     ModelOpt,
     OutDtypeOpt,
     TpOpt,
@@ -104,7 +103,7 @@ class _Verify:
 
     def __post_init__(self) -> None:
         self.device_name, self.runner, self.visible = self.device
-        self.kernel, self.kernel_label = resolve_kernel_choice(KernelChoice.auto)
+        self.kernel, self.kernel_label = resolve_kernel_choice("auto")
         self.space = space_name(self.configs, None, self.kernel_label)
         self.block_shape = as_block_shape(self.model_shapes.block_shape)
 
